@@ -1,0 +1,505 @@
+/*
+ * Jobs: the request a user submits, the job the server keeps, and each
+ * attempt to run it. job_request_unpack is the gate every submission passes;
+ * job_pack/job_unpack give the one JSON form used by the API and the store.
+ */
+#include "internal.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+static const char *const state_names[JOB_STATE_MAX] = {
+	[JOB_PENDING] = "PENDING",     [JOB_STARTING] = "STARTING",   [JOB_RUNNING] = "RUNNING",
+	[JOB_COMPLETED] = "COMPLETED", [JOB_FAILED] = "FAILED",	      [JOB_CANCELLED] = "CANCELLED",
+	[JOB_TIMEOUT] = "TIMEOUT",
+};
+
+static const char *const task_state_names[TASK_STATE_MAX] = {
+	[TASK_WAITING] = "WAITING",
+	[TASK_RUNNING] = "RUNNING",
+	[TASK_EXITED] = "EXITED",
+	[TASK_LOST] = "LOST",
+};
+
+const char *job_state_name(enum job_state s)
+{
+	return s < JOB_STATE_MAX ? state_names[s] : "?";
+}
+
+int job_state_parse(const char *s, enum job_state *ret)
+{
+	for (int i = 0; i < JOB_STATE_MAX; i++)
+		if (strcasecmp(s, state_names[i]) == 0) {
+			*ret = (enum job_state)i;
+			return 0;
+		}
+	return -EINVAL;
+}
+
+bool job_state_final(enum job_state s)
+{
+	return s >= JOB_COMPLETED;
+}
+
+const char *task_state_name(enum task_state s)
+{
+	return s < TASK_STATE_MAX ? task_state_names[s] : "?";
+}
+
+static void free_strv(char **v, int n)
+{
+	for (int i = 0; i < n; i++)
+		free(v[i]);
+	free(v);
+}
+
+void job_request_release(struct job_request *r)
+{
+	free(r->name);
+	free_strv(r->argv, r->argc);
+	free(r->cwd);
+	free_strv(r->env, r->nenv);
+	free(r->output);
+	free_strv(r->gpu_types, r->ngpu_types);
+	memset(r, 0, sizeof(*r));
+}
+
+static json_t *strv_pack(char **v, int n)
+{
+	json_t *a = json_array();
+	for (int i = 0; i < n; i++)
+		json_array_append_new(a, json_string(v[i]));
+	return a;
+}
+
+static json_t *env_pack(char **env, int n)
+{
+	json_t *o = json_object();
+	for (int i = 0; i < n; i++) {
+		const char *eq = strchr(env[i], '=');
+		_cleanup_free_ char *k = xstrndup(env[i], (size_t)(eq - env[i]));
+		json_object_set_new(o, k, json_string(eq + 1));
+	}
+	return o;
+}
+
+json_t *job_request_pack(const struct job_request *r)
+{
+	json_t *o = json_pack("{s:s, s:o, s:s, s:o, s:s, s:i, s:i, s:o, s:o, s:i, s:I, s:I, s:I, s:i}",
+			      "name", r->name, "command", strv_pack(r->argv, r->argc), "cwd",
+			      r->cwd, "env", env_pack(r->env, r->nenv), "output",
+			      r->output ? r->output : MODEL_DEFAULT_OUTPUT, "nodes", r->nodes,
+			      "tasks_per_node", r->tasks_per_node, "gpus_per_task",
+			      r->gpu_milli % MODEL_MILLI == 0
+				      ? json_integer(r->gpu_milli / MODEL_MILLI)
+				      : json_real(r->gpu_milli / (double)MODEL_MILLI),
+			      "gpu_types", strv_pack(r->gpu_types, r->ngpu_types), "cpus_per_task",
+			      r->cpus_per_task, "mem_mib", (json_int_t)r->mem_mib, "time_limit_s",
+			      (json_int_t)r->time_limit_s, "grace_s", (json_int_t)r->grace_s,
+			      "requeue", r->requeue);
+	return o;
+}
+
+/* Decodes an array of strings with count and total-size limits. */
+static int strv_unpack(json_t *obj, const char *key, bool required, int max_n, size_t max_bytes,
+		       size_t max_item, char ***ret, int *ret_n, struct tk_error *err)
+{
+	json_t *a = json_object_get(obj, key);
+	*ret = NULL;
+	*ret_n = 0;
+	if (!a) {
+		if (required)
+			return tk_errorf(err, -EINVAL, "%s: required field is missing", key);
+		return 0;
+	}
+	if (!json_is_array(a))
+		return tk_errorf(err, -EINVAL, "%s: must be an array of strings", key);
+	size_t n = json_array_size(a);
+	if (required && n == 0)
+		return tk_errorf(err, -EINVAL, "%s: must not be empty", key);
+	if (n > (size_t)max_n)
+		return tk_errorf(err, -E2BIG, "%s: at most %d items, got %zu", key, max_n, n);
+	size_t total = 0;
+	size_t i;
+	json_t *v;
+	json_array_foreach(a, i, v)
+	{
+		char what[80];
+		snprintf(what, sizeof(what), "%s[%zu]", key, i);
+		int r = mj_check_string_value(v, what, max_item, false, err);
+		if (r < 0)
+			return r;
+		total += json_string_length(v) + 1;
+		if (total > max_bytes)
+			return tk_errorf(err, -E2BIG, "%s: at most %zu bytes in all", key,
+					 max_bytes);
+	}
+	char **out = xcalloc(n, sizeof(char *));
+	json_array_foreach(a, i, v) out[i] = xstrdup(json_string_value(v));
+	*ret = out;
+	*ret_n = (int)n;
+	return 0;
+}
+
+static int env_unpack(json_t *obj, struct job_request *r, struct tk_error *err)
+{
+	json_t *e = json_object_get(obj, "env");
+	if (!e)
+		return 0;
+	if (!json_is_object(e))
+		return tk_errorf(err, -EINVAL, "env: must be an object of strings");
+	size_t n = json_object_size(e);
+	if (n > MODEL_MAX_ENV)
+		return tk_errorf(err, -E2BIG, "env: at most %d variables, got %zu", MODEL_MAX_ENV, n);
+	size_t total = 0;
+	const char *k;
+	json_t *v;
+	json_object_foreach(e, k, v)
+	{
+		if (!*k || strchr(k, '='))
+			return tk_errorf(err, -EINVAL,
+					 "env: variable name \"%.64s\" must be non-empty and "
+					 "without '='",
+					 k);
+		char what[96];
+		snprintf(what, sizeof(what), "env.%.64s", k);
+		if (!json_is_string(v) || strlen(json_string_value(v)) != json_string_length(v))
+			return tk_errorf(err, -EINVAL, "%s: must be a string without NUL", what);
+		total += strlen(k) + json_string_length(v) + 2;
+		if (total > MODEL_MAX_ENV_BYTES)
+			return tk_errorf(err, -E2BIG, "env: at most %d bytes in all",
+					 MODEL_MAX_ENV_BYTES);
+	}
+	r->env = xcalloc(n, sizeof(char *));
+	json_object_foreach(e, k, v) r->env[r->nenv++] = xasprintf("%s=%s", k, json_string_value(v));
+	return 0;
+}
+
+int job_request_unpack(json_t *j, struct job_request *ret, struct tk_error *err)
+{
+	static const char *const keys[] = {
+		"name",		 "command", "cwd",	    "env",     "output",
+		"nodes",	 "tasks_per_node", "gpus_per_task", "gpu_types",
+		"cpus_per_task", "mem_mib", "time_limit_s", "grace_s", "requeue",
+		NULL,
+	};
+	struct job_request r = {0};
+	int64_t nodes, tpn, cpus, mem, tl, grace, requeue;
+	double gpus;
+	int rc;
+	if ((rc = mj_check_keys(j, NULL, keys, err)) < 0)
+		return rc;
+	if ((rc = strv_unpack(j, "command", true, MODEL_MAX_ARGS, MODEL_MAX_ARG_BYTES,
+			      MODEL_MAX_ARG_BYTES, &r.argv, &r.argc, err)) < 0 ||
+	    (rc = mj_str(j, "name", false, MODEL_NAME_MAX - 1, true, NULL, &r.name, err)) < 0 ||
+	    (rc = mj_str(j, "cwd", true, MODEL_MAX_PATH, false, NULL, &r.cwd, err)) < 0 ||
+	    (rc = mj_str(j, "output", false, MODEL_MAX_PATH, false, MODEL_DEFAULT_OUTPUT,
+			 &r.output, err)) < 0 ||
+	    (rc = env_unpack(j, &r, err)) < 0 ||
+	    (rc = mj_int(j, "nodes", false, 1, MODEL_MAX_NODES, 1, &nodes, err)) < 0 ||
+	    (rc = mj_int(j, "tasks_per_node", false, 1, MODEL_MAX_TASKS_PER_NODE, 1, &tpn, err)) <
+		    0 ||
+	    (rc = mj_num(j, "gpus_per_task", false, 0, MODEL_MAX_GPUS_PER_TASK, 0, &gpus, err)) <
+		    0 ||
+	    (rc = strv_unpack(j, "gpu_types", false, MODEL_MAX_GPU_TYPES, 4096, MODEL_NAME_MAX - 1,
+			      &r.gpu_types, &r.ngpu_types, err)) < 0 ||
+	    (rc = mj_int(j, "cpus_per_task", false, 0, MODEL_MAX_CPUS, 0, &cpus, err)) < 0 ||
+	    (rc = mj_int(j, "mem_mib", false, 0, MODEL_MAX_MEM_MIB, 0, &mem, err)) < 0 ||
+	    (rc = mj_int(j, "time_limit_s", false, 0, MODEL_MAX_TIME_LIMIT_S, 0, &tl, err)) < 0 ||
+	    (rc = mj_int(j, "grace_s", false, 0, MODEL_MAX_GRACE_S, MODEL_DEFAULT_GRACE_S, &grace,
+			 err)) < 0 ||
+	    (rc = mj_int(j, "requeue", false, 0, MODEL_MAX_REQUEUE, 0, &requeue, err)) < 0)
+		goto fail;
+	if (r.cwd[0] != '/') {
+		rc = tk_errorf(err, -EINVAL, "cwd: must be an absolute path, got \"%.64s\"", r.cwd);
+		goto fail;
+	}
+	for (int i = 0; i < r.ngpu_types; i++)
+		if (!model_name_valid(r.gpu_types[i])) {
+			rc = tk_errorf(err, -EINVAL, "gpu_types[%d]: \"%s\" is not a model name", i,
+				       r.gpu_types[i]);
+			goto fail;
+		}
+	double milli = gpus * MODEL_MILLI;
+	if (fabs(milli - round(milli)) > 1e-6) {
+		rc = tk_errorf(err, -EINVAL,
+			       "gpus_per_task: must be a whole number or a fraction in steps of "
+			       "0.001, got %g",
+			       gpus);
+		goto fail;
+	}
+	r.gpu_milli = (int)round(milli);
+	if (r.gpu_milli % MODEL_MILLI != 0) {
+		if (r.gpu_milli > MODEL_MILLI) {
+			rc = tk_errorf(err, -EINVAL,
+				       "gpus_per_task: a fraction must be below 1, got %g", gpus);
+			goto fail;
+		}
+		if (nodes != 1 || tpn != 1) {
+			rc = tk_errorf(err, -EINVAL,
+				       "gpus_per_task: a fractional accelerator (%g) is for "
+				       "single-node, single-task jobs; got %lld nodes x %lld tasks",
+				       gpus, (long long)nodes, (long long)tpn);
+			goto fail;
+		}
+	}
+	if (r.gpu_milli > 0 && tpn * r.gpu_milli > (int64_t)MODEL_MAX_ACCELS * MODEL_MILLI) {
+		rc = tk_errorf(err, -ERANGE,
+			       "gpus_per_task: %lld tasks x %g accelerators exceeds %d per node",
+			       (long long)tpn, gpus, MODEL_MAX_ACCELS);
+		goto fail;
+	}
+	if (!r.name) {
+		const char *base = strrchr(r.argv[0], '/');
+		base = base ? base + 1 : r.argv[0];
+		r.name = xstrndup(*base ? base : "job", MODEL_NAME_MAX - 1);
+		for (char *p = r.name; *p; p++)
+			if ((unsigned char)*p < 0x20 || *p == 0x7f)
+				*p = '_';
+	}
+	r.nodes = (int)nodes;
+	r.tasks_per_node = (int)tpn;
+	r.cpus_per_task = (int)cpus;
+	r.mem_mib = mem;
+	r.time_limit_s = tl;
+	r.grace_s = grace;
+	r.requeue = (int)requeue;
+	*ret = r;
+	return 0;
+fail:
+	job_request_release(&r);
+	return rc;
+}
+
+/* ---- attempts and jobs ---------------------------------------------------- */
+
+void attempt_release(struct attempt *a)
+{
+	free(a->nodes);
+	free(a->tasks);
+	a->nodes = NULL;
+	a->tasks = NULL;
+	a->nnodes = a->ntasks = 0;
+}
+
+void job_release(struct job *j)
+{
+	job_request_release(&j->req);
+	for (int i = 0; i < j->nattempts; i++)
+		attempt_release(&j->attempts[i]);
+	free(j->attempts);
+	j->attempts = NULL;
+	j->nattempts = 0;
+}
+
+struct attempt *job_current_attempt(const struct job *j)
+{
+	return j->nattempts ? &j->attempts[j->nattempts - 1] : NULL;
+}
+
+static json_t *attempt_pack(const struct attempt *a)
+{
+	json_t *nodes = json_array();
+	for (int i = 0; i < a->nnodes; i++) {
+		const struct attempt_node *n = &a->nodes[i];
+		json_t *devs = json_array();
+		for (int d = 0; d < n->ndev; d++)
+			json_array_append_new(devs, json_integer(n->devs[d]));
+		json_array_append_new(nodes, json_pack("{s:s, s:o, s:i}", "name", n->name,
+						       "devices", devs, "milli", n->milli));
+	}
+	json_t *tasks = json_array();
+	for (int i = 0; i < a->ntasks; i++) {
+		const struct task_status *t = &a->tasks[i];
+		json_array_append_new(tasks,
+				      json_pack("{s:s, s:i, s:i, s:I, s:I}", "state",
+						task_state_name(t->state), "exit_code", t->exit_code,
+						"signal", t->signal, "start_ms",
+						(json_int_t)t->start_ms, "end_ms",
+						(json_int_t)t->end_ms));
+	}
+	return json_pack("{s:i, s:I, s:I, s:b, s:s, s:i, s:s, s:o, s:o}", "number", a->number,
+			 "start_ms", (json_int_t)a->start_ms, "end_ms", (json_int_t)a->end_ms,
+			 "ended", a->ended, "master_addr", a->master_addr, "master_port",
+			 a->master_port, "reason", a->reason, "nodes", nodes, "tasks", tasks);
+}
+
+json_t *job_pack(const struct job *j)
+{
+	json_t *attempts = json_array();
+	for (int i = 0; i < j->nattempts; i++)
+		json_array_append_new(attempts, attempt_pack(&j->attempts[i]));
+	return json_pack("{s:I, s:s, s:s, s:s, s:I, s:I, s:i, s:i, s:s, s:o, s:o}", "id",
+			 (json_int_t)j->id, "name", j->req.name, "owner", j->owner, "state",
+			 job_state_name(j->state), "submit_ms", (json_int_t)j->submit_ms, "end_ms",
+			 (json_int_t)j->end_ms, "exit_code", j->exit_code, "failures", j->failures,
+			 "reason", j->reason, "request", job_request_pack(&j->req), "attempts",
+			 attempts);
+}
+
+static int task_unpack(json_t *t, struct task_status *ts, struct tk_error *err)
+{
+	static const char *const keys[] = {"state", "exit_code", "signal", "start_ms", "end_ms",
+					   NULL};
+	char state[16] = "";
+	int64_t code, sig, start, end;
+	int r;
+	if ((r = mj_check_keys(t, NULL, keys, err)) < 0 ||
+	    (r = mj_strbuf(t, "state", true, true, state, sizeof(state), err)) < 0 ||
+	    (r = mj_int(t, "exit_code", true, -1, 255, 0, &code, err)) < 0 ||
+	    (r = mj_int(t, "signal", true, 0, 128, 0, &sig, err)) < 0 ||
+	    (r = mj_int(t, "start_ms", true, 0, INT64_MAX, 0, &start, err)) < 0 ||
+	    (r = mj_int(t, "end_ms", true, 0, INT64_MAX, 0, &end, err)) < 0)
+		return r;
+	int s;
+	for (s = 0; s < TASK_STATE_MAX; s++)
+		if (strcmp(state, task_state_names[s]) == 0)
+			break;
+	if (s == TASK_STATE_MAX)
+		return tk_errorf(err, -EINVAL, "state: unknown task state \"%s\"", state);
+	ts->state = (enum task_state)s;
+	ts->exit_code = (int)code;
+	ts->signal = (int)sig;
+	ts->start_ms = start;
+	ts->end_ms = end;
+	return 0;
+}
+
+static int attempt_node_unpack(json_t *nj, struct attempt_node *n, struct tk_error *err)
+{
+	static const char *const keys[] = {"name", "devices", "milli", NULL};
+	int64_t milli;
+	int r;
+	if ((r = mj_check_keys(nj, NULL, keys, err)) < 0 ||
+	    (r = mj_strbuf(nj, "name", true, true, n->name, sizeof(n->name), err)) < 0 ||
+	    (r = mj_int(nj, "milli", true, 0, MODEL_MILLI, 0, &milli, err)) < 0)
+		return r;
+	n->milli = (int)milli;
+	json_t *devs = json_object_get(nj, "devices");
+	if (!json_is_array(devs) || json_array_size(devs) > MODEL_MAX_ACCELS)
+		return tk_errorf(err, -EINVAL, "devices: must be an array of at most %d indices",
+				 MODEL_MAX_ACCELS);
+	size_t d;
+	json_t *dv;
+	json_array_foreach(devs, d, dv)
+	{
+		if (!json_is_integer(dv) || json_integer_value(dv) < 0 ||
+		    json_integer_value(dv) >= MODEL_MAX_ACCELS)
+			return tk_errorf(err, -EINVAL, "devices[%zu]: must be a device index", d);
+		n->devs[d] = (int)json_integer_value(dv);
+	}
+	n->ndev = (int)json_array_size(devs);
+	return 0;
+}
+
+static int attempt_unpack(json_t *aj, struct attempt *a, struct tk_error *err)
+{
+	static const char *const keys[] = {"number", "start_ms", "end_ms", "ended", "master_addr",
+					   "master_port", "reason", "nodes", "tasks", NULL};
+	int64_t number, start, end, port;
+	int r;
+	memset(a, 0, sizeof(*a));
+	if ((r = mj_check_keys(aj, NULL, keys, err)) < 0 ||
+	    (r = mj_int(aj, "number", true, 1, MODEL_MAX_ATTEMPTS, 1, &number, err)) < 0 ||
+	    (r = mj_int(aj, "start_ms", true, 0, INT64_MAX, 0, &start, err)) < 0 ||
+	    (r = mj_int(aj, "end_ms", true, 0, INT64_MAX, 0, &end, err)) < 0 ||
+	    (r = mj_bool(aj, "ended", true, false, &a->ended, err)) < 0 ||
+	    (r = mj_strbuf(aj, "master_addr", true, true, a->master_addr, sizeof(a->master_addr),
+			   err)) < 0 ||
+	    (r = mj_int(aj, "master_port", true, 0, 65535, 0, &port, err)) < 0 ||
+	    (r = mj_strbuf(aj, "reason", true, false, a->reason, sizeof(a->reason), err)) < 0)
+		return r;
+	a->number = (int)number;
+	a->start_ms = start;
+	a->end_ms = end;
+	a->master_port = (int)port;
+	json_t *nodes = json_object_get(aj, "nodes");
+	json_t *tasks = json_object_get(aj, "tasks");
+	if (!json_is_array(nodes) || json_array_size(nodes) < 1 ||
+	    json_array_size(nodes) > MODEL_MAX_NODES)
+		return tk_errorf(err, -EINVAL, "nodes: must be an array of 1 to %d nodes",
+				 MODEL_MAX_NODES);
+	if (!json_is_array(tasks) ||
+	    json_array_size(tasks) > (size_t)MODEL_MAX_NODES * MODEL_MAX_TASKS_PER_NODE)
+		return tk_errorf(err, -EINVAL, "tasks: must be an array");
+	a->nnodes = (int)json_array_size(nodes);
+	a->nodes = xcalloc((size_t)a->nnodes, sizeof(*a->nodes));
+	a->ntasks = (int)json_array_size(tasks);
+	a->tasks = xcalloc((size_t)a->ntasks ? (size_t)a->ntasks : 1, sizeof(*a->tasks));
+	size_t i;
+	json_t *v;
+	json_array_foreach(nodes, i, v)
+	{
+		if ((r = attempt_node_unpack(v, &a->nodes[i], err)) < 0) {
+			mj_prefix(err, "nodes[%zu]", i);
+			return r;
+		}
+	}
+	json_array_foreach(tasks, i, v)
+	{
+		if ((r = task_unpack(v, &a->tasks[i], err)) < 0) {
+			mj_prefix(err, "tasks[%zu]", i);
+			return r;
+		}
+	}
+	return 0;
+}
+
+int job_unpack(json_t *jj, struct job *ret, struct tk_error *err)
+{
+	static const char *const keys[] = {"id",	"name",	     "owner",	 "state",
+					   "submit_ms", "end_ms",    "exit_code", "failures",
+					   "reason",	"request",   "attempts",  NULL};
+	struct job j;
+	memset(&j, 0, sizeof(j));
+	char state[16] = "", name[MODEL_NAME_MAX];
+	int64_t id, submit, end, code, failures;
+	int r;
+	if ((r = mj_check_keys(jj, NULL, keys, err)) < 0 ||
+	    (r = mj_int(jj, "id", true, 1, INT64_MAX, 0, &id, err)) < 0 ||
+	    (r = mj_strbuf(jj, "name", true, true, name, sizeof(name), err)) < 0 ||
+	    (r = mj_strbuf(jj, "owner", true, true, j.owner, sizeof(j.owner), err)) < 0 ||
+	    (r = mj_strbuf(jj, "state", true, true, state, sizeof(state), err)) < 0 ||
+	    (r = mj_int(jj, "submit_ms", true, 0, INT64_MAX, 0, &submit, err)) < 0 ||
+	    (r = mj_int(jj, "end_ms", true, 0, INT64_MAX, 0, &end, err)) < 0 ||
+	    (r = mj_int(jj, "exit_code", true, -1, 255, 0, &code, err)) < 0 ||
+	    (r = mj_int(jj, "failures", true, 0, MODEL_MAX_ATTEMPTS, 0, &failures, err)) < 0 ||
+	    (r = mj_strbuf(jj, "reason", true, false, j.reason, sizeof(j.reason), err)) < 0)
+		return r;
+	if (job_state_parse(state, &j.state) < 0)
+		return tk_errorf(err, -EINVAL, "state: unknown job state \"%s\"", state);
+	if ((r = job_request_unpack(json_object_get(jj, "request"), &j.req, err)) < 0) {
+		mj_prefix(err, "request");
+		return r;
+	}
+	j.id = id;
+	j.submit_ms = submit;
+	j.end_ms = end;
+	j.exit_code = (int)code;
+	j.failures = (int)failures;
+	json_t *attempts = json_object_get(jj, "attempts");
+	if (!json_is_array(attempts) || json_array_size(attempts) > MODEL_MAX_ATTEMPTS) {
+		job_release(&j);
+		return tk_errorf(err, -EINVAL, "attempts: must be an array of at most %d",
+				 MODEL_MAX_ATTEMPTS);
+	}
+	size_t n = json_array_size(attempts);
+	j.attempts = xcalloc(n ? n : 1, sizeof(*j.attempts));
+	size_t i;
+	json_t *v;
+	json_array_foreach(attempts, i, v)
+	{
+		r = attempt_unpack(v, &j.attempts[i], err);
+		j.nattempts = (int)i + 1;
+		if (r < 0) {
+			mj_prefix(err, "attempts[%zu]", i);
+			job_release(&j);
+			return r;
+		}
+	}
+	*ret = j;
+	return 0;
+}

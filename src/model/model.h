@@ -1,0 +1,255 @@
+/*
+ * model: tenk's data types (accelerators, nodes, job requests, jobs and their
+ * attempts), their JSON form, and the validation of anything that arrives
+ * from outside. No I/O, no clocks, no globals besides constant tables: every
+ * other part can trust a struct that came out of a model_*_unpack call.
+ *
+ * JSON decoding is strict: an unknown key, a wrong type or a value out of
+ * range is an error whose text starts with the field's path, e.g.
+ *   nodes: must be an integer from 1 to 4096, got 0
+ */
+#pragma once
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "util/util.h"
+
+/* ---- limits on what may come from outside ------------------------------ */
+
+#define MODEL_NAME_MAX 64	     /* job, node, model, user names, with NUL */
+#define MODEL_ADDR_MAX 64	     /* a node's address, with NUL */
+#define MODEL_TOPO_MAX 128	     /* "spine1/leaf07", with NUL */
+#define MODEL_REASON_MAX 256	     /* why a job waits or ended, with NUL */
+#define MODEL_MAX_ACCELS 64	     /* accelerators on one node */
+#define MODEL_MAX_NODES 4096	     /* nodes of one job */
+#define MODEL_MAX_TASKS_PER_NODE 256 /* tasks of one job on one node */
+#define MODEL_MAX_GPUS_PER_TASK 64
+#define MODEL_MAX_CPUS 65536
+#define MODEL_MAX_MEM_MIB (1LL << 40)
+#define MODEL_MAX_ARGS 4096
+#define MODEL_MAX_ARG_BYTES (128 * 1024) /* all of a command's arguments */
+#define MODEL_MAX_ENV 4096
+#define MODEL_MAX_ENV_BYTES (256 * 1024) /* all of a job's environment */
+#define MODEL_MAX_PATH 4096
+#define MODEL_MAX_GPU_TYPES 16
+#define MODEL_MAX_TIME_LIMIT_S (366LL * 86400)
+#define MODEL_MAX_GRACE_S 3600
+#define MODEL_DEFAULT_GRACE_S 30
+#define MODEL_MAX_REQUEUE 100
+#define MODEL_MAX_ATTEMPTS 1000
+#define MODEL_MILLI 1000 /* one whole accelerator, in milli-accelerator units */
+
+/* ---- strict JSON field access ------------------------------------------- */
+
+/* Each reads obj[key] into *ret. A missing key is an error when `required`,
+ * else *ret gets the default. Errors name `key` (prefixed by `path` when not
+ * NULL, as in "command[2]"). Strings are returned for the caller to free. */
+int mj_check_keys(json_t *obj, const char *path, const char *const *allowed,
+		  struct tk_error *err);
+int mj_int(json_t *obj, const char *key, bool required, int64_t min, int64_t max, int64_t def,
+	   int64_t *ret, struct tk_error *err);
+int mj_bool(json_t *obj, const char *key, bool required, bool def, bool *ret,
+	    struct tk_error *err);
+/* A string of 1..max_len bytes (0..max_len when allow_empty) with no NUL and
+ * no control characters when `printable`. */
+int mj_str(json_t *obj, const char *key, bool required, size_t max_len, bool printable,
+	   const char *def, char **ret, struct tk_error *err);
+/* Like mj_str, into a fixed buffer of size n (max_len is n - 1). */
+int mj_strbuf(json_t *obj, const char *key, bool required, bool printable, char *buf, size_t n,
+	      struct tk_error *err);
+/* A name: 1..MODEL_NAME_MAX-1 bytes of [A-Za-z0-9._-]. */
+bool model_name_valid(const char *s);
+
+/* ---- catalogue of accelerator models ------------------------------------ */
+
+struct catalogue_entry {
+	char name[MODEL_NAME_MAX];
+	int64_t mem_mib;
+	double tflops; /* peak dense bf16 (fp16 where the card lacks bf16) */
+	double price_per_hour; /* in the operator's currency, per device */
+};
+
+struct catalogue {
+	struct catalogue_entry *entries;
+	size_t n;
+	size_t alloc;
+};
+
+/* Fills c with the built-in models. */
+void catalogue_init(struct catalogue *c);
+void catalogue_release(struct catalogue *c);
+/* Case-insensitive lookup; NULL when unknown. The pointer is borrowed and
+ * stays valid until the catalogue changes. */
+const struct catalogue_entry *catalogue_find(const struct catalogue *c, const char *name);
+/* Adds a model or overrides the one with the same name. */
+void catalogue_set(struct catalogue *c, const struct catalogue_entry *e);
+/* Applies an operator's overrides:
+ *   {"models": [{"name": "H100", "mem_mib": 81559, "tflops": 989,
+ *                "price_per_hour": 2.5}, ...]}
+ * Fields left out keep the built-in value (or 0 for a new model). On error
+ * nothing is changed. */
+int catalogue_load_json(struct catalogue *c, const char *text, struct tk_error *err);
+/* Writes "H200, H100, ..." into sb: for error messages. */
+void catalogue_names(const struct catalogue *c, struct strbuf *sb);
+json_t *catalogue_pack(const struct catalogue *c);
+
+/* ---- accelerators and nodes --------------------------------------------- */
+
+struct accel {
+	int index;
+	char uuid[MODEL_NAME_MAX];
+	char model[MODEL_NAME_MAX];
+	int64_t mem_mib;
+	double tflops;
+	int nvlink_domain;
+};
+
+/* What an agent reports about its machine. */
+struct node_inventory {
+	char name[MODEL_NAME_MAX];
+	char addr[MODEL_ADDR_MAX]; /* as other nodes reach it; may be "" */
+	char topology[MODEL_TOPO_MAX];
+	int cpus;
+	int64_t mem_mib;
+	int naccel;
+	struct accel accel[MODEL_MAX_ACCELS];
+};
+
+/* Parses a fake-device spec such as "8xH100" or "4xA100-80GB,2xT4" into
+ * accelerators named from the catalogue; UUIDs are derived from uuid_seed so
+ * they are stable for a node. */
+int model_fake_accels(const char *spec, const struct catalogue *c, const char *uuid_seed,
+		      struct accel *ret, int max, int *ret_n, struct tk_error *err);
+
+json_t *node_inventory_pack(const struct node_inventory *inv);
+int node_inventory_unpack(json_t *j, struct node_inventory *ret, struct tk_error *err);
+
+/* ---- jobs ---------------------------------------------------------------- */
+
+/*
+ * A job's life. Each start is an attempt with its own number; the pair (job,
+ * attempt) names one allocation everywhere, so a repeated message never starts
+ * a job twice.
+ *
+ *   PENDING --place--> STARTING --all tasks up--> RUNNING --all exit 0--> COMPLETED
+ *      ^                  |                          |---- a task fails --> FAILED
+ *      |                  |                          |---- time limit ----> TIMEOUT
+ *      +--- requeue ------+--------------------------+
+ *   (any non-final state) ---- cancel ----> CANCELLED
+ */
+enum job_state {
+	JOB_PENDING,
+	JOB_STARTING,
+	JOB_RUNNING,
+	JOB_COMPLETED,
+	JOB_FAILED,
+	JOB_CANCELLED,
+	JOB_TIMEOUT,
+	JOB_STATE_MAX
+};
+
+const char *job_state_name(enum job_state s);
+int job_state_parse(const char *s, enum job_state *ret);
+bool job_state_final(enum job_state s);
+
+struct job_request {
+	char *name;
+	int argc;
+	char **argv;
+	char *cwd;    /* absolute */
+	int nenv;     /* "KEY=VALUE" strings */
+	char **env;
+	char *output; /* path pattern: %j job id, %t task rank, %n node rank, %% */
+	int nodes;
+	int tasks_per_node;
+	int gpu_milli; /* accelerators per task in milli units; < 1000 is a fraction */
+	int ngpu_types;
+	char **gpu_types; /* acceptable models; none means any */
+	int cpus_per_task;
+	int64_t mem_mib;      /* per node; 0: no reservation */
+	int64_t time_limit_s; /* 0: none */
+	int64_t grace_s;      /* between SIGTERM and SIGKILL */
+	int requeue;	      /* restarts allowed after the job's own failure */
+};
+
+void job_request_release(struct job_request *r);
+/* Returns a new JSON object (caller owns the reference). */
+json_t *job_request_pack(const struct job_request *r);
+/* Strictly decodes and validates a request from a user. */
+int job_request_unpack(json_t *j, struct job_request *ret, struct tk_error *err);
+/* Default output pattern when none is given. */
+#define MODEL_DEFAULT_OUTPUT "tenk-%j.out"
+
+/* Status of one task (one process the agent starts) of an attempt. */
+enum task_state { TASK_WAITING, TASK_RUNNING, TASK_EXITED, TASK_LOST, TASK_STATE_MAX };
+const char *task_state_name(enum task_state s);
+
+struct task_status {
+	enum task_state state;
+	int exit_code; /* when EXITED: the code, or 128+signal */
+	int signal;    /* when EXITED by a signal: its number, else 0 */
+	int64_t start_ms;
+	int64_t end_ms;
+};
+
+/* The part of an attempt on one node: which devices, in which share. */
+struct attempt_node {
+	char name[MODEL_NAME_MAX];
+	int ndev;
+	int devs[MODEL_MAX_ACCELS];
+	int milli; /* share of each device held, MODEL_MILLI for whole ones */
+};
+
+struct attempt {
+	int number; /* 1, 2, ... */
+	int64_t start_ms;
+	int64_t end_ms; /* 0 while not ended */
+	bool ended;     /* every task exited or was lost; resources are free */
+	char master_addr[MODEL_ADDR_MAX];
+	int master_port;
+	int nnodes;
+	struct attempt_node *nodes;
+	int ntasks; /* nnodes * tasks_per_node; task i runs on node i / tasks_per_node */
+	struct task_status *tasks;
+	char reason[MODEL_REASON_MAX]; /* why it ended */
+};
+
+struct job {
+	int64_t id;
+	char owner[MODEL_NAME_MAX];
+	enum job_state state;
+	int64_t submit_ms;
+	int64_t end_ms;
+	int exit_code;	 /* final: 0, a task's code, or 128+signal; -1 if none ran */
+	int failures;	 /* requeues spent on the job's own failures */
+	char reason[MODEL_REASON_MAX]; /* why it waits or why it ended */
+	struct job_request req;
+	int nattempts;
+	struct attempt *attempts;
+};
+
+void job_release(struct job *j);
+void attempt_release(struct attempt *a);
+/* The API's and the store's form of a job. */
+json_t *job_pack(const struct job *j);
+/* Decodes what job_pack wrote (from the store); strict like user input. */
+int job_unpack(json_t *j, struct job *ret, struct tk_error *err);
+/* Returns the newest attempt, or NULL. Borrowed. */
+struct attempt *job_current_attempt(const struct job *j);
+
+/* ---- node records ---------------------------------------------------------- */
+
+/* What the server keeps about a node across restarts. Liveness (up, down) is
+ * not stored: it is learned anew from the agent after every start. */
+struct node_record {
+	struct node_inventory inv;
+	bool drained;
+	char drain_reason[MODEL_REASON_MAX];
+	char agent_id[MODEL_NAME_MAX]; /* the agent process last registered */
+	int64_t registered_ms;
+};
+
+json_t *node_record_pack(const struct node_record *r);
+int node_record_unpack(json_t *j, struct node_record *ret, struct tk_error *err);

@@ -1,0 +1,184 @@
+/*
+ * Accelerators and node inventories: what an agent reports about its machine,
+ * and the fake-device specs ("8xH100") that let tests and demos run a GPU
+ * cluster on machines without GPUs.
+ */
+#include "internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+int model_fake_accels(const char *spec, const struct catalogue *c, const char *uuid_seed,
+		      struct accel *ret, int max, int *ret_n, struct tk_error *err)
+{
+	_cleanup_free_ char *copy = xstrdup(spec);
+	int n = 0;
+	char *save = NULL;
+	if (!*spec)
+		return tk_errorf(err, -EINVAL, "fake devices \"%s\": empty; expected COUNTxMODEL "
+					       "such as 8xH100",
+				 spec);
+	for (char *item = strtok_r(copy, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
+		char *x = strchr(item, 'x');
+		if (!x || x == item)
+			return tk_errorf(err, -EINVAL,
+					 "fake devices \"%s\": expected COUNTxMODEL such as 8xH100, "
+					 "got \"%s\"",
+					 spec, item);
+		*x = '\0';
+		int64_t count;
+		if (tk_parse_int64(item, 1, MODEL_MAX_ACCELS, &count) < 0)
+			return tk_errorf(err, -EINVAL,
+					 "fake devices \"%s\": count must be 1..%d, got \"%s\"", spec,
+					 MODEL_MAX_ACCELS, item);
+		const struct catalogue_entry *e = catalogue_find(c, x + 1);
+		if (!e) {
+			struct strbuf names;
+			strbuf_init(&names);
+			catalogue_names(c, &names);
+			int r = tk_errorf(err, -EINVAL,
+					  "fake devices \"%s\": unknown model \"%s\"; known: %s", spec,
+					  x + 1, names.buf);
+			strbuf_release(&names);
+			return r;
+		}
+		if (n + count > max)
+			return tk_errorf(err, -E2BIG,
+					 "fake devices \"%s\": at most %d devices on a node", spec,
+					 max);
+		for (int64_t i = 0; i < count; i++, n++) {
+			struct accel *a = &ret[n];
+			memset(a, 0, sizeof(*a));
+			a->index = n;
+			snprintf(a->uuid, sizeof(a->uuid), "GPU-fake-%.32s-%d", uuid_seed, n);
+			snprintf(a->model, sizeof(a->model), "%s", e->name);
+			a->mem_mib = e->mem_mib;
+			a->tflops = e->tflops;
+			a->nvlink_domain = 0;
+		}
+	}
+	*ret_n = n;
+	return 0;
+}
+
+static json_t *accel_pack(const struct accel *a)
+{
+	return json_pack("{s:i, s:s, s:s, s:I, s:f, s:i}", "index", a->index, "uuid", a->uuid,
+			 "model", a->model, "mem_mib", (json_int_t)a->mem_mib, "tflops", a->tflops,
+			 "nvlink_domain", a->nvlink_domain);
+}
+
+static int accel_unpack(json_t *j, struct accel *a, struct tk_error *err)
+{
+	static const char *const keys[] = {"index",  "uuid",	      "model", "mem_mib",
+					   "tflops", "nvlink_domain", NULL};
+	int64_t index, mem, dom;
+	double tflops;
+	int r;
+	memset(a, 0, sizeof(*a));
+	if ((r = mj_check_keys(j, NULL, keys, err)) < 0 ||
+	    (r = mj_int(j, "index", true, 0, MODEL_MAX_ACCELS - 1, 0, &index, err)) < 0 ||
+	    (r = mj_strbuf(j, "uuid", true, true, a->uuid, sizeof(a->uuid), err)) < 0 ||
+	    (r = mj_strbuf(j, "model", true, true, a->model, sizeof(a->model), err)) < 0 ||
+	    (r = mj_int(j, "mem_mib", false, 0, MODEL_MAX_MEM_MIB, 0, &mem, err)) < 0 ||
+	    (r = mj_num(j, "tflops", false, 0, 1e6, 0, &tflops, err)) < 0 ||
+	    (r = mj_int(j, "nvlink_domain", false, -1, 1 << 20, 0, &dom, err)) < 0)
+		return r;
+	if (!model_name_valid(a->model))
+		return tk_errorf(err, -EINVAL, "model: \"%s\" is not a valid model name", a->model);
+	a->index = (int)index;
+	a->mem_mib = mem;
+	a->tflops = tflops;
+	a->nvlink_domain = (int)dom;
+	return 0;
+}
+
+json_t *node_inventory_pack(const struct node_inventory *inv)
+{
+	json_t *accels = json_array();
+	for (int i = 0; i < inv->naccel; i++)
+		json_array_append_new(accels, accel_pack(&inv->accel[i]));
+	return json_pack("{s:s, s:s, s:s, s:i, s:I, s:o}", "name", inv->name, "addr", inv->addr,
+			 "topology", inv->topology, "cpus", inv->cpus, "mem_mib",
+			 (json_int_t)inv->mem_mib, "accelerators", accels);
+}
+
+int node_inventory_unpack(json_t *j, struct node_inventory *ret, struct tk_error *err)
+{
+	static const char *const keys[] = {"name", "addr",    "topology",     "cpus",
+					   "mem_mib", "accelerators", NULL};
+	struct node_inventory *inv = ret;
+	int64_t cpus, mem;
+	int r;
+	memset(inv, 0, sizeof(*inv));
+	if ((r = mj_check_keys(j, NULL, keys, err)) < 0 ||
+	    (r = mj_strbuf(j, "name", true, true, inv->name, sizeof(inv->name), err)) < 0 ||
+	    (r = mj_strbuf(j, "addr", false, true, inv->addr, sizeof(inv->addr), err)) < 0 ||
+	    (r = mj_strbuf(j, "topology", false, true, inv->topology, sizeof(inv->topology),
+			   err)) < 0 ||
+	    (r = mj_int(j, "cpus", true, 1, MODEL_MAX_CPUS, 0, &cpus, err)) < 0 ||
+	    (r = mj_int(j, "mem_mib", true, 0, MODEL_MAX_MEM_MIB, 0, &mem, err)) < 0)
+		return r;
+	if (!model_name_valid(inv->name))
+		return tk_errorf(err, -EINVAL,
+				 "name: \"%s\" is not a valid node name (letters, digits, '.', "
+				 "'_', '-')",
+				 inv->name);
+	inv->cpus = (int)cpus;
+	inv->mem_mib = mem;
+	json_t *accels = json_object_get(j, "accelerators");
+	if (accels) {
+		if (!json_is_array(accels))
+			return tk_errorf(err, -EINVAL, "accelerators: must be an array");
+		if (json_array_size(accels) > MODEL_MAX_ACCELS)
+			return tk_errorf(err, -E2BIG, "accelerators: at most %d on a node, got %zu",
+					 MODEL_MAX_ACCELS, json_array_size(accels));
+		size_t i;
+		json_t *a;
+		json_array_foreach(accels, i, a)
+		{
+			if ((r = accel_unpack(a, &inv->accel[i], err)) < 0) {
+				mj_prefix(err, "accelerators[%zu]", i);
+				return r;
+			}
+			if (inv->accel[i].index != (int)i)
+				return tk_errorf(err, -EINVAL,
+						 "accelerators[%zu].index: must be %zu (devices are "
+						 "listed in index order)",
+						 i, i);
+		}
+		inv->naccel = (int)json_array_size(accels);
+	}
+	return 0;
+}
+
+json_t *node_record_pack(const struct node_record *r)
+{
+	return json_pack("{s:o, s:b, s:s, s:s, s:I}", "inventory", node_inventory_pack(&r->inv),
+			 "drained", r->drained, "drain_reason", r->drain_reason, "agent_id",
+			 r->agent_id, "registered_ms", (json_int_t)r->registered_ms);
+}
+
+int node_record_unpack(json_t *j, struct node_record *ret, struct tk_error *err)
+{
+	static const char *const keys[] = {"inventory", "drained", "drain_reason", "agent_id",
+					   "registered_ms", NULL};
+	struct node_record *r = ret;
+	int64_t reg;
+	int rc;
+	memset(r, 0, sizeof(*r));
+	if ((rc = mj_check_keys(j, NULL, keys, err)) < 0 ||
+	    (rc = mj_bool(j, "drained", true, false, &r->drained, err)) < 0 ||
+	    (rc = mj_strbuf(j, "drain_reason", true, false, r->drain_reason,
+			    sizeof(r->drain_reason), err)) < 0 ||
+	    (rc = mj_strbuf(j, "agent_id", true, true, r->agent_id, sizeof(r->agent_id), err)) < 0 ||
+	    (rc = mj_int(j, "registered_ms", true, 0, INT64_MAX, 0, &reg, err)) < 0)
+		return rc;
+	r->registered_ms = reg;
+	if ((rc = node_inventory_unpack(json_object_get(j, "inventory"), &r->inv, err)) < 0) {
+		mj_prefix(err, "inventory");
+		return rc;
+	}
+	return 0;
+}

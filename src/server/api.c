@@ -1,0 +1,492 @@
+/*
+ * The HTTP/JSON API under /v1: one table of routes and a handler for each.
+ * Handlers check everything that came from outside (path parameters, query
+ * arguments, the body) before touching state, so a bad request changes
+ * nothing; they answer through reply_* in http.c, which holds the answer
+ * until what it reports is durable.
+ */
+#include "internal.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#define LIST_DEFAULT_LIMIT 1000
+#define WAIT_MAX_S 300
+
+static int parse_job_id(struct request *r, const char *param, struct sjob **ret)
+{
+	int64_t id;
+	if (tk_parse_int64(param, 1, INT64_MAX, &id) < 0) {
+		reply_error(r, 400, "job id must be a positive integer, got \"%.64s\"", param);
+		return -EINVAL;
+	}
+	struct sjob *j = state_job(r->s, id);
+	if (!j) {
+		reply_error(r, 404, "no job %lld", (long long)id);
+		return -ENOENT;
+	}
+	if (r->role != ROLE_ADMIN && strcmp(j->job.owner, r->user) != 0) {
+		reply_error(r, 404, "no job %lld", (long long)id);
+		return -ENOENT;
+	}
+	*ret = j;
+	return 0;
+}
+
+static struct snode *find_node(struct request *r, const char *name)
+{
+	struct snode *n = state_node(r->s, name);
+	if (!n)
+		reply_error(r, 404, "no node \"%.64s\"", name);
+	return n;
+}
+
+/* ---- general ------------------------------------------------------------------ */
+
+static void h_health(struct request *r, const char *param, json_t *body)
+{
+	reply_json(r, 200, json_pack("{s:b, s:s}", "ok", 1, "epoch", r->s->epoch));
+}
+
+static void h_catalogue(struct request *r, const char *param, json_t *body)
+{
+	reply_json(r, 200, json_pack("{s:o}", "models", catalogue_pack(&r->s->cat)));
+}
+
+/* ---- jobs --------------------------------------------------------------------- */
+
+static void h_submit(struct request *r, const char *param, json_t *body)
+{
+	struct server *s = r->s;
+	struct job_request req;
+	struct tk_error err;
+	if (job_request_unpack(body, &req, &err) < 0) {
+		reply_error(r, 400, "%s", err.text);
+		return;
+	}
+	for (int i = 0; i < req.ngpu_types; i++) {
+		if (!catalogue_find(&s->cat, req.gpu_types[i])) {
+			struct strbuf names;
+			strbuf_init(&names);
+			catalogue_names(&s->cat, &names);
+			reply_error(r, 400, "gpu_types[%d]: unknown model \"%s\"; known: %s", i,
+				    req.gpu_types[i], names.buf);
+			strbuf_release(&names);
+			job_request_release(&req);
+			return;
+		}
+	}
+	struct sjob *j = state_submit(s, &req, r->user);
+	reply_json(r, 201, state_job_pack(s, j));
+}
+
+/* Parses "PENDING,RUNNING" into a mask of states. */
+static int parse_states(const char *text, unsigned *ret)
+{
+	_cleanup_free_ char *copy = xstrdup(text);
+	char *save = NULL;
+	unsigned mask = 0;
+	for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+		enum job_state st;
+		if (strcasecmp(t, "active") == 0) {
+			mask |= 1u << JOB_PENDING | 1u << JOB_STARTING | 1u << JOB_RUNNING;
+			continue;
+		}
+		if (job_state_parse(t, &st) < 0)
+			return -EINVAL;
+		mask |= 1u << st;
+	}
+	if (!mask)
+		return -EINVAL;
+	*ret = mask;
+	return 0;
+}
+
+static void h_jobs_list(struct request *r, const char *param, json_t *body)
+{
+	struct server *s = r->s;
+	unsigned mask = ~0u;
+	int64_t limit = LIST_DEFAULT_LIMIT;
+	const char *state = request_arg(r, "state");
+	const char *lim = request_arg(r, "limit");
+	if (state && parse_states(state, &mask) < 0) {
+		reply_error(r, 400,
+			    "state: expected a comma-separated list of PENDING, STARTING, RUNNING, "
+			    "COMPLETED, FAILED, CANCELLED, TIMEOUT or active; got \"%.64s\"",
+			    state);
+		return;
+	}
+	if (lim && tk_parse_int64(lim, 1, SERVER_MAX_LIST, &limit) < 0) {
+		reply_error(r, 400, "limit: must be an integer from 1 to %d, got \"%.32s\"",
+			    SERVER_MAX_LIST, lim);
+		return;
+	}
+	/* the newest `limit` matching jobs, listed oldest first */
+	size_t start = s->njobs;
+	int64_t count = 0, total = 0;
+	for (size_t i = s->njobs; i-- > 0;) {
+		struct sjob *j = s->jobs[i];
+		if (!j || !(mask & (1u << j->job.state)))
+			continue;
+		if (r->role != ROLE_ADMIN && strcmp(j->job.owner, r->user) != 0)
+			continue;
+		total++;
+		if (count < limit) {
+			count++;
+			start = i;
+		}
+	}
+	json_t *arr = json_array();
+	for (size_t i = start; i < s->njobs && (int64_t)json_array_size(arr) < count; i++) {
+		struct sjob *j = s->jobs[i];
+		if (!j || !(mask & (1u << j->job.state)))
+			continue;
+		if (r->role != ROLE_ADMIN && strcmp(j->job.owner, r->user) != 0)
+			continue;
+		json_t *o = state_job_pack(s, j);
+		/* lists leave out each job's environment; GET /v1/jobs/ID has it */
+		json_object_del(json_object_get(o, "request"), "env");
+		json_array_append_new(arr, o);
+	}
+	reply_json(r, 200, json_pack("{s:o, s:I}", "jobs", arr, "total", (json_int_t)total));
+}
+
+static void h_job_show(struct request *r, const char *param, json_t *body)
+{
+	struct sjob *j;
+	if (parse_job_id(r, param, &j) < 0)
+		return;
+	const char *w = request_arg(r, "wait");
+	int64_t wait_s = 0;
+	if (w && tk_parse_int64(w, 0, WAIT_MAX_S, &wait_s) < 0) {
+		reply_error(r, 400, "wait: must be whole seconds from 0 to %d, got \"%.32s\"",
+			    WAIT_MAX_S, w);
+		return;
+	}
+	if (wait_s == 0 || job_state_final(j->job.state)) {
+		reply_json(r, 200, state_job_pack(r->s, j));
+		return;
+	}
+	r->wait_job = j;
+	req_list_push(&j->waiters, r);
+	request_park(r, WAIT_JOB, tk_mono_ms() + wait_s * 1000);
+}
+
+static void h_job_cancel(struct request *r, const char *param, json_t *body)
+{
+	struct sjob *j;
+	if (parse_job_id(r, param, &j) < 0)
+		return;
+	struct tk_error err;
+	if (state_cancel(r->s, j, &err) < 0) {
+		reply_error(r, 409, "%s", err.text);
+		return;
+	}
+	reply_json(r, 200, state_job_pack(r->s, j));
+}
+
+/* ---- nodes -------------------------------------------------------------------- */
+
+static void h_nodes_list(struct request *r, const char *param, json_t *body)
+{
+	struct server *s = r->s;
+	json_t *arr = json_array();
+	for (int i = 0; i < s->nnodes; i++)
+		json_array_append_new(arr, state_node_pack(s, s->nodes[i]));
+	reply_json(r, 200, json_pack("{s:o}", "nodes", arr));
+}
+
+static void h_node_show(struct request *r, const char *param, json_t *body)
+{
+	struct snode *n = find_node(r, param);
+	if (n)
+		reply_json(r, 200, state_node_pack(r->s, n));
+}
+
+static void h_node_drain(struct request *r, const char *param, json_t *body)
+{
+	static const char *const keys[] = {"reason", NULL};
+	struct tk_error err;
+	char reason[MODEL_REASON_MAX] = "";
+	if (mj_check_keys(body, NULL, keys, &err) < 0 ||
+	    mj_strbuf(body, "reason", true, true, reason, 200, &err) < 0) {
+		reply_error(r, 400, "%s", err.text);
+		return;
+	}
+	if (!reason[0]) {
+		reply_error(r, 400, "reason: must say why the node is drained");
+		return;
+	}
+	struct snode *n = find_node(r, param);
+	if (!n)
+		return;
+	state_drain(r->s, n, reason);
+	reply_json(r, 200, state_node_pack(r->s, n));
+}
+
+static void h_node_resume(struct request *r, const char *param, json_t *body)
+{
+	struct snode *n = find_node(r, param);
+	if (!n)
+		return;
+	state_resume(r->s, n);
+	reply_json(r, 200, state_node_pack(r->s, n));
+}
+
+/* ---- agents ------------------------------------------------------------------- */
+
+static bool agent_id_valid(const char *id)
+{
+	size_t n = strlen(id);
+	if (n < 8 || n >= MODEL_NAME_MAX)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!((id[i] >= '0' && id[i] <= '9') || (id[i] >= 'a' && id[i] <= 'f')))
+			return false;
+	return true;
+}
+
+/* Reads "node" and "agent_id" and finds the node, answering 409 when the agent
+ * must register (again) first. */
+static struct snode *agent_node(struct request *r, json_t *body, const char *name,
+				const char *agent_id)
+{
+	struct snode *n = state_node(r->s, name);
+	if (!n) {
+		reply_error(r, 409, "node \"%.64s\" is not registered; register first", name);
+		return NULL;
+	}
+	if (agent_id && strcmp(n->rec.agent_id, agent_id) != 0) {
+		reply_error(r, 409,
+			    "node \"%.64s\" is registered by another agent process; register "
+			    "again",
+			    name);
+		return NULL;
+	}
+	return n;
+}
+
+static void h_agent_register(struct request *r, const char *param, json_t *body)
+{
+	struct server *s = r->s;
+	static const char *const keys[] = {"agent_id", "inventory", NULL};
+	struct tk_error err;
+	char agent_id[MODEL_NAME_MAX] = "";
+	struct node_inventory *inv = xmalloc(sizeof(*inv));
+	if (mj_check_keys(body, NULL, keys, &err) < 0 ||
+	    mj_strbuf(body, "agent_id", true, true, agent_id, sizeof(agent_id), &err) < 0) {
+		reply_error(r, 400, "%s", err.text);
+		goto out;
+	}
+	if (!agent_id_valid(agent_id)) {
+		reply_error(r, 400, "agent_id: must be 8 to 63 lowercase hex digits");
+		goto out;
+	}
+	if (node_inventory_unpack(json_object_get(body, "inventory"), inv, &err) < 0) {
+		reply_error(r, 400, "inventory.%s", err.text);
+		goto out;
+	}
+	if (!inv->addr[0]) {
+		/* the address the agent reached us from is how peers reach it */
+		const union MHD_ConnectionInfo *ci =
+			MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+		if (ci && ci->client_addr->sa_family == AF_INET)
+			inet_ntop(AF_INET, &((struct sockaddr_in *)ci->client_addr)->sin_addr,
+				  inv->addr, sizeof(inv->addr));
+		else if (ci && ci->client_addr->sa_family == AF_INET6)
+			inet_ntop(AF_INET6, &((struct sockaddr_in6 *)ci->client_addr)->sin6_addr,
+				  inv->addr, sizeof(inv->addr));
+	}
+	struct snode *n = state_register(s, inv, agent_id);
+	reply_json(r, 200,
+		   json_pack("{s:s, s:s, s:s, s:I}", "node", n->rec.inv.name, "addr",
+			     n->rec.inv.addr, "epoch", s->epoch, "node_timeout_ms",
+			     (json_int_t)s->cfg.node_timeout_ms));
+out:
+	free(inv);
+}
+
+static void h_agent_heartbeat(struct request *r, const char *param, json_t *body)
+{
+	static const char *const keys[] = {"node", "agent_id", NULL};
+	struct tk_error err;
+	char node[MODEL_NAME_MAX] = "", agent_id[MODEL_NAME_MAX] = "";
+	if (mj_check_keys(body, NULL, keys, &err) < 0 ||
+	    mj_strbuf(body, "node", true, true, node, sizeof(node), &err) < 0 ||
+	    mj_strbuf(body, "agent_id", true, true, agent_id, sizeof(agent_id), &err) < 0) {
+		reply_error(r, 400, "%s", err.text);
+		return;
+	}
+	struct snode *n = agent_node(r, body, node, agent_id);
+	if (!n)
+		return;
+	n->last_seen_ms = tk_mono_ms();
+	if (n->live != NODE_UP) {
+		log_info("node %s is UP again", node);
+		n->live = NODE_UP;
+		server_want_pass(r->s);
+	}
+	reply_json(r, 200, json_pack("{s:b}", "ok", 1));
+}
+
+static void h_agent_work(struct request *r, const char *param, json_t *body)
+{
+	struct server *s = r->s;
+	const char *node = request_arg(r, "node");
+	const char *epoch = request_arg(r, "epoch");
+	const char *gen = request_arg(r, "gen");
+	const char *wait = request_arg(r, "wait_ms");
+	int64_t g = 0, wait_ms = 0;
+	if (!node) {
+		reply_error(r, 400, "node: required query argument is missing");
+		return;
+	}
+	if (gen && tk_parse_int64(gen, 0, INT64_MAX, &g) < 0) {
+		reply_error(r, 400, "gen: must be a non-negative integer");
+		return;
+	}
+	if (wait && tk_parse_int64(wait, 0, 600000, &wait_ms) < 0) {
+		reply_error(r, 400, "wait_ms: must be an integer from 0 to 600000");
+		return;
+	}
+	struct snode *n = agent_node(r, NULL, node, request_arg(r, "agent_id"));
+	if (!n)
+		return;
+	bool same_epoch = epoch && strcmp(epoch, s->epoch) == 0;
+	uint64_t since = same_epoch ? (uint64_t)g : 0;
+	if (!same_epoch || since < n->work_gen || wait_ms == 0) {
+		reply_json(r, 200, state_work_pack(s, n, since));
+		return;
+	}
+	snprintf(r->agent_epoch, sizeof(r->agent_epoch), "%s", s->epoch);
+	r->agent_gen = since;
+	r->wait_node = n;
+	req_list_push(&n->pollers, r);
+	request_park(r, WAIT_WORK, tk_mono_ms() + MIN(wait_ms, s->cfg.longpoll_ms));
+}
+
+struct event {
+	int64_t job;
+	int attempt;
+	int rank;
+	bool exited;
+	int64_t at_ms;
+	int exit_code;
+	int signal;
+	char reason[MODEL_REASON_MAX];
+};
+
+static int event_unpack(json_t *e, struct event *ev, struct tk_error *err)
+{
+	static const char *const keys[] = {"job",	"attempt", "rank",   "type",
+					   "at_ms",	"exit_code", "signal", "reason", NULL};
+	char type[16] = "";
+	int64_t job, attempt, rank, at, code, sig;
+	int r;
+	if ((r = mj_check_keys(e, NULL, keys, err)) < 0 ||
+	    (r = mj_int(e, "job", true, 1, INT64_MAX, 0, &job, err)) < 0 ||
+	    (r = mj_int(e, "attempt", true, 1, MODEL_MAX_ATTEMPTS, 0, &attempt, err)) < 0 ||
+	    (r = mj_int(e, "rank", true, 0, MODEL_MAX_NODES * MODEL_MAX_TASKS_PER_NODE, 0, &rank,
+			err)) < 0 ||
+	    (r = mj_strbuf(e, "type", true, true, type, sizeof(type), err)) < 0 ||
+	    (r = mj_int(e, "at_ms", true, 0, INT64_MAX, 0, &at, err)) < 0 ||
+	    (r = mj_int(e, "exit_code", false, 0, 255, 0, &code, err)) < 0 ||
+	    (r = mj_int(e, "signal", false, 0, 128, 0, &sig, err)) < 0 ||
+	    (r = mj_strbuf(e, "reason", false, true, ev->reason, sizeof(ev->reason), err)) < 0)
+		return r;
+	if (strcmp(type, "started") == 0)
+		ev->exited = false;
+	else if (strcmp(type, "exited") == 0)
+		ev->exited = true;
+	else
+		return tk_errorf(err, -EINVAL, "type: must be \"started\" or \"exited\", got \"%s\"",
+				 type);
+	ev->job = job;
+	ev->attempt = (int)attempt;
+	ev->rank = (int)rank;
+	ev->at_ms = at;
+	ev->exit_code = (int)code;
+	ev->signal = (int)sig;
+	return 0;
+}
+
+static void h_agent_events(struct request *r, const char *param, json_t *body)
+{
+	static const char *const keys[] = {"node", "agent_id", "events", NULL};
+	struct tk_error err;
+	char node[MODEL_NAME_MAX] = "", agent_id[MODEL_NAME_MAX] = "";
+	if (mj_check_keys(body, NULL, keys, &err) < 0 ||
+	    mj_strbuf(body, "node", true, true, node, sizeof(node), &err) < 0 ||
+	    mj_strbuf(body, "agent_id", true, true, agent_id, sizeof(agent_id), &err) < 0) {
+		reply_error(r, 400, "%s", err.text);
+		return;
+	}
+	json_t *events = json_object_get(body, "events");
+	if (!json_is_array(events) || json_array_size(events) > SERVER_MAX_EVENTS) {
+		reply_error(r, 400, "events: must be an array of at most %d events",
+			    SERVER_MAX_EVENTS);
+		return;
+	}
+	size_t n = json_array_size(events);
+	struct event *evs = xcalloc(n ? n : 1, sizeof(*evs));
+	size_t i;
+	json_t *e;
+	json_array_foreach(events, i, e)
+	{
+		if (event_unpack(e, &evs[i], &err) < 0) {
+			reply_error(r, 400, "events[%zu].%s", i, err.text);
+			free(evs);
+			return;
+		}
+	}
+	struct snode *sn = agent_node(r, body, node, agent_id);
+	if (sn) {
+		sn->last_seen_ms = tk_mono_ms();
+		for (i = 0; i < n; i++) {
+			struct event *ev = &evs[i];
+			if (ev->exited)
+				state_task_exited(r->s, ev->job, ev->attempt, ev->rank,
+						  ev->exit_code, ev->signal, ev->reason, ev->at_ms);
+			else
+				state_task_started(r->s, ev->job, ev->attempt, ev->rank,
+						   ev->at_ms);
+		}
+		reply_json(r, 200, json_pack("{s:I}", "acked", (json_int_t)n));
+	}
+	free(evs);
+}
+
+void api_longpoll_expired(struct request *r)
+{
+	struct server *s = r->s;
+	if (r->wait == WAIT_WORK) {
+		struct snode *n = r->wait_node;
+		reply_json(r, 200,
+			   json_pack("{s:s, s:I, s:b}", "epoch", s->epoch, "gen",
+				     (json_int_t)n->work_gen, "unchanged", 1));
+	} else if (r->wait == WAIT_JOB) {
+		reply_json(r, 200, state_job_pack(s, r->wait_job));
+	}
+}
+
+const struct route api_routes[] = {
+	{"GET", "/v1/health", ROLE_NONE, h_health, false},
+	{"GET", "/v1/catalogue", ROLE_USER, h_catalogue, false},
+	{"POST", "/v1/jobs", ROLE_USER, h_submit, true},
+	{"GET", "/v1/jobs", ROLE_USER, h_jobs_list, false},
+	{"GET", "/v1/jobs/{}", ROLE_USER, h_job_show, false},
+	{"POST", "/v1/jobs/{}/cancel", ROLE_USER, h_job_cancel, false},
+	{"GET", "/v1/nodes", ROLE_USER, h_nodes_list, false},
+	{"GET", "/v1/nodes/{}", ROLE_USER, h_node_show, false},
+	{"POST", "/v1/nodes/{}/drain", ROLE_ADMIN, h_node_drain, true},
+	{"POST", "/v1/nodes/{}/resume", ROLE_ADMIN, h_node_resume, false},
+	{"POST", "/v1/agent/register", ROLE_AGENT, h_agent_register, true},
+	{"POST", "/v1/agent/heartbeat", ROLE_AGENT, h_agent_heartbeat, true},
+	{"GET", "/v1/agent/work", ROLE_AGENT, h_agent_work, false},
+	{"POST", "/v1/agent/events", ROLE_AGENT, h_agent_events, true},
+};
+
+const size_t api_nroutes = ARRAY_SIZE(api_routes);

@@ -1,0 +1,541 @@
+/*
+ * HTTP for the server: libmicrohttpd driven from our libuv loop, the request
+ * life cycle, authentication, routing and the durability gate.
+ *
+ * MHD runs in "external event loop" mode with epoll: we watch its epoll
+ * descriptor with a uv_poll and call MHD_run when it is readable or when its
+ * timeout falls due. A request is read whole (bounded by SERVER_MAX_BODY),
+ * authenticated, routed to a handler in api.c, and answered through the gate:
+ * the connection is suspended until every change made before the answer was
+ * decided is durable (see internal.h). Long-polls are suspended too, until
+ * their event or deadline.
+ */
+#include "internal.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netdb.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+
+void req_list_push(struct req_list *l, struct request *r)
+{
+	r->wait_prev = l->tail;
+	r->wait_next = NULL;
+	if (l->tail)
+		l->tail->wait_next = r;
+	else
+		l->head = r;
+	l->tail = r;
+}
+
+void req_list_remove(struct req_list *l, struct request *r)
+{
+	if (r->wait_prev)
+		r->wait_prev->wait_next = r->wait_next;
+	else if (l->head == r)
+		l->head = r->wait_next;
+	if (r->wait_next)
+		r->wait_next->wait_prev = r->wait_prev;
+	else if (l->tail == r)
+		l->tail = r->wait_prev;
+	r->wait_prev = r->wait_next = NULL;
+}
+
+static void gate_push(struct server *s, struct request *r)
+{
+	r->gate_next = NULL;
+	if (s->gate.tail)
+		s->gate.tail->gate_next = r;
+	else
+		s->gate.head = r;
+	s->gate.tail = r;
+}
+
+/* Takes a parked long-poll off every list it is on. */
+static void unpark(struct request *r)
+{
+	struct server *s = r->s;
+	if (r->wait == WAIT_NONE)
+		return;
+	if (r->wait == WAIT_WORK && r->wait_node)
+		req_list_remove(&r->wait_node->pollers, r);
+	if (r->wait == WAIT_JOB && r->wait_job)
+		req_list_remove(&r->wait_job->waiters, r);
+	if (r->lp_prev)
+		r->lp_prev->lp_next = r->lp_next;
+	else
+		s->longpolls = r->lp_next;
+	if (r->lp_next)
+		r->lp_next->lp_prev = r->lp_prev;
+	r->lp_prev = r->lp_next = NULL;
+	r->wait = WAIT_NONE;
+	r->wait_node = NULL;
+	r->wait_job = NULL;
+}
+
+void request_park(struct request *r, enum wait_kind kind, int64_t deadline_ms)
+{
+	struct server *s = r->s;
+	r->wait = kind;
+	r->deadline_ms = deadline_ms;
+	r->lp_prev = NULL;
+	r->lp_next = s->longpolls;
+	if (s->longpolls)
+		s->longpolls->lp_prev = r;
+	s->longpolls = r;
+}
+
+static void resume(struct request *r)
+{
+	if (r->suspended) {
+		r->suspended = false;
+		MHD_resume_connection(r->conn);
+	}
+}
+
+static void set_reply(struct request *r, unsigned status, char *text, const char *type)
+{
+	struct server *s = r->s;
+	unpark(r);
+	if (r->resp)
+		MHD_destroy_response(r->resp);
+	r->resp = MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
+	MHD_add_response_header(r->resp, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+	r->status = status;
+	r->need_seq = s->seq_applied;
+	if (!r->suspended)
+		return; /* still inside on_access: it decides */
+	if (r->need_seq <= s->seq_durable)
+		resume(r);
+	else
+		gate_push(s, r);
+}
+
+void reply_json(struct request *r, unsigned status, json_t *body)
+{
+	char *text = json_dumps(body, JSON_COMPACT);
+	json_decref(body);
+	size_t n = strlen(text);
+	text = xrealloc(text, n + 2);
+	text[n] = '\n';
+	text[n + 1] = '\0';
+	set_reply(r, status, text, "application/json");
+}
+
+void reply_error(struct request *r, unsigned status, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	reply_json(r, status, json_pack("{s:s, s:i}", "error", msg, "status", (int)status));
+}
+
+void reply_text(struct request *r, unsigned status, char *text, const char *type)
+{
+	set_reply(r, status, text, type);
+}
+
+void http_release_gate(struct server *s)
+{
+	while (s->gate.head && s->gate.head->need_seq <= s->seq_durable) {
+		struct request *r = s->gate.head;
+		s->gate.head = r->gate_next;
+		if (!s->gate.head)
+			s->gate.tail = NULL;
+		r->gate_next = NULL;
+		resume(r);
+	}
+}
+
+const char *request_arg(struct request *r, const char *key)
+{
+	return MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, key);
+}
+
+/* ---- authentication and routing --------------------------------------------- */
+
+static bool token_equal(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b);
+	unsigned char diff = (unsigned char)(la != lb);
+	for (size_t i = 0; i < la && i < lb; i++)
+		diff |= (unsigned char)(a[i] ^ b[i]);
+	return diff == 0;
+}
+
+static const char *const role_names[ROLE_MAX] = {
+	[ROLE_NONE] = "anyone", [ROLE_USER] = "a user", [ROLE_ADMIN] = "an admin",
+	[ROLE_AGENT] = "an agent",
+};
+
+static void authenticate(struct request *r)
+{
+	struct server *s = r->s;
+	const char *h = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
+						    MHD_HTTP_HEADER_AUTHORIZATION);
+	r->role = ROLE_NONE;
+	if (!h || strncmp(h, "Bearer ", 7) != 0)
+		return;
+	const char *tok = h + 7;
+	if (token_equal(tok, s->admin_token)) {
+		r->role = ROLE_ADMIN;
+		snprintf(r->user, sizeof(r->user), "admin");
+	} else if (token_equal(tok, s->agent_token)) {
+		r->role = ROLE_AGENT;
+		snprintf(r->user, sizeof(r->user), "agent");
+	}
+}
+
+static bool allowed(enum role have, enum role need)
+{
+	if (need == ROLE_NONE)
+		return true;
+	if (need == ROLE_AGENT)
+		return have == ROLE_AGENT;
+	if (need == ROLE_USER)
+		return have == ROLE_USER || have == ROLE_ADMIN;
+	return have == need;
+}
+
+/* Matches path against pattern; a "{}" segment captures into param. */
+static bool match(const char *pattern, const char *path, char *param, size_t n)
+{
+	param[0] = '\0';
+	while (*pattern && *path) {
+		if (pattern[0] == '{' && pattern[1] == '}') {
+			const char *end = strchr(path, '/');
+			size_t len = end ? (size_t)(end - path) : strlen(path);
+			if (len == 0 || len >= n)
+				return false;
+			memcpy(param, path, len);
+			param[len] = '\0';
+			path += len;
+			pattern += 2;
+			continue;
+		}
+		if (*pattern != *path)
+			return false;
+		pattern++;
+		path++;
+	}
+	return *pattern == '\0' && *path == '\0';
+}
+
+static void dispatch(struct request *r)
+{
+	struct server *s = r->s;
+	if (s->stopping) {
+		reply_error(r, 503, "server is stopping; retry shortly");
+		return;
+	}
+	if (r->too_big) {
+		reply_error(r, 413, "body: larger than the limit of %d bytes", SERVER_MAX_BODY);
+		return;
+	}
+	char param[256];
+	const struct route *rt = NULL;
+	bool path_known = false;
+	for (size_t i = 0; i < api_nroutes; i++) {
+		if (!match(api_routes[i].pattern, r->url, param, sizeof(param)))
+			continue;
+		path_known = true;
+		if (strcmp(api_routes[i].method, r->method) == 0) {
+			rt = &api_routes[i];
+			break;
+		}
+	}
+	if (!rt) {
+		if (path_known)
+			reply_error(r, 405, "method %s is not allowed on %s", r->method, r->url);
+		else
+			reply_error(r, 404, "no such endpoint: %s %s", r->method, r->url);
+		return;
+	}
+	authenticate(r);
+	if (rt->role != ROLE_NONE && r->role == ROLE_NONE) {
+		const char *h = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
+							    MHD_HTTP_HEADER_AUTHORIZATION);
+		if (!h)
+			reply_error(r, 401,
+				    "missing token: send the header \"Authorization: Bearer TOKEN\" "
+				    "(the admin token is in the server's data folder, admin.token)");
+		else
+			reply_error(r, 401, "invalid token");
+		return;
+	}
+	if (!allowed(r->role, rt->role)) {
+		reply_error(r, 403, "%s %s is for %s", r->method, rt->pattern,
+			    role_names[rt->role]);
+		return;
+	}
+	json_t *body = NULL;
+	if (rt->has_body) {
+		json_error_t jerr;
+		if (r->body.len == 0) {
+			reply_error(r, 400, "body: expected a JSON object, got nothing");
+			return;
+		}
+		body = json_loadb(r->body.buf, r->body.len, JSON_REJECT_DUPLICATES, &jerr);
+		if (!body) {
+			reply_error(r, 400, "body: invalid JSON at line %d column %d: %s", jerr.line,
+				    jerr.column, jerr.text);
+			return;
+		}
+		if (!json_is_object(body)) {
+			json_decref(body);
+			reply_error(r, 400, "body: expected a JSON object");
+			return;
+		}
+	}
+	rt->handler(r, param, body);
+	json_decref(body);
+}
+
+/* ---- MHD callbacks ------------------------------------------------------------ */
+
+static enum MHD_Result queue(struct request *r)
+{
+	enum MHD_Result ok = MHD_queue_response(r->conn, r->status, r->resp);
+	MHD_destroy_response(r->resp);
+	r->resp = NULL;
+	return ok;
+}
+
+static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char *url,
+				 const char *method, const char *version, const char *upload_data,
+				 size_t *upload_data_size, void **con_cls)
+{
+	struct server *s = cls;
+	struct request *r = *con_cls;
+	(void)version;
+	if (!r) {
+		r = xcalloc(1, sizeof(*r));
+		r->s = s;
+		r->conn = c;
+		r->method = method;
+		r->url = url;
+		strbuf_init(&r->body);
+		*con_cls = r;
+		const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+							     MHD_HTTP_HEADER_CONTENT_LENGTH);
+		int64_t len;
+		if (cl && (tk_parse_int64(cl, 0, SERVER_MAX_BODY, &len) < 0)) {
+			/* refuse before reading a byte of it */
+			r->too_big = true;
+			r->dispatched = true;
+			dispatch(r);
+			return queue(r);
+		}
+		return MHD_YES;
+	}
+	if (*upload_data_size) {
+		if (!r->too_big && r->body.len + *upload_data_size > SERVER_MAX_BODY) {
+			r->too_big = true;
+			strbuf_release(&r->body);
+		}
+		if (!r->too_big)
+			strbuf_add(&r->body, upload_data, *upload_data_size);
+		*upload_data_size = 0;
+		return MHD_YES;
+	}
+	if (!r->dispatched) {
+		r->dispatched = true;
+		dispatch(r);
+		if (r->resp && r->need_seq > s->seq_durable)
+			gate_push(s, r);
+	}
+	if (r->resp && r->need_seq <= s->seq_durable)
+		return queue(r);
+	/* waiting for durability or for a long-poll's event */
+	r->suspended = true;
+	MHD_suspend_connection(c);
+	return MHD_YES;
+}
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
+			 enum MHD_RequestTerminationCode toe)
+{
+	struct server *s = cls;
+	struct request *r = *con_cls;
+	(void)c;
+	(void)toe;
+	if (!r)
+		return;
+	unpark(r);
+	/* normally off the gate already; at shutdown it may not be */
+	struct request **pp = &s->gate.head, *prev = NULL;
+	while (*pp) {
+		if (*pp == r) {
+			*pp = r->gate_next;
+			if (s->gate.tail == r)
+				s->gate.tail = prev;
+			break;
+		}
+		prev = *pp;
+		pp = &(*pp)->gate_next;
+	}
+	if (r->resp)
+		MHD_destroy_response(r->resp);
+	strbuf_release(&r->body);
+	free(r);
+	*con_cls = NULL;
+}
+
+static void mhd_logger(void *cls, const char *fmt, va_list ap)
+{
+	char msg[512];
+	(void)cls;
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	tk_strip(msg);
+	log_debug("http: %s", msg);
+}
+
+static void mhd_timer_cb(uv_timer_t *t);
+
+/* Lets MHD do its work, then arms the timer for its next deadline. */
+static void run_mhd(struct server *s)
+{
+	MHD_run(s->mhd);
+	MHD_UNSIGNED_LONG_LONG t;
+	if (MHD_get_timeout(s->mhd, &t) == MHD_YES)
+		uv_timer_start(&s->mhd_timer, mhd_timer_cb, (uint64_t)t, 0);
+	else
+		uv_timer_stop(&s->mhd_timer);
+}
+
+static void mhd_timer_cb(uv_timer_t *t)
+{
+	struct server *s = t->data;
+	run_mhd(s);
+}
+
+static void mhd_poll_cb(uv_poll_t *p, int status, int events)
+{
+	struct server *s = p->data;
+	(void)status;
+	(void)events;
+	run_mhd(s);
+}
+
+static void closed_cb(uv_handle_t *h)
+{
+	struct server *s = h->data;
+	s->open_handles--;
+	if (s->open_handles == 0 && !s->flushing && s->stop_cb)
+		s->stop_cb(s->stop_arg);
+}
+
+/* Splits "HOST:PORT" ("[v6]:PORT" too) and resolves it. */
+static int parse_listen(const char *listen, struct sockaddr_storage *ss, socklen_t *len,
+			char *host, size_t hostlen, struct tk_error *err)
+{
+	const char *colon = strrchr(listen, ':');
+	if (!colon || colon == listen)
+		return tk_errorf(err, -EINVAL, "listen address \"%s\": expected HOST:PORT", listen);
+	const char *h = listen;
+	size_t hl = (size_t)(colon - listen);
+	if (h[0] == '[' && hl >= 2 && h[hl - 1] == ']') {
+		h++;
+		hl -= 2;
+	}
+	if (hl >= hostlen)
+		return tk_errorf(err, -EINVAL, "listen address \"%s\": host too long", listen);
+	memcpy(host, h, hl);
+	host[hl] = '\0';
+	int64_t port;
+	if (tk_parse_int64(colon + 1, 0, 65535, &port) < 0)
+		return tk_errorf(err, -EINVAL, "listen address \"%s\": port must be 0..65535",
+				 listen);
+	struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+				 .ai_flags = AI_PASSIVE};
+	struct addrinfo *res = NULL;
+	char portstr[8];
+	snprintf(portstr, sizeof(portstr), "%d", (int)port);
+	int rc = getaddrinfo(host, portstr, &hints, &res);
+	if (rc != 0 || !res)
+		return tk_errorf(err, -EINVAL, "listen address \"%s\": %s", listen,
+				 gai_strerror(rc));
+	memcpy(ss, res->ai_addr, res->ai_addrlen);
+	*len = res->ai_addrlen;
+	freeaddrinfo(res);
+	return 0;
+}
+
+int http_start(struct server *s, const char *listen, struct tk_error *err)
+{
+	struct sockaddr_storage ss;
+	socklen_t sslen;
+	char host[128];
+	int r = parse_listen(listen, &ss, &sslen, host, sizeof(host), err);
+	if (r < 0)
+		return r;
+	unsigned flags = MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
+	if (ss.ss_family == AF_INET6)
+		flags |= MHD_USE_IPv6;
+	s->mhd = MHD_start_daemon(flags, 0, NULL, NULL, on_access, s, MHD_OPTION_SOCK_ADDR, &ss,
+				  MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+				  MHD_OPTION_CONNECTION_LIMIT, (unsigned)SERVER_MAX_CONNECTIONS,
+				  MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120,
+				  MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)1024,
+				  MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, s, MHD_OPTION_END);
+	if (!s->mhd)
+		return tk_errorf(err, -EADDRINUSE,
+				 "cannot listen on %s: address in use, not local, or not allowed",
+				 listen);
+	const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->mhd, MHD_DAEMON_INFO_EPOLL_FD);
+	const union MHD_DaemonInfo *lfd = MHD_get_daemon_info(s->mhd, MHD_DAEMON_INFO_LISTEN_FD);
+	struct sockaddr_storage bound;
+	socklen_t blen = sizeof(bound);
+	if (!info || !lfd || getsockname(lfd->listen_fd, (struct sockaddr *)&bound, &blen) < 0) {
+		MHD_stop_daemon(s->mhd);
+		s->mhd = NULL;
+		return tk_errorf(err, -EIO, "cannot set up the HTTP listener");
+	}
+	int port = ntohs(bound.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&bound)->sin6_port
+						     : ((struct sockaddr_in *)&bound)->sin_port);
+	const char *shown = host;
+	if (strcmp(host, "0.0.0.0") == 0 || strcmp(host, "") == 0)
+		shown = "127.0.0.1";
+	else if (strcmp(host, "::") == 0)
+		shown = "::1";
+	if (strchr(shown, ':'))
+		snprintf(s->url, sizeof(s->url), "http://[%s]:%d", shown, port);
+	else
+		snprintf(s->url, sizeof(s->url), "http://%s:%d", shown, port);
+	uv_poll_init(s->loop, &s->mhd_poll, info->epoll_fd);
+	s->mhd_poll.data = s;
+	uv_poll_start(&s->mhd_poll, UV_READABLE, mhd_poll_cb);
+	uv_timer_init(s->loop, &s->mhd_timer);
+	s->mhd_timer.data = s;
+	s->open_handles += 2;
+	return 0;
+}
+
+void http_stop(struct server *s)
+{
+	if (!s->mhd)
+		return;
+	while (s->longpolls)
+		reply_error(s->longpolls, 503, "server is stopping; retry shortly");
+	/* answers still at the gate go out now: what they depend on was written by
+	 * server_stop, or is in a batch that will commit or never be known */
+	while (s->gate.head) {
+		struct request *r = s->gate.head;
+		s->gate.head = r->gate_next;
+		r->gate_next = NULL;
+		resume(r);
+	}
+	s->gate.tail = NULL;
+	for (int i = 0; i < 4; i++)
+		MHD_run(s->mhd);
+	uv_poll_stop(&s->mhd_poll);
+	uv_timer_stop(&s->mhd_timer);
+	uv_close((uv_handle_t *)&s->mhd_poll, closed_cb);
+	uv_close((uv_handle_t *)&s->mhd_timer, closed_cb);
+	MHD_stop_daemon(s->mhd);
+	s->mhd = NULL;
+}

@@ -1,0 +1,260 @@
+/*
+ * Private to src/server: the in-memory state and the functions its files
+ * share. Nothing outside src/server includes this.
+ *
+ * Durability works as a gate on every answer. Each change marks its job or
+ * node dirty and advances seq_applied. Once per loop iteration the dirty
+ * objects are written as one batch, in libuv's thread pool; when it commits,
+ * seq_durable catches up. A reply (an API answer, or work handed to an agent)
+ * records the seq_applied it saw and is held until seq_durable reaches it, so
+ * nothing is acknowledged or acted on before it is on disk.
+ */
+#pragma once
+
+#include <microhttpd.h>
+#include <stdbool.h>
+#include <uv.h>
+
+#include "model/model.h"
+#include "sched/sched.h"
+#include "server.h"
+#include "store/store.h"
+
+#define SERVER_MAX_BODY (1024 * 1024)	 /* request body limit */
+#define SERVER_PORT_BASE 29500		 /* MASTER_PORT range on each node */
+#define SERVER_PORT_COUNT 512
+#define SERVER_MAX_EVENTS 4096		 /* events in one agent report */
+#define SERVER_MAX_CONNECTIONS 4096
+#define SERVER_CRON_MS 500		 /* periodic work: liveness, long-poll deadlines */
+#define SERVER_MAX_LIST 100000		 /* jobs in one list answer */
+
+enum role { ROLE_NONE, ROLE_USER, ROLE_ADMIN, ROLE_AGENT, ROLE_MAX };
+
+struct request;
+struct sjob;
+struct snode;
+
+/* A list of requests that wait for something (a long-poll, the commit). */
+struct req_list {
+	struct request *head;
+	struct request *tail;
+};
+
+enum wait_kind { WAIT_NONE, WAIT_WORK, WAIT_JOB };
+
+struct request {
+	struct server *s;
+	struct MHD_Connection *conn;
+	const char *method; /* borrowed from MHD for the request's life */
+	const char *url;
+	struct strbuf body;
+	bool too_big;
+	bool dispatched;
+	bool suspended;
+	bool finished; /* MHD completed it while we still held it */
+	/* the answer, once decided */
+	unsigned status;
+	struct MHD_Response *resp;
+	uint64_t need_seq; /* answer only when seq_durable >= need_seq */
+	struct request *gate_next;
+	/* authentication */
+	enum role role;
+	char user[MODEL_NAME_MAX];
+	/* long-polls */
+	enum wait_kind wait;
+	int64_t deadline_ms;
+	struct snode *wait_node;
+	struct sjob *wait_job;
+	struct request *wait_prev, *wait_next; /* in the node's or job's list */
+	struct request *lp_prev, *lp_next;     /* in the server's list of all long-polls */
+	char agent_epoch[40];
+	uint64_t agent_gen;
+};
+
+/* A job as the server holds it. */
+struct sjob {
+	struct job job;
+	struct sched_job sj; /* the scheduler's view, kept in step with job.req */
+	struct sjob *pend_prev, *pend_next; /* in the pending queue, in order */
+	bool pending;
+	bool dirty;
+	struct sjob *dirty_next;
+	uint64_t reason_pass; /* the pass that wrote job.reason while pending */
+	struct req_list waiters; /* `tenk wait` long-polls */
+	int node_losses;	 /* requeues spent on lost nodes */
+};
+
+enum node_live { NODE_UNKNOWN, NODE_UP, NODE_DOWN, NODE_LIVE_MAX };
+
+/* One node's part of a running attempt. */
+struct part {
+	struct sjob *job;
+	int attempt;	/* number */
+	int node_index; /* in the attempt's node list (the node rank) */
+	uint64_t gen_added;
+};
+
+struct snode {
+	struct node_record rec;
+	enum node_live live;
+	int64_t last_seen_ms; /* monotonic */
+	bool dirty;
+	struct snode *dirty_next;
+	/* what is allocated */
+	int cpus_used;
+	int64_t mem_used;
+	int dev_used[MODEL_MAX_ACCELS]; /* milli */
+	struct sched_dev sdev[MODEL_MAX_ACCELS];
+	uint8_t ports[SERVER_PORT_COUNT / 8];
+	/* parts of attempts that hold resources here */
+	struct part *parts;
+	int nparts;
+	size_t parts_alloc;
+	/* work for the agent */
+	uint64_t work_gen;
+	struct req_list pollers;
+	bool wake_queued; /* its pollers get answered at the end of the iteration */
+	struct snode *wake_next;
+};
+
+struct server {
+	uv_loop_t *loop;
+	struct server_config cfg;
+	char *data_dir;
+	char url[200];
+	char admin_token[65];
+	char agent_token[65];
+	char epoch[33]; /* differs on every start */
+	int lock_fd;
+	struct catalogue cat;
+	struct store *store;
+
+	/* jobs by id: jobs[id - 1]; ids are dense and never reused */
+	struct sjob **jobs;
+	size_t njobs;
+	size_t jobs_alloc;
+	struct sjob *pend_head, *pend_tail;
+	int npending;
+
+	/* nodes */
+	struct snode **nodes;
+	int nnodes;
+	size_t nodes_alloc;
+	struct tk_map node_by_name;
+
+	/* durability */
+	struct sjob *dirty_jobs;
+	struct snode *dirty_nodes;
+	uint64_t seq_applied;
+	uint64_t seq_durable;
+	uint64_t seq_flushing;
+	bool flushing;
+	uv_work_t flush_work;
+	struct store_batch *flush_batch;
+	int flush_result;
+	struct tk_error flush_err;
+	struct req_list gate; /* answers held until durable */
+
+	struct snode *wake_nodes;
+
+	/* scheduling */
+	bool sched_needed;
+	uint64_t pass_no;
+	int64_t blocker_id; /* the job the last pass stopped at, or 0 */
+	int64_t last_pass_us;
+
+	/* http */
+	struct MHD_Daemon *mhd;
+	uv_poll_t mhd_poll;
+	uv_timer_t mhd_timer;
+	struct request *longpolls; /* every waiting long-poll */
+
+	uv_check_t check;
+	uv_timer_t cron;
+	bool stopping;
+	int open_handles;
+	void (*stop_cb)(void *arg);
+	void *stop_arg;
+};
+
+/* ---- server.c --------------------------------------------------------------- */
+
+/* Marks a job or node changed: it will be written in the next batch. */
+void server_job_dirty(struct server *s, struct sjob *j);
+void server_node_dirty(struct server *s, struct snode *n);
+/* Asks for a scheduling pass at the end of this loop iteration. */
+void server_want_pass(struct server *s);
+int64_t server_now_ms(const struct server *s);
+
+/* ---- http.c ------------------------------------------------------------------ */
+
+int http_start(struct server *s, const char *listen, struct tk_error *err);
+/* Answers every held request with 503 and stops the daemon. */
+void http_stop(struct server *s);
+/* Sets the answer: a JSON body (taken) with status. The request is answered
+ * once everything changed so far is durable. */
+void reply_json(struct request *r, unsigned status, json_t *body);
+/* An error answer {"error": text, "status": status}. */
+void reply_error(struct request *r, unsigned status, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+/* Answers with text (taken, malloc'd) of the given content type. */
+void reply_text(struct request *r, unsigned status, char *text, const char *type);
+/* Keeps the request waiting (a long-poll) until a reply_* call or its
+ * deadline; the caller has put it on a wait list. */
+void request_park(struct request *r, enum wait_kind kind, int64_t deadline_ms);
+/* Releases answers whose changes are now durable. */
+void http_release_gate(struct server *s);
+/* Looks up a query argument; NULL when absent. */
+const char *request_arg(struct request *r, const char *key);
+void req_list_push(struct req_list *l, struct request *r);
+void req_list_remove(struct req_list *l, struct request *r);
+
+/* ---- api.c ------------------------------------------------------------------- */
+
+struct route {
+	const char *method;
+	const char *pattern; /* "/v1/jobs/{}": {} matches one path segment */
+	enum role role;	     /* the least role allowed */
+	void (*handler)(struct request *r, const char *param, json_t *body);
+	bool has_body;
+};
+
+extern const struct route api_routes[];
+extern const size_t api_nroutes;
+/* Answers a long-poll whose deadline passed. */
+void api_longpoll_expired(struct request *r);
+
+/* ---- state.c ----------------------------------------------------------------- */
+
+struct sjob *state_job(struct server *s, int64_t id);
+struct snode *state_node(struct server *s, const char *name);
+/* Takes ownership of req; returns the new job. */
+struct sjob *state_submit(struct server *s, struct job_request *req, const char *owner);
+int state_cancel(struct server *s, struct sjob *j, struct tk_error *err);
+/* Registers (or re-registers) a node from its agent's report. */
+struct snode *state_register(struct server *s, const struct node_inventory *inv,
+			     const char *agent_id);
+void state_drain(struct server *s, struct snode *n, const char *reason);
+void state_resume(struct server *s, struct snode *n);
+/* An agent says a task started or exited. Unknown or stale ones are ignored. */
+void state_task_started(struct server *s, int64_t job, int attempt, int rank, int64_t at_ms);
+void state_task_exited(struct server *s, int64_t job, int attempt, int rank, int exit_code,
+		       int signal, const char *why, int64_t at_ms);
+/* Marks a node DOWN and ends the parts of attempts it held. */
+void state_node_lost(struct server *s, struct snode *n, const char *why);
+/* Runs one scheduling pass and applies its decisions. */
+void state_schedule(struct server *s);
+/* Loads the store into memory at start-up. */
+int state_load(struct server *s, struct tk_error *err);
+void state_release(struct server *s);
+/* A node's desired work, as the agent's long-poll answer. */
+json_t *state_work_pack(struct server *s, struct snode *n, uint64_t since_gen);
+/* The API's form of a node. */
+json_t *state_node_pack(struct server *s, const struct snode *n);
+/* A job's JSON, with its waiting reason brought up to date. */
+json_t *state_job_pack(struct server *s, struct sjob *j);
+const char *node_live_name(enum node_live l);
+/* Answers the `wait` long-polls of a job that reached a final state. */
+void state_wake_job_waiters(struct server *s, struct sjob *j);
+/* Answers the agent long-polls of every node whose work changed. */
+void state_wake_pollers(struct server *s);

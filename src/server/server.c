@@ -1,0 +1,365 @@
+/*
+ * The server's life: start-up (data folder, lock, tokens, catalogue, store,
+ * listener), the per-iteration check that schedules and group-commits, the
+ * periodic cron, and an orderly stop.
+ *
+ * Group commit: changes accumulate as dirty jobs and nodes. At the end of a
+ * loop iteration (uv_check) they are serialised into one store batch and
+ * written in libuv's thread pool, so the loop never waits for fsync. While a
+ * batch is in flight the next one accumulates; answers wait at the gate in
+ * http.c until the batch holding their changes has committed.
+ */
+#include "internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+void server_config_init(struct server_config *c)
+{
+	memset(c, 0, sizeof(*c));
+	c->data_dir = "tenk-data";
+	c->listen = "127.0.0.1:7480";
+	c->node_timeout_ms = 30000;
+	c->longpoll_ms = 25000;
+	c->max_node_requeues = 5;
+}
+
+int64_t server_now_ms(const struct server *s)
+{
+	(void)s;
+	return tk_wall_ms();
+}
+
+void server_job_dirty(struct server *s, struct sjob *j)
+{
+	s->seq_applied++;
+	if (j->dirty)
+		return;
+	j->dirty = true;
+	j->dirty_next = s->dirty_jobs;
+	s->dirty_jobs = j;
+}
+
+void server_node_dirty(struct server *s, struct snode *n)
+{
+	s->seq_applied++;
+	if (n->dirty)
+		return;
+	n->dirty = true;
+	n->dirty_next = s->dirty_nodes;
+	s->dirty_nodes = n;
+}
+
+void server_want_pass(struct server *s)
+{
+	s->sched_needed = true;
+}
+
+/* ---- group commit ------------------------------------------------------------ */
+
+static void flush_start(struct server *s);
+
+static void flush_work_cb(uv_work_t *w)
+{
+	struct server *s = w->data;
+	s->flush_result = store_apply(s->store, s->flush_batch, &s->flush_err);
+}
+
+static void fatal_store(struct server *s)
+{
+	/* Memory and disk now disagree; answering anything could acknowledge what
+	 * is not durable. Stop at once: a restart reloads the durable state. */
+	log_err("store write failed, stopping at once: %s", s->flush_err.text);
+	fflush(stderr);
+	_exit(70);
+}
+
+static void flush_after_cb(uv_work_t *w, int status)
+{
+	struct server *s = w->data;
+	s->open_handles--;
+	store_batch_destroy(s->flush_batch);
+	s->flush_batch = NULL;
+	s->flushing = false;
+	if (status < 0 || s->flush_result < 0)
+		fatal_store(s);
+	s->seq_durable = s->seq_flushing;
+	http_release_gate(s);
+	if (s->dirty_jobs || s->dirty_nodes)
+		flush_start(s);
+	else if (s->stopping && s->open_handles == 0 && s->stop_cb)
+		s->stop_cb(s->stop_arg);
+}
+
+/* Moves every dirty object into a new batch. */
+static struct store_batch *take_dirty(struct server *s)
+{
+	struct store_batch *b = store_batch_create();
+	for (struct sjob *j = s->dirty_jobs, *next; j; j = next) {
+		next = j->dirty_next;
+		j->dirty = false;
+		j->dirty_next = NULL;
+		json_t *doc = job_pack(&j->job);
+		store_batch_put_job(b, j->job.id, job_state_name(j->job.state),
+				    json_dumps(doc, JSON_COMPACT));
+		json_decref(doc);
+	}
+	s->dirty_jobs = NULL;
+	for (struct snode *n = s->dirty_nodes, *next; n; n = next) {
+		next = n->dirty_next;
+		n->dirty = false;
+		n->dirty_next = NULL;
+		json_t *doc = node_record_pack(&n->rec);
+		store_batch_put_node(b, n->rec.inv.name, json_dumps(doc, JSON_COMPACT));
+		json_decref(doc);
+	}
+	s->dirty_nodes = NULL;
+	return b;
+}
+
+static void flush_start(struct server *s)
+{
+	if (s->flushing || (!s->dirty_jobs && !s->dirty_nodes))
+		return;
+	s->flush_batch = take_dirty(s);
+	s->seq_flushing = s->seq_applied;
+	s->flushing = true;
+	s->flush_work.data = s;
+	s->open_handles++;
+	int r = uv_queue_work(s->loop, &s->flush_work, flush_work_cb, flush_after_cb);
+	if (r < 0) {
+		tk_errorf(&s->flush_err, r, "queueing the write: %s", uv_strerror(r));
+		fatal_store(s);
+	}
+}
+
+/* Writes what is dirty on the loop thread: only at stop. */
+static void flush_sync(struct server *s)
+{
+	if (!s->dirty_jobs && !s->dirty_nodes)
+		return;
+	struct store_batch *b = take_dirty(s);
+	s->flush_result = store_apply(s->store, b, &s->flush_err);
+	store_batch_destroy(b);
+	if (s->flush_result < 0)
+		fatal_store(s);
+	s->seq_durable = s->seq_applied;
+}
+
+/* End of every loop iteration: schedule once for everything that happened,
+ * then write it all in one batch. */
+static void check_cb(uv_check_t *h)
+{
+	struct server *s = h->data;
+	if (s->sched_needed && !s->stopping) {
+		s->sched_needed = false;
+		state_schedule(s);
+	}
+	state_wake_pollers(s);
+	if (s->seq_durable == s->seq_applied && s->gate.head)
+		http_release_gate(s);
+	flush_start(s);
+}
+
+static void cron_cb(uv_timer_t *t)
+{
+	struct server *s = t->data;
+	int64_t mono = tk_mono_ms();
+	for (int i = 0; i < s->nnodes; i++) {
+		struct snode *n = s->nodes[i];
+		if (n->live != NODE_DOWN && mono - n->last_seen_ms > s->cfg.node_timeout_ms) {
+			char why[128];
+			snprintf(why, sizeof(why), "no heartbeat from its agent for %llds",
+				 (long long)(s->cfg.node_timeout_ms / 1000));
+			state_node_lost(s, n, why);
+		}
+	}
+	int64_t now = tk_mono_ms();
+	for (struct request *r = s->longpolls, *next; r; r = next) {
+		next = r->lp_next;
+		if (r->deadline_ms <= now)
+			api_longpoll_expired(r);
+	}
+}
+
+/* ---- start-up ---------------------------------------------------------------- */
+
+static int lock_data_dir(struct server *s, struct tk_error *err)
+{
+	_cleanup_free_ char *path = xasprintf("%s/server.lock", s->data_dir);
+	s->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (s->lock_fd < 0)
+		return tk_errorf(err, -errno, "cannot open %s: %s", path, strerror(errno));
+	if (flock(s->lock_fd, LOCK_EX | LOCK_NB) < 0) {
+		int e = errno;
+		return tk_errorf(err, -e,
+				 "another tenk server is using %s (%s); stop it or choose another "
+				 "--data folder",
+				 s->data_dir, strerror(e));
+	}
+	return 0;
+}
+
+/* Reads DATA/NAME.token, creating it with a fresh random token first. */
+static int load_token(struct server *s, const char *name, char *buf, size_t n,
+		      struct tk_error *err)
+{
+	_cleanup_free_ char *path = xasprintf("%s/%s.token", s->data_dir, name);
+	char *text = NULL;
+	int r = tk_read_file(path, 4096, &text, NULL);
+	if (r == -ENOENT) {
+		char tok[65];
+		if ((r = tk_random_hex(tok, 32)) < 0)
+			return tk_errorf(err, r, "cannot read random bytes: %s", strerror(-r));
+		char line[80];
+		int len = snprintf(line, sizeof(line), "%s\n", tok);
+		if ((r = tk_write_file(path, line, (size_t)len, 0600)) < 0)
+			return tk_errorf(err, r, "cannot write %s: %s", path, strerror(-r));
+		return tk_strlcpy(buf, tok, n);
+	}
+	if (r < 0)
+		return tk_errorf(err, r, "cannot read %s: %s", path, strerror(-r));
+	tk_strip(text);
+	if (strlen(text) < 16 || tk_strlcpy(buf, text, n) < 0) {
+		free(text);
+		return tk_errorf(err, -EINVAL, "%s: a token must be 16 to %zu characters", path,
+				 n - 1);
+	}
+	free(text);
+	return 0;
+}
+
+static int load_catalogue(struct server *s, struct tk_error *err)
+{
+	catalogue_init(&s->cat);
+	_cleanup_free_ char *fallback = xasprintf("%s/catalogue.json", s->data_dir);
+	const char *path = s->cfg.catalogue_path ? s->cfg.catalogue_path : fallback;
+	char *text = NULL;
+	int r = tk_read_file(path, 1024 * 1024, &text, NULL);
+	if (r == -ENOENT && !s->cfg.catalogue_path)
+		return 0;
+	if (r < 0)
+		return tk_errorf(err, r, "cannot read catalogue %s: %s", path, strerror(-r));
+	struct tk_error e;
+	r = catalogue_load_json(&s->cat, text, &e);
+	free(text);
+	if (r < 0)
+		return tk_errorf(err, r, "catalogue %s: %s", path, e.text);
+	log_info("catalogue overrides loaded from %s", path);
+	return 0;
+}
+
+int server_create(uv_loop_t *loop, const struct server_config *cfg, struct server **ret,
+		  struct tk_error *err)
+{
+	_cleanup_free_ char *db = NULL, *url_path = NULL;
+	struct server *s = xcalloc(1, sizeof(*s));
+	s->loop = loop;
+	s->cfg = *cfg;
+	s->lock_fd = -1;
+	s->data_dir = xstrdup(cfg->data_dir);
+	tk_map_init(&s->node_by_name);
+	int r;
+	if ((r = tk_mkdir_p(s->data_dir, 0700)) < 0) {
+		r = tk_errorf(err, r, "cannot create data folder %s: %s", s->data_dir,
+			      strerror(-r));
+		goto fail;
+	}
+	if ((r = lock_data_dir(s, err)) < 0 ||
+	    (r = load_token(s, "admin", s->admin_token, sizeof(s->admin_token), err)) < 0 ||
+	    (r = load_token(s, "agent", s->agent_token, sizeof(s->agent_token), err)) < 0 ||
+	    (r = load_catalogue(s, err)) < 0)
+		goto fail;
+	if ((r = tk_random_hex(s->epoch, 16)) < 0) {
+		r = tk_errorf(err, r, "cannot read random bytes");
+		goto fail;
+	}
+	db = xasprintf("%s/tenk.db", s->data_dir);
+	if ((r = store_open(db, &s->store, err)) < 0 || (r = state_load(s, err)) < 0)
+		goto fail;
+	if ((r = http_start(s, cfg->listen, err)) < 0)
+		goto fail;
+	url_path = xasprintf("%s/server.url", s->data_dir);
+	char line[160];
+	int len = snprintf(line, sizeof(line), "%s\n", s->url);
+	if ((r = tk_write_file(url_path, line, (size_t)len, 0644)) < 0) {
+		r = tk_errorf(err, r, "cannot write %s: %s", url_path, strerror(-r));
+		goto fail_http;
+	}
+	uv_check_init(loop, &s->check);
+	s->check.data = s;
+	uv_check_start(&s->check, check_cb);
+	uv_timer_init(loop, &s->cron);
+	s->cron.data = s;
+	uv_timer_start(&s->cron, cron_cb, SERVER_CRON_MS, SERVER_CRON_MS);
+	s->open_handles += 2;
+	server_want_pass(s);
+	log_info("serving %s with %zu jobs and %d nodes from %s", s->url, s->njobs, s->nnodes,
+		 s->data_dir);
+	*ret = s;
+	return 0;
+fail_http:
+	http_stop(s);
+	uv_run(loop, UV_RUN_NOWAIT);
+fail:
+	server_destroy(s);
+	return r;
+}
+
+const char *server_url(const struct server *s)
+{
+	return s->url;
+}
+
+const char *server_agent_token(const struct server *s)
+{
+	return s->agent_token;
+}
+
+/* ---- stop --------------------------------------------------------------------- */
+
+static void handle_closed(uv_handle_t *h)
+{
+	struct server *s = h->data;
+	if (--s->open_handles == 0 && !s->flushing && s->stop_cb)
+		s->stop_cb(s->stop_arg);
+}
+
+void server_stop(struct server *s, void (*done_cb)(void *arg), void *arg)
+{
+	if (s->stopping)
+		return;
+	s->stopping = true;
+	s->stop_cb = done_cb;
+	s->stop_arg = arg;
+	log_info("stopping");
+	uv_timer_stop(&s->cron);
+	/* a batch in flight finishes in the pool; what is left is written now */
+	if (!s->flushing) {
+		flush_sync(s);
+		http_release_gate(s);
+	}
+	http_stop(s);
+	uv_close((uv_handle_t *)&s->check, handle_closed);
+	uv_close((uv_handle_t *)&s->cron, handle_closed);
+}
+
+void server_destroy(struct server *s)
+{
+	if (!s)
+		return;
+	if (s->store && (s->dirty_jobs || s->dirty_nodes))
+		flush_sync(s);
+	state_release(s);
+	store_destroy(s->store);
+	catalogue_release(&s->cat);
+	tk_map_release(&s->node_by_name);
+	if (s->lock_fd >= 0)
+		close(s->lock_fd);
+	free(s->data_dir);
+	free(s);
+}

@@ -1,0 +1,43 @@
+/*
+ * server: tenk's controller. One libuv loop owns all state; the HTTP API
+ * (libmicrohttpd, driven from the loop) changes it; the pure scheduler
+ * decides placements; the store makes every change durable before it is
+ * acted on or acknowledged.
+ */
+#pragma once
+
+#include <stdint.h>
+#include <uv.h>
+
+#include "util/util.h"
+
+struct server;
+
+struct server_config {
+	const char *data_dir;	     /* borrowed; holds tenk.db and the tokens */
+	const char *listen;	     /* "HOST:PORT"; port 0 picks a free one */
+	const char *catalogue_path;  /* optional JSON overrides; borrowed */
+	int64_t node_timeout_ms;     /* an agent silent this long is DOWN */
+	int64_t longpoll_ms;	     /* how long a long-poll waits at most */
+	int max_node_requeues;	     /* requeues of a job for lost nodes */
+};
+
+/* Fills c with defaults (listen 127.0.0.1:7480, timeout 30 s, ...). */
+void server_config_init(struct server_config *c);
+
+/* Opens the store in cfg->data_dir (creating the folder, the database and
+ * the tokens on first start), loads the state, and starts listening on loop.
+ * The URL it serves is written to DATA_DIR/server.url. */
+int server_create(uv_loop_t *loop, const struct server_config *cfg, struct server **ret,
+		  struct tk_error *err);
+
+/* The base URL, e.g. "http://127.0.0.1:7480". Borrowed. */
+const char *server_url(const struct server *s);
+/* The token agents join with. Borrowed. */
+const char *server_agent_token(const struct server *s);
+
+/* Stops accepting work, makes everything durable, answers waiting
+ * long-polls, closes the listener and every handle, then calls done_cb
+ * (from the loop). Call server_destroy after. */
+void server_stop(struct server *s, void (*done_cb)(void *arg), void *arg);
+void server_destroy(struct server *s);

@@ -1,0 +1,851 @@
+/*
+ * The server's state machine: jobs, their attempts, and nodes with what is
+ * allocated on them. Every change here marks what it touched dirty (so it is
+ * written before anyone hears of it) and, where scheduling could change, asks
+ * for a pass.
+ *
+ * A job's attempt holds resources on each of its nodes as a `part`. The part
+ * is released when every task of the attempt on that node has exited or been
+ * lost, not when the job ends: a cancelled job's processes still hold their
+ * devices until the agent reports them gone, so nothing is given twice.
+ *
+ * What an agent should run is derived, never queued: the parts on its node
+ * whose job is STARTING or RUNNING in that same attempt. When that set
+ * changes the node's work_gen advances and its long-polls are answered.
+ */
+#include "internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+static const char *const live_names[NODE_LIVE_MAX] = {
+	[NODE_UNKNOWN] = "UNKNOWN",
+	[NODE_UP] = "UP",
+	[NODE_DOWN] = "DOWN",
+};
+
+const char *node_live_name(enum node_live l)
+{
+	return l < NODE_LIVE_MAX ? live_names[l] : "?";
+}
+
+/* Checks the invariants of a job's state against its attempts. */
+static void assert_job_state(const struct sjob *j)
+{
+	const struct attempt *a = job_current_attempt(&j->job);
+	switch (j->job.state) {
+	case JOB_PENDING:
+		assert(j->pending);
+		break;
+	case JOB_STARTING:
+	case JOB_RUNNING:
+		assert(!j->pending);
+		assert(a && !a->ended);
+		break;
+	default:
+		assert(!j->pending);
+		assert(job_state_final(j->job.state));
+	}
+}
+
+struct sjob *state_job(struct server *s, int64_t id)
+{
+	if (id < 1 || (size_t)id > s->njobs)
+		return NULL;
+	return s->jobs[id - 1];
+}
+
+struct snode *state_node(struct server *s, const char *name)
+{
+	return tk_map_get(&s->node_by_name, name);
+}
+
+/* ---- the pending queue, in submission order ----------------------------------- */
+
+static void pending_insert(struct server *s, struct sjob *j)
+{
+	/* requeued jobs keep their place: walk back from the tail to their id */
+	struct sjob *after = s->pend_tail;
+	while (after && after->job.id > j->job.id)
+		after = after->pend_prev;
+	j->pend_prev = after;
+	j->pend_next = after ? after->pend_next : s->pend_head;
+	if (j->pend_next)
+		j->pend_next->pend_prev = j;
+	else
+		s->pend_tail = j;
+	if (after)
+		after->pend_next = j;
+	else
+		s->pend_head = j;
+	j->pending = true;
+	s->npending++;
+}
+
+static void pending_remove(struct server *s, struct sjob *j)
+{
+	if (!j->pending)
+		return;
+	if (j->pend_prev)
+		j->pend_prev->pend_next = j->pend_next;
+	else
+		s->pend_head = j->pend_next;
+	if (j->pend_next)
+		j->pend_next->pend_prev = j->pend_prev;
+	else
+		s->pend_tail = j->pend_prev;
+	j->pend_prev = j->pend_next = NULL;
+	j->pending = false;
+	s->npending--;
+}
+
+/* ---- nodes: resources and work -------------------------------------------------- */
+
+static void node_bump(struct server *s, struct snode *n)
+{
+	n->work_gen++;
+	if (!n->wake_queued) {
+		n->wake_queued = true;
+		n->wake_next = s->wake_nodes;
+		s->wake_nodes = n;
+	}
+}
+
+static void node_sync_devs(struct snode *n)
+{
+	for (int d = 0; d < n->rec.inv.naccel; d++) {
+		n->sdev[d].model = n->rec.inv.accel[d].model;
+		n->sdev[d].nvlink_domain = n->rec.inv.accel[d].nvlink_domain;
+		n->sdev[d].free_milli = MAX(0, MODEL_MILLI - n->dev_used[d]);
+	}
+}
+
+/* A MASTER_PORT no other attempt led from n uses. */
+static int port_find(const struct snode *n)
+{
+	for (int i = 0; i < SERVER_PORT_COUNT; i++)
+		if (!(n->ports[i / 8] & (1u << (i % 8))))
+			return SERVER_PORT_BASE + i;
+	log_warn("node %s: all %d master ports in use; reusing %d", n->rec.inv.name,
+		 SERVER_PORT_COUNT, SERVER_PORT_BASE);
+	return SERVER_PORT_BASE;
+}
+
+static void port_free(struct snode *n, int port)
+{
+	int i = port - SERVER_PORT_BASE;
+	if (i >= 0 && i < SERVER_PORT_COUNT)
+		n->ports[i / 8] &= (uint8_t)~(1u << (i % 8));
+}
+
+static void port_mark(struct snode *n, int port)
+{
+	int i = port - SERVER_PORT_BASE;
+	if (i >= 0 && i < SERVER_PORT_COUNT)
+		n->ports[i / 8] |= (uint8_t)(1u << (i % 8));
+}
+
+/* Takes the resources of attempt a's node_index-th node on n. */
+static void part_add(struct server *s, struct snode *n, struct sjob *j, const struct attempt *a,
+		     int node_index)
+{
+	const struct attempt_node *an = &a->nodes[node_index];
+	xgrow(&n->parts, &n->parts_alloc, (size_t)n->nparts + 1, sizeof(*n->parts));
+	n->parts[n->nparts++] = (struct part){j, a->number, node_index, 0};
+	n->cpus_used += j->job.req.tasks_per_node * j->job.req.cpus_per_task;
+	n->mem_used += j->job.req.mem_mib;
+	for (int d = 0; d < an->ndev; d++)
+		if (an->devs[d] < MODEL_MAX_ACCELS)
+			n->dev_used[an->devs[d]] += an->milli;
+	if (node_index == 0)
+		port_mark(n, a->master_port);
+	node_sync_devs(n);
+	node_bump(s, n);
+	n->parts[n->nparts - 1].gen_added = n->work_gen;
+}
+
+/* Gives back what part_add took. */
+static void part_remove(struct server *s, struct snode *n, const struct sjob *j, int attempt)
+{
+	for (int i = 0; i < n->nparts; i++) {
+		struct part *p = &n->parts[i];
+		if (p->job != j || p->attempt != attempt)
+			continue;
+		const struct attempt *a = &j->job.attempts[attempt - 1];
+		const struct attempt_node *an = &a->nodes[p->node_index];
+		n->cpus_used -= j->job.req.tasks_per_node * j->job.req.cpus_per_task;
+		n->mem_used -= j->job.req.mem_mib;
+		for (int d = 0; d < an->ndev; d++)
+			if (an->devs[d] < MODEL_MAX_ACCELS)
+				n->dev_used[an->devs[d]] -= an->milli;
+		if (p->node_index == 0)
+			port_free(n, a->master_port);
+		n->parts[i] = n->parts[--n->nparts];
+		node_sync_devs(n);
+		node_bump(s, n);
+		server_want_pass(s);
+		return;
+	}
+}
+
+/* Every node holding a part of attempt a learns its work changed. */
+static void attempt_bump_nodes(struct server *s, const struct attempt *a)
+{
+	for (int i = 0; i < a->nnodes; i++) {
+		struct snode *n = state_node(s, a->nodes[i].name);
+		if (n)
+			node_bump(s, n);
+	}
+}
+
+/* ---- jobs ----------------------------------------------------------------------- */
+
+static void sjob_sync(struct sjob *j)
+{
+	const struct job_request *r = &j->job.req;
+	j->sj.id = j->job.id;
+	j->sj.nodes = r->nodes;
+	j->sj.tasks_per_node = r->tasks_per_node;
+	j->sj.gpu_milli = r->gpu_milli;
+	j->sj.cpus_per_task = r->cpus_per_task;
+	j->sj.mem_mib = r->mem_mib;
+	j->sj.ngpu_types = r->ngpu_types;
+	j->sj.gpu_types = (const char *const *)r->gpu_types;
+	j->sj.time_limit_s = r->time_limit_s;
+	j->sj.submit_ms = j->job.submit_ms;
+}
+
+static struct sjob *sjob_add(struct server *s, struct job *job)
+{
+	struct sjob *j = xcalloc(1, sizeof(*j));
+	j->job = *job;
+	sjob_sync(j);
+	if ((size_t)job->id > s->jobs_alloc)
+		xgrow(&s->jobs, &s->jobs_alloc, (size_t)job->id, sizeof(*s->jobs));
+	for (size_t i = s->njobs; i < (size_t)job->id; i++)
+		s->jobs[i] = NULL;
+	if ((size_t)job->id > s->njobs)
+		s->njobs = (size_t)job->id;
+	s->jobs[job->id - 1] = j;
+	return j;
+}
+
+struct sjob *state_submit(struct server *s, struct job_request *req, const char *owner)
+{
+	struct job job;
+	memset(&job, 0, sizeof(job));
+	job.id = (int64_t)s->njobs + 1;
+	snprintf(job.owner, sizeof(job.owner), "%s", owner);
+	job.state = JOB_PENDING;
+	job.submit_ms = server_now_ms(s);
+	job.exit_code = -1;
+	job.req = *req;
+	memset(req, 0, sizeof(*req));
+	struct sjob *j = sjob_add(s, &job);
+	pending_insert(s, j);
+	server_job_dirty(s, j);
+	server_want_pass(s);
+	assert_job_state(j);
+	return j;
+}
+
+void state_wake_job_waiters(struct server *s, struct sjob *j)
+{
+	while (j->waiters.head) {
+		struct request *r = j->waiters.head;
+		reply_json(r, 200, state_job_pack(s, j));
+	}
+}
+
+/* Ends a job in a final state. Its tasks, if any run, are stopped by their
+ * agents, which see the attempt leave their work. */
+static void job_finish(struct server *s, struct sjob *j, enum job_state st, int exit_code,
+		       const char *reason)
+{
+	assert(job_state_final(st));
+	bool was_active = j->job.state == JOB_STARTING || j->job.state == JOB_RUNNING;
+	pending_remove(s, j);
+	j->job.state = st;
+	j->job.exit_code = exit_code;
+	j->job.end_ms = server_now_ms(s);
+	snprintf(j->job.reason, sizeof(j->job.reason), "%s", reason);
+	if (was_active)
+		attempt_bump_nodes(s, job_current_attempt(&j->job));
+	server_job_dirty(s, j);
+	assert_job_state(j);
+	state_wake_job_waiters(s, j);
+	log_debug("job %lld %s: %s", (long long)j->job.id, job_state_name(st), reason);
+}
+
+/* Sends an active job back to the queue for another attempt. */
+static void job_requeue(struct server *s, struct sjob *j, const char *reason)
+{
+	attempt_bump_nodes(s, job_current_attempt(&j->job));
+	j->job.state = JOB_PENDING;
+	snprintf(j->job.reason, sizeof(j->job.reason), "%s", reason);
+	pending_insert(s, j);
+	server_job_dirty(s, j);
+	server_want_pass(s);
+	assert_job_state(j);
+	log_debug("job %lld requeued: %s", (long long)j->job.id, reason);
+}
+
+int state_cancel(struct server *s, struct sjob *j, struct tk_error *err)
+{
+	if (job_state_final(j->job.state))
+		return tk_errorf(err, -EALREADY, "job %lld already ended: %s", (long long)j->job.id,
+				 job_state_name(j->job.state));
+	job_finish(s, j, JOB_CANCELLED, j->job.exit_code, "cancelled by user");
+	return 0;
+}
+
+static bool task_done(const struct task_status *t)
+{
+	return t->state == TASK_EXITED || t->state == TASK_LOST;
+}
+
+/* After a task ended: frees the node's part when its tasks are all done, and
+ * ends the attempt when every task is. */
+static void attempt_settle(struct server *s, struct sjob *j, struct attempt *a, int node_index,
+			   int64_t at_ms)
+{
+	int tpn = j->job.req.tasks_per_node;
+	bool node_done = true;
+	for (int t = node_index * tpn; t < (node_index + 1) * tpn; t++)
+		if (!task_done(&a->tasks[t]))
+			node_done = false;
+	if (node_done) {
+		struct snode *n = state_node(s, a->nodes[node_index].name);
+		if (n)
+			part_remove(s, n, j, a->number);
+	}
+	for (int t = 0; t < a->ntasks; t++)
+		if (!task_done(&a->tasks[t]))
+			return;
+	if (!a->ended) {
+		a->ended = true;
+		a->end_ms = at_ms;
+	}
+}
+
+/* Looks up attempt `number` of job `id`; NULL when unknown. */
+static struct attempt *find_attempt(struct server *s, int64_t id, int number, struct sjob **ret)
+{
+	struct sjob *j = state_job(s, id);
+	if (!j || number < 1 || number > j->job.nattempts)
+		return NULL;
+	*ret = j;
+	return &j->job.attempts[number - 1];
+}
+
+static bool attempt_is_current(const struct sjob *j, const struct attempt *a)
+{
+	return (j->job.state == JOB_STARTING || j->job.state == JOB_RUNNING) &&
+	       a == job_current_attempt(&j->job);
+}
+
+void state_task_started(struct server *s, int64_t id, int number, int rank, int64_t at_ms)
+{
+	struct sjob *j;
+	struct attempt *a = find_attempt(s, id, number, &j);
+	if (!a || rank < 0 || rank >= a->ntasks || a->tasks[rank].state != TASK_WAITING)
+		return;
+	a->tasks[rank].state = TASK_RUNNING;
+	a->tasks[rank].start_ms = at_ms;
+	if (j->job.state == JOB_STARTING && attempt_is_current(j, a)) {
+		bool all = true;
+		for (int t = 0; t < a->ntasks; t++)
+			if (a->tasks[t].state == TASK_WAITING)
+				all = false;
+		if (all)
+			j->job.state = JOB_RUNNING;
+	}
+	server_job_dirty(s, j);
+}
+
+void state_task_exited(struct server *s, int64_t id, int number, int rank, int exit_code,
+		       int signal, const char *why, int64_t at_ms)
+{
+	struct sjob *j;
+	struct attempt *a = find_attempt(s, id, number, &j);
+	if (!a || rank < 0 || rank >= a->ntasks || task_done(&a->tasks[rank]))
+		return;
+	struct task_status *t = &a->tasks[rank];
+	if (t->state == TASK_WAITING)
+		t->start_ms = at_ms;
+	t->state = TASK_EXITED;
+	t->exit_code = exit_code;
+	t->signal = signal;
+	t->end_ms = at_ms;
+	int node_index = rank / j->job.req.tasks_per_node;
+	if (attempt_is_current(j, a)) {
+		char reason[MODEL_REASON_MAX];
+		const char *node = a->nodes[node_index].name;
+		if (why && strcmp(why, "timeout") == 0) {
+			snprintf(reason, sizeof(reason), "time limit of %llds reached",
+				 (long long)j->job.req.time_limit_s);
+			job_finish(s, j, JOB_TIMEOUT, exit_code, reason);
+		} else if (exit_code != 0) {
+			if (signal)
+				snprintf(reason, sizeof(reason), "task %d on %s killed by signal %d%s%s",
+					 rank, node, signal, why && *why ? ": " : "", why ? why : "");
+			else
+				snprintf(reason, sizeof(reason), "task %d on %s exited with code %d%s%s",
+					 rank, node, exit_code, why && *why ? ": " : "",
+					 why ? why : "");
+			snprintf(a->reason, sizeof(a->reason), "%s", reason);
+			if (j->job.failures < j->job.req.requeue) {
+				j->job.failures++;
+				size_t len = strlen(reason);
+				snprintf(reason + len, sizeof(reason) - len,
+					 "; requeued (restart %d of %d)", j->job.failures,
+					 j->job.req.requeue);
+				job_requeue(s, j, reason);
+			} else {
+				job_finish(s, j, JOB_FAILED, exit_code, reason);
+			}
+		} else {
+			bool all_ok = true;
+			for (int k = 0; k < a->ntasks; k++)
+				if (a->tasks[k].state != TASK_EXITED || a->tasks[k].exit_code != 0)
+					all_ok = false;
+			if (all_ok) {
+				snprintf(a->reason, sizeof(a->reason), "every task exited with code 0");
+				job_finish(s, j, JOB_COMPLETED, 0, "every task exited with code 0");
+			}
+		}
+	}
+	if (!a->reason[0] && job_state_final(j->job.state))
+		snprintf(a->reason, sizeof(a->reason), "%s", j->job.reason);
+	attempt_settle(s, j, a, node_index, at_ms);
+	server_job_dirty(s, j);
+}
+
+/* Marks every task of every part on n lost, requeueing or failing the jobs
+ * whose current attempt that ends. */
+static void lose_parts(struct server *s, struct snode *n, const char *why)
+{
+	int64_t now = server_now_ms(s);
+	while (n->nparts > 0) {
+		struct part p = n->parts[n->nparts - 1];
+		struct sjob *j = p.job;
+		struct attempt *a = &j->job.attempts[p.attempt - 1];
+		int tpn = j->job.req.tasks_per_node;
+		for (int t = p.node_index * tpn; t < (p.node_index + 1) * tpn; t++) {
+			struct task_status *ts = &a->tasks[t];
+			if (task_done(ts))
+				continue;
+			ts->state = TASK_LOST;
+			ts->end_ms = now;
+		}
+		if (attempt_is_current(j, a)) {
+			char reason[MODEL_REASON_MAX];
+			snprintf(reason, sizeof(reason), "node %s lost: %s", n->rec.inv.name, why);
+			snprintf(a->reason, sizeof(a->reason), "%s", reason);
+			if (j->node_losses < s->cfg.max_node_requeues) {
+				j->node_losses++;
+				size_t len = strlen(reason);
+				snprintf(reason + len, sizeof(reason) - len, "; requeued");
+				job_requeue(s, j, reason);
+			} else {
+				size_t len = strlen(reason);
+				snprintf(reason + len, sizeof(reason) - len,
+					 "; not requeued after %d lost nodes", j->node_losses);
+				job_finish(s, j, JOB_FAILED, -1, reason);
+			}
+		}
+		attempt_settle(s, j, a, p.node_index, now);
+		/* attempt_settle removed the part; make sure, or stop looping */
+		if (n->nparts > 0 && n->parts[n->nparts - 1].job == j &&
+		    n->parts[n->nparts - 1].attempt == p.attempt)
+			part_remove(s, n, j, p.attempt);
+		server_job_dirty(s, j);
+	}
+}
+
+void state_node_lost(struct server *s, struct snode *n, const char *why)
+{
+	if (n->live != NODE_DOWN)
+		log_warn("node %s is DOWN: %s", n->rec.inv.name, why);
+	n->live = NODE_DOWN;
+	lose_parts(s, n, why);
+	server_want_pass(s);
+}
+
+struct snode *state_register(struct server *s, const struct node_inventory *inv,
+			     const char *agent_id)
+{
+	struct snode *n = state_node(s, inv->name);
+	if (!n) {
+		n = xcalloc(1, sizeof(*n));
+		xgrow(&s->nodes, &s->nodes_alloc, (size_t)s->nnodes + 1, sizeof(*s->nodes));
+		s->nodes[s->nnodes++] = n;
+		n->rec.inv = *inv;
+		tk_map_put(&s->node_by_name, n->rec.inv.name, n);
+		log_info("node %s joined: %d CPUs, %lld MiB, %d accelerators", inv->name, inv->cpus,
+			 (long long)inv->mem_mib, inv->naccel);
+	} else {
+		if (strcmp(n->rec.agent_id, agent_id) != 0 && n->nparts > 0)
+			lose_parts(s, n, "its agent restarted and no longer runs them");
+		/* the name is the map's key: it does not change */
+		n->rec.inv = *inv;
+		if (n->live != NODE_UP)
+			log_info("node %s is UP", inv->name);
+	}
+	snprintf(n->rec.agent_id, sizeof(n->rec.agent_id), "%s", agent_id);
+	n->rec.registered_ms = server_now_ms(s);
+	n->live = NODE_UP;
+	n->last_seen_ms = tk_mono_ms();
+	node_sync_devs(n);
+	node_bump(s, n);
+	server_node_dirty(s, n);
+	server_want_pass(s);
+	return n;
+}
+
+void state_drain(struct server *s, struct snode *n, const char *reason)
+{
+	n->rec.drained = true;
+	snprintf(n->rec.drain_reason, sizeof(n->rec.drain_reason), "%s", reason);
+	server_node_dirty(s, n);
+	log_info("node %s drained: %s", n->rec.inv.name, reason);
+}
+
+void state_resume(struct server *s, struct snode *n)
+{
+	n->rec.drained = false;
+	n->rec.drain_reason[0] = '\0';
+	server_node_dirty(s, n);
+	server_want_pass(s);
+	log_info("node %s resumed", n->rec.inv.name);
+}
+
+/* ---- scheduling ----------------------------------------------------------------- */
+
+static void apply_start(struct server *s, struct sjob *j, const struct sched_start *st,
+			struct snode *const *nodes)
+{
+	struct job *job = &j->job;
+	job->attempts = xrealloc(job->attempts,
+				 sizeof(*job->attempts) * (size_t)(job->nattempts + 1));
+	struct attempt *a = &job->attempts[job->nattempts++];
+	memset(a, 0, sizeof(*a));
+	a->number = job->nattempts;
+	a->start_ms = server_now_ms(s);
+	a->nnodes = st->nnodes;
+	a->nodes = xcalloc((size_t)st->nnodes, sizeof(*a->nodes));
+	a->ntasks = st->nnodes * job->req.tasks_per_node;
+	a->tasks = xcalloc((size_t)a->ntasks, sizeof(*a->tasks));
+	for (int i = 0; i < st->nnodes; i++) {
+		const struct sched_assign *as = &st->nodes[i];
+		struct attempt_node *an = &a->nodes[i];
+		snprintf(an->name, sizeof(an->name), "%s", nodes[as->node]->rec.inv.name);
+		an->ndev = as->ndev;
+		memcpy(an->devs, as->devs, sizeof(int) * (size_t)as->ndev);
+		an->milli = as->milli;
+	}
+	struct snode *head = nodes[st->nodes[0].node];
+	snprintf(a->master_addr, sizeof(a->master_addr), "%s",
+		 head->rec.inv.addr[0] ? head->rec.inv.addr : "127.0.0.1");
+	a->master_port = port_find(head); /* part_add marks it taken */
+	pending_remove(s, j);
+	job->state = JOB_STARTING;
+	job->reason[0] = '\0';
+	for (int i = 0; i < st->nnodes; i++)
+		part_add(s, nodes[st->nodes[i].node], j, a, i);
+	server_job_dirty(s, j);
+	assert_job_state(j);
+	log_debug("job %lld attempt %d starts on %s%s", (long long)job->id, a->number,
+		  a->nodes[0].name, a->nnodes > 1 ? " and others" : "");
+}
+
+void state_schedule(struct server *s)
+{
+	int64_t t0 = tk_mono_ms();
+	struct sched_node *snodes = xcalloc((size_t)s->nnodes + 1, sizeof(*snodes));
+	for (int i = 0; i < s->nnodes; i++) {
+		struct snode *n = s->nodes[i];
+		struct sched_node *sn = &snodes[i];
+		sn->name = n->rec.inv.name;
+		sn->schedulable = n->live == NODE_UP && !n->rec.drained;
+		sn->cpus_total = n->rec.inv.cpus;
+		sn->cpus_free = n->rec.inv.cpus - n->cpus_used;
+		sn->mem_total_mib = n->rec.inv.mem_mib;
+		sn->mem_free_mib = n->rec.inv.mem_mib - n->mem_used;
+		sn->ndev = n->rec.inv.naccel;
+		sn->devs = n->sdev;
+	}
+	const struct sched_job **sjobs = xcalloc((size_t)s->npending + 1, sizeof(*sjobs));
+	struct sjob **byindex = xcalloc((size_t)s->npending + 1, sizeof(*byindex));
+	int nj = 0;
+	for (struct sjob *j = s->pend_head; j; j = j->pend_next) {
+		sjobs[nj] = &j->sj;
+		byindex[nj++] = j;
+	}
+	struct sched_snapshot snap = {snodes, s->nnodes, sjobs, nj};
+	struct sched_policy policy = {0};
+	struct sched_decisions d;
+	s->pass_no++;
+	int r = sched_pass(&snap, server_now_ms(s), &policy, &d);
+	if (r < 0) {
+		log_err("scheduling pass refused its snapshot: %s", strerror(-r));
+	} else {
+		for (int i = 0; i < d.nwaits; i++) {
+			struct sjob *j = byindex[d.waits[i].job];
+			snprintf(j->job.reason, sizeof(j->job.reason), "%s", d.waits[i].detail);
+			j->reason_pass = s->pass_no;
+		}
+		s->blocker_id = d.blocker >= 0 ? byindex[d.blocker]->job.id : 0;
+		for (int i = 0; i < d.nstarts; i++)
+			apply_start(s, byindex[d.starts[i].job], &d.starts[i], s->nodes);
+	}
+	sched_decisions_release(&d);
+	free(sjobs);
+	free(byindex);
+	free(snodes);
+	s->last_pass_us = (tk_mono_ms() - t0) * 1000;
+}
+
+/* ---- JSON for agents and users ------------------------------------------------- */
+
+static json_t *part_spec(const struct sjob *j, const struct attempt *a, int node_index)
+{
+	const struct job_request *r = &j->job.req;
+	const struct attempt_node *an = &a->nodes[node_index];
+	json_t *devices = json_array();
+	int per = r->gpu_milli >= MODEL_MILLI ? r->gpu_milli / MODEL_MILLI : 0;
+	for (int t = 0; t < r->tasks_per_node; t++) {
+		json_t *d = json_array();
+		if (per) {
+			for (int k = t * per; k < (t + 1) * per && k < an->ndev; k++)
+				json_array_append_new(d, json_integer(an->devs[k]));
+		} else if (r->gpu_milli > 0 && an->ndev > 0) {
+			json_array_append_new(d, json_integer(an->devs[0]));
+		}
+		json_array_append_new(devices, d);
+	}
+	json_t *env = json_object();
+	for (int i = 0; i < r->nenv; i++) {
+		const char *eq = strchr(r->env[i], '=');
+		_cleanup_free_ char *k = xstrndup(r->env[i], (size_t)(eq - r->env[i]));
+		json_object_set_new(env, k, json_string(eq + 1));
+	}
+	json_t *argv = json_array();
+	for (int i = 0; i < r->argc; i++)
+		json_array_append_new(argv, json_string(r->argv[i]));
+	return json_pack("{s:s, s:o, s:s, s:o, s:s, s:i, s:i, s:i, s:i, s:o, s:i, s:s, s:i, s:I, "
+			 "s:I}",
+			 "name", r->name, "command", argv, "cwd", r->cwd, "env", env, "output",
+			 r->output ? r->output : MODEL_DEFAULT_OUTPUT, "node_rank", node_index,
+			 "nnodes", a->nnodes, "tasks_per_node", r->tasks_per_node, "world_size",
+			 a->ntasks, "devices", devices, "milli", an->milli, "master_addr",
+			 a->master_addr, "master_port", a->master_port, "time_limit_s",
+			 (json_int_t)r->time_limit_s, "grace_s", (json_int_t)r->grace_s);
+}
+
+json_t *state_work_pack(struct server *s, struct snode *n, uint64_t since_gen)
+{
+	json_t *tasks = json_array();
+	for (int i = 0; i < n->nparts; i++) {
+		const struct part *p = &n->parts[i];
+		const struct attempt *a = &p->job->job.attempts[p->attempt - 1];
+		if (!attempt_is_current(p->job, a))
+			continue;
+		json_t *t = json_pack("{s:I, s:i}", "job", (json_int_t)p->job->job.id, "attempt",
+				      p->attempt);
+		if (p->gen_added > since_gen)
+			json_object_set_new(t, "spec", part_spec(p->job, a, p->node_index));
+		json_array_append_new(tasks, t);
+	}
+	return json_pack("{s:s, s:I, s:o}", "epoch", s->epoch, "gen", (json_int_t)n->work_gen,
+			 "tasks", tasks);
+}
+
+void state_wake_pollers(struct server *s)
+{
+	while (s->wake_nodes) {
+		struct snode *n = s->wake_nodes;
+		s->wake_nodes = n->wake_next;
+		n->wake_queued = false;
+		n->wake_next = NULL;
+		while (n->pollers.head) {
+			struct request *r = n->pollers.head;
+			uint64_t since = strcmp(r->agent_epoch, s->epoch) == 0 ? r->agent_gen : 0;
+			reply_json(r, 200, state_work_pack(s, n, since));
+		}
+	}
+}
+
+json_t *state_node_pack(struct server *s, const struct snode *n)
+{
+	(void)s;
+	const struct node_inventory *inv = &n->rec.inv;
+	const char *state = node_live_name(n->live);
+	if (n->live == NODE_UP && n->rec.drained)
+		state = n->nparts ? "DRAINING" : "DRAINED";
+	json_t *accels = json_array();
+	for (int d = 0; d < inv->naccel; d++) {
+		const struct accel *a = &inv->accel[d];
+		json_array_append_new(accels,
+				      json_pack("{s:i, s:s, s:s, s:I, s:f, s:i, s:f}", "index",
+						a->index, "uuid", a->uuid, "model", a->model, "mem_mib",
+						(json_int_t)a->mem_mib, "tflops", a->tflops,
+						"nvlink_domain", a->nvlink_domain, "used",
+						n->dev_used[d] / (double)MODEL_MILLI));
+	}
+	json_t *jobs = json_array();
+	for (int i = 0; i < n->nparts; i++)
+		json_array_append_new(jobs, json_integer(n->parts[i].job->job.id));
+	return json_pack("{s:s, s:s, s:b, s:s, s:s, s:s, s:i, s:i, s:I, s:I, s:o, s:o, s:s}",
+			 "name", inv->name, "state", state, "drained", n->rec.drained, "reason",
+			 n->rec.drain_reason, "addr", inv->addr, "topology", inv->topology, "cpus",
+			 inv->cpus, "cpus_used", n->cpus_used, "mem_mib", (json_int_t)inv->mem_mib,
+			 "mem_used_mib", (json_int_t)n->mem_used, "accelerators", accels, "jobs",
+			 jobs, "agent_id", n->rec.agent_id);
+}
+
+json_t *state_job_pack(struct server *s, struct sjob *j)
+{
+	if (j->job.state == JOB_PENDING && j->reason_pass != s->pass_no) {
+		if (s->blocker_id && s->blocker_id != j->job.id)
+			snprintf(j->job.reason, sizeof(j->job.reason),
+				 "queued behind job %lld, which waits for resources (first come, "
+				 "first served)",
+				 (long long)s->blocker_id);
+		else if (!j->job.reason[0] || j->reason_pass == 0)
+			snprintf(j->job.reason, sizeof(j->job.reason),
+				 "waiting for the next scheduling pass");
+	}
+	return job_pack(&j->job);
+}
+
+/* ---- loading and freeing ------------------------------------------------------- */
+
+static int load_node_cb(void *ctx, const char *key, const char *doc, size_t len)
+{
+	struct server *s = ctx;
+	json_error_t jerr;
+	json_t *j = json_loadb(doc, len, 0, &jerr);
+	struct node_record rec;
+	struct tk_error e;
+	if (!j) {
+		log_err("store: node %s: unreadable document: %s", key, jerr.text);
+		return -EBADMSG;
+	}
+	int r = node_record_unpack(j, &rec, &e);
+	json_decref(j);
+	if (r < 0) {
+		log_err("store: node %s: %s", key, e.text);
+		return r;
+	}
+	struct snode *n = xcalloc(1, sizeof(*n));
+	n->rec = rec;
+	n->live = NODE_UNKNOWN;
+	n->last_seen_ms = tk_mono_ms(); /* its agent has one timeout to come back */
+	node_sync_devs(n);
+	xgrow(&s->nodes, &s->nodes_alloc, (size_t)s->nnodes + 1, sizeof(*s->nodes));
+	s->nodes[s->nnodes++] = n;
+	tk_map_put(&s->node_by_name, n->rec.inv.name, n);
+	return 0;
+}
+
+static int load_job_cb(void *ctx, const char *key, const char *doc, size_t len)
+{
+	struct server *s = ctx;
+	json_error_t jerr;
+	json_t *jj = json_loadb(doc, len, 0, &jerr);
+	struct job job;
+	struct tk_error e;
+	if (!jj) {
+		log_err("store: job %s: unreadable document: %s", key, jerr.text);
+		return -EBADMSG;
+	}
+	int r = job_unpack(jj, &job, &e);
+	json_decref(jj);
+	if (r < 0) {
+		log_err("store: job %s: %s", key, e.text);
+		return r;
+	}
+	struct sjob *j = sjob_add(s, &job);
+	if (j->job.state == JOB_PENDING)
+		pending_insert(s, j);
+	/* an attempt not yet ended still holds its resources */
+	for (int k = 0; k < j->job.nattempts; k++) {
+		struct attempt *at = &j->job.attempts[k];
+		if (at->ended)
+			continue;
+		int tpn = j->job.req.tasks_per_node;
+		for (int i = 0; i < at->nnodes; i++) {
+			bool done = true;
+			for (int t = i * tpn; t < (i + 1) * tpn; t++)
+				if (!task_done(&at->tasks[t]))
+					done = false;
+			if (done)
+				continue;
+			struct snode *n = state_node(s, at->nodes[i].name);
+			if (n) {
+				part_add(s, n, j, at, i);
+			} else {
+				for (int t = i * tpn; t < (i + 1) * tpn; t++)
+					if (!task_done(&at->tasks[t]))
+						at->tasks[t].state = TASK_LOST;
+			}
+		}
+	}
+	return 0;
+}
+
+int state_load(struct server *s, struct tk_error *err)
+{
+	int r = store_load_nodes(s->store, load_node_cb, s, err);
+	if (r < 0)
+		return err && !err->text[0] ? tk_errorf(err, r, "cannot load nodes") : r;
+	r = store_load_jobs(s->store, load_job_cb, s, err);
+	if (r < 0)
+		return tk_errorf(err, r, "cannot load jobs from the store (see the log above)");
+	/* settle attempts whose tasks were all lost with a vanished node */
+	for (size_t i = 0; i < s->njobs; i++) {
+		struct sjob *j = s->jobs[i];
+		for (int k = 0; j && k < j->job.nattempts; k++) {
+			struct attempt *a = &j->job.attempts[k];
+			bool any = false;
+			for (int t = 0; t < a->ntasks; t++)
+				if (!task_done(&a->tasks[t]))
+					any = true;
+			if (a->ended || any)
+				continue;
+			bool current = attempt_is_current(j, a);
+			a->ended = true;
+			if (current)
+				job_requeue(s, j, "its nodes are no longer known");
+			server_job_dirty(s, j);
+		}
+	}
+	s->wake_nodes = NULL;
+	for (int i = 0; i < s->nnodes; i++)
+		s->nodes[i]->wake_queued = false;
+	return 0;
+}
+
+void state_release(struct server *s)
+{
+	for (size_t i = 0; i < s->njobs; i++) {
+		struct sjob *j = s->jobs[i];
+		if (!j)
+			continue;
+		job_release(&j->job);
+		free(j);
+	}
+	free(s->jobs);
+	s->jobs = NULL;
+	s->njobs = 0;
+	for (int i = 0; i < s->nnodes; i++) {
+		free(s->nodes[i]->parts);
+		free(s->nodes[i]);
+	}
+	free(s->nodes);
+	s->nodes = NULL;
+	s->nnodes = 0;
+}

@@ -1,0 +1,52 @@
+/*
+ * store: tenk's durable state behind one interface. The server keeps its
+ * state in memory and writes every change here before acting on it or
+ * answering; at start-up it reads everything back.
+ *
+ * Writes travel in batches: the server collects the changes of one or more
+ * loop iterations into a store_batch and applies it in one transaction
+ * (group commit), off the loop thread. Only one thread may use a store at a
+ * time; the server guarantees that by having at most one batch in flight.
+ *
+ * The default implementation is SQLite in WAL mode with synchronous=FULL:
+ * when store_apply returns 0 the batch survives a crash of the process or
+ * of the machine.
+ */
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "util/util.h"
+
+struct store;
+struct store_batch;
+
+/* Opens (creating and migrating when needed) the store at path. */
+int store_open(const char *path, struct store **ret, struct tk_error *err);
+void store_destroy(struct store *st);
+
+/* The schema version the store is at after opening. */
+int store_schema_version(const struct store *st);
+
+/* Calls cb for every stored job (in id order) or node (in name order) with
+ * its key and JSON document; stops early and returns cb's value if it is
+ * negative. */
+typedef int (*store_row_cb)(void *ctx, const char *key, const char *doc, size_t len);
+int store_load_jobs(struct store *st, store_row_cb cb, void *ctx, struct tk_error *err);
+int store_load_nodes(struct store *st, store_row_cb cb, void *ctx, struct tk_error *err);
+/* Reads a metadata value; -ENOENT when absent. *ret is the caller's to free. */
+int store_meta_get(struct store *st, const char *key, char **ret, struct tk_error *err);
+
+struct store_batch *store_batch_create(void);
+void store_batch_destroy(struct store_batch *b);
+/* Each takes ownership of doc (a malloc'd NUL-terminated string). */
+void store_batch_put_job(struct store_batch *b, int64_t id, const char *state, char *doc);
+void store_batch_put_node(struct store_batch *b, const char *name, char *doc);
+void store_batch_del_node(struct store_batch *b, const char *name);
+void store_batch_put_meta(struct store_batch *b, const char *key, const char *value);
+size_t store_batch_len(const struct store_batch *b);
+
+/* Applies every change in b in one transaction, in order. On failure nothing
+ * of b is applied and the error names the cause. */
+int store_apply(struct store *st, const struct store_batch *b, struct tk_error *err);

@@ -1,0 +1,377 @@
+/*
+ * The SQLite store. One file, WAL journal, synchronous=FULL so a committed
+ * batch survives power loss, numbered migrations tracked in user_version,
+ * statements prepared once, BEGIN IMMEDIATE for every batch, and one function
+ * that turns SQLite's error codes into -errno and text.
+ *
+ * Each job and node is one row holding its JSON document, plus the columns
+ * queries need. The documents are produced and validated by src/model.
+ */
+#include "store.h"
+
+#include <errno.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <string.h>
+
+enum op_kind { OP_PUT_JOB, OP_PUT_NODE, OP_DEL_NODE, OP_PUT_META };
+
+struct op {
+	enum op_kind kind;
+	int64_t id;
+	char *key;  /* node name, meta key, or job state */
+	char *doc;  /* document or meta value */
+};
+
+struct store_batch {
+	struct op *ops;
+	size_t n;
+	size_t alloc;
+};
+
+enum stmt_id {
+	ST_BEGIN,
+	ST_COMMIT,
+	ST_ROLLBACK,
+	ST_PUT_JOB,
+	ST_PUT_NODE,
+	ST_DEL_NODE,
+	ST_PUT_META,
+	ST_GET_META,
+	ST_LOAD_JOBS,
+	ST_LOAD_NODES,
+	ST_MAX
+};
+
+static const char *const stmt_sql[ST_MAX] = {
+	[ST_BEGIN] = "BEGIN IMMEDIATE",
+	[ST_COMMIT] = "COMMIT",
+	[ST_ROLLBACK] = "ROLLBACK",
+	[ST_PUT_JOB] = "INSERT INTO jobs (id, state, doc) VALUES (?1, ?2, ?3) "
+		       "ON CONFLICT(id) DO UPDATE SET state = excluded.state, doc = excluded.doc",
+	[ST_PUT_NODE] = "INSERT INTO nodes (name, doc) VALUES (?1, ?2) "
+			"ON CONFLICT(name) DO UPDATE SET doc = excluded.doc",
+	[ST_DEL_NODE] = "DELETE FROM nodes WHERE name = ?1",
+	[ST_PUT_META] = "INSERT INTO meta (key, value) VALUES (?1, ?2) "
+			"ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+	[ST_GET_META] = "SELECT value FROM meta WHERE key = ?1",
+	[ST_LOAD_JOBS] = "SELECT id, doc FROM jobs ORDER BY id",
+	[ST_LOAD_NODES] = "SELECT name, doc FROM nodes ORDER BY name",
+};
+
+/* Migrations: migrations[i] takes the schema from version i to i+1. */
+static const char *const migrations[] = {
+	"CREATE TABLE jobs (id INTEGER PRIMARY KEY, state TEXT NOT NULL, doc TEXT NOT NULL);"
+	"CREATE INDEX jobs_by_state ON jobs (state);"
+	"CREATE TABLE nodes (name TEXT PRIMARY KEY, doc TEXT NOT NULL);"
+	"CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);",
+};
+
+struct store {
+	sqlite3 *db;
+	sqlite3_stmt *stmt[ST_MAX];
+	int version;
+};
+
+/* The one place SQLite's result codes become -errno and text. */
+static int fail(struct store *st, int rc, struct tk_error *err, const char *what)
+{
+	int code;
+	switch (rc & 0xff) {
+	case SQLITE_NOMEM:
+		code = -ENOMEM;
+		break;
+	case SQLITE_BUSY:
+	case SQLITE_LOCKED:
+		code = -EBUSY;
+		break;
+	case SQLITE_FULL:
+		code = -ENOSPC;
+		break;
+	case SQLITE_READONLY:
+	case SQLITE_PERM:
+	case SQLITE_AUTH:
+		code = -EACCES;
+		break;
+	case SQLITE_CANTOPEN:
+		code = -ENOENT;
+		break;
+	case SQLITE_CORRUPT:
+	case SQLITE_NOTADB:
+		code = -EBADMSG;
+		break;
+	case SQLITE_CONSTRAINT:
+		code = -EEXIST;
+		break;
+	default:
+		code = -EIO;
+	}
+	const char *msg = st && st->db ? sqlite3_errmsg(st->db) : sqlite3_errstr(rc);
+	return tk_errorf(err, code, "store: %s: %s", what, msg);
+}
+
+static int exec(struct store *st, const char *sql, struct tk_error *err)
+{
+	int rc = sqlite3_exec(st->db, sql, NULL, NULL, NULL);
+	if (rc != SQLITE_OK)
+		return fail(st, rc, err, sql);
+	return 0;
+}
+
+static int get_version(struct store *st, int *ret, struct tk_error *err)
+{
+	sqlite3_stmt *s;
+	int rc = sqlite3_prepare_v2(st->db, "PRAGMA user_version", -1, &s, NULL);
+	if (rc != SQLITE_OK)
+		return fail(st, rc, err, "reading the schema version");
+	rc = sqlite3_step(s);
+	if (rc != SQLITE_ROW) {
+		sqlite3_finalize(s);
+		return fail(st, rc, err, "reading the schema version");
+	}
+	*ret = sqlite3_column_int(s, 0);
+	sqlite3_finalize(s);
+	return 0;
+}
+
+static int migrate(struct store *st, struct tk_error *err)
+{
+	int v = 0, r;
+	if ((r = get_version(st, &v, err)) < 0)
+		return r;
+	int latest = (int)ARRAY_SIZE(migrations);
+	if (v > latest)
+		return tk_errorf(err, -EPROTO,
+				 "store: schema version %d is newer than this tenk knows (%d); "
+				 "upgrade tenk",
+				 v, latest);
+	for (; v < latest; v++) {
+		char pragma[64];
+		snprintf(pragma, sizeof(pragma), "PRAGMA user_version = %d", v + 1);
+		if ((r = exec(st, "BEGIN IMMEDIATE", err)) < 0)
+			return r;
+		if ((r = exec(st, migrations[v], err)) < 0 || (r = exec(st, pragma, err)) < 0) {
+			exec(st, "ROLLBACK", NULL);
+			return r;
+		}
+		if ((r = exec(st, "COMMIT", err)) < 0)
+			return r;
+	}
+	st->version = v;
+	return 0;
+}
+
+int store_open(const char *path, struct store **ret, struct tk_error *err)
+{
+	struct store *st = xcalloc(1, sizeof(*st));
+	int rc = sqlite3_open_v2(path, &st->db,
+				 SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+				 NULL);
+	int r;
+	if (rc != SQLITE_OK) {
+		r = fail(st, rc, err, path);
+		store_destroy(st);
+		return r;
+	}
+	sqlite3_extended_result_codes(st->db, 1);
+	if ((r = exec(st, "PRAGMA journal_mode = WAL", err)) < 0 ||
+	    (r = exec(st, "PRAGMA synchronous = FULL", err)) < 0 ||
+	    (r = exec(st, "PRAGMA foreign_keys = ON", err)) < 0 ||
+	    (r = exec(st, "PRAGMA busy_timeout = 5000", err)) < 0 || (r = migrate(st, err)) < 0) {
+		store_destroy(st);
+		return r;
+	}
+	for (int i = 0; i < ST_MAX; i++) {
+		rc = sqlite3_prepare_v3(st->db, stmt_sql[i], -1, SQLITE_PREPARE_PERSISTENT,
+					&st->stmt[i], NULL);
+		if (rc != SQLITE_OK) {
+			r = fail(st, rc, err, stmt_sql[i]);
+			store_destroy(st);
+			return r;
+		}
+	}
+	*ret = st;
+	return 0;
+}
+
+void store_destroy(struct store *st)
+{
+	if (!st)
+		return;
+	for (int i = 0; i < ST_MAX; i++)
+		sqlite3_finalize(st->stmt[i]);
+	sqlite3_close(st->db);
+	free(st);
+}
+
+int store_schema_version(const struct store *st)
+{
+	return st->version;
+}
+
+static int load(struct store *st, enum stmt_id id, store_row_cb cb, void *ctx,
+		struct tk_error *err)
+{
+	sqlite3_stmt *s = st->stmt[id];
+	int r = 0, rc;
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		const char *key = (const char *)sqlite3_column_text(s, 0);
+		const char *doc = (const char *)sqlite3_column_text(s, 1);
+		size_t len = (size_t)sqlite3_column_bytes(s, 1);
+		if (!key || !doc) {
+			r = tk_errorf(err, -EBADMSG, "store: a row has no key or document");
+			break;
+		}
+		if ((r = cb(ctx, key, doc, len)) < 0)
+			break;
+	}
+	if (r == 0 && rc != SQLITE_DONE)
+		r = fail(st, rc, err, "loading");
+	sqlite3_reset(s);
+	return r;
+}
+
+int store_load_jobs(struct store *st, store_row_cb cb, void *ctx, struct tk_error *err)
+{
+	return load(st, ST_LOAD_JOBS, cb, ctx, err);
+}
+
+int store_load_nodes(struct store *st, store_row_cb cb, void *ctx, struct tk_error *err)
+{
+	return load(st, ST_LOAD_NODES, cb, ctx, err);
+}
+
+int store_meta_get(struct store *st, const char *key, char **ret, struct tk_error *err)
+{
+	sqlite3_stmt *s = st->stmt[ST_GET_META];
+	sqlite3_bind_text(s, 1, key, -1, SQLITE_STATIC);
+	int rc = sqlite3_step(s);
+	int r;
+	if (rc == SQLITE_ROW) {
+		*ret = xstrdup((const char *)sqlite3_column_text(s, 0));
+		r = 0;
+	} else if (rc == SQLITE_DONE) {
+		r = -ENOENT;
+	} else {
+		r = fail(st, rc, err, "reading metadata");
+	}
+	sqlite3_reset(s);
+	sqlite3_clear_bindings(s);
+	return r;
+}
+
+struct store_batch *store_batch_create(void)
+{
+	return xcalloc(1, sizeof(struct store_batch));
+}
+
+void store_batch_destroy(struct store_batch *b)
+{
+	if (!b)
+		return;
+	for (size_t i = 0; i < b->n; i++) {
+		free(b->ops[i].key);
+		free(b->ops[i].doc);
+	}
+	free(b->ops);
+	free(b);
+}
+
+static struct op *push(struct store_batch *b, enum op_kind kind)
+{
+	xgrow(&b->ops, &b->alloc, b->n + 1, sizeof(*b->ops));
+	struct op *o = &b->ops[b->n++];
+	memset(o, 0, sizeof(*o));
+	o->kind = kind;
+	return o;
+}
+
+void store_batch_put_job(struct store_batch *b, int64_t id, const char *state, char *doc)
+{
+	struct op *o = push(b, OP_PUT_JOB);
+	o->id = id;
+	o->key = xstrdup(state);
+	o->doc = doc;
+}
+
+void store_batch_put_node(struct store_batch *b, const char *name, char *doc)
+{
+	struct op *o = push(b, OP_PUT_NODE);
+	o->key = xstrdup(name);
+	o->doc = doc;
+}
+
+void store_batch_del_node(struct store_batch *b, const char *name)
+{
+	push(b, OP_DEL_NODE)->key = xstrdup(name);
+}
+
+void store_batch_put_meta(struct store_batch *b, const char *key, const char *value)
+{
+	struct op *o = push(b, OP_PUT_META);
+	o->key = xstrdup(key);
+	o->doc = xstrdup(value);
+}
+
+size_t store_batch_len(const struct store_batch *b)
+{
+	return b->n;
+}
+
+static int step_once(struct store *st, enum stmt_id id, struct tk_error *err, const char *what)
+{
+	sqlite3_stmt *s = st->stmt[id];
+	int rc = sqlite3_step(s);
+	sqlite3_reset(s);
+	sqlite3_clear_bindings(s);
+	if (rc != SQLITE_DONE)
+		return fail(st, rc, err, what);
+	return 0;
+}
+
+static int apply_op(struct store *st, const struct op *o, struct tk_error *err)
+{
+	sqlite3_stmt *s;
+	switch (o->kind) {
+	case OP_PUT_JOB:
+		s = st->stmt[ST_PUT_JOB];
+		sqlite3_bind_int64(s, 1, o->id);
+		sqlite3_bind_text(s, 2, o->key, -1, SQLITE_STATIC);
+		sqlite3_bind_text(s, 3, o->doc, -1, SQLITE_STATIC);
+		return step_once(st, ST_PUT_JOB, err, "writing a job");
+	case OP_PUT_NODE:
+		s = st->stmt[ST_PUT_NODE];
+		sqlite3_bind_text(s, 1, o->key, -1, SQLITE_STATIC);
+		sqlite3_bind_text(s, 2, o->doc, -1, SQLITE_STATIC);
+		return step_once(st, ST_PUT_NODE, err, "writing a node");
+	case OP_DEL_NODE:
+		s = st->stmt[ST_DEL_NODE];
+		sqlite3_bind_text(s, 1, o->key, -1, SQLITE_STATIC);
+		return step_once(st, ST_DEL_NODE, err, "deleting a node");
+	case OP_PUT_META:
+		s = st->stmt[ST_PUT_META];
+		sqlite3_bind_text(s, 1, o->key, -1, SQLITE_STATIC);
+		sqlite3_bind_text(s, 2, o->doc, -1, SQLITE_STATIC);
+		return step_once(st, ST_PUT_META, err, "writing metadata");
+	}
+	return -EINVAL;
+}
+
+int store_apply(struct store *st, const struct store_batch *b, struct tk_error *err)
+{
+	int r;
+	if (b->n == 0)
+		return 0;
+	if ((r = step_once(st, ST_BEGIN, err, "beginning a transaction")) < 0)
+		return r;
+	for (size_t i = 0; i < b->n; i++)
+		if ((r = apply_op(st, &b->ops[i], err)) < 0) {
+			step_once(st, ST_ROLLBACK, NULL, "rolling back");
+			return r;
+		}
+	if ((r = step_once(st, ST_COMMIT, err, "committing")) < 0) {
+		step_once(st, ST_ROLLBACK, NULL, "rolling back");
+		return r;
+	}
+	return 0;
+}

@@ -1,0 +1,157 @@
+/*
+ * util: the small helpers every part of tenk shares, and nothing else.
+ *
+ * Memory: x*alloc abort on exhaustion, so callers never test for NULL.
+ * Errors: functions return >= 0 on success and -errno on failure; text for a
+ * person goes into a caller's struct tk_error. Cleanup: _cleanup_free_ and
+ * TAKE_PTR() let a function free its locals on every path exactly once.
+ */
+#pragma once
+
+#include <assert.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <sys/types.h>
+
+/* ---- memory ---------------------------------------------------------- */
+
+/* Each returns memory the caller frees with free(); none returns NULL. */
+void *xmalloc(size_t n);
+void *xcalloc(size_t count, size_t size);
+void *xrealloc(void *p, size_t n);
+/* Grows *p (holding *alloc elements of size `size`) to hold at least `need`. */
+void xgrow(void *p, size_t *alloc, size_t need, size_t size);
+char *xstrdup(const char *s);
+char *xstrndup(const char *s, size_t n);
+char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#define _cleanup_(f) __attribute__((cleanup(f)))
+static inline void freep(void *p)
+{
+	free(*(void **)p);
+}
+#define _cleanup_free_ _cleanup_(freep)
+/* Hands the pointer's ownership on and leaves NULL behind. */
+#define TAKE_PTR(p)                                                                                \
+	__extension__({                                                                            \
+		__typeof__(p) _ptr_ = (p);                                                         \
+		(p) = NULL;                                                                        \
+		_ptr_;                                                                             \
+	})
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+#ifndef MIN
+#define MIN(a, b) ((a) < (b) ? (a) : (b))
+#endif
+#ifndef MAX
+#define MAX(a, b) ((a) > (b) ? (a) : (b))
+#endif
+
+/* Copies src into dst of size n, always NUL-terminated; returns -ENAMETOOLONG
+ * (and copies nothing) when src does not fit. */
+int tk_strlcpy(char *dst, const char *src, size_t n);
+
+/* ---- errors ---------------------------------------------------------- */
+
+struct tk_error {
+	char text[256];
+};
+
+/* Writes the message into err (which may be NULL) and returns code, so that
+ * `return tk_errorf(err, -EINVAL, "...")` reads as one step. */
+int tk_errorf(struct tk_error *err, int code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* ---- growing string ---------------------------------------------------- */
+
+/* A NUL-terminated byte buffer that grows. buf is never NULL after init. */
+struct strbuf {
+	char *buf;
+	size_t len;
+	size_t alloc;
+};
+
+void strbuf_init(struct strbuf *sb);
+void strbuf_release(struct strbuf *sb);
+void strbuf_reset(struct strbuf *sb);
+void strbuf_add(struct strbuf *sb, const void *data, size_t n);
+void strbuf_addstr(struct strbuf *sb, const char *s);
+void strbuf_addch(struct strbuf *sb, char c);
+void strbuf_addf(struct strbuf *sb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void strbuf_vaddf(struct strbuf *sb, const char *fmt, va_list ap);
+/* Returns the buffer for the caller to free and leaves sb empty. */
+char *strbuf_detach(struct strbuf *sb);
+
+/* ---- string map ------------------------------------------------------- */
+
+/* Open-addressing hash map from NUL-terminated string keys to pointers. Keys
+ * are borrowed: they must live as long as their entry (store them in the
+ * value). */
+struct tk_map {
+	struct tk_map_slot *slots;
+	size_t cap; /* power of two, or 0 */
+	size_t len;
+	size_t used; /* live + deleted slots */
+};
+
+void tk_map_init(struct tk_map *m);
+void tk_map_release(struct tk_map *m);
+void *tk_map_get(const struct tk_map *m, const char *key);
+/* Inserts or replaces; returns the previous value or NULL. */
+void *tk_map_put(struct tk_map *m, const char *key, void *value);
+/* Removes and returns the value, or NULL when absent. */
+void *tk_map_del(struct tk_map *m, const char *key);
+/* Visits every entry; `pos` starts at 0. Returns false when done. */
+bool tk_map_next(const struct tk_map *m, size_t *pos, const char **ret_key, void **ret_value);
+
+/* ---- parsing of user input -------------------------------------------- */
+
+/* Whole-string decimal integer within [min, max]. */
+int tk_parse_int64(const char *s, int64_t min, int64_t max, int64_t *ret);
+/* A size with an optional binary suffix K, M, G, T (KiB..TiB, "B" or "iB"
+ * allowed after it); a bare number means MiB. Result in MiB, rounded up. */
+int tk_parse_size_mib(const char *s, int64_t *ret_mib);
+/* A duration: seconds ("90"), with units ("90s", "10m", "2h", "1d",
+ * "1h30m"), or clock form ("MM:SS", "HH:MM:SS", "D-HH:MM:SS"). */
+int tk_parse_duration(const char *s, int64_t *ret_seconds);
+/* Formats seconds as "1d2h3m4s"-style text into buf. */
+void tk_format_duration(int64_t seconds, char *buf, size_t n);
+
+/* ---- time ------------------------------------------------------------- */
+
+int64_t tk_wall_ms(void); /* milliseconds since the epoch */
+int64_t tk_mono_ms(void); /* monotonic milliseconds */
+
+/* ---- randomness -------------------------------------------------------- */
+
+/* Fills buf with 2*nbytes hex digits of kernel randomness and a NUL; buf must
+ * hold 2*nbytes+1. */
+int tk_random_hex(char *buf, size_t nbytes);
+
+/* ---- files ------------------------------------------------------------ */
+
+/* Creates path and its parents with mode. */
+int tk_mkdir_p(const char *path, mode_t mode);
+/* Writes data to path atomically (temporary file, fsync, rename) with mode. */
+int tk_write_file(const char *path, const void *data, size_t len, mode_t mode);
+/* Reads a whole file of at most `limit` bytes; *ret is NUL-terminated and the
+ * caller frees it. -EFBIG when the file is larger than limit. */
+int tk_read_file(const char *path, size_t limit, char **ret, size_t *ret_len);
+/* Strips trailing whitespace in place. */
+void tk_strip(char *s);
+
+/* ---- logging ---------------------------------------------------------- */
+
+enum tk_log_level { TK_LOG_ERR, TK_LOG_WARN, TK_LOG_INFO, TK_LOG_DEBUG, TK_LOG_MAX };
+
+void tk_log_set_level(enum tk_log_level level);
+/* Sets a prefix ("server", "agent") shown on every line; borrowed. */
+void tk_log_set_prefix(const char *prefix);
+void tk_log(enum tk_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#define log_err(...) tk_log(TK_LOG_ERR, __VA_ARGS__)
+#define log_warn(...) tk_log(TK_LOG_WARN, __VA_ARGS__)
+#define log_info(...) tk_log(TK_LOG_INFO, __VA_ARGS__)
+#define log_debug(...) tk_log(TK_LOG_DEBUG, __VA_ARGS__)
