@@ -87,11 +87,16 @@ void request_park(struct request *r, enum wait_kind kind, int64_t deadline_ms)
 	s->longpolls = r;
 }
 
+static void mhd_timer_cb(uv_timer_t *t);
+
 static void resume(struct request *r)
 {
 	if (r->suspended) {
 		r->suspended = false;
 		MHD_resume_connection(r->conn);
+		/* MHD does the resumed work in its next MHD_run: make that soon */
+		if (r->s->mhd)
+			uv_timer_start(&r->s->mhd_timer, mhd_timer_cb, 0, 0);
 	}
 }
 
@@ -393,8 +398,6 @@ static void mhd_logger(void *cls, const char *fmt, va_list ap)
 	tk_strip(msg);
 	log_debug("http: %s", msg);
 }
-
-static void mhd_timer_cb(uv_timer_t *t);
 
 /* Lets MHD do its work, then arms the timer for its next deadline. */
 static void run_mhd(struct server *s)

@@ -155,3 +155,30 @@ void tk_log(enum tk_log_level level, const char *fmt, ...) __attribute__((format
 #define log_warn(...) tk_log(TK_LOG_WARN, __VA_ARGS__)
 #define log_info(...) tk_log(TK_LOG_INFO, __VA_ARGS__)
 #define log_debug(...) tk_log(TK_LOG_DEBUG, __VA_ARGS__)
+
+/* ---- command-line options --------------------------------------------- */
+
+/* One option of a command; tables of these drive parsing and help text. */
+struct tk_option {
+	const char *name; /* long name without "--" */
+	char short_name;  /* or 0 */
+	const char *arg;  /* placeholder such as "N", or NULL for a flag */
+	const char *help;
+};
+
+/*
+ * Parses argv[1..argc) against opts. "--name value", "--name=value",
+ * "-N value" and "-Nvalue" are accepted; "--" ends the options. With
+ * stop_at_positional the first positional argument also ends them (so a
+ * command's own flags pass through untouched); otherwise options and
+ * positional arguments may be mixed. values[i] gets the argument of opts[i]
+ * ("" for a flag) or NULL when absent; the last occurrence wins. The
+ * positional arguments are returned in *ret_pos (an array the caller frees;
+ * the strings are argv's). Returns 0, or -EINVAL with a message naming the
+ * offending option.
+ */
+int tk_opts_parse(const struct tk_option *opts, size_t n, int argc, char **argv,
+		  bool stop_at_positional, const char **values, char ***ret_pos, int *ret_npos,
+		  struct tk_error *err);
+/* Appends one line per option ("  -N, --nodes N   help") to sb. */
+void tk_opts_help(const struct tk_option *opts, size_t n, struct strbuf *sb);

@@ -1,0 +1,540 @@
+/*
+ * The agent's conversation with the server. Four exchanges, all opened by
+ * the agent:
+ *
+ *   register   on start and whenever the server says it does not know us;
+ *   work       a long-poll that returns the full set of tasks this node
+ *              should run (new ones with their spec) whenever it changes;
+ *   heartbeat  every few seconds, so the server can tell a dead node;
+ *   events     task starts and exits, batched, retried until acknowledged.
+ *
+ * Work is level-triggered: the answer is the whole desired set, so a lost or
+ * repeated answer does no harm. A task group is started only the first time
+ * its (job, attempt) appears, and stopped when it disappears.
+ */
+#include "internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+static void do_register(struct agent *a);
+static void do_poll(struct agent *a);
+static void do_events(struct agent *a);
+static void maybe_stop_done(struct agent *a);
+
+void agent_config_init(struct agent_config *c)
+{
+	memset(c, 0, sizeof(*c));
+	c->work_dir = "tenk-agent";
+	c->heartbeat_ms = 5000;
+}
+
+static int backoff_next(int *b)
+{
+	int cur = *b ? *b : AGENT_BACKOFF_MIN_MS;
+	*b = MIN(cur * 2, AGENT_BACKOFF_MAX_MS);
+	return cur;
+}
+
+/* Parses an answer body; NULL (and a log line) when it is not a JSON object. */
+static json_t *parse_body(const char *what, const char *body, size_t len)
+{
+	json_error_t jerr;
+	json_t *j = json_loadb(body, len, 0, &jerr);
+	if (!j || !json_is_object(j)) {
+		log_warn("%s: the server's answer is not a JSON object: %s", what,
+			 j ? "wrong type" : jerr.text);
+		json_decref(j);
+		return NULL;
+	}
+	return j;
+}
+
+static void log_http_error(const char *what, long status, const char *body, size_t len,
+			   const char *error)
+{
+	if (status == 0) {
+		log_warn("%s: cannot reach the server: %s", what, error);
+		return;
+	}
+	json_error_t jerr;
+	json_t *j = json_loadb(body, len, 0, &jerr);
+	const char *msg = j ? json_string_value(json_object_get(j, "error")) : NULL;
+	log_warn("%s: server answered %ld: %s", what, status, msg ? msg : "(no message)");
+	json_decref(j);
+}
+
+/* The server no longer knows this agent (it lost its state or another process
+ * took the name): start over with registration. */
+static void need_register(struct agent *a)
+{
+	a->registered = false;
+	if (a->poll_req) {
+		hc_cancel(a->poll_req);
+		a->poll_req = NULL;
+	}
+	uv_timer_stop(&a->poll_timer);
+	if (!a->registering && !a->stopping)
+		do_register(a);
+}
+
+/* ---- register ------------------------------------------------------------------ */
+
+static void reg_timer_cb(uv_timer_t *t)
+{
+	do_register(t->data);
+}
+
+static void reg_done(void *arg, long status, const char *body, size_t len, const char *error)
+{
+	struct agent *a = arg;
+	a->reg_req = NULL;
+	a->registering = false;
+	if (status != 200) {
+		log_http_error("register", status, body, len, error);
+		if (!a->stopping)
+			uv_timer_start(&a->reg_timer, reg_timer_cb,
+				       (uint64_t)backoff_next(&a->reg_backoff), 0);
+		return;
+	}
+	json_t *j = parse_body("register", body, len);
+	const char *addr = j ? json_string_value(json_object_get(j, "addr")) : NULL;
+	if (addr)
+		snprintf(a->inv.addr, sizeof(a->inv.addr), "%s", addr);
+	json_decref(j);
+	a->reg_backoff = 0;
+	a->registered = true;
+	a->gen = 0;
+	a->epoch[0] = '\0';
+	log_info("registered with %s as node %s (%s), %d accelerators", a->cfg.server_url,
+		 a->inv.name, a->inv.addr[0] ? a->inv.addr : "address as seen by the server",
+		 a->inv.naccel);
+	if (a->stopping)
+		return;
+	do_poll(a);
+	do_events(a);
+}
+
+static void do_register(struct agent *a)
+{
+	if (a->registering || a->stopping)
+		return;
+	a->registering = true;
+	json_t *body = json_pack("{s:s, s:o}", "agent_id", a->agent_id, "inventory",
+				 node_inventory_pack(&a->inv));
+	char *text = json_dumps(body, JSON_COMPACT);
+	json_decref(body);
+	a->reg_req = hc_request(a->hc, "POST", a->url_register, a->cfg.token, text, 10000, reg_done,
+				a);
+	free(text);
+}
+
+/* ---- work ---------------------------------------------------------------------- */
+
+static void apply_work(struct agent *a, json_t *j)
+{
+	json_t *tasks = json_object_get(j, "tasks");
+	const char *epoch = json_string_value(json_object_get(j, "epoch"));
+	json_t *gen = json_object_get(j, "gen");
+	if (!json_is_array(tasks) || !epoch || !json_is_integer(gen)) {
+		log_warn("work: malformed answer; asking again from scratch");
+		a->gen = 0;
+		return;
+	}
+	/* every group is unlisted unless the answer names it */
+	size_t pos = 0;
+	void *v;
+	while (tk_map_next(&a->groups, &pos, NULL, &v))
+		((struct group *)v)->mark = false;
+	size_t i;
+	json_t *t;
+	bool missing_spec = false;
+	json_array_foreach(tasks, i, t)
+	{
+		json_t *job = json_object_get(t, "job"), *att = json_object_get(t, "attempt");
+		if (!json_is_integer(job) || !json_is_integer(att)) {
+			log_warn("work: task %zu has no job or attempt; ignored", i);
+			continue;
+		}
+		char key[48];
+		snprintf(key, sizeof(key), "%lld.%lld", (long long)json_integer_value(job),
+			 (long long)json_integer_value(att));
+		struct group *g = tk_map_get(&a->groups, key);
+		if (!g) {
+			json_t *spec = json_object_get(t, "spec");
+			if (!spec) {
+				missing_spec = true;
+				continue;
+			}
+			if (a->stopping)
+				continue;
+			g = group_start(a, json_integer_value(job), (int)json_integer_value(att),
+					spec);
+			if (!g)
+				continue;
+		}
+		g->mark = true;
+	}
+	/* stop what is no longer wanted; forget what is finished and reported */
+	pos = 0;
+	while (tk_map_next(&a->groups, &pos, NULL, &v)) {
+		struct group *g = v;
+		if (!g->mark)
+			group_stop(g, "stopped");
+	}
+	pos = 0;
+	while (tk_map_next(&a->groups, &pos, NULL, &v)) {
+		struct group *g = v;
+		/* may free g: the map tolerates deletion while iterating */
+		group_set_listed(g, g->mark);
+	}
+	snprintf(a->epoch, sizeof(a->epoch), "%s", epoch);
+	a->gen = missing_spec ? 0 : (uint64_t)json_integer_value(gen);
+	do_events(a);
+}
+
+static void poll_timer_cb(uv_timer_t *t)
+{
+	do_poll(t->data);
+}
+
+static void poll_done(void *arg, long status, const char *body, size_t len, const char *error)
+{
+	struct agent *a = arg;
+	a->poll_req = NULL;
+	if (a->stopping)
+		return;
+	if (status == 409) {
+		log_http_error("work", status, body, len, error);
+		need_register(a);
+		return;
+	}
+	if (status != 200) {
+		log_http_error("work", status, body, len, error);
+		uv_timer_start(&a->poll_timer, poll_timer_cb, (uint64_t)backoff_next(&a->poll_backoff),
+			       0);
+		return;
+	}
+	a->poll_backoff = 0;
+	json_t *j = parse_body("work", body, len);
+	if (j && !json_is_true(json_object_get(j, "unchanged")))
+		apply_work(a, j);
+	json_decref(j);
+	do_poll(a);
+}
+
+static void do_poll(struct agent *a)
+{
+	if (a->poll_req || !a->registered || a->stopping)
+		return;
+	char url[1024];
+	snprintf(url, sizeof(url), "%s?node=%s&agent_id=%s&epoch=%s&gen=%llu&wait_ms=%d",
+		 a->url_work, a->inv.name, a->agent_id, a->epoch[0] ? a->epoch : "none",
+		 (unsigned long long)a->gen, AGENT_POLL_WAIT_MS);
+	a->poll_req = hc_request(a->hc, "GET", url, a->cfg.token, NULL, AGENT_POLL_WAIT_MS + 15000,
+				 poll_done, a);
+}
+
+/* ---- heartbeat ----------------------------------------------------------------- */
+
+static void hb_done(void *arg, long status, const char *body, size_t len, const char *error)
+{
+	struct agent *a = arg;
+	a->hb_req = NULL;
+	if (status == 409 && !a->stopping) {
+		log_http_error("heartbeat", status, body, len, error);
+		need_register(a);
+	} else if (status != 200 && !a->stopping) {
+		log_http_error("heartbeat", status, body, len, error);
+	}
+}
+
+static void hb_timer_cb(uv_timer_t *t)
+{
+	struct agent *a = t->data;
+	if (!a->registered || a->hb_req || a->stopping)
+		return;
+	char body[256];
+	snprintf(body, sizeof(body), "{\"node\":\"%s\",\"agent_id\":\"%s\"}", a->inv.name,
+		 a->agent_id);
+	a->hb_req = hc_request(a->hc, "POST", a->url_heartbeat, a->cfg.token, body, 10000, hb_done,
+			       a);
+}
+
+/* ---- events -------------------------------------------------------------------- */
+
+void agent_queue_event(struct agent *a, const struct agent_event *ev)
+{
+	xgrow(&a->events, &a->events_alloc, a->nevents + 1, sizeof(*a->events));
+	a->events[a->nevents++] = *ev;
+	do_events(a);
+	maybe_stop_done(a);
+}
+
+static void ev_timer_cb(uv_timer_t *t)
+{
+	do_events(t->data);
+}
+
+static void events_done(void *arg, long status, const char *body, size_t len, const char *error)
+{
+	struct agent *a = arg;
+	a->ev_req = NULL;
+	size_t sent = a->events_inflight;
+	a->events_inflight = 0;
+	if (status == 200) {
+		a->ev_backoff = 0;
+		for (size_t i = 0; i < sent; i++) {
+			char key[48];
+			snprintf(key, sizeof(key), "%lld.%d", (long long)a->events[i].job,
+				 a->events[i].attempt);
+			struct group *g = tk_map_get(&a->groups, key);
+			if (g)
+				group_acked(g, 1);
+		}
+		memmove(a->events, a->events + sent, (a->nevents - sent) * sizeof(*a->events));
+		a->nevents -= sent;
+		do_events(a);
+		maybe_stop_done(a);
+		return;
+	}
+	log_http_error("events", status, body, len, error);
+	if (status == 409) {
+		need_register(a);
+		return;
+	}
+	if (status >= 400 && status < 500 && status != 408 && status != 429) {
+		/* the server refuses them for good: keeping them would block the rest */
+		log_err("events: dropping %zu events the server refused", sent);
+		for (size_t i = 0; i < sent; i++) {
+			char key[48];
+			snprintf(key, sizeof(key), "%lld.%d", (long long)a->events[i].job,
+				 a->events[i].attempt);
+			struct group *g = tk_map_get(&a->groups, key);
+			if (g)
+				group_acked(g, 1);
+		}
+		memmove(a->events, a->events + sent, (a->nevents - sent) * sizeof(*a->events));
+		a->nevents -= sent;
+	}
+	uv_timer_start(&a->ev_timer, ev_timer_cb, (uint64_t)backoff_next(&a->ev_backoff), 0);
+}
+
+static void do_events(struct agent *a)
+{
+	if (a->ev_req || !a->registered || a->nevents == 0)
+		return;
+	size_t n = MIN(a->nevents, (size_t)AGENT_MAX_EVENTS_SENT);
+	json_t *arr = json_array();
+	for (size_t i = 0; i < n; i++) {
+		const struct agent_event *e = &a->events[i];
+		json_t *o = json_pack("{s:I, s:i, s:i, s:s, s:I}", "job", (json_int_t)e->job,
+				      "attempt", e->attempt, "rank", e->rank, "type",
+				      e->exited ? "exited" : "started", "at_ms", (json_int_t)e->at_ms);
+		if (e->exited) {
+			json_object_set_new(o, "exit_code", json_integer(e->exit_code));
+			json_object_set_new(o, "signal", json_integer(e->signal));
+			if (e->reason[0])
+				json_object_set_new(o, "reason", json_string(e->reason));
+		}
+		json_array_append_new(arr, o);
+	}
+	json_t *body = json_pack("{s:s, s:s, s:o}", "node", a->inv.name, "agent_id", a->agent_id,
+				 "events", arr);
+	char *text = json_dumps(body, JSON_COMPACT);
+	json_decref(body);
+	a->events_inflight = n;
+	a->ev_req = hc_request(a->hc, "POST", a->url_events, a->cfg.token, text, 10000,
+			       events_done, a);
+	free(text);
+}
+
+/* ---- life ---------------------------------------------------------------------- */
+
+static void copy_cfg(struct agent_config *dst, const struct agent_config *src)
+{
+	*dst = *src;
+#define DUP(f) dst->f = src->f ? xstrdup(src->f) : NULL
+	DUP(server_url);
+	DUP(token);
+	DUP(name);
+	DUP(fake_gpus);
+	DUP(addr);
+	DUP(topology);
+	DUP(work_dir);
+#undef DUP
+}
+
+static void free_cfg(struct agent_config *c)
+{
+	free((char *)c->server_url);
+	free((char *)c->token);
+	free((char *)c->name);
+	free((char *)c->fake_gpus);
+	free((char *)c->addr);
+	free((char *)c->topology);
+	free((char *)c->work_dir);
+}
+
+static void handle_closed(uv_handle_t *h)
+{
+	struct agent *a = h->data;
+	a->open_handles--;
+	maybe_stop_done(a);
+}
+
+int agent_create(uv_loop_t *loop, const struct agent_config *cfg, struct agent **ret,
+		 struct tk_error *err)
+{
+	struct agent *a = xcalloc(1, sizeof(*a));
+	a->loop = loop;
+	copy_cfg(&a->cfg, cfg);
+	catalogue_init(&a->cat);
+	tk_map_init(&a->groups);
+	int r;
+	if (!cfg->server_url || !cfg->token) {
+		r = tk_errorf(err, -EINVAL, "the agent needs a server URL and a token");
+		goto fail;
+	}
+	if ((r = inventory_detect(&a->cfg, &a->cat, &a->inv, err)) < 0)
+		goto fail;
+	if ((r = tk_random_hex(a->agent_id, 16)) < 0) {
+		r = tk_errorf(err, r, "cannot read random bytes");
+		goto fail;
+	}
+	if ((r = tk_mkdir_p(a->cfg.work_dir, 0700)) < 0) {
+		r = tk_errorf(err, r, "cannot create the agent's folder %s: %s", a->cfg.work_dir,
+			      strerror(-r));
+		goto fail;
+	}
+	const char *base = a->cfg.server_url;
+	size_t blen = strlen(base);
+	while (blen && base[blen - 1] == '/')
+		blen--;
+	a->url_register = xasprintf("%.*s/v1/agent/register", (int)blen, base);
+	a->url_heartbeat = xasprintf("%.*s/v1/agent/heartbeat", (int)blen, base);
+	a->url_events = xasprintf("%.*s/v1/agent/events", (int)blen, base);
+	a->url_work = xasprintf("%.*s/v1/agent/work", (int)blen, base);
+	a->hc = hc_create(loop);
+	uv_timer_t *timers[] = {&a->hb_timer, &a->reg_timer, &a->poll_timer, &a->ev_timer,
+				&a->stop_timer};
+	for (size_t i = 0; i < ARRAY_SIZE(timers); i++) {
+		uv_timer_init(loop, timers[i]);
+		timers[i]->data = a;
+		a->open_handles++;
+	}
+	uv_timer_start(&a->hb_timer, hb_timer_cb, (uint64_t)a->cfg.heartbeat_ms,
+		       (uint64_t)a->cfg.heartbeat_ms);
+	do_register(a);
+	*ret = a;
+	return 0;
+fail:
+	agent_destroy(a);
+	return r;
+}
+
+static void hc_closed(void *arg)
+{
+	struct agent *a = arg;
+	a->hc = NULL;
+	a->open_handles--;
+	maybe_stop_done(a);
+}
+
+/* Ends the stop: every task has exited and is reported (or time ran out). */
+static void finish_stop(struct agent *a)
+{
+	if (a->stop_reported)
+		return;
+	a->stop_reported = true;
+	if (a->nevents)
+		log_warn("stopping with %zu task events the server has not acknowledged",
+			 a->nevents);
+	uv_timer_t *timers[] = {&a->hb_timer, &a->reg_timer, &a->poll_timer, &a->ev_timer,
+				&a->stop_timer};
+	for (size_t i = 0; i < ARRAY_SIZE(timers); i++) {
+		uv_timer_stop(timers[i]);
+		uv_close((uv_handle_t *)timers[i], handle_closed);
+	}
+	a->reg_req = a->poll_req = a->hb_req = a->ev_req = NULL;
+	a->open_handles++;
+	hc_destroy(a->hc, hc_closed, a);
+}
+
+static void maybe_stop_done(struct agent *a)
+{
+	if (!a->stopping)
+		return;
+	if (!a->stop_reported) {
+		if (agent_running_groups(a) == 0 && (a->nevents == 0 || !a->registered))
+			finish_stop(a);
+		return;
+	}
+	if (a->open_handles == 0 && a->stop_cb) {
+		void (*cb)(void *) = a->stop_cb;
+		a->stop_cb = NULL;
+		cb(a->stop_arg);
+	}
+}
+
+static void stop_timer_cb(uv_timer_t *t)
+{
+	struct agent *a = t->data;
+	if (agent_running_groups(a) > 0) {
+		/* the grace periods are over; nothing may outlive the agent */
+		size_t pos = 0;
+		void *v;
+		while (tk_map_next(&a->groups, &pos, NULL, &v))
+			group_stop(v, "agent stopping");
+		uv_timer_start(&a->stop_timer, stop_timer_cb, 200, 0);
+		return;
+	}
+	finish_stop(a);
+}
+
+void agent_stop(struct agent *a, void (*done_cb)(void *arg), void *arg)
+{
+	if (a->stopping)
+		return;
+	a->stopping = true;
+	a->stop_cb = done_cb;
+	a->stop_arg = arg;
+	int running = agent_running_groups(a);
+	log_info("stopping%s", running ? ": ending the tasks of this node first" : "");
+	if (a->poll_req) {
+		hc_cancel(a->poll_req);
+		a->poll_req = NULL;
+	}
+	int64_t longest_grace = 0;
+	size_t pos = 0;
+	void *v;
+	while (tk_map_next(&a->groups, &pos, NULL, &v)) {
+		longest_grace = MAX(longest_grace, group_grace_ms(v));
+		group_stop(v, "agent stopping");
+	}
+	/* tasks get their grace period, then the exits get a few seconds to be
+	 * reported; after that we stop regardless */
+	uv_timer_start(&a->stop_timer, stop_timer_cb,
+		       (uint64_t)(longest_grace + AGENT_STOP_REPORT_MS), 0);
+	maybe_stop_done(a);
+}
+
+void agent_destroy(struct agent *a)
+{
+	if (!a)
+		return;
+	size_t pos = 0;
+	void *v;
+	while (tk_map_next(&a->groups, &pos, NULL, &v))
+		group_free_now(v);
+	tk_map_release(&a->groups);
+	free(a->events);
+	free(a->url_register);
+	free(a->url_heartbeat);
+	free(a->url_events);
+	free(a->url_work);
+	catalogue_release(&a->cat);
+	free_cfg(&a->cfg);
+	free(a);
+}

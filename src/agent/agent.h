@@ -1,0 +1,43 @@
+/*
+ * agent: one per node. It tells the server what the machine has (CPUs,
+ * memory, accelerators: real ones through NVML, or fake ones for tests),
+ * long-polls the server for the work its node should run, starts and
+ * supervises those tasks, and reports when they start and exit. It never
+ * decides placement. Every connection is opened by the agent, so only the
+ * server's port needs to be reachable.
+ *
+ * While the server is away the agent keeps its tasks running, holds their
+ * exit reports, and reconnects with backoff.
+ */
+#pragma once
+
+#include <stdint.h>
+#include <uv.h>
+
+#include "util/util.h"
+
+struct agent;
+
+struct agent_config {
+	const char *server_url; /* borrowed; e.g. "http://10.0.0.1:7480" */
+	const char *token;	/* the agent join token; borrowed */
+	const char *name;	/* node name; NULL: the host name */
+	const char *fake_gpus;	/* "8xH100": fake devices instead of NVML */
+	const char *addr;	/* how peers reach this node; NULL: as the server sees it */
+	const char *topology;	/* "spine1/leaf07" */
+	const char *work_dir;	/* local folder for checkpoints */
+	int cpus;		/* 0: detect */
+	int64_t mem_mib;	/* 0: detect */
+	int64_t heartbeat_ms;
+};
+
+void agent_config_init(struct agent_config *c);
+
+/* Detects the inventory and starts registering with the server on loop. */
+int agent_create(uv_loop_t *loop, const struct agent_config *cfg, struct agent **ret,
+		 struct tk_error *err);
+/* Stops every task (SIGTERM, the job's grace period, SIGKILL), reports their
+ * exits if the server answers within a few seconds, closes every handle and
+ * then calls done_cb from the loop. */
+void agent_stop(struct agent *a, void (*done_cb)(void *arg), void *arg);
+void agent_destroy(struct agent *a);

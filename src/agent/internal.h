@@ -1,0 +1,124 @@
+/* Private to src/agent. */
+#pragma once
+
+#include <stdbool.h>
+#include <uv.h>
+
+#include "agent.h"
+#include "hc.h"
+#include "model/model.h"
+
+#define AGENT_POLL_WAIT_MS 25000     /* how long one long-poll may wait */
+#define AGENT_MAX_EVENTS_SENT 1000   /* events in one report */
+#define AGENT_BACKOFF_MIN_MS 100
+#define AGENT_BACKOFF_MAX_MS 5000
+#define AGENT_STOP_REPORT_MS 3000    /* at stop, how long we try to report exits */
+
+/* One task: one process of a group. */
+struct task {
+	struct group *g;
+	uv_process_t proc;
+	int rank;
+	int local_rank;
+	bool spawned; /* proc needs closing */
+	bool running;
+	bool exited;
+	pid_t pid;
+};
+
+struct group {
+	struct agent *a;
+	char key[48];
+	int64_t job;
+	int attempt;
+	int node_rank;
+	int nnodes;
+	int tpn;
+	int world_size;
+	int64_t grace_ms;
+	int64_t limit_ms;
+	bool stopping;
+	char stop_reason[32];
+	int nrunning;
+	int open; /* handles not yet closed */
+	bool timers_closing;
+	uv_timer_t limit_timer;
+	uv_timer_t kill_timer;
+	int unacked;
+	bool listed;
+	bool mark; /* scratch for agent.c while applying a work answer */
+	int ntasks;
+	struct task *tasks;
+};
+
+/* One task's start or exit, waiting to be reported. */
+struct agent_event {
+	int64_t job;
+	int attempt;
+	int rank;
+	bool exited;
+	int64_t at_ms;
+	int exit_code;
+	int signal;
+	char reason[MODEL_REASON_MAX];
+};
+
+struct agent {
+	uv_loop_t *loop;
+	struct agent_config cfg; /* strings owned (copied) */
+	struct catalogue cat;
+	struct node_inventory inv;
+	char agent_id[33];
+	struct hc *hc;
+	char *url_register, *url_heartbeat, *url_events, *url_work;
+
+	bool registered;
+	bool registering;
+	char epoch[40];
+	uint64_t gen;
+
+	struct tk_map groups; /* "job.attempt" -> struct group */
+	int ngroups_open;     /* groups whose handles are not all closed */
+
+	struct agent_event *events;
+	size_t nevents;
+	size_t events_alloc;
+	size_t events_inflight; /* events[0, inflight) are being sent */
+
+	struct hc_req *reg_req, *poll_req, *hb_req, *ev_req;
+	uv_timer_t hb_timer, reg_timer, poll_timer, ev_timer, stop_timer;
+	int reg_backoff, poll_backoff, ev_backoff;
+
+	bool stopping;
+	bool stop_reported;
+	void (*stop_cb)(void *arg);
+	void *stop_arg;
+	int open_handles;
+};
+
+/* ---- inventory.c ---- */
+int inventory_detect(const struct agent_config *cfg, const struct catalogue *cat,
+		     struct node_inventory *ret, struct tk_error *err);
+
+/* ---- launch.c ---- */
+/* Starts the tasks of one attempt's part on this node from the server's spec.
+ * Returns the group (registered in a->groups), or NULL if the spec is
+ * invalid (logged). */
+struct group *group_start(struct agent *a, int64_t job, int attempt, json_t *spec);
+/* Stops a running group: SIGTERM now, SIGKILL after its grace period. */
+void group_stop(struct group *g, const char *reason);
+bool group_done(const struct group *g);
+/* Marks whether the last work answer listed the group; frees groups that are
+ * done, reported, and no longer listed. */
+void group_set_listed(struct group *g, bool listed);
+void group_maybe_free(struct group *g);
+/* Called when events of the group were acknowledged. */
+void group_acked(struct group *g, int nevents);
+/* ---- agent.c ---- */
+/* Queues a task event for the server and sends it when it can. */
+void agent_queue_event(struct agent *a, const struct agent_event *ev);
+/* The number of groups with tasks still running. */
+int agent_running_groups(struct agent *a);
+int64_t group_grace_ms(const struct group *g);
+/* Frees a group whose handles are all closed (at agent_destroy). */
+void group_free_now(struct group *g);

@@ -1,0 +1,178 @@
+/*
+ * What this machine has: CPUs (those this process may run on), memory, and
+ * accelerators. Accelerators are fake when the operator asks (--fake-gpus),
+ * else read from NVML, which is loaded with dlopen so the same binary runs
+ * on machines without NVIDIA's driver: there it finds none and the node
+ * serves CPU jobs.
+ */
+#include "internal.h"
+
+#include <ctype.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <sched.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/sysinfo.h>
+#include <unistd.h>
+
+/* The few NVML entry points we need, by their stable C names. */
+struct nvml_memory {
+	unsigned long long total, free, used;
+};
+typedef int (*nvml_init_fn)(void);
+typedef int (*nvml_shutdown_fn)(void);
+typedef int (*nvml_count_fn)(unsigned *);
+typedef int (*nvml_handle_fn)(unsigned, void **);
+typedef int (*nvml_name_fn)(void *, char *, unsigned);
+typedef int (*nvml_mem_fn)(void *, struct nvml_memory *);
+
+/* Letters and digits only, upper-cased: "A100-SXM4-80GB" -> "A100SXM480GB". */
+static void squash(const char *in, char *out, size_t n)
+{
+	size_t k = 0;
+	for (; *in && k + 1 < n; in++)
+		if (isalnum((unsigned char)*in))
+			out[k++] = (char)toupper((unsigned char)*in);
+	out[k] = '\0';
+}
+
+/* Picks the catalogue model a device name refers to: the longest model base
+ * name found in it, then the closest memory size. */
+static const struct catalogue_entry *match_model(const struct catalogue *cat, const char *dev_name,
+						 int64_t mem_mib)
+{
+	char dev[128];
+	squash(dev_name, dev, sizeof(dev));
+	const struct catalogue_entry *best = NULL;
+	size_t best_len = 0;
+	int64_t best_diff = 0;
+	for (size_t i = 0; i < cat->n; i++) {
+		const struct catalogue_entry *e = &cat->entries[i];
+		char base[MODEL_NAME_MAX];
+		snprintf(base, sizeof(base), "%s", e->name);
+		char *dash = strchr(base, '-');
+		if (dash)
+			*dash = '\0';
+		char sq[MODEL_NAME_MAX];
+		squash(base, sq, sizeof(sq));
+		size_t len = strlen(sq);
+		if (!len || !strstr(dev, sq))
+			continue;
+		int64_t diff = e->mem_mib > mem_mib ? e->mem_mib - mem_mib : mem_mib - e->mem_mib;
+		if (!best || len > best_len || (len == best_len && diff < best_diff)) {
+			best = e;
+			best_len = len;
+			best_diff = diff;
+		}
+	}
+	return best;
+}
+
+static int nvml_detect(const struct catalogue *cat, struct node_inventory *inv)
+{
+	void *lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+	if (!lib)
+		return 0;
+	nvml_init_fn init;
+	nvml_shutdown_fn shutdown;
+	nvml_count_fn count;
+	nvml_handle_fn handle;
+	nvml_name_fn name, uuid;
+	nvml_mem_fn mem;
+	/* POSIX's way to take a function from dlsym without a cast */
+	*(void **)&init = dlsym(lib, "nvmlInit_v2");
+	*(void **)&shutdown = dlsym(lib, "nvmlShutdown");
+	*(void **)&count = dlsym(lib, "nvmlDeviceGetCount_v2");
+	*(void **)&handle = dlsym(lib, "nvmlDeviceGetHandleByIndex_v2");
+	*(void **)&name = dlsym(lib, "nvmlDeviceGetName");
+	*(void **)&uuid = dlsym(lib, "nvmlDeviceGetUUID");
+	*(void **)&mem = dlsym(lib, "nvmlDeviceGetMemoryInfo");
+	if (!init || !shutdown || !count || !handle || !name || !uuid || !mem || init() != 0) {
+		log_warn("NVML found but unusable; this node reports no accelerators");
+		dlclose(lib);
+		return 0;
+	}
+	unsigned n = 0;
+	if (count(&n) != 0)
+		n = 0;
+	for (unsigned i = 0; i < n && inv->naccel < MODEL_MAX_ACCELS; i++) {
+		void *h;
+		char nm[96] = "", id[96] = "";
+		struct nvml_memory m = {0};
+		if (handle(i, &h) != 0 || name(h, nm, sizeof(nm)) != 0 ||
+		    uuid(h, id, sizeof(id)) != 0 || mem(h, &m) != 0)
+			continue;
+		struct accel *a = &inv->accel[inv->naccel];
+		memset(a, 0, sizeof(*a));
+		a->index = inv->naccel;
+		snprintf(a->uuid, sizeof(a->uuid), "%s", id);
+		a->mem_mib = (int64_t)(m.total >> 20);
+		const struct catalogue_entry *e = match_model(cat, nm, a->mem_mib);
+		if (e) {
+			snprintf(a->model, sizeof(a->model), "%s", e->name);
+			a->tflops = e->tflops;
+		} else {
+			char sq[MODEL_NAME_MAX];
+			squash(nm, sq, sizeof(sq));
+			snprintf(a->model, sizeof(a->model), "%s", sq[0] ? sq : "GPU");
+		}
+		inv->naccel++;
+	}
+	shutdown();
+	dlclose(lib);
+	return 0;
+}
+
+static void default_name(char *buf, size_t n)
+{
+	char host[256] = "";
+	if (gethostname(host, sizeof(host) - 1) < 0 || !host[0])
+		snprintf(host, sizeof(host), "node");
+	char *dot = strchr(host, '.');
+	if (dot)
+		*dot = '\0';
+	for (char *p = host; *p; p++)
+		if (!isalnum((unsigned char)*p) && *p != '-' && *p != '_')
+			*p = '-';
+	snprintf(buf, n, "%.*s", (int)n - 1, host);
+}
+
+int inventory_detect(const struct agent_config *cfg, const struct catalogue *cat,
+		     struct node_inventory *ret, struct tk_error *err)
+{
+	struct node_inventory *inv = ret;
+	memset(inv, 0, sizeof(*inv));
+	if (cfg->name) {
+		if (!model_name_valid(cfg->name))
+			return tk_errorf(err, -EINVAL,
+					 "--name \"%s\": use 1 to %d letters, digits, '.', '_', '-'",
+					 cfg->name, MODEL_NAME_MAX - 1);
+		snprintf(inv->name, sizeof(inv->name), "%s", cfg->name);
+	} else {
+		default_name(inv->name, sizeof(inv->name));
+	}
+	if (cfg->addr && tk_strlcpy(inv->addr, cfg->addr, sizeof(inv->addr)) < 0)
+		return tk_errorf(err, -EINVAL, "--addr: too long");
+	if (cfg->topology && tk_strlcpy(inv->topology, cfg->topology, sizeof(inv->topology)) < 0)
+		return tk_errorf(err, -EINVAL, "--topology: at most %d characters",
+				 MODEL_TOPO_MAX - 1);
+	cpu_set_t set;
+	if (cfg->cpus > 0)
+		inv->cpus = cfg->cpus;
+	else if (sched_getaffinity(0, sizeof(set), &set) == 0)
+		inv->cpus = CPU_COUNT(&set);
+	else
+		inv->cpus = (int)sysconf(_SC_NPROCESSORS_ONLN);
+	if (inv->cpus < 1)
+		inv->cpus = 1;
+	struct sysinfo si;
+	if (cfg->mem_mib > 0)
+		inv->mem_mib = cfg->mem_mib;
+	else if (sysinfo(&si) == 0)
+		inv->mem_mib = (int64_t)((unsigned long long)si.totalram * si.mem_unit >> 20);
+	if (cfg->fake_gpus)
+		return model_fake_accels(cfg->fake_gpus, cat, inv->name, inv->accel,
+					 MODEL_MAX_ACCELS, &inv->naccel, err);
+	return nvml_detect(cat, inv);
+}

@@ -1,0 +1,483 @@
+/*
+ * Launching and supervising tasks. A group is one attempt's part on this
+ * node: tasks_per_node processes, each in its own session and process group
+ * (so a stop reaches everything it started), with the launch environment of
+ * DESIGN.md section 3, in the submitter's folder, output appended to the
+ * job's output file.
+ *
+ * Stopping is SIGTERM to every task's group, then SIGKILL after the job's
+ * grace period. When a task's main process exits, whatever it left behind in
+ * its process group is killed too.
+ *
+ * A group lives until its tasks have exited, their events are acknowledged
+ * by the server, and the server no longer lists it; only then is it
+ * forgotten, so a late or repeated work answer can never start it twice.
+ */
+#include "internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+static void group_closed_one(uv_handle_t *h);
+
+bool group_done(const struct group *g)
+{
+	return g->nrunning == 0;
+}
+
+static void emit(struct group *g, const struct task *t, bool exited, int code, int sig,
+		 const char *reason)
+{
+	struct agent_event ev;
+	memset(&ev, 0, sizeof(ev));
+	ev.job = g->job;
+	ev.attempt = g->attempt;
+	ev.rank = t->rank;
+	ev.exited = exited;
+	ev.at_ms = tk_wall_ms();
+	ev.exit_code = code;
+	ev.signal = sig;
+	snprintf(ev.reason, sizeof(ev.reason), "%s", reason ? reason : "");
+	g->unacked++;
+	agent_queue_event(g->a, &ev);
+}
+
+/* Every task is gone: the timers are no longer needed. */
+static void group_finish(struct group *g)
+{
+	if (g->timers_closing)
+		return;
+	g->timers_closing = true;
+	uv_timer_stop(&g->limit_timer);
+	uv_timer_stop(&g->kill_timer);
+	uv_close((uv_handle_t *)&g->limit_timer, group_closed_one);
+	uv_close((uv_handle_t *)&g->kill_timer, group_closed_one);
+}
+
+void group_maybe_free(struct group *g)
+{
+	if (g->nrunning || g->unacked || g->listed || g->open)
+		return;
+	struct agent *a = g->a;
+	tk_map_del(&a->groups, g->key);
+	a->ngroups_open--;
+	free(g->tasks);
+	free(g);
+}
+
+static void group_closed_one(uv_handle_t *h)
+{
+	struct group *g = h->data;
+	g->open--;
+	group_maybe_free(g);
+}
+
+void group_set_listed(struct group *g, bool listed)
+{
+	g->listed = listed;
+	group_maybe_free(g);
+}
+
+void group_acked(struct group *g, int nevents)
+{
+	g->unacked -= nevents;
+	if (g->unacked < 0)
+		g->unacked = 0;
+	group_maybe_free(g);
+}
+
+static void signal_all(struct group *g, int sig)
+{
+	for (int i = 0; i < g->ntasks; i++)
+		if (g->tasks[i].running && g->tasks[i].pid > 0)
+			kill(-g->tasks[i].pid, sig);
+}
+
+static void kill_timer_cb(uv_timer_t *t)
+{
+	struct group *g = t->data;
+	log_info("job %lld.%d: grace period over, killing", (long long)g->job, g->attempt);
+	signal_all(g, SIGKILL);
+}
+
+void group_stop(struct group *g, const char *reason)
+{
+	if (g->stopping || g->nrunning == 0)
+		return;
+	g->stopping = true;
+	snprintf(g->stop_reason, sizeof(g->stop_reason), "%s", reason);
+	log_debug("job %lld.%d: stopping (%s)", (long long)g->job, g->attempt, reason);
+	uv_timer_stop(&g->limit_timer);
+	if (g->grace_ms <= 0) {
+		signal_all(g, SIGKILL);
+		return;
+	}
+	signal_all(g, SIGTERM);
+	uv_timer_start(&g->kill_timer, kill_timer_cb, (uint64_t)g->grace_ms, 0);
+}
+
+static void limit_timer_cb(uv_timer_t *t)
+{
+	struct group *g = t->data;
+	log_info("job %lld.%d: time limit reached", (long long)g->job, g->attempt);
+	group_stop(g, "timeout");
+}
+
+static void proc_closed(uv_handle_t *h)
+{
+	struct task *t = h->data;
+	struct group *g = t->g;
+	g->open--;
+	group_maybe_free(g);
+}
+
+static void task_ended(struct task *t)
+{
+	struct group *g = t->g;
+	t->running = false;
+	t->exited = true;
+	if (--g->nrunning == 0)
+		group_finish(g);
+}
+
+static void task_exit_cb(uv_process_t *p, int64_t status, int sig)
+{
+	struct task *t = p->data;
+	struct group *g = t->g;
+	/* whatever it left in its process group goes with it */
+	if (t->pid > 0)
+		kill(-t->pid, SIGKILL);
+	int code = sig ? 128 + sig : (int)status;
+	emit(g, t, true, code, sig, g->stopping ? g->stop_reason : "");
+	uv_close((uv_handle_t *)p, proc_closed);
+	task_ended(t);
+	log_debug("job %lld.%d task %d exited %d", (long long)g->job, g->attempt, t->rank, code);
+}
+
+/* ---- the launch environment --------------------------------------------------------- */
+
+static void env_add(char ***env, size_t *n, size_t *alloc, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+static void env_add(char ***env, size_t *n, size_t *alloc, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	struct strbuf sb;
+	strbuf_init(&sb);
+	strbuf_vaddf(&sb, fmt, ap);
+	va_end(ap);
+	xgrow(env, alloc, *n + 2, sizeof(char *));
+	(*env)[(*n)++] = strbuf_detach(&sb);
+	(*env)[*n] = NULL;
+}
+
+static void free_strv(char **v)
+{
+	if (!v)
+		return;
+	for (char **p = v; *p; p++)
+		free(*p);
+	free(v);
+}
+
+/* Names tenk sets itself: the job's environment cannot override them. */
+static bool reserved(const char *key, size_t len)
+{
+	static const char *const names[] = {
+		"MASTER_ADDR",	 "MASTER_PORT",		 "WORLD_SIZE", "RANK",
+		"LOCAL_RANK",	 "LOCAL_WORLD_SIZE",	 "NODE_RANK",  "GROUP_RANK",
+		"NNODES",	 "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", NULL,
+	};
+	if (len > 5 && strncmp(key, "TENK_", 5) == 0)
+		return true;
+	for (const char *const *p = names; *p; p++)
+		if (strlen(*p) == len && strncmp(*p, key, len) == 0)
+			return true;
+	return false;
+}
+
+static char **build_env(struct group *g, json_t *spec, const struct task *t, const char *ckpt)
+{
+	char **env = NULL;
+	size_t n = 0, alloc = 0;
+	bool have_path = false;
+	const char *k;
+	json_t *v;
+	json_object_foreach(json_object_get(spec, "env"), k, v)
+	{
+		if (reserved(k, strlen(k)))
+			continue;
+		if (strcmp(k, "PATH") == 0)
+			have_path = true;
+		env_add(&env, &n, &alloc, "%s=%s", k, json_string_value(v));
+	}
+	if (!have_path)
+		env_add(&env, &n, &alloc, "PATH=/usr/local/bin:/usr/bin:/bin");
+	json_t *devs = json_array_get(json_object_get(spec, "devices"), (size_t)t->local_rank);
+	struct strbuf cvd;
+	strbuf_init(&cvd);
+	size_t i;
+	json_array_foreach(devs, i, v) strbuf_addf(&cvd, "%s%lld", i ? "," : "",
+						   (long long)json_integer_value(v));
+	env_add(&env, &n, &alloc, "MASTER_ADDR=%s",
+		json_string_value(json_object_get(spec, "master_addr")));
+	env_add(&env, &n, &alloc, "MASTER_PORT=%lld",
+		(long long)json_integer_value(json_object_get(spec, "master_port")));
+	env_add(&env, &n, &alloc, "WORLD_SIZE=%d", g->world_size);
+	env_add(&env, &n, &alloc, "RANK=%d", t->rank);
+	env_add(&env, &n, &alloc, "LOCAL_RANK=%d", t->local_rank);
+	env_add(&env, &n, &alloc, "LOCAL_WORLD_SIZE=%d", g->tpn);
+	env_add(&env, &n, &alloc, "NODE_RANK=%d", g->node_rank);
+	env_add(&env, &n, &alloc, "GROUP_RANK=%d", g->node_rank);
+	env_add(&env, &n, &alloc, "NNODES=%d", g->nnodes);
+	env_add(&env, &n, &alloc, "CUDA_DEVICE_ORDER=PCI_BUS_ID");
+	env_add(&env, &n, &alloc, "CUDA_VISIBLE_DEVICES=%s", cvd.buf);
+	env_add(&env, &n, &alloc, "TENK_JOB_ID=%lld", (long long)g->job);
+	env_add(&env, &n, &alloc, "TENK_ATTEMPT=%d", g->attempt);
+	env_add(&env, &n, &alloc, "TENK_JOB_NAME=%s",
+		json_string_value(json_object_get(spec, "name")));
+	env_add(&env, &n, &alloc, "TENK_NODE_NAME=%s", g->a->inv.name);
+	env_add(&env, &n, &alloc, "TENK_CHECKPOINT_DIR=%s", ckpt);
+	int milli = (int)json_integer_value(json_object_get(spec, "milli"));
+	if (milli > 0 && milli < MODEL_MILLI)
+		env_add(&env, &n, &alloc, "TENK_GPU_FRACTION=%.3f", milli / (double)MODEL_MILLI);
+	strbuf_release(&cvd);
+	return env;
+}
+
+/* Expands %j (job), %a (attempt), %t (task rank), %n (node rank), %% in an
+ * output pattern, relative to cwd. */
+static char *output_path(const struct group *g, const struct task *t, const char *pattern,
+			 const char *cwd)
+{
+	struct strbuf sb;
+	strbuf_init(&sb);
+	if (pattern[0] != '/')
+		strbuf_addf(&sb, "%s/", cwd);
+	for (const char *p = pattern; *p; p++) {
+		if (*p != '%' || !p[1]) {
+			strbuf_addch(&sb, *p);
+			continue;
+		}
+		switch (*++p) {
+		case 'j':
+			strbuf_addf(&sb, "%lld", (long long)g->job);
+			break;
+		case 'a':
+			strbuf_addf(&sb, "%d", g->attempt);
+			break;
+		case 't':
+			strbuf_addf(&sb, "%d", t->rank);
+			break;
+		case 'n':
+			strbuf_addf(&sb, "%d", g->node_rank);
+			break;
+		case '%':
+			strbuf_addch(&sb, '%');
+			break;
+		default:
+			strbuf_addch(&sb, '%');
+			strbuf_addch(&sb, *p);
+		}
+	}
+	return strbuf_detach(&sb);
+}
+
+/* ---- starting ---------------------------------------------------------------------- */
+
+/* Checks the server's spec before anything is started from it. */
+static int spec_check(json_t *spec, struct tk_error *err)
+{
+	static const char *const keys[] = {
+		"name",	     "command",	    "cwd",	  "env",	 "output",
+		"node_rank", "nnodes",	    "tasks_per_node", "world_size", "devices",
+		"milli",     "master_addr", "master_port", "time_limit_s", "grace_s", NULL,
+	};
+	int64_t v;
+	int r;
+	if ((r = mj_check_keys(spec, NULL, keys, err)) < 0 ||
+	    (r = mj_int(spec, "nnodes", true, 1, MODEL_MAX_NODES, 1, &v, err)) < 0 ||
+	    (r = mj_int(spec, "node_rank", true, 0, MODEL_MAX_NODES - 1, 0, &v, err)) < 0 ||
+	    (r = mj_int(spec, "tasks_per_node", true, 1, MODEL_MAX_TASKS_PER_NODE, 1, &v, err)) <
+		    0 ||
+	    (r = mj_int(spec, "world_size", true, 1, MODEL_MAX_NODES * MODEL_MAX_TASKS_PER_NODE, 1,
+			&v, err)) < 0 ||
+	    (r = mj_int(spec, "milli", true, 0, MODEL_MILLI, 0, &v, err)) < 0 ||
+	    (r = mj_int(spec, "master_port", true, 0, 65535, 0, &v, err)) < 0 ||
+	    (r = mj_int(spec, "time_limit_s", true, 0, MODEL_MAX_TIME_LIMIT_S, 0, &v, err)) < 0 ||
+	    (r = mj_int(spec, "grace_s", true, 0, MODEL_MAX_GRACE_S, 0, &v, err)) < 0)
+		return r;
+	const char *strs[] = {"name", "cwd", "output", "master_addr"};
+	for (size_t i = 0; i < ARRAY_SIZE(strs); i++)
+		if (!json_is_string(json_object_get(spec, strs[i])))
+			return tk_errorf(err, -EINVAL, "%s: must be a string", strs[i]);
+	json_t *cmd = json_object_get(spec, "command");
+	if (!json_is_array(cmd) || json_array_size(cmd) == 0)
+		return tk_errorf(err, -EINVAL, "command: must be a non-empty array");
+	size_t i;
+	json_t *x;
+	json_array_foreach(cmd, i, x) if (!json_is_string(x)) return tk_errorf(
+		err, -EINVAL, "command[%zu]: must be a string", i);
+	json_t *env = json_object_get(spec, "env");
+	if (!json_is_object(env))
+		return tk_errorf(err, -EINVAL, "env: must be an object");
+	const char *k;
+	json_object_foreach(env, k, x) if (!json_is_string(x)) return tk_errorf(
+		err, -EINVAL, "env.%s: must be a string", k);
+	json_t *devs = json_object_get(spec, "devices");
+	if (!json_is_array(devs) ||
+	    json_array_size(devs) != (size_t)json_integer_value(json_object_get(spec,
+										"tasks_per_node")))
+		return tk_errorf(err, -EINVAL, "devices: must list the devices of every task");
+	return 0;
+}
+
+static void spawn_task(struct group *g, struct task *t, json_t *spec, const char *ckpt)
+{
+	const char *cwd = json_string_value(json_object_get(spec, "cwd"));
+	json_t *cmd = json_object_get(spec, "command");
+	_cleanup_free_ char *out = output_path(g, t, json_string_value(json_object_get(spec, "output")),
+					       cwd);
+	char reason[MODEL_REASON_MAX];
+	int fd = open(out, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOCTTY, 0644);
+	if (fd < 0) {
+		snprintf(reason, sizeof(reason), "cannot open output file %s: %s", out,
+			 strerror(errno));
+		emit(g, t, true, 127, 0, reason);
+		t->exited = true;
+		return;
+	}
+	size_t argc = json_array_size(cmd);
+	char **argv = xcalloc(argc + 1, sizeof(char *));
+	for (size_t i = 0; i < argc; i++)
+		argv[i] = (char *)json_string_value(json_array_get(cmd, i));
+	char **env = build_env(g, spec, t, ckpt);
+	uv_stdio_container_t stdio[3];
+	stdio[0].flags = UV_IGNORE;
+	stdio[1].flags = UV_INHERIT_FD;
+	stdio[1].data.fd = fd;
+	stdio[2].flags = UV_INHERIT_FD;
+	stdio[2].data.fd = fd;
+	uv_process_options_t opt;
+	memset(&opt, 0, sizeof(opt));
+	opt.exit_cb = task_exit_cb;
+	opt.file = argv[0];
+	opt.args = argv;
+	opt.env = env;
+	opt.cwd = cwd;
+	opt.flags = UV_PROCESS_DETACHED; /* setsid: its own session and process group */
+	opt.stdio_count = 3;
+	opt.stdio = stdio;
+	t->proc.data = t;
+	int r = uv_spawn(g->a->loop, &t->proc, &opt);
+	t->spawned = true;
+	g->open++;
+	close(fd);
+	free(argv);
+	free_strv(env);
+	if (r < 0) {
+		int code = r == UV_EACCES ? 126 : 127;
+		if (r == UV_ENOENT && access(cwd, X_OK) < 0)
+			snprintf(reason, sizeof(reason), "cannot enter folder %s: %s", cwd,
+				 strerror(errno));
+		else if (r == UV_ENOENT)
+			snprintf(reason, sizeof(reason), "command not found: %s",
+				 json_string_value(json_array_get(cmd, 0)));
+		else
+			snprintf(reason, sizeof(reason), "cannot start %s: %s",
+				 json_string_value(json_array_get(cmd, 0)), uv_strerror(r));
+		emit(g, t, true, code, 0, reason);
+		t->exited = true;
+		uv_close((uv_handle_t *)&t->proc, proc_closed);
+		return;
+	}
+	t->pid = t->proc.pid;
+	t->running = true;
+	g->nrunning++;
+	emit(g, t, false, 0, 0, NULL);
+}
+
+struct group *group_start(struct agent *a, int64_t job, int attempt, json_t *spec)
+{
+	struct tk_error err;
+	if (spec_check(spec, &err) < 0) {
+		log_err("job %lld.%d: the server sent an invalid task: %s", (long long)job, attempt,
+			err.text);
+		return NULL;
+	}
+	struct group *g = xcalloc(1, sizeof(*g));
+	g->a = a;
+	g->job = job;
+	g->attempt = attempt;
+	snprintf(g->key, sizeof(g->key), "%lld.%d", (long long)job, attempt);
+	g->node_rank = (int)json_integer_value(json_object_get(spec, "node_rank"));
+	g->nnodes = (int)json_integer_value(json_object_get(spec, "nnodes"));
+	g->tpn = (int)json_integer_value(json_object_get(spec, "tasks_per_node"));
+	g->world_size = (int)json_integer_value(json_object_get(spec, "world_size"));
+	g->grace_ms = json_integer_value(json_object_get(spec, "grace_s")) * 1000;
+	g->limit_ms = json_integer_value(json_object_get(spec, "time_limit_s")) * 1000;
+	g->listed = true;
+	g->ntasks = g->tpn;
+	g->tasks = xcalloc((size_t)g->ntasks, sizeof(*g->tasks));
+	uv_timer_init(a->loop, &g->limit_timer);
+	uv_timer_init(a->loop, &g->kill_timer);
+	g->limit_timer.data = g->kill_timer.data = g;
+	g->open = 2;
+	tk_map_put(&a->groups, g->key, g);
+	a->ngroups_open++;
+
+	_cleanup_free_ char *ckpt = xasprintf("%s/checkpoints/%lld", a->cfg.work_dir,
+					      (long long)job);
+	int r = tk_mkdir_p(ckpt, 0700);
+	if (r < 0)
+		log_warn("job %lld: cannot create checkpoint folder %s: %s", (long long)job, ckpt,
+			 strerror(-r));
+	log_debug("job %lld.%d: starting %d task(s), node rank %d", (long long)job, attempt,
+		  g->ntasks, g->node_rank);
+	for (int i = 0; i < g->ntasks; i++) {
+		struct task *t = &g->tasks[i];
+		t->g = g;
+		t->local_rank = i;
+		t->rank = g->node_rank * g->tpn + i;
+		spawn_task(g, t, spec, ckpt);
+	}
+	if (g->nrunning == 0) {
+		group_finish(g);
+	} else {
+		if (g->limit_ms > 0)
+			uv_timer_start(&g->limit_timer, limit_timer_cb, (uint64_t)g->limit_ms, 0);
+		/* a task that failed to start ends the whole gang */
+		for (int i = 0; i < g->ntasks; i++)
+			if (g->tasks[i].exited) {
+				group_stop(g, "a task failed to start");
+				break;
+			}
+	}
+	return g;
+}
+
+int64_t group_grace_ms(const struct group *g)
+{
+	return g->grace_ms;
+}
+
+void group_free_now(struct group *g)
+{
+	free(g->tasks);
+	free(g);
+}
+
+int agent_running_groups(struct agent *a)
+{
+	int n = 0;
+	size_t pos = 0;
+	void *v;
+	while (tk_map_next(&a->groups, &pos, NULL, &v))
+		if (((struct group *)v)->nrunning > 0)
+			n++;
+	return n;
+}

@@ -1,0 +1,207 @@
+"""System tests: the real tenk binary, started in temporary folders, spoken
+to over real HTTP on loopback and through the real CLI.
+
+TENK_BIN names the binary under test (default: build/tenk). Under
+AddressSanitizer every daemon must also stop cleanly on SIGTERM with no leak
+and no sanitizer report; Daemon.stop() checks that.
+"""
+import http.client
+import json
+import os
+import signal
+import subprocess
+import time
+import urllib.parse
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BIN = os.environ.get("TENK_BIN", os.path.join(ROOT, "build", "tenk"))
+SANITIZER_MARKS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:")
+
+
+def wait_for(pred, timeout=20.0, what="condition", interval=0.02):
+    """Polls pred() until it returns something true; fails after timeout."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = pred()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
+
+
+class Daemon:
+    """One tenk daemon process (up, server or agent) that the test owns."""
+
+    def __init__(self, args, cwd, name):
+        self.args = [BIN] + args
+        self.cwd = cwd
+        self.name = name
+        self.log_path = os.path.join(cwd, f"{name}.log")
+        self.proc = None
+        self.start()
+
+    def start(self):
+        self.log = open(self.log_path, "ab")
+        env = dict(os.environ)
+        env.setdefault("TENK_LOG_LEVEL", "debug")
+        env["ASAN_OPTIONS"] = "detect_leaks=1:abort_on_error=0:exitcode=99"
+        self.proc = subprocess.Popen(self.args, cwd=self.cwd, stdout=self.log,
+                                     stderr=subprocess.STDOUT, env=env)
+
+    def alive(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def output(self):
+        with open(self.log_path, "rb") as f:
+            return f.read().decode(errors="replace")
+
+    def kill9(self):
+        if self.alive():
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(timeout=10)
+        self.log.close()
+
+    def stop(self, timeout=60):
+        """SIGTERM, then insist on a clean exit with nothing from sanitizers."""
+        if not self.alive():
+            code = self.proc.returncode
+        else:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                code = self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+                raise AssertionError(f"{self.name} did not stop within {timeout}s:\n"
+                                     + self.output()[-3000:])
+        self.log.close()
+        out = self.output()
+        for mark in SANITIZER_MARKS:
+            assert mark not in out, f"{self.name}: sanitizer report:\n{out[-6000:]}"
+        assert code == 0, f"{self.name} exited {code}:\n{out[-3000:]}"
+
+
+class Tenk:
+    """A tenk cluster's front door: the CLI and raw HTTP."""
+
+    def __init__(self, workdir, data):
+        self.workdir = workdir
+        self.data = data
+        self.daemons = []
+
+    @property
+    def url(self):
+        with open(os.path.join(self.data, "server.url")) as f:
+            return f.read().strip()
+
+    @property
+    def token(self):
+        with open(os.path.join(self.data, "admin.token")) as f:
+            return f.read().strip()
+
+    def env(self):
+        env = dict(os.environ)
+        env["TENK_SERVER"] = self.url
+        env["TENK_TOKEN"] = self.token
+        env.pop("TENK_LOG_LEVEL", None)
+        return env
+
+    def run(self, *args, check=True, cwd=None, timeout=120, env=None):
+        """Runs `tenk ARGS`; returns the CompletedProcess."""
+        p = subprocess.run([BIN] + [str(a) for a in args], cwd=cwd or self.workdir,
+                           env=env or self.env(), capture_output=True, text=True,
+                           timeout=timeout)
+        for mark in SANITIZER_MARKS:
+            assert mark not in p.stderr, f"tenk {args}: sanitizer report:\n{p.stderr}"
+        if check and p.returncode != 0:
+            raise AssertionError(f"tenk {' '.join(map(str, args))} exited {p.returncode}:\n"
+                                 f"{p.stdout}\n{p.stderr}")
+        return p
+
+    def json(self, *args):
+        return json.loads(self.run(*args, "--json").stdout)
+
+    def submit(self, *args, **kw):
+        return int(self.run("submit", *args, **kw).stdout.strip())
+
+    def job(self, jid):
+        return self.json("show", jid)
+
+    def wait_state(self, jid, states, timeout=30):
+        if isinstance(states, str):
+            states = (states,)
+        return wait_for(lambda: (lambda j: j if j["state"] in states else None)(self.job(jid)),
+                        timeout, f"job {jid} in {states}")
+
+    def api(self, method, path, body=None, token="admin", raw=None, headers=None):
+        """One HTTP request; returns (status, decoded JSON or text)."""
+        u = urllib.parse.urlparse(self.url)
+        c = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
+        h = dict(headers or {})
+        if token == "admin":
+            h["Authorization"] = "Bearer " + self.token
+        elif token:
+            h["Authorization"] = "Bearer " + token
+        data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
+        if data is not None:
+            h.setdefault("Content-Type", "application/json")
+        c.request(method, path, body=data, headers=h)
+        r = c.getresponse()
+        text = r.read().decode()
+        c.close()
+        try:
+            return r.status, json.loads(text)
+        except ValueError:
+            return r.status, text
+
+    def wait_nodes_up(self, n=1, timeout=30):
+        def up():
+            nodes = self.json("nodes")["nodes"]
+            ready = [x for x in nodes if x["state"] == "UP"]
+            return ready if len(ready) >= n else None
+        return wait_for(up, timeout, f"{n} node(s) UP")
+
+
+@pytest.fixture
+def workdir(tmp_path):
+    d = tmp_path / "work"
+    d.mkdir()
+    return str(d)
+
+
+def start_up(workdir, *extra, fake="8xH100"):
+    data = os.path.join(workdir, "tenk-data")
+    t = Tenk(workdir, data)
+    args = ["up", "--data", data, "--listen", "127.0.0.1:0", "--name", "node1"]
+    if fake:
+        args += ["--fake-gpus", fake]
+    d = Daemon(args + list(extra), workdir, "up")
+    t.daemons.append(d)
+    wait_for(lambda: os.path.exists(os.path.join(data, "server.url")) or not d.alive(), 20,
+             "server.url")
+    assert d.alive(), d.output()
+    t.wait_nodes_up(1)
+    return t, d
+
+
+@pytest.fixture
+def cluster(workdir):
+    """`tenk up` with one node of 8 fake H100s."""
+    t, d = start_up(workdir)
+    yield t
+    if d.alive():
+        d.stop()
+
+
+@pytest.fixture
+def procs():
+    """Daemons a test starts itself; killed at the end if still running."""
+    started = []
+    yield started
+    for d in started:
+        if d.alive():
+            d.proc.kill()
+            d.proc.wait()

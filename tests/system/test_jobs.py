@@ -1,0 +1,215 @@
+"""Jobs through the real server and agent: launch, environment, output, exit
+codes, cancel, time limits, waiting for resources."""
+import os
+import time
+
+from conftest import wait_for
+
+ENV_DUMP = ("for v in RANK WORLD_SIZE LOCAL_RANK LOCAL_WORLD_SIZE NODE_RANK NNODES MASTER_ADDR "
+            "MASTER_PORT CUDA_VISIBLE_DEVICES TENK_JOB_ID TENK_ATTEMPT TENK_CHECKPOINT_DIR; "
+            "do eval echo $v=\\$$v; done; echo PWD=$(pwd); echo MINE=$MINE")
+
+
+def parse_env(text):
+    env = {}
+    for line in text.splitlines():
+        if "=" in line:
+            k, v = line.split("=", 1)
+            env[k] = v
+    return env
+
+
+def test_run_output_and_environment(cluster, workdir):
+    sub = os.path.join(workdir, "here")
+    os.mkdir(sub)
+    env = cluster.env()
+    env["MINE"] = "carried"
+    jid = cluster.submit("-G", "2", "--", "sh", "-c", ENV_DUMP, cwd=sub, env=env)
+    p = cluster.run("wait", jid)
+    assert f"job {jid} COMPLETED (exit 0)" in p.stdout
+    out = open(os.path.join(sub, f"tenk-{jid}.out")).read()
+    e = parse_env(out)
+    assert e["RANK"] == "0" and e["WORLD_SIZE"] == "1" and e["LOCAL_RANK"] == "0"
+    assert e["NODE_RANK"] == "0" and e["NNODES"] == "1" and e["LOCAL_WORLD_SIZE"] == "1"
+    assert e["MASTER_ADDR"] == "127.0.0.1" and 29500 <= int(e["MASTER_PORT"]) < 30012
+    assert e["CUDA_VISIBLE_DEVICES"] == "0,1"
+    assert e["TENK_JOB_ID"] == str(jid) and e["TENK_ATTEMPT"] == "1"
+    assert os.path.isdir(e["TENK_CHECKPOINT_DIR"])
+    assert e["PWD"] == sub, "the job runs in the submitter's folder"
+    assert e["MINE"] == "carried", "the submitter's environment is passed on"
+    j = cluster.job(jid)
+    assert j["state"] == "COMPLETED" and j["exit_code"] == 0
+    assert j["attempts"][0]["tasks"][0]["state"] == "EXITED"
+    assert j["attempts"][0]["nodes"][0]["devices"] == [0, 1]
+
+
+def test_tasks_per_node_ranks_and_devices(cluster, workdir):
+    jid = cluster.submit("--tasks-per-node", "4", "-G", "2", "-o", "out-%j-%t.txt", "--",
+                         "sh", "-c", ENV_DUMP)
+    cluster.run("wait", jid)
+    ranks, cvds = [], []
+    for t in range(4):
+        e = parse_env(open(os.path.join(workdir, f"out-{jid}-{t}.txt")).read())
+        ranks.append(int(e["RANK"]))
+        cvds.append(e["CUDA_VISIBLE_DEVICES"])
+        assert e["WORLD_SIZE"] == "4" and e["LOCAL_WORLD_SIZE"] == "4"
+        assert e["LOCAL_RANK"] == str(t)
+    assert sorted(ranks) == [0, 1, 2, 3]
+    assert len(set(cvds)) == 4, "every task has its own devices"
+    assert sorted(",".join(cvds).split(",")) == [str(d) for d in range(8)]
+
+
+def test_exit_codes_and_signals(cluster):
+    fail = cluster.submit("--", "sh", "-c", "exit 3")
+    p = cluster.run("wait", fail, check=False)
+    assert p.returncode == 3
+    j = cluster.job(fail)
+    assert j["state"] == "FAILED" and j["exit_code"] == 3
+    assert "exited with code 3" in j["reason"]
+
+    killed = cluster.submit("--", "sh", "-c", "kill -9 $$")
+    p = cluster.run("wait", killed, check=False)
+    j = cluster.job(killed)
+    assert j["state"] == "FAILED" and j["exit_code"] == 137
+    assert j["attempts"][0]["tasks"][0]["signal"] == 9
+    assert p.returncode == 137
+
+    missing = cluster.submit("--", "no-such-command-xyz")
+    cluster.run("wait", missing, check=False)
+    j = cluster.job(missing)
+    assert j["state"] == "FAILED" and j["exit_code"] == 127
+    assert "command not found: no-such-command-xyz" in j["reason"]
+
+
+def test_requeue_after_failure(cluster, workdir):
+    # fails on the first attempt, succeeds on the second
+    script = 'test "$TENK_ATTEMPT" = 2 || exit 5'
+    jid = cluster.submit("--requeue", "1", "--", "sh", "-c", script)
+    p = cluster.run("wait", jid, check=False)
+    j = cluster.job(jid)
+    assert p.returncode == 0, j
+    assert j["state"] == "COMPLETED"
+    assert len(j["attempts"]) == 2 and j["failures"] == 1
+    assert "exited with code 5" in j["attempts"][0]["reason"]
+
+
+def test_cancel_running_stops_process_group(cluster, workdir):
+    pidfile = os.path.join(workdir, "pids")
+    # the job and a child of it both record their pid, then sleep
+    jid = cluster.submit("--grace", "5s", "--", "sh", "-c",
+                         f"sleep 300 & echo $! >> {pidfile}; echo $$ >> {pidfile}; wait")
+    wait_for(lambda: os.path.exists(pidfile) and len(open(pidfile).read().split()) == 2,
+             what="the job to start")
+    pids = [int(x) for x in open(pidfile).read().split()]
+    cluster.wait_state(jid, "RUNNING")
+    p = cluster.run("cancel", jid)
+    assert f"cancelled job {jid}" in p.stdout
+    p = cluster.run("wait", jid, check=False)
+    assert p.returncode == 130
+    assert cluster.job(jid)["state"] == "CANCELLED"
+    for pid in pids:
+        wait_for(lambda: not os.path.exists(f"/proc/{pid}") or
+                 open(f"/proc/{pid}/stat").read().split()[2] == "Z", 15,
+                 f"process {pid} to end")
+    # the devices come back once the processes are gone
+    wait_for(lambda: cluster.json("nodes")["nodes"][0]["jobs"] == [], 15, "resources freed")
+    p = cluster.run("cancel", jid, check=False)
+    assert p.returncode == 1 and "already ended" in p.stderr
+
+
+def test_grace_period_then_sigkill(cluster, workdir):
+    marker = os.path.join(workdir, "term")
+    ready = os.path.join(workdir, "ready")
+    script = f"trap 'echo TERM >> {marker}' TERM; touch {ready}; while :; do sleep 0.1; done"
+    jid = cluster.submit("--grace", "1s", "--", "sh", "-c", script)
+    wait_for(lambda: os.path.exists(ready), what="the job to start")
+    cluster.wait_state(jid, "RUNNING")
+    t0 = time.monotonic()
+    cluster.run("cancel", jid)
+    wait_for(lambda: cluster.json("nodes")["nodes"][0]["jobs"] == [], 20,
+             "the job's processes to be gone")
+    waited = time.monotonic() - t0
+    assert open(marker).read().strip().startswith("TERM"), "SIGTERM came first"
+    assert waited >= 0.9, "SIGKILL came only after the grace period"
+    j = cluster.job(jid)
+    assert j["attempts"][0]["tasks"][0]["signal"] == 9
+
+
+def test_time_limit(cluster):
+    jid = cluster.submit("--time", "1s", "--grace", "1s", "--", "sleep", "60")
+    p = cluster.run("wait", jid, check=False)
+    assert p.returncode == 124
+    j = cluster.job(jid)
+    assert j["state"] == "TIMEOUT"
+    assert "time limit of 1s reached" in j["reason"]
+    a = j["attempts"][0]
+    assert a["end_ms"] - a["start_ms"] < 30000
+
+
+def test_waits_for_resources_and_says_why(cluster):
+    big = cluster.submit("-G", "16", "--", "true")
+    j = cluster.job(big)
+    assert j["state"] == "PENDING"
+    wait_for(lambda: "can never start" in cluster.job(big)["reason"], what="a reason")
+    assert "needs 1 node with 16 accelerators" in cluster.job(big)["reason"]
+    text = cluster.run("show", big).stdout
+    assert "Reason:   can never start" in text
+
+    # a job that fits runs although the impossible one is ahead of it
+    hog = cluster.submit("-G", "8", "--", "sleep", "300")
+    cluster.wait_state(hog, "RUNNING")
+    waiter = cluster.submit("-G", "4", "--", "true")
+    wait_for(lambda: "waiting for resources" in cluster.job(waiter)["reason"], what="a reason")
+    behind = cluster.submit("-G", "1", "--", "true")
+    wait_for(lambda: f"queued behind job {waiter}" in cluster.job(behind)["reason"],
+             what="first come, first served")
+    q = cluster.run("queue").stdout
+    assert "can never start" in q and "PENDING" in q
+    cluster.run("cancel", hog)
+    cluster.run("wait", waiter, behind)
+    assert cluster.job(big)["state"] == "PENDING"
+    cluster.run("cancel", big)
+
+
+def test_drain_keeps_new_work_off(cluster):
+    running = cluster.submit("-G", "1", "--", "sleep", "300")
+    cluster.wait_state(running, "RUNNING")
+    p = cluster.run("drain", "node1", "--reason", "replace fan")
+    assert "DRAINING" in p.stdout
+    n = cluster.json("nodes")["nodes"][0]
+    assert n["state"] == "DRAINING" and n["reason"] == "replace fan"
+    new = cluster.submit("-G", "1", "--", "true")
+    wait_for(lambda: "can never start" in cluster.job(new)["reason"], what="a reason")
+    assert cluster.job(new)["state"] == "PENDING"
+    assert cluster.job(running)["state"] == "RUNNING", "drain lets running work finish"
+    cluster.run("cancel", running)
+    wait_for(lambda: cluster.json("nodes")["nodes"][0]["state"] == "DRAINED", what="DRAINED")
+    assert "replace fan" in cluster.run("nodes").stdout
+    cluster.run("resume", "node1")
+    cluster.run("wait", new)
+    assert cluster.json("nodes")["nodes"][0]["state"] == "UP"
+
+
+def test_json_objects(cluster):
+    jid = cluster.submit("--name", "hello", "--", "true")
+    cluster.run("wait", jid)
+    j = cluster.job(jid)
+    for key in ("id", "name", "state", "request", "attempts", "exit_code"):
+        assert key in j
+    assert j["name"] == "hello" and j["request"]["command"] == ["true"]
+    q = cluster.json("queue", "--all")
+    assert [x["id"] for x in q["jobs"]] == [jid]
+    n = cluster.json("nodes")["nodes"][0]
+    for key in ("name", "state", "accelerators", "jobs"):
+        assert key in n
+    assert len(n["accelerators"]) == 8 and n["accelerators"][0]["model"] == "H100"
+    w = cluster.json("wait", jid)
+    assert w[0]["id"] == jid
+
+
+def test_many_jobs_all_complete(cluster):
+    ids = [cluster.submit("-G", "1", "--", "true") for _ in range(40)]
+    p = cluster.run("wait", *ids)
+    assert p.stdout.count("COMPLETED") == 40
+    q = cluster.json("queue", "--all")
+    assert q["total"] == 40

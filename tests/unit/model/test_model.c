@@ -1,0 +1,297 @@
+/* Unit tests of src/model: validation of requests, JSON round trips, fake
+ * devices, the catalogue. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <errno.h>
+
+#include "model/model.h"
+
+static json_t *parse(const char *text)
+{
+	json_error_t e;
+	json_t *j = json_loads(text, JSON_ALLOW_NUL, &e);
+	if (!j)
+		fail_msg("bad test JSON: %s: %s", text, e.text);
+	return j;
+}
+
+#define BASE "\"command\": [\"python\", \"train.py\"], \"cwd\": \"/home/u\""
+
+static void test_request_valid(void **state)
+{
+	json_t *j = parse("{" BASE ", \"nodes\": 2, \"tasks_per_node\": 4, \"gpus_per_task\": 1,"
+			  "\"gpu_types\": [\"H100\"], \"env\": {\"A\": \"1\", \"B\": \"x=y\"},"
+			  "\"time_limit_s\": 3600, \"requeue\": 2}");
+	struct job_request r;
+	struct tk_error err;
+	assert_int_equal(job_request_unpack(j, &r, &err), 0);
+	assert_string_equal(r.name, "python");
+	assert_int_equal(r.argc, 2);
+	assert_int_equal(r.nodes, 2);
+	assert_int_equal(r.tasks_per_node, 4);
+	assert_int_equal(r.gpu_milli, 1000);
+	assert_int_equal(r.ngpu_types, 1);
+	assert_int_equal(r.nenv, 2);
+	assert_int_equal(r.grace_s, MODEL_DEFAULT_GRACE_S);
+	assert_string_equal(r.output, MODEL_DEFAULT_OUTPUT);
+	/* round trip: pack, unpack, pack again gives the same text */
+	json_t *p1 = job_request_pack(&r);
+	struct job_request r2;
+	assert_int_equal(job_request_unpack(p1, &r2, &err), 0);
+	json_t *p2 = job_request_pack(&r2);
+	assert_true(json_equal(p1, p2));
+	json_decref(p1);
+	json_decref(p2);
+	job_request_release(&r);
+	job_request_release(&r2);
+	json_decref(j);
+
+	j = parse("{" BASE ", \"gpus_per_task\": 0.25}");
+	assert_int_equal(job_request_unpack(j, &r, &err), 0);
+	assert_int_equal(r.gpu_milli, 250);
+	p1 = job_request_pack(&r);
+	assert_true(json_is_real(json_object_get(p1, "gpus_per_task")));
+	json_decref(p1);
+	job_request_release(&r);
+	json_decref(j);
+}
+
+static void test_request_invalid(void **state)
+{
+	struct {
+		const char *body;
+		const char *want; /* the error starts with this */
+	} cases[] = {
+		{"{\"cwd\": \"/x\"}", "command: required field is missing"},
+		{"{\"command\": [], \"cwd\": \"/x\"}", "command: must not be empty"},
+		{"{\"command\": \"ls\", \"cwd\": \"/x\"}", "command: must be an array of strings"},
+		{"{\"command\": [1], \"cwd\": \"/x\"}", "command[0]: must be a string"},
+		{"{\"command\": [\"ls\"]}", "cwd: required field is missing"},
+		{"{\"command\": [\"ls\"], \"cwd\": \"rel\"}", "cwd: must be an absolute path"},
+		{"{" BASE ", \"bogus\": 1}", "bogus: unknown field"},
+		{"{" BASE ", \"nodes\": 0}", "nodes: must be an integer from 1 to 4096, got 0"},
+		{"{" BASE ", \"nodes\": -3}", "nodes: must be an integer from 1 to 4096, got -3"},
+		{"{" BASE ", \"nodes\": 99999999999999}", "nodes: must be an integer from 1 to 4096"},
+		{"{" BASE ", \"nodes\": \"2\"}", "nodes: must be an integer from 1 to 4096, got a string"},
+		{"{" BASE ", \"nodes\": 1.5}", "nodes: must be an integer"},
+		{"{" BASE ", \"tasks_per_node\": 1000}", "tasks_per_node: must be an integer from 1 to 256"},
+		{"{" BASE ", \"gpus_per_task\": -1}", "gpus_per_task: must be a number from 0 to 64"},
+		{"{" BASE ", \"gpus_per_task\": 65}", "gpus_per_task: must be a number from 0 to 64"},
+		{"{" BASE ", \"gpus_per_task\": 1.5}", "gpus_per_task: a fraction must be below 1"},
+		{"{" BASE ", \"gpus_per_task\": 0.0001}", "gpus_per_task: must be a whole number or a fraction"},
+		{"{" BASE ", \"gpus_per_task\": 0.5, \"nodes\": 2}", "gpus_per_task: a fractional accelerator"},
+		{"{" BASE ", \"gpus_per_task\": 8, \"tasks_per_node\": 16}", "gpus_per_task: 16 tasks x 8"},
+		{"{" BASE ", \"gpu_types\": [\"H 100\"]}", "gpu_types[0]: \"H 100\" is not a model name"},
+		{"{" BASE ", \"env\": [\"A=1\"]}", "env: must be an object of strings"},
+		{"{" BASE ", \"env\": {\"A\": 1}}", "env.A: must be a string"},
+		{"{" BASE ", \"env\": {\"A=B\": \"1\"}}", "env: variable name \"A=B\""},
+		{"{" BASE ", \"time_limit_s\": -1}", "time_limit_s: must be an integer from 0"},
+		{"{" BASE ", \"requeue\": 101}", "requeue: must be an integer from 0 to 100"},
+		{"{" BASE ", \"name\": \"a\\nb\"}", "name: must not contain control characters"},
+		{"{" BASE ", \"name\": \"\"}", "name: must not be empty"},
+		{"{\"command\": [\"a\\u0000b\"], \"cwd\": \"/x\"}", "command[0]: must not contain a NUL"},
+		{"[1, 2]", "body: must be an object, got an array"},
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		json_t *j = parse(cases[i].body);
+		struct job_request r;
+		struct tk_error err = {""};
+		int rc = job_request_unpack(j, &r, &err);
+		if (rc >= 0)
+			fail_msg("case %zu accepted: %s", i, cases[i].body);
+		if (strncmp(err.text, cases[i].want, strlen(cases[i].want)) != 0)
+			fail_msg("case %zu: got \"%s\", want \"%s...\"", i, err.text, cases[i].want);
+		json_decref(j);
+	}
+}
+
+static void test_request_limits(void **state)
+{
+	/* a command over the total argument limit is refused */
+	json_t *j = parse("{\"cwd\": \"/x\"}");
+	json_t *cmd = json_array();
+	char *big = xmalloc(MODEL_MAX_ARG_BYTES / 2);
+	memset(big, 'a', MODEL_MAX_ARG_BYTES / 2 - 1);
+	big[MODEL_MAX_ARG_BYTES / 2 - 1] = '\0';
+	for (int i = 0; i < 3; i++)
+		json_array_append_new(cmd, json_string(big));
+	json_object_set_new(j, "command", cmd);
+	struct job_request r;
+	struct tk_error err;
+	assert_int_equal(job_request_unpack(j, &r, &err), -E2BIG);
+	assert_non_null(strstr(err.text, "command: at most"));
+	free(big);
+	json_decref(j);
+}
+
+static void test_job_roundtrip(void **state)
+{
+	json_t *rq = parse("{" BASE ", \"nodes\": 2, \"tasks_per_node\": 2, \"gpus_per_task\": 2}");
+	struct job job;
+	memset(&job, 0, sizeof(job));
+	struct tk_error err;
+	assert_int_equal(job_request_unpack(rq, &job.req, &err), 0);
+	job.id = 42;
+	snprintf(job.owner, sizeof(job.owner), "alice");
+	job.state = JOB_RUNNING;
+	job.submit_ms = 1000;
+	job.exit_code = -1;
+	job.nattempts = 1;
+	job.attempts = xcalloc(1, sizeof(struct attempt));
+	struct attempt *a = &job.attempts[0];
+	a->number = 1;
+	a->start_ms = 2000;
+	snprintf(a->master_addr, sizeof(a->master_addr), "10.0.0.1");
+	a->master_port = 29500;
+	a->nnodes = 2;
+	a->nodes = xcalloc(2, sizeof(*a->nodes));
+	snprintf(a->nodes[0].name, sizeof(a->nodes[0].name), "n1");
+	snprintf(a->nodes[1].name, sizeof(a->nodes[1].name), "n2");
+	for (int n = 0; n < 2; n++) {
+		a->nodes[n].ndev = 4;
+		a->nodes[n].milli = MODEL_MILLI;
+		for (int d = 0; d < 4; d++)
+			a->nodes[n].devs[d] = d + 4;
+	}
+	a->ntasks = 4;
+	a->tasks = xcalloc(4, sizeof(*a->tasks));
+	a->tasks[2].state = TASK_EXITED;
+	a->tasks[2].exit_code = 3;
+	json_t *p1 = job_pack(&job);
+	struct job back;
+	assert_int_equal(job_unpack(p1, &back, &err), 0);
+	json_t *p2 = job_pack(&back);
+	assert_true(json_equal(p1, p2));
+	assert_int_equal(back.attempts[0].nodes[1].devs[3], 7);
+	assert_int_equal(back.attempts[0].tasks[2].exit_code, 3);
+	assert_int_equal(job_current_attempt(&back)->number, 1);
+	/* a corrupted document is refused with the field named */
+	json_object_set_new(json_array_get(json_object_get(p1, "attempts"), 0), "master_port",
+			    json_integer(70000));
+	struct job bad;
+	assert_true(job_unpack(p1, &bad, &err) < 0);
+	assert_string_equal(err.text, "attempts[0].master_port: must be an integer from 0 to 65535, "
+				      "got 70000");
+	json_decref(p1);
+	json_decref(p2);
+	job_release(&job);
+	job_release(&back);
+	json_decref(rq);
+}
+
+static void test_states(void **state)
+{
+	enum job_state s;
+	for (int i = 0; i < JOB_STATE_MAX; i++) {
+		assert_int_equal(job_state_parse(job_state_name((enum job_state)i), &s), 0);
+		assert_int_equal(s, i);
+	}
+	assert_int_equal(job_state_parse("running", &s), 0);
+	assert_int_equal(s, JOB_RUNNING);
+	assert_int_equal(job_state_parse("nope", &s), -EINVAL);
+	assert_false(job_state_final(JOB_RUNNING));
+	assert_true(job_state_final(JOB_TIMEOUT));
+}
+
+static void test_fake_accels(void **state)
+{
+	struct catalogue c;
+	catalogue_init(&c);
+	struct accel a[MODEL_MAX_ACCELS];
+	int n;
+	struct tk_error err;
+	assert_int_equal(model_fake_accels("8xH100", &c, "n1", a, MODEL_MAX_ACCELS, &n, &err), 0);
+	assert_int_equal(n, 8);
+	assert_string_equal(a[7].model, "H100");
+	assert_int_equal(a[7].index, 7);
+	assert_int_equal(a[0].mem_mib, 81559);
+	assert_int_equal(model_fake_accels("4xa100-80gb,2xT4", &c, "n1", a, MODEL_MAX_ACCELS, &n,
+					   &err),
+			 0);
+	assert_int_equal(n, 6);
+	assert_string_equal(a[0].model, "A100-80GB");
+	assert_string_equal(a[5].model, "T4");
+	assert_true(model_fake_accels("4xA100", &c, "n1", a, MODEL_MAX_ACCELS, &n, &err) < 0);
+	assert_non_null(strstr(err.text, "unknown model \"A100\"; known: "));
+	assert_true(model_fake_accels("H100", &c, "n1", a, MODEL_MAX_ACCELS, &n, &err) < 0);
+	assert_true(model_fake_accels("0xH100", &c, "n1", a, MODEL_MAX_ACCELS, &n, &err) < 0);
+	assert_true(model_fake_accels("65xH100", &c, "n1", a, MODEL_MAX_ACCELS, &n, &err) < 0);
+	assert_true(model_fake_accels("40xH100,40xT4", &c, "n1", a, MODEL_MAX_ACCELS, &n, &err) < 0);
+	catalogue_release(&c);
+}
+
+static void test_catalogue(void **state)
+{
+	struct catalogue c;
+	catalogue_init(&c);
+	const char *need[] = {"H200", "H100", "H800", "A100-80GB", "A100-40GB", "A800",
+			      "L40S", "A10",  "T4",   "V100",	   "P100",	"RTX4090"};
+	for (size_t i = 0; i < ARRAY_SIZE(need); i++) {
+		const struct catalogue_entry *e = catalogue_find(&c, need[i]);
+		assert_non_null(e);
+		assert_true(e->mem_mib > 0 && e->tflops > 0 && e->price_per_hour > 0);
+	}
+	struct tk_error err;
+	assert_int_equal(catalogue_load_json(&c,
+					     "{\"models\": [{\"name\": \"H100\", \"price_per_hour\": "
+					     "2.5}, {\"name\": \"X1\", \"mem_mib\": 1024, "
+					     "\"tflops\": 10}]}",
+					     &err),
+			 0);
+	assert_true(catalogue_find(&c, "H100")->price_per_hour == 2.5);
+	assert_int_equal(catalogue_find(&c, "H100")->mem_mib, 81559); /* kept */
+	assert_int_equal(catalogue_find(&c, "x1")->mem_mib, 1024);
+	size_t n = c.n;
+	/* a bad file changes nothing and names the field */
+	assert_true(catalogue_load_json(&c,
+					"{\"models\": [{\"name\": \"Y\"}, {\"name\": \"Z\", "
+					"\"tflops\": \"fast\"}]}",
+					&err) < 0);
+	assert_string_equal(err.text, "models[1].tflops: must be a number from 0 to 1e+06, got a "
+				      "string");
+	assert_int_equal(c.n, n);
+	assert_null(catalogue_find(&c, "Y"));
+	assert_true(catalogue_load_json(&c, "{\"models\": [}", &err) < 0);
+	assert_non_null(strstr(err.text, "line 1"));
+	catalogue_release(&c);
+}
+
+static void test_node_record(void **state)
+{
+	struct catalogue c;
+	catalogue_init(&c);
+	struct node_record r;
+	memset(&r, 0, sizeof(r));
+	snprintf(r.inv.name, sizeof(r.inv.name), "gpu-07");
+	snprintf(r.inv.topology, sizeof(r.inv.topology), "spine1/leaf07");
+	r.inv.cpus = 96;
+	r.inv.mem_mib = 1 << 20;
+	struct tk_error err;
+	assert_int_equal(model_fake_accels("8xH200", &c, "gpu-07", r.inv.accel, MODEL_MAX_ACCELS,
+					   &r.inv.naccel, &err),
+			 0);
+	r.drained = true;
+	snprintf(r.drain_reason, sizeof(r.drain_reason), "bad fan");
+	json_t *p = node_record_pack(&r);
+	struct node_record back;
+	assert_int_equal(node_record_unpack(p, &back, &err), 0);
+	assert_memory_equal(&r, &back, sizeof(r));
+	json_object_set_new(json_object_get(p, "inventory"), "cpus", json_integer(0));
+	assert_true(node_record_unpack(p, &back, &err) < 0);
+	assert_string_equal(err.text, "inventory.cpus: must be an integer from 1 to 65536, got 0");
+	json_decref(p);
+	catalogue_release(&c);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_request_valid), cmocka_unit_test(test_request_invalid),
+		cmocka_unit_test(test_request_limits), cmocka_unit_test(test_job_roundtrip),
+		cmocka_unit_test(test_states),	      cmocka_unit_test(test_fake_accels),
+		cmocka_unit_test(test_catalogue),     cmocka_unit_test(test_node_record),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,227 @@
+/* Unit tests of src/util: parsers, strbuf, map, options, files. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <errno.h>
+#include <unistd.h>
+
+#include "util/util.h"
+
+static void test_parse_int64(void **state)
+{
+	struct {
+		const char *in;
+		int64_t min, max;
+		int rc;
+		int64_t want;
+	} cases[] = {
+		{"0", 0, 10, 0, 0},	     {"10", 0, 10, 0, 10},  {"11", 0, 10, -ERANGE, 0},
+		{"-1", 0, 10, -ERANGE, 0},   {"-5", -10, 10, 0, -5}, {"", 0, 10, -EINVAL, 0},
+		{"1x", 0, 10, -EINVAL, 0},   {" 1", 0, 10, -EINVAL, 0}, {"+3", 0, 10, 0, 3},
+		{"99999999999999999999", 0, INT64_MAX, -ERANGE, 0}, {"-", 0, 1, -EINVAL, 0},
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		int64_t v = -777;
+		int rc = tk_parse_int64(cases[i].in, cases[i].min, cases[i].max, &v);
+		assert_int_equal(rc, cases[i].rc);
+		if (rc == 0)
+			assert_int_equal(v, cases[i].want);
+		else
+			assert_int_equal(v, -777); /* untouched on failure */
+	}
+}
+
+static void test_parse_size(void **state)
+{
+	struct {
+		const char *in;
+		int rc;
+		int64_t mib;
+	} cases[] = {
+		{"80G", 0, 81920},  {"80GB", 0, 81920}, {"80GiB", 0, 81920}, {"512M", 0, 512},
+		{"512", 0, 512},    {"1T", 0, 1048576}, {"1.5G", 0, 1536},    {"1K", 0, 1},
+		{"0", 0, 0},	    {"g", -EINVAL, 0},  {"10X", -EINVAL, 0},  {"", -EINVAL, 0},
+		{"-1G", -EINVAL, 0}, {"1.2345G", -EINVAL, 0}, {"1..2G", -EINVAL, 0},
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		int64_t v = 0;
+		int rc = tk_parse_size_mib(cases[i].in, &v);
+		assert_int_equal(rc, cases[i].rc);
+		if (rc == 0)
+			assert_int_equal(v, cases[i].mib);
+	}
+}
+
+static void test_parse_duration(void **state)
+{
+	struct {
+		const char *in;
+		int rc;
+		int64_t s;
+	} cases[] = {
+		{"90", 0, 90},		{"90s", 0, 90},		  {"10m", 0, 600},
+		{"2h", 0, 7200},	{"1d", 0, 86400},	  {"1h30m", 0, 5400},
+		{"1d2h3m4s", 0, 93784}, {"30:00", 0, 1800},	  {"01:30:00", 0, 5400},
+		{"2-00:00:00", 0, 172800}, {"1-12:00", 0, 129600}, {"1h30", -EINVAL, 0},
+		{"30m1h", -EINVAL, 0},	{"1h1h", -EINVAL, 0},	  {"", -EINVAL, 0},
+		{"abc", -EINVAL, 0},	{"1:60:00", -ERANGE, 0},  {"10:75", -ERANGE, 0},
+		{"-5", -EINVAL, 0},	{"99999999999999999999", -ERANGE, 0},
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		int64_t v = 0;
+		int rc = tk_parse_duration(cases[i].in, &v);
+		if (rc != cases[i].rc)
+			fail_msg("\"%s\": rc %d, want %d", cases[i].in, rc, cases[i].rc);
+		if (rc == 0 && v != cases[i].s)
+			fail_msg("\"%s\": %lld s, want %lld", cases[i].in, (long long)v,
+				 (long long)cases[i].s);
+	}
+	char buf[32];
+	tk_format_duration(93784, buf, sizeof(buf));
+	assert_string_equal(buf, "1d02h");
+	tk_format_duration(75, buf, sizeof(buf));
+	assert_string_equal(buf, "1m15s");
+}
+
+static void test_strbuf(void **state)
+{
+	struct strbuf sb;
+	strbuf_init(&sb);
+	assert_string_equal(sb.buf, "");
+	for (int i = 0; i < 1000; i++)
+		strbuf_addf(&sb, "%d,", i);
+	assert_int_equal(sb.len, strlen(sb.buf));
+	assert_memory_equal(sb.buf, "0,1,2,", 6);
+	strbuf_reset(&sb);
+	strbuf_addstr(&sb, "x");
+	strbuf_addch(&sb, 'y');
+	char *s = strbuf_detach(&sb);
+	assert_string_equal(s, "xy");
+	assert_string_equal(sb.buf, "");
+	free(s);
+	strbuf_release(&sb);
+}
+
+static void test_map(void **state)
+{
+	struct tk_map m;
+	tk_map_init(&m);
+	enum { N = 5000 };
+	static char keys[N][16];
+	for (int i = 0; i < N; i++) {
+		snprintf(keys[i], sizeof(keys[i]), "k%d", i);
+		assert_null(tk_map_put(&m, keys[i], keys[i]));
+	}
+	assert_int_equal(m.len, N);
+	for (int i = 0; i < N; i += 2)
+		assert_ptr_equal(tk_map_del(&m, keys[i]), keys[i]);
+	assert_int_equal(m.len, N / 2);
+	for (int i = 0; i < N; i++)
+		assert_ptr_equal(tk_map_get(&m, keys[i]), i % 2 ? keys[i] : NULL);
+	/* reinsert after tombstones, then count by iteration */
+	for (int i = 0; i < N; i += 2)
+		tk_map_put(&m, keys[i], keys[i]);
+	size_t pos = 0, count = 0;
+	const char *k;
+	void *v;
+	while (tk_map_next(&m, &pos, &k, &v)) {
+		assert_ptr_equal(k, v);
+		count++;
+	}
+	assert_int_equal(count, N);
+	tk_map_release(&m);
+}
+
+static void test_opts(void **state)
+{
+	static const struct tk_option opts[] = {
+		{"nodes", 'N', "N", ""},
+		{"json", 0, NULL, ""},
+		{"name", 'J', "NAME", ""},
+	};
+	const char *v[3];
+	char **pos;
+	int npos;
+	struct tk_error err;
+	char *argv1[] = {"submit", "-N", "2", "--json", "--name=x", "python", "-N", "9", NULL};
+	assert_int_equal(tk_opts_parse(opts, 3, 8, argv1, true, v, &pos, &npos, &err), 0);
+	assert_string_equal(v[0], "2");
+	assert_string_equal(v[1], "");
+	assert_string_equal(v[2], "x");
+	assert_int_equal(npos, 3); /* python -N 9: the command's own flags pass through */
+	assert_string_equal(pos[0], "python");
+	free(pos);
+	char *argv2[] = {"cancel", "3", "--json", "4", NULL};
+	assert_int_equal(tk_opts_parse(opts, 3, 4, argv2, false, v, &pos, &npos, &err), 0);
+	assert_int_equal(npos, 2);
+	assert_non_null(v[1]);
+	free(pos);
+	char *argv3[] = {"x", "--bogus", NULL};
+	assert_int_equal(tk_opts_parse(opts, 3, 2, argv3, false, v, &pos, &npos, &err), -EINVAL);
+	assert_string_equal(err.text, "unknown option --bogus");
+	char *argv4[] = {"x", "-N", NULL};
+	assert_int_equal(tk_opts_parse(opts, 3, 2, argv4, false, v, &pos, &npos, &err), -EINVAL);
+	assert_non_null(strstr(err.text, "needs a value"));
+	char *argv5[] = {"x", "--json=1", NULL};
+	assert_int_equal(tk_opts_parse(opts, 3, 2, argv5, false, v, &pos, &npos, &err), -EINVAL);
+	char *argv6[] = {"x", "-N4", "--", "-N", NULL};
+	assert_int_equal(tk_opts_parse(opts, 3, 4, argv6, false, v, &pos, &npos, &err), 0);
+	assert_string_equal(v[0], "4");
+	assert_int_equal(npos, 1);
+	assert_string_equal(pos[0], "-N");
+	free(pos);
+}
+
+static void test_files(void **state)
+{
+	char dir[] = "/tmp/tenk-test-XXXXXX";
+	assert_non_null(mkdtemp(dir));
+	char *sub = xasprintf("%s/a/b/c", dir);
+	assert_int_equal(tk_mkdir_p(sub, 0700), 0);
+	char *f = xasprintf("%s/file", sub);
+	assert_int_equal(tk_write_file(f, "hello\n", 6, 0600), 0);
+	char *text;
+	size_t len;
+	assert_int_equal(tk_read_file(f, 100, &text, &len), 0);
+	assert_int_equal(len, 6);
+	tk_strip(text);
+	assert_string_equal(text, "hello");
+	free(text);
+	assert_int_equal(tk_read_file(f, 3, &text, &len), -EFBIG);
+	char *missing = xasprintf("%s/none", dir);
+	assert_int_equal(tk_read_file(missing, 3, &text, &len), -ENOENT);
+	char hex[65];
+	assert_int_equal(tk_random_hex(hex, 32), 0);
+	assert_int_equal(strlen(hex), 64);
+	unlink(f);
+	char *cmd = xasprintf("rm -rf %s", dir);
+	assert_int_equal(system(cmd), 0);
+	free(cmd);
+	free(missing);
+	free(f);
+	free(sub);
+}
+
+static void test_errorf(void **state)
+{
+	struct tk_error e;
+	assert_int_equal(tk_errorf(&e, -EINVAL, "nodes: must be %d..%d, got \"%s\"", 1, 8, "12"),
+			 -EINVAL);
+	assert_string_equal(e.text, "nodes: must be 1..8, got \"12\"");
+	assert_int_equal(tk_errorf(NULL, -5, "x"), -5);
+	char small[4];
+	assert_int_equal(tk_strlcpy(small, "abcd", sizeof(small)), -ENAMETOOLONG);
+	assert_int_equal(tk_strlcpy(small, "abc", sizeof(small)), 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_parse_int64), cmocka_unit_test(test_parse_size),
+		cmocka_unit_test(test_parse_duration), cmocka_unit_test(test_strbuf),
+		cmocka_unit_test(test_map),	     cmocka_unit_test(test_opts),
+		cmocka_unit_test(test_files),	     cmocka_unit_test(test_errorf),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
