@@ -106,7 +106,7 @@ static int nvml_detect(const struct catalogue *cat, struct node_inventory *inv)
 		struct accel *a = &inv->accel[inv->naccel];
 		memset(a, 0, sizeof(*a));
 		a->index = inv->naccel;
-		snprintf(a->uuid, sizeof(a->uuid), "%s", id);
+		snprintf(a->uuid, sizeof(a->uuid), "%.*s", (int)sizeof(a->uuid) - 1, id);
 		a->mem_mib = (int64_t)(m.total >> 20);
 		const struct catalogue_entry *e = match_model(cat, nm, a->mem_mib);
 		if (e) {

@@ -230,6 +230,38 @@ static bool match(const char *pattern, const char *path, char *param, size_t n)
 	return *pattern == '\0' && *path == '\0';
 }
 
+/* Finds the object key that a value at `pos` belongs to ("nodes" in
+ * {"nodes": 1e999}), so that a value jansson cannot parse (an integer too
+ * large) is still reported against its field. */
+static bool key_before(const char *text, size_t pos, char *key, size_t n)
+{
+	size_t i = pos;
+	while (i > 0 && text[i - 1] != ':') {
+		if (text[i - 1] == '"' || text[i - 1] == ',' || text[i - 1] == '{' ||
+		    text[i - 1] == '[')
+			return false;
+		i--;
+	}
+	if (i == 0)
+		return false;
+	i--; /* the colon */
+	while (i > 0 && (text[i - 1] == ' ' || text[i - 1] == '\t' || text[i - 1] == '\n'))
+		i--;
+	if (i == 0 || text[i - 1] != '"')
+		return false;
+	size_t end = --i;
+	while (i > 0 && text[i - 1] != '"')
+		i--;
+	if (i == 0 || end - i == 0 || end - i >= n)
+		return false;
+	for (size_t k = i; k < end; k++)
+		if ((unsigned char)text[k] < 0x20 || text[k] == '\\')
+			return false;
+	memcpy(key, text + i, end - i);
+	key[end - i] = '\0';
+	return true;
+}
+
 static void dispatch(struct request *r)
 {
 	struct server *s = r->s;
@@ -286,8 +318,13 @@ static void dispatch(struct request *r)
 		}
 		body = json_loadb(r->body.buf, r->body.len, JSON_REJECT_DUPLICATES, &jerr);
 		if (!body) {
-			reply_error(r, 400, "body: invalid JSON at line %d column %d: %s", jerr.line,
-				    jerr.column, jerr.text);
+			char key[64];
+			if (key_before(r->body.buf, (size_t)jerr.position, key, sizeof(key)))
+				reply_error(r, 400, "%s: %s (body line %d column %d)", key, jerr.text,
+					    jerr.line, jerr.column);
+			else
+				reply_error(r, 400, "body: invalid JSON at line %d column %d: %s",
+					    jerr.line, jerr.column, jerr.text);
 			return;
 		}
 		if (!json_is_object(body)) {

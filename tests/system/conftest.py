@@ -16,7 +16,7 @@ import urllib.parse
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-BIN = os.environ.get("TENK_BIN", os.path.join(ROOT, "build", "tenk"))
+BIN = os.path.abspath(os.environ.get("TENK_BIN", os.path.join(ROOT, "build", "tenk")))
 SANITIZER_MARKS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:")
 
 
@@ -160,7 +160,7 @@ class Tenk:
     def wait_nodes_up(self, n=1, timeout=30):
         def up():
             nodes = self.json("nodes")["nodes"]
-            ready = [x for x in nodes if x["state"] == "UP"]
+            ready = [x for x in nodes if x["state"] in ("UP", "DRAINED", "DRAINING")]
             return ready if len(ready) >= n else None
         return wait_for(up, timeout, f"{n} node(s) UP")
 
@@ -176,6 +176,8 @@ def start_up(workdir, *extra, fake="8xH100"):
     data = os.path.join(workdir, "tenk-data")
     t = Tenk(workdir, data)
     args = ["up", "--data", data, "--listen", "127.0.0.1:0", "--name", "node1"]
+    if os.path.exists(os.path.join(data, "server.url")):
+        os.remove(os.path.join(data, "server.url"))  # left by an earlier run
     if fake:
         args += ["--fake-gpus", fake]
     d = Daemon(args + list(extra), workdir, "up")

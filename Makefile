@@ -1,0 +1,37 @@
+# A thin wrapper over the README's commands. Each target installs what it
+# needs (scripts/deps does nothing when everything is present).
+#   make up      build and run a one-machine cluster (FAKE_GPUS=8xH100 to pretend)
+#   make check   build normal and sanitizer variants and run every test
+#   make bench   run the benchmarks under bench/
+
+FAKE_GPUS ?=
+LISTEN ?= 127.0.0.1:7480
+UP_ARGS = --data ./tenk-data --listen $(LISTEN) $(if $(FAKE_GPUS),--fake-gpus $(FAKE_GPUS))
+
+.PHONY: all deps build build-asan up check bench clean
+
+all: build
+
+deps:
+	@scripts/deps
+
+build: deps
+	@test -f build/build.ninja || meson setup build
+	@ninja -C build
+
+build-asan: deps
+	@test -f build-asan/build.ninja || meson setup build-asan -Dbuildtype=debug \
+		-Db_sanitize=address,undefined -Db_lundef=false
+	@ninja -C build-asan
+
+up: build
+	build/tenk up $(UP_ARGS)
+
+check: build build-asan
+	@scripts/check
+
+bench: build
+	@bench/run
+
+clean:
+	rm -rf build build-asan build-fuzz

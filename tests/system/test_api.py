@@ -1,0 +1,190 @@
+"""Bad input of every kind gets a clear 4xx that names the problem, changes
+nothing, and leaves the server serving."""
+import socket
+import urllib.parse
+
+BODY = {"command": ["true"], "cwd": "/tmp"}
+
+
+def raw_request(url, head, body_chunks=(), read_first=False):
+    """Sends a hand-made request; returns the status line and the rest."""
+    u = urllib.parse.urlparse(url)
+    s = socket.create_connection((u.hostname, u.port), timeout=30)
+    s.sendall(head.encode())
+    got = b""
+    if read_first:
+        got = s.recv(65536)
+    try:
+        for chunk in body_chunks:
+            s.sendall(chunk)
+    except (BrokenPipeError, ConnectionResetError):
+        pass
+    try:
+        while True:
+            b = s.recv(65536)
+            if not b:
+                break
+            got += b
+            if b"\r\n\r\n" in got and b"}" in got:
+                break
+    except (ConnectionResetError, socket.timeout):
+        pass
+    s.close()
+    return got.decode(errors="replace")
+
+
+def test_bad_bodies(cluster):
+    cases = [
+        (b"{not json", 400, "body: invalid JSON at line 1"),
+        (b"", 400, "body: expected a JSON object, got nothing"),
+        (b"[1,2]", 400, "body: expected a JSON object"),
+        (b'{"command": ["true"], "cwd": "/tmp", "command": ["x"]}', 400, "duplicate"),
+    ]
+    for raw, status, msg in cases:
+        st, res = cluster.api("POST", "/v1/jobs", raw=raw)
+        assert st == status, (raw, res)
+        assert msg in res["error"], (raw, res)
+        assert res["status"] == status
+    fields = [
+        ({"bogus": 1}, "bogus: unknown field"),
+        ({"nodes": -1}, "nodes: must be an integer from 1 to 4096, got -1"),
+        ({"nodes": 10**15}, "nodes: must be an integer from 1 to 4096, got 1000000000000000"),
+        ({"nodes": 10**30}, "nodes: too big integer"),
+        ({"nodes": "2"}, "nodes: must be an integer from 1 to 4096, got a string"),
+        ({"gpus_per_task": -0.5}, "gpus_per_task: must be a number from 0 to 64"),
+        ({"gpus_per_task": 1e300}, "gpus_per_task: must be a number from 0 to 64"),
+        ({"time_limit_s": -5}, "time_limit_s: must be an integer from 0"),
+        ({"gpu_types": ["B9000"]}, 'gpu_types[0]: unknown model "B9000"; known: '),
+        ({"cwd": "relative"}, "cwd: must be an absolute path"),
+        ({"command": []}, "command: must not be empty"),
+        ({"env": {"K": 5}}, "env.K: must be a string"),
+    ]
+    for extra, msg in fields:
+        body = dict(BODY, **extra)
+        st, res = cluster.api("POST", "/v1/jobs", body)
+        assert st == 400, (extra, res)
+        assert res["error"].startswith(msg), (extra, res["error"])
+    st, res = cluster.api("GET", "/v1/jobs")
+    assert st == 200 and res["total"] == 0, "nothing malformed created a job"
+
+
+def test_oversized_bodies(cluster):
+    url = cluster.url
+    host = urllib.parse.urlparse(url).netloc
+    # announced as 100 MB: refused before a byte of it is read
+    head = (f"POST /v1/jobs HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {cluster.token}\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {100 * 1024 * 1024}\r\n\r\n")
+    got = raw_request(url, head, read_first=True)
+    assert " 413 " in got.split("\r\n")[0], got
+    assert "body: larger than the limit" in got
+    # sent chunked, 100 MB in all: read up to the limit, then refused
+    head = (f"POST /v1/jobs HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {cluster.token}\r\n"
+            "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n")
+    piece = b"x" * (1024 * 1024)
+    chunk = b"%x\r\n" % len(piece) + piece + b"\r\n"
+    got = raw_request(url, head, [chunk] * 100 + [b"0\r\n\r\n"])
+    assert got == "" or " 413 " in got.split("\r\n")[0], got[:200]
+    st, res = cluster.api("GET", "/v1/health", token=None)
+    assert st == 200 and res["ok"]
+    assert cluster.api("GET", "/v1/jobs")[1]["total"] == 0
+
+
+def test_tokens_and_roles(cluster):
+    st, res = cluster.api("GET", "/v1/jobs", token=None)
+    assert st == 401 and "missing token" in res["error"]
+    st, res = cluster.api("GET", "/v1/jobs", token="not-the-token")
+    assert st == 401 and res["error"] == "invalid token"
+    st, res = cluster.api("GET", "/v1/jobs", headers={"Authorization": "Basic abc"}, token=None)
+    assert st == 401
+    agent_token = open(cluster.data + "/agent.token").read().strip()
+    st, res = cluster.api("GET", "/v1/jobs", token=agent_token)
+    assert st == 403 and "is for a user" in res["error"]
+    st, res = cluster.api("POST", "/v1/agent/register", {"agent_id": "0" * 32})
+    assert st == 403 and "is for an agent" in res["error"]
+    p = cluster.run("queue", check=False, env=dict(cluster.env(), TENK_TOKEN="wrong"))
+    assert p.returncode == 1 and "invalid token" in p.stderr
+
+
+def test_routes_and_parameters(cluster):
+    assert cluster.api("GET", "/v1/nope")[0] == 404
+    st, res = cluster.api("DELETE", "/v1/jobs")
+    assert st == 405 and "method DELETE is not allowed" in res["error"]
+    st, res = cluster.api("GET", "/v1/jobs/abc")
+    assert st == 400 and 'job id must be a positive integer, got "abc"' in res["error"]
+    st, res = cluster.api("GET", "/v1/jobs/99")
+    assert st == 404 and res["error"] == "no job 99"
+    st, res = cluster.api("GET", "/v1/jobs?state=SLEEPING")
+    assert st == 400 and res["error"].startswith("state: expected")
+    st, res = cluster.api("GET", "/v1/jobs?limit=0")
+    assert st == 400 and res["error"].startswith("limit: must be")
+    jid = cluster.submit("--", "true")
+    st, res = cluster.api("GET", f"/v1/jobs/{jid}?wait=9999")
+    assert st == 400 and res["error"].startswith("wait: must be")
+    st, res = cluster.api("POST", "/v1/nodes/node1/drain", {})
+    assert st == 400 and res["error"] == "reason: required field is missing"
+    st, res = cluster.api("POST", "/v1/nodes/node1/drain", {"reason": ""})
+    assert st == 400 and "must say why" in res["error"]
+    st, res = cluster.api("POST", "/v1/nodes/ghost/drain", {"reason": "x"})
+    assert st == 404 and res["error"] == 'no node "ghost"'
+    assert cluster.json("nodes")["nodes"][0]["state"] == "UP"
+
+
+def test_agent_endpoints_reject_bad_reports(cluster):
+    agent = open(cluster.data + "/agent.token").read().strip()
+    st, res = cluster.api("POST", "/v1/agent/register",
+                          {"agent_id": "ab" * 8, "inventory": {"name": "x y", "cpus": 1,
+                                                               "mem_mib": 1}}, token=agent)
+    assert st == 400 and res["error"].startswith('inventory.name: "x y" is not a valid node name')
+    st, res = cluster.api("POST", "/v1/agent/register",
+                          {"agent_id": "ab" * 8, "inventory": {"name": "n2", "cpus": 1,
+                                                               "mem_mib": 1,
+                                                               "accelerators": [{"index": 5, "uuid": "u",
+                                                                                 "model": "H100"}]}},
+                          token=agent)
+    assert st == 400 and res["error"].startswith("inventory.accelerators[0].index")
+    node = cluster.json("nodes")["nodes"][0]
+    jid = cluster.submit("--", "sleep", "30")
+    cluster.wait_state(jid, "RUNNING")
+    # one good event and one bad: nothing is applied
+    events = [{"job": jid, "attempt": 1, "rank": 0, "type": "exited", "at_ms": 1, "exit_code": 0},
+              {"job": jid, "attempt": 1, "rank": 0, "type": "vanished", "at_ms": 1}]
+    st, res = cluster.api("POST", "/v1/agent/events",
+                          {"node": "node1", "agent_id": node["agent_id"], "events": events},
+                          token=agent)
+    assert st == 400 and res["error"].startswith('events[1].type: must be "started" or')
+    assert cluster.job(jid)["state"] == "RUNNING"
+    # an agent that is not the registered one is told to register
+    st, res = cluster.api("POST", "/v1/agent/heartbeat",
+                          {"node": "node1", "agent_id": "cd" * 8}, token=agent)
+    assert st == 409 and "register again" in res["error"]
+    assert len(cluster.json("nodes")["nodes"]) == 1
+    cluster.run("cancel", jid)
+
+
+def test_cli_usage_errors(cluster):
+    cases = [
+        (["submit"], "missing arguments"),
+        (["submit", "-N", "0", "--", "true"], '--nodes: must be an integer from 1 to 4096, got "0"'),
+        (["submit", "--time", "soon", "--", "true"], "--time: expected a duration"),
+        (["submit", "--mem", "lots", "--", "true"], "--mem: expected a size"),
+        (["submit", "-G", "x", "--", "true"], "--gpus-per-task: must be a number"),
+        (["submit", "--bogus", "--", "true"], "unknown option --bogus"),
+        (["submit", "--export", "SOME", "--", "true"], "--export: must be ALL or NONE"),
+        (["show", "abc"], 'a job id is a positive integer, got "abc"'),
+        (["drain", "node1"], "--reason TEXT is required"),
+        (["queue", "extra"], 'unexpected argument "extra"'),
+        (["wait", "1", "--timeout", "x"], "--timeout: expected a duration"),
+    ]
+    for args, msg in cases:
+        p = cluster.run(*args, check=False)
+        assert p.returncode == 2, (args, p.returncode, p.stderr)
+        assert msg in p.stderr, (args, p.stderr)
+        assert "usage: tenk" in p.stderr
+    p = cluster.run("frobnicate", check=False)
+    assert p.returncode == 2 and 'unknown command "frobnicate"' in p.stderr
+    p = cluster.run("submit", "-G", "0.5", "-N", "2", "--", "true", check=False)
+    assert p.returncode == 1 and "fractional accelerator" in p.stderr
+    p = cluster.run("queue", check=False, env={"PATH": "/usr/bin:/bin"}, cwd="/")
+    assert p.returncode == 2 and "no server given" in p.stderr
+    assert cluster.run("submit", "--help").stdout.startswith("usage: tenk submit")
+    assert "submit" in cluster.run("help").stdout

@@ -1,0 +1,152 @@
+"""Crashes: the server killed with SIGKILL at random moments loses no
+acknowledged job and never starts a task twice; a restarted agent's lost
+tasks are requeued; a clean restart keeps everything."""
+import os
+import random
+import socket
+import threading
+import time
+
+from conftest import Daemon, Tenk, start_up, wait_for
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def healthy(t):
+    try:
+        return t.api("GET", "/v1/health", token=None)[0] == 200
+    except OSError:
+        return False
+
+
+def start_server(workdir, data, port, procs, name="server"):
+    d = Daemon(["server", "--data", data, "--listen", f"127.0.0.1:{port}",
+                "--node-timeout", "60s"], workdir, name)
+    procs.append(d)
+    wait_for(lambda: os.path.exists(os.path.join(data, "server.url")) or not d.alive(),
+             20, "the server to listen")
+    assert d.alive(), d.output()
+    return d
+
+
+def start_agent(workdir, t, procs, name="a1", fake="8xH100"):
+    d = Daemon(["agent", "--server", t.url, "--token-file", os.path.join(t.data, "agent.token"),
+                "--name", name, "--fake-gpus", fake,
+                "--work-dir", os.path.join(workdir, f"agent-{name}")], workdir, f"agent-{name}")
+    procs.append(d)
+    return d
+
+
+def test_server_sigkill_loses_nothing_acknowledged(workdir, procs):
+    data = os.path.join(workdir, "data")
+    port = free_port()
+    server = start_server(workdir, data, port, procs)
+    t = Tenk(workdir, data)
+    agent = start_agent(workdir, t, procs)
+    t.wait_nodes_up(1)
+    runlog = os.path.join(workdir, "started.log")
+    body = {"command": ["sh", "-c", f'echo "$TENK_JOB_ID $TENK_ATTEMPT" >> {runlog}; sleep 0.05'],
+            "cwd": workdir, "gpus_per_task": 1}
+    acked, stop = [], threading.Event()
+
+    def submitter():
+        while not stop.is_set():
+            try:
+                st, res = t.api("POST", "/v1/jobs", body)
+            except OSError:
+                time.sleep(0.01)
+                continue
+            if st == 201:
+                acked.append(res["id"])
+
+    th = threading.Thread(target=submitter)
+    th.start()
+    rnd = random.Random(7)
+    kills = 0
+    try:
+        for _ in range(6):
+            time.sleep(rnd.uniform(0.2, 0.7))
+            server.kill9()
+            kills += 1
+            time.sleep(rnd.uniform(0.0, 0.3))
+            server.start()
+            wait_for(lambda: healthy(t), 20, "the restarted server")
+    finally:
+        stop.set()
+        th.join()
+    assert kills == 6 and len(acked) > 20, f"too little happened: {len(acked)} jobs"
+
+    def all_done():
+        q = t.json("queue", "--all", "--limit", "100000")
+        done = {j["id"]: j for j in q["jobs"]}
+        return done if all(done.get(i, {}).get("state") == "COMPLETED" for i in acked) else None
+    jobs = wait_for(all_done, 120, "every acknowledged job to complete", interval=0.5)
+    for i in acked:
+        assert i in jobs, f"acknowledged job {i} was lost"
+    starts = [tuple(map(int, line.split())) for line in open(runlog)]
+    ids = [s[0] for s in starts]
+    dup = sorted({i for i in ids if ids.count(i) > 1})
+    assert not dup, f"jobs started more than once: {dup}"
+    for i in acked:
+        assert i in ids, f"job {i} completed without running"
+        assert len(jobs[i]["attempts"]) == 1
+    # no job the server holds ran twice either, acknowledged or not
+    assert set(ids) <= set(jobs)
+    agent.stop()
+    server.stop()
+
+
+def test_agent_restart_requeues_lost_work(workdir, procs):
+    data = os.path.join(workdir, "data")
+    server = start_server(workdir, data, free_port(), procs)
+    t = Tenk(workdir, data)
+    agent = start_agent(workdir, t, procs)
+    t.wait_nodes_up(1)
+    pidfile = os.path.join(workdir, "pid")
+    jid = t.submit("-G", "8", "--", "sh", "-c",
+                   f'echo $$ > {pidfile}; test "$TENK_ATTEMPT" = 2 || sleep 300')
+    t.wait_state(jid, "RUNNING")
+    wait_for(lambda: os.path.exists(pidfile), what="the task to start")
+    agent.kill9()
+    # the orphan of the killed agent is its own process group's; end it as its
+    # agent would have (the test started it, through the agent)
+    os.killpg(int(open(pidfile).read()), 9)
+    agent2 = start_agent(workdir, t, procs)
+    t.run("wait", jid)
+    j = t.job(jid)
+    assert j["state"] == "COMPLETED" and len(j["attempts"]) == 2
+    assert "its agent restarted" in j["attempts"][0]["reason"]
+    assert j["attempts"][0]["tasks"][0]["state"] == "LOST"
+    assert j["failures"] == 0, "a lost node does not count against --requeue"
+    agent2.stop()
+    server.stop()
+
+
+def test_clean_restart_keeps_state(workdir):
+    t, d = start_up(workdir)
+    done = t.submit("--", "true")
+    t.run("wait", done)
+    waiting = t.submit("-G", "64", "--", "true")
+    t.run("drain", "node1", "--reason", "maintenance")
+    d.stop()
+    t2, d2 = start_up(workdir)
+    assert t2.job(done)["state"] == "COMPLETED"
+    assert t2.job(waiting)["state"] == "PENDING"
+    n = t2.json("nodes")["nodes"][0]
+    assert n["state"] == "DRAINED" and n["reason"] == "maintenance"
+    nxt = t2.submit("--", "true")
+    assert nxt == waiting + 1, "job ids are never reused"
+    # a second server on the same data folder is refused
+    other = Daemon(["server", "--data", t.data, "--listen", "127.0.0.1:0"], workdir, "second")
+    assert other.proc.wait(timeout=20) == 1
+    assert "another tenk server is using" in other.output()
+    for name in ("admin.token", "agent.token"):
+        assert os.stat(os.path.join(t.data, name)).st_mode & 0o777 == 0o600
+    t2.run("cancel", waiting, nxt)
+    d2.stop()
