@@ -8,6 +8,7 @@
  * its tasks' exits reach the server), destroy them in reverse.
  */
 #include <curl/curl.h>
+#include <stdbool.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -21,23 +22,32 @@
 
 #define TENK_VERSION "0.1.0"
 
+/*
+ * A daemon process: a server, an agent, or both (`tenk up`). Each part has
+ * its own loop; in `tenk up` the agent's runs on a second thread, so that
+ * launching tasks (fork and exec) never stalls the server. The parts talk
+ * over HTTP on loopback exactly as they do across machines.
+ */
 struct daemon {
-	uv_loop_t loop;
+	uv_loop_t loop; /* the main thread's: the server's, or a lone agent's */
 	struct server *server;
 	struct agent *agent;
 	uv_signal_t sigint, sigterm;
 	int signals;
+	/* `tenk up` only */
+	bool agent_threaded;
+	uv_loop_t agent_loop;
+	uv_thread_t agent_thread;
+	uv_async_t agent_stop_async; /* on agent_loop: main asks the agent to stop */
+	uv_async_t agent_done_async; /* on loop: the agent has stopped */
 };
-
-static void signal_closed(uv_handle_t *h)
-{
-	(void)h;
-}
 
 static void all_stopped(struct daemon *d)
 {
-	uv_close((uv_handle_t *)&d->sigint, signal_closed);
-	uv_close((uv_handle_t *)&d->sigterm, signal_closed);
+	uv_close((uv_handle_t *)&d->sigint, NULL);
+	uv_close((uv_handle_t *)&d->sigterm, NULL);
+	if (d->agent_threaded)
+		uv_close((uv_handle_t *)&d->agent_done_async, NULL);
 }
 
 static void server_stopped(void *arg)
@@ -45,13 +55,36 @@ static void server_stopped(void *arg)
 	all_stopped(arg);
 }
 
-static void agent_stopped(void *arg)
+/* On the main thread, once the agent (if any) has stopped. */
+static void agent_gone(struct daemon *d)
 {
-	struct daemon *d = arg;
 	if (d->server)
 		server_stop(d->server, server_stopped, d);
 	else
 		all_stopped(d);
+}
+
+static void agent_stopped(void *arg)
+{
+	struct daemon *d = arg;
+	if (d->agent_threaded) {
+		/* on the agent's thread: let its loop end, tell the main thread */
+		uv_close((uv_handle_t *)&d->agent_stop_async, NULL);
+		uv_async_send(&d->agent_done_async);
+	} else {
+		agent_gone(d);
+	}
+}
+
+static void agent_stop_async_cb(uv_async_t *h)
+{
+	struct daemon *d = h->data;
+	agent_stop(d->agent, agent_stopped, d);
+}
+
+static void agent_done_async_cb(uv_async_t *h)
+{
+	agent_gone(h->data);
 }
 
 static void on_signal(uv_signal_t *h, int signum)
@@ -62,10 +95,18 @@ static void on_signal(uv_signal_t *h, int signum)
 		_exit(1);
 	}
 	log_info("%s received; stopping (send it again to exit at once)", strsignal(signum));
-	if (d->agent)
+	if (d->agent_threaded)
+		uv_async_send(&d->agent_stop_async);
+	else if (d->agent)
 		agent_stop(d->agent, agent_stopped, d);
 	else
-		agent_stopped(d);
+		agent_gone(d);
+}
+
+static void agent_thread_main(void *arg)
+{
+	struct daemon *d = arg;
+	uv_run(&d->agent_loop, UV_RUN_DEFAULT);
 }
 
 static int run_loop(struct daemon *d)
@@ -75,8 +116,27 @@ static int run_loop(struct daemon *d)
 	uv_signal_init(&d->loop, &d->sigterm);
 	uv_signal_start(&d->sigint, on_signal, SIGINT);
 	uv_signal_start(&d->sigterm, on_signal, SIGTERM);
+	if (d->agent_threaded) {
+		d->agent_stop_async.data = d->agent_done_async.data = d;
+		uv_async_init(&d->agent_loop, &d->agent_stop_async, agent_stop_async_cb);
+		uv_async_init(&d->loop, &d->agent_done_async, agent_done_async_cb);
+		if (uv_thread_create(&d->agent_thread, agent_thread_main, d) < 0) {
+			log_err("cannot start the agent's thread");
+			_exit(1);
+		}
+	}
 	uv_run(&d->loop, UV_RUN_DEFAULT);
-	agent_destroy(d->agent);
+	int rc = 0;
+	if (d->agent_threaded) {
+		uv_thread_join(&d->agent_thread);
+		agent_destroy(d->agent);
+		if (uv_loop_close(&d->agent_loop) < 0) {
+			log_err("the agent left handles open at exit");
+			rc = 1;
+		}
+	} else {
+		agent_destroy(d->agent);
+	}
 	server_destroy(d->server);
 	int r = uv_loop_close(&d->loop);
 	if (r < 0) {
@@ -84,7 +144,7 @@ static int run_loop(struct daemon *d)
 		return 1;
 	}
 	log_info("stopped");
-	return 0;
+	return rc;
 }
 
 /* ---- options shared by the daemons ---------------------------------------------- */
@@ -287,14 +347,17 @@ static int run_up(const char **v)
 	ac.work_dir = work;
 	if (!ac.addr)
 		ac.addr = "127.0.0.1";
-	if (agent_create(&d.loop, &ac, &d.agent, &err) < 0) {
+	uv_loop_init(&d.agent_loop);
+	if (agent_create(&d.agent_loop, &ac, &d.agent, &err) < 0) {
 		log_err("%s", err.text);
+		uv_loop_close(&d.agent_loop);
 		server_stop(d.server, NULL, NULL);
 		uv_run(&d.loop, UV_RUN_DEFAULT);
 		server_destroy(d.server);
 		uv_loop_close(&d.loop);
 		return 1;
 	}
+	d.agent_threaded = true;
 	printf("tenk is up: %s\n", server_url(d.server));
 	printf("  admin token: %s/admin.token\n", sc.data_dir);
 	printf("  try:  export TENK_SERVER=%s TENK_TOKEN=$(cat %s/admin.token)\n",

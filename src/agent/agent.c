@@ -274,80 +274,107 @@ void agent_queue_event(struct agent *a, const struct agent_event *ev)
 
 static void ev_timer_cb(uv_timer_t *t)
 {
-	do_events(t->data);
+	struct agent *a = t->data;
+	uv_timer_stop(t);
+	do_events(a);
+}
+
+/* Acknowledges events[lo, hi): their groups may now be forgotten. */
+static void events_acked(struct agent *a, uint64_t lo, uint64_t hi)
+{
+	for (uint64_t q = lo; q < hi; q++) {
+		struct agent_event *e = &a->events[q - a->events_base];
+		e->state = EV_ACKED;
+		char key[48];
+		snprintf(key, sizeof(key), "%lld.%d", (long long)e->job, e->attempt);
+		struct group *g = tk_map_get(&a->groups, key);
+		if (g)
+			group_acked(g, 1);
+	}
+	size_t k = 0;
+	while (k < a->nevents && a->events[k].state == EV_ACKED)
+		k++;
+	memmove(a->events, a->events + k, (a->nevents - k) * sizeof(*a->events));
+	a->nevents -= k;
+	a->events_base += k;
 }
 
 static void events_done(void *arg, long status, const char *body, size_t len, const char *error)
 {
-	struct agent *a = arg;
-	a->ev_req = NULL;
-	size_t sent = a->events_inflight;
-	a->events_inflight = 0;
+	struct ev_batch *b = arg;
+	struct agent *a = b->a;
+	uint64_t lo = b->lo, hi = b->hi;
+	b->req = NULL;
+	a->nbatches--;
 	if (status == 200) {
 		a->ev_backoff = 0;
-		for (size_t i = 0; i < sent; i++) {
-			char key[48];
-			snprintf(key, sizeof(key), "%lld.%d", (long long)a->events[i].job,
-				 a->events[i].attempt);
-			struct group *g = tk_map_get(&a->groups, key);
-			if (g)
-				group_acked(g, 1);
-		}
-		memmove(a->events, a->events + sent, (a->nevents - sent) * sizeof(*a->events));
-		a->nevents -= sent;
+		events_acked(a, lo, hi);
 		do_events(a);
 		maybe_stop_done(a);
 		return;
 	}
 	log_http_error("events", status, body, len, error);
+	if (status >= 400 && status < 500 && status != 408 && status != 409 && status != 429) {
+		/* the server refuses them for good: keeping them would block the rest */
+		log_err("events: dropping %llu events the server refused",
+			(unsigned long long)(hi - lo));
+		events_acked(a, lo, hi);
+	} else {
+		for (uint64_t q = lo; q < hi; q++)
+			a->events[q - a->events_base].state = EV_QUEUED;
+	}
 	if (status == 409) {
 		need_register(a);
 		return;
 	}
-	if (status >= 400 && status < 500 && status != 408 && status != 429) {
-		/* the server refuses them for good: keeping them would block the rest */
-		log_err("events: dropping %zu events the server refused", sent);
-		for (size_t i = 0; i < sent; i++) {
-			char key[48];
-			snprintf(key, sizeof(key), "%lld.%d", (long long)a->events[i].job,
-				 a->events[i].attempt);
-			struct group *g = tk_map_get(&a->groups, key);
-			if (g)
-				group_acked(g, 1);
-		}
-		memmove(a->events, a->events + sent, (a->nevents - sent) * sizeof(*a->events));
-		a->nevents -= sent;
-	}
 	uv_timer_start(&a->ev_timer, ev_timer_cb, (uint64_t)backoff_next(&a->ev_backoff), 0);
 }
 
+/* Sends queued events, several reports in flight at once: an exit need not
+ * wait for the acknowledgement of the start before it. */
 static void do_events(struct agent *a)
 {
-	if (a->ev_req || !a->registered || a->nevents == 0)
-		return;
-	size_t n = MIN(a->nevents, (size_t)AGENT_MAX_EVENTS_SENT);
-	json_t *arr = json_array();
-	for (size_t i = 0; i < n; i++) {
-		const struct agent_event *e = &a->events[i];
-		json_t *o = json_pack("{s:I, s:i, s:i, s:s, s:I}", "job", (json_int_t)e->job,
-				      "attempt", e->attempt, "rank", e->rank, "type",
-				      e->exited ? "exited" : "started", "at_ms", (json_int_t)e->at_ms);
-		if (e->exited) {
-			json_object_set_new(o, "exit_code", json_integer(e->exit_code));
-			json_object_set_new(o, "signal", json_integer(e->signal));
-			if (e->reason[0])
-				json_object_set_new(o, "reason", json_string(e->reason));
+	while (a->registered && a->nbatches < AGENT_EVENT_PIPELINE && !uv_is_active((uv_handle_t *)&a->ev_timer)) {
+		size_t first = 0;
+		while (first < a->nevents && a->events[first].state != EV_QUEUED)
+			first++;
+		if (first == a->nevents)
+			return;
+		size_t end = first;
+		while (end < a->nevents && end - first < AGENT_MAX_EVENTS_SENT &&
+		       a->events[end].state == EV_QUEUED)
+			end++;
+		json_t *arr = json_array();
+		for (size_t i = first; i < end; i++) {
+			struct agent_event *e = &a->events[i];
+			e->state = EV_SENT;
+			json_t *o = json_pack("{s:I, s:i, s:i, s:s, s:I}", "job", (json_int_t)e->job,
+					      "attempt", e->attempt, "rank", e->rank, "type",
+					      e->exited ? "exited" : "started", "at_ms",
+					      (json_int_t)e->at_ms);
+			if (e->exited) {
+				json_object_set_new(o, "exit_code", json_integer(e->exit_code));
+				json_object_set_new(o, "signal", json_integer(e->signal));
+				if (e->reason[0])
+					json_object_set_new(o, "reason", json_string(e->reason));
+			}
+			json_array_append_new(arr, o);
 		}
-		json_array_append_new(arr, o);
+		json_t *body = json_pack("{s:s, s:s, s:o}", "node", a->inv.name, "agent_id",
+					 a->agent_id, "events", arr);
+		char *text = json_dumps(body, JSON_COMPACT);
+		json_decref(body);
+		struct ev_batch *b = a->batches;
+		while (b->req)
+			b++;
+		a->nbatches++;
+		b->a = a;
+		b->lo = a->events_base + first;
+		b->hi = a->events_base + end;
+		b->req = hc_request(a->hc, "POST", a->url_events, a->cfg.token, text, 10000,
+				    events_done, b);
+		free(text);
 	}
-	json_t *body = json_pack("{s:s, s:s, s:o}", "node", a->inv.name, "agent_id", a->agent_id,
-				 "events", arr);
-	char *text = json_dumps(body, JSON_COMPACT);
-	json_decref(body);
-	a->events_inflight = n;
-	a->ev_req = hc_request(a->hc, "POST", a->url_events, a->cfg.token, text, 10000,
-			       events_done, a);
-	free(text);
 }
 
 /* ---- life ---------------------------------------------------------------------- */
@@ -457,7 +484,10 @@ static void finish_stop(struct agent *a)
 		uv_timer_stop(timers[i]);
 		uv_close((uv_handle_t *)timers[i], handle_closed);
 	}
-	a->reg_req = a->poll_req = a->hb_req = a->ev_req = NULL;
+	a->reg_req = a->poll_req = a->hb_req = NULL;
+	for (int i = 0; i < AGENT_EVENT_PIPELINE; i++)
+		a->batches[i].req = NULL;
+	a->nbatches = 0;
 	a->open_handles++;
 	hc_destroy(a->hc, hc_closed, a);
 }

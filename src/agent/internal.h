@@ -10,14 +10,38 @@
 
 #define AGENT_POLL_WAIT_MS 25000     /* how long one long-poll may wait */
 #define AGENT_MAX_EVENTS_SENT 1000   /* events in one report */
+#define AGENT_EVENT_PIPELINE 4	     /* reports in flight at once */
 #define AGENT_BACKOFF_MIN_MS 100
 #define AGENT_BACKOFF_MAX_MS 5000
 #define AGENT_STOP_REPORT_MS 3000    /* at stop, how long we try to report exits */
 
+/* A process the agent started (spawn.c). */
+struct proc;
+typedef void (*proc_exit_cb)(struct proc *p, int64_t exit_status, int term_signal);
+struct proc {
+	uv_poll_t poll;	  /* on the pidfd */
+	uv_timer_t timer; /* or polling waitpid, without pidfds */
+	pid_t pid;
+	int pidfd;
+	bool watching;
+	proc_exit_cb exit_cb;
+	void (*close_cb)(struct proc *p);
+	void *data; /* the caller's; kept across proc_spawn */
+};
+
+/* Starts argv in a new session with env, in cwd, stdin from /dev/null and
+ * stdout and stderr to out_fd; argv[0] is looked up on env's PATH. exit_cb
+ * runs once, on the loop, when it exits. Returns 0, or -errno (-ENOENT: no
+ * such command; -EACCES: not executable) with nothing to close. */
+int proc_spawn(uv_loop_t *loop, struct proc *p, char *const *argv, char *const *env,
+	       const char *cwd, int out_fd, proc_exit_cb exit_cb);
+/* Releases the watch of an exited process; close_cb runs when it is gone. */
+void proc_close(struct proc *p, void (*close_cb)(struct proc *p));
+
 /* One task: one process of a group. */
 struct task {
 	struct group *g;
-	uv_process_t proc;
+	struct proc proc;
 	int rank;
 	int local_rank;
 	bool spawned; /* proc needs closing */
@@ -61,6 +85,14 @@ struct agent_event {
 	int exit_code;
 	int signal;
 	char reason[MODEL_REASON_MAX];
+	enum { EV_QUEUED, EV_SENT, EV_ACKED } state;
+};
+
+/* One report in flight: events[lo, hi) by sequence number. */
+struct ev_batch {
+	struct agent *a;
+	uint64_t lo, hi;
+	struct hc_req *req;
 };
 
 struct agent {
@@ -80,12 +112,16 @@ struct agent {
 	struct tk_map groups; /* "job.attempt" -> struct group */
 	int ngroups_open;     /* groups whose handles are not all closed */
 
+	/* events not yet acknowledged, oldest first; events[i] has sequence
+	 * number events_base + i */
 	struct agent_event *events;
 	size_t nevents;
 	size_t events_alloc;
-	size_t events_inflight; /* events[0, inflight) are being sent */
+	uint64_t events_base;
+	struct ev_batch batches[AGENT_EVENT_PIPELINE];
+	int nbatches;
 
-	struct hc_req *reg_req, *poll_req, *hb_req, *ev_req;
+	struct hc_req *reg_req, *poll_req, *hb_req;
 	uv_timer_t hb_timer, reg_timer, poll_timer, ev_timer, stop_timer;
 	int reg_backoff, poll_backoff, ev_backoff;
 

@@ -127,9 +127,9 @@ static void limit_timer_cb(uv_timer_t *t)
 	group_stop(g, "timeout");
 }
 
-static void proc_closed(uv_handle_t *h)
+static void proc_closed(struct proc *p)
 {
-	struct task *t = h->data;
+	struct task *t = p->data;
 	struct group *g = t->g;
 	g->open--;
 	group_maybe_free(g);
@@ -144,7 +144,7 @@ static void task_ended(struct task *t)
 		group_finish(g);
 }
 
-static void task_exit_cb(uv_process_t *p, int64_t status, int sig)
+static void task_exit_cb(struct proc *p, int64_t status, int sig)
 {
 	struct task *t = p->data;
 	struct group *g = t->g;
@@ -153,7 +153,7 @@ static void task_exit_cb(uv_process_t *p, int64_t status, int sig)
 		kill(-t->pid, SIGKILL);
 	int code = sig ? 128 + sig : (int)status;
 	emit(g, t, true, code, sig, g->stopping ? g->stop_reason : "");
-	uv_close((uv_handle_t *)p, proc_closed);
+	proc_close(p, proc_closed);
 	task_ended(t);
 	log_debug("job %lld.%d task %d exited %d", (long long)g->job, g->attempt, t->rank, code);
 }
@@ -356,45 +356,28 @@ static void spawn_task(struct group *g, struct task *t, json_t *spec, const char
 	for (size_t i = 0; i < argc; i++)
 		argv[i] = (char *)json_string_value(json_array_get(cmd, i));
 	char **env = build_env(g, spec, t, ckpt);
-	uv_stdio_container_t stdio[3];
-	stdio[0].flags = UV_IGNORE;
-	stdio[1].flags = UV_INHERIT_FD;
-	stdio[1].data.fd = fd;
-	stdio[2].flags = UV_INHERIT_FD;
-	stdio[2].data.fd = fd;
-	uv_process_options_t opt;
-	memset(&opt, 0, sizeof(opt));
-	opt.exit_cb = task_exit_cb;
-	opt.file = argv[0];
-	opt.args = argv;
-	opt.env = env;
-	opt.cwd = cwd;
-	opt.flags = UV_PROCESS_DETACHED; /* setsid: its own session and process group */
-	opt.stdio_count = 3;
-	opt.stdio = stdio;
 	t->proc.data = t;
-	int r = uv_spawn(g->a->loop, &t->proc, &opt);
-	t->spawned = true;
-	g->open++;
+	int r = proc_spawn(g->a->loop, &t->proc, argv, env, cwd, fd, task_exit_cb);
 	close(fd);
 	free(argv);
 	free_strv(env);
 	if (r < 0) {
-		int code = r == UV_EACCES ? 126 : 127;
-		if (r == UV_ENOENT && access(cwd, X_OK) < 0)
+		int code = r == -EACCES ? 126 : 127;
+		if (access(cwd, X_OK) < 0)
 			snprintf(reason, sizeof(reason), "cannot enter folder %s: %s", cwd,
 				 strerror(errno));
-		else if (r == UV_ENOENT)
+		else if (r == -ENOENT)
 			snprintf(reason, sizeof(reason), "command not found: %s",
 				 json_string_value(json_array_get(cmd, 0)));
 		else
 			snprintf(reason, sizeof(reason), "cannot start %s: %s",
-				 json_string_value(json_array_get(cmd, 0)), uv_strerror(r));
+				 json_string_value(json_array_get(cmd, 0)), strerror(-r));
 		emit(g, t, true, code, 0, reason);
 		t->exited = true;
-		uv_close((uv_handle_t *)&t->proc, proc_closed);
 		return;
 	}
+	t->spawned = true;
+	g->open++;
 	t->pid = t->proc.pid;
 	t->running = true;
 	g->nrunning++;

@@ -461,14 +461,6 @@ static void mhd_poll_cb(uv_poll_t *p, int status, int events)
 	run_mhd(s);
 }
 
-static void closed_cb(uv_handle_t *h)
-{
-	struct server *s = h->data;
-	s->open_handles--;
-	if (s->open_handles == 0 && !s->flushing && s->stop_cb)
-		s->stop_cb(s->stop_arg);
-}
-
 /* Splits "HOST:PORT" ("[v6]:PORT" too) and resolves it. */
 static int parse_listen(const char *listen, struct sockaddr_storage *ss, socklen_t *len,
 			char *host, size_t hostlen, struct tk_error *err)
@@ -574,8 +566,8 @@ void http_stop(struct server *s)
 		MHD_run(s->mhd);
 	uv_poll_stop(&s->mhd_poll);
 	uv_timer_stop(&s->mhd_timer);
-	uv_close((uv_handle_t *)&s->mhd_poll, closed_cb);
-	uv_close((uv_handle_t *)&s->mhd_timer, closed_cb);
+	uv_close((uv_handle_t *)&s->mhd_poll, server_handle_closed);
+	uv_close((uv_handle_t *)&s->mhd_timer, server_handle_closed);
 	MHD_stop_daemon(s->mhd);
 	s->mhd = NULL;
 }

@@ -142,18 +142,23 @@ struct server {
 	size_t nodes_alloc;
 	struct tk_map node_by_name;
 
-	/* durability */
+	/* durability: see server.c */
 	struct sjob *dirty_jobs;
 	struct snode *dirty_nodes;
 	uint64_t seq_applied;
 	uint64_t seq_durable;
-	uint64_t seq_flushing;
-	bool flushing;
-	uv_work_t flush_work;
-	struct store_batch *flush_batch;
-	int flush_result;
-	struct tk_error flush_err;
 	struct req_list gate; /* answers held until durable */
+	struct {
+		uv_mutex_t mu;
+		struct pending *queued, *queued_tail; /* for the writer */
+		struct pending *done;		      /* committed, for the loop */
+		bool active;			      /* a writer work item runs */
+		bool failed;
+		struct tk_error err;
+		uv_async_t async;
+		int outstanding; /* batches handed over and not yet reported */
+		uint64_t stats_commits, stats_commit_us;
+	} wq;
 
 	struct snode *wake_nodes;
 
@@ -172,6 +177,7 @@ struct server {
 	uv_check_t check;
 	uv_timer_t cron;
 	bool stopping;
+	bool stop_finished;
 	int open_handles;
 	void (*stop_cb)(void *arg);
 	void *stop_arg;
@@ -185,6 +191,9 @@ void server_node_dirty(struct server *s, struct snode *n);
 /* Asks for a scheduling pass at the end of this loop iteration. */
 void server_want_pass(struct server *s);
 int64_t server_now_ms(const struct server *s);
+/* Close callback for the server's handles (data = the server): the last one
+ * closed at stop calls the stop callback. */
+void server_handle_closed(uv_handle_t *h);
 
 /* ---- http.c ------------------------------------------------------------------ */
 

@@ -5,9 +5,10 @@
  *
  * Group commit: changes accumulate as dirty jobs and nodes. At the end of a
  * loop iteration (uv_check) they are serialised into one store batch and
- * written in libuv's thread pool, so the loop never waits for fsync. While a
- * batch is in flight the next one accumulates; answers wait at the gate in
- * http.c until the batch holding their changes has committed.
+ * handed to a writer in libuv's thread pool, so the loop never waits for
+ * fsync; batches that queue up while a commit runs go in the next one
+ * together. Answers wait at the gate in http.c until the batch holding their
+ * changes has committed.
  */
 #include "internal.h"
 
@@ -59,40 +60,93 @@ void server_want_pass(struct server *s)
 	s->sched_needed = true;
 }
 
-/* ---- group commit ------------------------------------------------------------ */
+/* ---- group commit -------------------------------------------------------------- */
 
-static void flush_start(struct server *s);
-
-static void flush_work_cb(uv_work_t *w)
-{
-	struct server *s = w->data;
-	s->flush_result = store_apply(s->store, s->flush_batch, &s->flush_err);
-}
+/*
+ * The writer. The loop hands each iteration's batch to a queue; one work item
+ * in libuv's pool drains it, merging whatever is queued into one transaction,
+ * and reports each commit back through an async handle. A new batch never
+ * waits for the loop to learn that the previous one committed, so commits run
+ * back to back under load.
+ */
+struct pending {
+	struct store_batch *batch;
+	uint64_t seq;
+	struct pending *next;
+};
 
 static void fatal_store(struct server *s)
 {
 	/* Memory and disk now disagree; answering anything could acknowledge what
 	 * is not durable. Stop at once: a restart reloads the durable state. */
-	log_err("store write failed, stopping at once: %s", s->flush_err.text);
+	log_err("store write failed, stopping at once: %s", s->wq.err.text);
 	fflush(stderr);
 	_exit(70);
 }
 
-static void flush_after_cb(uv_work_t *w, int status)
+static void writer_work_cb(uv_work_t *w)
 {
 	struct server *s = w->data;
-	s->open_handles--;
-	store_batch_destroy(s->flush_batch);
-	s->flush_batch = NULL;
-	s->flushing = false;
-	if (status < 0 || s->flush_result < 0)
+	for (;;) {
+		uv_mutex_lock(&s->wq.mu);
+		struct pending *list = s->wq.queued;
+		s->wq.queued = s->wq.queued_tail = NULL;
+		if (!list)
+			s->wq.active = false;
+		uv_mutex_unlock(&s->wq.mu);
+		if (!list)
+			return;
+		/* one transaction for everything that queued up meanwhile */
+		struct pending *last = list;
+		for (struct pending *p = list->next; p; p = p->next) {
+			store_batch_move(list->batch, p->batch);
+			last = p;
+		}
+		int64_t t0 = tk_mono_us();
+		int r = store_apply(s->store, list->batch, &s->wq.err);
+		int64_t took = tk_mono_us() - t0;
+		uv_mutex_lock(&s->wq.mu);
+		if (r < 0)
+			s->wq.failed = true;
+		s->wq.stats_commits++;
+		s->wq.stats_commit_us += (uint64_t)took;
+		last->next = s->wq.done;
+		s->wq.done = list; /* reversed order does not matter: seqs are maxed */
+		uv_mutex_unlock(&s->wq.mu);
+		uv_async_send(&s->wq.async);
+	}
+}
+
+static void writer_after_cb(uv_work_t *w, int status)
+{
+	free(w);
+}
+
+static void finish_stop(struct server *s);
+
+/* Back on the loop: what committed is durable; answers waiting for it go. */
+static void writer_done_cb(uv_async_t *h)
+{
+	struct server *s = h->data;
+	uv_mutex_lock(&s->wq.mu);
+	struct pending *done = s->wq.done;
+	s->wq.done = NULL;
+	bool failed = s->wq.failed;
+	uv_mutex_unlock(&s->wq.mu);
+	if (failed)
 		fatal_store(s);
-	s->seq_durable = s->seq_flushing;
+	while (done) {
+		struct pending *p = done;
+		done = p->next;
+		if (p->seq > s->seq_durable)
+			s->seq_durable = p->seq;
+		store_batch_destroy(p->batch);
+		free(p);
+		s->wq.outstanding--;
+	}
 	http_release_gate(s);
-	if (s->dirty_jobs || s->dirty_nodes)
-		flush_start(s);
-	else if (s->stopping && s->open_handles == 0 && s->stop_cb)
-		s->stop_cb(s->stop_arg);
+	if (s->stopping && s->wq.outstanding == 0)
+		finish_stop(s);
 }
 
 /* Moves every dirty object into a new batch. */
@@ -121,31 +175,44 @@ static struct store_batch *take_dirty(struct server *s)
 	return b;
 }
 
+/* Hands what changed to the writer. */
 static void flush_start(struct server *s)
 {
-	if (s->flushing || (!s->dirty_jobs && !s->dirty_nodes))
+	if (!s->dirty_jobs && !s->dirty_nodes)
 		return;
-	s->flush_batch = take_dirty(s);
-	s->seq_flushing = s->seq_applied;
-	s->flushing = true;
-	s->flush_work.data = s;
-	s->open_handles++;
-	int r = uv_queue_work(s->loop, &s->flush_work, flush_work_cb, flush_after_cb);
-	if (r < 0) {
-		tk_errorf(&s->flush_err, r, "queueing the write: %s", uv_strerror(r));
-		fatal_store(s);
+	struct pending *p = xcalloc(1, sizeof(*p));
+	p->batch = take_dirty(s);
+	p->seq = s->seq_applied;
+	s->wq.outstanding++;
+	uv_mutex_lock(&s->wq.mu);
+	if (s->wq.queued_tail)
+		s->wq.queued_tail->next = p;
+	else
+		s->wq.queued = p;
+	s->wq.queued_tail = p;
+	bool start = !s->wq.active;
+	s->wq.active = true;
+	uv_mutex_unlock(&s->wq.mu);
+	if (start) {
+		uv_work_t *w = xcalloc(1, sizeof(*w));
+		w->data = s;
+		int r = uv_queue_work(s->loop, w, writer_work_cb, writer_after_cb);
+		if (r < 0) {
+			tk_errorf(&s->wq.err, r, "queueing the write: %s", uv_strerror(r));
+			fatal_store(s);
+		}
 	}
 }
 
-/* Writes what is dirty on the loop thread: only at stop. */
+/* Writes what is dirty on the calling thread: only when no writer runs. */
 static void flush_sync(struct server *s)
 {
 	if (!s->dirty_jobs && !s->dirty_nodes)
 		return;
 	struct store_batch *b = take_dirty(s);
-	s->flush_result = store_apply(s->store, b, &s->flush_err);
+	int r = store_apply(s->store, b, &s->wq.err);
 	store_batch_destroy(b);
-	if (s->flush_result < 0)
+	if (r < 0)
 		fatal_store(s);
 	s->seq_durable = s->seq_applied;
 }
@@ -262,6 +329,10 @@ int server_create(uv_loop_t *loop, const struct server_config *cfg, struct serve
 	s->cfg = *cfg;
 	s->lock_fd = -1;
 	s->data_dir = xstrdup(cfg->data_dir);
+	uv_mutex_init(&s->wq.mu);
+	uv_async_init(loop, &s->wq.async, writer_done_cb);
+	s->wq.async.data = s;
+	s->open_handles++;
 	tk_map_init(&s->node_by_name);
 	int r;
 	if ((r = tk_mkdir_p(s->data_dir, 0700)) < 0) {
@@ -304,8 +375,9 @@ int server_create(uv_loop_t *loop, const struct server_config *cfg, struct serve
 	return 0;
 fail_http:
 	http_stop(s);
-	uv_run(loop, UV_RUN_NOWAIT);
 fail:
+	uv_close((uv_handle_t *)&s->wq.async, NULL);
+	uv_run(loop, UV_RUN_NOWAIT);
 	server_destroy(s);
 	return r;
 }
@@ -320,13 +392,30 @@ const char *server_agent_token(const struct server *s)
 	return s->agent_token;
 }
 
-/* ---- stop --------------------------------------------------------------------- */
+/* ---- stop ----------------------------------------------------------------------- */
 
-static void handle_closed(uv_handle_t *h)
+void server_handle_closed(uv_handle_t *h)
 {
 	struct server *s = h->data;
-	if (--s->open_handles == 0 && !s->flushing && s->stop_cb)
+	if (--s->open_handles == 0 && s->stop_cb)
 		s->stop_cb(s->stop_arg);
+}
+
+/* Everything is durable: answer what waits, close the listener and handles. */
+static void finish_stop(struct server *s)
+{
+	if (s->stop_finished)
+		return;
+	s->stop_finished = true;
+	if (s->wq.stats_commits)
+		log_info("store: %llu commits, %.2f ms each",
+			 (unsigned long long)s->wq.stats_commits,
+			 (double)s->wq.stats_commit_us / 1000.0 / (double)s->wq.stats_commits);
+	http_release_gate(s);
+	http_stop(s);
+	uv_close((uv_handle_t *)&s->check, server_handle_closed);
+	uv_close((uv_handle_t *)&s->cron, server_handle_closed);
+	uv_close((uv_handle_t *)&s->wq.async, server_handle_closed);
 }
 
 void server_stop(struct server *s, void (*done_cb)(void *arg), void *arg)
@@ -338,14 +427,9 @@ void server_stop(struct server *s, void (*done_cb)(void *arg), void *arg)
 	s->stop_arg = arg;
 	log_info("stopping");
 	uv_timer_stop(&s->cron);
-	/* a batch in flight finishes in the pool; what is left is written now */
-	if (!s->flushing) {
-		flush_sync(s);
-		http_release_gate(s);
-	}
-	http_stop(s);
-	uv_close((uv_handle_t *)&s->check, handle_closed);
-	uv_close((uv_handle_t *)&s->cron, handle_closed);
+	flush_start(s);
+	if (s->wq.outstanding == 0)
+		finish_stop(s);
 }
 
 void server_destroy(struct server *s)
@@ -358,6 +442,7 @@ void server_destroy(struct server *s)
 	store_destroy(s->store);
 	catalogue_release(&s->cat);
 	tk_map_release(&s->node_by_name);
+	uv_mutex_destroy(&s->wq.mu);
 	if (s->lock_fd >= 0)
 		close(s->lock_fd);
 	free(s->data_dir);

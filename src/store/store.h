@@ -46,6 +46,8 @@ void store_batch_put_node(struct store_batch *b, const char *name, char *doc);
 void store_batch_del_node(struct store_batch *b, const char *name);
 void store_batch_put_meta(struct store_batch *b, const char *key, const char *value);
 size_t store_batch_len(const struct store_batch *b);
+/* Moves every change of src to the end of dst, leaving src empty. */
+void store_batch_move(struct store_batch *dst, struct store_batch *src);
 
 /* Applies every change in b in one transaction, in order. On failure nothing
  * of b is applied and the error names the cause. */

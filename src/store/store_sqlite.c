@@ -318,6 +318,14 @@ size_t store_batch_len(const struct store_batch *b)
 	return b->n;
 }
 
+void store_batch_move(struct store_batch *dst, struct store_batch *src)
+{
+	xgrow(&dst->ops, &dst->alloc, dst->n + src->n, sizeof(*dst->ops));
+	memcpy(dst->ops + dst->n, src->ops, src->n * sizeof(*src->ops));
+	dst->n += src->n;
+	src->n = 0;
+}
+
 static int step_once(struct store *st, enum stmt_id id, struct tk_error *err, const char *what)
 {
 	sqlite3_stmt *s = st->stmt[id];

@@ -123,6 +123,7 @@ void tk_format_duration(int64_t seconds, char *buf, size_t n);
 
 int64_t tk_wall_ms(void); /* milliseconds since the epoch */
 int64_t tk_mono_ms(void); /* monotonic milliseconds */
+int64_t tk_mono_us(void); /* monotonic microseconds */
 
 /* ---- randomness -------------------------------------------------------- */
 
