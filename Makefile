@@ -8,7 +8,9 @@ FAKE_GPUS ?=
 LISTEN ?= 127.0.0.1:7480
 UP_ARGS = --data ./tenk-data --listen $(LISTEN) $(if $(FAKE_GPUS),--fake-gpus $(FAKE_GPUS))
 
-.PHONY: all deps build build-asan up check bench clean
+FUZZ_SECONDS ?= 60
+
+.PHONY: all deps build build-asan build-fuzz up check bench fuzz clean
 
 all: build
 
@@ -23,6 +25,19 @@ build-asan: deps
 	@test -f build-asan/build.ninja || meson setup build-asan -Dbuildtype=debug \
 		-Db_sanitize=address,undefined -Db_lundef=false
 	@ninja -C build-asan
+
+build-fuzz: deps
+	@test -f build-fuzz/build.ninja || CC=clang meson setup build-fuzz -Dfuzz=true \
+		-Db_sanitize=address,undefined -Db_lundef=false
+	@ninja -C build-fuzz
+
+# grows each corpus for FUZZ_SECONDS per target; new inputs land in tests/fuzz/corpus
+fuzz: build-fuzz
+	@for t in $$(ls tests/fuzz/corpus); do \
+		echo "== fuzz_$$t"; \
+		build-fuzz/tests/fuzz/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -max_len=8192 \
+			-dict=tests/fuzz/json.dict tests/fuzz/corpus/$$t || exit 1; \
+	done
 
 up: build
 	build/tenk up $(UP_ARGS)

@@ -58,6 +58,11 @@ int model_fake_accels(const char *spec, const struct catalogue *c, const char *u
 			a->nvlink_domain = 0;
 		}
 	}
+	if (n == 0)
+		return tk_errorf(err, -EINVAL,
+				 "fake devices \"%s\": no devices; expected COUNTxMODEL such as "
+				 "8xH100",
+				 spec);
 	*ret_n = n;
 	return 0;
 }
