@@ -188,3 +188,28 @@ def test_cli_usage_errors(cluster):
     assert p.returncode == 2 and "no server given" in p.stderr
     assert cluster.run("submit", "--help").stdout.startswith("usage: tenk submit")
     assert "submit" in cluster.run("help").stdout
+
+
+def test_catalogue_overrides(workdir):
+    import json
+    import os
+    from conftest import Daemon, start_up
+    data = os.path.join(workdir, "tenk-data")
+    os.makedirs(data)
+    with open(os.path.join(data, "catalogue.json"), "w") as f:
+        json.dump({"models": [{"name": "H100", "price_per_hour": 2.25},
+                              {"name": "X1", "mem_mib": 1024, "tflops": 10}]}, f)
+    t, d = start_up(workdir)
+    st, res = t.api("GET", "/v1/catalogue")
+    models = {m["name"]: m for m in res["models"]}
+    assert models["H100"]["price_per_hour"] == 2.25 and models["H100"]["mem_mib"] == 81559
+    assert models["X1"]["tflops"] == 10
+    jid = t.submit("--gpu-type", "X1", "-G", "1", "--", "true")
+    assert t.job(jid)["state"] == "PENDING"
+    t.run("cancel", jid)
+    d.stop()
+    with open(os.path.join(data, "catalogue.json"), "w") as f:
+        f.write('{"models": [{"name": "H100", "tflops": -1}]}')
+    bad = Daemon(["server", "--data", data, "--listen", "127.0.0.1:0"], workdir, "bad")
+    assert bad.proc.wait(timeout=20) == 1
+    assert "models[0].tflops: must be a number from 0" in bad.output()
