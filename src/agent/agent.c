@@ -15,10 +15,13 @@
 #include "internal.h"
 
 #include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
 static void do_register(struct agent *a);
+static void hb_timer_cb(uv_timer_t *t);
 static void do_poll(struct agent *a);
 static void do_events(struct agent *a);
 static void maybe_stop_done(struct agent *a);
@@ -102,6 +105,12 @@ static void reg_done(void *arg, long status, const char *body, size_t len, const
 	const char *addr = j ? json_string_value(json_object_get(j, "addr")) : NULL;
 	if (addr)
 		snprintf(a->inv.addr, sizeof(a->inv.addr), "%s", addr);
+	/* beat at least three times per timeout, so one lost beat is no death */
+	json_int_t timeout = j ? json_integer_value(json_object_get(j, "node_timeout_ms")) : 0;
+	int64_t beat = a->cfg.heartbeat_ms;
+	if (timeout > 0 && timeout / 3 < beat)
+		beat = MAX(timeout / 3, 100);
+	uv_timer_start(&a->hb_timer, hb_timer_cb, (uint64_t)beat, (uint64_t)beat);
 	json_decref(j);
 	a->reg_backoff = 0;
 	a->registered = true;
@@ -435,6 +444,18 @@ int agent_create(uv_loop_t *loop, const struct agent_config *cfg, struct agent *
 			      strerror(-r));
 		goto fail;
 	}
+	char *abs = realpath(a->cfg.work_dir, NULL);
+	if (!abs) {
+		r = tk_errorf(err, -errno, "cannot resolve %s: %s", a->cfg.work_dir, strerror(errno));
+		goto fail;
+	}
+	free((char *)a->cfg.work_dir);
+	a->cfg.work_dir = abs;
+	/* tasks of an agent that died here would run on unsupervised */
+	int killed = agent_kill_leftovers(a->cfg.work_dir, a->agent_id);
+	if (killed > 0)
+		log_warn("killed %d processes an earlier agent left running in %s", killed,
+			 a->cfg.work_dir);
 	const char *base = a->cfg.server_url;
 	size_t blen = strlen(base);
 	while (blen && base[blen - 1] == '/')

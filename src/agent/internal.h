@@ -37,6 +37,9 @@ int proc_spawn(uv_loop_t *loop, struct proc *p, char *const *argv, char *const *
 	       const char *cwd, int out_fd, proc_exit_cb exit_cb);
 /* Releases the watch of an exited process; close_cb runs when it is gone. */
 void proc_close(struct proc *p, void (*close_cb)(struct proc *p));
+/* Kills every process an earlier agent with this work folder left running
+ * (they carry TENK_AGENT_DIR and another TENK_AGENT_ID). Returns how many. */
+int agent_kill_leftovers(const char *work_dir, const char *agent_id);
 
 /* One task: one process of a group. */
 struct task {

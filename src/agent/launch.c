@@ -242,6 +242,9 @@ static char **build_env(struct group *g, json_t *spec, const struct task *t, con
 		json_string_value(json_object_get(spec, "name")));
 	env_add(&env, &n, &alloc, "TENK_NODE_NAME=%s", g->a->inv.name);
 	env_add(&env, &n, &alloc, "TENK_CHECKPOINT_DIR=%s", ckpt);
+	/* marks the task as this agent's, for the next agent to clean up after a crash */
+	env_add(&env, &n, &alloc, "TENK_AGENT_DIR=%s", g->a->cfg.work_dir);
+	env_add(&env, &n, &alloc, "TENK_AGENT_ID=%s", g->a->agent_id);
 	int milli = (int)json_integer_value(json_object_get(spec, "milli"));
 	if (milli > 0 && milli < MODEL_MILLI)
 		env_add(&env, &n, &alloc, "TENK_GPU_FRACTION=%.3f", milli / (double)MODEL_MILLI);

@@ -323,12 +323,7 @@ static void h_agent_heartbeat(struct request *r, const char *param, json_t *body
 	struct snode *n = agent_node(r, body, node, agent_id);
 	if (!n)
 		return;
-	n->last_seen_ms = tk_mono_ms();
-	if (n->live != NODE_UP) {
-		log_info("node %s is UP again", node);
-		n->live = NODE_UP;
-		server_want_pass(r->s);
-	}
+	state_node_seen(r->s, n);
 	reply_json(r, 200, json_pack("{s:b}", "ok", 1));
 }
 
@@ -355,6 +350,7 @@ static void h_agent_work(struct request *r, const char *param, json_t *body)
 	struct snode *n = agent_node(r, NULL, node, request_arg(r, "agent_id"));
 	if (!n)
 		return;
+	state_node_seen(s, n);
 	bool same_epoch = epoch && strcmp(epoch, s->epoch) == 0;
 	uint64_t since = same_epoch ? (uint64_t)g : 0;
 	if (!same_epoch || since < n->work_gen || wait_ms == 0) {
@@ -444,7 +440,7 @@ static void h_agent_events(struct request *r, const char *param, json_t *body)
 	}
 	struct snode *sn = agent_node(r, body, node, agent_id);
 	if (sn) {
-		sn->last_seen_ms = tk_mono_ms();
+		state_node_seen(r->s, sn);
 		for (i = 0; i < n; i++) {
 			struct event *ev = &evs[i];
 			if (ev->exited)

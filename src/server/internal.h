@@ -249,6 +249,8 @@ void state_resume(struct server *s, struct snode *n);
 void state_task_started(struct server *s, int64_t job, int attempt, int rank, int64_t at_ms);
 void state_task_exited(struct server *s, int64_t job, int attempt, int rank, int exit_code,
 		       int signal, const char *why, int64_t at_ms);
+/* The node's agent was heard from: it is alive (UP). */
+void state_node_seen(struct server *s, struct snode *n);
 /* Marks a node DOWN and ends the parts of attempts it held. */
 void state_node_lost(struct server *s, struct snode *n, const char *why);
 /* Runs one scheduling pass and applies its decisions. */

@@ -474,6 +474,16 @@ void state_node_lost(struct server *s, struct snode *n, const char *why)
 	server_want_pass(s);
 }
 
+void state_node_seen(struct server *s, struct snode *n)
+{
+	n->last_seen_ms = tk_mono_ms();
+	if (n->live != NODE_UP) {
+		log_info("node %s is UP%s", n->rec.inv.name, n->live == NODE_DOWN ? " again" : "");
+		n->live = NODE_UP;
+		server_want_pass(s);
+	}
+}
+
 struct snode *state_register(struct server *s, const struct node_inventory *inv,
 			     const char *agent_id)
 {

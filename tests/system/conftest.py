@@ -35,8 +35,8 @@ def wait_for(pred, timeout=20.0, what="condition", interval=0.02):
 class Daemon:
     """One tenk daemon process (up, server or agent) that the test owns."""
 
-    def __init__(self, args, cwd, name):
-        self.args = [BIN] + args
+    def __init__(self, args, cwd, name, wrap=None):
+        self.args = list(wrap or []) + [BIN] + args
         self.cwd = cwd
         self.name = name
         self.log_path = os.path.join(cwd, f"{name}.log")
@@ -87,10 +87,11 @@ class Daemon:
 class Tenk:
     """A tenk cluster's front door: the CLI and raw HTTP."""
 
-    def __init__(self, workdir, data):
+    def __init__(self, workdir, data, wrap=None):
         self.workdir = workdir
         self.data = data
         self.daemons = []
+        self.wrap = list(wrap or [])  # e.g. run inside a network namespace
 
     @property
     def url(self):
@@ -111,7 +112,7 @@ class Tenk:
 
     def run(self, *args, check=True, cwd=None, timeout=120, env=None):
         """Runs `tenk ARGS`; returns the CompletedProcess."""
-        p = subprocess.run([BIN] + [str(a) for a in args], cwd=cwd or self.workdir,
+        p = subprocess.run(self.wrap + [BIN] + [str(a) for a in args], cwd=cwd or self.workdir,
                            env=env or self.env(), capture_output=True, text=True,
                            timeout=timeout)
         for mark in SANITIZER_MARKS:
@@ -204,6 +205,72 @@ def procs():
     started = []
     yield started
     for d in started:
+        if d.alive():
+            d.proc.kill()
+            d.proc.wait()
+
+
+class MultiHost(Tenk):
+    """A server in host 0 and an agent in each other host of a netns.Hosts."""
+
+    def __init__(self, workdir, hosts, fake="4xH100", node_timeout="30s"):
+        data = os.path.join(workdir, "data")
+        super().__init__(workdir, data, wrap=hosts.cmd(0, []))
+        self.hosts = hosts
+        self.port = 7480
+        self.server = Daemon(["server", "--data", data, "--listen",
+                              f"{hosts.addrs[0]}:{self.port}", "--node-timeout", node_timeout],
+                             workdir, "server", wrap=hosts.cmd(0, []))
+        self.daemons.append(self.server)
+        wait_for(lambda: os.path.exists(os.path.join(data, "server.url")) or
+                 not self.server.alive(), 20, "the server to listen")
+        assert self.server.alive(), self.server.output()
+        self.agents = {}
+        self.fake = fake
+        for h in range(1, len(hosts.names)):
+            self.start_agent(h)
+        self.wait_nodes_up(len(hosts.names) - 1)
+
+    def start_agent(self, h):
+        d = Daemon(["agent", "--server", self.url, "--token-file",
+                    os.path.join(self.data, "agent.token"), "--name", f"host{h}",
+                    "--fake-gpus", self.fake, "--work-dir",
+                    os.path.join(self.workdir, f"agent{h}")],
+                   self.workdir, f"agent{h}", wrap=self.hosts.cmd(h, []))
+        self.agents[h] = d
+        self.daemons.append(d)
+        return d
+
+    def stop_all(self):
+        for h, d in self.agents.items():
+            if d.alive():
+                d.stop()
+        if self.server.alive():
+            self.server.stop()
+
+
+@pytest.fixture
+def hosts3():
+    from netns import Hosts
+    h = Hosts(3)
+    yield h
+    h.destroy()
+
+
+@pytest.fixture
+def hosts4():
+    from netns import Hosts
+    h = Hosts(4)
+    yield h
+    h.destroy()
+
+
+@pytest.fixture
+def kill_all():
+    """Daemons registered here are killed at the end if still running."""
+    daemons = []
+    yield daemons
+    for d in daemons:
         if d.alive():
             d.proc.kill()
             d.proc.wait()

@@ -114,10 +114,12 @@ def test_agent_restart_requeues_lost_work(workdir, procs):
     t.wait_state(jid, "RUNNING")
     wait_for(lambda: os.path.exists(pidfile), what="the task to start")
     agent.kill9()
-    # the orphan of the killed agent is its own process group's; end it as its
-    # agent would have (the test started it, through the agent)
-    os.killpg(int(open(pidfile).read()), 9)
+    orphan = int(open(pidfile).read())
+    assert os.path.exists(f"/proc/{orphan}"), "a task outlives its agent's crash"
+    os.remove(pidfile)
+    # the next agent on this node ends what the dead one left running
     agent2 = start_agent(workdir, t, procs)
+    wait_for(lambda: not os.path.exists(f"/proc/{orphan}"), 20, "the orphan to be killed")
     t.run("wait", jid)
     j = t.job(jid)
     assert j["state"] == "COMPLETED" and len(j["attempts"]) == 2

@@ -1,0 +1,75 @@
+"""Several hosts on one machine: each a network namespace with one interface
+(eth0) on a private bridge that lives in a namespace of its own, so nothing
+touches the machine's own network. The server runs in host 0, agents in the
+others; everything is torn down even when a test fails.
+
+Namespaces isolate the network only: the hosts share the file system and the
+process table, which the tests use to look at what ran where.
+"""
+import os
+import re
+import subprocess
+
+SUBNET = "10.231.0"
+
+
+def ip(*args, check=True):
+    return subprocess.run(["ip", *args], check=check, capture_output=True, text=True)
+
+
+def cleanup_stale():
+    """Deletes namespaces left by test runs whose process is gone."""
+    out = ip("netns", "list", check=False).stdout
+    for line in out.splitlines():
+        m = re.match(r"(tk(\d+)-\S+)", line)
+        if m and not os.path.exists(f"/proc/{m.group(2)}"):
+            ip("netns", "del", m.group(1), check=False)
+
+
+class Hosts:
+    def __init__(self, n):
+        cleanup_stale()
+        self.prefix = f"tk{os.getpid()}"
+        self.switch = f"{self.prefix}-sw"
+        self.names = [f"{self.prefix}-h{i}" for i in range(n)]
+        self.addrs = [f"{SUBNET}.{i + 1}" for i in range(n)]
+        self.created = []
+        try:
+            self._build()
+        except Exception:
+            self.destroy()
+            raise
+
+    def _build(self):
+        ip("netns", "add", self.switch)
+        self.created.append(self.switch)
+        ip("-n", self.switch, "link", "add", "br0", "type", "bridge")
+        ip("-n", self.switch, "link", "set", "br0", "up")
+        ip("-n", self.switch, "link", "set", "lo", "up")
+        for i, ns in enumerate(self.names):
+            ip("netns", "add", ns)
+            self.created.append(ns)
+            # the pair is made inside the switch, then one end moves to the host
+            ip("-n", self.switch, "link", "add", f"p{i}", "type", "veth", "peer", "name", "eth0",
+               "netns", ns)
+            ip("-n", self.switch, "link", "set", f"p{i}", "master", "br0")
+            ip("-n", self.switch, "link", "set", f"p{i}", "up")
+            ip("-n", ns, "addr", "add", f"{self.addrs[i]}/24", "dev", "eth0")
+            ip("-n", ns, "link", "set", "eth0", "up")
+            ip("-n", ns, "link", "set", "lo", "up")
+
+    def cmd(self, host, argv):
+        """argv run inside host's namespace."""
+        return ["ip", "netns", "exec", self.names[host], *argv]
+
+    def link(self, host, up):
+        ip("-n", self.names[host], "link", "set", "eth0", "up" if up else "down")
+
+    def slow(self, host, delay_ms):
+        ip("netns", "exec", self.names[host], "tc", "qdisc", "replace", "dev", "eth0", "root",
+           "netem", "delay", f"{delay_ms}ms")
+
+    def destroy(self):
+        for ns in reversed(self.created):
+            ip("netns", "del", ns, check=False)
+        self.created = []
