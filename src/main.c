@@ -13,6 +13,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <uv.h>
 
 #include "agent/agent.h"
@@ -407,6 +408,12 @@ static int run_daemon(const struct daemon_cmd *dc, int argc, char **argv)
 	if (r)
 		return r;
 	signal(SIGPIPE, SIG_IGN);
+	/* a server holds a few connections per agent: take every descriptor allowed */
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
 	return dc->run(v);
 }
 

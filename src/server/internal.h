@@ -24,7 +24,7 @@
 #define SERVER_PORT_BASE 29500		 /* MASTER_PORT range on each node */
 #define SERVER_PORT_COUNT 512
 #define SERVER_MAX_EVENTS 4096		 /* events in one agent report */
-#define SERVER_MAX_CONNECTIONS 4096
+#define SERVER_MAX_CONNECTIONS 60000 /* agents hold a few each */
 #define SERVER_CRON_MS 500		 /* periodic work: liveness, long-poll deadlines */
 #define SERVER_MAX_LIST 100000		 /* jobs in one list answer */
 
