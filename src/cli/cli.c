@@ -117,6 +117,12 @@ enum {
 	S_REQUEUE,
 	S_GRACE,
 	S_EXPORT,
+	S_CLASS,
+	S_QUEUE,
+	S_GPU_MEM,
+	S_GPU_TFLOPS,
+	S_SWITCHES,
+	S_MIXED,
 };
 
 static const struct tk_option submit_opts[] = {
@@ -134,6 +140,12 @@ static const struct tk_option submit_opts[] = {
 	{"requeue", 0, "N", "restart up to N times after a failure (default 0)"},
 	{"grace", 0, "TIME", "between SIGTERM and SIGKILL when stopped (default 30s)"},
 	{"export", 0, "ALL|NONE", "pass this environment to the job (default ALL)"},
+	{"class", 0, "NAME", "priority class, e.g. prod, normal, batch (tenk classes)"},
+	{"queue", 'q', "NAME", "the queue whose quota it uses (default: default)"},
+	{"gpu-mem", 0, "SIZE", "each accelerator at least this much memory, e.g. 80G"},
+	{"gpu-tflops", 0, "N", "each accelerator at least N dense bf16 TFLOP/s"},
+	{"switches", 0, "N", "span at most N network switches (1: one leaf)"},
+	{"mixed-types", 0, NULL, "let one gang mix accelerator models"},
 };
 
 static int add_int_opt(struct ctx *c, json_t *req, int opt, const char *key, int64_t min,
@@ -228,6 +240,33 @@ static int run_submit(struct ctx *c)
 		}
 		json_object_set_new(req, "mem_mib", json_integer(mib));
 	}
+	if (c->v[S_GPU_MEM]) {
+		int64_t mib;
+		if (tk_parse_size_mib(c->v[S_GPU_MEM], &mib) < 0) {
+			r = usage_error(c->cmd, "--gpu-mem: expected a size such as 40G or 80G, got \"%s\"",
+					c->v[S_GPU_MEM]);
+			goto out;
+		}
+		json_object_set_new(req, "gpu_mem_mib", json_integer(mib));
+	}
+	if (c->v[S_GPU_TFLOPS]) {
+		char *end;
+		double tf = strtod(c->v[S_GPU_TFLOPS], &end);
+		if (!*c->v[S_GPU_TFLOPS] || *end || !(tf > 0 && tf <= 1e6)) {
+			r = usage_error(c->cmd, "--gpu-tflops: expected a positive number, got \"%s\"",
+					c->v[S_GPU_TFLOPS]);
+			goto out;
+		}
+		json_object_set_new(req, "gpu_tflops", json_real(tf));
+	}
+	if ((r = add_int_opt(c, req, S_SWITCHES, "switches", 1, MODEL_MAX_SWITCHES)))
+		goto out;
+	if (c->v[S_MIXED])
+		json_object_set_new(req, "mixed_types", json_true());
+	if (c->v[S_CLASS])
+		json_object_set_new(req, "class", json_string(c->v[S_CLASS]));
+	if (c->v[S_QUEUE])
+		json_object_set_new(req, "queue", json_string(c->v[S_QUEUE]));
 	if (c->v[S_NAME])
 		json_object_set_new(req, "name", json_string(c->v[S_NAME]));
 	if (c->v[S_OUTPUT])
@@ -324,8 +363,8 @@ static int run_queue(struct ctx *c)
 		json_decref(res);
 		return CLI_EXIT_OK;
 	}
-	printf("%-7s %-16s %-8s %-10s %5s %6s %9s  %s\n", "ID", "NAME", "USER", "STATE", "NODES",
-	       "GPUS", "TIME", "NODES/REASON");
+	printf("%-7s %-16s %-8s %-8s %-10s %-10s %5s %6s %9s  %s\n", "ID", "NAME", "USER", "CLASS",
+	       "QUEUE", "STATE", "NODES", "GPUS", "TIME", "NODES/REASON");
 	int64_t now = (int64_t)time(NULL) * 1000;
 	size_t i;
 	json_t *j;
@@ -344,9 +383,10 @@ static int run_queue(struct ctx *c)
 			snprintf(where, sizeof(where), "%s", jstr(j, "reason"));
 		else
 			attempt_nodes(a, where, sizeof(where));
-		printf("%-7lld %-16.16s %-8.8s %-10s %5lld %6g %9s  %s\n", (long long)jint(j, "id"),
-		       jstr(j, "name"), jstr(j, "owner"), st, (long long)jint(req, "nodes"),
-		       job_gpus(req), elapsed, where);
+		printf("%-7lld %-16.16s %-8.8s %-8.8s %-10.10s %-10s %5lld %6g %9s  %s\n",
+		       (long long)jint(j, "id"), jstr(j, "name"), jstr(j, "owner"), jstr(j, "class"),
+		       jstr(j, "queue"), st, (long long)jint(req, "nodes"), job_gpus(req), elapsed,
+		       where);
 	}
 	json_decref(res);
 	return CLI_EXIT_OK;
@@ -682,6 +722,167 @@ static int run_resume(struct ctx *c)
 	return node_action(c, "resume", NULL);
 }
 
+/* ---- queues, classes ---------------------------------------------------------------- */
+
+enum { QS_GPUS = O_FIRST_OWN, QS_BORROW, QS_WEIGHT, QS_USERS };
+static const struct tk_option queues_opts[] = {
+	COMMON_OPTS,
+	{"gpus", 0, "N", "with set: the queue's guaranteed accelerators (none: no quota)"},
+	{"borrow-limit", 0, "M", "with set: how many more it may borrow when idle (none: any)"},
+	{"weight", 0, "W", "with set: its fair share against other queues (default 1)"},
+	{"users", 0, "LIST", "with set: who may submit to it (default: everyone)"},
+};
+
+static json_t *count_or_null(const char *v, bool *bad)
+{
+	if (strcmp(v, "none") == 0)
+		return json_null();
+	char *end;
+	double x = strtod(v, &end);
+	if (!*v || *end || !(x >= 0 && x <= 1e7)) {
+		*bad = true;
+		return NULL;
+	}
+	return x == floor(x) ? json_integer((json_int_t)x) : json_real(x);
+}
+
+static void fmt_gpus(json_t *v, char *buf, size_t n)
+{
+	if (!v || json_is_null(v))
+		snprintf(buf, n, "-");
+	else
+		snprintf(buf, n, "%g", json_number_value(v));
+}
+
+static int run_queues(struct ctx *c)
+{
+	if (c->npos >= 1 && strcmp(c->pos[0], "set") == 0) {
+		if (c->npos != 2)
+			return usage_error(c->cmd, "usage: tenk queues set NAME [--gpus N] "
+						   "[--borrow-limit M] [--weight W] [--users LIST]");
+		json_t *body = json_object();
+		bool bad = false;
+		if (c->v[QS_GPUS]) {
+			json_t *v = count_or_null(c->v[QS_GPUS], &bad);
+			if (bad) {
+				json_decref(body);
+				return usage_error(c->cmd, "--gpus: a number of accelerators or none, "
+							   "got \"%s\"",
+						   c->v[QS_GPUS]);
+			}
+			json_object_set_new(body, "gpus", v);
+		}
+		if (c->v[QS_BORROW]) {
+			json_t *v = count_or_null(c->v[QS_BORROW], &bad);
+			if (bad) {
+				json_decref(body);
+				return usage_error(c->cmd, "--borrow-limit: a number of accelerators or "
+							   "none, got \"%s\"",
+						   c->v[QS_BORROW]);
+			}
+			json_object_set_new(body, "borrow_limit", v);
+		}
+		if (c->v[QS_WEIGHT]) {
+			char *end;
+			double w = strtod(c->v[QS_WEIGHT], &end);
+			if (!*c->v[QS_WEIGHT] || *end || !(w > 0)) {
+				json_decref(body);
+				return usage_error(c->cmd, "--weight: a positive number, got \"%s\"",
+						   c->v[QS_WEIGHT]);
+			}
+			json_object_set_new(body, "weight", json_real(w));
+		}
+		if (c->v[QS_USERS]) {
+			json_t *users = json_array();
+			_cleanup_free_ char *copy = xstrdup(c->v[QS_USERS]);
+			char *save = NULL;
+			for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save))
+				json_array_append_new(users, json_string(t));
+			json_object_set_new(body, "users", users);
+		}
+		char *path = xasprintf("/v1/queues/%s", c->pos[1]);
+		json_t *q;
+		struct tk_error err;
+		int r = client_call(&c->client, "PUT", path, body, CALL_TIMEOUT_MS, &q, NULL, &err);
+		free(path);
+		json_decref(body);
+		if (r < 0)
+			return api_error(c, &err);
+		if (c->json)
+			print_json(q);
+		else
+			printf("queue %s set\n", jstr(q, "name"));
+		json_decref(q);
+		return CLI_EXIT_OK;
+	}
+	if (c->npos)
+		return usage_error(c->cmd, "unexpected argument \"%s\" (did you mean `queues set`?)",
+				   c->pos[0]);
+	json_t *res;
+	struct tk_error err;
+	if (client_call(&c->client, "GET", "/v1/queues", NULL, CALL_TIMEOUT_MS, &res, NULL, &err) <
+	    0)
+		return api_error(c, &err);
+	if (c->json) {
+		print_json(res);
+		json_decref(res);
+		return CLI_EXIT_OK;
+	}
+	printf("%-16s %7s %7s %6s %7s %8s %7s %7s %7s  %s\n", "QUEUE", "QUOTA", "BORROW", "WEIGHT",
+	       "IN USE", "BORROWED", "RECENT", "RUNNING", "PENDING", "USERS");
+	size_t i;
+	json_t *q;
+	json_array_foreach(json_object_get(res, "queues"), i, q)
+	{
+		char quota[24], borrow[24];
+		fmt_gpus(json_object_get(q, "gpus"), quota, sizeof(quota));
+		fmt_gpus(json_object_get(q, "borrow_limit"), borrow, sizeof(borrow));
+		struct strbuf users;
+		strbuf_init(&users);
+		size_t k;
+		json_t *u;
+		json_array_foreach(json_object_get(q, "users"), k, u)
+			strbuf_addf(&users, "%s%s", k ? "," : "", json_string_value(u));
+		printf("%-16.16s %7s %7s %6g %7g %8g %7.1f %7lld %7lld  %s\n", jstr(q, "name"), quota,
+		       borrow, json_number_value(json_object_get(q, "weight")),
+		       json_number_value(json_object_get(q, "in_use")),
+		       json_number_value(json_object_get(q, "borrowed")),
+		       json_number_value(json_object_get(q, "recent")),
+		       (long long)jint(q, "running"), (long long)jint(q, "pending"),
+		       users.len ? users.buf : "everyone");
+		strbuf_release(&users);
+	}
+	json_decref(res);
+	return CLI_EXIT_OK;
+}
+
+static int run_classes(struct ctx *c)
+{
+	json_t *res;
+	struct tk_error err;
+	if (client_call(&c->client, "GET", "/v1/classes", NULL, CALL_TIMEOUT_MS, &res, NULL, &err) <
+	    0)
+		return api_error(c, &err);
+	if (c->json) {
+		print_json(res);
+		json_decref(res);
+		return CLI_EXIT_OK;
+	}
+	printf("%-12s %8s %-12s %-12s %7s\n", "CLASS", "PRIORITY", "MAY PREEMPT", "PREEMPTIBLE",
+	       "PENDING");
+	size_t i;
+	json_t *k;
+	json_array_foreach(json_object_get(res, "classes"), i, k)
+		printf("%-12s %8lld %-12s %-12s %7lld%s\n", jstr(k, "name"),
+		       (long long)jint(k, "priority"),
+		       json_is_true(json_object_get(k, "may_preempt")) ? "yes" : "no",
+		       json_is_true(json_object_get(k, "preemptible")) ? "yes" : "no",
+		       (long long)jint(k, "pending"),
+		       json_is_true(json_object_get(k, "default")) ? "  (default)" : "");
+	json_decref(res);
+	return CLI_EXIT_OK;
+}
+
 /* ---- the table ------------------------------------------------------------------------- */
 
 #define OPTS(t) t, ARRAY_SIZE(t)
@@ -700,6 +901,9 @@ static const struct command commands[] = {
 	 -1, run_drain},
 	{"resume", "NODE...", "let drained nodes take work again", OPTS(plain_opts), false, 1, -1,
 	 run_resume},
+	{"queues", "[set NAME]", "list queues: quota, use, borrowed; or set one", OPTS(queues_opts),
+	 false, 0, 2, run_queues},
+	{"classes", "", "list priority classes", OPTS(plain_opts), false, 0, 0, run_classes},
 };
 
 static const struct command *find(const char *name)

@@ -64,6 +64,8 @@ void job_request_release(struct job_request *r)
 	free_strv(r->env, r->nenv);
 	free(r->output);
 	free_strv(r->gpu_types, r->ngpu_types);
+	free(r->cls);
+	free(r->queue);
 	memset(r, 0, sizeof(*r));
 }
 
@@ -100,6 +102,18 @@ json_t *job_request_pack(const struct job_request *r)
 			      r->cpus_per_task, "mem_mib", (json_int_t)r->mem_mib, "time_limit_s",
 			      (json_int_t)r->time_limit_s, "grace_s", (json_int_t)r->grace_s,
 			      "requeue", r->requeue);
+	if (r->cls)
+		json_object_set_new(o, "class", json_string(r->cls));
+	if (r->queue)
+		json_object_set_new(o, "queue", json_string(r->queue));
+	if (r->gpu_mem_mib)
+		json_object_set_new(o, "gpu_mem_mib", json_integer(r->gpu_mem_mib));
+	if (r->gpu_tflops > 0)
+		json_object_set_new(o, "gpu_tflops", json_real(r->gpu_tflops));
+	if (r->switches)
+		json_object_set_new(o, "switches", json_integer(r->switches));
+	if (r->mixed_types)
+		json_object_set_new(o, "mixed_types", json_true());
 	return o;
 }
 
@@ -184,11 +198,12 @@ int job_request_unpack(json_t *j, struct job_request *ret, struct tk_error *err)
 		"name",		 "command", "cwd",	    "env",     "output",
 		"nodes",	 "tasks_per_node", "gpus_per_task", "gpu_types",
 		"cpus_per_task", "mem_mib", "time_limit_s", "grace_s", "requeue",
-		NULL,
+		"class",	 "queue",   "gpu_mem_mib",  "gpu_tflops", "switches",
+		"mixed_types",	 NULL,
 	};
 	struct job_request r = {0};
-	int64_t nodes, tpn, cpus, mem, tl, grace, requeue;
-	double gpus;
+	int64_t nodes, tpn, cpus, mem, tl, grace, requeue, gmem, switches;
+	double gpus, gtf;
 	int rc;
 	if ((rc = mj_check_keys(j, NULL, keys, err)) < 0)
 		return rc;
@@ -211,8 +226,29 @@ int job_request_unpack(json_t *j, struct job_request *ret, struct tk_error *err)
 	    (rc = mj_int(j, "time_limit_s", false, 0, MODEL_MAX_TIME_LIMIT_S, 0, &tl, err)) < 0 ||
 	    (rc = mj_int(j, "grace_s", false, 0, MODEL_MAX_GRACE_S, MODEL_DEFAULT_GRACE_S, &grace,
 			 err)) < 0 ||
-	    (rc = mj_int(j, "requeue", false, 0, MODEL_MAX_REQUEUE, 0, &requeue, err)) < 0)
+	    (rc = mj_int(j, "requeue", false, 0, MODEL_MAX_REQUEUE, 0, &requeue, err)) < 0 ||
+	    (rc = mj_str(j, "class", false, MODEL_NAME_MAX - 1, true, NULL, &r.cls, err)) < 0 ||
+	    (rc = mj_str(j, "queue", false, MODEL_NAME_MAX - 1, true, NULL, &r.queue, err)) < 0 ||
+	    (rc = mj_int(j, "gpu_mem_mib", false, 0, MODEL_MAX_MEM_MIB, 0, &gmem, err)) < 0 ||
+	    (rc = mj_num(j, "gpu_tflops", false, 0, 1e6, 0, &gtf, err)) < 0 ||
+	    (rc = mj_int(j, "switches", false, 0, MODEL_MAX_SWITCHES, 0, &switches, err)) < 0 ||
+	    (rc = mj_bool(j, "mixed_types", false, false, &r.mixed_types, err)) < 0)
 		goto fail;
+	if ((r.cls && !model_name_valid(r.cls)) || (r.queue && !model_name_valid(r.queue))) {
+		rc = tk_errorf(err, -EINVAL, "%s: \"%s\" is not a valid name (letters, digits, '.', "
+					     "'_', '-')",
+			       r.cls && !model_name_valid(r.cls) ? "class" : "queue",
+			       r.cls && !model_name_valid(r.cls) ? r.cls : r.queue);
+		goto fail;
+	}
+	r.gpu_mem_mib = gmem;
+	r.gpu_tflops = gtf;
+	r.switches = (int)switches;
+	if ((gmem || gtf > 0 || r.mixed_types) && gpus == 0) {
+		rc = tk_errorf(err, -EINVAL, "%s: asks about accelerators, but gpus_per_task is 0",
+			       gmem ? "gpu_mem_mib" : gtf > 0 ? "gpu_tflops" : "mixed_types");
+		goto fail;
+	}
 	if (r.cwd[0] != '/') {
 		rc = tk_errorf(err, -EINVAL, "cwd: must be an absolute path, got \"%.64s\"", r.cwd);
 		goto fail;

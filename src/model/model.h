@@ -39,6 +39,7 @@
 #define MODEL_DEFAULT_GRACE_S 30
 #define MODEL_MAX_REQUEUE 100
 #define MODEL_MAX_ATTEMPTS 1000
+#define MODEL_MAX_SWITCHES 64
 #define MODEL_MILLI 1000 /* one whole accelerator, in milli-accelerator units */
 
 /* ---- strict JSON field access ------------------------------------------- */
@@ -172,6 +173,12 @@ struct job_request {
 	int64_t time_limit_s; /* 0: none */
 	int64_t grace_s;      /* between SIGTERM and SIGKILL */
 	int requeue;	      /* restarts allowed after the job's own failure */
+	char *cls;	      /* priority class; NULL: the server's default */
+	char *queue;	      /* NULL: the default queue */
+	int64_t gpu_mem_mib;  /* each device at least this much memory; 0: any */
+	double gpu_tflops;    /* each device at least this fast; 0: any */
+	int switches;	      /* span at most this many switches; 0: no limit */
+	bool mixed_types;     /* a gang may mix accelerator models */
 };
 
 void job_request_release(struct job_request *r);
@@ -253,3 +260,55 @@ struct node_record {
 
 json_t *node_record_pack(const struct node_record *r);
 int node_record_unpack(json_t *j, struct node_record *ret, struct tk_error *err);
+
+/* ---- priority classes and queues -------------------------------------------------- */
+
+#define MODEL_MAX_CLASSES 32
+#define MODEL_MAX_QUEUES 1024
+#define MODEL_MAX_QUEUE_USERS 256
+
+struct class_spec {
+	char name[MODEL_NAME_MAX];
+	int priority;	  /* higher is scheduled first */
+	bool may_preempt; /* its jobs may preempt preemptible jobs of lower classes */
+	bool preemptible; /* its jobs may be preempted */
+};
+
+/* The server's scheduling configuration (DATA/config.json):
+ *   {"classes": [{"name": "prod", "priority": 100, "may_preempt": true,
+ *                 "preemptible": false}, ...],
+ *    "default_class": "normal", "fair_share_half_life_s": 604800}
+ * Without a file: prod (100, may preempt), normal (50), batch (10,
+ * preemptible), default normal, half-life 7 days. */
+struct sched_config {
+	struct class_spec classes[MODEL_MAX_CLASSES];
+	int nclasses;
+	int default_class;
+	int64_t half_life_s;
+};
+
+void sched_config_default(struct sched_config *c);
+/* Parses a configuration file's text; on error c is unchanged. */
+int sched_config_load_json(struct sched_config *c, const char *text, struct tk_error *err);
+/* The index of the class named `name`, or -1. */
+int sched_config_class(const struct sched_config *c, const char *name);
+json_t *class_spec_pack(const struct class_spec *c);
+
+/* A queue: a team's share of the cluster. */
+struct queue_spec {
+	char name[MODEL_NAME_MAX];
+	int64_t quota_milli;  /* guaranteed accelerators (milli); -1: no quota */
+	int64_t borrow_milli; /* beyond the quota, borrowable when idle; -1: unlimited */
+	double weight;	      /* fair share against other queues */
+	int nusers;	      /* who may submit to it; none: everyone */
+	char users[MODEL_MAX_QUEUE_USERS][MODEL_NAME_MAX];
+	double usage;	      /* decayed milli-accelerator-seconds */
+	int64_t usage_at_ms;  /* when usage was last brought up to date */
+};
+
+json_t *queue_spec_pack(const struct queue_spec *q);
+int queue_spec_unpack(json_t *j, struct queue_spec *ret, struct tk_error *err);
+/* Applies a user's change {"gpus", "borrow_limit", "weight", "users"} (any
+ * subset; gpus and borrow_limit may be null for none/unlimited). */
+int queue_spec_update(struct queue_spec *q, json_t *change, struct tk_error *err);
+bool queue_spec_allows(const struct queue_spec *q, const char *user);

@@ -1,279 +1,209 @@
 /*
- * Scheduler version 0: first come, first served, all-or-nothing, best fit.
+ * One scheduling pass: the order jobs are considered in, quotas, fair share,
+ * reservations for backfill, and preemption. Where a job goes is place.c's.
  *
- * A pass copies what is free out of the snapshot, then walks the pending
- * jobs in order. For each job it tries every acceptable accelerator model
- * (a gang never mixes models), finds the nodes that could hold one node's
- * share, and takes the tightest ones: those that would have the fewest free
- * devices left, then the fewest free CPUs, then the smallest name. The model
- * whose placement leaves the least spare wins. Placed jobs consume the free
- * copy, so later jobs in the same pass see what earlier ones took.
+ * Jobs arrive sorted by class priority, then submission. Each priority level
+ * is a segment; inside it, queues take turns by fair share: the queue whose
+ * accelerators in use plus recent use, over its weight, is lowest goes next
+ * (a heap), and its oldest job is tried. A job that cannot start:
+ *   - may preempt, if its class may or its queue reclaims lent capacity;
+ *   - becomes its class's head, with a reservation from the running jobs'
+ *     time limits, if its class has none yet;
+ *   - otherwise waits, with a reason.
+ * Later jobs may use reserved resources only if their time limit ends
+ * before the reservation begins (backfill).
  *
- * Every tie is broken by a node's or model's name, never by its position in
- * the snapshot, which makes the result independent of node order.
+ * What is free only shrinks during a pass, so a request shape that failed to
+ * fit is not tried again (the shape cache); that keeps a pass over 100,000
+ * jobs to a few placements per shape.
  */
-#include "sched.h"
+#include "internal.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
-struct cand {
-	int node;
-	int spare;     /* free devices (or milli) left after placing */
-	int cpu_spare; /* free CPUs left after placing */
-	int dev;       /* for fractions: the device chosen */
+#define FOREVER INT64_MAX
+#define SHAPE_CACHE_MIN 1024
+
+/* A reservation (for a class's first waiting job) or a hold (for a job
+ * waiting on its preempted victims: nobody else may use it). */
+struct resv {
+	int job;
+	int64_t until; /* 0: a hold; FOREVER: start time unknown */
+	int n;
+	struct sched_assign *a; /* the parts free now */
 };
 
-struct pass {
-	const struct sched_snapshot *snap;
-	int *cpus_free;
-	int64_t *mem_free;
-	int *dev_off; /* node n's devices are dev_free[dev_off[n] ...] */
-	int *dev_free;
-	const char **models; /* distinct device models, sorted by name */
-	int nmodels;
-	struct cand *cands;
-	struct cand *best; /* best candidate set found so far for a job */
+enum shape_state { SHAPE_UNKNOWN, SHAPE_FAILS };
+
+struct shape {
+	uint64_t hash;
+	const struct sched_job *j; /* a job with this shape (for comparison) */
+	enum shape_state state;
+	enum sched_wait_reason reason;
+	int detail_job; /* the job whose wait says why (-1: none yet) */
+	int could;
+	int switches;
+	int never; /* -1 unknown, 0 no, 1 yes */
+	uint32_t preempt_failed; /* bit per class index (up to 32): preemption found nothing */
 };
 
-static int cmp_str(const void *a, const void *b)
-{
-	return strcmp(*(const char *const *)a, *(const char *const *)b);
-}
-
-static void pass_init(struct pass *p, const struct sched_snapshot *snap)
-{
-	int nn = snap->nnodes;
-	memset(p, 0, sizeof(*p));
-	p->snap = snap;
-	p->cpus_free = xcalloc((size_t)nn + 1, sizeof(int));
-	p->mem_free = xcalloc((size_t)nn + 1, sizeof(int64_t));
-	p->dev_off = xcalloc((size_t)nn + 1, sizeof(int));
-	int ndev = 0;
-	for (int n = 0; n < nn; n++) {
-		p->dev_off[n] = ndev;
-		ndev += snap->nodes[n].ndev;
-	}
-	p->dev_off[nn] = ndev;
-	p->dev_free = xcalloc((size_t)ndev + 1, sizeof(int));
-	p->models = xcalloc((size_t)ndev + 1, sizeof(char *));
-	int nm = 0;
-	for (int n = 0; n < nn; n++) {
-		const struct sched_node *node = &snap->nodes[n];
-		p->cpus_free[n] = node->cpus_free;
-		p->mem_free[n] = node->mem_free_mib;
-		for (int d = 0; d < node->ndev; d++) {
-			p->dev_free[p->dev_off[n] + d] = node->devs[d].free_milli;
-			p->models[nm++] = node->devs[d].model;
-		}
-	}
-	qsort(p->models, (size_t)nm, sizeof(char *), cmp_str);
-	int u = 0;
-	for (int i = 0; i < nm; i++)
-		if (u == 0 || strcmp(p->models[u - 1], p->models[i]) != 0)
-			p->models[u++] = p->models[i];
-	p->nmodels = u;
-	p->cands = xcalloc((size_t)nn + 1, sizeof(struct cand));
-	p->best = xcalloc((size_t)nn + 1, sizeof(struct cand));
-}
-
-static void pass_release(struct pass *p)
-{
-	free(p->cpus_free);
-	free(p->mem_free);
-	free(p->dev_off);
-	free(p->dev_free);
-	free(p->models);
-	free(p->cands);
-	free(p->best);
-}
-
-static bool job_accepts(const struct sched_job *j, const char *model)
-{
-	if (j->ngpu_types == 0)
-		return true;
-	for (int i = 0; i < j->ngpu_types; i++)
-		if (strcasecmp(j->gpu_types[i], model) == 0)
-			return true;
-	return false;
-}
-
-/* Whole devices one node's share needs (0 for CPU-only or fractional jobs). */
-static int whole_devs(const struct sched_job *j)
-{
-	return j->gpu_milli >= MODEL_MILLI ? j->tasks_per_node * (j->gpu_milli / MODEL_MILLI) : 0;
-}
-
-static bool fractional(const struct sched_job *j)
-{
-	return j->gpu_milli > 0 && j->gpu_milli < MODEL_MILLI;
-}
-
-/*
- * Can node n hold one node's share of j on devices of `model` (NULL for a job
- * without accelerators)? With `empty`, judge against the node's totals, as if
- * nothing ran. On success fills c.
- */
-static bool node_fits(const struct pass *p, int n, const struct sched_job *j, const char *model,
-		      bool empty, struct cand *c)
-{
-	const struct sched_node *node = &p->snap->nodes[n];
-	if (!node->schedulable)
-		return false;
-	int64_t cpus = (int64_t)j->tasks_per_node * j->cpus_per_task;
-	int cpu_have = empty ? node->cpus_total : p->cpus_free[n];
-	int64_t mem_have = empty ? node->mem_total_mib : p->mem_free[n];
-	if (cpus > cpu_have || j->mem_mib > mem_have)
-		return false;
-	c->node = n;
-	c->cpu_spare = (int)(cpu_have - cpus);
-	c->dev = -1;
-	if (!model) {
-		/* CPU-only: prefer nodes without accelerators, keep GPU nodes free */
-		c->spare = node->ndev;
-		return true;
-	}
-	const int *free = &p->dev_free[p->dev_off[n]];
-	if (fractional(j)) {
-		int best = -1, best_free = 0, whole = 0;
-		for (int d = 0; d < node->ndev; d++) {
-			if (strcmp(node->devs[d].model, model) != 0)
-				continue;
-			int f = empty ? MODEL_MILLI : free[d];
-			if (f == MODEL_MILLI)
-				whole++;
-			if (f >= j->gpu_milli && (best < 0 || f < best_free)) {
-				best = d;
-				best_free = f;
-			}
-		}
-		if (best < 0)
-			return false;
-		/* tightest device first, then the node with fewest whole devices */
-		c->dev = best;
-		c->spare = (best_free - j->gpu_milli) * (MODEL_MAX_ACCELS + 1) + whole;
-		return true;
-	}
-	int need = whole_devs(j);
-	int have = 0;
-	for (int d = 0; d < node->ndev; d++)
-		if (strcmp(node->devs[d].model, model) == 0 &&
-		    (empty || free[d] == MODEL_MILLI))
-			have++;
-	if (have < need)
-		return false;
-	c->spare = have - need;
-	return true;
-}
-
-static int cmp_cand(const void *a, const void *b, void *arg)
-{
-	const struct cand *x = a, *y = b;
-	const struct sched_snapshot *snap = arg;
-	if (x->spare != y->spare)
-		return x->spare < y->spare ? -1 : 1;
-	if (x->cpu_spare != y->cpu_spare)
-		return x->cpu_spare < y->cpu_spare ? -1 : 1;
-	return strcmp(snap->nodes[x->node].name, snap->nodes[y->node].name);
-}
-
-/*
- * Finds the best placement of j. Returns the number of nodes that could hold
- * a share under the best model (>= j->nodes on success, with the chosen set in
- * p->best[0..j->nodes) and its model in *ret_model).
- */
-static int find_placement(struct pass *p, const struct sched_job *j, bool empty,
-			  const char **ret_model)
-{
-	int nn = p->snap->nnodes;
-	int64_t best_score = -1;
-	int most_fit = 0;
-	bool needs_dev = j->gpu_milli > 0;
-	int nm = needs_dev ? p->nmodels : 1;
-	for (int m = 0; m < nm; m++) {
-		const char *model = needs_dev ? p->models[m] : NULL;
-		if (model && !job_accepts(j, model))
-			continue;
-		int nc = 0;
-		for (int n = 0; n < nn; n++)
-			if (node_fits(p, n, j, model, empty, &p->cands[nc]))
-				nc++;
-		if (nc > most_fit)
-			most_fit = nc;
-		if (nc < j->nodes)
-			continue;
-		qsort_r(p->cands, (size_t)nc, sizeof(struct cand), cmp_cand, (void *)p->snap);
-		int64_t score = 0;
-		for (int i = 0; i < j->nodes; i++)
-			score += p->cands[i].spare;
-		if (best_score < 0 || score < best_score) {
-			best_score = score;
-			memcpy(p->best, p->cands, sizeof(struct cand) * (size_t)j->nodes);
-			*ret_model = model;
-		}
-	}
-	return best_score < 0 ? most_fit : MAX(most_fit, j->nodes);
-}
-
-struct domain_count {
-	int domain;
-	int nfree;
+struct qstate {
+	int64_t use; /* milli-accelerators held, including what started this pass */
+	int64_t reclaiming; /* held by its jobs preempted in this pass: soon free */
+	double recent;
+	int head, tail; /* this segment's jobs of the queue, linked through next[] */
+	int heap_pos;
 };
 
-/* Picks `need` free whole devices of `model` on node n, preferring a single
- * NVLink domain (the one with the fewest free devices that suffices). */
-static void pick_devices(const struct pass *p, int n, const char *model, int need,
-			 struct sched_assign *a)
+struct st {
+	struct pass p;
+	struct sched_decisions *d;
+	const struct sched_job *const *jobs;
+	int *order; /* job indices in class order */
+	int *next;
+	struct qstate *qs;
+	int *heap;
+	int nheap;
+	struct resv *resv;
+	int nresv;
+	size_t resv_alloc;
+	bool *class_has_resv;
+	int blocked_all; /* with no_backfill: the job everything waits behind, or -1 */
+	bool *victim;	 /* running: chosen as a victim in this pass */
+	struct shape *shapes;
+	size_t shape_cap;
+	struct placement pl;
+	int max_nodes;
+	int *run_order; /* running indices by expected end, for reservations */
+	struct strbuf sb;
+};
+
+double sched_decay(double value, double dt_s, double half_life_s)
 {
-	const struct sched_node *node = &p->snap->nodes[n];
-	const int *free = &p->dev_free[p->dev_off[n]];
-	struct domain_count doms[MODEL_MAX_ACCELS];
-	int ndom = 0;
-	for (int d = 0; d < node->ndev; d++) {
-		if (free[d] != MODEL_MILLI || strcmp(node->devs[d].model, model) != 0)
-			continue;
-		int k;
-		for (k = 0; k < ndom; k++)
-			if (doms[k].domain == node->devs[d].nvlink_domain)
-				break;
-		if (k == ndom) {
-			doms[ndom].domain = node->devs[d].nvlink_domain;
-			doms[ndom++].nfree = 0;
-		}
-		doms[k].nfree++;
+	if (half_life_s <= 0 || dt_s <= 0)
+		return value;
+	return value * exp2(-dt_s / half_life_s);
+}
+
+/* ---- small helpers ------------------------------------------------------------------- */
+
+static int prio(const struct st *st, int cls)
+{
+	return st->p.snap->classes[cls].priority;
+}
+
+static int64_t job_milli(const struct sched_job *j)
+{
+	return (int64_t)j->nodes * j->tasks_per_node * j->gpu_milli;
+}
+
+static int64_t running_milli(const struct sched_running *r)
+{
+	int64_t m = 0;
+	for (int i = 0; i < r->nnodes; i++)
+		m += (int64_t)r->nodes[i].ndev * r->nodes[i].milli;
+	return m;
+}
+
+static double qscore(const struct st *st, int q)
+{
+	const struct sched_queue *sq = &st->p.snap->queues[q];
+	return ((double)st->qs[q].use + st->qs[q].recent) / (sq->weight > 0 ? sq->weight : 1);
+}
+
+static bool q_less(const struct st *st, int a, int b)
+{
+	double x = qscore(st, a), y = qscore(st, b);
+	if (x != y)
+		return x < y;
+	return strcmp(st->p.snap->queues[a].name, st->p.snap->queues[b].name) < 0;
+}
+
+static void heap_swap(struct st *st, int i, int k)
+{
+	int t = st->heap[i];
+	st->heap[i] = st->heap[k];
+	st->heap[k] = t;
+	st->qs[st->heap[i]].heap_pos = i;
+	st->qs[st->heap[k]].heap_pos = k;
+}
+
+static void heap_fix(struct st *st, int i)
+{
+	while (i > 0 && q_less(st, st->heap[i], st->heap[(i - 1) / 2])) {
+		heap_swap(st, i, (i - 1) / 2);
+		i = (i - 1) / 2;
 	}
-	int chosen = -1;
-	for (int k = 0; k < ndom; k++)
-		if (doms[k].nfree >= need &&
-		    (chosen < 0 || doms[k].nfree < doms[chosen].nfree ||
-		     (doms[k].nfree == doms[chosen].nfree && doms[k].domain < doms[chosen].domain)))
-			chosen = k;
-	a->ndev = 0;
-	for (int d = 0; d < node->ndev && a->ndev < need; d++) {
-		if (free[d] != MODEL_MILLI || strcmp(node->devs[d].model, model) != 0)
-			continue;
-		if (chosen >= 0 && node->devs[d].nvlink_domain != doms[chosen].domain)
-			continue;
-		a->devs[a->ndev++] = d;
+	for (;;) {
+		int l = 2 * i + 1, r = l + 1, m = i;
+		if (l < st->nheap && q_less(st, st->heap[l], st->heap[m]))
+			m = l;
+		if (r < st->nheap && q_less(st, st->heap[r], st->heap[m]))
+			m = r;
+		if (m == i)
+			break;
+		heap_swap(st, i, m);
+		i = m;
 	}
 }
 
-static void describe_need(const struct sched_job *j, struct strbuf *sb)
+static void heap_push(struct st *st, int q)
 {
+	st->heap[st->nheap] = q;
+	st->qs[q].heap_pos = st->nheap++;
+	heap_fix(st, st->nheap - 1);
+}
+
+static void heap_pop(struct st *st)
+{
+	heap_swap(st, 0, --st->nheap);
+	if (st->nheap)
+		heap_fix(st, 0);
+}
+
+/* ---- decisions ----------------------------------------------------------------------- */
+
+static struct sched_wait *add_wait(struct st *st, int job, enum sched_wait_reason reason,
+				   int same_as, int64_t until, const char *detail)
+{
+	struct sched_decisions *d = st->d;
+	xgrow(&d->waits, &d->waits_alloc, (size_t)d->nwaits + 1, sizeof(*d->waits));
+	struct sched_wait *w = &d->waits[d->nwaits++];
+	w->job = job;
+	w->reason = reason;
+	w->same_as = same_as;
+	w->until_ms = until;
+	w->detail = detail ? xstrdup(detail) : NULL;
+	return w;
+}
+
+static void describe_need(const struct st *st, const struct sched_job *j, struct strbuf *sb)
+{
+	strbuf_addf(sb, "%d node%s with ", j->nodes, j->nodes == 1 ? "" : "s");
 	bool any = false;
 	if (j->gpu_milli > 0) {
-		if (fractional(j))
+		if (j->gpu_milli < MODEL_MILLI)
 			strbuf_addf(sb, "%.3g of an accelerator", j->gpu_milli / (double)MODEL_MILLI);
-		else
-			strbuf_addf(sb, "%d accelerator%s", whole_devs(j),
-				    whole_devs(j) == 1 ? "" : "s");
-		if (j->ngpu_types) {
-			strbuf_addstr(sb, " of type ");
+		else {
+			int k = j->tasks_per_node * j->gpu_milli / MODEL_MILLI;
+			strbuf_addf(sb, "%d accelerator%s", k, k == 1 ? "" : "s");
+		}
+		if (j->ngpu_types || j->gpu_mem_mib || j->gpu_tflops > 0) {
+			strbuf_addstr(sb, " (");
 			for (int i = 0; i < j->ngpu_types; i++)
 				strbuf_addf(sb, "%s%s", i ? "|" : "", j->gpu_types[i]);
+			if (j->gpu_mem_mib)
+				strbuf_addf(sb, "%s>= %lld GiB", j->ngpu_types ? ", " : "",
+					    (long long)(j->gpu_mem_mib / 1024));
+			if (j->gpu_tflops > 0)
+				strbuf_addf(sb, "%s>= %g TFLOP/s",
+					    j->ngpu_types || j->gpu_mem_mib ? ", " : "", j->gpu_tflops);
+			strbuf_addch(sb, ')');
 		}
 		any = true;
 	}
@@ -288,52 +218,542 @@ static void describe_need(const struct sched_job *j, struct strbuf *sb)
 	}
 	if (!any)
 		strbuf_addstr(sb, "no reserved resources");
+	strbuf_addstr(sb, j->nodes == 1 ? "" : " each");
+	(void)st;
 }
 
-static void add_wait(struct sched_decisions *d, int job, enum sched_wait_reason reason,
-		     const char *text)
+static void fmt_wait_time(int64_t ms, struct strbuf *sb)
 {
-	xgrow(&d->waits, &d->waits_alloc, (size_t)d->nwaits + 1, sizeof(*d->waits));
-	struct sched_wait *w = &d->waits[d->nwaits++];
-	w->job = job;
-	w->reason = reason;
-	snprintf(w->detail, sizeof(w->detail), "%s", text);
+	char buf[32];
+	tk_format_duration((ms + 999) / 1000, buf, sizeof(buf));
+	strbuf_addstr(sb, buf);
 }
 
-static void apply(struct pass *p, const struct sched_job *j, const char *model,
-		  struct sched_decisions *d, int job_index)
+/* ---- the shape cache ------------------------------------------------------------------- */
+
+static uint64_t mix64(uint64_t h, uint64_t v)
 {
-	xgrow(&d->starts, &d->starts_alloc, (size_t)d->nstarts + 1, sizeof(*d->starts));
-	struct sched_start *s = &d->starts[d->nstarts++];
-	s->job = job_index;
-	s->nnodes = j->nodes;
-	s->nodes = xcalloc((size_t)j->nodes, sizeof(*s->nodes));
-	for (int i = 0; i < j->nodes; i++) {
-		int n = p->best[i].node;
-		struct sched_assign *a = &s->nodes[i];
-		a->node = n;
-		a->milli = MODEL_MILLI;
-		if (fractional(j)) {
-			a->ndev = 1;
-			a->devs[0] = p->best[i].dev;
-			a->milli = j->gpu_milli;
-		} else if (model) {
-			pick_devices(p, n, model, whole_devs(j), a);
+	h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
+	return h;
+}
+
+static uint64_t shape_hash(const struct sched_job *j)
+{
+	uint64_t h = 1469598103934665603ULL;
+	h = mix64(h, (uint64_t)j->nodes);
+	h = mix64(h, (uint64_t)j->tasks_per_node);
+	h = mix64(h, (uint64_t)j->gpu_milli);
+	h = mix64(h, (uint64_t)j->cpus_per_task);
+	h = mix64(h, (uint64_t)j->mem_mib);
+	h = mix64(h, (uint64_t)j->gpu_mem_mib);
+	h = mix64(h, (uint64_t)(j->gpu_tflops * 1000));
+	h = mix64(h, (uint64_t)j->max_switches);
+	h = mix64(h, (uint64_t)j->mixed_types);
+	for (int i = 0; i < j->ngpu_types; i++)
+		for (const char *c = j->gpu_types[i]; *c; c++)
+			h = mix64(h, (uint64_t)(unsigned char)(*c | 0x20));
+	return h;
+}
+
+static bool same_shape(const struct sched_job *a, const struct sched_job *b)
+{
+	if (a->nodes != b->nodes || a->tasks_per_node != b->tasks_per_node ||
+	    a->gpu_milli != b->gpu_milli || a->cpus_per_task != b->cpus_per_task ||
+	    a->mem_mib != b->mem_mib || a->gpu_mem_mib != b->gpu_mem_mib ||
+	    a->gpu_tflops != b->gpu_tflops || a->max_switches != b->max_switches ||
+	    a->mixed_types != b->mixed_types || a->ngpu_types != b->ngpu_types)
+		return false;
+	for (int i = 0; i < a->ngpu_types; i++)
+		if (strcasecmp(a->gpu_types[i], b->gpu_types[i]) != 0)
+			return false;
+	return true;
+}
+
+static struct shape *shape_of(struct st *st, const struct sched_job *j)
+{
+	uint64_t h = shape_hash(j);
+	size_t mask = st->shape_cap - 1;
+	for (size_t i = h & mask;; i = (i + 1) & mask) {
+		struct shape *s = &st->shapes[i];
+		if (!s->j) {
+			s->j = j;
+			s->hash = h;
+			s->detail_job = -1;
+			s->never = -1;
+			return s;
 		}
-		for (int k = 0; k < a->ndev; k++)
-			p->dev_free[p->dev_off[n] + a->devs[k]] -= a->milli;
-		p->cpus_free[n] -= j->tasks_per_node * j->cpus_per_task;
-		p->mem_free[n] -= j->mem_mib;
+		if (s->hash == h && same_shape(s->j, j))
+			return s;
 	}
 }
 
-static bool snapshot_valid(const struct sched_snapshot *snap)
+/* ---- reservations -------------------------------------------------------------------- */
+
+static bool resv_blocks(const struct st *st, const struct resv *r, const struct sched_job *j)
 {
-	if (snap->nnodes < 0 || snap->njobs < 0 || (snap->nnodes && !snap->nodes) ||
-	    (snap->njobs && !snap->jobs))
+	if (r->until == 0 || j->time_limit_s == 0)
+		return true;
+	return st->p.now + j->time_limit_s * 1000 > r->until;
+}
+
+/* Takes the reservations that j must respect out of `free`; the saved values
+ * let unblock() restore exactly what was there. */
+struct saved {
+	int node, cpus;
+	int64_t mem;
+	int dev_idx[MODEL_MAX_ACCELS];
+	int dev_val[MODEL_MAX_ACCELS];
+	int ndev;
+};
+
+static struct saved *block(struct st *st, const struct sched_job *j, int *ret_n, int *first)
+{
+	struct pass *p = &st->p;
+	struct saved *sv = NULL;
+	size_t alloc = 0;
+	int n = 0;
+	*first = -1;
+	for (int i = 0; i < st->nresv; i++) {
+		struct resv *r = &st->resv[i];
+		if (!resv_blocks(st, r, j))
+			continue;
+		if (*first < 0)
+			*first = i;
+		for (int k = 0; k < r->n; k++) {
+			const struct sched_assign *a = &r->a[k];
+			xgrow(&sv, &alloc, (size_t)n + 1, sizeof(*sv));
+			struct saved *s = &sv[n++];
+			s->node = a->node;
+			s->cpus = p->free.cpus[a->node];
+			s->mem = p->free.mem[a->node];
+			s->ndev = a->ndev;
+			p->free.cpus[a->node] = MAX(0, p->free.cpus[a->node] - a->cpus);
+			p->free.mem[a->node] = MAX(0, p->free.mem[a->node] - a->mem_mib);
+			for (int d = 0; d < a->ndev; d++) {
+				int idx = p->dev_off[a->node] + a->devs[d];
+				s->dev_idx[d] = idx;
+				s->dev_val[d] = p->free.dev[idx];
+				p->free.dev[idx] = MAX(0, p->free.dev[idx] - a->milli);
+			}
+		}
+	}
+	*ret_n = n;
+	return sv;
+}
+
+static void unblock(struct st *st, struct saved *sv, int n)
+{
+	struct pass *p = &st->p;
+	for (int i = n - 1; i >= 0; i--) {
+		p->free.cpus[sv[i].node] = sv[i].cpus;
+		p->free.mem[sv[i].node] = sv[i].mem;
+		for (int d = 0; d < sv[i].ndev; d++)
+			p->free.dev[sv[i].dev_idx[d]] = sv[i].dev_val[d];
+	}
+	free(sv);
+}
+
+/* Records a reservation on the parts of placement pl that are free now. */
+static void add_resv(struct st *st, int job, int64_t until, const struct placement *pl)
+{
+	struct pass *p = &st->p;
+	xgrow(&st->resv, &st->resv_alloc, (size_t)st->nresv + 1, sizeof(*st->resv));
+	struct resv *r = &st->resv[st->nresv++];
+	r->job = job;
+	r->until = until;
+	r->n = pl->nnodes;
+	r->a = xcalloc((size_t)pl->nnodes, sizeof(*r->a));
+	for (int i = 0; i < pl->nnodes; i++) {
+		const struct sched_assign *src = &pl->nodes[i];
+		struct sched_assign *a = &r->a[i];
+		a->node = src->node;
+		a->cpus = MIN(src->cpus, p->free.cpus[src->node]);
+		a->mem_mib = MIN(src->mem_mib, p->free.mem[src->node]);
+		a->milli = src->milli;
+		for (int d = 0; d < src->ndev; d++)
+			if (p->free.dev[p->dev_off[src->node] + src->devs[d]] > 0)
+				a->devs[a->ndev++] = src->devs[d];
+	}
+}
+
+static int64_t expected_end(const struct st *st, const struct sched_running *r, int idx)
+{
+	if (r->stopping || st->victim[idx])
+		return st->p.now;
+	if (!r->time_limit_s)
+		return FOREVER;
+	return MAX(st->p.now, r->start_ms + r->time_limit_s * 1000);
+}
+
+static int cmp_end(const void *a, const void *b, void *arg)
+{
+	const struct st *st = arg;
+	int x = *(const int *)a, y = *(const int *)b;
+	const struct sched_running *rx = &st->p.snap->running[x], *ry = &st->p.snap->running[y];
+	int64_t ex = expected_end(st, rx, x), ey = expected_end(st, ry, y);
+	if (ex != ey)
+		return ex < ey ? -1 : 1;
+	return rx->id < ry->id ? -1 : rx->id > ry->id;
+}
+
+/* When could j start, and where, as running jobs end by their time limits?
+ * Fills *until and st->pl; false if not even when all have ended. */
+static bool shadow(struct st *st, const struct req *rq, int64_t *until)
+{
+	struct pass *p = &st->p;
+	const struct sched_snapshot *s = p->snap;
+	view_copy(p, &p->scratch, &p->free);
+	for (int i = 0; i < s->nrunning; i++)
+		st->run_order[i] = i;
+	qsort_r(st->run_order, (size_t)s->nrunning, sizeof(int), cmp_end, st);
+	struct place_fail why;
+	for (int k = 0; k < s->nrunning; k++) {
+		int i = st->run_order[k];
+		const struct sched_running *r = &s->running[i];
+		view_apply(p, &p->scratch, r->nodes, r->nnodes, +1);
+		/* try once per distinct end time */
+		int64_t end = expected_end(st, r, i);
+		if (k + 1 < s->nrunning &&
+		    expected_end(st, &s->running[st->run_order[k + 1]], st->run_order[k + 1]) == end)
+			continue;
+		st->d->placements_tried++;
+		if (place(p, rq, &p->scratch, &st->pl, &why)) {
+			*until = end;
+			return true;
+		}
+	}
+	return false;
+}
+
+/* ---- preemption ---------------------------------------------------------------------- */
+
+struct victim {
+	int idx;
+	int prio;
+	int64_t lost;
+	int64_t milli;
+};
+
+static int cmp_victim(const void *a, const void *b, void *arg)
+{
+	const struct victim *x = a, *y = b;
+	const struct sched_snapshot *s = arg;
+	if (x->prio != y->prio)
+		return x->prio < y->prio ? -1 : 1;
+	if (x->lost != y->lost)
+		return x->lost < y->lost ? -1 : 1;
+	if (x->milli != y->milli)
+		return x->milli < y->milli ? -1 : 1;
+	return s->running[x->idx].id < s->running[y->idx].id ? -1 : 1;
+}
+
+/* Finds the cheapest set of running jobs whose end lets j's whole gang start.
+ * On success records them, holds the placement, and returns true; nothing is
+ * preempted otherwise. */
+static bool try_preempt(struct st *st, int ji, const struct req *rq, bool reclaim)
+{
+	struct pass *p = &st->p;
+	const struct sched_snapshot *s = p->snap;
+	const struct sched_job *j = rq->j;
+	const struct sched_class *jc = &s->classes[j->cls];
+	struct victim *v = xcalloc((size_t)s->nrunning + 1, sizeof(*v));
+	int nv = 0;
+	for (int i = 0; i < s->nrunning; i++) {
+		const struct sched_running *r = &s->running[i];
+		if (r->stopping || r->held_for || st->victim[i])
+			continue;
+		const struct sched_class *rc = &s->classes[r->cls];
+		const struct sched_queue *rq_ = &s->queues[r->queue];
+		bool by_class = jc->may_preempt && rc->preemptible && rc->priority < jc->priority;
+		bool by_reclaim = reclaim && r->queue != j->queue && rq_->quota_milli >= 0 &&
+				  st->qs[r->queue].use - st->qs[r->queue].reclaiming >
+					  rq_->quota_milli;
+		if (!by_class && !by_reclaim)
+			continue;
+		int64_t since = MAX(r->start_ms, r->last_checkpoint_ms);
+		v[nv++] = (struct victim){i, rc->priority, MAX(0, p->now - since), running_milli(r)};
+	}
+	bool ok = false;
+	if (nv == 0)
+		goto out;
+	qsort_r(v, (size_t)nv, sizeof(*v), cmp_victim, (void *)s);
+	/* resources held for others stay theirs */
+	int nsaved, first;
+	struct saved *sv = block(st, j, &nsaved, &first);
+	view_copy(p, &p->scratch, &p->free);
+	unblock(st, sv, nsaved);
+	struct place_fail why;
+	int k;
+	for (k = 0; k < nv; k++) {
+		const struct sched_running *r = &s->running[v[k].idx];
+		view_apply(p, &p->scratch, r->nodes, r->nnodes, +1);
+		/* cheap test first: enough whole devices released anywhere? */
+		st->d->placements_tried++;
+		if (place(p, rq, &p->scratch, &st->pl, &why))
+			break;
+	}
+	if (k == nv)
+		goto out; /* even all of them would not make room: preempt nothing */
+	int nsel = k + 1;
+	/* drop victims the gang does not need, the most expensive first */
+	bool *keep = xcalloc((size_t)nsel, sizeof(bool));
+	for (int i = 0; i < nsel; i++)
+		keep[i] = true;
+	for (int i = nsel - 2; i >= 0; i--) {
+		const struct sched_running *r = &s->running[v[i].idx];
+		view_apply(p, &p->scratch, r->nodes, r->nnodes, -1);
+		st->d->placements_tried++;
+		if (place(p, rq, &p->scratch, &st->pl, &why))
+			keep[i] = false;
+		else
+			view_apply(p, &p->scratch, r->nodes, r->nnodes, +1);
+	}
+	if (!place(p, rq, &p->scratch, &st->pl, &why))
+		abort(); /* the set kept was tested to fit */
+	for (int i = 0; i < nsel; i++) {
+		if (!keep[i])
+			continue;
+		const struct sched_running *r = &s->running[v[i].idx];
+		st->victim[v[i].idx] = true;
+		st->qs[r->queue].reclaiming += v[i].milli;
+		struct sched_decisions *d = st->d;
+		xgrow(&d->preempts, &d->preempts_alloc, (size_t)d->npreempts + 1,
+		      sizeof(*d->preempts));
+		d->preempts[d->npreempts++] = (struct sched_preempt){r->id, ji};
+	}
+	free(keep);
+	add_resv(st, ji, 0, &st->pl);
+	ok = true;
+out:
+	free(v);
+	return ok;
+}
+
+/* ---- one job --------------------------------------------------------------------------- */
+
+static void start(struct st *st, int ji, const struct placement *pl)
+{
+	struct pass *p = &st->p;
+	const struct sched_job *j = st->jobs[ji];
+	struct sched_decisions *d = st->d;
+	xgrow(&d->starts, &d->starts_alloc, (size_t)d->nstarts + 1, sizeof(*d->starts));
+	struct sched_start *s = &d->starts[d->nstarts++];
+	s->job = ji;
+	s->nnodes = pl->nnodes;
+	s->nodes = xcalloc((size_t)pl->nnodes, sizeof(*s->nodes));
+	memcpy(s->nodes, pl->nodes, sizeof(*s->nodes) * (size_t)pl->nnodes);
+	view_apply(p, &p->free, pl->nodes, pl->nnodes, -1);
+	for (int i = 0; i < pl->nnodes; i++)
+		cap_update_node(p, pl->nodes[i].node);
+	st->qs[j->queue].use += job_milli(j);
+}
+
+/* Writes the reason a job cannot start now into a wait (or points to an
+ * earlier job of the same shape that says it). */
+static void wait_resources(struct st *st, int ji, struct shape *sh, const struct req *rq)
+{
+	const struct sched_job *j = rq->j;
+	if (sh->detail_job >= 0 && sh->reason != SCHED_WAIT_RESOURCES) {
+		add_wait(st, ji, sh->reason, sh->detail_job, 0, NULL);
+		return;
+	}
+	struct strbuf *sb = &st->sb;
+	strbuf_reset(sb);
+	enum sched_wait_reason reason = SCHED_WAIT_RESOURCES;
+	int64_t until = 0;
+	if (sh->never < 0) {
+		struct place_fail why;
+		st->d->placements_tried++;
+		sh->never = !place(&st->p, rq, &st->p.total, &st->pl, &why);
+		if (sh->never && why.switches)
+			sh->switches = why.switches;
+	}
+	if (sh->never) {
+		if (sh->switches && j->max_switches) {
+			reason = SCHED_WAIT_SWITCHES;
+			strbuf_addf(sb, "can never start: no placement spans %d switch%s or fewer (the "
+					"nodes that could hold it span %d)",
+				    j->max_switches, j->max_switches == 1 ? "" : "es", sh->switches);
+		} else {
+			reason = SCHED_WAIT_NEVER_FITS;
+			strbuf_addstr(sb, "can never start: needs ");
+			describe_need(st, j, sb);
+			strbuf_addstr(sb, "; no set of schedulable nodes could ever hold that");
+		}
+		sh->reason = reason;
+		sh->detail_job = ji;
+		add_wait(st, ji, reason, -1, 0, sb->buf);
+		return;
+	}
+	bool head = !st->class_has_resv[j->cls] && !(st->p.policy && st->p.policy->no_backfill);
+	if (head && shadow(st, rq, &until)) {
+		st->class_has_resv[j->cls] = true;
+		add_resv(st, ji, until, &st->pl);
+		strbuf_addstr(sb, "waiting for resources: needs ");
+		describe_need(st, j, sb);
+		if (until == FOREVER) {
+			strbuf_addstr(sb, "; first in its class, holding a reservation; start time "
+					  "unknown, as running jobs in its way have no time limit");
+		} else {
+			strbuf_addstr(sb, "; first in its class, reserved to start in about ");
+			fmt_wait_time(until - st->p.now, sb);
+		}
+		add_wait(st, ji, SCHED_WAIT_RESOURCES, -1, until == FOREVER ? 0 : until, sb->buf);
+		return;
+	}
+	if (sh->switches && j->max_switches && sh->could >= j->nodes) {
+		reason = SCHED_WAIT_SWITCHES;
+		strbuf_addf(sb, "waiting for a placement within %d switch%s: the nodes free now span "
+				"%d",
+			    j->max_switches, j->max_switches == 1 ? "" : "es", sh->switches);
+	} else {
+		strbuf_addstr(sb, "waiting for resources: needs ");
+		describe_need(st, j, sb);
+		strbuf_addf(sb, " free; %d node%s ha%s that now", sh->could, sh->could == 1 ? "" : "s",
+			    sh->could == 1 ? "s" : "ve");
+	}
+	sh->reason = reason;
+	sh->detail_job = ji;
+	add_wait(st, ji, reason, -1, 0, sb->buf);
+}
+
+static void process(struct st *st, int ji)
+{
+	struct pass *p = &st->p;
+	const struct sched_snapshot *s = p->snap;
+	const struct sched_job *j = st->jobs[ji];
+	const struct sched_policy *pol = p->policy;
+	struct strbuf *sb = &st->sb;
+	if (pol && pol->max_starts && st->d->nstarts >= pol->max_starts) {
+		add_wait(st, ji, SCHED_WAIT_PASS_LIMIT, -1, 0, "waiting for the next scheduling pass");
+		return;
+	}
+	if (st->blocked_all >= 0) {
+		add_wait(st, ji, SCHED_WAIT_RESOURCES, st->blocked_all, 0, NULL);
+		return;
+	}
+	/* the queue's quota and borrow limit */
+	const struct sched_queue *q = &s->queues[j->queue];
+	int64_t need = job_milli(j);
+	if (q->quota_milli >= 0 && need > 0) {
+		int64_t limit = q->borrow_milli < 0 ? FOREVER : q->quota_milli + q->borrow_milli;
+		if (st->qs[j->queue].use + need > limit) {
+			strbuf_reset(sb);
+			strbuf_addf(sb,
+				    "queue \"%s\" is at its limit: %.3g accelerators in use of %.3g "
+				    "(quota %.3g + borrowable %.3g); this job needs %.3g",
+				    q->name, st->qs[j->queue].use / 1000.0, limit / 1000.0,
+				    q->quota_milli / 1000.0, q->borrow_milli / 1000.0, need / 1000.0);
+			add_wait(st, ji, SCHED_WAIT_QUOTA, -1, 0, sb->buf);
+			return;
+		}
+	}
+	bool within_quota = q->quota_milli >= 0 && st->qs[j->queue].use + need <= q->quota_milli;
+	struct req rq;
+	req_init(p, j, &rq);
+	struct place_fail why = {0, 0};
+	/* waiting for victims preempted for it earlier */
+	bool has_victims = false;
+	for (int i = 0; i < s->nrunning; i++)
+		if (s->running[i].held_for == j->id) {
+			if (!has_victims)
+				view_copy(p, &p->scratch, &p->free);
+			has_victims = true;
+			view_apply(p, &p->scratch, s->running[i].nodes, s->running[i].nnodes, +1);
+		}
+	if (has_victims) {
+		st->d->placements_tried++;
+		if (place(p, &rq, &p->free, &st->pl, &why)) {
+			start(st, ji, &st->pl);
+			goto done;
+		}
+		st->d->placements_tried++;
+		if (place(p, &rq, &p->scratch, &st->pl, &why)) {
+			add_resv(st, ji, 0, &st->pl);
+			strbuf_reset(sb);
+			strbuf_addstr(sb, "waiting for jobs preempted for it to exit:");
+			int shown = 0;
+			for (int i = 0; i < s->nrunning && shown < 8; i++)
+				if (s->running[i].held_for == j->id)
+					strbuf_addf(sb, "%s %lld", shown++ ? "," : "",
+						    (long long)s->running[i].id);
+			add_wait(st, ji, SCHED_WAIT_PREEMPTING, -1, 0, sb->buf);
+			goto done;
+		}
+	}
+	struct shape *sh = shape_of(st, j);
+	if (sh->state != SHAPE_FAILS) {
+		if (!cap_maybe_fits(p, &rq)) {
+			sh->could = 0;
+		} else {
+			int nsaved, first;
+			struct saved *sv = block(st, j, &nsaved, &first);
+			st->d->placements_tried++;
+			bool ok = place(p, &rq, &p->free, &st->pl, &why);
+			unblock(st, sv, nsaved);
+			if (ok) {
+				start(st, ji, &st->pl);
+				goto done;
+			}
+			if (first >= 0) {
+				/* is it only the reservations in the way? */
+				st->d->placements_tried++;
+				if (place(p, &rq, &p->free, &st->pl, &why)) {
+					const struct resv *r = &st->resv[first];
+					strbuf_reset(sb);
+					strbuf_addf(sb, "would delay job %lld, which holds a reservation",
+						    (long long)st->jobs[r->job]->id);
+					if (r->until > 0 && r->until != FOREVER) {
+						strbuf_addstr(sb, " starting in about ");
+						fmt_wait_time(r->until - p->now, sb);
+						strbuf_addstr(sb, "; a time limit (--time) under that "
+								  "would let it start now");
+					}
+					add_wait(st, ji, SCHED_WAIT_RESERVED, -1, 0, sb->buf);
+					goto done;
+				}
+			}
+			sh->could = why.could;
+			sh->switches = why.switches;
+		}
+		sh->state = SHAPE_FAILS;
+	} else {
+		st->d->shape_cache_hits++;
+	}
+	/* it does not fit in what is free: preempt, if it may */
+	bool may = !(pol && pol->no_preemption) &&
+		   (s->classes[j->cls].may_preempt || within_quota);
+	/* a failed search by class is remembered per shape; reclaim depends on
+	 * the queues' use, which changes, so it is always tried */
+	uint32_t bit = j->cls < 32 ? 1u << j->cls : 0;
+	bool known_futile = !within_quota && (sh->preempt_failed & bit);
+	if (may && !known_futile) {
+		if (try_preempt(st, ji, &rq, within_quota)) {
+			strbuf_reset(sb);
+			strbuf_addstr(sb, "preempting lower-priority work to start");
+			add_wait(st, ji, SCHED_WAIT_PREEMPTING, -1, 0, sb->buf);
+			goto done;
+		}
+		if (!within_quota)
+			sh->preempt_failed |= bit;
+	}
+	wait_resources(st, ji, sh, &rq);
+	if (pol && pol->no_backfill)
+		st->blocked_all = ji;
+done:
+	req_release(&rq);
+}
+
+/* ---- the pass ------------------------------------------------------------------------- */
+
+static bool snapshot_valid(const struct sched_snapshot *s)
+{
+	if (s->nnodes < 0 || s->njobs < 0 || s->nrunning < 0 || (s->nnodes && !s->nodes) ||
+	    (s->njobs && !s->jobs) || (s->nrunning && !s->running) || s->nclasses < 1 ||
+	    !s->classes || s->nqueues < 1 || !s->queues)
 		return false;
-	for (int n = 0; n < snap->nnodes; n++) {
-		const struct sched_node *node = &snap->nodes[n];
+	for (int n = 0; n < s->nnodes; n++) {
+		const struct sched_node *node = &s->nodes[n];
 		if (!node->name || node->ndev < 0 || node->ndev > MODEL_MAX_ACCELS ||
 		    (node->ndev && !node->devs))
 			return false;
@@ -342,67 +762,138 @@ static bool snapshot_valid(const struct sched_snapshot *snap)
 			    node->devs[d].free_milli > MODEL_MILLI)
 				return false;
 	}
-	for (int i = 0; i < snap->njobs; i++) {
-		const struct sched_job *j = snap->jobs[i];
-		if (!j || j->nodes < 1 || j->tasks_per_node < 1 || j->gpu_milli < 0 ||
-		    j->cpus_per_task < 0 || j->mem_mib < 0 ||
+	for (int i = 0; i < s->njobs; i++) {
+		const struct sched_job *j = s->jobs[i];
+		if (!j || j->nodes < 1 || j->nodes > MODEL_MAX_NODES || j->tasks_per_node < 1 ||
+		    j->gpu_milli < 0 || j->cpus_per_task < 0 || j->mem_mib < 0 ||
 		    (j->gpu_milli > MODEL_MILLI && j->gpu_milli % MODEL_MILLI) ||
-		    whole_devs(j) > MODEL_MAX_ACCELS || (j->ngpu_types && !j->gpu_types))
+		    (int64_t)j->tasks_per_node * (j->gpu_milli / MODEL_MILLI) > MODEL_MAX_ACCELS ||
+		    (j->ngpu_types && !j->gpu_types) || j->cls < 0 || j->cls >= s->nclasses ||
+		    j->queue < 0 || j->queue >= s->nqueues)
 			return false;
 	}
+	for (int i = 0; i < s->nrunning; i++) {
+		const struct sched_running *r = &s->running[i];
+		if (r->cls < 0 || r->cls >= s->nclasses || r->queue < 0 || r->queue >= s->nqueues ||
+		    r->nnodes < 0 || (r->nnodes && !r->nodes))
+			return false;
+		for (int k = 0; k < r->nnodes; k++) {
+			const struct sched_assign *a = &r->nodes[k];
+			if (a->node < 0 || a->node >= s->nnodes || a->ndev < 0 ||
+			    a->ndev > s->nodes[a->node].ndev)
+				return false;
+			for (int d = 0; d < a->ndev; d++)
+				if (a->devs[d] < 0 || a->devs[d] >= s->nodes[a->node].ndev)
+					return false;
+		}
+	}
 	return true;
+}
+
+static int cmp_order(const void *a, const void *b, void *arg)
+{
+	const struct st *st = arg;
+	const struct sched_job *x = st->jobs[*(const int *)a], *y = st->jobs[*(const int *)b];
+	int px = prio(st, x->cls), py = prio(st, y->cls);
+	if (px != py)
+		return px > py ? -1 : 1;
+	if (x->submit_ms != y->submit_ms)
+		return x->submit_ms < y->submit_ms ? -1 : 1;
+	return x->id < y->id ? -1 : x->id > y->id;
 }
 
 int sched_pass(const struct sched_snapshot *snap, int64_t now_ms, const struct sched_policy *policy,
 	       struct sched_decisions *ret)
 {
-	(void)now_ms; /* v0 needs no clock; backfill will */
 	memset(ret, 0, sizeof(*ret));
-	ret->blocker = -1;
-	ret->unexamined = snap->njobs;
 	if (!snapshot_valid(snap))
 		return -EINVAL;
-	struct pass p;
-	pass_init(&p, snap);
-	struct strbuf sb;
-	strbuf_init(&sb);
-	for (int i = 0; i < snap->njobs; i++) {
-		const struct sched_job *j = snap->jobs[i];
-		if (policy && policy->max_starts && ret->nstarts >= policy->max_starts) {
-			add_wait(ret, i, SCHED_WAIT_PASS_LIMIT,
-				 "waiting for the next scheduling pass");
-			ret->unexamined = i + 1;
-			break;
-		}
-		const char *model = NULL;
-		int could = find_placement(&p, j, false, &model);
-		if (could >= j->nodes) {
-			apply(&p, j, model, ret, i);
-			continue;
-		}
-		strbuf_reset(&sb);
-		int ever = find_placement(&p, j, true, &model);
-		if (ever < j->nodes) {
-			strbuf_addf(&sb, "can never start: needs %d node%s with ", j->nodes,
-				    j->nodes == 1 ? "" : "s");
-			describe_need(j, &sb);
-			strbuf_addf(&sb, " each; %d schedulable node%s could ever hold that", ever,
-				    ever == 1 ? "" : "s");
-			add_wait(ret, i, SCHED_WAIT_NEVER_FITS, sb.buf);
-			continue;
-		}
-		strbuf_addf(&sb, "waiting for resources: needs %d node%s with ", j->nodes,
-			    j->nodes == 1 ? "" : "s");
-		describe_need(j, &sb);
-		strbuf_addf(&sb, " free; %d ha%s that now", could, could == 1 ? "s" : "ve");
-		add_wait(ret, i, SCHED_WAIT_RESOURCES, sb.buf);
-		/* first come, first served: nothing overtakes the first job that waits */
-		ret->blocker = i;
-		ret->unexamined = i + 1;
-		break;
+	struct st st;
+	memset(&st, 0, sizeof(st));
+	st.d = ret;
+	st.jobs = snap->jobs;
+	st.blocked_all = -1;
+	st.p.snap = snap;
+	st.p.policy = policy;
+	st.p.now = now_ms;
+	place_init(&st.p);
+	strbuf_init(&st.sb);
+	int nj = snap->njobs;
+	st.order = xcalloc((size_t)nj + 1, sizeof(int));
+	st.next = xcalloc((size_t)nj + 1, sizeof(int));
+	st.qs = xcalloc((size_t)snap->nqueues, sizeof(*st.qs));
+	st.heap = xcalloc((size_t)snap->nqueues, sizeof(int));
+	st.class_has_resv = xcalloc((size_t)snap->nclasses, sizeof(bool));
+	st.victim = xcalloc((size_t)snap->nrunning + 1, sizeof(bool));
+	st.run_order = xcalloc((size_t)snap->nrunning + 1, sizeof(int));
+	st.shape_cap = SHAPE_CACHE_MIN;
+	while (st.shape_cap < (size_t)nj * 2)
+		st.shape_cap *= 2;
+	st.shapes = xcalloc(st.shape_cap, sizeof(*st.shapes));
+	for (int i = 0; i < nj; i++)
+		st.max_nodes = MAX(st.max_nodes, snap->jobs[i]->nodes);
+	st.pl.nodes = xcalloc((size_t)st.max_nodes + 1, sizeof(*st.pl.nodes));
+	for (int q = 0; q < snap->nqueues; q++)
+		st.qs[q].recent = snap->queues[q].recent_milli;
+	for (int i = 0; i < snap->nrunning; i++)
+		st.qs[snap->running[i].queue].use += running_milli(&snap->running[i]);
+	/* class order, then submission: usually given so; sorted if not */
+	bool sorted = true;
+	for (int i = 0; i < nj; i++) {
+		st.order[i] = i;
+		if (i && cmp_order(&st.order[i - 1], &(int){i}, &st) > 0)
+			sorted = false;
 	}
-	strbuf_release(&sb);
-	pass_release(&p);
+	if (!sorted)
+		qsort_r(st.order, (size_t)nj, sizeof(int), cmp_order, &st);
+	for (int seg = 0; seg < nj;) {
+		int level = prio(&st, snap->jobs[st.order[seg]]->cls);
+		int end = seg;
+		while (end < nj && prio(&st, snap->jobs[st.order[end]]->cls) == level)
+			end++;
+		/* the segment's jobs, queue by queue, oldest first */
+		for (int q = 0; q < snap->nqueues; q++)
+			st.qs[q].head = st.qs[q].tail = -1;
+		for (int k = seg; k < end; k++) {
+			int ji = st.order[k];
+			struct qstate *qs = &st.qs[snap->jobs[ji]->queue];
+			st.next[ji] = -1;
+			if (qs->tail >= 0)
+				st.next[qs->tail] = ji;
+			else
+				qs->head = ji;
+			qs->tail = ji;
+		}
+		st.nheap = 0;
+		for (int q = 0; q < snap->nqueues; q++)
+			if (st.qs[q].head >= 0)
+				heap_push(&st, q);
+		while (st.nheap) {
+			int q = st.heap[0];
+			int ji = st.qs[q].head;
+			st.qs[q].head = st.next[ji];
+			process(&st, ji);
+			if (st.qs[q].head < 0)
+				heap_pop(&st);
+			else
+				heap_fix(&st, 0);
+		}
+		seg = end;
+	}
+	for (int i = 0; i < st.nresv; i++)
+		free(st.resv[i].a);
+	free(st.resv);
+	free(st.order);
+	free(st.next);
+	free(st.qs);
+	free(st.heap);
+	free(st.class_has_resv);
+	free(st.victim);
+	free(st.run_order);
+	free(st.shapes);
+	free(st.pl.nodes);
+	strbuf_release(&st.sb);
+	place_release(&st.p);
 	return 0;
 }
 
@@ -410,8 +901,10 @@ void sched_decisions_release(struct sched_decisions *d)
 {
 	for (int i = 0; i < d->nstarts; i++)
 		free(d->starts[i].nodes);
+	for (int i = 0; i < d->nwaits; i++)
+		free(d->waits[i].detail);
 	free(d->starts);
+	free(d->preempts);
 	free(d->waits);
 	memset(d, 0, sizeof(*d));
-	d->blocker = -1;
 }

@@ -3,18 +3,38 @@
  *
  *   sched_pass(snapshot, now, policy) -> decisions
  *
- * The server builds a snapshot of nodes (what is free) and pending jobs (in
- * queue order), calls sched_pass, and applies the decisions; the simulator
- * does the same with a virtual clock. sched reads no clock, does no I/O and
- * keeps no state between calls, so the same input always gives the same
- * decisions, whatever order the nodes are listed in.
+ * The server builds a snapshot (nodes and what is free on them, the running
+ * allocations, the pending jobs, the priority classes and the queues), calls
+ * sched_pass, and applies the decisions; the simulator does the same with a
+ * virtual clock. sched reads no clock, does no I/O and keeps nothing between
+ * calls: the same input gives the same decisions, whatever order the nodes
+ * are listed in (every tie is broken by a name).
  *
- * Version 0 policy: first come, first served. Jobs are taken in queue order;
- * each is placed all at once (every node of a gang, or none) on whole devices
- * by best fit (the nodes left with the fewest free devices, so that whole
- * nodes stay free for whole-node jobs); the first job that does not fit now
- * blocks the ones behind it. A job that could never fit on the schedulable
- * nodes, even empty, waits without blocking anyone, with a reason.
+ * The policy (DESIGN.md section 4):
+ *  - order: priority class first; within a class, fair share between queues
+ *    (a queue's running and recently used accelerators against its weight),
+ *    then submission time;
+ *  - gangs: a job starts on all its nodes at once or not at all;
+ *  - quotas: a queue may use its guaranteed accelerators and borrow idle ones
+ *    up to its borrow limit; a lender whose jobs wait reclaims what it lent
+ *    by preemption;
+ *  - preemption: a job of a class that may preempt takes the resources of
+ *    preemptible jobs of lower classes, choosing the cheapest victims (lowest
+ *    class, least work lost since their last checkpoint), and only when the
+ *    victims make room for its whole gang;
+ *  - backfill: the first job of each class that cannot start gets a
+ *    reservation computed from the running jobs' time limits; later jobs
+ *    start ahead of it only if they do not delay it;
+ *  - placement: fewest switches spanned, then best fit (fewest devices left,
+ *    so whole nodes stay whole), one accelerator model per gang unless mixed
+ *    types are allowed, devices in one NVLink domain; fractions of a device
+ *    go where they fragment the cluster least for the request sizes in the
+ *    queue (fragmentation gradient descent, ATC'23).
+ *
+ * Cost: a pass over 100,000 pending jobs stays cheap because a shape of
+ * request that failed to fit is not tried again in the same pass (what is
+ * free only shrinks during a pass) and a capacity index rejects most
+ * impossible requests in constant time.
  */
 #pragma once
 
@@ -23,15 +43,20 @@
 
 #include "model/model.h"
 
+/* ---- input ---------------------------------------------------------------------- */
+
 struct sched_dev {
 	const char *model; /* borrowed */
 	int free_milli;	   /* 0..MODEL_MILLI */
 	int nvlink_domain;
+	int64_t mem_mib;
+	double tflops;
 };
 
 struct sched_node {
-	const char *name; /* borrowed; unique; breaks every tie */
-	bool schedulable; /* up and not drained */
+	const char *name;     /* borrowed; unique */
+	const char *topology; /* "spine1/leaf07": switches above it, nearest last; may be NULL */
+	bool schedulable;     /* up and not drained */
 	int cpus_total;
 	int cpus_free;
 	int64_t mem_total_mib;
@@ -40,37 +65,102 @@ struct sched_node {
 	const struct sched_dev *devs; /* borrowed, ndev entries */
 };
 
+struct sched_class {
+	const char *name;
+	int priority;	  /* higher goes first */
+	bool may_preempt; /* its jobs may preempt lower classes */
+	bool preemptible; /* its jobs may be preempted */
+};
+
+struct sched_queue {
+	const char *name;
+	int64_t quota_milli;  /* guaranteed accelerators, milli units; -1: no quota, no limit */
+	int64_t borrow_milli; /* how far beyond its quota it may borrow; -1: no limit */
+	double weight;	      /* share against other queues, > 0 */
+	double recent_milli;  /* recent use: decayed milli-accelerator-seconds / half-life */
+};
+
 struct sched_job {
 	int64_t id;
+	int cls;   /* index into snapshot->classes */
+	int queue; /* index into snapshot->queues */
 	int nodes;
 	int tasks_per_node;
 	int gpu_milli; /* per task; < MODEL_MILLI is a fraction of one device */
 	int cpus_per_task;
 	int64_t mem_mib; /* per node */
 	int ngpu_types;
-	const char *const *gpu_types; /* borrowed; none means any model */
-	int64_t time_limit_s;
+	const char *const *gpu_types; /* acceptable models; none: any */
+	int64_t gpu_mem_mib;	      /* each device at least this much memory; 0: any */
+	double gpu_tflops;	      /* each device at least this fast; 0: any */
+	int max_switches;	      /* span at most this many switches; 0: no limit */
+	bool mixed_types;	      /* may mix accelerator models */
+	int64_t time_limit_s;	      /* 0: none */
 	int64_t submit_ms;
 };
 
-struct sched_snapshot {
-	const struct sched_node *nodes;
-	int nnodes;
-	const struct sched_job *const *jobs; /* pending, in queue order */
-	int njobs;
-};
-
-struct sched_policy {
-	int max_starts; /* jobs started per pass at most; 0: no limit */
-};
-
-/* One node's share of a placement. */
+/* One node's share of an allocation. */
 struct sched_assign {
 	int node; /* index into snapshot->nodes */
 	int ndev;
 	int devs[MODEL_MAX_ACCELS];
 	int milli; /* share of each device: MODEL_MILLI for whole devices */
+	int cpus;
+	int64_t mem_mib;
 };
+
+/* Something that holds resources now: a running job, or one being stopped. */
+struct sched_running {
+	int64_t id;
+	int cls;
+	int queue;
+	int64_t start_ms;
+	int64_t time_limit_s;	    /* 0: none */
+	int64_t last_checkpoint_ms; /* 0: none */
+	bool stopping;		    /* already told to stop: not a victim again */
+	int64_t held_for;	    /* preempted for this pending job (0: none) */
+	int nnodes;
+	const struct sched_assign *nodes; /* borrowed */
+};
+
+/* One kind of request in the mix that fractional placement guards against
+ * fragmenting for: `devices` whole devices, or one device's `milli` share
+ * (devices 0), and `cpus`, with probability p. */
+struct sched_mix_item {
+	int milli;
+	int devices;
+	int cpus;
+	double p;
+};
+
+struct sched_snapshot {
+	const struct sched_node *nodes;
+	int nnodes;
+	const struct sched_job *const *jobs; /* pending; best in class order, then submission */
+	int njobs;
+	const struct sched_running *running;
+	int nrunning;
+	const struct sched_class *classes;
+	int nclasses;
+	const struct sched_queue *queues;
+	int nqueues;
+	/* the request mix for fractional placement; NULL: taken from the pending jobs */
+	const struct sched_mix_item *mix;
+	int nmix;
+};
+
+struct sched_policy {
+	int max_starts;	   /* jobs started per pass at most; 0: no limit */
+	bool no_backfill;  /* strict order: nothing overtakes a waiting job of its class */
+	bool no_preemption;
+	enum sched_frac_policy {
+		SCHED_FRAC_FGD,	    /* least fragmentation for the queued size mix */
+		SCHED_FRAC_BESTFIT, /* the device with least room left */
+		SCHED_FRAC_PACK,    /* the most used node, then its most used device */
+	} frac;
+};
+
+/* ---- output --------------------------------------------------------------------- */
 
 struct sched_start {
 	int job; /* index into snapshot->jobs */
@@ -78,38 +168,59 @@ struct sched_start {
 	struct sched_assign *nodes; /* node rank order; owned by the decisions */
 };
 
+struct sched_preempt {
+	int64_t victim; /* a running id */
+	int job;	/* the pending job it makes room for */
+};
+
 enum sched_wait_reason {
-	SCHED_WAIT_RESOURCES,	/* would fit the cluster, but not now */
+	SCHED_WAIT_RESOURCES,	/* fits the cluster, not now */
 	SCHED_WAIT_NEVER_FITS,	/* more than the schedulable nodes could ever hold */
+	SCHED_WAIT_QUOTA,	/* its queue is at its quota plus borrow limit */
+	SCHED_WAIT_RESERVED,	/* would delay a job with a reservation */
+	SCHED_WAIT_PREEMPTING,	/* waits for jobs preempted for it to exit */
+	SCHED_WAIT_SWITCHES,	/* no placement within --switches */
 	SCHED_WAIT_PASS_LIMIT,	/* the pass stopped at policy->max_starts */
 	SCHED_WAIT_MAX
 };
 
 struct sched_wait {
-	int job; /* index into snapshot->jobs */
+	int job;
 	enum sched_wait_reason reason;
-	char detail[MODEL_REASON_MAX]; /* one line a user understands */
+	int same_as;   /* -1, or the index of a job whose detail says why */
+	int64_t until_ms; /* for a reservation: when it is expected to start; 0: unknown */
+	char *detail;  /* one line a user understands (NULL with same_as); owned */
 };
 
-/*
- * What a pass decided. Jobs from index `unexamined` on were not looked at:
- * they wait behind job `blocker` (an index, or -1 when the pass stopped for
- * its own limit).
- */
 struct sched_decisions {
 	struct sched_start *starts;
 	int nstarts;
-	struct sched_wait *waits;
+	struct sched_preempt *preempts;
+	int npreempts;
+	struct sched_wait *waits; /* every pending job that did not start */
 	int nwaits;
-	int unexamined;
-	int blocker;
-	size_t starts_alloc;
-	size_t waits_alloc;
+	size_t starts_alloc, preempts_alloc, waits_alloc;
+	/* what the pass cost, for metrics */
+	int placements_tried;
+	int shape_cache_hits;
 };
 
-/* Decides which jobs start where. Fills *ret, which the caller releases with
- * sched_decisions_release; returns 0, or -EINVAL for an inconsistent
- * snapshot. */
+/* Decides which jobs start where and what is preempted. Fills *ret, which
+ * the caller releases with sched_decisions_release; returns 0, or -EINVAL for
+ * an inconsistent snapshot (with *ret empty). */
 int sched_pass(const struct sched_snapshot *snap, int64_t now_ms, const struct sched_policy *policy,
 	       struct sched_decisions *ret);
 void sched_decisions_release(struct sched_decisions *d);
+
+/* Exponential decay of a usage figure over dt_s seconds with the given
+ * half-life: what fair share uses to forget old usage. */
+double sched_decay(double value, double dt_s, double half_life_s);
+/* The number of switches a set of nodes spans (union of their topology paths
+ * up to the lowest common switch); nodes without topology count as one
+ * switch. Exposed for tests and the simulator. */
+int sched_switches_spanned(const struct sched_node *nodes, const int *idx, int n);
+/* The fragmentation of one node (ATC'23): the expected free milli-devices
+ * that a request drawn from the mix could not use there, given each device's
+ * free share and the node's free CPUs. */
+double sched_node_fragmentation(int ndev, const int *free_milli, int cpus_free,
+				const struct sched_mix_item *mix, int nmix);

@@ -79,8 +79,92 @@ static void h_submit(struct request *r, const char *param, json_t *body)
 			return;
 		}
 	}
+	if (req.cls && sched_config_class(&s->sched, req.cls) < 0) {
+		struct strbuf names;
+		strbuf_init(&names);
+		for (int c = 0; c < s->sched.nclasses; c++)
+			strbuf_addf(&names, "%s%s", c ? ", " : "", s->sched.classes[c].name);
+		reply_error(r, 400, "class: no class \"%s\"; classes: %s", req.cls, names.buf);
+		strbuf_release(&names);
+		job_request_release(&req);
+		return;
+	}
+	const char *qname = req.queue ? req.queue : "default";
+	struct squeue *q = state_queue(s, qname);
+	if (!q) {
+		reply_error(r, 400, "queue: no queue \"%s\"; an admin creates it with `tenk queues "
+				    "set %s --gpus N`",
+			    qname, qname);
+		job_request_release(&req);
+		return;
+	}
+	if (r->role != ROLE_ADMIN && !queue_spec_allows(&q->spec, r->user)) {
+		reply_error(r, 403, "queue: user \"%s\" may not submit to queue \"%s\"", r->user,
+			    qname);
+		job_request_release(&req);
+		return;
+	}
 	struct sjob *j = state_submit(s, &req, r->user);
 	reply_json(r, 201, state_job_pack(s, j));
+}
+
+static void h_classes(struct request *r, const char *param, json_t *body)
+{
+	struct server *s = r->s;
+	json_t *arr = json_array();
+	for (int c = 0; c < s->sched.nclasses; c++) {
+		json_t *o = class_spec_pack(&s->classes[c].spec);
+		json_object_set_new(o, "default", json_boolean(c == s->sched.default_class));
+		json_object_set_new(o, "pending", json_integer(s->classes[c].npending));
+		json_array_append_new(arr, o);
+	}
+	reply_json(r, 200, json_pack("{s:o, s:I}", "classes", arr, "fair_share_half_life_s",
+				     (json_int_t)s->sched.half_life_s));
+}
+
+static void h_queues(struct request *r, const char *param, json_t *body)
+{
+	struct server *s = r->s;
+	state_queues_age(s);
+	json_t *arr = json_array();
+	for (int i = 0; i < s->nqueues; i++)
+		json_array_append_new(arr, state_queue_pack(s, s->queues[i]));
+	reply_json(r, 200, json_pack("{s:o}", "queues", arr));
+}
+
+static void h_queue_set(struct request *r, const char *param, json_t *body)
+{
+	struct server *s = r->s;
+	if (!model_name_valid(param)) {
+		reply_error(r, 400, "queue name \"%.64s\": use letters, digits, '.', '_', '-'",
+			    param);
+		return;
+	}
+	struct squeue *q = state_queue(s, param);
+	struct queue_spec *next = xmalloc(sizeof(*next));
+	if (q) {
+		*next = q->spec;
+	} else {
+		memset(next, 0, sizeof(*next));
+		snprintf(next->name, sizeof(next->name), "%s", param);
+		next->quota_milli = next->borrow_milli = -1;
+		next->weight = 1;
+		next->usage_at_ms = server_now_ms(s);
+	}
+	struct tk_error err;
+	if (queue_spec_update(next, body, &err) < 0) {
+		reply_error(r, 400, "%s", err.text);
+		free(next);
+		return;
+	}
+	if (!q)
+		q = state_queue_add(s, param);
+	q->spec = *next;
+	free(next);
+	server_queue_dirty(s, q);
+	server_want_pass(s);
+	log_info("queue %s set by %s", q->spec.name, r->user);
+	reply_json(r, 200, state_queue_pack(s, q));
 }
 
 /* Parses "PENDING,RUNNING" into a mask of states. */
@@ -471,6 +555,9 @@ void api_longpoll_expired(struct request *r)
 const struct route api_routes[] = {
 	{"GET", "/v1/health", ROLE_NONE, h_health, false},
 	{"GET", "/v1/catalogue", ROLE_USER, h_catalogue, false},
+	{"GET", "/v1/classes", ROLE_USER, h_classes, false},
+	{"GET", "/v1/queues", ROLE_USER, h_queues, false},
+	{"PUT", "/v1/queues/{}", ROLE_ADMIN, h_queue_set, true},
 	{"POST", "/v1/jobs", ROLE_USER, h_submit, true},
 	{"GET", "/v1/jobs", ROLE_USER, h_jobs_list, false},
 	{"GET", "/v1/jobs/{}", ROLE_USER, h_job_show, false},

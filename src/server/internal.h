@@ -75,13 +75,39 @@ struct request {
 struct sjob {
 	struct job job;
 	struct sched_job sj; /* the scheduler's view, kept in step with job.req */
-	struct sjob *pend_prev, *pend_next; /* in the pending queue, in order */
+	int cls;	     /* index into server->classes */
+	struct squeue *queue;
+	struct sjob *pend_prev, *pend_next; /* in its class's pending list, in order */
 	bool pending;
 	bool dirty;
 	struct sjob *dirty_next;
-	uint64_t reason_pass; /* the pass that wrote job.reason while pending */
+	uint64_t reason_pass;	 /* the pass that wrote job.reason while pending */
+	int64_t reason_from;	 /* that pass said: as job reason_from (0: its own) */
 	struct req_list waiters; /* `tenk wait` long-polls */
 	int node_losses;	 /* requeues spent on lost nodes */
+	int preemptions;	 /* times preempted */
+	int64_t held_for;	 /* its stopping attempt was preempted for this job */
+	int held_attempt;	 /* ... that attempt's number */
+	int64_t last_ckpt_ms;	 /* newest checkpoint its current attempt wrote */
+};
+
+/* A priority class, with the jobs of it that wait. */
+struct sclass {
+	struct class_spec spec;
+	struct sjob *pend_head, *pend_tail;
+	int npending;
+};
+
+/* A queue with what it uses now. */
+struct squeue {
+	struct queue_spec spec;
+	int index; /* in server->queues; queues are never removed */
+	int64_t use_milli; /* accelerators held by its running attempts */
+	int npending;
+	int nrunning;
+	bool dirty;
+	struct squeue *dirty_next;
+	int64_t written_ms; /* when its usage was last stored */
 };
 
 enum node_live { NODE_UNKNOWN, NODE_UP, NODE_DOWN, NODE_LIVE_MAX };
@@ -96,6 +122,7 @@ struct part {
 
 struct snode {
 	struct node_record rec;
+	int index; /* in server->nodes */
 	enum node_live live;
 	int64_t last_seen_ms; /* monotonic */
 	bool dirty;
@@ -133,8 +160,16 @@ struct server {
 	struct sjob **jobs;
 	size_t njobs;
 	size_t jobs_alloc;
-	struct sjob *pend_head, *pend_tail;
 	int npending;
+
+	/* scheduling configuration */
+	struct sched_config sched;
+	struct sclass classes[MODEL_MAX_CLASSES];
+	struct squeue **queues;
+	int nqueues;
+	size_t queues_alloc;
+	struct tk_map queue_by_name;
+	struct squeue *dirty_queues;
 
 	/* nodes */
 	struct snode **nodes;
@@ -165,8 +200,10 @@ struct server {
 	/* scheduling */
 	bool sched_needed;
 	uint64_t pass_no;
-	int64_t blocker_id; /* the job the last pass stopped at, or 0 */
 	int64_t last_pass_us;
+	struct {
+		uint64_t passes, placements;
+	} stats;
 
 	/* http */
 	struct MHD_Daemon *mhd;
@@ -188,6 +225,7 @@ struct server {
 /* Marks a job or node changed: it will be written in the next batch. */
 void server_job_dirty(struct server *s, struct sjob *j);
 void server_node_dirty(struct server *s, struct snode *n);
+void server_queue_dirty(struct server *s, struct squeue *q);
 /* Asks for a scheduling pass at the end of this loop iteration. */
 void server_want_pass(struct server *s);
 int64_t server_now_ms(const struct server *s);
@@ -237,8 +275,15 @@ void api_longpoll_expired(struct request *r);
 
 struct sjob *state_job(struct server *s, int64_t id);
 struct snode *state_node(struct server *s, const char *name);
-/* Takes ownership of req; returns the new job. */
+/* Takes ownership of req (its class and queue already checked); returns the
+ * new job. */
 struct sjob *state_submit(struct server *s, struct job_request *req, const char *owner);
+struct squeue *state_queue(struct server *s, const char *name);
+/* Creates a queue with no quota, weight 1. */
+struct squeue *state_queue_add(struct server *s, const char *name);
+json_t *state_queue_pack(struct server *s, const struct squeue *q);
+/* Brings every queue's decayed usage up to now. */
+void state_queues_age(struct server *s);
 int state_cancel(struct server *s, struct sjob *j, struct tk_error *err);
 /* Registers (or re-registers) a node from its agent's report. */
 struct snode *state_register(struct server *s, const struct node_inventory *inv,

@@ -55,6 +55,16 @@ void server_node_dirty(struct server *s, struct snode *n)
 	s->dirty_nodes = n;
 }
 
+void server_queue_dirty(struct server *s, struct squeue *q)
+{
+	s->seq_applied++;
+	if (q->dirty)
+		return;
+	q->dirty = true;
+	q->dirty_next = s->dirty_queues;
+	s->dirty_queues = q;
+}
+
 void server_want_pass(struct server *s)
 {
 	s->sched_needed = true;
@@ -172,13 +182,22 @@ static struct store_batch *take_dirty(struct server *s)
 		json_decref(doc);
 	}
 	s->dirty_nodes = NULL;
+	for (struct squeue *q = s->dirty_queues, *next; q; q = next) {
+		next = q->dirty_next;
+		q->dirty = false;
+		q->dirty_next = NULL;
+		json_t *doc = queue_spec_pack(&q->spec);
+		store_batch_put_queue(b, q->spec.name, json_dumps(doc, JSON_COMPACT));
+		json_decref(doc);
+	}
+	s->dirty_queues = NULL;
 	return b;
 }
 
 /* Hands what changed to the writer. */
 static void flush_start(struct server *s)
 {
-	if (!s->dirty_jobs && !s->dirty_nodes)
+	if (!s->dirty_jobs && !s->dirty_nodes && !s->dirty_queues)
 		return;
 	struct pending *p = xcalloc(1, sizeof(*p));
 	p->batch = take_dirty(s);
@@ -207,7 +226,7 @@ static void flush_start(struct server *s)
 /* Writes what is dirty on the calling thread: only when no writer runs. */
 static void flush_sync(struct server *s)
 {
-	if (!s->dirty_jobs && !s->dirty_nodes)
+	if (!s->dirty_jobs && !s->dirty_nodes && !s->dirty_queues)
 		return;
 	struct store_batch *b = take_dirty(s);
 	int r = store_apply(s->store, b, &s->wq.err);
@@ -235,6 +254,7 @@ static void check_cb(uv_check_t *h)
 static void cron_cb(uv_timer_t *t)
 {
 	struct server *s = t->data;
+	state_queues_age(s);
 	int64_t mono = tk_mono_ms();
 	for (int i = 0; i < s->nnodes; i++) {
 		struct snode *n = s->nodes[i];
@@ -320,6 +340,26 @@ static int load_catalogue(struct server *s, struct tk_error *err)
 	return 0;
 }
 
+static int load_config(struct server *s, struct tk_error *err)
+{
+	sched_config_default(&s->sched);
+	_cleanup_free_ char *fallback = xasprintf("%s/config.json", s->data_dir);
+	const char *path = s->cfg.config_path ? s->cfg.config_path : fallback;
+	char *text = NULL;
+	int r = tk_read_file(path, 1024 * 1024, &text, NULL);
+	if (r == -ENOENT && !s->cfg.config_path)
+		return 0;
+	if (r < 0)
+		return tk_errorf(err, r, "cannot read configuration %s: %s", path, strerror(-r));
+	struct tk_error e;
+	r = sched_config_load_json(&s->sched, text, &e);
+	free(text);
+	if (r < 0)
+		return tk_errorf(err, r, "configuration %s: %s", path, e.text);
+	log_info("scheduling configuration loaded from %s", path);
+	return 0;
+}
+
 int server_create(uv_loop_t *loop, const struct server_config *cfg, struct server **ret,
 		  struct tk_error *err)
 {
@@ -334,6 +374,7 @@ int server_create(uv_loop_t *loop, const struct server_config *cfg, struct serve
 	s->wq.async.data = s;
 	s->open_handles++;
 	tk_map_init(&s->node_by_name);
+	tk_map_init(&s->queue_by_name);
 	int r;
 	if ((r = tk_mkdir_p(s->data_dir, 0700)) < 0) {
 		r = tk_errorf(err, r, "cannot create data folder %s: %s", s->data_dir,
@@ -343,8 +384,10 @@ int server_create(uv_loop_t *loop, const struct server_config *cfg, struct serve
 	if ((r = lock_data_dir(s, err)) < 0 ||
 	    (r = load_token(s, "admin", s->admin_token, sizeof(s->admin_token), err)) < 0 ||
 	    (r = load_token(s, "agent", s->agent_token, sizeof(s->agent_token), err)) < 0 ||
-	    (r = load_catalogue(s, err)) < 0)
+	    (r = load_catalogue(s, err)) < 0 || (r = load_config(s, err)) < 0)
 		goto fail;
+	for (int c = 0; c < s->sched.nclasses; c++)
+		s->classes[c].spec = s->sched.classes[c];
 	if ((r = tk_random_hex(s->epoch, 16)) < 0) {
 		r = tk_errorf(err, r, "cannot read random bytes");
 		goto fail;
@@ -436,12 +479,13 @@ void server_destroy(struct server *s)
 {
 	if (!s)
 		return;
-	if (s->store && (s->dirty_jobs || s->dirty_nodes))
+	if (s->store && (s->dirty_jobs || s->dirty_nodes || s->dirty_queues))
 		flush_sync(s);
 	state_release(s);
 	store_destroy(s->store);
 	catalogue_release(&s->cat);
 	tk_map_release(&s->node_by_name);
+	tk_map_release(&s->queue_by_name);
 	uv_mutex_destroy(&s->wq.mu);
 	if (s->lock_fd >= 0)
 		close(s->lock_fd);

@@ -16,6 +16,7 @@
 #include "internal.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -66,39 +67,111 @@ struct snode *state_node(struct server *s, const char *name)
 
 static void pending_insert(struct server *s, struct sjob *j)
 {
+	struct sclass *c = &s->classes[j->cls];
 	/* requeued jobs keep their place: walk back from the tail to their id */
-	struct sjob *after = s->pend_tail;
+	struct sjob *after = c->pend_tail;
 	while (after && after->job.id > j->job.id)
 		after = after->pend_prev;
 	j->pend_prev = after;
-	j->pend_next = after ? after->pend_next : s->pend_head;
+	j->pend_next = after ? after->pend_next : c->pend_head;
 	if (j->pend_next)
 		j->pend_next->pend_prev = j;
 	else
-		s->pend_tail = j;
+		c->pend_tail = j;
 	if (after)
 		after->pend_next = j;
 	else
-		s->pend_head = j;
+		c->pend_head = j;
 	j->pending = true;
+	c->npending++;
 	s->npending++;
+	j->queue->npending++;
 }
 
 static void pending_remove(struct server *s, struct sjob *j)
 {
 	if (!j->pending)
 		return;
+	struct sclass *c = &s->classes[j->cls];
 	if (j->pend_prev)
 		j->pend_prev->pend_next = j->pend_next;
 	else
-		s->pend_head = j->pend_next;
+		c->pend_head = j->pend_next;
 	if (j->pend_next)
 		j->pend_next->pend_prev = j->pend_prev;
 	else
-		s->pend_tail = j->pend_prev;
+		c->pend_tail = j->pend_prev;
 	j->pend_prev = j->pend_next = NULL;
 	j->pending = false;
+	c->npending--;
 	s->npending--;
+	j->queue->npending--;
+}
+
+/* ---- queues --------------------------------------------------------------------------- */
+
+struct squeue *state_queue(struct server *s, const char *name)
+{
+	return tk_map_get(&s->queue_by_name, name);
+}
+
+static struct squeue *queue_insert(struct server *s, const struct queue_spec *spec)
+{
+	struct squeue *q = xcalloc(1, sizeof(*q));
+	q->spec = *spec;
+	q->index = s->nqueues;
+	xgrow(&s->queues, &s->queues_alloc, (size_t)s->nqueues + 1, sizeof(*s->queues));
+	s->queues[s->nqueues++] = q;
+	tk_map_put(&s->queue_by_name, q->spec.name, q);
+	return q;
+}
+
+struct squeue *state_queue_add(struct server *s, const char *name)
+{
+	struct queue_spec spec;
+	memset(&spec, 0, sizeof(spec));
+	snprintf(spec.name, sizeof(spec.name), "%s", name);
+	spec.quota_milli = spec.borrow_milli = -1;
+	spec.weight = 1;
+	spec.usage_at_ms = server_now_ms(s);
+	struct squeue *q = queue_insert(s, &spec);
+	server_queue_dirty(s, q);
+	return q;
+}
+
+#define QUEUE_WRITE_EVERY_MS 60000
+
+void state_queues_age(struct server *s)
+{
+	int64_t now = server_now_ms(s);
+	double hl = (double)s->sched.half_life_s;
+	for (int i = 0; i < s->nqueues; i++) {
+		struct squeue *q = s->queues[i];
+		double dt = (double)(now - q->spec.usage_at_ms) / 1000.0;
+		if (dt <= 0)
+			continue;
+		q->spec.usage = sched_decay(q->spec.usage, dt, hl) + (double)q->use_milli * dt;
+		q->spec.usage_at_ms = now;
+		if (now - q->written_ms >= QUEUE_WRITE_EVERY_MS) {
+			q->written_ms = now;
+			server_queue_dirty(s, q);
+		}
+	}
+}
+
+json_t *state_queue_pack(struct server *s, const struct squeue *q)
+{
+	json_t *o = queue_spec_pack(&q->spec);
+	json_object_del(o, "usage");
+	json_object_del(o, "usage_at_ms");
+	double recent = q->spec.usage * M_LN2 / (double)s->sched.half_life_s;
+	int64_t borrowed = q->spec.quota_milli >= 0 ? MAX(0, q->use_milli - q->spec.quota_milli) : 0;
+	json_object_set_new(o, "in_use", json_real(q->use_milli / (double)MODEL_MILLI));
+	json_object_set_new(o, "borrowed", json_real(borrowed / (double)MODEL_MILLI));
+	json_object_set_new(o, "recent", json_real(recent / MODEL_MILLI));
+	json_object_set_new(o, "pending", json_integer(q->npending));
+	json_object_set_new(o, "running", json_integer(q->nrunning));
+	return o;
 }
 
 /* ---- nodes: resources and work -------------------------------------------------- */
@@ -118,6 +191,8 @@ static void node_sync_devs(struct snode *n)
 	for (int d = 0; d < n->rec.inv.naccel; d++) {
 		n->sdev[d].model = n->rec.inv.accel[d].model;
 		n->sdev[d].nvlink_domain = n->rec.inv.accel[d].nvlink_domain;
+		n->sdev[d].mem_mib = n->rec.inv.accel[d].mem_mib;
+		n->sdev[d].tflops = n->rec.inv.accel[d].tflops;
 		n->sdev[d].free_milli = MAX(0, MODEL_MILLI - n->dev_used[d]);
 	}
 }
@@ -159,15 +234,18 @@ static void part_add(struct server *s, struct snode *n, struct sjob *j, const st
 	for (int d = 0; d < an->ndev; d++)
 		if (an->devs[d] < MODEL_MAX_ACCELS)
 			n->dev_used[an->devs[d]] += an->milli;
-	if (node_index == 0)
+	j->queue->use_milli += (int64_t)an->ndev * an->milli;
+	if (node_index == 0) {
 		port_mark(n, a->master_port);
+		j->queue->nrunning++;
+	}
 	node_sync_devs(n);
 	node_bump(s, n);
 	n->parts[n->nparts - 1].gen_added = n->work_gen;
 }
 
 /* Gives back what part_add took. */
-static void part_remove(struct server *s, struct snode *n, const struct sjob *j, int attempt)
+static void part_remove(struct server *s, struct snode *n, struct sjob *j, int attempt)
 {
 	for (int i = 0; i < n->nparts; i++) {
 		struct part *p = &n->parts[i];
@@ -180,8 +258,11 @@ static void part_remove(struct server *s, struct snode *n, const struct sjob *j,
 		for (int d = 0; d < an->ndev; d++)
 			if (an->devs[d] < MODEL_MAX_ACCELS)
 				n->dev_used[an->devs[d]] -= an->milli;
-		if (p->node_index == 0)
+		j->queue->use_milli -= (int64_t)an->ndev * an->milli;
+		if (p->node_index == 0) {
 			port_free(n, a->master_port);
+			j->queue->nrunning--;
+		}
 		n->parts[i] = n->parts[--n->nparts];
 		node_sync_devs(n);
 		node_bump(s, n);
@@ -202,10 +283,37 @@ static void attempt_bump_nodes(struct server *s, const struct attempt *a)
 
 /* ---- jobs ----------------------------------------------------------------------- */
 
+/* Finds the class and queue a job names; a name the configuration no longer
+ * has falls back to the default (and says so in the log). */
+static void sjob_resolve(struct server *s, struct sjob *j)
+{
+	struct job_request *r = &j->job.req;
+	int c = r->cls ? sched_config_class(&s->sched, r->cls) : -1;
+	if (c < 0) {
+		c = s->sched.default_class;
+		if (r->cls)
+			log_warn("job %lld: class \"%s\" is no longer configured; using \"%s\"",
+				 (long long)j->job.id, r->cls, s->sched.classes[c].name);
+		free(r->cls);
+		r->cls = xstrdup(s->sched.classes[c].name);
+	}
+	j->cls = c;
+	if (!r->queue)
+		r->queue = xstrdup("default");
+	j->queue = state_queue(s, r->queue);
+	if (!j->queue)
+		j->queue = state_queue_add(s, r->queue);
+}
+
 static void sjob_sync(struct sjob *j)
 {
 	const struct job_request *r = &j->job.req;
 	j->sj.id = j->job.id;
+	j->sj.cls = j->cls;
+	j->sj.gpu_mem_mib = r->gpu_mem_mib;
+	j->sj.gpu_tflops = r->gpu_tflops;
+	j->sj.max_switches = r->switches;
+	j->sj.mixed_types = r->mixed_types;
 	j->sj.nodes = r->nodes;
 	j->sj.tasks_per_node = r->tasks_per_node;
 	j->sj.gpu_milli = r->gpu_milli;
@@ -221,6 +329,7 @@ static struct sjob *sjob_add(struct server *s, struct job *job)
 {
 	struct sjob *j = xcalloc(1, sizeof(*j));
 	j->job = *job;
+	sjob_resolve(s, j);
 	sjob_sync(j);
 	if ((size_t)job->id > s->jobs_alloc)
 		xgrow(&s->jobs, &s->jobs_alloc, (size_t)job->id, sizeof(*s->jobs));
@@ -571,14 +680,36 @@ static void apply_start(struct server *s, struct sjob *j, const struct sched_sta
 		  a->nodes[0].name, a->nnodes > 1 ? " and others" : "");
 }
 
+/* Sends a running job back to the queue so that `for` can start: its tasks get
+ * SIGTERM and their grace period, and its devices go to `for` when they exit. */
+static void apply_preempt(struct server *s, struct sjob *victim, struct sjob *for_job)
+{
+	if (victim->job.state != JOB_STARTING && victim->job.state != JOB_RUNNING)
+		return;
+	struct attempt *a = job_current_attempt(&victim->job);
+	victim->held_for = for_job->job.id;
+	victim->held_attempt = a->number;
+	victim->preemptions++;
+	char reason[MODEL_REASON_MAX];
+	snprintf(reason, sizeof(reason), "preempted by job %lld (class %s)",
+		 (long long)for_job->job.id, s->classes[for_job->cls].spec.name);
+	snprintf(a->reason, sizeof(a->reason), "%s", reason);
+	log_info("job %lld %s", (long long)victim->job.id, reason);
+	job_requeue(s, victim, reason);
+}
+
 void state_schedule(struct server *s)
 {
-	int64_t t0 = tk_mono_ms();
+	int64_t t0 = tk_mono_us();
+	uint64_t mark = ++s->pass_no;
+	/* nodes, in server order: node i is s->nodes[i] */
 	struct sched_node *snodes = xcalloc((size_t)s->nnodes + 1, sizeof(*snodes));
 	for (int i = 0; i < s->nnodes; i++) {
 		struct snode *n = s->nodes[i];
 		struct sched_node *sn = &snodes[i];
+		n->index = i;
 		sn->name = n->rec.inv.name;
+		sn->topology = n->rec.inv.topology;
 		sn->schedulable = n->live == NODE_UP && !n->rec.drained;
 		sn->cpus_total = n->rec.inv.cpus;
 		sn->cpus_free = n->rec.inv.cpus - n->cpus_used;
@@ -587,35 +718,142 @@ void state_schedule(struct server *s)
 		sn->ndev = n->rec.inv.naccel;
 		sn->devs = n->sdev;
 	}
+	/* classes and queues */
+	struct sched_class classes[MODEL_MAX_CLASSES];
+	for (int c = 0; c < s->sched.nclasses; c++) {
+		const struct class_spec *cs = &s->classes[c].spec;
+		classes[c] = (struct sched_class){cs->name, cs->priority, cs->may_preempt,
+						  cs->preemptible};
+	}
+	struct sched_queue *queues = xcalloc((size_t)s->nqueues + 1, sizeof(*queues));
+	for (int q = 0; q < s->nqueues; q++) {
+		const struct queue_spec *qs = &s->queues[q]->spec;
+		queues[q] = (struct sched_queue){qs->name, qs->quota_milli, qs->borrow_milli,
+						 qs->weight,
+						 qs->usage * M_LN2 / (double)s->sched.half_life_s};
+	}
+	/* pending jobs: classes by priority, each in submission order */
 	const struct sched_job **sjobs = xcalloc((size_t)s->npending + 1, sizeof(*sjobs));
 	struct sjob **byindex = xcalloc((size_t)s->npending + 1, sizeof(*byindex));
+	int order[MODEL_MAX_CLASSES];
+	for (int c = 0; c < s->sched.nclasses; c++)
+		order[c] = c;
+	for (int a = 1; a < s->sched.nclasses; a++)
+		for (int b = a; b > 0 && s->classes[order[b]].spec.priority >
+					  s->classes[order[b - 1]].spec.priority;
+		     b--) {
+			int t = order[b];
+			order[b] = order[b - 1];
+			order[b - 1] = t;
+		}
 	int nj = 0;
-	for (struct sjob *j = s->pend_head; j; j = j->pend_next) {
-		sjobs[nj] = &j->sj;
-		byindex[nj++] = j;
+	for (int k = 0; k < s->sched.nclasses; k++)
+		for (struct sjob *j = s->classes[order[k]].pend_head; j; j = j->pend_next) {
+			j->sj.queue = j->queue->index;
+			sjobs[nj] = &j->sj;
+			byindex[nj++] = j;
+		}
+	/* what holds resources: every part of every attempt not yet ended */
+	size_t nparts = 0;
+	for (int i = 0; i < s->nnodes; i++)
+		nparts += (size_t)s->nodes[i]->nparts;
+	struct sched_running *running = xcalloc(nparts + 1, sizeof(*running));
+	struct sched_assign *assigns = xcalloc(nparts + 1, sizeof(*assigns));
+	int nrun = 0;
+	/* group the parts by attempt: count each attempt's parts, then fill */
+	struct tk_map byattempt;
+	tk_map_init(&byattempt);
+	char *keys = xcalloc(nparts + 1, 32);
+	int *count = xcalloc(nparts + 1, sizeof(int));
+	for (int i = 0; i < s->nnodes; i++) {
+		struct snode *n = s->nodes[i];
+		for (int k = 0; k < n->nparts; k++) {
+			struct part *pt = &n->parts[k];
+			struct sjob *j = pt->job;
+			char *key = keys + (size_t)nrun * 32;
+			snprintf(key, 32, "%lld.%d", (long long)j->job.id, pt->attempt);
+			intptr_t at = (intptr_t)tk_map_get(&byattempt, key);
+			if (!at) {
+				const struct attempt *a = &j->job.attempts[pt->attempt - 1];
+				struct sched_running *r = &running[nrun];
+				r->id = j->job.id;
+				r->cls = j->cls;
+				r->queue = j->queue->index;
+				r->start_ms = a->start_ms;
+				r->time_limit_s = j->job.req.time_limit_s;
+				r->last_checkpoint_ms = j->last_ckpt_ms;
+				r->stopping = !attempt_is_current(j, a);
+				r->held_for = j->held_attempt == a->number ? j->held_for : 0;
+				at = ++nrun;
+				tk_map_put(&byattempt, key, (void *)at);
+			}
+			count[at - 1]++;
+		}
 	}
-	struct sched_snapshot snap = {snodes, s->nnodes, sjobs, nj};
+	size_t off = 0;
+	for (int k = 0; k < nrun; k++) {
+		running[k].nodes = &assigns[off];
+		off += (size_t)count[k];
+	}
+	for (int i = 0; i < s->nnodes; i++) {
+		struct snode *n = s->nodes[i];
+		for (int k = 0; k < n->nparts; k++) {
+			struct part *pt = &n->parts[k];
+			struct sjob *j = pt->job;
+			char key[32];
+			snprintf(key, sizeof(key), "%lld.%d", (long long)j->job.id, pt->attempt);
+			struct sched_running *r =
+				&running[(intptr_t)tk_map_get(&byattempt, key) - 1];
+			const struct attempt_node *an =
+				&j->job.attempts[pt->attempt - 1].nodes[pt->node_index];
+			struct sched_assign *as = (struct sched_assign *)&r->nodes[r->nnodes++];
+			as->node = n->index;
+			as->ndev = an->ndev;
+			memcpy(as->devs, an->devs, sizeof(int) * (size_t)an->ndev);
+			as->milli = an->milli;
+			as->cpus = j->job.req.tasks_per_node * j->job.req.cpus_per_task;
+			as->mem_mib = j->job.req.mem_mib;
+		}
+	}
+	tk_map_release(&byattempt);
+	free(keys);
+	free(count);
+	struct sched_snapshot snap = {snodes,  s->nnodes, sjobs,	      nj,	   running,
+				      nrun,    classes,	  s->sched.nclasses, queues,	   s->nqueues,
+				      NULL,    0};
 	struct sched_policy policy = {0};
 	struct sched_decisions d;
-	s->pass_no++;
 	int r = sched_pass(&snap, server_now_ms(s), &policy, &d);
 	if (r < 0) {
 		log_err("scheduling pass refused its snapshot: %s", strerror(-r));
 	} else {
 		for (int i = 0; i < d.nwaits; i++) {
-			struct sjob *j = byindex[d.waits[i].job];
-			snprintf(j->job.reason, sizeof(j->job.reason), "%s", d.waits[i].detail);
-			j->reason_pass = s->pass_no;
+			const struct sched_wait *w = &d.waits[i];
+			struct sjob *j = byindex[w->job];
+			j->reason_pass = mark;
+			if (w->detail) {
+				snprintf(j->job.reason, sizeof(j->job.reason), "%s", w->detail);
+				j->reason_from = 0;
+			} else {
+				j->reason_from = byindex[w->same_as]->job.id;
+			}
 		}
-		s->blocker_id = d.blocker >= 0 ? byindex[d.blocker]->job.id : 0;
 		for (int i = 0; i < d.nstarts; i++)
 			apply_start(s, byindex[d.starts[i].job], &d.starts[i], s->nodes);
+		for (int i = 0; i < d.npreempts; i++)
+			apply_preempt(s, state_job(s, d.preempts[i].victim),
+				      byindex[d.preempts[i].job]);
+		s->stats.passes++;
+		s->stats.placements += (uint64_t)d.placements_tried;
 	}
 	sched_decisions_release(&d);
 	free(sjobs);
 	free(byindex);
+	free(running);
+	free(assigns);
+	free(queues);
 	free(snodes);
-	s->last_pass_us = (tk_mono_ms() - t0) * 1000;
+	s->last_pass_us = tk_mono_us() - t0;
 }
 
 /* ---- JSON for agents and users ------------------------------------------------- */
@@ -718,17 +956,24 @@ json_t *state_node_pack(struct server *s, const struct snode *n)
 
 json_t *state_job_pack(struct server *s, struct sjob *j)
 {
-	if (j->job.state == JOB_PENDING && j->reason_pass != s->pass_no) {
-		if (s->blocker_id && s->blocker_id != j->job.id)
-			snprintf(j->job.reason, sizeof(j->job.reason),
-				 "queued behind job %lld, which waits for resources (first come, "
-				 "first served)",
-				 (long long)s->blocker_id);
-		else if (!j->job.reason[0] || j->reason_pass == 0)
+	if (j->job.state == JOB_PENDING) {
+		if (j->reason_pass == 0) {
 			snprintf(j->job.reason, sizeof(j->job.reason),
 				 "waiting for the next scheduling pass");
+		} else if (j->reason_from) {
+			/* the pass said: the same as an earlier job of its shape */
+			struct sjob *o = state_job(s, j->reason_from);
+			if (o)
+				snprintf(j->job.reason, sizeof(j->job.reason), "%s", o->job.reason);
+			j->reason_from = 0;
+		}
 	}
-	return job_pack(&j->job);
+	json_t *o = job_pack(&j->job);
+	json_object_set_new(o, "class", json_string(s->classes[j->cls].spec.name));
+	json_object_set_new(o, "queue", json_string(j->queue->spec.name));
+	if (j->preemptions)
+		json_object_set_new(o, "preemptions", json_integer(j->preemptions));
+	return o;
 }
 
 /* ---- loading and freeing ------------------------------------------------------- */
@@ -807,9 +1052,31 @@ static int load_job_cb(void *ctx, const char *key, const char *doc, size_t len)
 	return 0;
 }
 
+static int load_queue_cb(void *ctx, const char *key, const char *doc, size_t len)
+{
+	struct server *s = ctx;
+	json_error_t jerr;
+	json_t *j = json_loadb(doc, len, 0, &jerr);
+	struct queue_spec *q = xmalloc(sizeof(*q));
+	struct tk_error e;
+	int r = j ? queue_spec_unpack(j, q, &e) : tk_errorf(&e, -EBADMSG, "%s", jerr.text);
+	json_decref(j);
+	if (r == 0)
+		queue_insert(s, q)->written_ms = server_now_ms(s);
+	else
+		log_err("store: queue %s: %s", key, e.text);
+	free(q);
+	return r;
+}
+
 int state_load(struct server *s, struct tk_error *err)
 {
-	int r = store_load_nodes(s->store, load_node_cb, s, err);
+	int r = store_load_queues(s->store, load_queue_cb, s, err);
+	if (r < 0)
+		return tk_errorf(err, r, "cannot load queues from the store (see the log above)");
+	if (!state_queue(s, "default"))
+		state_queue_add(s, "default");
+	r = store_load_nodes(s->store, load_node_cb, s, err);
 	if (r < 0)
 		return err && !err->text[0] ? tk_errorf(err, r, "cannot load nodes") : r;
 	r = store_load_jobs(s->store, load_job_cb, s, err);
@@ -858,4 +1125,9 @@ void state_release(struct server *s)
 	free(s->nodes);
 	s->nodes = NULL;
 	s->nnodes = 0;
+	for (int i = 0; i < s->nqueues; i++)
+		free(s->queues[i]);
+	free(s->queues);
+	s->queues = NULL;
+	s->nqueues = 0;
 }

@@ -14,7 +14,7 @@
 #include <stdio.h>
 #include <string.h>
 
-enum op_kind { OP_PUT_JOB, OP_PUT_NODE, OP_DEL_NODE, OP_PUT_META };
+enum op_kind { OP_PUT_JOB, OP_PUT_NODE, OP_DEL_NODE, OP_PUT_META, OP_PUT_QUEUE };
 
 struct op {
 	enum op_kind kind;
@@ -40,6 +40,8 @@ enum stmt_id {
 	ST_GET_META,
 	ST_LOAD_JOBS,
 	ST_LOAD_NODES,
+	ST_PUT_QUEUE,
+	ST_LOAD_QUEUES,
 	ST_MAX
 };
 
@@ -57,6 +59,9 @@ static const char *const stmt_sql[ST_MAX] = {
 	[ST_GET_META] = "SELECT value FROM meta WHERE key = ?1",
 	[ST_LOAD_JOBS] = "SELECT id, doc FROM jobs ORDER BY id",
 	[ST_LOAD_NODES] = "SELECT name, doc FROM nodes ORDER BY name",
+	[ST_PUT_QUEUE] = "INSERT INTO queues (name, doc) VALUES (?1, ?2) "
+			 "ON CONFLICT(name) DO UPDATE SET doc = excluded.doc",
+	[ST_LOAD_QUEUES] = "SELECT name, doc FROM queues ORDER BY name",
 };
 
 /* Migrations: migrations[i] takes the schema from version i to i+1. */
@@ -65,6 +70,8 @@ static const char *const migrations[] = {
 	"CREATE INDEX jobs_by_state ON jobs (state);"
 	"CREATE TABLE nodes (name TEXT PRIMARY KEY, doc TEXT NOT NULL);"
 	"CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);",
+	/* 2: queues with quotas and fair-share usage */
+	"CREATE TABLE queues (name TEXT PRIMARY KEY, doc TEXT NOT NULL);",
 };
 
 struct store {
@@ -241,6 +248,11 @@ int store_load_nodes(struct store *st, store_row_cb cb, void *ctx, struct tk_err
 	return load(st, ST_LOAD_NODES, cb, ctx, err);
 }
 
+int store_load_queues(struct store *st, store_row_cb cb, void *ctx, struct tk_error *err)
+{
+	return load(st, ST_LOAD_QUEUES, cb, ctx, err);
+}
+
 int store_meta_get(struct store *st, const char *key, char **ret, struct tk_error *err)
 {
 	sqlite3_stmt *s = st->stmt[ST_GET_META];
@@ -301,6 +313,13 @@ void store_batch_put_node(struct store_batch *b, const char *name, char *doc)
 	o->doc = doc;
 }
 
+void store_batch_put_queue(struct store_batch *b, const char *name, char *doc)
+{
+	struct op *o = push(b, OP_PUT_QUEUE);
+	o->key = xstrdup(name);
+	o->doc = doc;
+}
+
 void store_batch_del_node(struct store_batch *b, const char *name)
 {
 	push(b, OP_DEL_NODE)->key = xstrdup(name);
@@ -356,6 +375,11 @@ static int apply_op(struct store *st, const struct op *o, struct tk_error *err)
 		s = st->stmt[ST_DEL_NODE];
 		sqlite3_bind_text(s, 1, o->key, -1, SQLITE_STATIC);
 		return step_once(st, ST_DEL_NODE, err, "deleting a node");
+	case OP_PUT_QUEUE:
+		s = st->stmt[ST_PUT_QUEUE];
+		sqlite3_bind_text(s, 1, o->key, -1, SQLITE_STATIC);
+		sqlite3_bind_text(s, 2, o->doc, -1, SQLITE_STATIC);
+		return step_once(st, ST_PUT_QUEUE, err, "writing a queue");
 	case OP_PUT_META:
 		s = st->stmt[ST_PUT_META];
 		sqlite3_bind_text(s, 1, o->key, -1, SQLITE_STATIC);

@@ -159,10 +159,11 @@ def test_waits_for_resources_and_says_why(cluster):
     hog = cluster.submit("-G", "8", "--", "sleep", "300")
     cluster.wait_state(hog, "RUNNING")
     waiter = cluster.submit("-G", "4", "--", "true")
-    wait_for(lambda: "waiting for resources" in cluster.job(waiter)["reason"], what="a reason")
+    wait_for(lambda: "first in its class" in cluster.job(waiter)["reason"], what="a reason")
+    assert "start time unknown" in cluster.job(waiter)["reason"], "the hog has no time limit"
     behind = cluster.submit("-G", "1", "--", "true")
-    wait_for(lambda: f"queued behind job {waiter}" in cluster.job(behind)["reason"],
-             what="first come, first served")
+    wait_for(lambda: "waiting for resources: needs 1 node with 1 accelerator free; 0 nodes"
+             in cluster.job(behind)["reason"], what="the reason of the one behind")
     q = cluster.run("queue").stdout
     assert "can never start" in q and "PENDING" in q
     cluster.run("cancel", hog)

@@ -1,29 +1,56 @@
 /*
- * Unit tests of the scheduler: hand-made cases for each rule, then property
- * tests over thousands of random clusters and queues (fixed seeds) that check
- * what must hold for any input.
+ * Unit tests of the scheduler: a case for each rule, then properties over
+ * thousands of random clusters and queues (fixed seeds) that must hold for
+ * any input.
  */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
 #include <errno.h>
+#include <math.h>
 
 #include "sched/sched.h"
 
-/* ---- a small cluster builder ------------------------------------------------------ */
+/* ---- a cluster builder -------------------------------------------------------------- */
 
 #define MAXN 64
+#define MAXJ 256
+#define MAXR 128
 
 struct cluster {
 	struct sched_node nodes[MAXN];
 	struct sched_dev devs[MAXN][MODEL_MAX_ACCELS];
 	char names[MAXN][16];
+	char topo[MAXN][32];
 	int n;
-	struct sched_job jobs[256];
-	const struct sched_job *ptrs[256];
+	struct sched_job jobs[MAXJ];
+	const struct sched_job *ptrs[MAXJ];
 	int nj;
+	struct sched_running run[MAXR];
+	struct sched_assign run_nodes[MAXR][8];
+	int nr;
+	struct sched_class classes[4];
+	int nclasses;
+	struct sched_queue queues[4];
+	int nqueues;
+	struct sched_policy policy;
+	int64_t now;
 };
+
+enum { BATCH, NORMAL, PROD };
+
+static void init(struct cluster *c)
+{
+	memset(c, 0, sizeof(*c));
+	c->classes[BATCH] = (struct sched_class){"batch", 10, false, true};
+	c->classes[NORMAL] = (struct sched_class){"normal", 50, false, false};
+	c->classes[PROD] = (struct sched_class){"prod", 100, true, false};
+	c->nclasses = 3;
+	c->queues[0] = (struct sched_queue){"default", -1, -1, 1, 0};
+	c->nqueues = 1;
+	c->now = 1000000000;
+}
 
 static int add_node(struct cluster *c, const char *model, int ndev, int cpus)
 {
@@ -32,6 +59,7 @@ static int add_node(struct cluster *c, const char *model, int ndev, int cpus)
 	struct sched_node *n = &c->nodes[i];
 	memset(n, 0, sizeof(*n));
 	n->name = c->names[i];
+	n->topology = c->topo[i];
 	n->schedulable = true;
 	n->cpus_total = n->cpus_free = cpus;
 	n->mem_total_mib = n->mem_free_mib = 1 << 20;
@@ -40,7 +68,11 @@ static int add_node(struct cluster *c, const char *model, int ndev, int cpus)
 	for (int d = 0; d < ndev; d++) {
 		c->devs[i][d].model = model;
 		c->devs[i][d].free_milli = MODEL_MILLI;
-		c->devs[i][d].nvlink_domain = 0;
+		c->devs[i][d].mem_mib = strstr(model, "80") || strcmp(model, "H100") == 0 ? 81920
+											   : 16384;
+		c->devs[i][d].tflops = strcmp(model, "H100") == 0 ? 989 : strcmp(model, "T4") == 0
+									       ? 65
+									       : 312;
 	}
 	return i;
 }
@@ -50,18 +82,53 @@ static struct sched_job *add_job(struct cluster *c, int nodes, int tpn, int gpu_
 	int i = c->nj++;
 	struct sched_job *j = &c->jobs[i];
 	memset(j, 0, sizeof(*j));
-	j->id = i + 1;
+	j->id = 100 + i;
+	j->cls = NORMAL;
 	j->nodes = nodes;
 	j->tasks_per_node = tpn;
 	j->gpu_milli = gpu_milli;
+	j->submit_ms = i;
 	c->ptrs[i] = j;
 	return j;
 }
 
+/* A running job holding `ndev` whole devices (from the first free ones) on
+ * each listed node; takes them out of what is free. */
+static struct sched_running *add_running(struct cluster *c, int cls, int ndev, int nnodes, ...)
+{
+	int i = c->nr++;
+	struct sched_running *r = &c->run[i];
+	memset(r, 0, sizeof(*r));
+	r->id = 1 + i;
+	r->cls = cls;
+	r->start_ms = c->now - 60000;
+	r->nnodes = nnodes;
+	r->nodes = c->run_nodes[i];
+	va_list ap;
+	va_start(ap, nnodes);
+	for (int k = 0; k < nnodes; k++) {
+		int node = va_arg(ap, int);
+		struct sched_assign *a = &c->run_nodes[i][k];
+		memset(a, 0, sizeof(*a));
+		a->node = node;
+		a->milli = MODEL_MILLI;
+		for (int d = 0; d < c->nodes[node].ndev && a->ndev < ndev; d++)
+			if (c->devs[node][d].free_milli == MODEL_MILLI) {
+				c->devs[node][d].free_milli = 0;
+				a->devs[a->ndev++] = d;
+			}
+		assert_int_equal(a->ndev, ndev);
+	}
+	va_end(ap);
+	return r;
+}
+
 static int pass(struct cluster *c, struct sched_decisions *d)
 {
-	struct sched_snapshot s = {c->nodes, c->n, c->ptrs, c->nj};
-	return sched_pass(&s, 0, NULL, d);
+	struct sched_snapshot s = {c->nodes, c->n,	     c->ptrs,	 c->nj,	     c->run,
+				   c->nr,    c->classes, c->nclasses, c->queues, c->nqueues,
+				   NULL,     0};
+	return sched_pass(&s, c->now, &c->policy, d);
 }
 
 static const struct sched_start *start_of(const struct sched_decisions *d, int job)
@@ -80,217 +147,500 @@ static const struct sched_wait *wait_of(const struct sched_decisions *d, int job
 	return NULL;
 }
 
-/* ---- rules ---------------------------------------------------------------------- */
+/* The text that explains a wait, following same_as. */
+static const char *why(const struct sched_decisions *d, int job)
+{
+	const struct sched_wait *w = wait_of(d, job);
+	assert_non_null(w);
+	while (!w->detail)
+		w = wait_of(d, w->same_as);
+	return w->detail;
+}
+
+static bool preempted(const struct sched_decisions *d, int64_t victim)
+{
+	for (int i = 0; i < d->npreempts; i++)
+		if (d->preempts[i].victim == victim)
+			return true;
+	return false;
+}
+
+/* ---- placement --------------------------------------------------------------------- */
 
 static void test_simple_start(void **state)
 {
-	struct cluster c = {0};
+	struct cluster c;
+	init(&c);
 	add_node(&c, "H100", 8, 64);
-	add_job(&c, 1, 2, 2000); /* 2 tasks x 2 GPUs */
+	add_job(&c, 1, 2, 2000);
 	struct sched_decisions d;
 	assert_int_equal(pass(&c, &d), 0);
 	assert_int_equal(d.nstarts, 1);
 	const struct sched_start *s = start_of(&d, 0);
-	assert_int_equal(s->nnodes, 1);
 	assert_int_equal(s->nodes[0].ndev, 4);
 	for (int k = 0; k < 4; k++)
 		assert_int_equal(s->nodes[0].devs[k], k);
-	assert_int_equal(s->nodes[0].milli, MODEL_MILLI);
+	assert_int_equal(d.nwaits, 0);
 	sched_decisions_release(&d);
 }
 
 static void test_gang_best_fit(void **state)
 {
-	struct cluster c = {0};
-	add_node(&c, "H100", 8, 64); /* n00: 8 free */
-	add_node(&c, "H100", 8, 64); /* n01: 4 free */
-	add_node(&c, "H100", 8, 64); /* n02: 2 free */
-	for (int d = 0; d < 4; d++)
-		c.devs[1][d].free_milli = 0;
-	for (int d = 0; d < 6; d++)
-		c.devs[2][d].free_milli = 0;
+	struct cluster c;
+	init(&c);
+	add_node(&c, "H100", 8, 64);
+	add_node(&c, "H100", 8, 64);
+	add_node(&c, "H100", 8, 64);
+	add_running(&c, NORMAL, 4, 1, 1); /* n01: 4 free */
+	add_running(&c, NORMAL, 6, 1, 2); /* n02: 2 free */
 	add_job(&c, 2, 1, 4000);
 	struct sched_decisions d;
 	assert_int_equal(pass(&c, &d), 0);
 	const struct sched_start *s = start_of(&d, 0);
 	assert_non_null(s);
-	assert_int_equal(s->nnodes, 2);
-	/* the tightest node first (n01, nothing left), then n00 */
-	assert_string_equal(c.nodes[s->nodes[0].node].name, "n01");
-	assert_string_equal(c.nodes[s->nodes[1].node].name, "n00");
-	assert_int_equal(s->nodes[0].devs[0], 4);
+	/* the tightest nodes: n01 (nothing left) and n00 */
+	const char *a = c.nodes[s->nodes[0].node].name, *b = c.nodes[s->nodes[1].node].name;
+	assert_true((!strcmp(a, "n00") && !strcmp(b, "n01")) ||
+		    (!strcmp(a, "n01") && !strcmp(b, "n00")));
 	sched_decisions_release(&d);
 }
 
-static void test_fcfs_blocks(void **state)
+static void test_never_fits(void **state)
 {
-	struct cluster c = {0};
+	struct cluster c;
+	init(&c);
 	add_node(&c, "H100", 8, 64);
-	for (int d = 0; d < 4; d++)
-		c.devs[0][d].free_milli = 0;
-	add_job(&c, 1, 1, 8000); /* fits the cluster, not now */
-	add_job(&c, 1, 1, 1000); /* would fit now, but waits its turn */
-	struct sched_decisions d;
-	assert_int_equal(pass(&c, &d), 0);
-	assert_int_equal(d.nstarts, 0);
-	assert_int_equal(d.blocker, 0);
-	assert_int_equal(d.unexamined, 1);
-	const struct sched_wait *w = wait_of(&d, 0);
-	assert_int_equal(w->reason, SCHED_WAIT_RESOURCES);
-	assert_string_equal(w->detail, "waiting for resources: needs 1 node with 8 accelerators "
-				       "free; 0 have that now");
-	sched_decisions_release(&d);
-}
-
-static void test_never_fits_does_not_block(void **state)
-{
-	struct cluster c = {0};
-	add_node(&c, "H100", 8, 64);
-	add_job(&c, 1, 1, 16000); /* more than any node has */
-	add_job(&c, 3, 1, 1000);  /* more nodes than exist */
+	add_job(&c, 1, 1, 16000);
+	add_job(&c, 3, 1, 1000);
 	add_job(&c, 1, 1, 1000);
 	struct sched_decisions d;
 	assert_int_equal(pass(&c, &d), 0);
-	assert_int_equal(d.nstarts, 1);
 	assert_non_null(start_of(&d, 2));
 	assert_int_equal(wait_of(&d, 0)->reason, SCHED_WAIT_NEVER_FITS);
-	assert_string_equal(wait_of(&d, 0)->detail,
-			    "can never start: needs 1 node with 16 accelerators each; 0 "
-			    "schedulable nodes could ever hold that");
+	assert_string_equal(why(&d, 0), "can never start: needs 1 node with 16 accelerators; no "
+					"set of schedulable nodes could ever hold that");
 	assert_int_equal(wait_of(&d, 1)->reason, SCHED_WAIT_NEVER_FITS);
-	assert_int_equal(d.blocker, -1);
 	sched_decisions_release(&d);
 }
 
-static void test_types_and_no_mixing(void **state)
+static void test_types_capabilities_mixing(void **state)
 {
-	struct cluster c = {0};
+	struct cluster c;
+	init(&c);
 	add_node(&c, "H100", 8, 64);
+	add_node(&c, "T4", 8, 64);
 	add_node(&c, "A100-80GB", 8, 64);
 	static const char *const a100[] = {"A100-80GB"};
-	static const char *const both[] = {"H100", "A100-80GB"};
 	struct sched_job *j = add_job(&c, 1, 1, 8000);
 	j->ngpu_types = 1;
 	j->gpu_types = a100;
-	j = add_job(&c, 2, 1, 4000); /* two nodes of one model: impossible */
-	j->ngpu_types = 2;
-	j->gpu_types = both;
+	j = add_job(&c, 1, 1, 4000);
+	j->gpu_mem_mib = 80 * 1024; /* T4s are too small; H100 is free and fastest */
+	j = add_job(&c, 2, 1, 8000); /* two whole nodes of one model: none left */
+	struct sched_decisions d;
+	assert_int_equal(pass(&c, &d), 0);
+	assert_string_equal(c.nodes[start_of(&d, 0)->nodes[0].node].name, "n02");
+	assert_string_equal(c.nodes[start_of(&d, 1)->nodes[0].node].name, "n00");
+	assert_null(start_of(&d, 2));
+	sched_decisions_release(&d);
+	/* with mixing allowed the same gang spans two models */
+	init(&c);
+	add_node(&c, "H100", 8, 64);
+	add_node(&c, "A100-80GB", 8, 64);
+	j = add_job(&c, 2, 1, 8000);
+	assert_int_equal(pass(&c, &d), 0);
+	assert_null(start_of(&d, 0));
+	sched_decisions_release(&d);
+	j->mixed_types = true;
+	assert_int_equal(pass(&c, &d), 0);
+	assert_non_null(start_of(&d, 0));
+	sched_decisions_release(&d);
+	/* by rate: only the H100 is fast enough */
+	init(&c);
+	add_node(&c, "A100-80GB", 8, 64);
+	add_node(&c, "H100", 8, 64);
+	j = add_job(&c, 1, 1, 1000);
+	j->gpu_tflops = 500;
+	assert_int_equal(pass(&c, &d), 0);
+	assert_string_equal(c.nodes[start_of(&d, 0)->nodes[0].node].name, "n01");
+	sched_decisions_release(&d);
+}
+
+static void test_prefers_fast_unless_others_need_it(void **state)
+{
+	struct cluster c;
+	init(&c);
+	add_node(&c, "A100-80GB", 8, 64);
+	add_node(&c, "H100", 8, 64);
+	add_job(&c, 1, 1, 1000);
+	struct sched_decisions d;
+	assert_int_equal(pass(&c, &d), 0);
+	assert_string_equal(c.nodes[start_of(&d, 0)->nodes[0].node].name, "n01"); /* H100 */
+	sched_decisions_release(&d);
+	/* a waiting job that can use H100s only: leave them to it */
+	static const char *const h100[] = {"H100"};
+	struct sched_job *j = add_job(&c, 1, 1, 8000);
+	j->ngpu_types = 1;
+	j->gpu_types = h100;
+	j->cls = BATCH; /* considered after job 0 */
+	assert_int_equal(pass(&c, &d), 0);
+	assert_string_equal(c.nodes[start_of(&d, 0)->nodes[0].node].name, "n00");
+	assert_non_null(start_of(&d, 1));
+	sched_decisions_release(&d);
+}
+
+static void test_topology(void **state)
+{
+	struct cluster c;
+	init(&c);
+	for (int i = 0; i < 4; i++) {
+		add_node(&c, "H100", 8, 64);
+		snprintf(c.topo[i], sizeof(c.topo[i]), "spine1/leaf%d", i < 2 ? 1 : 2);
+	}
+	add_node(&c, "H100", 8, 64);
+	snprintf(c.topo[4], sizeof(c.topo[4]), "spine2/leaf3");
+	int idx[] = {0, 1};
+	assert_int_equal(sched_switches_spanned(c.nodes, idx, 2), 1);
+	int idx2[] = {0, 2};
+	assert_int_equal(sched_switches_spanned(c.nodes, idx2, 2), 3);
+	int idx3[] = {0, 4};
+	assert_int_equal(sched_switches_spanned(c.nodes, idx3, 2), 5);
+	/* n00 is fuller, which best fit alone would prefer with n02; topology wins */
+	add_running(&c, NORMAL, 2, 1, 0);
+	add_running(&c, NORMAL, 2, 1, 2);
+	add_job(&c, 2, 1, 4000);
+	struct sched_job *j3 = add_job(&c, 3, 1, 4000);
+	j3->max_switches = 1;
 	struct sched_decisions d;
 	assert_int_equal(pass(&c, &d), 0);
 	const struct sched_start *s = start_of(&d, 0);
 	assert_non_null(s);
-	assert_string_equal(c.nodes[s->nodes[0].node].name, "n01");
-	assert_int_equal(wait_of(&d, 1)->reason, SCHED_WAIT_NEVER_FITS);
+	int a = s->nodes[0].node, b = s->nodes[1].node;
+	assert_true(strcmp(c.topo[a], c.topo[b]) == 0);
+	/* three nodes under one leaf do not exist */
+	assert_null(start_of(&d, 1));
+	assert_int_equal(wait_of(&d, 1)->reason, SCHED_WAIT_SWITCHES);
+	assert_non_null(strstr(why(&d, 1), "no placement spans 1 switch"));
 	sched_decisions_release(&d);
-}
-
-static void test_cpu_job_avoids_gpu_nodes(void **state)
-{
-	struct cluster c = {0};
-	add_node(&c, "H100", 8, 64);
-	add_node(&c, "H100", 0, 64);
-	struct sched_job *j = add_job(&c, 1, 4, 0);
-	j->cpus_per_task = 8;
-	struct sched_decisions d;
+	/* without the limit it spans a spine, not two spines */
+	j3->max_switches = 0;
 	assert_int_equal(pass(&c, &d), 0);
-	assert_string_equal(c.nodes[start_of(&d, 0)->nodes[0].node].name, "n01");
-	assert_int_equal(start_of(&d, 0)->nodes[0].ndev, 0);
-	sched_decisions_release(&d);
-}
-
-static void test_cpu_and_memory_limits(void **state)
-{
-	struct cluster c = {0};
-	add_node(&c, "H100", 8, 16);
-	struct sched_job *j = add_job(&c, 1, 4, 1000);
-	j->cpus_per_task = 4; /* 16 CPUs: fits exactly */
-	j = add_job(&c, 1, 1, 1000);
-	j->cpus_per_task = 1; /* no CPU left: waits */
-	struct sched_decisions d;
-	assert_int_equal(pass(&c, &d), 0);
-	assert_int_equal(d.nstarts, 1);
-	assert_int_equal(wait_of(&d, 1)->reason, SCHED_WAIT_RESOURCES);
-	sched_decisions_release(&d);
-	c.nj = 0;
-	j = add_job(&c, 1, 1, 0);
-	j->mem_mib = (1 << 20) + 1;
-	assert_int_equal(pass(&c, &d), 0);
-	assert_int_equal(wait_of(&d, 0)->reason, SCHED_WAIT_NEVER_FITS);
-	assert_non_null(strstr(wait_of(&d, 0)->detail, "1048577 MiB memory"));
-	sched_decisions_release(&d);
-}
-
-static void test_fraction_packs(void **state)
-{
-	struct cluster c = {0};
-	add_node(&c, "H100", 2, 64);
-	c.devs[0][1].free_milli = 500; /* half of device 1 in use */
-	add_job(&c, 1, 1, 500);
-	add_job(&c, 1, 1, 250);
-	struct sched_decisions d;
-	assert_int_equal(pass(&c, &d), 0);
-	assert_int_equal(d.nstarts, 2);
-	/* the half job fills device 1; the quarter then starts on device 0 */
-	assert_int_equal(start_of(&d, 0)->nodes[0].devs[0], 1);
-	assert_int_equal(start_of(&d, 0)->nodes[0].milli, 500);
-	assert_int_equal(start_of(&d, 1)->nodes[0].devs[0], 0);
-	assert_int_equal(start_of(&d, 1)->nodes[0].milli, 250);
-	sched_decisions_release(&d);
-}
-
-static void test_drained_not_used(void **state)
-{
-	struct cluster c = {0};
-	add_node(&c, "H100", 8, 64);
-	c.nodes[0].schedulable = false;
-	add_job(&c, 1, 1, 1000);
-	struct sched_decisions d;
-	assert_int_equal(pass(&c, &d), 0);
-	assert_int_equal(d.nstarts, 0);
-	assert_int_equal(wait_of(&d, 0)->reason, SCHED_WAIT_NEVER_FITS);
+	s = start_of(&d, 1);
+	assert_non_null(s);
+	int sel[3] = {s->nodes[0].node, s->nodes[1].node, s->nodes[2].node};
+	assert_int_equal(sched_switches_spanned(c.nodes, sel, 3), 3);
 	sched_decisions_release(&d);
 }
 
 static void test_nvlink_domain(void **state)
 {
-	struct cluster c = {0};
+	struct cluster c;
+	init(&c);
 	add_node(&c, "H100", 8, 64);
 	for (int k = 4; k < 8; k++)
 		c.devs[0][k].nvlink_domain = 1;
-	c.devs[0][0].free_milli = 0;
-	c.devs[0][1].free_milli = 0;
+	add_running(&c, NORMAL, 2, 1, 0); /* devices 0, 1 */
 	add_job(&c, 1, 1, 4000);
 	struct sched_decisions d;
 	assert_int_equal(pass(&c, &d), 0);
 	const struct sched_assign *a = &start_of(&d, 0)->nodes[0];
 	for (int k = 0; k < 4; k++)
-		assert_int_equal(a->devs[k], 4 + k); /* all in domain 1, not 2,3,4,5 */
+		assert_int_equal(a->devs[k], 4 + k);
 	sched_decisions_release(&d);
 }
 
-static void test_pass_limit_and_invalid(void **state)
+static void test_fractions(void **state)
 {
-	struct cluster c = {0};
+	struct sched_mix_item mix[] = {{500, 0, 0, 0.5}, {0, 1, 0, 0.5}};
+	int free1[] = {500, 1000};
+	/* a half request fits both; a whole request fits device 1: the half free
+	 * share of device 0 is a fragment for the whole kind only */
+	assert_true(fabs(sched_node_fragmentation(2, free1, 8, mix, 2) - 250.0) < 1e-9);
+	int free2[] = {250, 1000};
+	/* 250 is too little for a half: fragment for both kinds */
+	assert_true(fabs(sched_node_fragmentation(2, free2, 8, mix, 2) - 250.0) < 1e-9);
+	int free3[] = {250, 0};
+	assert_true(fabs(sched_node_fragmentation(2, free3, 8, mix, 2) - 250.0) < 1e-9);
+
+	struct cluster c;
+	init(&c);
+	add_node(&c, "H100", 2, 64);
+	add_node(&c, "H100", 2, 64);
+	c.devs[1][1].free_milli = 500; /* n01 device 1 half used */
+	add_job(&c, 1, 1, 500);
+	add_job(&c, 1, 1, 250);
+	struct sched_decisions d;
+	assert_int_equal(pass(&c, &d), 0);
+	/* the half fills n01's half-used device: whole devices stay whole */
+	assert_string_equal(c.nodes[start_of(&d, 0)->nodes[0].node].name, "n01");
+	assert_int_equal(start_of(&d, 0)->nodes[0].devs[0], 1);
+	assert_int_equal(start_of(&d, 0)->nodes[0].milli, 500);
+	sched_decisions_release(&d);
+	/* best fit and packing agree here; on a fresh cluster packing fills one
+	 * device before touching another */
+	init(&c);
+	add_node(&c, "H100", 2, 64);
+	for (int i = 0; i < 4; i++)
+		add_job(&c, 1, 1, 250);
+	c.policy.frac = SCHED_FRAC_PACK;
+	assert_int_equal(pass(&c, &d), 0);
+	for (int i = 0; i < 4; i++)
+		assert_int_equal(start_of(&d, i)->nodes[0].devs[0], 0);
+	sched_decisions_release(&d);
+}
+
+/* ---- order, backfill ------------------------------------------------------------------ */
+
+static void test_class_order(void **state)
+{
+	struct cluster c;
+	init(&c);
 	add_node(&c, "H100", 8, 64);
+	struct sched_job *b = add_job(&c, 1, 1, 8000);
+	b->cls = BATCH; /* submitted first */
+	struct sched_job *p = add_job(&c, 1, 1, 8000);
+	p->cls = PROD;
+	struct sched_decisions d;
+	assert_int_equal(pass(&c, &d), 0);
+	assert_non_null(start_of(&d, 1));
+	assert_null(start_of(&d, 0));
+	sched_decisions_release(&d);
+}
+
+static void test_backfill(void **state)
+{
+	struct cluster c;
+	init(&c);
+	add_node(&c, "H100", 8, 64);
+	struct sched_running *r = add_running(&c, NORMAL, 4, 1, 0);
+	r->time_limit_s = 3600;
+	r->start_ms = c.now; /* ends in an hour */
+	add_job(&c, 1, 1, 8000);	 /* blocked: gets the reservation */
+	struct sched_job *short_job = add_job(&c, 1, 1, 2000);
+	short_job->time_limit_s = 1800; /* ends before the reservation */
+	add_job(&c, 1, 1, 2000);	 /* no limit: would delay it */
+	struct sched_job *long_job = add_job(&c, 1, 1, 2000);
+	long_job->time_limit_s = 7200;
+	struct sched_decisions d;
+	assert_int_equal(pass(&c, &d), 0);
+	assert_null(start_of(&d, 0));
+	assert_int_equal(wait_of(&d, 0)->until_ms, c.now + 3600 * 1000);
+	assert_non_null(strstr(why(&d, 0), "reserved to start in about 1h00m"));
+	assert_non_null(start_of(&d, 1));
+	assert_int_equal(wait_of(&d, 2)->reason, SCHED_WAIT_RESERVED);
+	assert_non_null(strstr(why(&d, 2), "would delay job 100"));
+	assert_int_equal(wait_of(&d, 3)->reason, SCHED_WAIT_RESERVED);
+	sched_decisions_release(&d);
+	/* strict order: nothing overtakes */
+	c.policy.no_backfill = true;
+	assert_int_equal(pass(&c, &d), 0);
+	assert_int_equal(d.nstarts, 0);
+	sched_decisions_release(&d);
+}
+
+static void test_fair_share(void **state)
+{
+	struct cluster c;
+	init(&c);
+	c.queues[1] = (struct sched_queue){"a", -1, -1, 1, 5000}; /* used a lot lately */
+	c.queues[2] = (struct sched_queue){"b", -1, -1, 1, 0};
+	c.nqueues = 3;
+	add_node(&c, "H100", 1, 64);
+	struct sched_job *ja = add_job(&c, 1, 1, 1000);
+	ja->queue = 1;
+	struct sched_job *jb = add_job(&c, 1, 1, 1000);
+	jb->queue = 2; /* later, but its queue is owed */
+	struct sched_decisions d;
+	assert_int_equal(pass(&c, &d), 0);
+	assert_non_null(start_of(&d, 1));
+	assert_null(start_of(&d, 0));
+	sched_decisions_release(&d);
+	/* weight counts: a's heavy use over a weight of 10 is less than b's */
+	c.queues[1].weight = 10;
+	c.queues[2].recent_milli = 1000;
+	assert_int_equal(pass(&c, &d), 0);
+	assert_non_null(start_of(&d, 0));
+	sched_decisions_release(&d);
+}
+
+/* ---- quotas ----------------------------------------------------------------------------- */
+
+static void test_quota_and_borrowing(void **state)
+{
+	struct cluster c;
+	init(&c);
+	c.queues[1] = (struct sched_queue){"team", 8000, 8000, 1, 0};
+	c.nqueues = 2;
+	for (int i = 0; i < 3; i++)
+		add_node(&c, "H100", 8, 64);
+	for (int i = 0; i < 3; i++) {
+		struct sched_job *j = add_job(&c, 1, 1, 8000);
+		j->queue = 1;
+	}
+	struct sched_decisions d;
+	assert_int_equal(pass(&c, &d), 0);
+	assert_non_null(start_of(&d, 0)); /* its quota */
+	assert_non_null(start_of(&d, 1)); /* borrowed */
+	assert_null(start_of(&d, 2));	  /* over quota + borrow limit */
+	assert_int_equal(wait_of(&d, 2)->reason, SCHED_WAIT_QUOTA);
+	assert_string_equal(why(&d, 2), "queue \"team\" is at its limit: 16 accelerators in use "
+					"of 16 (quota 8 + borrowable 8); this job needs 8");
+	sched_decisions_release(&d);
+}
+
+static void test_reclaim_lent_capacity(void **state)
+{
+	struct cluster c;
+	init(&c);
+	c.queues[1] = (struct sched_queue){"lender", 8000, 0, 1, 0};
+	c.queues[2] = (struct sched_queue){"borrower", 8000, 8000, 1, 0};
+	c.nqueues = 3;
+	add_node(&c, "H100", 8, 64);
+	add_node(&c, "H100", 8, 64);
+	struct sched_running *r1 = add_running(&c, NORMAL, 8, 1, 0);
+	r1->queue = 2;
+	struct sched_running *r2 = add_running(&c, NORMAL, 8, 1, 1);
+	r2->queue = 2;
+	r2->start_ms = c.now - 1000; /* less work to lose */
+	struct sched_job *j = add_job(&c, 1, 1, 8000);
+	j->queue = 1; /* normal class: cannot preempt by class, but reclaims */
+	struct sched_decisions d;
+	assert_int_equal(pass(&c, &d), 0);
+	assert_int_equal(d.npreempts, 1);
+	assert_true(preempted(&d, r2->id));
+	assert_int_equal(wait_of(&d, 0)->reason, SCHED_WAIT_PREEMPTING);
+	sched_decisions_release(&d);
+	/* over its own quota the lender reclaims nothing */
+	j->gpu_milli = 8000;
+	j->nodes = 2;
+	assert_int_equal(pass(&c, &d), 0);
+	assert_int_equal(d.npreempts, 0);
+	sched_decisions_release(&d);
+}
+
+/* ---- preemption ---------------------------------------------------------------------- */
+
+static void test_prod_gang_preempts_batch(void **state)
+{
+	struct cluster c;
+	init(&c);
+	for (int i = 0; i < 3; i++)
+		add_node(&c, "H100", 8, 64);
+	struct sched_running *b1 = add_running(&c, BATCH, 8, 1, 0);
+	struct sched_running *b2 = add_running(&c, BATCH, 4, 1, 1);
+	struct sched_running *n3 = add_running(&c, NORMAL, 8, 1, 2); /* not preemptible */
+	struct sched_running *b4 = add_running(&c, BATCH, 4, 1, 1);
+	b4->last_checkpoint_ms = c.now - 1000; /* checkpointed a moment ago: cheap */
+	struct sched_job *p = add_job(&c, 2, 1, 8000);
+	p->cls = PROD;
+	struct sched_decisions d;
+	assert_int_equal(pass(&c, &d), 0);
+	assert_null(start_of(&d, 0)); /* the victims have not exited yet */
+	assert_true(preempted(&d, b1->id));
+	assert_true(preempted(&d, b2->id) && preempted(&d, b4->id));
+	assert_false(preempted(&d, n3->id));
+	assert_int_equal(d.npreempts, 3);
+	sched_decisions_release(&d);
+	/* a prod gang that would not fit even so preempts nothing */
+	p->nodes = 3;
+	assert_int_equal(pass(&c, &d), 0);
+	assert_int_equal(d.npreempts, 0);
+	assert_int_equal(wait_of(&d, 0)->reason, SCHED_WAIT_RESOURCES);
+	sched_decisions_release(&d);
+}
+
+static void test_cheapest_victim(void **state)
+{
+	struct cluster c;
+	init(&c);
+	add_node(&c, "H100", 8, 64);
+	add_node(&c, "H100", 8, 64);
+	struct sched_running *old = add_running(&c, BATCH, 8, 1, 0);
+	old->start_ms = c.now - 3600000;
+	struct sched_running *ckpt = add_running(&c, BATCH, 8, 1, 1);
+	ckpt->start_ms = c.now - 3600000;
+	ckpt->last_checkpoint_ms = c.now - 60000;
+	struct sched_job *p = add_job(&c, 1, 1, 8000);
+	p->cls = PROD;
+	struct sched_decisions d;
+	assert_int_equal(pass(&c, &d), 0);
+	assert_int_equal(d.npreempts, 1);
+	assert_true(preempted(&d, ckpt->id)); /* least work lost */
+	sched_decisions_release(&d);
+}
+
+static void test_waits_for_its_victims(void **state)
+{
+	struct cluster c;
+	init(&c);
+	add_node(&c, "H100", 8, 64);
+	add_node(&c, "H100", 8, 64);
+	struct sched_running *v = add_running(&c, BATCH, 8, 1, 0);
+	struct sched_running *other = add_running(&c, BATCH, 8, 1, 1);
+	struct sched_job *p = add_job(&c, 1, 1, 8000);
+	p->cls = PROD;
+	v->stopping = true;
+	v->held_for = p->id;
+	struct sched_job *b = add_job(&c, 1, 1, 8000); /* a lower job may not take it */
+	b->cls = BATCH;
+	struct sched_decisions d;
+	assert_int_equal(pass(&c, &d), 0);
+	assert_int_equal(d.npreempts, 0); /* nothing more: its victim is on its way */
+	assert_false(preempted(&d, other->id));
+	assert_int_equal(wait_of(&d, 0)->reason, SCHED_WAIT_PREEMPTING);
+	assert_non_null(strstr(why(&d, 0), "waiting for jobs preempted for it to exit: 1"));
+	sched_decisions_release(&d);
+	/* the victim exited: its devices are free and go to the preemptor */
+	c.run[0] = c.run[1];
+	c.run[0].nodes = c.run_nodes[0];
+	memcpy(c.run_nodes[0], c.run_nodes[1], sizeof(c.run_nodes[1]));
+	c.nr = 1;
+	for (int k = 0; k < 8; k++)
+		c.devs[0][k].free_milli = MODEL_MILLI;
+	assert_int_equal(pass(&c, &d), 0);
+	assert_non_null(start_of(&d, 0));
+	assert_null(start_of(&d, 1));
+	sched_decisions_release(&d);
+}
+
+static void test_limits_and_invalid(void **state)
+{
+	struct cluster c;
+	init(&c);
+	add_node(&c, "H100", 8, 16);
 	for (int i = 0; i < 5; i++)
 		add_job(&c, 1, 1, 1000);
-	struct sched_snapshot s = {c.nodes, c.n, c.ptrs, c.nj};
-	struct sched_policy p = {.max_starts = 2};
+	c.policy.max_starts = 2;
 	struct sched_decisions d;
-	assert_int_equal(sched_pass(&s, 0, &p, &d), 0);
+	assert_int_equal(pass(&c, &d), 0);
 	assert_int_equal(d.nstarts, 2);
 	assert_int_equal(wait_of(&d, 2)->reason, SCHED_WAIT_PASS_LIMIT);
 	sched_decisions_release(&d);
+	c.policy.max_starts = 0;
+	c.nodes[0].schedulable = false;
+	assert_int_equal(pass(&c, &d), 0);
+	assert_int_equal(wait_of(&d, 0)->reason, SCHED_WAIT_NEVER_FITS);
+	sched_decisions_release(&d);
+	c.nodes[0].schedulable = true;
+	c.jobs[0].cpus_per_task = 17;
+	assert_int_equal(pass(&c, &d), 0);
+	assert_int_equal(wait_of(&d, 0)->reason, SCHED_WAIT_NEVER_FITS);
+	assert_non_null(strstr(why(&d, 0), "17 CPUs"));
+	sched_decisions_release(&d);
+	c.jobs[0].cpus_per_task = 0;
 	c.jobs[0].nodes = 0;
 	assert_int_equal(pass(&c, &d), -EINVAL);
-	sched_decisions_release(&d);
 	c.jobs[0].nodes = 1;
+	c.jobs[0].queue = 7;
+	assert_int_equal(pass(&c, &d), -EINVAL);
+	c.jobs[0].queue = 0;
 	c.devs[0][3].free_milli = 1001;
 	assert_int_equal(pass(&c, &d), -EINVAL);
-	sched_decisions_release(&d);
+	assert_true(fabs(sched_decay(100, 3600, 3600) - 50) < 1e-9);
+	assert_true(fabs(sched_decay(100, 0, 3600) - 100) < 1e-9);
 }
 
-/* ---- properties ------------------------------------------------------------------ */
+/* ---- properties ------------------------------------------------------------------------ */
 
 static uint64_t rng;
 static uint32_t rnd(uint32_t n)
@@ -303,35 +653,78 @@ static const char *const models[] = {"H100", "A100-80GB", "T4"};
 
 static void random_cluster(struct cluster *c)
 {
-	memset(c, 0, sizeof(*c));
-	int nn = 1 + (int)rnd(12);
+	init(c);
+	c->queues[1] = (struct sched_queue){"qa", 1000 * (int)rnd(16), 1000 * (int)rnd(8), 1 + rnd(3),
+					    rnd(4000)};
+	c->queues[2] = (struct sched_queue){"qb", -1, -1, 1 + rnd(3), rnd(4000)};
+	c->nqueues = 3;
+	c->policy.frac = (enum sched_frac_policy)rnd(3);
+	c->policy.no_backfill = rnd(8) == 0;
+	int nn = 1 + (int)rnd(10);
 	for (int i = 0; i < nn; i++) {
-		int ndev = (int)rnd(4) == 0 ? 0 : 1 << rnd(4);
+		int ndev = rnd(4) == 0 ? 0 : 1 << rnd(4);
 		int k = add_node(c, models[rnd(3)], ndev, 8 + (int)rnd(64));
+		snprintf(c->topo[k], sizeof(c->topo[k]), "s%u/l%u", rnd(2), rnd(3));
 		c->nodes[k].schedulable = rnd(8) != 0;
-		c->nodes[k].cpus_free = (int)rnd((uint32_t)c->nodes[k].cpus_total + 1);
+		c->nodes[k].cpus_free = c->nodes[k].cpus_total - (int)rnd(8);
 		c->nodes[k].mem_free_mib = rnd(1 << 20);
-		for (int d = 0; d < ndev; d++) {
-			uint32_t u = rnd(6);
-			c->devs[k][d].free_milli = u < 3 ? MODEL_MILLI : u == 3 ? 0 : 250 * (int)rnd(4);
+		for (int d = 0; d < ndev; d++)
 			c->devs[k][d].nvlink_domain = d / 4;
-		}
 	}
+	/* running jobs, each on one or two nodes, taking what they hold */
+	int nr = (int)rnd(12);
+	for (int i = 0; i < nr; i++) {
+		int a = (int)rnd((uint32_t)nn), b = (int)rnd((uint32_t)nn);
+		int want = 1 + (int)rnd(4);
+		bool ok = true;
+		for (int x = 0; x < (a == b ? 1 : 2); x++) {
+			int node = x ? b : a, have = 0;
+			for (int d = 0; d < c->nodes[node].ndev; d++)
+				have += c->devs[node][d].free_milli == MODEL_MILLI;
+			ok &= have >= want;
+		}
+		if (!ok)
+			continue;
+		struct sched_running *r = a == b ? add_running(c, (int)rnd(3), want, 1, a)
+						 : add_running(c, (int)rnd(3), want, 2, a, b);
+		r->queue = (int)rnd(3);
+		r->time_limit_s = rnd(2) ? 600 * (1 + rnd(10)) : 0;
+		r->start_ms = c->now - 1000 * rnd(3600);
+		r->last_checkpoint_ms = rnd(2) ? c->now - 1000 * rnd(600) : 0;
+		r->stopping = rnd(10) == 0;
+	}
+	/* fractions in use on some free devices */
+	for (int i = 0; i < nn; i++)
+		for (int d = 0; d < c->nodes[i].ndev; d++)
+			if (c->devs[i][d].free_milli == MODEL_MILLI && rnd(6) == 0)
+				c->devs[i][d].free_milli = 250 * (int)rnd(4);
 	int nj = 1 + (int)rnd(40);
 	for (int i = 0; i < nj; i++) {
-		int shape = (int)rnd(4);
 		struct sched_job *j;
-		if (shape == 0)
-			j = add_job(c, 1, 1, 250 * (1 + (int)rnd(3))); /* fraction */
+		if (rnd(4) == 0)
+			j = add_job(c, 1, 1, 250 * (1 + (int)rnd(3)));
 		else
 			j = add_job(c, 1 + (int)rnd(3), 1 + (int)rnd(2), 1000 * (int)rnd(3));
+		j->cls = (int)rnd(3);
+		j->queue = (int)rnd(3);
 		j->cpus_per_task = (int)rnd(4);
 		j->mem_mib = rnd(4) ? 0 : rnd(1 << 19);
+		j->time_limit_s = rnd(2) ? 300 * (1 + rnd(20)) : 0;
+		j->max_switches = rnd(5) == 0 ? 1 + (int)rnd(3) : 0;
+		j->mixed_types = rnd(6) == 0 && j->gpu_milli >= 1000;
 		if (rnd(3) == 0) {
 			j->ngpu_types = 1;
 			j->gpu_types = &models[rnd(3)];
 		}
 	}
+	/* queue qa starts within its limit */
+	int64_t use = 0;
+	for (int i = 0; i < c->nr; i++)
+		if (c->run[i].queue == 1)
+			for (int k = 0; k < c->run[i].nnodes; k++)
+				use += (int64_t)c->run[i].nodes[k].ndev * c->run[i].nodes[k].milli;
+	if (use > c->queues[1].quota_milli + c->queues[1].borrow_milli)
+		c->queues[1].borrow_milli = use - c->queues[1].quota_milli;
 }
 
 static bool accepts(const struct sched_job *j, const char *model)
@@ -344,26 +737,25 @@ static bool accepts(const struct sched_job *j, const char *model)
 	return false;
 }
 
-/* Checks every invariant of one pass's decisions against its input. */
 static void check_invariants(const struct cluster *c, const struct sched_decisions *d)
 {
-	int used[MAXN][MODEL_MAX_ACCELS] = {{0}};
+	static int used[MAXN][MODEL_MAX_ACCELS];
+	memset(used, 0, sizeof(used));
 	int cpus[MAXN] = {0};
 	int64_t mem[MAXN] = {0};
-	bool seen_job[256] = {false};
-	int last_started = -1;
+	int64_t qstart[4] = {0};
+	bool started[MAXJ] = {false};
 	for (int i = 0; i < d->nstarts; i++) {
 		const struct sched_start *s = &d->starts[i];
 		const struct sched_job *j = c->ptrs[s->job];
-		assert_false(seen_job[s->job]);
-		seen_job[s->job] = true;
-		assert_true(s->job > last_started); /* decisions in queue order */
-		last_started = s->job;
-		/* gang: exactly its node count, all distinct, all schedulable */
-		assert_int_equal(s->nnodes, j->nodes);
+		assert_false(started[s->job]);
+		started[s->job] = true;
+		assert_int_equal(s->nnodes, j->nodes); /* all or nothing */
 		const char *model = NULL;
+		int sel[8];
 		for (int k = 0; k < s->nnodes; k++) {
 			const struct sched_assign *a = &s->nodes[k];
+			sel[k] = a->node;
 			assert_true(c->nodes[a->node].schedulable);
 			for (int m = 0; m < k; m++)
 				assert_int_not_equal(s->nodes[m].node, a->node);
@@ -378,33 +770,105 @@ static void check_invariants(const struct cluster *c, const struct sched_decisio
 				assert_true(accepts(j, dev->model));
 				if (!model)
 					model = dev->model;
-				assert_string_equal(model, dev->model); /* never mixed */
+				if (!j->mixed_types)
+					assert_string_equal(model, dev->model);
 				used[a->node][a->devs[x]] += a->milli;
 			}
-			cpus[a->node] += j->tasks_per_node * j->cpus_per_task;
-			mem[a->node] += j->mem_mib;
+			cpus[a->node] += a->cpus;
+			mem[a->node] += a->mem_mib;
 		}
+		if (j->max_switches)
+			assert_true(sched_switches_spanned(c->nodes, sel, s->nnodes) <= j->max_switches);
+		qstart[j->queue] += (int64_t)j->nodes * j->tasks_per_node * j->gpu_milli;
 	}
-	/* nothing over capacity */
+	/* nothing given twice, nothing over capacity */
 	for (int n = 0; n < c->n; n++) {
 		assert_true(cpus[n] <= c->nodes[n].cpus_free);
 		assert_true(mem[n] <= c->nodes[n].mem_free_mib);
 		for (int k = 0; k < c->nodes[n].ndev; k++)
 			assert_true(used[n][k] <= c->devs[n][k].free_milli);
 	}
-	/* first come, first served: a job starts only if every earlier job
-	 * started or can never fit */
-	for (int i = 0; i < d->nstarts; i++)
-		for (int e = 0; e < d->starts[i].job; e++)
-			if (!seen_job[e]) {
-				const struct sched_wait *w = wait_of(d, e);
-				assert_non_null(w);
-				assert_int_equal(w->reason, SCHED_WAIT_NEVER_FITS);
-			}
+	/* quotas hold, borrowing within its limit */
+	for (int q = 0; q < c->nqueues; q++) {
+		const struct sched_queue *sq = &c->queues[q];
+		if (sq->quota_milli < 0 || !qstart[q])
+			continue;
+		int64_t use = 0;
+		for (int i = 0; i < c->nr; i++)
+			if (c->run[i].queue == q)
+				for (int k = 0; k < c->run[i].nnodes; k++)
+					use += (int64_t)c->run[i].nodes[k].ndev * c->run[i].nodes[k].milli;
+		int64_t limit = sq->borrow_milli < 0 ? INT64_MAX : sq->quota_milli + sq->borrow_milli;
+		assert_true(use + qstart[q] <= limit);
+	}
+	/* preemption only of what may be preempted, never of one already stopping */
+	for (int i = 0; i < d->npreempts; i++) {
+		const struct sched_running *v = NULL;
+		for (int k = 0; k < c->nr; k++)
+			if (c->run[k].id == d->preempts[i].victim)
+				v = &c->run[k];
+		assert_non_null(v);
+		assert_false(v->stopping);
+		const struct sched_job *j = c->ptrs[d->preempts[i].job];
+		bool by_class = c->classes[j->cls].may_preempt && c->classes[v->cls].preemptible &&
+				c->classes[v->cls].priority < c->classes[j->cls].priority;
+		bool by_reclaim = c->queues[v->queue].quota_milli >= 0 && v->queue != j->queue;
+		assert_true(by_class || by_reclaim);
+	}
 }
 
-/* The decisions as text naming nodes (not indices), to compare passes over
- * differently ordered node lists. */
+/* The oracle for "no preemption that does not let its preemptor start": once
+ * its victims are gone, the preemptor starts when it is alone and first. */
+static void check_preemptions_useful(const struct cluster *c, const struct sched_decisions *d)
+{
+	static struct cluster after;
+	for (int i = 0; i < d->npreempts; i++) {
+		int job = d->preempts[i].job;
+		if (i > 0 && d->preempts[i - 1].job == job)
+			continue;
+		after = *c;
+		for (int n = 0; n < after.n; n++) {
+			after.nodes[n].name = after.names[n];
+			after.nodes[n].topology = after.topo[n];
+			after.nodes[n].devs = after.devs[n];
+		}
+		/* resources of the victims come back; everything else stays */
+		after.nr = 0;
+		for (int k = 0; k < c->nr; k++) {
+			bool victim = false;
+			for (int x = 0; x < d->npreempts; x++)
+				victim |= d->preempts[x].job == job && d->preempts[x].victim == c->run[k].id;
+			if (!victim)
+				continue;
+			for (int m = 0; m < c->run[k].nnodes; m++) {
+				const struct sched_assign *a = &c->run[k].nodes[m];
+				for (int dv = 0; dv < a->ndev; dv++)
+					after.devs[a->node][a->devs[dv]].free_milli += a->milli;
+			}
+		}
+		/* what started in the pass before it is taken */
+		for (int s = 0; s < d->nstarts; s++)
+			for (int m = 0; m < d->starts[s].nnodes; m++) {
+				const struct sched_assign *a = &d->starts[s].nodes[m];
+				after.nodes[a->node].cpus_free -= a->cpus;
+				after.nodes[a->node].mem_free_mib -= a->mem_mib;
+				for (int dv = 0; dv < a->ndev; dv++)
+					after.devs[a->node][a->devs[dv]].free_milli -= a->milli;
+			}
+		after.jobs[0] = c->jobs[job];
+		after.jobs[0].queue = 0;
+		after.ptrs[0] = &after.jobs[0];
+		after.nj = 1;
+		after.queues[0].quota_milli = -1;
+		struct sched_decisions d2;
+		assert_int_equal(pass(&after, &d2), 0);
+		if (d2.nstarts != 1)
+			fail_msg("job %d preempted %d victims and still cannot start: %s", job,
+				 d->npreempts, d2.nwaits ? why(&d2, 0) : "?");
+		sched_decisions_release(&d2);
+	}
+}
+
 static void describe(const struct cluster *c, const struct sched_decisions *d, struct strbuf *sb)
 {
 	for (int i = 0; i < d->nstarts; i++) {
@@ -418,24 +882,28 @@ static void describe(const struct cluster *c, const struct sched_decisions *d, s
 		}
 		strbuf_addch(sb, ';');
 	}
+	for (int i = 0; i < d->npreempts; i++)
+		strbuf_addf(sb, "pre%lld>%d;", (long long)d->preempts[i].victim, d->preempts[i].job);
 	for (int i = 0; i < d->nwaits; i++)
 		strbuf_addf(sb, "wait%d:%d:%s;", d->waits[i].job, d->waits[i].reason,
-			    d->waits[i].detail);
-	strbuf_addf(sb, "blocker%d", d->blocker);
+			    d->waits[i].detail ? d->waits[i].detail : "=");
 }
 
 static void test_properties(void **state)
 {
 	rng = 20261129;
 	static struct cluster c, shuffled;
-	int started = 0, waited = 0;
+	int started = 0, waited = 0, preempts = 0;
 	for (int iter = 0; iter < 3000; iter++) {
 		random_cluster(&c);
 		struct sched_decisions d1, d2, d3;
 		assert_int_equal(pass(&c, &d1), 0);
 		check_invariants(&c, &d1);
+		check_preemptions_useful(&c, &d1);
 		started += d1.nstarts;
 		waited += d1.nwaits;
+		preempts += d1.npreempts;
+		assert_int_equal(d1.nstarts + d1.nwaits, c.nj); /* every job is answered */
 		/* same input, same decisions */
 		assert_int_equal(pass(&c, &d2), 0);
 		struct strbuf a, b, s;
@@ -445,17 +913,33 @@ static void test_properties(void **state)
 		describe(&c, &d1, &a);
 		describe(&c, &d2, &b);
 		assert_string_equal(a.buf, b.buf);
-		/* the order nodes are listed in does not matter */
+		/* node order does not matter: shuffle the nodes, remap what points at them */
 		shuffled = c;
-		for (int i = 0; i < c.n; i++) {
-			shuffled.nodes[i].name = shuffled.names[i];
-			shuffled.nodes[i].devs = shuffled.devs[i];
-		}
+		int perm[MAXN];
+		for (int i = 0; i < c.n; i++)
+			perm[i] = i;
 		for (int i = c.n - 1; i > 0; i--) {
 			int k = (int)rnd((uint32_t)i + 1);
-			struct sched_node tn = shuffled.nodes[i];
-			shuffled.nodes[i] = shuffled.nodes[k];
-			shuffled.nodes[k] = tn;
+			int t = perm[i];
+			perm[i] = perm[k];
+			perm[k] = t;
+		}
+		int inv[MAXN];
+		for (int i = 0; i < c.n; i++) {
+			int from = perm[i];
+			inv[from] = i;
+			shuffled.nodes[i] = c.nodes[from];
+			memcpy(shuffled.devs[i], c.devs[from], sizeof(c.devs[from]));
+			memcpy(shuffled.names[i], c.names[from], sizeof(c.names[from]));
+			memcpy(shuffled.topo[i], c.topo[from], sizeof(c.topo[from]));
+			shuffled.nodes[i].name = shuffled.names[i];
+			shuffled.nodes[i].topology = shuffled.topo[i];
+			shuffled.nodes[i].devs = shuffled.devs[i];
+		}
+		for (int r = 0; r < c.nr; r++) {
+			shuffled.run[r].nodes = shuffled.run_nodes[r];
+			for (int k = 0; k < c.run[r].nnodes; k++)
+				shuffled.run_nodes[r][k].node = inv[c.run_nodes[r][k].node];
 		}
 		for (int i = 0; i < c.nj; i++)
 			shuffled.ptrs[i] = &shuffled.jobs[i];
@@ -469,9 +953,10 @@ static void test_properties(void **state)
 		sched_decisions_release(&d2);
 		sched_decisions_release(&d3);
 	}
-	/* the generator must exercise both outcomes, or the test proves little */
+	/* the generator must exercise every outcome, or the test proves little */
 	assert_true(started > 1000);
 	assert_true(waited > 1000);
+	assert_true(preempts > 50);
 }
 
 int main(void)
@@ -479,15 +964,21 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_simple_start),
 		cmocka_unit_test(test_gang_best_fit),
-		cmocka_unit_test(test_fcfs_blocks),
-		cmocka_unit_test(test_never_fits_does_not_block),
-		cmocka_unit_test(test_types_and_no_mixing),
-		cmocka_unit_test(test_cpu_job_avoids_gpu_nodes),
-		cmocka_unit_test(test_cpu_and_memory_limits),
-		cmocka_unit_test(test_fraction_packs),
-		cmocka_unit_test(test_drained_not_used),
+		cmocka_unit_test(test_never_fits),
+		cmocka_unit_test(test_types_capabilities_mixing),
+		cmocka_unit_test(test_prefers_fast_unless_others_need_it),
+		cmocka_unit_test(test_topology),
 		cmocka_unit_test(test_nvlink_domain),
-		cmocka_unit_test(test_pass_limit_and_invalid),
+		cmocka_unit_test(test_fractions),
+		cmocka_unit_test(test_class_order),
+		cmocka_unit_test(test_backfill),
+		cmocka_unit_test(test_fair_share),
+		cmocka_unit_test(test_quota_and_borrowing),
+		cmocka_unit_test(test_reclaim_lent_capacity),
+		cmocka_unit_test(test_prod_gang_preempts_batch),
+		cmocka_unit_test(test_cheapest_victim),
+		cmocka_unit_test(test_waits_for_its_victims),
+		cmocka_unit_test(test_limits_and_invalid),
 		cmocka_unit_test(test_properties),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

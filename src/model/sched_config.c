@@ -1,0 +1,226 @@
+/*
+ * Scheduling configuration: priority classes and queues, their JSON form and
+ * validation. The server keeps them; sched receives them in each snapshot.
+ */
+#include "internal.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+void sched_config_default(struct sched_config *c)
+{
+	memset(c, 0, sizeof(*c));
+	c->classes[0] = (struct class_spec){"prod", 100, true, false};
+	c->classes[1] = (struct class_spec){"normal", 50, false, false};
+	c->classes[2] = (struct class_spec){"batch", 10, false, true};
+	c->nclasses = 3;
+	c->default_class = 1;
+	c->half_life_s = 7 * 86400;
+}
+
+int sched_config_class(const struct sched_config *c, const char *name)
+{
+	for (int i = 0; i < c->nclasses; i++)
+		if (strcmp(c->classes[i].name, name) == 0)
+			return i;
+	return -1;
+}
+
+json_t *class_spec_pack(const struct class_spec *c)
+{
+	return json_pack("{s:s, s:i, s:b, s:b}", "name", c->name, "priority", c->priority,
+			 "may_preempt", c->may_preempt, "preemptible", c->preemptible);
+}
+
+int sched_config_load_json(struct sched_config *c, const char *text, struct tk_error *err)
+{
+	json_error_t jerr;
+	json_t *root = json_loads(text, JSON_REJECT_DUPLICATES, &jerr);
+	if (!root)
+		return tk_errorf(err, -EINVAL, "line %d column %d: %s", jerr.line, jerr.column,
+				 jerr.text);
+	static const char *const keys[] = {"classes", "default_class", "fair_share_half_life_s",
+					   NULL};
+	static const char *const ckeys[] = {"name", "priority", "may_preempt", "preemptible",
+					    NULL};
+	struct sched_config next;
+	sched_config_default(&next);
+	int r;
+	char def[MODEL_NAME_MAX] = "";
+	int64_t hl;
+	if ((r = mj_check_keys(root, NULL, keys, err)) < 0 ||
+	    (r = mj_strbuf(root, "default_class", false, true, def, sizeof(def), err)) < 0 ||
+	    (r = mj_int(root, "fair_share_half_life_s", false, 1, 10LL * 365 * 86400,
+			next.half_life_s, &hl, err)) < 0)
+		goto out;
+	next.half_life_s = hl;
+	json_t *classes = json_object_get(root, "classes");
+	if (classes) {
+		if (!json_is_array(classes) || json_array_size(classes) < 1 ||
+		    json_array_size(classes) > MODEL_MAX_CLASSES) {
+			r = tk_errorf(err, -EINVAL, "classes: must be an array of 1 to %d classes",
+				      MODEL_MAX_CLASSES);
+			goto out;
+		}
+		next.nclasses = 0;
+		size_t i;
+		json_t *cj;
+		json_array_foreach(classes, i, cj)
+		{
+			struct class_spec *cs = &next.classes[i];
+			int64_t prio;
+			if ((r = mj_check_keys(cj, NULL, ckeys, err)) < 0 ||
+			    (r = mj_strbuf(cj, "name", true, true, cs->name, sizeof(cs->name), err)) <
+				    0 ||
+			    (r = mj_int(cj, "priority", true, -1000000, 1000000, 0, &prio, err)) < 0 ||
+			    (r = mj_bool(cj, "may_preempt", false, false, &cs->may_preempt, err)) < 0 ||
+			    (r = mj_bool(cj, "preemptible", false, false, &cs->preemptible, err)) < 0) {
+				mj_prefix(err, "classes[%zu]", i);
+				goto out;
+			}
+			cs->priority = (int)prio;
+			if (!model_name_valid(cs->name)) {
+				r = tk_errorf(err, -EINVAL, "classes[%zu].name: \"%s\" is not a valid name",
+					      i, cs->name);
+				goto out;
+			}
+			if (sched_config_class(&next, cs->name) >= 0) {
+				r = tk_errorf(err, -EINVAL, "classes[%zu].name: \"%s\" is defined twice",
+					      i, cs->name);
+				goto out;
+			}
+			next.nclasses++;
+		}
+		if (!def[0])
+			snprintf(def, sizeof(def), "%s", next.classes[next.nclasses - 1].name);
+	}
+	if (def[0]) {
+		next.default_class = sched_config_class(&next, def);
+		if (next.default_class < 0) {
+			r = tk_errorf(err, -EINVAL, "default_class: no class \"%s\"", def);
+			goto out;
+		}
+	}
+	*c = next;
+	r = 0;
+out:
+	json_decref(root);
+	return r;
+}
+
+/* ---- queues ---------------------------------------------------------------------- */
+
+static json_t *gpus_or_null(int64_t milli)
+{
+	if (milli < 0)
+		return json_null();
+	if (milli % MODEL_MILLI == 0)
+		return json_integer(milli / MODEL_MILLI);
+	return json_real(milli / (double)MODEL_MILLI);
+}
+
+json_t *queue_spec_pack(const struct queue_spec *q)
+{
+	json_t *users = json_array();
+	for (int i = 0; i < q->nusers; i++)
+		json_array_append_new(users, json_string(q->users[i]));
+	return json_pack("{s:s, s:o, s:o, s:f, s:o, s:f, s:I}", "name", q->name, "gpus",
+			 gpus_or_null(q->quota_milli), "borrow_limit",
+			 gpus_or_null(q->borrow_milli), "weight", q->weight, "users", users,
+			 "usage", q->usage, "usage_at_ms", (json_int_t)q->usage_at_ms);
+}
+
+/* Reads an accelerator count (or null) into milli units. */
+static int gpus_field(json_t *obj, const char *key, int64_t *ret, struct tk_error *err)
+{
+	json_t *v = json_object_get(obj, key);
+	if (!v)
+		return 0;
+	if (json_is_null(v)) {
+		*ret = -1;
+		return 0;
+	}
+	double x;
+	int r = mj_num(obj, key, true, 0, 1e7, 0, &x, err);
+	if (r < 0)
+		return r;
+	double milli = x * MODEL_MILLI;
+	if (fabs(milli - round(milli)) > 1e-6)
+		return tk_errorf(err, -EINVAL, "%s: at most three decimals, got %g", key, x);
+	*ret = (int64_t)llround(milli);
+	return 0;
+}
+
+static int users_field(json_t *obj, struct queue_spec *q, struct tk_error *err)
+{
+	json_t *u = json_object_get(obj, "users");
+	if (!u)
+		return 0;
+	if (!json_is_array(u) || json_array_size(u) > MODEL_MAX_QUEUE_USERS)
+		return tk_errorf(err, -EINVAL, "users: must be an array of at most %d names",
+				 MODEL_MAX_QUEUE_USERS);
+	size_t i;
+	json_t *v;
+	json_array_foreach(u, i, v)
+	{
+		if (!json_is_string(v) || !model_name_valid(json_string_value(v)))
+			return tk_errorf(err, -EINVAL, "users[%zu]: must be a user name", i);
+	}
+	q->nusers = 0;
+	json_array_foreach(u, i, v)
+		snprintf(q->users[q->nusers++], MODEL_NAME_MAX, "%s", json_string_value(v));
+	return 0;
+}
+
+int queue_spec_update(struct queue_spec *q, json_t *change, struct tk_error *err)
+{
+	static const char *const keys[] = {"gpus", "borrow_limit", "weight", "users", NULL};
+	struct queue_spec next = *q;
+	int r;
+	if ((r = mj_check_keys(change, NULL, keys, err)) < 0 ||
+	    (r = gpus_field(change, "gpus", &next.quota_milli, err)) < 0 ||
+	    (r = gpus_field(change, "borrow_limit", &next.borrow_milli, err)) < 0 ||
+	    (r = mj_num(change, "weight", false, 0.001, 1e6, next.weight, &next.weight, err)) < 0 ||
+	    (r = users_field(change, &next, err)) < 0)
+		return r;
+	*q = next;
+	return 0;
+}
+
+int queue_spec_unpack(json_t *j, struct queue_spec *ret, struct tk_error *err)
+{
+	static const char *const keys[] = {"name",  "gpus",	   "borrow_limit", "weight",
+					   "users", "usage", "usage_at_ms",  NULL};
+	struct queue_spec q;
+	memset(&q, 0, sizeof(q));
+	q.quota_milli = q.borrow_milli = -1;
+	q.weight = 1;
+	int64_t at;
+	int r;
+	if ((r = mj_check_keys(j, NULL, keys, err)) < 0 ||
+	    (r = mj_strbuf(j, "name", true, true, q.name, sizeof(q.name), err)) < 0 ||
+	    (r = gpus_field(j, "gpus", &q.quota_milli, err)) < 0 ||
+	    (r = gpus_field(j, "borrow_limit", &q.borrow_milli, err)) < 0 ||
+	    (r = mj_num(j, "weight", false, 0.001, 1e6, 1, &q.weight, err)) < 0 ||
+	    (r = users_field(j, &q, err)) < 0 ||
+	    (r = mj_num(j, "usage", false, 0, 1e30, 0, &q.usage, err)) < 0 ||
+	    (r = mj_int(j, "usage_at_ms", false, 0, INT64_MAX, 0, &at, err)) < 0)
+		return r;
+	if (!model_name_valid(q.name))
+		return tk_errorf(err, -EINVAL, "name: \"%s\" is not a valid queue name", q.name);
+	q.usage_at_ms = at;
+	*ret = q;
+	return 0;
+}
+
+bool queue_spec_allows(const struct queue_spec *q, const char *user)
+{
+	if (q->nusers == 0)
+		return true;
+	for (int i = 0; i < q->nusers; i++)
+		if (strcmp(q->users[i], user) == 0)
+			return true;
+	return false;
+}

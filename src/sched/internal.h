@@ -1,0 +1,96 @@
+/* Private to src/sched: the state of one pass, shared by sched.c (order,
+ * quotas, reservations, preemption) and place.c (where a job goes). */
+#pragma once
+
+#include "sched.h"
+
+/* What is free, as arrays indexed by node (and by device: node n's devices
+ * are dev[dev_off[n] ...]). The pass keeps several: what is free now, a
+ * scratch copy for what-ifs, and the nodes' totals. */
+struct view {
+	int *cpus;
+	int64_t *mem;
+	int *dev;
+};
+
+/* A request, as placement sees it. */
+struct req {
+	const struct sched_job *j;
+	int whole;     /* whole devices per node; 0 for fractions and CPU-only */
+	int frac;      /* milli of one device, for a fraction; else 0 */
+	int cpus;      /* per node */
+	int64_t mem;   /* per node */
+	bool *model_ok; /* per model index: acceptable (types, capability) */
+};
+
+struct placement {
+	int nnodes;
+	struct sched_assign *nodes; /* room for the pass's largest gang */
+	int switches;
+	int64_t spare;
+};
+
+/* Why a placement failed. */
+struct place_fail {
+	int could;	/* nodes that could hold a share (under the best model) */
+	int switches;	/* fewest switches a placement needed, when over the limit */
+};
+
+struct pass {
+	const struct sched_snapshot *snap;
+	const struct sched_policy *policy;
+	int64_t now;
+	int nn;
+	int *dev_off;
+	int ndev;
+	struct view free, scratch, total;
+	/* device models: distinct names, sorted; each device's model index */
+	const char **models;
+	int nmodels;
+	int *dev_model;
+	/* topology: each node's path split into levels, by group id per level */
+	int depth;
+	int *topo_group; /* [level * nn + node]: group id of the path prefix of length level+1 */
+	int *ngroups;	 /* per level */
+	const char **group_name; /* [level][group] via group_name_off */
+	int *group_name_off;
+	/* the capacity index: cnt[m * (MODEL_MAX_ACCELS + 1) + k] = schedulable nodes
+	 * with exactly k whole free devices of model m, in `free` */
+	int *cap;
+	int *node_whole; /* [n * nmodels + m]: whole free devices of model m on n */
+	/* the request mix for fractions */
+	struct sched_mix_item *mix;
+	int nmix;
+	int *model_scratch;	 /* one int per model */
+	double *model_tflops;	 /* per model: its devices' rate */
+	int *model_exclusive;	 /* per model: some waiting job can use it only */
+	/* scratch for placement */
+	struct cand *cands;
+	int *order; /* node indices */
+};
+
+struct cand {
+	int node;
+	int64_t spare;
+	int cpu_spare;
+	int dev; /* fractions: the device chosen */
+	int group; /* topology group at the level being tried */
+};
+
+/* place.c */
+void place_init(struct pass *p);
+void place_release(struct pass *p);
+/* Fills rq for job j; model_ok is allocated into rq (free with req_release). */
+void req_init(struct pass *p, const struct sched_job *j, struct req *rq);
+void req_release(struct req *rq);
+/* Finds the best placement of rq on view v. Returns true and fills out, or
+ * false and fills why. */
+bool place(struct pass *p, const struct req *rq, const struct view *v, struct placement *out,
+	   struct place_fail *why);
+/* Takes (sign -1) or gives back (sign +1) an allocation's resources in v. */
+void view_apply(struct pass *p, struct view *v, const struct sched_assign *a, int n, int sign);
+/* Keeps the capacity index in step with `free` on node n. */
+void cap_update_node(struct pass *p, int n);
+/* A quick, optimistic test: could rq fit in `free` at all? */
+bool cap_maybe_fits(struct pass *p, const struct req *rq);
+void view_copy(struct pass *p, struct view *dst, const struct view *src);

@@ -1,0 +1,763 @@
+/*
+ * Placement: where one job goes, given what is free in a view.
+ *
+ * For each acceptable accelerator model (or all of them together when the
+ * job allows mixing), the nodes that could hold one node's share become
+ * candidates. Single-node jobs take the tightest candidate. Gangs look for
+ * the deepest topology group (a leaf switch, then a spine, ...) with enough
+ * candidates, so they span the fewest switches, and take its tightest
+ * nodes. Models are then compared: fewest switches, not taking a model other
+ * waiting jobs can use only, fastest, tightest, by name.
+ *
+ * Fractions of a device go to the device whose use least raises the node's
+ * fragmentation for the request mix (fragmentation gradient descent): the
+ * free share a typical request could not use there.
+ */
+#include "internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+static int model_index(const struct pass *p, const char *name)
+{
+	int lo = 0, hi = p->nmodels - 1;
+	while (lo <= hi) {
+		int mid = (lo + hi) / 2;
+		int c = strcmp(p->models[mid], name);
+		if (c == 0)
+			return mid;
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid - 1;
+	}
+	return -1;
+}
+
+/* ---- topology -------------------------------------------------------------------- */
+
+/* Splits every node's path into levels and numbers the distinct prefixes at
+ * each level, in order of node names, so ids do not depend on node order. */
+static void topo_init(struct pass *p)
+{
+	const struct sched_snapshot *s = p->snap;
+	int nn = p->nn;
+	int depth = 1;
+	for (int n = 0; n < nn; n++) {
+		const char *t = s->nodes[n].topology;
+		int d = 1;
+		for (; t && *t; t++)
+			if (*t == '/')
+				d++;
+		depth = MAX(depth, d);
+	}
+	p->depth = depth;
+	p->topo_group = xcalloc((size_t)depth * (size_t)nn + 1, sizeof(int));
+	p->ngroups = xcalloc((size_t)depth, sizeof(int));
+	/* nodes by name */
+	int *byname = p->order;
+	for (int n = 0; n < nn; n++)
+		byname[n] = n;
+	/* insertion of names into a sorted order: qsort on pointers to names */
+	const char **names = xcalloc((size_t)nn + 1, sizeof(char *));
+	for (int n = 0; n < nn; n++)
+		names[n] = s->nodes[n].name;
+	qsort(names, (size_t)nn, sizeof(char *), cmp_str);
+	struct tk_map byn;
+	tk_map_init(&byn);
+	for (int n = 0; n < nn; n++)
+		tk_map_put(&byn, s->nodes[n].name, (void *)&s->nodes[n]);
+	for (int k = 0; k < nn; k++) {
+		const struct sched_node *node = tk_map_get(&byn, names[k]);
+		byname[k] = (int)(node - s->nodes);
+	}
+	tk_map_release(&byn);
+	free(names);
+	struct strbuf sb;
+	strbuf_init(&sb);
+	for (int level = 0; level < depth; level++) {
+		struct tk_map ids;
+		tk_map_init(&ids);
+		char **keys = xcalloc((size_t)nn + 1, sizeof(char *));
+		int nkeys = 0;
+		for (int k = 0; k < nn; k++) {
+			int n = byname[k];
+			const char *t = s->nodes[n].topology ? s->nodes[n].topology : "";
+			/* the prefix of level+1 components (or all there are) */
+			int comps = 0;
+			const char *end = t;
+			while (*end) {
+				if (*end == '/' && ++comps == level + 1)
+					break;
+				end++;
+			}
+			strbuf_reset(&sb);
+			strbuf_add(&sb, t, (size_t)(end - t));
+			void *v = tk_map_get(&ids, sb.buf);
+			int id;
+			if (v) {
+				id = (int)(intptr_t)v - 1;
+			} else {
+				id = nkeys;
+				keys[nkeys++] = xstrdup(sb.buf);
+				tk_map_put(&ids, keys[id], (void *)(intptr_t)(id + 1));
+			}
+			p->topo_group[level * nn + n] = id;
+		}
+		p->ngroups[level] = nkeys;
+		for (int i = 0; i < nkeys; i++)
+			free(keys[i]);
+		free(keys);
+		tk_map_release(&ids);
+	}
+	strbuf_release(&sb);
+}
+
+int sched_switches_spanned(const struct sched_node *nodes, const int *idx, int n)
+{
+	if (n <= 0)
+		return 0;
+	/* the longest common prefix, in components */
+	const char *first = nodes[idx[0]].topology ? nodes[idx[0]].topology : "";
+	size_t lcp = strlen(first);
+	for (int i = 1; i < n; i++) {
+		const char *t = nodes[idx[i]].topology ? nodes[idx[i]].topology : "";
+		size_t k = 0;
+		while (k < lcp && t[k] && t[k] == first[k])
+			k++;
+		lcp = k;
+	}
+	/* cut back to a whole component */
+	bool all_same = true;
+	for (int i = 0; i < n; i++) {
+		const char *t = nodes[idx[i]].topology ? nodes[idx[i]].topology : "";
+		if (strlen(t) != lcp || strncmp(t, first, lcp) != 0)
+			all_same = false;
+	}
+	if (all_same)
+		return 1;
+	while (lcp > 0 && first[lcp] != '/')
+		lcp--;
+	/* every distinct prefix below the common one is a switch, plus the common one */
+	struct tk_map seen;
+	tk_map_init(&seen);
+	char **owned = xcalloc((size_t)n * 8 + 1, sizeof(char *));
+	size_t nowned = 0, cap = (size_t)n * 8;
+	int count = 0;
+	for (int i = 0; i < n; i++) {
+		const char *t = nodes[idx[i]].topology ? nodes[idx[i]].topology : "";
+		for (size_t k = lcp + 1; k <= strlen(t); k++) {
+			if (t[k] != '/' && t[k] != '\0')
+				continue;
+			char *pre = xstrndup(t, k);
+			if (tk_map_get(&seen, pre)) {
+				free(pre);
+				continue;
+			}
+			if (nowned == cap) {
+				cap *= 2;
+				owned = xrealloc(owned, cap * sizeof(char *));
+			}
+			owned[nowned++] = pre;
+			tk_map_put(&seen, pre, pre);
+			count++;
+		}
+	}
+	for (size_t i = 0; i < nowned; i++)
+		free(owned[i]);
+	free(owned);
+	tk_map_release(&seen);
+	return count + 1;
+}
+
+/* ---- set-up ------------------------------------------------------------------------ */
+
+static void mix_from_jobs(struct pass *p)
+{
+	const struct sched_snapshot *s = p->snap;
+	if (s->mix && s->nmix > 0) {
+		p->mix = xcalloc((size_t)s->nmix, sizeof(*p->mix));
+		memcpy(p->mix, s->mix, sizeof(*p->mix) * (size_t)s->nmix);
+		p->nmix = s->nmix;
+		return;
+	}
+	/* the pending single-node requests, grouped by size: what placement must
+	 * keep room for (multi-node gangs want whole nodes, which best fit keeps) */
+	struct tk_map kinds;
+	tk_map_init(&kinds);
+	char **keys = NULL;
+	size_t nkeys = 0, kalloc = 0, malloc_n = 0;
+	int total = 0;
+	for (int i = 0; i < s->njobs; i++) {
+		const struct sched_job *j = s->jobs[i];
+		if (j->nodes != 1 || j->gpu_milli == 0)
+			continue;
+		int milli = j->gpu_milli < MODEL_MILLI ? j->gpu_milli : 0;
+		int devs = j->gpu_milli >= MODEL_MILLI ? j->tasks_per_node * j->gpu_milli / MODEL_MILLI
+						       : 0;
+		int cpus = j->tasks_per_node * j->cpus_per_task;
+		char key[48];
+		snprintf(key, sizeof(key), "%d/%d/%d", milli, devs, cpus);
+		intptr_t idx = (intptr_t)tk_map_get(&kinds, key);
+		if (!idx) {
+			xgrow(&keys, &kalloc, nkeys + 1, sizeof(char *));
+			keys[nkeys] = xstrdup(key);
+			xgrow(&p->mix, &malloc_n, (size_t)p->nmix + 1, sizeof(*p->mix));
+			p->mix[p->nmix] = (struct sched_mix_item){milli, devs, cpus, 0};
+			idx = ++p->nmix;
+			tk_map_put(&kinds, keys[nkeys++], (void *)idx);
+		}
+		p->mix[idx - 1].p += 1;
+		total++;
+	}
+	for (int i = 0; i < p->nmix; i++)
+		p->mix[i].p /= total;
+	for (size_t i = 0; i < nkeys; i++)
+		free(keys[i]);
+	free(keys);
+	tk_map_release(&kinds);
+}
+
+void place_init(struct pass *p)
+{
+	const struct sched_snapshot *s = p->snap;
+	int nn = s->nnodes;
+	p->nn = nn;
+	p->dev_off = xcalloc((size_t)nn + 1, sizeof(int));
+	int ndev = 0;
+	for (int n = 0; n < nn; n++) {
+		p->dev_off[n] = ndev;
+		ndev += s->nodes[n].ndev;
+	}
+	p->dev_off[nn] = ndev;
+	p->ndev = ndev;
+	struct view *views[] = {&p->free, &p->scratch, &p->total};
+	for (size_t i = 0; i < ARRAY_SIZE(views); i++) {
+		views[i]->cpus = xcalloc((size_t)nn + 1, sizeof(int));
+		views[i]->mem = xcalloc((size_t)nn + 1, sizeof(int64_t));
+		views[i]->dev = xcalloc((size_t)ndev + 1, sizeof(int));
+	}
+	p->models = xcalloc((size_t)ndev + 1, sizeof(char *));
+	int nm = 0;
+	for (int n = 0; n < nn; n++) {
+		const struct sched_node *node = &s->nodes[n];
+		p->free.cpus[n] = node->cpus_free;
+		p->free.mem[n] = node->mem_free_mib;
+		p->total.cpus[n] = node->cpus_total;
+		p->total.mem[n] = node->mem_total_mib;
+		for (int d = 0; d < node->ndev; d++) {
+			p->free.dev[p->dev_off[n] + d] = node->devs[d].free_milli;
+			p->total.dev[p->dev_off[n] + d] = MODEL_MILLI;
+			p->models[nm++] = node->devs[d].model;
+		}
+	}
+	qsort(p->models, (size_t)nm, sizeof(char *), cmp_str);
+	int u = 0;
+	for (int i = 0; i < nm; i++)
+		if (u == 0 || strcmp(p->models[u - 1], p->models[i]) != 0)
+			p->models[u++] = p->models[i];
+	p->nmodels = u;
+	p->dev_model = xcalloc((size_t)ndev + 1, sizeof(int));
+	for (int n = 0; n < nn; n++)
+		for (int d = 0; d < s->nodes[n].ndev; d++)
+			p->dev_model[p->dev_off[n] + d] = model_index(p, s->nodes[n].devs[d].model);
+	p->cands = xcalloc((size_t)nn + 1, sizeof(struct cand));
+	p->order = xcalloc((size_t)nn + 1, sizeof(int));
+	p->model_scratch = xcalloc((size_t)p->nmodels + 1, sizeof(int));
+	p->model_tflops = xcalloc((size_t)p->nmodels + 1, sizeof(double));
+	p->model_exclusive = xcalloc((size_t)p->nmodels + 1, sizeof(int));
+	for (int n = 0; n < nn; n++)
+		for (int d = 0; d < s->nodes[n].ndev; d++)
+			p->model_tflops[p->dev_model[p->dev_off[n] + d]] =
+				MAX(p->model_tflops[p->dev_model[p->dev_off[n] + d]],
+				    s->nodes[n].devs[d].tflops);
+	/* whether some waiting job can use a model only: taking it costs them */
+	for (int i = 0; i < s->njobs; i++) {
+		const struct sched_job *j = s->jobs[i];
+		if (j->ngpu_types == 1 && j->gpu_milli > 0) {
+			int m = -1;
+			for (int k = 0; k < p->nmodels; k++)
+				if (strcasecmp(j->gpu_types[0], p->models[k]) == 0)
+					m = k;
+			if (m >= 0)
+				p->model_exclusive[m] = 1;
+		}
+	}
+	topo_init(p);
+	/* the capacity index over `free` */
+	p->cap = xcalloc((size_t)(p->nmodels + 1) * (MODEL_MAX_ACCELS + 1), sizeof(int));
+	p->node_whole = xcalloc((size_t)nn * (size_t)(p->nmodels + 1) + 1, sizeof(int));
+	for (int n = 0; n < nn; n++) {
+		if (!s->nodes[n].schedulable)
+			continue;
+		int *w = &p->node_whole[n * p->nmodels];
+		for (int d = 0; d < s->nodes[n].ndev; d++)
+			if (p->free.dev[p->dev_off[n] + d] == MODEL_MILLI)
+				w[p->dev_model[p->dev_off[n] + d]]++;
+		for (int m = 0; m < p->nmodels; m++)
+			p->cap[m * (MODEL_MAX_ACCELS + 1) + w[m]]++;
+	}
+	mix_from_jobs(p);
+}
+
+void place_release(struct pass *p)
+{
+	struct view *views[] = {&p->free, &p->scratch, &p->total};
+	for (size_t i = 0; i < ARRAY_SIZE(views); i++) {
+		free(views[i]->cpus);
+		free(views[i]->mem);
+		free(views[i]->dev);
+	}
+	free(p->dev_off);
+	free(p->models);
+	free(p->dev_model);
+	free(p->cands);
+	free(p->order);
+	free(p->topo_group);
+	free(p->ngroups);
+	free(p->cap);
+	free(p->node_whole);
+	free(p->mix);
+	free(p->model_scratch);
+	free(p->model_tflops);
+	free(p->model_exclusive);
+}
+
+void view_copy(struct pass *p, struct view *dst, const struct view *src)
+{
+	memcpy(dst->cpus, src->cpus, sizeof(int) * (size_t)p->nn);
+	memcpy(dst->mem, src->mem, sizeof(int64_t) * (size_t)p->nn);
+	memcpy(dst->dev, src->dev, sizeof(int) * (size_t)p->ndev);
+}
+
+void view_apply(struct pass *p, struct view *v, const struct sched_assign *a, int n, int sign)
+{
+	for (int i = 0; i < n; i++) {
+		int node = a[i].node;
+		v->cpus[node] += sign * a[i].cpus;
+		v->mem[node] += sign * a[i].mem_mib;
+		for (int k = 0; k < a[i].ndev; k++)
+			v->dev[p->dev_off[node] + a[i].devs[k]] += sign * a[i].milli;
+	}
+}
+
+void cap_update_node(struct pass *p, int n)
+{
+	const struct sched_node *node = &p->snap->nodes[n];
+	if (!node->schedulable)
+		return;
+	int *w = &p->node_whole[n * p->nmodels];
+	int *fresh = p->model_scratch;
+	for (int d = 0; d < node->ndev; d++)
+		fresh[p->dev_model[p->dev_off[n] + d]] = 0;
+	for (int d = 0; d < node->ndev; d++)
+		if (p->free.dev[p->dev_off[n] + d] == MODEL_MILLI)
+			fresh[p->dev_model[p->dev_off[n] + d]]++;
+	for (int d = 0; d < node->ndev; d++) {
+		int m = p->dev_model[p->dev_off[n] + d];
+		if (fresh[m] != w[m]) {
+			p->cap[m * (MODEL_MAX_ACCELS + 1) + w[m]]--;
+			p->cap[m * (MODEL_MAX_ACCELS + 1) + fresh[m]]++;
+			w[m] = fresh[m];
+		}
+	}
+}
+
+bool cap_maybe_fits(struct pass *p, const struct req *rq)
+{
+	if (!rq->whole)
+		return true;
+	int need = rq->whole, have = 0;
+	for (int m = 0; m < p->nmodels; m++) {
+		if (!rq->model_ok[m])
+			continue;
+		int cnt = 0;
+		for (int k = need; k <= MODEL_MAX_ACCELS; k++)
+			cnt += p->cap[m * (MODEL_MAX_ACCELS + 1) + k];
+		if (rq->j->mixed_types)
+			have += cnt; /* optimistic: mixing may combine models on a node */
+		else
+			have = MAX(have, cnt);
+	}
+	if (rq->j->mixed_types)
+		return true; /* a node may hold a share only across models: do not guess */
+	return have >= rq->j->nodes;
+}
+
+void req_init(struct pass *p, const struct sched_job *j, struct req *rq)
+{
+	memset(rq, 0, sizeof(*rq));
+	rq->j = j;
+	rq->cpus = j->tasks_per_node * j->cpus_per_task;
+	rq->mem = j->mem_mib;
+	if (j->gpu_milli >= MODEL_MILLI)
+		rq->whole = j->tasks_per_node * (j->gpu_milli / MODEL_MILLI);
+	else if (j->gpu_milli > 0)
+		rq->frac = j->gpu_milli;
+	rq->model_ok = xcalloc((size_t)p->nmodels + 1, sizeof(bool));
+	for (int m = 0; m < p->nmodels; m++) {
+		bool ok = j->ngpu_types == 0;
+		for (int t = 0; t < j->ngpu_types; t++)
+			if (strcasecmp(j->gpu_types[t], p->models[m]) == 0)
+				ok = true;
+		rq->model_ok[m] = ok;
+	}
+}
+
+void req_release(struct req *rq)
+{
+	free(rq->model_ok);
+	rq->model_ok = NULL;
+}
+
+/* ---- fragmentation ------------------------------------------------------------------- */
+
+/* The free share that one request kind could not use on a node. */
+static double frag_one(int ndev, const int *free, int cpus_free, const struct sched_mix_item *k)
+{
+	double all = 0;
+	int whole = 0, fits = 0;
+	double partial = 0, small = 0;
+	for (int d = 0; d < ndev; d++) {
+		all += free[d];
+		if (free[d] == MODEL_MILLI)
+			whole++;
+		else
+			partial += free[d];
+		if (k->devices == 0 && free[d] >= k->milli)
+			fits++;
+		else if (k->devices == 0)
+			small += free[d];
+	}
+	if (cpus_free < k->cpus)
+		return all;
+	if (k->devices > 0)
+		return whole >= k->devices ? partial : all;
+	return fits ? small : all;
+}
+
+double sched_node_fragmentation(int ndev, const int *free_milli, int cpus_free,
+				const struct sched_mix_item *mix, int nmix)
+{
+	double f = 0;
+	for (int i = 0; i < nmix; i++)
+		f += mix[i].p * frag_one(ndev, free_milli, cpus_free, &mix[i]);
+	return f;
+}
+
+/* ---- one node ------------------------------------------------------------------------ */
+
+static bool dev_usable(const struct pass *p, const struct req *rq, int node, int d, int model)
+{
+	const struct sched_dev *dev = &p->snap->nodes[node].devs[d];
+	int m = p->dev_model[p->dev_off[node] + d];
+	if (!rq->model_ok[m] || (model >= 0 && m != model))
+		return false;
+	if (rq->j->gpu_mem_mib && dev->mem_mib < rq->j->gpu_mem_mib)
+		return false;
+	if (rq->j->gpu_tflops > 0 && dev->tflops < rq->j->gpu_tflops)
+		return false;
+	return true;
+}
+
+/* Chooses the device for a fraction on node n; -1 when none fits. Fills the
+ * score (lower is better) by the pass's fraction policy. */
+static int frac_device(const struct pass *p, const struct req *rq, const struct view *v, int n,
+		       int model, int64_t *score)
+{
+	const struct sched_node *node = &p->snap->nodes[n];
+	const int *free = &v->dev[p->dev_off[n]];
+	int best = -1;
+	double best_score = 0;
+	int used_node = 0;
+	for (int d = 0; d < node->ndev; d++)
+		used_node += MODEL_MILLI - free[d];
+	double before = 0;
+	enum sched_frac_policy pol = p->policy ? p->policy->frac : SCHED_FRAC_FGD;
+	if (pol == SCHED_FRAC_FGD)
+		before = sched_node_fragmentation(node->ndev, free, v->cpus[n], p->mix, p->nmix);
+	int after[MODEL_MAX_ACCELS];
+	for (int d = 0; d < node->ndev; d++) {
+		if (free[d] < rq->frac || !dev_usable(p, rq, n, d, model))
+			continue;
+		double sc;
+		switch (pol) {
+		case SCHED_FRAC_BESTFIT:
+			sc = free[d] - rq->frac;
+			break;
+		case SCHED_FRAC_PACK:
+			/* the most used node, then its most used device */
+			sc = -(double)used_node * (MODEL_MILLI + 1) + free[d];
+			break;
+		default:
+			memcpy(after, free, sizeof(int) * (size_t)node->ndev);
+			after[d] -= rq->frac;
+			sc = sched_node_fragmentation(node->ndev, after, v->cpus[n] - rq->cpus, p->mix,
+						      p->nmix) -
+			     before;
+		}
+		if (best < 0 || sc < best_score - 1e-9 ||
+		    (fabs(sc - best_score) <= 1e-9 && free[d] < free[best])) {
+			best = d;
+			best_score = sc;
+		}
+	}
+	/* ties (most often: no fragmentation either way) go to the device with the
+	 * least room left, so whole devices stay whole */
+	if (best >= 0)
+		*score = (int64_t)llround(best_score * 1000.0) * (2 * MODEL_MILLI + 1) +
+			 (free[best] - rq->frac);
+	return best;
+}
+
+/* Could node n hold one node's share of rq on devices of `model` (-1: any
+ * acceptable model)? Fills c on success. */
+static bool node_fits(const struct pass *p, const struct req *rq, const struct view *v, int n,
+		      int model, struct cand *c)
+{
+	const struct sched_node *node = &p->snap->nodes[n];
+	if (!node->schedulable || v->cpus[n] < rq->cpus || v->mem[n] < rq->mem)
+		return false;
+	c->node = n;
+	c->cpu_spare = v->cpus[n] - rq->cpus;
+	c->dev = -1;
+	if (rq->frac) {
+		c->dev = frac_device(p, rq, v, n, model, &c->spare);
+		return c->dev >= 0;
+	}
+	if (!rq->whole) {
+		c->spare = node->ndev; /* CPU work: keep accelerator nodes free */
+		return true;
+	}
+	int have = 0;
+	for (int d = 0; d < node->ndev; d++)
+		if (v->dev[p->dev_off[n] + d] == MODEL_MILLI && dev_usable(p, rq, n, d, model))
+			have++;
+	if (have < rq->whole)
+		return false;
+	c->spare = have - rq->whole;
+	return true;
+}
+
+/* tightest first, then by name */
+static int cmp_cand(const void *a, const void *b, void *arg)
+{
+	const struct cand *x = a, *y = b;
+	const struct sched_snapshot *snap = arg;
+	if (x->spare != y->spare)
+		return x->spare < y->spare ? -1 : 1;
+	if (x->cpu_spare != y->cpu_spare)
+		return x->cpu_spare < y->cpu_spare ? -1 : 1;
+	return strcmp(snap->nodes[x->node].name, snap->nodes[y->node].name);
+}
+
+/* group first (ids follow node-name order), then tightness */
+static int cmp_cand_group(const void *a, const void *b, void *arg)
+{
+	const struct cand *x = a, *y = b;
+	if (x->group != y->group)
+		return x->group < y->group ? -1 : 1;
+	return cmp_cand(a, b, arg);
+}
+
+/* Picks `need` free whole devices on node n, preferring one NVLink domain (the
+ * one with the fewest free devices that suffices). */
+static void pick_devices(const struct pass *p, const struct req *rq, const struct view *v, int n,
+			 int model, struct sched_assign *a)
+{
+	const struct sched_node *node = &p->snap->nodes[n];
+	const int *free = &v->dev[p->dev_off[n]];
+	int need = rq->whole;
+	int dom_id[MODEL_MAX_ACCELS], dom_free[MODEL_MAX_ACCELS], ndom = 0;
+	for (int d = 0; d < node->ndev; d++) {
+		if (free[d] != MODEL_MILLI || !dev_usable(p, rq, n, d, model))
+			continue;
+		int k;
+		for (k = 0; k < ndom; k++)
+			if (dom_id[k] == node->devs[d].nvlink_domain)
+				break;
+		if (k == ndom) {
+			dom_id[ndom] = node->devs[d].nvlink_domain;
+			dom_free[ndom++] = 0;
+		}
+		dom_free[k]++;
+	}
+	int chosen = -1;
+	for (int k = 0; k < ndom; k++)
+		if (dom_free[k] >= need &&
+		    (chosen < 0 || dom_free[k] < dom_free[chosen] ||
+		     (dom_free[k] == dom_free[chosen] && dom_id[k] < dom_id[chosen])))
+			chosen = k;
+	a->ndev = 0;
+	for (int d = 0; d < node->ndev && a->ndev < need; d++) {
+		if (free[d] != MODEL_MILLI || !dev_usable(p, rq, n, d, model))
+			continue;
+		if (chosen >= 0 && node->devs[d].nvlink_domain != dom_id[chosen])
+			continue;
+		a->devs[a->ndev++] = d;
+	}
+}
+
+struct choice {
+	bool ok;
+	int model;
+	int switches;
+	int64_t spare;
+	int nsel;
+	int *sel; /* node indices, node rank order */
+};
+
+/* Chooses the gang's nodes among nc candidates: the deepest topology group
+ * that has enough, its tightest nodes. */
+static void choose_nodes(struct pass *p, const struct req *rq, int nc, struct choice *ch)
+{
+	struct cand *c = p->cands;
+	int need = rq->j->nodes;
+	void *snap = (void *)p->snap;
+	ch->ok = false;
+	if (need == 1 || p->depth == 0) {
+		qsort_r(c, (size_t)nc, sizeof(*c), cmp_cand, snap);
+		ch->ok = true;
+		ch->nsel = need;
+		ch->spare = 0;
+		for (int i = 0; i < need; i++) {
+			ch->sel[i] = c[i].node;
+			ch->spare += c[i].spare;
+		}
+		ch->switches = sched_switches_spanned(p->snap->nodes, ch->sel, need);
+		return;
+	}
+	for (int level = p->depth - 1; level >= -1 && !ch->ok; level--) {
+		for (int i = 0; i < nc; i++)
+			c[i].group = level >= 0 ? p->topo_group[level * p->nn + c[i].node] : 0;
+		qsort_r(c, (size_t)nc, sizeof(*c), cmp_cand_group, snap);
+		int *tmp = p->order;
+		for (int i = 0; i < nc;) {
+			int k = i;
+			while (k < nc && c[k].group == c[i].group)
+				k++;
+			if (k - i >= need) {
+				/* the tightest nodes of this group */
+				int64_t spare = 0;
+				for (int x = 0; x < need; x++) {
+					tmp[x] = c[i + x].node;
+					spare += c[i + x].spare;
+				}
+				int sw = sched_switches_spanned(p->snap->nodes, tmp, need);
+				if (!ch->ok || sw < ch->switches ||
+				    (sw == ch->switches && spare < ch->spare)) {
+					ch->ok = true;
+					ch->switches = sw;
+					ch->spare = spare;
+					ch->nsel = need;
+					memcpy(ch->sel, tmp, sizeof(int) * (size_t)need);
+				}
+			}
+			i = k;
+		}
+	}
+	if (!ch->ok)
+		return;
+	/* node ranks in topology order, so neighbours in a ring share switches */
+	for (int a = 1; a < ch->nsel; a++)
+		for (int b = a; b > 0; b--) {
+			const struct sched_node *x = &p->snap->nodes[ch->sel[b - 1]];
+			const struct sched_node *y = &p->snap->nodes[ch->sel[b]];
+			int t = strcmp(x->topology ? x->topology : "", y->topology ? y->topology : "");
+			if (t < 0 || (t == 0 && strcmp(x->name, y->name) <= 0))
+				break;
+			int sw = ch->sel[b];
+			ch->sel[b] = ch->sel[b - 1];
+			ch->sel[b - 1] = sw;
+		}
+}
+
+
+bool place(struct pass *p, const struct req *rq, const struct view *v, struct placement *out,
+	   struct place_fail *why)
+{
+	const struct sched_job *j = rq->j;
+	bool devices = rq->whole || rq->frac;
+	int ngroups = devices && !j->mixed_types ? p->nmodels : 1;
+	why->could = 0;
+	why->switches = 0;
+	struct choice best = {0}, cur = {0};
+	best.sel = xcalloc((size_t)j->nodes, sizeof(int));
+	cur.sel = xcalloc((size_t)j->nodes, sizeof(int));
+	int best_excl = 0;
+	double best_tf = 0;
+	int best_over = -1;
+	for (int g = 0; g < ngroups; g++) {
+		int model = devices && !j->mixed_types ? g : -1;
+		if (model >= 0 && !rq->model_ok[model])
+			continue;
+		int nc = 0;
+		for (int n = 0; n < p->nn; n++)
+			if (node_fits(p, rq, v, n, model, &p->cands[nc]))
+				nc++;
+		why->could = MAX(why->could, nc);
+		if (nc < j->nodes)
+			continue;
+		choose_nodes(p, rq, nc, &cur);
+		if (!cur.ok)
+			continue;
+		if (j->max_switches && cur.switches > j->max_switches) {
+			if (best_over < 0 || cur.switches < best_over)
+				best_over = cur.switches;
+			continue;
+		}
+		cur.model = model;
+		int excl = model >= 0 && j->ngpu_types != 1 ? p->model_exclusive[model] : 0;
+		double tf = model >= 0 ? p->model_tflops[model] : 0;
+		bool better = !best.ok || cur.switches < best.switches ||
+			      (cur.switches == best.switches &&
+			       (excl < best_excl ||
+				(excl == best_excl &&
+				 (tf > best_tf + 1e-9 ||
+				  (fabs(tf - best_tf) <= 1e-9 && cur.spare < best.spare)))));
+		if (better) {
+			struct choice t = best;
+			best = cur;
+			cur = t;
+			best_excl = excl;
+			best_tf = tf;
+		}
+	}
+	free(cur.sel);
+	if (!best.ok) {
+		why->switches = best_over > 0 ? best_over : 0;
+		free(best.sel);
+		return false;
+	}
+	out->nnodes = best.nsel;
+	out->switches = best.switches;
+	out->spare = best.spare;
+	for (int i = 0; i < best.nsel; i++) {
+		int n = best.sel[i];
+		struct sched_assign *a = &out->nodes[i];
+		a->node = n;
+		a->milli = MODEL_MILLI;
+		a->cpus = rq->cpus;
+		a->mem_mib = rq->mem;
+		a->ndev = 0;
+		if (rq->frac) {
+			struct cand c;
+			node_fits(p, rq, v, n, best.model, &c);
+			a->ndev = 1;
+			a->devs[0] = c.dev;
+			a->milli = rq->frac;
+		} else if (rq->whole) {
+			pick_devices(p, rq, v, n, best.model, a);
+		}
+	}
+	free(best.sel);
+	return true;
+}

@@ -1,0 +1,127 @@
+"""The scheduling policies through the real server and agents: preemption of
+a gang, quotas with borrowing and reclaim, backfill, and the explanations."""
+import os
+
+from conftest import Daemon, Tenk, start_up, wait_for
+
+TRAPPED = ('trap "echo TERM >> {out}/term-$TENK_JOB_ID-$TENK_ATTEMPT; exit 143" TERM; '
+           'while :; do sleep 0.1; done')
+
+
+def cluster_of(workdir, procs, agents=2, fake="4xH100"):
+    data = os.path.join(workdir, "data")
+    server = Daemon(["server", "--data", data, "--listen", "127.0.0.1:0"], workdir, "server")
+    procs.append(server)
+    wait_for(lambda: os.path.exists(os.path.join(data, "server.url")), 20, "the server")
+    t = Tenk(workdir, data)
+    for i in range(agents):
+        d = Daemon(["agent", "--server", t.url, "--token-file", os.path.join(data, "agent.token"),
+                    "--name", f"n{i}", "--fake-gpus", fake,
+                    "--work-dir", os.path.join(workdir, f"agent{i}")], workdir, f"agent{i}")
+        procs.append(d)
+    t.wait_nodes_up(agents)
+    return t
+
+
+def test_prod_gang_preempts_batch_on_two_nodes(workdir, procs):
+    t = cluster_of(workdir, procs)
+    out = os.path.join(workdir, "marks")
+    os.mkdir(out)
+    b1 = t.submit("--class", "batch", "-G", "4", "--grace", "2s", "--", "sh", "-c",
+                  TRAPPED.format(out=out))
+    b2 = t.submit("--class", "batch", "-G", "4", "--grace", "2s", "--", "sh", "-c",
+                  TRAPPED.format(out=out))
+    t.wait_state(b1, "RUNNING")
+    t.wait_state(b2, "RUNNING")
+    nodes = {t.job(b)["attempts"][0]["nodes"][0]["name"] for b in (b1, b2)}
+    assert nodes == {"n0", "n1"}
+    prod = t.submit("--class", "prod", "-N", "2", "-G", "4", "--", "true")
+    p = t.run("wait", prod, timeout=60)
+    assert p.returncode == 0
+    job = t.job(prod)
+    assert job["state"] == "COMPLETED" and job["class"] == "prod"
+    assert {n["name"] for n in job["attempts"][0]["nodes"]} == {"n0", "n1"}
+    for b in (b1, b2):
+        j = t.job(b)
+        assert f"preempted by job {prod} (class prod)" in j["attempts"][0]["reason"]
+        assert j["preemptions"] == 1 and j["failures"] == 0
+        assert os.path.exists(f"{out}/term-{b}-1"), "the victim got SIGTERM to checkpoint"
+    # the victims come back once the prod gang is done
+    for b in (b1, b2):
+        wait_for(lambda: len(t.job(b)["attempts"]) == 2, 30, f"job {b} to restart")
+    t.run("cancel", b1, b2)
+
+
+def test_queue_borrows_and_gives_back(workdir):
+    t, d = start_up(workdir, fake="8xH100")
+    t.run("queues", "set", "lender", "--gpus", "4", "--borrow-limit", "0")
+    t.run("queues", "set", "borrower", "--gpus", "4", "--borrow-limit", "4", "--weight", "2")
+    q = {x["name"]: x for x in t.json("queues")["queues"]}
+    assert q["lender"]["gpus"] == 4 and q["borrower"]["borrow_limit"] == 4
+    own = t.submit("--queue", "borrower", "-G", "4", "--grace", "1s", "--", "sleep", "300")
+    t.wait_state(own, "RUNNING")
+    lent = t.submit("--queue", "borrower", "-G", "4", "--grace", "1s", "--", "sleep", "300")
+    t.wait_state(lent, "RUNNING")  # the lender's idle share, borrowed
+    q = {x["name"]: x for x in t.json("queues")["queues"]}
+    assert q["borrower"]["in_use"] == 8 and q["borrower"]["borrowed"] == 4
+    over = t.submit("--queue", "borrower", "-G", "1", "--", "true")
+    wait_for(lambda: 'queue "borrower" is at its limit' in t.job(over)["reason"], 20,
+             "the borrow limit to show")
+    table = t.run("queues").stdout
+    assert "borrower" in table and "lender" in table
+    # the lender's job arrives: it reclaims what was lent
+    mine = t.submit("--queue", "lender", "-G", "4", "--", "sleep", "1")
+    t.run("wait", mine, timeout=60)
+    assert t.job(mine)["state"] == "COMPLETED"
+    j = t.job(lent)
+    assert f"preempted by job {mine}" in j["attempts"][0]["reason"]
+    assert t.job(own)["state"] == "RUNNING", "work within the quota is not touched"
+    t.run("cancel", own, lent, over)
+    # bad queue and class names are refused with the names that exist
+    p = t.run("submit", "--queue", "nope", "--", "true", check=False)
+    assert p.returncode == 1 and 'no queue "nope"' in p.stderr
+    p = t.run("submit", "--class", "urgent", "--", "true", check=False)
+    assert p.returncode == 1 and "classes: prod, normal, batch" in p.stderr
+    p = t.run("queues", "set", "x", "--gpus", "many", check=False)
+    assert p.returncode == 2
+    d.stop()
+
+
+def test_backfill_does_not_delay_the_reserved_job(workdir):
+    t, d = start_up(workdir, fake="8xH100")
+    running = t.submit("-G", "4", "--time", "2m", "--", "sleep", "300")
+    t.wait_state(running, "RUNNING")
+    big = t.submit("-G", "8", "--", "true")
+    wait_for(lambda: "reserved to start in about" in t.job(big)["reason"], 20, "a reservation")
+    short = t.submit("-G", "2", "--time", "30s", "--", "sleep", "1")
+    t.run("wait", short, timeout=60)
+    assert t.job(short)["state"] == "COMPLETED", "a short job starts ahead of the big one"
+    long_ = t.submit("-G", "2", "--", "sleep", "300")
+    wait_for(lambda: f"would delay job {big}" in t.job(long_)["reason"], 20,
+             "the long job to be held back")
+    assert t.job(long_)["state"] == "PENDING"
+    text = t.run("show", long_).stdout
+    assert "a time limit (--time) under that would let it start now" in text
+    # when the running job ends, the big one starts first
+    t.run("cancel", running)
+    t.run("wait", big, timeout=60)
+    big_start = t.job(big)["attempts"][0]["start_ms"]
+    wait_for(lambda: t.job(long_)["state"] == "RUNNING", 30, "the long job to start after")
+    assert t.job(long_)["attempts"][0]["start_ms"] >= big_start
+    t.run("cancel", long_)
+    classes = t.json("classes")["classes"]
+    assert [c["name"] for c in classes] == ["prod", "normal", "batch"]
+    d.stop()
+
+
+def test_capability_and_topology_requests(workdir, procs):
+    t = cluster_of(workdir, procs, agents=2, fake="2xT4")
+    p = t.run("submit", "--gpu-mem", "40G", "-G", "1", "--", "true")
+    jid = int(p.stdout)
+    wait_for(lambda: "can never start" in t.job(jid)["reason"], 20, "a reason")
+    assert ">= 40 GiB" in t.job(jid)["reason"]
+    ok = t.submit("--gpu-tflops", "60", "-G", "1", "--", "true")
+    t.run("wait", ok, timeout=60)
+    sw = t.submit("-N", "2", "--switches", "1", "-G", "1", "--", "true")
+    t.run("wait", sw, timeout=60)  # nodes without topology count as one switch
+    t.run("cancel", jid)
