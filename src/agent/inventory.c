@@ -27,48 +27,6 @@ typedef int (*nvml_handle_fn)(unsigned, void **);
 typedef int (*nvml_name_fn)(void *, char *, unsigned);
 typedef int (*nvml_mem_fn)(void *, struct nvml_memory *);
 
-/* Letters and digits only, upper-cased: "A100-SXM4-80GB" -> "A100SXM480GB". */
-static void squash(const char *in, char *out, size_t n)
-{
-	size_t k = 0;
-	for (; *in && k + 1 < n; in++)
-		if (isalnum((unsigned char)*in))
-			out[k++] = (char)toupper((unsigned char)*in);
-	out[k] = '\0';
-}
-
-/* Picks the catalogue model a device name refers to: the longest model base
- * name found in it, then the closest memory size. */
-static const struct catalogue_entry *match_model(const struct catalogue *cat, const char *dev_name,
-						 int64_t mem_mib)
-{
-	char dev[128];
-	squash(dev_name, dev, sizeof(dev));
-	const struct catalogue_entry *best = NULL;
-	size_t best_len = 0;
-	int64_t best_diff = 0;
-	for (size_t i = 0; i < cat->n; i++) {
-		const struct catalogue_entry *e = &cat->entries[i];
-		char base[MODEL_NAME_MAX];
-		snprintf(base, sizeof(base), "%s", e->name);
-		char *dash = strchr(base, '-');
-		if (dash)
-			*dash = '\0';
-		char sq[MODEL_NAME_MAX];
-		squash(base, sq, sizeof(sq));
-		size_t len = strlen(sq);
-		if (!len || !strstr(dev, sq))
-			continue;
-		int64_t diff = e->mem_mib > mem_mib ? e->mem_mib - mem_mib : mem_mib - e->mem_mib;
-		if (!best || len > best_len || (len == best_len && diff < best_diff)) {
-			best = e;
-			best_len = len;
-			best_diff = diff;
-		}
-	}
-	return best;
-}
-
 static int nvml_detect(const struct catalogue *cat, struct node_inventory *inv)
 {
 	void *lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
@@ -108,14 +66,12 @@ static int nvml_detect(const struct catalogue *cat, struct node_inventory *inv)
 		a->index = inv->naccel;
 		snprintf(a->uuid, sizeof(a->uuid), "%.*s", (int)sizeof(a->uuid) - 1, id);
 		a->mem_mib = (int64_t)(m.total >> 20);
-		const struct catalogue_entry *e = match_model(cat, nm, a->mem_mib);
+		const struct catalogue_entry *e = catalogue_match(cat, nm, a->mem_mib);
 		if (e) {
 			snprintf(a->model, sizeof(a->model), "%s", e->name);
 			a->tflops = e->tflops;
 		} else {
-			char sq[MODEL_NAME_MAX];
-			squash(nm, sq, sizeof(sq));
-			snprintf(a->model, sizeof(a->model), "%s", sq[0] ? sq : "GPU");
+			model_name_sanitize(nm, a->model, sizeof(a->model));
 		}
 		inv->naccel++;
 	}

@@ -9,6 +9,8 @@
  */
 #include "internal.h"
 
+#include <ctype.h>
+#include <stdlib.h>
 #include <errno.h>
 #include <stdio.h>
 #include <strings.h>
@@ -149,4 +151,72 @@ json_t *catalogue_pack(const struct catalogue *c)
 						     e->price_per_hour));
 	}
 	return arr;
+}
+
+/* Letters and digits only, upper-cased: "A100-SXM4-80GB" -> "A100SXM480GB". */
+static void squash(const char *in, char *out, size_t n)
+{
+	size_t k = 0;
+	for (; *in && k + 1 < n; in++)
+		if (isalnum((unsigned char)*in))
+			out[k++] = (char)toupper((unsigned char)*in);
+	out[k] = '\0';
+}
+
+const struct catalogue_entry *catalogue_match(const struct catalogue *c, const char *device_name,
+					      int64_t mem_mib)
+{
+	const struct catalogue_entry *exact = catalogue_find(c, device_name);
+	if (exact)
+		return exact;
+	char dev[128];
+	squash(device_name, dev, sizeof(dev));
+	if (mem_mib <= 0) {
+		/* no size given: take it from the name ("...-80GB") when there */
+		const char *gb = strstr(dev, "GB");
+		if (gb) {
+			const char *p = gb;
+			while (p > dev && isdigit((unsigned char)p[-1]))
+				p--;
+			if (p < gb)
+				mem_mib = strtoll(p, NULL, 10) * 1024;
+		}
+	}
+	const struct catalogue_entry *best = NULL;
+	size_t best_len = 0;
+	int64_t best_diff = 0;
+	for (size_t i = 0; i < c->n; i++) {
+		const struct catalogue_entry *e = &c->entries[i];
+		char base[MODEL_NAME_MAX];
+		snprintf(base, sizeof(base), "%s", e->name);
+		char *dash = strchr(base, '-');
+		if (dash)
+			*dash = '\0';
+		char sq[MODEL_NAME_MAX];
+		squash(base, sq, sizeof(sq));
+		size_t len = strlen(sq);
+		if (!len || !strstr(dev, sq))
+			continue;
+		int64_t diff = e->mem_mib > mem_mib ? e->mem_mib - mem_mib : mem_mib - e->mem_mib;
+		if (!best || len > best_len || (len == best_len && diff < best_diff)) {
+			best = e;
+			best_len = len;
+			best_diff = diff;
+		}
+	}
+	return best;
+}
+
+void model_name_sanitize(const char *in, char *out, size_t n)
+{
+	size_t k = 0;
+	for (; *in && k + 1 < n; in++) {
+		char ch = *in;
+		out[k++] = (isalnum((unsigned char)ch) || ch == '.' || ch == '_' || ch == '-') ? ch : '-';
+	}
+	if (k == 0 && n > 3) {
+		memcpy(out, "GPU", 3);
+		k = 3;
+	}
+	out[k] = '\0';
 }

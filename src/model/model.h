@@ -92,6 +92,13 @@ void catalogue_set(struct catalogue *c, const struct catalogue_entry *e);
  * Fields left out keep the built-in value (or 0 for a new model). On error
  * nothing is changed. */
 int catalogue_load_json(struct catalogue *c, const char *text, struct tk_error *err);
+/* The catalogue model a device name refers to ("NVIDIA A100-SXM4-80GB" ->
+ * A100-80GB): an exact name, else the longest model base name found in it,
+ * then the closest memory size. NULL when none matches. */
+const struct catalogue_entry *catalogue_match(const struct catalogue *c, const char *device_name,
+					      int64_t mem_mib);
+/* Makes a valid model name of any text (invalid characters become '-'). */
+void model_name_sanitize(const char *in, char *out, size_t n);
 /* Writes "H200, H100, ..." into sb: for error messages. */
 void catalogue_names(const struct catalogue *c, struct strbuf *sb);
 json_t *catalogue_pack(const struct catalogue *c);

@@ -62,6 +62,22 @@ struct pass {
 	struct sched_mix_item *mix;
 	int nmix;
 	int *model_scratch;	 /* one int per model */
+	int *model_scratch2;
+	/* candidate lists over `free`, cell x = node * nmodels + model: nodes by
+	 * their count of whole free devices of a model (wb), and by the most room
+	 * on one of its devices, in steps of 50 milli (fb) */
+	int *wb_head, *wb_next, *wb_prev;
+	int *fb_head, *fb_next, *fb_prev;
+	int *node_room;
+	int *model_nodes;     /* nodes with devices of model m: [off[m], off[m+1]) */
+	bool delta;	      /* scratch is free plus changes on the touched nodes */
+	int touch_gen;
+	int *touch_mark;      /* == touch_gen: touched */
+	int *touched;
+	int ntouched;
+	int *model_nodes_off;
+	double *frag_before;	 /* per node: its fragmentation in `free`, when valid */
+	bool *frag_valid;
 	double *model_tflops;	 /* per model: its devices' rate */
 	int *model_exclusive;	 /* per model: some waiting job can use it only */
 	/* scratch for placement */
@@ -94,3 +110,27 @@ void cap_update_node(struct pass *p, int n);
 /* A quick, optimistic test: could rq fit in `free` at all? */
 bool cap_maybe_fits(struct pass *p, const struct req *rq);
 void view_copy(struct pass *p, struct view *dst, const struct view *src);
+/* `scratch` as a copy of `free` plus changes on a few nodes: after
+ * scratch_from_free, every change goes through scratch_apply (or is marked
+ * with scratch_touch), and placements on scratch read the untouched nodes
+ * through free's candidate lists instead of scanning every node. */
+void scratch_from_free(struct pass *p);
+void scratch_apply(struct pass *p, const struct sched_assign *a, int n, int sign);
+void scratch_touch(struct pass *p, int node);
+
+/* How many nodes could hold one node's share of a request, per accelerator
+ * model, in a view that changes a node at a time: what makes preemption and
+ * reservations cost one placement, not one per victim. */
+struct fitcount {
+	const struct req *rq;
+	int ngroups;
+	int *count;   /* per group */
+	uint8_t *fit; /* [node * ngroups + group] */
+};
+void fit_init(struct pass *p, struct fitcount *fc, const struct req *rq, const struct view *v);
+/* Could node n hold one node's share of rq on `model` (-1: any) in v? */
+bool node_can_public(const struct pass *p, const struct req *rq, const struct view *v, int n,
+		     int model);
+void fit_update(struct pass *p, struct fitcount *fc, const struct view *v, int node);
+bool fit_enough(const struct fitcount *fc);
+void fit_release(struct fitcount *fc);

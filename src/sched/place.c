@@ -180,6 +180,8 @@ int sched_switches_spanned(const struct sched_node *nodes, const int *idx, int n
 
 /* ---- set-up ------------------------------------------------------------------------ */
 
+static void lists_init(struct pass *p);
+
 static void mix_from_jobs(struct pass *p)
 {
 	const struct sched_snapshot *s = p->snap;
@@ -272,6 +274,11 @@ void place_init(struct pass *p)
 	p->cands = xcalloc((size_t)nn + 1, sizeof(struct cand));
 	p->order = xcalloc((size_t)nn + 1, sizeof(int));
 	p->model_scratch = xcalloc((size_t)p->nmodels + 1, sizeof(int));
+	p->model_scratch2 = xcalloc((size_t)p->nmodels + 1, sizeof(int));
+	p->touch_mark = xcalloc((size_t)nn + 1, sizeof(int));
+	p->touched = xcalloc((size_t)nn + 1, sizeof(int));
+	p->frag_before = xcalloc((size_t)nn + 1, sizeof(double));
+	p->frag_valid = xcalloc((size_t)nn + 1, sizeof(bool));
 	p->model_tflops = xcalloc((size_t)p->nmodels + 1, sizeof(double));
 	p->model_exclusive = xcalloc((size_t)p->nmodels + 1, sizeof(int));
 	for (int n = 0; n < nn; n++)
@@ -305,6 +312,21 @@ void place_init(struct pass *p)
 		for (int m = 0; m < p->nmodels; m++)
 			p->cap[m * (MODEL_MAX_ACCELS + 1) + w[m]]++;
 	}
+	lists_init(p);
+	/* the nodes that have each model, for scans that need every candidate */
+	p->model_nodes_off = xcalloc((size_t)p->nmodels + 2, sizeof(int));
+	p->model_nodes = xcalloc((size_t)ndev + 1, sizeof(int));
+	int k = 0;
+	for (int m = 0; m < p->nmodels; m++) {
+		p->model_nodes_off[m] = k;
+		for (int n = 0; n < nn; n++)
+			for (int d = 0; d < s->nodes[n].ndev; d++)
+				if (p->dev_model[p->dev_off[n] + d] == m) {
+					p->model_nodes[k++] = n;
+					break;
+				}
+	}
+	p->model_nodes_off[p->nmodels] = k;
 	mix_from_jobs(p);
 }
 
@@ -327,12 +349,51 @@ void place_release(struct pass *p)
 	free(p->node_whole);
 	free(p->mix);
 	free(p->model_scratch);
+	free(p->model_scratch2);
+	free(p->touch_mark);
+	free(p->touched);
+	free(p->model_nodes);
+	free(p->model_nodes_off);
+	free(p->wb_head);
+	free(p->wb_next);
+	free(p->wb_prev);
+	free(p->fb_head);
+	free(p->fb_next);
+	free(p->fb_prev);
+	free(p->node_room);
+	free(p->frag_before);
+	free(p->frag_valid);
 	free(p->model_tflops);
 	free(p->model_exclusive);
 }
 
+void scratch_from_free(struct pass *p)
+{
+	view_copy(p, &p->scratch, &p->free);
+	p->delta = true;
+	p->touch_gen++;
+	p->ntouched = 0;
+}
+
+void scratch_touch(struct pass *p, int node)
+{
+	if (p->touch_mark[node] != p->touch_gen) {
+		p->touch_mark[node] = p->touch_gen;
+		p->touched[p->ntouched++] = node;
+	}
+}
+
+void scratch_apply(struct pass *p, const struct sched_assign *a, int n, int sign)
+{
+	view_apply(p, &p->scratch, a, n, sign);
+	for (int i = 0; i < n; i++)
+		scratch_touch(p, a[i].node);
+}
+
 void view_copy(struct pass *p, struct view *dst, const struct view *src)
 {
+	if (dst == &p->scratch)
+		p->delta = false; /* a plain copy: no longer known to differ little */
 	memcpy(dst->cpus, src->cpus, sizeof(int) * (size_t)p->nn);
 	memcpy(dst->mem, src->mem, sizeof(int64_t) * (size_t)p->nn);
 	memcpy(dst->dev, src->dev, sizeof(int) * (size_t)p->ndev);
@@ -349,24 +410,109 @@ void view_apply(struct pass *p, struct view *v, const struct sched_assign *a, in
 	}
 }
 
+/* ---- candidate lists: nodes by what they have free, per model ---------------------- */
+
+#define FRAC_BUCKET(milli) ((milli) / 50) /* 0..20 */
+#define FRAC_BUCKETS 21
+
+static void list_del(int *head, int *next, int *prev, int h, int x)
+{
+	if (prev[x] >= 0)
+		next[prev[x]] = next[x];
+	else
+		head[h] = next[x];
+	if (next[x] >= 0)
+		prev[next[x]] = prev[x];
+	next[x] = prev[x] = -1;
+}
+
+static void list_add(int *head, int *next, int *prev, int h, int x)
+{
+	prev[x] = -1;
+	next[x] = head[h];
+	if (head[h] >= 0)
+		prev[head[h]] = x;
+	head[h] = x;
+}
+
 void cap_update_node(struct pass *p, int n)
 {
 	const struct sched_node *node = &p->snap->nodes[n];
+	p->frag_valid[n] = false;
 	if (!node->schedulable)
 		return;
-	int *w = &p->node_whole[n * p->nmodels];
+	int nm = p->nmodels;
+	int *w = &p->node_whole[n * nm];
 	int *fresh = p->model_scratch;
-	for (int d = 0; d < node->ndev; d++)
+	int *room = p->model_scratch2;
+	for (int d = 0; d < node->ndev; d++) {
 		fresh[p->dev_model[p->dev_off[n] + d]] = 0;
-	for (int d = 0; d < node->ndev; d++)
-		if (p->free.dev[p->dev_off[n] + d] == MODEL_MILLI)
-			fresh[p->dev_model[p->dev_off[n] + d]]++;
+		room[p->dev_model[p->dev_off[n] + d]] = 0;
+	}
 	for (int d = 0; d < node->ndev; d++) {
 		int m = p->dev_model[p->dev_off[n] + d];
+		int f = p->free.dev[p->dev_off[n] + d];
+		if (f == MODEL_MILLI)
+			fresh[m]++;
+		room[m] = MAX(room[m], f);
+	}
+	for (int d = 0; d < node->ndev; d++) {
+		int m = p->dev_model[p->dev_off[n] + d];
+		int x = n * nm + m;
 		if (fresh[m] != w[m]) {
 			p->cap[m * (MODEL_MAX_ACCELS + 1) + w[m]]--;
 			p->cap[m * (MODEL_MAX_ACCELS + 1) + fresh[m]]++;
+			list_del(p->wb_head, p->wb_next, p->wb_prev, m * (MODEL_MAX_ACCELS + 1) + w[m], x);
+			list_add(p->wb_head, p->wb_next, p->wb_prev,
+				 m * (MODEL_MAX_ACCELS + 1) + fresh[m], x);
 			w[m] = fresh[m];
+		}
+		int b = FRAC_BUCKET(room[m]);
+		if (b != p->node_room[x]) {
+			list_del(p->fb_head, p->fb_next, p->fb_prev, m * FRAC_BUCKETS + p->node_room[x], x);
+			list_add(p->fb_head, p->fb_next, p->fb_prev, m * FRAC_BUCKETS + b, x);
+			p->node_room[x] = b;
+		}
+	}
+}
+
+/* Builds the lists from `free`: every schedulable node under each model it has. */
+static void lists_init(struct pass *p)
+{
+	int nm = p->nmodels, nn = p->nn;
+	size_t cells = (size_t)nn * (size_t)nm + 1;
+	p->wb_head = xcalloc((size_t)nm * (MODEL_MAX_ACCELS + 1) + 1, sizeof(int));
+	p->fb_head = xcalloc((size_t)nm * FRAC_BUCKETS + 1, sizeof(int));
+	for (size_t i = 0; i < (size_t)nm * (MODEL_MAX_ACCELS + 1); i++)
+		p->wb_head[i] = -1;
+	for (size_t i = 0; i < (size_t)nm * FRAC_BUCKETS; i++)
+		p->fb_head[i] = -1;
+	p->wb_next = xcalloc(cells, sizeof(int));
+	p->wb_prev = xcalloc(cells, sizeof(int));
+	p->fb_next = xcalloc(cells, sizeof(int));
+	p->fb_prev = xcalloc(cells, sizeof(int));
+	p->node_room = xcalloc(cells, sizeof(int));
+	for (int n = 0; n < nn; n++) {
+		const struct sched_node *node = &p->snap->nodes[n];
+		if (!node->schedulable)
+			continue;
+		int *w = &p->node_whole[n * nm];
+		int *room = p->model_scratch2;
+		for (int d = 0; d < node->ndev; d++)
+			room[p->dev_model[p->dev_off[n] + d]] = -1;
+		for (int d = 0; d < node->ndev; d++) {
+			int m = p->dev_model[p->dev_off[n] + d];
+			room[m] = MAX(room[m], p->free.dev[p->dev_off[n] + d]);
+		}
+		for (int d = 0; d < node->ndev; d++) {
+			int m = p->dev_model[p->dev_off[n] + d];
+			int x = n * nm + m;
+			if (room[m] < 0)
+				continue; /* listed already */
+			list_add(p->wb_head, p->wb_next, p->wb_prev, m * (MODEL_MAX_ACCELS + 1) + w[m], x);
+			p->node_room[x] = FRAC_BUCKET(room[m]);
+			list_add(p->fb_head, p->fb_next, p->fb_prev, m * FRAC_BUCKETS + p->node_room[x], x);
+			room[m] = -1;
 		}
 	}
 }
@@ -480,10 +626,26 @@ static int frac_device(const struct pass *p, const struct req *rq, const struct 
 	int used_node = 0;
 	for (int d = 0; d < node->ndev; d++)
 		used_node += MODEL_MILLI - free[d];
+	/* most nodes have no room at all: say so before any arithmetic */
+	bool any = false;
+	for (int d = 0; d < node->ndev && !any; d++)
+		any = free[d] >= rq->frac && dev_usable(p, rq, n, d, model);
+	if (!any)
+		return -1;
 	double before = 0;
 	enum sched_frac_policy pol = p->policy ? p->policy->frac : SCHED_FRAC_FGD;
-	if (pol == SCHED_FRAC_FGD)
-		before = sched_node_fragmentation(node->ndev, free, v->cpus[n], p->mix, p->nmix);
+	if (pol == SCHED_FRAC_FGD) {
+		if (v == &p->free && p->frag_valid[n]) {
+			before = p->frag_before[n];
+		} else {
+			before = sched_node_fragmentation(node->ndev, free, v->cpus[n], p->mix,
+							  p->nmix);
+			if (v == &p->free) {
+				p->frag_before[n] = before;
+				p->frag_valid[n] = true;
+			}
+		}
+	}
 	int after[MODEL_MAX_ACCELS];
 	for (int d = 0; d < node->ndev; d++) {
 		if (free[d] < rq->frac || !dev_usable(p, rq, n, d, model))
@@ -538,13 +700,99 @@ static bool node_fits(const struct pass *p, const struct req *rq, const struct v
 		return true;
 	}
 	int have = 0;
-	for (int d = 0; d < node->ndev; d++)
-		if (v->dev[p->dev_off[n] + d] == MODEL_MILLI && dev_usable(p, rq, n, d, model))
-			have++;
+	if (v == &p->free && model >= 0 && !rq->j->gpu_mem_mib &&
+	    rq->j->gpu_tflops <= 0) {
+		have = p->node_whole[n * p->nmodels + model]; /* kept by cap_update_node */
+	} else {
+		for (int d = 0; d < node->ndev; d++)
+			if (v->dev[p->dev_off[n] + d] == MODEL_MILLI && dev_usable(p, rq, n, d, model))
+				have++;
+	}
 	if (have < rq->whole)
 		return false;
 	c->spare = have - rq->whole;
 	return true;
+}
+
+/* Could node n hold a share at all (no scoring)? */
+static bool node_can(const struct pass *p, const struct req *rq, const struct view *v, int n,
+		     int model)
+{
+	const struct sched_node *node = &p->snap->nodes[n];
+	if (!node->schedulable || v->cpus[n] < rq->cpus || v->mem[n] < rq->mem)
+		return false;
+	if (!rq->whole && !rq->frac)
+		return true;
+	int have = 0;
+	const int *free = &v->dev[p->dev_off[n]];
+	for (int d = 0; d < node->ndev; d++) {
+		if (!dev_usable(p, rq, n, d, model))
+			continue;
+		if (rq->frac ? free[d] >= rq->frac : free[d] == MODEL_MILLI)
+			if (++have >= (rq->frac ? 1 : rq->whole))
+				return true;
+	}
+	return false;
+}
+
+bool node_can_public(const struct pass *p, const struct req *rq, const struct view *v, int n,
+		     int model)
+{
+	return node_can(p, rq, v, n, model);
+}
+
+void fit_init(struct pass *p, struct fitcount *fc, const struct req *rq, const struct view *v)
+{
+	bool devices = rq->whole || rq->frac;
+	fc->rq = rq;
+	fc->ngroups = devices && !rq->j->mixed_types ? p->nmodels : 1;
+	fc->count = xcalloc((size_t)fc->ngroups, sizeof(int));
+	fc->fit = xcalloc((size_t)p->nn * (size_t)fc->ngroups + 1, 1);
+	if (fc->ngroups == p->nmodels && devices) {
+		/* only nodes with a model can fit under it */
+		for (int m = 0; m < p->nmodels; m++) {
+			if (!rq->model_ok[m])
+				continue;
+			for (int k = p->model_nodes_off[m]; k < p->model_nodes_off[m + 1]; k++) {
+				int n = p->model_nodes[k];
+				bool ok = node_can(p, rq, v, n, m);
+				fc->fit[n * fc->ngroups + m] = ok;
+				fc->count[m] += ok;
+			}
+		}
+		return;
+	}
+	for (int n = 0; n < p->nn; n++)
+		fit_update(p, fc, v, n);
+}
+
+void fit_update(struct pass *p, struct fitcount *fc, const struct view *v, int n)
+{
+	const struct req *rq = fc->rq;
+	bool devices = rq->whole || rq->frac;
+	for (int g = 0; g < fc->ngroups; g++) {
+		int model = devices && !rq->j->mixed_types ? g : -1;
+		bool ok = (model < 0 || rq->model_ok[model]) && node_can(p, rq, v, n, model);
+		uint8_t *f = &fc->fit[n * fc->ngroups + g];
+		if (ok != *f) {
+			fc->count[g] += ok ? 1 : -1;
+			*f = ok;
+		}
+	}
+}
+
+bool fit_enough(const struct fitcount *fc)
+{
+	for (int g = 0; g < fc->ngroups; g++)
+		if (fc->count[g] >= fc->rq->j->nodes)
+			return true;
+	return false;
+}
+
+void fit_release(struct fitcount *fc)
+{
+	free(fc->count);
+	free(fc->fit);
 }
 
 /* tightest first, then by name */
@@ -623,16 +871,16 @@ static void choose_nodes(struct pass *p, const struct req *rq, int nc, struct ch
 	int need = rq->j->nodes;
 	void *snap = (void *)p->snap;
 	ch->ok = false;
-	if (need == 1 || p->depth == 0) {
-		qsort_r(c, (size_t)nc, sizeof(*c), cmp_cand, snap);
+	if (need == 1) {
+		int best = 0;
+		for (int i = 1; i < nc; i++)
+			if (cmp_cand(&c[i], &c[best], snap) < 0)
+				best = i;
 		ch->ok = true;
-		ch->nsel = need;
-		ch->spare = 0;
-		for (int i = 0; i < need; i++) {
-			ch->sel[i] = c[i].node;
-			ch->spare += c[i].spare;
-		}
-		ch->switches = sched_switches_spanned(p->snap->nodes, ch->sel, need);
+		ch->nsel = 1;
+		ch->sel[0] = c[best].node;
+		ch->spare = c[best].spare;
+		ch->switches = 1;
 		return;
 	}
 	for (int level = p->depth - 1; level >= -1 && !ch->ok; level--) {
@@ -699,10 +947,66 @@ bool place(struct pass *p, const struct req *rq, const struct view *v, struct pl
 		int model = devices && !j->mixed_types ? g : -1;
 		if (model >= 0 && !rq->model_ok[model])
 			continue;
+		if (model >= 0 && rq->whole && v == &p->free) {
+			int cnt = 0;
+			for (int k = rq->whole; k <= MODEL_MAX_ACCELS; k++)
+				cnt += p->cap[model * (MODEL_MAX_ACCELS + 1) + k];
+			if (cnt < j->nodes) {
+				why->could = MAX(why->could, cnt);
+				continue;
+			}
+		}
 		int nc = 0;
-		for (int n = 0; n < p->nn; n++)
-			if (node_fits(p, rq, v, n, model, &p->cands[nc]))
-				nc++;
+		bool delta = v == &p->scratch && p->delta;
+		if ((v == &p->free || delta) && model >= 0 && (rq->whole || rq->frac)) {
+			/* only the nodes the lists say have room; with a delta view, the
+			 * touched nodes are judged on the view itself */
+			int nm = p->nmodels;
+			int64_t min_spare = INT64_MAX;
+			if (delta)
+				for (int t = 0; t < p->ntouched; t++) {
+					int n = p->touched[t];
+					if (node_fits(p, rq, v, n, model, &p->cands[nc])) {
+						min_spare = MIN(min_spare, p->cands[nc].spare);
+						nc++;
+					}
+				}
+			if (rq->whole) {
+				for (int k = rq->whole; k <= MODEL_MAX_ACCELS; k++) {
+					/* one node: buckets past the best spare cannot do better */
+					if (j->nodes == 1 && nc > 0 && k - rq->whole > min_spare)
+						break;
+					for (int x = p->wb_head[model * (MODEL_MAX_ACCELS + 1) + k];
+					     x >= 0; x = p->wb_next[x]) {
+						int n = x / nm;
+						if (delta && p->touch_mark[n] == p->touch_gen)
+							continue;
+						if (node_fits(p, rq, &p->free, n, model, &p->cands[nc])) {
+							min_spare = MIN(min_spare, p->cands[nc].spare);
+							nc++;
+						}
+					}
+				}
+			} else {
+				for (int b = FRAC_BUCKET(rq->frac); b < FRAC_BUCKETS; b++)
+					for (int x = p->fb_head[model * FRAC_BUCKETS + b]; x >= 0;
+					     x = p->fb_next[x]) {
+						int n = x / nm;
+						if (delta && p->touch_mark[n] == p->touch_gen)
+							continue;
+						if (node_fits(p, rq, &p->free, n, model, &p->cands[nc]))
+							nc++;
+					}
+			}
+		} else if (model >= 0) {
+			for (int k = p->model_nodes_off[model]; k < p->model_nodes_off[model + 1]; k++)
+				if (node_fits(p, rq, v, p->model_nodes[k], model, &p->cands[nc]))
+					nc++;
+		} else {
+			for (int n = 0; n < p->nn; n++)
+				if (node_fits(p, rq, v, n, model, &p->cands[nc]))
+					nc++;
+		}
 		why->could = MAX(why->could, nc);
 		if (nc < j->nodes)
 			continue;

@@ -80,6 +80,11 @@ struct st {
 	struct placement pl;
 	int max_nodes;
 	int *run_order; /* running indices by expected end, for reservations */
+	bool run_sorted;
+	struct victim *victim_order; /* every running job, cheapest victim first */
+	bool victim_sorted;
+	int *held; /* running indices sorted by held_for, for jobs waiting on victims */
+	int nheld;
 	struct strbuf sb;
 };
 
@@ -338,6 +343,9 @@ static struct saved *block(struct st *st, const struct sched_job *j, int *ret_n,
 		}
 	}
 	*ret_n = n;
+	/* keep the capacity index true to what this job may use */
+	for (int i = 0; i < n; i++)
+		cap_update_node(p, sv[i].node);
 	return sv;
 }
 
@@ -350,7 +358,27 @@ static void unblock(struct st *st, struct saved *sv, int n)
 		for (int d = 0; d < sv[i].ndev; d++)
 			p->free.dev[sv[i].dev_idx[d]] = sv[i].dev_val[d];
 	}
+	for (int i = 0; i < n; i++)
+		cap_update_node(p, sv[i].node);
 	free(sv);
+}
+
+/* Takes what a job waiting on its victims will use out of `free` for the rest
+ * of the pass: nobody else may have it, whatever their time limit. */
+static void add_hold(struct st *st, const struct placement *pl)
+{
+	struct pass *p = &st->p;
+	for (int i = 0; i < pl->nnodes; i++) {
+		const struct sched_assign *a = &pl->nodes[i];
+		int n = a->node;
+		p->free.cpus[n] -= MIN(a->cpus, p->free.cpus[n]);
+		p->free.mem[n] -= MIN(a->mem_mib, p->free.mem[n]);
+		for (int d = 0; d < a->ndev; d++) {
+			int *f = &p->free.dev[p->dev_off[n] + a->devs[d]];
+			*f -= MIN(a->milli, *f);
+		}
+		cap_update_node(p, n);
+	}
 }
 
 /* Records a reservation on the parts of placement pl that are free now. */
@@ -376,9 +404,19 @@ static void add_resv(struct st *st, int job, int64_t until, const struct placeme
 	}
 }
 
+static int64_t static_end(const struct st *st, const struct sched_running *r);
+
 static int64_t expected_end(const struct st *st, const struct sched_running *r, int idx)
 {
 	if (r->stopping || st->victim[idx])
+		return st->p.now;
+	return static_end(st, r);
+}
+
+/* The end time ignoring this pass's choices: what the sort uses. */
+static int64_t static_end(const struct st *st, const struct sched_running *r)
+{
+	if (r->stopping)
 		return st->p.now;
 	if (!r->time_limit_s)
 		return FOREVER;
@@ -390,7 +428,7 @@ static int cmp_end(const void *a, const void *b, void *arg)
 	const struct st *st = arg;
 	int x = *(const int *)a, y = *(const int *)b;
 	const struct sched_running *rx = &st->p.snap->running[x], *ry = &st->p.snap->running[y];
-	int64_t ex = expected_end(st, rx, x), ey = expected_end(st, ry, y);
+	int64_t ex = static_end(st, rx), ey = static_end(st, ry);
 	if (ex != ey)
 		return ex < ey ? -1 : 1;
 	return rx->id < ry->id ? -1 : rx->id > ry->id;
@@ -402,27 +440,49 @@ static bool shadow(struct st *st, const struct req *rq, int64_t *until)
 {
 	struct pass *p = &st->p;
 	const struct sched_snapshot *s = p->snap;
-	view_copy(p, &p->scratch, &p->free);
-	for (int i = 0; i < s->nrunning; i++)
-		st->run_order[i] = i;
-	qsort_r(st->run_order, (size_t)s->nrunning, sizeof(int), cmp_end, st);
+	scratch_from_free(p);
+	if (!st->run_sorted) {
+		/* by end time (victims of this pass come first: they end now) */
+		for (int i = 0; i < s->nrunning; i++)
+			st->run_order[i] = i;
+		qsort_r(st->run_order, (size_t)s->nrunning, sizeof(int), cmp_end, st);
+		st->run_sorted = true;
+	}
+	struct fitcount fc;
+	fit_init(p, &fc, rq, &p->scratch);
 	struct place_fail why;
-	for (int k = 0; k < s->nrunning; k++) {
+	bool ok = false;
+	/* victims chosen in this pass end now, whatever their place in the order */
+	for (int i = 0; i < s->nrunning; i++)
+		if (st->victim[i] && !s->running[i].stopping) {
+			const struct sched_running *r = &s->running[i];
+			scratch_apply(p, r->nodes, r->nnodes, +1);
+			for (int x = 0; x < r->nnodes; x++)
+				fit_update(p, &fc, &p->scratch, r->nodes[x].node);
+		}
+	for (int k = 0; k < s->nrunning && !ok; k++) {
 		int i = st->run_order[k];
 		const struct sched_running *r = &s->running[i];
-		view_apply(p, &p->scratch, r->nodes, r->nnodes, +1);
-		/* try once per distinct end time */
+		if (st->victim[i] && !r->stopping)
+			continue;
+		scratch_apply(p, r->nodes, r->nnodes, +1);
+		for (int x = 0; x < r->nnodes; x++)
+			fit_update(p, &fc, &p->scratch, r->nodes[x].node);
+		/* place once enough nodes could hold it, at most once per end time */
 		int64_t end = expected_end(st, r, i);
 		if (k + 1 < s->nrunning &&
 		    expected_end(st, &s->running[st->run_order[k + 1]], st->run_order[k + 1]) == end)
 			continue;
+		if (!fit_enough(&fc))
+			continue;
 		st->d->placements_tried++;
 		if (place(p, rq, &p->scratch, &st->pl, &why)) {
 			*until = end;
-			return true;
+			ok = true;
 		}
 	}
-	return false;
+	fit_release(&fc);
+	return ok;
 }
 
 /* ---- preemption ---------------------------------------------------------------------- */
@@ -432,6 +492,7 @@ struct victim {
 	int prio;
 	int64_t lost;
 	int64_t milli;
+	bool chosen;
 };
 
 static int cmp_victim(const void *a, const void *b, void *arg)
@@ -447,6 +508,219 @@ static int cmp_victim(const void *a, const void *b, void *arg)
 	return s->running[x->idx].id < s->running[y->idx].id ? -1 : 1;
 }
 
+/* Releases (sign +1) or takes back (-1) victim k's resources on node n only. */
+static void apply_on_node(struct pass *p, const struct sched_running *r, int n, int sign)
+{
+	for (int x = 0; x < r->nnodes; x++)
+		if (r->nodes[x].node == n)
+			scratch_apply(p, &r->nodes[x], 1, sign);
+}
+
+struct node_cost {
+	int node;
+	int64_t cost; /* the dearest victim needed there, by rank; 0: none needed */
+	int nvict;
+};
+
+static int cmp_node_cost(const void *a, const void *b, void *arg)
+{
+	const struct node_cost *x = a, *y = b;
+	const struct sched_snapshot *s = arg;
+	if (x->cost != y->cost)
+		return x->cost < y->cost ? -1 : 1;
+	if (x->nvict != y->nvict)
+		return x->nvict < y->nvict ? -1 : 1;
+	return strcmp(s->nodes[x->node].name, s->nodes[y->node].name);
+}
+
+/* Moves the k cheapest of a[0..n) to the front, in no particular order
+ * (quickselect). */
+static void select_cheapest(struct node_cost *a, int n, int k, void *snap)
+{
+	int lo = 0, hi = n - 1;
+	while (lo < hi && k > 0 && k < n) {
+		struct node_cost pivot = a[(lo + hi) / 2];
+		int i = lo, j = hi;
+		while (i <= j) {
+			while (cmp_node_cost(&a[i], &pivot, snap) < 0)
+				i++;
+			while (cmp_node_cost(&a[j], &pivot, snap) > 0)
+				j--;
+			if (i <= j) {
+				struct node_cost t = a[i];
+				a[i++] = a[j];
+				a[j--] = t;
+			}
+		}
+		if (k - 1 <= j)
+			hi = j;
+		else if (k - 1 >= i)
+			lo = i;
+		else
+			break;
+	}
+}
+
+/* For each node that has `model`, the cheapest victims there whose end lets it
+ * hold one node's share of rq; fills out, returns how many nodes could. */
+static int node_costs(struct st *st, const struct req *rq, const struct victim *v,
+		      const int *head, const int *link_v, const int *link_next, int model,
+		      struct node_cost *out)
+{
+	struct pass *p = &st->p;
+	const struct sched_snapshot *s = p->snap;
+	int cnt = 0;
+	int from = model >= 0 ? p->model_nodes_off[model] : 0;
+	int to = model >= 0 ? p->model_nodes_off[model + 1] : p->nn;
+	for (int xi = from; xi < to; xi++) {
+		int n = model >= 0 ? p->model_nodes[xi] : xi;
+		if (!s->nodes[n].schedulable)
+			continue;
+		int k = 0;
+		int64_t cost = 0;
+		bool can = node_can_public(p, rq, &p->scratch, n, model);
+		for (int l = head[n]; l >= 0 && !can; l = link_next[l]) {
+			apply_on_node(p, &s->running[v[link_v[l]].idx], n, +1);
+			k++;
+			cost = link_v[l] + 1;
+			can = node_can_public(p, rq, &p->scratch, n, model);
+		}
+		for (int l = head[n], x = 0; x < k; l = link_next[l], x++)
+			apply_on_node(p, &s->running[v[link_v[l]].idx], n, -1);
+		if (can)
+			out[cnt++] = (struct node_cost){n, cost, k};
+	}
+	return cnt;
+}
+
+/*
+ * Chooses victims among v (sorted cheapest first) so that rq fits in
+ * p->scratch. For each node, the cheapest victims there that make it able to
+ * hold one node's share; then the cheapest nodes; their victims are released
+ * and the gang placed for real. Returns the number chosen (marked in v), with
+ * the placement in st->pl and scratch holding the released state; 0 if no
+ * set makes room.
+ */
+static int pick_victims(struct st *st, const struct req *rq, struct victim *v, int nv)
+{
+	struct pass *p = &st->p;
+	const struct sched_snapshot *s = p->snap;
+	int nn = p->nn;
+	/* the victims on each node, cheapest first */
+	int *head = xcalloc((size_t)nn, sizeof(int)), nlinks = 0;
+	for (int n = 0; n < nn; n++)
+		head[n] = -1;
+	int total = 0;
+	for (int i = 0; i < nv; i++)
+		total += s->running[v[i].idx].nnodes;
+	int *link_v = xcalloc((size_t)total + 1, sizeof(int));
+	int *link_next = xcalloc((size_t)total + 1, sizeof(int));
+	int *tail = xcalloc((size_t)nn, sizeof(int));
+	for (int i = 0; i < nv; i++) {
+		const struct sched_running *r = &s->running[v[i].idx];
+		for (int x = 0; x < r->nnodes; x++) {
+			int n = r->nodes[x].node, l = nlinks++;
+			link_v[l] = i;
+			link_next[l] = -1;
+			if (head[n] < 0)
+				head[n] = l;
+			else
+				link_next[tail[n]] = l;
+			tail[n] = l;
+		}
+	}
+	bool devices = rq->whole || rq->frac;
+	int ngroups = devices && !rq->j->mixed_types ? p->nmodels : 1;
+	struct node_cost *nc = xcalloc((size_t)nn + 1, sizeof(*nc));
+	struct node_cost *tmp = xcalloc((size_t)nn + 1, sizeof(*nc));
+	int best_group = -1, cnt = 0;
+	int64_t best_total = 0;
+	int need = rq->j->nodes, chosen = 0;
+	for (int g = 0; g < ngroups; g++) {
+		int model = devices && !rq->j->mixed_types ? g : -1;
+		if (model >= 0 && !rq->model_ok[model])
+			continue;
+		int c = node_costs(st, rq, v, head, link_v, link_next, model, tmp);
+		if (c < need)
+			continue;
+		/* the dearest victim among the `need` cheapest nodes */
+		select_cheapest(tmp, c, need, (void *)s);
+		int64_t t = 0;
+		for (int i = 0; i < need; i++)
+			t = MAX(t, tmp[i].cost);
+		if (best_group < 0 || t < best_total) {
+			best_group = g;
+			best_total = t;
+			struct node_cost *sw = nc;
+			nc = tmp;
+			tmp = sw;
+			cnt = c;
+		}
+	}
+	if (best_group >= 0) {
+		/* take nodes cheapest first until the gang can be placed: sort a
+		 * generous prefix first, the rest only if that was not enough */
+		int prefix = MIN(cnt, need * 2 + 8);
+		select_cheapest(nc, cnt, prefix, (void *)s);
+		qsort_r(nc, (size_t)prefix, sizeof(*nc), cmp_node_cost, (void *)s);
+		for (int i = 0; i < cnt; i++) {
+			if (i == prefix)
+				qsort_r(nc + prefix, (size_t)(cnt - prefix), sizeof(*nc), cmp_node_cost,
+					(void *)s);
+			int n = nc[i].node, k = 0;
+			for (int l = head[n]; l >= 0 && k < nc[i].nvict; l = link_next[l], k++) {
+				struct victim *vi = &v[link_v[l]];
+				if (vi->chosen)
+					continue;
+				vi->chosen = true;
+				chosen++;
+				const struct sched_running *r = &s->running[vi->idx];
+				scratch_apply(p, r->nodes, r->nnodes, +1);
+			}
+			if (i + 1 < need)
+				continue;
+			struct place_fail why;
+			st->d->placements_tried++;
+			if (place(p, rq, &p->scratch, &st->pl, &why))
+				goto found;
+		}
+	}
+	/* nothing worked */
+	for (int i = 0; i < nv; i++)
+		v[i].chosen = false;
+	chosen = 0;
+	goto done;
+found:
+	/* keep only the victims on nodes the placement uses */
+	for (int i = 0; i < nv; i++) {
+		if (!v[i].chosen)
+			continue;
+		const struct sched_running *r = &s->running[v[i].idx];
+		bool used = false;
+		for (int x = 0; x < r->nnodes && !used; x++)
+			for (int y = 0; y < st->pl.nnodes; y++)
+				if (r->nodes[x].node == st->pl.nodes[y].node)
+					used = true;
+		if (!used) {
+			v[i].chosen = false;
+			chosen--;
+			scratch_apply(p, r->nodes, r->nnodes, -1);
+		}
+	}
+	struct place_fail why2;
+	st->d->placements_tried++;
+	if (!place(p, rq, &p->scratch, &st->pl, &why2))
+		abort(); /* every node of the placement kept what made it fit */
+done:
+	free(head);
+	free(tail);
+	free(link_v);
+	free(link_next);
+	free(nc);
+	free(tmp);
+	return chosen;
+}
+
 /* Finds the cheapest set of running jobs whose end lets j's whole gang start.
  * On success records them, holds the placement, and returns true; nothing is
  * preempted otherwise. */
@@ -458,7 +732,22 @@ static bool try_preempt(struct st *st, int ji, const struct req *rq, bool reclai
 	const struct sched_class *jc = &s->classes[j->cls];
 	struct victim *v = xcalloc((size_t)s->nrunning + 1, sizeof(*v));
 	int nv = 0;
-	for (int i = 0; i < s->nrunning; i++) {
+	if (!st->victim_sorted) {
+		/* everyone in victim order, once per pass; each attempt filters */
+		st->victim_order = xcalloc((size_t)s->nrunning + 1, sizeof(struct victim));
+		for (int i = 0; i < s->nrunning; i++) {
+			const struct sched_running *r = &s->running[i];
+			int64_t since = MAX(r->start_ms, r->last_checkpoint_ms);
+			st->victim_order[i] = (struct victim){i, s->classes[r->cls].priority,
+							      MAX(0, p->now - since),
+							      running_milli(r), false};
+		}
+		qsort_r(st->victim_order, (size_t)s->nrunning, sizeof(struct victim), cmp_victim,
+			(void *)s);
+		st->victim_sorted = true;
+	}
+	for (int o = 0; o < s->nrunning; o++) {
+		int i = st->victim_order[o].idx;
 		const struct sched_running *r = &s->running[i];
 		if (r->stopping || r->held_for || st->victim[i])
 			continue;
@@ -470,48 +759,23 @@ static bool try_preempt(struct st *st, int ji, const struct req *rq, bool reclai
 					  rq_->quota_milli;
 		if (!by_class && !by_reclaim)
 			continue;
-		int64_t since = MAX(r->start_ms, r->last_checkpoint_ms);
-		v[nv++] = (struct victim){i, rc->priority, MAX(0, p->now - since), running_milli(r)};
+		v[nv++] = st->victim_order[o];
 	}
 	bool ok = false;
 	if (nv == 0)
 		goto out;
-	qsort_r(v, (size_t)nv, sizeof(*v), cmp_victim, (void *)s);
 	/* resources held for others stay theirs */
 	int nsaved, first;
 	struct saved *sv = block(st, j, &nsaved, &first);
-	view_copy(p, &p->scratch, &p->free);
+	scratch_from_free(p);
+	for (int i = 0; i < nsaved; i++)
+		scratch_touch(p, sv[i].node); /* differs from free once unblocked */
 	unblock(st, sv, nsaved);
-	struct place_fail why;
-	int k;
-	for (k = 0; k < nv; k++) {
-		const struct sched_running *r = &s->running[v[k].idx];
-		view_apply(p, &p->scratch, r->nodes, r->nnodes, +1);
-		/* cheap test first: enough whole devices released anywhere? */
-		st->d->placements_tried++;
-		if (place(p, rq, &p->scratch, &st->pl, &why))
-			break;
-	}
-	if (k == nv)
+	int nsel = pick_victims(st, rq, v, nv);
+	if (nsel == 0)
 		goto out; /* even all of them would not make room: preempt nothing */
-	int nsel = k + 1;
-	/* drop victims the gang does not need, the most expensive first */
-	bool *keep = xcalloc((size_t)nsel, sizeof(bool));
-	for (int i = 0; i < nsel; i++)
-		keep[i] = true;
-	for (int i = nsel - 2; i >= 0; i--) {
-		const struct sched_running *r = &s->running[v[i].idx];
-		view_apply(p, &p->scratch, r->nodes, r->nnodes, -1);
-		st->d->placements_tried++;
-		if (place(p, rq, &p->scratch, &st->pl, &why))
-			keep[i] = false;
-		else
-			view_apply(p, &p->scratch, r->nodes, r->nnodes, +1);
-	}
-	if (!place(p, rq, &p->scratch, &st->pl, &why))
-		abort(); /* the set kept was tested to fit */
-	for (int i = 0; i < nsel; i++) {
-		if (!keep[i])
+	for (int i = 0; i < nv; i++) {
+		if (!v[i].chosen)
 			continue;
 		const struct sched_running *r = &s->running[v[i].idx];
 		st->victim[v[i].idx] = true;
@@ -521,8 +785,7 @@ static bool try_preempt(struct st *st, int ji, const struct req *rq, bool reclai
 		      sizeof(*d->preempts));
 		d->preempts[d->npreempts++] = (struct sched_preempt){r->id, ji};
 	}
-	free(keep);
-	add_resv(st, ji, 0, &st->pl);
+	add_hold(st, &st->pl);
 	ok = true;
 out:
 	free(v);
@@ -654,13 +917,21 @@ static void process(struct st *st, int ji)
 	struct place_fail why = {0, 0};
 	/* waiting for victims preempted for it earlier */
 	bool has_victims = false;
-	for (int i = 0; i < s->nrunning; i++)
-		if (s->running[i].held_for == j->id) {
-			if (!has_victims)
-				view_copy(p, &p->scratch, &p->free);
-			has_victims = true;
-			view_apply(p, &p->scratch, s->running[i].nodes, s->running[i].nnodes, +1);
-		}
+	int lo = 0, hi = st->nheld;
+	while (lo < hi) {
+		int mid = (lo + hi) / 2;
+		if (s->running[st->held[mid]].held_for < j->id)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	for (int k = lo; k < st->nheld && s->running[st->held[k]].held_for == j->id; k++) {
+		const struct sched_running *r = &s->running[st->held[k]];
+		if (!has_victims)
+			scratch_from_free(p);
+		has_victims = true;
+		scratch_apply(p, r->nodes, r->nnodes, +1);
+	}
 	if (has_victims) {
 		st->d->placements_tried++;
 		if (place(p, &rq, &p->free, &st->pl, &why)) {
@@ -669,14 +940,15 @@ static void process(struct st *st, int ji)
 		}
 		st->d->placements_tried++;
 		if (place(p, &rq, &p->scratch, &st->pl, &why)) {
-			add_resv(st, ji, 0, &st->pl);
+			add_hold(st, &st->pl);
 			strbuf_reset(sb);
 			strbuf_addstr(sb, "waiting for jobs preempted for it to exit:");
 			int shown = 0;
-			for (int i = 0; i < s->nrunning && shown < 8; i++)
-				if (s->running[i].held_for == j->id)
-					strbuf_addf(sb, "%s %lld", shown++ ? "," : "",
-						    (long long)s->running[i].id);
+			for (int k = lo; k < st->nheld && shown < 8 &&
+					 s->running[st->held[k]].held_for == j->id;
+			     k++)
+				strbuf_addf(sb, "%s %lld", shown++ ? "," : "",
+					    (long long)s->running[st->held[k]].id);
 			add_wait(st, ji, SCHED_WAIT_PREEMPTING, -1, 0, sb->buf);
 			goto done;
 		}
@@ -790,6 +1062,15 @@ static bool snapshot_valid(const struct sched_snapshot *s)
 	return true;
 }
 
+static int cmp_held(const void *a, const void *b, void *arg)
+{
+	const struct sched_snapshot *s = arg;
+	const struct sched_running *x = &s->running[*(const int *)a], *y = &s->running[*(const int *)b];
+	if (x->held_for != y->held_for)
+		return x->held_for < y->held_for ? -1 : 1;
+	return x->id < y->id ? -1 : x->id > y->id;
+}
+
 static int cmp_order(const void *a, const void *b, void *arg)
 {
 	const struct st *st = arg;
@@ -826,6 +1107,11 @@ int sched_pass(const struct sched_snapshot *snap, int64_t now_ms, const struct s
 	st.class_has_resv = xcalloc((size_t)snap->nclasses, sizeof(bool));
 	st.victim = xcalloc((size_t)snap->nrunning + 1, sizeof(bool));
 	st.run_order = xcalloc((size_t)snap->nrunning + 1, sizeof(int));
+	st.held = xcalloc((size_t)snap->nrunning + 1, sizeof(int));
+	for (int i = 0; i < snap->nrunning; i++)
+		if (snap->running[i].held_for)
+			st.held[st.nheld++] = i;
+	qsort_r(st.held, (size_t)st.nheld, sizeof(int), cmp_held, (void *)snap);
 	st.shape_cap = SHAPE_CACHE_MIN;
 	while (st.shape_cap < (size_t)nj * 2)
 		st.shape_cap *= 2;
@@ -890,6 +1176,8 @@ int sched_pass(const struct sched_snapshot *snap, int64_t now_ms, const struct s
 	free(st.class_has_resv);
 	free(st.victim);
 	free(st.run_order);
+	free(st.held);
+	free(st.victim_order);
 	free(st.shapes);
 	free(st.pl.nodes);
 	strbuf_release(&st.sb);

@@ -1,0 +1,372 @@
+/*
+ * bench_sched: the cost of one scheduling pass at ten-thousand-GPU scale.
+ *
+ * The cluster is the real node list of Alibaba's 2026 spot-GPU trace (4,278
+ * nodes, 10,412 GPUs of six models); the trace has no topology, so nodes get
+ * a synthetic one (32 nodes per leaf switch, 8 leaves per spine). It is
+ * filled to 90% with running jobs of mixed shapes, classes, queues and time
+ * limits, and 100,000 pending jobs of mixed shapes and classes wait. Then:
+ *
+ *   full pass         sched_pass on that state, 100 times;
+ *   incremental pass  after applying the full pass's decisions, one running
+ *                     job ends and a pass runs; 100 times, a different job
+ *                     each time.
+ *
+ * Prints p50/p99 of each and the peak resident memory as JSON.
+ * Usage: bench_sched NODE_LIST [PENDING] [PASSES]
+ */
+#include <stdio.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+
+#include "sched/sched.h"
+#include "sim/sim.h"
+
+static uint64_t rng = 42;
+static uint32_t rnd(uint32_t n)
+{
+	rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
+	return (uint32_t)(rng >> 33) % n;
+}
+
+static double now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+struct world {
+	struct sched_node *nodes;
+	struct sched_dev *devs; /* MODEL_MAX_ACCELS per node */
+	char (*topo)[32];
+	int nn;
+	struct sched_running *run;
+	struct sched_assign *run_nodes; /* 16 per running job */
+	int nr, run_alloc;
+	struct sched_job *jobs;
+	const struct sched_job **ptrs;
+	int nj;
+	struct sched_class classes[3];
+	struct sched_queue queues[8];
+	const char **models;
+	int nmodels;
+	int64_t now;
+};
+
+static struct sched_dev *dev(struct world *w, int n, int d)
+{
+	return &w->devs[n * MODEL_MAX_ACCELS + d];
+}
+
+static struct sched_running *new_running(struct world *w)
+{
+	if (w->nr == w->run_alloc) {
+		w->run_alloc = w->run_alloc ? w->run_alloc * 2 : 1024;
+		w->run = xrealloc(w->run, sizeof(*w->run) * (size_t)w->run_alloc);
+		w->run_nodes = xrealloc(w->run_nodes, sizeof(*w->run_nodes) * 16 * (size_t)w->run_alloc);
+		for (int i = 0; i < w->nr; i++)
+			w->run[i].nodes = &w->run_nodes[i * 16];
+	}
+	struct sched_running *r = &w->run[w->nr];
+	memset(r, 0, sizeof(*r));
+	r->id = 1000000 + w->nr;
+	r->nodes = &w->run_nodes[w->nr * 16];
+	uint32_t c = rnd(10);
+	r->cls = c < 4 ? 0 : c < 8 ? 1 : 2;
+	r->queue = (int)rnd(8);
+	r->start_ms = w->now - 1000LL * rnd(36000);
+	r->time_limit_s = rnd(5) ? 3600LL * (2 + rnd(22)) : 0;
+	r->last_checkpoint_ms = rnd(2) ? w->now - 1000LL * rnd(3600) : 0;
+	w->nr++;
+	return r;
+}
+
+/* Gives a running job k devices (milli each) on node n. */
+static void hold(struct world *w, struct sched_running *r, int n, int k, int milli)
+{
+	struct sched_assign *a = (struct sched_assign *)&r->nodes[r->nnodes++];
+	memset(a, 0, sizeof(*a));
+	a->node = n;
+	a->milli = milli;
+	for (int d = 0; d < w->nodes[n].ndev && a->ndev < k; d++)
+		if (dev(w, n, d)->free_milli >= milli) {
+			dev(w, n, d)->free_milli -= milli;
+			a->devs[a->ndev++] = d;
+		}
+}
+
+static void build(struct world *w, const struct sim_cluster *cl, int pending)
+{
+	w->now = 1795000000000LL;
+	w->classes[0] = (struct sched_class){"batch", 10, false, true};
+	w->classes[1] = (struct sched_class){"normal", 50, false, false};
+	w->classes[2] = (struct sched_class){"prod", 100, true, false};
+	static char qnames[8][8];
+	for (int q = 0; q < 8; q++) {
+		snprintf(qnames[q], sizeof(qnames[q]), "q%d", q);
+		w->queues[q] = (struct sched_queue){qnames[q], q < 4 ? 1000000 : -1,
+						    q < 4 ? 1000000 : -1, 1 + q % 2,
+						    (double)rnd(500000)};
+	}
+	w->nn = cl->n;
+	w->nodes = xcalloc((size_t)cl->n, sizeof(*w->nodes));
+	w->devs = xcalloc((size_t)cl->n * MODEL_MAX_ACCELS, sizeof(*w->devs));
+	w->topo = xcalloc((size_t)cl->n, sizeof(*w->topo));
+	w->models = xcalloc(16, sizeof(char *));
+	for (int i = 0; i < cl->n; i++) {
+		const struct sim_node *sn = &cl->nodes[i];
+		struct sched_node *n = &w->nodes[i];
+		snprintf(w->topo[i], sizeof(w->topo[i]), "spine%d/leaf%d", i / 256, i / 32);
+		n->name = sn->name;
+		n->topology = w->topo[i];
+		n->schedulable = true;
+		n->cpus_total = n->cpus_free = sn->cpus;
+		n->mem_total_mib = n->mem_free_mib = 2LL << 20;
+		n->ndev = sn->gpus;
+		n->devs = dev(w, i, 0);
+		for (int d = 0; d < sn->gpus; d++)
+			*dev(w, i, d) = (struct sched_dev){sn->model, MODEL_MILLI, d / 4, sn->gpu_mem_mib,
+							   sn->tflops};
+		bool known = false;
+		for (int m = 0; m < w->nmodels; m++)
+			known |= strcmp(w->models[m], sn->model) == 0;
+		if (!known && sn->gpus && w->nmodels < 16)
+			w->models[w->nmodels++] = sn->model;
+	}
+	/* fill to 90% of the GPUs with running jobs, node by node in random order */
+	int *order = xcalloc((size_t)cl->n, sizeof(int));
+	for (int i = 0; i < cl->n; i++)
+		order[i] = i;
+	for (int i = cl->n - 1; i > 0; i--) {
+		int k = (int)rnd((uint32_t)i + 1), t = order[i];
+		order[i] = order[k];
+		order[k] = t;
+	}
+	int64_t target = (int64_t)cl->gpus * MODEL_MILLI * 9 / 10, used = 0;
+	for (int k = 0; k < cl->n && used < target; k++) {
+		int n = order[k], g = w->nodes[n].ndev;
+		if (g == 0)
+			continue;
+		if (g == 1) {
+			if (rnd(4) == 0) {
+				hold(w, new_running(w), n, 1, 500);
+				hold(w, new_running(w), n, 1, 500);
+			} else {
+				hold(w, new_running(w), n, 1, MODEL_MILLI);
+			}
+			used += MODEL_MILLI;
+			continue;
+		}
+		uint32_t shape = rnd(4);
+		if (shape == 0 && g == 8 && k + 1 < cl->n && w->nodes[order[k + 1]].ndev == 8) {
+			struct sched_running *r = new_running(w); /* a 2-node gang */
+			hold(w, r, n, 8, MODEL_MILLI);
+			hold(w, r, order[++k], 8, MODEL_MILLI);
+			used += 16 * MODEL_MILLI;
+		} else if (shape == 1) {
+			hold(w, new_running(w), n, g, MODEL_MILLI);
+			used += (int64_t)g * MODEL_MILLI;
+		} else {
+			for (int d = 0; d < g; d += 2) {
+				hold(w, new_running(w), n, MIN(2, g - d), MODEL_MILLI);
+				used += (int64_t)MIN(2, g - d) * MODEL_MILLI;
+			}
+		}
+	}
+	free(order);
+	/* 100,000 pending jobs of mixed shapes, classes and queues */
+	w->jobs = xcalloc((size_t)pending, sizeof(*w->jobs));
+	w->ptrs = xcalloc((size_t)pending, sizeof(*w->ptrs));
+	w->nj = pending;
+	for (int i = 0; i < pending; i++) {
+		struct sched_job *j = &w->jobs[i];
+		j->id = i + 1;
+		j->submit_ms = w->now - 1000LL * (pending - i);
+		uint32_t c = rnd(10);
+		j->cls = c < 4 ? 0 : c < 9 ? 1 : 2;
+		j->queue = (int)rnd(8);
+		j->nodes = 1;
+		j->tasks_per_node = 1;
+		uint32_t s = rnd(100);
+		if (s < 45)
+			j->gpu_milli = MODEL_MILLI;
+		else if (s < 55)
+			j->gpu_milli = rnd(2) ? 500 : 250;
+		else if (s < 70)
+			j->gpu_milli = (2 + (int)rnd(3)) * MODEL_MILLI;
+		else if (s < 85)
+			j->gpu_milli = 8 * MODEL_MILLI;
+		else if (s < 95) {
+			j->nodes = 2 << rnd(4);
+			j->gpu_milli = 8 * MODEL_MILLI;
+		} else
+			j->cpus_per_task = 4;
+		if (j->gpu_milli && rnd(5) == 0) {
+			j->ngpu_types = 1;
+			j->gpu_types = &w->models[rnd((uint32_t)w->nmodels)];
+		}
+		j->time_limit_s = rnd(3) ? 600LL * (1 + rnd(48)) : 0;
+	}
+	/* the order the server keeps them in: class priority, then submission */
+	int k = 0;
+	for (int cls = 2; cls >= 0; cls--)
+		for (int i = 0; i < pending; i++)
+			if (w->jobs[i].cls == cls)
+				w->ptrs[k++] = &w->jobs[i];
+}
+
+static struct sched_snapshot snap_of(struct world *w)
+{
+	return (struct sched_snapshot){w->nodes, w->nn, w->ptrs, w->nj, w->run, w->nr,
+				       w->classes, 3, w->queues, 8, NULL, 0};
+}
+
+/* Applies a pass's decisions: starts run, victims stop for their preemptor. */
+static void apply(struct world *w, const struct sched_decisions *d)
+{
+	for (int i = 0; i < d->npreempts; i++)
+		for (int r = 0; r < w->nr; r++)
+			if (w->run[r].id == d->preempts[i].victim) {
+				w->run[r].stopping = true;
+				w->run[r].held_for = w->ptrs[d->preempts[i].job]->id;
+			}
+	bool *gone = xcalloc((size_t)w->nj, sizeof(bool));
+	for (int i = 0; i < d->nstarts; i++) {
+		const struct sched_start *s = &d->starts[i];
+		const struct sched_job *j = w->ptrs[s->job];
+		gone[s->job] = true;
+		struct sched_running *r = new_running(w);
+		r->id = j->id;
+		r->cls = j->cls;
+		r->queue = j->queue;
+		r->start_ms = w->now;
+		r->time_limit_s = j->time_limit_s;
+		for (int k = 0; k < s->nnodes && k < 16; k++) {
+			struct sched_assign *a = (struct sched_assign *)&r->nodes[r->nnodes++];
+			*a = s->nodes[k];
+			for (int x = 0; x < a->ndev; x++)
+				dev(w, a->node, a->devs[x])->free_milli -= a->milli;
+			w->nodes[a->node].cpus_free -= a->cpus;
+			w->nodes[a->node].mem_free_mib -= a->mem_mib;
+		}
+	}
+	int k = 0;
+	for (int i = 0; i < w->nj; i++)
+		if (!gone[i])
+			w->ptrs[k++] = w->ptrs[i];
+	w->nj = k;
+	free(gone);
+}
+
+static void end_job(struct world *w, int r, bool give_back)
+{
+	struct sched_running *run = &w->run[r];
+	for (int k = 0; k < run->nnodes; k++) {
+		const struct sched_assign *a = &run->nodes[k];
+		for (int x = 0; x < a->ndev; x++)
+			dev(w, a->node, a->devs[x])->free_milli += give_back ? a->milli : -a->milli;
+		w->nodes[a->node].cpus_free += give_back ? a->cpus : -a->cpus;
+		w->nodes[a->node].mem_free_mib += give_back ? a->mem_mib : -a->mem_mib;
+	}
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2) {
+		fprintf(stderr, "usage: bench_sched NODE_LIST [PENDING] [PASSES]\n");
+		return 2;
+	}
+	int pending = argc > 2 ? atoi(argv[2]) : 100000;
+	int passes = argc > 3 ? atoi(argv[3]) : 100;
+	struct catalogue cat;
+	catalogue_init(&cat);
+	struct sim_cluster cl;
+	struct tk_error err;
+	if (sim_cluster_load(argv[1], &cat, &cl, &err) < 0) {
+		fprintf(stderr, "bench_sched: %s\n", err.text);
+		return 1;
+	}
+	static struct world w;
+	build(&w, &cl, pending);
+	int64_t held = 0;
+	for (int r = 0; r < w.nr; r++)
+		for (int k = 0; k < w.run[r].nnodes; k++)
+			held += (int64_t)w.run[r].nodes[k].ndev * w.run[r].nodes[k].milli;
+	double *full = xcalloc((size_t)passes, sizeof(double));
+	double *inc = xcalloc((size_t)passes, sizeof(double));
+	struct sched_decisions first = {0};
+	for (int i = 0; i < passes; i++) {
+		struct sched_snapshot s = snap_of(&w);
+		struct sched_decisions d;
+		double t0 = now_ms();
+		if (sched_pass(&s, w.now, NULL, &d) < 0) {
+			fprintf(stderr, "bench_sched: the snapshot was refused\n");
+			return 1;
+		}
+		full[i] = now_ms() - t0;
+		if (i == 0)
+			first = d;
+		else
+			sched_decisions_release(&d);
+	}
+	int nstarts = first.nstarts, npre = first.npreempts, tried = first.placements_tried,
+	    hits = first.shape_cache_hits;
+	apply(&w, &first);
+	sched_decisions_release(&first);
+	int inc_starts = 0;
+	for (int i = 0; i < passes; i++) {
+		/* one running job (not a victim on its way out) ends */
+		int r;
+		do
+			r = (int)rnd((uint32_t)w.nr);
+		while (w.run[r].stopping);
+		end_job(&w, r, true);
+		struct sched_running saved = w.run[r];
+		w.run[r] = w.run[--w.nr];
+		w.run[r].nodes = &w.run_nodes[r * 16];
+		memcpy((void *)w.run[r].nodes, w.run_nodes + w.nr * 16, sizeof(*w.run_nodes) * 16);
+		struct sched_snapshot s = snap_of(&w);
+		struct sched_decisions d;
+		double t0 = now_ms();
+		sched_pass(&s, w.now, NULL, &d);
+		inc[i] = now_ms() - t0;
+		inc_starts += d.nstarts;
+		sched_decisions_release(&d);
+		/* put it back, so every pass sees the same state but for one job */
+		memcpy(w.run_nodes + w.nr * 16, w.run_nodes + r * 16, sizeof(*w.run_nodes) * 16);
+		w.run[w.nr] = w.run[r];
+		w.run[w.nr].nodes = &w.run_nodes[w.nr * 16];
+		w.run[r] = saved;
+		memcpy(w.run_nodes + r * 16, saved.nodes, sizeof(*w.run_nodes) * 16);
+		w.run[r].nodes = &w.run_nodes[r * 16];
+		w.nr++;
+		end_job(&w, r, false);
+	}
+	qsort(full, (size_t)passes, sizeof(double), cmp_double);
+	qsort(inc, (size_t)passes, sizeof(double), cmp_double);
+	struct rusage ru;
+	getrusage(RUSAGE_SELF, &ru);
+	printf("{\n  \"nodes\": %d,\n  \"gpus\": %d,\n  \"running_jobs\": %d,\n"
+	       "  \"gpus_held\": %.1f,\n  \"pending_jobs\": %d,\n  \"passes\": %d,\n"
+	       "  \"full_pass_p50_ms\": %.2f,\n  \"full_pass_p99_ms\": %.2f,\n"
+	       "  \"full_pass_starts\": %d,\n  \"full_pass_preemptions\": %d,\n"
+	       "  \"full_pass_placements_tried\": %d,\n  \"full_pass_shape_cache_hits\": %d,\n"
+	       "  \"incremental_pass_p50_ms\": %.2f,\n  \"incremental_pass_p99_ms\": %.2f,\n"
+	       "  \"incremental_starts_mean\": %.2f,\n  \"peak_rss_mib\": %.1f\n}\n",
+	       cl.n, cl.gpus, w.nr, held / 1000.0, pending, passes, full[passes / 2],
+	       full[(int)(passes * 0.99)], nstarts, npre, tried, hits, inc[passes / 2],
+	       inc[(int)(passes * 0.99)], (double)inc_starts / passes, ru.ru_maxrss / 1024.0);
+	free(full);
+	free(inc);
+	sim_cluster_release(&cl);
+	catalogue_release(&cat);
+	return 0;
+}
