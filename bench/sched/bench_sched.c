@@ -8,9 +8,11 @@
  * limits, and 100,000 pending jobs of mixed shapes and classes wait. Then:
  *
  *   full pass         sched_pass on that state, 100 times;
- *   incremental pass  after applying the full pass's decisions, one running
+ *   incremental pass  the state is first run to quiet: passes are applied
+ *                     (starts run, preempted jobs exit at once) until a pass
+ *                     neither starts nor preempts anything. Then one running
  *                     job ends and a pass runs; 100 times, a different job
- *                     each time.
+ *                     each time, each from the quiet state.
  *
  * Prints p50/p99 of each and the peak resident memory as JSON.
  * Usage: bench_sched NODE_LIST [PENDING] [PASSES]
@@ -303,7 +305,9 @@ int main(int argc, char **argv)
 	double *full = xcalloc((size_t)passes, sizeof(double));
 	double *inc = xcalloc((size_t)passes, sizeof(double));
 	struct sched_decisions first = {0};
-	for (int i = 0; i < passes; i++) {
+	/* BENCH_FULL_PASSES=1 measures the incremental passes alone (profiling) */
+	int fulls = getenv("BENCH_FULL_PASSES") ? atoi(getenv("BENCH_FULL_PASSES")) : passes;
+	for (int i = 0; i < fulls; i++) {
 		struct sched_snapshot s = snap_of(&w);
 		struct sched_decisions d;
 		double t0 = now_ms();
@@ -321,7 +325,33 @@ int main(int argc, char **argv)
 	    hits = first.shape_cache_hits;
 	apply(&w, &first);
 	sched_decisions_release(&first);
-	int inc_starts = 0;
+	/* run to quiet: victims exit, passes apply, until nothing changes */
+	int rounds = 0;
+	for (; rounds < 500; rounds++) {
+		for (int r = 0; r < w.nr; r++)
+			if (w.run[r].stopping) {
+				end_job(&w, r, true);
+				w.run[r] = w.run[--w.nr];
+				w.run[r].nodes = &w.run_nodes[r * 16];
+				memcpy((void *)w.run[r].nodes, w.run_nodes + w.nr * 16,
+				       sizeof(*w.run_nodes) * 16);
+				r--;
+			}
+		struct sched_snapshot s = snap_of(&w);
+		struct sched_decisions d;
+		/* no preemption cap while converging: quiet sooner */
+		struct sched_policy unlimited = {.max_preemptions = -1};
+		if (sched_pass(&s, w.now, &unlimited, &d) < 0) {
+			fprintf(stderr, "bench_sched: snapshot refused after %d rounds\n", rounds);
+			return 1;
+		}
+		bool quiet = d.nstarts == 0 && d.npreempts == 0;
+		apply(&w, &d);
+		sched_decisions_release(&d);
+		if (quiet)
+			break;
+	}
+	int inc_starts = 0, inc_tried = 0, inc_pre = 0;
 	for (int i = 0; i < passes; i++) {
 		/* one running job (not a victim on its way out) ends */
 		int r;
@@ -329,27 +359,31 @@ int main(int argc, char **argv)
 			r = (int)rnd((uint32_t)w.nr);
 		while (w.run[r].stopping);
 		end_job(&w, r, true);
-		struct sched_running saved = w.run[r];
-		w.run[r] = w.run[--w.nr];
-		w.run[r].nodes = &w.run_nodes[r * 16];
-		memcpy((void *)w.run[r].nodes, w.run_nodes + w.nr * 16, sizeof(*w.run_nodes) * 16);
+		/* the running list without it (copied outside the timing) */
+		struct sched_running *rest = xcalloc((size_t)w.nr, sizeof(*rest));
+		int nrest = 0;
+		for (int k = 0; k < w.nr; k++)
+			if (k != r)
+				rest[nrest++] = w.run[k];
 		struct sched_snapshot s = snap_of(&w);
+		s.running = rest;
+		s.nrunning = nrest;
 		struct sched_decisions d;
 		double t0 = now_ms();
-		sched_pass(&s, w.now, NULL, &d);
+		if (sched_pass(&s, w.now, NULL, &d) < 0) {
+			fprintf(stderr, "bench_sched: incremental snapshot %d refused\n", i);
+			return 1;
+		}
 		inc[i] = now_ms() - t0;
 		inc_starts += d.nstarts;
+		inc_tried += d.placements_tried;
+		inc_pre += d.npreempts;
 		sched_decisions_release(&d);
-		/* put it back, so every pass sees the same state but for one job */
-		memcpy(w.run_nodes + w.nr * 16, w.run_nodes + r * 16, sizeof(*w.run_nodes) * 16);
-		w.run[w.nr] = w.run[r];
-		w.run[w.nr].nodes = &w.run_nodes[w.nr * 16];
-		w.run[r] = saved;
-		memcpy(w.run_nodes + r * 16, saved.nodes, sizeof(*w.run_nodes) * 16);
-		w.run[r].nodes = &w.run_nodes[r * 16];
-		w.nr++;
+		free(rest);
 		end_job(&w, r, false);
 	}
+	for (int i = fulls; i < passes; i++)
+		full[i] = full[fulls - 1];
 	qsort(full, (size_t)passes, sizeof(double), cmp_double);
 	qsort(inc, (size_t)passes, sizeof(double), cmp_double);
 	struct rusage ru;
@@ -360,10 +394,15 @@ int main(int argc, char **argv)
 	       "  \"full_pass_starts\": %d,\n  \"full_pass_preemptions\": %d,\n"
 	       "  \"full_pass_placements_tried\": %d,\n  \"full_pass_shape_cache_hits\": %d,\n"
 	       "  \"incremental_pass_p50_ms\": %.2f,\n  \"incremental_pass_p99_ms\": %.2f,\n"
-	       "  \"incremental_starts_mean\": %.2f,\n  \"peak_rss_mib\": %.1f\n}\n",
+	       "  \"incremental_starts_mean\": %.2f,\n"
+	       "  \"incremental_preemptions_mean\": %.2f,\n"
+	       "  \"incremental_placements_mean\": %.1f,\n  \"rounds_to_quiet\": %d,\n"
+	       "  \"pending_when_quiet\": %d,\n  \"peak_rss_mib\": %.1f\n}\n",
 	       cl.n, cl.gpus, w.nr, held / 1000.0, pending, passes, full[passes / 2],
 	       full[(int)(passes * 0.99)], nstarts, npre, tried, hits, inc[passes / 2],
-	       inc[(int)(passes * 0.99)], (double)inc_starts / passes, ru.ru_maxrss / 1024.0);
+	       inc[(int)(passes * 0.99)], (double)inc_starts / passes, (double)inc_pre / passes,
+	       (double)inc_tried / passes, rounds, w.nj,
+	       ru.ru_maxrss / 1024.0);
 	free(full);
 	free(inc);
 	sim_cluster_release(&cl);

@@ -82,6 +82,7 @@ struct pass {
 	int *model_exclusive;	 /* per model: some waiting job can use it only */
 	/* scratch for placement */
 	struct cand *cands;
+	int *name_rank; /* each node's place in name order: ties go by it */
 	int *order; /* node indices */
 };
 

@@ -78,6 +78,7 @@ static void topo_init(struct pass *p)
 	for (int k = 0; k < nn; k++) {
 		const struct sched_node *node = tk_map_get(&byn, names[k]);
 		byname[k] = (int)(node - s->nodes);
+		p->name_rank[byname[k]] = k;
 	}
 	tk_map_release(&byn);
 	free(names);
@@ -272,6 +273,7 @@ void place_init(struct pass *p)
 		for (int d = 0; d < s->nodes[n].ndev; d++)
 			p->dev_model[p->dev_off[n] + d] = model_index(p, s->nodes[n].devs[d].model);
 	p->cands = xcalloc((size_t)nn + 1, sizeof(struct cand));
+	p->name_rank = xcalloc((size_t)nn + 1, sizeof(int));
 	p->order = xcalloc((size_t)nn + 1, sizeof(int));
 	p->model_scratch = xcalloc((size_t)p->nmodels + 1, sizeof(int));
 	p->model_scratch2 = xcalloc((size_t)p->nmodels + 1, sizeof(int));
@@ -342,6 +344,7 @@ void place_release(struct pass *p)
 	free(p->models);
 	free(p->dev_model);
 	free(p->cands);
+	free(p->name_rank);
 	free(p->order);
 	free(p->topo_group);
 	free(p->ngroups);
@@ -795,16 +798,16 @@ void fit_release(struct fitcount *fc)
 	free(fc->fit);
 }
 
-/* tightest first, then by name */
+/* tightest first, then by name (its rank among the names) */
 static int cmp_cand(const void *a, const void *b, void *arg)
 {
 	const struct cand *x = a, *y = b;
-	const struct sched_snapshot *snap = arg;
+	const int *rank = arg;
 	if (x->spare != y->spare)
 		return x->spare < y->spare ? -1 : 1;
 	if (x->cpu_spare != y->cpu_spare)
 		return x->cpu_spare < y->cpu_spare ? -1 : 1;
-	return strcmp(snap->nodes[x->node].name, snap->nodes[y->node].name);
+	return rank[x->node] - rank[y->node];
 }
 
 /* group first (ids follow node-name order), then tightness */
@@ -869,7 +872,7 @@ static void choose_nodes(struct pass *p, const struct req *rq, int nc, struct ch
 {
 	struct cand *c = p->cands;
 	int need = rq->j->nodes;
-	void *snap = (void *)p->snap;
+	void *snap = p->name_rank;
 	ch->ok = false;
 	if (need == 1) {
 		int best = 0;

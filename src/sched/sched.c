@@ -46,14 +46,20 @@ struct shape {
 	enum shape_state state;
 	enum sched_wait_reason reason;
 	int detail_job; /* the job whose wait says why (-1: none yet) */
+	int generic_job; /* the job whose wait has its plain "waiting for resources" text */
 	int could;
 	int switches;
 	int never; /* -1 unknown, 0 no, 1 yes */
 	uint32_t preempt_failed; /* bit per class index (up to 32): preemption found nothing */
+	int resv_n;   /* it failed under all of the first resv_n reservations (0: not known) */
+	uint64_t reclaim_failed; /* qversion + 1 when reclaiming found nothing for it */
+	int resv_job; /* ... and that job's wait says why */
 };
 
 struct qstate {
 	int64_t use; /* milli-accelerators held, including what started this pass */
+	int quota_job; /* a job whose wait says the queue is at its limit (-1: none yet) */
+	uint64_t quota_version; /* qversion + 1 when quota_job's text was written */
 	int64_t reclaiming; /* held by its jobs preempted in this pass: soon free */
 	double recent;
 	int head, tail; /* this segment's jobs of the queue, linked through next[] */
@@ -81,6 +87,8 @@ struct st {
 	int max_nodes;
 	int *run_order; /* running indices by expected end, for reservations */
 	bool run_sorted;
+	int *preemptible_below; /* per class: running jobs it could preempt by class */
+	uint64_t qversion; /* changes whenever a queue's use or what it lends changes */
 	struct victim *victim_order; /* every running job, cheapest victim first */
 	bool victim_sorted;
 	int *held; /* running indices sorted by held_for, for jobs waiting on victims */
@@ -284,6 +292,7 @@ static struct shape *shape_of(struct st *st, const struct sched_job *j)
 			s->j = j;
 			s->hash = h;
 			s->detail_job = -1;
+			s->generic_job = -1;
 			s->never = -1;
 			return s;
 		}
@@ -299,6 +308,15 @@ static bool resv_blocks(const struct st *st, const struct resv *r, const struct 
 	if (r->until == 0 || j->time_limit_s == 0)
 		return true;
 	return st->p.now + j->time_limit_s * 1000 > r->until;
+}
+
+/* Does every reservation block j? (Then only their number decides.) */
+static bool blocked_by_all(const struct st *st, const struct sched_job *j)
+{
+	for (int i = 0; i < st->nresv; i++)
+		if (!resv_blocks(st, &st->resv[i], j))
+			return false;
+	return true;
 }
 
 /* Takes the reservations that j must respect out of `free`; the saved values
@@ -525,12 +543,12 @@ struct node_cost {
 static int cmp_node_cost(const void *a, const void *b, void *arg)
 {
 	const struct node_cost *x = a, *y = b;
-	const struct sched_snapshot *s = arg;
+	const int *rank = arg;
 	if (x->cost != y->cost)
 		return x->cost < y->cost ? -1 : 1;
 	if (x->nvict != y->nvict)
 		return x->nvict < y->nvict ? -1 : 1;
-	return strcmp(s->nodes[x->node].name, s->nodes[y->node].name);
+	return rank[x->node] - rank[y->node];
 }
 
 /* Moves the k cheapest of a[0..n) to the front, in no particular order
@@ -644,7 +662,7 @@ static int pick_victims(struct st *st, const struct req *rq, struct victim *v, i
 		if (c < need)
 			continue;
 		/* the dearest victim among the `need` cheapest nodes */
-		select_cheapest(tmp, c, need, (void *)s);
+		select_cheapest(tmp, c, need, p->name_rank);
 		int64_t t = 0;
 		for (int i = 0; i < need; i++)
 			t = MAX(t, tmp[i].cost);
@@ -661,12 +679,12 @@ static int pick_victims(struct st *st, const struct req *rq, struct victim *v, i
 		/* take nodes cheapest first until the gang can be placed: sort a
 		 * generous prefix first, the rest only if that was not enough */
 		int prefix = MIN(cnt, need * 2 + 8);
-		select_cheapest(nc, cnt, prefix, (void *)s);
-		qsort_r(nc, (size_t)prefix, sizeof(*nc), cmp_node_cost, (void *)s);
+		select_cheapest(nc, cnt, prefix, p->name_rank);
+		qsort_r(nc, (size_t)prefix, sizeof(*nc), cmp_node_cost, p->name_rank);
 		for (int i = 0; i < cnt; i++) {
 			if (i == prefix)
 				qsort_r(nc + prefix, (size_t)(cnt - prefix), sizeof(*nc), cmp_node_cost,
-					(void *)s);
+					p->name_rank);
 			int n = nc[i].node, k = 0;
 			for (int l = head[n]; l >= 0 && k < nc[i].nvict; l = link_next[l], k++) {
 				struct victim *vi = &v[link_v[l]];
@@ -724,7 +742,8 @@ done:
 /* Finds the cheapest set of running jobs whose end lets j's whole gang start.
  * On success records them, holds the placement, and returns true; nothing is
  * preempted otherwise. */
-static bool try_preempt(struct st *st, int ji, const struct req *rq, bool reclaim)
+static bool try_preempt(struct st *st, int ji, const struct req *rq, bool reclaim,
+			bool by_class_ok)
 {
 	struct pass *p = &st->p;
 	const struct sched_snapshot *s = p->snap;
@@ -753,7 +772,8 @@ static bool try_preempt(struct st *st, int ji, const struct req *rq, bool reclai
 			continue;
 		const struct sched_class *rc = &s->classes[r->cls];
 		const struct sched_queue *rq_ = &s->queues[r->queue];
-		bool by_class = jc->may_preempt && rc->preemptible && rc->priority < jc->priority;
+		bool by_class = by_class_ok && jc->may_preempt && rc->preemptible &&
+				rc->priority < jc->priority;
 		bool by_reclaim = reclaim && r->queue != j->queue && rq_->quota_milli >= 0 &&
 				  st->qs[r->queue].use - st->qs[r->queue].reclaiming >
 					  rq_->quota_milli;
@@ -780,6 +800,11 @@ static bool try_preempt(struct st *st, int ji, const struct req *rq, bool reclai
 		const struct sched_running *r = &s->running[v[i].idx];
 		st->victim[v[i].idx] = true;
 		st->qs[r->queue].reclaiming += v[i].milli;
+		st->qversion++;
+		for (int c = 0; c < s->nclasses; c++)
+			if (s->classes[r->cls].preemptible &&
+			    s->classes[r->cls].priority < s->classes[c].priority)
+				st->preemptible_below[c]--;
 		struct sched_decisions *d = st->d;
 		xgrow(&d->preempts, &d->preempts_alloc, (size_t)d->npreempts + 1,
 		      sizeof(*d->preempts));
@@ -790,6 +815,18 @@ static bool try_preempt(struct st *st, int ji, const struct req *rq, bool reclai
 out:
 	free(v);
 	return ok;
+}
+
+/* Is some other queue using more than its quota (so that a queue within its
+ * own may reclaim)? */
+static bool any_lending(const struct st *st, int except)
+{
+	const struct sched_snapshot *s = st->p.snap;
+	for (int q = 0; q < s->nqueues; q++)
+		if (q != except && s->queues[q].quota_milli >= 0 &&
+		    st->qs[q].use - st->qs[q].reclaiming > s->queues[q].quota_milli)
+			return true;
+	return false;
 }
 
 /* ---- one job --------------------------------------------------------------------------- */
@@ -809,6 +846,7 @@ static void start(struct st *st, int ji, const struct placement *pl)
 	for (int i = 0; i < pl->nnodes; i++)
 		cap_update_node(p, pl->nodes[i].node);
 	st->qs[j->queue].use += job_milli(j);
+	st->qversion++;
 }
 
 /* Writes the reason a job cannot start now into a wait (or points to an
@@ -864,6 +902,10 @@ static void wait_resources(struct st *st, int ji, struct shape *sh, const struct
 		add_wait(st, ji, SCHED_WAIT_RESOURCES, -1, until == FOREVER ? 0 : until, sb->buf);
 		return;
 	}
+	if (sh->generic_job >= 0) {
+		add_wait(st, ji, sh->reason, sh->generic_job, 0, NULL);
+		return;
+	}
 	if (sh->switches && j->max_switches && sh->could >= j->nodes) {
 		reason = SCHED_WAIT_SWITCHES;
 		strbuf_addf(sb, "waiting for a placement within %d switch%s: the nodes free now span "
@@ -877,6 +919,7 @@ static void wait_resources(struct st *st, int ji, struct shape *sh, const struct
 	}
 	sh->reason = reason;
 	sh->detail_job = ji;
+	sh->generic_job = ji;
 	add_wait(st, ji, reason, -1, 0, sb->buf);
 }
 
@@ -901,13 +944,20 @@ static void process(struct st *st, int ji)
 	if (q->quota_milli >= 0 && need > 0) {
 		int64_t limit = q->borrow_milli < 0 ? FOREVER : q->quota_milli + q->borrow_milli;
 		if (st->qs[j->queue].use + need > limit) {
+			struct qstate *qs = &st->qs[j->queue];
+			if (qs->quota_version == st->qversion + 1) {
+				add_wait(st, ji, SCHED_WAIT_QUOTA, qs->quota_job, 0, NULL);
+				return;
+			}
 			strbuf_reset(sb);
 			strbuf_addf(sb,
 				    "queue \"%s\" is at its limit: %.3g accelerators in use of %.3g "
-				    "(quota %.3g + borrowable %.3g); this job needs %.3g",
-				    q->name, st->qs[j->queue].use / 1000.0, limit / 1000.0,
-				    q->quota_milli / 1000.0, q->borrow_milli / 1000.0, need / 1000.0);
+				    "(quota %.3g + borrowable %.3g)",
+				    q->name, qs->use / 1000.0, limit / 1000.0, q->quota_milli / 1000.0,
+				    q->borrow_milli / 1000.0);
 			add_wait(st, ji, SCHED_WAIT_QUOTA, -1, 0, sb->buf);
+			qs->quota_job = ji;
+			qs->quota_version = st->qversion + 1;
 			return;
 		}
 	}
@@ -954,6 +1004,13 @@ static void process(struct st *st, int ji)
 		}
 	}
 	struct shape *sh = shape_of(st, j);
+	if (sh->state != SHAPE_FAILS && sh->resv_n && sh->resv_n == st->nresv &&
+	    blocked_by_all(st, j)) {
+		/* the same shape already failed under these same reservations */
+		st->d->shape_cache_hits++;
+		add_wait(st, ji, SCHED_WAIT_RESERVED, sh->resv_job, 0, NULL);
+		goto done;
+	}
 	if (sh->state != SHAPE_FAILS) {
 		if (!cap_maybe_fits(p, &rq)) {
 			sh->could = 0;
@@ -982,6 +1039,10 @@ static void process(struct st *st, int ji)
 								  "would let it start now");
 					}
 					add_wait(st, ji, SCHED_WAIT_RESERVED, -1, 0, sb->buf);
+					if (blocked_by_all(st, j)) {
+						sh->resv_n = st->nresv;
+						sh->resv_job = ji;
+					}
 					goto done;
 				}
 			}
@@ -993,21 +1054,30 @@ static void process(struct st *st, int ji)
 		st->d->shape_cache_hits++;
 	}
 	/* it does not fit in what is free: preempt, if it may */
+	int cap = pol && pol->max_preemptions ? pol->max_preemptions : SCHED_DEFAULT_MAX_PREEMPTIONS;
 	bool may = !(pol && pol->no_preemption) &&
-		   (s->classes[j->cls].may_preempt || within_quota);
+		   (s->classes[j->cls].may_preempt || within_quota) &&
+		   (cap < 0 || st->d->npreempts < cap);
 	/* a failed search by class is remembered per shape; reclaim depends on
 	 * the queues' use, which changes, so it is always tried */
+	/* a search that found nothing is remembered: by class for the pass (the
+	 * victims only dwindle), by reclaim until a queue's use changes */
 	uint32_t bit = j->cls < 32 ? 1u << j->cls : 0;
-	bool known_futile = !within_quota && (sh->preempt_failed & bit);
-	if (may && !known_futile) {
-		if (try_preempt(st, ji, &rq, within_quota)) {
+	bool by_class = s->classes[j->cls].may_preempt && !(sh->preempt_failed & bit) &&
+			st->preemptible_below[j->cls] > 0;
+	bool by_reclaim = within_quota && sh->reclaim_failed != st->qversion + 1 &&
+			  any_lending(st, j->queue);
+	if (may && (by_class || by_reclaim)) {
+		if (try_preempt(st, ji, &rq, by_reclaim, by_class)) {
 			strbuf_reset(sb);
 			strbuf_addstr(sb, "preempting lower-priority work to start");
 			add_wait(st, ji, SCHED_WAIT_PREEMPTING, -1, 0, sb->buf);
 			goto done;
 		}
-		if (!within_quota)
+		if (by_class)
 			sh->preempt_failed |= bit;
+		if (by_reclaim)
+			sh->reclaim_failed = st->qversion + 1;
 	}
 	wait_resources(st, ji, sh, &rq);
 	if (pol && pol->no_backfill)
@@ -1123,6 +1193,17 @@ int sched_pass(const struct sched_snapshot *snap, int64_t now_ms, const struct s
 		st.qs[q].recent = snap->queues[q].recent_milli;
 	for (int i = 0; i < snap->nrunning; i++)
 		st.qs[snap->running[i].queue].use += running_milli(&snap->running[i]);
+	st.preemptible_below = xcalloc((size_t)snap->nclasses, sizeof(int));
+	for (int c = 0; c < snap->nclasses; c++)
+		for (int i = 0; i < snap->nrunning; i++) {
+			const struct sched_running *r = &snap->running[i];
+			const struct sched_class *rc = &snap->classes[r->cls];
+			if (!r->stopping && !r->held_for && rc->preemptible &&
+			    rc->priority < snap->classes[c].priority)
+				st.preemptible_below[c]++;
+		}
+	for (int q = 0; q < snap->nqueues; q++)
+		st.qs[q].quota_job = -1;
 	/* class order, then submission: usually given so; sorted if not */
 	bool sorted = true;
 	for (int i = 0; i < nj; i++) {
@@ -1177,6 +1258,7 @@ int sched_pass(const struct sched_snapshot *snap, int64_t now_ms, const struct s
 	free(st.victim);
 	free(st.run_order);
 	free(st.held);
+	free(st.preemptible_below);
 	free(st.victim_order);
 	free(st.shapes);
 	free(st.pl.nodes);

@@ -149,8 +149,14 @@ struct sched_snapshot {
 	int nmix;
 };
 
+#define SCHED_DEFAULT_MAX_PREEMPTIONS 128
+
 struct sched_policy {
 	int max_starts;	   /* jobs started per pass at most; 0: no limit */
+	/* jobs preempted per pass at most (0: SCHED_DEFAULT_MAX_PREEMPTIONS,
+	 * negative: no limit). Victims take their grace period to exit anyway;
+	 * the cap bounds how much one pass disrupts, and the next pass goes on. */
+	int max_preemptions;
 	bool no_backfill;  /* strict order: nothing overtakes a waiting job of its class */
 	bool no_preemption;
 	enum sched_frac_policy {
