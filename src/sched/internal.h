@@ -21,6 +21,7 @@ struct req {
 	int cpus;      /* per node */
 	int64_t mem;   /* per node */
 	bool *model_ok; /* per model index: acceptable (types, capability) */
+	bool owns_models;
 };
 
 struct placement {
@@ -97,8 +98,9 @@ struct cand {
 /* place.c */
 void place_init(struct pass *p);
 void place_release(struct pass *p);
-/* Fills rq for job j; model_ok is allocated into rq (free with req_release). */
-void req_init(struct pass *p, const struct sched_job *j, struct req *rq);
+/* Fills rq for job j. With model_ok NULL the acceptable models are worked out
+ * (and freed by req_release); else that array (for the same shape) is used. */
+void req_init(struct pass *p, const struct sched_job *j, struct req *rq, bool *model_ok);
 void req_release(struct req *rq);
 /* Finds the best placement of rq on view v. Returns true and fills out, or
  * false and fills why. */

@@ -194,10 +194,9 @@ static void mix_from_jobs(struct pass *p)
 	}
 	/* the pending single-node requests, grouped by size: what placement must
 	 * keep room for (multi-node gangs want whole nodes, which best fit keeps) */
-	struct tk_map kinds;
-	tk_map_init(&kinds);
-	char **keys = NULL;
-	size_t nkeys = 0, kalloc = 0, malloc_n = 0;
+	size_t cap = 64, malloc_n = 0;
+	uint64_t *keys = xcalloc(cap, sizeof(uint64_t));
+	int *slot = xcalloc(cap, sizeof(int));
 	int total = 0;
 	for (int i = 0; i < s->njobs; i++) {
 		const struct sched_job *j = s->jobs[i];
@@ -207,26 +206,42 @@ static void mix_from_jobs(struct pass *p)
 		int devs = j->gpu_milli >= MODEL_MILLI ? j->tasks_per_node * j->gpu_milli / MODEL_MILLI
 						       : 0;
 		int cpus = j->tasks_per_node * j->cpus_per_task;
-		char key[48];
-		snprintf(key, sizeof(key), "%d/%d/%d", milli, devs, cpus);
-		intptr_t idx = (intptr_t)tk_map_get(&kinds, key);
-		if (!idx) {
-			xgrow(&keys, &kalloc, nkeys + 1, sizeof(char *));
-			keys[nkeys] = xstrdup(key);
+		uint64_t key = ((uint64_t)milli << 48 | (uint64_t)devs << 32 | (uint32_t)cpus) + 1;
+		if ((size_t)p->nmix * 2 >= cap) {
+			/* grow the little table */
+			size_t ncap = cap * 2;
+			uint64_t *nk = xcalloc(ncap, sizeof(uint64_t));
+			int *ns = xcalloc(ncap, sizeof(int));
+			for (size_t k = 0; k < cap; k++)
+				if (keys[k]) {
+					size_t h = (keys[k] * 0x9e3779b97f4a7c15ULL) & (ncap - 1);
+					while (nk[h])
+						h = (h + 1) & (ncap - 1);
+					nk[h] = keys[k];
+					ns[h] = slot[k];
+				}
+			free(keys);
+			free(slot);
+			keys = nk;
+			slot = ns;
+			cap = ncap;
+		}
+		size_t h = (key * 0x9e3779b97f4a7c15ULL) & (cap - 1);
+		while (keys[h] && keys[h] != key)
+			h = (h + 1) & (cap - 1);
+		if (!keys[h]) {
+			keys[h] = key;
 			xgrow(&p->mix, &malloc_n, (size_t)p->nmix + 1, sizeof(*p->mix));
 			p->mix[p->nmix] = (struct sched_mix_item){milli, devs, cpus, 0};
-			idx = ++p->nmix;
-			tk_map_put(&kinds, keys[nkeys++], (void *)idx);
+			slot[h] = p->nmix++;
 		}
-		p->mix[idx - 1].p += 1;
+		p->mix[slot[h]].p += 1;
 		total++;
 	}
 	for (int i = 0; i < p->nmix; i++)
 		p->mix[i].p /= total;
-	for (size_t i = 0; i < nkeys; i++)
-		free(keys[i]);
 	free(keys);
-	tk_map_release(&kinds);
+	free(slot);
 }
 
 void place_init(struct pass *p)
@@ -541,7 +556,7 @@ bool cap_maybe_fits(struct pass *p, const struct req *rq)
 	return have >= rq->j->nodes;
 }
 
-void req_init(struct pass *p, const struct sched_job *j, struct req *rq)
+void req_init(struct pass *p, const struct sched_job *j, struct req *rq, bool *model_ok)
 {
 	memset(rq, 0, sizeof(*rq));
 	rq->j = j;
@@ -551,7 +566,12 @@ void req_init(struct pass *p, const struct sched_job *j, struct req *rq)
 		rq->whole = j->tasks_per_node * (j->gpu_milli / MODEL_MILLI);
 	else if (j->gpu_milli > 0)
 		rq->frac = j->gpu_milli;
+	if (model_ok) {
+		rq->model_ok = model_ok; /* computed before for the same shape */
+		return;
+	}
 	rq->model_ok = xcalloc((size_t)p->nmodels + 1, sizeof(bool));
+	rq->owns_models = true;
 	for (int m = 0; m < p->nmodels; m++) {
 		bool ok = j->ngpu_types == 0;
 		for (int t = 0; t < j->ngpu_types; t++)
@@ -563,7 +583,8 @@ void req_init(struct pass *p, const struct sched_job *j, struct req *rq)
 
 void req_release(struct req *rq)
 {
-	free(rq->model_ok);
+	if (rq->owns_models)
+		free(rq->model_ok);
 	rq->model_ok = NULL;
 }
 

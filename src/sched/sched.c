@@ -53,6 +53,7 @@ struct shape {
 	uint32_t preempt_failed; /* bit per class index (up to 32): preemption found nothing */
 	int resv_n;   /* it failed under all of the first resv_n reservations (0: not known) */
 	uint64_t reclaim_failed; /* qversion + 1 when reclaiming found nothing for it */
+	bool *model_ok; /* its acceptable models, once worked out */
 	int resv_job; /* ... and that job's wait says why */
 };
 
@@ -83,6 +84,7 @@ struct st {
 	bool *victim;	 /* running: chosen as a victim in this pass */
 	struct shape *shapes;
 	size_t shape_cap;
+	size_t nshapes;
 	struct placement pl;
 	int max_nodes;
 	int *run_order; /* running indices by expected end, for reservations */
@@ -91,6 +93,7 @@ struct st {
 	uint64_t qversion; /* changes whenever a queue's use or what it lends changes */
 	struct victim *victim_order; /* every running job, cheapest victim first */
 	bool victim_sorted;
+	struct victim *victim_buf; /* scratch for one preemption search */
 	int *held; /* running indices sorted by held_for, for jobs waiting on victims */
 	int nheld;
 	struct strbuf sb;
@@ -276,19 +279,43 @@ static bool same_shape(const struct sched_job *a, const struct sched_job *b)
 	    a->gpu_tflops != b->gpu_tflops || a->max_switches != b->max_switches ||
 	    a->mixed_types != b->mixed_types || a->ngpu_types != b->ngpu_types)
 		return false;
+	if (a->gpu_types == b->gpu_types)
+		return true;
 	for (int i = 0; i < a->ngpu_types; i++)
-		if (strcasecmp(a->gpu_types[i], b->gpu_types[i]) != 0)
+		if (a->gpu_types[i] != b->gpu_types[i] &&
+		    strcasecmp(a->gpu_types[i], b->gpu_types[i]) != 0)
 			return false;
 	return true;
+}
+
+static void shapes_grow(struct st *st)
+{
+	size_t ncap = st->shape_cap * 2;
+	struct shape *ns = xcalloc(ncap, sizeof(*ns));
+	for (size_t i = 0; i < st->shape_cap; i++) {
+		struct shape *o = &st->shapes[i];
+		if (!o->j)
+			continue;
+		size_t k = o->hash & (ncap - 1);
+		while (ns[k].j)
+			k = (k + 1) & (ncap - 1);
+		ns[k] = *o;
+	}
+	free(st->shapes);
+	st->shapes = ns;
+	st->shape_cap = ncap;
 }
 
 static struct shape *shape_of(struct st *st, const struct sched_job *j)
 {
 	uint64_t h = shape_hash(j);
+	if (st->nshapes * 2 >= st->shape_cap)
+		shapes_grow(st);
 	size_t mask = st->shape_cap - 1;
 	for (size_t i = h & mask;; i = (i + 1) & mask) {
 		struct shape *s = &st->shapes[i];
 		if (!s->j) {
+			st->nshapes++;
 			s->j = j;
 			s->hash = h;
 			s->detail_job = -1;
@@ -749,7 +776,9 @@ static bool try_preempt(struct st *st, int ji, const struct req *rq, bool reclai
 	const struct sched_snapshot *s = p->snap;
 	const struct sched_job *j = rq->j;
 	const struct sched_class *jc = &s->classes[j->cls];
-	struct victim *v = xcalloc((size_t)s->nrunning + 1, sizeof(*v));
+	if (!st->victim_buf)
+		st->victim_buf = xmalloc(sizeof(struct victim) * ((size_t)s->nrunning + 1));
+	struct victim *v = st->victim_buf;
 	int nv = 0;
 	if (!st->victim_sorted) {
 		/* everyone in victim order, once per pass; each attempt filters */
@@ -813,7 +842,6 @@ static bool try_preempt(struct st *st, int ji, const struct req *rq, bool reclai
 	add_hold(st, &st->pl);
 	ok = true;
 out:
-	free(v);
 	return ok;
 }
 
@@ -962,8 +990,15 @@ static void process(struct st *st, int ji)
 		}
 	}
 	bool within_quota = q->quota_milli >= 0 && st->qs[j->queue].use + need <= q->quota_milli;
+	struct shape *sh = shape_of(st, j);
 	struct req rq;
-	req_init(p, j, &rq);
+	if (!sh->model_ok) {
+		req_init(p, j, &rq, NULL);
+		sh->model_ok = rq.model_ok;
+		rq.owns_models = false; /* the shape keeps it for the pass */
+	} else {
+		req_init(p, j, &rq, sh->model_ok);
+	}
 	struct place_fail why = {0, 0};
 	/* waiting for victims preempted for it earlier */
 	bool has_victims = false;
@@ -1003,7 +1038,6 @@ static void process(struct st *st, int ji)
 			goto done;
 		}
 	}
-	struct shape *sh = shape_of(st, j);
 	if (sh->state != SHAPE_FAILS && sh->resv_n && sh->resv_n == st->nresv &&
 	    blocked_by_all(st, j)) {
 		/* the same shape already failed under these same reservations */
@@ -1183,8 +1217,6 @@ int sched_pass(const struct sched_snapshot *snap, int64_t now_ms, const struct s
 			st.held[st.nheld++] = i;
 	qsort_r(st.held, (size_t)st.nheld, sizeof(int), cmp_held, (void *)snap);
 	st.shape_cap = SHAPE_CACHE_MIN;
-	while (st.shape_cap < (size_t)nj * 2)
-		st.shape_cap *= 2;
 	st.shapes = xcalloc(st.shape_cap, sizeof(*st.shapes));
 	for (int i = 0; i < nj; i++)
 		st.max_nodes = MAX(st.max_nodes, snap->jobs[i]->nodes);
@@ -1260,6 +1292,9 @@ int sched_pass(const struct sched_snapshot *snap, int64_t now_ms, const struct s
 	free(st.held);
 	free(st.preemptible_below);
 	free(st.victim_order);
+	free(st.victim_buf);
+	for (size_t i = 0; i < st.shape_cap; i++)
+		free(st.shapes[i].model_ok);
 	free(st.shapes);
 	free(st.pl.nodes);
 	strbuf_release(&st.sb);
