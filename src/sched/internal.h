@@ -62,6 +62,7 @@ struct pass {
 	/* the request mix for fractions */
 	struct sched_mix_item *mix;
 	int nmix;
+	bool mix_ready; /* worked out at the first fraction placed */
 	int *model_scratch;	 /* one int per model */
 	int *model_scratch2;
 	/* candidate lists over `free`, cell x = node * nmodels + model: nodes by
@@ -70,6 +71,9 @@ struct pass {
 	int *wb_head, *wb_next, *wb_prev;
 	int *fb_head, *fb_next, *fb_prev;
 	int *node_room;
+	int *cb_head, *cb_next, *cb_prev; /* nodes by (accelerators, free CPUs) */
+	int *cpu_key;
+	int max_cpus;
 	int *model_nodes;     /* nodes with devices of model m: [off[m], off[m+1]) */
 	bool delta;	      /* scratch is free plus changes on the touched nodes */
 	int touch_gen;
@@ -131,6 +135,8 @@ struct fitcount {
 	uint8_t *fit; /* [node * ngroups + group] */
 };
 void fit_init(struct pass *p, struct fitcount *fc, const struct req *rq, const struct view *v);
+/* Could rq ever fit, on the schedulable nodes as if empty? */
+bool could_ever(struct pass *p, const struct req *rq);
 /* Could node n hold one node's share of rq on `model` (-1: any) in v? */
 bool node_can_public(const struct pass *p, const struct req *rq, const struct view *v, int n,
 		     int model);

@@ -330,6 +330,7 @@ void place_init(struct pass *p)
 			p->cap[m * (MODEL_MAX_ACCELS + 1) + w[m]]++;
 	}
 	lists_init(p);
+	p->mix_ready = false;
 	/* the nodes that have each model, for scans that need every candidate */
 	p->model_nodes_off = xcalloc((size_t)p->nmodels + 2, sizeof(int));
 	p->model_nodes = xcalloc((size_t)ndev + 1, sizeof(int));
@@ -344,7 +345,6 @@ void place_init(struct pass *p)
 				}
 	}
 	p->model_nodes_off[p->nmodels] = k;
-	mix_from_jobs(p);
 }
 
 void place_release(struct pass *p)
@@ -379,6 +379,10 @@ void place_release(struct pass *p)
 	free(p->fb_next);
 	free(p->fb_prev);
 	free(p->node_room);
+	free(p->cb_head);
+	free(p->cb_next);
+	free(p->cb_prev);
+	free(p->cpu_key);
 	free(p->frag_before);
 	free(p->frag_valid);
 	free(p->model_tflops);
@@ -453,12 +457,31 @@ static void list_add(int *head, int *next, int *prev, int h, int x)
 	head[h] = x;
 }
 
+/* CPU work goes to nodes without accelerators first, then to the fewest free
+ * CPUs that suffice: nodes are listed by (accelerators, free CPUs). */
+static int cpu_key(const struct pass *p, int n)
+{
+	int c = MIN(MAX(p->free.cpus[n], 0), p->max_cpus);
+	return p->snap->nodes[n].ndev * (p->max_cpus + 1) + c;
+}
+
+static void cpu_list_update(struct pass *p, int n)
+{
+	int k = cpu_key(p, n);
+	if (k == p->cpu_key[n])
+		return;
+	list_del(p->cb_head, p->cb_next, p->cb_prev, p->cpu_key[n], n);
+	list_add(p->cb_head, p->cb_next, p->cb_prev, k, n);
+	p->cpu_key[n] = k;
+}
+
 void cap_update_node(struct pass *p, int n)
 {
 	const struct sched_node *node = &p->snap->nodes[n];
 	p->frag_valid[n] = false;
 	if (!node->schedulable)
 		return;
+	cpu_list_update(p, n);
 	int nm = p->nmodels;
 	int *w = &p->node_whole[n * nm];
 	int *fresh = p->model_scratch;
@@ -498,6 +521,22 @@ void cap_update_node(struct pass *p, int n)
 static void lists_init(struct pass *p)
 {
 	int nm = p->nmodels, nn = p->nn;
+	p->max_cpus = 0;
+	for (int n = 0; n < nn; n++)
+		p->max_cpus = MAX(p->max_cpus, MIN(p->snap->nodes[n].cpus_total, MODEL_MAX_CPUS));
+	size_t nkeys = (size_t)(MODEL_MAX_ACCELS + 1) * (size_t)(p->max_cpus + 1);
+	p->cb_head = xmalloc(nkeys * sizeof(int));
+	for (size_t i = 0; i < nkeys; i++)
+		p->cb_head[i] = -1;
+	p->cb_next = xcalloc((size_t)nn + 1, sizeof(int));
+	p->cb_prev = xcalloc((size_t)nn + 1, sizeof(int));
+	p->cpu_key = xcalloc((size_t)nn + 1, sizeof(int));
+	for (int n = 0; n < nn; n++) {
+		if (!p->snap->nodes[n].schedulable)
+			continue;
+		p->cpu_key[n] = cpu_key(p, n);
+		list_add(p->cb_head, p->cb_next, p->cb_prev, p->cpu_key[n], n);
+	}
 	size_t cells = (size_t)nn * (size_t)nm + 1;
 	p->wb_head = xcalloc((size_t)nm * (MODEL_MAX_ACCELS + 1) + 1, sizeof(int));
 	p->fb_head = xcalloc((size_t)nm * FRAC_BUCKETS + 1, sizeof(int));
@@ -640,7 +679,7 @@ static bool dev_usable(const struct pass *p, const struct req *rq, int node, int
 
 /* Chooses the device for a fraction on node n; -1 when none fits. Fills the
  * score (lower is better) by the pass's fraction policy. */
-static int frac_device(const struct pass *p, const struct req *rq, const struct view *v, int n,
+static int frac_device(struct pass *p, const struct req *rq, const struct view *v, int n,
 		       int model, int64_t *score)
 {
 	const struct sched_node *node = &p->snap->nodes[n];
@@ -658,6 +697,10 @@ static int frac_device(const struct pass *p, const struct req *rq, const struct 
 		return -1;
 	double before = 0;
 	enum sched_frac_policy pol = p->policy ? p->policy->frac : SCHED_FRAC_FGD;
+	if (pol == SCHED_FRAC_FGD && !p->mix_ready) {
+		mix_from_jobs(p); /* first fraction of the pass */
+		p->mix_ready = true;
+	}
 	if (pol == SCHED_FRAC_FGD) {
 		if (v == &p->free && p->frag_valid[n]) {
 			before = p->frag_before[n];
@@ -706,7 +749,7 @@ static int frac_device(const struct pass *p, const struct req *rq, const struct 
 
 /* Could node n hold one node's share of rq on devices of `model` (-1: any
  * acceptable model)? Fills c on success. */
-static bool node_fits(const struct pass *p, const struct req *rq, const struct view *v, int n,
+static bool node_fits(struct pass *p, const struct req *rq, const struct view *v, int n,
 		      int model, struct cand *c)
 {
 	const struct sched_node *node = &p->snap->nodes[n];
@@ -763,6 +806,24 @@ bool node_can_public(const struct pass *p, const struct req *rq, const struct vi
 		     int model)
 {
 	return node_can(p, rq, v, n, model);
+}
+
+bool could_ever(struct pass *p, const struct req *rq)
+{
+	/* enough nodes that could each hold a share on the empty cluster; with a
+	 * switch limit the caller places for real */
+	struct fitcount fc;
+	fit_init(p, &fc, rq, &p->total);
+	bool ok = fit_enough(&fc);
+	fit_release(&fc);
+	if (ok && rq->j->max_switches) {
+		struct placement pl;
+		struct place_fail why;
+		pl.nodes = xcalloc((size_t)rq->j->nodes, sizeof(*pl.nodes));
+		ok = place(p, rq, &p->total, &pl, &why);
+		free(pl.nodes);
+	}
+	return ok;
 }
 
 void fit_init(struct pass *p, struct fitcount *fc, const struct req *rq, const struct view *v)
@@ -1022,6 +1083,15 @@ bool place(struct pass *p, const struct req *rq, const struct view *v, struct pl
 							nc++;
 					}
 			}
+		} else if (v == &p->free && model < 0 && !devices && j->nodes == 1) {
+			/* CPU work: the first (accelerators, free CPUs) list with a fit
+			 * holds the best fit */
+			for (int a = 0; a <= MODEL_MAX_ACCELS && nc == 0; a++)
+				for (int c = MAX(rq->cpus, 0); c <= p->max_cpus && nc == 0; c++)
+					for (int n = p->cb_head[a * (p->max_cpus + 1) + c]; n >= 0;
+					     n = p->cb_next[n])
+						if (node_fits(p, rq, v, n, model, &p->cands[nc]))
+							nc++;
 		} else if (model >= 0) {
 			for (int k = p->model_nodes_off[model]; k < p->model_nodes_off[model + 1]; k++)
 				if (node_fits(p, rq, v, p->model_nodes[k], model, &p->cands[nc]))

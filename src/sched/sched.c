@@ -891,11 +891,15 @@ static void wait_resources(struct st *st, int ji, struct shape *sh, const struct
 	enum sched_wait_reason reason = SCHED_WAIT_RESOURCES;
 	int64_t until = 0;
 	if (sh->never < 0) {
-		struct place_fail why;
-		st->d->placements_tried++;
-		sh->never = !place(&st->p, rq, &st->p.total, &st->pl, &why);
-		if (sh->never && why.switches)
-			sh->switches = why.switches;
+		sh->never = !could_ever(&st->p, rq);
+		if (sh->never && j->max_switches) {
+			/* only a real placement on the empty cluster can tell switches */
+			struct place_fail why;
+			st->d->placements_tried++;
+			sh->never = !place(&st->p, rq, &st->p.total, &st->pl, &why);
+			if (sh->never && why.switches)
+				sh->switches = why.switches;
+		}
 	}
 	if (sh->never) {
 		if (sh->switches && j->max_switches) {
