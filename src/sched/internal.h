@@ -64,6 +64,7 @@ struct pass {
 	int nmix;
 	bool mix_ready; /* worked out at the first fraction placed */
 	int *model_scratch;	 /* one int per model */
+	int *total_hist;	 /* could_ever(): nodes with >= k devices per model */
 	int *model_scratch2;
 	/* candidate lists over `free`, cell x = node * nmodels + model: nodes by
 	 * their count of whole free devices of a model (wb), and by the most room

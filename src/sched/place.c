@@ -368,6 +368,7 @@ void place_release(struct pass *p)
 	free(p->mix);
 	free(p->model_scratch);
 	free(p->model_scratch2);
+	free(p->total_hist);
 	free(p->touch_mark);
 	free(p->touched);
 	free(p->model_nodes);
@@ -810,6 +811,35 @@ bool node_can_public(const struct pass *p, const struct req *rq, const struct vi
 
 bool could_ever(struct pass *p, const struct req *rq)
 {
+	/* whole devices and nothing else asked: the nodes' device counts decide */
+	if (rq->whole && !rq->cpus && !rq->mem && !rq->j->gpu_mem_mib && rq->j->gpu_tflops <= 0 &&
+	    !rq->j->mixed_types && !rq->j->max_switches) {
+		if (!p->total_hist) {
+			/* schedulable nodes with at least k devices of model m */
+			int nm = p->nmodels;
+			p->total_hist = xcalloc((size_t)nm * (MODEL_MAX_ACCELS + 1) + 1, sizeof(int));
+			for (int n = 0; n < p->nn; n++) {
+				if (!p->snap->nodes[n].schedulable)
+					continue;
+				int *cnt = p->model_scratch;
+				for (int d = 0; d < p->snap->nodes[n].ndev; d++)
+					cnt[p->dev_model[p->dev_off[n] + d]] = 0;
+				for (int d = 0; d < p->snap->nodes[n].ndev; d++)
+					cnt[p->dev_model[p->dev_off[n] + d]]++;
+				for (int d = 0; d < p->snap->nodes[n].ndev; d++) {
+					int m = p->dev_model[p->dev_off[n] + d];
+					for (int k = 1; k <= cnt[m]; k++)
+						p->total_hist[m * (MODEL_MAX_ACCELS + 1) + k]++;
+					cnt[m] = 0; /* count each model of the node once */
+				}
+			}
+		}
+		for (int m = 0; m < p->nmodels; m++)
+			if (rq->model_ok[m] &&
+			    p->total_hist[m * (MODEL_MAX_ACCELS + 1) + rq->whole] >= rq->j->nodes)
+				return true;
+		return false;
+	}
 	/* enough nodes that could each hold a share on the empty cluster; with a
 	 * switch limit the caller places for real */
 	struct fitcount fc;

@@ -62,6 +62,7 @@ struct qstate {
 	int quota_job; /* a job whose wait says the queue is at its limit (-1: none yet) */
 	uint64_t quota_version; /* qversion + 1 when quota_job's text was written */
 	int64_t reclaiming; /* held by its jobs preempted in this pass: soon free */
+	double score;	    /* fair share: lower goes first */
 	double recent;
 	int head, tail; /* this segment's jobs of the queue, linked through next[] */
 	int heap_pos;
@@ -87,9 +88,11 @@ struct st {
 	size_t nshapes;
 	struct placement pl;
 	int max_nodes;
-	int *run_order; /* running indices by expected end, for reservations */
-	bool run_sorted;
+	struct end_item *end_heap; /* scratch for reservations */
 	int *preemptible_below; /* per class: running jobs it could preempt by class */
+	int *rel[MODEL_MAX_CLASSES]; /* releasable(): per class, when worked out */
+	int *recl;		     /* reclaimable(), as of recl_version */
+	uint64_t recl_version;
 	uint64_t qversion; /* changes whenever a queue's use or what it lends changes */
 	struct victim *victim_order; /* every running job, cheapest victim first */
 	bool victim_sorted;
@@ -134,7 +137,7 @@ static double qscore(const struct st *st, int q)
 
 static bool q_less(const struct st *st, int a, int b)
 {
-	double x = qscore(st, a), y = qscore(st, b);
+	double x = st->qs[a].score, y = st->qs[b].score;
 	if (x != y)
 		return x < y;
 	return strcmp(st->p.snap->queues[a].name, st->p.snap->queues[b].name) < 0;
@@ -468,61 +471,75 @@ static int64_t static_end(const struct st *st, const struct sched_running *r)
 	return MAX(st->p.now, r->start_ms + r->time_limit_s * 1000);
 }
 
-static int cmp_end(const void *a, const void *b, void *arg)
-{
-	const struct st *st = arg;
-	int x = *(const int *)a, y = *(const int *)b;
-	const struct sched_running *rx = &st->p.snap->running[x], *ry = &st->p.snap->running[y];
-	int64_t ex = static_end(st, rx), ey = static_end(st, ry);
-	if (ex != ey)
-		return ex < ey ? -1 : 1;
-	return rx->id < ry->id ? -1 : rx->id > ry->id;
-}
 
 /* When could j start, and where, as running jobs end by their time limits?
  * Fills *until and st->pl; false if not even when all have ended. */
+/* A min-heap of (end time, running index), for reservations. */
+struct end_item {
+	int64_t end;
+	int idx;
+	int64_t id;
+};
+
+static bool end_less(const struct end_item *a, const struct end_item *b)
+{
+	if (a->end != b->end)
+		return a->end < b->end;
+	return a->id < b->id;
+}
+
+static void end_down(struct end_item *h, int n, int i)
+{
+	for (;;) {
+		int l = 2 * i + 1, r = l + 1, m = i;
+		if (l < n && end_less(&h[l], &h[m]))
+			m = l;
+		if (r < n && end_less(&h[r], &h[m]))
+			m = r;
+		if (m == i)
+			return;
+		struct end_item t = h[i];
+		h[i] = h[m];
+		h[m] = t;
+		i = m;
+	}
+}
+
+/* When could j start, and where, as running jobs end by their time limits?
+ * Running jobs are released in order of expected end (a heap: only as many
+ * as it takes are ordered) until j fits. Fills *until and st->pl; false if
+ * not even when all have ended. */
 static bool shadow(struct st *st, const struct req *rq, int64_t *until)
 {
 	struct pass *p = &st->p;
 	const struct sched_snapshot *s = p->snap;
 	scratch_from_free(p);
-	if (!st->run_sorted) {
-		/* by end time (victims of this pass come first: they end now) */
-		for (int i = 0; i < s->nrunning; i++)
-			st->run_order[i] = i;
-		qsort_r(st->run_order, (size_t)s->nrunning, sizeof(int), cmp_end, st);
-		st->run_sorted = true;
-	}
+	struct end_item *h = st->end_heap;
+	int n = 0;
+	for (int i = 0; i < s->nrunning; i++)
+		h[n++] = (struct end_item){expected_end(st, &s->running[i], i), i, s->running[i].id};
+	for (int i = n / 2 - 1; i >= 0; i--)
+		end_down(h, n, i);
 	struct fitcount fc;
 	fit_init(p, &fc, rq, &p->scratch);
 	struct place_fail why;
 	bool ok = false;
-	/* victims chosen in this pass end now, whatever their place in the order */
-	for (int i = 0; i < s->nrunning; i++)
-		if (st->victim[i] && !s->running[i].stopping) {
-			const struct sched_running *r = &s->running[i];
-			scratch_apply(p, r->nodes, r->nnodes, +1);
-			for (int x = 0; x < r->nnodes; x++)
-				fit_update(p, &fc, &p->scratch, r->nodes[x].node);
-		}
-	for (int k = 0; k < s->nrunning && !ok; k++) {
-		int i = st->run_order[k];
-		const struct sched_running *r = &s->running[i];
-		if (st->victim[i] && !r->stopping)
-			continue;
+	while (n > 0 && !ok) {
+		struct end_item it = h[0];
+		h[0] = h[--n];
+		end_down(h, n, 0);
+		const struct sched_running *r = &s->running[it.idx];
 		scratch_apply(p, r->nodes, r->nnodes, +1);
 		for (int x = 0; x < r->nnodes; x++)
 			fit_update(p, &fc, &p->scratch, r->nodes[x].node);
 		/* place once enough nodes could hold it, at most once per end time */
-		int64_t end = expected_end(st, r, i);
-		if (k + 1 < s->nrunning &&
-		    expected_end(st, &s->running[st->run_order[k + 1]], st->run_order[k + 1]) == end)
+		if (n > 0 && h[0].end == it.end)
 			continue;
 		if (!fit_enough(&fc))
 			continue;
 		st->d->placements_tried++;
 		if (place(p, rq, &p->scratch, &st->pl, &why)) {
-			*until = end;
+			*until = it.end;
 			ok = true;
 		}
 	}
@@ -769,6 +786,107 @@ done:
 /* Finds the cheapest set of running jobs whose end lets j's whole gang start.
  * On success records them, holds the placement, and returns true; nothing is
  * preempted otherwise. */
+/* Per model, for each node: devices that running jobs preemptible by class c
+ * hold there, plus the free ones. Worked out once per class and pass. */
+static int *releasable(struct st *st, int c)
+{
+	struct pass *p = &st->p;
+	const struct sched_snapshot *s = p->snap;
+	if (st->rel[c])
+		return st->rel[c];
+	int nm = p->nmodels;
+	int *r = xcalloc((size_t)p->nn * (size_t)nm + 1, sizeof(int));
+	for (int n = 0; n < p->nn; n++)
+		for (int m = 0; m < nm; m++)
+			r[n * nm + m] = p->node_whole[n * nm + m];
+	for (int i = 0; i < s->nrunning; i++) {
+		const struct sched_running *run = &s->running[i];
+		const struct sched_class *rc = &s->classes[run->cls];
+		if (run->stopping || run->held_for || !rc->preemptible ||
+		    rc->priority >= s->classes[c].priority)
+			continue;
+		for (int k = 0; k < run->nnodes; k++) {
+			const struct sched_assign *a = &run->nodes[k];
+			for (int d = 0; d < a->ndev; d++)
+				r[a->node * nm + p->dev_model[p->dev_off[a->node] + a->devs[d]]]++;
+		}
+	}
+	st->rel[c] = r;
+	return r;
+}
+
+/* Like releasable(), for reclaiming: devices held by jobs of queues over
+ * their quota, plus the free ones; redone when a queue's use changes. */
+static int *reclaimable(struct st *st)
+{
+	struct pass *p = &st->p;
+	const struct sched_snapshot *s = p->snap;
+	if (st->recl && st->recl_version == st->qversion + 1)
+		return st->recl;
+	int nm = p->nmodels;
+	if (!st->recl)
+		st->recl = xmalloc(sizeof(int) * ((size_t)p->nn * (size_t)nm + 1));
+	memcpy(st->recl, p->node_whole, sizeof(int) * (size_t)p->nn * (size_t)nm);
+	for (int i = 0; i < s->nrunning; i++) {
+		const struct sched_running *run = &s->running[i];
+		const struct sched_queue *q = &s->queues[run->queue];
+		if (run->stopping || run->held_for || st->victim[i] || q->quota_milli < 0 ||
+		    st->qs[run->queue].use - st->qs[run->queue].reclaiming <= q->quota_milli)
+			continue;
+		for (int k = 0; k < run->nnodes; k++) {
+			const struct sched_assign *a = &run->nodes[k];
+			for (int d = 0; d < a->ndev; d++)
+				st->recl[a->node * nm + p->dev_model[p->dev_off[a->node] + a->devs[d]]]++;
+		}
+	}
+	st->recl_version = st->qversion + 1;
+	return st->recl;
+}
+
+/* Are there enough nodes where r (free plus what could be released) holds a
+ * node's share of rq? Optimistic: false is certain, true worth a search. */
+static bool enough_releasable(struct st *st, const struct req *rq, const int *r)
+{
+	struct pass *p = &st->p;
+	int nm = p->nmodels;
+	for (int m = 0; m < nm; m++) {
+		if (!rq->model_ok[m])
+			continue;
+		int cnt = 0;
+		for (int k = p->model_nodes_off[m]; k < p->model_nodes_off[m + 1]; k++)
+			if (r[p->model_nodes[k] * nm + m] >= rq->whole && ++cnt >= rq->j->nodes)
+				return true;
+	}
+	return false;
+}
+
+static bool reclaim_possible(struct st *st, const struct req *rq)
+{
+	if (!rq->whole || rq->j->mixed_types)
+		return true;
+	return enough_releasable(st, rq, reclaimable(st));
+}
+
+/* Could preempting by class ever make room for rq? An optimistic count: a
+ * false answer is certain, a true one only worth a real search. */
+static bool class_preempt_possible(struct st *st, const struct req *rq)
+{
+	struct pass *p = &st->p;
+	if (!rq->whole || rq->j->mixed_types)
+		return true;
+	const int *r = releasable(st, rq->j->cls);
+	int nm = p->nmodels;
+	for (int m = 0; m < nm; m++) {
+		if (!rq->model_ok[m])
+			continue;
+		int cnt = 0;
+		for (int k = p->model_nodes_off[m]; k < p->model_nodes_off[m + 1]; k++)
+			if (r[p->model_nodes[k] * nm + m] >= rq->whole && ++cnt >= rq->j->nodes)
+				return true;
+	}
+	return false;
+}
+
 static bool try_preempt(struct st *st, int ji, const struct req *rq, bool reclaim,
 			bool by_class_ok)
 {
@@ -830,6 +948,10 @@ static bool try_preempt(struct st *st, int ji, const struct req *rq, bool reclai
 		st->victim[v[i].idx] = true;
 		st->qs[r->queue].reclaiming += v[i].milli;
 		st->qversion++;
+		for (int c = 0; c < MODEL_MAX_CLASSES; c++) {
+			free(st->rel[c]); /* optimistic still, but cheap to redo */
+			st->rel[c] = NULL;
+		}
 		for (int c = 0; c < s->nclasses; c++)
 			if (s->classes[r->cls].preemptible &&
 			    s->classes[r->cls].priority < s->classes[c].priority)
@@ -874,6 +996,7 @@ static void start(struct st *st, int ji, const struct placement *pl)
 	for (int i = 0; i < pl->nnodes; i++)
 		cap_update_node(p, pl->nodes[i].node);
 	st->qs[j->queue].use += job_milli(j);
+	st->qs[j->queue].score = qscore(st, j->queue);
 	st->qversion++;
 }
 
@@ -1096,15 +1219,21 @@ static void process(struct st *st, int ji)
 	bool may = !(pol && pol->no_preemption) &&
 		   (s->classes[j->cls].may_preempt || within_quota) &&
 		   (cap < 0 || st->d->npreempts < cap);
-	/* a failed search by class is remembered per shape; reclaim depends on
-	 * the queues' use, which changes, so it is always tried */
 	/* a search that found nothing is remembered: by class for the pass (the
 	 * victims only dwindle), by reclaim until a queue's use changes */
 	uint32_t bit = j->cls < 32 ? 1u << j->cls : 0;
 	bool by_class = s->classes[j->cls].may_preempt && !(sh->preempt_failed & bit) &&
 			st->preemptible_below[j->cls] > 0;
+	if (may && by_class && !class_preempt_possible(st, &rq)) {
+		sh->preempt_failed |= bit;
+		by_class = false;
+	}
 	bool by_reclaim = within_quota && sh->reclaim_failed != st->qversion + 1 &&
 			  any_lending(st, j->queue);
+	if (may && by_reclaim && !reclaim_possible(st, &rq)) {
+		sh->reclaim_failed = st->qversion + 1;
+		by_reclaim = false;
+	}
 	if (may && (by_class || by_reclaim)) {
 		if (try_preempt(st, ji, &rq, by_reclaim, by_class)) {
 			strbuf_reset(sb);
@@ -1214,7 +1343,7 @@ int sched_pass(const struct sched_snapshot *snap, int64_t now_ms, const struct s
 	st.heap = xcalloc((size_t)snap->nqueues, sizeof(int));
 	st.class_has_resv = xcalloc((size_t)snap->nclasses, sizeof(bool));
 	st.victim = xcalloc((size_t)snap->nrunning + 1, sizeof(bool));
-	st.run_order = xcalloc((size_t)snap->nrunning + 1, sizeof(int));
+	st.end_heap = xmalloc(sizeof(*st.end_heap) * ((size_t)snap->nrunning + 1));
 	st.held = xcalloc((size_t)snap->nrunning + 1, sizeof(int));
 	for (int i = 0; i < snap->nrunning; i++)
 		if (snap->running[i].held_for)
@@ -1268,17 +1397,20 @@ int sched_pass(const struct sched_snapshot *snap, int64_t now_ms, const struct s
 			qs->tail = ji;
 		}
 		st.nheap = 0;
-		for (int q = 0; q < snap->nqueues; q++)
+		for (int q = 0; q < snap->nqueues; q++) {
+			st.qs[q].score = qscore(&st, q);
 			if (st.qs[q].head >= 0)
 				heap_push(&st, q);
+		}
 		while (st.nheap) {
 			int q = st.heap[0];
 			int ji = st.qs[q].head;
 			st.qs[q].head = st.next[ji];
+			double before = st.qs[q].score;
 			process(&st, ji);
 			if (st.qs[q].head < 0)
 				heap_pop(&st);
-			else
+			else if (st.qs[q].score != before)
 				heap_fix(&st, 0);
 		}
 		seg = end;
@@ -1292,9 +1424,12 @@ int sched_pass(const struct sched_snapshot *snap, int64_t now_ms, const struct s
 	free(st.heap);
 	free(st.class_has_resv);
 	free(st.victim);
-	free(st.run_order);
+	free(st.end_heap);
 	free(st.held);
 	free(st.preemptible_below);
+	for (int c = 0; c < MODEL_MAX_CLASSES; c++)
+		free(st.rel[c]);
+	free(st.recl);
 	free(st.victim_order);
 	free(st.victim_buf);
 	for (size_t i = 0; i < st.shape_cap; i++)
