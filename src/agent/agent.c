@@ -264,11 +264,28 @@ static void hb_timer_cb(uv_timer_t *t)
 	struct agent *a = t->data;
 	if (!a->registered || a->hb_req || a->stopping)
 		return;
-	char body[256];
-	snprintf(body, sizeof(body), "{\"node\":\"%s\",\"agent_id\":\"%s\"}", a->inv.name,
-		 a->agent_id);
-	a->hb_req = hc_request(a->hc, "POST", a->url_heartbeat, a->cfg.token, body, 10000, hb_done,
+	/* with each beat, when each running job last wrote a checkpoint: what
+	 * preemption weighs as work that would be lost */
+	json_t *ckpts = json_array();
+	size_t pos = 0;
+	void *v;
+	while (tk_map_next(&a->groups, &pos, NULL, &v)) {
+		const struct group *g = v;
+		if (g->nrunning == 0)
+			continue;
+		int64_t at = group_newest_checkpoint(g);
+		if (at > 0)
+			json_array_append_new(ckpts, json_pack("{s:I, s:i, s:I}", "job",
+							       (json_int_t)g->job, "attempt",
+							       g->attempt, "at_ms", (json_int_t)at));
+	}
+	json_t *body = json_pack("{s:s, s:s, s:o}", "node", a->inv.name, "agent_id", a->agent_id,
+				 "checkpoints", ckpts);
+	char *text = json_dumps(body, JSON_COMPACT);
+	json_decref(body);
+	a->hb_req = hc_request(a->hc, "POST", a->url_heartbeat, a->cfg.token, text, 10000, hb_done,
 			       a);
+	free(text);
 }
 
 /* ---- events -------------------------------------------------------------------- */

@@ -159,5 +159,7 @@ void agent_queue_event(struct agent *a, const struct agent_event *ev);
 /* The number of groups with tasks still running. */
 int agent_running_groups(struct agent *a);
 int64_t group_grace_ms(const struct group *g);
+/* When the newest entry of the group's checkpoint folder was written (ms), or 0. */
+int64_t group_newest_checkpoint(const struct group *g);
 /* Frees a group whose handles are all closed (at agent_destroy). */
 void group_free_now(struct group *g);

@@ -15,7 +15,9 @@
  */
 #include "internal.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <sys/stat.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -185,7 +187,7 @@ static void free_strv(char **v)
 }
 
 /* Names tenk sets itself: the job's environment cannot override them. */
-static bool reserved(const char *key, size_t len)
+static bool reserved(const char *key, size_t len, bool fraction)
 {
 	static const char *const names[] = {
 		"MASTER_ADDR",	 "MASTER_PORT",		 "WORLD_SIZE", "RANK",
@@ -193,6 +195,9 @@ static bool reserved(const char *key, size_t len)
 		"NNODES",	 "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", NULL,
 	};
 	if (len > 5 && strncmp(key, "TENK_", 5) == 0)
+		return true;
+	/* a fraction's share of the device is tenk's to set */
+	if (fraction && len > 9 && strncmp(key, "CUDA_MPS_", 9) == 0)
 		return true;
 	for (const char *const *p = names; *p; p++)
 		if (strlen(*p) == len && strncmp(*p, key, len) == 0)
@@ -202,6 +207,8 @@ static bool reserved(const char *key, size_t len)
 
 static char **build_env(struct group *g, json_t *spec, const struct task *t, const char *ckpt)
 {
+	int milli = (int)json_integer_value(json_object_get(spec, "milli"));
+	bool fraction = milli > 0 && milli < MODEL_MILLI;
 	char **env = NULL;
 	size_t n = 0, alloc = 0;
 	bool have_path = false;
@@ -209,7 +216,7 @@ static char **build_env(struct group *g, json_t *spec, const struct task *t, con
 	json_t *v;
 	json_object_foreach(json_object_get(spec, "env"), k, v)
 	{
-		if (reserved(k, strlen(k)))
+		if (reserved(k, strlen(k), fraction))
 			continue;
 		if (strcmp(k, "PATH") == 0)
 			have_path = true;
@@ -245,9 +252,22 @@ static char **build_env(struct group *g, json_t *spec, const struct task *t, con
 	/* marks the task as this agent's, for the next agent to clean up after a crash */
 	env_add(&env, &n, &alloc, "TENK_AGENT_DIR=%s", g->a->cfg.work_dir);
 	env_add(&env, &n, &alloc, "TENK_AGENT_ID=%s", g->a->agent_id);
-	int milli = (int)json_integer_value(json_object_get(spec, "milli"));
-	if (milli > 0 && milli < MODEL_MILLI)
+	if (fraction) {
 		env_add(&env, &n, &alloc, "TENK_GPU_FRACTION=%.3f", milli / (double)MODEL_MILLI);
+		/* where CUDA MPS runs, hold the task to its share of the device */
+		const char *pipe = getenv("CUDA_MPS_PIPE_DIRECTORY");
+		if (!pipe)
+			pipe = "/tmp/nvidia-mps";
+		_cleanup_free_ char *control = xasprintf("%s/control", pipe);
+		int dev = (int)json_integer_value(json_array_get(devs, 0));
+		if (access(control, F_OK) == 0 && dev >= 0 && dev < g->a->inv.naccel) {
+			env_add(&env, &n, &alloc, "CUDA_MPS_PIPE_DIRECTORY=%s", pipe);
+			env_add(&env, &n, &alloc, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=%d",
+				(milli + 9) / 10);
+			env_add(&env, &n, &alloc, "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=%lldM",
+				(long long)(g->a->inv.accel[dev].mem_mib * milli / MODEL_MILLI));
+		}
+	}
 	strbuf_release(&cvd);
 	return env;
 }
@@ -444,6 +464,31 @@ struct group *group_start(struct agent *a, int64_t job, int attempt, json_t *spe
 			}
 	}
 	return g;
+}
+
+#define CKPT_SCAN_MAX 4096 /* entries looked at in one checkpoint folder */
+
+int64_t group_newest_checkpoint(const struct group *g)
+{
+	_cleanup_free_ char *dir = xasprintf("%s/checkpoints/%lld", g->a->cfg.work_dir,
+					     (long long)g->job);
+	DIR *d = opendir(dir);
+	if (!d)
+		return 0;
+	int64_t newest = 0;
+	int seen = 0;
+	struct dirent *de;
+	while ((de = readdir(d)) && seen++ < CKPT_SCAN_MAX) {
+		if (de->d_name[0] == '.')
+			continue;
+		struct stat st;
+		if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			continue;
+		int64_t ms = (int64_t)st.st_mtim.tv_sec * 1000 + st.st_mtim.tv_nsec / 1000000;
+		newest = MAX(newest, ms);
+	}
+	closedir(d);
+	return newest;
 }
 
 int64_t group_grace_ms(const struct group *g)

@@ -883,6 +883,60 @@ static int run_classes(struct ctx *c)
 	return CLI_EXIT_OK;
 }
 
+/* ---- users --------------------------------------------------------------------------- */
+
+enum { U_ADMIN = O_FIRST_OWN };
+static const struct tk_option users_opts[] = {
+	COMMON_OPTS,
+	{"admin", 0, NULL, "with add: the user may do everything an admin may"},
+};
+
+static int run_users(struct ctx *c)
+{
+	json_t *res = NULL;
+	struct tk_error err;
+	int r;
+	if (c->npos == 2 && strcmp(c->pos[0], "add") == 0) {
+		json_t *body = json_pack("{s:s, s:b}", "name", c->pos[1], "admin", c->v[U_ADMIN] != NULL);
+		r = client_call(&c->client, "POST", "/v1/users", body, CALL_TIMEOUT_MS, &res, NULL, &err);
+		json_decref(body);
+		if (r < 0)
+			return api_error(c, &err);
+		if (c->json)
+			print_json(res);
+		else
+			printf("%s\n", jstr(res, "token")); /* shown once: hand it to the user */
+	} else if (c->npos == 2 && strcmp(c->pos[0], "rm") == 0) {
+		char *path = xasprintf("/v1/users/%s", c->pos[1]);
+		r = client_call(&c->client, "DELETE", path, NULL, CALL_TIMEOUT_MS, &res, NULL, &err);
+		free(path);
+		if (r < 0)
+			return api_error(c, &err);
+		if (c->json)
+			print_json(res);
+		else
+			printf("removed user %s\n", c->pos[1]);
+	} else if (c->npos == 0) {
+		if (client_call(&c->client, "GET", "/v1/users", NULL, CALL_TIMEOUT_MS, &res, NULL,
+				&err) < 0)
+			return api_error(c, &err);
+		if (c->json) {
+			print_json(res);
+		} else {
+			size_t i;
+			json_t *u;
+			printf("%-24s %s\n", "USER", "ADMIN");
+			json_array_foreach(json_object_get(res, "users"), i, u)
+				printf("%-24s %s\n", jstr(u, "name"),
+				       json_is_true(json_object_get(u, "admin")) ? "yes" : "no");
+		}
+	} else {
+		return usage_error(c->cmd, "expected no argument, add NAME or rm NAME");
+	}
+	json_decref(res);
+	return CLI_EXIT_OK;
+}
+
 /* ---- the table ------------------------------------------------------------------------- */
 
 #define OPTS(t) t, ARRAY_SIZE(t)
@@ -904,6 +958,9 @@ static const struct command commands[] = {
 	{"queues", "[set NAME]", "list queues: quota, use, borrowed; or set one", OPTS(queues_opts),
 	 false, 0, 2, run_queues},
 	{"classes", "", "list priority classes", OPTS(plain_opts), false, 0, 0, run_classes},
+	{"users", "[add NAME [--admin] | rm NAME]", "list users, add one (prints its token), or "
+						     "remove one",
+	 OPTS(users_opts), false, 0, 2, run_users},
 };
 
 static const struct command *find(const char *name)

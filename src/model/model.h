@@ -319,3 +319,17 @@ int queue_spec_unpack(json_t *j, struct queue_spec *ret, struct tk_error *err);
  * subset; gpus and borrow_limit may be null for none/unlimited). */
 int queue_spec_update(struct queue_spec *q, json_t *change, struct tk_error *err);
 bool queue_spec_allows(const struct queue_spec *q, const char *user);
+
+/* ---- users ------------------------------------------------------------------------ */
+
+/* Someone who may use the API. The token itself is shown once, at creation;
+ * only its SHA-256 is kept. */
+struct user_record {
+	char name[MODEL_NAME_MAX];
+	char token_sha256[65];
+	bool admin;
+	int64_t created_ms;
+};
+
+json_t *user_record_pack(const struct user_record *u);
+int user_record_unpack(json_t *j, struct user_record *ret, struct tk_error *err);

@@ -224,3 +224,32 @@ bool queue_spec_allows(const struct queue_spec *q, const char *user)
 			return true;
 	return false;
 }
+
+/* ---- users ---------------------------------------------------------------------- */
+
+json_t *user_record_pack(const struct user_record *u)
+{
+	return json_pack("{s:s, s:s, s:b, s:I}", "name", u->name, "token_sha256", u->token_sha256,
+			 "admin", u->admin, "created_ms", (json_int_t)u->created_ms);
+}
+
+int user_record_unpack(json_t *j, struct user_record *ret, struct tk_error *err)
+{
+	static const char *const keys[] = {"name", "token_sha256", "admin", "created_ms", NULL};
+	struct user_record u;
+	memset(&u, 0, sizeof(u));
+	int64_t created;
+	int r;
+	if ((r = mj_check_keys(j, NULL, keys, err)) < 0 ||
+	    (r = mj_strbuf(j, "name", true, true, u.name, sizeof(u.name), err)) < 0 ||
+	    (r = mj_strbuf(j, "token_sha256", true, true, u.token_sha256, sizeof(u.token_sha256),
+			   err)) < 0 ||
+	    (r = mj_bool(j, "admin", false, false, &u.admin, err)) < 0 ||
+	    (r = mj_int(j, "created_ms", false, 0, INT64_MAX, 0, &created, err)) < 0)
+		return r;
+	if (!model_name_valid(u.name) || strlen(u.token_sha256) != 64)
+		return tk_errorf(err, -EINVAL, "name or token_sha256: malformed user record");
+	u.created_ms = created;
+	*ret = u;
+	return 0;
+}

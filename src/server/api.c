@@ -395,7 +395,8 @@ out:
 
 static void h_agent_heartbeat(struct request *r, const char *param, json_t *body)
 {
-	static const char *const keys[] = {"node", "agent_id", NULL};
+	static const char *const keys[] = {"node", "agent_id", "checkpoints", NULL};
+	static const char *const ckeys[] = {"job", "attempt", "at_ms", NULL};
 	struct tk_error err;
 	char node[MODEL_NAME_MAX] = "", agent_id[MODEL_NAME_MAX] = "";
 	if (mj_check_keys(body, NULL, keys, &err) < 0 ||
@@ -404,10 +405,37 @@ static void h_agent_heartbeat(struct request *r, const char *param, json_t *body
 		reply_error(r, 400, "%s", err.text);
 		return;
 	}
+	json_t *ckpts = json_object_get(body, "checkpoints");
+	if (ckpts && (!json_is_array(ckpts) || json_array_size(ckpts) > SERVER_MAX_EVENTS)) {
+		reply_error(r, 400, "checkpoints: must be an array of at most %d",
+			    SERVER_MAX_EVENTS);
+		return;
+	}
+	size_t i;
+	json_t *c;
+	json_array_foreach(ckpts, i, c)
+	{
+		int64_t v;
+		if (mj_check_keys(c, NULL, ckeys, &err) < 0 ||
+		    mj_int(c, "job", true, 1, INT64_MAX, 0, &v, &err) < 0 ||
+		    mj_int(c, "attempt", true, 1, MODEL_MAX_ATTEMPTS, 0, &v, &err) < 0 ||
+		    mj_int(c, "at_ms", true, 0, INT64_MAX, 0, &v, &err) < 0) {
+			reply_error(r, 400, "checkpoints[%zu].%s", i, err.text);
+			return;
+		}
+	}
 	struct snode *n = agent_node(r, body, node, agent_id);
 	if (!n)
 		return;
 	state_node_seen(r->s, n);
+	json_array_foreach(ckpts, i, c)
+	{
+		struct sjob *j = state_job(r->s, json_integer_value(json_object_get(c, "job")));
+		const struct attempt *a = j ? job_current_attempt(&j->job) : NULL;
+		if (a && a->number == json_integer_value(json_object_get(c, "attempt")))
+			j->last_ckpt_ms = MAX(j->last_ckpt_ms,
+					      json_integer_value(json_object_get(c, "at_ms")));
+	}
 	reply_json(r, 200, json_pack("{s:b}", "ok", 1));
 }
 
@@ -552,12 +580,73 @@ void api_longpoll_expired(struct request *r)
 	}
 }
 
+/* ---- users ------------------------------------------------------------------------ */
+
+static void h_users(struct request *r, const char *param, json_t *body)
+{
+	struct server *s = r->s;
+	json_t *arr = json_array();
+	size_t pos = 0;
+	void *v;
+	while (tk_map_next(&s->user_by_name, &pos, NULL, &v)) {
+		const struct suser *u = v;
+		json_array_append_new(arr, json_pack("{s:s, s:b, s:I}", "name", u->rec.name, "admin",
+						     u->rec.admin, "created_ms",
+						     (json_int_t)u->rec.created_ms));
+	}
+	reply_json(r, 200, json_pack("{s:o}", "users", arr));
+}
+
+static void h_user_add(struct request *r, const char *param, json_t *body)
+{
+	struct server *s = r->s;
+	static const char *const keys[] = {"name", "admin", NULL};
+	struct tk_error err;
+	char name[MODEL_NAME_MAX] = "";
+	bool admin;
+	if (mj_check_keys(body, NULL, keys, &err) < 0 ||
+	    mj_strbuf(body, "name", true, true, name, sizeof(name), &err) < 0 ||
+	    mj_bool(body, "admin", false, false, &admin, &err) < 0) {
+		reply_error(r, 400, "%s", err.text);
+		return;
+	}
+	if (!model_name_valid(name) || !strcmp(name, "admin") || !strcmp(name, "agent")) {
+		reply_error(r, 400, "name: \"%s\" is not a user name one may add (letters, digits, "
+				    "'.', '_', '-'; not admin or agent)",
+			    name);
+		return;
+	}
+	if (tk_map_get(&s->user_by_name, name)) {
+		reply_error(r, 409, "user \"%s\" exists; remove it first to issue a new token",
+			    name);
+		return;
+	}
+	char token[65];
+	state_user_add(s, name, admin, token);
+	reply_json(r, 201, json_pack("{s:s, s:b, s:s}", "name", name, "admin", admin, "token",
+				     token));
+}
+
+static void h_user_del(struct request *r, const char *param, json_t *body)
+{
+	struct suser *u = tk_map_get(&r->s->user_by_name, param);
+	if (!u) {
+		reply_error(r, 404, "no user \"%.64s\"", param);
+		return;
+	}
+	state_user_del(r->s, u);
+	reply_json(r, 200, json_pack("{s:s}", "removed", param));
+}
+
 const struct route api_routes[] = {
 	{"GET", "/v1/health", ROLE_NONE, h_health, false},
 	{"GET", "/v1/catalogue", ROLE_USER, h_catalogue, false},
 	{"GET", "/v1/classes", ROLE_USER, h_classes, false},
 	{"GET", "/v1/queues", ROLE_USER, h_queues, false},
 	{"PUT", "/v1/queues/{}", ROLE_ADMIN, h_queue_set, true},
+	{"GET", "/v1/users", ROLE_ADMIN, h_users, false},
+	{"POST", "/v1/users", ROLE_ADMIN, h_user_add, true},
+	{"DELETE", "/v1/users/{}", ROLE_ADMIN, h_user_del, false},
 	{"POST", "/v1/jobs", ROLE_USER, h_submit, true},
 	{"GET", "/v1/jobs", ROLE_USER, h_jobs_list, false},
 	{"GET", "/v1/jobs/{}", ROLE_USER, h_job_show, false},

@@ -192,6 +192,14 @@ static void authenticate(struct request *r)
 	} else if (token_equal(tok, s->agent_token)) {
 		r->role = ROLE_AGENT;
 		snprintf(r->user, sizeof(r->user), "agent");
+	} else if (strlen(tok) < 256) {
+		char hash[65];
+		tk_sha256_hex(tok, strlen(tok), hash);
+		struct suser *u = tk_map_get(&s->user_by_hash, hash);
+		if (u) {
+			r->role = u->rec.admin ? ROLE_ADMIN : ROLE_USER;
+			snprintf(r->user, sizeof(r->user), "%s", u->rec.name);
+		}
 	}
 }
 

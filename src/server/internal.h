@@ -98,6 +98,14 @@ struct sclass {
 	int npending;
 };
 
+/* Someone with a token. */
+struct suser {
+	struct user_record rec;
+	bool dirty;
+	bool deleted; /* to be removed from the store, then freed */
+	struct suser *dirty_next;
+};
+
 /* A queue with what it uses now. */
 struct squeue {
 	struct queue_spec spec;
@@ -171,6 +179,11 @@ struct server {
 	struct tk_map queue_by_name;
 	struct squeue *dirty_queues;
 
+	/* users: by name, and by the SHA-256 of their token */
+	struct tk_map user_by_name;
+	struct tk_map user_by_hash;
+	struct suser *dirty_users;
+
 	/* nodes */
 	struct snode **nodes;
 	int nnodes;
@@ -226,6 +239,7 @@ struct server {
 void server_job_dirty(struct server *s, struct sjob *j);
 void server_node_dirty(struct server *s, struct snode *n);
 void server_queue_dirty(struct server *s, struct squeue *q);
+void server_user_dirty(struct server *s, struct suser *u);
 /* Asks for a scheduling pass at the end of this loop iteration. */
 void server_want_pass(struct server *s);
 int64_t server_now_ms(const struct server *s);
@@ -284,6 +298,9 @@ struct squeue *state_queue_add(struct server *s, const char *name);
 json_t *state_queue_pack(struct server *s, const struct squeue *q);
 /* Brings every queue's decayed usage up to now. */
 void state_queues_age(struct server *s);
+/* Adds a user with a fresh token (written into token_out, 65 bytes). */
+struct suser *state_user_add(struct server *s, const char *name, bool admin, char *token_out);
+void state_user_del(struct server *s, struct suser *u);
 int state_cancel(struct server *s, struct sjob *j, struct tk_error *err);
 /* Registers (or re-registers) a node from its agent's report. */
 struct snode *state_register(struct server *s, const struct node_inventory *inv,

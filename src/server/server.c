@@ -65,6 +65,16 @@ void server_queue_dirty(struct server *s, struct squeue *q)
 	s->dirty_queues = q;
 }
 
+void server_user_dirty(struct server *s, struct suser *u)
+{
+	s->seq_applied++;
+	if (u->dirty)
+		return;
+	u->dirty = true;
+	u->dirty_next = s->dirty_users;
+	s->dirty_users = u;
+}
+
 void server_want_pass(struct server *s)
 {
 	s->sched_needed = true;
@@ -191,13 +201,27 @@ static struct store_batch *take_dirty(struct server *s)
 		json_decref(doc);
 	}
 	s->dirty_queues = NULL;
+	for (struct suser *u = s->dirty_users, *next; u; u = next) {
+		next = u->dirty_next;
+		u->dirty = false;
+		u->dirty_next = NULL;
+		if (u->deleted) {
+			store_batch_del_user(b, u->rec.name);
+			free(u);
+			continue;
+		}
+		json_t *doc = user_record_pack(&u->rec);
+		store_batch_put_user(b, u->rec.name, json_dumps(doc, JSON_COMPACT));
+		json_decref(doc);
+	}
+	s->dirty_users = NULL;
 	return b;
 }
 
 /* Hands what changed to the writer. */
 static void flush_start(struct server *s)
 {
-	if (!s->dirty_jobs && !s->dirty_nodes && !s->dirty_queues)
+	if (!s->dirty_jobs && !s->dirty_nodes && !s->dirty_queues && !s->dirty_users)
 		return;
 	struct pending *p = xcalloc(1, sizeof(*p));
 	p->batch = take_dirty(s);
@@ -226,7 +250,7 @@ static void flush_start(struct server *s)
 /* Writes what is dirty on the calling thread: only when no writer runs. */
 static void flush_sync(struct server *s)
 {
-	if (!s->dirty_jobs && !s->dirty_nodes && !s->dirty_queues)
+	if (!s->dirty_jobs && !s->dirty_nodes && !s->dirty_queues && !s->dirty_users)
 		return;
 	struct store_batch *b = take_dirty(s);
 	int r = store_apply(s->store, b, &s->wq.err);
@@ -375,6 +399,8 @@ int server_create(uv_loop_t *loop, const struct server_config *cfg, struct serve
 	s->open_handles++;
 	tk_map_init(&s->node_by_name);
 	tk_map_init(&s->queue_by_name);
+	tk_map_init(&s->user_by_name);
+	tk_map_init(&s->user_by_hash);
 	int r;
 	if ((r = tk_mkdir_p(s->data_dir, 0700)) < 0) {
 		r = tk_errorf(err, r, "cannot create data folder %s: %s", s->data_dir,
@@ -479,13 +505,19 @@ void server_destroy(struct server *s)
 {
 	if (!s)
 		return;
-	if (s->store && (s->dirty_jobs || s->dirty_nodes || s->dirty_queues))
+	if (s->store && (s->dirty_jobs || s->dirty_nodes || s->dirty_queues || s->dirty_users))
 		flush_sync(s);
 	state_release(s);
 	store_destroy(s->store);
 	catalogue_release(&s->cat);
 	tk_map_release(&s->node_by_name);
 	tk_map_release(&s->queue_by_name);
+	size_t pos = 0;
+	void *v;
+	while (tk_map_next(&s->user_by_name, &pos, NULL, &v))
+		free(v);
+	tk_map_release(&s->user_by_name);
+	tk_map_release(&s->user_by_hash);
 	uv_mutex_destroy(&s->wq.mu);
 	if (s->lock_fd >= 0)
 		close(s->lock_fd);

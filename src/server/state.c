@@ -672,6 +672,7 @@ static void apply_start(struct server *s, struct sjob *j, const struct sched_sta
 	pending_remove(s, j);
 	job->state = JOB_STARTING;
 	job->reason[0] = '\0';
+	j->last_ckpt_ms = 0;
 	for (int i = 0; i < st->nnodes; i++)
 		part_add(s, nodes[st->nodes[i].node], j, a, i);
 	server_job_dirty(s, j);
@@ -973,6 +974,8 @@ json_t *state_job_pack(struct server *s, struct sjob *j)
 	json_object_set_new(o, "queue", json_string(j->queue->spec.name));
 	if (j->preemptions)
 		json_object_set_new(o, "preemptions", json_integer(j->preemptions));
+	if (j->last_ckpt_ms)
+		json_object_set_new(o, "last_checkpoint_ms", json_integer(j->last_ckpt_ms));
 	return o;
 }
 
@@ -1069,8 +1072,63 @@ static int load_queue_cb(void *ctx, const char *key, const char *doc, size_t len
 	return r;
 }
 
+/* ---- users ------------------------------------------------------------------------ */
+
+static struct suser *user_insert(struct server *s, const struct user_record *rec)
+{
+	struct suser *u = xcalloc(1, sizeof(*u));
+	u->rec = *rec;
+	tk_map_put(&s->user_by_name, u->rec.name, u);
+	tk_map_put(&s->user_by_hash, u->rec.token_sha256, u);
+	return u;
+}
+
+struct suser *state_user_add(struct server *s, const char *name, bool admin, char *token_out)
+{
+	struct user_record rec;
+	memset(&rec, 0, sizeof(rec));
+	snprintf(rec.name, sizeof(rec.name), "%s", name);
+	if (tk_random_hex(token_out, 32) < 0)
+		abort(); /* the kernel's randomness does not fail once the server is up */
+	tk_sha256_hex(token_out, strlen(token_out), rec.token_sha256);
+	rec.admin = admin;
+	rec.created_ms = server_now_ms(s);
+	struct suser *u = user_insert(s, &rec);
+	server_user_dirty(s, u);
+	log_info("user %s added%s", name, admin ? " (admin)" : "");
+	return u;
+}
+
+void state_user_del(struct server *s, struct suser *u)
+{
+	tk_map_del(&s->user_by_name, u->rec.name);
+	tk_map_del(&s->user_by_hash, u->rec.token_sha256);
+	u->deleted = true;
+	server_user_dirty(s, u);
+	log_info("user %s removed", u->rec.name);
+}
+
+static int load_user_cb(void *ctx, const char *key, const char *doc, size_t len)
+{
+	struct server *s = ctx;
+	json_error_t jerr;
+	json_t *j = json_loadb(doc, len, 0, &jerr);
+	struct user_record u;
+	struct tk_error e;
+	int r = j ? user_record_unpack(j, &u, &e) : tk_errorf(&e, -EBADMSG, "%s", jerr.text);
+	json_decref(j);
+	if (r < 0) {
+		log_err("store: user %s: %s", key, e.text);
+		return r;
+	}
+	user_insert(s, &u);
+	return 0;
+}
+
 int state_load(struct server *s, struct tk_error *err)
 {
+	if (store_load_users(s->store, load_user_cb, s, err) < 0)
+		return tk_errorf(err, -EBADMSG, "cannot load users from the store (see the log above)");
 	int r = store_load_queues(s->store, load_queue_cb, s, err);
 	if (r < 0)
 		return tk_errorf(err, r, "cannot load queues from the store (see the log above)");

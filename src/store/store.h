@@ -36,6 +36,7 @@ typedef int (*store_row_cb)(void *ctx, const char *key, const char *doc, size_t 
 int store_load_jobs(struct store *st, store_row_cb cb, void *ctx, struct tk_error *err);
 int store_load_nodes(struct store *st, store_row_cb cb, void *ctx, struct tk_error *err);
 int store_load_queues(struct store *st, store_row_cb cb, void *ctx, struct tk_error *err);
+int store_load_users(struct store *st, store_row_cb cb, void *ctx, struct tk_error *err);
 /* Reads a metadata value; -ENOENT when absent. *ret is the caller's to free. */
 int store_meta_get(struct store *st, const char *key, char **ret, struct tk_error *err);
 
@@ -46,6 +47,8 @@ void store_batch_put_job(struct store_batch *b, int64_t id, const char *state, c
 void store_batch_put_node(struct store_batch *b, const char *name, char *doc);
 void store_batch_del_node(struct store_batch *b, const char *name);
 void store_batch_put_queue(struct store_batch *b, const char *name, char *doc);
+void store_batch_put_user(struct store_batch *b, const char *name, char *doc);
+void store_batch_del_user(struct store_batch *b, const char *name);
 void store_batch_put_meta(struct store_batch *b, const char *key, const char *value);
 size_t store_batch_len(const struct store_batch *b);
 /* Moves every change of src to the end of dst, leaving src empty. */

@@ -14,7 +14,8 @@
 #include <stdio.h>
 #include <string.h>
 
-enum op_kind { OP_PUT_JOB, OP_PUT_NODE, OP_DEL_NODE, OP_PUT_META, OP_PUT_QUEUE };
+enum op_kind { OP_PUT_JOB, OP_PUT_NODE, OP_DEL_NODE, OP_PUT_META, OP_PUT_QUEUE, OP_PUT_USER,
+	       OP_DEL_USER };
 
 struct op {
 	enum op_kind kind;
@@ -42,6 +43,9 @@ enum stmt_id {
 	ST_LOAD_NODES,
 	ST_PUT_QUEUE,
 	ST_LOAD_QUEUES,
+	ST_PUT_USER,
+	ST_DEL_USER,
+	ST_LOAD_USERS,
 	ST_MAX
 };
 
@@ -62,6 +66,10 @@ static const char *const stmt_sql[ST_MAX] = {
 	[ST_PUT_QUEUE] = "INSERT INTO queues (name, doc) VALUES (?1, ?2) "
 			 "ON CONFLICT(name) DO UPDATE SET doc = excluded.doc",
 	[ST_LOAD_QUEUES] = "SELECT name, doc FROM queues ORDER BY name",
+	[ST_PUT_USER] = "INSERT INTO users (name, doc) VALUES (?1, ?2) "
+			"ON CONFLICT(name) DO UPDATE SET doc = excluded.doc",
+	[ST_DEL_USER] = "DELETE FROM users WHERE name = ?1",
+	[ST_LOAD_USERS] = "SELECT name, doc FROM users ORDER BY name",
 };
 
 /* Migrations: migrations[i] takes the schema from version i to i+1. */
@@ -72,6 +80,8 @@ static const char *const migrations[] = {
 	"CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);",
 	/* 2: queues with quotas and fair-share usage */
 	"CREATE TABLE queues (name TEXT PRIMARY KEY, doc TEXT NOT NULL);",
+	/* 3: users and their token hashes */
+	"CREATE TABLE users (name TEXT PRIMARY KEY, doc TEXT NOT NULL);",
 };
 
 struct store {
@@ -253,6 +263,11 @@ int store_load_queues(struct store *st, store_row_cb cb, void *ctx, struct tk_er
 	return load(st, ST_LOAD_QUEUES, cb, ctx, err);
 }
 
+int store_load_users(struct store *st, store_row_cb cb, void *ctx, struct tk_error *err)
+{
+	return load(st, ST_LOAD_USERS, cb, ctx, err);
+}
+
 int store_meta_get(struct store *st, const char *key, char **ret, struct tk_error *err)
 {
 	sqlite3_stmt *s = st->stmt[ST_GET_META];
@@ -320,6 +335,18 @@ void store_batch_put_queue(struct store_batch *b, const char *name, char *doc)
 	o->doc = doc;
 }
 
+void store_batch_put_user(struct store_batch *b, const char *name, char *doc)
+{
+	struct op *o = push(b, OP_PUT_USER);
+	o->key = xstrdup(name);
+	o->doc = doc;
+}
+
+void store_batch_del_user(struct store_batch *b, const char *name)
+{
+	push(b, OP_DEL_USER)->key = xstrdup(name);
+}
+
 void store_batch_del_node(struct store_batch *b, const char *name)
 {
 	push(b, OP_DEL_NODE)->key = xstrdup(name);
@@ -380,6 +407,15 @@ static int apply_op(struct store *st, const struct op *o, struct tk_error *err)
 		sqlite3_bind_text(s, 1, o->key, -1, SQLITE_STATIC);
 		sqlite3_bind_text(s, 2, o->doc, -1, SQLITE_STATIC);
 		return step_once(st, ST_PUT_QUEUE, err, "writing a queue");
+	case OP_PUT_USER:
+		s = st->stmt[ST_PUT_USER];
+		sqlite3_bind_text(s, 1, o->key, -1, SQLITE_STATIC);
+		sqlite3_bind_text(s, 2, o->doc, -1, SQLITE_STATIC);
+		return step_once(st, ST_PUT_USER, err, "writing a user");
+	case OP_DEL_USER:
+		s = st->stmt[ST_DEL_USER];
+		sqlite3_bind_text(s, 1, o->key, -1, SQLITE_STATIC);
+		return step_once(st, ST_DEL_USER, err, "deleting a user");
 	case OP_PUT_META:
 		s = st->stmt[ST_PUT_META];
 		sqlite3_bind_text(s, 1, o->key, -1, SQLITE_STATIC);

@@ -131,6 +131,9 @@ int64_t tk_mono_us(void); /* monotonic microseconds */
  * hold 2*nbytes+1. */
 int tk_random_hex(char *buf, size_t nbytes);
 
+/* SHA-256 of data as 64 hex digits and a NUL. */
+void tk_sha256_hex(const void *data, size_t len, char out[65]);
+
 /* ---- files ------------------------------------------------------------ */
 
 /* Creates path and its parents with mode. */

@@ -35,8 +35,9 @@ def wait_for(pred, timeout=20.0, what="condition", interval=0.02):
 class Daemon:
     """One tenk daemon process (up, server or agent) that the test owns."""
 
-    def __init__(self, args, cwd, name, wrap=None):
+    def __init__(self, args, cwd, name, wrap=None, env=None):
         self.args = list(wrap or []) + [BIN] + args
+        self.extra_env = dict(env or {})
         self.cwd = cwd
         self.name = name
         self.log_path = os.path.join(cwd, f"{name}.log")
@@ -48,6 +49,7 @@ class Daemon:
         env = dict(os.environ)
         env.setdefault("TENK_LOG_LEVEL", "debug")
         env["ASAN_OPTIONS"] = "detect_leaks=1:abort_on_error=0:exitcode=99"
+        env.update(self.extra_env)
         self.proc = subprocess.Popen(self.args, cwd=self.cwd, stdout=self.log,
                                      stderr=subprocess.STDOUT, env=env)
 
@@ -173,7 +175,7 @@ def workdir(tmp_path):
     return str(d)
 
 
-def start_up(workdir, *extra, fake="8xH100"):
+def start_up(workdir, *extra, fake="8xH100", env=None):
     data = os.path.join(workdir, "tenk-data")
     t = Tenk(workdir, data)
     args = ["up", "--data", data, "--listen", "127.0.0.1:0", "--name", "node1"]
@@ -181,7 +183,7 @@ def start_up(workdir, *extra, fake="8xH100"):
         os.remove(os.path.join(data, "server.url"))  # left by an earlier run
     if fake:
         args += ["--fake-gpus", fake]
-    d = Daemon(args + list(extra), workdir, "up")
+    d = Daemon(args + list(extra), workdir, "up", env=env)
     t.daemons.append(d)
     wait_for(lambda: os.path.exists(os.path.join(data, "server.url")) or not d.alive(), 20,
              "server.url")

@@ -125,3 +125,80 @@ def test_capability_and_topology_requests(workdir, procs):
     sw = t.submit("-N", "2", "--switches", "1", "-G", "1", "--", "true")
     t.run("wait", sw, timeout=60)  # nodes without topology count as one switch
     t.run("cancel", jid)
+
+
+def as_user(t, token):
+    env = t.env()
+    env["TENK_TOKEN"] = token
+    return env
+
+
+def test_users_see_their_own_and_queues_limit_them(workdir):
+    t, d = start_up(workdir)
+    alice = t.run("users", "add", "alice").stdout.strip()
+    bob = t.run("users", "add", "bob").stdout.strip()
+    assert len(alice) == 64 and alice != bob
+    t.run("queues", "set", "restricted", "--users", "alice")
+    mine = int(t.run("submit", "--queue", "restricted", "--", "sleep", "30",
+                     env=as_user(t, alice)).stdout)
+    p = t.run("submit", "--queue", "restricted", "--", "true", check=False,
+              env=as_user(t, bob))
+    assert p.returncode == 1 and 'user "bob" may not submit to queue "restricted"' in p.stderr
+    theirs = int(t.run("submit", "--", "sleep", "30", env=as_user(t, bob)).stdout)
+    # each sees their own; the admin sees everyone's
+    p = t.run("show", mine, check=False, env=as_user(t, bob))
+    assert p.returncode == 1 and f"no job {mine}" in p.stderr
+    p = t.run("cancel", mine, check=False, env=as_user(t, bob))
+    assert p.returncode == 1
+    listed = json_of(t, "queue", "--all", token=bob)
+    assert [j["id"] for j in listed["jobs"]] == [theirs]
+    assert {j["owner"] for j in t.json("queue", "--all")["jobs"]} == {"alice", "bob"}
+    # users do not run the cluster
+    p = t.run("drain", "node1", "--reason", "x", check=False, env=as_user(t, alice))
+    assert p.returncode == 1 and "is for an admin" in p.stderr
+    p = t.run("users", check=False, env=as_user(t, alice))
+    assert p.returncode == 1
+    t.run("cancel", mine, env=as_user(t, alice))
+    t.run("cancel", theirs)
+    t.run("users", "rm", "bob")
+    p = t.run("queue", check=False, env=as_user(t, bob))
+    assert p.returncode == 1 and "invalid token" in p.stderr
+    d.stop()
+    # tokens outlive a restart; the store holds only their hashes
+    t2, d2 = start_up(workdir)
+    assert t2.run("queue", env=as_user(t2, alice)).returncode == 0
+    with open(os.path.join(t2.data, "tenk.db"), "rb") as f:
+        assert alice.encode() not in f.read()
+    d2.stop()
+
+
+def json_of(t, *args, token):
+    import json
+    return json.loads(t.run(*args, "--json", env=as_user(t, token)).stdout)
+
+
+def test_checkpoints_are_reported(workdir):
+    t, d = start_up(workdir, "--node-timeout", "3s")
+    jid = t.submit("-G", "1", "--", "sh", "-c",
+                   'sleep 0.5; echo step1 > "$TENK_CHECKPOINT_DIR/ckpt-1"; sleep 60')
+    job = wait_for(lambda: (lambda j: j if j.get("last_checkpoint_ms") else None)(t.job(jid)),
+                   30, "a checkpoint to be reported")
+    assert job["last_checkpoint_ms"] >= job["attempts"][0]["start_ms"]
+    t.run("cancel", jid)
+    d.stop()
+
+
+def test_fraction_gets_mps_limits(workdir):
+    pipe = os.path.join(workdir, "mps")
+    os.mkdir(pipe)
+    open(os.path.join(pipe, "control"), "w").close()
+    t, d = start_up(workdir, env={"CUDA_MPS_PIPE_DIRECTORY": pipe})
+    jid = t.submit("-G", "0.25", "--", "sh", "-c",
+                   "env | grep -E '^(CUDA_MPS|TENK_GPU_FRACTION|CUDA_VISIBLE)' | sort")
+    t.run("wait", jid)
+    out = open(os.path.join(workdir, f"tenk-{jid}.out")).read()
+    assert "TENK_GPU_FRACTION=0.250" in out
+    assert "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=25" in out
+    assert "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=20389M" in out  # a quarter of 81,559 MiB
+    assert f"CUDA_MPS_PIPE_DIRECTORY={pipe}" in out
+    d.stop()

@@ -51,7 +51,7 @@ static void test_roundtrip(void **state)
 	struct store *st;
 	struct tk_error err;
 	assert_int_equal(store_open(path, &st, &err), 0);
-	assert_int_equal(store_schema_version(st), 2);
+	assert_int_equal(store_schema_version(st), 3);
 	struct store_batch *b = store_batch_create();
 	store_batch_put_job(b, 2, "PENDING", xstrdup("{\"v\":2}"));
 	store_batch_put_job(b, 1, "RUNNING", xstrdup("{\"v\":1}"));

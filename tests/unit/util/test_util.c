@@ -215,6 +215,23 @@ static void test_errorf(void **state)
 	assert_int_equal(tk_strlcpy(small, "abc", sizeof(small)), 0);
 }
 
+static void test_sha256(void **state)
+{
+	char out[65];
+	tk_sha256_hex("", 0, out);
+	assert_string_equal(out, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+	tk_sha256_hex("abc", 3, out);
+	assert_string_equal(out, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+	const char *two = "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq";
+	tk_sha256_hex(two, strlen(two), out);
+	assert_string_equal(out, "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+	char *big = xmalloc(1000000);
+	memset(big, 'a', 1000000);
+	tk_sha256_hex(big, 1000000, out);
+	assert_string_equal(out, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+	free(big);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -222,6 +239,7 @@ int main(void)
 		cmocka_unit_test(test_parse_duration), cmocka_unit_test(test_strbuf),
 		cmocka_unit_test(test_map),	     cmocka_unit_test(test_opts),
 		cmocka_unit_test(test_files),	     cmocka_unit_test(test_errorf),
+		cmocka_unit_test(test_sha256),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
