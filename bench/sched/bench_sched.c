@@ -216,6 +216,7 @@ static void build(struct world *w, const struct sim_cluster *cl, int pending)
 			j->gpu_types = &w->models[rnd((uint32_t)w->nmodels)];
 		}
 		j->time_limit_s = rnd(3) ? 600LL * (1 + rnd(48)) : 0;
+		j->shape = sched_job_shape(j); /* what the server keeps with each job */
 	}
 	/* the order the server keeps them in: class priority, then submission */
 	int k = 0;

@@ -250,13 +250,26 @@ static void fmt_wait_time(int64_t ms, struct strbuf *sb)
 
 /* ---- the shape cache ------------------------------------------------------------------- */
 
+static uint64_t shape_hash_of(const struct sched_job *j);
+
 static uint64_t mix64(uint64_t h, uint64_t v)
 {
 	h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
 	return h;
 }
 
+uint64_t sched_job_shape(const struct sched_job *j)
+{
+	uint64_t h = shape_hash_of(j);
+	return h ? h : 1;
+}
+
 static uint64_t shape_hash(const struct sched_job *j)
+{
+	return j->shape ? j->shape : sched_job_shape(j);
+}
+
+static uint64_t shape_hash_of(const struct sched_job *j)
 {
 	uint64_t h = 1469598103934665603ULL;
 	h = mix64(h, (uint64_t)j->nodes);

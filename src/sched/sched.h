@@ -97,6 +97,7 @@ struct sched_job {
 	bool mixed_types;	      /* may mix accelerator models */
 	int64_t time_limit_s;	      /* 0: none */
 	int64_t submit_ms;
+	uint64_t shape; /* sched_job_shape() of it, kept by the caller; 0: worked out */
 };
 
 /* One node's share of an allocation. */
@@ -217,6 +218,11 @@ struct sched_decisions {
 int sched_pass(const struct sched_snapshot *snap, int64_t now_ms, const struct sched_policy *policy,
 	       struct sched_decisions *ret);
 void sched_decisions_release(struct sched_decisions *d);
+
+/* A hash of what a job asks for (its shape: everything but identity, class,
+ * queue and time). Callers that keep jobs across passes store it in
+ * sched_job.shape so a pass need not hash 100,000 jobs again. */
+uint64_t sched_job_shape(const struct sched_job *j);
 
 /* Exponential decay of a usage figure over dt_s seconds with the given
  * half-life: what fair share uses to forget old usage. */

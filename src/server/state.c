@@ -323,6 +323,7 @@ static void sjob_sync(struct sjob *j)
 	j->sj.gpu_types = (const char *const *)r->gpu_types;
 	j->sj.time_limit_s = r->time_limit_s;
 	j->sj.submit_ms = j->job.submit_ms;
+	j->sj.shape = sched_job_shape(&j->sj);
 }
 
 static struct sjob *sjob_add(struct server *s, struct job *job)
