@@ -75,7 +75,9 @@ struct pass {
 	int *cb_head, *cb_next, *cb_prev; /* nodes by (accelerators, free CPUs) */
 	int *cpu_key;
 	int max_cpus;
+	int cpu_buckets; /* free CPUs are listed in this many buckets of equal width */
 	int *model_nodes;     /* nodes with devices of model m: [off[m], off[m+1]) */
+	bool borrowed; /* the statics belong to snap->cluster */
 	bool delta;	      /* scratch is free plus changes on the touched nodes */
 	int touch_gen;
 	int *touch_mark;      /* == touch_gen: touched */

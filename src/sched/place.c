@@ -244,7 +244,9 @@ static void mix_from_jobs(struct pass *p)
 	free(slot);
 }
 
-void place_init(struct pass *p)
+/* What follows from the node list alone: device offsets, models, name order,
+ * topology groups, the nodes of each model. */
+static void statics_compute(struct pass *p)
 {
 	const struct sched_snapshot *s = p->snap;
 	int nn = s->nnodes;
@@ -257,26 +259,11 @@ void place_init(struct pass *p)
 	}
 	p->dev_off[nn] = ndev;
 	p->ndev = ndev;
-	struct view *views[] = {&p->free, &p->scratch, &p->total};
-	for (size_t i = 0; i < ARRAY_SIZE(views); i++) {
-		views[i]->cpus = xcalloc((size_t)nn + 1, sizeof(int));
-		views[i]->mem = xcalloc((size_t)nn + 1, sizeof(int64_t));
-		views[i]->dev = xcalloc((size_t)ndev + 1, sizeof(int));
-	}
 	p->models = xcalloc((size_t)ndev + 1, sizeof(char *));
 	int nm = 0;
-	for (int n = 0; n < nn; n++) {
-		const struct sched_node *node = &s->nodes[n];
-		p->free.cpus[n] = node->cpus_free;
-		p->free.mem[n] = node->mem_free_mib;
-		p->total.cpus[n] = node->cpus_total;
-		p->total.mem[n] = node->mem_total_mib;
-		for (int d = 0; d < node->ndev; d++) {
-			p->free.dev[p->dev_off[n] + d] = node->devs[d].free_milli;
-			p->total.dev[p->dev_off[n] + d] = MODEL_MILLI;
-			p->models[nm++] = node->devs[d].model;
-		}
-	}
+	for (int n = 0; n < nn; n++)
+		for (int d = 0; d < s->nodes[n].ndev; d++)
+			p->models[nm++] = s->nodes[n].devs[d].model;
 	qsort(p->models, (size_t)nm, sizeof(char *), cmp_str);
 	int u = 0;
 	for (int i = 0; i < nm; i++)
@@ -287,50 +274,15 @@ void place_init(struct pass *p)
 	for (int n = 0; n < nn; n++)
 		for (int d = 0; d < s->nodes[n].ndev; d++)
 			p->dev_model[p->dev_off[n] + d] = model_index(p, s->nodes[n].devs[d].model);
-	p->cands = xcalloc((size_t)nn + 1, sizeof(struct cand));
-	p->name_rank = xcalloc((size_t)nn + 1, sizeof(int));
-	p->order = xcalloc((size_t)nn + 1, sizeof(int));
-	p->model_scratch = xcalloc((size_t)p->nmodels + 1, sizeof(int));
-	p->model_scratch2 = xcalloc((size_t)p->nmodels + 1, sizeof(int));
-	p->touch_mark = xcalloc((size_t)nn + 1, sizeof(int));
-	p->touched = xcalloc((size_t)nn + 1, sizeof(int));
-	p->frag_before = xcalloc((size_t)nn + 1, sizeof(double));
-	p->frag_valid = xcalloc((size_t)nn + 1, sizeof(bool));
 	p->model_tflops = xcalloc((size_t)p->nmodels + 1, sizeof(double));
-	p->model_exclusive = xcalloc((size_t)p->nmodels + 1, sizeof(int));
 	for (int n = 0; n < nn; n++)
 		for (int d = 0; d < s->nodes[n].ndev; d++)
 			p->model_tflops[p->dev_model[p->dev_off[n] + d]] =
 				MAX(p->model_tflops[p->dev_model[p->dev_off[n] + d]],
 				    s->nodes[n].devs[d].tflops);
-	/* whether some waiting job can use a model only: taking it costs them */
-	for (int i = 0; i < s->njobs; i++) {
-		const struct sched_job *j = s->jobs[i];
-		if (j->ngpu_types == 1 && j->gpu_milli > 0) {
-			int m = -1;
-			for (int k = 0; k < p->nmodels; k++)
-				if (strcasecmp(j->gpu_types[0], p->models[k]) == 0)
-					m = k;
-			if (m >= 0)
-				p->model_exclusive[m] = 1;
-		}
-	}
+	p->name_rank = xcalloc((size_t)nn + 1, sizeof(int));
+	p->order = xcalloc((size_t)nn + 1, sizeof(int));
 	topo_init(p);
-	/* the capacity index over `free` */
-	p->cap = xcalloc((size_t)(p->nmodels + 1) * (MODEL_MAX_ACCELS + 1), sizeof(int));
-	p->node_whole = xcalloc((size_t)nn * (size_t)(p->nmodels + 1) + 1, sizeof(int));
-	for (int n = 0; n < nn; n++) {
-		if (!s->nodes[n].schedulable)
-			continue;
-		int *w = &p->node_whole[n * p->nmodels];
-		for (int d = 0; d < s->nodes[n].ndev; d++)
-			if (p->free.dev[p->dev_off[n] + d] == MODEL_MILLI)
-				w[p->dev_model[p->dev_off[n] + d]]++;
-		for (int m = 0; m < p->nmodels; m++)
-			p->cap[m * (MODEL_MAX_ACCELS + 1) + w[m]]++;
-	}
-	lists_init(p);
-	p->mix_ready = false;
 	/* the nodes that have each model, for scans that need every candidate */
 	p->model_nodes_off = xcalloc((size_t)p->nmodels + 2, sizeof(int));
 	p->model_nodes = xcalloc((size_t)ndev + 1, sizeof(int));
@@ -347,6 +299,185 @@ void place_init(struct pass *p)
 	p->model_nodes_off[p->nmodels] = k;
 }
 
+static void statics_release(struct pass *p)
+{
+	free(p->dev_off);
+	free(p->models);
+	free(p->dev_model);
+	free(p->model_tflops);
+	free(p->name_rank);
+	free(p->topo_group);
+	free(p->ngroups);
+	free(p->model_nodes);
+	free(p->model_nodes_off);
+}
+
+/* ---- what a caller may keep across passes ------------------------------------------ */
+
+struct sched_cluster {
+	struct pass p; /* only the statics are filled */
+	char **model_names;
+	char **node_names;
+	char **topologies;
+	int *ndev;
+};
+
+static bool same_str(const char *a, const char *b)
+{
+	return (!a && !b) || (a && b && strcmp(a, b) == 0);
+}
+
+struct sched_cluster *sched_cluster_new(const struct sched_node *nodes, int n)
+{
+	struct sched_cluster *c = xcalloc(1, sizeof(*c));
+	struct sched_snapshot snap = {.nodes = nodes, .nnodes = n};
+	c->p.snap = &snap;
+	statics_compute(&c->p);
+	c->p.snap = NULL;
+	/* keep copies of the strings the statics point into */
+	c->model_names = xcalloc((size_t)c->p.nmodels + 1, sizeof(char *));
+	for (int m = 0; m < c->p.nmodels; m++) {
+		c->model_names[m] = xstrdup(c->p.models[m]);
+		c->p.models[m] = c->model_names[m];
+	}
+	c->node_names = xcalloc((size_t)n + 1, sizeof(char *));
+	c->topologies = xcalloc((size_t)n + 1, sizeof(char *));
+	c->ndev = xcalloc((size_t)n + 1, sizeof(int));
+	for (int i = 0; i < n; i++) {
+		c->node_names[i] = xstrdup(nodes[i].name);
+		c->topologies[i] = nodes[i].topology ? xstrdup(nodes[i].topology) : NULL;
+		c->ndev[i] = nodes[i].ndev;
+	}
+	return c;
+}
+
+void sched_cluster_free(struct sched_cluster *c)
+{
+	if (!c)
+		return;
+	for (int m = 0; m < c->p.nmodels; m++)
+		free(c->model_names[m]);
+	for (int i = 0; i < c->p.nn; i++) {
+		free(c->node_names[i]);
+		free(c->topologies[i]);
+	}
+	free(c->model_names);
+	free(c->node_names);
+	free(c->topologies);
+	free(c->ndev);
+	free(c->p.order);
+	statics_release(&c->p);
+	free(c);
+}
+
+bool sched_cluster_matches(const struct sched_cluster *c, const struct sched_node *nodes, int n)
+{
+	if (!c || c->p.nn != n)
+		return false;
+	for (int i = 0; i < n; i++) {
+		if (nodes[i].ndev != c->ndev[i] || !same_str(nodes[i].name, c->node_names[i]) ||
+		    !same_str(nodes[i].topology, c->topologies[i]))
+			return false;
+		for (int d = 0; d < nodes[i].ndev; d++) {
+			int m = c->p.dev_model[c->p.dev_off[i] + d];
+			if (m < 0 || strcmp(nodes[i].devs[d].model, c->p.models[m]) != 0 ||
+			    nodes[i].devs[d].tflops > c->p.model_tflops[m])
+				return false;
+		}
+	}
+	return true;
+}
+
+/* Takes the statics from a cluster the caller keeps. The cheap checks run on
+ * every pass (counts); sched_cluster_matches is the caller's full check. */
+static bool statics_borrow(struct pass *p)
+{
+	const struct sched_snapshot *s = p->snap;
+	const struct sched_cluster *c = s->cluster;
+	if (!c || c->p.nn != s->nnodes)
+		return false;
+	for (int n = 0; n < s->nnodes; n++)
+		if (s->nodes[n].ndev != c->ndev[n])
+			return false;
+	const struct pass *q = &c->p;
+	p->nn = q->nn;
+	p->ndev = q->ndev;
+	p->dev_off = q->dev_off;
+	p->models = q->models;
+	p->nmodels = q->nmodels;
+	p->dev_model = q->dev_model;
+	p->model_tflops = q->model_tflops;
+	p->name_rank = q->name_rank;
+	p->depth = q->depth;
+	p->topo_group = q->topo_group;
+	p->ngroups = q->ngroups;
+	p->model_nodes = q->model_nodes;
+	p->model_nodes_off = q->model_nodes_off;
+	p->order = xcalloc((size_t)p->nn + 1, sizeof(int));
+	p->borrowed = true;
+	return true;
+}
+
+void place_init(struct pass *p)
+{
+	const struct sched_snapshot *s = p->snap;
+	if (!statics_borrow(p))
+		statics_compute(p);
+	int nn = p->nn, ndev = p->ndev;
+	struct view *views[] = {&p->free, &p->scratch, &p->total};
+	for (size_t i = 0; i < ARRAY_SIZE(views); i++) {
+		views[i]->cpus = xcalloc((size_t)nn + 1, sizeof(int));
+		views[i]->mem = xcalloc((size_t)nn + 1, sizeof(int64_t));
+		views[i]->dev = xcalloc((size_t)ndev + 1, sizeof(int));
+	}
+	for (int n = 0; n < nn; n++) {
+		const struct sched_node *node = &s->nodes[n];
+		p->free.cpus[n] = node->cpus_free;
+		p->free.mem[n] = node->mem_free_mib;
+		p->total.cpus[n] = node->cpus_total;
+		p->total.mem[n] = node->mem_total_mib;
+		for (int d = 0; d < node->ndev; d++) {
+			p->free.dev[p->dev_off[n] + d] = node->devs[d].free_milli;
+			p->total.dev[p->dev_off[n] + d] = MODEL_MILLI;
+		}
+	}
+	p->cands = xcalloc((size_t)nn + 1, sizeof(struct cand));
+	p->model_scratch = xcalloc((size_t)p->nmodels + 1, sizeof(int));
+	p->model_scratch2 = xcalloc((size_t)p->nmodels + 1, sizeof(int));
+	p->touch_mark = xcalloc((size_t)nn + 1, sizeof(int));
+	p->touched = xcalloc((size_t)nn + 1, sizeof(int));
+	p->frag_before = xcalloc((size_t)nn + 1, sizeof(double));
+	p->frag_valid = xcalloc((size_t)nn + 1, sizeof(bool));
+	p->model_exclusive = xcalloc((size_t)p->nmodels + 1, sizeof(int));
+	/* whether some waiting job can use a model only: taking it costs them */
+	for (int i = 0; i < s->njobs; i++) {
+		const struct sched_job *j = s->jobs[i];
+		if (j->ngpu_types == 1 && j->gpu_milli > 0) {
+			int m = -1;
+			for (int k = 0; k < p->nmodels; k++)
+				if (strcasecmp(j->gpu_types[0], p->models[k]) == 0)
+					m = k;
+			if (m >= 0)
+				p->model_exclusive[m] = 1;
+		}
+	}
+	/* the capacity index over `free` */
+	p->cap = xcalloc((size_t)(p->nmodels + 1) * (MODEL_MAX_ACCELS + 1), sizeof(int));
+	p->node_whole = xcalloc((size_t)nn * (size_t)(p->nmodels + 1) + 1, sizeof(int));
+	for (int n = 0; n < nn; n++) {
+		if (!s->nodes[n].schedulable)
+			continue;
+		int *w = &p->node_whole[n * p->nmodels];
+		for (int d = 0; d < s->nodes[n].ndev; d++)
+			if (p->free.dev[p->dev_off[n] + d] == MODEL_MILLI)
+				w[p->dev_model[p->dev_off[n] + d]]++;
+		for (int m = 0; m < p->nmodels; m++)
+			p->cap[m * (MODEL_MAX_ACCELS + 1) + w[m]]++;
+	}
+	lists_init(p);
+	p->mix_ready = false;
+}
+
 void place_release(struct pass *p)
 {
 	struct view *views[] = {&p->free, &p->scratch, &p->total};
@@ -355,14 +486,10 @@ void place_release(struct pass *p)
 		free(views[i]->mem);
 		free(views[i]->dev);
 	}
-	free(p->dev_off);
-	free(p->models);
-	free(p->dev_model);
-	free(p->cands);
-	free(p->name_rank);
+	if (!p->borrowed)
+		statics_release(p);
 	free(p->order);
-	free(p->topo_group);
-	free(p->ngroups);
+	free(p->cands);
 	free(p->cap);
 	free(p->node_whole);
 	free(p->mix);
@@ -371,8 +498,6 @@ void place_release(struct pass *p)
 	free(p->total_hist);
 	free(p->touch_mark);
 	free(p->touched);
-	free(p->model_nodes);
-	free(p->model_nodes_off);
 	free(p->wb_head);
 	free(p->wb_next);
 	free(p->wb_prev);
@@ -386,7 +511,6 @@ void place_release(struct pass *p)
 	free(p->cpu_key);
 	free(p->frag_before);
 	free(p->frag_valid);
-	free(p->model_tflops);
 	free(p->model_exclusive);
 }
 
@@ -437,6 +561,7 @@ void view_apply(struct pass *p, struct view *v, const struct sched_assign *a, in
 
 #define FRAC_BUCKET(milli) ((milli) / 50) /* 0..20 */
 #define FRAC_BUCKETS 21
+#define CPU_BUCKETS 256
 
 static void list_del(int *head, int *next, int *prev, int h, int x)
 {
@@ -460,10 +585,15 @@ static void list_add(int *head, int *next, int *prev, int h, int x)
 
 /* CPU work goes to nodes without accelerators first, then to the fewest free
  * CPUs that suffice: nodes are listed by (accelerators, free CPUs). */
+static int cpu_bucket(const struct pass *p, int cpus)
+{
+	return (int)((int64_t)cpus * p->cpu_buckets / ((int64_t)p->max_cpus + 1));
+}
+
 static int cpu_key(const struct pass *p, int n)
 {
 	int c = MIN(MAX(p->free.cpus[n], 0), p->max_cpus);
-	return p->snap->nodes[n].ndev * (p->max_cpus + 1) + c;
+	return p->snap->nodes[n].ndev * p->cpu_buckets + cpu_bucket(p, c);
 }
 
 static void cpu_list_update(struct pass *p, int n)
@@ -524,8 +654,11 @@ static void lists_init(struct pass *p)
 	int nm = p->nmodels, nn = p->nn;
 	p->max_cpus = 0;
 	for (int n = 0; n < nn; n++)
-		p->max_cpus = MAX(p->max_cpus, MIN(p->snap->nodes[n].cpus_total, MODEL_MAX_CPUS));
-	size_t nkeys = (size_t)(MODEL_MAX_ACCELS + 1) * (size_t)(p->max_cpus + 1);
+		p->max_cpus = MAX(p->max_cpus, p->snap->nodes[n].cpus_total);
+	/* buckets of free CPUs: a node in a lower bucket has fewer free CPUs than
+	 * any in a higher one, so the first bucket with a fit holds the best fit */
+	p->cpu_buckets = MIN(p->max_cpus + 1, CPU_BUCKETS);
+	size_t nkeys = (size_t)(MODEL_MAX_ACCELS + 1) * (size_t)p->cpu_buckets;
 	p->cb_head = xmalloc(nkeys * sizeof(int));
 	for (size_t i = 0; i < nkeys; i++)
 		p->cb_head[i] = -1;
@@ -1117,8 +1250,10 @@ bool place(struct pass *p, const struct req *rq, const struct view *v, struct pl
 			/* CPU work: the first (accelerators, free CPUs) list with a fit
 			 * holds the best fit */
 			for (int a = 0; a <= MODEL_MAX_ACCELS && nc == 0; a++)
-				for (int c = MAX(rq->cpus, 0); c <= p->max_cpus && nc == 0; c++)
-					for (int n = p->cb_head[a * (p->max_cpus + 1) + c]; n >= 0;
+				for (int b = rq->cpus > p->max_cpus ? p->cpu_buckets
+								    : cpu_bucket(p, MAX(rq->cpus, 0));
+				     b < p->cpu_buckets && nc == 0; b++)
+					for (int n = p->cb_head[a * p->cpu_buckets + b]; n >= 0;
 					     n = p->cb_next[n])
 						if (node_fits(p, rq, v, n, model, &p->cands[nc]))
 							nc++;

@@ -148,6 +148,8 @@ struct sched_snapshot {
 	/* the request mix for fractional placement; NULL: taken from the pending jobs */
 	const struct sched_mix_item *mix;
 	int nmix;
+	/* what the pass would otherwise work out from the node list; NULL: worked out */
+	const struct sched_cluster *cluster;
 };
 
 #define SCHED_DEFAULT_MAX_PREEMPTIONS 128
@@ -218,6 +220,19 @@ struct sched_decisions {
 int sched_pass(const struct sched_snapshot *snap, int64_t now_ms, const struct sched_policy *policy,
 	       struct sched_decisions *ret);
 void sched_decisions_release(struct sched_decisions *d);
+
+/* What a pass works out from the node list alone: device models, the order
+ * of names, topology groups. A caller whose nodes stay the same from pass to
+ * pass builds it once and puts it in sched_snapshot.cluster; the pass then
+ * skips that work and decides exactly as without it. It copies what it needs
+ * of `nodes`. It must describe the snapshot's nodes: same order, names,
+ * topology, device counts and models; sched_cluster_matches checks that
+ * (the pass itself only checks the counts). Rebuild it when nodes come,
+ * go or change. */
+struct sched_cluster;
+struct sched_cluster *sched_cluster_new(const struct sched_node *nodes, int n);
+bool sched_cluster_matches(const struct sched_cluster *c, const struct sched_node *nodes, int n);
+void sched_cluster_free(struct sched_cluster *c);
 
 /* A hash of what a job asks for (its shape: everything but identity, class,
  * queue and time). Callers that keep jobs across passes store it in

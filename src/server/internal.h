@@ -213,6 +213,7 @@ struct server {
 	/* scheduling */
 	bool sched_needed;
 	uint64_t pass_no;
+	struct sched_cluster *sched_cluster; /* kept while the nodes stay the same */
 	int64_t last_pass_us;
 	struct {
 		uint64_t passes, placements;

@@ -820,9 +820,22 @@ void state_schedule(struct server *s)
 	tk_map_release(&byattempt);
 	free(keys);
 	free(count);
-	struct sched_snapshot snap = {snodes,  s->nnodes, sjobs,	      nj,	   running,
-				      nrun,    classes,	  s->sched.nclasses, queues,	   s->nqueues,
-				      NULL,    0};
+	/* what follows from the node list alone is kept until the nodes change */
+	if (!sched_cluster_matches(s->sched_cluster, snodes, s->nnodes)) {
+		sched_cluster_free(s->sched_cluster);
+		s->sched_cluster = sched_cluster_new(snodes, s->nnodes);
+	}
+	struct sched_snapshot snap = {.nodes = snodes,
+				      .nnodes = s->nnodes,
+				      .jobs = sjobs,
+				      .njobs = nj,
+				      .running = running,
+				      .nrunning = nrun,
+				      .classes = classes,
+				      .nclasses = s->sched.nclasses,
+				      .queues = queues,
+				      .nqueues = s->nqueues,
+				      .cluster = s->sched_cluster};
 	struct sched_policy policy = {0};
 	struct sched_decisions d;
 	int r = sched_pass(&snap, server_now_ms(s), &policy, &d);
@@ -1167,6 +1180,8 @@ int state_load(struct server *s, struct tk_error *err)
 
 void state_release(struct server *s)
 {
+	sched_cluster_free(s->sched_cluster);
+	s->sched_cluster = NULL;
 	for (size_t i = 0; i < s->njobs; i++) {
 		struct sjob *j = s->jobs[i];
 		if (!j)

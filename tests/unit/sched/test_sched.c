@@ -125,10 +125,50 @@ static struct sched_running *add_running(struct cluster *c, int cls, int ndev, i
 
 static int pass(struct cluster *c, struct sched_decisions *d)
 {
-	struct sched_snapshot s = {c->nodes, c->n,	     c->ptrs,	 c->nj,	     c->run,
-				   c->nr,    c->classes, c->nclasses, c->queues, c->nqueues,
-				   NULL,     0};
-	return sched_pass(&s, c->now, &c->policy, d);
+	struct sched_snapshot s = {.nodes = c->nodes,
+				   .nnodes = c->n,
+				   .jobs = c->ptrs,
+				   .njobs = c->nj,
+				   .running = c->run,
+				   .nrunning = c->nr,
+				   .classes = c->classes,
+				   .nclasses = c->nclasses,
+				   .queues = c->queues,
+				   .nqueues = c->nqueues};
+	int r = sched_pass(&s, c->now, &c->policy, d);
+	if (r < 0)
+		return r;
+	/* the same pass with the node statics kept by the caller decides the same */
+	s.cluster = sched_cluster_new(c->nodes, c->n);
+	assert_true(sched_cluster_matches(s.cluster, c->nodes, c->n));
+	struct sched_decisions k;
+	assert_int_equal(sched_pass(&s, c->now, &c->policy, &k), 0);
+	assert_int_equal(k.nstarts, d->nstarts);
+	for (int i = 0; i < d->nstarts; i++) {
+		assert_int_equal(k.starts[i].job, d->starts[i].job);
+		assert_int_equal(k.starts[i].nnodes, d->starts[i].nnodes);
+		assert_memory_equal(k.starts[i].nodes, d->starts[i].nodes,
+				    sizeof(*d->starts[i].nodes) * (size_t)d->starts[i].nnodes);
+	}
+	assert_int_equal(k.npreempts, d->npreempts);
+	for (int i = 0; i < d->npreempts; i++) {
+		assert_int_equal(k.preempts[i].victim, d->preempts[i].victim);
+		assert_int_equal(k.preempts[i].job, d->preempts[i].job);
+	}
+	assert_int_equal(k.nwaits, d->nwaits);
+	for (int i = 0; i < d->nwaits; i++)
+		assert_int_equal(k.waits[i].reason, d->waits[i].reason);
+	sched_decisions_release(&k);
+	/* a node list that differs is not taken for it */
+	if (c->n > 0) {
+		const char *name = c->nodes[0].name;
+		c->nodes[0].name = "a-node-of-another-name";
+		assert_false(sched_cluster_matches(s.cluster, c->nodes, c->n));
+		c->nodes[0].name = name;
+	}
+	assert_false(sched_cluster_matches(s.cluster, c->nodes, c->n + 1));
+	sched_cluster_free((struct sched_cluster *)s.cluster);
+	return r;
 }
 
 static const struct sched_start *start_of(const struct sched_decisions *d, int job)
