@@ -19,6 +19,7 @@
 #include "agent/agent.h"
 #include "cli/cli.h"
 #include "server/server.h"
+#include "sim/sim.h"
 #include "util/util.h"
 
 #define TENK_VERSION "0.1.0"
@@ -424,6 +425,8 @@ static void help(FILE *f)
 	for (size_t i = 0; i < ARRAY_SIZE(daemons); i++)
 		strbuf_addf(&sb, "  %-8s %s\n", daemons[i].name, daemons[i].summary);
 	cli_commands_help(&sb);
+	strbuf_addf(&sb, "  %-8s %s\n", "sim",
+		    "replay a job trace through the scheduler with a virtual clock");
 	fprintf(f,
 		"usage: tenk COMMAND [OPTIONS] [ARGS]\n"
 		"tenk %s: a cluster manager for AI compute.\n\ncommands:\n%s\n"
@@ -447,6 +450,8 @@ int main(int argc, char **argv)
 		printf("tenk %s\n", TENK_VERSION);
 		return 0;
 	}
+	if (strcmp(cmd, "sim") == 0)
+		return sim_main(argc - 1, argv + 1);
 	curl_global_init(CURL_GLOBAL_DEFAULT);
 	int r = -1;
 	for (size_t i = 0; i < ARRAY_SIZE(daemons); i++)

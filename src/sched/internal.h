@@ -13,6 +13,23 @@ struct view {
 	int *dev;
 };
 
+struct cand {
+	int node;
+	int64_t spare;
+	int cpu_spare;
+	int dev; /* fractions: the device chosen */
+	int group; /* topology group at the level being tried */
+};
+
+/* What node_fits found for one node and one request shape, while the node's
+ * version is `ver`. */
+struct node_memo {
+	uint32_t ver;
+	int model;
+	bool fits;
+	struct cand c;
+};
+
 /* A request, as placement sees it. */
 struct req {
 	const struct sched_job *j;
@@ -22,6 +39,7 @@ struct req {
 	int64_t mem;   /* per node */
 	bool *model_ok; /* per model index: acceptable (types, capability) */
 	bool owns_models;
+	struct node_memo *memo; /* per node, for this shape in `free`; NULL: none */
 };
 
 struct placement {
@@ -86,20 +104,14 @@ struct pass {
 	int *model_nodes_off;
 	double *frag_before;	 /* per node: its fragmentation in `free`, when valid */
 	bool *frag_valid;
+	uint32_t *node_ver;	 /* per node: changes whenever `free` changes on it */
+	int max_ndev;
 	double *model_tflops;	 /* per model: its devices' rate */
 	int *model_exclusive;	 /* per model: some waiting job can use it only */
 	/* scratch for placement */
 	struct cand *cands;
 	int *name_rank; /* each node's place in name order: ties go by it */
 	int *order; /* node indices */
-};
-
-struct cand {
-	int node;
-	int64_t spare;
-	int cpu_spare;
-	int dev; /* fractions: the device chosen */
-	int group; /* topology group at the level being tried */
 };
 
 /* place.c */

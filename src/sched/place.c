@@ -448,6 +448,12 @@ void place_init(struct pass *p)
 	p->touched = xcalloc((size_t)nn + 1, sizeof(int));
 	p->frag_before = xcalloc((size_t)nn + 1, sizeof(double));
 	p->frag_valid = xcalloc((size_t)nn + 1, sizeof(bool));
+	p->node_ver = xcalloc((size_t)nn + 1, sizeof(uint32_t));
+	p->max_ndev = 0;
+	for (int n = 0; n < nn; n++) {
+		p->node_ver[n] = 1;
+		p->max_ndev = MAX(p->max_ndev, s->nodes[n].ndev);
+	}
 	p->model_exclusive = xcalloc((size_t)p->nmodels + 1, sizeof(int));
 	/* whether some waiting job can use a model only: taking it costs them */
 	for (int i = 0; i < s->njobs; i++) {
@@ -511,6 +517,7 @@ void place_release(struct pass *p)
 	free(p->cpu_key);
 	free(p->frag_before);
 	free(p->frag_valid);
+	free(p->node_ver);
 	free(p->model_exclusive);
 }
 
@@ -610,6 +617,7 @@ void cap_update_node(struct pass *p, int n)
 {
 	const struct sched_node *node = &p->snap->nodes[n];
 	p->frag_valid[n] = false;
+	p->node_ver[n]++;
 	if (!node->schedulable)
 		return;
 	cpu_list_update(p, n);
@@ -811,6 +819,58 @@ static bool dev_usable(const struct pass *p, const struct req *rq, int node, int
 	return true;
 }
 
+/* Scores encode (policy score, tie-break): lower is better; the tie-break
+ * (devices or milli left) stays below SCORE_TIE. */
+#define SCORE_TIE 4096
+
+static enum sched_frac_policy policy_of(const struct pass *p)
+{
+	return p->policy ? p->policy->frac : SCHED_FRAC_FGD;
+}
+
+/* Single-node requests are scored by the policy on every node (fragmentation,
+ * or best fit over CPUs and devices together); gangs go by tightness. */
+static bool scored(const struct pass *p, const struct req *rq)
+{
+	return rq->j->nodes == 1 && policy_of(p) != SCHED_FRAC_PACK;
+}
+
+static void ensure_mix(struct pass *p)
+{
+	if (!p->mix_ready) {
+		mix_from_jobs(p);
+		p->mix_ready = true;
+	}
+}
+
+static double frag_now(struct pass *p, const struct view *v, int n)
+{
+	const struct sched_node *node = &p->snap->nodes[n];
+	if (v == &p->free && p->frag_valid[n])
+		return p->frag_before[n];
+	double f = sched_node_fragmentation(node->ndev, &v->dev[p->dev_off[n]], v->cpus[n], p->mix,
+					    p->nmix);
+	if (v == &p->free) {
+		p->frag_before[n] = f;
+		p->frag_valid[n] = true;
+	}
+	return f;
+}
+
+/* Best fit over CPUs and devices together: what would be left on the node,
+ * each as a share of the largest node's, weighted alike (0: nothing left). */
+static int64_t best_fit_score(const struct pass *p, const struct req *rq, const struct view *v,
+			      int n, int take_milli)
+{
+	const struct sched_node *node = &p->snap->nodes[n];
+	int64_t dev_left = -take_milli;
+	for (int d = 0; d < node->ndev; d++)
+		dev_left += v->dev[p->dev_off[n] + d];
+	double cpu = p->max_cpus > 0 ? (double)(v->cpus[n] - rq->cpus) / p->max_cpus : 0;
+	double dev = p->max_ndev > 0 ? (double)dev_left / ((double)p->max_ndev * MODEL_MILLI) : 0;
+	return llround((0.5 * cpu + 0.5 * dev) * 1e6) * SCORE_TIE;
+}
+
 /* Chooses the device for a fraction on node n; -1 when none fits. Fills the
  * score (lower is better) by the pass's fraction policy. */
 static int frac_device(struct pass *p, const struct req *rq, const struct view *v, int n,
@@ -830,24 +890,13 @@ static int frac_device(struct pass *p, const struct req *rq, const struct view *
 	if (!any)
 		return -1;
 	double before = 0;
-	enum sched_frac_policy pol = p->policy ? p->policy->frac : SCHED_FRAC_FGD;
-	if (pol == SCHED_FRAC_FGD && !p->mix_ready) {
-		mix_from_jobs(p); /* first fraction of the pass */
-		p->mix_ready = true;
-	}
+	enum sched_frac_policy pol = policy_of(p);
 	if (pol == SCHED_FRAC_FGD) {
-		if (v == &p->free && p->frag_valid[n]) {
-			before = p->frag_before[n];
-		} else {
-			before = sched_node_fragmentation(node->ndev, free, v->cpus[n], p->mix,
-							  p->nmix);
-			if (v == &p->free) {
-				p->frag_before[n] = before;
-				p->frag_valid[n] = true;
-			}
-		}
+		ensure_mix(p);
+		before = frag_now(p, v, n);
 	}
 	int after[MODEL_MAX_ACCELS];
+	int seen[MODEL_MAX_ACCELS], nseen = 0;
 	for (int d = 0; d < node->ndev; d++) {
 		if (free[d] < rq->frac || !dev_usable(p, rq, n, d, model))
 			continue;
@@ -860,12 +909,20 @@ static int frac_device(struct pass *p, const struct req *rq, const struct view *
 			/* the most used node, then its most used device */
 			sc = -(double)used_node * (MODEL_MILLI + 1) + free[d];
 			break;
-		default:
+		default: {
+			/* devices with the same room score the same: one evaluation each */
+			bool dup = false;
+			for (int k = 0; k < nseen && !dup; k++)
+				dup = seen[k] == free[d];
+			if (dup)
+				continue;
+			seen[nseen++] = free[d];
 			memcpy(after, free, sizeof(int) * (size_t)node->ndev);
 			after[d] -= rq->frac;
 			sc = sched_node_fragmentation(node->ndev, after, v->cpus[n] - rq->cpus, p->mix,
 						      p->nmix) -
 			     before;
+		}
 		}
 		if (best < 0 || sc < best_score - 1e-9 ||
 		    (fabs(sc - best_score) <= 1e-9 && free[d] < free[best])) {
@@ -873,18 +930,45 @@ static int frac_device(struct pass *p, const struct req *rq, const struct view *
 			best_score = sc;
 		}
 	}
+	if (best < 0)
+		return -1;
 	/* ties (most often: no fragmentation either way) go to the device with the
 	 * least room left, so whole devices stay whole */
-	if (best >= 0)
-		*score = (int64_t)llround(best_score * 1000.0) * (2 * MODEL_MILLI + 1) +
-			 (free[best] - rq->frac);
+	if (pol == SCHED_FRAC_BESTFIT && scored(p, rq))
+		*score = best_fit_score(p, rq, v, n, rq->frac) + (free[best] - rq->frac);
+	else
+		*score = (int64_t)llround(best_score * 1000.0) * SCORE_TIE + (free[best] - rq->frac);
 	return best;
+}
+
+/* The policy's score for whole devices or CPU work alone on node n, with
+ * `left` devices of the model free after it (the tie-break). */
+static int64_t node_score(struct pass *p, const struct req *rq, const struct view *v, int n,
+			  int model, int left)
+{
+	const struct sched_node *node = &p->snap->nodes[n];
+	if (policy_of(p) == SCHED_FRAC_BESTFIT)
+		return best_fit_score(p, rq, v, n, rq->whole * MODEL_MILLI) + left;
+	ensure_mix(p);
+	double before = frag_now(p, v, n);
+	int after[MODEL_MAX_ACCELS];
+	const int *free = &v->dev[p->dev_off[n]];
+	memcpy(after, free, sizeof(int) * (size_t)node->ndev);
+	for (int d = 0, need = rq->whole; d < node->ndev && need > 0; d++)
+		if (after[d] == MODEL_MILLI && dev_usable(p, rq, n, d, model)) {
+			after[d] = 0;
+			need--;
+		}
+	double delta = sched_node_fragmentation(node->ndev, after, v->cpus[n] - rq->cpus, p->mix,
+						p->nmix) -
+		       before;
+	return (int64_t)llround(delta * 1000.0) * SCORE_TIE + left;
 }
 
 /* Could node n hold one node's share of rq on devices of `model` (-1: any
  * acceptable model)? Fills c on success. */
-static bool node_fits(struct pass *p, const struct req *rq, const struct view *v, int n,
-		      int model, struct cand *c)
+static bool node_fits_now(struct pass *p, const struct req *rq, const struct view *v, int n,
+			  int model, struct cand *c)
 {
 	const struct sched_node *node = &p->snap->nodes[n];
 	if (!node->schedulable || v->cpus[n] < rq->cpus || v->mem[n] < rq->mem)
@@ -897,7 +981,10 @@ static bool node_fits(struct pass *p, const struct req *rq, const struct view *v
 		return c->dev >= 0;
 	}
 	if (!rq->whole) {
-		c->spare = node->ndev; /* CPU work: keep accelerator nodes free */
+		/* CPU work: keep accelerator nodes free; on one, strand the least */
+		c->spare = node->ndev;
+		if (node->ndev && scored(p, rq))
+			c->spare = node_score(p, rq, v, n, model, node->ndev);
 		return true;
 	}
 	int have = 0;
@@ -912,7 +999,29 @@ static bool node_fits(struct pass *p, const struct req *rq, const struct view *v
 	if (have < rq->whole)
 		return false;
 	c->spare = have - rq->whole;
+	if (scored(p, rq))
+		c->spare = node_score(p, rq, v, n, model, have - rq->whole);
 	return true;
+}
+
+/* node_fits_now, remembered per node in `free` for the request's shape until
+ * the node changes: a pass that places many jobs of one shape scores each
+ * node once, not once per job. */
+static bool node_fits(struct pass *p, const struct req *rq, const struct view *v, int n,
+		      int model, struct cand *c)
+{
+	if (!rq->memo || v != &p->free)
+		return node_fits_now(p, rq, v, n, model, c);
+	struct node_memo *m = &rq->memo[n];
+	if (m->ver == p->node_ver[n] && m->model == model) {
+		*c = m->c;
+		return m->fits;
+	}
+	m->fits = node_fits_now(p, rq, v, n, model, &m->c);
+	m->ver = p->node_ver[n];
+	m->model = model;
+	*c = m->c;
+	return m->fits;
 }
 
 /* Could node n hold a share at all (no scoring)? */
@@ -1222,7 +1331,8 @@ bool place(struct pass *p, const struct req *rq, const struct view *v, struct pl
 			if (rq->whole) {
 				for (int k = rq->whole; k <= MODEL_MAX_ACCELS; k++) {
 					/* one node: buckets past the best spare cannot do better */
-					if (j->nodes == 1 && nc > 0 && k - rq->whole > min_spare)
+					if (j->nodes == 1 && nc > 0 && !scored(p, rq) &&
+					    k - rq->whole > min_spare)
 						break;
 					for (int x = p->wb_head[model * (MODEL_MAX_ACCELS + 1) + k];
 					     x >= 0; x = p->wb_next[x]) {
@@ -1248,8 +1358,16 @@ bool place(struct pass *p, const struct req *rq, const struct view *v, struct pl
 			}
 		} else if (v == &p->free && model < 0 && !devices && j->nodes == 1) {
 			/* CPU work: the first (accelerators, free CPUs) list with a fit
-			 * holds the best fit */
-			for (int a = 0; a <= MODEL_MAX_ACCELS && nc == 0; a++)
+			 * holds the best fit; when it must go on accelerator nodes and the
+			 * policy scores, every node that fits is scored */
+			for (int a = 0; a <= MODEL_MAX_ACCELS && nc == 0; a++) {
+				if (a > 0 && scored(p, rq)) {
+					for (int n = 0; n < p->nn; n++)
+						if (p->snap->nodes[n].ndev > 0 &&
+						    node_fits(p, rq, v, n, model, &p->cands[nc]))
+							nc++;
+					break;
+				}
 				for (int b = rq->cpus > p->max_cpus ? p->cpu_buckets
 								    : cpu_bucket(p, MAX(rq->cpus, 0));
 				     b < p->cpu_buckets && nc == 0; b++)
@@ -1257,6 +1375,7 @@ bool place(struct pass *p, const struct req *rq, const struct view *v, struct pl
 					     n = p->cb_next[n])
 						if (node_fits(p, rq, v, n, model, &p->cands[nc]))
 							nc++;
+			}
 		} else if (model >= 0) {
 			for (int k = p->model_nodes_off[model]; k < p->model_nodes_off[model + 1]; k++)
 				if (node_fits(p, rq, v, p->model_nodes[k], model, &p->cands[nc]))

@@ -55,7 +55,12 @@ struct shape {
 	uint64_t reclaim_failed; /* qversion + 1 when reclaiming found nothing for it */
 	bool *model_ok; /* its acceptable models, once worked out */
 	int resv_job; /* ... and that job's wait says why */
+	int tries;    /* jobs of this shape placed or tried in this pass */
+	struct node_memo *memo; /* per node, from its second job on (single-node shapes) */
 };
+
+/* Node scores remembered per shape take at most this much memory in a pass. */
+#define MEMO_MAX_BYTES (64u << 20)
 
 struct qstate {
 	int64_t use; /* milli-accelerators held, including what started this pass */
@@ -99,6 +104,7 @@ struct st {
 	struct victim *victim_buf; /* scratch for one preemption search */
 	int *held; /* running indices sorted by held_for, for jobs waiting on victims */
 	int nheld;
+	size_t memo_bytes;
 	struct strbuf sb;
 };
 
@@ -539,12 +545,24 @@ static bool shadow(struct st *st, const struct req *rq, int64_t *until)
 	bool ok = false;
 	while (n > 0 && !ok) {
 		struct end_item it = h[0];
-		h[0] = h[--n];
-		end_down(h, n, 0);
-		const struct sched_running *r = &s->running[it.idx];
-		scratch_apply(p, r->nodes, r->nnodes, +1);
-		for (int x = 0; x < r->nnodes; x++)
-			fit_update(p, &fc, &p->scratch, r->nodes[x].node);
+		if (it.end == FOREVER) {
+			/* the rest have no time limit: all of them end "at once", at an
+			 * unknown time; release them without ordering them */
+			for (int k = 0; k < n; k++) {
+				const struct sched_running *r = &s->running[h[k].idx];
+				scratch_apply(p, r->nodes, r->nnodes, +1);
+				for (int x = 0; x < r->nnodes; x++)
+					fit_update(p, &fc, &p->scratch, r->nodes[x].node);
+			}
+			n = 0;
+		} else {
+			h[0] = h[--n];
+			end_down(h, n, 0);
+			const struct sched_running *r = &s->running[it.idx];
+			scratch_apply(p, r->nodes, r->nnodes, +1);
+			for (int x = 0; x < r->nnodes; x++)
+				fit_update(p, &fc, &p->scratch, r->nodes[x].node);
+		}
 		/* place once enough nodes could hold it, at most once per end time */
 		if (n > 0 && h[0].end == it.end)
 			continue;
@@ -1054,7 +1072,8 @@ static void wait_resources(struct st *st, int ji, struct shape *sh, const struct
 		add_wait(st, ji, reason, -1, 0, sb->buf);
 		return;
 	}
-	bool head = !st->class_has_resv[j->cls] && !(st->p.policy && st->p.policy->no_backfill);
+	const struct sched_policy *pol = st->p.policy;
+	bool head = !st->class_has_resv[j->cls] && !(pol && (pol->no_backfill || pol->no_reservations));
 	if (head && shadow(st, rq, &until)) {
 		st->class_has_resv[j->cls] = true;
 		add_resv(st, ji, until, &st->pl);
@@ -1139,6 +1158,14 @@ static void process(struct st *st, int ji)
 	} else {
 		req_init(p, j, &rq, sh->model_ok);
 	}
+	/* a shape placed again and again scores each node once while it is unchanged */
+	size_t memo_size = sizeof(struct node_memo) * ((size_t)p->nn + 1);
+	if (j->nodes == 1 && sh->tries++ > 0 && !sh->memo &&
+	    st->memo_bytes + memo_size <= MEMO_MAX_BYTES) {
+		sh->memo = xcalloc((size_t)p->nn + 1, sizeof(struct node_memo));
+		st->memo_bytes += memo_size;
+	}
+	rq.memo = sh->memo;
 	struct place_fail why = {0, 0};
 	/* waiting for victims preempted for it earlier */
 	bool has_victims = false;
@@ -1445,8 +1472,10 @@ int sched_pass(const struct sched_snapshot *snap, int64_t now_ms, const struct s
 	free(st.recl);
 	free(st.victim_order);
 	free(st.victim_buf);
-	for (size_t i = 0; i < st.shape_cap; i++)
+	for (size_t i = 0; i < st.shape_cap; i++) {
 		free(st.shapes[i].model_ok);
+		free(st.shapes[i].memo);
+	}
 	free(st.shapes);
 	free(st.pl.nodes);
 	strbuf_release(&st.sb);

@@ -161,6 +161,10 @@ struct sched_policy {
 	 * the cap bounds how much one pass disrupts, and the next pass goes on. */
 	int max_preemptions;
 	bool no_backfill;  /* strict order: nothing overtakes a waiting job of its class */
+	/* greedy: a job that cannot start holds no reservation, so any later job
+	 * that fits starts (what Kubernetes' default scheduler does). With it, one
+	 * pass over jobs in order places each exactly as if they came one by one. */
+	bool no_reservations;
 	bool no_preemption;
 	enum sched_frac_policy {
 		SCHED_FRAC_FGD,	    /* least fragmentation for the queued size mix */

@@ -10,13 +10,18 @@
 
 enum format { F_SPOT, F_OPENB, F_TENK };
 
-static int set_model(struct sim_node *n, const struct catalogue *cat, const char *name)
+static int set_model(struct sim_node *n, const struct catalogue *cat, const char *name,
+		     bool keep_name)
 {
 	n->model[0] = '\0';
 	if (!*name)
 		return 0;
 	const struct catalogue_entry *e = catalogue_match(cat, name, 0);
-	if (e) {
+	if (e && keep_name) {
+		model_name_sanitize(name, n->model, sizeof(n->model));
+		n->tflops = e->tflops;
+		n->gpu_mem_mib = e->mem_mib;
+	} else if (e) {
 		snprintf(n->model, sizeof(n->model), "%s", e->name);
 		n->tflops = e->tflops;
 		n->gpu_mem_mib = e->mem_mib;
@@ -83,6 +88,7 @@ int sim_cluster_load(const char *path, const struct catalogue *cat, struct sim_c
 			break;
 		n->gpus = (int)gpus;
 		n->cpus = (int)(fmt == F_OPENB ? cpus / 1000 : cpus);
+		n->cpu_milli = fmt == F_OPENB ? cpus : cpus * 1000;
 		n->mem_mib = mem;
 		const char *name = c.fields[cn];
 		if (!*name || strlen(name) >= MODEL_NAME_MAX) {
@@ -102,7 +108,7 @@ int sim_cluster_load(const char *path, const struct catalogue *cat, struct sim_c
 				      path, c.lineno, cm + 1, c.header[cm], n->gpus);
 			break;
 		}
-		set_model(n, cat, n->gpus ? c.fields[cm] : "");
+		set_model(n, cat, n->gpus ? c.fields[cm] : "", fmt == F_OPENB);
 		if (ct >= 0)
 			snprintf(n->topology, sizeof(n->topology), "%s", c.fields[ct]);
 		cl.gpus += n->gpus;

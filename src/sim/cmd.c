@@ -1,0 +1,312 @@
+/*
+ * `tenk sim`: replays a job trace on a cluster description through the
+ * production scheduler and reports what happened. `tenk sim --experiment
+ * fgd` runs the ATC'23 fragmentation experiment instead (fgd.c).
+ */
+#include "sim.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum {
+	O_CLUSTER,
+	O_TRACE,
+	O_SYNTHETIC,
+	O_LOAD,
+	O_CONFIG,
+	O_QUEUES,
+	O_POLICY,
+	O_SEED,
+	O_MTBF,
+	O_REPAIR,
+	O_CKPT,
+	O_PASS,
+	O_UNTIL,
+	O_NO_PREEMPT,
+	O_NO_BACKFILL,
+	O_JSON,
+	O_SVG,
+	O_JOBS,
+	O_EXPERIMENT,
+	O_HELP,
+	O_N
+};
+
+static const struct tk_option opts[] = {
+	{"cluster", 0, "FILE", "node list (openb, spot-GPU 2026 or tenk format)"},
+	{"trace", 0, "FILE", "job trace (openb pod list or tenk's job history)"},
+	{"synthetic", 0, "N", "instead of --trace: N synthetic jobs"},
+	{"load", 0, "F", "synthetic: devices asked for, as a share of the cluster (default 0.9)"},
+	{"config", 0, "FILE", "the server's config.json (classes); default: the built-in classes"},
+	{"queues", 0, "FILE", "JSON list of queues with quotas: [{\"name\", \"gpus\", ...}]"},
+	{"policy", 0, "NAME", "fractions: fgd (default), bestfit or pack"},
+	{"seed", 0, "N", "seed for failures and synthetic jobs (default 1)"},
+	{"mtbf-gpu", 0, "HOURS", "mean time between failures of one device (default: none)"},
+	{"repair", 0, "HOURS", "how long a failed device is out (default 4)"},
+	{"checkpoint-interval", 0, "DURATION", "jobs checkpoint this often (default: never)"},
+	{"pass-interval", 0, "DURATION", "scheduling passes at most this often (default 0: "
+					   "after every event)"},
+	{"until", 0, "DURATION", "stop at this virtual time after the first submission"},
+	{"no-preemption", 0, NULL, "never preempt"},
+	{"no-backfill", 0, NULL, "strict order: nothing overtakes a waiting job of its class"},
+	{"json", 0, NULL, "print the summary as JSON"},
+	{"svg", 0, "FILE", "draw utilization and queue length over time to FILE"},
+	{"jobs", 0, "FILE", "write each job's wait, start, end and devices to FILE (CSV)"},
+	{"experiment", 0, "NAME", "run an experiment instead: fgd (see --experiment fgd --help)"},
+	{"help", 'h', NULL, "show this help"},
+};
+
+static int usage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int usage(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	fprintf(stderr, "tenk sim: ");
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "\nusage: tenk sim --cluster FILE (--trace FILE | --synthetic N) [OPTIONS] "
+			"(see tenk sim --help)\n");
+	return 2;
+}
+
+static char *read_file(const char *path, struct tk_error *err)
+{
+	FILE *f = fopen(path, "re");
+	if (!f) {
+		tk_errorf(err, -errno, "%s: %s", path, strerror(errno));
+		return NULL;
+	}
+	struct strbuf sb;
+	strbuf_init(&sb);
+	char buf[4096];
+	size_t n;
+	while ((n = fread(buf, 1, sizeof(buf), f)) > 0) {
+		if (sb.len + n > (1u << 20)) {
+			fclose(f);
+			strbuf_release(&sb);
+			tk_errorf(err, -E2BIG, "%s: larger than 1 MiB", path);
+			return NULL;
+		}
+		strbuf_add(&sb, buf, n);
+	}
+	fclose(f);
+	return strbuf_detach(&sb);
+}
+
+static int load_queues(const char *path, struct queue_spec **ret, int *n, struct tk_error *err)
+{
+	char *text = read_file(path, err);
+	if (!text)
+		return -EINVAL;
+	json_error_t je;
+	json_t *j = json_loads(text, 0, &je);
+	free(text);
+	if (!j)
+		return tk_errorf(err, -EINVAL, "%s:%d:%d: %s", path, je.line, je.column, je.text);
+	if (!json_is_array(j) || json_array_size(j) > MODEL_MAX_QUEUES) {
+		json_decref(j);
+		return tk_errorf(err, -EINVAL, "%s: expected a JSON list of at most %d queues", path,
+				 MODEL_MAX_QUEUES);
+	}
+	*n = (int)json_array_size(j);
+	*ret = xcalloc((size_t)*n + 1, sizeof(**ret));
+	for (int i = 0; i < *n; i++) {
+		struct tk_error e2;
+		if (queue_spec_unpack(json_array_get(j, (size_t)i), &(*ret)[i], &e2) < 0) {
+			json_decref(j);
+			free(*ret);
+			*ret = NULL;
+			return tk_errorf(err, -EINVAL, "%s: queue %d: %s", path, i + 1, e2.text);
+		}
+	}
+	json_decref(j);
+	return 0;
+}
+
+static int duration_ms(const char *name, const char *v, int64_t *ret)
+{
+	int64_t s;
+	if (tk_parse_duration(v, &s) < 0)
+		return usage("--%s: expected a duration such as 30m or 1h, got \"%s\"", name, v);
+	*ret = s * 1000;
+	return 0;
+}
+
+static int number(const char *name, const char *v, double lo, double hi, double *ret)
+{
+	char *end;
+	errno = 0;
+	double x = strtod(v, &end);
+	if (!*v || *end || errno || !isfinite(x) || x < lo || x > hi)
+		return usage("--%s: expected a number from %g to %g, got \"%s\"", name, lo, hi, v);
+	*ret = x;
+	return 0;
+}
+
+int sim_main(int argc, char **argv)
+{
+	for (int i = 1; i < argc; i++)
+		if (strcmp(argv[i], "--experiment") == 0 || strncmp(argv[i], "--experiment=", 13) == 0) {
+			const char *name = argv[i][12] == '=' ? argv[i] + 13 : i + 1 < argc ? argv[i + 1]
+											     : "";
+			if (strcmp(name, "fgd") != 0)
+				return usage("--experiment: the experiment there is is fgd, got \"%s\"",
+					     name);
+			return sim_fgd_main(argc, argv);
+		}
+	const char *v[O_N] = {0};
+	char **pos;
+	int npos;
+	struct tk_error err;
+	if (tk_opts_parse(opts, O_N, argc, argv, false, v, &pos, &npos, &err) < 0)
+		return usage("%s", err.text);
+	free(pos);
+	if (npos)
+		return usage("unexpected argument");
+	if (v[O_HELP]) {
+		struct strbuf sb;
+		strbuf_init(&sb);
+		tk_opts_help(opts, O_N, &sb);
+		printf("usage: tenk sim --cluster FILE (--trace FILE | --synthetic N) [OPTIONS]\n"
+		       "Replays a job trace on a cluster through tenk's scheduler with a virtual\n"
+		       "clock and reports waits, completion times, utilization, fragmentation and\n"
+		       "each queue's share.\n\noptions:\n%s",
+		       sb.buf);
+		strbuf_release(&sb);
+		return 0;
+	}
+	if (!v[O_CLUSTER])
+		return usage("--cluster FILE is required");
+	if (!v[O_TRACE] == !v[O_SYNTHETIC])
+		return usage("give one of --trace FILE and --synthetic N");
+	struct sim_options o;
+	memset(&o, 0, sizeof(o));
+	sched_config_default(&o.sched);
+	o.repair_h = 4;
+	o.seed = 1;
+	o.keep_devices = v[O_JOBS] != NULL;
+	int r;
+	int64_t synth = 0;
+	double load = 0.9;
+	if (v[O_SYNTHETIC] && tk_parse_int64(v[O_SYNTHETIC], 1, SIM_MAX_JOBS, &synth) < 0)
+		return usage("--synthetic: expected a number of jobs from 1 to %d, got \"%s\"",
+			     SIM_MAX_JOBS, v[O_SYNTHETIC]);
+	if (v[O_LOAD] && (r = number("load", v[O_LOAD], 0.01, 100, &load)))
+		return r;
+	if (v[O_SEED]) {
+		int64_t s;
+		if (tk_parse_int64(v[O_SEED], 0, INT64_MAX, &s) < 0)
+			return usage("--seed: expected a non-negative integer, got \"%s\"", v[O_SEED]);
+		o.seed = (uint64_t)s;
+	}
+	if (v[O_MTBF] && (r = number("mtbf-gpu", v[O_MTBF], 0.001, 1e9, &o.mtbf_gpu_h)))
+		return r;
+	if (v[O_REPAIR] && (r = number("repair", v[O_REPAIR], 0, 1e6, &o.repair_h)))
+		return r;
+	int64_t ms = 0;
+	if (v[O_CKPT]) {
+		if ((r = duration_ms("checkpoint-interval", v[O_CKPT], &ms)))
+			return r;
+		if (ms <= 0)
+			return usage("--checkpoint-interval: must be more than 0");
+		o.checkpoint_s = ms / 1000;
+	}
+	if (v[O_PASS] && (r = duration_ms("pass-interval", v[O_PASS], &o.pass_interval_ms)))
+		return r;
+	int64_t until = 0;
+	if (v[O_UNTIL] && (r = duration_ms("until", v[O_UNTIL], &until)))
+		return r;
+	if (v[O_POLICY]) {
+		if (strcmp(v[O_POLICY], "fgd") == 0)
+			o.policy.frac = SCHED_FRAC_FGD;
+		else if (strcmp(v[O_POLICY], "bestfit") == 0)
+			o.policy.frac = SCHED_FRAC_BESTFIT;
+		else if (strcmp(v[O_POLICY], "pack") == 0)
+			o.policy.frac = SCHED_FRAC_PACK;
+		else
+			return usage("--policy: expected fgd, bestfit or pack, got \"%s\"", v[O_POLICY]);
+	}
+	o.policy.no_preemption = v[O_NO_PREEMPT] != NULL;
+	o.policy.no_backfill = v[O_NO_BACKFILL] != NULL;
+	if (v[O_CONFIG]) {
+		char *text = read_file(v[O_CONFIG], &err);
+		if (!text || sched_config_load_json(&o.sched, text, &err) < 0) {
+			free(text);
+			fprintf(stderr, "tenk sim: %s%s%s\n", text ? v[O_CONFIG] : "",
+				text ? ": " : "", err.text);
+			return 1;
+		}
+		free(text);
+	}
+	struct queue_spec *queues = NULL;
+	if (v[O_QUEUES]) {
+		if (load_queues(v[O_QUEUES], &queues, &o.nqueues, &err) < 0) {
+			fprintf(stderr, "tenk sim: %s\n", err.text);
+			return 1;
+		}
+		o.queues = queues;
+	}
+	struct catalogue cat;
+	catalogue_init(&cat);
+	struct sim_cluster cl;
+	struct sim_trace tr;
+	memset(&tr, 0, sizeof(tr));
+	int rc = 1;
+	if (sim_cluster_load(v[O_CLUSTER], &cat, &cl, &err) < 0) {
+		fprintf(stderr, "tenk sim: %s\n", err.text);
+		goto out_cat;
+	}
+	if (v[O_TRACE]) {
+		if (sim_trace_load(v[O_TRACE], &tr, &err) < 0) {
+			fprintf(stderr, "tenk sim: %s\n", err.text);
+			goto out_cl;
+		}
+	} else {
+		sim_trace_synthetic(&tr, (int)synth, o.seed, &cl, load);
+	}
+	if (until) {
+		int64_t first = INT64_MAX;
+		for (int i = 0; i < tr.n; i++)
+			first = MIN(first, tr.jobs[i].submit_ms);
+		o.end_ms = first + until;
+	}
+	struct sim_result res;
+	if (sim_run(&cl, &tr, &o, &res, &err) < 0) {
+		fprintf(stderr, "tenk sim: %s%s%s\n", v[O_TRACE] ? v[O_TRACE] : "",
+			v[O_TRACE] ? ": " : "", err.text);
+		goto out_tr;
+	}
+	rc = 0;
+	if (v[O_JSON]) {
+		char *text = sim_report_json(&res, &tr);
+		puts(text);
+		free(text);
+	} else {
+		sim_report_table(&res, &tr, stdout);
+	}
+	if (v[O_SVG]) {
+		char title[256];
+		snprintf(title, sizeof(title), "tenk sim: %d jobs on %d nodes, %d devices", tr.n, cl.n,
+			 cl.gpus);
+		if (sim_report_svg(&res, title, v[O_SVG], &err) < 0) {
+			fprintf(stderr, "tenk sim: %s\n", err.text);
+			rc = 1;
+		}
+	}
+	if (v[O_JOBS] && sim_report_jobs_csv(&res, &tr, v[O_JOBS], &err) < 0) {
+		fprintf(stderr, "tenk sim: %s\n", err.text);
+		rc = 1;
+	}
+	sim_result_release(&res);
+out_tr:
+	sim_trace_release(&tr);
+out_cl:
+	sim_cluster_release(&cl);
+out_cat:
+	catalogue_release(&cat);
+	free(queues);
+	return rc;
+}

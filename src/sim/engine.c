@@ -1,0 +1,851 @@
+/*
+ * The simulator's engine: a discrete-event loop with a virtual clock that
+ * drives the production scheduler. Events are arrivals, finishes (and time
+ * limits), device failures and repairs, and samples of the cluster's state;
+ * after the events of one instant, a scheduling pass runs (at most once per
+ * pass interval, as a busy server coalesces them) and its decisions are
+ * applied: starts take resources, preempted jobs stop at once and go back to
+ * the queue, jobs that can never fit are dropped.
+ *
+ * Work and checkpoints: a job needs work_ms of running to complete. When it
+ * is stopped early (preempted, or a device under it failed) it keeps the
+ * work up to its last checkpoint (multiples of checkpoint_s since it
+ * started) and loses the rest; device-time spent on lost work is what the
+ * effective training time leaves out.
+ *
+ * Failures are a Poisson process per device (rate 1/MTBF), drawn for the
+ * whole cluster at rate devices/MTBF and thinned: a draw that lands on a
+ * device already down is skipped, which is exact for independent devices.
+ */
+#include "sim.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+enum ev_type { EV_FINISH, EV_REPAIR, EV_FAIL, EV_ARRIVE, EV_SAMPLE, EV_PASS };
+
+struct ev {
+	int64_t t;
+	int type;
+	int a, b;
+	uint64_t seq;
+};
+
+enum jst { J_FUTURE, J_PENDING, J_RUNNING, J_ENDED };
+
+struct jstate {
+	enum jst st;
+	int slot;		/* in run[] while running */
+	int attempt;
+	int64_t remaining_ms;	/* work still to do */
+	int64_t start_ms;	/* of the current attempt */
+	int64_t pend_since;
+	int64_t milli;		/* devices held, milli */
+	struct sched_assign *a;
+	int na;
+	bool drop;		/* marked during a pass */
+};
+
+struct eng {
+	const struct sim_cluster *cl;
+	const struct sim_trace *tr;
+	const struct sim_options *o;
+	struct sim_result *res;
+	/* the cluster */
+	struct sched_node *nodes;
+	struct sched_dev *devs;
+	int *dev_off;
+	bool *failed;
+	int ndev;
+	struct sched_cluster *scl;
+	int64_t alloc_milli; /* held by jobs */
+	int busy;	     /* devices with something on them */
+	/* jobs */
+	struct sched_job *sj;
+	const char **type_ptrs;
+	struct jstate *js;
+	int *pend;
+	int npend;
+	size_t pend_alloc;
+	const struct sched_job **pend_ptrs;
+	size_t pend_ptrs_alloc;
+	struct sched_running *run;
+	int nrun;
+	int *run_job;
+	int arrivals_left;
+	/* classes and queues */
+	struct sched_class classes[MODEL_MAX_CLASSES];
+	int nclasses;
+	struct sched_queue *queues;
+	double *qusage;		/* decayed milli-seconds, as the server keeps it */
+	int64_t *quse;		/* milli held now */
+	double *qused;		/* milli-ms used, for the shares */
+	int64_t usage_at;
+	/* events */
+	struct ev *heap;
+	int nheap;
+	size_t heap_alloc;
+	uint64_t seq;
+	int64_t now;
+	bool want_pass, pass_queued;
+	int64_t last_pass;
+	int repairs_pending;
+	uint64_t rng;
+	/* the mix for the fragmentation measure */
+	struct sched_mix_item *fmix;
+	int nfmix;
+	/* accounting */
+	int64_t last_t;
+	double alloc_int, busy_int; /* integrals over time, milli-ms and device-ms */
+	double frag_sum;
+	int frag_n;
+	double used, lost; /* milli-ms */
+	int64_t first_submit, last_end;
+	int64_t sample_dt;
+	size_t series_alloc;
+	struct strbuf sb;
+};
+
+/* ---- events ------------------------------------------------------------------------------ */
+
+static bool ev_less(const struct ev *x, const struct ev *y)
+{
+	if (x->t != y->t)
+		return x->t < y->t;
+	if (x->type != y->type)
+		return x->type < y->type;
+	return x->seq < y->seq;
+}
+
+static void push(struct eng *e, int64_t t, int type, int a, int b)
+{
+	xgrow(&e->heap, &e->heap_alloc, (size_t)e->nheap + 1, sizeof(*e->heap));
+	int i = e->nheap++;
+	struct ev v = {t, type, a, b, e->seq++};
+	while (i > 0 && ev_less(&v, &e->heap[(i - 1) / 2])) {
+		e->heap[i] = e->heap[(i - 1) / 2];
+		i = (i - 1) / 2;
+	}
+	e->heap[i] = v;
+}
+
+static struct ev pop(struct eng *e)
+{
+	struct ev top = e->heap[0];
+	struct ev last = e->heap[--e->nheap];
+	int i = 0;
+	for (;;) {
+		int c = 2 * i + 1;
+		if (c >= e->nheap)
+			break;
+		if (c + 1 < e->nheap && ev_less(&e->heap[c + 1], &e->heap[c]))
+			c++;
+		if (!ev_less(&e->heap[c], &last))
+			break;
+		e->heap[i] = e->heap[c];
+		i = c;
+	}
+	if (e->nheap > 0)
+		e->heap[i] = last;
+	return top;
+}
+
+static uint64_t rng_next(struct eng *e)
+{
+	uint64_t z = (e->rng += 0x9e3779b97f4a7c15ULL);
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+	return z ^ (z >> 31);
+}
+
+static double rng_unit(struct eng *e)
+{
+	return (double)(rng_next(e) >> 11) * (1.0 / 9007199254740992.0);
+}
+
+/* ---- resources --------------------------------------------------------------------------- */
+
+static void hold(struct eng *e, const struct sched_assign *a, int n, int sign)
+{
+	for (int i = 0; i < n; i++) {
+		struct sched_node *node = &e->nodes[a[i].node];
+		node->cpus_free -= sign * a[i].cpus;
+		node->mem_free_mib -= sign * a[i].mem_mib;
+		for (int k = 0; k < a[i].ndev; k++) {
+			struct sched_dev *d = &e->devs[e->dev_off[a[i].node] + a[i].devs[k]];
+			bool was_busy = d->free_milli < MODEL_MILLI;
+			d->free_milli -= sign * a[i].milli;
+			bool is_busy = d->free_milli < MODEL_MILLI;
+			e->busy += (int)is_busy - (int)was_busy;
+			e->alloc_milli += sign * a[i].milli;
+		}
+	}
+}
+
+static int cmp_pend(const struct eng *e, int x, int y)
+{
+	const struct sched_job *a = &e->sj[x], *b = &e->sj[y];
+	int pa = e->classes[a->cls].priority, pb = e->classes[b->cls].priority;
+	if (pa != pb)
+		return pa > pb ? -1 : 1;
+	if (a->submit_ms != b->submit_ms)
+		return a->submit_ms < b->submit_ms ? -1 : 1;
+	return x < y ? -1 : x > y;
+}
+
+static void enqueue(struct eng *e, int j)
+{
+	int lo = 0, hi = e->npend;
+	while (lo < hi) {
+		int mid = (lo + hi) / 2;
+		if (cmp_pend(e, e->pend[mid], j) < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	xgrow(&e->pend, &e->pend_alloc, (size_t)e->npend + 1, sizeof(int));
+	memmove(&e->pend[lo + 1], &e->pend[lo], sizeof(int) * (size_t)(e->npend - lo));
+	e->pend[lo] = j;
+	e->npend++;
+	e->js[j].st = J_PENDING;
+	e->js[j].pend_since = e->now;
+	e->want_pass = true;
+}
+
+static void end_job(struct eng *e, int j, enum sim_job_state how)
+{
+	e->js[j].st = J_ENDED;
+	e->res->jobs[j].state = how;
+	if (how == SIM_DONE || how == SIM_TIMEOUT) {
+		e->res->jobs[j].end_ms = e->now;
+		e->last_end = MAX(e->last_end, e->now);
+	}
+}
+
+static void describe_devices(struct eng *e, int j)
+{
+	struct jstate *s = &e->js[j];
+	strbuf_reset(&e->sb);
+	for (int i = 0; i < s->na; i++) {
+		const struct sched_assign *a = &s->a[i];
+		strbuf_addf(&e->sb, "%s%s:", i ? ";" : "", e->nodes[a->node].name);
+		for (int k = 0; k < a->ndev; k++)
+			strbuf_addf(&e->sb, "%s%d", k ? "," : "", a->devs[k]);
+		if (a->milli < MODEL_MILLI && a->ndev)
+			strbuf_addf(&e->sb, "@%d", a->milli);
+	}
+	free(e->res->jobs[j].devices);
+	e->res->jobs[j].devices = xstrdup(e->sb.buf);
+}
+
+static void start(struct eng *e, int j, const struct sched_assign *a, int n)
+{
+	struct jstate *s = &e->js[j];
+	struct sim_job_result *r = &e->res->jobs[j];
+	s->a = xmalloc(sizeof(*a) * (size_t)n);
+	memcpy(s->a, a, sizeof(*a) * (size_t)n);
+	s->na = n;
+	hold(e, a, n, +1);
+	s->st = J_RUNNING;
+	s->attempt++;
+	s->start_ms = e->now;
+	s->milli = 0;
+	for (int i = 0; i < n; i++)
+		s->milli += (int64_t)a[i].ndev * a[i].milli;
+	r->attempts = s->attempt;
+	r->wait_ms += e->now - s->pend_since;
+	if (r->start_ms < 0)
+		r->start_ms = e->now;
+	const struct sched_job *sj = &e->sj[j];
+	e->quse[sj->queue] += s->milli;
+	/* its slot among the running */
+	s->slot = e->nrun;
+	struct sched_running *ru = &e->run[e->nrun];
+	e->run_job[e->nrun++] = j;
+	*ru = (struct sched_running){.id = sj->id,
+				     .cls = sj->cls,
+				     .queue = sj->queue,
+				     .start_ms = e->now,
+				     .time_limit_s = sj->time_limit_s,
+				     .nnodes = n,
+				     .nodes = s->a};
+	int64_t run_for = s->remaining_ms;
+	if (sj->time_limit_s && run_for > sj->time_limit_s * 1000)
+		run_for = sj->time_limit_s * 1000;
+	if (run_for != SIM_FOREVER)
+		push(e, e->now + run_for, EV_FINISH, j, s->attempt);
+	if (e->o->keep_devices)
+		describe_devices(e, j);
+}
+
+/* Takes a running job off its devices; returns how long it ran. */
+static int64_t stop(struct eng *e, int j)
+{
+	struct jstate *s = &e->js[j];
+	hold(e, s->a, s->na, -1);
+	int64_t ran = e->now - s->start_ms;
+	e->used += (double)ran * (double)s->milli;
+	e->qused[e->sj[j].queue] += (double)ran * (double)s->milli;
+	e->quse[e->sj[j].queue] -= s->milli;
+	/* out of run[]: the last one takes its slot */
+	int last = e->nrun - 1;
+	if (s->slot != last) {
+		e->run[s->slot] = e->run[last];
+		e->run_job[s->slot] = e->run_job[last];
+		e->js[e->run_job[s->slot]].slot = s->slot;
+	}
+	e->nrun--;
+	free(s->a);
+	s->a = NULL;
+	s->na = 0;
+	e->want_pass = true;
+	return ran;
+}
+
+/* Stops a job early: it keeps the work to its last checkpoint and waits again. */
+static void interrupt(struct eng *e, int j)
+{
+	struct jstate *s = &e->js[j];
+	int64_t milli = s->milli;
+	int64_t ran = stop(e, j);
+	int64_t c = e->o->checkpoint_s * 1000;
+	int64_t kept = c > 0 ? ran / c * c : 0;
+	if (s->remaining_ms != SIM_FOREVER)
+		s->remaining_ms -= kept;
+	e->lost += (double)(ran - kept) * (double)milli;
+	e->res->requeues++;
+	enqueue(e, j);
+}
+
+static int64_t last_checkpoint(const struct eng *e, int j)
+{
+	int64_t c = e->o->checkpoint_s * 1000;
+	if (c <= 0)
+		return 0;
+	int64_t ran = e->now - e->js[j].start_ms;
+	return ran >= c ? e->js[j].start_ms + ran / c * c : 0;
+}
+
+/* ---- the pass ---------------------------------------------------------------------------- */
+
+static void update_usage(struct eng *e)
+{
+	double dt = (double)(e->now - e->usage_at) / 1000.0;
+	double hl = (double)e->o->sched.half_life_s;
+	for (int q = 0; q < e->tr->nqueues; q++) {
+		e->qusage[q] = sched_decay(e->qusage[q], dt, hl) + (double)e->quse[q] * dt;
+		e->queues[q].recent_milli = e->qusage[q] * M_LN2 / hl;
+	}
+	e->usage_at = e->now;
+}
+
+static int pass(struct eng *e, bool *preempted)
+{
+	*preempted = false;
+	update_usage(e);
+	xgrow(&e->pend_ptrs, &e->pend_ptrs_alloc, (size_t)e->npend + 1, sizeof(*e->pend_ptrs));
+	for (int i = 0; i < e->npend; i++)
+		e->pend_ptrs[i] = &e->sj[e->pend[i]];
+	for (int i = 0; i < e->nrun; i++)
+		e->run[i].last_checkpoint_ms = last_checkpoint(e, e->run_job[i]);
+	struct sched_snapshot snap = {.nodes = e->nodes,
+				      .nnodes = e->cl->n,
+				      .jobs = e->pend_ptrs,
+				      .njobs = e->npend,
+				      .running = e->run,
+				      .nrunning = e->nrun,
+				      .classes = e->classes,
+				      .nclasses = e->nclasses,
+				      .queues = e->queues,
+				      .nqueues = e->tr->nqueues,
+				      .mix = e->o->mix,
+				      .nmix = e->o->nmix,
+				      .cluster = e->scl};
+	struct sched_decisions d;
+	int r = sched_pass(&snap, e->now, &e->o->policy, &d);
+	if (r < 0)
+		return r;
+	e->res->passes++;
+	e->last_pass = e->now;
+	e->want_pass = false;
+	int ndrop = 0;
+	for (int i = 0; i < d.nstarts; i++) {
+		int j = e->pend[d.starts[i].job];
+		start(e, j, d.starts[i].nodes, d.starts[i].nnodes);
+		e->js[j].drop = true;
+		ndrop++;
+	}
+	for (int i = 0; i < d.nwaits; i++) {
+		int j = e->pend[d.waits[i].job];
+		if (d.waits[i].reason == SCHED_WAIT_NEVER_FITS || e->o->drop_unplaced) {
+			end_job(e, j,
+				d.waits[i].reason == SCHED_WAIT_NEVER_FITS ? SIM_NEVER_FITS
+									   : SIM_UNPLACED);
+			e->js[j].drop = true;
+			ndrop++;
+		}
+	}
+	if (ndrop) {
+		int k = 0;
+		for (int i = 0; i < e->npend; i++) {
+			int j = e->pend[i];
+			if (e->js[j].drop)
+				e->js[j].drop = false;
+			else
+				e->pend[k++] = j;
+		}
+		e->npend = k;
+	}
+	/* victims stop at once and wait again; their preemptor starts in the next pass */
+	for (int i = 0; i < d.npreempts; i++) {
+		int j = (int)(d.preempts[i].victim - 1);
+		if (e->js[j].st != J_RUNNING)
+			continue;
+		interrupt(e, j);
+		e->res->preemptions++;
+		*preempted = true;
+	}
+	sched_decisions_release(&d);
+	return 0;
+}
+
+/* ---- failures ---------------------------------------------------------------------------- */
+
+static void next_failure(struct eng *e)
+{
+	if (e->o->mtbf_gpu_h <= 0 || e->ndev == 0)
+		return;
+	if (!e->arrivals_left && !e->nrun && !e->repairs_pending)
+		return; /* nothing left that a failure could touch */
+	double rate = e->ndev / (e->o->mtbf_gpu_h * 3600e3); /* per ms */
+	double dt = -log(1 - rng_unit(e)) / rate;
+	push(e, e->now + MAX(1, llround(dt)), EV_FAIL, 0, 0);
+}
+
+static void fail_device(struct eng *e)
+{
+	int g = (int)(rng_next(e) % (uint64_t)e->ndev);
+	if (e->failed[g])
+		return; /* thinning: that device is down already */
+	int node = 0;
+	int lo = 0, hi = e->cl->n - 1;
+	while (lo <= hi) { /* the node whose devices include g */
+		int mid = (lo + hi) / 2;
+		if (e->dev_off[mid] <= g) {
+			node = mid;
+			lo = mid + 1;
+		} else {
+			hi = mid - 1;
+		}
+	}
+	while (node + 1 < e->cl->n && e->dev_off[node + 1] <= g)
+		node++;
+	int d = g - e->dev_off[node];
+	e->res->failures++;
+	for (int i = 0; i < e->nrun;) {
+		int j = e->run_job[i];
+		bool on = false;
+		const struct jstate *s = &e->js[j];
+		for (int k = 0; k < s->na && !on; k++)
+			if (s->a[k].node == node)
+				for (int x = 0; x < s->a[k].ndev && !on; x++)
+					on = s->a[k].devs[x] == d;
+		if (on)
+			interrupt(e, j); /* run[i] now holds another job: look again */
+		else
+			i++;
+	}
+	e->failed[g] = true;
+	e->devs[g].free_milli = 0;
+	e->repairs_pending++;
+	push(e, e->now + MAX(1, llround(e->o->repair_h * 3600e3)), EV_REPAIR, g, 0);
+}
+
+/* ---- samples ----------------------------------------------------------------------------- */
+
+static void sample(struct eng *e)
+{
+	double frag = -1;
+	if (e->nfmix) {
+		double f = 0, free_total = 0;
+		int freev[MODEL_MAX_ACCELS];
+		for (int n = 0; n < e->cl->n; n++) {
+			const struct sched_node *node = &e->nodes[n];
+			if (!node->ndev)
+				continue;
+			for (int k = 0; k < node->ndev; k++) {
+				freev[k] = node->devs[k].free_milli;
+				free_total += freev[k];
+			}
+			f += sched_node_fragmentation(node->ndev, freev, node->cpus_free, e->fmix,
+						      e->nfmix);
+		}
+		frag = free_total > 0 ? f / free_total : 0;
+		e->frag_sum += frag;
+		e->frag_n++;
+	}
+	struct sim_result *r = e->res;
+	xgrow(&r->series, &e->series_alloc, (size_t)r->nseries + 1, sizeof(*r->series));
+	double cap = (double)r->total_milli;
+	r->series[r->nseries++] = (struct sim_point){
+		.t_ms = e->now,
+		.alloc = cap > 0 ? (double)e->alloc_milli / cap : 0,
+		.busy = e->ndev ? (double)e->busy / e->ndev : 0,
+		.frag = frag,
+		.pending = e->npend,
+		.running = e->nrun,
+	};
+}
+
+/* ---- set-up ------------------------------------------------------------------------------ */
+
+static int setup(struct eng *e, struct tk_error *err)
+{
+	const struct sim_cluster *cl = e->cl;
+	const struct sim_trace *tr = e->tr;
+	const struct sim_options *o = e->o;
+	e->dev_off = xcalloc((size_t)cl->n + 1, sizeof(int));
+	for (int n = 0; n < cl->n; n++) {
+		e->dev_off[n] = e->ndev;
+		e->ndev += cl->nodes[n].gpus;
+	}
+	e->dev_off[cl->n] = e->ndev;
+	e->devs = xcalloc((size_t)e->ndev + 1, sizeof(*e->devs));
+	e->failed = xcalloc((size_t)e->ndev + 1, sizeof(bool));
+	e->nodes = xcalloc((size_t)cl->n + 1, sizeof(*e->nodes));
+	for (int n = 0; n < cl->n; n++) {
+		const struct sim_node *sn = &cl->nodes[n];
+		struct sched_node *node = &e->nodes[n];
+		node->name = sn->name;
+		node->topology = sn->topology[0] ? sn->topology : NULL;
+		node->schedulable = true;
+		node->cpus_total = node->cpus_free = (int)sn->cpu_milli;
+		node->mem_total_mib = node->mem_free_mib = sn->mem_mib ? sn->mem_mib : MODEL_MAX_MEM_MIB;
+		node->ndev = sn->gpus;
+		node->devs = &e->devs[e->dev_off[n]];
+		for (int d = 0; d < sn->gpus; d++)
+			e->devs[e->dev_off[n] + d] = (struct sched_dev){
+				sn->model, MODEL_MILLI, d / 8,
+				sn->gpu_mem_mib, sn->tflops};
+	}
+	e->res->total_milli = (int64_t)e->ndev * MODEL_MILLI;
+	e->scl = sched_cluster_new(e->nodes, cl->n);
+	/* classes, by the configuration file's names */
+	e->nclasses = o->sched.nclasses;
+	for (int c = 0; c < o->sched.nclasses; c++) {
+		const struct class_spec *cs = &o->sched.classes[c];
+		e->classes[c] = (struct sched_class){cs->name, cs->priority, cs->may_preempt,
+						     cs->preemptible};
+	}
+	int *cls_of = xcalloc((size_t)tr->nclasses + 1, sizeof(int));
+	for (int c = 0; c < tr->nclasses; c++) {
+		cls_of[c] = sched_config_class(&o->sched, tr->classes[c]);
+		if (cls_of[c] < 0) {
+			int line = 0;
+			for (int i = 0; i < tr->n && !line; i++)
+				if (tr->jobs[i].cls == c)
+					line = tr->jobs[i].line;
+			free(cls_of);
+			return tk_errorf(err, -EINVAL,
+					 "line %d: class \"%s\" is not in the configuration", line,
+					 tr->classes[c]);
+		}
+	}
+	/* queues: the trace's, with quotas and weights where the options name them */
+	e->queues = xcalloc((size_t)tr->nqueues + 1, sizeof(*e->queues));
+	for (int q = 0; q < tr->nqueues; q++) {
+		e->queues[q] = (struct sched_queue){tr->queues[q], -1, -1, 1, 0};
+		for (int k = 0; k < o->nqueues; k++)
+			if (strcmp(o->queues[k].name, tr->queues[q]) == 0) {
+				e->queues[q].quota_milli = o->queues[k].quota_milli;
+				e->queues[q].borrow_milli = o->queues[k].borrow_milli;
+				e->queues[q].weight = o->queues[k].weight;
+			}
+	}
+	e->qusage = xcalloc((size_t)tr->nqueues + 1, sizeof(double));
+	e->quse = xcalloc((size_t)tr->nqueues + 1, sizeof(int64_t));
+	e->qused = xcalloc((size_t)tr->nqueues + 1, sizeof(double));
+	/* jobs */
+	e->type_ptrs = xcalloc(tr->nrefs + 1, sizeof(char *));
+	for (size_t i = 0; i < tr->nrefs; i++)
+		e->type_ptrs[i] = tr->types[tr->type_refs[i]];
+	e->sj = xcalloc((size_t)tr->n + 1, sizeof(*e->sj));
+	e->js = xcalloc((size_t)tr->n + 1, sizeof(*e->js));
+	e->run = xcalloc((size_t)tr->n + 1, sizeof(*e->run));
+	e->run_job = xcalloc((size_t)tr->n + 1, sizeof(int));
+	e->first_submit = tr->n ? INT64_MAX : 0;
+	for (int i = 0; i < tr->n; i++) {
+		const struct sim_job *j = &tr->jobs[i];
+		struct sched_job *s = &e->sj[i];
+		*s = (struct sched_job){
+			.id = i + 1,
+			.cls = j->cls >= 0 ? cls_of[j->cls] : o->sched.default_class,
+			.queue = j->queue,
+			.nodes = j->nodes,
+			.tasks_per_node = j->tasks_per_node,
+			.gpu_milli = j->gpu_milli,
+			.cpus_per_task = j->cpu_milli,
+			.mem_mib = j->mem_mib,
+			.ngpu_types = j->ntypes,
+			.gpu_types = j->ntypes ? &e->type_ptrs[j->types_off] : NULL,
+			.time_limit_s = j->time_limit_s,
+			.submit_ms = j->submit_ms,
+		};
+		s->shape = sched_job_shape(s);
+		e->js[i].remaining_ms = j->work_ms;
+		e->res->jobs[i] = (struct sim_job_result){SIM_UNFINISHED, -1, -1, 0, 0, NULL};
+		e->first_submit = MIN(e->first_submit, j->submit_ms);
+		push(e, j->submit_ms, EV_ARRIVE, i, 0);
+	}
+	free(cls_of);
+	e->arrivals_left = tr->n;
+	/* the fragmentation measure plans for the trace's own mix, or the one given */
+	if (o->mix) {
+		e->fmix = xcalloc((size_t)o->nmix + 1, sizeof(*e->fmix));
+		memcpy(e->fmix, o->mix, sizeof(*e->fmix) * (size_t)o->nmix);
+		e->nfmix = o->nmix;
+	} else {
+		e->nfmix = sim_trace_mix(tr, 0.95, &e->fmix);
+	}
+	/* samples: about series_points over the trace's span and a typical run */
+	int64_t last_submit = 0, works = 0;
+	int nworks = 0;
+	for (int i = 0; i < tr->n; i++) {
+		last_submit = MAX(last_submit, tr->jobs[i].submit_ms);
+		if (tr->jobs[i].work_ms != SIM_FOREVER && nworks < 100000) {
+			works += tr->jobs[i].work_ms / 1000;
+			nworks++;
+		}
+	}
+	int points = o->series_points > 0 ? o->series_points : 200;
+	int64_t span = last_submit - (tr->n ? e->first_submit : 0) +
+		       (nworks ? works / nworks * 1000 * 2 : 0);
+	e->sample_dt = MAX(1, span / points);
+	e->now = tr->n ? e->first_submit : 0;
+	e->last_t = e->now;
+	e->usage_at = e->now;
+	e->rng = o->seed * 0x9e3779b97f4a7c15ULL + 0x632be59bd9b4e019ULL;
+	push(e, e->now, EV_SAMPLE, 0, 0);
+	next_failure(e);
+	return 0;
+}
+
+static void teardown(struct eng *e)
+{
+	for (int i = 0; i < e->tr->n; i++)
+		free(e->js[i].a);
+	free(e->js);
+	free(e->sj);
+	free(e->type_ptrs);
+	free(e->pend);
+	free(e->pend_ptrs);
+	free(e->run);
+	free(e->run_job);
+	free(e->queues);
+	free(e->qusage);
+	free(e->quse);
+	free(e->qused);
+	free(e->heap);
+	free(e->nodes);
+	free(e->devs);
+	free(e->dev_off);
+	free(e->failed);
+	free(e->fmix);
+	sched_cluster_free(e->scl);
+	strbuf_release(&e->sb);
+}
+
+/* ---- results ----------------------------------------------------------------------------- */
+
+static int cmp_i64(const void *a, const void *b)
+{
+	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+static struct sim_stats stats_of(int64_t *v, int n)
+{
+	struct sim_stats s = {0, 0, 0};
+	if (n == 0)
+		return s;
+	qsort(v, (size_t)n, sizeof(*v), cmp_i64);
+	double sum = 0;
+	for (int i = 0; i < n; i++)
+		sum += (double)v[i];
+	s.mean = sum / n / 1000.0;
+	s.p50 = (double)v[(n - 1) / 2] / 1000.0;
+	s.p99 = (double)v[(int)((n - 1) * 0.99)] / 1000.0;
+	return s;
+}
+
+static void summarize(struct eng *e)
+{
+	struct sim_result *r = e->res;
+	const struct sim_trace *tr = e->tr;
+	int64_t *jct = xcalloc((size_t)tr->n + 1, sizeof(int64_t));
+	int64_t *wait = xcalloc((size_t)tr->n + 1, sizeof(int64_t));
+	int nj = 0;
+	for (int i = 0; i < tr->n; i++) {
+		struct sim_job_result *jr = &r->jobs[i];
+		switch (jr->state) {
+		case SIM_DONE:
+			r->done++;
+			break;
+		case SIM_TIMEOUT:
+			r->timeout++;
+			break;
+		case SIM_NEVER_FITS:
+			r->never_fits++;
+			break;
+		case SIM_UNPLACED:
+			r->unplaced++;
+			break;
+		case SIM_UNFINISHED:
+			r->unfinished++;
+			if (e->js[i].st == J_PENDING)
+				jr->wait_ms += e->now - e->js[i].pend_since;
+			break;
+		}
+		if (jr->state == SIM_DONE || jr->state == SIM_TIMEOUT) {
+			jct[nj] = jr->end_ms - tr->jobs[i].submit_ms;
+			wait[nj++] = jr->wait_ms;
+		}
+	}
+	r->jct_s = stats_of(jct, nj);
+	r->wait_s = stats_of(wait, nj);
+	free(jct);
+	free(wait);
+	r->end_ms = e->now;
+	r->makespan_ms = e->last_end > e->first_submit ? e->last_end - e->first_submit : 0;
+	double span = (double)(e->now - e->first_submit);
+	r->alloc_mean = span > 0 && r->total_milli ? e->alloc_int / span / (double)r->total_milli
+						   : 0;
+	r->busy_mean = span > 0 && e->ndev ? e->busy_int / span / e->ndev : 0;
+	r->frag_mean = e->frag_n ? e->frag_sum / e->frag_n : -1;
+	/* what still runs at the end counts as used, and kept so far */
+	for (int i = 0; i < e->nrun; i++) {
+		int j = e->run_job[i];
+		double ran = (double)(e->now - e->js[j].start_ms);
+		e->used += ran * (double)e->js[j].milli;
+		e->qused[e->sj[j].queue] += ran * (double)e->js[j].milli;
+	}
+	r->device_h_used = e->used / MODEL_MILLI / 3600e3;
+	r->device_h_lost = e->lost / MODEL_MILLI / 3600e3;
+	r->effective = e->used > 0 ? (e->used - e->lost) / e->used : 1;
+	r->queue_share = xcalloc((size_t)tr->nqueues + 1, sizeof(double));
+	for (int q = 0; q < tr->nqueues; q++)
+		r->queue_share[q] = e->used > 0 ? e->qused[q] / e->used : 0;
+}
+
+/* ---- the loop ---------------------------------------------------------------------------- */
+
+int sim_run(const struct sim_cluster *cl, const struct sim_trace *tr, const struct sim_options *o,
+	    struct sim_result *ret, struct tk_error *err)
+{
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	memset(ret, 0, sizeof(*ret));
+	if (!tr->timed && !o->drop_unplaced)
+		return tk_errorf(err, -EINVAL,
+				 "this trace has no submission or run times (an untimed openb pod "
+				 "list): use it with --experiment fgd");
+	ret->n = tr->n;
+	ret->jobs = xcalloc((size_t)tr->n + 1, sizeof(*ret->jobs));
+	struct eng e;
+	memset(&e, 0, sizeof(e));
+	e.cl = cl;
+	e.tr = tr;
+	e.o = o;
+	e.res = ret;
+	e.last_pass = INT64_MIN / 2;
+	strbuf_init(&e.sb);
+	int r = setup(&e, err);
+	while (r == 0 && e.nheap > 0) {
+		int64_t t = e.heap[0].t;
+		if (o->end_ms && t > o->end_ms)
+			break;
+		/* time-weighted sums up to this instant */
+		e.alloc_int += (double)e.alloc_milli * (double)(t - e.last_t);
+		e.busy_int += (double)e.busy * (double)(t - e.last_t);
+		e.last_t = t;
+		e.now = t;
+		bool pass_due = false;
+		while (e.nheap > 0 && e.heap[0].t == t) {
+			struct ev v = pop(&e);
+			switch (v.type) {
+			case EV_ARRIVE:
+				e.arrivals_left--;
+				enqueue(&e, v.a);
+				break;
+			case EV_FINISH: {
+				struct jstate *s = &e.js[v.a];
+				if (s->st != J_RUNNING || s->attempt != v.b)
+					break; /* an attempt that was stopped before */
+				int64_t ran = stop(&e, v.a);
+				bool done = s->remaining_ms <= ran;
+				s->remaining_ms -= MIN(ran, s->remaining_ms);
+				end_job(&e, v.a, done ? SIM_DONE : SIM_TIMEOUT);
+				break;
+			}
+			case EV_FAIL:
+				fail_device(&e);
+				next_failure(&e);
+				break;
+			case EV_REPAIR:
+				e.failed[v.a] = false;
+				e.devs[v.a].free_milli = MODEL_MILLI;
+				e.repairs_pending--;
+				e.want_pass = true;
+				break;
+			case EV_SAMPLE:
+				sample(&e);
+				if (e.nheap > 0)
+					push(&e, t + e.sample_dt, EV_SAMPLE, 0, 0);
+				break;
+			case EV_PASS:
+				e.pass_queued = false;
+				pass_due = true;
+				break;
+			}
+		}
+		if (!e.want_pass)
+			continue;
+		if (!pass_due && o->pass_interval_ms > 0 && t < e.last_pass + o->pass_interval_ms) {
+			if (!e.pass_queued) {
+				push(&e, e.last_pass + o->pass_interval_ms, EV_PASS, 0, 0);
+				e.pass_queued = true;
+			}
+			continue;
+		}
+		/* victims leave at once: their preemptors start in a pass at the same instant */
+		bool again = true;
+		for (int k = 0; k < 8 && again && r == 0; k++)
+			r = pass(&e, &again);
+		if (r < 0)
+			r = tk_errorf(err, r, "the scheduler refused the simulator's snapshot at %lld ms",
+				      (long long)t);
+	}
+	if (r == 0) {
+		summarize(&e);
+		sample(&e);
+	}
+	teardown(&e);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	ret->wall_s = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
+	if (r < 0)
+		sim_result_release(ret);
+	return r;
+}
+
+void sim_result_release(struct sim_result *r)
+{
+	for (int i = 0; i < r->n && r->jobs; i++)
+		free(r->jobs[i].devices);
+	free(r->jobs);
+	free(r->series);
+	free(r->queue_share);
+	memset(r, 0, sizeof(*r));
+}

@@ -1,0 +1,433 @@
+/*
+ * Job traces for the simulator: Alibaba's openb pod lists as they are,
+ * tenk's own job history, and a synthetic stream. Every row is checked; the
+ * first bad one stops the load with file, line and column. Nothing is
+ * guessed: a value out of range is an error, not a default.
+ */
+#include "sim.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+enum tformat { T_OPENB, T_OPENB_UNTIMED, T_TENK };
+
+int sim_intern(char ***list, int *n, const char *s)
+{
+	for (int i = 0; i < *n; i++)
+		if (strcmp((*list)[i], s) == 0)
+			return i;
+	*list = xrealloc(*list, sizeof(char *) * (size_t)(*n + 1));
+	(*list)[*n] = xstrdup(s);
+	return (*n)++;
+}
+
+int64_t sim_job_milli(const struct sim_job *j)
+{
+	return (int64_t)j->nodes * j->tasks_per_node * j->gpu_milli;
+}
+
+static struct sim_job *new_job(struct sim_trace *t)
+{
+	xgrow(&t->jobs, &t->alloc, (size_t)t->n + 1, sizeof(*t->jobs));
+	struct sim_job *j = &t->jobs[t->n++];
+	memset(j, 0, sizeof(*j));
+	j->nodes = 1;
+	j->tasks_per_node = 1;
+	j->cls = -1;
+	j->types_off = (int)t->nrefs;
+	return j;
+}
+
+static void add_type(struct sim_trace *t, struct sim_job *j, const char *name)
+{
+	int k = sim_intern(&t->types, &t->ntypes, name);
+	for (int i = 0; i < j->ntypes; i++)
+		if (t->type_refs[j->types_off + i] == k)
+			return;
+	xgrow(&t->type_refs, &t->refs_alloc, t->nrefs + 1, sizeof(int));
+	t->type_refs[t->nrefs++] = k;
+	j->ntypes++;
+}
+
+/* "A|B" (openb) or "A;B" (tenk): acceptable models. */
+static int parse_types(struct sim_trace *t, struct sim_job *j, struct sim_csv *c, int col, char sep,
+		       struct tk_error *err)
+{
+	char *s = c->fields[col];
+	while (*s) {
+		char *end = strchr(s, sep);
+		if (end)
+			*end = '\0';
+		char name[MODEL_NAME_MAX];
+		if (!*s || strlen(s) >= sizeof(name) || !model_name_valid(s))
+			return tk_errorf(err, -EINVAL,
+					 "%s:%d: column %d (%s): \"%.40s\" is not a model name",
+					 c->path, c->lineno, col + 1, c->header[col], s);
+		snprintf(name, sizeof(name), "%s", s);
+		add_type(t, j, name);
+		if (!end)
+			break;
+		s = end + 1;
+	}
+	return 0;
+}
+
+static int need_columns(struct sim_csv *c, const char *const *names, int *cols,
+			struct tk_error *err)
+{
+	for (int i = 0; names[i]; i++) {
+		cols[i] = sim_csv_column(c, names[i]);
+		if (cols[i] < 0)
+			return tk_errorf(err, -EINVAL, "%s:1: no column \"%s\"", c->path, names[i]);
+	}
+	return 0;
+}
+
+static int plain_name(struct sim_csv *c, int col, char *out, size_t n, struct tk_error *err)
+{
+	const char *s = c->fields[col];
+	if (!*s || strlen(s) >= n || !model_name_valid(s))
+		return tk_errorf(err, -EINVAL,
+				 "%s:%d: column %d (%s): expected a name of letters, digits, '-', "
+				 "'_' or '.', got \"%.40s\"",
+				 c->path, c->lineno, col + 1, c->header[col], s);
+	snprintf(out, n, "%s", s);
+	return 0;
+}
+
+enum { P_NAME, P_CPU, P_MEM, P_NGPU, P_MILLI, P_SPEC, P_QOS, P_PHASE, P_CREATE, P_DELETE,
+       P_SCHED, P_N };
+static const char *const openb_cols[] = {"name",     "cpu_milli",	"memory_mib",
+					 "num_gpu",  "gpu_milli",	"gpu_spec",
+					 "qos",	     "pod_phase",	"creation_time",
+					 "deletion_time", "scheduled_time", NULL};
+
+#define MAX_TIME_S (100LL * 365 * 86400)
+
+static int openb_row(struct sim_trace *t, struct sim_csv *c, const int *col, bool timed,
+		     struct tk_error *err)
+{
+	struct sim_job *j = new_job(t);
+	j->line = c->lineno;
+	int64_t cpu, mem, ngpu, milli;
+	int r;
+	if ((r = sim_csv_int(c, col[P_CPU], 0, 1000LL * MODEL_MAX_CPUS, &cpu, err)) < 0 ||
+	    (r = sim_csv_int(c, col[P_MEM], 0, MODEL_MAX_MEM_MIB, &mem, err)) < 0 ||
+	    (r = sim_csv_int(c, col[P_NGPU], 0, MODEL_MAX_ACCELS, &ngpu, err)) < 0 ||
+	    (r = sim_csv_int(c, col[P_MILLI], 0, MODEL_MILLI, &milli, err)) < 0)
+		return r;
+	if (!*c->fields[col[P_NAME]])
+		return tk_errorf(err, -EINVAL, "%s:%d: column %d (name): empty", c->path, c->lineno,
+				 col[P_NAME] + 1);
+	if (ngpu > 1 && milli != MODEL_MILLI)
+		return tk_errorf(err, -EINVAL,
+				 "%s:%d: column %d (gpu_milli): a pod with %lld GPUs takes them whole "
+				 "(1000), got %lld",
+				 c->path, c->lineno, col[P_MILLI] + 1, (long long)ngpu, (long long)milli);
+	if (ngpu == 1 && milli == 0)
+		return tk_errorf(err, -EINVAL,
+				 "%s:%d: column %d (gpu_milli): a pod with a GPU needs a share of 1 "
+				 "to 1000, got 0",
+				 c->path, c->lineno, col[P_MILLI] + 1);
+	j->cpu_milli = (int)cpu;
+	j->mem_mib = mem;
+	j->gpu_milli = ngpu == 0 ? 0 : ngpu == 1 ? (int)milli : (int)ngpu * MODEL_MILLI;
+	if (!timed) {
+		j->submit_ms = t->n - 1; /* the order given */
+		j->work_ms = SIM_FOREVER;
+		j->queue = sim_intern(&t->queues, &t->nqueues, "default");
+		return 0;
+	}
+	if (*c->fields[col[P_SPEC]] && (r = parse_types(t, j, c, col[P_SPEC], '|', err)) < 0)
+		return r;
+	char q[MODEL_NAME_MAX];
+	if ((r = plain_name(c, col[P_QOS], q, sizeof(q), err)) < 0)
+		return r;
+	j->queue = sim_intern(&t->queues, &t->nqueues, q);
+	int64_t created, deleted, sched = -1;
+	if ((r = sim_csv_int(c, col[P_CREATE], 0, MAX_TIME_S, &created, err)) < 0 ||
+	    (r = sim_csv_int(c, col[P_DELETE], 0, MAX_TIME_S, &deleted, err)) < 0)
+		return r;
+	if (*c->fields[col[P_SCHED]] &&
+	    (r = sim_csv_int(c, col[P_SCHED], 0, MAX_TIME_S, &sched, err)) < 0)
+		return r;
+	if (sched >= 0 && sched < created)
+		return tk_errorf(err, -EINVAL,
+				 "%s:%d: column %d (scheduled_time): %lld is before creation_time %lld",
+				 c->path, c->lineno, col[P_SCHED] + 1, (long long)sched,
+				 (long long)created);
+	int64_t from = sched >= 0 ? sched : created;
+	if (deleted < from)
+		return tk_errorf(err, -EINVAL, "%s:%d: column %d (deletion_time): %lld is before %s %lld",
+				 c->path, c->lineno, col[P_DELETE] + 1, (long long)deleted,
+				 sched >= 0 ? "scheduled_time" : "creation_time", (long long)from);
+	j->submit_ms = created * 1000;
+	j->work_ms = (deleted - from) * 1000;
+	return 0;
+}
+
+enum { K_ID, K_SUBMIT, K_RUN, K_NODES, K_TPN, K_GPUS, K_CPUS, K_MEM, K_TYPES, K_QUEUE, K_CLASS,
+       K_LIMIT, K_N };
+static const char *const tenk_cols[] = {"id",		 "submit_s",	 "run_s",   "nodes",
+					"tasks_per_node", "gpus_per_task", "cpus_per_task", "mem_mib",
+					"gpu_types",	 "queue",	 "class",   "time_limit_s",
+					NULL};
+
+static int tenk_row(struct sim_trace *t, struct sim_csv *c, const int *col, struct tk_error *err)
+{
+	struct sim_job *j = new_job(t);
+	j->line = c->lineno;
+	int64_t id, nodes, tpn, cpus, mem, limit;
+	double submit, run, gpus;
+	int r;
+	if ((r = sim_csv_int(c, col[K_ID], 1, INT64_MAX, &id, err)) < 0 ||
+	    (r = sim_csv_num(c, col[K_SUBMIT], 0, (double)MAX_TIME_S, &submit, err)) < 0 ||
+	    (r = sim_csv_num(c, col[K_RUN], 0, (double)MAX_TIME_S, &run, err)) < 0 ||
+	    (r = sim_csv_int(c, col[K_NODES], 1, MODEL_MAX_NODES, &nodes, err)) < 0 ||
+	    (r = sim_csv_int(c, col[K_TPN], 1, MODEL_MAX_ACCELS, &tpn, err)) < 0 ||
+	    (r = sim_csv_num(c, col[K_GPUS], 0, MODEL_MAX_ACCELS, &gpus, err)) < 0 ||
+	    (r = sim_csv_int(c, col[K_CPUS], 0, MODEL_MAX_CPUS, &cpus, err)) < 0 ||
+	    (r = sim_csv_int(c, col[K_MEM], 0, MODEL_MAX_MEM_MIB, &mem, err)) < 0 ||
+	    (r = sim_csv_int(c, col[K_LIMIT], 0, MAX_TIME_S, &limit, err)) < 0)
+		return r;
+	double milli = gpus * MODEL_MILLI;
+	if (fabs(milli - llround(milli)) > 1e-6 || (gpus > 1 && fmod(gpus, 1.0) != 0))
+		return tk_errorf(err, -EINVAL,
+				 "%s:%d: column %d (gpus_per_task): a whole number, or a fraction "
+				 "below 1 in thousandths, got %g",
+				 c->path, c->lineno, col[K_GPUS] + 1, gpus);
+	if (tpn * (int64_t)gpus > MODEL_MAX_ACCELS)
+		return tk_errorf(err, -EINVAL, "%s:%d: %lld tasks of %g devices do not fit one node",
+				 c->path, c->lineno, (long long)tpn, gpus);
+	j->submit_ms = llround(submit * 1000);
+	j->work_ms = llround(run * 1000);
+	j->nodes = (int)nodes;
+	j->tasks_per_node = (int)tpn;
+	j->gpu_milli = (int)llround(milli);
+	j->cpu_milli = (int)cpus * 1000;
+	j->mem_mib = mem;
+	j->time_limit_s = limit;
+	if (*c->fields[col[K_TYPES]] && (r = parse_types(t, j, c, col[K_TYPES], ';', err)) < 0)
+		return r;
+	char name[MODEL_NAME_MAX];
+	if ((r = plain_name(c, col[K_QUEUE], name, sizeof(name), err)) < 0)
+		return r;
+	j->queue = sim_intern(&t->queues, &t->nqueues, name);
+	if (*c->fields[col[K_CLASS]]) {
+		if ((r = plain_name(c, col[K_CLASS], name, sizeof(name), err)) < 0)
+			return r;
+		j->cls = sim_intern(&t->classes, &t->nclasses, name);
+	}
+	return 0;
+}
+
+int sim_trace_load(const char *path, struct sim_trace *ret, struct tk_error *err)
+{
+	memset(ret, 0, sizeof(*ret));
+	struct sim_csv c;
+	int r = sim_csv_open(&c, path, err);
+	if (r < 0)
+		return r;
+	enum tformat fmt = T_TENK;
+	int col[16];
+	if (sim_csv_column(&c, "num_gpu") >= 0) {
+		bool timed = sim_csv_column(&c, "creation_time") >= 0 || c.header_n > 5;
+		fmt = timed ? T_OPENB : T_OPENB_UNTIMED;
+		static const char *const untimed[] = {"name", "cpu_milli", "memory_mib", "num_gpu",
+						      "gpu_milli", NULL};
+		r = need_columns(&c, timed ? openb_cols : untimed, col, err);
+	} else if (sim_csv_column(&c, "submit_s") >= 0) {
+		fmt = T_TENK;
+		r = need_columns(&c, tenk_cols, col, err);
+	} else {
+		r = tk_errorf(err, -EINVAL,
+			      "%s:1: not a job trace I know: expected the columns of an openb pod "
+			      "list (name,cpu_milli,memory_mib,num_gpu,gpu_milli[,gpu_spec,qos,"
+			      "pod_phase,creation_time,deletion_time,scheduled_time]) or of tenk's "
+			      "job history (id,submit_s,run_s,nodes,tasks_per_node,gpus_per_task,"
+			      "cpus_per_task,mem_mib,gpu_types,queue,class,time_limit_s)",
+			      path);
+	}
+	if (r < 0) {
+		sim_csv_close(&c);
+		return r;
+	}
+	ret->timed = fmt != T_OPENB_UNTIMED;
+	snprintf(ret->source, sizeof(ret->source), "%s",
+		 fmt == T_OPENB ? "openb" : fmt == T_OPENB_UNTIMED ? "openb-untimed" : "tenk");
+	while ((r = sim_csv_next(&c, err)) > 0) {
+		if (ret->n == SIM_MAX_JOBS) {
+			r = tk_errorf(err, -E2BIG, "%s:%d: more than %d jobs", path, c.lineno,
+				      SIM_MAX_JOBS);
+			break;
+		}
+		r = fmt == T_TENK ? tenk_row(ret, &c, col, err)
+				  : openb_row(ret, &c, col, fmt == T_OPENB, err);
+		if (r < 0)
+			break;
+	}
+	sim_csv_close(&c);
+	if (r == 0 && ret->n == 0)
+		r = tk_errorf(err, -EINVAL, "%s: no jobs", path);
+	if (r < 0) {
+		sim_trace_release(ret);
+		return r;
+	}
+	return 0;
+}
+
+void sim_trace_release(struct sim_trace *t)
+{
+	for (int i = 0; i < t->nqueues; i++)
+		free(t->queues[i]);
+	for (int i = 0; i < t->nclasses; i++)
+		free(t->classes[i]);
+	for (int i = 0; i < t->ntypes; i++)
+		free(t->types[i]);
+	free(t->queues);
+	free(t->classes);
+	free(t->types);
+	free(t->type_refs);
+	free(t->jobs);
+	memset(t, 0, sizeof(*t));
+}
+
+/* ---- a synthetic stream ---------------------------------------------------------------- */
+
+static uint64_t mix_rng(uint64_t *s)
+{
+	uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+	return z ^ (z >> 31);
+}
+
+static double unit(uint64_t *s)
+{
+	return (double)(mix_rng(s) >> 11) * (1.0 / 9007199254740992.0);
+}
+
+void sim_trace_synthetic(struct sim_trace *ret, int n, uint64_t seed, const struct sim_cluster *cl,
+			 double load)
+{
+	memset(ret, 0, sizeof(*ret));
+	ret->timed = true;
+	snprintf(ret->source, sizeof(ret->source), "synthetic");
+	static const char *const queues[] = {"research", "prod", "interns"};
+	for (size_t q = 0; q < ARRAY_SIZE(queues); q++)
+		sim_intern(&ret->queues, &ret->nqueues, queues[q]);
+	sim_intern(&ret->classes, &ret->nclasses, "prod");
+	sim_intern(&ret->classes, &ret->nclasses, "normal");
+	sim_intern(&ret->classes, &ret->nclasses, "batch");
+	/* the models there are, by the most devices first */
+	char **models = NULL;
+	int nmodels = 0;
+	for (int i = 0; i < cl->n; i++)
+		if (cl->nodes[i].gpus)
+			sim_intern(&models, &nmodels, cl->nodes[i].model);
+	uint64_t s = seed * 0x2545f4914f6cdd1dULL + 1;
+	/* mean device-seconds per job, worked out from the shapes below */
+	double mean_run_s = 3600 * exp(0.5 * 1.2 * 1.2);
+	double mean_devs = 0.25 * 0.5 + 0.35 * 1 + 0.2 * 4 + 0.15 * 8 + 0.05 * 16;
+	double rate = load * cl->gpus / (mean_run_s * mean_devs); /* jobs per second */
+	double t = 0;
+	for (int i = 0; i < n; i++) {
+		struct sim_job *j = new_job(ret);
+		j->line = i + 1;
+		t += -log(1 - unit(&s)) / rate;
+		j->submit_ms = llround(t * 1000);
+		/* log-normal run time: median an hour */
+		double z = sqrt(-2 * log(1 - unit(&s))) * cos(2 * M_PI * unit(&s));
+		j->work_ms = MAX(60000, llround(3600e3 * exp(1.2 * z)));
+		double u = unit(&s);
+		if (u < 0.25) {
+			j->gpu_milli = 250 * (1 + (int)(mix_rng(&s) % 3)); /* a quarter to three */
+		} else if (u < 0.6) {
+			j->gpu_milli = MODEL_MILLI;
+		} else if (u < 0.8) {
+			j->gpu_milli = MODEL_MILLI;
+			j->tasks_per_node = 4;
+		} else if (u < 0.95) {
+			j->gpu_milli = MODEL_MILLI;
+			j->tasks_per_node = 8;
+		} else {
+			j->gpu_milli = MODEL_MILLI;
+			j->tasks_per_node = 8;
+			j->nodes = 2;
+		}
+		j->cpu_milli = 4000;
+		j->mem_mib = 0;
+		j->queue = (int)(mix_rng(&s) % 3);
+		j->cls = j->queue == 1 ? 0 : j->queue == 0 ? 1 : 2;
+		j->time_limit_s = unit(&s) < 0.7 ? (j->work_ms / 1000) * 2 + 600 : 0;
+		if (nmodels > 1 && unit(&s) < 0.3)
+			add_type(ret, j, models[mix_rng(&s) % (uint64_t)nmodels]);
+	}
+	for (int i = 0; i < nmodels; i++)
+		free(models[i]);
+	free(models);
+}
+
+/* ---- the request mix ------------------------------------------------------------------- */
+
+struct shape_count {
+	struct sched_mix_item item;
+	int count;
+};
+
+static int cmp_count(const void *a, const void *b)
+{
+	const struct shape_count *x = a, *y = b;
+	if (x->count != y->count)
+		return x->count > y->count ? -1 : 1;
+	if (x->item.milli != y->item.milli)
+		return x->item.milli < y->item.milli ? -1 : 1;
+	if (x->item.devices != y->item.devices)
+		return x->item.devices < y->item.devices ? -1 : 1;
+	return x->item.cpus < y->item.cpus ? -1 : x->item.cpus > y->item.cpus;
+}
+
+int sim_trace_mix(const struct sim_trace *tr, double cover, struct sched_mix_item **ret)
+{
+	struct shape_count *sc = NULL;
+	size_t alloc = 0;
+	int n = 0, total = 0;
+	for (int i = 0; i < tr->n; i++) {
+		const struct sim_job *j = &tr->jobs[i];
+		if (j->nodes != 1 || j->gpu_milli == 0)
+			continue;
+		struct sched_mix_item it = {
+			.milli = j->gpu_milli < MODEL_MILLI ? j->gpu_milli : 0,
+			.devices = j->gpu_milli >= MODEL_MILLI
+					   ? j->tasks_per_node * j->gpu_milli / MODEL_MILLI
+					   : 0,
+			.cpus = j->tasks_per_node * j->cpu_milli,
+		};
+		int k;
+		for (k = 0; k < n; k++)
+			if (sc[k].item.milli == it.milli && sc[k].item.devices == it.devices &&
+			    sc[k].item.cpus == it.cpus)
+				break;
+		if (k == n) {
+			xgrow(&sc, &alloc, (size_t)n + 1, sizeof(*sc));
+			sc[n++] = (struct shape_count){it, 0};
+		}
+		sc[k].count++;
+		total++;
+	}
+	qsort(sc, (size_t)n, sizeof(*sc), cmp_count);
+	int keep = 0, covered = 0;
+	while (keep < n && (keep == 0 || covered < cover * total))
+		covered += sc[keep++].count;
+	struct sched_mix_item *mix = xcalloc((size_t)keep + 1, sizeof(*mix));
+	for (int i = 0; i < keep; i++) {
+		mix[i] = sc[i].item;
+		mix[i].p = (double)sc[i].count / covered;
+	}
+	free(sc);
+	*ret = mix;
+	return keep;
+}
