@@ -871,6 +871,20 @@ static int64_t best_fit_score(const struct pass *p, const struct req *rq, const 
 	return llround((0.5 * cpu + 0.5 * dev) * 1e6) * SCORE_TIE;
 }
 
+/* Fragmentation deltas closer than this (milli-devices, 2.5% of a device)
+ * count as equal, and best fit over CPUs and devices decides between them:
+ * an exact delta alone overrates differences the request mix cannot tell
+ * apart (on Alibaba's openb trace this gains about a point of allocation). */
+#define FGD_EQUAL_MILLI 25.0
+#define BEST_FIT_RANGE (1000001LL * SCORE_TIE)
+
+static int64_t fgd_score(const struct pass *p, const struct req *rq, const struct view *v, int n,
+			 double delta, int take_milli, int tie)
+{
+	return (int64_t)floor(delta / FGD_EQUAL_MILLI) * BEST_FIT_RANGE +
+	       best_fit_score(p, rq, v, n, take_milli) + tie;
+}
+
 /* Chooses the device for a fraction on node n; -1 when none fits. Fills the
  * score (lower is better) by the pass's fraction policy. */
 static int frac_device(struct pass *p, const struct req *rq, const struct view *v, int n,
@@ -936,6 +950,8 @@ static int frac_device(struct pass *p, const struct req *rq, const struct view *
 	 * least room left, so whole devices stay whole */
 	if (pol == SCHED_FRAC_BESTFIT && scored(p, rq))
 		*score = best_fit_score(p, rq, v, n, rq->frac) + (free[best] - rq->frac);
+	else if (pol == SCHED_FRAC_FGD)
+		*score = fgd_score(p, rq, v, n, best_score, rq->frac, free[best] - rq->frac);
 	else
 		*score = (int64_t)llround(best_score * 1000.0) * SCORE_TIE + (free[best] - rq->frac);
 	return best;
@@ -962,7 +978,7 @@ static int64_t node_score(struct pass *p, const struct req *rq, const struct vie
 	double delta = sched_node_fragmentation(node->ndev, after, v->cpus[n] - rq->cpus, p->mix,
 						p->nmix) -
 		       before;
-	return (int64_t)llround(delta * 1000.0) * SCORE_TIE + left;
+	return fgd_score(p, rq, v, n, delta, rq->whole * MODEL_MILLI, left);
 }
 
 /* Could node n hold one node's share of rq on devices of `model` (-1: any
@@ -1399,12 +1415,17 @@ bool place(struct pass *p, const struct req *rq, const struct view *v, struct pl
 		cur.model = model;
 		int excl = model >= 0 && j->ngpu_types != 1 ? p->model_exclusive[model] : 0;
 		double tf = model >= 0 ? p->model_tflops[model] : 0;
+		/* a scored request compares its policy's scores before speed */
+		bool by_score = scored(p, rq);
 		bool better = !best.ok || cur.switches < best.switches ||
 			      (cur.switches == best.switches &&
 			       (excl < best_excl ||
-				(excl == best_excl &&
-				 (tf > best_tf + 1e-9 ||
-				  (fabs(tf - best_tf) <= 1e-9 && cur.spare < best.spare)))));
+				(excl == best_excl && by_score && cur.spare != best.spare
+					 ? cur.spare < best.spare
+					 : excl == best_excl &&
+						   (tf > best_tf + 1e-9 ||
+						    (fabs(tf - best_tf) <= 1e-9 &&
+						     cur.spare < best.spare)))));
 		if (better) {
 			struct choice t = best;
 			best = cur;

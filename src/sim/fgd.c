@@ -28,7 +28,7 @@
 
 #define FGD_TUNE 1.3
 #define FGD_MAX_LOAD 130
-#define FGD_MIX_COVER 0.95
+#define FGD_MIX_COVER 1.0
 
 static const char *const all_workloads[] = {
 	"default",    "cpu050",	    "cpu100",	  "cpu200",	"cpu250",     "gpushare40",
