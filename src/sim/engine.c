@@ -93,6 +93,7 @@ struct eng {
 	bool want_pass, pass_queued;
 	int64_t last_pass;
 	int repairs_pending;
+	bool fail_queued;
 	uint64_t rng;
 	/* the mix for the fragmentation measure */
 	struct sched_mix_item *fmix;
@@ -165,6 +166,8 @@ static double rng_unit(struct eng *e)
 {
 	return (double)(rng_next(e) >> 11) * (1.0 / 9007199254740992.0);
 }
+
+static void next_failure(struct eng *e);
 
 /* ---- resources --------------------------------------------------------------------------- */
 
@@ -279,6 +282,7 @@ static void start(struct eng *e, int j, const struct sched_assign *a, int n)
 		push(e, e->now + run_for, EV_FINISH, j, s->attempt);
 	if (e->o->keep_devices)
 		describe_devices(e, j);
+	next_failure(e);
 }
 
 /* Takes a running job off its devices; returns how long it ran. */
@@ -416,10 +420,13 @@ static int pass(struct eng *e, bool *preempted)
 
 static void next_failure(struct eng *e)
 {
-	if (e->o->mtbf_gpu_h <= 0 || e->ndev == 0)
+	if (e->o->mtbf_gpu_h <= 0 || e->ndev == 0 || e->fail_queued)
 		return;
-	if (!e->arrivals_left && !e->nrun && !e->repairs_pending)
-		return; /* nothing left that a failure could touch */
+	/* failures matter while jobs run; when none runs the process pauses (it
+	 * is memoryless) and the next start resumes it */
+	if (!e->nrun)
+		return;
+	e->fail_queued = true;
 	double rate = e->ndev / (e->o->mtbf_gpu_h * 3600e3); /* per ms */
 	double dt = -log(1 - rng_unit(e)) / rate;
 	push(e, e->now + MAX(1, llround(dt)), EV_FAIL, 0, 0);
@@ -635,7 +642,7 @@ static int setup(struct eng *e, struct tk_error *err)
 
 static void teardown(struct eng *e)
 {
-	for (int i = 0; i < e->tr->n; i++)
+	for (int i = 0; i < e->tr->n && e->js; i++)
 		free(e->js[i].a);
 	free(e->js);
 	free(e->sj);
@@ -720,7 +727,7 @@ static void summarize(struct eng *e)
 	free(wait);
 	r->end_ms = e->now;
 	r->makespan_ms = e->last_end > e->first_submit ? e->last_end - e->first_submit : 0;
-	double span = (double)(e->now - e->first_submit);
+	double span = (double)((r->unfinished ? e->now : e->last_end) - e->first_submit);
 	r->alloc_mean = span > 0 && r->total_milli ? e->alloc_int / span / (double)r->total_milli
 						   : 0;
 	r->busy_mean = span > 0 && e->ndev ? e->busy_int / span / e->ndev : 0;
@@ -791,6 +798,7 @@ int sim_run(const struct sim_cluster *cl, const struct sim_trace *tr, const stru
 				break;
 			}
 			case EV_FAIL:
+				e.fail_queued = false;
 				fail_device(&e);
 				next_failure(&e);
 				break;

@@ -310,6 +310,26 @@ static double unit(uint64_t *s)
 	return (double)(mix_rng(s) >> 11) * (1.0 / 9007199254740992.0);
 }
 
+/* One job's shape for a node of g devices: fractions and single devices go
+ * anywhere; bigger nodes also take 2, 4 or 8 devices and two-node gangs. */
+static void synth_shape(struct sim_job *j, int g, uint64_t *s)
+{
+	double u = unit(s);
+	j->gpu_milli = MODEL_MILLI;
+	if (g <= 1 || u < 0.3) {
+		if (unit(s) < 0.4)
+			j->gpu_milli = 250 * (1 + (int)(mix_rng(s) % 3)); /* a quarter to three */
+		return;
+	}
+	int sizes[] = {1, 2, 4, 8};
+	int k = (int)(mix_rng(s) % 4);
+	while (k > 0 && sizes[k] > g)
+		k--;
+	j->tasks_per_node = sizes[k];
+	if (sizes[k] == g && g >= 8 && unit(s) < 0.15)
+		j->nodes = 2;
+}
+
 void sim_trace_synthetic(struct sim_trace *ret, int n, uint64_t seed, const struct sim_cluster *cl,
 			 double load)
 {
@@ -322,53 +342,45 @@ void sim_trace_synthetic(struct sim_trace *ret, int n, uint64_t seed, const stru
 	sim_intern(&ret->classes, &ret->nclasses, "prod");
 	sim_intern(&ret->classes, &ret->nclasses, "normal");
 	sim_intern(&ret->classes, &ret->nclasses, "batch");
-	/* the models there are, by the most devices first */
-	char **models = NULL;
-	int nmodels = 0;
+	/* shapes follow the nodes: a job is cut for a node drawn by its devices */
+	int *gnodes = xcalloc((size_t)cl->n + 1, sizeof(int));
+	int ng = 0;
 	for (int i = 0; i < cl->n; i++)
 		if (cl->nodes[i].gpus)
-			sim_intern(&models, &nmodels, cl->nodes[i].model);
+			gnodes[ng++] = i;
 	uint64_t s = seed * 0x2545f4914f6cdd1dULL + 1;
-	/* mean device-seconds per job, worked out from the shapes below */
-	double mean_run_s = 3600 * exp(0.5 * 1.2 * 1.2);
-	double mean_devs = 0.25 * 0.5 + 0.35 * 1 + 0.2 * 4 + 0.15 * 8 + 0.05 * 16;
-	double rate = load * cl->gpus / (mean_run_s * mean_devs); /* jobs per second */
-	double t = 0;
 	for (int i = 0; i < n; i++) {
 		struct sim_job *j = new_job(ret);
 		j->line = i + 1;
-		t += -log(1 - unit(&s)) / rate;
-		j->submit_ms = llround(t * 1000);
-		/* log-normal run time: median an hour */
+		/* log-normal run time: median 40 minutes, at most a day */
 		double z = sqrt(-2 * log(1 - unit(&s))) * cos(2 * M_PI * unit(&s));
-		j->work_ms = MAX(60000, llround(3600e3 * exp(1.2 * z)));
-		double u = unit(&s);
-		if (u < 0.25) {
-			j->gpu_milli = 250 * (1 + (int)(mix_rng(&s) % 3)); /* a quarter to three */
-		} else if (u < 0.6) {
-			j->gpu_milli = MODEL_MILLI;
-		} else if (u < 0.8) {
-			j->gpu_milli = MODEL_MILLI;
-			j->tasks_per_node = 4;
-		} else if (u < 0.95) {
-			j->gpu_milli = MODEL_MILLI;
-			j->tasks_per_node = 8;
-		} else {
-			j->gpu_milli = MODEL_MILLI;
-			j->tasks_per_node = 8;
-			j->nodes = 2;
+		j->work_ms = MIN(86400000LL, MAX(60000, llround(2400e3 * exp(1.0 * z))));
+		if (ng) {
+			/* a device drawn at random: nodes are drawn by their share of devices */
+			const struct sim_node *nd = &cl->nodes[gnodes[mix_rng(&s) % (uint64_t)ng]];
+			for (int t = 0; t < 8 && nd->gpus == 1 && unit(&s) < 0.5; t++)
+				nd = &cl->nodes[gnodes[mix_rng(&s) % (uint64_t)ng]];
+			synth_shape(j, nd->gpus, &s);
+			if (unit(&s) < 0.3)
+				add_type(ret, j, nd->model);
 		}
-		j->cpu_milli = 4000;
-		j->mem_mib = 0;
+		j->cpu_milli = 2000;
 		j->queue = (int)(mix_rng(&s) % 3);
 		j->cls = j->queue == 1 ? 0 : j->queue == 0 ? 1 : 2;
 		j->time_limit_s = unit(&s) < 0.7 ? (j->work_ms / 1000) * 2 + 600 : 0;
-		if (nmodels > 1 && unit(&s) < 0.3)
-			add_type(ret, j, models[mix_rng(&s) % (uint64_t)nmodels]);
 	}
-	for (int i = 0; i < nmodels; i++)
-		free(models[i]);
-	free(models);
+	free(gnodes);
+	/* arrivals: Poisson, at the rate that asks for `load` of the devices */
+	double dev_s = 0;
+	for (int i = 0; i < n; i++)
+		dev_s += (double)sim_job_milli(&ret->jobs[i]) / MODEL_MILLI *
+			 (double)ret->jobs[i].work_ms / 1000;
+	double rate = n && cl->gpus ? load * cl->gpus / (dev_s / n) : 1; /* jobs per second */
+	double t = 0;
+	for (int i = 0; i < n; i++) {
+		t += -log(1 - unit(&s)) / rate;
+		ret->jobs[i].submit_ms = llround(t * 1000);
+	}
 }
 
 /* ---- the request mix ------------------------------------------------------------------- */

@@ -1,0 +1,351 @@
+/*
+ * The simulator's engine and readers on tiny inputs whose every start and
+ * end time is worked out by hand, plus the readers' errors on bad traces.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "sim/sim.h"
+
+static char dir[64];
+
+static const char *write_file(const char *name, const char *text)
+{
+	static char path[4][256];
+	static int k;
+	char *p = path[k++ % 4];
+	snprintf(p, 256, "%s/%s", dir, name);
+	FILE *f = fopen(p, "we");
+	assert_non_null(f);
+	fputs(text, f);
+	fclose(f);
+	return p;
+}
+
+static int setup(void **state)
+{
+	snprintf(dir, sizeof(dir), "/tmp/tenk-test-sim-XXXXXX");
+	assert_non_null(mkdtemp(dir));
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	char cmd[128];
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	return system(cmd);
+}
+
+static void load(const char *nodes, const char *jobs, struct sim_cluster *cl, struct sim_trace *tr)
+{
+	struct catalogue cat;
+	catalogue_init(&cat);
+	struct tk_error err;
+	int r = sim_cluster_load(write_file("nodes.csv", nodes), &cat, cl, &err);
+	if (r < 0)
+		fail_msg("%s", err.text);
+	r = sim_trace_load(write_file("jobs.csv", jobs), tr, &err);
+	if (r < 0)
+		fail_msg("%s", err.text);
+	catalogue_release(&cat);
+}
+
+static void options(struct sim_options *o)
+{
+	memset(o, 0, sizeof(*o));
+	sched_config_default(&o->sched);
+	o->keep_devices = true;
+	o->repair_h = 1;
+	o->seed = 1;
+}
+
+#define HEADER "id,submit_s,run_s,nodes,tasks_per_node,gpus_per_task,cpus_per_task,mem_mib,gpu_types,queue,class,time_limit_s\n"
+
+/* Two nodes of 4 GPUs; three jobs:
+ *   1: t=0, 4 GPUs for 100 s        -> starts 0 on one node, ends 100
+ *   2: t=10, 2 nodes x 4 GPUs, 50 s -> must wait for job 1: starts 100, ends 150
+ *   3: t=20, 4 GPUs for 30 s        -> would fit on the free node at 20, but that
+ *      node is reserved for job 2 from t=100 and job 3 has no time limit that
+ *      ends before it... it has: 30 s ends at 50 < 100, so it backfills: 20-50.
+ */
+static void test_three_jobs_two_nodes(void **state)
+{
+	struct sim_cluster cl;
+	struct sim_trace tr;
+	load("name,model,gpus,cpus\nn1,H100,4,32\nn2,H100,4,32\n",
+	     HEADER "1,0,100,1,4,1,0,0,,a,,0\n"
+		    "2,10,50,2,4,1,0,0,,a,,0\n"
+		    "3,20,30,1,4,1,0,0,,a,,60\n",
+	     &cl, &tr);
+	struct sim_options o;
+	options(&o);
+	struct sim_result r;
+	struct tk_error err;
+	assert_int_equal(sim_run(&cl, &tr, &o, &r, &err), 0);
+	assert_int_equal(r.done, 3);
+	assert_int_equal(r.jobs[0].start_ms, 0);
+	assert_int_equal(r.jobs[0].end_ms, 100000);
+	assert_int_equal(r.jobs[1].start_ms, 100000);
+	assert_int_equal(r.jobs[1].end_ms, 150000);
+	assert_int_equal(r.jobs[1].wait_ms, 90000);
+	assert_int_equal(r.jobs[2].start_ms, 20000);
+	assert_int_equal(r.jobs[2].end_ms, 50000);
+	assert_int_equal(r.makespan_ms, 150000);
+	/* 4*100 + 8*50 + 4*30 device-seconds over 8 devices for 150 s */
+	assert_true(fabs(r.alloc_mean - (400.0 + 400 + 120) / (8 * 150.0)) < 1e-9);
+	assert_true(fabs(r.effective - 1.0) < 1e-12);
+	assert_non_null(strstr(r.jobs[1].devices, "n1:0,1,2,3"));
+	assert_non_null(strstr(r.jobs[1].devices, "n2:0,1,2,3"));
+	/* JCT: 100, 140, 30 */
+	assert_true(fabs(r.jct_s.mean - 90.0) < 1e-9);
+	assert_true(fabs(r.jct_s.p50 - 100.0) < 1e-9);
+	sim_result_release(&r);
+	sim_trace_release(&tr);
+	sim_cluster_release(&cl);
+}
+
+/* The same trace without a time limit on job 3: it may not overtake job 2's
+ * reservation, so it waits for job 2 and runs 150-180. */
+static void test_no_backfill_without_a_limit(void **state)
+{
+	struct sim_cluster cl;
+	struct sim_trace tr;
+	load("name,model,gpus,cpus\nn1,H100,4,32\nn2,H100,4,32\n",
+	     HEADER "1,0,100,1,4,1,0,0,,a,,0\n"
+		    "2,10,50,2,4,1,0,0,,a,,0\n"
+		    "3,20,30,1,4,1,0,0,,a,,0\n",
+	     &cl, &tr);
+	struct sim_options o;
+	options(&o);
+	struct sim_result r;
+	struct tk_error err;
+	assert_int_equal(sim_run(&cl, &tr, &o, &r, &err), 0);
+	assert_int_equal(r.jobs[1].start_ms, 100000);
+	assert_int_equal(r.jobs[2].start_ms, 150000);
+	assert_int_equal(r.jobs[2].end_ms, 180000);
+	sim_result_release(&r);
+	sim_trace_release(&tr);
+	sim_cluster_release(&cl);
+}
+
+/* A prod job preempts a batch job, which loses the work since its last
+ * checkpoint (every 40 s) and finishes the rest later. */
+static void test_preemption_loses_work_since_checkpoint(void **state)
+{
+	struct sim_cluster cl;
+	struct sim_trace tr;
+	load("name,model,gpus,cpus\nn1,H100,4,32\n",
+	     HEADER "1,0,100,1,4,1,0,0,,a,batch,0\n"
+		    "2,50,10,1,4,1,0,0,,b,prod,0\n",
+	     &cl, &tr);
+	struct sim_options o;
+	options(&o);
+	o.checkpoint_s = 40;
+	struct sim_result r;
+	struct tk_error err;
+	assert_int_equal(sim_run(&cl, &tr, &o, &r, &err), 0);
+	assert_int_equal(r.preemptions, 1);
+	assert_int_equal(r.jobs[1].start_ms, 50000);
+	assert_int_equal(r.jobs[1].end_ms, 60000);
+	/* job 1 ran 0-50, kept 40, needs 60 more: 60-120 */
+	assert_int_equal(r.jobs[0].attempts, 2);
+	assert_int_equal(r.jobs[0].end_ms, 120000);
+	/* used: 4*(50+10+60) device-s; lost 4*10 */
+	assert_true(fabs(r.device_h_lost - 40.0 / 3600) < 1e-9);
+	assert_true(fabs(r.effective - (480.0 - 40) / 480) < 1e-9);
+	sim_result_release(&r);
+	sim_trace_release(&tr);
+	sim_cluster_release(&cl);
+}
+
+/* Placing jobs in one greedy pass gives what placing them one by one gives
+ * (the FGD experiment relies on it). */
+static void test_one_pass_equals_one_by_one(void **state)
+{
+	struct sim_cluster cl;
+	struct sim_trace tr;
+	struct strbuf jobs;
+	strbuf_init(&jobs);
+	strbuf_addstr(&jobs, HEADER);
+	uint64_t s = 7;
+	for (int i = 0; i < 300; i++) {
+		s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+		uint32_t x = (uint32_t)(s >> 33);
+		static const char *const g[] = {"0.25", "0.5", "0.3", "1", "2", "0.7"};
+		strbuf_addf(&jobs, "%d,%d,%d,1,1,%s,%u,0,,a,,0\n", i + 1, i, 1000000, g[x % 6],
+			    1 + x / 7 % 8);
+	}
+	load("name,model,gpus,cpus\nn1,H100,8,32\nn2,H100,4,16\nn3,A100-80GB,2,24\nn4,A100-80GB,8,"
+	     "64\n",
+	     jobs.buf, &cl, &tr);
+	strbuf_release(&jobs);
+	for (int pol = 0; pol < 3; pol++) {
+		struct sim_options o;
+		options(&o);
+		o.policy.frac = (enum sched_frac_policy)pol;
+		o.policy.no_reservations = true;
+		o.policy.no_preemption = true;
+		o.drop_unplaced = true;
+		struct sched_mix_item *mix;
+		o.nmix = sim_trace_mix(&tr, 1.0, &mix);
+		o.mix = mix;
+		struct sim_result one, all;
+		struct tk_error err;
+		assert_int_equal(sim_run(&cl, &tr, &o, &one, &err), 0);
+		for (int i = 0; i < tr.n; i++)
+			tr.jobs[i].submit_ms = 0;
+		assert_int_equal(sim_run(&cl, &tr, &o, &all, &err), 0);
+		int placed = 0;
+		for (int i = 0; i < tr.n; i++) {
+			assert_int_equal(one.jobs[i].state, all.jobs[i].state);
+			assert_true(all.jobs[i].start_ms <= 0); /* all placed by the first pass */
+			if (one.jobs[i].devices || all.jobs[i].devices)
+				assert_string_equal(one.jobs[i].devices, all.jobs[i].devices);
+			placed += one.jobs[i].start_ms >= 0;
+		}
+		assert_true(placed > 20 && placed < tr.n); /* some fit, some do not */
+		for (int i = 0; i < tr.n; i++)
+			tr.jobs[i].submit_ms = i * 1000;
+		sim_result_release(&one);
+		sim_result_release(&all);
+		free(mix);
+	}
+	sim_trace_release(&tr);
+	sim_cluster_release(&cl);
+}
+
+/* Without failures nothing is lost; with them the kept share matches the
+ * renewal argument: a checkpoint interval C survives failures at rate l
+ * after (e^(lC) - 1) / l of running on average, so the kept share is
+ * lC / (e^(lC) - 1). Tolerance: one percentage point (the run has about
+ * 2,000 failures; the spread of its estimate is about 0.2 points). */
+static void test_failures_and_effective_training(void **state)
+{
+	struct strbuf nodes, jobs;
+	strbuf_init(&nodes);
+	strbuf_init(&jobs);
+	strbuf_addstr(&nodes, "name,model,gpus,cpus\n");
+	for (int i = 0; i < 64; i++)
+		strbuf_addf(&nodes, "n%02d,H100,1,8\n", i);
+	strbuf_addstr(&jobs, HEADER);
+	for (int i = 0; i < 2000; i++)
+		strbuf_addf(&jobs, "%d,0,36000,1,1,1,0,0,,a,,0\n", i + 1);
+	struct sim_cluster cl;
+	struct sim_trace tr;
+	load(nodes.buf, jobs.buf, &cl, &tr);
+	strbuf_release(&nodes);
+	strbuf_release(&jobs);
+	struct sim_options o;
+	options(&o);
+	o.keep_devices = false;
+	o.checkpoint_s = 3600;
+	struct sim_result r;
+	struct tk_error err;
+	assert_int_equal(sim_run(&cl, &tr, &o, &r, &err), 0);
+	assert_int_equal(r.failures, 0);
+	assert_true(r.effective == 1.0);
+	sim_result_release(&r);
+	o.mtbf_gpu_h = 10;
+	o.repair_h = 0.5;
+	assert_int_equal(sim_run(&cl, &tr, &o, &r, &err), 0);
+	double lc = 3600.0 / (10 * 3600);
+	double expect = lc / (exp(lc) - 1);
+	printf("# failures %d, effective %.4f, expected %.4f\n", r.failures, r.effective, expect);
+	assert_true(r.failures > 1000);
+	assert_int_equal(r.done, 2000);
+	assert_true(fabs(r.effective - expect) < 0.01);
+	sim_result_release(&r);
+	/* deterministic for a seed */
+	struct sim_result r2;
+	assert_int_equal(sim_run(&cl, &tr, &o, &r, &err), 0);
+	assert_int_equal(sim_run(&cl, &tr, &o, &r2, &err), 0);
+	assert_int_equal(r.failures, r2.failures);
+	assert_true(r.effective == r2.effective);
+	sim_result_release(&r);
+	sim_result_release(&r2);
+	sim_trace_release(&tr);
+	sim_cluster_release(&cl);
+}
+
+static void expect_error(const char *text, const char *needle)
+{
+	struct sim_trace tr;
+	struct tk_error err;
+	const char *path = write_file("bad.csv", text);
+	assert_true(sim_trace_load(path, &tr, &err) < 0);
+	if (!strstr(err.text, needle))
+		fail_msg("expected \"%s\" in: %s", needle, err.text);
+}
+
+static void test_bad_traces(void **state)
+{
+	static const char *const openb =
+		"name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,"
+		"deletion_time,scheduled_time\n";
+	char buf[1024];
+	expect_error("name,cpu_milli\np,1\n", "not a job trace I know");
+	expect_error("name,cpu_milli,memory_mib,num_gpu\n", "no column \"gpu_milli\"");
+	snprintf(buf, sizeof(buf), "%sp0,1000,100,1,1000,,LS,Running,-5,10,0\n", openb);
+	expect_error(buf, "bad.csv:2: column 9 (creation_time): must be from 0");
+	snprintf(buf, sizeof(buf), "%sp0,lots,100,1,1000,,LS,Running,0,10,0\n", openb);
+	expect_error(buf, "bad.csv:2: column 2 (cpu_milli): not an integer: \"lots\"");
+	snprintf(buf, sizeof(buf), "%sp0,1000,100,1,1000,,LS,Running,50,10,50\n", openb);
+	expect_error(buf, "column 10 (deletion_time): 10 is before scheduled_time 50");
+	snprintf(buf, sizeof(buf), "%sp0,1000,100,2,500,,LS,Running,0,10,0\n", openb);
+	expect_error(buf, "a pod with 2 GPUs takes them whole");
+	snprintf(buf, sizeof(buf), "%sp0,1000,100,1,1000,,LS,Running,0,10\n", openb);
+	expect_error(buf, "bad.csv:2: 10 fields, the header has 11");
+	expect_error(HEADER "1,0,100,1,1,0.0005,0,0,,a,,0\n", "column 6 (gpus_per_task)");
+	expect_error(HEADER "1,0,-1,1,1,1,0,0,,a,,0\n", "column 3 (run_s): must be from 0");
+	expect_error(HEADER "1,0,1,1,1,1,0,0,,bad queue,,0\n", "column 10 (queue)");
+	/* a 1 GB line: refused after the limit, without reading it all */
+	char path[256];
+	snprintf(path, sizeof(path), "%s/huge.csv", dir);
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, HEADER, strlen(HEADER)), (ssize_t)strlen(HEADER));
+	assert_int_equal(ftruncate(fd, 1LL << 30), 0);
+	close(fd);
+	struct sim_trace tr;
+	struct tk_error err;
+	assert_true(sim_trace_load(path, &tr, &err) < 0);
+	assert_non_null(strstr(err.text, "huge.csv:2: line longer than"));
+	/* an unknown class is named with its line */
+	struct sim_cluster cl;
+	load("name,model,gpus,cpus\nn1,H100,4,32\n", HEADER "1,0,1,1,1,1,0,0,,a,gold,0\n", &cl, &tr);
+	struct sim_options o;
+	options(&o);
+	struct sim_result r;
+	assert_true(sim_run(&cl, &tr, &o, &r, &err) < 0);
+	assert_non_null(strstr(err.text, "line 2: class \"gold\" is not in the configuration"));
+	sim_trace_release(&tr);
+	sim_cluster_release(&cl);
+}
+
+int main(int argc, char **argv)
+{
+	struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_three_jobs_two_nodes),
+		cmocka_unit_test(test_no_backfill_without_a_limit),
+		cmocka_unit_test(test_preemption_loses_work_since_checkpoint),
+		cmocka_unit_test(test_one_pass_equals_one_by_one),
+		cmocka_unit_test(test_failures_and_effective_training),
+		cmocka_unit_test(test_bad_traces),
+	};
+	/* an argument runs the cases whose names contain it */
+	size_t n = 0;
+	for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++)
+		if (argc < 2 || strstr(tests[i].name, argv[1]))
+			tests[n++] = tests[i];
+	return _cmocka_run_group_tests("sim", tests, n, setup, teardown);
+}
