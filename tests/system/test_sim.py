@@ -1,0 +1,139 @@
+"""tenk sim through the real binary: a history taken from a real server and
+replayed, the reports (table, JSON, SVG, per-job CSV), clear errors for bad
+input, and the ATC'23 experiment on the real traces when they are present."""
+import csv
+import json
+import os
+import subprocess
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from conftest import BIN, SANITIZER_MARKS, ROOT
+
+TRACES = os.environ.get("TENK_TRACES", os.path.join(ROOT, "..", "shared", "traces"))
+OPENB = os.path.join(TRACES, "alibaba-openb-2023")
+
+HEADER = ("id,submit_s,run_s,nodes,tasks_per_node,gpus_per_task,cpus_per_task,mem_mib,"
+          "gpu_types,queue,class,time_limit_s\n")
+
+
+def sim(*args, check=True, cwd=None):
+    p = subprocess.run([BIN, "sim"] + [str(a) for a in args], capture_output=True, text=True,
+                       timeout=300, cwd=cwd)
+    for mark in SANITIZER_MARKS:
+        assert mark not in p.stderr, p.stderr
+    if check and p.returncode != 0:
+        raise AssertionError(f"tenk sim {args} exited {p.returncode}:\n{p.stdout}\n{p.stderr}")
+    return p
+
+
+def write(path, text):
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
+def test_history_of_a_real_server_replays(cluster, workdir):
+    ids = [cluster.submit("-G", "1", "--", "sh", "-c", "sleep 0.3") for _ in range(3)]
+    ids.append(cluster.submit("-G", "0.5", "--", "true"))
+    for jid in ids:
+        cluster.run("wait", jid)
+    trace = os.path.join(workdir, "history.csv")
+    p = cluster.run("history", "-o", trace)
+    assert "4 jobs written" in p.stderr
+    rows = list(csv.DictReader(open(trace)))
+    assert [int(r["id"]) for r in rows] == ids
+    assert rows[0]["submit_s"] == "0.000"
+    assert all(float(r["run_s"]) >= 0.25 for r in rows[:3])
+    assert rows[3]["gpus_per_task"] == "0.5"
+    nodes = write(os.path.join(workdir, "nodes.csv"), "name,model,gpus,cpus\nn1,H100,8,64\n")
+    out = json.loads(sim("--cluster", nodes, "--trace", trace, "--json").stdout)
+    assert out["jobs"] == 4 and out["done"] == 4 and out["unfinished"] == 0
+    assert out["effective_training"] == 1.0
+
+
+def test_reports_and_errors(tmp_path):
+    nodes = write(tmp_path / "nodes.csv",
+                  "name,model,gpus,cpus\nn1,H100,4,32\nn2,H100,4,32\nn3,A100-80GB,4,32\n")
+    jobs = write(tmp_path / "jobs.csv", HEADER +
+                 "1,0,100,1,4,1,0,0,,a,,0\n"
+                 "2,10,50,2,4,1,0,0,,b,,0\n"
+                 "3,20,30,1,1,0.5,2,0,A100-80GB,a,batch,60\n")
+    p = sim("--cluster", nodes, "--trace", jobs, "--svg", tmp_path / "u.svg",
+            "--jobs", tmp_path / "jobs-out.csv")
+    assert "jobs            3: 3 done" in p.stdout
+    assert "queue shares" in p.stdout
+    svg = ET.parse(tmp_path / "u.svg").getroot()
+    assert svg.tag.endswith("svg")
+    assert len([e for e in svg.iter() if e.tag.endswith("polyline")]) == 5
+    rows = list(csv.DictReader(open(tmp_path / "jobs-out.csv")))
+    assert [r["state"] for r in rows] == ["done"] * 3
+    assert float(rows[1]["start_s"]) == 100.0 and float(rows[1]["end_s"]) == 150.0
+    assert rows[2]["devices"].startswith("n3:") and rows[2]["devices"].endswith("@500")
+    out = json.loads(sim("--cluster", nodes, "--trace", jobs, "--json").stdout)
+    assert out["completion"]["p50_s"] == 100.0
+    assert set(out["queue_share"]) == {"a", "b"}
+    assert out["series"] and 0 <= out["series"][0]["alloc"] <= 1
+    # the same seed, the same result; failures are reported
+    a = sim("--cluster", nodes, "--trace", jobs, "--json", "--mtbf-gpu", "0.01", "--seed", "3",
+            "--checkpoint-interval", "10s").stdout
+    b = sim("--cluster", nodes, "--trace", jobs, "--json", "--mtbf-gpu", "0.01", "--seed", "3",
+            "--checkpoint-interval", "10s").stdout
+    ja, jb = json.loads(a), json.loads(b)
+    assert ja["failures"] > 0 and ja["effective_training"] < 1
+    del ja["wall_s"], jb["wall_s"]
+    assert ja == jb
+
+    # usage errors: exit 2, naming the flag
+    p = sim("--trace", jobs, check=False)
+    assert p.returncode == 2 and "--cluster FILE is required" in p.stderr
+    p = sim("--cluster", nodes, "--trace", jobs, "--policy", "magic", check=False)
+    assert p.returncode == 2 and "--policy: expected fgd, bestfit or pack" in p.stderr
+    p = sim("--cluster", nodes, "--trace", jobs, "--mtbf-gpu", "0", check=False)
+    assert p.returncode == 2 and "--mtbf-gpu" in p.stderr
+    p = sim("--experiment", "magic", check=False)
+    assert p.returncode == 2 and "fgd" in p.stderr
+    # bad files: exit 1, naming file, line and column
+    bad = write(tmp_path / "bad.csv", HEADER + "1,0,100,1,4,1,0,0,,a,,0\n2,soon,1,1,1,1,0,0,,a,,0\n")
+    p = sim("--cluster", nodes, "--trace", bad, check=False)
+    assert p.returncode == 1
+    assert f"{bad}:3: column 2 (submit_s): not a number: \"soon\"" in p.stderr
+    badn = write(tmp_path / "badn.csv", "name,model,gpus,cpus\nn1,H100,99,32\n")
+    p = sim("--cluster", badn, "--trace", jobs, check=False)
+    assert p.returncode == 1 and "badn.csv:2: column 3 (gpus): must be from 0 to 64" in p.stderr
+    p = sim("--cluster", nodes, "--trace", tmp_path / "missing.csv", check=False)
+    assert p.returncode == 1 and "No such file" in p.stderr
+    # a queue file with a quota that is not a number
+    q = write(tmp_path / "q.json", '[{"name": "a", "gpus": "many"}]')
+    p = sim("--cluster", nodes, "--trace", jobs, "--queues", q, check=False)
+    assert p.returncode == 1 and "queue 1" in p.stderr and "gpus" in p.stderr
+
+
+def test_quota_holds_a_queue_back(tmp_path):
+    nodes = write(tmp_path / "nodes.csv", "name,model,gpus,cpus\nn1,H100,8,64\n")
+    rows = "".join(f"{i},0,100,1,1,1,0,0,,a,,0\n" for i in range(1, 9))
+    jobs = write(tmp_path / "jobs.csv", HEADER + rows)
+    free = json.loads(sim("--cluster", nodes, "--trace", jobs, "--json").stdout)
+    assert free["makespan_s"] == 100.0
+    q = write(tmp_path / "q.json", '[{"name": "a", "gpus": 2, "borrow_limit": 0}]')
+    held = json.loads(sim("--cluster", nodes, "--trace", jobs, "--json", "--queues", q).stdout)
+    assert held["makespan_s"] == 400.0  # two at a time
+
+
+@pytest.mark.skipif(not os.path.isdir(OPENB), reason="the openb traces are not present")
+def test_fgd_experiment_matches_the_paper(tmp_path):
+    out = json.loads(sim("--experiment", "fgd", "--traces", TRACES, "--workloads", "default",
+                         "--policies", "bestfit,fgd", "--json").stdout)
+    by = {r["policy"]: r for r in out}
+    paper_bf = by["bestfit"]["paper"]["130"]
+    paper_fgd = by["fgd"]["paper"]["130"]
+    assert abs(paper_bf - 93.076) < 0.01 and abs(paper_fgd - 95.391) < 0.01
+    assert abs(by["bestfit"]["ours"]["130"] - paper_bf) <= 0.5
+    assert by["fgd"]["ours"]["130"] >= paper_fgd
+    # untimed pod lists are for the experiment only
+    nodes = os.path.join(OPENB, "csv", "openb_node_list_gpu_node.csv")
+    p = sim("--cluster", nodes, "--trace", os.path.join(OPENB, "csv",
+                                                       "openb_pod_list_multigpu20.csv"),
+            check=False)
+    assert p.returncode == 1 and "use it with --experiment fgd" in p.stderr
