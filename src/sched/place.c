@@ -1415,8 +1415,9 @@ bool place(struct pass *p, const struct req *rq, const struct view *v, struct pl
 		cur.model = model;
 		int excl = model >= 0 && j->ngpu_types != 1 ? p->model_exclusive[model] : 0;
 		double tf = model >= 0 ? p->model_tflops[model] : 0;
-		/* a scored request compares its policy's scores before speed */
-		bool by_score = scored(p, rq);
+		/* with score_before_speed, a scored request compares its policy's
+		 * scores before the models' speeds */
+		bool by_score = scored(p, rq) && p->policy && p->policy->score_before_speed;
 		bool better = !best.ok || cur.switches < best.switches ||
 			      (cur.switches == best.switches &&
 			       (excl < best_excl ||

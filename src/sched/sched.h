@@ -165,6 +165,10 @@ struct sched_policy {
 	 * that fits starts (what Kubernetes' default scheduler does). With it, one
 	 * pass over jobs in order places each exactly as if they came one by one. */
 	bool no_reservations;
+	/* single-node jobs compare the fraction policy's scores before device
+	 * speed (by default a faster model wins, as it finishes the job sooner);
+	 * for clusters whose models' speeds are unknown or do not matter */
+	bool score_before_speed;
 	bool no_preemption;
 	enum sched_frac_policy {
 		SCHED_FRAC_FGD,	    /* least fragmentation for the queued size mix */

@@ -361,6 +361,9 @@ int sim_fgd_main(int argc, char **argv)
 				 * passes one pass places each as if they came one by one
 				 * (tests/unit/sim checks that equivalence) */
 				o.policy.no_reservations = true;
+				/* the paper's placement knows nothing of speed (and two of
+				 * openb's models have none published) */
+				o.policy.score_before_speed = true;
 				o.drop_unplaced = true;
 				o.mix = mix;
 				o.nmix = nmix;
