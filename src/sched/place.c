@@ -828,11 +828,14 @@ static enum sched_frac_policy policy_of(const struct pass *p)
 	return p->policy ? p->policy->frac : SCHED_FRAC_FGD;
 }
 
-/* Single-node requests are scored by the policy on every node (fragmentation,
- * or best fit over CPUs and devices together); gangs go by tightness. */
+/* With policy.score_every_node, single-node requests of every kind are
+ * scored by the policy on each candidate node (fragmentation, or best fit
+ * over CPUs and devices together); otherwise only fractions are, and whole
+ * devices go by tightness. Gangs always go by tightness. */
 static bool scored(const struct pass *p, const struct req *rq)
 {
-	return rq->j->nodes == 1 && policy_of(p) != SCHED_FRAC_PACK;
+	return rq->j->nodes == 1 && policy_of(p) != SCHED_FRAC_PACK && p->policy &&
+	       p->policy->score_every_node;
 }
 
 static void ensure_mix(struct pass *p)
@@ -876,6 +879,10 @@ static int64_t best_fit_score(const struct pass *p, const struct req *rq, const 
  * an exact delta alone overrates differences the request mix cannot tell
  * apart (on Alibaba's openb trace this gains about a point of allocation). */
 #define FGD_EQUAL_MILLI 25.0
+/* A scored single-node request looks at the tightest candidates (by free
+ * devices, room on a device, or free CPUs) until it has this many, so a
+ * placement costs the same on ten thousand nodes as on a thousand. */
+#define SCORED_CANDIDATES 1024
 #define BEST_FIT_RANGE (1000001LL * SCORE_TIE)
 
 static int64_t fgd_score(const struct pass *p, const struct req *rq, const struct view *v, int n,
@@ -950,7 +957,7 @@ static int frac_device(struct pass *p, const struct req *rq, const struct view *
 	 * least room left, so whole devices stay whole */
 	if (pol == SCHED_FRAC_BESTFIT && scored(p, rq))
 		*score = best_fit_score(p, rq, v, n, rq->frac) + (free[best] - rq->frac);
-	else if (pol == SCHED_FRAC_FGD)
+	else if (pol == SCHED_FRAC_FGD && scored(p, rq))
 		*score = fgd_score(p, rq, v, n, best_score, rq->frac, free[best] - rq->frac);
 	else
 		*score = (int64_t)llround(best_score * 1000.0) * SCORE_TIE + (free[best] - rq->frac);
@@ -1350,6 +1357,8 @@ bool place(struct pass *p, const struct req *rq, const struct view *v, struct pl
 					if (j->nodes == 1 && nc > 0 && !scored(p, rq) &&
 					    k - rq->whole > min_spare)
 						break;
+					if (scored(p, rq) && nc >= SCORED_CANDIDATES)
+						break;
 					for (int x = p->wb_head[model * (MODEL_MAX_ACCELS + 1) + k];
 					     x >= 0; x = p->wb_next[x]) {
 						int n = x / nm;
@@ -1362,7 +1371,8 @@ bool place(struct pass *p, const struct req *rq, const struct view *v, struct pl
 					}
 				}
 			} else {
-				for (int b = FRAC_BUCKET(rq->frac); b < FRAC_BUCKETS; b++)
+				for (int b = FRAC_BUCKET(rq->frac);
+				     b < FRAC_BUCKETS && !(scored(p, rq) && nc >= SCORED_CANDIDATES); b++)
 					for (int x = p->fb_head[model * FRAC_BUCKETS + b]; x >= 0;
 					     x = p->fb_next[x]) {
 						int n = x / nm;
@@ -1375,18 +1385,17 @@ bool place(struct pass *p, const struct req *rq, const struct view *v, struct pl
 		} else if (v == &p->free && model < 0 && !devices && j->nodes == 1) {
 			/* CPU work: the first (accelerators, free CPUs) list with a fit
 			 * holds the best fit; when it must go on accelerator nodes and the
-			 * policy scores, every node that fits is scored */
-			for (int a = 0; a <= MODEL_MAX_ACCELS && nc == 0; a++) {
-				if (a > 0 && scored(p, rq)) {
-					for (int n = 0; n < p->nn; n++)
-						if (p->snap->nodes[n].ndev > 0 &&
-						    node_fits(p, rq, v, n, model, &p->cands[nc]))
-							nc++;
+			 * policy scores, the tightest candidates are scored */
+			bool score = scored(p, rq);
+			for (int a = 0; a <= MODEL_MAX_ACCELS; a++) {
+				if (nc > 0 && (a == 1 || !score))
+					break; /* a node without accelerators holds it */
+				int want = a > 0 && score ? SCORED_CANDIDATES : 1;
+				if (nc >= want)
 					break;
-				}
 				for (int b = rq->cpus > p->max_cpus ? p->cpu_buckets
 								    : cpu_bucket(p, MAX(rq->cpus, 0));
-				     b < p->cpu_buckets && nc == 0; b++)
+				     b < p->cpu_buckets && nc < want; b++)
 					for (int n = p->cb_head[a * p->cpu_buckets + b]; n >= 0;
 					     n = p->cb_next[n])
 						if (node_fits(p, rq, v, n, model, &p->cands[nc]))

@@ -169,6 +169,11 @@ struct sched_policy {
 	 * speed (by default a faster model wins, as it finishes the job sooner);
 	 * for clusters whose models' speeds are unknown or do not matter */
 	bool score_before_speed;
+	/* score single-node jobs of every kind (whole devices and CPU work too,
+	 * not only fractions) by the fraction policy on up to 1,024 of the
+	 * tightest candidate nodes: denser packing, at the cost of scoring them
+	 * for every placement */
+	bool score_every_node;
 	bool no_preemption;
 	enum sched_frac_policy {
 		SCHED_FRAC_FGD,	    /* least fragmentation for the queued size mix */

@@ -27,6 +27,8 @@ enum {
 	O_UNTIL,
 	O_NO_PREEMPT,
 	O_NO_BACKFILL,
+	O_EVERY_NODE,
+	O_BEFORE_SPEED,
 	O_JSON,
 	O_SVG,
 	O_JOBS,
@@ -52,6 +54,10 @@ static const struct tk_option opts[] = {
 	{"until", 0, "DURATION", "stop at this virtual time after the first submission"},
 	{"no-preemption", 0, NULL, "never preempt"},
 	{"no-backfill", 0, NULL, "strict order: nothing overtakes a waiting job of its class"},
+	{"score-every-node", 0, NULL, "score single-node jobs of every kind by the policy, "
+				      "not only fractions"},
+	{"score-before-speed", 0, NULL, "single-node jobs weigh the policy's score before "
+					"device speed"},
 	{"json", 0, NULL, "print the summary as JSON"},
 	{"svg", 0, "FILE", "draw utilization and queue length over time to FILE"},
 	{"jobs", 0, "FILE", "write each job's wait, start, end and devices to FILE (CSV)"},
@@ -231,6 +237,8 @@ int sim_main(int argc, char **argv)
 	}
 	o.policy.no_preemption = v[O_NO_PREEMPT] != NULL;
 	o.policy.no_backfill = v[O_NO_BACKFILL] != NULL;
+	o.policy.score_every_node = v[O_EVERY_NODE] != NULL;
+	o.policy.score_before_speed = v[O_BEFORE_SPEED] != NULL;
 	if (v[O_CONFIG]) {
 		char *text = read_file(v[O_CONFIG], &err);
 		if (!text || sched_config_load_json(&o.sched, text, &err) < 0) {

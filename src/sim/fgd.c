@@ -364,6 +364,7 @@ int sim_fgd_main(int argc, char **argv)
 				/* the paper's placement knows nothing of speed (and two of
 				 * openb's models have none published) */
 				o.policy.score_before_speed = true;
+				o.policy.score_every_node = true;
 				o.drop_unplaced = true;
 				o.mix = mix;
 				o.nmix = nmix;

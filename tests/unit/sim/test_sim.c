@@ -195,6 +195,7 @@ static void test_one_pass_equals_one_by_one(void **state)
 		o.policy.frac = (enum sched_frac_policy)pol;
 		o.policy.no_reservations = true;
 		o.policy.score_before_speed = pol == 1;
+		o.policy.score_every_node = pol != 2;
 		o.policy.no_preemption = true;
 		o.drop_unplaced = true;
 		struct sched_mix_item *mix;
