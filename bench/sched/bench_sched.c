@@ -17,6 +17,7 @@
  * Prints p50/p99 of each and the peak resident memory as JSON.
  * Usage: bench_sched NODE_LIST [PENDING] [PASSES]
  */
+#include <malloc.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -297,6 +298,9 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: bench_sched NODE_LIST [PENDING] [PASSES]\n");
 		return 2;
 	}
+	/* as the server does (src/main.c) */
+	mallopt(M_MMAP_THRESHOLD, 64 << 20);
+	mallopt(M_TRIM_THRESHOLD, 256 << 20);
 	int pending = argc > 2 ? atoi(argv[2]) : 100000;
 	int passes = argc > 3 ? atoi(argv[3]) : 100;
 	struct catalogue cat;

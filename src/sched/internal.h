@@ -125,6 +125,9 @@ void req_release(struct req *rq);
  * false and fills why. */
 bool place(struct pass *p, const struct req *rq, const struct view *v, struct placement *out,
 	   struct place_fail *why);
+/* Does placing rq score candidate nodes (fragmentation or best fit), so
+ * that remembering the scores pays? */
+bool place_scores(const struct pass *p, const struct req *rq);
 /* Takes (sign -1) or gives back (sign +1) an allocation's resources in v. */
 void view_apply(struct pass *p, struct view *v, const struct sched_assign *a, int n, int sign);
 /* Keeps the capacity index in step with `free` on node n. */

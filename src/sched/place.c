@@ -838,6 +838,11 @@ static bool scored(const struct pass *p, const struct req *rq)
 	       p->policy->score_every_node;
 }
 
+bool place_scores(const struct pass *p, const struct req *rq)
+{
+	return scored(p, rq) || (rq->frac && policy_of(p) == SCHED_FRAC_FGD);
+}
+
 static void ensure_mix(struct pass *p)
 {
 	if (!p->mix_ready) {

@@ -93,7 +93,9 @@ struct st {
 	size_t nshapes;
 	struct placement pl;
 	int max_nodes;
-	struct end_item *end_heap; /* scratch for reservations */
+	struct end_item *end_heap; /* running jobs by static end, once sorted */
+	bool end_sorted;
+	struct end_item *end_list; /* scratch for one reservation */
 	int *preemptible_below; /* per class: running jobs it could preempt by class */
 	int *rel[MODEL_MAX_CLASSES]; /* releasable(): per class, when worked out */
 	int *recl;		     /* reclaimable(), as of recl_version */
@@ -471,15 +473,6 @@ static void add_resv(struct st *st, int job, int64_t until, const struct placeme
 	}
 }
 
-static int64_t static_end(const struct st *st, const struct sched_running *r);
-
-static int64_t expected_end(const struct st *st, const struct sched_running *r, int idx)
-{
-	if (r->stopping || st->victim[idx])
-		return st->p.now;
-	return static_end(st, r);
-}
-
 /* The end time ignoring this pass's choices: what the sort uses. */
 static int64_t static_end(const struct st *st, const struct sched_running *r)
 {
@@ -491,9 +484,7 @@ static int64_t static_end(const struct st *st, const struct sched_running *r)
 }
 
 
-/* When could j start, and where, as running jobs end by their time limits?
- * Fills *until and st->pl; false if not even when all have ended. */
-/* A min-heap of (end time, running index), for reservations. */
+/* A running job and when it is expected to end, for reservations. */
 struct end_item {
 	int64_t end;
 	int idx;
@@ -507,64 +498,76 @@ static bool end_less(const struct end_item *a, const struct end_item *b)
 	return a->id < b->id;
 }
 
-static void end_down(struct end_item *h, int n, int i)
+static int cmp_end_item(const void *a, const void *b)
 {
-	for (;;) {
-		int l = 2 * i + 1, r = l + 1, m = i;
-		if (l < n && end_less(&h[l], &h[m]))
-			m = l;
-		if (r < n && end_less(&h[r], &h[m]))
-			m = r;
-		if (m == i)
-			return;
-		struct end_item t = h[i];
-		h[i] = h[m];
-		h[m] = t;
-		i = m;
+	const struct end_item *x = a, *y = b;
+	return end_less(x, y) ? -1 : end_less(y, x) ? 1 : 0;
+}
+
+/* The running jobs in order of expected end, for reservations: sorted once a
+ * pass by their time limits; jobs chosen as victims since end now, and go
+ * first (by id, with the others that end now). */
+static int end_order(struct st *st, struct end_item *out)
+{
+	const struct sched_snapshot *s = st->p.snap;
+	if (!st->end_sorted) {
+		struct end_item *h = st->end_heap;
+		for (int i = 0; i < s->nrunning; i++)
+			h[i] = (struct end_item){static_end(st, &s->running[i]), i, s->running[i].id};
+		qsort(h, (size_t)s->nrunning, sizeof(*h), cmp_end_item);
+		st->end_sorted = true;
 	}
+	const struct end_item *h = st->end_heap;
+	int n = 0, k = 0;
+	/* what ends now: the sorted prefix, and the victims */
+	while (k < s->nrunning && h[k].end <= st->p.now)
+		out[n++] = h[k++];
+	int now_n = n;
+	for (int i = k; i < s->nrunning; i++)
+		if (st->victim[h[i].idx])
+			out[n++] = (struct end_item){st->p.now, h[i].idx, h[i].id};
+	if (n > now_n)
+		qsort(out, (size_t)n, sizeof(*out), cmp_end_item);
+	for (int i = k; i < s->nrunning; i++)
+		if (!st->victim[h[i].idx])
+			out[n++] = h[i];
+	return n;
 }
 
 /* When could j start, and where, as running jobs end by their time limits?
- * Running jobs are released in order of expected end (a heap: only as many
- * as it takes are ordered) until j fits. Fills *until and st->pl; false if
- * not even when all have ended. */
+ * Running jobs are released in order of expected end until j fits. Fills
+ * *until and st->pl; false if not even when all have ended. */
 static bool shadow(struct st *st, const struct req *rq, int64_t *until)
 {
 	struct pass *p = &st->p;
 	const struct sched_snapshot *s = p->snap;
 	scratch_from_free(p);
-	struct end_item *h = st->end_heap;
-	int n = 0;
-	for (int i = 0; i < s->nrunning; i++)
-		h[n++] = (struct end_item){expected_end(st, &s->running[i], i), i, s->running[i].id};
-	for (int i = n / 2 - 1; i >= 0; i--)
-		end_down(h, n, i);
+	struct end_item *h = st->end_list;
+	int n = end_order(st, h);
 	struct fitcount fc;
 	fit_init(p, &fc, rq, &p->scratch);
 	struct place_fail why;
 	bool ok = false;
-	while (n > 0 && !ok) {
-		struct end_item it = h[0];
+	for (int i = 0; i < n && !ok; i++) {
+		struct end_item it = h[i];
 		if (it.end == FOREVER) {
-			/* the rest have no time limit: all of them end "at once", at an
-			 * unknown time; release them without ordering them */
-			for (int k = 0; k < n; k++) {
-				const struct sched_running *r = &s->running[h[k].idx];
+			/* the rest have no time limit: they all end "at once", at an
+			 * unknown time */
+			for (; i < n; i++) {
+				const struct sched_running *r = &s->running[h[i].idx];
 				scratch_apply(p, r->nodes, r->nnodes, +1);
 				for (int x = 0; x < r->nnodes; x++)
 					fit_update(p, &fc, &p->scratch, r->nodes[x].node);
 			}
-			n = 0;
+			i = n - 1;
 		} else {
-			h[0] = h[--n];
-			end_down(h, n, 0);
 			const struct sched_running *r = &s->running[it.idx];
 			scratch_apply(p, r->nodes, r->nnodes, +1);
 			for (int x = 0; x < r->nnodes; x++)
 				fit_update(p, &fc, &p->scratch, r->nodes[x].node);
 		}
 		/* place once enough nodes could hold it, at most once per end time */
-		if (n > 0 && h[0].end == it.end)
+		if (i + 1 < n && h[i + 1].end == it.end)
 			continue;
 		if (!fit_enough(&fc))
 			continue;
@@ -1158,9 +1161,10 @@ static void process(struct st *st, int ji)
 	} else {
 		req_init(p, j, &rq, sh->model_ok);
 	}
-	/* a shape placed again and again scores each node once while it is unchanged */
+	/* a shape placed again and again scores each node once while it is
+	 * unchanged (only scoring is worth remembering: tightness is cheap) */
 	size_t memo_size = sizeof(struct node_memo) * ((size_t)p->nn + 1);
-	if (j->nodes == 1 && sh->tries++ > 0 && !sh->memo &&
+	if (j->nodes == 1 && place_scores(p, &rq) && sh->tries++ > 0 && !sh->memo &&
 	    st->memo_bytes + memo_size <= MEMO_MAX_BYTES) {
 		sh->memo = xcalloc((size_t)p->nn + 1, sizeof(struct node_memo));
 		st->memo_bytes += memo_size;
@@ -1384,6 +1388,7 @@ int sched_pass(const struct sched_snapshot *snap, int64_t now_ms, const struct s
 	st.class_has_resv = xcalloc((size_t)snap->nclasses, sizeof(bool));
 	st.victim = xcalloc((size_t)snap->nrunning + 1, sizeof(bool));
 	st.end_heap = xmalloc(sizeof(*st.end_heap) * ((size_t)snap->nrunning + 1));
+	st.end_list = xmalloc(sizeof(*st.end_list) * ((size_t)snap->nrunning + 1));
 	st.held = xcalloc((size_t)snap->nrunning + 1, sizeof(int));
 	for (int i = 0; i < snap->nrunning; i++)
 		if (snap->running[i].held_for)
@@ -1465,6 +1470,7 @@ int sched_pass(const struct sched_snapshot *snap, int64_t now_ms, const struct s
 	free(st.class_has_resv);
 	free(st.victim);
 	free(st.end_heap);
+	free(st.end_list);
 	free(st.held);
 	free(st.preemptible_below);
 	for (int c = 0; c < MODEL_MAX_CLASSES; c++)

@@ -6,6 +6,7 @@
 #include "sim.h"
 
 #include <errno.h>
+#include <malloc.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -154,6 +155,10 @@ static int number(const char *name, const char *v, double lo, double hi, double 
 
 int sim_main(int argc, char **argv)
 {
+	/* a pass allocates and frees the same large arrays thousands of times:
+	 * keep them in the heap instead of mapping fresh zeroed pages each time */
+	mallopt(M_MMAP_THRESHOLD, 64 << 20);
+	mallopt(M_TRIM_THRESHOLD, 256 << 20);
 	for (int i = 1; i < argc; i++)
 		if (strcmp(argv[i], "--experiment") == 0 || strncmp(argv[i], "--experiment=", 13) == 0) {
 			const char *name = argv[i][12] == '=' ? argv[i] + 13 : i + 1 < argc ? argv[i + 1]
