@@ -10,6 +10,7 @@
 #include <curl/curl.h>
 #include <stdbool.h>
 #include <errno.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -409,6 +410,10 @@ static int run_daemon(const struct daemon_cmd *dc, int argc, char **argv)
 	if (r)
 		return r;
 	signal(SIGPIPE, SIG_IGN);
+	/* scheduling passes allocate and free the same large arrays over and
+	 * over: keep them in the heap rather than map fresh pages each pass */
+	mallopt(M_MMAP_THRESHOLD, 64 << 20);
+	mallopt(M_TRIM_THRESHOLD, 256 << 20);
 	/* a server holds a few connections per agent: take every descriptor allowed */
 	struct rlimit rl;
 	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
