@@ -21,6 +21,7 @@
 #include "cli/cli.h"
 #include "server/server.h"
 #include "sim/sim.h"
+#include "validate/validate.h"
 #include "util/util.h"
 
 #define TENK_VERSION "0.1.0"
@@ -432,6 +433,8 @@ static void help(FILE *f)
 	cli_commands_help(&sb);
 	strbuf_addf(&sb, "  %-8s %s\n", "sim",
 		    "replay a job trace through the scheduler with a virtual clock");
+	strbuf_addf(&sb, "  %-8s %s\n", "bench",
+		    "measure a collective across ranks (allreduce, allgather, ...)");
 	fprintf(f,
 		"usage: tenk COMMAND [OPTIONS] [ARGS]\n"
 		"tenk %s: a cluster manager for AI compute.\n\ncommands:\n%s\n"
@@ -457,6 +460,8 @@ int main(int argc, char **argv)
 	}
 	if (strcmp(cmd, "sim") == 0)
 		return sim_main(argc - 1, argv + 1);
+	if (strcmp(cmd, "bench") == 0)
+		return bench_main(argc - 1, argv + 1);
 	curl_global_init(CURL_GLOBAL_DEFAULT);
 	int r = -1;
 	for (size_t i = 0; i < ARRAY_SIZE(daemons); i++)
