@@ -611,8 +611,13 @@ static int exchange(struct coll_comm *c, int to, const void *sbuf, size_t slen, 
 				if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
 					break;
 				c->broken = true;
-				return tk_errorf(err, -EPIPE, "rank %d: sending to rank %d: %s", c->rank,
-						 to, w < 0 ? strerror(errno) : "connection closed");
+				if (w < 0 && errno != EPIPE && errno != ECONNRESET)
+					return tk_errorf(err, -errno, "rank %d: sending to rank %d: %s",
+							 c->rank, to, strerror(errno));
+				return tk_errorf(err, -EPIPE,
+						 "rank %d: sending to rank %d: rank gone (connection "
+						 "closed)",
+						 c->rank, to);
 			}
 			struct stripe *r = &rs[k];
 			while (r->done < r->len) {
@@ -637,9 +642,13 @@ static int exchange(struct coll_comm *c, int to, const void *sbuf, size_t slen, 
 				if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
 					break;
 				c->broken = true;
-				return tk_errorf(err, -ECONNRESET, "rank %d: receiving from rank %d: %s",
-						 c->rank, from,
-						 got < 0 ? strerror(errno) : "rank gone (connection closed)");
+				if (got < 0 && errno != ECONNRESET)
+					return tk_errorf(err, -errno, "rank %d: receiving from rank %d: %s",
+							 c->rank, from, strerror(errno));
+				return tk_errorf(err, -ECONNRESET,
+						 "rank %d: receiving from rank %d: rank gone (connection "
+						 "closed)",
+						 c->rank, from);
 			}
 		}
 	}
