@@ -435,6 +435,8 @@ static void help(FILE *f)
 		    "replay a job trace through the scheduler with a virtual clock");
 	strbuf_addf(&sb, "  %-8s %s\n", "bench",
 		    "measure a collective across ranks (allreduce, allgather, ...)");
+	strbuf_addf(&sb, "  %-8s %s\n", "validate",
+		    "check this node layer by layer: system, compute, memory, ...");
 	fprintf(f,
 		"usage: tenk COMMAND [OPTIONS] [ARGS]\n"
 		"tenk %s: a cluster manager for AI compute.\n\ncommands:\n%s\n"
@@ -462,6 +464,8 @@ int main(int argc, char **argv)
 		return sim_main(argc - 1, argv + 1);
 	if (strcmp(cmd, "bench") == 0)
 		return bench_main(argc - 1, argv + 1);
+	if (strcmp(cmd, "validate") == 0)
+		return validate_main(argc - 1, argv + 1);
 	curl_global_init(CURL_GLOBAL_DEFAULT);
 	int r = -1;
 	for (size_t i = 0; i < ARRAY_SIZE(daemons); i++)

@@ -1,0 +1,80 @@
+"""tenk validate on this node: every layer's figure, threshold and verdict;
+GPU checks skipped without a GPU; baselines; stopping at the first failing
+layer; clear errors."""
+import json
+import os
+import subprocess
+
+from conftest import BIN, SANITIZER_MARKS
+
+LAYERS = ["system", "compute", "memory", "interconnect", "storage", "workload"]
+
+
+def validate(*args, check=True):
+    p = subprocess.run([BIN, "validate", "--quick", *map(str, args)], capture_output=True,
+                       text=True, timeout=300)
+    for mark in SANITIZER_MARKS:
+        assert mark not in p.stderr, p.stderr
+    if check:
+        assert p.returncode == 0, p.stdout + p.stderr
+    return p
+
+
+def test_every_layer_passes_here(tmp_path):
+    out = json.loads(validate("--json", "--dir", tmp_path).stdout)
+    assert out["verdict"] == "pass"
+    checks = {c["check"]: c for c in out["checks"]}
+    assert [c["layer"] for c in out["checks"]] == sorted(
+        [c["layer"] for c in out["checks"]], key=LAYERS.index)
+    assert set(LAYERS) == {c["layer"] for c in out["checks"]}
+    for name in ("cpu_sgemm", "host_bandwidth", "allreduce_in_node", "checkpoint_write",
+                 "loader_read", "dp_training"):
+        c = checks[name]
+        assert c["verdict"] == "pass" and c["figure"] > 0 and c["threshold"] > 0, c
+        assert c["figure"] >= c["threshold"]
+    if not os.path.exists("/dev/nvidia0"):
+        assert checks["gpu_gemm"]["verdict"] == "skip"
+        assert checks["gpu_gemm"]["detail"].startswith("skipped: no GPU")
+    assert "0 wrong" in checks["cpu_sgemm"]["detail"]
+    assert "one-rank run" in checks["dp_training"]["detail"]
+    assert not [f for f in os.listdir(tmp_path) if f.startswith("tenk-validate")]
+    table = validate("--dir", tmp_path).stdout
+    assert "verdict: pass" in table and "THRESHOLD" in table
+
+
+def test_baseline_raises_the_bar_and_stops_at_the_failing_layer(tmp_path):
+    base = tmp_path / "base.json"
+    validate("--save-baseline", base, "--dir", tmp_path)
+    saved = json.load(open(base))["checks"]
+    assert saved["cpu_sgemm"] > 0 and "gpu_gemm" not in saved
+    # a machine a thousand times faster was the baseline: compute fails, and
+    # nothing above it runs
+    saved["cpu_sgemm"] *= 1000
+    json.dump({"checks": saved}, open(base, "w"))
+    p = validate("--baseline", base, "--json", "--dir", tmp_path, check=False)
+    assert p.returncode == 1
+    out = json.loads(p.stdout)
+    assert out["verdict"] == "fail"
+    layers = [c["layer"] for c in out["checks"]]
+    assert layers[-1] == "compute" and "memory" not in layers
+    bad = [c for c in out["checks"] if c["verdict"] == "FAIL"]
+    assert bad[0]["check"] == "cpu_sgemm" and bad[0]["threshold_from"] == "95% of the baseline"
+    # --all goes on
+    out = json.loads(validate("--baseline", base, "--json", "--all", "--dir", tmp_path,
+                              check=False).stdout)
+    assert {c["layer"] for c in out["checks"]} == set(LAYERS)
+
+
+def test_storage_errors_name_the_path(tmp_path):
+    missing = tmp_path / "no" / "such" / "dir"
+    p = validate("--layers", "storage", "--json", "--dir", missing, check=False)
+    assert p.returncode == 1
+    out = json.loads(p.stdout)
+    assert out["checks"][0]["verdict"] == "FAIL" and str(missing) in out["checks"][0]["detail"]
+
+
+def test_bad_flags():
+    p = validate("--layers", "system,bogus", check=False)
+    assert p.returncode == 2 and "\"bogus\" is not one of" in p.stderr
+    p = validate("--baseline", "/nonexistent/base.json", check=False)
+    assert p.returncode == 1 and "/nonexistent/base.json" in p.stderr
