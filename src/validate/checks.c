@@ -344,7 +344,7 @@ struct io_arg {
 	size_t bytes;
 	bool write;
 	double secs;
-	char error[256];
+	char error[768];
 };
 
 static void pattern(uint8_t *buf, size_t n, size_t off, int seed)
@@ -363,7 +363,7 @@ static void *io_thread(void *p)
 	int fd = open(a->path, a->write ? O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC : O_RDONLY | O_CLOEXEC,
 		      0600);
 	if (fd < 0) {
-		snprintf(a->error, sizeof(a->error), "%s: %s", a->path, strerror(errno));
+		snprintf(a->error, sizeof(a->error), "%.200s: %s", a->path, strerror(errno));
 		goto out;
 	}
 	for (size_t off = 0; off < a->bytes; off += chunk) {
@@ -371,19 +371,19 @@ static void *io_thread(void *p)
 		if (a->write) {
 			pattern(buf, n, off, seed);
 			if (write(fd, buf, n) != (ssize_t)n) {
-				snprintf(a->error, sizeof(a->error), "%s: write: %s", a->path,
+				snprintf(a->error, sizeof(a->error), "%.200s: write: %s", a->path,
 					 strerror(errno));
 				break;
 			}
 		} else {
 			if (read(fd, buf, n) != (ssize_t)n) {
-				snprintf(a->error, sizeof(a->error), "%s: short read", a->path);
+				snprintf(a->error, sizeof(a->error), "%.200s: short read", a->path);
 				break;
 			}
 			pattern(want, n, off, seed);
 			if (memcmp(buf, want, n) != 0) {
 				snprintf(a->error, sizeof(a->error),
-					 "%s: what was read back differs from what was written at "
+					 "%.200s: what was read back differs from what was written at "
 					 "offset %zu",
 					 a->path, off);
 				break;
@@ -391,7 +391,7 @@ static void *io_thread(void *p)
 		}
 	}
 	if (a->write && !a->error[0] && fsync(fd) < 0)
-		snprintf(a->error, sizeof(a->error), "%s: fsync: %s", a->path, strerror(errno));
+		snprintf(a->error, sizeof(a->error), "%.200s: fsync: %s", a->path, strerror(errno));
 	/* what was written leaves the page cache, so reads come from the device */
 	if (!a->error[0])
 		posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
@@ -429,7 +429,7 @@ int check_storage(struct vcheck *w, struct vcheck *r, const char *dir, int write
 {
 	vcheck_set(w, "storage", "checkpoint_write", "MB/s", true);
 	vcheck_set(r, "storage", "loader_read", "MB/s", true);
-	char error[300] = "";
+	char error[768] = "";
 	writers = MAX(1, MIN(writers, 16));
 	w->figure = parallel_io(dir, writers, writers, mib << 20, true, error, sizeof(error));
 	snprintf(w->detail, sizeof(w->detail), "%d writers x %zu MiB with fsync, read back verified",
@@ -458,9 +458,9 @@ int check_storage(struct vcheck *w, struct vcheck *r, const char *dir, int write
 	}
 	if (error[0]) {
 		w->verdict = V_FAIL;
-		snprintf(w->detail, sizeof(w->detail), "%s", error);
+		snprintf(w->detail, sizeof(w->detail), "%.300s", error);
 		r->verdict = V_FAIL;
-		snprintf(r->detail, sizeof(r->detail), "%s", error);
+		snprintf(r->detail, sizeof(r->detail), "%.300s", error);
 	}
 	return 0;
 }
