@@ -896,3 +896,21 @@ int coll_barrier(struct coll_comm *c, struct tk_error *err)
 			return rc;
 	return 0;
 }
+
+int coll_sendrecv(struct coll_comm *c, int to, const void *sbuf, size_t slen, int from,
+		  void *rbuf, size_t rlen, struct tk_error *err)
+{
+	int rc = begin(c, err);
+	if (rc < 0)
+		return rc;
+	if (to >= c->size || from >= c->size || to == c->rank || from == c->rank)
+		return tk_errorf(err, -EINVAL, "rank %d: send to %d, receive from %d: peers are "
+					       "other ranks from 0 to %d",
+				 c->rank, to, from, c->size - 1);
+	if (c->shm)
+		return tk_errorf(err, -ENOTSUP, "rank %d: point to point needs TCP; these ranks "
+						"share one host's memory",
+				 c->rank);
+	return exchange(c, to, sbuf, to >= 0 ? slen : 0, from, rbuf, from >= 0 ? rlen : 0, NULL,
+			COLL_F32, COLL_SUM, err);
+}

@@ -67,6 +67,13 @@ int coll_allgather(struct coll_comm *c, const void *send, void *recv, size_t byt
 /* buf on every rank becomes root's. */
 int coll_broadcast(struct coll_comm *c, void *buf, size_t bytes, int root, struct tk_error *err);
 int coll_barrier(struct coll_comm *c, struct tk_error *err);
+/* Point to point, over TCP only: sends `slen` bytes to rank `to` while
+ * receiving `rlen` bytes from rank `from` (either may be -1 for none; the
+ * peers must make the matching calls). Ranks that share one host's memory
+ * segment have no TCP connections: -ENOTSUP. For measuring one link between
+ * two ranks while other pairs measure theirs. */
+int coll_sendrecv(struct coll_comm *c, int to, const void *sbuf, size_t slen, int from,
+		  void *rbuf, size_t rlen, struct tk_error *err);
 
 /* dst[i] = dst[i] op src[i]: the reduction itself, exposed for tests. */
 void coll_reduce(void *dst, const void *src, size_t count, enum coll_dtype t, enum coll_op op);

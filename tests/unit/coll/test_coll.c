@@ -174,6 +174,50 @@ static void run_all(struct rank_job *j, struct coll_comm *c)
 		}
 	if (coll_barrier(c, &err) < 0)
 		FAIL(j, "barrier: %s", err.text);
+	/* point to point: a shift around the ring, then every pair in rounds */
+	if (n > 1) {
+		size_t len = (1u << 20) + 5;
+		int to = (j->rank + 1) % n, from = (j->rank + n - 1) % n;
+		for (size_t i = 0; i < len; i++)
+			a[i] = (uint8_t)(i * 31 + (size_t)j->rank);
+		int rc = coll_sendrecv(c, to, a, len, from, b, len, &err);
+		if (strcmp(coll_transport(c), "shm") == 0) {
+			if (rc != -ENOTSUP)
+				FAIL(j, "sendrecv over shm: %d, not -ENOTSUP", rc);
+			goto out;
+		}
+		if (rc < 0) {
+			FAIL(j, "sendrecv: %s", err.text);
+			goto out;
+		}
+		for (size_t i = 0; i < len; i++)
+			if (b[i] != (uint8_t)(i * 31 + (size_t)from)) {
+				FAIL(j, "sendrecv from %d: byte %zu wrong", from, i);
+				goto out;
+			}
+		/* round-robin rounds: rank p and (round - p) mod m meet */
+		int m = n % 2 ? n + 1 : n;
+		for (int round = 0; round < m - 1; round++) {
+			int p = j->rank, q;
+			if (p == m - 1)
+				q = round;
+			else if (p == round)
+				q = m - 1;
+			else
+				q = ((2 * round - p) % (m - 1) + (m - 1)) % (m - 1);
+			if (q >= n || q == p)
+				continue;
+			memset(b, 0, 64);
+			if (coll_sendrecv(c, q, a, 64, q, b, 64, &err) < 0) {
+				FAIL(j, "sendrecv round %d with %d: %s", round, q, err.text);
+				goto out;
+			}
+			if (b[1] != (uint8_t)(31 + q))
+				FAIL(j, "sendrecv round %d: data from %d wrong", round, q);
+		}
+		if (coll_sendrecv(c, j->rank, a, 1, -1, NULL, 0, &err) != -EINVAL)
+			FAIL(j, "sendrecv to itself was not refused");
+	}
 out:
 	free(a);
 	free(b);
