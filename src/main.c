@@ -24,7 +24,6 @@
 #include "validate/validate.h"
 #include "util/util.h"
 
-#define TENK_VERSION "0.1.0"
 
 /*
  * A daemon process: a server, an agent, or both (`tenk up`). Each part has

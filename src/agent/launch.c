@@ -214,9 +214,12 @@ static char **build_env(struct group *g, json_t *spec, const struct task *t, con
 	bool have_path = false;
 	const char *k;
 	json_t *v;
+	bool system = json_is_true(json_object_get(spec, "system"));
 	json_object_foreach(json_object_get(spec, "env"), k, v)
 	{
-		if (reserved(k, strlen(k), fraction))
+		/* a validation run's token is the server's to give */
+		bool token = system && strcmp(k, "TENK_VALIDATE_TOKEN") == 0;
+		if (!token && reserved(k, strlen(k), fraction))
 			continue;
 		if (strcmp(k, "PATH") == 0)
 			have_path = true;
@@ -252,6 +255,7 @@ static char **build_env(struct group *g, json_t *spec, const struct task *t, con
 	/* marks the task as this agent's, for the next agent to clean up after a crash */
 	env_add(&env, &n, &alloc, "TENK_AGENT_DIR=%s", g->a->cfg.work_dir);
 	env_add(&env, &n, &alloc, "TENK_AGENT_ID=%s", g->a->agent_id);
+	env_add(&env, &n, &alloc, "TENK_SERVER=%s", g->a->cfg.server_url);
 	if (fraction) {
 		env_add(&env, &n, &alloc, "TENK_GPU_FRACTION=%.3f", milli / (double)MODEL_MILLI);
 		/* where CUDA MPS runs, hold the task to its share of the device */
@@ -318,7 +322,8 @@ static int spec_check(json_t *spec, struct tk_error *err)
 	static const char *const keys[] = {
 		"name",	     "command",	    "cwd",	  "env",	 "output",
 		"node_rank", "nnodes",	    "tasks_per_node", "world_size", "devices",
-		"milli",     "master_addr", "master_port", "time_limit_s", "grace_s", NULL,
+		"milli",     "master_addr", "master_port", "time_limit_s", "grace_s", "system",
+		NULL,
 	};
 	int64_t v;
 	int r;
@@ -334,6 +339,9 @@ static int spec_check(json_t *spec, struct tk_error *err)
 	    (r = mj_int(spec, "time_limit_s", true, 0, MODEL_MAX_TIME_LIMIT_S, 0, &v, err)) < 0 ||
 	    (r = mj_int(spec, "grace_s", true, 0, MODEL_MAX_GRACE_S, 0, &v, err)) < 0)
 		return r;
+	json_t *sys = json_object_get(spec, "system");
+	if (sys && !json_is_boolean(sys))
+		return tk_errorf(err, -EINVAL, "system: must be true or false");
 	const char *strs[] = {"name", "cwd", "output", "master_addr"};
 	for (size_t i = 0; i < ARRAY_SIZE(strs); i++)
 		if (!json_is_string(json_object_get(spec, strs[i])))
@@ -362,6 +370,9 @@ static int spec_check(json_t *spec, struct tk_error *err)
 static void spawn_task(struct group *g, struct task *t, json_t *spec, const char *ckpt)
 {
 	const char *cwd = json_string_value(json_object_get(spec, "cwd"));
+	/* the server's own work runs (and writes its output) in the agent's folder */
+	if (json_is_true(json_object_get(spec, "system")))
+		cwd = g->a->cfg.work_dir;
 	json_t *cmd = json_object_get(spec, "command");
 	_cleanup_free_ char *out = output_path(g, t, json_string_value(json_object_get(spec, "output")),
 					       cwd);
@@ -378,6 +389,15 @@ static void spawn_task(struct group *g, struct task *t, json_t *spec, const char
 	char **argv = xcalloc(argc + 1, sizeof(char *));
 	for (size_t i = 0; i < argc; i++)
 		argv[i] = (char *)json_string_value(json_array_get(cmd, i));
+	/* the server's own work runs this agent's binary, whatever PATH holds */
+	char self[MODEL_MAX_PATH];
+	if (json_is_true(json_object_get(spec, "system")) && strcmp(argv[0], "tenk") == 0) {
+		ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
+		if (len > 0) {
+			self[len] = '\0';
+			argv[0] = self;
+		}
+	}
 	char **env = build_env(g, spec, t, ckpt);
 	t->proc.data = t;
 	int r = proc_spawn(g->a->loop, &t->proc, argv, env, cwd, fd, task_exit_cb);

@@ -655,22 +655,29 @@ static int run_nodes(struct ctx *c)
 		json_decref(res);
 		return CLI_EXIT_OK;
 	}
-	printf("%-16s %-9s %9s %11s %-20s %6s %5s  %s\n", "NAME", "STATE", "CPUS", "MEM(GiB)",
-	       "ACCELERATORS", "USED", "JOBS", "REASON");
+	printf("%-16s %-11s %9s %11s %-20s %6s %5s %-18s %s\n", "NAME", "STATE", "CPUS", "MEM(GiB)",
+	       "ACCELERATORS", "USED", "JOBS", "VALIDATION", "REASON");
 	size_t i;
 	json_t *n;
 	json_array_foreach(json_object_get(res, "nodes"), i, n)
 	{
-		char acc[128], cpus[48], mem[48];
+		char acc[128], cpus[48], mem[48], val[48] = "-";
 		double used;
 		accel_summary(n, acc, sizeof(acc), &used);
 		snprintf(cpus, sizeof(cpus), "%lld/%lld", (long long)jint(n, "cpus_used"),
 			 (long long)jint(n, "cpus"));
 		snprintf(mem, sizeof(mem), "%lld/%lld", (long long)(jint(n, "mem_used_mib") / 1024),
 			 (long long)(jint(n, "mem_mib") / 1024));
-		printf("%-16.16s %-9s %9s %11s %-20.20s %6g %5zu  %s\n", jstr(n, "name"),
+		/* the last validation: its verdict, and the layer that failed */
+		json_t *v = json_object_get(n, "validation");
+		if (json_is_object(v)) {
+			const char *layer = jstr(v, "layer");
+			snprintf(val, sizeof(val), "%s%s%s%s", jstr(v, "verdict"), *layer ? " (" : "",
+				 layer, *layer ? ")" : "");
+		}
+		printf("%-16.16s %-11s %9s %11s %-20.20s %6g %5zu %-18s %s\n", jstr(n, "name"),
 		       jstr(n, "state"), cpus, mem, acc, used,
-		       json_array_size(json_object_get(n, "jobs")), jstr(n, "reason"));
+		       json_array_size(json_object_get(n, "jobs")), val, jstr(n, "reason"));
 	}
 	json_decref(res);
 	return CLI_EXIT_OK;

@@ -368,12 +368,15 @@ json_t *job_pack(const struct job *j)
 	json_t *attempts = json_array();
 	for (int i = 0; i < j->nattempts; i++)
 		json_array_append_new(attempts, attempt_pack(&j->attempts[i]));
-	return json_pack("{s:I, s:s, s:s, s:s, s:I, s:I, s:i, s:i, s:s, s:o, s:o}", "id",
-			 (json_int_t)j->id, "name", j->req.name, "owner", j->owner, "state",
-			 job_state_name(j->state), "submit_ms", (json_int_t)j->submit_ms, "end_ms",
-			 (json_int_t)j->end_ms, "exit_code", j->exit_code, "failures", j->failures,
-			 "reason", j->reason, "request", job_request_pack(&j->req), "attempts",
-			 attempts);
+	json_t *o = json_pack("{s:I, s:s, s:s, s:s, s:I, s:I, s:i, s:i, s:s, s:o, s:o}", "id",
+			      (json_int_t)j->id, "name", j->req.name, "owner", j->owner, "state",
+			      job_state_name(j->state), "submit_ms", (json_int_t)j->submit_ms,
+			      "end_ms", (json_int_t)j->end_ms, "exit_code", j->exit_code,
+			      "failures", j->failures, "reason", j->reason, "request",
+			      job_request_pack(&j->req), "attempts", attempts);
+	if (j->system)
+		json_object_set_new(o, "system", json_true());
+	return o;
 }
 
 static int task_unpack(json_t *t, struct task_status *ts, struct tk_error *err)
@@ -488,7 +491,8 @@ int job_unpack(json_t *jj, struct job *ret, struct tk_error *err)
 {
 	static const char *const keys[] = {"id",	"name",	     "owner",	 "state",
 					   "submit_ms", "end_ms",    "exit_code", "failures",
-					   "reason",	"request",   "attempts",  NULL};
+					   "reason",	"request",   "attempts",  "system",
+					   NULL};
 	struct job j;
 	memset(&j, 0, sizeof(j));
 	char state[16] = "", name[MODEL_NAME_MAX];
@@ -503,7 +507,8 @@ int job_unpack(json_t *jj, struct job *ret, struct tk_error *err)
 	    (r = mj_int(jj, "end_ms", true, 0, INT64_MAX, 0, &end, err)) < 0 ||
 	    (r = mj_int(jj, "exit_code", true, -1, 255, 0, &code, err)) < 0 ||
 	    (r = mj_int(jj, "failures", true, 0, MODEL_MAX_ATTEMPTS, 0, &failures, err)) < 0 ||
-	    (r = mj_strbuf(jj, "reason", true, false, j.reason, sizeof(j.reason), err)) < 0)
+	    (r = mj_strbuf(jj, "reason", true, false, j.reason, sizeof(j.reason), err)) < 0 ||
+	    (r = mj_bool(jj, "system", false, false, &j.system, err)) < 0)
 		return r;
 	if (job_state_parse(state, &j.state) < 0)
 		return tk_errorf(err, -EINVAL, "state: unknown job state \"%s\"", state);

@@ -239,6 +239,9 @@ struct job {
 	int exit_code;	 /* final: 0, a task's code, or 128+signal; -1 if none ran */
 	int failures;	 /* requeues spent on the job's own failures */
 	char reason[MODEL_REASON_MAX]; /* why it waits or why it ended */
+	/* the server's own work (a validation run), placed by the server on the
+	 * nodes it names rather than by the scheduler */
+	bool system;
 	struct job_request req;
 	int nattempts;
 	struct attempt *attempts;
@@ -263,10 +266,21 @@ struct node_record {
 	char drain_reason[MODEL_REASON_MAX];
 	char agent_id[MODEL_NAME_MAX]; /* the agent process last registered */
 	int64_t registered_ms;
+	/* its last validation (tenk validate --nodes): verdict "" (never
+	 * validated), "pass" or "fail"; the first failing layer and why */
+	char verdict[8];
+	char verdict_layer[16];
+	char verdict_reason[MODEL_REASON_MAX];
+	int64_t verdict_ms;
+	int64_t verdict_job;	/* the validation job */
+	json_t *verdict_checks; /* owned: the checks' figures, thresholds, verdicts; or NULL */
 };
 
 json_t *node_record_pack(const struct node_record *r);
 int node_record_unpack(json_t *j, struct node_record *ret, struct tk_error *err);
+void node_record_release(struct node_record *r);
+/* The "validation" object of the API and the store; NULL when never validated. */
+json_t *node_verdict_pack(const struct node_record *r);
 
 /* ---- priority classes and queues -------------------------------------------------- */
 
@@ -284,14 +298,24 @@ struct class_spec {
 /* The server's scheduling configuration (DATA/config.json):
  *   {"classes": [{"name": "prod", "priority": 100, "may_preempt": true,
  *                 "preemptible": false}, ...],
- *    "default_class": "normal", "fair_share_half_life_s": 604800}
+ *    "default_class": "normal", "fair_share_half_life_s": 604800,
+ *    "require_validation": false, "validation_args": ["--quick"]}
  * Without a file: prod (100, may preempt), normal (50), batch (10,
  * preemptible), default normal, half-life 7 days. */
+#define MODEL_MAX_VALIDATION_ARGS 16
+
 struct sched_config {
 	struct class_spec classes[MODEL_MAX_CLASSES];
 	int nclasses;
 	int default_class;
 	int64_t half_life_s;
+	/* "require_validation": a node that joins, or whose last validation
+	 * failed, takes no work until `tenk validate` passes on it; the server
+	 * validates a joining node itself, with "validation_args" (options of
+	 * tenk validate, e.g. ["--quick"]) */
+	bool require_validation;
+	int nvalidation_args;
+	char validation_args[MODEL_MAX_VALIDATION_ARGS][MODEL_NAME_MAX];
 };
 
 void sched_config_default(struct sched_config *c);

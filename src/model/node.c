@@ -158,17 +158,68 @@ int node_inventory_unpack(json_t *j, struct node_inventory *ret, struct tk_error
 	return 0;
 }
 
+json_t *node_verdict_pack(const struct node_record *r)
+{
+	if (!r->verdict[0])
+		return NULL;
+	json_t *o = json_pack("{s:s, s:s, s:s, s:I, s:I}", "verdict", r->verdict, "layer",
+			      r->verdict_layer, "reason", r->verdict_reason, "at_ms",
+			      (json_int_t)r->verdict_ms, "job", (json_int_t)r->verdict_job);
+	if (r->verdict_checks)
+		json_object_set(o, "checks", r->verdict_checks);
+	return o;
+}
+
 json_t *node_record_pack(const struct node_record *r)
 {
-	return json_pack("{s:o, s:b, s:s, s:s, s:I}", "inventory", node_inventory_pack(&r->inv),
-			 "drained", r->drained, "drain_reason", r->drain_reason, "agent_id",
-			 r->agent_id, "registered_ms", (json_int_t)r->registered_ms);
+	json_t *o = json_pack("{s:o, s:b, s:s, s:s, s:I}", "inventory",
+			      node_inventory_pack(&r->inv), "drained", r->drained, "drain_reason",
+			      r->drain_reason, "agent_id", r->agent_id, "registered_ms",
+			      (json_int_t)r->registered_ms);
+	json_t *v = node_verdict_pack(r);
+	if (v)
+		json_object_set_new(o, "validation", v);
+	return o;
+}
+
+void node_record_release(struct node_record *r)
+{
+	json_decref(r->verdict_checks);
+	r->verdict_checks = NULL;
+}
+
+static int verdict_unpack(json_t *v, struct node_record *r, struct tk_error *err)
+{
+	static const char *const keys[] = {"verdict", "layer", "reason", "at_ms", "job", "checks",
+					   NULL};
+	int64_t at, job;
+	int rc;
+	if ((rc = mj_check_keys(v, "validation", keys, err)) < 0 ||
+	    (rc = mj_strbuf(v, "verdict", true, true, r->verdict, sizeof(r->verdict), err)) < 0 ||
+	    (rc = mj_strbuf(v, "layer", false, true, r->verdict_layer, sizeof(r->verdict_layer),
+			    err)) < 0 ||
+	    (rc = mj_strbuf(v, "reason", false, false, r->verdict_reason,
+			    sizeof(r->verdict_reason), err)) < 0 ||
+	    (rc = mj_int(v, "at_ms", true, 0, INT64_MAX, 0, &at, err)) < 0 ||
+	    (rc = mj_int(v, "job", false, 0, INT64_MAX, 0, &job, err)) < 0)
+		return rc;
+	if (strcmp(r->verdict, "pass") != 0 && strcmp(r->verdict, "fail") != 0)
+		return tk_errorf(err, -EINVAL, "validation.verdict: must be \"pass\" or \"fail\", "
+					       "got \"%s\"",
+				 r->verdict);
+	json_t *checks = json_object_get(v, "checks");
+	if (checks && !json_is_array(checks))
+		return tk_errorf(err, -EINVAL, "validation.checks: must be an array");
+	r->verdict_ms = at;
+	r->verdict_job = job;
+	r->verdict_checks = json_incref(checks);
+	return 0;
 }
 
 int node_record_unpack(json_t *j, struct node_record *ret, struct tk_error *err)
 {
 	static const char *const keys[] = {"inventory", "drained", "drain_reason", "agent_id",
-					   "registered_ms", NULL};
+					   "registered_ms", "validation", NULL};
 	struct node_record *r = ret;
 	int64_t reg;
 	int rc;
@@ -181,8 +232,12 @@ int node_record_unpack(json_t *j, struct node_record *ret, struct tk_error *err)
 	    (rc = mj_int(j, "registered_ms", true, 0, INT64_MAX, 0, &reg, err)) < 0)
 		return rc;
 	r->registered_ms = reg;
+	json_t *v = json_object_get(j, "validation");
+	if (v && (rc = verdict_unpack(v, r, err)) < 0)
+		return rc;
 	if ((rc = node_inventory_unpack(json_object_get(j, "inventory"), &r->inv, err)) < 0) {
 		mj_prefix(err, "inventory");
+		node_record_release(r);
 		return rc;
 	}
 	return 0;

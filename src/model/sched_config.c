@@ -41,8 +41,9 @@ int sched_config_load_json(struct sched_config *c, const char *text, struct tk_e
 	if (!root)
 		return tk_errorf(err, -EINVAL, "line %d column %d: %s", jerr.line, jerr.column,
 				 jerr.text);
-	static const char *const keys[] = {"classes", "default_class", "fair_share_half_life_s",
-					   NULL};
+	static const char *const keys[] = {"classes",		 "default_class",
+					   "fair_share_half_life_s", "require_validation",
+					   "validation_args",	 NULL};
 	static const char *const ckeys[] = {"name", "priority", "may_preempt", "preemptible",
 					    NULL};
 	struct sched_config next;
@@ -53,9 +54,35 @@ int sched_config_load_json(struct sched_config *c, const char *text, struct tk_e
 	if ((r = mj_check_keys(root, NULL, keys, err)) < 0 ||
 	    (r = mj_strbuf(root, "default_class", false, true, def, sizeof(def), err)) < 0 ||
 	    (r = mj_int(root, "fair_share_half_life_s", false, 1, 10LL * 365 * 86400,
-			next.half_life_s, &hl, err)) < 0)
+			next.half_life_s, &hl, err)) < 0 ||
+	    (r = mj_bool(root, "require_validation", false, false, &next.require_validation,
+			 err)) < 0)
 		goto out;
 	next.half_life_s = hl;
+	json_t *vargs = json_object_get(root, "validation_args");
+	if (vargs) {
+		if (!json_is_array(vargs) || json_array_size(vargs) > MODEL_MAX_VALIDATION_ARGS) {
+			r = tk_errorf(err, -EINVAL, "validation_args: must be an array of at most %d "
+						    "strings",
+				      MODEL_MAX_VALIDATION_ARGS);
+			goto out;
+		}
+		size_t i;
+		json_t *a;
+		json_array_foreach(vargs, i, a)
+		{
+			const char *t = json_string_value(a);
+			if (!t || !*t || strlen(t) >= MODEL_NAME_MAX) {
+				r = tk_errorf(err, -EINVAL, "validation_args[%zu]: must be a string "
+							    "of 1 to %d bytes (an option of tenk "
+							    "validate, e.g. \"--quick\")",
+					      i, MODEL_NAME_MAX - 1);
+				goto out;
+			}
+			snprintf(next.validation_args[i], MODEL_NAME_MAX, "%s", t);
+		}
+		next.nvalidation_args = (int)json_array_size(vargs);
+	}
 	json_t *classes = json_object_get(root, "classes");
 	if (classes) {
 		if (!json_is_array(classes) || json_array_size(classes) < 1 ||

@@ -655,6 +655,9 @@ const struct route api_routes[] = {
 	{"GET", "/v1/nodes/{}", ROLE_USER, h_node_show, false},
 	{"POST", "/v1/nodes/{}/drain", ROLE_ADMIN, h_node_drain, true},
 	{"POST", "/v1/nodes/{}/resume", ROLE_ADMIN, h_node_resume, false},
+	{"POST", "/v1/validations", ROLE_ADMIN, h_validate_create, true},
+	/* its own token (the run's), checked by the handler */
+	{"POST", "/v1/validations/{}/report", ROLE_NONE, h_validate_report, true},
 	{"POST", "/v1/agent/register", ROLE_AGENT, h_agent_register, true},
 	{"POST", "/v1/agent/heartbeat", ROLE_AGENT, h_agent_heartbeat, true},
 	{"GET", "/v1/agent/work", ROLE_AGENT, h_agent_work, false},

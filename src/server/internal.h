@@ -33,6 +33,7 @@ enum role { ROLE_NONE, ROLE_USER, ROLE_ADMIN, ROLE_AGENT, ROLE_MAX };
 struct request;
 struct sjob;
 struct snode;
+struct svalid;
 
 /* A list of requests that wait for something (a long-poll, the commit). */
 struct req_list {
@@ -89,6 +90,7 @@ struct sjob {
 	int64_t held_for;	 /* its stopping attempt was preempted for this job */
 	int held_attempt;	 /* ... that attempt's number */
 	int64_t last_ckpt_ms;	 /* newest checkpoint its current attempt wrote */
+	struct svalid *valid;	 /* a system job: the validation run it is */
 };
 
 /* A priority class, with the jobs of it that wait. */
@@ -150,6 +152,20 @@ struct snode {
 	struct req_list pollers;
 	bool wake_queued; /* its pollers get answered at the end of the iteration */
 	struct snode *wake_next;
+	struct svalid *held_by; /* a validation run holds it: no other work starts */
+};
+
+/* A validation run (tenk validate --nodes): one system job with a task on
+ * each of its nodes. The nodes take no new work from the moment it is asked
+ * for; preemptible jobs on them are stopped, others are waited for; when all
+ * are empty the server starts the job there itself, on every device. */
+struct svalid {
+	struct sjob *job;
+	int nnodes;
+	struct snode **nodes;
+	bool *reported;
+	bool preempted; /* preemptible jobs on its nodes were told to stop */
+	struct svalid *prev, *next;
 };
 
 struct server {
@@ -209,6 +225,7 @@ struct server {
 	} wq;
 
 	struct snode *wake_nodes;
+	struct svalid *valids; /* validation runs not yet ended */
 
 	/* scheduling */
 	bool sched_needed;
@@ -332,3 +349,35 @@ const char *node_live_name(enum node_live l);
 void state_wake_job_waiters(struct server *s, struct sjob *j);
 /* Answers the agent long-polls of every node whose work changed. */
 void state_wake_pollers(struct server *s);
+/* Starts attempt st of j on nodes (what a pass or a validation run decided). */
+void state_apply_start(struct server *s, struct sjob *j, const struct sched_start *st,
+		       struct snode *const *nodes);
+/* Sends a running job back to its queue for `for_job`. */
+void state_preempt(struct server *s, struct sjob *victim, struct sjob *for_job);
+/* Ends a job in a final state. */
+void state_job_finish(struct server *s, struct sjob *j, enum job_state st, int exit_code,
+		      const char *reason);
+/* A system job (no place in the scheduler's queue), owned by `owner`. */
+struct sjob *state_submit_system(struct server *s, struct job_request *req, const char *owner);
+
+/* ---- valid.c ------------------------------------------------------------------ */
+
+/* Starts a validation run on nodes with `tenk validate` options args. */
+int valid_create(struct server *s, struct snode *const *nodes, int n, const char *const *args,
+		 int nargs, const char *owner, struct sjob **ret, struct tk_error *err);
+/* Moves runs on: stops preemptible work on their nodes, starts those whose
+ * nodes are empty, fails those with a node down. Before every pass. */
+void valid_tick(struct server *s);
+/* A system job reached a final state: nodes that did not report fail. */
+void valid_job_ended(struct server *s, struct sjob *j);
+/* May the scheduler place work on n? (not held by a run; validated when
+ * the configuration requires it) */
+bool valid_node_open(const struct server *s, const struct snode *n);
+/* A node's agent registered; with require_validation, a node never
+ * validated gets a run. */
+void valid_node_registered(struct server *s, struct snode *n);
+/* "VALIDATING" or "UNVALIDATED" when that is what keeps n from work; else NULL. */
+const char *valid_node_state(const struct server *s, const struct snode *n);
+void valid_release(struct server *s);
+void h_validate_create(struct request *r, const char *param, json_t *body);
+void h_validate_report(struct request *r, const char *param, json_t *body);

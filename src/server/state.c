@@ -361,6 +361,24 @@ struct sjob *state_submit(struct server *s, struct job_request *req, const char 
 	return j;
 }
 
+struct sjob *state_submit_system(struct server *s, struct job_request *req, const char *owner)
+{
+	struct job job;
+	memset(&job, 0, sizeof(job));
+	job.id = (int64_t)s->njobs + 1;
+	snprintf(job.owner, sizeof(job.owner), "%s", owner);
+	job.state = JOB_PENDING;
+	job.submit_ms = server_now_ms(s);
+	job.exit_code = -1;
+	job.system = true;
+	job.req = *req;
+	memset(req, 0, sizeof(*req));
+	struct sjob *j = sjob_add(s, &job);
+	server_job_dirty(s, j);
+	server_want_pass(s);
+	return j;
+}
+
 void state_wake_job_waiters(struct server *s, struct sjob *j)
 {
 	while (j->waiters.head) {
@@ -371,8 +389,8 @@ void state_wake_job_waiters(struct server *s, struct sjob *j)
 
 /* Ends a job in a final state. Its tasks, if any run, are stopped by their
  * agents, which see the attempt leave their work. */
-static void job_finish(struct server *s, struct sjob *j, enum job_state st, int exit_code,
-		       const char *reason)
+void state_job_finish(struct server *s, struct sjob *j, enum job_state st, int exit_code,
+		      const char *reason)
 {
 	assert(job_state_final(st));
 	bool was_active = j->job.state == JOB_STARTING || j->job.state == JOB_RUNNING;
@@ -387,6 +405,8 @@ static void job_finish(struct server *s, struct sjob *j, enum job_state st, int 
 	assert_job_state(j);
 	state_wake_job_waiters(s, j);
 	log_debug("job %lld %s: %s", (long long)j->job.id, job_state_name(st), reason);
+	if (j->valid)
+		valid_job_ended(s, j);
 }
 
 /* Sends an active job back to the queue for another attempt. */
@@ -407,7 +427,7 @@ int state_cancel(struct server *s, struct sjob *j, struct tk_error *err)
 	if (job_state_final(j->job.state))
 		return tk_errorf(err, -EALREADY, "job %lld already ended: %s", (long long)j->job.id,
 				 job_state_name(j->job.state));
-	job_finish(s, j, JOB_CANCELLED, j->job.exit_code, "cancelled by user");
+	state_job_finish(s, j, JOB_CANCELLED, j->job.exit_code, "cancelled by user");
 	return 0;
 }
 
@@ -496,7 +516,7 @@ void state_task_exited(struct server *s, int64_t id, int number, int rank, int e
 		if (why && strcmp(why, "timeout") == 0) {
 			snprintf(reason, sizeof(reason), "time limit of %llds reached",
 				 (long long)j->job.req.time_limit_s);
-			job_finish(s, j, JOB_TIMEOUT, exit_code, reason);
+			state_job_finish(s, j, JOB_TIMEOUT, exit_code, reason);
 		} else if (exit_code != 0) {
 			if (signal)
 				snprintf(reason, sizeof(reason), "task %d on %s killed by signal %d%s%s",
@@ -514,7 +534,7 @@ void state_task_exited(struct server *s, int64_t id, int number, int rank, int e
 					 j->job.req.requeue);
 				job_requeue(s, j, reason);
 			} else {
-				job_finish(s, j, JOB_FAILED, exit_code, reason);
+				state_job_finish(s, j, JOB_FAILED, exit_code, reason);
 			}
 		} else {
 			bool all_ok = true;
@@ -523,7 +543,7 @@ void state_task_exited(struct server *s, int64_t id, int number, int rank, int e
 					all_ok = false;
 			if (all_ok) {
 				snprintf(a->reason, sizeof(a->reason), "every task exited with code 0");
-				job_finish(s, j, JOB_COMPLETED, 0, "every task exited with code 0");
+				state_job_finish(s, j, JOB_COMPLETED, 0, "every task exited with code 0");
 			}
 		}
 	}
@@ -554,7 +574,7 @@ static void lose_parts(struct server *s, struct snode *n, const char *why)
 			char reason[MODEL_REASON_MAX];
 			snprintf(reason, sizeof(reason), "node %s lost: %s", n->rec.inv.name, why);
 			snprintf(a->reason, sizeof(a->reason), "%s", reason);
-			if (j->node_losses < s->cfg.max_node_requeues) {
+			if (j->node_losses < s->cfg.max_node_requeues && !j->job.system) {
 				j->node_losses++;
 				size_t len = strlen(reason);
 				snprintf(reason + len, sizeof(reason) - len, "; requeued");
@@ -563,7 +583,7 @@ static void lose_parts(struct server *s, struct snode *n, const char *why)
 				size_t len = strlen(reason);
 				snprintf(reason + len, sizeof(reason) - len,
 					 "; not requeued after %d lost nodes", j->node_losses);
-				job_finish(s, j, JOB_FAILED, -1, reason);
+				state_job_finish(s, j, JOB_FAILED, -1, reason);
 			}
 		}
 		attempt_settle(s, j, a, p.node_index, now);
@@ -601,6 +621,7 @@ struct snode *state_register(struct server *s, const struct node_inventory *inv,
 	if (!n) {
 		n = xcalloc(1, sizeof(*n));
 		xgrow(&s->nodes, &s->nodes_alloc, (size_t)s->nnodes + 1, sizeof(*s->nodes));
+		n->index = s->nnodes;
 		s->nodes[s->nnodes++] = n;
 		n->rec.inv = *inv;
 		tk_map_put(&s->node_by_name, n->rec.inv.name, n);
@@ -622,6 +643,7 @@ struct snode *state_register(struct server *s, const struct node_inventory *inv,
 	node_bump(s, n);
 	server_node_dirty(s, n);
 	server_want_pass(s);
+	valid_node_registered(s, n);
 	return n;
 }
 
@@ -644,8 +666,8 @@ void state_resume(struct server *s, struct snode *n)
 
 /* ---- scheduling ----------------------------------------------------------------- */
 
-static void apply_start(struct server *s, struct sjob *j, const struct sched_start *st,
-			struct snode *const *nodes)
+void state_apply_start(struct server *s, struct sjob *j, const struct sched_start *st,
+		       struct snode *const *nodes)
 {
 	struct job *job = &j->job;
 	job->attempts = xrealloc(job->attempts,
@@ -684,7 +706,7 @@ static void apply_start(struct server *s, struct sjob *j, const struct sched_sta
 
 /* Sends a running job back to the queue so that `for` can start: its tasks get
  * SIGTERM and their grace period, and its devices go to `for` when they exit. */
-static void apply_preempt(struct server *s, struct sjob *victim, struct sjob *for_job)
+void state_preempt(struct server *s, struct sjob *victim, struct sjob *for_job)
 {
 	if (victim->job.state != JOB_STARTING && victim->job.state != JOB_RUNNING)
 		return;
@@ -704,6 +726,7 @@ void state_schedule(struct server *s)
 {
 	int64_t t0 = tk_mono_us();
 	uint64_t mark = ++s->pass_no;
+	valid_tick(s);
 	/* nodes, in server order: node i is s->nodes[i] */
 	struct sched_node *snodes = xcalloc((size_t)s->nnodes + 1, sizeof(*snodes));
 	for (int i = 0; i < s->nnodes; i++) {
@@ -712,7 +735,7 @@ void state_schedule(struct server *s)
 		n->index = i;
 		sn->name = n->rec.inv.name;
 		sn->topology = n->rec.inv.topology;
-		sn->schedulable = n->live == NODE_UP && !n->rec.drained;
+		sn->schedulable = n->live == NODE_UP && !n->rec.drained && valid_node_open(s, n);
 		sn->cpus_total = n->rec.inv.cpus;
 		sn->cpus_free = n->rec.inv.cpus - n->cpus_used;
 		sn->mem_total_mib = n->rec.inv.mem_mib;
@@ -854,9 +877,9 @@ void state_schedule(struct server *s)
 			}
 		}
 		for (int i = 0; i < d.nstarts; i++)
-			apply_start(s, byindex[d.starts[i].job], &d.starts[i], s->nodes);
+			state_apply_start(s, byindex[d.starts[i].job], &d.starts[i], s->nodes);
 		for (int i = 0; i < d.npreempts; i++)
-			apply_preempt(s, state_job(s, d.preempts[i].victim),
+			state_preempt(s, state_job(s, d.preempts[i].victim),
 				      byindex[d.preempts[i].job]);
 		s->stats.passes++;
 		s->stats.placements += (uint64_t)d.placements_tried;
@@ -881,7 +904,11 @@ static json_t *part_spec(const struct sjob *j, const struct attempt *a, int node
 	int per = r->gpu_milli >= MODEL_MILLI ? r->gpu_milli / MODEL_MILLI : 0;
 	for (int t = 0; t < r->tasks_per_node; t++) {
 		json_t *d = json_array();
-		if (per) {
+		if (j->job.system) {
+			/* a validation run: its one task sees every device */
+			for (int k = 0; k < an->ndev; k++)
+				json_array_append_new(d, json_integer(an->devs[k]));
+		} else if (per) {
 			for (int k = t * per; k < (t + 1) * per && k < an->ndev; k++)
 				json_array_append_new(d, json_integer(an->devs[k]));
 		} else if (r->gpu_milli > 0 && an->ndev > 0) {
@@ -898,14 +925,17 @@ static json_t *part_spec(const struct sjob *j, const struct attempt *a, int node
 	json_t *argv = json_array();
 	for (int i = 0; i < r->argc; i++)
 		json_array_append_new(argv, json_string(r->argv[i]));
-	return json_pack("{s:s, s:o, s:s, s:o, s:s, s:i, s:i, s:i, s:i, s:o, s:i, s:s, s:i, s:I, "
-			 "s:I}",
+	json_t *spec = json_pack("{s:s, s:o, s:s, s:o, s:s, s:i, s:i, s:i, s:i, s:o, s:i, s:s, "
+				 "s:i, s:I, s:I}",
 			 "name", r->name, "command", argv, "cwd", r->cwd, "env", env, "output",
 			 r->output ? r->output : MODEL_DEFAULT_OUTPUT, "node_rank", node_index,
 			 "nnodes", a->nnodes, "tasks_per_node", r->tasks_per_node, "world_size",
 			 a->ntasks, "devices", devices, "milli", an->milli, "master_addr",
 			 a->master_addr, "master_port", a->master_port, "time_limit_s",
 			 (json_int_t)r->time_limit_s, "grace_s", (json_int_t)r->grace_s);
+	if (j->job.system)
+		json_object_set_new(spec, "system", json_true());
+	return spec;
 }
 
 json_t *state_work_pack(struct server *s, struct snode *n, uint64_t since_gen)
@@ -943,11 +973,12 @@ void state_wake_pollers(struct server *s)
 
 json_t *state_node_pack(struct server *s, const struct snode *n)
 {
-	(void)s;
 	const struct node_inventory *inv = &n->rec.inv;
 	const char *state = node_live_name(n->live);
 	if (n->live == NODE_UP && n->rec.drained)
 		state = n->nparts ? "DRAINING" : "DRAINED";
+	else if (n->live == NODE_UP && valid_node_state(s, n))
+		state = valid_node_state(s, n);
 	json_t *accels = json_array();
 	for (int d = 0; d < inv->naccel; d++) {
 		const struct accel *a = &inv->accel[d];
@@ -961,17 +992,20 @@ json_t *state_node_pack(struct server *s, const struct snode *n)
 	json_t *jobs = json_array();
 	for (int i = 0; i < n->nparts; i++)
 		json_array_append_new(jobs, json_integer(n->parts[i].job->job.id));
-	return json_pack("{s:s, s:s, s:b, s:s, s:s, s:s, s:i, s:i, s:I, s:I, s:o, s:o, s:s}",
+	json_t *o = json_pack("{s:s, s:s, s:b, s:s, s:s, s:s, s:i, s:i, s:I, s:I, s:o, s:o, s:s}",
 			 "name", inv->name, "state", state, "drained", n->rec.drained, "reason",
 			 n->rec.drain_reason, "addr", inv->addr, "topology", inv->topology, "cpus",
 			 inv->cpus, "cpus_used", n->cpus_used, "mem_mib", (json_int_t)inv->mem_mib,
 			 "mem_used_mib", (json_int_t)n->mem_used, "accelerators", accels, "jobs",
 			 jobs, "agent_id", n->rec.agent_id);
+	json_t *v = node_verdict_pack(&n->rec);
+	json_object_set_new(o, "validation", v ? v : json_null());
+	return o;
 }
 
 json_t *state_job_pack(struct server *s, struct sjob *j)
 {
-	if (j->job.state == JOB_PENDING) {
+	if (j->job.state == JOB_PENDING && !j->job.system) {
 		if (j->reason_pass == 0) {
 			snprintf(j->job.reason, sizeof(j->job.reason),
 				 "waiting for the next scheduling pass");
@@ -1018,6 +1052,7 @@ static int load_node_cb(void *ctx, const char *key, const char *doc, size_t len)
 	n->last_seen_ms = tk_mono_ms(); /* its agent has one timeout to come back */
 	node_sync_devs(n);
 	xgrow(&s->nodes, &s->nodes_alloc, (size_t)s->nnodes + 1, sizeof(*s->nodes));
+	n->index = s->nnodes;
 	s->nodes[s->nnodes++] = n;
 	tk_map_put(&s->node_by_name, n->rec.inv.name, n);
 	return 0;
@@ -1041,7 +1076,7 @@ static int load_job_cb(void *ctx, const char *key, const char *doc, size_t len)
 		return r;
 	}
 	struct sjob *j = sjob_add(s, &job);
-	if (j->job.state == JOB_PENDING)
+	if (j->job.state == JOB_PENDING && !j->job.system)
 		pending_insert(s, j);
 	/* an attempt not yet ended still holds its resources */
 	for (int k = 0; k < j->job.nattempts; k++) {
@@ -1172,6 +1207,14 @@ int state_load(struct server *s, struct tk_error *err)
 			server_job_dirty(s, j);
 		}
 	}
+	/* a validation run does not survive a restart: its nodes' results would
+	 * be partial; it ends, and can be asked for again */
+	for (size_t i = 0; i < s->njobs; i++) {
+		struct sjob *j = s->jobs[i];
+		if (j && j->job.system && !job_state_final(j->job.state))
+			state_job_finish(s, j, JOB_CANCELLED, j->job.exit_code,
+					 "the server restarted during the validation run");
+	}
 	s->wake_nodes = NULL;
 	for (int i = 0; i < s->nnodes; i++)
 		s->nodes[i]->wake_queued = false;
@@ -1192,7 +1235,9 @@ void state_release(struct server *s)
 	free(s->jobs);
 	s->jobs = NULL;
 	s->njobs = 0;
+	valid_release(s);
 	for (int i = 0; i < s->nnodes; i++) {
+		node_record_release(&s->nodes[i]->rec);
 		free(s->nodes[i]->parts);
 		free(s->nodes[i]);
 	}

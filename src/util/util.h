@@ -41,6 +41,8 @@ static inline void freep(void *p)
 		(p) = NULL;                                                                        \
 		_ptr_;                                                                             \
 	})
+/* tenk's version, as `tenk version` prints it and validation compares it */
+#define TENK_VERSION "0.1.0"
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 #ifndef MIN
 #define MIN(a, b) ((a) < (b) ? (a) : (b))

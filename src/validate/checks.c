@@ -46,13 +46,15 @@ void vcheck_judge(struct vcheck *c, double threshold, const char *from)
 /* ---- system ------------------------------------------------------------------------------ */
 
 /* The GPU stack, where there is one: versions from the libraries themselves. */
-int check_gpu_stack(struct vcheck *c)
+void gpu_stack_probe(struct gpu_stack *st)
 {
-	vcheck_set(c, "system", "gpu_stack", "", true);
+	memset(st, 0, sizeof(*st));
+	snprintf(st->driver, sizeof(st->driver), "none");
+	snprintf(st->cuda, sizeof(st->cuda), "none");
+	snprintf(st->nccl, sizeof(st->nccl), "none");
 	void *nvml = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+	void *cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
 	void *nccl = dlopen("libnccl.so.2", RTLD_NOW | RTLD_LOCAL);
-	char driver[80] = "none", ncclv[32] = "none";
-	int gpus = 0;
 	if (nvml) {
 		int (*init)(void), (*drv)(char *, unsigned), (*count)(unsigned *);
 		/* POSIX's way to take a function from dlsym without a cast */
@@ -62,26 +64,43 @@ int check_gpu_stack(struct vcheck *c)
 		unsigned n = 0;
 		if (init && init() == 0) {
 			if (drv)
-				drv(driver, sizeof(driver));
+				drv(st->driver, sizeof(st->driver));
 			if (count && count(&n) == 0)
-				gpus = (int)n;
+				st->gpus = (int)n;
 		}
 		dlclose(nvml);
+	}
+	if (cuda) {
+		int (*ver)(int *);
+		*(void **)&ver = dlsym(cuda, "cuDriverGetVersion");
+		int v = 0;
+		if (ver && ver(&v) == 0 && v > 0)
+			snprintf(st->cuda, sizeof(st->cuda), "%d.%d", v / 1000, v % 1000 / 10);
+		dlclose(cuda);
 	}
 	if (nccl) {
 		int (*ver)(int *);
 		*(void **)&ver = dlsym(nccl, "ncclGetVersion");
 		int v = 0;
 		if (ver && ver(&v) == 0)
-			snprintf(ncclv, sizeof(ncclv), "%d.%d.%d", v / 10000, v / 100 % 100, v % 100);
+			snprintf(st->nccl, sizeof(st->nccl), "%d.%d.%d", v / 10000, v / 100 % 100,
+				 v % 100);
 		dlclose(nccl);
 	}
-	c->figure = gpus;
+}
+
+int check_gpu_stack(struct vcheck *c)
+{
+	vcheck_set(c, "system", "gpu_stack", "", true);
+	struct gpu_stack st;
+	gpu_stack_probe(&st);
+	c->figure = st.gpus;
 	snprintf(c->unit, sizeof(c->unit), "GPUs");
-	snprintf(c->detail, sizeof(c->detail), "driver %s, NCCL %s", driver, ncclv);
-	if (gpus == 0) {
+	snprintf(c->detail, sizeof(c->detail), "driver %s, CUDA %s, NCCL %s", st.driver, st.cuda,
+		 st.nccl);
+	if (st.gpus == 0) {
 		c->verdict = V_SKIP;
-		snprintf(c->detail, sizeof(c->detail), "skipped: no GPU (NCCL %s)", ncclv);
+		snprintf(c->detail, sizeof(c->detail), "skipped: no GPU (NCCL %s)", st.nccl);
 	}
 	return 0;
 }

@@ -1,7 +1,8 @@
 /*
  * tenk validate: one node, bottom-up, a verdict per layer; it stops at the
  * first failing layer unless --all, because what fails above usually has
- * its cause below.
+ * its cause below. With --nodes, the server runs it on a set of nodes as a
+ * system job (cluster.c), where each node is also held to its peers.
  *
  * Thresholds: a floor per check (what no healthy machine of any size does
  * worse than), raised to 95% of a stored baseline (--baseline FILE, written
@@ -18,7 +19,22 @@
 #include <string.h>
 #include <unistd.h>
 
-enum { O_ALL, O_JSON, O_SAVE, O_BASE, O_DIR, O_QUICK, O_LAYERS, O_HELP, O_N };
+enum {
+	O_ALL,
+	O_JSON,
+	O_SAVE,
+	O_BASE,
+	O_DIR,
+	O_QUICK,
+	O_LAYERS,
+	O_NODES,
+	O_TOL,
+	O_CLOCK,
+	O_NOWAIT,
+	O_MEMBER,
+	O_HELP,
+	O_N
+};
 
 static const struct tk_option opts[] = {
 	{"all", 0, NULL, "run every layer even after one fails"},
@@ -28,11 +44,25 @@ static const struct tk_option opts[] = {
 	{"dir", 0, "DIR", "where the storage checks write (default $TMPDIR or /tmp)"},
 	{"quick", 0, NULL, "smaller sizes: seconds, not minutes"},
 	{"layers", 0, "LIST", "only these layers, e.g. system,compute"},
+	{"nodes", 0, "SPEC",
+	 "through the server, on these nodes (node[1-4],gpu7 or all): drains those that fail"},
+	{"tolerance", 0, "PCT", "with --nodes: fail a node this far below its peers' median (5)"},
+	{"clock-max-ms", 0, "MS", "with --nodes: largest clock offset between nodes (50)"},
+	{"no-wait", 0, NULL, "with --nodes: print the validation job's id and return"},
+	{"member", 0, NULL, "(run by the server in a validation job, one per node)"},
 	{"help", 'h', NULL, "show this help"},
 };
 
-static const char *const layers[] = {"system", "compute", "memory", "interconnect", "storage",
-				     "workload"};
+const char *const vlayers[VLAYERS] = {"system",	 "compute", "memory",
+				      "interconnect", "storage", "workload"};
+
+int vlayer_index(const char *name)
+{
+	for (int i = 0; i < VLAYERS; i++)
+		if (strcmp(name, vlayers[i]) == 0)
+			return i;
+	return -1;
+}
 
 static int usage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static int usage(const char *fmt, ...)
@@ -46,7 +76,7 @@ static int usage(const char *fmt, ...)
 	return 2;
 }
 
-static const char *verdict_name(enum vverdict v)
+const char *vverdict_name(enum vverdict v)
 {
 	return v == V_PASS ? "pass" : v == V_FAIL ? "FAIL" : "skip";
 }
@@ -86,71 +116,47 @@ static double baseline_of(json_t *base, const char *name)
 	return json_is_number(v) ? json_number_value(v) : 0;
 }
 
-int validate_main(int argc, char **argv)
+static int parse_num(const char *text, double min, double max, double *ret)
 {
-	const char *v[O_N] = {0};
-	char **pos;
-	int npos;
-	struct tk_error err;
-	if (tk_opts_parse(opts, O_N, argc, argv, false, v, &pos, &npos, &err) < 0)
-		return usage("%s", err.text);
-	free(pos);
-	if (npos)
-		return usage("unexpected argument");
-	if (v[O_HELP]) {
-		struct strbuf sb;
-		strbuf_init(&sb);
-		tk_opts_help(opts, O_N, &sb);
-		printf("usage: tenk validate [OPTIONS]\nChecks this node layer by layer (system, "
-		       "compute, memory, interconnect,\nstorage, workload): each check prints its "
-		       "figure, its threshold and a verdict.\n\noptions:\n%s",
-		       sb.buf);
-		strbuf_release(&sb);
-		return 0;
-	}
-	bool want[6] = {true, true, true, true, true, true};
-	if (v[O_LAYERS]) {
-		memset(want, 0, sizeof(want));
-		char buf[256], *save = NULL;
-		snprintf(buf, sizeof(buf), "%s", v[O_LAYERS]);
-		for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-			int k = -1;
-			for (int i = 0; i < 6; i++)
-				if (strcmp(t, layers[i]) == 0)
-					k = i;
-			if (k < 0)
-				return usage("--layers: \"%s\" is not one of system, compute, memory, "
-					     "interconnect, storage, workload",
-					     t);
-			want[k] = true;
-		}
-	}
-	json_t *base = NULL;
-	if (v[O_BASE]) {
-		json_error_t je;
-		base = json_load_file(v[O_BASE], 0, &je);
-		if (!base || !json_is_object(json_object_get(base, "checks"))) {
-			fprintf(stderr, "tenk validate: %s: %s\n", v[O_BASE],
-				base ? "no \"checks\" object" : je.text);
-			json_decref(base);
-			return 1;
-		}
-	}
-	const char *dir = v[O_DIR] ? v[O_DIR] : getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
-	bool quick = v[O_QUICK] != NULL;
+	char *end;
+	errno = 0;
+	double d = strtod(text, &end);
+	if (errno || end == text || *end || !(d >= min && d <= max))
+		return -EINVAL;
+	*ret = d;
+	return 0;
+}
+
+/* Raises c's threshold to `th` (from `from`) when that is stricter, and
+ * fails it when its figure falls short. */
+void vcheck_raise(struct vcheck *c, double th, const char *from)
+{
+	if (c->verdict == V_SKIP || !c->higher_is_better || th <= c->threshold)
+		return;
+	enum vverdict was = c->verdict;
+	c->verdict = V_PASS;
+	vcheck_judge(c, th, from);
+	if (was == V_FAIL)
+		c->verdict = V_FAIL;
+}
+
+int validate_local(const struct vrun *o, struct vcheck *checks, int max)
+{
+	const char *dir = o->dir ? o->dir : getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+	bool quick = o->quick;
 	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
 	int threads = (int)MAX(1, MIN(ncpu, 64));
-	struct vcheck checks[16];
 	int n = 0, port = free_port();
 	bool failed = false;
 	int nlayers = 0;
-	for (int l = 0; l < 6; l++)
-		nlayers += want[l];
+	for (int l = 0; l < VLAYERS; l++)
+		nlayers += o->want[l];
 	int done_layers = 0;
-	for (int l = 0; l < 6 && !(failed && !v[O_ALL]); l++) {
-		if (!want[l])
+	for (int l = 0; l < VLAYERS && !(failed && !o->all) && n + 4 <= max; l++) {
+		if (!o->want[l])
 			continue;
-		progress(done_layers, nlayers, layers[l]);
+		if (o->progress)
+			progress(done_layers, nlayers, vlayers[l]);
 		int first = n;
 		switch (l) {
 		case 0:
@@ -184,54 +190,141 @@ int validate_main(int argc, char **argv)
 			break;
 		}
 		/* a stored baseline raises the bar to 95% of its figure */
-		for (int i = first; i < n && base; i++) {
-			struct vcheck *c = &checks[i];
-			double b = baseline_of(base, c->name);
-			if (c->verdict != V_SKIP && b > 0 && c->higher_is_better &&
-			    0.95 * b > c->threshold) {
-				enum vverdict was = c->verdict;
-				c->verdict = V_PASS;
-				vcheck_judge(c, 0.95 * b, "95% of the baseline");
-				if (was == V_FAIL)
-					c->verdict = V_FAIL;
-			}
+		for (int i = first; i < n && o->base; i++) {
+			double b = baseline_of(o->base, checks[i].name);
+			if (b > 0)
+				vcheck_raise(&checks[i], 0.95 * b, "95% of the baseline");
 		}
 		for (int i = first; i < n; i++)
 			failed |= checks[i].verdict == V_FAIL;
 		done_layers++;
 	}
-	progress(nlayers, nlayers, "done");
-	json_decref(base);
+	if (o->progress)
+		progress(nlayers, nlayers, "done");
+	return n;
+}
+
+json_t *vcheck_pack(const struct vcheck *c)
+{
+	return json_pack("{s:s, s:s, s:f, s:s, s:f, s:s, s:s, s:s}", "layer", c->layer, "check",
+			 c->name, "figure", c->figure, "unit", c->unit, "threshold", c->threshold,
+			 "threshold_from", c->threshold_from, "verdict",
+			 vverdict_name(c->verdict), "detail",
+			 c->detail);
+}
+
+void vchecks_print(const struct vcheck *checks, int n)
+{
+	printf("%-13s %-18s %12s %-8s %12s  %-7s %s\n", "LAYER", "CHECK", "FIGURE", "UNIT",
+	       "THRESHOLD", "VERDICT", "DETAIL");
+	for (int i = 0; i < n; i++) {
+		const struct vcheck *c = &checks[i];
+		char th[32] = "-";
+		if (c->threshold_from[0])
+			snprintf(th, sizeof(th), "%s%.4g", c->higher_is_better ? ">= " : "<= ",
+				 c->threshold);
+		char fig[32];
+		snprintf(fig, sizeof(fig), c->figure >= 1000 ? "%.0f" : "%.4g", c->figure);
+		printf("%-13s %-18s %12s %-8s %12s  %-7s %s\n", c->layer, c->name, fig, c->unit, th,
+		       vverdict_name(c->verdict), c->detail);
+	}
+}
+
+int validate_main(int argc, char **argv)
+{
+	const char *v[O_N] = {0};
+	char **pos;
+	int npos;
+	struct tk_error err;
+	if (tk_opts_parse(opts, O_N, argc, argv, false, v, &pos, &npos, &err) < 0)
+		return usage("%s", err.text);
+	free(pos);
+	if (npos)
+		return usage("unexpected argument");
+	if (v[O_HELP]) {
+		struct strbuf sb;
+		strbuf_init(&sb);
+		tk_opts_help(opts, O_N, &sb);
+		printf("usage: tenk validate [OPTIONS]\nChecks this node layer by layer (system, "
+		       "compute, memory, interconnect,\nstorage, workload): each check prints its "
+		       "figure, its threshold and a verdict.\nWith --nodes, the server checks those "
+		       "nodes as a system job, holds each to\nits peers (and their links to each "
+		       "other), and drains those that fail.\n\noptions:\n%s",
+		       sb.buf);
+		strbuf_release(&sb);
+		return 0;
+	}
+	struct vrun o = {.want = {true, true, true, true, true, true},
+			 .all = v[O_ALL] != NULL,
+			 .quick = v[O_QUICK] != NULL,
+			 .dir = v[O_DIR],
+			 .tolerance = 0.05,
+			 .clock_max_ms = 50,
+			 .progress = !v[O_MEMBER]};
+	if (v[O_LAYERS]) {
+		memset(o.want, 0, sizeof(o.want));
+		char buf[256], *save = NULL;
+		snprintf(buf, sizeof(buf), "%s", v[O_LAYERS]);
+		for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+			int k = vlayer_index(t);
+			if (k < 0)
+				return usage("--layers: \"%s\" is not one of system, compute, memory, "
+					     "interconnect, storage, workload",
+					     t);
+			o.want[k] = true;
+		}
+	}
+	if (v[O_TOL]) {
+		double t;
+		if (parse_num(v[O_TOL], 0, 100, &t) < 0)
+			return usage("--tolerance: a percentage from 0 to 100, got \"%s\"", v[O_TOL]);
+		o.tolerance = t / 100;
+	}
+	if (v[O_CLOCK]) {
+		double t;
+		if (parse_num(v[O_CLOCK], 0, 1e9, &t) < 0)
+			return usage("--clock-max-ms: milliseconds, got \"%s\"", v[O_CLOCK]);
+		o.clock_max_ms = t;
+	}
+	if (v[O_NODES]) {
+		if (v[O_MEMBER] || v[O_SAVE])
+			return usage("--nodes does not go with --%s", v[O_MEMBER] ? "member" : "save-baseline");
+		return validate_cluster(v[O_NODES], argc, argv, v[O_JSON] != NULL, v[O_NOWAIT] != NULL);
+	}
+	if (v[O_NOWAIT])
+		return usage("--no-wait goes with --nodes");
+	if (v[O_BASE]) {
+		json_error_t je;
+		o.base = json_load_file(v[O_BASE], 0, &je);
+		if (!o.base || !json_is_object(json_object_get(o.base, "checks"))) {
+			fprintf(stderr, "tenk validate: %s: %s\n", v[O_BASE],
+				o.base ? "no \"checks\" object" : je.text);
+			json_decref(o.base);
+			return 1;
+		}
+	}
+	if (v[O_MEMBER]) {
+		int rc = validate_member(&o);
+		json_decref(o.base);
+		return rc;
+	}
+	struct vcheck checks[VMAX_CHECKS];
+	int n = validate_local(&o, checks, VMAX_CHECKS);
+	json_decref(o.base);
+	bool failed = false;
+	for (int i = 0; i < n; i++)
+		failed |= checks[i].verdict == V_FAIL;
 	if (v[O_JSON]) {
 		json_t *arr = json_array();
-		for (int i = 0; i < n; i++) {
-			const struct vcheck *c = &checks[i];
-			json_array_append_new(
-				arr, json_pack("{s:s, s:s, s:f, s:s, s:f, s:s, s:s, s:s}", "layer",
-					       c->layer, "check", c->name, "figure", c->figure, "unit",
-					       c->unit, "threshold", c->threshold, "threshold_from",
-					       c->threshold_from, "verdict", verdict_name(c->verdict),
-					       "detail", c->detail));
-		}
-		json_t *o = json_pack("{s:s, s:o}", "verdict", failed ? "fail" : "pass", "checks", arr);
-		char *text = json_dumps(o, JSON_INDENT(2) | JSON_REAL_PRECISION(6));
+		for (int i = 0; i < n; i++)
+			json_array_append_new(arr, vcheck_pack(&checks[i]));
+		json_t *jo = json_pack("{s:s, s:o}", "verdict", failed ? "fail" : "pass", "checks", arr);
+		char *text = json_dumps(jo, JSON_INDENT(2) | JSON_REAL_PRECISION(6));
 		puts(text);
 		free(text);
-		json_decref(o);
+		json_decref(jo);
 	} else {
-		printf("%-13s %-18s %12s %-8s %12s  %-7s %s\n", "LAYER", "CHECK", "FIGURE", "UNIT",
-		       "THRESHOLD", "VERDICT", "DETAIL");
-		for (int i = 0; i < n; i++) {
-			const struct vcheck *c = &checks[i];
-			char th[32] = "-";
-			if (c->threshold_from[0])
-				snprintf(th, sizeof(th), "%s%.4g", c->higher_is_better ? ">= " : "<= ",
-					 c->threshold);
-			char fig[32];
-			snprintf(fig, sizeof(fig), c->figure >= 1000 ? "%.0f" : "%.4g", c->figure);
-			printf("%-13s %-18s %12s %-8s %12s  %-7s %s\n", c->layer, c->name, fig, c->unit,
-			       th, verdict_name(c->verdict), c->detail);
-		}
+		vchecks_print(checks, n);
 		printf("verdict: %s\n", failed ? "FAIL" : "pass");
 	}
 	if (v[O_SAVE]) {
@@ -239,13 +332,13 @@ int validate_main(int argc, char **argv)
 		for (int i = 0; i < n; i++)
 			if (checks[i].verdict == V_PASS)
 				json_object_set_new(figs, checks[i].name, json_real(checks[i].figure));
-		json_t *o = json_pack("{s:o}", "checks", figs);
-		if (json_dump_file(o, v[O_SAVE], JSON_INDENT(2)) < 0) {
+		json_t *jo = json_pack("{s:o}", "checks", figs);
+		if (json_dump_file(jo, v[O_SAVE], JSON_INDENT(2)) < 0) {
 			fprintf(stderr, "tenk validate: cannot write %s\n", v[O_SAVE]);
-			json_decref(o);
+			json_decref(jo);
 			return 1;
 		}
-		json_decref(o);
+		json_decref(jo);
 	}
 	return failed ? 1 : 0;
 }

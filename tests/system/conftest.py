@@ -163,7 +163,8 @@ class Tenk:
     def wait_nodes_up(self, n=1, timeout=30):
         def up():
             nodes = self.json("nodes")["nodes"]
-            ready = [x for x in nodes if x["state"] in ("UP", "DRAINED", "DRAINING")]
+            ready = [x for x in nodes if x["state"] in ("UP", "DRAINED", "DRAINING", "VALIDATING",
+                                                      "UNVALIDATED")]
             return ready if len(ready) >= n else None
         return wait_for(up, timeout, f"{n} node(s) UP")
 

@@ -65,9 +65,27 @@ class Hosts:
     def link(self, host, up):
         ip("-n", self.names[host], "link", "set", "eth0", "up" if up else "down")
 
-    def slow(self, host, delay_ms):
-        ip("netns", "exec", self.names[host], "tc", "qdisc", "replace", "dev", "eth0", "root",
-           "netem", "delay", f"{delay_ms}ms")
+    def slow(self, host, delay_ms=20, rate_mbit=200):
+        """Slows host's link both ways: tc netem delay where the kernel has
+        netem, else (kernels built without it) a token bucket at rate_mbit.
+        Returns what was used."""
+        ends = [(self.names[host], "eth0"), (self.switch, f"p{host}")]
+        for ns, dev in ends:
+            p = subprocess.run(["ip", "netns", "exec", ns, "tc", "qdisc", "replace", "dev", dev,
+                                "root", "netem", "delay", f"{delay_ms}ms", "rate",
+                                f"{rate_mbit}mbit"], capture_output=True, text=True)
+            if p.returncode != 0:
+                break
+        else:
+            return "netem"
+        for ns, dev in ends:
+            ip("netns", "exec", ns, "tc", "qdisc", "replace", "dev", dev, "root", "tbf", "rate",
+               f"{rate_mbit}mbit", "burst", "64kb", "latency", "50ms")
+        return "tbf"
+
+    def mend(self, host):
+        for ns, dev in ((self.names[host], "eth0"), (self.switch, f"p{host}")):
+            ip("netns", "exec", ns, "tc", "qdisc", "del", "dev", dev, "root", check=False)
 
     def destroy(self):
         for ns in reversed(self.created):

@@ -1,0 +1,127 @@
+"""tenk validate --nodes: the server runs the validation as a system job on
+the nodes named, holds each node to its peers, drains those that fail with
+the layer and the reason, resumes them when they pass again, and (with
+require_validation) keeps a new node from work until it has passed."""
+import json
+import os
+
+from conftest import BIN, MultiHost, start_up, wait_for
+
+
+def validate(c, *args, timeout=300):
+    p = c.run("validate", *args, check=False, timeout=timeout)
+    assert p.returncode in (0, 1), p.stdout + p.stderr
+    return p
+
+
+def node(c, name):
+    return next(n for n in c.json("nodes")["nodes"] if n["name"] == name)
+
+
+def test_slow_link_drains_that_host(hosts4, workdir, kill_all):
+    c = MultiHost(workdir, hosts4)
+    kill_all.extend(c.daemons)
+    # a preemptible job holds a node: the validation stops it, and it goes
+    # back to the queue; the run then has every device of every node
+    batch = c.submit("--class", "batch", "-N", "3", "-G", "1", "--", "sleep", "600")
+    c.wait_state(batch, "RUNNING", timeout=60)
+    # host3's link is slowed both ways (tc netem, or a token bucket where the
+    # kernel lacks netem)
+    hosts4.slow(3)
+    # the three hosts share this machine's two cores, so their in-node
+    # figures differ by tens of percent; the slowed link differs by far more
+    p = validate(c, "--nodes", "host[1-3]", "--quick", "--layers", "system,interconnect",
+                 "--tolerance", "50", "--json")
+    assert p.returncode == 1, p.stdout + p.stderr
+    out = json.loads(p.stdout)
+    assert out["state"] == "COMPLETED", out
+    verdicts = {n["node"]: n["validation"] for n in out["nodes"]}
+    assert set(verdicts) == {"host1", "host2", "host3"}
+    assert verdicts["host1"]["verdict"] == "pass", verdicts
+    assert verdicts["host2"]["verdict"] == "pass", verdicts
+    bad = verdicts["host3"]
+    assert bad["verdict"] == "fail" and bad["layer"] == "interconnect", bad
+    assert "pair_bandwidth" in bad["reason"] and "peers' median" in bad["reason"], bad
+    checks = {k["check"]: k for k in bad["checks"]}
+    assert checks["pair_bandwidth"]["verdict"] == "FAIL"
+    good = {k["check"]: k for k in verdicts["host1"]["checks"]}
+    assert good["pair_bandwidth"]["figure"] > 2 * checks["pair_bandwidth"]["figure"]
+    assert good["stack_consistent"]["verdict"] == "pass"
+    assert good["clock_offset"]["verdict"] == "pass" and good["clock_offset"]["figure"] < 50
+    assert good["allreduce_ring"]["figure"] > 0
+    # the server acted: host3 drained with the reason, the others took work again
+    h3 = node(c, "host3")
+    assert h3["state"] in ("DRAINED", "DRAINING") and h3["drained"]
+    assert h3["reason"].startswith("validate: interconnect: pair_bandwidth"), h3
+    assert node(c, "host1")["state"] == "UP"
+    assert node(c, "host1")["validation"]["verdict"] == "pass"
+    table = c.run("nodes").stdout
+    assert "interconnect" in table and "pass" in table, table
+    # it ran as a system job on every device, and the batch job was preempted
+    job = c.job(out["job"])
+    assert job["system"] and job["queue"] == "system" and job["class"] == "prod", job
+    assert len(job["attempts"][0]["nodes"]) == 3
+    assert all(n["devices"] == [0, 1, 2, 3] for n in job["attempts"][0]["nodes"])
+    assert c.job(batch).get("preemptions", 0) >= 1
+    # the link is mended; host3 alone is validated again, passes, and is resumed
+    hosts4.mend(3)
+    p = validate(c, "--nodes", "host3", "--quick", "--layers", "system,interconnect")
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "host3" in p.stdout and "pass" in p.stdout
+    h3 = node(c, "host3")
+    assert h3["state"] in ("UP", "ALLOCATED") and not h3["drained"], h3
+    c.run("cancel", batch)
+    c.stop_all()
+
+
+def test_new_node_takes_work_only_after_passing(workdir):
+    data = os.path.join(workdir, "tenk-data")
+    os.makedirs(data)
+    with open(os.path.join(data, "config.json"), "w") as f:
+        json.dump({"require_validation": True,
+                   "validation_args": ["--quick", "--layers", "system,memory"]}, f)
+    t, d = start_up(workdir)
+    try:
+        jid = t.submit("-G", "1", "--", "true")
+        # the node joined unvalidated; the server validates it, then the job runs
+        j = t.wait_state(jid, "COMPLETED", timeout=120)
+        n = node(t, "node1")
+        assert n["validation"]["verdict"] == "pass", n
+        vjob = t.job(n["validation"]["job"])
+        assert vjob["system"] and vjob["owner"] == "tenk" and vjob["state"] == "COMPLETED"
+        assert j["attempts"][0]["start_ms"] >= vjob["end_ms"] - 1000
+        names = {k["check"] for k in n["validation"]["checks"]}
+        assert {"dev_shm", "host_bandwidth"} <= names and "cpu_sgemm" not in names
+    finally:
+        d.stop()
+
+
+def test_bad_requests(cluster):
+    t = cluster
+    st, body = t.api("POST", "/v1/validations", {"nodes": ["node1", "nope"]})
+    assert st == 404 and "nope" in body["error"], body
+    st, body = t.api("POST", "/v1/validations", {"nodes": "some"})
+    assert st == 400 and "nodes" in body["error"], body
+    st, body = t.api("POST", "/v1/validations", {"nodes": ["node1"], "args": ["--member"]})
+    assert st == 400 and "--member" in body["error"], body
+    st, body = t.api("POST", "/v1/validations", {"nodes": ["node1", "node1"]})
+    assert st == 400 and "twice" in body["error"], body
+    st, body = t.api("POST", "/v1/validations", {"nodes": ["node1"]}, token=None)
+    assert st == 401, body
+    # a report without the run's token is refused, and changes nothing
+    st, body = t.api("POST", "/v1/validations/1/report",
+                     {"token": "x" * 64, "node": "node1", "verdict": "fail", "reason": "r"},
+                     token=None)
+    assert st == 403 and "token" in body["error"], body
+    assert node(t, "node1")["validation"] is None
+    p = t.run("validate", "--nodes", "n[3-1]", check=False)
+    assert p.returncode == 2 and '"3-1" in "n[3-1]"' in p.stderr, p.stderr
+    p = t.run("validate", "--nodes", "ghost", check=False)
+    assert p.returncode == 1 and "ghost" in p.stderr, p.stderr
+    # --no-wait gives the job; a second run on the same node is refused while it lasts
+    p = t.run("validate", "--nodes", "node1", "--quick", "--layers", "system", "--no-wait")
+    jid = int(p.stdout.split()[2])
+    st, body = t.api("POST", "/v1/validations", {"nodes": ["node1"]})
+    assert st == 409 and "node1" in body["error"], body
+    t.wait_state(jid, "COMPLETED", timeout=120)
+    assert node(t, "node1")["validation"]["verdict"] == "pass"
