@@ -282,7 +282,53 @@ static void test_node_record(void **state)
 	assert_true(node_record_unpack(p, &back, &err) < 0);
 	assert_string_equal(err.text, "inventory.cpus: must be an integer from 1 to 65536, got 0");
 	json_decref(p);
+	/* the last validation goes with it */
+	snprintf(r.verdict, sizeof(r.verdict), "fail");
+	snprintf(r.verdict_layer, sizeof(r.verdict_layer), "interconnect");
+	snprintf(r.verdict_reason, sizeof(r.verdict_reason), "pair_bandwidth 0.02 GB/s < 0.9");
+	r.verdict_ms = 1700000000000;
+	r.verdict_job = 12;
+	r.verdict_checks = json_pack("[{s:s}]", "check", "pair_bandwidth");
+	p = node_record_pack(&r);
+	assert_int_equal(node_record_unpack(p, &back, &err), 0);
+	assert_string_equal(back.verdict, "fail");
+	assert_string_equal(back.verdict_layer, "interconnect");
+	assert_true(back.verdict_job == 12 && back.verdict_ms == r.verdict_ms);
+	assert_true(json_equal(back.verdict_checks, r.verdict_checks));
+	node_record_release(&back);
+	json_object_set_new(json_object_get(p, "validation"), "verdict", json_string("maybe"));
+	assert_true(node_record_unpack(p, &back, &err) < 0);
+	assert_non_null(strstr(err.text, "validation.verdict"));
+	json_object_set_new(json_object_get(p, "validation"), "verdict", json_string("pass"));
+	json_object_set_new(json_object_get(p, "validation"), "checks", json_integer(3));
+	assert_true(node_record_unpack(p, &back, &err) < 0);
+	assert_non_null(strstr(err.text, "validation.checks"));
+	json_decref(p);
+	node_record_release(&r);
 	catalogue_release(&c);
+}
+
+static void test_config_validation(void **state)
+{
+	struct sched_config c;
+	struct tk_error err;
+	sched_config_default(&c);
+	assert_false(c.require_validation);
+	assert_int_equal(sched_config_load_json(&c,
+						"{\"require_validation\": true, \"validation_args\": "
+						"[\"--quick\", \"--layers\", \"system\"]}",
+						&err),
+			 0);
+	assert_true(c.require_validation);
+	assert_int_equal(c.nvalidation_args, 3);
+	assert_string_equal(c.validation_args[2], "system");
+	assert_true(sched_config_load_json(&c, "{\"validation_args\": \"--quick\"}", &err) < 0);
+	assert_non_null(strstr(err.text, "validation_args"));
+	assert_true(sched_config_load_json(&c, "{\"validation_args\": [\"\"]}", &err) < 0);
+	assert_non_null(strstr(err.text, "validation_args[0]"));
+	assert_true(sched_config_load_json(&c, "{\"require_validation\": 1}", &err) < 0);
+	assert_non_null(strstr(err.text, "require_validation"));
+	assert_true(c.require_validation && c.nvalidation_args == 3); /* unchanged on error */
 }
 
 int main(void)
@@ -292,6 +338,7 @@ int main(void)
 		cmocka_unit_test(test_request_limits), cmocka_unit_test(test_job_roundtrip),
 		cmocka_unit_test(test_states),	      cmocka_unit_test(test_fake_accels),
 		cmocka_unit_test(test_catalogue),     cmocka_unit_test(test_node_record),
+		cmocka_unit_test(test_config_validation),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

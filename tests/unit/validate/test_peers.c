@@ -1,0 +1,154 @@
+/*
+ * Holding a node to its peers: the pair figure (upper median), thresholds
+ * from the others' median, the software stack's consistency, the clock, and
+ * the verdict naming the first failing layer.
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "validate/validate.h"
+
+static struct vrun opts(void)
+{
+	struct vrun o = {.want = {true, true, true, true, true, true},
+			 .tolerance = 0.05,
+			 .clock_max_ms = 50};
+	return o;
+}
+
+static void peer(struct vpeer *p, const char *node, const char *stack, double gemm, double pair)
+{
+	memset(p, 0, sizeof(*p));
+	snprintf(p->node, sizeof(p->node), "%s", node);
+	snprintf(p->stack, sizeof(p->stack), "%s", stack);
+	snprintf(p->checks[0].name, sizeof(p->checks[0].name), "cpu_sgemm");
+	p->checks[0].figure = gemm;
+	p->checks[0].verdict = V_PASS;
+	p->nchecks = 1;
+	p->pair_gbs = pair;
+}
+
+static int mine(struct vcheck *c, double gemm)
+{
+	vcheck_set(&c[0], "compute", "cpu_sgemm", "GFLOP/s", true);
+	c[0].figure = gemm;
+	vcheck_judge(&c[0], 0.2, "floor");
+	return 1;
+}
+
+static const struct vcheck *find(const struct vcheck *c, int n, const char *name)
+{
+	for (int i = 0; i < n; i++)
+		if (strcmp(c[i].name, name) == 0)
+			return &c[i];
+	fail_msg("no check %s", name);
+	return NULL;
+}
+
+static void test_pair_figure(void **state)
+{
+	/* three nodes, C's link slow: A and B keep their fast pair, C has none */
+	double a[] = {0, 1.0, 0.02}, c[] = {0.02, 0.021, 0};
+	assert_true(vpair_figure(a, 3, 0) == 1.0);
+	assert_true(vpair_figure(c, 3, 2) == 0.021);
+	double five[] = {0.9, 0.1, 0, 0.95, 1.0}; /* one bad link of four */
+	assert_true(vpair_figure(five, 5, 2) == 0.95);
+	double none[] = {0, 0};
+	assert_true(vpair_figure(none, 2, 0) == 0);
+}
+
+static void test_slow_node_fails_against_peers(void **state)
+{
+	struct vpeer all[4];
+	const char *st = "driver none, CUDA none, NCCL none, tenk 0.1.0";
+	peer(&all[0], "a", st, 100, 1.0);
+	peer(&all[1], "b", st, 101, 1.0);
+	peer(&all[2], "c", st, 99, 0.98);
+	peer(&all[3], "d", st, 80, 0.2); /* 20% slower compute, a slow link */
+	struct vrun o = opts();
+	struct vcheck c[8];
+	int n = vpeer_judge(all, 4, 3, &o, c, mine(c, 80), 8);
+	const struct vcheck *g = find(c, n, "cpu_sgemm");
+	assert_int_equal(g->verdict, V_FAIL);
+	assert_true(fabs(g->threshold - 0.95 * 100) < 1e-9);
+	assert_non_null(strstr(g->threshold_from, "3 peers' median"));
+	assert_int_equal(find(c, n, "pair_bandwidth")->verdict, V_FAIL);
+	assert_int_equal(find(c, n, "stack_consistent")->verdict, V_PASS);
+	char layer[16], reason[256];
+	assert_true(vverdict_of(c, n, layer, sizeof(layer), reason, sizeof(reason)));
+	assert_string_equal(layer, "compute"); /* the lowest failing layer names it */
+	assert_non_null(strstr(reason, "cpu_sgemm 80"));
+	/* a node 4% under the median passes at 5%, fails at 3% */
+	n = vpeer_judge(all, 4, 2, &o, c, mine(c, 96), 8);
+	assert_int_equal(find(c, n, "cpu_sgemm")->verdict, V_PASS);
+	assert_false(vverdict_of(c, n, layer, sizeof(layer), reason, sizeof(reason)));
+	o.tolerance = 0.03;
+	n = vpeer_judge(all, 4, 2, &o, c, mine(c, 96), 8);
+	assert_int_equal(find(c, n, "cpu_sgemm")->verdict, V_FAIL);
+}
+
+static void test_two_nodes_have_no_peer_median(void **state)
+{
+	struct vpeer all[2];
+	peer(&all[0], "a", "s", 100, 1.0);
+	peer(&all[1], "b", "s", 10, 0.1);
+	struct vrun o = opts();
+	struct vcheck c[8];
+	int n = vpeer_judge(all, 2, 1, &o, c, mine(c, 10), 8);
+	/* one peer is no majority: only the floors hold */
+	assert_int_equal(find(c, n, "cpu_sgemm")->verdict, V_PASS);
+	assert_int_equal(find(c, n, "pair_bandwidth")->verdict, V_PASS);
+}
+
+static void test_stack_and_clock(void **state)
+{
+	struct vpeer all[3];
+	peer(&all[0], "a", "driver 550, CUDA 12.4, NCCL 2.21.5, tenk 0.1.0", 100, 1);
+	peer(&all[1], "b", "driver 550, CUDA 12.4, NCCL 2.21.5, tenk 0.1.0", 100, 1);
+	peer(&all[2], "c", "driver 535, CUDA 12.2, NCCL 2.21.5, tenk 0.1.0", 100, 1);
+	all[2].clock_ms = -250;
+	struct vrun o = opts();
+	struct vcheck c[8];
+	int n = vpeer_judge(all, 3, 2, &o, c, mine(c, 100), 8);
+	const struct vcheck *s = find(c, n, "stack_consistent");
+	assert_int_equal(s->verdict, V_FAIL);
+	assert_non_null(strstr(s->detail, "2 of 2 peers have driver 550"));
+	const struct vcheck *k = find(c, n, "clock_offset");
+	assert_int_equal(k->verdict, V_FAIL);
+	assert_true(k->figure == 250);
+	char layer[16], reason[256];
+	assert_true(vverdict_of(c, n, layer, sizeof(layer), reason, sizeof(reason)));
+	assert_string_equal(layer, "system");
+	/* the majority passes */
+	n = vpeer_judge(all, 3, 0, &o, c, mine(c, 100), 8);
+	assert_int_equal(find(c, n, "stack_consistent")->verdict, V_PASS);
+	assert_int_equal(find(c, n, "clock_offset")->verdict, V_PASS);
+	/* no majority: both of two differing nodes fail */
+	struct vpeer two[2];
+	peer(&two[0], "a", "x", 1, 1);
+	peer(&two[1], "b", "y", 1, 1);
+	n = vpeer_judge(two, 2, 0, &o, c, mine(c, 1), 8);
+	assert_int_equal(find(c, n, "stack_consistent")->verdict, V_FAIL);
+	/* a layer left out adds no check of it */
+	o.want[0] = false;
+	o.want[3] = false;
+	n = vpeer_judge(all, 3, 2, &o, c, mine(c, 100), 8);
+	assert_int_equal(n, 1);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_pair_figure),
+		cmocka_unit_test(test_slow_node_fails_against_peers),
+		cmocka_unit_test(test_two_nodes_have_no_peer_median),
+		cmocka_unit_test(test_stack_and_clock),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
