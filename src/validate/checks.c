@@ -211,26 +211,6 @@ int check_cpu_gemm(struct vcheck *c, int threads, int n, int reps)
 	return 0;
 }
 
-int check_gpu_gemm(struct vcheck *c)
-{
-	vcheck_set(c, "compute", "gpu_gemm", "TFLOP/s", true);
-	void *cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-	int n = 0;
-	if (cuda) {
-		int (*init)(unsigned), (*count)(int *);
-		*(void **)&init = dlsym(cuda, "cuInit");
-		*(void **)&count = dlsym(cuda, "cuDeviceGetCount");
-		if (!(init && init(0) == 0 && count && count(&n) == 0))
-			n = 0;
-		dlclose(cuda);
-	}
-	c->verdict = V_SKIP;
-	snprintf(c->detail, sizeof(c->detail),
-		 n ? "skipped: cuBLAS GEMM not built into this check yet (%d GPUs)" : "skipped: no GPU",
-		 n);
-	return 0;
-}
-
 /* ---- memory ------------------------------------------------------------------------------- */
 
 struct mem_arg {

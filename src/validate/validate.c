@@ -167,16 +167,18 @@ int validate_local(const struct vrun *o, struct vcheck *checks, int max)
 		case 1:
 			check_cpu_gemm(&checks[n], threads, quick ? 256 : 768, quick ? 2 : 4);
 			vcheck_judge(&checks[n++], 0.2, "floor");
-			check_gpu_gemm(&checks[n++]);
+			check_gpu_gemm(&checks[n++], quick);
 			break;
 		case 2:
 			check_host_memory(&checks[n], threads, quick ? 96 : 768);
 			vcheck_judge(&checks[n++], 0.5, "floor");
+			check_gpu_copy(&checks[n++], quick);
 			break;
 		case 3:
 			check_allreduce_local(&checks[n], MAX(2, MIN(threads, 8)),
 					      quick ? (4u << 20) : (64u << 20), port);
 			vcheck_judge(&checks[n++], 0.05, "floor");
+			check_nccl_in_node(&checks[n++], quick);
 			break;
 		case 4:
 			check_storage(&checks[n], &checks[n + 1], dir, MIN(threads, 4), quick ? 16 : 256);

@@ -48,7 +48,10 @@ int check_gpu_stack(struct vcheck *c);
 int check_shm(struct vcheck *c, double min_mib);
 int check_nofile(struct vcheck *c, double min);
 int check_cpu_gemm(struct vcheck *c, int threads, int n, int reps);
-int check_gpu_gemm(struct vcheck *c);
+/* gpu.c: every GPU of the node, through dlopen; "skipped: no GPU" without */
+int check_gpu_gemm(struct vcheck *c, bool quick);
+int check_gpu_copy(struct vcheck *c, bool quick);
+int check_nccl_in_node(struct vcheck *c, bool quick);
 int check_host_memory(struct vcheck *c, int threads, size_t mib);
 int check_allreduce_local(struct vcheck *c, int ranks, size_t bytes, int port);
 int check_storage(struct vcheck *w, struct vcheck *r, const char *dir, int writers, size_t mib);

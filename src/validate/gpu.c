@@ -1,0 +1,427 @@
+/*
+ * The GPU checks: a cuBLAS matrix product (bf16 in, f32 out) checked
+ * against exact integer arithmetic, device-to-device copy bandwidth, and an
+ * NCCL all-reduce over the node's GPUs. The CUDA driver API (libcuda, which
+ * comes with the driver), cuBLAS and NCCL are loaded with dlopen, so the one
+ * binary runs on every node; where they or a GPU are missing each check
+ * says "skipped: ..." and passes nothing off as measured.
+ *
+ * Every device is checked; a check's figure is the slowest device's, and its
+ * detail lists them all, so one slow card shows.
+ */
+#include "validate.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/model.h"
+
+/* Constants of the CUDA, cuBLAS and NCCL headers (stable across versions). */
+#define CU_OK 0
+#define CUBLAS_OP_N 0
+#define CUDA_R_32F 0
+#define CUDA_R_16BF 14
+#define CUBLAS_COMPUTE_32F 68
+#define CUBLAS_GEMM_DEFAULT (-1)
+#define NCCL_FLOAT32 7
+#define NCCL_SUM 0
+#define GPU_MAX 64
+
+typedef unsigned long long cu_ptr;
+
+struct gpu {
+	void *cu, *blas, *nccl;
+	int ndev;
+	void *ctx[GPU_MAX]; /* primary contexts retained so far */
+	int dev[GPU_MAX];
+	int (*init)(unsigned);
+	int (*count)(int *);
+	int (*get)(int *, int);
+	int (*name)(char *, int, int);
+	int (*total_mem)(size_t *, int);
+	int (*retain)(void **, int);
+	int (*release)(int);
+	int (*set_current)(void *);
+	int (*sync)(void);
+	int (*alloc)(cu_ptr *, size_t);
+	int (*free)(cu_ptr);
+	int (*htod)(cu_ptr, const void *, size_t);
+	int (*dtoh)(void *, cu_ptr, size_t);
+	int (*dtod)(cu_ptr, cu_ptr, size_t);
+	int (*memset32)(cu_ptr, unsigned, size_t);
+	/* cuBLAS */
+	int (*blas_create)(void **);
+	int (*blas_destroy)(void *);
+	int (*gemm)(void *, int, int, int, int, int, const void *, const void *, int, int,
+		    const void *, int, int, const void *, void *, int, int, int, int);
+	/* NCCL */
+	int (*nccl_init_all)(void **, int, const int *);
+	int (*nccl_destroy)(void *);
+	int (*nccl_allreduce)(const void *, void *, size_t, int, int, void *, void *);
+	int (*nccl_group_start)(void);
+	int (*nccl_group_end)(void);
+};
+
+static void *first_lib(const char *const *names)
+{
+	for (; *names; names++) {
+		void *h = dlopen(*names, RTLD_NOW | RTLD_LOCAL);
+		if (h)
+			return h;
+	}
+	return NULL;
+}
+
+static bool load(void *lib, const char *name, void *fn)
+{
+	void *p = lib ? dlsym(lib, name) : NULL;
+	memcpy(fn, &p, sizeof(p)); /* POSIX's way from a data pointer to a function's */
+	return p != NULL;
+}
+
+static void gpu_close(struct gpu *g)
+{
+	for (int i = 0; i < g->ndev; i++)
+		if (g->ctx[i])
+			g->release(g->dev[i]);
+	if (g->nccl)
+		dlclose(g->nccl);
+	if (g->blas)
+		dlclose(g->blas);
+	if (g->cu)
+		dlclose(g->cu);
+	memset(g, 0, sizeof(*g));
+}
+
+/* Loads the driver API and counts the GPUs; 0 with `why` when there are none. */
+static int gpu_open(struct gpu *g, char *why, size_t n)
+{
+	static const char *const cu[] = {"libcuda.so.1", NULL};
+	static const char *const blas[] = {"libcublas.so.13", "libcublas.so.12", "libcublas.so",
+					   NULL};
+	static const char *const nccl[] = {"libnccl.so.2", "libnccl.so", NULL};
+	memset(g, 0, sizeof(*g));
+	g->cu = first_lib(cu);
+	bool ok =
+	    load(g->cu, "cuInit", &g->init) && load(g->cu, "cuDeviceGetCount", &g->count) &&
+	    load(g->cu, "cuDeviceGet", &g->get) && load(g->cu, "cuDeviceGetName", &g->name) &&
+	    load(g->cu, "cuDeviceTotalMem_v2", &g->total_mem) &&
+	    load(g->cu, "cuDevicePrimaryCtxRetain", &g->retain) &&
+	    load(g->cu, "cuDevicePrimaryCtxRelease_v2", &g->release) &&
+	    load(g->cu, "cuCtxSetCurrent", &g->set_current) &&
+	    load(g->cu, "cuCtxSynchronize", &g->sync) && load(g->cu, "cuMemAlloc_v2", &g->alloc) &&
+	    load(g->cu, "cuMemFree_v2", &g->free) && load(g->cu, "cuMemcpyHtoD_v2", &g->htod) &&
+	    load(g->cu, "cuMemcpyDtoH_v2", &g->dtoh) && load(g->cu, "cuMemcpyDtoD_v2", &g->dtod) &&
+	    load(g->cu, "cuMemsetD32_v2", &g->memset32);
+	int count = 0;
+	if (!ok || g->init(0) != CU_OK || g->count(&count) != CU_OK || count <= 0) {
+		snprintf(why, n, "skipped: no GPU");
+		gpu_close(g);
+		return 0;
+	}
+	g->ndev = MIN(count, GPU_MAX);
+	g->blas = first_lib(blas);
+	if (!(load(g->blas, "cublasCreate_v2", &g->blas_create) &&
+	      load(g->blas, "cublasDestroy_v2", &g->blas_destroy) &&
+	      load(g->blas, "cublasGemmEx", &g->gemm))) {
+		if (g->blas)
+			dlclose(g->blas);
+		g->blas = NULL;
+	}
+	g->nccl = first_lib(nccl);
+	if (!(load(g->nccl, "ncclCommInitAll", &g->nccl_init_all) &&
+	      load(g->nccl, "ncclCommDestroy", &g->nccl_destroy) &&
+	      load(g->nccl, "ncclAllReduce", &g->nccl_allreduce) &&
+	      load(g->nccl, "ncclGroupStart", &g->nccl_group_start) &&
+	      load(g->nccl, "ncclGroupEnd", &g->nccl_group_end))) {
+		if (g->nccl)
+			dlclose(g->nccl);
+		g->nccl = NULL;
+	}
+	return g->ndev;
+}
+
+/* Makes device i's primary context current (retained once, released by
+ * gpu_close). */
+static int use_device(struct gpu *g, int i)
+{
+	if (!g->ctx[i] &&
+	    (g->get(&g->dev[i], i) != CU_OK || g->retain(&g->ctx[i], g->dev[i]) != CU_OK)) {
+		g->ctx[i] = NULL;
+		return -EIO;
+	}
+	return g->set_current(g->ctx[i]) == CU_OK ? 0 : -EIO;
+}
+
+/* The catalogue's peak for device i, 0 when its model is not there. */
+static double catalogue_tflops(struct gpu *g, int dev, char *model, size_t n)
+{
+	char name[128] = "";
+	size_t mem = 0;
+	g->name(name, sizeof(name), dev);
+	g->total_mem(&mem, dev);
+	struct catalogue cat;
+	catalogue_init(&cat);
+	const struct catalogue_entry *e = catalogue_match(&cat, name, (int64_t)(mem >> 20));
+	double t = e ? e->tflops : 0;
+	snprintf(model, n, "%s", e ? e->name : name);
+	catalogue_release(&cat);
+	return t;
+}
+
+/* Small integers: every product and sum is exact in bf16 inputs and f32 sums. */
+static int a_val(size_t i, size_t k)
+{
+	return (int)((i * 3 + k * 7) % 5) - 2;
+}
+
+static int b_val(size_t k, size_t j)
+{
+	return (int)((k * 5 + j * 3) % 5) - 2;
+}
+
+/* One device's GEMM rate (TFLOP/s) and how many sampled entries were wrong. */
+static int gemm_one(struct gpu *g, int i, int n, int reps, double *tflops, int *wrong)
+{
+	if (use_device(g, i) < 0)
+		return -EIO;
+	size_t nn = (size_t)n * (size_t)n;
+	uint16_t *ha = xmalloc(nn * 2), *hb = xmalloc(nn * 2);
+	float *hc = xmalloc(nn * 4);
+	/* column-major, as cuBLAS has it: A[i + k n] */
+	for (size_t k = 0; k < (size_t)n; k++)
+		for (size_t r = 0; r < (size_t)n; r++) {
+			ha[r + k * (size_t)n] = coll_float_to_bf16((float)a_val(r, k));
+			hb[k + r * (size_t)n] = coll_float_to_bf16((float)b_val(k, r));
+		}
+	cu_ptr a = 0, b = 0, c = 0;
+	void *h = NULL;
+	int rc = -EIO;
+	float alpha = 1, beta = 0;
+	int64_t t0 = 0;
+	if (g->alloc(&a, nn * 2) != CU_OK || g->alloc(&b, nn * 2) != CU_OK ||
+	    g->alloc(&c, nn * 4) != CU_OK || g->htod(a, ha, nn * 2) != CU_OK ||
+	    g->htod(b, hb, nn * 2) != CU_OK || g->blas_create(&h) != 0)
+		goto out;
+	for (int r = -1; r < reps; r++) {
+		if (r == 0) {
+			if (g->sync() != CU_OK)
+				goto out;
+			t0 = tk_mono_us();
+		}
+		if (g->gemm(h, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &alpha, (void *)(uintptr_t)a,
+			    CUDA_R_16BF, n, (void *)(uintptr_t)b, CUDA_R_16BF, n, &beta,
+			    (void *)(uintptr_t)c, CUDA_R_32F, n, CUBLAS_COMPUTE_32F,
+			    CUBLAS_GEMM_DEFAULT) != 0)
+			goto out;
+	}
+	if (g->sync() != CU_OK)
+		goto out;
+	double secs = (double)(tk_mono_us() - t0) / 1e6;
+	*tflops = secs > 0 ? 2.0 * n * (double)n * n * reps / secs / 1e12 : 0;
+	if (g->dtoh(hc, c, nn * 4) != CU_OK)
+		goto out;
+	*wrong = 0;
+	for (int s = 0; s < 256; s++) {
+		size_t r = (size_t)(s * 7919) % (size_t)n, col = (size_t)(s * 104729) % (size_t)n;
+		long long want = 0;
+		for (size_t k = 0; k < (size_t)n; k++)
+			want += (long long)a_val(r, k) * b_val(k, col);
+		*wrong += hc[r + col * (size_t)n] != (float)want;
+	}
+	rc = 0;
+out:
+	if (h)
+		g->blas_destroy(h);
+	if (a)
+		g->free(a);
+	if (b)
+		g->free(b);
+	if (c)
+		g->free(c);
+	free(ha);
+	free(hb);
+	free(hc);
+	return rc;
+}
+
+int check_gpu_gemm(struct vcheck *c, bool quick)
+{
+	vcheck_set(c, "compute", "gpu_gemm", "TFLOP/s", true);
+	struct gpu g;
+	if (!gpu_open(&g, c->detail, sizeof(c->detail))) {
+		c->verdict = V_SKIP;
+		return 0;
+	}
+	if (!g.blas) {
+		c->verdict = V_SKIP;
+		snprintf(c->detail, sizeof(c->detail), "skipped: %d GPUs but no cuBLAS", g.ndev);
+		gpu_close(&g);
+		return 0;
+	}
+	struct strbuf sb;
+	strbuf_init(&sb);
+	double slowest = 0, floor = 0;
+	int wrong = 0;
+	char model[64] = "";
+	for (int i = 0; i < g.ndev; i++) {
+		double t = 0;
+		int w = 0, dev = 0;
+		double peak =
+		    g.get(&dev, i) == CU_OK ? catalogue_tflops(&g, dev, model, sizeof(model)) : 0;
+		if (gemm_one(&g, i, quick ? 4096 : 8192, quick ? 5 : 20, &t, &w) < 0) {
+			c->verdict = V_FAIL;
+			strbuf_addf(&sb, "%sGPU %d: CUDA or cuBLAS call failed", i ? ", " : "", i);
+			continue;
+		}
+		wrong += w;
+		if (i == 0 || t < slowest)
+			slowest = t;
+		if (peak > 0 && (floor == 0 || 0.5 * peak < floor))
+			floor = 0.5 * peak;
+		strbuf_addf(&sb, "%s%d: %.0f", i ? ", " : "", i, t);
+	}
+	c->figure = slowest;
+	char from[48];
+	snprintf(from, sizeof(from), floor > 0 ? "50%% of the catalogue's %s" : "floor", model);
+	enum vverdict was = c->verdict;
+	vcheck_judge(c, floor > 0 ? floor : 1, from);
+	if (was == V_FAIL || wrong)
+		c->verdict = V_FAIL;
+	snprintf(c->detail, sizeof(c->detail), "bf16 GEMM, %d wrong; %.250s", wrong, sb.buf);
+	strbuf_release(&sb);
+	gpu_close(&g);
+	return 0;
+}
+
+int check_gpu_copy(struct vcheck *c, bool quick)
+{
+	vcheck_set(c, "memory", "gpu_copy", "GB/s", true);
+	struct gpu g;
+	if (!gpu_open(&g, c->detail, sizeof(c->detail))) {
+		c->verdict = V_SKIP;
+		return 0;
+	}
+	size_t bytes = quick ? (256u << 20) : (1u << 30);
+	int reps = 10;
+	struct strbuf sb;
+	strbuf_init(&sb);
+	double slowest = 0;
+	for (int i = 0; i < g.ndev; i++) {
+		cu_ptr a = 0, b = 0;
+		double gbs = -1;
+		if (use_device(&g, i) == 0 && g.alloc(&a, bytes) == CU_OK &&
+		    g.alloc(&b, bytes) == CU_OK && g.memset32(a, 0x3f800000u, bytes / 4) == CU_OK &&
+		    g.dtod(b, a, bytes) == CU_OK && g.sync() == CU_OK) {
+			int64_t t0 = tk_mono_us();
+			bool ok = true;
+			for (int r = 0; r < reps && ok; r++)
+				ok = g.dtod(r % 2 ? a : b, r % 2 ? b : a, bytes) == CU_OK;
+			ok = ok && g.sync() == CU_OK;
+			double secs = (double)(tk_mono_us() - t0) / 1e6;
+			/* a copy reads and writes every byte */
+			if (ok && secs > 0)
+				gbs = 2.0 * (double)bytes * reps / secs / 1e9;
+		}
+		if (a)
+			g.free(a);
+		if (b)
+			g.free(b);
+		if (gbs < 0) {
+			c->verdict = V_FAIL;
+			strbuf_addf(&sb, "%sGPU %d: CUDA call failed", i ? ", " : "", i);
+			continue;
+		}
+		if (i == 0 || gbs < slowest)
+			slowest = gbs;
+		strbuf_addf(&sb, "%s%d: %.0f", i ? ", " : "", i, gbs);
+	}
+	c->figure = slowest;
+	enum vverdict was = c->verdict;
+	vcheck_judge(c, 100, "floor");
+	if (was == V_FAIL)
+		c->verdict = V_FAIL;
+	snprintf(c->detail, sizeof(c->detail), "device to device, %zu MiB; %.250s", bytes >> 20,
+		 sb.buf);
+	strbuf_release(&sb);
+	gpu_close(&g);
+	return 0;
+}
+
+int check_nccl_in_node(struct vcheck *c, bool quick)
+{
+	vcheck_set(c, "interconnect", "nccl_allreduce", "GB/s", true);
+	struct gpu g;
+	if (!gpu_open(&g, c->detail, sizeof(c->detail))) {
+		c->verdict = V_SKIP;
+		return 0;
+	}
+	if (!g.nccl || g.ndev < 2) {
+		c->verdict = V_SKIP;
+		snprintf(c->detail, sizeof(c->detail), "skipped: %s",
+			 g.nccl ? "one GPU, nothing to reduce with" : "no NCCL");
+		gpu_close(&g);
+		return 0;
+	}
+	int n = g.ndev, devs[GPU_MAX], reps = quick ? 5 : 20;
+	size_t bytes = quick ? (64u << 20) : (256u << 20), count = bytes / 4;
+	void *comms[GPU_MAX] = {0};
+	cu_ptr buf[GPU_MAX] = {0};
+	bool ok = true;
+	for (int i = 0; i < n; i++)
+		devs[i] = i;
+	for (int i = 0; i < n && ok; i++)
+		ok = use_device(&g, i) == 0 && g.alloc(&buf[i], bytes) == CU_OK &&
+		     g.memset32(buf[i], 0x3f800000u, count) == CU_OK; /* 1.0f */
+	ok = ok && g.nccl_init_all(comms, n, devs) == 0;
+	double secs = 0;
+	int wrong = 0;
+	for (int r = -1; r < reps && ok; r++) {
+		int64_t t0 = tk_mono_us();
+		ok = g.nccl_group_start() == 0;
+		for (int i = 0; i < n && ok; i++)
+			ok = g.nccl_allreduce((void *)(uintptr_t)buf[i], (void *)(uintptr_t)buf[i],
+					      count, NCCL_FLOAT32, NCCL_SUM, comms[i], NULL) == 0;
+		ok = ok && g.nccl_group_end() == 0;
+		for (int i = 0; i < n && ok; i++)
+			ok = use_device(&g, i) == 0 && g.sync() == CU_OK;
+		if (r >= 0)
+			secs += (double)(tk_mono_us() - t0) / 1e6;
+		if (r == -1 && ok) {
+			/* every element of every device is now n */
+			float head[256];
+			for (int i = 0; i < n && ok; i++) {
+				ok = use_device(&g, i) == 0 &&
+				     g.dtoh(head, buf[i], sizeof(head)) == CU_OK;
+				for (size_t k = 0; k < ARRAY_SIZE(head); k++)
+					wrong += head[k] != (float)n;
+			}
+			/* zeros, so that the timed sums stay finite */
+			for (int i = 0; i < n && ok; i++)
+				ok =
+				    use_device(&g, i) == 0 && g.memset32(buf[i], 0, count) == CU_OK;
+		}
+	}
+	for (int i = 0; i < n; i++) {
+		if (comms[i])
+			g.nccl_destroy(comms[i]);
+		if (buf[i] && use_device(&g, i) == 0)
+			g.free(buf[i]);
+	}
+	if (!ok) {
+		c->verdict = V_FAIL;
+		snprintf(c->detail, sizeof(c->detail), "a CUDA or NCCL call failed on %d GPUs", n);
+	} else {
+		c->figure = secs > 0 ? (double)bytes * reps / secs / 1e9 * 2 * (n - 1) / n : 0;
+		vcheck_judge(c, 1, "floor");
+		if (wrong)
+			c->verdict = V_FAIL;
+		snprintf(c->detail, sizeof(c->detail), "%d GPUs, %zu MiB, bus bandwidth, %d wrong",
+			 n, bytes >> 20, wrong);
+	}
+	gpu_close(&g);
+	return 0;
+}
