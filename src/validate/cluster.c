@@ -12,7 +12,8 @@
  *   4. shares its software stack, clock and figures with everyone;
  *   5. measures every link: all pairs at once in rounds (a round-robin
  *      tournament, so each node is in one pair per round), then the ring
- *      all-reduce over all nodes;
+ *      all-reduce over all nodes, then (where every node has GPUs and NCCL)
+ *      NCCL's all-reduce over every GPU of every node;
  *   6. holds itself to its peers (vpeer_judge) and posts its report, which
  *      the server acts on (drains the node when it fails).
  * Every node takes part in every collective step whatever its own checks
@@ -371,6 +372,8 @@ int validate_member(const struct vrun *o)
 	struct coll_comm *c = NULL;
 	struct tk_error err;
 	double ring = 0;
+	struct vcheck across;
+	memset(&across, 0, sizeof(across));
 	int rc = coll_init(&c, (int)rank, (int)size, root, &co, &err);
 	bool tcp = rc >= 0 && strcmp(coll_transport(c), "tcp") == 0;
 	/* 3. the clock */
@@ -390,6 +393,9 @@ int validate_member(const struct vrun *o)
 		if (rc >= 0)
 			rc = measure_ring(c, o->quick ? (4u << 20) : (64u << 20), o->quick ? 3 : 5,
 					  &ring, &err);
+		/* the GPUs' own fabric, where every node has GPUs and NCCL */
+		if (rc >= 0)
+			rc = check_nccl_across(&across, c, o->quick, &err);
 	}
 	if (rc < 0) {
 		snprintf(fail_why, sizeof(fail_why), "%s", err.text);
@@ -414,6 +420,8 @@ int validate_member(const struct vrun *o)
 			snprintf(k->detail, sizeof(k->detail), "%lld nodes over %s", (long long)size,
 				 coll_transport(c));
 		}
+		if (o->want[3] && size > 1 && n < VMAX_CHECKS)
+			checks[n++] = across;
 	}
 	coll_destroy(c);
 	/* 6. the verdict */

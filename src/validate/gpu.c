@@ -31,6 +31,9 @@
 #define GPU_MAX 64
 
 typedef unsigned long long cu_ptr;
+struct nccl_id {
+	char internal[128]; /* NCCL_UNIQUE_ID_BYTES */
+};
 
 struct gpu {
 	void *cu, *blas, *nccl;
@@ -63,6 +66,8 @@ struct gpu {
 	int (*nccl_allreduce)(const void *, void *, size_t, int, int, void *, void *);
 	int (*nccl_group_start)(void);
 	int (*nccl_group_end)(void);
+	int (*nccl_unique_id)(void *);
+	int (*nccl_init_rank)(void **, int, struct nccl_id, int);
 };
 
 static void *first_lib(const char *const *names)
@@ -136,7 +141,9 @@ static int gpu_open(struct gpu *g, char *why, size_t n)
 	      load(g->nccl, "ncclCommDestroy", &g->nccl_destroy) &&
 	      load(g->nccl, "ncclAllReduce", &g->nccl_allreduce) &&
 	      load(g->nccl, "ncclGroupStart", &g->nccl_group_start) &&
-	      load(g->nccl, "ncclGroupEnd", &g->nccl_group_end))) {
+	      load(g->nccl, "ncclGroupEnd", &g->nccl_group_end) &&
+	      load(g->nccl, "ncclGetUniqueId", &g->nccl_unique_id) &&
+	      load(g->nccl, "ncclCommInitRank", &g->nccl_init_rank))) {
 		if (g->nccl)
 			dlclose(g->nccl);
 		g->nccl = NULL;
@@ -351,6 +358,42 @@ int check_gpu_copy(struct vcheck *c, bool quick)
 	return 0;
 }
 
+/* Sums ones over every GPU of the group: each GPU's buffer then holds `want`
+ * everywhere; then times `reps` all-reduces. Returns seconds, < 0 on error. */
+static double nccl_run(struct gpu *g, void **comms, cu_ptr *buf, int n, size_t count, int reps,
+		       float want, int *wrong)
+{
+	double secs = 0;
+	bool ok = true;
+	for (int r = -1; r < reps && ok; r++) {
+		int64_t t0 = tk_mono_us();
+		ok = g->nccl_group_start() == 0;
+		for (int i = 0; i < n && ok; i++)
+			ok = use_device(g, i) == 0 &&
+			     g->nccl_allreduce((void *)(uintptr_t)buf[i], (void *)(uintptr_t)buf[i],
+					       count, NCCL_FLOAT32, NCCL_SUM, comms[i], NULL) == 0;
+		ok = ok && g->nccl_group_end() == 0;
+		for (int i = 0; i < n && ok; i++)
+			ok = use_device(g, i) == 0 && g->sync() == CU_OK;
+		if (r >= 0)
+			secs += (double)(tk_mono_us() - t0) / 1e6;
+		if (r == -1 && ok) {
+			float head[256];
+			for (int i = 0; i < n && ok; i++) {
+				ok = use_device(g, i) == 0 &&
+				     g->dtoh(head, buf[i], sizeof(head)) == CU_OK;
+				for (size_t k = 0; k < ARRAY_SIZE(head); k++)
+					*wrong += head[k] != want;
+			}
+			/* zeros, so that the timed sums stay finite */
+			for (int i = 0; i < n && ok; i++)
+				ok =
+				    use_device(g, i) == 0 && g->memset32(buf[i], 0, count) == CU_OK;
+		}
+	}
+	return ok ? secs : -1;
+}
+
 int check_nccl_in_node(struct vcheck *c, bool quick)
 {
 	vcheck_set(c, "interconnect", "nccl_allreduce", "GB/s", true);
@@ -377,34 +420,9 @@ int check_nccl_in_node(struct vcheck *c, bool quick)
 		ok = use_device(&g, i) == 0 && g.alloc(&buf[i], bytes) == CU_OK &&
 		     g.memset32(buf[i], 0x3f800000u, count) == CU_OK; /* 1.0f */
 	ok = ok && g.nccl_init_all(comms, n, devs) == 0;
-	double secs = 0;
 	int wrong = 0;
-	for (int r = -1; r < reps && ok; r++) {
-		int64_t t0 = tk_mono_us();
-		ok = g.nccl_group_start() == 0;
-		for (int i = 0; i < n && ok; i++)
-			ok = g.nccl_allreduce((void *)(uintptr_t)buf[i], (void *)(uintptr_t)buf[i],
-					      count, NCCL_FLOAT32, NCCL_SUM, comms[i], NULL) == 0;
-		ok = ok && g.nccl_group_end() == 0;
-		for (int i = 0; i < n && ok; i++)
-			ok = use_device(&g, i) == 0 && g.sync() == CU_OK;
-		if (r >= 0)
-			secs += (double)(tk_mono_us() - t0) / 1e6;
-		if (r == -1 && ok) {
-			/* every element of every device is now n */
-			float head[256];
-			for (int i = 0; i < n && ok; i++) {
-				ok = use_device(&g, i) == 0 &&
-				     g.dtoh(head, buf[i], sizeof(head)) == CU_OK;
-				for (size_t k = 0; k < ARRAY_SIZE(head); k++)
-					wrong += head[k] != (float)n;
-			}
-			/* zeros, so that the timed sums stay finite */
-			for (int i = 0; i < n && ok; i++)
-				ok =
-				    use_device(&g, i) == 0 && g.memset32(buf[i], 0, count) == CU_OK;
-		}
-	}
+	double secs = ok ? nccl_run(&g, comms, buf, n, count, reps, (float)n, &wrong) : -1;
+	ok = secs >= 0;
 	for (int i = 0; i < n; i++) {
 		if (comms[i])
 			g.nccl_destroy(comms[i]);
@@ -424,4 +442,79 @@ int check_nccl_in_node(struct vcheck *c, bool quick)
 	}
 	gpu_close(&g);
 	return 0;
+}
+
+int check_nccl_across(struct vcheck *c, struct coll_comm *comm, bool quick, struct tk_error *err)
+{
+	vcheck_set(c, "interconnect", "nccl_allreduce_nodes", "GB/s", true);
+	struct gpu g;
+	char why[200] = "";
+	int local = gpu_open(&g, why, sizeof(why));
+	if (local && !g.nccl)
+		local = 0;
+	/* every node learns how many GPUs each brings; all go on, or none */
+	int size = coll_size(comm), me = coll_rank(comm);
+	int *counts = xcalloc((size_t)size, sizeof(int));
+	int rc = coll_allgather(comm, &local, counts, sizeof(int), err);
+	int total = 0, off = 0, none = -1;
+	for (int r = 0; r < size && rc >= 0; r++) {
+		if (counts[r] == 0 && none < 0)
+			none = r;
+		if (r < me)
+			off += counts[r];
+		total += counts[r];
+	}
+	free(counts);
+	if (rc < 0 || none >= 0) {
+		c->verdict = V_SKIP;
+		if (rc >= 0)
+			snprintf(c->detail, sizeof(c->detail), "skipped: %s",
+				 none == me ? (why[0] ? why + 9 : "no NCCL")
+					    : "a node without GPUs or NCCL");
+		gpu_close(&g);
+		return rc;
+	}
+	struct nccl_id id;
+	memset(&id, 0, sizeof(id));
+	bool ok = me != 0 || g.nccl_unique_id(&id) == 0;
+	/* the id goes to everyone even when making it failed: nobody waits */
+	rc = coll_broadcast(comm, &id, sizeof(id), 0, err);
+	int reps = quick ? 5 : 20;
+	size_t bytes = quick ? (64u << 20) : (256u << 20), count = bytes / 4;
+	void *comms[GPU_MAX] = {0};
+	cu_ptr buf[GPU_MAX] = {0};
+	for (int i = 0; i < local && ok && rc >= 0; i++)
+		ok = use_device(&g, i) == 0 && g.alloc(&buf[i], bytes) == CU_OK &&
+		     g.memset32(buf[i], 0x3f800000u, count) == CU_OK; /* 1.0f */
+	if (ok && rc >= 0) {
+		ok = g.nccl_group_start() == 0;
+		for (int i = 0; i < local && ok; i++)
+			ok = use_device(&g, i) == 0 &&
+			     g.nccl_init_rank(&comms[i], total, id, off + i) == 0;
+		ok = g.nccl_group_end() == 0 && ok;
+	}
+	int wrong = 0;
+	double secs =
+	    ok && rc >= 0 ? nccl_run(&g, comms, buf, local, count, reps, (float)total, &wrong) : -1;
+	for (int i = 0; i < local; i++) {
+		if (comms[i])
+			g.nccl_destroy(comms[i]);
+		if (buf[i] && use_device(&g, i) == 0)
+			g.free(buf[i]);
+	}
+	if (rc >= 0 && secs < 0) {
+		c->verdict = V_FAIL;
+		snprintf(c->detail, sizeof(c->detail),
+			 "a CUDA or NCCL call failed (%d GPUs on %d nodes)", total, size);
+	} else if (rc >= 0) {
+		c->figure =
+		    secs > 0 ? (double)bytes * reps / secs / 1e9 * 2 * (total - 1) / total : 0;
+		vcheck_judge(c, 1, "floor");
+		if (wrong)
+			c->verdict = V_FAIL;
+		snprintf(c->detail, sizeof(c->detail), "%d GPUs on %d nodes, %zu MiB, %d wrong",
+			 total, size, bytes >> 20, wrong);
+	}
+	gpu_close(&g);
+	return rc;
 }

@@ -52,6 +52,9 @@ int check_cpu_gemm(struct vcheck *c, int threads, int n, int reps);
 int check_gpu_gemm(struct vcheck *c, bool quick);
 int check_gpu_copy(struct vcheck *c, bool quick);
 int check_nccl_in_node(struct vcheck *c, bool quick);
+/* NCCL all-reduce over every GPU of every node of comm (one rank per node):
+ * skipped on all when any node lacks GPUs or NCCL. Errors are comm's. */
+int check_nccl_across(struct vcheck *c, struct coll_comm *comm, bool quick, struct tk_error *err);
 int check_host_memory(struct vcheck *c, int threads, size_t mib);
 int check_allreduce_local(struct vcheck *c, int ranks, size_t bytes, int port);
 int check_storage(struct vcheck *w, struct vcheck *r, const char *dir, int writers, size_t mib);

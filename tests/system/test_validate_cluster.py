@@ -49,6 +49,9 @@ def test_slow_link_drains_that_host(hosts4, workdir, kill_all):
     assert good["stack_consistent"]["verdict"] == "pass"
     assert good["clock_offset"]["verdict"] == "pass" and good["clock_offset"]["figure"] < 50
     assert good["allreduce_ring"]["figure"] > 0
+    if not os.path.exists("/dev/nvidia0"):  # the GPU fabric's check is there, skipped
+        assert good["nccl_allreduce_nodes"]["verdict"] == "skip"
+        assert good["nccl_allreduce_nodes"]["detail"].startswith("skipped: ")
     # the server acted: host3 drained with the reason, the others took work again
     h3 = node(c, "host3")
     assert h3["state"] in ("DRAINED", "DRAINING") and h3["drained"]
