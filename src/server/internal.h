@@ -164,6 +164,10 @@ struct svalid {
 	int nnodes;
 	struct snode **nodes;
 	bool *reported;
+	/* reports of nodes whose steps with the others failed: applied when the
+	 * run ends with every node heard from, dropped when one was lost (the
+	 * lost one is the cause, and fails with "no report") */
+	json_t **held;
 	bool preempted; /* preemptible jobs on its nodes were told to stop */
 	struct svalid *prev, *next;
 };

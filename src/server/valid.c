@@ -98,6 +98,7 @@ int valid_create(struct server *s, struct snode *const *nodes, int n, const char
 	v->nnodes = n;
 	v->nodes = xcalloc((size_t)n, sizeof(*v->nodes));
 	v->reported = xcalloc((size_t)n, sizeof(*v->reported));
+	v->held = xcalloc((size_t)n, sizeof(*v->held));
 	for (int i = 0; i < n; i++) {
 		v->nodes[i] = nodes[i];
 		nodes[i]->held_by = v;
@@ -127,8 +128,11 @@ static void run_free(struct server *s, struct svalid *v)
 		v->next->prev = v->prev;
 	if (v->job)
 		v->job->valid = NULL;
+	for (int i = 0; i < v->nnodes; i++)
+		json_decref(v->held[i]);
 	free(v->nodes);
 	free(v->reported);
+	free(v->held);
 	free(v);
 }
 
@@ -234,14 +238,43 @@ void valid_job_ended(struct server *s, struct sjob *j)
 	struct svalid *v = j->valid;
 	if (!v)
 		return;
-	if (j->job.state != JOB_CANCELLED) {
-		for (int i = 0; i < v->nnodes; i++) {
-			if (v->reported[i])
-				continue;
-			char why[MODEL_REASON_MAX];
-			snprintf(why, sizeof(why), "no report from the node (%.200s)", j->job.reason);
-			set_verdict(s, v->nodes[i], j->job.id, false, "", why, NULL);
+	/* a node without a report is to blame when its own task failed, was
+	 * lost, or hung to the time limit; one whose task was still running
+	 * when another's failure ended the job is not */
+	const struct attempt *a = job_current_attempt(&j->job);
+	int culprits = 0;
+	for (int i = 0; i < v->nnodes; i++) {
+		if (v->reported[i] || j->job.state == JOB_CANCELLED)
+			continue;
+		const struct task_status *t = a && i < a->ntasks ? &a->tasks[i] : NULL;
+		bool blame = !t || j->job.state == JOB_TIMEOUT || t->state == TASK_LOST ||
+			     t->state == TASK_EXITED;
+		if (!blame) {
+			log_info("node %s: no verdict from validation job %lld: %s",
+				 v->nodes[i]->rec.inv.name, (long long)j->job.id, j->job.reason);
+			continue;
 		}
+		culprits++;
+		char why[MODEL_REASON_MAX];
+		snprintf(why, sizeof(why), "no report from the node (%.200s)",
+			 t && t->state == TASK_EXITED && t->exit_code == 0 ? "its task ended without one"
+									  : j->job.reason);
+		set_verdict(s, v->nodes[i], j->job.id, false, "", why, NULL);
+	}
+	int missing = culprits;
+	for (int i = 0; i < v->nnodes; i++) {
+		json_t *h = v->held[i];
+		if (!h)
+			continue;
+		if (missing == 0 && j->job.state != JOB_CANCELLED)
+			set_verdict(s, v->nodes[i], j->job.id, false,
+				    json_string_value(json_object_get(h, "layer")),
+				    json_string_value(json_object_get(h, "reason")),
+				    json_object_get(h, "checks"));
+		else
+			log_info("node %s: no verdict from validation job %lld: %s",
+				 v->nodes[i]->rec.inv.name, (long long)j->job.id,
+				 missing ? "another of its nodes was lost" : "cancelled");
 	}
 	run_free(s, v);
 	server_want_pass(s);
@@ -367,13 +400,15 @@ out:
  * "reason", "checks": [...]}: one node's result, from its task. */
 void h_validate_report(struct request *r, const char *param, json_t *body)
 {
-	static const char *const keys[] = {"token", "node", "verdict", "layer", "reason", "checks",
-					   NULL};
+	static const char *const keys[] = {"token",  "node",   "verdict",    "layer",
+					   "reason", "checks", "peer_error", NULL};
 	struct server *s = r->s;
 	struct tk_error err;
 	char token[80] = "", node[MODEL_NAME_MAX] = "", verdict[8] = "", layer[16] = "";
 	char reason[MODEL_REASON_MAX] = "";
+	bool peer_error = false;
 	if (mj_check_keys(body, NULL, keys, &err) < 0 ||
+	    mj_bool(body, "peer_error", false, false, &peer_error, &err) < 0 ||
 	    mj_strbuf(body, "token", true, true, token, sizeof(token), &err) < 0 ||
 	    mj_strbuf(body, "node", true, true, node, sizeof(node), &err) < 0 ||
 	    mj_strbuf(body, "verdict", true, true, verdict, sizeof(verdict), &err) < 0 ||
@@ -435,6 +470,14 @@ void h_validate_report(struct request *r, const char *param, json_t *body)
 		return;
 	}
 	v->reported[k] = true;
+	if (peer_error && !pass) {
+		/* whose fault it was is known when the run ends */
+		json_object_set_new(body, "layer", json_string(layer));
+		json_object_set_new(body, "reason", json_string(reason));
+		v->held[k] = json_incref(body);
+		reply_json(r, 200, json_pack("{s:s, s:s}", "node", node, "verdict", "held"));
+		return;
+	}
 	set_verdict(s, v->nodes[k], id, pass, layer, reason, checks);
 	reply_json(r, 200, json_pack("{s:s, s:s}", "node", node, "verdict", verdict));
 }

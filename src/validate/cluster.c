@@ -298,7 +298,7 @@ static const char *env_or(const char *name, const char *def)
 }
 
 static int post_report(const char *node, const struct vcheck *checks, int n, bool failed,
-		       const char *layer, const char *reason)
+		       const char *layer, const char *reason, bool peer_error)
 {
 	const char *url = getenv("TENK_SERVER"), *tok = getenv("TENK_VALIDATE_TOKEN");
 	const char *job = getenv("TENK_JOB_ID");
@@ -313,6 +313,8 @@ static int post_report(const char *node, const struct vcheck *checks, int n, boo
 	json_t *body = json_pack("{s:s, s:s, s:s, s:s, s:s, s:o}", "token", tok, "node", node,
 				 "verdict", failed ? "fail" : "pass", "layer", layer, "reason",
 				 reason, "checks", arr);
+	if (peer_error)
+		json_object_set_new(body, "peer_error", json_true());
 	struct client cl;
 	struct tk_error err;
 	char path[96];
@@ -427,7 +429,10 @@ int validate_member(const struct vrun *o)
 	/* 6. the verdict */
 	char layer[16] = "", reason[VREASON_MAX] = "";
 	bool failed = vverdict_of(checks, n, layer, sizeof(layer), reason, sizeof(reason));
-	if (!failed && fail_why[0]) {
+	/* the steps with the others broke: this node, or another, is the cause;
+	 * the server decides when the run ends */
+	bool peer_error = !failed && fail_why[0];
+	if (peer_error) {
 		failed = true;
 		snprintf(layer, sizeof(layer), "interconnect");
 		snprintf(reason, sizeof(reason), "cannot work with the other nodes: %.200s", fail_why);
@@ -438,7 +443,7 @@ int validate_member(const struct vrun *o)
 	if (failed)
 		printf("reason: %s\n", reason);
 	fflush(stdout);
-	rc = post_report(node, checks, n, failed, layer, reason);
+	rc = post_report(node, checks, n, failed, layer, reason, peer_error);
 	free(rows);
 	free(all);
 	return rc < 0 ? 1 : 0;

@@ -128,3 +128,40 @@ def test_bad_requests(cluster):
     assert st == 409 and "node1" in body["error"], body
     t.wait_state(jid, "COMPLETED", timeout=120)
     assert node(t, "node1")["validation"]["verdict"] == "pass"
+
+
+def member_pid(node_name):
+    """The pid of `tenk validate --member` on node_name (started by our agent)."""
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            cmd = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")
+            env = open(f"/proc/{pid}/environ", "rb").read().split(b"\0")
+        except OSError:
+            continue
+        if b"--member" in cmd and f"TENK_NODE_NAME={node_name}".encode() in env:
+            return int(pid)
+    return None
+
+
+def test_node_lost_during_the_run_fails_alone(hosts4, workdir, kill_all):
+    c = MultiHost(workdir, hosts4, node_timeout="5s")
+    kill_all.extend(c.daemons)
+    # long enough (full-size memory and storage checks) to lose a node in it
+    p = c.run("validate", "--nodes", "host1,host2,host3", "--layers",
+              "system,memory,storage,interconnect", "--no-wait")
+    jid = int(p.stdout.split()[2])
+    pid = wait_for(lambda: member_pid("host2"), 60, "host2's member to start")
+    os.kill(pid, 9)
+    j = c.wait_state(jid, ("FAILED", "COMPLETED"), timeout=120)
+    assert j["state"] == "FAILED" and "host2" in j["reason"], j
+    h2 = node(c, "host2")
+    assert h2["validation"]["verdict"] == "fail" and "no report" in h2["validation"]["reason"]
+    assert h2["drained"] and h2["reason"].startswith("validate: no report"), h2
+    # the others are not blamed: no verdict from this run, not drained
+    for name in ("host1", "host3"):
+        n = node(c, name)
+        assert not n["drained"], (n["reason"], n["validation"])
+        assert n["validation"] is None or n["validation"]["job"] != jid, n
+    c.stop_all()
