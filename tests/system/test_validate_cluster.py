@@ -166,3 +166,29 @@ def test_node_lost_during_the_run_fails_alone(hosts4, workdir, kill_all):
         assert not n["drained"], (n["reason"], n["validation"])
         assert n["validation"] is None or n["validation"]["job"] != jid, n
     c.stop_all()
+
+
+def test_server_restart_ends_a_run_without_verdicts(workdir):
+    t, d = start_up(workdir)
+    # a busy node: the run waits for its (normal-class, not preemptible) job
+    busy = t.submit("--", "sleep", "600")
+    t.wait_state(busy, "RUNNING")
+    p = t.run("validate", "--nodes", "node1", "--quick", "--no-wait")
+    jid = int(p.stdout.split()[2])
+    j = t.job(jid)
+    assert j["state"] == "PENDING" and "waiting for node node1 to empty" in j["reason"], j
+    assert str(busy) in j["reason"]
+    assert node(t, "node1")["state"] == "VALIDATING"
+    d.stop()
+    t2, d2 = start_up(workdir)
+    try:
+        j = t2.job(jid)
+        assert j["state"] == "CANCELLED" and "restarted" in j["reason"], j
+        n = node(t2, "node1")
+        assert n["validation"] is None and n["state"] != "VALIDATING", n
+        # the node takes work again
+        nxt = t2.submit("--", "true")
+        t2.wait_state(nxt, "COMPLETED", timeout=60)
+        t2.run("cancel", busy, check=False)
+    finally:
+        d2.stop()
