@@ -1223,6 +1223,7 @@ int state_load(struct server *s, struct tk_error *err)
 
 void state_release(struct server *s)
 {
+	valid_release(s); /* runs point at jobs and nodes */
 	sched_cluster_free(s->sched_cluster);
 	s->sched_cluster = NULL;
 	for (size_t i = 0; i < s->njobs; i++) {
@@ -1235,7 +1236,6 @@ void state_release(struct server *s)
 	free(s->jobs);
 	s->jobs = NULL;
 	s->njobs = 0;
-	valid_release(s);
 	for (int i = 0; i < s->nnodes; i++) {
 		node_record_release(&s->nodes[i]->rec);
 		free(s->nodes[i]->parts);
