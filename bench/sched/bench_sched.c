@@ -16,6 +16,10 @@
  *
  * Prints p50/p99 of each and the peak resident memory as JSON.
  * Usage: bench_sched NODE_LIST [PENDING] [PASSES]
+ * Counting instructions of the incremental passes alone (steady where
+ * wall-clock time on a shared machine is not):
+ *   BENCH_FULL_PASSES=1 valgrind --tool=callgrind --instr-atstart=no \
+ *       build/bench/bench_sched NODE_LIST 100000 10
  */
 #include <malloc.h>
 #include <stdio.h>
@@ -25,6 +29,15 @@
 
 #include "sched/sched.h"
 #include "sim/sim.h"
+
+/* Under `valgrind --tool=callgrind --instr-atstart=no`, only the timed
+ * incremental passes are counted: instructions, not this machine's noise. */
+#if __has_include(<valgrind/callgrind.h>)
+#include <valgrind/callgrind.h>
+#else
+#define CALLGRIND_START_INSTRUMENTATION
+#define CALLGRIND_STOP_INSTRUMENTATION
+#endif
 
 static uint64_t rng = 42;
 static uint32_t rnd(uint32_t n)
@@ -394,7 +407,10 @@ int main(int argc, char **argv)
 		s.nrunning = nrest;
 		struct sched_decisions d;
 		double t0 = now_ms();
-		if (sched_pass(&s, w.now, NULL, &d) < 0) {
+		CALLGRIND_START_INSTRUMENTATION;
+		int rc = sched_pass(&s, w.now, NULL, &d);
+		CALLGRIND_STOP_INSTRUMENTATION;
+		if (rc < 0) {
 			fprintf(stderr, "bench_sched: incremental snapshot %d refused\n", i);
 			return 1;
 		}

@@ -1155,6 +1155,27 @@ void fit_update(struct pass *p, struct fitcount *fc, const struct view *v, int n
 {
 	const struct req *rq = fc->rq;
 	bool devices = rq->whole || rq->frac;
+	if (devices && !rq->j->mixed_types && fc->ngroups > 1) {
+		/* by model: only the node's own models can hold it; the others'
+		 * entries stay false (fit_init never set them) */
+		const int *dm = &p->dev_model[p->dev_off[n]];
+		int ndev = p->snap->nodes[n].ndev;
+		for (int d = 0; d < ndev; d++) {
+			int m = dm[d];
+			bool seen = false;
+			for (int e = 0; e < d && !seen; e++)
+				seen = dm[e] == m;
+			if (seen)
+				continue;
+			bool ok = rq->model_ok[m] && node_can(p, rq, v, n, m);
+			uint8_t *f = &fc->fit[n * fc->ngroups + m];
+			if (ok != *f) {
+				fc->count[m] += ok ? 1 : -1;
+				*f = ok;
+			}
+		}
+		return;
+	}
 	for (int g = 0; g < fc->ngroups; g++) {
 		int model = devices && !rq->j->mixed_types ? g : -1;
 		bool ok = (model < 0 || rq->model_ok[model]) && node_can(p, rq, v, n, model);
