@@ -491,6 +491,37 @@ struct end_item {
 	int64_t id;
 };
 
+/* A stable bottom-up merge sort with the comparison inlined: the pass sorts
+ * every running job twice (by expected end, and as victims), and qsort's
+ * call per comparison was a tenth of an incremental pass. LESS(x, y) takes
+ * pointers; ctx is passed through to it. */
+#define DEFINE_SORT(name, T, LESS)                                                                 \
+	static void name(T *a, size_t n, const void *ctx)                                          \
+	{                                                                                          \
+		(void)ctx;                                                                         \
+		if (n < 2)                                                                         \
+			return;                                                                    \
+		T *tmp = xmalloc(sizeof(T) * n), *src = a, *dst = tmp;                             \
+		for (size_t w = 1; w < n; w *= 2) {                                                \
+			for (size_t lo = 0; lo < n; lo += 2 * w) {                                 \
+				size_t mid = MIN(lo + w, n), hi = MIN(lo + 2 * w, n);              \
+				size_t i = lo, k = mid, o = lo;                                    \
+				while (i < mid && k < hi)                                          \
+					dst[o++] = LESS(&src[k], &src[i]) ? src[k++] : src[i++];   \
+				while (i < mid)                                                    \
+					dst[o++] = src[i++];                                       \
+				while (k < hi)                                                     \
+					dst[o++] = src[k++];                                       \
+			}                                                                          \
+			T *t = src;                                                                \
+			src = dst;                                                                 \
+			dst = t;                                                                   \
+		}                                                                                  \
+		if (src != a)                                                                      \
+			memcpy(a, src, sizeof(T) * n);                                             \
+		free(tmp);                                                                         \
+	}
+
 static bool end_less(const struct end_item *a, const struct end_item *b)
 {
 	if (a->end != b->end)
@@ -498,11 +529,8 @@ static bool end_less(const struct end_item *a, const struct end_item *b)
 	return a->id < b->id;
 }
 
-static int cmp_end_item(const void *a, const void *b)
-{
-	const struct end_item *x = a, *y = b;
-	return end_less(x, y) ? -1 : end_less(y, x) ? 1 : 0;
-}
+#define END_LESS(x, y) end_less((x), (y))
+DEFINE_SORT(sort_end_items, struct end_item, END_LESS)
 
 /* The running jobs in order of expected end, for reservations: sorted once a
  * pass by their time limits; jobs chosen as victims since end now, and go
@@ -514,7 +542,7 @@ static int end_order(struct st *st, struct end_item *out)
 		struct end_item *h = st->end_heap;
 		for (int i = 0; i < s->nrunning; i++)
 			h[i] = (struct end_item){static_end(st, &s->running[i]), i, s->running[i].id};
-		qsort(h, (size_t)s->nrunning, sizeof(*h), cmp_end_item);
+		sort_end_items(h, (size_t)s->nrunning, NULL);
 		st->end_sorted = true;
 	}
 	const struct end_item *h = st->end_heap;
@@ -527,7 +555,7 @@ static int end_order(struct st *st, struct end_item *out)
 		if (st->victim[h[i].idx])
 			out[n++] = (struct end_item){st->p.now, h[i].idx, h[i].id};
 	if (n > now_n)
-		qsort(out, (size_t)n, sizeof(*out), cmp_end_item);
+		sort_end_items(out, (size_t)n, NULL);
 	for (int i = k; i < s->nrunning; i++)
 		if (!st->victim[h[i].idx])
 			out[n++] = h[i];
@@ -591,18 +619,20 @@ struct victim {
 	bool chosen;
 };
 
-static int cmp_victim(const void *a, const void *b, void *arg)
+static inline bool victim_less(const struct victim *x, const struct victim *y,
+			       const struct sched_snapshot *s)
 {
-	const struct victim *x = a, *y = b;
-	const struct sched_snapshot *s = arg;
 	if (x->prio != y->prio)
-		return x->prio < y->prio ? -1 : 1;
+		return x->prio < y->prio;
 	if (x->lost != y->lost)
-		return x->lost < y->lost ? -1 : 1;
+		return x->lost < y->lost;
 	if (x->milli != y->milli)
-		return x->milli < y->milli ? -1 : 1;
-	return s->running[x->idx].id < s->running[y->idx].id ? -1 : 1;
+		return x->milli < y->milli;
+	return s->running[x->idx].id < s->running[y->idx].id;
 }
+
+#define VICTIM_LESS(x, y) victim_less((x), (y), (const struct sched_snapshot *)ctx)
+DEFINE_SORT(sort_victims, struct victim, VICTIM_LESS)
 
 /* Releases (sign +1) or takes back (-1) victim k's resources on node n only. */
 static void apply_on_node(struct pass *p, const struct sched_running *r, int n, int sign)
@@ -942,8 +972,7 @@ static bool try_preempt(struct st *st, int ji, const struct req *rq, bool reclai
 							      MAX(0, p->now - since),
 							      running_milli(r), false};
 		}
-		qsort_r(st->victim_order, (size_t)s->nrunning, sizeof(struct victim), cmp_victim,
-			(void *)s);
+		sort_victims(st->victim_order, (size_t)s->nrunning, s);
 		st->victim_sorted = true;
 	}
 	for (int o = 0; o < s->nrunning; o++) {
@@ -1113,6 +1142,67 @@ static void wait_resources(struct st *st, int ji, struct shape *sh, const struct
 	add_wait(st, ji, reason, -1, 0, sb->buf);
 }
 
+/* May j preempt, and is a search for victims still worth trying for its
+ * shape? (A search that found nothing is remembered: by class for the pass,
+ * as victims only dwindle; by reclaim until a queue's use changes.) */
+static void preempt_options(struct st *st, const struct sched_job *j, const struct shape *sh,
+			    bool within_quota, bool *may, bool *by_class, bool *by_reclaim)
+{
+	const struct sched_snapshot *s = st->p.snap;
+	const struct sched_policy *pol = st->p.policy;
+	int cap = pol && pol->max_preemptions ? pol->max_preemptions : SCHED_DEFAULT_MAX_PREEMPTIONS;
+	*may = !(pol && pol->no_preemption) && (s->classes[j->cls].may_preempt || within_quota) &&
+	       (cap < 0 || st->d->npreempts < cap);
+	uint32_t bit = j->cls < 32 ? 1u << j->cls : 0;
+	*by_class = s->classes[j->cls].may_preempt && !(sh->preempt_failed & bit) &&
+		    st->preemptible_below[j->cls] > 0;
+	*by_reclaim = within_quota && sh->reclaim_failed != st->qversion + 1 &&
+		      any_lending(st, j->queue);
+}
+
+/* Do jobs preempted for j still hold its resources? */
+static bool holds_victims(const struct st *st, const struct sched_job *j)
+{
+	const struct sched_snapshot *s = st->p.snap;
+	int lo = 0, hi = st->nheld;
+	while (lo < hi) {
+		int mid = (lo + hi) / 2;
+		if (s->running[st->held[mid]].held_for < j->id)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < st->nheld && s->running[st->held[lo]].held_for == j->id;
+}
+
+/* The common case of a busy cluster, made cheap: j's shape already failed to
+ * fit in this pass (free resources only shrink), no victims wait for it, no
+ * search for victims is left to try, and its class already holds its
+ * reservation, so j waits for the reason its shape's first job gave. This is
+ * the answer the full path in process() gives, without its set-up. */
+static bool fails_as_before(struct st *st, int ji, struct shape *sh, bool within_quota)
+{
+	const struct sched_job *j = st->jobs[ji];
+	if (sh->state != SHAPE_FAILS || (st->nheld && holds_victims(st, j)))
+		return false;
+	bool may, by_class, by_reclaim;
+	preempt_options(st, j, sh, within_quota, &may, &by_class, &by_reclaim);
+	if (may && (by_class || by_reclaim))
+		return false;
+	if (sh->detail_job >= 0 && sh->reason != SCHED_WAIT_RESOURCES) {
+		st->d->shape_cache_hits++;
+		add_wait(st, ji, sh->reason, sh->detail_job, 0, NULL);
+		return true;
+	}
+	const struct sched_policy *pol = st->p.policy;
+	bool head = !st->class_has_resv[j->cls] && !(pol && (pol->no_backfill || pol->no_reservations));
+	if (head || sh->never != 0 || sh->generic_job < 0 || (pol && pol->no_backfill))
+		return false;
+	st->d->shape_cache_hits++;
+	add_wait(st, ji, sh->reason, sh->generic_job, 0, NULL);
+	return true;
+}
+
 static void process(struct st *st, int ji)
 {
 	struct pass *p = &st->p;
@@ -1153,6 +1243,8 @@ static void process(struct st *st, int ji)
 	}
 	bool within_quota = q->quota_milli >= 0 && st->qs[j->queue].use + need <= q->quota_milli;
 	struct shape *sh = shape_of(st, j);
+	if (fails_as_before(st, ji, sh, within_quota))
+		return;
 	struct req rq;
 	if (!sh->model_ok) {
 		req_init(p, j, &rq, NULL);
@@ -1259,21 +1351,13 @@ static void process(struct st *st, int ji)
 		st->d->shape_cache_hits++;
 	}
 	/* it does not fit in what is free: preempt, if it may */
-	int cap = pol && pol->max_preemptions ? pol->max_preemptions : SCHED_DEFAULT_MAX_PREEMPTIONS;
-	bool may = !(pol && pol->no_preemption) &&
-		   (s->classes[j->cls].may_preempt || within_quota) &&
-		   (cap < 0 || st->d->npreempts < cap);
-	/* a search that found nothing is remembered: by class for the pass (the
-	 * victims only dwindle), by reclaim until a queue's use changes */
 	uint32_t bit = j->cls < 32 ? 1u << j->cls : 0;
-	bool by_class = s->classes[j->cls].may_preempt && !(sh->preempt_failed & bit) &&
-			st->preemptible_below[j->cls] > 0;
+	bool may, by_class, by_reclaim;
+	preempt_options(st, j, sh, within_quota, &may, &by_class, &by_reclaim);
 	if (may && by_class && !class_preempt_possible(st, &rq)) {
 		sh->preempt_failed |= bit;
 		by_class = false;
 	}
-	bool by_reclaim = within_quota && sh->reclaim_failed != st->qversion + 1 &&
-			  any_lending(st, j->queue);
 	if (may && by_reclaim && !reclaim_possible(st, &rq)) {
 		sh->reclaim_failed = st->qversion + 1;
 		by_reclaim = false;
