@@ -459,12 +459,15 @@ void place_init(struct pass *p)
 	for (int i = 0; i < s->njobs; i++) {
 		const struct sched_job *j = s->jobs[i];
 		if (j->ngpu_types == 1 && j->gpu_milli > 0) {
-			int m = -1;
-			for (int k = 0; k < p->nmodels; k++)
-				if (strcasecmp(j->gpu_types[0], p->models[k]) == 0)
-					m = k;
-			if (m >= 0)
-				p->model_exclusive[m] = 1;
+			/* the last model of that name (a first letter that differs
+			 * needs no call to tell) */
+			const char *t = j->gpu_types[0];
+			for (int k = p->nmodels - 1; k >= 0; k--)
+				if ((t[0] | 0x20) == (p->models[k][0] | 0x20) &&
+				    strcasecmp(t, p->models[k]) == 0) {
+					p->model_exclusive[k] = 1;
+					break;
+				}
 		}
 	}
 	/* the capacity index over `free` */

@@ -101,6 +101,9 @@ struct st {
 	int *recl;		     /* reclaimable(), as of recl_version */
 	uint64_t recl_version;
 	uint64_t qversion; /* changes whenever a queue's use or what it lends changes */
+	bool *lends;	   /* per queue: uses more than its quota (any_lending) */
+	int nlending;
+	uint64_t lend_version; /* qversion + 1 that lends was worked out for */
 	struct victim *victim_order; /* every running job, cheapest victim first */
 	bool victim_sorted;
 	struct victim *victim_buf; /* scratch for one preemption search */
@@ -199,7 +202,8 @@ static struct sched_wait *add_wait(struct st *st, int job, enum sched_wait_reaso
 				   int same_as, int64_t until, const char *detail)
 {
 	struct sched_decisions *d = st->d;
-	xgrow(&d->waits, &d->waits_alloc, (size_t)d->nwaits + 1, sizeof(*d->waits));
+	if ((size_t)d->nwaits == d->waits_alloc) /* sized for every job at the start */
+		xgrow(&d->waits, &d->waits_alloc, (size_t)d->nwaits + 1, sizeof(*d->waits));
 	struct sched_wait *w = &d->waits[d->nwaits++];
 	w->job = job;
 	w->reason = reason;
@@ -757,8 +761,9 @@ static int pick_victims(struct st *st, const struct req *rq, struct victim *v, i
 	}
 	bool devices = rq->whole || rq->frac;
 	int ngroups = devices && !rq->j->mixed_types ? p->nmodels : 1;
-	struct node_cost *nc = xcalloc((size_t)nn + 1, sizeof(*nc));
-	struct node_cost *tmp = xcalloc((size_t)nn + 1, sizeof(*nc));
+	/* node_costs() writes every entry it counts: no need to clear them */
+	struct node_cost *nc = xmalloc(sizeof(*nc) * ((size_t)nn + 1));
+	struct node_cost *tmp = xmalloc(sizeof(*nc) * ((size_t)nn + 1));
 	int best_group = -1, cnt = 0;
 	int64_t best_total = 0;
 	int need = rq->j->nodes, chosen = 0;
@@ -1032,14 +1037,22 @@ out:
 
 /* Is some other queue using more than its quota (so that a queue within its
  * own may reclaim)? */
-static bool any_lending(const struct st *st, int except)
+static bool any_lending(struct st *st, int except)
 {
 	const struct sched_snapshot *s = st->p.snap;
-	for (int q = 0; q < s->nqueues; q++)
-		if (q != except && s->queues[q].quota_milli >= 0 &&
-		    st->qs[q].use - st->qs[q].reclaiming > s->queues[q].quota_milli)
-			return true;
-	return false;
+	/* worked out again only when a queue's use or what it lends changed */
+	if (!st->lends || st->lend_version != st->qversion + 1) {
+		if (!st->lends)
+			st->lends = xcalloc((size_t)s->nqueues, sizeof(bool));
+		st->nlending = 0;
+		for (int q = 0; q < s->nqueues; q++) {
+			st->lends[q] = s->queues[q].quota_milli >= 0 &&
+				       st->qs[q].use - st->qs[q].reclaiming > s->queues[q].quota_milli;
+			st->nlending += st->lends[q];
+		}
+		st->lend_version = st->qversion + 1;
+	}
+	return st->nlending - (st->lends[except] ? 1 : 0) > 0;
 }
 
 /* ---- one job --------------------------------------------------------------------------- */
@@ -1498,12 +1511,20 @@ int sched_pass(const struct sched_snapshot *snap, int64_t now_ms, const struct s
 		}
 	for (int q = 0; q < snap->nqueues; q++)
 		st.qs[q].quota_job = -1;
+	/* every job gets a start or a wait: room for them all at once */
+	ret->waits = xmalloc(sizeof(*ret->waits) * ((size_t)nj + 1));
+	ret->waits_alloc = (size_t)nj + 1;
 	/* class order, then submission: usually given so; sorted if not */
 	bool sorted = true;
 	for (int i = 0; i < nj; i++) {
 		st.order[i] = i;
-		if (i && cmp_order(&st.order[i - 1], &(int){i}, &st) > 0)
-			sorted = false;
+		if (i && sorted) {
+			const struct sched_job *x = snap->jobs[i - 1], *y = snap->jobs[i];
+			int px = prio(&st, x->cls), py = prio(&st, y->cls);
+			sorted = px > py || (px == py && (x->submit_ms < y->submit_ms ||
+							  (x->submit_ms == y->submit_ms &&
+							   x->id < y->id)));
+		}
 	}
 	if (!sorted)
 		qsort_r(st.order, (size_t)nj, sizeof(int), cmp_order, &st);
@@ -1562,6 +1583,7 @@ int sched_pass(const struct sched_snapshot *snap, int64_t now_ms, const struct s
 	free(st.recl);
 	free(st.victim_order);
 	free(st.victim_buf);
+	free(st.lends);
 	for (size_t i = 0; i < st.shape_cap; i++) {
 		free(st.shapes[i].model_ok);
 		free(st.shapes[i].memo);
