@@ -435,7 +435,7 @@ static void help(FILE *f)
 	strbuf_addf(&sb, "  %-8s %s\n", "bench",
 		    "measure a collective across ranks (allreduce, allgather, ...)");
 	strbuf_addf(&sb, "  %-8s %s\n", "validate",
-		    "check this node layer by layer: system, compute, memory, ...");
+		    "check this node, or nodes through the server (--nodes), layer by layer");
 	fprintf(f,
 		"usage: tenk COMMAND [OPTIONS] [ARGS]\n"
 		"tenk %s: a cluster manager for AI compute.\n\ncommands:\n%s\n"
