@@ -599,7 +599,7 @@ int validate_cluster(const char *spec, int argc, char **argv, bool json, bool no
 	const char *why = json_string_value(json_object_get(j, "reason"));
 	if (!why)
 		why = "";
-	rc = client_call(&cl, "GET", "/v1/nodes", NULL, 30000, &list, &status, &err);
+	rc = client_call(&cl, "GET", "/v1/nodes?checks=1", NULL, 30000, &list, &status, &err);
 	int exit_code = 0;
 	json_t *out = json_array();
 	if (rc < 0) {

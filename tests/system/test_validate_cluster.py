@@ -58,6 +58,7 @@ def test_slow_link_drains_that_host(hosts4, workdir, kill_all):
     assert h3["reason"].startswith("validate: interconnect: pair_bandwidth"), h3
     assert node(c, "host1")["state"] == "UP"
     assert node(c, "host1")["validation"]["verdict"] == "pass"
+    assert "checks" not in node(c, "host1")["validation"]  # only when asked for
     table = c.run("nodes").stdout
     assert "interconnect" in table and "pass" in table, table
     # it ran as a system job on every device, and the batch job was preempted
@@ -94,7 +95,8 @@ def test_new_node_takes_work_only_after_passing(workdir):
         assert vjob["system"] and vjob["owner"] == "tenk" and vjob["state"] == "COMPLETED"
         # the job started only once the node had passed
         assert j["attempts"][0]["start_ms"] >= n["validation"]["at_ms"], (j, n["validation"])
-        names = {k["check"] for k in n["validation"]["checks"]}
+        st, full = t.api("GET", "/v1/nodes/node1")
+        names = {k["check"] for k in full["validation"]["checks"]}
         assert {"dev_shm", "host_bandwidth"} <= names and "cpu_sgemm" not in names
     finally:
         d.stop()
@@ -129,6 +131,12 @@ def test_bad_requests(cluster):
     assert st == 409 and "node1" in body["error"], body
     t.wait_state(jid, "COMPLETED", timeout=120)
     assert node(t, "node1")["validation"]["verdict"] == "pass"
+    # the list leaves each validation's checks out unless asked
+    assert "checks" not in node(t, "node1")["validation"]
+    st, full = t.api("GET", "/v1/nodes?checks=1")
+    assert st == 200 and full["nodes"][0]["validation"]["checks"], full
+    st, bad = t.api("GET", "/v1/nodes?checks=yes")
+    assert st == 400 and "checks" in bad["error"], bad
 
 
 def member_pid(node_name):
