@@ -141,13 +141,15 @@ static int gpu_open(struct gpu *g, char *why, size_t n)
 	      load(g->nccl, "ncclCommDestroy", &g->nccl_destroy) &&
 	      load(g->nccl, "ncclAllReduce", &g->nccl_allreduce) &&
 	      load(g->nccl, "ncclGroupStart", &g->nccl_group_start) &&
-	      load(g->nccl, "ncclGroupEnd", &g->nccl_group_end) &&
-	      load(g->nccl, "ncclGetUniqueId", &g->nccl_unique_id) &&
-	      load(g->nccl, "ncclCommInitRank", &g->nccl_init_rank))) {
+	      load(g->nccl, "ncclGroupEnd", &g->nccl_group_end))) {
 		if (g->nccl)
 			dlclose(g->nccl);
 		g->nccl = NULL;
 	}
+	/* between nodes only; without them that check says so */
+	if (g->nccl && !(load(g->nccl, "ncclGetUniqueId", &g->nccl_unique_id) &&
+			 load(g->nccl, "ncclCommInitRank", &g->nccl_init_rank)))
+		g->nccl_unique_id = NULL;
 	return g->ndev;
 }
 
@@ -161,6 +163,27 @@ static int use_device(struct gpu *g, int i)
 		return -EIO;
 	}
 	return g->set_current(g->ctx[i]) == CU_OK ? 0 : -EIO;
+}
+
+/* The smallest device's memory: work is sized to a quarter of it at most. */
+static size_t device_bytes(struct gpu *g)
+{
+	size_t least = 0;
+	for (int i = 0; i < g->ndev; i++) {
+		int dev;
+		size_t mem = 0;
+		if (g->get(&dev, i) == CU_OK && g->total_mem(&mem, dev) == CU_OK &&
+		    (least == 0 || mem < least))
+			least = mem;
+	}
+	return least;
+}
+
+static size_t cap_bytes(struct gpu *g, size_t want)
+{
+	size_t quarter = device_bytes(g) / 4;
+	size_t b = MIN(want, quarter);
+	return b < (1u << 20) ? (1u << 20) : b & ~(size_t)4095;
 }
 
 /* The catalogue's peak for device i, 0 when its model is not there. */
@@ -274,12 +297,17 @@ int check_gpu_gemm(struct vcheck *c, bool quick)
 	double slowest = 0, floor = 0;
 	int wrong = 0;
 	char model[64] = "";
+	/* n x n: two bf16 inputs and an f32 output, 8 n^2 bytes, in a quarter
+	 * of the memory at most (8192 fits any data-centre GPU) */
+	int n = quick ? 4096 : 8192;
+	while (n > 256 && (size_t)8 * (size_t)n * (size_t)n > device_bytes(&g) / 4)
+		n /= 2;
 	for (int i = 0; i < g.ndev; i++) {
 		double t = 0;
 		int w = 0, dev = 0;
 		double peak =
 		    g.get(&dev, i) == CU_OK ? catalogue_tflops(&g, dev, model, sizeof(model)) : 0;
-		if (gemm_one(&g, i, quick ? 4096 : 8192, quick ? 5 : 20, &t, &w) < 0) {
+		if (gemm_one(&g, i, n, quick ? 5 : 20, &t, &w) < 0) {
 			c->verdict = V_FAIL;
 			strbuf_addf(&sb, "%sGPU %d: CUDA or cuBLAS call failed", i ? ", " : "", i);
 			continue;
@@ -289,7 +317,7 @@ int check_gpu_gemm(struct vcheck *c, bool quick)
 			slowest = t;
 		if (peak > 0 && (floor == 0 || 0.5 * peak < floor))
 			floor = 0.5 * peak;
-		strbuf_addf(&sb, "%s%d: %.0f", i ? ", " : "", i, t);
+		strbuf_addf(&sb, "%s%d: %.3g", i ? ", " : "", i, t);
 	}
 	c->figure = slowest;
 	char from[48];
@@ -298,7 +326,8 @@ int check_gpu_gemm(struct vcheck *c, bool quick)
 	vcheck_judge(c, floor > 0 ? floor : 1, from);
 	if (was == V_FAIL || wrong)
 		c->verdict = V_FAIL;
-	snprintf(c->detail, sizeof(c->detail), "bf16 GEMM, %d wrong; %.250s", wrong, sb.buf);
+	snprintf(c->detail, sizeof(c->detail), "bf16 GEMM %dx%d, %d wrong; %.240s", n, n, wrong,
+		 sb.buf);
 	strbuf_release(&sb);
 	gpu_close(&g);
 	return 0;
@@ -312,7 +341,7 @@ int check_gpu_copy(struct vcheck *c, bool quick)
 		c->verdict = V_SKIP;
 		return 0;
 	}
-	size_t bytes = quick ? (256u << 20) : (1u << 30);
+	size_t bytes = cap_bytes(&g, quick ? (256u << 20) : (1u << 30));
 	int reps = 10;
 	struct strbuf sb;
 	strbuf_init(&sb);
@@ -410,7 +439,7 @@ int check_nccl_in_node(struct vcheck *c, bool quick)
 		return 0;
 	}
 	int n = g.ndev, devs[GPU_MAX], reps = quick ? 5 : 20;
-	size_t bytes = quick ? (64u << 20) : (256u << 20), count = bytes / 4;
+	size_t bytes = cap_bytes(&g, quick ? (64u << 20) : (256u << 20)), count = bytes / 4;
 	void *comms[GPU_MAX] = {0};
 	cu_ptr buf[GPU_MAX] = {0};
 	bool ok = true;
@@ -450,8 +479,11 @@ int check_nccl_across(struct vcheck *c, struct coll_comm *comm, bool quick, stru
 	struct gpu g;
 	char why[200] = "";
 	int local = gpu_open(&g, why, sizeof(why));
-	if (local && !g.nccl)
+	if (local && (!g.nccl || !g.nccl_unique_id)) {
+		snprintf(why, sizeof(why), "skipped: %s", g.nccl ? "this NCCL cannot join nodes"
+								  : "no NCCL");
 		local = 0;
+	}
 	/* every node learns how many GPUs each brings; all go on, or none */
 	int size = coll_size(comm), me = coll_rank(comm);
 	int *counts = xcalloc((size_t)size, sizeof(int));
@@ -480,7 +512,11 @@ int check_nccl_across(struct vcheck *c, struct coll_comm *comm, bool quick, stru
 	/* the id goes to everyone even when making it failed: nobody waits */
 	rc = coll_broadcast(comm, &id, sizeof(id), 0, err);
 	int reps = quick ? 5 : 20;
-	size_t bytes = quick ? (64u << 20) : (256u << 20), count = bytes / 4;
+	/* every node reduces the same count: the smallest GPU's size decides */
+	double want = (double)cap_bytes(&g, quick ? (64u << 20) : (256u << 20));
+	if (rc >= 0)
+		rc = coll_allreduce(comm, &want, &want, 1, COLL_F64, COLL_MIN, err);
+	size_t bytes = (size_t)want, count = bytes / 4;
 	void *comms[GPU_MAX] = {0};
 	cu_ptr buf[GPU_MAX] = {0};
 	for (int i = 0; i < local && ok && rc >= 0; i++)

@@ -78,3 +78,40 @@ def test_bad_flags():
     assert p.returncode == 2 and "\"bogus\" is not one of" in p.stderr
     p = validate("--baseline", "/nonexistent/base.json", check=False)
     assert p.returncode == 1 and "/nonexistent/base.json" in p.stderr
+
+
+def test_gpu_checks_through_stand_in_libraries():
+    """The GPU paths (dlopen of the driver, cuBLAS, NVML, NCCL; contexts,
+    allocations, copies, a checked GEMM, an in-node all-reduce) run against
+    stand-ins built with the tests (tests/gpushim): host memory as devices."""
+    shim = os.path.join(os.path.dirname(BIN), "tests", "gpushim")
+    assert os.path.exists(os.path.join(shim, "libcuda.so.1")), shim
+
+    def run(gpus, *extra, wrong=False):
+        env = dict(os.environ, LD_LIBRARY_PATH=shim, TENK_FAKE_GPUS=str(gpus))
+        if wrong:
+            env["TENK_FAKE_GEMM_WRONG"] = "1"
+        p = subprocess.run([BIN, "validate", "--quick", "--all", "--json", *extra],
+                           capture_output=True, text=True, timeout=300, env=env)
+        for mark in SANITIZER_MARKS:
+            assert mark not in p.stderr, p.stderr
+        return {c["check"]: c for c in json.loads(p.stdout)["checks"]}
+
+    c = run(2, "--layers", "system,compute,memory,interconnect")
+    assert c["gpu_stack"]["figure"] == 2 and c["gpu_stack"]["verdict"] == "pass"
+    assert "driver 550.54.15, CUDA 12.4, NCCL 2.21.5" in c["gpu_stack"]["detail"]
+    g = c["gpu_gemm"]
+    assert g["figure"] > 0 and "0 wrong" in g["detail"], g
+    # host memory is no H100: held to half the catalogue's peak, it fails
+    assert g["threshold_from"] == "50% of the catalogue's H100" and g["verdict"] == "FAIL"
+    assert "0: " in g["detail"] and "1: " in g["detail"]  # every device, named
+    m = c["gpu_copy"]
+    assert m["figure"] > 0 and m["threshold"] == 100 and "device to device" in m["detail"]
+    n = c["nccl_allreduce"]
+    assert n["figure"] > 0 and "2 GPUs" in n["detail"] and "0 wrong" in n["detail"], n
+    # a GEMM that gets an element wrong on each device is caught
+    g = run(3, "--layers", "compute", wrong=True)["gpu_gemm"]
+    assert g["verdict"] == "FAIL" and "3 wrong" in g["detail"], g
+    # one GPU: nothing to all-reduce with
+    n = run(1, "--layers", "interconnect")["nccl_allreduce"]
+    assert n["verdict"] == "skip" and "one GPU" in n["detail"]
