@@ -1173,8 +1173,9 @@ static void preempt_options(struct st *st, const struct sched_job *j, const stru
 		      any_lending(st, j->queue);
 }
 
-/* Do jobs preempted for j still hold its resources? */
-static bool holds_victims(const struct st *st, const struct sched_job *j)
+/* The first of the jobs preempted for j (st->held is sorted by whom they
+ * were preempted for); == st->nheld when none. */
+static int first_held(const struct st *st, const struct sched_job *j)
 {
 	const struct sched_snapshot *s = st->p.snap;
 	int lo = 0, hi = st->nheld;
@@ -1185,7 +1186,7 @@ static bool holds_victims(const struct st *st, const struct sched_job *j)
 		else
 			hi = mid;
 	}
-	return lo < st->nheld && s->running[st->held[lo]].held_for == j->id;
+	return lo < st->nheld && s->running[st->held[lo]].held_for == j->id ? lo : st->nheld;
 }
 
 /* The common case of a busy cluster, made cheap: j's shape already failed to
@@ -1196,7 +1197,7 @@ static bool holds_victims(const struct st *st, const struct sched_job *j)
 static bool fails_as_before(struct st *st, int ji, struct shape *sh, bool within_quota)
 {
 	const struct sched_job *j = st->jobs[ji];
-	if (sh->state != SHAPE_FAILS || (st->nheld && holds_victims(st, j)))
+	if (sh->state != SHAPE_FAILS || (st->nheld && first_held(st, j) < st->nheld))
 		return false;
 	bool may, by_class, by_reclaim;
 	preempt_options(st, j, sh, within_quota, &may, &by_class, &by_reclaim);
@@ -1278,14 +1279,7 @@ static void process(struct st *st, int ji)
 	struct place_fail why = {0, 0};
 	/* waiting for victims preempted for it earlier */
 	bool has_victims = false;
-	int lo = 0, hi = st->nheld;
-	while (lo < hi) {
-		int mid = (lo + hi) / 2;
-		if (s->running[st->held[mid]].held_for < j->id)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
+	int lo = first_held(st, j);
 	for (int k = lo; k < st->nheld && s->running[st->held[k]].held_for == j->id; k++) {
 		const struct sched_running *r = &s->running[st->held[k]];
 		if (!has_victims)

@@ -342,7 +342,9 @@ static struct sjob *sjob_add(struct server *s, struct job *job)
 	return j;
 }
 
-struct sjob *state_submit(struct server *s, struct job_request *req, const char *owner)
+/* A new job from req (taken), PENDING, not yet in any queue. */
+static struct sjob *job_new(struct server *s, struct job_request *req, const char *owner,
+			    bool system)
 {
 	struct job job;
 	memset(&job, 0, sizeof(job));
@@ -351,32 +353,26 @@ struct sjob *state_submit(struct server *s, struct job_request *req, const char 
 	job.state = JOB_PENDING;
 	job.submit_ms = server_now_ms(s);
 	job.exit_code = -1;
+	job.system = system;
 	job.req = *req;
 	memset(req, 0, sizeof(*req));
 	struct sjob *j = sjob_add(s, &job);
-	pending_insert(s, j);
 	server_job_dirty(s, j);
 	server_want_pass(s);
+	return j;
+}
+
+struct sjob *state_submit(struct server *s, struct job_request *req, const char *owner)
+{
+	struct sjob *j = job_new(s, req, owner, false);
+	pending_insert(s, j);
 	assert_job_state(j);
 	return j;
 }
 
 struct sjob *state_submit_system(struct server *s, struct job_request *req, const char *owner)
 {
-	struct job job;
-	memset(&job, 0, sizeof(job));
-	job.id = (int64_t)s->njobs + 1;
-	snprintf(job.owner, sizeof(job.owner), "%s", owner);
-	job.state = JOB_PENDING;
-	job.submit_ms = server_now_ms(s);
-	job.exit_code = -1;
-	job.system = true;
-	job.req = *req;
-	memset(req, 0, sizeof(*req));
-	struct sjob *j = sjob_add(s, &job);
-	server_job_dirty(s, j);
-	server_want_pass(s);
-	return j;
+	return job_new(s, req, owner, true);
 }
 
 void state_wake_job_waiters(struct server *s, struct sjob *j)
