@@ -913,7 +913,9 @@ static int *reclaimable(struct st *st)
 }
 
 /* Are there enough nodes where r (free plus what could be released) holds a
- * node's share of rq? Optimistic: false is certain, true worth a search. */
+ * node's share of rq? Optimistic: false is certain, true worth a search. A
+ * fraction needs one device that is free enough now or held by someone who
+ * could be released (r counts whole free devices and released ones). */
 static bool enough_releasable(struct st *st, const struct req *rq, const int *r)
 {
 	struct pass *p = &st->p;
@@ -922,16 +924,29 @@ static bool enough_releasable(struct st *st, const struct req *rq, const int *r)
 		if (!rq->model_ok[m])
 			continue;
 		int cnt = 0;
-		for (int k = p->model_nodes_off[m]; k < p->model_nodes_off[m + 1]; k++)
-			if (r[p->model_nodes[k] * nm + m] >= rq->whole && ++cnt >= rq->j->nodes)
+		for (int k = p->model_nodes_off[m]; k < p->model_nodes_off[m + 1]; k++) {
+			int n = p->model_nodes[k];
+			if (rq->frac) {
+				if (!p->snap->nodes[n].schedulable)
+					continue;
+				if (r[n * nm + m] > 0)
+					return true;
+				for (int d = 0; d < p->snap->nodes[n].ndev; d++)
+					if (p->dev_model[p->dev_off[n] + d] == m &&
+					    p->free.dev[p->dev_off[n] + d] >= rq->frac)
+						return true;
+			} else if (r[n * nm + m] >= rq->whole && ++cnt >= rq->j->nodes) {
 				return true;
+			}
+		}
 	}
 	return false;
 }
 
+/* Could reclaiming lent capacity ever make room for rq? (As optimistic.) */
 static bool reclaim_possible(struct st *st, const struct req *rq)
 {
-	if (!rq->whole || rq->j->mixed_types)
+	if ((!rq->whole && !rq->frac) || rq->j->mixed_types)
 		return true;
 	return enough_releasable(st, rq, reclaimable(st));
 }
@@ -940,20 +955,9 @@ static bool reclaim_possible(struct st *st, const struct req *rq)
  * false answer is certain, a true one only worth a real search. */
 static bool class_preempt_possible(struct st *st, const struct req *rq)
 {
-	struct pass *p = &st->p;
-	if (!rq->whole || rq->j->mixed_types)
+	if ((!rq->whole && !rq->frac) || rq->j->mixed_types)
 		return true;
-	const int *r = releasable(st, rq->j->cls);
-	int nm = p->nmodels;
-	for (int m = 0; m < nm; m++) {
-		if (!rq->model_ok[m])
-			continue;
-		int cnt = 0;
-		for (int k = p->model_nodes_off[m]; k < p->model_nodes_off[m + 1]; k++)
-			if (r[p->model_nodes[k] * nm + m] >= rq->whole && ++cnt >= rq->j->nodes)
-				return true;
-	}
-	return false;
+	return enough_releasable(st, rq, releasable(st, rq->j->cls));
 }
 
 static bool try_preempt(struct st *st, int ji, const struct req *rq, bool reclaim,
