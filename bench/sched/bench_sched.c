@@ -256,6 +256,37 @@ static struct sched_snapshot snap_of(struct world *w)
 				       .cluster = w->cluster};
 }
 
+/* A digest of every decision the benchmark's passes make (starts and where,
+ * victims, each wait's reason and text): equal digests from two builds mean
+ * they decided the same, whatever their speed. */
+static uint64_t digest = 1469598103934665603ULL;
+static void dig(uint64_t v)
+{
+	digest = (digest ^ v) * 1099511628211ULL;
+}
+
+static void digest_decisions(const struct world *w, const struct sched_decisions *d)
+{
+	for (int i = 0; i < d->nstarts; i++) {
+		dig((uint64_t)w->ptrs[d->starts[i].job]->id);
+		for (int k = 0; k < d->starts[i].nnodes; k++) {
+			const struct sched_assign *a = &d->starts[i].nodes[k];
+			dig((uint64_t)a->node << 32 | (uint32_t)a->milli);
+			for (int x = 0; x < a->ndev; x++)
+				dig((uint64_t)a->devs[x]);
+		}
+	}
+	for (int i = 0; i < d->npreempts; i++)
+		dig((uint64_t)d->preempts[i].victim << 20 ^ (uint64_t)d->preempts[i].job);
+	for (int i = 0; i < d->nwaits; i++) {
+		const struct sched_wait *wt = &d->waits[i];
+		dig((uint64_t)wt->job << 8 | wt->reason);
+		dig((uint64_t)(wt->same_as + 1) ^ (uint64_t)wt->until_ms);
+		for (const char *c = wt->detail; c && *c; c++)
+			dig((unsigned char)*c);
+	}
+}
+
 /* Applies a pass's decisions: starts run, victims stop for their preemptor. */
 static void apply(struct world *w, const struct sched_decisions *d)
 {
@@ -349,6 +380,8 @@ int main(int argc, char **argv)
 		}
 		full[i] = now_ms() - t0;
 		if (i == 0)
+			digest_decisions(&w, &d);
+		if (i == 0)
 			first = d;
 		else
 			sched_decisions_release(&d);
@@ -383,6 +416,7 @@ int main(int argc, char **argv)
 			return 1;
 		}
 		bool quiet = d.nstarts == 0 && d.npreempts == 0;
+		digest_decisions(&w, &d);
 		apply(&w, &d);
 		sched_decisions_release(&d);
 		if (quiet)
@@ -415,6 +449,7 @@ int main(int argc, char **argv)
 			return 1;
 		}
 		inc[i] = now_ms() - t0;
+		digest_decisions(&w, &d);
 		inc_starts += d.nstarts;
 		inc_tried += d.placements_tried;
 		inc_pre += d.npreempts;
@@ -438,12 +473,12 @@ int main(int argc, char **argv)
 	       "  \"incremental_preemptions_mean\": %.2f,\n"
 	       "  \"incremental_placements_mean\": %.1f,\n  \"rounds_to_quiet\": %d,\n"
 	       "  \"pending_when_quiet\": %d,\n  \"cluster_build_ms\": %.2f,\n"
-	       "  \"peak_rss_mib\": %.1f\n}\n",
+	       "  \"peak_rss_mib\": %.1f,\n  \"decisions_digest\": \"%016llx\"\n}\n",
 	       cl.n, cl.gpus, w.nr, held / 1000.0, pending, passes, full[passes / 2],
 	       full[(int)(passes * 0.99)], nstarts, npre, tried, hits, inc[passes / 2],
 	       inc[(int)(passes * 0.99)], (double)inc_starts / passes, (double)inc_pre / passes,
 	       (double)inc_tried / passes, rounds, w.nj, cluster_ms,
-	       ru.ru_maxrss / 1024.0);
+	       ru.ru_maxrss / 1024.0, (unsigned long long)digest);
 	free(full);
 	free(inc);
 	sim_cluster_release(&cl);

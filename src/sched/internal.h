@@ -77,10 +77,9 @@ struct pass {
 	 * with exactly k whole free devices of model m, in `free` */
 	int *cap;
 	int *node_whole; /* [n * nmodels + m]: whole free devices of model m on n */
-	/* the request mix for fractions */
+	/* the request mix for fractions (sched.c works it out from the shapes) */
 	struct sched_mix_item *mix;
 	int nmix;
-	bool mix_ready; /* worked out at the first fraction placed */
 	int *model_scratch;	 /* one int per model */
 	int *total_hist;	 /* could_ever(): nodes with >= k devices per model */
 	int *model_scratch2;
@@ -107,7 +106,7 @@ struct pass {
 	uint32_t *node_ver;	 /* per node: changes whenever `free` changes on it */
 	int max_ndev;
 	double *model_tflops;	 /* per model: its devices' rate */
-	int *model_exclusive;	 /* per model: some waiting job can use it only */
+	int *model_exclusive;	 /* per model: some waiting job can use it only (set by sched.c) */
 	/* scratch for placement */
 	struct cand *cands;
 	int *name_rank; /* each node's place in name order: ties go by it */

@@ -183,67 +183,6 @@ int sched_switches_spanned(const struct sched_node *nodes, const int *idx, int n
 
 static void lists_init(struct pass *p);
 
-static void mix_from_jobs(struct pass *p)
-{
-	const struct sched_snapshot *s = p->snap;
-	if (s->mix && s->nmix > 0) {
-		p->mix = xcalloc((size_t)s->nmix, sizeof(*p->mix));
-		memcpy(p->mix, s->mix, sizeof(*p->mix) * (size_t)s->nmix);
-		p->nmix = s->nmix;
-		return;
-	}
-	/* the pending single-node requests, grouped by size: what placement must
-	 * keep room for (multi-node gangs want whole nodes, which best fit keeps) */
-	size_t cap = 64, malloc_n = 0;
-	uint64_t *keys = xcalloc(cap, sizeof(uint64_t));
-	int *slot = xcalloc(cap, sizeof(int));
-	int total = 0;
-	for (int i = 0; i < s->njobs; i++) {
-		const struct sched_job *j = s->jobs[i];
-		if (j->nodes != 1 || j->gpu_milli == 0)
-			continue;
-		int milli = j->gpu_milli < MODEL_MILLI ? j->gpu_milli : 0;
-		int devs = j->gpu_milli >= MODEL_MILLI ? j->tasks_per_node * j->gpu_milli / MODEL_MILLI
-						       : 0;
-		int cpus = j->tasks_per_node * j->cpus_per_task;
-		uint64_t key = ((uint64_t)milli << 48 | (uint64_t)devs << 32 | (uint32_t)cpus) + 1;
-		if ((size_t)p->nmix * 2 >= cap) {
-			/* grow the little table */
-			size_t ncap = cap * 2;
-			uint64_t *nk = xcalloc(ncap, sizeof(uint64_t));
-			int *ns = xcalloc(ncap, sizeof(int));
-			for (size_t k = 0; k < cap; k++)
-				if (keys[k]) {
-					size_t h = (keys[k] * 0x9e3779b97f4a7c15ULL) & (ncap - 1);
-					while (nk[h])
-						h = (h + 1) & (ncap - 1);
-					nk[h] = keys[k];
-					ns[h] = slot[k];
-				}
-			free(keys);
-			free(slot);
-			keys = nk;
-			slot = ns;
-			cap = ncap;
-		}
-		size_t h = (key * 0x9e3779b97f4a7c15ULL) & (cap - 1);
-		while (keys[h] && keys[h] != key)
-			h = (h + 1) & (cap - 1);
-		if (!keys[h]) {
-			keys[h] = key;
-			xgrow(&p->mix, &malloc_n, (size_t)p->nmix + 1, sizeof(*p->mix));
-			p->mix[p->nmix] = (struct sched_mix_item){milli, devs, cpus, 0};
-			slot[h] = p->nmix++;
-		}
-		p->mix[slot[h]].p += 1;
-		total++;
-	}
-	for (int i = 0; i < p->nmix; i++)
-		p->mix[i].p /= total;
-	free(keys);
-	free(slot);
-}
-
 /* What follows from the node list alone: device offsets, models, name order,
  * topology groups, the nodes of each model. */
 static void statics_compute(struct pass *p)
@@ -455,21 +394,6 @@ void place_init(struct pass *p)
 		p->max_ndev = MAX(p->max_ndev, s->nodes[n].ndev);
 	}
 	p->model_exclusive = xcalloc((size_t)p->nmodels + 1, sizeof(int));
-	/* whether some waiting job can use a model only: taking it costs them */
-	for (int i = 0; i < s->njobs; i++) {
-		const struct sched_job *j = s->jobs[i];
-		if (j->ngpu_types == 1 && j->gpu_milli > 0) {
-			/* the last model of that name (a first letter that differs
-			 * needs no call to tell) */
-			const char *t = j->gpu_types[0];
-			for (int k = p->nmodels - 1; k >= 0; k--)
-				if ((t[0] | 0x20) == (p->models[k][0] | 0x20) &&
-				    strcasecmp(t, p->models[k]) == 0) {
-					p->model_exclusive[k] = 1;
-					break;
-				}
-		}
-	}
 	/* the capacity index over `free` */
 	p->cap = xcalloc((size_t)(p->nmodels + 1) * (MODEL_MAX_ACCELS + 1), sizeof(int));
 	p->node_whole = xcalloc((size_t)nn * (size_t)(p->nmodels + 1) + 1, sizeof(int));
@@ -484,7 +408,6 @@ void place_init(struct pass *p)
 			p->cap[m * (MODEL_MAX_ACCELS + 1) + w[m]]++;
 	}
 	lists_init(p);
-	p->mix_ready = false;
 }
 
 void place_release(struct pass *p)
@@ -846,13 +769,6 @@ bool place_scores(const struct pass *p, const struct req *rq)
 	return scored(p, rq) || (rq->frac && policy_of(p) == SCHED_FRAC_FGD);
 }
 
-static void ensure_mix(struct pass *p)
-{
-	if (!p->mix_ready) {
-		mix_from_jobs(p);
-		p->mix_ready = true;
-	}
-}
 
 static double frag_now(struct pass *p, const struct view *v, int n)
 {
@@ -921,7 +837,6 @@ static int frac_device(struct pass *p, const struct req *rq, const struct view *
 	double before = 0;
 	enum sched_frac_policy pol = policy_of(p);
 	if (pol == SCHED_FRAC_FGD) {
-		ensure_mix(p);
 		before = frag_now(p, v, n);
 	}
 	int after[MODEL_MAX_ACCELS];
@@ -980,7 +895,6 @@ static int64_t node_score(struct pass *p, const struct req *rq, const struct vie
 	const struct sched_node *node = &p->snap->nodes[n];
 	if (policy_of(p) == SCHED_FRAC_BESTFIT)
 		return best_fit_score(p, rq, v, n, rq->whole * MODEL_MILLI) + left;
-	ensure_mix(p);
 	double before = frag_now(p, v, n);
 	int after[MODEL_MAX_ACCELS];
 	const int *free = &v->dev[p->dev_off[n]];

@@ -56,6 +56,7 @@ struct shape {
 	bool *model_ok; /* its acceptable models, once worked out */
 	int resv_job; /* ... and that job's wait says why */
 	int tries;    /* jobs of this shape placed or tried in this pass */
+	int count;    /* pending jobs of this shape */
 	struct node_memo *memo; /* per node, from its second job on (single-node shapes) */
 };
 
@@ -73,6 +74,14 @@ struct qstate {
 	int heap_pos;
 };
 
+/* What the order and the common path need of each pending job, gathered in
+ * one walk so that the pass reads 12 bytes per job, not a scattered job. */
+struct jrec {
+	int shape;
+	int queue;
+	int cls;
+};
+
 struct st {
 	struct pass p;
 	struct sched_decisions *d;
@@ -88,9 +97,12 @@ struct st {
 	bool *class_has_resv;
 	int blocked_all; /* with no_backfill: the job everything waits behind, or -1 */
 	bool *victim;	 /* running: chosen as a victim in this pass */
-	struct shape *shapes;
-	size_t shape_cap;
-	size_t nshapes;
+	struct shape *shapes; /* every shape among the pending jobs, in order of first job */
+	size_t shapes_alloc;
+	int nshapes;
+	int *shape_slot; /* hash index into shapes: -1 empty */
+	size_t slot_cap;
+	struct jrec *jrec; /* per pending job: what the walk over them needs */
 	struct placement pl;
 	int max_nodes;
 	struct end_item *end_heap; /* running jobs by static end, once sorted */
@@ -316,43 +328,47 @@ static bool same_shape(const struct sched_job *a, const struct sched_job *b)
 	return true;
 }
 
-static void shapes_grow(struct st *st)
+static void slots_grow(struct st *st)
 {
-	size_t ncap = st->shape_cap * 2;
-	struct shape *ns = xcalloc(ncap, sizeof(*ns));
-	for (size_t i = 0; i < st->shape_cap; i++) {
-		struct shape *o = &st->shapes[i];
-		if (!o->j)
-			continue;
-		size_t k = o->hash & (ncap - 1);
-		while (ns[k].j)
-			k = (k + 1) & (ncap - 1);
-		ns[k] = *o;
+	st->slot_cap = st->slot_cap ? st->slot_cap * 2 : SHAPE_CACHE_MIN;
+	free(st->shape_slot);
+	st->shape_slot = xmalloc(sizeof(int) * st->slot_cap);
+	memset(st->shape_slot, 0xff, sizeof(int) * st->slot_cap);
+	size_t mask = st->slot_cap - 1;
+	for (int k = 0; k < st->nshapes; k++) {
+		size_t i = st->shapes[k].hash & mask;
+		while (st->shape_slot[i] >= 0)
+			i = (i + 1) & mask;
+		st->shape_slot[i] = k;
 	}
-	free(st->shapes);
-	st->shapes = ns;
-	st->shape_cap = ncap;
 }
 
-static struct shape *shape_of(struct st *st, const struct sched_job *j)
+/* The index of j's shape, added at its first job. */
+static int shape_index(struct st *st, const struct sched_job *j)
 {
 	uint64_t h = shape_hash(j);
-	if (st->nshapes * 2 >= st->shape_cap)
-		shapes_grow(st);
-	size_t mask = st->shape_cap - 1;
+	if ((size_t)st->nshapes * 2 >= st->slot_cap)
+		slots_grow(st);
+	size_t mask = st->slot_cap - 1;
 	for (size_t i = h & mask;; i = (i + 1) & mask) {
-		struct shape *s = &st->shapes[i];
-		if (!s->j) {
-			st->nshapes++;
+		int k = st->shape_slot[i];
+		if (k < 0) {
+			xgrow(&st->shapes, &st->shapes_alloc, (size_t)st->nshapes + 1,
+			      sizeof(*st->shapes));
+			k = st->nshapes++;
+			st->shape_slot[i] = k;
+			struct shape *s = &st->shapes[k];
+			memset(s, 0, sizeof(*s));
 			s->j = j;
 			s->hash = h;
 			s->detail_job = -1;
 			s->generic_job = -1;
 			s->never = -1;
-			return s;
+			return k;
 		}
-		if (s->hash == h && same_shape(s->j, j))
-			return s;
+		const struct shape *s = &st->shapes[k];
+		if (s->hash == h && (s->j == j || same_shape(s->j, j)))
+			return k;
 	}
 }
 
@@ -1260,7 +1276,7 @@ static void process(struct st *st, int ji)
 		}
 	}
 	bool within_quota = q->quota_milli >= 0 && st->qs[j->queue].use + need <= q->quota_milli;
-	struct shape *sh = shape_of(st, j);
+	struct shape *sh = &st->shapes[st->jrec[ji].shape];
 	if (fails_as_before(st, ji, sh, within_quota))
 		return;
 	struct req rq;
@@ -1410,16 +1426,6 @@ static bool snapshot_valid(const struct sched_snapshot *s)
 			    node->devs[d].free_milli > MODEL_MILLI)
 				return false;
 	}
-	for (int i = 0; i < s->njobs; i++) {
-		const struct sched_job *j = s->jobs[i];
-		if (!j || j->nodes < 1 || j->nodes > MODEL_MAX_NODES || j->tasks_per_node < 1 ||
-		    j->gpu_milli < 0 || j->cpus_per_task < 0 || j->mem_mib < 0 ||
-		    (j->gpu_milli > MODEL_MILLI && j->gpu_milli % MODEL_MILLI) ||
-		    (int64_t)j->tasks_per_node * (j->gpu_milli / MODEL_MILLI) > MODEL_MAX_ACCELS ||
-		    (j->ngpu_types && !j->gpu_types) || j->cls < 0 || j->cls >= s->nclasses ||
-		    j->queue < 0 || j->queue >= s->nqueues)
-			return false;
-	}
 	for (int i = 0; i < s->nrunning; i++) {
 		const struct sched_running *r = &s->running[i];
 		if (r->cls < 0 || r->cls >= s->nclasses || r->queue < 0 || r->queue >= s->nqueues ||
@@ -1436,6 +1442,102 @@ static bool snapshot_valid(const struct sched_snapshot *s)
 		}
 	}
 	return true;
+}
+
+/* A job's own fields (what it asks for is checked once per shape). */
+static bool job_valid(const struct sched_snapshot *s, const struct sched_job *j)
+{
+	return j && j->cls >= 0 && j->cls < s->nclasses && j->queue >= 0 && j->queue < s->nqueues;
+}
+
+static bool shape_valid(const struct sched_job *j)
+{
+	return j->nodes >= 1 && j->nodes <= MODEL_MAX_NODES && j->tasks_per_node >= 1 &&
+	       j->gpu_milli >= 0 && j->cpus_per_task >= 0 && j->mem_mib >= 0 &&
+	       !(j->gpu_milli > MODEL_MILLI && j->gpu_milli % MODEL_MILLI) &&
+	       (int64_t)j->tasks_per_node * (j->gpu_milli / MODEL_MILLI) <= MODEL_MAX_ACCELS &&
+	       !(j->ngpu_types && !j->gpu_types);
+}
+
+/* One walk over the pending jobs, in the order given: checks each, files it
+ * under its shape and fills st->jrec; tells whether they are in class order.
+ * False for an invalid job. */
+static bool index_jobs(struct st *st, bool *sorted)
+{
+	const struct sched_snapshot *s = st->p.snap;
+	*sorted = true;
+	int px = 0;
+	const struct sched_job *x = NULL;
+	for (int i = 0; i < s->njobs; i++) {
+		const struct sched_job *j = s->jobs[i];
+		if (!job_valid(s, j))
+			return false;
+		int n = st->nshapes, k = shape_index(st, j);
+		if (k == n && !shape_valid(j))
+			return false;
+		st->shapes[k].count++;
+		st->jrec[i] = (struct jrec){k, j->queue, j->cls};
+		int py = prio(st, j->cls);
+		if (x && *sorted)
+			*sorted = px > py || (px == py && (x->submit_ms < j->submit_ms ||
+							   (x->submit_ms == j->submit_ms &&
+							    x->id < j->id)));
+		x = j;
+		px = py;
+	}
+	for (int k = 0; k < st->nshapes; k++)
+		st->max_nodes = MAX(st->max_nodes, st->shapes[k].j->nodes);
+	return true;
+}
+
+/* The request mix for fractional placement, from the shapes: the pending
+ * single-node requests grouped by size, each kind in the order of its first
+ * job (what placement must keep room for; multi-node gangs want whole
+ * nodes, which best fit keeps). Also which models some job can use only. */
+static void from_shapes(struct st *st)
+{
+	struct pass *p = &st->p;
+	const struct sched_snapshot *s = p->snap;
+	if (s->mix && s->nmix > 0) {
+		p->mix = xcalloc((size_t)s->nmix, sizeof(*p->mix));
+		memcpy(p->mix, s->mix, sizeof(*p->mix) * (size_t)s->nmix);
+		p->nmix = s->nmix;
+	} else {
+		p->mix = xcalloc((size_t)st->nshapes + 1, sizeof(*p->mix));
+		int total = 0;
+		for (int k = 0; k < st->nshapes; k++) {
+			const struct sched_job *j = st->shapes[k].j;
+			if (j->nodes != 1 || j->gpu_milli == 0)
+				continue;
+			int milli = j->gpu_milli < MODEL_MILLI ? j->gpu_milli : 0;
+			int devs = j->gpu_milli >= MODEL_MILLI
+					   ? j->tasks_per_node * j->gpu_milli / MODEL_MILLI
+					   : 0;
+			int cpus = j->tasks_per_node * j->cpus_per_task;
+			int i = 0;
+			while (i < p->nmix && !(p->mix[i].milli == milli && p->mix[i].devices == devs &&
+						p->mix[i].cpus == cpus))
+				i++;
+			if (i == p->nmix)
+				p->mix[p->nmix++] = (struct sched_mix_item){milli, devs, cpus, 0};
+			p->mix[i].p += st->shapes[k].count;
+			total += st->shapes[k].count;
+		}
+		for (int i = 0; i < p->nmix; i++)
+			p->mix[i].p /= total;
+	}
+	/* whether some waiting job can use a model only: taking it costs them */
+	for (int k = 0; k < st->nshapes; k++) {
+		const struct sched_job *j = st->shapes[k].j;
+		if (j->ngpu_types != 1 || j->gpu_milli <= 0)
+			continue;
+		/* the last model of that name */
+		for (int m = p->nmodels - 1; m >= 0; m--)
+			if (strcasecmp(j->gpu_types[0], p->models[m]) == 0) {
+				p->model_exclusive[m] = 1;
+				break;
+			}
+	}
 }
 
 static int cmp_held(const void *a, const void *b, void *arg)
@@ -1473,9 +1575,18 @@ int sched_pass(const struct sched_snapshot *snap, int64_t now_ms, const struct s
 	st.p.snap = snap;
 	st.p.policy = policy;
 	st.p.now = now_ms;
-	place_init(&st.p);
-	strbuf_init(&st.sb);
 	int nj = snap->njobs;
+	st.jrec = xmalloc(sizeof(*st.jrec) * ((size_t)nj + 1));
+	bool sorted;
+	if (!index_jobs(&st, &sorted)) {
+		free(st.jrec);
+		free(st.shapes);
+		free(st.shape_slot);
+		return -EINVAL;
+	}
+	place_init(&st.p);
+	from_shapes(&st);
+	strbuf_init(&st.sb);
 	st.order = xcalloc((size_t)nj + 1, sizeof(int));
 	st.next = xcalloc((size_t)nj + 1, sizeof(int));
 	st.qs = xcalloc((size_t)snap->nqueues, sizeof(*st.qs));
@@ -1489,10 +1600,6 @@ int sched_pass(const struct sched_snapshot *snap, int64_t now_ms, const struct s
 		if (snap->running[i].held_for)
 			st.held[st.nheld++] = i;
 	qsort_r(st.held, (size_t)st.nheld, sizeof(int), cmp_held, (void *)snap);
-	st.shape_cap = SHAPE_CACHE_MIN;
-	st.shapes = xcalloc(st.shape_cap, sizeof(*st.shapes));
-	for (int i = 0; i < nj; i++)
-		st.max_nodes = MAX(st.max_nodes, snap->jobs[i]->nodes);
 	st.pl.nodes = xcalloc((size_t)st.max_nodes + 1, sizeof(*st.pl.nodes));
 	for (int q = 0; q < snap->nqueues; q++)
 		st.qs[q].recent = snap->queues[q].recent_milli;
@@ -1513,30 +1620,21 @@ int sched_pass(const struct sched_snapshot *snap, int64_t now_ms, const struct s
 	ret->waits = xmalloc(sizeof(*ret->waits) * ((size_t)nj + 1));
 	ret->waits_alloc = (size_t)nj + 1;
 	/* class order, then submission: usually given so; sorted if not */
-	bool sorted = true;
-	for (int i = 0; i < nj; i++) {
+	for (int i = 0; i < nj; i++)
 		st.order[i] = i;
-		if (i && sorted) {
-			const struct sched_job *x = snap->jobs[i - 1], *y = snap->jobs[i];
-			int px = prio(&st, x->cls), py = prio(&st, y->cls);
-			sorted = px > py || (px == py && (x->submit_ms < y->submit_ms ||
-							  (x->submit_ms == y->submit_ms &&
-							   x->id < y->id)));
-		}
-	}
 	if (!sorted)
 		qsort_r(st.order, (size_t)nj, sizeof(int), cmp_order, &st);
 	for (int seg = 0; seg < nj;) {
-		int level = prio(&st, snap->jobs[st.order[seg]]->cls);
+		int level = prio(&st, st.jrec[st.order[seg]].cls);
 		int end = seg;
-		while (end < nj && prio(&st, snap->jobs[st.order[end]]->cls) == level)
+		while (end < nj && prio(&st, st.jrec[st.order[end]].cls) == level)
 			end++;
 		/* the segment's jobs, queue by queue, oldest first */
 		for (int q = 0; q < snap->nqueues; q++)
 			st.qs[q].head = st.qs[q].tail = -1;
 		for (int k = seg; k < end; k++) {
 			int ji = st.order[k];
-			struct qstate *qs = &st.qs[snap->jobs[ji]->queue];
+			struct qstate *qs = &st.qs[st.jrec[ji].queue];
 			st.next[ji] = -1;
 			if (qs->tail >= 0)
 				st.next[qs->tail] = ji;
@@ -1582,11 +1680,13 @@ int sched_pass(const struct sched_snapshot *snap, int64_t now_ms, const struct s
 	free(st.victim_order);
 	free(st.victim_buf);
 	free(st.lends);
-	for (size_t i = 0; i < st.shape_cap; i++) {
+	for (int i = 0; i < st.nshapes; i++) {
 		free(st.shapes[i].model_ok);
 		free(st.shapes[i].memo);
 	}
 	free(st.shapes);
+	free(st.shape_slot);
+	free(st.jrec);
 	free(st.pl.nodes);
 	strbuf_release(&st.sb);
 	place_release(&st.p);
