@@ -57,6 +57,7 @@ struct shape {
 	int resv_job; /* ... and that job's wait says why */
 	int tries;    /* jobs of this shape placed or tried in this pass */
 	int count;    /* pending jobs of this shape */
+	int64_t need; /* accelerators a job of it asks for, milli */
 	struct node_memo *memo; /* per node, from its second job on (single-node shapes) */
 };
 
@@ -364,6 +365,7 @@ static int shape_index(struct st *st, const struct sched_job *j)
 			s->detail_job = -1;
 			s->generic_job = -1;
 			s->never = -1;
+			s->need = job_milli(j);
 			return k;
 		}
 		const struct shape *s = &st->shapes[k];
@@ -1178,19 +1180,22 @@ static void wait_resources(struct st *st, int ji, struct shape *sh, const struct
 /* May j preempt, and is a search for victims still worth trying for its
  * shape? (A search that found nothing is remembered: by class for the pass,
  * as victims only dwindle; by reclaim until a queue's use changes.) */
-static void preempt_options(struct st *st, const struct sched_job *j, const struct shape *sh,
+static void preempt_options(struct st *st, int cls, int queue, const struct shape *sh,
 			    bool within_quota, bool *may, bool *by_class, bool *by_reclaim)
 {
 	const struct sched_snapshot *s = st->p.snap;
 	const struct sched_policy *pol = st->p.policy;
+	const struct sched_class *c = &s->classes[cls];
+	*by_class = *by_reclaim = false;
+	*may = (c->may_preempt || within_quota) && !(pol && pol->no_preemption);
+	if (!*may)
+		return;
 	int cap = pol && pol->max_preemptions ? pol->max_preemptions : SCHED_DEFAULT_MAX_PREEMPTIONS;
-	*may = !(pol && pol->no_preemption) && (s->classes[j->cls].may_preempt || within_quota) &&
-	       (cap < 0 || st->d->npreempts < cap);
-	uint32_t bit = j->cls < 32 ? 1u << j->cls : 0;
-	*by_class = s->classes[j->cls].may_preempt && !(sh->preempt_failed & bit) &&
-		    st->preemptible_below[j->cls] > 0;
+	*may = cap < 0 || st->d->npreempts < cap;
+	uint32_t bit = cls < 32 ? 1u << cls : 0;
+	*by_class = c->may_preempt && !(sh->preempt_failed & bit) && st->preemptible_below[cls] > 0;
 	*by_reclaim = within_quota && sh->reclaim_failed != st->qversion + 1 &&
-		      any_lending(st, j->queue);
+		      any_lending(st, queue);
 }
 
 /* The first of the jobs preempted for j (st->held is sorted by whom they
@@ -1216,11 +1221,11 @@ static int first_held(const struct st *st, const struct sched_job *j)
  * the answer the full path in process() gives, without its set-up. */
 static bool fails_as_before(struct st *st, int ji, struct shape *sh, bool within_quota)
 {
-	const struct sched_job *j = st->jobs[ji];
-	if (sh->state != SHAPE_FAILS || (st->nheld && first_held(st, j) < st->nheld))
+	const struct jrec *jr = &st->jrec[ji];
+	if (sh->state != SHAPE_FAILS || (st->nheld && first_held(st, st->jobs[ji]) < st->nheld))
 		return false;
 	bool may, by_class, by_reclaim;
-	preempt_options(st, j, sh, within_quota, &may, &by_class, &by_reclaim);
+	preempt_options(st, jr->cls, jr->queue, sh, within_quota, &may, &by_class, &by_reclaim);
 	if (may && (by_class || by_reclaim))
 		return false;
 	if (sh->detail_job >= 0 && sh->reason != SCHED_WAIT_RESOURCES) {
@@ -1229,7 +1234,7 @@ static bool fails_as_before(struct st *st, int ji, struct shape *sh, bool within
 		return true;
 	}
 	const struct sched_policy *pol = st->p.policy;
-	bool head = !st->class_has_resv[j->cls] && !(pol && (pol->no_backfill || pol->no_reservations));
+	bool head = !st->class_has_resv[jr->cls] && !(pol && (pol->no_backfill || pol->no_reservations));
 	if (head || sh->never != 0 || sh->generic_job < 0 || (pol && pol->no_backfill))
 		return false;
 	st->d->shape_cache_hits++;
@@ -1241,7 +1246,8 @@ static void process(struct st *st, int ji)
 {
 	struct pass *p = &st->p;
 	const struct sched_snapshot *s = p->snap;
-	const struct sched_job *j = st->jobs[ji];
+	const struct jrec *jr = &st->jrec[ji];
+	struct shape *sh = &st->shapes[jr->shape];
 	const struct sched_policy *pol = p->policy;
 	struct strbuf *sb = &st->sb;
 	if (pol && pol->max_starts && st->d->nstarts >= pol->max_starts) {
@@ -1253,12 +1259,12 @@ static void process(struct st *st, int ji)
 		return;
 	}
 	/* the queue's quota and borrow limit */
-	const struct sched_queue *q = &s->queues[j->queue];
-	int64_t need = job_milli(j);
+	const struct sched_queue *q = &s->queues[jr->queue];
+	int64_t need = sh->need;
 	if (q->quota_milli >= 0 && need > 0) {
 		int64_t limit = q->borrow_milli < 0 ? FOREVER : q->quota_milli + q->borrow_milli;
-		if (st->qs[j->queue].use + need > limit) {
-			struct qstate *qs = &st->qs[j->queue];
+		if (st->qs[jr->queue].use + need > limit) {
+			struct qstate *qs = &st->qs[jr->queue];
 			if (qs->quota_version == st->qversion + 1) {
 				add_wait(st, ji, SCHED_WAIT_QUOTA, qs->quota_job, 0, NULL);
 				return;
@@ -1275,10 +1281,10 @@ static void process(struct st *st, int ji)
 			return;
 		}
 	}
-	bool within_quota = q->quota_milli >= 0 && st->qs[j->queue].use + need <= q->quota_milli;
-	struct shape *sh = &st->shapes[st->jrec[ji].shape];
+	bool within_quota = q->quota_milli >= 0 && st->qs[jr->queue].use + need <= q->quota_milli;
 	if (fails_as_before(st, ji, sh, within_quota))
 		return;
+	const struct sched_job *j = st->jobs[ji];
 	struct req rq;
 	if (!sh->model_ok) {
 		req_init(p, j, &rq, NULL);
@@ -1380,7 +1386,7 @@ static void process(struct st *st, int ji)
 	/* it does not fit in what is free: preempt, if it may */
 	uint32_t bit = j->cls < 32 ? 1u << j->cls : 0;
 	bool may, by_class, by_reclaim;
-	preempt_options(st, j, sh, within_quota, &may, &by_class, &by_reclaim);
+	preempt_options(st, j->cls, j->queue, sh, within_quota, &may, &by_class, &by_reclaim);
 	if (may && by_class && !class_preempt_possible(st, &rq)) {
 		sh->preempt_failed |= bit;
 		by_class = false;
@@ -1444,10 +1450,12 @@ static bool snapshot_valid(const struct sched_snapshot *s)
 	return true;
 }
 
-/* A job's own fields (what it asks for is checked once per shape). */
+/* A job's own fields, and what comparing shapes reads (what it asks for is
+ * checked once per shape). */
 static bool job_valid(const struct sched_snapshot *s, const struct sched_job *j)
 {
-	return j && j->cls >= 0 && j->cls < s->nclasses && j->queue >= 0 && j->queue < s->nqueues;
+	return j && j->cls >= 0 && j->cls < s->nclasses && j->queue >= 0 && j->queue < s->nqueues &&
+	       j->ngpu_types >= 0 && !(j->ngpu_types && !j->gpu_types);
 }
 
 static bool shape_valid(const struct sched_job *j)
@@ -1455,8 +1463,7 @@ static bool shape_valid(const struct sched_job *j)
 	return j->nodes >= 1 && j->nodes <= MODEL_MAX_NODES && j->tasks_per_node >= 1 &&
 	       j->gpu_milli >= 0 && j->cpus_per_task >= 0 && j->mem_mib >= 0 &&
 	       !(j->gpu_milli > MODEL_MILLI && j->gpu_milli % MODEL_MILLI) &&
-	       (int64_t)j->tasks_per_node * (j->gpu_milli / MODEL_MILLI) <= MODEL_MAX_ACCELS &&
-	       !(j->ngpu_types && !j->gpu_types);
+	       (int64_t)j->tasks_per_node * (j->gpu_milli / MODEL_MILLI) <= MODEL_MAX_ACCELS;
 }
 
 /* One walk over the pending jobs, in the order given: checks each, files it

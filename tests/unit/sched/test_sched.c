@@ -671,6 +671,15 @@ static void test_limits_and_invalid(void **state)
 	c.jobs[0].nodes = 0;
 	assert_int_equal(pass(&c, &d), -EINVAL);
 	c.jobs[0].nodes = 1;
+	/* a later job, of a shape not seen before or of one seen */
+	c.jobs[3].tasks_per_node = 0;
+	assert_int_equal(pass(&c, &d), -EINVAL);
+	c.jobs[3].tasks_per_node = 1;
+	c.jobs[4].ngpu_types = 1;
+	assert_int_equal(pass(&c, &d), -EINVAL);
+	c.jobs[4].ngpu_types = 0;
+	assert_int_equal(pass(&c, &d), 0);
+	sched_decisions_release(&d);
 	c.jobs[0].queue = 7;
 	assert_int_equal(pass(&c, &d), -EINVAL);
 	c.jobs[0].queue = 0;
