@@ -874,7 +874,8 @@ done:
  * On success records them, holds the placement, and returns true; nothing is
  * preempted otherwise. */
 /* Per model, for each node: devices that running jobs preemptible by class c
- * hold there, plus the free ones. Worked out once per class and pass. */
+ * hold there. Worked out once per class and pass (and again after victims
+ * are chosen). */
 static int *releasable(struct st *st, int c)
 {
 	struct pass *p = &st->p;
@@ -883,9 +884,6 @@ static int *releasable(struct st *st, int c)
 		return st->rel[c];
 	int nm = p->nmodels;
 	int *r = xcalloc((size_t)p->nn * (size_t)nm + 1, sizeof(int));
-	for (int n = 0; n < p->nn; n++)
-		for (int m = 0; m < nm; m++)
-			r[n * nm + m] = p->node_whole[n * nm + m];
 	for (int i = 0; i < s->nrunning; i++) {
 		const struct sched_running *run = &s->running[i];
 		const struct sched_class *rc = &s->classes[run->cls];
@@ -903,7 +901,7 @@ static int *releasable(struct st *st, int c)
 }
 
 /* Like releasable(), for reclaiming: devices held by jobs of queues over
- * their quota, plus the free ones; redone when a queue's use changes. */
+ * their quota; redone when a queue's use changes. */
 static int *reclaimable(struct st *st)
 {
 	struct pass *p = &st->p;
@@ -913,7 +911,7 @@ static int *reclaimable(struct st *st)
 	int nm = p->nmodels;
 	if (!st->recl)
 		st->recl = xmalloc(sizeof(int) * ((size_t)p->nn * (size_t)nm + 1));
-	memcpy(st->recl, p->node_whole, sizeof(int) * (size_t)p->nn * (size_t)nm);
+	memset(st->recl, 0, sizeof(int) * (size_t)p->nn * (size_t)nm);
 	for (int i = 0; i < s->nrunning; i++) {
 		const struct sched_running *run = &s->running[i];
 		const struct sched_queue *q = &s->queues[run->queue];
@@ -930,11 +928,11 @@ static int *reclaimable(struct st *st)
 	return st->recl;
 }
 
-/* Are there enough nodes where r (free plus what could be released) holds a
- * node's share of rq? Optimistic: false is certain, true worth a search. A
- * fraction needs one device that is free enough now or held by someone who
- * could be released (r counts whole free devices and released ones). */
-static bool enough_releasable(struct st *st, const struct req *rq, const int *r)
+/* Are there enough nodes where what is free in `free` plus what r says could
+ * be released holds a node's share of rq? Optimistic: false is certain, true
+ * worth a search. A fraction needs one device free enough or held by someone
+ * who could be released. */
+static bool enough_releasable(struct st *st, const struct req *rq, const int *r, const int *r2)
 {
 	struct pass *p = &st->p;
 	int nm = p->nmodels;
@@ -943,39 +941,35 @@ static bool enough_releasable(struct st *st, const struct req *rq, const int *r)
 			continue;
 		int cnt = 0;
 		for (int k = p->model_nodes_off[m]; k < p->model_nodes_off[m + 1]; k++) {
-			int n = p->model_nodes[k];
-			if (rq->frac) {
-				if (!p->snap->nodes[n].schedulable)
-					continue;
-				if (r[n * nm + m] > 0)
+			int n = p->model_nodes[k], x = n * nm + m;
+			if (!p->snap->nodes[n].schedulable)
+				continue;
+			int have = p->node_whole[x] + (r ? r[x] : 0) + (r2 ? r2[x] : 0);
+			if (!rq->frac) {
+				if (have >= rq->whole && ++cnt >= rq->j->nodes)
 					return true;
-				for (int d = 0; d < p->snap->nodes[n].ndev; d++)
-					if (p->dev_model[p->dev_off[n] + d] == m &&
-					    p->free.dev[p->dev_off[n] + d] >= rq->frac)
-						return true;
-			} else if (r[n * nm + m] >= rq->whole && ++cnt >= rq->j->nodes) {
-				return true;
+				continue;
 			}
+			if (have > 0)
+				return true;
+			for (int d = 0; d < p->snap->nodes[n].ndev; d++)
+				if (p->dev_model[p->dev_off[n] + d] == m &&
+				    p->free.dev[p->dev_off[n] + d] >= rq->frac)
+					return true;
 		}
 	}
 	return false;
 }
 
-/* Could reclaiming lent capacity ever make room for rq? (As optimistic.) */
-static bool reclaim_possible(struct st *st, const struct req *rq)
+/* Could preempting make room for rq: by class (lower classes' preemptible
+ * jobs), by reclaiming (jobs of queues over their quota), or both together?
+ * Optimistic, as the search that follows would find at best. */
+static bool preempt_possible(struct st *st, const struct req *rq, bool by_class, bool by_reclaim)
 {
 	if ((!rq->whole && !rq->frac) || rq->j->mixed_types)
 		return true;
-	return enough_releasable(st, rq, reclaimable(st));
-}
-
-/* Could preempting by class ever make room for rq? An optimistic count: a
- * false answer is certain, a true one only worth a real search. */
-static bool class_preempt_possible(struct st *st, const struct req *rq)
-{
-	if ((!rq->whole && !rq->frac) || rq->j->mixed_types)
-		return true;
-	return enough_releasable(st, rq, releasable(st, rq->j->cls));
+	return enough_releasable(st, rq, by_class ? releasable(st, rq->j->cls) : NULL,
+				 by_reclaim ? reclaimable(st) : NULL);
 }
 
 static bool try_preempt(struct st *st, int ji, const struct req *rq, bool reclaim,
@@ -1387,13 +1381,20 @@ static void process(struct st *st, int ji)
 	uint32_t bit = j->cls < 32 ? 1u << j->cls : 0;
 	bool may, by_class, by_reclaim;
 	preempt_options(st, j->cls, j->queue, sh, within_quota, &may, &by_class, &by_reclaim);
-	if (may && by_class && !class_preempt_possible(st, &rq)) {
-		sh->preempt_failed |= bit;
-		by_class = false;
-	}
-	if (may && by_reclaim && !reclaim_possible(st, &rq)) {
-		sh->reclaim_failed = st->qversion + 1;
-		by_reclaim = false;
+	if (may && (by_class || by_reclaim)) {
+		/* what the search would find at best, with what others hold
+		 * taken out as the search takes it (a failure here is the
+		 * failure the search would have ended in) */
+		int nsaved, first;
+		struct saved *sv = block(st, j, &nsaved, &first);
+		if (!preempt_possible(st, &rq, by_class, by_reclaim)) {
+			if (by_class)
+				sh->preempt_failed |= bit;
+			if (by_reclaim)
+				sh->reclaim_failed = st->qversion + 1;
+			by_class = by_reclaim = false;
+		}
+		unblock(st, sv, nsaved);
 	}
 	if (may && (by_class || by_reclaim)) {
 		if (try_preempt(st, ji, &rq, by_reclaim, by_class)) {

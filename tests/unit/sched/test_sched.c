@@ -558,6 +558,34 @@ static void test_reclaim_lent_capacity(void **state)
 	sched_decisions_release(&d);
 }
 
+/* A prod job within its queue's quota may both preempt by class and reclaim:
+ * neither kind of victim alone makes room, the two together do. */
+static void test_preempt_and_reclaim_together(void **state)
+{
+	struct cluster c;
+	init(&c);
+	c.queues[1] = (struct sched_queue){"owner", 8000, 0, 1, 0};
+	c.queues[2] = (struct sched_queue){"borrower", 0, 8000, 1, 0};
+	c.nqueues = 3;
+	add_node(&c, "H100", 8, 64);
+	struct sched_running *batch = add_running(&c, BATCH, 4, 1, 0); /* preemptible */
+	struct sched_running *lent = add_running(&c, NORMAL, 4, 1, 0);	/* borrowed */
+	lent->queue = 2;
+	struct sched_job *j = add_job(&c, 1, 1, 8000);
+	j->cls = PROD;
+	j->queue = 1;
+	struct sched_decisions d;
+	assert_int_equal(pass(&c, &d), 0);
+	assert_int_equal(d.npreempts, 2);
+	assert_true(preempted(&d, batch->id) && preempted(&d, lent->id));
+	sched_decisions_release(&d);
+	/* over its quota it reclaims nothing, and the batch job alone is not room */
+	c.queues[1].quota_milli = 4000;
+	assert_int_equal(pass(&c, &d), 0);
+	assert_int_equal(d.npreempts, 0);
+	sched_decisions_release(&d);
+}
+
 /* ---- preemption ---------------------------------------------------------------------- */
 
 static void test_prod_gang_preempts_batch(void **state)
@@ -1024,6 +1052,7 @@ int main(void)
 		cmocka_unit_test(test_fair_share),
 		cmocka_unit_test(test_quota_and_borrowing),
 		cmocka_unit_test(test_reclaim_lent_capacity),
+		cmocka_unit_test(test_preempt_and_reclaim_together),
 		cmocka_unit_test(test_prod_gang_preempts_batch),
 		cmocka_unit_test(test_cheapest_victim),
 		cmocka_unit_test(test_waits_for_its_victims),
