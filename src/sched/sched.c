@@ -510,13 +510,56 @@ static int64_t static_end(const struct st *st, const struct sched_running *r)
 struct end_item {
 	int64_t end;
 	int idx;
-	int64_t id;
 };
 
-/* A stable bottom-up merge sort with the comparison inlined: the pass sorts
- * every running job twice (by expected end, and as victims), and qsort's
- * call per comparison was a tenth of an incremental pass. LESS(x, y) takes
- * pointers; ctx is passed through to it. */
+/* Sorts by end, soonest first, every end being at or after `now`. The order
+ * among equal ends is not kept: shadow() releases all the jobs of one end
+ * before it places. An LSD radix sort on the offset from now, 11 bits a
+ * round and only as many rounds as the latest finite end needs (a few for
+ * time limits of days); FOREVER goes last. */
+static void sort_by_end(struct end_item *a, int n, int64_t now)
+{
+	int nf = 0;
+	uint64_t max = 0;
+	for (int i = 0; i < n; i++) {
+		if (a[i].end == FOREVER)
+			continue;
+		struct end_item t = a[nf];
+		a[nf] = a[i];
+		a[i] = t;
+		max = MAX(max, (uint64_t)(a[nf].end - now));
+		nf++;
+	}
+	if (nf < 2 || max == 0)
+		return;
+	enum { BITS = 11, RADIX = 1 << BITS };
+	struct end_item *tmp = xmalloc(sizeof(*tmp) * (size_t)nf), *src = a, *dst = tmp;
+	int *count = xmalloc(sizeof(int) * RADIX);
+	for (int shift = 0; shift < 64 && max >> shift; shift += BITS) {
+		memset(count, 0, sizeof(int) * RADIX);
+		for (int i = 0; i < nf; i++)
+			count[((uint64_t)(src[i].end - now) >> shift) & (RADIX - 1)]++;
+		for (int b = 0, sum = 0; b < RADIX; b++) {
+			int c = count[b];
+			count[b] = sum;
+			sum += c;
+		}
+		for (int i = 0; i < nf; i++)
+			dst[count[((uint64_t)(src[i].end - now) >> shift) & (RADIX - 1)]++] = src[i];
+		struct end_item *t = src;
+		src = dst;
+		dst = t;
+	}
+	if (src != a)
+		memcpy(a, src, sizeof(*a) * (size_t)nf);
+	free(count);
+	free(tmp);
+}
+
+/* A stable bottom-up merge sort with the comparison inlined: qsort's call
+ * per comparison was a tenth of an incremental pass when the pass sorted
+ * every running job. LESS(x, y) takes pointers; ctx is passed through to
+ * it. */
 #define DEFINE_SORT(name, T, LESS)                                                                 \
 	static void name(T *a, size_t n, const void *ctx)                                          \
 	{                                                                                          \
@@ -544,44 +587,36 @@ struct end_item {
 		free(tmp);                                                                         \
 	}
 
-static bool end_less(const struct end_item *a, const struct end_item *b)
-{
-	if (a->end != b->end)
-		return a->end < b->end;
-	return a->id < b->id;
-}
-
-#define END_LESS(x, y) end_less((x), (y))
-DEFINE_SORT(sort_end_items, struct end_item, END_LESS)
-
 /* The running jobs in order of expected end, for reservations: sorted once a
  * pass by their time limits; jobs chosen as victims since end now, and go
- * first (by id, with the others that end now). */
-static int end_order(struct st *st, struct end_item *out)
+ * first, with the others that end now. Returns the order (the sorted list
+ * itself while no victims were chosen), and its length in *n. */
+static const struct end_item *end_order(struct st *st, int *ret_n)
 {
 	const struct sched_snapshot *s = st->p.snap;
 	if (!st->end_sorted) {
 		struct end_item *h = st->end_heap;
 		for (int i = 0; i < s->nrunning; i++)
-			h[i] = (struct end_item){static_end(st, &s->running[i]), i, s->running[i].id};
-		sort_end_items(h, (size_t)s->nrunning, NULL);
+			h[i] = (struct end_item){static_end(st, &s->running[i]), i};
+		sort_by_end(h, s->nrunning, st->p.now);
 		st->end_sorted = true;
 	}
 	const struct end_item *h = st->end_heap;
+	*ret_n = s->nrunning;
+	if (st->d->npreempts == 0)
+		return h;
+	struct end_item *out = st->end_list;
 	int n = 0, k = 0;
 	/* what ends now: the sorted prefix, and the victims */
 	while (k < s->nrunning && h[k].end <= st->p.now)
 		out[n++] = h[k++];
-	int now_n = n;
 	for (int i = k; i < s->nrunning; i++)
 		if (st->victim[h[i].idx])
-			out[n++] = (struct end_item){st->p.now, h[i].idx, h[i].id};
-	if (n > now_n)
-		sort_end_items(out, (size_t)n, NULL);
+			out[n++] = (struct end_item){st->p.now, h[i].idx};
 	for (int i = k; i < s->nrunning; i++)
 		if (!st->victim[h[i].idx])
 			out[n++] = h[i];
-	return n;
+	return out;
 }
 
 /* When could j start, and where, as running jobs end by their time limits?
@@ -592,8 +627,8 @@ static bool shadow(struct st *st, const struct req *rq, int64_t *until)
 	struct pass *p = &st->p;
 	const struct sched_snapshot *s = p->snap;
 	scratch_from_free(p);
-	struct end_item *h = st->end_list;
-	int n = end_order(st, h);
+	int n;
+	const struct end_item *h = end_order(st, &n);
 	struct fitcount fc;
 	fit_init(p, &fc, rq, &p->scratch);
 	struct place_fail why;
