@@ -40,6 +40,17 @@ struct resv {
 
 enum shape_state { SHAPE_UNKNOWN, SHAPE_FAILS };
 
+/* What fails_as_before() answered for a shape's last job: the same for the
+ * next one of the same class and queue, while the pass's epoch is the same
+ * (every job that takes the full path may change what it depends on). */
+struct fast {
+	uint64_t epoch;
+	int cls, queue;
+	bool within_quota;
+	enum sched_wait_reason reason;
+	int same_as;
+};
+
 struct shape {
 	uint64_t hash;
 	const struct sched_job *j; /* a job with this shape (for comparison) */
@@ -58,6 +69,7 @@ struct shape {
 	int tries;    /* jobs of this shape placed or tried in this pass */
 	int count;    /* pending jobs of this shape */
 	int64_t need; /* accelerators a job of it asks for, milli */
+	struct fast fast;
 	struct node_memo *memo; /* per node, from its second job on (single-node shapes) */
 };
 
@@ -114,6 +126,7 @@ struct st {
 	int *recl;		     /* reclaimable(), as of recl_version */
 	uint64_t recl_version;
 	uint64_t qversion; /* changes whenever a queue's use or what it lends changes */
+	uint64_t epoch;	   /* changes whenever a job takes the full path (struct fast) */
 	bool *lends;	   /* per queue: uses more than its quota (any_lending) */
 	int nlending;
 	uint64_t lend_version; /* qversion + 1 that lends was worked out for */
@@ -1253,21 +1266,32 @@ static bool fails_as_before(struct st *st, int ji, struct shape *sh, bool within
 	const struct jrec *jr = &st->jrec[ji];
 	if (sh->state != SHAPE_FAILS || (st->nheld && first_held(st, st->jobs[ji]) < st->nheld))
 		return false;
+	/* the answer for the shape's last job holds while nothing changed */
+	struct fast *f = &sh->fast;
+	if (f->epoch == st->epoch && f->cls == jr->cls && f->queue == jr->queue &&
+	    f->within_quota == within_quota) {
+		st->d->shape_cache_hits++;
+		add_wait(st, ji, f->reason, f->same_as, 0, NULL);
+		return true;
+	}
 	bool may, by_class, by_reclaim;
 	preempt_options(st, jr->cls, jr->queue, sh, within_quota, &may, &by_class, &by_reclaim);
 	if (may && (by_class || by_reclaim))
 		return false;
+	int same_as;
 	if (sh->detail_job >= 0 && sh->reason != SCHED_WAIT_RESOURCES) {
-		st->d->shape_cache_hits++;
-		add_wait(st, ji, sh->reason, sh->detail_job, 0, NULL);
-		return true;
+		same_as = sh->detail_job;
+	} else {
+		const struct sched_policy *pol = st->p.policy;
+		bool head = !st->class_has_resv[jr->cls] &&
+			    !(pol && (pol->no_backfill || pol->no_reservations));
+		if (head || sh->never != 0 || sh->generic_job < 0 || (pol && pol->no_backfill))
+			return false;
+		same_as = sh->generic_job;
 	}
-	const struct sched_policy *pol = st->p.policy;
-	bool head = !st->class_has_resv[jr->cls] && !(pol && (pol->no_backfill || pol->no_reservations));
-	if (head || sh->never != 0 || sh->generic_job < 0 || (pol && pol->no_backfill))
-		return false;
+	*f = (struct fast){st->epoch, jr->cls, jr->queue, within_quota, sh->reason, same_as};
 	st->d->shape_cache_hits++;
-	add_wait(st, ji, sh->reason, sh->generic_job, 0, NULL);
+	add_wait(st, ji, sh->reason, same_as, 0, NULL);
 	return true;
 }
 
@@ -1313,6 +1337,7 @@ static void process(struct st *st, int ji)
 	bool within_quota = q->quota_milli >= 0 && st->qs[jr->queue].use + need <= q->quota_milli;
 	if (fails_as_before(st, ji, sh, within_quota))
 		return;
+	st->epoch++;
 	const struct sched_job *j = st->jobs[ji];
 	struct req rq;
 	if (!sh->model_ok) {
@@ -1615,6 +1640,7 @@ int sched_pass(const struct sched_snapshot *snap, int64_t now_ms, const struct s
 	st.d = ret;
 	st.jobs = snap->jobs;
 	st.blocked_all = -1;
+	st.epoch = 1;
 	st.p.snap = snap;
 	st.p.policy = policy;
 	st.p.now = now_ms;
