@@ -40,13 +40,14 @@ struct resv {
 
 enum shape_state { SHAPE_UNKNOWN, SHAPE_FAILS };
 
-/* What fails_as_before() answered for a shape's last job: the same for the
- * next one of the same class and queue, while the pass's epoch is the same
- * (every job that takes the full path may change what it depends on). */
+/* How a shape's last job came to wait without the full path (over its
+ * queue's limit, or fails_as_before()): the next job of the shape, class and
+ * queue waits the same while the pass's epoch is the same (every job that
+ * takes the full path may change what that depends on). */
 struct fast {
 	uint64_t epoch;
 	int cls, queue;
-	bool within_quota;
+	bool quota; /* it was the queue's limit (victims held for a job do not matter) */
 	enum sched_wait_reason reason;
 	int same_as;
 };
@@ -88,11 +89,12 @@ struct qstate {
 };
 
 /* What the order and the common path need of each pending job, gathered in
- * one walk so that the pass reads 12 bytes per job, not a scattered job. */
+ * one walk so that the pass reads 16 bytes per job, not a scattered job. */
 struct jrec {
 	int shape;
 	int queue;
 	int cls;
+	int prio; /* its class's */
 };
 
 struct st {
@@ -237,6 +239,20 @@ static struct sched_wait *add_wait(struct st *st, int job, enum sched_wait_reaso
 	w->until_ms = until;
 	w->detail = detail ? xstrdup(detail) : NULL;
 	return w;
+}
+
+/* A wait that says "as job same_as": the one a pass writes for most jobs.
+ * The waits were sized for every job at the start. */
+static inline void wait_as(struct st *st, int job, enum sched_wait_reason reason, int same_as)
+{
+	struct sched_decisions *d = st->d;
+	d->waits[d->nwaits++] = (struct sched_wait){job, reason, same_as, 0, NULL};
+}
+
+static void remember(struct shape *sh, const struct st *st, const struct jrec *jr, bool quota,
+		     enum sched_wait_reason reason, int same_as)
+{
+	sh->fast = (struct fast){st->epoch, jr->cls, jr->queue, quota, reason, same_as};
 }
 
 static void describe_need(const struct st *st, const struct sched_job *j, struct strbuf *sb)
@@ -1266,14 +1282,6 @@ static bool fails_as_before(struct st *st, int ji, struct shape *sh, bool within
 	const struct jrec *jr = &st->jrec[ji];
 	if (sh->state != SHAPE_FAILS || (st->nheld && first_held(st, st->jobs[ji]) < st->nheld))
 		return false;
-	/* the answer for the shape's last job holds while nothing changed */
-	struct fast *f = &sh->fast;
-	if (f->epoch == st->epoch && f->cls == jr->cls && f->queue == jr->queue &&
-	    f->within_quota == within_quota) {
-		st->d->shape_cache_hits++;
-		add_wait(st, ji, f->reason, f->same_as, 0, NULL);
-		return true;
-	}
 	bool may, by_class, by_reclaim;
 	preempt_options(st, jr->cls, jr->queue, sh, within_quota, &may, &by_class, &by_reclaim);
 	if (may && (by_class || by_reclaim))
@@ -1289,9 +1297,9 @@ static bool fails_as_before(struct st *st, int ji, struct shape *sh, bool within
 			return false;
 		same_as = sh->generic_job;
 	}
-	*f = (struct fast){st->epoch, jr->cls, jr->queue, within_quota, sh->reason, same_as};
+	remember(sh, st, jr, false, sh->reason, same_as);
 	st->d->shape_cache_hits++;
-	add_wait(st, ji, sh->reason, same_as, 0, NULL);
+	wait_as(st, ji, sh->reason, same_as);
 	return true;
 }
 
@@ -1308,7 +1316,14 @@ static void process(struct st *st, int ji)
 		return;
 	}
 	if (st->blocked_all >= 0) {
-		add_wait(st, ji, SCHED_WAIT_RESOURCES, st->blocked_all, 0, NULL);
+		wait_as(st, ji, SCHED_WAIT_RESOURCES, st->blocked_all);
+		return;
+	}
+	const struct fast *f = &sh->fast;
+	if (f->epoch == st->epoch && f->cls == jr->cls && f->queue == jr->queue &&
+	    (f->quota || !st->nheld || first_held(st, st->jobs[ji]) == st->nheld)) {
+		st->d->shape_cache_hits += !f->quota;
+		wait_as(st, ji, f->reason, f->same_as);
 		return;
 	}
 	/* the queue's quota and borrow limit */
@@ -1319,7 +1334,8 @@ static void process(struct st *st, int ji)
 		if (st->qs[jr->queue].use + need > limit) {
 			struct qstate *qs = &st->qs[jr->queue];
 			if (qs->quota_version == st->qversion + 1) {
-				add_wait(st, ji, SCHED_WAIT_QUOTA, qs->quota_job, 0, NULL);
+				remember(sh, st, jr, true, SCHED_WAIT_QUOTA, qs->quota_job);
+				wait_as(st, ji, SCHED_WAIT_QUOTA, qs->quota_job);
 				return;
 			}
 			strbuf_reset(sb);
@@ -1331,6 +1347,7 @@ static void process(struct st *st, int ji)
 			add_wait(st, ji, SCHED_WAIT_QUOTA, -1, 0, sb->buf);
 			qs->quota_job = ji;
 			qs->quota_version = st->qversion + 1;
+			remember(sh, st, jr, true, SCHED_WAIT_QUOTA, ji);
 			return;
 		}
 	}
@@ -1544,8 +1561,8 @@ static bool index_jobs(struct st *st, bool *sorted)
 		if (k == n && !shape_valid(j))
 			return false;
 		st->shapes[k].count++;
-		st->jrec[i] = (struct jrec){k, j->queue, j->cls};
 		int py = prio(st, j->cls);
+		st->jrec[i] = (struct jrec){k, j->queue, j->cls, py};
 		if (x && *sorted)
 			*sorted = px > py || (px == py && (x->submit_ms < j->submit_ms ||
 							   (x->submit_ms == j->submit_ms &&
@@ -1694,9 +1711,9 @@ int sched_pass(const struct sched_snapshot *snap, int64_t now_ms, const struct s
 	if (!sorted)
 		qsort_r(st.order, (size_t)nj, sizeof(int), cmp_order, &st);
 	for (int seg = 0; seg < nj;) {
-		int level = prio(&st, st.jrec[st.order[seg]].cls);
+		int level = st.jrec[st.order[seg]].prio;
 		int end = seg;
-		while (end < nj && prio(&st, st.jrec[st.order[end]].cls) == level)
+		while (end < nj && st.jrec[st.order[end]].prio == level)
 			end++;
 		/* the segment's jobs, queue by queue, oldest first */
 		for (int q = 0; q < snap->nqueues; q++)
@@ -1718,14 +1735,19 @@ int sched_pass(const struct sched_snapshot *snap, int64_t now_ms, const struct s
 				heap_push(&st, q);
 		}
 		while (st.nheap) {
+			/* the first queue's jobs go while its share does not change
+			 * (only its own starts change it) */
 			int q = st.heap[0];
-			int ji = st.qs[q].head;
-			st.qs[q].head = st.next[ji];
-			double before = st.qs[q].score;
-			process(&st, ji);
-			if (st.qs[q].head < 0)
+			struct qstate *qs = &st.qs[q];
+			double before = qs->score;
+			do {
+				int ji = qs->head;
+				qs->head = st.next[ji];
+				process(&st, ji);
+			} while (qs->head >= 0 && qs->score == before);
+			if (qs->head < 0)
 				heap_pop(&st);
-			else if (st.qs[q].score != before)
+			else
 				heap_fix(&st, 0);
 		}
 		seg = end;
