@@ -1027,12 +1027,24 @@ bool could_ever(struct pass *p, const struct req *rq)
 				return true;
 		return false;
 	}
-	/* enough nodes that could each hold a share on the empty cluster; with a
+	/* enough nodes that could each hold a share on the empty cluster (under
+	 * one model, unless mixing is allowed), counted until there are; with a
 	 * switch limit the caller places for real */
-	struct fitcount fc;
-	fit_init(p, &fc, rq, &p->total);
-	bool ok = fit_enough(&fc);
-	fit_release(&fc);
+	bool ok = false;
+	if ((rq->whole || rq->frac) && !rq->j->mixed_types) {
+		for (int m = 0; m < p->nmodels && !ok; m++) {
+			if (!rq->model_ok[m])
+				continue;
+			int cnt = 0;
+			for (int k = p->model_nodes_off[m]; k < p->model_nodes_off[m + 1] && !ok; k++)
+				ok = node_can(p, rq, &p->total, p->model_nodes[k], m) &&
+				     ++cnt >= rq->j->nodes;
+		}
+	} else {
+		int cnt = 0;
+		for (int n = 0; n < p->nn && !ok; n++)
+			ok = node_can(p, rq, &p->total, n, -1) && ++cnt >= rq->j->nodes;
+	}
 	if (ok && rq->j->max_switches) {
 		struct placement pl;
 		struct place_fail why;
