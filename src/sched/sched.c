@@ -1510,22 +1510,46 @@ static bool snapshot_valid(const struct sched_snapshot *s)
 			    node->devs[d].free_milli > MODEL_MILLI)
 				return false;
 	}
-	for (int i = 0; i < s->nrunning; i++) {
+	return true;
+}
+
+/* One walk over the running jobs: checks each, adds what it holds to its
+ * queue's use, counts the preemptible ones by class (into st->
+ * preemptible_below) and lists those held for a pending job. False for an
+ * invalid one. */
+static bool index_running(struct st *st)
+{
+	const struct sched_snapshot *s = st->p.snap;
+	int *by_class = xcalloc((size_t)s->nclasses, sizeof(int));
+	bool ok = true;
+	for (int i = 0; i < s->nrunning && ok; i++) {
 		const struct sched_running *r = &s->running[i];
 		if (r->cls < 0 || r->cls >= s->nclasses || r->queue < 0 || r->queue >= s->nqueues ||
-		    r->nnodes < 0 || (r->nnodes && !r->nodes))
-			return false;
-		for (int k = 0; k < r->nnodes; k++) {
-			const struct sched_assign *a = &r->nodes[k];
-			if (a->node < 0 || a->node >= s->nnodes || a->ndev < 0 ||
-			    a->ndev > s->nodes[a->node].ndev)
-				return false;
-			for (int d = 0; d < a->ndev; d++)
-				if (a->devs[d] < 0 || a->devs[d] >= s->nodes[a->node].ndev)
-					return false;
+		    r->nnodes < 0 || (r->nnodes && !r->nodes)) {
+			ok = false;
+			break;
 		}
+		int64_t milli = 0;
+		for (int k = 0; k < r->nnodes && ok; k++) {
+			const struct sched_assign *a = &r->nodes[k];
+			int ndev = a->node >= 0 && a->node < s->nnodes ? s->nodes[a->node].ndev : -1;
+			ok = a->ndev >= 0 && a->ndev <= ndev;
+			for (int d = 0; d < a->ndev && ok; d++)
+				ok = a->devs[d] >= 0 && a->devs[d] < ndev;
+			milli += (int64_t)a->ndev * a->milli;
+		}
+		st->qs[r->queue].use += milli;
+		if (r->held_for)
+			st->held[st->nheld++] = i;
+		else if (!r->stopping && s->classes[r->cls].preemptible)
+			by_class[r->cls]++;
 	}
-	return true;
+	for (int c = 0; c < s->nclasses && ok; c++)
+		for (int v = 0; v < s->nclasses; v++)
+			if (s->classes[v].priority < s->classes[c].priority)
+				st->preemptible_below[c] += by_class[v];
+	free(by_class);
+	return ok;
 }
 
 /* A job's own fields, and what comparing shapes reads (what it asks for is
@@ -1662,9 +1686,15 @@ int sched_pass(const struct sched_snapshot *snap, int64_t now_ms, const struct s
 	st.p.policy = policy;
 	st.p.now = now_ms;
 	int nj = snap->njobs;
+	st.qs = xcalloc((size_t)snap->nqueues, sizeof(*st.qs));
+	st.held = xmalloc(sizeof(int) * ((size_t)snap->nrunning + 1));
+	st.preemptible_below = xcalloc((size_t)snap->nclasses, sizeof(int));
 	st.jrec = xmalloc(sizeof(*st.jrec) * ((size_t)nj + 1));
 	bool sorted;
-	if (!index_jobs(&st, &sorted)) {
+	if (!index_running(&st) || !index_jobs(&st, &sorted)) {
+		free(st.qs);
+		free(st.held);
+		free(st.preemptible_below);
 		free(st.jrec);
 		free(st.shapes);
 		free(st.shape_slot);
@@ -1673,33 +1703,17 @@ int sched_pass(const struct sched_snapshot *snap, int64_t now_ms, const struct s
 	place_init(&st.p);
 	from_shapes(&st);
 	strbuf_init(&st.sb);
-	st.order = xcalloc((size_t)nj + 1, sizeof(int));
-	st.next = xcalloc((size_t)nj + 1, sizeof(int));
-	st.qs = xcalloc((size_t)snap->nqueues, sizeof(*st.qs));
+	st.order = xmalloc(sizeof(int) * ((size_t)nj + 1));
+	st.next = xmalloc(sizeof(int) * ((size_t)nj + 1)); /* set as each job is listed */
 	st.heap = xcalloc((size_t)snap->nqueues, sizeof(int));
 	st.class_has_resv = xcalloc((size_t)snap->nclasses, sizeof(bool));
 	st.victim = xcalloc((size_t)snap->nrunning + 1, sizeof(bool));
 	st.end_heap = xmalloc(sizeof(*st.end_heap) * ((size_t)snap->nrunning + 1));
 	st.end_list = xmalloc(sizeof(*st.end_list) * ((size_t)snap->nrunning + 1));
-	st.held = xcalloc((size_t)snap->nrunning + 1, sizeof(int));
-	for (int i = 0; i < snap->nrunning; i++)
-		if (snap->running[i].held_for)
-			st.held[st.nheld++] = i;
 	qsort_r(st.held, (size_t)st.nheld, sizeof(int), cmp_held, (void *)snap);
 	st.pl.nodes = xcalloc((size_t)st.max_nodes + 1, sizeof(*st.pl.nodes));
 	for (int q = 0; q < snap->nqueues; q++)
 		st.qs[q].recent = snap->queues[q].recent_milli;
-	for (int i = 0; i < snap->nrunning; i++)
-		st.qs[snap->running[i].queue].use += running_milli(&snap->running[i]);
-	st.preemptible_below = xcalloc((size_t)snap->nclasses, sizeof(int));
-	for (int c = 0; c < snap->nclasses; c++)
-		for (int i = 0; i < snap->nrunning; i++) {
-			const struct sched_running *r = &snap->running[i];
-			const struct sched_class *rc = &snap->classes[r->cls];
-			if (!r->stopping && !r->held_for && rc->preemptible &&
-			    rc->priority < snap->classes[c].priority)
-				st.preemptible_below[c]++;
-		}
 	for (int q = 0; q < snap->nqueues; q++)
 		st.qs[q].quota_job = -1;
 	/* every job gets a start or a wait: room for them all at once */

@@ -711,6 +711,19 @@ static void test_limits_and_invalid(void **state)
 	c.jobs[0].queue = 7;
 	assert_int_equal(pass(&c, &d), -EINVAL);
 	c.jobs[0].queue = 0;
+	/* running jobs on a node or a device that is not there */
+	struct sched_running *r = add_running(&c, BATCH, 2, 1, 0);
+	c.run_nodes[0][0].node = 1;
+	assert_int_equal(pass(&c, &d), -EINVAL);
+	c.run_nodes[0][0].node = 0;
+	c.run_nodes[0][0].devs[1] = 8;
+	assert_int_equal(pass(&c, &d), -EINVAL);
+	c.run_nodes[0][0].devs[1] = 1;
+	r->queue = 3;
+	assert_int_equal(pass(&c, &d), -EINVAL);
+	r->queue = 0;
+	assert_int_equal(pass(&c, &d), 0);
+	sched_decisions_release(&d);
 	c.devs[0][3].free_milli = 1001;
 	assert_int_equal(pass(&c, &d), -EINVAL);
 	assert_true(fabs(sched_decay(100, 3600, 3600) - 50) < 1e-9);
