@@ -28,6 +28,7 @@
 
 #define FOREVER INT64_MAX
 #define SHAPE_CACHE_MIN 1024
+#define PREFETCH_AHEAD 8
 
 /* A reservation (for a class's first waiting job) or a hold (for a job
  * waiting on its preempted victims: nobody else may use it). */
@@ -1579,6 +1580,13 @@ static bool index_jobs(struct st *st, bool *sorted)
 	const struct sched_job *x = NULL;
 	for (int i = 0; i < s->njobs; i++) {
 		const struct sched_job *j = s->jobs[i];
+		/* the jobs lie wherever the caller keeps them: ask for the ones
+		 * a little ahead while this one is read */
+		if (i + PREFETCH_AHEAD < s->njobs) {
+			const char *ahead = (const char *)s->jobs[i + PREFETCH_AHEAD];
+			__builtin_prefetch(ahead);
+			__builtin_prefetch(ahead + 64);
+		}
 		if (!job_valid(s, j))
 			return false;
 		int n = st->nshapes, k = shape_index(st, j);
