@@ -468,6 +468,7 @@ int main(int argc, char **argv)
 	       "  \"full_pass_p50_ms\": %.2f,\n  \"full_pass_p99_ms\": %.2f,\n"
 	       "  \"full_pass_starts\": %d,\n  \"full_pass_preemptions\": %d,\n"
 	       "  \"full_pass_placements_tried\": %d,\n  \"full_pass_shape_cache_hits\": %d,\n"
+	       "  \"incremental_pass_min_ms\": %.2f,\n"
 	       "  \"incremental_pass_p50_ms\": %.2f,\n  \"incremental_pass_p99_ms\": %.2f,\n"
 	       "  \"incremental_starts_mean\": %.2f,\n"
 	       "  \"incremental_preemptions_mean\": %.2f,\n"
@@ -475,7 +476,7 @@ int main(int argc, char **argv)
 	       "  \"pending_when_quiet\": %d,\n  \"cluster_build_ms\": %.2f,\n"
 	       "  \"peak_rss_mib\": %.1f,\n  \"decisions_digest\": \"%016llx\"\n}\n",
 	       cl.n, cl.gpus, w.nr, held / 1000.0, pending, passes, full[passes / 2],
-	       full[(int)(passes * 0.99)], nstarts, npre, tried, hits, inc[passes / 2],
+	       full[(int)(passes * 0.99)], nstarts, npre, tried, hits, inc[0], inc[passes / 2],
 	       inc[(int)(passes * 0.99)], (double)inc_starts / passes, (double)inc_pre / passes,
 	       (double)inc_tried / passes, rounds, w.nj, cluster_ms,
 	       ru.ru_maxrss / 1024.0, (unsigned long long)digest);

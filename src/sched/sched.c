@@ -85,17 +85,19 @@ struct qstate {
 	int64_t reclaiming; /* held by its jobs preempted in this pass: soon free */
 	double score;	    /* fair share: lower goes first */
 	double recent;
-	int head, tail; /* this segment's jobs of the queue, linked through next[] */
+	int head, tail; /* this segment's jobs of the queue: st->run[head .. tail) */
 	int heap_pos;
 };
 
 /* What the order and the common path need of each pending job, gathered in
- * one walk so that the pass reads 16 bytes per job, not a scattered job. */
+ * one walk so that the pass reads 16 bytes per job, not a scattered job;
+ * copied again into the order the jobs are tried in, so that it reads them
+ * one after the other. */
 struct jrec {
+	int ji; /* index into the snapshot's jobs */
 	int shape;
 	int queue;
 	int cls;
-	int prio; /* its class's */
 };
 
 struct st {
@@ -103,7 +105,7 @@ struct st {
 	struct sched_decisions *d;
 	const struct sched_job *const *jobs;
 	int *order; /* job indices in class order */
-	int *next;
+	struct jrec *run; /* a segment's jobs in their queues' runs */
 	struct qstate *qs;
 	int *heap;
 	int nheap;
@@ -1278,9 +1280,10 @@ static int first_held(const struct st *st, const struct sched_job *j)
  * search for victims is left to try, and its class already holds its
  * reservation, so j waits for the reason its shape's first job gave. This is
  * the answer the full path in process() gives, without its set-up. */
-static bool fails_as_before(struct st *st, int ji, struct shape *sh, bool within_quota)
+static bool fails_as_before(struct st *st, const struct jrec *jr, struct shape *sh,
+			    bool within_quota)
 {
-	const struct jrec *jr = &st->jrec[ji];
+	int ji = jr->ji;
 	if (sh->state != SHAPE_FAILS || (st->nheld && first_held(st, st->jobs[ji]) < st->nheld))
 		return false;
 	bool may, by_class, by_reclaim;
@@ -1304,11 +1307,11 @@ static bool fails_as_before(struct st *st, int ji, struct shape *sh, bool within
 	return true;
 }
 
-static void process(struct st *st, int ji)
+static void process(struct st *st, const struct jrec *jr)
 {
 	struct pass *p = &st->p;
 	const struct sched_snapshot *s = p->snap;
-	const struct jrec *jr = &st->jrec[ji];
+	int ji = jr->ji;
 	struct shape *sh = &st->shapes[jr->shape];
 	const struct sched_policy *pol = p->policy;
 	struct strbuf *sb = &st->sb;
@@ -1353,7 +1356,7 @@ static void process(struct st *st, int ji)
 		}
 	}
 	bool within_quota = q->quota_milli >= 0 && st->qs[jr->queue].use + need <= q->quota_milli;
-	if (fails_as_before(st, ji, sh, within_quota))
+	if (fails_as_before(st, jr, sh, within_quota))
 		return;
 	st->epoch++;
 	const struct sched_job *j = st->jobs[ji];
@@ -1594,7 +1597,7 @@ static bool index_jobs(struct st *st, bool *sorted)
 			return false;
 		st->shapes[k].count++;
 		int py = prio(st, j->cls);
-		st->jrec[i] = (struct jrec){k, j->queue, j->cls, py};
+		st->jrec[i] = (struct jrec){i, k, j->queue, j->cls};
 		if (x && *sorted)
 			*sorted = px > py || (px == py && (x->submit_ms < j->submit_ms ||
 							   (x->submit_ms == j->submit_ms &&
@@ -1712,7 +1715,7 @@ int sched_pass(const struct sched_snapshot *snap, int64_t now_ms, const struct s
 	from_shapes(&st);
 	strbuf_init(&st.sb);
 	st.order = xmalloc(sizeof(int) * ((size_t)nj + 1));
-	st.next = xmalloc(sizeof(int) * ((size_t)nj + 1)); /* set as each job is listed */
+	st.run = xmalloc(sizeof(*st.run) * ((size_t)nj + 1));
 	st.heap = xcalloc((size_t)snap->nqueues, sizeof(int));
 	st.class_has_resv = xcalloc((size_t)snap->nclasses, sizeof(bool));
 	st.victim = xcalloc((size_t)snap->nrunning + 1, sizeof(bool));
@@ -1733,27 +1736,29 @@ int sched_pass(const struct sched_snapshot *snap, int64_t now_ms, const struct s
 	if (!sorted)
 		qsort_r(st.order, (size_t)nj, sizeof(int), cmp_order, &st);
 	for (int seg = 0; seg < nj;) {
-		int level = st.jrec[st.order[seg]].prio;
+		int level = prio(&st, st.jrec[st.order[seg]].cls);
 		int end = seg;
-		while (end < nj && st.jrec[st.order[end]].prio == level)
+		while (end < nj && prio(&st, st.jrec[st.order[end]].cls) == level)
 			end++;
-		/* the segment's jobs, queue by queue, oldest first */
+		/* the segment's jobs, queue by queue, oldest first: counted, then
+		 * copied to their queue's run */
 		for (int q = 0; q < snap->nqueues; q++)
-			st.qs[q].head = st.qs[q].tail = -1;
+			st.qs[q].head = st.qs[q].tail = 0;
+		for (int k = seg; k < end; k++)
+			st.qs[st.jrec[st.order[k]].queue].tail++;
+		for (int q = 0, at = 0; q < snap->nqueues; q++) {
+			st.qs[q].head = at;
+			at += st.qs[q].tail;
+			st.qs[q].tail = st.qs[q].head;
+		}
 		for (int k = seg; k < end; k++) {
-			int ji = st.order[k];
-			struct qstate *qs = &st.qs[st.jrec[ji].queue];
-			st.next[ji] = -1;
-			if (qs->tail >= 0)
-				st.next[qs->tail] = ji;
-			else
-				qs->head = ji;
-			qs->tail = ji;
+			const struct jrec *jr = &st.jrec[st.order[k]];
+			st.run[st.qs[jr->queue].tail++] = *jr;
 		}
 		st.nheap = 0;
 		for (int q = 0; q < snap->nqueues; q++) {
 			st.qs[q].score = qscore(&st, q);
-			if (st.qs[q].head >= 0)
+			if (st.qs[q].head < st.qs[q].tail)
 				heap_push(&st, q);
 		}
 		while (st.nheap) {
@@ -1762,12 +1767,10 @@ int sched_pass(const struct sched_snapshot *snap, int64_t now_ms, const struct s
 			int q = st.heap[0];
 			struct qstate *qs = &st.qs[q];
 			double before = qs->score;
-			do {
-				int ji = qs->head;
-				qs->head = st.next[ji];
-				process(&st, ji);
-			} while (qs->head >= 0 && qs->score == before);
-			if (qs->head < 0)
+			do
+				process(&st, &st.run[qs->head++]);
+			while (qs->head < qs->tail && qs->score == before);
+			if (qs->head == qs->tail)
 				heap_pop(&st);
 			else
 				heap_fix(&st, 0);
@@ -1778,7 +1781,7 @@ int sched_pass(const struct sched_snapshot *snap, int64_t now_ms, const struct s
 		free(st.resv[i].a);
 	free(st.resv);
 	free(st.order);
-	free(st.next);
+	free(st.run);
 	free(st.qs);
 	free(st.heap);
 	free(st.class_has_resv);
