@@ -1307,6 +1307,21 @@ static bool fails_as_before(struct st *st, const struct jrec *jr, struct shape *
 	return true;
 }
 
+/* The shape's last job of the same class and queue waited without the full
+ * path, and nothing changed since (no job took the full path: the pass limit
+ * and a strict order's block are only ever reached there, and no answer is
+ * remembered after them): j waits the same. */
+static inline bool waits_as_before(struct st *st, const struct jrec *jr)
+{
+	const struct fast *f = &st->shapes[jr->shape].fast;
+	if (f->epoch != st->epoch || f->cls != jr->cls || f->queue != jr->queue ||
+	    (!f->quota && st->nheld && first_held(st, st->jobs[jr->ji]) < st->nheld))
+		return false;
+	st->d->shape_cache_hits += !f->quota;
+	wait_as(st, jr->ji, f->reason, f->same_as);
+	return true;
+}
+
 static void process(struct st *st, const struct jrec *jr)
 {
 	struct pass *p = &st->p;
@@ -1323,13 +1338,8 @@ static void process(struct st *st, const struct jrec *jr)
 		wait_as(st, ji, SCHED_WAIT_RESOURCES, st->blocked_all);
 		return;
 	}
-	const struct fast *f = &sh->fast;
-	if (f->epoch == st->epoch && f->cls == jr->cls && f->queue == jr->queue &&
-	    (f->quota || !st->nheld || first_held(st, st->jobs[ji]) == st->nheld)) {
-		st->d->shape_cache_hits += !f->quota;
-		wait_as(st, ji, f->reason, f->same_as);
+	if (waits_as_before(st, jr))
 		return;
-	}
 	/* the queue's quota and borrow limit */
 	const struct sched_queue *q = &s->queues[jr->queue];
 	int64_t need = sh->need;
@@ -1767,9 +1777,11 @@ int sched_pass(const struct sched_snapshot *snap, int64_t now_ms, const struct s
 			int q = st.heap[0];
 			struct qstate *qs = &st.qs[q];
 			double before = qs->score;
-			do
-				process(&st, &st.run[qs->head++]);
-			while (qs->head < qs->tail && qs->score == before);
+			do {
+				const struct jrec *jr = &st.run[qs->head++];
+				if (!waits_as_before(&st, jr))
+					process(&st, jr);
+			} while (qs->head < qs->tail && qs->score == before);
 			if (qs->head == qs->tail)
 				heap_pop(&st);
 			else
