@@ -76,6 +76,7 @@ struct world {
 	int nmodels;
 	int64_t now;
 	struct sched_cluster *cluster;
+	struct sched_shapes *shapes; /* NULL: the pass compares the jobs' requests */
 };
 
 static struct sched_dev *dev(struct world *w, int n, int d)
@@ -232,6 +233,8 @@ static void build(struct world *w, const struct sim_cluster *cl, int pending)
 		}
 		j->time_limit_s = rnd(3) ? 600LL * (1 + rnd(48)) : 0;
 		j->shape = sched_job_shape(j); /* what the server keeps with each job */
+		if (w->shapes)
+			j->shape_id = sched_shapes_add(w->shapes, j);
 	}
 	/* the order the server keeps them in: class priority, then submission */
 	int k = 0;
@@ -253,7 +256,8 @@ static struct sched_snapshot snap_of(struct world *w)
 				       .nclasses = 3,
 				       .queues = w->queues,
 				       .nqueues = 8,
-				       .cluster = w->cluster};
+				       .cluster = w->cluster,
+				       .shapes = w->shapes};
 }
 
 /* A digest of every decision the benchmark's passes make (starts and where,
@@ -356,6 +360,10 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	static struct world w;
+	/* the server files each waiting job's request in a shape table
+	 * (BENCH_NO_SHAPES=1: the pass compares the requests itself) */
+	if (!getenv("BENCH_NO_SHAPES"))
+		w.shapes = sched_shapes_new();
 	build(&w, &cl, pending);
 	/* the server keeps what follows from the node list between passes */
 	double tc = now_ms();
@@ -485,5 +493,6 @@ int main(int argc, char **argv)
 	sim_cluster_release(&cl);
 	catalogue_release(&cat);
 	sched_cluster_free(w.cluster);
+	sched_shapes_free(w.shapes);
 	return 0;
 }

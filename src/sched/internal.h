@@ -160,3 +160,11 @@ bool node_can_public(const struct pass *p, const struct req *rq, const struct vi
 void fit_update(struct pass *p, struct fitcount *fc, const struct view *v, int node);
 bool fit_enough(const struct fitcount *fc);
 void fit_release(struct fitcount *fc);
+
+/* shapes.c: what a job asks for, compared and checked */
+bool shape_same(const struct sched_job *a, const struct sched_job *b);
+bool shape_valid(const struct sched_job *j);
+/* The request filed under id in t, or NULL if none is; ids run below
+ * shapes_ids(t). */
+const struct sched_job *shapes_get(const struct sched_shapes *t, int id);
+int shapes_ids(const struct sched_shapes *t);

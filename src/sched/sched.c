@@ -307,58 +307,9 @@ static void fmt_wait_time(int64_t ms, struct strbuf *sb)
 
 /* ---- the shape cache ------------------------------------------------------------------- */
 
-static uint64_t shape_hash_of(const struct sched_job *j);
-
-static uint64_t mix64(uint64_t h, uint64_t v)
-{
-	h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
-	return h;
-}
-
-uint64_t sched_job_shape(const struct sched_job *j)
-{
-	uint64_t h = shape_hash_of(j);
-	return h ? h : 1;
-}
-
 static uint64_t shape_hash(const struct sched_job *j)
 {
 	return j->shape ? j->shape : sched_job_shape(j);
-}
-
-static uint64_t shape_hash_of(const struct sched_job *j)
-{
-	uint64_t h = 1469598103934665603ULL;
-	h = mix64(h, (uint64_t)j->nodes);
-	h = mix64(h, (uint64_t)j->tasks_per_node);
-	h = mix64(h, (uint64_t)j->gpu_milli);
-	h = mix64(h, (uint64_t)j->cpus_per_task);
-	h = mix64(h, (uint64_t)j->mem_mib);
-	h = mix64(h, (uint64_t)j->gpu_mem_mib);
-	h = mix64(h, (uint64_t)(j->gpu_tflops * 1000));
-	h = mix64(h, (uint64_t)j->max_switches);
-	h = mix64(h, (uint64_t)j->mixed_types);
-	for (int i = 0; i < j->ngpu_types; i++)
-		for (const char *c = j->gpu_types[i]; *c; c++)
-			h = mix64(h, (uint64_t)(unsigned char)(*c | 0x20));
-	return h;
-}
-
-static bool same_shape(const struct sched_job *a, const struct sched_job *b)
-{
-	if (a->nodes != b->nodes || a->tasks_per_node != b->tasks_per_node ||
-	    a->gpu_milli != b->gpu_milli || a->cpus_per_task != b->cpus_per_task ||
-	    a->mem_mib != b->mem_mib || a->gpu_mem_mib != b->gpu_mem_mib ||
-	    a->gpu_tflops != b->gpu_tflops || a->max_switches != b->max_switches ||
-	    a->mixed_types != b->mixed_types || a->ngpu_types != b->ngpu_types)
-		return false;
-	if (a->gpu_types == b->gpu_types)
-		return true;
-	for (int i = 0; i < a->ngpu_types; i++)
-		if (a->gpu_types[i] != b->gpu_types[i] &&
-		    strcasecmp(a->gpu_types[i], b->gpu_types[i]) != 0)
-			return false;
-	return true;
 }
 
 static void slots_grow(struct st *st)
@@ -376,6 +327,22 @@ static void slots_grow(struct st *st)
 	}
 }
 
+/* A new shape, j being the job that stands for it. */
+static int shape_new(struct st *st, const struct sched_job *j, uint64_t hash)
+{
+	xgrow(&st->shapes, &st->shapes_alloc, (size_t)st->nshapes + 1, sizeof(*st->shapes));
+	int k = st->nshapes++;
+	struct shape *s = &st->shapes[k];
+	memset(s, 0, sizeof(*s));
+	s->j = j;
+	s->hash = hash;
+	s->detail_job = -1;
+	s->generic_job = -1;
+	s->never = -1;
+	s->need = job_milli(j);
+	return k;
+}
+
 /* The index of j's shape, added at its first job. */
 static int shape_index(struct st *st, const struct sched_job *j)
 {
@@ -386,22 +353,12 @@ static int shape_index(struct st *st, const struct sched_job *j)
 	for (size_t i = h & mask;; i = (i + 1) & mask) {
 		int k = st->shape_slot[i];
 		if (k < 0) {
-			xgrow(&st->shapes, &st->shapes_alloc, (size_t)st->nshapes + 1,
-			      sizeof(*st->shapes));
-			k = st->nshapes++;
+			k = shape_new(st, j, h);
 			st->shape_slot[i] = k;
-			struct shape *s = &st->shapes[k];
-			memset(s, 0, sizeof(*s));
-			s->j = j;
-			s->hash = h;
-			s->detail_job = -1;
-			s->generic_job = -1;
-			s->never = -1;
-			s->need = job_milli(j);
 			return k;
 		}
 		const struct shape *s = &st->shapes[k];
-		if (s->hash == h && (s->j == j || same_shape(s->j, j)))
+		if (s->hash == h && (s->j == j || shape_same(s->j, j)))
 			return k;
 	}
 }
@@ -1566,21 +1523,7 @@ static bool index_running(struct st *st)
 	return ok;
 }
 
-/* A job's own fields, and what comparing shapes reads (what it asks for is
- * checked once per shape). */
-static bool job_valid(const struct sched_snapshot *s, const struct sched_job *j)
-{
-	return j && j->cls >= 0 && j->cls < s->nclasses && j->queue >= 0 && j->queue < s->nqueues &&
-	       j->ngpu_types >= 0 && !(j->ngpu_types && !j->gpu_types);
-}
 
-static bool shape_valid(const struct sched_job *j)
-{
-	return j->nodes >= 1 && j->nodes <= MODEL_MAX_NODES && j->tasks_per_node >= 1 &&
-	       j->gpu_milli >= 0 && j->cpus_per_task >= 0 && j->mem_mib >= 0 &&
-	       !(j->gpu_milli > MODEL_MILLI && j->gpu_milli % MODEL_MILLI) &&
-	       (int64_t)j->tasks_per_node * (j->gpu_milli / MODEL_MILLI) <= MODEL_MAX_ACCELS;
-}
 
 /* One walk over the pending jobs, in the order given: checks each, files it
  * under its shape and fills st->jrec; tells whether they are in class order.
@@ -1588,23 +1531,54 @@ static bool shape_valid(const struct sched_job *j)
 static bool index_jobs(struct st *st, bool *sorted)
 {
 	const struct sched_snapshot *s = st->p.snap;
+	const struct sched_shapes *t = s->shapes;
+	/* with the caller's table: the pass's shape of each id in it */
+	int *of_id = NULL;
+	if (t) {
+		of_id = xmalloc(sizeof(int) * ((size_t)shapes_ids(t) + 1));
+		memset(of_id, 0xff, sizeof(int) * ((size_t)shapes_ids(t) + 1));
+	}
 	*sorted = true;
 	int px = 0;
 	const struct sched_job *x = NULL;
-	for (int i = 0; i < s->njobs; i++) {
+	bool ok = true;
+	for (int i = 0; i < s->njobs && ok; i++) {
 		const struct sched_job *j = s->jobs[i];
 		/* the jobs lie wherever the caller keeps them: ask for the ones
 		 * a little ahead while this one is read */
 		if (i + PREFETCH_AHEAD < s->njobs) {
 			const char *ahead = (const char *)s->jobs[i + PREFETCH_AHEAD];
 			__builtin_prefetch(ahead);
-			__builtin_prefetch(ahead + 64);
+			if (!t)
+				__builtin_prefetch(ahead + 64);
 		}
-		if (!job_valid(s, j))
-			return false;
-		int n = st->nshapes, k = shape_index(st, j);
-		if (k == n && !shape_valid(j))
-			return false;
+		if (!j || j->cls < 0 || j->cls >= s->nclasses || j->queue < 0 ||
+		    j->queue >= s->nqueues) {
+			ok = false;
+			break;
+		}
+		int k;
+		if (t) {
+			const struct sched_job *filed = shapes_get(t, j->shape_id);
+			if (!filed) {
+				ok = false;
+				break;
+			}
+			k = of_id[j->shape_id];
+			if (k < 0)
+				k = of_id[j->shape_id] = shape_new(st, filed, filed->shape);
+		} else {
+			if (j->ngpu_types < 0 || (j->ngpu_types && !j->gpu_types)) {
+				ok = false;
+				break;
+			}
+			int n = st->nshapes;
+			k = shape_index(st, j);
+			if (k == n && !shape_valid(j)) {
+				ok = false;
+				break;
+			}
+		}
 		st->shapes[k].count++;
 		int py = prio(st, j->cls);
 		st->jrec[i] = (struct jrec){i, k, j->queue, j->cls};
@@ -1615,9 +1589,10 @@ static bool index_jobs(struct st *st, bool *sorted)
 		x = j;
 		px = py;
 	}
+	free(of_id);
 	for (int k = 0; k < st->nshapes; k++)
 		st->max_nodes = MAX(st->max_nodes, st->shapes[k].j->nodes);
-	return true;
+	return ok;
 }
 
 /* The request mix for fractional placement, from the shapes: the pending

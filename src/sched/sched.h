@@ -81,22 +81,24 @@ struct sched_queue {
 };
 
 struct sched_job {
+	/* what a pass reads of every job comes first, together */
 	int64_t id;
-	int cls;   /* index into snapshot->classes */
-	int queue; /* index into snapshot->queues */
+	int64_t submit_ms;
+	int cls;      /* index into snapshot->classes */
+	int queue;    /* index into snapshot->queues */
+	int shape_id; /* with snapshot->shapes: sched_shapes_add() of this job */
 	int nodes;
 	int tasks_per_node;
 	int gpu_milli; /* per task; < MODEL_MILLI is a fraction of one device */
 	int cpus_per_task;
-	int64_t mem_mib; /* per node */
 	int ngpu_types;
+	int64_t mem_mib; /* per node */
 	const char *const *gpu_types; /* acceptable models; none: any */
 	int64_t gpu_mem_mib;	      /* each device at least this much memory; 0: any */
 	double gpu_tflops;	      /* each device at least this fast; 0: any */
 	int max_switches;	      /* span at most this many switches; 0: no limit */
 	bool mixed_types;	      /* may mix accelerator models */
 	int64_t time_limit_s;	      /* 0: none */
-	int64_t submit_ms;
 	uint64_t shape; /* sched_job_shape() of it, kept by the caller; 0: worked out */
 };
 
@@ -150,6 +152,10 @@ struct sched_snapshot {
 	int nmix;
 	/* what the pass would otherwise work out from the node list; NULL: worked out */
 	const struct sched_cluster *cluster;
+	/* the caller's shape table: each job's shape_id says what it asks for,
+	 * and the pass takes that on trust instead of comparing every job's
+	 * request with the others'; NULL: compared */
+	const struct sched_shapes *shapes;
 };
 
 #define SCHED_DEFAULT_MAX_PREEMPTIONS 128
@@ -246,6 +252,23 @@ struct sched_cluster;
 struct sched_cluster *sched_cluster_new(const struct sched_node *nodes, int n);
 bool sched_cluster_matches(const struct sched_cluster *c, const struct sched_node *nodes, int n);
 void sched_cluster_free(struct sched_cluster *c);
+
+/* Shapes (what a job asks for: everything but identity, class, queue and
+ * time) filed by the caller. A caller whose jobs wait from pass to pass adds
+ * each job's shape once, when the job starts to wait, and drops it when the
+ * job stops waiting; a pass then reads 28 bytes of a waiting job instead of
+ * its whole request. The ids are small and dense; an id whose last job was
+ * dropped is given to the next new shape. */
+struct sched_shapes;
+struct sched_shapes *sched_shapes_new(void);
+void sched_shapes_free(struct sched_shapes *t);
+/* The id of j's shape (the same for every job that asks for the same),
+ * holding one reference; -EINVAL if what j asks for is invalid. */
+int sched_shapes_add(struct sched_shapes *t, const struct sched_job *j);
+/* Gives back the reference sched_shapes_add took. */
+void sched_shapes_drop(struct sched_shapes *t, int id);
+/* Shapes with a reference, for tests and metrics. */
+int sched_shapes_live(const struct sched_shapes *t);
 
 /* A hash of what a job asks for (its shape: everything but identity, class,
  * queue and time). Callers that keep jobs across passes store it in

@@ -123,6 +123,32 @@ static struct sched_running *add_running(struct cluster *c, int cls, int ndev, i
 	return r;
 }
 
+/* Two passes over the same snapshot decided the same: starts and where,
+ * victims, each wait's reason, reference and text. */
+static void same_decisions(const struct sched_decisions *d, const struct sched_decisions *k)
+{
+	assert_int_equal(k->nstarts, d->nstarts);
+	for (int i = 0; i < d->nstarts; i++) {
+		assert_int_equal(k->starts[i].job, d->starts[i].job);
+		assert_int_equal(k->starts[i].nnodes, d->starts[i].nnodes);
+		assert_memory_equal(k->starts[i].nodes, d->starts[i].nodes,
+				    sizeof(*d->starts[i].nodes) * (size_t)d->starts[i].nnodes);
+	}
+	assert_int_equal(k->npreempts, d->npreempts);
+	for (int i = 0; i < d->npreempts; i++) {
+		assert_int_equal(k->preempts[i].victim, d->preempts[i].victim);
+		assert_int_equal(k->preempts[i].job, d->preempts[i].job);
+	}
+	assert_int_equal(k->nwaits, d->nwaits);
+	for (int i = 0; i < d->nwaits; i++) {
+		assert_int_equal(k->waits[i].job, d->waits[i].job);
+		assert_int_equal(k->waits[i].reason, d->waits[i].reason);
+		assert_int_equal(k->waits[i].same_as, d->waits[i].same_as);
+		assert_string_equal(k->waits[i].detail ? k->waits[i].detail : "",
+				    d->waits[i].detail ? d->waits[i].detail : "");
+	}
+}
+
 static int pass(struct cluster *c, struct sched_decisions *d)
 {
 	struct sched_snapshot s = {.nodes = c->nodes,
@@ -138,27 +164,31 @@ static int pass(struct cluster *c, struct sched_decisions *d)
 	int r = sched_pass(&s, c->now, &c->policy, d);
 	if (r < 0)
 		return r;
-	/* the same pass with the node statics kept by the caller decides the same */
+	/* the same pass with the node statics kept by the caller, and again
+	 * with the jobs' shapes filed in the caller's table, decides the same */
 	s.cluster = sched_cluster_new(c->nodes, c->n);
 	assert_true(sched_cluster_matches(s.cluster, c->nodes, c->n));
-	struct sched_decisions k;
-	assert_int_equal(sched_pass(&s, c->now, &c->policy, &k), 0);
-	assert_int_equal(k.nstarts, d->nstarts);
-	for (int i = 0; i < d->nstarts; i++) {
-		assert_int_equal(k.starts[i].job, d->starts[i].job);
-		assert_int_equal(k.starts[i].nnodes, d->starts[i].nnodes);
-		assert_memory_equal(k.starts[i].nodes, d->starts[i].nodes,
-				    sizeof(*d->starts[i].nodes) * (size_t)d->starts[i].nnodes);
+	struct sched_shapes *t = sched_shapes_new();
+	for (int round = 0; round < 2; round++) {
+		if (round == 1) {
+			for (int i = 0; i < c->nj; i++)
+				c->jobs[i].shape_id = sched_shapes_add(t, &c->jobs[i]);
+			s.shapes = t;
+		}
+		struct sched_decisions k;
+		assert_int_equal(sched_pass(&s, c->now, &c->policy, &k), 0);
+		same_decisions(d, &k);
+		sched_decisions_release(&k);
 	}
-	assert_int_equal(k.npreempts, d->npreempts);
-	for (int i = 0; i < d->npreempts; i++) {
-		assert_int_equal(k.preempts[i].victim, d->preempts[i].victim);
-		assert_int_equal(k.preempts[i].job, d->preempts[i].job);
-	}
-	assert_int_equal(k.nwaits, d->nwaits);
-	for (int i = 0; i < d->nwaits; i++)
-		assert_int_equal(k.waits[i].reason, d->waits[i].reason);
-	sched_decisions_release(&k);
+	/* jobs of one request share an id; dropped, the table forgets them */
+	for (int i = 0; i < c->nj; i++)
+		for (int k = 0; k < c->nj; k++)
+			if (sched_job_shape(&c->jobs[i]) == sched_job_shape(&c->jobs[k]))
+				assert_int_equal(c->jobs[i].shape_id, c->jobs[k].shape_id);
+	for (int i = 0; i < c->nj; i++)
+		sched_shapes_drop(t, c->jobs[i].shape_id);
+	assert_int_equal(sched_shapes_live(t), 0);
+	sched_shapes_free(t);
 	/* a node list that differs is not taken for it */
 	if (c->n > 0) {
 		const char *name = c->nodes[0].name;
@@ -724,6 +754,39 @@ static void test_limits_and_invalid(void **state)
 	r->queue = 0;
 	assert_int_equal(pass(&c, &d), 0);
 	sched_decisions_release(&d);
+	/* a shape table refuses a request that is wrong, and a pass refuses a
+	 * job whose shape id is not in the table */
+	struct sched_shapes *t = sched_shapes_new();
+	c.jobs[0].nodes = 0;
+	assert_int_equal(sched_shapes_add(t, &c.jobs[0]), -EINVAL);
+	c.jobs[0].nodes = 1;
+	for (int i = 0; i < c.nj; i++)
+		c.jobs[i].shape_id = sched_shapes_add(t, &c.jobs[i]);
+	assert_int_equal(sched_shapes_live(t), 1);
+	struct sched_snapshot snap = {.nodes = c.nodes,
+				      .nnodes = c.n,
+				      .jobs = c.ptrs,
+				      .njobs = c.nj,
+				      .running = c.run,
+				      .nrunning = c.nr,
+				      .classes = c.classes,
+				      .nclasses = c.nclasses,
+				      .queues = c.queues,
+				      .nqueues = c.nqueues,
+				      .shapes = t};
+	assert_int_equal(sched_pass(&snap, c.now, &c.policy, &d), 0);
+	sched_decisions_release(&d);
+	c.jobs[2].shape_id = 5;
+	assert_int_equal(sched_pass(&snap, c.now, &c.policy, &d), -EINVAL);
+	c.jobs[2].shape_id = c.jobs[0].shape_id;
+	for (int i = 0; i < c.nj; i++)
+		sched_shapes_drop(t, c.jobs[i].shape_id);
+	assert_int_equal(sched_pass(&snap, c.now, &c.policy, &d), -EINVAL);
+	/* a dropped id goes to the next new shape */
+	c.jobs[1].gpu_milli = 2000;
+	assert_int_equal(sched_shapes_add(t, &c.jobs[1]), c.jobs[0].shape_id);
+	c.jobs[1].gpu_milli = 1000;
+	sched_shapes_free(t);
 	c.devs[0][3].free_milli = 1001;
 	assert_int_equal(pass(&c, &d), -EINVAL);
 	assert_true(fabs(sched_decay(100, 3600, 3600) - 50) < 1e-9);
@@ -733,6 +796,60 @@ static void test_limits_and_invalid(void **state)
 /* ---- properties ------------------------------------------------------------------------ */
 
 static uint64_t rng;
+static uint32_t rnd(uint32_t n);
+
+/* The shape table against a plain count per request, over random adds and
+ * drops: one id per request while it has jobs, ids reused, nothing left. */
+static void test_shape_table(void **state)
+{
+	static const char *types[][2] = {{"H100", NULL}, {"h100", NULL}, {"A100", "H100"}};
+	struct sched_job req[48];
+	int refs[48] = {0}, id[48];
+	for (int i = 0; i < 48; i++) {
+		memset(&req[i], 0, sizeof(req[i]));
+		req[i].nodes = 1 + i % 3;
+		req[i].tasks_per_node = 1;
+		req[i].gpu_milli = (i / 3 % 4) * 1000;
+		int ty = i / 12; /* 0: any; 1, 2: H100 spelt two ways; 3: A100 or H100 */
+		req[i].ngpu_types = ty == 3 ? 2 : ty ? 1 : 0;
+		req[i].gpu_types = ty ? types[ty - 1] : NULL;
+	}
+	struct sched_shapes *t = sched_shapes_new();
+	rng = 7;
+	int max_id = -1;
+	for (int op = 0; op < 20000; op++) {
+		int i = (int)rnd(48);
+		if (refs[i] && rnd(2)) {
+			sched_shapes_drop(t, id[i]);
+			refs[i]--;
+			continue;
+		}
+		int got = sched_shapes_add(t, &req[i]);
+		assert_true(got >= 0);
+		max_id = MAX(max_id, got);
+		/* "H100" and "h100" ask for the same */
+		for (int k = 0; k < 48; k++)
+			if (refs[k] && (k == i || sched_job_shape(&req[k]) == sched_job_shape(&req[i])))
+				assert_int_equal(id[k], got);
+		id[i] = got;
+		refs[i]++;
+	}
+	int live = 0;
+	for (int i = 0; i < 48; i++) {
+		bool first = refs[i] > 0;
+		for (int k = 0; k < i && first; k++)
+			first = !(refs[k] > 0 && id[k] == id[i]);
+		live += first;
+	}
+	assert_int_equal(sched_shapes_live(t), live);
+	assert_true(max_id < 48);
+	for (int i = 0; i < 48; i++)
+		while (refs[i]--)
+			sched_shapes_drop(t, id[i]);
+	assert_int_equal(sched_shapes_live(t), 0);
+	sched_shapes_free(t);
+}
+
 static uint32_t rnd(uint32_t n)
 {
 	rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
@@ -1070,6 +1187,7 @@ int main(void)
 		cmocka_unit_test(test_cheapest_victim),
 		cmocka_unit_test(test_waits_for_its_victims),
 		cmocka_unit_test(test_limits_and_invalid),
+		cmocka_unit_test(test_shape_table),
 		cmocka_unit_test(test_properties),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
