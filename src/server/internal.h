@@ -235,6 +235,7 @@ struct server {
 	bool sched_needed;
 	uint64_t pass_no;
 	struct sched_cluster *sched_cluster; /* kept while the nodes stay the same */
+	struct sched_shapes *sched_shapes;   /* the waiting jobs' requests, filed */
 	int64_t last_pass_us;
 	struct {
 		uint64_t passes, placements;

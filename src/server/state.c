@@ -83,6 +83,13 @@ static void pending_insert(struct server *s, struct sjob *j)
 	else
 		c->pend_head = j;
 	j->pending = true;
+	/* its request filed for the scheduler while it waits */
+	if (!s->sched_shapes)
+		s->sched_shapes = sched_shapes_new();
+	j->sj.shape_id = sched_shapes_add(s->sched_shapes, &j->sj);
+	if (j->sj.shape_id < 0)
+		log_err("job %lld: the scheduler cannot take its request; it waits until cancelled",
+			(long long)j->job.id);
 	c->npending++;
 	s->npending++;
 	j->queue->npending++;
@@ -103,6 +110,8 @@ static void pending_remove(struct server *s, struct sjob *j)
 		c->pend_tail = j->pend_prev;
 	j->pend_prev = j->pend_next = NULL;
 	j->pending = false;
+	sched_shapes_drop(s->sched_shapes, j->sj.shape_id);
+	j->sj.shape_id = -1;
 	c->npending--;
 	s->npending--;
 	j->queue->npending--;
@@ -770,6 +779,13 @@ void state_schedule(struct server *s)
 	int nj = 0;
 	for (int k = 0; k < s->sched.nclasses; k++)
 		for (struct sjob *j = s->classes[order[k]].pend_head; j; j = j->pend_next) {
+			if (j->sj.shape_id < 0) {
+				snprintf(j->job.reason, sizeof(j->job.reason), "%s",
+					 "the scheduler cannot take this request");
+				j->reason_from = 0;
+				j->reason_pass = mark;
+				continue;
+			}
 			j->sj.queue = j->queue->index;
 			sjobs[nj] = &j->sj;
 			byindex[nj++] = j;
@@ -854,7 +870,8 @@ void state_schedule(struct server *s)
 				      .nclasses = s->sched.nclasses,
 				      .queues = queues,
 				      .nqueues = s->nqueues,
-				      .cluster = s->sched_cluster};
+				      .cluster = s->sched_cluster,
+				      .shapes = s->sched_shapes};
 	struct sched_policy policy = {0};
 	struct sched_decisions d;
 	int r = sched_pass(&snap, server_now_ms(s), &policy, &d);
@@ -1222,6 +1239,8 @@ void state_release(struct server *s)
 	valid_release(s); /* runs point at jobs and nodes */
 	sched_cluster_free(s->sched_cluster);
 	s->sched_cluster = NULL;
+	sched_shapes_free(s->sched_shapes);
+	s->sched_shapes = NULL;
 	for (size_t i = 0; i < s->njobs; i++) {
 		struct sjob *j = s->jobs[i];
 		if (!j)

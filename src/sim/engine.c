@@ -61,6 +61,7 @@ struct eng {
 	bool *failed;
 	int ndev;
 	struct sched_cluster *scl;
+	struct sched_shapes *shapes; /* every trace job's request, filed once */
 	int64_t alloc_milli; /* held by jobs */
 	int busy;	     /* devices with something on them */
 	/* jobs */
@@ -367,7 +368,8 @@ static int pass(struct eng *e, bool *preempted)
 				      .nqueues = e->tr->nqueues,
 				      .mix = e->o->mix,
 				      .nmix = e->o->nmix,
-				      .cluster = e->scl};
+				      .cluster = e->scl,
+				      .shapes = e->shapes};
 	struct sched_decisions d;
 	int r = sched_pass(&snap, e->now, &e->o->policy, &d);
 	if (r < 0)
@@ -580,6 +582,7 @@ static int setup(struct eng *e, struct tk_error *err)
 	for (size_t i = 0; i < tr->nrefs; i++)
 		e->type_ptrs[i] = tr->types[tr->type_refs[i]];
 	e->sj = xcalloc((size_t)tr->n + 1, sizeof(*e->sj));
+	e->shapes = sched_shapes_new();
 	e->js = xcalloc((size_t)tr->n + 1, sizeof(*e->js));
 	e->run = xcalloc((size_t)tr->n + 1, sizeof(*e->run));
 	e->run_job = xcalloc((size_t)tr->n + 1, sizeof(int));
@@ -602,6 +605,7 @@ static int setup(struct eng *e, struct tk_error *err)
 			.submit_ms = j->submit_ms,
 		};
 		s->shape = sched_job_shape(s);
+		s->shape_id = sched_shapes_add(e->shapes, s); /* < 0: the pass refuses it */
 		e->js[i].remaining_ms = j->work_ms;
 		e->res->jobs[i] = (struct sim_job_result){SIM_UNFINISHED, -1, -1, 0, 0, NULL};
 		e->first_submit = MIN(e->first_submit, j->submit_ms);
@@ -662,6 +666,7 @@ static void teardown(struct eng *e)
 	free(e->failed);
 	free(e->fmix);
 	sched_cluster_free(e->scl);
+	sched_shapes_free(e->shapes);
 	strbuf_release(&e->sb);
 }
 
