@@ -132,6 +132,7 @@ struct st {
 	uint64_t recl_version;
 	uint64_t qversion; /* changes whenever a queue's use or what it lends changes */
 	uint64_t epoch;	   /* changes whenever a job takes the full path (struct fast) */
+	int prio_of[MODEL_MAX_CLASSES]; /* each class's priority */
 	bool *lends;	   /* per queue: uses more than its quota (any_lending) */
 	int nlending;
 	uint64_t lend_version; /* qversion + 1 that lends was worked out for */
@@ -155,7 +156,7 @@ double sched_decay(double value, double dt_s, double half_life_s)
 
 static int prio(const struct st *st, int cls)
 {
-	return st->p.snap->classes[cls].priority;
+	return st->prio_of[cls];
 }
 
 static int64_t job_milli(const struct sched_job *j)
@@ -1469,6 +1470,7 @@ static bool snapshot_valid(const struct sched_snapshot *s)
 {
 	if (s->nnodes < 0 || s->njobs < 0 || s->nrunning < 0 || (s->nnodes && !s->nodes) ||
 	    (s->njobs && !s->jobs) || (s->nrunning && !s->running) || s->nclasses < 1 ||
+	    s->nclasses > MODEL_MAX_CLASSES ||
 	    !s->classes || s->nqueues < 1 || !s->queues)
 		return false;
 	for (int n = 0; n < s->nnodes; n++) {
@@ -1533,10 +1535,10 @@ static bool index_jobs(struct st *st, bool *sorted)
 	const struct sched_snapshot *s = st->p.snap;
 	const struct sched_shapes *t = s->shapes;
 	/* with the caller's table: the pass's shape of each id in it */
-	int *of_id = NULL;
+	int *of_id = NULL, nids = t ? shapes_ids(t) : 0;
 	if (t) {
-		of_id = xmalloc(sizeof(int) * ((size_t)shapes_ids(t) + 1));
-		memset(of_id, 0xff, sizeof(int) * ((size_t)shapes_ids(t) + 1));
+		of_id = xmalloc(sizeof(int) * ((size_t)nids + 1));
+		memset(of_id, 0xff, sizeof(int) * ((size_t)nids + 1));
 	}
 	*sorted = true;
 	int px = 0;
@@ -1559,14 +1561,19 @@ static bool index_jobs(struct st *st, bool *sorted)
 		}
 		int k;
 		if (t) {
-			const struct sched_job *filed = shapes_get(t, j->shape_id);
-			if (!filed) {
+			if (j->shape_id < 0 || j->shape_id >= nids) {
 				ok = false;
 				break;
 			}
 			k = of_id[j->shape_id];
-			if (k < 0)
+			if (k < 0) {
+				const struct sched_job *filed = shapes_get(t, j->shape_id);
+				if (!filed) {
+					ok = false;
+					break;
+				}
 				k = of_id[j->shape_id] = shape_new(st, filed, filed->shape);
+			}
 		} else {
 			if (j->ngpu_types < 0 || (j->ngpu_types && !j->gpu_types)) {
 				ok = false;
@@ -1681,6 +1688,8 @@ int sched_pass(const struct sched_snapshot *snap, int64_t now_ms, const struct s
 	st.p.snap = snap;
 	st.p.policy = policy;
 	st.p.now = now_ms;
+	for (int c = 0; c < snap->nclasses; c++)
+		st.prio_of[c] = snap->classes[c].priority;
 	int nj = snap->njobs;
 	st.qs = xcalloc((size_t)snap->nqueues, sizeof(*st.qs));
 	st.held = xmalloc(sizeof(int) * ((size_t)snap->nrunning + 1));
@@ -1721,16 +1730,18 @@ int sched_pass(const struct sched_snapshot *snap, int64_t now_ms, const struct s
 	if (!sorted)
 		qsort_r(st.order, (size_t)nj, sizeof(int), cmp_order, &st);
 	for (int seg = 0; seg < nj;) {
-		int level = prio(&st, st.jrec[st.order[seg]].cls);
-		int end = seg;
-		while (end < nj && prio(&st, st.jrec[st.order[end]].cls) == level)
-			end++;
 		/* the segment's jobs, queue by queue, oldest first: counted, then
 		 * copied to their queue's run */
 		for (int q = 0; q < snap->nqueues; q++)
 			st.qs[q].head = st.qs[q].tail = 0;
-		for (int k = seg; k < end; k++)
-			st.qs[st.jrec[st.order[k]].queue].tail++;
+		int level = prio(&st, st.jrec[st.order[seg]].cls);
+		int end = seg;
+		for (; end < nj; end++) {
+			const struct jrec *jr = &st.jrec[st.order[end]];
+			if (prio(&st, jr->cls) != level)
+				break;
+			st.qs[jr->queue].tail++;
+		}
 		for (int q = 0, at = 0; q < snap->nqueues; q++) {
 			st.qs[q].head = at;
 			at += st.qs[q].tail;
