@@ -438,12 +438,20 @@ int main(int argc, char **argv)
 			r = (int)rnd((uint32_t)w.nr);
 		while (w.run[r].stopping);
 		end_job(&w, r, true);
-		/* the running list without it (copied outside the timing) */
+		/* the running list without it, its allocations side by side as
+		 * the server builds them for each pass (copied outside the timing) */
 		struct sched_running *rest = xcalloc((size_t)w.nr, sizeof(*rest));
-		int nrest = 0;
-		for (int k = 0; k < w.nr; k++)
-			if (k != r)
-				rest[nrest++] = w.run[k];
+		struct sched_assign *parts = xcalloc((size_t)w.nr * 16, sizeof(*parts));
+		int nrest = 0, nparts = 0;
+		for (int k = 0; k < w.nr; k++) {
+			if (k == r)
+				continue;
+			rest[nrest] = w.run[k];
+			rest[nrest].nodes = &parts[nparts];
+			memcpy(&parts[nparts], w.run[k].nodes, sizeof(*parts) * (size_t)w.run[k].nnodes);
+			nparts += w.run[k].nnodes;
+			nrest++;
+		}
 		struct sched_snapshot s = snap_of(&w);
 		s.running = rest;
 		s.nrunning = nrest;
@@ -463,6 +471,7 @@ int main(int argc, char **argv)
 		inc_pre += d.npreempts;
 		sched_decisions_release(&d);
 		free(rest);
+		free(parts);
 		end_job(&w, r, false);
 	}
 	for (int i = fulls; i < passes; i++)
