@@ -131,6 +131,9 @@ bool place_scores(const struct pass *p, const struct req *rq);
 void view_apply(struct pass *p, struct view *v, const struct sched_assign *a, int n, int sign);
 /* Keeps the capacity index in step with `free` on node n. */
 void cap_update_node(struct pass *p, int n);
+/* Is there a schedulable node with a device of model m that has at least
+ * milli free in `free`? */
+bool room_for_fraction(const struct pass *p, int m, int milli);
 /* A quick, optimistic test: could rq fit in `free` at all? */
 bool cap_maybe_fits(struct pass *p, const struct req *rq);
 void view_copy(struct pass *p, struct view *dst, const struct view *src);

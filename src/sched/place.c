@@ -642,6 +642,23 @@ static void lists_init(struct pass *p)
 	}
 }
 
+bool room_for_fraction(const struct pass *p, int m, int milli)
+{
+	/* bucket b holds the nodes whose roomiest device of m has b * 50 to
+	 * b * 50 + 49 free: whole buckets above milli, the one with it checked */
+	for (int b = FRAC_BUCKETS - 1; b >= 0 && b * 50 + 49 >= milli; b--)
+		for (int x = p->fb_head[m * FRAC_BUCKETS + b]; x >= 0; x = p->fb_next[x]) {
+			if (b * 50 >= milli)
+				return true;
+			int n = x / p->nmodels;
+			for (int d = 0; d < p->snap->nodes[n].ndev; d++)
+				if (p->dev_model[p->dev_off[n] + d] == m &&
+				    p->free.dev[p->dev_off[n] + d] >= milli)
+					return true;
+		}
+	return false;
+}
+
 bool cap_maybe_fits(struct pass *p, const struct req *rq)
 {
 	if (!rq->whole)

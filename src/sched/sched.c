@@ -100,6 +100,15 @@ struct jrec {
 	int cls;
 };
 
+/* What running jobs that could be released hold, per cell (node * nmodels +
+ * model): devices counted in r, and the cells where r > 0 listed. */
+struct relset {
+	int *r;
+	int *cells;
+	int ncells;
+	uint64_t valid_for; /* the version it was worked out for, + 1 */
+};
+
 struct st {
 	struct pass p;
 	struct sched_decisions *d;
@@ -127,9 +136,9 @@ struct st {
 	bool end_sorted;
 	struct end_item *end_list; /* scratch for one reservation */
 	int *preemptible_below; /* per class: running jobs it could preempt by class */
-	int *rel[MODEL_MAX_CLASSES]; /* releasable(): per class, when worked out */
-	int *recl;		     /* reclaimable(), as of recl_version */
-	uint64_t recl_version;
+	struct relset rel[MODEL_MAX_CLASSES]; /* releasable(): per class, when worked out */
+	uint64_t rel_version;		       /* changes when victims are chosen */
+	struct relset recl;		       /* reclaimable(), as of qversion */
 	uint64_t qversion; /* changes whenever a queue's use or what it lends changes */
 	uint64_t epoch;	   /* changes whenever a job takes the full path (struct fast) */
 	int prio_of[MODEL_MAX_CLASSES]; /* each class's priority */
@@ -898,89 +907,121 @@ done:
 /* Finds the cheapest set of running jobs whose end lets j's whole gang start.
  * On success records them, holds the placement, and returns true; nothing is
  * preempted otherwise. */
-/* Per model, for each node: devices that running jobs preemptible by class c
- * hold there. Worked out once per class and pass (and again after victims
- * are chosen). */
-static int *releasable(struct st *st, int c)
+static void relset_release(struct relset *rs)
+{
+	free(rs->r);
+	free(rs->cells);
+	memset(rs, 0, sizeof(*rs));
+}
+
+static void relset_add(struct pass *p, struct relset *rs, const struct sched_running *run)
+{
+	int nm = p->nmodels;
+	for (int k = 0; k < run->nnodes; k++) {
+		const struct sched_assign *a = &run->nodes[k];
+		for (int d = 0; d < a->ndev; d++) {
+			int x = a->node * nm + p->dev_model[p->dev_off[a->node] + a->devs[d]];
+			if (rs->r[x]++ == 0)
+				rs->cells[rs->ncells++] = x;
+		}
+	}
+}
+
+static void relset_init(struct pass *p, struct relset *rs)
+{
+	size_t cells = (size_t)p->nn * (size_t)p->nmodels + 1;
+	if (!rs->r) {
+		rs->r = xmalloc(sizeof(int) * cells);
+		rs->cells = xmalloc(sizeof(int) * cells);
+	}
+	memset(rs->r, 0, sizeof(int) * cells);
+	rs->ncells = 0;
+}
+
+/* Devices that running jobs preemptible by class c hold. Worked out once per
+ * class and pass (and again after victims are chosen). */
+static const struct relset *releasable(struct st *st, int c)
 {
 	struct pass *p = &st->p;
 	const struct sched_snapshot *s = p->snap;
-	if (st->rel[c])
-		return st->rel[c];
-	int nm = p->nmodels;
-	int *r = xcalloc((size_t)p->nn * (size_t)nm + 1, sizeof(int));
+	struct relset *rs = &st->rel[c];
+	if (rs->r && rs->valid_for == st->rel_version + 1)
+		return rs;
+	relset_init(p, rs);
 	for (int i = 0; i < s->nrunning; i++) {
 		const struct sched_running *run = &s->running[i];
 		const struct sched_class *rc = &s->classes[run->cls];
 		if (run->stopping || run->held_for || !rc->preemptible ||
 		    rc->priority >= s->classes[c].priority)
 			continue;
-		for (int k = 0; k < run->nnodes; k++) {
-			const struct sched_assign *a = &run->nodes[k];
-			for (int d = 0; d < a->ndev; d++)
-				r[a->node * nm + p->dev_model[p->dev_off[a->node] + a->devs[d]]]++;
-		}
+		relset_add(p, rs, run);
 	}
-	st->rel[c] = r;
-	return r;
+	rs->valid_for = st->rel_version + 1;
+	return rs;
 }
 
 /* Like releasable(), for reclaiming: devices held by jobs of queues over
  * their quota; redone when a queue's use changes. */
-static int *reclaimable(struct st *st)
+static const struct relset *reclaimable(struct st *st)
 {
 	struct pass *p = &st->p;
 	const struct sched_snapshot *s = p->snap;
-	if (st->recl && st->recl_version == st->qversion + 1)
-		return st->recl;
-	int nm = p->nmodels;
-	if (!st->recl)
-		st->recl = xmalloc(sizeof(int) * ((size_t)p->nn * (size_t)nm + 1));
-	memset(st->recl, 0, sizeof(int) * (size_t)p->nn * (size_t)nm);
+	struct relset *rs = &st->recl;
+	if (rs->r && rs->valid_for == st->qversion + 1)
+		return rs;
+	relset_init(p, rs);
 	for (int i = 0; i < s->nrunning; i++) {
 		const struct sched_running *run = &s->running[i];
 		const struct sched_queue *q = &s->queues[run->queue];
 		if (run->stopping || run->held_for || st->victim[i] || q->quota_milli < 0 ||
 		    st->qs[run->queue].use - st->qs[run->queue].reclaiming <= q->quota_milli)
 			continue;
-		for (int k = 0; k < run->nnodes; k++) {
-			const struct sched_assign *a = &run->nodes[k];
-			for (int d = 0; d < a->ndev; d++)
-				st->recl[a->node * nm + p->dev_model[p->dev_off[a->node] + a->devs[d]]]++;
-		}
+		relset_add(p, rs, run);
 	}
-	st->recl_version = st->qversion + 1;
-	return st->recl;
+	rs->valid_for = st->qversion + 1;
+	return rs;
 }
 
-/* Are there enough nodes where what is free in `free` plus what r says could
- * be released holds a node's share of rq? Optimistic: false is certain, true
- * worth a search. A fraction needs one device free enough or held by someone
- * who could be released. */
-static bool enough_releasable(struct st *st, const struct req *rq, const int *r, const int *r2)
+/* Are there enough nodes where what is free in `free` plus what a and b say
+ * could be released holds a node's share of rq? Optimistic: false is
+ * certain, true worth a search. A fraction needs one device free enough or
+ * held by someone who could be released. Nodes with enough free come from
+ * the capacity index, the others can only be where something is released:
+ * the cost is that of the lists, not of the nodes. */
+static bool enough_releasable(struct st *st, const struct req *rq, const struct relset *a,
+			      const struct relset *b)
 {
 	struct pass *p = &st->p;
 	int nm = p->nmodels;
+	int *cnt = p->model_scratch;
 	for (int m = 0; m < nm; m++) {
+		cnt[m] = 0;
 		if (!rq->model_ok[m])
 			continue;
-		int cnt = 0;
-		for (int k = p->model_nodes_off[m]; k < p->model_nodes_off[m + 1]; k++) {
-			int n = p->model_nodes[k], x = n * nm + m;
-			if (!p->snap->nodes[n].schedulable)
+		const int *cap = &p->cap[m * (MODEL_MAX_ACCELS + 1)];
+		for (int k = rq->frac ? 1 : rq->whole; k <= MODEL_MAX_ACCELS; k++)
+			cnt[m] += cap[k];
+		if (cnt[m] >= rq->j->nodes || (rq->frac && room_for_fraction(p, m, rq->frac)))
+			return true;
+	}
+	const struct relset *sets[] = {a, b};
+	for (int i = 0; i < 2; i++) {
+		if (!sets[i])
+			continue;
+		const struct relset *rs = sets[i], *other = sets[1 - i];
+		for (int c = 0; c < rs->ncells; c++) {
+			int x = rs->cells[c], m = x % nm;
+			if (!rq->model_ok[m] || !p->snap->nodes[x / nm].schedulable)
 				continue;
-			int have = p->node_whole[x] + (r ? r[x] : 0) + (r2 ? r2[x] : 0);
-			if (!rq->frac) {
-				if (have >= rq->whole && ++cnt >= rq->j->nodes)
-					return true;
+			/* a cell in both lists is counted from the first */
+			if (i == 1 && other && other->r[x])
 				continue;
-			}
-			if (have > 0)
+			if (rq->frac)
 				return true;
-			for (int d = 0; d < p->snap->nodes[n].ndev; d++)
-				if (p->dev_model[p->dev_off[n] + d] == m &&
-				    p->free.dev[p->dev_off[n] + d] >= rq->frac)
-					return true;
+			int have = p->node_whole[x] + rs->r[x] + (other ? other->r[x] : 0);
+			if (p->node_whole[x] < rq->whole && have >= rq->whole &&
+			    ++cnt[m] >= rq->j->nodes)
+				return true;
 		}
 	}
 	return false;
@@ -1057,10 +1098,7 @@ static bool try_preempt(struct st *st, int ji, const struct req *rq, bool reclai
 		st->victim[v[i].idx] = true;
 		st->qs[r->queue].reclaiming += v[i].milli;
 		st->qversion++;
-		for (int c = 0; c < MODEL_MAX_CLASSES; c++) {
-			free(st->rel[c]); /* optimistic still, but cheap to redo */
-			st->rel[c] = NULL;
-		}
+		st->rel_version++; /* optimistic still, but cheap to redo */
 		for (int c = 0; c < s->nclasses; c++)
 			if (s->classes[r->cls].preemptible &&
 			    s->classes[r->cls].priority < s->classes[c].priority)
@@ -1789,8 +1827,8 @@ int sched_pass(const struct sched_snapshot *snap, int64_t now_ms, const struct s
 	free(st.held);
 	free(st.preemptible_below);
 	for (int c = 0; c < MODEL_MAX_CLASSES; c++)
-		free(st.rel[c]);
-	free(st.recl);
+		relset_release(&st.rel[c]);
+	relset_release(&st.recl);
 	free(st.victim_order);
 	free(st.victim_buf);
 	free(st.lends);
