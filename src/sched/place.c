@@ -364,10 +364,11 @@ void place_init(struct pass *p)
 		statics_compute(p);
 	int nn = p->nn, ndev = p->ndev;
 	struct view *views[] = {&p->free, &p->scratch, &p->total};
+	/* every view is written in full before it is read (scratch by a copy) */
 	for (size_t i = 0; i < ARRAY_SIZE(views); i++) {
-		views[i]->cpus = xcalloc((size_t)nn + 1, sizeof(int));
-		views[i]->mem = xcalloc((size_t)nn + 1, sizeof(int64_t));
-		views[i]->dev = xcalloc((size_t)ndev + 1, sizeof(int));
+		views[i]->cpus = xmalloc(sizeof(int) * ((size_t)nn + 1));
+		views[i]->mem = xmalloc(sizeof(int64_t) * ((size_t)nn + 1));
+		views[i]->dev = xmalloc(sizeof(int) * ((size_t)ndev + 1));
 	}
 	for (int n = 0; n < nn; n++) {
 		const struct sched_node *node = &s->nodes[n];
@@ -380,12 +381,12 @@ void place_init(struct pass *p)
 			p->total.dev[p->dev_off[n] + d] = MODEL_MILLI;
 		}
 	}
-	p->cands = xcalloc((size_t)nn + 1, sizeof(struct cand));
+	p->cands = xmalloc(sizeof(struct cand) * ((size_t)nn + 1));
 	p->model_scratch = xcalloc((size_t)p->nmodels + 1, sizeof(int));
 	p->model_scratch2 = xcalloc((size_t)p->nmodels + 1, sizeof(int));
 	p->touch_mark = xcalloc((size_t)nn + 1, sizeof(int));
-	p->touched = xcalloc((size_t)nn + 1, sizeof(int));
-	p->frag_before = xcalloc((size_t)nn + 1, sizeof(double));
+	p->touched = xmalloc(sizeof(int) * ((size_t)nn + 1));
+	p->frag_before = xmalloc(sizeof(double) * ((size_t)nn + 1)); /* read once frag_valid */
 	p->frag_valid = xcalloc((size_t)nn + 1, sizeof(bool));
 	p->node_ver = xcalloc((size_t)nn + 1, sizeof(uint32_t));
 	p->max_ndev = 0;
@@ -596,9 +597,9 @@ static void lists_init(struct pass *p)
 	p->cb_head = xmalloc(nkeys * sizeof(int));
 	for (size_t i = 0; i < nkeys; i++)
 		p->cb_head[i] = -1;
-	p->cb_next = xcalloc((size_t)nn + 1, sizeof(int));
-	p->cb_prev = xcalloc((size_t)nn + 1, sizeof(int));
-	p->cpu_key = xcalloc((size_t)nn + 1, sizeof(int));
+	p->cb_next = xmalloc(sizeof(int) * ((size_t)nn + 1));
+	p->cb_prev = xmalloc(sizeof(int) * ((size_t)nn + 1));
+	p->cpu_key = xmalloc(sizeof(int) * ((size_t)nn + 1)); /* set for schedulable nodes */
 	for (int n = 0; n < nn; n++) {
 		if (!p->snap->nodes[n].schedulable)
 			continue;
@@ -612,11 +613,13 @@ static void lists_init(struct pass *p)
 		p->wb_head[i] = -1;
 	for (size_t i = 0; i < (size_t)nm * FRAC_BUCKETS; i++)
 		p->fb_head[i] = -1;
-	p->wb_next = xcalloc(cells, sizeof(int));
-	p->wb_prev = xcalloc(cells, sizeof(int));
-	p->fb_next = xcalloc(cells, sizeof(int));
-	p->fb_prev = xcalloc(cells, sizeof(int));
-	p->node_room = xcalloc(cells, sizeof(int));
+	/* links are read only for cells in a list, rooms only for a node's own
+	 * models: set below for every such cell */
+	p->wb_next = xmalloc(sizeof(int) * cells);
+	p->wb_prev = xmalloc(sizeof(int) * cells);
+	p->fb_next = xmalloc(sizeof(int) * cells);
+	p->fb_prev = xmalloc(sizeof(int) * cells);
+	p->node_room = xmalloc(sizeof(int) * cells);
 	for (int n = 0; n < nn; n++) {
 		const struct sched_node *node = &p->snap->nodes[n];
 		if (!node->schedulable)
