@@ -441,8 +441,12 @@ int main(int argc, char **argv)
 		/* the running list without it, its allocations side by side as
 		 * the server builds them for each pass (copied outside the timing) */
 		struct sched_running *rest = xcalloc((size_t)w.nr, sizeof(*rest));
-		struct sched_assign *parts = xcalloc((size_t)w.nr * 16, sizeof(*parts));
-		int nrest = 0, nparts = 0;
+		int nparts = 0;
+		for (int k = 0; k < w.nr; k++)
+			nparts += w.run[k].nnodes;
+		struct sched_assign *parts = xmalloc(sizeof(*parts) * ((size_t)nparts + 1));
+		int nrest = 0;
+		nparts = 0;
 		for (int k = 0; k < w.nr; k++) {
 			if (k == r)
 				continue;
