@@ -558,13 +558,19 @@ static void test_quota_and_borrowing(void **state)
 	sched_decisions_release(&d);
 }
 
+/* Queue 1 lends (its quota, no borrowing), queue 2 borrows up to 8 more. */
+static void lender_and_borrower(struct cluster *c, const char *lender, int64_t borrower_quota)
+{
+	c->queues[1] = (struct sched_queue){lender, 8000, 0, 1, 0};
+	c->queues[2] = (struct sched_queue){"borrower", borrower_quota, 8000, 1, 0};
+	c->nqueues = 3;
+}
+
 static void test_reclaim_lent_capacity(void **state)
 {
 	struct cluster c;
 	init(&c);
-	c.queues[1] = (struct sched_queue){"lender", 8000, 0, 1, 0};
-	c.queues[2] = (struct sched_queue){"borrower", 8000, 8000, 1, 0};
-	c.nqueues = 3;
+	lender_and_borrower(&c, "lender", 8000);
 	add_node(&c, "H100", 8, 64);
 	add_node(&c, "H100", 8, 64);
 	struct sched_running *r1 = add_running(&c, NORMAL, 8, 1, 0);
@@ -594,9 +600,7 @@ static void test_preempt_and_reclaim_together(void **state)
 {
 	struct cluster c;
 	init(&c);
-	c.queues[1] = (struct sched_queue){"owner", 8000, 0, 1, 0};
-	c.queues[2] = (struct sched_queue){"borrower", 0, 8000, 1, 0};
-	c.nqueues = 3;
+	lender_and_borrower(&c, "owner", 0);
 	add_node(&c, "H100", 8, 64);
 	struct sched_running *batch = add_running(&c, BATCH, 4, 1, 0); /* preemptible */
 	struct sched_running *lent = add_running(&c, NORMAL, 4, 1, 0);	/* borrowed */
