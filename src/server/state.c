@@ -797,20 +797,27 @@ void state_schedule(struct server *s)
 	struct sched_running *running = xcalloc(nparts + 1, sizeof(*running));
 	struct sched_assign *assigns = xcalloc(nparts + 1, sizeof(*assigns));
 	int nrun = 0;
-	/* group the parts by attempt: count each attempt's parts, then fill */
-	struct tk_map byattempt;
-	tk_map_init(&byattempt);
-	char *keys = xcalloc(nparts + 1, 32);
+	/* group the parts by attempt: count each attempt's parts, then fill.
+	 * Attempts are found by (job, attempt number) in an open-addressed
+	 * table; each part remembers its attempt's index for the second walk. */
+	size_t cap = 16;
+	while (cap < nparts * 2)
+		cap *= 2;
+	uint64_t *akey = xcalloc(cap, sizeof(uint64_t));
+	int *aval = xmalloc(sizeof(int) * cap);
+	int *part_run = xmalloc(sizeof(int) * (nparts + 1));
 	int *count = xcalloc(nparts + 1, sizeof(int));
+	size_t np = 0;
 	for (int i = 0; i < s->nnodes; i++) {
 		struct snode *n = s->nodes[i];
 		for (int k = 0; k < n->nparts; k++) {
 			struct part *pt = &n->parts[k];
 			struct sjob *j = pt->job;
-			char *key = keys + (size_t)nrun * 32;
-			snprintf(key, 32, "%lld.%d", (long long)j->job.id, pt->attempt);
-			intptr_t at = (intptr_t)tk_map_get(&byattempt, key);
-			if (!at) {
+			uint64_t key = (uint64_t)j->job.id << 24 | (uint32_t)pt->attempt;
+			size_t h = (key * 0x9e3779b97f4a7c15ULL) & (cap - 1);
+			while (akey[h] && akey[h] != key)
+				h = (h + 1) & (cap - 1);
+			if (!akey[h]) {
 				const struct attempt *a = &j->job.attempts[pt->attempt - 1];
 				struct sched_running *r = &running[nrun];
 				r->id = j->job.id;
@@ -821,10 +828,11 @@ void state_schedule(struct server *s)
 				r->last_checkpoint_ms = j->last_ckpt_ms;
 				r->stopping = !attempt_is_current(j, a);
 				r->held_for = j->held_attempt == a->number ? j->held_for : 0;
-				at = ++nrun;
-				tk_map_put(&byattempt, key, (void *)at);
+				akey[h] = key;
+				aval[h] = nrun++;
 			}
-			count[at - 1]++;
+			part_run[np++] = aval[h];
+			count[aval[h]]++;
 		}
 	}
 	size_t off = 0;
@@ -832,15 +840,13 @@ void state_schedule(struct server *s)
 		running[k].nodes = &assigns[off];
 		off += (size_t)count[k];
 	}
+	np = 0;
 	for (int i = 0; i < s->nnodes; i++) {
 		struct snode *n = s->nodes[i];
 		for (int k = 0; k < n->nparts; k++) {
 			struct part *pt = &n->parts[k];
 			struct sjob *j = pt->job;
-			char key[32];
-			snprintf(key, sizeof(key), "%lld.%d", (long long)j->job.id, pt->attempt);
-			struct sched_running *r =
-				&running[(intptr_t)tk_map_get(&byattempt, key) - 1];
+			struct sched_running *r = &running[part_run[np++]];
 			const struct attempt_node *an =
 				&j->job.attempts[pt->attempt - 1].nodes[pt->node_index];
 			struct sched_assign *as = (struct sched_assign *)&r->nodes[r->nnodes++];
@@ -852,8 +858,9 @@ void state_schedule(struct server *s)
 			as->mem_mib = j->job.req.mem_mib;
 		}
 	}
-	tk_map_release(&byattempt);
-	free(keys);
+	free(akey);
+	free(aval);
+	free(part_run);
 	free(count);
 	/* what follows from the node list alone is kept until the nodes change */
 	if (!sched_cluster_matches(s->sched_cluster, snodes, s->nnodes)) {
