@@ -48,7 +48,16 @@ static struct snode *find_node(struct request *r, const char *name)
 
 static void h_health(struct request *r, const char *param, json_t *body)
 {
-	reply_json(r, 200, json_pack("{s:b, s:s}", "ok", 1, "epoch", r->s->epoch));
+	const struct server *s = r->s;
+	/* what the scheduler costs: its passes, the last one's time (building
+	 * the snapshot, deciding and applying), what waits and in how many
+	 * distinct requests */
+	json_t *sched = json_pack("{s:I, s:f, s:I, s:i}", "passes", (json_int_t)s->stats.passes,
+				  "last_pass_ms", s->last_pass_us / 1000.0, "pending",
+				  (json_int_t)s->npending, "shapes",
+				  s->sched_shapes ? sched_shapes_live(s->sched_shapes) : 0);
+	reply_json(r, 200, json_pack("{s:b, s:s, s:o}", "ok", 1, "epoch", s->epoch, "scheduler",
+				     sched));
 }
 
 static void h_catalogue(struct request *r, const char *param, json_t *body)

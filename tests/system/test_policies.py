@@ -102,6 +102,10 @@ def test_backfill_does_not_delay_the_reserved_job(workdir):
     wait_for(lambda: f"would delay job {big}" in t.job(long_)["reason"], 20,
              "the long job to be held back")
     assert t.job(long_)["state"] == "PENDING"
+    # the scheduler's figures: two jobs wait, with two different requests
+    sched = t.api("GET", "/v1/health", token=None)[1]["scheduler"]
+    assert sched["pending"] == 2 and sched["shapes"] == 2, sched
+    assert sched["passes"] >= 3 and sched["last_pass_ms"] > 0, sched
     text = t.run("show", long_).stdout
     assert "a time limit (--time) under that would let it start now" in text
     # when the running job ends, the big one starts first
@@ -111,6 +115,10 @@ def test_backfill_does_not_delay_the_reserved_job(workdir):
     wait_for(lambda: t.job(long_)["state"] == "RUNNING", 30, "the long job to start after")
     assert t.job(long_)["attempts"][0]["start_ms"] >= big_start
     t.run("cancel", long_)
+    # nothing waits: the table of requests is empty again
+    wait_for(lambda: t.api("GET", "/v1/health", token=None)[1]["scheduler"]["shapes"] == 0, 20,
+             "the scheduler to forget the requests")
+    assert t.api("GET", "/v1/health", token=None)[1]["scheduler"]["pending"] == 0
     classes = t.json("classes")["classes"]
     assert [c["name"] for c in classes] == ["prod", "normal", "batch"]
     d.stop()
