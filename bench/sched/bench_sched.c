@@ -14,7 +14,11 @@
  *                     job ends and a pass runs; 100 times, a different job
  *                     each time, each from the quiet state.
  *
- * Prints p50/p99 of each and the peak resident memory as JSON.
+ * Prints p50/p99 of each and the peak resident memory as JSON, and a digest
+ * of every decision (two builds that print the same digest decided the
+ * same). The caller-kept parts are used as the server uses them: the node
+ * statics (sched_cluster) and the waiting jobs' shapes (sched_shapes;
+ * BENCH_NO_SHAPES=1 leaves the pass to compare requests itself).
  * Usage: bench_sched NODE_LIST [PENDING] [PASSES]
  * Counting instructions of the incremental passes alone (steady where
  * wall-clock time on a shared machine is not):
@@ -477,6 +481,19 @@ int main(int argc, char **argv)
 		free(rest);
 		free(parts);
 		end_job(&w, r, false);
+	}
+	/* BENCH_TIMES=FILE: every pass's time, in order, for bench/sched/run to draw */
+	if (getenv("BENCH_TIMES")) {
+		FILE *f = fopen(getenv("BENCH_TIMES"), "w");
+		if (!f) {
+			fprintf(stderr, "bench_sched: cannot write %s\n", getenv("BENCH_TIMES"));
+			return 1;
+		}
+		for (int i = 0; i < fulls; i++)
+			fprintf(f, "full %.4f\n", full[i]);
+		for (int i = 0; i < passes; i++)
+			fprintf(f, "incremental %.4f\n", inc[i]);
+		fclose(f);
 	}
 	for (int i = fulls; i < passes; i++)
 		full[i] = full[fulls - 1];
