@@ -106,7 +106,7 @@ struct relset {
 	int *r;
 	int *cells;
 	int ncells;
-	uint64_t valid_for; /* the version it was worked out for, + 1 */
+	uint64_t valid_for; /* reclaimable(): the qversion it was worked out for, + 1 */
 };
 
 struct st {
@@ -137,7 +137,6 @@ struct st {
 	struct end_item *end_list; /* scratch for one reservation */
 	int *preemptible_below; /* per class: running jobs it could preempt by class */
 	struct relset rel[MODEL_MAX_CLASSES]; /* releasable(): per class, when worked out */
-	uint64_t rel_version;		       /* changes when victims are chosen */
 	struct relset recl;		       /* reclaimable(), as of qversion */
 	uint64_t qversion; /* changes whenever a queue's use or what it lends changes */
 	uint64_t epoch;	   /* changes whenever a job takes the full path (struct fast) */
@@ -927,6 +926,17 @@ static void relset_add(struct pass *p, struct relset *rs, const struct sched_run
 	}
 }
 
+/* A victim's devices, no longer to be released (its cells stay listed). */
+static void relset_take(struct pass *p, struct relset *rs, const struct sched_running *run)
+{
+	int nm = p->nmodels;
+	for (int k = 0; k < run->nnodes; k++) {
+		const struct sched_assign *a = &run->nodes[k];
+		for (int d = 0; d < a->ndev; d++)
+			rs->r[a->node * nm + p->dev_model[p->dev_off[a->node] + a->devs[d]]]--;
+	}
+}
+
 static void relset_init(struct pass *p, struct relset *rs)
 {
 	size_t cells = (size_t)p->nn * (size_t)p->nmodels + 1;
@@ -939,24 +949,23 @@ static void relset_init(struct pass *p, struct relset *rs)
 }
 
 /* Devices that running jobs preemptible by class c hold. Worked out once per
- * class and pass (and again after victims are chosen). */
+ * class and pass; victims chosen since are taken out as they are chosen. */
 static const struct relset *releasable(struct st *st, int c)
 {
 	struct pass *p = &st->p;
 	const struct sched_snapshot *s = p->snap;
 	struct relset *rs = &st->rel[c];
-	if (rs->r && rs->valid_for == st->rel_version + 1)
+	if (rs->r)
 		return rs;
 	relset_init(p, rs);
 	for (int i = 0; i < s->nrunning; i++) {
 		const struct sched_running *run = &s->running[i];
 		const struct sched_class *rc = &s->classes[run->cls];
-		if (run->stopping || run->held_for || !rc->preemptible ||
+		if (run->stopping || run->held_for || st->victim[i] || !rc->preemptible ||
 		    rc->priority >= s->classes[c].priority)
 			continue;
 		relset_add(p, rs, run);
 	}
-	rs->valid_for = st->rel_version + 1;
 	return rs;
 }
 
@@ -1013,12 +1022,14 @@ static bool enough_releasable(struct st *st, const struct req *rq, const struct 
 			int x = rs->cells[c], m = x % nm;
 			if (!rq->model_ok[m] || !p->snap->nodes[x / nm].schedulable)
 				continue;
-			/* a cell in both lists is counted from the first */
-			if (i == 1 && other && other->r[x])
+			/* a cell is counted once: from the first list where it has
+			 * something (victims taken out leave their cells listed) */
+			if (rs->r[x] <= 0 || (i == 1 && other && other->r[x] > 0))
 				continue;
-			if (rq->frac)
+			int more = rs->r[x] + (other ? other->r[x] : 0);
+			if (rq->frac && more > 0)
 				return true;
-			int have = p->node_whole[x] + rs->r[x] + (other ? other->r[x] : 0);
+			int have = p->node_whole[x] + more;
 			if (p->node_whole[x] < rq->whole && have >= rq->whole &&
 			    ++cnt[m] >= rq->j->nodes)
 				return true;
@@ -1098,11 +1109,14 @@ static bool try_preempt(struct st *st, int ji, const struct req *rq, bool reclai
 		st->victim[v[i].idx] = true;
 		st->qs[r->queue].reclaiming += v[i].milli;
 		st->qversion++;
-		st->rel_version++; /* optimistic still, but cheap to redo */
 		for (int c = 0; c < s->nclasses; c++)
 			if (s->classes[r->cls].preemptible &&
-			    s->classes[r->cls].priority < s->classes[c].priority)
+			    s->classes[r->cls].priority < s->classes[c].priority) {
 				st->preemptible_below[c]--;
+				/* what it holds is no longer there to release */
+				if (st->rel[c].r)
+					relset_take(p, &st->rel[c], r);
+			}
 		struct sched_decisions *d = st->d;
 		xgrow(&d->preempts, &d->preempts_alloc, (size_t)d->npreempts + 1,
 		      sizeof(*d->preempts));
