@@ -914,3 +914,42 @@ int coll_sendrecv(struct coll_comm *c, int to, const void *sbuf, size_t slen, in
 	return exchange(c, to, sbuf, to >= 0 ? slen : 0, from, rbuf, from >= 0 ? rlen : 0, NULL,
 			COLL_F32, COLL_SUM, err);
 }
+
+/* ---- a pattern for checking ----------------------------------------------------------- */
+
+double coll_pattern(int r, size_t i)
+{
+	return (double)((int)((i * 7 + (size_t)r * 13) % 17) - 8);
+}
+
+void coll_pattern_fill(void *buf, size_t count, enum coll_dtype t, int r, size_t base)
+{
+	for (size_t i = 0; i < count; i++) {
+		double v = coll_pattern(r, base + i);
+		if (t == COLL_F32)
+			((float *)buf)[i] = (float)v;
+		else if (t == COLL_F64)
+			((double *)buf)[i] = v;
+		else
+			((uint16_t *)buf)[i] = coll_float_to_bf16((float)v);
+	}
+}
+
+double coll_element(const void *buf, size_t i, enum coll_dtype t)
+{
+	if (t == COLL_F32)
+		return ((const float *)buf)[i];
+	if (t == COLL_F64)
+		return ((const double *)buf)[i];
+	return coll_bf16_to_float(((const uint16_t *)buf)[i]);
+}
+
+double coll_pattern_reduced(int n, size_t i, enum coll_op op)
+{
+	double a = coll_pattern(0, i);
+	for (int r = 1; r < n; r++) {
+		double v = coll_pattern(r, i);
+		a = op == COLL_SUM ? a + v : op == COLL_MAX ? fmax(a, v) : fmin(a, v);
+	}
+	return a;
+}

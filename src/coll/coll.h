@@ -80,3 +80,13 @@ void coll_reduce(void *dst, const void *src, size_t count, enum coll_dtype t, en
 /* bf16 <-> float, rounding to nearest even. */
 float coll_bf16_to_float(uint16_t v);
 uint16_t coll_float_to_bf16(float f);
+
+/* A data pattern for checking collectives (tenk bench, the tests): the value
+ * rank r holds at element i is a small integer, so sums are exact in every
+ * type. coll_pattern_fill writes elements base .. base+count-1 of rank r;
+ * coll_element reads element i of buf as a double; coll_pattern_reduced is
+ * what element i becomes when n ranks' patterns are reduced with op. */
+double coll_pattern(int r, size_t i);
+void coll_pattern_fill(void *buf, size_t count, enum coll_dtype t, int r, size_t base);
+double coll_element(const void *buf, size_t i, enum coll_dtype t);
+double coll_pattern_reduced(int n, size_t i, enum coll_op op);

@@ -101,43 +101,6 @@ static int parse_bytes(const char *s, size_t *ret)
 	return 0;
 }
 
-static double bench_value(int r, size_t i)
-{
-	return (double)((int)((i * 7 + (size_t)r * 13) % 17) - 8);
-}
-
-static void fill(void *buf, size_t count, enum coll_dtype t, int r, size_t base)
-{
-	for (size_t i = 0; i < count; i++) {
-		double v = bench_value(r, base + i);
-		if (t == COLL_F32)
-			((float *)buf)[i] = (float)v;
-		else if (t == COLL_F64)
-			((double *)buf)[i] = v;
-		else
-			((uint16_t *)buf)[i] = coll_float_to_bf16((float)v);
-	}
-}
-
-static double get(const void *buf, size_t i, enum coll_dtype t)
-{
-	if (t == COLL_F32)
-		return ((const float *)buf)[i];
-	if (t == COLL_F64)
-		return ((const double *)buf)[i];
-	return coll_bf16_to_float(((const uint16_t *)buf)[i]);
-}
-
-static double reduced(int n, size_t i, enum coll_op op)
-{
-	double a = bench_value(0, i);
-	for (int r = 1; r < n; r++) {
-		double v = bench_value(r, i);
-		a = op == COLL_SUM ? a + v : op == COLL_MAX ? fmax(a, v) : fmin(a, v);
-	}
-	return a;
-}
-
 struct run {
 	enum bench_coll which;
 	struct coll_comm *c;
@@ -171,33 +134,35 @@ static int64_t checked(struct run *r, struct tk_error *err, int *rc)
 	int64_t wrong = 0;
 	switch (r->which) {
 	case B_ALLREDUCE:
-		fill(r->in, cnt, r->t, me, 0);
+		coll_pattern_fill(r->in, cnt, r->t, me, 0);
 		if ((*rc = once(r, err)) < 0)
 			return 0;
 		for (size_t i = 0; i < cnt; i++)
-			wrong += get(r->out, i, r->t) != reduced(n, i, r->op);
+			wrong += coll_element(r->out, i, r->t) != coll_pattern_reduced(n, i, r->op);
 		break;
 	case B_ALLGATHER:
-		fill(r->in, cnt, r->t, me, 0);
+		coll_pattern_fill(r->in, cnt, r->t, me, 0);
 		if ((*rc = once(r, err)) < 0)
 			return 0;
 		for (int k = 0; k < n; k++)
 			for (size_t i = 0; i < cnt; i++)
-				wrong += get(r->out, (size_t)k * cnt + i, r->t) != bench_value(k, i);
+				wrong += coll_element(r->out, (size_t)k * cnt + i, r->t) !=
+					 coll_pattern(k, i);
 		break;
 	case B_REDUCESCATTER:
-		fill(r->in, cnt * (size_t)n, r->t, me, 0);
+		coll_pattern_fill(r->in, cnt * (size_t)n, r->t, me, 0);
 		if ((*rc = once(r, err)) < 0)
 			return 0;
 		for (size_t i = 0; i < cnt; i++)
-			wrong += get(r->out, i, r->t) != reduced(n, (size_t)me * cnt + i, r->op);
+			wrong += coll_element(r->out, i, r->t) !=
+				 coll_pattern_reduced(n, (size_t)me * cnt + i, r->op);
 		break;
 	default:
-		fill(r->in, cnt, r->t, me == r->root ? r->root : n + 1, 0);
+		coll_pattern_fill(r->in, cnt, r->t, me == r->root ? r->root : n + 1, 0);
 		if ((*rc = once(r, err)) < 0)
 			return 0;
 		for (size_t i = 0; i < cnt; i++)
-			wrong += get(r->in, i, r->t) != bench_value(r->root, i);
+			wrong += coll_element(r->in, i, r->t) != coll_pattern(r->root, i);
 	}
 	*rc = 0;
 	return wrong;

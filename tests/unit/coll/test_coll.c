@@ -34,45 +34,6 @@ static int free_port(void)
 	return ntohs(sa.sin_port);
 }
 
-/* The value rank r holds at element i: small integers, so sums are exact
- * in every type. */
-static double value(int r, size_t i)
-{
-	return (double)((int)((i * 7 + (size_t)r * 13) % 17) - 8);
-}
-
-static void fill(void *buf, size_t count, enum coll_dtype t, int r, size_t base)
-{
-	for (size_t i = 0; i < count; i++) {
-		double v = value(r, base + i);
-		if (t == COLL_F32)
-			((float *)buf)[i] = (float)v;
-		else if (t == COLL_F64)
-			((double *)buf)[i] = v;
-		else
-			((uint16_t *)buf)[i] = coll_float_to_bf16((float)v);
-	}
-}
-
-static double get(const void *buf, size_t i, enum coll_dtype t)
-{
-	if (t == COLL_F32)
-		return ((const float *)buf)[i];
-	if (t == COLL_F64)
-		return ((const double *)buf)[i];
-	return coll_bf16_to_float(((const uint16_t *)buf)[i]);
-}
-
-static double expect(int n, size_t i, enum coll_op op)
-{
-	double acc = value(0, i);
-	for (int r = 1; r < n; r++) {
-		double v = value(r, i);
-		acc = op == COLL_SUM ? acc + v : op == COLL_MAX ? fmax(acc, v) : fmin(acc, v);
-	}
-	return acc;
-}
-
 struct rank_job {
 	int rank, size, port;
 	bool no_shm;
@@ -106,7 +67,7 @@ static void run_all(struct rank_job *j, struct coll_comm *c)
 				size_t cnt = counts[k];
 				if (t != COLL_F32 && op != COLL_SUM && cnt > 20000)
 					continue; /* the largest size once per type is enough */
-				fill(a, cnt, (enum coll_dtype)t, j->rank, 0);
+				coll_pattern_fill(a, cnt, (enum coll_dtype)t, j->rank, 0);
 				bool inplace = k % 2;
 				if (coll_allreduce(c, a, inplace ? a : b, cnt, (enum coll_dtype)t,
 						   (enum coll_op)op, &err) < 0) {
@@ -115,25 +76,28 @@ static void run_all(struct rank_job *j, struct coll_comm *c)
 				}
 				const uint8_t *res = inplace ? a : b;
 				for (size_t i = 0; i < cnt; i++)
-					if (get(res, i, (enum coll_dtype)t) !=
-					    expect(n, i, (enum coll_op)op)) {
-						FAIL(j, "allreduce %s %s count %zu: element %zu is %g, not %g",
+					if (coll_element(res, i, (enum coll_dtype)t) !=
+					    coll_pattern_reduced(n, i, (enum coll_op)op)) {
+						FAIL(j,
+						     "allreduce %s %s count %zu: element %zu is "
+						     "%g, not %g",
 						     coll_dtype_name(t), coll_op_name(op), cnt, i,
-						     get(res, i, (enum coll_dtype)t),
-						     expect(n, i, (enum coll_op)op));
+						     coll_element(res, i, (enum coll_dtype)t),
+						     coll_pattern_reduced(n, i, (enum coll_op)op));
 						goto out;
 					}
 			}
 	/* reduce-scatter: block r of every rank's input */
 	for (size_t k = 0; k < 6; k++) {
 		size_t cnt = counts[k] * 3;
-		fill(a, cnt * (size_t)n, COLL_F32, j->rank, 0);
+		coll_pattern_fill(a, cnt * (size_t)n, COLL_F32, j->rank, 0);
 		if (coll_reduce_scatter(c, a, b, cnt, COLL_F32, COLL_SUM, &err) < 0) {
 			FAIL(j, "reduce_scatter: %s", err.text);
 			goto out;
 		}
 		for (size_t i = 0; i < cnt; i++)
-			if (get(b, i, COLL_F32) != expect(n, (size_t)j->rank * cnt + i, COLL_SUM)) {
+			if (coll_element(b, i, COLL_F32) !=
+			    coll_pattern_reduced(n, (size_t)j->rank * cnt + i, COLL_SUM)) {
 				FAIL(j, "reduce_scatter count %zu: element %zu wrong", cnt, i);
 				goto out;
 			}
@@ -228,11 +192,11 @@ static void run_big(struct rank_job *j, struct coll_comm *c)
 	struct tk_error err;
 	size_t cnt = (256u << 20) / 4; /* 256 MiB of f32, in place */
 	float *a = malloc(cnt * 4);
-	fill(a, cnt, COLL_F32, j->rank, 0);
+	coll_pattern_fill(a, cnt, COLL_F32, j->rank, 0);
 	if (coll_allreduce(c, a, a, cnt, COLL_F32, COLL_SUM, &err) < 0)
 		FAIL(j, "allreduce 256 MiB: %s", err.text);
 	for (size_t i = 0; i < cnt && !j->failure[0]; i++)
-		if (a[i] != (float)expect(j->size, i, COLL_SUM))
+		if (a[i] != (float)coll_pattern_reduced(j->size, i, COLL_SUM))
 			FAIL(j, "allreduce 256 MiB: element %zu wrong", i);
 	free(a);
 }
