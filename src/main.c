@@ -398,12 +398,8 @@ static int run_daemon(const struct daemon_cmd *dc, int argc, char **argv)
 	for (size_t i = 0; i < dc->nopts; i++)
 		v[dc->opts[i]] = got[i];
 	if (v[D_HELP]) {
-		struct strbuf sb;
-		strbuf_init(&sb);
-		tk_opts_help(opts, dc->nopts, &sb);
-		printf("usage: tenk %s [OPTIONS]\n%s.\n\noptions:\n%s", dc->name, dc->summary,
-		       sb.buf);
-		strbuf_release(&sb);
+		tk_opts_usage(opts, dc->nopts, "usage: tenk %s [OPTIONS]\n%s.", dc->name,
+			      dc->summary);
 		return 0;
 	}
 	r = set_log_level(dc->name, v[D_LOG]);

@@ -1078,12 +1078,8 @@ int cli_run(int argc, char **argv)
 		return usage_error(cmd, "%s", err.text);
 	int rc;
 	if (c.v[O_HELP]) {
-		struct strbuf sb;
-		strbuf_init(&sb);
-		tk_opts_help(cmd->opts, cmd->nopts, &sb);
-		printf("usage: tenk %s [OPTIONS] %s\n%s.\n\noptions:\n%s", cmd->name, cmd->args,
-		       cmd->summary, sb.buf);
-		strbuf_release(&sb);
+		tk_opts_usage(cmd->opts, cmd->nopts, "usage: tenk %s [OPTIONS] %s\n%s.", cmd->name,
+			      cmd->args, cmd->summary);
 		rc = CLI_EXIT_OK;
 		goto out;
 	}

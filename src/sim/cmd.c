@@ -178,15 +178,12 @@ int sim_main(int argc, char **argv)
 	if (npos)
 		return usage("unexpected argument");
 	if (v[O_HELP]) {
-		struct strbuf sb;
-		strbuf_init(&sb);
-		tk_opts_help(opts, O_N, &sb);
-		printf("usage: tenk sim --cluster FILE (--trace FILE | --synthetic N) [OPTIONS]\n"
-		       "Replays a job trace on a cluster through tenk's scheduler with a virtual\n"
-		       "clock and reports waits, completion times, utilization, fragmentation and\n"
-		       "each queue's share.\n\noptions:\n%s",
-		       sb.buf);
-		strbuf_release(&sb);
+		tk_opts_usage(
+		    opts, O_N,
+		    "usage: tenk sim --cluster FILE (--trace FILE | --synthetic N) "
+		    "[OPTIONS]\nReplays a job trace on a cluster through tenk's scheduler "
+		    "with a virtual\nclock and reports waits, completion times, "
+		    "utilization, fragmentation and\neach queue's share.");
 		return 0;
 	}
 	if (!v[O_CLUSTER])

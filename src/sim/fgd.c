@@ -251,17 +251,13 @@ int sim_fgd_main(int argc, char **argv)
 	if (npos)
 		return usage("unexpected argument");
 	if (v[F_HELP]) {
-		struct strbuf sb;
-		strbuf_init(&sb);
-		tk_opts_help(fgd_opts, F_N - 1, &sb);
-		printf("usage: tenk sim --experiment fgd [OPTIONS]\n"
-		       "Runs the ATC'23 fragmentation experiment (Alibaba openb pod lists on the\n"
-		       "6,212-GPU openb cluster, tuned to 130%% load, pods placed one by one and\n"
-		       "never released) with tenk's placement policies and prints our GPU\n"
-		       "allocation ratios beside the paper's at 100%% and 130%% load.\n\n"
-		       "options:\n%s",
-		       sb.buf);
-		strbuf_release(&sb);
+		tk_opts_usage(
+		    fgd_opts, F_N - 1,
+		    "usage: tenk sim --experiment fgd [OPTIONS]\n"
+		    "Runs the ATC'23 fragmentation experiment (Alibaba openb pod lists "
+		    "on the\n6,212-GPU openb cluster, tuned to 130%% load, pods placed one "
+		    "by one and\nnever released) with tenk's placement policies and prints "
+		    "our GPU\nallocation ratios beside the paper's at 100%% and 130%% load.");
 		return 0;
 	}
 	const char *traces = v[F_TRACES] ? v[F_TRACES] : getenv("TENK_TRACES");

@@ -6,6 +6,8 @@
 #include "util.h"
 
 #include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 
 static int find_long(const struct tk_option *opts, size_t n, const char *name, size_t len)
@@ -109,4 +111,17 @@ void tk_opts_help(const struct tk_option *opts, size_t n, struct strbuf *sb)
 				 opts[i].arg ? " " : "", opts[i].arg ? opts[i].arg : "");
 		strbuf_addf(sb, "  %-28s %s\n", left, opts[i].help);
 	}
+}
+
+void tk_opts_usage(const struct tk_option *opts, size_t n, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	struct strbuf sb;
+	strbuf_init(&sb);
+	tk_opts_help(opts, n, &sb);
+	printf("\n\noptions:\n%s", sb.buf);
+	strbuf_release(&sb);
 }

@@ -188,3 +188,7 @@ int tk_opts_parse(const struct tk_option *opts, size_t n, int argc, char **argv,
 		  struct tk_error *err);
 /* Appends one line per option ("  -N, --nodes N   help") to sb. */
 void tk_opts_help(const struct tk_option *opts, size_t n, struct strbuf *sb);
+/* Prints a command's --help on stdout: the text fmt makes, a blank line,
+ * then "options:" and tk_opts_help's lines. */
+void tk_opts_usage(const struct tk_option *opts, size_t n, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));

@@ -172,14 +172,11 @@ int bench_main(int argc, char **argv)
 {
 	if (argc < 2 || argv[1][0] == '-') {
 		if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
-			struct strbuf sb;
-			strbuf_init(&sb);
-			tk_opts_help(opts, O_N, &sb);
-			printf("usage: tenk bench allreduce|allgather|reducescatter|broadcast "
-			       "[OPTIONS]\nMeasures a collective across ranks (as nccl-tests "
-			       "does) and checks its results.\n\noptions:\n%s",
-			       sb.buf);
-			strbuf_release(&sb);
+			tk_opts_usage(
+			    opts, O_N,
+			    "usage: tenk bench allreduce|allgather|reducescatter|broadcast "
+			    "[OPTIONS]\nMeasures a collective across ranks (as nccl-tests "
+			    "does) and checks its results.");
 			return 0;
 		}
 		return usage("name a collective");

@@ -244,16 +244,13 @@ int validate_main(int argc, char **argv)
 	if (npos)
 		return usage("unexpected argument");
 	if (v[O_HELP]) {
-		struct strbuf sb;
-		strbuf_init(&sb);
-		tk_opts_help(opts, O_N, &sb);
-		printf("usage: tenk validate [OPTIONS]\nChecks this node layer by layer (system, "
-		       "compute, memory, interconnect,\nstorage, workload): each check prints its "
-		       "figure, its threshold and a verdict.\nWith --nodes, the server checks those "
-		       "nodes as a system job, holds each to\nits peers (and their links to each "
-		       "other), and drains those that fail.\n\noptions:\n%s",
-		       sb.buf);
-		strbuf_release(&sb);
+		tk_opts_usage(
+		    opts, O_N,
+		    "usage: tenk validate [OPTIONS]\nChecks this node layer by layer "
+		    "(system, compute, memory, interconnect,\nstorage, workload): each "
+		    "check prints its figure, its threshold and a verdict.\nWith --nodes, "
+		    "the server checks those nodes as a system job, holds each to\nits "
+		    "peers (and their links to each other), and drains those that fail.");
 		return 0;
 	}
 	struct vrun o = {.want = {true, true, true, true, true, true},
