@@ -24,7 +24,6 @@
 #include "validate/validate.h"
 #include "util/util.h"
 
-
 /*
  * A daemon process: a server, an agent, or both (`tenk up`). Each part has
  * its own loop; in `tenk up` the agent's runs on a second thread, so that
@@ -182,8 +181,9 @@ static const struct tk_option all_opts[D_MAX] = {
 	[D_TOKEN_FILE] = {"token-file", 0, "FILE", "the agent join token (server's agent.token)"},
 	[D_NAME] = {"name", 'n', "NAME", "this node's name (default: the host name)"},
 	[D_FAKE] = {"fake-gpus", 0, "SPEC", "fake accelerators, e.g. 8xH100 or 4xA100-80GB,2xT4"},
-	[D_ADDR] = {"addr", 0, "ADDR", "address peers reach this node at (default: as the server "
-				      "sees it)"},
+	[D_ADDR] = {"addr", 0, "ADDR",
+		    "address peers reach this node at (default: as the server "
+		    "sees it)"},
 	[D_TOPO] = {"topology", 0, "PATH", "switches above this node, e.g. spine1/leaf07"},
 	[D_CPUS] = {"cpus", 0, "N", "CPUs to offer (default: detected)"},
 	[D_MEM] = {"mem", 0, "SIZE", "memory to offer, e.g. 512G (default: detected)"},
@@ -191,8 +191,8 @@ static const struct tk_option all_opts[D_MAX] = {
 };
 
 /* Which options each daemon takes, in all_opts order. */
-static const int up_opts[] = {D_HELP,  D_LOG,  D_DATA, D_LISTEN, D_CATALOGUE, D_NODE_TIMEOUT,
-			      D_NAME,  D_FAKE, D_TOPO, D_CPUS,	 D_MEM};
+static const int up_opts[] = {D_HELP, D_LOG,  D_DATA, D_LISTEN, D_CATALOGUE, D_NODE_TIMEOUT,
+			      D_NAME, D_FAKE, D_TOPO, D_CPUS,	D_MEM};
 static const int server_opts[] = {D_HELP, D_LOG, D_DATA, D_LISTEN, D_CATALOGUE, D_NODE_TIMEOUT};
 static const int agent_opts[] = {D_HELP, D_LOG,	 D_SERVER, D_TOKEN_FILE, D_NAME, D_FAKE,
 				 D_ADDR, D_TOPO, D_CPUS,   D_MEM,	 D_WORK};
@@ -243,8 +243,10 @@ static int server_cfg(const char *cmd, const char **v, struct server_config *sc)
 	if (v[D_NODE_TIMEOUT]) {
 		int64_t s;
 		if (tk_parse_duration(v[D_NODE_TIMEOUT], &s) < 0 || s < 1 || s > 86400)
-			return usage(cmd, "--node-timeout: expected a duration from 1s to 1d, got \"%s\"",
-				     v[D_NODE_TIMEOUT]);
+			return usage(
+				cmd,
+				"--node-timeout: expected a duration from 1s to 1d, got \"%s\"",
+				v[D_NODE_TIMEOUT]);
 		sc->node_timeout_ms = s * 1000;
 	}
 	return 0;
@@ -370,7 +372,10 @@ static int run_up(const char **v)
 	return run_loop(&d);
 }
 
-#define DAEMON(name, summary, opts, run) {name, summary, opts, ARRAY_SIZE(opts), run}
+#define DAEMON(name, summary, opts, run)                                                           \
+	{                                                                                          \
+		name, summary, opts, ARRAY_SIZE(opts), run                                         \
+	}
 static const struct daemon_cmd daemons[] = {
 	DAEMON("up", "run a server and an agent for this machine (a one-node cluster)", up_opts,
 	       run_up),

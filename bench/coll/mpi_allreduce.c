@@ -16,7 +16,8 @@ int main(int argc, char **argv)
 	MPI_Comm_size(MPI_COMM_WORLD, &n);
 	if (argc != 6) {
 		if (rank == 0)
-			fprintf(stderr, "usage: mpi_allreduce MINBYTES MAXBYTES FACTOR ITERS WARMUP\n");
+			fprintf(stderr,
+				"usage: mpi_allreduce MINBYTES MAXBYTES FACTOR ITERS WARMUP\n");
 		MPI_Finalize();
 		return 2;
 	}

@@ -93,7 +93,8 @@ static struct sched_running *new_running(struct world *w)
 	if (w->nr == w->run_alloc) {
 		w->run_alloc = w->run_alloc ? w->run_alloc * 2 : 1024;
 		w->run = xrealloc(w->run, sizeof(*w->run) * (size_t)w->run_alloc);
-		w->run_nodes = xrealloc(w->run_nodes, sizeof(*w->run_nodes) * 16 * (size_t)w->run_alloc);
+		w->run_nodes =
+			xrealloc(w->run_nodes, sizeof(*w->run_nodes) * 16 * (size_t)w->run_alloc);
 		for (int i = 0; i < w->nr; i++)
 			w->run[i].nodes = &w->run_nodes[i * 16];
 	}
@@ -134,9 +135,9 @@ static void build(struct world *w, const struct sim_cluster *cl, int pending)
 	static char qnames[8][8];
 	for (int q = 0; q < 8; q++) {
 		snprintf(qnames[q], sizeof(qnames[q]), "q%d", q);
-		w->queues[q] = (struct sched_queue){qnames[q], q < 4 ? 1000000 : -1,
-						    q < 4 ? 1000000 : -1, 1 + q % 2,
-						    (double)rnd(500000)};
+		w->queues[q] =
+			(struct sched_queue){qnames[q], q < 4 ? 1000000 : -1, q < 4 ? 1000000 : -1,
+					     1 + q % 2, (double)rnd(500000)};
 	}
 	w->nn = cl->n;
 	w->nodes = xcalloc((size_t)cl->n, sizeof(*w->nodes));
@@ -155,8 +156,8 @@ static void build(struct world *w, const struct sim_cluster *cl, int pending)
 		n->ndev = sn->gpus;
 		n->devs = dev(w, i, 0);
 		for (int d = 0; d < sn->gpus; d++)
-			*dev(w, i, d) = (struct sched_dev){sn->model, MODEL_MILLI, d / 4, sn->gpu_mem_mib,
-							   sn->tflops};
+			*dev(w, i, d) = (struct sched_dev){sn->model, MODEL_MILLI, d / 4,
+							   sn->gpu_mem_mib, sn->tflops};
 		bool known = false;
 		for (int m = 0; m < w->nmodels; m++)
 			known |= strcmp(w->models[m], sn->model) == 0;
@@ -456,7 +457,8 @@ int main(int argc, char **argv)
 				continue;
 			rest[nrest] = w.run[k];
 			rest[nrest].nodes = &parts[nparts];
-			memcpy(&parts[nparts], w.run[k].nodes, sizeof(*parts) * (size_t)w.run[k].nnodes);
+			memcpy(&parts[nparts], w.run[k].nodes,
+			       sizeof(*parts) * (size_t)w.run[k].nnodes);
 			nparts += w.run[k].nnodes;
 			nrest++;
 		}
@@ -516,8 +518,8 @@ int main(int argc, char **argv)
 	       cl.n, cl.gpus, w.nr, held / 1000.0, pending, passes, full[passes / 2],
 	       full[(int)(passes * 0.99)], nstarts, npre, tried, hits, inc[0], inc[passes / 2],
 	       inc[(int)(passes * 0.99)], (double)inc_starts / passes, (double)inc_pre / passes,
-	       (double)inc_tried / passes, rounds, w.nj, cluster_ms,
-	       ru.ru_maxrss / 1024.0, (unsigned long long)digest);
+	       (double)inc_tried / passes, rounds, w.nj, cluster_ms, ru.ru_maxrss / 1024.0,
+	       (unsigned long long)digest);
 	free(full);
 	free(inc);
 	sim_cluster_release(&cl);

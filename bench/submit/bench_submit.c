@@ -87,9 +87,10 @@ int main(int argc, char **argv)
 	h = curl_slist_append(h, "Content-Type: application/json");
 	h = curl_slist_append(h, "Expect:");
 	char *submit_url = xasprintf("%s/v1/jobs", url);
-	char *body = xasprintf("{\"command\": [\"true\"], \"cwd\": \"/tmp\", \"gpus_per_task\": %s, "
-			       "\"output\": \"/dev/null\"}",
-			       gpus);
+	char *body =
+		xasprintf("{\"command\": [\"true\"], \"cwd\": \"/tmp\", \"gpus_per_task\": %s, "
+			  "\"output\": \"/dev/null\"}",
+			  gpus);
 	CURLM *m = curl_multi_init();
 	curl_multi_setopt(m, CURLMOPT_MAX_TOTAL_CONNECTIONS, (long)nconn);
 	struct slot *slots = xcalloc((size_t)nconn, sizeof(*slots));
@@ -172,8 +173,7 @@ int main(int argc, char **argv)
 	double legs[3] = {0, 0, 0};
 	size_t nlegs = 0, idx;
 	json_t *job;
-	json_array_foreach(json_object_get(j, "jobs"), idx, job)
-	{
+	json_array_foreach (json_object_get(j, "jobs"), idx, job) {
 		json_t *a = json_array_get(json_object_get(job, "attempts"), 0);
 		json_t *t = json_array_get(json_object_get(a, "tasks"), 0);
 		if (!t)
@@ -194,14 +194,12 @@ int main(int argc, char **argv)
 	qsort(lat, (size_t)njobs, sizeof(double), cmp_double);
 	double p50 = lat[njobs / 2] * 1000, p99 = lat[(int)(njobs * 0.99)] * 1000;
 	json_t *out = json_pack("{s:i, s:i, s:s, s:i, s:f, s:f, s:f, s:f, s:I, s:f, s:f, s:f, s:f}",
-				"jobs", njobs,
-				"connections", nconn, "gpus_per_task", gpus, "errors", errors,
-				"submit_seconds", submit_s, "submissions_per_s", njobs / submit_s,
-				"submit_p50_ms", p50, "submit_p99_ms", p99, "completed", completed,
-				"completed_jobs_per_s",
-				finished > 0 ? njobs / (finished - start) : 0.0,
-				"mean_launch_ms", legs[0], "mean_run_ms", legs[1], "mean_report_ms",
-				legs[2]);
+				"jobs", njobs, "connections", nconn, "gpus_per_task", gpus,
+				"errors", errors, "submit_seconds", submit_s, "submissions_per_s",
+				njobs / submit_s, "submit_p50_ms", p50, "submit_p99_ms", p99,
+				"completed", completed, "completed_jobs_per_s",
+				finished > 0 ? njobs / (finished - start) : 0.0, "mean_launch_ms",
+				legs[0], "mean_run_ms", legs[1], "mean_report_ms", legs[2]);
 	char *text = json_dumps(out, JSON_INDENT(2));
 	puts(text);
 	free(text);

@@ -134,8 +134,8 @@ static void do_register(struct agent *a)
 				 node_inventory_pack(&a->inv));
 	char *text = json_dumps(body, JSON_COMPACT);
 	json_decref(body);
-	a->reg_req = hc_request(a->hc, "POST", a->url_register, a->cfg.token, text, 10000, reg_done,
-				a);
+	a->reg_req =
+		hc_request(a->hc, "POST", a->url_register, a->cfg.token, text, 10000, reg_done, a);
 	free(text);
 }
 
@@ -159,8 +159,7 @@ static void apply_work(struct agent *a, json_t *j)
 	size_t i;
 	json_t *t;
 	bool missing_spec = false;
-	json_array_foreach(tasks, i, t)
-	{
+	json_array_foreach (tasks, i, t) {
 		json_t *job = json_object_get(t, "job"), *att = json_object_get(t, "attempt");
 		if (!json_is_integer(job) || !json_is_integer(att)) {
 			log_warn("work: task %zu has no job or attempt; ignored", i);
@@ -221,8 +220,8 @@ static void poll_done(void *arg, long status, const char *body, size_t len, cons
 	}
 	if (status != 200) {
 		log_http_error("work", status, body, len, error);
-		uv_timer_start(&a->poll_timer, poll_timer_cb, (uint64_t)backoff_next(&a->poll_backoff),
-			       0);
+		uv_timer_start(&a->poll_timer, poll_timer_cb,
+			       (uint64_t)backoff_next(&a->poll_backoff), 0);
 		return;
 	}
 	a->poll_backoff = 0;
@@ -275,16 +274,16 @@ static void hb_timer_cb(uv_timer_t *t)
 			continue;
 		int64_t at = group_newest_checkpoint(g);
 		if (at > 0)
-			json_array_append_new(ckpts, json_pack("{s:I, s:i, s:I}", "job",
-							       (json_int_t)g->job, "attempt",
-							       g->attempt, "at_ms", (json_int_t)at));
+			json_array_append_new(
+				ckpts, json_pack("{s:I, s:i, s:I}", "job", (json_int_t)g->job,
+						 "attempt", g->attempt, "at_ms", (json_int_t)at));
 	}
 	json_t *body = json_pack("{s:s, s:s, s:o}", "node", a->inv.name, "agent_id", a->agent_id,
 				 "checkpoints", ckpts);
 	char *text = json_dumps(body, JSON_COMPACT);
 	json_decref(body);
-	a->hb_req = hc_request(a->hc, "POST", a->url_heartbeat, a->cfg.token, text, 10000, hb_done,
-			       a);
+	a->hb_req =
+		hc_request(a->hc, "POST", a->url_heartbeat, a->cfg.token, text, 10000, hb_done, a);
 	free(text);
 }
 
@@ -360,7 +359,8 @@ static void events_done(void *arg, long status, const char *body, size_t len, co
  * wait for the acknowledgement of the start before it. */
 static void do_events(struct agent *a)
 {
-	while (a->registered && a->nbatches < AGENT_EVENT_PIPELINE && !uv_is_active((uv_handle_t *)&a->ev_timer)) {
+	while (a->registered && a->nbatches < AGENT_EVENT_PIPELINE &&
+	       !uv_is_active((uv_handle_t *)&a->ev_timer)) {
 		size_t first = 0;
 		while (first < a->nevents && a->events[first].state != EV_QUEUED)
 			first++;
@@ -374,10 +374,10 @@ static void do_events(struct agent *a)
 		for (size_t i = first; i < end; i++) {
 			struct agent_event *e = &a->events[i];
 			e->state = EV_SENT;
-			json_t *o = json_pack("{s:I, s:i, s:i, s:s, s:I}", "job", (json_int_t)e->job,
-					      "attempt", e->attempt, "rank", e->rank, "type",
-					      e->exited ? "exited" : "started", "at_ms",
-					      (json_int_t)e->at_ms);
+			json_t *o = json_pack("{s:I, s:i, s:i, s:s, s:I}", "job",
+					      (json_int_t)e->job, "attempt", e->attempt, "rank",
+					      e->rank, "type", e->exited ? "exited" : "started",
+					      "at_ms", (json_int_t)e->at_ms);
 			if (e->exited) {
 				json_object_set_new(o, "exit_code", json_integer(e->exit_code));
 				json_object_set_new(o, "signal", json_integer(e->signal));
@@ -463,7 +463,8 @@ int agent_create(uv_loop_t *loop, const struct agent_config *cfg, struct agent *
 	}
 	char *abs = realpath(a->cfg.work_dir, NULL);
 	if (!abs) {
-		r = tk_errorf(err, -errno, "cannot resolve %s: %s", a->cfg.work_dir, strerror(errno));
+		r = tk_errorf(err, -errno, "cannot resolve %s: %s", a->cfg.work_dir,
+			      strerror(errno));
 		goto fail;
 	}
 	free((char *)a->cfg.work_dir);

@@ -101,7 +101,8 @@ static void check_done(struct hc *c)
 			snprintf(errtext, sizeof(errtext), "answer larger than %d bytes",
 				 HC_MAX_RESPONSE);
 		} else {
-			snprintf(errtext, sizeof(errtext), "%s", curl_easy_strerror(msg->data.result));
+			snprintf(errtext, sizeof(errtext), "%s",
+				 curl_easy_strerror(msg->data.result));
 		}
 		hc_done_cb cb = r->cb;
 		void *arg = r->arg;

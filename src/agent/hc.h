@@ -14,8 +14,7 @@ struct hc_req;
 
 /* Called once per request from the loop. status is the HTTP status, or 0 on
  * a transport failure, with `error` saying what failed. body is borrowed. */
-typedef void (*hc_done_cb)(void *arg, long status, const char *body, size_t len,
-			   const char *error);
+typedef void (*hc_done_cb)(void *arg, long status, const char *body, size_t len, const char *error);
 
 struct hc *hc_create(uv_loop_t *loop);
 /* Starts a request. body (may be NULL) is copied. The returned handle stays

@@ -8,12 +8,12 @@
 #include "hc.h"
 #include "model/model.h"
 
-#define AGENT_POLL_WAIT_MS 25000     /* how long one long-poll may wait */
-#define AGENT_MAX_EVENTS_SENT 1000   /* events in one report */
-#define AGENT_EVENT_PIPELINE 4	     /* reports in flight at once */
+#define AGENT_POLL_WAIT_MS 25000   /* how long one long-poll may wait */
+#define AGENT_MAX_EVENTS_SENT 1000 /* events in one report */
+#define AGENT_EVENT_PIPELINE 4	   /* reports in flight at once */
 #define AGENT_BACKOFF_MIN_MS 100
 #define AGENT_BACKOFF_MAX_MS 5000
-#define AGENT_STOP_REPORT_MS 3000    /* at stop, how long we try to report exits */
+#define AGENT_STOP_REPORT_MS 3000 /* at stop, how long we try to report exits */
 
 /* A process the agent started (spawn.c). */
 struct proc;

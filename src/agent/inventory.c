@@ -101,9 +101,10 @@ int inventory_detect(const struct agent_config *cfg, const struct catalogue *cat
 	memset(inv, 0, sizeof(*inv));
 	if (cfg->name) {
 		if (!model_name_valid(cfg->name))
-			return tk_errorf(err, -EINVAL,
-					 "--name \"%s\": use 1 to %d letters, digits, '.', '_', '-'",
-					 cfg->name, MODEL_NAME_MAX - 1);
+			return tk_errorf(
+				err, -EINVAL,
+				"--name \"%s\": use 1 to %d letters, digits, '.', '_', '-'",
+				cfg->name, MODEL_NAME_MAX - 1);
 		snprintf(inv->name, sizeof(inv->name), "%s", cfg->name);
 	} else {
 		default_name(inv->name, sizeof(inv->name));

@@ -190,9 +190,9 @@ static void free_strv(char **v)
 static bool reserved(const char *key, size_t len, bool fraction)
 {
 	static const char *const names[] = {
-		"MASTER_ADDR",	 "MASTER_PORT",		 "WORLD_SIZE", "RANK",
-		"LOCAL_RANK",	 "LOCAL_WORLD_SIZE",	 "NODE_RANK",  "GROUP_RANK",
-		"NNODES",	 "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", NULL,
+		"MASTER_ADDR", "MASTER_PORT",	       "WORLD_SIZE",	    "RANK",
+		"LOCAL_RANK",  "LOCAL_WORLD_SIZE",     "NODE_RANK",	    "GROUP_RANK",
+		"NNODES",      "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", NULL,
 	};
 	if (len > 5 && strncmp(key, "TENK_", 5) == 0)
 		return true;
@@ -215,8 +215,7 @@ static char **build_env(struct group *g, json_t *spec, const struct task *t, con
 	const char *k;
 	json_t *v;
 	bool system = json_is_true(json_object_get(spec, "system"));
-	json_object_foreach(json_object_get(spec, "env"), k, v)
-	{
+	json_object_foreach (json_object_get(spec, "env"), k, v) {
 		/* a validation run's token is the server's to give */
 		bool token = system && strcmp(k, "TENK_VALIDATE_TOKEN") == 0;
 		if (!token && reserved(k, strlen(k), fraction))
@@ -231,8 +230,8 @@ static char **build_env(struct group *g, json_t *spec, const struct task *t, con
 	struct strbuf cvd;
 	strbuf_init(&cvd);
 	size_t i;
-	json_array_foreach(devs, i, v) strbuf_addf(&cvd, "%s%lld", i ? "," : "",
-						   (long long)json_integer_value(v));
+	json_array_foreach (devs, i, v)
+		strbuf_addf(&cvd, "%s%lld", i ? "," : "", (long long)json_integer_value(v));
 	env_add(&env, &n, &alloc, "MASTER_ADDR=%s",
 		json_string_value(json_object_get(spec, "master_addr")));
 	env_add(&env, &n, &alloc, "MASTER_PORT=%lld",
@@ -320,10 +319,9 @@ static char *output_path(const struct group *g, const struct task *t, const char
 static int spec_check(json_t *spec, struct tk_error *err)
 {
 	static const char *const keys[] = {
-		"name",	     "command",	    "cwd",	  "env",	 "output",
-		"node_rank", "nnodes",	    "tasks_per_node", "world_size", "devices",
-		"milli",     "master_addr", "master_port", "time_limit_s", "grace_s", "system",
-		NULL,
+		"name",	       "command",	 "cwd",	       "env",	  "output", "node_rank",
+		"nnodes",      "tasks_per_node", "world_size", "devices", "milli",  "master_addr",
+		"master_port", "time_limit_s",	 "grace_s",    "system",  NULL,
 	};
 	int64_t v;
 	int r;
@@ -351,18 +349,20 @@ static int spec_check(json_t *spec, struct tk_error *err)
 		return tk_errorf(err, -EINVAL, "command: must be a non-empty array");
 	size_t i;
 	json_t *x;
-	json_array_foreach(cmd, i, x) if (!json_is_string(x)) return tk_errorf(
-		err, -EINVAL, "command[%zu]: must be a string", i);
+	json_array_foreach (cmd, i, x)
+		if (!json_is_string(x))
+			return tk_errorf(err, -EINVAL, "command[%zu]: must be a string", i);
 	json_t *env = json_object_get(spec, "env");
 	if (!json_is_object(env))
 		return tk_errorf(err, -EINVAL, "env: must be an object");
 	const char *k;
-	json_object_foreach(env, k, x) if (!json_is_string(x)) return tk_errorf(
-		err, -EINVAL, "env.%s: must be a string", k);
+	json_object_foreach (env, k, x)
+		if (!json_is_string(x))
+			return tk_errorf(err, -EINVAL, "env.%s: must be a string", k);
 	json_t *devs = json_object_get(spec, "devices");
 	if (!json_is_array(devs) ||
-	    json_array_size(devs) != (size_t)json_integer_value(json_object_get(spec,
-										"tasks_per_node")))
+	    json_array_size(devs) !=
+		    (size_t)json_integer_value(json_object_get(spec, "tasks_per_node")))
 		return tk_errorf(err, -EINVAL, "devices: must list the devices of every task");
 	return 0;
 }
@@ -374,8 +374,8 @@ static void spawn_task(struct group *g, struct task *t, json_t *spec, const char
 	if (json_is_true(json_object_get(spec, "system")))
 		cwd = g->a->cfg.work_dir;
 	json_t *cmd = json_object_get(spec, "command");
-	_cleanup_free_ char *out = output_path(g, t, json_string_value(json_object_get(spec, "output")),
-					       cwd);
+	_cleanup_free_ char *out =
+		output_path(g, t, json_string_value(json_object_get(spec, "output")), cwd);
 	char reason[MODEL_REASON_MAX];
 	int fd = open(out, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOCTTY, 0644);
 	if (fd < 0) {
@@ -456,8 +456,8 @@ struct group *group_start(struct agent *a, int64_t job, int attempt, json_t *spe
 	tk_map_put(&a->groups, g->key, g);
 	a->ngroups_open++;
 
-	_cleanup_free_ char *ckpt = xasprintf("%s/checkpoints/%lld", a->cfg.work_dir,
-					      (long long)job);
+	_cleanup_free_ char *ckpt =
+		xasprintf("%s/checkpoints/%lld", a->cfg.work_dir, (long long)job);
 	int r = tk_mkdir_p(ckpt, 0700);
 	if (r < 0)
 		log_warn("job %lld: cannot create checkpoint folder %s: %s", (long long)job, ckpt,
@@ -490,8 +490,8 @@ struct group *group_start(struct agent *a, int64_t job, int attempt, json_t *spe
 
 int64_t group_newest_checkpoint(const struct group *g)
 {
-	_cleanup_free_ char *dir = xasprintf("%s/checkpoints/%lld", g->a->cfg.work_dir,
-					     (long long)g->job);
+	_cleanup_free_ char *dir =
+		xasprintf("%s/checkpoints/%lld", g->a->cfg.work_dir, (long long)g->job);
 	DIR *d = opendir(dir);
 	if (!d)
 		return 0;

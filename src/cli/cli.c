@@ -26,7 +26,9 @@ enum { O_SERVER, O_TOKEN, O_TOKEN_FILE, O_JSON, O_HELP, O_FIRST_OWN };
 		{"token", 0, "TOKEN", "the API token (default: $TENK_TOKEN)"},                     \
 		{"token-file", 0, "FILE", "read the API token from FILE"},                         \
 		{"json", 0, NULL, "print the API's JSON objects"},                                 \
-		{"help", 'h', NULL, "show this help"}
+	{                                                                                          \
+		"help", 'h', NULL, "show this help"                                                \
+	}
 
 struct ctx;
 
@@ -215,8 +217,10 @@ static int run_submit(struct ctx *c)
 		char *end;
 		double g = strtod(c->v[S_GPUS], &end);
 		if (!*c->v[S_GPUS] || *end || !(g >= 0 && g <= MODEL_MAX_GPUS_PER_TASK)) {
-			r = usage_error(c->cmd, "--gpus-per-task: must be a number from 0 to %d, got \"%s\"",
-					MODEL_MAX_GPUS_PER_TASK, c->v[S_GPUS]);
+			r = usage_error(
+				c->cmd,
+				"--gpus-per-task: must be a number from 0 to %d, got \"%s\"",
+				MODEL_MAX_GPUS_PER_TASK, c->v[S_GPUS]);
 			goto out;
 		}
 		json_object_set_new(req, "gpus_per_task",
@@ -233,9 +237,10 @@ static int run_submit(struct ctx *c)
 	if (c->v[S_MEM]) {
 		int64_t mib;
 		if (tk_parse_size_mib(c->v[S_MEM], &mib) < 0) {
-			r = usage_error(c->cmd,
-					"--mem: expected a size such as 512M, 64G or 1T, got \"%s\"",
-					c->v[S_MEM]);
+			r = usage_error(
+				c->cmd,
+				"--mem: expected a size such as 512M, 64G or 1T, got \"%s\"",
+				c->v[S_MEM]);
 			goto out;
 		}
 		json_object_set_new(req, "mem_mib", json_integer(mib));
@@ -243,7 +248,8 @@ static int run_submit(struct ctx *c)
 	if (c->v[S_GPU_MEM]) {
 		int64_t mib;
 		if (tk_parse_size_mib(c->v[S_GPU_MEM], &mib) < 0) {
-			r = usage_error(c->cmd, "--gpu-mem: expected a size such as 40G or 80G, got \"%s\"",
+			r = usage_error(c->cmd,
+					"--gpu-mem: expected a size such as 40G or 80G, got \"%s\"",
 					c->v[S_GPU_MEM]);
 			goto out;
 		}
@@ -253,7 +259,8 @@ static int run_submit(struct ctx *c)
 		char *end;
 		double tf = strtod(c->v[S_GPU_TFLOPS], &end);
 		if (!*c->v[S_GPU_TFLOPS] || *end || !(tf > 0 && tf <= 1e6)) {
-			r = usage_error(c->cmd, "--gpu-tflops: expected a positive number, got \"%s\"",
+			r = usage_error(c->cmd,
+					"--gpu-tflops: expected a positive number, got \"%s\"",
 					c->v[S_GPU_TFLOPS]);
 			goto out;
 		}
@@ -329,8 +336,7 @@ static void attempt_nodes(json_t *a, char *buf, size_t n)
 	strbuf_init(&sb);
 	size_t i;
 	json_t *node;
-	json_array_foreach(json_object_get(a, "nodes"), i, node)
-	{
+	json_array_foreach (json_object_get(a, "nodes"), i, node) {
 		if (i == 3) {
 			strbuf_addf(&sb, ",+%zu", json_array_size(json_object_get(a, "nodes")) - 3);
 			break;
@@ -347,7 +353,8 @@ static int run_queue(struct ctx *c)
 	const char *state = c->v[Q_STATE] ? c->v[Q_STATE] : (c->v[Q_ALL] ? NULL : "active");
 	int64_t limit = 1000;
 	if (c->v[Q_LIMIT] && tk_parse_int64(c->v[Q_LIMIT], 1, 100000, &limit) < 0)
-		return usage_error(c->cmd, "--limit: must be an integer from 1 to 100000, got \"%s\"",
+		return usage_error(c->cmd,
+				   "--limit: must be an integer from 1 to 100000, got \"%s\"",
 				   c->v[Q_LIMIT]);
 	if (state)
 		snprintf(path, sizeof(path), "/v1/jobs?limit=%lld&state=%.100s", (long long)limit,
@@ -368,8 +375,7 @@ static int run_queue(struct ctx *c)
 	int64_t now = (int64_t)time(NULL) * 1000;
 	size_t i;
 	json_t *j;
-	json_array_foreach(json_object_get(res, "jobs"), i, j)
-	{
+	json_array_foreach (json_object_get(res, "jobs"), i, j) {
 		json_t *req = json_object_get(j, "request");
 		json_t *atts = json_object_get(j, "attempts");
 		json_t *a = json_array_get(atts, json_array_size(atts) - 1);
@@ -384,9 +390,9 @@ static int run_queue(struct ctx *c)
 		else
 			attempt_nodes(a, where, sizeof(where));
 		printf("%-7lld %-16.16s %-8.8s %-8.8s %-10.10s %-10s %5lld %6g %9s  %s\n",
-		       (long long)jint(j, "id"), jstr(j, "name"), jstr(j, "owner"), jstr(j, "class"),
-		       jstr(j, "queue"), st, (long long)jint(req, "nodes"), job_gpus(req), elapsed,
-		       where);
+		       (long long)jint(j, "id"), jstr(j, "name"), jstr(j, "owner"),
+		       jstr(j, "class"), jstr(j, "queue"), st, (long long)jint(req, "nodes"),
+		       job_gpus(req), elapsed, where);
 	}
 	json_decref(res);
 	return CLI_EXIT_OK;
@@ -416,14 +422,15 @@ static void show_job(json_t *j)
 	printf("  Command: ");
 	size_t i;
 	json_t *v;
-	json_array_foreach(json_object_get(req, "command"), i, v) printf(" %s", json_string_value(v));
+	json_array_foreach (json_object_get(req, "command"), i, v)
+		printf(" %s", json_string_value(v));
 	printf("\n  Folder:   %s\n  Output:   %s\n", jstr(req, "cwd"), jstr(req, "output"));
-	printf("  Shape:    %lld node(s) x %lld task(s) x %g accelerator(s)", (long long)jint(req, "nodes"),
-	       (long long)jint(req, "tasks_per_node"),
+	printf("  Shape:    %lld node(s) x %lld task(s) x %g accelerator(s)",
+	       (long long)jint(req, "nodes"), (long long)jint(req, "tasks_per_node"),
 	       json_number_value(json_object_get(req, "gpus_per_task")));
 	if (json_array_size(json_object_get(req, "gpu_types"))) {
 		printf(" of type");
-		json_array_foreach(json_object_get(req, "gpu_types"), i, v)
+		json_array_foreach (json_object_get(req, "gpu_types"), i, v)
 			printf("%s%s", i ? "|" : " ", json_string_value(v));
 	}
 	printf("\n");
@@ -434,22 +441,21 @@ static void show_job(json_t *j)
 	       (long long)jint(req, "cpus_per_task"), (long long)jint(req, "mem_mib"),
 	       (long long)jint(req, "requeue"));
 	json_t *a;
-	json_array_foreach(json_object_get(j, "attempts"), i, a)
-	{
+	json_array_foreach (json_object_get(j, "attempts"), i, a) {
 		fmt_time(jint(a, "start_ms"), t1, sizeof(t1));
 		fmt_time(jint(a, "end_ms"), t2, sizeof(t2));
-		printf("  Attempt %lld: %s .. %s, master %s:%lld%s%s\n", (long long)jint(a, "number"),
-		       t1, json_is_true(json_object_get(a, "ended")) ? t2 : "(running)",
+		printf("  Attempt %lld: %s .. %s, master %s:%lld%s%s\n",
+		       (long long)jint(a, "number"), t1,
+		       json_is_true(json_object_get(a, "ended")) ? t2 : "(running)",
 		       jstr(a, "master_addr"), (long long)jint(a, "master_port"),
 		       *jstr(a, "reason") ? ": " : "", jstr(a, "reason"));
 		size_t k;
 		json_t *n;
-		json_array_foreach(json_object_get(a, "nodes"), k, n)
-		{
+		json_array_foreach (json_object_get(a, "nodes"), k, n) {
 			printf("    node %zu %s devices", k, jstr(n, "name"));
 			size_t d;
 			json_t *dv;
-			json_array_foreach(json_object_get(n, "devices"), d, dv)
+			json_array_foreach (json_object_get(n, "devices"), d, dv)
 				printf("%s%lld", d ? "," : " ", (long long)json_integer_value(dv));
 			if (!json_array_size(json_object_get(n, "devices")))
 				printf(" none");
@@ -458,8 +464,7 @@ static void show_job(json_t *j)
 			printf("\n");
 		}
 		json_t *t;
-		json_array_foreach(json_object_get(a, "tasks"), k, t)
-		{
+		json_array_foreach (json_object_get(a, "tasks"), k, t) {
 			printf("    task %zu %s", k, jstr(t, "state"));
 			if (strcmp(jstr(t, "state"), "EXITED") == 0) {
 				if (jint(t, "signal"))
@@ -483,7 +488,8 @@ static int run_show(struct ctx *c)
 		snprintf(path, sizeof(path), "/v1/jobs/%lld", (long long)id);
 		json_t *j;
 		struct tk_error err;
-		if (client_call(&c->client, "GET", path, NULL, CALL_TIMEOUT_MS, &j, NULL, &err) < 0) {
+		if (client_call(&c->client, "GET", path, NULL, CALL_TIMEOUT_MS, &j, NULL, &err) <
+		    0) {
 			rc = api_error(c, &err);
 			continue;
 		}
@@ -553,8 +559,9 @@ static int run_wait(struct ctx *c)
 {
 	int64_t limit_s = -1;
 	if (c->v[W_TIMEOUT] && tk_parse_duration(c->v[W_TIMEOUT], &limit_s) < 0)
-		return usage_error(c->cmd, "--timeout: expected a duration such as 30s or 10m, got "
-					   "\"%s\"",
+		return usage_error(c->cmd,
+				   "--timeout: expected a duration such as 30s or 10m, got "
+				   "\"%s\"",
 				   c->v[W_TIMEOUT]);
 	for (int i = 0; i < c->npos; i++) {
 		int64_t id;
@@ -572,7 +579,8 @@ static int run_wait(struct ctx *c)
 			if (w < 0)
 				w = 0;
 			char path[96];
-			snprintf(path, sizeof(path), "/v1/jobs/%s?wait=%lld", c->pos[i], (long long)w);
+			snprintf(path, sizeof(path), "/v1/jobs/%s?wait=%lld", c->pos[i],
+				 (long long)w);
 			struct tk_error err;
 			long status;
 			if (client_call(&c->client, "GET", path, NULL, (w + 15) * 1000, &j, &status,
@@ -587,7 +595,8 @@ static int run_wait(struct ctx *c)
 				return api_error(c, &err);
 			}
 			const char *st = jstr(j, "state");
-			if (strcmp(st, "PENDING") && strcmp(st, "STARTING") && strcmp(st, "RUNNING"))
+			if (strcmp(st, "PENDING") && strcmp(st, "STARTING") &&
+			    strcmp(st, "RUNNING"))
 				break;
 			json_decref(j);
 			j = NULL;
@@ -602,8 +611,8 @@ static int run_wait(struct ctx *c)
 		if (rc == CLI_EXIT_OK)
 			rc = st;
 		if (!c->json)
-			printf("job %lld %s (exit %lld)\n", (long long)jint(j, "id"), jstr(j, "state"),
-			       (long long)jint(j, "exit_code"));
+			printf("job %lld %s (exit %lld)\n", (long long)jint(j, "id"),
+			       jstr(j, "state"), (long long)jint(j, "exit_code"));
 		json_array_append_new(all, j);
 	}
 	if (c->json)
@@ -624,8 +633,7 @@ static void accel_summary(json_t *n, char *buf, size_t len, double *ret_used)
 	double used = 0;
 	size_t i;
 	json_t *a;
-	json_array_foreach(accels, i, a)
-	{
+	json_array_foreach (accels, i, a) {
 		used += json_number_value(json_object_get(a, "used"));
 		if (model && strcmp(model, jstr(a, "model")) == 0) {
 			count++;
@@ -659,8 +667,7 @@ static int run_nodes(struct ctx *c)
 	       "ACCELERATORS", "USED", "JOBS", "VALIDATION", "REASON");
 	size_t i;
 	json_t *n;
-	json_array_foreach(json_object_get(res, "nodes"), i, n)
-	{
+	json_array_foreach (json_object_get(res, "nodes"), i, n) {
 		char acc[128], cpus[48], mem[48], val[48] = "-";
 		double used;
 		accel_summary(n, acc, sizeof(acc), &used);
@@ -672,8 +679,8 @@ static int run_nodes(struct ctx *c)
 		json_t *v = json_object_get(n, "validation");
 		if (json_is_object(v)) {
 			const char *layer = jstr(v, "layer");
-			snprintf(val, sizeof(val), "%s%s%s%s", jstr(v, "verdict"), *layer ? " (" : "",
-				 layer, *layer ? ")" : "");
+			snprintf(val, sizeof(val), "%s%s%s%s", jstr(v, "verdict"),
+				 *layer ? " (" : "", layer, *layer ? ")" : "");
 		}
 		printf("%-16.16s %-11s %9s %11s %-20.20s %6g %5zu %-18s %s\n", jstr(n, "name"),
 		       jstr(n, "state"), cpus, mem, acc, used,
@@ -699,7 +706,8 @@ static int node_action(struct ctx *c, const char *action, json_t *body)
 		char *path = xasprintf("/v1/nodes/%s/%s", c->pos[i], action);
 		json_t *n;
 		struct tk_error err;
-		int r = client_call(&c->client, "POST", path, body, CALL_TIMEOUT_MS, &n, NULL, &err);
+		int r = client_call(&c->client, "POST", path, body, CALL_TIMEOUT_MS, &n, NULL,
+				    &err);
 		free(path);
 		if (r < 0) {
 			rc = api_error(c, &err);
@@ -717,7 +725,8 @@ static int node_action(struct ctx *c, const char *action, json_t *body)
 static int run_drain(struct ctx *c)
 {
 	if (!c->v[D_REASON] || !*c->v[D_REASON])
-		return usage_error(c->cmd, "--reason TEXT is required: say why the node is drained");
+		return usage_error(c->cmd,
+				   "--reason TEXT is required: say why the node is drained");
 	json_t *body = json_pack("{s:s}", "reason", c->v[D_REASON]);
 	int rc = node_action(c, "drain", body);
 	json_decref(body);
@@ -765,16 +774,18 @@ static int run_queues(struct ctx *c)
 {
 	if (c->npos >= 1 && strcmp(c->pos[0], "set") == 0) {
 		if (c->npos != 2)
-			return usage_error(c->cmd, "usage: tenk queues set NAME [--gpus N] "
-						   "[--borrow-limit M] [--weight W] [--users LIST]");
+			return usage_error(c->cmd,
+					   "usage: tenk queues set NAME [--gpus N] "
+					   "[--borrow-limit M] [--weight W] [--users LIST]");
 		json_t *body = json_object();
 		bool bad = false;
 		if (c->v[QS_GPUS]) {
 			json_t *v = count_or_null(c->v[QS_GPUS], &bad);
 			if (bad) {
 				json_decref(body);
-				return usage_error(c->cmd, "--gpus: a number of accelerators or none, "
-							   "got \"%s\"",
+				return usage_error(c->cmd,
+						   "--gpus: a number of accelerators or none, "
+						   "got \"%s\"",
 						   c->v[QS_GPUS]);
 			}
 			json_object_set_new(body, "gpus", v);
@@ -783,8 +794,9 @@ static int run_queues(struct ctx *c)
 			json_t *v = count_or_null(c->v[QS_BORROW], &bad);
 			if (bad) {
 				json_decref(body);
-				return usage_error(c->cmd, "--borrow-limit: a number of accelerators or "
-							   "none, got \"%s\"",
+				return usage_error(c->cmd,
+						   "--borrow-limit: a number of accelerators or "
+						   "none, got \"%s\"",
 						   c->v[QS_BORROW]);
 			}
 			json_object_set_new(body, "borrow_limit", v);
@@ -794,7 +806,8 @@ static int run_queues(struct ctx *c)
 			double w = strtod(c->v[QS_WEIGHT], &end);
 			if (!*c->v[QS_WEIGHT] || *end || !(w > 0)) {
 				json_decref(body);
-				return usage_error(c->cmd, "--weight: a positive number, got \"%s\"",
+				return usage_error(c->cmd,
+						   "--weight: a positive number, got \"%s\"",
 						   c->v[QS_WEIGHT]);
 			}
 			json_object_set_new(body, "weight", json_real(w));
@@ -803,7 +816,8 @@ static int run_queues(struct ctx *c)
 			json_t *users = json_array();
 			_cleanup_free_ char *copy = xstrdup(c->v[QS_USERS]);
 			char *save = NULL;
-			for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save))
+			for (char *t = strtok_r(copy, ",", &save); t;
+			     t = strtok_r(NULL, ",", &save))
 				json_array_append_new(users, json_string(t));
 			json_object_set_new(body, "users", users);
 		}
@@ -823,7 +837,8 @@ static int run_queues(struct ctx *c)
 		return CLI_EXIT_OK;
 	}
 	if (c->npos)
-		return usage_error(c->cmd, "unexpected argument \"%s\" (did you mean `queues set`?)",
+		return usage_error(c->cmd,
+				   "unexpected argument \"%s\" (did you mean `queues set`?)",
 				   c->pos[0]);
 	json_t *res;
 	struct tk_error err;
@@ -839,8 +854,7 @@ static int run_queues(struct ctx *c)
 	       "IN USE", "BORROWED", "RECENT", "RUNNING", "PENDING", "USERS");
 	size_t i;
 	json_t *q;
-	json_array_foreach(json_object_get(res, "queues"), i, q)
-	{
+	json_array_foreach (json_object_get(res, "queues"), i, q) {
 		char quota[24], borrow[24];
 		fmt_gpus(json_object_get(q, "gpus"), quota, sizeof(quota));
 		fmt_gpus(json_object_get(q, "borrow_limit"), borrow, sizeof(borrow));
@@ -848,10 +862,10 @@ static int run_queues(struct ctx *c)
 		strbuf_init(&users);
 		size_t k;
 		json_t *u;
-		json_array_foreach(json_object_get(q, "users"), k, u)
+		json_array_foreach (json_object_get(q, "users"), k, u)
 			strbuf_addf(&users, "%s%s", k ? "," : "", json_string_value(u));
-		printf("%-16.16s %7s %7s %6g %7g %8g %7.1f %7lld %7lld  %s\n", jstr(q, "name"), quota,
-		       borrow, json_number_value(json_object_get(q, "weight")),
+		printf("%-16.16s %7s %7s %6g %7g %8g %7.1f %7lld %7lld  %s\n", jstr(q, "name"),
+		       quota, borrow, json_number_value(json_object_get(q, "weight")),
 		       json_number_value(json_object_get(q, "in_use")),
 		       json_number_value(json_object_get(q, "borrowed")),
 		       json_number_value(json_object_get(q, "recent")),
@@ -879,7 +893,7 @@ static int run_classes(struct ctx *c)
 	       "PENDING");
 	size_t i;
 	json_t *k;
-	json_array_foreach(json_object_get(res, "classes"), i, k)
+	json_array_foreach (json_object_get(res, "classes"), i, k)
 		printf("%-12s %8lld %-12s %-12s %7lld%s\n", jstr(k, "name"),
 		       (long long)jint(k, "priority"),
 		       json_is_true(json_object_get(k, "may_preempt")) ? "yes" : "no",
@@ -904,8 +918,10 @@ static int run_users(struct ctx *c)
 	struct tk_error err;
 	int r;
 	if (c->npos == 2 && strcmp(c->pos[0], "add") == 0) {
-		json_t *body = json_pack("{s:s, s:b}", "name", c->pos[1], "admin", c->v[U_ADMIN] != NULL);
-		r = client_call(&c->client, "POST", "/v1/users", body, CALL_TIMEOUT_MS, &res, NULL, &err);
+		json_t *body =
+			json_pack("{s:s, s:b}", "name", c->pos[1], "admin", c->v[U_ADMIN] != NULL);
+		r = client_call(&c->client, "POST", "/v1/users", body, CALL_TIMEOUT_MS, &res, NULL,
+				&err);
 		json_decref(body);
 		if (r < 0)
 			return api_error(c, &err);
@@ -915,7 +931,8 @@ static int run_users(struct ctx *c)
 			printf("%s\n", jstr(res, "token")); /* shown once: hand it to the user */
 	} else if (c->npos == 2 && strcmp(c->pos[0], "rm") == 0) {
 		char *path = xasprintf("/v1/users/%s", c->pos[1]);
-		r = client_call(&c->client, "DELETE", path, NULL, CALL_TIMEOUT_MS, &res, NULL, &err);
+		r = client_call(&c->client, "DELETE", path, NULL, CALL_TIMEOUT_MS, &res, NULL,
+				&err);
 		free(path);
 		if (r < 0)
 			return api_error(c, &err);
@@ -933,7 +950,7 @@ static int run_users(struct ctx *c)
 			size_t i;
 			json_t *u;
 			printf("%-24s %s\n", "USER", "ADMIN");
-			json_array_foreach(json_object_get(res, "users"), i, u)
+			json_array_foreach (json_object_get(res, "users"), i, u)
 				printf("%-24s %s\n", jstr(u, "name"),
 				       json_is_true(json_object_get(u, "admin")) ? "yes" : "no");
 		}
@@ -976,11 +993,10 @@ static int run_history(struct ctx *c)
 	int64_t first = INT64_MAX;
 	size_t i;
 	json_t *j;
-	json_array_foreach(jobs, i, j)
+	json_array_foreach (jobs, i, j)
 		first = MIN(first, jint(j, "submit_ms"));
 	int n = 0;
-	json_array_foreach(jobs, i, j)
-	{
+	json_array_foreach (jobs, i, j) {
 		json_t *atts = json_object_get(j, "attempts");
 		json_t *a = json_array_get(atts, json_array_size(atts) - 1);
 		if (!a || !jint(a, "start_ms") || !jint(a, "end_ms"))
@@ -989,8 +1005,7 @@ static int run_history(struct ctx *c)
 		char types[512] = "";
 		size_t k;
 		json_t *t;
-		json_array_foreach(json_object_get(req, "gpu_types"), k, t)
-		{
+		json_array_foreach (json_object_get(req, "gpu_types"), k, t) {
 			size_t len = strlen(types);
 			snprintf(types + len, sizeof(types) - len, "%s%s", k ? ";" : "",
 				 json_string_value(t) ? json_string_value(t) : "");
@@ -1000,8 +1015,9 @@ static int run_history(struct ctx *c)
 			(double)(jint(a, "end_ms") - jint(a, "start_ms")) / 1000,
 			(long long)jint(req, "nodes"), (long long)jint(req, "tasks_per_node"),
 			json_number_value(json_object_get(req, "gpus_per_task")),
-			(long long)jint(req, "cpus_per_task"), (long long)jint(req, "mem_mib"), types,
-			jstr(j, "queue"), jstr(j, "class"), (long long)jint(req, "time_limit_s"));
+			(long long)jint(req, "cpus_per_task"), (long long)jint(req, "mem_mib"),
+			types, jstr(j, "queue"), jstr(j, "class"),
+			(long long)jint(req, "time_limit_s"));
 		n++;
 	}
 	json_decref(res);
@@ -1038,11 +1054,12 @@ static const struct command commands[] = {
 	{"queues", "[set NAME]", "list queues: quota, use, borrowed; or set one", OPTS(queues_opts),
 	 false, 0, 2, run_queues},
 	{"classes", "", "list priority classes", OPTS(plain_opts), false, 0, 0, run_classes},
-	{"users", "[add NAME [--admin] | rm NAME]", "list users, add one (prints its token), or "
-						     "remove one",
+	{"users", "[add NAME [--admin] | rm NAME]",
+	 "list users, add one (prints its token), or "
+	 "remove one",
 	 OPTS(users_opts), false, 0, 2, run_users},
-	{"history", "", "write the jobs that ran as a trace for tenk sim", OPTS(history_opts), false,
-	 0, 0, run_history},
+	{"history", "", "write the jobs that ran as a trace for tenk sim", OPTS(history_opts),
+	 false, 0, 0, run_history},
 };
 
 static const struct command *find(const char *name)

@@ -111,8 +111,9 @@ int client_call(struct client *c, const char *method, const char *path, json_t *
 	json_error_t jerr;
 	json_t *j = json_loadb(resp.buf, resp.len, 0, &jerr);
 	if (!j) {
-		r = tk_errorf(err, -EBADMSG, "the server at %s answered %ld with something that is "
-					     "not JSON",
+		r = tk_errorf(err, -EBADMSG,
+			      "the server at %s answered %ld with something that is "
+			      "not JSON",
 			      c->url, status);
 		goto out;
 	}

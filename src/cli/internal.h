@@ -5,4 +5,3 @@
 
 #include "cli.h"
 #include "model/model.h"
-

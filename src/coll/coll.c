@@ -36,7 +36,7 @@ uint16_t coll_float_to_bf16(float f)
 	memcpy(&u, &f, sizeof(u));
 	if ((u & 0x7f800000u) == 0x7f800000u && (u & 0x007fffffu))
 		return (uint16_t)((u >> 16) | 0x0040u); /* a quiet NaN stays a NaN */
-	u += 0x7fffu + ((u >> 16) & 1u);	       /* round to nearest, ties to even */
+	u += 0x7fffu + ((u >> 16) & 1u);		/* round to nearest, ties to even */
 	return (uint16_t)(u >> 16);
 }
 
@@ -65,12 +65,12 @@ static inline double sym_min(double a, double b)
 	return signbit(a) ? a : b;
 }
 
-#define REDUCE_LOOP(T, EXPR)                                                                      \
-	do {                                                                                      \
-		T *d = dst;                                                                       \
-		const T *s = src;                                                                 \
-		for (size_t i = 0; i < count; i++)                                                \
-			d[i] = EXPR;                                                              \
+#define REDUCE_LOOP(T, EXPR)                                                                       \
+	do {                                                                                       \
+		T *d = dst;                                                                        \
+		const T *s = src;                                                                  \
+		for (size_t i = 0; i < count; i++)                                                 \
+			d[i] = EXPR;                                                               \
 	} while (0)
 
 void coll_reduce(void *dst, const void *src, size_t count, enum coll_dtype t, enum coll_op op)
@@ -163,13 +163,15 @@ static int io_all(int fd, void *buf, size_t n, bool out, int64_t deadline, const
 	size_t done = 0;
 	set_nonblock(fd, true);
 	while (done < n) {
-		ssize_t r = out ? send(fd, p + done, n - done, MSG_NOSIGNAL) : recv(fd, p + done, n - done, 0);
+		ssize_t r = out ? send(fd, p + done, n - done, MSG_NOSIGNAL)
+				: recv(fd, p + done, n - done, 0);
 		if (r > 0) {
 			done += (size_t)r;
 			continue;
 		}
 		if (r == 0)
-			return tk_errorf(err, -ECONNRESET, "%s: the peer closed the connection", what);
+			return tk_errorf(err, -ECONNRESET, "%s: the peer closed the connection",
+					 what);
 		if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
 			return tk_errorf(err, -errno, "%s: %s", what, strerror(errno));
 		struct pollfd pf = {fd, out ? POLLOUT : POLLIN, 0};
@@ -193,8 +195,8 @@ static int resolve(const char *hostport, struct sockaddr_in *sa, struct tk_error
 	int64_t port;
 	if (!colon || colon == hostport || (size_t)(colon - hostport) >= sizeof(host) ||
 	    tk_parse_int64(colon + 1, 1, 65535, &port) < 0)
-		return tk_errorf(err, -EINVAL, "rendezvous address: expected HOST:PORT, got \"%.80s\"",
-				 hostport);
+		return tk_errorf(err, -EINVAL,
+				 "rendezvous address: expected HOST:PORT, got \"%.80s\"", hostport);
 	snprintf(host, sizeof(host), "%.*s", (int)(colon - hostport), hostport);
 	struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM}, *ai;
 	int r = getaddrinfo(host, NULL, &hints, &ai);
@@ -233,8 +235,8 @@ static int connect_by(const struct sockaddr_in *sa, int64_t deadline, bool retry
 		char a[INET_ADDRSTRLEN];
 		inet_ntop(AF_INET, &sa->sin_addr, a, sizeof(a));
 		if (!retry || tk_mono_ms() >= deadline)
-			return tk_errorf(err, -e, "cannot connect to %s:%d: %s", a, ntohs(sa->sin_port),
-					 strerror(e));
+			return tk_errorf(err, -e, "cannot connect to %s:%d: %s", a,
+					 ntohs(sa->sin_port), strerror(e));
 		usleep(20000); /* rank 0 may not listen yet */
 	}
 }
@@ -304,7 +306,8 @@ static void host_id(char *out)
 	}
 	boot[strcspn(boot, "\n")] = '\0';
 	struct stat st;
-	unsigned long long ns = stat("/proc/self/ns/net", &st) == 0 ? (unsigned long long)st.st_ino : 0;
+	unsigned long long ns =
+		stat("/proc/self/ns/net", &st) == 0 ? (unsigned long long)st.st_ino : 0;
 	snprintf(out, COLL_HOST_ID, "%.40s/%llu", boot, ns);
 }
 
@@ -321,8 +324,8 @@ static int rendezvous(struct coll_comm *c, const char *root, struct entry *table
 		int fd = connect_by(&rsa, deadline, true, err);
 		if (fd < 0)
 			return fd;
-		struct hello h = {COLL_MAGIC, COLL_VERSION, c->rank, c->size, c->K, (uint32_t)mesh_port,
-				  ""};
+		struct hello h = {COLL_MAGIC, COLL_VERSION,	   c->rank, c->size,
+				  c->K,	      (uint32_t)mesh_port, ""};
 		memcpy(h.host_id, me, sizeof(h.host_id));
 		char what[64];
 		snprintf(what, sizeof(what), "rank %d: rendezvous with rank 0", c->rank);
@@ -368,10 +371,11 @@ static int rendezvous(struct coll_comm *c, const char *root, struct entry *table
 		}
 		if (h.magic != COLL_MAGIC || h.version != COLL_VERSION || h.size != c->size ||
 		    h.rank < 1 || h.rank >= c->size || fds[h.rank] >= 0 || h.conns != c->K) {
-			r = tk_errorf(err, -EPROTO,
-				      "rendezvous: a rank said rank %d of %d (%d connections per peer); "
-				      "this is rank 0 of %d (%d), or that rank came twice",
-				      h.rank, h.size, h.conns, c->size, c->K);
+			r = tk_errorf(
+				err, -EPROTO,
+				"rendezvous: a rank said rank %d of %d (%d connections per peer); "
+				"this is rank 0 of %d (%d), or that rank came twice",
+				h.rank, h.size, h.conns, c->size, c->K);
 			close(fd);
 			break;
 		}
@@ -393,7 +397,8 @@ static int rendezvous(struct coll_comm *c, const char *root, struct entry *table
 	for (int i = 1; i < c->size && r >= 0; i++)
 		if ((r = io_all(fds[i], table, sizeof(*table) * (size_t)c->size, true, deadline,
 				"rendezvous", err)) < 0 ||
-		    (r = io_all(fds[i], shm_name, COLL_SHM_NAME, true, deadline, "rendezvous", err)) < 0)
+		    (r = io_all(fds[i], shm_name, COLL_SHM_NAME, true, deadline, "rendezvous",
+				err)) < 0)
 			break;
 	for (int i = 1; i < c->size; i++)
 		if (fds[i] >= 0)
@@ -417,7 +422,8 @@ static int mesh(struct coll_comm *c, int lfd, const struct entry *table, int64_t
 				return fd;
 			c->fds[j * K + k] = fd;
 			struct link_hello h = {COLL_MAGIC, c->rank, k};
-			int r = io_all(fd, &h, sizeof(h), true, deadline, "connecting the ranks", err);
+			int r = io_all(fd, &h, sizeof(h), true, deadline, "connecting the ranks",
+				       err);
 			if (r < 0)
 				return r;
 		}
@@ -434,8 +440,9 @@ static int mesh(struct coll_comm *c, int lfd, const struct entry *table, int64_t
 		if (h.magic != COLL_MAGIC || h.rank < 0 || h.rank >= c->rank || h.conn < 0 ||
 		    h.conn >= K || c->fds[h.rank * K + h.conn] >= 0) {
 			close(fd);
-			return tk_errorf(err, -EPROTO, "connecting the ranks: a bad hello (rank %d, "
-						       "connection %d)",
+			return tk_errorf(err, -EPROTO,
+					 "connecting the ranks: a bad hello (rank %d, "
+					 "connection %d)",
 					 h.rank, h.conn);
 		}
 		c->fds[h.rank * K + h.conn] = fd;
@@ -587,10 +594,11 @@ static int exchange(struct coll_comm *c, int to, const void *sbuf, size_t slen, 
 		if (pr == 0) {
 			c->broken = true;
 			if (to >= 0 && from >= 0 && to != from)
-				return tk_errorf(err, -ETIMEDOUT,
-						 "rank %d: timed out after %d ms exchanging with ranks "
-						 "%d and %d",
-						 c->rank, c->o.timeout_ms, to, from);
+				return tk_errorf(
+					err, -ETIMEDOUT,
+					"rank %d: timed out after %d ms exchanging with ranks "
+					"%d and %d",
+					c->rank, c->o.timeout_ms, to, from);
 			return tk_errorf(err, -ETIMEDOUT,
 					 "rank %d: timed out after %d ms exchanging with rank %d",
 					 c->rank, c->o.timeout_ms, to >= 0 ? to : from);
@@ -608,16 +616,19 @@ static int exchange(struct coll_comm *c, int to, const void *sbuf, size_t slen, 
 						left--;
 					continue;
 				}
-				if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+				if (w < 0 &&
+				    (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
 					break;
 				c->broken = true;
 				if (w < 0 && errno != EPIPE && errno != ECONNRESET)
-					return tk_errorf(err, -errno, "rank %d: sending to rank %d: %s",
-							 c->rank, to, strerror(errno));
-				return tk_errorf(err, -EPIPE,
-						 "rank %d: sending to rank %d: rank gone (connection "
-						 "closed)",
-						 c->rank, to);
+					return tk_errorf(err, -errno,
+							 "rank %d: sending to rank %d: %s", c->rank,
+							 to, strerror(errno));
+				return tk_errorf(
+					err, -EPIPE,
+					"rank %d: sending to rank %d: rank gone (connection "
+					"closed)",
+					c->rank, to);
 			}
 			struct stripe *r = &rs[k];
 			while (r->done < r->len) {
@@ -631,7 +642,8 @@ static int exchange(struct coll_comm *c, int to, const void *sbuf, size_t slen, 
 						if (upto > r->reduced) {
 							coll_reduce(ap + r->off + r->reduced,
 								    rp + r->off + r->reduced,
-								    (upto - r->reduced) / es, t, op);
+								    (upto - r->reduced) / es, t,
+								    op);
 							r->reduced = upto;
 						}
 					}
@@ -639,16 +651,19 @@ static int exchange(struct coll_comm *c, int to, const void *sbuf, size_t slen, 
 						left--;
 					continue;
 				}
-				if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+				if (got < 0 &&
+				    (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
 					break;
 				c->broken = true;
 				if (got < 0 && errno != ECONNRESET)
-					return tk_errorf(err, -errno, "rank %d: receiving from rank %d: %s",
+					return tk_errorf(err, -errno,
+							 "rank %d: receiving from rank %d: %s",
 							 c->rank, from, strerror(errno));
-				return tk_errorf(err, -ECONNRESET,
-						 "rank %d: receiving from rank %d: rank gone (connection "
-						 "closed)",
-						 c->rank, from);
+				return tk_errorf(
+					err, -ECONNRESET,
+					"rank %d: receiving from rank %d: rank gone (connection "
+					"closed)",
+					c->rank, from);
 			}
 		}
 	}
@@ -660,8 +675,9 @@ static int exchange(struct coll_comm *c, int to, const void *sbuf, size_t slen, 
 static int begin(struct coll_comm *c, struct tk_error *err)
 {
 	if (c->broken)
-		return tk_errorf(err, -EPIPE, "rank %d: an earlier call failed; the communicator "
-					      "cannot be used",
+		return tk_errorf(err, -EPIPE,
+				 "rank %d: an earlier call failed; the communicator "
+				 "cannot be used",
 				 c->rank);
 	c->deadline = tk_mono_ms() + c->o.timeout_ms;
 	return 0;
@@ -698,7 +714,8 @@ static int allreduce_rd(struct coll_comm *c, void *buf, size_t count, enum coll_
 	if (r < 2 * rem) {
 		if (r % 2 == 0) {
 			/* hand our data to the odd neighbour, take the result back later */
-			if ((rc = exchange(c, r + 1, buf, bytes, -1, NULL, 0, NULL, t, op, err)) < 0)
+			if ((rc = exchange(c, r + 1, buf, bytes, -1, NULL, 0, NULL, t, op, err)) <
+			    0)
 				return rc;
 			return exchange(c, -1, NULL, 0, r + 1, buf, bytes, NULL, t, op, err);
 		}
@@ -729,17 +746,17 @@ static int allreduce_ring(struct coll_comm *c, void *buf, size_t count, enum col
 	uint8_t *b = buf, *tmp = tmp_of(c, chunk_len(count, n, 0) * es);
 	for (int s = 0; s < n - 1; s++) {
 		int cs = mod(r - 1 - s, n), cr = mod(r - 2 - s, n);
-		rc = exchange(c, right, b + chunk_off(count, n, cs) * es, chunk_len(count, n, cs) * es,
-			      left, tmp, chunk_len(count, n, cr) * es, b + chunk_off(count, n, cr) * es,
-			      t, op, err);
+		rc = exchange(c, right, b + chunk_off(count, n, cs) * es,
+			      chunk_len(count, n, cs) * es, left, tmp, chunk_len(count, n, cr) * es,
+			      b + chunk_off(count, n, cr) * es, t, op, err);
 		if (rc < 0)
 			return rc;
 	}
 	for (int s = 0; s < n - 1; s++) {
 		int cs = mod(r - s, n), cr = mod(r - s - 1, n);
-		rc = exchange(c, right, b + chunk_off(count, n, cs) * es, chunk_len(count, n, cs) * es,
-			      left, b + chunk_off(count, n, cr) * es, chunk_len(count, n, cr) * es,
-			      NULL, t, op, err);
+		rc = exchange(c, right, b + chunk_off(count, n, cs) * es,
+			      chunk_len(count, n, cs) * es, left, b + chunk_off(count, n, cr) * es,
+			      chunk_len(count, n, cr) * es, NULL, t, op, err);
 		if (rc < 0)
 			return rc;
 	}
@@ -822,8 +839,8 @@ int coll_allgather(struct coll_comm *c, const void *send, void *recv, size_t byt
 	memmove(out + (size_t)r * bytes, send, bytes);
 	for (int s = 0; s < n - 1 && bytes; s++) {
 		int cs = mod(r - s, n), cr = mod(r - s - 1, n);
-		rc = exchange(c, right, out + (size_t)cs * bytes, bytes, left, out + (size_t)cr * bytes,
-			      bytes, NULL, COLL_F32, COLL_SUM, err);
+		rc = exchange(c, right, out + (size_t)cs * bytes, bytes, left,
+			      out + (size_t)cr * bytes, bytes, NULL, COLL_F32, COLL_SUM, err);
 		if (rc < 0)
 			return rc;
 	}
@@ -835,7 +852,8 @@ int coll_allgather(struct coll_comm *c, const void *send, void *recv, size_t byt
 int coll_broadcast(struct coll_comm *c, void *buf, size_t bytes, int root, struct tk_error *err)
 {
 	if (root < 0 || root >= c->size)
-		return tk_errorf(err, -EINVAL, "broadcast: root %d is not a rank of %d", root, c->size);
+		return tk_errorf(err, -EINVAL, "broadcast: root %d is not a rank of %d", root,
+				 c->size);
 	int rc = begin(c, err);
 	if (rc < 0)
 		return rc;
@@ -850,8 +868,8 @@ int coll_broadcast(struct coll_comm *c, void *buf, size_t bytes, int root, struc
 		int mask = 1;
 		while (mask < n) {
 			if (vr & mask) {
-				rc = exchange(c, -1, NULL, 0, mod(vr - mask + root, n), b, bytes, NULL,
-					      COLL_F32, COLL_SUM, err);
+				rc = exchange(c, -1, NULL, 0, mod(vr - mask + root, n), b, bytes,
+					      NULL, COLL_F32, COLL_SUM, err);
 				if (rc < 0)
 					return rc;
 				break;
@@ -897,19 +915,21 @@ int coll_barrier(struct coll_comm *c, struct tk_error *err)
 	return 0;
 }
 
-int coll_sendrecv(struct coll_comm *c, int to, const void *sbuf, size_t slen, int from,
-		  void *rbuf, size_t rlen, struct tk_error *err)
+int coll_sendrecv(struct coll_comm *c, int to, const void *sbuf, size_t slen, int from, void *rbuf,
+		  size_t rlen, struct tk_error *err)
 {
 	int rc = begin(c, err);
 	if (rc < 0)
 		return rc;
 	if (to >= c->size || from >= c->size || to == c->rank || from == c->rank)
-		return tk_errorf(err, -EINVAL, "rank %d: send to %d, receive from %d: peers are "
-					       "other ranks from 0 to %d",
+		return tk_errorf(err, -EINVAL,
+				 "rank %d: send to %d, receive from %d: peers are "
+				 "other ranks from 0 to %d",
 				 c->rank, to, from, c->size - 1);
 	if (c->shm)
-		return tk_errorf(err, -ENOTSUP, "rank %d: point to point needs TCP; these ranks "
-						"share one host's memory",
+		return tk_errorf(err, -ENOTSUP,
+				 "rank %d: point to point needs TCP; these ranks "
+				 "share one host's memory",
 				 c->rank);
 	return exchange(c, to, sbuf, to >= 0 ? slen : 0, from, rbuf, from >= 0 ? rlen : 0, NULL,
 			COLL_F32, COLL_SUM, err);

@@ -72,8 +72,8 @@ int coll_barrier(struct coll_comm *c, struct tk_error *err);
  * peers must make the matching calls). Ranks that share one host's memory
  * segment have no TCP connections: -ENOTSUP. For measuring one link between
  * two ranks while other pairs measure theirs. */
-int coll_sendrecv(struct coll_comm *c, int to, const void *sbuf, size_t slen, int from,
-		  void *rbuf, size_t rlen, struct tk_error *err);
+int coll_sendrecv(struct coll_comm *c, int to, const void *sbuf, size_t slen, int from, void *rbuf,
+		  size_t rlen, struct tk_error *err);
 
 /* dst[i] = dst[i] op src[i]: the reduction itself, exposed for tests. */
 void coll_reduce(void *dst, const void *src, size_t count, enum coll_dtype t, enum coll_op op);

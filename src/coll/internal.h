@@ -15,7 +15,7 @@ struct shm;
 struct coll_comm {
 	int rank, size;
 	struct coll_opts o;
-	int *fds;  /* [peer * K + k]; -1 for self */
+	int *fds; /* [peer * K + k]; -1 for self */
 	int K;
 	struct shm *shm; /* all ranks on one host: the collectives run here */
 	uint8_t *tmp;

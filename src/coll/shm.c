@@ -120,10 +120,11 @@ int shm_barrier(struct coll_comm *c, struct tk_error *err)
 		sched_yield();
 		if (spin % 256 == 0 && tk_mono_ms() > c->deadline) {
 			c->broken = true;
-			return tk_errorf(err, -ETIMEDOUT,
-					 "rank %d: timed out after %d ms at a shared-memory barrier "
-					 "(a rank died or stalled)",
-					 c->rank, c->o.timeout_ms);
+			return tk_errorf(
+				err, -ETIMEDOUT,
+				"rank %d: timed out after %d ms at a shared-memory barrier "
+				"(a rank died or stalled)",
+				c->rank, c->o.timeout_ms);
 		}
 	}
 	return 0;

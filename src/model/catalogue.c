@@ -16,24 +16,15 @@
 #include <strings.h>
 
 static const struct catalogue_entry builtin[] = {
-	{"B200", 183359, 2250.0, 6.00},
-	{"H200", 143771, 989.4, 4.00},
-	{"H100", 81559, 989.4, 3.00},
-	{"H800", 81559, 989.4, 2.80},
-	{"H20", 97871, 148.0, 1.50},
-	{"A100-80GB", 81920, 312.0, 1.80},
-	{"A100-40GB", 40960, 312.0, 1.30},
-	{"A800", 81920, 312.0, 1.60},
-	{"L40S", 46068, 362.0, 1.00},
-	{"L4", 23034, 121.0, 0.50},
-	{"A40", 46068, 149.7, 0.80},
-	{"A30", 24576, 165.0, 0.70},
-	{"A10", 23028, 125.0, 0.75},
-	{"T4", 15360, 65.0, 0.35},
-	{"V100", 32768, 125.0, 0.80},
-	{"P100", 16384, 18.7, 0.40},
-	{"RTX4090", 24564, 165.2, 0.45},
-	{"MI300X", 196592, 1307.4, 3.50},
+	{"B200", 183359, 2250.0, 6.00},	   {"H200", 143771, 989.4, 4.00},
+	{"H100", 81559, 989.4, 3.00},	   {"H800", 81559, 989.4, 2.80},
+	{"H20", 97871, 148.0, 1.50},	   {"A100-80GB", 81920, 312.0, 1.80},
+	{"A100-40GB", 40960, 312.0, 1.30}, {"A800", 81920, 312.0, 1.60},
+	{"L40S", 46068, 362.0, 1.00},	   {"L4", 23034, 121.0, 0.50},
+	{"A40", 46068, 149.7, 0.80},	   {"A30", 24576, 165.0, 0.70},
+	{"A10", 23028, 125.0, 0.75},	   {"T4", 15360, 65.0, 0.35},
+	{"V100", 32768, 125.0, 0.80},	   {"P100", 16384, 18.7, 0.40},
+	{"RTX4090", 24564, 165.2, 0.45},   {"MI300X", 196592, 1307.4, 3.50},
 };
 
 void catalogue_init(struct catalogue *c)
@@ -103,8 +94,7 @@ int catalogue_load_json(struct catalogue *c, const char *text, struct tk_error *
 		memcpy(next.entries, c->entries, sizeof(*c->entries) * c->n);
 	size_t i;
 	json_t *m;
-	json_array_foreach(models, i, m)
-	{
+	json_array_foreach (models, i, m) {
 		struct catalogue_entry e = {0};
 		if ((r = mj_check_keys(m, NULL, model_keys, err)) < 0 ||
 		    (r = mj_strbuf(m, "name", true, true, e.name, sizeof(e.name), err)) < 0)
@@ -118,8 +108,8 @@ int catalogue_load_json(struct catalogue *c, const char *text, struct tk_error *
 		if (old)
 			e = *old;
 		double mem = (double)e.mem_mib;
-		if ((r = mj_num(m, "mem_mib", false, 0, (double)MODEL_MAX_MEM_MIB, mem, &mem, err)) <
-			    0 ||
+		if ((r = mj_num(m, "mem_mib", false, 0, (double)MODEL_MAX_MEM_MIB, mem, &mem,
+				err)) < 0 ||
 		    (r = mj_num(m, "tflops", false, 0, 1e6, e.tflops, &e.tflops, err)) < 0 ||
 		    (r = mj_num(m, "price_per_hour", false, 0, 1e6, e.price_per_hour,
 				&e.price_per_hour, err)) < 0)
@@ -145,10 +135,10 @@ json_t *catalogue_pack(const struct catalogue *c)
 	json_t *arr = json_array();
 	for (size_t i = 0; i < c->n; i++) {
 		const struct catalogue_entry *e = &c->entries[i];
-		json_array_append_new(arr, json_pack("{s:s, s:I, s:f, s:f}", "name", e->name,
-						     "mem_mib", (json_int_t)e->mem_mib, "tflops",
-						     e->tflops, "price_per_hour",
-						     e->price_per_hour));
+		json_array_append_new(arr,
+				      json_pack("{s:s, s:I, s:f, s:f}", "name", e->name, "mem_mib",
+						(json_int_t)e->mem_mib, "tflops", e->tflops,
+						"price_per_hour", e->price_per_hour));
 	}
 	return arr;
 }
@@ -212,7 +202,9 @@ void model_name_sanitize(const char *in, char *out, size_t n)
 	size_t k = 0;
 	for (; *in && k + 1 < n; in++) {
 		char ch = *in;
-		out[k++] = (isalnum((unsigned char)ch) || ch == '.' || ch == '_' || ch == '-') ? ch : '-';
+		out[k++] = (isalnum((unsigned char)ch) || ch == '.' || ch == '_' || ch == '-')
+				   ? ch
+				   : '-';
 	}
 	if (k == 0 && n > 3) {
 		memcpy(out, "GPU", 3);

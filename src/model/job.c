@@ -12,8 +12,8 @@
 #include <strings.h>
 
 static const char *const state_names[JOB_STATE_MAX] = {
-	[JOB_PENDING] = "PENDING",     [JOB_STARTING] = "STARTING",   [JOB_RUNNING] = "RUNNING",
-	[JOB_COMPLETED] = "COMPLETED", [JOB_FAILED] = "FAILED",	      [JOB_CANCELLED] = "CANCELLED",
+	[JOB_PENDING] = "PENDING",     [JOB_STARTING] = "STARTING", [JOB_RUNNING] = "RUNNING",
+	[JOB_COMPLETED] = "COMPLETED", [JOB_FAILED] = "FAILED",	    [JOB_CANCELLED] = "CANCELLED",
 	[JOB_TIMEOUT] = "TIMEOUT",
 };
 
@@ -90,18 +90,17 @@ static json_t *env_pack(char **env, int n)
 
 json_t *job_request_pack(const struct job_request *r)
 {
-	json_t *o = json_pack("{s:s, s:o, s:s, s:o, s:s, s:i, s:i, s:o, s:o, s:i, s:I, s:I, s:I, s:i}",
-			      "name", r->name, "command", strv_pack(r->argv, r->argc), "cwd",
-			      r->cwd, "env", env_pack(r->env, r->nenv), "output",
-			      r->output ? r->output : MODEL_DEFAULT_OUTPUT, "nodes", r->nodes,
-			      "tasks_per_node", r->tasks_per_node, "gpus_per_task",
-			      r->gpu_milli % MODEL_MILLI == 0
-				      ? json_integer(r->gpu_milli / MODEL_MILLI)
-				      : json_real(r->gpu_milli / (double)MODEL_MILLI),
-			      "gpu_types", strv_pack(r->gpu_types, r->ngpu_types), "cpus_per_task",
-			      r->cpus_per_task, "mem_mib", (json_int_t)r->mem_mib, "time_limit_s",
-			      (json_int_t)r->time_limit_s, "grace_s", (json_int_t)r->grace_s,
-			      "requeue", r->requeue);
+	json_t *o = json_pack(
+		"{s:s, s:o, s:s, s:o, s:s, s:i, s:i, s:o, s:o, s:i, s:I, s:I, s:I, s:i}", "name",
+		r->name, "command", strv_pack(r->argv, r->argc), "cwd", r->cwd, "env",
+		env_pack(r->env, r->nenv), "output", r->output ? r->output : MODEL_DEFAULT_OUTPUT,
+		"nodes", r->nodes, "tasks_per_node", r->tasks_per_node, "gpus_per_task",
+		r->gpu_milli % MODEL_MILLI == 0 ? json_integer(r->gpu_milli / MODEL_MILLI)
+						: json_real(r->gpu_milli / (double)MODEL_MILLI),
+		"gpu_types", strv_pack(r->gpu_types, r->ngpu_types), "cpus_per_task",
+		r->cpus_per_task, "mem_mib", (json_int_t)r->mem_mib, "time_limit_s",
+		(json_int_t)r->time_limit_s, "grace_s", (json_int_t)r->grace_s, "requeue",
+		r->requeue);
 	if (r->cls)
 		json_object_set_new(o, "class", json_string(r->cls));
 	if (r->queue)
@@ -139,8 +138,7 @@ static int strv_unpack(json_t *obj, const char *key, bool required, int max_n, s
 	size_t total = 0;
 	size_t i;
 	json_t *v;
-	json_array_foreach(a, i, v)
-	{
+	json_array_foreach (a, i, v) {
 		char what[80];
 		snprintf(what, sizeof(what), "%s[%zu]", key, i);
 		int r = mj_check_string_value(v, what, max_item, false, err);
@@ -152,7 +150,8 @@ static int strv_unpack(json_t *obj, const char *key, bool required, int max_n, s
 					 max_bytes);
 	}
 	char **out = xcalloc(n, sizeof(char *));
-	json_array_foreach(a, i, v) out[i] = xstrdup(json_string_value(v));
+	json_array_foreach (a, i, v)
+		out[i] = xstrdup(json_string_value(v));
 	*ret = out;
 	*ret_n = (int)n;
 	return 0;
@@ -167,12 +166,12 @@ static int env_unpack(json_t *obj, struct job_request *r, struct tk_error *err)
 		return tk_errorf(err, -EINVAL, "env: must be an object of strings");
 	size_t n = json_object_size(e);
 	if (n > MODEL_MAX_ENV)
-		return tk_errorf(err, -E2BIG, "env: at most %d variables, got %zu", MODEL_MAX_ENV, n);
+		return tk_errorf(err, -E2BIG, "env: at most %d variables, got %zu", MODEL_MAX_ENV,
+				 n);
 	size_t total = 0;
 	const char *k;
 	json_t *v;
-	json_object_foreach(e, k, v)
-	{
+	json_object_foreach (e, k, v) {
 		if (!*k || strchr(k, '='))
 			return tk_errorf(err, -EINVAL,
 					 "env: variable name \"%.64s\" must be non-empty and "
@@ -188,18 +187,19 @@ static int env_unpack(json_t *obj, struct job_request *r, struct tk_error *err)
 					 MODEL_MAX_ENV_BYTES);
 	}
 	r->env = xcalloc(n, sizeof(char *));
-	json_object_foreach(e, k, v) r->env[r->nenv++] = xasprintf("%s=%s", k, json_string_value(v));
+	json_object_foreach (e, k, v)
+		r->env[r->nenv++] = xasprintf("%s=%s", k, json_string_value(v));
 	return 0;
 }
 
 int job_request_unpack(json_t *j, struct job_request *ret, struct tk_error *err)
 {
 	static const char *const keys[] = {
-		"name",		 "command", "cwd",	    "env",     "output",
-		"nodes",	 "tasks_per_node", "gpus_per_task", "gpu_types",
-		"cpus_per_task", "mem_mib", "time_limit_s", "grace_s", "requeue",
-		"class",	 "queue",   "gpu_mem_mib",  "gpu_tflops", "switches",
-		"mixed_types",	 NULL,
+		"name",	   "command",	     "cwd",	      "env",	   "output",
+		"nodes",   "tasks_per_node", "gpus_per_task", "gpu_types", "cpus_per_task",
+		"mem_mib", "time_limit_s",   "grace_s",	      "requeue",   "class",
+		"queue",   "gpu_mem_mib",    "gpu_tflops",    "switches",  "mixed_types",
+		NULL,
 	};
 	struct job_request r = {0};
 	int64_t nodes, tpn, cpus, mem, tl, grace, requeue, gmem, switches;
@@ -211,8 +211,8 @@ int job_request_unpack(json_t *j, struct job_request *ret, struct tk_error *err)
 			      MODEL_MAX_ARG_BYTES, &r.argv, &r.argc, err)) < 0 ||
 	    (rc = mj_str(j, "name", false, MODEL_NAME_MAX - 1, true, NULL, &r.name, err)) < 0 ||
 	    (rc = mj_str(j, "cwd", true, MODEL_MAX_PATH, false, NULL, &r.cwd, err)) < 0 ||
-	    (rc = mj_str(j, "output", false, MODEL_MAX_PATH, false, MODEL_DEFAULT_OUTPUT,
-			 &r.output, err)) < 0 ||
+	    (rc = mj_str(j, "output", false, MODEL_MAX_PATH, false, MODEL_DEFAULT_OUTPUT, &r.output,
+			 err)) < 0 ||
 	    (rc = env_unpack(j, &r, err)) < 0 ||
 	    (rc = mj_int(j, "nodes", false, 1, MODEL_MAX_NODES, 1, &nodes, err)) < 0 ||
 	    (rc = mj_int(j, "tasks_per_node", false, 1, MODEL_MAX_TASKS_PER_NODE, 1, &tpn, err)) <
@@ -235,8 +235,9 @@ int job_request_unpack(json_t *j, struct job_request *ret, struct tk_error *err)
 	    (rc = mj_bool(j, "mixed_types", false, false, &r.mixed_types, err)) < 0)
 		goto fail;
 	if ((r.cls && !model_name_valid(r.cls)) || (r.queue && !model_name_valid(r.queue))) {
-		rc = tk_errorf(err, -EINVAL, "%s: \"%s\" is not a valid name (letters, digits, '.', "
-					     "'_', '-')",
+		rc = tk_errorf(err, -EINVAL,
+			       "%s: \"%s\" is not a valid name (letters, digits, '.', "
+			       "'_', '-')",
 			       r.cls && !model_name_valid(r.cls) ? "class" : "queue",
 			       r.cls && !model_name_valid(r.cls) ? r.cls : r.queue);
 		goto fail;
@@ -246,7 +247,9 @@ int job_request_unpack(json_t *j, struct job_request *ret, struct tk_error *err)
 	r.switches = (int)switches;
 	if ((gmem || gtf > 0 || r.mixed_types) && gpus == 0) {
 		rc = tk_errorf(err, -EINVAL, "%s: asks about accelerators, but gpus_per_task is 0",
-			       gmem ? "gpu_mem_mib" : gtf > 0 ? "gpu_tflops" : "mixed_types");
+			       gmem	 ? "gpu_mem_mib"
+			       : gtf > 0 ? "gpu_tflops"
+					 : "mixed_types");
 		goto fail;
 	}
 	if (r.cwd[0] != '/') {
@@ -350,12 +353,11 @@ static json_t *attempt_pack(const struct attempt *a)
 	json_t *tasks = json_array();
 	for (int i = 0; i < a->ntasks; i++) {
 		const struct task_status *t = &a->tasks[i];
-		json_array_append_new(tasks,
-				      json_pack("{s:s, s:i, s:i, s:I, s:I}", "state",
-						task_state_name(t->state), "exit_code", t->exit_code,
-						"signal", t->signal, "start_ms",
-						(json_int_t)t->start_ms, "end_ms",
-						(json_int_t)t->end_ms));
+		json_array_append_new(tasks, json_pack("{s:s, s:i, s:i, s:I, s:I}", "state",
+						       task_state_name(t->state), "exit_code",
+						       t->exit_code, "signal", t->signal,
+						       "start_ms", (json_int_t)t->start_ms,
+						       "end_ms", (json_int_t)t->end_ms));
 	}
 	return json_pack("{s:i, s:I, s:I, s:b, s:s, s:i, s:s, s:o, s:o}", "number", a->number,
 			 "start_ms", (json_int_t)a->start_ms, "end_ms", (json_int_t)a->end_ms,
@@ -381,8 +383,8 @@ json_t *job_pack(const struct job *j)
 
 static int task_unpack(json_t *t, struct task_status *ts, struct tk_error *err)
 {
-	static const char *const keys[] = {"state", "exit_code", "signal", "start_ms", "end_ms",
-					   NULL};
+	static const char *const keys[] = {"state",    "exit_code", "signal",
+					   "start_ms", "end_ms",    NULL};
 	char state[16] = "";
 	int64_t code, sig, start, end;
 	int r;
@@ -423,8 +425,7 @@ static int attempt_node_unpack(json_t *nj, struct attempt_node *n, struct tk_err
 				 MODEL_MAX_ACCELS);
 	size_t d;
 	json_t *dv;
-	json_array_foreach(devs, d, dv)
-	{
+	json_array_foreach (devs, d, dv) {
 		if (!json_is_integer(dv) || json_integer_value(dv) < 0 ||
 		    json_integer_value(dv) >= MODEL_MAX_ACCELS)
 			return tk_errorf(err, -EINVAL, "devices[%zu]: must be a device index", d);
@@ -436,8 +437,9 @@ static int attempt_node_unpack(json_t *nj, struct attempt_node *n, struct tk_err
 
 static int attempt_unpack(json_t *aj, struct attempt *a, struct tk_error *err)
 {
-	static const char *const keys[] = {"number", "start_ms", "end_ms", "ended", "master_addr",
-					   "master_port", "reason", "nodes", "tasks", NULL};
+	static const char *const keys[] = {"number",	  "start_ms",	 "end_ms", "ended",
+					   "master_addr", "master_port", "reason", "nodes",
+					   "tasks",	  NULL};
 	int64_t number, start, end, port;
 	int r;
 	memset(a, 0, sizeof(*a));
@@ -470,15 +472,13 @@ static int attempt_unpack(json_t *aj, struct attempt *a, struct tk_error *err)
 	a->tasks = xcalloc((size_t)a->ntasks ? (size_t)a->ntasks : 1, sizeof(*a->tasks));
 	size_t i;
 	json_t *v;
-	json_array_foreach(nodes, i, v)
-	{
+	json_array_foreach (nodes, i, v) {
 		if ((r = attempt_node_unpack(v, &a->nodes[i], err)) < 0) {
 			mj_prefix(err, "nodes[%zu]", i);
 			return r;
 		}
 	}
-	json_array_foreach(tasks, i, v)
-	{
+	json_array_foreach (tasks, i, v) {
 		if ((r = task_unpack(v, &a->tasks[i], err)) < 0) {
 			mj_prefix(err, "tasks[%zu]", i);
 			return r;
@@ -489,10 +489,9 @@ static int attempt_unpack(json_t *aj, struct attempt *a, struct tk_error *err)
 
 int job_unpack(json_t *jj, struct job *ret, struct tk_error *err)
 {
-	static const char *const keys[] = {"id",	"name",	     "owner",	 "state",
-					   "submit_ms", "end_ms",    "exit_code", "failures",
-					   "reason",	"request",   "attempts",  "system",
-					   NULL};
+	static const char *const keys[] = {
+		"id",	    "name",   "owner",	 "state",    "submit_ms", "end_ms", "exit_code",
+		"failures", "reason", "request", "attempts", "system",	  NULL};
 	struct job j;
 	memset(&j, 0, sizeof(j));
 	char state[16] = "", name[MODEL_NAME_MAX];
@@ -531,8 +530,7 @@ int job_unpack(json_t *jj, struct job *ret, struct tk_error *err)
 	j.attempts = xcalloc(n ? n : 1, sizeof(*j.attempts));
 	size_t i;
 	json_t *v;
-	json_array_foreach(attempts, i, v)
-	{
+	json_array_foreach (attempts, i, v) {
 		r = attempt_unpack(v, &j.attempts[i], err);
 		j.nattempts = (int)i + 1;
 		if (r < 0) {

@@ -42,8 +42,7 @@ static const char *field_name(char *buf, size_t n, const char *path, const char 
 	return buf;
 }
 
-int mj_check_keys(json_t *obj, const char *path, const char *const *allowed,
-		  struct tk_error *err)
+int mj_check_keys(json_t *obj, const char *path, const char *const *allowed, struct tk_error *err)
 {
 	if (!obj)
 		return tk_errorf(err, -EINVAL, "%s: required object is missing",
@@ -53,8 +52,7 @@ int mj_check_keys(json_t *obj, const char *path, const char *const *allowed,
 				 path && *path ? path : "body", type_name(obj));
 	const char *key;
 	json_t *v;
-	json_object_foreach(obj, key, v)
-	{
+	json_object_foreach (obj, key, v) {
 		bool ok = false;
 		for (const char *const *a = allowed; *a; a++)
 			if (strcmp(*a, key) == 0) {

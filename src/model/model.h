@@ -47,12 +47,10 @@
 /* Each reads obj[key] into *ret. A missing key is an error when `required`,
  * else *ret gets the default. Errors name `key` (prefixed by `path` when not
  * NULL, as in "command[2]"). Strings are returned for the caller to free. */
-int mj_check_keys(json_t *obj, const char *path, const char *const *allowed,
-		  struct tk_error *err);
+int mj_check_keys(json_t *obj, const char *path, const char *const *allowed, struct tk_error *err);
 int mj_int(json_t *obj, const char *key, bool required, int64_t min, int64_t max, int64_t def,
 	   int64_t *ret, struct tk_error *err);
-int mj_bool(json_t *obj, const char *key, bool required, bool def, bool *ret,
-	    struct tk_error *err);
+int mj_bool(json_t *obj, const char *key, bool required, bool def, bool *ret, struct tk_error *err);
 /* A string of 1..max_len bytes (0..max_len when allow_empty) with no NUL and
  * no control characters when `printable`. */
 int mj_str(json_t *obj, const char *key, bool required, size_t max_len, bool printable,
@@ -68,7 +66,7 @@ bool model_name_valid(const char *s);
 struct catalogue_entry {
 	char name[MODEL_NAME_MAX];
 	int64_t mem_mib;
-	double tflops; /* peak dense bf16 (fp16 where the card lacks bf16) */
+	double tflops;	       /* peak dense bf16 (fp16 where the card lacks bf16) */
 	double price_per_hour; /* in the operator's currency, per device */
 };
 
@@ -166,8 +164,8 @@ struct job_request {
 	char *name;
 	int argc;
 	char **argv;
-	char *cwd;    /* absolute */
-	int nenv;     /* "KEY=VALUE" strings */
+	char *cwd; /* absolute */
+	int nenv;  /* "KEY=VALUE" strings */
 	char **env;
 	char *output; /* path pattern: %j job id, %t task rank, %n node rank, %% */
 	int nodes;
@@ -220,7 +218,7 @@ struct attempt {
 	int number; /* 1, 2, ... */
 	int64_t start_ms;
 	int64_t end_ms; /* 0 while not ended */
-	bool ended;     /* every task exited or was lost; resources are free */
+	bool ended;	/* every task exited or was lost; resources are free */
 	char master_addr[MODEL_ADDR_MAX];
 	int master_port;
 	int nnodes;
@@ -236,8 +234,8 @@ struct job {
 	enum job_state state;
 	int64_t submit_ms;
 	int64_t end_ms;
-	int exit_code;	 /* final: 0, a task's code, or 128+signal; -1 if none ran */
-	int failures;	 /* requeues spent on the job's own failures */
+	int exit_code;		       /* final: 0, a task's code, or 128+signal; -1 if none ran */
+	int failures;		       /* requeues spent on the job's own failures */
 	char reason[MODEL_REASON_MAX]; /* why it waits or why it ended */
 	/* the server's own work (a validation run), placed by the server on the
 	 * nodes it names rather than by the scheduler */
@@ -333,8 +331,8 @@ struct queue_spec {
 	double weight;	      /* fair share against other queues */
 	int nusers;	      /* who may submit to it; none: everyone */
 	char users[MODEL_MAX_QUEUE_USERS][MODEL_NAME_MAX];
-	double usage;	      /* decayed milli-accelerator-seconds */
-	int64_t usage_at_ms;  /* when usage was last brought up to date */
+	double usage;	     /* decayed milli-accelerator-seconds */
+	int64_t usage_at_ms; /* when usage was last brought up to date */
 };
 
 json_t *queue_spec_pack(const struct queue_spec *q);

@@ -16,30 +16,32 @@ int model_fake_accels(const char *spec, const struct catalogue *c, const char *u
 	int n = 0;
 	char *save = NULL;
 	if (!*spec)
-		return tk_errorf(err, -EINVAL, "fake devices \"%s\": empty; expected COUNTxMODEL "
-					       "such as 8xH100",
+		return tk_errorf(err, -EINVAL,
+				 "fake devices \"%s\": empty; expected COUNTxMODEL "
+				 "such as 8xH100",
 				 spec);
 	for (char *item = strtok_r(copy, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
 		char *x = strchr(item, 'x');
 		if (!x || x == item)
-			return tk_errorf(err, -EINVAL,
-					 "fake devices \"%s\": expected COUNTxMODEL such as 8xH100, "
-					 "got \"%s\"",
-					 spec, item);
+			return tk_errorf(
+				err, -EINVAL,
+				"fake devices \"%s\": expected COUNTxMODEL such as 8xH100, "
+				"got \"%s\"",
+				spec, item);
 		*x = '\0';
 		int64_t count;
 		if (tk_parse_int64(item, 1, MODEL_MAX_ACCELS, &count) < 0)
 			return tk_errorf(err, -EINVAL,
-					 "fake devices \"%s\": count must be 1..%d, got \"%s\"", spec,
-					 MODEL_MAX_ACCELS, item);
+					 "fake devices \"%s\": count must be 1..%d, got \"%s\"",
+					 spec, MODEL_MAX_ACCELS, item);
 		const struct catalogue_entry *e = catalogue_find(c, x + 1);
 		if (!e) {
 			struct strbuf names;
 			strbuf_init(&names);
 			catalogue_names(c, &names);
 			int r = tk_errorf(err, -EINVAL,
-					  "fake devices \"%s\": unknown model \"%s\"; known: %s", spec,
-					  x + 1, names.buf);
+					  "fake devices \"%s\": unknown model \"%s\"; known: %s",
+					  spec, x + 1, names.buf);
 			strbuf_release(&names);
 			return r;
 		}
@@ -111,7 +113,7 @@ json_t *node_inventory_pack(const struct node_inventory *inv)
 
 int node_inventory_unpack(json_t *j, struct node_inventory *ret, struct tk_error *err)
 {
-	static const char *const keys[] = {"name", "addr",    "topology",     "cpus",
+	static const char *const keys[] = {"name",    "addr",	      "topology", "cpus",
 					   "mem_mib", "accelerators", NULL};
 	struct node_inventory *inv = ret;
 	int64_t cpus, mem;
@@ -120,8 +122,8 @@ int node_inventory_unpack(json_t *j, struct node_inventory *ret, struct tk_error
 	if ((r = mj_check_keys(j, NULL, keys, err)) < 0 ||
 	    (r = mj_strbuf(j, "name", true, true, inv->name, sizeof(inv->name), err)) < 0 ||
 	    (r = mj_strbuf(j, "addr", false, true, inv->addr, sizeof(inv->addr), err)) < 0 ||
-	    (r = mj_strbuf(j, "topology", false, true, inv->topology, sizeof(inv->topology),
-			   err)) < 0 ||
+	    (r = mj_strbuf(j, "topology", false, true, inv->topology, sizeof(inv->topology), err)) <
+		    0 ||
 	    (r = mj_int(j, "cpus", true, 1, MODEL_MAX_CPUS, 0, &cpus, err)) < 0 ||
 	    (r = mj_int(j, "mem_mib", true, 0, MODEL_MAX_MEM_MIB, 0, &mem, err)) < 0)
 		return r;
@@ -141,17 +143,17 @@ int node_inventory_unpack(json_t *j, struct node_inventory *ret, struct tk_error
 					 MODEL_MAX_ACCELS, json_array_size(accels));
 		size_t i;
 		json_t *a;
-		json_array_foreach(accels, i, a)
-		{
+		json_array_foreach (accels, i, a) {
 			if ((r = accel_unpack(a, &inv->accel[i], err)) < 0) {
 				mj_prefix(err, "accelerators[%zu]", i);
 				return r;
 			}
 			if (inv->accel[i].index != (int)i)
-				return tk_errorf(err, -EINVAL,
-						 "accelerators[%zu].index: must be %zu (devices are "
-						 "listed in index order)",
-						 i, i);
+				return tk_errorf(
+					err, -EINVAL,
+					"accelerators[%zu].index: must be %zu (devices are "
+					"listed in index order)",
+					i, i);
 		}
 		inv->naccel = (int)json_array_size(accels);
 	}
@@ -172,10 +174,10 @@ json_t *node_verdict_pack(const struct node_record *r)
 
 json_t *node_record_pack(const struct node_record *r)
 {
-	json_t *o = json_pack("{s:o, s:b, s:s, s:s, s:I}", "inventory",
-			      node_inventory_pack(&r->inv), "drained", r->drained, "drain_reason",
-			      r->drain_reason, "agent_id", r->agent_id, "registered_ms",
-			      (json_int_t)r->registered_ms);
+	json_t *o =
+		json_pack("{s:o, s:b, s:s, s:s, s:I}", "inventory", node_inventory_pack(&r->inv),
+			  "drained", r->drained, "drain_reason", r->drain_reason, "agent_id",
+			  r->agent_id, "registered_ms", (json_int_t)r->registered_ms);
 	json_t *v = node_verdict_pack(r);
 	if (v)
 		json_object_set_new(o, "validation", v);
@@ -190,22 +192,23 @@ void node_record_release(struct node_record *r)
 
 static int verdict_unpack(json_t *v, struct node_record *r, struct tk_error *err)
 {
-	static const char *const keys[] = {"verdict", "layer", "reason", "at_ms", "job", "checks",
-					   NULL};
+	static const char *const keys[] = {"verdict", "layer",	"reason", "at_ms",
+					   "job",     "checks", NULL};
 	int64_t at, job;
 	int rc;
 	if ((rc = mj_check_keys(v, "validation", keys, err)) < 0 ||
 	    (rc = mj_strbuf(v, "verdict", true, true, r->verdict, sizeof(r->verdict), err)) < 0 ||
 	    (rc = mj_strbuf(v, "layer", false, true, r->verdict_layer, sizeof(r->verdict_layer),
 			    err)) < 0 ||
-	    (rc = mj_strbuf(v, "reason", false, false, r->verdict_reason,
-			    sizeof(r->verdict_reason), err)) < 0 ||
+	    (rc = mj_strbuf(v, "reason", false, false, r->verdict_reason, sizeof(r->verdict_reason),
+			    err)) < 0 ||
 	    (rc = mj_int(v, "at_ms", true, 0, INT64_MAX, 0, &at, err)) < 0 ||
 	    (rc = mj_int(v, "job", false, 0, INT64_MAX, 0, &job, err)) < 0)
 		return rc;
 	if (strcmp(r->verdict, "pass") != 0 && strcmp(r->verdict, "fail") != 0)
-		return tk_errorf(err, -EINVAL, "validation.verdict: must be \"pass\" or \"fail\", "
-					       "got \"%s\"",
+		return tk_errorf(err, -EINVAL,
+				 "validation.verdict: must be \"pass\" or \"fail\", "
+				 "got \"%s\"",
 				 r->verdict);
 	json_t *checks = json_object_get(v, "checks");
 	if (checks && !json_is_array(checks))
@@ -218,8 +221,9 @@ static int verdict_unpack(json_t *v, struct node_record *r, struct tk_error *err
 
 int node_record_unpack(json_t *j, struct node_record *ret, struct tk_error *err)
 {
-	static const char *const keys[] = {"inventory", "drained", "drain_reason", "agent_id",
-					   "registered_ms", "validation", NULL};
+	static const char *const keys[] = {"inventory", "drained",	 "drain_reason",
+					   "agent_id",	"registered_ms", "validation",
+					   NULL};
 	struct node_record *r = ret;
 	int64_t reg;
 	int rc;
@@ -228,7 +232,8 @@ int node_record_unpack(json_t *j, struct node_record *ret, struct tk_error *err)
 	    (rc = mj_bool(j, "drained", true, false, &r->drained, err)) < 0 ||
 	    (rc = mj_strbuf(j, "drain_reason", true, false, r->drain_reason,
 			    sizeof(r->drain_reason), err)) < 0 ||
-	    (rc = mj_strbuf(j, "agent_id", true, true, r->agent_id, sizeof(r->agent_id), err)) < 0 ||
+	    (rc = mj_strbuf(j, "agent_id", true, true, r->agent_id, sizeof(r->agent_id), err)) <
+		    0 ||
 	    (rc = mj_int(j, "registered_ms", true, 0, INT64_MAX, 0, &reg, err)) < 0)
 		return rc;
 	r->registered_ms = reg;

@@ -41,11 +41,13 @@ int sched_config_load_json(struct sched_config *c, const char *text, struct tk_e
 	if (!root)
 		return tk_errorf(err, -EINVAL, "line %d column %d: %s", jerr.line, jerr.column,
 				 jerr.text);
-	static const char *const keys[] = {"classes",		 "default_class",
-					   "fair_share_half_life_s", "require_validation",
-					   "validation_args",	 NULL};
-	static const char *const ckeys[] = {"name", "priority", "may_preempt", "preemptible",
-					    NULL};
+	static const char *const keys[] = {"classes",
+					   "default_class",
+					   "fair_share_half_life_s",
+					   "require_validation",
+					   "validation_args",
+					   NULL};
+	static const char *const ckeys[] = {"name", "priority", "may_preempt", "preemptible", NULL};
 	struct sched_config next;
 	sched_config_default(&next);
 	int r;
@@ -55,27 +57,28 @@ int sched_config_load_json(struct sched_config *c, const char *text, struct tk_e
 	    (r = mj_strbuf(root, "default_class", false, true, def, sizeof(def), err)) < 0 ||
 	    (r = mj_int(root, "fair_share_half_life_s", false, 1, 10LL * 365 * 86400,
 			next.half_life_s, &hl, err)) < 0 ||
-	    (r = mj_bool(root, "require_validation", false, false, &next.require_validation,
-			 err)) < 0)
+	    (r = mj_bool(root, "require_validation", false, false, &next.require_validation, err)) <
+		    0)
 		goto out;
 	next.half_life_s = hl;
 	json_t *vargs = json_object_get(root, "validation_args");
 	if (vargs) {
 		if (!json_is_array(vargs) || json_array_size(vargs) > MODEL_MAX_VALIDATION_ARGS) {
-			r = tk_errorf(err, -EINVAL, "validation_args: must be an array of at most %d "
-						    "strings",
+			r = tk_errorf(err, -EINVAL,
+				      "validation_args: must be an array of at most %d "
+				      "strings",
 				      MODEL_MAX_VALIDATION_ARGS);
 			goto out;
 		}
 		size_t i;
 		json_t *a;
-		json_array_foreach(vargs, i, a)
-		{
+		json_array_foreach (vargs, i, a) {
 			const char *t = json_string_value(a);
 			if (!t || !*t || strlen(t) >= MODEL_NAME_MAX) {
-				r = tk_errorf(err, -EINVAL, "validation_args[%zu]: must be a string "
-							    "of 1 to %d bytes (an option of tenk "
-							    "validate, e.g. \"--quick\")",
+				r = tk_errorf(err, -EINVAL,
+					      "validation_args[%zu]: must be a string "
+					      "of 1 to %d bytes (an option of tenk "
+					      "validate, e.g. \"--quick\")",
 					      i, MODEL_NAME_MAX - 1);
 				goto out;
 			}
@@ -94,28 +97,32 @@ int sched_config_load_json(struct sched_config *c, const char *text, struct tk_e
 		next.nclasses = 0;
 		size_t i;
 		json_t *cj;
-		json_array_foreach(classes, i, cj)
-		{
+		json_array_foreach (classes, i, cj) {
 			struct class_spec *cs = &next.classes[i];
 			int64_t prio;
 			if ((r = mj_check_keys(cj, NULL, ckeys, err)) < 0 ||
-			    (r = mj_strbuf(cj, "name", true, true, cs->name, sizeof(cs->name), err)) <
+			    (r = mj_strbuf(cj, "name", true, true, cs->name, sizeof(cs->name),
+					   err)) < 0 ||
+			    (r = mj_int(cj, "priority", true, -1000000, 1000000, 0, &prio, err)) <
 				    0 ||
-			    (r = mj_int(cj, "priority", true, -1000000, 1000000, 0, &prio, err)) < 0 ||
-			    (r = mj_bool(cj, "may_preempt", false, false, &cs->may_preempt, err)) < 0 ||
-			    (r = mj_bool(cj, "preemptible", false, false, &cs->preemptible, err)) < 0) {
+			    (r = mj_bool(cj, "may_preempt", false, false, &cs->may_preempt, err)) <
+				    0 ||
+			    (r = mj_bool(cj, "preemptible", false, false, &cs->preemptible, err)) <
+				    0) {
 				mj_prefix(err, "classes[%zu]", i);
 				goto out;
 			}
 			cs->priority = (int)prio;
 			if (!model_name_valid(cs->name)) {
-				r = tk_errorf(err, -EINVAL, "classes[%zu].name: \"%s\" is not a valid name",
-					      i, cs->name);
+				r = tk_errorf(err, -EINVAL,
+					      "classes[%zu].name: \"%s\" is not a valid name", i,
+					      cs->name);
 				goto out;
 			}
 			if (sched_config_class(&next, cs->name) >= 0) {
-				r = tk_errorf(err, -EINVAL, "classes[%zu].name: \"%s\" is defined twice",
-					      i, cs->name);
+				r = tk_errorf(err, -EINVAL,
+					      "classes[%zu].name: \"%s\" is defined twice", i,
+					      cs->name);
 				goto out;
 			}
 			next.nclasses++;
@@ -190,13 +197,12 @@ static int users_field(json_t *obj, struct queue_spec *q, struct tk_error *err)
 				 MODEL_MAX_QUEUE_USERS);
 	size_t i;
 	json_t *v;
-	json_array_foreach(u, i, v)
-	{
+	json_array_foreach (u, i, v) {
 		if (!json_is_string(v) || !model_name_valid(json_string_value(v)))
 			return tk_errorf(err, -EINVAL, "users[%zu]: must be a user name", i);
 	}
 	q->nusers = 0;
-	json_array_foreach(u, i, v)
+	json_array_foreach (u, i, v)
 		snprintf(q->users[q->nusers++], MODEL_NAME_MAX, "%s", json_string_value(v));
 	return 0;
 }
@@ -218,7 +224,7 @@ int queue_spec_update(struct queue_spec *q, json_t *change, struct tk_error *err
 
 int queue_spec_unpack(json_t *j, struct queue_spec *ret, struct tk_error *err)
 {
-	static const char *const keys[] = {"name",  "gpus",	   "borrow_limit", "weight",
+	static const char *const keys[] = {"name",  "gpus",  "borrow_limit", "weight",
 					   "users", "usage", "usage_at_ms",  NULL};
 	struct queue_spec q;
 	memset(&q, 0, sizeof(q));

@@ -17,7 +17,7 @@ struct cand {
 	int node;
 	int64_t spare;
 	int cpu_spare;
-	int dev; /* fractions: the device chosen */
+	int dev;   /* fractions: the device chosen */
 	int group; /* topology group at the level being tried */
 };
 
@@ -33,10 +33,10 @@ struct node_memo {
 /* A request, as placement sees it. */
 struct req {
 	const struct sched_job *j;
-	int whole;     /* whole devices per node; 0 for fractions and CPU-only */
-	int frac;      /* milli of one device, for a fraction; else 0 */
-	int cpus;      /* per node */
-	int64_t mem;   /* per node */
+	int whole;	/* whole devices per node; 0 for fractions and CPU-only */
+	int frac;	/* milli of one device, for a fraction; else 0 */
+	int cpus;	/* per node */
+	int64_t mem;	/* per node */
 	bool *model_ok; /* per model index: acceptable (types, capability) */
 	bool owns_models;
 	struct node_memo *memo; /* per node, for this shape in `free`; NULL: none */
@@ -51,8 +51,8 @@ struct placement {
 
 /* Why a placement failed. */
 struct place_fail {
-	int could;	/* nodes that could hold a share (under the best model) */
-	int switches;	/* fewest switches a placement needed, when over the limit */
+	int could;    /* nodes that could hold a share (under the best model) */
+	int switches; /* fewest switches a placement needed, when over the limit */
 };
 
 struct pass {
@@ -80,8 +80,8 @@ struct pass {
 	/* the request mix for fractions (sched.c works it out from the shapes) */
 	struct sched_mix_item *mix;
 	int nmix;
-	int *model_scratch;	 /* one int per model */
-	int *total_hist;	 /* could_ever(): nodes with >= k devices per model */
+	int *model_scratch; /* one int per model */
+	int *total_hist;    /* could_ever(): nodes with >= k devices per model */
 	int *model_scratch2;
 	/* candidate lists over `free`, cell x = node * nmodels + model: nodes by
 	 * their count of whole free devices of a model (wb), and by the most room
@@ -92,25 +92,25 @@ struct pass {
 	int *cb_head, *cb_next, *cb_prev; /* nodes by (accelerators, free CPUs) */
 	int *cpu_key;
 	int max_cpus;
-	int cpu_buckets; /* free CPUs are listed in this many buckets of equal width */
-	int *model_nodes;     /* nodes with devices of model m: [off[m], off[m+1]) */
-	bool borrowed; /* the statics belong to snap->cluster */
-	bool delta;	      /* scratch is free plus changes on the touched nodes */
+	int cpu_buckets;  /* free CPUs are listed in this many buckets of equal width */
+	int *model_nodes; /* nodes with devices of model m: [off[m], off[m+1]) */
+	bool borrowed;	  /* the statics belong to snap->cluster */
+	bool delta;	  /* scratch is free plus changes on the touched nodes */
 	int touch_gen;
-	int *touch_mark;      /* == touch_gen: touched */
+	int *touch_mark; /* == touch_gen: touched */
 	int *touched;
 	int ntouched;
 	int *model_nodes_off;
-	double *frag_before;	 /* per node: its fragmentation in `free`, when valid */
+	double *frag_before; /* per node: its fragmentation in `free`, when valid */
 	bool *frag_valid;
-	uint32_t *node_ver;	 /* per node: changes whenever `free` changes on it */
+	uint32_t *node_ver; /* per node: changes whenever `free` changes on it */
 	int max_ndev;
-	double *model_tflops;	 /* per model: its devices' rate */
-	int *model_exclusive;	 /* per model: some waiting job can use it only (set by sched.c) */
+	double *model_tflops; /* per model: its devices' rate */
+	int *model_exclusive; /* per model: some waiting job can use it only (set by sched.c) */
 	/* scratch for placement */
 	struct cand *cands;
 	int *name_rank; /* each node's place in name order: ties go by it */
-	int *order; /* node indices */
+	int *order;	/* node indices */
 };
 
 /* place.c */

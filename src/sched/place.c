@@ -569,14 +569,16 @@ void cap_update_node(struct pass *p, int n)
 		if (fresh[m] != w[m]) {
 			p->cap[m * (MODEL_MAX_ACCELS + 1) + w[m]]--;
 			p->cap[m * (MODEL_MAX_ACCELS + 1) + fresh[m]]++;
-			list_del(p->wb_head, p->wb_next, p->wb_prev, m * (MODEL_MAX_ACCELS + 1) + w[m], x);
+			list_del(p->wb_head, p->wb_next, p->wb_prev,
+				 m * (MODEL_MAX_ACCELS + 1) + w[m], x);
 			list_add(p->wb_head, p->wb_next, p->wb_prev,
 				 m * (MODEL_MAX_ACCELS + 1) + fresh[m], x);
 			w[m] = fresh[m];
 		}
 		int b = FRAC_BUCKET(room[m]);
 		if (b != p->node_room[x]) {
-			list_del(p->fb_head, p->fb_next, p->fb_prev, m * FRAC_BUCKETS + p->node_room[x], x);
+			list_del(p->fb_head, p->fb_next, p->fb_prev,
+				 m * FRAC_BUCKETS + p->node_room[x], x);
 			list_add(p->fb_head, p->fb_next, p->fb_prev, m * FRAC_BUCKETS + b, x);
 			p->node_room[x] = b;
 		}
@@ -637,9 +639,11 @@ static void lists_init(struct pass *p)
 			int x = n * nm + m;
 			if (room[m] < 0)
 				continue; /* listed already */
-			list_add(p->wb_head, p->wb_next, p->wb_prev, m * (MODEL_MAX_ACCELS + 1) + w[m], x);
+			list_add(p->wb_head, p->wb_next, p->wb_prev,
+				 m * (MODEL_MAX_ACCELS + 1) + w[m], x);
 			p->node_room[x] = FRAC_BUCKET(room[m]);
-			list_add(p->fb_head, p->fb_next, p->fb_prev, m * FRAC_BUCKETS + p->node_room[x], x);
+			list_add(p->fb_head, p->fb_next, p->fb_prev,
+				 m * FRAC_BUCKETS + p->node_room[x], x);
 			room[m] = -1;
 		}
 	}
@@ -789,7 +793,6 @@ bool place_scores(const struct pass *p, const struct req *rq)
 	return scored(p, rq) || (rq->frac && policy_of(p) == SCHED_FRAC_FGD);
 }
 
-
 static double frag_now(struct pass *p, const struct view *v, int n)
 {
 	const struct sched_node *node = &p->snap->nodes[n];
@@ -838,8 +841,8 @@ static int64_t fgd_score(const struct pass *p, const struct req *rq, const struc
 
 /* Chooses the device for a fraction on node n; -1 when none fits. Fills the
  * score (lower is better) by the pass's fraction policy. */
-static int frac_device(struct pass *p, const struct req *rq, const struct view *v, int n,
-		       int model, int64_t *score)
+static int frac_device(struct pass *p, const struct req *rq, const struct view *v, int n, int model,
+		       int64_t *score)
 {
 	const struct sched_node *node = &p->snap->nodes[n];
 	const int *free = &v->dev[p->dev_off[n]];
@@ -883,8 +886,8 @@ static int frac_device(struct pass *p, const struct req *rq, const struct view *
 			seen[nseen++] = free[d];
 			memcpy(after, free, sizeof(int) * (size_t)node->ndev);
 			after[d] -= rq->frac;
-			sc = sched_node_fragmentation(node->ndev, after, v->cpus[n] - rq->cpus, p->mix,
-						      p->nmix) -
+			sc = sched_node_fragmentation(node->ndev, after, v->cpus[n] - rq->cpus,
+						      p->mix, p->nmix) -
 			     before;
 		}
 		}
@@ -903,7 +906,8 @@ static int frac_device(struct pass *p, const struct req *rq, const struct view *
 	else if (pol == SCHED_FRAC_FGD && scored(p, rq))
 		*score = fgd_score(p, rq, v, n, best_score, rq->frac, free[best] - rq->frac);
 	else
-		*score = (int64_t)llround(best_score * 1000.0) * SCORE_TIE + (free[best] - rq->frac);
+		*score =
+			(int64_t)llround(best_score * 1000.0) * SCORE_TIE + (free[best] - rq->frac);
 	return best;
 }
 
@@ -953,12 +957,12 @@ static bool node_fits_now(struct pass *p, const struct req *rq, const struct vie
 		return true;
 	}
 	int have = 0;
-	if (v == &p->free && model >= 0 && !rq->j->gpu_mem_mib &&
-	    rq->j->gpu_tflops <= 0) {
+	if (v == &p->free && model >= 0 && !rq->j->gpu_mem_mib && rq->j->gpu_tflops <= 0) {
 		have = p->node_whole[n * p->nmodels + model]; /* kept by cap_update_node */
 	} else {
 		for (int d = 0; d < node->ndev; d++)
-			if (v->dev[p->dev_off[n] + d] == MODEL_MILLI && dev_usable(p, rq, n, d, model))
+			if (v->dev[p->dev_off[n] + d] == MODEL_MILLI &&
+			    dev_usable(p, rq, n, d, model))
 				have++;
 	}
 	if (have < rq->whole)
@@ -972,8 +976,8 @@ static bool node_fits_now(struct pass *p, const struct req *rq, const struct vie
 /* node_fits_now, remembered per node in `free` for the request's shape until
  * the node changes: a pass that places many jobs of one shape scores each
  * node once, not once per job. */
-static bool node_fits(struct pass *p, const struct req *rq, const struct view *v, int n,
-		      int model, struct cand *c)
+static bool node_fits(struct pass *p, const struct req *rq, const struct view *v, int n, int model,
+		      struct cand *c)
 {
 	if (!rq->memo || v != &p->free)
 		return node_fits_now(p, rq, v, n, model, c);
@@ -1024,7 +1028,8 @@ bool could_ever(struct pass *p, const struct req *rq)
 		if (!p->total_hist) {
 			/* schedulable nodes with at least k devices of model m */
 			int nm = p->nmodels;
-			p->total_hist = xcalloc((size_t)nm * (MODEL_MAX_ACCELS + 1) + 1, sizeof(int));
+			p->total_hist =
+				xcalloc((size_t)nm * (MODEL_MAX_ACCELS + 1) + 1, sizeof(int));
 			for (int n = 0; n < p->nn; n++) {
 				if (!p->snap->nodes[n].schedulable)
 					continue;
@@ -1056,7 +1061,8 @@ bool could_ever(struct pass *p, const struct req *rq)
 			if (!rq->model_ok[m])
 				continue;
 			int cnt = 0;
-			for (int k = p->model_nodes_off[m]; k < p->model_nodes_off[m + 1] && !ok; k++)
+			for (int k = p->model_nodes_off[m]; k < p->model_nodes_off[m + 1] && !ok;
+			     k++)
 				ok = node_can(p, rq, &p->total, p->model_nodes[k], m) &&
 				     ++cnt >= rq->j->nodes;
 		}
@@ -1274,7 +1280,8 @@ static void choose_nodes(struct pass *p, const struct req *rq, int nc, struct ch
 		for (int b = a; b > 0; b--) {
 			const struct sched_node *x = &p->snap->nodes[ch->sel[b - 1]];
 			const struct sched_node *y = &p->snap->nodes[ch->sel[b]];
-			int t = strcmp(x->topology ? x->topology : "", y->topology ? y->topology : "");
+			int t = strcmp(x->topology ? x->topology : "",
+				       y->topology ? y->topology : "");
 			if (t < 0 || (t == 0 && strcmp(x->name, y->name) <= 0))
 				break;
 			int sw = ch->sel[b];
@@ -1282,7 +1289,6 @@ static void choose_nodes(struct pass *p, const struct req *rq, int nc, struct ch
 			ch->sel[b - 1] = sw;
 		}
 }
-
 
 bool place(struct pass *p, const struct req *rq, const struct view *v, struct placement *out,
 	   struct place_fail *why)
@@ -1339,21 +1345,26 @@ bool place(struct pass *p, const struct req *rq, const struct view *v, struct pl
 						int n = x / nm;
 						if (delta && p->touch_mark[n] == p->touch_gen)
 							continue;
-						if (node_fits(p, rq, &p->free, n, model, &p->cands[nc])) {
-							min_spare = MIN(min_spare, p->cands[nc].spare);
+						if (node_fits(p, rq, &p->free, n, model,
+							      &p->cands[nc])) {
+							min_spare =
+								MIN(min_spare, p->cands[nc].spare);
 							nc++;
 						}
 					}
 				}
 			} else {
 				for (int b = FRAC_BUCKET(rq->frac);
-				     b < FRAC_BUCKETS && !(scored(p, rq) && nc >= SCORED_CANDIDATES); b++)
+				     b < FRAC_BUCKETS &&
+				     !(scored(p, rq) && nc >= SCORED_CANDIDATES);
+				     b++)
 					for (int x = p->fb_head[model * FRAC_BUCKETS + b]; x >= 0;
 					     x = p->fb_next[x]) {
 						int n = x / nm;
 						if (delta && p->touch_mark[n] == p->touch_gen)
 							continue;
-						if (node_fits(p, rq, &p->free, n, model, &p->cands[nc]))
+						if (node_fits(p, rq, &p->free, n, model,
+							      &p->cands[nc]))
 							nc++;
 					}
 			}
@@ -1368,8 +1379,9 @@ bool place(struct pass *p, const struct req *rq, const struct view *v, struct pl
 				int want = a > 0 && score ? SCORED_CANDIDATES : 1;
 				if (nc >= want)
 					break;
-				for (int b = rq->cpus > p->max_cpus ? p->cpu_buckets
-								    : cpu_bucket(p, MAX(rq->cpus, 0));
+				for (int b = rq->cpus > p->max_cpus
+						     ? p->cpu_buckets
+						     : cpu_bucket(p, MAX(rq->cpus, 0));
 				     b < p->cpu_buckets && nc < want; b++)
 					for (int n = p->cb_head[a * p->cpu_buckets + b]; n >= 0;
 					     n = p->cb_next[n])
@@ -1377,7 +1389,8 @@ bool place(struct pass *p, const struct req *rq, const struct view *v, struct pl
 							nc++;
 			}
 		} else if (model >= 0) {
-			for (int k = p->model_nodes_off[model]; k < p->model_nodes_off[model + 1]; k++)
+			for (int k = p->model_nodes_off[model]; k < p->model_nodes_off[model + 1];
+			     k++)
 				if (node_fits(p, rq, v, p->model_nodes[k], model, &p->cands[nc]))
 					nc++;
 		} else {
@@ -1407,10 +1420,9 @@ bool place(struct pass *p, const struct req *rq, const struct view *v, struct pl
 			       (excl < best_excl ||
 				(excl == best_excl && by_score && cur.spare != best.spare
 					 ? cur.spare < best.spare
-					 : excl == best_excl &&
-						   (tf > best_tf + 1e-9 ||
-						    (fabs(tf - best_tf) <= 1e-9 &&
-						     cur.spare < best.spare)))));
+					 : excl == best_excl && (tf > best_tf + 1e-9 ||
+								 (fabs(tf - best_tf) <= 1e-9 &&
+								  cur.spare < best.spare)))));
 		if (better) {
 			struct choice t = best;
 			best = cur;

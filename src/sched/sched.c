@@ -58,19 +58,19 @@ struct shape {
 	const struct sched_job *j; /* a job with this shape (for comparison) */
 	enum shape_state state;
 	enum sched_wait_reason reason;
-	int detail_job; /* the job whose wait says why (-1: none yet) */
+	int detail_job;	 /* the job whose wait says why (-1: none yet) */
 	int generic_job; /* the job whose wait has its plain "waiting for resources" text */
 	int could;
 	int switches;
-	int never; /* -1 unknown, 0 no, 1 yes */
+	int never;		 /* -1 unknown, 0 no, 1 yes */
 	uint32_t preempt_failed; /* bit per class index (up to 32): preemption found nothing */
-	int resv_n;   /* it failed under all of the first resv_n reservations (0: not known) */
+	int resv_n; /* it failed under all of the first resv_n reservations (0: not known) */
 	uint64_t reclaim_failed; /* qversion + 1 when reclaiming found nothing for it */
-	bool *model_ok; /* its acceptable models, once worked out */
-	int resv_job; /* ... and that job's wait says why */
-	int tries;    /* jobs of this shape placed or tried in this pass */
-	int count;    /* pending jobs of this shape */
-	int64_t need; /* accelerators a job of it asks for, milli */
+	bool *model_ok;		 /* its acceptable models, once worked out */
+	int resv_job;		 /* ... and that job's wait says why */
+	int tries;		 /* jobs of this shape placed or tried in this pass */
+	int count;		 /* pending jobs of this shape */
+	int64_t need;		 /* accelerators a job of it asks for, milli */
 	struct fast fast;
 	struct node_memo *memo; /* per node, from its second job on (single-node shapes) */
 };
@@ -79,11 +79,11 @@ struct shape {
 #define MEMO_MAX_BYTES (64u << 20)
 
 struct qstate {
-	int64_t use; /* milli-accelerators held, including what started this pass */
-	int quota_job; /* a job whose wait says the queue is at its limit (-1: none yet) */
+	int64_t use;		/* milli-accelerators held, including what started this pass */
+	int quota_job;		/* a job whose wait says the queue is at its limit (-1: none yet) */
 	uint64_t quota_version; /* qversion + 1 when quota_job's text was written */
-	int64_t reclaiming; /* held by its jobs preempted in this pass: soon free */
-	double score;	    /* fair share: lower goes first */
+	int64_t reclaiming;	/* held by its jobs preempted in this pass: soon free */
+	double score;		/* fair share: lower goes first */
 	double recent;
 	int head, tail; /* this segment's jobs of the queue: st->run[head .. tail) */
 	int heap_pos;
@@ -113,7 +113,7 @@ struct st {
 	struct pass p;
 	struct sched_decisions *d;
 	const struct sched_job *const *jobs;
-	int *order; /* job indices in class order */
+	int *order;	  /* job indices in class order */
 	struct jrec *run; /* a segment's jobs in their queues' runs */
 	struct qstate *qs;
 	int *heap;
@@ -122,8 +122,8 @@ struct st {
 	int nresv;
 	size_t resv_alloc;
 	bool *class_has_resv;
-	int blocked_all; /* with no_backfill: the job everything waits behind, or -1 */
-	bool *victim;	 /* running: chosen as a victim in this pass */
+	int blocked_all;      /* with no_backfill: the job everything waits behind, or -1 */
+	bool *victim;	      /* running: chosen as a victim in this pass */
 	struct shape *shapes; /* every shape among the pending jobs, in order of first job */
 	size_t shapes_alloc;
 	int nshapes;
@@ -135,15 +135,15 @@ struct st {
 	struct end_item *end_heap; /* running jobs by static end, once sorted */
 	bool end_sorted;
 	struct end_item *end_list; /* scratch for one reservation */
-	int *preemptible_below; /* per class: running jobs it could preempt by class */
+	int *preemptible_below;	   /* per class: running jobs it could preempt by class */
 	struct relset rel[MODEL_MAX_CLASSES]; /* releasable(): per class, when worked out */
-	struct relset recl;		       /* reclaimable(), as of qversion */
+	struct relset recl;		      /* reclaimable(), as of qversion */
 	uint64_t qversion; /* changes whenever a queue's use or what it lends changes */
 	uint64_t epoch;	   /* changes whenever a job takes the full path (struct fast) */
 	int prio_of[MODEL_MAX_CLASSES]; /* each class's priority */
-	bool *lends;	   /* per queue: uses more than its quota (any_lending) */
+	bool *lends;			/* per queue: uses more than its quota (any_lending) */
 	int nlending;
-	uint64_t lend_version; /* qversion + 1 that lends was worked out for */
+	uint64_t lend_version;	     /* qversion + 1 that lends was worked out for */
 	struct victim *victim_order; /* every running job, cheapest victim first */
 	bool victim_sorted;
 	struct victim *victim_buf; /* scratch for one preemption search */
@@ -273,7 +273,8 @@ static void describe_need(const struct st *st, const struct sched_job *j, struct
 	bool any = false;
 	if (j->gpu_milli > 0) {
 		if (j->gpu_milli < MODEL_MILLI)
-			strbuf_addf(sb, "%.3g of an accelerator", j->gpu_milli / (double)MODEL_MILLI);
+			strbuf_addf(sb, "%.3g of an accelerator",
+				    j->gpu_milli / (double)MODEL_MILLI);
 		else {
 			int k = j->tasks_per_node * j->gpu_milli / MODEL_MILLI;
 			strbuf_addf(sb, "%d accelerator%s", k, k == 1 ? "" : "s");
@@ -287,14 +288,16 @@ static void describe_need(const struct st *st, const struct sched_job *j, struct
 					    (long long)(j->gpu_mem_mib / 1024));
 			if (j->gpu_tflops > 0)
 				strbuf_addf(sb, "%s>= %g TFLOP/s",
-					    j->ngpu_types || j->gpu_mem_mib ? ", " : "", j->gpu_tflops);
+					    j->ngpu_types || j->gpu_mem_mib ? ", " : "",
+					    j->gpu_tflops);
 			strbuf_addch(sb, ')');
 		}
 		any = true;
 	}
 	int64_t cpus = (int64_t)j->tasks_per_node * j->cpus_per_task;
 	if (cpus) {
-		strbuf_addf(sb, "%s%lld CPU%s", any ? ", " : "", (long long)cpus, cpus == 1 ? "" : "s");
+		strbuf_addf(sb, "%s%lld CPU%s", any ? ", " : "", (long long)cpus,
+			    cpus == 1 ? "" : "s");
 		any = true;
 	}
 	if (j->mem_mib) {
@@ -503,7 +506,6 @@ static int64_t static_end(const struct st *st, const struct sched_running *r)
 	return MAX(st->p.now, r->start_ms + r->time_limit_s * 1000);
 }
 
-
 /* A running job and when it is expected to end, for reservations. */
 struct end_item {
 	int64_t end;
@@ -543,7 +545,8 @@ static void sort_by_end(struct end_item *a, int n, int64_t now)
 			sum += c;
 		}
 		for (int i = 0; i < nf; i++)
-			dst[count[((uint64_t)(src[i].end - now) >> shift) & (RADIX - 1)]++] = src[i];
+			dst[count[((uint64_t)(src[i].end - now) >> shift) & (RADIX - 1)]++] =
+				src[i];
 		struct end_item *t = src;
 		src = dst;
 		dst = t;
@@ -744,9 +747,8 @@ static void select_cheapest(struct node_cost *a, int n, int k, void *snap)
 
 /* For each node that has `model`, the cheapest victims there whose end lets it
  * hold one node's share of rq; fills out, returns how many nodes could. */
-static int node_costs(struct st *st, const struct req *rq, const struct victim *v,
-		      const int *head, const int *link_v, const int *link_next, int model,
-		      struct node_cost *out)
+static int node_costs(struct st *st, const struct req *rq, const struct victim *v, const int *head,
+		      const int *link_v, const int *link_next, int model, struct node_cost *out)
 {
 	struct pass *p = &st->p;
 	const struct sched_snapshot *s = p->snap;
@@ -847,8 +849,8 @@ static int pick_victims(struct st *st, const struct req *rq, struct victim *v, i
 		qsort_r(nc, (size_t)prefix, sizeof(*nc), cmp_node_cost, p->name_rank);
 		for (int i = 0; i < cnt; i++) {
 			if (i == prefix)
-				qsort_r(nc + prefix, (size_t)(cnt - prefix), sizeof(*nc), cmp_node_cost,
-					p->name_rank);
+				qsort_r(nc + prefix, (size_t)(cnt - prefix), sizeof(*nc),
+					cmp_node_cost, p->name_rank);
 			int n = nc[i].node, k = 0;
 			for (int l = head[n]; l >= 0 && k < nc[i].nvict; l = link_next[l], k++) {
 				struct victim *vi = &v[link_v[l]];
@@ -1049,8 +1051,7 @@ static bool preempt_possible(struct st *st, const struct req *rq, bool by_class,
 				 by_reclaim ? reclaimable(st) : NULL);
 }
 
-static bool try_preempt(struct st *st, int ji, const struct req *rq, bool reclaim,
-			bool by_class_ok)
+static bool try_preempt(struct st *st, int ji, const struct req *rq, bool reclaim, bool by_class_ok)
 {
 	struct pass *p = &st->p;
 	const struct sched_snapshot *s = p->snap;
@@ -1066,9 +1067,9 @@ static bool try_preempt(struct st *st, int ji, const struct req *rq, bool reclai
 		for (int i = 0; i < s->nrunning; i++) {
 			const struct sched_running *r = &s->running[i];
 			int64_t since = MAX(r->start_ms, r->last_checkpoint_ms);
-			st->victim_order[i] = (struct victim){i, s->classes[r->cls].priority,
-							      MAX(0, p->now - since),
-							      running_milli(r), false};
+			st->victim_order[i] =
+				(struct victim){i, s->classes[r->cls].priority,
+						MAX(0, p->now - since), running_milli(r), false};
 		}
 		sort_victims(st->victim_order, (size_t)s->nrunning, s);
 		st->victim_sorted = true;
@@ -1082,9 +1083,9 @@ static bool try_preempt(struct st *st, int ji, const struct req *rq, bool reclai
 		const struct sched_queue *rq_ = &s->queues[r->queue];
 		bool by_class = by_class_ok && jc->may_preempt && rc->preemptible &&
 				rc->priority < jc->priority;
-		bool by_reclaim = reclaim && r->queue != j->queue && rq_->quota_milli >= 0 &&
-				  st->qs[r->queue].use - st->qs[r->queue].reclaiming >
-					  rq_->quota_milli;
+		bool by_reclaim =
+			reclaim && r->queue != j->queue && rq_->quota_milli >= 0 &&
+			st->qs[r->queue].use - st->qs[r->queue].reclaiming > rq_->quota_milli;
 		if (!by_class && !by_reclaim)
 			continue;
 		v[nv++] = st->victim_order[o];
@@ -1139,8 +1140,9 @@ static bool any_lending(struct st *st, int except)
 			st->lends = xcalloc((size_t)s->nqueues, sizeof(bool));
 		st->nlending = 0;
 		for (int q = 0; q < s->nqueues; q++) {
-			st->lends[q] = s->queues[q].quota_milli >= 0 &&
-				       st->qs[q].use - st->qs[q].reclaiming > s->queues[q].quota_milli;
+			st->lends[q] =
+				s->queues[q].quota_milli >= 0 &&
+				st->qs[q].use - st->qs[q].reclaiming > s->queues[q].quota_milli;
 			st->nlending += st->lends[q];
 		}
 		st->lend_version = st->qversion + 1;
@@ -1196,9 +1198,11 @@ static void wait_resources(struct st *st, int ji, struct shape *sh, const struct
 	if (sh->never) {
 		if (sh->switches && j->max_switches) {
 			reason = SCHED_WAIT_SWITCHES;
-			strbuf_addf(sb, "can never start: no placement spans %d switch%s or fewer (the "
-					"nodes that could hold it span %d)",
-				    j->max_switches, j->max_switches == 1 ? "" : "es", sh->switches);
+			strbuf_addf(sb,
+				    "can never start: no placement spans %d switch%s or fewer (the "
+				    "nodes that could hold it span %d)",
+				    j->max_switches, j->max_switches == 1 ? "" : "es",
+				    sh->switches);
 		} else {
 			reason = SCHED_WAIT_NEVER_FITS;
 			strbuf_addstr(sb, "can never start: needs ");
@@ -1211,7 +1215,8 @@ static void wait_resources(struct st *st, int ji, struct shape *sh, const struct
 		return;
 	}
 	const struct sched_policy *pol = st->p.policy;
-	bool head = !st->class_has_resv[j->cls] && !(pol && (pol->no_backfill || pol->no_reservations));
+	bool head =
+		!st->class_has_resv[j->cls] && !(pol && (pol->no_backfill || pol->no_reservations));
 	if (head && shadow(st, rq, &until)) {
 		st->class_has_resv[j->cls] = true;
 		add_resv(st, ji, until, &st->pl);
@@ -1233,14 +1238,15 @@ static void wait_resources(struct st *st, int ji, struct shape *sh, const struct
 	}
 	if (sh->switches && j->max_switches && sh->could >= j->nodes) {
 		reason = SCHED_WAIT_SWITCHES;
-		strbuf_addf(sb, "waiting for a placement within %d switch%s: the nodes free now span "
-				"%d",
+		strbuf_addf(sb,
+			    "waiting for a placement within %d switch%s: the nodes free now span "
+			    "%d",
 			    j->max_switches, j->max_switches == 1 ? "" : "es", sh->switches);
 	} else {
 		strbuf_addstr(sb, "waiting for resources: needs ");
 		describe_need(st, j, sb);
-		strbuf_addf(sb, " free; %d node%s ha%s that now", sh->could, sh->could == 1 ? "" : "s",
-			    sh->could == 1 ? "s" : "ve");
+		strbuf_addf(sb, " free; %d node%s ha%s that now", sh->could,
+			    sh->could == 1 ? "" : "s", sh->could == 1 ? "s" : "ve");
 	}
 	sh->reason = reason;
 	sh->detail_job = ji;
@@ -1261,12 +1267,13 @@ static void preempt_options(struct st *st, int cls, int queue, const struct shap
 	*may = (c->may_preempt || within_quota) && !(pol && pol->no_preemption);
 	if (!*may)
 		return;
-	int cap = pol && pol->max_preemptions ? pol->max_preemptions : SCHED_DEFAULT_MAX_PREEMPTIONS;
+	int cap =
+		pol && pol->max_preemptions ? pol->max_preemptions : SCHED_DEFAULT_MAX_PREEMPTIONS;
 	*may = cap < 0 || st->d->npreempts < cap;
 	uint32_t bit = cls < 32 ? 1u << cls : 0;
 	*by_class = c->may_preempt && !(sh->preempt_failed & bit) && st->preemptible_below[cls] > 0;
-	*by_reclaim = within_quota && sh->reclaim_failed != st->qversion + 1 &&
-		      any_lending(st, queue);
+	*by_reclaim =
+		within_quota && sh->reclaim_failed != st->qversion + 1 && any_lending(st, queue);
 }
 
 /* The first of the jobs preempted for j (st->held is sorted by whom they
@@ -1341,7 +1348,8 @@ static void process(struct st *st, const struct jrec *jr)
 	const struct sched_policy *pol = p->policy;
 	struct strbuf *sb = &st->sb;
 	if (pol && pol->max_starts && st->d->nstarts >= pol->max_starts) {
-		add_wait(st, ji, SCHED_WAIT_PASS_LIMIT, -1, 0, "waiting for the next scheduling pass");
+		add_wait(st, ji, SCHED_WAIT_PASS_LIMIT, -1, 0,
+			 "waiting for the next scheduling pass");
 		return;
 	}
 	if (st->blocked_all >= 0) {
@@ -1363,11 +1371,12 @@ static void process(struct st *st, const struct jrec *jr)
 				return;
 			}
 			strbuf_reset(sb);
-			strbuf_addf(sb,
-				    "queue \"%s\" is at its limit: %.3g accelerators in use of %.3g "
-				    "(quota %.3g + borrowable %.3g)",
-				    q->name, qs->use / 1000.0, limit / 1000.0, q->quota_milli / 1000.0,
-				    q->borrow_milli / 1000.0);
+			strbuf_addf(
+				sb,
+				"queue \"%s\" is at its limit: %.3g accelerators in use of %.3g "
+				"(quota %.3g + borrowable %.3g)",
+				q->name, qs->use / 1000.0, limit / 1000.0, q->quota_milli / 1000.0,
+				q->borrow_milli / 1000.0);
 			add_wait(st, ji, SCHED_WAIT_QUOTA, -1, 0, sb->buf);
 			qs->quota_job = ji;
 			qs->quota_version = st->qversion + 1;
@@ -1455,13 +1464,16 @@ static void process(struct st *st, const struct jrec *jr)
 				if (place(p, &rq, &p->free, &st->pl, &why)) {
 					const struct resv *r = &st->resv[first];
 					strbuf_reset(sb);
-					strbuf_addf(sb, "would delay job %lld, which holds a reservation",
-						    (long long)st->jobs[r->job]->id);
+					strbuf_addf(
+						sb,
+						"would delay job %lld, which holds a reservation",
+						(long long)st->jobs[r->job]->id);
 					if (r->until > 0 && r->until != FOREVER) {
 						strbuf_addstr(sb, " starting in about ");
 						fmt_wait_time(r->until - p->now, sb);
-						strbuf_addstr(sb, "; a time limit (--time) under that "
-								  "would let it start now");
+						strbuf_addstr(sb,
+							      "; a time limit (--time) under that "
+							      "would let it start now");
 					}
 					add_wait(st, ji, SCHED_WAIT_RESERVED, -1, 0, sb->buf);
 					if (blocked_by_all(st, j)) {
@@ -1522,8 +1534,7 @@ static bool snapshot_valid(const struct sched_snapshot *s)
 {
 	if (s->nnodes < 0 || s->njobs < 0 || s->nrunning < 0 || (s->nnodes && !s->nodes) ||
 	    (s->njobs && !s->jobs) || (s->nrunning && !s->running) || s->nclasses < 1 ||
-	    s->nclasses > MODEL_MAX_CLASSES ||
-	    !s->classes || s->nqueues < 1 || !s->queues)
+	    s->nclasses > MODEL_MAX_CLASSES || !s->classes || s->nqueues < 1 || !s->queues)
 		return false;
 	for (int n = 0; n < s->nnodes; n++) {
 		const struct sched_node *node = &s->nodes[n];
@@ -1557,7 +1568,8 @@ static bool index_running(struct st *st)
 		int64_t milli = 0;
 		for (int k = 0; k < r->nnodes && ok; k++) {
 			const struct sched_assign *a = &r->nodes[k];
-			int ndev = a->node >= 0 && a->node < s->nnodes ? s->nodes[a->node].ndev : -1;
+			int ndev =
+				a->node >= 0 && a->node < s->nnodes ? s->nodes[a->node].ndev : -1;
 			ok = a->ndev >= 0 && a->ndev <= ndev;
 			for (int d = 0; d < a->ndev && ok; d++)
 				ok = a->devs[d] >= 0 && a->devs[d] < ndev;
@@ -1576,8 +1588,6 @@ static bool index_running(struct st *st)
 	free(by_class);
 	return ok;
 }
-
-
 
 /* One walk over the pending jobs, in the order given: checks each, files it
  * under its shape and fills st->jrec; tells whether they are in class order.
@@ -1642,9 +1652,9 @@ static bool index_jobs(struct st *st, bool *sorted)
 		int py = prio(st, j->cls);
 		st->jrec[i] = (struct jrec){i, k, j->queue, j->cls};
 		if (x && *sorted)
-			*sorted = px > py || (px == py && (x->submit_ms < j->submit_ms ||
-							   (x->submit_ms == j->submit_ms &&
-							    x->id < j->id)));
+			*sorted = px > py ||
+				  (px == py && (x->submit_ms < j->submit_ms ||
+						(x->submit_ms == j->submit_ms && x->id < j->id)));
 		x = j;
 		px = py;
 	}
@@ -1679,8 +1689,9 @@ static void from_shapes(struct st *st)
 					   : 0;
 			int cpus = j->tasks_per_node * j->cpus_per_task;
 			int i = 0;
-			while (i < p->nmix && !(p->mix[i].milli == milli && p->mix[i].devices == devs &&
-						p->mix[i].cpus == cpus))
+			while (i < p->nmix &&
+			       !(p->mix[i].milli == milli && p->mix[i].devices == devs &&
+				 p->mix[i].cpus == cpus))
 				i++;
 			if (i == p->nmix)
 				p->mix[p->nmix++] = (struct sched_mix_item){milli, devs, cpus, 0};
@@ -1707,7 +1718,8 @@ static void from_shapes(struct st *st)
 static int cmp_held(const void *a, const void *b, void *arg)
 {
 	const struct sched_snapshot *s = arg;
-	const struct sched_running *x = &s->running[*(const int *)a], *y = &s->running[*(const int *)b];
+	const struct sched_running *x = &s->running[*(const int *)a],
+				   *y = &s->running[*(const int *)b];
 	if (x->held_for != y->held_for)
 		return x->held_for < y->held_for ? -1 : 1;
 	return x->id < y->id ? -1 : x->id > y->id;

@@ -97,7 +97,7 @@ struct sched_job {
 	int gpu_milli; /* per task; < MODEL_MILLI is a fraction of one device */
 	int cpus_per_task;
 	int ngpu_types;
-	int64_t mem_mib; /* per node */
+	int64_t mem_mib;	      /* per node */
 	const char *const *gpu_types; /* acceptable models; none: any */
 	int64_t gpu_mem_mib;	      /* each device at least this much memory; 0: any */
 	double gpu_tflops;	      /* each device at least this fast; 0: any */
@@ -166,12 +166,12 @@ struct sched_snapshot {
 #define SCHED_DEFAULT_MAX_PREEMPTIONS 128
 
 struct sched_policy {
-	int max_starts;	   /* jobs started per pass at most; 0: no limit */
+	int max_starts; /* jobs started per pass at most; 0: no limit */
 	/* jobs preempted per pass at most (0: SCHED_DEFAULT_MAX_PREEMPTIONS,
 	 * negative: no limit). Victims take their grace period to exit anyway;
 	 * the cap bounds how much one pass disrupts, and the next pass goes on. */
 	int max_preemptions;
-	bool no_backfill;  /* strict order: nothing overtakes a waiting job of its class */
+	bool no_backfill; /* strict order: nothing overtakes a waiting job of its class */
 	/* greedy: a job that cannot start holds no reservation, so any later job
 	 * that fits starts (what Kubernetes' default scheduler does). With it, one
 	 * pass over jobs in order places each exactly as if they came one by one. */
@@ -207,22 +207,22 @@ struct sched_preempt {
 };
 
 enum sched_wait_reason {
-	SCHED_WAIT_RESOURCES,	/* fits the cluster, not now */
-	SCHED_WAIT_NEVER_FITS,	/* more than the schedulable nodes could ever hold */
-	SCHED_WAIT_QUOTA,	/* its queue is at its quota plus borrow limit */
-	SCHED_WAIT_RESERVED,	/* would delay a job with a reservation */
-	SCHED_WAIT_PREEMPTING,	/* waits for jobs preempted for it to exit */
-	SCHED_WAIT_SWITCHES,	/* no placement within --switches */
-	SCHED_WAIT_PASS_LIMIT,	/* the pass stopped at policy->max_starts */
+	SCHED_WAIT_RESOURCES,  /* fits the cluster, not now */
+	SCHED_WAIT_NEVER_FITS, /* more than the schedulable nodes could ever hold */
+	SCHED_WAIT_QUOTA,      /* its queue is at its quota plus borrow limit */
+	SCHED_WAIT_RESERVED,   /* would delay a job with a reservation */
+	SCHED_WAIT_PREEMPTING, /* waits for jobs preempted for it to exit */
+	SCHED_WAIT_SWITCHES,   /* no placement within --switches */
+	SCHED_WAIT_PASS_LIMIT, /* the pass stopped at policy->max_starts */
 	SCHED_WAIT_MAX
 };
 
 struct sched_wait {
 	int job;
 	enum sched_wait_reason reason;
-	int same_as;   /* -1, or the index of a job whose detail says why */
+	int same_as;	  /* -1, or the index of a job whose detail says why */
 	int64_t until_ms; /* for a reservation: when it is expected to start; 0: unknown */
-	char *detail;  /* one line a user understands (NULL with same_as); owned */
+	char *detail;	  /* one line a user understands (NULL with same_as); owned */
 };
 
 struct sched_decisions {

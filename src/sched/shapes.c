@@ -68,7 +68,7 @@ struct entry {
 	struct sched_job j; /* the shape's fields; gpu_types point at types */
 	char **types;
 	uint64_t hash;
-	int refs;      /* 0: unused, on the free list */
+	int refs; /* 0: unused, on the free list */
 	int next_free;
 };
 

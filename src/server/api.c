@@ -56,8 +56,8 @@ static void h_health(struct request *r, const char *param, json_t *body)
 				  "last_pass_ms", s->last_pass_us / 1000.0, "pending",
 				  (json_int_t)s->npending, "shapes",
 				  s->sched_shapes ? sched_shapes_live(s->sched_shapes) : 0);
-	reply_json(r, 200, json_pack("{s:b, s:s, s:o}", "ok", 1, "epoch", s->epoch, "scheduler",
-				     sched));
+	reply_json(r, 200,
+		   json_pack("{s:b, s:s, s:o}", "ok", 1, "epoch", s->epoch, "scheduler", sched));
 }
 
 static void h_catalogue(struct request *r, const char *param, json_t *body)
@@ -101,8 +101,9 @@ static void h_submit(struct request *r, const char *param, json_t *body)
 	const char *qname = req.queue ? req.queue : "default";
 	struct squeue *q = state_queue(s, qname);
 	if (!q) {
-		reply_error(r, 400, "queue: no queue \"%s\"; an admin creates it with `tenk queues "
-				    "set %s --gpus N`",
+		reply_error(r, 400,
+			    "queue: no queue \"%s\"; an admin creates it with `tenk queues "
+			    "set %s --gpus N`",
 			    qname, qname);
 		job_request_release(&req);
 		return;
@@ -127,8 +128,9 @@ static void h_classes(struct request *r, const char *param, json_t *body)
 		json_object_set_new(o, "pending", json_integer(s->classes[c].npending));
 		json_array_append_new(arr, o);
 	}
-	reply_json(r, 200, json_pack("{s:o, s:I}", "classes", arr, "fair_share_half_life_s",
-				     (json_int_t)s->sched.half_life_s));
+	reply_json(r, 200,
+		   json_pack("{s:o, s:I}", "classes", arr, "fair_share_half_life_s",
+			     (json_int_t)s->sched.half_life_s));
 }
 
 static void h_queues(struct request *r, const char *param, json_t *body)
@@ -434,8 +436,7 @@ static void h_agent_heartbeat(struct request *r, const char *param, json_t *body
 	}
 	size_t i;
 	json_t *c;
-	json_array_foreach(ckpts, i, c)
-	{
+	json_array_foreach (ckpts, i, c) {
 		int64_t v;
 		if (mj_check_keys(c, NULL, ckeys, &err) < 0 ||
 		    mj_int(c, "job", true, 1, INT64_MAX, 0, &v, &err) < 0 ||
@@ -449,8 +450,7 @@ static void h_agent_heartbeat(struct request *r, const char *param, json_t *body
 	if (!n)
 		return;
 	state_node_seen(r->s, n);
-	json_array_foreach(ckpts, i, c)
-	{
+	json_array_foreach (ckpts, i, c) {
 		struct sjob *j = state_job(r->s, json_integer_value(json_object_get(c, "job")));
 		const struct attempt *a = j ? job_current_attempt(&j->job) : NULL;
 		if (a && a->number == json_integer_value(json_object_get(c, "attempt")))
@@ -510,8 +510,8 @@ struct event {
 
 static int event_unpack(json_t *e, struct event *ev, struct tk_error *err)
 {
-	static const char *const keys[] = {"job",	"attempt", "rank",   "type",
-					   "at_ms",	"exit_code", "signal", "reason", NULL};
+	static const char *const keys[] = {"job",	"attempt", "rank",   "type", "at_ms",
+					   "exit_code", "signal",  "reason", NULL};
 	char type[16] = "";
 	int64_t job, attempt, rank, at, code, sig;
 	int r;
@@ -531,8 +531,8 @@ static int event_unpack(json_t *e, struct event *ev, struct tk_error *err)
 	else if (strcmp(type, "exited") == 0)
 		ev->exited = true;
 	else
-		return tk_errorf(err, -EINVAL, "type: must be \"started\" or \"exited\", got \"%s\"",
-				 type);
+		return tk_errorf(err, -EINVAL,
+				 "type: must be \"started\" or \"exited\", got \"%s\"", type);
 	ev->job = job;
 	ev->attempt = (int)attempt;
 	ev->rank = (int)rank;
@@ -563,8 +563,7 @@ static void h_agent_events(struct request *r, const char *param, json_t *body)
 	struct event *evs = xcalloc(n ? n : 1, sizeof(*evs));
 	size_t i;
 	json_t *e;
-	json_array_foreach(events, i, e)
-	{
+	json_array_foreach (events, i, e) {
 		if (event_unpack(e, &evs[i], &err) < 0) {
 			reply_error(r, 400, "events[%zu].%s", i, err.text);
 			free(evs);
@@ -580,8 +579,7 @@ static void h_agent_events(struct request *r, const char *param, json_t *body)
 				state_task_exited(r->s, ev->job, ev->attempt, ev->rank,
 						  ev->exit_code, ev->signal, ev->reason, ev->at_ms);
 			else
-				state_task_started(r->s, ev->job, ev->attempt, ev->rank,
-						   ev->at_ms);
+				state_task_started(r->s, ev->job, ev->attempt, ev->rank, ev->at_ms);
 		}
 		reply_json(r, 200, json_pack("{s:I}", "acked", (json_int_t)n));
 	}
@@ -611,8 +609,8 @@ static void h_users(struct request *r, const char *param, json_t *body)
 	void *v;
 	while (tk_map_next(&s->user_by_name, &pos, NULL, &v)) {
 		const struct suser *u = v;
-		json_array_append_new(arr, json_pack("{s:s, s:b, s:I}", "name", u->rec.name, "admin",
-						     u->rec.admin, "created_ms",
+		json_array_append_new(arr, json_pack("{s:s, s:b, s:I}", "name", u->rec.name,
+						     "admin", u->rec.admin, "created_ms",
 						     (json_int_t)u->rec.created_ms));
 	}
 	reply_json(r, 200, json_pack("{s:o}", "users", arr));
@@ -632,8 +630,9 @@ static void h_user_add(struct request *r, const char *param, json_t *body)
 		return;
 	}
 	if (!model_name_valid(name) || !strcmp(name, "admin") || !strcmp(name, "agent")) {
-		reply_error(r, 400, "name: \"%s\" is not a user name one may add (letters, digits, "
-				    "'.', '_', '-'; not admin or agent)",
+		reply_error(r, 400,
+			    "name: \"%s\" is not a user name one may add (letters, digits, "
+			    "'.', '_', '-'; not admin or agent)",
 			    name);
 		return;
 	}
@@ -644,8 +643,8 @@ static void h_user_add(struct request *r, const char *param, json_t *body)
 	}
 	char token[65];
 	state_user_add(s, name, admin, token);
-	reply_json(r, 201, json_pack("{s:s, s:b, s:s}", "name", name, "admin", admin, "token",
-				     token));
+	reply_json(r, 201,
+		   json_pack("{s:s, s:b, s:s}", "name", name, "admin", admin, "token", token));
 }
 
 static void h_user_del(struct request *r, const char *param, json_t *body)

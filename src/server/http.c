@@ -173,7 +173,9 @@ static bool token_equal(const char *a, const char *b)
 }
 
 static const char *const role_names[ROLE_MAX] = {
-	[ROLE_NONE] = "anyone", [ROLE_USER] = "a user", [ROLE_ADMIN] = "an admin",
+	[ROLE_NONE] = "anyone",
+	[ROLE_USER] = "a user",
+	[ROLE_ADMIN] = "an admin",
 	[ROLE_AGENT] = "an agent",
 };
 
@@ -305,9 +307,10 @@ static void dispatch(struct request *r)
 		const char *h = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
 							    MHD_HTTP_HEADER_AUTHORIZATION);
 		if (!h)
-			reply_error(r, 401,
-				    "missing token: send the header \"Authorization: Bearer TOKEN\" "
-				    "(the admin token is in the server's data folder, admin.token)");
+			reply_error(
+				r, 401,
+				"missing token: send the header \"Authorization: Bearer TOKEN\" "
+				"(the admin token is in the server's data folder, admin.token)");
 		else
 			reply_error(r, 401, "invalid token");
 		return;
@@ -328,8 +331,8 @@ static void dispatch(struct request *r)
 		if (!body) {
 			char key[64];
 			if (key_before(r->body.buf, (size_t)jerr.position, key, sizeof(key)))
-				reply_error(r, 400, "%s: %s (body line %d column %d)", key, jerr.text,
-					    jerr.line, jerr.column);
+				reply_error(r, 400, "%s: %s (body line %d column %d)", key,
+					    jerr.text, jerr.line, jerr.column);
 			else
 				reply_error(r, 400, "body: invalid JSON at line %d column %d: %s",
 					    jerr.line, jerr.column, jerr.text);
@@ -470,8 +473,8 @@ static void mhd_poll_cb(uv_poll_t *p, int status, int events)
 }
 
 /* Splits "HOST:PORT" ("[v6]:PORT" too) and resolves it. */
-static int parse_listen(const char *listen, struct sockaddr_storage *ss, socklen_t *len,
-			char *host, size_t hostlen, struct tk_error *err)
+static int parse_listen(const char *listen, struct sockaddr_storage *ss, socklen_t *len, char *host,
+			size_t hostlen, struct tk_error *err)
 {
 	const char *colon = strrchr(listen, ':');
 	if (!colon || colon == listen)
@@ -490,8 +493,8 @@ static int parse_listen(const char *listen, struct sockaddr_storage *ss, socklen
 	if (tk_parse_int64(colon + 1, 0, 65535, &port) < 0)
 		return tk_errorf(err, -EINVAL, "listen address \"%s\": port must be 0..65535",
 				 listen);
-	struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
-				 .ai_flags = AI_PASSIVE};
+	struct addrinfo hints = {
+		.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE};
 	struct addrinfo *res = NULL;
 	char portstr[8];
 	snprintf(portstr, sizeof(portstr), "%d", (int)port);

@@ -20,13 +20,13 @@
 #include "server.h"
 #include "store/store.h"
 
-#define SERVER_MAX_BODY (1024 * 1024)	 /* request body limit */
-#define SERVER_PORT_BASE 29500		 /* MASTER_PORT range on each node */
+#define SERVER_MAX_BODY (1024 * 1024) /* request body limit */
+#define SERVER_PORT_BASE 29500	      /* MASTER_PORT range on each node */
 #define SERVER_PORT_COUNT 512
-#define SERVER_MAX_EVENTS 4096		 /* events in one agent report */
+#define SERVER_MAX_EVENTS 4096	     /* events in one agent report */
 #define SERVER_MAX_CONNECTIONS 60000 /* agents hold a few each */
-#define SERVER_CRON_MS 500		 /* periodic work: liveness, long-poll deadlines */
-#define SERVER_MAX_LIST 100000		 /* jobs in one list answer */
+#define SERVER_CRON_MS 500	     /* periodic work: liveness, long-poll deadlines */
+#define SERVER_MAX_LIST 100000	     /* jobs in one list answer */
 
 enum role { ROLE_NONE, ROLE_USER, ROLE_ADMIN, ROLE_AGENT, ROLE_MAX };
 
@@ -111,7 +111,7 @@ struct suser {
 /* A queue with what it uses now. */
 struct squeue {
 	struct queue_spec spec;
-	int index; /* in server->queues; queues are never removed */
+	int index;	   /* in server->queues; queues are never removed */
 	int64_t use_milli; /* accelerators held by its running attempts */
 	int npending;
 	int nrunning;

@@ -316,8 +316,7 @@ static int lock_data_dir(struct server *s, struct tk_error *err)
 }
 
 /* Reads DATA/NAME.token, creating it with a fresh random token first. */
-static int load_token(struct server *s, const char *name, char *buf, size_t n,
-		      struct tk_error *err)
+static int load_token(struct server *s, const char *name, char *buf, size_t n, struct tk_error *err)
 {
 	_cleanup_free_ char *path = xasprintf("%s/%s.token", s->data_dir, name);
 	char *text = NULL;

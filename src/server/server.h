@@ -14,13 +14,13 @@
 struct server;
 
 struct server_config {
-	const char *data_dir;	     /* borrowed; holds tenk.db and the tokens */
-	const char *listen;	     /* "HOST:PORT"; port 0 picks a free one */
-	const char *catalogue_path;  /* optional JSON overrides; borrowed */
-	const char *config_path;     /* scheduling configuration; default DATA/config.json */
-	int64_t node_timeout_ms;     /* an agent silent this long is DOWN */
-	int64_t longpoll_ms;	     /* how long a long-poll waits at most */
-	int max_node_requeues;	     /* requeues of a job for lost nodes */
+	const char *data_dir;	    /* borrowed; holds tenk.db and the tokens */
+	const char *listen;	    /* "HOST:PORT"; port 0 picks a free one */
+	const char *catalogue_path; /* optional JSON overrides; borrowed */
+	const char *config_path;    /* scheduling configuration; default DATA/config.json */
+	int64_t node_timeout_ms;    /* an agent silent this long is DOWN */
+	int64_t longpoll_ms;	    /* how long a long-poll waits at most */
+	int max_node_requeues;	    /* requeues of a job for lost nodes */
 };
 
 /* Fills c with defaults (listen 127.0.0.1:7480, timeout 30 s, ...). */

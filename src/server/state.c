@@ -174,7 +174,8 @@ json_t *state_queue_pack(struct server *s, const struct squeue *q)
 	json_object_del(o, "usage");
 	json_object_del(o, "usage_at_ms");
 	double recent = q->spec.usage * M_LN2 / (double)s->sched.half_life_s;
-	int64_t borrowed = q->spec.quota_milli >= 0 ? MAX(0, q->use_milli - q->spec.quota_milli) : 0;
+	int64_t borrowed =
+		q->spec.quota_milli >= 0 ? MAX(0, q->use_milli - q->spec.quota_milli) : 0;
 	json_object_set_new(o, "in_use", json_real(q->use_milli / (double)MODEL_MILLI));
 	json_object_set_new(o, "borrowed", json_real(borrowed / (double)MODEL_MILLI));
 	json_object_set_new(o, "recent", json_real(recent / MODEL_MILLI));
@@ -221,7 +222,7 @@ static void port_free(struct snode *n, int port)
 {
 	int i = port - SERVER_PORT_BASE;
 	if (i >= 0 && i < SERVER_PORT_COUNT)
-		n->ports[i / 8] &= (uint8_t)~(1u << (i % 8));
+		n->ports[i / 8] &= (uint8_t) ~(1u << (i % 8));
 }
 
 static void port_mark(struct snode *n, int port)
@@ -524,12 +525,13 @@ void state_task_exited(struct server *s, int64_t id, int number, int rank, int e
 			state_job_finish(s, j, JOB_TIMEOUT, exit_code, reason);
 		} else if (exit_code != 0) {
 			if (signal)
-				snprintf(reason, sizeof(reason), "task %d on %s killed by signal %d%s%s",
-					 rank, node, signal, why && *why ? ": " : "", why ? why : "");
+				snprintf(reason, sizeof(reason),
+					 "task %d on %s killed by signal %d%s%s", rank, node,
+					 signal, why && *why ? ": " : "", why ? why : "");
 			else
-				snprintf(reason, sizeof(reason), "task %d on %s exited with code %d%s%s",
-					 rank, node, exit_code, why && *why ? ": " : "",
-					 why ? why : "");
+				snprintf(reason, sizeof(reason),
+					 "task %d on %s exited with code %d%s%s", rank, node,
+					 exit_code, why && *why ? ": " : "", why ? why : "");
 			snprintf(a->reason, sizeof(a->reason), "%s", reason);
 			if (j->job.failures < j->job.req.requeue) {
 				j->job.failures++;
@@ -547,8 +549,10 @@ void state_task_exited(struct server *s, int64_t id, int number, int rank, int e
 				if (a->tasks[k].state != TASK_EXITED || a->tasks[k].exit_code != 0)
 					all_ok = false;
 			if (all_ok) {
-				snprintf(a->reason, sizeof(a->reason), "every task exited with code 0");
-				state_job_finish(s, j, JOB_COMPLETED, 0, "every task exited with code 0");
+				snprintf(a->reason, sizeof(a->reason),
+					 "every task exited with code 0");
+				state_job_finish(s, j, JOB_COMPLETED, 0,
+						 "every task exited with code 0");
 			}
 		}
 	}
@@ -675,8 +679,8 @@ void state_apply_start(struct server *s, struct sjob *j, const struct sched_star
 		       struct snode *const *nodes)
 {
 	struct job *job = &j->job;
-	job->attempts = xrealloc(job->attempts,
-				 sizeof(*job->attempts) * (size_t)(job->nattempts + 1));
+	job->attempts =
+		xrealloc(job->attempts, sizeof(*job->attempts) * (size_t)(job->nattempts + 1));
 	struct attempt *a = &job->attempts[job->nattempts++];
 	memset(a, 0, sizeof(*a));
 	a->number = job->nattempts;
@@ -770,7 +774,7 @@ void state_schedule(struct server *s)
 		order[c] = c;
 	for (int a = 1; a < s->sched.nclasses; a++)
 		for (int b = a; b > 0 && s->classes[order[b]].spec.priority >
-					  s->classes[order[b - 1]].spec.priority;
+						 s->classes[order[b - 1]].spec.priority;
 		     b--) {
 			int t = order[b];
 			order[b] = order[b - 1];
@@ -945,14 +949,15 @@ static json_t *part_spec(const struct sjob *j, const struct attempt *a, int node
 	json_t *argv = json_array();
 	for (int i = 0; i < r->argc; i++)
 		json_array_append_new(argv, json_string(r->argv[i]));
-	json_t *spec = json_pack("{s:s, s:o, s:s, s:o, s:s, s:i, s:i, s:i, s:i, s:o, s:i, s:s, "
-				 "s:i, s:I, s:I}",
-			 "name", r->name, "command", argv, "cwd", r->cwd, "env", env, "output",
-			 r->output ? r->output : MODEL_DEFAULT_OUTPUT, "node_rank", node_index,
-			 "nnodes", a->nnodes, "tasks_per_node", r->tasks_per_node, "world_size",
-			 a->ntasks, "devices", devices, "milli", an->milli, "master_addr",
-			 a->master_addr, "master_port", a->master_port, "time_limit_s",
-			 (json_int_t)r->time_limit_s, "grace_s", (json_int_t)r->grace_s);
+	json_t *spec =
+		json_pack("{s:s, s:o, s:s, s:o, s:s, s:i, s:i, s:i, s:i, s:o, s:i, s:s, "
+			  "s:i, s:I, s:I}",
+			  "name", r->name, "command", argv, "cwd", r->cwd, "env", env, "output",
+			  r->output ? r->output : MODEL_DEFAULT_OUTPUT, "node_rank", node_index,
+			  "nnodes", a->nnodes, "tasks_per_node", r->tasks_per_node, "world_size",
+			  a->ntasks, "devices", devices, "milli", an->milli, "master_addr",
+			  a->master_addr, "master_port", a->master_port, "time_limit_s",
+			  (json_int_t)r->time_limit_s, "grace_s", (json_int_t)r->grace_s);
 	if (j->job.system)
 		json_object_set_new(spec, "system", json_true());
 	return spec;
@@ -1004,20 +1009,21 @@ json_t *state_node_pack(struct server *s, const struct snode *n)
 		const struct accel *a = &inv->accel[d];
 		json_array_append_new(accels,
 				      json_pack("{s:i, s:s, s:s, s:I, s:f, s:i, s:f}", "index",
-						a->index, "uuid", a->uuid, "model", a->model, "mem_mib",
-						(json_int_t)a->mem_mib, "tflops", a->tflops,
-						"nvlink_domain", a->nvlink_domain, "used",
-						n->dev_used[d] / (double)MODEL_MILLI));
+						a->index, "uuid", a->uuid, "model", a->model,
+						"mem_mib", (json_int_t)a->mem_mib, "tflops",
+						a->tflops, "nvlink_domain", a->nvlink_domain,
+						"used", n->dev_used[d] / (double)MODEL_MILLI));
 	}
 	json_t *jobs = json_array();
 	for (int i = 0; i < n->nparts; i++)
 		json_array_append_new(jobs, json_integer(n->parts[i].job->job.id));
-	json_t *o = json_pack("{s:s, s:s, s:b, s:s, s:s, s:s, s:i, s:i, s:I, s:I, s:o, s:o, s:s}",
-			 "name", inv->name, "state", state, "drained", n->rec.drained, "reason",
-			 n->rec.drain_reason, "addr", inv->addr, "topology", inv->topology, "cpus",
-			 inv->cpus, "cpus_used", n->cpus_used, "mem_mib", (json_int_t)inv->mem_mib,
-			 "mem_used_mib", (json_int_t)n->mem_used, "accelerators", accels, "jobs",
-			 jobs, "agent_id", n->rec.agent_id);
+	json_t *o =
+		json_pack("{s:s, s:s, s:b, s:s, s:s, s:s, s:i, s:i, s:I, s:I, s:o, s:o, s:s}",
+			  "name", inv->name, "state", state, "drained", n->rec.drained, "reason",
+			  n->rec.drain_reason, "addr", inv->addr, "topology", inv->topology, "cpus",
+			  inv->cpus, "cpus_used", n->cpus_used, "mem_mib", (json_int_t)inv->mem_mib,
+			  "mem_used_mib", (json_int_t)n->mem_used, "accelerators", accels, "jobs",
+			  jobs, "agent_id", n->rec.agent_id);
 	json_t *v = node_verdict_pack(&n->rec);
 	json_object_set_new(o, "validation", v ? v : json_null());
 	return o;
@@ -1197,7 +1203,8 @@ static int load_user_cb(void *ctx, const char *key, const char *doc, size_t len)
 int state_load(struct server *s, struct tk_error *err)
 {
 	if (store_load_users(s->store, load_user_cb, s, err) < 0)
-		return tk_errorf(err, -EBADMSG, "cannot load users from the store (see the log above)");
+		return tk_errorf(err, -EBADMSG,
+				 "cannot load users from the store (see the log above)");
 	int r = store_load_queues(s->store, load_queue_cb, s, err);
 	if (r < 0)
 		return tk_errorf(err, r, "cannot load queues from the store (see the log above)");

@@ -57,9 +57,9 @@ int valid_create(struct server *s, struct snode *const *nodes, int n, const char
 		return tk_errorf(err, -EINVAL, "nodes: from 1 to %d, got %d", MODEL_MAX_NODES, n);
 	for (int i = 0; i < n; i++) {
 		if (nodes[i]->held_by)
-			return tk_errorf(err, -EBUSY, "node %s: validation job %lld runs there already",
-					 nodes[i]->rec.inv.name,
-					 (long long)nodes[i]->held_by->job->job.id);
+			return tk_errorf(
+				err, -EBUSY, "node %s: validation job %lld runs there already",
+				nodes[i]->rec.inv.name, (long long)nodes[i]->held_by->job->job.id);
 		if (nodes[i]->live != NODE_UP)
 			return tk_errorf(err, -EHOSTDOWN, "node %s is %s", nodes[i]->rec.inv.name,
 					 node_live_name(nodes[i]->live));
@@ -172,7 +172,8 @@ void valid_tick(struct server *s)
 		}
 		if (down) {
 			char why[MODEL_REASON_MAX];
-			snprintf(why, sizeof(why), "node %s went down before the validation started",
+			snprintf(why, sizeof(why),
+				 "node %s went down before the validation started",
 				 down->rec.inv.name);
 			state_job_finish(s, j, JOB_FAILED, -1, why); /* frees v */
 			continue;
@@ -198,10 +199,12 @@ void valid_tick(struct server *s)
 		struct strbuf sb;
 		strbuf_init(&sb);
 		for (int k = 0; k < busy->nparts && k < 4; k++)
-			strbuf_addf(&sb, "%s%lld", k ? ", " : "", (long long)busy->parts[k].job->job.id);
+			strbuf_addf(&sb, "%s%lld", k ? ", " : "",
+				    (long long)busy->parts[k].job->job.id);
 		snprintf(j->job.reason, sizeof(j->job.reason),
-			 "validation: waiting for node %s to empty (job%s %s%s)", busy->rec.inv.name,
-			 busy->nparts > 1 ? "s" : "", sb.buf, busy->nparts > 4 ? ", ..." : "");
+			 "validation: waiting for node %s to empty (job%s %s%s)",
+			 busy->rec.inv.name, busy->nparts > 1 ? "s" : "", sb.buf,
+			 busy->nparts > 4 ? ", ..." : "");
 		strbuf_release(&sb);
 	}
 }
@@ -257,8 +260,9 @@ void valid_job_ended(struct server *s, struct sjob *j)
 		culprits++;
 		char why[MODEL_REASON_MAX];
 		snprintf(why, sizeof(why), "no report from the node (%.200s)",
-			 t && t->state == TASK_EXITED && t->exit_code == 0 ? "its task ended without one"
-									  : j->job.reason);
+			 t && t->state == TASK_EXITED && t->exit_code == 0
+				 ? "its task ended without one"
+				 : j->job.reason);
 		set_verdict(s, v->nodes[i], j->job.id, false, "", why, NULL);
 	}
 	int missing = culprits;
@@ -338,12 +342,12 @@ void h_validate_create(struct request *r, const char *param, json_t *body)
 	}
 	size_t i;
 	json_t *a;
-	json_array_foreach(ja, i, a)
-	{
+	json_array_foreach (ja, i, a) {
 		const char *t = json_string_value(a);
 		if (!t || !*t || strlen(t) >= MODEL_NAME_MAX || strchr(t, '\n')) {
-			reply_error(r, 400, "args[%zu]: must be a string of 1 to %d bytes (an option "
-					    "of tenk validate)",
+			reply_error(r, 400,
+				    "args[%zu]: must be a string of 1 to %d bytes (an option "
+				    "of tenk validate)",
 				    i, MODEL_NAME_MAX - 1);
 			return;
 		}
@@ -365,8 +369,7 @@ void h_validate_create(struct request *r, const char *param, json_t *body)
 		}
 	} else if (json_is_array(jn) && json_array_size(jn) >= 1 &&
 		   json_array_size(jn) <= MODEL_MAX_NODES) {
-		json_array_foreach(jn, i, a)
-		{
+		json_array_foreach (jn, i, a) {
 			const char *name = json_string_value(a);
 			struct snode *nd = name ? state_node(s, name) : NULL;
 			if (!nd) {
@@ -445,11 +448,11 @@ void h_validate_report(struct request *r, const char *param, json_t *body)
 	}
 	json_t *c;
 	size_t i;
-	json_array_foreach(checks, i, c) if (!json_is_object(c))
-	{
-		reply_error(r, 400, "checks[%zu]: must be an object", i);
-		return;
-	}
+	json_array_foreach (checks, i, c)
+		if (!json_is_object(c)) {
+			reply_error(r, 400, "checks[%zu]: must be an object", i);
+			return;
+		}
 	struct svalid *v = j->valid;
 	int k;
 	for (k = 0; k < v->nnodes; k++)

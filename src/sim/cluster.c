@@ -62,12 +62,13 @@ int sim_cluster_load(const char *path, const struct catalogue *cat, struct sim_c
 	}
 	if (cm < 0 || cg < 0 || cc < 0 || cn < 0 || (fmt == F_OPENB && cmem < 0)) {
 		sim_csv_close(&c);
-		return tk_errorf(err, -EINVAL,
-				 "%s:1: not a node list I know: expected the columns "
-				 "gpu_model,gpu_capacity_num,cpu_num,node_name or "
-				 "sn,cpu_milli,memory_mib,gpu,model or name,model,gpus,cpus[,mem_mib,"
-				 "topology]",
-				 path);
+		return tk_errorf(
+			err, -EINVAL,
+			"%s:1: not a node list I know: expected the columns "
+			"gpu_model,gpu_capacity_num,cpu_num,node_name or "
+			"sn,cpu_milli,memory_mib,gpu,model or name,model,gpus,cpus[,mem_mib,"
+			"topology]",
+			path);
 	}
 	struct sim_cluster cl = {0};
 	size_t alloc = 0;
@@ -82,7 +83,8 @@ int sim_cluster_load(const char *path, const struct catalogue *cat, struct sim_c
 		memset(n, 0, sizeof(*n));
 		int64_t gpus, cpus, mem = 0;
 		if ((r = sim_csv_int(&c, cg, 0, MODEL_MAX_ACCELS, &gpus, err)) < 0 ||
-		    (r = sim_csv_int(&c, cc, 0, fmt == F_OPENB ? 1000LL * MODEL_MAX_CPUS : MODEL_MAX_CPUS,
+		    (r = sim_csv_int(&c, cc, 0,
+				     fmt == F_OPENB ? 1000LL * MODEL_MAX_CPUS : MODEL_MAX_CPUS,
 				     &cpus, err)) < 0 ||
 		    (cmem >= 0 && (r = sim_csv_int(&c, cmem, 0, MODEL_MAX_MEM_MIB, &mem, err)) < 0))
 			break;
@@ -92,9 +94,11 @@ int sim_cluster_load(const char *path, const struct catalogue *cat, struct sim_c
 		n->mem_mib = mem;
 		const char *name = c.fields[cn];
 		if (!*name || strlen(name) >= MODEL_NAME_MAX) {
-			r = tk_errorf(err, -EINVAL, "%s:%d: column %d (%s): a node name of 1 to %d "
-						    "characters, got \"%.40s\"",
-				      path, c.lineno, cn + 1, c.header[cn], MODEL_NAME_MAX - 1, name);
+			r = tk_errorf(err, -EINVAL,
+				      "%s:%d: column %d (%s): a node name of 1 to %d "
+				      "characters, got \"%.40s\"",
+				      path, c.lineno, cn + 1, c.header[cn], MODEL_NAME_MAX - 1,
+				      name);
 			break;
 		}
 		/* numeric names ("17") become "n17" so they are valid node names */
@@ -103,8 +107,9 @@ int sim_cluster_load(const char *path, const struct catalogue *cat, struct sim_c
 		else
 			model_name_sanitize(name, n->name, sizeof(n->name));
 		if (n->gpus > 0 && !*c.fields[cm]) {
-			r = tk_errorf(err, -EINVAL, "%s:%d: column %d (%s): a node with %d GPUs needs "
-						    "a model",
+			r = tk_errorf(err, -EINVAL,
+				      "%s:%d: column %d (%s): a node with %d GPUs needs "
+				      "a model",
 				      path, c.lineno, cm + 1, c.header[cm], n->gpus);
 			break;
 		}

@@ -50,15 +50,18 @@ static const struct tk_option opts[] = {
 	{"mtbf-gpu", 0, "HOURS", "mean time between failures of one device (default: none)"},
 	{"repair", 0, "HOURS", "how long a failed device is out (default 4)"},
 	{"checkpoint-interval", 0, "DURATION", "jobs checkpoint this often (default: never)"},
-	{"pass-interval", 0, "DURATION", "scheduling passes at most this often (default 0: "
-					   "after every event)"},
+	{"pass-interval", 0, "DURATION",
+	 "scheduling passes at most this often (default 0: "
+	 "after every event)"},
 	{"until", 0, "DURATION", "stop at this virtual time after the first submission"},
 	{"no-preemption", 0, NULL, "never preempt"},
 	{"no-backfill", 0, NULL, "strict order: nothing overtakes a waiting job of its class"},
-	{"score-every-node", 0, NULL, "score single-node jobs of every kind by the policy, "
-				      "not only fractions"},
-	{"score-before-speed", 0, NULL, "single-node jobs weigh the policy's score before "
-					"device speed"},
+	{"score-every-node", 0, NULL,
+	 "score single-node jobs of every kind by the policy, "
+	 "not only fractions"},
+	{"score-before-speed", 0, NULL,
+	 "single-node jobs weigh the policy's score before "
+	 "device speed"},
 	{"json", 0, NULL, "print the summary as JSON"},
 	{"svg", 0, "FILE", "draw utilization and queue length over time to FILE"},
 	{"jobs", 0, "FILE", "write each job's wait, start, end and devices to FILE (CSV)"},
@@ -115,8 +118,8 @@ static int load_queues(const char *path, struct queue_spec **ret, int *n, struct
 		return tk_errorf(err, -EINVAL, "%s:%d:%d: %s", path, je.line, je.column, je.text);
 	if (!json_is_array(j) || json_array_size(j) > MODEL_MAX_QUEUES) {
 		json_decref(j);
-		return tk_errorf(err, -EINVAL, "%s: expected a JSON list of at most %d queues", path,
-				 MODEL_MAX_QUEUES);
+		return tk_errorf(err, -EINVAL, "%s: expected a JSON list of at most %d queues",
+				 path, MODEL_MAX_QUEUES);
 	}
 	*n = (int)json_array_size(j);
 	*ret = xcalloc((size_t)*n + 1, sizeof(**ret));
@@ -160,12 +163,15 @@ int sim_main(int argc, char **argv)
 	mallopt(M_MMAP_THRESHOLD, 64 << 20);
 	mallopt(M_TRIM_THRESHOLD, 256 << 20);
 	for (int i = 1; i < argc; i++)
-		if (strcmp(argv[i], "--experiment") == 0 || strncmp(argv[i], "--experiment=", 13) == 0) {
-			const char *name = argv[i][12] == '=' ? argv[i] + 13 : i + 1 < argc ? argv[i + 1]
-											     : "";
+		if (strcmp(argv[i], "--experiment") == 0 ||
+		    strncmp(argv[i], "--experiment=", 13) == 0) {
+			const char *name = argv[i][12] == '=' ? argv[i] + 13
+					   : i + 1 < argc     ? argv[i + 1]
+							      : "";
 			if (strcmp(name, "fgd") != 0)
-				return usage("--experiment: the experiment there is is fgd, got \"%s\"",
-					     name);
+				return usage(
+					"--experiment: the experiment there is is fgd, got \"%s\"",
+					name);
 			return sim_fgd_main(argc, argv);
 		}
 	const char *v[O_N] = {0};
@@ -179,11 +185,11 @@ int sim_main(int argc, char **argv)
 		return usage("unexpected argument");
 	if (v[O_HELP]) {
 		tk_opts_usage(
-		    opts, O_N,
-		    "usage: tenk sim --cluster FILE (--trace FILE | --synthetic N) "
-		    "[OPTIONS]\nReplays a job trace on a cluster through tenk's scheduler "
-		    "with a virtual\nclock and reports waits, completion times, "
-		    "utilization, fragmentation and\neach queue's share.");
+			opts, O_N,
+			"usage: tenk sim --cluster FILE (--trace FILE | --synthetic N) "
+			"[OPTIONS]\nReplays a job trace on a cluster through tenk's scheduler "
+			"with a virtual\nclock and reports waits, completion times, "
+			"utilization, fragmentation and\neach queue's share.");
 		return 0;
 	}
 	if (!v[O_CLUSTER])
@@ -207,7 +213,8 @@ int sim_main(int argc, char **argv)
 	if (v[O_SEED]) {
 		int64_t s;
 		if (tk_parse_int64(v[O_SEED], 0, INT64_MAX, &s) < 0)
-			return usage("--seed: expected a non-negative integer, got \"%s\"", v[O_SEED]);
+			return usage("--seed: expected a non-negative integer, got \"%s\"",
+				     v[O_SEED]);
 		o.seed = (uint64_t)s;
 	}
 	if (v[O_MTBF] && (r = number("mtbf-gpu", v[O_MTBF], 0.001, 1e9, &o.mtbf_gpu_h)))
@@ -235,7 +242,8 @@ int sim_main(int argc, char **argv)
 		else if (strcmp(v[O_POLICY], "pack") == 0)
 			o.policy.frac = SCHED_FRAC_PACK;
 		else
-			return usage("--policy: expected fgd, bestfit or pack, got \"%s\"", v[O_POLICY]);
+			return usage("--policy: expected fgd, bestfit or pack, got \"%s\"",
+				     v[O_POLICY]);
 	}
 	o.policy.no_preemption = v[O_NO_PREEMPT] != NULL;
 	o.policy.no_backfill = v[O_NO_BACKFILL] != NULL;
@@ -299,8 +307,8 @@ int sim_main(int argc, char **argv)
 	}
 	if (v[O_SVG]) {
 		char title[256];
-		snprintf(title, sizeof(title), "tenk sim: %d jobs on %d nodes, %d devices", tr.n, cl.n,
-			 cl.gpus);
+		snprintf(title, sizeof(title), "tenk sim: %d jobs on %d nodes, %d devices", tr.n,
+			 cl.n, cl.gpus);
 		if (sim_report_svg(&res, title, v[O_SVG], &err) < 0) {
 			fprintf(stderr, "tenk sim: %s\n", err.text);
 			rc = 1;

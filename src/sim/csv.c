@@ -35,8 +35,8 @@ static int read_line(struct sim_csv *c, struct tk_error *err)
 	char *p = c->line;
 	for (;;) {
 		if (c->nfields == SIM_MAX_FIELDS)
-			return tk_errorf(err, -E2BIG, "%s:%d: more than %d fields", c->path, c->lineno,
-					 SIM_MAX_FIELDS);
+			return tk_errorf(err, -E2BIG, "%s:%d: more than %d fields", c->path,
+					 c->lineno, SIM_MAX_FIELDS);
 		c->fields[c->nfields++] = p;
 		char *comma = strchr(p, ',');
 		if (!comma)
@@ -77,8 +77,8 @@ int sim_csv_next(struct sim_csv *c, struct tk_error *err)
 		if (c->nfields == 1 && c->fields[0][0] == '\0')
 			continue; /* blank line */
 		if (c->nfields != c->header_n)
-			return tk_errorf(err, -EINVAL, "%s:%d: %d fields, the header has %d", c->path,
-					 c->lineno, c->nfields, c->header_n);
+			return tk_errorf(err, -EINVAL, "%s:%d: %d fields, the header has %d",
+					 c->path, c->lineno, c->nfields, c->header_n);
 		return 1;
 	}
 }
@@ -96,12 +96,13 @@ int sim_csv_int(struct sim_csv *c, int col, int64_t min, int64_t max, int64_t *r
 {
 	int r = tk_parse_int64(c->fields[col], min, max, ret);
 	if (r == -ERANGE)
-		return tk_errorf(err, r, "%s:%d: column %d (%s): must be from %lld to %lld, got \"%.40s\"",
+		return tk_errorf(err, r,
+				 "%s:%d: column %d (%s): must be from %lld to %lld, got \"%.40s\"",
 				 c->path, c->lineno, col + 1, c->header[col], (long long)min,
 				 (long long)max, c->fields[col]);
 	if (r < 0)
-		return tk_errorf(err, r, "%s:%d: column %d (%s): not an integer: \"%.40s\"", c->path,
-				 c->lineno, col + 1, c->header[col], c->fields[col]);
+		return tk_errorf(err, r, "%s:%d: column %d (%s): not an integer: \"%.40s\"",
+				 c->path, c->lineno, col + 1, c->header[col], c->fields[col]);
 	return 0;
 }
 
@@ -116,8 +117,9 @@ int sim_csv_num(struct sim_csv *c, int col, double min, double max, double *ret,
 		return tk_errorf(err, -EINVAL, "%s:%d: column %d (%s): not a number: \"%.40s\"",
 				 c->path, c->lineno, col + 1, c->header[col], s);
 	if (v < min || v > max)
-		return tk_errorf(err, -ERANGE, "%s:%d: column %d (%s): must be from %g to %g, got %g",
-				 c->path, c->lineno, col + 1, c->header[col], min, max, v);
+		return tk_errorf(err, -ERANGE,
+				 "%s:%d: column %d (%s): must be from %g to %g, got %g", c->path,
+				 c->lineno, col + 1, c->header[col], min, max, v);
 	*ret = v;
 	return 0;
 }

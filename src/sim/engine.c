@@ -38,15 +38,15 @@ enum jst { J_FUTURE, J_PENDING, J_RUNNING, J_ENDED };
 
 struct jstate {
 	enum jst st;
-	int slot;		/* in run[] while running */
+	int slot; /* in run[] while running */
 	int attempt;
-	int64_t remaining_ms;	/* work still to do */
-	int64_t start_ms;	/* of the current attempt */
+	int64_t remaining_ms; /* work still to do */
+	int64_t start_ms;     /* of the current attempt */
 	int64_t pend_since;
-	int64_t milli;		/* devices held, milli */
+	int64_t milli; /* devices held, milli */
 	struct sched_assign *a;
 	int na;
-	bool drop;		/* marked during a pass */
+	bool drop; /* marked during a pass */
 };
 
 struct eng {
@@ -62,8 +62,8 @@ struct eng {
 	int ndev;
 	struct sched_cluster *scl;
 	struct sched_shapes *shapes; /* every trace job's request, filed once */
-	int64_t alloc_milli; /* held by jobs */
-	int busy;	     /* devices with something on them */
+	int64_t alloc_milli;	     /* held by jobs */
+	int busy;		     /* devices with something on them */
 	/* jobs */
 	struct sched_job *sj;
 	const char **type_ptrs;
@@ -81,9 +81,9 @@ struct eng {
 	struct sched_class classes[MODEL_MAX_CLASSES];
 	int nclasses;
 	struct sched_queue *queues;
-	double *qusage;		/* decayed milli-seconds, as the server keeps it */
-	int64_t *quse;		/* milli held now */
-	double *qused;		/* milli-ms used, for the shares */
+	double *qusage; /* decayed milli-seconds, as the server keeps it */
+	int64_t *quse;	/* milli held now */
+	double *qused;	/* milli-ms used, for the shares */
 	int64_t usage_at;
 	/* events */
 	struct ev *heap;
@@ -532,13 +532,13 @@ static int setup(struct eng *e, struct tk_error *err)
 		node->topology = sn->topology[0] ? sn->topology : NULL;
 		node->schedulable = true;
 		node->cpus_total = node->cpus_free = (int)sn->cpu_milli;
-		node->mem_total_mib = node->mem_free_mib = sn->mem_mib ? sn->mem_mib : MODEL_MAX_MEM_MIB;
+		node->mem_total_mib = node->mem_free_mib =
+			sn->mem_mib ? sn->mem_mib : MODEL_MAX_MEM_MIB;
 		node->ndev = sn->gpus;
 		node->devs = &e->devs[e->dev_off[n]];
 		for (int d = 0; d < sn->gpus; d++)
 			e->devs[e->dev_off[n] + d] = (struct sched_dev){
-				sn->model, MODEL_MILLI, d / 8,
-				sn->gpu_mem_mib, sn->tflops};
+				sn->model, MODEL_MILLI, d / 8, sn->gpu_mem_mib, sn->tflops};
 	}
 	e->res->total_milli = (int64_t)e->ndev * MODEL_MILLI;
 	e->scl = sched_cluster_new(e->nodes, cl->n);
@@ -733,8 +733,8 @@ static void summarize(struct eng *e)
 	r->end_ms = e->now;
 	r->makespan_ms = e->last_end > e->first_submit ? e->last_end - e->first_submit : 0;
 	double span = (double)((r->unfinished ? e->now : e->last_end) - e->first_submit);
-	r->alloc_mean = span > 0 && r->total_milli ? e->alloc_int / span / (double)r->total_milli
-						   : 0;
+	r->alloc_mean =
+		span > 0 && r->total_milli ? e->alloc_int / span / (double)r->total_milli : 0;
 	r->busy_mean = span > 0 && e->ndev ? e->busy_int / span / e->ndev : 0;
 	r->frag_mean = e->frag_n ? e->frag_sum / e->frag_n : -1;
 	/* what still runs at the end counts as used, and kept so far */
@@ -838,7 +838,8 @@ int sim_run(const struct sim_cluster *cl, const struct sim_trace *tr, const stru
 		for (int k = 0; k < 8 && again && r == 0; k++)
 			r = pass(&e, &again);
 		if (r < 0)
-			r = tk_errorf(err, r, "the scheduler refused the simulator's snapshot at %lld ms",
+			r = tk_errorf(err, r,
+				      "the scheduler refused the simulator's snapshot at %lld ms",
 				      (long long)t);
 	}
 	if (r == 0) {

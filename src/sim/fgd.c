@@ -31,8 +31,8 @@
 #define FGD_MIX_COVER 1.0
 
 static const char *const all_workloads[] = {
-	"default",    "cpu050",	    "cpu100",	  "cpu200",	"cpu250",     "gpushare40",
-	"gpushare60", "gpushare80", "gpushare100", "gpuspec10", "gpuspec20",  "gpuspec25",
+	"default",    "cpu050",	    "cpu100",	   "cpu200",	 "cpu250",     "gpushare40",
+	"gpushare60", "gpushare80", "gpushare100", "gpuspec10",	 "gpuspec20",  "gpuspec25",
 	"gpuspec33",  "multigpu20", "multigpu30",  "multigpu40", "multigpu50", NULL};
 
 struct policy_name {
@@ -111,8 +111,8 @@ static void shuffle_and_tune(const struct sim_trace *in, uint64_t seed, int64_t 
 }
 
 /* Step 5: allocation ratio (%) per whole percent of arrived load, 0..130. */
-static void discretize(const struct sim_trace *t, const struct sim_result *r, int64_t capacity_milli,
-		       double *out)
+static void discretize(const struct sim_trace *t, const struct sim_result *r,
+		       int64_t capacity_milli, double *out)
 {
 	double sum[FGD_MAX_LOAD + 1] = {0};
 	int cnt[FGD_MAX_LOAD + 1] = {0};
@@ -163,7 +163,8 @@ static int load_paper(const char *path, const char *workload, const char *policy
 	int cw = sim_csv_column(&c, "workload"), cp = sim_csv_column(&c, "policy");
 	if (cw < 0 || cp < 0) {
 		sim_csv_close(&c);
-		return tk_errorf(err, -EINVAL, "%s:1: expected the columns workload and policy", path);
+		return tk_errorf(err, -EINVAL, "%s:1: expected the columns workload and policy",
+				 path);
 	}
 	char want[96];
 	snprintf(want, sizeof(want), "openb_pod_list_%s", workload);
@@ -252,12 +253,12 @@ int sim_fgd_main(int argc, char **argv)
 		return usage("unexpected argument");
 	if (v[F_HELP]) {
 		tk_opts_usage(
-		    fgd_opts, F_N - 1,
-		    "usage: tenk sim --experiment fgd [OPTIONS]\n"
-		    "Runs the ATC'23 fragmentation experiment (Alibaba openb pod lists "
-		    "on the\n6,212-GPU openb cluster, tuned to 130%% load, pods placed one "
-		    "by one and\nnever released) with tenk's placement policies and prints "
-		    "our GPU\nallocation ratios beside the paper's at 100%% and 130%% load.");
+			fgd_opts, F_N - 1,
+			"usage: tenk sim --experiment fgd [OPTIONS]\n"
+			"Runs the ATC'23 fragmentation experiment (Alibaba openb pod lists "
+			"on the\n6,212-GPU openb cluster, tuned to 130%% load, pods placed one "
+			"by one and\nnever released) with tenk's placement policies and prints "
+			"our GPU\nallocation ratios beside the paper's at 100%% and 130%% load.");
 		return 0;
 	}
 	const char *traces = v[F_TRACES] ? v[F_TRACES] : getenv("TENK_TRACES");
@@ -284,7 +285,8 @@ int sim_fgd_main(int argc, char **argv)
 				if (strcmp(pl[i], policies[k].name) == 0)
 					pols[i] = &policies[k];
 			if (!pols[i])
-				return usage("--policies: \"%s\" is not bestfit, pack or fgd", pl[i]);
+				return usage("--policies: \"%s\" is not bestfit, pack or fgd",
+					     pl[i]);
 		}
 	} else {
 		for (size_t k = 0; k < ARRAY_SIZE(policies); k++)
@@ -324,8 +326,8 @@ int sim_fgd_main(int argc, char **argv)
 	struct cell *cells = xcalloc((size_t)(nwl * npl) + 1, sizeof(*cells));
 	int rc = 0;
 	for (int w = 0; w < nwl && rc == 0; w++) {
-		snprintf(path, sizeof(path), "%s/alibaba-openb-2023/csv/openb_pod_list_%s.csv", traces,
-			 wl[w]);
+		snprintf(path, sizeof(path), "%s/alibaba-openb-2023/csv/openb_pod_list_%s.csv",
+			 traces, wl[w]);
 		struct sim_trace pods;
 		if (sim_trace_load(path, &pods, &err) < 0) {
 			fprintf(stderr, "tenk sim: %s\n", err.text);
@@ -391,8 +393,9 @@ int sim_fgd_main(int argc, char **argv)
 			}
 			free(runs);
 			if (!v[F_JSON] && rc == 0) {
-				fprintf(stderr, "%-12s %-8s ours %6.2f%% / %6.2f%%  paper %6.2f%% / %6.2f%%"
-						"  (at 100%% / 130%% load, %.2f s per seed)\n",
+				fprintf(stderr,
+					"%-12s %-8s ours %6.2f%% / %6.2f%%  paper %6.2f%% / %6.2f%%"
+					"  (at 100%% / 130%% load, %.2f s per seed)\n",
 					wl[w], pols[p]->name, c->ours[100], c->ours[130],
 					c->paper.mean[100], c->paper.mean[130], c->wall_s);
 			}
@@ -403,17 +406,19 @@ int sim_fgd_main(int argc, char **argv)
 	struct strbuf sb;
 	strbuf_init(&sb);
 	if (rc == 0) {
-		strbuf_addf(&sb,
-			    "GPU allocation ratio (%%) at 100%% and 130%% arrived load, mean over "
-			    "seeds %lld-%lld (paper: mean over seeds 42-51 of the ATC'23 "
-			    "simulator)\n\n"
-			    "| workload | policy | ours @100 | paper @100 | ours @130 | paper @130 | "
-			    "ours - paper @130 |\n|---|---|---|---|---|---|---|\n",
-			    (long long)seed_lo, (long long)seed_hi);
+		strbuf_addf(
+			&sb,
+			"GPU allocation ratio (%%) at 100%% and 130%% arrived load, mean over "
+			"seeds %lld-%lld (paper: mean over seeds 42-51 of the ATC'23 "
+			"simulator)\n\n"
+			"| workload | policy | ours @100 | paper @100 | ours @130 | paper @130 | "
+			"ours - paper @130 |\n|---|---|---|---|---|---|---|\n",
+			(long long)seed_lo, (long long)seed_hi);
 		for (int i = 0; i < nwl * npl; i++) {
 			const struct cell *c = &cells[i];
-			strbuf_addf(&sb, "| %s | %s (%s) | %.2f ± %.2f | %.2f ± %.2f | %.2f ± %.2f | "
-					 "%.2f ± %.2f | %+.2f |\n",
+			strbuf_addf(&sb,
+				    "| %s | %s (%s) | %.2f ± %.2f | %.2f ± %.2f | %.2f ± %.2f | "
+				    "%.2f ± %.2f | %+.2f |\n",
 				    c->workload, c->pol->name, c->pol->paper, c->ours[100],
 				    c->ours_std[100], c->paper.mean[100], c->paper.std[100],
 				    c->ours[130], c->ours_std[130], c->paper.mean[130],
@@ -433,11 +438,12 @@ int sim_fgd_main(int argc, char **argv)
 				json_object_set_new(paper, key, json_real(c->paper.mean[loads[k]]));
 			}
 			json_array_append_new(
-				arr, json_pack("{s:s, s:s, s:s, s:o, s:o, s:f, s:f, s:f}", "workload",
-					       c->workload, "policy", c->pol->name, "paper_policy",
-					       c->pol->paper, "ours", ours, "paper", paper,
-					       "ours_std_130", c->ours_std[130], "paper_std_130",
-					       c->paper.std[130], "wall_s_per_seed", c->wall_s));
+				arr,
+				json_pack("{s:s, s:s, s:s, s:o, s:o, s:f, s:f, s:f}", "workload",
+					  c->workload, "policy", c->pol->name, "paper_policy",
+					  c->pol->paper, "ours", ours, "paper", paper,
+					  "ours_std_130", c->ours_std[130], "paper_std_130",
+					  c->paper.std[130], "wall_s_per_seed", c->wall_s));
 		}
 		char *text = json_dumps(arr, JSON_INDENT(2) | JSON_REAL_PRECISION(6));
 		puts(text);
@@ -452,7 +458,8 @@ int sim_fgd_main(int argc, char **argv)
 		if (f && fclose(f) != 0)
 			ok = false;
 		if (!ok) {
-			fprintf(stderr, "tenk sim: cannot write %s: %s\n", v[F_OUT], strerror(errno));
+			fprintf(stderr, "tenk sim: cannot write %s: %s\n", v[F_OUT],
+				strerror(errno));
 			rc = 1;
 		}
 	}

@@ -41,7 +41,8 @@ static void fmt_s(double s, char *buf, size_t n)
 void sim_report_table(const struct sim_result *r, const struct sim_trace *tr, FILE *f)
 {
 	char a[32], b[32], c[32];
-	fprintf(f, "jobs            %d: %d done, %d at their time limit, %d never fit, %d unfinished",
+	fprintf(f,
+		"jobs            %d: %d done, %d at their time limit, %d never fit, %d unfinished",
 		r->n, r->done, r->timeout, r->never_fits, r->unfinished);
 	if (r->unplaced)
 		fprintf(f, ", %d unplaced", r->unplaced);
@@ -56,12 +57,15 @@ void sim_report_table(const struct sim_result *r, const struct sim_trace *tr, FI
 	fprintf(f, "wait            mean %s, p50 %s, p99 %s\n", a, b, c);
 	fmt_s((double)r->makespan_ms / 1000, a, sizeof(a));
 	fprintf(f, "makespan        %s\n", a);
-	fprintf(f, "allocation      %.1f%% of device capacity (time-weighted)\n", 100 * r->alloc_mean);
+	fprintf(f, "allocation      %.1f%% of device capacity (time-weighted)\n",
+		100 * r->alloc_mean);
 	fprintf(f, "devices in use  %.1f%%\n", 100 * r->busy_mean);
 	if (r->frag_mean >= 0)
-		fprintf(f, "fragmentation   %.1f%% of free capacity unusable by the typical request\n",
+		fprintf(f,
+			"fragmentation   %.1f%% of free capacity unusable by the typical request\n",
 			100 * r->frag_mean);
-	fprintf(f, "effective       %.2f%% of device-time kept (%.1f device-hours used, %.1f lost)\n",
+	fprintf(f,
+		"effective       %.2f%% of device-time kept (%.1f device-hours used, %.1f lost)\n",
 		100 * r->effective, r->device_h_used, r->device_h_lost);
 	fprintf(f, "events          %d failures, %d preemptions, %d requeues, %lld passes\n",
 		r->failures, r->preemptions, r->requeues, (long long)r->passes);
@@ -169,19 +173,24 @@ static void polyline(FILE *f, const struct sim_result *r, int which, double ymax
 
 static void axes(FILE *f, int top, int h, double ymax, const char *unit, double t_span_h)
 {
-	fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"none\" "
-		   "stroke=\"#888\"/>\n",
+	fprintf(f,
+		"<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"none\" "
+		"stroke=\"#888\"/>\n",
 		PL, top, PW, h);
 	for (int k = 0; k <= 4; k++) {
 		double y = top + h - h * k / 4.0;
-		fprintf(f, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#ddd\"/>\n", PL,
-			y, PL + PW, y);
-		fprintf(f, "<text x=\"%d\" y=\"%.1f\" font-size=\"11\" text-anchor=\"end\">%.0f%s</text>\n",
+		fprintf(f, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#ddd\"/>\n",
+			PL, y, PL + PW, y);
+		fprintf(f,
+			"<text x=\"%d\" y=\"%.1f\" font-size=\"11\" "
+			"text-anchor=\"end\">%.0f%s</text>\n",
 			PL - 6, y + 4, ymax * k / 4, unit);
 	}
 	for (int k = 0; k <= 6; k++) {
 		double x = PL + PW * k / 6.0;
-		fprintf(f, "<text x=\"%.1f\" y=\"%d\" font-size=\"11\" text-anchor=\"middle\">%.1f h</text>\n",
+		fprintf(f,
+			"<text x=\"%.1f\" y=\"%d\" font-size=\"11\" text-anchor=\"middle\">%.1f "
+			"h</text>\n",
 			x, top + h + 14, t_span_h * k / 6);
 	}
 }
@@ -192,17 +201,20 @@ int sim_report_svg(const struct sim_result *r, const char *title, const char *pa
 	FILE *f = fopen(path, "we");
 	if (!f)
 		return tk_errorf(err, -errno, "%s: %s", path, strerror(errno));
-	double span_h = r->nseries > 1 ? (double)(r->series[r->nseries - 1].t_ms - r->series[0].t_ms) /
-						 3600e3
-				       : 0;
+	double span_h =
+		r->nseries > 1
+			? (double)(r->series[r->nseries - 1].t_ms - r->series[0].t_ms) / 3600e3
+			: 0;
 	double qmax = 1;
 	for (int i = 0; i < r->nseries; i++)
 		qmax = MAX(qmax, MAX(r->series[i].pending, r->series[i].running));
 	/* a round top for the job axis */
 	double step = pow(10, floor(log10(qmax)));
 	qmax = ceil(qmax / step) * step;
-	fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
-		   "font-family=\"sans-serif\">\n<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n",
+	fprintf(f,
+		"<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
+		"font-family=\"sans-serif\">\n<rect width=\"100%%\" height=\"100%%\" "
+		"fill=\"white\"/>\n",
 		W, H);
 	fprintf(f, "<text x=\"%d\" y=\"24\" font-size=\"15\">", PL);
 	for (const char *p = title; *p; p++) {
@@ -221,21 +233,25 @@ int sim_report_svg(const struct sim_result *r, const char *title, const char *pa
 	polyline(f, r, 0, 1, top1, h1, "#1f77b4");
 	polyline(f, r, 1, 1, top1, h1, "#2ca02c");
 	polyline(f, r, 2, 1, top1, h1, "#d62728");
-	fprintf(f, "<text x=\"%d\" y=\"%d\" font-size=\"12\" fill=\"#1f77b4\">allocated capacity</text>"
-		   "<text x=\"%d\" y=\"%d\" font-size=\"12\" fill=\"#2ca02c\">devices in use</text>"
-		   "<text x=\"%d\" y=\"%d\" font-size=\"12\" fill=\"#d62728\">fragmented share of free"
-		   "</text>\n",
+	fprintf(f,
+		"<text x=\"%d\" y=\"%d\" font-size=\"12\" fill=\"#1f77b4\">allocated "
+		"capacity</text>"
+		"<text x=\"%d\" y=\"%d\" font-size=\"12\" fill=\"#2ca02c\">devices in use</text>"
+		"<text x=\"%d\" y=\"%d\" font-size=\"12\" fill=\"#d62728\">fragmented share of free"
+		"</text>\n",
 		PL + 10, top1 + 16, PL + 160, top1 + 16, PL + 290, top1 + 16);
 	/* bottom: jobs */
 	int top2 = 340, h2 = 180;
 	axes(f, top2, h2, qmax, "", span_h);
 	polyline(f, r, 3, qmax, top2, h2, "#ff7f0e");
 	polyline(f, r, 4, qmax, top2, h2, "#9467bd");
-	fprintf(f, "<text x=\"%d\" y=\"%d\" font-size=\"12\" fill=\"#ff7f0e\">jobs waiting</text>"
-		   "<text x=\"%d\" y=\"%d\" font-size=\"12\" fill=\"#9467bd\">jobs running</text>\n",
+	fprintf(f,
+		"<text x=\"%d\" y=\"%d\" font-size=\"12\" fill=\"#ff7f0e\">jobs waiting</text>"
+		"<text x=\"%d\" y=\"%d\" font-size=\"12\" fill=\"#9467bd\">jobs running</text>\n",
 		PL + 10, top2 + 16, PL + 120, top2 + 16);
-	fprintf(f, "<text x=\"%d\" y=\"%d\" font-size=\"12\" text-anchor=\"middle\">virtual time "
-		   "since the first submission</text>\n</svg>\n",
+	fprintf(f,
+		"<text x=\"%d\" y=\"%d\" font-size=\"12\" text-anchor=\"middle\">virtual time "
+		"since the first submission</text>\n</svg>\n",
 		PL + PW / 2, H - 8);
 	bool bad = ferror(f) != 0;
 	if (fclose(f) != 0 || bad)

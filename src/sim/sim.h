@@ -25,10 +25,10 @@ struct sim_node {
 	char name[MODEL_NAME_MAX];
 	char model[MODEL_NAME_MAX]; /* "" for a CPU-only node */
 	int gpus;
-	int cpus;	  /* whole CPUs */
+	int cpus;	   /* whole CPUs */
 	int64_t cpu_milli; /* CPUs in thousandths (the openb lists give them so) */
-	int64_t mem_mib;  /* 0: not given */
-	double tflops;	  /* from the catalogue, 0 when unknown */
+	int64_t mem_mib;   /* 0: not given */
+	double tflops;	   /* from the catalogue, 0 when unknown */
 	int64_t gpu_mem_mib;
 	char topology[MODEL_TOPO_MAX];
 };
@@ -84,18 +84,18 @@ void sim_csv_close(struct sim_csv *c);
 
 struct sim_job {
 	int64_t submit_ms;
-	int64_t work_ms;	/* run time to completion; SIM_FOREVER: runs to the end */
+	int64_t work_ms; /* run time to completion; SIM_FOREVER: runs to the end */
 	int nodes;
 	int tasks_per_node;
-	int gpu_milli;		/* per task; < 1000 shares one device */
-	int cpu_milli;		/* per task */
-	int64_t mem_mib;	/* per node */
-	int64_t time_limit_s;	/* 0: none */
+	int gpu_milli;	      /* per task; < 1000 shares one device */
+	int cpu_milli;	      /* per task */
+	int64_t mem_mib;      /* per node */
+	int64_t time_limit_s; /* 0: none */
 	int ntypes;
-	int types_off;		/* acceptable models: trace->type_refs[types_off ...] */
-	int queue;		/* index into trace->queues */
-	int cls;		/* index into trace->classes; -1: the default class */
-	int line;		/* its line in the trace, for messages */
+	int types_off; /* acceptable models: trace->type_refs[types_off ...] */
+	int queue;     /* index into trace->queues */
+	int cls;       /* index into trace->classes; -1: the default class */
+	int line;      /* its line in the trace, for messages */
 };
 
 struct sim_trace {
@@ -106,11 +106,11 @@ struct sim_trace {
 	int nqueues;
 	char **classes;
 	int nclasses;
-	char **types;  /* distinct model names */
+	char **types; /* distinct model names */
 	int ntypes;
 	int *type_refs; /* per job: indices into types */
 	size_t nrefs, refs_alloc;
-	bool timed;    /* has submission times and run times */
+	bool timed;	 /* has submission times and run times */
 	char source[32]; /* "openb", "openb-untimed", "tenk", "synthetic" */
 };
 
@@ -141,21 +141,21 @@ int sim_intern(char ***list, int *n, const char *s);
 /* ---- the engine ---- */
 
 struct sim_options {
-	struct sched_config sched;	/* classes, default class, fair-share half-life */
+	struct sched_config sched; /* classes, default class, fair-share half-life */
 	struct sched_policy policy;
 	const struct queue_spec *queues; /* quotas and weights; other queues get none */
 	int nqueues;
 	uint64_t seed;
-	double mtbf_gpu_h;		/* mean time between failures of one device; 0: none */
-	double repair_h;		/* how long a failed device is out */
-	int64_t checkpoint_s;		/* a job keeps its work at multiples of this; 0: never */
-	int64_t pass_interval_ms;	/* passes at most this often; 0: at every event time */
-	bool drop_unplaced;		/* a job that does not start at once is dropped (FGD procedure) */
+	double mtbf_gpu_h;	  /* mean time between failures of one device; 0: none */
+	double repair_h;	  /* how long a failed device is out */
+	int64_t checkpoint_s;	  /* a job keeps its work at multiples of this; 0: never */
+	int64_t pass_interval_ms; /* passes at most this often; 0: at every event time */
+	bool drop_unplaced;	  /* a job that does not start at once is dropped (FGD procedure) */
 	const struct sched_mix_item *mix; /* for fractional placement; NULL: from the queue */
 	int nmix;
-	int64_t end_ms;			/* stop here (virtual time); 0: when every job has ended */
-	int series_points;		/* points in the time series (0: 200) */
-	bool keep_devices;		/* record each job's devices (for --jobs) */
+	int64_t end_ms;	   /* stop here (virtual time); 0: when every job has ended */
+	int series_points; /* points in the time series (0: 200) */
+	bool keep_devices; /* record each job's devices (for --jobs) */
 };
 
 enum sim_job_state {
@@ -168,19 +168,19 @@ enum sim_job_state {
 
 struct sim_job_result {
 	enum sim_job_state state;
-	int64_t start_ms;	/* first start; -1: never */
-	int64_t end_ms;		/* -1: did not end */
-	int64_t wait_ms;	/* time pending, over every attempt */
+	int64_t start_ms; /* first start; -1: never */
+	int64_t end_ms;	  /* -1: did not end */
+	int64_t wait_ms;  /* time pending, over every attempt */
 	int attempts;
-	char *devices;		/* "node:0,1;node2:3" of the last attempt (keep_devices) */
+	char *devices; /* "node:0,1;node2:3" of the last attempt (keep_devices) */
 };
 
 struct sim_point {
 	int64_t t_ms;
-	double alloc;	   /* allocated share of device capacity (fractions count) */
-	double busy;	   /* share of devices with anything on them */
-	double frag;	   /* fragmented share of free capacity (ATC'23 measure); -1: not sampled */
-	double pending;	   /* jobs waiting */
+	double alloc;	/* allocated share of device capacity (fractions count) */
+	double busy;	/* share of devices with anything on them */
+	double frag;	/* fragmented share of free capacity (ATC'23 measure); -1: not sampled */
+	double pending; /* jobs waiting */
 	double running;
 };
 
@@ -192,19 +192,19 @@ struct sim_result {
 	struct sim_job_result *jobs; /* per trace job */
 	int n;
 	int done, timeout, never_fits, unplaced, unfinished;
-	struct sim_stats jct_s, wait_s; /* of the jobs that ended */
-	int64_t makespan_ms;	/* first submission to last end */
-	int64_t end_ms;		/* virtual time when it stopped */
+	struct sim_stats jct_s, wait_s;		 /* of the jobs that ended */
+	int64_t makespan_ms;			 /* first submission to last end */
+	int64_t end_ms;				 /* virtual time when it stopped */
 	double alloc_mean, busy_mean, frag_mean; /* time-weighted over the makespan */
-	double effective;	/* device-time of kept work / device-time used */
+	double effective;			 /* device-time of kept work / device-time used */
 	double device_h_used, device_h_lost;
 	int failures, preemptions, requeues;
-	double *queue_share;	/* per trace queue: share of device-time used */
+	double *queue_share; /* per trace queue: share of device-time used */
 	struct sim_point *series;
 	int nseries;
 	int64_t passes;
 	double wall_s;
-	int64_t total_milli;	/* device capacity */
+	int64_t total_milli; /* device capacity */
 };
 
 /* Runs a trace on a cluster through sched_pass with a virtual clock.

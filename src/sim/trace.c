@@ -98,12 +98,23 @@ static int plain_name(struct sim_csv *c, int col, char *out, size_t n, struct tk
 	return 0;
 }
 
-enum { P_NAME, P_CPU, P_MEM, P_NGPU, P_MILLI, P_SPEC, P_QOS, P_PHASE, P_CREATE, P_DELETE,
-       P_SCHED, P_N };
-static const char *const openb_cols[] = {"name",     "cpu_milli",	"memory_mib",
-					 "num_gpu",  "gpu_milli",	"gpu_spec",
-					 "qos",	     "pod_phase",	"creation_time",
-					 "deletion_time", "scheduled_time", NULL};
+enum {
+	P_NAME,
+	P_CPU,
+	P_MEM,
+	P_NGPU,
+	P_MILLI,
+	P_SPEC,
+	P_QOS,
+	P_PHASE,
+	P_CREATE,
+	P_DELETE,
+	P_SCHED,
+	P_N
+};
+static const char *const openb_cols[] = {
+	"name", "cpu_milli", "memory_mib",    "num_gpu",       "gpu_milli",	 "gpu_spec",
+	"qos",	"pod_phase", "creation_time", "deletion_time", "scheduled_time", NULL};
 
 #define MAX_TIME_S (100LL * 365 * 86400)
 
@@ -123,15 +134,17 @@ static int openb_row(struct sim_trace *t, struct sim_csv *c, const int *col, boo
 		return tk_errorf(err, -EINVAL, "%s:%d: column %d (name): empty", c->path, c->lineno,
 				 col[P_NAME] + 1);
 	if (ngpu > 1 && milli != MODEL_MILLI)
-		return tk_errorf(err, -EINVAL,
-				 "%s:%d: column %d (gpu_milli): a pod with %lld GPUs takes them whole "
-				 "(1000), got %lld",
-				 c->path, c->lineno, col[P_MILLI] + 1, (long long)ngpu, (long long)milli);
+		return tk_errorf(
+			err, -EINVAL,
+			"%s:%d: column %d (gpu_milli): a pod with %lld GPUs takes them whole "
+			"(1000), got %lld",
+			c->path, c->lineno, col[P_MILLI] + 1, (long long)ngpu, (long long)milli);
 	if (ngpu == 1 && milli == 0)
-		return tk_errorf(err, -EINVAL,
-				 "%s:%d: column %d (gpu_milli): a pod with a GPU needs a share of 1 "
-				 "to 1000, got 0",
-				 c->path, c->lineno, col[P_MILLI] + 1);
+		return tk_errorf(
+			err, -EINVAL,
+			"%s:%d: column %d (gpu_milli): a pod with a GPU needs a share of 1 "
+			"to 1000, got 0",
+			c->path, c->lineno, col[P_MILLI] + 1);
 	j->cpu_milli = (int)cpu;
 	j->mem_mib = mem;
 	j->gpu_milli = ngpu == 0 ? 0 : ngpu == 1 ? (int)milli : (int)ngpu * MODEL_MILLI;
@@ -155,13 +168,14 @@ static int openb_row(struct sim_trace *t, struct sim_csv *c, const int *col, boo
 	    (r = sim_csv_int(c, col[P_SCHED], 0, MAX_TIME_S, &sched, err)) < 0)
 		return r;
 	if (sched >= 0 && sched < created)
-		return tk_errorf(err, -EINVAL,
-				 "%s:%d: column %d (scheduled_time): %lld is before creation_time %lld",
-				 c->path, c->lineno, col[P_SCHED] + 1, (long long)sched,
-				 (long long)created);
+		return tk_errorf(
+			err, -EINVAL,
+			"%s:%d: column %d (scheduled_time): %lld is before creation_time %lld",
+			c->path, c->lineno, col[P_SCHED] + 1, (long long)sched, (long long)created);
 	int64_t from = sched >= 0 ? sched : created;
 	if (deleted < from)
-		return tk_errorf(err, -EINVAL, "%s:%d: column %d (deletion_time): %lld is before %s %lld",
+		return tk_errorf(err, -EINVAL,
+				 "%s:%d: column %d (deletion_time): %lld is before %s %lld",
 				 c->path, c->lineno, col[P_DELETE] + 1, (long long)deleted,
 				 sched >= 0 ? "scheduled_time" : "creation_time", (long long)from);
 	j->submit_ms = created * 1000;
@@ -169,11 +183,33 @@ static int openb_row(struct sim_trace *t, struct sim_csv *c, const int *col, boo
 	return 0;
 }
 
-enum { K_ID, K_SUBMIT, K_RUN, K_NODES, K_TPN, K_GPUS, K_CPUS, K_MEM, K_TYPES, K_QUEUE, K_CLASS,
-       K_LIMIT, K_N };
-static const char *const tenk_cols[] = {"id",		 "submit_s",	 "run_s",   "nodes",
-					"tasks_per_node", "gpus_per_task", "cpus_per_task", "mem_mib",
-					"gpu_types",	 "queue",	 "class",   "time_limit_s",
+enum {
+	K_ID,
+	K_SUBMIT,
+	K_RUN,
+	K_NODES,
+	K_TPN,
+	K_GPUS,
+	K_CPUS,
+	K_MEM,
+	K_TYPES,
+	K_QUEUE,
+	K_CLASS,
+	K_LIMIT,
+	K_N
+};
+static const char *const tenk_cols[] = {"id",
+					"submit_s",
+					"run_s",
+					"nodes",
+					"tasks_per_node",
+					"gpus_per_task",
+					"cpus_per_task",
+					"mem_mib",
+					"gpu_types",
+					"queue",
+					"class",
+					"time_limit_s",
 					NULL};
 
 static int tenk_row(struct sim_trace *t, struct sim_csv *c, const int *col, struct tk_error *err)
@@ -200,8 +236,9 @@ static int tenk_row(struct sim_trace *t, struct sim_csv *c, const int *col, stru
 				 "below 1 in thousandths, got %g",
 				 c->path, c->lineno, col[K_GPUS] + 1, gpus);
 	if (tpn * (int64_t)gpus > MODEL_MAX_ACCELS)
-		return tk_errorf(err, -EINVAL, "%s:%d: %lld tasks of %g devices do not fit one node",
-				 c->path, c->lineno, (long long)tpn, gpus);
+		return tk_errorf(err, -EINVAL,
+				 "%s:%d: %lld tasks of %g devices do not fit one node", c->path,
+				 c->lineno, (long long)tpn, gpus);
 	j->submit_ms = llround(submit * 1000);
 	j->work_ms = llround(run * 1000);
 	j->nodes = (int)nodes;
@@ -236,8 +273,8 @@ int sim_trace_load(const char *path, struct sim_trace *ret, struct tk_error *err
 	if (sim_csv_column(&c, "num_gpu") >= 0) {
 		bool timed = sim_csv_column(&c, "creation_time") >= 0 || c.header_n > 5;
 		fmt = timed ? T_OPENB : T_OPENB_UNTIMED;
-		static const char *const untimed[] = {"name", "cpu_milli", "memory_mib", "num_gpu",
-						      "gpu_milli", NULL};
+		static const char *const untimed[] = {"name",	 "cpu_milli", "memory_mib",
+						      "num_gpu", "gpu_milli", NULL};
 		r = need_columns(&c, timed ? openb_cols : untimed, col, err);
 	} else if (sim_csv_column(&c, "submit_s") >= 0) {
 		fmt = T_TENK;
@@ -257,7 +294,9 @@ int sim_trace_load(const char *path, struct sim_trace *ret, struct tk_error *err
 	}
 	ret->timed = fmt != T_OPENB_UNTIMED;
 	snprintf(ret->source, sizeof(ret->source), "%s",
-		 fmt == T_OPENB ? "openb" : fmt == T_OPENB_UNTIMED ? "openb-untimed" : "tenk");
+		 fmt == T_OPENB		  ? "openb"
+		 : fmt == T_OPENB_UNTIMED ? "openb-untimed"
+					  : "tenk");
 	while ((r = sim_csv_next(&c, err)) > 0) {
 		if (ret->n == SIM_MAX_JOBS) {
 			r = tk_errorf(err, -E2BIG, "%s:%d: more than %d jobs", path, c.lineno,

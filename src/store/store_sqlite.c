@@ -14,14 +14,21 @@
 #include <stdio.h>
 #include <string.h>
 
-enum op_kind { OP_PUT_JOB, OP_PUT_NODE, OP_DEL_NODE, OP_PUT_META, OP_PUT_QUEUE, OP_PUT_USER,
-	       OP_DEL_USER };
+enum op_kind {
+	OP_PUT_JOB,
+	OP_PUT_NODE,
+	OP_DEL_NODE,
+	OP_PUT_META,
+	OP_PUT_QUEUE,
+	OP_PUT_USER,
+	OP_DEL_USER
+};
 
 struct op {
 	enum op_kind kind;
 	int64_t id;
-	char *key;  /* node name, meta key, or job state */
-	char *doc;  /* document or meta value */
+	char *key; /* node name, meta key, or job state */
+	char *doc; /* document or meta value */
 };
 
 struct store_batch {
@@ -226,8 +233,7 @@ int store_schema_version(const struct store *st)
 	return st->version;
 }
 
-static int load(struct store *st, enum stmt_id id, store_row_cb cb, void *ctx,
-		struct tk_error *err)
+static int load(struct store *st, enum stmt_id id, store_row_cb cb, void *ctx, struct tk_error *err)
 {
 	sqlite3_stmt *s = st->stmt[id];
 	int r = 0, rc;

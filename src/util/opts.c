@@ -87,8 +87,8 @@ int tk_opts_parse(const struct tk_option *opts, size_t n, int argc, char **argv,
 		if (opts[k].arg && !val) {
 			if (i + 1 >= argc) {
 				free(pos);
-				return tk_errorf(err, -EINVAL, "option %s needs a value (%s)", shown,
-						 opts[k].arg);
+				return tk_errorf(err, -EINVAL, "option %s needs a value (%s)",
+						 shown, opts[k].arg);
 			}
 			val = argv[++i];
 		}
@@ -105,7 +105,8 @@ void tk_opts_help(const struct tk_option *opts, size_t n, struct strbuf *sb)
 		char left[64];
 		if (opts[i].short_name)
 			snprintf(left, sizeof(left), "-%c, --%s%s%s", opts[i].short_name,
-				 opts[i].name, opts[i].arg ? " " : "", opts[i].arg ? opts[i].arg : "");
+				 opts[i].name, opts[i].arg ? " " : "",
+				 opts[i].arg ? opts[i].arg : "");
 		else
 			snprintf(left, sizeof(left), "    --%s%s%s", opts[i].name,
 				 opts[i].arg ? " " : "", opts[i].arg ? opts[i].arg : "");

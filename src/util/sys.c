@@ -145,6 +145,7 @@ int tk_read_file(const char *path, size_t limit, char **ret, size_t *ret_len)
 void tk_strip(char *s)
 {
 	size_t n = strlen(s);
-	while (n > 0 && (s[n - 1] == '\n' || s[n - 1] == '\r' || s[n - 1] == ' ' || s[n - 1] == '\t'))
+	while (n > 0 &&
+	       (s[n - 1] == '\n' || s[n - 1] == '\r' || s[n - 1] == ' ' || s[n - 1] == '\t'))
 		s[--n] = '\0';
 }

@@ -191,4 +191,4 @@ void tk_opts_help(const struct tk_option *opts, size_t n, struct strbuf *sb);
 /* Prints a command's --help on stdout: the text fmt makes, a blank line,
  * then "options:" and tk_opts_help's lines. */
 void tk_opts_usage(const struct tk_option *opts, size_t n, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+	__attribute__((format(printf, 3, 4)));

@@ -173,10 +173,10 @@ int bench_main(int argc, char **argv)
 	if (argc < 2 || argv[1][0] == '-') {
 		if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
 			tk_opts_usage(
-			    opts, O_N,
-			    "usage: tenk bench allreduce|allgather|reducescatter|broadcast "
-			    "[OPTIONS]\nMeasures a collective across ranks (as nccl-tests "
-			    "does) and checks its results.");
+				opts, O_N,
+				"usage: tenk bench allreduce|allgather|reducescatter|broadcast "
+				"[OPTIONS]\nMeasures a collective across ranks (as nccl-tests "
+				"does) and checks its results.");
 			return 0;
 		}
 		return usage("name a collective");
@@ -241,8 +241,9 @@ int bench_main(int argc, char **argv)
 	const char *ns = v[O_SIZE] ? v[O_SIZE] : getenv("WORLD_SIZE");
 	if (!rs || !ns || tk_parse_int64(ns, 1, 4096, &size) < 0 ||
 	    tk_parse_int64(rs, 0, size - 1, &rank) < 0)
-		return usage("--rank and --size (or RANK and WORLD_SIZE) must give a rank below the "
-			     "number of ranks");
+		return usage(
+			"--rank and --size (or RANK and WORLD_SIZE) must give a rank below the "
+			"number of ranks");
 	if (v[O_ROOT_RANK] && tk_parse_int64(v[O_ROOT_RANK], 0, size - 1, &root_rank) < 0)
 		return usage("-r: a rank from 0 to %lld", (long long)size - 1);
 	char root[300];
@@ -282,17 +283,18 @@ int bench_main(int argc, char **argv)
 	}
 	memset(in, 0, in_max);
 	memset(out, 0, out_max);
-	double busf = which == B_ALLREDUCE ? 2.0 * (n - 1) / n
+	double busf = which == B_ALLREDUCE   ? 2.0 * (n - 1) / n
 		      : which == B_BROADCAST ? 1.0
 					     : (double)(n - 1) / n;
 	json_t *rows = json_array();
 	if (lead && !v[O_JSON]) {
 		printf("# tenk bench %s: %d ranks over %s%s\n#\n", coll_names[which], n,
-		       coll_transport(c), strcmp(coll_transport(c), "tcp") == 0 ? "" : " (one host)");
-		printf("# %10s %12s %9s %7s %6s %10s %8s %8s %7s\n", "size", "count", "type", "redop",
-		       "root", "time", "algbw", "busbw", "#wrong");
-		printf("# %10s %12s %9s %7s %6s %10s %8s %8s %7s\n", "(B)", "(elements)", "", "", "",
-		       "(us)", "(GB/s)", "(GB/s)", "");
+		       coll_transport(c),
+		       strcmp(coll_transport(c), "tcp") == 0 ? "" : " (one host)");
+		printf("# %10s %12s %9s %7s %6s %10s %8s %8s %7s\n", "size", "count", "type",
+		       "redop", "root", "time", "algbw", "busbw", "#wrong");
+		printf("# %10s %12s %9s %7s %6s %10s %8s %8s %7s\n", "(B)", "(elements)", "", "",
+		       "", "(us)", "(GB/s)", "(GB/s)", "");
 	}
 	int rc = 0;
 	int64_t total_wrong = 0;
@@ -302,9 +304,16 @@ int bench_main(int argc, char **argv)
 		size_t bytes = (size_t)sz / unit * unit;
 		if (bytes == 0)
 			continue;
-		struct run r = {(enum bench_coll)which, c, t, op, (int)root_rank, in, out,
-				which == B_ALLREDUCE || which == B_BROADCAST ? bytes / es
-									       : bytes / es / (size_t)n};
+		struct run r = {(enum bench_coll)which,
+				c,
+				t,
+				op,
+				(int)root_rank,
+				in,
+				out,
+				which == B_ALLREDUCE || which == B_BROADCAST
+					? bytes / es
+					: bytes / es / (size_t)n};
 		for (int64_t i = 0; i < warm && rc == 0; i++)
 			rc = once(&r, &err);
 		if (rc == 0)
@@ -332,15 +341,16 @@ int bench_main(int argc, char **argv)
 		size_t count = bytes / es;
 		if (lead && v[O_JSON]) {
 			json_array_append_new(
-				rows, json_pack("{s:I, s:I, s:s, s:s, s:i, s:f, s:f, s:f, s:I}", "size",
-						(json_int_t)bytes, "count", (json_int_t)count, "type",
-						coll_dtype_name(t), "redop",
-						which == B_ALLREDUCE || which == B_REDUCESCATTER
-							? coll_op_name(op)
-							: "none",
-						"root", which == B_BROADCAST ? (int)root_rank : -1,
-						"time_us", us, "algbw_gbs", algbw, "busbw_gbs", busbw,
-						"wrong", (json_int_t)(check ? wrong : -1)));
+				rows,
+				json_pack("{s:I, s:I, s:s, s:s, s:i, s:f, s:f, s:f, s:I}", "size",
+					  (json_int_t)bytes, "count", (json_int_t)count, "type",
+					  coll_dtype_name(t), "redop",
+					  which == B_ALLREDUCE || which == B_REDUCESCATTER
+						  ? coll_op_name(op)
+						  : "none",
+					  "root", which == B_BROADCAST ? (int)root_rank : -1,
+					  "time_us", us, "algbw_gbs", algbw, "busbw_gbs", busbw,
+					  "wrong", (json_int_t)(check ? wrong : -1)));
 		} else if (lead) {
 			char wr[24];
 			snprintf(wr, sizeof(wr), check ? "%lld" : "N/A", (long long)wrong);
@@ -355,8 +365,8 @@ int bench_main(int argc, char **argv)
 	if (rc < 0)
 		fprintf(stderr, "tenk bench: %s\n", err.text);
 	if (lead && rc == 0 && v[O_JSON]) {
-		json_t *o = json_pack("{s:s, s:i, s:s, s:o}", "collective", coll_names[which], "ranks",
-				      n, "transport", coll_transport(c), "rows", rows);
+		json_t *o = json_pack("{s:s, s:i, s:s, s:o}", "collective", coll_names[which],
+				      "ranks", n, "transport", coll_transport(c), "rows", rows);
 		char *text = json_dumps(o, JSON_INDENT(2) | JSON_REAL_PRECISION(6));
 		puts(text);
 		free(text);

@@ -359,7 +359,8 @@ static void *io_thread(void *p)
 	uint8_t *buf = malloc(chunk), *want = malloc(chunk);
 	int seed = (int)(strlen(a->path) * 7);
 	double t0 = now_s();
-	int fd = open(a->path, a->write ? O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC : O_RDONLY | O_CLOEXEC,
+	int fd = open(a->path,
+		      a->write ? O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC : O_RDONLY | O_CLOEXEC,
 		      0600);
 	if (fd < 0) {
 		snprintf(a->error, sizeof(a->error), "%.200s: %s", a->path, strerror(errno));
@@ -382,7 +383,8 @@ static void *io_thread(void *p)
 			pattern(want, n, off, seed);
 			if (memcmp(buf, want, n) != 0) {
 				snprintf(a->error, sizeof(a->error),
-					 "%.200s: what was read back differs from what was written at "
+					 "%.200s: what was read back differs from what was written "
+					 "at "
 					 "offset %zu",
 					 a->path, off);
 				break;
@@ -431,8 +433,8 @@ int check_storage(struct vcheck *w, struct vcheck *r, const char *dir, int write
 	char error[768] = "";
 	writers = MAX(1, MIN(writers, 16));
 	w->figure = parallel_io(dir, writers, writers, mib << 20, true, error, sizeof(error));
-	snprintf(w->detail, sizeof(w->detail), "%d writers x %zu MiB with fsync, read back verified",
-		 writers, mib);
+	snprintf(w->detail, sizeof(w->detail),
+		 "%d writers x %zu MiB with fsync, read back verified", writers, mib);
 	double best = 0, one = 0;
 	int best_n = 1;
 	char curve[200] = "";
@@ -572,7 +574,8 @@ int check_workload(struct vcheck *c, int ranks, int port)
 			c->verdict = V_FAIL;
 			snprintf(c->detail, sizeof(c->detail), "rank %d: %s", r, a[r].error);
 		}
-	if (c->verdict == V_PASS && (!(last < a[0].loss[0]) || fabs(last - want) > 1e-9 * (fabs(want) + 1))) {
+	if (c->verdict == V_PASS &&
+	    (!(last < a[0].loss[0]) || fabs(last - want) > 1e-9 * (fabs(want) + 1))) {
 		c->verdict = V_FAIL;
 		snprintf(c->detail, sizeof(c->detail),
 			 "loss %.9g differs from the one-rank run's %.9g (or did not fall): silent "

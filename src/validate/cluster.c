@@ -95,14 +95,15 @@ static void peer_threshold(const struct vpeer *all, int n, int me, struct vcheck
 		bool was_ok = c->verdict != V_FAIL;
 		vcheck_raise(c, (1 - tol) * med, from);
 		if (was_ok && c->verdict == V_FAIL)
-			snprintf(c->detail, sizeof(c->detail), "%.1f%% below the median of %d peers (%.4g %s)",
+			snprintf(c->detail, sizeof(c->detail),
+				 "%.1f%% below the median of %d peers (%.4g %s)",
 				 (1 - c->figure / med) * 100, k, med, c->unit);
 	}
 	free(v);
 }
 
-int vpeer_judge(const struct vpeer *all, int n, int me, const struct vrun *o,
-		struct vcheck *checks, int nchecks, int max)
+int vpeer_judge(const struct vpeer *all, int n, int me, const struct vrun *o, struct vcheck *checks,
+		int nchecks, int max)
 {
 	const struct vpeer *my = &all[me];
 	for (int i = 0; i < nchecks; i++)
@@ -130,11 +131,13 @@ int vpeer_judge(const struct vpeer *all, int n, int me, const struct vrun *o,
 			bool majority = same + 1 == best && 2 * best > n;
 			if (!majority) {
 				c->verdict = V_FAIL;
-				snprintf(c->detail, sizeof(c->detail), "%.140s; %d of %d peers have %.140s",
-					 my->stack, best, n - 1, all[best_at].stack);
+				snprintf(c->detail, sizeof(c->detail),
+					 "%.140s; %d of %d peers have %.140s", my->stack, best,
+					 n - 1, all[best_at].stack);
 			} else {
-				snprintf(c->detail, sizeof(c->detail), "%.150s (as most nodes; %d differ)",
-					 my->stack, n - 1 - same);
+				snprintf(c->detail, sizeof(c->detail),
+					 "%.150s (as most nodes; %d differ)", my->stack,
+					 n - 1 - same);
 			}
 		}
 	}
@@ -143,7 +146,8 @@ int vpeer_judge(const struct vpeer *all, int n, int me, const struct vrun *o,
 		vcheck_set(c, "system", "clock_offset", "ms", false);
 		c->figure = fabs(my->clock_ms);
 		vcheck_judge(c, o->clock_max_ms, "largest offset allowed");
-		snprintf(c->detail, sizeof(c->detail), "%+.3f ms from %s", my->clock_ms, all[0].node);
+		snprintf(c->detail, sizeof(c->detail), "%+.3f ms from %s", my->clock_ms,
+			 all[0].node);
 	}
 	if (nchecks < max && o->want[3] && n > 1) {
 		struct vcheck *c = &checks[nchecks++];
@@ -151,12 +155,14 @@ int vpeer_judge(const struct vpeer *all, int n, int me, const struct vrun *o,
 		c->figure = my->pair_gbs;
 		if (my->pair_gbs <= 0) {
 			c->verdict = V_SKIP;
-			snprintf(c->detail, sizeof(c->detail), "skipped: the nodes share one host's "
-							       "memory, no links between them");
+			snprintf(c->detail, sizeof(c->detail),
+				 "skipped: the nodes share one host's "
+				 "memory, no links between them");
 		} else {
 			vcheck_judge(c, 0.01, "floor");
-			snprintf(c->detail, sizeof(c->detail), "the upper median of its links to %d "
-							       "peers",
+			snprintf(c->detail, sizeof(c->detail),
+				 "the upper median of its links to %d "
+				 "peers",
 				 n - 1);
 			peer_threshold(all, n, me, c, o->tolerance, my->pair_gbs);
 		}
@@ -174,10 +180,10 @@ bool vverdict_of(const struct vcheck *checks, int n, char *layer, size_t layer_n
 				continue;
 			snprintf(layer, layer_n, "%s", c->layer);
 			if (c->threshold_from[0])
-				snprintf(reason, reason_n, "%s %.4g %s %s %.4g (%s)%s%.120s", c->name,
-					 c->figure, c->unit, c->higher_is_better ? "<" : ">",
-					 c->threshold, c->threshold_from, c->detail[0] ? ": " : "",
-					 c->detail);
+				snprintf(reason, reason_n, "%s %.4g %s %s %.4g (%s)%s%.120s",
+					 c->name, c->figure, c->unit,
+					 c->higher_is_better ? "<" : ">", c->threshold,
+					 c->threshold_from, c->detail[0] ? ": " : "", c->detail);
 			else
 				snprintf(reason, reason_n, "%s: %.200s", c->name, c->detail);
 			return true;
@@ -303,8 +309,9 @@ static int post_report(const char *node, const struct vcheck *checks, int n, boo
 	const char *url = getenv("TENK_SERVER"), *tok = getenv("TENK_VALIDATE_TOKEN");
 	const char *job = getenv("TENK_JOB_ID");
 	if (!url || !tok || !job) {
-		fprintf(stderr, "tenk validate --member: TENK_SERVER, TENK_VALIDATE_TOKEN and "
-				"TENK_JOB_ID must be set (the server's validation job sets them)\n");
+		fprintf(stderr,
+			"tenk validate --member: TENK_SERVER, TENK_VALIDATE_TOKEN and "
+			"TENK_JOB_ID must be set (the server's validation job sets them)\n");
 		return -EINVAL;
 	}
 	json_t *arr = json_array();
@@ -369,7 +376,8 @@ int validate_member(const struct vrun *o)
 		me.nchecks = i + 1;
 	}
 	char root[160], fail_why[VREASON_MAX] = "";
-	snprintf(root, sizeof(root), "%s:%lld", env_or("MASTER_ADDR", "127.0.0.1"), (long long)port);
+	snprintf(root, sizeof(root), "%s:%lld", env_or("MASTER_ADDR", "127.0.0.1"),
+		 (long long)port);
 	struct coll_opts co = {.timeout_ms = MEMBER_TIMEOUT_MS};
 	struct coll_comm *c = NULL;
 	struct tk_error err;
@@ -390,8 +398,8 @@ int validate_member(const struct vrun *o)
 			rc = measure_pairs(c, o->quick ? (4u << 20) : (32u << 20), o->quick ? 3 : 5,
 					   rows + rank * size, &err);
 		if (rc >= 0)
-			rc = coll_allgather(c, rows + rank * size, rows, sizeof(double) * (size_t)size,
-					    &err);
+			rc = coll_allgather(c, rows + rank * size, rows,
+					    sizeof(double) * (size_t)size, &err);
 		if (rc >= 0)
 			rc = measure_ring(c, o->quick ? (4u << 20) : (64u << 20), o->quick ? 3 : 5,
 					  &ring, &err);
@@ -415,12 +423,13 @@ int validate_member(const struct vrun *o)
 			 * something none of the pairs showed (routing, a switch) */
 			double slowest = 0;
 			for (int i = 0; i < size; i++)
-				if (all[i].pair_gbs > 0 && (slowest == 0 || all[i].pair_gbs < slowest))
+				if (all[i].pair_gbs > 0 &&
+				    (slowest == 0 || all[i].pair_gbs < slowest))
 					slowest = all[i].pair_gbs;
 			if (slowest > 0)
 				vcheck_judge(k, 0.25 * slowest, "25% of the slowest node's links");
-			snprintf(k->detail, sizeof(k->detail), "%lld nodes over %s", (long long)size,
-				 coll_transport(c));
+			snprintf(k->detail, sizeof(k->detail), "%lld nodes over %s",
+				 (long long)size, coll_transport(c));
 		}
 		if (o->want[3] && size > 1 && n < VMAX_CHECKS)
 			checks[n++] = across;
@@ -435,7 +444,8 @@ int validate_member(const struct vrun *o)
 	if (peer_error) {
 		failed = true;
 		snprintf(layer, sizeof(layer), "interconnect");
-		snprintf(reason, sizeof(reason), "cannot work with the other nodes: %.200s", fail_why);
+		snprintf(reason, sizeof(reason), "cannot work with the other nodes: %.200s",
+			 fail_why);
 	}
 	printf("node %s (%lld of %lld)\n", node, (long long)rank + 1, (long long)size);
 	vchecks_print(checks, n);
@@ -464,7 +474,8 @@ static int expand_spec(const char *spec, json_t *out, struct tk_error *err)
 		}
 		char item[256];
 		if ((size_t)(end - p) >= sizeof(item) || end == p)
-			return tk_errorf(err, -EINVAL, "--nodes: \"%.*s\" is not a node name or range",
+			return tk_errorf(err, -EINVAL,
+					 "--nodes: \"%.*s\" is not a node name or range",
 					 (int)MIN(end - p, 64), p);
 		memcpy(item, p, (size_t)(end - p));
 		item[end - p] = '\0';
@@ -475,13 +486,15 @@ static int expand_spec(const char *spec, json_t *out, struct tk_error *err)
 			json_array_append_new(out, json_string(item));
 		} else {
 			if (!rb || rb[1])
-				return tk_errorf(err, -EINVAL, "--nodes: \"%s\": a range is prefix[a-b,c] "
-							       "at the end of a name",
+				return tk_errorf(err, -EINVAL,
+						 "--nodes: \"%s\": a range is prefix[a-b,c] "
+						 "at the end of a name",
 						 item);
 			*lb = '\0';
 			*rb = '\0';
 			char *save = NULL;
-			for (char *r = strtok_r(lb + 1, ",", &save); r; r = strtok_r(NULL, ",", &save)) {
+			for (char *r = strtok_r(lb + 1, ",", &save); r;
+			     r = strtok_r(NULL, ",", &save)) {
 				char range[64];
 				snprintf(range, sizeof(range), "%s", r);
 				char *dash = strchr(r, '-');
@@ -489,19 +502,21 @@ static int expand_spec(const char *spec, json_t *out, struct tk_error *err)
 				if (dash)
 					*dash = '\0';
 				if (tk_parse_int64(r, 0, 999999999, &a) < 0 ||
-				    tk_parse_int64(dash ? dash + 1 : r, 0, 999999999, &b) < 0 || b < a ||
-				    b - a >= 4096)
-					return tk_errorf(err, -EINVAL, "--nodes: \"%s\" in \"%s\" is not a "
-								       "number or a range a-b with a <= b",
+				    tk_parse_int64(dash ? dash + 1 : r, 0, 999999999, &b) < 0 ||
+				    b < a || b - a >= 4096)
+					return tk_errorf(err, -EINVAL,
+							 "--nodes: \"%s\" in \"%s\" is not a "
+							 "number or a range a-b with a <= b",
 							 range, orig);
 				int width = (int)strlen(r);
 				for (int64_t k = a; k <= b; k++) {
 					char name[300];
-					snprintf(name, sizeof(name), "%s%0*lld", item, r[0] == '0' ? width : 1,
-						 (long long)k);
+					snprintf(name, sizeof(name), "%s%0*lld", item,
+						 r[0] == '0' ? width : 1, (long long)k);
 					json_array_append_new(out, json_string(name));
 					if (json_array_size(out) > 4096)
-						return tk_errorf(err, -EINVAL, "--nodes: more than 4096 nodes");
+						return tk_errorf(err, -EINVAL,
+								 "--nodes: more than 4096 nodes");
 				}
 			}
 		}
@@ -521,7 +536,8 @@ static json_t *member_args(int argc, char **argv)
 		bool skip = false;
 		for (size_t k = 0; k < ARRAY_SIZE(own); k++) {
 			size_t l = strlen(own[k]);
-			if (strncmp(argv[i], own[k], l) == 0 && (argv[i][l] == '\0' || argv[i][l] == '='))
+			if (strncmp(argv[i], own[k], l) == 0 &&
+			    (argv[i][l] == '\0' || argv[i][l] == '='))
 				skip = true;
 			if (k == 0 && strcmp(argv[i], "--nodes") == 0)
 				i++; /* its value */
@@ -570,7 +586,8 @@ int validate_cluster(const char *spec, int argc, char **argv, bool json, bool no
 		return 0;
 	}
 	if (!json)
-		fprintf(stderr, "validation job %lld on %zu node%s: waiting for it (tenk show %lld)\n",
+		fprintf(stderr,
+			"validation job %lld on %zu node%s: waiting for it (tenk show %lld)\n",
 			(long long)job, nn, nn == 1 ? "" : "s", (long long)job);
 	char path[96];
 	json_t *j = NULL;
@@ -608,33 +625,31 @@ int validate_cluster(const char *spec, int argc, char **argv, bool json, bool no
 	}
 	size_t i;
 	json_t *nd;
-	json_array_foreach(json_object_get(list, "nodes"), i, nd)
-	{
+	json_array_foreach (json_object_get(list, "nodes"), i, nd) {
 		json_t *v = json_object_get(nd, "validation");
 		if (json_integer_value(json_object_get(v, "job")) != job)
 			continue;
 		const char *verdict = json_string_value(json_object_get(v, "verdict"));
 		if (!verdict || strcmp(verdict, "pass") != 0)
 			exit_code = 1;
-		json_array_append_new(out, json_pack("{s:O, s:O, s:O}", "node",
-						     json_object_get(nd, "name"), "state",
-						     json_object_get(nd, "state"), "validation", v));
+		json_array_append_new(
+			out, json_pack("{s:O, s:O, s:O}", "node", json_object_get(nd, "name"),
+				       "state", json_object_get(nd, "state"), "validation", v));
 	}
 	if (json_array_size(out) < nn)
 		exit_code = 1; /* cancelled, or still running at the limit */
 	if (json) {
-		json_t *o = json_pack("{s:I, s:s, s:s, s:O}", "job", job, "state", state ? state : "",
-				      "reason", why,
-				      "nodes", out);
+		json_t *o = json_pack("{s:I, s:s, s:s, s:O}", "job", job, "state",
+				      state ? state : "", "reason", why, "nodes", out);
 		char *text = json_dumps(o, JSON_INDENT(2) | JSON_REAL_PRECISION(6));
 		puts(text);
 		free(text);
 		json_decref(o);
 	} else {
 		printf("validation job %lld: %s (%s)\n", (long long)job, state ? state : "?", why);
-		printf("%-20s %-8s %-10s %-13s %s\n", "NODE", "VERDICT", "STATE", "LAYER", "REASON");
-		json_array_foreach(out, i, nd)
-		{
+		printf("%-20s %-8s %-10s %-13s %s\n", "NODE", "VERDICT", "STATE", "LAYER",
+		       "REASON");
+		json_array_foreach (out, i, nd) {
 			json_t *v = json_object_get(nd, "validation");
 			printf("%-20s %-8s %-10s %-13s %s\n",
 			       json_string_value(json_object_get(nd, "node")),
@@ -646,8 +661,8 @@ int validate_cluster(const char *spec, int argc, char **argv, bool json, bool no
 			       json_string_value(json_object_get(v, "reason")));
 		}
 		if (json_array_size(out) < nn)
-			printf("%zu of %zu nodes have no verdict from this job\n", nn - json_array_size(out),
-			       nn);
+			printf("%zu of %zu nodes have no verdict from this job\n",
+			       nn - json_array_size(out), nn);
 	}
 	json_decref(out);
 	json_decref(list);

@@ -110,17 +110,19 @@ static int gpu_open(struct gpu *g, char *why, size_t n)
 	static const char *const nccl[] = {"libnccl.so.2", "libnccl.so", NULL};
 	memset(g, 0, sizeof(*g));
 	g->cu = first_lib(cu);
-	bool ok =
-	    load(g->cu, "cuInit", &g->init) && load(g->cu, "cuDeviceGetCount", &g->count) &&
-	    load(g->cu, "cuDeviceGet", &g->get) && load(g->cu, "cuDeviceGetName", &g->name) &&
-	    load(g->cu, "cuDeviceTotalMem_v2", &g->total_mem) &&
-	    load(g->cu, "cuDevicePrimaryCtxRetain", &g->retain) &&
-	    load(g->cu, "cuDevicePrimaryCtxRelease_v2", &g->release) &&
-	    load(g->cu, "cuCtxSetCurrent", &g->set_current) &&
-	    load(g->cu, "cuCtxSynchronize", &g->sync) && load(g->cu, "cuMemAlloc_v2", &g->alloc) &&
-	    load(g->cu, "cuMemFree_v2", &g->free) && load(g->cu, "cuMemcpyHtoD_v2", &g->htod) &&
-	    load(g->cu, "cuMemcpyDtoH_v2", &g->dtoh) && load(g->cu, "cuMemcpyDtoD_v2", &g->dtod) &&
-	    load(g->cu, "cuMemsetD32_v2", &g->memset32);
+	bool ok = load(g->cu, "cuInit", &g->init) && load(g->cu, "cuDeviceGetCount", &g->count) &&
+		  load(g->cu, "cuDeviceGet", &g->get) && load(g->cu, "cuDeviceGetName", &g->name) &&
+		  load(g->cu, "cuDeviceTotalMem_v2", &g->total_mem) &&
+		  load(g->cu, "cuDevicePrimaryCtxRetain", &g->retain) &&
+		  load(g->cu, "cuDevicePrimaryCtxRelease_v2", &g->release) &&
+		  load(g->cu, "cuCtxSetCurrent", &g->set_current) &&
+		  load(g->cu, "cuCtxSynchronize", &g->sync) &&
+		  load(g->cu, "cuMemAlloc_v2", &g->alloc) &&
+		  load(g->cu, "cuMemFree_v2", &g->free) &&
+		  load(g->cu, "cuMemcpyHtoD_v2", &g->htod) &&
+		  load(g->cu, "cuMemcpyDtoH_v2", &g->dtoh) &&
+		  load(g->cu, "cuMemcpyDtoD_v2", &g->dtod) &&
+		  load(g->cu, "cuMemsetD32_v2", &g->memset32);
 	int count = 0;
 	if (!ok || g->init(0) != CU_OK || g->count(&count) != CU_OK || count <= 0) {
 		snprintf(why, n, "skipped: no GPU");
@@ -305,8 +307,9 @@ int check_gpu_gemm(struct vcheck *c, bool quick)
 	for (int i = 0; i < g.ndev; i++) {
 		double t = 0;
 		int w = 0, dev = 0;
-		double peak =
-		    g.get(&dev, i) == CU_OK ? catalogue_tflops(&g, dev, model, sizeof(model)) : 0;
+		double peak = g.get(&dev, i) == CU_OK
+				      ? catalogue_tflops(&g, dev, model, sizeof(model))
+				      : 0;
 		if (gemm_one(&g, i, n, quick ? 5 : 20, &t, &w) < 0) {
 			c->verdict = V_FAIL;
 			strbuf_addf(&sb, "%sGPU %d: CUDA or cuBLAS call failed", i ? ", " : "", i);
@@ -416,8 +419,8 @@ static double nccl_run(struct gpu *g, void **comms, cu_ptr *buf, int n, size_t c
 			}
 			/* zeros, so that the timed sums stay finite */
 			for (int i = 0; i < n && ok; i++)
-				ok =
-				    use_device(g, i) == 0 && g->memset32(buf[i], 0, count) == CU_OK;
+				ok = use_device(g, i) == 0 &&
+				     g->memset32(buf[i], 0, count) == CU_OK;
 		}
 	}
 	return ok ? secs : -1;
@@ -480,8 +483,8 @@ int check_nccl_across(struct vcheck *c, struct coll_comm *comm, bool quick, stru
 	char why[200] = "";
 	int local = gpu_open(&g, why, sizeof(why));
 	if (local && (!g.nccl || !g.nccl_unique_id)) {
-		snprintf(why, sizeof(why), "skipped: %s", g.nccl ? "this NCCL cannot join nodes"
-								  : "no NCCL");
+		snprintf(why, sizeof(why), "skipped: %s",
+			 g.nccl ? "this NCCL cannot join nodes" : "no NCCL");
 		local = 0;
 	}
 	/* every node learns how many GPUs each brings; all go on, or none */
@@ -530,8 +533,9 @@ int check_nccl_across(struct vcheck *c, struct coll_comm *comm, bool quick, stru
 		ok = g.nccl_group_end() == 0 && ok;
 	}
 	int wrong = 0;
-	double secs =
-	    ok && rc >= 0 ? nccl_run(&g, comms, buf, local, count, reps, (float)total, &wrong) : -1;
+	double secs = ok && rc >= 0
+			      ? nccl_run(&g, comms, buf, local, count, reps, (float)total, &wrong)
+			      : -1;
 	for (int i = 0; i < local; i++) {
 		if (comms[i])
 			g.nccl_destroy(comms[i]);
@@ -544,7 +548,7 @@ int check_nccl_across(struct vcheck *c, struct coll_comm *comm, bool quick, stru
 			 "a CUDA or NCCL call failed (%d GPUs on %d nodes)", total, size);
 	} else if (rc >= 0) {
 		c->figure =
-		    secs > 0 ? (double)bytes * reps / secs / 1e9 * 2 * (total - 1) / total : 0;
+			secs > 0 ? (double)bytes * reps / secs / 1e9 * 2 * (total - 1) / total : 0;
 		vcheck_judge(c, 1, "floor");
 		if (wrong)
 			c->verdict = V_FAIL;

@@ -53,7 +53,7 @@ static const struct tk_option opts[] = {
 	{"help", 'h', NULL, "show this help"},
 };
 
-const char *const vlayers[VLAYERS] = {"system",	 "compute", "memory",
+const char *const vlayers[VLAYERS] = {"system",	      "compute", "memory",
 				      "interconnect", "storage", "workload"};
 
 int vlayer_index(const char *name)
@@ -181,7 +181,8 @@ int validate_local(const struct vrun *o, struct vcheck *checks, int max)
 			check_nccl_in_node(&checks[n++], quick);
 			break;
 		case 4:
-			check_storage(&checks[n], &checks[n + 1], dir, MIN(threads, 4), quick ? 16 : 256);
+			check_storage(&checks[n], &checks[n + 1], dir, MIN(threads, 4),
+				      quick ? 16 : 256);
 			vcheck_judge(&checks[n], 5, "floor");
 			vcheck_judge(&checks[n + 1], 5, "floor");
 			n += 2;
@@ -210,9 +211,8 @@ json_t *vcheck_pack(const struct vcheck *c)
 {
 	return json_pack("{s:s, s:s, s:f, s:s, s:f, s:s, s:s, s:s}", "layer", c->layer, "check",
 			 c->name, "figure", c->figure, "unit", c->unit, "threshold", c->threshold,
-			 "threshold_from", c->threshold_from, "verdict",
-			 vverdict_name(c->verdict), "detail",
-			 c->detail);
+			 "threshold_from", c->threshold_from, "verdict", vverdict_name(c->verdict),
+			 "detail", c->detail);
 }
 
 void vchecks_print(const struct vcheck *checks, int n)
@@ -223,8 +223,8 @@ void vchecks_print(const struct vcheck *checks, int n)
 		const struct vcheck *c = &checks[i];
 		char th[32] = "-";
 		if (c->threshold_from[0])
-			snprintf(th, sizeof(th), "%s%.4g", c->higher_is_better ? ">= " : "<= ",
-				 c->threshold);
+			snprintf(th, sizeof(th), "%s%.4g",
+				 c->higher_is_better ? ">= " : "<= ", c->threshold);
 		char fig[32];
 		snprintf(fig, sizeof(fig), c->figure >= 1000 ? "%.0f" : "%.4g", c->figure);
 		printf("%-13s %-18s %12s %-8s %12s  %-7s %s\n", c->layer, c->name, fig, c->unit, th,
@@ -245,12 +245,12 @@ int validate_main(int argc, char **argv)
 		return usage("unexpected argument");
 	if (v[O_HELP]) {
 		tk_opts_usage(
-		    opts, O_N,
-		    "usage: tenk validate [OPTIONS]\nChecks this node layer by layer "
-		    "(system, compute, memory, interconnect,\nstorage, workload): each "
-		    "check prints its figure, its threshold and a verdict.\nWith --nodes, "
-		    "the server checks those nodes as a system job, holds each to\nits "
-		    "peers (and their links to each other), and drains those that fail.");
+			opts, O_N,
+			"usage: tenk validate [OPTIONS]\nChecks this node layer by layer "
+			"(system, compute, memory, interconnect,\nstorage, workload): each "
+			"check prints its figure, its threshold and a verdict.\nWith --nodes, "
+			"the server checks those nodes as a system job, holds each to\nits "
+			"peers (and their links to each other), and drains those that fail.");
 		return 0;
 	}
 	struct vrun o = {.want = {true, true, true, true, true, true},
@@ -267,16 +267,18 @@ int validate_main(int argc, char **argv)
 		for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
 			int k = vlayer_index(t);
 			if (k < 0)
-				return usage("--layers: \"%s\" is not one of system, compute, memory, "
-					     "interconnect, storage, workload",
-					     t);
+				return usage(
+					"--layers: \"%s\" is not one of system, compute, memory, "
+					"interconnect, storage, workload",
+					t);
 			o.want[k] = true;
 		}
 	}
 	if (v[O_TOL]) {
 		double t;
 		if (parse_num(v[O_TOL], 0, 100, &t) < 0)
-			return usage("--tolerance: a percentage from 0 to 100, got \"%s\"", v[O_TOL]);
+			return usage("--tolerance: a percentage from 0 to 100, got \"%s\"",
+				     v[O_TOL]);
 		o.tolerance = t / 100;
 	}
 	if (v[O_CLOCK]) {
@@ -287,8 +289,10 @@ int validate_main(int argc, char **argv)
 	}
 	if (v[O_NODES]) {
 		if (v[O_MEMBER] || v[O_SAVE])
-			return usage("--nodes does not go with --%s", v[O_MEMBER] ? "member" : "save-baseline");
-		return validate_cluster(v[O_NODES], argc, argv, v[O_JSON] != NULL, v[O_NOWAIT] != NULL);
+			return usage("--nodes does not go with --%s",
+				     v[O_MEMBER] ? "member" : "save-baseline");
+		return validate_cluster(v[O_NODES], argc, argv, v[O_JSON] != NULL,
+					v[O_NOWAIT] != NULL);
 	}
 	if (v[O_NOWAIT])
 		return usage("--no-wait goes with --nodes");
@@ -317,7 +321,8 @@ int validate_main(int argc, char **argv)
 		json_t *arr = json_array();
 		for (int i = 0; i < n; i++)
 			json_array_append_new(arr, vcheck_pack(&checks[i]));
-		json_t *jo = json_pack("{s:s, s:o}", "verdict", failed ? "fail" : "pass", "checks", arr);
+		json_t *jo =
+			json_pack("{s:s, s:o}", "verdict", failed ? "fail" : "pass", "checks", arr);
 		char *text = json_dumps(jo, JSON_INDENT(2) | JSON_REAL_PRECISION(6));
 		puts(text);
 		free(text);
@@ -330,7 +335,8 @@ int validate_main(int argc, char **argv)
 		json_t *figs = json_object();
 		for (int i = 0; i < n; i++)
 			if (checks[i].verdict == V_PASS)
-				json_object_set_new(figs, checks[i].name, json_real(checks[i].figure));
+				json_object_set_new(figs, checks[i].name,
+						    json_real(checks[i].figure));
 		json_t *jo = json_pack("{s:o}", "checks", figs);
 		if (json_dump_file(jo, v[O_SAVE], JSON_INDENT(2)) < 0) {
 			fprintf(stderr, "tenk validate: cannot write %s\n", v[O_SAVE]);

@@ -75,10 +75,10 @@ int vlayer_index(const char *name);
 struct vrun {
 	bool want[VLAYERS];
 	bool all, quick, progress;
-	const char *dir; /* storage checks; NULL: $TMPDIR or /tmp */
-	json_t *base;	 /* a baseline's figures, or NULL */
-	double tolerance;     /* below the peers' median by more than this fails */
-	double clock_max_ms;  /* largest clock offset from the first node */
+	const char *dir;     /* storage checks; NULL: $TMPDIR or /tmp */
+	json_t *base;	     /* a baseline's figures, or NULL */
+	double tolerance;    /* below the peers' median by more than this fails */
+	double clock_max_ms; /* largest clock offset from the first node */
 };
 
 /* This node's checks, layer by layer; returns how many were filled. */
@@ -95,9 +95,9 @@ int validate_member(const struct vrun *o);
 #define VPEER_CHECKS 16
 struct vpeer {
 	char node[64];
-	char stack[192];  /* "driver X, CUDA Y, NCCL Z, tenk V" */
-	double clock_ms;  /* its clock minus the first node's */
-	double pair_gbs;  /* its links to the others (upper median of its pairs); 0: none */
+	char stack[192]; /* "driver X, CUDA Y, NCCL Z, tenk V" */
+	double clock_ms; /* its clock minus the first node's */
+	double pair_gbs; /* its links to the others (upper median of its pairs); 0: none */
 	int nchecks;
 	struct {
 		char name[32];
@@ -113,8 +113,8 @@ double vpair_figure(const double *row, int n, int me);
  * (1 - tolerance) x the others' median (given two or more others), and adds
  * the system checks of consistency (software stack, clock) and the pair
  * check. Returns the new number of checks. */
-int vpeer_judge(const struct vpeer *all, int n, int me, const struct vrun *o,
-		struct vcheck *checks, int nchecks, int max);
+int vpeer_judge(const struct vpeer *all, int n, int me, const struct vrun *o, struct vcheck *checks,
+		int nchecks, int max);
 /* The first failing layer and why, from checks; false when all pass. */
 bool vverdict_of(const struct vcheck *checks, int n, char *layer, size_t layer_n, char *reason,
 		 size_t reason_n);

@@ -38,18 +38,18 @@ struct rank_job {
 	int rank, size, port;
 	bool no_shm;
 	int timeout_ms;
-	bool big;	 /* the 256 MiB case */
-	int die_rank;	 /* this rank leaves at once (-1: none) */
+	bool big;     /* the 256 MiB case */
+	int die_rank; /* this rank leaves at once (-1: none) */
 	char transport[8];
 	char failure[512]; /* empty: all good */
 	int64_t err_ms;	   /* how long the failing call took */
 	int err_code;
 };
 
-#define FAIL(j, ...)                                                                              \
-	do {                                                                                      \
-		if (!(j)->failure[0])                                                             \
-			snprintf((j)->failure, sizeof((j)->failure), __VA_ARGS__);                \
+#define FAIL(j, ...)                                                                               \
+	do {                                                                                       \
+		if (!(j)->failure[0])                                                              \
+			snprintf((j)->failure, sizeof((j)->failure), __VA_ARGS__);                 \
 	} while (0)
 
 static const size_t counts[] = {1, 2, 3, 7, 100, 1023, 16411, (1u << 20) + 3};
@@ -115,7 +115,8 @@ static void run_all(struct rank_job *j, struct coll_comm *c)
 		for (int r = 0; r < n; r++)
 			for (size_t i = 0; i < nb; i++)
 				if (b[(size_t)r * nb + i] != (uint8_t)(r * 31 + i)) {
-					FAIL(j, "allgather %zu bytes: rank %d's byte %zu wrong", nb, r, i);
+					FAIL(j, "allgather %zu bytes: rank %d's byte %zu wrong", nb,
+					     r, i);
 					goto out;
 				}
 	}
@@ -132,7 +133,8 @@ static void run_all(struct rank_job *j, struct coll_comm *c)
 			}
 			for (size_t i = 0; i < nb; i++)
 				if (a[i] != (uint8_t)(root * 7 + i)) {
-					FAIL(j, "broadcast %zu bytes from %d: byte %zu wrong", nb, root, i);
+					FAIL(j, "broadcast %zu bytes from %d: byte %zu wrong", nb,
+					     root, i);
 					goto out;
 				}
 		}
@@ -229,7 +231,8 @@ static void *rank_main(void *arg)
 			snprintf(j->failure, sizeof(j->failure), "%s", err.text);
 		/* a broken communicator refuses further calls */
 		if (j->err_code < 0 && coll_barrier(c, &err) == 0)
-			snprintf(j->failure, sizeof(j->failure), "a barrier after an error succeeded");
+			snprintf(j->failure, sizeof(j->failure),
+				 "a barrier after an error succeeded");
 		coll_destroy(c);
 		return NULL;
 	}
@@ -246,8 +249,13 @@ static void run(int n, bool no_shm, bool big, int die, int timeout_ms, struct ra
 	pthread_t th[16];
 	int port = free_port();
 	for (int r = 0; r < n; r++) {
-		jobs[r] = (struct rank_job){.rank = r, .size = n, .port = port, .no_shm = no_shm,
-					    .timeout_ms = timeout_ms, .big = big, .die_rank = die};
+		jobs[r] = (struct rank_job){.rank = r,
+					    .size = n,
+					    .port = port,
+					    .no_shm = no_shm,
+					    .timeout_ms = timeout_ms,
+					    .big = big,
+					    .die_rank = die};
 		assert_int_equal(pthread_create(&th[r], NULL, rank_main, &jobs[r]), 0);
 	}
 	for (int r = 0; r < n; r++)
@@ -309,8 +317,8 @@ static void test_dead_peer(void **state)
 	/* a rank that never comes: the rendezvous gives up in time */
 	struct rank_job one[2];
 	int port = free_port();
-	one[0] = (struct rank_job){.rank = 0, .size = 2, .port = port, .timeout_ms = 500,
-				   .die_rank = -1};
+	one[0] = (struct rank_job){
+		.rank = 0, .size = 2, .port = port, .timeout_ms = 500, .die_rank = -1};
 	rank_main(&one[0]);
 	assert_non_null(strstr(one[0].failure, "1 of 2 ranks arrived"));
 	assert_true(one[0].err_ms < 500 + 1000);
@@ -330,10 +338,8 @@ static void test_bf16_rounding(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_bf16_rounding),
-		cmocka_unit_test(test_tcp),
-		cmocka_unit_test(test_shm),
-		cmocka_unit_test(test_256mib),
+		cmocka_unit_test(test_bf16_rounding), cmocka_unit_test(test_tcp),
+		cmocka_unit_test(test_shm),	      cmocka_unit_test(test_256mib),
 		cmocka_unit_test(test_dead_peer),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

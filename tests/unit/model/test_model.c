@@ -73,17 +73,26 @@ static void test_request_invalid(void **state)
 		{"{" BASE ", \"bogus\": 1}", "bogus: unknown field"},
 		{"{" BASE ", \"nodes\": 0}", "nodes: must be an integer from 1 to 4096, got 0"},
 		{"{" BASE ", \"nodes\": -3}", "nodes: must be an integer from 1 to 4096, got -3"},
-		{"{" BASE ", \"nodes\": 99999999999999}", "nodes: must be an integer from 1 to 4096"},
-		{"{" BASE ", \"nodes\": \"2\"}", "nodes: must be an integer from 1 to 4096, got a string"},
+		{"{" BASE ", \"nodes\": 99999999999999}",
+		 "nodes: must be an integer from 1 to 4096"},
+		{"{" BASE ", \"nodes\": \"2\"}",
+		 "nodes: must be an integer from 1 to 4096, got a string"},
 		{"{" BASE ", \"nodes\": 1.5}", "nodes: must be an integer"},
-		{"{" BASE ", \"tasks_per_node\": 1000}", "tasks_per_node: must be an integer from 1 to 256"},
-		{"{" BASE ", \"gpus_per_task\": -1}", "gpus_per_task: must be a number from 0 to 64"},
-		{"{" BASE ", \"gpus_per_task\": 65}", "gpus_per_task: must be a number from 0 to 64"},
+		{"{" BASE ", \"tasks_per_node\": 1000}",
+		 "tasks_per_node: must be an integer from 1 to 256"},
+		{"{" BASE ", \"gpus_per_task\": -1}",
+		 "gpus_per_task: must be a number from 0 to 64"},
+		{"{" BASE ", \"gpus_per_task\": 65}",
+		 "gpus_per_task: must be a number from 0 to 64"},
 		{"{" BASE ", \"gpus_per_task\": 1.5}", "gpus_per_task: a fraction must be below 1"},
-		{"{" BASE ", \"gpus_per_task\": 0.0001}", "gpus_per_task: must be a whole number or a fraction"},
-		{"{" BASE ", \"gpus_per_task\": 0.5, \"nodes\": 2}", "gpus_per_task: a fractional accelerator"},
-		{"{" BASE ", \"gpus_per_task\": 8, \"tasks_per_node\": 16}", "gpus_per_task: 16 tasks x 8"},
-		{"{" BASE ", \"gpu_types\": [\"H 100\"]}", "gpu_types[0]: \"H 100\" is not a model name"},
+		{"{" BASE ", \"gpus_per_task\": 0.0001}",
+		 "gpus_per_task: must be a whole number or a fraction"},
+		{"{" BASE ", \"gpus_per_task\": 0.5, \"nodes\": 2}",
+		 "gpus_per_task: a fractional accelerator"},
+		{"{" BASE ", \"gpus_per_task\": 8, \"tasks_per_node\": 16}",
+		 "gpus_per_task: 16 tasks x 8"},
+		{"{" BASE ", \"gpu_types\": [\"H 100\"]}",
+		 "gpu_types[0]: \"H 100\" is not a model name"},
 		{"{" BASE ", \"env\": [\"A=1\"]}", "env: must be an object of strings"},
 		{"{" BASE ", \"env\": {\"A\": 1}}", "env.A: must be a string"},
 		{"{" BASE ", \"env\": {\"A=B\": \"1\"}}", "env: variable name \"A=B\""},
@@ -91,7 +100,8 @@ static void test_request_invalid(void **state)
 		{"{" BASE ", \"requeue\": 101}", "requeue: must be an integer from 0 to 100"},
 		{"{" BASE ", \"name\": \"a\\nb\"}", "name: must not contain control characters"},
 		{"{" BASE ", \"name\": \"\"}", "name: must not be empty"},
-		{"{\"command\": [\"a\\u0000b\"], \"cwd\": \"/x\"}", "command[0]: must not contain a NUL"},
+		{"{\"command\": [\"a\\u0000b\"], \"cwd\": \"/x\"}",
+		 "command[0]: must not contain a NUL"},
 		{"[1, 2]", "body: must be an object, got an array"},
 	};
 	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
@@ -102,7 +112,8 @@ static void test_request_invalid(void **state)
 		if (rc >= 0)
 			fail_msg("case %zu accepted: %s", i, cases[i].body);
 		if (strncmp(err.text, cases[i].want, strlen(cases[i].want)) != 0)
-			fail_msg("case %zu: got \"%s\", want \"%s...\"", i, err.text, cases[i].want);
+			fail_msg("case %zu: got \"%s\", want \"%s...\"", i, err.text,
+				 cases[i].want);
 		json_decref(j);
 	}
 }
@@ -172,8 +183,9 @@ static void test_job_roundtrip(void **state)
 			    json_integer(70000));
 	struct job bad;
 	assert_true(job_unpack(p1, &bad, &err) < 0);
-	assert_string_equal(err.text, "attempts[0].master_port: must be an integer from 0 to 65535, "
-				      "got 70000");
+	assert_string_equal(err.text,
+			    "attempts[0].master_port: must be an integer from 0 to 65535, "
+			    "got 70000");
 	json_decref(p1);
 	json_decref(p2);
 	job_release(&job);
@@ -207,9 +219,8 @@ static void test_fake_accels(void **state)
 	assert_string_equal(a[7].model, "H100");
 	assert_int_equal(a[7].index, 7);
 	assert_int_equal(a[0].mem_mib, 81559);
-	assert_int_equal(model_fake_accels("4xa100-80gb,2xT4", &c, "n1", a, MODEL_MAX_ACCELS, &n,
-					   &err),
-			 0);
+	assert_int_equal(
+		model_fake_accels("4xa100-80gb,2xT4", &c, "n1", a, MODEL_MAX_ACCELS, &n, &err), 0);
 	assert_int_equal(n, 6);
 	assert_string_equal(a[0].model, "A100-80GB");
 	assert_string_equal(a[5].model, "T4");
@@ -218,7 +229,8 @@ static void test_fake_accels(void **state)
 	assert_true(model_fake_accels("H100", &c, "n1", a, MODEL_MAX_ACCELS, &n, &err) < 0);
 	assert_true(model_fake_accels("0xH100", &c, "n1", a, MODEL_MAX_ACCELS, &n, &err) < 0);
 	assert_true(model_fake_accels("65xH100", &c, "n1", a, MODEL_MAX_ACCELS, &n, &err) < 0);
-	assert_true(model_fake_accels("40xH100,40xT4", &c, "n1", a, MODEL_MAX_ACCELS, &n, &err) < 0);
+	assert_true(model_fake_accels("40xH100,40xT4", &c, "n1", a, MODEL_MAX_ACCELS, &n, &err) <
+		    0);
 	catalogue_release(&c);
 }
 
@@ -234,12 +246,13 @@ static void test_catalogue(void **state)
 		assert_true(e->mem_mib > 0 && e->tflops > 0 && e->price_per_hour > 0);
 	}
 	struct tk_error err;
-	assert_int_equal(catalogue_load_json(&c,
-					     "{\"models\": [{\"name\": \"H100\", \"price_per_hour\": "
-					     "2.5}, {\"name\": \"X1\", \"mem_mib\": 1024, "
-					     "\"tflops\": 10}]}",
-					     &err),
-			 0);
+	assert_int_equal(
+		catalogue_load_json(&c,
+				    "{\"models\": [{\"name\": \"H100\", \"price_per_hour\": "
+				    "2.5}, {\"name\": \"X1\", \"mem_mib\": 1024, "
+				    "\"tflops\": 10}]}",
+				    &err),
+		0);
 	assert_true(catalogue_find(&c, "H100")->price_per_hour == 2.5);
 	assert_int_equal(catalogue_find(&c, "H100")->mem_mib, 81559); /* kept */
 	assert_int_equal(catalogue_find(&c, "x1")->mem_mib, 1024);
@@ -314,11 +327,12 @@ static void test_config_validation(void **state)
 	struct tk_error err;
 	sched_config_default(&c);
 	assert_false(c.require_validation);
-	assert_int_equal(sched_config_load_json(&c,
-						"{\"require_validation\": true, \"validation_args\": "
-						"[\"--quick\", \"--layers\", \"system\"]}",
-						&err),
-			 0);
+	assert_int_equal(
+		sched_config_load_json(&c,
+				       "{\"require_validation\": true, \"validation_args\": "
+				       "[\"--quick\", \"--layers\", \"system\"]}",
+				       &err),
+		0);
 	assert_true(c.require_validation);
 	assert_int_equal(c.nvalidation_args, 3);
 	assert_string_equal(c.validation_args[2], "system");
@@ -334,10 +348,14 @@ static void test_config_validation(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_request_valid), cmocka_unit_test(test_request_invalid),
-		cmocka_unit_test(test_request_limits), cmocka_unit_test(test_job_roundtrip),
-		cmocka_unit_test(test_states),	      cmocka_unit_test(test_fake_accels),
-		cmocka_unit_test(test_catalogue),     cmocka_unit_test(test_node_record),
+		cmocka_unit_test(test_request_valid),
+		cmocka_unit_test(test_request_invalid),
+		cmocka_unit_test(test_request_limits),
+		cmocka_unit_test(test_job_roundtrip),
+		cmocka_unit_test(test_states),
+		cmocka_unit_test(test_fake_accels),
+		cmocka_unit_test(test_catalogue),
+		cmocka_unit_test(test_node_record),
 		cmocka_unit_test(test_config_validation),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -68,11 +68,11 @@ static int add_node(struct cluster *c, const char *model, int ndev, int cpus)
 	for (int d = 0; d < ndev; d++) {
 		c->devs[i][d].model = model;
 		c->devs[i][d].free_milli = MODEL_MILLI;
-		c->devs[i][d].mem_mib = strstr(model, "80") || strcmp(model, "H100") == 0 ? 81920
-											   : 16384;
-		c->devs[i][d].tflops = strcmp(model, "H100") == 0 ? 989 : strcmp(model, "T4") == 0
-									       ? 65
-									       : 312;
+		c->devs[i][d].mem_mib =
+			strstr(model, "80") || strcmp(model, "H100") == 0 ? 81920 : 16384;
+		c->devs[i][d].tflops = strcmp(model, "H100") == 0 ? 989
+				       : strcmp(model, "T4") == 0 ? 65
+								  : 312;
 	}
 	return i;
 }
@@ -305,7 +305,7 @@ static void test_types_capabilities_mixing(void **state)
 	j->ngpu_types = 1;
 	j->gpu_types = a100;
 	j = add_job(&c, 1, 1, 4000);
-	j->gpu_mem_mib = 80 * 1024; /* T4s are too small; H100 is free and fastest */
+	j->gpu_mem_mib = 80 * 1024;  /* T4s are too small; H100 is free and fastest */
 	j = add_job(&c, 2, 1, 8000); /* two whole nodes of one model: none left */
 	struct sched_decisions d;
 	assert_int_equal(pass(&c, &d), 0);
@@ -484,11 +484,11 @@ static void test_backfill(void **state)
 	add_node(&c, "H100", 8, 64);
 	struct sched_running *r = add_running(&c, NORMAL, 4, 1, 0);
 	r->time_limit_s = 3600;
-	r->start_ms = c.now; /* ends in an hour */
-	add_job(&c, 1, 1, 8000);	 /* blocked: gets the reservation */
+	r->start_ms = c.now;	 /* ends in an hour */
+	add_job(&c, 1, 1, 8000); /* blocked: gets the reservation */
 	struct sched_job *short_job = add_job(&c, 1, 1, 2000);
 	short_job->time_limit_s = 1800; /* ends before the reservation */
-	add_job(&c, 1, 1, 2000);	 /* no limit: would delay it */
+	add_job(&c, 1, 1, 2000);	/* no limit: would delay it */
 	struct sched_job *long_job = add_job(&c, 1, 1, 2000);
 	long_job->time_limit_s = 7200;
 	struct sched_decisions d;
@@ -603,7 +603,7 @@ static void test_preempt_and_reclaim_together(void **state)
 	lender_and_borrower(&c, "owner", 0);
 	add_node(&c, "H100", 8, 64);
 	struct sched_running *batch = add_running(&c, BATCH, 4, 1, 0); /* preemptible */
-	struct sched_running *lent = add_running(&c, NORMAL, 4, 1, 0);	/* borrowed */
+	struct sched_running *lent = add_running(&c, NORMAL, 4, 1, 0); /* borrowed */
 	lent->queue = 2;
 	struct sched_job *j = add_job(&c, 1, 1, 8000);
 	j->cls = PROD;
@@ -833,7 +833,8 @@ static void test_shape_table(void **state)
 		max_id = MAX(max_id, got);
 		/* "H100" and "h100" ask for the same */
 		for (int k = 0; k < 48; k++)
-			if (refs[k] && (k == i || sched_job_shape(&req[k]) == sched_job_shape(&req[i])))
+			if (refs[k] &&
+			    (k == i || sched_job_shape(&req[k]) == sched_job_shape(&req[i])))
 				assert_int_equal(id[k], got);
 		id[i] = got;
 		refs[i]++;
@@ -865,8 +866,8 @@ static const char *const models[] = {"H100", "A100-80GB", "T4"};
 static void random_cluster(struct cluster *c)
 {
 	init(c);
-	c->queues[1] = (struct sched_queue){"qa", 1000 * (int)rnd(16), 1000 * (int)rnd(8), 1 + rnd(3),
-					    rnd(4000)};
+	c->queues[1] = (struct sched_queue){"qa", 1000 * (int)rnd(16), 1000 * (int)rnd(8),
+					    1 + rnd(3), rnd(4000)};
 	c->queues[2] = (struct sched_queue){"qb", -1, -1, 1 + rnd(3), rnd(4000)};
 	c->nqueues = 3;
 	c->policy.frac = (enum sched_frac_policy)rnd(3);
@@ -989,7 +990,8 @@ static void check_invariants(const struct cluster *c, const struct sched_decisio
 			mem[a->node] += a->mem_mib;
 		}
 		if (j->max_switches)
-			assert_true(sched_switches_spanned(c->nodes, sel, s->nnodes) <= j->max_switches);
+			assert_true(sched_switches_spanned(c->nodes, sel, s->nnodes) <=
+				    j->max_switches);
 		qstart[j->queue] += (int64_t)j->nodes * j->tasks_per_node * j->gpu_milli;
 	}
 	/* nothing given twice, nothing over capacity */
@@ -1008,8 +1010,10 @@ static void check_invariants(const struct cluster *c, const struct sched_decisio
 		for (int i = 0; i < c->nr; i++)
 			if (c->run[i].queue == q)
 				for (int k = 0; k < c->run[i].nnodes; k++)
-					use += (int64_t)c->run[i].nodes[k].ndev * c->run[i].nodes[k].milli;
-		int64_t limit = sq->borrow_milli < 0 ? INT64_MAX : sq->quota_milli + sq->borrow_milli;
+					use += (int64_t)c->run[i].nodes[k].ndev *
+					       c->run[i].nodes[k].milli;
+		int64_t limit =
+			sq->borrow_milli < 0 ? INT64_MAX : sq->quota_milli + sq->borrow_milli;
 		assert_true(use + qstart[q] <= limit);
 	}
 	/* preemption only of what may be preempted, never of one already stopping */
@@ -1048,7 +1052,8 @@ static void check_preemptions_useful(const struct cluster *c, const struct sched
 		for (int k = 0; k < c->nr; k++) {
 			bool victim = false;
 			for (int x = 0; x < d->npreempts; x++)
-				victim |= d->preempts[x].job == job && d->preempts[x].victim == c->run[k].id;
+				victim |= d->preempts[x].job == job &&
+					  d->preempts[x].victim == c->run[k].id;
 			if (!victim)
 				continue;
 			for (int m = 0; m < c->run[k].nnodes; m++) {
@@ -1094,7 +1099,8 @@ static void describe(const struct cluster *c, const struct sched_decisions *d, s
 		strbuf_addch(sb, ';');
 	}
 	for (int i = 0; i < d->npreempts; i++)
-		strbuf_addf(sb, "pre%lld>%d;", (long long)d->preempts[i].victim, d->preempts[i].job);
+		strbuf_addf(sb, "pre%lld>%d;", (long long)d->preempts[i].victim,
+			    d->preempts[i].job);
 	for (int i = 0; i < d->nwaits; i++)
 		strbuf_addf(sb, "wait%d:%d:%s;", d->waits[i].job, d->waits[i].reason,
 			    d->waits[i].detail ? d->waits[i].detail : "=");

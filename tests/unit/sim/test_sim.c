@@ -69,7 +69,9 @@ static void options(struct sim_options *o)
 	o->seed = 1;
 }
 
-#define HEADER "id,submit_s,run_s,nodes,tasks_per_node,gpus_per_task,cpus_per_task,mem_mib,gpu_types,queue,class,time_limit_s\n"
+#define HEADER                                                                                     \
+	"id,submit_s,run_s,nodes,tasks_per_node,gpus_per_task,cpus_per_task,mem_mib,gpu_types,"    \
+	"queue,class,time_limit_s\n"
 
 /* Two nodes of 4 GPUs; three jobs:
  *   1: t=0, 4 GPUs for 100 s        -> starts 0 on one node, ends 100
@@ -324,7 +326,8 @@ static void test_bad_traces(void **state)
 	assert_non_null(strstr(err.text, "huge.csv:2: line longer than"));
 	/* an unknown class is named with its line */
 	struct sim_cluster cl;
-	load("name,model,gpus,cpus\nn1,H100,4,32\n", HEADER "1,0,1,1,1,1,0,0,,a,gold,0\n", &cl, &tr);
+	load("name,model,gpus,cpus\nn1,H100,4,32\n", HEADER "1,0,1,1,1,1,0,0,,a,gold,0\n", &cl,
+	     &tr);
 	struct sim_options o;
 	options(&o);
 	struct sim_result r;

@@ -16,10 +16,12 @@ static void test_parse_int64(void **state)
 		int rc;
 		int64_t want;
 	} cases[] = {
-		{"0", 0, 10, 0, 0},	     {"10", 0, 10, 0, 10},  {"11", 0, 10, -ERANGE, 0},
-		{"-1", 0, 10, -ERANGE, 0},   {"-5", -10, 10, 0, -5}, {"", 0, 10, -EINVAL, 0},
-		{"1x", 0, 10, -EINVAL, 0},   {" 1", 0, 10, -EINVAL, 0}, {"+3", 0, 10, 0, 3},
-		{"99999999999999999999", 0, INT64_MAX, -ERANGE, 0}, {"-", 0, 1, -EINVAL, 0},
+		{"0", 0, 10, 0, 0},	   {"10", 0, 10, 0, 10},
+		{"11", 0, 10, -ERANGE, 0}, {"-1", 0, 10, -ERANGE, 0},
+		{"-5", -10, 10, 0, -5},	   {"", 0, 10, -EINVAL, 0},
+		{"1x", 0, 10, -EINVAL, 0}, {" 1", 0, 10, -EINVAL, 0},
+		{"+3", 0, 10, 0, 3},	   {"99999999999999999999", 0, INT64_MAX, -ERANGE, 0},
+		{"-", 0, 1, -EINVAL, 0},
 	};
 	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
 		int64_t v = -777;
@@ -39,10 +41,14 @@ static void test_parse_size(void **state)
 		int rc;
 		int64_t mib;
 	} cases[] = {
-		{"80G", 0, 81920},  {"80GB", 0, 81920}, {"80GiB", 0, 81920}, {"512M", 0, 512},
-		{"512", 0, 512},    {"1T", 0, 1048576}, {"1.5G", 0, 1536},    {"1K", 0, 1},
-		{"0", 0, 0},	    {"g", -EINVAL, 0},  {"10X", -EINVAL, 0},  {"", -EINVAL, 0},
-		{"-1G", -EINVAL, 0}, {"1.2345G", -EINVAL, 0}, {"1..2G", -EINVAL, 0},
+		{"80G", 0, 81920},     {"80GB", 0, 81920},
+		{"80GiB", 0, 81920},   {"512M", 0, 512},
+		{"512", 0, 512},       {"1T", 0, 1048576},
+		{"1.5G", 0, 1536},     {"1K", 0, 1},
+		{"0", 0, 0},	       {"g", -EINVAL, 0},
+		{"10X", -EINVAL, 0},   {"", -EINVAL, 0},
+		{"-1G", -EINVAL, 0},   {"1.2345G", -EINVAL, 0},
+		{"1..2G", -EINVAL, 0},
 	};
 	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
 		int64_t v = 0;
@@ -60,13 +66,16 @@ static void test_parse_duration(void **state)
 		int rc;
 		int64_t s;
 	} cases[] = {
-		{"90", 0, 90},		{"90s", 0, 90},		  {"10m", 0, 600},
-		{"2h", 0, 7200},	{"1d", 0, 86400},	  {"1h30m", 0, 5400},
-		{"1d2h3m4s", 0, 93784}, {"30:00", 0, 1800},	  {"01:30:00", 0, 5400},
-		{"2-00:00:00", 0, 172800}, {"1-12:00", 0, 129600}, {"1h30", -EINVAL, 0},
-		{"30m1h", -EINVAL, 0},	{"1h1h", -EINVAL, 0},	  {"", -EINVAL, 0},
-		{"abc", -EINVAL, 0},	{"1:60:00", -ERANGE, 0},  {"10:75", -ERANGE, 0},
-		{"-5", -EINVAL, 0},	{"99999999999999999999", -ERANGE, 0},
+		{"90", 0, 90},		 {"90s", 0, 90},
+		{"10m", 0, 600},	 {"2h", 0, 7200},
+		{"1d", 0, 86400},	 {"1h30m", 0, 5400},
+		{"1d2h3m4s", 0, 93784},	 {"30:00", 0, 1800},
+		{"01:30:00", 0, 5400},	 {"2-00:00:00", 0, 172800},
+		{"1-12:00", 0, 129600},	 {"1h30", -EINVAL, 0},
+		{"30m1h", -EINVAL, 0},	 {"1h1h", -EINVAL, 0},
+		{"", -EINVAL, 0},	 {"abc", -EINVAL, 0},
+		{"1:60:00", -ERANGE, 0}, {"10:75", -ERANGE, 0},
+		{"-5", -EINVAL, 0},	 {"99999999999999999999", -ERANGE, 0},
 	};
 	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
 		int64_t v = 0;
@@ -219,26 +228,34 @@ static void test_sha256(void **state)
 {
 	char out[65];
 	tk_sha256_hex("", 0, out);
-	assert_string_equal(out, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+	assert_string_equal(out,
+			    "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
 	tk_sha256_hex("abc", 3, out);
-	assert_string_equal(out, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+	assert_string_equal(out,
+			    "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
 	const char *two = "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq";
 	tk_sha256_hex(two, strlen(two), out);
-	assert_string_equal(out, "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+	assert_string_equal(out,
+			    "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
 	char *big = xmalloc(1000000);
 	memset(big, 'a', 1000000);
 	tk_sha256_hex(big, 1000000, out);
-	assert_string_equal(out, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+	assert_string_equal(out,
+			    "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
 	free(big);
 }
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_parse_int64), cmocka_unit_test(test_parse_size),
-		cmocka_unit_test(test_parse_duration), cmocka_unit_test(test_strbuf),
-		cmocka_unit_test(test_map),	     cmocka_unit_test(test_opts),
-		cmocka_unit_test(test_files),	     cmocka_unit_test(test_errorf),
+		cmocka_unit_test(test_parse_int64),
+		cmocka_unit_test(test_parse_size),
+		cmocka_unit_test(test_parse_duration),
+		cmocka_unit_test(test_strbuf),
+		cmocka_unit_test(test_map),
+		cmocka_unit_test(test_opts),
+		cmocka_unit_test(test_files),
+		cmocka_unit_test(test_errorf),
 		cmocka_unit_test(test_sha256),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
