@@ -173,7 +173,8 @@ enum {
 static const struct tk_option all_opts[D_MAX] = {
 	[D_HELP] = {"help", 'h', NULL, "show this help"},
 	[D_LOG] = {"log-level", 0, "LEVEL", "error, warn, info or debug (default info)"},
-	[D_DATA] = {"data", 'd', "DIR", "data folder: database and tokens (default ./tenk-data)"},
+	[D_DATA] = {"data", 'd', "DIR",
+		    "data folder: the database, tokens, the agent's work (default ./tenk-data)"},
 	[D_LISTEN] = {"listen", 'l', "HOST:PORT", "address to serve (default 127.0.0.1:7480)"},
 	[D_CATALOGUE] = {"catalogue", 0, "FILE", "accelerator catalogue overrides (JSON)"},
 	[D_NODE_TIMEOUT] = {"node-timeout", 0, "TIME", "a silent node is DOWN after (default 30s)"},
@@ -187,15 +188,15 @@ static const struct tk_option all_opts[D_MAX] = {
 	[D_TOPO] = {"topology", 0, "PATH", "switches above this node, e.g. spine1/leaf07"},
 	[D_CPUS] = {"cpus", 0, "N", "CPUs to offer (default: detected)"},
 	[D_MEM] = {"mem", 0, "SIZE", "memory to offer, e.g. 512G (default: detected)"},
-	[D_WORK] = {"work-dir", 0, "DIR", "local folder for checkpoints (agent)"},
+	[D_WORK] = {"work-dir", 0, "DIR", "local folder for checkpoints (default DATA/agent)"},
 };
 
 /* Which options each daemon takes, in all_opts order. */
 static const int up_opts[] = {D_HELP, D_LOG,  D_DATA, D_LISTEN, D_CATALOGUE, D_NODE_TIMEOUT,
 			      D_NAME, D_FAKE, D_TOPO, D_CPUS,	D_MEM};
 static const int server_opts[] = {D_HELP, D_LOG, D_DATA, D_LISTEN, D_CATALOGUE, D_NODE_TIMEOUT};
-static const int agent_opts[] = {D_HELP, D_LOG,	 D_SERVER, D_TOKEN_FILE, D_NAME, D_FAKE,
-				 D_ADDR, D_TOPO, D_CPUS,   D_MEM,	 D_WORK};
+static const int agent_opts[] = {D_HELP, D_LOG,	 D_DATA, D_SERVER, D_TOKEN_FILE, D_NAME,
+				 D_FAKE, D_ADDR, D_TOPO, D_CPUS,   D_MEM,	 D_WORK};
 
 struct daemon_cmd {
 	const char *name;
@@ -259,8 +260,9 @@ static int agent_cfg(const char *cmd, const char **v, struct agent_config *ac)
 	ac->fake_gpus = v[D_FAKE];
 	ac->addr = v[D_ADDR];
 	ac->topology = v[D_TOPO];
-	if (v[D_WORK])
-		ac->work_dir = v[D_WORK];
+	if (v[D_DATA])
+		ac->data_dir = v[D_DATA];
+	ac->work_dir = v[D_WORK];
 	if (v[D_CPUS]) {
 		int64_t n;
 		if (tk_parse_int64(v[D_CPUS], 1, 65536, &n) < 0)
@@ -346,10 +348,9 @@ static int run_up(const char **v)
 		uv_loop_close(&d.loop);
 		return 1;
 	}
-	_cleanup_free_ char *work = xasprintf("%s/agent", sc.data_dir);
 	ac.server_url = server_url(d.server);
 	ac.token = server_agent_token(d.server);
-	ac.work_dir = work;
+	ac.data_dir = sc.data_dir;
 	if (!ac.addr)
 		ac.addr = "127.0.0.1";
 	uv_loop_init(&d.agent_loop);

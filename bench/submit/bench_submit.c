@@ -69,7 +69,8 @@ static json_t *get_json(const char *url, struct curl_slist *h)
 int main(int argc, char **argv)
 {
 	if (argc < 5) {
-		fprintf(stderr, "usage: bench_submit URL TOKEN JOBS CONNECTIONS [GPUS_PER_TASK]\n");
+		fprintf(stderr, "usage: bench_submit URL TOKEN JOBS CONNECTIONS [GPUS_PER_TASK "
+				"[FOLDER]]\n");
 		return 2;
 	}
 	const char *url = argv[1];
@@ -77,6 +78,8 @@ int main(int argc, char **argv)
 	int njobs = atoi(argv[3]);
 	int nconn = atoi(argv[4]);
 	const char *gpus = argc > 5 ? argv[5] : "1";
+	/* the jobs run, and write their output, in the caller's folder */
+	const char *cwd = argc > 6 ? argv[6] : "/tmp";
 	if (njobs < 1 || nconn < 1 || nconn > 1024) {
 		fprintf(stderr, "bench_submit: JOBS >= 1 and 1 <= CONNECTIONS <= 1024\n");
 		return 2;
@@ -87,10 +90,8 @@ int main(int argc, char **argv)
 	h = curl_slist_append(h, "Content-Type: application/json");
 	h = curl_slist_append(h, "Expect:");
 	char *submit_url = xasprintf("%s/v1/jobs", url);
-	char *body =
-		xasprintf("{\"command\": [\"true\"], \"cwd\": \"/tmp\", \"gpus_per_task\": %s, "
-			  "\"output\": \"/dev/null\"}",
-			  gpus);
+	char *body = xasprintf("{\"command\": [\"true\"], \"cwd\": \"%s\", \"gpus_per_task\": %s}",
+			       cwd, gpus);
 	CURLM *m = curl_multi_init();
 	curl_multi_setopt(m, CURLMOPT_MAX_TOTAL_CONNECTIONS, (long)nconn);
 	struct slot *slots = xcalloc((size_t)nconn, sizeof(*slots));

@@ -29,7 +29,7 @@ static void maybe_stop_done(struct agent *a);
 void agent_config_init(struct agent_config *c)
 {
 	memset(c, 0, sizeof(*c));
-	c->work_dir = "tenk-agent";
+	c->data_dir = "tenk-data";
 	c->heartbeat_ms = 5000;
 }
 
@@ -415,6 +415,7 @@ static void copy_cfg(struct agent_config *dst, const struct agent_config *src)
 	DUP(fake_gpus);
 	DUP(addr);
 	DUP(topology);
+	DUP(data_dir);
 	DUP(work_dir);
 #undef DUP
 }
@@ -427,6 +428,7 @@ static void free_cfg(struct agent_config *c)
 	free((char *)c->fake_gpus);
 	free((char *)c->addr);
 	free((char *)c->topology);
+	free((char *)c->data_dir);
 	free((char *)c->work_dir);
 }
 
@@ -456,6 +458,9 @@ int agent_create(uv_loop_t *loop, const struct agent_config *cfg, struct agent *
 		r = tk_errorf(err, r, "cannot read random bytes");
 		goto fail;
 	}
+	if (!a->cfg.work_dir)
+		a->cfg.work_dir =
+			xasprintf("%s/agent", a->cfg.data_dir ? a->cfg.data_dir : "tenk-data");
 	if ((r = tk_mkdir_p(a->cfg.work_dir, 0700)) < 0) {
 		r = tk_errorf(err, r, "cannot create the agent's folder %s: %s", a->cfg.work_dir,
 			      strerror(-r));

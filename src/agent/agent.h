@@ -25,7 +25,8 @@ struct agent_config {
 	const char *fake_gpus;	/* "8xH100": fake devices instead of NVML */
 	const char *addr;	/* how peers reach this node; NULL: as the server sees it */
 	const char *topology;	/* "spine1/leaf07" */
-	const char *work_dir;	/* local folder for checkpoints */
+	const char *data_dir;	/* the data folder; default ./tenk-data */
+	const char *work_dir;	/* local folder for checkpoints; NULL: DATA_DIR/agent */
 	int cpus;		/* 0: detect */
 	int64_t mem_mib;	/* 0: detect */
 	int64_t heartbeat_ms;
