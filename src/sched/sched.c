@@ -160,6 +160,18 @@ double sched_decay(double value, double dt_s, double half_life_s)
 	return value * exp2(-dt_s / half_life_s);
 }
 
+double sched_usage_age(double usage, int64_t use_milli, double dt_s, double half_life_s)
+{
+	if (dt_s <= 0)
+		return usage;
+	return sched_decay(usage, dt_s, half_life_s) + (double)use_milli * dt_s;
+}
+
+double sched_usage_recent(double usage, double half_life_s)
+{
+	return usage * M_LN2 / half_life_s;
+}
+
 /* ---- small helpers ------------------------------------------------------------------- */
 
 static int prio(const struct st *st, int cls)

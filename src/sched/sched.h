@@ -283,6 +283,15 @@ uint64_t sched_job_shape(const struct sched_job *j);
 /* Exponential decay of a usage figure over dt_s seconds with the given
  * half-life: what fair share uses to forget old usage. */
 double sched_decay(double value, double dt_s, double half_life_s);
+/* Fair share's memory of a queue (DESIGN.md section 4), kept by the caller
+ * between passes. A queue's usage is the decayed integral of what it held
+ * (milli-accelerator-seconds). sched_usage_age brings it forward by dt_s
+ * seconds during which the queue held use_milli (nothing changes when dt_s
+ * <= 0); sched_usage_recent is what sched_queue.recent_milli wants of it:
+ * the decayed mean rate, usage x ln 2 / half-life. The server and the
+ * simulator both keep usage this way. */
+double sched_usage_age(double usage, int64_t use_milli, double dt_s, double half_life_s);
+double sched_usage_recent(double usage, double half_life_s);
 /* The number of switches a set of nodes spans (union of their topology paths
  * up to the lowest common switch); nodes without topology count as one
  * switch. Exposed for tests and the simulator. */

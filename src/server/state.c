@@ -159,7 +159,7 @@ void state_queues_age(struct server *s)
 		double dt = (double)(now - q->spec.usage_at_ms) / 1000.0;
 		if (dt <= 0)
 			continue;
-		q->spec.usage = sched_decay(q->spec.usage, dt, hl) + (double)q->use_milli * dt;
+		q->spec.usage = sched_usage_age(q->spec.usage, q->use_milli, dt, hl);
 		q->spec.usage_at_ms = now;
 		if (now - q->written_ms >= QUEUE_WRITE_EVERY_MS) {
 			q->written_ms = now;
@@ -173,7 +173,7 @@ json_t *state_queue_pack(struct server *s, const struct squeue *q)
 	json_t *o = queue_spec_pack(&q->spec);
 	json_object_del(o, "usage");
 	json_object_del(o, "usage_at_ms");
-	double recent = q->spec.usage * M_LN2 / (double)s->sched.half_life_s;
+	double recent = sched_usage_recent(q->spec.usage, (double)s->sched.half_life_s);
 	int64_t borrowed =
 		q->spec.quota_milli >= 0 ? MAX(0, q->use_milli - q->spec.quota_milli) : 0;
 	json_object_set_new(o, "in_use", json_real(q->use_milli / (double)MODEL_MILLI));
@@ -762,9 +762,9 @@ void state_schedule(struct server *s)
 	struct sched_queue *queues = xcalloc((size_t)s->nqueues + 1, sizeof(*queues));
 	for (int q = 0; q < s->nqueues; q++) {
 		const struct queue_spec *qs = &s->queues[q]->spec;
-		queues[q] = (struct sched_queue){qs->name, qs->quota_milli, qs->borrow_milli,
-						 qs->weight,
-						 qs->usage * M_LN2 / (double)s->sched.half_life_s};
+		queues[q] = (struct sched_queue){
+			qs->name, qs->quota_milli, qs->borrow_milli, qs->weight,
+			sched_usage_recent(qs->usage, (double)s->sched.half_life_s)};
 	}
 	/* pending jobs: classes by priority, each in submission order */
 	const struct sched_job **sjobs = xcalloc((size_t)s->npending + 1, sizeof(*sjobs));

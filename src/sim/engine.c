@@ -341,8 +341,8 @@ static void update_usage(struct eng *e)
 	double dt = (double)(e->now - e->usage_at) / 1000.0;
 	double hl = (double)e->o->sched.half_life_s;
 	for (int q = 0; q < e->tr->nqueues; q++) {
-		e->qusage[q] = sched_decay(e->qusage[q], dt, hl) + (double)e->quse[q] * dt;
-		e->queues[q].recent_milli = e->qusage[q] * M_LN2 / hl;
+		e->qusage[q] = sched_usage_age(e->qusage[q], e->quse[q], dt, hl);
+		e->queues[q].recent_milli = sched_usage_recent(e->qusage[q], hl);
 	}
 	e->usage_at = e->now;
 }

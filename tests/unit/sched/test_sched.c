@@ -795,6 +795,18 @@ static void test_limits_and_invalid(void **state)
 	assert_int_equal(pass(&c, &d), -EINVAL);
 	assert_true(fabs(sched_decay(100, 3600, 3600) - 50) < 1e-9);
 	assert_true(fabs(sched_decay(100, 0, 3600) - 100) < 1e-9);
+	/* fair share's memory: an hour holding 2 devices on top of 100 that halve */
+	assert_true(fabs(sched_usage_age(100, 2000, 3600, 3600) - (50 + 2000 * 3600.0)) < 1e-6);
+	assert_true(fabs(sched_usage_age(100, 2000, 0, 3600) - 100) < 1e-9);
+	assert_true(fabs(sched_usage_age(100, 2000, -5, 3600) - 100) < 1e-9);
+	/* held at a steady rate for 33 half-lives, in steps of a sixth of one:
+	 * usage settles where a step's decay equals what it adds */
+	double u = 0;
+	for (int i = 0; i < 200; i++)
+		u = sched_usage_age(u, 3000, 600, 3600);
+	double settled = 3000 * 600 / (1 - exp2(-600 / 3600.0));
+	assert_true(fabs(u - settled) < settled * 1e-9);
+	assert_true(fabs(sched_usage_recent(u, 3600) - settled * M_LN2 / 3600) < 1e-6);
 }
 
 /* ---- properties ------------------------------------------------------------------------ */
