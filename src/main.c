@@ -20,7 +20,7 @@
 #include "agent/agent.h"
 #include "cli/cli.h"
 #include "server/server.h"
-#include "sim/sim.h"
+#include "sim/cmd.h"
 #include "validate/validate.h"
 #include "util/util.h"
 

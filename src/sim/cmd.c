@@ -1,9 +1,11 @@
 /*
  * `tenk sim`: replays a job trace on a cluster description through the
  * production scheduler and reports what happened. `tenk sim --experiment
- * fgd` runs the ATC'23 fragmentation experiment instead (fgd.c).
+ * fgd` runs the ATC'23 fragmentation experiment instead
+ * (experiments/fgd.c).
  */
-#include "sim.h"
+#include "cmd.h"
+#include "internal.h"
 
 #include <errno.h>
 #include <malloc.h>

@@ -227,10 +227,3 @@ int sim_report_svg(const struct sim_result *r, const char *title, const char *pa
 		   struct tk_error *err);
 int sim_report_jobs_csv(const struct sim_result *r, const struct sim_trace *tr, const char *path,
 			struct tk_error *err);
-
-/* ---- the ATC'23 experiment ---- */
-
-/* tenk sim --experiment fgd: see fgd.c. */
-int sim_fgd_main(int argc, char **argv);
-/* tenk sim */
-int sim_main(int argc, char **argv);

@@ -10,7 +10,7 @@
  * broadcast. Then one run on known values is checked element by element;
  * #wrong is the number of wrong elements over all ranks.
  */
-#include "validate.h"
+#include "internal.h"
 
 #include <errno.h>
 #include <math.h>

@@ -4,7 +4,7 @@
  * GPU paths load their libraries with dlopen; without a GPU they say
  * "skipped: no GPU".
  */
-#include "validate.h"
+#include "internal.h"
 
 #include <dlfcn.h>
 #include <errno.h>

@@ -19,7 +19,7 @@
  * Every node takes part in every collective step whatever its own checks
  * said, so no member waits for one that gave up.
  */
-#include "validate.h"
+#include "internal.h"
 
 #include <errno.h>
 #include <math.h>
@@ -29,7 +29,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cli/cli.h"
+#include "client/client.h"
 
 #define MEMBER_TIMEOUT_MS 120000
 #define CLOCK_SAMPLES 8

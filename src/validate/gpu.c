@@ -9,7 +9,7 @@
  * Every device is checked; a check's figure is the slowest device's, and its
  * detail lists them all, so one slow card shows.
  */
-#include "validate.h"
+#include "internal.h"
 
 #include <dlfcn.h>
 #include <errno.h>

@@ -8,7 +8,7 @@
  * worse than), raised to 95% of a stored baseline (--baseline FILE, written
  * by --save-baseline FILE on a machine known good).
  */
-#include "validate.h"
+#include "internal.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

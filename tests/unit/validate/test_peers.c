@@ -12,7 +12,7 @@
 
 #include <cmocka.h>
 
-#include "validate/validate.h"
+#include "validate/internal.h"
 
 static struct vrun opts(void)
 {

@@ -1,8 +1,7 @@
 /*
- * The CLI's HTTP client: blocking libcurl calls to the server's API, with the
- * server's URL and token found from flags, the environment, or ./tenk-data.
+ * The HTTP client: blocking libcurl calls to the server's API (client.h).
  */
-#include "internal.h"
+#include "client.h"
 
 #include <curl/curl.h>
 #include <errno.h>

@@ -15,8 +15,12 @@
  *
  * The shuffle is not Go's math/rand, so runs are not pod-for-pod the
  * paper's; means over seeds 42-51 are what compare.
+ *
+ * It is a study of the placement policies, not part of the product: it
+ * lives apart from the simulator it drives (src/sim/experiments), reached
+ * as `tenk sim --experiment fgd`, and results go in bench/results/fgd.md.
  */
-#include "sim.h"
+#include "sim/internal.h"
 
 #include <errno.h>
 #include <math.h>

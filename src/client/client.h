@@ -1,0 +1,30 @@
+/*
+ * client: the HTTP client of tenk's API that the CLI and `tenk validate
+ * --nodes` share. Blocking libcurl calls, one at a time, with the server's
+ * URL and token found from flags, the environment, or ./tenk-data (what
+ * `make up` creates). It knows no command: callers name the method and the
+ * path, and get the answer's JSON or the server's error message.
+ */
+#pragma once
+
+#include <jansson.h>
+
+#include "util/util.h"
+
+struct client {
+	char *url;   /* owned; no trailing slash */
+	char *token; /* owned */
+};
+
+/* Finds the server (server, else $TENK_SERVER, else ./tenk-data/server.url)
+ * and the token (token, else token_file, else $TENK_TOKEN, else
+ * ./tenk-data/admin.token). Arguments are borrowed and may be NULL. On
+ * error err says what is missing; release c either way. */
+int client_init(struct client *c, const char *server, const char *token, const char *token_file,
+		struct tk_error *err);
+void client_release(struct client *c);
+/* Calls the API. On a 2xx answer *ret is its JSON (caller owns it); on an
+ * error answer the server's message is in err. *ret_status gets the HTTP
+ * status (0 when the server was not reached). */
+int client_call(struct client *c, const char *method, const char *path, json_t *body,
+		long timeout_ms, json_t **ret, long *ret_status, struct tk_error *err);

@@ -1,0 +1,112 @@
+/* Private to src/validate (and its unit tests): the checks, their verdicts,
+ * a run's layers, and what nodes of a cluster run tell each other. */
+#pragma once
+
+#include <jansson.h>
+
+#include "coll/coll.h"
+#include "util/util.h"
+#include "validate.h"
+
+enum vverdict { V_PASS, V_FAIL, V_SKIP };
+
+/* One check: its figure, the threshold it is held to, and a verdict. */
+struct vcheck {
+	char layer[16];
+	char name[32];
+	char unit[16];
+	double figure;
+	double threshold;
+	char threshold_from[48]; /* "floor", "95% of the baseline", ...; "" when none */
+	bool higher_is_better;
+	enum vverdict verdict;
+	char detail[320];
+};
+
+void vcheck_set(struct vcheck *c, const char *layer, const char *name, const char *unit,
+		bool higher_is_better);
+/* Holds the figure to a threshold; a failing figure fails the check. */
+void vcheck_judge(struct vcheck *c, double threshold, const char *from);
+
+/* What the GPU software stack is, each "none" where absent. */
+struct gpu_stack {
+	char driver[80];
+	char cuda[16];
+	char nccl[32];
+	int gpus;
+};
+void gpu_stack_probe(struct gpu_stack *st);
+int check_gpu_stack(struct vcheck *c);
+int check_shm(struct vcheck *c, double min_mib);
+int check_nofile(struct vcheck *c, double min);
+int check_cpu_gemm(struct vcheck *c, int threads, int n, int reps);
+/* gpu.c: every GPU of the node, through dlopen; "skipped: no GPU" without */
+int check_gpu_gemm(struct vcheck *c, bool quick);
+int check_gpu_copy(struct vcheck *c, bool quick);
+int check_nccl_in_node(struct vcheck *c, bool quick);
+/* NCCL all-reduce over every GPU of every node of comm (one rank per node):
+ * skipped on all when any node lacks GPUs or NCCL. Errors are comm's. */
+int check_nccl_across(struct vcheck *c, struct coll_comm *comm, bool quick, struct tk_error *err);
+int check_host_memory(struct vcheck *c, int threads, size_t mib);
+int check_allreduce_local(struct vcheck *c, int ranks, size_t bytes, int port);
+int check_storage(struct vcheck *w, struct vcheck *r, const char *dir, int writers, size_t mib);
+int check_workload(struct vcheck *c, int ranks, int port);
+
+void vcheck_raise(struct vcheck *c, double th, const char *from);
+const char *vverdict_name(enum vverdict v);
+json_t *vcheck_pack(const struct vcheck *c);
+void vchecks_print(const struct vcheck *checks, int n);
+
+/* ---- a run ----------------------------------------------------------------------- */
+
+#define VLAYERS 6
+#define VMAX_CHECKS 24
+extern const char *const vlayers[VLAYERS]; /* bottom-up */
+int vlayer_index(const char *name);
+
+struct vrun {
+	bool want[VLAYERS];
+	bool all, quick, progress;
+	const char *dir;     /* storage checks; NULL: $TMPDIR or /tmp */
+	json_t *base;	     /* a baseline's figures, or NULL */
+	double tolerance;    /* below the peers' median by more than this fails */
+	double clock_max_ms; /* largest clock offset from the first node */
+};
+
+/* This node's checks, layer by layer; returns how many were filled. */
+int validate_local(const struct vrun *o, struct vcheck *checks, int max);
+
+/* ---- cluster.c: through the server ----------------------------------------------- */
+
+/* tenk validate --nodes SPEC: asks the server, waits, prints each node's verdict. */
+int validate_cluster(const char *spec, int argc, char **argv, bool json, bool no_wait);
+/* tenk validate --member: one node's part of a validation job. */
+int validate_member(const struct vrun *o);
+
+/* What each node tells the others. */
+#define VPEER_CHECKS 16
+struct vpeer {
+	char node[64];
+	char stack[192]; /* "driver X, CUDA Y, NCCL Z, tenk V" */
+	double clock_ms; /* its clock minus the first node's */
+	double pair_gbs; /* its links to the others (upper median of its pairs); 0: none */
+	int nchecks;
+	struct {
+		char name[32];
+		double figure;
+		int verdict; /* enum vverdict */
+	} checks[VPEER_CHECKS];
+};
+
+/* The upper median of row[0..n) leaving out row[me]: a node's figure from
+ * its pairs, so that with three nodes one slow link does not sink both ends. */
+double vpair_figure(const double *row, int n, int me);
+/* Holds node `me` to its peers: raises its checks' thresholds to
+ * (1 - tolerance) x the others' median (given two or more others), and adds
+ * the system checks of consistency (software stack, clock) and the pair
+ * check. Returns the new number of checks. */
+int vpeer_judge(const struct vpeer *all, int n, int me, const struct vrun *o, struct vcheck *checks,
+		int nchecks, int max);
+/* The first failing layer and why, from checks; false when all pass. */
+bool vverdict_of(const struct vcheck *checks, int n, char *layer, size_t layer_n, char *reason,
+		 size_t reason_n);
