@@ -29,9 +29,10 @@ def test_slow_link_drains_that_host(hosts4, workdir, kill_all):
     # kernel lacks netem)
     hosts4.slow(3)
     # the three hosts share this machine's two cores, so their in-node
-    # figures differ by tens of percent; the slowed link differs by far more
+    # figures differ by tens of percent (one measured 53% below its peers
+    # while the machine was busy); the slowed link differs by far more (97%)
     p = validate(c, "--nodes", "host[1-3]", "--quick", "--layers", "system,interconnect",
-                 "--tolerance", "50", "--json")
+                 "--tolerance", "80", "--json")
     assert p.returncode == 1, p.stdout + p.stderr
     out = json.loads(p.stdout)
     assert out["state"] == "COMPLETED", out
