@@ -102,16 +102,25 @@ static void reg_done(void *arg, long status, const char *body, size_t len, const
 		return;
 	}
 	json_t *j = parse_body("register", body, len);
-	const char *addr = j ? json_string_value(json_object_get(j, "addr")) : NULL;
-	if (addr)
-		snprintf(a->inv.addr, sizeof(a->inv.addr), "%s", addr);
-	/* beat at least three times per timeout, so one lost beat is no death */
-	json_int_t timeout = j ? json_integer_value(json_object_get(j, "node_timeout_ms")) : 0;
-	int64_t beat = a->cfg.heartbeat_ms;
-	if (timeout > 0 && timeout / 3 < beat)
-		beat = MAX(timeout / 3, 100);
-	uv_timer_start(&a->hb_timer, hb_timer_cb, (uint64_t)beat, (uint64_t)beat);
+	struct wire_registered ans;
+	struct tk_error err;
+	if (!j || wire_registered_unpack(j, &ans, &err) < 0) {
+		if (j)
+			log_warn("register: the server's answer is malformed: %s", err.text);
+		json_decref(j);
+		if (!a->stopping)
+			uv_timer_start(&a->reg_timer, reg_timer_cb,
+				       (uint64_t)backoff_next(&a->reg_backoff), 0);
+		return;
+	}
 	json_decref(j);
+	if (ans.addr[0])
+		snprintf(a->inv.addr, sizeof(a->inv.addr), "%s", ans.addr);
+	/* beat at least three times per timeout, so one lost beat is no death */
+	int64_t beat = a->cfg.heartbeat_ms;
+	if (ans.node_timeout_ms / 3 < beat)
+		beat = MAX(ans.node_timeout_ms / 3, 100);
+	uv_timer_start(&a->hb_timer, hb_timer_cb, (uint64_t)beat, (uint64_t)beat);
 	a->reg_backoff = 0;
 	a->registered = true;
 	a->gen = 0;
@@ -130,8 +139,11 @@ static void do_register(struct agent *a)
 	if (a->registering || a->stopping)
 		return;
 	a->registering = true;
-	json_t *body = json_pack("{s:s, s:o}", "agent_id", a->agent_id, "inventory",
-				 node_inventory_pack(&a->inv));
+	struct wire_register *m = xmalloc(sizeof(*m));
+	snprintf(m->agent_id, sizeof(m->agent_id), "%s", a->agent_id);
+	m->inv = a->inv;
+	json_t *body = wire_register_pack(m);
+	free(m);
 	char *text = json_dumps(body, JSON_COMPACT);
 	json_decref(body);
 	a->reg_req =
@@ -141,46 +153,27 @@ static void do_register(struct agent *a)
 
 /* ---- work ---------------------------------------------------------------------- */
 
-static void apply_work(struct agent *a, json_t *j)
+static void apply_work(struct agent *a, const struct wire_work *w)
 {
-	json_t *tasks = json_object_get(j, "tasks");
-	const char *epoch = json_string_value(json_object_get(j, "epoch"));
-	json_t *gen = json_object_get(j, "gen");
-	if (!json_is_array(tasks) || !epoch || !json_is_integer(gen)) {
-		log_warn("work: malformed answer; asking again from scratch");
-		a->gen = 0;
-		return;
-	}
 	/* every group is unlisted unless the answer names it */
 	size_t pos = 0;
 	void *v;
 	while (tk_map_next(&a->groups, &pos, NULL, &v))
 		((struct group *)v)->mark = false;
-	size_t i;
-	json_t *t;
 	bool missing_spec = false;
-	json_array_foreach (tasks, i, t) {
-		json_t *job = json_object_get(t, "job"), *att = json_object_get(t, "attempt");
-		if (!json_is_integer(job) || !json_is_integer(att)) {
-			log_warn("work: task %zu has no job or attempt; ignored", i);
-			continue;
-		}
+	for (int i = 0; i < w->nitems; i++) {
+		const struct work_item *it = &w->items[i];
 		char key[48];
-		snprintf(key, sizeof(key), "%lld.%lld", (long long)json_integer_value(job),
-			 (long long)json_integer_value(att));
+		snprintf(key, sizeof(key), "%lld.%d", (long long)it->job, it->attempt);
 		struct group *g = tk_map_get(&a->groups, key);
 		if (!g) {
-			json_t *spec = json_object_get(t, "spec");
-			if (!spec) {
+			if (!it->spec) {
 				missing_spec = true;
 				continue;
 			}
 			if (a->stopping)
 				continue;
-			g = group_start(a, json_integer_value(job), (int)json_integer_value(att),
-					spec);
-			if (!g)
-				continue;
+			g = group_start(a, it->job, it->attempt, it->spec);
 		}
 		g->mark = true;
 	}
@@ -189,7 +182,7 @@ static void apply_work(struct agent *a, json_t *j)
 	while (tk_map_next(&a->groups, &pos, NULL, &v)) {
 		struct group *g = v;
 		if (!g->mark)
-			group_stop(g, "stopped");
+			group_stop(g, EXIT_CANCELLED, "stopped");
 	}
 	pos = 0;
 	while (tk_map_next(&a->groups, &pos, NULL, &v)) {
@@ -197,8 +190,8 @@ static void apply_work(struct agent *a, json_t *j)
 		/* may free g: the map tolerates deletion while iterating */
 		group_set_listed(g, g->mark);
 	}
-	snprintf(a->epoch, sizeof(a->epoch), "%s", epoch);
-	a->gen = missing_spec ? 0 : (uint64_t)json_integer_value(gen);
+	snprintf(a->epoch, sizeof(a->epoch), "%s", w->epoch);
+	a->gen = missing_spec ? 0 : w->gen;
 	do_events(a);
 }
 
@@ -226,8 +219,17 @@ static void poll_done(void *arg, long status, const char *body, size_t len, cons
 	}
 	a->poll_backoff = 0;
 	json_t *j = parse_body("work", body, len);
-	if (j && !json_is_true(json_object_get(j, "unchanged")))
-		apply_work(a, j);
+	struct wire_work w;
+	struct tk_error err;
+	if (j && wire_work_unpack(j, &w, &err) < 0) {
+		/* nothing of it is started: ask again from scratch */
+		log_warn("work: malformed answer, ignored: %s", err.text);
+		a->gen = 0;
+	} else if (j) {
+		if (!w.unchanged)
+			apply_work(a, &w);
+		wire_work_release(&w);
+	}
 	json_decref(j);
 	do_poll(a);
 }
@@ -289,10 +291,10 @@ static void hb_timer_cb(uv_timer_t *t)
 
 /* ---- events -------------------------------------------------------------------- */
 
-void agent_queue_event(struct agent *a, const struct agent_event *ev)
+void agent_queue_event(struct agent *a, const struct task_event *ev)
 {
 	xgrow(&a->events, &a->events_alloc, a->nevents + 1, sizeof(*a->events));
-	a->events[a->nevents++] = *ev;
+	a->events[a->nevents++] = (struct agent_event){*ev, EV_QUEUED};
 	do_events(a);
 	maybe_stop_done(a);
 }
@@ -311,7 +313,7 @@ static void events_acked(struct agent *a, uint64_t lo, uint64_t hi)
 		struct agent_event *e = &a->events[q - a->events_base];
 		e->state = EV_ACKED;
 		char key[48];
-		snprintf(key, sizeof(key), "%lld.%d", (long long)e->job, e->attempt);
+		snprintf(key, sizeof(key), "%lld.%d", (long long)e->ev.job, e->ev.attempt);
 		struct group *g = tk_map_get(&a->groups, key);
 		if (g)
 			group_acked(g, 1);
@@ -370,24 +372,16 @@ static void do_events(struct agent *a)
 		while (end < a->nevents && end - first < AGENT_MAX_EVENTS_SENT &&
 		       a->events[end].state == EV_QUEUED)
 			end++;
-		json_t *arr = json_array();
+		struct wire_events m = {.nevents = (int)(end - first)};
+		snprintf(m.node, sizeof(m.node), "%s", a->inv.name);
+		snprintf(m.agent_id, sizeof(m.agent_id), "%s", a->agent_id);
+		m.events = xcalloc(end - first, sizeof(*m.events));
 		for (size_t i = first; i < end; i++) {
-			struct agent_event *e = &a->events[i];
-			e->state = EV_SENT;
-			json_t *o = json_pack("{s:I, s:i, s:i, s:s, s:I}", "job",
-					      (json_int_t)e->job, "attempt", e->attempt, "rank",
-					      e->rank, "type", e->exited ? "exited" : "started",
-					      "at_ms", (json_int_t)e->at_ms);
-			if (e->exited) {
-				json_object_set_new(o, "exit_code", json_integer(e->exit_code));
-				json_object_set_new(o, "signal", json_integer(e->signal));
-				if (e->reason[0])
-					json_object_set_new(o, "reason", json_string(e->reason));
-			}
-			json_array_append_new(arr, o);
+			a->events[i].state = EV_SENT;
+			m.events[i - first] = a->events[i].ev;
 		}
-		json_t *body = json_pack("{s:s, s:s, s:o}", "node", a->inv.name, "agent_id",
-					 a->agent_id, "events", arr);
+		json_t *body = wire_events_pack(&m);
+		wire_events_release(&m);
 		char *text = json_dumps(body, JSON_COMPACT);
 		json_decref(body);
 		struct ev_batch *b = a->batches;
@@ -560,7 +554,7 @@ static void stop_timer_cb(uv_timer_t *t)
 		size_t pos = 0;
 		void *v;
 		while (tk_map_next(&a->groups, &pos, NULL, &v))
-			group_stop(v, "agent stopping");
+			group_stop(v, EXIT_LOST, "agent stopping");
 		uv_timer_start(&a->stop_timer, stop_timer_cb, 200, 0);
 		return;
 	}
@@ -585,7 +579,7 @@ void agent_stop(struct agent *a, void (*done_cb)(void *arg), void *arg)
 	void *v;
 	while (tk_map_next(&a->groups, &pos, NULL, &v)) {
 		longest_grace = MAX(longest_grace, group_grace_ms(v));
-		group_stop(v, "agent stopping");
+		group_stop(v, EXIT_LOST, "agent stopping");
 	}
 	/* tasks get their grace period, then the exits get a few seconds to be
 	 * reported; after that we stop regardless */

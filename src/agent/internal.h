@@ -7,6 +7,7 @@
 #include "agent.h"
 #include "hc.h"
 #include "model/model.h"
+#include "model/wire.h"
 
 #define AGENT_POLL_WAIT_MS 25000   /* how long one long-poll may wait */
 #define AGENT_MAX_EVENTS_SENT 1000 /* events in one report */
@@ -65,7 +66,8 @@ struct group {
 	int64_t grace_ms;
 	int64_t limit_ms;
 	bool stopping;
-	char stop_reason[32];
+	enum exit_cause stop_cause; /* what its tasks' exits are put down to */
+	char stop_detail[32];
 	int nrunning;
 	int open; /* handles not yet closed */
 	bool timers_closing;
@@ -80,14 +82,7 @@ struct group {
 
 /* One task's start or exit, waiting to be reported. */
 struct agent_event {
-	int64_t job;
-	int attempt;
-	int rank;
-	bool exited;
-	int64_t at_ms;
-	int exit_code;
-	int signal;
-	char reason[MODEL_REASON_MAX];
+	struct task_event ev;
 	enum { EV_QUEUED, EV_SENT, EV_ACKED } state;
 };
 
@@ -140,12 +135,13 @@ int inventory_detect(const struct agent_config *cfg, const struct catalogue *cat
 		     struct node_inventory *ret, struct tk_error *err);
 
 /* ---- launch.c ---- */
-/* Starts the tasks of one attempt's part on this node from the server's spec.
- * Returns the group (registered in a->groups), or NULL if the spec is
- * invalid (logged). */
-struct group *group_start(struct agent *a, int64_t job, int attempt, json_t *spec);
-/* Stops a running group: SIGTERM now, SIGKILL after its grace period. */
-void group_stop(struct group *g, const char *reason);
+/* Starts the tasks of one attempt's part on this node from the server's spec
+ * (borrowed: checked by work_spec_unpack, and not kept). Returns the group,
+ * registered in a->groups. */
+struct group *group_start(struct agent *a, int64_t job, int attempt, const struct work_spec *spec);
+/* Stops a running group: SIGTERM now, SIGKILL after its grace period. Its
+ * tasks' exits are reported with cause (and detail, for people). */
+void group_stop(struct group *g, enum exit_cause cause, const char *detail);
 bool group_done(const struct group *g);
 /* Marks whether the last work answer listed the group; frees groups that are
  * done, reported, and no longer listed. */
@@ -155,7 +151,7 @@ void group_maybe_free(struct group *g);
 void group_acked(struct group *g, int nevents);
 /* ---- agent.c ---- */
 /* Queues a task event for the server and sends it when it can. */
-void agent_queue_event(struct agent *a, const struct agent_event *ev);
+void agent_queue_event(struct agent *a, const struct task_event *ev);
 /* The number of groups with tasks still running. */
 int agent_running_groups(struct agent *a);
 int64_t group_grace_ms(const struct group *g);

@@ -31,19 +31,21 @@ bool group_done(const struct group *g)
 	return g->nrunning == 0;
 }
 
-static void emit(struct group *g, const struct task *t, bool exited, int code, int sig,
-		 const char *reason)
+/* Reports that task t started (type STARTED) or ended. */
+static void emit(struct group *g, const struct task *t, enum task_event_type type, int code,
+		 int sig, enum exit_cause cause, const char *detail)
 {
-	struct agent_event ev;
+	struct task_event ev;
 	memset(&ev, 0, sizeof(ev));
 	ev.job = g->job;
 	ev.attempt = g->attempt;
 	ev.rank = t->rank;
-	ev.exited = exited;
+	ev.type = type;
 	ev.at_ms = tk_wall_ms();
 	ev.exit_code = code;
 	ev.signal = sig;
-	snprintf(ev.reason, sizeof(ev.reason), "%s", reason ? reason : "");
+	ev.cause = cause;
+	snprintf(ev.detail, sizeof(ev.detail), "%s", detail ? detail : "");
 	g->unacked++;
 	agent_queue_event(g->a, &ev);
 }
@@ -106,13 +108,15 @@ static void kill_timer_cb(uv_timer_t *t)
 	signal_all(g, SIGKILL);
 }
 
-void group_stop(struct group *g, const char *reason)
+void group_stop(struct group *g, enum exit_cause cause, const char *detail)
 {
 	if (g->stopping || g->nrunning == 0)
 		return;
 	g->stopping = true;
-	snprintf(g->stop_reason, sizeof(g->stop_reason), "%s", reason);
-	log_debug("job %lld.%d: stopping (%s)", (long long)g->job, g->attempt, reason);
+	g->stop_cause = cause;
+	snprintf(g->stop_detail, sizeof(g->stop_detail), "%s", detail);
+	log_debug("job %lld.%d: stopping (%s%s%s)", (long long)g->job, g->attempt,
+		  exit_cause_name(cause), *detail ? ": " : "", detail);
 	uv_timer_stop(&g->limit_timer);
 	if (g->grace_ms <= 0) {
 		signal_all(g, SIGKILL);
@@ -126,7 +130,7 @@ static void limit_timer_cb(uv_timer_t *t)
 {
 	struct group *g = t->data;
 	log_info("job %lld.%d: time limit reached", (long long)g->job, g->attempt);
-	group_stop(g, "timeout");
+	group_stop(g, EXIT_TIMEOUT, "");
 }
 
 static void proc_closed(struct proc *p)
@@ -154,7 +158,10 @@ static void task_exit_cb(struct proc *p, int64_t status, int sig)
 	if (t->pid > 0)
 		kill(-t->pid, SIGKILL);
 	int code = sig ? 128 + sig : (int)status;
-	emit(g, t, true, code, sig, g->stopping ? g->stop_reason : "");
+	if (g->stopping)
+		emit(g, t, TASK_EVENT_EXITED, code, sig, g->stop_cause, g->stop_detail);
+	else
+		emit(g, t, TASK_EVENT_EXITED, code, sig, sig ? EXIT_SIGNALLED : EXIT_EXITED, "");
 	proc_close(p, proc_closed);
 	task_ended(t);
 	log_debug("job %lld.%d task %d exited %d", (long long)g->job, g->attempt, t->rank, code);
@@ -205,37 +212,36 @@ static bool reserved(const char *key, size_t len, bool fraction)
 	return false;
 }
 
-static char **build_env(struct group *g, json_t *spec, const struct task *t, const char *ckpt)
+static char **build_env(struct group *g, const struct work_spec *spec, const struct task *t,
+			const char *ckpt)
 {
-	int milli = (int)json_integer_value(json_object_get(spec, "milli"));
+	int milli = spec->milli;
 	bool fraction = milli > 0 && milli < MODEL_MILLI;
 	char **env = NULL;
 	size_t n = 0, alloc = 0;
 	bool have_path = false;
-	const char *k;
-	json_t *v;
-	bool system = json_is_true(json_object_get(spec, "system"));
-	json_object_foreach (json_object_get(spec, "env"), k, v) {
+	for (int i = 0; i < spec->nenv; i++) {
+		const char *kv = spec->env[i];
+		size_t klen = (size_t)(strchr(kv, '=') - kv);
 		/* a validation run's token is the server's to give */
-		bool token = system && strcmp(k, "TENK_VALIDATE_TOKEN") == 0;
-		if (!token && reserved(k, strlen(k), fraction))
+		bool token =
+			spec->system && klen == 19 && strncmp(kv, "TENK_VALIDATE_TOKEN", 19) == 0;
+		if (!token && reserved(kv, klen, fraction))
 			continue;
-		if (strcmp(k, "PATH") == 0)
+		if (klen == 4 && strncmp(kv, "PATH", 4) == 0)
 			have_path = true;
-		env_add(&env, &n, &alloc, "%s=%s", k, json_string_value(v));
+		env_add(&env, &n, &alloc, "%s", kv);
 	}
 	if (!have_path)
 		env_add(&env, &n, &alloc, "PATH=/usr/local/bin:/usr/bin:/bin");
-	json_t *devs = json_array_get(json_object_get(spec, "devices"), (size_t)t->local_rank);
+	int ndevs;
+	const int *devs = work_spec_devices(spec, t->local_rank, &ndevs);
 	struct strbuf cvd;
 	strbuf_init(&cvd);
-	size_t i;
-	json_array_foreach (devs, i, v)
-		strbuf_addf(&cvd, "%s%lld", i ? "," : "", (long long)json_integer_value(v));
-	env_add(&env, &n, &alloc, "MASTER_ADDR=%s",
-		json_string_value(json_object_get(spec, "master_addr")));
-	env_add(&env, &n, &alloc, "MASTER_PORT=%lld",
-		(long long)json_integer_value(json_object_get(spec, "master_port")));
+	for (int i = 0; i < ndevs; i++)
+		strbuf_addf(&cvd, "%s%d", i ? "," : "", devs[i]);
+	env_add(&env, &n, &alloc, "MASTER_ADDR=%s", spec->master_addr);
+	env_add(&env, &n, &alloc, "MASTER_PORT=%d", spec->master_port);
 	env_add(&env, &n, &alloc, "WORLD_SIZE=%d", g->world_size);
 	env_add(&env, &n, &alloc, "RANK=%d", t->rank);
 	env_add(&env, &n, &alloc, "LOCAL_RANK=%d", t->local_rank);
@@ -247,8 +253,7 @@ static char **build_env(struct group *g, json_t *spec, const struct task *t, con
 	env_add(&env, &n, &alloc, "CUDA_VISIBLE_DEVICES=%s", cvd.buf);
 	env_add(&env, &n, &alloc, "TENK_JOB_ID=%lld", (long long)g->job);
 	env_add(&env, &n, &alloc, "TENK_ATTEMPT=%d", g->attempt);
-	env_add(&env, &n, &alloc, "TENK_JOB_NAME=%s",
-		json_string_value(json_object_get(spec, "name")));
+	env_add(&env, &n, &alloc, "TENK_JOB_NAME=%s", spec->name);
 	env_add(&env, &n, &alloc, "TENK_NODE_NAME=%s", g->a->inv.name);
 	env_add(&env, &n, &alloc, "TENK_CHECKPOINT_DIR=%s", ckpt);
 	/* marks the task as this agent's, for the next agent to clean up after a crash */
@@ -262,7 +267,7 @@ static char **build_env(struct group *g, json_t *spec, const struct task *t, con
 		if (!pipe)
 			pipe = "/tmp/nvidia-mps";
 		_cleanup_free_ char *control = xasprintf("%s/control", pipe);
-		int dev = (int)json_integer_value(json_array_get(devs, 0));
+		int dev = ndevs > 0 ? devs[0] : -1;
 		if (access(control, F_OK) == 0 && dev >= 0 && dev < g->a->inv.naccel) {
 			env_add(&env, &n, &alloc, "CUDA_MPS_PIPE_DIRECTORY=%s", pipe);
 			env_add(&env, &n, &alloc, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=%d",
@@ -315,83 +320,29 @@ static char *output_path(const struct group *g, const struct task *t, const char
 
 /* ---- starting ---------------------------------------------------------------------- */
 
-/* Checks the server's spec before anything is started from it. */
-static int spec_check(json_t *spec, struct tk_error *err)
+static void spawn_task(struct group *g, struct task *t, const struct work_spec *spec,
+		       const char *ckpt)
 {
-	static const char *const keys[] = {
-		"name",	       "command",	 "cwd",	       "env",	  "output", "node_rank",
-		"nnodes",      "tasks_per_node", "world_size", "devices", "milli",  "master_addr",
-		"master_port", "time_limit_s",	 "grace_s",    "system",  NULL,
-	};
-	int64_t v;
-	int r;
-	if ((r = mj_check_keys(spec, NULL, keys, err)) < 0 ||
-	    (r = mj_int(spec, "nnodes", true, 1, MODEL_MAX_NODES, 1, &v, err)) < 0 ||
-	    (r = mj_int(spec, "node_rank", true, 0, MODEL_MAX_NODES - 1, 0, &v, err)) < 0 ||
-	    (r = mj_int(spec, "tasks_per_node", true, 1, MODEL_MAX_TASKS_PER_NODE, 1, &v, err)) <
-		    0 ||
-	    (r = mj_int(spec, "world_size", true, 1, MODEL_MAX_NODES * MODEL_MAX_TASKS_PER_NODE, 1,
-			&v, err)) < 0 ||
-	    (r = mj_int(spec, "milli", true, 0, MODEL_MILLI, 0, &v, err)) < 0 ||
-	    (r = mj_int(spec, "master_port", true, 0, 65535, 0, &v, err)) < 0 ||
-	    (r = mj_int(spec, "time_limit_s", true, 0, MODEL_MAX_TIME_LIMIT_S, 0, &v, err)) < 0 ||
-	    (r = mj_int(spec, "grace_s", true, 0, MODEL_MAX_GRACE_S, 0, &v, err)) < 0)
-		return r;
-	json_t *sys = json_object_get(spec, "system");
-	if (sys && !json_is_boolean(sys))
-		return tk_errorf(err, -EINVAL, "system: must be true or false");
-	const char *strs[] = {"name", "cwd", "output", "master_addr"};
-	for (size_t i = 0; i < ARRAY_SIZE(strs); i++)
-		if (!json_is_string(json_object_get(spec, strs[i])))
-			return tk_errorf(err, -EINVAL, "%s: must be a string", strs[i]);
-	json_t *cmd = json_object_get(spec, "command");
-	if (!json_is_array(cmd) || json_array_size(cmd) == 0)
-		return tk_errorf(err, -EINVAL, "command: must be a non-empty array");
-	size_t i;
-	json_t *x;
-	json_array_foreach (cmd, i, x)
-		if (!json_is_string(x))
-			return tk_errorf(err, -EINVAL, "command[%zu]: must be a string", i);
-	json_t *env = json_object_get(spec, "env");
-	if (!json_is_object(env))
-		return tk_errorf(err, -EINVAL, "env: must be an object");
-	const char *k;
-	json_object_foreach (env, k, x)
-		if (!json_is_string(x))
-			return tk_errorf(err, -EINVAL, "env.%s: must be a string", k);
-	json_t *devs = json_object_get(spec, "devices");
-	if (!json_is_array(devs) ||
-	    json_array_size(devs) !=
-		    (size_t)json_integer_value(json_object_get(spec, "tasks_per_node")))
-		return tk_errorf(err, -EINVAL, "devices: must list the devices of every task");
-	return 0;
-}
-
-static void spawn_task(struct group *g, struct task *t, json_t *spec, const char *ckpt)
-{
-	const char *cwd = json_string_value(json_object_get(spec, "cwd"));
+	const char *cwd = spec->cwd;
 	/* the server's own work runs (and writes its output) in the agent's folder */
-	if (json_is_true(json_object_get(spec, "system")))
+	if (spec->system)
 		cwd = g->a->cfg.work_dir;
-	json_t *cmd = json_object_get(spec, "command");
-	_cleanup_free_ char *out =
-		output_path(g, t, json_string_value(json_object_get(spec, "output")), cwd);
+	_cleanup_free_ char *out = output_path(g, t, spec->output, cwd);
 	char reason[MODEL_REASON_MAX];
 	int fd = open(out, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOCTTY, 0644);
 	if (fd < 0) {
 		snprintf(reason, sizeof(reason), "cannot open output file %s: %s", out,
 			 strerror(errno));
-		emit(g, t, true, 127, 0, reason);
+		emit(g, t, TASK_EVENT_EXITED, 127, 0, EXIT_LAUNCH_FAILED, reason);
 		t->exited = true;
 		return;
 	}
-	size_t argc = json_array_size(cmd);
-	char **argv = xcalloc(argc + 1, sizeof(char *));
-	for (size_t i = 0; i < argc; i++)
-		argv[i] = (char *)json_string_value(json_array_get(cmd, i));
+	char **argv = xcalloc((size_t)spec->argc + 1, sizeof(char *));
+	for (int i = 0; i < spec->argc; i++)
+		argv[i] = spec->argv[i];
 	/* the server's own work runs this agent's binary, whatever PATH holds */
 	char self[MODEL_MAX_PATH];
-	if (json_is_true(json_object_get(spec, "system")) && strcmp(argv[0], "tenk") == 0) {
+	if (spec->system && strcmp(argv[0], "tenk") == 0) {
 		ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
 		if (len > 0) {
 			self[len] = '\0';
@@ -410,12 +361,11 @@ static void spawn_task(struct group *g, struct task *t, json_t *spec, const char
 			snprintf(reason, sizeof(reason), "cannot enter folder %s: %s", cwd,
 				 strerror(errno));
 		else if (r == -ENOENT)
-			snprintf(reason, sizeof(reason), "command not found: %s",
-				 json_string_value(json_array_get(cmd, 0)));
+			snprintf(reason, sizeof(reason), "command not found: %s", spec->argv[0]);
 		else
-			snprintf(reason, sizeof(reason), "cannot start %s: %s",
-				 json_string_value(json_array_get(cmd, 0)), strerror(-r));
-		emit(g, t, true, code, 0, reason);
+			snprintf(reason, sizeof(reason), "cannot start %s: %s", spec->argv[0],
+				 strerror(-r));
+		emit(g, t, TASK_EVENT_EXITED, code, 0, EXIT_LAUNCH_FAILED, reason);
 		t->exited = true;
 		return;
 	}
@@ -424,28 +374,22 @@ static void spawn_task(struct group *g, struct task *t, json_t *spec, const char
 	t->pid = t->proc.pid;
 	t->running = true;
 	g->nrunning++;
-	emit(g, t, false, 0, 0, NULL);
+	emit(g, t, TASK_EVENT_STARTED, 0, 0, EXIT_EXITED, NULL);
 }
 
-struct group *group_start(struct agent *a, int64_t job, int attempt, json_t *spec)
+struct group *group_start(struct agent *a, int64_t job, int attempt, const struct work_spec *spec)
 {
-	struct tk_error err;
-	if (spec_check(spec, &err) < 0) {
-		log_err("job %lld.%d: the server sent an invalid task: %s", (long long)job, attempt,
-			err.text);
-		return NULL;
-	}
 	struct group *g = xcalloc(1, sizeof(*g));
 	g->a = a;
 	g->job = job;
 	g->attempt = attempt;
 	snprintf(g->key, sizeof(g->key), "%lld.%d", (long long)job, attempt);
-	g->node_rank = (int)json_integer_value(json_object_get(spec, "node_rank"));
-	g->nnodes = (int)json_integer_value(json_object_get(spec, "nnodes"));
-	g->tpn = (int)json_integer_value(json_object_get(spec, "tasks_per_node"));
-	g->world_size = (int)json_integer_value(json_object_get(spec, "world_size"));
-	g->grace_ms = json_integer_value(json_object_get(spec, "grace_s")) * 1000;
-	g->limit_ms = json_integer_value(json_object_get(spec, "time_limit_s")) * 1000;
+	g->node_rank = spec->node_rank;
+	g->nnodes = spec->nnodes;
+	g->tpn = spec->tasks_per_node;
+	g->world_size = spec->world_size;
+	g->grace_ms = spec->grace_s * 1000;
+	g->limit_ms = spec->time_limit_s * 1000;
 	g->listed = true;
 	g->ntasks = g->tpn;
 	g->tasks = xcalloc((size_t)g->ntasks, sizeof(*g->tasks));
@@ -479,7 +423,7 @@ struct group *group_start(struct agent *a, int64_t job, int attempt, json_t *spe
 		/* a task that failed to start ends the whole gang */
 		for (int i = 0; i < g->ntasks; i++)
 			if (g->tasks[i].exited) {
-				group_stop(g, "a task failed to start");
+				group_stop(g, EXIT_CANCELLED, "a task failed to start");
 				break;
 			}
 	}

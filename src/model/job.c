@@ -49,55 +49,30 @@ const char *task_state_name(enum task_state s)
 	return s < TASK_STATE_MAX ? task_state_names[s] : "?";
 }
 
-static void free_strv(char **v, int n)
-{
-	for (int i = 0; i < n; i++)
-		free(v[i]);
-	free(v);
-}
-
 void job_request_release(struct job_request *r)
 {
 	free(r->name);
-	free_strv(r->argv, r->argc);
+	mj_strv_free(r->argv, r->argc);
 	free(r->cwd);
-	free_strv(r->env, r->nenv);
+	mj_strv_free(r->env, r->nenv);
 	free(r->output);
-	free_strv(r->gpu_types, r->ngpu_types);
+	mj_strv_free(r->gpu_types, r->ngpu_types);
 	free(r->cls);
 	free(r->queue);
 	memset(r, 0, sizeof(*r));
-}
-
-static json_t *strv_pack(char **v, int n)
-{
-	json_t *a = json_array();
-	for (int i = 0; i < n; i++)
-		json_array_append_new(a, json_string(v[i]));
-	return a;
-}
-
-static json_t *env_pack(char **env, int n)
-{
-	json_t *o = json_object();
-	for (int i = 0; i < n; i++) {
-		const char *eq = strchr(env[i], '=');
-		_cleanup_free_ char *k = xstrndup(env[i], (size_t)(eq - env[i]));
-		json_object_set_new(o, k, json_string(eq + 1));
-	}
-	return o;
 }
 
 json_t *job_request_pack(const struct job_request *r)
 {
 	json_t *o = json_pack(
 		"{s:s, s:o, s:s, s:o, s:s, s:i, s:i, s:o, s:o, s:i, s:I, s:I, s:I, s:i}", "name",
-		r->name, "command", strv_pack(r->argv, r->argc), "cwd", r->cwd, "env",
-		env_pack(r->env, r->nenv), "output", r->output ? r->output : MODEL_DEFAULT_OUTPUT,
-		"nodes", r->nodes, "tasks_per_node", r->tasks_per_node, "gpus_per_task",
+		r->name, "command", mj_strv_pack(r->argv, r->argc), "cwd", r->cwd, "env",
+		mj_env_pack(r->env, r->nenv), "output",
+		r->output ? r->output : MODEL_DEFAULT_OUTPUT, "nodes", r->nodes, "tasks_per_node",
+		r->tasks_per_node, "gpus_per_task",
 		r->gpu_milli % MODEL_MILLI == 0 ? json_integer(r->gpu_milli / MODEL_MILLI)
 						: json_real(r->gpu_milli / (double)MODEL_MILLI),
-		"gpu_types", strv_pack(r->gpu_types, r->ngpu_types), "cpus_per_task",
+		"gpu_types", mj_strv_pack(r->gpu_types, r->ngpu_types), "cpus_per_task",
 		r->cpus_per_task, "mem_mib", (json_int_t)r->mem_mib, "time_limit_s",
 		(json_int_t)r->time_limit_s, "grace_s", (json_int_t)r->grace_s, "requeue",
 		r->requeue);
@@ -116,82 +91,6 @@ json_t *job_request_pack(const struct job_request *r)
 	return o;
 }
 
-/* Decodes an array of strings with count and total-size limits. */
-static int strv_unpack(json_t *obj, const char *key, bool required, int max_n, size_t max_bytes,
-		       size_t max_item, char ***ret, int *ret_n, struct tk_error *err)
-{
-	json_t *a = json_object_get(obj, key);
-	*ret = NULL;
-	*ret_n = 0;
-	if (!a) {
-		if (required)
-			return tk_errorf(err, -EINVAL, "%s: required field is missing", key);
-		return 0;
-	}
-	if (!json_is_array(a))
-		return tk_errorf(err, -EINVAL, "%s: must be an array of strings", key);
-	size_t n = json_array_size(a);
-	if (required && n == 0)
-		return tk_errorf(err, -EINVAL, "%s: must not be empty", key);
-	if (n > (size_t)max_n)
-		return tk_errorf(err, -E2BIG, "%s: at most %d items, got %zu", key, max_n, n);
-	size_t total = 0;
-	size_t i;
-	json_t *v;
-	json_array_foreach (a, i, v) {
-		char what[80];
-		snprintf(what, sizeof(what), "%s[%zu]", key, i);
-		int r = mj_check_string_value(v, what, max_item, false, err);
-		if (r < 0)
-			return r;
-		total += json_string_length(v) + 1;
-		if (total > max_bytes)
-			return tk_errorf(err, -E2BIG, "%s: at most %zu bytes in all", key,
-					 max_bytes);
-	}
-	char **out = xcalloc(n, sizeof(char *));
-	json_array_foreach (a, i, v)
-		out[i] = xstrdup(json_string_value(v));
-	*ret = out;
-	*ret_n = (int)n;
-	return 0;
-}
-
-static int env_unpack(json_t *obj, struct job_request *r, struct tk_error *err)
-{
-	json_t *e = json_object_get(obj, "env");
-	if (!e)
-		return 0;
-	if (!json_is_object(e))
-		return tk_errorf(err, -EINVAL, "env: must be an object of strings");
-	size_t n = json_object_size(e);
-	if (n > MODEL_MAX_ENV)
-		return tk_errorf(err, -E2BIG, "env: at most %d variables, got %zu", MODEL_MAX_ENV,
-				 n);
-	size_t total = 0;
-	const char *k;
-	json_t *v;
-	json_object_foreach (e, k, v) {
-		if (!*k || strchr(k, '='))
-			return tk_errorf(err, -EINVAL,
-					 "env: variable name \"%.64s\" must be non-empty and "
-					 "without '='",
-					 k);
-		char what[96];
-		snprintf(what, sizeof(what), "env.%.64s", k);
-		if (!json_is_string(v) || strlen(json_string_value(v)) != json_string_length(v))
-			return tk_errorf(err, -EINVAL, "%s: must be a string without NUL", what);
-		total += strlen(k) + json_string_length(v) + 2;
-		if (total > MODEL_MAX_ENV_BYTES)
-			return tk_errorf(err, -E2BIG, "env: at most %d bytes in all",
-					 MODEL_MAX_ENV_BYTES);
-	}
-	r->env = xcalloc(n, sizeof(char *));
-	json_object_foreach (e, k, v)
-		r->env[r->nenv++] = xasprintf("%s=%s", k, json_string_value(v));
-	return 0;
-}
-
 int job_request_unpack(json_t *j, struct job_request *ret, struct tk_error *err)
 {
 	static const char *const keys[] = {
@@ -207,20 +106,20 @@ int job_request_unpack(json_t *j, struct job_request *ret, struct tk_error *err)
 	int rc;
 	if ((rc = mj_check_keys(j, NULL, keys, err)) < 0)
 		return rc;
-	if ((rc = strv_unpack(j, "command", true, MODEL_MAX_ARGS, MODEL_MAX_ARG_BYTES,
-			      MODEL_MAX_ARG_BYTES, &r.argv, &r.argc, err)) < 0 ||
+	if ((rc = mj_strv_unpack(j, "command", true, MODEL_MAX_ARGS, MODEL_MAX_ARG_BYTES,
+				 MODEL_MAX_ARG_BYTES, &r.argv, &r.argc, err)) < 0 ||
 	    (rc = mj_str(j, "name", false, MODEL_NAME_MAX - 1, true, NULL, &r.name, err)) < 0 ||
 	    (rc = mj_str(j, "cwd", true, MODEL_MAX_PATH, false, NULL, &r.cwd, err)) < 0 ||
 	    (rc = mj_str(j, "output", false, MODEL_MAX_PATH, false, MODEL_DEFAULT_OUTPUT, &r.output,
 			 err)) < 0 ||
-	    (rc = env_unpack(j, &r, err)) < 0 ||
+	    (rc = mj_env_unpack(j, "env", &r.env, &r.nenv, err)) < 0 ||
 	    (rc = mj_int(j, "nodes", false, 1, MODEL_MAX_NODES, 1, &nodes, err)) < 0 ||
 	    (rc = mj_int(j, "tasks_per_node", false, 1, MODEL_MAX_TASKS_PER_NODE, 1, &tpn, err)) <
 		    0 ||
 	    (rc = mj_num(j, "gpus_per_task", false, 0, MODEL_MAX_GPUS_PER_TASK, 0, &gpus, err)) <
 		    0 ||
-	    (rc = strv_unpack(j, "gpu_types", false, MODEL_MAX_GPU_TYPES, 4096, MODEL_NAME_MAX - 1,
-			      &r.gpu_types, &r.ngpu_types, err)) < 0 ||
+	    (rc = mj_strv_unpack(j, "gpu_types", false, MODEL_MAX_GPU_TYPES, 4096,
+				 MODEL_NAME_MAX - 1, &r.gpu_types, &r.ngpu_types, err)) < 0 ||
 	    (rc = mj_int(j, "cpus_per_task", false, 0, MODEL_MAX_CPUS, 0, &cpus, err)) < 0 ||
 	    (rc = mj_int(j, "mem_mib", false, 0, MODEL_MAX_MEM_MIB, 0, &mem, err)) < 0 ||
 	    (rc = mj_int(j, "time_limit_s", false, 0, MODEL_MAX_TIME_LIMIT_S, 0, &tl, err)) < 0 ||

@@ -220,3 +220,111 @@ void mj_prefix(struct tk_error *err, const char *fmt, ...)
 	snprintf(err->text, sizeof(err->text), "%s", sb.buf);
 	strbuf_release(&sb);
 }
+
+/* ---- arrays of strings and environments ------------------------------------- */
+
+void mj_strv_free(char **v, int n)
+{
+	for (int i = 0; i < n; i++)
+		free(v[i]);
+	free(v);
+}
+
+json_t *mj_strv_pack(char *const *v, int n)
+{
+	json_t *a = json_array();
+	for (int i = 0; i < n; i++)
+		json_array_append_new(a, json_string(v[i]));
+	return a;
+}
+
+json_t *mj_env_pack(char *const *env, int n)
+{
+	json_t *o = json_object();
+	for (int i = 0; i < n; i++) {
+		const char *eq = strchr(env[i], '=');
+		_cleanup_free_ char *k = xstrndup(env[i], (size_t)(eq - env[i]));
+		json_object_set_new(o, k, json_string(eq + 1));
+	}
+	return o;
+}
+
+int mj_strv_unpack(json_t *obj, const char *key, bool required, int max_n, size_t max_bytes,
+		   size_t max_item, char ***ret, int *ret_n, struct tk_error *err)
+{
+	json_t *a = json_object_get(obj, key);
+	*ret = NULL;
+	*ret_n = 0;
+	if (!a) {
+		if (required)
+			return tk_errorf(err, -EINVAL, "%s: required field is missing", key);
+		return 0;
+	}
+	if (!json_is_array(a))
+		return tk_errorf(err, -EINVAL, "%s: must be an array of strings", key);
+	size_t n = json_array_size(a);
+	if (required && n == 0)
+		return tk_errorf(err, -EINVAL, "%s: must not be empty", key);
+	if (n > (size_t)max_n)
+		return tk_errorf(err, -E2BIG, "%s: at most %d items, got %zu", key, max_n, n);
+	size_t total = 0;
+	size_t i;
+	json_t *v;
+	json_array_foreach (a, i, v) {
+		char what[80];
+		snprintf(what, sizeof(what), "%s[%zu]", key, i);
+		int r = mj_check_string_value(v, what, max_item, false, err);
+		if (r < 0)
+			return r;
+		total += json_string_length(v) + 1;
+		if (total > max_bytes)
+			return tk_errorf(err, -E2BIG, "%s: at most %zu bytes in all", key,
+					 max_bytes);
+	}
+	char **out = xcalloc(n, sizeof(char *));
+	json_array_foreach (a, i, v)
+		out[i] = xstrdup(json_string_value(v));
+	*ret = out;
+	*ret_n = (int)n;
+	return 0;
+}
+
+int mj_env_unpack(json_t *obj, const char *key, char ***ret, int *ret_n, struct tk_error *err)
+{
+	json_t *e = json_object_get(obj, key);
+	*ret = NULL;
+	*ret_n = 0;
+	if (!e)
+		return 0;
+	if (!json_is_object(e))
+		return tk_errorf(err, -EINVAL, "env: must be an object of strings");
+	size_t n = json_object_size(e);
+	if (n > MODEL_MAX_ENV)
+		return tk_errorf(err, -E2BIG, "env: at most %d variables, got %zu", MODEL_MAX_ENV,
+				 n);
+	size_t total = 0;
+	const char *k;
+	json_t *v;
+	json_object_foreach (e, k, v) {
+		if (!*k || strchr(k, '='))
+			return tk_errorf(err, -EINVAL,
+					 "env: variable name \"%.64s\" must be non-empty and "
+					 "without '='",
+					 k);
+		char what[96];
+		snprintf(what, sizeof(what), "env.%.64s", k);
+		if (!json_is_string(v) || strlen(json_string_value(v)) != json_string_length(v))
+			return tk_errorf(err, -EINVAL, "%s: must be a string without NUL", what);
+		total += strlen(k) + json_string_length(v) + 2;
+		if (total > MODEL_MAX_ENV_BYTES)
+			return tk_errorf(err, -E2BIG, "env: at most %d bytes in all",
+					 MODEL_MAX_ENV_BYTES);
+	}
+	char **out = xcalloc(n ? n : 1, sizeof(char *));
+	int count = 0;
+	json_object_foreach (e, k, v)
+		out[count++] = xasprintf("%s=%s", k, json_string_value(v));
+	*ret = out;
+	*ret_n = count;
+	return 0;
+}

@@ -345,21 +345,9 @@ static void h_node_resume(struct request *r, const char *param, json_t *body)
 
 /* ---- agents ------------------------------------------------------------------- */
 
-static bool agent_id_valid(const char *id)
-{
-	size_t n = strlen(id);
-	if (n < 8 || n >= MODEL_NAME_MAX)
-		return false;
-	for (size_t i = 0; i < n; i++)
-		if (!((id[i] >= '0' && id[i] <= '9') || (id[i] >= 'a' && id[i] <= 'f')))
-			return false;
-	return true;
-}
-
-/* Reads "node" and "agent_id" and finds the node, answering 409 when the agent
- * must register (again) first. */
-static struct snode *agent_node(struct request *r, json_t *body, const char *name,
-				const char *agent_id)
+/* Finds the node an agent names, answering 409 when the agent must register
+ * (again) first. */
+static struct snode *agent_node(struct request *r, const char *name, const char *agent_id)
 {
 	struct snode *n = state_node(r->s, name);
 	if (!n) {
@@ -379,23 +367,13 @@ static struct snode *agent_node(struct request *r, json_t *body, const char *nam
 static void h_agent_register(struct request *r, const char *param, json_t *body)
 {
 	struct server *s = r->s;
-	static const char *const keys[] = {"agent_id", "inventory", NULL};
 	struct tk_error err;
-	char agent_id[MODEL_NAME_MAX] = "";
-	struct node_inventory *inv = xmalloc(sizeof(*inv));
-	if (mj_check_keys(body, NULL, keys, &err) < 0 ||
-	    mj_strbuf(body, "agent_id", true, true, agent_id, sizeof(agent_id), &err) < 0) {
+	struct wire_register *m = xmalloc(sizeof(*m));
+	if (wire_register_unpack(body, m, &err) < 0) {
 		reply_error(r, 400, "%s", err.text);
 		goto out;
 	}
-	if (!agent_id_valid(agent_id)) {
-		reply_error(r, 400, "agent_id: must be 8 to 63 lowercase hex digits");
-		goto out;
-	}
-	if (node_inventory_unpack(json_object_get(body, "inventory"), inv, &err) < 0) {
-		reply_error(r, 400, "inventory.%s", err.text);
-		goto out;
-	}
+	struct node_inventory *inv = &m->inv;
 	if (!inv->addr[0]) {
 		/* the address the agent reached us from is how peers reach it */
 		const union MHD_ConnectionInfo *ci =
@@ -407,57 +385,37 @@ static void h_agent_register(struct request *r, const char *param, json_t *body)
 			inet_ntop(AF_INET6, &((struct sockaddr_in6 *)ci->client_addr)->sin6_addr,
 				  inv->addr, sizeof(inv->addr));
 	}
-	struct snode *n = state_register(s, inv, agent_id);
-	reply_json(r, 200,
-		   json_pack("{s:s, s:s, s:s, s:I}", "node", n->rec.inv.name, "addr",
-			     n->rec.inv.addr, "epoch", s->epoch, "node_timeout_ms",
-			     (json_int_t)s->cfg.node_timeout_ms));
+	struct snode *n = state_register(s, inv, m->agent_id);
+	struct wire_registered ans = {.node_timeout_ms = s->cfg.node_timeout_ms};
+	snprintf(ans.node, sizeof(ans.node), "%s", n->rec.inv.name);
+	snprintf(ans.addr, sizeof(ans.addr), "%s", n->rec.inv.addr);
+	snprintf(ans.epoch, sizeof(ans.epoch), "%s", s->epoch);
+	reply_json(r, 200, wire_registered_pack(&ans));
 out:
-	free(inv);
+	free(m);
 }
 
 static void h_agent_heartbeat(struct request *r, const char *param, json_t *body)
 {
-	static const char *const keys[] = {"node", "agent_id", "checkpoints", NULL};
-	static const char *const ckeys[] = {"job", "attempt", "at_ms", NULL};
 	struct tk_error err;
-	char node[MODEL_NAME_MAX] = "", agent_id[MODEL_NAME_MAX] = "";
-	if (mj_check_keys(body, NULL, keys, &err) < 0 ||
-	    mj_strbuf(body, "node", true, true, node, sizeof(node), &err) < 0 ||
-	    mj_strbuf(body, "agent_id", true, true, agent_id, sizeof(agent_id), &err) < 0) {
+	struct wire_heartbeat m;
+	if (wire_heartbeat_unpack(body, &m, &err) < 0) {
 		reply_error(r, 400, "%s", err.text);
 		return;
 	}
-	json_t *ckpts = json_object_get(body, "checkpoints");
-	if (ckpts && (!json_is_array(ckpts) || json_array_size(ckpts) > SERVER_MAX_EVENTS)) {
-		reply_error(r, 400, "checkpoints: must be an array of at most %d",
-			    SERVER_MAX_EVENTS);
-		return;
-	}
-	size_t i;
-	json_t *c;
-	json_array_foreach (ckpts, i, c) {
-		int64_t v;
-		if (mj_check_keys(c, NULL, ckeys, &err) < 0 ||
-		    mj_int(c, "job", true, 1, INT64_MAX, 0, &v, &err) < 0 ||
-		    mj_int(c, "attempt", true, 1, MODEL_MAX_ATTEMPTS, 0, &v, &err) < 0 ||
-		    mj_int(c, "at_ms", true, 0, INT64_MAX, 0, &v, &err) < 0) {
-			reply_error(r, 400, "checkpoints[%zu].%s", i, err.text);
-			return;
+	struct snode *n = agent_node(r, m.node, m.agent_id);
+	if (n) {
+		state_node_seen(r->s, n);
+		for (int i = 0; i < m.ncheckpoints; i++) {
+			const struct wire_checkpoint *c = &m.checkpoints[i];
+			struct sjob *j = state_job(r->s, c->job);
+			const struct attempt *a = j ? job_current_attempt(&j->job) : NULL;
+			if (a && a->number == c->attempt)
+				j->last_ckpt_ms = MAX(j->last_ckpt_ms, c->at_ms);
 		}
+		reply_json(r, 200, json_pack("{s:b}", "ok", 1));
 	}
-	struct snode *n = agent_node(r, body, node, agent_id);
-	if (!n)
-		return;
-	state_node_seen(r->s, n);
-	json_array_foreach (ckpts, i, c) {
-		struct sjob *j = state_job(r->s, json_integer_value(json_object_get(c, "job")));
-		const struct attempt *a = j ? job_current_attempt(&j->job) : NULL;
-		if (a && a->number == json_integer_value(json_object_get(c, "attempt")))
-			j->last_ckpt_ms = MAX(j->last_ckpt_ms,
-					      json_integer_value(json_object_get(c, "at_ms")));
-	}
-	reply_json(r, 200, json_pack("{s:b}", "ok", 1));
+	wire_heartbeat_release(&m);
 }
 
 static void h_agent_work(struct request *r, const char *param, json_t *body)
@@ -480,7 +438,7 @@ static void h_agent_work(struct request *r, const char *param, json_t *body)
 		reply_error(r, 400, "wait_ms: must be an integer from 0 to 600000");
 		return;
 	}
-	struct snode *n = agent_node(r, NULL, node, request_arg(r, "agent_id"));
+	struct snode *n = agent_node(r, node, request_arg(r, "agent_id"));
 	if (!n)
 		return;
 	state_node_seen(s, n);
@@ -497,93 +455,27 @@ static void h_agent_work(struct request *r, const char *param, json_t *body)
 	request_park(r, WAIT_WORK, tk_mono_ms() + MIN(wait_ms, s->cfg.longpoll_ms));
 }
 
-struct event {
-	int64_t job;
-	int attempt;
-	int rank;
-	bool exited;
-	int64_t at_ms;
-	int exit_code;
-	int signal;
-	char reason[MODEL_REASON_MAX];
-};
-
-static int event_unpack(json_t *e, struct event *ev, struct tk_error *err)
-{
-	static const char *const keys[] = {"job",	"attempt", "rank",   "type", "at_ms",
-					   "exit_code", "signal",  "reason", NULL};
-	char type[16] = "";
-	int64_t job, attempt, rank, at, code, sig;
-	int r;
-	if ((r = mj_check_keys(e, NULL, keys, err)) < 0 ||
-	    (r = mj_int(e, "job", true, 1, INT64_MAX, 0, &job, err)) < 0 ||
-	    (r = mj_int(e, "attempt", true, 1, MODEL_MAX_ATTEMPTS, 0, &attempt, err)) < 0 ||
-	    (r = mj_int(e, "rank", true, 0, MODEL_MAX_NODES * MODEL_MAX_TASKS_PER_NODE, 0, &rank,
-			err)) < 0 ||
-	    (r = mj_strbuf(e, "type", true, true, type, sizeof(type), err)) < 0 ||
-	    (r = mj_int(e, "at_ms", true, 0, INT64_MAX, 0, &at, err)) < 0 ||
-	    (r = mj_int(e, "exit_code", false, 0, 255, 0, &code, err)) < 0 ||
-	    (r = mj_int(e, "signal", false, 0, 128, 0, &sig, err)) < 0 ||
-	    (r = mj_strbuf(e, "reason", false, true, ev->reason, sizeof(ev->reason), err)) < 0)
-		return r;
-	if (strcmp(type, "started") == 0)
-		ev->exited = false;
-	else if (strcmp(type, "exited") == 0)
-		ev->exited = true;
-	else
-		return tk_errorf(err, -EINVAL,
-				 "type: must be \"started\" or \"exited\", got \"%s\"", type);
-	ev->job = job;
-	ev->attempt = (int)attempt;
-	ev->rank = (int)rank;
-	ev->at_ms = at;
-	ev->exit_code = (int)code;
-	ev->signal = (int)sig;
-	return 0;
-}
-
 static void h_agent_events(struct request *r, const char *param, json_t *body)
 {
-	static const char *const keys[] = {"node", "agent_id", "events", NULL};
 	struct tk_error err;
-	char node[MODEL_NAME_MAX] = "", agent_id[MODEL_NAME_MAX] = "";
-	if (mj_check_keys(body, NULL, keys, &err) < 0 ||
-	    mj_strbuf(body, "node", true, true, node, sizeof(node), &err) < 0 ||
-	    mj_strbuf(body, "agent_id", true, true, agent_id, sizeof(agent_id), &err) < 0) {
+	struct wire_events m;
+	if (wire_events_unpack(body, &m, &err) < 0) {
 		reply_error(r, 400, "%s", err.text);
 		return;
 	}
-	json_t *events = json_object_get(body, "events");
-	if (!json_is_array(events) || json_array_size(events) > SERVER_MAX_EVENTS) {
-		reply_error(r, 400, "events: must be an array of at most %d events",
-			    SERVER_MAX_EVENTS);
-		return;
-	}
-	size_t n = json_array_size(events);
-	struct event *evs = xcalloc(n ? n : 1, sizeof(*evs));
-	size_t i;
-	json_t *e;
-	json_array_foreach (events, i, e) {
-		if (event_unpack(e, &evs[i], &err) < 0) {
-			reply_error(r, 400, "events[%zu].%s", i, err.text);
-			free(evs);
-			return;
-		}
-	}
-	struct snode *sn = agent_node(r, body, node, agent_id);
+	struct snode *sn = agent_node(r, m.node, m.agent_id);
 	if (sn) {
 		state_node_seen(r->s, sn);
-		for (i = 0; i < n; i++) {
-			struct event *ev = &evs[i];
-			if (ev->exited)
-				state_task_exited(r->s, ev->job, ev->attempt, ev->rank,
-						  ev->exit_code, ev->signal, ev->reason, ev->at_ms);
+		for (int i = 0; i < m.nevents; i++) {
+			const struct task_event *ev = &m.events[i];
+			if (ev->type == TASK_EVENT_EXITED)
+				state_task_exited(r->s, ev);
 			else
 				state_task_started(r->s, ev->job, ev->attempt, ev->rank, ev->at_ms);
 		}
-		reply_json(r, 200, json_pack("{s:I}", "acked", (json_int_t)n));
+		reply_json(r, 200, json_pack("{s:I}", "acked", (json_int_t)m.nevents));
 	}
-	free(evs);
+	wire_events_release(&m);
 }
 
 void api_longpoll_expired(struct request *r)
@@ -591,9 +483,9 @@ void api_longpoll_expired(struct request *r)
 	struct server *s = r->s;
 	if (r->wait == WAIT_WORK) {
 		struct snode *n = r->wait_node;
-		reply_json(r, 200,
-			   json_pack("{s:s, s:I, s:b}", "epoch", s->epoch, "gen",
-				     (json_int_t)n->work_gen, "unchanged", 1));
+		struct wire_work w = {.gen = n->work_gen, .unchanged = true};
+		snprintf(w.epoch, sizeof(w.epoch), "%s", s->epoch);
+		reply_json(r, 200, wire_work_pack(&w));
 	} else if (r->wait == WAIT_JOB) {
 		reply_json(r, 200, state_job_pack(s, r->wait_job));
 	}

@@ -16,6 +16,7 @@
 #include <uv.h>
 
 #include "model/model.h"
+#include "model/wire.h"
 #include "sched/sched.h"
 #include "server.h"
 #include "store/store.h"
@@ -23,7 +24,6 @@
 #define SERVER_MAX_BODY (1024 * 1024) /* request body limit */
 #define SERVER_PORT_BASE 29500	      /* MASTER_PORT range on each node */
 #define SERVER_PORT_COUNT 512
-#define SERVER_MAX_EVENTS 4096	     /* events in one agent report */
 #define SERVER_MAX_CONNECTIONS 60000 /* agents hold a few each */
 #define SERVER_CRON_MS 500	     /* periodic work: liveness, long-poll deadlines */
 #define SERVER_MAX_LIST 100000	     /* jobs in one list answer */
@@ -332,8 +332,7 @@ void state_drain(struct server *s, struct snode *n, const char *reason);
 void state_resume(struct server *s, struct snode *n);
 /* An agent says a task started or exited. Unknown or stale ones are ignored. */
 void state_task_started(struct server *s, int64_t job, int attempt, int rank, int64_t at_ms);
-void state_task_exited(struct server *s, int64_t job, int attempt, int rank, int exit_code,
-		       int signal, const char *why, int64_t at_ms);
+void state_task_exited(struct server *s, const struct task_event *ev);
 /* The node's agent was heard from: it is alive (UP). */
 void state_node_seen(struct server *s, struct snode *n);
 /* Marks a node DOWN and ends the parts of attempts it held. */

@@ -501,11 +501,13 @@ void state_task_started(struct server *s, int64_t id, int number, int rank, int6
 	server_job_dirty(s, j);
 }
 
-void state_task_exited(struct server *s, int64_t id, int number, int rank, int exit_code,
-		       int signal, const char *why, int64_t at_ms)
+void state_task_exited(struct server *s, const struct task_event *ev)
 {
 	struct sjob *j;
-	struct attempt *a = find_attempt(s, id, number, &j);
+	int rank = ev->rank, exit_code = ev->exit_code, signal = ev->signal;
+	int64_t at_ms = ev->at_ms;
+	const char *why = ev->detail;
+	struct attempt *a = find_attempt(s, ev->job, ev->attempt, &j);
 	if (!a || rank < 0 || rank >= a->ntasks || task_done(&a->tasks[rank]))
 		return;
 	struct task_status *t = &a->tasks[rank];
@@ -519,19 +521,23 @@ void state_task_exited(struct server *s, int64_t id, int number, int rank, int e
 	if (attempt_is_current(j, a)) {
 		char reason[MODEL_REASON_MAX];
 		const char *node = a->nodes[node_index].name;
-		if (why && strcmp(why, "timeout") == 0) {
+		if (ev->cause == EXIT_TIMEOUT) {
 			snprintf(reason, sizeof(reason), "time limit of %llds reached",
 				 (long long)j->job.req.time_limit_s);
 			state_job_finish(s, j, JOB_TIMEOUT, exit_code, reason);
 		} else if (exit_code != 0) {
+			struct strbuf sb;
+			strbuf_init(&sb);
 			if (signal)
-				snprintf(reason, sizeof(reason),
-					 "task %d on %s killed by signal %d%s%s", rank, node,
-					 signal, why && *why ? ": " : "", why ? why : "");
+				strbuf_addf(&sb, "task %d on %s killed by signal %d", rank, node,
+					    signal);
 			else
-				snprintf(reason, sizeof(reason),
-					 "task %d on %s exited with code %d%s%s", rank, node,
-					 exit_code, why && *why ? ": " : "", why ? why : "");
+				strbuf_addf(&sb, "task %d on %s exited with code %d", rank, node,
+					    exit_code);
+			if (*why)
+				strbuf_addf(&sb, ": %s", why);
+			snprintf(reason, sizeof(reason), "%s", sb.buf);
+			strbuf_release(&sb);
 			snprintf(a->reason, sizeof(a->reason), "%s", reason);
 			if (j->job.failures < j->job.req.requeue) {
 				j->job.failures++;
@@ -920,65 +926,77 @@ void state_schedule(struct server *s)
 
 /* ---- JSON for agents and users ------------------------------------------------- */
 
-static json_t *part_spec(const struct sjob *j, const struct attempt *a, int node_index)
+/* What node node_index runs of attempt a. The spec borrows the job's strings;
+ * the caller frees spec->devs_off and spec->devs. */
+static void part_spec(struct sjob *j, const struct attempt *a, int node_index, struct work_spec *sp)
 {
 	const struct job_request *r = &j->job.req;
 	const struct attempt_node *an = &a->nodes[node_index];
-	json_t *devices = json_array();
 	int per = r->gpu_milli >= MODEL_MILLI ? r->gpu_milli / MODEL_MILLI : 0;
+	memset(sp, 0, sizeof(*sp));
+	sp->devs_off = xcalloc((size_t)r->tasks_per_node + 1, sizeof(int));
+	sp->devs = xcalloc((size_t)r->tasks_per_node * (size_t)MAX(an->ndev, 1), sizeof(int));
+	int k = 0;
 	for (int t = 0; t < r->tasks_per_node; t++) {
-		json_t *d = json_array();
+		sp->devs_off[t] = k;
 		if (j->job.system) {
 			/* a validation run: its one task sees every device */
-			for (int k = 0; k < an->ndev; k++)
-				json_array_append_new(d, json_integer(an->devs[k]));
+			for (int d = 0; d < an->ndev; d++)
+				sp->devs[k++] = an->devs[d];
 		} else if (per) {
-			for (int k = t * per; k < (t + 1) * per && k < an->ndev; k++)
-				json_array_append_new(d, json_integer(an->devs[k]));
+			for (int d = t * per; d < (t + 1) * per && d < an->ndev; d++)
+				sp->devs[k++] = an->devs[d];
 		} else if (r->gpu_milli > 0 && an->ndev > 0) {
-			json_array_append_new(d, json_integer(an->devs[0]));
+			sp->devs[k++] = an->devs[0];
 		}
-		json_array_append_new(devices, d);
 	}
-	json_t *env = json_object();
-	for (int i = 0; i < r->nenv; i++) {
-		const char *eq = strchr(r->env[i], '=');
-		_cleanup_free_ char *k = xstrndup(r->env[i], (size_t)(eq - r->env[i]));
-		json_object_set_new(env, k, json_string(eq + 1));
-	}
-	json_t *argv = json_array();
-	for (int i = 0; i < r->argc; i++)
-		json_array_append_new(argv, json_string(r->argv[i]));
-	json_t *spec =
-		json_pack("{s:s, s:o, s:s, s:o, s:s, s:i, s:i, s:i, s:i, s:o, s:i, s:s, "
-			  "s:i, s:I, s:I}",
-			  "name", r->name, "command", argv, "cwd", r->cwd, "env", env, "output",
-			  r->output ? r->output : MODEL_DEFAULT_OUTPUT, "node_rank", node_index,
-			  "nnodes", a->nnodes, "tasks_per_node", r->tasks_per_node, "world_size",
-			  a->ntasks, "devices", devices, "milli", an->milli, "master_addr",
-			  a->master_addr, "master_port", a->master_port, "time_limit_s",
-			  (json_int_t)r->time_limit_s, "grace_s", (json_int_t)r->grace_s);
-	if (j->job.system)
-		json_object_set_new(spec, "system", json_true());
-	return spec;
+	sp->devs_off[r->tasks_per_node] = k;
+	sp->name = r->name;
+	sp->argc = r->argc;
+	sp->argv = r->argv;
+	sp->cwd = r->cwd;
+	sp->nenv = r->nenv;
+	sp->env = r->env;
+	sp->output = r->output ? r->output : (char *)MODEL_DEFAULT_OUTPUT;
+	sp->node_rank = node_index;
+	sp->nnodes = a->nnodes;
+	sp->tasks_per_node = r->tasks_per_node;
+	sp->world_size = a->ntasks;
+	sp->milli = an->milli;
+	snprintf(sp->master_addr, sizeof(sp->master_addr), "%s", a->master_addr);
+	sp->master_port = a->master_port;
+	sp->time_limit_s = r->time_limit_s;
+	sp->grace_s = r->grace_s;
+	sp->system = j->job.system;
 }
 
 json_t *state_work_pack(struct server *s, struct snode *n, uint64_t since_gen)
 {
-	json_t *tasks = json_array();
+	struct wire_work w = {.gen = n->work_gen};
+	snprintf(w.epoch, sizeof(w.epoch), "%s", s->epoch);
+	w.items = xcalloc((size_t)n->nparts + 1, sizeof(*w.items));
+	struct work_spec *specs = xcalloc((size_t)n->nparts + 1, sizeof(*specs));
 	for (int i = 0; i < n->nparts; i++) {
 		const struct part *p = &n->parts[i];
 		const struct attempt *a = &p->job->job.attempts[p->attempt - 1];
 		if (!attempt_is_current(p->job, a))
 			continue;
-		json_t *t = json_pack("{s:I, s:i}", "job", (json_int_t)p->job->job.id, "attempt",
-				      p->attempt);
-		if (p->gen_added > since_gen)
-			json_object_set_new(t, "spec", part_spec(p->job, a, p->node_index));
-		json_array_append_new(tasks, t);
+		struct work_item *it = &w.items[w.nitems++];
+		it->job = p->job->job.id;
+		it->attempt = p->attempt;
+		if (p->gen_added > since_gen) {
+			it->spec = &specs[i];
+			part_spec(p->job, a, p->node_index, it->spec);
+		}
 	}
-	return json_pack("{s:s, s:I, s:o}", "epoch", s->epoch, "gen", (json_int_t)n->work_gen,
-			 "tasks", tasks);
+	json_t *o = wire_work_pack(&w);
+	for (int i = 0; i < n->nparts; i++) {
+		free(specs[i].devs_off);
+		free(specs[i].devs);
+	}
+	free(specs);
+	free(w.items);
+	return o;
 }
 
 void state_wake_pollers(struct server *s)

@@ -7,6 +7,7 @@
 #include <errno.h>
 
 #include "model/model.h"
+#include "model/wire.h"
 
 static json_t *parse(const char *text)
 {
@@ -345,6 +346,135 @@ static void test_config_validation(void **state)
 	assert_true(c.require_validation && c.nvalidation_args == 3); /* unchanged on error */
 }
 
+/* The agent protocol: what each side packs the other unpacks to the same,
+ * and a bad message names its field. */
+static void test_wire(void **state)
+{
+	struct tk_error err;
+	/* a work spec: devices per task, the launch figures */
+	int off[3] = {0, 2, 4}, devs[4] = {3, 1, 0, 2};
+	char *argv[] = {"python3", "train.py"}, *env[] = {"A=1", "B=x=y"};
+	struct work_spec sp = {.name = "train",
+			       .argc = 2,
+			       .argv = argv,
+			       .cwd = "/home/u",
+			       .nenv = 2,
+			       .env = env,
+			       .output = "o-%j",
+			       .node_rank = 1,
+			       .nnodes = 2,
+			       .tasks_per_node = 2,
+			       .world_size = 4,
+			       .devs_off = off,
+			       .devs = devs,
+			       .milli = 1000,
+			       .master_addr = "10.0.0.1",
+			       .master_port = 29501,
+			       .time_limit_s = 60,
+			       .grace_s = 5};
+	struct work_item items[2] = {{7, 2, &sp}, {8, 1, NULL}};
+	struct wire_work w = {.epoch = "e1", .gen = 9, .nitems = 2, .items = items}, back;
+	json_t *j = wire_work_pack(&w);
+	assert_int_equal(wire_work_unpack(j, &back, &err), 0);
+	assert_int_equal(back.nitems, 2);
+	assert_int_equal(back.gen, 9);
+	assert_null(back.items[1].spec);
+	const struct work_spec *b = back.items[0].spec;
+	assert_non_null(b);
+	assert_string_equal(b->argv[1], "train.py");
+	assert_string_equal(b->env[1], "B=x=y");
+	int n;
+	const int *d = work_spec_devices(b, 1, &n);
+	assert_int_equal(n, 2);
+	assert_int_equal(d[0], 0);
+	assert_int_equal(d[1], 2);
+	assert_int_equal(b->master_port, 29501);
+	json_t *again = wire_work_pack(&back);
+	assert_true(json_equal(j, again));
+	json_decref(again);
+	wire_work_release(&back);
+	/* a node rank beyond the gang, a device beyond any node: refused */
+	json_object_set_new(json_object_get(json_array_get(json_object_get(j, "tasks"), 0), "spec"),
+			    "node_rank", json_integer(2));
+	assert_true(wire_work_unpack(j, &back, &err) < 0);
+	assert_non_null(strstr(err.text, "tasks[0].spec.node_rank 2 of 2 nodes"));
+	json_decref(j);
+	json_t *bad = parse("{\"epoch\": \"e\", \"gen\": 1, \"tasks\": [{\"job\": 1, "
+			    "\"attempt\": 1, \"spec\": {\"name\": \"t\", \"command\": [\"x\"], "
+			    "\"cwd\": \"/\", \"env\": {}, \"output\": \"o\", \"node_rank\": 0, "
+			    "\"nnodes\": 1, \"tasks_per_node\": 1, \"world_size\": 1, "
+			    "\"devices\": [[64]], \"milli\": 1000, \"master_addr\": \"a\", "
+			    "\"master_port\": 1, \"time_limit_s\": 0, \"grace_s\": 1}}]}");
+	assert_true(wire_work_unpack(bad, &back, &err) < 0);
+	assert_non_null(strstr(err.text, "tasks[0].spec.devices[0][0]: must be a device index"));
+	json_decref(bad);
+
+	/* events: the cause travels as a word, and an unknown one is refused */
+	struct task_event evs[2] = {
+		{.job = 3, .attempt = 1, .rank = 0, .type = TASK_EVENT_STARTED, .at_ms = 5},
+		{.job = 3,
+		 .attempt = 1,
+		 .rank = 0,
+		 .type = TASK_EVENT_EXITED,
+		 .at_ms = 9,
+		 .exit_code = 127,
+		 .cause = EXIT_LAUNCH_FAILED,
+		 .detail = "command not found: x"},
+	};
+	struct wire_events m = {.node = "n1",
+				.agent_id = "abababababababab",
+				.nevents = 2,
+				.events = evs},
+			   mb;
+	j = wire_events_pack(&m);
+	assert_string_equal(json_string_value(json_object_get(
+				    json_array_get(json_object_get(j, "events"), 1), "cause")),
+			    "launch_failed");
+	assert_int_equal(wire_events_unpack(j, &mb, &err), 0);
+	assert_int_equal(mb.nevents, 2);
+	assert_int_equal(mb.events[1].cause, EXIT_LAUNCH_FAILED);
+	assert_string_equal(mb.events[1].detail, "command not found: x");
+	assert_int_equal(mb.events[0].type, TASK_EVENT_STARTED);
+	wire_events_release(&mb);
+	json_object_set_new(json_array_get(json_object_get(j, "events"), 1), "cause",
+			    json_string("bored"));
+	assert_true(wire_events_unpack(j, &mb, &err) < 0);
+	assert_non_null(strstr(err.text, "events[1].cause: must be exited, signalled"));
+	json_decref(j);
+	/* no cause: what the exit itself says */
+	j = parse("{\"node\": \"n\", \"agent_id\": \"abababababababab\", \"events\": [{\"job\": 1, "
+		  "\"attempt\": 1, \"rank\": 0, \"type\": \"exited\", \"at_ms\": 1, "
+		  "\"exit_code\": 137, \"signal\": 9}]}");
+	assert_int_equal(wire_events_unpack(j, &mb, &err), 0);
+	assert_int_equal(mb.events[0].cause, EXIT_SIGNALLED);
+	wire_events_release(&mb);
+	json_decref(j);
+	for (int c = 0; c < EXIT_CAUSE_MAX; c++) {
+		enum exit_cause got;
+		assert_int_equal(exit_cause_parse(exit_cause_name((enum exit_cause)c), &got), 0);
+		assert_int_equal(got, c);
+	}
+
+	/* register and heartbeat: an agent id is hex, checkpoints are named */
+	j = parse("{\"agent_id\": \"XYZ12345\", \"inventory\": {\"name\": \"n1\", "
+		  "\"cpus\": 1, \"mem_mib\": 1}}");
+	struct wire_register *reg = malloc(sizeof(*reg));
+	assert_true(wire_register_unpack(j, reg, &err) < 0);
+	assert_string_equal(err.text, "agent_id: must be 8 to 63 lowercase hex digits");
+	json_object_set_new(j, "agent_id", json_string("0123abcd"));
+	assert_int_equal(wire_register_unpack(j, reg, &err), 0);
+	assert_string_equal(reg->inv.name, "n1");
+	free(reg);
+	json_decref(j);
+	j = parse("{\"node\": \"n\", \"agent_id\": \"abababababababab\", \"checkpoints\": "
+		  "[{\"job\": 1, \"attempt\": 1, \"at_ms\": 7}, {\"job\": 1, \"attempt\": 0, "
+		  "\"at_ms\": 7}]}");
+	struct wire_heartbeat hb;
+	assert_true(wire_heartbeat_unpack(j, &hb, &err) < 0);
+	assert_non_null(strstr(err.text, "checkpoints[1].attempt: must be an integer from 1"));
+	json_decref(j);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -357,6 +487,7 @@ int main(void)
 		cmocka_unit_test(test_catalogue),
 		cmocka_unit_test(test_node_record),
 		cmocka_unit_test(test_config_validation),
+		cmocka_unit_test(test_wire),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,490 @@
+/*
+ * The agent protocol's messages (wire.h): each type's one JSON form. Packing
+ * cannot fail; unpacking checks every field as strictly as a user's request
+ * is checked, and names the first bad field in its error.
+ */
+#include "wire.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "internal.h"
+
+static const char *const cause_names[EXIT_CAUSE_MAX] = {
+	[EXIT_EXITED] = "exited",
+	[EXIT_SIGNALLED] = "signalled",
+	[EXIT_TIMEOUT] = "timeout",
+	[EXIT_CANCELLED] = "cancelled",
+	[EXIT_PREEMPTED] = "preempted",
+	[EXIT_LOST] = "lost",
+	[EXIT_LAUNCH_FAILED] = "launch_failed",
+	[EXIT_OOM] = "oom",
+};
+
+const char *exit_cause_name(enum exit_cause c)
+{
+	return (unsigned)c < EXIT_CAUSE_MAX ? cause_names[c] : "?";
+}
+
+int exit_cause_parse(const char *s, enum exit_cause *ret)
+{
+	for (int i = 0; i < EXIT_CAUSE_MAX; i++)
+		if (strcmp(s, cause_names[i]) == 0) {
+			*ret = (enum exit_cause)i;
+			return 0;
+		}
+	return -EINVAL;
+}
+
+/* An agent process's id: 8 to 63 lowercase hex digits. */
+static int agent_id_unpack(json_t *j, char *buf, struct tk_error *err)
+{
+	int r = mj_strbuf(j, "agent_id", true, true, buf, WIRE_AGENT_ID_MAX, err);
+	if (r < 0)
+		return r;
+	size_t n = strlen(buf);
+	bool ok = n >= 8;
+	for (size_t i = 0; i < n && ok; i++)
+		ok = (buf[i] >= '0' && buf[i] <= '9') || (buf[i] >= 'a' && buf[i] <= 'f');
+	if (!ok)
+		return tk_errorf(err, -EINVAL, "agent_id: must be 8 to 63 lowercase hex digits");
+	return 0;
+}
+
+/* ---- register ------------------------------------------------------------------- */
+
+json_t *wire_register_pack(const struct wire_register *m)
+{
+	return json_pack("{s:s, s:o}", "agent_id", m->agent_id, "inventory",
+			 node_inventory_pack(&m->inv));
+}
+
+int wire_register_unpack(json_t *j, struct wire_register *ret, struct tk_error *err)
+{
+	static const char *const keys[] = {"agent_id", "inventory", NULL};
+	int r;
+	memset(ret, 0, sizeof(*ret));
+	if ((r = mj_check_keys(j, NULL, keys, err)) < 0 ||
+	    (r = agent_id_unpack(j, ret->agent_id, err)) < 0)
+		return r;
+	if ((r = node_inventory_unpack(json_object_get(j, "inventory"), &ret->inv, err)) < 0) {
+		mj_prefix(err, "inventory");
+		return r;
+	}
+	return 0;
+}
+
+json_t *wire_registered_pack(const struct wire_registered *m)
+{
+	return json_pack("{s:s, s:s, s:s, s:I}", "node", m->node, "addr", m->addr, "epoch",
+			 m->epoch, "node_timeout_ms", (json_int_t)m->node_timeout_ms);
+}
+
+int wire_registered_unpack(json_t *j, struct wire_registered *ret, struct tk_error *err)
+{
+	static const char *const keys[] = {"node", "addr", "epoch", "node_timeout_ms", NULL};
+	int r;
+	memset(ret, 0, sizeof(*ret));
+	if ((r = mj_check_keys(j, NULL, keys, err)) < 0 ||
+	    (r = mj_strbuf(j, "node", true, true, ret->node, sizeof(ret->node), err)) < 0 ||
+	    (r = mj_strbuf(j, "addr", false, true, ret->addr, sizeof(ret->addr), err)) < 0 ||
+	    (r = mj_strbuf(j, "epoch", true, true, ret->epoch, sizeof(ret->epoch), err)) < 0 ||
+	    (r = mj_int(j, "node_timeout_ms", true, 1, INT32_MAX, 0, &ret->node_timeout_ms, err)) <
+		    0)
+		return r;
+	return 0;
+}
+
+/* ---- heartbeat ------------------------------------------------------------------ */
+
+json_t *wire_heartbeat_pack(const struct wire_heartbeat *m)
+{
+	json_t *c = json_array();
+	for (int i = 0; i < m->ncheckpoints; i++) {
+		const struct wire_checkpoint *k = &m->checkpoints[i];
+		json_array_append_new(c, json_pack("{s:I, s:i, s:I}", "job", (json_int_t)k->job,
+						   "attempt", k->attempt, "at_ms",
+						   (json_int_t)k->at_ms));
+	}
+	return json_pack("{s:s, s:s, s:o}", "node", m->node, "agent_id", m->agent_id, "checkpoints",
+			 c);
+}
+
+int wire_heartbeat_unpack(json_t *j, struct wire_heartbeat *ret, struct tk_error *err)
+{
+	static const char *const keys[] = {"node", "agent_id", "checkpoints", NULL};
+	static const char *const ckeys[] = {"job", "attempt", "at_ms", NULL};
+	int r;
+	memset(ret, 0, sizeof(*ret));
+	if ((r = mj_check_keys(j, NULL, keys, err)) < 0 ||
+	    (r = mj_strbuf(j, "node", true, true, ret->node, sizeof(ret->node), err)) < 0 ||
+	    (r = agent_id_unpack(j, ret->agent_id, err)) < 0)
+		return r;
+	json_t *ckpts = json_object_get(j, "checkpoints");
+	if (!ckpts)
+		return 0;
+	if (!json_is_array(ckpts) || json_array_size(ckpts) > WIRE_MAX_CHECKPOINTS)
+		return tk_errorf(err, -EINVAL, "checkpoints: must be an array of at most %d",
+				 WIRE_MAX_CHECKPOINTS);
+	size_t n = json_array_size(ckpts);
+	ret->checkpoints = xcalloc(n ? n : 1, sizeof(*ret->checkpoints));
+	size_t i;
+	json_t *c;
+	json_array_foreach (ckpts, i, c) {
+		struct wire_checkpoint *k = &ret->checkpoints[i];
+		int64_t attempt;
+		if ((r = mj_check_keys(c, NULL, ckeys, err)) < 0 ||
+		    (r = mj_int(c, "job", true, 1, INT64_MAX, 0, &k->job, err)) < 0 ||
+		    (r = mj_int(c, "attempt", true, 1, MODEL_MAX_ATTEMPTS, 0, &attempt, err)) < 0 ||
+		    (r = mj_int(c, "at_ms", true, 0, INT64_MAX, 0, &k->at_ms, err)) < 0) {
+			mj_prefix(err, "checkpoints[%zu]", i);
+			wire_heartbeat_release(ret);
+			return r;
+		}
+		k->attempt = (int)attempt;
+	}
+	ret->ncheckpoints = (int)n;
+	return 0;
+}
+
+void wire_heartbeat_release(struct wire_heartbeat *m)
+{
+	free(m->checkpoints);
+	m->checkpoints = NULL;
+	m->ncheckpoints = 0;
+}
+
+/* ---- work ------------------------------------------------------------------------ */
+
+const int *work_spec_devices(const struct work_spec *s, int t, int *ret_n)
+{
+	*ret_n = s->devs_off[t + 1] - s->devs_off[t];
+	return &s->devs[s->devs_off[t]];
+}
+
+json_t *work_spec_pack(const struct work_spec *s)
+{
+	json_t *devices = json_array();
+	for (int t = 0; t < s->tasks_per_node; t++) {
+		int n;
+		const int *d = work_spec_devices(s, t, &n);
+		json_t *a = json_array();
+		for (int k = 0; k < n; k++)
+			json_array_append_new(a, json_integer(d[k]));
+		json_array_append_new(devices, a);
+	}
+	json_t *o = json_pack("{s:s, s:o, s:s, s:o, s:s, s:i, s:i, s:i, s:i, s:o, s:i, s:s, "
+			      "s:i, s:I, s:I}",
+			      "name", s->name, "command", mj_strv_pack(s->argv, s->argc), "cwd",
+			      s->cwd, "env", mj_env_pack(s->env, s->nenv), "output", s->output,
+			      "node_rank", s->node_rank, "nnodes", s->nnodes, "tasks_per_node",
+			      s->tasks_per_node, "world_size", s->world_size, "devices", devices,
+			      "milli", s->milli, "master_addr", s->master_addr, "master_port",
+			      s->master_port, "time_limit_s", (json_int_t)s->time_limit_s,
+			      "grace_s", (json_int_t)s->grace_s);
+	if (s->system)
+		json_object_set_new(o, "system", json_true());
+	return o;
+}
+
+/* "devices": one array of device indices per task. */
+static int devices_unpack(json_t *j, struct work_spec *s, struct tk_error *err)
+{
+	json_t *devs = json_object_get(j, "devices");
+	if (!json_is_array(devs) || json_array_size(devs) != (size_t)s->tasks_per_node)
+		return tk_errorf(err, -EINVAL, "devices: must list the devices of every task");
+	size_t total = 0, t;
+	json_t *a;
+	json_array_foreach (devs, t, a) {
+		if (!json_is_array(a) || json_array_size(a) > MODEL_MAX_ACCELS)
+			return tk_errorf(err, -EINVAL,
+					 "devices[%zu]: must be an array of at most %d devices", t,
+					 MODEL_MAX_ACCELS);
+		total += json_array_size(a);
+	}
+	s->devs_off = xcalloc((size_t)s->tasks_per_node + 1, sizeof(int));
+	s->devs = xcalloc(total ? total : 1, sizeof(int));
+	int k = 0;
+	json_array_foreach (devs, t, a) {
+		size_t i;
+		json_t *d;
+		s->devs_off[t] = k;
+		json_array_foreach (a, i, d) {
+			json_int_t v = json_is_integer(d) ? json_integer_value(d) : -1;
+			if (v < 0 || v >= MODEL_MAX_ACCELS)
+				return tk_errorf(err, -EINVAL,
+						 "devices[%zu][%zu]: must be a device index from 0 "
+						 "to %d",
+						 t, i, MODEL_MAX_ACCELS - 1);
+			s->devs[k++] = (int)v;
+		}
+	}
+	s->devs_off[s->tasks_per_node] = k;
+	return 0;
+}
+
+int work_spec_unpack(json_t *j, struct work_spec *ret, struct tk_error *err)
+{
+	static const char *const keys[] = {
+		"name",	       "command",	 "cwd",	       "env",	  "output", "node_rank",
+		"nnodes",      "tasks_per_node", "world_size", "devices", "milli",  "master_addr",
+		"master_port", "time_limit_s",	 "grace_s",    "system",  NULL,
+	};
+	struct work_spec s = {0};
+	int64_t nnodes, rank, tpn, world, milli, port;
+	int r;
+	if ((r = mj_check_keys(j, NULL, keys, err)) < 0 ||
+	    (r = mj_int(j, "nnodes", true, 1, MODEL_MAX_NODES, 1, &nnodes, err)) < 0 ||
+	    (r = mj_int(j, "node_rank", true, 0, MODEL_MAX_NODES - 1, 0, &rank, err)) < 0 ||
+	    (r = mj_int(j, "tasks_per_node", true, 1, MODEL_MAX_TASKS_PER_NODE, 1, &tpn, err)) <
+		    0 ||
+	    (r = mj_int(j, "world_size", true, 1, MODEL_MAX_NODES * MODEL_MAX_TASKS_PER_NODE, 1,
+			&world, err)) < 0 ||
+	    (r = mj_int(j, "milli", true, 0, MODEL_MILLI, 0, &milli, err)) < 0 ||
+	    (r = mj_int(j, "master_port", true, 0, 65535, 0, &port, err)) < 0 ||
+	    (r = mj_int(j, "time_limit_s", true, 0, MODEL_MAX_TIME_LIMIT_S, 0, &s.time_limit_s,
+			err)) < 0 ||
+	    (r = mj_int(j, "grace_s", true, 0, MODEL_MAX_GRACE_S, 0, &s.grace_s, err)) < 0 ||
+	    (r = mj_bool(j, "system", false, false, &s.system, err)) < 0 ||
+	    (r = mj_str(j, "name", true, MODEL_NAME_MAX - 1, true, NULL, &s.name, err)) < 0 ||
+	    (r = mj_str(j, "cwd", true, MODEL_MAX_PATH, false, NULL, &s.cwd, err)) < 0 ||
+	    (r = mj_str(j, "output", true, MODEL_MAX_PATH, false, NULL, &s.output, err)) < 0 ||
+	    (r = mj_strbuf(j, "master_addr", true, true, s.master_addr, sizeof(s.master_addr),
+			   err)) < 0 ||
+	    (r = mj_strv_unpack(j, "command", true, MODEL_MAX_ARGS, MODEL_MAX_ARG_BYTES,
+				MODEL_MAX_ARG_BYTES, &s.argv, &s.argc, err)) < 0 ||
+	    (r = mj_env_unpack(j, "env", &s.env, &s.nenv, err)) < 0)
+		goto fail;
+	if (!json_is_object(json_object_get(j, "env"))) {
+		r = tk_errorf(err, -EINVAL, "env: must be an object");
+		goto fail;
+	}
+	if (rank >= nnodes || world != nnodes * tpn) {
+		r = tk_errorf(
+			err, -EINVAL,
+			"node_rank %lld of %lld nodes, world_size %lld of %lld tasks per node: "
+			"they do not agree",
+			(long long)rank, (long long)nnodes, (long long)world, (long long)tpn);
+		goto fail;
+	}
+	s.nnodes = (int)nnodes;
+	s.node_rank = (int)rank;
+	s.tasks_per_node = (int)tpn;
+	s.world_size = (int)world;
+	s.milli = (int)milli;
+	s.master_port = (int)port;
+	if ((r = devices_unpack(j, &s, err)) < 0)
+		goto fail;
+	*ret = s;
+	return 0;
+fail:
+	work_spec_release(&s);
+	return r;
+}
+
+void work_spec_release(struct work_spec *s)
+{
+	free(s->name);
+	mj_strv_free(s->argv, s->argc);
+	free(s->cwd);
+	mj_strv_free(s->env, s->nenv);
+	free(s->output);
+	free(s->devs_off);
+	free(s->devs);
+	memset(s, 0, sizeof(*s));
+}
+
+json_t *wire_work_pack(const struct wire_work *m)
+{
+	json_t *o = json_pack("{s:s, s:I}", "epoch", m->epoch, "gen", (json_int_t)m->gen);
+	if (m->unchanged) {
+		json_object_set_new(o, "unchanged", json_true());
+		return o;
+	}
+	json_t *tasks = json_array();
+	for (int i = 0; i < m->nitems; i++) {
+		const struct work_item *w = &m->items[i];
+		json_t *t =
+			json_pack("{s:I, s:i}", "job", (json_int_t)w->job, "attempt", w->attempt);
+		if (w->spec)
+			json_object_set_new(t, "spec", work_spec_pack(w->spec));
+		json_array_append_new(tasks, t);
+	}
+	json_object_set_new(o, "tasks", tasks);
+	return o;
+}
+
+int wire_work_unpack(json_t *j, struct wire_work *ret, struct tk_error *err)
+{
+	static const char *const keys[] = {"epoch", "gen", "unchanged", "tasks", NULL};
+	static const char *const tkeys[] = {"job", "attempt", "spec", NULL};
+	int64_t gen;
+	int r;
+	memset(ret, 0, sizeof(*ret));
+	if ((r = mj_check_keys(j, NULL, keys, err)) < 0 ||
+	    (r = mj_strbuf(j, "epoch", true, true, ret->epoch, sizeof(ret->epoch), err)) < 0 ||
+	    (r = mj_int(j, "gen", true, 0, INT64_MAX, 0, &gen, err)) < 0 ||
+	    (r = mj_bool(j, "unchanged", false, false, &ret->unchanged, err)) < 0)
+		return r;
+	ret->gen = (uint64_t)gen;
+	json_t *tasks = json_object_get(j, "tasks");
+	if (ret->unchanged) {
+		if (tasks)
+			return tk_errorf(err, -EINVAL, "tasks: an unchanged answer lists none");
+		return 0;
+	}
+	if (!json_is_array(tasks) || json_array_size(tasks) > WIRE_MAX_WORK)
+		return tk_errorf(err, -EINVAL, "tasks: must be an array of at most %d",
+				 WIRE_MAX_WORK);
+	size_t n = json_array_size(tasks);
+	ret->items = xcalloc(n ? n : 1, sizeof(*ret->items));
+	size_t i;
+	json_t *t;
+	json_array_foreach (tasks, i, t) {
+		struct work_item *w = &ret->items[i];
+		int64_t attempt;
+		if ((r = mj_check_keys(t, NULL, tkeys, err)) < 0 ||
+		    (r = mj_int(t, "job", true, 1, INT64_MAX, 0, &w->job, err)) < 0 ||
+		    (r = mj_int(t, "attempt", true, 1, MODEL_MAX_ATTEMPTS, 0, &attempt, err)) < 0) {
+			mj_prefix(err, "tasks[%zu]", i);
+			goto fail;
+		}
+		w->attempt = (int)attempt;
+		ret->nitems = (int)i + 1;
+		json_t *spec = json_object_get(t, "spec");
+		if (!spec)
+			continue;
+		w->spec = xcalloc(1, sizeof(*w->spec));
+		if ((r = work_spec_unpack(spec, w->spec, err)) < 0) {
+			free(w->spec);
+			w->spec = NULL;
+			mj_prefix(err, "tasks[%zu].spec", i);
+			goto fail;
+		}
+	}
+	return 0;
+fail:
+	wire_work_release(ret);
+	return r;
+}
+
+void wire_work_release(struct wire_work *m)
+{
+	for (int i = 0; i < m->nitems; i++) {
+		if (m->items[i].spec) {
+			work_spec_release(m->items[i].spec);
+			free(m->items[i].spec);
+		}
+	}
+	free(m->items);
+	m->items = NULL;
+	m->nitems = 0;
+}
+
+/* ---- events ----------------------------------------------------------------------- */
+
+static const char *const event_type_names[TASK_EVENT_TYPE_MAX] = {
+	[TASK_EVENT_STARTED] = "started",
+	[TASK_EVENT_EXITED] = "exited",
+};
+
+json_t *task_event_pack(const struct task_event *e)
+{
+	json_t *o = json_pack("{s:I, s:i, s:i, s:s, s:I}", "job", (json_int_t)e->job, "attempt",
+			      e->attempt, "rank", e->rank, "type", event_type_names[e->type],
+			      "at_ms", (json_int_t)e->at_ms);
+	if (e->type == TASK_EVENT_EXITED) {
+		json_object_set_new(o, "exit_code", json_integer(e->exit_code));
+		json_object_set_new(o, "signal", json_integer(e->signal));
+		json_object_set_new(o, "cause", json_string(exit_cause_name(e->cause)));
+		if (e->detail[0])
+			json_object_set_new(o, "detail", json_string(e->detail));
+	}
+	return o;
+}
+
+int task_event_unpack(json_t *j, struct task_event *ret, struct tk_error *err)
+{
+	static const char *const keys[] = {"job",	"attempt", "rank",  "type",   "at_ms",
+					   "exit_code", "signal",  "cause", "detail", NULL};
+	char type[16] = "", cause[24] = "";
+	int64_t attempt, rank, code, sig;
+	int r;
+	memset(ret, 0, sizeof(*ret));
+	if ((r = mj_check_keys(j, NULL, keys, err)) < 0 ||
+	    (r = mj_int(j, "job", true, 1, INT64_MAX, 0, &ret->job, err)) < 0 ||
+	    (r = mj_int(j, "attempt", true, 1, MODEL_MAX_ATTEMPTS, 0, &attempt, err)) < 0 ||
+	    (r = mj_int(j, "rank", true, 0, MODEL_MAX_NODES * MODEL_MAX_TASKS_PER_NODE, 0, &rank,
+			err)) < 0 ||
+	    (r = mj_strbuf(j, "type", true, true, type, sizeof(type), err)) < 0 ||
+	    (r = mj_int(j, "at_ms", true, 0, INT64_MAX, 0, &ret->at_ms, err)) < 0 ||
+	    (r = mj_int(j, "exit_code", false, 0, 255, 0, &code, err)) < 0 ||
+	    (r = mj_int(j, "signal", false, 0, 128, 0, &sig, err)) < 0 ||
+	    (r = mj_strbuf(j, "cause", false, true, cause, sizeof(cause), err)) < 0 ||
+	    (r = mj_strbuf(j, "detail", false, true, ret->detail, sizeof(ret->detail), err)) < 0)
+		return r;
+	if (strcmp(type, "started") == 0)
+		ret->type = TASK_EVENT_STARTED;
+	else if (strcmp(type, "exited") == 0)
+		ret->type = TASK_EVENT_EXITED;
+	else
+		return tk_errorf(err, -EINVAL,
+				 "type: must be \"started\" or \"exited\", got \"%s\"", type);
+	if (!cause[0])
+		ret->cause = sig ? EXIT_SIGNALLED : EXIT_EXITED;
+	else if (exit_cause_parse(cause, &ret->cause) < 0)
+		return tk_errorf(err, -EINVAL,
+				 "cause: must be exited, signalled, timeout, cancelled, preempted, "
+				 "lost, launch_failed or oom, got \"%s\"",
+				 cause);
+	ret->attempt = (int)attempt;
+	ret->rank = (int)rank;
+	ret->exit_code = (int)code;
+	ret->signal = (int)sig;
+	return 0;
+}
+
+json_t *wire_events_pack(const struct wire_events *m)
+{
+	json_t *arr = json_array();
+	for (int i = 0; i < m->nevents; i++)
+		json_array_append_new(arr, task_event_pack(&m->events[i]));
+	return json_pack("{s:s, s:s, s:o}", "node", m->node, "agent_id", m->agent_id, "events",
+			 arr);
+}
+
+int wire_events_unpack(json_t *j, struct wire_events *ret, struct tk_error *err)
+{
+	static const char *const keys[] = {"node", "agent_id", "events", NULL};
+	int r;
+	memset(ret, 0, sizeof(*ret));
+	if ((r = mj_check_keys(j, NULL, keys, err)) < 0 ||
+	    (r = mj_strbuf(j, "node", true, true, ret->node, sizeof(ret->node), err)) < 0 ||
+	    (r = agent_id_unpack(j, ret->agent_id, err)) < 0)
+		return r;
+	json_t *events = json_object_get(j, "events");
+	if (!json_is_array(events) || json_array_size(events) > WIRE_MAX_EVENTS)
+		return tk_errorf(err, -EINVAL, "events: must be an array of at most %d events",
+				 WIRE_MAX_EVENTS);
+	size_t n = json_array_size(events);
+	ret->events = xcalloc(n ? n : 1, sizeof(*ret->events));
+	size_t i;
+	json_t *e;
+	json_array_foreach (events, i, e) {
+		if ((r = task_event_unpack(e, &ret->events[i], err)) < 0) {
+			mj_prefix(err, "events[%zu]", i);
+			wire_events_release(ret);
+			return r;
+		}
+	}
+	ret->nevents = (int)n;
+	return 0;
+}
+
+void wire_events_release(struct wire_events *m)
+{
+	free(m->events);
+	m->events = NULL;
+	m->nevents = 0;
+}

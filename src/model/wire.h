@@ -1,0 +1,195 @@
+/*
+ * wire: the protocol between the agents and the server (DESIGN.md section
+ * 8), one C type per message with the _pack and _unpack that both sides
+ * use, so that the two can never read one message two ways. Every exchange
+ * is opened by the agent:
+ *
+ *   POST /v1/agent/register   struct wire_register   -> struct wire_registered
+ *   POST /v1/agent/heartbeat  struct wire_heartbeat  -> {"ok": true}
+ *   GET  /v1/agent/work?node=&agent_id=&epoch=&gen=&wait_ms=
+ *                                                    -> struct wire_work
+ *   POST /v1/agent/events     struct wire_events     -> {"acked": N}
+ *
+ * Meaning travels in enums (the type of an event, the cause of an exit);
+ * the only free text is `detail`, which the server shows to people and
+ * never compares. Decoding is as strict as for users' input: the server
+ * trusts nothing an agent sends, and the agent nothing of the server's.
+ */
+#pragma once
+
+#include "model.h"
+
+#define WIRE_MAX_EVENTS 4096	  /* events in one report */
+#define WIRE_MAX_CHECKPOINTS 4096 /* checkpoint times in one heartbeat */
+#define WIRE_MAX_WORK 65536	  /* attempts in one work answer */
+#define WIRE_EPOCH_MAX 40	  /* a server epoch, with NUL */
+#define WIRE_AGENT_ID_MAX MODEL_NAME_MAX
+
+/* ---- why a task ended ------------------------------------------------------------ */
+
+/*
+ * What the agent saw end a task. The server turns it into the job's next
+ * state: TIMEOUT ends the job as TIMEOUT, the others fail it (or requeue it)
+ * when the code is not 0.
+ *   EXITED         its process exited by itself (exit_code)
+ *   SIGNALLED      a signal tenk did not send killed it (signal)
+ *   TIMEOUT        tenk stopped it at its time limit
+ *   CANCELLED      tenk stopped it: the server no longer lists its attempt
+ *                  (cancelled, preempted, requeued: the server knows which),
+ *                  or another task of its gang failed to start
+ *   PREEMPTED      stopped for a preemption the agent was told of (the
+ *                  server says so today; agents do not yet send it)
+ *   LOST           it ended with its node: the agent itself stopped
+ *   LAUNCH_FAILED  it never ran (no such command, no output file, ...)
+ *   OOM            its memory limit killed it (room for cgroups)
+ */
+enum exit_cause {
+	EXIT_EXITED,
+	EXIT_SIGNALLED,
+	EXIT_TIMEOUT,
+	EXIT_CANCELLED,
+	EXIT_PREEMPTED,
+	EXIT_LOST,
+	EXIT_LAUNCH_FAILED,
+	EXIT_OOM,
+	EXIT_CAUSE_MAX
+};
+
+/* "exited", "signalled", "timeout", ...; "?" for a value out of range. */
+const char *exit_cause_name(enum exit_cause c);
+int exit_cause_parse(const char *s, enum exit_cause *ret);
+
+/* ---- register ------------------------------------------------------------------- */
+
+struct wire_register {
+	char agent_id[WIRE_AGENT_ID_MAX]; /* 8 to 63 lowercase hex digits: this agent process */
+	struct node_inventory inv;
+};
+
+json_t *wire_register_pack(const struct wire_register *m);
+int wire_register_unpack(json_t *j, struct wire_register *ret, struct tk_error *err);
+
+/* The server's answer: the node's name and address as it knows them. */
+struct wire_registered {
+	char node[MODEL_NAME_MAX];
+	char addr[MODEL_ADDR_MAX];
+	char epoch[WIRE_EPOCH_MAX]; /* differs on every server start */
+	int64_t node_timeout_ms;    /* a node silent this long is DOWN */
+};
+
+json_t *wire_registered_pack(const struct wire_registered *m);
+int wire_registered_unpack(json_t *j, struct wire_registered *ret, struct tk_error *err);
+
+/* ---- heartbeat ------------------------------------------------------------------ */
+
+/* When a running attempt last wrote a checkpoint (what preemption weighs). */
+struct wire_checkpoint {
+	int64_t job;
+	int attempt;
+	int64_t at_ms;
+};
+
+struct wire_heartbeat {
+	char node[MODEL_NAME_MAX];
+	char agent_id[WIRE_AGENT_ID_MAX];
+	int ncheckpoints;
+	struct wire_checkpoint *checkpoints; /* owned after unpack; see wire_heartbeat_release */
+};
+
+json_t *wire_heartbeat_pack(const struct wire_heartbeat *m);
+int wire_heartbeat_unpack(json_t *j, struct wire_heartbeat *ret, struct tk_error *err);
+void wire_heartbeat_release(struct wire_heartbeat *m);
+
+/* ---- work ------------------------------------------------------------------------ */
+
+/*
+ * What one node runs of one attempt: the tasks_per_node tasks of node rank
+ * node_rank, with the launch environment's figures (DESIGN.md section 3).
+ * Task t (local rank) sees the devices devs[devs_off[t] .. devs_off[t+1]).
+ * After work_spec_unpack everything is owned (work_spec_release frees it);
+ * a spec the server fills to pack may borrow its strings from the job and
+ * is then not released.
+ */
+struct work_spec {
+	char *name;
+	int argc;
+	char **argv;
+	char *cwd;
+	int nenv;
+	char **env; /* "KEY=VALUE" */
+	char *output;
+	int node_rank;
+	int nnodes;
+	int tasks_per_node;
+	int world_size;
+	int *devs_off; /* tasks_per_node + 1 offsets into devs */
+	int *devs;     /* device indices on the node */
+	int milli;     /* share of each device: MODEL_MILLI for whole ones */
+	char master_addr[MODEL_ADDR_MAX];
+	int master_port;
+	int64_t time_limit_s; /* 0: none */
+	int64_t grace_s;
+	bool system; /* the server's own work (a validation run) */
+};
+
+json_t *work_spec_pack(const struct work_spec *s);
+int work_spec_unpack(json_t *j, struct work_spec *ret, struct tk_error *err);
+void work_spec_release(struct work_spec *s);
+/* Task t's devices: returns the first, *ret_n their number. */
+const int *work_spec_devices(const struct work_spec *s, int t, int *ret_n);
+
+/* One attempt the node should run; spec only the first time it is listed. */
+struct work_item {
+	int64_t job;
+	int attempt;
+	struct work_spec *spec; /* NULL: the agent knows it already */
+};
+
+/*
+ * The answer to a work long-poll: the whole set of attempts the node should
+ * run (level-triggered: a lost or repeated answer does no harm), or, with
+ * `unchanged`, only that nothing changed before the wait ran out.
+ */
+struct wire_work {
+	char epoch[WIRE_EPOCH_MAX];
+	uint64_t gen;
+	bool unchanged;
+	int nitems;
+	struct work_item *items;
+};
+
+json_t *wire_work_pack(const struct wire_work *m);
+int wire_work_unpack(json_t *j, struct wire_work *ret, struct tk_error *err);
+/* Frees the items and the specs they own (after unpack). */
+void wire_work_release(struct wire_work *m);
+
+/* ---- events ----------------------------------------------------------------------- */
+
+enum task_event_type { TASK_EVENT_STARTED, TASK_EVENT_EXITED, TASK_EVENT_TYPE_MAX };
+
+/* One task's start or exit. */
+struct task_event {
+	int64_t job;
+	int attempt;
+	int rank; /* in the attempt's world */
+	enum task_event_type type;
+	int64_t at_ms;		       /* wall clock of the agent's node */
+	int exit_code;		       /* exited: the code, or 128 + signal */
+	int signal;		       /* exited by a signal: its number, else 0 */
+	enum exit_cause cause;	       /* exited: why */
+	char detail[MODEL_REASON_MAX]; /* for people: "command not found: foo"; may be "" */
+};
+
+json_t *task_event_pack(const struct task_event *e);
+int task_event_unpack(json_t *j, struct task_event *ret, struct tk_error *err);
+
+struct wire_events {
+	char node[MODEL_NAME_MAX];
+	char agent_id[WIRE_AGENT_ID_MAX];
+	int nevents;
+	struct task_event *events; /* owned after unpack; see wire_events_release */
+};
+
+json_t *wire_events_pack(const struct wire_events *m);
+int wire_events_unpack(json_t *j, struct wire_events *ret, struct tk_error *err);
+void wire_events_release(struct wire_events *m);
