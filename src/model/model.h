@@ -254,6 +254,38 @@ int job_unpack(json_t *j, struct job *ret, struct tk_error *err);
 /* Returns the newest attempt, or NULL. Borrowed. */
 struct attempt *job_current_attempt(const struct job *j);
 
+/* ---- node states ------------------------------------------------------------ */
+
+/*
+ * A node's state, as the API and `tenk nodes` show it. Liveness comes from
+ * its agent (register, heartbeats), the rest from operators and validation;
+ * only UP takes new work:
+ *
+ *   UNKNOWN --register--> UP --no heartbeat for the node timeout--> DOWN
+ *                         UP <--a heartbeat, or its agent registers-- DOWN
+ *   UP --drain--> DRAINING --its last part ends--> DRAINED --resume--> UP
+ *                 DRAINING --resume--> UP
+ *   UP --tenk validate--> VALIDATING --pass--> UP
+ *                                    --fail--> DRAINED ("validate: LAYER: why")
+ *   UP --require_validation and no pass yet--> UNVALIDATED --pass--> UP
+ *
+ * A node that is down is DOWN whatever else holds. The server works the
+ * state out of liveness, the drain mark, the work still running there and
+ * the node's validation, in one place (state_node_state).
+ */
+enum node_state {
+	NODE_UNKNOWN,	  /* not heard from since the server started */
+	NODE_UP,	  /* takes work */
+	NODE_DOWN,	  /* its agent missed heartbeats for the node timeout */
+	NODE_DRAINING,	  /* drained; work still runs there */
+	NODE_DRAINED,	  /* drained and empty */
+	NODE_VALIDATING,  /* a validation run holds it */
+	NODE_UNVALIDATED, /* the cluster requires a pass it has not had */
+	NODE_STATE_MAX
+};
+
+const char *node_state_name(enum node_state s);
+
 /* ---- node records ---------------------------------------------------------- */
 
 /* What the server keeps about a node across restarts. Liveness (up, down) is

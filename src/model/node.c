@@ -101,6 +101,21 @@ static int accel_unpack(json_t *j, struct accel *a, struct tk_error *err)
 	return 0;
 }
 
+static const char *const node_state_names[NODE_STATE_MAX] = {
+	[NODE_UNKNOWN] = "UNKNOWN",
+	[NODE_UP] = "UP",
+	[NODE_DOWN] = "DOWN",
+	[NODE_DRAINING] = "DRAINING",
+	[NODE_DRAINED] = "DRAINED",
+	[NODE_VALIDATING] = "VALIDATING",
+	[NODE_UNVALIDATED] = "UNVALIDATED",
+};
+
+const char *node_state_name(enum node_state s)
+{
+	return (unsigned)s < NODE_STATE_MAX ? node_state_names[s] : "?";
+}
+
 json_t *node_inventory_pack(const struct node_inventory *inv)
 {
 	json_t *accels = json_array();

@@ -15,6 +15,7 @@
 
 #define LIST_DEFAULT_LIMIT 1000
 #define WAIT_MAX_S 300
+#define VALID_MAX_CHECKS 64 /* checks in one node's validation report */
 
 static int parse_job_id(struct request *r, const char *param, struct sjob **ret)
 {
@@ -23,7 +24,7 @@ static int parse_job_id(struct request *r, const char *param, struct sjob **ret)
 		reply_error(r, 400, "job id must be a positive integer, got \"%.64s\"", param);
 		return -EINVAL;
 	}
-	struct sjob *j = state_job(r->s, id);
+	struct sjob *j = state_job(&r->s->st, id);
 	if (!j) {
 		reply_error(r, 404, "no job %lld", (long long)id);
 		return -ENOENT;
@@ -38,7 +39,7 @@ static int parse_job_id(struct request *r, const char *param, struct sjob **ret)
 
 static struct snode *find_node(struct request *r, const char *name)
 {
-	struct snode *n = state_node(r->s, name);
+	struct snode *n = state_node(&r->s->st, name);
 	if (!n)
 		reply_error(r, 404, "no node \"%.64s\"", name);
 	return n;
@@ -49,13 +50,14 @@ static struct snode *find_node(struct request *r, const char *name)
 static void h_health(struct request *r, const char *param, json_t *body)
 {
 	const struct server *s = r->s;
+	const struct state *st = &s->st;
 	/* what the scheduler costs: its passes, the last one's time (building
 	 * the snapshot, deciding and applying), what waits and in how many
 	 * distinct requests */
-	json_t *sched = json_pack("{s:I, s:f, s:I, s:i}", "passes", (json_int_t)s->stats.passes,
+	json_t *sched = json_pack("{s:I, s:f, s:I, s:i}", "passes", (json_int_t)st->stats.passes,
 				  "last_pass_ms", s->last_pass_us / 1000.0, "pending",
-				  (json_int_t)s->npending, "shapes",
-				  s->sched_shapes ? sched_shapes_live(s->sched_shapes) : 0);
+				  (json_int_t)st->npending, "shapes",
+				  st->sched_shapes ? sched_shapes_live(st->sched_shapes) : 0);
 	reply_json(r, 200,
 		   json_pack("{s:b, s:s, s:o}", "ok", 1, "epoch", s->epoch, "scheduler", sched));
 }
@@ -70,6 +72,7 @@ static void h_catalogue(struct request *r, const char *param, json_t *body)
 static void h_submit(struct request *r, const char *param, json_t *body)
 {
 	struct server *s = r->s;
+	struct state *st = &s->st;
 	struct job_request req;
 	struct tk_error err;
 	if (job_request_unpack(body, &req, &err) < 0) {
@@ -88,18 +91,18 @@ static void h_submit(struct request *r, const char *param, json_t *body)
 			return;
 		}
 	}
-	if (req.cls && sched_config_class(&s->sched, req.cls) < 0) {
+	if (req.cls && sched_config_class(&st->sched, req.cls) < 0) {
 		struct strbuf names;
 		strbuf_init(&names);
-		for (int c = 0; c < s->sched.nclasses; c++)
-			strbuf_addf(&names, "%s%s", c ? ", " : "", s->sched.classes[c].name);
+		for (int c = 0; c < st->sched.nclasses; c++)
+			strbuf_addf(&names, "%s%s", c ? ", " : "", st->sched.classes[c].name);
 		reply_error(r, 400, "class: no class \"%s\"; classes: %s", req.cls, names.buf);
 		strbuf_release(&names);
 		job_request_release(&req);
 		return;
 	}
 	const char *qname = req.queue ? req.queue : "default";
-	struct squeue *q = state_queue(s, qname);
+	struct squeue *q = state_queue(st, qname);
 	if (!q) {
 		reply_error(r, 400,
 			    "queue: no queue \"%s\"; an admin creates it with `tenk queues "
@@ -114,44 +117,47 @@ static void h_submit(struct request *r, const char *param, json_t *body)
 		job_request_release(&req);
 		return;
 	}
-	struct sjob *j = state_submit(s, &req, r->user);
-	reply_json(r, 201, state_job_pack(s, j));
+	struct sjob *j = state_submit(st, &req, r->user, server_now_ms(s));
+	reply_json(r, 201, state_job_pack(st, j));
 }
 
 static void h_classes(struct request *r, const char *param, json_t *body)
 {
 	struct server *s = r->s;
+	struct state *st = &s->st;
 	json_t *arr = json_array();
-	for (int c = 0; c < s->sched.nclasses; c++) {
-		json_t *o = class_spec_pack(&s->classes[c].spec);
-		json_object_set_new(o, "default", json_boolean(c == s->sched.default_class));
-		json_object_set_new(o, "pending", json_integer(s->classes[c].npending));
+	for (int c = 0; c < st->sched.nclasses; c++) {
+		json_t *o = class_spec_pack(&st->classes[c].spec);
+		json_object_set_new(o, "default", json_boolean(c == st->sched.default_class));
+		json_object_set_new(o, "pending", json_integer(st->classes[c].npending));
 		json_array_append_new(arr, o);
 	}
 	reply_json(r, 200,
 		   json_pack("{s:o, s:I}", "classes", arr, "fair_share_half_life_s",
-			     (json_int_t)s->sched.half_life_s));
+			     (json_int_t)st->sched.half_life_s));
 }
 
 static void h_queues(struct request *r, const char *param, json_t *body)
 {
 	struct server *s = r->s;
-	state_queues_age(s);
+	struct state *st = &s->st;
+	state_queues_age(st, server_now_ms(s));
 	json_t *arr = json_array();
-	for (int i = 0; i < s->nqueues; i++)
-		json_array_append_new(arr, state_queue_pack(s, s->queues[i]));
+	for (int i = 0; i < st->nqueues; i++)
+		json_array_append_new(arr, state_queue_pack(st, st->queues[i]));
 	reply_json(r, 200, json_pack("{s:o}", "queues", arr));
 }
 
 static void h_queue_set(struct request *r, const char *param, json_t *body)
 {
 	struct server *s = r->s;
+	struct state *st = &s->st;
 	if (!model_name_valid(param)) {
 		reply_error(r, 400, "queue name \"%.64s\": use letters, digits, '.', '_', '-'",
 			    param);
 		return;
 	}
-	struct squeue *q = state_queue(s, param);
+	struct squeue *q = state_queue(st, param);
 	struct queue_spec *next = xmalloc(sizeof(*next));
 	if (q) {
 		*next = q->spec;
@@ -169,13 +175,13 @@ static void h_queue_set(struct request *r, const char *param, json_t *body)
 		return;
 	}
 	if (!q)
-		q = state_queue_add(s, param);
+		q = state_queue_add(st, param, server_now_ms(s));
 	q->spec = *next;
 	free(next);
-	server_queue_dirty(s, q);
-	server_want_pass(s);
+	state_queue_dirty(st, q);
+	state_want_pass(st);
 	log_info("queue %s set by %s", q->spec.name, r->user);
-	reply_json(r, 200, state_queue_pack(s, q));
+	reply_json(r, 200, state_queue_pack(st, q));
 }
 
 /* Parses "PENDING,RUNNING" into a mask of states. */
@@ -203,6 +209,7 @@ static int parse_states(const char *text, unsigned *ret)
 static void h_jobs_list(struct request *r, const char *param, json_t *body)
 {
 	struct server *s = r->s;
+	struct state *st = &s->st;
 	unsigned mask = ~0u;
 	int64_t limit = LIST_DEFAULT_LIMIT;
 	const char *state = request_arg(r, "state");
@@ -220,10 +227,10 @@ static void h_jobs_list(struct request *r, const char *param, json_t *body)
 		return;
 	}
 	/* the newest `limit` matching jobs, listed oldest first */
-	size_t start = s->njobs;
+	size_t start = st->njobs;
 	int64_t count = 0, total = 0;
-	for (size_t i = s->njobs; i-- > 0;) {
-		struct sjob *j = s->jobs[i];
+	for (size_t i = st->njobs; i-- > 0;) {
+		struct sjob *j = st->jobs[i];
 		if (!j || !(mask & (1u << j->job.state)))
 			continue;
 		if (r->role != ROLE_ADMIN && strcmp(j->job.owner, r->user) != 0)
@@ -235,13 +242,13 @@ static void h_jobs_list(struct request *r, const char *param, json_t *body)
 		}
 	}
 	json_t *arr = json_array();
-	for (size_t i = start; i < s->njobs && (int64_t)json_array_size(arr) < count; i++) {
-		struct sjob *j = s->jobs[i];
+	for (size_t i = start; i < st->njobs && (int64_t)json_array_size(arr) < count; i++) {
+		struct sjob *j = st->jobs[i];
 		if (!j || !(mask & (1u << j->job.state)))
 			continue;
 		if (r->role != ROLE_ADMIN && strcmp(j->job.owner, r->user) != 0)
 			continue;
-		json_t *o = state_job_pack(s, j);
+		json_t *o = state_job_pack(st, j);
 		/* lists leave out each job's environment; GET /v1/jobs/ID has it */
 		json_object_del(json_object_get(o, "request"), "env");
 		json_array_append_new(arr, o);
@@ -262,11 +269,11 @@ static void h_job_show(struct request *r, const char *param, json_t *body)
 		return;
 	}
 	if (wait_s == 0 || job_state_final(j->job.state)) {
-		reply_json(r, 200, state_job_pack(r->s, j));
+		reply_json(r, 200, state_job_pack(&r->s->st, j));
 		return;
 	}
-	r->wait_job = j;
-	req_list_push(&j->waiters, r);
+	r->wait_job = j->job.id;
+	req_list_push(api_job_waits(r->s, j->job.id), r);
 	request_park(r, WAIT_JOB, tk_mono_ms() + wait_s * 1000);
 }
 
@@ -276,11 +283,11 @@ static void h_job_cancel(struct request *r, const char *param, json_t *body)
 	if (parse_job_id(r, param, &j) < 0)
 		return;
 	struct tk_error err;
-	if (state_cancel(r->s, j, &err) < 0) {
+	if (state_cancel(&r->s->st, j, server_now_ms(r->s), &err) < 0) {
 		reply_error(r, 409, "%s", err.text);
 		return;
 	}
-	reply_json(r, 200, state_job_pack(r->s, j));
+	reply_json(r, 200, state_job_pack(&r->s->st, j));
 }
 
 /* ---- nodes -------------------------------------------------------------------- */
@@ -288,6 +295,7 @@ static void h_job_cancel(struct request *r, const char *param, json_t *body)
 static void h_nodes_list(struct request *r, const char *param, json_t *body)
 {
 	struct server *s = r->s;
+	struct state *st = &s->st;
 	const char *checks = request_arg(r, "checks");
 	if (checks && strcmp(checks, "0") != 0 && strcmp(checks, "1") != 0) {
 		reply_error(r, 400, "checks: must be 0 or 1, got \"%.32s\"", checks);
@@ -295,8 +303,8 @@ static void h_nodes_list(struct request *r, const char *param, json_t *body)
 	}
 	bool with_checks = checks && strcmp(checks, "1") == 0;
 	json_t *arr = json_array();
-	for (int i = 0; i < s->nnodes; i++) {
-		json_t *n = state_node_pack(s, s->nodes[i]);
+	for (int i = 0; i < st->nnodes; i++) {
+		json_t *n = state_node_pack(st, st->nodes[i]);
 		/* each validation's checks only when asked: at 10,000 nodes they
 		 * would be most of the answer */
 		if (!with_checks)
@@ -310,7 +318,7 @@ static void h_node_show(struct request *r, const char *param, json_t *body)
 {
 	struct snode *n = find_node(r, param);
 	if (n)
-		reply_json(r, 200, state_node_pack(r->s, n));
+		reply_json(r, 200, state_node_pack(&r->s->st, n));
 }
 
 static void h_node_drain(struct request *r, const char *param, json_t *body)
@@ -330,8 +338,8 @@ static void h_node_drain(struct request *r, const char *param, json_t *body)
 	struct snode *n = find_node(r, param);
 	if (!n)
 		return;
-	state_drain(r->s, n, reason);
-	reply_json(r, 200, state_node_pack(r->s, n));
+	state_drain(&r->s->st, n, reason);
+	reply_json(r, 200, state_node_pack(&r->s->st, n));
 }
 
 static void h_node_resume(struct request *r, const char *param, json_t *body)
@@ -339,8 +347,8 @@ static void h_node_resume(struct request *r, const char *param, json_t *body)
 	struct snode *n = find_node(r, param);
 	if (!n)
 		return;
-	state_resume(r->s, n);
-	reply_json(r, 200, state_node_pack(r->s, n));
+	state_resume(&r->s->st, n);
+	reply_json(r, 200, state_node_pack(&r->s->st, n));
 }
 
 /* ---- agents ------------------------------------------------------------------- */
@@ -349,7 +357,7 @@ static void h_node_resume(struct request *r, const char *param, json_t *body)
  * (again) first. */
 static struct snode *agent_node(struct request *r, const char *name, const char *agent_id)
 {
-	struct snode *n = state_node(r->s, name);
+	struct snode *n = state_node(&r->s->st, name);
 	if (!n) {
 		reply_error(r, 409, "node \"%.64s\" is not registered; register first", name);
 		return NULL;
@@ -367,6 +375,7 @@ static struct snode *agent_node(struct request *r, const char *name, const char 
 static void h_agent_register(struct request *r, const char *param, json_t *body)
 {
 	struct server *s = r->s;
+	struct state *st = &s->st;
 	struct tk_error err;
 	struct wire_register *m = xmalloc(sizeof(*m));
 	if (wire_register_unpack(body, m, &err) < 0) {
@@ -385,7 +394,7 @@ static void h_agent_register(struct request *r, const char *param, json_t *body)
 			inet_ntop(AF_INET6, &((struct sockaddr_in6 *)ci->client_addr)->sin6_addr,
 				  inv->addr, sizeof(inv->addr));
 	}
-	struct snode *n = state_register(s, inv, m->agent_id);
+	struct snode *n = state_register(st, inv, m->agent_id, server_now_ms(s), tk_mono_ms());
 	struct wire_registered ans = {.node_timeout_ms = s->cfg.node_timeout_ms};
 	snprintf(ans.node, sizeof(ans.node), "%s", n->rec.inv.name);
 	snprintf(ans.addr, sizeof(ans.addr), "%s", n->rec.inv.addr);
@@ -405,10 +414,10 @@ static void h_agent_heartbeat(struct request *r, const char *param, json_t *body
 	}
 	struct snode *n = agent_node(r, m.node, m.agent_id);
 	if (n) {
-		state_node_seen(r->s, n);
+		state_node_seen(&r->s->st, n, tk_mono_ms());
 		for (int i = 0; i < m.ncheckpoints; i++) {
 			const struct wire_checkpoint *c = &m.checkpoints[i];
-			struct sjob *j = state_job(r->s, c->job);
+			struct sjob *j = state_job(&r->s->st, c->job);
 			const struct attempt *a = j ? job_current_attempt(&j->job) : NULL;
 			if (a && a->number == c->attempt)
 				j->last_ckpt_ms = MAX(j->last_ckpt_ms, c->at_ms);
@@ -421,6 +430,7 @@ static void h_agent_heartbeat(struct request *r, const char *param, json_t *body
 static void h_agent_work(struct request *r, const char *param, json_t *body)
 {
 	struct server *s = r->s;
+	struct state *st = &s->st;
 	const char *node = request_arg(r, "node");
 	const char *epoch = request_arg(r, "epoch");
 	const char *gen = request_arg(r, "gen");
@@ -441,17 +451,17 @@ static void h_agent_work(struct request *r, const char *param, json_t *body)
 	struct snode *n = agent_node(r, node, request_arg(r, "agent_id"));
 	if (!n)
 		return;
-	state_node_seen(s, n);
+	state_node_seen(st, n, tk_mono_ms());
 	bool same_epoch = epoch && strcmp(epoch, s->epoch) == 0;
 	uint64_t since = same_epoch ? (uint64_t)g : 0;
 	if (!same_epoch || since < n->work_gen || wait_ms == 0) {
-		reply_json(r, 200, state_work_pack(s, n, since));
+		reply_json(r, 200, state_work_pack(st, n, since));
 		return;
 	}
 	snprintf(r->agent_epoch, sizeof(r->agent_epoch), "%s", s->epoch);
 	r->agent_gen = since;
-	r->wait_node = n;
-	req_list_push(&n->pollers, r);
+	r->wait_node = n->index;
+	req_list_push(api_node_polls(s, n->index), r);
 	request_park(r, WAIT_WORK, tk_mono_ms() + MIN(wait_ms, s->cfg.longpoll_ms));
 }
 
@@ -465,13 +475,15 @@ static void h_agent_events(struct request *r, const char *param, json_t *body)
 	}
 	struct snode *sn = agent_node(r, m.node, m.agent_id);
 	if (sn) {
-		state_node_seen(r->s, sn);
+		struct state *st = &r->s->st;
+		int64_t now = server_now_ms(r->s);
+		state_node_seen(st, sn, tk_mono_ms());
 		for (int i = 0; i < m.nevents; i++) {
 			const struct task_event *ev = &m.events[i];
 			if (ev->type == TASK_EVENT_EXITED)
-				state_task_exited(r->s, ev);
+				state_task_exited(st, ev, now);
 			else
-				state_task_started(r->s, ev->job, ev->attempt, ev->rank, ev->at_ms);
+				state_task_started(st, ev, now);
 		}
 		reply_json(r, 200, json_pack("{s:I}", "acked", (json_int_t)m.nevents));
 	}
@@ -481,14 +493,204 @@ static void h_agent_events(struct request *r, const char *param, json_t *body)
 void api_longpoll_expired(struct request *r)
 {
 	struct server *s = r->s;
-	if (r->wait == WAIT_WORK) {
-		struct snode *n = r->wait_node;
-		struct wire_work w = {.gen = n->work_gen, .unchanged = true};
-		snprintf(w.epoch, sizeof(w.epoch), "%s", s->epoch);
-		reply_json(r, 200, wire_work_pack(&w));
-	} else if (r->wait == WAIT_JOB) {
-		reply_json(r, 200, state_job_pack(s, r->wait_job));
+	struct state *st = &s->st;
+	if (r->wait == WAIT_WORK)
+		reply_json(r, 200, state_work_unchanged_pack(st, st->nodes[r->wait_node]));
+	else if (r->wait == WAIT_JOB)
+		reply_json(r, 200, state_job_pack(st, state_job(st, r->wait_job)));
+}
+
+/* Grows a list array to hold index i. */
+static struct req_list *list_at(struct req_list **lists, size_t *alloc, size_t i)
+{
+	if (i >= *alloc) {
+		size_t old = *alloc;
+		xgrow(lists, alloc, i + 1, sizeof(**lists));
+		memset(*lists + old, 0, (*alloc - old) * sizeof(**lists));
 	}
+	return &(*lists)[i];
+}
+
+struct req_list *api_job_waits(struct server *s, int64_t id)
+{
+	return list_at(&s->job_waits, &s->job_waits_alloc, (size_t)(id - 1));
+}
+
+struct req_list *api_node_polls(struct server *s, int index)
+{
+	return list_at(&s->node_polls, &s->node_polls_alloc, (size_t)index);
+}
+
+void api_state_event(void *arg, const struct state_event *ev)
+{
+	struct server *s = arg;
+	struct state *st = &s->st;
+	if (ev->kind == STATE_EV_JOB_ENDED) {
+		int64_t id = ev->job->job.id;
+		if ((size_t)id > s->job_waits_alloc)
+			return;
+		struct req_list *l = api_job_waits(s, id);
+		while (l->head)
+			reply_json(l->head, 200, state_job_pack(st, ev->job));
+	} else if (ev->kind == STATE_EV_WORK_CHANGED) {
+		struct snode *n = ev->node;
+		if ((size_t)n->index >= s->node_polls_alloc)
+			return;
+		struct req_list *l = api_node_polls(s, n->index);
+		while (l->head) {
+			struct request *r = l->head;
+			uint64_t since = strcmp(r->agent_epoch, s->epoch) == 0 ? r->agent_gen : 0;
+			reply_json(r, 200, state_work_pack(st, n, since));
+		}
+	}
+}
+
+/* ---- validation runs -------------------------------------------------------------------- */
+
+/* POST /v1/validations {"nodes": ["n1", ...] | "all", "args": ["--quick", ...]} */
+static void h_validate_create(struct request *r, const char *param, json_t *body)
+{
+	static const char *const keys[] = {"nodes", "args", NULL};
+	struct server *s = r->s;
+	struct state *st = &s->st;
+	struct tk_error err;
+	if (mj_check_keys(body, NULL, keys, &err) < 0) {
+		reply_error(r, 400, "%s", err.text);
+		return;
+	}
+	json_t *jn = json_object_get(body, "nodes"), *ja = json_object_get(body, "args");
+	const char *args[MODEL_MAX_VALIDATION_ARGS];
+	int nargs = 0;
+	if (ja && (!json_is_array(ja) || json_array_size(ja) > MODEL_MAX_VALIDATION_ARGS)) {
+		reply_error(r, 400, "args: must be an array of at most %d strings",
+			    MODEL_MAX_VALIDATION_ARGS);
+		return;
+	}
+	size_t i;
+	json_t *a;
+	json_array_foreach (ja, i, a) {
+		const char *t = json_string_value(a);
+		if (!t || !*t || strlen(t) >= MODEL_NAME_MAX || strchr(t, '\n')) {
+			reply_error(r, 400,
+				    "args[%zu]: must be a string of 1 to %d bytes (an option "
+				    "of tenk validate)",
+				    i, MODEL_NAME_MAX - 1);
+			return;
+		}
+		if (strcmp(t, "--member") == 0 || strcmp(t, "--nodes") == 0) {
+			reply_error(r, 400, "args[%zu]: %s is not for a validation run", i, t);
+			return;
+		}
+		args[nargs++] = t;
+	}
+	struct snode **nodes =
+		xcalloc((size_t)MAX(st->nnodes, MODEL_MAX_NODES) + 1, sizeof(*nodes));
+	int n = 0;
+	if (json_is_string(jn) && strcmp(json_string_value(jn), "all") == 0) {
+		for (int k = 0; k < st->nnodes; k++)
+			if (st->nodes[k]->live == NODE_LIVE_UP && !st->nodes[k]->held_by)
+				nodes[n++] = st->nodes[k];
+		if (n == 0) {
+			reply_error(r, 409, "nodes: no node is up and free of other validations");
+			goto out;
+		}
+	} else if (json_is_array(jn) && json_array_size(jn) >= 1 &&
+		   json_array_size(jn) <= MODEL_MAX_NODES) {
+		json_array_foreach (jn, i, a) {
+			const char *name = json_string_value(a);
+			struct snode *nd = name ? state_node(st, name) : NULL;
+			if (!nd) {
+				reply_error(r, name ? 404 : 400, "nodes[%zu]: %s%.64s%s", i,
+					    name ? "no node \"" : "must be a node's name",
+					    name ? name : "", name ? "\"" : "");
+				goto out;
+			}
+			nodes[n++] = nd;
+		}
+	} else {
+		reply_error(r, 400, "nodes: must be \"all\" or an array of 1 to %d node names",
+			    MODEL_MAX_NODES);
+		goto out;
+	}
+	struct sjob *j;
+	int rc = valid_create(st, nodes, n, args, nargs, r->user[0] ? r->user : "admin",
+			      server_now_ms(s), &j, &err);
+	if (rc < 0) {
+		reply_error(r, rc == -EINVAL ? 400 : 409, "%s", err.text);
+		goto out;
+	}
+	json_t *names = json_array();
+	for (int k = 0; k < n; k++)
+		json_array_append_new(names, json_string(nodes[k]->rec.inv.name));
+	reply_json(r, 201, json_pack("{s:I, s:o}", "job", (json_int_t)j->job.id, "nodes", names));
+out:
+	free(nodes);
+}
+
+/* POST /v1/validations/JOB/report {"token", "node", "verdict", "layer",
+ * "reason", "checks": [...]}: one node's result, from its task. */
+static void h_validate_report(struct request *r, const char *param, json_t *body)
+{
+	static const char *const keys[] = {"token",  "node",   "verdict",    "layer",
+					   "reason", "checks", "peer_error", NULL};
+	struct server *s = r->s;
+	struct state *st = &s->st;
+	struct tk_error err;
+	char token[80] = "", node[MODEL_NAME_MAX] = "", verdict[8] = "", layer[16] = "";
+	char reason[MODEL_REASON_MAX] = "";
+	bool peer_error = false;
+	if (mj_check_keys(body, NULL, keys, &err) < 0 ||
+	    mj_bool(body, "peer_error", false, false, &peer_error, &err) < 0 ||
+	    mj_strbuf(body, "token", true, true, token, sizeof(token), &err) < 0 ||
+	    mj_strbuf(body, "node", true, true, node, sizeof(node), &err) < 0 ||
+	    mj_strbuf(body, "verdict", true, true, verdict, sizeof(verdict), &err) < 0 ||
+	    mj_strbuf(body, "layer", false, true, layer, sizeof(layer), &err) < 0 ||
+	    mj_strbuf(body, "reason", false, false, reason, sizeof(reason), &err) < 0) {
+		reply_error(r, 400, "%s", err.text);
+		return;
+	}
+	int64_t id;
+	if (tk_parse_int64(param, 1, INT64_MAX, &id) < 0) {
+		reply_error(r, 400, "job id must be a positive integer, got \"%.64s\"", param);
+		return;
+	}
+	char want[65];
+	valid_token(st, id, want);
+	if (!secret_equal(token, want)) {
+		reply_error(r, 403, "token: not the token of validation job %lld", (long long)id);
+		return;
+	}
+	struct sjob *j = state_job(st, id);
+	if (!j || !j->valid) {
+		reply_error(r, 409, "validation job %lld is not running", (long long)id);
+		return;
+	}
+	bool pass = strcmp(verdict, "pass") == 0;
+	if (!pass && strcmp(verdict, "fail") != 0) {
+		reply_error(r, 400, "verdict: must be \"pass\" or \"fail\", got \"%s\"", verdict);
+		return;
+	}
+	json_t *checks = json_object_get(body, "checks");
+	if (checks && (!json_is_array(checks) || json_array_size(checks) > VALID_MAX_CHECKS)) {
+		reply_error(r, 400, "checks: must be an array of at most %d", VALID_MAX_CHECKS);
+		return;
+	}
+	json_t *c;
+	size_t i;
+	json_array_foreach (checks, i, c)
+		if (!json_is_object(c)) {
+			reply_error(r, 400, "checks[%zu]: must be an object", i);
+			return;
+		}
+	int rc = valid_report(st, j, node, pass, layer, reason, checks, peer_error,
+			      server_now_ms(s), &err);
+	if (rc < 0) {
+		reply_error(r, rc == -ENOENT ? 404 : rc == -EALREADY ? 409 : 400, "%s", err.text);
+		return;
+	}
+	reply_json(r, 200,
+		   json_pack("{s:s, s:s}", "node", node, "verdict",
+			     peer_error && !pass ? "held" : verdict));
 }
 
 /* ---- users ------------------------------------------------------------------------ */
@@ -496,10 +698,11 @@ void api_longpoll_expired(struct request *r)
 static void h_users(struct request *r, const char *param, json_t *body)
 {
 	struct server *s = r->s;
+	struct state *st = &s->st;
 	json_t *arr = json_array();
 	size_t pos = 0;
 	void *v;
-	while (tk_map_next(&s->user_by_name, &pos, NULL, &v)) {
+	while (tk_map_next(&st->user_by_name, &pos, NULL, &v)) {
 		const struct suser *u = v;
 		json_array_append_new(arr, json_pack("{s:s, s:b, s:I}", "name", u->rec.name,
 						     "admin", u->rec.admin, "created_ms",
@@ -511,6 +714,7 @@ static void h_users(struct request *r, const char *param, json_t *body)
 static void h_user_add(struct request *r, const char *param, json_t *body)
 {
 	struct server *s = r->s;
+	struct state *st = &s->st;
 	static const char *const keys[] = {"name", "admin", NULL};
 	struct tk_error err;
 	char name[MODEL_NAME_MAX] = "";
@@ -528,25 +732,25 @@ static void h_user_add(struct request *r, const char *param, json_t *body)
 			    name);
 		return;
 	}
-	if (tk_map_get(&s->user_by_name, name)) {
+	if (tk_map_get(&st->user_by_name, name)) {
 		reply_error(r, 409, "user \"%s\" exists; remove it first to issue a new token",
 			    name);
 		return;
 	}
 	char token[65];
-	state_user_add(s, name, admin, token);
+	state_user_add(st, name, admin, token, server_now_ms(s));
 	reply_json(r, 201,
 		   json_pack("{s:s, s:b, s:s}", "name", name, "admin", admin, "token", token));
 }
 
 static void h_user_del(struct request *r, const char *param, json_t *body)
 {
-	struct suser *u = tk_map_get(&r->s->user_by_name, param);
+	struct suser *u = tk_map_get(&r->s->st.user_by_name, param);
 	if (!u) {
 		reply_error(r, 404, "no user \"%.64s\"", param);
 		return;
 	}
-	state_user_del(r->s, u);
+	state_user_del(&r->s->st, u);
 	reply_json(r, 200, json_pack("{s:s}", "removed", param));
 }
 

@@ -59,10 +59,10 @@ static void unpark(struct request *r)
 	struct server *s = r->s;
 	if (r->wait == WAIT_NONE)
 		return;
-	if (r->wait == WAIT_WORK && r->wait_node)
-		req_list_remove(&r->wait_node->pollers, r);
-	if (r->wait == WAIT_JOB && r->wait_job)
-		req_list_remove(&r->wait_job->waiters, r);
+	if (r->wait == WAIT_WORK)
+		req_list_remove(api_node_polls(s, r->wait_node), r);
+	if (r->wait == WAIT_JOB)
+		req_list_remove(api_job_waits(s, r->wait_job), r);
 	if (r->lp_prev)
 		r->lp_prev->lp_next = r->lp_next;
 	else
@@ -71,8 +71,6 @@ static void unpark(struct request *r)
 		r->lp_next->lp_prev = r->lp_prev;
 	r->lp_prev = r->lp_next = NULL;
 	r->wait = WAIT_NONE;
-	r->wait_node = NULL;
-	r->wait_job = NULL;
 }
 
 void request_park(struct request *r, enum wait_kind kind, int64_t deadline_ms)
@@ -109,7 +107,7 @@ static void set_reply(struct request *r, unsigned status, char *text, const char
 	r->resp = MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
 	MHD_add_response_header(r->resp, MHD_HTTP_HEADER_CONTENT_TYPE, type);
 	r->status = status;
-	r->need_seq = s->seq_applied;
+	r->need_seq = s->st.seq_applied;
 	if (!r->suspended)
 		return; /* still inside on_access: it decides */
 	if (r->need_seq <= s->seq_durable)
@@ -163,7 +161,7 @@ const char *request_arg(struct request *r, const char *key)
 
 /* ---- authentication and routing --------------------------------------------- */
 
-static bool token_equal(const char *a, const char *b)
+bool secret_equal(const char *a, const char *b)
 {
 	size_t la = strlen(a), lb = strlen(b);
 	unsigned char diff = (unsigned char)(la != lb);
@@ -188,16 +186,16 @@ static void authenticate(struct request *r)
 	if (!h || strncmp(h, "Bearer ", 7) != 0)
 		return;
 	const char *tok = h + 7;
-	if (token_equal(tok, s->admin_token)) {
+	if (secret_equal(tok, s->admin_token)) {
 		r->role = ROLE_ADMIN;
 		snprintf(r->user, sizeof(r->user), "admin");
-	} else if (token_equal(tok, s->agent_token)) {
+	} else if (secret_equal(tok, s->agent_token)) {
 		r->role = ROLE_AGENT;
 		snprintf(r->user, sizeof(r->user), "agent");
 	} else if (strlen(tok) < 256) {
 		char hash[65];
 		tk_sha256_hex(tok, strlen(tok), hash);
-		struct suser *u = tk_map_get(&s->user_by_hash, hash);
+		struct suser *u = tk_map_get(&s->st.user_by_hash, hash);
 		if (u) {
 			r->role = u->rec.admin ? ROLE_ADMIN : ROLE_USER;
 			snprintf(r->user, sizeof(r->user), "%s", u->rec.name);

@@ -35,51 +35,6 @@ int64_t server_now_ms(const struct server *s)
 	return tk_wall_ms();
 }
 
-void server_job_dirty(struct server *s, struct sjob *j)
-{
-	s->seq_applied++;
-	if (j->dirty)
-		return;
-	j->dirty = true;
-	j->dirty_next = s->dirty_jobs;
-	s->dirty_jobs = j;
-}
-
-void server_node_dirty(struct server *s, struct snode *n)
-{
-	s->seq_applied++;
-	if (n->dirty)
-		return;
-	n->dirty = true;
-	n->dirty_next = s->dirty_nodes;
-	s->dirty_nodes = n;
-}
-
-void server_queue_dirty(struct server *s, struct squeue *q)
-{
-	s->seq_applied++;
-	if (q->dirty)
-		return;
-	q->dirty = true;
-	q->dirty_next = s->dirty_queues;
-	s->dirty_queues = q;
-}
-
-void server_user_dirty(struct server *s, struct suser *u)
-{
-	s->seq_applied++;
-	if (u->dirty)
-		return;
-	u->dirty = true;
-	u->dirty_next = s->dirty_users;
-	s->dirty_users = u;
-}
-
-void server_want_pass(struct server *s)
-{
-	s->sched_needed = true;
-}
-
 /* ---- group commit -------------------------------------------------------------- */
 
 /*
@@ -173,7 +128,8 @@ static void writer_done_cb(uv_async_t *h)
 static struct store_batch *take_dirty(struct server *s)
 {
 	struct store_batch *b = store_batch_create();
-	for (struct sjob *j = s->dirty_jobs, *next; j; j = next) {
+	struct state *st = &s->st;
+	for (struct sjob *j = st->dirty_jobs, *next; j; j = next) {
 		next = j->dirty_next;
 		j->dirty = false;
 		j->dirty_next = NULL;
@@ -182,8 +138,8 @@ static struct store_batch *take_dirty(struct server *s)
 				    json_dumps(doc, JSON_COMPACT));
 		json_decref(doc);
 	}
-	s->dirty_jobs = NULL;
-	for (struct snode *n = s->dirty_nodes, *next; n; n = next) {
+	st->dirty_jobs = NULL;
+	for (struct snode *n = st->dirty_nodes, *next; n; n = next) {
 		next = n->dirty_next;
 		n->dirty = false;
 		n->dirty_next = NULL;
@@ -191,8 +147,8 @@ static struct store_batch *take_dirty(struct server *s)
 		store_batch_put_node(b, n->rec.inv.name, json_dumps(doc, JSON_COMPACT));
 		json_decref(doc);
 	}
-	s->dirty_nodes = NULL;
-	for (struct squeue *q = s->dirty_queues, *next; q; q = next) {
+	st->dirty_nodes = NULL;
+	for (struct squeue *q = st->dirty_queues, *next; q; q = next) {
 		next = q->dirty_next;
 		q->dirty = false;
 		q->dirty_next = NULL;
@@ -200,8 +156,8 @@ static struct store_batch *take_dirty(struct server *s)
 		store_batch_put_queue(b, q->spec.name, json_dumps(doc, JSON_COMPACT));
 		json_decref(doc);
 	}
-	s->dirty_queues = NULL;
-	for (struct suser *u = s->dirty_users, *next; u; u = next) {
+	st->dirty_queues = NULL;
+	for (struct suser *u = st->dirty_users, *next; u; u = next) {
 		next = u->dirty_next;
 		u->dirty = false;
 		u->dirty_next = NULL;
@@ -214,18 +170,23 @@ static struct store_batch *take_dirty(struct server *s)
 		store_batch_put_user(b, u->rec.name, json_dumps(doc, JSON_COMPACT));
 		json_decref(doc);
 	}
-	s->dirty_users = NULL;
+	st->dirty_users = NULL;
 	return b;
+}
+
+static bool anything_dirty(const struct server *s)
+{
+	return s->st.dirty_jobs || s->st.dirty_nodes || s->st.dirty_queues || s->st.dirty_users;
 }
 
 /* Hands what changed to the writer. */
 static void flush_start(struct server *s)
 {
-	if (!s->dirty_jobs && !s->dirty_nodes && !s->dirty_queues && !s->dirty_users)
+	if (!anything_dirty(s))
 		return;
 	struct pending *p = xcalloc(1, sizeof(*p));
 	p->batch = take_dirty(s);
-	p->seq = s->seq_applied;
+	p->seq = s->st.seq_applied;
 	s->wq.outstanding++;
 	uv_mutex_lock(&s->wq.mu);
 	if (s->wq.queued_tail)
@@ -250,14 +211,14 @@ static void flush_start(struct server *s)
 /* Writes what is dirty on the calling thread: only when no writer runs. */
 static void flush_sync(struct server *s)
 {
-	if (!s->dirty_jobs && !s->dirty_nodes && !s->dirty_queues && !s->dirty_users)
+	if (!anything_dirty(s))
 		return;
 	struct store_batch *b = take_dirty(s);
 	int r = store_apply(s->store, b, &s->wq.err);
 	store_batch_destroy(b);
 	if (r < 0)
 		fatal_store(s);
-	s->seq_durable = s->seq_applied;
+	s->seq_durable = s->st.seq_applied;
 }
 
 /* End of every loop iteration: schedule once for everything that happened,
@@ -265,12 +226,13 @@ static void flush_sync(struct server *s)
 static void check_cb(uv_check_t *h)
 {
 	struct server *s = h->data;
-	if (s->sched_needed && !s->stopping) {
-		s->sched_needed = false;
-		state_schedule(s);
+	if (s->st.sched_needed && !s->stopping) {
+		int64_t t0 = tk_mono_us();
+		state_schedule(&s->st, server_now_ms(s));
+		s->last_pass_us = tk_mono_us() - t0;
 	}
-	state_wake_pollers(s);
-	if (s->seq_durable == s->seq_applied && s->gate.head)
+	state_flush_work(&s->st);
+	if (s->seq_durable == s->st.seq_applied && s->gate.head)
 		http_release_gate(s);
 	flush_start(s);
 }
@@ -278,21 +240,12 @@ static void check_cb(uv_check_t *h)
 static void cron_cb(uv_timer_t *t)
 {
 	struct server *s = t->data;
-	state_queues_age(s);
-	int64_t mono = tk_mono_ms();
-	for (int i = 0; i < s->nnodes; i++) {
-		struct snode *n = s->nodes[i];
-		if (n->live != NODE_DOWN && mono - n->last_seen_ms > s->cfg.node_timeout_ms) {
-			char why[128];
-			snprintf(why, sizeof(why), "no heartbeat from its agent for %llds",
-				 (long long)(s->cfg.node_timeout_ms / 1000));
-			state_node_lost(s, n, why);
-		}
-	}
-	int64_t now = tk_mono_ms();
+	int64_t now = server_now_ms(s), mono = tk_mono_ms();
+	state_queues_age(&s->st, now);
+	state_check_nodes(&s->st, now, mono);
 	for (struct request *r = s->longpolls, *next; r; r = next) {
 		next = r->lp_next;
-		if (r->deadline_ms <= now)
+		if (r->deadline_ms <= mono)
 			api_longpoll_expired(r);
 	}
 }
@@ -363,9 +316,9 @@ static int load_catalogue(struct server *s, struct tk_error *err)
 	return 0;
 }
 
-static int load_config(struct server *s, struct tk_error *err)
+static int load_config(struct server *s, struct sched_config *sched, struct tk_error *err)
 {
-	sched_config_default(&s->sched);
+	sched_config_default(sched);
 	_cleanup_free_ char *fallback = xasprintf("%s/config.json", s->data_dir);
 	const char *path = s->cfg.config_path ? s->cfg.config_path : fallback;
 	char *text = NULL;
@@ -375,7 +328,7 @@ static int load_config(struct server *s, struct tk_error *err)
 	if (r < 0)
 		return tk_errorf(err, r, "cannot read configuration %s: %s", path, strerror(-r));
 	struct tk_error e;
-	r = sched_config_load_json(&s->sched, text, &e);
+	r = sched_config_load_json(sched, text, &e);
 	free(text);
 	if (r < 0)
 		return tk_errorf(err, r, "configuration %s: %s", path, e.text);
@@ -388,6 +341,7 @@ int server_create(uv_loop_t *loop, const struct server_config *cfg, struct serve
 {
 	_cleanup_free_ char *db = NULL, *url_path = NULL;
 	struct server *s = xcalloc(1, sizeof(*s));
+	struct sched_config *sched = xmalloc(sizeof(*sched));
 	s->loop = loop;
 	s->cfg = *cfg;
 	s->lock_fd = -1;
@@ -396,10 +350,6 @@ int server_create(uv_loop_t *loop, const struct server_config *cfg, struct serve
 	uv_async_init(loop, &s->wq.async, writer_done_cb);
 	s->wq.async.data = s;
 	s->open_handles++;
-	tk_map_init(&s->node_by_name);
-	tk_map_init(&s->queue_by_name);
-	tk_map_init(&s->user_by_name);
-	tk_map_init(&s->user_by_hash);
 	int r;
 	if ((r = tk_mkdir_p(s->data_dir, 0700)) < 0) {
 		r = tk_errorf(err, r, "cannot create data folder %s: %s", s->data_dir,
@@ -409,16 +359,20 @@ int server_create(uv_loop_t *loop, const struct server_config *cfg, struct serve
 	if ((r = lock_data_dir(s, err)) < 0 ||
 	    (r = load_token(s, "admin", s->admin_token, sizeof(s->admin_token), err)) < 0 ||
 	    (r = load_token(s, "agent", s->agent_token, sizeof(s->agent_token), err)) < 0 ||
-	    (r = load_catalogue(s, err)) < 0 || (r = load_config(s, err)) < 0)
+	    (r = load_catalogue(s, err)) < 0 || (r = load_config(s, sched, err)) < 0)
 		goto fail;
-	for (int c = 0; c < s->sched.nclasses; c++)
-		s->classes[c].spec = s->sched.classes[c];
 	if ((r = tk_random_hex(s->epoch, 16)) < 0) {
 		r = tk_errorf(err, r, "cannot read random bytes");
 		goto fail;
 	}
+	struct state_config scfg = {.node_timeout_ms = cfg->node_timeout_ms,
+				    .max_node_requeues = cfg->max_node_requeues,
+				    .epoch = s->epoch,
+				    .secret = s->admin_token};
+	state_init(&s->st, &scfg, sched, api_state_event, s, server_now_ms(s));
 	db = xasprintf("%s/tenk.db", s->data_dir);
-	if ((r = store_open(db, &s->store, err)) < 0 || (r = state_load(s, err)) < 0)
+	if ((r = store_open(db, &s->store, err)) < 0 ||
+	    (r = state_load(&s->st, s->store, server_now_ms(s), tk_mono_ms(), err)) < 0)
 		goto fail;
 	if ((r = http_start(s, cfg->listen, err)) < 0)
 		goto fail;
@@ -436,9 +390,10 @@ int server_create(uv_loop_t *loop, const struct server_config *cfg, struct serve
 	s->cron.data = s;
 	uv_timer_start(&s->cron, cron_cb, SERVER_CRON_MS, SERVER_CRON_MS);
 	s->open_handles += 2;
-	server_want_pass(s);
-	log_info("serving %s with %zu jobs and %d nodes from %s", s->url, s->njobs, s->nnodes,
+	state_want_pass(&s->st);
+	log_info("serving %s with %zu jobs and %d nodes from %s", s->url, s->st.njobs, s->st.nnodes,
 		 s->data_dir);
+	free(sched);
 	*ret = s;
 	return 0;
 fail_http:
@@ -446,6 +401,7 @@ fail_http:
 fail:
 	uv_close((uv_handle_t *)&s->wq.async, NULL);
 	uv_run(loop, UV_RUN_NOWAIT);
+	free(sched);
 	server_destroy(s);
 	return r;
 }
@@ -504,19 +460,13 @@ void server_destroy(struct server *s)
 {
 	if (!s)
 		return;
-	if (s->store && (s->dirty_jobs || s->dirty_nodes || s->dirty_queues || s->dirty_users))
+	if (s->store && anything_dirty(s))
 		flush_sync(s);
-	state_release(s);
+	state_release(&s->st);
+	free(s->job_waits);
+	free(s->node_polls);
 	store_destroy(s->store);
 	catalogue_release(&s->cat);
-	tk_map_release(&s->node_by_name);
-	tk_map_release(&s->queue_by_name);
-	size_t pos = 0;
-	void *v;
-	while (tk_map_next(&s->user_by_name, &pos, NULL, &v))
-		free(v);
-	tk_map_release(&s->user_by_name);
-	tk_map_release(&s->user_by_hash);
 	uv_mutex_destroy(&s->wq.mu);
 	if (s->lock_fd >= 0)
 		close(s->lock_fd);

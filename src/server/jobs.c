@@ -1,0 +1,325 @@
+/*
+ * Jobs: submission, the attempts a pass starts, what agents report of their
+ * tasks, and how a job ends or goes back to its queue. Every change of a
+ * job's state goes through job_set_state (state.c), which checks it against
+ * the table of allowed changes.
+ */
+#include "state.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+struct sjob *state_job(struct state *s, int64_t id)
+{
+	if (id < 1 || (size_t)id > s->njobs)
+		return NULL;
+	return s->jobs[id - 1];
+}
+
+/* Finds the class and queue a job names; a name the configuration no longer
+ * has falls back to the default (and says so in the log). */
+static void job_resolve(struct state *s, struct sjob *j, int64_t now)
+{
+	struct job_request *r = &j->job.req;
+	int c = r->cls ? sched_config_class(&s->sched, r->cls) : -1;
+	if (c < 0) {
+		c = s->sched.default_class;
+		if (r->cls)
+			log_warn("job %lld: class \"%s\" is no longer configured; using \"%s\"",
+				 (long long)j->job.id, r->cls, s->sched.classes[c].name);
+		free(r->cls);
+		r->cls = xstrdup(s->sched.classes[c].name);
+	}
+	j->cls = c;
+	if (!r->queue)
+		r->queue = xstrdup("default");
+	j->queue = state_queue(s, r->queue);
+	if (!j->queue)
+		j->queue = state_queue_add(s, r->queue, now);
+}
+
+/* The scheduler's view of the job's request. */
+static void job_sync(struct sjob *j)
+{
+	const struct job_request *r = &j->job.req;
+	j->sj.id = j->job.id;
+	j->sj.cls = j->cls;
+	j->sj.gpu_mem_mib = r->gpu_mem_mib;
+	j->sj.gpu_tflops = r->gpu_tflops;
+	j->sj.max_switches = r->switches;
+	j->sj.mixed_types = r->mixed_types;
+	j->sj.nodes = r->nodes;
+	j->sj.tasks_per_node = r->tasks_per_node;
+	j->sj.gpu_milli = r->gpu_milli;
+	j->sj.cpus_per_task = r->cpus_per_task;
+	j->sj.mem_mib = r->mem_mib;
+	j->sj.ngpu_types = r->ngpu_types;
+	j->sj.gpu_types = (const char *const *)r->gpu_types;
+	j->sj.time_limit_s = r->time_limit_s;
+	j->sj.submit_ms = j->job.submit_ms;
+	j->sj.shape = sched_job_shape(&j->sj);
+}
+
+struct sjob *job_add(struct state *s, struct job *job, int64_t now)
+{
+	struct sjob *j = xcalloc(1, sizeof(*j));
+	j->job = *job;
+	j->sj.shape_id = -1;
+	job_resolve(s, j, now);
+	job_sync(j);
+	if ((size_t)job->id > s->jobs_alloc)
+		xgrow(&s->jobs, &s->jobs_alloc, (size_t)job->id, sizeof(*s->jobs));
+	for (size_t i = s->njobs; i < (size_t)job->id; i++)
+		s->jobs[i] = NULL;
+	if ((size_t)job->id > s->njobs)
+		s->njobs = (size_t)job->id;
+	s->jobs[job->id - 1] = j;
+	return j;
+}
+
+/* A new job from req (taken), PENDING. */
+static struct sjob *job_new(struct state *s, struct job_request *req, const char *owner,
+			    bool system, int64_t now)
+{
+	struct job job;
+	memset(&job, 0, sizeof(job));
+	job.id = (int64_t)s->njobs + 1;
+	snprintf(job.owner, sizeof(job.owner), "%s", owner);
+	job.state = JOB_PENDING;
+	job.submit_ms = now;
+	job.exit_code = -1;
+	job.system = system;
+	job.req = *req;
+	memset(req, 0, sizeof(*req));
+	struct sjob *j = job_add(s, &job, now);
+	if (!system)
+		job_enqueue(s, j);
+	state_job_dirty(s, j);
+	state_want_pass(s);
+	assert_job_state(j);
+	return j;
+}
+
+struct sjob *state_submit(struct state *s, struct job_request *req, const char *owner, int64_t now)
+{
+	return job_new(s, req, owner, false, now);
+}
+
+struct sjob *state_submit_system(struct state *s, struct job_request *req, const char *owner,
+				 int64_t now)
+{
+	return job_new(s, req, owner, true, now);
+}
+
+void state_job_finish(struct state *s, struct sjob *j, enum job_state st, int exit_code,
+		      const char *reason, int64_t now)
+{
+	/* callers end only jobs that have not ended */
+	assert(job_state_final(st) && job_transition_allowed(j->job.state, st));
+	j->job.exit_code = exit_code; /* before the gate: the job's waits are answered there */
+	job_set_state(s, j, st, reason, now);
+}
+
+void job_requeue(struct state *s, struct sjob *j, const char *reason, int64_t now)
+{
+	int r = job_set_state(s, j, JOB_PENDING, reason, now);
+	assert(r == 0); /* only an active job goes back to its queue */
+	(void)r;
+	log_debug("job %lld requeued: %s", (long long)j->job.id, reason);
+}
+
+int state_cancel(struct state *s, struct sjob *j, int64_t now, struct tk_error *err)
+{
+	if (job_state_final(j->job.state))
+		return tk_errorf(err, -EALREADY, "job %lld already ended: %s", (long long)j->job.id,
+				 job_state_name(j->job.state));
+	state_job_finish(s, j, JOB_CANCELLED, j->job.exit_code, "cancelled by user", now);
+	return 0;
+}
+
+bool task_done(const struct task_status *t)
+{
+	return t->state == TASK_EXITED || t->state == TASK_LOST;
+}
+
+bool attempt_is_current(const struct sjob *j, const struct attempt *a)
+{
+	return (j->job.state == JOB_STARTING || j->job.state == JOB_RUNNING) &&
+	       a == job_current_attempt(&j->job);
+}
+
+void attempt_settle(struct state *s, struct sjob *j, struct attempt *a, int node_index,
+		    int64_t at_ms)
+{
+	int tpn = j->job.req.tasks_per_node;
+	bool node_done = true;
+	for (int t = node_index * tpn; t < (node_index + 1) * tpn; t++)
+		if (!task_done(&a->tasks[t]))
+			node_done = false;
+	if (node_done) {
+		struct snode *n = state_node(s, a->nodes[node_index].name);
+		if (n)
+			part_remove(s, n, j, a->number);
+	}
+	for (int t = 0; t < a->ntasks; t++)
+		if (!task_done(&a->tasks[t]))
+			return;
+	if (!a->ended) {
+		a->ended = true;
+		a->end_ms = at_ms;
+	}
+}
+
+/* Looks up attempt `number` of job `id`; NULL when unknown. */
+static struct attempt *find_attempt(struct state *s, int64_t id, int number, struct sjob **ret)
+{
+	struct sjob *j = state_job(s, id);
+	if (!j || number < 1 || number > j->job.nattempts)
+		return NULL;
+	*ret = j;
+	return &j->job.attempts[number - 1];
+}
+
+void state_task_started(struct state *s, const struct task_event *ev, int64_t now)
+{
+	struct sjob *j;
+	struct attempt *a = find_attempt(s, ev->job, ev->attempt, &j);
+	int rank = ev->rank;
+	if (!a || rank < 0 || rank >= a->ntasks || a->tasks[rank].state != TASK_WAITING)
+		return;
+	a->tasks[rank].state = TASK_RUNNING;
+	a->tasks[rank].start_ms = ev->at_ms;
+	if (j->job.state == JOB_STARTING && attempt_is_current(j, a)) {
+		bool all = true;
+		for (int t = 0; t < a->ntasks; t++)
+			if (a->tasks[t].state == TASK_WAITING)
+				all = false;
+		if (all)
+			job_set_state(s, j, JOB_RUNNING, NULL, now);
+	}
+	state_job_dirty(s, j);
+}
+
+/* The current attempt's task `rank` exited with a code that is not 0: the
+ * job fails, or goes back to its queue while it has restarts left. */
+static void task_failed(struct state *s, struct sjob *j, struct attempt *a,
+			const struct task_event *ev, int64_t now)
+{
+	char reason[MODEL_REASON_MAX];
+	const char *node = a->nodes[ev->rank / j->job.req.tasks_per_node].name;
+	struct strbuf sb;
+	strbuf_init(&sb);
+	if (ev->signal)
+		strbuf_addf(&sb, "task %d on %s killed by signal %d", ev->rank, node, ev->signal);
+	else
+		strbuf_addf(&sb, "task %d on %s exited with code %d", ev->rank, node,
+			    ev->exit_code);
+	if (ev->detail[0])
+		strbuf_addf(&sb, ": %s", ev->detail);
+	snprintf(reason, sizeof(reason), "%s", sb.buf);
+	strbuf_release(&sb);
+	snprintf(a->reason, sizeof(a->reason), "%s", reason);
+	if (j->job.failures < j->job.req.requeue) {
+		j->job.failures++;
+		size_t len = strlen(reason);
+		snprintf(reason + len, sizeof(reason) - len, "; requeued (restart %d of %d)",
+			 j->job.failures, j->job.req.requeue);
+		job_requeue(s, j, reason, now);
+	} else {
+		state_job_finish(s, j, JOB_FAILED, ev->exit_code, reason, now);
+	}
+}
+
+void state_task_exited(struct state *s, const struct task_event *ev, int64_t now)
+{
+	struct sjob *j;
+	struct attempt *a = find_attempt(s, ev->job, ev->attempt, &j);
+	int rank = ev->rank;
+	if (!a || rank < 0 || rank >= a->ntasks || task_done(&a->tasks[rank]))
+		return;
+	struct task_status *t = &a->tasks[rank];
+	if (t->state == TASK_WAITING)
+		t->start_ms = ev->at_ms;
+	t->state = TASK_EXITED;
+	t->exit_code = ev->exit_code;
+	t->signal = ev->signal;
+	t->end_ms = ev->at_ms;
+	if (attempt_is_current(j, a)) {
+		if (ev->cause == EXIT_TIMEOUT) {
+			char reason[MODEL_REASON_MAX];
+			snprintf(reason, sizeof(reason), "time limit of %llds reached",
+				 (long long)j->job.req.time_limit_s);
+			state_job_finish(s, j, JOB_TIMEOUT, ev->exit_code, reason, now);
+		} else if (ev->exit_code != 0) {
+			task_failed(s, j, a, ev, now);
+		} else {
+			bool all_ok = true;
+			for (int k = 0; k < a->ntasks; k++)
+				if (a->tasks[k].state != TASK_EXITED || a->tasks[k].exit_code != 0)
+					all_ok = false;
+			if (all_ok) {
+				snprintf(a->reason, sizeof(a->reason),
+					 "every task exited with code 0");
+				state_job_finish(s, j, JOB_COMPLETED, 0,
+						 "every task exited with code 0", now);
+			}
+		}
+	}
+	if (!a->reason[0] && job_state_final(j->job.state))
+		snprintf(a->reason, sizeof(a->reason), "%s", j->job.reason);
+	attempt_settle(s, j, a, rank / j->job.req.tasks_per_node, ev->at_ms);
+	state_job_dirty(s, j);
+}
+
+void state_apply_start(struct state *s, struct sjob *j, const struct sched_start *st,
+		       struct snode *const *nodes, int64_t now)
+{
+	struct job *job = &j->job;
+	job->attempts =
+		xrealloc(job->attempts, sizeof(*job->attempts) * (size_t)(job->nattempts + 1));
+	struct attempt *a = &job->attempts[job->nattempts++];
+	memset(a, 0, sizeof(*a));
+	a->number = job->nattempts;
+	a->start_ms = now;
+	a->nnodes = st->nnodes;
+	a->nodes = xcalloc((size_t)st->nnodes, sizeof(*a->nodes));
+	a->ntasks = st->nnodes * job->req.tasks_per_node;
+	a->tasks = xcalloc((size_t)a->ntasks, sizeof(*a->tasks));
+	for (int i = 0; i < st->nnodes; i++) {
+		const struct sched_assign *as = &st->nodes[i];
+		struct attempt_node *an = &a->nodes[i];
+		snprintf(an->name, sizeof(an->name), "%s", nodes[as->node]->rec.inv.name);
+		an->ndev = as->ndev;
+		memcpy(an->devs, as->devs, sizeof(int) * (size_t)as->ndev);
+		an->milli = as->milli;
+	}
+	struct snode *head = nodes[st->nodes[0].node];
+	snprintf(a->master_addr, sizeof(a->master_addr), "%s",
+		 head->rec.inv.addr[0] ? head->rec.inv.addr : "127.0.0.1");
+	a->master_port = node_port_find(head); /* part_add marks it taken */
+	int r = job_set_state(s, j, JOB_STARTING, "", now);
+	assert(r == 0); /* a pass and a validation run start only waiting jobs */
+	(void)r;
+	j->last_ckpt_ms = 0;
+	for (int i = 0; i < st->nnodes; i++)
+		part_add(s, nodes[st->nodes[i].node], j, a, i);
+	log_debug("job %lld attempt %d starts on %s%s", (long long)job->id, a->number,
+		  a->nodes[0].name, a->nnodes > 1 ? " and others" : "");
+}
+
+void state_preempt(struct state *s, struct sjob *victim, struct sjob *for_job, int64_t now)
+{
+	if (victim->job.state != JOB_STARTING && victim->job.state != JOB_RUNNING)
+		return;
+	struct attempt *a = job_current_attempt(&victim->job);
+	victim->held_for = for_job->job.id;
+	victim->held_attempt = a->number;
+	victim->preemptions++;
+	char reason[MODEL_REASON_MAX];
+	snprintf(reason, sizeof(reason), "preempted by job %lld (class %s)",
+		 (long long)for_job->job.id, s->classes[for_job->cls].spec.name);
+	snprintf(a->reason, sizeof(a->reason), "%s", reason);
+	log_info("job %lld %s", (long long)victim->job.id, reason);
+	job_requeue(s, victim, reason, now);
+}

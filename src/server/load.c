@@ -1,0 +1,174 @@
+/*
+ * Loading the store into the state at start-up. Every document is decoded
+ * as strictly as input from outside; what cannot go on after a restart
+ * (attempts whose nodes are gone, validation runs) is ended here, and the
+ * node work the loading itself marked changed is forgotten: agents learn
+ * their work when they next poll.
+ */
+#include "state.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+struct load_ctx {
+	struct state *s;
+	int64_t now, mono;
+};
+
+static int load_node_cb(void *ctx, const char *key, const char *doc, size_t len)
+{
+	struct load_ctx *lc = ctx;
+	struct state *s = lc->s;
+	json_error_t jerr;
+	json_t *j = json_loadb(doc, len, 0, &jerr);
+	struct node_record rec;
+	struct tk_error e;
+	if (!j) {
+		log_err("store: node %s: unreadable document: %s", key, jerr.text);
+		return -EBADMSG;
+	}
+	int r = node_record_unpack(j, &rec, &e);
+	json_decref(j);
+	if (r < 0) {
+		log_err("store: node %s: %s", key, e.text);
+		return r;
+	}
+	struct snode *n = node_insert(s, &rec);
+	n->live = NODE_LIVE_UNKNOWN;
+	n->last_seen_ms = lc->mono; /* its agent has one timeout to come back */
+	return 0;
+}
+
+static int load_job_cb(void *ctx, const char *key, const char *doc, size_t len)
+{
+	struct load_ctx *lc = ctx;
+	struct state *s = lc->s;
+	json_error_t jerr;
+	json_t *jj = json_loadb(doc, len, 0, &jerr);
+	struct job job;
+	struct tk_error e;
+	if (!jj) {
+		log_err("store: job %s: unreadable document: %s", key, jerr.text);
+		return -EBADMSG;
+	}
+	int r = job_unpack(jj, &job, &e);
+	json_decref(jj);
+	if (r < 0) {
+		log_err("store: job %s: %s", key, e.text);
+		return r;
+	}
+	struct sjob *j = job_add(s, &job, lc->now);
+	if (j->job.state == JOB_PENDING && !j->job.system)
+		job_enqueue(s, j);
+	/* an attempt not yet ended still holds its resources */
+	for (int k = 0; k < j->job.nattempts; k++) {
+		struct attempt *at = &j->job.attempts[k];
+		if (at->ended)
+			continue;
+		int tpn = j->job.req.tasks_per_node;
+		for (int i = 0; i < at->nnodes; i++) {
+			bool done = true;
+			for (int t = i * tpn; t < (i + 1) * tpn; t++)
+				if (!task_done(&at->tasks[t]))
+					done = false;
+			if (done)
+				continue;
+			struct snode *n = state_node(s, at->nodes[i].name);
+			if (n) {
+				part_add(s, n, j, at, i);
+			} else {
+				for (int t = i * tpn; t < (i + 1) * tpn; t++)
+					if (!task_done(&at->tasks[t]))
+						at->tasks[t].state = TASK_LOST;
+			}
+		}
+	}
+	return 0;
+}
+
+static int load_queue_cb(void *ctx, const char *key, const char *doc, size_t len)
+{
+	struct load_ctx *lc = ctx;
+	struct state *s = lc->s;
+	json_error_t jerr;
+	json_t *j = json_loadb(doc, len, 0, &jerr);
+	struct queue_spec *q = xmalloc(sizeof(*q));
+	struct tk_error e;
+	int r = j ? queue_spec_unpack(j, q, &e) : tk_errorf(&e, -EBADMSG, "%s", jerr.text);
+	json_decref(j);
+	if (r == 0)
+		queue_insert(s, q)->written_ms = lc->now;
+	else
+		log_err("store: queue %s: %s", key, e.text);
+	free(q);
+	return r;
+}
+
+static int load_user_cb(void *ctx, const char *key, const char *doc, size_t len)
+{
+	struct load_ctx *lc = ctx;
+	struct state *s = lc->s;
+	json_error_t jerr;
+	json_t *j = json_loadb(doc, len, 0, &jerr);
+	struct user_record u;
+	struct tk_error e;
+	int r = j ? user_record_unpack(j, &u, &e) : tk_errorf(&e, -EBADMSG, "%s", jerr.text);
+	json_decref(j);
+	if (r < 0) {
+		log_err("store: user %s: %s", key, e.text);
+		return r;
+	}
+	user_insert(s, &u);
+	return 0;
+}
+
+int state_load(struct state *s, struct store *store, int64_t now, int64_t mono,
+	       struct tk_error *err)
+{
+	struct load_ctx lc = {s, now, mono};
+	if (store_load_users(store, load_user_cb, &lc, err) < 0)
+		return tk_errorf(err, -EBADMSG,
+				 "cannot load users from the store (see the log above)");
+	int r = store_load_queues(store, load_queue_cb, &lc, err);
+	if (r < 0)
+		return tk_errorf(err, r, "cannot load queues from the store (see the log above)");
+	if (!state_queue(s, "default"))
+		state_queue_add(s, "default", now);
+	r = store_load_nodes(store, load_node_cb, &lc, err);
+	if (r < 0)
+		return err && !err->text[0] ? tk_errorf(err, r, "cannot load nodes") : r;
+	r = store_load_jobs(store, load_job_cb, &lc, err);
+	if (r < 0)
+		return tk_errorf(err, r, "cannot load jobs from the store (see the log above)");
+	/* settle attempts whose tasks were all lost with a vanished node */
+	for (size_t i = 0; i < s->njobs; i++) {
+		struct sjob *j = s->jobs[i];
+		for (int k = 0; j && k < j->job.nattempts; k++) {
+			struct attempt *a = &j->job.attempts[k];
+			bool any = false;
+			for (int t = 0; t < a->ntasks; t++)
+				if (!task_done(&a->tasks[t]))
+					any = true;
+			if (a->ended || any)
+				continue;
+			bool current = attempt_is_current(j, a);
+			a->ended = true;
+			if (current)
+				job_requeue(s, j, "its nodes are no longer known", now);
+			state_job_dirty(s, j);
+		}
+	}
+	/* a validation run does not survive a restart: its nodes' results would
+	 * be partial; it ends, and can be asked for again */
+	for (size_t i = 0; i < s->njobs; i++) {
+		struct sjob *j = s->jobs[i];
+		if (j && j->job.system && !job_state_final(j->job.state))
+			state_job_finish(s, j, JOB_CANCELLED, j->job.exit_code,
+					 "the server restarted during the validation run", now);
+	}
+	s->wake_nodes = NULL;
+	for (int i = 0; i < s->nnodes; i++)
+		s->nodes[i]->wake_queued = false;
+	return 0;
+}

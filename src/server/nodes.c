@@ -1,0 +1,283 @@
+/*
+ * Nodes: what agents report of them, what is allocated on each (parts of
+ * attempts, master ports), their liveness, and the state the API shows
+ * (model.h draws it). When what a node should run changes its work_gen
+ * advances and the node waits in a list for state_flush_work.
+ */
+#include "state.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+struct snode *state_node(struct state *s, const char *name)
+{
+	return tk_map_get(&s->node_by_name, name);
+}
+
+enum node_state state_node_state(const struct state *s, const struct snode *n)
+{
+	if (n->live == NODE_LIVE_UNKNOWN)
+		return NODE_UNKNOWN;
+	if (n->live == NODE_LIVE_DOWN)
+		return NODE_DOWN;
+	if (n->rec.drained)
+		return n->nparts ? NODE_DRAINING : NODE_DRAINED;
+	if (n->held_by)
+		return NODE_VALIDATING;
+	if (!valid_node_open(s, n))
+		return NODE_UNVALIDATED;
+	return NODE_UP;
+}
+
+/* ---- work and resources ------------------------------------------------------------ */
+
+static void node_bump(struct state *s, struct snode *n)
+{
+	n->work_gen++;
+	if (!n->wake_queued) {
+		n->wake_queued = true;
+		n->wake_next = s->wake_nodes;
+		s->wake_nodes = n;
+	}
+}
+
+void state_flush_work(struct state *s)
+{
+	while (s->wake_nodes) {
+		struct snode *n = s->wake_nodes;
+		s->wake_nodes = n->wake_next;
+		n->wake_queued = false;
+		n->wake_next = NULL;
+		state_raise(s, &(struct state_event){.kind = STATE_EV_WORK_CHANGED, .node = n});
+	}
+}
+
+void node_sync_devs(struct snode *n)
+{
+	for (int d = 0; d < n->rec.inv.naccel; d++) {
+		n->sdev[d].model = n->rec.inv.accel[d].model;
+		n->sdev[d].nvlink_domain = n->rec.inv.accel[d].nvlink_domain;
+		n->sdev[d].mem_mib = n->rec.inv.accel[d].mem_mib;
+		n->sdev[d].tflops = n->rec.inv.accel[d].tflops;
+		n->sdev[d].free_milli = MAX(0, MODEL_MILLI - n->dev_used[d]);
+	}
+}
+
+int node_port_find(const struct snode *n)
+{
+	for (int i = 0; i < STATE_PORT_COUNT; i++)
+		if (!(n->ports[i / 8] & (1u << (i % 8))))
+			return STATE_PORT_BASE + i;
+	log_warn("node %s: all %d master ports in use; reusing %d", n->rec.inv.name,
+		 STATE_PORT_COUNT, STATE_PORT_BASE);
+	return STATE_PORT_BASE;
+}
+
+static void port_free(struct snode *n, int port)
+{
+	int i = port - STATE_PORT_BASE;
+	if (i >= 0 && i < STATE_PORT_COUNT)
+		n->ports[i / 8] &= (uint8_t) ~(1u << (i % 8));
+}
+
+static void port_mark(struct snode *n, int port)
+{
+	int i = port - STATE_PORT_BASE;
+	if (i >= 0 && i < STATE_PORT_COUNT)
+		n->ports[i / 8] |= (uint8_t)(1u << (i % 8));
+}
+
+void part_add(struct state *s, struct snode *n, struct sjob *j, const struct attempt *a,
+	      int node_index)
+{
+	const struct attempt_node *an = &a->nodes[node_index];
+	xgrow(&n->parts, &n->parts_alloc, (size_t)n->nparts + 1, sizeof(*n->parts));
+	n->parts[n->nparts++] = (struct part){j, a->number, node_index, 0};
+	n->cpus_used += j->job.req.tasks_per_node * j->job.req.cpus_per_task;
+	n->mem_used += j->job.req.mem_mib;
+	for (int d = 0; d < an->ndev; d++)
+		if (an->devs[d] < MODEL_MAX_ACCELS)
+			n->dev_used[an->devs[d]] += an->milli;
+	j->queue->use_milli += (int64_t)an->ndev * an->milli;
+	if (node_index == 0) {
+		port_mark(n, a->master_port);
+		j->queue->nrunning++;
+	}
+	node_sync_devs(n);
+	node_bump(s, n);
+	n->parts[n->nparts - 1].gen_added = n->work_gen;
+}
+
+void part_remove(struct state *s, struct snode *n, struct sjob *j, int attempt)
+{
+	for (int i = 0; i < n->nparts; i++) {
+		struct part *p = &n->parts[i];
+		if (p->job != j || p->attempt != attempt)
+			continue;
+		const struct attempt *a = &j->job.attempts[attempt - 1];
+		const struct attempt_node *an = &a->nodes[p->node_index];
+		n->cpus_used -= j->job.req.tasks_per_node * j->job.req.cpus_per_task;
+		n->mem_used -= j->job.req.mem_mib;
+		for (int d = 0; d < an->ndev; d++)
+			if (an->devs[d] < MODEL_MAX_ACCELS)
+				n->dev_used[an->devs[d]] -= an->milli;
+		j->queue->use_milli -= (int64_t)an->ndev * an->milli;
+		if (p->node_index == 0) {
+			port_free(n, a->master_port);
+			j->queue->nrunning--;
+		}
+		n->parts[i] = n->parts[--n->nparts];
+		node_sync_devs(n);
+		node_bump(s, n);
+		state_want_pass(s);
+		return;
+	}
+}
+
+void attempt_bump_nodes(struct state *s, const struct attempt *a)
+{
+	for (int i = 0; i < a->nnodes; i++) {
+		struct snode *n = state_node(s, a->nodes[i].name);
+		if (n)
+			node_bump(s, n);
+	}
+}
+
+/* ---- liveness --------------------------------------------------------------------- */
+
+/* Marks every task of every part on n lost, requeueing or failing the jobs
+ * whose current attempt that ends. */
+static void lose_parts(struct state *s, struct snode *n, const char *why, int64_t now)
+{
+	while (n->nparts > 0) {
+		struct part p = n->parts[n->nparts - 1];
+		struct sjob *j = p.job;
+		struct attempt *a = &j->job.attempts[p.attempt - 1];
+		int tpn = j->job.req.tasks_per_node;
+		for (int t = p.node_index * tpn; t < (p.node_index + 1) * tpn; t++) {
+			struct task_status *ts = &a->tasks[t];
+			if (task_done(ts))
+				continue;
+			ts->state = TASK_LOST;
+			ts->end_ms = now;
+		}
+		if (attempt_is_current(j, a)) {
+			char reason[MODEL_REASON_MAX];
+			snprintf(reason, sizeof(reason), "node %s lost: %s", n->rec.inv.name, why);
+			snprintf(a->reason, sizeof(a->reason), "%s", reason);
+			if (j->node_losses < s->cfg.max_node_requeues && !j->job.system) {
+				j->node_losses++;
+				size_t len = strlen(reason);
+				snprintf(reason + len, sizeof(reason) - len, "; requeued");
+				job_requeue(s, j, reason, now);
+			} else {
+				size_t len = strlen(reason);
+				snprintf(reason + len, sizeof(reason) - len,
+					 "; not requeued after %d lost nodes", j->node_losses);
+				state_job_finish(s, j, JOB_FAILED, -1, reason, now);
+			}
+		}
+		attempt_settle(s, j, a, p.node_index, now);
+		/* attempt_settle removed the part; make sure, or stop looping */
+		if (n->nparts > 0 && n->parts[n->nparts - 1].job == j &&
+		    n->parts[n->nparts - 1].attempt == p.attempt)
+			part_remove(s, n, j, p.attempt);
+		state_job_dirty(s, j);
+	}
+}
+
+void state_node_lost(struct state *s, struct snode *n, const char *why, int64_t now)
+{
+	if (n->live != NODE_LIVE_DOWN)
+		log_warn("node %s is DOWN: %s", n->rec.inv.name, why);
+	n->live = NODE_LIVE_DOWN;
+	lose_parts(s, n, why, now);
+	state_want_pass(s);
+}
+
+void state_node_seen(struct state *s, struct snode *n, int64_t mono)
+{
+	n->last_seen_ms = mono;
+	if (n->live != NODE_LIVE_UP) {
+		log_info("node %s is UP%s", n->rec.inv.name,
+			 n->live == NODE_LIVE_DOWN ? " again" : "");
+		n->live = NODE_LIVE_UP;
+		state_want_pass(s);
+	}
+}
+
+void state_check_nodes(struct state *s, int64_t now, int64_t mono)
+{
+	for (int i = 0; i < s->nnodes; i++) {
+		struct snode *n = s->nodes[i];
+		if (n->live != NODE_LIVE_DOWN && mono - n->last_seen_ms > s->cfg.node_timeout_ms) {
+			char why[128];
+			snprintf(why, sizeof(why), "no heartbeat from its agent for %llds",
+				 (long long)(s->cfg.node_timeout_ms / 1000));
+			state_node_lost(s, n, why, now);
+		}
+	}
+}
+
+/* ---- registration and operators ---------------------------------------------------- */
+
+struct snode *node_insert(struct state *s, const struct node_record *rec)
+{
+	struct snode *n = xcalloc(1, sizeof(*n));
+	n->rec = *rec;
+	xgrow(&s->nodes, &s->nodes_alloc, (size_t)s->nnodes + 1, sizeof(*s->nodes));
+	n->index = s->nnodes;
+	s->nodes[s->nnodes++] = n;
+	tk_map_put(&s->node_by_name, n->rec.inv.name, n);
+	node_sync_devs(n);
+	return n;
+}
+
+struct snode *state_register(struct state *s, const struct node_inventory *inv,
+			     const char *agent_id, int64_t now, int64_t mono)
+{
+	struct snode *n = state_node(s, inv->name);
+	if (!n) {
+		struct node_record rec;
+		memset(&rec, 0, sizeof(rec));
+		rec.inv = *inv;
+		n = node_insert(s, &rec);
+		log_info("node %s joined: %d CPUs, %lld MiB, %d accelerators", inv->name, inv->cpus,
+			 (long long)inv->mem_mib, inv->naccel);
+	} else {
+		if (strcmp(n->rec.agent_id, agent_id) != 0 && n->nparts > 0)
+			lose_parts(s, n, "its agent restarted and no longer runs them", now);
+		/* the name is the map's key: it does not change */
+		n->rec.inv = *inv;
+		if (n->live != NODE_LIVE_UP)
+			log_info("node %s is UP", inv->name);
+	}
+	snprintf(n->rec.agent_id, sizeof(n->rec.agent_id), "%s", agent_id);
+	n->rec.registered_ms = now;
+	n->live = NODE_LIVE_UP;
+	n->last_seen_ms = mono;
+	node_sync_devs(n);
+	node_bump(s, n);
+	state_node_dirty(s, n);
+	state_want_pass(s);
+	valid_node_registered(s, n, now);
+	return n;
+}
+
+void state_drain(struct state *s, struct snode *n, const char *reason)
+{
+	n->rec.drained = true;
+	snprintf(n->rec.drain_reason, sizeof(n->rec.drain_reason), "%s", reason);
+	state_node_dirty(s, n);
+	log_info("node %s drained: %s", n->rec.inv.name, reason);
+}
+
+void state_resume(struct state *s, struct snode *n)
+{
+	n->rec.drained = false;
+	n->rec.drain_reason[0] = '\0';
+	state_node_dirty(s, n);
+	state_want_pass(s);
+	log_info("node %s resumed", n->rec.inv.name);
+}

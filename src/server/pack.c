@@ -1,0 +1,157 @@
+/*
+ * The JSON the state machine is seen through: each node's work for its
+ * agent (model/wire.h), and nodes, jobs and queues for the API.
+ */
+#include "state.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* What node node_index runs of attempt a. The spec borrows the job's strings;
+ * the caller frees spec->devs_off and spec->devs. */
+static void part_spec(struct sjob *j, const struct attempt *a, int node_index, struct work_spec *sp)
+{
+	const struct job_request *r = &j->job.req;
+	const struct attempt_node *an = &a->nodes[node_index];
+	int per = r->gpu_milli >= MODEL_MILLI ? r->gpu_milli / MODEL_MILLI : 0;
+	memset(sp, 0, sizeof(*sp));
+	sp->devs_off = xcalloc((size_t)r->tasks_per_node + 1, sizeof(int));
+	sp->devs = xcalloc((size_t)r->tasks_per_node * (size_t)MAX(an->ndev, 1), sizeof(int));
+	int k = 0;
+	for (int t = 0; t < r->tasks_per_node; t++) {
+		sp->devs_off[t] = k;
+		if (j->job.system) {
+			/* a validation run: its one task sees every device */
+			for (int d = 0; d < an->ndev; d++)
+				sp->devs[k++] = an->devs[d];
+		} else if (per) {
+			for (int d = t * per; d < (t + 1) * per && d < an->ndev; d++)
+				sp->devs[k++] = an->devs[d];
+		} else if (r->gpu_milli > 0 && an->ndev > 0) {
+			sp->devs[k++] = an->devs[0];
+		}
+	}
+	sp->devs_off[r->tasks_per_node] = k;
+	sp->name = r->name;
+	sp->argc = r->argc;
+	sp->argv = r->argv;
+	sp->cwd = r->cwd;
+	sp->nenv = r->nenv;
+	sp->env = r->env;
+	sp->output = r->output ? r->output : (char *)MODEL_DEFAULT_OUTPUT;
+	sp->node_rank = node_index;
+	sp->nnodes = a->nnodes;
+	sp->tasks_per_node = r->tasks_per_node;
+	sp->world_size = a->ntasks;
+	sp->milli = an->milli;
+	snprintf(sp->master_addr, sizeof(sp->master_addr), "%s", a->master_addr);
+	sp->master_port = a->master_port;
+	sp->time_limit_s = r->time_limit_s;
+	sp->grace_s = r->grace_s;
+	sp->system = j->job.system;
+}
+
+json_t *state_work_pack(struct state *s, struct snode *n, uint64_t since_gen)
+{
+	struct wire_work w = {.gen = n->work_gen};
+	snprintf(w.epoch, sizeof(w.epoch), "%s", s->cfg.epoch);
+	w.items = xcalloc((size_t)n->nparts + 1, sizeof(*w.items));
+	struct work_spec *specs = xcalloc((size_t)n->nparts + 1, sizeof(*specs));
+	for (int i = 0; i < n->nparts; i++) {
+		const struct part *p = &n->parts[i];
+		const struct attempt *a = &p->job->job.attempts[p->attempt - 1];
+		if (!attempt_is_current(p->job, a))
+			continue;
+		struct work_item *it = &w.items[w.nitems++];
+		it->job = p->job->job.id;
+		it->attempt = p->attempt;
+		if (p->gen_added > since_gen) {
+			it->spec = &specs[i];
+			part_spec(p->job, a, p->node_index, it->spec);
+		}
+	}
+	json_t *o = wire_work_pack(&w);
+	for (int i = 0; i < n->nparts; i++) {
+		free(specs[i].devs_off);
+		free(specs[i].devs);
+	}
+	free(specs);
+	free(w.items);
+	return o;
+}
+
+json_t *state_work_unchanged_pack(struct state *s, struct snode *n)
+{
+	struct wire_work w = {.gen = n->work_gen, .unchanged = true};
+	snprintf(w.epoch, sizeof(w.epoch), "%s", s->cfg.epoch);
+	return wire_work_pack(&w);
+}
+
+json_t *state_node_pack(struct state *s, const struct snode *n)
+{
+	const struct node_inventory *inv = &n->rec.inv;
+	const char *state = node_state_name(state_node_state(s, n));
+	json_t *accels = json_array();
+	for (int d = 0; d < inv->naccel; d++) {
+		const struct accel *a = &inv->accel[d];
+		json_array_append_new(accels,
+				      json_pack("{s:i, s:s, s:s, s:I, s:f, s:i, s:f}", "index",
+						a->index, "uuid", a->uuid, "model", a->model,
+						"mem_mib", (json_int_t)a->mem_mib, "tflops",
+						a->tflops, "nvlink_domain", a->nvlink_domain,
+						"used", n->dev_used[d] / (double)MODEL_MILLI));
+	}
+	json_t *jobs = json_array();
+	for (int i = 0; i < n->nparts; i++)
+		json_array_append_new(jobs, json_integer(n->parts[i].job->job.id));
+	json_t *o =
+		json_pack("{s:s, s:s, s:b, s:s, s:s, s:s, s:i, s:i, s:I, s:I, s:o, s:o, s:s}",
+			  "name", inv->name, "state", state, "drained", n->rec.drained, "reason",
+			  n->rec.drain_reason, "addr", inv->addr, "topology", inv->topology, "cpus",
+			  inv->cpus, "cpus_used", n->cpus_used, "mem_mib", (json_int_t)inv->mem_mib,
+			  "mem_used_mib", (json_int_t)n->mem_used, "accelerators", accels, "jobs",
+			  jobs, "agent_id", n->rec.agent_id);
+	json_t *v = node_verdict_pack(&n->rec);
+	json_object_set_new(o, "validation", v ? v : json_null());
+	return o;
+}
+
+json_t *state_job_pack(struct state *s, struct sjob *j)
+{
+	if (j->job.state == JOB_PENDING && !j->job.system) {
+		if (j->reason_pass == 0) {
+			snprintf(j->job.reason, sizeof(j->job.reason),
+				 "waiting for the next scheduling pass");
+		} else if (j->reason_from) {
+			/* the pass said: the same as an earlier job of its shape */
+			struct sjob *o = state_job(s, j->reason_from);
+			if (o)
+				snprintf(j->job.reason, sizeof(j->job.reason), "%s", o->job.reason);
+			j->reason_from = 0;
+		}
+	}
+	json_t *o = job_pack(&j->job);
+	json_object_set_new(o, "class", json_string(s->classes[j->cls].spec.name));
+	json_object_set_new(o, "queue", json_string(j->queue->spec.name));
+	if (j->preemptions)
+		json_object_set_new(o, "preemptions", json_integer(j->preemptions));
+	if (j->last_ckpt_ms)
+		json_object_set_new(o, "last_checkpoint_ms", json_integer(j->last_ckpt_ms));
+	return o;
+}
+
+json_t *state_queue_pack(struct state *s, const struct squeue *q)
+{
+	json_t *o = queue_spec_pack(&q->spec);
+	json_object_del(o, "usage");
+	json_object_del(o, "usage_at_ms");
+	double recent = sched_usage_recent(q->spec.usage, (double)s->sched.half_life_s);
+	int64_t borrowed =
+		q->spec.quota_milli >= 0 ? MAX(0, q->use_milli - q->spec.quota_milli) : 0;
+	json_object_set_new(o, "in_use", json_real(q->use_milli / (double)MODEL_MILLI));
+	json_object_set_new(o, "borrowed", json_real(borrowed / (double)MODEL_MILLI));
+	json_object_set_new(o, "recent", json_real(recent / MODEL_MILLI));
+	json_object_set_new(o, "pending", json_integer(q->npending));
+	json_object_set_new(o, "running", json_integer(q->nrunning));
+	return o;
+}

@@ -1,0 +1,266 @@
+/*
+ * A scheduling pass, as the server runs it: build the scheduler's snapshot
+ * of the state (snapshot_build), call the pure sched_pass, apply what it
+ * decided (decisions_apply), release the snapshot. The snapshot borrows the
+ * state's strings and device arrays; nothing of it outlives the pass but
+ * what the scheduler's kept tables (sched_cluster, sched_shapes) hold.
+ */
+#include "state.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+struct snapshot {
+	struct sched_snapshot snap;
+	struct sched_node *nodes; /* node i is state->nodes[i] */
+	struct sched_class classes[MODEL_MAX_CLASSES];
+	struct sched_queue *queues;
+	const struct sched_job **jobs; /* pending, classes by priority, then submission */
+	struct sjob **byindex;	       /* the job of jobs[i] */
+	int njobs;
+	struct sched_running *running; /* one per attempt that holds resources */
+	struct sched_assign *assigns;  /* their parts, side by side */
+	int nrunning;
+};
+
+static void nodes_build(const struct state *s, struct snapshot *sn)
+{
+	sn->nodes = xcalloc((size_t)s->nnodes + 1, sizeof(*sn->nodes));
+	for (int i = 0; i < s->nnodes; i++) {
+		struct snode *n = s->nodes[i];
+		struct sched_node *x = &sn->nodes[i];
+		n->index = i;
+		x->name = n->rec.inv.name;
+		x->topology = n->rec.inv.topology;
+		x->schedulable = state_node_state(s, n) == NODE_UP;
+		x->cpus_total = n->rec.inv.cpus;
+		x->cpus_free = n->rec.inv.cpus - n->cpus_used;
+		x->mem_total_mib = n->rec.inv.mem_mib;
+		x->mem_free_mib = n->rec.inv.mem_mib - n->mem_used;
+		x->ndev = n->rec.inv.naccel;
+		x->devs = n->sdev;
+	}
+}
+
+static void classes_queues_build(const struct state *s, struct snapshot *sn)
+{
+	for (int c = 0; c < s->sched.nclasses; c++) {
+		const struct class_spec *cs = &s->classes[c].spec;
+		sn->classes[c] = (struct sched_class){cs->name, cs->priority, cs->may_preempt,
+						      cs->preemptible};
+	}
+	sn->queues = xcalloc((size_t)s->nqueues + 1, sizeof(*sn->queues));
+	for (int q = 0; q < s->nqueues; q++) {
+		const struct queue_spec *qs = &s->queues[q]->spec;
+		sn->queues[q] = (struct sched_queue){
+			qs->name, qs->quota_milli, qs->borrow_milli, qs->weight,
+			sched_usage_recent(qs->usage, (double)s->sched.half_life_s)};
+	}
+}
+
+/* The pending jobs, classes by priority (sorted when the configuration was
+ * loaded), each in submission order. A job whose request the shape table
+ * refused waits with that said and is not given to the pass. */
+static void jobs_build(struct state *s, uint64_t mark, struct snapshot *sn)
+{
+	sn->jobs = xcalloc((size_t)s->npending + 1, sizeof(*sn->jobs));
+	sn->byindex = xcalloc((size_t)s->npending + 1, sizeof(*sn->byindex));
+	for (int k = 0; k < s->sched.nclasses; k++)
+		for (struct sjob *j = s->classes[s->class_order[k]].pend_head; j;
+		     j = j->pend_next) {
+			if (j->sj.shape_id < 0) {
+				snprintf(j->job.reason, sizeof(j->job.reason), "%s",
+					 "the scheduler cannot take this request");
+				j->reason_from = 0;
+				j->reason_pass = mark;
+				continue;
+			}
+			j->sj.queue = j->queue->index;
+			sn->jobs[sn->njobs] = &j->sj;
+			sn->byindex[sn->njobs++] = j;
+		}
+}
+
+/* Attempts by (job, attempt number), open-addressed: the index of each
+ * attempt's sched_running, so that parts on many nodes find their attempt. */
+struct attempt_index {
+	uint64_t *key; /* 0: empty */
+	int *val;
+	size_t cap; /* a power of two, at least twice the parts */
+};
+
+static void attempt_index_init(struct attempt_index *ix, size_t nparts)
+{
+	ix->cap = 16;
+	while (ix->cap < nparts * 2)
+		ix->cap *= 2;
+	ix->key = xcalloc(ix->cap, sizeof(uint64_t));
+	ix->val = xmalloc(sizeof(int) * ix->cap);
+}
+
+/* The slot of (job, attempt): *ret_new says whether it was empty (and is
+ * now the key's, for the caller to fill). */
+static size_t attempt_index_slot(struct attempt_index *ix, int64_t job, int attempt, bool *ret_new)
+{
+	uint64_t key = (uint64_t)job << 24 | (uint32_t)attempt;
+	size_t h = (key * 0x9e3779b97f4a7c15ULL) & (ix->cap - 1);
+	while (ix->key[h] && ix->key[h] != key)
+		h = (h + 1) & (ix->cap - 1);
+	*ret_new = !ix->key[h];
+	ix->key[h] = key;
+	return h;
+}
+
+static void attempt_index_release(struct attempt_index *ix)
+{
+	free(ix->key);
+	free(ix->val);
+}
+
+/* What holds resources: every part of every attempt not yet ended, grouped
+ * by attempt. One walk counts each attempt's parts, a second fills them in,
+ * so that an attempt's parts lie side by side. */
+static void running_build(const struct state *s, struct snapshot *sn)
+{
+	size_t nparts = 0;
+	for (int i = 0; i < s->nnodes; i++)
+		nparts += (size_t)s->nodes[i]->nparts;
+	sn->running = xcalloc(nparts + 1, sizeof(*sn->running));
+	sn->assigns = xcalloc(nparts + 1, sizeof(*sn->assigns));
+	struct attempt_index ix;
+	attempt_index_init(&ix, nparts);
+	int *part_run = xmalloc(sizeof(int) * (nparts + 1)); /* each part's attempt */
+	int *count = xcalloc(nparts + 1, sizeof(int));
+	size_t np = 0;
+	for (int i = 0; i < s->nnodes; i++) {
+		struct snode *n = s->nodes[i];
+		for (int k = 0; k < n->nparts; k++) {
+			struct part *pt = &n->parts[k];
+			struct sjob *j = pt->job;
+			bool fresh;
+			size_t h = attempt_index_slot(&ix, j->job.id, pt->attempt, &fresh);
+			if (fresh) {
+				const struct attempt *a = &j->job.attempts[pt->attempt - 1];
+				struct sched_running *r = &sn->running[sn->nrunning];
+				r->id = j->job.id;
+				r->cls = j->cls;
+				r->queue = j->queue->index;
+				r->start_ms = a->start_ms;
+				r->time_limit_s = j->job.req.time_limit_s;
+				r->last_checkpoint_ms = j->last_ckpt_ms;
+				r->stopping = !attempt_is_current(j, a);
+				r->held_for = j->held_attempt == a->number ? j->held_for : 0;
+				ix.val[h] = sn->nrunning++;
+			}
+			part_run[np++] = ix.val[h];
+			count[ix.val[h]]++;
+		}
+	}
+	size_t off = 0;
+	for (int k = 0; k < sn->nrunning; k++) {
+		sn->running[k].nodes = &sn->assigns[off];
+		off += (size_t)count[k];
+	}
+	np = 0;
+	for (int i = 0; i < s->nnodes; i++) {
+		struct snode *n = s->nodes[i];
+		for (int k = 0; k < n->nparts; k++) {
+			struct part *pt = &n->parts[k];
+			struct sjob *j = pt->job;
+			struct sched_running *r = &sn->running[part_run[np++]];
+			const struct attempt_node *an =
+				&j->job.attempts[pt->attempt - 1].nodes[pt->node_index];
+			struct sched_assign *as = (struct sched_assign *)&r->nodes[r->nnodes++];
+			as->node = n->index;
+			as->ndev = an->ndev;
+			memcpy(as->devs, an->devs, sizeof(int) * (size_t)an->ndev);
+			as->milli = an->milli;
+			as->cpus = j->job.req.tasks_per_node * j->job.req.cpus_per_task;
+			as->mem_mib = j->job.req.mem_mib;
+		}
+	}
+	attempt_index_release(&ix);
+	free(part_run);
+	free(count);
+}
+
+static void snapshot_build(struct state *s, uint64_t mark, struct snapshot *sn)
+{
+	memset(sn, 0, sizeof(*sn));
+	nodes_build(s, sn);
+	classes_queues_build(s, sn);
+	jobs_build(s, mark, sn);
+	running_build(s, sn);
+	/* what follows from the node list alone is kept until the nodes change */
+	if (!sched_cluster_matches(s->sched_cluster, sn->nodes, s->nnodes)) {
+		sched_cluster_free(s->sched_cluster);
+		s->sched_cluster = sched_cluster_new(sn->nodes, s->nnodes);
+	}
+	sn->snap = (struct sched_snapshot){.nodes = sn->nodes,
+					   .nnodes = s->nnodes,
+					   .jobs = sn->jobs,
+					   .njobs = sn->njobs,
+					   .running = sn->running,
+					   .nrunning = sn->nrunning,
+					   .classes = sn->classes,
+					   .nclasses = s->sched.nclasses,
+					   .queues = sn->queues,
+					   .nqueues = s->nqueues,
+					   .cluster = s->sched_cluster,
+					   .shapes = s->sched_shapes};
+}
+
+static void snapshot_release(struct snapshot *sn)
+{
+	free(sn->jobs);
+	free(sn->byindex);
+	free(sn->running);
+	free(sn->assigns);
+	free(sn->queues);
+	free(sn->nodes);
+	memset(sn, 0, sizeof(*sn));
+}
+
+/* Why each job waits (kept for state_job_pack to show), then the starts,
+ * then the preemptions. */
+static void decisions_apply(struct state *s, const struct snapshot *sn,
+			    const struct sched_decisions *d, uint64_t mark, int64_t now)
+{
+	for (int i = 0; i < d->nwaits; i++) {
+		const struct sched_wait *w = &d->waits[i];
+		struct sjob *j = sn->byindex[w->job];
+		j->reason_pass = mark;
+		if (w->detail) {
+			snprintf(j->job.reason, sizeof(j->job.reason), "%s", w->detail);
+			j->reason_from = 0;
+		} else {
+			j->reason_from = sn->byindex[w->same_as]->job.id;
+		}
+	}
+	for (int i = 0; i < d->nstarts; i++)
+		state_apply_start(s, sn->byindex[d->starts[i].job], &d->starts[i], s->nodes, now);
+	for (int i = 0; i < d->npreempts; i++)
+		state_preempt(s, state_job(s, d->preempts[i].victim),
+			      sn->byindex[d->preempts[i].job], now);
+	s->stats.passes++;
+	s->stats.placements += (uint64_t)d->placements_tried;
+}
+
+void state_schedule(struct state *s, int64_t now)
+{
+	uint64_t mark = ++s->pass_no;
+	s->sched_needed = false;
+	valid_tick(s, now);
+	struct snapshot sn;
+	snapshot_build(s, mark, &sn);
+	struct sched_policy policy = {0};
+	struct sched_decisions d;
+	int r = sched_pass(&sn.snap, now, &policy, &d);
+	if (r < 0)
+		log_err("scheduling pass refused its snapshot: %s", strerror(-r));
+	else
+		decisions_apply(s, &sn, &d, mark, now);
+	sched_decisions_release(&d);
+	snapshot_release(&sn);
+}

@@ -1,0 +1,389 @@
+/*
+ * Private to src/server (and its unit tests): the server's state machine.
+ *
+ * Everything the cluster is lives here: jobs and their attempts, nodes and
+ * what is allocated on them, queues, users, validation runs, the
+ * scheduler's kept tables. The state machine answers no request and reads
+ * no clock: each entry point takes the time (`now`, wall milliseconds, and
+ * `mono` for node liveness) as an argument, and whatever a caller waits for
+ * is told as an event (struct state_event) through the callback the shell
+ * installs. api.c turns events into answers; tests/unit/server drive it
+ * with no HTTP around it.
+ *
+ * Durability: each change marks what it touched dirty and advances
+ * seq_applied. The shell (server.c) writes dirty objects in one batch per
+ * loop iteration and holds every answer until what it reports is durable.
+ *
+ * A job's attempt holds resources on each of its nodes as a `part`. The
+ * part is released when every task of the attempt on that node has exited
+ * or been lost, not when the job ends: a cancelled job's processes still
+ * hold their devices until the agent reports them gone, so nothing is
+ * given twice.
+ *
+ * What an agent should run is derived, never queued: the parts on its node
+ * whose job is STARTING or RUNNING in that same attempt. When that set
+ * changes the node's work_gen advances; state_flush_work raises one
+ * STATE_EV_WORK_CHANGED per such node at the end of a loop iteration.
+ */
+#pragma once
+
+#include <stdbool.h>
+
+#include "model/model.h"
+#include "model/wire.h"
+#include "sched/sched.h"
+#include "store/store.h"
+
+#define STATE_PORT_BASE 29500 /* MASTER_PORT range on each node */
+#define STATE_PORT_COUNT 512
+
+struct state;
+struct sjob;
+struct snode;
+struct svalid;
+
+/* ---- what the state machine holds ---------------------------------------------- */
+
+/* A job as the server holds it. */
+struct sjob {
+	struct job job;
+	struct sched_job sj; /* the scheduler's view, kept in step with job.req */
+	int cls;	     /* index into state->classes */
+	struct squeue *queue;
+	struct sjob *pend_prev, *pend_next; /* in its class's pending list, in order */
+	bool pending;
+	bool dirty;
+	struct sjob *dirty_next;
+	uint64_t reason_pass; /* the pass that wrote job.reason while pending */
+	int64_t reason_from;  /* that pass said: as job reason_from (0: its own) */
+	int node_losses;      /* requeues spent on lost nodes */
+	int preemptions;      /* times preempted */
+	int64_t held_for;     /* its stopping attempt was preempted for this job */
+	int held_attempt;     /* ... that attempt's number */
+	int64_t last_ckpt_ms; /* newest checkpoint its current attempt wrote */
+	struct svalid *valid; /* a system job: the validation run it is */
+};
+
+/* A priority class, with the jobs of it that wait. */
+struct sclass {
+	struct class_spec spec;
+	struct sjob *pend_head, *pend_tail;
+	int npending;
+};
+
+/* Someone with a token. */
+struct suser {
+	struct user_record rec;
+	bool dirty;
+	bool deleted; /* to be removed from the store, then freed */
+	struct suser *dirty_next;
+};
+
+/* A queue with what it uses now. */
+struct squeue {
+	struct queue_spec spec;
+	int index;	   /* in state->queues; queues are never removed */
+	int64_t use_milli; /* accelerators held by its running attempts */
+	int npending;
+	int nrunning;
+	bool dirty;
+	struct squeue *dirty_next;
+	int64_t written_ms; /* when its usage was last stored */
+};
+
+/* What the heartbeats say of a node. */
+enum node_live { NODE_LIVE_UNKNOWN, NODE_LIVE_UP, NODE_LIVE_DOWN, NODE_LIVE_MAX };
+
+/* One node's part of a running attempt. */
+struct part {
+	struct sjob *job;
+	int attempt;	/* number */
+	int node_index; /* in the attempt's node list (the node rank) */
+	uint64_t gen_added;
+};
+
+struct snode {
+	struct node_record rec;
+	int index; /* in state->nodes */
+	enum node_live live;
+	int64_t last_seen_ms; /* monotonic */
+	bool dirty;
+	struct snode *dirty_next;
+	/* what is allocated */
+	int cpus_used;
+	int64_t mem_used;
+	int dev_used[MODEL_MAX_ACCELS]; /* milli */
+	struct sched_dev sdev[MODEL_MAX_ACCELS];
+	uint8_t ports[STATE_PORT_COUNT / 8];
+	/* parts of attempts that hold resources here */
+	struct part *parts;
+	int nparts;
+	size_t parts_alloc;
+	/* work for the agent */
+	uint64_t work_gen;
+	bool wake_queued; /* STATE_EV_WORK_CHANGED is due at the next flush */
+	struct snode *wake_next;
+	struct svalid *held_by; /* a validation run holds it: no other work starts */
+};
+
+/* A validation run (tenk validate --nodes): one system job with a task on
+ * each of its nodes. The nodes take no new work from the moment it is asked
+ * for; preemptible jobs on them are stopped, others are waited for; when all
+ * are empty the server starts the job there itself, on every device. */
+struct svalid {
+	struct sjob *job;
+	int nnodes;
+	struct snode **nodes;
+	bool *reported;
+	/* reports of nodes whose steps with the others failed: applied when the
+	 * run ends with every node heard from, dropped when one was lost (the
+	 * lost one is the cause, and fails with "no report") */
+	json_t **held;
+	bool preempted; /* preemptible jobs on its nodes were told to stop */
+	struct svalid *prev, *next;
+};
+
+/* ---- events: what the state machine tells the shell ------------------------------ */
+
+enum state_event_kind {
+	STATE_EV_JOB_ENDED,    /* job reached a final state: its waits can be answered */
+	STATE_EV_WORK_CHANGED, /* node's work changed: its agent's long-polls can be answered */
+	STATE_EV_MAX
+};
+
+struct state_event {
+	enum state_event_kind kind;
+	struct sjob *job;   /* JOB_ENDED */
+	struct snode *node; /* WORK_CHANGED */
+};
+
+/* Called on the caller's thread, from inside the state machine; it must not
+ * change the state (it may read it, and pack it). */
+typedef void (*state_event_cb)(void *arg, const struct state_event *ev);
+
+struct state_config {
+	int64_t node_timeout_ms; /* an agent silent this long is DOWN */
+	int max_node_requeues;	 /* requeues of a job for lost nodes */
+	const char *epoch;	 /* borrowed: differs on every server start */
+	const char *secret;	 /* borrowed: what validation runs' tokens derive from */
+};
+
+struct state {
+	struct state_config cfg;
+	state_event_cb event_cb;
+	void *event_arg;
+
+	/* jobs by id: jobs[id - 1]; ids are dense and never reused */
+	struct sjob **jobs;
+	size_t njobs;
+	size_t jobs_alloc;
+	int npending;
+
+	/* scheduling configuration; classes in class_order are by priority, highest first */
+	struct sched_config sched;
+	struct sclass classes[MODEL_MAX_CLASSES];
+	int class_order[MODEL_MAX_CLASSES];
+	struct squeue **queues;
+	int nqueues;
+	size_t queues_alloc;
+	struct tk_map queue_by_name;
+
+	/* users: by name, and by the SHA-256 of their token */
+	struct tk_map user_by_name;
+	struct tk_map user_by_hash;
+
+	/* nodes */
+	struct snode **nodes;
+	int nnodes;
+	size_t nodes_alloc;
+	struct tk_map node_by_name;
+
+	/* what changed and is not yet written (server.c writes it) */
+	struct sjob *dirty_jobs;
+	struct snode *dirty_nodes;
+	struct squeue *dirty_queues;
+	struct suser *dirty_users;
+	uint64_t seq_applied; /* advances with every change */
+
+	struct snode *wake_nodes; /* whose work changed since the last flush */
+	struct svalid *valids;	  /* validation runs not yet ended */
+
+	/* scheduling */
+	bool sched_needed;
+	uint64_t pass_no;
+	struct sched_cluster *sched_cluster; /* kept while the nodes stay the same */
+	struct sched_shapes *sched_shapes;   /* the waiting jobs' requests, filed */
+	struct {
+		uint64_t passes, placements;
+	} stats;
+};
+
+/* ---- state.c: life, durability, events, the job state gate ------------------------ */
+
+/* An empty state with the scheduling configuration sched (copied) and the
+ * default queue; release it with state_release. */
+void state_init(struct state *s, const struct state_config *cfg, const struct sched_config *sched,
+		state_event_cb cb, void *cb_arg, int64_t now);
+void state_release(struct state *s);
+/* Marks a job, node, queue or user changed: it goes in the next batch. */
+void state_job_dirty(struct state *s, struct sjob *j);
+void state_node_dirty(struct state *s, struct snode *n);
+void state_queue_dirty(struct state *s, struct squeue *q);
+void state_user_dirty(struct state *s, struct suser *u);
+/* Asks for a scheduling pass before the next flush. */
+void state_want_pass(struct state *s);
+void state_raise(struct state *s, const struct state_event *ev);
+
+/*
+ * The one gate of every job state change (the diagram is in model.h):
+ *
+ *   from \ to  PENDING  STARTING  RUNNING  COMPLETED FAILED CANCELLED TIMEOUT
+ *   PENDING       -      start       -         -      sys      yes       -
+ *   STARTING    requeue    -      all up      exit    exit     yes      exit
+ *   RUNNING     requeue    -         -        exit    exit     yes      exit
+ *   final          -       -         -         -       -        -        -
+ *
+ * (sys: a validation run whose node went down before it started.) It moves
+ * the job in and out of its class's pending list, tells the nodes of an
+ * attempt that stops being current, stamps a final state's end and raises
+ * STATE_EV_JOB_ENDED, records reason (NULL: kept), and checks the job's
+ * invariants (assert_job_state) after every change. Returns 0, or -EINVAL
+ * for a change the table does not allow, with nothing changed.
+ */
+int job_set_state(struct state *s, struct sjob *j, enum job_state to, const char *reason,
+		  int64_t now);
+bool job_transition_allowed(enum job_state from, enum job_state to);
+/* Puts a waiting job in its class's pending list, in id order (a requeued
+ * job keeps its place), and files its request for the scheduler: for a new
+ * job and one loaded PENDING, which enter waiting without a change. */
+void job_enqueue(struct state *s, struct sjob *j);
+/* The job's invariants against its state; aborts when one does not hold. */
+void assert_job_state(const struct sjob *j);
+
+/* ---- jobs.c ------------------------------------------------------------------------- */
+
+struct sjob *state_job(struct state *s, int64_t id);
+/* Takes ownership of req (its class and queue already checked); returns the
+ * new job, PENDING. */
+struct sjob *state_submit(struct state *s, struct job_request *req, const char *owner, int64_t now);
+/* A system job (no place in the scheduler's queue), owned by `owner`. */
+struct sjob *state_submit_system(struct state *s, struct job_request *req, const char *owner,
+				 int64_t now);
+int state_cancel(struct state *s, struct sjob *j, int64_t now, struct tk_error *err);
+/* Ends a job in a final state with exit_code. */
+void state_job_finish(struct state *s, struct sjob *j, enum job_state st, int exit_code,
+		      const char *reason, int64_t now);
+/* An agent says a task started or exited. Unknown or stale ones are ignored. */
+void state_task_started(struct state *s, const struct task_event *ev, int64_t now);
+void state_task_exited(struct state *s, const struct task_event *ev, int64_t now);
+/* Starts attempt st of j on nodes (what a pass or a validation run decided). */
+void state_apply_start(struct state *s, struct sjob *j, const struct sched_start *st,
+		       struct snode *const *nodes, int64_t now);
+/* Sends a running job back to its queue for `for_job`. */
+void state_preempt(struct state *s, struct sjob *victim, struct sjob *for_job, int64_t now);
+/* Is a the attempt its job runs now? */
+bool attempt_is_current(const struct sjob *j, const struct attempt *a);
+bool task_done(const struct task_status *t);
+/* Sends an active job back to the queue for another attempt. */
+void job_requeue(struct state *s, struct sjob *j, const char *reason, int64_t now);
+/* Finds the class and queue a job names and fills its scheduler's view. */
+struct sjob *job_add(struct state *s, struct job *job, int64_t now);
+/* Frees an attempt's part on the node of node_index once all its tasks
+ * there are done, and ends the attempt once all its tasks are. */
+void attempt_settle(struct state *s, struct sjob *j, struct attempt *a, int node_index,
+		    int64_t at_ms);
+
+/* ---- nodes.c ------------------------------------------------------------------------ */
+
+struct snode *state_node(struct state *s, const char *name);
+/* Registers (or re-registers) a node from its agent's report. */
+struct snode *state_register(struct state *s, const struct node_inventory *inv,
+			     const char *agent_id, int64_t now, int64_t mono);
+void state_drain(struct state *s, struct snode *n, const char *reason);
+void state_resume(struct state *s, struct snode *n);
+/* The node's agent was heard from: it is alive (UP). */
+void state_node_seen(struct state *s, struct snode *n, int64_t mono);
+/* Marks a node DOWN and ends the parts of attempts it held. */
+void state_node_lost(struct state *s, struct snode *n, const char *why, int64_t now);
+/* Marks DOWN every node not heard from for the node timeout. */
+void state_check_nodes(struct state *s, int64_t now, int64_t mono);
+/* The node's state as the API shows it (model.h draws the diagram). */
+enum node_state state_node_state(const struct state *s, const struct snode *n);
+/* Raises STATE_EV_WORK_CHANGED for every node whose work changed. */
+void state_flush_work(struct state *s);
+/* Takes and gives back the resources of attempt a's node_index-th node on n. */
+void part_add(struct state *s, struct snode *n, struct sjob *j, const struct attempt *a,
+	      int node_index);
+void part_remove(struct state *s, struct snode *n, struct sjob *j, int attempt);
+/* Every node holding a part of attempt a learns its work changed. */
+void attempt_bump_nodes(struct state *s, const struct attempt *a);
+/* A MASTER_PORT no other attempt led from n uses. */
+int node_port_find(const struct snode *n);
+void node_sync_devs(struct snode *n);
+struct snode *node_insert(struct state *s, const struct node_record *rec);
+
+/* ---- queues.c: queues and users -------------------------------------------------- */
+
+struct squeue *state_queue(struct state *s, const char *name);
+/* Creates a queue with no quota, weight 1. */
+struct squeue *state_queue_add(struct state *s, const char *name, int64_t now);
+struct squeue *queue_insert(struct state *s, const struct queue_spec *spec);
+/* Brings every queue's decayed usage up to now. */
+void state_queues_age(struct state *s, int64_t now);
+/* Adds a user with a fresh token (written into token_out, 65 bytes). */
+struct suser *state_user_add(struct state *s, const char *name, bool admin, char *token_out,
+			     int64_t now);
+struct suser *user_insert(struct state *s, const struct user_record *rec);
+void state_user_del(struct state *s, struct suser *u);
+
+/* ---- snapshot.c: a scheduling pass ----------------------------------------------- */
+
+/* Runs one scheduling pass at now and applies its decisions. */
+void state_schedule(struct state *s, int64_t now);
+
+/* ---- pack.c: JSON for agents and users ------------------------------------------- */
+
+/* A node's desired work, as the agent's long-poll answer. */
+json_t *state_work_pack(struct state *s, struct snode *n, uint64_t since_gen);
+/* The answer to a long-poll that waited out with nothing new. */
+json_t *state_work_unchanged_pack(struct state *s, struct snode *n);
+json_t *state_node_pack(struct state *s, const struct snode *n);
+/* A job's JSON, with its waiting reason brought up to date. */
+json_t *state_job_pack(struct state *s, struct sjob *j);
+json_t *state_queue_pack(struct state *s, const struct squeue *q);
+
+/* ---- load.c --------------------------------------------------------------------------- */
+
+/* Loads what store holds into an empty state at start-up, then ends what
+ * cannot go on (attempts whose nodes are gone, validation runs). */
+int state_load(struct state *s, struct store *store, int64_t now, int64_t mono,
+	       struct tk_error *err);
+
+/* ---- valid.c: validation runs --------------------------------------------------------- */
+
+/* Starts a validation run on nodes with `tenk validate` options args. */
+int valid_create(struct state *s, struct snode *const *nodes, int n, const char *const *args,
+		 int nargs, const char *owner, int64_t now, struct sjob **ret,
+		 struct tk_error *err);
+/* Moves runs on: stops preemptible work on their nodes, starts those whose
+ * nodes are empty, fails those with a node down. Before every pass. */
+void valid_tick(struct state *s, int64_t now);
+/* A system job reached a final state: nodes that did not report fail. */
+void valid_job_ended(struct state *s, struct sjob *j, int64_t now);
+/* May the scheduler place work on n? (not held by a run; validated when
+ * the configuration requires it) */
+bool valid_node_open(const struct state *s, const struct snode *n);
+/* A node's agent registered; with require_validation, a node never
+ * validated gets a run. */
+void valid_node_registered(struct state *s, struct snode *n, int64_t now);
+void valid_release(struct state *s);
+/* The token validation job `job`'s tasks report with (65 bytes). */
+void valid_token(const struct state *s, int64_t job, char out[65]);
+/* One node's report: verdict "pass" or "fail" with the failing layer and
+ * reason, and its checks (borrowed). held: its steps with the others
+ * failed, and whose fault that was is known when the run ends (the report
+ * is kept till then). Returns 0, or -errno with err saying what is wrong
+ * (-ENOENT: not one of its nodes; -EALREADY: reported before; -EINVAL: a
+ * failing verdict without a reason). */
+int valid_report(struct state *s, struct sjob *j, const char *node, bool pass, const char *layer,
+		 const char *reason, json_t *checks, bool held, int64_t now, struct tk_error *err);

@@ -1,0 +1,435 @@
+/* Unit tests of the server's state machine (src/server/state.h), driven with
+ * no HTTP and no clock around it: jobs from submission through their
+ * attempts to a final state, requeues, node loss, the transition table, and
+ * the events the shell would turn into answers. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <errno.h>
+#include <string.h>
+
+#include "server/state.h"
+
+#define T0 1800000000000LL /* wall ms */
+#define MONO0 1000000LL	   /* monotonic ms */
+#define NODE_TIMEOUT_MS 30000
+
+struct world {
+	struct state st;
+	struct catalogue cat;
+	/* events seen */
+	int ended[64];
+	int nended;
+	int work_changed[8];
+};
+
+static void on_event(void *arg, const struct state_event *ev)
+{
+	struct world *w = arg;
+	if (ev->kind == STATE_EV_JOB_ENDED) {
+		assert_true(job_state_final(ev->job->job.state));
+		w->ended[w->nended++] = (int)ev->job->job.id;
+	} else {
+		assert_int_equal(ev->kind, STATE_EV_WORK_CHANGED);
+		w->work_changed[ev->node->index]++;
+	}
+}
+
+static struct world *world_new(int max_node_requeues)
+{
+	struct world *w = calloc(1, sizeof(*w));
+	struct sched_config sc;
+	sched_config_default(&sc);
+	struct state_config cfg = {.node_timeout_ms = NODE_TIMEOUT_MS,
+				   .max_node_requeues = max_node_requeues,
+				   .epoch = "e1",
+				   .secret = "s3cret"};
+	catalogue_init(&w->cat);
+	state_init(&w->st, &cfg, &sc, on_event, w, T0);
+	return w;
+}
+
+static void world_free(struct world *w)
+{
+	state_release(&w->st);
+	catalogue_release(&w->cat);
+	free(w);
+}
+
+/* A node n<i> with `gpus` fake H100s, registered by agent id `agent`. */
+static struct snode *add_node(struct world *w, int i, int gpus, const char *agent)
+{
+	struct node_inventory inv;
+	memset(&inv, 0, sizeof(inv));
+	snprintf(inv.name, sizeof(inv.name), "n%d", i);
+	snprintf(inv.addr, sizeof(inv.addr), "10.0.0.%d", i);
+	inv.cpus = 64;
+	inv.mem_mib = 1 << 20;
+	char spec[16];
+	snprintf(spec, sizeof(spec), "%dxH100", gpus);
+	struct tk_error err;
+	assert_int_equal(model_fake_accels(spec, &w->cat, inv.name, inv.accel, MODEL_MAX_ACCELS,
+					   &inv.naccel, &err),
+			 0);
+	return state_register(&w->st, &inv, agent, T0, MONO0);
+}
+
+static struct sjob *submit(struct world *w, const char *json)
+{
+	json_error_t je;
+	json_t *j = json_loads(json, 0, &je);
+	assert_non_null(j);
+	struct job_request req;
+	struct tk_error err;
+	if (job_request_unpack(j, &req, &err) < 0)
+		fail_msg("bad test request: %s", err.text);
+	json_decref(j);
+	return state_submit(&w->st, &req, "alice", T0);
+}
+
+static void task_event(struct world *w, struct sjob *j, int rank, enum task_event_type type,
+		       int code, enum exit_cause cause, int64_t now)
+{
+	struct task_event ev = {.job = j->job.id,
+				.attempt = j->job.nattempts,
+				.rank = rank,
+				.type = type,
+				.at_ms = now,
+				.exit_code = code,
+				.cause = cause};
+	if (type == TASK_EVENT_STARTED)
+		state_task_started(&w->st, &ev, now);
+	else
+		state_task_exited(&w->st, &ev, now);
+}
+
+static int dev_used(const struct snode *n)
+{
+	int sum = 0;
+	for (int d = 0; d < n->rec.inv.naccel; d++)
+		sum += n->dev_used[d];
+	return sum;
+}
+
+/* One job's whole life: waiting, placed, started, running, completed; its
+ * devices back, its waits answered, its node's agent told at each step. */
+static void test_lifecycle(void **state)
+{
+	struct world *w = world_new(5);
+	struct snode *n = add_node(w, 1, 8, "aaaaaaaa");
+	state_flush_work(&w->st);
+	assert_int_equal(w->work_changed[0], 1); /* its agent learns its (empty) work */
+	struct sjob *j = submit(w, "{\"command\": [\"train\"], \"cwd\": \"/tmp\", "
+				   "\"tasks_per_node\": 2, \"gpus_per_task\": 2}");
+	assert_int_equal(j->job.state, JOB_PENDING);
+	assert_true(w->st.sched_needed);
+	assert_int_equal(w->st.npending, 1);
+	uint64_t seq = w->st.seq_applied;
+	assert_true(seq > 0 && w->st.dirty_jobs == j); /* written before anyone hears of it */
+
+	state_schedule(&w->st, T0 + 10);
+	assert_int_equal(j->job.state, JOB_STARTING);
+	assert_int_equal(j->job.nattempts, 1);
+	assert_int_equal(w->st.npending, 0);
+	assert_int_equal(dev_used(n), 4 * MODEL_MILLI);
+	assert_string_equal(j->job.attempts[0].nodes[0].name, "n1");
+	assert_int_equal(j->job.attempts[0].start_ms, T0 + 10);
+	state_flush_work(&w->st);
+	assert_int_equal(w->work_changed[0], 2);
+	/* what the agent is told to run: the spec, first time only */
+	json_t *work = state_work_pack(&w->st, n, 0);
+	struct wire_work ww;
+	struct tk_error err;
+	assert_int_equal(wire_work_unpack(work, &ww, &err), 0);
+	assert_int_equal(ww.nitems, 1);
+	assert_non_null(ww.items[0].spec);
+	assert_int_equal(ww.items[0].spec->tasks_per_node, 2);
+	int nd;
+	work_spec_devices(ww.items[0].spec, 1, &nd);
+	assert_int_equal(nd, 2);
+	wire_work_release(&ww);
+	json_decref(work);
+	work = state_work_pack(&w->st, n, n->work_gen);
+	assert_int_equal(wire_work_unpack(work, &ww, &err), 0);
+	assert_null(ww.items[0].spec);
+	wire_work_release(&ww);
+	json_decref(work);
+
+	task_event(w, j, 0, TASK_EVENT_STARTED, 0, EXIT_EXITED, T0 + 20);
+	assert_int_equal(j->job.state, JOB_STARTING); /* one of two up */
+	task_event(w, j, 1, TASK_EVENT_STARTED, 0, EXIT_EXITED, T0 + 21);
+	assert_int_equal(j->job.state, JOB_RUNNING);
+	/* a repeated start changes nothing */
+	task_event(w, j, 1, TASK_EVENT_STARTED, 0, EXIT_EXITED, T0 + 22);
+	assert_int_equal(j->job.state, JOB_RUNNING);
+
+	task_event(w, j, 0, TASK_EVENT_EXITED, 0, EXIT_EXITED, T0 + 30);
+	assert_int_equal(j->job.state, JOB_RUNNING);
+	assert_int_equal(dev_used(n), 4 * MODEL_MILLI); /* held while a task runs */
+	assert_int_equal(w->nended, 0);
+	task_event(w, j, 1, TASK_EVENT_EXITED, 0, EXIT_EXITED, T0 + 31);
+	assert_int_equal(j->job.state, JOB_COMPLETED);
+	assert_int_equal(j->job.exit_code, 0);
+	assert_int_equal(j->job.end_ms, T0 + 31);
+	assert_true(j->job.attempts[0].ended);
+	assert_int_equal(dev_used(n), 0);
+	assert_int_equal(n->nparts, 0);
+	assert_int_equal(w->nended, 1);
+	assert_int_equal(w->ended[0], (int)j->job.id);
+	/* an exit repeated after the end changes nothing */
+	task_event(w, j, 1, TASK_EVENT_EXITED, 9, EXIT_EXITED, T0 + 40);
+	assert_int_equal(j->job.state, JOB_COMPLETED);
+	assert_int_equal(w->nended, 1);
+	world_free(w);
+}
+
+/* A failure with restarts left requeues the job in its place; the next
+ * attempt is a new number; without restarts left it fails with the code. */
+static void test_requeue(void **state)
+{
+	struct world *w = world_new(5);
+	add_node(w, 1, 8, "aaaaaaaa");
+	struct sjob *j = submit(w, "{\"command\": [\"train\"], \"cwd\": \"/tmp\", "
+				   "\"gpus_per_task\": 1, \"requeue\": 1}");
+	state_schedule(&w->st, T0);
+	task_event(w, j, 0, TASK_EVENT_STARTED, 0, EXIT_EXITED, T0);
+	task_event(w, j, 0, TASK_EVENT_EXITED, 3, EXIT_EXITED, T0 + 5);
+	assert_int_equal(j->job.state, JOB_PENDING);
+	assert_true(j->pending);
+	assert_non_null(strstr(j->job.reason, "task 0 on n1 exited with code 3; requeued "
+					      "(restart 1 of 1)"));
+	assert_string_equal(j->job.attempts[0].reason, "task 0 on n1 exited with code 3");
+	assert_int_equal(w->nended, 0);
+	state_schedule(&w->st, T0 + 10);
+	assert_int_equal(j->job.state, JOB_STARTING);
+	assert_int_equal(j->job.nattempts, 2);
+	/* the first attempt's late report changes nothing */
+	struct task_event late = {.job = j->job.id,
+				  .attempt = 1,
+				  .rank = 0,
+				  .type = TASK_EVENT_EXITED,
+				  .at_ms = T0 + 11,
+				  .exit_code = 1};
+	state_task_exited(&w->st, &late, T0 + 11);
+	assert_int_equal(j->job.state, JOB_STARTING);
+	/* a launch failure: the detail is shown, the code ends it */
+	struct task_event ev = {.job = j->job.id,
+				.attempt = 2,
+				.rank = 0,
+				.type = TASK_EVENT_EXITED,
+				.at_ms = T0 + 12,
+				.exit_code = 127,
+				.cause = EXIT_LAUNCH_FAILED,
+				.detail = "command not found: train"};
+	state_task_exited(&w->st, &ev, T0 + 12);
+	assert_int_equal(j->job.state, JOB_FAILED);
+	assert_int_equal(j->job.exit_code, 127);
+	assert_string_equal(j->job.reason, "task 0 on n1 exited with code 127: command not "
+					   "found: train");
+	assert_int_equal(w->nended, 1);
+	world_free(w);
+}
+
+/* The time limit travels as a cause, not as text. */
+static void test_timeout(void **state)
+{
+	struct world *w = world_new(5);
+	add_node(w, 1, 8, "aaaaaaaa");
+	struct sjob *j = submit(w, "{\"command\": [\"train\"], \"cwd\": \"/tmp\", "
+				   "\"time_limit_s\": 60}");
+	state_schedule(&w->st, T0);
+	task_event(w, j, 0, TASK_EVENT_STARTED, 0, EXIT_EXITED, T0);
+	task_event(w, j, 0, TASK_EVENT_EXITED, 143, EXIT_TIMEOUT, T0 + 60000);
+	assert_int_equal(j->job.state, JOB_TIMEOUT);
+	assert_string_equal(j->job.reason, "time limit of 60s reached");
+	world_free(w);
+}
+
+/* A node that misses its heartbeats is DOWN: its tasks are lost and the
+ * gang requeued; the other node's part is held until its agent reports
+ * its task gone. After max_node_requeues the job fails. */
+static void test_node_loss(void **state)
+{
+	struct world *w = world_new(1);
+	struct snode *a = add_node(w, 1, 8, "aaaaaaaa");
+	struct snode *b = add_node(w, 2, 8, "bbbbbbbb");
+	struct sjob *j = submit(w, "{\"command\": [\"train\"], \"cwd\": \"/tmp\", \"nodes\": 2, "
+				   "\"gpus_per_task\": 8}");
+	state_schedule(&w->st, T0);
+	assert_int_equal(j->job.state, JOB_STARTING);
+	task_event(w, j, 0, TASK_EVENT_STARTED, 0, EXIT_EXITED, T0);
+	task_event(w, j, 1, TASK_EVENT_STARTED, 0, EXIT_EXITED, T0);
+	assert_int_equal(j->job.state, JOB_RUNNING);
+	struct snode *lost = strcmp(j->job.attempts[0].nodes[0].name, "n1") == 0 ? a : b;
+	struct snode *kept = lost == a ? b : a;
+	/* the kept node's agent beats on, the lost one's is silent */
+	state_node_seen(&w->st, kept, MONO0 + NODE_TIMEOUT_MS);
+	state_check_nodes(&w->st, T0 + 100, MONO0 + NODE_TIMEOUT_MS / 2);
+	assert_int_equal(state_node_state(&w->st, lost), NODE_UP);
+	state_check_nodes(&w->st, T0 + 200, MONO0 + NODE_TIMEOUT_MS + 1);
+	assert_int_equal(state_node_state(&w->st, lost), NODE_DOWN);
+	assert_int_equal(state_node_state(&w->st, kept), NODE_UP);
+	assert_int_equal(j->job.state, JOB_PENDING);
+	assert_non_null(strstr(j->job.reason, "lost: no heartbeat from its agent for 30s; "
+					      "requeued"));
+	assert_int_equal(j->job.attempts[0].tasks[0].state, TASK_LOST);
+	assert_int_equal(lost->nparts, 0);
+	assert_int_equal(kept->nparts, 1); /* until its task is gone */
+	/* nowhere to go: the lost node is down and the kept one still busy */
+	state_schedule(&w->st, T0 + 300);
+	assert_int_equal(j->job.state, JOB_PENDING);
+	task_event(w, j, 1, TASK_EVENT_EXITED, 143, EXIT_CANCELLED, T0 + 400);
+	assert_int_equal(kept->nparts, 0);
+	assert_true(j->job.attempts[0].ended);
+	/* the node comes back, the job runs again, and loses a node again */
+	state_node_seen(&w->st, lost, MONO0 + 2 * NODE_TIMEOUT_MS);
+	assert_int_equal(state_node_state(&w->st, lost), NODE_UP);
+	state_schedule(&w->st, T0 + 500);
+	assert_int_equal(j->job.state, JOB_STARTING);
+	assert_int_equal(j->job.nattempts, 2);
+	state_node_lost(&w->st, kept, "cable cut", T0 + 600);
+	assert_int_equal(j->job.state, JOB_FAILED);
+	assert_non_null(strstr(j->job.reason, "cable cut; not requeued after 1 lost nodes"));
+	assert_int_equal(w->nended, 1);
+	/* an agent that registers again with a new id loses what the old one ran */
+	world_free(w);
+}
+
+/* A new agent process on a known node: what the old one ran is lost. */
+static void test_agent_restart(void **state)
+{
+	struct world *w = world_new(5);
+	add_node(w, 1, 8, "aaaaaaaa");
+	struct sjob *j = submit(w, "{\"command\": [\"train\"], \"cwd\": \"/tmp\"}");
+	state_schedule(&w->st, T0);
+	task_event(w, j, 0, TASK_EVENT_STARTED, 0, EXIT_EXITED, T0);
+	struct snode *n = add_node(w, 1, 8, "aaaaaaaa"); /* the same process again */
+	assert_int_equal(j->job.state, JOB_RUNNING);
+	n = add_node(w, 1, 8, "cccccccc");
+	assert_int_equal(j->job.state, JOB_PENDING);
+	assert_non_null(strstr(j->job.reason, "its agent restarted and no longer runs them"));
+	assert_int_equal(n->nparts, 0);
+	assert_int_equal(w->st.nnodes, 1);
+	world_free(w);
+}
+
+/* Cancel: the job ends at once, its devices stay held until its task is
+ * reported gone, and cancelling again is refused. */
+static void test_cancel_and_drain(void **state)
+{
+	struct world *w = world_new(5);
+	struct snode *n = add_node(w, 1, 8, "aaaaaaaa");
+	struct sjob *j = submit(w, "{\"command\": [\"train\"], \"cwd\": \"/tmp\", "
+				   "\"gpus_per_task\": 8}");
+	struct sjob *next = submit(w, "{\"command\": [\"train\"], \"cwd\": \"/tmp\", "
+				      "\"gpus_per_task\": 8}");
+	state_schedule(&w->st, T0);
+	assert_int_equal(j->job.state, JOB_STARTING);
+	assert_int_equal(next->job.state, JOB_PENDING);
+	state_drain(&w->st, n, "replace fan");
+	assert_int_equal(state_node_state(&w->st, n), NODE_DRAINING);
+	struct tk_error err;
+	assert_int_equal(state_cancel(&w->st, j, T0 + 5, &err), 0);
+	assert_int_equal(j->job.state, JOB_CANCELLED);
+	assert_int_equal(w->nended, 1);
+	assert_int_equal(state_cancel(&w->st, j, T0 + 6, &err), -EALREADY);
+	assert_string_equal(err.text, "job 1 already ended: CANCELLED");
+	assert_int_equal(dev_used(n), 8 * MODEL_MILLI); /* not given twice */
+	task_event(w, j, 0, TASK_EVENT_EXITED, 143, EXIT_CANCELLED, T0 + 7);
+	assert_int_equal(dev_used(n), 0);
+	assert_int_equal(state_node_state(&w->st, n), NODE_DRAINED);
+	state_schedule(&w->st, T0 + 8);
+	assert_int_equal(next->job.state, JOB_PENDING); /* a drained node takes nothing */
+	state_resume(&w->st, n);
+	assert_int_equal(state_node_state(&w->st, n), NODE_UP);
+	state_schedule(&w->st, T0 + 9);
+	assert_int_equal(next->job.state, JOB_STARTING);
+	/* a waiting job cancelled leaves the queue */
+	struct sjob *third = submit(w, "{\"command\": [\"x\"], \"cwd\": \"/tmp\"}");
+	assert_int_equal(w->st.npending, 1);
+	assert_int_equal(state_cancel(&w->st, third, T0 + 10, &err), 0);
+	assert_int_equal(w->st.npending, 0);
+	assert_false(third->pending);
+	world_free(w);
+}
+
+/* The gate: every change the table allows, none it does not; a refused
+ * change leaves the job as it was. */
+static void test_transition_table(void **state)
+{
+	static const char *const expect[JOB_STATE_MAX] = {
+		/* to:       P S R C F X T   (COMPLETED FAILED CANCELLED TIMEOUT) */
+		[JOB_PENDING] = "0100110", [JOB_STARTING] = "1011111",
+		[JOB_RUNNING] = "1001111", [JOB_COMPLETED] = "0000000",
+		[JOB_FAILED] = "0000000",  [JOB_CANCELLED] = "0000000",
+		[JOB_TIMEOUT] = "0000000",
+	};
+	for (int from = 0; from < JOB_STATE_MAX; from++)
+		for (int to = 0; to < JOB_STATE_MAX; to++)
+			if (job_transition_allowed(from, to) != (expect[from][to] == '1'))
+				fail_msg("%s -> %s: the table says %d", job_state_name(from),
+					 job_state_name(to), job_transition_allowed(from, to));
+	assert_false(job_transition_allowed(JOB_STATE_MAX, JOB_PENDING));
+
+	struct world *w = world_new(5);
+	add_node(w, 1, 8, "aaaaaaaa");
+	struct sjob *j = submit(w, "{\"command\": [\"x\"], \"cwd\": \"/tmp\"}");
+	/* PENDING -> RUNNING skips the start */
+	uint64_t seq = w->st.seq_applied;
+	assert_int_equal(job_set_state(&w->st, j, JOB_RUNNING, "no", T0), -EINVAL);
+	assert_int_equal(j->job.state, JOB_PENDING);
+	assert_true(j->pending);
+	assert_int_equal(w->st.seq_applied, seq);
+	assert_int_not_equal(strcmp(j->job.reason, "no"), 0);
+	state_schedule(&w->st, T0);
+	task_event(w, j, 0, TASK_EVENT_STARTED, 0, EXIT_EXITED, T0);
+	task_event(w, j, 0, TASK_EVENT_EXITED, 0, EXIT_EXITED, T0 + 1);
+	assert_int_equal(j->job.state, JOB_COMPLETED);
+	/* nothing leaves a final state */
+	for (int to = 0; to < JOB_STATE_MAX; to++)
+		assert_int_equal(job_set_state(&w->st, j, to, "again", T0 + 2), -EINVAL);
+	assert_int_equal(j->job.state, JOB_COMPLETED);
+	assert_int_equal(j->job.end_ms, T0 + 1);
+	assert_int_equal(w->nended, 1);
+	world_free(w);
+}
+
+/* Preemption: a prod job takes a batch job's node; the victim goes back to
+ * its queue and its devices go to the prod job once its task is gone. */
+static void test_preemption(void **state)
+{
+	struct world *w = world_new(5);
+	struct snode *n = add_node(w, 1, 8, "aaaaaaaa");
+	struct sjob *batch = submit(w, "{\"command\": [\"x\"], \"cwd\": \"/tmp\", "
+				       "\"gpus_per_task\": 8, \"class\": \"batch\"}");
+	state_schedule(&w->st, T0);
+	task_event(w, batch, 0, TASK_EVENT_STARTED, 0, EXIT_EXITED, T0);
+	struct sjob *prod = submit(w, "{\"command\": [\"x\"], \"cwd\": \"/tmp\", "
+				      "\"gpus_per_task\": 8, \"class\": \"prod\"}");
+	state_schedule(&w->st, T0 + 10);
+	assert_int_equal(batch->job.state, JOB_PENDING);
+	assert_int_equal(batch->preemptions, 1);
+	assert_non_null(strstr(batch->job.reason, "preempted by job 2 (class prod)"));
+	assert_int_equal(prod->job.state, JOB_PENDING); /* waits for its victim */
+	state_schedule(&w->st, T0 + 11);
+	assert_int_equal(prod->job.state, JOB_PENDING);
+	task_event(w, batch, 0, TASK_EVENT_EXITED, 143, EXIT_CANCELLED, T0 + 12);
+	assert_int_equal(n->nparts, 0);
+	state_schedule(&w->st, T0 + 13);
+	assert_int_equal(prod->job.state, JOB_STARTING);
+	assert_int_equal(batch->job.state, JOB_PENDING);
+	world_free(w);
+}
+
+int main(void)
+{
+	tk_log_set_level(TK_LOG_ERR);
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_lifecycle),	 cmocka_unit_test(test_requeue),
+		cmocka_unit_test(test_timeout),		 cmocka_unit_test(test_node_loss),
+		cmocka_unit_test(test_agent_restart),	 cmocka_unit_test(test_cancel_and_drain),
+		cmocka_unit_test(test_transition_table), cmocka_unit_test(test_preemption),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
