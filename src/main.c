@@ -1,443 +1,55 @@
 /*
- * tenk: one binary for the whole system. This file only dispatches: the
- * daemons (`up`, `server`, `agent`) are the server and agent libraries on one
- * libuv loop; every other command is the CLI's.
- *
- * A daemon's life reads top to bottom: parse options, create the parts,
- * run the loop until SIGINT or SIGTERM, stop the parts (the agent first, so
- * its tasks' exits reach the server), destroy them in reverse.
+ * tenk: one binary for the whole system. This file only dispatches, through
+ * one table of commands (as git's git.c does): each row names a command,
+ * what it takes and does, and the function that runs it. `tenk help` is
+ * generated from the table, and each command gets its own row for its
+ * usage lines and --help.
  */
 #include <curl/curl.h>
-#include <stdbool.h>
-#include <errno.h>
-#include <malloc.h>
-#include <signal.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/resource.h>
-#include <uv.h>
 
-#include "agent/agent.h"
 #include "cli/cli.h"
-#include "server/server.h"
+#include "daemon.h"
 #include "sim/cmd.h"
-#include "validate/validate.h"
 #include "util/util.h"
+#include "validate/validate.h"
 
-/*
- * A daemon process: a server, an agent, or both (`tenk up`). Each part has
- * its own loop; in `tenk up` the agent's runs on a second thread, so that
- * launching tasks (fork and exec) never stalls the server. The parts talk
- * over HTTP on loopback exactly as they do across machines.
- */
-struct daemon {
-	uv_loop_t loop; /* the main thread's: the server's, or a lone agent's */
-	struct server *server;
-	struct agent *agent;
-	uv_signal_t sigint, sigterm;
-	int signals;
-	/* `tenk up` only */
-	bool agent_threaded;
-	uv_loop_t agent_loop;
-	uv_thread_t agent_thread;
-	uv_async_t agent_stop_async; /* on agent_loop: main asks the agent to stop */
-	uv_async_t agent_done_async; /* on loop: the agent has stopped */
+static int cmd_version(const struct tk_command *cmd, int argc, char **argv);
+static int cmd_help(const struct tk_command *cmd, int argc, char **argv);
+
+static const struct tk_command commands[] = {
+	{"up", "", "run a server and an agent for this machine (a one-node cluster)", daemon_up},
+	{"server", "", "run the controller", daemon_server},
+	{"agent", "", "run the agent of this node", daemon_agent},
+	{"submit", "[--] COMMAND [ARGS...]", "submit a job; prints its id", cli_submit},
+	{"queue", "", "list jobs waiting and running (--all: every job)", cli_queue},
+	{"show", "JOB...", "show a job: request, attempts, why it waits", cli_show},
+	{"cancel", "JOB...", "cancel jobs", cli_cancel},
+	{"wait", "JOB...", "wait for jobs to end; exits with the first one's status", cli_wait},
+	{"nodes", "", "list nodes: state, devices, use", cli_nodes},
+	{"drain", "NODE... --reason TEXT", "keep new work off nodes", cli_drain},
+	{"resume", "NODE...", "let drained nodes take work again", cli_resume},
+	{"queues", "[set NAME]", "list queues: quota, use, borrowed; or set one", cli_queues},
+	{"classes", "", "list priority classes", cli_classes},
+	{"users", "[add NAME [--admin] | rm NAME]",
+	 "list users, add one (prints its token), or remove one", cli_users},
+	{"history", "", "write the jobs that ran as a trace for tenk sim", cli_history},
+	{"sim", "", "replay a job trace through the scheduler with a virtual clock", sim_main},
+	{"bench", "COLLECTIVE", "measure a collective across ranks (allreduce, allgather, ...)",
+	 bench_main},
+	{"validate", "", "check this node, or nodes through the server (--nodes), layer by layer",
+	 validate_main},
+	{"version", "", "print tenk's version", cmd_version},
+	{"help", "", "list the commands", cmd_help},
 };
-
-static void all_stopped(struct daemon *d)
-{
-	uv_close((uv_handle_t *)&d->sigint, NULL);
-	uv_close((uv_handle_t *)&d->sigterm, NULL);
-	if (d->agent_threaded)
-		uv_close((uv_handle_t *)&d->agent_done_async, NULL);
-}
-
-static void server_stopped(void *arg)
-{
-	all_stopped(arg);
-}
-
-/* On the main thread, once the agent (if any) has stopped. */
-static void agent_gone(struct daemon *d)
-{
-	if (d->server)
-		server_stop(d->server, server_stopped, d);
-	else
-		all_stopped(d);
-}
-
-static void agent_stopped(void *arg)
-{
-	struct daemon *d = arg;
-	if (d->agent_threaded) {
-		/* on the agent's thread: let its loop end, tell the main thread */
-		uv_close((uv_handle_t *)&d->agent_stop_async, NULL);
-		uv_async_send(&d->agent_done_async);
-	} else {
-		agent_gone(d);
-	}
-}
-
-static void agent_stop_async_cb(uv_async_t *h)
-{
-	struct daemon *d = h->data;
-	agent_stop(d->agent, agent_stopped, d);
-}
-
-static void agent_done_async_cb(uv_async_t *h)
-{
-	agent_gone(h->data);
-}
-
-static void on_signal(uv_signal_t *h, int signum)
-{
-	struct daemon *d = h->data;
-	if (d->signals++ > 0) {
-		log_warn("second signal: exiting without a clean stop");
-		_exit(1);
-	}
-	log_info("%s received; stopping (send it again to exit at once)", strsignal(signum));
-	if (d->agent_threaded)
-		uv_async_send(&d->agent_stop_async);
-	else if (d->agent)
-		agent_stop(d->agent, agent_stopped, d);
-	else
-		agent_gone(d);
-}
-
-static void agent_thread_main(void *arg)
-{
-	struct daemon *d = arg;
-	uv_run(&d->agent_loop, UV_RUN_DEFAULT);
-}
-
-static int run_loop(struct daemon *d)
-{
-	d->sigint.data = d->sigterm.data = d;
-	uv_signal_init(&d->loop, &d->sigint);
-	uv_signal_init(&d->loop, &d->sigterm);
-	uv_signal_start(&d->sigint, on_signal, SIGINT);
-	uv_signal_start(&d->sigterm, on_signal, SIGTERM);
-	if (d->agent_threaded) {
-		d->agent_stop_async.data = d->agent_done_async.data = d;
-		uv_async_init(&d->agent_loop, &d->agent_stop_async, agent_stop_async_cb);
-		uv_async_init(&d->loop, &d->agent_done_async, agent_done_async_cb);
-		if (uv_thread_create(&d->agent_thread, agent_thread_main, d) < 0) {
-			log_err("cannot start the agent's thread");
-			_exit(1);
-		}
-	}
-	uv_run(&d->loop, UV_RUN_DEFAULT);
-	int rc = 0;
-	if (d->agent_threaded) {
-		uv_thread_join(&d->agent_thread);
-		agent_destroy(d->agent);
-		if (uv_loop_close(&d->agent_loop) < 0) {
-			log_err("the agent left handles open at exit");
-			rc = 1;
-		}
-	} else {
-		agent_destroy(d->agent);
-	}
-	server_destroy(d->server);
-	int r = uv_loop_close(&d->loop);
-	if (r < 0) {
-		log_err("handles left open at exit: %s", uv_strerror(r));
-		return 1;
-	}
-	log_info("stopped");
-	return rc;
-}
-
-/* ---- options shared by the daemons ---------------------------------------------- */
-
-enum {
-	D_HELP,
-	D_LOG,
-	D_DATA,
-	D_LISTEN,
-	D_CATALOGUE,
-	D_NODE_TIMEOUT,
-	D_SERVER,
-	D_TOKEN_FILE,
-	D_NAME,
-	D_FAKE,
-	D_ADDR,
-	D_TOPO,
-	D_CPUS,
-	D_MEM,
-	D_WORK,
-	D_MAX
-};
-
-static const struct tk_option all_opts[D_MAX] = {
-	[D_HELP] = {"help", 'h', NULL, "show this help"},
-	[D_LOG] = {"log-level", 0, "LEVEL", "error, warn, info or debug (default info)"},
-	[D_DATA] = {"data", 'd', "DIR",
-		    "data folder: the database, tokens, the agent's work (default ./tenk-data)"},
-	[D_LISTEN] = {"listen", 'l', "HOST:PORT", "address to serve (default 127.0.0.1:7480)"},
-	[D_CATALOGUE] = {"catalogue", 0, "FILE", "accelerator catalogue overrides (JSON)"},
-	[D_NODE_TIMEOUT] = {"node-timeout", 0, "TIME", "a silent node is DOWN after (default 30s)"},
-	[D_SERVER] = {"server", 's', "URL", "the server to join"},
-	[D_TOKEN_FILE] = {"token-file", 0, "FILE", "the agent join token (server's agent.token)"},
-	[D_NAME] = {"name", 'n', "NAME", "this node's name (default: the host name)"},
-	[D_FAKE] = {"fake-gpus", 0, "SPEC", "fake accelerators, e.g. 8xH100 or 4xA100-80GB,2xT4"},
-	[D_ADDR] = {"addr", 0, "ADDR",
-		    "address peers reach this node at (default: as the server "
-		    "sees it)"},
-	[D_TOPO] = {"topology", 0, "PATH", "switches above this node, e.g. spine1/leaf07"},
-	[D_CPUS] = {"cpus", 0, "N", "CPUs to offer (default: detected)"},
-	[D_MEM] = {"mem", 0, "SIZE", "memory to offer, e.g. 512G (default: detected)"},
-	[D_WORK] = {"work-dir", 0, "DIR", "local folder for checkpoints (default DATA/agent)"},
-};
-
-/* Which options each daemon takes, in all_opts order. */
-static const int up_opts[] = {D_HELP, D_LOG,  D_DATA, D_LISTEN, D_CATALOGUE, D_NODE_TIMEOUT,
-			      D_NAME, D_FAKE, D_TOPO, D_CPUS,	D_MEM};
-static const int server_opts[] = {D_HELP, D_LOG, D_DATA, D_LISTEN, D_CATALOGUE, D_NODE_TIMEOUT};
-static const int agent_opts[] = {D_HELP, D_LOG,	 D_DATA, D_SERVER, D_TOKEN_FILE, D_NAME,
-				 D_FAKE, D_ADDR, D_TOPO, D_CPUS,   D_MEM,	 D_WORK};
-
-struct daemon_cmd {
-	const char *name;
-	const char *summary;
-	const int *opts;
-	size_t nopts;
-	int (*run)(const char **v);
-};
-
-static int usage(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int usage(const char *cmd, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	fprintf(stderr, "tenk %s: ", cmd);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fprintf(stderr, "\n(see tenk %s --help)\n", cmd);
-	return 2;
-}
-
-static int set_log_level(const char *cmd, const char *v)
-{
-	static const char *const names[] = {"error", "warn", "info", "debug"};
-	if (!v)
-		v = getenv("TENK_LOG_LEVEL");
-	if (!v)
-		return 0;
-	for (int i = 0; i < TK_LOG_MAX; i++)
-		if (strcmp(v, names[i]) == 0) {
-			tk_log_set_level((enum tk_log_level)i);
-			return 0;
-		}
-	return usage(cmd, "--log-level: must be error, warn, info or debug, got \"%s\"", v);
-}
-
-static int server_cfg(const char *cmd, const char **v, struct server_config *sc)
-{
-	server_config_init(sc);
-	if (v[D_DATA])
-		sc->data_dir = v[D_DATA];
-	if (v[D_LISTEN])
-		sc->listen = v[D_LISTEN];
-	sc->catalogue_path = v[D_CATALOGUE];
-	if (v[D_NODE_TIMEOUT]) {
-		int64_t s;
-		if (tk_parse_duration(v[D_NODE_TIMEOUT], &s) < 0 || s < 1 || s > 86400)
-			return usage(
-				cmd,
-				"--node-timeout: expected a duration from 1s to 1d, got \"%s\"",
-				v[D_NODE_TIMEOUT]);
-		sc->node_timeout_ms = s * 1000;
-	}
-	return 0;
-}
-
-static int agent_cfg(const char *cmd, const char **v, struct agent_config *ac)
-{
-	agent_config_init(ac);
-	ac->name = v[D_NAME];
-	ac->fake_gpus = v[D_FAKE];
-	ac->addr = v[D_ADDR];
-	ac->topology = v[D_TOPO];
-	if (v[D_DATA])
-		ac->data_dir = v[D_DATA];
-	ac->work_dir = v[D_WORK];
-	if (v[D_CPUS]) {
-		int64_t n;
-		if (tk_parse_int64(v[D_CPUS], 1, 65536, &n) < 0)
-			return usage(cmd, "--cpus: must be an integer from 1 to 65536, got \"%s\"",
-				     v[D_CPUS]);
-		ac->cpus = (int)n;
-	}
-	if (v[D_MEM] && tk_parse_size_mib(v[D_MEM], &ac->mem_mib) < 0)
-		return usage(cmd, "--mem: expected a size such as 512G, got \"%s\"", v[D_MEM]);
-	return 0;
-}
-
-static int run_server(const char **v)
-{
-	struct server_config sc;
-	int r = server_cfg("server", v, &sc);
-	if (r)
-		return r;
-	struct daemon d;
-	memset(&d, 0, sizeof(d));
-	uv_loop_init(&d.loop);
-	tk_log_set_prefix("server");
-	struct tk_error err;
-	if (server_create(&d.loop, &sc, &d.server, &err) < 0) {
-		log_err("%s", err.text);
-		uv_loop_close(&d.loop);
-		return 1;
-	}
-	printf("tenk server: %s\n", server_url(d.server));
-	printf("  admin token: %s/admin.token   agent token: %s/agent.token\n", sc.data_dir,
-	       sc.data_dir);
-	fflush(stdout);
-	return run_loop(&d);
-}
-
-static int run_agent(const char **v)
-{
-	struct agent_config ac;
-	int r = agent_cfg("agent", v, &ac);
-	if (r)
-		return r;
-	const char *url = v[D_SERVER] ? v[D_SERVER] : getenv("TENK_SERVER");
-	if (!url)
-		return usage("agent", "--server URL is required (or set TENK_SERVER)");
-	if (!v[D_TOKEN_FILE])
-		return usage("agent", "--token-file FILE is required (the server's agent.token)");
-	char *token = NULL;
-	if ((r = tk_read_file(v[D_TOKEN_FILE], 4096, &token, NULL)) < 0)
-		return usage("agent", "--token-file: cannot read %s: %s", v[D_TOKEN_FILE],
-			     strerror(-r));
-	tk_strip(token);
-	ac.server_url = url;
-	ac.token = token;
-	struct daemon d;
-	memset(&d, 0, sizeof(d));
-	uv_loop_init(&d.loop);
-	tk_log_set_prefix("agent");
-	struct tk_error err;
-	if (agent_create(&d.loop, &ac, &d.agent, &err) < 0) {
-		log_err("%s", err.text);
-		free(token);
-		uv_loop_close(&d.loop);
-		return 1;
-	}
-	r = run_loop(&d);
-	free(token);
-	return r;
-}
-
-static int run_up(const char **v)
-{
-	struct server_config sc;
-	struct agent_config ac;
-	int r = server_cfg("up", v, &sc);
-	if (r || (r = agent_cfg("up", v, &ac)))
-		return r;
-	struct daemon d;
-	memset(&d, 0, sizeof(d));
-	uv_loop_init(&d.loop);
-	struct tk_error err;
-	if (server_create(&d.loop, &sc, &d.server, &err) < 0) {
-		log_err("%s", err.text);
-		uv_loop_close(&d.loop);
-		return 1;
-	}
-	ac.server_url = server_url(d.server);
-	ac.token = server_agent_token(d.server);
-	ac.data_dir = sc.data_dir;
-	if (!ac.addr)
-		ac.addr = "127.0.0.1";
-	uv_loop_init(&d.agent_loop);
-	if (agent_create(&d.agent_loop, &ac, &d.agent, &err) < 0) {
-		log_err("%s", err.text);
-		uv_loop_close(&d.agent_loop);
-		server_stop(d.server, NULL, NULL);
-		uv_run(&d.loop, UV_RUN_DEFAULT);
-		server_destroy(d.server);
-		uv_loop_close(&d.loop);
-		return 1;
-	}
-	d.agent_threaded = true;
-	printf("tenk is up: %s\n", server_url(d.server));
-	printf("  admin token: %s/admin.token\n", sc.data_dir);
-	printf("  try:  export TENK_SERVER=%s TENK_TOKEN=$(cat %s/admin.token)\n",
-	       server_url(d.server), sc.data_dir);
-	printf("        tenk submit -- echo hello; tenk queue --all\n");
-	fflush(stdout);
-	return run_loop(&d);
-}
-
-#define DAEMON(name, summary, opts, run)                                                           \
-	{                                                                                          \
-		name, summary, opts, ARRAY_SIZE(opts), run                                         \
-	}
-static const struct daemon_cmd daemons[] = {
-	DAEMON("up", "run a server and an agent for this machine (a one-node cluster)", up_opts,
-	       run_up),
-	DAEMON("server", "run the controller", server_opts, run_server),
-	DAEMON("agent", "run the agent of this node", agent_opts, run_agent),
-};
-
-static int run_daemon(const struct daemon_cmd *dc, int argc, char **argv)
-{
-	struct tk_option opts[D_MAX];
-	for (size_t i = 0; i < dc->nopts; i++)
-		opts[i] = all_opts[dc->opts[i]];
-	const char *got[D_MAX], *v[D_MAX] = {0};
-	char **pos;
-	int npos, r;
-	struct tk_error err;
-	if (tk_opts_parse(opts, dc->nopts, argc, argv, false, got, &pos, &npos, &err) < 0)
-		return usage(dc->name, "%s", err.text);
-	if (npos) {
-		r = usage(dc->name, "unexpected argument \"%s\"", pos[0]);
-		free(pos);
-		return r;
-	}
-	free(pos);
-	for (size_t i = 0; i < dc->nopts; i++)
-		v[dc->opts[i]] = got[i];
-	if (v[D_HELP]) {
-		tk_opts_usage(opts, dc->nopts, "usage: tenk %s [OPTIONS]\n%s.", dc->name,
-			      dc->summary);
-		return 0;
-	}
-	r = set_log_level(dc->name, v[D_LOG]);
-	if (r)
-		return r;
-	signal(SIGPIPE, SIG_IGN);
-	/* scheduling passes allocate and free the same large arrays over and
-	 * over: keep them in the heap rather than map fresh pages each pass */
-	mallopt(M_MMAP_THRESHOLD, 64 << 20);
-	mallopt(M_TRIM_THRESHOLD, 256 << 20);
-	/* a server holds a few connections per agent: take every descriptor allowed */
-	struct rlimit rl;
-	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
-		rl.rlim_cur = rl.rlim_max;
-		setrlimit(RLIMIT_NOFILE, &rl);
-	}
-	return dc->run(v);
-}
 
 static void help(FILE *f)
 {
 	struct strbuf sb;
 	strbuf_init(&sb);
-	for (size_t i = 0; i < ARRAY_SIZE(daemons); i++)
-		strbuf_addf(&sb, "  %-8s %s\n", daemons[i].name, daemons[i].summary);
-	cli_commands_help(&sb);
-	strbuf_addf(&sb, "  %-8s %s\n", "sim",
-		    "replay a job trace through the scheduler with a virtual clock");
-	strbuf_addf(&sb, "  %-8s %s\n", "bench",
-		    "measure a collective across ranks (allreduce, allgather, ...)");
-	strbuf_addf(&sb, "  %-8s %s\n", "validate",
-		    "check this node, or nodes through the server (--nodes), layer by layer");
+	for (size_t i = 0; i < ARRAY_SIZE(commands); i++)
+		strbuf_addf(&sb, "  %-8s %s\n", commands[i].name, commands[i].summary);
 	fprintf(f,
 		"usage: tenk COMMAND [OPTIONS] [ARGS]\n"
 		"tenk %s: a cluster manager for AI compute.\n\ncommands:\n%s\n"
@@ -446,39 +58,38 @@ static void help(FILE *f)
 	strbuf_release(&sb);
 }
 
+static int cmd_version(const struct tk_command *cmd, int argc, char **argv)
+{
+	printf("tenk %s\n", TENK_VERSION);
+	return 0;
+}
+
+static int cmd_help(const struct tk_command *cmd, int argc, char **argv)
+{
+	help(stdout);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 2) {
 		help(stderr);
 		return 2;
 	}
-	const char *cmd = argv[1];
-	if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
-		help(stdout);
-		return 0;
+	const char *name = argv[1];
+	if (strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0)
+		name = "help";
+	else if (strcmp(name, "--version") == 0)
+		name = "version";
+	for (size_t i = 0; i < ARRAY_SIZE(commands); i++) {
+		if (strcmp(name, commands[i].name) != 0)
+			continue;
+		curl_global_init(CURL_GLOBAL_DEFAULT);
+		int r = commands[i].main(&commands[i], argc - 1, argv + 1);
+		curl_global_cleanup();
+		return r;
 	}
-	if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
-		printf("tenk %s\n", TENK_VERSION);
-		return 0;
-	}
-	if (strcmp(cmd, "sim") == 0)
-		return sim_main(argc - 1, argv + 1);
-	if (strcmp(cmd, "bench") == 0)
-		return bench_main(argc - 1, argv + 1);
-	if (strcmp(cmd, "validate") == 0)
-		return validate_main(argc - 1, argv + 1);
-	curl_global_init(CURL_GLOBAL_DEFAULT);
-	int r = -1;
-	for (size_t i = 0; i < ARRAY_SIZE(daemons); i++)
-		if (strcmp(cmd, daemons[i].name) == 0)
-			r = run_daemon(&daemons[i], argc - 1, argv + 1);
-	if (r < 0 && cli_has(cmd))
-		r = cli_run(argc - 1, argv + 1);
-	if (r < 0) {
-		fprintf(stderr, "tenk: unknown command \"%s\"\n\n", cmd);
-		help(stderr);
-		r = 2;
-	}
-	curl_global_cleanup();
-	return r;
+	fprintf(stderr, "tenk: unknown command \"%s\"\n\n", name);
+	help(stderr);
+	return 2;
 }

@@ -1,16 +1,15 @@
 /*
- * cli: tenk's user commands (submit, queue, show, cancel, wait, nodes, drain,
- * resume). They speak HTTP/JSON to the server, print tables for people, and
+ * cli: tenk's user commands that speak to the server (submit, queue, show,
+ * cancel, wait, nodes, drain, resume, queues, classes, users, history). They
+ * call the HTTP/JSON API through src/client, print tables for people, and
  * print the API's own objects with --json. No business logic lives here.
  *
- * The server is found through --server or TENK_SERVER, the token through
- * --token, --token-file or TENK_TOKEN; when none is given, ./tenk-data (what
- * `make up` creates) is tried.
+ * Each command is one function for the program's table (src/main.c), which
+ * passes the command's own row. The server is found through --server or
+ * TENK_SERVER, the token through --token, --token-file or TENK_TOKEN; when
+ * none is given, ./tenk-data (what `make up` creates) is tried.
  */
 #pragma once
-
-#include <jansson.h>
-#include <stdbool.h>
 
 #include "client/client.h"
 #include "util/util.h"
@@ -20,9 +19,19 @@
 #define CLI_EXIT_ERROR 1
 #define CLI_EXIT_USAGE 2
 
-/* True when cmd names a CLI command. */
-bool cli_has(const char *cmd);
-/* Runs a command; argv[0] is its name. Returns the process exit status. */
-int cli_run(int argc, char **argv);
-/* Appends "  name   summary" lines for every command to sb. */
-void cli_commands_help(struct strbuf *sb);
+/* jobs.c */
+int cli_submit(const struct tk_command *cmd, int argc, char **argv);
+int cli_queue(const struct tk_command *cmd, int argc, char **argv);
+int cli_show(const struct tk_command *cmd, int argc, char **argv);
+int cli_cancel(const struct tk_command *cmd, int argc, char **argv);
+int cli_wait(const struct tk_command *cmd, int argc, char **argv);
+/* nodes.c */
+int cli_nodes(const struct tk_command *cmd, int argc, char **argv);
+int cli_drain(const struct tk_command *cmd, int argc, char **argv);
+int cli_resume(const struct tk_command *cmd, int argc, char **argv);
+/* admin.c */
+int cli_queues(const struct tk_command *cmd, int argc, char **argv);
+int cli_classes(const struct tk_command *cmd, int argc, char **argv);
+int cli_users(const struct tk_command *cmd, int argc, char **argv);
+/* history.c */
+int cli_history(const struct tk_command *cmd, int argc, char **argv);

@@ -1,7 +1,75 @@
-/* Private to src/cli. */
+/*
+ * Private to src/cli: what every command's file shares. A command is one
+ * exported function (cli.h) that hands its own option table and argument
+ * counts (struct cli_spec) to cli_main, which parses them, answers --help,
+ * connects the client and runs it.
+ */
 #pragma once
 
 #include <jansson.h>
+#include <stdbool.h>
 
 #include "cli.h"
 #include "model/model.h"
+
+#define CALL_TIMEOUT_MS 30000L
+
+/* Every command's first options, in this order. */
+enum { O_SERVER, O_TOKEN, O_TOKEN_FILE, O_JSON, O_HELP, O_FIRST_OWN };
+#define COMMON_OPTS                                                                                \
+	{"server", 0, "URL", "the tenk server (default: $TENK_SERVER)"},                           \
+		{"token", 0, "TOKEN", "the API token (default: $TENK_TOKEN)"},                     \
+		{"token-file", 0, "FILE", "read the API token from FILE"},                         \
+		{"json", 0, NULL, "print the API's JSON objects"},                                 \
+	{                                                                                          \
+		"help", 'h', NULL, "show this help"                                                \
+	}
+
+/* The options of a command that has none of its own. */
+extern const struct tk_option cli_plain_opts[O_FIRST_OWN];
+
+/* One run of a command. */
+struct ctx {
+	const struct tk_command *cmd; /* its row of the program's table */
+	const char *v[40];	      /* each option's value, in its table's order */
+	char **pos;		      /* the positional arguments */
+	int npos;
+	struct client client;
+	bool json;
+};
+
+/* How a command reads its command line, and what it runs. */
+struct cli_spec {
+	const struct tk_option *opts;
+	size_t nopts;
+	bool stop_at_positional; /* the first positional argument ends the options */
+	int min_args;
+	int max_args; /* -1: any number */
+	int (*run)(struct ctx *c);
+};
+
+/* Parses argv by spec, answers --help and usage errors (exit 2), connects
+ * the client, runs spec->run and returns its exit status. */
+int cli_main(const struct tk_command *cmd, const struct cli_spec *spec, int argc, char **argv);
+
+/* Defines the exported command function NAME for spec. */
+#define CLI_COMMAND(name, ...)                                                                     \
+	int name(const struct tk_command *cmd, int argc, char **argv)                              \
+	{                                                                                          \
+		static const struct cli_spec spec = {__VA_ARGS__};                                 \
+		return cli_main(cmd, &spec, argc, argv);                                           \
+	}
+#define CLI_OPTS(t) t, ARRAY_SIZE(t)
+
+int usage_error(const struct tk_command *cmd, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+/* Prints the server's refusal; returns CLI_EXIT_ERROR. */
+int api_error(const struct ctx *c, const struct tk_error *err);
+void print_json(json_t *j);
+/* "2026-12-01 08:00:00" in local time, or "-" for 0. */
+void fmt_time(int64_t ms, char *buf, size_t n);
+int64_t jint(json_t *o, const char *k);
+/* obj[k] as a string; "" when absent. */
+const char *jstr(json_t *o, const char *k);
+/* A job id given on the command line. */
+int parse_id(struct ctx *c, const char *s, int64_t *ret);

@@ -158,7 +158,7 @@ static int number(const char *name, const char *v, double lo, double hi, double 
 	return 0;
 }
 
-int sim_main(int argc, char **argv)
+int sim_main(const struct tk_command *cmd, int argc, char **argv)
 {
 	/* a pass allocates and frees the same large arrays thousands of times:
 	 * keep them in the heap instead of mapping fresh zeroed pages each time */

@@ -6,5 +6,7 @@
  */
 #pragma once
 
+#include "util/util.h"
+
 /* tenk sim [OPTIONS]; argv[0] is "sim". Returns the exit status. */
-int sim_main(int argc, char **argv);
+int sim_main(const struct tk_command *cmd, int argc, char **argv);

@@ -172,6 +172,17 @@ struct tk_option {
 	const char *help;
 };
 
+/* A command of the tenk program: a row of the one table in src/main.c that
+ * dispatches `tenk NAME ...`, generates `tenk help`, and is handed to the
+ * command so that its usage lines and --help speak of it. */
+struct tk_command {
+	const char *name;
+	const char *args;    /* what follows the options in its usage line */
+	const char *summary; /* one line for `tenk help` and its --help */
+	/* argv[0] is name; returns the process's exit status */
+	int (*main)(const struct tk_command *cmd, int argc, char **argv);
+};
+
 /*
  * Parses argv[1..argc) against opts. "--name value", "--name=value",
  * "-N value" and "-Nvalue" are accepted; "--" ends the options. With

@@ -232,7 +232,7 @@ void vchecks_print(const struct vcheck *checks, int n)
 	}
 }
 
-int validate_main(int argc, char **argv)
+int validate_main(const struct tk_command *cmd, int argc, char **argv)
 {
 	const char *v[O_N] = {0};
 	char **pos;

@@ -1,0 +1,237 @@
+/*
+ * The commands of who shares the cluster: queues, classes, users.
+ */
+#include "internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+/* ---- queues, classes ---------------------------------------------------------------- */
+
+enum { QS_GPUS = O_FIRST_OWN, QS_BORROW, QS_WEIGHT, QS_USERS };
+static const struct tk_option queues_opts[] = {
+	COMMON_OPTS,
+	{"gpus", 0, "N", "with set: the queue's guaranteed accelerators (none: no quota)"},
+	{"borrow-limit", 0, "M", "with set: how many more it may borrow when idle (none: any)"},
+	{"weight", 0, "W", "with set: its fair share against other queues (default 1)"},
+	{"users", 0, "LIST", "with set: who may submit to it (default: everyone)"},
+};
+
+static json_t *count_or_null(const char *v, bool *bad)
+{
+	if (strcmp(v, "none") == 0)
+		return json_null();
+	char *end;
+	double x = strtod(v, &end);
+	if (!*v || *end || !(x >= 0 && x <= 1e7)) {
+		*bad = true;
+		return NULL;
+	}
+	return x == floor(x) ? json_integer((json_int_t)x) : json_real(x);
+}
+
+static void fmt_gpus(json_t *v, char *buf, size_t n)
+{
+	if (!v || json_is_null(v))
+		snprintf(buf, n, "-");
+	else
+		snprintf(buf, n, "%g", json_number_value(v));
+}
+
+static int run_queues(struct ctx *c)
+{
+	if (c->npos >= 1 && strcmp(c->pos[0], "set") == 0) {
+		if (c->npos != 2)
+			return usage_error(c->cmd,
+					   "usage: tenk queues set NAME [--gpus N] "
+					   "[--borrow-limit M] [--weight W] [--users LIST]");
+		json_t *body = json_object();
+		bool bad = false;
+		if (c->v[QS_GPUS]) {
+			json_t *v = count_or_null(c->v[QS_GPUS], &bad);
+			if (bad) {
+				json_decref(body);
+				return usage_error(c->cmd,
+						   "--gpus: a number of accelerators or none, "
+						   "got \"%s\"",
+						   c->v[QS_GPUS]);
+			}
+			json_object_set_new(body, "gpus", v);
+		}
+		if (c->v[QS_BORROW]) {
+			json_t *v = count_or_null(c->v[QS_BORROW], &bad);
+			if (bad) {
+				json_decref(body);
+				return usage_error(c->cmd,
+						   "--borrow-limit: a number of accelerators or "
+						   "none, got \"%s\"",
+						   c->v[QS_BORROW]);
+			}
+			json_object_set_new(body, "borrow_limit", v);
+		}
+		if (c->v[QS_WEIGHT]) {
+			char *end;
+			double w = strtod(c->v[QS_WEIGHT], &end);
+			if (!*c->v[QS_WEIGHT] || *end || !(w > 0)) {
+				json_decref(body);
+				return usage_error(c->cmd,
+						   "--weight: a positive number, got \"%s\"",
+						   c->v[QS_WEIGHT]);
+			}
+			json_object_set_new(body, "weight", json_real(w));
+		}
+		if (c->v[QS_USERS]) {
+			json_t *users = json_array();
+			_cleanup_free_ char *copy = xstrdup(c->v[QS_USERS]);
+			char *save = NULL;
+			for (char *t = strtok_r(copy, ",", &save); t;
+			     t = strtok_r(NULL, ",", &save))
+				json_array_append_new(users, json_string(t));
+			json_object_set_new(body, "users", users);
+		}
+		char *path = xasprintf("/v1/queues/%s", c->pos[1]);
+		json_t *q;
+		struct tk_error err;
+		int r = client_call(&c->client, "PUT", path, body, CALL_TIMEOUT_MS, &q, NULL, &err);
+		free(path);
+		json_decref(body);
+		if (r < 0)
+			return api_error(c, &err);
+		if (c->json)
+			print_json(q);
+		else
+			printf("queue %s set\n", jstr(q, "name"));
+		json_decref(q);
+		return CLI_EXIT_OK;
+	}
+	if (c->npos)
+		return usage_error(c->cmd,
+				   "unexpected argument \"%s\" (did you mean `queues set`?)",
+				   c->pos[0]);
+	json_t *res;
+	struct tk_error err;
+	if (client_call(&c->client, "GET", "/v1/queues", NULL, CALL_TIMEOUT_MS, &res, NULL, &err) <
+	    0)
+		return api_error(c, &err);
+	if (c->json) {
+		print_json(res);
+		json_decref(res);
+		return CLI_EXIT_OK;
+	}
+	printf("%-16s %7s %7s %6s %7s %8s %7s %7s %7s  %s\n", "QUEUE", "QUOTA", "BORROW", "WEIGHT",
+	       "IN USE", "BORROWED", "RECENT", "RUNNING", "PENDING", "USERS");
+	size_t i;
+	json_t *q;
+	json_array_foreach (json_object_get(res, "queues"), i, q) {
+		char quota[24], borrow[24];
+		fmt_gpus(json_object_get(q, "gpus"), quota, sizeof(quota));
+		fmt_gpus(json_object_get(q, "borrow_limit"), borrow, sizeof(borrow));
+		struct strbuf users;
+		strbuf_init(&users);
+		size_t k;
+		json_t *u;
+		json_array_foreach (json_object_get(q, "users"), k, u)
+			strbuf_addf(&users, "%s%s", k ? "," : "", json_string_value(u));
+		printf("%-16.16s %7s %7s %6g %7g %8g %7.1f %7lld %7lld  %s\n", jstr(q, "name"),
+		       quota, borrow, json_number_value(json_object_get(q, "weight")),
+		       json_number_value(json_object_get(q, "in_use")),
+		       json_number_value(json_object_get(q, "borrowed")),
+		       json_number_value(json_object_get(q, "recent")),
+		       (long long)jint(q, "running"), (long long)jint(q, "pending"),
+		       users.len ? users.buf : "everyone");
+		strbuf_release(&users);
+	}
+	json_decref(res);
+	return CLI_EXIT_OK;
+}
+
+CLI_COMMAND(cli_queues, CLI_OPTS(queues_opts), false, 0, 2, run_queues)
+
+static int run_classes(struct ctx *c)
+{
+	json_t *res;
+	struct tk_error err;
+	if (client_call(&c->client, "GET", "/v1/classes", NULL, CALL_TIMEOUT_MS, &res, NULL, &err) <
+	    0)
+		return api_error(c, &err);
+	if (c->json) {
+		print_json(res);
+		json_decref(res);
+		return CLI_EXIT_OK;
+	}
+	printf("%-12s %8s %-12s %-12s %7s\n", "CLASS", "PRIORITY", "MAY PREEMPT", "PREEMPTIBLE",
+	       "PENDING");
+	size_t i;
+	json_t *k;
+	json_array_foreach (json_object_get(res, "classes"), i, k)
+		printf("%-12s %8lld %-12s %-12s %7lld%s\n", jstr(k, "name"),
+		       (long long)jint(k, "priority"),
+		       json_is_true(json_object_get(k, "may_preempt")) ? "yes" : "no",
+		       json_is_true(json_object_get(k, "preemptible")) ? "yes" : "no",
+		       (long long)jint(k, "pending"),
+		       json_is_true(json_object_get(k, "default")) ? "  (default)" : "");
+	json_decref(res);
+	return CLI_EXIT_OK;
+}
+
+CLI_COMMAND(cli_classes, CLI_OPTS(cli_plain_opts), false, 0, 0, run_classes)
+
+/* ---- users --------------------------------------------------------------------------- */
+
+enum { U_ADMIN = O_FIRST_OWN };
+static const struct tk_option users_opts[] = {
+	COMMON_OPTS,
+	{"admin", 0, NULL, "with add: the user may do everything an admin may"},
+};
+
+static int run_users(struct ctx *c)
+{
+	json_t *res = NULL;
+	struct tk_error err;
+	int r;
+	if (c->npos == 2 && strcmp(c->pos[0], "add") == 0) {
+		json_t *body =
+			json_pack("{s:s, s:b}", "name", c->pos[1], "admin", c->v[U_ADMIN] != NULL);
+		r = client_call(&c->client, "POST", "/v1/users", body, CALL_TIMEOUT_MS, &res, NULL,
+				&err);
+		json_decref(body);
+		if (r < 0)
+			return api_error(c, &err);
+		if (c->json)
+			print_json(res);
+		else
+			printf("%s\n", jstr(res, "token")); /* shown once: hand it to the user */
+	} else if (c->npos == 2 && strcmp(c->pos[0], "rm") == 0) {
+		char *path = xasprintf("/v1/users/%s", c->pos[1]);
+		r = client_call(&c->client, "DELETE", path, NULL, CALL_TIMEOUT_MS, &res, NULL,
+				&err);
+		free(path);
+		if (r < 0)
+			return api_error(c, &err);
+		if (c->json)
+			print_json(res);
+		else
+			printf("removed user %s\n", c->pos[1]);
+	} else if (c->npos == 0) {
+		if (client_call(&c->client, "GET", "/v1/users", NULL, CALL_TIMEOUT_MS, &res, NULL,
+				&err) < 0)
+			return api_error(c, &err);
+		if (c->json) {
+			print_json(res);
+		} else {
+			size_t i;
+			json_t *u;
+			printf("%-24s %s\n", "USER", "ADMIN");
+			json_array_foreach (json_object_get(res, "users"), i, u)
+				printf("%-24s %s\n", jstr(u, "name"),
+				       json_is_true(json_object_get(u, "admin")) ? "yes" : "no");
+		}
+	} else {
+		return usage_error(c->cmd, "expected no argument, add NAME or rm NAME");
+	}
+	json_decref(res);
+	return CLI_EXIT_OK;
+}
+
+CLI_COMMAND(cli_users, CLI_OPTS(users_opts), false, 0, 2, run_users)

@@ -1,0 +1,82 @@
+/*
+ * tenk history: the jobs that ran, as a trace for tenk sim.
+ */
+#include "internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+/* ---- history ------------------------------------------------------------------------------ */
+
+enum { H_OUTPUT = O_FIRST_OWN };
+static const struct tk_option history_opts[] = {
+	COMMON_OPTS,
+	{"output", 'o', "FILE", "write to FILE (default: standard output)"},
+};
+
+/* Jobs that ran and ended, as a trace `tenk sim --trace` replays: submission
+ * times relative to the first, the run time of each job's last attempt, and
+ * what it asked for. */
+static int run_history(struct ctx *c)
+{
+	json_t *res;
+	struct tk_error err;
+	if (client_call(&c->client, "GET",
+			"/v1/jobs?limit=100000&state=COMPLETED,FAILED,CANCELLED,TIMEOUT", NULL,
+			CALL_TIMEOUT_MS, &res, NULL, &err) < 0)
+		return api_error(c, &err);
+	FILE *f = stdout;
+	if (c->v[H_OUTPUT] && !(f = fopen(c->v[H_OUTPUT], "we"))) {
+		fprintf(stderr, "tenk history: cannot write %s: %s\n", c->v[H_OUTPUT],
+			strerror(errno));
+		json_decref(res);
+		return CLI_EXIT_ERROR;
+	}
+	fprintf(f, "id,submit_s,run_s,nodes,tasks_per_node,gpus_per_task,cpus_per_task,mem_mib,"
+		   "gpu_types,queue,class,time_limit_s\n");
+	json_t *jobs = json_object_get(res, "jobs");
+	int64_t first = INT64_MAX;
+	size_t i;
+	json_t *j;
+	json_array_foreach (jobs, i, j)
+		first = MIN(first, jint(j, "submit_ms"));
+	int n = 0;
+	json_array_foreach (jobs, i, j) {
+		json_t *atts = json_object_get(j, "attempts");
+		json_t *a = json_array_get(atts, json_array_size(atts) - 1);
+		if (!a || !jint(a, "start_ms") || !jint(a, "end_ms"))
+			continue; /* never ran */
+		json_t *req = json_object_get(j, "request");
+		char types[512] = "";
+		size_t k;
+		json_t *t;
+		json_array_foreach (json_object_get(req, "gpu_types"), k, t) {
+			size_t len = strlen(types);
+			snprintf(types + len, sizeof(types) - len, "%s%s", k ? ";" : "",
+				 json_string_value(t) ? json_string_value(t) : "");
+		}
+		fprintf(f, "%lld,%.3f,%.3f,%lld,%lld,%g,%lld,%lld,%s,%s,%s,%lld\n",
+			(long long)jint(j, "id"), (double)(jint(j, "submit_ms") - first) / 1000,
+			(double)(jint(a, "end_ms") - jint(a, "start_ms")) / 1000,
+			(long long)jint(req, "nodes"), (long long)jint(req, "tasks_per_node"),
+			json_number_value(json_object_get(req, "gpus_per_task")),
+			(long long)jint(req, "cpus_per_task"), (long long)jint(req, "mem_mib"),
+			types, jstr(j, "queue"), jstr(j, "class"),
+			(long long)jint(req, "time_limit_s"));
+		n++;
+	}
+	json_decref(res);
+	bool bad = ferror(f) != 0;
+	if (f != stdout && fclose(f) != 0)
+		bad = true;
+	if (bad) {
+		fprintf(stderr, "tenk history: write error\n");
+		return CLI_EXIT_ERROR;
+	}
+	if (c->v[H_OUTPUT])
+		fprintf(stderr, "%d jobs written to %s\n", n, c->v[H_OUTPUT]);
+	return CLI_EXIT_OK;
+}
+
+CLI_COMMAND(cli_history, CLI_OPTS(history_opts), false, 0, 0, run_history)

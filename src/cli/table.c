@@ -1,0 +1,105 @@
+/*
+ * What every command shares: reading its command line by its own table
+ * (cli_main), the usage and API errors, and small printing helpers. Usage
+ * errors exit 2, API errors print the server's message and exit 1.
+ */
+#include "internal.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+const struct tk_option cli_plain_opts[O_FIRST_OWN] = {COMMON_OPTS};
+
+int usage_error(const struct tk_command *cmd, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	fprintf(stderr, "tenk %s: ", cmd->name);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "\nusage: tenk %s [OPTIONS] %s (see tenk %s --help)\n", cmd->name,
+		cmd->args, cmd->name);
+	return CLI_EXIT_USAGE;
+}
+
+int api_error(const struct ctx *c, const struct tk_error *err)
+{
+	fprintf(stderr, "tenk %s: %s\n", c->cmd->name, err->text);
+	return CLI_EXIT_ERROR;
+}
+
+void print_json(json_t *j)
+{
+	char *text = json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS);
+	puts(text);
+	free(text);
+}
+
+void fmt_time(int64_t ms, char *buf, size_t n)
+{
+	if (ms <= 0) {
+		snprintf(buf, n, "-");
+		return;
+	}
+	time_t t = (time_t)(ms / 1000);
+	struct tm tm;
+	localtime_r(&t, &tm);
+	strftime(buf, n, "%Y-%m-%d %H:%M:%S", &tm);
+}
+
+int64_t jint(json_t *o, const char *k)
+{
+	return json_integer_value(json_object_get(o, k));
+}
+
+const char *jstr(json_t *o, const char *k)
+{
+	const char *s = json_string_value(json_object_get(o, k));
+	return s ? s : "";
+}
+
+int parse_id(struct ctx *c, const char *s, int64_t *ret)
+{
+	if (tk_parse_int64(s, 1, INT64_MAX, ret) < 0)
+		return usage_error(c->cmd, "a job id is a positive integer, got \"%s\"", s);
+	return 0;
+}
+
+int cli_main(const struct tk_command *cmd, const struct cli_spec *spec, int argc, char **argv)
+{
+	struct ctx c;
+	memset(&c, 0, sizeof(c));
+	c.cmd = cmd;
+	struct tk_error err;
+	assert(spec->nopts <= ARRAY_SIZE(c.v));
+	if (tk_opts_parse(spec->opts, spec->nopts, argc, argv, spec->stop_at_positional, c.v,
+			  &c.pos, &c.npos, &err) < 0)
+		return usage_error(cmd, "%s", err.text);
+	int rc;
+	if (c.v[O_HELP]) {
+		tk_opts_usage(spec->opts, spec->nopts, "usage: tenk %s [OPTIONS] %s\n%s.",
+			      cmd->name, cmd->args, cmd->summary);
+		rc = CLI_EXIT_OK;
+		goto out;
+	}
+	if (c.npos < spec->min_args) {
+		rc = usage_error(cmd, "missing arguments");
+		goto out;
+	}
+	if (spec->max_args >= 0 && c.npos > spec->max_args) {
+		rc = usage_error(cmd, "unexpected argument \"%s\"", c.pos[spec->max_args]);
+		goto out;
+	}
+	c.json = c.v[O_JSON] != NULL;
+	if (client_init(&c.client, c.v[O_SERVER], c.v[O_TOKEN], c.v[O_TOKEN_FILE], &err) < 0) {
+		fprintf(stderr, "tenk %s: %s\n", cmd->name, err.text);
+		rc = CLI_EXIT_USAGE;
+		goto out;
+	}
+	rc = spec->run(&c);
+out:
+	client_release(&c.client);
+	free(c.pos);
+	return rc;
+}
