@@ -24,6 +24,9 @@
  * wall-clock time on a shared machine is not):
  *   BENCH_FULL_PASSES=1 valgrind --tool=callgrind --instr-atstart=no \
  *       build/bench/bench_sched NODE_LIST 100000 10
+ * and of the full passes alone:
+ *   BENCH_COUNT_FULL=1 BENCH_FULL_PASSES=3 BENCH_ONLY_FULL=1 valgrind \
+ *       --tool=callgrind --instr-atstart=no build/bench/bench_sched NODE_LIST 100000 3
  */
 #include <malloc.h>
 #include <stdio.h>
@@ -383,11 +386,17 @@ int main(int argc, char **argv)
 	struct sched_decisions first = {0};
 	/* BENCH_FULL_PASSES=1 measures the incremental passes alone (profiling) */
 	int fulls = getenv("BENCH_FULL_PASSES") ? atoi(getenv("BENCH_FULL_PASSES")) : passes;
+	bool count_full = getenv("BENCH_COUNT_FULL") != NULL;
 	for (int i = 0; i < fulls; i++) {
 		struct sched_snapshot s = snap_of(&w);
 		struct sched_decisions d;
 		double t0 = now_ms();
-		if (sched_pass(&s, w.now, NULL, &d) < 0) {
+		if (count_full)
+			CALLGRIND_START_INSTRUMENTATION;
+		int rc = sched_pass(&s, w.now, NULL, &d);
+		if (count_full)
+			CALLGRIND_STOP_INSTRUMENTATION;
+		if (rc < 0) {
 			fprintf(stderr, "bench_sched: the snapshot was refused\n");
 			return 1;
 		}
