@@ -1,0 +1,309 @@
+/*
+ * One job's turn in the pass (process): the pass limit and a strict order,
+ * the answers remembered for its shape, its queue's limit, then a start in
+ * what is free (with victims preempted for it earlier, or around the
+ * reservations it must respect), preemption, or a wait with its reason.
+ */
+#include "pass.h"
+
+#include <string.h>
+
+static void start(struct st *st, int ji, const struct placement *pl)
+{
+	struct pass *p = &st->p;
+	const struct sched_job *j = st->jobs[ji];
+	struct sched_decisions *d = st->d;
+	xgrow(&d->starts, &d->starts_alloc, (size_t)d->nstarts + 1, sizeof(*d->starts));
+	struct sched_start *s = &d->starts[d->nstarts++];
+	s->job = ji;
+	s->nnodes = pl->nnodes;
+	s->nodes = xcalloc((size_t)pl->nnodes, sizeof(*s->nodes));
+	memcpy(s->nodes, pl->nodes, sizeof(*s->nodes) * (size_t)pl->nnodes);
+	view_apply(p, &p->free, pl->nodes, pl->nnodes, -1);
+	for (int i = 0; i < pl->nnodes; i++)
+		cap_update_node(p, pl->nodes[i].node);
+	st->qs[j->queue].use += job_milli(j);
+	st->qs[j->queue].score = qscore(st, j->queue);
+	st->qversion++;
+}
+
+/* May j preempt, and is a search for victims still worth trying for its
+ * shape? (A search that found nothing is remembered: by class for the pass,
+ * as victims only dwindle; by reclaim until a queue's use changes.) */
+static void preempt_options(struct st *st, int cls, int queue, const struct shape *sh,
+			    bool within_quota, bool *may, bool *by_class, bool *by_reclaim)
+{
+	const struct sched_snapshot *s = st->p.snap;
+	const struct sched_policy *pol = st->p.policy;
+	const struct sched_class *c = &s->classes[cls];
+	*by_class = *by_reclaim = false;
+	*may = (c->may_preempt || within_quota) && !(pol && pol->no_preemption);
+	if (!*may)
+		return;
+	int cap =
+		pol && pol->max_preemptions ? pol->max_preemptions : SCHED_DEFAULT_MAX_PREEMPTIONS;
+	*may = cap < 0 || st->d->npreempts < cap;
+	uint32_t bit = cls < 32 ? 1u << cls : 0;
+	*by_class = c->may_preempt && !(sh->preempt_failed & bit) && st->preemptible_below[cls] > 0;
+	*by_reclaim =
+		within_quota && sh->reclaim_failed != st->qversion + 1 && any_lending(st, queue);
+}
+
+/* The common case of a busy cluster, made cheap: j's shape already failed to
+ * fit in this pass (free resources only shrink), no victims wait for it, no
+ * search for victims is left to try, and its class already holds its
+ * reservation, so j waits for the reason its shape's first job gave. This is
+ * the answer the full path in process() gives, without its set-up. */
+static bool fails_as_before(struct st *st, const struct jrec *jr, struct shape *sh,
+			    bool within_quota)
+{
+	int ji = jr->ji;
+	if (sh->state != SHAPE_FAILS || (st->nheld && first_held(st, st->jobs[ji]) < st->nheld))
+		return false;
+	bool may, by_class, by_reclaim;
+	preempt_options(st, jr->cls, jr->queue, sh, within_quota, &may, &by_class, &by_reclaim);
+	if (may && (by_class || by_reclaim))
+		return false;
+	int same_as;
+	if (sh->detail_job >= 0 && sh->reason != SCHED_WAIT_RESOURCES) {
+		same_as = sh->detail_job;
+	} else {
+		const struct sched_policy *pol = st->p.policy;
+		bool head = !st->class_has_resv[jr->cls] &&
+			    !(pol && (pol->no_backfill || pol->no_reservations));
+		if (head || sh->never != 0 || sh->generic_job < 0 || (pol && pol->no_backfill))
+			return false;
+		same_as = sh->generic_job;
+	}
+	remember(sh, st, jr, false, sh->reason, same_as);
+	st->d->shape_cache_hits++;
+	wait_as(st, ji, sh->reason, same_as);
+	return true;
+}
+
+/* The queue's quota and borrow limit: true when j waits for them (the first
+ * job of the queue to hit its limit while no queue's use changed says why;
+ * the others point to it). */
+static bool at_queue_limit(struct st *st, const struct jrec *jr, struct shape *sh)
+{
+	const struct sched_queue *q = &st->p.snap->queues[jr->queue];
+	struct qstate *qs = &st->qs[jr->queue];
+	int64_t need = sh->need;
+	if (q->quota_milli < 0 || need <= 0)
+		return false;
+	int64_t limit = q->borrow_milli < 0 ? FOREVER : q->quota_milli + q->borrow_milli;
+	if (qs->use + need <= limit)
+		return false;
+	if (qs->quota_version == st->qversion + 1) {
+		remember(sh, st, jr, true, SCHED_WAIT_QUOTA, qs->quota_job);
+		wait_as(st, jr->ji, SCHED_WAIT_QUOTA, qs->quota_job);
+		return true;
+	}
+	struct strbuf *sb = &st->sb;
+	strbuf_reset(sb);
+	strbuf_addf(sb,
+		    "queue \"%s\" is at its limit: %.3g accelerators in use of %.3g "
+		    "(quota %.3g + borrowable %.3g)",
+		    q->name, qs->use / 1000.0, limit / 1000.0, q->quota_milli / 1000.0,
+		    q->borrow_milli / 1000.0);
+	add_wait(st, jr->ji, SCHED_WAIT_QUOTA, -1, 0, sb->buf);
+	qs->quota_job = jr->ji;
+	qs->quota_version = st->qversion + 1;
+	remember(sh, st, jr, true, SCHED_WAIT_QUOTA, jr->ji);
+	return true;
+}
+
+/* The request of j as placement sees it, with its shape's acceptable models
+ * (worked out once per shape) and, for a single-node shape placed again and
+ * again, its remembered node scores (only scoring is worth remembering:
+ * tightness is cheap). */
+static void shape_req(struct st *st, const struct sched_job *j, struct shape *sh, struct req *rq)
+{
+	struct pass *p = &st->p;
+	if (!sh->model_ok) {
+		req_init(p, j, rq, NULL);
+		sh->model_ok = rq->model_ok;
+		rq->owns_models = false; /* the shape keeps it for the pass */
+	} else {
+		req_init(p, j, rq, sh->model_ok);
+	}
+	size_t memo_size = sizeof(struct node_memo) * ((size_t)p->nn + 1);
+	if (j->nodes == 1 && place_scores(p, rq) && sh->tries++ > 0 && !sh->memo &&
+	    st->memo_bytes + memo_size <= MEMO_MAX_BYTES) {
+		sh->memo = xcalloc((size_t)p->nn + 1, sizeof(struct node_memo));
+		st->memo_bytes += memo_size;
+	}
+	rq->memo = sh->memo;
+}
+
+/* Victims preempted for j earlier: it starts where they were once they are
+ * gone, or holds what they will free. True when that decided j. */
+static bool start_with_victims(struct st *st, int ji, const struct req *rq, struct place_fail *why)
+{
+	struct pass *p = &st->p;
+	const struct sched_snapshot *s = p->snap;
+	const struct sched_job *j = rq->j;
+	bool has_victims = false;
+	int lo = first_held(st, j);
+	for (int k = lo; k < st->nheld && s->running[st->held[k]].held_for == j->id; k++) {
+		const struct sched_running *r = &s->running[st->held[k]];
+		if (!has_victims)
+			scratch_from_free(p);
+		has_victims = true;
+		scratch_apply(p, r->nodes, r->nnodes, +1);
+	}
+	if (!has_victims)
+		return false;
+	st->d->placements_tried++;
+	if (place(p, rq, &p->free, &st->pl, why)) {
+		start(st, ji, &st->pl);
+		return true;
+	}
+	st->d->placements_tried++;
+	if (!place(p, rq, &p->scratch, &st->pl, why))
+		return false;
+	add_hold(st, &st->pl);
+	struct strbuf *sb = &st->sb;
+	strbuf_reset(sb);
+	strbuf_addstr(sb, "waiting for jobs preempted for it to exit:");
+	int shown = 0;
+	for (int k = lo; k < st->nheld && shown < 8 && s->running[st->held[k]].held_for == j->id;
+	     k++)
+		strbuf_addf(sb, "%s %lld", shown++ ? "," : "",
+			    (long long)s->running[st->held[k]].id);
+	add_wait(st, ji, SCHED_WAIT_PREEMPTING, -1, 0, sb->buf);
+	return true;
+}
+
+/* A start in what is free, around the reservations j must respect; or, when
+ * only they are in its way, a wait that says so. True when that decided j;
+ * otherwise the shape is marked as failing for the rest of the pass. */
+static bool start_in_free(struct st *st, int ji, struct shape *sh, const struct req *rq,
+			  struct place_fail *why)
+{
+	struct pass *p = &st->p;
+	const struct sched_job *j = rq->j;
+	if (sh->state == SHAPE_FAILS) {
+		st->d->shape_cache_hits++;
+		return false;
+	}
+	if (sh->resv_n && sh->resv_n == st->nresv && blocked_by_all(st, j)) {
+		/* the same shape already failed under these same reservations */
+		st->d->shape_cache_hits++;
+		add_wait(st, ji, SCHED_WAIT_RESERVED, sh->resv_job, 0, NULL);
+		return true;
+	}
+	if (!cap_maybe_fits(p, rq)) {
+		sh->could = 0;
+		sh->state = SHAPE_FAILS;
+		return false;
+	}
+	int nsaved, first;
+	struct saved *sv = block(st, j, &nsaved, &first);
+	st->d->placements_tried++;
+	bool ok = place(p, rq, &p->free, &st->pl, why);
+	unblock(st, sv, nsaved);
+	if (ok) {
+		start(st, ji, &st->pl);
+		return true;
+	}
+	if (first >= 0) {
+		/* is it only the reservations in the way? */
+		st->d->placements_tried++;
+		if (place(p, rq, &p->free, &st->pl, why)) {
+			const struct resv *r = &st->resv[first];
+			struct strbuf *sb = &st->sb;
+			strbuf_reset(sb);
+			strbuf_addf(sb, "would delay job %lld, which holds a reservation",
+				    (long long)st->jobs[r->job]->id);
+			if (r->until > 0 && r->until != FOREVER) {
+				strbuf_addstr(sb, " starting in about ");
+				fmt_wait_time(r->until - p->now, sb);
+				strbuf_addstr(sb, "; a time limit (--time) under that would let it "
+						  "start now");
+			}
+			add_wait(st, ji, SCHED_WAIT_RESERVED, -1, 0, sb->buf);
+			if (blocked_by_all(st, j)) {
+				sh->resv_n = st->nresv;
+				sh->resv_job = ji;
+			}
+			return true;
+		}
+	}
+	sh->could = why->could;
+	sh->switches = why->switches;
+	sh->state = SHAPE_FAILS;
+	return false;
+}
+
+/* j does not fit in what is free: preempt, if it may and a search could
+ * succeed (counted first, with what others hold taken out as the search
+ * takes it). A search that finds nothing is remembered for the shape. True
+ * when victims were chosen. */
+static bool start_by_preempting(struct st *st, int ji, struct shape *sh, const struct req *rq,
+				bool within_quota)
+{
+	const struct sched_job *j = rq->j;
+	uint32_t bit = j->cls < 32 ? 1u << j->cls : 0;
+	bool may, by_class, by_reclaim;
+	preempt_options(st, j->cls, j->queue, sh, within_quota, &may, &by_class, &by_reclaim);
+	if (!may || !(by_class || by_reclaim))
+		return false;
+	int nsaved, first;
+	struct saved *sv = block(st, j, &nsaved, &first);
+	bool possible = preempt_possible(st, rq, by_class, by_reclaim);
+	if (!possible) {
+		if (by_class)
+			sh->preempt_failed |= bit;
+		if (by_reclaim)
+			sh->reclaim_failed = st->qversion + 1;
+	}
+	unblock(st, sv, nsaved);
+	if (!possible)
+		return false;
+	if (try_preempt(st, ji, rq, by_reclaim, by_class)) {
+		add_wait(st, ji, SCHED_WAIT_PREEMPTING, -1, 0,
+			 "preempting lower-priority work to start");
+		return true;
+	}
+	if (by_class)
+		sh->preempt_failed |= bit;
+	if (by_reclaim)
+		sh->reclaim_failed = st->qversion + 1;
+	return false;
+}
+
+void process(struct st *st, const struct jrec *jr)
+{
+	struct pass *p = &st->p;
+	int ji = jr->ji;
+	struct shape *sh = &st->shapes[jr->shape];
+	const struct sched_policy *pol = p->policy;
+	if (pol && pol->max_starts && st->d->nstarts >= pol->max_starts) {
+		add_wait(st, ji, SCHED_WAIT_PASS_LIMIT, -1, 0,
+			 "waiting for the next scheduling pass");
+		return;
+	}
+	if (st->blocked_all >= 0) {
+		wait_as(st, ji, SCHED_WAIT_RESOURCES, st->blocked_all);
+		return;
+	}
+	if (waits_as_before(st, jr) || at_queue_limit(st, jr, sh))
+		return;
+	const struct sched_queue *q = &p->snap->queues[jr->queue];
+	bool within_quota =
+		q->quota_milli >= 0 && st->qs[jr->queue].use + sh->need <= q->quota_milli;
+	if (fails_as_before(st, jr, sh, within_quota))
+		return;
+	st->epoch++;
+	struct req rq;
+	shape_req(st, st->jobs[ji], sh, &rq);
+	struct place_fail why = {0, 0};
+	if (!start_with_victims(st, ji, &rq, &why) && !start_in_free(st, ji, sh, &rq, &why) &&
+	    !start_by_preempting(st, ji, sh, &rq, within_quota)) {
+		wait_resources(st, ji, sh, &rq);
+		if (pol && pol->no_backfill)
+			st->blocked_all = ji;
+	}
+	req_release(&rq);
+}

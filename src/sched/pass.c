@@ -1,0 +1,402 @@
+/*
+ * One scheduling pass (sched_pass): the snapshot checked and indexed, the
+ * pending jobs in class order, each priority level a segment whose queues
+ * take turns by fair share (order.c), each job decided in its turn (job.c),
+ * with reservations for backfill (backfill.c), preemption (preempt.c) and
+ * the reasons of waits (wait.c). Where a job goes is placement's (place.c).
+ *
+ * Jobs arrive sorted by class priority, then submission. Each priority level
+ * is a segment; inside it, queues take turns by fair share: the queue whose
+ * accelerators in use plus recent use, over its weight, is lowest goes next
+ * (a heap), and its oldest job is tried. A job that cannot start:
+ *   - may preempt, if its class may or its queue reclaims lent capacity;
+ *   - becomes its class's head, with a reservation from the running jobs'
+ *     time limits, if its class has none yet;
+ *   - otherwise waits, with a reason.
+ * Later jobs may use reserved resources only if their time limit ends
+ * before the reservation begins (backfill).
+ *
+ * What is free only shrinks during a pass, so a request shape that failed to
+ * fit is not tried again (the shape cache); that keeps a pass over 100,000
+ * jobs to a few placements per shape.
+ */
+#include "pass.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+double sched_decay(double value, double dt_s, double half_life_s)
+{
+	if (half_life_s <= 0 || dt_s <= 0)
+		return value;
+	return value * exp2(-dt_s / half_life_s);
+}
+
+double sched_usage_age(double usage, int64_t use_milli, double dt_s, double half_life_s)
+{
+	if (dt_s <= 0)
+		return usage;
+	return sched_decay(usage, dt_s, half_life_s) + (double)use_milli * dt_s;
+}
+
+double sched_usage_recent(double usage, double half_life_s)
+{
+	return usage * M_LN2 / half_life_s;
+}
+
+static bool snapshot_valid(const struct sched_snapshot *s)
+{
+	if (s->nnodes < 0 || s->njobs < 0 || s->nrunning < 0 || (s->nnodes && !s->nodes) ||
+	    (s->njobs && !s->jobs) || (s->nrunning && !s->running) || s->nclasses < 1 ||
+	    s->nclasses > MODEL_MAX_CLASSES || !s->classes || s->nqueues < 1 || !s->queues)
+		return false;
+	for (int n = 0; n < s->nnodes; n++) {
+		const struct sched_node *node = &s->nodes[n];
+		if (!node->name || node->ndev < 0 || node->ndev > MODEL_MAX_ACCELS ||
+		    (node->ndev && !node->devs))
+			return false;
+		for (int d = 0; d < node->ndev; d++)
+			if (!node->devs[d].model || node->devs[d].free_milli < 0 ||
+			    node->devs[d].free_milli > MODEL_MILLI)
+				return false;
+	}
+	return true;
+}
+
+/* One walk over the running jobs: checks each, adds what it holds to its
+ * queue's use, counts the preemptible ones by class (into st->
+ * preemptible_below) and lists those held for a pending job. False for an
+ * invalid one. */
+static bool index_running(struct st *st)
+{
+	const struct sched_snapshot *s = st->p.snap;
+	int *by_class = xcalloc((size_t)s->nclasses, sizeof(int));
+	bool ok = true;
+	for (int i = 0; i < s->nrunning && ok; i++) {
+		const struct sched_running *r = &s->running[i];
+		if (r->cls < 0 || r->cls >= s->nclasses || r->queue < 0 || r->queue >= s->nqueues ||
+		    r->nnodes < 0 || (r->nnodes && !r->nodes)) {
+			ok = false;
+			break;
+		}
+		int64_t milli = 0;
+		for (int k = 0; k < r->nnodes && ok; k++) {
+			const struct sched_assign *a = &r->nodes[k];
+			int ndev =
+				a->node >= 0 && a->node < s->nnodes ? s->nodes[a->node].ndev : -1;
+			ok = a->ndev >= 0 && a->ndev <= ndev;
+			for (int d = 0; d < a->ndev && ok; d++)
+				ok = a->devs[d] >= 0 && a->devs[d] < ndev;
+			milli += (int64_t)a->ndev * a->milli;
+		}
+		st->qs[r->queue].use += milli;
+		if (r->held_for)
+			st->held[st->nheld++] = i;
+		else if (!r->stopping && s->classes[r->cls].preemptible)
+			by_class[r->cls]++;
+	}
+	for (int c = 0; c < s->nclasses && ok; c++)
+		for (int v = 0; v < s->nclasses; v++)
+			if (s->classes[v].priority < s->classes[c].priority)
+				st->preemptible_below[c] += by_class[v];
+	free(by_class);
+	return ok;
+}
+
+/* One walk over the pending jobs, in the order given: checks each, files it
+ * under its shape and fills st->jrec; tells whether they are in class order.
+ * False for an invalid job. */
+static bool index_jobs(struct st *st, bool *sorted)
+{
+	const struct sched_snapshot *s = st->p.snap;
+	const struct sched_shapes *t = s->shapes;
+	/* with the caller's table: the pass's shape of each id in it */
+	int *of_id = NULL, nids = t ? shapes_ids(t) : 0;
+	if (t) {
+		of_id = xmalloc(sizeof(int) * ((size_t)nids + 1));
+		memset(of_id, 0xff, sizeof(int) * ((size_t)nids + 1));
+	}
+	*sorted = true;
+	int px = 0;
+	const struct sched_job *x = NULL;
+	bool ok = true;
+	for (int i = 0; i < s->njobs && ok; i++) {
+		const struct sched_job *j = s->jobs[i];
+		/* the jobs lie wherever the caller keeps them: ask for the ones
+		 * a little ahead while this one is read */
+		if (i + PREFETCH_AHEAD < s->njobs) {
+			const char *ahead = (const char *)s->jobs[i + PREFETCH_AHEAD];
+			__builtin_prefetch(ahead);
+			if (!t)
+				__builtin_prefetch(ahead + 64);
+		}
+		if (!j || j->cls < 0 || j->cls >= s->nclasses || j->queue < 0 ||
+		    j->queue >= s->nqueues) {
+			ok = false;
+			break;
+		}
+		int k;
+		if (t) {
+			if (j->shape_id < 0 || j->shape_id >= nids) {
+				ok = false;
+				break;
+			}
+			k = of_id[j->shape_id];
+			if (k < 0) {
+				const struct sched_job *filed = shapes_get(t, j->shape_id);
+				if (!filed) {
+					ok = false;
+					break;
+				}
+				k = of_id[j->shape_id] = shape_new(st, filed, filed->shape);
+			}
+		} else {
+			if (j->ngpu_types < 0 || (j->ngpu_types && !j->gpu_types)) {
+				ok = false;
+				break;
+			}
+			int n = st->nshapes;
+			k = shape_index(st, j);
+			if (k == n && !shape_valid(j)) {
+				ok = false;
+				break;
+			}
+		}
+		st->shapes[k].count++;
+		int py = prio(st, j->cls);
+		st->jrec[i] = (struct jrec){i, k, j->queue, j->cls};
+		if (x && *sorted)
+			*sorted = px > py ||
+				  (px == py && (x->submit_ms < j->submit_ms ||
+						(x->submit_ms == j->submit_ms && x->id < j->id)));
+		x = j;
+		px = py;
+	}
+	free(of_id);
+	for (int k = 0; k < st->nshapes; k++)
+		st->max_nodes = MAX(st->max_nodes, st->shapes[k].j->nodes);
+	return ok;
+}
+
+/* The request mix for fractional placement, from the shapes: the pending
+ * single-node requests grouped by size, each kind in the order of its first
+ * job (what placement must keep room for; multi-node gangs want whole
+ * nodes, which best fit keeps). Also which models some job can use only. */
+static void from_shapes(struct st *st)
+{
+	struct pass *p = &st->p;
+	const struct sched_snapshot *s = p->snap;
+	if (s->mix && s->nmix > 0) {
+		p->mix = xcalloc((size_t)s->nmix, sizeof(*p->mix));
+		memcpy(p->mix, s->mix, sizeof(*p->mix) * (size_t)s->nmix);
+		p->nmix = s->nmix;
+	} else {
+		p->mix = xcalloc((size_t)st->nshapes + 1, sizeof(*p->mix));
+		int total = 0;
+		for (int k = 0; k < st->nshapes; k++) {
+			const struct sched_job *j = st->shapes[k].j;
+			if (j->nodes != 1 || j->gpu_milli == 0)
+				continue;
+			int milli = j->gpu_milli < MODEL_MILLI ? j->gpu_milli : 0;
+			int devs = j->gpu_milli >= MODEL_MILLI
+					   ? j->tasks_per_node * j->gpu_milli / MODEL_MILLI
+					   : 0;
+			int cpus = j->tasks_per_node * j->cpus_per_task;
+			int i = 0;
+			while (i < p->nmix &&
+			       !(p->mix[i].milli == milli && p->mix[i].devices == devs &&
+				 p->mix[i].cpus == cpus))
+				i++;
+			if (i == p->nmix)
+				p->mix[p->nmix++] = (struct sched_mix_item){milli, devs, cpus, 0};
+			p->mix[i].p += st->shapes[k].count;
+			total += st->shapes[k].count;
+		}
+		for (int i = 0; i < p->nmix; i++)
+			p->mix[i].p /= total;
+	}
+	/* whether some waiting job can use a model only: taking it costs them */
+	for (int k = 0; k < st->nshapes; k++) {
+		const struct sched_job *j = st->shapes[k].j;
+		if (j->ngpu_types != 1 || j->gpu_milli <= 0)
+			continue;
+		/* the last model of that name */
+		for (int m = p->nmodels - 1; m >= 0; m--)
+			if (strcasecmp(j->gpu_types[0], p->models[m]) == 0) {
+				p->model_exclusive[m] = 1;
+				break;
+			}
+	}
+}
+
+static int cmp_held(const void *a, const void *b, void *arg)
+{
+	const struct sched_snapshot *s = arg;
+	const struct sched_running *x = &s->running[*(const int *)a],
+				   *y = &s->running[*(const int *)b];
+	if (x->held_for != y->held_for)
+		return x->held_for < y->held_for ? -1 : 1;
+	return x->id < y->id ? -1 : x->id > y->id;
+}
+
+static int cmp_order(const void *a, const void *b, void *arg)
+{
+	const struct st *st = arg;
+	const struct sched_job *x = st->jobs[*(const int *)a], *y = st->jobs[*(const int *)b];
+	int px = prio(st, x->cls), py = prio(st, y->cls);
+	if (px != py)
+		return px > py ? -1 : 1;
+	if (x->submit_ms != y->submit_ms)
+		return x->submit_ms < y->submit_ms ? -1 : 1;
+	return x->id < y->id ? -1 : x->id > y->id;
+}
+
+int sched_pass(const struct sched_snapshot *snap, int64_t now_ms, const struct sched_policy *policy,
+	       struct sched_decisions *ret)
+{
+	memset(ret, 0, sizeof(*ret));
+	if (!snapshot_valid(snap))
+		return -EINVAL;
+	struct st st;
+	memset(&st, 0, sizeof(st));
+	st.d = ret;
+	st.jobs = snap->jobs;
+	st.blocked_all = -1;
+	st.epoch = 1;
+	st.p.snap = snap;
+	st.p.policy = policy;
+	st.p.now = now_ms;
+	for (int c = 0; c < snap->nclasses; c++)
+		st.prio_of[c] = snap->classes[c].priority;
+	int nj = snap->njobs;
+	st.qs = xcalloc((size_t)snap->nqueues, sizeof(*st.qs));
+	st.held = xmalloc(sizeof(int) * ((size_t)snap->nrunning + 1));
+	st.preemptible_below = xcalloc((size_t)snap->nclasses, sizeof(int));
+	st.jrec = xmalloc(sizeof(*st.jrec) * ((size_t)nj + 1));
+	bool sorted;
+	if (!index_running(&st) || !index_jobs(&st, &sorted)) {
+		free(st.qs);
+		free(st.held);
+		free(st.preemptible_below);
+		free(st.jrec);
+		free(st.shapes);
+		free(st.shape_slot);
+		return -EINVAL;
+	}
+	place_init(&st.p);
+	from_shapes(&st);
+	strbuf_init(&st.sb);
+	st.order = xmalloc(sizeof(int) * ((size_t)nj + 1));
+	st.run = xmalloc(sizeof(*st.run) * ((size_t)nj + 1));
+	st.heap = xcalloc((size_t)snap->nqueues, sizeof(int));
+	st.class_has_resv = xcalloc((size_t)snap->nclasses, sizeof(bool));
+	st.victim = xcalloc((size_t)snap->nrunning + 1, sizeof(bool));
+	st.end_heap = xmalloc(sizeof(*st.end_heap) * ((size_t)snap->nrunning + 1));
+	st.end_list = xmalloc(sizeof(*st.end_list) * ((size_t)snap->nrunning + 1));
+	qsort_r(st.held, (size_t)st.nheld, sizeof(int), cmp_held, (void *)snap);
+	st.pl.nodes = xcalloc((size_t)st.max_nodes + 1, sizeof(*st.pl.nodes));
+	for (int q = 0; q < snap->nqueues; q++)
+		st.qs[q].recent = snap->queues[q].recent_milli;
+	for (int q = 0; q < snap->nqueues; q++)
+		st.qs[q].quota_job = -1;
+	/* every job gets a start or a wait: room for them all at once */
+	ret->waits = xmalloc(sizeof(*ret->waits) * ((size_t)nj + 1));
+	ret->waits_alloc = (size_t)nj + 1;
+	/* class order, then submission: usually given so; sorted if not */
+	for (int i = 0; i < nj; i++)
+		st.order[i] = i;
+	if (!sorted)
+		qsort_r(st.order, (size_t)nj, sizeof(int), cmp_order, &st);
+	for (int seg = 0; seg < nj;) {
+		/* the segment's jobs, queue by queue, oldest first: counted, then
+		 * copied to their queue's run */
+		for (int q = 0; q < snap->nqueues; q++)
+			st.qs[q].head = st.qs[q].tail = 0;
+		int level = prio(&st, st.jrec[st.order[seg]].cls);
+		int end = seg;
+		for (; end < nj; end++) {
+			const struct jrec *jr = &st.jrec[st.order[end]];
+			if (prio(&st, jr->cls) != level)
+				break;
+			st.qs[jr->queue].tail++;
+		}
+		for (int q = 0, at = 0; q < snap->nqueues; q++) {
+			st.qs[q].head = at;
+			at += st.qs[q].tail;
+			st.qs[q].tail = st.qs[q].head;
+		}
+		for (int k = seg; k < end; k++) {
+			const struct jrec *jr = &st.jrec[st.order[k]];
+			st.run[st.qs[jr->queue].tail++] = *jr;
+		}
+		st.nheap = 0;
+		for (int q = 0; q < snap->nqueues; q++) {
+			st.qs[q].score = qscore(&st, q);
+			if (st.qs[q].head < st.qs[q].tail)
+				heap_push(&st, q);
+		}
+		while (st.nheap) {
+			/* the first queue's jobs go while its share does not change
+			 * (only its own starts change it) */
+			int q = st.heap[0];
+			struct qstate *qs = &st.qs[q];
+			double before = qs->score;
+			do {
+				const struct jrec *jr = &st.run[qs->head++];
+				if (!waits_as_before(&st, jr))
+					process(&st, jr);
+			} while (qs->head < qs->tail && qs->score == before);
+			if (qs->head == qs->tail)
+				heap_pop(&st);
+			else
+				heap_fix(&st, 0);
+		}
+		seg = end;
+	}
+	for (int i = 0; i < st.nresv; i++)
+		free(st.resv[i].a);
+	free(st.resv);
+	free(st.order);
+	free(st.run);
+	free(st.qs);
+	free(st.heap);
+	free(st.class_has_resv);
+	free(st.victim);
+	free(st.end_heap);
+	free(st.end_list);
+	free(st.held);
+	free(st.preemptible_below);
+	for (int c = 0; c < MODEL_MAX_CLASSES; c++)
+		relset_release(&st.rel[c]);
+	relset_release(&st.recl);
+	free(st.victim_order);
+	free(st.victim_buf);
+	free(st.lends);
+	for (int i = 0; i < st.nshapes; i++) {
+		free(st.shapes[i].model_ok);
+		free(st.shapes[i].memo);
+	}
+	free(st.shapes);
+	free(st.shape_slot);
+	free(st.jrec);
+	free(st.pl.nodes);
+	strbuf_release(&st.sb);
+	place_release(&st.p);
+	return 0;
+}
+
+void sched_decisions_release(struct sched_decisions *d)
+{
+	for (int i = 0; i < d->nstarts; i++)
+		free(d->starts[i].nodes);
+	for (int i = 0; i < d->nwaits; i++)
+		free(d->waits[i].detail);
+	free(d->starts);
+	free(d->preempts);
+	free(d->waits);
+	memset(d, 0, sizeof(*d));
+}

@@ -1,0 +1,261 @@
+/*
+ * Private to src/sched: the state of one pass's order, quotas, reservations
+ * and preemption, shared by the files that decide them (pass.c, order.c,
+ * job.c, backfill.c, preempt.c, wait.c). Where a job goes is placement's
+ * (internal.h, place.c and its neighbours).
+ */
+#pragma once
+
+#include "internal.h"
+
+#define FOREVER INT64_MAX
+#define SHAPE_CACHE_MIN 1024
+#define PREFETCH_AHEAD 8
+
+/* A reservation (for a class's first waiting job) or a hold (for a job
+ * waiting on its preempted victims: nobody else may use it). */
+struct resv {
+	int job;
+	int64_t until; /* 0: a hold; FOREVER: start time unknown */
+	int n;
+	struct sched_assign *a; /* the parts free now */
+};
+
+enum shape_state { SHAPE_UNKNOWN, SHAPE_FAILS };
+
+/* How a shape's last job came to wait without the full path (over its
+ * queue's limit, or fails_as_before()): the next job of the shape, class and
+ * queue waits the same while the pass's epoch is the same (every job that
+ * takes the full path may change what that depends on). */
+struct fast {
+	uint64_t epoch;
+	int cls, queue;
+	bool quota; /* it was the queue's limit (victims held for a job do not matter) */
+	enum sched_wait_reason reason;
+	int same_as;
+};
+
+struct shape {
+	uint64_t hash;
+	const struct sched_job *j; /* a job with this shape (for comparison) */
+	enum shape_state state;
+	enum sched_wait_reason reason;
+	int detail_job;	 /* the job whose wait says why (-1: none yet) */
+	int generic_job; /* the job whose wait has its plain "waiting for resources" text */
+	int could;
+	int switches;
+	int never;		 /* -1 unknown, 0 no, 1 yes */
+	uint32_t preempt_failed; /* bit per class index (up to 32): preemption found nothing */
+	int resv_n; /* it failed under all of the first resv_n reservations (0: not known) */
+	uint64_t reclaim_failed; /* qversion + 1 when reclaiming found nothing for it */
+	bool *model_ok;		 /* its acceptable models, once worked out */
+	int resv_job;		 /* ... and that job's wait says why */
+	int tries;		 /* jobs of this shape placed or tried in this pass */
+	int count;		 /* pending jobs of this shape */
+	int64_t need;		 /* accelerators a job of it asks for, milli */
+	struct fast fast;
+	struct node_memo *memo; /* per node, from its second job on (single-node shapes) */
+};
+
+/* Node scores remembered per shape take at most this much memory in a pass. */
+#define MEMO_MAX_BYTES (64u << 20)
+
+struct qstate {
+	int64_t use;		/* milli-accelerators held, including what started this pass */
+	int quota_job;		/* a job whose wait says the queue is at its limit (-1: none yet) */
+	uint64_t quota_version; /* qversion + 1 when quota_job's text was written */
+	int64_t reclaiming;	/* held by its jobs preempted in this pass: soon free */
+	double score;		/* fair share: lower goes first */
+	double recent;
+	int head, tail; /* this segment's jobs of the queue: st->run[head .. tail) */
+	int heap_pos;
+};
+
+/* What the order and the common path need of each pending job, gathered in
+ * one walk so that the pass reads 16 bytes per job, not a scattered job;
+ * copied again into the order the jobs are tried in, so that it reads them
+ * one after the other. */
+struct jrec {
+	int ji; /* index into the snapshot's jobs */
+	int shape;
+	int queue;
+	int cls;
+};
+
+/* What running jobs that could be released hold, per cell (node * nmodels +
+ * model): devices counted in r, and the cells where r > 0 listed. */
+struct relset {
+	int *r;
+	int *cells;
+	int ncells;
+	uint64_t valid_for; /* reclaimable(): the qversion it was worked out for, + 1 */
+};
+
+struct st {
+	struct pass p;
+	struct sched_decisions *d;
+	const struct sched_job *const *jobs;
+	int *order;	  /* job indices in class order */
+	struct jrec *run; /* a segment's jobs in their queues' runs */
+	struct qstate *qs;
+	int *heap;
+	int nheap;
+	struct resv *resv;
+	int nresv;
+	size_t resv_alloc;
+	bool *class_has_resv;
+	int blocked_all;      /* with no_backfill: the job everything waits behind, or -1 */
+	bool *victim;	      /* running: chosen as a victim in this pass */
+	struct shape *shapes; /* every shape among the pending jobs, in order of first job */
+	size_t shapes_alloc;
+	int nshapes;
+	int *shape_slot; /* hash index into shapes: -1 empty */
+	size_t slot_cap;
+	struct jrec *jrec; /* per pending job: what the walk over them needs */
+	struct placement pl;
+	int max_nodes;
+	struct end_item *end_heap; /* running jobs by static end, once sorted */
+	bool end_sorted;
+	struct end_item *end_list; /* scratch for one reservation */
+	int *preemptible_below;	   /* per class: running jobs it could preempt by class */
+	struct relset rel[MODEL_MAX_CLASSES]; /* releasable(): per class, when worked out */
+	struct relset recl;		      /* reclaimable(), as of qversion */
+	uint64_t qversion; /* changes whenever a queue's use or what it lends changes */
+	uint64_t epoch;	   /* changes whenever a job takes the full path (struct fast) */
+	int prio_of[MODEL_MAX_CLASSES]; /* each class's priority */
+	bool *lends;			/* per queue: uses more than its quota (any_lending) */
+	int nlending;
+	uint64_t lend_version;	     /* qversion + 1 that lends was worked out for */
+	struct victim *victim_order; /* every running job, cheapest victim first */
+	bool victim_sorted;
+	struct victim *victim_buf; /* scratch for one preemption search */
+	int *held; /* running indices sorted by held_for, for jobs waiting on victims */
+	int nheld;
+	size_t memo_bytes;
+	struct strbuf sb;
+};
+
+/* A running job and when it is expected to end, for reservations. */
+struct end_item {
+	int64_t end;
+	int idx;
+};
+
+/* What block() took out of `free`, for unblock() to put back. */
+struct saved;
+
+static inline int prio(const struct st *st, int cls)
+{
+	return st->prio_of[cls];
+}
+
+static inline int64_t job_milli(const struct sched_job *j)
+{
+	return (int64_t)j->nodes * j->tasks_per_node * j->gpu_milli;
+}
+
+/* A wait that says "as job same_as": the one a pass writes for most jobs.
+ * The waits were sized for every job at the start. */
+static inline void wait_as(struct st *st, int job, enum sched_wait_reason reason, int same_as)
+{
+	struct sched_decisions *d = st->d;
+	d->waits[d->nwaits++] = (struct sched_wait){job, reason, same_as, 0, NULL};
+}
+
+static inline void remember(struct shape *sh, const struct st *st, const struct jrec *jr,
+			    bool quota, enum sched_wait_reason reason, int same_as)
+{
+	sh->fast = (struct fast){st->epoch, jr->cls, jr->queue, quota, reason, same_as};
+}
+
+/* The first of the jobs preempted for j (st->held is sorted by whom they
+ * were preempted for); == st->nheld when none. */
+static inline int first_held(const struct st *st, const struct sched_job *j)
+{
+	const struct sched_snapshot *s = st->p.snap;
+	int lo = 0, hi = st->nheld;
+	while (lo < hi) {
+		int mid = (lo + hi) / 2;
+		if (s->running[st->held[mid]].held_for < j->id)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < st->nheld && s->running[st->held[lo]].held_for == j->id ? lo : st->nheld;
+}
+
+/* The shape's last job of the same class and queue waited without the full
+ * path, and nothing changed since (no job took the full path: the pass limit
+ * and a strict order's block are only ever reached there, and no answer is
+ * remembered after them): j waits the same. */
+static inline bool waits_as_before(struct st *st, const struct jrec *jr)
+{
+	const struct fast *f = &st->shapes[jr->shape].fast;
+	if (f->epoch != st->epoch || f->cls != jr->cls || f->queue != jr->queue ||
+	    (!f->quota && st->nheld && first_held(st, st->jobs[jr->ji]) < st->nheld))
+		return false;
+	st->d->shape_cache_hits += !f->quota;
+	wait_as(st, jr->ji, f->reason, f->same_as);
+	return true;
+}
+
+/* ---- order.c: fair share between queues, the shape cache ---------------------------- */
+
+double qscore(const struct st *st, int q);
+void heap_push(struct st *st, int q);
+void heap_pop(struct st *st);
+void heap_fix(struct st *st, int i);
+int64_t running_milli(const struct sched_running *r);
+/* A new shape, j being the job that stands for it. */
+int shape_new(struct st *st, const struct sched_job *j, uint64_t hash);
+/* The index of j's shape, added at its first job. */
+int shape_index(struct st *st, const struct sched_job *j);
+
+/* ---- wait.c: why a job waits ---------------------------------------------------------- */
+
+struct sched_wait *add_wait(struct st *st, int job, enum sched_wait_reason reason, int same_as,
+			    int64_t until, const char *detail);
+void describe_need(const struct st *st, const struct sched_job *j, struct strbuf *sb);
+void fmt_wait_time(int64_t ms, struct strbuf *sb);
+/* Writes the reason a job cannot start now into a wait (or points to an
+ * earlier job of the same shape that says it); the first of its class that
+ * cannot start gets a reservation. */
+void wait_resources(struct st *st, int ji, struct shape *sh, const struct req *rq);
+
+/* ---- backfill.c: reservations and holds ----------------------------------------------- */
+
+/* Does every reservation block j? (Then only their number decides.) */
+bool blocked_by_all(const struct st *st, const struct sched_job *j);
+/* Takes the reservations that j must respect out of `free`; the saved values
+ * let unblock() restore exactly what was there. *first: the first of them,
+ * or -1. */
+struct saved *block(struct st *st, const struct sched_job *j, int *ret_n, int *first);
+void unblock(struct st *st, struct saved *sv, int n);
+/* The node of the i-th saved entry. */
+int saved_node(const struct saved *sv, int i);
+/* Takes what a job waiting on its victims will use out of `free` for the rest
+ * of the pass: nobody else may have it, whatever their time limit. */
+void add_hold(struct st *st, const struct placement *pl);
+/* Records a reservation on the parts of placement pl that are free now. */
+void add_resv(struct st *st, int job, int64_t until, const struct placement *pl);
+/* When could j start, and where, as running jobs end by their time limits?
+ * Fills *until and st->pl; false if not even when all have ended. */
+bool shadow(struct st *st, const struct req *rq, int64_t *until);
+
+/* ---- preempt.c ---------------------------------------------------------------------- */
+
+/* Could preempting make room for rq: by class, by reclaiming, or both? */
+bool preempt_possible(struct st *st, const struct req *rq, bool by_class, bool by_reclaim);
+/* Finds the cheapest set of running jobs whose end lets j's whole gang start.
+ * On success records them, holds the placement, and returns true; nothing is
+ * preempted otherwise. */
+bool try_preempt(struct st *st, int ji, const struct req *rq, bool reclaim, bool by_class_ok);
+/* Is some other queue using more than its quota (so that a queue within its
+ * own may reclaim)? */
+bool any_lending(struct st *st, int except);
+void relset_release(struct relset *rs);
+
+/* ---- job.c: one job ------------------------------------------------------------------ */
+
+/* Decides job jr: starts it, has it preempt, or says why it waits. */
+void process(struct st *st, const struct jrec *jr);

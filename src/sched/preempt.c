@@ -1,0 +1,517 @@
+/*
+ * Preemption: which running jobs a waiting job may stop (lower classes'
+ * preemptible jobs, or what queues over their quota borrowed), whether
+ * stopping them could make room at all (counted before any search), and
+ * the cheapest set whose end lets the whole gang start.
+ */
+#include "pass.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* A stable bottom-up merge sort with the comparison inlined: qsort's call
+ * per comparison was a tenth of an incremental pass when the pass sorted
+ * every running job. LESS(x, y) takes pointers; ctx is passed through to
+ * it. */
+#define DEFINE_SORT(name, T, LESS)                                                                 \
+	static void name(T *a, size_t n, const void *ctx)                                          \
+	{                                                                                          \
+		(void)ctx;                                                                         \
+		if (n < 2)                                                                         \
+			return;                                                                    \
+		T *tmp = xmalloc(sizeof(T) * n), *src = a, *dst = tmp;                             \
+		for (size_t w = 1; w < n; w *= 2) {                                                \
+			for (size_t lo = 0; lo < n; lo += 2 * w) {                                 \
+				size_t mid = MIN(lo + w, n), hi = MIN(lo + 2 * w, n);              \
+				size_t i = lo, k = mid, o = lo;                                    \
+				while (i < mid && k < hi)                                          \
+					dst[o++] = LESS(&src[k], &src[i]) ? src[k++] : src[i++];   \
+				while (i < mid)                                                    \
+					dst[o++] = src[i++];                                       \
+				while (k < hi)                                                     \
+					dst[o++] = src[k++];                                       \
+			}                                                                          \
+			T *t = src;                                                                \
+			src = dst;                                                                 \
+			dst = t;                                                                   \
+		}                                                                                  \
+		if (src != a)                                                                      \
+			memcpy(a, src, sizeof(T) * n);                                             \
+		free(tmp);                                                                         \
+	}
+
+struct victim {
+	int idx;
+	int prio;
+	int64_t lost;
+	int64_t milli;
+	bool chosen;
+};
+
+static inline bool victim_less(const struct victim *x, const struct victim *y,
+			       const struct sched_snapshot *s)
+{
+	if (x->prio != y->prio)
+		return x->prio < y->prio;
+	if (x->lost != y->lost)
+		return x->lost < y->lost;
+	if (x->milli != y->milli)
+		return x->milli < y->milli;
+	return s->running[x->idx].id < s->running[y->idx].id;
+}
+
+#define VICTIM_LESS(x, y) victim_less((x), (y), (const struct sched_snapshot *)ctx)
+DEFINE_SORT(sort_victims, struct victim, VICTIM_LESS)
+
+/* Releases (sign +1) or takes back (-1) victim k's resources on node n only. */
+static void apply_on_node(struct pass *p, const struct sched_running *r, int n, int sign)
+{
+	for (int x = 0; x < r->nnodes; x++)
+		if (r->nodes[x].node == n)
+			scratch_apply(p, &r->nodes[x], 1, sign);
+}
+
+struct node_cost {
+	int node;
+	int64_t cost; /* the dearest victim needed there, by rank; 0: none needed */
+	int nvict;
+};
+
+static int cmp_node_cost(const void *a, const void *b, void *arg)
+{
+	const struct node_cost *x = a, *y = b;
+	const int *rank = arg;
+	if (x->cost != y->cost)
+		return x->cost < y->cost ? -1 : 1;
+	if (x->nvict != y->nvict)
+		return x->nvict < y->nvict ? -1 : 1;
+	return rank[x->node] - rank[y->node];
+}
+
+/* Moves the k cheapest of a[0..n) to the front, in no particular order
+ * (quickselect). */
+static void select_cheapest(struct node_cost *a, int n, int k, void *snap)
+{
+	int lo = 0, hi = n - 1;
+	while (lo < hi && k > 0 && k < n) {
+		struct node_cost pivot = a[(lo + hi) / 2];
+		int i = lo, j = hi;
+		while (i <= j) {
+			while (cmp_node_cost(&a[i], &pivot, snap) < 0)
+				i++;
+			while (cmp_node_cost(&a[j], &pivot, snap) > 0)
+				j--;
+			if (i <= j) {
+				struct node_cost t = a[i];
+				a[i++] = a[j];
+				a[j--] = t;
+			}
+		}
+		if (k - 1 <= j)
+			hi = j;
+		else if (k - 1 >= i)
+			lo = i;
+		else
+			break;
+	}
+}
+
+/* For each node that has `model`, the cheapest victims there whose end lets it
+ * hold one node's share of rq; fills out, returns how many nodes could. */
+static int node_costs(struct st *st, const struct req *rq, const struct victim *v, const int *head,
+		      const int *link_v, const int *link_next, int model, struct node_cost *out)
+{
+	struct pass *p = &st->p;
+	const struct sched_snapshot *s = p->snap;
+	int cnt = 0;
+	int from = model >= 0 ? p->model_nodes_off[model] : 0;
+	int to = model >= 0 ? p->model_nodes_off[model + 1] : p->nn;
+	for (int xi = from; xi < to; xi++) {
+		int n = model >= 0 ? p->model_nodes[xi] : xi;
+		if (!s->nodes[n].schedulable)
+			continue;
+		int k = 0;
+		int64_t cost = 0;
+		bool can = node_can_public(p, rq, &p->scratch, n, model);
+		for (int l = head[n]; l >= 0 && !can; l = link_next[l]) {
+			apply_on_node(p, &s->running[v[link_v[l]].idx], n, +1);
+			k++;
+			cost = link_v[l] + 1;
+			can = node_can_public(p, rq, &p->scratch, n, model);
+		}
+		for (int l = head[n], x = 0; x < k; l = link_next[l], x++)
+			apply_on_node(p, &s->running[v[link_v[l]].idx], n, -1);
+		if (can)
+			out[cnt++] = (struct node_cost){n, cost, k};
+	}
+	return cnt;
+}
+
+/*
+ * Chooses victims among v (sorted cheapest first) so that rq fits in
+ * p->scratch. For each node, the cheapest victims there that make it able to
+ * hold one node's share; then the cheapest nodes; their victims are released
+ * and the gang placed for real. Returns the number chosen (marked in v), with
+ * the placement in st->pl and scratch holding the released state; 0 if no
+ * set makes room.
+ */
+static int pick_victims(struct st *st, const struct req *rq, struct victim *v, int nv)
+{
+	struct pass *p = &st->p;
+	const struct sched_snapshot *s = p->snap;
+	int nn = p->nn;
+	/* the victims on each node, cheapest first */
+	int *head = xcalloc((size_t)nn, sizeof(int)), nlinks = 0;
+	for (int n = 0; n < nn; n++)
+		head[n] = -1;
+	int total = 0;
+	for (int i = 0; i < nv; i++)
+		total += s->running[v[i].idx].nnodes;
+	int *link_v = xcalloc((size_t)total + 1, sizeof(int));
+	int *link_next = xcalloc((size_t)total + 1, sizeof(int));
+	int *tail = xcalloc((size_t)nn, sizeof(int));
+	for (int i = 0; i < nv; i++) {
+		const struct sched_running *r = &s->running[v[i].idx];
+		for (int x = 0; x < r->nnodes; x++) {
+			int n = r->nodes[x].node, l = nlinks++;
+			link_v[l] = i;
+			link_next[l] = -1;
+			if (head[n] < 0)
+				head[n] = l;
+			else
+				link_next[tail[n]] = l;
+			tail[n] = l;
+		}
+	}
+	bool devices = rq->whole || rq->frac;
+	int ngroups = devices && !rq->j->mixed_types ? p->nmodels : 1;
+	/* node_costs() writes every entry it counts: no need to clear them */
+	struct node_cost *nc = xmalloc(sizeof(*nc) * ((size_t)nn + 1));
+	struct node_cost *tmp = xmalloc(sizeof(*nc) * ((size_t)nn + 1));
+	int best_group = -1, cnt = 0;
+	int64_t best_total = 0;
+	int need = rq->j->nodes, chosen = 0;
+	for (int g = 0; g < ngroups; g++) {
+		int model = devices && !rq->j->mixed_types ? g : -1;
+		if (model >= 0 && !rq->model_ok[model])
+			continue;
+		int c = node_costs(st, rq, v, head, link_v, link_next, model, tmp);
+		if (c < need)
+			continue;
+		/* the dearest victim among the `need` cheapest nodes */
+		select_cheapest(tmp, c, need, p->name_rank);
+		int64_t t = 0;
+		for (int i = 0; i < need; i++)
+			t = MAX(t, tmp[i].cost);
+		if (best_group < 0 || t < best_total) {
+			best_group = g;
+			best_total = t;
+			struct node_cost *sw = nc;
+			nc = tmp;
+			tmp = sw;
+			cnt = c;
+		}
+	}
+	if (best_group >= 0) {
+		/* take nodes cheapest first until the gang can be placed: sort a
+		 * generous prefix first, the rest only if that was not enough */
+		int prefix = MIN(cnt, need * 2 + 8);
+		select_cheapest(nc, cnt, prefix, p->name_rank);
+		qsort_r(nc, (size_t)prefix, sizeof(*nc), cmp_node_cost, p->name_rank);
+		for (int i = 0; i < cnt; i++) {
+			if (i == prefix)
+				qsort_r(nc + prefix, (size_t)(cnt - prefix), sizeof(*nc),
+					cmp_node_cost, p->name_rank);
+			int n = nc[i].node, k = 0;
+			for (int l = head[n]; l >= 0 && k < nc[i].nvict; l = link_next[l], k++) {
+				struct victim *vi = &v[link_v[l]];
+				if (vi->chosen)
+					continue;
+				vi->chosen = true;
+				chosen++;
+				const struct sched_running *r = &s->running[vi->idx];
+				scratch_apply(p, r->nodes, r->nnodes, +1);
+			}
+			if (i + 1 < need)
+				continue;
+			struct place_fail why;
+			st->d->placements_tried++;
+			if (place(p, rq, &p->scratch, &st->pl, &why))
+				goto found;
+		}
+	}
+	/* nothing worked */
+	for (int i = 0; i < nv; i++)
+		v[i].chosen = false;
+	chosen = 0;
+	goto done;
+found:
+	/* keep only the victims on nodes the placement uses */
+	for (int i = 0; i < nv; i++) {
+		if (!v[i].chosen)
+			continue;
+		const struct sched_running *r = &s->running[v[i].idx];
+		bool used = false;
+		for (int x = 0; x < r->nnodes && !used; x++)
+			for (int y = 0; y < st->pl.nnodes; y++)
+				if (r->nodes[x].node == st->pl.nodes[y].node)
+					used = true;
+		if (!used) {
+			v[i].chosen = false;
+			chosen--;
+			scratch_apply(p, r->nodes, r->nnodes, -1);
+		}
+	}
+	struct place_fail why2;
+	st->d->placements_tried++;
+	if (!place(p, rq, &p->scratch, &st->pl, &why2))
+		abort(); /* every node of the placement kept what made it fit */
+done:
+	free(head);
+	free(tail);
+	free(link_v);
+	free(link_next);
+	free(nc);
+	free(tmp);
+	return chosen;
+}
+
+void relset_release(struct relset *rs)
+{
+	free(rs->r);
+	free(rs->cells);
+	memset(rs, 0, sizeof(*rs));
+}
+
+static void relset_add(struct pass *p, struct relset *rs, const struct sched_running *run)
+{
+	int nm = p->nmodels;
+	for (int k = 0; k < run->nnodes; k++) {
+		const struct sched_assign *a = &run->nodes[k];
+		for (int d = 0; d < a->ndev; d++) {
+			int x = a->node * nm + p->dev_model[p->dev_off[a->node] + a->devs[d]];
+			if (rs->r[x]++ == 0)
+				rs->cells[rs->ncells++] = x;
+		}
+	}
+}
+
+/* A victim's devices, no longer to be released (its cells stay listed). */
+static void relset_take(struct pass *p, struct relset *rs, const struct sched_running *run)
+{
+	int nm = p->nmodels;
+	for (int k = 0; k < run->nnodes; k++) {
+		const struct sched_assign *a = &run->nodes[k];
+		for (int d = 0; d < a->ndev; d++)
+			rs->r[a->node * nm + p->dev_model[p->dev_off[a->node] + a->devs[d]]]--;
+	}
+}
+
+static void relset_init(struct pass *p, struct relset *rs)
+{
+	size_t cells = (size_t)p->nn * (size_t)p->nmodels + 1;
+	if (!rs->r) {
+		rs->r = xmalloc(sizeof(int) * cells);
+		rs->cells = xmalloc(sizeof(int) * cells);
+	}
+	memset(rs->r, 0, sizeof(int) * cells);
+	rs->ncells = 0;
+}
+
+/* Devices that running jobs preemptible by class c hold. Worked out once per
+ * class and pass; victims chosen since are taken out as they are chosen. */
+static const struct relset *releasable(struct st *st, int c)
+{
+	struct pass *p = &st->p;
+	const struct sched_snapshot *s = p->snap;
+	struct relset *rs = &st->rel[c];
+	if (rs->r)
+		return rs;
+	relset_init(p, rs);
+	for (int i = 0; i < s->nrunning; i++) {
+		const struct sched_running *run = &s->running[i];
+		const struct sched_class *rc = &s->classes[run->cls];
+		if (run->stopping || run->held_for || st->victim[i] || !rc->preemptible ||
+		    rc->priority >= s->classes[c].priority)
+			continue;
+		relset_add(p, rs, run);
+	}
+	return rs;
+}
+
+/* Like releasable(), for reclaiming: devices held by jobs of queues over
+ * their quota; redone when a queue's use changes. */
+static const struct relset *reclaimable(struct st *st)
+{
+	struct pass *p = &st->p;
+	const struct sched_snapshot *s = p->snap;
+	struct relset *rs = &st->recl;
+	if (rs->r && rs->valid_for == st->qversion + 1)
+		return rs;
+	relset_init(p, rs);
+	for (int i = 0; i < s->nrunning; i++) {
+		const struct sched_running *run = &s->running[i];
+		const struct sched_queue *q = &s->queues[run->queue];
+		if (run->stopping || run->held_for || st->victim[i] || q->quota_milli < 0 ||
+		    st->qs[run->queue].use - st->qs[run->queue].reclaiming <= q->quota_milli)
+			continue;
+		relset_add(p, rs, run);
+	}
+	rs->valid_for = st->qversion + 1;
+	return rs;
+}
+
+/* Are there enough nodes where what is free in `free` plus what a and b say
+ * could be released holds a node's share of rq? Optimistic: false is
+ * certain, true worth a search. A fraction needs one device free enough or
+ * held by someone who could be released. Nodes with enough free come from
+ * the capacity index, the others can only be where something is released:
+ * the cost is that of the lists, not of the nodes. */
+static bool enough_releasable(struct st *st, const struct req *rq, const struct relset *a,
+			      const struct relset *b)
+{
+	struct pass *p = &st->p;
+	int nm = p->nmodels;
+	int *cnt = p->model_scratch;
+	for (int m = 0; m < nm; m++) {
+		cnt[m] = 0;
+		if (!rq->model_ok[m])
+			continue;
+		const int *cap = &p->cap[m * (MODEL_MAX_ACCELS + 1)];
+		for (int k = rq->frac ? 1 : rq->whole; k <= MODEL_MAX_ACCELS; k++)
+			cnt[m] += cap[k];
+		if (cnt[m] >= rq->j->nodes || (rq->frac && room_for_fraction(p, m, rq->frac)))
+			return true;
+	}
+	const struct relset *sets[] = {a, b};
+	for (int i = 0; i < 2; i++) {
+		if (!sets[i])
+			continue;
+		const struct relset *rs = sets[i], *other = sets[1 - i];
+		for (int c = 0; c < rs->ncells; c++) {
+			int x = rs->cells[c], m = x % nm;
+			if (!rq->model_ok[m] || !p->snap->nodes[x / nm].schedulable)
+				continue;
+			/* a cell is counted once: from the first list where it has
+			 * something (victims taken out leave their cells listed) */
+			if (rs->r[x] <= 0 || (i == 1 && other && other->r[x] > 0))
+				continue;
+			int more = rs->r[x] + (other ? other->r[x] : 0);
+			if (rq->frac && more > 0)
+				return true;
+			int have = p->node_whole[x] + more;
+			if (p->node_whole[x] < rq->whole && have >= rq->whole &&
+			    ++cnt[m] >= rq->j->nodes)
+				return true;
+		}
+	}
+	return false;
+}
+
+/* Could preempting make room for rq: by class (lower classes' preemptible
+ * jobs), by reclaiming (jobs of queues over their quota), or both together?
+ * Optimistic, as the search that follows would find at best. */
+bool preempt_possible(struct st *st, const struct req *rq, bool by_class, bool by_reclaim)
+{
+	if ((!rq->whole && !rq->frac) || rq->j->mixed_types)
+		return true;
+	return enough_releasable(st, rq, by_class ? releasable(st, rq->j->cls) : NULL,
+				 by_reclaim ? reclaimable(st) : NULL);
+}
+
+bool try_preempt(struct st *st, int ji, const struct req *rq, bool reclaim, bool by_class_ok)
+{
+	struct pass *p = &st->p;
+	const struct sched_snapshot *s = p->snap;
+	const struct sched_job *j = rq->j;
+	const struct sched_class *jc = &s->classes[j->cls];
+	if (!st->victim_buf)
+		st->victim_buf = xmalloc(sizeof(struct victim) * ((size_t)s->nrunning + 1));
+	struct victim *v = st->victim_buf;
+	int nv = 0;
+	if (!st->victim_sorted) {
+		/* everyone in victim order, once per pass; each attempt filters */
+		st->victim_order = xcalloc((size_t)s->nrunning + 1, sizeof(struct victim));
+		for (int i = 0; i < s->nrunning; i++) {
+			const struct sched_running *r = &s->running[i];
+			int64_t since = MAX(r->start_ms, r->last_checkpoint_ms);
+			st->victim_order[i] =
+				(struct victim){i, s->classes[r->cls].priority,
+						MAX(0, p->now - since), running_milli(r), false};
+		}
+		sort_victims(st->victim_order, (size_t)s->nrunning, s);
+		st->victim_sorted = true;
+	}
+	for (int o = 0; o < s->nrunning; o++) {
+		int i = st->victim_order[o].idx;
+		const struct sched_running *r = &s->running[i];
+		if (r->stopping || r->held_for || st->victim[i])
+			continue;
+		const struct sched_class *rc = &s->classes[r->cls];
+		const struct sched_queue *rq_ = &s->queues[r->queue];
+		bool by_class = by_class_ok && jc->may_preempt && rc->preemptible &&
+				rc->priority < jc->priority;
+		bool by_reclaim =
+			reclaim && r->queue != j->queue && rq_->quota_milli >= 0 &&
+			st->qs[r->queue].use - st->qs[r->queue].reclaiming > rq_->quota_milli;
+		if (!by_class && !by_reclaim)
+			continue;
+		v[nv++] = st->victim_order[o];
+	}
+	bool ok = false;
+	if (nv == 0)
+		goto out;
+	/* resources held for others stay theirs */
+	int nsaved, first;
+	struct saved *sv = block(st, j, &nsaved, &first);
+	scratch_from_free(p);
+	for (int i = 0; i < nsaved; i++)
+		scratch_touch(p, saved_node(sv, i)); /* differs from free once unblocked */
+	unblock(st, sv, nsaved);
+	int nsel = pick_victims(st, rq, v, nv);
+	if (nsel == 0)
+		goto out; /* even all of them would not make room: preempt nothing */
+	for (int i = 0; i < nv; i++) {
+		if (!v[i].chosen)
+			continue;
+		const struct sched_running *r = &s->running[v[i].idx];
+		st->victim[v[i].idx] = true;
+		st->qs[r->queue].reclaiming += v[i].milli;
+		st->qversion++;
+		for (int c = 0; c < s->nclasses; c++)
+			if (s->classes[r->cls].preemptible &&
+			    s->classes[r->cls].priority < s->classes[c].priority) {
+				st->preemptible_below[c]--;
+				/* what it holds is no longer there to release */
+				if (st->rel[c].r)
+					relset_take(p, &st->rel[c], r);
+			}
+		struct sched_decisions *d = st->d;
+		xgrow(&d->preempts, &d->preempts_alloc, (size_t)d->npreempts + 1,
+		      sizeof(*d->preempts));
+		d->preempts[d->npreempts++] = (struct sched_preempt){r->id, ji};
+	}
+	add_hold(st, &st->pl);
+	ok = true;
+out:
+	return ok;
+}
+
+bool any_lending(struct st *st, int except)
+{
+	const struct sched_snapshot *s = st->p.snap;
+	/* worked out again only when a queue's use or what it lends changed */
+	if (!st->lends || st->lend_version != st->qversion + 1) {
+		if (!st->lends)
+			st->lends = xcalloc((size_t)s->nqueues, sizeof(bool));
+		st->nlending = 0;
+		for (int q = 0; q < s->nqueues; q++) {
+			st->lends[q] =
+				s->queues[q].quota_milli >= 0 &&
+				st->qs[q].use - st->qs[q].reclaiming > s->queues[q].quota_milli;
+			st->nlending += st->lends[q];
+		}
+		st->lend_version = st->qversion + 1;
+	}
+	return st->nlending - (st->lends[except] ? 1 : 0) > 0;
+}
