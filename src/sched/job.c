@@ -45,8 +45,8 @@ static void preempt_options(struct st *st, int cls, int queue, const struct shap
 	*may = cap < 0 || st->d->npreempts < cap;
 	uint32_t bit = cls < 32 ? 1u << cls : 0;
 	*by_class = c->may_preempt && !(sh->preempt_failed & bit) && st->preemptible_below[cls] > 0;
-	*by_reclaim =
-		within_quota && sh->reclaim_failed != st->qversion + 1 && any_lending(st, queue);
+	*by_reclaim = within_quota && !stamp_valid(&sh->reclaim_failed, st->qversion) &&
+		      any_lending(st, queue);
 }
 
 /* The common case of a busy cluster, made cheap: j's shape already failed to
@@ -94,7 +94,7 @@ static bool at_queue_limit(struct st *st, const struct jrec *jr, struct shape *s
 	int64_t limit = q->borrow_milli < 0 ? FOREVER : q->quota_milli + q->borrow_milli;
 	if (qs->use + need <= limit)
 		return false;
-	if (qs->quota_version == st->qversion + 1) {
+	if (stamp_valid(&qs->quota_version, st->qversion)) {
 		remember(sh, st, jr, true, SCHED_WAIT_QUOTA, qs->quota_job);
 		wait_as(st, jr->ji, SCHED_WAIT_QUOTA, qs->quota_job);
 		return true;
@@ -108,7 +108,7 @@ static bool at_queue_limit(struct st *st, const struct jrec *jr, struct shape *s
 		    q->borrow_milli / 1000.0);
 	add_wait(st, jr->ji, SCHED_WAIT_QUOTA, -1, 0, sb->buf);
 	qs->quota_job = jr->ji;
-	qs->quota_version = st->qversion + 1;
+	stamp_set(&qs->quota_version, st->qversion);
 	remember(sh, st, jr, true, SCHED_WAIT_QUOTA, jr->ji);
 	return true;
 }
@@ -256,7 +256,7 @@ static bool start_by_preempting(struct st *st, int ji, struct shape *sh, const s
 		if (by_class)
 			sh->preempt_failed |= bit;
 		if (by_reclaim)
-			sh->reclaim_failed = st->qversion + 1;
+			stamp_set(&sh->reclaim_failed, st->qversion);
 	}
 	unblock(st, sv, nsaved);
 	if (!possible)
@@ -269,7 +269,7 @@ static bool start_by_preempting(struct st *st, int ji, struct shape *sh, const s
 	if (by_class)
 		sh->preempt_failed |= bit;
 	if (by_reclaim)
-		sh->reclaim_failed = st->qversion + 1;
+		stamp_set(&sh->reclaim_failed, st->qversion);
 	return false;
 }
 

@@ -9,6 +9,23 @@
 #include "internal.h"
 
 #define FOREVER INT64_MAX
+
+/* When a remembered answer was worked out: the version of what it depends on
+ * (the pass's qversion). The stamp holds version + 1, so that a stamp left
+ * zero, as every struct of a pass starts, is valid for no version. */
+struct stamp {
+	uint64_t v;
+};
+
+static inline void stamp_set(struct stamp *s, uint64_t version)
+{
+	s->v = version + 1;
+}
+
+static inline bool stamp_valid(const struct stamp *s, uint64_t version)
+{
+	return s->v == version + 1;
+}
 #define SHAPE_CACHE_MIN 1024
 #define PREFETCH_AHEAD 8
 
@@ -47,12 +64,12 @@ struct shape {
 	int never;		 /* -1 unknown, 0 no, 1 yes */
 	uint32_t preempt_failed; /* bit per class index (up to 32): preemption found nothing */
 	int resv_n; /* it failed under all of the first resv_n reservations (0: not known) */
-	uint64_t reclaim_failed; /* qversion + 1 when reclaiming found nothing for it */
-	bool *model_ok;		 /* its acceptable models, once worked out */
-	int resv_job;		 /* ... and that job's wait says why */
-	int tries;		 /* jobs of this shape placed or tried in this pass */
-	int count;		 /* pending jobs of this shape */
-	int64_t need;		 /* accelerators a job of it asks for, milli */
+	struct stamp reclaim_failed; /* when reclaiming last found nothing for it */
+	bool *model_ok;		     /* its acceptable models, once worked out */
+	int resv_job;		     /* ... and that job's wait says why */
+	int tries;		     /* jobs of this shape placed or tried in this pass */
+	int count;		     /* pending jobs of this shape */
+	int64_t need;		     /* accelerators a job of it asks for, milli */
 	struct fast fast;
 	struct node_memo *memo; /* per node, from its second job on (single-node shapes) */
 };
@@ -61,11 +78,11 @@ struct shape {
 #define MEMO_MAX_BYTES (64u << 20)
 
 struct qstate {
-	int64_t use;		/* milli-accelerators held, including what started this pass */
-	int quota_job;		/* a job whose wait says the queue is at its limit (-1: none yet) */
-	uint64_t quota_version; /* qversion + 1 when quota_job's text was written */
-	int64_t reclaiming;	/* held by its jobs preempted in this pass: soon free */
-	double score;		/* fair share: lower goes first */
+	int64_t use;   /* milli-accelerators held, including what started this pass */
+	int quota_job; /* a job whose wait says the queue is at its limit (-1: none yet) */
+	struct stamp quota_version; /* when quota_job's text was written */
+	int64_t reclaiming;	    /* held by its jobs preempted in this pass: soon free */
+	double score;		    /* fair share: lower goes first */
 	double recent;
 	int head, tail; /* this segment's jobs of the queue: st->run[head .. tail) */
 	int heap_pos;
@@ -88,7 +105,7 @@ struct relset {
 	int *r;
 	int *cells;
 	int ncells;
-	uint64_t valid_for; /* reclaimable(): the qversion it was worked out for, + 1 */
+	struct stamp valid_for; /* when reclaimable() worked it out */
 };
 
 struct st {
@@ -125,7 +142,7 @@ struct st {
 	int prio_of[MODEL_MAX_CLASSES]; /* each class's priority */
 	bool *lends;			/* per queue: uses more than its quota (any_lending) */
 	int nlending;
-	uint64_t lend_version;	     /* qversion + 1 that lends was worked out for */
+	struct stamp lend_version;   /* when lends was worked out */
 	struct victim *victim_order; /* every running job, cheapest victim first */
 	bool victim_sorted;
 	struct victim *victim_buf; /* scratch for one preemption search */

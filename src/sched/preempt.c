@@ -346,7 +346,7 @@ static const struct relset *reclaimable(struct st *st)
 	struct pass *p = &st->p;
 	const struct sched_snapshot *s = p->snap;
 	struct relset *rs = &st->recl;
-	if (rs->r && rs->valid_for == st->qversion + 1)
+	if (rs->r && stamp_valid(&rs->valid_for, st->qversion))
 		return rs;
 	relset_init(p, rs);
 	for (int i = 0; i < s->nrunning; i++) {
@@ -357,7 +357,7 @@ static const struct relset *reclaimable(struct st *st)
 			continue;
 		relset_add(p, rs, run);
 	}
-	rs->valid_for = st->qversion + 1;
+	stamp_set(&rs->valid_for, st->qversion);
 	return rs;
 }
 
@@ -501,7 +501,7 @@ bool any_lending(struct st *st, int except)
 {
 	const struct sched_snapshot *s = st->p.snap;
 	/* worked out again only when a queue's use or what it lends changed */
-	if (!st->lends || st->lend_version != st->qversion + 1) {
+	if (!st->lends || !stamp_valid(&st->lend_version, st->qversion)) {
 		if (!st->lends)
 			st->lends = xcalloc((size_t)s->nqueues, sizeof(bool));
 		st->nlending = 0;
@@ -511,7 +511,7 @@ bool any_lending(struct st *st, int except)
 				st->qs[q].use - st->qs[q].reclaiming > s->queues[q].quota_milli;
 			st->nlending += st->lends[q];
 		}
-		st->lend_version = st->qversion + 1;
+		stamp_set(&st->lend_version, st->qversion);
 	}
 	return st->nlending - (st->lends[except] ? 1 : 0) > 0;
 }
