@@ -129,6 +129,11 @@ bool place(struct pass *p, const struct req *rq, const struct view *v, struct pl
 bool place_scores(const struct pass *p, const struct req *rq);
 /* Takes (sign -1) or gives back (sign +1) an allocation's resources in v. */
 void view_apply(struct pass *p, struct view *v, const struct sched_assign *a, int n, int sign);
+/* Checks that the capacity index and the candidate lists describe `free`
+ * (invariant 3 of pass.h); aborts when they do not. Only in debug builds. */
+#ifdef TENK_DEBUG
+void assert_place_consistent(const struct pass *p);
+#endif
 /* Keeps the capacity index in step with `free` on node n. */
 void cap_update_node(struct pass *p, int n);
 /* Is there a schedulable node with a device of model m that has at least

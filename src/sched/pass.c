@@ -356,6 +356,7 @@ int sched_pass(const struct sched_snapshot *snap, int64_t now_ms, const struct s
 				heap_fix(&st, 0);
 		}
 		seg = end;
+		assert_pass_consistent(&st, seg);
 	}
 	for (int i = 0; i < st.nresv; i++)
 		free(st.resv[i].a);
@@ -388,6 +389,94 @@ int sched_pass(const struct sched_snapshot *snap, int64_t now_ms, const struct s
 	place_release(&st.p);
 	return 0;
 }
+
+#ifdef TENK_DEBUG
+void assert_pass_consistent(const struct st *st, int ndone)
+{
+	const struct pass *p = &st->p;
+	const struct sched_snapshot *s = p->snap;
+	const struct sched_decisions *d = st->d;
+	/* 1, 2: what is free against the snapshot less the starts */
+	int *cpus = xmalloc(sizeof(int) * ((size_t)p->nn + 1));
+	int64_t *mem = xmalloc(sizeof(int64_t) * ((size_t)p->nn + 1));
+	int *dev = xmalloc(sizeof(int) * ((size_t)p->ndev + 1));
+	for (int n = 0; n < p->nn; n++) {
+		cpus[n] = s->nodes[n].cpus_free;
+		mem[n] = s->nodes[n].mem_free_mib;
+		for (int k = 0; k < s->nodes[n].ndev; k++)
+			dev[p->dev_off[n] + k] = s->nodes[n].devs[k].free_milli;
+	}
+	for (int i = 0; i < d->nstarts; i++)
+		for (int k = 0; k < d->starts[i].nnodes; k++) {
+			const struct sched_assign *a = &d->starts[i].nodes[k];
+			cpus[a->node] -= a->cpus;
+			mem[a->node] -= a->mem_mib;
+			for (int x = 0; x < a->ndev; x++)
+				dev[p->dev_off[a->node] + a->devs[x]] -= a->milli;
+		}
+	for (int n = 0; n < p->nn; n++) {
+		assert(p->free.cpus[n] <= cpus[n] && p->free.mem[n] <= mem[n]);
+		assert(p->free.cpus[n] >= 0 || s->nodes[n].cpus_free < 0);
+		assert(p->free.mem[n] >= 0 || s->nodes[n].mem_free_mib < 0);
+		for (int k = 0; k < s->nodes[n].ndev; k++) {
+			int x = p->dev_off[n] + k;
+			assert(p->free.dev[x] <= dev[x] && dev[x] >= 0 && p->free.dev[x] >= 0);
+		}
+	}
+	free(cpus);
+	free(mem);
+	free(dev);
+	/* 3 */
+	assert_place_consistent(p);
+	/* 4 */
+	int64_t *use = xcalloc((size_t)s->nqueues, sizeof(int64_t));
+	int64_t *reclaim = xcalloc((size_t)s->nqueues, sizeof(int64_t));
+	for (int i = 0; i < s->nrunning; i++) {
+		use[s->running[i].queue] += running_milli(&s->running[i]);
+		if (st->victim[i])
+			reclaim[s->running[i].queue] += running_milli(&s->running[i]);
+	}
+	for (int i = 0; i < d->nstarts; i++)
+		use[st->jobs[d->starts[i].job]->queue] += job_milli(st->jobs[d->starts[i].job]);
+	for (int q = 0; q < s->nqueues; q++) {
+		assert(st->qs[q].use == use[q]);
+		assert(st->qs[q].reclaiming == reclaim[q] && reclaim[q] <= use[q]);
+	}
+	free(use);
+	free(reclaim);
+	/* 5: the decided jobs are the first ndone in order, each once */
+	assert(d->nstarts + d->nwaits == ndone);
+	int *rank = xmalloc(sizeof(int) * ((size_t)s->njobs + 1));
+	for (int i = 0; i < s->njobs; i++)
+		rank[i] = -1;
+	for (int k = 0; k < ndone; k++)
+		rank[st->order[k]] = k;
+	bool *seen = xcalloc((size_t)s->njobs + 1, sizeof(bool));
+	for (int i = 0; i < d->nstarts; i++) {
+		int ji = d->starts[i].job;
+		assert(rank[ji] >= 0 && !seen[ji]);
+		seen[ji] = true;
+	}
+	for (int i = 0; i < d->nwaits; i++) {
+		const struct sched_wait *w = &d->waits[i];
+		assert(rank[w->job] >= 0 && !seen[w->job]);
+		seen[w->job] = true;
+		assert(w->same_as < 0 ? w->detail != NULL : w->detail == NULL);
+		assert(w->same_as < 0 || (rank[w->same_as] >= 0 && seen[w->same_as]));
+	}
+	free(seen);
+	free(rank);
+	/* 6 */
+	int nvict = 0;
+	for (int i = 0; i < s->nrunning; i++)
+		if (st->victim[i]) {
+			nvict++;
+			assert(!s->running[i].stopping && !s->running[i].held_for);
+		}
+	assert(nvict == d->npreempts);
+	(void)rank;
+}
+#endif
 
 void sched_decisions_release(struct sched_decisions *d)
 {

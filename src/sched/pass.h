@@ -3,6 +3,30 @@
  * and preemption, shared by the files that decide them (pass.c, order.c,
  * job.c, backfill.c, preempt.c, wait.c). Where a job goes is placement's
  * (internal.h, place.c and its neighbours).
+ *
+ * What a pass keeps within itself, and what must hold of it at the end of
+ * every segment (checked there by assert_pass_consistent() in debug builds,
+ * as SQLite checks its pager):
+ *
+ *  1. What is free on a node (CPUs, memory, each device's share) never goes
+ *     below zero where the snapshot had it at or above zero.
+ *  2. Nothing is given twice: what is free is at most what the snapshot said
+ *     was free less what the pass started there. Holds take more away;
+ *     block() takes reservations out of `free` only while one job is placed,
+ *     and unblock() puts back exactly what it took.
+ *  3. The capacity index and the candidate lists describe `free`: every
+ *     schedulable node is counted and listed, once under each of its
+ *     models, by its whole free devices and the room on its roomiest device,
+ *     and once by its accelerators and free CPUs (assert_place_consistent).
+ *  4. A queue's use is what its running jobs held when the pass began plus
+ *     what the pass started for it; what it reclaims (its victims' share)
+ *     is within that.
+ *  5. Every job of the segments done has exactly one decision, a start or a
+ *     wait, and every wait's `same_as` names a job decided before it.
+ *  6. A running job is chosen as a victim at most once, and never while it
+ *     is stopping already or held for another job.
+ *  7. The remembered answers are stamped: a shape's `fast` answer holds while
+ *     the epoch is the one it was taken in, a stamp while the qversion is.
  */
 #pragma once
 
@@ -215,6 +239,16 @@ static inline bool waits_as_before(struct st *st, const struct jrec *jr)
 	wait_as(st, jr->ji, f->reason, f->same_as);
 	return true;
 }
+
+/* ---- pass.c ---------------------------------------------------------------------------- */
+
+/* Checks the invariants above once ndone jobs (in order) are decided;
+ * aborts on the first that does not hold. Only in debug builds. */
+#ifdef TENK_DEBUG
+void assert_pass_consistent(const struct st *st, int ndone);
+#else
+#define assert_pass_consistent(st, ndone) ((void)0)
+#endif
 
 /* ---- order.c: fair share between queues, the shape cache ---------------------------- */
 

@@ -649,6 +649,75 @@ static void lists_init(struct pass *p)
 	}
 }
 
+#ifdef TENK_DEBUG
+void assert_place_consistent(const struct pass *p)
+{
+	const struct sched_snapshot *s = p->snap;
+	int nm = p->nmodels, nn = p->nn;
+	size_t cells = (size_t)nn * (size_t)nm + 1;
+	int *whole = xcalloc(cells, sizeof(int)), *room = xmalloc(sizeof(int) * cells);
+	bool *has = xcalloc(cells, sizeof(bool));
+	for (size_t x = 0; x < cells; x++)
+		room[x] = -1;
+	for (int n = 0; n < nn; n++)
+		for (int d = 0; d < s->nodes[n].ndev; d++) {
+			int x = n * nm + p->dev_model[p->dev_off[n] + d];
+			int f = p->free.dev[p->dev_off[n] + d];
+			has[x] = true;
+			whole[x] += f == MODEL_MILLI;
+			room[x] = MAX(room[x], f);
+		}
+	/* every (schedulable node, model it has) once in a whole-devices list
+	 * and once in a room list, where `free` puts it; the index counts them */
+	int *in_wb = xcalloc(cells, sizeof(int)), *in_fb = xcalloc(cells, sizeof(int));
+	for (int m = 0; m < nm; m++) {
+		for (int k = 0; k <= MODEL_MAX_ACCELS; k++) {
+			int len = 0;
+			for (int x = p->wb_head[m * (MODEL_MAX_ACCELS + 1) + k]; x >= 0;
+			     x = p->wb_next[x]) {
+				assert(x % nm == m && whole[x] == k && p->node_whole[x] == k);
+				in_wb[x]++;
+				len++;
+			}
+			/* the index counts schedulable nodes without the model
+			 * among those with no whole device of it */
+			int lacking = 0;
+			for (int n = 0; n < nn && k == 0; n++)
+				lacking += s->nodes[n].schedulable && !has[n * nm + m];
+			assert(p->cap[m * (MODEL_MAX_ACCELS + 1) + k] == len + lacking);
+		}
+		for (int b = 0; b < FRAC_BUCKETS; b++)
+			for (int x = p->fb_head[m * FRAC_BUCKETS + b]; x >= 0; x = p->fb_next[x]) {
+				assert(x % nm == m && FRAC_BUCKET(room[x]) == b &&
+				       p->node_room[x] == b);
+				in_fb[x]++;
+			}
+	}
+	for (int n = 0; n < nn; n++)
+		for (int m = 0; m < nm; m++) {
+			int x = n * nm + m;
+			bool listed = s->nodes[n].schedulable && has[x];
+			assert(in_wb[x] == listed && in_fb[x] == listed);
+		}
+	/* every schedulable node once in the CPU lists, under its own key */
+	int *in_cb = xcalloc((size_t)nn + 1, sizeof(int));
+	size_t nkeys = (size_t)(MODEL_MAX_ACCELS + 1) * (size_t)p->cpu_buckets;
+	for (size_t key = 0; key < nkeys; key++)
+		for (int n = p->cb_head[key]; n >= 0; n = p->cb_next[n]) {
+			assert(p->cpu_key[n] == (int)key && cpu_key(p, n) == (int)key);
+			in_cb[n]++;
+		}
+	for (int n = 0; n < nn; n++)
+		assert(in_cb[n] == (s->nodes[n].schedulable ? 1 : 0));
+	free(in_cb);
+	free(in_wb);
+	free(in_fb);
+	free(has);
+	free(whole);
+	free(room);
+}
+#endif
+
 bool room_for_fraction(const struct pass *p, int m, int milli)
 {
 	/* bucket b holds the nodes whose roomiest device of m has b * 50 to
