@@ -1289,6 +1289,8 @@ struct choice {
 	int model;
 	int switches;
 	int64_t spare;
+	int excl;  /* the model is one some waiting job can use only */
+	double tf; /* the model's speed */
 	int nsel;
 	int *sel; /* node indices, node rank order */
 };
@@ -1359,114 +1361,225 @@ static void choose_nodes(struct pass *p, const struct req *rq, int nc, struct ch
 		}
 }
 
+/* ---- gathering candidates: one way for each kind of request --------------------------- */
+
+/* With a delta view (scratch as free plus changes on a few nodes), the
+ * touched nodes judged on the view itself; the lists give the others.
+ * *min_spare gets the tightest fit found. */
+static int cands_touched(struct pass *p, const struct req *rq, const struct view *v, int model,
+			 int64_t *min_spare)
+{
+	int nc = 0;
+	for (int t = 0; t < p->ntouched; t++) {
+		int n = p->touched[t];
+		if (node_fits(p, rq, v, n, model, &p->cands[nc])) {
+			*min_spare = MIN(*min_spare, p->cands[nc].spare);
+			nc++;
+		}
+	}
+	return nc;
+}
+
+/* Whole devices of `model`: the nodes listed by their count of whole free
+ * devices, from the count asked for up; a single-node request stops at the
+ * bucket past the tightest fit found, a scored one at enough candidates. */
+static int cands_whole(struct pass *p, const struct req *rq, int model, bool delta, int nc,
+		       int64_t min_spare)
+{
+	int nm = p->nmodels;
+	bool score = scored(p, rq);
+	for (int k = rq->whole; k <= MODEL_MAX_ACCELS; k++) {
+		if (rq->j->nodes == 1 && nc > 0 && !score && k - rq->whole > min_spare)
+			break;
+		if (score && nc >= SCORED_CANDIDATES)
+			break;
+		for (int x = p->wb_head[model * (MODEL_MAX_ACCELS + 1) + k]; x >= 0;
+		     x = p->wb_next[x]) {
+			int n = x / nm;
+			if (delta && p->touch_mark[n] == p->touch_gen)
+				continue;
+			if (node_fits(p, rq, &p->free, n, model, &p->cands[nc])) {
+				min_spare = MIN(min_spare, p->cands[nc].spare);
+				nc++;
+			}
+		}
+	}
+	return nc;
+}
+
+/* A fraction of a device of `model`: the nodes listed by the room on their
+ * roomiest device, from the share asked for up. */
+static int cands_fraction(struct pass *p, const struct req *rq, int model, bool delta, int nc)
+{
+	int nm = p->nmodels;
+	bool score = scored(p, rq);
+	for (int b = FRAC_BUCKET(rq->frac); b < FRAC_BUCKETS && !(score && nc >= SCORED_CANDIDATES);
+	     b++)
+		for (int x = p->fb_head[model * FRAC_BUCKETS + b]; x >= 0; x = p->fb_next[x]) {
+			int n = x / nm;
+			if (delta && p->touch_mark[n] == p->touch_gen)
+				continue;
+			if (node_fits(p, rq, &p->free, n, model, &p->cands[nc]))
+				nc++;
+		}
+	return nc;
+}
+
+/* CPU work on one node: the first (accelerators, free CPUs) list with a fit
+ * holds the best fit; when it must go on accelerator nodes and the policy
+ * scores, the tightest candidates are scored. */
+static int cands_cpu_only(struct pass *p, const struct req *rq, const struct view *v)
+{
+	int nc = 0;
+	bool score = scored(p, rq);
+	for (int a = 0; a <= MODEL_MAX_ACCELS; a++) {
+		if (nc > 0 && (a == 1 || !score))
+			break; /* a node without accelerators holds it */
+		int want = a > 0 && score ? SCORED_CANDIDATES : 1;
+		if (nc >= want)
+			break;
+		for (int b = rq->cpus > p->max_cpus ? p->cpu_buckets
+						    : cpu_bucket(p, MAX(rq->cpus, 0));
+		     b < p->cpu_buckets && nc < want; b++)
+			for (int n = p->cb_head[a * p->cpu_buckets + b]; n >= 0; n = p->cb_next[n])
+				if (node_fits(p, rq, v, n, -1, &p->cands[nc]))
+					nc++;
+	}
+	return nc;
+}
+
+/* Every node with devices of `model`, judged on v. */
+static int cands_model(struct pass *p, const struct req *rq, const struct view *v, int model)
+{
+	int nc = 0;
+	for (int k = p->model_nodes_off[model]; k < p->model_nodes_off[model + 1]; k++)
+		if (node_fits(p, rq, v, p->model_nodes[k], model, &p->cands[nc]))
+			nc++;
+	return nc;
+}
+
+/* Every node, judged on v. */
+static int cands_all(struct pass *p, const struct req *rq, const struct view *v)
+{
+	int nc = 0;
+	for (int n = 0; n < p->nn; n++)
+		if (node_fits(p, rq, v, n, -1, &p->cands[nc]))
+			nc++;
+	return nc;
+}
+
+/* The nodes that could hold one node's share of rq under `model` (-1: any)
+ * in v, into p->cands; returns how many. On `free` (or a delta view of it)
+ * the lists give the candidates; on other views every node is judged. */
+static int gather(struct pass *p, const struct req *rq, const struct view *v, int model)
+{
+	bool devices = rq->whole || rq->frac;
+	bool delta = v == &p->scratch && p->delta;
+	if ((v == &p->free || delta) && model >= 0 && devices) {
+		int64_t min_spare = INT64_MAX;
+		int nc = delta ? cands_touched(p, rq, v, model, &min_spare) : 0;
+		if (rq->whole)
+			return cands_whole(p, rq, model, delta, nc, min_spare);
+		return cands_fraction(p, rq, model, delta, nc);
+	}
+	if (v == &p->free && model < 0 && !devices && rq->j->nodes == 1)
+		return cands_cpu_only(p, rq, v);
+	if (model >= 0)
+		return cands_model(p, rq, v, model);
+	return cands_all(p, rq, v);
+}
+
+/* ---- choosing ----------------------------------------------------------------------- */
+
+/*
+ * How two placements of one request, under different models, compare: < 0
+ * when a is better. The keys, in DESIGN.md's order (section 4):
+ *   1. fewest switches spanned;
+ *   2. not taking a model that some waiting job can use only;
+ *   3. with score_before_speed, for a request the policy scores: the score
+ *      (what is left, or fragmentation), lower first;
+ *   4. the fastest model (the one that finishes the job soonest);
+ *   5. best fit: the least left over.
+ * A tie keeps the earlier (by model order).
+ */
+static int choice_cmp(const struct pass *p, const struct req *rq, const struct choice *a,
+		      const struct choice *b)
+{
+	if (a->switches != b->switches)
+		return a->switches < b->switches ? -1 : 1;
+	if (a->excl != b->excl)
+		return a->excl < b->excl ? -1 : 1;
+	bool by_score = scored(p, rq) && p->policy && p->policy->score_before_speed;
+	if (by_score && a->spare != b->spare)
+		return a->spare < b->spare ? -1 : 1;
+	if (fabs(a->tf - b->tf) > 1e-9)
+		return a->tf > b->tf ? -1 : 1;
+	if (a->spare != b->spare)
+		return a->spare < b->spare ? -1 : 1;
+	return 0;
+}
+
+/* Is there no chance for `model`: whole devices on `free`, and the index
+ * counts fewer nodes with enough of them than the gang needs? */
+static bool too_few_nodes(struct pass *p, const struct req *rq, const struct view *v, int model,
+			  struct place_fail *why)
+{
+	if (model < 0 || !rq->whole || v != &p->free)
+		return false;
+	int cnt = 0;
+	for (int k = rq->whole; k <= MODEL_MAX_ACCELS; k++)
+		cnt += p->cap[model * (MODEL_MAX_ACCELS + 1) + k];
+	if (cnt >= rq->j->nodes)
+		return false;
+	why->could = MAX(why->could, cnt);
+	return true;
+}
+
+/* Writes the chosen placement: each node's CPUs, memory and devices. */
+static void placement_fill(struct pass *p, const struct req *rq, const struct view *v,
+			   const struct choice *best, struct placement *out)
+{
+	out->nnodes = best->nsel;
+	out->switches = best->switches;
+	out->spare = best->spare;
+	for (int i = 0; i < best->nsel; i++) {
+		int n = best->sel[i];
+		struct sched_assign *a = &out->nodes[i];
+		a->node = n;
+		a->milli = MODEL_MILLI;
+		a->cpus = rq->cpus;
+		a->mem_mib = rq->mem;
+		a->ndev = 0;
+		if (rq->frac) {
+			struct cand c;
+			node_fits(p, rq, v, n, best->model, &c);
+			a->ndev = 1;
+			a->devs[0] = c.dev;
+			a->milli = rq->frac;
+		} else if (rq->whole) {
+			pick_devices(p, rq, v, n, best->model, a);
+		}
+	}
+}
+
 bool place(struct pass *p, const struct req *rq, const struct view *v, struct placement *out,
 	   struct place_fail *why)
 {
 	const struct sched_job *j = rq->j;
 	bool devices = rq->whole || rq->frac;
+	/* a gang of one model tries each model apart; a mixed one, all at once */
 	int ngroups = devices && !j->mixed_types ? p->nmodels : 1;
 	why->could = 0;
 	why->switches = 0;
 	struct choice best = {0}, cur = {0};
 	best.sel = xcalloc((size_t)j->nodes, sizeof(int));
 	cur.sel = xcalloc((size_t)j->nodes, sizeof(int));
-	int best_excl = 0;
-	double best_tf = 0;
-	int best_over = -1;
+	int best_over = -1; /* fewest switches of a placement over the limit */
 	for (int g = 0; g < ngroups; g++) {
 		int model = devices && !j->mixed_types ? g : -1;
-		if (model >= 0 && !rq->model_ok[model])
+		if ((model >= 0 && !rq->model_ok[model]) || too_few_nodes(p, rq, v, model, why))
 			continue;
-		if (model >= 0 && rq->whole && v == &p->free) {
-			int cnt = 0;
-			for (int k = rq->whole; k <= MODEL_MAX_ACCELS; k++)
-				cnt += p->cap[model * (MODEL_MAX_ACCELS + 1) + k];
-			if (cnt < j->nodes) {
-				why->could = MAX(why->could, cnt);
-				continue;
-			}
-		}
-		int nc = 0;
-		bool delta = v == &p->scratch && p->delta;
-		if ((v == &p->free || delta) && model >= 0 && (rq->whole || rq->frac)) {
-			/* only the nodes the lists say have room; with a delta view, the
-			 * touched nodes are judged on the view itself */
-			int nm = p->nmodels;
-			int64_t min_spare = INT64_MAX;
-			if (delta)
-				for (int t = 0; t < p->ntouched; t++) {
-					int n = p->touched[t];
-					if (node_fits(p, rq, v, n, model, &p->cands[nc])) {
-						min_spare = MIN(min_spare, p->cands[nc].spare);
-						nc++;
-					}
-				}
-			if (rq->whole) {
-				for (int k = rq->whole; k <= MODEL_MAX_ACCELS; k++) {
-					/* one node: buckets past the best spare cannot do better */
-					if (j->nodes == 1 && nc > 0 && !scored(p, rq) &&
-					    k - rq->whole > min_spare)
-						break;
-					if (scored(p, rq) && nc >= SCORED_CANDIDATES)
-						break;
-					for (int x = p->wb_head[model * (MODEL_MAX_ACCELS + 1) + k];
-					     x >= 0; x = p->wb_next[x]) {
-						int n = x / nm;
-						if (delta && p->touch_mark[n] == p->touch_gen)
-							continue;
-						if (node_fits(p, rq, &p->free, n, model,
-							      &p->cands[nc])) {
-							min_spare =
-								MIN(min_spare, p->cands[nc].spare);
-							nc++;
-						}
-					}
-				}
-			} else {
-				for (int b = FRAC_BUCKET(rq->frac);
-				     b < FRAC_BUCKETS &&
-				     !(scored(p, rq) && nc >= SCORED_CANDIDATES);
-				     b++)
-					for (int x = p->fb_head[model * FRAC_BUCKETS + b]; x >= 0;
-					     x = p->fb_next[x]) {
-						int n = x / nm;
-						if (delta && p->touch_mark[n] == p->touch_gen)
-							continue;
-						if (node_fits(p, rq, &p->free, n, model,
-							      &p->cands[nc]))
-							nc++;
-					}
-			}
-		} else if (v == &p->free && model < 0 && !devices && j->nodes == 1) {
-			/* CPU work: the first (accelerators, free CPUs) list with a fit
-			 * holds the best fit; when it must go on accelerator nodes and the
-			 * policy scores, the tightest candidates are scored */
-			bool score = scored(p, rq);
-			for (int a = 0; a <= MODEL_MAX_ACCELS; a++) {
-				if (nc > 0 && (a == 1 || !score))
-					break; /* a node without accelerators holds it */
-				int want = a > 0 && score ? SCORED_CANDIDATES : 1;
-				if (nc >= want)
-					break;
-				for (int b = rq->cpus > p->max_cpus
-						     ? p->cpu_buckets
-						     : cpu_bucket(p, MAX(rq->cpus, 0));
-				     b < p->cpu_buckets && nc < want; b++)
-					for (int n = p->cb_head[a * p->cpu_buckets + b]; n >= 0;
-					     n = p->cb_next[n])
-						if (node_fits(p, rq, v, n, model, &p->cands[nc]))
-							nc++;
-			}
-		} else if (model >= 0) {
-			for (int k = p->model_nodes_off[model]; k < p->model_nodes_off[model + 1];
-			     k++)
-				if (node_fits(p, rq, v, p->model_nodes[k], model, &p->cands[nc]))
-					nc++;
-		} else {
-			for (int n = 0; n < p->nn; n++)
-				if (node_fits(p, rq, v, n, model, &p->cands[nc]))
-					nc++;
-		}
+		int nc = gather(p, rq, v, model);
 		why->could = MAX(why->could, nc);
 		if (nc < j->nodes)
 			continue;
@@ -1479,54 +1592,20 @@ bool place(struct pass *p, const struct req *rq, const struct view *v, struct pl
 			continue;
 		}
 		cur.model = model;
-		int excl = model >= 0 && j->ngpu_types != 1 ? p->model_exclusive[model] : 0;
-		double tf = model >= 0 ? p->model_tflops[model] : 0;
-		/* with score_before_speed, a scored request compares its policy's
-		 * scores before the models' speeds */
-		bool by_score = scored(p, rq) && p->policy && p->policy->score_before_speed;
-		bool better = !best.ok || cur.switches < best.switches ||
-			      (cur.switches == best.switches &&
-			       (excl < best_excl ||
-				(excl == best_excl && by_score && cur.spare != best.spare
-					 ? cur.spare < best.spare
-					 : excl == best_excl && (tf > best_tf + 1e-9 ||
-								 (fabs(tf - best_tf) <= 1e-9 &&
-								  cur.spare < best.spare)))));
-		if (better) {
+		cur.excl = model >= 0 && j->ngpu_types != 1 ? p->model_exclusive[model] : 0;
+		cur.tf = model >= 0 ? p->model_tflops[model] : 0;
+		if (!best.ok || choice_cmp(p, rq, &cur, &best) < 0) {
 			struct choice t = best;
 			best = cur;
 			cur = t;
-			best_excl = excl;
-			best_tf = tf;
 		}
 	}
 	free(cur.sel);
-	if (!best.ok) {
+	bool ok = best.ok;
+	if (ok)
+		placement_fill(p, rq, v, &best, out);
+	else
 		why->switches = best_over > 0 ? best_over : 0;
-		free(best.sel);
-		return false;
-	}
-	out->nnodes = best.nsel;
-	out->switches = best.switches;
-	out->spare = best.spare;
-	for (int i = 0; i < best.nsel; i++) {
-		int n = best.sel[i];
-		struct sched_assign *a = &out->nodes[i];
-		a->node = n;
-		a->milli = MODEL_MILLI;
-		a->cpus = rq->cpus;
-		a->mem_mib = rq->mem;
-		a->ndev = 0;
-		if (rq->frac) {
-			struct cand c;
-			node_fits(p, rq, v, n, best.model, &c);
-			a->ndev = 1;
-			a->devs[0] = c.dev;
-			a->milli = rq->frac;
-		} else if (rq->whole) {
-			pick_devices(p, rq, v, n, best.model, a);
-		}
-	}
 	free(best.sel);
-	return true;
+	return ok;
 }
