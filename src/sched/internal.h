@@ -113,6 +113,55 @@ struct pass {
 	int *order;	/* node indices */
 };
 
+/* ---- shared by placement's files ------------------------------------------------------ */
+
+/* The room lists' buckets: the roomiest device's free share in steps of 50
+ * milli. */
+#define FRAC_BUCKET(milli) ((milli) / 50) /* 0..20 */
+#define FRAC_BUCKETS 21
+
+/* A scored single-node request looks at the tightest candidates (by free
+ * devices, room on a device, or free CPUs) until it has this many, so a
+ * placement costs the same on ten thousand nodes as on a thousand. */
+#define SCORED_CANDIDATES 1024
+
+static inline enum sched_frac_policy policy_of(const struct pass *p)
+{
+	return p->policy ? p->policy->frac : SCHED_FRAC_FGD;
+}
+
+/* With policy.score_every_node, single-node requests of every kind are
+ * scored by the policy on each candidate node (fragmentation, or best fit
+ * over CPUs and devices together); otherwise only fractions are, and whole
+ * devices go by tightness. Gangs always go by tightness. */
+static inline bool scored(const struct pass *p, const struct req *rq)
+{
+	return rq->j->nodes == 1 && policy_of(p) != SCHED_FRAC_PACK && p->policy &&
+	       p->policy->score_every_node;
+}
+
+/* CPU work goes to nodes without accelerators first, then to the fewest free
+ * CPUs that suffice: nodes are listed by (accelerators, free CPUs). */
+static inline int cpu_bucket(const struct pass *p, int cpus)
+{
+	return (int)((int64_t)cpus * p->cpu_buckets / ((int64_t)p->max_cpus + 1));
+}
+
+/* cluster.c: strcmp for qsort of an array of names */
+int cmp_str(const void *a, const void *b);
+/* topology.c */
+void topo_init(struct pass *p);
+/* lists.c: builds the index and the lists from `free` */
+void lists_init(struct pass *p);
+/* fit.c */
+/* Can node n hold one node's share of rq on `model` (-1: any) in v? Fills c
+ * with what it would leave; remembered per node for the request's shape. */
+bool node_fits(struct pass *p, const struct req *rq, const struct view *v, int n, int model,
+	       struct cand *c);
+/* Picks rq->whole free whole devices on node n, preferring one NVLink domain. */
+void pick_devices(const struct pass *p, const struct req *rq, const struct view *v, int n,
+		  int model, struct sched_assign *a);
+
 /* place.c */
 void place_init(struct pass *p);
 void place_release(struct pass *p);

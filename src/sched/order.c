@@ -7,20 +7,6 @@
 
 #include <string.h>
 
-int64_t running_milli(const struct sched_running *r)
-{
-	int64_t m = 0;
-	for (int i = 0; i < r->nnodes; i++)
-		m += (int64_t)r->nodes[i].ndev * r->nodes[i].milli;
-	return m;
-}
-
-double qscore(const struct st *st, int q)
-{
-	const struct sched_queue *sq = &st->p.snap->queues[q];
-	return ((double)st->qs[q].use + st->qs[q].recent) / (sq->weight > 0 ? sq->weight : 1);
-}
-
 static bool q_less(const struct st *st, int a, int b)
 {
 	double x = st->qs[a].score, y = st->qs[b].score;

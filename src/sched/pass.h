@@ -195,6 +195,23 @@ static inline int64_t job_milli(const struct sched_job *j)
 	return (int64_t)j->nodes * j->tasks_per_node * j->gpu_milli;
 }
 
+/* What a running job holds, in milli-accelerators. */
+static inline int64_t running_milli(const struct sched_running *r)
+{
+	int64_t m = 0;
+	for (int i = 0; i < r->nnodes; i++)
+		m += (int64_t)r->nodes[i].ndev * r->nodes[i].milli;
+	return m;
+}
+
+/* A queue's fair-share score: its use and recent use over its weight;
+ * lower goes first. */
+static inline double qscore(const struct st *st, int q)
+{
+	const struct sched_queue *sq = &st->p.snap->queues[q];
+	return ((double)st->qs[q].use + st->qs[q].recent) / (sq->weight > 0 ? sq->weight : 1);
+}
+
 /* A wait that says "as job same_as": the one a pass writes for most jobs.
  * The waits were sized for every job at the start. */
 static inline void wait_as(struct st *st, int job, enum sched_wait_reason reason, int same_as)
@@ -252,11 +269,9 @@ void assert_pass_consistent(const struct st *st, int ndone);
 
 /* ---- order.c: fair share between queues, the shape cache ---------------------------- */
 
-double qscore(const struct st *st, int q);
 void heap_push(struct st *st, int q);
 void heap_pop(struct st *st);
 void heap_fix(struct st *st, int i);
-int64_t running_milli(const struct sched_running *r);
 /* A new shape, j being the job that stands for it. */
 int shape_new(struct st *st, const struct sched_job *j, uint64_t hash);
 /* The index of j's shape, added at its first job. */

@@ -1,0 +1,469 @@
+/*
+ * One node: whether it can hold one node's share of a request, on which
+ * devices, and how good a choice it is (best fit, or the increase of
+ * fragmentation for the request mix: fragmentation gradient descent,
+ * ATC'23); whether a request could ever fit; how many nodes could hold a
+ * share as a view changes a node at a time (fitcount).
+ */
+#include "internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+/* ---- fragmentation ------------------------------------------------------------------- */
+
+/* The free share that one request kind could not use on a node. */
+static double frag_one(int ndev, const int *free, int cpus_free, const struct sched_mix_item *k)
+{
+	double all = 0;
+	int whole = 0, fits = 0;
+	double partial = 0, small = 0;
+	for (int d = 0; d < ndev; d++) {
+		all += free[d];
+		if (free[d] == MODEL_MILLI)
+			whole++;
+		else
+			partial += free[d];
+		if (k->devices == 0 && free[d] >= k->milli)
+			fits++;
+		else if (k->devices == 0)
+			small += free[d];
+	}
+	if (cpus_free < k->cpus)
+		return all;
+	if (k->devices > 0)
+		return whole >= k->devices ? partial : all;
+	return fits ? small : all;
+}
+
+double sched_node_fragmentation(int ndev, const int *free_milli, int cpus_free,
+				const struct sched_mix_item *mix, int nmix)
+{
+	double f = 0;
+	for (int i = 0; i < nmix; i++)
+		f += mix[i].p * frag_one(ndev, free_milli, cpus_free, &mix[i]);
+	return f;
+}
+
+/* ---- one node ------------------------------------------------------------------------ */
+
+static bool dev_usable(const struct pass *p, const struct req *rq, int node, int d, int model)
+{
+	const struct sched_dev *dev = &p->snap->nodes[node].devs[d];
+	int m = p->dev_model[p->dev_off[node] + d];
+	if (!rq->model_ok[m] || (model >= 0 && m != model))
+		return false;
+	if (rq->j->gpu_mem_mib && dev->mem_mib < rq->j->gpu_mem_mib)
+		return false;
+	if (rq->j->gpu_tflops > 0 && dev->tflops < rq->j->gpu_tflops)
+		return false;
+	return true;
+}
+
+/* Scores encode (policy score, tie-break): lower is better; the tie-break
+ * (devices or milli left) stays below SCORE_TIE. */
+#define SCORE_TIE 4096
+
+bool place_scores(const struct pass *p, const struct req *rq)
+{
+	return scored(p, rq) || (rq->frac && policy_of(p) == SCHED_FRAC_FGD);
+}
+
+static double frag_now(struct pass *p, const struct view *v, int n)
+{
+	const struct sched_node *node = &p->snap->nodes[n];
+	if (v == &p->free && p->frag_valid[n])
+		return p->frag_before[n];
+	double f = sched_node_fragmentation(node->ndev, &v->dev[p->dev_off[n]], v->cpus[n], p->mix,
+					    p->nmix);
+	if (v == &p->free) {
+		p->frag_before[n] = f;
+		p->frag_valid[n] = true;
+	}
+	return f;
+}
+
+/* Best fit over CPUs and devices together: what would be left on the node,
+ * each as a share of the largest node's, weighted alike (0: nothing left). */
+static int64_t best_fit_score(const struct pass *p, const struct req *rq, const struct view *v,
+			      int n, int take_milli)
+{
+	const struct sched_node *node = &p->snap->nodes[n];
+	int64_t dev_left = -take_milli;
+	for (int d = 0; d < node->ndev; d++)
+		dev_left += v->dev[p->dev_off[n] + d];
+	double cpu = p->max_cpus > 0 ? (double)(v->cpus[n] - rq->cpus) / p->max_cpus : 0;
+	double dev = p->max_ndev > 0 ? (double)dev_left / ((double)p->max_ndev * MODEL_MILLI) : 0;
+	return llround((0.5 * cpu + 0.5 * dev) * 1e6) * SCORE_TIE;
+}
+
+/* Fragmentation deltas closer than this (milli-devices, 2.5% of a device)
+ * count as equal, and best fit over CPUs and devices decides between them:
+ * an exact delta alone overrates differences the request mix cannot tell
+ * apart (on Alibaba's openb trace this gains about a point of allocation). */
+#define FGD_EQUAL_MILLI 25.0
+#define BEST_FIT_RANGE (1000001LL * SCORE_TIE)
+
+static int64_t fgd_score(const struct pass *p, const struct req *rq, const struct view *v, int n,
+			 double delta, int take_milli, int tie)
+{
+	return (int64_t)floor(delta / FGD_EQUAL_MILLI) * BEST_FIT_RANGE +
+	       best_fit_score(p, rq, v, n, take_milli) + tie;
+}
+
+/* Chooses the device for a fraction on node n; -1 when none fits. Fills the
+ * score (lower is better) by the pass's fraction policy. */
+static int frac_device(struct pass *p, const struct req *rq, const struct view *v, int n, int model,
+		       int64_t *score)
+{
+	const struct sched_node *node = &p->snap->nodes[n];
+	const int *free = &v->dev[p->dev_off[n]];
+	int best = -1;
+	double best_score = 0;
+	int used_node = 0;
+	for (int d = 0; d < node->ndev; d++)
+		used_node += MODEL_MILLI - free[d];
+	/* most nodes have no room at all: say so before any arithmetic */
+	bool any = false;
+	for (int d = 0; d < node->ndev && !any; d++)
+		any = free[d] >= rq->frac && dev_usable(p, rq, n, d, model);
+	if (!any)
+		return -1;
+	double before = 0;
+	enum sched_frac_policy pol = policy_of(p);
+	if (pol == SCHED_FRAC_FGD) {
+		before = frag_now(p, v, n);
+	}
+	int after[MODEL_MAX_ACCELS];
+	int seen[MODEL_MAX_ACCELS], nseen = 0;
+	for (int d = 0; d < node->ndev; d++) {
+		if (free[d] < rq->frac || !dev_usable(p, rq, n, d, model))
+			continue;
+		double sc;
+		switch (pol) {
+		case SCHED_FRAC_BESTFIT:
+			sc = free[d] - rq->frac;
+			break;
+		case SCHED_FRAC_PACK:
+			/* the most used node, then its most used device */
+			sc = -(double)used_node * (MODEL_MILLI + 1) + free[d];
+			break;
+		default: {
+			/* devices with the same room score the same: one evaluation each */
+			bool dup = false;
+			for (int k = 0; k < nseen && !dup; k++)
+				dup = seen[k] == free[d];
+			if (dup)
+				continue;
+			seen[nseen++] = free[d];
+			memcpy(after, free, sizeof(int) * (size_t)node->ndev);
+			after[d] -= rq->frac;
+			sc = sched_node_fragmentation(node->ndev, after, v->cpus[n] - rq->cpus,
+						      p->mix, p->nmix) -
+			     before;
+		}
+		}
+		if (best < 0 || sc < best_score - 1e-9 ||
+		    (fabs(sc - best_score) <= 1e-9 && free[d] < free[best])) {
+			best = d;
+			best_score = sc;
+		}
+	}
+	if (best < 0)
+		return -1;
+	/* ties (most often: no fragmentation either way) go to the device with the
+	 * least room left, so whole devices stay whole */
+	if (pol == SCHED_FRAC_BESTFIT && scored(p, rq))
+		*score = best_fit_score(p, rq, v, n, rq->frac) + (free[best] - rq->frac);
+	else if (pol == SCHED_FRAC_FGD && scored(p, rq))
+		*score = fgd_score(p, rq, v, n, best_score, rq->frac, free[best] - rq->frac);
+	else
+		*score =
+			(int64_t)llround(best_score * 1000.0) * SCORE_TIE + (free[best] - rq->frac);
+	return best;
+}
+
+/* The policy's score for whole devices or CPU work alone on node n, with
+ * `left` devices of the model free after it (the tie-break). */
+static int64_t node_score(struct pass *p, const struct req *rq, const struct view *v, int n,
+			  int model, int left)
+{
+	const struct sched_node *node = &p->snap->nodes[n];
+	if (policy_of(p) == SCHED_FRAC_BESTFIT)
+		return best_fit_score(p, rq, v, n, rq->whole * MODEL_MILLI) + left;
+	double before = frag_now(p, v, n);
+	int after[MODEL_MAX_ACCELS];
+	const int *free = &v->dev[p->dev_off[n]];
+	memcpy(after, free, sizeof(int) * (size_t)node->ndev);
+	for (int d = 0, need = rq->whole; d < node->ndev && need > 0; d++)
+		if (after[d] == MODEL_MILLI && dev_usable(p, rq, n, d, model)) {
+			after[d] = 0;
+			need--;
+		}
+	double delta = sched_node_fragmentation(node->ndev, after, v->cpus[n] - rq->cpus, p->mix,
+						p->nmix) -
+		       before;
+	return fgd_score(p, rq, v, n, delta, rq->whole * MODEL_MILLI, left);
+}
+
+/* Could node n hold one node's share of rq on devices of `model` (-1: any
+ * acceptable model)? Fills c on success. */
+static bool node_fits_now(struct pass *p, const struct req *rq, const struct view *v, int n,
+			  int model, struct cand *c)
+{
+	const struct sched_node *node = &p->snap->nodes[n];
+	if (!node->schedulable || v->cpus[n] < rq->cpus || v->mem[n] < rq->mem)
+		return false;
+	c->node = n;
+	c->cpu_spare = v->cpus[n] - rq->cpus;
+	c->dev = -1;
+	if (rq->frac) {
+		c->dev = frac_device(p, rq, v, n, model, &c->spare);
+		return c->dev >= 0;
+	}
+	if (!rq->whole) {
+		/* CPU work: keep accelerator nodes free; on one, strand the least */
+		c->spare = node->ndev;
+		if (node->ndev && scored(p, rq))
+			c->spare = node_score(p, rq, v, n, model, node->ndev);
+		return true;
+	}
+	int have = 0;
+	if (v == &p->free && model >= 0 && !rq->j->gpu_mem_mib && rq->j->gpu_tflops <= 0) {
+		have = p->node_whole[n * p->nmodels + model]; /* kept by cap_update_node */
+	} else {
+		for (int d = 0; d < node->ndev; d++)
+			if (v->dev[p->dev_off[n] + d] == MODEL_MILLI &&
+			    dev_usable(p, rq, n, d, model))
+				have++;
+	}
+	if (have < rq->whole)
+		return false;
+	c->spare = have - rq->whole;
+	if (scored(p, rq))
+		c->spare = node_score(p, rq, v, n, model, have - rq->whole);
+	return true;
+}
+
+/* node_fits_now, remembered per node in `free` for the request's shape until
+ * the node changes: a pass that places many jobs of one shape scores each
+ * node once, not once per job. */
+bool node_fits(struct pass *p, const struct req *rq, const struct view *v, int n, int model,
+	       struct cand *c)
+{
+	if (!rq->memo || v != &p->free)
+		return node_fits_now(p, rq, v, n, model, c);
+	struct node_memo *m = &rq->memo[n];
+	if (m->ver == p->node_ver[n] && m->model == model) {
+		*c = m->c;
+		return m->fits;
+	}
+	m->fits = node_fits_now(p, rq, v, n, model, &m->c);
+	m->ver = p->node_ver[n];
+	m->model = model;
+	*c = m->c;
+	return m->fits;
+}
+
+/* Could node n hold a share at all (no scoring)? */
+static bool node_can(const struct pass *p, const struct req *rq, const struct view *v, int n,
+		     int model)
+{
+	const struct sched_node *node = &p->snap->nodes[n];
+	if (!node->schedulable || v->cpus[n] < rq->cpus || v->mem[n] < rq->mem)
+		return false;
+	if (!rq->whole && !rq->frac)
+		return true;
+	int have = 0;
+	const int *free = &v->dev[p->dev_off[n]];
+	for (int d = 0; d < node->ndev; d++) {
+		if (!dev_usable(p, rq, n, d, model))
+			continue;
+		if (rq->frac ? free[d] >= rq->frac : free[d] == MODEL_MILLI)
+			if (++have >= (rq->frac ? 1 : rq->whole))
+				return true;
+	}
+	return false;
+}
+
+bool node_can_public(const struct pass *p, const struct req *rq, const struct view *v, int n,
+		     int model)
+{
+	return node_can(p, rq, v, n, model);
+}
+
+bool could_ever(struct pass *p, const struct req *rq)
+{
+	/* whole devices and nothing else asked: the nodes' device counts decide */
+	if (rq->whole && !rq->cpus && !rq->mem && !rq->j->gpu_mem_mib && rq->j->gpu_tflops <= 0 &&
+	    !rq->j->mixed_types && !rq->j->max_switches) {
+		if (!p->total_hist) {
+			/* schedulable nodes with at least k devices of model m */
+			int nm = p->nmodels;
+			p->total_hist =
+				xcalloc((size_t)nm * (MODEL_MAX_ACCELS + 1) + 1, sizeof(int));
+			for (int n = 0; n < p->nn; n++) {
+				if (!p->snap->nodes[n].schedulable)
+					continue;
+				int *cnt = p->model_scratch;
+				for (int d = 0; d < p->snap->nodes[n].ndev; d++)
+					cnt[p->dev_model[p->dev_off[n] + d]] = 0;
+				for (int d = 0; d < p->snap->nodes[n].ndev; d++)
+					cnt[p->dev_model[p->dev_off[n] + d]]++;
+				for (int d = 0; d < p->snap->nodes[n].ndev; d++) {
+					int m = p->dev_model[p->dev_off[n] + d];
+					for (int k = 1; k <= cnt[m]; k++)
+						p->total_hist[m * (MODEL_MAX_ACCELS + 1) + k]++;
+					cnt[m] = 0; /* count each model of the node once */
+				}
+			}
+		}
+		for (int m = 0; m < p->nmodels; m++)
+			if (rq->model_ok[m] &&
+			    p->total_hist[m * (MODEL_MAX_ACCELS + 1) + rq->whole] >= rq->j->nodes)
+				return true;
+		return false;
+	}
+	/* enough nodes that could each hold a share on the empty cluster (under
+	 * one model, unless mixing is allowed), counted until there are; with a
+	 * switch limit the caller places for real */
+	bool ok = false;
+	if ((rq->whole || rq->frac) && !rq->j->mixed_types) {
+		for (int m = 0; m < p->nmodels && !ok; m++) {
+			if (!rq->model_ok[m])
+				continue;
+			int cnt = 0;
+			for (int k = p->model_nodes_off[m]; k < p->model_nodes_off[m + 1] && !ok;
+			     k++)
+				ok = node_can(p, rq, &p->total, p->model_nodes[k], m) &&
+				     ++cnt >= rq->j->nodes;
+		}
+	} else {
+		int cnt = 0;
+		for (int n = 0; n < p->nn && !ok; n++)
+			ok = node_can(p, rq, &p->total, n, -1) && ++cnt >= rq->j->nodes;
+	}
+	if (ok && rq->j->max_switches) {
+		struct placement pl;
+		struct place_fail why;
+		pl.nodes = xcalloc((size_t)rq->j->nodes, sizeof(*pl.nodes));
+		ok = place(p, rq, &p->total, &pl, &why);
+		free(pl.nodes);
+	}
+	return ok;
+}
+
+void fit_init(struct pass *p, struct fitcount *fc, const struct req *rq, const struct view *v)
+{
+	bool devices = rq->whole || rq->frac;
+	fc->rq = rq;
+	fc->ngroups = devices && !rq->j->mixed_types ? p->nmodels : 1;
+	fc->count = xcalloc((size_t)fc->ngroups, sizeof(int));
+	fc->fit = xcalloc((size_t)p->nn * (size_t)fc->ngroups + 1, 1);
+	if (fc->ngroups == p->nmodels && devices) {
+		/* only nodes with a model can fit under it */
+		for (int m = 0; m < p->nmodels; m++) {
+			if (!rq->model_ok[m])
+				continue;
+			for (int k = p->model_nodes_off[m]; k < p->model_nodes_off[m + 1]; k++) {
+				int n = p->model_nodes[k];
+				bool ok = node_can(p, rq, v, n, m);
+				fc->fit[n * fc->ngroups + m] = ok;
+				fc->count[m] += ok;
+			}
+		}
+		return;
+	}
+	for (int n = 0; n < p->nn; n++)
+		fit_update(p, fc, v, n);
+}
+
+void fit_update(struct pass *p, struct fitcount *fc, const struct view *v, int n)
+{
+	const struct req *rq = fc->rq;
+	bool devices = rq->whole || rq->frac;
+	if (devices && !rq->j->mixed_types && fc->ngroups > 1) {
+		/* by model: only the node's own models can hold it; the others'
+		 * entries stay false (fit_init never set them) */
+		const int *dm = &p->dev_model[p->dev_off[n]];
+		int ndev = p->snap->nodes[n].ndev;
+		for (int d = 0; d < ndev; d++) {
+			int m = dm[d];
+			bool seen = false;
+			for (int e = 0; e < d && !seen; e++)
+				seen = dm[e] == m;
+			if (seen)
+				continue;
+			bool ok = rq->model_ok[m] && node_can(p, rq, v, n, m);
+			uint8_t *f = &fc->fit[n * fc->ngroups + m];
+			if (ok != *f) {
+				fc->count[m] += ok ? 1 : -1;
+				*f = ok;
+			}
+		}
+		return;
+	}
+	for (int g = 0; g < fc->ngroups; g++) {
+		int model = devices && !rq->j->mixed_types ? g : -1;
+		bool ok = (model < 0 || rq->model_ok[model]) && node_can(p, rq, v, n, model);
+		uint8_t *f = &fc->fit[n * fc->ngroups + g];
+		if (ok != *f) {
+			fc->count[g] += ok ? 1 : -1;
+			*f = ok;
+		}
+	}
+}
+
+bool fit_enough(const struct fitcount *fc)
+{
+	for (int g = 0; g < fc->ngroups; g++)
+		if (fc->count[g] >= fc->rq->j->nodes)
+			return true;
+	return false;
+}
+
+void fit_release(struct fitcount *fc)
+{
+	free(fc->count);
+	free(fc->fit);
+}
+
+/* Picks `need` free whole devices on node n, preferring one NVLink domain (the
+ * one with the fewest free devices that suffices). */
+void pick_devices(const struct pass *p, const struct req *rq, const struct view *v, int n,
+		  int model, struct sched_assign *a)
+{
+	const struct sched_node *node = &p->snap->nodes[n];
+	const int *free = &v->dev[p->dev_off[n]];
+	int need = rq->whole;
+	int dom_id[MODEL_MAX_ACCELS], dom_free[MODEL_MAX_ACCELS], ndom = 0;
+	for (int d = 0; d < node->ndev; d++) {
+		if (free[d] != MODEL_MILLI || !dev_usable(p, rq, n, d, model))
+			continue;
+		int k;
+		for (k = 0; k < ndom; k++)
+			if (dom_id[k] == node->devs[d].nvlink_domain)
+				break;
+		if (k == ndom) {
+			dom_id[ndom] = node->devs[d].nvlink_domain;
+			dom_free[ndom++] = 0;
+		}
+		dom_free[k]++;
+	}
+	int chosen = -1;
+	for (int k = 0; k < ndom; k++)
+		if (dom_free[k] >= need &&
+		    (chosen < 0 || dom_free[k] < dom_free[chosen] ||
+		     (dom_free[k] == dom_free[chosen] && dom_id[k] < dom_id[chosen])))
+			chosen = k;
+	a->ndev = 0;
+	for (int d = 0; d < node->ndev && a->ndev < need; d++) {
+		if (free[d] != MODEL_MILLI || !dev_usable(p, rq, n, d, model))
+			continue;
+		if (chosen >= 0 && node->devs[d].nvlink_domain != dom_id[chosen])
+			continue;
+		a->devs[a->ndev++] = d;
+	}
+}
