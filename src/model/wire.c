@@ -52,6 +52,22 @@ static int agent_id_unpack(json_t *j, char *buf, struct tk_error *err)
 	return 0;
 }
 
+/* obj[key]: an array of at most max items, in *ret with its size in *ret_n;
+ * absent: none (NULL, 0), unless required. */
+static int array_of(json_t *obj, const char *key, bool required, size_t max, json_t **ret,
+		    size_t *ret_n, struct tk_error *err)
+{
+	json_t *a = json_object_get(obj, key);
+	*ret = a;
+	*ret_n = 0;
+	if (!a && !required)
+		return 0;
+	if (!json_is_array(a) || json_array_size(a) > max)
+		return tk_errorf(err, -EINVAL, "%s: must be an array of at most %zu", key, max);
+	*ret_n = json_array_size(a);
+	return 0;
+}
+
 /* ---- register ------------------------------------------------------------------- */
 
 json_t *wire_register_pack(const struct wire_register *m)
@@ -121,13 +137,11 @@ int wire_heartbeat_unpack(json_t *j, struct wire_heartbeat *ret, struct tk_error
 	    (r = mj_strbuf(j, "node", true, true, ret->node, sizeof(ret->node), err)) < 0 ||
 	    (r = agent_id_unpack(j, ret->agent_id, err)) < 0)
 		return r;
-	json_t *ckpts = json_object_get(j, "checkpoints");
-	if (!ckpts)
-		return 0;
-	if (!json_is_array(ckpts) || json_array_size(ckpts) > WIRE_MAX_CHECKPOINTS)
-		return tk_errorf(err, -EINVAL, "checkpoints: must be an array of at most %d",
-				 WIRE_MAX_CHECKPOINTS);
-	size_t n = json_array_size(ckpts);
+	json_t *ckpts;
+	size_t n;
+	if ((r = array_of(j, "checkpoints", false, WIRE_MAX_CHECKPOINTS, &ckpts, &n, err)) < 0 ||
+	    !ckpts)
+		return r;
 	ret->checkpoints = xcalloc(n ? n : 1, sizeof(*ret->checkpoints));
 	size_t i;
 	json_t *c;
@@ -334,10 +348,9 @@ int wire_work_unpack(json_t *j, struct wire_work *ret, struct tk_error *err)
 			return tk_errorf(err, -EINVAL, "tasks: an unchanged answer lists none");
 		return 0;
 	}
-	if (!json_is_array(tasks) || json_array_size(tasks) > WIRE_MAX_WORK)
-		return tk_errorf(err, -EINVAL, "tasks: must be an array of at most %d",
-				 WIRE_MAX_WORK);
-	size_t n = json_array_size(tasks);
+	size_t n;
+	if ((r = array_of(j, "tasks", true, WIRE_MAX_WORK, &tasks, &n, err)) < 0)
+		return r;
 	ret->items = xcalloc(n ? n : 1, sizeof(*ret->items));
 	size_t i;
 	json_t *t;
@@ -463,11 +476,10 @@ int wire_events_unpack(json_t *j, struct wire_events *ret, struct tk_error *err)
 	    (r = mj_strbuf(j, "node", true, true, ret->node, sizeof(ret->node), err)) < 0 ||
 	    (r = agent_id_unpack(j, ret->agent_id, err)) < 0)
 		return r;
-	json_t *events = json_object_get(j, "events");
-	if (!json_is_array(events) || json_array_size(events) > WIRE_MAX_EVENTS)
-		return tk_errorf(err, -EINVAL, "events: must be an array of at most %d events",
-				 WIRE_MAX_EVENTS);
-	size_t n = json_array_size(events);
+	json_t *events;
+	size_t n;
+	if ((r = array_of(j, "events", true, WIRE_MAX_EVENTS, &events, &n, err)) < 0)
+		return r;
 	ret->events = xcalloc(n ? n : 1, sizeof(*ret->events));
 	size_t i;
 	json_t *e;
