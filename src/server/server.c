@@ -369,7 +369,7 @@ int server_create(uv_loop_t *loop, const struct server_config *cfg, struct serve
 				    .max_node_requeues = cfg->max_node_requeues,
 				    .epoch = s->epoch,
 				    .secret = s->admin_token};
-	state_init(&s->st, &scfg, sched, api_state_event, s, server_now_ms(s));
+	state_init(&s->st, &scfg, sched, api_state_event, s);
 	db = xasprintf("%s/tenk.db", s->data_dir);
 	if ((r = store_open(db, &s->store, err)) < 0 ||
 	    (r = state_load(&s->st, s->store, server_now_ms(s), tk_mono_ms(), err)) < 0)

@@ -9,7 +9,7 @@
 #include <string.h>
 
 void state_init(struct state *s, const struct state_config *cfg, const struct sched_config *sched,
-		state_event_cb cb, void *cb_arg, int64_t now)
+		state_event_cb cb, void *cb_arg)
 {
 	memset(s, 0, sizeof(*s));
 	s->cfg = *cfg;
@@ -33,7 +33,6 @@ void state_init(struct state *s, const struct state_config *cfg, const struct sc
 			s->class_order[b] = s->class_order[b - 1];
 			s->class_order[b - 1] = t;
 		}
-	(void)now;
 }
 
 void state_release(struct state *s)
@@ -164,7 +163,8 @@ void assert_job_state(const struct sjob *j)
 	const struct attempt *a = job_current_attempt(&j->job);
 	switch (j->job.state) {
 	case JOB_PENDING:
-		assert(j->pending || j->job.system);
+		/* waiting in its class's list; a system job waits for its nodes */
+		assert(j->pending == !j->job.system);
 		break;
 	case JOB_STARTING:
 	case JOB_RUNNING:

@@ -223,7 +223,7 @@ struct state {
 /* An empty state with the scheduling configuration sched (copied) and the
  * default queue; release it with state_release. */
 void state_init(struct state *s, const struct state_config *cfg, const struct sched_config *sched,
-		state_event_cb cb, void *cb_arg, int64_t now);
+		state_event_cb cb, void *cb_arg);
 void state_release(struct state *s);
 /* Marks a job, node, queue or user changed: it goes in the next batch. */
 void state_job_dirty(struct state *s, struct sjob *j);

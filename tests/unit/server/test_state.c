@@ -46,7 +46,7 @@ static struct world *world_new(int max_node_requeues)
 				   .epoch = "e1",
 				   .secret = "s3cret"};
 	catalogue_init(&w->cat);
-	state_init(&w->st, &cfg, &sc, on_event, w, T0);
+	state_init(&w->st, &cfg, &sc, on_event, w);
 	return w;
 }
 
