@@ -8,15 +8,19 @@
  */
 #include "daemon.h"
 
+#include <errno.h>
 #include <malloc.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <unistd.h>
 #include <uv.h>
 
 #include "agent/agent.h"
+#include "model/model.h"
 #include "server/server.h"
 
 /*
@@ -326,6 +330,35 @@ static int run_agent(const char **v)
 	return r;
 }
 
+/* A one-machine cluster starts with a configuration of its own: the admin
+ * token's jobs run as whoever started it (the user behind sudo, if any), and
+ * when that is root, root is allowed. A cluster of several machines (tenk
+ * server) has no such default: its admin names the account. */
+static int up_config(const char *data_dir, struct tk_error *err)
+{
+	_cleanup_free_ char *path = xasprintf("%s/config.json", data_dir);
+	if (access(path, F_OK) == 0)
+		return 0;
+	const char *name = geteuid() == 0 ? getenv("SUDO_USER") : NULL;
+	struct passwd *pw = name && *name ? getpwnam(name) : getpwuid(geteuid());
+	if (!pw || !model_unix_user_valid(pw->pw_name))
+		return tk_errorf(err, -ENOENT, "cannot tell which Unix account starts tenk up");
+	json_t *c = json_pack("{s:s}", "admin_unix_user", pw->pw_name);
+	if (pw->pw_uid == 0)
+		json_object_set_new(c, "allow_root_jobs", json_true());
+	char *text = json_dumps(c, JSON_INDENT(2));
+	json_decref(c);
+	int r = tk_mkdir_p(data_dir, 0700);
+	if (r == 0)
+		r = tk_write_file(path, text, strlen(text), 0600);
+	free(text);
+	if (r < 0)
+		return tk_errorf(err, r, "cannot write %s: %s", path, strerror(-r));
+	log_info("%s written: the admin token's jobs run as %s%s", path, pw->pw_name,
+		 pw->pw_uid == 0 ? " (root is allowed on this one-machine cluster)" : "");
+	return 0;
+}
+
 static int run_up(const char **v)
 {
 	struct server_config sc;
@@ -335,8 +368,12 @@ static int run_up(const char **v)
 		return r;
 	struct daemon d;
 	memset(&d, 0, sizeof(d));
-	uv_loop_init(&d.loop);
 	struct tk_error err;
+	if (up_config(sc.data_dir, &err) < 0) {
+		log_err("%s", err.text);
+		return 1;
+	}
+	uv_loop_init(&d.loop);
 	if (server_create(&d.loop, &sc, &d.server, &err) < 0) {
 		log_err("%s", err.text);
 		uv_loop_close(&d.loop);

@@ -32,7 +32,7 @@ static const struct tk_command commands[] = {
 	{"resume", "NODE...", "let drained nodes take work again", cli_resume},
 	{"queues", "[set NAME]", "list queues: quota, use, borrowed; or set one", cli_queues},
 	{"classes", "", "list priority classes", cli_classes},
-	{"users", "[add NAME [--admin] | rm NAME]",
+	{"users", "[add NAME [--admin] [--unix-user U] | rm NAME]",
 	 "list users, add one (prints its token), or remove one", cli_users},
 	{"history", "", "write the jobs that ran as a trace for tenk sim", cli_history},
 	{"sim", "", "replay a job trace through the scheduler with a virtual clock", sim_main},

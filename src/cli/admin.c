@@ -179,10 +179,11 @@ CLI_COMMAND(cli_classes, CLI_OPTS(cli_plain_opts), false, 0, 0, run_classes)
 
 /* ---- users --------------------------------------------------------------------------- */
 
-enum { U_ADMIN = O_FIRST_OWN };
+enum { U_ADMIN = O_FIRST_OWN, U_UNIX_USER };
 static const struct tk_option users_opts[] = {
 	COMMON_OPTS,
 	{"admin", 0, NULL, "with add: the user may do everything an admin may"},
+	{"unix-user", 0, "NAME", "add: the Unix account its jobs run as (default: NAME)"},
 };
 
 static int run_users(struct ctx *c)
@@ -193,6 +194,8 @@ static int run_users(struct ctx *c)
 	if (c->npos == 2 && strcmp(c->pos[0], "add") == 0) {
 		json_t *body =
 			json_pack("{s:s, s:b}", "name", c->pos[1], "admin", c->v[U_ADMIN] != NULL);
+		if (c->v[U_UNIX_USER])
+			json_object_set_new(body, "unix_user", json_string(c->v[U_UNIX_USER]));
 		r = client_call(&c->client, "POST", "/v1/users", body, CALL_TIMEOUT_MS, &res, NULL,
 				&err);
 		json_decref(body);
@@ -222,10 +225,11 @@ static int run_users(struct ctx *c)
 		} else {
 			size_t i;
 			json_t *u;
-			printf("%-24s %s\n", "USER", "ADMIN");
+			printf("%-24s %-6s %s\n", "USER", "ADMIN", "UNIX USER");
 			json_array_foreach (json_object_get(res, "users"), i, u)
-				printf("%-24s %s\n", jstr(u, "name"),
-				       json_is_true(json_object_get(u, "admin")) ? "yes" : "no");
+				printf("%-24s %-6s %s\n", jstr(u, "name"),
+				       json_is_true(json_object_get(u, "admin")) ? "yes" : "no",
+				       jstr(u, "unix_user"));
 		}
 	} else {
 		return usage_error(c->cmd, "expected no argument, add NAME or rm NAME");

@@ -277,6 +277,8 @@ json_t *job_pack(const struct job *j)
 			      job_request_pack(&j->req), "attempts", attempts);
 	if (j->system)
 		json_object_set_new(o, "system", json_true());
+	if (j->run_as[0])
+		json_object_set_new(o, "run_as", json_string(j->run_as));
 	return o;
 }
 
@@ -390,7 +392,7 @@ int job_unpack(json_t *jj, struct job *ret, struct tk_error *err)
 {
 	static const char *const keys[] = {
 		"id",	    "name",   "owner",	 "state",    "submit_ms", "end_ms", "exit_code",
-		"failures", "reason", "request", "attempts", "system",	  NULL};
+		"failures", "reason", "request", "attempts", "system",	  "run_as", NULL};
 	struct job j;
 	memset(&j, 0, sizeof(j));
 	char state[16] = "", name[MODEL_NAME_MAX];
@@ -406,8 +408,12 @@ int job_unpack(json_t *jj, struct job *ret, struct tk_error *err)
 	    (r = mj_int(jj, "exit_code", true, -1, 255, 0, &code, err)) < 0 ||
 	    (r = mj_int(jj, "failures", true, 0, MODEL_MAX_ATTEMPTS, 0, &failures, err)) < 0 ||
 	    (r = mj_strbuf(jj, "reason", true, false, j.reason, sizeof(j.reason), err)) < 0 ||
-	    (r = mj_bool(jj, "system", false, false, &j.system, err)) < 0)
+	    (r = mj_bool(jj, "system", false, false, &j.system, err)) < 0 ||
+	    (r = mj_strbuf(jj, "run_as", false, true, j.run_as, sizeof(j.run_as), err)) < 0)
 		return r;
+	if (j.run_as[0] && !model_unix_user_valid(j.run_as))
+		return tk_errorf(err, -EINVAL, "run_as: \"%s\" is not a Unix account name",
+				 j.run_as);
 	if (job_state_parse(state, &j.state) < 0)
 		return tk_errorf(err, -EINVAL, "state: unknown job state \"%s\"", state);
 	if ((r = job_request_unpack(json_object_get(jj, "request"), &j.req, err)) < 0) {

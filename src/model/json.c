@@ -171,6 +171,18 @@ int mj_check_string_value(json_t *v, const char *what, size_t max_len, bool prin
 	return check_str(v, what, 1, max_len, printable, err);
 }
 
+bool model_unix_user_valid(const char *s)
+{
+	size_t n = strlen(s);
+	if (n < 1 || n > 32 || s[0] == '-')
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '_' ||
+		      s[i] == '-' || s[i] == '.'))
+			return false;
+	return true;
+}
+
 bool model_name_valid(const char *s)
 {
 	size_t n = strlen(s);

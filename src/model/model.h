@@ -240,6 +240,9 @@ struct job {
 	/* the server's own work (a validation run), placed by the server on the
 	 * nodes it names rather than by the scheduler */
 	bool system;
+	/* the Unix account its tasks run as ("" for a system job: the agent's
+	 * own); decided at submission from the owner */
+	char run_as[MODEL_NAME_MAX];
 	struct job_request req;
 	int nattempts;
 	struct attempt *attempts;
@@ -346,6 +349,11 @@ struct sched_config {
 	bool require_validation;
 	int nvalidation_args;
 	char validation_args[MODEL_MAX_VALIDATION_ARGS][MODEL_NAME_MAX];
+	/* "allow_root_jobs": a job may run as uid 0 (default false: none does);
+	 * "admin_unix_user": the account the built-in admin token's jobs run as
+	 * ("" : none, and they are refused unless root is allowed) */
+	bool allow_root_jobs;
+	char admin_unix_user[MODEL_NAME_MAX];
 };
 
 void sched_config_default(struct sched_config *c);
@@ -383,7 +391,14 @@ struct user_record {
 	char token_sha256[65];
 	bool admin;
 	int64_t created_ms;
+	/* the Unix account its jobs run as on every node (getpwnam there, so a
+	 * uid may differ between nodes); default: the same name */
+	char unix_user[MODEL_NAME_MAX];
 };
+
+/* A Unix account name as tenk takes it: 1..32 bytes of [a-z0-9_.-], not
+ * starting with '-' (what useradd accepts, without a trailing '$'). */
+bool model_unix_user_valid(const char *s);
 
 json_t *user_record_pack(const struct user_record *u);
 int user_record_unpack(json_t *j, struct user_record *ret, struct tk_error *err);

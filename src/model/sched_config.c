@@ -46,6 +46,8 @@ int sched_config_load_json(struct sched_config *c, const char *text, struct tk_e
 					   "fair_share_half_life_s",
 					   "require_validation",
 					   "validation_args",
+					   "allow_root_jobs",
+					   "admin_unix_user",
 					   NULL};
 	static const char *const ckeys[] = {"name", "priority", "may_preempt", "preemptible", NULL};
 	struct sched_config next;
@@ -58,8 +60,16 @@ int sched_config_load_json(struct sched_config *c, const char *text, struct tk_e
 	    (r = mj_int(root, "fair_share_half_life_s", false, 1, 10LL * 365 * 86400,
 			next.half_life_s, &hl, err)) < 0 ||
 	    (r = mj_bool(root, "require_validation", false, false, &next.require_validation, err)) <
-		    0)
+		    0 ||
+	    (r = mj_bool(root, "allow_root_jobs", false, false, &next.allow_root_jobs, err)) < 0 ||
+	    (r = mj_strbuf(root, "admin_unix_user", false, true, next.admin_unix_user,
+			   sizeof(next.admin_unix_user), err)) < 0)
 		goto out;
+	if (next.admin_unix_user[0] && !model_unix_user_valid(next.admin_unix_user)) {
+		r = tk_errorf(err, -EINVAL, "admin_unix_user: \"%s\" is not a Unix account name",
+			      next.admin_unix_user);
+		goto out;
+	}
 	next.half_life_s = hl;
 	json_t *vargs = json_object_get(root, "validation_args");
 	if (vargs) {
@@ -262,13 +272,15 @@ bool queue_spec_allows(const struct queue_spec *q, const char *user)
 
 json_t *user_record_pack(const struct user_record *u)
 {
-	return json_pack("{s:s, s:s, s:b, s:I}", "name", u->name, "token_sha256", u->token_sha256,
-			 "admin", u->admin, "created_ms", (json_int_t)u->created_ms);
+	return json_pack("{s:s, s:s, s:b, s:I, s:s}", "name", u->name, "token_sha256",
+			 u->token_sha256, "admin", u->admin, "created_ms",
+			 (json_int_t)u->created_ms, "unix_user", u->unix_user);
 }
 
 int user_record_unpack(json_t *j, struct user_record *ret, struct tk_error *err)
 {
-	static const char *const keys[] = {"name", "token_sha256", "admin", "created_ms", NULL};
+	static const char *const keys[] = {"name",	 "token_sha256", "admin",
+					   "created_ms", "unix_user",	 NULL};
 	struct user_record u;
 	memset(&u, 0, sizeof(u));
 	int64_t created;
@@ -278,10 +290,17 @@ int user_record_unpack(json_t *j, struct user_record *ret, struct tk_error *err)
 	    (r = mj_strbuf(j, "token_sha256", true, true, u.token_sha256, sizeof(u.token_sha256),
 			   err)) < 0 ||
 	    (r = mj_bool(j, "admin", false, false, &u.admin, err)) < 0 ||
-	    (r = mj_int(j, "created_ms", false, 0, INT64_MAX, 0, &created, err)) < 0)
+	    (r = mj_int(j, "created_ms", false, 0, INT64_MAX, 0, &created, err)) < 0 ||
+	    (r = mj_strbuf(j, "unix_user", false, true, u.unix_user, sizeof(u.unix_user), err)) < 0)
 		return r;
 	if (!model_name_valid(u.name) || strlen(u.token_sha256) != 64)
 		return tk_errorf(err, -EINVAL, "name or token_sha256: malformed user record");
+	/* records from before Unix accounts: the user's own name */
+	if (!u.unix_user[0])
+		snprintf(u.unix_user, sizeof(u.unix_user), "%s", u.name);
+	if (!model_unix_user_valid(u.unix_user))
+		return tk_errorf(err, -EINVAL, "unix_user: \"%s\" is not a Unix account name",
+				 u.unix_user);
 	u.created_ms = created;
 	*ret = u;
 	return 0;

@@ -199,6 +199,9 @@ json_t *work_spec_pack(const struct work_spec *s)
 			      "grace_s", (json_int_t)s->grace_s);
 	if (s->system)
 		json_object_set_new(o, "system", json_true());
+	json_object_set_new(o, "run_as", json_string(s->run_as));
+	if (s->allow_root)
+		json_object_set_new(o, "allow_root", json_true());
 	return o;
 }
 
@@ -243,7 +246,8 @@ int work_spec_unpack(json_t *j, struct work_spec *ret, struct tk_error *err)
 	static const char *const keys[] = {
 		"name",	       "command",	 "cwd",	       "env",	  "output", "node_rank",
 		"nnodes",      "tasks_per_node", "world_size", "devices", "milli",  "master_addr",
-		"master_port", "time_limit_s",	 "grace_s",    "system",  NULL,
+		"master_port", "time_limit_s",	 "grace_s",    "system",  "run_as", "allow_root",
+		NULL,
 	};
 	struct work_spec s = {0};
 	int64_t nnodes, rank, tpn, world, milli, port;
@@ -261,6 +265,8 @@ int work_spec_unpack(json_t *j, struct work_spec *ret, struct tk_error *err)
 			err)) < 0 ||
 	    (r = mj_int(j, "grace_s", true, 0, MODEL_MAX_GRACE_S, 0, &s.grace_s, err)) < 0 ||
 	    (r = mj_bool(j, "system", false, false, &s.system, err)) < 0 ||
+	    (r = mj_bool(j, "allow_root", false, false, &s.allow_root, err)) < 0 ||
+	    (r = mj_strbuf(j, "run_as", !s.system, true, s.run_as, sizeof(s.run_as), err)) < 0 ||
 	    (r = mj_str(j, "name", true, MODEL_NAME_MAX - 1, true, NULL, &s.name, err)) < 0 ||
 	    (r = mj_str(j, "cwd", true, MODEL_MAX_PATH, false, NULL, &s.cwd, err)) < 0 ||
 	    (r = mj_str(j, "output", true, MODEL_MAX_PATH, false, NULL, &s.output, err)) < 0 ||
@@ -270,6 +276,10 @@ int work_spec_unpack(json_t *j, struct work_spec *ret, struct tk_error *err)
 				MODEL_MAX_ARG_BYTES, &s.argv, &s.argc, err)) < 0 ||
 	    (r = mj_env_unpack(j, "env", &s.env, &s.nenv, err)) < 0)
 		goto fail;
+	if (s.run_as[0] ? !model_unix_user_valid(s.run_as) : !s.system) {
+		r = tk_errorf(err, -EINVAL, "run_as: \"%s\" is not a Unix account name", s.run_as);
+		goto fail;
+	}
 	if (!json_is_object(json_object_get(j, "env"))) {
 		r = tk_errorf(err, -EINVAL, "env: must be an object");
 		goto fail;

@@ -129,7 +129,11 @@ struct work_spec {
 	int master_port;
 	int64_t time_limit_s; /* 0: none */
 	int64_t grace_s;
-	bool system; /* the server's own work (a validation run) */
+	bool system; /* the server's own work (a validation run): the agent's identity */
+	/* the Unix account every task runs as, resolved on the node; "" only for
+	 * system work. allow_root: the cluster lets a job run as uid 0 */
+	char run_as[MODEL_NAME_MAX];
+	bool allow_root;
 };
 
 json_t *work_spec_pack(const struct work_spec *s);

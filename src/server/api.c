@@ -69,6 +69,37 @@ static void h_catalogue(struct request *r, const char *param, json_t *body)
 
 /* ---- jobs --------------------------------------------------------------------- */
 
+/* The Unix account a job that r submits runs as: a user's own account; the
+ * built-in admin's, the configuration's "admin_unix_user" (or root where
+ * root is allowed). No job runs as root unless "allow_root_jobs". Answers
+ * the refusal itself and returns < 0. */
+static int run_as_of(struct request *r, char out[MODEL_NAME_MAX])
+{
+	const struct state *st = &r->s->st;
+	const struct suser *u = tk_map_get(&st->user_by_name, r->user);
+	if (u)
+		snprintf(out, MODEL_NAME_MAX, "%s", u->rec.unix_user);
+	else if (st->sched.admin_unix_user[0])
+		snprintf(out, MODEL_NAME_MAX, "%s", st->sched.admin_unix_user);
+	else if (st->sched.allow_root_jobs)
+		snprintf(out, MODEL_NAME_MAX, "root");
+	else {
+		reply_error(r, 400,
+			    "the admin token's jobs run as \"admin_unix_user\" of the server's "
+			    "config.json, which is not set (and \"allow_root_jobs\" is not true): "
+			    "set one, or submit with a user's token (tenk users add NAME)");
+		return -EINVAL;
+	}
+	if (strcmp(out, "root") == 0 && !st->sched.allow_root_jobs) {
+		reply_error(r, 403,
+			    "user %s runs as root, and this cluster runs no job as root "
+			    "(\"allow_root_jobs\" is not true)",
+			    r->user);
+		return -EPERM;
+	}
+	return 0;
+}
+
 static void h_submit(struct request *r, const char *param, json_t *body)
 {
 	struct server *s = r->s;
@@ -117,7 +148,12 @@ static void h_submit(struct request *r, const char *param, json_t *body)
 		job_request_release(&req);
 		return;
 	}
-	struct sjob *j = state_submit(st, &req, r->user, server_now_ms(s));
+	char run_as[MODEL_NAME_MAX];
+	if (run_as_of(r, run_as) < 0) {
+		job_request_release(&req);
+		return;
+	}
+	struct sjob *j = state_submit(st, &req, r->user, run_as, server_now_ms(s));
 	reply_json(r, 201, state_job_pack(st, j));
 }
 
@@ -704,8 +740,9 @@ static void h_users(struct request *r, const char *param, json_t *body)
 	void *v;
 	while (tk_map_next(&st->user_by_name, &pos, NULL, &v)) {
 		const struct suser *u = v;
-		json_array_append_new(arr, json_pack("{s:s, s:b, s:I}", "name", u->rec.name,
-						     "admin", u->rec.admin, "created_ms",
+		json_array_append_new(arr, json_pack("{s:s, s:b, s:s, s:I}", "name", u->rec.name,
+						     "admin", u->rec.admin, "unix_user",
+						     u->rec.unix_user, "created_ms",
 						     (json_int_t)u->rec.created_ms));
 	}
 	reply_json(r, 200, json_pack("{s:o}", "users", arr));
@@ -715,14 +752,24 @@ static void h_user_add(struct request *r, const char *param, json_t *body)
 {
 	struct server *s = r->s;
 	struct state *st = &s->st;
-	static const char *const keys[] = {"name", "admin", NULL};
+	static const char *const keys[] = {"name", "admin", "unix_user", NULL};
 	struct tk_error err;
-	char name[MODEL_NAME_MAX] = "";
+	char name[MODEL_NAME_MAX] = "", unix_user[MODEL_NAME_MAX] = "";
 	bool admin;
 	if (mj_check_keys(body, NULL, keys, &err) < 0 ||
 	    mj_strbuf(body, "name", true, true, name, sizeof(name), &err) < 0 ||
-	    mj_bool(body, "admin", false, false, &admin, &err) < 0) {
+	    mj_bool(body, "admin", false, false, &admin, &err) < 0 ||
+	    mj_strbuf(body, "unix_user", false, true, unix_user, sizeof(unix_user), &err) < 0) {
 		reply_error(r, 400, "%s", err.text);
+		return;
+	}
+	if (!unix_user[0])
+		snprintf(unix_user, sizeof(unix_user), "%s", name);
+	if (!model_unix_user_valid(unix_user)) {
+		reply_error(r, 400,
+			    "unix_user: \"%s\" is not a Unix account name (1 to 32 of a-z, "
+			    "0-9, '_', '.', '-'); give --unix-user",
+			    unix_user);
 		return;
 	}
 	if (!model_name_valid(name) || !strcmp(name, "admin") || !strcmp(name, "agent")) {
@@ -738,9 +785,10 @@ static void h_user_add(struct request *r, const char *param, json_t *body)
 		return;
 	}
 	char token[65];
-	state_user_add(st, name, admin, token, server_now_ms(s));
+	state_user_add(st, name, admin, unix_user, token, server_now_ms(s));
 	reply_json(r, 201,
-		   json_pack("{s:s, s:b, s:s}", "name", name, "admin", admin, "token", token));
+		   json_pack("{s:s, s:b, s:s, s:s}", "name", name, "admin", admin, "unix_user",
+			     unix_user, "token", token));
 }
 
 static void h_user_del(struct request *r, const char *param, json_t *body)

@@ -80,12 +80,13 @@ struct sjob *job_add(struct state *s, struct job *job, int64_t now)
 
 /* A new job from req (taken), PENDING. */
 static struct sjob *job_new(struct state *s, struct job_request *req, const char *owner,
-			    bool system, int64_t now)
+			    const char *run_as, bool system, int64_t now)
 {
 	struct job job;
 	memset(&job, 0, sizeof(job));
 	job.id = (int64_t)s->njobs + 1;
 	snprintf(job.owner, sizeof(job.owner), "%s", owner);
+	snprintf(job.run_as, sizeof(job.run_as), "%s", run_as);
 	job.state = JOB_PENDING;
 	job.submit_ms = now;
 	job.exit_code = -1;
@@ -101,15 +102,16 @@ static struct sjob *job_new(struct state *s, struct job_request *req, const char
 	return j;
 }
 
-struct sjob *state_submit(struct state *s, struct job_request *req, const char *owner, int64_t now)
+struct sjob *state_submit(struct state *s, struct job_request *req, const char *owner,
+			  const char *run_as, int64_t now)
 {
-	return job_new(s, req, owner, false, now);
+	return job_new(s, req, owner, run_as, false, now);
 }
 
 struct sjob *state_submit_system(struct state *s, struct job_request *req, const char *owner,
 				 int64_t now)
 {
-	return job_new(s, req, owner, true, now);
+	return job_new(s, req, owner, "", true, now);
 }
 
 void state_job_finish(struct state *s, struct sjob *j, enum job_state st, int exit_code,

@@ -58,6 +58,15 @@ static int load_job_cb(void *ctx, const char *key, const char *doc, size_t len)
 		log_err("store: job %s: %s", key, e.text);
 		return r;
 	}
+	if (!job.system && !job.run_as[0]) {
+		/* a job stored before Unix accounts: its owner's, or a safe one */
+		const struct suser *u = tk_map_get(&s->user_by_name, job.owner);
+		const char *as = u			       ? u->rec.unix_user
+				 : s->sched.admin_unix_user[0] ? s->sched.admin_unix_user
+				 : s->sched.allow_root_jobs    ? "root"
+							       : "nobody";
+		snprintf(job.run_as, sizeof(job.run_as), "%s", as);
+	}
 	struct sjob *j = job_add(s, &job, lc->now);
 	if (j->job.state == JOB_PENDING && !j->job.system)
 		job_enqueue(s, j);

@@ -9,7 +9,8 @@
 
 /* What node node_index runs of attempt a. The spec borrows the job's strings;
  * the caller frees spec->devs_off and spec->devs. */
-static void part_spec(struct sjob *j, const struct attempt *a, int node_index, struct work_spec *sp)
+static void part_spec(const struct state *s, struct sjob *j, const struct attempt *a,
+		      int node_index, struct work_spec *sp)
 {
 	const struct job_request *r = &j->job.req;
 	const struct attempt_node *an = &a->nodes[node_index];
@@ -49,6 +50,8 @@ static void part_spec(struct sjob *j, const struct attempt *a, int node_index, s
 	sp->time_limit_s = r->time_limit_s;
 	sp->grace_s = r->grace_s;
 	sp->system = j->job.system;
+	snprintf(sp->run_as, sizeof(sp->run_as), "%s", j->job.run_as);
+	sp->allow_root = s->sched.allow_root_jobs;
 }
 
 json_t *state_work_pack(struct state *s, struct snode *n, uint64_t since_gen)
@@ -67,7 +70,7 @@ json_t *state_work_pack(struct state *s, struct snode *n, uint64_t since_gen)
 		it->attempt = p->attempt;
 		if (p->gen_added > since_gen) {
 			it->spec = &specs[i];
-			part_spec(p->job, a, p->node_index, it->spec);
+			part_spec(s, p->job, a, p->node_index, it->spec);
 		}
 	}
 	json_t *o = wire_work_pack(&w);

@@ -66,12 +66,13 @@ struct suser *user_insert(struct state *s, const struct user_record *rec)
 	return u;
 }
 
-struct suser *state_user_add(struct state *s, const char *name, bool admin, char *token_out,
-			     int64_t now)
+struct suser *state_user_add(struct state *s, const char *name, bool admin, const char *unix_user,
+			     char *token_out, int64_t now)
 {
 	struct user_record rec;
 	memset(&rec, 0, sizeof(rec));
 	snprintf(rec.name, sizeof(rec.name), "%s", name);
+	snprintf(rec.unix_user, sizeof(rec.unix_user), "%s", unix_user);
 	if (tk_random_hex(token_out, 32) < 0)
 		abort(); /* the kernel's randomness does not fail once the server is up */
 	tk_sha256_hex(token_out, strlen(token_out), rec.token_sha256);
@@ -79,7 +80,7 @@ struct suser *state_user_add(struct state *s, const char *name, bool admin, char
 	rec.created_ms = now;
 	struct suser *u = user_insert(s, &rec);
 	state_user_dirty(s, u);
-	log_info("user %s added%s", name, admin ? " (admin)" : "");
+	log_info("user %s added%s, runs as Unix user %s", name, admin ? " (admin)" : "", unix_user);
 	return u;
 }
 

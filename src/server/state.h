@@ -265,7 +265,8 @@ void assert_job_state(const struct sjob *j);
 struct sjob *state_job(struct state *s, int64_t id);
 /* Takes ownership of req (its class and queue already checked); returns the
  * new job, PENDING. */
-struct sjob *state_submit(struct state *s, struct job_request *req, const char *owner, int64_t now);
+struct sjob *state_submit(struct state *s, struct job_request *req, const char *owner,
+			  const char *run_as, int64_t now);
 /* A system job (no place in the scheduler's queue), owned by `owner`. */
 struct sjob *state_submit_system(struct state *s, struct job_request *req, const char *owner,
 				 int64_t now);
@@ -331,8 +332,8 @@ struct squeue *queue_insert(struct state *s, const struct queue_spec *spec);
 /* Brings every queue's decayed usage up to now. */
 void state_queues_age(struct state *s, int64_t now);
 /* Adds a user with a fresh token (written into token_out, 65 bytes). */
-struct suser *state_user_add(struct state *s, const char *name, bool admin, char *token_out,
-			     int64_t now);
+struct suser *state_user_add(struct state *s, const char *name, bool admin, const char *unix_user,
+			     char *token_out, int64_t now);
 struct suser *user_insert(struct state *s, const struct user_record *rec);
 void state_user_del(struct state *s, struct suser *u);
 

@@ -169,6 +169,21 @@ class Tenk:
         return wait_for(up, timeout, f"{n} node(s) UP")
 
 
+def root_jobs_config(data, **extra):
+    """The configuration of a test cluster whose admin runs its jobs as
+    root, as `tenk up` writes for a root user; `tenk server` has no such
+    default. Merged into data/config.json with extra keys."""
+    os.makedirs(data, exist_ok=True)
+    path = os.path.join(data, "config.json")
+    cfg = {}
+    if os.path.exists(path):
+        with open(path) as f:
+            cfg = json.load(f)
+    cfg.update({"allow_root_jobs": True}, **extra)
+    with open(path, "w") as f:
+        json.dump(cfg, f)
+
+
 @pytest.fixture
 def workdir(tmp_path):
     d = tmp_path / "work"
@@ -218,6 +233,7 @@ class MultiHost(Tenk):
 
     def __init__(self, workdir, hosts, fake="4xH100", node_timeout="30s"):
         data = os.path.join(workdir, "data")
+        root_jobs_config(data)
         super().__init__(workdir, data, wrap=hosts.cmd(0, []))
         self.hosts = hosts
         self.port = 7480

@@ -7,7 +7,7 @@ import socket
 import threading
 import time
 
-from conftest import Daemon, Tenk, start_up, wait_for
+from conftest import Daemon, Tenk, root_jobs_config, start_up, wait_for
 
 
 def free_port():
@@ -26,6 +26,7 @@ def healthy(t):
 
 
 def start_server(workdir, data, port, procs, name="server"):
+    root_jobs_config(data)
     d = Daemon(["server", "--data", data, "--listen", f"127.0.0.1:{port}",
                 "--node-timeout", "60s"], workdir, name)
     procs.append(d)

@@ -2,7 +2,7 @@
 a gang, quotas with borrowing and reclaim, backfill, and the explanations."""
 import os
 
-from conftest import Daemon, Tenk, start_up, wait_for
+from conftest import Daemon, Tenk, root_jobs_config, start_up, wait_for
 
 TRAPPED = ('trap "echo TERM >> {out}/term-$TENK_JOB_ID-$TENK_ATTEMPT; exit 143" TERM; '
            'while :; do sleep 0.1; done')
@@ -10,6 +10,7 @@ TRAPPED = ('trap "echo TERM >> {out}/term-$TENK_JOB_ID-$TENK_ATTEMPT; exit 143" 
 
 def cluster_of(workdir, procs, agents=2, fake="4xH100"):
     data = os.path.join(workdir, "data")
+    root_jobs_config(data)
     server = Daemon(["server", "--data", data, "--listen", "127.0.0.1:0"], workdir, "server")
     procs.append(server)
     wait_for(lambda: os.path.exists(os.path.join(data, "server.url")), 20, "the server")

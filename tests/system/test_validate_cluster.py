@@ -5,7 +5,7 @@ require_validation) keeps a new node from work until it has passed."""
 import json
 import os
 
-from conftest import BIN, MultiHost, start_up, wait_for
+from conftest import BIN, MultiHost, root_jobs_config, start_up, wait_for
 
 
 def validate(c, *args, timeout=300):
@@ -82,9 +82,8 @@ def test_slow_link_drains_that_host(hosts4, workdir, kill_all):
 def test_new_node_takes_work_only_after_passing(workdir):
     data = os.path.join(workdir, "tenk-data")
     os.makedirs(data)
-    with open(os.path.join(data, "config.json"), "w") as f:
-        json.dump({"require_validation": True,
-                   "validation_args": ["--quick", "--layers", "system,memory"]}, f)
+    root_jobs_config(data, require_validation=True,
+                     validation_args=["--quick", "--layers", "system,memory"])
     t, d = start_up(workdir)
     try:
         jid = t.submit("-G", "1", "--", "true")

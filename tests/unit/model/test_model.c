@@ -371,7 +371,8 @@ static void test_wire(void **state)
 			       .master_addr = "10.0.0.1",
 			       .master_port = 29501,
 			       .time_limit_s = 60,
-			       .grace_s = 5};
+			       .grace_s = 5,
+			       .run_as = "alice"};
 	struct work_item items[2] = {{7, 2, &sp}, {8, 1, NULL}};
 	struct wire_work w = {.epoch = "e1", .gen = 9, .nitems = 2, .items = items}, back;
 	json_t *j = wire_work_pack(&w);
@@ -389,6 +390,8 @@ static void test_wire(void **state)
 	assert_int_equal(d[0], 0);
 	assert_int_equal(d[1], 2);
 	assert_int_equal(b->master_port, 29501);
+	assert_string_equal(b->run_as, "alice");
+	assert_false(b->allow_root);
 	json_t *again = wire_work_pack(&back);
 	assert_true(json_equal(j, again));
 	json_decref(again);
@@ -399,14 +402,32 @@ static void test_wire(void **state)
 	assert_true(wire_work_unpack(j, &back, &err) < 0);
 	assert_non_null(strstr(err.text, "tasks[0].spec.node_rank 2 of 2 nodes"));
 	json_decref(j);
-	json_t *bad = parse("{\"epoch\": \"e\", \"gen\": 1, \"tasks\": [{\"job\": 1, "
-			    "\"attempt\": 1, \"spec\": {\"name\": \"t\", \"command\": [\"x\"], "
-			    "\"cwd\": \"/\", \"env\": {}, \"output\": \"o\", \"node_rank\": 0, "
-			    "\"nnodes\": 1, \"tasks_per_node\": 1, \"world_size\": 1, "
-			    "\"devices\": [[64]], \"milli\": 1000, \"master_addr\": \"a\", "
-			    "\"master_port\": 1, \"time_limit_s\": 0, \"grace_s\": 1}}]}");
+	json_t *bad = parse(
+		"{\"epoch\": \"e\", \"gen\": 1, \"tasks\": [{\"job\": 1, "
+		"\"attempt\": 1, \"spec\": {\"name\": \"t\", \"command\": [\"x\"], "
+		"\"cwd\": \"/\", \"env\": {}, \"output\": \"o\", \"node_rank\": 0, "
+		"\"nnodes\": 1, \"tasks_per_node\": 1, \"world_size\": 1, "
+		"\"devices\": [[64]], \"milli\": 1000, \"master_addr\": \"a\", "
+		"\"master_port\": 1, \"time_limit_s\": 0, \"grace_s\": 1, \"run_as\": \"u\"}}]}");
 	assert_true(wire_work_unpack(bad, &back, &err) < 0);
 	assert_non_null(strstr(err.text, "tasks[0].spec.devices[0][0]: must be a device index"));
+	/* a job's work names the account it runs as; only the server's own may not */
+	json_t *spec = json_object_get(json_array_get(json_object_get(bad, "tasks"), 0), "spec");
+	json_array_set_new(json_object_get(spec, "devices"), 0, json_array());
+	json_object_del(spec, "run_as");
+	assert_true(wire_work_unpack(bad, &back, &err) < 0);
+	assert_string_equal(err.text, "tasks[0].spec.run_as: required field is missing");
+	json_object_set_new(spec, "run_as", json_string("Alice Smith"));
+	assert_true(wire_work_unpack(bad, &back, &err) < 0);
+	assert_non_null(strstr(err.text, "is not a Unix account name"));
+	json_object_set_new(spec, "run_as", json_string(""));
+	json_object_set_new(spec, "system", json_true());
+	assert_int_equal(wire_work_unpack(bad, &back, &err), 0);
+	wire_work_release(&back);
+	assert_true(model_unix_user_valid("alice") && model_unix_user_valid("a_b.c-1"));
+	assert_false(model_unix_user_valid("-x") || model_unix_user_valid("Alice") ||
+		     model_unix_user_valid("") || model_unix_user_valid("a b") ||
+		     model_unix_user_valid("abcdefghijklmnopqrstuvwxyz0123456"));
 	json_decref(bad);
 
 	/* events: the cause travels as a word, and an unknown one is refused */

@@ -85,7 +85,7 @@ static struct sjob *submit(struct world *w, const char *json)
 	if (job_request_unpack(j, &req, &err) < 0)
 		fail_msg("bad test request: %s", err.text);
 	json_decref(j);
-	return state_submit(&w->st, &req, "alice", T0);
+	return state_submit(&w->st, &req, "alice", "alice", T0);
 }
 
 static void task_event(struct world *w, struct sjob *j, int rank, enum task_event_type type,
