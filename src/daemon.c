@@ -8,6 +8,7 @@
  */
 #include "daemon.h"
 
+#include <curl/curl.h>
 #include <errno.h>
 #include <malloc.h>
 #include <pwd.h>
@@ -443,7 +444,11 @@ static int daemon_main(const struct tk_command *cmd, const struct daemon_spec *d
 		rl.rlim_cur = rl.rlim_max;
 		setrlimit(RLIMIT_NOFILE, &rl);
 	}
-	return dc->run(v);
+	/* libcurl (and GnuTLS under it) is set up once, before any thread */
+	curl_global_init(CURL_GLOBAL_DEFAULT);
+	r = dc->run(v);
+	curl_global_cleanup();
+	return r;
 }
 
 #define DAEMON(fn, opts, run)                                                                      \

@@ -5,7 +5,6 @@
  * generated from the table, and each command gets its own row for its
  * usage lines and --help.
  */
-#include <curl/curl.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -84,10 +83,7 @@ int main(int argc, char **argv)
 	for (size_t i = 0; i < ARRAY_SIZE(commands); i++) {
 		if (strcmp(name, commands[i].name) != 0)
 			continue;
-		curl_global_init(CURL_GLOBAL_DEFAULT);
-		int r = commands[i].main(&commands[i], argc - 1, argv + 1);
-		curl_global_cleanup();
-		return r;
+		return commands[i].main(&commands[i], argc - 1, argv + 1);
 	}
 	fprintf(stderr, "tenk: unknown command \"%s\"\n\n", name);
 	help(stderr);

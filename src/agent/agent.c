@@ -16,6 +16,8 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <pwd.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
@@ -159,13 +161,13 @@ static void apply_work(struct agent *a, const struct wire_work *w)
 	size_t pos = 0;
 	void *v;
 	while (tk_map_next(&a->groups, &pos, NULL, &v))
-		((struct group *)v)->mark = false;
+		((struct taskgroup *)v)->mark = false;
 	bool missing_spec = false;
 	for (int i = 0; i < w->nitems; i++) {
 		const struct work_item *it = &w->items[i];
 		char key[48];
 		snprintf(key, sizeof(key), "%lld.%d", (long long)it->job, it->attempt);
-		struct group *g = tk_map_get(&a->groups, key);
+		struct taskgroup *g = tk_map_get(&a->groups, key);
 		if (!g) {
 			if (!it->spec) {
 				missing_spec = true;
@@ -180,13 +182,13 @@ static void apply_work(struct agent *a, const struct wire_work *w)
 	/* stop what is no longer wanted; forget what is finished and reported */
 	pos = 0;
 	while (tk_map_next(&a->groups, &pos, NULL, &v)) {
-		struct group *g = v;
+		struct taskgroup *g = v;
 		if (!g->mark)
 			group_stop(g, EXIT_CANCELLED, "stopped");
 	}
 	pos = 0;
 	while (tk_map_next(&a->groups, &pos, NULL, &v)) {
-		struct group *g = v;
+		struct taskgroup *g = v;
 		/* may free g: the map tolerates deletion while iterating */
 		group_set_listed(g, g->mark);
 	}
@@ -271,7 +273,7 @@ static void hb_timer_cb(uv_timer_t *t)
 	size_t pos = 0;
 	void *v;
 	while (tk_map_next(&a->groups, &pos, NULL, &v)) {
-		const struct group *g = v;
+		const struct taskgroup *g = v;
 		if (g->nrunning == 0)
 			continue;
 		int64_t at = group_newest_checkpoint(g);
@@ -314,7 +316,7 @@ static void events_acked(struct agent *a, uint64_t lo, uint64_t hi)
 		e->state = EV_ACKED;
 		char key[48];
 		snprintf(key, sizeof(key), "%lld.%d", (long long)e->ev.job, e->ev.attempt);
-		struct group *g = tk_map_get(&a->groups, key);
+		struct taskgroup *g = tk_map_get(&a->groups, key);
 		if (g)
 			group_acked(g, 1);
 	}
@@ -473,6 +475,12 @@ int agent_create(uv_loop_t *loop, const struct agent_config *cfg, struct agent *
 	if (killed > 0)
 		log_warn("killed %d processes an earlier agent left running in %s", killed,
 			 a->cfg.work_dir);
+	shims_clean(a);
+	if (geteuid() != 0) {
+		struct passwd *pw = getpwuid(geteuid());
+		log_warn("not running as root: every job runs as %s (uid %u)",
+			 pw ? pw->pw_name : "this user", (unsigned)geteuid());
+	}
 	const char *base = a->cfg.server_url;
 	size_t blen = strlen(base);
 	while (blen && base[blen - 1] == '/')
@@ -516,6 +524,10 @@ static void finish_stop(struct agent *a)
 	if (a->nevents)
 		log_warn("stopping with %zu task events the server has not acknowledged",
 			 a->nevents);
+	size_t pos = 0;
+	void *v;
+	while (tk_map_next(&a->groups, &pos, NULL, &v))
+		group_close(v);
 	uv_timer_t *timers[] = {&a->hb_timer, &a->reg_timer, &a->poll_timer, &a->ev_timer,
 				&a->stop_timer};
 	for (size_t i = 0; i < ARRAY_SIZE(timers); i++) {
@@ -554,7 +566,7 @@ static void stop_timer_cb(uv_timer_t *t)
 		size_t pos = 0;
 		void *v;
 		while (tk_map_next(&a->groups, &pos, NULL, &v))
-			group_stop(v, EXIT_LOST, "agent stopping");
+			group_kill(v);
 		uv_timer_start(&a->stop_timer, stop_timer_cb, 200, 0);
 		return;
 	}

@@ -42,3 +42,7 @@ int agent_create(uv_loop_t *loop, const struct agent_config *cfg, struct agent *
  * then calls done_cb from the loop. */
 void agent_stop(struct agent *a, void (*done_cb)(void *arg), void *arg);
 void agent_destroy(struct agent *a);
+
+/* `tenk-shim DIR`: the supervisor of one attempt's tasks, started by an
+ * agent (never by hand); the whole of the tenk-shim program. */
+int agent_shim_main(const struct tk_command *cmd, int argc, char **argv);

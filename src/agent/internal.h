@@ -16,7 +16,7 @@
 #define AGENT_BACKOFF_MAX_MS 5000
 #define AGENT_STOP_REPORT_MS 3000 /* at stop, how long we try to report exits */
 
-/* A process the agent started (spawn.c). */
+/* A process the agent started (spawn.c): a shim. */
 struct proc;
 typedef void (*proc_exit_cb)(struct proc *p, int64_t exit_status, int term_signal);
 struct proc {
@@ -30,31 +30,28 @@ struct proc {
 	void *data; /* the caller's; kept across proc_spawn */
 };
 
-/* Starts argv in a new session with env, in cwd, stdin from /dev/null and
- * stdout and stderr to out_fd; argv[0] is looked up on env's PATH. exit_cb
- * runs once, on the loop, when it exits. Returns 0, or -errno (-ENOENT: no
- * such command; -EACCES: not executable) with nothing to close. */
-int proc_spawn(uv_loop_t *loop, struct proc *p, char *const *argv, char *const *env,
-	       const char *cwd, int out_fd, proc_exit_cb exit_cb);
+/* Starts path with argv and env in a new session, stdin from /dev/null,
+ * stdout and stderr the agent's, pass_fd as its descriptor 3 and nothing
+ * else open. exit_cb runs once, on the loop, when it exits. Returns 0, or
+ * -errno with nothing to close. */
+int proc_spawn(uv_loop_t *loop, struct proc *p, const char *path, char *const *argv,
+	       char *const *env, int pass_fd, proc_exit_cb exit_cb);
 /* Releases the watch of an exited process; close_cb runs when it is gone. */
 void proc_close(struct proc *p, void (*close_cb)(struct proc *p));
 /* Kills every process an earlier agent with this work folder left running
  * (they carry TENK_AGENT_DIR and another TENK_AGENT_ID). Returns how many. */
 int agent_kill_leftovers(const char *work_dir, const char *agent_id);
 
-/* One task: one process of a group. */
-struct task {
-	struct group *g;
-	struct proc proc;
+/* What the agent knows of one task of a group. */
+struct gtask {
 	int rank;
-	int local_rank;
-	bool spawned; /* proc needs closing */
-	bool running;
-	bool exited;
-	pid_t pid;
+	bool started_sent; /* its start was queued for the server */
+	bool exited;	   /* its exit was queued for the server */
+	int pid;
 };
 
-struct group {
+/* One attempt's part on this node, run by its shim. */
+struct taskgroup {
 	struct agent *a;
 	char key[48];
 	int64_t job;
@@ -64,20 +61,27 @@ struct group {
 	int tpn;
 	int world_size;
 	int64_t grace_ms;
-	int64_t limit_ms;
-	bool stopping;
-	enum exit_cause stop_cause; /* what its tasks' exits are put down to */
+	char *dir; /* WORK/shims/JOB.ATTEMPT */
+	int dirfd; /* names the socket briefly: /proc/self/fd/N/shim.sock */
+	/* the shim: its process (started here) and the connection to it */
+	struct proc shim;
+	bool shim_running; /* spawned and not yet reaped */
+	bool shim_watch;   /* shim.poll or shim.timer needs closing */
+	uv_pipe_t conn;
+	bool conn_open; /* conn needs closing */
+	struct strbuf in;
+	bool stop_wanted; /* a stop to send (once connected) */
+	bool stop_sent;
+	enum exit_cause stop_cause;
 	char stop_detail[32];
-	int nrunning;
-	int open; /* handles not yet closed */
-	bool timers_closing;
-	uv_timer_t limit_timer;
-	uv_timer_t kill_timer;
+	bool released;
+	int ntasks;
+	struct gtask *tasks;
+	int nrunning; /* tasks whose exit is not yet known */
+	int open;     /* handles not yet closed */
 	int unacked;
 	bool listed;
 	bool mark; /* scratch for agent.c while applying a work answer */
-	int ntasks;
-	struct task *tasks;
 };
 
 /* One task's start or exit, waiting to be reported. */
@@ -107,7 +111,7 @@ struct agent {
 	char epoch[40];
 	uint64_t gen;
 
-	struct tk_map groups; /* "job.attempt" -> struct group */
+	struct tk_map groups; /* "job.attempt" -> struct taskgroup */
 	int ngroups_open;     /* groups whose handles are not all closed */
 
 	/* events not yet acknowledged, oldest first; events[i] has sequence
@@ -130,6 +134,111 @@ struct agent {
 	int open_handles;
 };
 
+/* ---- the shim and its protocol with the agent (shim.c, shimwire.c) ---------------- */
+
+/*
+ * One shim per attempt and node (as slurmstepd, conmon, containerd's shim):
+ * a process of its own session, started by the agent, parent and subreaper
+ * of the attempt's tasks. It reads what to run from DIR/plan.json, starts
+ * each task as the plan's user, enforces the time limit and the grace
+ * period of a stop, and writes every change of its tasks to
+ * DIR/status.json (atomically) and to the agent connected to its socket
+ * DIR/shim.sock, one JSON line a message. It keeps the statuses until the
+ * agent releases it.
+ */
+#define SHIM_DIR "shims"	    /* under the agent's work folder */
+#define SHIM_MAX_LINE (1024 * 1024) /* one message on the socket */
+#define SHIM_MAX_GROUPS 1024	    /* supplementary groups of a task's user */
+
+/* Who the tasks run as, resolved on this node (getpwnam, getgrouplist). */
+struct shim_user {
+	char name[MODEL_NAME_MAX];
+	uint32_t uid, gid;
+	int ngroups;
+	uint32_t groups[SHIM_MAX_GROUPS];
+};
+
+/* One task, as the agent prepared it: everything is final. */
+struct shim_task {
+	int rank;
+	int argc;
+	char **argv;
+	int nenv;
+	char **env; /* "KEY=VALUE" */
+	char *cwd;
+	char *output; /* opened by the task as its user, appended to */
+};
+
+struct shim_plan {
+	int64_t job;
+	int attempt;
+	int64_t grace_ms;
+	int64_t limit_ms; /* 0: none */
+	bool as_user;	  /* false: the shim's own identity (system work, a non-root agent) */
+	struct shim_user user;
+	int ntasks;
+	struct shim_task *tasks;
+};
+
+json_t *shim_plan_pack(const struct shim_plan *p);
+int shim_plan_unpack(json_t *j, struct shim_plan *ret, struct tk_error *err);
+void shim_plan_release(struct shim_plan *p);
+
+enum shim_task_state { SHIM_TASK_WAITING, SHIM_TASK_RUNNING, SHIM_TASK_EXITED };
+
+struct shim_task_status {
+	int rank;
+	enum shim_task_state state;
+	int pid;
+	int64_t start_ms, end_ms; /* wall clock */
+	int exit_code;		  /* exited: the code, or 128 + signal */
+	int signal;
+	enum exit_cause cause;
+	char detail[MODEL_REASON_MAX];
+};
+
+/* What the shim tells the agent: every task's state, whole each time. */
+struct shim_status {
+	int64_t job;
+	int attempt;
+	int shim_pid;
+	int ntasks;
+	struct shim_task_status *tasks;
+};
+
+json_t *shim_status_pack(const struct shim_status *s);
+int shim_status_unpack(json_t *j, struct shim_status *ret, struct tk_error *err);
+void shim_status_release(struct shim_status *s);
+
+/* What the agent tells the shim. */
+enum shim_cmd_type {
+	SHIM_CMD_STOP,	  /* stop the tasks: SIGTERM, the grace period, SIGKILL */
+	SHIM_CMD_RELEASE, /* every exit is reported: exit */
+	SHIM_CMD_MAX
+};
+
+struct shim_cmd {
+	enum shim_cmd_type type;
+	enum exit_cause cause; /* STOP: what the tasks' exits are put down to */
+	char detail[64];
+};
+
+json_t *shim_cmd_pack(const struct shim_cmd *c);
+int shim_cmd_unpack(json_t *j, struct shim_cmd *ret, struct tk_error *err);
+
+/* Splits buf's complete lines off and hands each to line_cb; keeps a
+ * partial one. Returns -E2BIG when a line passes SHIM_MAX_LINE. */
+int shim_lines(struct strbuf *buf, const char *data, size_t n,
+	       void (*line_cb)(void *arg, const char *line, size_t len), void *arg);
+
+/* spawn.c: starts task t of plan in a new session, as the plan's user when
+ * it says so (groups, gid, uid; root cannot be regained), in its folder, its
+ * output opened as that user. Returns the pid, or -1 with *ret_code (126 or
+ * 127) and detail saying why the task could not start. Blocks until the
+ * task has exec'd: for the shim, whose loop has nothing else to do. */
+int task_fork(const struct shim_plan *plan, const struct shim_task *t, int *ret_code, char *detail,
+	      size_t n);
+
 /* ---- inventory.c ---- */
 int inventory_detect(const struct agent_config *cfg, const struct catalogue *cat,
 		     struct node_inventory *ret, struct tk_error *err);
@@ -138,24 +247,33 @@ int inventory_detect(const struct agent_config *cfg, const struct catalogue *cat
 /* Starts the tasks of one attempt's part on this node from the server's spec
  * (borrowed: checked by work_spec_unpack, and not kept). Returns the group,
  * registered in a->groups. */
-struct group *group_start(struct agent *a, int64_t job, int attempt, const struct work_spec *spec);
-/* Stops a running group: SIGTERM now, SIGKILL after its grace period. Its
- * tasks' exits are reported with cause (and detail, for people). */
-void group_stop(struct group *g, enum exit_cause cause, const char *detail);
-bool group_done(const struct group *g);
+struct taskgroup *group_start(struct agent *a, int64_t job, int attempt,
+			      const struct work_spec *spec);
+/* Stops a running group: its shim sends SIGTERM now, SIGKILL after the
+ * grace period. Its tasks' exits are reported with cause (and detail, for
+ * people). */
+void group_stop(struct taskgroup *g, enum exit_cause cause, const char *detail);
+/* The grace period is over and the shim did not kill them: the agent does. */
+void group_kill(struct taskgroup *g);
+bool group_done(const struct taskgroup *g);
 /* Marks whether the last work answer listed the group; frees groups that are
  * done, reported, and no longer listed. */
-void group_set_listed(struct group *g, bool listed);
-void group_maybe_free(struct group *g);
+void group_set_listed(struct taskgroup *g, bool listed);
+void group_maybe_free(struct taskgroup *g);
 /* Called when events of the group were acknowledged. */
-void group_acked(struct group *g, int nevents);
+void group_acked(struct taskgroup *g, int nevents);
 /* ---- agent.c ---- */
 /* Queues a task event for the server and sends it when it can. */
 void agent_queue_event(struct agent *a, const struct task_event *ev);
 /* The number of groups with tasks still running. */
 int agent_running_groups(struct agent *a);
-int64_t group_grace_ms(const struct group *g);
+int64_t group_grace_ms(const struct taskgroup *g);
 /* When the newest entry of the group's checkpoint folder was written (ms), or 0. */
-int64_t group_newest_checkpoint(const struct group *g);
+int64_t group_newest_checkpoint(const struct taskgroup *g);
+/* The agent stops: a group whose tasks are all done releases its shim; one
+ * with tasks left lets go of its shim's connection. */
+void group_close(struct taskgroup *g);
 /* Frees a group whose handles are all closed (at agent_destroy). */
-void group_free_now(struct group *g);
+void group_free_now(struct taskgroup *g);
+/* Removes what shims of an earlier agent left in the work folder. */
+void shims_clean(struct agent *a);

@@ -1,47 +1,60 @@
 /*
- * Launching and supervising tasks. A group is one attempt's part on this
- * node: tasks_per_node processes, each in its own session and process group
- * (so a stop reaches everything it started), with the launch environment of
- * DESIGN.md section 3, in the submitter's folder, output appended to the
- * job's output file.
+ * Launching and supervising an attempt's part on this node (a group). The
+ * agent prepares everything a task needs (the launch environment of
+ * DESIGN.md section 3, its folder and output, the Unix account it runs as,
+ * resolved here), writes it as the plan of a shim (shim.c), starts the shim
+ * with the socket it listens on, and follows it: every status the shim
+ * sends becomes the task events the server hears of. A stop is a command
+ * to the shim, which sends SIGTERM, waits the grace period and kills.
  *
- * Stopping is SIGTERM to every task's group, then SIGKILL after the job's
- * grace period. When a task's main process exits, whatever it left behind in
- * its process group is killed too.
+ * Tasks run as the job's owner's account: the shim's child takes its groups,
+ * gid and uid and proves root cannot be had back before it opens its folder
+ * and output, so permissions decide and no symlink turns a root write. A
+ * node without the account, or a job that would run as root where root is
+ * not allowed, fails to launch with that said. An agent that is not root
+ * runs every task as itself; the server's own work (validation) runs as the
+ * agent.
  *
  * A group lives until its tasks have exited, their events are acknowledged
- * by the server, and the server no longer lists it; only then is it
- * forgotten, so a late or repeated work answer can never start it twice.
+ * by the server, and the server no longer lists it; only then is its shim
+ * released and the group forgotten, so a late or repeated work answer can
+ * never start it twice.
  */
 #include "internal.h"
 
 #include <dirent.h>
 #include <errno.h>
-#include <sys/stat.h>
 #include <fcntl.h>
+#include <grp.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
+
+extern char **environ;
 
 static void group_closed_one(uv_handle_t *h);
 
-bool group_done(const struct group *g)
+bool group_done(const struct taskgroup *g)
 {
 	return g->nrunning == 0;
 }
 
 /* Reports that task t started (type STARTED) or ended. */
-static void emit(struct group *g, const struct task *t, enum task_event_type type, int code,
-		 int sig, enum exit_cause cause, const char *detail)
+static void emit(struct taskgroup *g, int rank, enum task_event_type type, int code, int sig,
+		 enum exit_cause cause, const char *detail, int64_t at_ms)
 {
 	struct task_event ev;
 	memset(&ev, 0, sizeof(ev));
 	ev.job = g->job;
 	ev.attempt = g->attempt;
-	ev.rank = t->rank;
+	ev.rank = rank;
 	ev.type = type;
-	ev.at_ms = tk_wall_ms();
+	ev.at_ms = at_ms;
 	ev.exit_code = code;
 	ev.signal = sig;
 	ev.cause = cause;
@@ -50,43 +63,81 @@ static void emit(struct group *g, const struct task *t, enum task_event_type typ
 	agent_queue_event(g->a, &ev);
 }
 
-/* Every task is gone: the timers are no longer needed. */
-static void group_finish(struct group *g)
+/* Task i failed before it could start (no shim was even needed). */
+static void launch_failed(struct taskgroup *g, int i, int code, const char *detail)
 {
-	if (g->timers_closing)
+	struct gtask *t = &g->tasks[i];
+	if (t->exited)
 		return;
-	g->timers_closing = true;
-	uv_timer_stop(&g->limit_timer);
-	uv_timer_stop(&g->kill_timer);
-	uv_close((uv_handle_t *)&g->limit_timer, group_closed_one);
-	uv_close((uv_handle_t *)&g->kill_timer, group_closed_one);
+	t->exited = true;
+	g->nrunning--;
+	emit(g, t->rank, TASK_EVENT_EXITED, code, 0, EXIT_LAUNCH_FAILED, detail, tk_wall_ms());
 }
 
-void group_maybe_free(struct group *g)
+/* ---- freeing -------------------------------------------------------------------------- */
+
+static void remove_dir(struct taskgroup *g)
 {
-	if (g->nrunning || g->unacked || g->listed || g->open)
+	if (!g->dir)
+		return;
+	static const char *const files[] = {"plan.json", "status.json", "shim.sock"};
+	for (size_t i = 0; i < ARRAY_SIZE(files); i++) {
+		_cleanup_free_ char *p = xasprintf("%s/%s", g->dir, files[i]);
+		unlink(p);
+	}
+	rmdir(g->dir);
+}
+
+static void send_cmd(struct taskgroup *g, const struct shim_cmd *c);
+
+/* Every exit is reported: the shim may go (it exits, which ends the
+ * connection). */
+static void release(struct taskgroup *g)
+{
+	if (g->released || !g->conn_open)
+		return;
+	g->released = true;
+	send_cmd(g, &(struct shim_cmd){.type = SHIM_CMD_RELEASE});
+}
+
+void group_maybe_free(struct taskgroup *g)
+{
+	if (g->nrunning || g->unacked || g->listed)
+		return;
+	release(g);
+	if (g->open || g->shim_running)
 		return;
 	struct agent *a = g->a;
+	remove_dir(g);
 	tk_map_del(&a->groups, g->key);
 	a->ngroups_open--;
-	free(g->tasks);
-	free(g);
+	group_free_now(g);
+}
+
+void group_close(struct taskgroup *g)
+{
+	if (g->nrunning == 0)
+		release(g);
+	else if (g->conn_open && !uv_is_closing((uv_handle_t *)&g->conn))
+		uv_close((uv_handle_t *)&g->conn, group_closed_one);
 }
 
 static void group_closed_one(uv_handle_t *h)
 {
-	struct group *g = h->data;
+	struct taskgroup *g = h->data;
+	if (h == (uv_handle_t *)&g->conn)
+		g->conn_open = false;
 	g->open--;
 	group_maybe_free(g);
 }
 
-void group_set_listed(struct group *g, bool listed)
+void group_set_listed(struct taskgroup *g, bool listed)
 {
 	g->listed = listed;
 	group_maybe_free(g);
 }
 
-void group_acked(struct group *g, int nevents)
+void group_acked(struct taskgroup *g, int nevents)
 {
 	g->unacked -= nevents;
 	if (g->unacked < 0)
@@ -94,84 +145,164 @@ void group_acked(struct group *g, int nevents)
 	group_maybe_free(g);
 }
 
-static void signal_all(struct group *g, int sig)
+/* ---- talking to the shim --------------------------------------------------------------- */
+
+static void write_done(uv_write_t *w, int status)
 {
-	for (int i = 0; i < g->ntasks; i++)
-		if (g->tasks[i].running && g->tasks[i].pid > 0)
-			kill(-g->tasks[i].pid, sig);
+	free(w->data);
+	free(w);
 }
 
-static void kill_timer_cb(uv_timer_t *t)
+static void send_cmd(struct taskgroup *g, const struct shim_cmd *c)
 {
-	struct group *g = t->data;
-	log_info("job %lld.%d: grace period over, killing", (long long)g->job, g->attempt);
-	signal_all(g, SIGKILL);
+	json_t *j = shim_cmd_pack(c);
+	char *text = json_dumps(j, JSON_COMPACT);
+	json_decref(j);
+	size_t n = strlen(text);
+	text = xrealloc(text, n + 2);
+	memcpy(text + n, "\n", 2);
+	uv_write_t *w = xmalloc(sizeof(*w));
+	w->data = text;
+	uv_buf_t b = uv_buf_init(text, (unsigned)n + 1);
+	if (uv_write(w, (uv_stream_t *)&g->conn, &b, 1, write_done) < 0) {
+		free(text);
+		free(w);
+	}
 }
 
-void group_stop(struct group *g, enum exit_cause cause, const char *detail)
+static void send_stop(struct taskgroup *g)
 {
-	if (g->stopping || g->nrunning == 0)
+	if (g->stop_sent || !g->conn_open || g->nrunning == 0)
 		return;
-	g->stopping = true;
+	g->stop_sent = true;
+	struct shim_cmd c = {.type = SHIM_CMD_STOP, .cause = g->stop_cause};
+	snprintf(c.detail, sizeof(c.detail), "%s", g->stop_detail);
+	send_cmd(g, &c);
+}
+
+void group_stop(struct taskgroup *g, enum exit_cause cause, const char *detail)
+{
+	if (g->stop_wanted || g->nrunning == 0)
+		return;
+	g->stop_wanted = true;
 	g->stop_cause = cause;
 	snprintf(g->stop_detail, sizeof(g->stop_detail), "%s", detail);
 	log_debug("job %lld.%d: stopping (%s%s%s)", (long long)g->job, g->attempt,
 		  exit_cause_name(cause), *detail ? ": " : "", detail);
-	uv_timer_stop(&g->limit_timer);
-	if (g->grace_ms <= 0) {
-		signal_all(g, SIGKILL);
+	send_stop(g);
+}
+
+void group_kill(struct taskgroup *g)
+{
+	for (int i = 0; i < g->ntasks; i++)
+		if (!g->tasks[i].exited && g->tasks[i].pid > 0)
+			kill(-g->tasks[i].pid, SIGKILL);
+}
+
+/* The tasks whose exit is unknown are lost with their shim. */
+static void lose_tasks(struct taskgroup *g, const char *why)
+{
+	for (int i = 0; i < g->ntasks; i++) {
+		struct gtask *t = &g->tasks[i];
+		if (t->exited)
+			continue;
+		t->exited = true;
+		g->nrunning--;
+		emit(g, t->rank, TASK_EVENT_EXITED, 137, SIGKILL, EXIT_LOST, why, tk_wall_ms());
+	}
+}
+
+/* A status from the shim: what changed becomes events. */
+static void apply_status(struct taskgroup *g, const struct shim_status *st)
+{
+	for (int k = 0; k < st->ntasks; k++) {
+		const struct shim_task_status *s = &st->tasks[k];
+		struct gtask *t = NULL;
+		for (int i = 0; i < g->ntasks && !t; i++)
+			if (g->tasks[i].rank == s->rank)
+				t = &g->tasks[i];
+		if (!t || t->exited || s->state == SHIM_TASK_WAITING)
+			continue;
+		t->pid = s->pid;
+		if (!t->started_sent && s->cause != EXIT_LAUNCH_FAILED) {
+			t->started_sent = true;
+			emit(g, t->rank, TASK_EVENT_STARTED, 0, 0, EXIT_EXITED, NULL, s->start_ms);
+		}
+		if (s->state == SHIM_TASK_EXITED) {
+			t->exited = true;
+			g->nrunning--;
+			emit(g, t->rank, TASK_EVENT_EXITED, s->exit_code, s->signal, s->cause,
+			     s->detail, s->end_ms);
+		}
+	}
+	group_maybe_free(g);
+}
+
+static void status_line(void *arg, const char *line, size_t len)
+{
+	struct taskgroup *g = arg;
+	json_error_t jerr;
+	json_t *j = json_loadb(line, len, 0, &jerr);
+	struct shim_status st;
+	struct tk_error err;
+	if (!j || shim_status_unpack(j, &st, &err) < 0) {
+		log_warn("job %lld.%d: a malformed status from its shim, ignored: %s",
+			 (long long)g->job, g->attempt, j ? err.text : jerr.text);
+		json_decref(j);
 		return;
 	}
-	signal_all(g, SIGTERM);
-	uv_timer_start(&g->kill_timer, kill_timer_cb, (uint64_t)g->grace_ms, 0);
+	json_decref(j);
+	if (st.job == g->job && st.attempt == g->attempt)
+		apply_status(g, &st);
+	shim_status_release(&st);
 }
 
-static void limit_timer_cb(uv_timer_t *t)
+static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
-	struct group *g = t->data;
-	log_info("job %lld.%d: time limit reached", (long long)g->job, g->attempt);
-	group_stop(g, EXIT_TIMEOUT, "");
+	*buf = uv_buf_init(xmalloc(65536), 65536);
 }
 
-static void proc_closed(struct proc *p)
+static void read_cb(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 {
-	struct task *t = p->data;
-	struct group *g = t->g;
+	struct taskgroup *g = s->data;
+	if (n > 0 && shim_lines(&g->in, buf->base, (size_t)n, status_line, g) < 0) {
+		log_warn("job %lld.%d: its shim sent a line too long", (long long)g->job,
+			 g->attempt);
+		n = UV_EOF;
+	}
+	free(buf->base);
+	if (n >= 0)
+		return;
+	/* the shim is gone: what it did not report is lost with it */
+	if (g->nrunning && !g->released)
+		lose_tasks(g, "its shim ended");
+	if (!uv_is_closing((uv_handle_t *)&g->conn))
+		uv_close((uv_handle_t *)&g->conn, group_closed_one);
+}
+
+static void shim_closed(struct proc *p)
+{
+	struct taskgroup *g = p->data;
+	g->shim_watch = false;
 	g->open--;
 	group_maybe_free(g);
 }
 
-static void task_ended(struct task *t)
+static void shim_exit_cb(struct proc *p, int64_t status, int sig)
 {
-	struct group *g = t->g;
-	t->running = false;
-	t->exited = true;
-	if (--g->nrunning == 0)
-		group_finish(g);
+	struct taskgroup *g = p->data;
+	g->shim_running = false;
+	if (status || sig)
+		log_warn("job %lld.%d: its shim exited %lld%s%s", (long long)g->job, g->attempt,
+			 (long long)status, sig ? ", signal " : "", sig ? strsignal(sig) : "");
+	proc_close(p, shim_closed);
 }
 
-static void task_exit_cb(struct proc *p, int64_t status, int sig)
-{
-	struct task *t = p->data;
-	struct group *g = t->g;
-	/* whatever it left in its process group goes with it */
-	if (t->pid > 0)
-		kill(-t->pid, SIGKILL);
-	int code = sig ? 128 + sig : (int)status;
-	if (g->stopping)
-		emit(g, t, TASK_EVENT_EXITED, code, sig, g->stop_cause, g->stop_detail);
-	else
-		emit(g, t, TASK_EVENT_EXITED, code, sig, sig ? EXIT_SIGNALLED : EXIT_EXITED, "");
-	proc_close(p, proc_closed);
-	task_ended(t);
-	log_debug("job %lld.%d task %d exited %d", (long long)g->job, g->attempt, t->rank, code);
-}
+/* ---- preparing the plan ------------------------------------------------------------------ */
 
-/* ---- the launch environment --------------------------------------------------------- */
-
-static void env_add(char ***env, size_t *n, size_t *alloc, const char *fmt, ...)
+static void env_add(char ***env, int *n, size_t *alloc, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
-static void env_add(char ***env, size_t *n, size_t *alloc, const char *fmt, ...)
+static void env_add(char ***env, int *n, size_t *alloc, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
@@ -179,27 +310,31 @@ static void env_add(char ***env, size_t *n, size_t *alloc, const char *fmt, ...)
 	strbuf_init(&sb);
 	strbuf_vaddf(&sb, fmt, ap);
 	va_end(ap);
-	xgrow(env, alloc, *n + 2, sizeof(char *));
+	xgrow(env, alloc, (size_t)*n + 2, sizeof(char *));
 	(*env)[(*n)++] = strbuf_detach(&sb);
 	(*env)[*n] = NULL;
-}
-
-static void free_strv(char **v)
-{
-	if (!v)
-		return;
-	for (char **p = v; *p; p++)
-		free(*p);
-	free(v);
 }
 
 /* Names tenk sets itself: the job's environment cannot override them. */
 static bool reserved(const char *key, size_t len, bool fraction)
 {
 	static const char *const names[] = {
-		"MASTER_ADDR", "MASTER_PORT",	       "WORLD_SIZE",	    "RANK",
-		"LOCAL_RANK",  "LOCAL_WORLD_SIZE",     "NODE_RANK",	    "GROUP_RANK",
-		"NNODES",      "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", NULL,
+		"MASTER_ADDR",
+		"MASTER_PORT",
+		"WORLD_SIZE",
+		"RANK",
+		"LOCAL_RANK",
+		"LOCAL_WORLD_SIZE",
+		"NODE_RANK",
+		"GROUP_RANK",
+		"NNODES",
+		"CUDA_VISIBLE_DEVICES",
+		"CUDA_DEVICE_ORDER",
+		"HOME",
+		"USER",
+		"LOGNAME",
+		"SHELL",
+		NULL,
 	};
 	if (len > 5 && strncmp(key, "TENK_", 5) == 0)
 		return true;
@@ -212,13 +347,16 @@ static bool reserved(const char *key, size_t len, bool fraction)
 	return false;
 }
 
-static char **build_env(struct group *g, const struct work_spec *spec, const struct task *t,
-			const char *ckpt)
+/* The launch environment of local task `local` (rank `rank`), for the
+ * account pw (its HOME, USER, LOGNAME, SHELL). */
+static void build_env(struct taskgroup *g, const struct work_spec *spec, int local, int rank,
+		      const char *ckpt, const struct passwd *pw, struct shim_task *t)
 {
 	int milli = spec->milli;
 	bool fraction = milli > 0 && milli < MODEL_MILLI;
 	char **env = NULL;
-	size_t n = 0, alloc = 0;
+	int n = 0;
+	size_t alloc = 0;
 	bool have_path = false;
 	for (int i = 0; i < spec->nenv; i++) {
 		const char *kv = spec->env[i];
@@ -234,8 +372,15 @@ static char **build_env(struct group *g, const struct work_spec *spec, const str
 	}
 	if (!have_path)
 		env_add(&env, &n, &alloc, "PATH=/usr/local/bin:/usr/bin:/bin");
+	if (pw) {
+		env_add(&env, &n, &alloc, "HOME=%s", pw->pw_dir);
+		env_add(&env, &n, &alloc, "USER=%s", pw->pw_name);
+		env_add(&env, &n, &alloc, "LOGNAME=%s", pw->pw_name);
+		env_add(&env, &n, &alloc, "SHELL=%s",
+			pw->pw_shell && *pw->pw_shell ? pw->pw_shell : "/bin/sh");
+	}
 	int ndevs;
-	const int *devs = work_spec_devices(spec, t->local_rank, &ndevs);
+	const int *devs = work_spec_devices(spec, local, &ndevs);
 	struct strbuf cvd;
 	strbuf_init(&cvd);
 	for (int i = 0; i < ndevs; i++)
@@ -243,8 +388,8 @@ static char **build_env(struct group *g, const struct work_spec *spec, const str
 	env_add(&env, &n, &alloc, "MASTER_ADDR=%s", spec->master_addr);
 	env_add(&env, &n, &alloc, "MASTER_PORT=%d", spec->master_port);
 	env_add(&env, &n, &alloc, "WORLD_SIZE=%d", g->world_size);
-	env_add(&env, &n, &alloc, "RANK=%d", t->rank);
-	env_add(&env, &n, &alloc, "LOCAL_RANK=%d", t->local_rank);
+	env_add(&env, &n, &alloc, "RANK=%d", rank);
+	env_add(&env, &n, &alloc, "LOCAL_RANK=%d", local);
 	env_add(&env, &n, &alloc, "LOCAL_WORLD_SIZE=%d", g->tpn);
 	env_add(&env, &n, &alloc, "NODE_RANK=%d", g->node_rank);
 	env_add(&env, &n, &alloc, "GROUP_RANK=%d", g->node_rank);
@@ -277,13 +422,13 @@ static char **build_env(struct group *g, const struct work_spec *spec, const str
 		}
 	}
 	strbuf_release(&cvd);
-	return env;
+	t->env = env;
+	t->nenv = n;
 }
 
 /* Expands %j (job), %a (attempt), %t (task rank), %n (node rank), %% in an
  * output pattern, relative to cwd. */
-static char *output_path(const struct group *g, const struct task *t, const char *pattern,
-			 const char *cwd)
+static char *output_path(const struct taskgroup *g, int rank, const char *pattern, const char *cwd)
 {
 	struct strbuf sb;
 	strbuf_init(&sb);
@@ -302,7 +447,7 @@ static char *output_path(const struct group *g, const struct task *t, const char
 			strbuf_addf(&sb, "%d", g->attempt);
 			break;
 		case 't':
-			strbuf_addf(&sb, "%d", t->rank);
+			strbuf_addf(&sb, "%d", rank);
 			break;
 		case 'n':
 			strbuf_addf(&sb, "%d", g->node_rank);
@@ -318,68 +463,218 @@ static char *output_path(const struct group *g, const struct task *t, const char
 	return strbuf_detach(&sb);
 }
 
-/* ---- starting ---------------------------------------------------------------------- */
-
-static void spawn_task(struct group *g, struct task *t, const struct work_spec *spec,
-		       const char *ckpt)
+/* Who the tasks run as: fills plan->user (and *ret_pw, borrowed till the
+ * next lookup) or says why they cannot run here. */
+static int resolve_user(struct agent *a, const struct work_spec *spec, struct shim_plan *plan,
+			struct passwd **ret_pw, char *why, size_t n)
 {
-	const char *cwd = spec->cwd;
-	/* the server's own work runs (and writes its output) in the agent's folder */
+	*ret_pw = NULL;
 	if (spec->system)
-		cwd = g->a->cfg.work_dir;
-	_cleanup_free_ char *out = output_path(g, t, spec->output, cwd);
-	char reason[MODEL_REASON_MAX];
-	int fd = open(out, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOCTTY, 0644);
-	if (fd < 0) {
-		snprintf(reason, sizeof(reason), "cannot open output file %s: %s", out,
-			 strerror(errno));
-		emit(g, t, TASK_EVENT_EXITED, 127, 0, EXIT_LAUNCH_FAILED, reason);
-		t->exited = true;
-		return;
+		return 0; /* the server's own work: as the agent */
+	if (geteuid() != 0) {
+		*ret_pw = getpwuid(geteuid()); /* a non-root agent runs all as itself */
+		return 0;
 	}
-	char **argv = xcalloc((size_t)spec->argc + 1, sizeof(char *));
-	for (int i = 0; i < spec->argc; i++)
-		argv[i] = spec->argv[i];
-	/* the server's own work runs this agent's binary, whatever PATH holds */
-	char self[MODEL_MAX_PATH];
-	if (spec->system && strcmp(argv[0], "tenk") == 0) {
-		ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
-		if (len > 0) {
-			self[len] = '\0';
-			argv[0] = self;
-		}
+	struct passwd *pw = getpwnam(spec->run_as);
+	if (!pw) {
+		snprintf(why, n, "user %s has no account on %s", spec->run_as, a->inv.name);
+		return -ENOENT;
 	}
-	char **env = build_env(g, spec, t, ckpt);
-	t->proc.data = t;
-	int r = proc_spawn(g->a->loop, &t->proc, argv, env, cwd, fd, task_exit_cb);
-	close(fd);
-	free(argv);
-	free_strv(env);
-	if (r < 0) {
-		int code = r == -EACCES ? 126 : 127;
-		if (access(cwd, X_OK) < 0)
-			snprintf(reason, sizeof(reason), "cannot enter folder %s: %s", cwd,
-				 strerror(errno));
-		else if (r == -ENOENT)
-			snprintf(reason, sizeof(reason), "command not found: %s", spec->argv[0]);
-		else
-			snprintf(reason, sizeof(reason), "cannot start %s: %s", spec->argv[0],
-				 strerror(-r));
-		emit(g, t, TASK_EVENT_EXITED, code, 0, EXIT_LAUNCH_FAILED, reason);
-		t->exited = true;
-		return;
+	if (pw->pw_uid == 0 && !spec->allow_root) {
+		snprintf(why, n,
+			 "user %s is root (uid 0) on %s, and this cluster runs no job as root",
+			 spec->run_as, a->inv.name);
+		return -EPERM;
 	}
-	t->spawned = true;
-	g->open++;
-	t->pid = t->proc.pid;
-	t->running = true;
-	g->nrunning++;
-	emit(g, t, TASK_EVENT_STARTED, 0, 0, EXIT_EXITED, NULL);
+	struct shim_user *u = &plan->user;
+	snprintf(u->name, sizeof(u->name), "%s", pw->pw_name);
+	u->uid = pw->pw_uid;
+	u->gid = pw->pw_gid;
+	gid_t groups[SHIM_MAX_GROUPS];
+	int ng = SHIM_MAX_GROUPS;
+	if (getgrouplist(pw->pw_name, pw->pw_gid, groups, &ng) < 0) {
+		snprintf(why, n, "user %s is in more than %d groups on %s", spec->run_as,
+			 SHIM_MAX_GROUPS, a->inv.name);
+		return -E2BIG;
+	}
+	for (int i = 0; i < ng; i++)
+		u->groups[i] = groups[i];
+	u->ngroups = ng;
+	plan->as_user = true;
+	*ret_pw = pw;
+	return 0;
 }
 
-struct group *group_start(struct agent *a, int64_t job, int attempt, const struct work_spec *spec)
+/* The attempt's checkpoint folder, the job's user's own. */
+static char *checkpoint_dir(struct taskgroup *g, const struct shim_plan *plan)
 {
-	struct group *g = xcalloc(1, sizeof(*g));
+	struct agent *a = g->a;
+	_cleanup_free_ char *base = xasprintf("%s/checkpoints", a->cfg.work_dir);
+	char *ckpt = xasprintf("%s/%lld", base, (long long)g->job);
+	int r = tk_mkdir_p(ckpt, 0700);
+	/* the user reaches its own folder through ours, without listing it */
+	if (r == 0 && plan->as_user) {
+		chmod(a->cfg.work_dir, 0711);
+		chmod(base, 0711);
+		if (chown(ckpt, (uid_t)plan->user.uid, (gid_t)plan->user.gid) < 0)
+			r = -errno;
+	}
+	if (r < 0)
+		log_warn("job %lld: cannot set up checkpoint folder %s: %s", (long long)g->job,
+			 ckpt, strerror(-r));
+	return ckpt;
+}
+
+/* The plan of every task of the group; false (with each task failed to
+ * launch) when they cannot run here. */
+static bool build_plan(struct taskgroup *g, const struct work_spec *spec, struct shim_plan *plan)
+{
+	struct agent *a = g->a;
+	char why[MODEL_REASON_MAX];
+	struct passwd *pw;
+	plan->job = g->job;
+	plan->attempt = g->attempt;
+	plan->grace_ms = g->grace_ms;
+	plan->limit_ms = spec->time_limit_s * 1000;
+	if (resolve_user(a, spec, plan, &pw, why, sizeof(why)) < 0) {
+		log_info("job %lld.%d: %s", (long long)g->job, g->attempt, why);
+		for (int i = 0; i < g->ntasks; i++)
+			launch_failed(g, i, 126, why);
+		return false;
+	}
+	_cleanup_free_ char *ckpt = checkpoint_dir(g, plan);
+	/* the server's own work runs in the agent's folder, with this agent's binary */
+	const char *cwd = spec->system ? a->cfg.work_dir : spec->cwd;
+	char self[MODEL_MAX_PATH] = "";
+	if (spec->system && strcmp(spec->argv[0], "tenk") == 0) {
+		ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
+		self[len > 0 ? len : 0] = '\0';
+	}
+	plan->ntasks = g->ntasks;
+	plan->tasks = xcalloc((size_t)g->ntasks, sizeof(*plan->tasks));
+	for (int i = 0; i < g->ntasks; i++) {
+		struct shim_task *t = &plan->tasks[i];
+		t->rank = g->tasks[i].rank;
+		t->argc = spec->argc;
+		t->argv = xcalloc((size_t)spec->argc + 1, sizeof(char *));
+		for (int k = 0; k < spec->argc; k++)
+			t->argv[k] = xstrdup(k == 0 && self[0] ? self : spec->argv[k]);
+		build_env(g, spec, i, t->rank, ckpt, pw, t);
+		t->cwd = xstrdup(cwd);
+		t->output = output_path(g, t->rank, spec->output, cwd);
+	}
+	return true;
+}
+
+/* ---- starting the shim -------------------------------------------------------------------- */
+
+/* The shim's environment: the agent's own, marked as this agent's (so that
+ * the next agent can clean up after a crash). */
+static char **shim_env(const struct agent *a)
+{
+	char **env = NULL;
+	int n = 0;
+	size_t alloc = 0;
+	for (char **e = environ; *e; e++)
+		if (strncmp(*e, "TENK_AGENT_DIR=", 15) != 0 &&
+		    strncmp(*e, "TENK_AGENT_ID=", 14) != 0)
+			env_add(&env, &n, &alloc, "%s", *e);
+	env_add(&env, &n, &alloc, "TENK_AGENT_DIR=%s", a->cfg.work_dir);
+	env_add(&env, &n, &alloc, "TENK_AGENT_ID=%s", a->agent_id);
+	return env;
+}
+
+static void strv_free(char **v)
+{
+	for (char **p = v; p && *p; p++)
+		free(*p);
+	free(v);
+}
+
+/* A unix socket at DIR/shim.sock, named through /proc/self/fd so that a
+ * deep folder does not pass the 108 bytes a socket's name may take. */
+static int shim_socket(struct taskgroup *g, bool listen_it, struct tk_error *err)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "/proc/self/fd/%d/shim.sock", g->dirfd);
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return tk_errorf(err, -errno, "socket: %s", strerror(errno));
+	int r = listen_it ? bind(fd, (struct sockaddr *)&sa, sizeof(sa))
+			  : connect(fd, (struct sockaddr *)&sa, sizeof(sa));
+	if (r == 0 && listen_it)
+		r = listen(fd, 4);
+	if (r < 0) {
+		int e = errno;
+		close(fd);
+		return tk_errorf(err, -e, "%s/shim.sock: %s", g->dir, strerror(e));
+	}
+	return fd;
+}
+
+/* Writes the plan, starts the shim with its socket, connects to it. */
+static int shim_start(struct taskgroup *g, const struct shim_plan *plan, struct tk_error *err)
+{
+	struct agent *a = g->a;
+	int r = tk_mkdir_p(g->dir, 0700);
+	if (r < 0)
+		return tk_errorf(err, r, "cannot create %s: %s", g->dir, strerror(-r));
+	remove_dir(g); /* what a crashed agent may have left of this attempt */
+	if ((r = tk_mkdir_p(g->dir, 0700)) < 0)
+		return tk_errorf(err, r, "cannot create %s: %s", g->dir, strerror(-r));
+	json_t *j = shim_plan_pack(plan);
+	char *text = json_dumps(j, JSON_COMPACT);
+	json_decref(j);
+	_cleanup_free_ char *path = xasprintf("%s/plan.json", g->dir);
+	r = tk_replace_file(path, text, strlen(text), 0600);
+	free(text);
+	if (r < 0)
+		return tk_errorf(err, r, "cannot write %s: %s", path, strerror(-r));
+	g->dirfd = open(g->dir, O_DIRECTORY | O_RDONLY | O_CLOEXEC);
+	if (g->dirfd < 0)
+		return tk_errorf(err, -errno, "cannot open %s: %s", g->dir, strerror(errno));
+	int lfd = shim_socket(g, true, err);
+	if (lfd < 0)
+		return lfd;
+	/* tenk-shim beside the agent's own binary */
+	char self[MODEL_MAX_PATH];
+	ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	char *slash = len > 0 ? memrchr(self, '/', (size_t)len) : NULL;
+	if (!slash || (size_t)(slash - self) + sizeof("/tenk-shim") > sizeof(self)) {
+		close(lfd);
+		return tk_errorf(err, -ENOENT, "cannot find the agent's own binary");
+	}
+	memcpy(slash, "/tenk-shim", sizeof("/tenk-shim"));
+	char *argv[] = {"tenk-shim", g->dir, NULL};
+	char **env = shim_env(a);
+	g->shim.data = g;
+	r = proc_spawn(a->loop, &g->shim, self, argv, env, lfd, shim_exit_cb);
+	strv_free(env);
+	close(lfd);
+	if (r < 0)
+		return tk_errorf(err, r, "cannot start %s: %s", self, strerror(-r));
+	g->shim_running = g->shim_watch = true;
+	g->open++;
+	int cfd = shim_socket(g, false, err);
+	if (cfd < 0)
+		return cfd;
+	uv_pipe_init(a->loop, &g->conn, 0);
+	g->conn.data = g;
+	if ((r = uv_pipe_open(&g->conn, cfd)) < 0) {
+		close(cfd);
+		uv_close((uv_handle_t *)&g->conn, NULL);
+		return tk_errorf(err, r, "cannot watch the shim's socket: %s", uv_strerror(r));
+	}
+	g->conn_open = true;
+	g->open++;
+	uv_read_start((uv_stream_t *)&g->conn, alloc_cb, read_cb);
+	return 0;
+}
+
+struct taskgroup *group_start(struct agent *a, int64_t job, int attempt,
+			      const struct work_spec *spec)
+{
+	struct taskgroup *g = xcalloc(1, sizeof(*g));
 	g->a = a;
 	g->job = job;
 	g->attempt = attempt;
@@ -389,50 +684,53 @@ struct group *group_start(struct agent *a, int64_t job, int attempt, const struc
 	g->tpn = spec->tasks_per_node;
 	g->world_size = spec->world_size;
 	g->grace_ms = spec->grace_s * 1000;
-	g->limit_ms = spec->time_limit_s * 1000;
 	g->listed = true;
+	g->dirfd = -1;
+	g->dir = xasprintf("%s/%s/%lld.%d", a->cfg.work_dir, SHIM_DIR, (long long)job, attempt);
+	strbuf_init(&g->in);
 	g->ntasks = g->tpn;
+	g->nrunning = g->ntasks;
 	g->tasks = xcalloc((size_t)g->ntasks, sizeof(*g->tasks));
-	uv_timer_init(a->loop, &g->limit_timer);
-	uv_timer_init(a->loop, &g->kill_timer);
-	g->limit_timer.data = g->kill_timer.data = g;
-	g->open = 2;
+	for (int i = 0; i < g->ntasks; i++)
+		g->tasks[i].rank = g->node_rank * g->tpn + i;
 	tk_map_put(&a->groups, g->key, g);
 	a->ngroups_open++;
-
-	_cleanup_free_ char *ckpt =
-		xasprintf("%s/checkpoints/%lld", a->cfg.work_dir, (long long)job);
-	int r = tk_mkdir_p(ckpt, 0700);
-	if (r < 0)
-		log_warn("job %lld: cannot create checkpoint folder %s: %s", (long long)job, ckpt,
-			 strerror(-r));
 	log_debug("job %lld.%d: starting %d task(s), node rank %d", (long long)job, attempt,
 		  g->ntasks, g->node_rank);
-	for (int i = 0; i < g->ntasks; i++) {
-		struct task *t = &g->tasks[i];
-		t->g = g;
-		t->local_rank = i;
-		t->rank = g->node_rank * g->tpn + i;
-		spawn_task(g, t, spec, ckpt);
+	struct shim_plan plan = {0};
+	if (build_plan(g, spec, &plan)) {
+		struct tk_error err;
+		if (shim_start(g, &plan, &err) < 0) {
+			log_err("job %lld.%d: %s", (long long)job, attempt, err.text);
+			for (int i = 0; i < g->ntasks; i++)
+				launch_failed(g, i, 127, err.text);
+		}
 	}
-	if (g->nrunning == 0) {
-		group_finish(g);
-	} else {
-		if (g->limit_ms > 0)
-			uv_timer_start(&g->limit_timer, limit_timer_cb, (uint64_t)g->limit_ms, 0);
-		/* a task that failed to start ends the whole gang */
-		for (int i = 0; i < g->ntasks; i++)
-			if (g->tasks[i].exited) {
-				group_stop(g, EXIT_CANCELLED, "a task failed to start");
-				break;
-			}
-	}
+	shim_plan_release(&plan);
 	return g;
+}
+
+void shims_clean(struct agent *a)
+{
+	_cleanup_free_ char *base = xasprintf("%s/%s", a->cfg.work_dir, SHIM_DIR);
+	tk_mkdir_p(base, 0700);
+	DIR *d = opendir(base);
+	if (!d)
+		return;
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		if (de->d_name[0] == '.')
+			continue;
+		struct taskgroup g = {.dir = xasprintf("%s/%s", base, de->d_name)};
+		remove_dir(&g);
+		free(g.dir);
+	}
+	closedir(d);
 }
 
 #define CKPT_SCAN_MAX 4096 /* entries looked at in one checkpoint folder */
 
-int64_t group_newest_checkpoint(const struct group *g)
+int64_t group_newest_checkpoint(const struct taskgroup *g)
 {
 	_cleanup_free_ char *dir =
 		xasprintf("%s/checkpoints/%lld", g->a->cfg.work_dir, (long long)g->job);
@@ -455,13 +753,17 @@ int64_t group_newest_checkpoint(const struct group *g)
 	return newest;
 }
 
-int64_t group_grace_ms(const struct group *g)
+int64_t group_grace_ms(const struct taskgroup *g)
 {
 	return g->grace_ms;
 }
 
-void group_free_now(struct group *g)
+void group_free_now(struct taskgroup *g)
 {
+	if (g->dirfd >= 0)
+		close(g->dirfd);
+	strbuf_release(&g->in);
+	free(g->dir);
 	free(g->tasks);
 	free(g);
 }
@@ -472,7 +774,7 @@ int agent_running_groups(struct agent *a)
 	size_t pos = 0;
 	void *v;
 	while (tk_map_next(&a->groups, &pos, NULL, &v))
-		if (((struct group *)v)->nrunning > 0)
+		if (((struct taskgroup *)v)->nrunning > 0)
 			n++;
 	return n;
 }

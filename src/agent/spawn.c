@@ -21,6 +21,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -36,37 +37,6 @@ static int pidfd_open_(pid_t pid)
 	errno = ENOSYS;
 	return -1;
 #endif
-}
-
-/* Finds argv0 on the job's PATH, as a shell would; relative entries are
- * relative to the job's folder. Returns a path to free, or NULL. */
-static char *search_path(const char *argv0, char *const *env, const char *cwd)
-{
-	if (strchr(argv0, '/'))
-		return argv0[0] == '/' ? xstrdup(argv0) : xasprintf("%s/%s", cwd, argv0);
-	const char *path = "/usr/local/bin:/usr/bin:/bin";
-	for (char *const *e = env; *e; e++)
-		if (strncmp(*e, "PATH=", 5) == 0)
-			path = *e + 5;
-	char *found = NULL;
-	const char *p = path;
-	for (;;) {
-		const char *colon = strchr(p, ':');
-		size_t len = colon ? (size_t)(colon - p) : strlen(p);
-		char *dir = len ? xstrndup(p, len) : xstrdup(".");
-		char *cand = dir[0] == '/' ? xasprintf("%s/%s", dir, argv0)
-					   : xasprintf("%s/%s/%s", cwd, dir, argv0);
-		free(dir);
-		if (access(cand, X_OK) == 0) {
-			found = cand;
-			break;
-		}
-		free(cand);
-		if (!colon)
-			break;
-		p = colon + 1;
-	}
-	return found;
 }
 
 static void proc_exited(struct proc *p, int wstatus)
@@ -106,12 +76,9 @@ static void poll_timer_cb(uv_timer_t *t)
 	try_reap(t->data);
 }
 
-int proc_spawn(uv_loop_t *loop, struct proc *p, char *const *argv, char *const *env,
-	       const char *cwd, int out_fd, proc_exit_cb exit_cb)
+int proc_spawn(uv_loop_t *loop, struct proc *p, const char *path, char *const *argv,
+	       char *const *env, int pass_fd, proc_exit_cb exit_cb)
 {
-	_cleanup_free_ char *path = search_path(argv[0], env, cwd);
-	if (!path)
-		return access(cwd, X_OK) < 0 ? -errno : -ENOENT;
 	posix_spawnattr_t attr;
 	posix_spawn_file_actions_t fa;
 	posix_spawnattr_init(&attr);
@@ -124,10 +91,8 @@ int proc_spawn(uv_loop_t *loop, struct proc *p, char *const *argv, char *const *
 	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK |
 						POSIX_SPAWN_SETSIGDEF);
 	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-	posix_spawn_file_actions_adddup2(&fa, out_fd, 1);
-	posix_spawn_file_actions_adddup2(&fa, out_fd, 2);
-	posix_spawn_file_actions_addclosefrom_np(&fa, 3);
-	posix_spawn_file_actions_addchdir_np(&fa, cwd);
+	posix_spawn_file_actions_adddup2(&fa, pass_fd, 3);
+	posix_spawn_file_actions_addclosefrom_np(&fa, 4);
 	pid_t pid;
 	int r = posix_spawn(&pid, path, &fa, &attr, argv, env);
 	posix_spawn_file_actions_destroy(&fa);

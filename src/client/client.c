@@ -33,6 +33,9 @@ int client_init(struct client *c, const char *server, const char *token, const c
 		struct tk_error *err)
 {
 	memset(c, 0, sizeof(*c));
+	/* once per client, before its first call (the CLI has no threads) */
+	curl_global_init(CURL_GLOBAL_DEFAULT);
+	c->curl_inited = true;
 	const char *url = server ? server : getenv("TENK_SERVER");
 	if (url && *url) {
 		c->url = xstrdup(url);
@@ -69,6 +72,8 @@ void client_release(struct client *c)
 {
 	free(c->url);
 	free(c->token);
+	if (c->curl_inited)
+		curl_global_cleanup();
 	memset(c, 0, sizeof(*c));
 }
 

@@ -8,12 +8,14 @@
 #pragma once
 
 #include <jansson.h>
+#include <stdbool.h>
 
 #include "util/util.h"
 
 struct client {
 	char *url;   /* owned; no trailing slash */
 	char *token; /* owned */
+	bool curl_inited;
 };
 
 /* Finds the server (server, else $TENK_SERVER, else ./tenk-data/server.url)

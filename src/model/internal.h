@@ -24,5 +24,3 @@ int mj_strv_unpack(json_t *obj, const char *key, bool required, int max_n, size_
 /* Decodes obj[key], an object of strings, into "KEY=VALUE" strings (at most
  * MODEL_MAX_ENV of them, MODEL_MAX_ENV_BYTES in all); absent: none. */
 int mj_env_unpack(json_t *obj, const char *key, char ***ret, int *ret_n, struct tk_error *err);
-/* Prepends "PREFIX." to the error's text, to name a nested field. */
-void mj_prefix(struct tk_error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -58,6 +58,8 @@ int mj_str(json_t *obj, const char *key, bool required, size_t max_len, bool pri
 /* Like mj_str, into a fixed buffer of size n (max_len is n - 1). */
 int mj_strbuf(json_t *obj, const char *key, bool required, bool printable, char *buf, size_t n,
 	      struct tk_error *err);
+/* Prepends "PREFIX." to the error's text, to name a nested field. */
+void mj_prefix(struct tk_error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* A name: 1..MODEL_NAME_MAX-1 bytes of [A-Za-z0-9._-]. */
 bool model_name_valid(const char *s);
 

@@ -74,7 +74,7 @@ int tk_mkdir_p(const char *path, mode_t mode)
 	return 0;
 }
 
-int tk_write_file(const char *path, const void *data, size_t len, mode_t mode)
+static int write_file(const char *path, const void *data, size_t len, mode_t mode, bool sync)
 {
 	_cleanup_free_ char *tmp = xasprintf("%s.tmp.%ld", path, (long)getpid());
 	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
@@ -95,7 +95,7 @@ int tk_write_file(const char *path, const void *data, size_t len, mode_t mode)
 	}
 	if (r == 0 && fchmod(fd, mode) < 0)
 		r = -errno;
-	if (r == 0 && fsync(fd) < 0)
+	if (r == 0 && sync && fsync(fd) < 0)
 		r = -errno;
 	if (close(fd) < 0 && r == 0)
 		r = -errno;
@@ -104,6 +104,16 @@ int tk_write_file(const char *path, const void *data, size_t len, mode_t mode)
 	if (r < 0)
 		unlink(tmp);
 	return r;
+}
+
+int tk_write_file(const char *path, const void *data, size_t len, mode_t mode)
+{
+	return write_file(path, data, len, mode, true);
+}
+
+int tk_replace_file(const char *path, const void *data, size_t len, mode_t mode)
+{
+	return write_file(path, data, len, mode, false);
 }
 
 int tk_read_file(const char *path, size_t limit, char **ret, size_t *ret_len)

@@ -142,6 +142,10 @@ void tk_sha256_hex(const void *data, size_t len, char out[65]);
 int tk_mkdir_p(const char *path, mode_t mode);
 /* Writes data to path atomically (temporary file, fsync, rename) with mode. */
 int tk_write_file(const char *path, const void *data, size_t len, mode_t mode);
+/* The same without the fsync: a reader sees the old file or the new one,
+ * whole, while the machine stays up (what a process crash must not tear;
+ * a reboot loses the processes the file speaks of anyway). */
+int tk_replace_file(const char *path, const void *data, size_t len, mode_t mode);
 /* Reads a whole file of at most `limit` bytes; *ret is NUL-terminated and the
  * caller frees it. -EFBIG when the file is larger than limit. */
 int tk_read_file(const char *path, size_t limit, char **ret, size_t *ret_len);

@@ -67,3 +67,159 @@ def test_up_writes_its_own_config(cluster):
     assert os.stat(os.path.join(cluster.data, "config.json")).st_mode & 0o777 == 0o600
     jid = cluster.submit("--", "true")
     assert cluster.wait_state(jid, "COMPLETED")["run_as"] == "root"
+
+
+# ---- real Unix accounts ----------------------------------------------------------------
+
+import grp
+import pwd
+import shutil
+import subprocess
+import tempfile
+
+import pytest
+
+from conftest import start_up
+
+ACCOUNTS = ("tenkalice", "tenkbob")
+SHARED = "tenkshared"
+
+
+@pytest.fixture
+def accounts():
+    """Unix accounts the test makes (and removes): tenkalice and tenkbob, both
+    in the supplementary group tenkshared; tenkroot, a second name of uid 0."""
+    made = []
+
+    def run(*cmd):
+        subprocess.run(cmd, check=True, capture_output=True)
+
+    try:
+        run("groupadd", SHARED)
+        for name in ACCOUNTS:
+            run("useradd", "-M", "-N", "-g", "nogroup", "-G", SHARED, "-s", "/bin/sh", name)
+            made.append(name)
+        run("useradd", "-M", "-N", "-o", "-u", "0", "-g", "root", "-s", "/bin/sh", "tenkroot")
+        made.append("tenkroot")
+        yield {name: pwd.getpwnam(name) for name in made}
+    finally:
+        for name in made:
+            subprocess.run(["userdel", "-f", name], capture_output=True)
+        subprocess.run(["groupdel", SHARED], capture_output=True)
+
+
+@pytest.fixture
+def open_workdir():
+    """A folder every account may reach (the usual temporary folders of the
+    tests are root's own)."""
+    d = tempfile.mkdtemp(prefix="tenk-identity-", dir="/tmp")
+    os.chmod(d, 0o711)
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def own_folder(base, account):
+    d = os.path.join(base, account.pw_name)
+    os.mkdir(d, 0o700)
+    os.chown(d, account.pw_uid, account.pw_gid)
+    return d
+
+
+def as_user(t, token):
+    return dict(t.env(), TENK_TOKEN=token)
+
+
+def test_jobs_run_as_their_owner(accounts, open_workdir):
+    data = os.path.join(open_workdir, "tenk-data")
+    os.makedirs(data)
+    # no job as root here: the admin's run as tenkbob
+    with open(os.path.join(data, "config.json"), "w") as f:
+        json.dump({"admin_unix_user": "tenkbob"}, f)
+    t, d = start_up(open_workdir)
+    try:
+        alice = t.run("users", "add", "alice", "--unix-user", "tenkalice").stdout.strip()
+        bob = t.run("users", "add", "bob", "--unix-user", "tenkbob").stdout.strip()
+        a, b = accounts["tenkalice"], accounts["tenkbob"]
+        adir, bdir = own_folder(open_workdir, a), own_folder(open_workdir, b)
+        token_path = os.path.join(data, "admin.token")
+        script = ("id -u; id -g; id -G; echo $HOME $USER $LOGNAME $SHELL; "
+                  f"cat {token_path} || echo no-token; cat {data}/agent.token || echo no-agent")
+        jid = int(t.run("submit", "-o", "out-%j", "--", "sh", "-c", script, cwd=adir,
+                        env=as_user(t, alice)).stdout)
+        j = t.wait_state(jid, ("COMPLETED", "FAILED"))
+        assert j["state"] == "COMPLETED", j
+        out = os.path.join(adir, f"out-{jid}")
+        st = os.stat(out)
+        assert (st.st_uid, st.st_gid, st.st_mode & 0o777) == (a.pw_uid, a.pw_gid, 0o600)
+        lines = open(out).read().splitlines()
+        assert lines[0] == str(a.pw_uid) and lines[1] == str(a.pw_gid), lines
+        assert str(grp.getgrnam(SHARED).gr_gid) in lines[2].split(), lines
+        assert "0" not in lines[2].split(), "no group of root is kept"
+        assert lines[3].split()[1:] == ["tenkalice", "tenkalice", "/bin/sh"], lines
+        assert "no-token" in lines and "no-agent" in lines, lines
+        assert t.token not in open(out).read()
+        # bob cannot read alice's output
+        jid = int(t.run("submit", "--", "cat", out, cwd=bdir, env=as_user(t, bob)).stdout)
+        j = t.wait_state(jid, ("COMPLETED", "FAILED"))
+        assert j["state"] == "FAILED", j
+        assert "Permission denied" in open(os.path.join(bdir, f"tenk-{jid}.out")).read()
+        # the admin's job runs as tenkbob, in a folder it may use
+        jid = t.submit("--", "id", "-u", cwd=bdir)
+        t.wait_state(jid, "COMPLETED")
+        assert open(os.path.join(bdir, f"tenk-{jid}.out")).read().strip() == str(b.pw_uid)
+    finally:
+        d.stop()
+
+
+def test_files_as_the_owner(accounts, open_workdir):
+    t, d = start_up(open_workdir)
+    try:
+        alice = t.run("users", "add", "alice", "--unix-user", "tenkalice").stdout.strip()
+        adir = own_folder(open_workdir, accounts["tenkalice"])
+        # outputs the owner may not write: refused at launch, nothing written
+        jid = int(t.run("submit", "-o", "/etc/tenk-test-out", "--", "echo", "x", cwd=adir,
+                        env=as_user(t, alice)).stdout)
+        j = t.wait_state(jid, ("COMPLETED", "FAILED"))
+        assert j["state"] == "FAILED" and j["exit_code"] == 127, j
+        assert "cannot open output /etc/tenk-test-out: Permission denied" in j["reason"], j
+        assert not os.path.exists("/etc/tenk-test-out")
+        victim = os.path.join(open_workdir, "root-owned")
+        with open(victim, "w") as f:
+            f.write("root's\n")
+        os.chmod(victim, 0o644)
+        os.symlink(victim, os.path.join(adir, "link"))
+        jid = int(t.run("submit", "-o", "link", "--", "echo", "pwned", cwd=adir,
+                        env=as_user(t, alice)).stdout)
+        j = t.wait_state(jid, ("COMPLETED", "FAILED"))
+        assert j["state"] == "FAILED" and "Permission denied" in j["reason"], j
+        assert open(victim).read() == "root's\n"
+        # a folder the owner cannot enter
+        jid = int(t.run("submit", "--chdir", "/root", "--", "true", cwd=adir,
+                        env=as_user(t, alice)).stdout)
+        j = t.wait_state(jid, ("COMPLETED", "FAILED"))
+        assert "cannot enter folder /root: Permission denied" in j["reason"], j
+        # an account the node does not have
+        carol = t.run("users", "add", "carol", "--unix-user", "tenknosuch").stdout.strip()
+        jid = int(t.run("submit", "--", "true", cwd=adir, env=as_user(t, carol)).stdout)
+        j = t.wait_state(jid, ("COMPLETED", "FAILED"))
+        assert j["state"] == "FAILED", j
+        assert "user tenknosuch has no account on node1" in j["reason"], j
+    finally:
+        d.stop()
+
+
+def test_no_job_as_root_unless_allowed(accounts, open_workdir):
+    data = os.path.join(open_workdir, "tenk-data")
+    os.makedirs(data)
+    with open(os.path.join(data, "config.json"), "w") as f:
+        json.dump({"admin_unix_user": "tenkalice"}, f)
+    t, d = start_up(open_workdir)
+    try:
+        # a second name of uid 0: the server cannot tell, the node refuses it
+        ops = t.run("users", "add", "ops", "--unix-user", "tenkroot").stdout.strip()
+        jid = int(t.run("submit", "--", "id", "-u", cwd="/tmp", env=as_user(t, ops)).stdout)
+        j = t.wait_state(jid, ("COMPLETED", "FAILED"))
+        assert j["state"] == "FAILED", j
+        assert "user tenkroot is root (uid 0) on node1" in j["reason"], j
+    finally:
+        d.stop()

@@ -1,0 +1,369 @@
+/*
+ * `tenk-shim DIR`: the supervisor of one attempt's tasks on this node
+ * (internal.h says what it is for). Started by the agent with the socket it
+ * listens on as descriptor 3, in a session of its own. It is every task's
+ * parent and the subreaper of what they leave behind; it enforces the time
+ * limit and the grace period of a stop itself, so that neither depends on
+ * the agent; every change is written to DIR/status.json before it is told.
+ *
+ * Its loop holds: the listening socket, at most one agent connection, a
+ * SIGCHLD watch, the time-limit and kill timers. It ends when the agent
+ * releases it once every task has exited.
+ */
+#include "internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define SHIM_LISTEN_FD 3
+
+struct shim {
+	uv_loop_t loop;
+	const char *dir;
+	char *status_path;
+	struct shim_plan plan;
+	struct shim_status st;
+	uv_pipe_t listener;
+	uv_pipe_t conn;
+	bool connected;
+	struct strbuf in;
+	uv_signal_t sigchld;
+	uv_timer_t limit_timer, kill_timer;
+	bool stopping;
+	enum exit_cause stop_cause;
+	char stop_detail[64];
+	int nrunning;
+	bool released;
+};
+
+static bool all_exited(const struct shim *sh)
+{
+	for (int i = 0; i < sh->st.ntasks; i++)
+		if (sh->st.tasks[i].state != SHIM_TASK_EXITED)
+			return false;
+	return true;
+}
+
+static void write_cb(uv_write_t *w, int status)
+{
+	free(w->data);
+	free(w);
+}
+
+/* The status, on disk first (atomically), then to the agent if one is there. */
+static void publish(struct shim *sh)
+{
+	json_t *j = shim_status_pack(&sh->st);
+	char *text = json_dumps(j, JSON_COMPACT);
+	json_decref(j);
+	size_t n = strlen(text);
+	int r = tk_replace_file(sh->status_path, text, n, 0600);
+	if (r < 0)
+		log_err("cannot write %s: %s", sh->status_path, strerror(-r));
+	if (!sh->connected) {
+		free(text);
+		return;
+	}
+	text = xrealloc(text, n + 2);
+	text[n] = '\n';
+	text[n + 1] = '\0';
+	uv_write_t *w = xmalloc(sizeof(*w));
+	w->data = text;
+	uv_buf_t b = uv_buf_init(text, (unsigned)n + 1);
+	if (uv_write(w, (uv_stream_t *)&sh->conn, &b, 1, write_cb) < 0) {
+		free(text);
+		free(w);
+	}
+}
+
+static void signal_tasks(struct shim *sh, int sig)
+{
+	for (int i = 0; i < sh->st.ntasks; i++) {
+		const struct shim_task_status *t = &sh->st.tasks[i];
+		if (t->state == SHIM_TASK_RUNNING && t->pid > 0)
+			kill(-t->pid, sig);
+	}
+}
+
+static void kill_timer_cb(uv_timer_t *t)
+{
+	struct shim *sh = t->data;
+	log_info("job %lld.%d: grace period over, killing", (long long)sh->plan.job,
+		 sh->plan.attempt);
+	signal_tasks(sh, SIGKILL);
+}
+
+/* SIGTERM now, SIGKILL after the grace period; the exits are put down to
+ * cause. */
+static void stop(struct shim *sh, enum exit_cause cause, const char *detail)
+{
+	if (sh->stopping || sh->nrunning == 0)
+		return;
+	sh->stopping = true;
+	sh->stop_cause = cause;
+	snprintf(sh->stop_detail, sizeof(sh->stop_detail), "%s", detail);
+	uv_timer_stop(&sh->limit_timer);
+	log_debug("job %lld.%d: stopping (%s%s%s)", (long long)sh->plan.job, sh->plan.attempt,
+		  exit_cause_name(cause), *detail ? ": " : "", detail);
+	if (sh->plan.grace_ms <= 0) {
+		signal_tasks(sh, SIGKILL);
+		return;
+	}
+	signal_tasks(sh, SIGTERM);
+	uv_timer_start(&sh->kill_timer, kill_timer_cb, (uint64_t)sh->plan.grace_ms, 0);
+}
+
+static void limit_timer_cb(uv_timer_t *t)
+{
+	struct shim *sh = t->data;
+	log_info("job %lld.%d: time limit reached", (long long)sh->plan.job, sh->plan.attempt);
+	stop(sh, EXIT_TIMEOUT, "");
+}
+
+static void maybe_end(struct shim *sh)
+{
+	if (!sh->released || !all_exited(sh))
+		return;
+	uv_stop(&sh->loop);
+}
+
+/* Reaps every child that exited: tasks, and orphans reparented to us. */
+static void sigchld_cb(uv_signal_t *h, int signum)
+{
+	struct shim *sh = h->data;
+	bool changed = false;
+	for (;;) {
+		int status;
+		pid_t pid = waitpid(-1, &status, WNOHANG);
+		if (pid <= 0)
+			break;
+		for (int i = 0; i < sh->st.ntasks; i++) {
+			struct shim_task_status *t = &sh->st.tasks[i];
+			if (t->pid != pid || t->state != SHIM_TASK_RUNNING)
+				continue;
+			int sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+			/* whatever it left in its process group goes with it */
+			kill(-pid, SIGKILL);
+			t->state = SHIM_TASK_EXITED;
+			t->end_ms = tk_wall_ms();
+			t->signal = sig;
+			t->exit_code = sig ? 128 + sig : WEXITSTATUS(status);
+			t->cause = sh->stopping ? sh->stop_cause
+				   : sig	? EXIT_SIGNALLED
+						: EXIT_EXITED;
+			snprintf(t->detail, sizeof(t->detail), "%s",
+				 sh->stopping ? sh->stop_detail : "");
+			sh->nrunning--;
+			changed = true;
+			log_debug("job %lld.%d task %d exited %d", (long long)sh->plan.job,
+				  sh->plan.attempt, t->rank, t->exit_code);
+		}
+	}
+	if (changed) {
+		if (sh->nrunning == 0) {
+			uv_timer_stop(&sh->limit_timer);
+			uv_timer_stop(&sh->kill_timer);
+		}
+		publish(sh);
+		maybe_end(sh);
+	}
+}
+
+/* ---- the agent's connection ----------------------------------------------------------- */
+
+static void conn_closed(uv_handle_t *h)
+{
+	struct shim *sh = h->data;
+	sh->connected = false;
+	strbuf_reset(&sh->in);
+}
+
+static void drop_conn(struct shim *sh)
+{
+	if (sh->connected && !uv_is_closing((uv_handle_t *)&sh->conn))
+		uv_close((uv_handle_t *)&sh->conn, conn_closed);
+}
+
+static void command(void *arg, const char *line, size_t len)
+{
+	struct shim *sh = arg;
+	json_error_t jerr;
+	json_t *j = json_loadb(line, len, 0, &jerr);
+	struct shim_cmd c;
+	struct tk_error err;
+	if (!j || shim_cmd_unpack(j, &c, &err) < 0) {
+		log_warn("job %lld.%d: a malformed command from the agent, ignored: %s",
+			 (long long)sh->plan.job, sh->plan.attempt, j ? err.text : jerr.text);
+		json_decref(j);
+		return;
+	}
+	json_decref(j);
+	if (c.type == SHIM_CMD_STOP) {
+		stop(sh, c.cause, c.detail);
+	} else if (c.type == SHIM_CMD_RELEASE) {
+		sh->released = true;
+		maybe_end(sh);
+	}
+}
+
+static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+	*buf = uv_buf_init(xmalloc(65536), 65536);
+}
+
+static void read_cb(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
+{
+	struct shim *sh = s->data;
+	if (n > 0 && shim_lines(&sh->in, buf->base, (size_t)n, command, sh) < 0) {
+		log_warn("job %lld.%d: the agent sent a line too long; dropping it",
+			 (long long)sh->plan.job, sh->plan.attempt);
+		n = UV_EOF;
+	}
+	free(buf->base);
+	if (n < 0)
+		drop_conn(sh);
+}
+
+static void connection_cb(uv_stream_t *server, int status)
+{
+	struct shim *sh = server->data;
+	if (status < 0)
+		return;
+	if (sh->connected) {
+		/* a new agent: the old connection is stale */
+		uv_close((uv_handle_t *)&sh->conn, NULL);
+		sh->connected = false;
+		strbuf_reset(&sh->in);
+	}
+	uv_pipe_init(&sh->loop, &sh->conn, 0);
+	sh->conn.data = sh;
+	if (uv_accept(server, (uv_stream_t *)&sh->conn) < 0) {
+		uv_close((uv_handle_t *)&sh->conn, NULL);
+		return;
+	}
+	sh->connected = true;
+	uv_read_start((uv_stream_t *)&sh->conn, alloc_cb, read_cb);
+	publish(sh); /* everything so far, to the new agent */
+}
+
+/* ---- start ---------------------------------------------------------------------------- */
+
+static void start_tasks(struct shim *sh)
+{
+	bool failed = false;
+	for (int i = 0; i < sh->plan.ntasks; i++) {
+		const struct shim_task *t = &sh->plan.tasks[i];
+		struct shim_task_status *ts = &sh->st.tasks[i];
+		int code;
+		ts->start_ms = tk_wall_ms();
+		int pid = task_fork(&sh->plan, t, &code, ts->detail, sizeof(ts->detail));
+		if (pid < 0) {
+			ts->state = SHIM_TASK_EXITED;
+			ts->end_ms = ts->start_ms;
+			ts->exit_code = code;
+			ts->cause = EXIT_LAUNCH_FAILED;
+			failed = true;
+			log_info("job %lld.%d task %d: %s", (long long)sh->plan.job,
+				 sh->plan.attempt, t->rank, ts->detail);
+			continue;
+		}
+		ts->pid = pid;
+		ts->state = SHIM_TASK_RUNNING;
+		sh->nrunning++;
+	}
+	publish(sh);
+	if (sh->nrunning && sh->plan.limit_ms > 0)
+		uv_timer_start(&sh->limit_timer, limit_timer_cb, (uint64_t)sh->plan.limit_ms, 0);
+	/* a task that failed to start ends the whole gang */
+	if (failed)
+		stop(sh, EXIT_CANCELLED, "a task failed to start");
+}
+
+static int load_plan(struct shim *sh, struct tk_error *err)
+{
+	_cleanup_free_ char *path = xasprintf("%s/plan.json", sh->dir);
+	char *text;
+	int r = tk_read_file(path, 64 * 1024 * 1024, &text, NULL);
+	if (r < 0)
+		return tk_errorf(err, r, "cannot read %s: %s", path, strerror(-r));
+	json_error_t jerr;
+	json_t *j = json_loads(text, 0, &jerr);
+	free(text);
+	if (!j)
+		return tk_errorf(err, -EBADMSG, "%s: %s", path, jerr.text);
+	r = shim_plan_unpack(j, &sh->plan, err);
+	json_decref(j);
+	if (r < 0)
+		mj_prefix(err, "%s", path);
+	return r;
+}
+
+static void close_walk_cb(uv_handle_t *h, void *arg)
+{
+	if (!uv_is_closing(h))
+		uv_close(h, NULL);
+}
+
+int agent_shim_main(const struct tk_command *cmd, int argc, char **argv)
+{
+	if (argc != 2) {
+		fprintf(stderr, "tenk-shim: started by tenk's agent only (tenk-shim DIR)\n");
+		return 2;
+	}
+	tk_log_set_prefix("shim");
+	signal(SIGPIPE, SIG_IGN);
+	struct shim *sh = xcalloc(1, sizeof(*sh));
+	sh->dir = argv[1];
+	sh->status_path = xasprintf("%s/status.json", sh->dir);
+	strbuf_init(&sh->in);
+	struct tk_error err;
+	int rc = 0;
+	if (load_plan(sh, &err) < 0) {
+		log_err("%s", err.text);
+		rc = 1;
+		goto out;
+	}
+	/* orphans of the tasks come to us, not to init: nothing escapes a stop */
+	prctl(PR_SET_CHILD_SUBREAPER, 1);
+	sh->st.job = sh->plan.job;
+	sh->st.attempt = sh->plan.attempt;
+	sh->st.shim_pid = getpid();
+	sh->st.ntasks = sh->plan.ntasks;
+	sh->st.tasks = xcalloc((size_t)sh->plan.ntasks, sizeof(*sh->st.tasks));
+	for (int i = 0; i < sh->plan.ntasks; i++)
+		sh->st.tasks[i].rank = sh->plan.tasks[i].rank;
+	uv_loop_init(&sh->loop);
+	uv_pipe_init(&sh->loop, &sh->listener, 0);
+	sh->listener.data = sh;
+	if (uv_pipe_open(&sh->listener, SHIM_LISTEN_FD) < 0 ||
+	    uv_listen((uv_stream_t *)&sh->listener, 4, connection_cb) < 0) {
+		log_err("job %lld.%d: no socket from the agent", (long long)sh->plan.job,
+			sh->plan.attempt);
+		rc = 1;
+	} else {
+		uv_signal_init(&sh->loop, &sh->sigchld);
+		sh->sigchld.data = sh;
+		uv_signal_start(&sh->sigchld, sigchld_cb, SIGCHLD);
+		uv_timer_init(&sh->loop, &sh->limit_timer);
+		uv_timer_init(&sh->loop, &sh->kill_timer);
+		sh->limit_timer.data = sh->kill_timer.data = sh;
+		start_tasks(sh);
+		uv_run(&sh->loop, UV_RUN_DEFAULT);
+	}
+	uv_walk(&sh->loop, close_walk_cb, NULL);
+	uv_run(&sh->loop, UV_RUN_DEFAULT);
+	uv_loop_close(&sh->loop);
+	shim_status_release(&sh->st);
+out:
+	shim_plan_release(&sh->plan);
+	strbuf_release(&sh->in);
+	free(sh->status_path);
+	free(sh);
+	return rc;
+}

@@ -1,0 +1,131 @@
+/*
+ * A task, forked by its shim: in the child, a new session, the plan's user
+ * for good, its folder and output opened as that user, then exec. The child
+ * tells the shim why it could not get there through a pipe that exec closes.
+ */
+#include "internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* In the child: says why it cannot go on to the shim through fd, and exits. */
+_Noreturn static void child_fail(int fd, int code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+_Noreturn static void child_fail(int fd, int code, const char *fmt, ...)
+{
+	char msg[MODEL_REASON_MAX];
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	char out[MODEL_REASON_MAX + 8];
+	int len = snprintf(out, sizeof(out), "%d %s", code, msg);
+	(void)n;
+	if (write(fd, out, (size_t)len) < 0) {
+		/* nobody to tell */
+	}
+	_exit(code);
+}
+
+/* Becomes the plan's user for good: every supplementary group, the group,
+ * the user, then proof that root cannot be had back. */
+static void become(const struct shim_user *u, int fd)
+{
+	gid_t groups[SHIM_MAX_GROUPS];
+	for (int i = 0; i < u->ngroups; i++)
+		groups[i] = (gid_t)u->groups[i];
+	if (setgroups((size_t)u->ngroups, groups) < 0 ||
+	    setresgid((gid_t)u->gid, (gid_t)u->gid, (gid_t)u->gid) < 0 ||
+	    setresuid((uid_t)u->uid, (uid_t)u->uid, (uid_t)u->uid) < 0)
+		child_fail(fd, 126, "cannot become user %s (uid %u): %s", u->name, u->uid,
+			   strerror(errno));
+	uid_t r, e, s;
+	gid_t rg, eg, sg;
+	if (getresuid(&r, &e, &s) < 0 || r != u->uid || e != u->uid || s != u->uid ||
+	    getresgid(&rg, &eg, &sg) < 0 || rg != u->gid || eg != u->gid || sg != u->gid ||
+	    (u->uid != 0 && (setresuid(0, 0, 0) == 0 || setresgid(0, 0, 0) == 0)))
+		child_fail(fd, 126, "user %s: could not drop root for good", u->name);
+}
+
+int task_fork(const struct shim_plan *plan, const struct shim_task *t, int *ret_code, char *detail,
+	      size_t n)
+{
+	int p[2];
+	if (pipe2(p, O_CLOEXEC) < 0) {
+		*ret_code = 127;
+		snprintf(detail, n, "cannot start a task: %s", strerror(errno));
+		return -1;
+	}
+	pid_t pid = fork();
+	if (pid < 0) {
+		close(p[0]);
+		close(p[1]);
+		*ret_code = 127;
+		snprintf(detail, n, "cannot start a task: %s", strerror(errno));
+		return -1;
+	}
+	if (pid == 0) {
+		close(p[0]);
+		sigset_t none;
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
+		for (int sig = 1; sig < NSIG; sig++)
+			signal(sig, SIG_DFL);
+		if (setsid() < 0)
+			child_fail(p[1], 127, "cannot start a session: %s", strerror(errno));
+		if (plan->as_user)
+			become(&plan->user, p[1]);
+		/* as the user: permissions decide, a symlink redirects nothing */
+		if (chdir(t->cwd) < 0)
+			child_fail(p[1], 127, "cannot enter folder %s: %s", t->cwd,
+				   strerror(errno));
+		int out =
+			open(t->output, O_WRONLY | O_CREAT | O_APPEND | O_NOCTTY | O_CLOEXEC, 0600);
+		if (out < 0)
+			child_fail(p[1], 127, "cannot open output %s: %s", t->output,
+				   strerror(errno));
+		int in = open("/dev/null", O_RDONLY | O_CLOEXEC);
+		if (in < 0 || dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(out, 2) < 0)
+			child_fail(p[1], 127, "cannot set up the task's output: %s",
+				   strerror(errno));
+		extern char **environ;
+		environ = t->env;
+		execvp(t->argv[0], t->argv);
+		int e = errno;
+		if (e == ENOENT)
+			child_fail(p[1], 127, "command not found: %s", t->argv[0]);
+		child_fail(p[1], e == EACCES ? 126 : 127, "cannot start %s: %s", t->argv[0],
+			   strerror(e));
+	}
+	close(p[1]);
+	/* the child's exec closes the pipe; a message means it never got there */
+	char buf[MODEL_REASON_MAX + 8];
+	size_t got = 0;
+	for (;;) {
+		ssize_t k = read(p[0], buf + got, sizeof(buf) - 1 - got);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			break;
+		got += (size_t)k;
+		if (got == sizeof(buf) - 1)
+			break;
+	}
+	close(p[0]);
+	if (got == 0)
+		return pid;
+	buf[got] = '\0';
+	int status;
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	char *sp = strchr(buf, ' ');
+	*ret_code = atoi(buf) == 126 ? 126 : 127;
+	snprintf(detail, n, "%s", sp ? sp + 1 : "the task could not start");
+	return -1;
+}
