@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <pwd.h>
+#include <sched.h>
 #include <unistd.h>
 #include <stdlib.h>
 #include <stdio.h>
@@ -476,6 +477,12 @@ int agent_create(uv_loop_t *loop, const struct agent_config *cfg, struct agent *
 		log_warn("killed %d processes an earlier agent left running in %s", killed,
 			 a->cfg.work_dir);
 	shims_clean(a);
+	/* the CPUs jobs may be held to: those this agent may run on */
+	cpu_set_t set;
+	if (sched_getaffinity(0, sizeof(set), &set) == 0)
+		for (int c = 0; c < CPU_SETSIZE && a->ncpus < AGENT_MAX_CPUS; c++)
+			if (CPU_ISSET(c, &set))
+				a->cpu_id[a->ncpus++] = c;
 	if (geteuid() != 0) {
 		struct passwd *pw = getpwuid(geteuid());
 		log_warn("not running as root: every job runs as %s (uid %u)",

@@ -77,8 +77,11 @@ struct taskgroup {
 	bool released;
 	int ntasks;
 	struct gtask *tasks;
-	int nrunning; /* tasks whose exit is not yet known */
-	int open;     /* handles not yet closed */
+	int nrunning;		      /* tasks whose exit is not yet known */
+	int64_t cpu_ms, mem_peak_mib; /* what its cgroup used, as last reported */
+	int ncpus;
+	int *cpus; /* the CPUs held for it (its cpuset), from the agent's */
+	int open;  /* handles not yet closed */
 	int unacked;
 	bool listed;
 	bool mark; /* scratch for agent.c while applying a work answer */
@@ -97,8 +100,14 @@ struct ev_batch {
 	struct hc_req *req;
 };
 
+#define AGENT_MAX_CPUS 4096
+
 struct agent {
 	uv_loop_t *loop;
+	/* the CPUs this agent may hand out, and which group holds each */
+	int ncpus;
+	int cpu_id[AGENT_MAX_CPUS];
+	struct taskgroup *cpu_holder[AGENT_MAX_CPUS];
 	struct agent_config cfg; /* strings owned (copied) */
 	struct catalogue cat;
 	struct node_inventory inv;
@@ -150,6 +159,48 @@ struct agent {
 #define SHIM_MAX_LINE (1024 * 1024) /* one message on the socket */
 #define SHIM_MAX_GROUPS 1024	    /* supplementary groups of a task's user */
 
+/* ---- cgroup.c: one cgroup per attempt and node --------------------------------------- */
+
+enum cg_ctrl { CG_MEMORY, CG_CPUSET, CG_PIDS, CG_DEVICES, CG_CPUACCT, CG_CTRL_MAX };
+#define CG_MAX_DENY 64	      /* device rules of one attempt */
+#define CG_PIDS_PER_TASK 4096 /* processes one task may have */
+
+/* What an attempt may use on this node. */
+struct cg_limits {
+	int64_t mem_mib;  /* 0: no limit */
+	char cpus[256];	  /* "0-3,8": its CPUs; "": the node's */
+	int64_t pids_max; /* 0: no limit */
+	int ndeny;
+	char deny[CG_MAX_DENY][32]; /* v1 devices.deny rules: "c 195:1 rwm" */
+};
+
+struct cgroup {
+	int version;		/* 1, 2, or 0: none on this host */
+	char *dir[CG_CTRL_MAX]; /* the attempt's folder, per controller */
+	int ndirs;
+	char *dirs[CG_CTRL_MAX]; /* the distinct ones among dir[] */
+};
+
+/* Creates cgroup NAME under the caller's own cgroup, in a level of the
+ * node's own (tenk-NODE), with lim; the host is described by mountinfo and
+ * proc_cgroup (normally /proc/self/mountinfo and /proc/self/cgroup).
+ * Returns the version (1 or 2, 0 where the host has none) or -errno with
+ * err saying what failed; cg_destroy it either way. */
+int cg_create(struct cgroup *cg, const char *mountinfo, const char *proc_cgroup, const char *node,
+	      const char *name, const struct cg_limits *lim, struct tk_error *err);
+/* Moves process pid into the cgroup (every controller's folder). */
+int cg_attach(const struct cgroup *cg, int pid);
+/* Sends sig to every process in it; returns how many got it. */
+int cg_signal(const struct cgroup *cg, int sig);
+/* Kills every process in it, over and over until none is left (bounded). */
+void cg_kill(const struct cgroup *cg);
+/* Has the kernel killed a process of it for going over its memory? */
+bool cg_oom_killed(const struct cgroup *cg);
+/* CPU time used and the most memory held, so far. */
+void cg_usage(const struct cgroup *cg, int64_t *cpu_ms, int64_t *mem_peak_mib);
+/* Removes its folders (once empty) and frees it. */
+void cg_destroy(struct cgroup *cg);
+
 /* Who the tasks run as, resolved on this node (getpwnam, getgrouplist). */
 struct shim_user {
 	char name[MODEL_NAME_MAX];
@@ -176,6 +227,9 @@ struct shim_plan {
 	int64_t limit_ms; /* 0: none */
 	bool as_user;	  /* false: the shim's own identity (system work, a non-root agent) */
 	struct shim_user user;
+	bool cgroup; /* the attempt gets a cgroup (the agent is root) */
+	char node[MODEL_NAME_MAX];
+	struct cg_limits limits;
 	int ntasks;
 	struct shim_task *tasks;
 };
@@ -202,6 +256,8 @@ struct shim_status {
 	int64_t job;
 	int attempt;
 	int shim_pid;
+	int64_t cpu_ms; /* what the attempt's cgroup used so far */
+	int64_t mem_peak_mib;
 	int ntasks;
 	struct shim_task_status *tasks;
 };
@@ -235,9 +291,10 @@ int shim_lines(struct strbuf *buf, const char *data, size_t n,
  * it says so (groups, gid, uid; root cannot be regained), in its folder, its
  * output opened as that user. Returns the pid, or -1 with *ret_code (126 or
  * 127) and detail saying why the task could not start. Blocks until the
- * task has exec'd: for the shim, whose loop has nothing else to do. */
-int task_fork(const struct shim_plan *plan, const struct shim_task *t, int *ret_code, char *detail,
-	      size_t n);
+ * task has exec'd: for the shim, whose loop has nothing else to do. The
+ * child joins cg (when it has a version) before it gives up root. */
+int task_fork(const struct shim_plan *plan, const struct cgroup *cg, const struct shim_task *t,
+	      int *ret_code, char *detail, size_t n);
 
 /* ---- inventory.c ---- */
 int inventory_detect(const struct agent_config *cfg, const struct catalogue *cat,

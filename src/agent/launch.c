@@ -32,12 +32,14 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 extern char **environ;
 
 static void group_closed_one(uv_handle_t *h);
+static void release_cpus(struct taskgroup *g);
 
 bool group_done(const struct taskgroup *g)
 {
@@ -59,6 +61,10 @@ static void emit(struct taskgroup *g, int rank, enum task_event_type type, int c
 	ev.signal = sig;
 	ev.cause = cause;
 	snprintf(ev.detail, sizeof(ev.detail), "%s", detail ? detail : "");
+	if (type == TASK_EVENT_EXITED) {
+		ev.cpu_ms = g->cpu_ms;
+		ev.mem_peak_mib = g->mem_peak_mib;
+	}
 	g->unacked++;
 	agent_queue_event(g->a, &ev);
 }
@@ -231,10 +237,14 @@ static void apply_status(struct taskgroup *g, const struct shim_status *st)
 		if (s->state == SHIM_TASK_EXITED) {
 			t->exited = true;
 			g->nrunning--;
+			g->cpu_ms = st->cpu_ms;
+			g->mem_peak_mib = st->mem_peak_mib;
 			emit(g, t->rank, TASK_EVENT_EXITED, s->exit_code, s->signal, s->cause,
 			     s->detail, s->end_ms);
 		}
 	}
+	if (g->nrunning == 0)
+		release_cpus(g); /* for the next attempt here */
 	group_maybe_free(g);
 }
 
@@ -525,6 +535,73 @@ static char *checkpoint_dir(struct taskgroup *g, const struct shim_plan *plan)
 	return ckpt;
 }
 
+/* Holds n of the agent's CPUs for g: free ones first (the server counts
+ * what is reserved, so there are enough unless a node was told less than
+ * it has), shared ones if not. */
+static void hold_cpus(struct taskgroup *g, int n)
+{
+	struct agent *a = g->a;
+	n = MIN(n, a->ncpus);
+	g->cpus = xcalloc((size_t)n + 1, sizeof(int));
+	for (int pass = 0; pass < 2 && g->ncpus < n; pass++)
+		for (int i = 0; i < a->ncpus && g->ncpus < n; i++) {
+			bool mine = false;
+			for (int k = 0; k < g->ncpus; k++)
+				mine |= g->cpus[k] == i;
+			if (mine || (pass == 0 && a->cpu_holder[i]))
+				continue;
+			g->cpus[g->ncpus++] = i;
+			if (!a->cpu_holder[i])
+				a->cpu_holder[i] = g;
+		}
+}
+
+static void release_cpus(struct taskgroup *g)
+{
+	for (int k = 0; k < g->ncpus; k++)
+		if (g->a->cpu_holder[g->cpus[k]] == g)
+			g->a->cpu_holder[g->cpus[k]] = NULL;
+	g->ncpus = 0;
+}
+
+/* What the attempt may use here: its memory, its CPUs, a number of
+ * processes, and no NVIDIA device but its own. */
+static void cgroup_limits(struct taskgroup *g, const struct work_spec *spec, struct cg_limits *l)
+{
+	struct agent *a = g->a;
+	memset(l, 0, sizeof(*l));
+	if (spec->system)
+		return; /* the server's own work sees the whole node */
+	l->mem_mib = spec->mem_mib;
+	l->pids_max = (int64_t)g->tpn * CG_PIDS_PER_TASK;
+	if (spec->cpus > 0) {
+		hold_cpus(g, spec->cpus);
+		struct strbuf sb;
+		strbuf_init(&sb);
+		for (int k = 0; k < g->ncpus; k++)
+			strbuf_addf(&sb, "%s%d", k ? "," : "", a->cpu_id[g->cpus[k]]);
+		snprintf(l->cpus, sizeof(l->cpus), "%s", sb.buf);
+		strbuf_release(&sb);
+	}
+	/* the GPUs of the node that are not the attempt's */
+	bool mine[MODEL_MAX_ACCELS] = {false};
+	for (int t = 0; t < spec->tasks_per_node; t++) {
+		int nd;
+		const int *d = work_spec_devices(spec, t, &nd);
+		for (int k = 0; k < nd; k++)
+			mine[d[k]] = true;
+	}
+	for (int d = 0; d < a->inv.naccel && l->ndeny < CG_MAX_DENY; d++) {
+		char dev[32];
+		snprintf(dev, sizeof(dev), "/dev/nvidia%d", a->inv.accel[d].index);
+		struct stat st;
+		if (mine[d] || stat(dev, &st) < 0 || !S_ISCHR(st.st_mode))
+			continue;
+		snprintf(l->deny[l->ndeny++], sizeof(l->deny[0]), "c %u:%u rwm", major(st.st_rdev),
+			 minor(st.st_rdev));
+	}
+}
+
 /* The plan of every task of the group; false (with each task failed to
  * launch) when they cannot run here. */
 static bool build_plan(struct taskgroup *g, const struct work_spec *spec, struct shim_plan *plan)
@@ -543,6 +620,11 @@ static bool build_plan(struct taskgroup *g, const struct work_spec *spec, struct
 		return false;
 	}
 	_cleanup_free_ char *ckpt = checkpoint_dir(g, plan);
+	/* an agent that is root contains each attempt in a cgroup of its own */
+	plan->cgroup = geteuid() == 0;
+	snprintf(plan->node, sizeof(plan->node), "%s", a->inv.name);
+	if (plan->cgroup)
+		cgroup_limits(g, spec, &plan->limits);
 	/* the server's own work runs in the agent's folder, with this agent's binary */
 	const char *cwd = spec->system ? a->cfg.work_dir : spec->cwd;
 	char self[MODEL_MAX_PATH] = "";
@@ -760,6 +842,8 @@ int64_t group_grace_ms(const struct taskgroup *g)
 
 void group_free_now(struct taskgroup *g)
 {
+	release_cpus(g);
+	free(g->cpus);
 	if (g->dirfd >= 0)
 		close(g->dirfd);
 	strbuf_release(&g->in);

@@ -28,6 +28,7 @@ struct shim {
 	const char *dir;
 	char *status_path;
 	struct shim_plan plan;
+	struct cgroup cg;
 	struct shim_status st;
 	uv_pipe_t listener;
 	uv_pipe_t conn;
@@ -59,6 +60,8 @@ static void write_cb(uv_write_t *w, int status)
 /* The status, on disk first (atomically), then to the agent if one is there. */
 static void publish(struct shim *sh)
 {
+	if (sh->cg.version)
+		cg_usage(&sh->cg, &sh->st.cpu_ms, &sh->st.mem_peak_mib);
 	json_t *j = shim_status_pack(&sh->st);
 	char *text = json_dumps(j, JSON_COMPACT);
 	json_decref(j);
@@ -82,12 +85,20 @@ static void publish(struct shim *sh)
 	}
 }
 
+/* Every task's process group, and with a cgroup every process of the
+ * attempt (what called setsid or forked twice goes too). */
 static void signal_tasks(struct shim *sh, int sig)
 {
 	for (int i = 0; i < sh->st.ntasks; i++) {
 		const struct shim_task_status *t = &sh->st.tasks[i];
 		if (t->state == SHIM_TASK_RUNNING && t->pid > 0)
 			kill(-t->pid, sig);
+	}
+	if (sh->cg.version) {
+		if (sig == SIGKILL)
+			cg_kill(&sh->cg);
+		else
+			cg_signal(&sh->cg, sig);
 	}
 }
 
@@ -158,7 +169,16 @@ static void sigchld_cb(uv_signal_t *h, int signum)
 				   : sig	? EXIT_SIGNALLED
 						: EXIT_EXITED;
 			snprintf(t->detail, sizeof(t->detail), "%s",
-				 sh->stopping ? sh->stop_detail : "");
+				 sh->stopping ? sh->stop_detail
+					      : ""); /* the kernel killed one of its processes for
+						      * its memory: the task itself, or one it
+						      * waited for (a shell says 137) */
+			if (t->exit_code != 0 && sh->cg.version && cg_oom_killed(&sh->cg)) {
+				t->cause = EXIT_OOM;
+				snprintf(t->detail, sizeof(t->detail),
+					 "out of memory (limit %lld MiB)",
+					 (long long)sh->plan.limits.mem_mib);
+			}
 			sh->nrunning--;
 			changed = true;
 			log_debug("job %lld.%d task %d exited %d", (long long)sh->plan.job,
@@ -169,6 +189,9 @@ static void sigchld_cb(uv_signal_t *h, int signum)
 		if (sh->nrunning == 0) {
 			uv_timer_stop(&sh->limit_timer);
 			uv_timer_stop(&sh->kill_timer);
+			/* what the tasks left running goes with them */
+			if (sh->cg.version)
+				cg_kill(&sh->cg);
 		}
 		publish(sh);
 		maybe_end(sh);
@@ -254,15 +277,41 @@ static void connection_cb(uv_stream_t *server, int status)
 
 /* ---- start ---------------------------------------------------------------------------- */
 
+/* Every task fails to launch with why. */
+static void fail_all(struct shim *sh, const char *why)
+{
+	for (int i = 0; i < sh->plan.ntasks; i++) {
+		struct shim_task_status *ts = &sh->st.tasks[i];
+		ts->state = SHIM_TASK_EXITED;
+		ts->start_ms = ts->end_ms = tk_wall_ms();
+		ts->exit_code = 127;
+		ts->cause = EXIT_LAUNCH_FAILED;
+		snprintf(ts->detail, sizeof(ts->detail), "%s", why);
+	}
+	publish(sh);
+}
+
 static void start_tasks(struct shim *sh)
 {
+	if (sh->plan.cgroup) {
+		char name[48];
+		snprintf(name, sizeof(name), "%lld.%d", (long long)sh->plan.job, sh->plan.attempt);
+		struct tk_error err;
+		if (cg_create(&sh->cg, "/proc/self/mountinfo", "/proc/self/cgroup", sh->plan.node,
+			      name, &sh->plan.limits, &err) < 0) {
+			log_err("job %lld.%d: %s", (long long)sh->plan.job, sh->plan.attempt,
+				err.text);
+			fail_all(sh, err.text);
+			return;
+		}
+	}
 	bool failed = false;
 	for (int i = 0; i < sh->plan.ntasks; i++) {
 		const struct shim_task *t = &sh->plan.tasks[i];
 		struct shim_task_status *ts = &sh->st.tasks[i];
 		int code;
 		ts->start_ms = tk_wall_ms();
-		int pid = task_fork(&sh->plan, t, &code, ts->detail, sizeof(ts->detail));
+		int pid = task_fork(&sh->plan, &sh->cg, t, &code, ts->detail, sizeof(ts->detail));
 		if (pid < 0) {
 			ts->state = SHIM_TASK_EXITED;
 			ts->end_ms = ts->start_ms;
@@ -359,6 +408,9 @@ int agent_shim_main(const struct tk_command *cmd, int argc, char **argv)
 	uv_walk(&sh->loop, close_walk_cb, NULL);
 	uv_run(&sh->loop, UV_RUN_DEFAULT);
 	uv_loop_close(&sh->loop);
+	if (sh->cg.version)
+		cg_kill(&sh->cg);
+	cg_destroy(&sh->cg);
 	shim_status_release(&sh->st);
 out:
 	shim_plan_release(&sh->plan);

@@ -68,6 +68,16 @@ json_t *shim_plan_pack(const struct shim_plan *p)
 	json_t *o = json_pack("{s:I, s:i, s:I, s:I, s:o}", "job", (json_int_t)p->job, "attempt",
 			      p->attempt, "grace_ms", (json_int_t)p->grace_ms, "limit_ms",
 			      (json_int_t)p->limit_ms, "tasks", tasks);
+	if (p->cgroup) {
+		json_t *deny = json_array();
+		for (int i = 0; i < p->limits.ndeny; i++)
+			json_array_append_new(deny, json_string(p->limits.deny[i]));
+		json_object_set_new(o, "cgroup",
+				    json_pack("{s:s, s:I, s:s, s:I, s:o}", "node", p->node,
+					      "mem_mib", (json_int_t)p->limits.mem_mib, "cpus",
+					      p->limits.cpus, "pids_max",
+					      (json_int_t)p->limits.pids_max, "deny", deny));
+	}
 	if (p->as_user) {
 		json_t *groups = json_array();
 		for (int i = 0; i < p->user.ngroups; i++)
@@ -108,10 +118,44 @@ static int user_unpack(json_t *j, struct shim_user *u, struct tk_error *err)
 	return 0;
 }
 
+static int cgroup_unpack(json_t *j, struct shim_plan *p, struct tk_error *err)
+{
+	static const char *const keys[] = {"node", "mem_mib", "cpus", "pids_max", "deny", NULL};
+	struct cg_limits *l = &p->limits;
+	int r;
+	if ((r = mj_check_keys(j, "cgroup", keys, err)) < 0 ||
+	    (r = mj_strbuf(j, "node", true, true, p->node, sizeof(p->node), err)) < 0 ||
+	    (r = mj_int(j, "mem_mib", true, 0, MODEL_MAX_MEM_MIB, 0, &l->mem_mib, err)) < 0 ||
+	    (r = mj_strbuf(j, "cpus", true, true, l->cpus, sizeof(l->cpus), err)) < 0 ||
+	    (r = mj_int(j, "pids_max", true, 0, INT32_MAX, 0, &l->pids_max, err)) < 0)
+		return r;
+	if (!model_name_valid(p->node))
+		return tk_errorf(err, -EINVAL, "cgroup.node: not a node name");
+	for (const char *c = l->cpus; *c; c++)
+		if (!((*c >= '0' && *c <= '9') || *c == ',' || *c == '-'))
+			return tk_errorf(err, -EINVAL, "cgroup.cpus: not a list of CPUs");
+	json_t *deny = json_object_get(j, "deny");
+	if (!json_is_array(deny) || json_array_size(deny) > CG_MAX_DENY)
+		return tk_errorf(err, -EINVAL, "cgroup.deny: must be an array of at most %d",
+				 CG_MAX_DENY);
+	size_t i;
+	json_t *d;
+	json_array_foreach (deny, i, d) {
+		const char *rule = json_string_value(d);
+		if (!rule || strlen(rule) >= sizeof(l->deny[0]))
+			return tk_errorf(err, -EINVAL, "cgroup.deny[%zu]: must be a device rule",
+					 i);
+		snprintf(l->deny[i], sizeof(l->deny[i]), "%s", rule);
+	}
+	l->ndeny = (int)json_array_size(deny);
+	p->cgroup = true;
+	return 0;
+}
+
 int shim_plan_unpack(json_t *j, struct shim_plan *ret, struct tk_error *err)
 {
 	static const char *const keys[] = {"job",   "attempt", "grace_ms", "limit_ms",
-					   "tasks", "user",    NULL};
+					   "tasks", "user",    "cgroup",   NULL};
 	static const char *const tkeys[] = {"rank", "argv", "env", "cwd", "output", NULL};
 	struct shim_plan p = {0};
 	int64_t attempt;
@@ -129,6 +173,9 @@ int shim_plan_unpack(json_t *j, struct shim_plan *ret, struct tk_error *err)
 	if (user && (r = user_unpack(user, &p.user, err)) < 0)
 		return r;
 	p.as_user = user != NULL;
+	json_t *cg = json_object_get(j, "cgroup");
+	if (cg && (r = cgroup_unpack(cg, &p, err)) < 0)
+		return r;
 	json_t *tasks = json_object_get(j, "tasks");
 	if (!json_is_array(tasks) || json_array_size(tasks) < 1 ||
 	    json_array_size(tasks) > SHIM_MAX_TASKS)
@@ -198,8 +245,9 @@ json_t *shim_status_pack(const struct shim_status *s)
 		}
 		json_array_append_new(tasks, o);
 	}
-	return json_pack("{s:I, s:i, s:i, s:o}", "job", (json_int_t)s->job, "attempt", s->attempt,
-			 "shim_pid", s->shim_pid, "tasks", tasks);
+	return json_pack("{s:I, s:i, s:i, s:I, s:I, s:o}", "job", (json_int_t)s->job, "attempt",
+			 s->attempt, "shim_pid", s->shim_pid, "cpu_ms", (json_int_t)s->cpu_ms,
+			 "mem_peak_mib", (json_int_t)s->mem_peak_mib, "tasks", tasks);
 }
 
 static int task_status_unpack(json_t *j, struct shim_task_status *t, struct tk_error *err)
@@ -240,14 +288,17 @@ static int task_status_unpack(json_t *j, struct shim_task_status *t, struct tk_e
 
 int shim_status_unpack(json_t *j, struct shim_status *ret, struct tk_error *err)
 {
-	static const char *const keys[] = {"job", "attempt", "shim_pid", "tasks", NULL};
+	static const char *const keys[] = {"job",	   "attempt", "shim_pid", "cpu_ms",
+					   "mem_peak_mib", "tasks",   NULL};
 	struct shim_status s = {0};
 	int64_t attempt, pid;
 	int r;
 	if ((r = mj_check_keys(j, NULL, keys, err)) < 0 ||
 	    (r = mj_int(j, "job", true, 1, INT64_MAX, 0, &s.job, err)) < 0 ||
 	    (r = mj_int(j, "attempt", true, 1, MODEL_MAX_ATTEMPTS, 0, &attempt, err)) < 0 ||
-	    (r = mj_int(j, "shim_pid", true, 1, INT32_MAX, 0, &pid, err)) < 0)
+	    (r = mj_int(j, "shim_pid", true, 1, INT32_MAX, 0, &pid, err)) < 0 ||
+	    (r = mj_int(j, "cpu_ms", false, 0, INT64_MAX, 0, &s.cpu_ms, err)) < 0 ||
+	    (r = mj_int(j, "mem_peak_mib", false, 0, INT64_MAX, 0, &s.mem_peak_mib, err)) < 0)
 		return r;
 	json_t *tasks = json_object_get(j, "tasks");
 	if (!json_is_array(tasks) || json_array_size(tasks) > SHIM_MAX_TASKS)

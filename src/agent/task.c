@@ -53,8 +53,8 @@ static void become(const struct shim_user *u, int fd)
 		child_fail(fd, 126, "user %s: could not drop root for good", u->name);
 }
 
-int task_fork(const struct shim_plan *plan, const struct shim_task *t, int *ret_code, char *detail,
-	      size_t n)
+int task_fork(const struct shim_plan *plan, const struct cgroup *cg, const struct shim_task *t,
+	      int *ret_code, char *detail, size_t n)
 {
 	int p[2];
 	if (pipe2(p, O_CLOEXEC) < 0) {
@@ -79,6 +79,11 @@ int task_fork(const struct shim_plan *plan, const struct shim_task *t, int *ret_
 			signal(sig, SIG_DFL);
 		if (setsid() < 0)
 			child_fail(p[1], 127, "cannot start a session: %s", strerror(errno));
+		/* into the attempt's cgroup while still root: it cannot leave it */
+		int cr = cg->version ? cg_attach(cg, getpid()) : 0;
+		if (cr < 0)
+			child_fail(p[1], 127, "cannot join the attempt's cgroup: %s",
+				   strerror(-cr));
 		if (plan->as_user)
 			become(&plan->user, p[1]);
 		/* as the user: permissions decide, a symlink redirects nothing */

@@ -246,8 +246,13 @@ static json_t *attempt_pack(const struct attempt *a)
 		json_t *devs = json_array();
 		for (int d = 0; d < n->ndev; d++)
 			json_array_append_new(devs, json_integer(n->devs[d]));
-		json_array_append_new(nodes, json_pack("{s:s, s:o, s:i}", "name", n->name,
-						       "devices", devs, "milli", n->milli));
+		json_t *no = json_pack("{s:s, s:o, s:i}", "name", n->name, "devices", devs, "milli",
+				       n->milli);
+		if (n->cpu_ms || n->mem_peak_mib) {
+			json_object_set_new(no, "cpu_ms", json_integer(n->cpu_ms));
+			json_object_set_new(no, "mem_peak_mib", json_integer(n->mem_peak_mib));
+		}
+		json_array_append_new(nodes, no);
 	}
 	json_t *tasks = json_array();
 	for (int i = 0; i < a->ntasks; i++) {
@@ -312,12 +317,15 @@ static int task_unpack(json_t *t, struct task_status *ts, struct tk_error *err)
 
 static int attempt_node_unpack(json_t *nj, struct attempt_node *n, struct tk_error *err)
 {
-	static const char *const keys[] = {"name", "devices", "milli", NULL};
+	static const char *const keys[] = {"name",   "devices",	     "milli",
+					   "cpu_ms", "mem_peak_mib", NULL};
 	int64_t milli;
 	int r;
 	if ((r = mj_check_keys(nj, NULL, keys, err)) < 0 ||
 	    (r = mj_strbuf(nj, "name", true, true, n->name, sizeof(n->name), err)) < 0 ||
-	    (r = mj_int(nj, "milli", true, 0, MODEL_MILLI, 0, &milli, err)) < 0)
+	    (r = mj_int(nj, "milli", true, 0, MODEL_MILLI, 0, &milli, err)) < 0 ||
+	    (r = mj_int(nj, "cpu_ms", false, 0, INT64_MAX, 0, &n->cpu_ms, err)) < 0 ||
+	    (r = mj_int(nj, "mem_peak_mib", false, 0, INT64_MAX, 0, &n->mem_peak_mib, err)) < 0)
 		return r;
 	n->milli = (int)milli;
 	json_t *devs = json_object_get(nj, "devices");

@@ -214,6 +214,10 @@ struct attempt_node {
 	int ndev;
 	int devs[MODEL_MAX_ACCELS];
 	int milli; /* share of each device held, MODEL_MILLI for whole ones */
+	/* what its processes used there (from its cgroup): CPU time, the most
+	 * memory held; 0 where unknown */
+	int64_t cpu_ms;
+	int64_t mem_peak_mib;
 };
 
 struct attempt {

@@ -200,6 +200,10 @@ json_t *work_spec_pack(const struct work_spec *s)
 	if (s->system)
 		json_object_set_new(o, "system", json_true());
 	json_object_set_new(o, "run_as", json_string(s->run_as));
+	if (s->cpus)
+		json_object_set_new(o, "cpus", json_integer(s->cpus));
+	if (s->mem_mib)
+		json_object_set_new(o, "mem_mib", json_integer(s->mem_mib));
 	if (s->allow_root)
 		json_object_set_new(o, "allow_root", json_true());
 	return o;
@@ -247,10 +251,10 @@ int work_spec_unpack(json_t *j, struct work_spec *ret, struct tk_error *err)
 		"name",	       "command",	 "cwd",	       "env",	  "output", "node_rank",
 		"nnodes",      "tasks_per_node", "world_size", "devices", "milli",  "master_addr",
 		"master_port", "time_limit_s",	 "grace_s",    "system",  "run_as", "allow_root",
-		NULL,
+		"cpus",	       "mem_mib",	 NULL,
 	};
 	struct work_spec s = {0};
-	int64_t nnodes, rank, tpn, world, milli, port;
+	int64_t nnodes, rank, tpn, world, milli, port, cpus;
 	int r;
 	if ((r = mj_check_keys(j, NULL, keys, err)) < 0 ||
 	    (r = mj_int(j, "nnodes", true, 1, MODEL_MAX_NODES, 1, &nnodes, err)) < 0 ||
@@ -266,6 +270,8 @@ int work_spec_unpack(json_t *j, struct work_spec *ret, struct tk_error *err)
 	    (r = mj_int(j, "grace_s", true, 0, MODEL_MAX_GRACE_S, 0, &s.grace_s, err)) < 0 ||
 	    (r = mj_bool(j, "system", false, false, &s.system, err)) < 0 ||
 	    (r = mj_bool(j, "allow_root", false, false, &s.allow_root, err)) < 0 ||
+	    (r = mj_int(j, "cpus", false, 0, MODEL_MAX_CPUS, 0, &cpus, err)) < 0 ||
+	    (r = mj_int(j, "mem_mib", false, 0, MODEL_MAX_MEM_MIB, 0, &s.mem_mib, err)) < 0 ||
 	    (r = mj_strbuf(j, "run_as", !s.system, true, s.run_as, sizeof(s.run_as), err)) < 0 ||
 	    (r = mj_str(j, "name", true, MODEL_NAME_MAX - 1, true, NULL, &s.name, err)) < 0 ||
 	    (r = mj_str(j, "cwd", true, MODEL_MAX_PATH, false, NULL, &s.cwd, err)) < 0 ||
@@ -298,6 +304,7 @@ int work_spec_unpack(json_t *j, struct work_spec *ret, struct tk_error *err)
 	s.world_size = (int)world;
 	s.milli = (int)milli;
 	s.master_port = (int)port;
+	s.cpus = (int)cpus;
 	if ((r = devices_unpack(j, &s, err)) < 0)
 		goto fail;
 	*ret = s;
@@ -423,14 +430,19 @@ json_t *task_event_pack(const struct task_event *e)
 		json_object_set_new(o, "cause", json_string(exit_cause_name(e->cause)));
 		if (e->detail[0])
 			json_object_set_new(o, "detail", json_string(e->detail));
+		if (e->cpu_ms || e->mem_peak_mib) {
+			json_object_set_new(o, "cpu_ms", json_integer(e->cpu_ms));
+			json_object_set_new(o, "mem_peak_mib", json_integer(e->mem_peak_mib));
+		}
 	}
 	return o;
 }
 
 int task_event_unpack(json_t *j, struct task_event *ret, struct tk_error *err)
 {
-	static const char *const keys[] = {"job",	"attempt", "rank",  "type",   "at_ms",
-					   "exit_code", "signal",  "cause", "detail", NULL};
+	static const char *const keys[] = {"job",    "attempt",	  "rank",	  "type",
+					   "at_ms",  "exit_code", "signal",	  "cause",
+					   "detail", "cpu_ms",	  "mem_peak_mib", NULL};
 	char type[16] = "", cause[24] = "";
 	int64_t attempt, rank, code, sig;
 	int r;
@@ -445,7 +457,9 @@ int task_event_unpack(json_t *j, struct task_event *ret, struct tk_error *err)
 	    (r = mj_int(j, "exit_code", false, 0, 255, 0, &code, err)) < 0 ||
 	    (r = mj_int(j, "signal", false, 0, 128, 0, &sig, err)) < 0 ||
 	    (r = mj_strbuf(j, "cause", false, true, cause, sizeof(cause), err)) < 0 ||
-	    (r = mj_strbuf(j, "detail", false, true, ret->detail, sizeof(ret->detail), err)) < 0)
+	    (r = mj_strbuf(j, "detail", false, true, ret->detail, sizeof(ret->detail), err)) < 0 ||
+	    (r = mj_int(j, "cpu_ms", false, 0, INT64_MAX, 0, &ret->cpu_ms, err)) < 0 ||
+	    (r = mj_int(j, "mem_peak_mib", false, 0, INT64_MAX, 0, &ret->mem_peak_mib, err)) < 0)
 		return r;
 	if (strcmp(type, "started") == 0)
 		ret->type = TASK_EVENT_STARTED;

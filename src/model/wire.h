@@ -134,6 +134,8 @@ struct work_spec {
 	 * system work. allow_root: the cluster lets a job run as uid 0 */
 	char run_as[MODEL_NAME_MAX];
 	bool allow_root;
+	int cpus;	 /* CPUs reserved for it on the node (0: none); a cpuset holds it to them */
+	int64_t mem_mib; /* memory it may use on the node (0: no limit) */
 };
 
 json_t *work_spec_pack(const struct work_spec *s);
@@ -182,6 +184,9 @@ struct task_event {
 	int signal;		       /* exited by a signal: its number, else 0 */
 	enum exit_cause cause;	       /* exited: why */
 	char detail[MODEL_REASON_MAX]; /* for people: "command not found: foo"; may be "" */
+	/* exited: what the attempt's processes on the node used so far */
+	int64_t cpu_ms;
+	int64_t mem_peak_mib;
 };
 
 json_t *task_event_pack(const struct task_event *e);

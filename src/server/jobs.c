@@ -247,6 +247,9 @@ void state_task_exited(struct state *s, const struct task_event *ev, int64_t now
 	t->exit_code = ev->exit_code;
 	t->signal = ev->signal;
 	t->end_ms = ev->at_ms;
+	struct attempt_node *an = &a->nodes[rank / j->job.req.tasks_per_node];
+	an->cpu_ms = MAX(an->cpu_ms, ev->cpu_ms);
+	an->mem_peak_mib = MAX(an->mem_peak_mib, ev->mem_peak_mib);
 	if (attempt_is_current(j, a)) {
 		if (ev->cause == EXIT_TIMEOUT) {
 			char reason[MODEL_REASON_MAX];

@@ -52,6 +52,8 @@ static void part_spec(const struct state *s, struct sjob *j, const struct attemp
 	sp->system = j->job.system;
 	snprintf(sp->run_as, sizeof(sp->run_as), "%s", j->job.run_as);
 	sp->allow_root = s->sched.allow_root_jobs;
+	sp->cpus = r->tasks_per_node * r->cpus_per_task;
+	sp->mem_mib = r->mem_mib;
 }
 
 json_t *state_work_pack(struct state *s, struct snode *n, uint64_t since_gen)

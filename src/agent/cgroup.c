@@ -1,0 +1,382 @@
+/*
+ * One cgroup per attempt and node, which holds every process of the
+ * attempt and enforces its limits (DESIGN.md section 8): memory, the CPUs
+ * reserved for it (cpuset), a number of processes, and, where NVIDIA
+ * devices exist, no other job's GPUs. On cgroup v1 (one hierarchy per
+ * controller, as on this project's development machine) the attempt has a
+ * folder in each controller's hierarchy; on v2, one folder.
+ *
+ * The folders go under the cgroup the shim itself is in, in a level of the
+ * node's own (tenk-NODE), so that several agents on one machine never
+ * share one. Where the host is found from is two files (mountinfo and the
+ * process's cgroup list), so that tests can describe a host of their own.
+ */
+#include "internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static const char *const ctrl_names[CG_CTRL_MAX] = {
+	[CG_MEMORY] = "memory",	  [CG_CPUSET] = "cpuset",   [CG_PIDS] = "pids",
+	[CG_DEVICES] = "devices", [CG_CPUACCT] = "cpuacct",
+};
+
+#define CG_KILL_ROUNDS 200 /* passes over cgroup.procs before giving up */
+
+static int write_str(const char *dir, const char *file, const char *text)
+{
+	_cleanup_free_ char *path = xasprintf("%s/%s", dir, file);
+	/* cgroupfs has every file already; O_CREAT lets a test's plain folder stand in */
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return -errno;
+	ssize_t n = write(fd, text, strlen(text));
+	int r = n < 0 ? -errno : 0;
+	close(fd);
+	return r;
+}
+
+static char *read_str(const char *dir, const char *file)
+{
+	_cleanup_free_ char *path = xasprintf("%s/%s", dir, file);
+	char *text = NULL;
+	if (tk_read_file(path, 1 << 20, &text, NULL) < 0)
+		return NULL;
+	tk_strip(text);
+	return text;
+}
+
+/* The value after "key " in a "key value" file (memory.events, cpu.stat). */
+static int64_t keyed(const char *dir, const char *file, const char *key)
+{
+	_cleanup_free_ char *text = read_str(dir, file);
+	if (!text)
+		return -1;
+	size_t k = strlen(key);
+	for (char *line = text; line && *line;) {
+		char *nl = strchr(line, '\n');
+		if (strncmp(line, key, k) == 0 && line[k] == ' ')
+			return strtoll(line + k + 1, NULL, 10);
+		line = nl ? nl + 1 : NULL;
+	}
+	return -1;
+}
+
+/* ---- finding the hierarchy --------------------------------------------------------- */
+
+/* The mount points of the v1 controllers and of cgroup2, from mountinfo. */
+struct mounts {
+	char *v1[CG_CTRL_MAX];
+	char *v1_root[CG_CTRL_MAX];
+	char *v2;
+};
+
+static void mounts_release(struct mounts *m)
+{
+	for (int c = 0; c < CG_CTRL_MAX; c++) {
+		free(m->v1[c]);
+		free(m->v1_root[c]);
+	}
+	free(m->v2);
+}
+
+static bool has_word(const char *list, const char *word)
+{
+	size_t n = strlen(word);
+	for (const char *p = list; p && *p;) {
+		const char *comma = strchr(p, ',');
+		size_t len = comma ? (size_t)(comma - p) : strlen(p);
+		if (len == n && strncmp(p, word, n) == 0)
+			return true;
+		p = comma ? comma + 1 : NULL;
+	}
+	return false;
+}
+
+static int read_mounts(const char *mountinfo, struct mounts *m)
+{
+	char *text;
+	int r = tk_read_file(mountinfo, 4 << 20, &text, NULL);
+	if (r < 0)
+		return r;
+	for (char *line = text; line && *line;) {
+		char *nl = strchr(line, '\n');
+		if (nl)
+			*nl = '\0';
+		/* ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTS [OPTIONAL...] - FSTYPE SOURCE SUPER */
+		char *f[6] = {0};
+		char *save = NULL, *tok = strtok_r(line, " ", &save);
+		for (int i = 0; tok && i < 6; i++, tok = strtok_r(NULL, " ", &save))
+			f[i] = tok;
+		while (tok && strcmp(tok, "-") != 0)
+			tok = strtok_r(NULL, " ", &save);
+		char *fstype = tok ? strtok_r(NULL, " ", &save) : NULL;
+		char *source = fstype ? strtok_r(NULL, " ", &save) : NULL;
+		char *super = source ? strtok_r(NULL, " ", &save) : NULL;
+		if (f[4] && fstype && strcmp(fstype, "cgroup2") == 0 && !m->v2)
+			m->v2 = xstrdup(f[4]);
+		if (f[4] && fstype && super && strcmp(fstype, "cgroup") == 0)
+			for (int c = 0; c < CG_CTRL_MAX; c++)
+				if (!m->v1[c] && has_word(super, ctrl_names[c])) {
+					m->v1[c] = xstrdup(f[4]);
+					m->v1_root[c] = xstrdup(f[3]);
+				}
+		line = nl ? nl + 1 : NULL;
+	}
+	free(text);
+	return 0;
+}
+
+/* Where this process is in the hierarchy of controller `name` ("" for
+ * cgroup2's line), from its cgroup list; NULL when not listed. */
+static char *own_path(const char *proc_cgroup, const char *name)
+{
+	char *text;
+	if (tk_read_file(proc_cgroup, 1 << 20, &text, NULL) < 0)
+		return NULL;
+	char *found = NULL;
+	for (char *line = text; line && *line && !found;) {
+		char *nl = strchr(line, '\n');
+		if (nl)
+			*nl = '\0';
+		char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+		if (c2) {
+			*c2 = '\0';
+			bool match = *name ? has_word(c1 + 1, name) : c1[1] == '\0';
+			if (match)
+				found = xstrdup(c2 + 1);
+		}
+		line = nl ? nl + 1 : NULL;
+	}
+	free(text);
+	return found;
+}
+
+/* mountpoint + the process's path, less the mount's own root. */
+static char *join(const char *mountpoint, const char *mount_root, const char *path)
+{
+	size_t k = mount_root ? strlen(mount_root) : 0;
+	if (k > 1 && strncmp(path, mount_root, k) == 0)
+		path += k;
+	while (*path == '/')
+		path++;
+	return *path ? xasprintf("%s/%s", mountpoint, path) : xstrdup(mountpoint);
+}
+
+/* ---- creating ---------------------------------------------------------------------- */
+
+/* Makes dir (its parent exists); with a v1 cpuset, copies the parent's CPUs
+ * and memory nodes into it first, as v1 wants before anything joins. */
+static int make_dir(const char *dir, bool v1_cpuset, const char *cpus)
+{
+	if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+		return -errno;
+	if (!v1_cpuset)
+		return 0;
+	_cleanup_free_ char *parent = xstrdup(dir);
+	char *slash = strrchr(parent, '/');
+	if (slash)
+		*slash = '\0';
+	_cleanup_free_ char *mems = read_str(parent, "cpuset.mems");
+	_cleanup_free_ char *pcpus = read_str(parent, "cpuset.cpus");
+	int r = 0;
+	if (mems && *mems)
+		r = write_str(dir, "cpuset.mems", mems);
+	if (r == 0 && (cpus || (pcpus && *pcpus)))
+		r = write_str(dir, "cpuset.cpus", cpus ? cpus : pcpus);
+	return r;
+}
+
+static void add_dir(struct cgroup *cg, char *dir)
+{
+	for (int i = 0; i < cg->ndirs; i++)
+		if (strcmp(cg->dirs[i], dir) == 0) {
+			free(dir);
+			return;
+		}
+	cg->dirs[cg->ndirs++] = dir;
+}
+
+static int apply_limits(struct cgroup *cg, const struct cg_limits *lim, struct tk_error *err)
+{
+	char num[32];
+	int r = 0;
+	const char *mem = cg->dir[CG_MEMORY];
+	if (mem && lim->mem_mib > 0) {
+		snprintf(num, sizeof(num), "%lld", (long long)lim->mem_mib * 1024 * 1024);
+		r = write_str(mem, cg->version == 1 ? "memory.limit_in_bytes" : "memory.max", num);
+		if (r == 0 && cg->version == 1)
+			write_str(mem, "memory.memsw.limit_in_bytes", num); /* no swap beyond it */
+		if (r == 0 && cg->version == 2)
+			write_str(mem, "memory.swap.max", "0");
+		if (r < 0)
+			return tk_errorf(err, r, "cgroup %s: memory limit: %s", mem, strerror(-r));
+	}
+	const char *pids = cg->dir[CG_PIDS];
+	if (pids && lim->pids_max > 0) {
+		snprintf(num, sizeof(num), "%lld", (long long)lim->pids_max);
+		if ((r = write_str(pids, "pids.max", num)) < 0)
+			return tk_errorf(err, r, "cgroup %s: pids limit: %s", pids, strerror(-r));
+	}
+	const char *cpuset = cg->dir[CG_CPUSET];
+	if (cpuset && lim->cpus[0] && cg->version == 2 &&
+	    (r = write_str(cpuset, "cpuset.cpus", lim->cpus)) < 0)
+		return tk_errorf(err, r, "cgroup %s: cpuset %s: %s", cpuset, lim->cpus,
+				 strerror(-r));
+	const char *dev = cg->dir[CG_DEVICES];
+	for (int i = 0; dev && cg->version == 1 && i < lim->ndeny; i++)
+		if ((r = write_str(dev, "devices.deny", lim->deny[i])) < 0)
+			return tk_errorf(err, r, "cgroup %s: denying %s: %s", dev, lim->deny[i],
+					 strerror(-r));
+	return 0;
+}
+
+int cg_create(struct cgroup *cg, const char *mountinfo, const char *proc_cgroup, const char *node,
+	      const char *name, const struct cg_limits *lim, struct tk_error *err)
+{
+	memset(cg, 0, sizeof(*cg));
+	struct mounts m = {0};
+	int r = read_mounts(mountinfo, &m);
+	if (r < 0) {
+		mounts_release(&m);
+		return tk_errorf(err, r, "cannot read %s: %s", mountinfo, strerror(-r));
+	}
+	/* v1 where memory has a hierarchy of its own, else v2 */
+	cg->version = m.v1[CG_MEMORY] ? 1 : m.v2 ? 2 : 0;
+	for (int c = 0; c < CG_CTRL_MAX && cg->version; c++) {
+		const char *mp = cg->version == 1 ? m.v1[c] : m.v2;
+		if (!mp)
+			continue;
+		_cleanup_free_ char *self =
+			own_path(proc_cgroup, cg->version == 1 ? ctrl_names[c] : "");
+		if (!self)
+			continue;
+		_cleanup_free_ char *base = join(mp, cg->version == 1 ? m.v1_root[c] : NULL, self);
+		_cleanup_free_ char *level = xasprintf("%s/tenk-%s", base, node);
+		bool v1cpuset = cg->version == 1 && c == CG_CPUSET;
+		if (cg->version == 2) {
+			/* the controllers, handed down to the node's level and the attempt's */
+			write_str(base, "cgroup.subtree_control", "+memory +pids +cpuset +cpu");
+		}
+		r = make_dir(level, v1cpuset, NULL);
+		if (r == 0 && cg->version == 2)
+			write_str(level, "cgroup.subtree_control", "+memory +pids +cpuset +cpu");
+		char *dir = xasprintf("%s/%s", level, name);
+		if (r == 0)
+			r = make_dir(dir, v1cpuset, lim->cpus[0] ? lim->cpus : NULL);
+		if (r < 0) {
+			tk_errorf(err, r, "cannot create cgroup %s: %s", dir, strerror(-r));
+			free(dir);
+			mounts_release(&m);
+			cg_destroy(cg);
+			return r;
+		}
+		cg->dir[c] = dir;
+	}
+	mounts_release(&m);
+	for (int c = 0; c < CG_CTRL_MAX; c++)
+		if (cg->dir[c])
+			add_dir(cg, xstrdup(cg->dir[c]));
+	if (cg->version && (r = apply_limits(cg, lim, err)) < 0) {
+		cg_destroy(cg);
+		return r;
+	}
+	return cg->version;
+}
+
+/* ---- using ------------------------------------------------------------------------ */
+
+int cg_attach(const struct cgroup *cg, int pid)
+{
+	char num[16];
+	snprintf(num, sizeof(num), "%d", pid);
+	for (int i = 0; i < cg->ndirs; i++) {
+		int r = write_str(cg->dirs[i], "cgroup.procs", num);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+int cg_signal(const struct cgroup *cg, int sig)
+{
+	if (!cg->ndirs)
+		return 0;
+	/* every controller's folder holds the same processes: one is enough */
+	_cleanup_free_ char *procs = read_str(cg->dirs[0], "cgroup.procs");
+	int n = 0;
+	for (char *p = procs; p && *p;) {
+		char *end;
+		long pid = strtol(p, &end, 10);
+		if (end == p)
+			break;
+		if (pid > 0 && kill((pid_t)pid, sig) == 0)
+			n++;
+		p = end;
+		while (*p == '\n')
+			p++;
+	}
+	return n;
+}
+
+void cg_kill(const struct cgroup *cg)
+{
+	if (cg->version == 2 && cg->ndirs)
+		write_str(cg->dirs[0], "cgroup.kill", "1");
+	/* a process may fork while we kill: go over them until none is left */
+	for (int round = 0; round < CG_KILL_ROUNDS; round++)
+		if (cg_signal(cg, SIGKILL) == 0)
+			return;
+}
+
+bool cg_oom_killed(const struct cgroup *cg)
+{
+	const char *mem = cg->dir[CG_MEMORY];
+	if (!mem)
+		return false;
+	int64_t n = cg->version == 1 ? keyed(mem, "memory.oom_control", "oom_kill")
+				     : keyed(mem, "memory.events", "oom_kill");
+	return n > 0;
+}
+
+void cg_usage(const struct cgroup *cg, int64_t *cpu_ms, int64_t *mem_peak_mib)
+{
+	*cpu_ms = *mem_peak_mib = 0;
+	if (cg->version == 1) {
+		if (cg->dir[CG_CPUACCT]) {
+			_cleanup_free_ char *ns = read_str(cg->dir[CG_CPUACCT], "cpuacct.usage");
+			if (ns)
+				*cpu_ms = strtoll(ns, NULL, 10) / 1000000;
+		}
+		if (cg->dir[CG_MEMORY]) {
+			_cleanup_free_ char *b =
+				read_str(cg->dir[CG_MEMORY], "memory.max_usage_in_bytes");
+			if (b)
+				*mem_peak_mib = (strtoll(b, NULL, 10) + (1 << 20) - 1) >> 20;
+		}
+	} else if (cg->version == 2 && cg->ndirs) {
+		int64_t us = keyed(cg->dirs[0], "cpu.stat", "usage_usec");
+		*cpu_ms = us > 0 ? us / 1000 : 0;
+		_cleanup_free_ char *b = read_str(cg->dirs[0], "memory.peak");
+		if (b)
+			*mem_peak_mib = (strtoll(b, NULL, 10) + (1 << 20) - 1) >> 20;
+	}
+}
+
+void cg_destroy(struct cgroup *cg)
+{
+	for (int i = 0; i < cg->ndirs; i++) {
+		/* the last processes may take a moment to leave */
+		for (int k = 0; k < 50 && rmdir(cg->dirs[i]) < 0 && errno == EBUSY; k++)
+			usleep(2000);
+		free(cg->dirs[i]);
+	}
+	for (int c = 0; c < CG_CTRL_MAX; c++)
+		free(cg->dir[c]);
+	memset(cg, 0, sizeof(*cg));
+}

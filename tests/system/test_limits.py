@@ -1,0 +1,87 @@
+"""Limits the kernel enforces: each attempt on a node is a cgroup of its own
+(v1 here) holding all its processes, with its memory, its CPUs and a number
+of processes; stopping it kills the whole cgroup; what it used is
+recorded."""
+import os
+import signal
+import time
+
+import pytest
+
+from conftest import wait_for
+
+pytestmark = pytest.mark.skipif(
+    os.geteuid() != 0 or not os.path.isdir("/sys/fs/cgroup/memory"),
+    reason="needs root and a cgroup v1 memory hierarchy, as this project's machines have")
+
+
+def job_file(cluster, jid):
+    return os.path.join(cluster.workdir, f"tenk-{jid}.out")
+
+
+def test_memory_limit_ends_the_job_as_out_of_memory(cluster):
+    jid = cluster.submit("--mem", "100M", "--", "python3", "-c",
+                         "b = bytearray(300 * 1024 * 1024); print('allocated', len(b))")
+    j = cluster.wait_state(jid, ("COMPLETED", "FAILED"), timeout=60)
+    assert j["state"] == "FAILED", j
+    assert "out of memory (limit 100 MiB)" in j["reason"], j
+    assert "allocated" not in open(job_file(cluster, jid)).read()
+    # within its limit it runs, and what it used is recorded
+    jid = cluster.submit("--mem", "200M", "--", "python3", "-c",
+                         "b = bytearray(60 * 1024 * 1024); sum(range(3000000))")
+    j = cluster.wait_state(jid, ("COMPLETED", "FAILED"), timeout=60)
+    assert j["state"] == "COMPLETED", j
+    node = j["attempts"][0]["nodes"][0]
+    assert node["mem_peak_mib"] >= 60 and node["cpu_ms"] > 0, node
+
+
+def test_cpus_and_processes(cluster):
+    jid = cluster.submit("-c", "1", "--", "sh", "-c",
+                         "nproc; grep Cpus_allowed_list /proc/self/status; "
+                         "cat /sys/fs/cgroup/pids$(grep :pids: /proc/self/cgroup | cut -d: -f3)"
+                         "/pids.max")
+    j = cluster.wait_state(jid, ("COMPLETED", "FAILED"))
+    assert j["state"] == "COMPLETED", j
+    lines = open(job_file(cluster, jid)).read().split("\n")
+    assert lines[0] == "1", lines
+    assert lines[2] == "4096", lines
+    # two jobs of one CPU each get different ones
+    a = cluster.submit("-c", "1", "--", "sh", "-c", "grep Cpus_allowed_list /proc/self/status; "
+                       "sleep 2")
+    b = cluster.submit("-c", "1", "--", "sh", "-c", "grep Cpus_allowed_list /proc/self/status; "
+                       "sleep 2")
+    for x in (a, b):
+        cluster.wait_state(x, "COMPLETED")
+    cpus = {open(job_file(cluster, x)).read().split()[-1] for x in (a, b)}
+    assert len(cpus) == 2, cpus
+
+
+def test_cancel_kills_what_escaped_the_process_group(cluster):
+    pidfile = os.path.join(cluster.workdir, "grandchild.pid")
+    jid = cluster.submit("--", "sh", "-c",
+                         f"setsid sh -c 'echo $$ > {pidfile}; exec sleep 300' & sleep 300")
+    cluster.wait_state(jid, "RUNNING")
+    pid = int(wait_for(lambda: os.path.exists(pidfile) and open(pidfile).read().strip(), 20,
+                       "the grandchild"))
+    os.kill(pid, 0)  # it runs, in a session of its own
+    assert os.getsid(pid) == pid
+    cluster.run("cancel", jid)
+    cluster.wait_state(jid, "CANCELLED")
+
+    def gone():
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split()[2] == "Z"
+    wait_for(gone, 20, "the grandchild to be killed")
+
+
+def test_cgroups_are_removed(cluster):
+    jid = cluster.submit("--", "true")
+    cluster.wait_state(jid, "COMPLETED")
+    mine = [line.split(":")[2] for line in open("/proc/self/cgroup") if ":memory:" in line][0]
+    base = "/sys/fs/cgroup/memory" + mine.rstrip("\n") + "/tenk-node1"
+    wait_for(lambda: not os.path.exists(os.path.join(base, f"{jid}.1")), 20,
+             "the attempt's cgroup to go")

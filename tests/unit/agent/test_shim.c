@@ -1,0 +1,298 @@
+/* Unit tests of the agent's shim side (src/agent): cgroups on a host the
+ * test describes (v1 and v2 hierarchies in a temporary folder), the
+ * messages between agent and shim, and a task's start as another user. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pwd.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "agent/internal.h"
+
+static char *tmpdir(void)
+{
+	char tmpl[] = "/tmp/tenk-test-XXXXXX";
+	char *d = mkdtemp(tmpl);
+	assert_non_null(d);
+	return xstrdup(d);
+}
+
+static void put(const char *path, const char *text)
+{
+	assert_int_equal(tk_write_file(path, text, strlen(text), 0644), 0);
+}
+
+static char *get(const char *dir, const char *file)
+{
+	_cleanup_free_ char *path = xasprintf("%s/%s", dir, file);
+	char *text = NULL;
+	if (tk_read_file(path, 1 << 20, &text, NULL) < 0)
+		return NULL;
+	tk_strip(text);
+	return text;
+}
+
+static void rm_rf(const char *dir)
+{
+	_cleanup_free_ char *cmd = xasprintf("rm -rf '%s'", dir);
+	assert_int_equal(system(cmd), 0);
+}
+
+/* v1: a hierarchy per controller; the process deep in memory's, at the
+ * root of the others; the attempt gets a folder in each, with its limits. */
+static void test_cgroup_v1(void **state)
+{
+	char *root = tmpdir();
+	const char *ctrls[] = {"memory", "cpuset", "pids", "devices", "cpuacct"};
+	for (size_t i = 0; i < ARRAY_SIZE(ctrls); i++) {
+		_cleanup_free_ char *d = xasprintf("%s/%s", root, ctrls[i]);
+		assert_int_equal(mkdir(d, 0755), 0);
+	}
+	_cleanup_free_ char *deep = xasprintf("%s/memory/box/one", root);
+	assert_int_equal(tk_mkdir_p(deep, 0755), 0);
+	_cleanup_free_ char *cpus = xasprintf("%s/cpuset/cpuset.cpus", root);
+	_cleanup_free_ char *mems = xasprintf("%s/cpuset/cpuset.mems", root);
+	put(cpus, "0-7\n");
+	put(mems, "0\n");
+	_cleanup_free_ char *mi = xasprintf("%s/mountinfo", root);
+	_cleanup_free_ char *mount =
+		xasprintf("22 1 0:20 / /sys rw - sysfs sysfs rw\n"
+			  "35 31 0:32 / %s/memory rw,relatime shared:9 - cgroup cgroup rw,memory\n"
+			  "34 31 0:31 / %s/cpuset rw,relatime - cgroup cgroup rw,cpuset\n"
+			  "39 31 0:36 / %s/pids rw,relatime - cgroup cgroup rw,pids\n"
+			  "36 31 0:33 / %s/devices rw,relatime - cgroup cgroup rw,devices\n"
+			  "33 31 0:30 / %s/cpuacct rw,relatime - cgroup cgroup rw,cpuacct\n"
+			  "41 31 0:38 / %s/unified rw,relatime - cgroup2 cgroup2 rw\n",
+			  root, root, root, root, root, root);
+	put(mi, mount);
+	_cleanup_free_ char *pc = xasprintf("%s/cgroup", root);
+	put(pc, "8:pids:/\n5:devices:/\n4:memory:/box/one\n3:cpuset:/\n2:cpuacct:/\n0::/\n");
+	struct cg_limits lim = {.mem_mib = 100, .cpus = "2,3", .pids_max = 4096, .ndeny = 1};
+	snprintf(lim.deny[0], sizeof(lim.deny[0]), "c 195:1 rwm");
+	struct cgroup cg;
+	struct tk_error err;
+	assert_int_equal(cg_create(&cg, mi, pc, "gpu07", "12.1", &lim, &err), 1);
+	_cleanup_free_ char *mem = xasprintf("%s/memory/box/one/tenk-gpu07/12.1", root);
+	_cleanup_free_ char *cs = xasprintf("%s/cpuset/tenk-gpu07/12.1", root);
+	assert_string_equal(cg.dir[CG_MEMORY], mem);
+	assert_string_equal(cg.dir[CG_CPUSET], cs);
+	assert_int_equal(cg.ndirs, 5);
+	_cleanup_free_ char *v = get(mem, "memory.limit_in_bytes");
+	assert_string_equal(v, "104857600");
+	_cleanup_free_ char *c = get(cs, "cpuset.cpus");
+	assert_string_equal(c, "2,3");
+	_cleanup_free_ char *m = get(cs, "cpuset.mems");
+	assert_string_equal(m, "0"); /* copied down, as v1 wants */
+	_cleanup_free_ char *lvl = xasprintf("%s/cpuset/tenk-gpu07", root);
+	_cleanup_free_ char *lc = get(lvl, "cpuset.cpus");
+	assert_string_equal(lc, "0-7");
+	_cleanup_free_ char *p = get(cg.dir[CG_PIDS], "pids.max");
+	assert_string_equal(p, "4096");
+	_cleanup_free_ char *dn = get(cg.dir[CG_DEVICES], "devices.deny");
+	assert_string_equal(dn, "c 195:1 rwm");
+	assert_int_equal(cg_attach(&cg, 4242), 0);
+	_cleanup_free_ char *procs = get(cg.dir[CG_CPUACCT], "cgroup.procs");
+	assert_string_equal(procs, "4242");
+	/* usage and out-of-memory, as the kernel shows them */
+	_cleanup_free_ char *f1 = xasprintf("%s/cpuacct.usage", cg.dir[CG_CPUACCT]);
+	_cleanup_free_ char *f2 = xasprintf("%s/memory.max_usage_in_bytes", mem);
+	_cleanup_free_ char *f3 = xasprintf("%s/memory.oom_control", mem);
+	put(f1, "2500000000\n");
+	put(f2, "52428800\n");
+	put(f3, "oom_kill_disable 0\nunder_oom 0\noom_kill 0\n");
+	int64_t cpu, peak;
+	cg_usage(&cg, &cpu, &peak);
+	assert_int_equal(cpu, 2500);
+	assert_int_equal(peak, 50);
+	assert_false(cg_oom_killed(&cg));
+	put(f3, "oom_kill_disable 0\nunder_oom 0\noom_kill 2\n");
+	assert_true(cg_oom_killed(&cg));
+	cg_destroy(&cg);
+	rm_rf(root);
+	free(root);
+}
+
+/* v2: one hierarchy; controllers handed down to the node's level. */
+static void test_cgroup_v2(void **state)
+{
+	char *root = tmpdir();
+	_cleanup_free_ char *base = xasprintf("%s/cg/agent.slice", root);
+	assert_int_equal(tk_mkdir_p(base, 0755), 0);
+	_cleanup_free_ char *mi = xasprintf("%s/mountinfo", root);
+	_cleanup_free_ char *mount =
+		xasprintf("30 23 0:26 / %s/cg rw,nosuid - cgroup2 cgroup2 rw,nsdelegate\n", root);
+	put(mi, mount);
+	_cleanup_free_ char *pc = xasprintf("%s/cgroup", root);
+	put(pc, "0::/agent.slice\n");
+	struct cg_limits lim = {.mem_mib = 2048, .pids_max = 100};
+	struct cgroup cg;
+	struct tk_error err;
+	assert_int_equal(cg_create(&cg, mi, pc, "n1", "3.2", &lim, &err), 2);
+	_cleanup_free_ char *dir = xasprintf("%s/tenk-n1/3.2", base);
+	assert_string_equal(cg.dir[CG_MEMORY], dir);
+	assert_int_equal(cg.ndirs, 1); /* every controller in one folder */
+	_cleanup_free_ char *m = get(dir, "memory.max");
+	assert_string_equal(m, "2147483648");
+	_cleanup_free_ char *sw = get(dir, "memory.swap.max");
+	assert_string_equal(sw, "0");
+	_cleanup_free_ char *sub = get(base, "cgroup.subtree_control");
+	assert_non_null(strstr(sub, "+memory"));
+	_cleanup_free_ char *ev = xasprintf("%s/memory.events", dir);
+	put(ev, "low 0\nhigh 0\nmax 3\noom 1\noom_kill 1\n");
+	assert_true(cg_oom_killed(&cg));
+	_cleanup_free_ char *st = xasprintf("%s/cpu.stat", dir);
+	put(st, "usage_usec 1234567\nuser_usec 1000000\n");
+	int64_t cpu, peak;
+	cg_usage(&cg, &cpu, &peak);
+	assert_int_equal(cpu, 1234);
+	cg_destroy(&cg);
+	/* a host without cgroups: none, and no error */
+	put(mi, "22 1 0:20 / /sys rw - sysfs sysfs rw\n");
+	assert_int_equal(cg_create(&cg, mi, pc, "n1", "3.3", &lim, &err), 0);
+	assert_int_equal(cg.ndirs, 0);
+	cg_destroy(&cg);
+	rm_rf(root);
+	free(root);
+}
+
+/* The plan a shim reads: what the agent wrote, back; a bad one refused. */
+static void test_plan_roundtrip(void **state)
+{
+	char *argv[] = {"sh", "-c", "true", NULL}, *env[] = {"A=1", NULL};
+	struct shim_task t = {.rank = 3,
+			      .argc = 3,
+			      .argv = argv,
+			      .nenv = 1,
+			      .env = env,
+			      .cwd = "/tmp",
+			      .output = "/tmp/o"};
+	struct shim_plan p = {.job = 9,
+			      .attempt = 2,
+			      .grace_ms = 500,
+			      .ntasks = 1,
+			      .tasks = &t,
+			      .as_user = true,
+			      .cgroup = true,
+			      .node = "n1"};
+	p.user = (struct shim_user){
+		.name = "alice", .uid = 1001, .gid = 1001, .ngroups = 2, .groups = {1001, 27}};
+	p.limits = (struct cg_limits){.mem_mib = 64, .cpus = "0-1", .pids_max = 4096};
+	json_t *j = shim_plan_pack(&p);
+	struct shim_plan back;
+	struct tk_error err;
+	assert_int_equal(shim_plan_unpack(j, &back, &err), 0);
+	assert_int_equal(back.tasks[0].rank, 3);
+	assert_string_equal(back.tasks[0].argv[2], "true");
+	assert_int_equal(back.user.groups[1], 27);
+	assert_true(back.cgroup && back.limits.mem_mib == 64);
+	assert_string_equal(back.limits.cpus, "0-1");
+	shim_plan_release(&back);
+	json_object_set_new(json_object_get(j, "cgroup"), "cpus", json_string("0; rm -rf /"));
+	assert_true(shim_plan_unpack(j, &back, &err) < 0);
+	assert_string_equal(err.text, "cgroup.cpus: not a list of CPUs");
+	json_decref(j);
+	struct shim_cmd c = {.type = SHIM_CMD_STOP, .cause = EXIT_TIMEOUT}, cb;
+	j = shim_cmd_pack(&c);
+	assert_int_equal(shim_cmd_unpack(j, &cb, &err), 0);
+	assert_int_equal(cb.cause, EXIT_TIMEOUT);
+	json_decref(j);
+}
+
+static void collect(void *arg, const char *line, size_t len)
+{
+	struct strbuf *sb = arg;
+	strbuf_addf(sb, "[%.*s]", (int)len, line);
+}
+
+static void test_lines(void **state)
+{
+	struct strbuf buf, got;
+	strbuf_init(&buf);
+	strbuf_init(&got);
+	assert_int_equal(shim_lines(&buf, "ab\ncd", 5, collect, &got), 0);
+	assert_string_equal(got.buf, "[ab]");
+	assert_int_equal(shim_lines(&buf, "e\n\nf", 4, collect, &got), 0);
+	assert_string_equal(got.buf, "[ab][cde][]");
+	assert_string_equal(buf.buf, "f");
+	strbuf_release(&buf);
+	strbuf_release(&got);
+}
+
+/* A task started as nobody: runs with nobody's ids, cannot become root
+ * again, and cannot open an output nobody may not write. Needs root. */
+static void test_task_as_another_user(void **state)
+{
+	if (geteuid() != 0)
+		skip();
+	struct passwd *pw = getpwnam("nobody");
+	assert_non_null(pw);
+	char *dir = tmpdir();
+	chmod(dir, 0777);
+	_cleanup_free_ char *out = xasprintf("%s/out", dir);
+	char *argv[] = {"sh", "-c",
+			"id -u; id -G; python3 -c 'import os; os.setuid(0)' 2>/dev/null || "
+			"echo no-root",
+			NULL};
+	char *env[] = {"PATH=/usr/bin:/bin", NULL};
+	struct shim_task t = {.rank = 0,
+			      .argc = 3,
+			      .argv = argv,
+			      .nenv = 1,
+			      .env = env,
+			      .cwd = dir,
+			      .output = out};
+	struct shim_plan p = {.job = 1, .attempt = 1, .ntasks = 1, .tasks = &t, .as_user = true};
+	p.user = (struct shim_user){
+		.uid = pw->pw_uid, .gid = pw->pw_gid, .ngroups = 1, .groups = {pw->pw_gid}};
+	snprintf(p.user.name, sizeof(p.user.name), "nobody");
+	struct cgroup none = {0};
+	int code;
+	char why[256];
+	int pid = task_fork(&p, &none, &t, &code, why, sizeof(why));
+	assert_true(pid > 0);
+	int status;
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	_cleanup_free_ char *text = get(dir, "out");
+	char expect[64];
+	snprintf(expect, sizeof(expect), "%u\n%u\nno-root", pw->pw_uid, pw->pw_gid);
+	assert_string_equal(text, expect);
+	struct stat st;
+	assert_int_equal(stat(out, &st), 0);
+	assert_int_equal(st.st_uid, pw->pw_uid);
+	assert_int_equal(st.st_mode & 0777, 0600);
+	/* an output only root may write: refused, with why */
+	t.output = "/etc/tenk-unit-test-out";
+	assert_int_equal(task_fork(&p, &none, &t, &code, why, sizeof(why)), -1);
+	assert_int_equal(code, 127);
+	assert_string_equal(why, "cannot open output /etc/tenk-unit-test-out: Permission denied");
+	assert_int_equal(access("/etc/tenk-unit-test-out", F_OK), -1);
+	/* no such command */
+	t.output = out;
+	char *bad[] = {"no-such-command-xyz", NULL};
+	t.argv = bad;
+	t.argc = 1;
+	assert_int_equal(task_fork(&p, &none, &t, &code, why, sizeof(why)), -1);
+	assert_string_equal(why, "command not found: no-such-command-xyz");
+	rm_rf(dir);
+	free(dir);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_cgroup_v1),
+		cmocka_unit_test(test_cgroup_v2),
+		cmocka_unit_test(test_plan_roundtrip),
+		cmocka_unit_test(test_lines),
+		cmocka_unit_test(test_task_as_another_user),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
