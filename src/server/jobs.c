@@ -233,6 +233,24 @@ static void task_failed(struct state *s, struct sjob *j, struct attempt *a,
 	}
 }
 
+void job_lost(struct state *s, struct sjob *j, struct attempt *a, const char *node, const char *why,
+	      int64_t now)
+{
+	char reason[MODEL_REASON_MAX];
+	snprintf(reason, sizeof(reason), "node %s lost: %s", node, why);
+	snprintf(a->reason, sizeof(a->reason), "%s", reason);
+	size_t len = strlen(reason);
+	if (j->node_losses < s->cfg.max_node_requeues && !j->job.system) {
+		j->node_losses++;
+		snprintf(reason + len, sizeof(reason) - len, "; requeued");
+		job_requeue(s, j, reason, now);
+	} else {
+		snprintf(reason + len, sizeof(reason) - len, "; not requeued after %d lost nodes",
+			 j->node_losses);
+		state_job_finish(s, j, JOB_FAILED, -1, reason, now);
+	}
+}
+
 void state_task_exited(struct state *s, const struct task_event *ev, int64_t now)
 {
 	struct sjob *j;
@@ -251,7 +269,12 @@ void state_task_exited(struct state *s, const struct task_event *ev, int64_t now
 	an->cpu_ms = MAX(an->cpu_ms, ev->cpu_ms);
 	an->mem_peak_mib = MAX(an->mem_peak_mib, ev->mem_peak_mib);
 	if (attempt_is_current(j, a)) {
-		if (ev->cause == EXIT_TIMEOUT) {
+		if (ev->cause == EXIT_LOST) {
+			/* it ended with its node's agent (stopped, or its lease ran
+			 * out): the job goes on elsewhere, as for a lost node */
+			job_lost(s, j, a, a->nodes[rank / j->job.req.tasks_per_node].name,
+				 ev->detail[0] ? ev->detail : "its agent stopped", now);
+		} else if (ev->cause == EXIT_TIMEOUT) {
 			char reason[MODEL_REASON_MAX];
 			snprintf(reason, sizeof(reason), "time limit of %llds reached",
 				 (long long)j->job.req.time_limit_s);

@@ -162,22 +162,8 @@ static void lose_parts(struct state *s, struct snode *n, const char *why, int64_
 			ts->state = TASK_LOST;
 			ts->end_ms = now;
 		}
-		if (attempt_is_current(j, a)) {
-			char reason[MODEL_REASON_MAX];
-			snprintf(reason, sizeof(reason), "node %s lost: %s", n->rec.inv.name, why);
-			snprintf(a->reason, sizeof(a->reason), "%s", reason);
-			if (j->node_losses < s->cfg.max_node_requeues && !j->job.system) {
-				j->node_losses++;
-				size_t len = strlen(reason);
-				snprintf(reason + len, sizeof(reason) - len, "; requeued");
-				job_requeue(s, j, reason, now);
-			} else {
-				size_t len = strlen(reason);
-				snprintf(reason + len, sizeof(reason) - len,
-					 "; not requeued after %d lost nodes", j->node_losses);
-				state_job_finish(s, j, JOB_FAILED, -1, reason, now);
-			}
-		}
+		if (attempt_is_current(j, a))
+			job_lost(s, j, a, n->rec.inv.name, why, now);
 		attempt_settle(s, j, a, p.node_index, now);
 		/* attempt_settle removed the part; make sure, or stop looping */
 		if (n->nparts > 0 && n->parts[n->nparts - 1].job == j &&

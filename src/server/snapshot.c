@@ -76,6 +76,18 @@ static void jobs_build(struct state *s, uint64_t mark, struct snapshot *sn)
 				j->reason_pass = mark;
 				continue;
 			}
+			/* two attempts of one job never run at once: the next one
+			 * waits until every task of the last is gone */
+			const struct attempt *last = job_current_attempt(&j->job);
+			if (last && !last->ended) {
+				snprintf(j->job.reason, sizeof(j->job.reason),
+					 "waiting for its attempt %d to end (its tasks are being "
+					 "stopped)",
+					 last->number);
+				j->reason_from = 0;
+				j->reason_pass = mark;
+				continue;
+			}
 			j->sj.queue = j->queue->index;
 			sn->jobs[sn->njobs] = &j->sj;
 			sn->byindex[sn->njobs++] = j;

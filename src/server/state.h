@@ -285,6 +285,10 @@ void state_preempt(struct state *s, struct sjob *victim, struct sjob *for_job, i
 /* Is a the attempt its job runs now? */
 bool attempt_is_current(const struct sjob *j, const struct attempt *a);
 bool task_done(const struct task_status *t);
+/* The current attempt a of j ended with node `node` (lost, or its agent
+ * gone): requeued while it has node requeues left, else failed. */
+void job_lost(struct state *s, struct sjob *j, struct attempt *a, const char *node, const char *why,
+	      int64_t now);
 /* Sends an active job back to the queue for another attempt. */
 void job_requeue(struct state *s, struct sjob *j, const char *reason, int64_t now);
 /* Finds the class and queue a job names and fills its scheduler's view. */

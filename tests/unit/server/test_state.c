@@ -314,6 +314,70 @@ static void test_agent_restart(void **state)
 	world_free(w);
 }
 
+/* Two attempts of one job never run at once: after rank 0 of a two-node
+ * gang fails, the next attempt waits for rank 1's task to be reported gone
+ * even while two other nodes stand free. */
+static void test_one_attempt_at_a_time(void **state)
+{
+	struct world *w = world_new(5);
+	for (int i = 1; i <= 4; i++)
+		add_node(w, i, 8, "aaaaaaaa");
+	struct sjob *j = submit(w, "{\"command\": [\"train\"], \"cwd\": \"/tmp\", \"nodes\": 2, "
+				   "\"gpus_per_task\": 8, \"requeue\": 2}");
+	state_schedule(&w->st, T0);
+	task_event(w, j, 0, TASK_EVENT_STARTED, 0, EXIT_EXITED, T0);
+	task_event(w, j, 1, TASK_EVENT_STARTED, 0, EXIT_EXITED, T0);
+	task_event(w, j, 0, TASK_EVENT_EXITED, 1, EXIT_EXITED, T0 + 5);
+	assert_int_equal(j->job.state, JOB_PENDING);
+	assert_false(j->job.attempts[0].ended);
+	state_schedule(&w->st, T0 + 10);
+	assert_int_equal(j->job.state, JOB_PENDING);
+	assert_int_equal(j->job.nattempts, 1);
+	assert_string_equal(j->job.reason, "waiting for its attempt 1 to end (its tasks are "
+					   "being stopped)");
+	task_event(w, j, 1, TASK_EVENT_EXITED, 143, EXIT_CANCELLED, T0 + 20);
+	assert_true(j->job.attempts[0].ended);
+	state_schedule(&w->st, T0 + 30);
+	assert_int_equal(j->job.state, JOB_STARTING);
+	assert_int_equal(j->job.nattempts, 2);
+	world_free(w);
+}
+
+/* A task that ended because its agent stopped (or its lease ran out) is
+ * a lost node, not a failure: requeued without spending a restart. */
+static void test_task_lost_with_agent(void **state)
+{
+	struct world *w = world_new(1);
+	add_node(w, 1, 8, "aaaaaaaa");
+	struct sjob *j = submit(w, "{\"command\": [\"train\"], \"cwd\": \"/tmp\"}");
+	state_schedule(&w->st, T0);
+	task_event(w, j, 0, TASK_EVENT_STARTED, 0, EXIT_EXITED, T0);
+	struct task_event ev = {.job = j->job.id,
+				.attempt = 1,
+				.rank = 0,
+				.type = TASK_EVENT_EXITED,
+				.at_ms = T0 + 5,
+				.exit_code = 143,
+				.cause = EXIT_LOST,
+				.detail = "no lease from its agent for 10s"};
+	state_task_exited(&w->st, &ev, T0 + 5);
+	assert_int_equal(j->job.state, JOB_PENDING);
+	assert_int_equal(j->node_losses, 1);
+	assert_int_equal(j->job.failures, 0);
+	assert_string_equal(j->job.attempts[0].reason,
+			    "node n1 lost: no lease from its agent for 10s");
+	assert_true(j->job.attempts[0].ended);
+	state_schedule(&w->st, T0 + 10);
+	assert_int_equal(j->job.nattempts, 2);
+	task_event(w, j, 0, TASK_EVENT_STARTED, 0, EXIT_EXITED, T0 + 11);
+	ev.attempt = 2;
+	ev.detail[0] = 0;
+	state_task_exited(&w->st, &ev, T0 + 12);
+	assert_int_equal(j->job.state, JOB_FAILED);
+	assert_non_null(strstr(j->job.reason, "node n1 lost: its agent stopped; not requeued"));
+	world_free(w);
+}
+
 /* Cancel: the job ends at once, its devices stay held until its task is
  * reported gone, and cancelling again is refused. */
 static void test_cancel_and_drain(void **state)
@@ -426,10 +490,16 @@ int main(void)
 {
 	tk_log_set_level(TK_LOG_ERR);
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_lifecycle),	 cmocka_unit_test(test_requeue),
-		cmocka_unit_test(test_timeout),		 cmocka_unit_test(test_node_loss),
-		cmocka_unit_test(test_agent_restart),	 cmocka_unit_test(test_cancel_and_drain),
-		cmocka_unit_test(test_transition_table), cmocka_unit_test(test_preemption),
+		cmocka_unit_test(test_lifecycle),
+		cmocka_unit_test(test_requeue),
+		cmocka_unit_test(test_timeout),
+		cmocka_unit_test(test_node_loss),
+		cmocka_unit_test(test_agent_restart),
+		cmocka_unit_test(test_one_attempt_at_a_time),
+		cmocka_unit_test(test_task_lost_with_agent),
+		cmocka_unit_test(test_cancel_and_drain),
+		cmocka_unit_test(test_transition_table),
+		cmocka_unit_test(test_preemption),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
