@@ -142,7 +142,7 @@ static void do_register(struct agent *a)
 	if (a->registering || a->stopping)
 		return;
 	a->registering = true;
-	struct wire_register *m = xmalloc(sizeof(*m));
+	struct wire_register *m = xcalloc(1, sizeof(*m));
 	snprintf(m->agent_id, sizeof(m->agent_id), "%s", a->agent_id);
 	m->inv = a->inv;
 	json_t *body = wire_register_pack(m);

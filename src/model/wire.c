@@ -72,13 +72,19 @@ static int array_of(json_t *obj, const char *key, bool required, size_t max, jso
 
 json_t *wire_register_pack(const struct wire_register *m)
 {
-	return json_pack("{s:s, s:o}", "agent_id", m->agent_id, "inventory",
-			 node_inventory_pack(&m->inv));
+	json_t *kept = json_array();
+	for (int i = 0; i < m->nkept; i++)
+		json_array_append_new(kept,
+				      json_pack("{s:I, s:i}", "job", (json_int_t)m->kept[i].job,
+						"attempt", m->kept[i].attempt));
+	return json_pack("{s:s, s:o, s:o}", "agent_id", m->agent_id, "inventory",
+			 node_inventory_pack(&m->inv), "kept", kept);
 }
 
 int wire_register_unpack(json_t *j, struct wire_register *ret, struct tk_error *err)
 {
-	static const char *const keys[] = {"agent_id", "inventory", NULL};
+	static const char *const keys[] = {"agent_id", "inventory", "kept", NULL};
+	static const char *const kkeys[] = {"job", "attempt", NULL};
 	int r;
 	memset(ret, 0, sizeof(*ret));
 	if ((r = mj_check_keys(j, NULL, keys, err)) < 0 ||
@@ -88,7 +94,33 @@ int wire_register_unpack(json_t *j, struct wire_register *ret, struct tk_error *
 		mj_prefix(err, "inventory");
 		return r;
 	}
+	json_t *kept;
+	size_t n;
+	if ((r = array_of(j, "kept", false, WIRE_MAX_WORK, &kept, &n, err)) < 0 || !kept)
+		return r;
+	ret->kept = xcalloc(n ? n : 1, sizeof(*ret->kept));
+	size_t i;
+	json_t *k;
+	json_array_foreach (kept, i, k) {
+		int64_t attempt;
+		if ((r = mj_check_keys(k, NULL, kkeys, err)) < 0 ||
+		    (r = mj_int(k, "job", true, 1, INT64_MAX, 0, &ret->kept[i].job, err)) < 0 ||
+		    (r = mj_int(k, "attempt", true, 1, MODEL_MAX_ATTEMPTS, 0, &attempt, err)) < 0) {
+			mj_prefix(err, "kept[%zu]", i);
+			wire_register_release(ret);
+			return r;
+		}
+		ret->kept[i].attempt = (int)attempt;
+	}
+	ret->nkept = (int)n;
 	return 0;
+}
+
+void wire_register_release(struct wire_register *m)
+{
+	free(m->kept);
+	m->kept = NULL;
+	m->nkept = 0;
 }
 
 json_t *wire_registered_pack(const struct wire_registered *m)
@@ -110,6 +142,17 @@ int wire_registered_unpack(json_t *j, struct wire_registered *ret, struct tk_err
 		    0)
 		return r;
 	return 0;
+}
+
+/* ---- fencing by lease ------------------------------------------------------------- */
+
+void wire_lease_of(int64_t node_timeout_ms, int64_t heartbeat_ms, struct wire_lease *ret)
+{
+	int64_t t = MAX(node_timeout_ms, 8);
+	ret->lease_ms = t / 2;
+	ret->fence_grace_ms = t / 4;
+	ret->bound_ms = ret->lease_ms + ret->fence_grace_ms;
+	ret->heartbeat_ms = MAX(MIN(heartbeat_ms, t / 8), 1);
 }
 
 /* ---- heartbeat ------------------------------------------------------------------ */

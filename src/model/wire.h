@@ -61,13 +61,25 @@ int exit_cause_parse(const char *s, enum exit_cause *ret);
 
 /* ---- register ------------------------------------------------------------------- */
 
+/* One attempt's part on a node, by name. */
+struct wire_attempt_ref {
+	int64_t job;
+	int attempt;
+};
+
 struct wire_register {
 	char agent_id[WIRE_AGENT_ID_MAX]; /* 8 to 63 lowercase hex digits: this agent process */
 	struct node_inventory inv;
+	/* the attempts whose shims this agent found when it started, running
+	 * or holding exits it has yet to report: the server keeps them on the
+	 * node rather than losing them with the agent process that began them */
+	int nkept;
+	struct wire_attempt_ref *kept; /* owned after unpack; see wire_register_release */
 };
 
 json_t *wire_register_pack(const struct wire_register *m);
 int wire_register_unpack(json_t *j, struct wire_register *ret, struct tk_error *err);
+void wire_register_release(struct wire_register *m);
 
 /* The server's answer: the node's name and address as it knows them. */
 struct wire_registered {
@@ -79,6 +91,36 @@ struct wire_registered {
 
 json_t *wire_registered_pack(const struct wire_registered *m);
 int wire_registered_unpack(json_t *j, struct wire_registered *ret, struct tk_error *err);
+
+/* ---- fencing by lease ------------------------------------------------------------- */
+
+/*
+ * A node cut off from the server has stopped its tasks before the server,
+ * having heard nothing from it for the node timeout T, runs their attempts
+ * elsewhere. Both sides take every figure from T, each on its own
+ * monotonic clock (only their rates need agree):
+ *   - the server notes a node alive when it receives any request of the
+ *     node's agent, and declares it DOWN, ending its attempts, once it has
+ *     received none for T;
+ *   - the agent notes when it sent the last request the server answered
+ *     (which the server received no earlier), and grants the shims of the
+ *     node a lease to then + lease_ms;
+ *   - a shim whose lease ends stops its tasks and kills what is left of
+ *     them, its whole cgroup, fence_grace_ms later at the most.
+ * So every task is gone bound_ms = 3T/4 after an instant the server heard
+ * the agent: a quarter of T before the server may run it elsewhere, the
+ * margin for timers that fire late on a loaded node.
+ */
+struct wire_lease {
+	int64_t lease_ms;	/* T/2 */
+	int64_t heartbeat_ms;	/* at most T/8: four beats to each lease */
+	int64_t fence_grace_ms; /* T/4: the longest grace period of a fenced task */
+	int64_t bound_ms;	/* lease_ms + fence_grace_ms */
+};
+
+/* The lease for node timeout T, with heartbeats no rarer than
+ * heartbeat_ms (the agent's setting). */
+void wire_lease_of(int64_t node_timeout_ms, int64_t heartbeat_ms, struct wire_lease *ret);
 
 /* ---- heartbeat ------------------------------------------------------------------ */
 

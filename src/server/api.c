@@ -430,12 +430,14 @@ static void h_agent_register(struct request *r, const char *param, json_t *body)
 			inet_ntop(AF_INET6, &((struct sockaddr_in6 *)ci->client_addr)->sin6_addr,
 				  inv->addr, sizeof(inv->addr));
 	}
-	struct snode *n = state_register(st, inv, m->agent_id, server_now_ms(s), tk_mono_ms());
+	struct snode *n = state_register(st, inv, m->agent_id, m->kept, m->nkept, server_now_ms(s),
+					 tk_mono_ms());
 	struct wire_registered ans = {.node_timeout_ms = s->cfg.node_timeout_ms};
 	snprintf(ans.node, sizeof(ans.node), "%s", n->rec.inv.name);
 	snprintf(ans.addr, sizeof(ans.addr), "%s", n->rec.inv.addr);
 	snprintf(ans.epoch, sizeof(ans.epoch), "%s", s->epoch);
 	reply_json(r, 200, wire_registered_pack(&ans));
+	wire_register_release(m);
 out:
 	free(m);
 }

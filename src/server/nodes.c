@@ -146,12 +146,25 @@ void attempt_bump_nodes(struct state *s, const struct attempt *a)
 
 /* ---- liveness --------------------------------------------------------------------- */
 
-/* Marks every task of every part on n lost, requeueing or failing the jobs
- * whose current attempt that ends. */
-static void lose_parts(struct state *s, struct snode *n, const char *why, int64_t now)
+/* Is part p one of the attempts in keep? */
+static bool part_kept(const struct part *p, const struct wire_attempt_ref *keep, int nkeep)
 {
-	while (n->nparts > 0) {
-		struct part p = n->parts[n->nparts - 1];
+	for (int k = 0; k < nkeep; k++)
+		if (keep[k].job == p->job->job.id && keep[k].attempt == p->attempt)
+			return true;
+	return false;
+}
+
+/* Marks every task of every part on n lost but those of the attempts in
+ * keep, requeueing or failing the jobs whose current attempt that ends. */
+static void lose_parts(struct state *s, struct snode *n, const char *why,
+		       const struct wire_attempt_ref *keep, int nkeep, int64_t now)
+{
+	/* settling a part swaps the last one into its place: one already seen */
+	for (int i = n->nparts - 1; i >= 0; i = MIN(i - 1, n->nparts - 1)) {
+		struct part p = n->parts[i];
+		if (part_kept(&p, keep, nkeep))
+			continue;
 		struct sjob *j = p.job;
 		struct attempt *a = &j->job.attempts[p.attempt - 1];
 		int tpn = j->job.req.tasks_per_node;
@@ -165,10 +178,7 @@ static void lose_parts(struct state *s, struct snode *n, const char *why, int64_
 		if (attempt_is_current(j, a))
 			job_lost(s, j, a, n->rec.inv.name, why, now);
 		attempt_settle(s, j, a, p.node_index, now);
-		/* attempt_settle removed the part; make sure, or stop looping */
-		if (n->nparts > 0 && n->parts[n->nparts - 1].job == j &&
-		    n->parts[n->nparts - 1].attempt == p.attempt)
-			part_remove(s, n, j, p.attempt);
+		part_remove(s, n, j, p.attempt); /* settled already, or now */
 		state_job_dirty(s, j);
 	}
 }
@@ -178,7 +188,7 @@ void state_node_lost(struct state *s, struct snode *n, const char *why, int64_t 
 	if (n->live != NODE_LIVE_DOWN)
 		log_warn("node %s is DOWN: %s", n->rec.inv.name, why);
 	n->live = NODE_LIVE_DOWN;
-	lose_parts(s, n, why, now);
+	lose_parts(s, n, why, NULL, 0, now);
 	state_want_pass(s);
 }
 
@@ -221,7 +231,8 @@ struct snode *node_insert(struct state *s, const struct node_record *rec)
 }
 
 struct snode *state_register(struct state *s, const struct node_inventory *inv,
-			     const char *agent_id, int64_t now, int64_t mono)
+			     const char *agent_id, const struct wire_attempt_ref *kept, int nkept,
+			     int64_t now, int64_t mono)
 {
 	struct snode *n = state_node(s, inv->name);
 	if (!n) {
@@ -233,7 +244,8 @@ struct snode *state_register(struct state *s, const struct node_inventory *inv,
 			 (long long)inv->mem_mib, inv->naccel);
 	} else {
 		if (strcmp(n->rec.agent_id, agent_id) != 0 && n->nparts > 0)
-			lose_parts(s, n, "its agent restarted and no longer runs them", now);
+			lose_parts(s, n, "its agent restarted and no longer runs them", kept, nkept,
+				   now);
 		/* the name is the map's key: it does not change */
 		n->rec.inv = *inv;
 		if (n->live != NODE_LIVE_UP)

@@ -301,9 +301,12 @@ void attempt_settle(struct state *s, struct sjob *j, struct attempt *a, int node
 /* ---- nodes.c ------------------------------------------------------------------------ */
 
 struct snode *state_node(struct state *s, const char *name);
-/* Registers (or re-registers) a node from its agent's report. */
+/* Registers (or re-registers) a node from its agent's report. A new agent
+ * process on a known node keeps the attempts it names in kept (their shims
+ * outlived the last one); the node's other attempts are lost. */
 struct snode *state_register(struct state *s, const struct node_inventory *inv,
-			     const char *agent_id, int64_t now, int64_t mono);
+			     const char *agent_id, const struct wire_attempt_ref *kept, int nkept,
+			     int64_t now, int64_t mono);
 void state_drain(struct state *s, struct snode *n, const char *reason);
 void state_resume(struct state *s, struct snode *n);
 /* The node's agent was heard from: it is alive (UP). */

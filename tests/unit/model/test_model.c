@@ -485,6 +485,21 @@ static void test_wire(void **state)
 	json_object_set_new(j, "agent_id", json_string("0123abcd"));
 	assert_int_equal(wire_register_unpack(j, reg, &err), 0);
 	assert_string_equal(reg->inv.name, "n1");
+	assert_int_equal(reg->nkept, 0);
+	/* the attempts an agent found its shims of, each by job and attempt */
+	json_object_set_new(j, "kept", parse("[{\"job\": 4, \"attempt\": 2}]"));
+	assert_int_equal(wire_register_unpack(j, reg, &err), 0);
+	assert_int_equal(reg->nkept, 1);
+	assert_int_equal(reg->kept[0].job, 4);
+	assert_int_equal(reg->kept[0].attempt, 2);
+	json_t *packed = wire_register_pack(reg);
+	assert_true(json_equal(json_object_get(packed, "kept"), json_object_get(j, "kept")));
+	json_decref(packed);
+	wire_register_release(reg);
+	json_object_set_new(j, "kept", parse("[{\"job\": 4, \"attempt\": 2, \"x\": 1}]"));
+	assert_true(wire_register_unpack(j, reg, &err) < 0);
+	assert_non_null(strstr(err.text, "kept[0]"));
+	assert_null(reg->kept);
 	free(reg);
 	json_decref(j);
 	j = parse("{\"node\": \"n\", \"agent_id\": \"abababababababab\", \"checkpoints\": "
@@ -494,6 +509,32 @@ static void test_wire(void **state)
 	assert_true(wire_heartbeat_unpack(j, &hb, &err) < 0);
 	assert_non_null(strstr(err.text, "checkpoints[1].attempt: must be an integer from 1"));
 	json_decref(j);
+}
+
+/* Fencing: for every node timeout, the tasks of a node cut off are gone a
+ * quarter of it before the server may run them elsewhere, the shim's grace
+ * fits in the lease, and four heartbeats fit in one. */
+static void test_lease(void **state)
+{
+	static const int64_t timeouts[] = {1000, 3000, 5000, 7777, 30000, 60000, 86400000};
+	for (size_t i = 0; i < ARRAY_SIZE(timeouts); i++) {
+		int64_t t = timeouts[i];
+		struct wire_lease l;
+		wire_lease_of(t, 5000, &l);
+		assert_int_equal(l.bound_ms, l.lease_ms + l.fence_grace_ms);
+		assert_true(l.bound_ms + t / 4 <= t);
+		assert_true(l.lease_ms > 0 && l.fence_grace_ms > 0);
+		assert_true(l.fence_grace_ms <= l.lease_ms / 2);
+		assert_true(l.heartbeat_ms * 4 <= l.lease_ms);
+		assert_true(l.heartbeat_ms <= 5000);
+	}
+	struct wire_lease l;
+	wire_lease_of(30000, 5000, &l);
+	assert_int_equal(l.lease_ms, 15000);
+	assert_int_equal(l.fence_grace_ms, 7500);
+	assert_int_equal(l.heartbeat_ms, 3750);
+	wire_lease_of(30000, 1000, &l);
+	assert_int_equal(l.heartbeat_ms, 1000); /* more often when asked */
 }
 
 int main(void)
@@ -509,6 +550,7 @@ int main(void)
 		cmocka_unit_test(test_node_record),
 		cmocka_unit_test(test_config_validation),
 		cmocka_unit_test(test_wire),
+		cmocka_unit_test(test_lease),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -72,7 +72,7 @@ static struct snode *add_node(struct world *w, int i, int gpus, const char *agen
 	assert_int_equal(model_fake_accels(spec, &w->cat, inv.name, inv.accel, MODEL_MAX_ACCELS,
 					   &inv.naccel, &err),
 			 0);
-	return state_register(&w->st, &inv, agent, T0, MONO0);
+	return state_register(&w->st, &inv, agent, NULL, 0, T0, MONO0);
 }
 
 static struct sjob *submit(struct world *w, const char *json)
@@ -314,6 +314,39 @@ static void test_agent_restart(void **state)
 	world_free(w);
 }
 
+/* A new agent process that found the shims of the old one keeps their
+ * attempts running; the node's other attempts are lost. */
+static void test_agent_restart_keeps_shims(void **state)
+{
+	struct world *w = world_new(5);
+	struct snode *n = add_node(w, 1, 8, "aaaaaaaa");
+	struct sjob *kept = submit(w, "{\"command\": [\"train\"], \"cwd\": \"/tmp\"}");
+	struct sjob *lost = submit(w, "{\"command\": [\"train\"], \"cwd\": \"/tmp\"}");
+	struct sjob *done = submit(w, "{\"command\": [\"train\"], \"cwd\": \"/tmp\"}");
+	state_schedule(&w->st, T0);
+	task_event(w, kept, 0, TASK_EVENT_STARTED, 0, EXIT_EXITED, T0);
+	task_event(w, lost, 0, TASK_EVENT_STARTED, 0, EXIT_EXITED, T0);
+	task_event(w, done, 0, TASK_EVENT_STARTED, 0, EXIT_EXITED, T0);
+	assert_int_equal(n->nparts, 3);
+	/* the new agent found two shims: one running, one whose task exited
+	 * while no agent was there; and it names one the server never had */
+	struct node_inventory inv = n->rec.inv;
+	const struct wire_attempt_ref refs[] = {
+		{kept->job.id, 1}, {done->job.id, 1}, {99, 1}, {lost->job.id, 2}};
+	n = state_register(&w->st, &inv, "dddddddd", refs, (int)ARRAY_SIZE(refs), T0 + 5,
+			   MONO0 + 5);
+	assert_int_equal(kept->job.state, JOB_RUNNING);
+	assert_int_equal(done->job.state, JOB_RUNNING);
+	assert_int_equal(lost->job.state, JOB_PENDING);
+	assert_int_equal(n->nparts, 2);
+	assert_int_equal(kept->job.nattempts, 1);
+	/* the exit it then reports ends the job as it ended */
+	task_event(w, done, 0, TASK_EVENT_EXITED, 0, EXIT_EXITED, T0 + 6);
+	assert_int_equal(done->job.state, JOB_COMPLETED);
+	assert_int_equal(n->nparts, 1);
+	world_free(w);
+}
+
 /* Two attempts of one job never run at once: after rank 0 of a two-node
  * gang fails, the next attempt waits for rank 1's task to be reported gone
  * even while two other nodes stand free. */
@@ -495,6 +528,7 @@ int main(void)
 		cmocka_unit_test(test_timeout),
 		cmocka_unit_test(test_node_loss),
 		cmocka_unit_test(test_agent_restart),
+		cmocka_unit_test(test_agent_restart_keeps_shims),
 		cmocka_unit_test(test_one_attempt_at_a_time),
 		cmocka_unit_test(test_task_lost_with_agent),
 		cmocka_unit_test(test_cancel_and_drain),
