@@ -240,7 +240,14 @@ void job_lost(struct state *s, struct sjob *j, struct attempt *a, const char *no
 	snprintf(reason, sizeof(reason), "node %s lost: %s", node, why);
 	snprintf(a->reason, sizeof(a->reason), "%s", reason);
 	size_t len = strlen(reason);
-	if (j->node_losses < s->cfg.max_node_requeues && !j->job.system) {
+	bool ran = false;
+	for (int t = 0; t < a->ntasks; t++)
+		ran |= a->tasks[t].start_ms != 0;
+	if (!ran && !j->job.system) {
+		/* nothing of it ran: going again is no rerun, and costs nothing */
+		snprintf(reason + len, sizeof(reason) - len, "; requeued (it had not started)");
+		job_requeue(s, j, reason, now);
+	} else if (j->node_losses < s->cfg.max_node_requeues && !j->job.system) {
 		j->node_losses++;
 		snprintf(reason + len, sizeof(reason) - len, "; requeued");
 		job_requeue(s, j, reason, now);

@@ -155,10 +155,27 @@ static bool part_kept(const struct part *p, const struct wire_attempt_ref *keep,
 	return false;
 }
 
+/* Holds j back until mono time `until`. */
+static void job_fence(struct state *s, struct sjob *j, const char *node, int64_t until)
+{
+	if (until <= j->fenced_until)
+		return;
+	if (!j->fenced_until) {
+		xgrow(&s->fenced, &s->fenced_alloc, (size_t)s->nfenced + 1, sizeof(*s->fenced));
+		s->fenced[s->nfenced++] = j;
+	}
+	j->fenced_until = until;
+	snprintf(j->fenced_node, sizeof(j->fenced_node), "%s", node);
+}
+
 /* Marks every task of every part on n lost but those of the attempts in
- * keep, requeueing or failing the jobs whose current attempt that ends. */
+ * keep, requeueing or failing the jobs whose current attempt that ends.
+ * Where their tasks may still run (a shim the node's new agent did not
+ * find), fence_until (mono) is when their lease surely ended: no job of
+ * them starts again before. */
 static void lose_parts(struct state *s, struct snode *n, const char *why,
-		       const struct wire_attempt_ref *keep, int nkeep, int64_t now)
+		       const struct wire_attempt_ref *keep, int nkeep, int64_t fence_until,
+		       int64_t now)
 {
 	/* settling a part swaps the last one into its place: one already seen */
 	for (int i = n->nparts - 1; i >= 0; i = MIN(i - 1, n->nparts - 1)) {
@@ -175,6 +192,8 @@ static void lose_parts(struct state *s, struct snode *n, const char *why,
 			ts->state = TASK_LOST;
 			ts->end_ms = now;
 		}
+		if (fence_until)
+			job_fence(s, j, n->rec.inv.name, fence_until);
 		if (attempt_is_current(j, a))
 			job_lost(s, j, a, n->rec.inv.name, why, now);
 		attempt_settle(s, j, a, p.node_index, now);
@@ -188,7 +207,8 @@ void state_node_lost(struct state *s, struct snode *n, const char *why, int64_t 
 	if (n->live != NODE_LIVE_DOWN)
 		log_warn("node %s is DOWN: %s", n->rec.inv.name, why);
 	n->live = NODE_LIVE_DOWN;
-	lose_parts(s, n, why, NULL, 0, now);
+	/* silent for the node timeout: every lease it granted has ended */
+	lose_parts(s, n, why, NULL, 0, 0, now);
 	state_want_pass(s);
 }
 
@@ -213,6 +233,15 @@ void state_check_nodes(struct state *s, int64_t now, int64_t mono)
 				 (long long)(s->cfg.node_timeout_ms / 1000));
 			state_node_lost(s, n, why, now);
 		}
+	}
+	for (int i = 0; i < s->nfenced; i++) {
+		struct sjob *j = s->fenced[i];
+		if (mono < j->fenced_until)
+			continue;
+		j->fenced_until = 0;
+		s->fenced[i--] = s->fenced[--s->nfenced];
+		if (j->pending)
+			state_want_pass(s);
 	}
 }
 
@@ -243,9 +272,11 @@ struct snode *state_register(struct state *s, const struct node_inventory *inv,
 		log_info("node %s joined: %d CPUs, %lld MiB, %d accelerators", inv->name, inv->cpus,
 			 (long long)inv->mem_mib, inv->naccel);
 	} else {
+		/* a shim of the old agent that the new one did not find may run
+		 * on until the lease the old one last got from us ends */
 		if (strcmp(n->rec.agent_id, agent_id) != 0 && n->nparts > 0)
 			lose_parts(s, n, "its agent restarted and no longer runs them", kept, nkept,
-				   now);
+				   n->last_seen_ms + s->cfg.node_timeout_ms, now);
 		/* the name is the map's key: it does not change */
 		n->rec.inv = *inv;
 		if (n->live != NODE_LIVE_UP)

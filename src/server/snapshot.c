@@ -77,7 +77,17 @@ static void jobs_build(struct state *s, uint64_t mark, struct snapshot *sn)
 				continue;
 			}
 			/* two attempts of one job never run at once: the next one
-			 * waits until every task of the last is gone */
+			 * waits until every task of the last is gone, or surely
+			 * fenced */
+			if (j->fenced_until) {
+				snprintf(j->job.reason, sizeof(j->job.reason),
+					 "waiting until the lease of its last attempt's tasks on "
+					 "%s has run out (its agent restarted without them)",
+					 j->fenced_node);
+				j->reason_from = 0;
+				j->reason_pass = mark;
+				continue;
+			}
 			const struct attempt *last = job_current_attempt(&j->job);
 			if (last && !last->ended) {
 				snprintf(j->job.reason, sizeof(j->job.reason),

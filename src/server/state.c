@@ -48,6 +48,7 @@ void state_release(struct state *s)
 		free(j);
 	}
 	free(s->jobs);
+	free(s->fenced);
 	for (int i = 0; i < s->nnodes; i++) {
 		node_record_release(&s->nodes[i]->rec);
 		free(s->nodes[i]->parts);

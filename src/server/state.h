@@ -62,6 +62,11 @@ struct sjob {
 	int held_attempt;     /* ... that attempt's number */
 	int64_t last_ckpt_ms; /* newest checkpoint its current attempt wrote */
 	struct svalid *valid; /* a system job: the validation run it is */
+	/* monotonic: tasks of its last attempt may run until then on node
+	 * fenced_node, whose new agent did not find them (their shim's lease
+	 * ends by then); it starts no new attempt before. 0: none */
+	int64_t fenced_until;
+	char fenced_node[MODEL_NAME_MAX];
 };
 
 /* A priority class, with the jobs of it that wait. */
@@ -206,7 +211,10 @@ struct state {
 	uint64_t seq_applied; /* advances with every change */
 
 	struct snode *wake_nodes; /* whose work changed since the last flush */
-	struct svalid *valids;	  /* validation runs not yet ended */
+	struct sjob **fenced;	  /* jobs whose fenced_until is set */
+	int nfenced;
+	size_t fenced_alloc;
+	struct svalid *valids; /* validation runs not yet ended */
 
 	/* scheduling */
 	bool sched_needed;
@@ -313,7 +321,8 @@ void state_resume(struct state *s, struct snode *n);
 void state_node_seen(struct state *s, struct snode *n, int64_t mono);
 /* Marks a node DOWN and ends the parts of attempts it held. */
 void state_node_lost(struct state *s, struct snode *n, const char *why, int64_t now);
-/* Marks DOWN every node not heard from for the node timeout. */
+/* Marks DOWN every node not heard from for the node timeout, and lets
+ * fenced jobs start again once their fence is over (mono). */
 void state_check_nodes(struct state *s, int64_t now, int64_t mono);
 /* The node's state as the API shows it (model.h draws the diagram). */
 enum node_state state_node_state(const struct state *s, const struct snode *n);

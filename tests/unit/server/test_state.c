@@ -288,6 +288,7 @@ static void test_node_loss(void **state)
 	state_schedule(&w->st, T0 + 500);
 	assert_int_equal(j->job.state, JOB_STARTING);
 	assert_int_equal(j->job.nattempts, 2);
+	task_event(w, j, 0, TASK_EVENT_STARTED, 0, EXIT_EXITED, T0 + 550);
 	state_node_lost(&w->st, kept, "cable cut", T0 + 600);
 	assert_int_equal(j->job.state, JOB_FAILED);
 	assert_non_null(strstr(j->job.reason, "cable cut; not requeued after 1 lost nodes"));
@@ -344,6 +345,20 @@ static void test_agent_restart_keeps_shims(void **state)
 	task_event(w, done, 0, TASK_EVENT_EXITED, 0, EXIT_EXITED, T0 + 6);
 	assert_int_equal(done->job.state, JOB_COMPLETED);
 	assert_int_equal(n->nparts, 1);
+	/* the lost one's shim may live on, unfound, until the lease the old
+	 * agent last had runs out: no new attempt before */
+	state_schedule(&w->st, T0 + 7);
+	assert_int_equal(lost->job.nattempts, 1);
+	assert_non_null(strstr(lost->job.reason, "waiting until the lease of its last attempt's "
+						 "tasks on n1 has run out"));
+	state_check_nodes(&w->st, T0 + 8, MONO0 + NODE_TIMEOUT_MS - 1);
+	state_schedule(&w->st, T0 + 9);
+	assert_int_equal(lost->job.nattempts, 1);
+	state_check_nodes(&w->st, T0 + 10, MONO0 + NODE_TIMEOUT_MS);
+	assert_true(w->st.sched_needed);
+	state_schedule(&w->st, T0 + 11);
+	assert_int_equal(lost->job.nattempts, 2);
+	assert_int_equal(lost->job.state, JOB_STARTING);
 	world_free(w);
 }
 
@@ -408,6 +423,22 @@ static void test_task_lost_with_agent(void **state)
 	state_task_exited(&w->st, &ev, T0 + 12);
 	assert_int_equal(j->job.state, JOB_FAILED);
 	assert_non_null(strstr(j->job.reason, "node n1 lost: its agent stopped; not requeued"));
+	world_free(w);
+}
+
+/* A job lost before any of its tasks started has not run: it goes again
+ * without spending a node requeue, even where none is allowed. */
+static void test_lost_before_it_ran(void **state)
+{
+	struct world *w = world_new(0);
+	struct snode *n = add_node(w, 1, 8, "aaaaaaaa");
+	struct sjob *j = submit(w, "{\"command\": [\"train\"], \"cwd\": \"/tmp\"}");
+	state_schedule(&w->st, T0);
+	assert_int_equal(j->job.state, JOB_STARTING);
+	state_node_lost(&w->st, n, "cable cut", T0 + 1);
+	assert_int_equal(j->job.state, JOB_PENDING);
+	assert_int_equal(j->node_losses, 0);
+	assert_non_null(strstr(j->job.reason, "cable cut; requeued (it had not started)"));
 	world_free(w);
 }
 
@@ -531,6 +562,7 @@ int main(void)
 		cmocka_unit_test(test_agent_restart_keeps_shims),
 		cmocka_unit_test(test_one_attempt_at_a_time),
 		cmocka_unit_test(test_task_lost_with_agent),
+		cmocka_unit_test(test_lost_before_it_ran),
 		cmocka_unit_test(test_cancel_and_drain),
 		cmocka_unit_test(test_transition_table),
 		cmocka_unit_test(test_preemption),
