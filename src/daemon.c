@@ -167,6 +167,7 @@ enum {
 	D_CPUS,
 	D_MEM,
 	D_WORK,
+	D_STOP_JOBS,
 	D_MAX
 };
 
@@ -189,14 +190,17 @@ static const struct tk_option all_opts[D_MAX] = {
 	[D_CPUS] = {"cpus", 0, "N", "CPUs to offer (default: detected)"},
 	[D_MEM] = {"mem", 0, "SIZE", "memory to offer, e.g. 512G (default: detected)"},
 	[D_WORK] = {"work-dir", 0, "DIR", "local folder for checkpoints (default DATA/agent)"},
+	[D_STOP_JOBS] = {"stop-jobs", 0, NULL,
+			 "on stop, end this node's jobs (they are requeued) rather than leave "
+			 "them running until the agent is back"},
 };
 
 /* Which options each daemon takes, in all_opts order. */
 static const int up_opts[] = {D_HELP, D_LOG,  D_DATA, D_LISTEN, D_CATALOGUE, D_NODE_TIMEOUT,
-			      D_NAME, D_FAKE, D_TOPO, D_CPUS,	D_MEM};
+			      D_NAME, D_FAKE, D_TOPO, D_CPUS,	D_MEM,	     D_STOP_JOBS};
 static const int server_opts[] = {D_HELP, D_LOG, D_DATA, D_LISTEN, D_CATALOGUE, D_NODE_TIMEOUT};
-static const int agent_opts[] = {D_HELP, D_LOG,	 D_DATA, D_SERVER, D_TOKEN_FILE, D_NAME,
-				 D_FAKE, D_ADDR, D_TOPO, D_CPUS,   D_MEM,	 D_WORK};
+static const int agent_opts[] = {D_HELP, D_LOG,	 D_DATA, D_SERVER, D_TOKEN_FILE, D_NAME,     D_FAKE,
+				 D_ADDR, D_TOPO, D_CPUS, D_MEM,	   D_WORK,	 D_STOP_JOBS};
 
 /* What a daemon takes (indices into all_opts, in its order) and runs. */
 struct daemon_spec {
@@ -262,6 +266,7 @@ static int agent_cfg(const char *cmd, const char **v, struct agent_config *ac)
 	if (v[D_DATA])
 		ac->data_dir = v[D_DATA];
 	ac->work_dir = v[D_WORK];
+	ac->stop_jobs = v[D_STOP_JOBS] != NULL;
 	if (v[D_CPUS]) {
 		int64_t n;
 		if (tk_parse_int64(v[D_CPUS], 1, 65536, &n) < 0)

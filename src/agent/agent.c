@@ -11,13 +11,18 @@
  * Work is level-triggered: the answer is the whole desired set, so a lost or
  * repeated answer does no harm. A task group is started only the first time
  * its (job, attempt) appears, and stopped when it disappears.
+ *
+ * Every answer of the server renews the lease of the shims (wire.h): it
+ * proves the server heard this agent when the request was sent.
  */
 #include "internal.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <pwd.h>
 #include <sched.h>
+#include <sys/file.h>
 #include <unistd.h>
 #include <stdlib.h>
 #include <stdio.h>
@@ -71,6 +76,23 @@ static void log_http_error(const char *what, long status, const char *body, size
 	json_decref(j);
 }
 
+/* The server answered a request sent at sent_ms (monotonic): it heard this
+ * agent no earlier, so the shims may hold their tasks until one lease
+ * after it. Renewed every eighth of a lease at most. */
+static void touched(struct agent *a, int64_t sent_ms)
+{
+	if (sent_ms <= a->touch_ms)
+		return;
+	a->touch_ms = sent_ms;
+	if (a->lease.lease_ms == 0 || a->touch_ms - a->renewed_ms < a->lease.lease_ms / 8)
+		return;
+	a->renewed_ms = a->touch_ms;
+	size_t pos = 0;
+	void *v;
+	while (tk_map_next(&a->groups, &pos, NULL, &v))
+		group_renew(v, a->touch_ms + a->lease.lease_ms);
+}
+
 /* The server no longer knows this agent (it lost its state or another process
  * took the name): start over with registration. */
 static void need_register(struct agent *a)
@@ -119,11 +141,12 @@ static void reg_done(void *arg, long status, const char *body, size_t len, const
 	json_decref(j);
 	if (ans.addr[0])
 		snprintf(a->inv.addr, sizeof(a->inv.addr), "%s", ans.addr);
-	/* beat at least three times per timeout, so one lost beat is no death */
-	int64_t beat = a->cfg.heartbeat_ms;
-	if (ans.node_timeout_ms / 3 < beat)
-		beat = MAX(ans.node_timeout_ms / 3, 100);
-	uv_timer_start(&a->hb_timer, hb_timer_cb, (uint64_t)beat, (uint64_t)beat);
+	/* beat four times a lease at least, so that lost beats are no death */
+	wire_lease_of(ans.node_timeout_ms, a->cfg.heartbeat_ms, &a->lease);
+	uint64_t beat = (uint64_t)a->lease.heartbeat_ms;
+	uv_timer_start(&a->hb_timer, hb_timer_cb, beat, beat);
+	a->renewed_ms = 0; /* the lease may have changed: renew now */
+	touched(a, a->reg_sent_ms);
 	a->reg_backoff = 0;
 	a->registered = true;
 	a->gen = 0;
@@ -145,8 +168,18 @@ static void do_register(struct agent *a)
 	struct wire_register *m = xcalloc(1, sizeof(*m));
 	snprintf(m->agent_id, sizeof(m->agent_id), "%s", a->agent_id);
 	m->inv = a->inv;
+	/* every attempt it has a shim of: the server keeps them here */
+	m->kept = xcalloc(a->groups.len + 1, sizeof(*m->kept));
+	size_t pos = 0;
+	void *v;
+	while (tk_map_next(&a->groups, &pos, NULL, &v)) {
+		const struct taskgroup *g = v;
+		m->kept[m->nkept++] = (struct wire_attempt_ref){g->job, g->attempt};
+	}
 	json_t *body = wire_register_pack(m);
+	wire_register_release(m);
 	free(m);
+	a->reg_sent_ms = tk_mono_ms();
 	char *text = json_dumps(body, JSON_COMPACT);
 	json_decref(body);
 	a->reg_req =
@@ -221,6 +254,7 @@ static void poll_done(void *arg, long status, const char *body, size_t len, cons
 		return;
 	}
 	a->poll_backoff = 0;
+	touched(a, a->poll_sent_ms);
 	json_t *j = parse_body("work", body, len);
 	struct wire_work w;
 	struct tk_error err;
@@ -245,6 +279,7 @@ static void do_poll(struct agent *a)
 	snprintf(url, sizeof(url), "%s?node=%s&agent_id=%s&epoch=%s&gen=%llu&wait_ms=%d",
 		 a->url_work, a->inv.name, a->agent_id, a->epoch[0] ? a->epoch : "none",
 		 (unsigned long long)a->gen, AGENT_POLL_WAIT_MS);
+	a->poll_sent_ms = tk_mono_ms();
 	a->poll_req = hc_request(a->hc, "GET", url, a->cfg.token, NULL, AGENT_POLL_WAIT_MS + 15000,
 				 poll_done, a);
 }
@@ -255,6 +290,8 @@ static void hb_done(void *arg, long status, const char *body, size_t len, const 
 {
 	struct agent *a = arg;
 	a->hb_req = NULL;
+	if (status == 200)
+		touched(a, a->hb_sent_ms);
 	if (status == 409 && !a->stopping) {
 		log_http_error("heartbeat", status, body, len, error);
 		need_register(a);
@@ -287,8 +324,11 @@ static void hb_timer_cb(uv_timer_t *t)
 				 "checkpoints", ckpts);
 	char *text = json_dumps(body, JSON_COMPACT);
 	json_decref(body);
-	a->hb_req =
-		hc_request(a->hc, "POST", a->url_heartbeat, a->cfg.token, text, 10000, hb_done, a);
+	/* one that hangs must not hold back the next for long */
+	long timeout = (long)MAX(a->lease.lease_ms / 2, 1000);
+	a->hb_sent_ms = tk_mono_ms();
+	a->hb_req = hc_request(a->hc, "POST", a->url_heartbeat, a->cfg.token, text, timeout,
+			       hb_done, a);
 	free(text);
 }
 
@@ -338,6 +378,7 @@ static void events_done(void *arg, long status, const char *body, size_t len, co
 	a->nbatches--;
 	if (status == 200) {
 		a->ev_backoff = 0;
+		touched(a, b->sent_ms);
 		events_acked(a, lo, hi);
 		do_events(a);
 		maybe_stop_done(a);
@@ -394,6 +435,7 @@ static void do_events(struct agent *a)
 		b->a = a;
 		b->lo = a->events_base + first;
 		b->hi = a->events_base + end;
+		b->sent_ms = tk_mono_ms();
 		b->req = hc_request(a->hc, "POST", a->url_events, a->cfg.token, text, 10000,
 				    events_done, b);
 		free(text);
@@ -441,6 +483,7 @@ int agent_create(uv_loop_t *loop, const struct agent_config *cfg, struct agent *
 {
 	struct agent *a = xcalloc(1, sizeof(*a));
 	a->loop = loop;
+	a->lock_fd = -1;
 	copy_cfg(&a->cfg, cfg);
 	catalogue_init(&a->cat);
 	tk_map_init(&a->groups);
@@ -471,18 +514,28 @@ int agent_create(uv_loop_t *loop, const struct agent_config *cfg, struct agent *
 	}
 	free((char *)a->cfg.work_dir);
 	a->cfg.work_dir = abs;
-	/* tasks of an agent that died here would run on unsupervised */
-	int killed = agent_kill_leftovers(a->cfg.work_dir, a->agent_id);
-	if (killed > 0)
-		log_warn("killed %d processes an earlier agent left running in %s", killed,
-			 a->cfg.work_dir);
-	shims_clean(a);
+	/* two agents on one folder would take each other's shims */
+	char *lock = xasprintf("%s/agent.lock", a->cfg.work_dir);
+	a->lock_fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	free(lock);
+	if (a->lock_fd < 0 || flock(a->lock_fd, LOCK_EX | LOCK_NB) < 0) {
+		r = tk_errorf(err, -errno,
+			      errno == EWOULDBLOCK ? "another tenk agent is using %s"
+						   : "cannot lock %s: %s",
+			      a->cfg.work_dir, strerror(errno));
+		goto fail;
+	}
 	/* the CPUs jobs may be held to: those this agent may run on */
 	cpu_set_t set;
 	if (sched_getaffinity(0, sizeof(set), &set) == 0)
 		for (int c = 0; c < CPU_SETSIZE && a->ncpus < AGENT_MAX_CPUS; c++)
 			if (CPU_ISSET(c, &set))
 				a->cpu_id[a->ncpus++] = c;
+	/* the jobs an agent before this one left to their shims */
+	int found = shims_adopt(a);
+	if (found > 0)
+		log_info("found %d attempt(s) an earlier agent left running in %s", found,
+			 a->cfg.work_dir);
 	if (geteuid() != 0) {
 		struct passwd *pw = getpwuid(geteuid());
 		log_warn("not running as root: every job runs as %s (uid %u)",
@@ -554,7 +607,8 @@ static void maybe_stop_done(struct agent *a)
 	if (!a->stopping)
 		return;
 	if (!a->stop_reported) {
-		if (agent_running_groups(a) == 0 && (a->nevents == 0 || !a->registered))
+		if ((!a->cfg.stop_jobs || agent_running_groups(a) == 0) &&
+		    (a->nevents == 0 || !a->registered))
 			finish_stop(a);
 		return;
 	}
@@ -588,7 +642,14 @@ void agent_stop(struct agent *a, void (*done_cb)(void *arg), void *arg)
 	a->stop_cb = done_cb;
 	a->stop_arg = arg;
 	int running = agent_running_groups(a);
-	log_info("stopping%s", running ? ": ending the tasks of this node first" : "");
+	if (!running)
+		log_info("stopping");
+	else if (a->cfg.stop_jobs)
+		log_info("stopping: ending the tasks of this node first (--stop-jobs)");
+	else
+		log_info("stopping: %d attempt(s) go on in their shims, for %llds unless an agent "
+			 "comes back",
+			 running, (long long)(a->lease.lease_ms / 1000));
 	if (a->poll_req) {
 		hc_cancel(a->poll_req);
 		a->poll_req = NULL;
@@ -596,9 +657,9 @@ void agent_stop(struct agent *a, void (*done_cb)(void *arg), void *arg)
 	int64_t longest_grace = 0;
 	size_t pos = 0;
 	void *v;
-	while (tk_map_next(&a->groups, &pos, NULL, &v)) {
+	while (a->cfg.stop_jobs && tk_map_next(&a->groups, &pos, NULL, &v)) {
 		longest_grace = MAX(longest_grace, group_grace_ms(v));
-		group_stop(v, EXIT_LOST, "agent stopping");
+		group_stop(v, EXIT_LOST, "its agent stopped with --stop-jobs");
 	}
 	/* tasks get their grace period, then the exits get a few seconds to be
 	 * reported; after that we stop regardless */
@@ -616,6 +677,8 @@ void agent_destroy(struct agent *a)
 	while (tk_map_next(&a->groups, &pos, NULL, &v))
 		group_free_now(v);
 	tk_map_release(&a->groups);
+	if (a->lock_fd >= 0)
+		close(a->lock_fd);
 	free(a->events);
 	free(a->url_register);
 	free(a->url_heartbeat);

@@ -7,7 +7,9 @@
  * server's port needs to be reachable.
  *
  * While the server is away the agent keeps its tasks running, holds their
- * exit reports, and reconnects with backoff.
+ * exit reports, and reconnects with backoff; the tasks themselves run in
+ * shims that outlive the agent and stop them once no agent in touch with
+ * the server has renewed their lease.
  */
 #pragma once
 
@@ -30,6 +32,8 @@ struct agent_config {
 	int cpus;		/* 0: detect */
 	int64_t mem_mib;	/* 0: detect */
 	int64_t heartbeat_ms;
+	bool stop_jobs; /* at stop, end the jobs (they are requeued), not leave them to their shims
+			 */
 };
 
 void agent_config_init(struct agent_config *c);
@@ -37,9 +41,11 @@ void agent_config_init(struct agent_config *c);
 /* Detects the inventory and starts registering with the server on loop. */
 int agent_create(uv_loop_t *loop, const struct agent_config *cfg, struct agent **ret,
 		 struct tk_error *err);
-/* Stops every task (SIGTERM, the job's grace period, SIGKILL), reports their
- * exits if the server answers within a few seconds, closes every handle and
- * then calls done_cb from the loop. */
+/* Leaves every task to its shim, which holds it until the next agent comes
+ * (within the lease), or with stop_jobs stops every task (SIGTERM, the
+ * job's grace period, SIGKILL); reports what it can if the server answers
+ * within a few seconds, closes every handle and then calls done_cb from the
+ * loop. */
 void agent_stop(struct agent *a, void (*done_cb)(void *arg), void *arg);
 void agent_destroy(struct agent *a);
 

@@ -38,9 +38,6 @@ int proc_spawn(uv_loop_t *loop, struct proc *p, const char *path, char *const *a
 	       char *const *env, int pass_fd, proc_exit_cb exit_cb);
 /* Releases the watch of an exited process; close_cb runs when it is gone. */
 void proc_close(struct proc *p, void (*close_cb)(struct proc *p));
-/* Kills every process an earlier agent with this work folder left running
- * (they carry TENK_AGENT_DIR and another TENK_AGENT_ID). Returns how many. */
-int agent_kill_leftovers(const char *work_dir, const char *agent_id);
 
 /* What the agent knows of one task of a group. */
 struct gtask {
@@ -98,6 +95,7 @@ struct ev_batch {
 	struct agent *a;
 	uint64_t lo, hi;
 	struct hc_req *req;
+	int64_t sent_ms; /* monotonic */
 };
 
 #define AGENT_MAX_CPUS 4096
@@ -119,6 +117,15 @@ struct agent {
 	bool registering;
 	char epoch[40];
 	uint64_t gen;
+
+	/* the lease of the shims (wire.h): its figures, from the server's node
+	 * timeout; when the last request the server answered was sent; when
+	 * the shims were last renewed (all monotonic) */
+	struct wire_lease lease;
+	int64_t touch_ms;
+	int64_t renewed_ms;
+	int64_t reg_sent_ms, poll_sent_ms, hb_sent_ms;
+	int lock_fd; /* holds WORK/agent.lock: one agent per work folder */
 
 	struct tk_map groups; /* "job.attempt" -> struct taskgroup */
 	int ngroups_open;     /* groups whose handles are not all closed */
@@ -225,7 +232,12 @@ struct shim_plan {
 	int attempt;
 	int64_t grace_ms;
 	int64_t limit_ms; /* 0: none */
-	bool as_user;	  /* false: the shim's own identity (system work, a non-root agent) */
+	/* the lease (wire.h): the first one's end, on this host's monotonic
+	 * clock; how long one lasts; the most grace a fenced task gets */
+	int64_t lease_until_ms;
+	int64_t lease_ms;
+	int64_t fence_grace_ms;
+	bool as_user; /* false: the shim's own identity (system work, a non-root agent) */
 	struct shim_user user;
 	bool cgroup; /* the attempt gets a cgroup (the agent is root) */
 	char node[MODEL_NAME_MAX];
@@ -269,6 +281,7 @@ void shim_status_release(struct shim_status *s);
 /* What the agent tells the shim. */
 enum shim_cmd_type {
 	SHIM_CMD_STOP,	  /* stop the tasks: SIGTERM, the grace period, SIGKILL */
+	SHIM_CMD_RENEW,	  /* the agent is in touch with the server: the lease goes on */
 	SHIM_CMD_RELEASE, /* every exit is reported: exit */
 	SHIM_CMD_MAX
 };
@@ -277,6 +290,7 @@ struct shim_cmd {
 	enum shim_cmd_type type;
 	enum exit_cause cause; /* STOP: what the tasks' exits are put down to */
 	char detail[64];
+	int64_t until_ms; /* RENEW: the lease's new end, monotonic */
 };
 
 json_t *shim_cmd_pack(const struct shim_cmd *c);
@@ -327,10 +341,15 @@ int agent_running_groups(struct agent *a);
 int64_t group_grace_ms(const struct taskgroup *g);
 /* When the newest entry of the group's checkpoint folder was written (ms), or 0. */
 int64_t group_newest_checkpoint(const struct taskgroup *g);
-/* The agent stops: a group whose tasks are all done releases its shim; one
- * with tasks left lets go of its shim's connection. */
+/* The agent stops: a group whose tasks are all done and reported releases
+ * its shim; any other lets go of it, which keeps its tasks and statuses
+ * for the next agent. */
 void group_close(struct taskgroup *g);
 /* Frees a group whose handles are all closed (at agent_destroy). */
 void group_free_now(struct taskgroup *g);
-/* Removes what shims of an earlier agent left in the work folder. */
-void shims_clean(struct agent *a);
+/* Makes again the group of every shim an earlier agent left in the work
+ * folder and connects to it. Returns how many. */
+int shims_adopt(struct agent *a);
+/* The server answered: the group's shim holds its tasks until until_ms
+ * (monotonic). */
+void group_renew(struct taskgroup *g, int64_t until_ms);

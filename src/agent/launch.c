@@ -19,6 +19,12 @@
  * by the server, and the server no longer lists it; only then is its shim
  * released and the group forgotten, so a late or repeated work answer can
  * never start it twice.
+ *
+ * Shims outlive their agent. An agent that starts finds the shims of the
+ * one before in WORK/shims, makes their groups again from their plans,
+ * and connects to them; the statuses they kept become the events not yet
+ * reported. Every shim holds its tasks on a lease the agent renews while
+ * the server answers it (wire.h).
  */
 #include "internal.h"
 
@@ -39,6 +45,7 @@
 extern char **environ;
 
 static void group_closed_one(uv_handle_t *h);
+static void shim_closed(struct proc *p);
 static void release_cpus(struct taskgroup *g);
 
 bool group_done(const struct taskgroup *g)
@@ -122,10 +129,17 @@ void group_maybe_free(struct taskgroup *g)
 
 void group_close(struct taskgroup *g)
 {
-	if (g->nrunning == 0)
+	if (g->nrunning == 0 && g->unacked == 0) {
 		release(g);
-	else if (g->conn_open && !uv_is_closing((uv_handle_t *)&g->conn))
+		return;
+	}
+	/* its shim keeps what the next agent must hear */
+	if (g->conn_open && !uv_is_closing((uv_handle_t *)&g->conn))
 		uv_close((uv_handle_t *)&g->conn, group_closed_one);
+	if (g->shim_watch && g->shim_running) {
+		g->shim_running = false;
+		proc_close(&g->shim, shim_closed);
+	}
 }
 
 static void group_closed_one(uv_handle_t *h)
@@ -411,9 +425,6 @@ static void build_env(struct taskgroup *g, const struct work_spec *spec, int loc
 	env_add(&env, &n, &alloc, "TENK_JOB_NAME=%s", spec->name);
 	env_add(&env, &n, &alloc, "TENK_NODE_NAME=%s", g->a->inv.name);
 	env_add(&env, &n, &alloc, "TENK_CHECKPOINT_DIR=%s", ckpt);
-	/* marks the task as this agent's, for the next agent to clean up after a crash */
-	env_add(&env, &n, &alloc, "TENK_AGENT_DIR=%s", g->a->cfg.work_dir);
-	env_add(&env, &n, &alloc, "TENK_AGENT_ID=%s", g->a->agent_id);
 	env_add(&env, &n, &alloc, "TENK_SERVER=%s", g->a->cfg.server_url);
 	if (fraction) {
 		env_add(&env, &n, &alloc, "TENK_GPU_FRACTION=%.3f", milli / (double)MODEL_MILLI);
@@ -613,6 +624,10 @@ static bool build_plan(struct taskgroup *g, const struct work_spec *spec, struct
 	plan->attempt = g->attempt;
 	plan->grace_ms = g->grace_ms;
 	plan->limit_ms = spec->time_limit_s * 1000;
+	/* the first lease: as far as the last answer of the server reaches */
+	plan->lease_ms = a->lease.lease_ms;
+	plan->fence_grace_ms = a->lease.fence_grace_ms;
+	plan->lease_until_ms = a->touch_ms + a->lease.lease_ms;
 	if (resolve_user(a, spec, plan, &pw, why, sizeof(why)) < 0) {
 		log_info("job %lld.%d: %s", (long long)g->job, g->attempt, why);
 		for (int i = 0; i < g->ntasks; i++)
@@ -650,29 +665,6 @@ static bool build_plan(struct taskgroup *g, const struct work_spec *spec, struct
 
 /* ---- starting the shim -------------------------------------------------------------------- */
 
-/* The shim's environment: the agent's own, marked as this agent's (so that
- * the next agent can clean up after a crash). */
-static char **shim_env(const struct agent *a)
-{
-	char **env = NULL;
-	int n = 0;
-	size_t alloc = 0;
-	for (char **e = environ; *e; e++)
-		if (strncmp(*e, "TENK_AGENT_DIR=", 15) != 0 &&
-		    strncmp(*e, "TENK_AGENT_ID=", 14) != 0)
-			env_add(&env, &n, &alloc, "%s", *e);
-	env_add(&env, &n, &alloc, "TENK_AGENT_DIR=%s", a->cfg.work_dir);
-	env_add(&env, &n, &alloc, "TENK_AGENT_ID=%s", a->agent_id);
-	return env;
-}
-
-static void strv_free(char **v)
-{
-	for (char **p = v; p && *p; p++)
-		free(*p);
-	free(v);
-}
-
 /* A unix socket at DIR/shim.sock, named through /proc/self/fd so that a
  * deep folder does not pass the 108 bytes a socket's name may take. */
 static int shim_socket(struct taskgroup *g, bool listen_it, struct tk_error *err)
@@ -692,6 +684,26 @@ static int shim_socket(struct taskgroup *g, bool listen_it, struct tk_error *err
 		return tk_errorf(err, -e, "%s/shim.sock: %s", g->dir, strerror(e));
 	}
 	return fd;
+}
+
+/* Connects to the shim's socket and follows what it says. */
+static int shim_connect(struct taskgroup *g, struct tk_error *err)
+{
+	int cfd = shim_socket(g, false, err);
+	if (cfd < 0)
+		return cfd;
+	uv_pipe_init(g->a->loop, &g->conn, 0);
+	g->conn.data = g;
+	int r = uv_pipe_open(&g->conn, cfd);
+	if (r < 0) {
+		close(cfd);
+		uv_close((uv_handle_t *)&g->conn, NULL);
+		return tk_errorf(err, r, "cannot watch the shim's socket: %s", uv_strerror(r));
+	}
+	g->conn_open = true;
+	g->open++;
+	uv_read_start((uv_stream_t *)&g->conn, alloc_cb, read_cb);
+	return 0;
 }
 
 /* Writes the plan, starts the shim with its socket, connects to it. */
@@ -728,44 +740,28 @@ static int shim_start(struct taskgroup *g, const struct shim_plan *plan, struct 
 	}
 	memcpy(slash, "/tenk-shim", sizeof("/tenk-shim"));
 	char *argv[] = {"tenk-shim", g->dir, NULL};
-	char **env = shim_env(a);
 	g->shim.data = g;
-	r = proc_spawn(a->loop, &g->shim, self, argv, env, lfd, shim_exit_cb);
-	strv_free(env);
+	r = proc_spawn(a->loop, &g->shim, self, argv, environ, lfd, shim_exit_cb);
 	close(lfd);
 	if (r < 0)
 		return tk_errorf(err, r, "cannot start %s: %s", self, strerror(-r));
 	g->shim_running = g->shim_watch = true;
 	g->open++;
-	int cfd = shim_socket(g, false, err);
-	if (cfd < 0)
-		return cfd;
-	uv_pipe_init(a->loop, &g->conn, 0);
-	g->conn.data = g;
-	if ((r = uv_pipe_open(&g->conn, cfd)) < 0) {
-		close(cfd);
-		uv_close((uv_handle_t *)&g->conn, NULL);
-		return tk_errorf(err, r, "cannot watch the shim's socket: %s", uv_strerror(r));
-	}
-	g->conn_open = true;
-	g->open++;
-	uv_read_start((uv_stream_t *)&g->conn, alloc_cb, read_cb);
-	return 0;
+	return shim_connect(g, err);
 }
 
-struct taskgroup *group_start(struct agent *a, int64_t job, int attempt,
-			      const struct work_spec *spec)
+/* A group of tpn tasks of node rank node_rank, registered in a->groups. */
+static struct taskgroup *group_new(struct agent *a, int64_t job, int attempt, int node_rank,
+				   int tpn, int64_t grace_ms)
 {
 	struct taskgroup *g = xcalloc(1, sizeof(*g));
 	g->a = a;
 	g->job = job;
 	g->attempt = attempt;
 	snprintf(g->key, sizeof(g->key), "%lld.%d", (long long)job, attempt);
-	g->node_rank = spec->node_rank;
-	g->nnodes = spec->nnodes;
-	g->tpn = spec->tasks_per_node;
-	g->world_size = spec->world_size;
-	g->grace_ms = spec->grace_s * 1000;
+	g->node_rank = node_rank;
+	g->tpn = tpn;
+	g->grace_ms = grace_ms;
 	g->listed = true;
 	g->dirfd = -1;
 	g->dir = xasprintf("%s/%s/%lld.%d", a->cfg.work_dir, SHIM_DIR, (long long)job, attempt);
@@ -777,6 +773,16 @@ struct taskgroup *group_start(struct agent *a, int64_t job, int attempt,
 		g->tasks[i].rank = g->node_rank * g->tpn + i;
 	tk_map_put(&a->groups, g->key, g);
 	a->ngroups_open++;
+	return g;
+}
+
+struct taskgroup *group_start(struct agent *a, int64_t job, int attempt,
+			      const struct work_spec *spec)
+{
+	struct taskgroup *g = group_new(a, job, attempt, spec->node_rank, spec->tasks_per_node,
+					spec->grace_s * 1000);
+	g->nnodes = spec->nnodes;
+	g->world_size = spec->world_size;
 	log_debug("job %lld.%d: starting %d task(s), node rank %d", (long long)job, attempt,
 		  g->ntasks, g->node_rank);
 	struct shim_plan plan = {0};
@@ -792,22 +798,121 @@ struct taskgroup *group_start(struct agent *a, int64_t job, int attempt,
 	return g;
 }
 
-void shims_clean(struct agent *a)
+/* Holds for g the CPUs of a cpuset list ("0-3,8") that the agent has. */
+static void hold_listed_cpus(struct taskgroup *g, const char *list)
+{
+	struct agent *a = g->a;
+	g->cpus = xcalloc((size_t)a->ncpus + 1, sizeof(int));
+	for (const char *p = list; *p;) {
+		char *end;
+		long lo = strtol(p, &end, 10), hi = lo;
+		if (end == p)
+			break;
+		if (*end == '-')
+			hi = strtol(end + 1, &end, 10);
+		for (int i = 0; i < a->ncpus && g->ncpus < a->ncpus; i++) {
+			if (a->cpu_id[i] < lo || a->cpu_id[i] > hi)
+				continue;
+			g->cpus[g->ncpus++] = i;
+			if (!a->cpu_holder[i])
+				a->cpu_holder[i] = g;
+		}
+		p = *end == ',' ? end + 1 : end;
+	}
+}
+
+/* The shim in WORK/shims/NAME was started by an agent before this one:
+ * its group again, from its plan, following it. A shim that is gone is
+ * read from the status it left, and what it did not see end is killed and
+ * reported lost. Returns the group, or NULL for a folder of no use. */
+static struct taskgroup *group_adopt(struct agent *a, const char *base, const char *name)
+{
+	_cleanup_free_ char *dir = xasprintf("%s/%s", base, name);
+	_cleanup_free_ char *path = xasprintf("%s/plan.json", dir);
+	struct shim_plan plan = {0};
+	struct tk_error err;
+	char *text = NULL;
+	json_t *j = NULL;
+	int r = tk_read_file(path, 64 * 1024 * 1024, &text, NULL);
+	if (r < 0) {
+		tk_errorf(&err, r, "%s", strerror(-r));
+	} else if (!(j = json_loads(text, 0, NULL))) {
+		r = tk_errorf(&err, -EBADMSG, "not JSON");
+	} else {
+		r = shim_plan_unpack(j, &plan, &err);
+	}
+	free(text);
+	json_decref(j);
+	char key[48];
+	snprintf(key, sizeof(key), "%lld.%d", (long long)plan.job, plan.attempt);
+	if (r == 0 &&
+	    (strcmp(key, name) != 0 || plan.ntasks < 1 || plan.tasks[0].rank % plan.ntasks != 0))
+		r = tk_errorf(&err, -EINVAL, "it is not the plan of %s", name);
+	if (r < 0) {
+		log_warn("%s: %s; removed", path, err.text);
+		struct taskgroup gone = {.dir = dir};
+		remove_dir(&gone);
+		shim_plan_release(&plan);
+		return NULL;
+	}
+	struct taskgroup *g = group_new(a, plan.job, plan.attempt, plan.tasks[0].rank / plan.ntasks,
+					plan.ntasks, plan.grace_ms);
+	if (plan.cgroup)
+		hold_listed_cpus(g, plan.limits.cpus);
+	g->dirfd = open(g->dir, O_DIRECTORY | O_RDONLY | O_CLOEXEC);
+	/* what it last wrote down: every task it saw start or end */
+	_cleanup_free_ char *spath = xasprintf("%s/status.json", dir);
+	if (tk_read_file(spath, 64 * 1024 * 1024, &text, NULL) == 0) {
+		struct shim_status st;
+		j = json_loads(text, 0, NULL);
+		if (j && shim_status_unpack(j, &st, &err) == 0) {
+			apply_status(g, &st);
+			shim_status_release(&st);
+		}
+		json_decref(j);
+		free(text);
+	}
+	if (g->nrunning && (g->dirfd < 0 || shim_connect(g, &err) < 0)) {
+		/* no shim holds them: nothing supervises or fences them */
+		log_warn("job %lld.%d: its shim is gone; killing its tasks", (long long)g->job,
+			 g->attempt);
+		group_kill(g);
+		if (plan.cgroup) {
+			struct cgroup cg = {0};
+			if (cg_create(&cg, "/proc/self/mountinfo", "/proc/self/cgroup", plan.node,
+				      name, &plan.limits, &err) > 0)
+				cg_kill(&cg);
+			cg_destroy(&cg);
+		}
+		lose_tasks(g, "its shim ended while no agent was there");
+	}
+	log_info("job %lld.%d: found its shim%s, %d task(s) running", (long long)g->job, g->attempt,
+		 g->conn_open ? "" : " gone", g->nrunning);
+	shim_plan_release(&plan);
+	return g;
+}
+
+int shims_adopt(struct agent *a)
 {
 	_cleanup_free_ char *base = xasprintf("%s/%s", a->cfg.work_dir, SHIM_DIR);
 	tk_mkdir_p(base, 0700);
 	DIR *d = opendir(base);
 	if (!d)
-		return;
+		return 0;
+	int n = 0;
 	struct dirent *de;
-	while ((de = readdir(d))) {
-		if (de->d_name[0] == '.')
-			continue;
-		struct taskgroup g = {.dir = xasprintf("%s/%s", base, de->d_name)};
-		remove_dir(&g);
-		free(g.dir);
-	}
+	while ((de = readdir(d)))
+		if (de->d_name[0] != '.' && !tk_map_get(&a->groups, de->d_name) &&
+		    group_adopt(a, base, de->d_name))
+			n++;
 	closedir(d);
+	return n;
+}
+
+void group_renew(struct taskgroup *g, int64_t until_ms)
+{
+	if (g->conn_open && !uv_is_closing((uv_handle_t *)&g->conn) && g->nrunning)
+		send_cmd(g, &(struct shim_cmd){.type = SHIM_CMD_RENEW, .until_ms = until_ms});
 }
 
 #define CKPT_SCAN_MAX 4096 /* entries looked at in one checkpoint folder */

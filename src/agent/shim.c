@@ -6,9 +6,15 @@
  * limit and the grace period of a stop itself, so that neither depends on
  * the agent; every change is written to DIR/status.json before it is told.
  *
- * Its loop holds: the listening socket, at most one agent connection, a
- * SIGCHLD watch, the time-limit and kill timers. It ends when the agent
- * releases it once every task has exited.
+ * It holds its tasks on a lease (wire.h says why and for how long): the
+ * plan grants the first, every agent renews it while it is in touch with
+ * the server, and when it runs out the shim stops the tasks with cause
+ * LOST, giving them at most the fence grace before it kills the cgroup.
+ * An agent that restarts connects again; the newest connection wins.
+ *
+ * Its loop holds: the listening socket, the agent's connection (and old
+ * ones closing), a SIGCHLD watch, the time-limit, kill and lease timers.
+ * It ends when an agent releases it once every task has exited.
  */
 #include "internal.h"
 
@@ -23,6 +29,15 @@
 
 #define SHIM_LISTEN_FD 3
 
+struct shim;
+
+/* One agent's connection. */
+struct conn {
+	uv_pipe_t pipe;
+	struct shim *sh;
+	struct strbuf in;
+};
+
 struct shim {
 	uv_loop_t loop;
 	const char *dir;
@@ -31,14 +46,13 @@ struct shim {
 	struct cgroup cg;
 	struct shim_status st;
 	uv_pipe_t listener;
-	uv_pipe_t conn;
-	bool connected;
-	struct strbuf in;
+	struct conn *conn; /* the newest agent's; NULL: none */
 	uv_signal_t sigchld;
-	uv_timer_t limit_timer, kill_timer;
+	uv_timer_t limit_timer, kill_timer, lease_timer;
+	int64_t lease_until_ms; /* monotonic */
 	bool stopping;
 	enum exit_cause stop_cause;
-	char stop_detail[64];
+	char stop_detail[MODEL_REASON_MAX];
 	int nrunning;
 	bool released;
 };
@@ -69,7 +83,7 @@ static void publish(struct shim *sh)
 	int r = tk_replace_file(sh->status_path, text, n, 0600);
 	if (r < 0)
 		log_err("cannot write %s: %s", sh->status_path, strerror(-r));
-	if (!sh->connected) {
+	if (!sh->conn) {
 		free(text);
 		return;
 	}
@@ -79,7 +93,7 @@ static void publish(struct shim *sh)
 	uv_write_t *w = xmalloc(sizeof(*w));
 	w->data = text;
 	uv_buf_t b = uv_buf_init(text, (unsigned)n + 1);
-	if (uv_write(w, (uv_stream_t *)&sh->conn, &b, 1, write_cb) < 0) {
+	if (uv_write(w, (uv_stream_t *)&sh->conn->pipe, &b, 1, write_cb) < 0) {
 		free(text);
 		free(w);
 	}
@@ -110,9 +124,8 @@ static void kill_timer_cb(uv_timer_t *t)
 	signal_tasks(sh, SIGKILL);
 }
 
-/* SIGTERM now, SIGKILL after the grace period; the exits are put down to
- * cause. */
-static void stop(struct shim *sh, enum exit_cause cause, const char *detail)
+/* SIGTERM now, SIGKILL after grace_ms; the exits are put down to cause. */
+static void stop(struct shim *sh, enum exit_cause cause, const char *detail, int64_t grace_ms)
 {
 	if (sh->stopping || sh->nrunning == 0)
 		return;
@@ -122,19 +135,83 @@ static void stop(struct shim *sh, enum exit_cause cause, const char *detail)
 	uv_timer_stop(&sh->limit_timer);
 	log_debug("job %lld.%d: stopping (%s%s%s)", (long long)sh->plan.job, sh->plan.attempt,
 		  exit_cause_name(cause), *detail ? ": " : "", detail);
-	if (sh->plan.grace_ms <= 0) {
+	if (grace_ms <= 0) {
 		signal_tasks(sh, SIGKILL);
 		return;
 	}
 	signal_tasks(sh, SIGTERM);
-	uv_timer_start(&sh->kill_timer, kill_timer_cb, (uint64_t)sh->plan.grace_ms, 0);
+	uv_timer_start(&sh->kill_timer, kill_timer_cb, (uint64_t)grace_ms, 0);
+}
+
+/* ---- the lease ------------------------------------------------------------------------ */
+
+static void lease_timer_cb(uv_timer_t *t);
+
+/* Wakes at the lease's end while tasks run; once they are all gone, one
+ * lease later still, to see whether any agent is left to tell. */
+static void lease_arm(struct shim *sh)
+{
+	int64_t at = sh->lease_until_ms + (sh->nrunning ? 0 : sh->plan.lease_ms);
+	int64_t left = at - tk_mono_ms();
+	uv_timer_start(&sh->lease_timer, lease_timer_cb, (uint64_t)MAX(left, 0), 0);
+}
+
+/* No agent in touch with the server renewed the lease: the server may
+ * soon run this attempt elsewhere, so its tasks go now, within the fence
+ * grace, even those already stopping with a longer one. */
+static void lease_timer_cb(uv_timer_t *t)
+{
+	struct shim *sh = t->data;
+	int64_t now = tk_mono_ms();
+	if (sh->nrunning == 0) {
+		/* a whole node timeout (two leases) without an agent: the server
+		 * has ended the attempt; status.json stays for whoever comes */
+		if (now < sh->lease_until_ms + sh->plan.lease_ms || sh->conn) {
+			if (now >= sh->lease_until_ms + sh->plan.lease_ms)
+				sh->lease_until_ms = now; /* an agent is there: ask later */
+			lease_arm(sh);
+			return;
+		}
+		log_info("job %lld.%d: no agent came for its statuses; exiting",
+			 (long long)sh->plan.job, sh->plan.attempt);
+		uv_stop(&sh->loop);
+		return;
+	}
+	if (now < sh->lease_until_ms) {
+		lease_arm(sh); /* the loop's clock ran a little ahead of ours */
+		return;
+	}
+	int64_t grace = MIN(sh->plan.grace_ms, sh->plan.fence_grace_ms);
+	log_warn("job %lld.%d: its lease ran out; stopping its tasks", (long long)sh->plan.job,
+		 sh->plan.attempt);
+	if (!sh->stopping) {
+		char detail[MODEL_REASON_MAX];
+		snprintf(detail, sizeof(detail),
+			 "its lease ran out: no agent in touch with the server for %llds",
+			 (long long)(sh->plan.lease_ms / 1000));
+		stop(sh, EXIT_LOST, detail, grace);
+	} else if (uv_is_active((uv_handle_t *)&sh->kill_timer) &&
+		   uv_timer_get_due_in(&sh->kill_timer) > (uint64_t)grace) {
+		uv_timer_start(&sh->kill_timer, kill_timer_cb, (uint64_t)grace, 0);
+	}
+}
+
+/* An agent in touch with the server holds the tasks until until_ms; no
+ * renewal reaches further than one lease from now. */
+static void lease_renew(struct shim *sh, int64_t until_ms)
+{
+	until_ms = MIN(until_ms, tk_mono_ms() + sh->plan.lease_ms);
+	if (until_ms <= sh->lease_until_ms)
+		return;
+	sh->lease_until_ms = until_ms;
+	lease_arm(sh);
 }
 
 static void limit_timer_cb(uv_timer_t *t)
 {
 	struct shim *sh = t->data;
 	log_info("job %lld.%d: time limit reached", (long long)sh->plan.job, sh->plan.attempt);
-	stop(sh, EXIT_TIMEOUT, "");
+	stop(sh, EXIT_TIMEOUT, "", sh->plan.grace_ms);
 }
 
 static void maybe_end(struct shim *sh)
@@ -189,6 +266,7 @@ static void sigchld_cb(uv_signal_t *h, int signum)
 		if (sh->nrunning == 0) {
 			uv_timer_stop(&sh->limit_timer);
 			uv_timer_stop(&sh->kill_timer);
+			lease_arm(sh); /* now for the end of waiting on an agent */
 			/* what the tasks left running goes with them */
 			if (sh->cg.version)
 				cg_kill(&sh->cg);
@@ -202,20 +280,23 @@ static void sigchld_cb(uv_signal_t *h, int signum)
 
 static void conn_closed(uv_handle_t *h)
 {
-	struct shim *sh = h->data;
-	sh->connected = false;
-	strbuf_reset(&sh->in);
+	struct conn *c = h->data;
+	strbuf_release(&c->in);
+	free(c);
 }
 
-static void drop_conn(struct shim *sh)
+static void drop_conn(struct conn *c)
 {
-	if (sh->connected && !uv_is_closing((uv_handle_t *)&sh->conn))
-		uv_close((uv_handle_t *)&sh->conn, conn_closed);
+	if (c->sh->conn == c)
+		c->sh->conn = NULL;
+	if (!uv_is_closing((uv_handle_t *)&c->pipe))
+		uv_close((uv_handle_t *)&c->pipe, conn_closed);
 }
 
 static void command(void *arg, const char *line, size_t len)
 {
-	struct shim *sh = arg;
+	struct conn *conn = arg;
+	struct shim *sh = conn->sh;
 	json_error_t jerr;
 	json_t *j = json_loadb(line, len, 0, &jerr);
 	struct shim_cmd c;
@@ -227,8 +308,12 @@ static void command(void *arg, const char *line, size_t len)
 		return;
 	}
 	json_decref(j);
+	if (conn != sh->conn)
+		return; /* an agent that another has replaced */
 	if (c.type == SHIM_CMD_STOP) {
-		stop(sh, c.cause, c.detail);
+		stop(sh, c.cause, c.detail, sh->plan.grace_ms);
+	} else if (c.type == SHIM_CMD_RENEW) {
+		lease_renew(sh, c.until_ms);
 	} else if (c.type == SHIM_CMD_RELEASE) {
 		sh->released = true;
 		maybe_end(sh);
@@ -242,15 +327,15 @@ static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 
 static void read_cb(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 {
-	struct shim *sh = s->data;
-	if (n > 0 && shim_lines(&sh->in, buf->base, (size_t)n, command, sh) < 0) {
+	struct conn *c = s->data;
+	if (n > 0 && shim_lines(&c->in, buf->base, (size_t)n, command, c) < 0) {
 		log_warn("job %lld.%d: the agent sent a line too long; dropping it",
-			 (long long)sh->plan.job, sh->plan.attempt);
+			 (long long)c->sh->plan.job, c->sh->plan.attempt);
 		n = UV_EOF;
 	}
 	free(buf->base);
 	if (n < 0)
-		drop_conn(sh);
+		drop_conn(c);
 }
 
 static void connection_cb(uv_stream_t *server, int status)
@@ -258,20 +343,20 @@ static void connection_cb(uv_stream_t *server, int status)
 	struct shim *sh = server->data;
 	if (status < 0)
 		return;
-	if (sh->connected) {
-		/* a new agent: the old connection is stale */
-		uv_close((uv_handle_t *)&sh->conn, NULL);
-		sh->connected = false;
-		strbuf_reset(&sh->in);
-	}
-	uv_pipe_init(&sh->loop, &sh->conn, 0);
-	sh->conn.data = sh;
-	if (uv_accept(server, (uv_stream_t *)&sh->conn) < 0) {
-		uv_close((uv_handle_t *)&sh->conn, NULL);
+	struct conn *c = xcalloc(1, sizeof(*c));
+	c->sh = sh;
+	strbuf_init(&c->in);
+	uv_pipe_init(&sh->loop, &c->pipe, 0);
+	c->pipe.data = c;
+	if (uv_accept(server, (uv_stream_t *)&c->pipe) < 0) {
+		uv_close((uv_handle_t *)&c->pipe, conn_closed);
 		return;
 	}
-	sh->connected = true;
-	uv_read_start((uv_stream_t *)&sh->conn, alloc_cb, read_cb);
+	/* a new agent: the old connection is stale */
+	if (sh->conn)
+		drop_conn(sh->conn);
+	sh->conn = c;
+	uv_read_start((uv_stream_t *)&c->pipe, alloc_cb, read_cb);
 	publish(sh); /* everything so far, to the new agent */
 }
 
@@ -331,7 +416,7 @@ static void start_tasks(struct shim *sh)
 		uv_timer_start(&sh->limit_timer, limit_timer_cb, (uint64_t)sh->plan.limit_ms, 0);
 	/* a task that failed to start ends the whole gang */
 	if (failed)
-		stop(sh, EXIT_CANCELLED, "a task failed to start");
+		stop(sh, EXIT_CANCELLED, "a task failed to start", sh->plan.grace_ms);
 }
 
 static int load_plan(struct shim *sh, struct tk_error *err)
@@ -370,7 +455,6 @@ int agent_shim_main(const struct tk_command *cmd, int argc, char **argv)
 	struct shim *sh = xcalloc(1, sizeof(*sh));
 	sh->dir = argv[1];
 	sh->status_path = xasprintf("%s/status.json", sh->dir);
-	strbuf_init(&sh->in);
 	struct tk_error err;
 	int rc = 0;
 	if (load_plan(sh, &err) < 0) {
@@ -401,10 +485,16 @@ int agent_shim_main(const struct tk_command *cmd, int argc, char **argv)
 		uv_signal_start(&sh->sigchld, sigchld_cb, SIGCHLD);
 		uv_timer_init(&sh->loop, &sh->limit_timer);
 		uv_timer_init(&sh->loop, &sh->kill_timer);
-		sh->limit_timer.data = sh->kill_timer.data = sh;
+		uv_timer_init(&sh->loop, &sh->lease_timer);
+		sh->limit_timer.data = sh->kill_timer.data = sh->lease_timer.data = sh;
 		start_tasks(sh);
+		/* the first lease is the plan's */
+		sh->lease_until_ms = sh->plan.lease_until_ms;
+		lease_arm(sh);
 		uv_run(&sh->loop, UV_RUN_DEFAULT);
 	}
+	if (sh->conn)
+		drop_conn(sh->conn);
 	uv_walk(&sh->loop, close_walk_cb, NULL);
 	uv_run(&sh->loop, UV_RUN_DEFAULT);
 	uv_loop_close(&sh->loop);
@@ -414,7 +504,6 @@ int agent_shim_main(const struct tk_command *cmd, int argc, char **argv)
 	shim_status_release(&sh->st);
 out:
 	shim_plan_release(&sh->plan);
-	strbuf_release(&sh->in);
 	free(sh->status_path);
 	free(sh);
 	return rc;

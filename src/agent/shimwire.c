@@ -65,9 +65,11 @@ json_t *shim_plan_pack(const struct shim_plan *p)
 						       strv(t->env, t->nenv), "cwd", t->cwd,
 						       "output", t->output));
 	}
-	json_t *o = json_pack("{s:I, s:i, s:I, s:I, s:o}", "job", (json_int_t)p->job, "attempt",
-			      p->attempt, "grace_ms", (json_int_t)p->grace_ms, "limit_ms",
-			      (json_int_t)p->limit_ms, "tasks", tasks);
+	json_t *o = json_pack("{s:I, s:i, s:I, s:I, s:I, s:I, s:I, s:o}", "job", (json_int_t)p->job,
+			      "attempt", p->attempt, "grace_ms", (json_int_t)p->grace_ms,
+			      "limit_ms", (json_int_t)p->limit_ms, "lease_until_ms",
+			      (json_int_t)p->lease_until_ms, "lease_ms", (json_int_t)p->lease_ms,
+			      "fence_grace_ms", (json_int_t)p->fence_grace_ms, "tasks", tasks);
 	if (p->cgroup) {
 		json_t *deny = json_array();
 		for (int i = 0; i < p->limits.ndeny; i++)
@@ -154,8 +156,10 @@ static int cgroup_unpack(json_t *j, struct shim_plan *p, struct tk_error *err)
 
 int shim_plan_unpack(json_t *j, struct shim_plan *ret, struct tk_error *err)
 {
-	static const char *const keys[] = {"job",   "attempt", "grace_ms", "limit_ms",
-					   "tasks", "user",    "cgroup",   NULL};
+	static const char *const keys[] = {
+		"job",	    "attempt",	      "grace_ms", "limit_ms", "lease_until_ms",
+		"lease_ms", "fence_grace_ms", "tasks",	  "user",     "cgroup",
+		NULL};
 	static const char *const tkeys[] = {"rank", "argv", "env", "cwd", "output", NULL};
 	struct shim_plan p = {0};
 	int64_t attempt;
@@ -166,7 +170,11 @@ int shim_plan_unpack(json_t *j, struct shim_plan *ret, struct tk_error *err)
 	    (r = mj_int(j, "grace_ms", true, 0, MODEL_MAX_GRACE_S * 1000, 0, &p.grace_ms, err)) <
 		    0 ||
 	    (r = mj_int(j, "limit_ms", true, 0, MODEL_MAX_TIME_LIMIT_S * 1000, 0, &p.limit_ms,
-			err)) < 0)
+			err)) < 0 ||
+	    (r = mj_int(j, "lease_until_ms", true, 0, INT64_MAX / 2, 0, &p.lease_until_ms, err)) <
+		    0 ||
+	    (r = mj_int(j, "lease_ms", true, 1, INT32_MAX, 0, &p.lease_ms, err)) < 0 ||
+	    (r = mj_int(j, "fence_grace_ms", true, 0, INT32_MAX, 0, &p.fence_grace_ms, err)) < 0)
 		return r;
 	p.attempt = (int)attempt;
 	json_t *user = json_object_get(j, "user");
@@ -332,6 +340,7 @@ void shim_status_release(struct shim_status *s)
 
 static const char *const cmd_names[SHIM_CMD_MAX] = {
 	[SHIM_CMD_STOP] = "stop",
+	[SHIM_CMD_RENEW] = "renew",
 	[SHIM_CMD_RELEASE] = "release",
 };
 
@@ -341,20 +350,23 @@ json_t *shim_cmd_pack(const struct shim_cmd *c)
 	if (c->type == SHIM_CMD_STOP) {
 		json_object_set_new(o, "cause", json_string(exit_cause_name(c->cause)));
 		json_object_set_new(o, "detail", json_string(c->detail));
+	} else if (c->type == SHIM_CMD_RENEW) {
+		json_object_set_new(o, "until_ms", json_integer(c->until_ms));
 	}
 	return o;
 }
 
 int shim_cmd_unpack(json_t *j, struct shim_cmd *ret, struct tk_error *err)
 {
-	static const char *const keys[] = {"type", "cause", "detail", NULL};
+	static const char *const keys[] = {"type", "cause", "detail", "until_ms", NULL};
 	char type[16] = "", cause[24] = "cancelled";
 	int r;
 	memset(ret, 0, sizeof(*ret));
 	if ((r = mj_check_keys(j, NULL, keys, err)) < 0 ||
 	    (r = mj_strbuf(j, "type", true, true, type, sizeof(type), err)) < 0 ||
 	    (r = mj_strbuf(j, "cause", false, true, cause, sizeof(cause), err)) < 0 ||
-	    (r = mj_strbuf(j, "detail", false, true, ret->detail, sizeof(ret->detail), err)) < 0)
+	    (r = mj_strbuf(j, "detail", false, true, ret->detail, sizeof(ret->detail), err)) < 0 ||
+	    (r = mj_int(j, "until_ms", false, 0, INT64_MAX / 2, 0, &ret->until_ms, err)) < 0)
 		return r;
 	int k;
 	for (k = 0; k < SHIM_CMD_MAX; k++)

@@ -16,7 +16,6 @@
  */
 #include "internal.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -133,48 +132,4 @@ void proc_close(struct proc *p, void (*close_cb)(struct proc *p))
 	p->close_cb = close_cb;
 	uv_handle_t *h = p->pidfd >= 0 ? (uv_handle_t *)&p->poll : (uv_handle_t *)&p->timer;
 	uv_close(h, proc_handle_closed);
-}
-
-/* Is "NAME=VALUE" in a NUL-separated environment block? With value NULL,
- * returns the value found instead (borrowed from env), or NULL. */
-static const char *env_lookup(const char *env, size_t len, const char *name)
-{
-	size_t nlen = strlen(name);
-	for (size_t i = 0; i < len;) {
-		const char *e = env + i;
-		size_t elen = strnlen(e, len - i);
-		if (elen > nlen && strncmp(e, name, nlen) == 0 && e[nlen] == '=')
-			return e + nlen + 1;
-		i += elen + 1;
-	}
-	return NULL;
-}
-
-int agent_kill_leftovers(const char *work_dir, const char *agent_id)
-{
-	DIR *d = opendir("/proc");
-	if (!d)
-		return -errno;
-	int killed = 0;
-	pid_t self = getpid();
-	struct dirent *de;
-	while ((de = readdir(d))) {
-		int64_t pid;
-		if (tk_parse_int64(de->d_name, 1, INT32_MAX, &pid) < 0 || pid == self)
-			continue;
-		char path[64];
-		snprintf(path, sizeof(path), "/proc/%lld/environ", (long long)pid);
-		char *env;
-		size_t len;
-		if (tk_read_file(path, 1024 * 1024, &env, &len) < 0)
-			continue;
-		const char *dir = env_lookup(env, len, "TENK_AGENT_DIR");
-		const char *id = env_lookup(env, len, "TENK_AGENT_ID");
-		if (dir && id && strcmp(dir, work_dir) == 0 && strcmp(id, agent_id) != 0 &&
-		    kill((pid_t)pid, SIGKILL) == 0)
-			killed++;
-		free(env);
-	}
-	closedir(d);
-	return killed;
 }

@@ -184,17 +184,70 @@ def root_jobs_config(data, **extra):
         json.dump(cfg, f)
 
 
+def shim_pids(under):
+    """The tenk-shim processes whose folder is under `under`."""
+    under = os.path.realpath(under) + "/"
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        if len(argv) >= 2 and os.path.basename(argv[0]) == b"tenk-shim" and \
+                os.path.realpath(argv[1].decode(errors="replace")).startswith(under):
+            found.append(int(pid))
+    return found
+
+
+def children(pid):
+    kids = []
+    try:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{tid}/children") as f:
+                kids += [int(k) for k in f.read().split()]
+    except OSError:
+        pass
+    return kids
+
+
+def end_shims(under):
+    """Kills what shims of agents this test started still run under folder
+    `under` (their tasks, each a session of its own, and the shims): their
+    lease would end them too, but only later, in another test's time."""
+    for shim in shim_pids(under):
+        for task in children(shim):
+            for sig_target in (lambda: os.killpg(task, signal.SIGKILL),
+                               lambda: os.kill(task, signal.SIGKILL)):
+                try:
+                    sig_target()
+                except OSError:
+                    pass
+        try:
+            os.kill(shim, signal.SIGKILL)
+        except OSError:
+            pass
+
+
 @pytest.fixture
 def workdir(tmp_path):
     d = tmp_path / "work"
     d.mkdir()
-    return str(d)
+    yield str(d)
+    end_shims(str(d))
 
 
-def start_up(workdir, *extra, fake="8xH100", env=None):
+def start_up(workdir, *extra, fake="8xH100", env=None, stop_jobs=True):
+    """`tenk up` in workdir. stop_jobs: its stop ends the jobs (the
+    fixtures' default, so that nothing outlives a test); without it they
+    go on in their shims, as for an operator."""
     data = os.path.join(workdir, "tenk-data")
     t = Tenk(workdir, data)
     args = ["up", "--data", data, "--listen", "127.0.0.1:0", "--name", "node1"]
+    if stop_jobs:
+        args.append("--stop-jobs")
     if os.path.exists(os.path.join(data, "server.url")):
         os.remove(os.path.join(data, "server.url"))  # left by an earlier run
     if fake:
@@ -250,11 +303,12 @@ class MultiHost(Tenk):
             self.start_agent(h)
         self.wait_nodes_up(len(hosts.names) - 1)
 
-    def start_agent(self, h):
+    def start_agent(self, h, stop_jobs=True):
         d = Daemon(["agent", "--server", self.url, "--token-file",
                     os.path.join(self.data, "agent.token"), "--name", f"host{h}",
                     "--fake-gpus", self.fake, "--work-dir",
-                    os.path.join(self.workdir, f"agent{h}")],
+                    os.path.join(self.workdir, f"agent{h}")] +
+                   (["--stop-jobs"] if stop_jobs else []),
                    self.workdir, f"agent{h}", wrap=self.hosts.cmd(h, []))
         self.agents[h] = d
         self.daemons.append(d)

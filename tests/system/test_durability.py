@@ -38,7 +38,7 @@ def start_server(workdir, data, port, procs, name="server"):
 
 def start_agent(workdir, t, procs, name="a1", fake="8xH100"):
     d = Daemon(["agent", "--server", t.url, "--token-file", os.path.join(t.data, "agent.token"),
-                "--name", name, "--fake-gpus", fake,
+                "--name", name, "--fake-gpus", fake, "--stop-jobs",
                 "--work-dir", os.path.join(workdir, f"agent-{name}")], workdir, f"agent-{name}")
     procs.append(d)
     return d
@@ -103,30 +103,40 @@ def test_server_sigkill_loses_nothing_acknowledged(workdir, procs):
     server.stop()
 
 
-def test_agent_restart_requeues_lost_work(workdir, procs):
+def test_agent_restart_keeps_its_jobs(workdir, procs):
+    """An agent killed and started again finds the shim of its running
+    job: the same attempt, the same process, one run to completion."""
     data = os.path.join(workdir, "data")
     server = start_server(workdir, data, free_port(), procs)
     t = Tenk(workdir, data)
     agent = start_agent(workdir, t, procs)
     t.wait_nodes_up(1)
     pidfile = os.path.join(workdir, "pid")
+    go = os.path.join(workdir, "go")
+    runs = os.path.join(workdir, "runs")
     jid = t.submit("-G", "8", "--", "sh", "-c",
-                   f'echo $$ > {pidfile}; test "$TENK_ATTEMPT" = 2 || sleep 300')
+                   f'echo $$ > {pidfile}; echo run >> {runs}; '
+                   f'while [ ! -e {go} ]; do sleep 0.05; done')
     t.wait_state(jid, "RUNNING")
     wait_for(lambda: os.path.exists(pidfile), what="the task to start")
+    task = int(open(pidfile).read())
     agent.kill9()
-    orphan = int(open(pidfile).read())
-    assert os.path.exists(f"/proc/{orphan}"), "a task outlives its agent's crash"
-    os.remove(pidfile)
-    # the next agent on this node ends what the dead one left running
+    assert os.path.exists(f"/proc/{task}"), "the task lives on in its shim"
     agent2 = start_agent(workdir, t, procs)
-    wait_for(lambda: not os.path.exists(f"/proc/{orphan}"), 20, "the orphan to be killed")
+    wait_for(lambda: "found 1 attempt(s) an earlier agent left running" in agent2.output(),
+             20, "the new agent to find the shim")
+    # the server has heard the new agent (its registration is in its log)
+    wait_for(lambda: "registered with" in agent2.output(), 20, "the new agent to register")
+    time.sleep(1)
+    j = t.job(jid)
+    assert j["state"] == "RUNNING" and len(j["attempts"]) == 1, j
+    assert os.path.exists(f"/proc/{task}"), "the new agent left the task alone"
+    open(go, "w").close()
     t.run("wait", jid)
     j = t.job(jid)
-    assert j["state"] == "COMPLETED" and len(j["attempts"]) == 2
-    assert "its agent restarted" in j["attempts"][0]["reason"]
-    assert j["attempts"][0]["tasks"][0]["state"] == "LOST"
-    assert j["failures"] == 0, "a lost node does not count against --requeue"
+    assert j["state"] == "COMPLETED" and len(j["attempts"]) == 1, j
+    assert open(runs).read() == "run\n", "the job ran once"
+    assert j["failures"] == 0
     agent2.stop()
     server.stop()
 

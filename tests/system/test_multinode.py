@@ -171,66 +171,6 @@ def test_gang_fails_together(hosts3, workdir, kill_all, requeue):
     c.stop_all()
 
 
-NODE_LOSS = r"""
-import os, sys, time
-out, rank, attempt = sys.argv[1], os.environ["RANK"], os.environ["TENK_ATTEMPT"]
-open(f"{out}/pid-{rank}-{attempt}", "w").write(f"{os.getpid()} {os.environ['TENK_NODE_NAME']}")
-if attempt != "1":
-    sys.exit(0)
-while True:
-    time.sleep(0.1)
-"""
-
-
-@pytest.mark.parametrize("how", ["sigkill", "link-down"])
-def test_node_loss_requeues(hosts4, workdir, kill_all, how):
-    c = MultiHost(workdir, hosts4, node_timeout="3s")
-    kill_all += c.daemons
-    out = os.path.join(workdir, "loss")
-    os.mkdir(out)
-    jid = c.submit("-N", "2", "-G", "4", "--grace", "1s", "--requeue", "0", "--",
-                   PY, "-c", NODE_LOSS, out)
-    c.wait_state(jid, "RUNNING")
-    wait_for(lambda: len(glob.glob(f"{out}/pid-*-1")) == 2, 20, "both ranks to start")
-    ranks = {}
-    for r in range(2):
-        pid, node = open(f"{out}/pid-{r}-1").read().split()
-        ranks[node] = int(pid)
-    victim_node = sorted(ranks)[0]
-    victim = int(victim_node.replace("host", ""))
-    if how == "sigkill":
-        c.agents[victim].kill9()
-    else:
-        c.hosts.link(victim, False)
-    c.run("wait", jid, timeout=120)
-    job = c.job(jid)
-    assert job["state"] == "COMPLETED" and len(job["attempts"]) == 2
-    assert job["failures"] == 0, "a lost node does not count against --requeue"
-    assert f"node {victim_node} lost" in job["attempts"][0]["reason"]
-    second = {n["name"] for n in job["attempts"][1]["nodes"]}
-    assert victim_node not in second, "the second attempt avoids the lost node"
-    nodes = {n["name"]: n for n in c.json("nodes")["nodes"]}
-    assert nodes[victim_node]["state"] == "DOWN"
-    # the old attempt's survivor on the healthy host was stopped by its agent
-    survivor = [p for n, p in ranks.items() if n != victim_node][0]
-    wait_for(lambda: not alive(survivor), 15, "the surviving rank of attempt 1 to end")
-    orphan = ranks[victim_node]
-    if how == "sigkill":
-        # the node's next agent ends what the dead one left behind
-        assert alive(orphan)
-        c.start_agent(victim)
-        kill_all.append(c.agents[victim])
-    else:
-        # cut off, the agent kept its task; back on the network it learns the
-        # attempt is over and stops it
-        assert alive(orphan)
-        c.hosts.link(victim, True)
-    wait_for(lambda: not alive(orphan), 30, "the stale rank on the lost node to end")
-    wait_for(lambda: {n["name"]: n for n in c.json("nodes")["nodes"]}[victim_node]["state"] == "UP",
-             30, "the node to come back")
-    c.stop_all()
-
-
 def test_server_sigkill_during_multinode_jobs(hosts3, workdir, kill_all):
     c = MultiHost(workdir, hosts3)
     kill_all += c.daemons

@@ -176,6 +176,9 @@ static void test_plan_roundtrip(void **state)
 	struct shim_plan p = {.job = 9,
 			      .attempt = 2,
 			      .grace_ms = 500,
+			      .lease_until_ms = 77000,
+			      .lease_ms = 15000,
+			      .fence_grace_ms = 7500,
 			      .ntasks = 1,
 			      .tasks = &t,
 			      .as_user = true,
@@ -193,6 +196,9 @@ static void test_plan_roundtrip(void **state)
 	assert_int_equal(back.user.groups[1], 27);
 	assert_true(back.cgroup && back.limits.mem_mib == 64);
 	assert_string_equal(back.limits.cpus, "0-1");
+	assert_int_equal(back.lease_until_ms, 77000);
+	assert_int_equal(back.lease_ms, 15000);
+	assert_int_equal(back.fence_grace_ms, 7500);
 	shim_plan_release(&back);
 	json_object_set_new(json_object_get(j, "cgroup"), "cpus", json_string("0; rm -rf /"));
 	assert_true(shim_plan_unpack(j, &back, &err) < 0);
@@ -202,6 +208,15 @@ static void test_plan_roundtrip(void **state)
 	j = shim_cmd_pack(&c);
 	assert_int_equal(shim_cmd_unpack(j, &cb, &err), 0);
 	assert_int_equal(cb.cause, EXIT_TIMEOUT);
+	json_decref(j);
+	c = (struct shim_cmd){.type = SHIM_CMD_RENEW, .until_ms = 123456};
+	j = shim_cmd_pack(&c);
+	assert_int_equal(shim_cmd_unpack(j, &cb, &err), 0);
+	assert_int_equal(cb.type, SHIM_CMD_RENEW);
+	assert_int_equal(cb.until_ms, 123456);
+	json_object_set_new(j, "until_ms", json_integer(-1));
+	assert_true(shim_cmd_unpack(j, &cb, &err) < 0);
+	assert_non_null(strstr(err.text, "until_ms"));
 	json_decref(j);
 }
 
