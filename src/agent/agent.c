@@ -298,30 +298,29 @@ static void hb_done(void *arg, long status, const char *body, size_t len, const 
 	} else if (status != 200 && !a->stopping) {
 		log_http_error("heartbeat", status, body, len, error);
 	}
+	maybe_stop_done(a); /* the last beat may be what a stop waits for */
 }
 
-static void hb_timer_cb(uv_timer_t *t)
+/* One beat; with it, when each running job last wrote a checkpoint (what
+ * preemption weighs as work that would be lost), and whether this is the
+ * last (the agent stops). */
+static void send_heartbeat(struct agent *a, bool stopping)
 {
-	struct agent *a = t->data;
-	if (!a->registered || a->hb_req || a->stopping)
-		return;
-	/* with each beat, when each running job last wrote a checkpoint: what
-	 * preemption weighs as work that would be lost */
-	json_t *ckpts = json_array();
+	struct wire_heartbeat m = {.stopping = stopping};
+	snprintf(m.node, sizeof(m.node), "%s", a->inv.name);
+	snprintf(m.agent_id, sizeof(m.agent_id), "%s", a->agent_id);
+	m.checkpoints = xcalloc(a->groups.len + 1, sizeof(*m.checkpoints));
 	size_t pos = 0;
 	void *v;
 	while (tk_map_next(&a->groups, &pos, NULL, &v)) {
 		const struct taskgroup *g = v;
-		if (g->nrunning == 0)
-			continue;
-		int64_t at = group_newest_checkpoint(g);
-		if (at > 0)
-			json_array_append_new(
-				ckpts, json_pack("{s:I, s:i, s:I}", "job", (json_int_t)g->job,
-						 "attempt", g->attempt, "at_ms", (json_int_t)at));
+		int64_t at = g->nrunning ? group_newest_checkpoint(g) : 0;
+		if (at > 0 && m.ncheckpoints < WIRE_MAX_CHECKPOINTS)
+			m.checkpoints[m.ncheckpoints++] =
+				(struct wire_checkpoint){g->job, g->attempt, at};
 	}
-	json_t *body = json_pack("{s:s, s:s, s:o}", "node", a->inv.name, "agent_id", a->agent_id,
-				 "checkpoints", ckpts);
+	json_t *body = wire_heartbeat_pack(&m);
+	wire_heartbeat_release(&m);
 	char *text = json_dumps(body, JSON_COMPACT);
 	json_decref(body);
 	/* one that hangs must not hold back the next for long */
@@ -330,6 +329,14 @@ static void hb_timer_cb(uv_timer_t *t)
 	a->hb_req = hc_request(a->hc, "POST", a->url_heartbeat, a->cfg.token, text, timeout,
 			       hb_done, a);
 	free(text);
+}
+
+static void hb_timer_cb(uv_timer_t *t)
+{
+	struct agent *a = t->data;
+	if (!a->registered || a->hb_req || a->stopping)
+		return;
+	send_heartbeat(a, false);
 }
 
 /* ---- events -------------------------------------------------------------------- */
@@ -608,7 +615,7 @@ static void maybe_stop_done(struct agent *a)
 		return;
 	if (!a->stop_reported) {
 		if ((!a->cfg.stop_jobs || agent_running_groups(a) == 0) &&
-		    (a->nevents == 0 || !a->registered))
+		    (a->nevents == 0 || !a->registered) && !a->hb_req)
 			finish_stop(a);
 		return;
 	}
@@ -653,6 +660,13 @@ void agent_stop(struct agent *a, void (*done_cb)(void *arg), void *arg)
 	if (a->poll_req) {
 		hc_cancel(a->poll_req);
 		a->poll_req = NULL;
+	}
+	/* the server places nothing new here from now on */
+	if (a->registered) {
+		if (a->hb_req)
+			hc_cancel(a->hb_req);
+		a->hb_req = NULL;
+		send_heartbeat(a, true);
 	}
 	int64_t longest_grace = 0;
 	size_t pos = 0;

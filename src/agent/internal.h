@@ -70,7 +70,7 @@ struct taskgroup {
 	bool stop_wanted; /* a stop to send (once connected) */
 	bool stop_sent;
 	enum exit_cause stop_cause;
-	char stop_detail[32];
+	char stop_detail[64];
 	bool released;
 	int ntasks;
 	struct gtask *tasks;

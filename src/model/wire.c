@@ -166,19 +166,20 @@ json_t *wire_heartbeat_pack(const struct wire_heartbeat *m)
 						   "attempt", k->attempt, "at_ms",
 						   (json_int_t)k->at_ms));
 	}
-	return json_pack("{s:s, s:s, s:o}", "node", m->node, "agent_id", m->agent_id, "checkpoints",
-			 c);
+	return json_pack("{s:s, s:s, s:o, s:b}", "node", m->node, "agent_id", m->agent_id,
+			 "checkpoints", c, "stopping", m->stopping);
 }
 
 int wire_heartbeat_unpack(json_t *j, struct wire_heartbeat *ret, struct tk_error *err)
 {
-	static const char *const keys[] = {"node", "agent_id", "checkpoints", NULL};
+	static const char *const keys[] = {"node", "agent_id", "checkpoints", "stopping", NULL};
 	static const char *const ckeys[] = {"job", "attempt", "at_ms", NULL};
 	int r;
 	memset(ret, 0, sizeof(*ret));
 	if ((r = mj_check_keys(j, NULL, keys, err)) < 0 ||
 	    (r = mj_strbuf(j, "node", true, true, ret->node, sizeof(ret->node), err)) < 0 ||
-	    (r = agent_id_unpack(j, ret->agent_id, err)) < 0)
+	    (r = agent_id_unpack(j, ret->agent_id, err)) < 0 ||
+	    (r = mj_bool(j, "stopping", false, false, &ret->stopping, err)) < 0)
 		return r;
 	json_t *ckpts;
 	size_t n;

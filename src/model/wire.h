@@ -134,6 +134,7 @@ struct wire_checkpoint {
 struct wire_heartbeat {
 	char node[MODEL_NAME_MAX];
 	char agent_id[WIRE_AGENT_ID_MAX];
+	bool stopping; /* the agent's last beat: it stops; place nothing new here */
 	int ncheckpoints;
 	struct wire_checkpoint *checkpoints; /* owned after unpack; see wire_heartbeat_release */
 };

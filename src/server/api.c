@@ -453,6 +453,13 @@ static void h_agent_heartbeat(struct request *r, const char *param, json_t *body
 	struct snode *n = agent_node(r, m.node, m.agent_id);
 	if (n) {
 		state_node_seen(&r->s->st, n, tk_mono_ms());
+		if (m.stopping && !n->agent_stopping) {
+			/* its jobs go on in their shims; nothing new is placed here
+			 * until an agent registers again */
+			log_info("node %s: its agent is stopping", n->rec.inv.name);
+			n->agent_stopping = true;
+			state_want_pass(&r->s->st);
+		}
 		for (int i = 0; i < m.ncheckpoints; i++) {
 			const struct wire_checkpoint *c = &m.checkpoints[i];
 			struct sjob *j = state_job(&r->s->st, c->job);

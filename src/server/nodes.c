@@ -284,6 +284,7 @@ struct snode *state_register(struct state *s, const struct node_inventory *inv,
 	}
 	snprintf(n->rec.agent_id, sizeof(n->rec.agent_id), "%s", agent_id);
 	n->rec.registered_ms = now;
+	n->agent_stopping = false;
 	n->live = NODE_LIVE_UP;
 	n->last_seen_ms = mono;
 	node_sync_devs(n);

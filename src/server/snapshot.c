@@ -33,7 +33,7 @@ static void nodes_build(const struct state *s, struct snapshot *sn)
 		n->index = i;
 		x->name = n->rec.inv.name;
 		x->topology = n->rec.inv.topology;
-		x->schedulable = state_node_state(s, n) == NODE_UP;
+		x->schedulable = state_node_state(s, n) == NODE_UP && !n->agent_stopping;
 		x->cpus_total = n->rec.inv.cpus;
 		x->cpus_free = n->rec.inv.cpus - n->cpus_used;
 		x->mem_total_mib = n->rec.inv.mem_mib;

@@ -129,6 +129,7 @@ struct snode {
 	bool wake_queued; /* STATE_EV_WORK_CHANGED is due at the next flush */
 	struct snode *wake_next;
 	struct svalid *held_by; /* a validation run holds it: no other work starts */
+	bool agent_stopping;	/* its agent said it stops: no new work until one registers */
 };
 
 /* A validation run (tenk validate --nodes): one system job with a task on

@@ -3,6 +3,7 @@ acknowledged job and never starts a task twice; a restarted agent's lost
 tasks are requeued; a clean restart keeps everything."""
 import os
 import random
+import signal
 import socket
 import threading
 import time
@@ -162,4 +163,61 @@ def test_clean_restart_keeps_state(workdir):
     for name in ("admin.token", "agent.token"):
         assert os.stat(os.path.join(t.data, name)).st_mode & 0o777 == 0o600
     t2.run("cancel", waiting, nxt)
+    d2.stop()
+
+
+def alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split()[2] != "Z"
+    except OSError:
+        return False
+
+
+def interrupt(d):
+    """Ctrl-C on `tenk up`: it must stop cleanly."""
+    d.proc.send_signal(signal.SIGINT)
+    d.proc.wait(timeout=60)
+    d.stop()
+
+
+def test_ctrl_c_leaves_jobs_to_their_shims(workdir):
+    t, d = start_up(workdir, stop_jobs=False)
+    go, runs = os.path.join(workdir, "go"), os.path.join(workdir, "runs")
+    jid = t.submit("--", "sh", "-c",
+                   f'echo $$ >> {runs}; while [ ! -e {go} ]; do sleep 0.05; done')
+    t.wait_state(jid, "RUNNING")
+    wait_for(lambda: os.path.exists(runs), what="the task to start")
+    task = int(open(runs).read())
+    interrupt(d)
+    assert "1 attempt(s) go on in their shims" in d.output()
+    assert alive(task), "the job goes on while tenk is down"
+    t2, d2 = start_up(workdir)
+    j = t2.job(jid)
+    assert j["state"] == "RUNNING" and len(j["attempts"]) == 1, j
+    open(go, "w").close()
+    t2.run("wait", jid)
+    j = t2.job(jid)
+    assert j["state"] == "COMPLETED" and len(j["attempts"]) == 1, j
+    assert open(runs).read().split() == [str(task)], "it ran once"
+    d2.stop()
+
+
+def test_stop_jobs_requeues_rather_than_fails(workdir):
+    t, d = start_up(workdir)  # --stop-jobs
+    runs = os.path.join(workdir, "runs")
+    jid = t.submit("--requeue", "0", "--", "sh", "-c",
+                   f'echo $$ >> {runs}; test "$TENK_ATTEMPT" = 2 || sleep 300')
+    t.wait_state(jid, "RUNNING")
+    wait_for(lambda: os.path.exists(runs), what="the task to start")
+    task = int(open(runs).read())
+    interrupt(d)
+    assert not alive(task), "--stop-jobs ends the job's tasks"
+    t2, d2 = start_up(workdir)
+    t2.run("wait", jid, timeout=60)
+    j = t2.job(jid)
+    assert j["state"] == "COMPLETED" and len(j["attempts"]) == 2, j
+    assert j["attempts"][0]["reason"] == "node node1 lost: its agent stopped with --stop-jobs", \
+        j["attempts"][0]
+    assert j["failures"] == 0
     d2.stop()

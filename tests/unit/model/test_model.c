@@ -509,6 +509,15 @@ static void test_wire(void **state)
 	assert_true(wire_heartbeat_unpack(j, &hb, &err) < 0);
 	assert_non_null(strstr(err.text, "checkpoints[1].attempt: must be an integer from 1"));
 	json_decref(j);
+	/* an agent's last beat says it stops */
+	j = parse("{\"node\": \"n\", \"agent_id\": \"abababababababab\", \"stopping\": true}");
+	assert_int_equal(wire_heartbeat_unpack(j, &hb, &err), 0);
+	assert_true(hb.stopping);
+	wire_heartbeat_release(&hb);
+	json_object_set_new(j, "stopping", json_string("yes"));
+	assert_true(wire_heartbeat_unpack(j, &hb, &err) < 0);
+	assert_non_null(strstr(err.text, "stopping"));
+	json_decref(j);
 }
 
 /* Fencing: for every node timeout, the tasks of a node cut off are gone a

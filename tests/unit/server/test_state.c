@@ -426,6 +426,23 @@ static void test_task_lost_with_agent(void **state)
 	world_free(w);
 }
 
+/* A node whose agent said it stops takes no new work until an agent
+ * registers again. */
+static void test_agent_stopping(void **state)
+{
+	struct world *w = world_new(5);
+	struct snode *n = add_node(w, 1, 8, "aaaaaaaa");
+	n->agent_stopping = true; /* what its last heartbeat says */
+	struct sjob *j = submit(w, "{\"command\": [\"train\"], \"cwd\": \"/tmp\"}");
+	state_schedule(&w->st, T0);
+	assert_int_equal(j->job.state, JOB_PENDING);
+	n = add_node(w, 1, 8, "bbbbbbbb");
+	assert_false(n->agent_stopping);
+	state_schedule(&w->st, T0 + 1);
+	assert_int_equal(j->job.state, JOB_STARTING);
+	world_free(w);
+}
+
 /* A job lost before any of its tasks started has not run: it goes again
  * without spending a node requeue, even where none is allowed. */
 static void test_lost_before_it_ran(void **state)
@@ -563,6 +580,7 @@ int main(void)
 		cmocka_unit_test(test_one_attempt_at_a_time),
 		cmocka_unit_test(test_task_lost_with_agent),
 		cmocka_unit_test(test_lost_before_it_ran),
+		cmocka_unit_test(test_agent_stopping),
 		cmocka_unit_test(test_cancel_and_drain),
 		cmocka_unit_test(test_transition_table),
 		cmocka_unit_test(test_preemption),
