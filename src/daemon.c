@@ -388,6 +388,10 @@ static int run_up(const char **v)
 	ac.server_url = server_url(d.server);
 	ac.token = server_agent_token(d.server);
 	ac.data_dir = sc.data_dir;
+	/* beside DATA, which is the server's alone (0700): the jobs' users
+	 * reach their checkpoint folders through the agent's */
+	_cleanup_free_ char *work = xasprintf("%s-work", sc.data_dir);
+	ac.work_dir = work;
 	if (!ac.addr)
 		ac.addr = "127.0.0.1";
 	uv_loop_init(&d.agent_loop);

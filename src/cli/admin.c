@@ -7,6 +7,32 @@
 #include <stdio.h>
 #include <string.h>
 
+/* "a,b,c" as a JSON array of strings. */
+static json_t *split_list(const char *text)
+{
+	json_t *a = json_array();
+	_cleanup_free_ char *copy = xstrdup(text);
+	char *save = NULL;
+	for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save))
+		json_array_append_new(a, json_string(t));
+	return a;
+}
+
+/* A JSON array of strings as "a,b,c"; none_text when empty. */
+static char *joined(json_t *a, const char *none_text)
+{
+	struct strbuf sb;
+	strbuf_init(&sb);
+	size_t i;
+	json_t *v;
+	json_array_foreach (a, i, v)
+		strbuf_addf(&sb, "%s%s", i ? "," : "",
+			    json_string_value(v) ? json_string_value(v) : "?");
+	if (!sb.len)
+		strbuf_addstr(&sb, none_text);
+	return strbuf_detach(&sb);
+}
+
 /* ---- queues, classes ---------------------------------------------------------------- */
 
 enum { QS_GPUS = O_FIRST_OWN, QS_BORROW, QS_WEIGHT, QS_USERS };
@@ -15,7 +41,8 @@ static const struct tk_option queues_opts[] = {
 	{"gpus", 0, "N", "with set: the queue's guaranteed accelerators (none: no quota)"},
 	{"borrow-limit", 0, "M", "with set: how many more it may borrow when idle (none: any)"},
 	{"weight", 0, "W", "with set: its fair share against other queues (default 1)"},
-	{"users", 0, "LIST", "with set: who may submit to it (default: everyone)"},
+	{"users", 0, "LIST",
+	 "with set: who may submit: users, group:UNIXGROUP, role:NAME (default: everyone)"},
 };
 
 static json_t *count_or_null(const char *v, bool *bad)
@@ -81,15 +108,8 @@ static int run_queues(struct ctx *c)
 			}
 			json_object_set_new(body, "weight", json_real(w));
 		}
-		if (c->v[QS_USERS]) {
-			json_t *users = json_array();
-			_cleanup_free_ char *copy = xstrdup(c->v[QS_USERS]);
-			char *save = NULL;
-			for (char *t = strtok_r(copy, ",", &save); t;
-			     t = strtok_r(NULL, ",", &save))
-				json_array_append_new(users, json_string(t));
-			json_object_set_new(body, "users", users);
-		}
+		if (c->v[QS_USERS])
+			json_object_set_new(body, "users", split_list(c->v[QS_USERS]));
 		char *path = xasprintf("/v1/queues/%s", c->pos[1]);
 		json_t *q;
 		struct tk_error err;
@@ -127,20 +147,13 @@ static int run_queues(struct ctx *c)
 		char quota[24], borrow[24];
 		fmt_gpus(json_object_get(q, "gpus"), quota, sizeof(quota));
 		fmt_gpus(json_object_get(q, "borrow_limit"), borrow, sizeof(borrow));
-		struct strbuf users;
-		strbuf_init(&users);
-		size_t k;
-		json_t *u;
-		json_array_foreach (json_object_get(q, "users"), k, u)
-			strbuf_addf(&users, "%s%s", k ? "," : "", json_string_value(u));
+		_cleanup_free_ char *users = joined(json_object_get(q, "users"), "everyone");
 		printf("%-16.16s %7s %7s %6g %7g %8g %7.1f %7lld %7lld  %s\n", jstr(q, "name"),
 		       quota, borrow, json_number_value(json_object_get(q, "weight")),
 		       json_number_value(json_object_get(q, "in_use")),
 		       json_number_value(json_object_get(q, "borrowed")),
 		       json_number_value(json_object_get(q, "recent")),
-		       (long long)jint(q, "running"), (long long)jint(q, "pending"),
-		       users.len ? users.buf : "everyone");
-		strbuf_release(&users);
+		       (long long)jint(q, "running"), (long long)jint(q, "pending"), users);
 	}
 	json_decref(res);
 	return CLI_EXIT_OK;
@@ -160,17 +173,19 @@ static int run_classes(struct ctx *c)
 		json_decref(res);
 		return CLI_EXIT_OK;
 	}
-	printf("%-12s %8s %-12s %-12s %7s\n", "CLASS", "PRIORITY", "MAY PREEMPT", "PREEMPTIBLE",
-	       "PENDING");
+	printf("%-12s %8s %-12s %-12s %7s  %s\n", "CLASS", "PRIORITY", "MAY PREEMPT", "PREEMPTIBLE",
+	       "PENDING", "WHO");
 	size_t i;
 	json_t *k;
-	json_array_foreach (json_object_get(res, "classes"), i, k)
-		printf("%-12s %8lld %-12s %-12s %7lld%s\n", jstr(k, "name"),
+	json_array_foreach (json_object_get(res, "classes"), i, k) {
+		_cleanup_free_ char *who = joined(json_object_get(k, "allow"), "everyone");
+		printf("%-12s %8lld %-12s %-12s %7lld  %s%s\n", jstr(k, "name"),
 		       (long long)jint(k, "priority"),
 		       json_is_true(json_object_get(k, "may_preempt")) ? "yes" : "no",
 		       json_is_true(json_object_get(k, "preemptible")) ? "yes" : "no",
-		       (long long)jint(k, "pending"),
+		       (long long)jint(k, "pending"), who,
 		       json_is_true(json_object_get(k, "default")) ? "  (default)" : "");
+	}
 	json_decref(res);
 	return CLI_EXIT_OK;
 }
@@ -179,11 +194,12 @@ CLI_COMMAND(cli_classes, CLI_OPTS(cli_plain_opts), false, 0, 0, run_classes)
 
 /* ---- users --------------------------------------------------------------------------- */
 
-enum { U_ADMIN = O_FIRST_OWN, U_UNIX_USER };
+enum { U_ADMIN = O_FIRST_OWN, U_UNIX_USER, U_ROLES };
 static const struct tk_option users_opts[] = {
 	COMMON_OPTS,
 	{"admin", 0, NULL, "with add: the user may do everything an admin may"},
 	{"unix-user", 0, "NAME", "add: the Unix account its jobs run as (default: NAME)"},
+	{"roles", 0, "LIST", "add: roles that classes and queues may allow (role:NAME)"},
 };
 
 static int run_users(struct ctx *c)
@@ -196,6 +212,8 @@ static int run_users(struct ctx *c)
 			json_pack("{s:s, s:b}", "name", c->pos[1], "admin", c->v[U_ADMIN] != NULL);
 		if (c->v[U_UNIX_USER])
 			json_object_set_new(body, "unix_user", json_string(c->v[U_UNIX_USER]));
+		if (c->v[U_ROLES])
+			json_object_set_new(body, "roles", split_list(c->v[U_ROLES]));
 		r = client_call(&c->client, "POST", "/v1/users", body, CALL_TIMEOUT_MS, &res, NULL,
 				&err);
 		json_decref(body);
@@ -225,11 +243,14 @@ static int run_users(struct ctx *c)
 		} else {
 			size_t i;
 			json_t *u;
-			printf("%-24s %-6s %s\n", "USER", "ADMIN", "UNIX USER");
-			json_array_foreach (json_object_get(res, "users"), i, u)
-				printf("%-24s %-6s %s\n", jstr(u, "name"),
+			printf("%-24s %-6s %-16s %s\n", "USER", "ADMIN", "UNIX USER", "ROLES");
+			json_array_foreach (json_object_get(res, "users"), i, u) {
+				_cleanup_free_ char *roles =
+					joined(json_object_get(u, "roles"), "-");
+				printf("%-24s %-6s %-16s %s\n", jstr(u, "name"),
 				       json_is_true(json_object_get(u, "admin")) ? "yes" : "no",
-				       jstr(u, "unix_user"));
+				       jstr(u, "unix_user"), roles);
+			}
 		}
 	} else {
 		return usage_error(c->cmd, "expected no argument, add NAME or rm NAME");

@@ -326,17 +326,33 @@ json_t *node_verdict_pack(const struct node_record *r);
 #define MODEL_MAX_CLASSES 32
 #define MODEL_MAX_QUEUES 1024
 #define MODEL_MAX_QUEUE_USERS 256
+#define MODEL_MAX_CLASS_ALLOW 32
+#define MODEL_MAX_ROLES 16
+
+/*
+ * Who may use a class or a queue: a list of entries, each a tenk user's
+ * name ("alice"), a Unix group ("group:ml": its members, as the server's
+ * NSS sees the user's Unix account) or a role ("role:oncall", which tenk
+ * users add --roles gives). An empty list: everyone. Admins may use all.
+ */
+bool model_allow_entry_valid(const char *s);
+/* obj[key] (absent: leaves *n alone) as an allow list of at most max. */
+int allow_list_unpack(json_t *obj, const char *key, char (*out)[MODEL_NAME_MAX], int max, int *n,
+		      struct tk_error *err);
+json_t *allow_list_pack(const char (*list)[MODEL_NAME_MAX], int n);
 
 struct class_spec {
 	char name[MODEL_NAME_MAX];
 	int priority;	  /* higher is scheduled first */
 	bool may_preempt; /* its jobs may preempt preemptible jobs of lower classes */
 	bool preemptible; /* its jobs may be preempted */
+	int nallow;	  /* who may submit to it (config "allow"); none: everyone */
+	char allow[MODEL_MAX_CLASS_ALLOW][MODEL_NAME_MAX];
 };
 
 /* The server's scheduling configuration (DATA/config.json):
  *   {"classes": [{"name": "prod", "priority": 100, "may_preempt": true,
- *                 "preemptible": false}, ...],
+ *                 "preemptible": false, "allow": ["group:ml"]}, ...],
  *    "default_class": "normal", "fair_share_half_life_s": 604800,
  *    "require_validation": false, "validation_args": ["--quick"]}
  * Without a file: prod (100, may preempt), normal (50), batch (10,
@@ -375,7 +391,7 @@ struct queue_spec {
 	int64_t quota_milli;  /* guaranteed accelerators (milli); -1: no quota */
 	int64_t borrow_milli; /* beyond the quota, borrowable when idle; -1: unlimited */
 	double weight;	      /* fair share against other queues */
-	int nusers;	      /* who may submit to it; none: everyone */
+	int nusers;	      /* who may submit to it (an allow list); none: everyone */
 	char users[MODEL_MAX_QUEUE_USERS][MODEL_NAME_MAX];
 	double usage;	     /* decayed milli-accelerator-seconds */
 	int64_t usage_at_ms; /* when usage was last brought up to date */
@@ -386,7 +402,6 @@ int queue_spec_unpack(json_t *j, struct queue_spec *ret, struct tk_error *err);
 /* Applies a user's change {"gpus", "borrow_limit", "weight", "users"} (any
  * subset; gpus and borrow_limit may be null for none/unlimited). */
 int queue_spec_update(struct queue_spec *q, json_t *change, struct tk_error *err);
-bool queue_spec_allows(const struct queue_spec *q, const char *user);
 
 /* ---- users ------------------------------------------------------------------------ */
 
@@ -400,6 +415,8 @@ struct user_record {
 	/* the Unix account its jobs run as on every node (getpwnam there, so a
 	 * uid may differ between nodes); default: the same name */
 	char unix_user[MODEL_NAME_MAX];
+	int nroles; /* roles that allow lists may name ("role:NAME") */
+	char roles[MODEL_MAX_ROLES][MODEL_NAME_MAX];
 };
 
 /* A Unix account name as tenk takes it: 1..32 bytes of [a-z0-9_.-], not
@@ -407,4 +424,6 @@ struct user_record {
 bool model_unix_user_valid(const char *s);
 
 json_t *user_record_pack(const struct user_record *u);
+/* j["roles"] (absent: none) into u: names, each once. */
+int user_roles_unpack(json_t *j, struct user_record *u, struct tk_error *err);
 int user_record_unpack(json_t *j, struct user_record *ret, struct tk_error *err);

@@ -12,9 +12,9 @@
 void sched_config_default(struct sched_config *c)
 {
 	memset(c, 0, sizeof(*c));
-	c->classes[0] = (struct class_spec){"prod", 100, true, false};
-	c->classes[1] = (struct class_spec){"normal", 50, false, false};
-	c->classes[2] = (struct class_spec){"batch", 10, false, true};
+	c->classes[0] = (struct class_spec){.name = "prod", .priority = 100, .may_preempt = true};
+	c->classes[1] = (struct class_spec){.name = "normal", .priority = 50};
+	c->classes[2] = (struct class_spec){.name = "batch", .priority = 10, .preemptible = true};
 	c->nclasses = 3;
 	c->default_class = 1;
 	c->half_life_s = 7 * 86400;
@@ -30,8 +30,55 @@ int sched_config_class(const struct sched_config *c, const char *name)
 
 json_t *class_spec_pack(const struct class_spec *c)
 {
-	return json_pack("{s:s, s:i, s:b, s:b}", "name", c->name, "priority", c->priority,
-			 "may_preempt", c->may_preempt, "preemptible", c->preemptible);
+	return json_pack("{s:s, s:i, s:b, s:b, s:o}", "name", c->name, "priority", c->priority,
+			 "may_preempt", c->may_preempt, "preemptible", c->preemptible, "allow",
+			 allow_list_pack(c->allow, c->nallow));
+}
+
+/* ---- allow lists ----------------------------------------------------------------- */
+
+bool model_allow_entry_valid(const char *s)
+{
+	if (strncmp(s, "group:", 6) == 0)
+		return model_unix_user_valid(s + 6);
+	if (strncmp(s, "role:", 5) == 0)
+		return model_name_valid(s + 5);
+	return model_name_valid(s);
+}
+
+int allow_list_unpack(json_t *obj, const char *key, char (*out)[MODEL_NAME_MAX], int max, int *n,
+		      struct tk_error *err)
+{
+	json_t *a = json_object_get(obj, key);
+	if (!a)
+		return 0;
+	if (!json_is_array(a) || json_array_size(a) > (size_t)max)
+		return tk_errorf(err, -EINVAL,
+				 "%s: must be an array of at most %d entries (user names, "
+				 "group:NAME, role:NAME)",
+				 key, max);
+	size_t i;
+	json_t *v;
+	json_array_foreach (a, i, v) {
+		const char *e = json_string_value(v);
+		if (!e || strlen(e) >= MODEL_NAME_MAX || !model_allow_entry_valid(e))
+			return tk_errorf(err, -EINVAL,
+					 "%s[%zu]: must be a user name, group:UNIXGROUP or "
+					 "role:NAME",
+					 key, i);
+	}
+	json_array_foreach (a, i, v)
+		snprintf(out[i], MODEL_NAME_MAX, "%s", json_string_value(v));
+	*n = (int)json_array_size(a);
+	return 0;
+}
+
+json_t *allow_list_pack(const char (*list)[MODEL_NAME_MAX], int n)
+{
+	json_t *a = json_array();
+	for (int i = 0; i < n; i++)
+		json_array_append_new(a, json_string(list[i]));
+	return a;
 }
 
 int sched_config_load_json(struct sched_config *c, const char *text, struct tk_error *err)
@@ -49,7 +96,8 @@ int sched_config_load_json(struct sched_config *c, const char *text, struct tk_e
 					   "allow_root_jobs",
 					   "admin_unix_user",
 					   NULL};
-	static const char *const ckeys[] = {"name", "priority", "may_preempt", "preemptible", NULL};
+	static const char *const ckeys[] = {"name",	   "priority", "may_preempt",
+					    "preemptible", "allow",    NULL};
 	struct sched_config next;
 	sched_config_default(&next);
 	int r;
@@ -118,7 +166,9 @@ int sched_config_load_json(struct sched_config *c, const char *text, struct tk_e
 			    (r = mj_bool(cj, "may_preempt", false, false, &cs->may_preempt, err)) <
 				    0 ||
 			    (r = mj_bool(cj, "preemptible", false, false, &cs->preemptible, err)) <
-				    0) {
+				    0 ||
+			    (r = allow_list_unpack(cj, "allow", cs->allow, MODEL_MAX_CLASS_ALLOW,
+						   &cs->nallow, err)) < 0) {
 				mj_prefix(err, "classes[%zu]", i);
 				goto out;
 			}
@@ -167,9 +217,7 @@ static json_t *gpus_or_null(int64_t milli)
 
 json_t *queue_spec_pack(const struct queue_spec *q)
 {
-	json_t *users = json_array();
-	for (int i = 0; i < q->nusers; i++)
-		json_array_append_new(users, json_string(q->users[i]));
+	json_t *users = allow_list_pack(q->users, q->nusers);
 	return json_pack("{s:s, s:o, s:o, s:f, s:o, s:f, s:I}", "name", q->name, "gpus",
 			 gpus_or_null(q->quota_milli), "borrow_limit",
 			 gpus_or_null(q->borrow_milli), "weight", q->weight, "users", users,
@@ -199,22 +247,7 @@ static int gpus_field(json_t *obj, const char *key, int64_t *ret, struct tk_erro
 
 static int users_field(json_t *obj, struct queue_spec *q, struct tk_error *err)
 {
-	json_t *u = json_object_get(obj, "users");
-	if (!u)
-		return 0;
-	if (!json_is_array(u) || json_array_size(u) > MODEL_MAX_QUEUE_USERS)
-		return tk_errorf(err, -EINVAL, "users: must be an array of at most %d names",
-				 MODEL_MAX_QUEUE_USERS);
-	size_t i;
-	json_t *v;
-	json_array_foreach (u, i, v) {
-		if (!json_is_string(v) || !model_name_valid(json_string_value(v)))
-			return tk_errorf(err, -EINVAL, "users[%zu]: must be a user name", i);
-	}
-	q->nusers = 0;
-	json_array_foreach (u, i, v)
-		snprintf(q->users[q->nusers++], MODEL_NAME_MAX, "%s", json_string_value(v));
-	return 0;
+	return allow_list_unpack(obj, "users", q->users, MODEL_MAX_QUEUE_USERS, &q->nusers, err);
 }
 
 int queue_spec_update(struct queue_spec *q, json_t *change, struct tk_error *err)
@@ -258,29 +291,43 @@ int queue_spec_unpack(json_t *j, struct queue_spec *ret, struct tk_error *err)
 	return 0;
 }
 
-bool queue_spec_allows(const struct queue_spec *q, const char *user)
-{
-	if (q->nusers == 0)
-		return true;
-	for (int i = 0; i < q->nusers; i++)
-		if (strcmp(q->users[i], user) == 0)
-			return true;
-	return false;
-}
-
 /* ---- users ---------------------------------------------------------------------- */
 
 json_t *user_record_pack(const struct user_record *u)
 {
-	return json_pack("{s:s, s:s, s:b, s:I, s:s}", "name", u->name, "token_sha256",
+	return json_pack("{s:s, s:s, s:b, s:I, s:s, s:o}", "name", u->name, "token_sha256",
 			 u->token_sha256, "admin", u->admin, "created_ms",
-			 (json_int_t)u->created_ms, "unix_user", u->unix_user);
+			 (json_int_t)u->created_ms, "unix_user", u->unix_user, "roles",
+			 allow_list_pack(u->roles, u->nroles));
+}
+
+int user_roles_unpack(json_t *j, struct user_record *u, struct tk_error *err)
+{
+	json_t *a = json_object_get(j, "roles");
+	if (!a)
+		return 0;
+	if (!json_is_array(a) || json_array_size(a) > MODEL_MAX_ROLES)
+		return tk_errorf(err, -EINVAL, "roles: must be an array of at most %d names",
+				 MODEL_MAX_ROLES);
+	size_t i;
+	json_t *v;
+	json_array_foreach (a, i, v) {
+		const char *name = json_string_value(v);
+		if (!name || !model_name_valid(name))
+			return tk_errorf(err, -EINVAL, "roles[%zu]: must be a name", i);
+		for (int k = 0; k < u->nroles; k++)
+			if (strcmp(u->roles[k], name) == 0)
+				return tk_errorf(err, -EINVAL, "roles[%zu]: \"%s\" is given twice",
+						 i, name);
+		snprintf(u->roles[u->nroles++], MODEL_NAME_MAX, "%s", name);
+	}
+	return 0;
 }
 
 int user_record_unpack(json_t *j, struct user_record *ret, struct tk_error *err)
 {
-	static const char *const keys[] = {"name",	 "token_sha256", "admin",
-					   "created_ms", "unix_user",	 NULL};
+	static const char *const keys[] = {"name",	"token_sha256", "admin", "created_ms",
+					   "unix_user", "roles",	NULL};
 	struct user_record u;
 	memset(&u, 0, sizeof(u));
 	int64_t created;
@@ -291,7 +338,9 @@ int user_record_unpack(json_t *j, struct user_record *ret, struct tk_error *err)
 			   err)) < 0 ||
 	    (r = mj_bool(j, "admin", false, false, &u.admin, err)) < 0 ||
 	    (r = mj_int(j, "created_ms", false, 0, INT64_MAX, 0, &created, err)) < 0 ||
-	    (r = mj_strbuf(j, "unix_user", false, true, u.unix_user, sizeof(u.unix_user), err)) < 0)
+	    (r = mj_strbuf(j, "unix_user", false, true, u.unix_user, sizeof(u.unix_user), err)) <
+		    0 ||
+	    (r = user_roles_unpack(j, &u, err)) < 0)
 		return r;
 	if (!model_name_valid(u.name) || strlen(u.token_sha256) != 64)
 		return tk_errorf(err, -EINVAL, "name or token_sha256: malformed user record");

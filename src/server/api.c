@@ -9,6 +9,8 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <grp.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -100,6 +102,64 @@ static int run_as_of(struct request *r, char out[MODEL_NAME_MAX])
 	return 0;
 }
 
+#define API_MAX_GROUPS 1024 /* Unix groups of one account looked at */
+
+/* Is Unix group `group` one of the account's (as this host's NSS says)? */
+static bool in_unix_group(const char *account, const char *group)
+{
+	struct passwd *pw = getpwnam(account);
+	struct group *gr = pw ? getgrnam(group) : NULL;
+	if (!gr)
+		return false;
+	gid_t gid = gr->gr_gid, groups[API_MAX_GROUPS];
+	int n = API_MAX_GROUPS;
+	if (getgrouplist(account, pw->pw_gid, groups, &n) < 0)
+		n = API_MAX_GROUPS;
+	for (int i = 0; i < n; i++)
+		if (groups[i] == gid)
+			return true;
+	return false;
+}
+
+/* Does an allow list (model.h) let r's user in? Admins always. */
+static bool may_use(const struct request *r, const char (*list)[MODEL_NAME_MAX], int n)
+{
+	if (n == 0 || r->role == ROLE_ADMIN)
+		return true;
+	const struct suser *u = tk_map_get(&r->s->st.user_by_name, r->user);
+	for (int i = 0; i < n; i++) {
+		const char *e = list[i];
+		if (strncmp(e, "group:", 6) == 0) {
+			if (u && in_unix_group(u->rec.unix_user, e + 6))
+				return true;
+		} else if (strncmp(e, "role:", 5) == 0) {
+			for (int k = 0; u && k < u->rec.nroles; k++)
+				if (strcmp(u->rec.roles[k], e + 5) == 0)
+					return true;
+		} else if (strcmp(e, r->user) == 0) {
+			return true;
+		}
+	}
+	return false;
+}
+
+/* A job as r may see it: the values of its environment (where API keys
+ * travel) are its owner's alone; anyone else, admins too, sees the names,
+ * each with null. */
+static json_t *job_for(const struct request *r, struct sjob *j)
+{
+	json_t *o = state_job_pack(&r->s->st, j);
+	json_t *env = json_object_get(json_object_get(o, "request"), "env");
+	if (env && json_object_size(env) && strcmp(j->job.owner, r->user) != 0) {
+		const char *k;
+		json_t *v;
+		json_object_foreach (env, k, v)
+			json_object_set_new(env, k, json_null());
+		json_object_set_new(json_object_get(o, "request"), "env_hidden", json_true());
+	}
+	return o;
+}
+
 static void h_submit(struct request *r, const char *param, json_t *body)
 {
 	struct server *s = r->s;
@@ -142,9 +202,17 @@ static void h_submit(struct request *r, const char *param, json_t *body)
 		job_request_release(&req);
 		return;
 	}
-	if (r->role != ROLE_ADMIN && !queue_spec_allows(&q->spec, r->user)) {
-		reply_error(r, 403, "queue: user \"%s\" may not submit to queue \"%s\"", r->user,
-			    qname);
+	const struct class_spec *cs =
+		&st->sched.classes[req.cls ? sched_config_class(&st->sched, req.cls)
+					   : st->sched.default_class];
+	if (!may_use(r, cs->allow, cs->nallow)) {
+		reply_error(r, 403, "class %s: %s may not use it", cs->name, r->user);
+		job_request_release(&req);
+		return;
+	}
+	const struct queue_spec *qs = &q->spec;
+	if (!may_use(r, qs->users, qs->nusers)) {
+		reply_error(r, 403, "queue %s: %s may not use it", qname, r->user);
 		job_request_release(&req);
 		return;
 	}
@@ -154,7 +222,7 @@ static void h_submit(struct request *r, const char *param, json_t *body)
 		return;
 	}
 	struct sjob *j = state_submit(st, &req, r->user, run_as, server_now_ms(s));
-	reply_json(r, 201, state_job_pack(st, j));
+	reply_json(r, 201, job_for(r, j));
 }
 
 static void h_classes(struct request *r, const char *param, json_t *body)
@@ -305,7 +373,7 @@ static void h_job_show(struct request *r, const char *param, json_t *body)
 		return;
 	}
 	if (wait_s == 0 || job_state_final(j->job.state)) {
-		reply_json(r, 200, state_job_pack(&r->s->st, j));
+		reply_json(r, 200, job_for(r, j));
 		return;
 	}
 	r->wait_job = j->job.id;
@@ -323,7 +391,7 @@ static void h_job_cancel(struct request *r, const char *param, json_t *body)
 		reply_error(r, 409, "%s", err.text);
 		return;
 	}
-	reply_json(r, 200, state_job_pack(&r->s->st, j));
+	reply_json(r, 200, job_for(r, j));
 }
 
 /* ---- nodes -------------------------------------------------------------------- */
@@ -542,7 +610,7 @@ void api_longpoll_expired(struct request *r)
 	if (r->wait == WAIT_WORK)
 		reply_json(r, 200, state_work_unchanged_pack(st, st->nodes[r->wait_node]));
 	else if (r->wait == WAIT_JOB)
-		reply_json(r, 200, state_job_pack(st, state_job(st, r->wait_job)));
+		reply_json(r, 200, job_for(r, state_job(st, r->wait_job)));
 }
 
 /* Grows a list array to hold index i. */
@@ -576,7 +644,7 @@ void api_state_event(void *arg, const struct state_event *ev)
 			return;
 		struct req_list *l = api_job_waits(s, id);
 		while (l->head)
-			reply_json(l->head, 200, state_job_pack(st, ev->job));
+			reply_json(l->head, 200, job_for(l->head, ev->job));
 	} else if (ev->kind == STATE_EV_WORK_CHANGED) {
 		struct snode *n = ev->node;
 		if ((size_t)n->index >= s->node_polls_alloc)
@@ -749,10 +817,11 @@ static void h_users(struct request *r, const char *param, json_t *body)
 	void *v;
 	while (tk_map_next(&st->user_by_name, &pos, NULL, &v)) {
 		const struct suser *u = v;
-		json_array_append_new(arr, json_pack("{s:s, s:b, s:s, s:I}", "name", u->rec.name,
-						     "admin", u->rec.admin, "unix_user",
-						     u->rec.unix_user, "created_ms",
-						     (json_int_t)u->rec.created_ms));
+		json_array_append_new(arr, json_pack("{s:s, s:b, s:s, s:o, s:I}", "name",
+						     u->rec.name, "admin", u->rec.admin,
+						     "unix_user", u->rec.unix_user, "roles",
+						     allow_list_pack(u->rec.roles, u->rec.nroles),
+						     "created_ms", (json_int_t)u->rec.created_ms));
 	}
 	reply_json(r, 200, json_pack("{s:o}", "users", arr));
 }
@@ -761,19 +830,21 @@ static void h_user_add(struct request *r, const char *param, json_t *body)
 {
 	struct server *s = r->s;
 	struct state *st = &s->st;
-	static const char *const keys[] = {"name", "admin", "unix_user", NULL};
+	static const char *const keys[] = {"name", "admin", "unix_user", "roles", NULL};
 	struct tk_error err;
-	char name[MODEL_NAME_MAX] = "", unix_user[MODEL_NAME_MAX] = "";
-	bool admin;
+	struct user_record rec;
+	memset(&rec, 0, sizeof(rec));
+	char *name = rec.name, *unix_user = rec.unix_user;
 	if (mj_check_keys(body, NULL, keys, &err) < 0 ||
-	    mj_strbuf(body, "name", true, true, name, sizeof(name), &err) < 0 ||
-	    mj_bool(body, "admin", false, false, &admin, &err) < 0 ||
-	    mj_strbuf(body, "unix_user", false, true, unix_user, sizeof(unix_user), &err) < 0) {
+	    mj_strbuf(body, "name", true, true, name, sizeof(rec.name), &err) < 0 ||
+	    mj_bool(body, "admin", false, false, &rec.admin, &err) < 0 ||
+	    mj_strbuf(body, "unix_user", false, true, unix_user, sizeof(rec.unix_user), &err) < 0 ||
+	    user_roles_unpack(body, &rec, &err) < 0) {
 		reply_error(r, 400, "%s", err.text);
 		return;
 	}
 	if (!unix_user[0])
-		snprintf(unix_user, sizeof(unix_user), "%s", name);
+		snprintf(unix_user, sizeof(rec.unix_user), "%s", name);
 	if (!model_unix_user_valid(unix_user)) {
 		reply_error(r, 400,
 			    "unix_user: \"%s\" is not a Unix account name (1 to 32 of a-z, "
@@ -794,10 +865,11 @@ static void h_user_add(struct request *r, const char *param, json_t *body)
 		return;
 	}
 	char token[65];
-	state_user_add(st, name, admin, unix_user, token, server_now_ms(s));
+	const struct suser *u = state_user_add(st, &rec, token, server_now_ms(s));
 	reply_json(r, 201,
-		   json_pack("{s:s, s:b, s:s, s:s}", "name", name, "admin", admin, "unix_user",
-			     unix_user, "token", token));
+		   json_pack("{s:s, s:b, s:s, s:o, s:s}", "name", name, "admin", rec.admin,
+			     "unix_user", unix_user, "roles",
+			     allow_list_pack(u->rec.roles, u->rec.nroles), "token", token));
 }
 
 static void h_user_del(struct request *r, const char *param, json_t *body)

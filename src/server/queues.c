@@ -66,21 +66,18 @@ struct suser *user_insert(struct state *s, const struct user_record *rec)
 	return u;
 }
 
-struct suser *state_user_add(struct state *s, const char *name, bool admin, const char *unix_user,
-			     char *token_out, int64_t now)
+struct suser *state_user_add(struct state *s, const struct user_record *in, char *token_out,
+			     int64_t now)
 {
-	struct user_record rec;
-	memset(&rec, 0, sizeof(rec));
-	snprintf(rec.name, sizeof(rec.name), "%s", name);
-	snprintf(rec.unix_user, sizeof(rec.unix_user), "%s", unix_user);
+	struct user_record rec = *in;
 	if (tk_random_hex(token_out, 32) < 0)
 		abort(); /* the kernel's randomness does not fail once the server is up */
 	tk_sha256_hex(token_out, strlen(token_out), rec.token_sha256);
-	rec.admin = admin;
 	rec.created_ms = now;
 	struct suser *u = user_insert(s, &rec);
 	state_user_dirty(s, u);
-	log_info("user %s added%s, runs as Unix user %s", name, admin ? " (admin)" : "", unix_user);
+	log_info("user %s added%s, runs as Unix user %s", rec.name, rec.admin ? " (admin)" : "",
+		 rec.unix_user);
 	return u;
 }
 

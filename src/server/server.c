@@ -12,11 +12,13 @@
  */
 #include "internal.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 void server_config_init(struct server_config *c)
@@ -268,6 +270,32 @@ static int lock_data_dir(struct server *s, struct tk_error *err)
 	return 0;
 }
 
+/* DATA holds the tokens and every job's request: the server's alone,
+ * 0700, and what is in it 0600 (folders 0700), whatever the modes were. */
+static void close_data_dir(struct server *s)
+{
+	struct stat st;
+	if (stat(s->data_dir, &st) == 0 && (st.st_mode & 0777) != 0700) {
+		log_warn("data folder %s was %03o: now 0700", s->data_dir,
+			 (unsigned)(st.st_mode & 0777));
+		chmod(s->data_dir, 0700);
+	}
+	DIR *d = opendir(s->data_dir);
+	if (!d)
+		return;
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			continue;
+		mode_t want = S_ISDIR(st.st_mode) ? 0700 : S_ISREG(st.st_mode) ? 0600 : 0;
+		if (want && (st.st_mode & 0777) != want && st.st_uid == geteuid())
+			fchmodat(dirfd(d), de->d_name, want, 0);
+	}
+	closedir(d);
+}
+
 /* Reads DATA/NAME.token, creating it with a fresh random token first. */
 static int load_token(struct server *s, const char *name, char *buf, size_t n, struct tk_error *err)
 {
@@ -356,8 +384,10 @@ int server_create(uv_loop_t *loop, const struct server_config *cfg, struct serve
 			      strerror(-r));
 		goto fail;
 	}
-	if ((r = lock_data_dir(s, err)) < 0 ||
-	    (r = load_token(s, "admin", s->admin_token, sizeof(s->admin_token), err)) < 0 ||
+	if ((r = lock_data_dir(s, err)) < 0)
+		goto fail;
+	close_data_dir(s);
+	if ((r = load_token(s, "admin", s->admin_token, sizeof(s->admin_token), err)) < 0 ||
 	    (r = load_token(s, "agent", s->agent_token, sizeof(s->agent_token), err)) < 0 ||
 	    (r = load_catalogue(s, err)) < 0 || (r = load_config(s, sched, err)) < 0)
 		goto fail;
@@ -379,7 +409,7 @@ int server_create(uv_loop_t *loop, const struct server_config *cfg, struct serve
 	url_path = xasprintf("%s/server.url", s->data_dir);
 	char line[160];
 	int len = snprintf(line, sizeof(line), "%s\n", s->url);
-	if ((r = tk_write_file(url_path, line, (size_t)len, 0644)) < 0) {
+	if ((r = tk_write_file(url_path, line, (size_t)len, 0600)) < 0) {
 		r = tk_errorf(err, r, "cannot write %s: %s", url_path, strerror(-r));
 		goto fail_http;
 	}

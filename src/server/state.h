@@ -348,9 +348,10 @@ struct squeue *state_queue_add(struct state *s, const char *name, int64_t now);
 struct squeue *queue_insert(struct state *s, const struct queue_spec *spec);
 /* Brings every queue's decayed usage up to now. */
 void state_queues_age(struct state *s, int64_t now);
-/* Adds a user with a fresh token (written into token_out, 65 bytes). */
-struct suser *state_user_add(struct state *s, const char *name, bool admin, const char *unix_user,
-			     char *token_out, int64_t now);
+/* Adds the user of rec (its name, admin, unix_user, roles) with a fresh
+ * token (written into token_out, 65 bytes). */
+struct suser *state_user_add(struct state *s, const struct user_record *rec, char *token_out,
+			     int64_t now);
 struct suser *user_insert(struct state *s, const struct user_record *rec);
 void state_user_del(struct state *s, struct suser *u);
 

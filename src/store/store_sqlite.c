@@ -10,9 +10,11 @@
 #include "store.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 enum op_kind {
 	OP_PUT_JOB,
@@ -188,6 +190,10 @@ static int migrate(struct store *st, struct tk_error *err)
 int store_open(const char *path, struct store **ret, struct tk_error *err)
 {
 	struct store *st = xcalloc(1, sizeof(*st));
+	/* created 0600: SQLite gives its journal files the database's mode */
+	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd >= 0)
+		close(fd);
 	int rc = sqlite3_open_v2(path, &st->db,
 				 SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
 				 NULL);

@@ -43,6 +43,19 @@ def test_who_jobs_run_as(workdir):
         assert st == 201 and job["run_as"] == "bobby", job
         st, res = t.api("POST", "/v1/jobs", {"command": ["true"], "cwd": "/tmp"}, token=ops)
         assert st == 403 and "runs as root" in res["error"], res
+        # a job's environment values are its owner's alone; the admin sees names
+        st, job = t.api("POST", "/v1/jobs", {"command": ["true"], "cwd": "/tmp",
+                                             "env": {"API_KEY": "s3cr3t", "MODE": "x"}},
+                        token=bob)
+        assert st == 201 and job["request"]["env"]["API_KEY"] == "s3cr3t", job
+        st, mine = t.api("GET", f"/v1/jobs/{job['id']}", token=bob)
+        assert mine["request"]["env"] == {"API_KEY": "s3cr3t", "MODE": "x"}, mine
+        st, seen = t.api("GET", f"/v1/jobs/{job['id']}")
+        assert st == 200 and seen["request"]["env"] == {"API_KEY": None, "MODE": None}, seen
+        assert seen["request"]["env_hidden"] is True
+        assert "s3cr3t" not in t.run("show", job["id"], "--json").stdout
+        st, res = t.api("POST", f"/v1/jobs/{job['id']}/cancel")
+        assert st == 200 and "s3cr3t" not in json.dumps(res)
     finally:
         d.stop()
 
@@ -74,6 +87,7 @@ def test_up_writes_its_own_config(cluster):
 import grp
 import pwd
 import shutil
+import stat
 import subprocess
 import tempfile
 
@@ -143,7 +157,9 @@ def test_jobs_run_as_their_owner(accounts, open_workdir):
         adir, bdir = own_folder(open_workdir, a), own_folder(open_workdir, b)
         token_path = os.path.join(data, "admin.token")
         script = ("id -u; id -g; id -G; echo $HOME $USER $LOGNAME $SHELL; "
-                  f"cat {token_path} || echo no-token; cat {data}/agent.token || echo no-agent")
+                  f"cat {token_path} || echo no-token; cat {data}/agent.token || echo no-agent; "
+                  'echo step > "$TENK_CHECKPOINT_DIR/ckpt" && echo ckpt-ok; '
+                  f"ls {data} || echo no-listing")
         jid = int(t.run("submit", "-o", "out-%j", "--", "sh", "-c", script, cwd=adir,
                         env=as_user(t, alice)).stdout)
         j = t.wait_state(jid, ("COMPLETED", "FAILED"))
@@ -157,7 +173,14 @@ def test_jobs_run_as_their_owner(accounts, open_workdir):
         assert "0" not in lines[2].split(), "no group of root is kept"
         assert lines[3].split()[1:] == ["tenkalice", "tenkalice", "/bin/sh"], lines
         assert "no-token" in lines and "no-agent" in lines, lines
+        assert "ckpt-ok" in lines and "no-listing" in lines, lines
         assert t.token not in open(out).read()
+        # the data folder was made 0755 by this test: the server's alone now
+        assert os.stat(data).st_mode & 0o777 == 0o700
+        for name in os.listdir(data):
+            mode = os.lstat(os.path.join(data, name)).st_mode
+            assert mode & 0o777 == (0o700 if stat.S_ISDIR(mode) else 0o600), (name, oct(mode))
+        assert {"tenk.db", "tenk.db-wal", "admin.token", "server.url"} <= set(os.listdir(data))
         # bob cannot read alice's output
         jid = int(t.run("submit", "--", "cat", out, cwd=bdir, env=as_user(t, bob)).stdout)
         j = t.wait_state(jid, ("COMPLETED", "FAILED"))
@@ -223,3 +246,59 @@ def test_no_job_as_root_unless_allowed(accounts, open_workdir):
         assert "user tenkroot is root (uid 0) on node1" in j["reason"], j
     finally:
         d.stop()
+
+
+def test_who_may_use_a_class_or_queue(accounts, workdir):
+    """Allow lists name users, Unix groups (through the user's account) and
+    roles; anyone else gets 403 naming the class or queue."""
+    subprocess.run(["groupadd", "tenkml"], check=True, capture_output=True)
+    try:
+        subprocess.run(["usermod", "-aG", "tenkml", "tenkalice"], check=True,
+                       capture_output=True)
+        t, d = server_only(workdir, {
+            "admin_unix_user": "nobody", "default_class": "normal",
+            "classes": [{"name": "prod", "priority": 100, "may_preempt": True,
+                         "allow": ["group:tenkml", "role:oncall", "dave"]},
+                        {"name": "normal", "priority": 50}]})
+        try:
+            tokens = {}
+            for name, unix, extra in (("alice", "tenkalice", []), ("bob", "tenkbob", []),
+                                      ("carol", "tenkbob", ["--roles", "oncall,review"]),
+                                      ("dave", "tenkbob", [])):
+                tokens[name] = t.run("users", "add", name, "--unix-user", unix,
+                                     *extra).stdout.strip()
+            users = {u["name"]: u for u in t.json("users")["users"]}
+            assert users["carol"]["roles"] == ["oncall", "review"]
+            assert "oncall,review" in t.run("users").stdout
+            classes = {k["name"]: k for k in t.json("classes")["classes"]}
+            assert classes["prod"]["allow"] == ["group:tenkml", "role:oncall", "dave"]
+            assert classes["normal"]["allow"] == []
+
+            def submit(who, **extra):
+                body = dict({"command": ["true"], "cwd": "/tmp"}, **extra)
+                return t.api("POST", "/v1/jobs", body,
+                             token=tokens[who] if who != "admin" else "admin")
+
+            for who in ("alice", "carol", "dave", "admin"):
+                st, res = submit(who, **{"class": "prod"})
+                assert st == 201, (who, res)
+            st, res = submit("bob", **{"class": "prod"})
+            assert st == 403 and res["error"] == "class prod: bob may not use it", res
+            p = t.run("submit", "--class", "prod", "--", "true", check=False,
+                      env=as_user(t, tokens["bob"]))
+            assert p.returncode == 1 and "class prod: bob may not use it" in p.stderr
+            st, res = submit("bob")
+            assert st == 201, res  # normal: everyone
+            # a queue's list takes the same entries
+            t.run("queues", "set", "vision", "--users", "group:tenkml,role:review")
+            for who, want in (("alice", 201), ("carol", 201), ("bob", 403), ("dave", 403)):
+                st, res = submit(who, queue="vision")
+                assert st == want, (who, res)
+            assert res["error"] == "queue vision: dave may not use it", res
+            p = t.run("queues", "set", "vision", "--users", "group:Bad Name", check=False)
+            assert p.returncode == 1 and "must be a user name, group:UNIXGROUP or role:NAME" \
+                in p.stderr, p.stderr
+        finally:
+            d.stop()
+    finally:
+        subprocess.run(["groupdel", "tenkml"], capture_output=True)

@@ -156,7 +156,7 @@ def test_users_see_their_own_and_queues_limit_them(workdir):
                      env=as_user(t, alice)).stdout)
     p = t.run("submit", "--queue", "restricted", "--", "true", check=False,
               env=as_user(t, bob))
-    assert p.returncode == 1 and 'user "bob" may not submit to queue "restricted"' in p.stderr
+    assert p.returncode == 1 and 'queue restricted: bob may not use it' in p.stderr
     theirs = int(t.run("submit", "--", "sleep", "30", env=as_user(t, bob)).stdout)
     # each sees their own; the admin sees everyone's
     p = t.run("show", mine, check=False, env=as_user(t, bob))

@@ -344,6 +344,42 @@ static void test_config_validation(void **state)
 	assert_true(sched_config_load_json(&c, "{\"require_validation\": 1}", &err) < 0);
 	assert_non_null(strstr(err.text, "require_validation"));
 	assert_true(c.require_validation && c.nvalidation_args == 3); /* unchanged on error */
+	/* who may use a class: users, group:NAME, role:NAME */
+	assert_int_equal(
+		sched_config_load_json(&c,
+				       "{\"classes\": [{\"name\": \"prod\", \"priority\": 1, "
+				       "\"allow\": [\"alice\", \"group:ml\", \"role:x\"]}]}",
+				       &err),
+		0);
+	assert_int_equal(c.classes[0].nallow, 3);
+	assert_string_equal(c.classes[0].allow[1], "group:ml");
+	static const char *const bad[] = {"\"group:\"", "\"group:ML\"", "\"role:a b\"", "\"\"",
+					  "3"};
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+		char text[256];
+		snprintf(text, sizeof(text),
+			 "{\"classes\": [{\"name\": \"p\", \"priority\": 1, \"allow\": [%s]}]}",
+			 bad[i]);
+		assert_true(sched_config_load_json(&c, text, &err) < 0);
+		assert_string_equal(err.text, "classes[0].allow[0]: must be a user name, "
+					      "group:UNIXGROUP or role:NAME");
+	}
+	/* a user's roles travel with its record, each once */
+	struct user_record u = {
+		.name = "carol",
+		.token_sha256 = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+		.unix_user = "carol",
+		.nroles = 2,
+		.roles = {"oncall", "review"}};
+	json_t *j = user_record_pack(&u);
+	struct user_record back;
+	assert_int_equal(user_record_unpack(j, &back, &err), 0);
+	assert_int_equal(back.nroles, 2);
+	assert_string_equal(back.roles[1], "review");
+	json_object_set_new(j, "roles", json_pack("[s, s]", "a", "a"));
+	assert_true(user_record_unpack(j, &back, &err) < 0);
+	assert_string_equal(err.text, "roles[1]: \"a\" is given twice");
+	json_decref(j);
 }
 
 /* The agent protocol: what each side packs the other unpacks to the same,

@@ -5,6 +5,7 @@
 #include <cmocka.h>
 #include <errno.h>
 #include <sqlite3.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "store/store.h"
@@ -52,6 +53,14 @@ static void test_roundtrip(void **state)
 	struct tk_error err;
 	assert_int_equal(store_open(path, &st, &err), 0);
 	assert_int_equal(store_schema_version(st), 3);
+	/* the store holds every job's request: its files are the server's alone */
+	struct stat sb;
+	assert_int_equal(stat(path, &sb), 0);
+	assert_int_equal(sb.st_mode & 0777, 0600);
+	char *wal = xasprintf("%s-wal", path);
+	assert_int_equal(stat(wal, &sb), 0); /* WAL: there from the first write */
+	assert_int_equal(sb.st_mode & 0777, 0600);
+	free(wal);
 	struct store_batch *b = store_batch_create();
 	store_batch_put_job(b, 2, "PENDING", xstrdup("{\"v\":2}"));
 	store_batch_put_job(b, 1, "RUNNING", xstrdup("{\"v\":1}"));
