@@ -168,6 +168,19 @@ int state_load(struct state *s, struct store *store, int64_t now, int64_t mono,
 			state_job_dirty(s, j);
 		}
 	}
+	/* a task the server put down as lost less than a node timeout ago may
+	 * still run in a shim whose lease is not yet over (the fence of the
+	 * server before is not in the store): its job waits that long */
+	for (size_t i = 0; i < s->njobs; i++) {
+		struct sjob *j = s->jobs[i];
+		const struct attempt *a = j && j->pending ? job_current_attempt(&j->job) : NULL;
+		for (int t = 0; a && t < a->ntasks; t++) {
+			int64_t left = a->tasks[t].end_ms + s->cfg.node_timeout_ms - now;
+			if (a->tasks[t].state == TASK_LOST && left > 0)
+				state_job_fence(s, j, a->nodes[t / j->job.req.tasks_per_node].name,
+						mono + left);
+		}
+	}
 	/* a validation run does not survive a restart: its nodes' results would
 	 * be partial; it ends, and can be asked for again */
 	for (size_t i = 0; i < s->njobs; i++) {

@@ -155,8 +155,7 @@ static bool part_kept(const struct part *p, const struct wire_attempt_ref *keep,
 	return false;
 }
 
-/* Holds j back until mono time `until`. */
-static void job_fence(struct state *s, struct sjob *j, const char *node, int64_t until)
+void state_job_fence(struct state *s, struct sjob *j, const char *node, int64_t until)
 {
 	if (until <= j->fenced_until)
 		return;
@@ -193,7 +192,7 @@ static void lose_parts(struct state *s, struct snode *n, const char *why,
 			ts->end_ms = now;
 		}
 		if (fence_until)
-			job_fence(s, j, n->rec.inv.name, fence_until);
+			state_job_fence(s, j, n->rec.inv.name, fence_until);
 		if (attempt_is_current(j, a))
 			job_lost(s, j, a, n->rec.inv.name, why, now);
 		attempt_settle(s, j, a, p.node_index, now);

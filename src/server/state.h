@@ -322,6 +322,9 @@ void state_resume(struct state *s, struct snode *n);
 void state_node_seen(struct state *s, struct snode *n, int64_t mono);
 /* Marks a node DOWN and ends the parts of attempts it held. */
 void state_node_lost(struct state *s, struct snode *n, const char *why, int64_t now);
+/* Holds j back from a new attempt until mono time `until`: tasks of its
+ * last one may still run on node `node` until then. */
+void state_job_fence(struct state *s, struct sjob *j, const char *node, int64_t until);
 /* Marks DOWN every node not heard from for the node timeout, and lets
  * fenced jobs start again once their fence is over (mono). */
 void state_check_nodes(struct state *s, int64_t now, int64_t mono);

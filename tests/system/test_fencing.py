@@ -11,13 +11,14 @@ import glob
 import os
 import random
 import signal
+import socket
 import sys
 import threading
 import time
 
 import pytest
 
-from conftest import MultiHost, shim_pids, wait_for
+from conftest import Daemon, MultiHost, Tenk, root_jobs_config, shim_pids, wait_for
 
 PY = sys.executable
 NODE_TIMEOUT_S = 4
@@ -203,3 +204,52 @@ def test_agent_restarts_rerun_nothing(hosts3, workdir, kill_all):
     print(f"{len(submitted)} jobs through 20 agent crashes; {len(requeued)} needed a second "
           f"attempt without having run")
     c.stop_all()
+
+
+def test_a_server_restart_keeps_the_fence(workdir, procs):
+    """An agent that starts again without the old one's shims (another work
+    folder) loses their attempt, and the job waits until the old lease has
+    surely run out; a server restarted meanwhile waits as long."""
+    data = os.path.join(workdir, "data")
+    root_jobs_config(data)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+
+    def server():
+        if os.path.exists(os.path.join(data, "server.url")):
+            os.remove(os.path.join(data, "server.url"))
+        d = Daemon(["server", "--data", data, "--listen", f"127.0.0.1:{port}",
+                    "--node-timeout", "10s"], workdir, "server")
+        procs.append(d)
+        wait_for(lambda: os.path.exists(os.path.join(data, "server.url")), 20, "the server")
+        return d
+
+    def agent(work):
+        d = Daemon(["agent", "--server", f"http://127.0.0.1:{port}", "--token-file",
+                    os.path.join(data, "agent.token"), "--name", "n1", "--fake-gpus", "8xH100",
+                    "--stop-jobs", "--work-dir", os.path.join(workdir, work)], workdir, work)
+        procs.append(d)
+        return d
+
+    s1 = server()
+    t = Tenk(workdir, data)
+    a1 = agent("w1")
+    t.wait_nodes_up(1)
+    out = os.path.join(workdir, "check")
+    os.mkdir(out)
+    jid = t.submit("--requeue", "0", "--", PY, "-c", CHECKER, out)
+    wait_for(lambda: os.path.exists(f"{out}/log") and read_log(out), 20, "the task to start")
+    a1.kill9()
+    agent("w2")  # finds nothing of w1
+    j = t.wait_state(jid, "PENDING")
+    assert "has run out (its agent restarted without them)" in j["reason"], j["reason"]
+    s1.kill9()
+    server()
+    t.run("wait", jid, timeout=60)
+    rows = read_log(out)
+    assert not [r for r in rows if r[3] == "OVERLAP"], rows
+    ends1 = [r[0] for r in rows if r[1] == 1 and r[3] == "end"]
+    starts2 = [r[0] for r in rows if r[1] == 2 and r[3] == "start"]
+    assert ends1 and starts2 and max(ends1) < min(starts2), rows
+    assert t.job(jid)["state"] == "COMPLETED"
