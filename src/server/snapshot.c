@@ -59,41 +59,45 @@ static void classes_queues_build(const struct state *s, struct snapshot *sn)
 	}
 }
 
+/* Why j waits where no pass may place it (its request refused by the
+ * shape table, its last attempt not over): the reason, or NULL when the
+ * pass may take it. */
+static const char *held_back(struct sjob *j, char *buf, size_t n)
+{
+	if (j->sj.shape_id < 0)
+		return "the scheduler cannot take this request";
+	/* two attempts of one job never run at once: the next one waits until
+	 * every task of the last is gone, or surely fenced */
+	if (j->fenced_until) {
+		snprintf(buf, n,
+			 "waiting until the lease of its last attempt's tasks on %s has run out "
+			 "(its agent restarted without them)",
+			 j->fenced_node);
+		return buf;
+	}
+	const struct attempt *last = job_current_attempt(&j->job);
+	if (last && !last->ended) {
+		snprintf(buf, n, "waiting for its attempt %d to end (its tasks are being stopped)",
+			 last->number);
+		return buf;
+	}
+	return NULL;
+}
+
 /* The pending jobs, classes by priority (sorted when the configuration was
- * loaded), each in submission order. A job whose request the shape table
- * refused waits with that said and is not given to the pass. */
+ * loaded), each in submission order; those held back wait with that said
+ * and are not given to the pass. */
 static void jobs_build(struct state *s, uint64_t mark, struct snapshot *sn)
 {
 	sn->jobs = xcalloc((size_t)s->npending + 1, sizeof(*sn->jobs));
 	sn->byindex = xcalloc((size_t)s->npending + 1, sizeof(*sn->byindex));
+	char buf[MODEL_REASON_MAX];
 	for (int k = 0; k < s->sched.nclasses; k++)
 		for (struct sjob *j = s->classes[s->class_order[k]].pend_head; j;
 		     j = j->pend_next) {
-			if (j->sj.shape_id < 0) {
-				snprintf(j->job.reason, sizeof(j->job.reason), "%s",
-					 "the scheduler cannot take this request");
-				j->reason_from = 0;
-				j->reason_pass = mark;
-				continue;
-			}
-			/* two attempts of one job never run at once: the next one
-			 * waits until every task of the last is gone, or surely
-			 * fenced */
-			if (j->fenced_until) {
-				snprintf(j->job.reason, sizeof(j->job.reason),
-					 "waiting until the lease of its last attempt's tasks on "
-					 "%s has run out (its agent restarted without them)",
-					 j->fenced_node);
-				j->reason_from = 0;
-				j->reason_pass = mark;
-				continue;
-			}
-			const struct attempt *last = job_current_attempt(&j->job);
-			if (last && !last->ended) {
-				snprintf(j->job.reason, sizeof(j->job.reason),
-					 "waiting for its attempt %d to end (its tasks are being "
-					 "stopped)",
-					 last->number);
+			const char *why = held_back(j, buf, sizeof(buf));
+			if (why) {
+				snprintf(j->job.reason, sizeof(j->job.reason), "%s", why);
 				j->reason_from = 0;
 				j->reason_pass = mark;
 				continue;

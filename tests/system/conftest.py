@@ -32,6 +32,15 @@ def wait_for(pred, timeout=20.0, what="condition", interval=0.02):
     raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
 
 
+def alive(pid):
+    """Is process pid running (not gone, not a zombie)?"""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split()[2] != "Z"
+    except OSError:
+        return False
+
+
 class Daemon:
     """One tenk daemon process (up, server or agent) that the test owns."""
 

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from conftest import BIN, SANITIZER_MARKS, MultiHost, wait_for
+from conftest import BIN, SANITIZER_MARKS, MultiHost
 
 
 def bench_procs(hosts, n, args, port=29400):

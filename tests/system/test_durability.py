@@ -8,7 +8,7 @@ import socket
 import threading
 import time
 
-from conftest import Daemon, Tenk, root_jobs_config, start_up, wait_for
+from conftest import Daemon, Tenk, alive, root_jobs_config, start_up, wait_for
 
 
 def free_port():
@@ -164,14 +164,6 @@ def test_clean_restart_keeps_state(workdir):
         assert os.stat(os.path.join(t.data, name)).st_mode & 0o777 == 0o600
     t2.run("cancel", waiting, nxt)
     d2.stop()
-
-
-def alive(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split()[2] != "Z"
-    except OSError:
-        return False
 
 
 def interrupt(d):

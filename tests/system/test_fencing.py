@@ -63,14 +63,6 @@ def read_log(out):
     return rows
 
 
-def alive(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split()[2] != "Z"
-    except OSError:
-        return False
-
-
 @pytest.mark.parametrize("how", ["sigstop", "sigkill", "link-down"])
 def test_a_lost_node_never_runs_a_job_twice(hosts4, workdir, kill_all, how):
     """Stop the agent past the node timeout, kill it and keep it down, or

@@ -3,8 +3,6 @@
 of processes; stopping it kills the whole cgroup; what it used is
 recorded."""
 import os
-import signal
-import time
 
 import pytest
 

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from conftest import MultiHost, wait_for
+from conftest import MultiHost, alive, wait_for
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PY = sys.executable  # the Python that has torch, whatever PATH says
@@ -112,14 +112,6 @@ def test_pytorch_ddp_two_hosts(hosts3, workdir, kill_all, how):
     if how == "torchrun":
         assert sorted(r["local_rank"] for r in results) == [0, 0, 1, 1]
     c.stop_all()
-
-
-def alive(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split()[2] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 GANG = r"""

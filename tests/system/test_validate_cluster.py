@@ -5,7 +5,7 @@ require_validation) keeps a new node from work until it has passed."""
 import json
 import os
 
-from conftest import BIN, MultiHost, root_jobs_config, start_up, wait_for
+from conftest import MultiHost, root_jobs_config, start_up, wait_for
 
 
 def validate(c, *args, timeout=300):
