@@ -62,8 +62,7 @@ struct taskgroup {
 	int dirfd; /* names the socket briefly: /proc/self/fd/N/shim.sock */
 	/* the shim: its process (started here) and the connection to it */
 	struct proc shim;
-	bool shim_running; /* spawned and not yet reaped */
-	bool shim_watch;   /* shim.poll or shim.timer needs closing */
+	bool shim_running; /* spawned here, watched until it exits or we let it go */
 	uv_pipe_t conn;
 	bool conn_open; /* conn needs closing */
 	struct strbuf in;
@@ -128,7 +127,6 @@ struct agent {
 	int lock_fd; /* holds WORK/agent.lock: one agent per work folder */
 
 	struct tk_map groups; /* "job.attempt" -> struct taskgroup */
-	int ngroups_open;     /* groups whose handles are not all closed */
 
 	/* events not yet acknowledged, oldest first; events[i] has sequence
 	 * number events_base + i */

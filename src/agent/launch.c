@@ -89,16 +89,15 @@ static void launch_failed(struct taskgroup *g, int i, int code, const char *deta
 
 /* ---- freeing -------------------------------------------------------------------------- */
 
-static void remove_dir(struct taskgroup *g)
+/* Removes a shim's folder WORK/shims/JOB.ATTEMPT and what a shim puts there. */
+static void remove_dir(const char *dir)
 {
-	if (!g->dir)
-		return;
 	static const char *const files[] = {"plan.json", "status.json", "shim.sock"};
 	for (size_t i = 0; i < ARRAY_SIZE(files); i++) {
-		_cleanup_free_ char *p = xasprintf("%s/%s", g->dir, files[i]);
+		_cleanup_free_ char *p = xasprintf("%s/%s", dir, files[i]);
 		unlink(p);
 	}
-	rmdir(g->dir);
+	rmdir(dir);
 }
 
 static void send_cmd(struct taskgroup *g, const struct shim_cmd *c);
@@ -121,9 +120,8 @@ void group_maybe_free(struct taskgroup *g)
 	if (g->open || g->shim_running)
 		return;
 	struct agent *a = g->a;
-	remove_dir(g);
+	remove_dir(g->dir);
 	tk_map_del(&a->groups, g->key);
-	a->ngroups_open--;
 	group_free_now(g);
 }
 
@@ -136,7 +134,7 @@ void group_close(struct taskgroup *g)
 	/* its shim keeps what the next agent must hear */
 	if (g->conn_open && !uv_is_closing((uv_handle_t *)&g->conn))
 		uv_close((uv_handle_t *)&g->conn, group_closed_one);
-	if (g->shim_watch && g->shim_running) {
+	if (g->shim_running) {
 		g->shim_running = false;
 		proc_close(&g->shim, shim_closed);
 	}
@@ -307,7 +305,6 @@ static void read_cb(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 static void shim_closed(struct proc *p)
 {
 	struct taskgroup *g = p->data;
-	g->shim_watch = false;
 	g->open--;
 	group_maybe_free(g);
 }
@@ -713,7 +710,7 @@ static int shim_start(struct taskgroup *g, const struct shim_plan *plan, struct 
 	int r = tk_mkdir_p(g->dir, 0700);
 	if (r < 0)
 		return tk_errorf(err, r, "cannot create %s: %s", g->dir, strerror(-r));
-	remove_dir(g); /* what a crashed agent may have left of this attempt */
+	remove_dir(g->dir); /* what a crashed agent may have left of this attempt */
 	if ((r = tk_mkdir_p(g->dir, 0700)) < 0)
 		return tk_errorf(err, r, "cannot create %s: %s", g->dir, strerror(-r));
 	json_t *j = shim_plan_pack(plan);
@@ -745,7 +742,7 @@ static int shim_start(struct taskgroup *g, const struct shim_plan *plan, struct 
 	close(lfd);
 	if (r < 0)
 		return tk_errorf(err, r, "cannot start %s: %s", self, strerror(-r));
-	g->shim_running = g->shim_watch = true;
+	g->shim_running = true;
 	g->open++;
 	return shim_connect(g, err);
 }
@@ -772,7 +769,6 @@ static struct taskgroup *group_new(struct agent *a, int64_t job, int attempt, in
 	for (int i = 0; i < g->ntasks; i++)
 		g->tasks[i].rank = g->node_rank * g->tpn + i;
 	tk_map_put(&a->groups, g->key, g);
-	a->ngroups_open++;
 	return g;
 }
 
@@ -850,8 +846,7 @@ static struct taskgroup *group_adopt(struct agent *a, const char *base, const ch
 		r = tk_errorf(&err, -EINVAL, "it is not the plan of %s", name);
 	if (r < 0) {
 		log_warn("%s: %s; removed", path, err.text);
-		struct taskgroup gone = {.dir = dir};
-		remove_dir(&gone);
+		remove_dir(dir);
 		shim_plan_release(&plan);
 		return NULL;
 	}

@@ -16,24 +16,36 @@ struct load_ctx {
 	int64_t now, mono;
 };
 
+/* A stored document as JSON; NULL, said in the log, when it is not. */
+static json_t *doc_json(const char *what, const char *key, const char *doc, size_t len)
+{
+	json_error_t jerr;
+	json_t *j = json_loadb(doc, len, 0, &jerr);
+	if (!j)
+		log_err("store: %s %s: unreadable document: %s", what, key, jerr.text);
+	return j;
+}
+
+/* A document its unpack refused with r: said in the log, and r. */
+static int doc_refused(const char *what, const char *key, int r, const struct tk_error *e)
+{
+	log_err("store: %s %s: %s", what, key, e->text);
+	return r;
+}
+
 static int load_node_cb(void *ctx, const char *key, const char *doc, size_t len)
 {
 	struct load_ctx *lc = ctx;
 	struct state *s = lc->s;
-	json_error_t jerr;
-	json_t *j = json_loadb(doc, len, 0, &jerr);
+	json_t *j = doc_json("node", key, doc, len);
+	if (!j)
+		return -EBADMSG;
 	struct node_record rec;
 	struct tk_error e;
-	if (!j) {
-		log_err("store: node %s: unreadable document: %s", key, jerr.text);
-		return -EBADMSG;
-	}
 	int r = node_record_unpack(j, &rec, &e);
 	json_decref(j);
-	if (r < 0) {
-		log_err("store: node %s: %s", key, e.text);
-		return r;
-	}
+	if (r < 0)
+		return doc_refused("node", key, r, &e);
 	struct snode *n = node_insert(s, &rec);
 	n->live = NODE_LIVE_UNKNOWN;
 	n->last_seen_ms = lc->mono; /* its agent has one timeout to come back */
@@ -44,20 +56,15 @@ static int load_job_cb(void *ctx, const char *key, const char *doc, size_t len)
 {
 	struct load_ctx *lc = ctx;
 	struct state *s = lc->s;
-	json_error_t jerr;
-	json_t *jj = json_loadb(doc, len, 0, &jerr);
+	json_t *jj = doc_json("job", key, doc, len);
+	if (!jj)
+		return -EBADMSG;
 	struct job job;
 	struct tk_error e;
-	if (!jj) {
-		log_err("store: job %s: unreadable document: %s", key, jerr.text);
-		return -EBADMSG;
-	}
 	int r = job_unpack(jj, &job, &e);
 	json_decref(jj);
-	if (r < 0) {
-		log_err("store: job %s: %s", key, e.text);
-		return r;
-	}
+	if (r < 0)
+		return doc_refused("job", key, r, &e);
 	if (!job.system && !job.run_as[0]) {
 		/* a job stored before Unix accounts: its owner's, or a safe one */
 		const struct suser *u = tk_map_get(&s->user_by_name, job.owner);
@@ -100,34 +107,32 @@ static int load_queue_cb(void *ctx, const char *key, const char *doc, size_t len
 {
 	struct load_ctx *lc = ctx;
 	struct state *s = lc->s;
-	json_error_t jerr;
-	json_t *j = json_loadb(doc, len, 0, &jerr);
+	json_t *j = doc_json("queue", key, doc, len);
+	if (!j)
+		return -EBADMSG;
 	struct queue_spec *q = xmalloc(sizeof(*q));
 	struct tk_error e;
-	int r = j ? queue_spec_unpack(j, q, &e) : tk_errorf(&e, -EBADMSG, "%s", jerr.text);
+	int r = queue_spec_unpack(j, q, &e);
 	json_decref(j);
 	if (r == 0)
 		queue_insert(s, q)->written_ms = lc->now;
-	else
-		log_err("store: queue %s: %s", key, e.text);
 	free(q);
-	return r;
+	return r < 0 ? doc_refused("queue", key, r, &e) : 0;
 }
 
 static int load_user_cb(void *ctx, const char *key, const char *doc, size_t len)
 {
 	struct load_ctx *lc = ctx;
 	struct state *s = lc->s;
-	json_error_t jerr;
-	json_t *j = json_loadb(doc, len, 0, &jerr);
+	json_t *j = doc_json("user", key, doc, len);
+	if (!j)
+		return -EBADMSG;
 	struct user_record u;
 	struct tk_error e;
-	int r = j ? user_record_unpack(j, &u, &e) : tk_errorf(&e, -EBADMSG, "%s", jerr.text);
+	int r = user_record_unpack(j, &u, &e);
 	json_decref(j);
-	if (r < 0) {
-		log_err("store: user %s: %s", key, e.text);
-		return r;
-	}
+	if (r < 0)
+		return doc_refused("user", key, r, &e);
 	user_insert(s, &u);
 	return 0;
 }
