@@ -237,7 +237,8 @@ struct shim_plan {
 	int64_t fence_grace_ms;
 	bool as_user; /* false: the shim's own identity (system work, a non-root agent) */
 	struct shim_user user;
-	bool cgroup; /* the attempt gets a cgroup (the agent is root) */
+	bool allow_root; /* the user may be uid 0 (the cluster allows root jobs) */
+	bool cgroup;	 /* the attempt gets a cgroup (the agent is root) */
 	char node[MODEL_NAME_MAX];
 	struct cg_limits limits;
 	int ntasks;

@@ -519,6 +519,7 @@ static int resolve_user(struct agent *a, const struct work_spec *spec, struct sh
 		u->groups[i] = groups[i];
 	u->ngroups = ng;
 	plan->as_user = true;
+	plan->allow_root = spec->allow_root;
 	*ret_pw = pw;
 	return 0;
 }

@@ -85,22 +85,24 @@ json_t *shim_plan_pack(const struct shim_plan *p)
 		for (int i = 0; i < p->user.ngroups; i++)
 			json_array_append_new(groups, json_integer(p->user.groups[i]));
 		json_object_set_new(o, "user",
-				    json_pack("{s:s, s:I, s:I, s:o}", "name", p->user.name, "uid",
-					      (json_int_t)p->user.uid, "gid",
-					      (json_int_t)p->user.gid, "groups", groups));
+				    json_pack("{s:s, s:I, s:I, s:o, s:b}", "name", p->user.name,
+					      "uid", (json_int_t)p->user.uid, "gid",
+					      (json_int_t)p->user.gid, "groups", groups,
+					      "allow_root", p->allow_root));
 	}
 	return o;
 }
 
-static int user_unpack(json_t *j, struct shim_user *u, struct tk_error *err)
+static int user_unpack(json_t *j, struct shim_user *u, bool *allow_root, struct tk_error *err)
 {
-	static const char *const keys[] = {"name", "uid", "gid", "groups", NULL};
+	static const char *const keys[] = {"name", "uid", "gid", "groups", "allow_root", NULL};
 	int64_t uid, gid;
 	int r;
 	if ((r = mj_check_keys(j, "user", keys, err)) < 0 ||
 	    (r = mj_strbuf(j, "name", true, true, u->name, sizeof(u->name), err)) < 0 ||
 	    (r = mj_int(j, "uid", true, 0, UINT32_MAX - 1, 0, &uid, err)) < 0 ||
-	    (r = mj_int(j, "gid", true, 0, UINT32_MAX - 1, 0, &gid, err)) < 0)
+	    (r = mj_int(j, "gid", true, 0, UINT32_MAX - 1, 0, &gid, err)) < 0 ||
+	    (r = mj_bool(j, "allow_root", false, false, allow_root, err)) < 0)
 		return r;
 	u->uid = (uint32_t)uid;
 	u->gid = (uint32_t)gid;
@@ -178,7 +180,7 @@ int shim_plan_unpack(json_t *j, struct shim_plan *ret, struct tk_error *err)
 		return r;
 	p.attempt = (int)attempt;
 	json_t *user = json_object_get(j, "user");
-	if (user && (r = user_unpack(user, &p.user, err)) < 0)
+	if (user && (r = user_unpack(user, &p.user, &p.allow_root, err)) < 0)
 		return r;
 	p.as_user = user != NULL;
 	json_t *cg = json_object_get(j, "cgroup");

@@ -34,9 +34,13 @@ _Noreturn static void child_fail(int fd, int code, const char *fmt, ...)
 }
 
 /* Becomes the plan's user for good: every supplementary group, the group,
- * the user, then proof that root cannot be had back. */
-static void become(const struct shim_user *u, int fd)
+ * the user, then proof that root cannot be had back. uid 0 only where the
+ * plan allows root, whatever the agent checked before. */
+static void become(const struct shim_user *u, bool allow_root, int fd)
 {
+	if (u->uid == 0 && !allow_root)
+		child_fail(fd, 126, "user %s is root (uid 0), and this cluster runs no job as root",
+			   u->name);
 	gid_t groups[SHIM_MAX_GROUPS];
 	for (int i = 0; i < u->ngroups; i++)
 		groups[i] = (gid_t)u->groups[i];
@@ -85,7 +89,7 @@ int task_fork(const struct shim_plan *plan, const struct cgroup *cg, const struc
 			child_fail(p[1], 127, "cannot join the attempt's cgroup: %s",
 				   strerror(-cr));
 		if (plan->as_user)
-			become(&plan->user, p[1]);
+			become(&plan->user, plan->allow_root, p[1]);
 		/* as the user: permissions decide, a symlink redirects nothing */
 		if (chdir(t->cwd) < 0)
 			child_fail(p[1], 127, "cannot enter folder %s: %s", t->cwd,

@@ -194,6 +194,7 @@ static void test_plan_roundtrip(void **state)
 	assert_int_equal(back.tasks[0].rank, 3);
 	assert_string_equal(back.tasks[0].argv[2], "true");
 	assert_int_equal(back.user.groups[1], 27);
+	assert_false(back.allow_root);
 	assert_true(back.cgroup && back.limits.mem_mib == 64);
 	assert_string_equal(back.limits.cpus, "0-1");
 	assert_int_equal(back.lease_until_ms, 77000);
@@ -296,6 +297,19 @@ static void test_task_as_another_user(void **state)
 	t.argc = 1;
 	assert_int_equal(task_fork(&p, &none, &t, &code, why, sizeof(why)), -1);
 	assert_string_equal(why, "command not found: no-such-command-xyz");
+	/* uid 0 (a second name of root): refused unless the plan allows root */
+	t.argv = argv;
+	t.argc = 3;
+	p.user =
+		(struct shim_user){.name = "toor", .uid = 0, .gid = 0, .ngroups = 1, .groups = {0}};
+	assert_int_equal(task_fork(&p, &none, &t, &code, why, sizeof(why)), -1);
+	assert_int_equal(code, 126);
+	assert_string_equal(why, "user toor is root (uid 0), and this cluster runs no job as root");
+	p.allow_root = true;
+	pid = task_fork(&p, &none, &t, &code, why, sizeof(why));
+	assert_true(pid > 0);
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 	rm_rf(dir);
 	free(dir);
 }
