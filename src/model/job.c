@@ -5,7 +5,9 @@
  */
 #include "internal.h"
 
+#include <ctype.h>
 #include <errno.h>
+#include <fnmatch.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -59,6 +61,8 @@ void job_request_release(struct job_request *r)
 	mj_strv_free(r->gpu_types, r->ngpu_types);
 	free(r->cls);
 	free(r->queue);
+	free(r->image);
+	mj_strv_free(r->mounts, r->nmounts);
 	memset(r, 0, sizeof(*r));
 }
 
@@ -88,16 +92,38 @@ json_t *job_request_pack(const struct job_request *r)
 		json_object_set_new(o, "switches", json_integer(r->switches));
 	if (r->mixed_types)
 		json_object_set_new(o, "mixed_types", json_true());
+	if (r->image)
+		json_object_set_new(o, "image", json_string(r->image));
+	if (r->nmounts)
+		json_object_set_new(o, "mounts", mj_strv_pack(r->mounts, r->nmounts));
 	return o;
 }
 
 int job_request_unpack(json_t *j, struct job_request *ret, struct tk_error *err)
 {
 	static const char *const keys[] = {
-		"name",	   "command",	     "cwd",	      "env",	   "output",
-		"nodes",   "tasks_per_node", "gpus_per_task", "gpu_types", "cpus_per_task",
-		"mem_mib", "time_limit_s",   "grace_s",	      "requeue",   "class",
-		"queue",   "gpu_mem_mib",    "gpu_tflops",    "switches",  "mixed_types",
+		"name",
+		"command",
+		"cwd",
+		"env",
+		"output",
+		"nodes",
+		"tasks_per_node",
+		"gpus_per_task",
+		"gpu_types",
+		"cpus_per_task",
+		"mem_mib",
+		"time_limit_s",
+		"grace_s",
+		"requeue",
+		"class",
+		"queue",
+		"gpu_mem_mib",
+		"gpu_tflops",
+		"switches",
+		"mixed_types",
+		"image",
+		"mounts",
 		NULL,
 	};
 	struct job_request r = {0};
@@ -131,8 +157,30 @@ int job_request_unpack(json_t *j, struct job_request *ret, struct tk_error *err)
 	    (rc = mj_int(j, "gpu_mem_mib", false, 0, MODEL_MAX_MEM_MIB, 0, &gmem, err)) < 0 ||
 	    (rc = mj_num(j, "gpu_tflops", false, 0, 1e6, 0, &gtf, err)) < 0 ||
 	    (rc = mj_int(j, "switches", false, 0, MODEL_MAX_SWITCHES, 0, &switches, err)) < 0 ||
-	    (rc = mj_bool(j, "mixed_types", false, false, &r.mixed_types, err)) < 0)
+	    (rc = mj_bool(j, "mixed_types", false, false, &r.mixed_types, err)) < 0 ||
+	    (rc = mj_str(j, "image", false, MODEL_IMAGE_MAX - 1, true, NULL, &r.image, err)) < 0 ||
+	    (rc = mj_strv_unpack(j, "mounts", false, MODEL_MAX_MOUNTS,
+				 (size_t)MODEL_MAX_MOUNTS * 2 * MODEL_MAX_PATH, 2 * MODEL_MAX_PATH,
+				 &r.mounts, &r.nmounts, err)) < 0)
 		goto fail;
+	if (r.image && !model_image_valid(r.image)) {
+		rc = tk_errorf(err, -EINVAL,
+			       "image: \"%.64s\" is not an image reference "
+			       "([REGISTRY/]PATH[:TAG][@DIGEST])",
+			       r.image);
+		goto fail;
+	}
+	if (r.nmounts && !r.image) {
+		rc = tk_errorf(err, -EINVAL, "mounts: are for a job in an image (add \"image\")");
+		goto fail;
+	}
+	for (int i = 0; i < r.nmounts; i++) {
+		struct mount_spec m;
+		if ((rc = model_mount_parse(r.mounts[i], false, &m, err)) < 0) {
+			mj_prefix(err, "mounts[%d]", i);
+			goto fail;
+		}
+	}
 	if ((r.cls && !model_name_valid(r.cls)) || (r.queue && !model_name_valid(r.queue))) {
 		rc = tk_errorf(err, -EINVAL,
 			       "%s: \"%s\" is not a valid name (letters, digits, '.', "
@@ -212,6 +260,92 @@ fail:
 	return rc;
 }
 
+/* ---- images and mounts ----------------------------------------------------- */
+
+bool model_image_valid(const char *ref)
+{
+	size_t n = strlen(ref);
+	if (n == 0 || n >= MODEL_IMAGE_MAX || ref[0] == '-' || ref[0] == ':')
+		return false;
+	for (const char *p = ref; *p; p++)
+		if (!isalnum((unsigned char)*p) && !strchr("._/:@-", *p))
+			return false;
+	return true;
+}
+
+bool model_image_allowed(const char *pattern, const char *ref)
+{
+	return fnmatch(pattern, ref, 0) == 0;
+}
+
+/* An absolute path with no ':' or ',' (Podman's separators) and no "..". */
+static bool mount_path_valid(const char *p)
+{
+	if (p[0] != '/' || strpbrk(p, ":,") || strlen(p) >= MODEL_MAX_PATH)
+		return false;
+	for (const char *q = p; *q; q++)
+		if ((unsigned char)*q < 0x20 || *q == 0x7f)
+			return false;
+	for (const char *q = strstr(p, ".."); q; q = strstr(q + 1, ".."))
+		if (q[-1] == '/' && (q[2] == '/' || q[2] == '\0'))
+			return false;
+	return true;
+}
+
+/* Is p the folder f or under it? */
+static bool path_under(const char *p, const char *f)
+{
+	size_t n = strlen(f);
+	return strncmp(p, f, n) == 0 && (p[n] == '\0' || p[n] == '/');
+}
+
+int model_mount_parse(const char *text, bool dot, struct mount_spec *ret, struct tk_error *err)
+{
+	memset(ret, 0, sizeof(*ret));
+	char buf[2 * MODEL_MAX_PATH + 8];
+	if (strlen(text) >= sizeof(buf))
+		return tk_errorf(err, -E2BIG, "\"%.32s...\" is too long", text);
+	snprintf(buf, sizeof(buf), "%s", text);
+	char *parts[4] = {0};
+	int n = 0;
+	for (char *save = NULL, *t = strtok_r(buf, ":", &save); t && n < 4;
+	     t = strtok_r(NULL, ":", &save))
+		parts[n++] = t;
+	if (n == 3 && strcmp(parts[2], "ro") != 0 && strcmp(parts[2], "rw") != 0)
+		return tk_errorf(err, -EINVAL,
+				 "\"%.64s\": the third part must be ro or rw, got "
+				 "\"%.16s\"",
+				 text, parts[2]);
+	if (n == 0 || n > 3 || text[0] == ':' || text[strlen(text) - 1] == ':' ||
+	    strstr(text, "::"))
+		return tk_errorf(err, -EINVAL, "\"%.64s\" is not SRC[:DST][:ro]", text);
+	if (n == 2 && (strcmp(parts[1], "ro") == 0 || strcmp(parts[1], "rw") == 0)) {
+		parts[2] = parts[1];
+		parts[1] = NULL;
+	}
+	const char *src = parts[0], *dst = parts[1] ? parts[1] : parts[0];
+	bool is_dot = dot && strcmp(src, ".") == 0;
+	if (!is_dot && !mount_path_valid(src))
+		return tk_errorf(err, -EINVAL,
+				 "\"%.64s\": the host folder must be an absolute path without ':', "
+				 "',' or \"..\"%s",
+				 text, dot ? " (or \".\", the job's working folder)" : "");
+	if (!(is_dot && !parts[1]) && !mount_path_valid(dst))
+		return tk_errorf(err, -EINVAL,
+				 "\"%.64s\": where it goes in the container must be an absolute "
+				 "path without ':', ',' or \"..\"",
+				 text);
+	if (!(is_dot && !parts[1]) && (strcmp(dst, "/") == 0 || path_under(dst, "/proc") ||
+				       path_under(dst, "/sys") || path_under(dst, "/dev")))
+		return tk_errorf(err, -EINVAL,
+				 "\"%.64s\": %s belongs to the container; mount elsewhere", text,
+				 dst);
+	snprintf(ret->src, sizeof(ret->src), "%s", src);
+	snprintf(ret->dst, sizeof(ret->dst), "%s", dst);
+	ret->ro = parts[2] && strcmp(parts[2], "ro") == 0;
+	return 0;
+}
+
 /* ---- attempts and jobs ---------------------------------------------------- */
 
 void attempt_release(struct attempt *a)
@@ -252,6 +386,8 @@ static json_t *attempt_pack(const struct attempt *a)
 			json_object_set_new(no, "cpu_ms", json_integer(n->cpu_ms));
 			json_object_set_new(no, "mem_peak_mib", json_integer(n->mem_peak_mib));
 		}
+		if (n->digest[0])
+			json_object_set_new(no, "digest", json_string(n->digest));
 		json_array_append_new(nodes, no);
 	}
 	json_t *tasks = json_array();
@@ -263,10 +399,13 @@ static json_t *attempt_pack(const struct attempt *a)
 						       "start_ms", (json_int_t)t->start_ms,
 						       "end_ms", (json_int_t)t->end_ms));
 	}
-	return json_pack("{s:i, s:I, s:I, s:b, s:s, s:i, s:s, s:o, s:o}", "number", a->number,
-			 "start_ms", (json_int_t)a->start_ms, "end_ms", (json_int_t)a->end_ms,
-			 "ended", a->ended, "master_addr", a->master_addr, "master_port",
-			 a->master_port, "reason", a->reason, "nodes", nodes, "tasks", tasks);
+	json_t *o = json_pack("{s:i, s:I, s:I, s:b, s:s, s:i, s:s, s:o, s:o}", "number", a->number,
+			      "start_ms", (json_int_t)a->start_ms, "end_ms", (json_int_t)a->end_ms,
+			      "ended", a->ended, "master_addr", a->master_addr, "master_port",
+			      a->master_port, "reason", a->reason, "nodes", nodes, "tasks", tasks);
+	if (a->digest[0])
+		json_object_set_new(o, "digest", json_string(a->digest));
+	return o;
 }
 
 json_t *job_pack(const struct job *j)
@@ -317,15 +456,16 @@ static int task_unpack(json_t *t, struct task_status *ts, struct tk_error *err)
 
 static int attempt_node_unpack(json_t *nj, struct attempt_node *n, struct tk_error *err)
 {
-	static const char *const keys[] = {"name",   "devices",	     "milli",
-					   "cpu_ms", "mem_peak_mib", NULL};
+	static const char *const keys[] = {"name",	   "devices", "milli", "cpu_ms",
+					   "mem_peak_mib", "digest",  NULL};
 	int64_t milli;
 	int r;
 	if ((r = mj_check_keys(nj, NULL, keys, err)) < 0 ||
 	    (r = mj_strbuf(nj, "name", true, true, n->name, sizeof(n->name), err)) < 0 ||
 	    (r = mj_int(nj, "milli", true, 0, MODEL_MILLI, 0, &milli, err)) < 0 ||
 	    (r = mj_int(nj, "cpu_ms", false, 0, INT64_MAX, 0, &n->cpu_ms, err)) < 0 ||
-	    (r = mj_int(nj, "mem_peak_mib", false, 0, INT64_MAX, 0, &n->mem_peak_mib, err)) < 0)
+	    (r = mj_int(nj, "mem_peak_mib", false, 0, INT64_MAX, 0, &n->mem_peak_mib, err)) < 0 ||
+	    (r = mj_strbuf(nj, "digest", false, true, n->digest, sizeof(n->digest), err)) < 0)
 		return r;
 	n->milli = (int)milli;
 	json_t *devs = json_object_get(nj, "devices");
@@ -348,7 +488,7 @@ static int attempt_unpack(json_t *aj, struct attempt *a, struct tk_error *err)
 {
 	static const char *const keys[] = {"number",	  "start_ms",	 "end_ms", "ended",
 					   "master_addr", "master_port", "reason", "nodes",
-					   "tasks",	  NULL};
+					   "tasks",	  "digest",	 NULL};
 	int64_t number, start, end, port;
 	int r;
 	memset(a, 0, sizeof(*a));
@@ -360,7 +500,8 @@ static int attempt_unpack(json_t *aj, struct attempt *a, struct tk_error *err)
 	    (r = mj_strbuf(aj, "master_addr", true, true, a->master_addr, sizeof(a->master_addr),
 			   err)) < 0 ||
 	    (r = mj_int(aj, "master_port", true, 0, 65535, 0, &port, err)) < 0 ||
-	    (r = mj_strbuf(aj, "reason", true, false, a->reason, sizeof(a->reason), err)) < 0)
+	    (r = mj_strbuf(aj, "reason", true, false, a->reason, sizeof(a->reason), err)) < 0 ||
+	    (r = mj_strbuf(aj, "digest", false, true, a->digest, sizeof(a->digest), err)) < 0)
 		return r;
 	a->number = (int)number;
 	a->start_ms = start;

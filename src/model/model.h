@@ -40,7 +40,10 @@
 #define MODEL_MAX_REQUEUE 100
 #define MODEL_MAX_ATTEMPTS 1000
 #define MODEL_MAX_SWITCHES 64
-#define MODEL_MILLI 1000 /* one whole accelerator, in milli-accelerator units */
+#define MODEL_MILLI 1000    /* one whole accelerator, in milli-accelerator units */
+#define MODEL_IMAGE_MAX 256 /* an image reference, with its NUL */
+#define MODEL_DIGEST_MAX 80 /* "sha256:" and 64 hex digits, with the NUL */
+#define MODEL_MAX_MOUNTS 32 /* of one job, the cluster's defaults included */
 
 /* ---- strict JSON field access ------------------------------------------- */
 
@@ -162,6 +165,28 @@ const char *job_state_name(enum job_state s);
 int job_state_parse(const char *s, enum job_state *ret);
 bool job_state_final(enum job_state s);
 
+/* ---- images and mounts -------------------------------------------------------- */
+
+/* A container image reference as Podman takes it,
+ * [REGISTRY[:PORT]/]PATH[:TAG][@sha256:HEX]: 1..MODEL_IMAGE_MAX-1 bytes
+ * of [A-Za-z0-9._/:@-], not starting with '-' or ':'. */
+bool model_image_valid(const char *ref);
+/* Does ref match an "allowed_images" pattern? '*' matches any run of
+ * characters (registry.example/ml/ then a star: all below ml/); anything else itself. */
+bool model_image_allowed(const char *pattern, const char *ref);
+
+/* A folder of the host in a job's container: "SRC:DST[:ro]" (":rw" too;
+ * DST defaults to SRC). Both are absolute paths without ':' or ',' or a
+ * ".." part, DST not "/" nor in /proc, /sys or /dev. SRC may be "." (the
+ * job's working folder, mounted where it is) where dot is allowed: in the
+ * cluster's "default_mounts". */
+struct mount_spec {
+	char src[MODEL_MAX_PATH];
+	char dst[MODEL_MAX_PATH];
+	bool ro;
+};
+int model_mount_parse(const char *text, bool dot, struct mount_spec *ret, struct tk_error *err);
+
 struct job_request {
 	char *name;
 	int argc;
@@ -186,6 +211,12 @@ struct job_request {
 	double gpu_tflops;    /* each device at least this fast; 0: any */
 	int switches;	      /* span at most this many switches; 0: no limit */
 	bool mixed_types;     /* a gang may mix accelerator models */
+	/* its tasks run in a container of this image (NULL: on the host),
+	 * seeing of the host only these folders ("SRC:DST[:ro]", the cluster's
+	 * default_mounts added at submission) and the checkpoint folder */
+	char *image;
+	int nmounts;
+	char **mounts;
 };
 
 void job_request_release(struct job_request *r);
@@ -218,6 +249,9 @@ struct attempt_node {
 	 * memory held; 0 where unknown */
 	int64_t cpu_ms;
 	int64_t mem_peak_mib;
+	/* the image's digest as its agent resolved the job's reference; "" while
+	 * not yet known (or for a job on the host) */
+	char digest[MODEL_DIGEST_MAX];
 };
 
 struct attempt {
@@ -232,6 +266,9 @@ struct attempt {
 	int ntasks; /* nnodes * tasks_per_node; task i runs on node i / tasks_per_node */
 	struct task_status *tasks;
 	char reason[MODEL_REASON_MAX]; /* why it ended */
+	/* an image job's: the digest every node resolved the reference to;
+	 * its tasks start only once it is set */
+	char digest[MODEL_DIGEST_MAX];
 };
 
 struct job {
@@ -358,6 +395,9 @@ struct class_spec {
  * Without a file: prod (100, may preempt), normal (50), batch (10,
  * preemptible), default normal, half-life 7 days. */
 #define MODEL_MAX_VALIDATION_ARGS 16
+#define MODEL_MAX_ALLOWED_IMAGES 32
+#define MODEL_MAX_DEFAULT_MOUNTS 16
+#define MODEL_DEFAULT_MOUNT_MAX 1024
 
 struct sched_config {
 	struct class_spec classes[MODEL_MAX_CLASSES];
@@ -376,6 +416,15 @@ struct sched_config {
 	 * ("" : none, and they are refused unless root is allowed) */
 	bool allow_root_jobs;
 	char admin_unix_user[MODEL_NAME_MAX];
+	/* "require_image": every job runs in an image; "allowed_images": the
+	 * patterns (model_image_allowed) its image must match, none: any;
+	 * "default_mounts": what every image job gets mounted (model_mount_parse,
+	 * "." allowed), before its own */
+	bool require_image;
+	int nallowed_images;
+	char allowed_images[MODEL_MAX_ALLOWED_IMAGES][MODEL_IMAGE_MAX];
+	int ndefault_mounts;
+	char default_mounts[MODEL_MAX_DEFAULT_MOUNTS][MODEL_DEFAULT_MOUNT_MAX];
 };
 
 void sched_config_default(struct sched_config *c);

@@ -81,6 +81,32 @@ json_t *allow_list_pack(const char (*list)[MODEL_NAME_MAX], int n)
 	return a;
 }
 
+/* obj[key], an array of at most max strings shorter than size, into
+ * out[i * size]; absent: none. */
+static int fixed_list(json_t *obj, const char *key, char *out, size_t size, int max, int *n,
+		      struct tk_error *err)
+{
+	*n = 0;
+	json_t *a = json_object_get(obj, key);
+	if (!a)
+		return 0;
+	if (!json_is_array(a) || json_array_size(a) > (size_t)max)
+		return tk_errorf(err, -EINVAL, "%s: must be an array of at most %d strings", key,
+				 max);
+	size_t i;
+	json_t *v;
+	json_array_foreach (a, i, v) {
+		char what[64];
+		snprintf(what, sizeof(what), "%s[%zu]", key, i);
+		int r = mj_check_string_value(v, what, size - 1, true, err);
+		if (r < 0)
+			return r;
+		snprintf(out + i * size, size, "%s", json_string_value(v));
+	}
+	*n = (int)json_array_size(a);
+	return 0;
+}
+
 int sched_config_load_json(struct sched_config *c, const char *text, struct tk_error *err)
 {
 	json_error_t jerr;
@@ -95,6 +121,9 @@ int sched_config_load_json(struct sched_config *c, const char *text, struct tk_e
 					   "validation_args",
 					   "allow_root_jobs",
 					   "admin_unix_user",
+					   "require_image",
+					   "allowed_images",
+					   "default_mounts",
 					   NULL};
 	static const char *const ckeys[] = {"name",	   "priority", "may_preempt",
 					    "preemptible", "allow",    NULL};
@@ -111,8 +140,35 @@ int sched_config_load_json(struct sched_config *c, const char *text, struct tk_e
 		    0 ||
 	    (r = mj_bool(root, "allow_root_jobs", false, false, &next.allow_root_jobs, err)) < 0 ||
 	    (r = mj_strbuf(root, "admin_unix_user", false, true, next.admin_unix_user,
-			   sizeof(next.admin_unix_user), err)) < 0)
+			   sizeof(next.admin_unix_user), err)) < 0 ||
+	    (r = mj_bool(root, "require_image", false, false, &next.require_image, err)) < 0 ||
+	    (r = fixed_list(root, "allowed_images", next.allowed_images[0], MODEL_IMAGE_MAX,
+			    MODEL_MAX_ALLOWED_IMAGES, &next.nallowed_images, err)) < 0 ||
+	    (r = fixed_list(root, "default_mounts", next.default_mounts[0], MODEL_DEFAULT_MOUNT_MAX,
+			    MODEL_MAX_DEFAULT_MOUNTS, &next.ndefault_mounts, err)) < 0)
 		goto out;
+	for (int i = 0; i < next.nallowed_images; i++) {
+		/* a pattern is a reference with stars */
+		char probe[MODEL_IMAGE_MAX];
+		snprintf(probe, sizeof(probe), "%s", next.allowed_images[i]);
+		for (char *p = probe; *p; p++)
+			if (*p == '*')
+				*p = 'x';
+		if (!model_image_valid(probe)) {
+			r = tk_errorf(err, -EINVAL,
+				      "allowed_images[%d]: \"%s\" is not an image reference "
+				      "pattern (e.g. \"registry.example/ml/*\")",
+				      i, next.allowed_images[i]);
+			goto out;
+		}
+	}
+	for (int i = 0; i < next.ndefault_mounts; i++) {
+		struct mount_spec m;
+		if ((r = model_mount_parse(next.default_mounts[i], true, &m, err)) < 0) {
+			mj_prefix(err, "default_mounts[%d]", i);
+			goto out;
+		}
+	}
 	if (next.admin_unix_user[0] && !model_unix_user_valid(next.admin_unix_user)) {
 		r = tk_errorf(err, -EINVAL, "admin_unix_user: \"%s\" is not a Unix account name",
 			      next.admin_unix_user);

@@ -5,11 +5,24 @@
  */
 #include "wire.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "internal.h"
+
+/* "sha256:" and 64 lowercase hex digits. */
+static int digest_check(const char *d, const char *what, struct tk_error *err)
+{
+	bool ok = strncmp(d, "sha256:", 7) == 0 && strlen(d) == 71;
+	for (int i = 7; ok && i < 71; i++)
+		ok = isdigit((unsigned char)d[i]) || (d[i] >= 'a' && d[i] <= 'f');
+	if (!ok)
+		return tk_errorf(err, -EINVAL, "%s: \"%.80s\" is not a digest (sha256:HEX)", what,
+				 d);
+	return 0;
+}
 
 static const char *const cause_names[EXIT_CAUSE_MAX] = {
 	[EXIT_EXITED] = "exited",
@@ -250,6 +263,10 @@ json_t *work_spec_pack(const struct work_spec *s)
 		json_object_set_new(o, "mem_mib", json_integer(s->mem_mib));
 	if (s->allow_root)
 		json_object_set_new(o, "allow_root", json_true());
+	if (s->image) {
+		json_object_set_new(o, "image", json_string(s->image));
+		json_object_set_new(o, "mounts", mj_strv_pack(s->mounts, s->nmounts));
+	}
 	return o;
 }
 
@@ -295,7 +312,7 @@ int work_spec_unpack(json_t *j, struct work_spec *ret, struct tk_error *err)
 		"name",	       "command",	 "cwd",	       "env",	  "output", "node_rank",
 		"nnodes",      "tasks_per_node", "world_size", "devices", "milli",  "master_addr",
 		"master_port", "time_limit_s",	 "grace_s",    "system",  "run_as", "allow_root",
-		"cpus",	       "mem_mib",	 NULL,
+		"cpus",	       "mem_mib",	 "image",      "mounts",  NULL,
 	};
 	struct work_spec s = {0};
 	int64_t nnodes, rank, tpn, world, milli, port, cpus;
@@ -324,8 +341,23 @@ int work_spec_unpack(json_t *j, struct work_spec *ret, struct tk_error *err)
 			   err)) < 0 ||
 	    (r = mj_strv_unpack(j, "command", true, MODEL_MAX_ARGS, MODEL_MAX_ARG_BYTES,
 				MODEL_MAX_ARG_BYTES, &s.argv, &s.argc, err)) < 0 ||
-	    (r = mj_env_unpack(j, "env", &s.env, &s.nenv, err)) < 0)
+	    (r = mj_env_unpack(j, "env", &s.env, &s.nenv, err)) < 0 ||
+	    (r = mj_str(j, "image", false, MODEL_IMAGE_MAX - 1, true, NULL, &s.image, err)) < 0 ||
+	    (r = mj_strv_unpack(j, "mounts", false, MODEL_MAX_MOUNTS,
+				(size_t)MODEL_MAX_MOUNTS * 2 * MODEL_MAX_PATH, 2 * MODEL_MAX_PATH,
+				&s.mounts, &s.nmounts, err)) < 0)
 		goto fail;
+	if (s.image && !model_image_valid(s.image)) {
+		r = tk_errorf(err, -EINVAL, "image: \"%.64s\" is not an image reference", s.image);
+		goto fail;
+	}
+	for (int i = 0; i < s.nmounts; i++) {
+		struct mount_spec m;
+		if ((r = model_mount_parse(s.mounts[i], false, &m, err)) < 0) {
+			mj_prefix(err, "mounts[%d]", i);
+			goto fail;
+		}
+	}
 	if (s.run_as[0] ? !model_unix_user_valid(s.run_as) : !s.system) {
 		r = tk_errorf(err, -EINVAL, "run_as: \"%s\" is not a Unix account name", s.run_as);
 		goto fail;
@@ -367,6 +399,8 @@ void work_spec_release(struct work_spec *s)
 	free(s->output);
 	free(s->devs_off);
 	free(s->devs);
+	free(s->image);
+	mj_strv_free(s->mounts, s->nmounts);
 	memset(s, 0, sizeof(*s));
 }
 
@@ -384,6 +418,8 @@ json_t *wire_work_pack(const struct wire_work *m)
 			json_pack("{s:I, s:i}", "job", (json_int_t)w->job, "attempt", w->attempt);
 		if (w->spec)
 			json_object_set_new(t, "spec", work_spec_pack(w->spec));
+		if (w->digest[0])
+			json_object_set_new(t, "digest", json_string(w->digest));
 		json_array_append_new(tasks, t);
 	}
 	json_object_set_new(o, "tasks", tasks);
@@ -393,7 +429,7 @@ json_t *wire_work_pack(const struct wire_work *m)
 int wire_work_unpack(json_t *j, struct wire_work *ret, struct tk_error *err)
 {
 	static const char *const keys[] = {"epoch", "gen", "unchanged", "tasks", NULL};
-	static const char *const tkeys[] = {"job", "attempt", "spec", NULL};
+	static const char *const tkeys[] = {"job", "attempt", "spec", "digest", NULL};
 	int64_t gen;
 	int r;
 	memset(ret, 0, sizeof(*ret));
@@ -420,7 +456,10 @@ int wire_work_unpack(json_t *j, struct wire_work *ret, struct tk_error *err)
 		int64_t attempt;
 		if ((r = mj_check_keys(t, NULL, tkeys, err)) < 0 ||
 		    (r = mj_int(t, "job", true, 1, INT64_MAX, 0, &w->job, err)) < 0 ||
-		    (r = mj_int(t, "attempt", true, 1, MODEL_MAX_ATTEMPTS, 0, &attempt, err)) < 0) {
+		    (r = mj_int(t, "attempt", true, 1, MODEL_MAX_ATTEMPTS, 0, &attempt, err)) < 0 ||
+		    (r = mj_strbuf(t, "digest", false, true, w->digest, sizeof(w->digest), err)) <
+			    0 ||
+		    (w->digest[0] && (r = digest_check(w->digest, "digest", err)) < 0)) {
 			mj_prefix(err, "tasks[%zu]", i);
 			goto fail;
 		}
@@ -461,6 +500,8 @@ void wire_work_release(struct wire_work *m)
 static const char *const event_type_names[TASK_EVENT_TYPE_MAX] = {
 	[TASK_EVENT_STARTED] = "started",
 	[TASK_EVENT_EXITED] = "exited",
+	[TASK_EVENT_PULLING] = "pulling",
+	[TASK_EVENT_IMAGE] = "image",
 };
 
 json_t *task_event_pack(const struct task_event *e)
@@ -479,14 +520,16 @@ json_t *task_event_pack(const struct task_event *e)
 			json_object_set_new(o, "mem_peak_mib", json_integer(e->mem_peak_mib));
 		}
 	}
+	if (e->type == TASK_EVENT_IMAGE)
+		json_object_set_new(o, "digest", json_string(e->digest));
 	return o;
 }
 
 int task_event_unpack(json_t *j, struct task_event *ret, struct tk_error *err)
 {
-	static const char *const keys[] = {"job",    "attempt",	  "rank",	  "type",
-					   "at_ms",  "exit_code", "signal",	  "cause",
-					   "detail", "cpu_ms",	  "mem_peak_mib", NULL};
+	static const char *const keys[] = {"job",	   "attempt", "rank",  "type",	 "at_ms",
+					   "exit_code",	   "signal",  "cause", "detail", "cpu_ms",
+					   "mem_peak_mib", "digest",  NULL};
 	char type[16] = "", cause[24] = "";
 	int64_t attempt, rank, code, sig;
 	int r;
@@ -503,15 +546,20 @@ int task_event_unpack(json_t *j, struct task_event *ret, struct tk_error *err)
 	    (r = mj_strbuf(j, "cause", false, true, cause, sizeof(cause), err)) < 0 ||
 	    (r = mj_strbuf(j, "detail", false, true, ret->detail, sizeof(ret->detail), err)) < 0 ||
 	    (r = mj_int(j, "cpu_ms", false, 0, INT64_MAX, 0, &ret->cpu_ms, err)) < 0 ||
-	    (r = mj_int(j, "mem_peak_mib", false, 0, INT64_MAX, 0, &ret->mem_peak_mib, err)) < 0)
+	    (r = mj_int(j, "mem_peak_mib", false, 0, INT64_MAX, 0, &ret->mem_peak_mib, err)) < 0 ||
+	    (r = mj_strbuf(j, "digest", false, true, ret->digest, sizeof(ret->digest), err)) < 0)
 		return r;
-	if (strcmp(type, "started") == 0)
-		ret->type = TASK_EVENT_STARTED;
-	else if (strcmp(type, "exited") == 0)
-		ret->type = TASK_EVENT_EXITED;
-	else
+	int t = 0;
+	while (t < TASK_EVENT_TYPE_MAX && strcmp(type, event_type_names[t]) != 0)
+		t++;
+	if (t == TASK_EVENT_TYPE_MAX)
 		return tk_errorf(err, -EINVAL,
-				 "type: must be \"started\" or \"exited\", got \"%s\"", type);
+				 "type: must be \"started\", \"exited\", \"pulling\" or "
+				 "\"image\", got \"%s\"",
+				 type);
+	ret->type = (enum task_event_type)t;
+	if (ret->type == TASK_EVENT_IMAGE && (r = digest_check(ret->digest, "digest", err)) < 0)
+		return r;
 	if (!cause[0])
 		ret->cause = sig ? EXIT_SIGNALLED : EXIT_EXITED;
 	else if (exit_cause_parse(cause, &ret->cause) < 0)

@@ -179,6 +179,11 @@ struct work_spec {
 	bool allow_root;
 	int cpus;	 /* CPUs reserved for it on the node (0: none); a cpuset holds it to them */
 	int64_t mem_mib; /* memory it may use on the node (0: no limit) */
+	/* its tasks run in containers of this image (NULL: on the host), with
+	 * these folders of the host ("SRC:DST[:ro]", model_mount_parse) */
+	char *image;
+	int nmounts;
+	char **mounts;
 };
 
 json_t *work_spec_pack(const struct work_spec *s);
@@ -192,6 +197,10 @@ struct work_item {
 	int64_t job;
 	int attempt;
 	struct work_spec *spec; /* NULL: the agent knows it already */
+	/* an image job's: the digest every node of the attempt resolved its
+	 * image to, listed once all have (TASK_EVENT_IMAGE); its tasks start
+	 * then, on that digest. "" till then */
+	char digest[MODEL_DIGEST_MAX];
 };
 
 /*
@@ -214,9 +223,20 @@ void wire_work_release(struct wire_work *m);
 
 /* ---- events ----------------------------------------------------------------------- */
 
-enum task_event_type { TASK_EVENT_STARTED, TASK_EVENT_EXITED, TASK_EVENT_TYPE_MAX };
+/*
+ * A task's start or exit; for an image job, before any task of a node
+ * starts, that node's image: PULLING while the agent pulls it, IMAGE once
+ * it has it (digest), both with the rank of the node's first task.
+ */
+enum task_event_type {
+	TASK_EVENT_STARTED,
+	TASK_EVENT_EXITED,
+	TASK_EVENT_PULLING,
+	TASK_EVENT_IMAGE,
+	TASK_EVENT_TYPE_MAX
+};
 
-/* One task's start or exit. */
+/* One task's start or exit, or its node's image. */
 struct task_event {
 	int64_t job;
 	int attempt;
@@ -230,6 +250,7 @@ struct task_event {
 	/* exited: what the attempt's processes on the node used so far */
 	int64_t cpu_ms;
 	int64_t mem_peak_mib;
+	char digest[MODEL_DIGEST_MAX]; /* IMAGE: "sha256:HEX" */
 };
 
 json_t *task_event_pack(const struct task_event *e);

@@ -71,6 +71,64 @@ static void h_catalogue(struct request *r, const char *param, json_t *body)
 
 /* ---- jobs --------------------------------------------------------------------- */
 
+/* The cluster's rules for images ("require_image", "allowed_images"), and
+ * its "default_mounts" put ahead of the job's own, "." as its folder.
+ * Answers a refusal itself and returns < 0. */
+static int image_policy(struct request *r, struct job_request *req)
+{
+	const struct sched_config *c = &r->s->st.sched;
+	if (!req->image) {
+		if (c->require_image) {
+			reply_error(r, 400, "this cluster runs jobs in images: add --image");
+			return -EINVAL;
+		}
+		return 0;
+	}
+	bool ok = c->nallowed_images == 0;
+	for (int i = 0; i < c->nallowed_images && !ok; i++)
+		ok = model_image_allowed(c->allowed_images[i], req->image);
+	if (!ok) {
+		struct strbuf list;
+		strbuf_init(&list);
+		for (int i = 0; i < c->nallowed_images; i++)
+			strbuf_addf(&list, "%s%s", i ? ", " : "", c->allowed_images[i]);
+		reply_error(r, 403, "image %s is not allowed on this cluster; allowed: %s",
+			    req->image, list.buf);
+		strbuf_release(&list);
+		return -EPERM;
+	}
+	int n = c->ndefault_mounts + req->nmounts;
+	if (n > MODEL_MAX_MOUNTS) {
+		reply_error(r, 400, "mounts: at most %d with the cluster's %d default ones",
+			    MODEL_MAX_MOUNTS - c->ndefault_mounts, c->ndefault_mounts);
+		return -E2BIG;
+	}
+	if (!c->ndefault_mounts)
+		return 0;
+	char **all = xcalloc((size_t)n, sizeof(char *));
+	for (int i = 0; i < c->ndefault_mounts; i++) {
+		struct mount_spec m;
+		struct tk_error err;
+		model_mount_parse(c->default_mounts[i], true, &m, &err); /* checked at load */
+		const char *src = strcmp(m.src, ".") == 0 ? req->cwd : m.src;
+		const char *dst = strcmp(m.dst, ".") == 0 ? req->cwd : m.dst;
+		all[i] = xasprintf("%s:%s%s", src, dst, m.ro ? ":ro" : "");
+		if (model_mount_parse(all[i], false, &m, &err) < 0) {
+			reply_error(r, 400, "default_mounts[%d]: %s", i, err.text);
+			for (int k = 0; k <= i; k++)
+				free(all[k]);
+			free(all);
+			return -EINVAL;
+		}
+	}
+	for (int i = 0; i < req->nmounts; i++)
+		all[c->ndefault_mounts + i] = req->mounts[i];
+	free(req->mounts);
+	req->mounts = all;
+	req->nmounts = n;
+	return 0;
+}
+
 /* The Unix account a job that r submits runs as: a user's own account; the
  * built-in admin's, the configuration's "admin_unix_user" (or root where
  * root is allowed). No job runs as root unless "allow_root_jobs". Answers
@@ -217,7 +275,7 @@ static void h_submit(struct request *r, const char *param, json_t *body)
 		return;
 	}
 	char run_as[MODEL_NAME_MAX];
-	if (run_as_of(r, run_as) < 0) {
+	if (image_policy(r, &req) < 0 || run_as_of(r, run_as) < 0) {
 		job_request_release(&req);
 		return;
 	}
@@ -595,8 +653,10 @@ static void h_agent_events(struct request *r, const char *param, json_t *body)
 			const struct task_event *ev = &m.events[i];
 			if (ev->type == TASK_EVENT_EXITED)
 				state_task_exited(st, ev, now);
-			else
+			else if (ev->type == TASK_EVENT_STARTED)
 				state_task_started(st, ev, now);
+			else
+				state_task_image(st, ev, now);
 		}
 		reply_json(r, 200, json_pack("{s:I}", "acked", (json_int_t)m.nevents));
 	}

@@ -307,6 +307,55 @@ void state_task_exited(struct state *s, const struct task_event *ev, int64_t now
 	state_job_dirty(s, j);
 }
 
+void state_task_image(struct state *s, const struct task_event *ev, int64_t now)
+{
+	struct sjob *j;
+	struct attempt *a = find_attempt(s, ev->job, ev->attempt, &j);
+	int tpn = j ? j->job.req.tasks_per_node : 1;
+	if (!a || !j->job.req.image || !attempt_is_current(j, a) || ev->rank < 0 ||
+	    ev->rank >= a->ntasks || a->digest[0])
+		return;
+	struct attempt_node *an = &a->nodes[ev->rank / tpn];
+	if (ev->type == TASK_EVENT_PULLING) {
+		snprintf(j->job.reason, sizeof(j->job.reason), "pulling %s on %s", j->job.req.image,
+			 an->name);
+		state_job_dirty(s, j);
+		return;
+	}
+	snprintf(an->digest, sizeof(an->digest), "%s", ev->digest);
+	state_job_dirty(s, j);
+	bool same = true;
+	for (int i = 0; i < a->nnodes; i++) {
+		if (!a->nodes[i].digest[0]) {
+			snprintf(j->job.reason, sizeof(j->job.reason), "pulling %s on %s",
+				 j->job.req.image, a->nodes[i].name);
+			return; /* not every node has it yet */
+		}
+		same &= strcmp(a->nodes[i].digest, a->nodes[0].digest) == 0;
+	}
+	if (same) {
+		snprintf(a->digest, sizeof(a->digest), "%s", a->nodes[0].digest);
+		j->job.reason[0] = '\0';
+		for (int i = 0; i < a->nnodes; i++) {
+			struct snode *n = state_node(s, a->nodes[i].name);
+			if (n)
+				node_work_changed(s, n);
+		}
+		return;
+	}
+	/* one tag, two images: the gang would not run one program */
+	struct strbuf sb;
+	strbuf_init(&sb);
+	strbuf_addf(&sb, "image %s is not the same on every node:", j->job.req.image);
+	for (int i = 0; i < a->nnodes; i++)
+		strbuf_addf(&sb, "%s %s %.19s", i ? "," : "", a->nodes[i].name, a->nodes[i].digest);
+	char reason[MODEL_REASON_MAX];
+	snprintf(reason, sizeof(reason), "%s", sb.buf);
+	strbuf_release(&sb);
+	snprintf(a->reason, sizeof(a->reason), "%s", reason);
+	state_job_finish(s, j, JOB_FAILED, -1, reason, now);
+}
+
 void state_apply_start(struct state *s, struct sjob *j, const struct sched_start *st,
 		       struct snode *const *nodes, int64_t now)
 {

@@ -42,6 +42,11 @@ static void node_bump(struct state *s, struct snode *n)
 	}
 }
 
+void node_work_changed(struct state *s, struct snode *n)
+{
+	node_bump(s, n);
+}
+
 void state_flush_work(struct state *s)
 {
 	while (s->wake_nodes) {

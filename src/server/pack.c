@@ -54,6 +54,9 @@ static void part_spec(const struct state *s, struct sjob *j, const struct attemp
 	sp->allow_root = s->sched.allow_root_jobs;
 	sp->cpus = r->tasks_per_node * r->cpus_per_task;
 	sp->mem_mib = r->mem_mib;
+	sp->image = r->image;
+	sp->nmounts = r->nmounts;
+	sp->mounts = r->mounts;
 }
 
 json_t *state_work_pack(struct state *s, struct snode *n, uint64_t since_gen)
@@ -70,6 +73,7 @@ json_t *state_work_pack(struct state *s, struct snode *n, uint64_t since_gen)
 		struct work_item *it = &w.items[w.nitems++];
 		it->job = p->job->job.id;
 		it->attempt = p->attempt;
+		snprintf(it->digest, sizeof(it->digest), "%s", a->digest);
 		if (p->gen_added > since_gen) {
 			it->spec = &specs[i];
 			part_spec(s, p->job, a, p->node_index, it->spec);

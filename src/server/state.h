@@ -286,6 +286,10 @@ void state_job_finish(struct state *s, struct sjob *j, enum job_state st, int ex
 /* An agent says a task started or exited. Unknown or stale ones are ignored. */
 void state_task_started(struct state *s, const struct task_event *ev, int64_t now);
 void state_task_exited(struct state *s, const struct task_event *ev, int64_t now);
+/* An image job's node pulls its image, or has it (model/wire.h): the job
+ * says so while it waits; once every node has it, at one digest, its tasks
+ * start there, and at different ones the job fails, naming them. */
+void state_task_image(struct state *s, const struct task_event *ev, int64_t now);
 /* Starts attempt st of j on nodes (what a pass or a validation run decided). */
 void state_apply_start(struct state *s, struct sjob *j, const struct sched_start *st,
 		       struct snode *const *nodes, int64_t now);
@@ -336,6 +340,8 @@ void state_flush_work(struct state *s);
 void part_add(struct state *s, struct snode *n, struct sjob *j, const struct attempt *a,
 	      int node_index);
 void part_remove(struct state *s, struct snode *n, struct sjob *j, int attempt);
+/* What node n runs changed in place (an attempt's digest): its agent is told. */
+void node_work_changed(struct state *s, struct snode *n);
 /* Every node holding a part of attempt a learns its work changed. */
 void attempt_bump_nodes(struct state *s, const struct attempt *a);
 /* A MASTER_PORT no other attempt led from n uses. */

@@ -151,7 +151,7 @@ def test_agent_endpoints_reject_bad_reports(cluster):
     st, res = cluster.api("POST", "/v1/agent/events",
                           {"node": "node1", "agent_id": node["agent_id"], "events": events},
                           token=agent)
-    assert st == 400 and res["error"].startswith('events[1].type: must be "started" or')
+    assert st == 400 and res["error"].startswith('events[1].type: must be "started", "exited", "pulling" or')
     assert cluster.job(jid)["state"] == "RUNNING"
     # an agent that is not the registered one is told to register
     st, res = cluster.api("POST", "/v1/agent/heartbeat",

@@ -408,8 +408,14 @@ static void test_wire(void **state)
 			       .master_port = 29501,
 			       .time_limit_s = 60,
 			       .grace_s = 5,
-			       .run_as = "alice"};
-	struct work_item items[2] = {{7, 2, &sp}, {8, 1, NULL}};
+			       .run_as = "alice",
+			       .image = "registry.example/ml/torch:2.4",
+			       .nmounts = 1,
+			       .mounts = (char *[]){"/data:/data:ro"}};
+	static const char dg[] =
+		"sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+	struct work_item items[2] = {{7, 2, &sp, ""}, {8, 1, NULL, ""}};
+	snprintf(items[1].digest, sizeof(items[1].digest), "%s", dg);
 	struct wire_work w = {.epoch = "e1", .gen = 9, .nitems = 2, .items = items}, back;
 	json_t *j = wire_work_pack(&w);
 	assert_int_equal(wire_work_unpack(j, &back, &err), 0);
@@ -428,6 +434,11 @@ static void test_wire(void **state)
 	assert_int_equal(b->master_port, 29501);
 	assert_string_equal(b->run_as, "alice");
 	assert_false(b->allow_root);
+	assert_string_equal(b->image, "registry.example/ml/torch:2.4");
+	assert_int_equal(b->nmounts, 1);
+	assert_string_equal(b->mounts[0], "/data:/data:ro");
+	assert_string_equal(back.items[0].digest, "");
+	assert_string_equal(back.items[1].digest, dg);
 	json_t *again = wire_work_pack(&back);
 	assert_true(json_equal(j, again));
 	json_decref(again);
