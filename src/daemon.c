@@ -168,6 +168,10 @@ enum {
 	D_MEM,
 	D_WORK,
 	D_STOP_JOBS,
+	D_PODMAN,
+	D_CTR_CONF,
+	D_PODMAN_ROOT,
+	D_CDI,
 	D_MAX
 };
 
@@ -193,14 +197,23 @@ static const struct tk_option all_opts[D_MAX] = {
 	[D_STOP_JOBS] = {"stop-jobs", 0, NULL,
 			 "on stop, end this node's jobs (they are requeued) rather than leave "
 			 "them running until the agent is back"},
+	[D_PODMAN] = {"podman", 0, "PROGRAM", "the podman image jobs run with (default: podman)"},
+	[D_CTR_CONF] = {"containers-conf", 0, "FILE",
+			"a containers.conf for podman (CONTAINERS_CONF)"},
+	[D_PODMAN_ROOT] = {"podman-root", 0, "DIR",
+			   "podman's store for this node: DIR/storage, DIR/run (default: "
+			   "podman's own)"},
+	[D_CDI] = {"cdi-dir", 0, "DIR", "where the node's CDI specs are (default /etc/cdi)"},
 };
 
 /* Which options each daemon takes, in all_opts order. */
-static const int up_opts[] = {D_HELP, D_LOG,  D_DATA, D_LISTEN, D_CATALOGUE, D_NODE_TIMEOUT,
-			      D_NAME, D_FAKE, D_TOPO, D_CPUS,	D_MEM,	     D_STOP_JOBS};
+static const int up_opts[] = {
+	D_HELP, D_LOG,	D_DATA, D_LISTEN,    D_CATALOGUE, D_NODE_TIMEOUT, D_NAME,	 D_FAKE,
+	D_TOPO, D_CPUS, D_MEM,	D_STOP_JOBS, D_PODMAN,	  D_CTR_CONF,	  D_PODMAN_ROOT, D_CDI};
 static const int server_opts[] = {D_HELP, D_LOG, D_DATA, D_LISTEN, D_CATALOGUE, D_NODE_TIMEOUT};
-static const int agent_opts[] = {D_HELP, D_LOG,	 D_DATA, D_SERVER, D_TOKEN_FILE, D_NAME,     D_FAKE,
-				 D_ADDR, D_TOPO, D_CPUS, D_MEM,	   D_WORK,	 D_STOP_JOBS};
+static const int agent_opts[] = {
+	D_HELP, D_LOG, D_DATA, D_SERVER,    D_TOKEN_FILE, D_NAME,     D_FAKE,	     D_ADDR, D_TOPO,
+	D_CPUS, D_MEM, D_WORK, D_STOP_JOBS, D_PODMAN,	  D_CTR_CONF, D_PODMAN_ROOT, D_CDI};
 
 /* What a daemon takes (indices into all_opts, in its order) and runs. */
 struct daemon_spec {
@@ -267,6 +280,13 @@ static int agent_cfg(const char *cmd, const char **v, struct agent_config *ac)
 		ac->data_dir = v[D_DATA];
 	ac->work_dir = v[D_WORK];
 	ac->stop_jobs = v[D_STOP_JOBS] != NULL;
+	ac->podman = v[D_PODMAN];
+	ac->containers_conf = v[D_CTR_CONF];
+	ac->podman_root = v[D_PODMAN_ROOT];
+	ac->cdi_dir = v[D_CDI];
+	if (ac->containers_conf && access(ac->containers_conf, R_OK) < 0)
+		return usage(cmd, "--containers-conf: cannot read %s: %s", ac->containers_conf,
+			     strerror(errno));
 	if (v[D_CPUS]) {
 		int64_t n;
 		if (tk_parse_int64(v[D_CPUS], 1, 65536, &n) < 0)

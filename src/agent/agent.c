@@ -212,6 +212,8 @@ static void apply_work(struct agent *a, const struct wire_work *w)
 			g = group_start(a, it->job, it->attempt, it->spec);
 		}
 		g->mark = true;
+		if (it->digest[0])
+			group_image_go(g, it->digest);
 	}
 	/* stop what is no longer wanted; forget what is finished and reported */
 	pos = 0;
@@ -463,6 +465,10 @@ static void copy_cfg(struct agent_config *dst, const struct agent_config *src)
 	DUP(topology);
 	DUP(data_dir);
 	DUP(work_dir);
+	DUP(podman);
+	DUP(containers_conf);
+	DUP(podman_root);
+	DUP(cdi_dir);
 #undef DUP
 }
 
@@ -476,6 +482,30 @@ static void free_cfg(struct agent_config *c)
 	free((char *)c->topology);
 	free((char *)c->data_dir);
 	free((char *)c->work_dir);
+	free((char *)c->podman);
+	free((char *)c->containers_conf);
+	free((char *)c->podman_root);
+	free((char *)c->cdi_dir);
+}
+
+/* The podman image jobs run with: cfg.podman, found on PATH when it has
+ * no '/'. Where there is none, an image job fails to launch saying so. */
+static void find_podman(struct agent *a)
+{
+	const char *want = a->cfg.podman ? a->cfg.podman : "podman";
+	snprintf(a->podman, sizeof(a->podman), "%s", want);
+	if (strchr(want, '/'))
+		return;
+	const char *path = getenv("PATH");
+	_cleanup_free_ char *dirs = xstrdup(path && *path ? path : "/usr/bin:/bin");
+	char *save = NULL;
+	for (char *d = strtok_r(dirs, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
+		_cleanup_free_ char *f = xasprintf("%s/%s", d, want);
+		if (access(f, X_OK) == 0) {
+			snprintf(a->podman, sizeof(a->podman), "%s", f);
+			return;
+		}
+	}
 }
 
 static void handle_closed(uv_handle_t *h)
@@ -531,6 +561,17 @@ int agent_create(uv_loop_t *loop, const struct agent_config *cfg, struct agent *
 						   : "cannot lock %s: %s",
 			      a->cfg.work_dir, strerror(errno));
 		goto fail;
+	}
+	find_podman(a);
+	/* podman's settings, whatever folder it runs in */
+	if (a->cfg.containers_conf && (abs = realpath(a->cfg.containers_conf, NULL))) {
+		free((char *)a->cfg.containers_conf);
+		a->cfg.containers_conf = abs;
+	}
+	if (a->cfg.podman_root && tk_mkdir_p(a->cfg.podman_root, 0700) == 0 &&
+	    (abs = realpath(a->cfg.podman_root, NULL))) {
+		free((char *)a->cfg.podman_root);
+		a->cfg.podman_root = abs;
 	}
 	/* the CPUs jobs may be held to: those this agent may run on */
 	cpu_set_t set;

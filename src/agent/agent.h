@@ -34,6 +34,13 @@ struct agent_config {
 	int64_t heartbeat_ms;
 	bool stop_jobs; /* at stop, end the jobs (they are requeued), not leave them to their shims
 			 */
+	/* image jobs: the podman program ("podman" on PATH), a containers.conf
+	 * for it, its store (DIR/storage, DIR/run; NULL: podman's), and where
+	 * the node's CDI specs are (NULL: /etc/cdi) */
+	const char *podman;
+	const char *containers_conf;
+	const char *podman_root;
+	const char *cdi_dir;
 };
 
 void agent_config_init(struct agent_config *c);

@@ -13,6 +13,7 @@
  */
 #include "internal.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -192,6 +193,28 @@ static int make_dir(const char *dir, bool v1_cpuset, const char *cpus)
 	return r;
 }
 
+/* Makes the folders from mountpoint mp down to base (each a cgroup level,
+ * v1 cpusets given their parent's CPUs), where a nested cgroup needs a
+ * path that exists in only one hierarchy so far. */
+static int make_parents(const char *mp, const char *base, bool v1_cpuset)
+{
+	_cleanup_free_ char *path = xstrdup(base);
+	for (char *p = path + strlen(mp) + 1; p <= path + strlen(base); p++) {
+		if (*p != '/' && *p != '\0')
+			continue;
+		char keep = *p;
+		*p = '\0';
+		struct stat st;
+		int r = stat(path, &st) == 0 ? 0 : make_dir(path, v1_cpuset, NULL);
+		*p = keep;
+		if (r < 0)
+			return r;
+		if (!keep)
+			break;
+	}
+	return 0;
+}
+
 static void add_dir(struct cgroup *cg, char *dir)
 {
 	for (int i = 0; i < cg->ndirs; i++)
@@ -248,22 +271,31 @@ int cg_create(struct cgroup *cg, const char *mountinfo, const char *proc_cgroup,
 	}
 	/* v1 where memory has a hierarchy of its own, else v2 */
 	cg->version = m.v1[CG_MEMORY] ? 1 : m.v2 ? 2 : 0;
+	/* nested: every controller at the memory controller's path */
+	_cleanup_free_ char *common =
+		cg->version && lim->nest
+			? own_path(proc_cgroup, cg->version == 1 ? ctrl_names[CG_MEMORY] : "")
+			: NULL;
 	for (int c = 0; c < CG_CTRL_MAX && cg->version; c++) {
 		const char *mp = cg->version == 1 ? m.v1[c] : m.v2;
 		if (!mp)
 			continue;
 		_cleanup_free_ char *self =
-			own_path(proc_cgroup, cg->version == 1 ? ctrl_names[c] : "");
+			common ? xstrdup(common)
+			       : own_path(proc_cgroup, cg->version == 1 ? ctrl_names[c] : "");
 		if (!self)
 			continue;
-		_cleanup_free_ char *base = join(mp, cg->version == 1 ? m.v1_root[c] : NULL, self);
+		const char *mroot = cg->version == 1 ? m.v1_root[c] : NULL;
+		_cleanup_free_ char *base = join(mp, mroot, self);
 		_cleanup_free_ char *level = xasprintf("%s/tenk-%s", base, node);
 		bool v1cpuset = cg->version == 1 && c == CG_CPUSET;
 		if (cg->version == 2) {
 			/* the controllers, handed down to the node's level and the attempt's */
 			write_str(base, "cgroup.subtree_control", "+memory +pids +cpuset +cpu");
 		}
-		r = make_dir(level, v1cpuset, NULL);
+		r = common ? make_parents(mp, base, v1cpuset) : 0;
+		if (r == 0)
+			r = make_dir(level, v1cpuset, NULL);
 		if (r == 0 && cg->version == 2)
 			write_str(level, "cgroup.subtree_control", "+memory +pids +cpuset +cpu");
 		char *dir = xasprintf("%s/%s", level, name);
@@ -277,6 +309,8 @@ int cg_create(struct cgroup *cg, const char *mountinfo, const char *proc_cgroup,
 			return r;
 		}
 		cg->dir[c] = dir;
+		if (!cg->rel)
+			cg->rel = xstrdup(dir + strlen(mp));
 	}
 	mounts_release(&m);
 	for (int c = 0; c < CG_CTRL_MAX; c++)
@@ -303,12 +337,12 @@ int cg_attach(const struct cgroup *cg, int pid)
 	return 0;
 }
 
-int cg_signal(const struct cgroup *cg, int sig)
+#define CG_MAX_DEPTH 8 /* levels below an attempt's cgroup looked into (a runtime's) */
+
+/* sig to every process of dir and the cgroups below it. */
+static int signal_tree(const char *dir, int sig, int depth)
 {
-	if (!cg->ndirs)
-		return 0;
-	/* every controller's folder holds the same processes: one is enough */
-	_cleanup_free_ char *procs = read_str(cg->dirs[0], "cgroup.procs");
+	_cleanup_free_ char *procs = read_str(dir, "cgroup.procs");
 	int n = 0;
 	for (char *p = procs; p && *p;) {
 		char *end;
@@ -321,7 +355,39 @@ int cg_signal(const struct cgroup *cg, int sig)
 		while (*p == '\n')
 			p++;
 	}
+	DIR *d = depth < CG_MAX_DEPTH ? opendir(dir) : NULL;
+	for (struct dirent *e; d && (e = readdir(d));) {
+		if (e->d_type != DT_DIR || e->d_name[0] == '.')
+			continue;
+		_cleanup_free_ char *sub = xasprintf("%s/%s", dir, e->d_name);
+		n += signal_tree(sub, sig, depth + 1);
+	}
+	if (d)
+		closedir(d);
 	return n;
+}
+
+int cg_signal(const struct cgroup *cg, int sig)
+{
+	if (!cg->ndirs)
+		return 0;
+	/* every controller's folder holds the same processes: one is enough */
+	return signal_tree(cg->dirs[0], sig, 0);
+}
+
+/* Removes the cgroups below dir (a runtime's that it left), deepest first. */
+static void remove_below(const char *dir, int depth)
+{
+	DIR *d = depth < CG_MAX_DEPTH ? opendir(dir) : NULL;
+	for (struct dirent *e; d && (e = readdir(d));) {
+		if (e->d_type != DT_DIR || e->d_name[0] == '.')
+			continue;
+		_cleanup_free_ char *sub = xasprintf("%s/%s", dir, e->d_name);
+		remove_below(sub, depth + 1);
+		rmdir(sub);
+	}
+	if (d)
+		closedir(d);
 }
 
 void cg_kill(const struct cgroup *cg)
@@ -371,6 +437,7 @@ void cg_usage(const struct cgroup *cg, int64_t *cpu_ms, int64_t *mem_peak_mib)
 void cg_destroy(struct cgroup *cg)
 {
 	for (int i = 0; i < cg->ndirs; i++) {
+		remove_below(cg->dirs[i], 0);
 		/* the last processes may take a moment to leave */
 		for (int k = 0; k < 50 && rmdir(cg->dirs[i]) < 0 && errno == EBUSY; k++)
 			usleep(2000);
@@ -378,5 +445,6 @@ void cg_destroy(struct cgroup *cg)
 	}
 	for (int c = 0; c < CG_CTRL_MAX; c++)
 		free(cg->dir[c]);
+	free(cg->rel);
 	memset(cg, 0, sizeof(*cg));
 }

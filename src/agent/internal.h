@@ -47,6 +47,34 @@ struct gtask {
 	int pid;
 };
 
+/* ---- image.c: podman commands of the agent, an image job's image ---------------------- */
+
+struct podcmd;
+typedef void (*podcmd_cb)(struct podcmd *c, int64_t status, const char *out, const char *err);
+struct podcmd {
+	uv_process_t proc;
+	uv_pipe_t pipe, epipe; /* its stdout, its stderr */
+	struct strbuf out, err;
+	int open;
+	int64_t status;
+	podcmd_cb done;
+	void *data;
+};
+
+/* Runs the node's podman with args (NULL-terminated), on its store; done
+ * gets the exit status (128 + signal) and what it printed, once. */
+int podcmd_start(struct agent *a, char **args, podcmd_cb done, void *data);
+/* The last line of podman's output, "Error: " off: what it said. */
+void podcmd_last_line(const char *out, char *buf, size_t n);
+
+/* Where a group of an image job is, before its shim. */
+enum img_state {
+	IMG_NONE,      /* no image, or its shim started */
+	IMG_RESOLVING, /* looking in the node's store */
+	IMG_PULLING,
+	IMG_WAITING, /* it has it and said so: the server says when every node has */
+};
+
 /* One attempt's part on this node, run by its shim. */
 struct taskgroup {
 	struct agent *a;
@@ -81,6 +109,11 @@ struct taskgroup {
 	int unacked;
 	bool listed;
 	bool mark; /* scratch for agent.c while applying a work answer */
+	/* an image job's: its image, and the plan that waits on it */
+	enum img_state img_state;
+	char img_ref[MODEL_IMAGE_MAX];
+	char digest[MODEL_DIGEST_MAX];
+	struct shim_plan *plan;
 };
 
 /* One task's start or exit, waiting to be reported. */
@@ -105,7 +138,8 @@ struct agent {
 	int ncpus;
 	int cpu_id[AGENT_MAX_CPUS];
 	struct taskgroup *cpu_holder[AGENT_MAX_CPUS];
-	struct agent_config cfg; /* strings owned (copied) */
+	struct agent_config cfg;     /* strings owned (copied) */
+	char podman[MODEL_MAX_PATH]; /* cfg.podman found on PATH */
 	struct catalogue cat;
 	struct node_inventory inv;
 	char agent_id[33];
@@ -177,10 +211,14 @@ struct cg_limits {
 	int64_t pids_max; /* 0: no limit */
 	int ndeny;
 	char deny[CG_MAX_DENY][32]; /* v1 devices.deny rules: "c 195:1 rwm" */
+	/* one path in every hierarchy (v1), the memory controller's, for a
+	 * container runtime to make its cgroups in (--cgroup-parent) */
+	bool nest;
 };
 
 struct cgroup {
 	int version;		/* 1, 2, or 0: none on this host */
+	char *rel;		/* its path from each hierarchy's root */
 	char *dir[CG_CTRL_MAX]; /* the attempt's folder, per controller */
 	int ndirs;
 	char *dirs[CG_CTRL_MAX]; /* the distinct ones among dir[] */
@@ -195,7 +233,8 @@ int cg_create(struct cgroup *cg, const char *mountinfo, const char *proc_cgroup,
 	      const char *name, const struct cg_limits *lim, struct tk_error *err);
 /* Moves process pid into the cgroup (every controller's folder). */
 int cg_attach(const struct cgroup *cg, int pid);
-/* Sends sig to every process in it; returns how many got it. */
+/* Sends sig to every process in it and in the cgroups below it; returns
+ * how many got it. */
 int cg_signal(const struct cgroup *cg, int sig);
 /* Kills every process in it, over and over until none is left (bounded). */
 void cg_kill(const struct cgroup *cg);
@@ -223,6 +262,19 @@ struct shim_task {
 	char **env; /* "KEY=VALUE" */
 	char *cwd;
 	char *output; /* opened by the task as its user, appended to */
+	int ncdi;
+	char **cdi; /* in a container: its devices by CDI name ("nvidia.com/gpu=UUID") */
+};
+
+/* An image job's container (container.c): every task is a `podman run`. */
+struct shim_container {
+	char podman[MODEL_MAX_PATH];  /* the program, an absolute path */
+	char conf[MODEL_MAX_PATH];    /* CONTAINERS_CONF for it; "": podman's own */
+	char root[MODEL_MAX_PATH];    /* its store (DIR/storage, DIR/run); "": podman's own */
+	char image[MODEL_DIGEST_MAX]; /* what runs: the image's ID, as every node resolved it */
+	char ref[MODEL_IMAGE_MAX];    /* what the job named, for people */
+	int nmounts;
+	char **mounts; /* "SRC:DST[:ro]", the checkpoint folder among them */
 };
 
 struct shim_plan {
@@ -241,6 +293,8 @@ struct shim_plan {
 	bool cgroup;	 /* the attempt gets a cgroup (the agent is root) */
 	char node[MODEL_NAME_MAX];
 	struct cg_limits limits;
+	bool container; /* the tasks run in containers of ctr */
+	struct shim_container ctr;
 	int ntasks;
 	struct shim_task *tasks;
 };
@@ -308,6 +362,48 @@ int shim_lines(struct strbuf *buf, const char *data, size_t n,
  * child joins cg (when it has a version) before it gives up root. */
 int task_fork(const struct shim_plan *plan, const struct cgroup *cg, const struct shim_task *t,
 	      int *ret_code, char *detail, size_t n);
+/* What a container task execs instead (container.c prepared it): argv and
+ * env, and out_fd, its output, as root keeps the identity it needs. */
+struct task_exec {
+	char **argv;
+	char **env;
+	int out_fd;
+};
+int task_fork_exec(const struct cgroup *cg, const struct task_exec *ex, int *ret_code, char *detail,
+		   size_t n);
+
+/* ---- container.c (in the shim) ---- */
+/* Checks, as the task's owner, every folder to mount and the task's own,
+ * and opens its output (*ret_out) as the owner. Returns 0, or < 0 with why. */
+int ctr_prepare(const struct shim_plan *p, const struct shim_task *t, int *ret_out, char *why,
+		size_t n);
+/* Writes the task's environment for podman's --env-file (0600). */
+int ctr_env_file(const char *path, const struct shim_task *t, char *why, size_t n);
+/* The `podman run` of task t, NULL-terminated; ctr_env, podman's environment. */
+char **ctr_argv(const struct shim_plan *p, const struct cgroup *cg, const struct shim_task *t,
+		const char *env_file);
+char **ctr_env(const struct shim_container *c);
+/* A task's podman exited with code: where podman itself failed (125) or
+ * the command could not run (126, 127, or its init could not exec it),
+ * detail gets the last line it wrote to the output (out_fd). True when
+ * the task never ran. */
+bool ctr_failure(int out_fd, int code, char *detail, size_t n);
+/* Removes task rank's container, in the background (a killed podman
+ * leaves it). */
+void ctr_remove(const struct shim_plan *p, int rank);
+/* Appends s (may be NULL, to end the array) to a growing array of strings. */
+void strv_push(char ***v, int *n, size_t *alloc, char *s);
+void strv_release(char **v);
+
+/* An image job's group: finds its image in the node's store, or pulls it,
+ * then tells the server its digest (image.c). */
+void group_image_resolve(struct taskgroup *g);
+/* launch.c: what image.c found. */
+void group_image_pulling(struct taskgroup *g);
+void group_image_ready(struct taskgroup *g);
+void group_image_failed(struct taskgroup *g, const char *why);
+/* The server says every node has the image at digest: the tasks start. */
+void group_image_go(struct taskgroup *g, const char *digest);
 
 /* ---- inventory.c ---- */
 int inventory_detect(const struct agent_config *cfg, const struct catalogue *cat,

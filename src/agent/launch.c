@@ -45,6 +45,7 @@
 extern char **environ;
 
 static void group_closed_one(uv_handle_t *h);
+static void start_or_fail(struct taskgroup *g, const struct shim_plan *plan);
 static void shim_closed(struct proc *p);
 static void release_cpus(struct taskgroup *g);
 
@@ -89,14 +90,16 @@ static void launch_failed(struct taskgroup *g, int i, int code, const char *deta
 
 /* ---- freeing -------------------------------------------------------------------------- */
 
-/* Removes a shim's folder WORK/shims/JOB.ATTEMPT and what a shim puts there. */
+/* Removes a shim's folder WORK/shims/JOB.ATTEMPT and what a shim puts there
+ * (its plan, its status, its socket, its tasks' environment files). */
 static void remove_dir(const char *dir)
 {
-	static const char *const files[] = {"plan.json", "status.json", "shim.sock"};
-	for (size_t i = 0; i < ARRAY_SIZE(files); i++) {
-		_cleanup_free_ char *p = xasprintf("%s/%s", dir, files[i]);
-		unlink(p);
-	}
+	DIR *d = opendir(dir);
+	for (struct dirent *e; d && (e = readdir(d));)
+		if (e->d_name[0] != '.')
+			unlinkat(dirfd(d), e->d_name, 0);
+	if (d)
+		closedir(d);
 	rmdir(dir);
 }
 
@@ -198,10 +201,30 @@ static void send_stop(struct taskgroup *g)
 	send_cmd(g, &c);
 }
 
+/* Every task of a group whose shim never started ends, put down to cause. */
+static void end_unstarted(struct taskgroup *g, enum exit_cause cause, const char *detail)
+{
+	for (int i = 0; i < g->ntasks; i++) {
+		struct gtask *t = &g->tasks[i];
+		if (t->exited)
+			continue;
+		t->exited = true;
+		g->nrunning--;
+		emit(g, t->rank, TASK_EVENT_EXITED, 128 + SIGTERM, 0, cause, detail, tk_wall_ms());
+	}
+	g->img_state = IMG_NONE;
+	release_cpus(g);
+	group_maybe_free(g);
+}
+
 void group_stop(struct taskgroup *g, enum exit_cause cause, const char *detail)
 {
 	if (g->stop_wanted || g->nrunning == 0)
 		return;
+	if (g->img_state != IMG_NONE) {
+		end_unstarted(g, cause, "stopped before it started (waiting for its image)");
+		return;
+	}
 	g->stop_wanted = true;
 	g->stop_cause = cause;
 	snprintf(g->stop_detail, sizeof(g->stop_detail), "%s", detail);
@@ -611,6 +634,87 @@ static void cgroup_limits(struct taskgroup *g, const struct work_spec *spec, str
 	}
 }
 
+/* Does the node have a CDI spec of NVIDIA GPUs (nvidia-ctk cdi generate
+ * writes one, "kind": "nvidia.com/gpu", as YAML or JSON)? */
+static bool have_cdi(const char *dir)
+{
+	DIR *d = opendir(dir);
+	bool found = false;
+	for (struct dirent *e; d && !found && (e = readdir(d));) {
+		size_t n = strlen(e->d_name);
+		if (e->d_name[0] == '.' || !((n > 5 && strcmp(e->d_name + n - 5, ".yaml") == 0) ||
+					     (n > 5 && strcmp(e->d_name + n - 5, ".json") == 0)))
+			continue;
+		_cleanup_free_ char *path = xasprintf("%s/%s", dir, e->d_name);
+		char *text = NULL;
+		if (tk_read_file(path, 16 << 20, &text, NULL) == 0)
+			found = strstr(text, "nvidia.com/gpu") != NULL;
+		free(text);
+	}
+	if (d)
+		closedir(d);
+	return found;
+}
+
+/* An image job's container: podman, its store and configuration, the
+ * job's mounts and its checkpoint folder. GPUs come through CDI, so a job
+ * with GPUs needs the node's CDI spec. */
+static int container_plan(struct taskgroup *g, const struct work_spec *spec, const char *ckpt,
+			  struct shim_plan *plan, char *why, size_t n)
+{
+	struct agent *a = g->a;
+	if (geteuid() != 0) {
+		snprintf(why, n, "image %s: the agent on %s is not root, and runs no container",
+			 spec->image, a->inv.name);
+		return -EPERM;
+	}
+	if (access(a->podman, X_OK) < 0) {
+		snprintf(why, n, "image %s: no podman on %s (%.100s)", spec->image, a->inv.name,
+			 a->podman);
+		return -ENOENT;
+	}
+	bool gpus = false;
+	for (int t = 0; t < spec->tasks_per_node; t++) {
+		int nd;
+		work_spec_devices(spec, t, &nd);
+		gpus |= nd > 0;
+	}
+	const char *cdi = a->cfg.cdi_dir ? a->cfg.cdi_dir : "/etc/cdi";
+	if (gpus && !have_cdi(cdi)) {
+		snprintf(why, n,
+			 "image %s: the job has GPUs, but %s has no CDI spec of them in %s "
+			 "(nvidia-ctk cdi generate writes one)",
+			 spec->image, a->inv.name, cdi);
+		return -ENODEV;
+	}
+	struct shim_container *c = &plan->ctr;
+	plan->container = true;
+	plan->limits.nest = true; /* podman's cgroups go inside the attempt's */
+	snprintf(c->podman, sizeof(c->podman), "%s", a->podman);
+	snprintf(c->conf, sizeof(c->conf), "%s",
+		 a->cfg.containers_conf ? a->cfg.containers_conf : "");
+	snprintf(c->root, sizeof(c->root), "%s", a->cfg.podman_root ? a->cfg.podman_root : "");
+	snprintf(c->ref, sizeof(c->ref), "%s", spec->image);
+	c->mounts = xcalloc((size_t)spec->nmounts + 2, sizeof(char *));
+	for (int i = 0; i < spec->nmounts; i++)
+		c->mounts[c->nmounts++] = xstrdup(spec->mounts[i]);
+	c->mounts[c->nmounts++] = xasprintf("%s:%s", ckpt, ckpt);
+	return 0;
+}
+
+/* Task i's devices by their CDI names. */
+static void cdi_devices(struct taskgroup *g, const struct work_spec *spec, int i,
+			struct shim_task *t)
+{
+	int nd;
+	const int *d = work_spec_devices(spec, i, &nd);
+	t->cdi = xcalloc((size_t)nd + 1, sizeof(char *));
+	for (int k = 0; k < nd; k++)
+		if (d[k] < g->a->inv.naccel)
+			t->cdi[t->ncdi++] =
+				xasprintf("nvidia.com/gpu=%s", g->a->inv.accel[d[k]].uuid);
+}
+
 /* The plan of every task of the group; false (with each task failed to
  * launch) when they cannot run here. */
 static bool build_plan(struct taskgroup *g, const struct work_spec *spec, struct shim_plan *plan)
@@ -645,6 +749,12 @@ static bool build_plan(struct taskgroup *g, const struct work_spec *spec, struct
 		ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
 		self[len > 0 ? len : 0] = '\0';
 	}
+	if (spec->image && container_plan(g, spec, ckpt, plan, why, sizeof(why)) < 0) {
+		log_info("job %lld.%d: %s", (long long)g->job, g->attempt, why);
+		for (int i = 0; i < g->ntasks; i++)
+			launch_failed(g, i, 127, why);
+		return false;
+	}
 	plan->ntasks = g->ntasks;
 	plan->tasks = xcalloc((size_t)g->ntasks, sizeof(*plan->tasks));
 	for (int i = 0; i < g->ntasks; i++) {
@@ -657,6 +767,8 @@ static bool build_plan(struct taskgroup *g, const struct work_spec *spec, struct
 		build_env(g, spec, i, t->rank, ckpt, pw, t);
 		t->cwd = xstrdup(cwd);
 		t->output = output_path(g, t->rank, spec->output, cwd);
+		if (plan->container)
+			cdi_devices(g, spec, i, t);
 	}
 	return true;
 }
@@ -784,15 +896,77 @@ struct taskgroup *group_start(struct agent *a, int64_t job, int attempt,
 		  g->ntasks, g->node_rank);
 	struct shim_plan plan = {0};
 	if (build_plan(g, spec, &plan)) {
-		struct tk_error err;
-		if (shim_start(g, &plan, &err) < 0) {
-			log_err("job %lld.%d: %s", (long long)job, attempt, err.text);
-			for (int i = 0; i < g->ntasks; i++)
-				launch_failed(g, i, 127, err.text);
+		if (plan.container) {
+			/* its shim waits for the image, on every node */
+			g->plan = xmalloc(sizeof(*g->plan));
+			*g->plan = plan;
+			snprintf(g->img_ref, sizeof(g->img_ref), "%s", spec->image);
+			group_image_resolve(g);
+			return g;
 		}
+		start_or_fail(g, &plan);
 	}
 	shim_plan_release(&plan);
 	return g;
+}
+
+static void start_or_fail(struct taskgroup *g, const struct shim_plan *plan)
+{
+	struct tk_error err;
+	if (shim_start(g, plan, &err) < 0) {
+		log_err("job %lld.%d: %s", (long long)g->job, g->attempt, err.text);
+		for (int i = 0; i < g->ntasks; i++)
+			launch_failed(g, i, 127, err.text);
+	}
+}
+
+void group_image_pulling(struct taskgroup *g)
+{
+	log_info("job %lld.%d: pulling %s", (long long)g->job, g->attempt, g->img_ref);
+	emit(g, g->tasks[0].rank, TASK_EVENT_PULLING, 0, 0, EXIT_EXITED, NULL, tk_wall_ms());
+}
+
+void group_image_ready(struct taskgroup *g)
+{
+	g->img_state = IMG_WAITING;
+	struct task_event ev = {
+		.job = g->job,
+		.attempt = g->attempt,
+		.rank = g->tasks[0].rank,
+		.type = TASK_EVENT_IMAGE,
+		.at_ms = tk_wall_ms(),
+	};
+	snprintf(ev.digest, sizeof(ev.digest), "%s", g->digest);
+	g->unacked++;
+	agent_queue_event(g->a, &ev);
+}
+
+void group_image_failed(struct taskgroup *g, const char *why)
+{
+	g->img_state = IMG_NONE;
+	for (int i = 0; i < g->ntasks; i++)
+		launch_failed(g, i, 125, why);
+	release_cpus(g);
+	group_maybe_free(g);
+}
+
+void group_image_go(struct taskgroup *g, const char *digest)
+{
+	if (g->img_state != IMG_WAITING || !g->plan)
+		return;
+	g->img_state = IMG_NONE;
+	if (strcmp(digest, g->digest) != 0) {
+		char why[MODEL_REASON_MAX];
+		snprintf(why, sizeof(why), "image %.120s on %s is %.19s, not the gang's %.19s",
+			 g->img_ref, g->a->inv.name, g->digest, digest);
+		group_image_failed(g, why);
+		return;
+	}
+	snprintf(g->plan->ctr.image, sizeof(g->plan->ctr.image), "%s", digest + 7);
+	start_or_fail(g, g->plan);
+	shim_plan_release(g->plan);
+	free(g->plan);
+	g->plan = NULL;
 }
 
 /* Holds for g the CPUs of a cpuset list ("0-3,8") that the agent has. */
@@ -943,6 +1117,10 @@ int64_t group_grace_ms(const struct taskgroup *g)
 
 void group_free_now(struct taskgroup *g)
 {
+	if (g->plan) {
+		shim_plan_release(g->plan);
+		free(g->plan);
+	}
 	release_cpus(g);
 	free(g->cpus);
 	if (g->dirfd >= 0)

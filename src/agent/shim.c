@@ -55,6 +55,7 @@ struct shim {
 	char stop_detail[MODEL_REASON_MAX];
 	int nrunning;
 	bool released;
+	int *out_fds; /* container tasks: each one's output, to read podman's failure from */
 };
 
 static bool all_exited(const struct shim *sh)
@@ -221,6 +222,21 @@ static void maybe_end(struct shim *sh)
 	uv_stop(&sh->loop);
 }
 
+/* Task i's podman exited: say what podman said where it failed; a podman
+ * killed leaves its container behind, which goes. */
+static void container_exited(struct shim *sh, int i, struct shim_task_status *t)
+{
+	if (!sh->stopping && !t->signal) {
+		if (ctr_failure(sh->out_fds[i], t->exit_code, t->detail, sizeof(t->detail)))
+			t->cause = EXIT_LAUNCH_FAILED;
+	}
+	if (t->signal)
+		ctr_remove(&sh->plan, t->rank);
+	if (sh->out_fds[i] >= 0)
+		close(sh->out_fds[i]);
+	sh->out_fds[i] = -1;
+}
+
 /* Reaps every child that exited: tasks, and orphans reparented to us. */
 static void sigchld_cb(uv_signal_t *h, int signum)
 {
@@ -255,6 +271,8 @@ static void sigchld_cb(uv_signal_t *h, int signum)
 				snprintf(t->detail, sizeof(t->detail),
 					 "out of memory (limit %lld MiB)",
 					 (long long)sh->plan.limits.mem_mib);
+			} else if (sh->plan.container) {
+				container_exited(sh, i, t);
 			}
 			sh->nrunning--;
 			changed = true;
@@ -376,6 +394,35 @@ static void fail_all(struct shim *sh, const char *why)
 	publish(sh);
 }
 
+/* Starts task i in its container: its environment in DIR/env.RANK, what
+ * it names checked as its owner, then podman. */
+static int container_fork(struct shim *sh, int i, int *code, char *detail, size_t n)
+{
+	const struct shim_task *t = &sh->plan.tasks[i];
+	_cleanup_free_ char *env_file = xasprintf("%s/env.%d", sh->dir, t->rank);
+	int out = -1;
+	if (ctr_env_file(env_file, t, detail, n) < 0 ||
+	    ctr_prepare(&sh->plan, t, &out, detail, n) < 0) {
+		if (out >= 0)
+			close(out);
+		*code = 127;
+		return -1;
+	}
+	struct task_exec ex = {
+		.argv = ctr_argv(&sh->plan, &sh->cg, t, env_file),
+		.env = ctr_env(&sh->plan.ctr),
+		.out_fd = out,
+	};
+	int pid = task_fork_exec(&sh->cg, &ex, code, detail, n);
+	strv_release(ex.argv);
+	strv_release(ex.env);
+	if (pid < 0)
+		close(out);
+	else
+		sh->out_fds[i] = out;
+	return pid;
+}
+
 static void start_tasks(struct shim *sh)
 {
 	if (sh->plan.cgroup) {
@@ -391,12 +438,17 @@ static void start_tasks(struct shim *sh)
 		}
 	}
 	bool failed = false;
+	sh->out_fds = xcalloc((size_t)sh->plan.ntasks, sizeof(int));
 	for (int i = 0; i < sh->plan.ntasks; i++) {
 		const struct shim_task *t = &sh->plan.tasks[i];
 		struct shim_task_status *ts = &sh->st.tasks[i];
-		int code;
+		int code = 127;
 		ts->start_ms = tk_wall_ms();
-		int pid = task_fork(&sh->plan, &sh->cg, t, &code, ts->detail, sizeof(ts->detail));
+		sh->out_fds[i] = -1;
+		int pid = sh->plan.container
+				  ? container_fork(sh, i, &code, ts->detail, sizeof(ts->detail))
+				  : task_fork(&sh->plan, &sh->cg, t, &code, ts->detail,
+					      sizeof(ts->detail));
 		if (pid < 0) {
 			ts->state = SHIM_TASK_EXITED;
 			ts->end_ms = ts->start_ms;
@@ -501,6 +553,10 @@ int agent_shim_main(const struct tk_command *cmd, int argc, char **argv)
 	if (sh->cg.version)
 		cg_kill(&sh->cg);
 	cg_destroy(&sh->cg);
+	for (int i = 0; sh->out_fds && i < sh->plan.ntasks; i++)
+		if (sh->out_fds[i] >= 0)
+			close(sh->out_fds[i]);
+	free(sh->out_fds);
 	shim_status_release(&sh->st);
 out:
 	shim_plan_release(&sh->plan);

@@ -60,10 +60,12 @@ json_t *shim_plan_pack(const struct shim_plan *p)
 	json_t *tasks = json_array();
 	for (int i = 0; i < p->ntasks; i++) {
 		const struct shim_task *t = &p->tasks[i];
-		json_array_append_new(tasks, json_pack("{s:i, s:o, s:o, s:s, s:s}", "rank", t->rank,
-						       "argv", strv(t->argv, t->argc), "env",
-						       strv(t->env, t->nenv), "cwd", t->cwd,
-						       "output", t->output));
+		json_t *tj = json_pack("{s:i, s:o, s:o, s:s, s:s}", "rank", t->rank, "argv",
+				       strv(t->argv, t->argc), "env", strv(t->env, t->nenv), "cwd",
+				       t->cwd, "output", t->output);
+		if (p->container)
+			json_object_set_new(tj, "cdi", strv(t->cdi, t->ncdi));
+		json_array_append_new(tasks, tj);
 	}
 	json_t *o = json_pack("{s:I, s:i, s:I, s:I, s:I, s:I, s:I, s:o}", "job", (json_int_t)p->job,
 			      "attempt", p->attempt, "grace_ms", (json_int_t)p->grace_ms,
@@ -80,6 +82,16 @@ json_t *shim_plan_pack(const struct shim_plan *p)
 					      p->limits.cpus, "pids_max",
 					      (json_int_t)p->limits.pids_max, "deny", deny));
 	}
+	if (p->container) {
+		const struct shim_container *c = &p->ctr;
+		json_object_set_new(o, "container",
+				    json_pack("{s:s, s:s, s:s, s:s, s:s, s:o}", "podman", c->podman,
+					      "conf", c->conf, "root", c->root, "image", c->image,
+					      "ref", c->ref, "mounts",
+					      strv(c->mounts, c->nmounts)));
+	}
+	if (p->limits.nest)
+		json_object_set_new(json_object_get(o, "cgroup"), "nest", json_true());
 	if (p->as_user) {
 		json_t *groups = json_array();
 		for (int i = 0; i < p->user.ngroups; i++)
@@ -122,16 +134,46 @@ static int user_unpack(json_t *j, struct shim_user *u, bool *allow_root, struct 
 	return 0;
 }
 
+static int container_unpack(json_t *j, struct shim_container *c, struct tk_error *err)
+{
+	static const char *const keys[] = {"podman", "conf",   "root", "image",
+					   "ref",    "mounts", NULL};
+	int r;
+	if ((r = mj_check_keys(j, "container", keys, err)) < 0 ||
+	    (r = mj_strbuf(j, "podman", true, true, c->podman, sizeof(c->podman), err)) < 0 ||
+	    (r = mj_strbuf(j, "conf", false, true, c->conf, sizeof(c->conf), err)) < 0 ||
+	    (r = mj_strbuf(j, "root", false, true, c->root, sizeof(c->root), err)) < 0 ||
+	    (r = mj_strbuf(j, "image", true, true, c->image, sizeof(c->image), err)) < 0 ||
+	    (r = mj_strbuf(j, "ref", true, true, c->ref, sizeof(c->ref), err)) < 0 ||
+	    (r = strv_unpack(j, "mounts", false, MODEL_MAX_MOUNTS + 1, &c->mounts, &c->nmounts,
+			     err)) < 0) {
+		mj_prefix(err, "container");
+		return r;
+	}
+	if (c->podman[0] != '/')
+		return tk_errorf(err, -EINVAL, "container.podman: must be an absolute path");
+	for (int i = 0; i < c->nmounts; i++) {
+		struct mount_spec m;
+		if ((r = model_mount_parse(c->mounts[i], false, &m, err)) < 0) {
+			mj_prefix(err, "container.mounts[%d]", i);
+			return r;
+		}
+	}
+	return 0;
+}
+
 static int cgroup_unpack(json_t *j, struct shim_plan *p, struct tk_error *err)
 {
-	static const char *const keys[] = {"node", "mem_mib", "cpus", "pids_max", "deny", NULL};
+	static const char *const keys[] = {"node", "mem_mib", "cpus", "pids_max",
+					   "deny", "nest",    NULL};
 	struct cg_limits *l = &p->limits;
 	int r;
 	if ((r = mj_check_keys(j, "cgroup", keys, err)) < 0 ||
 	    (r = mj_strbuf(j, "node", true, true, p->node, sizeof(p->node), err)) < 0 ||
 	    (r = mj_int(j, "mem_mib", true, 0, MODEL_MAX_MEM_MIB, 0, &l->mem_mib, err)) < 0 ||
 	    (r = mj_strbuf(j, "cpus", true, true, l->cpus, sizeof(l->cpus), err)) < 0 ||
-	    (r = mj_int(j, "pids_max", true, 0, INT32_MAX, 0, &l->pids_max, err)) < 0)
+	    (r = mj_int(j, "pids_max", true, 0, INT32_MAX, 0, &l->pids_max, err)) < 0 ||
+	    (r = mj_bool(j, "nest", false, false, &l->nest, err)) < 0)
 		return r;
 	if (!model_name_valid(p->node))
 		return tk_errorf(err, -EINVAL, "cgroup.node: not a node name");
@@ -158,11 +200,19 @@ static int cgroup_unpack(json_t *j, struct shim_plan *p, struct tk_error *err)
 
 int shim_plan_unpack(json_t *j, struct shim_plan *ret, struct tk_error *err)
 {
-	static const char *const keys[] = {
-		"job",	    "attempt",	      "grace_ms", "limit_ms", "lease_until_ms",
-		"lease_ms", "fence_grace_ms", "tasks",	  "user",     "cgroup",
-		NULL};
-	static const char *const tkeys[] = {"rank", "argv", "env", "cwd", "output", NULL};
+	static const char *const keys[] = {"job",
+					   "attempt",
+					   "grace_ms",
+					   "limit_ms",
+					   "lease_until_ms",
+					   "lease_ms",
+					   "fence_grace_ms",
+					   "tasks",
+					   "user",
+					   "cgroup",
+					   "container",
+					   NULL};
+	static const char *const tkeys[] = {"rank", "argv", "env", "cwd", "output", "cdi", NULL};
 	struct shim_plan p = {0};
 	int64_t attempt;
 	int r;
@@ -186,6 +236,12 @@ int shim_plan_unpack(json_t *j, struct shim_plan *ret, struct tk_error *err)
 	json_t *cg = json_object_get(j, "cgroup");
 	if (cg && (r = cgroup_unpack(cg, &p, err)) < 0)
 		return r;
+	json_t *ctr = json_object_get(j, "container");
+	if (ctr && (r = container_unpack(ctr, &p.ctr, err)) < 0) {
+		shim_plan_release(&p);
+		return r;
+	}
+	p.container = ctr != NULL;
 	json_t *tasks = json_object_get(j, "tasks");
 	if (!json_is_array(tasks) || json_array_size(tasks) < 1 ||
 	    json_array_size(tasks) > SHIM_MAX_TASKS)
@@ -207,7 +263,9 @@ int shim_plan_unpack(json_t *j, struct shim_plan *ret, struct tk_error *err)
 				     err)) < 0 ||
 		    (r = mj_str(tj, "cwd", true, MODEL_MAX_PATH, false, NULL, &t->cwd, err)) < 0 ||
 		    (r = mj_str(tj, "output", true, MODEL_MAX_PATH, false, NULL, &t->output, err)) <
-			    0) {
+			    0 ||
+		    (p.container && (r = strv_unpack(tj, "cdi", false, MODEL_MAX_ACCELS, &t->cdi,
+						     &t->ncdi, err)) < 0)) {
 			mj_prefix(err, "tasks[%zu]", i);
 			shim_plan_release(&p);
 			return r;
@@ -226,8 +284,10 @@ void shim_plan_release(struct shim_plan *p)
 		strv_free(t->env, t->nenv);
 		free(t->cwd);
 		free(t->output);
+		strv_free(t->cdi, t->ncdi);
 	}
 	free(p->tasks);
+	strv_free(p->ctr.mounts, p->ctr.nmounts);
 	memset(p, 0, sizeof(*p));
 }
 

@@ -57,8 +57,10 @@ static void become(const struct shim_user *u, bool allow_root, int fd)
 		child_fail(fd, 126, "user %s: could not drop root for good", u->name);
 }
 
-int task_fork(const struct shim_plan *plan, const struct cgroup *cg, const struct shim_task *t,
-	      int *ret_code, char *detail, size_t n)
+/* Forks a child in a session of its own, in cg, with default signals; the
+ * parent gets its pid and *ret_fd the end of the pipe the child reports on. */
+static pid_t fork_child(const struct cgroup *cg, int *ret_fd, int *child_fd, int *ret_code,
+			char *detail, size_t n)
 {
 	int p[2];
 	if (pipe2(p, O_CLOEXEC) < 0) {
@@ -88,36 +90,21 @@ int task_fork(const struct shim_plan *plan, const struct cgroup *cg, const struc
 		if (cr < 0)
 			child_fail(p[1], 127, "cannot join the attempt's cgroup: %s",
 				   strerror(-cr));
-		if (plan->as_user)
-			become(&plan->user, plan->allow_root, p[1]);
-		/* as the user: permissions decide, a symlink redirects nothing */
-		if (chdir(t->cwd) < 0)
-			child_fail(p[1], 127, "cannot enter folder %s: %s", t->cwd,
-				   strerror(errno));
-		int out =
-			open(t->output, O_WRONLY | O_CREAT | O_APPEND | O_NOCTTY | O_CLOEXEC, 0600);
-		if (out < 0)
-			child_fail(p[1], 127, "cannot open output %s: %s", t->output,
-				   strerror(errno));
-		int in = open("/dev/null", O_RDONLY | O_CLOEXEC);
-		if (in < 0 || dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(out, 2) < 0)
-			child_fail(p[1], 127, "cannot set up the task's output: %s",
-				   strerror(errno));
-		extern char **environ;
-		environ = t->env;
-		execvp(t->argv[0], t->argv);
-		int e = errno;
-		if (e == ENOENT)
-			child_fail(p[1], 127, "command not found: %s", t->argv[0]);
-		child_fail(p[1], e == EACCES ? 126 : 127, "cannot start %s: %s", t->argv[0],
-			   strerror(e));
+		*child_fd = p[1];
+		return 0;
 	}
 	close(p[1]);
-	/* the child's exec closes the pipe; a message means it never got there */
+	*ret_fd = p[0];
+	return pid;
+}
+
+/* The child's exec closes the pipe; a message means it never got there. */
+static int child_wait(pid_t pid, int fd, int *ret_code, char *detail, size_t n)
+{
 	char buf[MODEL_REASON_MAX + 8];
 	size_t got = 0;
 	for (;;) {
-		ssize_t k = read(p[0], buf + got, sizeof(buf) - 1 - got);
+		ssize_t k = read(fd, buf + got, sizeof(buf) - 1 - got);
 		if (k < 0 && errno == EINTR)
 			continue;
 		if (k <= 0)
@@ -126,7 +113,7 @@ int task_fork(const struct shim_plan *plan, const struct cgroup *cg, const struc
 		if (got == sizeof(buf) - 1)
 			break;
 	}
-	close(p[0]);
+	close(fd);
 	if (got == 0)
 		return pid;
 	buf[got] = '\0';
@@ -137,4 +124,57 @@ int task_fork(const struct shim_plan *plan, const struct cgroup *cg, const struc
 	*ret_code = atoi(buf) == 126 ? 126 : 127;
 	snprintf(detail, n, "%s", sp ? sp + 1 : "the task could not start");
 	return -1;
+}
+
+int task_fork(const struct shim_plan *plan, const struct cgroup *cg, const struct shim_task *t,
+	      int *ret_code, char *detail, size_t n)
+{
+	int fd = -1, cfd = -1;
+	pid_t pid = fork_child(cg, &fd, &cfd, ret_code, detail, n);
+	if (pid < 0)
+		return -1;
+	if (pid == 0) {
+		if (plan->as_user)
+			become(&plan->user, plan->allow_root, cfd);
+		/* as the user: permissions decide, a symlink redirects nothing */
+		if (chdir(t->cwd) < 0)
+			child_fail(cfd, 127, "cannot enter folder %s: %s", t->cwd, strerror(errno));
+		int out =
+			open(t->output, O_WRONLY | O_CREAT | O_APPEND | O_NOCTTY | O_CLOEXEC, 0600);
+		if (out < 0)
+			child_fail(cfd, 127, "cannot open output %s: %s", t->output,
+				   strerror(errno));
+		int in = open("/dev/null", O_RDONLY | O_CLOEXEC);
+		if (in < 0 || dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(out, 2) < 0)
+			child_fail(cfd, 127, "cannot set up the task's output: %s",
+				   strerror(errno));
+		extern char **environ;
+		environ = t->env;
+		execvp(t->argv[0], t->argv);
+		int e = errno;
+		if (e == ENOENT)
+			child_fail(cfd, 127, "command not found: %s", t->argv[0]);
+		child_fail(cfd, e == EACCES ? 126 : 127, "cannot start %s: %s", t->argv[0],
+			   strerror(e));
+	}
+	return child_wait(pid, fd, ret_code, detail, n);
+}
+
+int task_fork_exec(const struct cgroup *cg, const struct task_exec *ex, int *ret_code, char *detail,
+		   size_t n)
+{
+	int fd = -1, cfd = -1;
+	pid_t pid = fork_child(cg, &fd, &cfd, ret_code, detail, n);
+	if (pid < 0)
+		return -1;
+	if (pid == 0) {
+		int in = open("/dev/null", O_RDONLY | O_CLOEXEC);
+		if (in < 0 || dup2(in, 0) < 0 || dup2(ex->out_fd, 1) < 0 ||
+		    dup2(ex->out_fd, 2) < 0 || chdir("/") < 0)
+			child_fail(cfd, 127, "cannot set up the task's output: %s",
+				   strerror(errno));
+		execve(ex->argv[0], ex->argv, ex->env);
+		child_fail(cfd, 127, "cannot start %s: %s", ex->argv[0], strerror(errno));
+	}
+	return child_wait(pid, fd, ret_code, detail, n);
 }

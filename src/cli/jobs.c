@@ -36,6 +36,8 @@ enum {
 	S_GPU_TFLOPS,
 	S_SWITCHES,
 	S_MIXED,
+	S_IMAGE,
+	S_MOUNT,
 };
 
 static const struct tk_option submit_opts[] = {
@@ -59,6 +61,9 @@ static const struct tk_option submit_opts[] = {
 	{"gpu-tflops", 0, "N", "each accelerator at least N dense bf16 TFLOP/s"},
 	{"switches", 0, "N", "span at most N network switches (1: one leaf)"},
 	{"mixed-types", 0, NULL, "let one gang mix accelerator models"},
+	{"image", 0, "REF", "run every task in a container of this image (podman)"},
+	{"mount", 0, "SRC[:DST][:ro],...",
+	 "host folders the container sees (with --image); SRC relative to here"},
 };
 
 static int add_int_opt(struct ctx *c, json_t *req, int opt, const char *key, int64_t min,
@@ -87,6 +92,41 @@ static int add_duration_opt(struct ctx *c, json_t *req, int opt, const char *key
 				   "1-02:00:00, got \"%s\"",
 				   submit_opts[opt].name, v);
 	json_object_set_new(req, key, json_integer(s));
+	return 0;
+}
+
+/* --mount SRC[:DST][:ro],...: SRC made absolute from here, DST SRC's. */
+static int add_mounts(struct ctx *c, json_t *req)
+{
+	if (!c->v[S_IMAGE])
+		return usage_error(c->cmd, "--mount: is for a job in an image (add --image)");
+	char cwd[4096];
+	if (!getcwd(cwd, sizeof(cwd)))
+		return usage_error(c->cmd, "cannot read the current folder");
+	json_t *list = json_array();
+	_cleanup_free_ char *copy = xstrdup(c->v[S_MOUNT]);
+	char *save = NULL;
+	for (char *m = strtok_r(copy, ",", &save); m; m = strtok_r(NULL, ",", &save)) {
+		char *colon = strchr(m, ':');
+		_cleanup_free_ char *src = colon ? xstrndup(m, (size_t)(colon - m)) : xstrdup(m);
+		const char *rest = colon ? colon : "";
+		_cleanup_free_ char *abs = NULL;
+		if (src[0] != '/') {
+			abs = xasprintf("%s%s%s", cwd, strcmp(src, ".") == 0 ? "" : "/",
+					strcmp(src, ".") == 0 ? "" : src);
+		}
+		const char *s = abs ? abs : src;
+		/* "SRC:ro" is SRC at SRC, read-only */
+		_cleanup_free_ char *full = xasprintf("%s%s", s, rest);
+		struct mount_spec ms;
+		struct tk_error err;
+		if (model_mount_parse(full, false, &ms, &err) < 0) {
+			json_decref(list);
+			return usage_error(c->cmd, "--mount: %s", err.text);
+		}
+		json_array_append_new(list, json_string(full));
+	}
+	json_object_set_new(req, "mounts", list);
 	return 0;
 }
 
@@ -181,6 +221,10 @@ static int run_submit(struct ctx *c)
 		goto out;
 	if (c->v[S_MIXED])
 		json_object_set_new(req, "mixed_types", json_true());
+	if (c->v[S_IMAGE])
+		json_object_set_new(req, "image", json_string(c->v[S_IMAGE]));
+	if (c->v[S_MOUNT] && (r = add_mounts(c, req)))
+		goto out;
 	if (c->v[S_CLASS])
 		json_object_set_new(req, "class", json_string(c->v[S_CLASS]));
 	if (c->v[S_QUEUE])

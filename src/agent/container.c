@@ -1,0 +1,313 @@
+/*
+ * A task in a container: what the shim runs for an image job. Each task is
+ * one `podman run` (daemonless, so the shim stays its parent) of the image
+ * the agent resolved, by its ID, with the host's network and IPC (NCCL and
+ * Gloo need them), the owner's uid, gid and groups inside, no capability
+ * and no way to gain privileges, its environment from a file only root
+ * reads (not the command line, which every user sees), the folders the job
+ * named and its checkpoint folder, its devices by CDI name, and its
+ * cgroup inside the attempt's, so that the attempt's limits hold it and a
+ * kill of the attempt reaches it.
+ *
+ * Podman is root's; what the job names is checked as its owner: the shim
+ * takes the owner's identity as its effective one (saved root) to open the
+ * output, enter the folder and look at each folder to mount, so that no
+ * mount shows what the owner could not reach on the host.
+ */
+#include "internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* The shim acts as u (effective ids; root is kept as the saved one) or,
+ * with u NULL, as root again. */
+static int act_as(const struct shim_user *u)
+{
+	if (!u) {
+		if (setresuid((uid_t)-1, 0, (uid_t)-1) < 0 ||
+		    setresgid((gid_t)-1, 0, (gid_t)-1) < 0 || setgroups(0, NULL) < 0)
+			return -errno;
+		return 0;
+	}
+	gid_t groups[SHIM_MAX_GROUPS];
+	for (int i = 0; i < u->ngroups; i++)
+		groups[i] = (gid_t)u->groups[i];
+	if (setgroups((size_t)u->ngroups, groups) < 0 ||
+	    setresgid((gid_t)-1, (gid_t)u->gid, (gid_t)-1) < 0 ||
+	    setresuid((uid_t)-1, (uid_t)u->uid, (uid_t)-1) < 0) {
+		int e = errno;
+		act_as(NULL);
+		return -e;
+	}
+	return 0;
+}
+
+/* The container's name: unique on the host for the node, attempt, task. */
+static void ctr_name(const struct shim_plan *p, int rank, char *buf, size_t n)
+{
+	snprintf(buf, n, "tenk-%s-%lld.%d-%d", p->node[0] ? p->node : "node", (long long)p->job,
+		 p->attempt, rank);
+}
+
+/* Podman's first arguments: the program and its store. */
+static void podman_head(const struct shim_container *c, char ***argv, int *n, size_t *alloc)
+{
+	strv_push(argv, n, alloc, xstrdup(c->podman));
+	if (c->root[0]) {
+		strv_push(argv, n, alloc, xstrdup("--root"));
+		strv_push(argv, n, alloc, xasprintf("%s/storage", c->root));
+		strv_push(argv, n, alloc, xstrdup("--runroot"));
+		strv_push(argv, n, alloc, xasprintf("%s/run", c->root));
+	}
+}
+
+char **ctr_env(const struct shim_container *c)
+{
+	char **env = NULL;
+	int n = 0;
+	size_t alloc = 0;
+	strv_push(&env, &n, &alloc,
+		  xstrdup("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"));
+	strv_push(&env, &n, &alloc, xstrdup("HOME=/root"));
+	if (c->conf[0])
+		strv_push(&env, &n, &alloc, xasprintf("CONTAINERS_CONF=%s", c->conf));
+	/* the node's registries and credentials, where its agent was told */
+	static const char *const pass[] = {"CONTAINERS_REGISTRIES_CONF", "REGISTRY_AUTH_FILE",
+					   "CONTAINERS_STORAGE_CONF"};
+	for (size_t i = 0; i < ARRAY_SIZE(pass); i++) {
+		const char *v = getenv(pass[i]);
+		if (v && *v)
+			strv_push(&env, &n, &alloc, xasprintf("%s=%s", pass[i], v));
+	}
+	strv_push(&env, &n, &alloc, NULL);
+	return env;
+}
+
+/* Is the task's folder one a mount shows (then it starts there)? */
+static bool shown(const struct shim_container *c, const char *cwd)
+{
+	for (int i = 0; i < c->nmounts; i++) {
+		struct mount_spec m;
+		struct tk_error err;
+		if (model_mount_parse(c->mounts[i], false, &m, &err) < 0)
+			continue;
+		size_t k = strlen(m.dst);
+		if (strcmp(m.src, m.dst) == 0 && strncmp(cwd, m.dst, k) == 0 &&
+		    (cwd[k] == '\0' || cwd[k] == '/'))
+			return true;
+	}
+	return false;
+}
+
+char **ctr_argv(const struct shim_plan *p, const struct cgroup *cg, const struct shim_task *t,
+		const char *env_file)
+{
+	const struct shim_container *c = &p->ctr;
+	char **argv = NULL;
+	int n = 0;
+	size_t alloc = 0;
+	char name[MODEL_NAME_MAX + 64];
+	ctr_name(p, t->rank, name, sizeof(name));
+	podman_head(c, &argv, &n, &alloc);
+	static const char *const fixed[] = {
+		"--cgroup-manager",
+		"cgroupfs",
+		"run",
+		"--rm",
+		"--replace",
+		"--init",
+		"--pull",
+		"never",
+		"--log-driver",
+		"none",
+		"--network",
+		"host",
+		"--ipc",
+		"host",
+		"--cap-drop",
+		"all",
+		"--security-opt",
+		"no-new-privileges",
+		"--name",
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(fixed); i++)
+		strv_push(&argv, &n, &alloc, xstrdup(fixed[i]));
+	strv_push(&argv, &n, &alloc, xstrdup(name));
+	if (p->as_user) {
+		strv_push(&argv, &n, &alloc, xstrdup("--user"));
+		strv_push(&argv, &n, &alloc, xasprintf("%u:%u", p->user.uid, p->user.gid));
+		for (int i = 0; i < p->user.ngroups; i++)
+			if (p->user.groups[i] != p->user.gid) {
+				strv_push(&argv, &n, &alloc, xstrdup("--group-add"));
+				strv_push(&argv, &n, &alloc, xasprintf("%u", p->user.groups[i]));
+			}
+	}
+	if (cg->version && cg->rel) {
+		strv_push(&argv, &n, &alloc, xstrdup("--cgroup-parent"));
+		strv_push(&argv, &n, &alloc, xstrdup(cg->rel));
+	}
+	strv_push(&argv, &n, &alloc, xstrdup("--env-file"));
+	strv_push(&argv, &n, &alloc, xstrdup(env_file));
+	for (int i = 0; i < c->nmounts; i++) {
+		strv_push(&argv, &n, &alloc, xstrdup("--volume"));
+		strv_push(&argv, &n, &alloc, xstrdup(c->mounts[i]));
+	}
+	for (int i = 0; i < t->ncdi; i++) {
+		strv_push(&argv, &n, &alloc, xstrdup("--device"));
+		strv_push(&argv, &n, &alloc, xstrdup(t->cdi[i]));
+	}
+	strv_push(&argv, &n, &alloc, xstrdup("--workdir"));
+	strv_push(&argv, &n, &alloc, xstrdup(shown(c, t->cwd) ? t->cwd : "/"));
+	strv_push(&argv, &n, &alloc, xstrdup(c->image));
+	for (int i = 0; i < t->argc; i++)
+		strv_push(&argv, &n, &alloc, xstrdup(t->argv[i]));
+	strv_push(&argv, &n, &alloc, NULL);
+	return argv;
+}
+
+int ctr_env_file(const char *path, const struct shim_task *t, char *why, size_t n)
+{
+	struct strbuf sb;
+	strbuf_init(&sb);
+	for (int i = 0; i < t->nenv; i++) {
+		if (strchr(t->env[i], '\n')) {
+			snprintf(why, n,
+				 "env %.*s: a value with a newline cannot go into a container",
+				 (int)(strchr(t->env[i], '=') - t->env[i]), t->env[i]);
+			strbuf_release(&sb);
+			return -EINVAL;
+		}
+		strbuf_addf(&sb, "%s\n", t->env[i]);
+	}
+	int r = tk_replace_file(path, sb.buf, sb.len, 0600);
+	strbuf_release(&sb);
+	if (r < 0)
+		snprintf(why, n, "cannot write %s: %s", path, strerror(-r));
+	return r;
+}
+
+int ctr_prepare(const struct shim_plan *p, const struct shim_task *t, int *ret_out, char *why,
+		size_t n)
+{
+	*ret_out = -1;
+	int r = p->as_user ? act_as(&p->user) : 0;
+	if (r < 0) {
+		snprintf(why, n, "cannot act as user %s: %s", p->user.name, strerror(-r));
+		return r;
+	}
+	struct stat st;
+	int out = -1;
+	r = 0;
+	for (int i = 0; i < p->ctr.nmounts && r == 0; i++) {
+		struct mount_spec m;
+		struct tk_error err;
+		if (model_mount_parse(p->ctr.mounts[i], false, &m, &err) < 0 ||
+		    stat(m.src, &st) < 0) {
+			r = -errno;
+			snprintf(why, n, "cannot mount %s: %s", m.src, strerror(errno));
+		}
+	}
+	if (r == 0 && (stat(t->cwd, &st) < 0 || access(t->cwd, X_OK) < 0)) {
+		r = -errno;
+		snprintf(why, n, "cannot enter folder %s: %s", t->cwd, strerror(errno));
+	}
+	if (r == 0) {
+		/* read back when podman fails, to say what it said */
+		out = open(t->output, O_RDWR | O_CREAT | O_APPEND | O_NOCTTY | O_CLOEXEC, 0600);
+		if (out < 0)
+			out = open(t->output, O_WRONLY | O_CREAT | O_APPEND | O_NOCTTY | O_CLOEXEC,
+				   0600);
+		if (out < 0) {
+			r = -errno;
+			snprintf(why, n, "cannot open output %s: %s", t->output, strerror(errno));
+		}
+	}
+	int back = p->as_user ? act_as(NULL) : 0;
+	if (back < 0) {
+		/* the shim could not be root again: it cannot go on safely */
+		log_err("cannot become root again: %s", strerror(-back));
+		_exit(127);
+	}
+	*ret_out = out;
+	return r;
+}
+
+bool ctr_failure(int out_fd, int code, char *detail, size_t n)
+{
+	/* Podman: 125 it failed, 126 the command cannot run, 127 none such;
+	 * the init in front of the command (catatonit) 1 when it cannot exec */
+	if (code != 1 && code != 125 && code != 126 && code != 127)
+		return false;
+	char tail[1024] = "";
+	struct stat st;
+	if (out_fd >= 0 && fstat(out_fd, &st) == 0 && S_ISREG(st.st_mode)) {
+		off_t from = st.st_size > (off_t)sizeof(tail) - 1
+				     ? st.st_size - (off_t)sizeof(tail) + 1
+				     : 0;
+		ssize_t k = pread(out_fd, tail, sizeof(tail) - 1, from);
+		tail[k > 0 ? k : 0] = '\0';
+	}
+	tk_strip(tail);
+	char *last = strrchr(tail, '\n');
+	const char *msg = last ? last + 1 : tail;
+	bool init = strncmp(msg, "ERROR (catatonit", 16) == 0;
+	if (code == 1 && !init)
+		return false; /* the command's own exit */
+	if (init && strchr(msg, ':') && (msg = strstr(msg, "): ")))
+		msg += 3;
+	if (strncmp(msg, "Error: ", 7) == 0)
+		msg += 7;
+	snprintf(detail, n, "%s%s", code == 125 ? "podman: " : "", *msg ? msg : "no message");
+	return code == 125 || init;
+}
+
+void ctr_remove(const struct shim_plan *p, int rank)
+{
+	char name[MODEL_NAME_MAX + 64];
+	ctr_name(p, rank, name, sizeof(name));
+	char **argv = NULL;
+	int n = 0;
+	size_t alloc = 0;
+	podman_head(&p->ctr, &argv, &n, &alloc);
+	static const char *const rm[] = {"rm", "--force", "--ignore", "--time", "0"};
+	for (size_t i = 0; i < ARRAY_SIZE(rm); i++)
+		strv_push(&argv, &n, &alloc, xstrdup(rm[i]));
+	strv_push(&argv, &n, &alloc, xstrdup(name));
+	strv_push(&argv, &n, &alloc, NULL);
+	char **env = ctr_env(&p->ctr);
+	pid_t pid = fork();
+	if (pid == 0) {
+		int fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+		if (fd >= 0) {
+			dup2(fd, 0);
+			dup2(fd, 1);
+			dup2(fd, 2);
+		}
+		execve(argv[0], argv, env);
+		_exit(127);
+	}
+	/* the shim's SIGCHLD reaps it; a task it is not */
+	strv_release(argv);
+	strv_release(env);
+}
+
+void strv_push(char ***v, int *n, size_t *alloc, char *s)
+{
+	xgrow(v, alloc, (size_t)*n + 1, sizeof(char *));
+	(*v)[(*n)++] = s;
+}
+
+void strv_release(char **v)
+{
+	for (int i = 0; v && v[i]; i++)
+		free(v[i]);
+	free(v);
+}
