@@ -293,7 +293,7 @@ def procs():
 class MultiHost(Tenk):
     """A server in host 0 and an agent in each other host of a netns.Hosts."""
 
-    def __init__(self, workdir, hosts, fake="4xH100", node_timeout="30s"):
+    def __init__(self, workdir, hosts, fake="4xH100", node_timeout="30s", agent_args=()):
         data = os.path.join(workdir, "data")
         root_jobs_config(data)
         super().__init__(workdir, data, wrap=hosts.cmd(0, []))
@@ -308,6 +308,7 @@ class MultiHost(Tenk):
         assert self.server.alive(), self.server.output()
         self.agents = {}
         self.fake = fake
+        self.agent_args = list(agent_args)
         for h in range(1, len(hosts.names)):
             self.start_agent(h)
         self.wait_nodes_up(len(hosts.names) - 1)
@@ -317,7 +318,7 @@ class MultiHost(Tenk):
                     os.path.join(self.data, "agent.token"), "--name", f"host{h}",
                     "--fake-gpus", self.fake, "--work-dir",
                     os.path.join(self.workdir, f"agent{h}")] +
-                   (["--stop-jobs"] if stop_jobs else []),
+                   (["--stop-jobs"] if stop_jobs else []) + self.agent_args,
                    self.workdir, f"agent{h}", wrap=self.hosts.cmd(h, []))
         self.agents[h] = d
         self.daemons.append(d)

@@ -59,8 +59,10 @@ class Hosts:
             ip("-n", ns, "link", "set", "lo", "up")
 
     def cmd(self, host, argv):
-        """argv run inside host's namespace."""
-        return ["ip", "netns", "exec", self.names[host], *argv]
+        """argv run inside host's network namespace. nsenter, not `ip netns
+        exec`, which gives the command a mount namespace of its own with a
+        fresh /sys, and so no cgroup hierarchy for a container runtime."""
+        return ["nsenter", f"--net=/run/netns/{self.names[host]}", "--", *argv]
 
     def link(self, host, up):
         ip("-n", self.names[host], "link", "set", "eth0", "up" if up else "down")

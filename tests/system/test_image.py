@@ -1,0 +1,227 @@
+"""Jobs in container images (Podman): a job sees the image and what it
+mounts, not the host; runs as its owner; the cluster's image rules; pulls
+from a loopback registry, once per node; one digest across a gang; a gang
+in an image across namespace hosts."""
+import json
+import os
+import pwd
+import shutil
+import subprocess
+import tempfile
+
+import pytest
+
+import images
+from conftest import BIN, MultiHost, start_up, wait_for
+
+pytestmark = pytest.mark.skipif(not images.have_podman(), reason="podman, runc, debootstrap")
+
+USER = "tenkimg"
+
+
+@pytest.fixture
+def owner():
+    """A Unix account of the test's making (removed after), the admin's
+    jobs' owner, and a folder it owns that every account may reach."""
+    subprocess.run(["useradd", "-M", "-N", "-g", "nogroup", "-s", "/bin/sh", USER], check=True,
+                   capture_output=True)
+    base = tempfile.mkdtemp(prefix="tenk-image-", dir="/tmp")
+    os.chmod(base, 0o711)
+    pw = pwd.getpwnam(USER)
+    home = os.path.join(base, "w")
+    os.mkdir(home, 0o755)
+    os.chown(home, pw.pw_uid, pw.pw_gid)
+    try:
+        yield pw, base, home
+    finally:
+        subprocess.run(["userdel", "-f", USER], capture_output=True)
+        images.unmount_under(base)
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def image_up(base, config=None, extra=(), env=None):
+    data = os.path.join(base, "tenk-data")
+    os.makedirs(data, exist_ok=True)
+    cfg = {"admin_unix_user": USER}
+    cfg.update(config or {})
+    with open(os.path.join(data, "config.json"), "w") as f:
+        json.dump(cfg, f)
+    t, d = start_up(base, "--containers-conf", images.conf(), *extra, env=env)
+    return t, d
+
+
+def output(home, jid):
+    with open(os.path.join(home, f"tenk-{jid}.out")) as f:
+        return f.read()
+
+
+def test_job_sees_the_image_and_its_mounts_only(owner):
+    pw, base, home = owner
+    ref = images.base_image()
+    secret = os.path.join(base, "host-only.txt")
+    shared = os.path.join(base, "shared.txt")
+    for p, text in ((secret, "host secret\n"), (shared, "shared\n")):
+        with open(p, "w") as f:
+            f.write(text)
+        os.chmod(p, 0o644)
+    t, d = image_up(base)
+    try:
+        script = ("head -1 /etc/os-release; id -u; id -g; cat " + secret + " 2>&1; "
+                  "cat /data/shared.txt; echo x > /data/shared.txt 2>&1; echo write=$?; "
+                  "pwd; echo $TENK_CHECKPOINT_DIR; touch $TENK_CHECKPOINT_DIR/ok && echo ckpt")
+        jid = t.submit("--image", ref, "--mount", f".,{shared}:/data/shared.txt:ro", "--",
+                       "sh", "-c", script, cwd=home)
+        t.run("wait", jid, timeout=60)
+        job = t.job(jid)
+        assert job["state"] == "COMPLETED", (job, output(home, jid))
+        out = output(home, jid).splitlines()
+        assert out[0] == 'PRETTY_NAME="Debian GNU/Linux 12 (bookworm)"'
+        assert out[1] == str(pw.pw_uid) and out[2] == str(pw.pw_gid), out
+        assert "No such file" in out[3], "a host file not mounted is not there"
+        assert out[4] == "shared"
+        assert "Read-only file system" in "\n".join(out), out
+        assert "write=2" in out or "write=1" in out
+        assert home in out, "the working folder is mounted where it is, and the task starts there"
+        assert "ckpt" in out
+        att = job["attempts"][0]
+        assert att["digest"] == images.inspect_id(ref)
+        assert att["nodes"][0]["digest"] == att["digest"]
+        assert job["request"]["image"] == ref
+        # nothing of the container outlives the job
+        left = images.podman("ps", "-a", "--filter", "name=tenk-node1-", "--format", "{{.Names}}")
+        assert left.stdout.strip() == ""
+        # without the working folder mounted, it is not there
+        jid = t.submit("--image", ref, "--", "sh", "-c", "pwd; ls " + home + " 2>&1; true", cwd=home)
+        t.run("wait", jid, timeout=60)
+        out = output(home, jid)
+        assert out.splitlines()[0] == "/" and "No such file" in out
+        # a command the image has not: the task fails to launch, saying so
+        jid = t.submit("--image", ref, "--", "no-such-command", cwd=home)
+        t.run("wait", jid, check=False, timeout=60)
+        job = t.job(jid)
+        assert job["state"] == "FAILED" and "no-such-command" not in job["reason"] or \
+            "exec" in job["reason"], job["reason"]
+    finally:
+        d.stop()
+
+
+def test_image_rules_of_the_cluster(owner):
+    pw, base, home = owner
+    ref = images.base_image()
+    t, d = image_up(base, {"require_image": True, "allowed_images": ["localhost/tenk-test:*"],
+                           "default_mounts": ["."]})
+    try:
+        p = t.run("submit", "--", "true", check=False, cwd=home)
+        assert p.returncode != 0 and "this cluster runs jobs in images: add --image" in p.stderr
+        p = t.run("submit", "--image", "registry.example/other:1", "--", "true", check=False,
+                  cwd=home)
+        assert p.returncode != 0
+        assert "image registry.example/other:1 is not allowed on this cluster; allowed: " \
+            "localhost/tenk-test:*" in p.stderr, p.stderr
+        p = t.run("submit", "--mount", "/data", "--", "true", check=False, cwd=home)
+        assert "--mount: is for a job in an image" in p.stderr
+        st, body = t.api("POST", "/v1/jobs", {"command": ["true"], "cwd": home, "image": ref,
+                                              "mounts": ["/a/../etc:/x"]})
+        assert st == 400 and "mounts[0]" in body["error"], body
+        # the default mount: the working folder, without --mount
+        jid = t.submit("--image", ref, "--", "sh", "-c", "pwd", cwd=home)
+        t.run("wait", jid, timeout=60)
+        assert output(home, jid).strip() == home
+        assert t.job(jid)["request"]["mounts"] == [f"{home}:{home}"]
+    finally:
+        d.stop()
+
+
+@pytest.fixture
+def registry(tmp_path):
+    r = images.Registry(str(tmp_path))
+    yield r
+    r.close()
+
+
+def test_pull_once_per_node_and_registry_errors(owner, registry):
+    pw, base, home = owner
+    ref = registry.push_tiny("tiny", "v1", "one")
+    env = dict(os.environ, CONTAINERS_REGISTRIES_CONF=images.registries_conf(base, registry.addr))
+    store = os.path.join(base, "store")
+    t, d = image_up(base, extra=("--podman-root", store), env=env)
+    try:
+        seen = []
+        jid = t.submit("--image", ref, "--", "cat", "/etc/tenk-tag", cwd=home)
+        wait_for(lambda: (lambda j: seen.append(j["reason"]) or
+                          j["state"] not in ("PENDING", "STARTING"))(t.job(jid)), 60, "the pull")
+        t.run("wait", jid, timeout=60)
+        assert t.job(jid)["state"] == "COMPLETED" and output(home, jid) == "one\n"
+        assert images.has_image(ref, store), "pulled into the node's store"
+        jid2 = t.submit("--image", ref, "--", "cat", "/etc/tenk-tag", cwd=home)
+        t.run("wait", jid2, timeout=60)
+        assert output(home, jid2) == "one\n"
+        pulls = [ln for ln in d.output().splitlines() if f"pulling {ref}" in ln]
+        assert len(pulls) == 1, f"pulled once for two jobs: {pulls}"
+        # a wrong reference fails with the registry's word
+        bad = f"{registry.addr}/tiny:nope"
+        jid3 = t.submit("--image", bad, "--", "true", cwd=home)
+        t.run("wait", jid3, check=False, timeout=60)
+        job = t.job(jid3)
+        assert job["state"] == "FAILED", job
+        assert f"cannot pull {bad} on node1" in job["reason"] and "manifest unknown" in \
+            job["reason"], job["reason"]
+    finally:
+        d.stop()
+
+
+def test_gang_with_two_digests_does_not_start(owner, registry, procs):
+    pw, base, home = owner
+    ref = registry.push_tiny("tiny", "v1", "one")
+    env = dict(os.environ, CONTAINERS_REGISTRIES_CONF=images.registries_conf(base, registry.addr))
+    t, d = image_up(base, extra=("--podman-root", os.path.join(base, "store1")), env=env)
+    try:
+        # node2 has the old v1 already; then v1 moves to new content
+        store2 = os.path.join(base, "store2")
+        images.podman("pull", ref, root=store2, env=env)
+        old = images.inspect_id(ref, store2)
+        registry.push_tiny("tiny", "v1", "two")
+        from conftest import Daemon
+        a2 = Daemon(["agent", "--server", t.url, "--token-file",
+                     os.path.join(t.data, "agent.token"), "--name", "node2", "--fake-gpus",
+                     "8xH100", "--work-dir", os.path.join(base, "agent2"), "--stop-jobs",
+                     "--containers-conf", images.conf(), "--podman-root", store2],
+                    base, "agent2", env=env)
+        procs.append(a2)
+        t.wait_nodes_up(2)
+        jid = t.submit("-N", "2", "--image", ref, "--", "cat", "/etc/tenk-tag", cwd=home)
+        t.run("wait", jid, check=False, timeout=90)
+        job = t.job(jid)
+        assert job["state"] == "FAILED", job
+        r = job["reason"]
+        assert r.startswith(f"image {ref} is not the same on every node:"), r
+        assert "node1 sha256:" in r and "node2 " + old[:19] in r, r
+        assert not os.path.exists(os.path.join(home, f"tenk-{jid}.out")), "no task started"
+        assert all(task["start_ms"] == 0 or task["state"] == "EXITED"
+                   for task in job["attempts"][0]["tasks"])
+        a2.stop()
+    finally:
+        d.stop()
+
+
+def test_gang_in_image_across_hosts(hosts3, workdir, kill_all):
+    """Two namespace hosts run a real collective (tenk bench allreduce),
+    each rank in a container of the image, tenk mounted in."""
+    ref = images.base_image()
+    c = MultiHost(workdir, hosts3, agent_args=["--containers-conf", images.conf()])
+    kill_all += c.daemons
+    tenk = os.path.realpath(BIN)
+    jid = c.submit("-N", "2", "--tasks-per-node", "1", "--image", ref, "--mount",
+                   f"{os.path.dirname(tenk)}:/opt/tenk:ro,{workdir}", "-o", "rank-%t.out",
+                   "--", "/opt/tenk/" + os.path.basename(tenk), "bench", "allreduce", "-b",
+                   "1K", "-e", "1M", "-f", "32", "-n", "2", "--json")
+    c.run("wait", jid, check=False, timeout=120)
+    job = c.job(jid)
+    outs = [open(os.path.join(workdir, f"rank-{r}.out")).read() for r in range(2)]
+    assert job["state"] == "COMPLETED", (job["reason"], outs)
+    assert {n["name"] for n in job["attempts"][0]["nodes"]} == {"host1", "host2"}
+    res = json.loads(outs[0])
+    assert res["ranks"] == 2 and res["transport"] == "tcp", res
+    assert all(r["wrong"] == 0 for r in res["rows"]) and len(res["rows"]) == 3, res
+    assert job["attempts"][0]["digest"] == images.inspect_id(ref)
+    c.stop_all()
