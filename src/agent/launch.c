@@ -201,8 +201,9 @@ static void send_stop(struct taskgroup *g)
 	send_cmd(g, &c);
 }
 
-/* Every task of a group whose shim never started ends, put down to cause. */
-static void end_unstarted(struct taskgroup *g, enum exit_cause cause, const char *detail)
+/* Every task of the group whose exit is not known ends now, so. */
+static void end_tasks(struct taskgroup *g, int code, int sig, enum exit_cause cause,
+		      const char *why)
 {
 	for (int i = 0; i < g->ntasks; i++) {
 		struct gtask *t = &g->tasks[i];
@@ -210,8 +211,14 @@ static void end_unstarted(struct taskgroup *g, enum exit_cause cause, const char
 			continue;
 		t->exited = true;
 		g->nrunning--;
-		emit(g, t->rank, TASK_EVENT_EXITED, 128 + SIGTERM, 0, cause, detail, tk_wall_ms());
+		emit(g, t->rank, TASK_EVENT_EXITED, code, sig, cause, why, tk_wall_ms());
 	}
+}
+
+/* Every task of a group whose shim never started ends, put down to cause. */
+static void end_unstarted(struct taskgroup *g, enum exit_cause cause, const char *detail)
+{
+	end_tasks(g, 128 + SIGTERM, 0, cause, detail);
 	g->img_state = IMG_NONE;
 	release_cpus(g);
 	group_maybe_free(g);
@@ -243,14 +250,7 @@ void group_kill(struct taskgroup *g)
 /* The tasks whose exit is unknown are lost with their shim. */
 static void lose_tasks(struct taskgroup *g, const char *why)
 {
-	for (int i = 0; i < g->ntasks; i++) {
-		struct gtask *t = &g->tasks[i];
-		if (t->exited)
-			continue;
-		t->exited = true;
-		g->nrunning--;
-		emit(g, t->rank, TASK_EVENT_EXITED, 137, SIGKILL, EXIT_LOST, why, tk_wall_ms());
-	}
+	end_tasks(g, 137, SIGKILL, EXIT_LOST, why);
 }
 
 /* A status from the shim: what changed becomes events. */

@@ -377,6 +377,12 @@ static void show_job(json_t *j)
 	json_array_foreach (json_object_get(req, "command"), i, v)
 		printf(" %s", json_string_value(v));
 	printf("\n  Folder:   %s\n  Output:   %s\n", jstr(req, "cwd"), jstr(req, "output"));
+	if (*jstr(req, "image")) {
+		printf("  Image:    %s", jstr(req, "image"));
+		json_array_foreach (json_object_get(req, "mounts"), i, v)
+			printf("%s%s", i ? ", " : "; mounts ", json_string_value(v));
+		printf("\n");
+	}
 	printf("  Shape:    %lld node(s) x %lld task(s) x %g accelerator(s)",
 	       (long long)jint(req, "nodes"), (long long)jint(req, "tasks_per_node"),
 	       json_number_value(json_object_get(req, "gpus_per_task")));
@@ -413,6 +419,8 @@ static void show_job(json_t *j)
 				printf(" none");
 			if (jint(n, "milli") < 1000)
 				printf(" (%.3g of each)", jint(n, "milli") / 1000.0);
+			if (*jstr(n, "digest"))
+				printf(", image %.19s", jstr(n, "digest"));
 			printf("\n");
 		}
 		json_t *t;

@@ -99,8 +99,9 @@ def test_job_sees_the_image_and_its_mounts_only(owner):
         jid = t.submit("--image", ref, "--", "no-such-command", cwd=home)
         t.run("wait", jid, check=False, timeout=60)
         job = t.job(jid)
-        assert job["state"] == "FAILED" and "no-such-command" not in job["reason"] or \
-            "exec" in job["reason"], job["reason"]
+        assert job["state"] == "FAILED", job
+        assert job["reason"].startswith("task 0 on node1 exited with code 1: failed to exec"), \
+            job["reason"]
     finally:
         d.stop()
 
@@ -109,7 +110,7 @@ def test_image_rules_of_the_cluster(owner):
     pw, base, home = owner
     ref = images.base_image()
     t, d = image_up(base, {"require_image": True, "allowed_images": ["localhost/tenk-test:*"],
-                           "default_mounts": ["."]})
+                           "default_mounts": ["."]}, extra=("--cdi-dir", "/var/empty/cdi"))
     try:
         p = t.run("submit", "--", "true", check=False, cwd=home)
         assert p.returncode != 0 and "this cluster runs jobs in images: add --image" in p.stderr
@@ -123,6 +124,13 @@ def test_image_rules_of_the_cluster(owner):
         st, body = t.api("POST", "/v1/jobs", {"command": ["true"], "cwd": home, "image": ref,
                                               "mounts": ["/a/../etc:/x"]})
         assert st == 400 and "mounts[0]" in body["error"], body
+        # GPUs go in by CDI: a node without a CDI spec says so
+        jid = t.submit("-G", "1", "--image", ref, "--", "true", cwd=home)
+        t.run("wait", jid, check=False, timeout=60)
+        job = t.job(jid)
+        assert job["state"] == "FAILED", job
+        assert "the job has GPUs, but node1 has no CDI spec of them in /var/empty/cdi" in \
+            job["reason"], job["reason"]
         # the default mount: the working folder, without --mount
         jid = t.submit("--image", ref, "--", "sh", "-c", "pwd", cwd=home)
         t.run("wait", jid, timeout=60)
