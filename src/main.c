@@ -27,6 +27,7 @@ static const struct tk_command commands[] = {
 	{"cancel", "JOB...", "cancel jobs", cli_cancel},
 	{"wait", "JOB...", "wait for jobs to end; exits with the first one's status", cli_wait},
 	{"nodes", "", "list nodes: state, devices, use", cli_nodes},
+	{"images", "[pull REF]", "images in the nodes' stores; pull one ahead (--nodes)", cli_images},
 	{"drain", "NODE... --reason TEXT", "keep new work off nodes", cli_drain},
 	{"resume", "NODE...", "let drained nodes take work again", cli_resume},
 	{"queues", "[set NAME]", "list queues: quota, use, borrowed; or set one", cli_queues},

@@ -151,6 +151,10 @@ static void reg_done(void *arg, long status, const char *body, size_t len, const
 	a->registered = true;
 	a->gen = 0;
 	a->epoch[0] = '\0';
+	/* a server that restarted knows nothing of the node's images */
+	a->images_sent_gen = 0;
+	if (!a->images_gen)
+		images_refresh(a);
 	log_info("registered with %s as node %s (%s), %d accelerators", a->cfg.server_url,
 		 a->inv.name, a->inv.addr[0] ? a->inv.addr : "address as seen by the server",
 		 a->inv.naccel);
@@ -228,6 +232,7 @@ static void apply_work(struct agent *a, const struct wire_work *w)
 		/* may free g: the map tolerates deletion while iterating */
 		group_set_listed(g, g->mark);
 	}
+	images_apply_pulls(a, w);
 	snprintf(a->epoch, sizeof(a->epoch), "%s", w->epoch);
 	a->gen = missing_spec ? 0 : w->gen;
 	do_events(a);
@@ -292,8 +297,10 @@ static void hb_done(void *arg, long status, const char *body, size_t len, const 
 {
 	struct agent *a = arg;
 	a->hb_req = NULL;
-	if (status == 200)
+	if (status == 200) {
 		touched(a, a->hb_sent_ms);
+		a->images_sent_gen = MAX(a->images_sent_gen, a->hb_images_gen);
+	}
 	if (status == 409 && !a->stopping) {
 		log_http_error("heartbeat", status, body, len, error);
 		need_register(a);
@@ -321,7 +328,10 @@ static void send_heartbeat(struct agent *a, bool stopping)
 			m.checkpoints[m.ncheckpoints++] =
 				(struct wire_checkpoint){g->job, g->attempt, at};
 	}
+	images_for_heartbeat(a, &m, &a->hb_images_gen);
 	json_t *body = wire_heartbeat_pack(&m);
+	m.images = NULL; /* the agent's */
+	m.pulls = NULL;
 	wire_heartbeat_release(&m);
 	char *text = json_dumps(body, JSON_COMPACT);
 	json_decref(body);
@@ -636,6 +646,7 @@ static void finish_stop(struct agent *a)
 	void *v;
 	while (tk_map_next(&a->groups, &pos, NULL, &v))
 		group_close(v);
+	podcmds_stop(a);
 	uv_timer_t *timers[] = {&a->hb_timer, &a->reg_timer, &a->poll_timer, &a->ev_timer,
 				&a->stop_timer};
 	for (size_t i = 0; i < ARRAY_SIZE(timers); i++) {
@@ -648,6 +659,12 @@ static void finish_stop(struct agent *a)
 	a->nbatches = 0;
 	a->open_handles++;
 	hc_destroy(a->hc, hc_closed, a);
+}
+
+void agent_handle_gone(struct agent *a)
+{
+	a->open_handles--;
+	maybe_stop_done(a);
 }
 
 static void maybe_stop_done(struct agent *a)
@@ -740,6 +757,7 @@ void agent_destroy(struct agent *a)
 	free(a->url_events);
 	free(a->url_work);
 	catalogue_release(&a->cat);
+	images_release(a);
 	free_cfg(&a->cfg);
 	free(a);
 }

@@ -30,11 +30,26 @@ static void pod_closed(uv_handle_t *h)
 {
 	struct podcmd *c = h->data;
 	if (--c->open == 0) {
+		struct agent *a = c->a;
+		if (c->prev)
+			c->prev->next = c->next;
+		else
+			a->podcmds = c->next;
+		if (c->next)
+			c->next->prev = c->prev;
 		c->done(c, c->status, c->out.buf, c->err.buf);
 		strbuf_release(&c->out);
 		strbuf_release(&c->err);
 		free(c);
+		agent_handle_gone(a);
 	}
+}
+
+void podcmds_stop(struct agent *a)
+{
+	for (struct podcmd *c = a->podcmds; c; c = c->next)
+		if (!uv_is_closing((uv_handle_t *)&c->proc))
+			uv_process_kill(&c->proc, SIGTERM);
 }
 
 static void pod_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
@@ -63,6 +78,12 @@ static void pod_exit(uv_process_t *p, int64_t status, int sig)
 int podcmd_start(struct agent *a, char **args, podcmd_cb done, void *data)
 {
 	struct podcmd *c = xcalloc(1, sizeof(*c));
+	c->a = a;
+	c->next = a->podcmds;
+	if (c->next)
+		c->next->prev = c;
+	a->podcmds = c;
+	a->open_handles++;
 	c->done = done;
 	c->data = data;
 	strbuf_init(&c->out);
@@ -162,7 +183,8 @@ static void image_done(struct taskgroup *g)
 static void pulled(struct podcmd *c, int64_t status, const char *out, const char *errout)
 {
 	struct taskgroup *g = c->data;
-	if (g->img_state == IMG_PULLING) {
+	if (g->img_state == IMG_PULLING && !g->a->stopping) {
+		images_refresh(g->a);
 		if (status == 0 && digest_of(out, g->digest)) {
 			log_info("job %lld.%d: pulled %s (%.19s)", (long long)g->job, g->attempt,
 				 g->img_ref, g->digest);
@@ -185,7 +207,7 @@ static void pulled(struct podcmd *c, int64_t status, const char *out, const char
 static void inspected(struct podcmd *c, int64_t status, const char *out, const char *errout)
 {
 	struct taskgroup *g = c->data;
-	if (g->img_state == IMG_RESOLVING) {
+	if (g->img_state == IMG_RESOLVING && !g->a->stopping) {
 		if (status == 0 && digest_of(out, g->digest)) {
 			group_image_ready(g);
 		} else {
@@ -206,4 +228,150 @@ void group_image_resolve(struct taskgroup *g)
 	char *args[] = {"image", "inspect", "--format", "{{.Id}}", g->img_ref, NULL};
 	g->open++;
 	podcmd_start(g->a, args, inspected, g);
+}
+
+/* ---- the node's store, for tenk images ---------------------------------------------------- */
+
+/* `podman images --format json`: each name of each image. */
+static void listed(struct podcmd *c, int64_t status, const char *out, const char *errout)
+{
+	struct agent *a = c->a;
+	a->listing = false;
+	json_t *j = status == 0 ? json_loads(out, 0, NULL) : NULL;
+	if (!json_is_array(j)) {
+		char msg[MODEL_REASON_MAX];
+		podcmd_last_line(errout, msg, sizeof(msg));
+		if (!a->stopping)
+			log_warn("cannot list the node's images: %s", msg);
+	} else {
+		free(a->images);
+		a->images = NULL;
+		a->nimages = 0;
+		size_t alloc = 0, i, k;
+		json_t *im, *name;
+		json_array_foreach (j, i, im) {
+			const char *id = json_string_value(json_object_get(im, "Id"));
+			json_t *size = json_object_get(im, "Size");
+			char d[MODEL_DIGEST_MAX];
+			if (!id || !digest_of(id, d))
+				continue;
+			json_array_foreach (json_object_get(im, "Names"), k, name) {
+				const char *ref = json_string_value(name);
+				if (!ref || !model_image_valid(ref) ||
+				    a->nimages >= WIRE_MAX_IMAGES)
+					continue;
+				xgrow(&a->images, &alloc, (size_t)a->nimages + 1,
+				      sizeof(*a->images));
+				struct wire_image *w = &a->images[a->nimages++];
+				memset(w, 0, sizeof(*w));
+				snprintf(w->ref, sizeof(w->ref), "%s", ref);
+				snprintf(w->digest, sizeof(w->digest), "%s", d);
+				w->size_mib =
+					json_is_integer(size)
+						? (json_integer_value(size) + (1 << 20) - 1) >> 20
+						: 0;
+			}
+		}
+		a->images_gen++;
+	}
+	json_decref(j);
+	if (a->list_again && !a->stopping) {
+		a->list_again = false;
+		images_refresh(a);
+	}
+}
+
+void images_refresh(struct agent *a)
+{
+	if (a->stopping || access(a->podman, X_OK) < 0)
+		return;
+	if (a->listing) {
+		a->list_again = true;
+		return;
+	}
+	a->listing = true;
+	char *args[] = {"images", "--format", "json", NULL};
+	podcmd_start(a, args, listed, NULL);
+}
+
+static struct wire_pull *find_pull(struct agent *a, const char *ref)
+{
+	for (int i = 0; i < a->npulls; i++)
+		if (strcmp(a->pulls[i].ref, ref) == 0)
+			return &a->pulls[i];
+	return NULL;
+}
+
+/* An asked pull ended. The entry is looked up again: the list may have
+ * moved meanwhile. */
+static void asked_pulled(struct podcmd *c, int64_t status, const char *out, const char *errout)
+{
+	struct agent *a = c->a;
+	char *ref = c->data;
+	struct wire_pull *p = find_pull(a, ref);
+	if (p && p->state == PULL_RUNNING) {
+		p->state = status == 0 ? PULL_DONE : PULL_FAILED;
+		if (status != 0)
+			podcmd_last_line(errout, p->detail, sizeof(p->detail));
+		log_info("pull of %s: %s%s%s", ref, pull_state_name(p->state), status ? ": " : "",
+			 status ? p->detail : "");
+		a->images_gen++;
+	}
+	free(ref);
+	images_refresh(a);
+}
+
+void images_apply_pulls(struct agent *a, const struct wire_work *w)
+{
+	if (w->unchanged)
+		return;
+	/* what the server no longer asks for is forgotten */
+	int k = 0;
+	for (int i = 0; i < a->npulls; i++) {
+		bool asked = false;
+		for (int j = 0; j < w->npulls && !asked; j++)
+			asked = strcmp(w->pulls[j], a->pulls[i].ref) == 0;
+		if (asked)
+			a->pulls[k++] = a->pulls[i];
+	}
+	a->npulls = k;
+	for (int j = 0; j < w->npulls && !a->stopping; j++) {
+		if (find_pull(a, w->pulls[j]))
+			continue;
+		a->pulls = xrealloc(a->pulls, sizeof(*a->pulls) * (size_t)(a->npulls + 1));
+		struct wire_pull *p = &a->pulls[a->npulls++];
+		memset(p, 0, sizeof(*p));
+		snprintf(p->ref, sizeof(p->ref), "%s", w->pulls[j]);
+		p->state = PULL_RUNNING;
+		a->images_gen++;
+		if (access(a->podman, X_OK) < 0) {
+			p->state = PULL_FAILED;
+			snprintf(p->detail, sizeof(p->detail), "no podman on this node");
+			continue;
+		}
+		log_info("pulling %s (asked by the server)", p->ref);
+		char *args[] = {"pull", "--quiet", p->ref, NULL};
+		podcmd_start(a, args, asked_pulled, xstrdup(p->ref));
+	}
+}
+
+void images_for_heartbeat(struct agent *a, struct wire_heartbeat *m, uint64_t *gen)
+{
+	*gen = a->images_gen;
+	if (a->images_gen == a->images_sent_gen)
+		return;
+	m->has_images = true;
+	m->images = a->images;
+	m->nimages = a->nimages;
+	m->pulls = a->pulls;
+	m->npulls = a->npulls;
+}
+
+void images_release(struct agent *a)
+{
+	free(a->images);
+	free(a->pulls);
+	a->images = NULL;
+	a->pulls = NULL;
+	a->nimages = a->npulls = 0;
 }

@@ -52,6 +52,8 @@ struct gtask {
 struct podcmd;
 typedef void (*podcmd_cb)(struct podcmd *c, int64_t status, const char *out, const char *err);
 struct podcmd {
+	struct agent *a;
+	struct podcmd *next, *prev; /* the agent's running ones */
 	uv_process_t proc;
 	uv_pipe_t pipe, epipe; /* its stdout, its stderr */
 	struct strbuf out, err;
@@ -66,6 +68,18 @@ struct podcmd {
 int podcmd_start(struct agent *a, char **args, podcmd_cb done, void *data);
 /* The last line of podman's output, "Error: " off: what it said. */
 void podcmd_last_line(const char *out, char *buf, size_t n);
+/* The agent stops: its podman commands are told to end (SIGTERM). */
+void podcmds_stop(struct agent *a);
+
+/* The node's store as `tenk images` shows it (image.c): listed again after
+ * every pull; the pulls the server asks for (a work answer's "pulls") are
+ * started once each; what changed goes with the next heartbeat. */
+void images_refresh(struct agent *a);
+void images_apply_pulls(struct agent *a, const struct wire_work *w);
+/* Fills the heartbeat's images and pulls when they changed since the last
+ * one the server took (borrowed from a); *gen is what it carries. */
+void images_for_heartbeat(struct agent *a, struct wire_heartbeat *m, uint64_t *gen);
+void images_release(struct agent *a);
 
 /* Where a group of an image job is, before its shim. */
 enum img_state {
@@ -140,6 +154,15 @@ struct agent {
 	struct taskgroup *cpu_holder[AGENT_MAX_CPUS];
 	struct agent_config cfg;     /* strings owned (copied) */
 	char podman[MODEL_MAX_PATH]; /* cfg.podman found on PATH */
+	struct podcmd *podcmds;	     /* running */
+	/* the node's images and the pulls asked of it (image.c); images_gen
+	 * counts changes, images_sent_gen the last the server took */
+	int nimages;
+	struct wire_image *images;
+	int npulls;
+	struct wire_pull *pulls;
+	uint64_t images_gen, images_sent_gen, hb_images_gen;
+	bool listing, list_again;
 	struct catalogue cat;
 	struct node_inventory inv;
 	char agent_id[33];
@@ -429,6 +452,8 @@ void group_maybe_free(struct taskgroup *g);
 /* Called when events of the group were acknowledged. */
 void group_acked(struct taskgroup *g, int nevents);
 /* ---- agent.c ---- */
+/* A handle of the agent's own (a podman command's) closed: a stop may be done. */
+void agent_handle_gone(struct agent *a);
 /* Queues a task event for the server and sends it when it can. */
 void agent_queue_event(struct agent *a, const struct task_event *ev);
 /* The number of groups with tasks still running. */

@@ -5,6 +5,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 /* ---- nodes -------------------------------------------------------------------------------- */
 
@@ -127,3 +128,152 @@ static int run_resume(struct ctx *c)
 }
 
 CLI_COMMAND(cli_resume, CLI_OPTS(cli_plain_opts), false, 1, -1, run_resume)
+
+/* ---- images ------------------------------------------------------------------------------ */
+
+enum { I_NODES = O_FIRST_OWN, I_TIMEOUT };
+static const struct tk_option images_opts[] = {
+	COMMON_OPTS,
+	{"nodes", 'w', "LIST", "these nodes (comma-separated; default all)"},
+	{"timeout", 0, "TIME", "images pull: how long to wait for the nodes (default 30m)"},
+};
+
+/* The nodes' images and pulls, as the server has them. */
+static int get_images(struct ctx *c, const char *nodes, json_t **res, struct tk_error *err)
+{
+	_cleanup_free_ char *path =
+		nodes ? xasprintf("/v1/images?nodes=%s", nodes) : xstrdup("/v1/images");
+	return client_call(&c->client, "GET", path, NULL, CALL_TIMEOUT_MS, res, NULL, err);
+}
+
+static void print_images(json_t *res)
+{
+	printf("%-16s %-48s %-19s %9s\n", "NODE", "IMAGE", "DIGEST", "SIZE(MiB)");
+	size_t i, k;
+	json_t *n, *im;
+	json_array_foreach (json_object_get(res, "nodes"), i, n) {
+		json_t *list = json_object_get(n, "images");
+		if (!json_is_array(list)) {
+			printf("%-16.16s %s\n", jstr(n, "name"),
+			       "(not reported: no podman, or not yet)");
+			continue;
+		}
+		if (!json_array_size(list))
+			printf("%-16.16s %s\n", jstr(n, "name"), "(none)");
+		json_array_foreach (list, k, im)
+			printf("%-16.16s %-48s %-19.19s %9lld\n", jstr(n, "name"), jstr(im, "ref"),
+			       jstr(im, "digest"), (long long)jint(im, "size_mib"));
+	}
+}
+
+/* The pull of ref on node n: "pulling", "done", "failed" (and why). */
+static json_t *pull_of(json_t *n, const char *ref)
+{
+	size_t k;
+	json_t *p;
+	json_array_foreach (json_object_get(n, "pulls"), k, p)
+		if (strcmp(jstr(p, "ref"), ref) == 0)
+			return p;
+	return NULL;
+}
+
+/* `tenk images pull REF --nodes LIST|all`: asks, then waits for every node. */
+static int images_pull(struct ctx *c)
+{
+	if (c->npos != 2)
+		return usage_error(c->cmd, "images pull: give one image (tenk images pull REF "
+					   "--nodes all)");
+	const char *ref = c->pos[1];
+	if (!c->v[I_NODES])
+		return usage_error(c->cmd, "images pull: --nodes LIST or --nodes all is required");
+	int64_t timeout_s = 1800;
+	if (c->v[I_TIMEOUT] &&
+	    (tk_parse_duration(c->v[I_TIMEOUT], &timeout_s) < 0 || timeout_s < 1))
+		return usage_error(c->cmd,
+				   "--timeout: expected a duration such as 90s or 30m, "
+				   "got \"%s\"",
+				   c->v[I_TIMEOUT]);
+	json_t *nodes;
+	if (strcmp(c->v[I_NODES], "all") == 0) {
+		nodes = json_string("all");
+	} else {
+		nodes = json_array();
+		_cleanup_free_ char *copy = xstrdup(c->v[I_NODES]);
+		char *save = NULL;
+		for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save))
+			json_array_append_new(nodes, json_string(t));
+	}
+	json_t *body = json_pack("{s:s, s:o}", "ref", ref, "nodes", nodes);
+	json_t *asked;
+	struct tk_error err;
+	int r = client_call(&c->client, "POST", "/v1/images/pull", body, CALL_TIMEOUT_MS, &asked,
+			    NULL, &err);
+	json_decref(body);
+	if (r < 0)
+		return api_error(c, &err);
+	struct strbuf names;
+	strbuf_init(&names);
+	size_t i;
+	json_t *v;
+	json_array_foreach (json_object_get(asked, "nodes"), i, v)
+		strbuf_addf(&names, "%s%s", i ? "," : "", json_string_value(v));
+	json_decref(asked);
+	int rc = CLI_EXIT_OK;
+	int64_t deadline = tk_mono_ms() + timeout_s * 1000;
+	json_t *res = NULL;
+	for (;;) {
+		if (get_images(c, names.buf, &res, &err) < 0) {
+			rc = api_error(c, &err);
+			break;
+		}
+		bool all = true;
+		json_t *n;
+		json_array_foreach (json_object_get(res, "nodes"), i, n) {
+			json_t *p = pull_of(n, ref);
+			all &= p && strcmp(jstr(p, "state"), "pulling") != 0;
+		}
+		if (all || tk_mono_ms() >= deadline) {
+			json_array_foreach (json_object_get(res, "nodes"), i, n) {
+				json_t *p = pull_of(n, ref);
+				const char *st = p ? jstr(p, "state") : "pulling";
+				if (strcmp(st, "done") != 0)
+					rc = CLI_EXIT_ERROR;
+				if (!c->json)
+					printf("%s: %s%s%s\n", jstr(n, "name"),
+					       strcmp(st, "pulling") == 0 ? "still pulling" : st,
+					       p && *jstr(p, "detail") ? ": " : "",
+					       p ? jstr(p, "detail") : "");
+			}
+			if (c->json)
+				print_json(res);
+			break;
+		}
+		json_decref(res);
+		res = NULL;
+		usleep(200 * 1000);
+	}
+	json_decref(res);
+	strbuf_release(&names);
+	return rc;
+}
+
+static int run_images(struct ctx *c)
+{
+	if (c->npos >= 1 && strcmp(c->pos[0], "pull") == 0)
+		return images_pull(c);
+	if (c->npos)
+		return usage_error(c->cmd, "images: unknown action \"%s\" (tenk images [pull REF])",
+				   c->pos[0]);
+	json_t *res;
+	struct tk_error err;
+	if (get_images(c, c->v[I_NODES], &res, &err) < 0)
+		return api_error(c, &err);
+	if (c->json)
+		print_json(res);
+	else
+		print_images(res);
+	json_decref(res);
+	return CLI_EXIT_OK;
+}
+
+CLI_COMMAND(cli_images, CLI_OPTS(images_opts), false, 0, 2, run_images)

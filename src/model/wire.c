@@ -179,13 +179,98 @@ json_t *wire_heartbeat_pack(const struct wire_heartbeat *m)
 						   "attempt", k->attempt, "at_ms",
 						   (json_int_t)k->at_ms));
 	}
-	return json_pack("{s:s, s:s, s:o, s:b}", "node", m->node, "agent_id", m->agent_id,
-			 "checkpoints", c, "stopping", m->stopping);
+	json_t *o = json_pack("{s:s, s:s, s:o, s:b}", "node", m->node, "agent_id", m->agent_id,
+			      "checkpoints", c, "stopping", m->stopping);
+	if (m->has_images) {
+		json_t *im = json_array(), *pl = json_array();
+		for (int i = 0; i < m->nimages; i++)
+			json_array_append_new(im,
+					      json_pack("{s:s, s:s, s:I}", "ref", m->images[i].ref,
+							"digest", m->images[i].digest, "size_mib",
+							(json_int_t)m->images[i].size_mib));
+		for (int i = 0; i < m->npulls; i++)
+			json_array_append_new(pl,
+					      json_pack("{s:s, s:s, s:s}", "ref", m->pulls[i].ref,
+							"state", pull_state_name(m->pulls[i].state),
+							"detail", m->pulls[i].detail));
+		json_object_set_new(o, "images", im);
+		json_object_set_new(o, "pulls", pl);
+	}
+	return o;
+}
+
+static const char *const pull_state_names[PULL_STATE_MAX] = {
+	[PULL_RUNNING] = "pulling",
+	[PULL_DONE] = "done",
+	[PULL_FAILED] = "failed",
+};
+
+const char *pull_state_name(enum pull_state s)
+{
+	return s >= 0 && s < PULL_STATE_MAX ? pull_state_names[s] : "?";
+}
+
+/* The heartbeat's "images" and "pulls". */
+static int images_unpack(json_t *j, struct wire_heartbeat *ret, struct tk_error *err)
+{
+	static const char *const ikeys[] = {"ref", "digest", "size_mib", NULL};
+	static const char *const pkeys[] = {"ref", "state", "detail", NULL};
+	json_t *im, *pl;
+	size_t ni, np, i;
+	json_t *v;
+	int r;
+	if ((r = array_of(j, "images", false, WIRE_MAX_IMAGES, &im, &ni, err)) < 0 ||
+	    (r = array_of(j, "pulls", false, WIRE_MAX_IMAGES, &pl, &np, err)) < 0)
+		return r;
+	if (!im && !pl)
+		return 0;
+	if (!im || !pl)
+		return tk_errorf(err, -EINVAL, "images, pulls: one comes with the other");
+	ret->has_images = true;
+	ret->images = xcalloc(ni ? ni : 1, sizeof(*ret->images));
+	ret->pulls = xcalloc(np ? np : 1, sizeof(*ret->pulls));
+	json_array_foreach (im, i, v) {
+		struct wire_image *w = &ret->images[i];
+		ret->nimages = (int)i + 1;
+		if ((r = mj_check_keys(v, NULL, ikeys, err)) < 0 ||
+		    (r = mj_strbuf(v, "ref", true, true, w->ref, sizeof(w->ref), err)) < 0 ||
+		    (r = mj_strbuf(v, "digest", true, true, w->digest, sizeof(w->digest), err)) <
+			    0 ||
+		    (r = mj_int(v, "size_mib", true, 0, MODEL_MAX_MEM_MIB, 0, &w->size_mib, err)) <
+			    0 ||
+		    (r = digest_check(w->digest, "digest", err)) < 0) {
+			mj_prefix(err, "images[%zu]", i);
+			return r;
+		}
+	}
+	json_array_foreach (pl, i, v) {
+		struct wire_pull *w = &ret->pulls[i];
+		char state[16] = "";
+		ret->npulls = (int)i + 1;
+		if ((r = mj_check_keys(v, NULL, pkeys, err)) < 0 ||
+		    (r = mj_strbuf(v, "ref", true, true, w->ref, sizeof(w->ref), err)) < 0 ||
+		    (r = mj_strbuf(v, "state", true, true, state, sizeof(state), err)) < 0 ||
+		    (r = mj_strbuf(v, "detail", false, true, w->detail, sizeof(w->detail), err)) <
+			    0) {
+			mj_prefix(err, "pulls[%zu]", i);
+			return r;
+		}
+		int k = 0;
+		while (k < PULL_STATE_MAX && strcmp(state, pull_state_names[k]) != 0)
+			k++;
+		if (k == PULL_STATE_MAX || !model_image_valid(w->ref))
+			return tk_errorf(
+				err, -EINVAL,
+				"pulls[%zu]: a reference and a state (pulling, done, failed)", i);
+		w->state = (enum pull_state)k;
+	}
+	return 0;
 }
 
 int wire_heartbeat_unpack(json_t *j, struct wire_heartbeat *ret, struct tk_error *err)
 {
-	static const char *const keys[] = {"node", "agent_id", "checkpoints", "stopping", NULL};
+	static const char *const keys[] = {"node",   "agent_id", "checkpoints", "stopping",
+					   "images", "pulls",	 NULL};
 	static const char *const ckeys[] = {"job", "attempt", "at_ms", NULL};
 	int r;
 	memset(ret, 0, sizeof(*ret));
@@ -194,6 +279,10 @@ int wire_heartbeat_unpack(json_t *j, struct wire_heartbeat *ret, struct tk_error
 	    (r = agent_id_unpack(j, ret->agent_id, err)) < 0 ||
 	    (r = mj_bool(j, "stopping", false, false, &ret->stopping, err)) < 0)
 		return r;
+	if ((r = images_unpack(j, ret, err)) < 0) {
+		wire_heartbeat_release(ret);
+		return r;
+	}
 	json_t *ckpts;
 	size_t n;
 	if ((r = array_of(j, "checkpoints", false, WIRE_MAX_CHECKPOINTS, &ckpts, &n, err)) < 0 ||
@@ -224,6 +313,11 @@ void wire_heartbeat_release(struct wire_heartbeat *m)
 	free(m->checkpoints);
 	m->checkpoints = NULL;
 	m->ncheckpoints = 0;
+	free(m->images);
+	free(m->pulls);
+	m->images = NULL;
+	m->pulls = NULL;
+	m->nimages = m->npulls = 0;
 }
 
 /* ---- work ------------------------------------------------------------------------ */
@@ -423,12 +517,18 @@ json_t *wire_work_pack(const struct wire_work *m)
 		json_array_append_new(tasks, t);
 	}
 	json_object_set_new(o, "tasks", tasks);
+	if (m->npulls) {
+		json_t *pl = json_array();
+		for (int i = 0; i < m->npulls; i++)
+			json_array_append_new(pl, json_string(m->pulls[i]));
+		json_object_set_new(o, "pulls", pl);
+	}
 	return o;
 }
 
 int wire_work_unpack(json_t *j, struct wire_work *ret, struct tk_error *err)
 {
-	static const char *const keys[] = {"epoch", "gen", "unchanged", "tasks", NULL};
+	static const char *const keys[] = {"epoch", "gen", "unchanged", "tasks", "pulls", NULL};
 	static const char *const tkeys[] = {"job", "attempt", "spec", "digest", NULL};
 	int64_t gen;
 	int r;
@@ -476,6 +576,19 @@ int wire_work_unpack(json_t *j, struct wire_work *ret, struct tk_error *err)
 			goto fail;
 		}
 	}
+	json_t *pl;
+	size_t np;
+	if ((r = array_of(j, "pulls", false, WIRE_MAX_IMAGES, &pl, &np, err)) < 0)
+		goto fail;
+	ret->pulls = xcalloc(np ? np : 1, sizeof(*ret->pulls));
+	json_array_foreach (pl, i, t) {
+		const char *ref = json_string_value(t);
+		if (!ref || !model_image_valid(ref)) {
+			r = tk_errorf(err, -EINVAL, "pulls[%zu]: must be an image reference", i);
+			goto fail;
+		}
+		snprintf(ret->pulls[ret->npulls++], MODEL_IMAGE_MAX, "%s", ref);
+	}
 	return 0;
 fail:
 	wire_work_release(ret);
@@ -493,6 +606,9 @@ void wire_work_release(struct wire_work *m)
 	free(m->items);
 	m->items = NULL;
 	m->nitems = 0;
+	free(m->pulls);
+	m->pulls = NULL;
+	m->npulls = 0;
 }
 
 /* ---- events ----------------------------------------------------------------------- */

@@ -22,6 +22,7 @@
 #define WIRE_MAX_EVENTS 4096	  /* events in one report */
 #define WIRE_MAX_CHECKPOINTS 4096 /* checkpoint times in one heartbeat */
 #define WIRE_MAX_WORK 65536	  /* attempts in one work answer */
+#define WIRE_MAX_IMAGES 4096	  /* images of one node's store, pulls asked of it */
 #define WIRE_EPOCH_MAX 40	  /* a server epoch, with NUL */
 #define WIRE_AGENT_ID_MAX MODEL_NAME_MAX
 
@@ -131,12 +132,36 @@ struct wire_checkpoint {
 	int64_t at_ms;
 };
 
+/* An image in the node's store (`tenk images`). */
+struct wire_image {
+	char ref[MODEL_IMAGE_MAX];
+	char digest[MODEL_DIGEST_MAX];
+	int64_t size_mib;
+};
+
+/* A pull the server asked for (`tenk images pull`), and how it went. */
+enum pull_state { PULL_RUNNING, PULL_DONE, PULL_FAILED, PULL_STATE_MAX };
+const char *pull_state_name(enum pull_state s);
+
+struct wire_pull {
+	char ref[MODEL_IMAGE_MAX];
+	enum pull_state state;
+	char detail[MODEL_REASON_MAX]; /* failed: what the registry said */
+};
+
 struct wire_heartbeat {
 	char node[MODEL_NAME_MAX];
 	char agent_id[WIRE_AGENT_ID_MAX];
 	bool stopping; /* the agent's last beat: it stops; place nothing new here */
 	int ncheckpoints;
 	struct wire_checkpoint *checkpoints; /* owned after unpack; see wire_heartbeat_release */
+	/* the node's images and the pulls asked of it, whole, when they changed
+	 * since the last beat the server answered (has_images); else absent */
+	bool has_images;
+	int nimages;
+	struct wire_image *images;
+	int npulls;
+	struct wire_pull *pulls;
 };
 
 json_t *wire_heartbeat_pack(const struct wire_heartbeat *m);
@@ -214,6 +239,9 @@ struct wire_work {
 	bool unchanged;
 	int nitems;
 	struct work_item *items;
+	/* images the node should pull ahead (`tenk images pull`) */
+	int npulls;
+	char (*pulls)[MODEL_IMAGE_MAX];
 };
 
 json_t *wire_work_pack(const struct wire_work *m);

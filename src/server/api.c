@@ -513,6 +513,106 @@ static void h_node_resume(struct request *r, const char *param, json_t *body)
 	reply_json(r, 200, state_node_pack(&r->s->st, n));
 }
 
+/* A body's "nodes": "all" (the nodes up, and with free_only not held by a
+ * validation) or an array of names, into nodes. Returns how many, or
+ * answers the refusal and returns < 0. */
+static int nodes_of(struct request *r, json_t *jn, bool free_only, struct snode **nodes)
+{
+	struct state *st = &r->s->st;
+	int n = 0;
+	size_t i;
+	json_t *a;
+	if (json_is_string(jn) && strcmp(json_string_value(jn), "all") == 0) {
+		for (int k = 0; k < st->nnodes; k++)
+			if (st->nodes[k]->live == NODE_LIVE_UP &&
+			    (!free_only || !st->nodes[k]->held_by))
+				nodes[n++] = st->nodes[k];
+		if (n == 0) {
+			reply_error(r, 409, "nodes: no node is up%s",
+				    free_only ? " and free of other validations" : "");
+			return -ENOENT;
+		}
+	} else if (json_is_array(jn) && json_array_size(jn) >= 1 &&
+		   json_array_size(jn) <= MODEL_MAX_NODES) {
+		json_array_foreach (jn, i, a) {
+			const char *name = json_string_value(a);
+			struct snode *nd = name ? state_node(st, name) : NULL;
+			if (!nd) {
+				reply_error(r, name ? 404 : 400, "nodes[%zu]: %s%.64s%s", i,
+					    name ? "no node \"" : "must be a node's name",
+					    name ? name : "", name ? "\"" : "");
+				return -ENOENT;
+			}
+			nodes[n++] = nd;
+		}
+	} else {
+		reply_error(r, 400, "nodes: must be \"all\" or an array of 1 to %d node names",
+			    MODEL_MAX_NODES);
+		return -EINVAL;
+	}
+	return n;
+}
+
+/* ---- images ------------------------------------------------------------------- */
+
+/* GET /v1/images?nodes=a,b: what each node's store holds, and the pulls
+ * asked of it. */
+static void h_images(struct request *r, const char *param, json_t *body)
+{
+	struct state *st = &r->s->st;
+	const char *want = request_arg(r, "nodes");
+	json_t *arr = json_array();
+	if (!want || !*want || strcmp(want, "all") == 0) {
+		for (int i = 0; i < st->nnodes; i++)
+			json_array_append_new(arr, state_node_images_pack(st->nodes[i]));
+	} else {
+		_cleanup_free_ char *copy = xstrdup(want);
+		char *save = NULL;
+		for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+			struct snode *n = state_node(st, t);
+			if (!n) {
+				json_decref(arr);
+				reply_error(r, 404, "nodes: no node \"%.64s\"", t);
+				return;
+			}
+			json_array_append_new(arr, state_node_images_pack(n));
+		}
+	}
+	reply_json(r, 200, json_pack("{s:o}", "nodes", arr));
+}
+
+/* POST /v1/images/pull {"ref": REF, "nodes": "all" | [names]}: the nodes
+ * pull it ahead of the jobs that will run it. */
+static void h_images_pull(struct request *r, const char *param, json_t *body)
+{
+	static const char *const keys[] = {"ref", "nodes", NULL};
+	struct state *st = &r->s->st;
+	struct tk_error err;
+	char ref[MODEL_IMAGE_MAX] = "";
+	if (mj_check_keys(body, NULL, keys, &err) < 0 ||
+	    mj_strbuf(body, "ref", true, true, ref, sizeof(ref), &err) < 0) {
+		reply_error(r, 400, "%s", err.text);
+		return;
+	}
+	if (!model_image_valid(ref)) {
+		reply_error(r, 400, "ref: \"%.64s\" is not an image reference", ref);
+		return;
+	}
+	struct snode **nodes =
+		xcalloc((size_t)MAX(st->nnodes, MODEL_MAX_NODES) + 1, sizeof(*nodes));
+	int n = nodes_of(r, json_object_get(body, "nodes"), false, nodes);
+	if (n >= 0) {
+		json_t *names = json_array();
+		for (int k = 0; k < n; k++) {
+			state_node_pull(st, nodes[k], ref);
+			json_array_append_new(names, json_string(nodes[k]->rec.inv.name));
+		}
+		log_info("%s asked %d node(s) to pull %s", r->user[0] ? r->user : "admin", n, ref);
+		reply_json(r, 202, json_pack("{s:s, s:o}", "ref", ref, "nodes", names));
+	}
+	free(nodes);
+}
+
 /* ---- agents ------------------------------------------------------------------- */
 
 /* Finds the node an agent names, answering 409 when the agent must register
@@ -586,6 +686,8 @@ static void h_agent_heartbeat(struct request *r, const char *param, json_t *body
 			n->agent_stopping = true;
 			state_want_pass(&r->s->st);
 		}
+		if (m.has_images)
+			state_node_images(&r->s->st, n, &m);
 		for (int i = 0; i < m.ncheckpoints; i++) {
 			const struct wire_checkpoint *c = &m.checkpoints[i];
 			struct sjob *j = state_job(&r->s->st, c->job);
@@ -758,33 +860,9 @@ static void h_validate_create(struct request *r, const char *param, json_t *body
 	}
 	struct snode **nodes =
 		xcalloc((size_t)MAX(st->nnodes, MODEL_MAX_NODES) + 1, sizeof(*nodes));
-	int n = 0;
-	if (json_is_string(jn) && strcmp(json_string_value(jn), "all") == 0) {
-		for (int k = 0; k < st->nnodes; k++)
-			if (st->nodes[k]->live == NODE_LIVE_UP && !st->nodes[k]->held_by)
-				nodes[n++] = st->nodes[k];
-		if (n == 0) {
-			reply_error(r, 409, "nodes: no node is up and free of other validations");
-			goto out;
-		}
-	} else if (json_is_array(jn) && json_array_size(jn) >= 1 &&
-		   json_array_size(jn) <= MODEL_MAX_NODES) {
-		json_array_foreach (jn, i, a) {
-			const char *name = json_string_value(a);
-			struct snode *nd = name ? state_node(st, name) : NULL;
-			if (!nd) {
-				reply_error(r, name ? 404 : 400, "nodes[%zu]: %s%.64s%s", i,
-					    name ? "no node \"" : "must be a node's name",
-					    name ? name : "", name ? "\"" : "");
-				goto out;
-			}
-			nodes[n++] = nd;
-		}
-	} else {
-		reply_error(r, 400, "nodes: must be \"all\" or an array of 1 to %d node names",
-			    MODEL_MAX_NODES);
+	int n = nodes_of(r, jn, true, nodes);
+	if (n < 0)
 		goto out;
-	}
 	struct sjob *j;
 	int rc = valid_create(st, nodes, n, args, nargs, r->user[0] ? r->user : "admin",
 			      server_now_ms(s), &j, &err);
@@ -957,6 +1035,8 @@ const struct route api_routes[] = {
 	{"GET", "/v1/jobs/{}", ROLE_USER, h_job_show, false},
 	{"POST", "/v1/jobs/{}/cancel", ROLE_USER, h_job_cancel, false},
 	{"GET", "/v1/nodes", ROLE_USER, h_nodes_list, false},
+	{"GET", "/v1/images", ROLE_USER, h_images, false},
+	{"POST", "/v1/images/pull", ROLE_ADMIN, h_images_pull, true},
 	{"GET", "/v1/nodes/{}", ROLE_USER, h_node_show, false},
 	{"POST", "/v1/nodes/{}/drain", ROLE_ADMIN, h_node_drain, true},
 	{"POST", "/v1/nodes/{}/resume", ROLE_ADMIN, h_node_resume, false},

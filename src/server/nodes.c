@@ -315,3 +315,62 @@ void state_resume(struct state *s, struct snode *n)
 	state_want_pass(s);
 	log_info("node %s resumed", n->rec.inv.name);
 }
+
+/* ---- images (tenk images) ---------------------------------------------------------- */
+
+void state_node_images(struct state *s, struct snode *n, struct wire_heartbeat *m)
+{
+	free(n->images);
+	n->images = m->images; /* taken */
+	n->nimages = m->nimages;
+	m->images = NULL;
+	m->nimages = 0;
+	n->images_known = true;
+	for (int i = 0; i < n->npulls; i++) {
+		struct wire_pull *p = &n->pulls[i];
+		for (int k = 0; k < m->npulls && p->state == PULL_RUNNING; k++)
+			if (strcmp(m->pulls[k].ref, p->ref) == 0 &&
+			    m->pulls[k].state != PULL_RUNNING) {
+				p->state = m->pulls[k].state;
+				snprintf(p->detail, sizeof(p->detail), "%s", m->pulls[k].detail);
+			}
+	}
+}
+
+void state_node_pull(struct state *s, struct snode *n, const char *ref)
+{
+	struct wire_pull *p = NULL;
+	for (int i = 0; i < n->npulls && !p; i++)
+		if (strcmp(n->pulls[i].ref, ref) == 0)
+			p = &n->pulls[i];
+	if (!p) {
+		if (n->npulls >= WIRE_MAX_IMAGES) {
+			/* the oldest goes */
+			memmove(n->pulls, n->pulls + 1,
+				sizeof(*n->pulls) * (size_t)(n->npulls - 1));
+			n->npulls--;
+		}
+		n->pulls = xrealloc(n->pulls, sizeof(*n->pulls) * (size_t)(n->npulls + 1));
+		p = &n->pulls[n->npulls++];
+		memset(p, 0, sizeof(*p));
+		snprintf(p->ref, sizeof(p->ref), "%s", ref);
+	}
+	p->state = PULL_RUNNING;
+	p->detail[0] = '\0';
+	node_bump(s, n);
+}
+
+json_t *state_node_images_pack(const struct snode *n)
+{
+	json_t *im = json_array(), *pl = json_array();
+	for (int i = 0; i < n->nimages; i++)
+		json_array_append_new(im, json_pack("{s:s, s:s, s:I}", "ref", n->images[i].ref,
+						    "digest", n->images[i].digest, "size_mib",
+						    (json_int_t)n->images[i].size_mib));
+	for (int i = 0; i < n->npulls; i++)
+		json_array_append_new(pl, json_pack("{s:s, s:s, s:s}", "ref", n->pulls[i].ref,
+						    "state", pull_state_name(n->pulls[i].state),
+						    "detail", n->pulls[i].detail));
+	return json_pack("{s:s, s:o, s:o}", "name", n->rec.inv.name, "images",
+			 n->images_known ? im : (json_decref(im), json_null()), "pulls", pl);
+}

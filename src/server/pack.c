@@ -79,7 +79,12 @@ json_t *state_work_pack(struct state *s, struct snode *n, uint64_t since_gen)
 			part_spec(s, p->job, a, p->node_index, it->spec);
 		}
 	}
+	w.pulls = xcalloc((size_t)n->npulls + 1, sizeof(*w.pulls));
+	for (int i = 0; i < n->npulls; i++)
+		if (n->pulls[i].state == PULL_RUNNING)
+			snprintf(w.pulls[w.npulls++], MODEL_IMAGE_MAX, "%s", n->pulls[i].ref);
 	json_t *o = wire_work_pack(&w);
+	free(w.pulls);
 	for (int i = 0; i < n->nparts; i++) {
 		free(specs[i].devs_off);
 		free(specs[i].devs);

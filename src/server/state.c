@@ -52,6 +52,8 @@ void state_release(struct state *s)
 	for (int i = 0; i < s->nnodes; i++) {
 		node_record_release(&s->nodes[i]->rec);
 		free(s->nodes[i]->parts);
+		free(s->nodes[i]->images);
+		free(s->nodes[i]->pulls);
 		free(s->nodes[i]);
 	}
 	free(s->nodes);

@@ -130,6 +130,13 @@ struct snode {
 	struct snode *wake_next;
 	struct svalid *held_by; /* a validation run holds it: no other work starts */
 	bool agent_stopping;	/* its agent said it stops: no new work until one registers */
+	/* its Podman store as its agent last said (tenk images), once it has;
+	 * the pulls asked of it (tenk images pull), with how each went */
+	bool images_known;
+	int nimages;
+	struct wire_image *images;
+	int npulls;
+	struct wire_pull *pulls;
 };
 
 /* A validation run (tenk validate --nodes): one system job with a task on
@@ -290,6 +297,12 @@ void state_task_exited(struct state *s, const struct task_event *ev, int64_t now
  * says so while it waits; once every node has it, at one digest, its tasks
  * start there, and at different ones the job fails, naming them. */
 void state_task_image(struct state *s, const struct task_event *ev, int64_t now);
+/* A heartbeat's images and pulls (has_images): what node n holds now. */
+void state_node_images(struct state *s, struct snode *n, struct wire_heartbeat *m);
+/* Asks node n to pull ref (again). */
+void state_node_pull(struct state *s, struct snode *n, const char *ref);
+/* `tenk images`: node n's images and pulls. */
+json_t *state_node_images_pack(const struct snode *n);
 /* Starts attempt st of j on nodes (what a pass or a validation run decided). */
 void state_apply_start(struct state *s, struct sjob *j, const struct sched_start *st,
 		       struct snode *const *nodes, int64_t now);

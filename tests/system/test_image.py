@@ -166,6 +166,32 @@ def test_pull_once_per_node_and_registry_errors(owner, registry):
         assert output(home, jid2) == "one\n"
         pulls = [ln for ln in d.output().splitlines() if f"pulling {ref}" in ln]
         assert len(pulls) == 1, f"pulled once for two jobs: {pulls}"
+        # what the node holds, as tenk images shows it (its agent says so
+        # with a heartbeat)
+        digest = images.inspect_id(ref, store)
+        listed = wait_for(lambda: (lambda r: r if any(
+            i["ref"] == ref for i in r["nodes"][0]["images"] or []) else None)(
+            t.json("images")), 30, "the node's images")
+        assert [i["digest"] for i in listed["nodes"][0]["images"] if i["ref"] == ref] == \
+            [digest]
+        assert ref in t.run("images", "--nodes", "node1").stdout
+        # pulled ahead: tenk images pull waits for every node
+        ref2 = registry.push_tiny("tiny", "v2", "two")
+        p = t.run("images", "pull", ref2, "--nodes", "all", timeout=120)
+        assert p.stdout.strip() == "node1: done", p.stdout
+        assert images.has_image(ref2, store)
+        jid4 = t.submit("--image", ref2, "--", "cat", "/etc/tenk-tag", cwd=home)
+        t.run("wait", jid4, timeout=60)
+        assert output(home, jid4) == "two\n"
+        assert not [ln for ln in d.output().splitlines() if f"job {jid4}.1: pulling" in ln]
+        p = t.run("images", "pull", f"{registry.addr}/tiny:nope", "--nodes", "node1",
+                  check=False, timeout=120)
+        assert p.returncode == 1 and p.stdout.startswith("node1: failed: ") and \
+            "manifest unknown" in p.stdout, p.stdout + p.stderr
+        p = t.run("images", "pull", ref2, check=False)
+        assert p.returncode == 2 and "--nodes LIST or --nodes all is required" in p.stderr
+        p = t.run("images", "pull", ref2, "--nodes", "nosuch", check=False)
+        assert p.returncode != 0 and 'no node "nosuch"' in p.stderr, p.stderr
         # a wrong reference fails with the registry's word
         bad = f"{registry.addr}/tiny:nope"
         jid3 = t.submit("--image", bad, "--", "true", cwd=home)

@@ -565,6 +565,35 @@ static void test_wire(void **state)
 	assert_true(wire_heartbeat_unpack(j, &hb, &err) < 0);
 	assert_non_null(strstr(err.text, "stopping"));
 	json_decref(j);
+	/* the node's images and pulls: both or neither, round trip, checked */
+	struct wire_image im = {.ref = "reg.example/ml/torch:2.4", .size_mib = 9};
+	snprintf(im.digest, sizeof(im.digest), "sha256:%064d", 7);
+	struct wire_pull pl = {.ref = "reg.example/x:1", .state = PULL_FAILED, .detail = "nope"};
+	struct wire_heartbeat out = {.node = "n",
+				     .agent_id = "abababababababab",
+				     .has_images = true,
+				     .nimages = 1,
+				     .images = &im,
+				     .npulls = 1,
+				     .pulls = &pl};
+	j = wire_heartbeat_pack(&out);
+	assert_int_equal(wire_heartbeat_unpack(j, &hb, &err), 0);
+	assert_true(hb.has_images);
+	assert_int_equal(hb.nimages, 1);
+	assert_string_equal(hb.images[0].digest, im.digest);
+	assert_int_equal(hb.images[0].size_mib, 9);
+	assert_int_equal(hb.pulls[0].state, PULL_FAILED);
+	assert_string_equal(hb.pulls[0].detail, "nope");
+	wire_heartbeat_release(&hb);
+	json_object_del(j, "pulls");
+	assert_true(wire_heartbeat_unpack(j, &hb, &err) < 0);
+	assert_non_null(strstr(err.text, "one comes with the other"));
+	json_object_set_new(j, "pulls", json_array());
+	json_object_set_new(json_array_get(json_object_get(j, "images"), 0), "digest",
+			    json_string("sha256:XYZ"));
+	assert_true(wire_heartbeat_unpack(j, &hb, &err) < 0);
+	assert_non_null(strstr(err.text, "images[0].digest"));
+	json_decref(j);
 }
 
 /* Fencing: for every node timeout, the tasks of a node cut off are gone a
