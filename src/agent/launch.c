@@ -695,10 +695,22 @@ static int container_plan(struct taskgroup *g, const struct work_spec *spec, con
 		 a->cfg.containers_conf ? a->cfg.containers_conf : "");
 	snprintf(c->root, sizeof(c->root), "%s", a->cfg.podman_root ? a->cfg.podman_root : "");
 	snprintf(c->ref, sizeof(c->ref), "%s", spec->image);
-	c->mounts = xcalloc((size_t)spec->nmounts + 2, sizeof(char *));
+	c->mounts = xcalloc((size_t)spec->nmounts + 4, sizeof(char *));
 	for (int i = 0; i < spec->nmounts; i++)
 		c->mounts[c->nmounts++] = xstrdup(spec->mounts[i]);
 	c->mounts[c->nmounts++] = xasprintf("%s:%s", ckpt, ckpt);
+	if (spec->system) {
+		/* a validation run in the image: this agent's binary, read-only,
+		 * and its folder, where the run works */
+		char self[MODEL_MAX_PATH];
+		ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
+		char *slash = len > 0 ? memrchr(self, '/', (size_t)len) : NULL;
+		if (slash) {
+			*slash = '\0';
+			c->mounts[c->nmounts++] = xasprintf("%s:%s:ro", self, self);
+		}
+		c->mounts[c->nmounts++] = xasprintf("%s:%s", a->cfg.work_dir, a->cfg.work_dir);
+	}
 	return 0;
 }
 
@@ -963,6 +975,14 @@ void group_image_go(struct taskgroup *g, const char *digest)
 		return;
 	}
 	snprintf(g->plan->ctr.image, sizeof(g->plan->ctr.image), "%s", digest + 7);
+	/* the task knows what it runs in */
+	for (int i = 0; i < g->plan->ntasks; i++) {
+		struct shim_task *t = &g->plan->tasks[i];
+		t->env = xrealloc(t->env, sizeof(char *) * (size_t)(t->nenv + 3));
+		t->env[t->nenv++] = xasprintf("TENK_IMAGE=%s", g->img_ref);
+		t->env[t->nenv++] = xasprintf("TENK_IMAGE_DIGEST=%s", digest);
+		t->env[t->nenv] = NULL;
+	}
 	start_or_fail(g, g->plan);
 	shim_plan_release(g->plan);
 	free(g->plan);

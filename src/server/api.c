@@ -822,15 +822,22 @@ void api_state_event(void *arg, const struct state_event *ev)
 
 /* ---- validation runs -------------------------------------------------------------------- */
 
-/* POST /v1/validations {"nodes": ["n1", ...] | "all", "args": ["--quick", ...]} */
+/* POST /v1/validations {"nodes": ["n1", ...] | "all", "args": ["--quick", ...],
+ * "image": REF} */
 static void h_validate_create(struct request *r, const char *param, json_t *body)
 {
-	static const char *const keys[] = {"nodes", "args", NULL};
+	static const char *const keys[] = {"nodes", "args", "image", NULL};
 	struct server *s = r->s;
 	struct state *st = &s->st;
 	struct tk_error err;
-	if (mj_check_keys(body, NULL, keys, &err) < 0) {
+	char image[MODEL_IMAGE_MAX] = "";
+	if (mj_check_keys(body, NULL, keys, &err) < 0 ||
+	    mj_strbuf(body, "image", false, true, image, sizeof(image), &err) < 0) {
 		reply_error(r, 400, "%s", err.text);
+		return;
+	}
+	if (image[0] && !model_image_valid(image)) {
+		reply_error(r, 400, "image: \"%.64s\" is not an image reference", image);
 		return;
 	}
 	json_t *jn = json_object_get(body, "nodes"), *ja = json_object_get(body, "args");
@@ -864,8 +871,8 @@ static void h_validate_create(struct request *r, const char *param, json_t *body
 	if (n < 0)
 		goto out;
 	struct sjob *j;
-	int rc = valid_create(st, nodes, n, args, nargs, r->user[0] ? r->user : "admin",
-			      server_now_ms(s), &j, &err);
+	int rc = valid_create(st, nodes, n, args, nargs, image[0] ? image : NULL,
+			      r->user[0] ? r->user : "admin", server_now_ms(s), &j, &err);
 	if (rc < 0) {
 		reply_error(r, rc == -EINVAL ? 400 : 409, "%s", err.text);
 		goto out;

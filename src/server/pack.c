@@ -73,7 +73,11 @@ json_t *state_work_pack(struct state *s, struct snode *n, uint64_t since_gen)
 		struct work_item *it = &w.items[w.nitems++];
 		it->job = p->job->job.id;
 		it->attempt = p->attempt;
-		snprintf(it->digest, sizeof(it->digest), "%s", a->digest);
+		/* each node of a validation run runs the image it has */
+		snprintf(it->digest, sizeof(it->digest), "%s",
+			 !a->digest[0]	      ? ""
+			 : p->job->job.system ? a->nodes[p->node_index].digest
+					      : a->digest);
 		if (p->gen_added > since_gen) {
 			it->spec = &specs[i];
 			part_spec(s, p->job, a, p->node_index, it->spec);

@@ -404,7 +404,7 @@ int state_load(struct state *s, struct store *store, int64_t now, int64_t mono,
 
 /* Starts a validation run on nodes with `tenk validate` options args. */
 int valid_create(struct state *s, struct snode *const *nodes, int n, const char *const *args,
-		 int nargs, const char *owner, int64_t now, struct sjob **ret,
+		 int nargs, const char *image, const char *owner, int64_t now, struct sjob **ret,
 		 struct tk_error *err);
 /* Moves runs on: stops preemptible work on their nodes, starts those whose
  * nodes are empty, fails those with a node down. Before every pass. */

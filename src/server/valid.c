@@ -41,7 +41,8 @@ static const char *top_class(const struct state *s)
 }
 
 int valid_create(struct state *s, struct snode *const *nodes, int n, const char *const *args,
-		 int nargs, const char *owner, int64_t now, struct sjob **ret, struct tk_error *err)
+		 int nargs, const char *image, const char *owner, int64_t now, struct sjob **ret,
+		 struct tk_error *err)
 {
 	if (n < 1 || n > MODEL_MAX_NODES)
 		return tk_errorf(err, -EINVAL, "nodes: from 1 to %d, got %d", MODEL_MAX_NODES, n);
@@ -77,6 +78,8 @@ int valid_create(struct state *s, struct snode *const *nodes, int n, const char 
 	req.grace_s = 10;
 	req.cls = xstrdup(top_class(s));
 	req.queue = xstrdup(VALID_QUEUE);
+	/* every layer inside the image, proven before the cluster switches to it */
+	req.image = image ? xstrdup(image) : NULL;
 	struct sjob *j = state_submit_system(s, &req, owner, now);
 	char tok[65];
 	valid_token(s, j->job.id, tok);
@@ -291,7 +294,8 @@ void valid_node_registered(struct state *s, struct snode *n, int64_t now)
 	struct sjob *j;
 	struct tk_error err;
 	struct snode *one[1] = {n};
-	if (valid_create(s, one, 1, args, s->sched.nvalidation_args, "tenk", now, &j, &err) < 0)
+	if (valid_create(s, one, 1, args, s->sched.nvalidation_args, NULL, "tenk", now, &j, &err) <
+	    0)
 		log_warn("node %s: cannot start its validation: %s", n->rec.inv.name, err.text);
 }
 

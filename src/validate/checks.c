@@ -119,6 +119,17 @@ int check_shm(struct vcheck *c, double min_mib)
 	return 0;
 }
 
+bool check_image(struct vcheck *c)
+{
+	const char *ref = getenv("TENK_IMAGE"), *digest = getenv("TENK_IMAGE_DIGEST");
+	if (!digest || !*digest)
+		return false;
+	vcheck_set(c, "system", "image", "", true);
+	c->figure = 1;
+	snprintf(c->detail, sizeof(c->detail), "%.200s at %.80s", ref ? ref : "?", digest);
+	return true;
+}
+
 int check_nofile(struct vcheck *c, double min)
 {
 	vcheck_set(c, "system", "open_files", "files", true);

@@ -367,8 +367,12 @@ int validate_member(const struct vrun *o)
 	snprintf(me.node, sizeof(me.node), "%s", node);
 	struct gpu_stack st;
 	gpu_stack_probe(&st);
-	snprintf(me.stack, sizeof(me.stack), "driver %s, CUDA %s, NCCL %s, tenk %s", st.driver,
-		 st.cuda, st.nccl, TENK_VERSION);
+	/* in an image, its digest is part of the stack: a node whose image
+	 * differs from its peers' is the odd one out */
+	const char *img = getenv("TENK_IMAGE_DIGEST");
+	snprintf(me.stack, sizeof(me.stack), "driver %s, CUDA %s, NCCL %s, tenk %s%s%.19s",
+		 st.driver, st.cuda, st.nccl, TENK_VERSION, img && *img ? ", image " : "",
+		 img && *img ? img : "");
 	for (int i = 0; i < n && i < VPEER_CHECKS; i++) {
 		snprintf(me.checks[i].name, sizeof(me.checks[i].name), "%s", checks[i].name);
 		me.checks[i].figure = checks[i].figure;
@@ -527,19 +531,19 @@ static int expand_spec(const char *spec, json_t *out, struct tk_error *err)
 	return 0;
 }
 
-/* The options of ours that go to each member: all but the command's own. */
-static json_t *member_args(int argc, char **argv)
+json_t *vargs_without(int argc, char **argv, const char *const *own, const bool *takes_value,
+		      size_t nown)
 {
-	static const char *const own[] = {"--nodes", "--json", "--no-wait"};
 	json_t *args = json_array();
 	for (int i = 1; i < argc; i++) {
 		bool skip = false;
-		for (size_t k = 0; k < ARRAY_SIZE(own); k++) {
+		for (size_t k = 0; k < nown && !skip; k++) {
 			size_t l = strlen(own[k]);
-			if (strncmp(argv[i], own[k], l) == 0 &&
-			    (argv[i][l] == '\0' || argv[i][l] == '='))
-				skip = true;
-			if (k == 0 && strcmp(argv[i], "--nodes") == 0)
+			if (strncmp(argv[i], own[k], l) != 0 ||
+			    (argv[i][l] != '\0' && argv[i][l] != '='))
+				continue;
+			skip = true;
+			if (takes_value[k] && argv[i][l] == '\0')
 				i++; /* its value */
 		}
 		if (!skip && i < argc)
@@ -548,7 +552,16 @@ static json_t *member_args(int argc, char **argv)
 	return args;
 }
 
-int validate_cluster(const char *spec, int argc, char **argv, bool json, bool no_wait)
+/* The options of ours that go to each member: all but the command's own. */
+static json_t *member_args(int argc, char **argv)
+{
+	static const char *const own[] = {"--nodes", "--json", "--no-wait", "--image"};
+	static const bool value[] = {true, false, false, true};
+	return vargs_without(argc, argv, own, value, ARRAY_SIZE(own));
+}
+
+int validate_cluster(const char *spec, const char *image, int argc, char **argv, bool json,
+		     bool no_wait)
 {
 	struct tk_error err;
 	json_t *nodes = strcmp(spec, "all") == 0 ? json_string("all") : json_array();
@@ -564,6 +577,8 @@ int validate_cluster(const char *spec, int argc, char **argv, bool json, bool no
 		return 1;
 	}
 	json_t *body = json_pack("{s:o, s:o}", "nodes", nodes, "args", member_args(argc, argv));
+	if (image)
+		json_object_set_new(body, "image", json_string(image));
 	json_t *ans = NULL, *list = NULL;
 	long status;
 	int rc = client_call(&cl, "POST", "/v1/validations", body, 30000, &ans, &status, &err);

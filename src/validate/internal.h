@@ -5,6 +5,7 @@
 #include <jansson.h>
 
 #include "coll/coll.h"
+#include "model/model.h"
 #include "util/util.h"
 #include "validate.h"
 
@@ -39,6 +40,9 @@ void gpu_stack_probe(struct gpu_stack *st);
 int check_gpu_stack(struct vcheck *c);
 int check_shm(struct vcheck *c, double min_mib);
 int check_nofile(struct vcheck *c, double min);
+/* Inside an image (TENK_IMAGE, TENK_IMAGE_DIGEST from the agent, or from
+ * tenk validate --image): which, for the record; false when on the host. */
+bool check_image(struct vcheck *c);
 int check_cpu_gemm(struct vcheck *c, int threads, int n, int reps);
 /* gpu.c: every GPU of the node, through dlopen; "skipped: no GPU" without */
 int check_gpu_gemm(struct vcheck *c, bool quick);
@@ -79,7 +83,15 @@ int validate_local(const struct vrun *o, struct vcheck *checks, int max);
 /* ---- cluster.c: through the server ----------------------------------------------- */
 
 /* tenk validate --nodes SPEC: asks the server, waits, prints each node's verdict. */
-int validate_cluster(const char *spec, int argc, char **argv, bool json, bool no_wait);
+int validate_cluster(const char *spec, const char *image, int argc, char **argv, bool json,
+		     bool no_wait);
+/* tenk validate --image REF on this node: the same run, in a container of
+ * the image (image.c). */
+int validate_in_image(const char *ref, int argc, char **argv);
+/* argv[1..] less the options named in own (each "--x" or "--x=V"; with
+ * takes_value[k], "--x V" too). */
+json_t *vargs_without(int argc, char **argv, const char *const *own, const bool *takes_value,
+		      size_t nown);
 /* tenk validate --member: one node's part of a validation job. */
 int validate_member(const struct vrun *o);
 

@@ -32,6 +32,7 @@ enum {
 	O_CLOCK,
 	O_NOWAIT,
 	O_MEMBER,
+	O_IMAGE,
 	O_HELP,
 	O_N
 };
@@ -50,6 +51,8 @@ static const struct tk_option opts[] = {
 	{"clock-max-ms", 0, "MS", "with --nodes: largest clock offset between nodes (50)"},
 	{"no-wait", 0, NULL, "with --nodes: print the validation job's id and return"},
 	{"member", 0, NULL, "(run by the server in a validation job, one per node)"},
+	{"image", 0, "REF",
+	 "every layer inside this container image (podman; with --nodes, on each)"},
 	{"help", 'h', NULL, "show this help"},
 };
 
@@ -161,6 +164,8 @@ int validate_local(const struct vrun *o, struct vcheck *checks, int max)
 		switch (l) {
 		case 0:
 			check_gpu_stack(&checks[n++]);
+			if (check_image(&checks[n]))
+				n++;
 			check_shm(&checks[n++], 256);
 			check_nofile(&checks[n++], 4096);
 			break;
@@ -291,8 +296,17 @@ int validate_main(const struct tk_command *cmd, int argc, char **argv)
 		if (v[O_MEMBER] || v[O_SAVE])
 			return usage("--nodes does not go with --%s",
 				     v[O_MEMBER] ? "member" : "save-baseline");
-		return validate_cluster(v[O_NODES], argc, argv, v[O_JSON] != NULL,
+		return validate_cluster(v[O_NODES], v[O_IMAGE], argc, argv, v[O_JSON] != NULL,
 					v[O_NOWAIT] != NULL);
+	}
+	if (v[O_IMAGE]) {
+		if (v[O_MEMBER] || v[O_SAVE] || v[O_BASE])
+			return usage("--image does not go with --%s", v[O_MEMBER] ? "member"
+								      : v[O_SAVE] ? "save-baseline"
+										  : "baseline");
+		if (!model_image_valid(v[O_IMAGE]))
+			return usage("--image: \"%s\" is not an image reference", v[O_IMAGE]);
+		return validate_in_image(v[O_IMAGE], argc, argv);
 	}
 	if (v[O_NOWAIT])
 		return usage("--no-wait goes with --nodes");

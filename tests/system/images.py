@@ -50,10 +50,8 @@ def has_image(ref, root=None):
     return podman("image", "exists", ref, root=root, check=False).returncode == 0
 
 
-def base_image(root=None):
-    """The Debian image, in the default store (or root's): its reference."""
-    if has_image(BASE_REF, root):
-        return BASE_REF
+def base_tar():
+    """The Debian image's root file system as a tar, made once."""
     tar = os.path.join(CACHE, BASE_REF.split(":")[1] + ".tar")
     if not os.path.exists(tar):
         rootfs = tempfile.mkdtemp(dir="/var/tmp", prefix="tenk-rootfs-")
@@ -66,7 +64,13 @@ def base_image(root=None):
             os.rename(tar + ".tmp", tar)
         finally:
             shutil.rmtree(rootfs, ignore_errors=True)
-    podman("import", tar, BASE_REF, root=root)
+    return tar
+
+
+def base_image(root=None):
+    """The Debian image, in the default store (or root's): its reference."""
+    if not has_image(BASE_REF, root):
+        podman("import", base_tar(), BASE_REF, root=root)
     return BASE_REF
 
 

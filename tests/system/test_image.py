@@ -39,14 +39,14 @@ def owner():
         shutil.rmtree(base, ignore_errors=True)
 
 
-def image_up(base, config=None, extra=(), env=None):
+def image_up(base, config=None, extra=(), env=None, fake="8xH100"):
     data = os.path.join(base, "tenk-data")
     os.makedirs(data, exist_ok=True)
     cfg = {"admin_unix_user": USER}
     cfg.update(config or {})
     with open(os.path.join(data, "config.json"), "w") as f:
         json.dump(cfg, f)
-    t, d = start_up(base, "--containers-conf", images.conf(), *extra, env=env)
+    t, d = start_up(base, "--containers-conf", images.conf(), *extra, env=env, fake=fake)
     return t, d
 
 
@@ -259,3 +259,124 @@ def test_gang_in_image_across_hosts(hosts3, workdir, kill_all):
     assert all(r["wrong"] == 0 for r in res["rows"]) and len(res["rows"]) == 3, res
     assert job["attempts"][0]["digest"] == images.inspect_id(ref)
     c.stop_all()
+
+
+@pytest.fixture
+def cdi_spec():
+    """A CDI spec of a node's fake GPUs where podman reads specs
+    (/var/run/cdi), each device adding TENK_CDI_<index>=<uuid> to the
+    container's environment, and "all" (as nvidia-ctk writes it); removed
+    after."""
+    path = f"/var/run/cdi/tenk-test-{os.getpid()}.json"
+    os.makedirs("/var/run/cdi", exist_ok=True)
+
+    def write(node):
+        devs = [{"name": a["uuid"], "containerEdits": {"env": [
+            f"TENK_CDI_{a['index']}={a['uuid']}"]}} for a in node["accelerators"]]
+        devs.append({"name": "all", "containerEdits": {"env": [
+            e for dv in devs for e in dv["containerEdits"]["env"]]}})
+        with open(path, "w") as f:
+            json.dump({"cdiVersion": "0.5.0", "kind": "nvidia.com/gpu", "devices": devs,
+                       "containerEdits": {}}, f)
+    yield write
+    if os.path.exists(path):
+        os.remove(path)
+
+
+def test_gpus_go_in_by_cdi(owner, cdi_spec):
+    pw, base, home = owner
+    ref = images.base_image()
+    t, d = image_up(base, extra=("--cdi-dir", "/var/run/cdi"))
+    try:
+        node = t.json("nodes")["nodes"][0]
+        cdi_spec(node)
+        jid = t.submit("-G", "2", "--image", ref, "--", "sh", "-c", "env | grep ^TENK_CDI_",
+                       cwd=home)
+        t.run("wait", jid, timeout=60)
+        job = t.job(jid)
+        devs = job["attempts"][0]["nodes"][0]["devices"]
+        uuids = {a["index"]: a["uuid"] for a in node["accelerators"]}
+        want = sorted(f"TENK_CDI_{i}={uuids[i]}" for i in devs)
+        assert sorted(output(home, jid).split()) == want, "the task's devices, and no other"
+    finally:
+        d.stop()
+
+
+def validation_checks(t, name):
+    st, n = t.api("GET", f"/v1/nodes/{name}?checks=1")
+    return n["validation"], {c["check"]: c for c in n["validation"]["checks"]}
+
+
+def test_validate_in_the_image(owner, cdi_spec):
+    pw, base, home = owner
+    ref = images.base_image()
+    digest = images.inspect_id(ref)
+    t, d = image_up(base, extra=("--cdi-dir", "/var/run/cdi"))
+    try:
+        cdi_spec(t.json("nodes")["nodes"][0])
+        # on this node, by hand
+        env = dict(t.env(), CONTAINERS_CONF=images.conf())
+        p = t.run("validate", "--image", ref, "--quick", "--layers", "system", "--json",
+                  env=env, check=False, timeout=300)
+        assert p.returncode == 0, p.stdout + p.stderr
+        res = json.loads(p.stdout)
+        image = [c for c in res["checks"] if c["check"] == "image"]
+        assert image and image[0]["detail"] == f"{ref} at {digest}", res
+        # through the server, on the node, as a system job in the image
+        p = t.run("validate", "--nodes", "node1", "--image", ref, "--quick", "--layers",
+                  "system", timeout=300, check=False)
+        assert p.returncode == 0, p.stdout + p.stderr
+        v, checks = validation_checks(t, "node1")
+        assert v["verdict"] == "pass", v
+        assert checks["image"]["detail"] == f"{ref} at {digest}", checks
+        vjob = t.job(v["job"])
+        assert vjob["request"]["image"] == ref and vjob["attempts"][0]["digest"] == digest
+        p = t.run("validate", "--image", "bad ref", check=False)
+        assert p.returncode == 2 and "is not an image reference" in p.stderr
+    finally:
+        d.stop()
+
+
+def test_validate_fails_the_node_whose_image_differs(owner, registry, procs):
+    pw, base, home = owner
+    env = dict(os.environ, CONTAINERS_REGISTRIES_CONF=images.registries_conf(base, registry.addr))
+    store1, store3 = os.path.join(base, "store1"), os.path.join(base, "store3")
+    # node1 and node2 share a store that has deb:v1; then v1 moves to another
+    # import of the same Debian (a new ID), which node3 pulls
+    ref = f"{registry.addr}/deb:v1"
+    images.podman("tag", images.base_image(), ref)
+    images.podman("push", "--tls-verify=false", ref)
+    images.podman("pull", ref, root=store1, env=env)
+    images.podman("rmi", ref)
+    old = images.inspect_id(ref, store1)
+    images.podman("import", "--change", "ENV TENK_VARIANT=2", images.base_tar(), ref,
+                  root=store3)
+    images.podman("push", "--tls-verify=false", ref, root=store3)
+    new = images.inspect_id(ref, store3)
+    assert new != old
+    t, d = image_up(base, extra=("--podman-root", store1), env=env, fake=None)
+    try:
+        from conftest import Daemon
+        for name, store in (("node2", store1), ("node3", store3)):
+            a = Daemon(["agent", "--server", t.url, "--token-file",
+                        os.path.join(t.data, "agent.token"), "--name", name,
+                        "--work-dir", os.path.join(base, name), "--stop-jobs",
+                        "--containers-conf", images.conf(), "--podman-root", store], base,
+                       name, env=env)
+            procs.append(a)
+        t.wait_nodes_up(3)
+        p = t.run("validate", "--nodes", "node1,node2,node3", "--image", ref, "--quick",
+                  "--layers", "system", timeout=300, check=False)
+        assert p.returncode != 0, p.stdout
+        v3, c3 = validation_checks(t, "node3")
+        assert v3["verdict"] == "fail" and v3["layer"] == "system", v3
+        assert c3["stack_consistent"]["verdict"] == "FAIL" and \
+            "image " + new[:19] in c3["stack_consistent"]["detail"], c3["stack_consistent"]
+        for name in ("node1", "node2"):
+            v, c = validation_checks(t, name)
+            assert v["verdict"] == "pass", v
+        vjob = t.job(v3["job"])
+        digests = {n["name"]: n["digest"] for n in vjob["attempts"][0]["nodes"]}
+        assert digests == {"node1": old, "node2": old, "node3": new}, digests
+    finally:
+        d.stop()
