@@ -6,6 +6,7 @@ import json
 import os
 import pwd
 import shutil
+import signal
 import subprocess
 import tempfile
 
@@ -154,10 +155,16 @@ def test_pull_once_per_node_and_registry_errors(owner, registry):
     store = os.path.join(base, "store")
     t, d = image_up(base, extra=("--podman-root", store), env=env)
     try:
-        seen = []
-        jid = t.submit("--image", ref, "--", "cat", "/etc/tenk-tag", cwd=home)
-        wait_for(lambda: (lambda j: seen.append(j["reason"]) or
-                          j["state"] not in ("PENDING", "STARTING"))(t.job(jid)), 60, "the pull")
+        # the registry held still: the job waits, saying why
+        registry.proc.send_signal(signal.SIGSTOP)
+        try:
+            jid = t.submit("--image", ref, "--", "cat", "/etc/tenk-tag", cwd=home)
+            j = wait_for(lambda: (lambda j: j if j["reason"].startswith("pulling") or
+                                  j["state"] not in ("PENDING", "STARTING") else None)(
+                t.job(jid)), 30, "the job to say it waits for the pull")
+            assert j["state"] == "STARTING" and j["reason"] == f"pulling {ref} on node1", j
+        finally:
+            registry.proc.send_signal(signal.SIGCONT)
         t.run("wait", jid, timeout=60)
         assert t.job(jid)["state"] == "COMPLETED" and output(home, jid) == "one\n"
         assert images.has_image(ref, store), "pulled into the node's store"
