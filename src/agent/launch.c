@@ -634,28 +634,6 @@ static void cgroup_limits(struct taskgroup *g, const struct work_spec *spec, str
 	}
 }
 
-/* Does the node have a CDI spec of NVIDIA GPUs (nvidia-ctk cdi generate
- * writes one, "kind": "nvidia.com/gpu", as YAML or JSON)? */
-static bool have_cdi(const char *dir)
-{
-	DIR *d = opendir(dir);
-	bool found = false;
-	for (struct dirent *e; d && !found && (e = readdir(d));) {
-		size_t n = strlen(e->d_name);
-		if (e->d_name[0] == '.' || !((n > 5 && strcmp(e->d_name + n - 5, ".yaml") == 0) ||
-					     (n > 5 && strcmp(e->d_name + n - 5, ".json") == 0)))
-			continue;
-		_cleanup_free_ char *path = xasprintf("%s/%s", dir, e->d_name);
-		char *text = NULL;
-		if (tk_read_file(path, 16 << 20, &text, NULL) == 0)
-			found = strstr(text, "nvidia.com/gpu") != NULL;
-		free(text);
-	}
-	if (d)
-		closedir(d);
-	return found;
-}
-
 /* An image job's container: podman, its store and configuration, the
  * job's mounts and its checkpoint folder. GPUs come through CDI, so a job
  * with GPUs needs the node's CDI spec. */
@@ -680,7 +658,7 @@ static int container_plan(struct taskgroup *g, const struct work_spec *spec, con
 		gpus |= nd > 0;
 	}
 	const char *cdi = a->cfg.cdi_dir ? a->cfg.cdi_dir : "/etc/cdi";
-	if (gpus && !have_cdi(cdi)) {
+	if (gpus && !model_cdi_has_gpus(cdi)) {
 		snprintf(why, n,
 			 "image %s: the job has GPUs, but %s has no CDI spec of them in %s "
 			 "(nvidia-ctk cdi generate writes one)",

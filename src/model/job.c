@@ -6,6 +6,7 @@
 #include "internal.h"
 
 #include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fnmatch.h>
 #include <math.h>
@@ -344,6 +345,27 @@ int model_mount_parse(const char *text, bool dot, struct mount_spec *ret, struct
 	snprintf(ret->dst, sizeof(ret->dst), "%s", dst);
 	ret->ro = parts[2] && strcmp(parts[2], "ro") == 0;
 	return 0;
+}
+
+bool model_cdi_has_gpus(const char *dir)
+{
+	DIR *d = opendir(dir);
+	bool found = false;
+	for (struct dirent *e; d && !found && (e = readdir(d));) {
+		size_t n = strlen(e->d_name);
+		if (e->d_name[0] == '.' || n <= 5 ||
+		    (strcmp(e->d_name + n - 5, ".yaml") != 0 &&
+		     strcmp(e->d_name + n - 5, ".json") != 0))
+			continue;
+		_cleanup_free_ char *path = xasprintf("%s/%s", dir, e->d_name);
+		char *text = NULL;
+		if (tk_read_file(path, 16 << 20, &text, NULL) == 0)
+			found = strstr(text, "nvidia.com/gpu") != NULL;
+		free(text);
+	}
+	if (d)
+		closedir(d);
+	return found;
 }
 
 /* ---- attempts and jobs ---------------------------------------------------- */

@@ -186,6 +186,9 @@ struct mount_spec {
 	bool ro;
 };
 int model_mount_parse(const char *text, bool dot, struct mount_spec *ret, struct tk_error *err);
+/* Does folder dir hold a CDI spec of NVIDIA GPUs (kind nvidia.com/gpu, as
+ * `nvidia-ctk cdi generate` writes it, YAML or JSON)? */
+bool model_cdi_has_gpus(const char *dir);
 
 struct job_request {
 	char *name;

@@ -8,7 +8,6 @@
  */
 #include "internal.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -56,30 +55,6 @@ static int capture(char *const *argv, char *out, size_t n)
 	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
-/* Has the node a CDI spec of NVIDIA GPUs? */
-static bool node_has_cdi(void)
-{
-	static const char *const dirs[] = {"/etc/cdi", "/var/run/cdi"};
-	for (size_t i = 0; i < ARRAY_SIZE(dirs); i++) {
-		DIR *d = opendir(dirs[i]);
-		bool found = false;
-		for (struct dirent *e; d && !found && (e = readdir(d));) {
-			if (e->d_name[0] == '.')
-				continue;
-			_cleanup_free_ char *path = xasprintf("%s/%s", dirs[i], e->d_name);
-			char *text = NULL;
-			if (tk_read_file(path, 16 << 20, &text, NULL) == 0)
-				found = strstr(text, "nvidia.com/gpu") != NULL;
-			free(text);
-		}
-		if (d)
-			closedir(d);
-		if (found)
-			return true;
-	}
-	return false;
-}
-
 int validate_in_image(const char *ref, int argc, char **argv)
 {
 	char self[4096];
@@ -123,7 +98,7 @@ int validate_in_image(const char *ref, int argc, char **argv)
 	ADD(xasprintf("TENK_IMAGE_DIGEST=sha256:%s", id));
 	ADD(xstrdup("--volume"));
 	ADD(xasprintf("%s:%s:ro", dir, dir));
-	if (node_has_cdi()) {
+	if (model_cdi_has_gpus("/etc/cdi") || model_cdi_has_gpus("/var/run/cdi")) {
 		ADD(xstrdup("--device"));
 		ADD(xstrdup("nvidia.com/gpu=all"));
 	}
