@@ -5,7 +5,8 @@ agent restarts that must keep jobs running rather than rerun them.
 The checker: every task holds a shared flock on a file named for its
 attempt (every host sees the same folder); a task of attempt N first tries
 an exclusive lock on attempt N-1's file, which fails while any task of
-that attempt is alive. Each task logs its start and end with CLOCK_MONOTONIC,
+that attempt is alive (siblings take turns at it, so that one's probe is
+never taken for an old task). Each task logs its start and end with CLOCK_MONOTONIC,
 which every namespace host of this machine shares."""
 import glob
 import os
@@ -35,12 +36,16 @@ def note(what):
 mine = open(f"{out}/attempt-{attempt}", "a")
 fcntl.flock(mine, fcntl.LOCK_SH)
 if attempt > 1:
+    # siblings take turns, or one's probe would block the other's
+    turn = open(f"{out}/turn-{attempt}", "a")
+    fcntl.flock(turn, fcntl.LOCK_EX)
     prev = open(f"{out}/attempt-{attempt - 1}", "a")
     try:
         fcntl.flock(prev, fcntl.LOCK_EX | fcntl.LOCK_NB)
         fcntl.flock(prev, fcntl.LOCK_UN)
     except BlockingIOError:
         note("OVERLAP")
+    fcntl.flock(turn, fcntl.LOCK_UN)
 note("start")
 def term(*_):
     note("end")
