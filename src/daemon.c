@@ -23,6 +23,7 @@
 #include "agent/agent.h"
 #include "model/model.h"
 #include "server/server.h"
+#include "store/store.h"
 
 /*
  * A daemon process: a server, an agent, or both (`tenk up`). Each part has
@@ -172,6 +173,8 @@ enum {
 	D_CTR_CONF,
 	D_PODMAN_ROOT,
 	D_CDI,
+	D_INIT,
+	D_QUARANTINE,
 	D_MAX
 };
 
@@ -204,13 +207,19 @@ static const struct tk_option all_opts[D_MAX] = {
 			   "podman's store for this node: DIR/storage, DIR/run (default: "
 			   "podman's own)"},
 	[D_CDI] = {"cdi-dir", 0, "DIR", "where the node's CDI specs are (default /etc/cdi)"},
+	[D_INIT] = {"init", 0, NULL,
+		    "start a new cluster even though DATA held one and its store is empty"},
+	[D_QUARANTINE] = {"quarantine-bad-rows", 0, NULL,
+			  "set rows of the store that do not decode aside, and start"},
 };
 
 /* Which options each daemon takes, in all_opts order. */
-static const int up_opts[] = {
-	D_HELP, D_LOG,	D_DATA, D_LISTEN,    D_CATALOGUE, D_NODE_TIMEOUT, D_NAME,	 D_FAKE,
-	D_TOPO, D_CPUS, D_MEM,	D_STOP_JOBS, D_PODMAN,	  D_CTR_CONF,	  D_PODMAN_ROOT, D_CDI};
-static const int server_opts[] = {D_HELP, D_LOG, D_DATA, D_LISTEN, D_CATALOGUE, D_NODE_TIMEOUT};
+static const int up_opts[] = {D_HELP,	      D_LOG,	   D_DATA,	D_LISTEN,   D_CATALOGUE,
+			      D_NODE_TIMEOUT, D_NAME,	   D_FAKE,	D_TOPO,	    D_CPUS,
+			      D_MEM,	      D_STOP_JOBS, D_PODMAN,	D_CTR_CONF, D_PODMAN_ROOT,
+			      D_CDI,	      D_INIT,	   D_QUARANTINE};
+static const int server_opts[] = {D_HELP,      D_LOG,	       D_DATA, D_LISTEN,
+				  D_CATALOGUE, D_NODE_TIMEOUT, D_INIT, D_QUARANTINE};
 static const int agent_opts[] = {
 	D_HELP, D_LOG, D_DATA, D_SERVER,    D_TOKEN_FILE, D_NAME,     D_FAKE,	     D_ADDR, D_TOPO,
 	D_CPUS, D_MEM, D_WORK, D_STOP_JOBS, D_PODMAN,	  D_CTR_CONF, D_PODMAN_ROOT, D_CDI};
@@ -257,6 +266,8 @@ static int server_cfg(const char *cmd, const char **v, struct server_config *sc)
 	if (v[D_LISTEN])
 		sc->listen = v[D_LISTEN];
 	sc->catalogue_path = v[D_CATALOGUE];
+	sc->init = v[D_INIT] != NULL;
+	sc->quarantine_bad_rows = v[D_QUARANTINE] != NULL;
 	if (v[D_NODE_TIMEOUT]) {
 		int64_t s;
 		if (tk_parse_duration(v[D_NODE_TIMEOUT], &s) < 0 || s < 1 || s > 86400)
@@ -490,3 +501,43 @@ static int daemon_main(const struct tk_command *cmd, const struct daemon_spec *d
 DAEMON(daemon_up, up_opts, run_up)
 DAEMON(daemon_server, server_opts, run_server)
 DAEMON(daemon_agent, agent_opts, run_agent)
+
+/* `tenk backup FILE [--data DIR]`: a consistent copy of the server's store,
+ * taken while it runs (on its machine, as its user). */
+int daemon_backup(const struct tk_command *cmd, int argc, char **argv)
+{
+	static const struct tk_option opts[] = {
+		{"data", 'd', "DIR", "the server's data folder (default ./tenk-data)"},
+		{"help", 'h', NULL, "show this help"},
+	};
+	const char *v[2];
+	char **pos;
+	int npos;
+	struct tk_error err;
+	if (tk_opts_parse(opts, 2, argc, argv, false, v, &pos, &npos, &err) < 0)
+		return usage(cmd->name, "%s", err.text);
+	if (v[1]) {
+		free(pos);
+		tk_opts_usage(opts, 2,
+			      "usage: tenk backup FILE [--data DIR]\n%s. To restore: stop the "
+			      "server, copy FILE to DATA/tenk.db (removing tenk.db-wal and "
+			      "tenk.db-shm), start it.",
+			      cmd->summary);
+		return 0;
+	}
+	if (npos != 1) {
+		free(pos);
+		return usage(cmd->name, "give the file to write, once (tenk backup FILE)");
+	}
+	_cleanup_free_ char *db = xasprintf("%s/tenk.db", v[0] ? v[0] : "tenk-data");
+	const char *out = pos[0];
+	int r = access(db, R_OK) < 0 ? -errno : 0;
+	if (r < 0)
+		fprintf(stderr, "tenk backup: cannot read %s: %s\n", db, strerror(-r));
+	else if ((r = store_backup(db, out, &err)) < 0)
+		fprintf(stderr, "tenk backup: %s\n", err.text);
+	else
+		printf("%s: a copy of %s\n", out, db);
+	free(pos);
+	return r < 0 ? 1 : 0;
+}

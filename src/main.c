@@ -21,6 +21,7 @@ static const struct tk_command commands[] = {
 	{"up", "", "run a server and an agent for this machine (a one-node cluster)", daemon_up},
 	{"server", "", "run the controller", daemon_server},
 	{"agent", "", "run the agent of this node", daemon_agent},
+	{"backup", "FILE", "a consistent copy of the server's store, while it runs", daemon_backup},
 	{"submit", "[--] COMMAND [ARGS...]", "submit a job; prints its id", cli_submit},
 	{"queue", "", "list jobs waiting and running (--all: every job)", cli_queue},
 	{"show", "JOB...", "show a job: request, attempts, why it waits", cli_show},

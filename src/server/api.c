@@ -274,6 +274,12 @@ static void h_submit(struct request *r, const char *param, json_t *body)
 		job_request_release(&req);
 		return;
 	}
+	if (st->njobs >= STATE_MAX_JOB_ID) {
+		reply_error(r, 507, "this server holds at most %lld jobs, and has them",
+			    (long long)STATE_MAX_JOB_ID);
+		job_request_release(&req);
+		return;
+	}
 	char run_as[MODEL_NAME_MAX];
 	if (image_policy(r, &req) < 0 || run_as_of(r, run_as) < 0) {
 		job_request_release(&req);

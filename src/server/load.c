@@ -11,41 +11,80 @@
 #include <stdio.h>
 #include <string.h>
 
+/* A row that did not decode, to set aside. */
+struct bad_row {
+	char kind[8];
+	char key[MODEL_NAME_MAX];
+	char reason[MODEL_REASON_MAX];
+};
+
 struct load_ctx {
 	struct state *s;
 	int64_t now, mono;
+	bool quarantine;
+	struct bad_row *bad;
+	int nbad;
+	struct tk_error *err;
 };
 
-/* A stored document as JSON; NULL, said in the log, when it is not. */
-static json_t *doc_json(const char *what, const char *key, const char *doc, size_t len)
+/* Row key of kind did not decode (why): with quarantine it is noted to be
+ * set aside and the load goes on (0); else the load stops, naming it. */
+static int bad_row(struct load_ctx *lc, const char *kind, const char *key, const char *why)
+{
+	if (!lc->quarantine) {
+		log_err("store: %s %s: %s", kind, key, why);
+		return tk_errorf(lc->err, -EBADMSG,
+				 "store: %s %s does not decode: %s; start with "
+				 "--quarantine-bad-rows to set it aside",
+				 kind, key, why);
+	}
+	log_warn("store: %s %s does not decode, set aside: %s", kind, key, why);
+	lc->bad = xrealloc(lc->bad, sizeof(*lc->bad) * (size_t)(lc->nbad + 1));
+	struct bad_row *b = &lc->bad[lc->nbad++];
+	snprintf(b->kind, sizeof(b->kind), "%s", kind);
+	snprintf(b->key, sizeof(b->key), "%s", key);
+	snprintf(b->reason, sizeof(b->reason), "%s", why);
+	return 0;
+}
+
+/* A stored document as JSON; NULL, with *r from bad_row, when it is not. */
+static json_t *doc_json(struct load_ctx *lc, const char *what, const char *key, const char *doc,
+			size_t len, int *r)
 {
 	json_error_t jerr;
 	json_t *j = json_loadb(doc, len, 0, &jerr);
-	if (!j)
-		log_err("store: %s %s: unreadable document: %s", what, key, jerr.text);
+	if (!j || !json_is_object(j)) {
+		char why[MODEL_REASON_MAX];
+		snprintf(why, sizeof(why), "unreadable document: %s",
+			 j ? "not an object" : jerr.text);
+		json_decref(j);
+		*r = bad_row(lc, what, key, why);
+		return NULL;
+	}
 	return j;
 }
 
-/* A document its unpack refused with r: said in the log, and r. */
-static int doc_refused(const char *what, const char *key, int r, const struct tk_error *e)
+/* A document its unpack refused. */
+static int doc_refused(struct load_ctx *lc, const char *what, const char *key,
+		       const struct tk_error *e)
 {
-	log_err("store: %s %s: %s", what, key, e->text);
-	return r;
+	return bad_row(lc, what, key, e->text);
 }
 
 static int load_node_cb(void *ctx, const char *key, const char *doc, size_t len)
 {
 	struct load_ctx *lc = ctx;
 	struct state *s = lc->s;
-	json_t *j = doc_json("node", key, doc, len);
+	int r = 0;
+	json_t *j = doc_json(lc, "node", key, doc, len, &r);
 	if (!j)
-		return -EBADMSG;
+		return r;
 	struct node_record rec;
 	struct tk_error e;
-	int r = node_record_unpack(j, &rec, &e);
+	r = node_record_unpack(j, &rec, &e);
 	json_decref(j);
 	if (r < 0)
-		return doc_refused("node", key, r, &e);
+		return doc_refused(lc, "node", key, &e);
 	struct snode *n = node_insert(s, &rec);
 	n->live = NODE_LIVE_UNKNOWN;
 	n->last_seen_ms = lc->mono; /* its agent has one timeout to come back */
@@ -56,15 +95,32 @@ static int load_job_cb(void *ctx, const char *key, const char *doc, size_t len)
 {
 	struct load_ctx *lc = ctx;
 	struct state *s = lc->s;
-	json_t *jj = doc_json("job", key, doc, len);
+	int r = 0;
+	json_t *jj = doc_json(lc, "job", key, doc, len, &r);
 	if (!jj)
-		return -EBADMSG;
+		return r;
 	struct job job;
 	struct tk_error e;
-	int r = job_unpack(jj, &job, &e);
+	r = job_unpack(jj, &job, &e);
 	json_decref(jj);
 	if (r < 0)
-		return doc_refused("job", key, r, &e);
+		return doc_refused(lc, "job", key, &e);
+	if (job.id > STATE_MAX_JOB_ID || strtoll(key, NULL, 10) != job.id) {
+		char why[MODEL_REASON_MAX];
+		snprintf(why, sizeof(why),
+			 job.id > STATE_MAX_JOB_ID
+				 ? "id %lld is beyond what this server holds (at most %lld)"
+				 : "the document says id %lld, not its row's (%lld)",
+			 (long long)job.id,
+			 job.id > STATE_MAX_JOB_ID ? (long long)STATE_MAX_JOB_ID
+						   : strtoll(key, NULL, 10));
+		job_release(&job);
+		return bad_row(lc, "job", key, why);
+	}
+	if (state_job(s, job.id)) {
+		job_release(&job);
+		return bad_row(lc, "job", key, "a second row of one job");
+	}
 	if (!job.system && !job.run_as[0]) {
 		/* a job stored before Unix accounts: its owner's, or a safe one */
 		const struct suser *u = tk_map_get(&s->user_by_name, job.owner);
@@ -107,54 +163,78 @@ static int load_queue_cb(void *ctx, const char *key, const char *doc, size_t len
 {
 	struct load_ctx *lc = ctx;
 	struct state *s = lc->s;
-	json_t *j = doc_json("queue", key, doc, len);
+	int r = 0;
+	json_t *j = doc_json(lc, "queue", key, doc, len, &r);
 	if (!j)
-		return -EBADMSG;
+		return r;
 	struct queue_spec *q = xmalloc(sizeof(*q));
 	struct tk_error e;
-	int r = queue_spec_unpack(j, q, &e);
+	r = queue_spec_unpack(j, q, &e);
 	json_decref(j);
 	if (r == 0)
 		queue_insert(s, q)->written_ms = lc->now;
 	free(q);
-	return r < 0 ? doc_refused("queue", key, r, &e) : 0;
+	return r < 0 ? doc_refused(lc, "queue", key, &e) : 0;
 }
 
 static int load_user_cb(void *ctx, const char *key, const char *doc, size_t len)
 {
 	struct load_ctx *lc = ctx;
 	struct state *s = lc->s;
-	json_t *j = doc_json("user", key, doc, len);
+	int r = 0;
+	json_t *j = doc_json(lc, "user", key, doc, len, &r);
 	if (!j)
-		return -EBADMSG;
+		return r;
 	struct user_record u;
 	struct tk_error e;
-	int r = user_record_unpack(j, &u, &e);
+	r = user_record_unpack(j, &u, &e);
 	json_decref(j);
 	if (r < 0)
-		return doc_refused("user", key, r, &e);
+		return doc_refused(lc, "user", key, &e);
 	user_insert(s, &u);
 	return 0;
 }
 
-int state_load(struct state *s, struct store *store, int64_t now, int64_t mono,
+/* Sets aside the rows noted bad (after each kind is read: not while
+ * reading it). */
+static int set_aside(struct load_ctx *lc, struct store *store, struct tk_error *err)
+{
+	for (int i = 0; i < lc->nbad; i++) {
+		const struct bad_row *b = &lc->bad[i];
+		int r = store_quarantine(store, b->kind, b->key, b->reason, lc->now, err);
+		if (r < 0)
+			return r;
+	}
+	lc->nbad = 0;
+	return 0;
+}
+
+/* One kind of row, read and its bad rows set aside. */
+static int load_kind(struct load_ctx *lc, struct store *store,
+		     int (*load)(struct store *, store_row_cb, void *, struct tk_error *),
+		     store_row_cb cb, const char *what, struct tk_error *err)
+{
+	int r = load(store, cb, lc, err);
+	if (r < 0 && !err->text[0])
+		tk_errorf(err, r, "cannot load %s from the store", what);
+	return r < 0 ? r : set_aside(lc, store, err);
+}
+
+int state_load(struct state *s, struct store *store, int64_t now, int64_t mono, bool quarantine,
 	       struct tk_error *err)
 {
-	struct load_ctx lc = {s, now, mono};
-	if (store_load_users(store, load_user_cb, &lc, err) < 0)
-		return tk_errorf(err, -EBADMSG,
-				 "cannot load users from the store (see the log above)");
-	int r = store_load_queues(store, load_queue_cb, &lc, err);
-	if (r < 0)
-		return tk_errorf(err, r, "cannot load queues from the store (see the log above)");
+	struct load_ctx lc = {
+		.s = s, .now = now, .mono = mono, .quarantine = quarantine, .err = err};
+	err->text[0] = '\0';
+	int r;
+	if ((r = load_kind(&lc, store, store_load_users, load_user_cb, "users", err)) < 0 ||
+	    (r = load_kind(&lc, store, store_load_queues, load_queue_cb, "queues", err)) < 0)
+		goto out;
 	if (!state_queue(s, "default"))
 		state_queue_add(s, "default", now);
-	r = store_load_nodes(store, load_node_cb, &lc, err);
-	if (r < 0)
-		return err && !err->text[0] ? tk_errorf(err, r, "cannot load nodes") : r;
-	r = store_load_jobs(store, load_job_cb, &lc, err);
-	if (r < 0)
-		return tk_errorf(err, r, "cannot load jobs from the store (see the log above)");
+	if ((r = load_kind(&lc, store, store_load_nodes, load_node_cb, "nodes", err)) < 0 ||
+	    (r = load_kind(&lc, store, store_load_jobs, load_job_cb, "jobs", err)) < 0)
+		goto out;
 	/* settle attempts whose tasks were all lost with a vanished node */
 	for (size_t i = 0; i < s->njobs; i++) {
 		struct sjob *j = s->jobs[i];
@@ -197,5 +277,8 @@ int state_load(struct state *s, struct store *store, int64_t now, int64_t mono,
 	s->wake_nodes = NULL;
 	for (int i = 0; i < s->nnodes; i++)
 		s->nodes[i]->wake_queued = false;
-	return 0;
+	r = 0;
+out:
+	free(lc.bad);
+	return r;
 }

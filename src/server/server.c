@@ -364,10 +364,52 @@ static int load_config(struct server *s, struct sched_config *sched, struct tk_e
 	return 0;
 }
 
+/* Opens DATA/tenk.db, refusing a missing or empty one in a folder that
+ * held a cluster (unless cfg.init: the ids would start again at 1 and
+ * every job be forgotten), and a store it cannot write, which would start
+ * healthy and stop at the first change. */
+static int open_store(struct server *s, const char *db, bool used, struct tk_error *err)
+{
+	struct stat st;
+	bool missing = stat(db, &st) < 0 || st.st_size == 0;
+	if (missing && used && !s->cfg.init)
+		return tk_errorf(err, -ENOENT,
+				 "%s is %s but %s held a cluster; restore it (tenk backup makes "
+				 "copies), or start with --init",
+				 db, stat(db, &st) < 0 ? "missing" : "empty", s->data_dir);
+	int r = store_open(db, &s->store, err);
+	bool empty = false;
+	if (r < 0 || (r = store_is_empty(s->store, &empty, err)) < 0)
+		return r;
+	if (empty && used && !s->cfg.init)
+		return tk_errorf(err, -ENOENT,
+				 "%s is empty but %s held a cluster; restore it (tenk backup makes "
+				 "copies), or start with --init",
+				 db, s->data_dir);
+	/* written now, at once: proof the store takes writes, and a mark that
+	 * it is not new */
+	char now[32];
+	snprintf(now, sizeof(now), "%lld", (long long)server_now_ms(s));
+	struct store_batch *b = store_batch_create();
+	store_batch_put_meta(b, "started_ms", now);
+	r = store_apply(s->store, b, err);
+	store_batch_destroy(b);
+	if (r < 0) {
+		char why[sizeof(err->text)];
+		snprintf(why, sizeof(why), "%s", err->text);
+		return tk_errorf(err, r,
+				 "%s cannot be written (%s): fix its permissions or disk "
+				 "before the server starts",
+				 db, why);
+	}
+	return 0;
+}
+
 int server_create(uv_loop_t *loop, const struct server_config *cfg, struct server **ret,
 		  struct tk_error *err)
 {
-	_cleanup_free_ char *db = NULL, *url_path = NULL;
+	_cleanup_free_ char *db = NULL, *url_path = NULL, *old_token = NULL;
+	bool used = false;
 	struct server *s = xcalloc(1, sizeof(*s));
 	struct sched_config *sched = xmalloc(sizeof(*sched));
 	s->loop = loop;
@@ -387,6 +429,9 @@ int server_create(uv_loop_t *loop, const struct server_config *cfg, struct serve
 	if ((r = lock_data_dir(s, err)) < 0)
 		goto fail;
 	close_data_dir(s);
+	/* a folder a server ran in before has its tokens */
+	old_token = xasprintf("%s/agent.token", s->data_dir);
+	used = access(old_token, F_OK) == 0;
 	if ((r = load_token(s, "admin", s->admin_token, sizeof(s->admin_token), err)) < 0 ||
 	    (r = load_token(s, "agent", s->agent_token, sizeof(s->agent_token), err)) < 0 ||
 	    (r = load_catalogue(s, err)) < 0 || (r = load_config(s, sched, err)) < 0)
@@ -401,8 +446,9 @@ int server_create(uv_loop_t *loop, const struct server_config *cfg, struct serve
 				    .secret = s->admin_token};
 	state_init(&s->st, &scfg, sched, api_state_event, s);
 	db = xasprintf("%s/tenk.db", s->data_dir);
-	if ((r = store_open(db, &s->store, err)) < 0 ||
-	    (r = state_load(&s->st, s->store, server_now_ms(s), tk_mono_ms(), err)) < 0)
+	if ((r = open_store(s, db, used, err)) < 0 ||
+	    (r = state_load(&s->st, s->store, server_now_ms(s), tk_mono_ms(),
+			    cfg->quarantine_bad_rows, err)) < 0)
 		goto fail;
 	if ((r = http_start(s, cfg->listen, err)) < 0)
 		goto fail;

@@ -21,6 +21,11 @@ struct server_config {
 	int64_t node_timeout_ms;    /* an agent silent this long is DOWN */
 	int64_t longpoll_ms;	    /* how long a long-poll waits at most */
 	int max_node_requeues;	    /* requeues of a job for lost nodes */
+	/* a folder that held a cluster starts with an empty or missing store
+	 * only when told (init); rows that do not decode are set aside
+	 * (quarantine) rather than stopping the start */
+	bool init;
+	bool quarantine_bad_rows;
 };
 
 /* Fills c with defaults (listen 127.0.0.1:7480, timeout 30 s, ...). */

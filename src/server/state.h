@@ -396,8 +396,11 @@ json_t *state_queue_pack(struct state *s, const struct squeue *q);
 /* ---- load.c --------------------------------------------------------------------------- */
 
 /* Loads what store holds into an empty state at start-up, then ends what
- * cannot go on (attempts whose nodes are gone, validation runs). */
-int state_load(struct state *s, struct store *store, int64_t now, int64_t mono,
+ * cannot go on (attempts whose nodes are gone, validation runs). A row
+ * that does not decode stops it, named, unless quarantine: then the row is
+ * moved to the store's quarantine table and the load goes on. */
+#define STATE_MAX_JOB_ID (1LL << 26) /* jobs are indexed by id */
+int state_load(struct state *s, struct store *store, int64_t now, int64_t mono, bool quarantine,
 	       struct tk_error *err);
 
 /* ---- valid.c: validation runs --------------------------------------------------------- */

@@ -14,6 +14,7 @@
  */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -53,6 +54,16 @@ void store_batch_put_meta(struct store_batch *b, const char *key, const char *va
 size_t store_batch_len(const struct store_batch *b);
 /* Moves every change of src to the end of dst, leaving src empty. */
 void store_batch_move(struct store_batch *dst, struct store_batch *src);
+
+/* Whether the store holds nothing at all (a new file, or one emptied). */
+int store_is_empty(struct store *st, bool *ret, struct tk_error *err);
+/* Moves row key of kind ("job", "node", "queue", "user") into the
+ * quarantine table with why, out of the way of the next start. */
+int store_quarantine(struct store *st, const char *kind, const char *key, const char *reason,
+		     int64_t now_ms, struct tk_error *err);
+/* A consistent copy of the store file src into dst (which must not exist),
+ * taken while a server may be writing: SQLite's online backup. */
+int store_backup(const char *src, const char *dst, struct tk_error *err);
 
 /* Applies every change in b in one transaction, in order. On failure nothing
  * of b is applied and the error names the cause. */

@@ -91,6 +91,9 @@ static const char *const migrations[] = {
 	"CREATE TABLE queues (name TEXT PRIMARY KEY, doc TEXT NOT NULL);",
 	/* 3: users and their token hashes */
 	"CREATE TABLE users (name TEXT PRIMARY KEY, doc TEXT NOT NULL);",
+	/* 4: rows set aside because they did not decode (--quarantine-bad-rows) */
+	"CREATE TABLE quarantine (seq INTEGER PRIMARY KEY AUTOINCREMENT, kind TEXT NOT NULL, "
+	"key TEXT NOT NULL, doc TEXT, reason TEXT NOT NULL, at_ms INTEGER NOT NULL);",
 };
 
 struct store {
@@ -454,4 +457,117 @@ int store_apply(struct store *st, const struct store_batch *b, struct tk_error *
 		return r;
 	}
 	return 0;
+}
+
+/* ---- the store as a whole ------------------------------------------------------------ */
+
+int store_is_empty(struct store *st, bool *ret, struct tk_error *err)
+{
+	static const char sql[] = "SELECT (SELECT count(*) FROM jobs) + (SELECT count(*) FROM "
+				  "nodes) + (SELECT count(*) FROM users) + (SELECT count(*) FROM "
+				  "queues) + (SELECT count(*) FROM meta)";
+	sqlite3_stmt *q;
+	int rc = sqlite3_prepare_v2(st->db, sql, -1, &q, NULL);
+	if (rc != SQLITE_OK)
+		return fail(st, rc, err, "counting rows");
+	rc = sqlite3_step(q);
+	int r = 0;
+	if (rc == SQLITE_ROW)
+		*ret = sqlite3_column_int64(q, 0) == 0;
+	else
+		r = fail(st, rc, err, "counting rows");
+	sqlite3_finalize(q);
+	return r;
+}
+
+/* The table of a kind of row, and its key column. */
+static const char *kind_table(const char *kind, const char **key_col)
+{
+	*key_col = strcmp(kind, "job") == 0 ? "id" : "name";
+	return strcmp(kind, "job") == 0	    ? "jobs"
+	       : strcmp(kind, "node") == 0  ? "nodes"
+	       : strcmp(kind, "queue") == 0 ? "queues"
+	       : strcmp(kind, "user") == 0  ? "users"
+					    : NULL;
+}
+
+int store_quarantine(struct store *st, const char *kind, const char *key, const char *reason,
+		     int64_t now_ms, struct tk_error *err)
+{
+	const char *col;
+	const char *table = kind_table(kind, &col);
+	if (!table)
+		return tk_errorf(err, -EINVAL, "store: no kind of row \"%s\"", kind);
+	_cleanup_free_ char *copy =
+		xasprintf("INSERT INTO quarantine (kind, key, doc, reason, at_ms) SELECT ?1, ?2, "
+			  "doc, ?3, ?4 FROM %s WHERE %s = ?2",
+			  table, col);
+	_cleanup_free_ char *del = xasprintf("DELETE FROM %s WHERE %s = ?1", table, col);
+	int r = exec(st, "BEGIN IMMEDIATE", err);
+	if (r < 0)
+		return r;
+	sqlite3_stmt *a = NULL, *b = NULL;
+	int rc = sqlite3_prepare_v2(st->db, copy, -1, &a, NULL);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_prepare_v2(st->db, del, -1, &b, NULL);
+	if (rc == SQLITE_OK) {
+		sqlite3_bind_text(a, 1, kind, -1, SQLITE_STATIC);
+		sqlite3_bind_text(a, 2, key, -1, SQLITE_STATIC);
+		sqlite3_bind_text(a, 3, reason, -1, SQLITE_STATIC);
+		sqlite3_bind_int64(a, 4, now_ms);
+		sqlite3_bind_text(b, 1, key, -1, SQLITE_STATIC);
+		rc = sqlite3_step(a);
+		if (rc == SQLITE_DONE)
+			rc = sqlite3_step(b);
+		if (rc == SQLITE_DONE)
+			rc = SQLITE_OK;
+	}
+	sqlite3_finalize(a);
+	sqlite3_finalize(b);
+	if (rc != SQLITE_OK) {
+		r = fail(st, rc, err, "setting a row aside");
+		exec(st, "ROLLBACK", NULL);
+		return r;
+	}
+	return exec(st, "COMMIT", err);
+}
+
+int store_backup(const char *src, const char *dst, struct tk_error *err)
+{
+	sqlite3 *from = NULL, *to = NULL;
+	int rc = sqlite3_open_v2(src, &from, SQLITE_OPEN_READONLY, NULL);
+	if (rc != SQLITE_OK) {
+		int r = tk_errorf(err, -EIO, "cannot open %s: %s", src,
+				  from ? sqlite3_errmsg(from) : sqlite3_errstr(rc));
+		sqlite3_close(from);
+		return r;
+	}
+	int fd = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0) {
+		int e = errno;
+		sqlite3_close(from);
+		return tk_errorf(err, -e, "cannot create %s: %s", dst, strerror(e));
+	}
+	close(fd);
+	rc = sqlite3_open_v2(dst, &to, SQLITE_OPEN_READWRITE, NULL);
+	int r = 0;
+	if (rc == SQLITE_OK) {
+		/* every page in one step: one read transaction, so one moment */
+		sqlite3_backup *b = sqlite3_backup_init(to, "main", from, "main");
+		if (!b) {
+			rc = sqlite3_errcode(to);
+		} else {
+			rc = sqlite3_backup_step(b, -1);
+			sqlite3_backup_finish(b);
+			rc = rc == SQLITE_DONE ? SQLITE_OK : rc;
+		}
+	}
+	if (rc != SQLITE_OK) {
+		r = tk_errorf(err, -EIO, "backup of %s to %s: %s", src, dst,
+			      to ? sqlite3_errmsg(to) : sqlite3_errstr(rc));
+		unlink(dst);
+	}
+	sqlite3_close(to);
+	sqlite3_close(from);
+	return r;
 }
