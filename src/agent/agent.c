@@ -114,6 +114,40 @@ static void reg_timer_cb(uv_timer_t *t)
 	do_register(t->data);
 }
 
+#define CREDENTIAL_FILE "node.credential"
+
+/* The node's own credential, kept in WORK/node.credential (0600): what
+ * every call after the first registration carries. */
+static int keep_credential(struct agent *a, const char *cred)
+{
+	_cleanup_free_ char *path = xasprintf("%s/%s", a->cfg.work_dir, CREDENTIAL_FILE);
+	char line[WIRE_CREDENTIAL_MAX + 1];
+	int n = snprintf(line, sizeof(line), "%s\n", cred);
+	int r = tk_replace_file(path, line, (size_t)n, 0600);
+	if (r < 0) {
+		log_err("cannot keep this node's credential in %s: %s", path, strerror(-r));
+		return r;
+	}
+	snprintf(a->cred, sizeof(a->cred), "%s", cred);
+	log_info("this node has its own credential now (%s)", path);
+	return 0;
+}
+
+/* The credential an earlier agent of this node kept, if any. */
+static void load_credential(struct agent *a)
+{
+	_cleanup_free_ char *path = xasprintf("%s/%s", a->cfg.work_dir, CREDENTIAL_FILE);
+	char *text = NULL;
+	if (tk_read_file(path, 4096, &text, NULL) < 0)
+		return;
+	tk_strip(text);
+	if (strlen(text) == WIRE_CREDENTIAL_MAX - 1)
+		snprintf(a->cred, sizeof(a->cred), "%s", text);
+	else
+		log_warn("%s is not a credential; joining with the join token", path);
+	free(text);
+}
+
 static void reg_done(void *arg, long status, const char *body, size_t len, const char *error)
 {
 	struct agent *a = arg;
@@ -121,6 +155,14 @@ static void reg_done(void *arg, long status, const char *body, size_t len, const
 	a->registering = false;
 	if (status != 200) {
 		log_http_error("register", status, body, len, error);
+		if (status == 401 && a->cred[0]) {
+			/* the server does not know this credential (revoked, or a store
+			 * restored from before it): join again, which an admin may
+			 * have to admit */
+			log_warn("the server refused this node's credential; joining with the "
+				 "join token");
+			a->cred[0] = '\0';
+		}
 		if (!a->stopping)
 			uv_timer_start(&a->reg_timer, reg_timer_cb,
 				       (uint64_t)backoff_next(&a->reg_backoff), 0);
@@ -139,6 +181,12 @@ static void reg_done(void *arg, long status, const char *body, size_t len, const
 		return;
 	}
 	json_decref(j);
+	if (ans.credential[0] && keep_credential(a, ans.credential) < 0) {
+		if (!a->stopping)
+			uv_timer_start(&a->reg_timer, reg_timer_cb,
+				       (uint64_t)backoff_next(&a->reg_backoff), 0);
+		return;
+	}
 	if (ans.addr[0])
 		snprintf(a->inv.addr, sizeof(a->inv.addr), "%s", ans.addr);
 	/* beat four times a lease at least, so that lost beats are no death */
@@ -187,7 +235,8 @@ static void do_register(struct agent *a)
 	char *text = json_dumps(body, JSON_COMPACT);
 	json_decref(body);
 	a->reg_req =
-		hc_request(a->hc, "POST", a->url_register, a->cfg.token, text, 10000, reg_done, a);
+		hc_request(a->hc, "POST", a->url_register, a->cred[0] ? a->cred : a->cfg.token, text,
+			   10000, reg_done, a);
 	free(text);
 }
 
@@ -249,7 +298,7 @@ static void poll_done(void *arg, long status, const char *body, size_t len, cons
 	a->poll_req = NULL;
 	if (a->stopping)
 		return;
-	if (status == 409) {
+	if (status == 409 || status == 401) {
 		log_http_error("work", status, body, len, error);
 		need_register(a);
 		return;
@@ -287,7 +336,7 @@ static void do_poll(struct agent *a)
 		 a->url_work, a->inv.name, a->agent_id, a->epoch[0] ? a->epoch : "none",
 		 (unsigned long long)a->gen, AGENT_POLL_WAIT_MS);
 	a->poll_sent_ms = tk_mono_ms();
-	a->poll_req = hc_request(a->hc, "GET", url, a->cfg.token, NULL, AGENT_POLL_WAIT_MS + 15000,
+	a->poll_req = hc_request(a->hc, "GET", url, a->cred, NULL, AGENT_POLL_WAIT_MS + 15000,
 				 poll_done, a);
 }
 
@@ -301,7 +350,7 @@ static void hb_done(void *arg, long status, const char *body, size_t len, const 
 		touched(a, a->hb_sent_ms);
 		a->images_sent_gen = MAX(a->images_sent_gen, a->hb_images_gen);
 	}
-	if (status == 409 && !a->stopping) {
+	if ((status == 409 || status == 401) && !a->stopping) {
 		log_http_error("heartbeat", status, body, len, error);
 		need_register(a);
 	} else if (status != 200 && !a->stopping) {
@@ -338,7 +387,7 @@ static void send_heartbeat(struct agent *a, bool stopping)
 	/* one that hangs must not hold back the next for long */
 	long timeout = (long)MAX(a->lease.lease_ms / 2, 1000);
 	a->hb_sent_ms = tk_mono_ms();
-	a->hb_req = hc_request(a->hc, "POST", a->url_heartbeat, a->cfg.token, text, timeout,
+	a->hb_req = hc_request(a->hc, "POST", a->url_heartbeat, a->cred, text, timeout,
 			       hb_done, a);
 	free(text);
 }
@@ -413,7 +462,7 @@ static void events_done(void *arg, long status, const char *body, size_t len, co
 		for (uint64_t q = lo; q < hi; q++)
 			a->events[q - a->events_base].state = EV_QUEUED;
 	}
-	if (status == 409) {
+	if (status == 409 || status == 401) {
 		need_register(a);
 		return;
 	}
@@ -455,7 +504,7 @@ static void do_events(struct agent *a)
 		b->lo = a->events_base + first;
 		b->hi = a->events_base + end;
 		b->sent_ms = tk_mono_ms();
-		b->req = hc_request(a->hc, "POST", a->url_events, a->cfg.token, text, 10000,
+		b->req = hc_request(a->hc, "POST", a->url_events, a->cred, text, 10000,
 				    events_done, b);
 		free(text);
 	}
@@ -573,6 +622,7 @@ int agent_create(uv_loop_t *loop, const struct agent_config *cfg, struct agent *
 		goto fail;
 	}
 	find_podman(a);
+	load_credential(a);
 	/* podman's settings, whatever folder it runs in */
 	if (a->cfg.containers_conf && (abs = realpath(a->cfg.containers_conf, NULL))) {
 		free((char *)a->cfg.containers_conf);

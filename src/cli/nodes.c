@@ -37,8 +37,24 @@ static void accel_summary(json_t *n, char *buf, size_t len, double *ret_used)
 	*ret_used = used;
 }
 
+static int node_action(struct ctx *c, const char *action, json_t *body);
+
 static int run_nodes(struct ctx *c)
 {
+	if (c->npos) {
+		/* tenk nodes admit|revoke NAME...: a node's credential */
+		const char *what = c->pos[0];
+		if ((strcmp(what, "admit") != 0 && strcmp(what, "revoke") != 0) || c->npos < 2)
+			return usage_error(c->cmd, "nodes: expected admit NAME... or revoke NAME..., "
+						   "got \"%s\"",
+					   what);
+		c->pos++;
+		c->npos--;
+		int rc = node_action(c, what, NULL);
+		c->pos--;
+		c->npos++;
+		return rc;
+	}
 	json_t *res;
 	struct tk_error err;
 	if (client_call(&c->client, "GET", "/v1/nodes", NULL, CALL_TIMEOUT_MS, &res, NULL, &err) <
@@ -76,7 +92,7 @@ static int run_nodes(struct ctx *c)
 	return CLI_EXIT_OK;
 }
 
-CLI_COMMAND(cli_nodes, CLI_OPTS(cli_plain_opts), false, 0, 0, run_nodes)
+CLI_COMMAND(cli_nodes, CLI_OPTS(cli_plain_opts), false, 0, -1, run_nodes)
 
 /* ---- drain, resume ---------------------------------------------------------------------- */
 
@@ -102,6 +118,8 @@ static int node_action(struct ctx *c, const char *action, json_t *body)
 		}
 		if (c->json)
 			print_json(n);
+		else if (strcmp(action, "admit") == 0 || strcmp(action, "revoke") == 0)
+			printf("node %s: credential %s\n", jstr(n, "name"), jstr(n, "credential"));
 		else
 			printf("node %s: %s\n", jstr(n, "name"), jstr(n, "state"));
 		json_decref(n);

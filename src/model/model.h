@@ -345,6 +345,13 @@ struct node_record {
 	char drain_reason[MODEL_REASON_MAX];
 	char agent_id[MODEL_NAME_MAX]; /* the agent process last registered */
 	int64_t registered_ms;
+	/* its credential (the SHA-256 of the token its agent was given when it
+	 * joined; "" none yet); admit: an admin lets the next agent that joins
+	 * under this name in (tenk nodes admit); revoked: its credential was
+	 * ended (tenk nodes revoke), and only an admit lets it back */
+	char cred_sha256[65];
+	bool admit;
+	bool revoked;
 	/* its last validation (tenk validate --nodes): verdict "" (never
 	 * validated), "pass" or "fail"; the first failing layer and why */
 	char verdict[8];

@@ -196,6 +196,12 @@ json_t *node_record_pack(const struct node_record *r)
 	json_t *v = node_verdict_pack(r);
 	if (v)
 		json_object_set_new(o, "validation", v);
+	if (r->cred_sha256[0])
+		json_object_set_new(o, "cred_sha256", json_string(r->cred_sha256));
+	if (r->admit)
+		json_object_set_new(o, "admit", json_true());
+	if (r->revoked)
+		json_object_set_new(o, "revoked", json_true());
 	return o;
 }
 
@@ -236,8 +242,9 @@ static int verdict_unpack(json_t *v, struct node_record *r, struct tk_error *err
 
 int node_record_unpack(json_t *j, struct node_record *ret, struct tk_error *err)
 {
-	static const char *const keys[] = {"inventory", "drained",	 "drain_reason",
-					   "agent_id",	"registered_ms", "validation",
+	static const char *const keys[] = {"inventory",	 "drained",	"drain_reason",
+					   "agent_id",	 "registered_ms", "validation",
+					   "cred_sha256", "admit",	"revoked",
 					   NULL};
 	struct node_record *r = ret;
 	int64_t reg;
@@ -249,8 +256,14 @@ int node_record_unpack(json_t *j, struct node_record *ret, struct tk_error *err)
 			    sizeof(r->drain_reason), err)) < 0 ||
 	    (rc = mj_strbuf(j, "agent_id", true, true, r->agent_id, sizeof(r->agent_id), err)) <
 		    0 ||
-	    (rc = mj_int(j, "registered_ms", true, 0, INT64_MAX, 0, &reg, err)) < 0)
+	    (rc = mj_int(j, "registered_ms", true, 0, INT64_MAX, 0, &reg, err)) < 0 ||
+	    (rc = mj_strbuf(j, "cred_sha256", false, true, r->cred_sha256, sizeof(r->cred_sha256),
+			    err)) < 0 ||
+	    (rc = mj_bool(j, "admit", false, false, &r->admit, err)) < 0 ||
+	    (rc = mj_bool(j, "revoked", false, false, &r->revoked, err)) < 0)
 		return rc;
+	if (r->cred_sha256[0] && strlen(r->cred_sha256) != 64)
+		return tk_errorf(err, -EINVAL, "cred_sha256: must be 64 hex digits");
 	r->registered_ms = reg;
 	json_t *v = json_object_get(j, "validation");
 	if (v && (rc = verdict_unpack(v, r, err)) < 0)

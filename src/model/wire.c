@@ -138,13 +138,17 @@ void wire_register_release(struct wire_register *m)
 
 json_t *wire_registered_pack(const struct wire_registered *m)
 {
-	return json_pack("{s:s, s:s, s:s, s:I}", "node", m->node, "addr", m->addr, "epoch",
-			 m->epoch, "node_timeout_ms", (json_int_t)m->node_timeout_ms);
+	json_t *o = json_pack("{s:s, s:s, s:s, s:I}", "node", m->node, "addr", m->addr, "epoch",
+			      m->epoch, "node_timeout_ms", (json_int_t)m->node_timeout_ms);
+	if (m->credential[0])
+		json_object_set_new(o, "credential", json_string(m->credential));
+	return o;
 }
 
 int wire_registered_unpack(json_t *j, struct wire_registered *ret, struct tk_error *err)
 {
-	static const char *const keys[] = {"node", "addr", "epoch", "node_timeout_ms", NULL};
+	static const char *const keys[] = {"node", "addr", "epoch", "node_timeout_ms", "credential",
+					   NULL};
 	int r;
 	memset(ret, 0, sizeof(*ret));
 	if ((r = mj_check_keys(j, NULL, keys, err)) < 0 ||
@@ -152,8 +156,12 @@ int wire_registered_unpack(json_t *j, struct wire_registered *ret, struct tk_err
 	    (r = mj_strbuf(j, "addr", false, true, ret->addr, sizeof(ret->addr), err)) < 0 ||
 	    (r = mj_strbuf(j, "epoch", true, true, ret->epoch, sizeof(ret->epoch), err)) < 0 ||
 	    (r = mj_int(j, "node_timeout_ms", true, 1, INT32_MAX, 0, &ret->node_timeout_ms, err)) <
-		    0)
+		    0 ||
+	    (r = mj_strbuf(j, "credential", false, true, ret->credential, sizeof(ret->credential),
+			   err)) < 0)
 		return r;
+	if (ret->credential[0] && strlen(ret->credential) != 64)
+		return tk_errorf(err, -EINVAL, "credential: must be 64 hex digits");
 	return 0;
 }
 

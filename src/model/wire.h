@@ -24,6 +24,7 @@
 #define WIRE_MAX_WORK 65536	  /* attempts in one work answer */
 #define WIRE_MAX_IMAGES 4096	  /* images of one node's store, pulls asked of it */
 #define WIRE_EPOCH_MAX 40	  /* a server epoch, with NUL */
+#define WIRE_CREDENTIAL_MAX 65	  /* a node's credential: 64 hex digits, with NUL */
 #define WIRE_AGENT_ID_MAX MODEL_NAME_MAX
 
 /* ---- why a task ended ------------------------------------------------------------ */
@@ -88,6 +89,9 @@ struct wire_registered {
 	char addr[MODEL_ADDR_MAX];
 	char epoch[WIRE_EPOCH_MAX]; /* differs on every server start */
 	int64_t node_timeout_ms;    /* a node silent this long is DOWN */
+	/* the node's own credential, when it joined with the join token: the
+	 * bearer token of every later call; "" when it registered with it */
+	char credential[WIRE_CREDENTIAL_MAX];
 };
 
 json_t *wire_registered_pack(const struct wire_registered *m);

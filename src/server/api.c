@@ -619,12 +619,50 @@ static void h_images_pull(struct request *r, const char *param, json_t *body)
 	free(nodes);
 }
 
+/* POST /v1/nodes/NAME/admit: the next agent that joins as NAME with the
+ * join token gets its credential (a node rebuilt, or one revoked). */
+static void h_node_admit(struct request *r, const char *param, json_t *body)
+{
+	struct snode *n = find_node(r, param);
+	if (!n)
+		return;
+	n->rec.admit = true;
+	state_node_dirty(&r->s->st, n);
+	log_info("%s admitted a new agent for node %s", r->user, n->rec.inv.name);
+	reply_json(r, 200, state_node_pack(&r->s->st, n));
+}
+
+/* POST /v1/nodes/NAME/revoke: its credential ends now; only an admit lets
+ * an agent of that name in again. */
+static void h_node_revoke(struct request *r, const char *param, json_t *body)
+{
+	struct snode *n = find_node(r, param);
+	if (!n)
+		return;
+	state_node_credential(&r->s->st, n, NULL);
+	n->rec.revoked = true;
+	n->rec.admit = false;
+	log_info("%s revoked the credential of node %s", r->user, n->rec.inv.name);
+	reply_json(r, 200, state_node_pack(&r->s->st, n));
+}
+
 /* ---- agents ------------------------------------------------------------------- */
 
 /* Finds the node an agent names, answering 409 when the agent must register
  * (again) first. */
 static struct snode *agent_node(struct request *r, const char *name, const char *agent_id)
 {
+	if (!r->node) {
+		reply_error(r, 403,
+			    "the join token only registers a node; send the node's own credential "
+			    "(its agent got it when it joined)");
+		return NULL;
+	}
+	if (strcmp(r->node->rec.inv.name, name) != 0) {
+		reply_error(r, 403, "this credential is node %s's, not \"%.64s\"'s",
+			    r->node->rec.inv.name, name);
+		return NULL;
+	}
 	struct snode *n = state_node(&r->s->st, name);
 	if (!n) {
 		reply_error(r, 409, "node \"%.64s\" is not registered; register first", name);
@@ -662,13 +700,44 @@ static void h_agent_register(struct request *r, const char *param, json_t *body)
 			inet_ntop(AF_INET6, &((struct sockaddr_in6 *)ci->client_addr)->sin6_addr,
 				  inv->addr, sizeof(inv->addr));
 	}
+	/* who may register under this name: its own credential, or the join
+	 * token for a name not yet held (or one an admin admitted) */
+	struct snode *known = state_node(st, inv->name);
+	if (r->node && r->node != known) {
+		reply_error(r, 403, "this credential is node %s's, not \"%s\"'s",
+			    r->node->rec.inv.name, inv->name);
+		goto done;
+	}
+	bool join = !r->node;
+	if (join && known && (known->rec.cred_sha256[0] || known->rec.revoked) &&
+	    !known->rec.admit) {
+		reply_error(r, 403,
+			    "node %s is known%s: its agent registers with its own credential, or "
+			    "an admin admits a new one (tenk nodes admit %s)",
+			    inv->name, known->rec.revoked ? " and its credential was revoked" : "",
+			    inv->name);
+		goto done;
+	}
 	struct snode *n = state_register(st, inv, m->agent_id, m->kept, m->nkept, server_now_ms(s),
 					 tk_mono_ms());
 	struct wire_registered ans = {.node_timeout_ms = s->cfg.node_timeout_ms};
+	if (join) {
+		/* its own credential from now on; the server keeps its hash */
+		char sha[65];
+		if (tk_random_hex(ans.credential, 32) < 0) {
+			reply_error(r, 500, "cannot read random bytes");
+			goto done;
+		}
+		tk_sha256_hex(ans.credential, strlen(ans.credential), sha);
+		state_node_credential(st, n, sha);
+		n->rec.admit = n->rec.revoked = false;
+		log_info("node %s joined and has its own credential", inv->name);
+	}
 	snprintf(ans.node, sizeof(ans.node), "%s", n->rec.inv.name);
 	snprintf(ans.addr, sizeof(ans.addr), "%s", n->rec.inv.addr);
 	snprintf(ans.epoch, sizeof(ans.epoch), "%s", s->epoch);
 	reply_json(r, 200, wire_registered_pack(&ans));
+done:
 	wire_register_release(m);
 out:
 	free(m);
@@ -753,6 +822,22 @@ static void h_agent_events(struct request *r, const char *param, json_t *body)
 		return;
 	}
 	struct snode *sn = agent_node(r, m.node, m.agent_id);
+	for (int i = 0; sn && i < m.nevents; i++) {
+		const struct task_event *ev = &m.events[i];
+		struct sjob *j = state_job(&r->s->st, ev->job);
+		const struct attempt *a = j && ev->attempt >= 1 && ev->attempt <= j->job.nattempts
+						  ? &j->job.attempts[ev->attempt - 1]
+						  : NULL;
+		int tpn = j ? j->job.req.tasks_per_node : 1;
+		if (a && ev->rank < a->ntasks &&
+		    strcmp(a->nodes[ev->rank / tpn].name, sn->rec.inv.name) != 0) {
+			/* a node reports only what runs on it */
+			reply_error(r, 403,
+				    "events[%d]: job %lld attempt %d rank %d does not run on node %s",
+				    i, (long long)ev->job, ev->attempt, ev->rank, sn->rec.inv.name);
+			sn = NULL;
+		}
+	}
 	if (sn) {
 		struct state *st = &r->s->st;
 		int64_t now = server_now_ms(r->s);
@@ -1048,6 +1133,8 @@ const struct route api_routes[] = {
 	{"GET", "/v1/jobs/{}", ROLE_USER, h_job_show, false},
 	{"POST", "/v1/jobs/{}/cancel", ROLE_USER, h_job_cancel, false},
 	{"GET", "/v1/nodes", ROLE_USER, h_nodes_list, false},
+	{"POST", "/v1/nodes/{}/admit", ROLE_ADMIN, h_node_admit, false},
+	{"POST", "/v1/nodes/{}/revoke", ROLE_ADMIN, h_node_revoke, false},
 	{"GET", "/v1/images", ROLE_USER, h_images, false},
 	{"POST", "/v1/images/pull", ROLE_ADMIN, h_images_pull, true},
 	{"GET", "/v1/nodes/{}", ROLE_USER, h_node_show, false},

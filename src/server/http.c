@@ -196,9 +196,15 @@ static void authenticate(struct request *r)
 		char hash[65];
 		tk_sha256_hex(tok, strlen(tok), hash);
 		struct suser *u = tk_map_get(&s->st.user_by_hash, hash);
+		struct snode *n = u ? NULL : tk_map_get(&s->st.node_by_cred, hash);
 		if (u) {
 			r->role = u->rec.admin ? ROLE_ADMIN : ROLE_USER;
 			snprintf(r->user, sizeof(r->user), "%s", u->rec.name);
+		} else if (n) {
+			/* a node's own credential: its agent, for that node only */
+			r->role = ROLE_AGENT;
+			r->node = n;
+			snprintf(r->user, sizeof(r->user), "node:%.58s", n->rec.inv.name);
 		}
 	}
 }

@@ -58,6 +58,9 @@ struct request {
 	/* authentication */
 	enum role role;
 	char user[MODEL_NAME_MAX];
+	/* an agent: with a node's own credential, that node; with the join
+	 * token, NULL (it may only register) */
+	struct snode *node;
 	/* long-polls: on the list of a job (WAIT_JOB) or a node (WAIT_WORK) */
 	enum wait_kind wait;
 	int64_t deadline_ms;

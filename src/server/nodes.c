@@ -259,8 +259,20 @@ struct snode *node_insert(struct state *s, const struct node_record *rec)
 	n->index = s->nnodes;
 	s->nodes[s->nnodes++] = n;
 	tk_map_put(&s->node_by_name, n->rec.inv.name, n);
+	if (n->rec.cred_sha256[0])
+		tk_map_put(&s->node_by_cred, n->rec.cred_sha256, n);
 	node_sync_devs(n);
 	return n;
+}
+
+void state_node_credential(struct state *s, struct snode *n, const char *sha256)
+{
+	if (n->rec.cred_sha256[0])
+		tk_map_del(&s->node_by_cred, n->rec.cred_sha256);
+	snprintf(n->rec.cred_sha256, sizeof(n->rec.cred_sha256), "%s", sha256 ? sha256 : "");
+	if (sha256)
+		tk_map_put(&s->node_by_cred, n->rec.cred_sha256, n);
+	state_node_dirty(s, n);
 }
 
 struct snode *state_register(struct state *s, const struct node_inventory *inv,

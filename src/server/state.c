@@ -17,6 +17,7 @@ void state_init(struct state *s, const struct state_config *cfg, const struct sc
 	s->event_arg = cb_arg;
 	s->sched = *sched;
 	tk_map_init(&s->node_by_name);
+	tk_map_init(&s->node_by_cred);
 	tk_map_init(&s->queue_by_name);
 	tk_map_init(&s->user_by_name);
 	tk_map_init(&s->user_by_hash);
@@ -71,6 +72,7 @@ void state_release(struct state *s)
 	while (tk_map_next(&s->user_by_name, &pos, NULL, &v))
 		free(v);
 	tk_map_release(&s->node_by_name);
+	tk_map_release(&s->node_by_cred);
 	tk_map_release(&s->queue_by_name);
 	tk_map_release(&s->user_by_name);
 	tk_map_release(&s->user_by_hash);

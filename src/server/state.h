@@ -210,6 +210,7 @@ struct state {
 	int nnodes;
 	size_t nodes_alloc;
 	struct tk_map node_by_name;
+	struct tk_map node_by_cred; /* a node's credential's SHA-256 -> struct snode */
 
 	/* what changed and is not yet written (server.c writes it) */
 	struct sjob *dirty_jobs;
@@ -353,6 +354,8 @@ void state_flush_work(struct state *s);
 void part_add(struct state *s, struct snode *n, struct sjob *j, const struct attempt *a,
 	      int node_index);
 void part_remove(struct state *s, struct snode *n, struct sjob *j, int attempt);
+/* Node n's credential becomes the one of SHA-256 sha256 (NULL: none). */
+void state_node_credential(struct state *s, struct snode *n, const char *sha256);
 /* What node n runs changed in place (an attempt's digest): its agent is told. */
 void node_work_changed(struct state *s, struct snode *n);
 /* Every node holding a part of attempt a learns its work changed. */

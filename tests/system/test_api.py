@@ -153,9 +153,14 @@ def test_agent_endpoints_reject_bad_reports(cluster):
                           token=agent)
     assert st == 400 and res["error"].startswith('events[1].type: must be "started", "exited", "pulling" or')
     assert cluster.job(jid)["state"] == "RUNNING"
-    # an agent that is not the registered one is told to register
+    # the join token only registers
     st, res = cluster.api("POST", "/v1/agent/heartbeat",
-                          {"node": "node1", "agent_id": "cd" * 8}, token=agent)
+                          {"node": "node1", "agent_id": node["agent_id"]}, token=agent)
+    assert st == 403 and "the join token only registers a node" in res["error"], res
+    # an agent that is not the registered one is told to register
+    cred = open(cluster.data + "-work/node.credential").read().strip()
+    st, res = cluster.api("POST", "/v1/agent/heartbeat",
+                          {"node": "node1", "agent_id": "cd" * 8}, token=cred)
     assert st == 409 and "register again" in res["error"]
     assert len(cluster.json("nodes")["nodes"]) == 1
     cluster.run("cancel", jid)
