@@ -234,9 +234,8 @@ static void do_register(struct agent *a)
 	a->reg_sent_ms = tk_mono_ms();
 	char *text = json_dumps(body, JSON_COMPACT);
 	json_decref(body);
-	a->reg_req =
-		hc_request(a->hc, "POST", a->url_register, a->cred[0] ? a->cred : a->cfg.token, text,
-			   10000, reg_done, a);
+	a->reg_req = hc_request(a->hc, "POST", a->url_register, a->cred[0] ? a->cred : a->cfg.token,
+				text, 10000, reg_done, a);
 	free(text);
 }
 
@@ -387,8 +386,7 @@ static void send_heartbeat(struct agent *a, bool stopping)
 	/* one that hangs must not hold back the next for long */
 	long timeout = (long)MAX(a->lease.lease_ms / 2, 1000);
 	a->hb_sent_ms = tk_mono_ms();
-	a->hb_req = hc_request(a->hc, "POST", a->url_heartbeat, a->cred, text, timeout,
-			       hb_done, a);
+	a->hb_req = hc_request(a->hc, "POST", a->url_heartbeat, a->cred, text, timeout, hb_done, a);
 	free(text);
 }
 
@@ -504,8 +502,8 @@ static void do_events(struct agent *a)
 		b->lo = a->events_base + first;
 		b->hi = a->events_base + end;
 		b->sent_ms = tk_mono_ms();
-		b->req = hc_request(a->hc, "POST", a->url_events, a->cred, text, 10000,
-				    events_done, b);
+		b->req = hc_request(a->hc, "POST", a->url_events, a->cred, text, 10000, events_done,
+				    b);
 		free(text);
 	}
 }

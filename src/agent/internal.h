@@ -152,10 +152,10 @@ struct agent {
 	int ncpus;
 	int cpu_id[AGENT_MAX_CPUS];
 	struct taskgroup *cpu_holder[AGENT_MAX_CPUS];
-	struct agent_config cfg;     /* strings owned (copied) */
-	char podman[MODEL_MAX_PATH]; /* cfg.podman found on PATH */
+	struct agent_config cfg;	/* strings owned (copied) */
+	char podman[MODEL_MAX_PATH];	/* cfg.podman found on PATH */
 	char cred[WIRE_CREDENTIAL_MAX]; /* the node's own credential; "" until it joined */
-	struct podcmd *podcmds;	     /* running */
+	struct podcmd *podcmds;		/* running */
 	/* the node's images and the pulls asked of it (image.c); images_gen
 	 * counts changes, images_sent_gen the last the server took */
 	int nimages;

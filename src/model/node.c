@@ -242,10 +242,9 @@ static int verdict_unpack(json_t *v, struct node_record *r, struct tk_error *err
 
 int node_record_unpack(json_t *j, struct node_record *ret, struct tk_error *err)
 {
-	static const char *const keys[] = {"inventory",	 "drained",	"drain_reason",
-					   "agent_id",	 "registered_ms", "validation",
-					   "cred_sha256", "admit",	"revoked",
-					   NULL};
+	static const char *const keys[] = {
+		"inventory",  "drained",     "drain_reason", "agent_id", "registered_ms",
+		"validation", "cred_sha256", "admit",	     "revoked",	 NULL};
 	struct node_record *r = ret;
 	int64_t reg;
 	int rc;

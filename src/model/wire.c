@@ -147,8 +147,8 @@ json_t *wire_registered_pack(const struct wire_registered *m)
 
 int wire_registered_unpack(json_t *j, struct wire_registered *ret, struct tk_error *err)
 {
-	static const char *const keys[] = {"node", "addr", "epoch", "node_timeout_ms", "credential",
-					   NULL};
+	static const char *const keys[] = {"node",	 "addr", "epoch", "node_timeout_ms",
+					   "credential", NULL};
 	int r;
 	memset(ret, 0, sizeof(*ret));
 	if ((r = mj_check_keys(j, NULL, keys, err)) < 0 ||

@@ -133,8 +133,8 @@ json_t *state_node_pack(struct state *s, const struct snode *n)
 	json_object_set_new(o, "validation", v ? v : json_null());
 	json_object_set_new(o, "agent_stopping", json_boolean(n->agent_stopping));
 	json_object_set_new(o, "credential",
-			    json_string(n->rec.revoked	      ? "revoked"
-					: n->rec.admit	      ? "admitted"
+			    json_string(n->rec.revoked		? "revoked"
+					: n->rec.admit		? "admitted"
 					: n->rec.cred_sha256[0] ? "issued"
 								: "none"));
 	return o;

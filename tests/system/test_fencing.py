@@ -11,6 +11,7 @@ which every namespace host of this machine shares."""
 import glob
 import os
 import random
+import shutil
 import signal
 import socket
 import sys
@@ -238,6 +239,9 @@ def test_a_server_restart_keeps_the_fence(workdir, procs):
     jid = t.submit("--requeue", "0", "--", PY, "-c", CHECKER, out)
     wait_for(lambda: os.path.exists(f"{out}/log") and read_log(out), 20, "the task to start")
     a1.kill9()
+    # the node's credential, but none of w1's shims
+    os.mkdir(os.path.join(workdir, "w2"))
+    shutil.copy(os.path.join(workdir, "w1", "node.credential"), os.path.join(workdir, "w2"))
     agent("w2")  # finds nothing of w1
     j = t.wait_state(jid, "PENDING")
     assert "has run out (its agent restarted without them)" in j["reason"], j["reason"]
