@@ -194,10 +194,12 @@ CLI_COMMAND(cli_classes, CLI_OPTS(cli_plain_opts), false, 0, 0, run_classes)
 
 /* ---- users --------------------------------------------------------------------------- */
 
-enum { U_ADMIN = O_FIRST_OWN, U_UNIX_USER, U_ROLES };
+enum { U_ADMIN = O_FIRST_OWN, U_ROLE, U_UNIX_USER, U_ROLES };
 static const struct tk_option users_opts[] = {
 	COMMON_OPTS,
-	{"admin", 0, NULL, "with add: the user may do everything an admin may"},
+	{"admin", 0, NULL, "with add: the user may do everything an admin may (--role admin)"},
+	{"role", 0, "ROLE",
+	 "add: viewer (reads), user (default), operator (drains, validates, queues), admin"},
 	{"unix-user", 0, "NAME", "add: the Unix account its jobs run as (default: NAME)"},
 	{"roles", 0, "LIST", "add: roles that classes and queues may allow (role:NAME)"},
 };
@@ -208,8 +210,12 @@ static int run_users(struct ctx *c)
 	struct tk_error err;
 	int r;
 	if (c->npos == 2 && strcmp(c->pos[0], "add") == 0) {
-		json_t *body =
-			json_pack("{s:s, s:b}", "name", c->pos[1], "admin", c->v[U_ADMIN] != NULL);
+		if (c->v[U_ADMIN] && c->v[U_ROLE] && strcmp(c->v[U_ROLE], "admin") != 0)
+			return usage_error(c->cmd, "--admin and --role %s: give one", c->v[U_ROLE]);
+		json_t *body = json_pack("{s:s, s:s}", "name", c->pos[1], "access",
+					 c->v[U_ADMIN]	? "admin"
+					 : c->v[U_ROLE] ? c->v[U_ROLE]
+							: "user");
 		if (c->v[U_UNIX_USER])
 			json_object_set_new(body, "unix_user", json_string(c->v[U_UNIX_USER]));
 		if (c->v[U_ROLES])
@@ -243,12 +249,11 @@ static int run_users(struct ctx *c)
 		} else {
 			size_t i;
 			json_t *u;
-			printf("%-24s %-6s %-16s %s\n", "USER", "ADMIN", "UNIX USER", "ROLES");
+			printf("%-24s %-9s %-16s %s\n", "USER", "ACCESS", "UNIX USER", "ROLES");
 			json_array_foreach (json_object_get(res, "users"), i, u) {
 				_cleanup_free_ char *roles =
 					joined(json_object_get(u, "roles"), "-");
-				printf("%-24s %-6s %-16s %s\n", jstr(u, "name"),
-				       json_is_true(json_object_get(u, "admin")) ? "yes" : "no",
+				printf("%-24s %-9s %-16s %s\n", jstr(u, "name"), jstr(u, "access"),
 				       jstr(u, "unix_user"), roles);
 			}
 		}
@@ -260,3 +265,68 @@ static int run_users(struct ctx *c)
 }
 
 CLI_COMMAND(cli_users, CLI_OPTS(users_opts), false, 0, 2, run_users)
+
+/* ---- audit ------------------------------------------------------------------------------ */
+
+enum { A_SINCE = O_FIRST_OWN, A_USER, A_LIMIT };
+static const struct tk_option audit_opts[] = {
+	COMMON_OPTS,
+	{"since", 0, "TIME", "only this recent, e.g. 1h, 2d (default: all kept)"},
+	{"user", 'u', "NAME", "only calls by NAME (admin, a user, node:NAME)"},
+	{"limit", 'n', "N", "the newest N rows (default 1000)"},
+};
+
+static int run_audit(struct ctx *c)
+{
+	struct strbuf path;
+	strbuf_init(&path);
+	strbuf_addf(&path, "/v1/audit?limit=%s", c->v[A_LIMIT] ? c->v[A_LIMIT] : "1000");
+	if (c->v[A_SINCE]) {
+		int64_t s;
+		if (tk_parse_duration(c->v[A_SINCE], &s) < 0) {
+			strbuf_release(&path);
+			return usage_error(c->cmd,
+					   "--since: expected a duration such as 30m, 1h, 2d, "
+					   "got \"%s\"",
+					   c->v[A_SINCE]);
+		}
+		strbuf_addf(&path, "&since_ms=%lld", (long long)(tk_wall_ms() - s * 1000));
+	}
+	if (c->v[A_USER]) {
+		if (strspn(c->v[A_USER],
+			   "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+			   "._-:") != strlen(c->v[A_USER])) {
+			strbuf_release(&path);
+			return usage_error(c->cmd, "--user: \"%s\" is not a user name",
+					   c->v[A_USER]);
+		}
+		strbuf_addf(&path, "&user=%s", c->v[A_USER]);
+	}
+	json_t *res;
+	struct tk_error err;
+	int r = client_call(&c->client, "GET", path.buf, NULL, CALL_TIMEOUT_MS, &res, NULL, &err);
+	strbuf_release(&path);
+	if (r < 0)
+		return api_error(c, &err);
+	if (c->json) {
+		print_json(res);
+		json_decref(res);
+		return CLI_EXIT_OK;
+	}
+	printf("%-19s %-16s %-15s %-40s %6s %s\n", "TIME", "WHO", "FROM", "CALL", "STATUS",
+	       "RESULT");
+	size_t i;
+	json_t *row;
+	json_array_foreach (json_object_get(res, "rows"), i, row) {
+		char when[32], call[256];
+		fmt_time(jint(row, "at_ms"), when, sizeof(when));
+		snprintf(call, sizeof(call), "%s %s", jstr(row, "method"), jstr(row, "path"));
+		printf("%-19s %-16.16s %-15.15s %-40.40s %6lld %s\n", when, jstr(row, "who"),
+		       jstr(row, "addr"), call, (long long)jint(row, "status"),
+		       jstr(row, "result"));
+	}
+	json_decref(res);
+	return CLI_EXIT_OK;
+}
+
+CLI_COMMAND(cli_audit, CLI_OPTS(audit_opts), false, 0, 0, run_audit)

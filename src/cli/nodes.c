@@ -45,8 +45,9 @@ static int run_nodes(struct ctx *c)
 		/* tenk nodes admit|revoke NAME...: a node's credential */
 		const char *what = c->pos[0];
 		if ((strcmp(what, "admit") != 0 && strcmp(what, "revoke") != 0) || c->npos < 2)
-			return usage_error(c->cmd, "nodes: expected admit NAME... or revoke NAME..., "
-						   "got \"%s\"",
+			return usage_error(c->cmd,
+					   "nodes: expected admit NAME... or revoke NAME..., "
+					   "got \"%s\"",
 					   what);
 		c->pos++;
 		c->npos--;

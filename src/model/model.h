@@ -466,10 +466,19 @@ int queue_spec_update(struct queue_spec *q, json_t *change, struct tk_error *err
 
 /* Someone who may use the API. The token itself is shown once, at creation;
  * only its SHA-256 is kept. */
+/* What a user may do: viewer reads everything; user also submits and
+ * ends its own jobs; operator also drains, resumes, validates, sets
+ * queues and pulls images, and ends any job; admin everything (users,
+ * node credentials). */
+enum user_access { ACCESS_VIEWER, ACCESS_USER, ACCESS_OPERATOR, ACCESS_ADMIN, ACCESS_MAX };
+const char *user_access_name(enum user_access a);
+int user_access_parse(const char *s, enum user_access *ret);
+
 struct user_record {
 	char name[MODEL_NAME_MAX];
 	char token_sha256[65];
-	bool admin;
+	bool admin; /* access == ACCESS_ADMIN */
+	enum user_access access;
 	int64_t created_ms;
 	/* the Unix account its jobs run as on every node (getpwnam there, so a
 	 * uid may differ between nodes); default: the same name */
@@ -484,5 +493,7 @@ bool model_unix_user_valid(const char *s);
 
 json_t *user_record_pack(const struct user_record *u);
 /* j["roles"] (absent: none) into u: names, each once. */
+/* A user's "admin" (old records) and "access" into u->access and u->admin. */
+int user_access_unpack(json_t *j, struct user_record *u, struct tk_error *err);
 int user_roles_unpack(json_t *j, struct user_record *u, struct tk_error *err);
 int user_record_unpack(json_t *j, struct user_record *ret, struct tk_error *err);

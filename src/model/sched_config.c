@@ -349,12 +349,52 @@ int queue_spec_unpack(json_t *j, struct queue_spec *ret, struct tk_error *err)
 
 /* ---- users ---------------------------------------------------------------------- */
 
+static const char *const access_names[ACCESS_MAX] = {
+	[ACCESS_VIEWER] = "viewer",
+	[ACCESS_USER] = "user",
+	[ACCESS_OPERATOR] = "operator",
+	[ACCESS_ADMIN] = "admin",
+};
+
+const char *user_access_name(enum user_access a)
+{
+	return a >= 0 && a < ACCESS_MAX ? access_names[a] : "?";
+}
+
+int user_access_parse(const char *s, enum user_access *ret)
+{
+	for (int a = 0; a < ACCESS_MAX; a++)
+		if (strcmp(s, access_names[a]) == 0) {
+			*ret = (enum user_access)a;
+			return 0;
+		}
+	return -EINVAL;
+}
+
 json_t *user_record_pack(const struct user_record *u)
 {
-	return json_pack("{s:s, s:s, s:b, s:I, s:s, s:o}", "name", u->name, "token_sha256",
-			 u->token_sha256, "admin", u->admin, "created_ms",
-			 (json_int_t)u->created_ms, "unix_user", u->unix_user, "roles",
-			 allow_list_pack(u->roles, u->nroles));
+	return json_pack("{s:s, s:s, s:b, s:s, s:I, s:s, s:o}", "name", u->name, "token_sha256",
+			 u->token_sha256, "admin", u->access == ACCESS_ADMIN, "access",
+			 user_access_name(u->access), "created_ms", (json_int_t)u->created_ms,
+			 "unix_user", u->unix_user, "roles", allow_list_pack(u->roles, u->nroles));
+}
+
+int user_access_unpack(json_t *j, struct user_record *u, struct tk_error *err)
+{
+	char access[16] = "";
+	int r;
+	if ((r = mj_bool(j, "admin", false, false, &u->admin, err)) < 0 ||
+	    (r = mj_strbuf(j, "access", false, true, access, sizeof(access), err)) < 0)
+		return r;
+	u->access = u->admin ? ACCESS_ADMIN : ACCESS_USER;
+	if (access[0] && user_access_parse(access, &u->access) < 0)
+		return tk_errorf(err, -EINVAL,
+				 "access: must be viewer, user, operator or admin, got \"%s\"",
+				 access);
+	if (u->admin && u->access != ACCESS_ADMIN)
+		return tk_errorf(err, -EINVAL, "admin: true, but access is %s", access);
+	u->admin = u->access == ACCESS_ADMIN;
+	return 0;
 }
 
 int user_roles_unpack(json_t *j, struct user_record *u, struct tk_error *err)
@@ -382,8 +422,8 @@ int user_roles_unpack(json_t *j, struct user_record *u, struct tk_error *err)
 
 int user_record_unpack(json_t *j, struct user_record *ret, struct tk_error *err)
 {
-	static const char *const keys[] = {"name",	"token_sha256", "admin", "created_ms",
-					   "unix_user", "roles",	NULL};
+	static const char *const keys[] = {"name",	 "token_sha256", "admin", "access",
+					   "created_ms", "unix_user",	 "roles", NULL};
 	struct user_record u;
 	memset(&u, 0, sizeof(u));
 	int64_t created;
@@ -392,7 +432,7 @@ int user_record_unpack(json_t *j, struct user_record *ret, struct tk_error *err)
 	    (r = mj_strbuf(j, "name", true, true, u.name, sizeof(u.name), err)) < 0 ||
 	    (r = mj_strbuf(j, "token_sha256", true, true, u.token_sha256, sizeof(u.token_sha256),
 			   err)) < 0 ||
-	    (r = mj_bool(j, "admin", false, false, &u.admin, err)) < 0 ||
+	    (r = user_access_unpack(j, &u, err)) < 0 ||
 	    (r = mj_int(j, "created_ms", false, 0, INT64_MAX, 0, &created, err)) < 0 ||
 	    (r = mj_strbuf(j, "unix_user", false, true, u.unix_user, sizeof(u.unix_user), err)) <
 		    0 ||

@@ -19,6 +19,12 @@
 #define WAIT_MAX_S 300
 #define VALID_MAX_CHECKS 64 /* checks in one node's validation report */
 
+/* Viewers, operators and admins see every job; a user its own. */
+static bool sees_all(const struct request *r)
+{
+	return r->role == ROLE_VIEWER || r->role == ROLE_OPERATOR || r->role == ROLE_ADMIN;
+}
+
 static int parse_job_id(struct request *r, const char *param, struct sjob **ret)
 {
 	int64_t id;
@@ -31,7 +37,7 @@ static int parse_job_id(struct request *r, const char *param, struct sjob **ret)
 		reply_error(r, 404, "no job %lld", (long long)id);
 		return -ENOENT;
 	}
-	if (r->role != ROLE_ADMIN && strcmp(j->job.owner, r->user) != 0) {
+	if (!sees_all(r) && strcmp(j->job.owner, r->user) != 0) {
 		reply_error(r, 404, "no job %lld", (long long)id);
 		return -ENOENT;
 	}
@@ -401,7 +407,7 @@ static void h_jobs_list(struct request *r, const char *param, json_t *body)
 		struct sjob *j = st->jobs[i];
 		if (!j || !(mask & (1u << j->job.state)))
 			continue;
-		if (r->role != ROLE_ADMIN && strcmp(j->job.owner, r->user) != 0)
+		if (!sees_all(r) && strcmp(j->job.owner, r->user) != 0)
 			continue;
 		total++;
 		if (count < limit) {
@@ -414,7 +420,7 @@ static void h_jobs_list(struct request *r, const char *param, json_t *body)
 		struct sjob *j = st->jobs[i];
 		if (!j || !(mask & (1u << j->job.state)))
 			continue;
-		if (r->role != ROLE_ADMIN && strcmp(j->job.owner, r->user) != 0)
+		if (!sees_all(r) && strcmp(j->job.owner, r->user) != 0)
 			continue;
 		json_t *o = state_job_pack(st, j);
 		/* lists leave out each job's environment; GET /v1/jobs/ID has it */
@@ -646,6 +652,11 @@ static void h_node_revoke(struct request *r, const char *param, json_t *body)
 	reply_json(r, 200, state_node_pack(&r->s->st, n));
 }
 
+static void h_audit(struct request *r, const char *param, json_t *body)
+{
+	audit_list(r);
+}
+
 /* ---- agents ------------------------------------------------------------------- */
 
 /* Finds the node an agent names, answering 409 when the agent must register
@@ -832,9 +843,10 @@ static void h_agent_events(struct request *r, const char *param, json_t *body)
 		if (a && ev->rank < a->ntasks &&
 		    strcmp(a->nodes[ev->rank / tpn].name, sn->rec.inv.name) != 0) {
 			/* a node reports only what runs on it */
-			reply_error(r, 403,
-				    "events[%d]: job %lld attempt %d rank %d does not run on node %s",
-				    i, (long long)ev->job, ev->attempt, ev->rank, sn->rec.inv.name);
+			reply_error(
+				r, 403,
+				"events[%d]: job %lld attempt %d rank %d does not run on node %s",
+				i, (long long)ev->job, ev->attempt, ev->rank, sn->rec.inv.name);
 			sn = NULL;
 		}
 	}
@@ -1053,9 +1065,10 @@ static void h_users(struct request *r, const char *param, json_t *body)
 	void *v;
 	while (tk_map_next(&st->user_by_name, &pos, NULL, &v)) {
 		const struct suser *u = v;
-		json_array_append_new(arr, json_pack("{s:s, s:b, s:s, s:o, s:I}", "name",
-						     u->rec.name, "admin", u->rec.admin,
-						     "unix_user", u->rec.unix_user, "roles",
+		json_array_append_new(arr, json_pack("{s:s, s:b, s:s, s:s, s:o, s:I}", "name",
+						     u->rec.name, "admin", u->rec.admin, "access",
+						     user_access_name(u->rec.access), "unix_user",
+						     u->rec.unix_user, "roles",
 						     allow_list_pack(u->rec.roles, u->rec.nroles),
 						     "created_ms", (json_int_t)u->rec.created_ms));
 	}
@@ -1066,14 +1079,14 @@ static void h_user_add(struct request *r, const char *param, json_t *body)
 {
 	struct server *s = r->s;
 	struct state *st = &s->st;
-	static const char *const keys[] = {"name", "admin", "unix_user", "roles", NULL};
+	static const char *const keys[] = {"name", "admin", "access", "unix_user", "roles", NULL};
 	struct tk_error err;
 	struct user_record rec;
 	memset(&rec, 0, sizeof(rec));
 	char *name = rec.name, *unix_user = rec.unix_user;
 	if (mj_check_keys(body, NULL, keys, &err) < 0 ||
 	    mj_strbuf(body, "name", true, true, name, sizeof(rec.name), &err) < 0 ||
-	    mj_bool(body, "admin", false, false, &rec.admin, &err) < 0 ||
+	    user_access_unpack(body, &rec, &err) < 0 ||
 	    mj_strbuf(body, "unix_user", false, true, unix_user, sizeof(rec.unix_user), &err) < 0 ||
 	    user_roles_unpack(body, &rec, &err) < 0) {
 		reply_error(r, 400, "%s", err.text);
@@ -1103,9 +1116,10 @@ static void h_user_add(struct request *r, const char *param, json_t *body)
 	char token[65];
 	const struct suser *u = state_user_add(st, &rec, token, server_now_ms(s));
 	reply_json(r, 201,
-		   json_pack("{s:s, s:b, s:s, s:o, s:s}", "name", name, "admin", rec.admin,
-			     "unix_user", unix_user, "roles",
-			     allow_list_pack(u->rec.roles, u->rec.nroles), "token", token));
+		   json_pack("{s:s, s:b, s:s, s:s, s:o, s:s}", "name", name, "admin", rec.admin,
+			     "access", user_access_name(rec.access), "unix_user", unix_user,
+			     "roles", allow_list_pack(u->rec.roles, u->rec.nroles), "token",
+			     token));
 }
 
 static void h_user_del(struct request *r, const char *param, json_t *body)
@@ -1121,26 +1135,27 @@ static void h_user_del(struct request *r, const char *param, json_t *body)
 
 const struct route api_routes[] = {
 	{"GET", "/v1/health", ROLE_NONE, h_health, false},
-	{"GET", "/v1/catalogue", ROLE_USER, h_catalogue, false},
-	{"GET", "/v1/classes", ROLE_USER, h_classes, false},
-	{"GET", "/v1/queues", ROLE_USER, h_queues, false},
-	{"PUT", "/v1/queues/{}", ROLE_ADMIN, h_queue_set, true},
+	{"GET", "/v1/catalogue", ROLE_VIEWER, h_catalogue, false},
+	{"GET", "/v1/classes", ROLE_VIEWER, h_classes, false},
+	{"GET", "/v1/queues", ROLE_VIEWER, h_queues, false},
+	{"PUT", "/v1/queues/{}", ROLE_OPERATOR, h_queue_set, true},
 	{"GET", "/v1/users", ROLE_ADMIN, h_users, false},
+	{"GET", "/v1/audit", ROLE_ADMIN, h_audit, false},
 	{"POST", "/v1/users", ROLE_ADMIN, h_user_add, true},
 	{"DELETE", "/v1/users/{}", ROLE_ADMIN, h_user_del, false},
 	{"POST", "/v1/jobs", ROLE_USER, h_submit, true},
-	{"GET", "/v1/jobs", ROLE_USER, h_jobs_list, false},
-	{"GET", "/v1/jobs/{}", ROLE_USER, h_job_show, false},
+	{"GET", "/v1/jobs", ROLE_VIEWER, h_jobs_list, false},
+	{"GET", "/v1/jobs/{}", ROLE_VIEWER, h_job_show, false},
 	{"POST", "/v1/jobs/{}/cancel", ROLE_USER, h_job_cancel, false},
-	{"GET", "/v1/nodes", ROLE_USER, h_nodes_list, false},
+	{"GET", "/v1/nodes", ROLE_VIEWER, h_nodes_list, false},
 	{"POST", "/v1/nodes/{}/admit", ROLE_ADMIN, h_node_admit, false},
 	{"POST", "/v1/nodes/{}/revoke", ROLE_ADMIN, h_node_revoke, false},
-	{"GET", "/v1/images", ROLE_USER, h_images, false},
-	{"POST", "/v1/images/pull", ROLE_ADMIN, h_images_pull, true},
-	{"GET", "/v1/nodes/{}", ROLE_USER, h_node_show, false},
-	{"POST", "/v1/nodes/{}/drain", ROLE_ADMIN, h_node_drain, true},
-	{"POST", "/v1/nodes/{}/resume", ROLE_ADMIN, h_node_resume, false},
-	{"POST", "/v1/validations", ROLE_ADMIN, h_validate_create, true},
+	{"GET", "/v1/images", ROLE_VIEWER, h_images, false},
+	{"POST", "/v1/images/pull", ROLE_OPERATOR, h_images_pull, true},
+	{"GET", "/v1/nodes/{}", ROLE_VIEWER, h_node_show, false},
+	{"POST", "/v1/nodes/{}/drain", ROLE_OPERATOR, h_node_drain, true},
+	{"POST", "/v1/nodes/{}/resume", ROLE_OPERATOR, h_node_resume, false},
+	{"POST", "/v1/validations", ROLE_OPERATOR, h_validate_create, true},
 	/* its own token (the run's), checked by the handler */
 	{"POST", "/v1/validations/{}/report", ROLE_NONE, h_validate_report, true},
 	{"POST", "/v1/agent/register", ROLE_AGENT, h_agent_register, true},

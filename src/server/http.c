@@ -107,6 +107,7 @@ static void set_reply(struct request *r, unsigned status, char *text, const char
 	r->resp = MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
 	MHD_add_response_header(r->resp, MHD_HTTP_HEADER_CONTENT_TYPE, type);
 	r->status = status;
+	audit_reply(r, status, text);
 	r->need_seq = s->st.seq_applied;
 	if (!r->suspended)
 		return; /* still inside on_access: it decides */
@@ -171,10 +172,8 @@ bool secret_equal(const char *a, const char *b)
 }
 
 static const char *const role_names[ROLE_MAX] = {
-	[ROLE_NONE] = "anyone",
-	[ROLE_USER] = "a user",
-	[ROLE_ADMIN] = "an admin",
-	[ROLE_AGENT] = "an agent",
+	[ROLE_NONE] = "anyone",		 [ROLE_VIEWER] = "a viewer", [ROLE_USER] = "a user",
+	[ROLE_OPERATOR] = "an operator", [ROLE_ADMIN] = "an admin",  [ROLE_AGENT] = "an agent",
 };
 
 static void authenticate(struct request *r)
@@ -198,7 +197,13 @@ static void authenticate(struct request *r)
 		struct suser *u = tk_map_get(&s->st.user_by_hash, hash);
 		struct snode *n = u ? NULL : tk_map_get(&s->st.node_by_cred, hash);
 		if (u) {
-			r->role = u->rec.admin ? ROLE_ADMIN : ROLE_USER;
+			static const enum role of[ACCESS_MAX] = {
+				[ACCESS_VIEWER] = ROLE_VIEWER,
+				[ACCESS_USER] = ROLE_USER,
+				[ACCESS_OPERATOR] = ROLE_OPERATOR,
+				[ACCESS_ADMIN] = ROLE_ADMIN,
+			};
+			r->role = of[u->rec.access];
 			snprintf(r->user, sizeof(r->user), "%s", u->rec.name);
 		} else if (n) {
 			/* a node's own credential: its agent, for that node only */
@@ -213,11 +218,9 @@ static bool allowed(enum role have, enum role need)
 {
 	if (need == ROLE_NONE)
 		return true;
-	if (need == ROLE_AGENT)
-		return have == ROLE_AGENT;
-	if (need == ROLE_USER)
-		return have == ROLE_USER || have == ROLE_ADMIN;
-	return have == need;
+	if (need == ROLE_AGENT || have == ROLE_AGENT)
+		return have == need;
+	return have >= need;
 }
 
 /* Matches path against pattern; a "{}" segment captures into param. */

@@ -28,7 +28,9 @@
 #define SERVER_CRON_MS 500	      /* periodic work: liveness, long-poll deadlines */
 #define SERVER_MAX_LIST 100000	      /* jobs in one list answer */
 
-enum role { ROLE_NONE, ROLE_USER, ROLE_ADMIN, ROLE_AGENT, ROLE_MAX };
+/* Who a request is, by its token; the people's roles in rising order (a
+ * route's role is the least it takes), then agents, apart. */
+enum role { ROLE_NONE, ROLE_VIEWER, ROLE_USER, ROLE_OPERATOR, ROLE_ADMIN, ROLE_AGENT, ROLE_MAX };
 
 struct request;
 
@@ -58,6 +60,7 @@ struct request {
 	/* authentication */
 	enum role role;
 	char user[MODEL_NAME_MAX];
+	bool audited;
 	/* an agent: with a node's own credential, that node; with the join
 	 * token, NULL (it may only register) */
 	struct snode *node;
@@ -116,6 +119,17 @@ struct server {
 	uv_timer_t mhd_timer;
 	struct request *longpolls; /* every waiting long-poll */
 
+	/* the audit trail (audit.c): the newest rows, a ring of JSON documents
+	 * oldest first from audit_head; rows not yet in a batch */
+	json_t **audit;
+	size_t audit_n, audit_head;
+	struct audit_pending {
+		int64_t at_ms;
+		char who[MODEL_NAME_MAX];
+		char *doc;
+	} * audit_new;
+	size_t audit_nnew, audit_new_alloc;
+
 	uv_check_t check;
 	uv_timer_t cron;
 	bool stopping;
@@ -157,6 +171,21 @@ bool secret_equal(const char *a, const char *b);
 const char *request_arg(struct request *r, const char *key);
 void req_list_push(struct req_list *l, struct request *r);
 void req_list_remove(struct req_list *l, struct request *r);
+
+/* ---- audit.c ----------------------------------------------------------------- */
+
+/* The call r changes state (any but GET, and not an agent's): who, from
+ * where, when, what and the result (status and what the answer said) go
+ * to the audit table in the batch that writes the change. */
+void audit_reply(struct request *r, unsigned status, const char *answer);
+/* Puts the rows not yet written into b. */
+void audit_take(struct server *s, struct store_batch *b);
+bool audit_waiting(const struct server *s);
+/* The rows kept from an earlier run (the newest ones). */
+int audit_load(struct server *s, struct tk_error *err);
+/* GET /v1/audit?since_ms=&user=&limit= */
+void audit_list(struct request *r);
+void audit_release(struct server *s);
 
 /* ---- api.c ------------------------------------------------------------------- */
 

@@ -173,12 +173,14 @@ static struct store_batch *take_dirty(struct server *s)
 		json_decref(doc);
 	}
 	st->dirty_users = NULL;
+	audit_take(s, b);
 	return b;
 }
 
 static bool anything_dirty(const struct server *s)
 {
-	return s->st.dirty_jobs || s->st.dirty_nodes || s->st.dirty_queues || s->st.dirty_users;
+	return s->st.dirty_jobs || s->st.dirty_nodes || s->st.dirty_queues || s->st.dirty_users ||
+	       audit_waiting(s);
 }
 
 /* Hands what changed to the writer. */
@@ -446,7 +448,7 @@ int server_create(uv_loop_t *loop, const struct server_config *cfg, struct serve
 				    .secret = s->admin_token};
 	state_init(&s->st, &scfg, sched, api_state_event, s);
 	db = xasprintf("%s/tenk.db", s->data_dir);
-	if ((r = open_store(s, db, used, err)) < 0 ||
+	if ((r = open_store(s, db, used, err)) < 0 || (r = audit_load(s, err)) < 0 ||
 	    (r = state_load(&s->st, s->store, server_now_ms(s), tk_mono_ms(),
 			    cfg->quarantine_bad_rows, err)) < 0)
 		goto fail;
@@ -542,6 +544,7 @@ void server_destroy(struct server *s)
 	free(s->job_waits);
 	free(s->node_polls);
 	store_destroy(s->store);
+	audit_release(s);
 	catalogue_release(&s->cat);
 	uv_mutex_destroy(&s->wq.mu);
 	if (s->lock_fd >= 0)

@@ -38,6 +38,11 @@ int store_load_jobs(struct store *st, store_row_cb cb, void *ctx, struct tk_erro
 int store_load_nodes(struct store *st, store_row_cb cb, void *ctx, struct tk_error *err);
 int store_load_queues(struct store *st, store_row_cb cb, void *ctx, struct tk_error *err);
 int store_load_users(struct store *st, store_row_cb cb, void *ctx, struct tk_error *err);
+/* The newest STORE_AUDIT_RECENT audit rows, oldest first (key: their
+ * sequence number). */
+#define STORE_AUDIT_RECENT 100000
+#define STORE_AUDIT_RECENT_S "100000"
+int store_load_audit(struct store *st, store_row_cb cb, void *ctx, struct tk_error *err);
 /* Reads a metadata value; -ENOENT when absent. *ret is the caller's to free. */
 int store_meta_get(struct store *st, const char *key, char **ret, struct tk_error *err);
 
@@ -51,6 +56,8 @@ void store_batch_put_queue(struct store_batch *b, const char *name, char *doc);
 void store_batch_put_user(struct store_batch *b, const char *name, char *doc);
 void store_batch_del_user(struct store_batch *b, const char *name);
 void store_batch_put_meta(struct store_batch *b, const char *key, const char *value);
+/* An audit row (never rewritten): when, who, and its document. */
+void store_batch_add_audit(struct store_batch *b, int64_t at_ms, const char *who, char *doc);
 size_t store_batch_len(const struct store_batch *b);
 /* Moves every change of src to the end of dst, leaving src empty. */
 void store_batch_move(struct store_batch *dst, struct store_batch *src);

@@ -23,7 +23,8 @@ enum op_kind {
 	OP_PUT_META,
 	OP_PUT_QUEUE,
 	OP_PUT_USER,
-	OP_DEL_USER
+	OP_DEL_USER,
+	OP_ADD_AUDIT
 };
 
 struct op {
@@ -55,6 +56,8 @@ enum stmt_id {
 	ST_PUT_USER,
 	ST_DEL_USER,
 	ST_LOAD_USERS,
+	ST_ADD_AUDIT,
+	ST_LOAD_AUDIT,
 	ST_MAX
 };
 
@@ -79,6 +82,9 @@ static const char *const stmt_sql[ST_MAX] = {
 			"ON CONFLICT(name) DO UPDATE SET doc = excluded.doc",
 	[ST_DEL_USER] = "DELETE FROM users WHERE name = ?1",
 	[ST_LOAD_USERS] = "SELECT name, doc FROM users ORDER BY name",
+	[ST_ADD_AUDIT] = "INSERT INTO audit (at_ms, who, doc) VALUES (?1, ?2, ?3)",
+	[ST_LOAD_AUDIT] = "SELECT seq, doc FROM (SELECT seq, doc FROM audit ORDER BY seq DESC "
+			  "LIMIT " STORE_AUDIT_RECENT_S ") ORDER BY seq",
 };
 
 /* Migrations: migrations[i] takes the schema from version i to i+1. */
@@ -94,6 +100,14 @@ static const char *const migrations[] = {
 	/* 4: rows set aside because they did not decode (--quarantine-bad-rows) */
 	"CREATE TABLE quarantine (seq INTEGER PRIMARY KEY AUTOINCREMENT, kind TEXT NOT NULL, "
 	"key TEXT NOT NULL, doc TEXT, reason TEXT NOT NULL, at_ms INTEGER NOT NULL);",
+	/* 5: the audit trail, written with the change it records, never rewritten */
+	"CREATE TABLE audit (seq INTEGER PRIMARY KEY AUTOINCREMENT, at_ms INTEGER NOT NULL, "
+	"who TEXT NOT NULL, doc TEXT NOT NULL);"
+	"CREATE INDEX audit_by_time ON audit (at_ms);"
+	"CREATE TRIGGER audit_kept_u BEFORE UPDATE ON audit BEGIN "
+	"SELECT RAISE(ABORT, 'audit rows are never rewritten'); END;"
+	"CREATE TRIGGER audit_kept_d BEFORE DELETE ON audit BEGIN "
+	"SELECT RAISE(ABORT, 'audit rows are never rewritten'); END;",
 };
 
 struct store {
@@ -283,6 +297,11 @@ int store_load_users(struct store *st, store_row_cb cb, void *ctx, struct tk_err
 	return load(st, ST_LOAD_USERS, cb, ctx, err);
 }
 
+int store_load_audit(struct store *st, store_row_cb cb, void *ctx, struct tk_error *err)
+{
+	return load(st, ST_LOAD_AUDIT, cb, ctx, err);
+}
+
 int store_meta_get(struct store *st, const char *key, char **ret, struct tk_error *err)
 {
 	sqlite3_stmt *s = st->stmt[ST_GET_META];
@@ -362,6 +381,14 @@ void store_batch_del_user(struct store_batch *b, const char *name)
 	push(b, OP_DEL_USER)->key = xstrdup(name);
 }
 
+void store_batch_add_audit(struct store_batch *b, int64_t at_ms, const char *who, char *doc)
+{
+	struct op *o = push(b, OP_ADD_AUDIT);
+	o->id = at_ms;
+	o->key = xstrdup(who);
+	o->doc = doc;
+}
+
 void store_batch_del_node(struct store_batch *b, const char *name)
 {
 	push(b, OP_DEL_NODE)->key = xstrdup(name);
@@ -431,6 +458,12 @@ static int apply_op(struct store *st, const struct op *o, struct tk_error *err)
 		s = st->stmt[ST_DEL_USER];
 		sqlite3_bind_text(s, 1, o->key, -1, SQLITE_STATIC);
 		return step_once(st, ST_DEL_USER, err, "deleting a user");
+	case OP_ADD_AUDIT:
+		s = st->stmt[ST_ADD_AUDIT];
+		sqlite3_bind_int64(s, 1, o->id);
+		sqlite3_bind_text(s, 2, o->key, -1, SQLITE_STATIC);
+		sqlite3_bind_text(s, 3, o->doc, -1, SQLITE_STATIC);
+		return step_once(st, ST_ADD_AUDIT, err, "writing an audit row");
 	case OP_PUT_META:
 		s = st->stmt[ST_PUT_META];
 		sqlite3_bind_text(s, 1, o->key, -1, SQLITE_STATIC);

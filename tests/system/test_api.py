@@ -98,7 +98,7 @@ def test_tokens_and_roles(cluster):
     assert st == 401
     agent_token = open(cluster.data + "/agent.token").read().strip()
     st, res = cluster.api("GET", "/v1/jobs", token=agent_token)
-    assert st == 403 and "is for a user" in res["error"]
+    assert st == 403 and "is for a viewer" in res["error"]
     st, res = cluster.api("POST", "/v1/agent/register", {"agent_id": "0" * 32})
     assert st == 403 and "is for an agent" in res["error"]
     p = cluster.run("queue", check=False, env=dict(cluster.env(), TENK_TOKEN="wrong"))

@@ -52,7 +52,7 @@ static void test_roundtrip(void **state)
 	struct store *st;
 	struct tk_error err;
 	assert_int_equal(store_open(path, &st, &err), 0);
-	assert_int_equal(store_schema_version(st), 4);
+	assert_int_equal(store_schema_version(st), 5);
 	/* the store holds every job's request: its files are the server's alone */
 	struct stat sb;
 	assert_int_equal(stat(path, &sb), 0);
