@@ -278,7 +278,7 @@ static const struct tk_option queue_opts[] = {
 	COMMON_OPTS,
 	{"all", 'a', NULL, "include jobs that ended"},
 	{"state", 's', "LIST", "only jobs in these states, e.g. PENDING,RUNNING"},
-	{"limit", 'n', "N", "show the newest N jobs at most (default 1000)"},
+	{"limit", 'n', "N", "show the first N jobs, from the head of the queue (default 1000)"},
 };
 
 static double job_gpus(json_t *req)
@@ -309,19 +309,39 @@ static int run_queue(struct ctx *c)
 	char path[256];
 	const char *state = c->v[Q_STATE] ? c->v[Q_STATE] : (c->v[Q_ALL] ? NULL : "active");
 	int64_t limit = 1000;
-	if (c->v[Q_LIMIT] && tk_parse_int64(c->v[Q_LIMIT], 1, 100000, &limit) < 0)
+	if (c->v[Q_LIMIT] && tk_parse_int64(c->v[Q_LIMIT], 1, 1000000, &limit) < 0)
 		return usage_error(c->cmd,
-				   "--limit: must be an integer from 1 to 100000, got \"%s\"",
+				   "--limit: must be an integer from 1 to 1000000, got \"%s\"",
 				   c->v[Q_LIMIT]);
-	if (state)
-		snprintf(path, sizeof(path), "/v1/jobs?limit=%lld&state=%.100s", (long long)limit,
-			 state);
-	else
-		snprintf(path, sizeof(path), "/v1/jobs?limit=%lld", (long long)limit);
-	json_t *res;
+	/* page after page (1,000 at most each) from the head of the queue: the
+	 * first `limit` jobs, or every one with --all */
+	json_t *res = NULL, *all = json_array();
 	struct tk_error err;
-	if (client_call(&c->client, "GET", path, NULL, CALL_TIMEOUT_MS, &res, NULL, &err) < 0)
-		return api_error(c, &err);
+	int64_t after = 0, total = 0;
+	for (;;) {
+		int64_t want = c->v[Q_ALL] && !c->v[Q_LIMIT]
+				       ? 1000
+				       : MIN(1000, limit - (int64_t)json_array_size(all));
+		int n = snprintf(path, sizeof(path), "/v1/jobs?limit=%lld&after=%lld",
+				 (long long)want, (long long)after);
+		if (state)
+			snprintf(path + n, sizeof(path) - (size_t)n, "&state=%.100s", state);
+		if (client_call(&c->client, "GET", path, NULL, CALL_TIMEOUT_MS, &res, NULL, &err) <
+		    0) {
+			json_decref(all);
+			return api_error(c, &err);
+		}
+		total = jint(res, "total");
+		json_array_extend(all, json_object_get(res, "jobs"));
+		json_t *next = json_object_get(res, "next");
+		bool more = json_is_integer(next);
+		after = more ? json_integer_value(next) : 0;
+		json_decref(res);
+		if (!more ||
+		    (!(c->v[Q_ALL] && !c->v[Q_LIMIT]) && (int64_t)json_array_size(all) >= limit))
+			break;
+	}
+	res = json_pack("{s:o, s:I}", "jobs", all, "total", (json_int_t)total);
 	if (c->json) {
 		print_json(res);
 		json_decref(res);
@@ -351,6 +371,11 @@ static int run_queue(struct ctx *c)
 		       jstr(j, "class"), jstr(j, "queue"), st, (long long)jint(req, "nodes"),
 		       job_gpus(req), elapsed, where);
 	}
+	size_t shown = json_array_size(json_object_get(res, "jobs"));
+	if ((int64_t)shown < total)
+		printf("showing %zu of %lld from the head of the queue (--limit N for more, --all "
+		       "for every job)\n",
+		       shown, (long long)total);
 	json_decref(res);
 	return CLI_EXIT_OK;
 }

@@ -431,6 +431,11 @@ struct sched_config {
 	 * "default_mounts": what every image job gets mounted (model_mount_parse,
 	 * "." allowed), before its own */
 	bool require_image;
+	/* "max_pending_per_user", "max_pending_mib_per_user": what one user's
+	 * waiting jobs may number and weigh (their requests); admins are not
+	 * held to them */
+	int64_t max_pending_per_user;
+	int64_t max_pending_mib_per_user;
 	int nallowed_images;
 	char allowed_images[MODEL_MAX_ALLOWED_IMAGES][MODEL_IMAGE_MAX];
 	int ndefault_mounts;

@@ -18,6 +18,8 @@ void sched_config_default(struct sched_config *c)
 	c->nclasses = 3;
 	c->default_class = 1;
 	c->half_life_s = 7 * 86400;
+	c->max_pending_per_user = 10000;
+	c->max_pending_mib_per_user = 256;
 }
 
 int sched_config_class(const struct sched_config *c, const char *name)
@@ -124,6 +126,8 @@ int sched_config_load_json(struct sched_config *c, const char *text, struct tk_e
 					   "require_image",
 					   "allowed_images",
 					   "default_mounts",
+					   "max_pending_per_user",
+					   "max_pending_mib_per_user",
 					   NULL};
 	static const char *const ckeys[] = {"name",	   "priority", "may_preempt",
 					    "preemptible", "allow",    NULL};
@@ -142,6 +146,10 @@ int sched_config_load_json(struct sched_config *c, const char *text, struct tk_e
 	    (r = mj_strbuf(root, "admin_unix_user", false, true, next.admin_unix_user,
 			   sizeof(next.admin_unix_user), err)) < 0 ||
 	    (r = mj_bool(root, "require_image", false, false, &next.require_image, err)) < 0 ||
+	    (r = mj_int(root, "max_pending_per_user", false, 1, 100000000,
+			next.max_pending_per_user, &next.max_pending_per_user, err)) < 0 ||
+	    (r = mj_int(root, "max_pending_mib_per_user", false, 1, 1 << 20,
+			next.max_pending_mib_per_user, &next.max_pending_mib_per_user, err)) < 0 ||
 	    (r = fixed_list(root, "allowed_images", next.allowed_images[0], MODEL_IMAGE_MAX,
 			    MODEL_MAX_ALLOWED_IMAGES, &next.nallowed_images, err)) < 0 ||
 	    (r = fixed_list(root, "default_mounts", next.default_mounts[0], MODEL_DEFAULT_MOUNT_MAX,

@@ -286,6 +286,26 @@ static void h_submit(struct request *r, const char *param, json_t *body)
 		job_request_release(&req);
 		return;
 	}
+	if (r->role != ROLE_ADMIN) {
+		/* one user's waiting jobs are bounded: in number, and in weight */
+		const struct owner_pending *o = state_owner_pending(st, r->user);
+		int64_t mib = (o->bytes + job_request_bytes(&req) + (1 << 20) - 1) >> 20;
+		if (o->jobs >= st->sched.max_pending_per_user ||
+		    mib > st->sched.max_pending_mib_per_user) {
+			bool count = o->jobs >= st->sched.max_pending_per_user;
+			reply_error(
+				r, 429,
+				"%s: %s has %lld pending job(s), %lld MiB of requests; the limit "
+				"is %lld%s",
+				count ? "max_pending_per_user" : "max_pending_mib_per_user",
+				r->user, (long long)o->jobs, (long long)(o->bytes >> 20),
+				(long long)(count ? st->sched.max_pending_per_user
+						  : st->sched.max_pending_mib_per_user),
+				count ? " jobs" : " MiB");
+			job_request_release(&req);
+			return;
+		}
+	}
 	char run_as[MODEL_NAME_MAX];
 	if (image_policy(r, &req) < 0 || run_as_of(r, run_as) < 0) {
 		job_request_release(&req);
@@ -395,39 +415,47 @@ static void h_jobs_list(struct request *r, const char *param, json_t *body)
 			    state);
 		return;
 	}
+	const char *after_s = request_arg(r, "after");
+	int64_t after = 0;
 	if (lim && tk_parse_int64(lim, 1, SERVER_MAX_LIST, &limit) < 0) {
 		reply_error(r, 400, "limit: must be an integer from 1 to %d, got \"%.32s\"",
 			    SERVER_MAX_LIST, lim);
 		return;
 	}
-	/* the newest `limit` matching jobs, listed oldest first */
-	size_t start = st->njobs;
-	int64_t count = 0, total = 0;
-	for (size_t i = st->njobs; i-- > 0;) {
+	if (after_s && tk_parse_int64(after_s, 0, INT64_MAX, &after) < 0) {
+		reply_error(r, 400,
+			    "after: must be a job id (the last answer's \"next\"), got "
+			    "\"%.32s\"",
+			    after_s);
+		return;
+	}
+	/* a page: the first `limit` matching jobs after the cursor, oldest
+	 * first (the head of the queue), and how many match in all */
+	json_t *arr = json_array();
+	int64_t total = 0, next = 0;
+	for (size_t i = 0; i < st->njobs; i++) {
 		struct sjob *j = st->jobs[i];
 		if (!j || !(mask & (1u << j->job.state)))
 			continue;
 		if (!sees_all(r) && strcmp(j->job.owner, r->user) != 0)
 			continue;
 		total++;
-		if (count < limit) {
-			count++;
-			start = i;
+		if (j->job.id <= after)
+			continue;
+		if ((int64_t)json_array_size(arr) == limit) {
+			if (!next)
+				next = (int64_t)json_integer_value(json_object_get(
+					json_array_get(arr, json_array_size(arr) - 1), "id"));
+			continue;
 		}
-	}
-	json_t *arr = json_array();
-	for (size_t i = start; i < st->njobs && (int64_t)json_array_size(arr) < count; i++) {
-		struct sjob *j = st->jobs[i];
-		if (!j || !(mask & (1u << j->job.state)))
-			continue;
-		if (!sees_all(r) && strcmp(j->job.owner, r->user) != 0)
-			continue;
 		json_t *o = state_job_pack(st, j);
 		/* lists leave out each job's environment; GET /v1/jobs/ID has it */
 		json_object_del(json_object_get(o, "request"), "env");
 		json_array_append_new(arr, o);
 	}
-	reply_json(r, 200, json_pack("{s:o, s:I}", "jobs", arr, "total", (json_int_t)total));
+	json_t *ans = json_pack("{s:o, s:I}", "jobs", arr, "total", (json_int_t)total);
+	json_object_set_new(ans, "next", next ? json_integer(next) : json_null());
+	reply_json(r, 200, ans);
 }
 
 static void h_job_show(struct request *r, const char *param, json_t *body)

@@ -302,15 +302,9 @@ static void dispatch(struct request *r)
 			break;
 		}
 	}
-	if (!rt) {
-		if (path_known)
-			reply_error(r, 405, "method %s is not allowed on %s", r->method, r->url);
-		else
-			reply_error(r, 404, "no such endpoint: %s %s", r->method, r->url);
-		return;
-	}
+	/* the token before the route: who may not ask learns nothing of it */
 	authenticate(r);
-	if (rt->role != ROLE_NONE && r->role == ROLE_NONE) {
+	if ((!rt || rt->role != ROLE_NONE) && r->role == ROLE_NONE) {
 		const char *h = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
 							    MHD_HTTP_HEADER_AUTHORIZATION);
 		if (!h)
@@ -320,6 +314,13 @@ static void dispatch(struct request *r)
 				"(the admin token is in the server's data folder, admin.token)");
 		else
 			reply_error(r, 401, "invalid token");
+		return;
+	}
+	if (!rt) {
+		if (path_known)
+			reply_error(r, 405, "method %s is not allowed on %s", r->method, r->url);
+		else
+			reply_error(r, 404, "no such endpoint: %s %s", r->method, r->url);
 		return;
 	}
 	if (!allowed(r->role, rt->role)) {

@@ -26,7 +26,7 @@
 #define SERVER_MAX_BODY (1024 * 1024) /* request body limit */
 #define SERVER_MAX_CONNECTIONS 60000  /* agents hold a few each */
 #define SERVER_CRON_MS 500	      /* periodic work: liveness, long-poll deadlines */
-#define SERVER_MAX_LIST 100000	      /* jobs in one list answer */
+#define SERVER_MAX_LIST 1000	      /* jobs in one page of a list (a cursor for more) */
 
 /* Who a request is, by its token; the people's roles in rising order (a
  * route's role is the least it takes), then agents, apart. */

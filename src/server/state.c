@@ -18,6 +18,7 @@ void state_init(struct state *s, const struct state_config *cfg, const struct sc
 	s->sched = *sched;
 	tk_map_init(&s->node_by_name);
 	tk_map_init(&s->node_by_cred);
+	tk_map_init(&s->pending_by_owner);
 	tk_map_init(&s->queue_by_name);
 	tk_map_init(&s->user_by_name);
 	tk_map_init(&s->user_by_hash);
@@ -73,6 +74,9 @@ void state_release(struct state *s)
 		free(v);
 	tk_map_release(&s->node_by_name);
 	tk_map_release(&s->node_by_cred);
+	for (size_t at = 0; tk_map_next(&s->pending_by_owner, &at, NULL, &v);)
+		free(v);
+	tk_map_release(&s->pending_by_owner);
 	tk_map_release(&s->queue_by_name);
 	tk_map_release(&s->user_by_name);
 	tk_map_release(&s->user_by_hash);
@@ -183,8 +187,43 @@ void assert_job_state(const struct sjob *j)
 	(void)a;
 }
 
+static struct owner_pending *owner_use(struct state *s, const char *owner)
+{
+	struct owner_pending *o = tk_map_get(&s->pending_by_owner, owner);
+	if (!o) {
+		o = xcalloc(1, sizeof(*o));
+		snprintf(o->owner, sizeof(o->owner), "%s", owner);
+		tk_map_put(&s->pending_by_owner, o->owner, o); /* the map keeps the key's pointer */
+	}
+	return o;
+}
+
+const struct owner_pending *state_owner_pending(struct state *s, const char *owner)
+{
+	return owner_use(s, owner);
+}
+
+int64_t job_request_bytes(const struct job_request *r)
+{
+	int64_t n = 512 + (int64_t)strlen(r->cwd) + (r->name ? (int64_t)strlen(r->name) : 0) +
+		    (r->output ? (int64_t)strlen(r->output) : 0) +
+		    (r->image ? (int64_t)strlen(r->image) : 0);
+	for (int i = 0; i < r->argc; i++)
+		n += (int64_t)strlen(r->argv[i]) + 1;
+	for (int i = 0; i < r->nenv; i++)
+		n += (int64_t)strlen(r->env[i]) + 1;
+	for (int i = 0; i < r->nmounts; i++)
+		n += (int64_t)strlen(r->mounts[i]) + 1;
+	return n;
+}
+
 void job_enqueue(struct state *s, struct sjob *j)
 {
+	if (!j->req_bytes)
+		j->req_bytes = job_request_bytes(&j->job.req);
+	struct owner_pending *o = owner_use(s, j->job.owner);
+	o->jobs++;
+	o->bytes += j->req_bytes;
 	struct sclass *c = &s->classes[j->cls];
 	struct sjob *after = c->pend_tail;
 	while (after && after->job.id > j->job.id)
@@ -226,6 +265,9 @@ static void pending_remove(struct state *s, struct sjob *j)
 		c->pend_tail = j->pend_prev;
 	j->pend_prev = j->pend_next = NULL;
 	j->pending = false;
+	struct owner_pending *o = owner_use(s, j->job.owner);
+	o->jobs--;
+	o->bytes -= j->req_bytes;
 	sched_shapes_drop(s->sched_shapes, j->sj.shape_id);
 	j->sj.shape_id = -1;
 	c->npending--;

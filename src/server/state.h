@@ -52,6 +52,7 @@ struct sjob {
 	struct squeue *queue;
 	struct sjob *pend_prev, *pend_next; /* in its class's pending list, in order */
 	bool pending;
+	int64_t req_bytes; /* about what its request weighs (the per-user cap) */
 	bool dirty;
 	struct sjob *dirty_next;
 	uint64_t reason_pass; /* the pass that wrote job.reason while pending */
@@ -139,6 +140,13 @@ struct snode {
 	struct wire_pull *pulls;
 };
 
+/* What one owner's waiting jobs number and weigh (the per-user caps). */
+struct owner_pending {
+	char owner[MODEL_NAME_MAX]; /* the map's key */
+	int64_t jobs;
+	int64_t bytes;
+};
+
 /* A validation run (tenk validate --nodes): one system job with a task on
  * each of its nodes. The nodes take no new work from the moment it is asked
  * for; preemptible jobs on them are stopped, others are waited for; when all
@@ -210,7 +218,8 @@ struct state {
 	int nnodes;
 	size_t nodes_alloc;
 	struct tk_map node_by_name;
-	struct tk_map node_by_cred; /* a node's credential's SHA-256 -> struct snode */
+	struct tk_map node_by_cred;	/* a node's credential's SHA-256 -> struct snode */
+	struct tk_map pending_by_owner; /* owner -> struct owner_pending: what waits */
 
 	/* what changed and is not yet written (server.c writes it) */
 	struct sjob *dirty_jobs;
@@ -354,6 +363,10 @@ void state_flush_work(struct state *s);
 void part_add(struct state *s, struct snode *n, struct sjob *j, const struct attempt *a,
 	      int node_index);
 void part_remove(struct state *s, struct snode *n, struct sjob *j, int attempt);
+/* What owner's jobs wait (never NULL). */
+const struct owner_pending *state_owner_pending(struct state *s, const char *owner);
+/* About what request r weighs, in bytes. */
+int64_t job_request_bytes(const struct job_request *r);
 /* Node n's credential becomes the one of SHA-256 sha256 (NULL: none). */
 void state_node_credential(struct state *s, struct snode *n, const char *sha256);
 /* What node n runs changed in place (an attempt's digest): its agent is told. */

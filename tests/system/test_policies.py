@@ -168,7 +168,7 @@ def test_users_see_their_own_and_queues_limit_them(workdir):
     assert {j["owner"] for j in t.json("queue", "--all")["jobs"]} == {"alice", "bob"}
     # users do not run the cluster
     p = t.run("drain", "node1", "--reason", "x", check=False, env=as_user(t, alice))
-    assert p.returncode == 1 and "is for an admin" in p.stderr
+    assert p.returncode == 1 and "is for an operator" in p.stderr
     p = t.run("users", check=False, env=as_user(t, alice))
     assert p.returncode == 1
     t.run("cancel", mine, env=as_user(t, alice))
