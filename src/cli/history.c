@@ -20,12 +20,12 @@ static const struct tk_option history_opts[] = {
  * what it asked for. */
 static int run_history(struct ctx *c)
 {
-	json_t *res;
+	json_t *jobs;
 	struct tk_error err;
-	if (client_call(&c->client, "GET",
-			"/v1/jobs?limit=100000&state=COMPLETED,FAILED,CANCELLED,TIMEOUT", NULL,
-			CALL_TIMEOUT_MS, &res, NULL, &err) < 0)
+	int64_t total;
+	if (fetch_jobs(c, "COMPLETED,FAILED,CANCELLED,TIMEOUT", INT64_MAX, &jobs, &total, &err) < 0)
 		return api_error(c, &err);
+	json_t *res = json_pack("{s:o}", "jobs", jobs);
 	FILE *f = stdout;
 	if (c->v[H_OUTPUT] && !(f = fopen(c->v[H_OUTPUT], "we"))) {
 		fprintf(stderr, "tenk history: cannot write %s: %s\n", c->v[H_OUTPUT],
@@ -35,7 +35,6 @@ static int run_history(struct ctx *c)
 	}
 	fprintf(f, "id,submit_s,run_s,nodes,tasks_per_node,gpus_per_task,cpus_per_task,mem_mib,"
 		   "gpu_types,queue,class,time_limit_s\n");
-	json_t *jobs = json_object_get(res, "jobs");
 	int64_t first = INT64_MAX;
 	size_t i;
 	json_t *j;

@@ -71,5 +71,9 @@ void fmt_time(int64_t ms, char *buf, size_t n);
 int64_t jint(json_t *o, const char *k);
 /* obj[k] as a string; "" when absent. */
 const char *jstr(json_t *o, const char *k);
+/* The jobs in state (a list; NULL: any), oldest first, max of them at most,
+ * page after page; *total: how many match in all. < 0 with err. */
+int fetch_jobs(struct ctx *c, const char *state, int64_t max, json_t **ret, int64_t *total,
+	       struct tk_error *err);
 /* A job id given on the command line. */
 int parse_id(struct ctx *c, const char *s, int64_t *ret);

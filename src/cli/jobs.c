@@ -304,43 +304,53 @@ static void attempt_nodes(json_t *a, char *buf, size_t n)
 	strbuf_release(&sb);
 }
 
+int fetch_jobs(struct ctx *c, const char *state, int64_t max, json_t **ret, int64_t *total,
+	       struct tk_error *err)
+{
+	json_t *all = json_array();
+	int64_t after = 0;
+	for (;;) {
+		char path[256];
+		int64_t want = MIN(1000, max - (int64_t)json_array_size(all));
+		int n = snprintf(path, sizeof(path), "/v1/jobs?limit=%lld&after=%lld",
+				 (long long)want, (long long)after);
+		if (state)
+			snprintf(path + n, sizeof(path) - (size_t)n, "&state=%.100s", state);
+		json_t *res;
+		if (client_call(&c->client, "GET", path, NULL, CALL_TIMEOUT_MS, &res, NULL, err) <
+		    0) {
+			json_decref(all);
+			return -1;
+		}
+		*total = jint(res, "total");
+		json_array_extend(all, json_object_get(res, "jobs"));
+		json_t *next = json_object_get(res, "next");
+		bool more = json_is_integer(next);
+		after = more ? json_integer_value(next) : 0;
+		json_decref(res);
+		if (!more || (int64_t)json_array_size(all) >= max)
+			break;
+	}
+	*ret = all;
+	return 0;
+}
+
 static int run_queue(struct ctx *c)
 {
-	char path[256];
 	const char *state = c->v[Q_STATE] ? c->v[Q_STATE] : (c->v[Q_ALL] ? NULL : "active");
 	int64_t limit = 1000;
 	if (c->v[Q_LIMIT] && tk_parse_int64(c->v[Q_LIMIT], 1, 1000000, &limit) < 0)
 		return usage_error(c->cmd,
 				   "--limit: must be an integer from 1 to 1000000, got \"%s\"",
 				   c->v[Q_LIMIT]);
-	/* page after page (1,000 at most each) from the head of the queue: the
-	 * first `limit` jobs, or every one with --all */
-	json_t *res = NULL, *all = json_array();
+	/* the first `limit` jobs from the head of the queue, or every one
+	 * with --all */
+	json_t *res, *all;
 	struct tk_error err;
-	int64_t after = 0, total = 0;
-	for (;;) {
-		int64_t want = c->v[Q_ALL] && !c->v[Q_LIMIT]
-				       ? 1000
-				       : MIN(1000, limit - (int64_t)json_array_size(all));
-		int n = snprintf(path, sizeof(path), "/v1/jobs?limit=%lld&after=%lld",
-				 (long long)want, (long long)after);
-		if (state)
-			snprintf(path + n, sizeof(path) - (size_t)n, "&state=%.100s", state);
-		if (client_call(&c->client, "GET", path, NULL, CALL_TIMEOUT_MS, &res, NULL, &err) <
-		    0) {
-			json_decref(all);
-			return api_error(c, &err);
-		}
-		total = jint(res, "total");
-		json_array_extend(all, json_object_get(res, "jobs"));
-		json_t *next = json_object_get(res, "next");
-		bool more = json_is_integer(next);
-		after = more ? json_integer_value(next) : 0;
-		json_decref(res);
-		if (!more ||
-		    (!(c->v[Q_ALL] && !c->v[Q_LIMIT]) && (int64_t)json_array_size(all) >= limit))
-			break;
-	}
+	int64_t total = 0;
+	if (fetch_jobs(c, state, c->v[Q_ALL] && !c->v[Q_LIMIT] ? INT64_MAX : limit, &all, &total,
+		       &err) < 0)
+		return api_error(c, &err);
 	res = json_pack("{s:o, s:I}", "jobs", all, "total", (json_int_t)total);
 	if (c->json) {
 		print_json(res);

@@ -24,6 +24,8 @@ USER = "tenkimg"
 def owner():
     """A Unix account of the test's making (removed after), the admin's
     jobs' owner, and a folder it owns that every account may reach."""
+    # one an interrupted run left goes first: the name is this test's
+    subprocess.run(["userdel", "-f", USER], capture_output=True)
     subprocess.run(["useradd", "-M", "-N", "-g", "nogroup", "-s", "/bin/sh", USER], check=True,
                    capture_output=True)
     base = tempfile.mkdtemp(prefix="tenk-image-", dir="/tmp")
