@@ -175,6 +175,9 @@ enum {
 	D_CDI,
 	D_INIT,
 	D_QUARANTINE,
+	D_TLS_CERT,
+	D_TLS_KEY,
+	D_CA,
 	D_MAX
 };
 
@@ -211,6 +214,10 @@ static const struct tk_option all_opts[D_MAX] = {
 		    "start a new cluster even though DATA held one and its store is empty"},
 	[D_QUARANTINE] = {"quarantine-bad-rows", 0, NULL,
 			  "set rows of the store that do not decode aside, and start"},
+	[D_TLS_CERT] = {"tls-cert", 0, "FILE", "serve HTTPS with this certificate (PEM)"},
+	[D_TLS_KEY] = {"tls-key", 0, "FILE", "the certificate's private key (PEM)"},
+	[D_CA] = {"ca-file", 0, "FILE",
+		  "verify the server's HTTPS against this CA (default $TENK_CA)"},
 };
 
 /* Which options each daemon takes, in all_opts order. */
@@ -218,11 +225,11 @@ static const int up_opts[] = {D_HELP,	      D_LOG,	   D_DATA,	D_LISTEN,   D_CATA
 			      D_NODE_TIMEOUT, D_NAME,	   D_FAKE,	D_TOPO,	    D_CPUS,
 			      D_MEM,	      D_STOP_JOBS, D_PODMAN,	D_CTR_CONF, D_PODMAN_ROOT,
 			      D_CDI,	      D_INIT,	   D_QUARANTINE};
-static const int server_opts[] = {D_HELP,      D_LOG,	       D_DATA, D_LISTEN,
-				  D_CATALOGUE, D_NODE_TIMEOUT, D_INIT, D_QUARANTINE};
+static const int server_opts[] = {D_HELP,	  D_LOG,  D_DATA,	D_LISTEN,   D_CATALOGUE,
+				  D_NODE_TIMEOUT, D_INIT, D_QUARANTINE, D_TLS_CERT, D_TLS_KEY};
 static const int agent_opts[] = {
 	D_HELP, D_LOG, D_DATA, D_SERVER,    D_TOKEN_FILE, D_NAME,     D_FAKE,	     D_ADDR, D_TOPO,
-	D_CPUS, D_MEM, D_WORK, D_STOP_JOBS, D_PODMAN,	  D_CTR_CONF, D_PODMAN_ROOT, D_CDI};
+	D_CPUS, D_MEM, D_WORK, D_STOP_JOBS, D_PODMAN,	  D_CTR_CONF, D_PODMAN_ROOT, D_CDI,  D_CA};
 
 /* What a daemon takes (indices into all_opts, in its order) and runs. */
 struct daemon_spec {
@@ -267,6 +274,8 @@ static int server_cfg(const char *cmd, const char **v, struct server_config *sc)
 		sc->listen = v[D_LISTEN];
 	sc->catalogue_path = v[D_CATALOGUE];
 	sc->init = v[D_INIT] != NULL;
+	sc->tls_cert = v[D_TLS_CERT];
+	sc->tls_key = v[D_TLS_KEY];
 	sc->quarantine_bad_rows = v[D_QUARANTINE] != NULL;
 	if (v[D_NODE_TIMEOUT]) {
 		int64_t s;
@@ -295,6 +304,7 @@ static int agent_cfg(const char *cmd, const char **v, struct agent_config *ac)
 	ac->containers_conf = v[D_CTR_CONF];
 	ac->podman_root = v[D_PODMAN_ROOT];
 	ac->cdi_dir = v[D_CDI];
+	ac->ca_file = v[D_CA];
 	if (ac->containers_conf && access(ac->containers_conf, R_OK) < 0)
 		return usage(cmd, "--containers-conf: cannot read %s: %s", ac->containers_conf,
 			     strerror(errno));

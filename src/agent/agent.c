@@ -348,6 +348,9 @@ static void hb_done(void *arg, long status, const char *body, size_t len, const 
 	if (status == 200) {
 		touched(a, a->hb_sent_ms);
 		a->images_sent_gen = MAX(a->images_sent_gen, a->hb_images_gen);
+		if (!a->hb_rtt)
+			a->hb_rtt = xcalloc(AGENT_HB_SAMPLES, sizeof(*a->hb_rtt));
+		a->hb_rtt[a->hb_n++ % AGENT_HB_SAMPLES] = (float)(tk_mono_ms() - a->hb_sent_ms);
 	}
 	if ((status == 409 || status == 401) && !a->stopping) {
 		log_http_error("heartbeat", status, body, len, error);
@@ -526,6 +529,7 @@ static void copy_cfg(struct agent_config *dst, const struct agent_config *src)
 	DUP(containers_conf);
 	DUP(podman_root);
 	DUP(cdi_dir);
+	DUP(ca_file);
 #undef DUP
 }
 
@@ -543,6 +547,7 @@ static void free_cfg(struct agent_config *c)
 	free((char *)c->containers_conf);
 	free((char *)c->podman_root);
 	free((char *)c->cdi_dir);
+	free((char *)c->ca_file);
 }
 
 /* The podman image jobs run with: cfg.podman, found on PATH when it has
@@ -656,6 +661,16 @@ int agent_create(uv_loop_t *loop, const struct agent_config *cfg, struct agent *
 	a->url_events = xasprintf("%.*s/v1/agent/events", (int)blen, base);
 	a->url_work = xasprintf("%.*s/v1/agent/work", (int)blen, base);
 	a->hc = hc_create(loop);
+	if (!a->cfg.ca_file && getenv("TENK_CA") && *getenv("TENK_CA"))
+		a->cfg.ca_file = xstrdup(getenv("TENK_CA"));
+	if (a->cfg.ca_file) {
+		char *ca = realpath(a->cfg.ca_file, NULL);
+		if (ca) {
+			free((char *)a->cfg.ca_file);
+			a->cfg.ca_file = ca;
+		}
+		hc_set_ca(a->hc, a->cfg.ca_file);
+	}
 	uv_timer_t *timers[] = {&a->hb_timer, &a->reg_timer, &a->poll_timer, &a->ev_timer,
 				&a->stop_timer};
 	for (size_t i = 0; i < ARRAY_SIZE(timers); i++) {
@@ -682,11 +697,33 @@ static void hc_closed(void *arg)
 }
 
 /* Ends the stop: every task has exited and is reported (or time ran out). */
+static int cmp_float(const void *x, const void *y)
+{
+	float a = *(const float *)x, b = *(const float *)y;
+	return a < b ? -1 : a > b;
+}
+
+/* How long the server took to answer heartbeats: what an overloaded
+ * server costs its nodes. */
+static void log_heartbeats(struct agent *a)
+{
+	size_t n = MIN(a->hb_n, (size_t)AGENT_HB_SAMPLES);
+	if (!n)
+		return;
+	float *v = xmalloc(n * sizeof(*v));
+	memcpy(v, a->hb_rtt, n * sizeof(*v));
+	qsort(v, n, sizeof(*v), cmp_float);
+	log_info("heartbeats: %zu answered, round trip p50 %.0f ms, p99 %.0f ms, max %.0f ms",
+		 a->hb_n, (double)v[n / 2], (double)v[MIN(n - 1, n * 99 / 100)], (double)v[n - 1]);
+	free(v);
+}
+
 static void finish_stop(struct agent *a)
 {
 	if (a->stop_reported)
 		return;
 	a->stop_reported = true;
+	log_heartbeats(a);
 	if (a->nevents)
 		log_warn("stopping with %zu task events the server has not acknowledged",
 			 a->nevents);
@@ -806,6 +843,7 @@ void agent_destroy(struct agent *a)
 	free(a->url_work);
 	catalogue_release(&a->cat);
 	images_release(a);
+	free(a->hb_rtt);
 	free_cfg(&a->cfg);
 	free(a);
 }

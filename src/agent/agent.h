@@ -41,6 +41,8 @@ struct agent_config {
 	const char *containers_conf;
 	const char *podman_root;
 	const char *cdi_dir;
+	const char *ca_file; /* HTTPS to the server is verified against it (NULL: $TENK_CA, or
+				the system's) */
 };
 
 void agent_config_init(struct agent_config *c);

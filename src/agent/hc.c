@@ -21,6 +21,7 @@ struct hc {
 	bool closing;
 	void (*closed_cb)(void *arg);
 	void *closed_arg;
+	char *ca; /* the CA file HTTPS is verified against; NULL: the system's */
 };
 
 struct hc_req {
@@ -47,6 +48,7 @@ static void maybe_closed(struct hc *c)
 	if (c->closing && c->open_handles == 0) {
 		void (*cb)(void *) = c->closed_cb;
 		void *arg = c->closed_arg;
+		free(c->ca);
 		free(c);
 		if (cb)
 			cb(arg);
@@ -200,6 +202,12 @@ static size_t write_cb(char *data, size_t size, size_t n, void *userp)
 	return len;
 }
 
+void hc_set_ca(struct hc *hc, const char *ca_file)
+{
+	free(hc->ca);
+	hc->ca = ca_file ? xstrdup(ca_file) : NULL;
+}
+
 struct hc *hc_create(uv_loop_t *loop)
 {
 	struct hc *c = xcalloc(1, sizeof(*c));
@@ -236,6 +244,8 @@ struct hc_req *hc_request(struct hc *c, const char *method, const char *url, con
 	curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, timeout_ms);
 	curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, MIN(timeout_ms, 10000L));
 	curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
+	if (c->ca)
+		curl_easy_setopt(e, CURLOPT_CAINFO, c->ca);
 	curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, method);
 	if (body)
 		curl_easy_setopt(e, CURLOPT_COPYPOSTFIELDS, body);

@@ -17,6 +17,8 @@ struct hc_req;
 typedef void (*hc_done_cb)(void *arg, long status, const char *body, size_t len, const char *error);
 
 struct hc *hc_create(uv_loop_t *loop);
+/* HTTPS is verified against the CA of ca_file (NULL: the system's). */
+void hc_set_ca(struct hc *hc, const char *ca_file);
 /* Starts a request. body (may be NULL) is copied. The returned handle stays
  * valid until cb runs or hc_cancel is called. */
 struct hc_req *hc_request(struct hc *c, const char *method, const char *url, const char *token,

@@ -15,6 +15,7 @@
 #define AGENT_BACKOFF_MIN_MS 100
 #define AGENT_BACKOFF_MAX_MS 5000
 #define AGENT_STOP_REPORT_MS 3000 /* at stop, how long we try to report exits */
+#define AGENT_HB_SAMPLES 65536	  /* heartbeat round trips kept for the stop's summary */
 
 /* A process the agent started (spawn.c): a shim. */
 struct proc;
@@ -182,6 +183,9 @@ struct agent {
 	int64_t touch_ms;
 	int64_t renewed_ms;
 	int64_t reg_sent_ms, poll_sent_ms, hb_sent_ms;
+	/* heartbeats' round trips (ms), the newest AGENT_HB_SAMPLES: logged at stop */
+	float *hb_rtt;
+	size_t hb_n;
 	int lock_fd; /* holds WORK/agent.lock: one agent per work folder */
 
 	struct tk_map groups; /* "job.attempt" -> struct taskgroup */

@@ -49,6 +49,9 @@ int client_init(struct client *c, const char *server, const char *token, const c
 	size_t n = strlen(c->url);
 	while (n && c->url[n - 1] == '/')
 		c->url[--n] = '\0';
+	const char *ca = getenv("TENK_CA");
+	if (ca && *ca)
+		c->ca = xstrdup(ca);
 	if (token && *token) {
 		c->token = xstrdup(token);
 	} else if (token_file) {
@@ -72,6 +75,7 @@ void client_release(struct client *c)
 {
 	free(c->url);
 	free(c->token);
+	free(c->ca);
 	if (c->curl_inited)
 		curl_global_cleanup();
 	memset(c, 0, sizeof(*c));
@@ -99,6 +103,8 @@ int client_call(struct client *c, const char *method, const char *path, json_t *
 	curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, timeout_ms);
 	curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
+	if (c->ca)
+		curl_easy_setopt(e, CURLOPT_CAINFO, c->ca);
 	curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, write_cb);
 	curl_easy_setopt(e, CURLOPT_WRITEDATA, &resp);
 	if (text)

@@ -15,6 +15,7 @@
 struct client {
 	char *url;   /* owned; no trailing slash */
 	char *token; /* owned */
+	char *ca; /* owned: the CA file HTTPS is verified against ($TENK_CA); NULL: the system's */
 	bool curl_inited;
 };
 

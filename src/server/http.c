@@ -527,16 +527,45 @@ int http_start(struct server *s, const char *listen, struct tk_error *err)
 	unsigned flags = MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
 	if (ss.ss_family == AF_INET6)
 		flags |= MHD_USE_IPv6;
-	s->mhd = MHD_start_daemon(flags, 0, NULL, NULL, on_access, s, MHD_OPTION_SOCK_ADDR, &ss,
-				  MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
-				  MHD_OPTION_CONNECTION_LIMIT, (unsigned)SERVER_MAX_CONNECTIONS,
-				  MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120,
-				  MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)1024,
-				  MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, s, MHD_OPTION_END);
+	/* TLS: the certificate and key as MHD takes them, in memory (kept
+	 * until the daemon stops) */
+	char *cert = NULL, *key = NULL;
+	if (s->cfg.tls_cert || s->cfg.tls_key) {
+		if (!s->cfg.tls_cert || !s->cfg.tls_key)
+			return tk_errorf(err, -EINVAL, "TLS needs both --tls-cert and --tls-key");
+		if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES)
+			return tk_errorf(err, -ENOTSUP, "this libmicrohttpd has no TLS");
+		if ((r = tk_read_file(s->cfg.tls_cert, 1 << 20, &cert, NULL)) < 0)
+			return tk_errorf(err, r, "cannot read %s: %s", s->cfg.tls_cert,
+					 strerror(-r));
+		if ((r = tk_read_file(s->cfg.tls_key, 1 << 20, &key, NULL)) < 0) {
+			free(cert);
+			return tk_errorf(err, r, "cannot read %s: %s", s->cfg.tls_key,
+					 strerror(-r));
+		}
+		flags |= MHD_USE_TLS;
+		s->tls_cert_pem = cert;
+		s->tls_key_pem = key;
+	}
+	struct MHD_OptionItem ops[] = {
+		{MHD_OPTION_SOCK_ADDR, 0, &ss},
+		{MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_completed, s},
+		{MHD_OPTION_CONNECTION_LIMIT, SERVER_MAX_CONNECTIONS, NULL},
+		{MHD_OPTION_PER_IP_CONNECTION_LIMIT, SERVER_MAX_CONNS_PER_IP, NULL},
+		{MHD_OPTION_CONNECTION_TIMEOUT, 120, NULL},
+		{MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024, NULL},
+		{MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)mhd_logger, s},
+		{cert ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, 0, cert},
+		{cert ? MHD_OPTION_HTTPS_MEM_KEY : MHD_OPTION_END, 0, key},
+		{MHD_OPTION_END, 0, NULL},
+	};
+	s->mhd = MHD_start_daemon(flags, 0, NULL, NULL, on_access, s, MHD_OPTION_ARRAY, ops,
+				  MHD_OPTION_END);
 	if (!s->mhd)
 		return tk_errorf(err, -EADDRINUSE,
-				 "cannot listen on %s: address in use, not local, or not allowed",
-				 listen);
+				 "cannot listen on %s: address in use, not local, or not allowed%s",
+				 listen,
+				 cert ? " (or the TLS certificate and key do not match)" : "");
 	const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->mhd, MHD_DAEMON_INFO_EPOLL_FD);
 	const union MHD_DaemonInfo *lfd = MHD_get_daemon_info(s->mhd, MHD_DAEMON_INFO_LISTEN_FD);
 	struct sockaddr_storage bound;
@@ -554,9 +583,11 @@ int http_start(struct server *s, const char *listen, struct tk_error *err)
 	else if (strcmp(host, "::") == 0)
 		shown = "::1";
 	if (strchr(shown, ':'))
-		snprintf(s->url, sizeof(s->url), "http://[%s]:%d", shown, port);
+		snprintf(s->url, sizeof(s->url), "%s://[%s]:%d", cert ? "https" : "http", shown,
+			 port);
 	else
-		snprintf(s->url, sizeof(s->url), "http://%s:%d", shown, port);
+		snprintf(s->url, sizeof(s->url), "%s://%s:%d", cert ? "https" : "http", shown,
+			 port);
 	uv_poll_init(s->loop, &s->mhd_poll, info->epoll_fd);
 	s->mhd_poll.data = s;
 	uv_poll_start(&s->mhd_poll, UV_READABLE, mhd_poll_cb);

@@ -25,8 +25,10 @@
 
 #define SERVER_MAX_BODY (1024 * 1024) /* request body limit */
 #define SERVER_MAX_CONNECTIONS 60000  /* agents hold a few each */
-#define SERVER_CRON_MS 500	      /* periodic work: liveness, long-poll deadlines */
-#define SERVER_MAX_LIST 1000	      /* jobs in one page of a list (a cursor for more) */
+/* one address may not take them all (agents behind one NAT hold ~4 each) */
+#define SERVER_MAX_CONNS_PER_IP 4096
+#define SERVER_CRON_MS 500   /* periodic work: liveness, long-poll deadlines */
+#define SERVER_MAX_LIST 1000 /* jobs in one page of a list (a cursor for more) */
 
 /* Who a request is, by its token; the people's roles in rising order (a
  * route's role is the least it takes), then agents, apart. */
@@ -129,6 +131,8 @@ struct server {
 		char *doc;
 	} * audit_new;
 	size_t audit_nnew, audit_new_alloc;
+
+	char *tls_cert_pem, *tls_key_pem; /* what MHD serves TLS with, kept till it stops */
 
 	uv_check_t check;
 	uv_timer_t cron;

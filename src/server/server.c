@@ -545,6 +545,8 @@ void server_destroy(struct server *s)
 	free(s->node_polls);
 	store_destroy(s->store);
 	audit_release(s);
+	free(s->tls_cert_pem);
+	free(s->tls_key_pem);
 	catalogue_release(&s->cat);
 	uv_mutex_destroy(&s->wq.mu);
 	if (s->lock_fd >= 0)

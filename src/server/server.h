@@ -26,6 +26,9 @@ struct server_config {
 	 * (quarantine) rather than stopping the start */
 	bool init;
 	bool quarantine_bad_rows;
+	/* TLS: the server's certificate (chain) and key, PEM files; NULL: plain HTTP */
+	const char *tls_cert;
+	const char *tls_key;
 };
 
 /* Fills c with defaults (listen 127.0.0.1:7480, timeout 30 s, ...). */
