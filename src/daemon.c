@@ -221,10 +221,10 @@ static const struct tk_option all_opts[D_MAX] = {
 };
 
 /* Which options each daemon takes, in all_opts order. */
-static const int up_opts[] = {D_HELP,	      D_LOG,	   D_DATA,	D_LISTEN,   D_CATALOGUE,
-			      D_NODE_TIMEOUT, D_NAME,	   D_FAKE,	D_TOPO,	    D_CPUS,
-			      D_MEM,	      D_STOP_JOBS, D_PODMAN,	D_CTR_CONF, D_PODMAN_ROOT,
-			      D_CDI,	      D_INIT,	   D_QUARANTINE};
+static const int up_opts[] = {
+	D_HELP,	       D_LOG,  D_DATA, D_LISTEN,     D_CATALOGUE, D_NODE_TIMEOUT, D_NAME,
+	D_FAKE,	       D_TOPO, D_CPUS, D_MEM,	     D_STOP_JOBS, D_PODMAN,	  D_CTR_CONF,
+	D_PODMAN_ROOT, D_CDI,  D_INIT, D_QUARANTINE, D_TLS_CERT,  D_TLS_KEY,	  D_CA};
 static const int server_opts[] = {D_HELP,	  D_LOG,  D_DATA,	D_LISTEN,   D_CATALOGUE,
 				  D_NODE_TIMEOUT, D_INIT, D_QUARANTINE, D_TLS_CERT, D_TLS_KEY};
 static const int agent_opts[] = {

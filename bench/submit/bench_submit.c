@@ -53,6 +53,8 @@ static json_t *get_json(const char *url, struct curl_slist *h)
 	struct strbuf sb;
 	strbuf_init(&sb);
 	curl_easy_setopt(e, CURLOPT_URL, url);
+	if (getenv("TENK_CA"))
+		curl_easy_setopt(e, CURLOPT_CAINFO, getenv("TENK_CA"));
 	curl_easy_setopt(e, CURLOPT_HTTPHEADER, h);
 	curl_easy_setopt(e, CURLOPT_NOPROXY, "*");
 	curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, write_cb);
@@ -103,6 +105,8 @@ int main(int argc, char **argv)
 		strbuf_init(&slots[i].resp);
 		CURL *e = slots[i].easy;
 		curl_easy_setopt(e, CURLOPT_URL, submit_url);
+		if (getenv("TENK_CA"))
+			curl_easy_setopt(e, CURLOPT_CAINFO, getenv("TENK_CA"));
 		curl_easy_setopt(e, CURLOPT_HTTPHEADER, h);
 		curl_easy_setopt(e, CURLOPT_POSTFIELDS, body);
 		curl_easy_setopt(e, CURLOPT_NOPROXY, "*");

@@ -16,6 +16,9 @@
 #include <strings.h>
 
 #define LIST_DEFAULT_LIMIT 1000
+/* lists built in one loop iteration, at most about this long: the calls
+ * of agents waiting behind them are served in between */
+#define API_LIST_BUDGET_US 5000
 #define WAIT_MAX_S 300
 #define VALID_MAX_CHECKS 64 /* checks in one node's validation report */
 
@@ -400,10 +403,16 @@ static int parse_states(const char *text, unsigned *ret)
 	return 0;
 }
 
+static void lists_idle_cb(uv_idle_t *h)
+{
+	struct server *s = h->data;
+	if (!api_lists_work(s, API_LIST_BUDGET_US))
+		uv_idle_stop(h);
+}
+
 static void h_jobs_list(struct request *r, const char *param, json_t *body)
 {
 	struct server *s = r->s;
-	struct state *st = &s->st;
 	unsigned mask = ~0u;
 	int64_t limit = LIST_DEFAULT_LIMIT;
 	const char *state = request_arg(r, "state");
@@ -429,8 +438,22 @@ static void h_jobs_list(struct request *r, const char *param, json_t *body)
 			    after_s);
 		return;
 	}
-	/* a page: the first `limit` matching jobs after the cursor, oldest
-	 * first (the head of the queue), and how many match in all */
+	/* built later, a few at a time: see api_lists_work */
+	r->list_mask = mask;
+	r->list_limit = limit;
+	r->list_after = after;
+	r->wait = WAIT_LIST;
+	req_list_push(&s->lists, r);
+	uv_idle_start(&s->lists_idle, lists_idle_cb);
+}
+
+/* A page of r's list: the first `limit` matching jobs after the cursor,
+ * oldest first (the head of the queue), and how many match in all. */
+static void list_answer(struct request *r)
+{
+	struct state *st = &r->s->st;
+	unsigned mask = r->list_mask;
+	int64_t limit = r->list_limit, after = r->list_after;
 	json_t *arr = json_array();
 	int64_t total = 0, next = 0;
 	for (size_t i = 0; i < st->njobs; i++) {
@@ -490,6 +513,20 @@ static void h_job_cancel(struct request *r, const char *param, json_t *body)
 		return;
 	}
 	reply_json(r, 200, job_for(r, j));
+}
+
+bool api_lists_work(struct server *s, int64_t budget_us)
+{
+	int64_t until = tk_mono_us() + budget_us;
+	while (s->lists.head) {
+		struct request *r = s->lists.head;
+		req_list_remove(&s->lists, r);
+		r->wait = WAIT_NONE;
+		list_answer(r);
+		if (tk_mono_us() >= until)
+			break;
+	}
+	return s->lists.head != NULL;
 }
 
 /* ---- nodes -------------------------------------------------------------------- */

@@ -59,6 +59,11 @@ static void unpark(struct request *r)
 	struct server *s = r->s;
 	if (r->wait == WAIT_NONE)
 		return;
+	if (r->wait == WAIT_LIST) {
+		req_list_remove(&s->lists, r);
+		r->wait = WAIT_NONE;
+		return;
+	}
 	if (r->wait == WAIT_WORK)
 		req_list_remove(api_node_polls(s, r->wait_node), r);
 	if (r->wait == WAIT_JOB)

@@ -42,7 +42,7 @@ struct req_list {
 	struct request *tail;
 };
 
-enum wait_kind { WAIT_NONE, WAIT_WORK, WAIT_JOB };
+enum wait_kind { WAIT_NONE, WAIT_WORK, WAIT_JOB, WAIT_LIST };
 
 struct request {
 	struct server *s;
@@ -75,6 +75,9 @@ struct request {
 	struct request *lp_prev, *lp_next;     /* in the server's list of all long-polls */
 	char agent_epoch[40];
 	uint64_t agent_gen;
+	/* a job list waiting its turn (WAIT_LIST): what it asked */
+	unsigned list_mask;
+	int64_t list_limit, list_after;
 };
 
 struct server {
@@ -133,6 +136,10 @@ struct server {
 	size_t audit_nnew, audit_new_alloc;
 
 	char *tls_cert_pem, *tls_key_pem; /* what MHD serves TLS with, kept till it stops */
+	/* job lists wait here and are built a few milliseconds' worth each loop
+	 * iteration, so that agents' calls between them are never held up */
+	struct req_list lists;
+	uv_idle_t lists_idle;
 
 	uv_check_t check;
 	uv_timer_t cron;
@@ -205,6 +212,9 @@ extern const struct route api_routes[];
 extern const size_t api_nroutes;
 /* Answers a long-poll whose deadline passed. */
 void api_longpoll_expired(struct request *r);
+/* Builds the answers of waiting job lists for about budget_us; returns
+ * whether any still wait. */
+bool api_lists_work(struct server *s, int64_t budget_us);
 /* The list of `tenk wait` long-polls of job id, and of work long-polls of
  * node index: grown on first use. */
 struct req_list *api_job_waits(struct server *s, int64_t id);

@@ -464,6 +464,9 @@ int server_create(uv_loop_t *loop, const struct server_config *cfg, struct serve
 	uv_check_init(loop, &s->check);
 	s->check.data = s;
 	uv_check_start(&s->check, check_cb);
+	uv_idle_init(loop, &s->lists_idle);
+	s->lists_idle.data = s;
+	s->open_handles++;
 	uv_timer_init(loop, &s->cron);
 	s->cron.data = s;
 	uv_timer_start(&s->cron, cron_cb, SERVER_CRON_MS, SERVER_CRON_MS);
@@ -514,6 +517,10 @@ static void finish_stop(struct server *s)
 			 (unsigned long long)s->wq.stats_commits,
 			 (double)s->wq.stats_commit_us / 1000.0 / (double)s->wq.stats_commits);
 	http_release_gate(s);
+	/* lists still waiting are answered now */
+	while (api_lists_work(s, INT64_MAX / 2))
+		;
+	uv_close((uv_handle_t *)&s->lists_idle, server_handle_closed);
 	http_stop(s);
 	uv_close((uv_handle_t *)&s->check, server_handle_closed);
 	uv_close((uv_handle_t *)&s->cron, server_handle_closed);
