@@ -92,7 +92,8 @@ int cli_main(const struct tk_command *cmd, const struct cli_spec *spec, int argc
 		goto out;
 	}
 	c.json = c.v[O_JSON] != NULL;
-	if (client_init(&c.client, c.v[O_SERVER], c.v[O_TOKEN], c.v[O_TOKEN_FILE], &err) < 0) {
+	if (client_init(&c.client, c.v[O_SERVER], c.v[O_TOKEN], c.v[O_TOKEN_FILE], &err) < 0 ||
+	    (c.v[O_CA] && client_set_ca(&c.client, c.v[O_CA], &err) < 0)) {
 		fprintf(stderr, "tenk %s: %s\n", cmd->name, err.text);
 		rc = CLI_EXIT_USAGE;
 		goto out;

@@ -71,6 +71,16 @@ int client_init(struct client *c, const char *server, const char *token, const c
 	return 0;
 }
 
+int client_set_ca(struct client *c, const char *ca_file, struct tk_error *err)
+{
+	if (access(ca_file, R_OK) < 0)
+		return tk_errorf(err, -errno, "--ca-file: cannot read %s: %s", ca_file,
+				 strerror(errno));
+	free(c->ca);
+	c->ca = xstrdup(ca_file);
+	return 0;
+}
+
 void client_release(struct client *c)
 {
 	free(c->url);

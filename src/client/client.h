@@ -26,6 +26,8 @@ struct client {
 int client_init(struct client *c, const char *server, const char *token, const char *token_file,
 		struct tk_error *err);
 void client_release(struct client *c);
+/* HTTPS is verified against the CA in ca_file (a readable file). */
+int client_set_ca(struct client *c, const char *ca_file, struct tk_error *err);
 /* Calls the API. On a 2xx answer *ret is its JSON (caller owns it); on an
  * error answer the server's message is in err. *ret_status gets the HTTP
  * status (0 when the server was not reached). */

@@ -58,6 +58,12 @@ def test_https_end_to_end(workdir, procs):
     p = subprocess.run([BIN, "queue"], env=dict(t.env()), capture_output=True, text=True,
                        timeout=30)
     assert p.returncode != 0 and "certificate" in p.stderr.lower(), p.stderr
+    p = subprocess.run([BIN, "queue", "--ca-file", certs["ca.pem"]], env=dict(t.env()),
+                       capture_output=True, text=True, timeout=30)
+    assert p.returncode == 0, p.stderr
+    p = subprocess.run([BIN, "queue", "--ca-file", "/nonexistent"], env=dict(t.env()),
+                       capture_output=True, text=True, timeout=30)
+    assert p.returncode != 0 and "--ca-file: cannot read /nonexistent" in p.stderr, p.stderr
     # plain HTTP to the HTTPS port gets no answer
     p = subprocess.run([BIN, "queue"], env=dict(env, TENK_SERVER=t.url.replace("https", "http")),
                        capture_output=True, text=True, timeout=30)
