@@ -57,19 +57,32 @@ static void ctr_name(const struct shim_plan *p, int rank, char *buf, size_t n)
 		 p->attempt, rank);
 }
 
-/* Podman's first arguments: the program and its store. */
-static void podman_head(const struct shim_container *c, char ***argv, int *n, size_t *alloc)
+void ctr_podman_head(const char *podman, const char *root, char ***argv, int *n, size_t *alloc)
 {
-	strv_push(argv, n, alloc, xstrdup(c->podman));
-	if (c->root[0]) {
+	strv_push(argv, n, alloc, xstrdup(podman));
+	if (root && root[0]) {
 		strv_push(argv, n, alloc, xstrdup("--root"));
-		strv_push(argv, n, alloc, xasprintf("%s/storage", c->root));
+		strv_push(argv, n, alloc, xasprintf("%s/storage", root));
 		strv_push(argv, n, alloc, xstrdup("--runroot"));
-		strv_push(argv, n, alloc, xasprintf("%s/run", c->root));
+		strv_push(argv, n, alloc, xasprintf("%s/run", root));
 	}
 }
 
-char **ctr_env(const struct shim_container *c)
+void ctr_podman_said(const char *out, char *buf, size_t n, const char *none)
+{
+	_cleanup_free_ char *t = xstrdup(out ? out : "");
+	tk_strip(t);
+	char *last = strrchr(t, '\n');
+	const char *msg = last ? last + 1 : t;
+	/* catatonit: "ERROR (catatonit:6): failed to exec ..." */
+	if (strncmp(msg, "ERROR (catatonit", 16) == 0 && strstr(msg, "): "))
+		msg = strstr(msg, "): ") + 3;
+	if (strncmp(msg, "Error: ", 7) == 0)
+		msg += 7;
+	snprintf(buf, n, "%s", *msg ? msg : none);
+}
+
+char **ctr_env(const char *conf)
 {
 	char **env = NULL;
 	int n = 0;
@@ -77,8 +90,8 @@ char **ctr_env(const struct shim_container *c)
 	strv_push(&env, &n, &alloc,
 		  xstrdup("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"));
 	strv_push(&env, &n, &alloc, xstrdup("HOME=/root"));
-	if (c->conf[0])
-		strv_push(&env, &n, &alloc, xasprintf("CONTAINERS_CONF=%s", c->conf));
+	if (conf && conf[0])
+		strv_push(&env, &n, &alloc, xasprintf("CONTAINERS_CONF=%s", conf));
 	/* the node's registries and credentials, where its agent was told */
 	static const char *const pass[] = {"CONTAINERS_REGISTRIES_CONF", "REGISTRY_AUTH_FILE",
 					   "CONTAINERS_STORAGE_CONF"};
@@ -116,7 +129,7 @@ char **ctr_argv(const struct shim_plan *p, const struct cgroup *cg, const struct
 	size_t alloc = 0;
 	char name[MODEL_NAME_MAX + 64];
 	ctr_name(p, t->rank, name, sizeof(name));
-	podman_head(c, &argv, &n, &alloc);
+	ctr_podman_head(c->podman, c->root, &argv, &n, &alloc);
 	static const char *const fixed[] = {
 		"--cgroup-manager",
 		"cgroupfs",
@@ -256,16 +269,13 @@ bool ctr_failure(int out_fd, int code, char *detail, size_t n)
 		tail[k > 0 ? k : 0] = '\0';
 	}
 	tk_strip(tail);
-	char *last = strrchr(tail, '\n');
-	const char *msg = last ? last + 1 : tail;
-	bool init = strncmp(msg, "ERROR (catatonit", 16) == 0;
+	const char *last = strrchr(tail, '\n');
+	bool init = strncmp(last ? last + 1 : tail, "ERROR (catatonit", 16) == 0;
 	if (code == 1 && !init)
 		return false; /* the command's own exit */
-	if (init && strchr(msg, ':') && (msg = strstr(msg, "): ")))
-		msg += 3;
-	if (strncmp(msg, "Error: ", 7) == 0)
-		msg += 7;
-	snprintf(detail, n, "%s%s", code == 125 ? "podman: " : "", *msg ? msg : "no message");
+	char said[sizeof(tail)];
+	ctr_podman_said(tail, said, sizeof(said), "no message");
+	snprintf(detail, n, "%s%s", code == 125 ? "podman: " : "", said);
 	return code == 125 || init;
 }
 
@@ -276,13 +286,13 @@ void ctr_remove(const struct shim_plan *p, int rank)
 	char **argv = NULL;
 	int n = 0;
 	size_t alloc = 0;
-	podman_head(&p->ctr, &argv, &n, &alloc);
+	ctr_podman_head(p->ctr.podman, p->ctr.root, &argv, &n, &alloc);
 	static const char *const rm[] = {"rm", "--force", "--ignore", "--time", "0"};
 	for (size_t i = 0; i < ARRAY_SIZE(rm); i++)
 		strv_push(&argv, &n, &alloc, xstrdup(rm[i]));
 	strv_push(&argv, &n, &alloc, xstrdup(name));
 	strv_push(&argv, &n, &alloc, NULL);
-	char **env = ctr_env(&p->ctr);
+	char **env = ctr_env(p->ctr.conf);
 	pid_t pid = fork();
 	if (pid == 0) {
 		int fd = open("/dev/null", O_RDWR | O_CLOEXEC);

@@ -91,20 +91,11 @@ int podcmd_start(struct agent *a, char **args, podcmd_cb done, void *data)
 	char **argv = NULL;
 	int n = 0;
 	size_t alloc = 0;
-	strv_push(&argv, &n, &alloc, xstrdup(a->podman));
-	if (a->cfg.podman_root) {
-		strv_push(&argv, &n, &alloc, xstrdup("--root"));
-		strv_push(&argv, &n, &alloc, xasprintf("%s/storage", a->cfg.podman_root));
-		strv_push(&argv, &n, &alloc, xstrdup("--runroot"));
-		strv_push(&argv, &n, &alloc, xasprintf("%s/run", a->cfg.podman_root));
-	}
+	ctr_podman_head(a->podman, a->cfg.podman_root, &argv, &n, &alloc);
 	for (int i = 0; args[i]; i++)
 		strv_push(&argv, &n, &alloc, xstrdup(args[i]));
 	strv_push(&argv, &n, &alloc, NULL);
-	struct shim_container ctr = {0};
-	if (a->cfg.containers_conf)
-		snprintf(ctr.conf, sizeof(ctr.conf), "%s", a->cfg.containers_conf);
-	char **env = ctr_env(&ctr);
+	char **env = ctr_env(a->cfg.containers_conf);
 	uv_pipe_init(a->loop, &c->pipe, 0);
 	uv_pipe_init(a->loop, &c->epipe, 0);
 	c->pipe.data = c->epipe.data = c->proc.data = c;
@@ -140,18 +131,6 @@ int podcmd_start(struct agent *a, char **args, podcmd_cb done, void *data)
 	uv_read_start((uv_stream_t *)&c->pipe, pod_alloc, pod_read);
 	uv_read_start((uv_stream_t *)&c->epipe, pod_alloc, pod_read);
 	return 0;
-}
-
-/* The last line podman printed that says something, "Error: " off. */
-void podcmd_last_line(const char *out, char *buf, size_t n)
-{
-	_cleanup_free_ char *t = xstrdup(out ? out : "");
-	tk_strip(t);
-	char *last = strrchr(t, '\n');
-	const char *msg = last ? last + 1 : t;
-	if (strncmp(msg, "Error: ", 7) == 0)
-		msg += 7;
-	snprintf(buf, n, "%s", *msg ? msg : "podman said nothing");
 }
 
 /* "sha256:HEX" from podman's 64 hex digits (an image ID), or false. */
@@ -191,7 +170,7 @@ static void pulled(struct podcmd *c, int64_t status, const char *out, const char
 			group_image_ready(g);
 		} else {
 			char msg[MODEL_REASON_MAX];
-			podcmd_last_line(errout, msg, sizeof(msg));
+			ctr_podman_said(errout, msg, sizeof(msg), "podman said nothing");
 			struct strbuf why;
 			strbuf_init(&why);
 			strbuf_addf(&why, "cannot pull %s on %s: %s", g->img_ref, g->a->inv.name,
@@ -240,7 +219,7 @@ static void listed(struct podcmd *c, int64_t status, const char *out, const char
 	json_t *j = status == 0 ? json_loads(out, 0, NULL) : NULL;
 	if (!json_is_array(j)) {
 		char msg[MODEL_REASON_MAX];
-		podcmd_last_line(errout, msg, sizeof(msg));
+		ctr_podman_said(errout, msg, sizeof(msg), "podman said nothing");
 		if (!a->stopping)
 			log_warn("cannot list the node's images: %s", msg);
 	} else {
@@ -312,7 +291,8 @@ static void asked_pulled(struct podcmd *c, int64_t status, const char *out, cons
 	if (p && p->state == PULL_RUNNING) {
 		p->state = status == 0 ? PULL_DONE : PULL_FAILED;
 		if (status != 0)
-			podcmd_last_line(errout, p->detail, sizeof(p->detail));
+			ctr_podman_said(errout, p->detail, sizeof(p->detail),
+					"podman said nothing");
 		log_info("pull of %s: %s%s%s", ref, pull_state_name(p->state), status ? ": " : "",
 			 status ? p->detail : "");
 		a->images_gen++;

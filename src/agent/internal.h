@@ -67,8 +67,6 @@ struct podcmd {
 /* Runs the node's podman with args (NULL-terminated), on its store; done
  * gets the exit status (128 + signal) and what it printed, once. */
 int podcmd_start(struct agent *a, char **args, podcmd_cb done, void *data);
-/* The last line of podman's output, "Error: " off: what it said. */
-void podcmd_last_line(const char *out, char *buf, size_t n);
 /* The agent stops: its podman commands are told to end (SIGTERM). */
 void podcmds_stop(struct agent *a);
 
@@ -407,10 +405,16 @@ int ctr_prepare(const struct shim_plan *p, const struct shim_task *t, int *ret_o
 		size_t n);
 /* Writes the task's environment for podman's --env-file (0600). */
 int ctr_env_file(const char *path, const struct shim_task *t, char *why, size_t n);
-/* The `podman run` of task t, NULL-terminated; ctr_env, podman's environment. */
+/* The `podman run` of task t, NULL-terminated; ctr_env, podman's
+ * environment (with conf as its CONTAINERS_CONF). */
 char **ctr_argv(const struct shim_plan *p, const struct cgroup *cg, const struct shim_task *t,
 		const char *env_file);
-char **ctr_env(const struct shim_container *c);
+char **ctr_env(const char *conf);
+/* Podman's first arguments: the program, and its store when root is set. */
+void ctr_podman_head(const char *podman, const char *root, char ***argv, int *n, size_t *alloc);
+/* What podman (or the init before a container's command) said: the last
+ * line of out, its "Error: " off; none when it said nothing. */
+void ctr_podman_said(const char *out, char *buf, size_t n, const char *none);
 /* A task's podman exited with code: where podman itself failed (125) or
  * the command could not run (126, 127, or its init could not exec it),
  * detail gets the last line it wrote to the output (out_fd). True when

@@ -410,7 +410,7 @@ static int container_fork(struct shim *sh, int i, int *code, char *detail, size_
 	}
 	struct task_exec ex = {
 		.argv = ctr_argv(&sh->plan, &sh->cg, t, env_file),
-		.env = ctr_env(&sh->plan.ctr),
+		.env = ctr_env(sh->plan.ctr.conf),
 		.out_fd = out,
 	};
 	int pid = task_fork_exec(&sh->cg, &ex, code, detail, n);

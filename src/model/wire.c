@@ -190,23 +190,31 @@ json_t *wire_heartbeat_pack(const struct wire_heartbeat *m)
 	json_t *o = json_pack("{s:s, s:s, s:o, s:b}", "node", m->node, "agent_id", m->agent_id,
 			      "checkpoints", c, "stopping", m->stopping);
 	if (m->has_images) {
-		json_t *im = json_array(), *pl = json_array();
-		for (int i = 0; i < m->nimages; i++)
-			json_array_append_new(im,
-					      json_pack("{s:s, s:s, s:I}", "ref", m->images[i].ref,
-							"digest", m->images[i].digest, "size_mib",
-							(json_int_t)m->images[i].size_mib));
-		for (int i = 0; i < m->npulls; i++)
-			json_array_append_new(pl,
-					      json_pack("{s:s, s:s, s:s}", "ref", m->pulls[i].ref,
-							"state", pull_state_name(m->pulls[i].state),
-							"detail", m->pulls[i].detail));
-		json_object_set_new(o, "images", im);
-		json_object_set_new(o, "pulls", pl);
+		json_object_set_new(o, "images", wire_images_pack(m->images, m->nimages));
+		json_object_set_new(o, "pulls", wire_pulls_pack(m->pulls, m->npulls));
 	}
 	return o;
 }
 
+json_t *wire_images_pack(const struct wire_image *im, int n)
+{
+	json_t *a = json_array();
+	for (int i = 0; i < n; i++)
+		json_array_append_new(a, json_pack("{s:s, s:s, s:I}", "ref", im[i].ref, "digest",
+						   im[i].digest, "size_mib",
+						   (json_int_t)im[i].size_mib));
+	return a;
+}
+
+json_t *wire_pulls_pack(const struct wire_pull *p, int n)
+{
+	json_t *a = json_array();
+	for (int i = 0; i < n; i++)
+		json_array_append_new(a, json_pack("{s:s, s:s, s:s}", "ref", p[i].ref, "state",
+						   pull_state_name(p[i].state), "detail",
+						   p[i].detail));
+	return a;
+}
 static const char *const pull_state_names[PULL_STATE_MAX] = {
 	[PULL_RUNNING] = "pulling",
 	[PULL_DONE] = "done",

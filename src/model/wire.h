@@ -169,6 +169,9 @@ struct wire_heartbeat {
 };
 
 json_t *wire_heartbeat_pack(const struct wire_heartbeat *m);
+/* The heartbeat's "images" and "pulls", which the API shows as they are. */
+json_t *wire_images_pack(const struct wire_image *im, int n);
+json_t *wire_pulls_pack(const struct wire_pull *p, int n);
 int wire_heartbeat_unpack(json_t *j, struct wire_heartbeat *ret, struct tk_error *err);
 void wire_heartbeat_release(struct wire_heartbeat *m);
 

@@ -41,7 +41,7 @@ static void client_addr(struct request *r, char *buf, size_t n)
 			  (socklen_t)n);
 }
 
-void audit_reply(struct request *r, unsigned status, const char *answer)
+void audit_reply(struct request *r, unsigned status, json_t *ans)
 {
 	struct server *s = r->s;
 	if (r->audited || strcmp(r->method, "GET") == 0 || r->role == ROLE_AGENT ||
@@ -55,7 +55,6 @@ void audit_reply(struct request *r, unsigned status, const char *answer)
 	char addr[64];
 	client_addr(r, addr, sizeof(addr));
 	/* the result: the refusal, or what was made (a job's id, a name) */
-	json_t *ans = json_loads(answer, 0, NULL);
 	char result[256] = "";
 	const char *err = json_string_value(json_object_get(ans, "error"));
 	json_t *id = json_object_get(ans, "id");
@@ -66,7 +65,6 @@ void audit_reply(struct request *r, unsigned status, const char *answer)
 	else if (json_is_string(json_object_get(ans, "name")))
 		snprintf(result, sizeof(result), "%s",
 			 json_string_value(json_object_get(ans, "name")));
-	json_decref(ans);
 	int64_t now = server_now_ms(s);
 	const char *who = r->user[0] ? r->user : "anonymous";
 	json_t *row = json_pack("{s:I, s:s, s:s, s:s, s:s, s:i, s:s}", "at_ms", (json_int_t)now,

@@ -112,7 +112,6 @@ static void set_reply(struct request *r, unsigned status, char *text, const char
 	r->resp = MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
 	MHD_add_response_header(r->resp, MHD_HTTP_HEADER_CONTENT_TYPE, type);
 	r->status = status;
-	audit_reply(r, status, text);
 	r->need_seq = s->st.seq_applied;
 	if (!r->suspended)
 		return; /* still inside on_access: it decides */
@@ -124,6 +123,7 @@ static void set_reply(struct request *r, unsigned status, char *text, const char
 
 void reply_json(struct request *r, unsigned status, json_t *body)
 {
+	audit_reply(r, status, body);
 	char *text = json_dumps(body, JSON_COMPACT);
 	json_decref(body);
 	size_t n = strlen(text);
@@ -145,6 +145,7 @@ void reply_error(struct request *r, unsigned status, const char *fmt, ...)
 
 void reply_text(struct request *r, unsigned status, char *text, const char *type)
 {
+	audit_reply(r, status, NULL);
 	set_reply(r, status, text, type);
 }
 

@@ -187,8 +187,9 @@ void req_list_remove(struct req_list *l, struct request *r);
 
 /* The call r changes state (any but GET, and not an agent's): who, from
  * where, when, what and the result (status and what the answer said) go
- * to the audit table in the batch that writes the change. */
-void audit_reply(struct request *r, unsigned status, const char *answer);
+ * to the audit table in the batch that writes the change. answer: the
+ * reply's JSON (borrowed), or NULL. */
+void audit_reply(struct request *r, unsigned status, json_t *answer);
 /* Puts the rows not yet written into b. */
 void audit_take(struct server *s, struct store_batch *b);
 bool audit_waiting(const struct server *s);

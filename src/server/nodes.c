@@ -374,15 +374,7 @@ void state_node_pull(struct state *s, struct snode *n, const char *ref)
 
 json_t *state_node_images_pack(const struct snode *n)
 {
-	json_t *im = json_array(), *pl = json_array();
-	for (int i = 0; i < n->nimages; i++)
-		json_array_append_new(im, json_pack("{s:s, s:s, s:I}", "ref", n->images[i].ref,
-						    "digest", n->images[i].digest, "size_mib",
-						    (json_int_t)n->images[i].size_mib));
-	for (int i = 0; i < n->npulls; i++)
-		json_array_append_new(pl, json_pack("{s:s, s:s, s:s}", "ref", n->pulls[i].ref,
-						    "state", pull_state_name(n->pulls[i].state),
-						    "detail", n->pulls[i].detail));
 	return json_pack("{s:s, s:o, s:o}", "name", n->rec.inv.name, "images",
-			 n->images_known ? im : (json_decref(im), json_null()), "pulls", pl);
+			 n->images_known ? wire_images_pack(n->images, n->nimages) : json_null(),
+			 "pulls", wire_pulls_pack(n->pulls, n->npulls));
 }
