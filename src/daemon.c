@@ -10,6 +10,7 @@
 
 #include <curl/curl.h>
 #include <errno.h>
+#include <libgen.h>
 #include <malloc.h>
 #include <pwd.h>
 #include <signal.h>
@@ -178,6 +179,7 @@ enum {
 	D_TLS_CERT,
 	D_TLS_KEY,
 	D_CA,
+	D_INSECURE,
 	D_MAX
 };
 
@@ -217,19 +219,26 @@ static const struct tk_option all_opts[D_MAX] = {
 	[D_TLS_CERT] = {"tls-cert", 0, "FILE", "serve HTTPS with this certificate (PEM)"},
 	[D_TLS_KEY] = {"tls-key", 0, "FILE", "the certificate's private key (PEM)"},
 	[D_CA] = {"ca-file", 0, "FILE",
-		  "verify the server's HTTPS against this CA (default $TENK_CA)"},
+		  "verify the server's HTTPS against this CA (default $TENK_CA, else "
+		  "tls/ca.pem beside the token file)"},
+	[D_INSECURE] = {"insecure-http", 0, NULL,
+			"plain HTTP: the server serves no TLS; an agent may send its "
+			"token to a server that is not on this machine without it"},
 };
 
 /* Which options each daemon takes, in all_opts order. */
-static const int up_opts[] = {
-	D_HELP,	       D_LOG,  D_DATA, D_LISTEN,     D_CATALOGUE, D_NODE_TIMEOUT, D_NAME,
-	D_FAKE,	       D_TOPO, D_CPUS, D_MEM,	     D_STOP_JOBS, D_PODMAN,	  D_CTR_CONF,
-	D_PODMAN_ROOT, D_CDI,  D_INIT, D_QUARANTINE, D_TLS_CERT,  D_TLS_KEY,	  D_CA};
-static const int server_opts[] = {D_HELP,	  D_LOG,  D_DATA,	D_LISTEN,   D_CATALOGUE,
-				  D_NODE_TIMEOUT, D_INIT, D_QUARANTINE, D_TLS_CERT, D_TLS_KEY};
-static const int agent_opts[] = {
-	D_HELP, D_LOG, D_DATA, D_SERVER,    D_TOKEN_FILE, D_NAME,     D_FAKE,	     D_ADDR, D_TOPO,
-	D_CPUS, D_MEM, D_WORK, D_STOP_JOBS, D_PODMAN,	  D_CTR_CONF, D_PODMAN_ROOT, D_CDI,  D_CA};
+static const int up_opts[] = {D_HELP,	      D_LOG,	   D_DATA,	 D_LISTEN,   D_CATALOGUE,
+			      D_NODE_TIMEOUT, D_NAME,	   D_FAKE,	 D_TOPO,     D_CPUS,
+			      D_MEM,	      D_STOP_JOBS, D_PODMAN,	 D_CTR_CONF, D_PODMAN_ROOT,
+			      D_CDI,	      D_INIT,	   D_QUARANTINE, D_TLS_CERT, D_TLS_KEY,
+			      D_CA,	      D_INSECURE};
+static const int server_opts[] = {D_HELP,      D_LOG,	       D_DATA,	  D_LISTEN,
+				  D_CATALOGUE, D_NODE_TIMEOUT, D_INIT,	  D_QUARANTINE,
+				  D_TLS_CERT,  D_TLS_KEY,      D_INSECURE};
+static const int agent_opts[] = {D_HELP,	D_LOG,	D_DATA,	     D_SERVER,	D_TOKEN_FILE,
+				 D_NAME,	D_FAKE, D_ADDR,	     D_TOPO,	D_CPUS,
+				 D_MEM,		D_WORK, D_STOP_JOBS, D_PODMAN,	D_CTR_CONF,
+				 D_PODMAN_ROOT, D_CDI,	D_CA,	     D_INSECURE};
 
 /* What a daemon takes (indices into all_opts, in its order) and runs. */
 struct daemon_spec {
@@ -276,6 +285,7 @@ static int server_cfg(const char *cmd, const char **v, struct server_config *sc)
 	sc->init = v[D_INIT] != NULL;
 	sc->tls_cert = v[D_TLS_CERT];
 	sc->tls_key = v[D_TLS_KEY];
+	sc->insecure_http = v[D_INSECURE] != NULL;
 	sc->quarantine_bad_rows = v[D_QUARANTINE] != NULL;
 	if (v[D_NODE_TIMEOUT]) {
 		int64_t s;
@@ -305,6 +315,7 @@ static int agent_cfg(const char *cmd, const char **v, struct agent_config *ac)
 	ac->podman_root = v[D_PODMAN_ROOT];
 	ac->cdi_dir = v[D_CDI];
 	ac->ca_file = v[D_CA];
+	ac->insecure_http = v[D_INSECURE] != NULL;
 	if (ac->containers_conf && access(ac->containers_conf, R_OK) < 0)
 		return usage(cmd, "--containers-conf: cannot read %s: %s", ac->containers_conf,
 			     strerror(errno));
@@ -339,6 +350,10 @@ static int run_server(const char **v)
 	printf("tenk server: %s\n", server_url(d.server));
 	printf("  admin token: %s/admin.token   agent token: %s/agent.token\n", sc.data_dir,
 	       sc.data_dir);
+	if (server_ca_file(d.server))
+		printf("  its CA: %s (clients: --ca-file or TENK_CA; agents find it beside "
+		       "a copy of agent.token, in tls/)\n",
+		       server_ca_file(d.server));
 	fflush(stdout);
 	return run_loop(&d);
 }
@@ -361,6 +376,15 @@ static int run_agent(const char **v)
 	tk_strip(token);
 	ac.server_url = url;
 	ac.token = token;
+	/* the server's own CA travels with its join token: DATA/tls/ca.pem
+	 * beside DATA/agent.token */
+	_cleanup_free_ char *beside = NULL;
+	if (!ac.ca_file && !(getenv("TENK_CA") && *getenv("TENK_CA"))) {
+		_cleanup_free_ char *dir = xstrdup(v[D_TOKEN_FILE]);
+		beside = xasprintf("%s/tls/ca.pem", dirname(dir));
+		if (access(beside, R_OK) == 0)
+			ac.ca_file = beside;
+	}
 	struct daemon d;
 	memset(&d, 0, sizeof(d));
 	uv_loop_init(&d.loop);
@@ -428,6 +452,8 @@ static int run_up(const char **v)
 	}
 	ac.server_url = server_url(d.server);
 	ac.token = server_agent_token(d.server);
+	if (!ac.ca_file)
+		ac.ca_file = server_ca_file(d.server);
 	ac.data_dir = sc.data_dir;
 	/* beside DATA, which is the server's alone (0700): the jobs' users
 	 * reach their checkpoint folders through the agent's */
@@ -448,8 +474,11 @@ static int run_up(const char **v)
 	d.agent_threaded = true;
 	printf("tenk is up: %s\n", server_url(d.server));
 	printf("  admin token: %s/admin.token\n", sc.data_dir);
-	printf("  try:  export TENK_SERVER=%s TENK_TOKEN=$(cat %s/admin.token)\n",
-	       server_url(d.server), sc.data_dir);
+	if (server_ca_file(d.server))
+		printf("  its CA:      %s (TENK_CA)\n", server_ca_file(d.server));
+	printf("  try:  export TENK_SERVER=%s TENK_TOKEN=$(cat %s/admin.token)%s%s\n",
+	       server_url(d.server), sc.data_dir, server_ca_file(d.server) ? " TENK_CA=" : "",
+	       server_ca_file(d.server) ? server_ca_file(d.server) : "");
 	printf("        tenk submit -- echo hello; tenk queue --all\n");
 	fflush(stdout);
 	return run_loop(&d);

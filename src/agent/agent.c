@@ -550,6 +550,30 @@ static void free_cfg(struct agent_config *c)
 	free((char *)c->ca_file);
 }
 
+/* The CA the server is verified with, copied into the work folder where a
+ * job's own user can read it (the original may sit in a folder of root's
+ * alone, as DATA/tls does under `tenk up`): tasks get its path as TENK_CA. */
+static int task_ca(struct agent *a, struct tk_error *err)
+{
+	char *text = NULL;
+	size_t len;
+	int r = tk_read_file(a->cfg.ca_file, 1 << 20, &text, &len);
+	if (r < 0)
+		return tk_errorf(err, r, "--ca-file: cannot read %s: %s", a->cfg.ca_file,
+				 strerror(-r));
+	char *copy = xasprintf("%s/server-ca.pem", a->cfg.work_dir);
+	r = tk_replace_file(copy, text, len, 0644);
+	free(text);
+	if (r < 0) {
+		r = tk_errorf(err, r, "cannot write %s: %s", copy, strerror(-r));
+		free(copy);
+		return r;
+	}
+	free((char *)a->cfg.ca_file);
+	a->cfg.ca_file = copy;
+	return 0;
+}
+
 /* The podman image jobs run with: cfg.podman, found on PATH when it has
  * no '/'. Where there is none, an image job fails to launch saying so. */
 static void find_podman(struct agent *a)
@@ -652,6 +676,14 @@ int agent_create(uv_loop_t *loop, const struct agent_config *cfg, struct agent *
 		log_warn("not running as root: every job runs as %s (uid %u)",
 			 pw ? pw->pw_name : "this user", (unsigned)geteuid());
 	}
+	if (tk_url_plain_remote(a->cfg.server_url) && !a->cfg.insecure_http) {
+		r = tk_errorf(err, -EPERM,
+			      "refusing to send the join token over plain HTTP to %s, which is not "
+			      "this machine: serve HTTPS (the server's default), or give "
+			      "--insecure-http",
+			      a->cfg.server_url);
+		goto fail;
+	}
 	const char *base = a->cfg.server_url;
 	size_t blen = strlen(base);
 	while (blen && base[blen - 1] == '/')
@@ -663,14 +695,10 @@ int agent_create(uv_loop_t *loop, const struct agent_config *cfg, struct agent *
 	a->hc = hc_create(loop);
 	if (!a->cfg.ca_file && getenv("TENK_CA") && *getenv("TENK_CA"))
 		a->cfg.ca_file = xstrdup(getenv("TENK_CA"));
-	if (a->cfg.ca_file) {
-		char *ca = realpath(a->cfg.ca_file, NULL);
-		if (ca) {
-			free((char *)a->cfg.ca_file);
-			a->cfg.ca_file = ca;
-		}
+	if (a->cfg.ca_file && (r = task_ca(a, err)) < 0)
+		goto fail;
+	if (a->cfg.ca_file)
 		hc_set_ca(a->hc, a->cfg.ca_file);
-	}
 	uv_timer_t *timers[] = {&a->hb_timer, &a->reg_timer, &a->poll_timer, &a->ev_timer,
 				&a->stop_timer};
 	for (size_t i = 0; i < ARRAY_SIZE(timers); i++) {

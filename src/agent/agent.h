@@ -43,6 +43,9 @@ struct agent_config {
 	const char *cdi_dir;
 	const char *ca_file; /* HTTPS to the server is verified against it (NULL: $TENK_CA, or
 				the system's) */
+	/* the server may be plain HTTP on another machine (the join token and
+	 * the credential then travel in the clear) */
+	bool insecure_http;
 };
 
 void agent_config_init(struct agent_config *c);

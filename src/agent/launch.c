@@ -448,6 +448,8 @@ static void build_env(struct taskgroup *g, const struct work_spec *spec, int loc
 	env_add(&env, &n, &alloc, "TENK_SERVER=%s", g->a->cfg.server_url);
 	if (g->a->cfg.ca_file)
 		env_add(&env, &n, &alloc, "TENK_CA=%s", g->a->cfg.ca_file);
+	if (g->a->cfg.insecure_http)
+		env_add(&env, &n, &alloc, "TENK_INSECURE_HTTP=1");
 	if (fraction) {
 		env_add(&env, &n, &alloc, "TENK_GPU_FRACTION=%.3f", milli / (double)MODEL_MILLI);
 		/* where CUDA MPS runs, hold the task to its share of the device */

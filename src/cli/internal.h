@@ -15,13 +15,16 @@
 #define CALL_TIMEOUT_MS 30000L
 
 /* Every command's first options, in this order. */
-enum { O_SERVER, O_TOKEN, O_TOKEN_FILE, O_CA, O_JSON, O_HELP, O_FIRST_OWN };
+enum { O_SERVER, O_TOKEN, O_TOKEN_FILE, O_CA, O_INSECURE, O_JSON, O_HELP, O_FIRST_OWN };
 #define COMMON_OPTS                                                                                \
 	{"server", 0, "URL", "the tenk server (default: $TENK_SERVER)"},                           \
 		{"token", 0, "TOKEN", "the API token (default: $TENK_TOKEN)"},                     \
 		{"token-file", 0, "FILE", "read the API token from FILE"},                         \
 		{"ca-file", 0, "FILE",                                                             \
 		 "verify the server's HTTPS against this CA (default $TENK_CA)"},                  \
+		{"insecure-http", 0, NULL,                                                         \
+		 "send the token over plain HTTP to another machine "                              \
+		 "($TENK_INSECURE_HTTP=1)"},                                                       \
 		{"json", 0, NULL, "print the API's JSON objects"},                                 \
 	{                                                                                          \
 		"help", 'h', NULL, "show this help"                                                \

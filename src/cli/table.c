@@ -98,6 +98,8 @@ int cli_main(const struct tk_command *cmd, const struct cli_spec *spec, int argc
 		rc = CLI_EXIT_USAGE;
 		goto out;
 	}
+	if (c.v[O_INSECURE])
+		c.client.insecure_http = true;
 	rc = spec->run(&c);
 out:
 	client_release(&c.client);

@@ -52,6 +52,10 @@ int client_init(struct client *c, const char *server, const char *token, const c
 	const char *ca = getenv("TENK_CA");
 	if (ca && *ca)
 		c->ca = xstrdup(ca);
+	else if (access("tenk-data/tls/ca.pem", R_OK) == 0)
+		c->ca = xstrdup("tenk-data/tls/ca.pem");
+	const char *plain = getenv("TENK_INSECURE_HTTP");
+	c->insecure_http = plain && strcmp(plain, "1") == 0;
 	if (token && *token) {
 		c->token = xstrdup(token);
 	} else if (token_file) {
@@ -94,6 +98,11 @@ void client_release(struct client *c)
 int client_call(struct client *c, const char *method, const char *path, json_t *body,
 		long timeout_ms, json_t **ret, long *ret_status, struct tk_error *err)
 {
+	if (!c->insecure_http && tk_url_plain_remote(c->url))
+		return tk_errorf(err, -EPERM,
+				 "refusing to send the token over plain HTTP to %s, which is not "
+				 "this machine: use its https:// URL, or give --insecure-http",
+				 c->url);
 	CURL *e = curl_easy_init();
 	if (!e)
 		return tk_errorf(err, -ENOMEM, "cannot start an HTTP client");

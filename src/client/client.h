@@ -16,20 +16,25 @@ struct client {
 	char *url;   /* owned; no trailing slash */
 	char *token; /* owned */
 	char *ca; /* owned: the CA file HTTPS is verified against ($TENK_CA); NULL: the system's */
+	/* plain HTTP to another machine allowed (--insecure-http,
+	 * TENK_INSECURE_HTTP=1): the token then travels in the clear */
+	bool insecure_http;
 	bool curl_inited;
 };
 
-/* Finds the server (server, else $TENK_SERVER, else ./tenk-data/server.url)
- * and the token (token, else token_file, else $TENK_TOKEN, else
- * ./tenk-data/admin.token). Arguments are borrowed and may be NULL. On
+/* Finds the server (server, else $TENK_SERVER, else ./tenk-data/server.url),
+ * the token (token, else token_file, else $TENK_TOKEN, else
+ * ./tenk-data/admin.token) and the CA ($TENK_CA, else ./tenk-data/tls/ca.pem
+ * where it exists). Arguments are borrowed and may be NULL. On
  * error err says what is missing; release c either way. */
 int client_init(struct client *c, const char *server, const char *token, const char *token_file,
 		struct tk_error *err);
 void client_release(struct client *c);
 /* HTTPS is verified against the CA in ca_file (a readable file). */
 int client_set_ca(struct client *c, const char *ca_file, struct tk_error *err);
-/* Calls the API. On a 2xx answer *ret is its JSON (caller owns it); on an
- * error answer the server's message is in err. *ret_status gets the HTTP
- * status (0 when the server was not reached). */
+/* Calls the API; refuses (before any traffic) to send the token over plain
+ * HTTP to another machine unless c->insecure_http. On a 2xx answer *ret is its JSON (caller owns
+ * it); on an error answer the server's message is in err. *ret_status gets the HTTP status (0 when
+ * the server was not reached). */
 int client_call(struct client *c, const char *method, const char *path, json_t *body,
 		long timeout_ms, json_t **ret, long *ret_status, struct tk_error *err);

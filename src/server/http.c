@@ -539,8 +539,9 @@ int http_start(struct server *s, const char *listen, struct tk_error *err)
 	if (s->cfg.tls_cert || s->cfg.tls_key) {
 		if (!s->cfg.tls_cert || !s->cfg.tls_key)
 			return tk_errorf(err, -EINVAL, "TLS needs both --tls-cert and --tls-key");
-		if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES)
-			return tk_errorf(err, -ENOTSUP, "this libmicrohttpd has no TLS");
+		if (s->cfg.insecure_http)
+			return tk_errorf(err, -EINVAL,
+					 "--insecure-http and --tls-cert: serve one or the other");
 		if ((r = tk_read_file(s->cfg.tls_cert, 1 << 20, &cert, NULL)) < 0)
 			return tk_errorf(err, r, "cannot read %s: %s", s->cfg.tls_cert,
 					 strerror(-r));
@@ -548,6 +549,19 @@ int http_start(struct server *s, const char *listen, struct tk_error *err)
 			free(cert);
 			return tk_errorf(err, r, "cannot read %s: %s", s->cfg.tls_key,
 					 strerror(-r));
+		}
+	} else if (!s->cfg.insecure_http) {
+		if ((r = tls_self_issue(s->data_dir, host, &ss, &cert, &key, err)) < 0)
+			return r;
+		s->tls_ca_path = xasprintf("%s/tls/ca.pem", s->data_dir);
+	}
+	if (cert) {
+		if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES) {
+			free(cert);
+			free(key);
+			return tk_errorf(err, -ENOTSUP,
+					 "this libmicrohttpd has no TLS: give --insecure-http "
+					 "to serve plain HTTP");
 		}
 		flags |= MHD_USE_TLS;
 		s->tls_cert_pem = cert;

@@ -136,6 +136,7 @@ struct server {
 	size_t audit_nnew, audit_new_alloc;
 
 	char *tls_cert_pem, *tls_key_pem; /* what MHD serves TLS with, kept till it stops */
+	char *tls_ca_path;		  /* DATA/tls/ca.pem when the server made its own */
 	/* job lists wait here and are built a few milliseconds' worth each loop
 	 * iteration, so that agents' calls between them are never held up */
 	struct req_list lists;
@@ -161,6 +162,12 @@ void server_handle_closed(uv_handle_t *h);
 /* ---- http.c ------------------------------------------------------------------ */
 
 int http_start(struct server *s, const char *listen, struct tk_error *err);
+
+/* tls.c: a certificate for the server, issued by the cluster CA of
+ * DATA/tls (made on first use) for the addresses of host/ss (every address
+ * of this host for a wildcard); PEM text the caller frees. */
+int tls_self_issue(const char *data_dir, const char *host, const struct sockaddr_storage *ss,
+		   char **ret_cert, char **ret_key, struct tk_error *err);
 /* Answers every held request with 503 and stops the daemon. */
 void http_stop(struct server *s);
 /* Sets the answer: a JSON body (taken) with status. The request is answered

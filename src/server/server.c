@@ -487,6 +487,11 @@ fail:
 	return r;
 }
 
+const char *server_ca_file(const struct server *s)
+{
+	return s->tls_ca_path;
+}
+
 const char *server_url(const struct server *s)
 {
 	return s->url;
@@ -554,6 +559,7 @@ void server_destroy(struct server *s)
 	audit_release(s);
 	free(s->tls_cert_pem);
 	free(s->tls_key_pem);
+	free(s->tls_ca_path);
 	catalogue_release(&s->cat);
 	uv_mutex_destroy(&s->wq.mu);
 	if (s->lock_fd >= 0)

@@ -26,9 +26,12 @@ struct server_config {
 	 * (quarantine) rather than stopping the start */
 	bool init;
 	bool quarantine_bad_rows;
-	/* TLS: the server's certificate (chain) and key, PEM files; NULL: plain HTTP */
+	/* TLS: the server's certificate (chain) and key, PEM files; NULL: one
+	 * issued by the cluster CA the server keeps in DATA/tls; plain HTTP
+	 * only with insecure_http */
 	const char *tls_cert;
 	const char *tls_key;
+	bool insecure_http;
 };
 
 /* Fills c with defaults (listen 127.0.0.1:7480, timeout 30 s, ...). */
@@ -42,6 +45,9 @@ int server_create(uv_loop_t *loop, const struct server_config *cfg, struct serve
 
 /* The base URL, e.g. "http://127.0.0.1:7480". Borrowed. */
 const char *server_url(const struct server *s);
+/* DATA/tls/ca.pem when the server serves a certificate of its own CA,
+ * else NULL. Borrowed. */
+const char *server_ca_file(const struct server *s);
 /* The token agents join with. Borrowed. */
 const char *server_agent_token(const struct server *s);
 

@@ -5,6 +5,7 @@
  */
 #include "util.h"
 
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
@@ -264,4 +265,33 @@ void tk_format_duration(int64_t seconds, char *buf, size_t n)
 		snprintf(buf, n, "%lldm%02llds", (long long)m, (long long)s);
 	else
 		snprintf(buf, n, "%llds", (long long)s);
+}
+
+bool tk_url_plain_remote(const char *url)
+{
+	if (strncasecmp(url, "http://", 7) != 0)
+		return false;
+	const char *h = url + 7, *end;
+	char host[256];
+	if (*h == '[') {
+		end = strchr(++h, ']');
+		if (!end)
+			return true;
+	} else {
+		end = h + strcspn(h, ":/?#");
+	}
+	size_t n = (size_t)(end - h);
+	if (n >= sizeof(host))
+		return true;
+	memcpy(host, h, n);
+	host[n] = '\0';
+	if (strcasecmp(host, "localhost") == 0)
+		return false;
+	unsigned char a[16];
+	if (inet_pton(AF_INET, host, a) == 1)
+		return a[0] != 127;
+	static const unsigned char lo6[16] = {[15] = 1};
+	if (inet_pton(AF_INET6, host, a) == 1)
+		return memcmp(a, lo6, 16) != 0;
+	return true;
 }

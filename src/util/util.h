@@ -118,6 +118,10 @@ int tk_parse_size_mib(const char *s, int64_t *ret_mib);
 /* A duration: seconds ("90"), with units ("90s", "10m", "2h", "1d",
  * "1h30m"), or clock form ("MM:SS", "HH:MM:SS", "D-HH:MM:SS"). */
 int tk_parse_duration(const char *s, int64_t *ret_seconds);
+/* Is url plain HTTP to a host other than this machine's loopback
+ * ("localhost", 127.0.0.0/8, ::1)? A token must not travel so unless the
+ * user said --insecure-http. */
+bool tk_url_plain_remote(const char *url);
 /* Formats seconds as "1d2h3m4s"-style text into buf. */
 void tk_format_duration(int64_t seconds, char *buf, size_t n);
 

@@ -9,6 +9,7 @@ import http.client
 import json
 import os
 import signal
+import ssl
 import subprocess
 import time
 import urllib.parse
@@ -39,6 +40,16 @@ def alive(pid):
             return f.read().split()[2] != "Z"
     except OSError:
         return False
+
+
+def connect(url, ca=None, timeout=30):
+    """An http.client connection to url's server: HTTPS verified against the
+    CA file ca (the system's when None), or plain HTTP."""
+    u = urllib.parse.urlparse(url)
+    if u.scheme == "https":
+        ctx = ssl.create_default_context(cafile=ca)
+        return http.client.HTTPSConnection(u.hostname, u.port, timeout=timeout, context=ctx)
+    return http.client.HTTPConnection(u.hostname, u.port, timeout=timeout)
 
 
 class Daemon:
@@ -114,10 +125,23 @@ class Tenk:
         with open(os.path.join(self.data, "admin.token")) as f:
             return f.read().strip()
 
+    @property
+    def ca(self):
+        """The CA the server's own certificate is issued by (DATA/tls/ca.pem),
+        or None when it serves plain HTTP or a certificate it was given."""
+        path = os.path.join(self.data, "tls", "ca.pem")
+        return path if self.url.startswith("https:") and os.path.exists(path) else None
+
+    def connection(self, timeout=30):
+        """An HTTP(S) connection to the server, verifying its certificate."""
+        return connect(self.url, self.ca, timeout)
+
     def env(self):
         env = dict(os.environ)
         env["TENK_SERVER"] = self.url
         env["TENK_TOKEN"] = self.token
+        if self.ca:
+            env["TENK_CA"] = self.ca
         env.pop("TENK_LOG_LEVEL", None)
         return env
 
@@ -150,8 +174,7 @@ class Tenk:
 
     def api(self, method, path, body=None, token="admin", raw=None, headers=None):
         """One HTTP request; returns (status, decoded JSON or text)."""
-        u = urllib.parse.urlparse(self.url)
-        c = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
+        c = self.connection()
         h = dict(headers or {})
         if token == "admin":
             h["Authorization"] = "Bearer " + self.token

@@ -2,13 +2,11 @@
 32 parallel listers of them, against a node on the lowest node timeout a
 test can use. Used by test_overload.py (no node may go DOWN) and by
 bench/overload/run (the figures)."""
-import http.client
 import json
 import os
 import statistics
 import threading
 import time
-import urllib.parse
 
 from conftest import Daemon, Tenk, root_jobs_config, wait_for
 
@@ -33,9 +31,8 @@ def start(workdir, procs, jobs, node_timeout="2s"):
 
 
 class Client:
-    def __init__(self, url, token):
-        u = urllib.parse.urlparse(url)
-        self.conn = http.client.HTTPConnection(u.hostname, u.port, timeout=120)
+    def __init__(self, t, token):
+        self.conn = t.connection(timeout=120)
         self.h = {"Authorization": "Bearer " + token, "Content-Type": "application/json"}
 
     def call(self, method, path, body=None):
@@ -55,7 +52,7 @@ def run(t, seconds, jobs=20000, listers=32):
     errors = []
 
     def submit():
-        c = Client(t.url, token)
+        c = Client(t, token)
         for _ in range(per):
             st, _ = c.call("POST", "/v1/jobs", body)
             if st != 201:
@@ -71,7 +68,7 @@ def run(t, seconds, jobs=20000, listers=32):
     stop = time.monotonic() + seconds
 
     def lister():
-        c = Client(t.url, token)
+        c = Client(t, token)
         while time.monotonic() < stop:
             a = time.monotonic()
             st, _ = c.call("GET", "/v1/jobs")

@@ -224,7 +224,7 @@ def test_a_server_restart_keeps_the_fence(workdir, procs):
         return d
 
     def agent(work):
-        d = Daemon(["agent", "--server", f"http://127.0.0.1:{port}", "--token-file",
+        d = Daemon(["agent", "--server", f"https://127.0.0.1:{port}", "--token-file",
                     os.path.join(data, "agent.token"), "--name", "n1", "--fake-gpus", "8xH100",
                     "--stop-jobs", "--work-dir", os.path.join(workdir, work)], workdir, work)
         procs.append(d)
@@ -243,8 +243,10 @@ def test_a_server_restart_keeps_the_fence(workdir, procs):
     os.mkdir(os.path.join(workdir, "w2"))
     shutil.copy(os.path.join(workdir, "w1", "node.credential"), os.path.join(workdir, "w2"))
     agent("w2")  # finds nothing of w1
-    j = t.wait_state(jid, "PENDING")
-    assert "has run out (its agent restarted without them)" in j["reason"], j["reason"]
+    t.wait_state(jid, "PENDING")
+    # the reason comes with the next scheduling pass
+    wait_for(lambda: "has run out (its agent restarted without them)" in t.job(jid)["reason"],
+             20, "the lease's reason")
     s1.kill9()
     server()
     t.run("wait", jid, timeout=60)

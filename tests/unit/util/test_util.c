@@ -245,6 +245,23 @@ static void test_sha256(void **state)
 	free(big);
 }
 
+static void test_url_plain_remote(void **state)
+{
+	(void)state;
+	assert_false(tk_url_plain_remote("https://10.0.0.1:7480"));
+	assert_false(tk_url_plain_remote("http://127.0.0.1:7480"));
+	assert_false(tk_url_plain_remote("http://127.9.1.1/v1"));
+	assert_false(tk_url_plain_remote("HTTP://localhost:7480"));
+	assert_false(tk_url_plain_remote("http://[::1]:7480"));
+	assert_true(tk_url_plain_remote("http://10.0.0.1:7480"));
+	assert_true(tk_url_plain_remote("http://128.0.0.1"));
+	assert_true(tk_url_plain_remote("http://[::2]:7480"));
+	assert_true(tk_url_plain_remote("http://localhost.example:7480"));
+	assert_true(tk_url_plain_remote("http://node7:7480"));
+	assert_true(tk_url_plain_remote("http://[::1"));
+	assert_true(tk_url_plain_remote("http://"));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -257,6 +274,7 @@ int main(void)
 		cmocka_unit_test(test_files),
 		cmocka_unit_test(test_errorf),
 		cmocka_unit_test(test_sha256),
+		cmocka_unit_test(test_url_plain_remote),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
