@@ -180,6 +180,8 @@ enum {
 	D_TLS_KEY,
 	D_CA,
 	D_INSECURE,
+	D_MAX_CONNS,
+	D_REQ_TIMEOUT,
 	D_MAX
 };
 
@@ -224,17 +226,23 @@ static const struct tk_option all_opts[D_MAX] = {
 	[D_INSECURE] = {"insecure-http", 0, NULL,
 			"plain HTTP: the server serves no TLS; an agent may send its "
 			"token to a server that is not on this machine without it"},
+	[D_MAX_CONNS] = {"max-connections", 0, "N",
+			 "connections at most, the last quarter kept for nodes' addresses "
+			 "(default 60000, or what descriptors allow)"},
+	[D_REQ_TIMEOUT] = {"request-timeout", 0, "TIME",
+			   "a connection's time to send a request's headers, then its body "
+			   "(default 30s)"},
 };
 
 /* Which options each daemon takes, in all_opts order. */
-static const int up_opts[] = {D_HELP,	      D_LOG,	   D_DATA,	 D_LISTEN,   D_CATALOGUE,
-			      D_NODE_TIMEOUT, D_NAME,	   D_FAKE,	 D_TOPO,     D_CPUS,
-			      D_MEM,	      D_STOP_JOBS, D_PODMAN,	 D_CTR_CONF, D_PODMAN_ROOT,
-			      D_CDI,	      D_INIT,	   D_QUARANTINE, D_TLS_CERT, D_TLS_KEY,
-			      D_CA,	      D_INSECURE};
-static const int server_opts[] = {D_HELP,      D_LOG,	       D_DATA,	  D_LISTEN,
-				  D_CATALOGUE, D_NODE_TIMEOUT, D_INIT,	  D_QUARANTINE,
-				  D_TLS_CERT,  D_TLS_KEY,      D_INSECURE};
+static const int up_opts[] = {
+	D_HELP,	    D_LOG,	D_DATA,	       D_LISTEN,   D_CATALOGUE, D_NODE_TIMEOUT,
+	D_NAME,	    D_FAKE,	D_TOPO,	       D_CPUS,	   D_MEM,	D_STOP_JOBS,
+	D_PODMAN,   D_CTR_CONF, D_PODMAN_ROOT, D_CDI,	   D_INIT,	D_QUARANTINE,
+	D_TLS_CERT, D_TLS_KEY,	D_CA,	       D_INSECURE, D_MAX_CONNS, D_REQ_TIMEOUT};
+static const int server_opts[] = {
+	D_HELP,	      D_LOG,	  D_DATA,    D_LISTEN,	 D_CATALOGUE, D_NODE_TIMEOUT, D_INIT,
+	D_QUARANTINE, D_TLS_CERT, D_TLS_KEY, D_INSECURE, D_MAX_CONNS, D_REQ_TIMEOUT};
 static const int agent_opts[] = {D_HELP,	D_LOG,	D_DATA,	     D_SERVER,	D_TOKEN_FILE,
 				 D_NAME,	D_FAKE, D_ADDR,	     D_TOPO,	D_CPUS,
 				 D_MEM,		D_WORK, D_STOP_JOBS, D_PODMAN,	D_CTR_CONF,
@@ -287,6 +295,24 @@ static int server_cfg(const char *cmd, const char **v, struct server_config *sc)
 	sc->tls_key = v[D_TLS_KEY];
 	sc->insecure_http = v[D_INSECURE] != NULL;
 	sc->quarantine_bad_rows = v[D_QUARANTINE] != NULL;
+	if (v[D_MAX_CONNS]) {
+		int64_t n;
+		if (tk_parse_int64(v[D_MAX_CONNS], 16, 1000000, &n) < 0)
+			return usage(cmd,
+				     "--max-connections: must be an integer from 16 to "
+				     "1000000, got \"%s\"",
+				     v[D_MAX_CONNS]);
+		sc->max_connections = (int)n;
+	}
+	if (v[D_REQ_TIMEOUT]) {
+		int64_t t;
+		if (tk_parse_duration(v[D_REQ_TIMEOUT], &t) < 0 || t < 1 || t > 3600)
+			return usage(cmd,
+				     "--request-timeout: expected a duration from 1s to 1h, got "
+				     "\"%s\"",
+				     v[D_REQ_TIMEOUT]);
+		sc->request_timeout_ms = t * 1000;
+	}
 	if (v[D_NODE_TIMEOUT]) {
 		int64_t s;
 		if (tk_parse_duration(v[D_NODE_TIMEOUT], &s) < 0 || s < 1 || s > 86400)

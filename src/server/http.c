@@ -17,6 +17,7 @@
 #include <netdb.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 
 void req_list_push(struct req_list *l, struct request *r)
@@ -285,6 +286,128 @@ static bool key_before(const char *text, size_t pos, char *key, size_t n)
 	return true;
 }
 
+/* ---- connections: the nodes' reserve, and deadlines ---------------------------- */
+
+static bool peer_ip(const struct sockaddr *sa, char *buf, size_t n)
+{
+	if (sa && sa->sa_family == AF_INET)
+		return inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, buf,
+				 (socklen_t)n) != NULL;
+	if (sa && sa->sa_family == AF_INET6)
+		return inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, buf,
+				 (socklen_t)n) != NULL;
+	return false;
+}
+
+struct node_ip {
+	char ip[INET6_ADDRSTRLEN];
+};
+
+#define MAX_NODE_IPS 200000
+
+static void node_ip_add(struct server *s, const char *ip)
+{
+	if (!*ip || tk_map_get(&s->node_ips, ip) || s->node_ips.len >= MAX_NODE_IPS)
+		return;
+	struct node_ip *e = xcalloc(1, sizeof(*e));
+	snprintf(e->ip, sizeof(e->ip), "%s", ip);
+	tk_map_put(&s->node_ips, e->ip, e);
+}
+
+/* A node's agent called from this connection's address: connections from
+ * there are taken within the nodes' reserve. */
+static void node_ip_seen(struct server *s, struct MHD_Connection *c)
+{
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+	char ip[INET6_ADDRSTRLEN];
+	if (ci && peer_ip(ci->client_addr, ip, sizeof(ip)))
+		node_ip_add(s, ip);
+}
+
+static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr, socklen_t len)
+{
+	struct server *s = cls;
+	(void)len;
+	if (s->nconns < s->node_budget)
+		return MHD_YES;
+	char ip[INET6_ADDRSTRLEN];
+	if (peer_ip(addr, ip, sizeof(ip)) && tk_map_get(&s->node_ips, ip))
+		return MHD_YES;
+	int64_t now = tk_mono_ms();
+	if (now - s->refused_logged_ms >= 10000) {
+		s->refused_logged_ms = now;
+		log_warn("refusing connections from addresses no node calls from (%s, ...): "
+			 "%d are open, and the last %d of %d are kept for nodes",
+			 ip, s->nconns, s->max_conns - s->node_budget, s->max_conns);
+	}
+	return MHD_NO;
+}
+
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+			  enum MHD_ConnectionNotificationCode toe)
+{
+	struct server *s = cls;
+	struct hconn *h = *socket_context;
+	if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+		h = xcalloc(1, sizeof(*h));
+		h->c = c;
+		h->state = HC_IDLE;
+		h->since_ms = tk_mono_ms();
+		h->next = s->hconns;
+		if (s->hconns)
+			s->hconns->prev = h;
+		s->hconns = h;
+		s->nconns++;
+		*socket_context = h;
+		return;
+	}
+	if (!h)
+		return;
+	if (h->prev)
+		h->prev->next = h->next;
+	else
+		s->hconns = h->next;
+	if (h->next)
+		h->next->prev = h->prev;
+	s->nconns--;
+	free(h);
+	*socket_context = NULL;
+}
+
+/* Ends connections that are past a deadline: no complete request headers
+ * within the timeout of opening or of the last answer, or no complete body
+ * within the timeout of its headers. A request being answered (a
+ * long-poll, one at the durability gate) is never cut. */
+static void sweep_cb(uv_timer_t *t)
+{
+	struct server *s = t->data;
+	int64_t now = tk_mono_ms(), limit = s->cfg.request_timeout_ms;
+	bool cut = false;
+	for (struct hconn *h = s->hconns; h; h = h->next) {
+		if (h->state == HC_BUSY || now - h->since_ms < limit)
+			continue;
+		const union MHD_ConnectionInfo *ci =
+			MHD_get_connection_info(h->c, MHD_CONNECTION_INFO_CONNECTION_FD);
+		if (!ci)
+			continue;
+		log_debug("http: closing a connection that sent no %s within %lld ms",
+			  h->state == HC_IDLE ? "request" : "whole body", (long long)limit);
+		shutdown(ci->connect_fd, SHUT_RDWR);
+		h->state = HC_BUSY; /* MHD closes it in its next run */
+		cut = true;
+	}
+	if (cut && s->mhd)
+		uv_timer_start(&s->mhd_timer, mhd_timer_cb, 0, 0);
+}
+
+static struct hconn *conn_of(struct MHD_Connection *c)
+{
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+	return ci ? ci->socket_context : NULL;
+}
+
 static void dispatch(struct request *r)
 {
 	struct server *s = r->s;
@@ -310,6 +433,8 @@ static void dispatch(struct request *r)
 	}
 	/* the token before the route: who may not ask learns nothing of it */
 	authenticate(r);
+	if (r->role == ROLE_AGENT && r->node)
+		node_ip_seen(s, r->conn);
 	if ((!rt || rt->role != ROLE_NONE) && r->role == ROLE_NONE) {
 		const char *h = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
 							    MHD_HTTP_HEADER_AUTHORIZATION);
@@ -387,6 +512,11 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
 		r->url = url;
 		strbuf_init(&r->body);
 		*con_cls = r;
+		r->hc = conn_of(c);
+		if (r->hc) {
+			r->hc->state = HC_BODY;
+			r->hc->since_ms = tk_mono_ms();
+		}
 		const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
 							     MHD_HTTP_HEADER_CONTENT_LENGTH);
 		int64_t len;
@@ -394,6 +524,8 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
 			/* refuse before reading a byte of it */
 			r->too_big = true;
 			r->dispatched = true;
+			if (r->hc)
+				r->hc->state = HC_BUSY;
 			dispatch(r);
 			return queue(r);
 		}
@@ -411,6 +543,8 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
 	}
 	if (!r->dispatched) {
 		r->dispatched = true;
+		if (r->hc)
+			r->hc->state = HC_BUSY;
 		dispatch(r);
 		if (r->resp && r->need_seq > s->seq_durable)
 			gate_push(s, r);
@@ -428,7 +562,6 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 {
 	struct server *s = cls;
 	struct request *r = *con_cls;
-	(void)c;
 	(void)toe;
 	if (!r)
 		return;
@@ -447,6 +580,12 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 	}
 	if (r->resp)
 		MHD_destroy_response(r->resp);
+	/* the connection waits for its next request, with a deadline again */
+	struct hconn *h = conn_of(c);
+	if (h) {
+		h->state = HC_IDLE;
+		h->since_ms = tk_mono_ms();
+	}
 	strbuf_release(&r->body);
 	free(r);
 	*con_cls = NULL;
@@ -567,10 +706,19 @@ int http_start(struct server *s, const char *listen, struct tk_error *err)
 		s->tls_cert_pem = cert;
 		s->tls_key_pem = key;
 	}
+	/* as many connections as descriptors allow, the last of them for nodes */
+	s->max_conns = s->cfg.max_connections > 0 ? s->cfg.max_connections : SERVER_MAX_CONNECTIONS;
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+	    (rlim_t)s->max_conns + 256 > rl.rlim_cur)
+		s->max_conns = rl.rlim_cur > 512 ? (int)(rl.rlim_cur - 256) : 256;
+	s->node_budget = s->max_conns - s->max_conns / SERVER_NODE_RESERVE_DIV;
+	tk_map_init(&s->node_ips);
 	struct MHD_OptionItem ops[] = {
 		{MHD_OPTION_SOCK_ADDR, 0, &ss},
 		{MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_completed, s},
-		{MHD_OPTION_CONNECTION_LIMIT, SERVER_MAX_CONNECTIONS, NULL},
+		{MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)on_connection, s},
+		{MHD_OPTION_CONNECTION_LIMIT, (intptr_t)s->max_conns, NULL},
 		{MHD_OPTION_PER_IP_CONNECTION_LIMIT, SERVER_MAX_CONNS_PER_IP, NULL},
 		{MHD_OPTION_CONNECTION_TIMEOUT, 120, NULL},
 		{MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024, NULL},
@@ -579,7 +727,7 @@ int http_start(struct server *s, const char *listen, struct tk_error *err)
 		{cert ? MHD_OPTION_HTTPS_MEM_KEY : MHD_OPTION_END, 0, key},
 		{MHD_OPTION_END, 0, NULL},
 	};
-	s->mhd = MHD_start_daemon(flags, 0, NULL, NULL, on_access, s, MHD_OPTION_ARRAY, ops,
+	s->mhd = MHD_start_daemon(flags, 0, on_accept, s, on_access, s, MHD_OPTION_ARRAY, ops,
 				  MHD_OPTION_END);
 	if (!s->mhd)
 		return tk_errorf(err, -EADDRINUSE,
@@ -613,7 +761,15 @@ int http_start(struct server *s, const char *listen, struct tk_error *err)
 	uv_poll_start(&s->mhd_poll, UV_READABLE, mhd_poll_cb);
 	uv_timer_init(s->loop, &s->mhd_timer);
 	s->mhd_timer.data = s;
-	s->open_handles += 2;
+	for (int i = 0; i < s->st.nnodes; i++) /* where the nodes we know were */
+		node_ip_add(s, s->st.nodes[i]->rec.inv.addr);
+	uv_timer_init(s->loop, &s->sweep);
+	s->sweep.data = s;
+	uint64_t every = (uint64_t)(s->cfg.request_timeout_ms / 4 > 1000
+					    ? 1000
+					    : s->cfg.request_timeout_ms / 4 + 1);
+	uv_timer_start(&s->sweep, sweep_cb, every, every);
+	s->open_handles += 3;
 	return 0;
 }
 
@@ -636,8 +792,22 @@ void http_stop(struct server *s)
 		MHD_run(s->mhd);
 	uv_poll_stop(&s->mhd_poll);
 	uv_timer_stop(&s->mhd_timer);
+	uv_timer_stop(&s->sweep);
 	uv_close((uv_handle_t *)&s->mhd_poll, server_handle_closed);
 	uv_close((uv_handle_t *)&s->mhd_timer, server_handle_closed);
+	uv_close((uv_handle_t *)&s->sweep, server_handle_closed);
 	MHD_stop_daemon(s->mhd);
 	s->mhd = NULL;
+	while (s->hconns) { /* had MHD not said they closed */
+		struct hconn *h = s->hconns;
+		s->hconns = h->next;
+		free(h);
+	}
+	s->nconns = 0;
+	size_t pos = 0;
+	const char *key;
+	void *val;
+	while (tk_map_next(&s->node_ips, &pos, &key, &val))
+		free(val);
+	tk_map_release(&s->node_ips);
 }

@@ -25,6 +25,9 @@
 
 #define SERVER_MAX_BODY (1024 * 1024) /* request body limit */
 #define SERVER_MAX_CONNECTIONS 60000  /* agents hold a few each */
+/* of every connection allowed, the last quarter is kept for the addresses
+ * nodes' agents call from: a flood of other clients never shuts nodes out */
+#define SERVER_NODE_RESERVE_DIV 4
 /* one address may not take them all (agents behind one NAT hold ~4 each) */
 #define SERVER_MAX_CONNS_PER_IP 4096
 #define SERVER_CRON_MS 500   /* periodic work: liveness, long-poll deadlines */
@@ -44,9 +47,20 @@ struct req_list {
 
 enum wait_kind { WAIT_NONE, WAIT_WORK, WAIT_JOB, WAIT_LIST };
 
+/* One open connection (http.c): where its current request stands, and
+ * since when, for the deadlines on a request's headers and body. */
+enum hconn_state { HC_IDLE, HC_BODY, HC_BUSY };
+struct hconn {
+	struct hconn *prev, *next;
+	struct MHD_Connection *c;
+	enum hconn_state state;
+	int64_t since_ms; /* accepted, the last answer sent, or the headers read */
+};
+
 struct request {
 	struct server *s;
 	struct MHD_Connection *conn;
+	struct hconn *hc;   /* its connection */
 	const char *method; /* borrowed from MHD for the request's life */
 	const char *url;
 	struct strbuf body;
@@ -123,6 +137,13 @@ struct server {
 	uv_poll_t mhd_poll;
 	uv_timer_t mhd_timer;
 	struct request *longpolls; /* every waiting long-poll */
+	/* every open connection; beyond node_budget only the addresses in
+	 * node_ips (where nodes' agents have called from) are accepted */
+	struct hconn *hconns;
+	int nconns, max_conns, node_budget;
+	struct tk_map node_ips;
+	int64_t refused_logged_ms;
+	uv_timer_t sweep;
 
 	/* the audit trail (audit.c): the newest rows, a ring of JSON documents
 	 * oldest first from audit_head; rows not yet in a batch */

@@ -29,6 +29,7 @@ void server_config_init(struct server_config *c)
 	c->node_timeout_ms = 30000;
 	c->longpoll_ms = 25000;
 	c->max_node_requeues = 5;
+	c->request_timeout_ms = 30000;
 }
 
 int64_t server_now_ms(const struct server *s)

@@ -32,6 +32,11 @@ struct server_config {
 	const char *tls_cert;
 	const char *tls_key;
 	bool insecure_http;
+	/* connections at most (0: SERVER_MAX_CONNECTIONS), and how long a
+	 * connection may take to send a request's headers (from its opening
+	 * or the last answer) and then its body */
+	int max_connections;
+	int64_t request_timeout_ms;
 };
 
 /* Fills c with defaults (listen 127.0.0.1:7480, timeout 30 s, ...). */

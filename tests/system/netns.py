@@ -6,6 +6,8 @@ others; everything is torn down even when a test fails.
 Namespaces isolate the network only: the hosts share the file system and the
 process table, which the tests use to look at what ran where.
 """
+import contextlib
+import ctypes
 import os
 import re
 import subprocess
@@ -24,6 +26,27 @@ def cleanup_stale():
         m = re.match(r"(tk(\d+)-\S+)", line)
         if m and not os.path.exists(f"/proc/{m.group(2)}"):
             ip("netns", "del", m.group(1), check=False)
+
+
+@contextlib.contextmanager
+def in_host(name):
+    """This thread in host `name`'s network namespace for the block: sockets
+    made in it belong to that host (they stay there after)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    clone_newnet = 0x40000000
+    home = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
+    there = os.open(f"/run/netns/{name}", os.O_RDONLY)
+    try:
+        if libc.setns(there, clone_newnet) != 0:
+            raise OSError(ctypes.get_errno(), f"setns into {name}")
+        try:
+            yield
+        finally:
+            if libc.setns(home, clone_newnet) != 0:
+                raise OSError(ctypes.get_errno(), "setns back home")
+    finally:
+        os.close(there)
+        os.close(home)
 
 
 class Hosts:
