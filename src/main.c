@@ -38,6 +38,8 @@ static const struct tk_command commands[] = {
 	{"users", "[add NAME [--role ROLE] [--unix-user U] | rm NAME]",
 	 "list users, add one (prints its token), or remove one", cli_users},
 	{"audit", "", "who changed what, when, from where (--since 1h, --user NAME)", cli_audit},
+	{"ckpt", "ls JOB | commit TAG --step N",
+	 "a job's committed checkpoints; mark a tag complete (in a job)", cli_ckpt},
 	{"history", "", "write the jobs that ran as a trace for tenk sim", cli_history},
 	{"sim", "", "replay a job trace through the scheduler with a virtual clock", sim_main},
 	{"bench", "COLLECTIVE", "measure a collective across ranks (allreduce, allgather, ...)",

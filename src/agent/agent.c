@@ -261,11 +261,12 @@ static void apply_work(struct agent *a, const struct wire_work *w)
 			}
 			if (a->stopping)
 				continue;
-			g = group_start(a, it->job, it->attempt, it->spec);
+			g = group_start(a, it, it->spec);
 		}
 		g->mark = true;
 		if (it->digest[0])
 			group_image_go(g, it->digest);
+		group_ckpt_item(g, it);
 	}
 	/* stop what is no longer wanted; forget what is finished and reported */
 	pos = 0;
@@ -699,8 +700,8 @@ int agent_create(uv_loop_t *loop, const struct agent_config *cfg, struct agent *
 		goto fail;
 	if (a->cfg.ca_file)
 		hc_set_ca(a->hc, a->cfg.ca_file);
-	uv_timer_t *timers[] = {&a->hb_timer, &a->reg_timer, &a->poll_timer, &a->ev_timer,
-				&a->stop_timer};
+	uv_timer_t *timers[] = {&a->hb_timer, &a->reg_timer,  &a->poll_timer,
+				&a->ev_timer, &a->stop_timer, &a->ckpt_timer};
 	for (size_t i = 0; i < ARRAY_SIZE(timers); i++) {
 		uv_timer_init(loop, timers[i]);
 		timers[i]->data = a;
@@ -708,6 +709,7 @@ int agent_create(uv_loop_t *loop, const struct agent_config *cfg, struct agent *
 	}
 	uv_timer_start(&a->hb_timer, hb_timer_cb, (uint64_t)a->cfg.heartbeat_ms,
 		       (uint64_t)a->cfg.heartbeat_ms);
+	ckpt_start(a);
 	do_register(a);
 	*ret = a;
 	return 0;
@@ -760,8 +762,8 @@ static void finish_stop(struct agent *a)
 	while (tk_map_next(&a->groups, &pos, NULL, &v))
 		group_close(v);
 	podcmds_stop(a);
-	uv_timer_t *timers[] = {&a->hb_timer, &a->reg_timer, &a->poll_timer, &a->ev_timer,
-				&a->stop_timer};
+	uv_timer_t *timers[] = {&a->hb_timer, &a->reg_timer,  &a->poll_timer,
+				&a->ev_timer, &a->stop_timer, &a->ckpt_timer};
 	for (size_t i = 0; i < ARRAY_SIZE(timers); i++) {
 		uv_timer_stop(timers[i]);
 		uv_close((uv_handle_t *)timers[i], handle_closed);

@@ -127,6 +127,22 @@ struct taskgroup {
 	char img_ref[MODEL_IMAGE_MAX];
 	char digest[MODEL_DIGEST_MAX];
 	struct shim_plan *plan;
+	/* checkpoints (ckpt.c): the cluster's store ("" : none) and the job's
+	 * folder here, whose files a restore gives the job's user; uploads:
+	 * the newest step done, markers older than ckpt_since_ns ignored (an
+	 * attempt before this one wrote them); a restore the start waits on */
+	char *ckpt_store;
+	char *ckpt_dir;
+	bool ckpt_chown;
+	uint32_t ckpt_uid, ckpt_gid;
+	int64_t ckpt_done_step;
+	int64_t ckpt_since_ns;
+	bool hold_restore;
+	bool restore_running;
+	char restore_tag[MODEL_CKPT_TAG_MAX];
+	char restored_tag[MODEL_CKPT_TAG_MAX];
+	int64_t restore_step;
+	int restore_attempt;
 };
 
 /* One task's start or exit, waiting to be reported. */
@@ -198,7 +214,8 @@ struct agent {
 	int nbatches;
 
 	struct hc_req *reg_req, *poll_req, *hb_req;
-	uv_timer_t hb_timer, reg_timer, poll_timer, ev_timer, stop_timer;
+	uv_timer_t hb_timer, reg_timer, poll_timer, ev_timer, stop_timer, ckpt_timer;
+	bool ckpt_busy; /* a checkpoint upload or restore runs (ckpt.c) */
 	int reg_backoff, poll_backoff, ev_backoff;
 
 	bool stopping;
@@ -445,8 +462,19 @@ int inventory_detect(const struct agent_config *cfg, const struct catalogue *cat
 /* Starts the tasks of one attempt's part on this node from the server's spec
  * (borrowed: checked by work_spec_unpack, and not kept). Returns the group,
  * registered in a->groups. */
-struct taskgroup *group_start(struct agent *a, int64_t job, int attempt,
+struct taskgroup *group_start(struct agent *a, const struct work_item *it,
 			      const struct work_spec *spec);
+/* Starts the group's shim from its plan unless it still waits for its
+ * image or its restore. */
+void group_try_start(struct taskgroup *g);
+
+/* ---- ckpt.c ---- */
+/* Scans the running groups' checkpoint folders every second from now. */
+void ckpt_start(struct agent *a);
+/* What a work answer says of the group's checkpoints: the store, the tag
+ * to restore, and whether every node has (its tasks start then). */
+void group_ckpt_item(struct taskgroup *g, const struct work_item *it);
+void group_ckpt_release(struct taskgroup *g);
 /* Stops a running group: its shim sends SIGTERM now, SIGKILL after the
  * grace period. Its tasks' exits are reported with cause (and detail, for
  * people). */

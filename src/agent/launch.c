@@ -868,6 +868,7 @@ static struct taskgroup *group_new(struct agent *a, int64_t job, int attempt, in
 	g->grace_ms = grace_ms;
 	g->listed = true;
 	g->dirfd = -1;
+	g->ckpt_done_step = -1;
 	g->dir = xasprintf("%s/%s/%lld.%d", a->cfg.work_dir, SHIM_DIR, (long long)job, attempt);
 	strbuf_init(&g->in);
 	g->ntasks = g->tpn;
@@ -879,9 +880,11 @@ static struct taskgroup *group_new(struct agent *a, int64_t job, int attempt, in
 	return g;
 }
 
-struct taskgroup *group_start(struct agent *a, int64_t job, int attempt,
+struct taskgroup *group_start(struct agent *a, const struct work_item *it,
 			      const struct work_spec *spec)
 {
+	int64_t job = it->job;
+	int attempt = it->attempt;
 	struct taskgroup *g = group_new(a, job, attempt, spec->node_rank, spec->tasks_per_node,
 					spec->grace_s * 1000);
 	g->nnodes = spec->nnodes;
@@ -889,19 +892,55 @@ struct taskgroup *group_start(struct agent *a, int64_t job, int attempt,
 	log_debug("job %lld.%d: starting %d task(s), node rank %d", (long long)job, attempt,
 		  g->ntasks, g->node_rank);
 	struct shim_plan plan = {0};
-	if (build_plan(g, spec, &plan)) {
-		if (plan.container) {
-			/* its shim waits for the image, on every node */
-			g->plan = xmalloc(sizeof(*g->plan));
-			*g->plan = plan;
-			snprintf(g->img_ref, sizeof(g->img_ref), "%s", spec->image);
-			group_image_resolve(g);
-			return g;
-		}
-		start_or_fail(g, &plan);
+	if (!build_plan(g, spec, &plan)) {
+		shim_plan_release(&plan);
+		return g;
 	}
-	shim_plan_release(&plan);
+	g->plan = xmalloc(sizeof(*g->plan));
+	*g->plan = plan;
+	if (it->ckpt_store[0]) {
+		/* tags this attempt marks from now on are its own to upload; the
+		 * restored one and older ones are not */
+		struct timespec now;
+		clock_gettime(CLOCK_REALTIME, &now);
+		g->ckpt_since_ns = (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
+		g->ckpt_chown = plan.as_user;
+		g->ckpt_uid = plan.user.uid;
+		g->ckpt_gid = plan.user.gid;
+		if (it->restore_tag[0] && !it->restore_go) {
+			g->hold_restore = true; /* group_ckpt_item starts the restore */
+			g->ckpt_done_step = it->restore_step;
+		}
+	}
+	if (plan.container) {
+		/* its shim waits for the image, on every node */
+		snprintf(g->img_ref, sizeof(g->img_ref), "%s", spec->image);
+		group_image_resolve(g);
+		return g;
+	}
+	group_ckpt_item(g, it);
+	group_try_start(g);
 	return g;
+}
+
+void group_try_start(struct taskgroup *g)
+{
+	if (!g->plan || g->img_state != IMG_NONE || g->hold_restore)
+		return;
+	/* what the tasks resume from: "" when nothing */
+	for (int i = 0; g->ckpt_store && i < g->plan->ntasks; i++) {
+		struct shim_task *t = &g->plan->tasks[i];
+		t->env = xrealloc(t->env, sizeof(char *) * (size_t)(t->nenv + 3));
+		t->env[t->nenv++] = xasprintf("TENK_RESTORE_TAG=%s", g->restored_tag);
+		t->env[t->nenv++] = g->restored_tag[0] ? xasprintf("TENK_RESTORE_STEP=%lld",
+								   (long long)g->restore_step)
+						       : xstrdup("TENK_RESTORE_STEP=");
+		t->env[t->nenv] = NULL;
+	}
+	start_or_fail(g, g->plan);
+	shim_plan_release(g->plan);
+	free(g->plan);
+	g->plan = NULL;
 }
 
 static void start_or_fail(struct taskgroup *g, const struct shim_plan *plan)
@@ -965,10 +1004,7 @@ void group_image_go(struct taskgroup *g, const char *digest)
 		t->env[t->nenv++] = xasprintf("TENK_IMAGE_DIGEST=%s", digest);
 		t->env[t->nenv] = NULL;
 	}
-	start_or_fail(g, g->plan);
-	shim_plan_release(g->plan);
-	free(g->plan);
-	g->plan = NULL;
+	group_try_start(g);
 }
 
 /* Holds for g the CPUs of a cpuset list ("0-3,8") that the agent has. */
@@ -1123,6 +1159,7 @@ void group_free_now(struct taskgroup *g)
 		shim_plan_release(g->plan);
 		free(g->plan);
 	}
+	group_ckpt_release(g);
 	release_cpus(g);
 	free(g->cpus);
 	if (g->dirfd >= 0)

@@ -37,3 +37,4 @@ int cli_classes(const struct tk_command *cmd, int argc, char **argv);
 int cli_users(const struct tk_command *cmd, int argc, char **argv);
 /* history.c */
 int cli_history(const struct tk_command *cmd, int argc, char **argv);
+int cli_ckpt(const struct tk_command *cmd, int argc, char **argv);

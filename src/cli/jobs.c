@@ -434,6 +434,12 @@ static void show_job(json_t *j)
 	       (long long)jint(req, "cpus_per_task"), (long long)jint(req, "mem_mib"),
 	       (long long)jint(req, "requeue"));
 	json_t *a;
+	json_array_foreach (json_object_get(j, "checkpoints"), i, a) {
+		fmt_time(jint(a, "at_ms"), t1, sizeof(t1));
+		printf("  Checkpoint %s: step %lld of attempt %lld, %lld bytes, committed %s\n",
+		       jstr(a, "tag"), (long long)jint(a, "step"), (long long)jint(a, "attempt"),
+		       (long long)jint(a, "bytes"), t1);
+	}
 	json_array_foreach (json_object_get(j, "attempts"), i, a) {
 		fmt_time(jint(a, "start_ms"), t1, sizeof(t1));
 		fmt_time(jint(a, "end_ms"), t2, sizeof(t2));
@@ -456,8 +462,18 @@ static void show_job(json_t *j)
 				printf(" (%.3g of each)", jint(n, "milli") / 1000.0);
 			if (*jstr(n, "digest"))
 				printf(", image %.19s", jstr(n, "digest"));
+			if (*jstr(n, "restore"))
+				printf(", restore %s (%lld bytes from the store, %lld ms)",
+				       jstr(n, "restore"), (long long)jint(n, "restore_bytes"),
+				       (long long)jint(n, "restore_dur_ms"));
 			printf("\n");
 		}
+		json_t *rs = json_object_get(a, "restore");
+		if (rs && *jstr(rs, "tag"))
+			printf("    restores checkpoint %s (step %lld, attempt %lld)%s\n",
+			       jstr(rs, "tag"), (long long)jint(rs, "step"),
+			       (long long)jint(rs, "attempt"),
+			       json_is_true(json_object_get(rs, "go")) ? ", restored" : "");
 		json_t *t;
 		json_array_foreach (json_object_get(a, "tasks"), k, t) {
 			printf("    task %zu %s", k, jstr(t, "state"));

@@ -372,6 +372,11 @@ bool model_cdi_has_gpus(const char *dir)
 
 void attempt_release(struct attempt *a)
 {
+	for (int i = 0; i < a->npend; i++)
+		ckpt_release(&a->pend[i]);
+	free(a->pend);
+	a->pend = NULL;
+	a->npend = 0;
 	free(a->nodes);
 	free(a->tasks);
 	a->nodes = NULL;
@@ -387,6 +392,46 @@ void job_release(struct job *j)
 	free(j->attempts);
 	j->attempts = NULL;
 	j->nattempts = 0;
+	for (int i = 0; i < j->nckpts; i++)
+		ckpt_release(&j->ckpts[i]);
+	free(j->ckpts);
+	j->ckpts = NULL;
+	j->nckpts = 0;
+}
+
+static const char *const restore_names[] = {"waiting", "done", "failed"};
+
+/* Checkpoints as an array, and back (at most max). */
+static json_t *ckpts_pack(const struct ckpt *c, int n)
+{
+	json_t *a = json_array();
+	for (int i = 0; i < n; i++)
+		json_array_append_new(a, ckpt_pack(&c[i]));
+	return a;
+}
+
+static int ckpts_unpack(json_t *arr, const char *what, int max, struct ckpt **ret, int *ret_n,
+			struct tk_error *err)
+{
+	*ret = NULL;
+	*ret_n = 0;
+	if (!arr)
+		return 0;
+	if (!json_is_array(arr) || json_array_size(arr) > (size_t)max)
+		return tk_errorf(err, -EINVAL, "%s: must be an array of at most %d checkpoints",
+				 what, max);
+	*ret = xcalloc(json_array_size(arr) + 1, sizeof(**ret));
+	size_t i;
+	json_t *v;
+	json_array_foreach (arr, i, v) {
+		int r = ckpt_unpack(v, &(*ret)[i], err);
+		if (r < 0) {
+			mj_prefix(err, "%s[%zu]", what, i);
+			return r;
+		}
+		*ret_n = (int)i + 1;
+	}
+	return 0;
 }
 
 struct attempt *job_current_attempt(const struct job *j)
@@ -410,6 +455,11 @@ static json_t *attempt_pack(const struct attempt *a)
 		}
 		if (n->digest[0])
 			json_object_set_new(no, "digest", json_string(n->digest));
+		if (a->restore_tag[0]) {
+			json_object_set_new(no, "restore", json_string(restore_names[n->restore]));
+			json_object_set_new(no, "restore_bytes", json_integer(n->restore_bytes));
+			json_object_set_new(no, "restore_dur_ms", json_integer(n->restore_dur_ms));
+		}
 		json_array_append_new(nodes, no);
 	}
 	json_t *tasks = json_array();
@@ -427,6 +477,14 @@ static json_t *attempt_pack(const struct attempt *a)
 			      a->master_port, "reason", a->reason, "nodes", nodes, "tasks", tasks);
 	if (a->digest[0])
 		json_object_set_new(o, "digest", json_string(a->digest));
+	if (a->restore_tag[0] || a->restore_go)
+		json_object_set_new(o, "restore",
+				    json_pack("{s:s, s:I, s:i, s:b, s:I}", "tag", a->restore_tag,
+					      "step", (json_int_t)a->restore_step, "attempt",
+					      a->restore_attempt, "go", a->restore_go, "ms",
+					      (json_int_t)a->restore_ms));
+	if (a->npend)
+		json_object_set_new(o, "pending_checkpoints", ckpts_pack(a->pend, a->npend));
 	return o;
 }
 
@@ -445,6 +503,8 @@ json_t *job_pack(const struct job *j)
 		json_object_set_new(o, "system", json_true());
 	if (j->run_as[0])
 		json_object_set_new(o, "run_as", json_string(j->run_as));
+	if (j->nckpts)
+		json_object_set_new(o, "checkpoints", ckpts_pack(j->ckpts, j->nckpts));
 	return o;
 }
 
@@ -478,17 +538,26 @@ static int task_unpack(json_t *t, struct task_status *ts, struct tk_error *err)
 
 static int attempt_node_unpack(json_t *nj, struct attempt_node *n, struct tk_error *err)
 {
-	static const char *const keys[] = {"name",	   "devices", "milli", "cpu_ms",
-					   "mem_peak_mib", "digest",  NULL};
+	static const char *const keys[] = {"name",	     "devices", "milli",   "cpu_ms",
+					   "mem_peak_mib",   "digest",	"restore", "restore_bytes",
+					   "restore_dur_ms", NULL};
 	int64_t milli;
+	char restore[16] = "";
 	int r;
 	if ((r = mj_check_keys(nj, NULL, keys, err)) < 0 ||
 	    (r = mj_strbuf(nj, "name", true, true, n->name, sizeof(n->name), err)) < 0 ||
 	    (r = mj_int(nj, "milli", true, 0, MODEL_MILLI, 0, &milli, err)) < 0 ||
 	    (r = mj_int(nj, "cpu_ms", false, 0, INT64_MAX, 0, &n->cpu_ms, err)) < 0 ||
 	    (r = mj_int(nj, "mem_peak_mib", false, 0, INT64_MAX, 0, &n->mem_peak_mib, err)) < 0 ||
-	    (r = mj_strbuf(nj, "digest", false, true, n->digest, sizeof(n->digest), err)) < 0)
+	    (r = mj_strbuf(nj, "digest", false, true, n->digest, sizeof(n->digest), err)) < 0 ||
+	    (r = mj_strbuf(nj, "restore", false, true, restore, sizeof(restore), err)) < 0 ||
+	    (r = mj_int(nj, "restore_bytes", false, 0, INT64_MAX, 0, &n->restore_bytes, err)) < 0 ||
+	    (r = mj_int(nj, "restore_dur_ms", false, 0, INT64_MAX, 0, &n->restore_dur_ms, err)) < 0)
 		return r;
+	n->restore = RESTORE_WAITING;
+	for (int k = 0; restore[0] && k < (int)ARRAY_SIZE(restore_names); k++)
+		if (strcmp(restore, restore_names[k]) == 0)
+			n->restore = (enum restore_state)k;
 	n->milli = (int)milli;
 	json_t *devs = json_object_get(nj, "devices");
 	if (!json_is_array(devs) || json_array_size(devs) > MODEL_MAX_ACCELS)
@@ -508,12 +577,32 @@ static int attempt_node_unpack(json_t *nj, struct attempt_node *n, struct tk_err
 
 static int attempt_unpack(json_t *aj, struct attempt *a, struct tk_error *err)
 {
-	static const char *const keys[] = {"number",	  "start_ms",	 "end_ms", "ended",
-					   "master_addr", "master_port", "reason", "nodes",
-					   "tasks",	  "digest",	 NULL};
+	static const char *const keys[] = {
+		"number", "start_ms", "end_ms", "ended",  "master_addr", "master_port",
+		"reason", "nodes",    "tasks",	"digest", "restore",	 "pending_checkpoints",
+		NULL};
 	int64_t number, start, end, port;
 	int r;
 	memset(a, 0, sizeof(*a));
+	json_t *rs = json_object_get(aj, "restore");
+	if (rs) {
+		static const char *const rkeys[] = {"tag", "step", "attempt", "go", "ms", NULL};
+		int64_t ra;
+		if ((r = mj_check_keys(rs, "restore", rkeys, err)) < 0 ||
+		    (r = mj_strbuf(rs, "tag", true, true, a->restore_tag, sizeof(a->restore_tag),
+				   err)) < 0 ||
+		    (r = mj_int(rs, "step", true, 0, INT64_MAX, 0, &a->restore_step, err)) < 0 ||
+		    (r = mj_int(rs, "attempt", true, 0, MODEL_MAX_ATTEMPTS, 0, &ra, err)) < 0 ||
+		    (r = mj_bool(rs, "go", true, false, &a->restore_go, err)) < 0 ||
+		    (r = mj_int(rs, "ms", true, 0, INT64_MAX, 0, &a->restore_ms, err)) < 0) {
+			mj_prefix(err, "restore");
+			return r;
+		}
+		a->restore_attempt = (int)ra;
+	}
+	if ((r = ckpts_unpack(json_object_get(aj, "pending_checkpoints"), "pending_checkpoints",
+			      MODEL_MAX_CKPT_PENDING, &a->pend, &a->npend, err)) < 0)
+		return r;
 	if ((r = mj_check_keys(aj, NULL, keys, err)) < 0 ||
 	    (r = mj_int(aj, "number", true, 1, MODEL_MAX_ATTEMPTS, 1, &number, err)) < 0 ||
 	    (r = mj_int(aj, "start_ms", true, 0, INT64_MAX, 0, &start, err)) < 0 ||
@@ -561,9 +650,10 @@ static int attempt_unpack(json_t *aj, struct attempt *a, struct tk_error *err)
 
 int job_unpack(json_t *jj, struct job *ret, struct tk_error *err)
 {
-	static const char *const keys[] = {
-		"id",	    "name",   "owner",	 "state",    "submit_ms", "end_ms", "exit_code",
-		"failures", "reason", "request", "attempts", "system",	  "run_as", NULL};
+	static const char *const keys[] = {"id",	"name",	       "owner",	    "state",
+					   "submit_ms", "end_ms",      "exit_code", "failures",
+					   "reason",	"request",     "attempts",  "system",
+					   "run_as",	"checkpoints", NULL};
 	struct job j;
 	memset(&j, 0, sizeof(j));
 	char state[16] = "", name[MODEL_NAME_MAX];
@@ -614,6 +704,11 @@ int job_unpack(json_t *jj, struct job *ret, struct tk_error *err)
 			job_release(&j);
 			return r;
 		}
+	}
+	if ((r = ckpts_unpack(json_object_get(jj, "checkpoints"), "checkpoints", MODEL_MAX_CKPTS,
+			      &j.ckpts, &j.nckpts, err)) < 0) {
+		job_release(&j);
+		return r;
 	}
 	*ret = j;
 	return 0;

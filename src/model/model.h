@@ -242,6 +242,43 @@ struct task_status {
 	int64_t end_ms;
 };
 
+/* ---- checkpoints (ckpt.c) ------------------------------------------------------ */
+
+#define MODEL_CKPT_TAG_MAX 128	 /* a tag's name, with the NUL */
+#define MODEL_MAX_CKPTS 16	 /* committed checkpoints a job's record keeps */
+#define MODEL_MAX_CKPT_PENDING 8 /* tags an attempt has uploads of, not yet committed */
+
+/* "sha256:" and 64 lowercase hex digits. */
+bool model_digest_valid(const char *d);
+/* A tag's name: 1 to 127 of [A-Za-z0-9._-], not starting with '.'. */
+bool model_ckpt_tag_valid(const char *tag);
+
+/*
+ * A checkpoint of a job: tag TAG written by attempt `attempt`, each of its
+ * nnodes nodes' part in the store at STORE/JOB/TAG/aATTEMPT/nRANK/ with the
+ * manifest whose SHA-256 is digests[RANK]. Committed once every node's is
+ * there ("" while a node's is not, in an attempt's pending list).
+ */
+struct ckpt {
+	char tag[MODEL_CKPT_TAG_MAX];
+	int64_t step;
+	int attempt;
+	int nnodes;
+	char (*digests)[MODEL_DIGEST_MAX];
+	int64_t bytes;	   /* summed over the nodes */
+	int64_t upload_ms; /* the slowest node's upload */
+	int64_t at_ms;	   /* committed (or the first upload, while pending) */
+};
+
+void ckpt_release(struct ckpt *c);
+json_t *ckpt_pack(const struct ckpt *c);
+int ckpt_unpack(json_t *j, struct ckpt *ret, struct tk_error *err);
+/* Deep copy. */
+void ckpt_copy(struct ckpt *dst, const struct ckpt *src);
+
+/* Where an attempt's restore stands on one node. */
+enum restore_state { RESTORE_WAITING, RESTORE_DONE, RESTORE_FAILED };
+
 /* The part of an attempt on one node: which devices, in which share. */
 struct attempt_node {
 	char name[MODEL_NAME_MAX];
@@ -255,6 +292,10 @@ struct attempt_node {
 	/* the image's digest as its agent resolved the job's reference; "" while
 	 * not yet known (or for a job on the host) */
 	char digest[MODEL_DIGEST_MAX];
+	/* the restore of the attempt's checkpoint there */
+	enum restore_state restore;
+	int64_t restore_bytes;	/* moved from the store (0: its own copy was intact) */
+	int64_t restore_dur_ms; /* how long it took */
 };
 
 struct attempt {
@@ -272,6 +313,16 @@ struct attempt {
 	/* an image job's: the digest every node resolved the reference to;
 	 * its tasks start only once it is set */
 	char digest[MODEL_DIGEST_MAX];
+	/* the checkpoint it restores before its tasks start ("": none), and
+	 * whether every node has (restore_go); restore_ms: from the start to go */
+	char restore_tag[MODEL_CKPT_TAG_MAX];
+	int64_t restore_step;
+	int restore_attempt;
+	bool restore_go;
+	int64_t restore_ms;
+	/* tags some of its nodes have uploaded, waiting for the rest */
+	int npend;
+	struct ckpt *pend;
 };
 
 struct job {
@@ -292,6 +343,9 @@ struct job {
 	struct job_request req;
 	int nattempts;
 	struct attempt *attempts;
+	/* its committed checkpoints, oldest first (at most MODEL_MAX_CKPTS) */
+	int nckpts;
+	struct ckpt *ckpts;
 };
 
 void job_release(struct job *j);
@@ -440,6 +494,11 @@ struct sched_config {
 	char allowed_images[MODEL_MAX_ALLOWED_IMAGES][MODEL_IMAGE_MAX];
 	int ndefault_mounts;
 	char default_mounts[MODEL_MAX_DEFAULT_MOUNTS][MODEL_DEFAULT_MOUNT_MAX];
+	/* "checkpoint_store": the folder every agent mounts where jobs'
+	 * committed checkpoints live ("": none; checkpoints stay on nodes);
+	 * "checkpoint_keep": how many committed tags of a job it keeps */
+	char checkpoint_store[MODEL_MAX_PATH];
+	int64_t checkpoint_keep;
 };
 
 void sched_config_default(struct sched_config *c);

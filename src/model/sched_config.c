@@ -20,6 +20,7 @@ void sched_config_default(struct sched_config *c)
 	c->half_life_s = 7 * 86400;
 	c->max_pending_per_user = 10000;
 	c->max_pending_mib_per_user = 256;
+	c->checkpoint_keep = 2;
 }
 
 int sched_config_class(const struct sched_config *c, const char *name)
@@ -128,6 +129,8 @@ int sched_config_load_json(struct sched_config *c, const char *text, struct tk_e
 					   "default_mounts",
 					   "max_pending_per_user",
 					   "max_pending_mib_per_user",
+					   "checkpoint_store",
+					   "checkpoint_keep",
 					   NULL};
 	static const char *const ckeys[] = {"name",	   "priority", "may_preempt",
 					    "preemptible", "allow",    NULL};
@@ -153,8 +156,21 @@ int sched_config_load_json(struct sched_config *c, const char *text, struct tk_e
 	    (r = fixed_list(root, "allowed_images", next.allowed_images[0], MODEL_IMAGE_MAX,
 			    MODEL_MAX_ALLOWED_IMAGES, &next.nallowed_images, err)) < 0 ||
 	    (r = fixed_list(root, "default_mounts", next.default_mounts[0], MODEL_DEFAULT_MOUNT_MAX,
-			    MODEL_MAX_DEFAULT_MOUNTS, &next.ndefault_mounts, err)) < 0)
+			    MODEL_MAX_DEFAULT_MOUNTS, &next.ndefault_mounts, err)) < 0 ||
+	    (r = mj_strbuf(root, "checkpoint_store", false, true, next.checkpoint_store,
+			   sizeof(next.checkpoint_store), err)) < 0 ||
+	    (r = mj_int(root, "checkpoint_keep", false, 1, MODEL_MAX_CKPTS, next.checkpoint_keep,
+			&next.checkpoint_keep, err)) < 0)
 		goto out;
+	if (next.checkpoint_store[0] &&
+	    (next.checkpoint_store[0] != '/' || strstr(next.checkpoint_store, "/../") ||
+	     strlen(next.checkpoint_store) > 1024)) {
+		r = tk_errorf(err, -EINVAL,
+			      "checkpoint_store: must be an absolute path of at most 1024 bytes "
+			      "without \"..\", got \"%.64s\"",
+			      next.checkpoint_store);
+		goto out;
+	}
 	for (int i = 0; i < next.nallowed_images; i++) {
 		/* a pattern is a reference with stars */
 		char probe[MODEL_IMAGE_MAX];

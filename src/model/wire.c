@@ -15,10 +15,7 @@
 /* "sha256:" and 64 lowercase hex digits. */
 static int digest_check(const char *d, const char *what, struct tk_error *err)
 {
-	bool ok = strncmp(d, "sha256:", 7) == 0 && strlen(d) == 71;
-	for (int i = 7; ok && i < 71; i++)
-		ok = isdigit((unsigned char)d[i]) || (d[i] >= 'a' && d[i] <= 'f');
-	if (!ok)
+	if (!model_digest_valid(d))
 		return tk_errorf(err, -EINVAL, "%s: \"%.80s\" is not a digest (sha256:HEX)", what,
 				 d);
 	return 0;
@@ -530,6 +527,13 @@ json_t *wire_work_pack(const struct wire_work *m)
 			json_object_set_new(t, "spec", work_spec_pack(w->spec));
 		if (w->digest[0])
 			json_object_set_new(t, "digest", json_string(w->digest));
+		if (w->ckpt_store[0])
+			json_object_set_new(t, "checkpoints",
+					    json_pack("{s:s, s:s, s:I, s:i, s:b}", "store",
+						      w->ckpt_store, "restore_tag", w->restore_tag,
+						      "restore_step", (json_int_t)w->restore_step,
+						      "restore_attempt", w->restore_attempt,
+						      "restore_go", w->restore_go));
 		json_array_append_new(tasks, t);
 	}
 	json_object_set_new(o, "tasks", tasks);
@@ -545,7 +549,10 @@ json_t *wire_work_pack(const struct wire_work *m)
 int wire_work_unpack(json_t *j, struct wire_work *ret, struct tk_error *err)
 {
 	static const char *const keys[] = {"epoch", "gen", "unchanged", "tasks", "pulls", NULL};
-	static const char *const tkeys[] = {"job", "attempt", "spec", "digest", NULL};
+	static const char *const tkeys[] = {"job",    "attempt",     "spec",
+					    "digest", "checkpoints", NULL};
+	static const char *const ckeys[] = {"store",	       "restore_tag", "restore_step",
+					    "restore_attempt", "restore_go",  NULL};
 	int64_t gen;
 	int r;
 	memset(ret, 0, sizeof(*ret));
@@ -581,6 +588,33 @@ int wire_work_unpack(json_t *j, struct wire_work *ret, struct tk_error *err)
 		}
 		w->attempt = (int)attempt;
 		ret->nitems = (int)i + 1;
+		json_t *ck = json_object_get(t, "checkpoints");
+		int64_t ra = 0;
+		if (ck) {
+			if ((r = mj_check_keys(ck, "checkpoints", ckeys, err)) < 0 ||
+			    (r = mj_strbuf(ck, "store", true, true, w->ckpt_store,
+					   sizeof(w->ckpt_store), err)) < 0 ||
+			    (r = mj_strbuf(ck, "restore_tag", true, true, w->restore_tag,
+					   sizeof(w->restore_tag), err)) < 0 ||
+			    (r = mj_int(ck, "restore_step", true, 0, INT64_MAX, 0, &w->restore_step,
+					err)) < 0 ||
+			    (r = mj_int(ck, "restore_attempt", true, 0, MODEL_MAX_ATTEMPTS, 0, &ra,
+					err)) < 0 ||
+			    (r = mj_bool(ck, "restore_go", true, false, &w->restore_go, err)) < 0) {
+				mj_prefix(err, "tasks[%zu]", i);
+				goto fail;
+			}
+			if (w->ckpt_store[0] != '/' ||
+			    (w->restore_tag[0] && !model_ckpt_tag_valid(w->restore_tag))) {
+				r = tk_errorf(
+					err, -EINVAL,
+					"tasks[%zu].checkpoints: needs an absolute store and a "
+					"valid tag",
+					i);
+				goto fail;
+			}
+		}
+		w->restore_attempt = (int)ra;
 		json_t *spec = json_object_get(t, "spec");
 		if (!spec)
 			continue;
@@ -630,10 +664,9 @@ void wire_work_release(struct wire_work *m)
 /* ---- events ----------------------------------------------------------------------- */
 
 static const char *const event_type_names[TASK_EVENT_TYPE_MAX] = {
-	[TASK_EVENT_STARTED] = "started",
-	[TASK_EVENT_EXITED] = "exited",
-	[TASK_EVENT_PULLING] = "pulling",
-	[TASK_EVENT_IMAGE] = "image",
+	[TASK_EVENT_STARTED] = "started",	[TASK_EVENT_EXITED] = "exited",
+	[TASK_EVENT_PULLING] = "pulling",	[TASK_EVENT_IMAGE] = "image",
+	[TASK_EVENT_CHECKPOINT] = "checkpoint", [TASK_EVENT_RESTORED] = "restored",
 };
 
 json_t *task_event_pack(const struct task_event *e)
@@ -652,8 +685,16 @@ json_t *task_event_pack(const struct task_event *e)
 			json_object_set_new(o, "mem_peak_mib", json_integer(e->mem_peak_mib));
 		}
 	}
-	if (e->type == TASK_EVENT_IMAGE)
+	if (e->type == TASK_EVENT_IMAGE || e->type == TASK_EVENT_CHECKPOINT)
 		json_object_set_new(o, "digest", json_string(e->digest));
+	if (e->type == TASK_EVENT_CHECKPOINT || e->type == TASK_EVENT_RESTORED) {
+		json_object_set_new(o, "tag", json_string(e->tag));
+		json_object_set_new(o, "step", json_integer(e->step));
+		json_object_set_new(o, "bytes", json_integer(e->bytes));
+		json_object_set_new(o, "dur_ms", json_integer(e->dur_ms));
+		if (e->detail[0])
+			json_object_set_new(o, "detail", json_string(e->detail));
+	}
 	return o;
 }
 
@@ -661,7 +702,8 @@ int task_event_unpack(json_t *j, struct task_event *ret, struct tk_error *err)
 {
 	static const char *const keys[] = {"job",	   "attempt", "rank",  "type",	 "at_ms",
 					   "exit_code",	   "signal",  "cause", "detail", "cpu_ms",
-					   "mem_peak_mib", "digest",  NULL};
+					   "mem_peak_mib", "digest",  "tag",   "step",	 "bytes",
+					   "dur_ms",	   NULL};
 	char type[16] = "", cause[24] = "";
 	int64_t attempt, rank, code, sig;
 	int r;
@@ -679,19 +721,27 @@ int task_event_unpack(json_t *j, struct task_event *ret, struct tk_error *err)
 	    (r = mj_strbuf(j, "detail", false, true, ret->detail, sizeof(ret->detail), err)) < 0 ||
 	    (r = mj_int(j, "cpu_ms", false, 0, INT64_MAX, 0, &ret->cpu_ms, err)) < 0 ||
 	    (r = mj_int(j, "mem_peak_mib", false, 0, INT64_MAX, 0, &ret->mem_peak_mib, err)) < 0 ||
-	    (r = mj_strbuf(j, "digest", false, true, ret->digest, sizeof(ret->digest), err)) < 0)
+	    (r = mj_strbuf(j, "digest", false, true, ret->digest, sizeof(ret->digest), err)) < 0 ||
+	    (r = mj_strbuf(j, "tag", false, true, ret->tag, sizeof(ret->tag), err)) < 0 ||
+	    (r = mj_int(j, "step", false, 0, INT64_MAX, 0, &ret->step, err)) < 0 ||
+	    (r = mj_int(j, "bytes", false, 0, INT64_MAX, 0, &ret->bytes, err)) < 0 ||
+	    (r = mj_int(j, "dur_ms", false, 0, INT64_MAX, 0, &ret->dur_ms, err)) < 0)
 		return r;
 	int t = 0;
 	while (t < TASK_EVENT_TYPE_MAX && strcmp(type, event_type_names[t]) != 0)
 		t++;
 	if (t == TASK_EVENT_TYPE_MAX)
 		return tk_errorf(err, -EINVAL,
-				 "type: must be \"started\", \"exited\", \"pulling\" or "
-				 "\"image\", got \"%s\"",
+				 "type: must be \"started\", \"exited\", \"pulling\", "
+				 "\"image\", \"checkpoint\" or \"restored\", got \"%s\"",
 				 type);
 	ret->type = (enum task_event_type)t;
-	if (ret->type == TASK_EVENT_IMAGE && (r = digest_check(ret->digest, "digest", err)) < 0)
+	if ((ret->type == TASK_EVENT_IMAGE || ret->type == TASK_EVENT_CHECKPOINT) &&
+	    (r = digest_check(ret->digest, "digest", err)) < 0)
 		return r;
+	if ((ret->type == TASK_EVENT_CHECKPOINT || ret->type == TASK_EVENT_RESTORED) &&
+	    !model_ckpt_tag_valid(ret->tag))
+		return tk_errorf(err, -EINVAL, "tag: \"%.64s\" is not a checkpoint tag", ret->tag);
 	if (!cause[0])
 		ret->cause = sig ? EXIT_SIGNALLED : EXIT_EXITED;
 	else if (exit_cause_parse(cause, &ret->cause) < 0)

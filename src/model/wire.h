@@ -233,6 +233,15 @@ struct work_item {
 	 * image to, listed once all have (TASK_EVENT_IMAGE); its tasks start
 	 * then, on that digest. "" till then */
 	char digest[MODEL_DIGEST_MAX];
+	/* checkpoints (ckpt_store != ""): the attempt's parts go to
+	 * STORE/JOB/TAG/aATTEMPT/nRANK/. Before its tasks start every node
+	 * restores restore_tag of attempt restore_attempt (""; nothing) and
+	 * says so (TASK_EVENT_RESTORED); restore_go once every node has */
+	char ckpt_store[MODEL_MAX_PATH];
+	char restore_tag[MODEL_CKPT_TAG_MAX];
+	int64_t restore_step;
+	int restore_attempt;
+	bool restore_go;
 };
 
 /*
@@ -261,13 +270,16 @@ void wire_work_release(struct wire_work *m);
 /*
  * A task's start or exit; for an image job, before any task of a node
  * starts, that node's image: PULLING while the agent pulls it, IMAGE once
- * it has it (digest), both with the rank of the node's first task.
+ * it has it (digest); a node's checkpoint uploaded (CHECKPOINT) or its
+ * restore done (RESTORED); all with the rank of the node's first task.
  */
 enum task_event_type {
 	TASK_EVENT_STARTED,
 	TASK_EVENT_EXITED,
 	TASK_EVENT_PULLING,
 	TASK_EVENT_IMAGE,
+	TASK_EVENT_CHECKPOINT, /* the node's part of tag uploaded: digest, step, bytes, dur_ms */
+	TASK_EVENT_RESTORED,   /* the node restored tag (detail: why not), bytes, dur_ms */
 	TASK_EVENT_TYPE_MAX
 };
 
@@ -285,7 +297,12 @@ struct task_event {
 	/* exited: what the attempt's processes on the node used so far */
 	int64_t cpu_ms;
 	int64_t mem_peak_mib;
-	char digest[MODEL_DIGEST_MAX]; /* IMAGE: "sha256:HEX" */
+	char digest[MODEL_DIGEST_MAX]; /* IMAGE: "sha256:HEX"; CHECKPOINT: the manifest's */
+	/* CHECKPOINT, RESTORED */
+	char tag[MODEL_CKPT_TAG_MAX];
+	int64_t step;
+	int64_t bytes;
+	int64_t dur_ms;
 };
 
 json_t *task_event_pack(const struct task_event *e);

@@ -502,6 +502,44 @@ static void h_job_show(struct request *r, const char *param, json_t *body)
 	request_park(r, WAIT_JOB, tk_mono_ms() + wait_s * 1000);
 }
 
+/* GET /v1/jobs/ID/checkpoints: the committed ones, oldest first, and the
+ * current attempt's restore and uploads waiting for their other nodes. */
+static void h_job_checkpoints(struct request *r, const char *param, json_t *body)
+{
+	struct sjob *j;
+	if (parse_job_id(r, param, &j) < 0)
+		return;
+	json_t *list = json_array();
+	for (int i = 0; i < j->job.nckpts; i++)
+		json_array_append_new(list, ckpt_pack(&j->job.ckpts[i]));
+	json_t *o = json_pack("{s:I, s:o, s:s}", "job", (json_int_t)j->job.id, "checkpoints", list,
+			      "store", r->s->st.sched.checkpoint_store);
+	const struct attempt *a = job_current_attempt(&j->job);
+	if (a) {
+		json_t *nodes = json_array();
+		for (int i = 0; i < a->nnodes; i++) {
+			static const char *const names[] = {"waiting", "done", "failed"};
+			const struct attempt_node *n = &a->nodes[i];
+			json_array_append_new(nodes,
+					      json_pack("{s:s, s:s, s:I, s:I}", "node", n->name,
+							"restore", names[n->restore], "bytes",
+							(json_int_t)n->restore_bytes, "dur_ms",
+							(json_int_t)n->restore_dur_ms));
+		}
+		json_t *pend = json_array();
+		for (int i = 0; i < a->npend; i++)
+			json_array_append_new(pend, ckpt_pack(&a->pend[i]));
+		json_object_set_new(
+			o, "attempt",
+			json_pack("{s:i, s:s, s:I, s:i, s:b, s:I, s:o, s:o}", "number", a->number,
+				  "restore_tag", a->restore_tag, "restore_step",
+				  (json_int_t)a->restore_step, "restore_attempt",
+				  a->restore_attempt, "restore_go", a->restore_go, "restore_ms",
+				  (json_int_t)a->restore_ms, "nodes", nodes, "pending", pend));
+	}
+	reply_json(r, 200, o);
+}
+
 static void h_job_cancel(struct request *r, const char *param, json_t *body)
 {
 	struct sjob *j;
@@ -925,6 +963,10 @@ static void h_agent_events(struct request *r, const char *param, json_t *body)
 				state_task_exited(st, ev, now);
 			else if (ev->type == TASK_EVENT_STARTED)
 				state_task_started(st, ev, now);
+			else if (ev->type == TASK_EVENT_CHECKPOINT)
+				state_task_checkpoint(st, ev, now);
+			else if (ev->type == TASK_EVENT_RESTORED)
+				state_task_restored(st, ev, now);
 			else
 				state_task_image(st, ev, now);
 		}
@@ -1212,6 +1254,7 @@ const struct route api_routes[] = {
 	{"GET", "/v1/jobs", ROLE_VIEWER, h_jobs_list, false},
 	{"GET", "/v1/jobs/{}", ROLE_VIEWER, h_job_show, false},
 	{"POST", "/v1/jobs/{}/cancel", ROLE_USER, h_job_cancel, false},
+	{"GET", "/v1/jobs/{}/checkpoints", ROLE_VIEWER, h_job_checkpoints, false},
 	{"GET", "/v1/nodes", ROLE_VIEWER, h_nodes_list, false},
 	{"POST", "/v1/nodes/{}/admit", ROLE_ADMIN, h_node_admit, false},
 	{"POST", "/v1/nodes/{}/revoke", ROLE_ADMIN, h_node_revoke, false},

@@ -389,6 +389,7 @@ void state_apply_start(struct state *s, struct sjob *j, const struct sched_start
 	j->last_ckpt_ms = 0;
 	for (int i = 0; i < st->nnodes; i++)
 		part_add(s, nodes[st->nodes[i].node], j, a, i);
+	state_restore_plan(s, j, a);
 	log_debug("job %lld attempt %d starts on %s%s", (long long)job->id, a->number,
 		  a->nodes[0].name, a->nnodes > 1 ? " and others" : "");
 }

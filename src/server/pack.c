@@ -78,6 +78,14 @@ json_t *state_work_pack(struct state *s, struct snode *n, uint64_t since_gen)
 			 !a->digest[0]	      ? ""
 			 : p->job->job.system ? a->nodes[p->node_index].digest
 					      : a->digest);
+		if (s->sched.checkpoint_store[0] && !p->job->job.system) {
+			snprintf(it->ckpt_store, sizeof(it->ckpt_store), "%s",
+				 s->sched.checkpoint_store);
+			snprintf(it->restore_tag, sizeof(it->restore_tag), "%s", a->restore_tag);
+			it->restore_step = a->restore_step;
+			it->restore_attempt = a->restore_attempt;
+			it->restore_go = a->restore_go;
+		}
 		if (p->gen_added > since_gen) {
 			it->spec = &specs[i];
 			part_spec(s, p->job, a, p->node_index, it->spec);

@@ -307,6 +307,12 @@ void state_task_exited(struct state *s, const struct task_event *ev, int64_t now
  * says so while it waits; once every node has it, at one digest, its tasks
  * start there, and at different ones the job fails, naming them. */
 void state_task_image(struct state *s, const struct task_event *ev, int64_t now);
+/* ckpt.c: a node's part of a checkpoint uploaded (committed once every
+ * node's is); a node's restore done or failed; the restore a new attempt
+ * starts with (the newest committed tag, where the cluster has a store) */
+void state_task_checkpoint(struct state *s, const struct task_event *ev, int64_t now);
+void state_task_restored(struct state *s, const struct task_event *ev, int64_t now);
+void state_restore_plan(struct state *s, struct sjob *j, struct attempt *a);
 /* A heartbeat's images and pulls (has_images): what node n holds now. */
 void state_node_images(struct state *s, struct snode *n, struct wire_heartbeat *m);
 /* Asks node n to pull ref (again). */

@@ -171,6 +171,26 @@ static void test_job_roundtrip(void **state)
 	a->tasks = xcalloc(4, sizeof(*a->tasks));
 	a->tasks[2].state = TASK_EXITED;
 	a->tasks[2].exit_code = 3;
+	/* a committed checkpoint, one half-uploaded, and the restore of the first */
+	static const char dg[] =
+		"sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+	struct ckpt c = {.tag = "step-10", .step = 10, .attempt = 1, .nnodes = 2, .bytes = 99};
+	c.digests = xcalloc(2, sizeof(*c.digests));
+	snprintf(c.digests[0], sizeof(c.digests[0]), "%s", dg);
+	snprintf(c.digests[1], sizeof(c.digests[1]), "%s", dg);
+	job.ckpts = xcalloc(1, sizeof(*job.ckpts));
+	job.nckpts = 1;
+	ckpt_copy(&job.ckpts[0], &c);
+	snprintf(c.tag, sizeof(c.tag), "step-20");
+	c.digests[1][0] = '\0';
+	a->pend = xcalloc(1, sizeof(*a->pend));
+	a->npend = 1;
+	a->pend[0] = c;
+	snprintf(a->restore_tag, sizeof(a->restore_tag), "step-10");
+	a->restore_step = 10;
+	a->restore_attempt = 1;
+	a->nodes[1].restore = RESTORE_DONE;
+	a->nodes[1].restore_bytes = 7;
 	json_t *p1 = job_pack(&job);
 	struct job back;
 	assert_int_equal(job_unpack(p1, &back, &err), 0);
@@ -179,6 +199,13 @@ static void test_job_roundtrip(void **state)
 	assert_int_equal(back.attempts[0].nodes[1].devs[3], 7);
 	assert_int_equal(back.attempts[0].tasks[2].exit_code, 3);
 	assert_int_equal(job_current_attempt(&back)->number, 1);
+	assert_int_equal(back.nckpts, 1);
+	assert_string_equal(back.ckpts[0].digests[1], dg);
+	assert_int_equal(back.attempts[0].npend, 1);
+	assert_string_equal(back.attempts[0].pend[0].digests[1], "");
+	assert_int_equal(back.attempts[0].nodes[1].restore, RESTORE_DONE);
+	assert_int_equal(back.attempts[0].nodes[0].restore, RESTORE_WAITING);
+	assert_string_equal(back.attempts[0].restore_tag, "step-10");
 	/* a corrupted document is refused with the field named */
 	json_object_set_new(json_array_get(json_object_get(p1, "attempts"), 0), "master_port",
 			    json_integer(70000));
@@ -414,8 +441,14 @@ static void test_wire(void **state)
 			       .mounts = (char *[]){"/data:/data:ro"}};
 	static const char dg[] =
 		"sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
-	struct work_item items[2] = {{7, 2, &sp, ""}, {8, 1, NULL, ""}};
+	struct work_item items[2] = {{.job = 7, .attempt = 2, .spec = &sp},
+				     {.job = 8, .attempt = 1}};
 	snprintf(items[1].digest, sizeof(items[1].digest), "%s", dg);
+	/* the checkpoints of item 1: its store and what it restores */
+	snprintf(items[1].ckpt_store, sizeof(items[1].ckpt_store), "/ckpt");
+	snprintf(items[1].restore_tag, sizeof(items[1].restore_tag), "step-20");
+	items[1].restore_step = 20;
+	items[1].restore_attempt = 1;
 	struct wire_work w = {.epoch = "e1", .gen = 9, .nitems = 2, .items = items}, back;
 	json_t *j = wire_work_pack(&w);
 	assert_int_equal(wire_work_unpack(j, &back, &err), 0);
@@ -439,6 +472,12 @@ static void test_wire(void **state)
 	assert_string_equal(b->mounts[0], "/data:/data:ro");
 	assert_string_equal(back.items[0].digest, "");
 	assert_string_equal(back.items[1].digest, dg);
+	assert_string_equal(back.items[0].ckpt_store, "");
+	assert_string_equal(back.items[1].ckpt_store, "/ckpt");
+	assert_string_equal(back.items[1].restore_tag, "step-20");
+	assert_int_equal(back.items[1].restore_step, 20);
+	assert_int_equal(back.items[1].restore_attempt, 1);
+	assert_false(back.items[1].restore_go);
 	json_t *again = wire_work_pack(&back);
 	assert_true(json_equal(j, again));
 	json_decref(again);

@@ -1,0 +1,202 @@
+/*
+ * Checkpoints on the server's side: a tag is committed when every node of
+ * the job's current attempt has uploaded its part (TASK_EVENT_CHECKPOINT),
+ * in the batch that records it; a report of any other attempt is the fence
+ * against a zombie and is refused. A new attempt restores the newest
+ * committed tag on every node before its tasks start, and falls back to the
+ * one before when a node cannot (TASK_EVENT_RESTORED).
+ */
+#include "internal.h"
+
+#include <string.h>
+
+/* Points the attempt at committed checkpoint c (NULL: none), every node to
+ * restore it again. */
+static void restore_set(struct state *s, struct sjob *j, struct attempt *a, const struct ckpt *c)
+{
+	for (int i = 0; i < a->nnodes; i++) {
+		a->nodes[i].restore = RESTORE_WAITING;
+		a->nodes[i].restore_bytes = a->nodes[i].restore_dur_ms = 0;
+	}
+	if (!c) {
+		a->restore_tag[0] = '\0';
+		a->restore_step = 0;
+		a->restore_attempt = 0;
+		a->restore_go = true;
+	} else {
+		snprintf(a->restore_tag, sizeof(a->restore_tag), "%s", c->tag);
+		a->restore_step = c->step;
+		a->restore_attempt = c->attempt;
+		a->restore_go = false;
+		snprintf(j->job.reason, sizeof(j->job.reason),
+			 "restoring checkpoint %s (step %lld)", c->tag, (long long)c->step);
+	}
+	for (int i = 0; i < a->nnodes; i++) {
+		struct snode *n = state_node(s, a->nodes[i].name);
+		if (n)
+			node_work_changed(s, n);
+	}
+}
+
+void state_restore_plan(struct state *s, struct sjob *j, struct attempt *a)
+{
+	if (!s->sched.checkpoint_store[0] || j->job.system)
+		return;
+	/* a checkpoint of as many nodes: each node restores its own rank's part */
+	const struct ckpt *c = NULL;
+	for (int i = j->job.nckpts - 1; i >= 0 && !c; i--)
+		if (j->job.ckpts[i].nnodes == a->nnodes)
+			c = &j->job.ckpts[i];
+	restore_set(s, j, a, c);
+	if (!c)
+		j->job.reason[0] = '\0';
+}
+
+/* Keeps the newest `keep` committed tags. */
+static void retain(struct job *job, int64_t keep)
+{
+	int drop = job->nckpts - (int)MIN(keep, MODEL_MAX_CKPTS);
+	if (drop <= 0)
+		return;
+	for (int i = 0; i < drop; i++)
+		ckpt_release(&job->ckpts[i]);
+	memmove(job->ckpts, job->ckpts + drop, sizeof(*job->ckpts) * (size_t)(job->nckpts - drop));
+	job->nckpts -= drop;
+}
+
+static void commit(struct state *s, struct sjob *j, struct attempt *a, int k, int64_t now)
+{
+	struct job *job = &j->job;
+	struct ckpt *c = &a->pend[k];
+	c->at_ms = now;
+	job->ckpts = xrealloc(job->ckpts, sizeof(*job->ckpts) * (size_t)(job->nckpts + 1));
+	job->ckpts[job->nckpts++] = *c; /* the digests move along */
+	log_info("job %lld: checkpoint %s (step %lld) of attempt %d committed, %lld bytes",
+		 (long long)job->id, c->tag, (long long)c->step, a->number, (long long)c->bytes);
+	/* what waits of older steps is of no more use */
+	int kept = 0;
+	for (int i = 0; i < a->npend; i++) {
+		if (i == k)
+			continue;
+		if (a->pend[i].step <= job->ckpts[job->nckpts - 1].step)
+			ckpt_release(&a->pend[i]);
+		else
+			a->pend[kept++] = a->pend[i];
+	}
+	a->npend = kept;
+	retain(job, s->sched.checkpoint_keep);
+}
+
+void state_task_checkpoint(struct state *s, const struct task_event *ev, int64_t now)
+{
+	struct sjob *j = state_job(s, ev->job);
+	if (!j || ev->attempt < 1 || ev->attempt > j->job.nattempts)
+		return;
+	struct attempt *a = &j->job.attempts[ev->attempt - 1];
+	int tpn = j->job.req.tasks_per_node;
+	if (!attempt_is_current(j, a) || ev->rank < 0 || ev->rank >= a->ntasks) {
+		log_warn("job %lld: checkpoint %s of attempt %d refused: %s", (long long)ev->job,
+			 ev->tag, ev->attempt,
+			 attempt_is_current(j, a) ? "no such rank"
+						  : "not the job's running attempt");
+		return;
+	}
+	int node = ev->rank / tpn;
+	for (int i = 0; i < j->job.nckpts; i++)
+		if (strcmp(j->job.ckpts[i].tag, ev->tag) == 0 &&
+		    j->job.ckpts[i].attempt == a->number)
+			return; /* committed already: a report sent again */
+	int k;
+	for (k = 0; k < a->npend; k++)
+		if (strcmp(a->pend[k].tag, ev->tag) == 0)
+			break;
+	if (k == a->npend) {
+		if (j->job.nckpts && ev->step <= j->job.ckpts[j->job.nckpts - 1].step &&
+		    j->job.ckpts[j->job.nckpts - 1].attempt == a->number)
+			return; /* older than what this attempt committed */
+		if (a->npend == MODEL_MAX_CKPT_PENDING) {
+			/* the oldest waiting tag gives way */
+			int old = 0;
+			for (int i = 1; i < a->npend; i++)
+				if (a->pend[i].step < a->pend[old].step)
+					old = i;
+			ckpt_release(&a->pend[old]);
+			a->pend[old] = a->pend[--a->npend];
+		}
+		a->pend = xrealloc(a->pend, sizeof(*a->pend) * (size_t)(a->npend + 1));
+		struct ckpt *c = &a->pend[a->npend++];
+		memset(c, 0, sizeof(*c));
+		snprintf(c->tag, sizeof(c->tag), "%s", ev->tag);
+		c->step = ev->step;
+		c->attempt = a->number;
+		c->nnodes = a->nnodes;
+		c->digests = xcalloc((size_t)a->nnodes + 1, sizeof(*c->digests));
+		c->at_ms = now;
+	}
+	struct ckpt *c = &a->pend[k];
+	if (c->digests[node][0])
+		return;
+	snprintf(c->digests[node], sizeof(c->digests[node]), "%s", ev->digest);
+	c->bytes += ev->bytes;
+	c->upload_ms = MAX(c->upload_ms, ev->dur_ms);
+	state_job_dirty(s, j);
+	for (int i = 0; i < c->nnodes; i++)
+		if (!c->digests[i][0])
+			return;
+	commit(s, j, a, k, now);
+}
+
+void state_task_restored(struct state *s, const struct task_event *ev, int64_t now)
+{
+	struct sjob *j = state_job(s, ev->job);
+	if (!j || ev->attempt != j->job.nattempts)
+		return;
+	struct attempt *a = &j->job.attempts[ev->attempt - 1];
+	int tpn = j->job.req.tasks_per_node;
+	if (!attempt_is_current(j, a) || a->restore_go || ev->rank < 0 || ev->rank >= a->ntasks ||
+	    strcmp(ev->tag, a->restore_tag) != 0)
+		return; /* late, or of a tag given up already */
+	struct attempt_node *an = &a->nodes[ev->rank / tpn];
+	if (an->restore != RESTORE_WAITING)
+		return;
+	state_job_dirty(s, j);
+	if (ev->detail[0]) {
+		/* every node goes back to the commit before */
+		an->restore = RESTORE_FAILED;
+		const struct ckpt *prev = NULL;
+		for (int i = j->job.nckpts - 1; i >= 0 && !prev; i--)
+			if (j->job.ckpts[i].step < a->restore_step &&
+			    j->job.ckpts[i].nnodes == a->nnodes)
+				prev = &j->job.ckpts[i];
+		struct strbuf why;
+		strbuf_init(&why);
+		strbuf_addf(&why, "restore of %s failed on %s (%.120s); %s%s", ev->tag, an->name,
+			    ev->detail, prev ? "restoring " : "starting without a checkpoint",
+			    prev ? prev->tag : "");
+		log_warn("job %lld: %s", (long long)j->job.id, why.buf);
+		restore_set(s, j, a, prev);
+		snprintf(j->job.reason, sizeof(j->job.reason), "%.*s", MODEL_REASON_MAX - 1,
+			 why.buf);
+		strbuf_release(&why);
+		if (!prev)
+			a->restore_ms = now - a->start_ms;
+		return;
+	}
+	an->restore = RESTORE_DONE;
+	an->restore_bytes = ev->bytes;
+	an->restore_dur_ms = ev->dur_ms;
+	for (int i = 0; i < a->nnodes; i++)
+		if (a->nodes[i].restore != RESTORE_DONE)
+			return;
+	a->restore_go = true;
+	a->restore_ms = now - a->start_ms;
+	log_info("job %lld attempt %d: checkpoint %s restored on every node in %lld ms",
+		 (long long)j->job.id, a->number, a->restore_tag, (long long)a->restore_ms);
+	if (strncmp(j->job.reason, "restoring checkpoint", 20) == 0)
+		j->job.reason[0] = '\0';
+	for (int i = 0; i < a->nnodes; i++) {
+		struct snode *n = state_node(s, a->nodes[i].name);
+		if (n)
+			node_work_changed(s, n);
+	}
+}

@@ -1,0 +1,72 @@
+"""Data-parallel training (DistributedDataParallel over Gloo) that
+checkpoints through tenk's protocol: every EVERY steps local rank 0 of each
+node saves model and optimizer into TENK_CHECKPOINT_DIR/step-NNNNNN/, and
+after a barrier of every rank marks the tag complete (.tenk-commit). It
+resumes from TENK_RESTORE_TAG when tenk restored one. Each step's batch is
+drawn from the step and the rank alone, so a resumed run computes what an
+uninterrupted one does. Rank 0 writes the final parameters' bytes (hex) to
+OUT/final.hex; every rank appends "time attempt step loss" lines to
+OUT/steps-RANK.log.
+
+Usage: ckpt_train.py OUT STEPS EVERY [SECONDS_PER_STEP]
+"""
+import json
+import os
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+
+
+def main():
+    out, steps, every = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    delay = float(sys.argv[4]) if len(sys.argv) > 4 else 0.0
+    dist.init_process_group("gloo", init_method="env://")
+    rank = dist.get_rank()
+    local = int(os.environ["LOCAL_RANK"])
+    attempt = os.environ.get("TENK_ATTEMPT", "?")
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.Tanh(), torch.nn.Linear(32, 1))
+    ddp = torch.nn.parallel.DistributedDataParallel(model)
+    opt = torch.optim.Adam(ddp.parameters(), lr=1e-2)
+    ckdir = os.environ["TENK_CHECKPOINT_DIR"]
+    start = 0
+    tag = os.environ.get("TENK_RESTORE_TAG", "")
+    if tag:
+        state = torch.load(os.path.join(ckdir, tag, "state.pt"))
+        model.load_state_dict(state["model"])
+        opt.load_state_dict(state["opt"])
+        start = state["step"]
+        assert str(start) == os.environ["TENK_RESTORE_STEP"], (start, os.environ)
+    log = open(os.path.join(out, f"steps-{rank}.log"), "a")
+    for step in range(start + 1, steps + 1):
+        gen = torch.Generator().manual_seed(step * 1000 + rank)
+        x = torch.randn(64, 16, generator=gen)
+        y = torch.sin(x.sum(1, keepdim=True))
+        loss = ((ddp(x) - y) ** 2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        log.write(f"{time.time():.3f} {attempt} {step} {loss.item():.6f}\n")
+        log.flush()
+        if step % every == 0:
+            tag = f"step-{step:06d}"
+            if local == 0:
+                os.makedirs(os.path.join(ckdir, tag), exist_ok=True)
+                torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step},
+                           os.path.join(ckdir, tag, "state.pt"))
+            dist.barrier()  # every rank's part is written
+            if local == 0:
+                with open(os.path.join(ckdir, tag, ".tenk-commit"), "w") as f:
+                    json.dump({"step": step}, f)
+        time.sleep(delay)
+    if rank == 0:
+        flat = torch.cat([p.detach().flatten() for p in model.parameters()])
+        with open(os.path.join(out, "final.hex"), "w") as f:
+            f.write(flat.numpy().tobytes().hex())
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,244 @@
+"""Checkpoints through tenk's protocol: a tag marked complete is frozen,
+hashed, uploaded to the cluster's store and committed; a new attempt
+restores it wherever it lands, before its tasks start; hostile and torn
+tags are refused; a damaged store falls back to the commit before; a
+zombie attempt's upload is refused; and a real PyTorch DDP job that loses
+its rank-0 host resumes from its last commit on a host that never held it,
+ending bit for bit where an uninterrupted run ends."""
+import glob
+import json
+import os
+import sys
+import time
+
+from conftest import BIN as TENK
+from conftest import MultiHost, end_shims, root_jobs_config, start_up, wait_for
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PY = sys.executable
+
+
+def ckpt_cluster(workdir, **extra):
+    store = os.path.join(workdir, "store")
+    os.makedirs(store)
+    data = os.path.join(workdir, "tenk-data")
+    root_jobs_config(data, admin_unix_user="root", checkpoint_store=store, **extra)
+    t, d = start_up(workdir)
+    return t, d, store
+
+
+def checkpoints(t, jid):
+    """GET /v1/jobs/JOB/checkpoints, through `tenk ckpt ls --json` (which
+    runs where the cluster's CLI runs: in host 0 for several hosts)."""
+    return t.json("ckpt", "ls", jid)
+
+
+def test_commit_upload_and_restore_elsewhere(workdir):
+    """Attempt 1 commits a tag and deletes its own copy before failing;
+    attempt 2 gets it back from the store, TENK_RESTORE_TAG/STEP set."""
+    t, d, store = ckpt_cluster(workdir)
+    script = (
+        'echo "attempt=$TENK_ATTEMPT tag=[$TENK_RESTORE_TAG] step=[$TENK_RESTORE_STEP]"; '
+        'C=$TENK_CHECKPOINT_DIR; if [ "$TENK_ATTEMPT" = 1 ]; then '
+        'mkdir -p $C/step-7/sub && echo weights > $C/step-7/sub/w.bin && '
+        f'{TENK} ckpt commit step-7 --step 7 && '
+        f'while [ ! -s {store}/$TENK_JOB_ID/step-7/a1/n0/manifest.json ]; do sleep 0.1; done; '
+        'sleep 1; rm -rf $C/step-7; exit 3; fi; cat $C/step-7/sub/w.bin')
+    jid = t.submit("--requeue", "1", "--", "sh", "-c", script)
+    p = t.run("wait", jid, check=False, timeout=60)
+    out = open(os.path.join(workdir, f"tenk-{jid}.out")).read()
+    assert p.returncode == 0, out + d.output()[-3000:]
+    assert "attempt=1 tag=[] step=[]" in out
+    assert "attempt=2 tag=[step-7] step=[7]" in out, out + d.output()[-4000:]
+    assert out.strip().endswith("weights")
+    # the store: fenced by attempt and node rank, the manifest last
+    part = os.path.join(store, str(jid), "step-7", "a1", "n0")
+    m = json.load(open(os.path.join(part, "manifest.json")))
+    assert m["tag"] == "step-7" and m["step"] == 7 and m["attempt"] == 1
+    assert sorted(f["path"] for f in m["files"]) == [".tenk-commit", "sub/w.bin"]
+    assert open(os.path.join(part, "sub", "w.bin")).read() == "weights\n"
+    res = checkpoints(t, jid)
+    assert [(c["tag"], c["step"], c["attempt"]) for c in res["checkpoints"]] == \
+        [("step-7", 7, 1)]
+    assert res["checkpoints"][0]["manifests"][0].startswith("sha256:")
+    a = res["attempt"]
+    assert a["number"] == 2 and a["restore_tag"] == "step-7" and a["restore_go"]
+    assert a["nodes"][0]["restore"] == "done" and a["nodes"][0]["bytes"] > 0, (a, d.output()[-2000:])
+    ls = t.run("ckpt", "ls", jid).stdout
+    assert "step-7" in ls and "attempt 2 restores step-7 (step 7), done" in ls
+    show = t.run("show", jid).stdout
+    assert "Checkpoint step-7: step 7 of attempt 1" in show
+    assert "restores checkpoint step-7 (step 7, attempt 1), restored" in show
+
+
+def test_hostile_and_torn_tags(workdir):
+    """Nothing of a tag with a link in it, of one marked while a file is
+    still being written, or of one never marked reaches the store; a good
+    tag after them is committed."""
+    t, d, store = ckpt_cluster(workdir)
+    go = os.path.join(workdir, "go")
+    script = (
+        'C=$TENK_CHECKPOINT_DIR; '
+        'mkdir -p $C/evil && ln -s /etc/shadow $C/evil/shadow && '
+        f'{TENK} ckpt commit evil --step 1; '
+        f'while [ ! -e {go}1 ]; do sleep 0.1; done; '
+        f'mkdir -p $C/busy && (exec 3>$C/busy/w.bin; echo part >&3; while [ ! -e {go}2 ]; '
+        'do sleep 0.1; done) & '
+        f'sleep 0.2; {TENK} ckpt commit busy --step 2; '
+        f'while [ ! -e {go}2 ]; do sleep 0.1; done; '
+        'mkdir -p $C/torn && echo half > $C/torn/w.bin; '
+        'mkdir -p $C/good && echo ok > $C/good/w.bin && '
+        f'{TENK} ckpt commit good --step 3; '
+        f'while [ ! -s {store}/$TENK_JOB_ID/good/a1/n0/manifest.json ]; do sleep 0.1; done; '
+        'sleep 1; wait')
+    jid = t.submit("--", "sh", "-c", script)
+    wait_for(lambda: "evil/shadow is a symbolic link" in d.output(), 30, "the link refused")
+    open(go + "1", "w").close()
+    wait_for(lambda: "busy/w.bin is still open for writing" in d.output(), 30,
+             "the tag being written refused")
+    open(go + "2", "w").close()
+    t.run("wait", jid, timeout=60)
+    assert sorted(os.listdir(os.path.join(store, str(jid)))) == ["good"]
+    assert [c["tag"] for c in checkpoints(t, jid)["checkpoints"]] == ["good"]
+    # the tenk ckpt commit of a tag that is no folder, or a bad step
+    env = dict(t.env(), TENK_CHECKPOINT_DIR=workdir)
+    p = t.run("ckpt", "commit", "nope", "--step", "1", env=env, check=False)
+    assert p.returncode != 0 and "nope: No such file or directory" in p.stderr, p.stderr
+    p = t.run("ckpt", "commit", "../x", "--step", "1", env=env, check=False)
+    assert p.returncode == 2 and "is not a tag" in p.stderr
+    p = t.run("ckpt", "commit", "good", "--step", "-1", env=env, check=False)
+    assert p.returncode == 2 and "--step" in p.stderr
+
+
+def test_damaged_store_falls_back(workdir):
+    """The newest commit's copy in the store is damaged: the restore says
+    so and every node goes back to the commit before."""
+    t, d, store = ckpt_cluster(workdir)
+    script = (
+        'C=$TENK_CHECKPOINT_DIR; S=' + store + '/$TENK_JOB_ID; '
+        'echo "attempt=$TENK_ATTEMPT tag=[$TENK_RESTORE_TAG]"; '
+        'if [ "$TENK_ATTEMPT" = 1 ]; then for s in 1 2; do '
+        'mkdir -p $C/step-$s && echo w$s > $C/step-$s/w.bin && '
+        f'{TENK} ckpt commit step-$s --step $s && '
+        'while [ ! -s $S/step-$s/a1/n0/manifest.json ]; do sleep 0.1; done; sleep 1; done; '
+        'echo rot > $S/step-2/a1/n0/w.bin; rm -rf $C/step-*; exit 3; fi; '
+        'cat $C/$TENK_RESTORE_TAG/w.bin')
+    jid = t.submit("--requeue", "1", "--", "sh", "-c", script)
+    t.run("wait", jid, timeout=60)
+    out = open(os.path.join(workdir, f"tenk-{jid}.out")).read()
+    assert "attempt=2 tag=[step-1]" in out and out.strip().endswith("w1"), out
+    log = d.output()
+    assert "restore of step-2 failed on node1" in log and "does not match its hash" in log, \
+        log[-3000:]
+    assert "restoring step-1" in log
+
+
+def test_zombie_attempt_is_refused(hosts3, workdir, kill_all):
+    """A node cut off from the server uploads a tag after its attempt was
+    replaced elsewhere: its report is refused once it is heard again."""
+    store = os.path.join(workdir, "store")
+    os.makedirs(store)
+    root_jobs_config(os.path.join(workdir, "data"), checkpoint_store=store)
+    c = MultiHost(workdir, hosts3, node_timeout="4s")
+    kill_all += c.daemons
+    trigger = os.path.join(workdir, "trigger")
+    script = (
+        'C=$TENK_CHECKPOINT_DIR; if [ "$TENK_ATTEMPT" = 1 ]; then '
+        f'while [ ! -e {trigger} ]; do sleep 0.1; done; '
+        f'mkdir -p $C/zombie && echo z > $C/zombie/w.bin && {TENK} ckpt commit zombie --step 9; '
+        'sleep 60; fi; '
+        f'mkdir -p $C/fresh && echo f > $C/fresh/w.bin && {TENK} ckpt commit fresh --step 20; '
+        f'while [ ! -s {store}/$TENK_JOB_ID/fresh/a2/n0/manifest.json ]; do sleep 0.1; done; '
+        'sleep 1')
+    jid = c.submit("--", "sh", "-c", script)
+    job = c.wait_state(jid, "RUNNING", timeout=30)
+    first = job["attempts"][0]["nodes"][0]["name"]
+    h = int(first.replace("host", ""))
+    c.hosts.link(h, False)  # cut off: it goes on uploading, and cannot say so
+    open(trigger, "w").close()
+    part = os.path.join(store, str(jid), "zombie", "a1", "n0", "manifest.json")
+    wait_for(lambda: os.path.exists(part), 30, "the zombie's upload")
+    wait_for(lambda: c.job(jid)["state"] in ("COMPLETED", "FAILED"), 90, "attempt 2 to finish")
+    c.hosts.link(h, True)
+    wait_for(lambda: "checkpoint zombie of attempt 1 refused" in c.server.output(), 30,
+             "the zombie's report, refused")
+    res = checkpoints(c, jid)
+    assert [(k["tag"], k["attempt"]) for k in res["checkpoints"]] == [("fresh", 2)]
+    assert c.job(jid)["state"] == "COMPLETED"
+    c.stop_all()
+
+
+def final(out):
+    with open(os.path.join(out, "final.hex")) as f:
+        return f.read()
+
+
+def steps(out):
+    rows = []
+    for path in glob.glob(os.path.join(out, "steps-*.log")):
+        for line in open(path):
+            t, attempt, step, loss = line.split()
+            rows.append((float(t), int(attempt), int(step), os.path.basename(path)))
+    return rows
+
+
+def test_ddp_resumes_on_a_host_that_never_held_it(hosts4, workdir, kill_all):
+    """Two of three hosts train; the one with node rank 0 is killed whole
+    (agent, shims, ranks) after a commit; the job goes on from that step on
+    the other two, and ends with the parameters an uninterrupted run ends
+    with, bit for bit."""
+    store = os.path.join(workdir, "store")
+    os.makedirs(store)
+    root_jobs_config(os.path.join(workdir, "data"), checkpoint_store=store)
+    c = MultiHost(workdir, hosts4, fake="1xH100", node_timeout="4s")
+    kill_all += c.daemons
+    env = dict(c.env(), GLOO_SOCKET_IFNAME="eth0", OMP_NUM_THREADS="1")
+    script = os.path.join(HERE, "ckpt_train.py")
+    total, every = 60, 10
+    # the reference: uninterrupted, the same seed
+    ref = os.path.join(workdir, "ref")
+    os.mkdir(ref)
+    rid = c.submit("-N", "2", "--", PY, script, ref, total, every, env=env)
+    assert "COMPLETED" in c.run("wait", rid, timeout=300, check=False).stdout, \
+        c.job(rid)["reason"]
+    # the interrupted run
+    out = os.path.join(workdir, "run")
+    os.mkdir(out)
+    # the rank that survives its peer fails at once (gloo: connection closed):
+    # the job's own restarts cover that until its peer's node is found DOWN
+    jid = c.submit("-N", "2", "--requeue", "3", "--", PY, script, out, total, every, "0.25",
+                   env=env)
+    wait_for(lambda: [k for k in checkpoints(c, jid)["checkpoints"] if k["step"] >= 20], 120,
+             "a commit of step 20")
+    job = c.job(jid)
+    held = {n["name"] for n in job["attempts"][0]["nodes"]}
+    rank0 = job["attempts"][0]["nodes"][0]["name"]
+    committed = max(k["step"] for k in checkpoints(c, jid)["checkpoints"])
+    h = int(rank0.replace("host", ""))
+    killed_at = time.time()
+    c.agents[h].kill9()
+    end_shims(os.path.join(workdir, f"agent{h}"))
+    p = c.run("wait", jid, timeout=300, check=False)
+    job = c.job(jid)
+    assert job["state"] == "COMPLETED", (job["reason"], p.stdout)
+    last = job["attempts"][-1]
+    names = {n["name"] for n in last["nodes"]}
+    fresh = names - held
+    assert rank0 not in names and len(fresh) == 1, (held, names)
+    res = checkpoints(c, jid)
+    a = res["attempt"]
+    assert a["restore_go"] and a["restore_step"] >= committed, a
+    # the fresh host got its part from the store; the other had its own copy
+    by_node = {n["node"]: n for n in a["nodes"]}
+    assert by_node[fresh.pop()]["bytes"] > 0, a
+    rows = steps(out)
+    resumed = sorted(r[2] for r in rows if r[1] == last["number"])
+    assert resumed[0] == a["restore_step"] + 1, resumed[:5]
+    assert final(out) == final(ref), "the resumed run ended elsewhere than the uninterrupted one"
+    # what it cost, for the record
+    first_new = min(r[0] for r in rows if r[1] == last["number"])
+    lost = max(r[2] for r in rows if r[1] == 1) - a["restore_step"]
+    print(f"\nsteps lost {lost}; kill to first new step {first_new - killed_at:.1f} s; "
+          f"attempts {len(job['attempts'])}; restore {a['restore_ms']} ms after the attempt "
+          f"started; nodes {a['nodes']}")
+    c.stop_all()
