@@ -26,6 +26,8 @@ enum {
 	O_MTBF,
 	O_REPAIR,
 	O_CKPT,
+	O_CKPT_COST,
+	O_RESTART_COST,
 	O_PASS,
 	O_UNTIL,
 	O_NO_PREEMPT,
@@ -51,7 +53,12 @@ static const struct tk_option opts[] = {
 	{"seed", 0, "N", "seed for failures and synthetic jobs (default 1)"},
 	{"mtbf-gpu", 0, "HOURS", "mean time between failures of one device (default: none)"},
 	{"repair", 0, "HOURS", "how long a failed device is out (default 4)"},
-	{"checkpoint-interval", 0, "DURATION", "jobs checkpoint this often (default: never)"},
+	{"checkpoint-interval", 0, "DURATION",
+	 "jobs checkpoint this often, or \"auto\": Young/Daly's sqrt(2 C M) for each job's "
+	 "MTBF M (default: never)"},
+	{"checkpoint-cost", 0, "DURATION", "training time one checkpoint blocks (default 0)"},
+	{"restart-cost", 0, "DURATION",
+	 "restore and start again, at each attempt after the first (default 0)"},
 	{"pass-interval", 0, "DURATION",
 	 "scheduling passes at most this often (default 0: "
 	 "after every event)"},
@@ -67,7 +74,8 @@ static const struct tk_option opts[] = {
 	{"json", 0, NULL, "print the summary as JSON"},
 	{"svg", 0, "FILE", "draw utilization and queue length over time to FILE"},
 	{"jobs", 0, "FILE", "write each job's wait, start, end and devices to FILE (CSV)"},
-	{"experiment", 0, "NAME", "run an experiment instead: fgd (see --experiment fgd --help)"},
+	{"experiment", 0, "NAME",
+	 "run an experiment instead: fgd or ckpt (see --experiment NAME --help)"},
 	{"help", 'h', NULL, "show this help"},
 };
 
@@ -170,10 +178,12 @@ int sim_main(const struct tk_command *cmd, int argc, char **argv)
 			const char *name = argv[i][12] == '=' ? argv[i] + 13
 					   : i + 1 < argc     ? argv[i + 1]
 							      : "";
+			if (strcmp(name, "ckpt") == 0)
+				return sim_ckpt_main(argc, argv);
 			if (strcmp(name, "fgd") != 0)
-				return usage(
-					"--experiment: the experiment there is is fgd, got \"%s\"",
-					name);
+				return usage("--experiment: the experiments are fgd and ckpt, got "
+					     "\"%s\"",
+					     name);
 			return sim_fgd_main(argc, argv);
 		}
 	const char *v[O_N] = {0};
@@ -224,13 +234,23 @@ int sim_main(const struct tk_command *cmd, int argc, char **argv)
 	if (v[O_REPAIR] && (r = number("repair", v[O_REPAIR], 0, 1e6, &o.repair_h)))
 		return r;
 	int64_t ms = 0;
-	if (v[O_CKPT]) {
+	if (v[O_CKPT] && strcmp(v[O_CKPT], "auto") == 0) {
+		o.checkpoint_auto = true;
+	} else if (v[O_CKPT]) {
 		if ((r = duration_ms("checkpoint-interval", v[O_CKPT], &ms)))
 			return r;
 		if (ms <= 0)
 			return usage("--checkpoint-interval: must be more than 0");
 		o.checkpoint_s = ms / 1000;
 	}
+	if (v[O_CKPT_COST] &&
+	    (r = duration_ms("checkpoint-cost", v[O_CKPT_COST], &o.checkpoint_cost_ms)))
+		return r;
+	if (v[O_RESTART_COST] &&
+	    (r = duration_ms("restart-cost", v[O_RESTART_COST], &o.restart_cost_ms)))
+		return r;
+	if (o.checkpoint_auto && (o.mtbf_gpu_h <= 0 || o.checkpoint_cost_ms <= 0))
+		return usage("--checkpoint-interval auto: needs --mtbf-gpu and --checkpoint-cost");
 	if (v[O_PASS] && (r = duration_ms("pass-interval", v[O_PASS], &o.pass_interval_ms)))
 		return r;
 	int64_t until = 0;

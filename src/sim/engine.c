@@ -7,11 +7,13 @@
  * applied: starts take resources, preempted jobs stop at once and go back to
  * the queue, jobs that can never fit are dropped.
  *
- * Work and checkpoints: a job needs work_ms of running to complete. When it
- * is stopped early (preempted, or a device under it failed) it keeps the
- * work up to its last checkpoint (multiples of checkpoint_s since it
- * started) and loses the rest; device-time spent on lost work is what the
- * effective training time leaves out.
+ * Work and checkpoints: a job needs work_ms of running to complete. An
+ * attempt after the first spends restart_cost_ms restoring first; then it
+ * works in periods of its checkpoint interval, each ended by a checkpoint
+ * that blocks it checkpoint_cost_ms. When it is stopped early (preempted, or
+ * a device under it failed) it keeps the work up to its last checkpoint and
+ * loses the rest; device-time spent on lost work, restarts and checkpoints
+ * is what the effective training time leaves out.
  *
  * Failures are a Poisson process per device (rate 1/MTBF), drawn for the
  * whole cluster at rate devices/MTBF and thinned: a draw that lands on a
@@ -43,7 +45,8 @@ struct jstate {
 	int64_t remaining_ms; /* work still to do */
 	int64_t start_ms;     /* of the current attempt */
 	int64_t pend_since;
-	int64_t milli; /* devices held, milli */
+	int64_t milli;	 /* devices held, milli */
+	int64_t ckpt_ms; /* its checkpoint interval (0: never) */
 	struct sched_assign *a;
 	int na;
 	bool drop; /* marked during a pass */
@@ -170,6 +173,51 @@ static double rng_unit(struct eng *e)
 
 static void next_failure(struct eng *e);
 
+/* The restore an attempt of j spends before it works. */
+static int64_t restart_of(const struct eng *e, int j)
+{
+	return e->js[j].attempt > 1 ? e->o->restart_cost_ms : 0;
+}
+
+/* How long j's current attempt runs to do `work`: its restart, then
+ * periods of work each ended by a checkpoint, the last without one. */
+static int64_t wall_for(const struct eng *e, int j, int64_t work)
+{
+	int64_t t = e->js[j].ckpt_ms, c = e->o->checkpoint_cost_ms;
+	int64_t k = t > 0 && work > 0 ? (work - 1) / t : 0;
+	return restart_of(e, j) + work + k * c;
+}
+
+/* Of `ran` ms of j's current attempt: the work done, and (*kept) the work
+ * its last checkpoint holds. */
+static int64_t work_of(const struct eng *e, int j, int64_t ran, int64_t *kept)
+{
+	int64_t t = e->js[j].ckpt_ms, c = e->o->checkpoint_cost_ms;
+	int64_t u = MAX(0, ran - restart_of(e, j));
+	if (t <= 0) {
+		*kept = 0;
+		return u;
+	}
+	int64_t k = u / (t + c);
+	*kept = k * t;
+	return k * t + MIN(u - k * (t + c), t);
+}
+
+/* A job's checkpoint interval: the one given, or with checkpoint_auto
+ * Young/Daly's sqrt(2 C M) for its own mean time between failures M (one
+ * device's over the devices it holds, a fraction counting as one). */
+static int64_t checkpoint_interval(const struct sim_options *o, const struct sched_job *j)
+{
+	if (!o->checkpoint_auto)
+		return o->checkpoint_s * 1000;
+	int64_t per_task = (j->gpu_milli + MODEL_MILLI - 1) / MODEL_MILLI;
+	int64_t devs = MAX(1, (int64_t)j->nodes * j->tasks_per_node * per_task);
+	if (o->mtbf_gpu_h <= 0 || o->checkpoint_cost_ms <= 0)
+		return 0;
+	double m = o->mtbf_gpu_h * 3600e3 / (double)devs;
+	return MAX(1000, (int64_t)llround(sqrt(2.0 * (double)o->checkpoint_cost_ms * m)));
+}
+
 /* ---- resources --------------------------------------------------------------------------- */
 
 static void hold(struct eng *e, const struct sched_assign *a, int n, int sign)
@@ -276,7 +324,8 @@ static void start(struct eng *e, int j, const struct sched_assign *a, int n)
 				     .time_limit_s = sj->time_limit_s,
 				     .nnodes = n,
 				     .nodes = s->a};
-	int64_t run_for = s->remaining_ms;
+	int64_t run_for =
+		s->remaining_ms == SIM_FOREVER ? SIM_FOREVER : wall_for(e, j, s->remaining_ms);
 	if (sj->time_limit_s && run_for > sj->time_limit_s * 1000)
 		run_for = sj->time_limit_s * 1000;
 	if (run_for != SIM_FOREVER)
@@ -316,8 +365,8 @@ static void interrupt(struct eng *e, int j)
 	struct jstate *s = &e->js[j];
 	int64_t milli = s->milli;
 	int64_t ran = stop(e, j);
-	int64_t c = e->o->checkpoint_s * 1000;
-	int64_t kept = c > 0 ? ran / c * c : 0;
+	int64_t kept;
+	work_of(e, j, ran, &kept);
 	if (s->remaining_ms != SIM_FOREVER)
 		s->remaining_ms -= kept;
 	e->lost += (double)(ran - kept) * (double)milli;
@@ -327,11 +376,13 @@ static void interrupt(struct eng *e, int j)
 
 static int64_t last_checkpoint(const struct eng *e, int j)
 {
-	int64_t c = e->o->checkpoint_s * 1000;
-	if (c <= 0)
+	int64_t t = e->js[j].ckpt_ms, c = e->o->checkpoint_cost_ms;
+	if (t <= 0)
 		return 0;
-	int64_t ran = e->now - e->js[j].start_ms;
-	return ran >= c ? e->js[j].start_ms + ran / c * c : 0;
+	int64_t r = restart_of(e, j);
+	int64_t u = e->now - e->js[j].start_ms - r;
+	int64_t k = u > 0 ? u / (t + c) : 0;
+	return k > 0 ? e->js[j].start_ms + r + k * (t + c) : 0;
 }
 
 /* ---- the pass ---------------------------------------------------------------------------- */
@@ -607,6 +658,7 @@ static int setup(struct eng *e, struct tk_error *err)
 		s->shape = sched_job_shape(s);
 		s->shape_id = sched_shapes_add(e->shapes, s); /* < 0: the pass refuses it */
 		e->js[i].remaining_ms = j->work_ms;
+		e->js[i].ckpt_ms = checkpoint_interval(o, s);
 		e->res->jobs[i] = (struct sim_job_result){SIM_UNFINISHED, -1, -1, 0, 0, NULL};
 		e->first_submit = MIN(e->first_submit, j->submit_ms);
 		push(e, j->submit_ms, EV_ARRIVE, i, 0);
@@ -796,9 +848,14 @@ int sim_run(const struct sim_cluster *cl, const struct sim_trace *tr, const stru
 				struct jstate *s = &e.js[v.a];
 				if (s->st != J_RUNNING || s->attempt != v.b)
 					break; /* an attempt that was stopped before */
-				int64_t ran = stop(&e, v.a);
-				bool done = s->remaining_ms <= ran;
-				s->remaining_ms -= MIN(ran, s->remaining_ms);
+				int64_t milli = s->milli;
+				int64_t ran = stop(&e, v.a), kept;
+				int64_t work = work_of(&e, v.a, ran, &kept);
+				bool done = s->remaining_ms <= work;
+				work = MIN(work, s->remaining_ms);
+				s->remaining_ms -= work;
+				/* its restart and checkpoints did no work */
+				e.lost += (double)(ran - work) * (double)milli;
 				end_job(&e, v.a, done ? SIM_DONE : SIM_TIMEOUT);
 				break;
 			}

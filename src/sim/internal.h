@@ -6,3 +6,5 @@
 
 /* tenk sim --experiment fgd (experiments/fgd.c); argv[0] is "sim". */
 int sim_fgd_main(int argc, char **argv);
+/* `tenk sim --experiment ckpt`: the checkpoint interval against failures. */
+int sim_ckpt_main(int argc, char **argv);

@@ -146,9 +146,17 @@ struct sim_options {
 	const struct queue_spec *queues; /* quotas and weights; other queues get none */
 	int nqueues;
 	uint64_t seed;
-	double mtbf_gpu_h;	  /* mean time between failures of one device; 0: none */
-	double repair_h;	  /* how long a failed device is out */
-	int64_t checkpoint_s;	  /* a job keeps its work at multiples of this; 0: never */
+	double mtbf_gpu_h;    /* mean time between failures of one device; 0: none */
+	double repair_h;      /* how long a failed device is out */
+	int64_t checkpoint_s; /* a job keeps its work at multiples of this; 0: never */
+	/* checkpoint_auto: each job's interval is Young/Daly's sqrt(2 C M), M
+	 * its own mean time between failures (mtbf_gpu_h over its devices);
+	 * checkpoint_cost_ms (C): training time one checkpoint blocks;
+	 * restart_cost_ms: restore and start again, at every attempt after the
+	 * first */
+	bool checkpoint_auto;
+	int64_t checkpoint_cost_ms;
+	int64_t restart_cost_ms;
 	int64_t pass_interval_ms; /* passes at most this often; 0: at every event time */
 	bool drop_unplaced;	  /* a job that does not start at once is dropped (FGD procedure) */
 	const struct sched_mix_item *mix; /* for fractional placement; NULL: from the queue */

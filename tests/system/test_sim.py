@@ -137,3 +137,29 @@ def test_fgd_experiment_matches_the_paper(tmp_path):
                                                        "openb_pod_list_multigpu20.csv"),
             check=False)
     assert p.returncode == 1 and "use it with --experiment fgd" in p.stderr
+
+
+def test_checkpoint_interval_optimum_is_young_daly(tmp_path):
+    """With checkpoints that cost and failures at random, effective training
+    time peaks where Young and Daly put it: for an MTBF of 20 h and a
+    1-minute checkpoint, about 49 minutes, not at the shortest interval;
+    `auto` takes that interval for each job."""
+    p = sim("--experiment", "ckpt", "--gpus", "8", "--spare-nodes", "2", "--mtbf-job", "20",
+            "--checkpoint-cost", "1m", "--restart-cost", "2m", "--work", "3000h", "--seeds",
+            "3", "--repair", "0", "--json")
+    r = json.loads(p.stdout)
+    assert r["young_daly_s"] == 2939  # sqrt(2 * 60 s * 72,000 s)
+    sweep = {x["interval_s"]: x for x in r["sweep"]}
+    best = r["best_interval_s"]
+    assert 0.6 * 2939 <= best <= 1.6 * 2939, (best, r)
+    assert r["auto_effective"] >= r["best_effective"] - 0.003, r
+    shortest = min(k for k in sweep if k != "auto")
+    longest = max(k for k in sweep if k != "auto")
+    assert sweep[shortest]["effective"] < r["best_effective"] - 0.1
+    assert sweep[longest]["effective"] < r["best_effective"] - 0.1
+    # costs make completion later than the work alone
+    assert sweep["auto"]["hours"] > 3000
+    # the plain simulator takes the same options, and says what auto needs
+    bad = sim("--cluster", "x", "--synthetic", "5", "--checkpoint-interval", "auto",
+              check=False)
+    assert bad.returncode == 2 and "needs --mtbf-gpu and --checkpoint-cost" in bad.stderr
