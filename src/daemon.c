@@ -182,6 +182,7 @@ enum {
 	D_INSECURE,
 	D_MAX_CONNS,
 	D_REQ_TIMEOUT,
+	D_CKPT_RATE,
 	D_MAX
 };
 
@@ -229,6 +230,8 @@ static const struct tk_option all_opts[D_MAX] = {
 	[D_MAX_CONNS] = {"max-connections", 0, "N",
 			 "connections at most, the last quarter kept for nodes' addresses "
 			 "(default 60000, or what descriptors allow)"},
+	[D_CKPT_RATE] = {"checkpoint-upload-rate", 0, "MIB_S",
+			 "upload checkpoints at most this fast, MiB/s (default: no limit)"},
 	[D_REQ_TIMEOUT] = {"request-timeout", 0, "TIME",
 			   "a connection's time to send a request's headers, then its body "
 			   "(default 30s)"},
@@ -236,17 +239,18 @@ static const struct tk_option all_opts[D_MAX] = {
 
 /* Which options each daemon takes, in all_opts order. */
 static const int up_opts[] = {
-	D_HELP,	    D_LOG,	D_DATA,	       D_LISTEN,   D_CATALOGUE, D_NODE_TIMEOUT,
-	D_NAME,	    D_FAKE,	D_TOPO,	       D_CPUS,	   D_MEM,	D_STOP_JOBS,
-	D_PODMAN,   D_CTR_CONF, D_PODMAN_ROOT, D_CDI,	   D_INIT,	D_QUARANTINE,
-	D_TLS_CERT, D_TLS_KEY,	D_CA,	       D_INSECURE, D_MAX_CONNS, D_REQ_TIMEOUT};
+	D_HELP,		D_LOG,	     D_DATA,	   D_LISTEN,	  D_CATALOGUE,
+	D_NODE_TIMEOUT, D_NAME,	     D_FAKE,	   D_TOPO,	  D_CPUS,
+	D_MEM,		D_STOP_JOBS, D_PODMAN,	   D_CTR_CONF,	  D_PODMAN_ROOT,
+	D_CDI,		D_INIT,	     D_QUARANTINE, D_TLS_CERT,	  D_TLS_KEY,
+	D_CA,		D_INSECURE,  D_MAX_CONNS,  D_REQ_TIMEOUT, D_CKPT_RATE};
 static const int server_opts[] = {
 	D_HELP,	      D_LOG,	  D_DATA,    D_LISTEN,	 D_CATALOGUE, D_NODE_TIMEOUT, D_INIT,
 	D_QUARANTINE, D_TLS_CERT, D_TLS_KEY, D_INSECURE, D_MAX_CONNS, D_REQ_TIMEOUT};
-static const int agent_opts[] = {D_HELP,	D_LOG,	D_DATA,	     D_SERVER,	D_TOKEN_FILE,
-				 D_NAME,	D_FAKE, D_ADDR,	     D_TOPO,	D_CPUS,
-				 D_MEM,		D_WORK, D_STOP_JOBS, D_PODMAN,	D_CTR_CONF,
-				 D_PODMAN_ROOT, D_CDI,	D_CA,	     D_INSECURE};
+static const int agent_opts[] = {D_HELP,	D_LOG,	D_DATA,	     D_SERVER,	 D_TOKEN_FILE,
+				 D_NAME,	D_FAKE, D_ADDR,	     D_TOPO,	 D_CPUS,
+				 D_MEM,		D_WORK, D_STOP_JOBS, D_PODMAN,	 D_CTR_CONF,
+				 D_PODMAN_ROOT, D_CDI,	D_CA,	     D_INSECURE, D_CKPT_RATE};
 
 /* What a daemon takes (indices into all_opts, in its order) and runs. */
 struct daemon_spec {
@@ -345,6 +349,11 @@ static int agent_cfg(const char *cmd, const char **v, struct agent_config *ac)
 	if (ac->containers_conf && access(ac->containers_conf, R_OK) < 0)
 		return usage(cmd, "--containers-conf: cannot read %s: %s", ac->containers_conf,
 			     strerror(errno));
+	if (v[D_CKPT_RATE] &&
+	    tk_parse_int64(v[D_CKPT_RATE], 1, 1 << 20, &ac->ckpt_upload_mib_s) < 0)
+		return usage(cmd,
+			     "--checkpoint-upload-rate: MiB/s, a whole number from 1, got \"%s\"",
+			     v[D_CKPT_RATE]);
 	if (v[D_CPUS]) {
 		int64_t n;
 		if (tk_parse_int64(v[D_CPUS], 1, 65536, &n) < 0)

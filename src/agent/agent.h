@@ -46,6 +46,9 @@ struct agent_config {
 	/* the server may be plain HTTP on another machine (the join token and
 	 * the credential then travel in the clear) */
 	bool insecure_http;
+	/* checkpoint uploads go at most this fast (MiB/s; 0: no limit), so
+	 * that they leave the job its disk and network */
+	int64_t ckpt_upload_mib_s;
 };
 
 void agent_config_init(struct agent_config *c);

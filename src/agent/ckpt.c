@@ -33,6 +33,7 @@
 #define CKPT_MARKER ".tenk-commit"
 #define CKPT_MANIFEST "manifest.json"
 #define CKPT_BUF (1 << 20)
+#define CKPT_DRAIN_MS (10 * 60 * 1000) /* uploads go on this long after the tasks end */
 
 /* ---- one file of a tag ------------------------------------------------------------ */
 
@@ -58,6 +59,7 @@ struct ckjob {
 	char *ckptdir; /* restore: CKPT_DIR */
 	bool chown;
 	uint32_t uid, gid;
+	int64_t rate; /* upload: bytes a second at most (0: no limit) */
 	struct cfile *files;
 	size_t nfiles, files_alloc;
 	/* the outcome */
@@ -103,8 +105,26 @@ static int fsync_dir(const char *path)
 	return r;
 }
 
-/* Copies fd_in to fd_out (when >= 0) and hashes what passed. */
-static int copy_hash(int in, int out, char sha[65], int64_t *ret_bytes)
+/* An upload's pace: at most rate bytes a second since start_ms. */
+struct throttle {
+	int64_t rate;
+	int64_t start_ms;
+	int64_t bytes;
+};
+
+static void throttle_wait(struct throttle *th, ssize_t n)
+{
+	if (!th || th->rate <= 0)
+		return;
+	th->bytes += n;
+	int64_t due = th->start_ms + th->bytes * 1000 / th->rate, now = tk_mono_ms();
+	if (due > now)
+		usleep((useconds_t)MIN(due - now, 10000) * 1000);
+}
+
+/* Copies fd_in to fd_out (when >= 0) and hashes what passed, at the pace
+ * of th (NULL: as fast as it goes). */
+static int copy_hash_at(int in, int out, char sha[65], int64_t *ret_bytes, struct throttle *th)
 {
 	gnutls_hash_hd_t h;
 	if (gnutls_hash_init(&h, GNUTLS_DIG_SHA256) < 0)
@@ -134,6 +154,8 @@ static int copy_hash(int in, int out, char sha[65], int64_t *ret_bytes)
 			}
 			off += w;
 		}
+		if (out >= 0)
+			throttle_wait(th, n);
 	}
 done:
 	free(buf);
@@ -147,6 +169,11 @@ done:
 	sha[64] = '\0';
 	*ret_bytes = total;
 	return r;
+}
+
+static int copy_hash(int in, int out, char sha[65], int64_t *ret_bytes)
+{
+	return copy_hash_at(in, out, sha, ret_bytes, NULL);
 }
 
 /* Removes name under dirfd and all below it, following no link. */
@@ -322,7 +349,8 @@ static void freeze(struct ckjob *k, int dfd, const char *rel, int depth)
 
 /* Writes data to dest/rel through a temporary name, fsynced, renamed, the
  * folder fsynced. */
-static int put_file(const char *dest, const char *rel, int in, char sha[65], int64_t *bytes)
+static int put_file(const char *dest, const char *rel, int in, char sha[65], int64_t *bytes,
+		    struct throttle *th)
 {
 	int r = mkdirs_for(dest, rel);
 	if (r < 0)
@@ -332,7 +360,7 @@ static int put_file(const char *dest, const char *rel, int in, char sha[65], int
 	int out = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (out < 0)
 		return -errno;
-	r = copy_hash(in, out, sha, bytes);
+	r = copy_hash_at(in, out, sha, bytes, th);
 	if (r == 0 && fsync(out) < 0)
 		r = -errno;
 	if (close(out) < 0 && r == 0)
@@ -411,6 +439,7 @@ static void upload_work(uv_work_t *w)
 	}
 	if (!k->err[0] && open_for_writing(k->tagdir, why, sizeof(why)))
 		fail(k, "%s/%s", k->tag, why);
+	struct throttle th = {.rate = k->rate, .start_ms = tk_mono_ms()};
 	for (size_t i = 0; !k->err[0] && i < k->nfiles; i++) {
 		struct cfile *f = &k->files[i];
 		if (have_copy(k->store, f))
@@ -419,7 +448,7 @@ static void upload_work(uv_work_t *w)
 		int fd = open(staged, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 		char sha[65];
 		int64_t n = 0;
-		r = fd < 0 ? -errno : put_file(k->store, f->path, fd, sha, &n);
+		r = fd < 0 ? -errno : put_file(k->store, f->path, fd, sha, &n, &th);
 		if (fd >= 0)
 			close(fd);
 		if (r < 0)
@@ -725,6 +754,7 @@ static void after_cb(uv_work_t *w, int status)
 		snprintf(g->restored_tag, sizeof(g->restored_tag), "%s", k->tag);
 		report(g, k);
 	} else {
+		g->ckpt_uploading = false;
 		g->ckpt_done_step = MAX(g->ckpt_done_step, k->step);
 		if (k->err[0]) {
 			log_warn("job %lld.%d: checkpoint %s not uploaded: %s", (long long)g->job,
@@ -738,6 +768,7 @@ static void after_cb(uv_work_t *w, int status)
 		}
 	}
 	ckjob_free(k);
+	group_maybe_free(g); /* a drained group goes (once its report is acknowledged) */
 	ckpt_kick(a);
 }
 
@@ -847,6 +878,8 @@ static void ckpt_kick(struct agent *a)
 		    !newest_tag(g, tag, sizeof(tag), &step))
 			continue;
 		k = ckjob_new(g, tag, step, g->attempt);
+		k->rate = a->cfg.ckpt_upload_mib_s * 1024 * 1024;
+		g->ckpt_uploading = true;
 		k->tagdir = xasprintf("%s/%s", g->ckpt_dir, tag);
 		k->stage = xasprintf("%s/ckpt-stage/%lld.%d.%s", a->cfg.work_dir, (long long)g->job,
 				     g->attempt, tag);
@@ -895,6 +928,20 @@ void group_ckpt_item(struct taskgroup *g, const struct work_item *it)
 		g->restore_attempt = it->restore_attempt;
 		ckpt_kick(g->a);
 	}
+}
+
+bool group_ckpt_draining(struct taskgroup *g)
+{
+	if (!g->ckpt_store || !g->ckpt_dir || g->a->stopping)
+		return false;
+	int64_t now = tk_mono_ms();
+	if (!g->ckpt_drain_until_ms)
+		g->ckpt_drain_until_ms = now + CKPT_DRAIN_MS;
+	if (now >= g->ckpt_drain_until_ms)
+		return false;
+	char tag[MODEL_CKPT_TAG_MAX];
+	int64_t step;
+	return g->ckpt_uploading || newest_tag(g, tag, sizeof(tag), &step);
 }
 
 void group_ckpt_release(struct taskgroup *g)

@@ -139,6 +139,8 @@ struct taskgroup {
 	int64_t ckpt_since_ns;
 	bool hold_restore;
 	bool restore_running;
+	bool ckpt_uploading;
+	int64_t ckpt_drain_until_ms; /* monotonic; 0 while its tasks run */
 	char restore_tag[MODEL_CKPT_TAG_MAX];
 	char restored_tag[MODEL_CKPT_TAG_MAX];
 	int64_t restore_step;
@@ -475,6 +477,9 @@ void ckpt_start(struct agent *a);
  * to restore, and whether every node has (its tasks start then). */
 void group_ckpt_item(struct taskgroup *g, const struct work_item *it);
 void group_ckpt_release(struct taskgroup *g);
+/* Its tasks have ended, and a checkpoint they marked is not yet uploaded
+ * (within the drain time of their end): the group stays until it is. */
+bool group_ckpt_draining(struct taskgroup *g);
 /* Stops a running group: its shim sends SIGTERM now, SIGKILL after the
  * grace period. Its tasks' exits are reported with cause (and detail, for
  * people). */

@@ -117,7 +117,7 @@ static void release(struct taskgroup *g)
 
 void group_maybe_free(struct taskgroup *g)
 {
-	if (g->nrunning || g->unacked || g->listed)
+	if (g->nrunning || g->unacked || g->listed || group_ckpt_draining(g))
 		return;
 	release(g);
 	if (g->open || g->shim_running)

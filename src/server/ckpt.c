@@ -94,11 +94,14 @@ void state_task_checkpoint(struct state *s, const struct task_event *ev, int64_t
 		return;
 	struct attempt *a = &j->job.attempts[ev->attempt - 1];
 	int tpn = j->job.req.tasks_per_node;
-	if (!attempt_is_current(j, a) || ev->rank < 0 || ev->rank >= a->ntasks) {
+	/* the newest attempt, running or stopped since (a tag written in the
+	 * grace period of a preemption is uploaded after its tasks end); any
+	 * other is a zombie */
+	bool newest = a == job_current_attempt(&j->job) && !job_state_final(j->job.state);
+	if (!newest || ev->rank < 0 || ev->rank >= a->ntasks) {
 		log_warn("job %lld: checkpoint %s of attempt %d refused: %s", (long long)ev->job,
 			 ev->tag, ev->attempt,
-			 attempt_is_current(j, a) ? "no such rank"
-						  : "not the job's running attempt");
+			 newest ? "no such rank" : "not the job's newest attempt");
 		return;
 	}
 	int node = ev->rank / tpn;

@@ -12,7 +12,7 @@ import sys
 import time
 
 from conftest import BIN as TENK
-from conftest import MultiHost, end_shims, root_jobs_config, start_up, wait_for
+from conftest import Daemon, MultiHost, Tenk, end_shims, root_jobs_config, start_up, wait_for
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PY = sys.executable
@@ -242,3 +242,123 @@ def test_ddp_resumes_on_a_host_that_never_held_it(hosts4, workdir, kill_all):
           f"attempts {len(job['attempts'])}; restore {a['restore_ms']} ms after the attempt "
           f"started; nodes {a['nodes']}")
     c.stop_all()
+
+
+def test_preempted_job_checkpoints_in_its_grace(workdir):
+    """A batch job preempted by a prod job writes and marks a tag in its
+    grace period and exits; the agent uploads it after the tasks have
+    ended, the server commits it, and the job's next attempt resumes it."""
+    t, d, store = ckpt_cluster(workdir)
+    script = (
+        'C=$TENK_CHECKPOINT_DIR; echo "attempt=$TENK_ATTEMPT tag=[$TENK_RESTORE_TAG]"; '
+        'if [ -n "$TENK_RESTORE_TAG" ]; then cat $C/$TENK_RESTORE_TAG/w.bin; exit 0; fi; '
+        "trap 'mkdir -p $C/grace && echo saved > $C/grace/w.bin && "
+        f"{TENK} ckpt commit grace --step 42; exit 0' TERM; "
+        'while true; do sleep 0.1; done')
+    batch = t.submit("--class", "batch", "-G", "8", "--grace", "10s", "--", "sh", "-c", script)
+    t.wait_state(batch, "RUNNING")
+    prod = t.submit("--class", "prod", "-G", "8", "--", "sleep", "1")
+    t.run("wait", prod, timeout=60)
+    t.run("wait", batch, timeout=60)
+    out = open(os.path.join(workdir, f"tenk-{batch}.out")).read()
+    assert "attempt=2 tag=[grace]" in out and out.strip().endswith("saved"), \
+        out + d.output()[-3000:]
+    res = checkpoints(t, batch)
+    assert [(k["tag"], k["step"], k["attempt"]) for k in res["checkpoints"]] == \
+        [("grace", 42, 1)]
+
+
+def split_cluster(workdir, procs, store, port=None):
+    """A server and agents of its own (so that either can be killed alone)."""
+    data = os.path.join(workdir, "data")
+    root_jobs_config(data, checkpoint_store=store)
+
+    def server(name="server"):
+        if os.path.exists(os.path.join(data, "server.url")):
+            os.remove(os.path.join(data, "server.url"))
+        listen = f"127.0.0.1:{port}" if port else "127.0.0.1:0"
+        s = Daemon(["server", "--data", data, "--listen", listen, "--node-timeout", "20s"],
+                   workdir, name)
+        procs.append(s)
+        wait_for(lambda: os.path.exists(os.path.join(data, "server.url")) or not s.alive(), 20,
+                 "the server")
+        assert s.alive(), s.output()
+        return s
+
+    def agent(t, name, log=None, extra=()):
+        a = Daemon(["agent", "--server", t.url, "--token-file", os.path.join(data, "agent.token"),
+                    "--name", name, "--fake-gpus", "1xH100", "--work-dir",
+                    os.path.join(workdir, name), "--stop-jobs", *extra], workdir, log or name)
+        procs.append(a)
+        return a
+    return data, server, agent
+
+
+def test_agent_restart_resumes_an_upload(workdir, procs):
+    """The agent is killed while it uploads a large tag; the next agent of the
+    node (the shims kept the job running) uploads it again, skipping what the
+    store already holds whole, and the tag is committed."""
+    store = os.path.join(workdir, "store")
+    os.makedirs(store)
+    data, server, agent = split_cluster(workdir, procs, store)
+    srv = server()
+    t = Tenk(workdir, data)
+    slow = ["--checkpoint-upload-rate", "40"]  # MiB/s: the kill lands mid-upload
+    a = agent(t, "n1", extra=slow)
+    t.wait_nodes_up(1)
+    size = 50 * 1000 * 1000
+    script = ('C=$TENK_CHECKPOINT_DIR; mkdir -p $C/big && for i in 1 2 3 4 5 6; do '
+              f'head -c {size} /dev/urandom > $C/big/part-$i; done && '
+              f'{TENK} ckpt commit big --step 1; sleep 600')
+    jid = t.submit("--", "sh", "-c", script)
+    part = os.path.join(store, str(jid), "big", "a1", "n0")
+    wait_for(lambda: os.path.exists(os.path.join(part, "part-2")), 120, "the upload under way")
+    assert not os.path.exists(os.path.join(part, "manifest.json"))
+    a.kill9()
+    whole = sorted(f for f in os.listdir(part) if not f.endswith(".tenk-tmp"))
+    agent(t, "n1", log="again", extra=slow)
+    wait_for(lambda: [k for k in checkpoints(t, jid)["checkpoints"] if k["tag"] == "big"], 120,
+             "the commit")
+    m = json.load(open(os.path.join(part, "manifest.json")))
+    assert len(m["files"]) == 7 and all(f["size"] == size for f in m["files"]
+                                        if f["path"].startswith("part-"))
+    k = checkpoints(t, jid)["checkpoints"][0]
+    # what was whole before the kill moved once: the second upload wrote less
+    assert whole and k["bytes"] < 6 * size, (whole, k)
+    t.run("cancel", jid)
+    assert srv.alive()
+
+
+def test_server_restart_mid_commit_loses_nothing(workdir, procs):
+    """One node has uploaded its part, the other not yet, when the server is
+    killed; the restarted server still has the first part and commits the
+    tag when the second arrives."""
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    store = os.path.join(workdir, "store")
+    os.makedirs(store)
+    data, server, agent = split_cluster(workdir, procs, store, port=port)
+    srv = server()
+    t = Tenk(workdir, data)
+    agent(t, "n1")
+    agent(t, "n2")
+    t.wait_nodes_up(2)
+    go = os.path.join(workdir, "go")
+    script = ('C=$TENK_CHECKPOINT_DIR; mkdir -p $C/s5 && echo $NODE_RANK > $C/s5/w.bin; '
+              f'if [ "$NODE_RANK" = 1 ]; then while [ ! -e {go} ]; do sleep 0.1; done; fi; '
+              f'{TENK} ckpt commit s5 --step 5; sleep 600')
+    jid = t.submit("-N", "2", "--", "sh", "-c", script)
+    wait_for(lambda: checkpoints(t, jid).get("attempt", {}).get("pending"), 30,
+             "node 0's part, waiting for node 1's")
+    srv.kill9()
+    srv = server("again")
+    pend = checkpoints(t, jid)["attempt"]["pending"]
+    assert [p["tag"] for p in pend] == ["s5"] and pend[0]["manifests"][0] and \
+        not pend[0]["manifests"][1], pend
+    open(go, "w").close()
+    wait_for(lambda: checkpoints(t, jid)["checkpoints"], 30, "the commit")
+    k = checkpoints(t, jid)["checkpoints"][0]
+    assert k["tag"] == "s5" and all(m.startswith("sha256:") for m in k["manifests"])
+    t.run("cancel", jid)
