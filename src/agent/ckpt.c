@@ -60,6 +60,8 @@ struct ckjob {
 	bool chown;
 	uint32_t uid, gid;
 	int64_t rate; /* upload: bytes a second at most (0: no limit) */
+	enum ckpt_marker marker;
+	int nnodes;
 	struct cfile *files;
 	size_t nfiles, files_alloc;
 	/* the outcome */
@@ -623,6 +625,89 @@ static void chown_tree(int dfd, uint32_t uid, uint32_t gid, int depth)
 	closedir(d);
 }
 
+/* Writes name beside the tags (replacing it whole), owned by the job's user. */
+static void pointer_write(struct ckjob *k, int ckfd, const char *name, const char *text)
+{
+	char tmp[96];
+	snprintf(tmp, sizeof(tmp), ".%s.tenk-tmp", name);
+	unlinkat(ckfd, tmp, 0);
+	int fd = openat(ckfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+	size_t len = strlen(text);
+	if (fd < 0 || write(fd, text, len) != (ssize_t)len || fsync(fd) < 0 ||
+	    (k->chown && fchown(fd, k->uid, k->gid) < 0) || renameat(ckfd, tmp, ckfd, name) < 0)
+		fail(k, "cannot write %s: %s", name, strerror(errno));
+	if (fd >= 0)
+		close(fd);
+}
+
+/* After a restore: the framework's pointer to the tag, and for DCP the
+ * .metadata its coordinator wrote on one node only. */
+static void restore_extras(struct ckjob *k, int ckfd)
+{
+	char text[64];
+	if (k->marker == CKPT_DEEPSPEED) {
+		pointer_write(k, ckfd, "latest", k->tag);
+	} else if (k->marker == CKPT_MEGATRON) {
+		snprintf(text, sizeof(text), "%lld", (long long)k->step);
+		pointer_write(k, ckfd, "latest_checkpointed_iteration.txt", text);
+	}
+	if (k->marker != CKPT_DCP)
+		return;
+	_cleanup_free_ char *rel = xasprintf("%s/.metadata", k->tag);
+	struct stat st;
+	if (fstatat(ckfd, rel, &st, AT_SYMLINK_NOFOLLOW) == 0)
+		return;
+	/* the part of the node that has it: its manifest names its hash */
+	for (int r = 0; r < k->nnodes; r++) {
+		_cleanup_free_ char *part = xasprintf(
+			"%.*s/n%d", (int)(strrchr(k->store, '/') - k->store), k->store, r);
+		_cleanup_free_ char *mpath = xasprintf("%s/%s", part, CKPT_MANIFEST);
+		char *mtext = NULL;
+		if (tk_read_file(mpath, 64 << 20, &mtext, NULL) < 0)
+			continue;
+		json_error_t jerr;
+		json_t *m = json_loads(mtext, 0, &jerr);
+		free(mtext);
+		const char *want = NULL;
+		size_t i;
+		json_t *v;
+		json_array_foreach (json_object_get(m, "files"), i, v)
+			if (json_string_value(json_object_get(v, "path")) &&
+			    strcmp(json_string_value(json_object_get(v, "path")), ".metadata") == 0)
+				want = json_string_value(json_object_get(v, "sha256"));
+		int in = -1, tfd = -1, out = -1;
+		_cleanup_free_ char *src = xasprintf("%s/.metadata", part);
+		if (want && (in = open(src, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) >= 0 &&
+		    (tfd = openat(ckfd, k->tag, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) >=
+			    0 &&
+		    (out = openat(tfd, ".metadata",
+				  O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644)) >=
+			    0) {
+			char sha[65];
+			int64_t n;
+			if (copy_hash(in, out, sha, &n) < 0 || strcmp(sha, want) != 0) {
+				fail(k, "%s/.metadata of node %d does not match its hash", k->tag,
+				     r);
+				unlinkat(tfd, ".metadata", 0);
+			} else {
+				k->bytes += n;
+				if (k->chown && fchown(out, k->uid, k->gid) < 0)
+					fail(k, "cannot give %s/.metadata to its user", k->tag);
+			}
+		}
+		if (in >= 0)
+			close(in);
+		if (out >= 0)
+			close(out);
+		if (tfd >= 0)
+			close(tfd);
+		json_decref(m);
+		if (want)
+			return;
+	}
+	fail(k, "%s: no node's part holds DCP's .metadata", k->tag);
+}
+
 static void restore_work(uv_work_t *w)
 {
 	struct ckjob *k = w->data;
@@ -635,6 +720,7 @@ static void restore_work(uv_work_t *w)
 		goto out;
 	}
 	if (intact(k, ckfd)) {
+		restore_extras(k, ckfd);
 		close(ckfd);
 		goto out; /* its own copy: nothing moves */
 	}
@@ -691,6 +777,8 @@ static void restore_work(uv_work_t *w)
 	}
 	if (tfd >= 0)
 		close(tfd);
+	if (!k->err[0])
+		restore_extras(k, ckfd);
 	close(ckfd);
 out:
 	k->dur_ms = tk_mono_ms() - t0;
@@ -817,22 +905,92 @@ static int64_t marker_step(int ckfd, const char *tag, int64_t since_ns)
 	return step;
 }
 
-/* The newest complete tag of g not yet uploaded; false when none. */
+/* A small file beside the tags (a framework's pointer), as text, when
+ * written since since_ns; NULL otherwise. */
+static char *pointer_read(int ckfd, const char *name, int64_t since_ns)
+{
+	int fd = openat(ckfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return NULL;
+	struct stat st;
+	char buf[256];
+	ssize_t n = -1;
+	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && mtime_ns(&st) >= since_ns)
+		n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return NULL;
+	buf[n] = '\0';
+	tk_strip(buf);
+	return xstrdup(buf);
+}
+
+/* Is TAG a folder here (no link)? */
+static bool tag_here(int ckfd, const char *tag)
+{
+	struct stat st;
+	return model_ckpt_tag_valid(tag) && fstatat(ckfd, tag, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+	       S_ISDIR(st.st_mode);
+}
+
+/* The step of a DCP tag whose .metadata was written since since_ns. */
+static int64_t dcp_step(int ckfd, const char *tag, int64_t since_ns)
+{
+	_cleanup_free_ char *rel = xasprintf("%s/.metadata", tag);
+	struct stat st;
+	if (fstatat(ckfd, rel, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode) ||
+	    mtime_ns(&st) < since_ns)
+		return -1;
+	return model_ckpt_tag_step(tag);
+}
+
+/* The newest complete tag of g not yet uploaded, by the job's marker;
+ * false when none. */
 static bool newest_tag(struct taskgroup *g, char *tag, size_t n, int64_t *step)
 {
 	int ckfd = open(g->ckpt_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (ckfd < 0)
 		return false;
-	int fd = dup(ckfd);
-	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
 	bool found = false;
 	*step = g->ckpt_done_step;
+	if (g->ckpt_marker == CKPT_DEEPSPEED || g->ckpt_marker == CKPT_MEGATRON) {
+		bool ds = g->ckpt_marker == CKPT_DEEPSPEED;
+		char *p = pointer_read(ckfd, ds ? "latest" : "latest_checkpointed_iteration.txt",
+				       g->ckpt_since_ns);
+		char name[MODEL_CKPT_TAG_MAX] = "";
+		int64_t s = -1;
+		if (p && ds) {
+			snprintf(name, sizeof(name), "%.127s", p);
+			s = model_ckpt_tag_step(name);
+		} else if (p && tk_parse_int64(p, 0, INT64_MAX / 2, &s) == 0) {
+			snprintf(name, sizeof(name), "iter_%07lld", (long long)s);
+		}
+		free(p);
+		if (s > *step && tag_here(ckfd, name)) {
+			*step = s;
+			snprintf(tag, n, "%s", name);
+			found = true;
+		}
+		close(ckfd);
+		return found;
+	}
+	/* DCP: what the server says another node uploaded is complete here too */
+	for (int i = 0; g->ckpt_marker == CKPT_DCP && i < g->nmarked; i++)
+		if (g->marked_step[i] > *step && tag_here(ckfd, g->marked[i])) {
+			*step = g->marked_step[i];
+			snprintf(tag, n, "%s", g->marked[i]);
+			found = true;
+		}
+	int fd = dup(ckfd);
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
 	struct dirent *de;
 	int seen = 0;
 	while (d && (de = readdir(d)) && seen++ < 4096) {
 		if (!model_ckpt_tag_valid(de->d_name) || de->d_type == DT_LNK)
 			continue;
-		int64_t s = marker_step(ckfd, de->d_name, g->ckpt_since_ns);
+		int64_t s = g->ckpt_marker == CKPT_DCP
+				    ? dcp_step(ckfd, de->d_name, g->ckpt_since_ns)
+				    : marker_step(ckfd, de->d_name, g->ckpt_since_ns);
 		if (s > *step) {
 			*step = s;
 			snprintf(tag, n, "%.127s", de->d_name);
@@ -866,6 +1024,8 @@ static void ckpt_kick(struct agent *a)
 			k->chown = g->ckpt_chown;
 			k->uid = g->ckpt_uid;
 			k->gid = g->ckpt_gid;
+			k->marker = g->ckpt_marker;
+			k->nnodes = g->nnodes;
 			g->restore_running = true;
 		}
 	}
@@ -914,6 +1074,12 @@ void group_ckpt_item(struct taskgroup *g, const struct work_item *it)
 	if (!g->ckpt_dir)
 		g->ckpt_dir =
 			xasprintf("%s/checkpoints/%lld", g->a->cfg.work_dir, (long long)g->job);
+	g->nmarked = 0;
+	for (int i = 0; i < it->nmarked && i < MODEL_MAX_CKPT_PENDING; i++) {
+		snprintf(g->marked[i], sizeof(g->marked[i]), "%s", it->marked[i].tag);
+		g->marked_step[i] = it->marked[i].step;
+		g->nmarked++;
+	}
 	if (!g->hold_restore)
 		return;
 	if (it->restore_go) {

@@ -140,6 +140,10 @@ struct taskgroup {
 	bool hold_restore;
 	bool restore_running;
 	bool ckpt_uploading;
+	enum ckpt_marker ckpt_marker;
+	int nmarked; /* DCP: tags some node of the gang uploaded (the server says) */
+	char marked[MODEL_MAX_CKPT_PENDING][MODEL_CKPT_TAG_MAX];
+	int64_t marked_step[MODEL_MAX_CKPT_PENDING];
 	int64_t ckpt_drain_until_ms; /* monotonic; 0 while its tasks run */
 	char restore_tag[MODEL_CKPT_TAG_MAX];
 	char restored_tag[MODEL_CKPT_TAG_MAX];

@@ -905,6 +905,7 @@ struct taskgroup *group_start(struct agent *a, const struct work_item *it,
 		clock_gettime(CLOCK_REALTIME, &now);
 		g->ckpt_since_ns = (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
 		g->ckpt_chown = plan.as_user;
+		g->ckpt_marker = spec->ckpt_marker;
 		g->ckpt_uid = plan.user.uid;
 		g->ckpt_gid = plan.user.gid;
 		if (it->restore_tag[0] && !it->restore_go) {

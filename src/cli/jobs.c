@@ -38,6 +38,7 @@ enum {
 	S_MIXED,
 	S_IMAGE,
 	S_MOUNT,
+	S_CKPT_MARKER,
 };
 
 static const struct tk_option submit_opts[] = {
@@ -64,6 +65,9 @@ static const struct tk_option submit_opts[] = {
 	{"image", 0, "REF", "run every task in a container of this image (podman)"},
 	{"mount", 0, "SRC[:DST][:ro],...",
 	 "host folders the container sees (with --image); SRC relative to here"},
+	{"ckpt-marker", 0, "NAME",
+	 "what marks a checkpoint complete: tenk (TAG/.tenk-commit, the default), dcp, "
+	 "deepspeed or megatron"},
 };
 
 static int add_int_opt(struct ctx *c, json_t *req, int opt, const char *key, int64_t min,
@@ -225,6 +229,17 @@ static int run_submit(struct ctx *c)
 		json_object_set_new(req, "image", json_string(c->v[S_IMAGE]));
 	if (c->v[S_MOUNT] && (r = add_mounts(c, req)))
 		goto out;
+	if (c->v[S_CKPT_MARKER]) {
+		enum ckpt_marker m;
+		if (ckpt_marker_parse(c->v[S_CKPT_MARKER], &m) < 0) {
+			r = usage_error(
+				c->cmd,
+				"--ckpt-marker: tenk, dcp, deepspeed or megatron, got \"%s\"",
+				c->v[S_CKPT_MARKER]);
+			goto out;
+		}
+		json_object_set_new(req, "ckpt_marker", json_string(c->v[S_CKPT_MARKER]));
+	}
 	if (c->v[S_CLASS])
 		json_object_set_new(req, "class", json_string(c->v[S_CLASS]));
 	if (c->v[S_QUEUE])

@@ -8,6 +8,44 @@
 #include <errno.h>
 #include <string.h>
 
+static const char *const marker_names[CKPT_MARKER_MAX] = {
+	[CKPT_TENK] = "tenk",
+	[CKPT_DCP] = "dcp",
+	[CKPT_DEEPSPEED] = "deepspeed",
+	[CKPT_MEGATRON] = "megatron",
+};
+
+const char *ckpt_marker_name(enum ckpt_marker m)
+{
+	return m >= 0 && m < CKPT_MARKER_MAX ? marker_names[m] : "?";
+}
+
+int ckpt_marker_parse(const char *s, enum ckpt_marker *ret)
+{
+	for (int i = 0; i < CKPT_MARKER_MAX; i++)
+		if (strcmp(s, marker_names[i]) == 0) {
+			*ret = (enum ckpt_marker)i;
+			return 0;
+		}
+	return -EINVAL;
+}
+
+int64_t model_ckpt_tag_step(const char *tag)
+{
+	size_t n = strlen(tag), end = n;
+	while (end > 0 && !(tag[end - 1] >= '0' && tag[end - 1] <= '9'))
+		end--;
+	size_t start = end;
+	while (start > 0 && tag[start - 1] >= '0' && tag[start - 1] <= '9')
+		start--;
+	if (start == end || end - start > 18)
+		return -1;
+	int64_t v = 0;
+	for (size_t i = start; i < end; i++)
+		v = v * 10 + (tag[i] - '0');
+	return v;
+}
+
 bool model_digest_valid(const char *d)
 {
 	bool ok = strncmp(d, "sha256:", 7) == 0 && strlen(d) == 71;

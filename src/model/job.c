@@ -95,6 +95,9 @@ json_t *job_request_pack(const struct job_request *r)
 		json_object_set_new(o, "mixed_types", json_true());
 	if (r->image)
 		json_object_set_new(o, "image", json_string(r->image));
+	if (r->ckpt_marker != CKPT_TENK)
+		json_object_set_new(o, "ckpt_marker",
+				    json_string(ckpt_marker_name(r->ckpt_marker)));
 	if (r->nmounts)
 		json_object_set_new(o, "mounts", mj_strv_pack(r->mounts, r->nmounts));
 	return o;
@@ -103,29 +106,11 @@ json_t *job_request_pack(const struct job_request *r)
 int job_request_unpack(json_t *j, struct job_request *ret, struct tk_error *err)
 {
 	static const char *const keys[] = {
-		"name",
-		"command",
-		"cwd",
-		"env",
-		"output",
-		"nodes",
-		"tasks_per_node",
-		"gpus_per_task",
-		"gpu_types",
-		"cpus_per_task",
-		"mem_mib",
-		"time_limit_s",
-		"grace_s",
-		"requeue",
-		"class",
-		"queue",
-		"gpu_mem_mib",
-		"gpu_tflops",
-		"switches",
-		"mixed_types",
-		"image",
-		"mounts",
-		NULL,
+		"name",	   "command",	     "cwd",	      "env",	   "output",
+		"nodes",   "tasks_per_node", "gpus_per_task", "gpu_types", "cpus_per_task",
+		"mem_mib", "time_limit_s",   "grace_s",	      "requeue",   "class",
+		"queue",   "gpu_mem_mib",    "gpu_tflops",    "switches",  "mixed_types",
+		"image",   "mounts",	     "ckpt_marker",   NULL,
 	};
 	struct job_request r = {0};
 	int64_t nodes, tpn, cpus, mem, tl, grace, requeue, gmem, switches;
@@ -164,6 +149,15 @@ int job_request_unpack(json_t *j, struct job_request *ret, struct tk_error *err)
 				 (size_t)MODEL_MAX_MOUNTS * 2 * MODEL_MAX_PATH, 2 * MODEL_MAX_PATH,
 				 &r.mounts, &r.nmounts, err)) < 0)
 		goto fail;
+	char marker[16] = "";
+	if ((rc = mj_strbuf(j, "ckpt_marker", false, true, marker, sizeof(marker), err)) < 0)
+		goto fail;
+	if (marker[0] && ckpt_marker_parse(marker, &r.ckpt_marker) < 0) {
+		rc = tk_errorf(err, -EINVAL,
+			       "ckpt_marker: must be tenk, dcp, deepspeed or megatron, got \"%s\"",
+			       marker);
+		goto fail;
+	}
 	if (r.image && !model_image_valid(r.image)) {
 		rc = tk_errorf(err, -EINVAL,
 			       "image: \"%.64s\" is not an image reference "

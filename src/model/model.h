@@ -190,6 +190,17 @@ int model_mount_parse(const char *text, bool dot, struct mount_spec *ret, struct
  * `nvidia-ctk cdi generate` writes it, YAML or JSON)? */
 bool model_cdi_has_gpus(const char *dir);
 
+/* How a job says a checkpoint tag is complete: TAG/.tenk-commit ({"step"}),
+ * PyTorch DCP's TAG/.metadata (written on one node), DeepSpeed's `latest`
+ * (the tag's name) or Megatron's latest_checkpointed_iteration.txt (the
+ * step of tag iter_NNNNNNN), the last two beside the tags. */
+enum ckpt_marker { CKPT_TENK, CKPT_DCP, CKPT_DEEPSPEED, CKPT_MEGATRON, CKPT_MARKER_MAX };
+const char *ckpt_marker_name(enum ckpt_marker m);
+int ckpt_marker_parse(const char *s, enum ckpt_marker *ret);
+/* The step a framework's tag names: its last run of digits ("global_step500",
+ * "iter_0000500", "step-000500"); -1 when it has none. */
+int64_t model_ckpt_tag_step(const char *tag);
+
 struct job_request {
 	char *name;
 	int argc;
@@ -220,6 +231,7 @@ struct job_request {
 	char *image;
 	int nmounts;
 	char **mounts;
+	enum ckpt_marker ckpt_marker; /* how it marks a checkpoint complete */
 };
 
 void job_request_release(struct job_request *r);

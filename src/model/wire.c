@@ -374,6 +374,9 @@ json_t *work_spec_pack(const struct work_spec *s)
 		json_object_set_new(o, "image", json_string(s->image));
 		json_object_set_new(o, "mounts", mj_strv_pack(s->mounts, s->nmounts));
 	}
+	if (s->ckpt_marker != CKPT_TENK)
+		json_object_set_new(o, "ckpt_marker",
+				    json_string(ckpt_marker_name(s->ckpt_marker)));
 	return o;
 }
 
@@ -416,10 +419,12 @@ static int devices_unpack(json_t *j, struct work_spec *s, struct tk_error *err)
 int work_spec_unpack(json_t *j, struct work_spec *ret, struct tk_error *err)
 {
 	static const char *const keys[] = {
-		"name",	       "command",	 "cwd",	       "env",	  "output", "node_rank",
-		"nnodes",      "tasks_per_node", "world_size", "devices", "milli",  "master_addr",
-		"master_port", "time_limit_s",	 "grace_s",    "system",  "run_as", "allow_root",
-		"cpus",	       "mem_mib",	 "image",      "mounts",  NULL,
+		"name",	       "command",      "cwd",	      "env",
+		"output",      "node_rank",    "nnodes",      "tasks_per_node",
+		"world_size",  "devices",      "milli",	      "master_addr",
+		"master_port", "time_limit_s", "grace_s",     "system",
+		"run_as",      "allow_root",   "cpus",	      "mem_mib",
+		"image",       "mounts",       "ckpt_marker", NULL,
 	};
 	struct work_spec s = {0};
 	int64_t nnodes, rank, tpn, world, milli, port, cpus;
@@ -456,6 +461,13 @@ int work_spec_unpack(json_t *j, struct work_spec *ret, struct tk_error *err)
 		goto fail;
 	if (s.image && !model_image_valid(s.image)) {
 		r = tk_errorf(err, -EINVAL, "image: \"%.64s\" is not an image reference", s.image);
+		goto fail;
+	}
+	char marker[16] = "";
+	if ((r = mj_strbuf(j, "ckpt_marker", false, true, marker, sizeof(marker), err)) < 0)
+		goto fail;
+	if (marker[0] && ckpt_marker_parse(marker, &s.ckpt_marker) < 0) {
+		r = tk_errorf(err, -EINVAL, "ckpt_marker: unknown \"%s\"", marker);
 		goto fail;
 	}
 	for (int i = 0; i < s.nmounts; i++) {
@@ -527,13 +539,22 @@ json_t *wire_work_pack(const struct wire_work *m)
 			json_object_set_new(t, "spec", work_spec_pack(w->spec));
 		if (w->digest[0])
 			json_object_set_new(t, "digest", json_string(w->digest));
-		if (w->ckpt_store[0])
-			json_object_set_new(t, "checkpoints",
-					    json_pack("{s:s, s:s, s:I, s:i, s:b}", "store",
-						      w->ckpt_store, "restore_tag", w->restore_tag,
-						      "restore_step", (json_int_t)w->restore_step,
-						      "restore_attempt", w->restore_attempt,
-						      "restore_go", w->restore_go));
+		if (w->ckpt_store[0]) {
+			json_t *ck = json_pack("{s:s, s:s, s:I, s:i, s:b}", "store", w->ckpt_store,
+					       "restore_tag", w->restore_tag, "restore_step",
+					       (json_int_t)w->restore_step, "restore_attempt",
+					       w->restore_attempt, "restore_go", w->restore_go);
+			if (w->nmarked) {
+				json_t *mk = json_array();
+				for (int k = 0; k < w->nmarked; k++)
+					json_array_append_new(
+						mk,
+						json_pack("{s:s, s:I}", "tag", w->marked[k].tag,
+							  "step", (json_int_t)w->marked[k].step));
+				json_object_set_new(ck, "marked", mk);
+			}
+			json_object_set_new(t, "checkpoints", ck);
+		}
 		json_array_append_new(tasks, t);
 	}
 	json_object_set_new(o, "tasks", tasks);
@@ -551,8 +572,9 @@ int wire_work_unpack(json_t *j, struct wire_work *ret, struct tk_error *err)
 	static const char *const keys[] = {"epoch", "gen", "unchanged", "tasks", "pulls", NULL};
 	static const char *const tkeys[] = {"job",    "attempt",     "spec",
 					    "digest", "checkpoints", NULL};
-	static const char *const ckeys[] = {"store",	       "restore_tag", "restore_step",
-					    "restore_attempt", "restore_go",  NULL};
+	static const char *const ckeys[] = {
+		"store",  "restore_tag", "restore_step", "restore_attempt", "restore_go",
+		"marked", NULL};
 	int64_t gen;
 	int r;
 	memset(ret, 0, sizeof(*ret));
@@ -603,6 +625,34 @@ int wire_work_unpack(json_t *j, struct wire_work *ret, struct tk_error *err)
 			    (r = mj_bool(ck, "restore_go", true, false, &w->restore_go, err)) < 0) {
 				mj_prefix(err, "tasks[%zu]", i);
 				goto fail;
+			}
+			json_t *mk = json_object_get(ck, "marked");
+			if (mk &&
+			    (!json_is_array(mk) || json_array_size(mk) > MODEL_MAX_CKPT_PENDING)) {
+				r = tk_errorf(err, -EINVAL,
+					      "tasks[%zu].checkpoints.marked: at most %d tags", i,
+					      MODEL_MAX_CKPT_PENDING);
+				goto fail;
+			}
+			size_t k;
+			json_t *mv;
+			json_array_foreach (mk, k, mv) {
+				int64_t st;
+				if ((r = mj_strbuf(mv, "tag", true, true, w->marked[k].tag,
+						   sizeof(w->marked[k].tag), err)) < 0 ||
+				    (r = mj_int(mv, "step", true, 0, INT64_MAX, 0, &st, err)) < 0) {
+					mj_prefix(err, "tasks[%zu].checkpoints.marked[%zu]", i, k);
+					goto fail;
+				}
+				if (!model_ckpt_tag_valid(w->marked[k].tag)) {
+					r = tk_errorf(
+						err, -EINVAL,
+						"tasks[%zu].checkpoints.marked[%zu]: not a tag", i,
+						k);
+					goto fail;
+				}
+				w->marked[k].step = st;
+				w->nmarked = (int)k + 1;
 			}
 			if (w->ckpt_store[0] != '/' ||
 			    (w->restore_tag[0] && !model_ckpt_tag_valid(w->restore_tag))) {

@@ -216,6 +216,7 @@ struct work_spec {
 	char *image;
 	int nmounts;
 	char **mounts;
+	enum ckpt_marker ckpt_marker;
 };
 
 json_t *work_spec_pack(const struct work_spec *s);
@@ -242,6 +243,13 @@ struct work_item {
 	int64_t restore_step;
 	int restore_attempt;
 	bool restore_go;
+	/* a DCP job's tags some node has uploaded: complete on every node,
+	 * though only one wrote the marker */
+	int nmarked;
+	struct {
+		char tag[MODEL_CKPT_TAG_MAX];
+		int64_t step;
+	} marked[MODEL_MAX_CKPT_PENDING];
 };
 
 /*

@@ -135,6 +135,12 @@ void state_task_checkpoint(struct state *s, const struct task_event *ev, int64_t
 		c->nnodes = a->nnodes;
 		c->digests = xcalloc((size_t)a->nnodes + 1, sizeof(*c->digests));
 		c->at_ms = now;
+		/* DCP marked it on this node alone: the others learn it is complete */
+		for (int i = 0; j->job.req.ckpt_marker == CKPT_DCP && i < a->nnodes; i++) {
+			struct snode *n = state_node(s, a->nodes[i].name);
+			if (n)
+				node_work_changed(s, n);
+		}
 	}
 	struct ckpt *c = &a->pend[k];
 	if (c->digests[node][0])

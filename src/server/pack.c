@@ -57,6 +57,7 @@ static void part_spec(const struct state *s, struct sjob *j, const struct attemp
 	sp->image = r->image;
 	sp->nmounts = r->nmounts;
 	sp->mounts = r->mounts;
+	sp->ckpt_marker = r->ckpt_marker;
 }
 
 json_t *state_work_pack(struct state *s, struct snode *n, uint64_t since_gen)
@@ -85,6 +86,15 @@ json_t *state_work_pack(struct state *s, struct snode *n, uint64_t since_gen)
 			it->restore_step = a->restore_step;
 			it->restore_attempt = a->restore_attempt;
 			it->restore_go = a->restore_go;
+			/* DCP marks a tag on one node: what any node uploaded is
+			 * complete on every node */
+			for (int k = 0; p->job->job.req.ckpt_marker == CKPT_DCP && k < a->npend &&
+					k < MODEL_MAX_CKPT_PENDING;
+			     k++) {
+				snprintf(it->marked[it->nmarked].tag, MODEL_CKPT_TAG_MAX, "%s",
+					 a->pend[k].tag);
+				it->marked[it->nmarked++].step = a->pend[k].step;
+			}
 		}
 		if (p->gen_added > since_gen) {
 			it->spec = &specs[i];

@@ -362,3 +362,63 @@ def test_server_restart_mid_commit_loses_nothing(workdir, procs):
     k = checkpoints(t, jid)["checkpoints"][0]
     assert k["tag"] == "s5" and all(m.startswith("sha256:") for m in k["manifests"])
     t.run("cancel", jid)
+
+
+def test_deepspeed_and_megatron_pointers(workdir):
+    """--ckpt-marker deepspeed: the tag `latest` names is complete; megatron:
+    iter_NNNNNNN of latest_checkpointed_iteration.txt. A restore writes the
+    pointer again, so the framework's own resume finds the tag."""
+    t, d, store = ckpt_cluster(workdir)
+    cases = {
+        "deepspeed": ("global_step10", 10, "latest", "global_step10"),
+        "megatron": ("iter_0000020", 20, "latest_checkpointed_iteration.txt", "20"),
+    }
+    for marker, (tag, step, pointer, text) in cases.items():
+        script = (
+            'C=$TENK_CHECKPOINT_DIR; if [ "$TENK_ATTEMPT" = 1 ]; then '
+            f'mkdir -p $C/{tag} && echo w > $C/{tag}/model.pt && echo {text} > $C/{pointer}; '
+            f'while [ ! -s {store}/$TENK_JOB_ID/{tag}/a1/n0/manifest.json ]; do sleep 0.1; '
+            f'done; sleep 1; rm -rf $C/{tag} $C/{pointer}; exit 3; fi; '
+            f'echo "tag=[$TENK_RESTORE_TAG] step=[$TENK_RESTORE_STEP] '
+            f'pointer=[$(cat $C/{pointer})]"; cat $C/{tag}/model.pt')
+        jid = t.submit("--requeue", "1", "--ckpt-marker", marker, "--", "sh", "-c", script)
+        t.run("wait", jid, timeout=60)
+        out = open(os.path.join(workdir, f"tenk-{jid}.out")).read()
+        assert f"tag=[{tag}] step=[{step}] pointer=[{text}]" in out, out + d.output()[-2000:]
+        assert out.strip().endswith("w")
+        assert t.job(jid)["request"]["ckpt_marker"] == marker
+    p = t.run("submit", "--ckpt-marker", "orbax", "--", "true", check=False)
+    assert p.returncode == 2 and "--ckpt-marker: tenk, dcp, deepspeed or megatron" in p.stderr
+
+
+def test_dcp_marks_on_one_node(workdir, procs):
+    """DCP's coordinator writes TAG/.metadata on node 0 only: node 1's part
+    is uploaded once the server says node 0's is, the tag commits, and a
+    restore gives node 1 the .metadata too."""
+    store = os.path.join(workdir, "store")
+    os.makedirs(store)
+    data, server, agent = split_cluster(workdir, procs, store)
+    server()
+    t = Tenk(workdir, data)
+    agent(t, "n1")
+    agent(t, "n2")
+    t.wait_nodes_up(2)
+    tag = "step-000030"
+    script = (
+        'C=$TENK_CHECKPOINT_DIR; echo "rank=$NODE_RANK tag=[$TENK_RESTORE_TAG]"; '
+        'if [ "$TENK_ATTEMPT" = 1 ]; then '
+        f'mkdir -p $C/{tag} && echo shard$NODE_RANK > $C/{tag}/__$NODE_RANK.distcp; '
+        f'if [ "$NODE_RANK" = 0 ]; then echo meta > $C/{tag}/.metadata; fi; '
+        f'while [ ! -s {store}/$TENK_JOB_ID/{tag}/a1/n1/manifest.json ] || '
+        f'[ ! -s {store}/$TENK_JOB_ID/{tag}/a1/n0/manifest.json ]; do sleep 0.1; done; '
+        'sleep 1; rm -rf $C/*; exit 3; fi; '
+        f'cat $C/{tag}/.metadata $C/{tag}/__$NODE_RANK.distcp')
+    jid = t.submit("-N", "2", "--requeue", "1", "--ckpt-marker", "dcp", "-o", "out-%n.txt",
+                   "--", "sh", "-c", script)
+    t.run("wait", jid, timeout=90)
+    res = checkpoints(t, jid)
+    assert [k["tag"] for k in res["checkpoints"]] == [tag]
+    assert len(res["checkpoints"][0]["manifests"]) == 2
+    for rank in (0, 1):
+        out = open(os.path.join(workdir, f"out-{rank}.txt")).read()
+        assert f"rank={rank} tag=[{tag}]" in out and f"meta\nshard{rank}" in out, out
