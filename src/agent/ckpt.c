@@ -378,6 +378,14 @@ static int put_file(const char *dest, const char *rel, int in, char sha[65], int
 	return fsync_dir(final);
 }
 
+/* The size of dest/rel, or -1 when it is not there. */
+static int64_t stored_size(const char *dest, const struct cfile *f)
+{
+	_cleanup_free_ char *path = xasprintf("%s/%s", dest, f->path);
+	struct stat st;
+	return lstat(path, &st) == 0 && S_ISREG(st.st_mode) ? st.st_size : -1;
+}
+
 /* Is dest/rel already a whole copy of f (an upload resumed)? */
 static bool have_copy(const char *dest, const struct cfile *f)
 {
@@ -426,39 +434,35 @@ static void upload_work(uv_work_t *w)
 	}
 	freeze(k, dfd, "", 0);
 	close(dfd);
-	/* hash what was frozen; it must not have changed meanwhile */
+	/* one pass a file: copied and hashed together (a resumed upload hashes
+	 * what the store holds first); the frozen file must not have changed */
+	struct throttle th = {.rate = k->rate, .start_ms = tk_mono_ms()};
 	for (size_t i = 0; !k->err[0] && i < k->nfiles; i++) {
 		struct cfile *f = &k->files[i];
 		_cleanup_free_ char *staged = xasprintf("%s/%s", k->stage, f->path);
 		int fd = open(staged, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+		int64_t n = 0;
+		bool skip = false;
+		if (fd >= 0 && stored_size(k->store, f) == f->size) {
+			r = copy_hash(fd, -1, f->sha, &n);
+			skip = r == 0 && n == f->size && have_copy(k->store, f);
+			if (!skip && lseek(fd, 0, SEEK_SET) < 0)
+				r = -errno;
+		}
+		r = fd < 0 ? -errno : skip ? 0 : put_file(k->store, f->path, fd, f->sha, &n, &th);
 		struct stat st;
-		int64_t n;
-		if (fd < 0 || copy_hash(fd, -1, f->sha, &n) < 0 || fstat(fd, &st) < 0 ||
-		    st.st_size != f->size || n != f->size || mtime_ns(&st) != f->mtime_ns)
+		if (r < 0)
+			fail(k, "cannot write %s/%s: %s", k->store, f->path, strerror(-r));
+		else if (fstat(fd, &st) < 0 || st.st_size != f->size || n != f->size ||
+			 mtime_ns(&st) != f->mtime_ns)
 			fail(k, "%s/%s changed while it was frozen", k->tag, f->path);
+		if (!skip)
+			k->bytes += n;
 		if (fd >= 0)
 			close(fd);
 	}
 	if (!k->err[0] && open_for_writing(k->tagdir, why, sizeof(why)))
 		fail(k, "%s/%s", k->tag, why);
-	struct throttle th = {.rate = k->rate, .start_ms = tk_mono_ms()};
-	for (size_t i = 0; !k->err[0] && i < k->nfiles; i++) {
-		struct cfile *f = &k->files[i];
-		if (have_copy(k->store, f))
-			continue;
-		_cleanup_free_ char *staged = xasprintf("%s/%s", k->stage, f->path);
-		int fd = open(staged, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-		char sha[65];
-		int64_t n = 0;
-		r = fd < 0 ? -errno : put_file(k->store, f->path, fd, sha, &n, &th);
-		if (fd >= 0)
-			close(fd);
-		if (r < 0)
-			fail(k, "cannot write %s/%s: %s", k->store, f->path, strerror(-r));
-		else if (strcmp(sha, f->sha) != 0)
-			fail(k, "%s/%s changed while it was uploaded", k->tag, f->path);
-		k->bytes += n;
-	}
 	if (!k->err[0]) {
 		json_t *m = manifest_pack(k);
 		char *text = json_dumps(m, JSON_COMPACT | JSON_SORT_KEYS);

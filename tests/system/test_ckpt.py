@@ -235,12 +235,20 @@ def test_ddp_resumes_on_a_host_that_never_held_it(hosts4, workdir, kill_all):
     resumed = sorted(r[2] for r in rows if r[1] == last["number"])
     assert resumed[0] == a["restore_step"] + 1, resumed[:5]
     assert final(out) == final(ref), "the resumed run ended elsewhere than the uninterrupted one"
-    # what it cost, for the record
+    # what it cost, for the record: steps lost, and the time from the kill to
+    # the first new step in its parts (detection: the first attempt ends;
+    # placement: the last one starts; restore; start: its ranks' first step)
     first_new = min(r[0] for r in rows if r[1] == last["number"])
     lost = max(r[2] for r in rows if r[1] == 1) - a["restore_step"]
-    print(f"\nsteps lost {lost}; kill to first new step {first_new - killed_at:.1f} s; "
-          f"attempts {len(job['attempts'])}; restore {a['restore_ms']} ms after the attempt "
-          f"started; nodes {a['nodes']}")
+    ended = job["attempts"][0]["end_ms"] / 1000
+    started = last["start_ms"] / 1000
+    restored = started + a["restore_ms"] / 1000
+    part = max(by_node.values(), key=lambda n: n["bytes"])
+    rate = part["bytes"] / 2**20 / max(part["dur_ms"], 1) * 1000
+    print(f"\nsteps lost {lost}; kill to first new step {first_new - killed_at:.1f} s: "
+          f"detection {ended - killed_at:.1f} s, placement {started - ended:.1f} s, "
+          f"restore {restored - started:.2f} s ({part['bytes']} bytes, {rate:.1f} MiB/s), "
+          f"start {first_new - restored:.1f} s; attempts {len(job['attempts'])}")
     c.stop_all()
 
 
