@@ -183,6 +183,7 @@ enum {
 	D_MAX_CONNS,
 	D_REQ_TIMEOUT,
 	D_CKPT_RATE,
+	D_MIN_FREE,
 	D_MAX
 };
 
@@ -230,6 +231,9 @@ static const struct tk_option all_opts[D_MAX] = {
 	[D_MAX_CONNS] = {"max-connections", 0, "N",
 			 "connections at most, the last quarter kept for nodes' addresses "
 			 "(default 60000, or what descriptors allow)"},
+	[D_MIN_FREE] = {"min-free-disk", 0, "SIZE",
+			"less free space in the work folder is a fault: the node is drained "
+			"and its jobs requeued (default 1G)"},
 	[D_CKPT_RATE] = {"checkpoint-upload-rate", 0, "MIB_S",
 			 "upload checkpoints at most this fast, MiB/s (default: no limit)"},
 	[D_REQ_TIMEOUT] = {"request-timeout", 0, "TIME",
@@ -239,18 +243,18 @@ static const struct tk_option all_opts[D_MAX] = {
 
 /* Which options each daemon takes, in all_opts order. */
 static const int up_opts[] = {
-	D_HELP,		D_LOG,	     D_DATA,	   D_LISTEN,	  D_CATALOGUE,
-	D_NODE_TIMEOUT, D_NAME,	     D_FAKE,	   D_TOPO,	  D_CPUS,
-	D_MEM,		D_STOP_JOBS, D_PODMAN,	   D_CTR_CONF,	  D_PODMAN_ROOT,
-	D_CDI,		D_INIT,	     D_QUARANTINE, D_TLS_CERT,	  D_TLS_KEY,
-	D_CA,		D_INSECURE,  D_MAX_CONNS,  D_REQ_TIMEOUT, D_CKPT_RATE};
+	D_HELP,	     D_LOG,	 D_DATA,	D_LISTEN,   D_CATALOGUE, D_NODE_TIMEOUT,
+	D_NAME,	     D_FAKE,	 D_TOPO,	D_CPUS,	    D_MEM,	 D_STOP_JOBS,
+	D_PODMAN,    D_CTR_CONF, D_PODMAN_ROOT, D_CDI,	    D_INIT,	 D_QUARANTINE,
+	D_TLS_CERT,  D_TLS_KEY,	 D_CA,		D_INSECURE, D_MAX_CONNS, D_REQ_TIMEOUT,
+	D_CKPT_RATE, D_MIN_FREE};
 static const int server_opts[] = {
 	D_HELP,	      D_LOG,	  D_DATA,    D_LISTEN,	 D_CATALOGUE, D_NODE_TIMEOUT, D_INIT,
 	D_QUARANTINE, D_TLS_CERT, D_TLS_KEY, D_INSECURE, D_MAX_CONNS, D_REQ_TIMEOUT};
-static const int agent_opts[] = {D_HELP,	D_LOG,	D_DATA,	     D_SERVER,	 D_TOKEN_FILE,
-				 D_NAME,	D_FAKE, D_ADDR,	     D_TOPO,	 D_CPUS,
-				 D_MEM,		D_WORK, D_STOP_JOBS, D_PODMAN,	 D_CTR_CONF,
-				 D_PODMAN_ROOT, D_CDI,	D_CA,	     D_INSECURE, D_CKPT_RATE};
+static const int agent_opts[] = {
+	D_HELP,	    D_LOG,	   D_DATA, D_SERVER, D_TOKEN_FILE, D_NAME,	D_FAKE,
+	D_ADDR,	    D_TOPO,	   D_CPUS, D_MEM,    D_WORK,	   D_STOP_JOBS, D_PODMAN,
+	D_CTR_CONF, D_PODMAN_ROOT, D_CDI,  D_CA,     D_INSECURE,   D_CKPT_RATE, D_MIN_FREE};
 
 /* What a daemon takes (indices into all_opts, in its order) and runs. */
 struct daemon_spec {
@@ -349,6 +353,9 @@ static int agent_cfg(const char *cmd, const char **v, struct agent_config *ac)
 	if (ac->containers_conf && access(ac->containers_conf, R_OK) < 0)
 		return usage(cmd, "--containers-conf: cannot read %s: %s", ac->containers_conf,
 			     strerror(errno));
+	if (v[D_MIN_FREE] && tk_parse_size_mib(v[D_MIN_FREE], &ac->min_free_mib) < 0)
+		return usage(cmd, "--min-free-disk: expected a size such as 2G, got \"%s\"",
+			     v[D_MIN_FREE]);
 	if (v[D_CKPT_RATE] &&
 	    tk_parse_int64(v[D_CKPT_RATE], 1, 1 << 20, &ac->ckpt_upload_mib_s) < 0)
 		return usage(cmd,

@@ -39,6 +39,7 @@ void agent_config_init(struct agent_config *c)
 	memset(c, 0, sizeof(*c));
 	c->data_dir = "tenk-data";
 	c->heartbeat_ms = 5000;
+	c->min_free_mib = 1024;
 }
 
 static int backoff_next(int *b)
@@ -381,6 +382,13 @@ static void send_heartbeat(struct agent *a, bool stopping)
 				(struct wire_checkpoint){g->job, g->attempt, at};
 	}
 	images_for_heartbeat(a, &m, &a->hb_images_gen);
+	m.nfaults = health_faults(a, m.faults, WIRE_MAX_FAULTS);
+	for (int i = 0; i < m.nfaults; i++)
+		if (!a->fault_said || strcmp(a->fault_last, m.faults[i]) != 0) {
+			log_warn("fault on this node, told to the server: %s", m.faults[i]);
+			snprintf(a->fault_last, sizeof(a->fault_last), "%s", m.faults[i]);
+			a->fault_said = true;
+		}
 	json_t *body = wire_heartbeat_pack(&m);
 	m.images = NULL; /* the agent's */
 	m.pulls = NULL;
@@ -618,6 +626,7 @@ int agent_create(uv_loop_t *loop, const struct agent_config *cfg, struct agent *
 	}
 	if ((r = inventory_detect(&a->cfg, &a->cat, &a->inv, err)) < 0)
 		goto fail;
+	health_init(a);
 	if ((r = tk_random_hex(a->agent_id, 16)) < 0) {
 		r = tk_errorf(err, r, "cannot read random bytes");
 		goto fail;
@@ -873,6 +882,7 @@ void agent_destroy(struct agent *a)
 	free(a->url_work);
 	catalogue_release(&a->cat);
 	images_release(a);
+	health_release(a);
 	free(a->hb_rtt);
 	free_cfg(&a->cfg);
 	free(a);

@@ -49,6 +49,8 @@ struct agent_config {
 	/* checkpoint uploads go at most this fast (MiB/s; 0: no limit), so
 	 * that they leave the job its disk and network */
 	int64_t ckpt_upload_mib_s;
+	/* less free space in the work folder is a fault the server hears of */
+	int64_t min_free_mib;
 };
 
 void agent_config_init(struct agent_config *c);

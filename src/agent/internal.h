@@ -221,7 +221,10 @@ struct agent {
 
 	struct hc_req *reg_req, *poll_req, *hb_req;
 	uv_timer_t hb_timer, reg_timer, poll_timer, ev_timer, stop_timer, ckpt_timer;
-	bool ckpt_busy; /* a checkpoint upload or restore runs (ckpt.c) */
+	bool ckpt_busy;			 /* a checkpoint upload or restore runs (ckpt.c) */
+	struct health *health;		 /* health.c */
+	char fault_last[WIRE_FAULT_MAX]; /* the last fault logged */
+	bool fault_said;
 	int reg_backoff, poll_backoff, ev_backoff;
 
 	bool stopping;
@@ -473,6 +476,15 @@ struct taskgroup *group_start(struct agent *a, const struct work_item *it,
 /* Starts the group's shim from its plan unless it still waits for its
  * image or its restore. */
 void group_try_start(struct taskgroup *g);
+
+/* ---- health.c ---- */
+struct health;
+/* Opens NVML (where the node has real accelerators) and notes each one's
+ * uncorrected ECC count. */
+void health_init(struct agent *a);
+void health_release(struct agent *a);
+/* The node's faults now, at most max of them, as text. */
+int health_faults(struct agent *a, char (*out)[WIRE_FAULT_MAX], int max);
 
 /* ---- ckpt.c ---- */
 /* Scans the running groups' checkpoint folders every second from now. */

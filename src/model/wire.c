@@ -190,6 +190,12 @@ json_t *wire_heartbeat_pack(const struct wire_heartbeat *m)
 		json_object_set_new(o, "images", wire_images_pack(m->images, m->nimages));
 		json_object_set_new(o, "pulls", wire_pulls_pack(m->pulls, m->npulls));
 	}
+	if (m->nfaults) {
+		json_t *f = json_array();
+		for (int i = 0; i < m->nfaults; i++)
+			json_array_append_new(f, json_string(m->faults[i]));
+		json_object_set_new(o, "faults", f);
+	}
 	return o;
 }
 
@@ -283,7 +289,7 @@ static int images_unpack(json_t *j, struct wire_heartbeat *ret, struct tk_error 
 int wire_heartbeat_unpack(json_t *j, struct wire_heartbeat *ret, struct tk_error *err)
 {
 	static const char *const keys[] = {"node",   "agent_id", "checkpoints", "stopping",
-					   "images", "pulls",	 NULL};
+					   "images", "pulls",	 "faults",	NULL};
 	static const char *const ckeys[] = {"job", "attempt", "at_ms", NULL};
 	int r;
 	memset(ret, 0, sizeof(*ret));
@@ -295,6 +301,23 @@ int wire_heartbeat_unpack(json_t *j, struct wire_heartbeat *ret, struct tk_error
 	if ((r = images_unpack(j, ret, err)) < 0) {
 		wire_heartbeat_release(ret);
 		return r;
+	}
+	json_t *faults = json_object_get(j, "faults");
+	if (faults && (!json_is_array(faults) || json_array_size(faults) > WIRE_MAX_FAULTS)) {
+		wire_heartbeat_release(ret);
+		return tk_errorf(err, -EINVAL, "faults: must be an array of at most %d texts",
+				 WIRE_MAX_FAULTS);
+	}
+	size_t fi;
+	json_t *fv;
+	json_array_foreach (faults, fi, fv) {
+		if ((r = mj_check_string_value(fv, "faults[]", WIRE_FAULT_MAX - 1, true, err)) <
+		    0) {
+			wire_heartbeat_release(ret);
+			return r;
+		}
+		snprintf(ret->faults[fi], WIRE_FAULT_MAX, "%s", json_string_value(fv));
+		ret->nfaults = (int)fi + 1;
 	}
 	json_t *ckpts;
 	size_t n;

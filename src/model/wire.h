@@ -26,6 +26,8 @@
 #define WIRE_EPOCH_MAX 40	  /* a server epoch, with NUL */
 #define WIRE_CREDENTIAL_MAX 65	  /* a node's credential: 64 hex digits, with NUL */
 #define WIRE_AGENT_ID_MAX MODEL_NAME_MAX
+#define WIRE_MAX_FAULTS 8  /* faults one heartbeat reports */
+#define WIRE_FAULT_MAX 256 /* one fault's text, with the NUL */
 
 /* ---- why a task ended ------------------------------------------------------------ */
 
@@ -166,6 +168,10 @@ struct wire_heartbeat {
 	struct wire_image *images;
 	int npulls;
 	struct wire_pull *pulls;
+	/* what the agent finds wrong with its node now (a full disk, ECC
+	 * errors): the server drains it and requeues its jobs at once */
+	int nfaults;
+	char faults[WIRE_MAX_FAULTS][WIRE_FAULT_MAX];
 };
 
 json_t *wire_heartbeat_pack(const struct wire_heartbeat *m);

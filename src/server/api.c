@@ -877,6 +877,8 @@ static void h_agent_heartbeat(struct request *r, const char *param, json_t *body
 		}
 		if (m.has_images)
 			state_node_images(&r->s->st, n, &m);
+		for (int i = 0; i < m.nfaults; i++)
+			state_node_fault(&r->s->st, n, m.faults[i], server_now_ms(r->s));
 		for (int i = 0; i < m.ncheckpoints; i++) {
 			const struct wire_checkpoint *c = &m.checkpoints[i];
 			struct sjob *j = state_job(&r->s->st, c->job);

@@ -216,6 +216,30 @@ void state_node_lost(struct state *s, struct snode *n, const char *why, int64_t 
 	state_want_pass(s);
 }
 
+void state_node_fault(struct state *s, struct snode *n, const char *fault, int64_t now)
+{
+	char why[MODEL_REASON_MAX];
+	snprintf(why, sizeof(why), "fault: %.240s", fault);
+	if (n->rec.drained && strcmp(n->rec.drain_reason, why) == 0)
+		return; /* known: it is drained for it already */
+	log_warn("node %s reports a %s", n->rec.inv.name, why);
+	state_drain(s, n, why);
+	/* its jobs go elsewhere now, not after the node timeout: each attempt
+	 * on it ends, its tasks are stopped (the next attempt waits for them) */
+	char lost[MODEL_REASON_MAX];
+	snprintf(lost, sizeof(lost), "it reported a %.200s", why);
+	int np = n->nparts;
+	struct part *parts = xmalloc(sizeof(*parts) * (size_t)(np + 1));
+	memcpy(parts, n->parts, sizeof(*parts) * (size_t)np);
+	for (int i = 0; i < np; i++) {
+		struct attempt *a = &parts[i].job->job.attempts[parts[i].attempt - 1];
+		if (attempt_is_current(parts[i].job, a))
+			job_lost(s, parts[i].job, a, n->rec.inv.name, lost, now);
+	}
+	free(parts);
+	state_want_pass(s);
+}
+
 void state_node_seen(struct state *s, struct snode *n, int64_t mono)
 {
 	n->last_seen_ms = mono;

@@ -350,6 +350,9 @@ struct snode *state_register(struct state *s, const struct node_inventory *inv,
 			     const char *agent_id, const struct wire_attempt_ref *kept, int nkept,
 			     int64_t now, int64_t mono);
 void state_drain(struct state *s, struct snode *n, const char *reason);
+/* Its agent reports a fault (a full disk, ECC errors): the node is drained
+ * with it as the reason and its jobs are requeued at once. */
+void state_node_fault(struct state *s, struct snode *n, const char *fault, int64_t now);
 void state_resume(struct state *s, struct snode *n);
 /* The node's agent was heard from: it is alive (UP). */
 void state_node_seen(struct state *s, struct snode *n, int64_t mono);
