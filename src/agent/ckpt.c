@@ -34,6 +34,7 @@
 #define CKPT_MANIFEST "manifest.json"
 #define CKPT_BUF (1 << 20)
 #define CKPT_DRAIN_MS (10 * 60 * 1000) /* uploads go on this long after the tasks end */
+#define CKPT_SWEEP_MS 60000	       /* node rank 0 tidies a job's store this often */
 
 /* ---- one file of a tag ------------------------------------------------------------ */
 
@@ -62,6 +63,13 @@ struct ckjob {
 	int64_t rate; /* upload: bytes a second at most (0: no limit) */
 	enum ckpt_marker marker;
 	int nnodes;
+	bool sweep; /* STORE/JOB/ of what it need not keep */
+	char *jobdir;
+	int nkeep;
+	char (*keep_tag)[MODEL_CKPT_TAG_MAX];
+	int *keep_attempt;
+	int64_t oldest_kept;
+	int removed;
 	struct cfile *files;
 	size_t nfiles, files_alloc;
 	/* the outcome */
@@ -790,8 +798,84 @@ out:
 
 /* ---- on the loop ------------------------------------------------------------------ */
 
+/* The step a part's manifest names (any node's), or -1 when none is there. */
+static int64_t prefix_step(const char *prefix)
+{
+	DIR *d = opendir(prefix);
+	if (!d)
+		return -1;
+	int64_t step = -1;
+	struct dirent *de;
+	while (step < 0 && (de = readdir(d))) {
+		if (de->d_name[0] != 'n')
+			continue;
+		_cleanup_free_ char *path =
+			xasprintf("%s/%s/%s", prefix, de->d_name, CKPT_MANIFEST);
+		char *text = NULL;
+		if (tk_read_file(path, 64 << 20, &text, NULL) < 0)
+			continue;
+		json_error_t jerr;
+		json_t *m = json_loads(text, 0, &jerr);
+		free(text);
+		json_t *st = json_object_get(m, "step");
+		if (json_is_integer(st))
+			step = json_integer_value(st);
+		json_decref(m);
+	}
+	closedir(d);
+	return step;
+}
+
+/* Removes from STORE/JOB what no commit kept needs: the parts of older
+ * attempts not kept, and the current attempt's parts of steps older than
+ * the oldest kept (what retention dropped); never an upload under way of
+ * the current attempt (no manifest yet, or a step not older). */
+static void sweep_work(uv_work_t *w)
+{
+	struct ckjob *k = w->data;
+	DIR *tags = opendir(k->jobdir);
+	if (!tags)
+		return;
+	struct dirent *t;
+	while ((t = readdir(tags))) {
+		if (!model_ckpt_tag_valid(t->d_name))
+			continue;
+		_cleanup_free_ char *tagdir = xasprintf("%s/%s", k->jobdir, t->d_name);
+		DIR *atts = opendir(tagdir);
+		if (!atts)
+			continue;
+		struct dirent *a;
+		while ((a = readdir(atts))) {
+			char *end;
+			long n = a->d_name[0] == 'a' ? strtol(a->d_name + 1, &end, 10) : -1;
+			if (n < 1 || *end)
+				continue;
+			bool kept = false;
+			for (int i = 0; i < k->nkeep && !kept; i++)
+				kept = k->keep_attempt[i] == n &&
+				       strcmp(k->keep_tag[i], t->d_name) == 0;
+			if (kept || n > k->attempt)
+				continue;
+			_cleanup_free_ char *prefix = xasprintf("%s/%s", tagdir, a->d_name);
+			if (n == k->attempt) {
+				int64_t st = prefix_step(prefix);
+				if (st < 0 || st >= k->oldest_kept)
+					continue;
+			}
+			rm_tree(prefix);
+			k->removed++;
+		}
+		closedir(atts);
+		rmdir(tagdir); /* once empty */
+	}
+	closedir(tags);
+}
+
 static void ckjob_free(struct ckjob *k)
 {
+	free(k->jobdir);
+	free(k->keep_tag);
+	free(k->keep_attempt);
 	for (size_t i = 0; i < k->nfiles; i++)
 		free(k->files[i].path);
 	free(k->files);
@@ -834,7 +918,14 @@ static void after_cb(uv_work_t *w, int status)
 		ckpt_kick(a);
 		return;
 	}
-	if (k->restore) {
+	if (k->sweep) {
+		log_debug("job %lld: swept the store, %d part(s) removed", (long long)g->job,
+			  k->removed);
+		if (k->removed)
+			log_info("job %lld: %d checkpoint part(s) no commit needs removed from the "
+				 "store",
+				 (long long)g->job, k->removed);
+	} else if (k->restore) {
 		g->restore_running = false;
 		if (k->err[0])
 			log_warn("job %lld.%d: restore of %s failed: %s", (long long)g->job,
@@ -1048,10 +1139,36 @@ static void ckpt_kick(struct agent *a)
 		k->stage = xasprintf("%s/ckpt-stage/%lld.%d.%s", a->cfg.work_dir, (long long)g->job,
 				     g->attempt, tag);
 	}
+	/* then, at most once a minute a job, node rank 0 tidies the store */
+	pos = 0;
+	int64_t now = tk_mono_ms();
+	while (!k && tk_map_next(&a->groups, &pos, NULL, &v)) {
+		struct taskgroup *g = v;
+		if (!g->ckpt_store || g->node_rank != 0 || !g->nkeep || !g->listed ||
+		    now - g->swept_ms < CKPT_SWEEP_MS)
+			continue;
+		g->swept_ms = now;
+		k = ckjob_new(g, g->keep_tag[0], 0, g->attempt);
+		k->sweep = true;
+		k->jobdir = xasprintf("%s/%lld", g->ckpt_store, (long long)g->job);
+		k->nkeep = g->nkeep;
+		k->keep_tag = xcalloc((size_t)g->nkeep, sizeof(*k->keep_tag));
+		k->keep_attempt = xcalloc((size_t)g->nkeep, sizeof(*k->keep_attempt));
+		k->oldest_kept = INT64_MAX;
+		for (int i = 0; i < g->nkeep; i++) {
+			snprintf(k->keep_tag[i], sizeof(k->keep_tag[i]), "%s", g->keep_tag[i]);
+			k->keep_attempt[i] = g->keep_attempt[i];
+			k->oldest_kept = MIN(k->oldest_kept, g->keep_step[i]);
+		}
+	}
 	if (!k)
 		return;
 	a->ckpt_busy = true;
-	int r = uv_queue_work(a->loop, &k->w, k->restore ? restore_work : upload_work, after_cb);
+	int r = uv_queue_work(a->loop, &k->w,
+			      k->sweep	   ? sweep_work
+			      : k->restore ? restore_work
+					   : upload_work,
+			      after_cb);
 	if (r < 0) {
 		a->ckpt_busy = false;
 		log_err("cannot start checkpoint work: %s", uv_strerror(r));
@@ -1083,6 +1200,17 @@ void group_ckpt_item(struct taskgroup *g, const struct work_item *it)
 		snprintf(g->marked[i], sizeof(g->marked[i]), "%s", it->marked[i].tag);
 		g->marked_step[i] = it->marked[i].step;
 		g->nmarked++;
+	}
+	if (g->nkeep != it->nkeep ||
+	    (it->nkeep && (strcmp(g->keep_tag[g->nkeep - 1], it->keep[it->nkeep - 1].tag) != 0 ||
+			   g->keep_attempt[g->nkeep - 1] != it->keep[it->nkeep - 1].attempt)))
+		g->swept_ms = 0; /* a commit: sweep soon */
+	g->nkeep = 0;
+	for (int i = 0; i < it->nkeep && i < MODEL_MAX_CKPTS; i++) {
+		snprintf(g->keep_tag[i], sizeof(g->keep_tag[i]), "%s", it->keep[i].tag);
+		g->keep_attempt[i] = it->keep[i].attempt;
+		g->keep_step[i] = it->keep[i].step;
+		g->nkeep++;
 	}
 	if (!g->hold_restore)
 		return;

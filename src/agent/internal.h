@@ -144,6 +144,12 @@ struct taskgroup {
 	int nmarked; /* DCP: tags some node of the gang uploaded (the server says) */
 	char marked[MODEL_MAX_CKPT_PENDING][MODEL_CKPT_TAG_MAX];
 	int64_t marked_step[MODEL_MAX_CKPT_PENDING];
+	/* node rank 0: the committed tags the store keeps; when it last swept */
+	int nkeep;
+	char keep_tag[MODEL_MAX_CKPTS][MODEL_CKPT_TAG_MAX];
+	int keep_attempt[MODEL_MAX_CKPTS];
+	int64_t keep_step[MODEL_MAX_CKPTS];
+	int64_t swept_ms;
 	int64_t ckpt_drain_until_ms; /* monotonic; 0 while its tasks run */
 	char restore_tag[MODEL_CKPT_TAG_MAX];
 	char restored_tag[MODEL_CKPT_TAG_MAX];

@@ -576,6 +576,16 @@ json_t *wire_work_pack(const struct wire_work *m)
 							  "step", (json_int_t)w->marked[k].step));
 				json_object_set_new(ck, "marked", mk);
 			}
+			if (w->nkeep) {
+				json_t *kp = json_array();
+				for (int k = 0; k < w->nkeep; k++)
+					json_array_append_new(
+						kp,
+						json_pack("{s:s, s:I, s:i}", "tag", w->keep[k].tag,
+							  "step", (json_int_t)w->keep[k].step,
+							  "attempt", w->keep[k].attempt));
+				json_object_set_new(ck, "keep", kp);
+			}
 			json_object_set_new(t, "checkpoints", ck);
 		}
 		json_array_append_new(tasks, t);
@@ -596,8 +606,8 @@ int wire_work_unpack(json_t *j, struct wire_work *ret, struct tk_error *err)
 	static const char *const tkeys[] = {"job",    "attempt",     "spec",
 					    "digest", "checkpoints", NULL};
 	static const char *const ckeys[] = {
-		"store",  "restore_tag", "restore_step", "restore_attempt", "restore_go",
-		"marked", NULL};
+		"store",      "restore_tag", "restore_step", "restore_attempt",
+		"restore_go", "marked",	     "keep",	     NULL};
 	int64_t gen;
 	int r;
 	memset(ret, 0, sizeof(*ret));
@@ -676,6 +686,33 @@ int wire_work_unpack(json_t *j, struct wire_work *ret, struct tk_error *err)
 				}
 				w->marked[k].step = st;
 				w->nmarked = (int)k + 1;
+			}
+			json_t *kp = json_object_get(ck, "keep");
+			if (kp && (!json_is_array(kp) || json_array_size(kp) > MODEL_MAX_CKPTS)) {
+				r = tk_errorf(err, -EINVAL,
+					      "tasks[%zu].checkpoints.keep: at most %d tags", i,
+					      MODEL_MAX_CKPTS);
+				goto fail;
+			}
+			json_array_foreach (kp, k, mv) {
+				int64_t st, at;
+				if ((r = mj_strbuf(mv, "tag", true, true, w->keep[k].tag,
+						   sizeof(w->keep[k].tag), err)) < 0 ||
+				    (r = mj_int(mv, "step", true, 0, INT64_MAX, 0, &st, err)) < 0 ||
+				    (r = mj_int(mv, "attempt", true, 1, MODEL_MAX_ATTEMPTS, 1, &at,
+						err)) < 0) {
+					mj_prefix(err, "tasks[%zu].checkpoints.keep[%zu]", i, k);
+					goto fail;
+				}
+				if (!model_ckpt_tag_valid(w->keep[k].tag)) {
+					r = tk_errorf(err, -EINVAL,
+						      "tasks[%zu].checkpoints.keep[%zu]: not a tag",
+						      i, k);
+					goto fail;
+				}
+				w->keep[k].step = st;
+				w->keep[k].attempt = (int)at;
+				w->nkeep = (int)k + 1;
 			}
 			if (w->ckpt_store[0] != '/' ||
 			    (w->restore_tag[0] && !model_ckpt_tag_valid(w->restore_tag))) {

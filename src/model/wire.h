@@ -256,6 +256,14 @@ struct work_item {
 		char tag[MODEL_CKPT_TAG_MAX];
 		int64_t step;
 	} marked[MODEL_MAX_CKPT_PENDING];
+	/* to node rank 0: the job's committed checkpoints, all the store is to
+	 * keep of its older attempts and older steps (the rest it removes) */
+	int nkeep;
+	struct {
+		char tag[MODEL_CKPT_TAG_MAX];
+		int64_t step;
+		int attempt;
+	} keep[MODEL_MAX_CKPTS];
 };
 
 /*

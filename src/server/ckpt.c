@@ -85,6 +85,10 @@ static void commit(struct state *s, struct sjob *j, struct attempt *a, int k, in
 	}
 	a->npend = kept;
 	retain(job, s->sched.checkpoint_keep);
+	/* node rank 0 learns what the store keeps now (and tidies it) */
+	struct snode *n0 = state_node(s, a->nodes[0].name);
+	if (n0)
+		node_work_changed(s, n0);
 }
 
 void state_task_checkpoint(struct state *s, const struct task_event *ev, int64_t now)

@@ -95,6 +95,13 @@ json_t *state_work_pack(struct state *s, struct snode *n, uint64_t since_gen)
 					 a->pend[k].tag);
 				it->marked[it->nmarked++].step = a->pend[k].step;
 			}
+			/* node rank 0 keeps the store tidy */
+			for (int k = 0; p->node_index == 0 && k < p->job->job.nckpts; k++) {
+				const struct ckpt *c = &p->job->job.ckpts[k];
+				snprintf(it->keep[it->nkeep].tag, MODEL_CKPT_TAG_MAX, "%s", c->tag);
+				it->keep[it->nkeep].step = c->step;
+				it->keep[it->nkeep++].attempt = c->attempt;
+			}
 		}
 		if (p->gen_added > since_gen) {
 			it->spec = &specs[i];

@@ -430,3 +430,30 @@ def test_dcp_marks_on_one_node(workdir, procs):
     for rank in (0, 1):
         out = open(os.path.join(workdir, f"out-{rank}.txt")).read()
         assert f"rank={rank} tag=[{tag}]" in out and f"meta\nshard{rank}" in out, out
+
+
+def test_store_keeps_what_commits_need(workdir):
+    """With checkpoint_keep 2 the store ends with the two newest commits:
+    an older attempt's parts and the current attempt's dropped steps go."""
+    t, d, store = ckpt_cluster(workdir)
+    script = (
+        'C=$TENK_CHECKPOINT_DIR; S=' + store + '/$TENK_JOB_ID; '
+        'if [ "$TENK_ATTEMPT" = 1 ]; then set -- 1 2; else set -- 3 4; fi; '
+        'for s in "$@"; do mkdir -p $C/s$s && echo $s > $C/s$s/w.bin && '
+        f'{TENK} ckpt commit s$s --step $s && '
+        'while [ ! -s $S/s$s/a$TENK_ATTEMPT/n0/manifest.json ]; do sleep 0.1; done; '
+        'sleep 1.5; done; [ "$TENK_ATTEMPT" = 1 ] && exit 3; sleep 120')
+    jid = t.submit("--requeue", "1", "--", "sh", "-c", script)
+    jdir = os.path.join(store, str(jid))
+
+    def parts():
+        if not os.path.isdir(jdir):
+            return []
+        return sorted(f"{tag}/{a}" for tag in os.listdir(jdir)
+                      for a in os.listdir(os.path.join(jdir, tag)))
+    wait_for(lambda: [(k["tag"], k["attempt"]) for k in checkpoints(t, jid)["checkpoints"]] ==
+             [("s3", 2), ("s4", 2)], 90, "the commits of attempt 2")
+    wait_for(lambda: parts() == ["s3/a2", "s4/a2"], 90, "the store down to the kept commits")
+    wait_for(lambda: "checkpoint part(s) no commit needs removed from the store" in d.output(),
+             10, "the agent's word of it")
+    t.run("cancel", jid)
