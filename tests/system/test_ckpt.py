@@ -194,7 +194,7 @@ def test_ddp_resumes_on_a_host_that_never_held_it(hosts4, workdir, kill_all):
     kill_all += c.daemons
     env = dict(c.env(), GLOO_SOCKET_IFNAME="eth0", OMP_NUM_THREADS="1")
     script = os.path.join(HERE, "ckpt_train.py")
-    total, every = 60, 10
+    total, every = 40, 10
     # the reference: uninterrupted, the same seed
     ref = os.path.join(workdir, "ref")
     os.mkdir(ref)
@@ -206,7 +206,7 @@ def test_ddp_resumes_on_a_host_that_never_held_it(hosts4, workdir, kill_all):
     os.mkdir(out)
     # the rank that survives its peer fails at once (gloo: connection closed):
     # the job's own restarts cover that until its peer's node is found DOWN
-    jid = c.submit("-N", "2", "--requeue", "3", "--", PY, script, out, total, every, "0.25",
+    jid = c.submit("-N", "2", "--requeue", "3", "--", PY, script, out, total, every, "0.2",
                    env=env)
     wait_for(lambda: [k for k in checkpoints(c, jid)["checkpoints"] if k["step"] >= 20], 120,
              "a commit of step 20")
@@ -311,10 +311,10 @@ def test_agent_restart_resumes_an_upload(workdir, procs):
     data, server, agent = split_cluster(workdir, procs, store)
     srv = server()
     t = Tenk(workdir, data)
-    slow = ["--checkpoint-upload-rate", "40"]  # MiB/s: the kill lands mid-upload
+    slow = ["--checkpoint-upload-rate", "20"]  # MiB/s: the kill lands mid-upload
     a = agent(t, "n1", extra=slow)
     t.wait_nodes_up(1)
-    size = 50 * 1000 * 1000
+    size = 20 * 1000 * 1000
     script = ('C=$TENK_CHECKPOINT_DIR; mkdir -p $C/big && for i in 1 2 3 4 5 6; do '
               f'head -c {size} /dev/urandom > $C/big/part-$i; done && '
               f'{TENK} ckpt commit big --step 1; sleep 600')

@@ -117,7 +117,7 @@ def test_nodes_keep_their_reserve(workdir, procs, hosts3):
     assert p.returncode != 0, p.stdout
     jid = t.submit("--", "sh", "-c", "sleep 1; echo ran")
     assert "COMPLETED" in t.run("wait", jid, timeout=60).stdout
-    time.sleep(6)  # beyond a few heartbeats: the node stayed UP
+    time.sleep(3)  # beyond a few heartbeats (every 1.25 s): the node stayed UP
     assert "is DOWN" not in srv.output()
     for s in flood:
         s.close()
