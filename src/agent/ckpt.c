@@ -186,6 +186,16 @@ static int copy_hash(int in, int out, char sha[65], int64_t *ret_bytes)
 	return copy_hash_at(in, out, sha, ret_bytes, NULL);
 }
 
+/* The entries of the folder dfd (which stays open), or NULL. */
+static DIR *dir_of(int dfd)
+{
+	int fd = dup(dfd);
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	if (!d && fd >= 0)
+		close(fd);
+	return d;
+}
+
 /* Removes name under dirfd and all below it, following no link. */
 static void rm_tree_at(int dfd, const char *name, int depth)
 {
@@ -289,11 +299,8 @@ static void freeze(struct ckjob *k, int dfd, const char *rel, int depth)
 		fail(k, "%s/%s: folders nested deeper than %d", k->tag, rel, CKPT_MAX_DEPTH);
 		return;
 	}
-	int fd = dup(dfd);
-	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	DIR *d = dir_of(dfd);
 	if (!d) {
-		if (fd >= 0)
-			close(fd);
 		fail(k, "%s/%s: cannot read: %s", k->tag, rel, strerror(errno));
 		return;
 	}
@@ -612,13 +619,9 @@ static void chown_tree(int dfd, uint32_t uid, uint32_t gid, int depth)
 {
 	if (fchown(dfd, uid, gid) < 0)
 		return;
-	int fd = dup(dfd);
-	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-	if (!d) {
-		if (fd >= 0)
-			close(fd);
+	DIR *d = dir_of(dfd);
+	if (!d)
 		return;
-	}
 	struct dirent *de;
 	while ((de = readdir(d))) {
 		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
@@ -1076,8 +1079,7 @@ static bool newest_tag(struct taskgroup *g, char *tag, size_t n, int64_t *step)
 			snprintf(tag, n, "%s", g->marked[i]);
 			found = true;
 		}
-	int fd = dup(ckfd);
-	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	DIR *d = dir_of(ckfd);
 	struct dirent *de;
 	int seen = 0;
 	while (d && (de = readdir(d)) && seen++ < 4096) {
@@ -1094,8 +1096,6 @@ static bool newest_tag(struct taskgroup *g, char *tag, size_t n, int64_t *step)
 	}
 	if (d)
 		closedir(d);
-	else if (fd >= 0)
-		close(fd);
 	close(ckfd);
 	return found;
 }
