@@ -233,6 +233,50 @@ static void task_failed(struct state *s, struct sjob *j, struct attempt *a,
 	}
 }
 
+void state_failure_wait(struct state *s, struct sjob *j, const struct task_event *ev)
+{
+	if (j->fail_ev)
+		return; /* the first failure is the one judged */
+	j->fail_ev = xmalloc(sizeof(*j->fail_ev));
+	*j->fail_ev = *ev;
+	j->fail_seen_mono = tk_mono_ms();
+	xgrow(&s->failing, &s->failing_alloc, (size_t)s->nfailing + 1, sizeof(*s->failing));
+	s->failing[s->nfailing++] = j;
+	log_debug("job %lld: task %d failed; judged once every node of attempt %d is heard from",
+		  (long long)j->job.id, ev->rank, ev->attempt);
+	/* the gang stops at once, whatever the judgement */
+	attempt_bump_nodes(s, job_current_attempt(&j->job));
+}
+
+void state_check_failures(struct state *s, int64_t now, int64_t mono)
+{
+	for (int i = 0; i < s->nfailing; i++) {
+		struct sjob *j = s->failing[i];
+		struct attempt *a = job_current_attempt(&j->job);
+		bool judge = false,
+		     drop = !a || !attempt_is_current(j, a) || a->number != j->fail_ev->attempt;
+		if (!drop) {
+			/* a node not heard since is dead (it goes DOWN, and the
+			 * job with it) or slow: wait, at most the node timeout */
+			judge = true;
+			for (int k = 0; k < a->nnodes && judge; k++) {
+				struct snode *n = state_node(s, a->nodes[k].name);
+				judge = !n || n->last_seen_ms > j->fail_seen_mono;
+			}
+			judge |= mono - j->fail_seen_mono > s->cfg.node_timeout_ms;
+		}
+		if (!drop && !judge)
+			continue;
+		if (judge) {
+			task_failed(s, j, a, j->fail_ev, now);
+			state_job_dirty(s, j);
+		}
+		free(j->fail_ev);
+		j->fail_ev = NULL;
+		s->failing[i--] = s->failing[--s->nfailing];
+	}
+}
+
 void job_lost(struct state *s, struct sjob *j, struct attempt *a, const char *node, const char *why,
 	      int64_t now)
 {
@@ -287,7 +331,10 @@ void state_task_exited(struct state *s, const struct task_event *ev, int64_t now
 				 (long long)j->job.req.time_limit_s);
 			state_job_finish(s, j, JOB_TIMEOUT, ev->exit_code, reason, now);
 		} else if (ev->exit_code != 0) {
-			task_failed(s, j, a, ev, now);
+			if (a->nnodes > 1 && !j->job.system)
+				state_failure_wait(s, j, ev);
+			else
+				task_failed(s, j, a, ev, now);
 		} else {
 			bool all_ok = true;
 			for (int k = 0; k < a->ntasks; k++)

@@ -266,6 +266,29 @@ int state_load(struct state *s, struct store *store, int64_t now, int64_t mono, 
 						mono + left);
 		}
 	}
+	/* a failure that waited to hear every node of its attempt waits again
+	 * (the wait is not in the store; the failed task is) */
+	for (size_t i = 0; i < s->njobs; i++) {
+		struct sjob *j = s->jobs[i];
+		struct attempt *a = j && !j->job.system ? job_current_attempt(&j->job) : NULL;
+		if (!a || a->nnodes < 2 || !attempt_is_current(j, a))
+			continue;
+		for (int t = 0; t < a->ntasks; t++) {
+			const struct task_status *ts = &a->tasks[t];
+			if (ts->state != TASK_EXITED || ts->exit_code == 0)
+				continue;
+			struct task_event ev = {.job = j->job.id,
+						.attempt = a->number,
+						.rank = t,
+						.type = TASK_EVENT_EXITED,
+						.at_ms = ts->end_ms,
+						.exit_code = ts->exit_code,
+						.signal = ts->signal,
+						.cause = ts->signal ? EXIT_SIGNALLED : EXIT_EXITED};
+			state_failure_wait(s, j, &ev);
+			break;
+		}
+	}
 	/* a validation run does not survive a restart: its nodes' results would
 	 * be partial; it ends, and can be asked for again */
 	for (size_t i = 0; i < s->njobs; i++) {

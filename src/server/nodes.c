@@ -271,6 +271,7 @@ void state_check_nodes(struct state *s, int64_t now, int64_t mono)
 		if (j->pending)
 			state_want_pass(s);
 	}
+	state_check_failures(s, now, mono);
 }
 
 /* ---- registration and operators ---------------------------------------------------- */

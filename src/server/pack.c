@@ -69,7 +69,9 @@ json_t *state_work_pack(struct state *s, struct snode *n, uint64_t since_gen)
 	for (int i = 0; i < n->nparts; i++) {
 		const struct part *p = &n->parts[i];
 		const struct attempt *a = &p->job->job.attempts[p->attempt - 1];
-		if (!attempt_is_current(p->job, a))
+		/* nor one whose failure waits to be judged: its tasks stop now */
+		if (!attempt_is_current(p->job, a) ||
+		    (p->job->fail_ev && p->job->fail_ev->attempt == a->number))
 			continue;
 		struct work_item *it = &w.items[w.nitems++];
 		it->job = p->job->job.id;

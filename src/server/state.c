@@ -47,10 +47,12 @@ void state_release(struct state *s)
 		if (!j)
 			continue;
 		job_release(&j->job);
+		free(j->fail_ev);
 		free(j);
 	}
 	free(s->jobs);
 	free(s->fenced);
+	free(s->failing);
 	for (int i = 0; i < s->nnodes; i++) {
 		node_record_release(&s->nodes[i]->rec);
 		free(s->nodes[i]->parts);

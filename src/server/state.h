@@ -68,6 +68,12 @@ struct sjob {
 	 * ends by then); it starts no new attempt before. 0: none */
 	int64_t fenced_until;
 	char fenced_node[MODEL_NAME_MAX];
+	/* a task of its multi-node attempt failed (fail_ev, seen at
+	 * fail_seen_mono): judged once every node of the attempt has been
+	 * heard since, for a peer that died makes the others fail first and
+	 * is then a lost node, not the job's own failure. NULL: none */
+	struct task_event *fail_ev;
+	int64_t fail_seen_mono;
 };
 
 /* A priority class, with the jobs of it that wait. */
@@ -232,6 +238,9 @@ struct state {
 	struct sjob **fenced;	  /* jobs whose fenced_until is set */
 	int nfenced;
 	size_t fenced_alloc;
+	struct sjob **failing; /* jobs whose fail_ev is set */
+	int nfailing;
+	size_t failing_alloc;
 	struct svalid *valids; /* validation runs not yet ended */
 
 	/* scheduling */
@@ -307,6 +316,12 @@ void state_task_exited(struct state *s, const struct task_event *ev, int64_t now
  * says so while it waits; once every node has it, at one digest, its tasks
  * start there, and at different ones the job fails, naming them. */
 void state_task_image(struct state *s, const struct task_event *ev, int64_t now);
+/* Judges the failures waiting to hear every node of their attempt (from the
+ * cron, after the nodes' liveness). */
+void state_check_failures(struct state *s, int64_t now, int64_t mono);
+/* A failure to judge: the task of rank `rank` of j's current attempt ended
+ * as ev says (load.c restores them so after a restart). */
+void state_failure_wait(struct state *s, struct sjob *j, const struct task_event *ev);
 /* ckpt.c: a node's part of a checkpoint uploaded (committed once every
  * node's is); a node's restore done or failed; the restore a new attempt
  * starts with (the newest committed tag, where the cluster has a store) */
