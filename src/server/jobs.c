@@ -237,9 +237,15 @@ void state_failure_wait(struct state *s, struct sjob *j, const struct task_event
 {
 	if (j->fail_ev)
 		return; /* the first failure is the one judged */
+	const struct attempt *a = job_current_attempt(&j->job);
 	j->fail_ev = xmalloc(sizeof(*j->fail_ev));
 	*j->fail_ev = *ev;
-	j->fail_seen_mono = tk_mono_ms();
+	j->fail_seen = xcalloc((size_t)a->nnodes + 1, sizeof(*j->fail_seen));
+	for (int k = 0; k < a->nnodes; k++) {
+		const struct snode *n = state_node(s, a->nodes[k].name);
+		j->fail_seen[k] = n ? n->last_seen_ms : 0;
+	}
+	j->fail_check_mono = 0;
 	xgrow(&s->failing, &s->failing_alloc, (size_t)s->nfailing + 1, sizeof(*s->failing));
 	s->failing[s->nfailing++] = j;
 	log_debug("job %lld: task %d failed; judged once every node of attempt %d is heard from",
@@ -258,12 +264,14 @@ void state_check_failures(struct state *s, int64_t now, int64_t mono)
 		if (!drop) {
 			/* a node not heard since is dead (it goes DOWN, and the
 			 * job with it) or slow: wait, at most the node timeout */
+			if (!j->fail_check_mono)
+				j->fail_check_mono = mono;
 			judge = true;
 			for (int k = 0; k < a->nnodes && judge; k++) {
 				struct snode *n = state_node(s, a->nodes[k].name);
-				judge = !n || n->last_seen_ms > j->fail_seen_mono;
+				judge = !n || n->last_seen_ms > j->fail_seen[k];
 			}
-			judge |= mono - j->fail_seen_mono > s->cfg.node_timeout_ms;
+			judge |= mono - j->fail_check_mono > s->cfg.node_timeout_ms;
 		}
 		if (!drop && !judge)
 			continue;
@@ -272,7 +280,9 @@ void state_check_failures(struct state *s, int64_t now, int64_t mono)
 			state_job_dirty(s, j);
 		}
 		free(j->fail_ev);
+		free(j->fail_seen);
 		j->fail_ev = NULL;
+		j->fail_seen = NULL;
 		s->failing[i--] = s->failing[--s->nfailing];
 	}
 }

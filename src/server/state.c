@@ -48,6 +48,7 @@ void state_release(struct state *s)
 			continue;
 		job_release(&j->job);
 		free(j->fail_ev);
+		free(j->fail_seen);
 		free(j);
 	}
 	free(s->jobs);

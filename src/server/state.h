@@ -68,12 +68,14 @@ struct sjob {
 	 * ends by then); it starts no new attempt before. 0: none */
 	int64_t fenced_until;
 	char fenced_node[MODEL_NAME_MAX];
-	/* a task of its multi-node attempt failed (fail_ev, seen at
-	 * fail_seen_mono): judged once every node of the attempt has been
-	 * heard since, for a peer that died makes the others fail first and
-	 * is then a lost node, not the job's own failure. NULL: none */
+	/* a task of its multi-node attempt failed (fail_ev): judged once every
+	 * node of the attempt has been heard since (fail_seen: each one's
+	 * last_seen_ms then), or a node timeout after the first check
+	 * (fail_check_mono), for a peer that died makes the others fail first
+	 * and is then a lost node, not the job's own failure. NULL: none */
 	struct task_event *fail_ev;
-	int64_t fail_seen_mono;
+	int64_t *fail_seen;
+	int64_t fail_check_mono;
 };
 
 /* A priority class, with the jobs of it that wait. */

@@ -11,6 +11,8 @@ import os
 import sys
 import time
 
+import pytest
+
 from conftest import BIN as TENK
 from conftest import Daemon, MultiHost, Tenk, end_shims, root_jobs_config, start_up, wait_for
 
@@ -18,13 +20,18 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 PY = sys.executable
 
 
-def ckpt_cluster(workdir, **extra):
+@pytest.fixture
+def ckpt(workdir):
+    """`tenk up` whose cluster has a checkpoint store (WORKDIR/store); its
+    jobs run as root. Stopped (and checked for sanitizer reports) after."""
     store = os.path.join(workdir, "store")
     os.makedirs(store)
     data = os.path.join(workdir, "tenk-data")
-    root_jobs_config(data, admin_unix_user="root", checkpoint_store=store, **extra)
+    root_jobs_config(data, admin_unix_user="root", checkpoint_store=store)
     t, d = start_up(workdir)
-    return t, d, store
+    yield t, d, store
+    if d.alive():
+        d.stop()
 
 
 def checkpoints(t, jid):
@@ -33,10 +40,10 @@ def checkpoints(t, jid):
     return t.json("ckpt", "ls", jid)
 
 
-def test_commit_upload_and_restore_elsewhere(workdir):
+def test_commit_upload_and_restore_elsewhere(workdir, ckpt):
     """Attempt 1 commits a tag and deletes its own copy before failing;
     attempt 2 gets it back from the store, TENK_RESTORE_TAG/STEP set."""
-    t, d, store = ckpt_cluster(workdir)
+    t, d, store = ckpt
     script = (
         'echo "attempt=$TENK_ATTEMPT tag=[$TENK_RESTORE_TAG] step=[$TENK_RESTORE_STEP]"; '
         'C=$TENK_CHECKPOINT_DIR; if [ "$TENK_ATTEMPT" = 1 ]; then '
@@ -71,11 +78,11 @@ def test_commit_upload_and_restore_elsewhere(workdir):
     assert "restores checkpoint step-7 (step 7, attempt 1), restored" in show
 
 
-def test_hostile_and_torn_tags(workdir):
+def test_hostile_and_torn_tags(workdir, ckpt):
     """Nothing of a tag with a link in it, of one marked while a file is
     still being written, or of one never marked reaches the store; a good
     tag after them is committed."""
-    t, d, store = ckpt_cluster(workdir)
+    t, d, store = ckpt
     go = os.path.join(workdir, "go")
     script = (
         'C=$TENK_CHECKPOINT_DIR; '
@@ -110,10 +117,10 @@ def test_hostile_and_torn_tags(workdir):
     assert p.returncode == 2 and "--step" in p.stderr
 
 
-def test_damaged_store_falls_back(workdir):
+def test_damaged_store_falls_back(workdir, ckpt):
     """The newest commit's copy in the store is damaged: the restore says
     so and every node goes back to the commit before."""
-    t, d, store = ckpt_cluster(workdir)
+    t, d, store = ckpt
     script = (
         'C=$TENK_CHECKPOINT_DIR; S=' + store + '/$TENK_JOB_ID; '
         'echo "attempt=$TENK_ATTEMPT tag=[$TENK_RESTORE_TAG]"; '
@@ -254,11 +261,11 @@ def test_ddp_resumes_on_a_host_that_never_held_it(hosts4, workdir, kill_all):
     c.stop_all()
 
 
-def test_preempted_job_checkpoints_in_its_grace(workdir):
+def test_preempted_job_checkpoints_in_its_grace(workdir, ckpt):
     """A batch job preempted by a prod job writes and marks a tag in its
     grace period and exits; the agent uploads it after the tasks have
     ended, the server commits it, and the job's next attempt resumes it."""
-    t, d, store = ckpt_cluster(workdir)
+    t, d, store = ckpt
     script = (
         'C=$TENK_CHECKPOINT_DIR; echo "attempt=$TENK_ATTEMPT tag=[$TENK_RESTORE_TAG]"; '
         'if [ -n "$TENK_RESTORE_TAG" ]; then cat $C/$TENK_RESTORE_TAG/w.bin; exit 0; fi; '
@@ -374,11 +381,11 @@ def test_server_restart_mid_commit_loses_nothing(workdir, procs):
     t.run("cancel", jid)
 
 
-def test_deepspeed_and_megatron_pointers(workdir):
+def test_deepspeed_and_megatron_pointers(workdir, ckpt):
     """--ckpt-marker deepspeed: the tag `latest` names is complete; megatron:
     iter_NNNNNNN of latest_checkpointed_iteration.txt. A restore writes the
     pointer again, so the framework's own resume finds the tag."""
-    t, d, store = ckpt_cluster(workdir)
+    t, d, store = ckpt
     cases = {
         "deepspeed": ("global_step10", 10, "latest", "global_step10"),
         "megatron": ("iter_0000020", 20, "latest_checkpointed_iteration.txt", "20"),
@@ -434,10 +441,10 @@ def test_dcp_marks_on_one_node(workdir, procs):
         assert f"rank={rank} tag=[{tag}]" in out and f"meta\nshard{rank}" in out, out
 
 
-def test_store_keeps_what_commits_need(workdir):
+def test_store_keeps_what_commits_need(workdir, ckpt):
     """With checkpoint_keep 2 the store ends with the two newest commits:
     an older attempt's parts and the current attempt's dropped steps go."""
-    t, d, store = ckpt_cluster(workdir)
+    t, d, store = ckpt
     script = (
         'C=$TENK_CHECKPOINT_DIR; S=' + store + '/$TENK_JOB_ID; '
         'if [ "$TENK_ATTEMPT" = 1 ]; then set -- 1 2; else set -- 3 4; fi; '

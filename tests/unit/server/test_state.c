@@ -376,7 +376,14 @@ static void test_one_attempt_at_a_time(void **state)
 	task_event(w, j, 0, TASK_EVENT_STARTED, 0, EXIT_EXITED, T0);
 	task_event(w, j, 1, TASK_EVENT_STARTED, 0, EXIT_EXITED, T0);
 	task_event(w, j, 0, TASK_EVENT_EXITED, 1, EXIT_EXITED, T0 + 5);
+	/* judged once both nodes are heard from again; its gang stops now */
+	assert_int_equal(j->job.state, JOB_RUNNING);
+	for (int i = 0; i < j->job.attempts[0].nnodes; i++)
+		state_node_seen(&w->st, state_node(&w->st, j->job.attempts[0].nodes[i].name),
+				MONO0 + 1);
+	state_check_failures(&w->st, T0 + 6, MONO0 + 1);
 	assert_int_equal(j->job.state, JOB_PENDING);
+	assert_int_equal(j->job.failures, 1);
 	assert_false(j->job.attempts[0].ended);
 	state_schedule(&w->st, T0 + 10);
 	assert_int_equal(j->job.state, JOB_PENDING);
@@ -388,6 +395,33 @@ static void test_one_attempt_at_a_time(void **state)
 	state_schedule(&w->st, T0 + 30);
 	assert_int_equal(j->job.state, JOB_STARTING);
 	assert_int_equal(j->job.nattempts, 2);
+	world_free(w);
+}
+
+/* A rank fails because its peer's node died: that node goes DOWN before
+ * the failure is judged, and the job is requeued for a lost node, its
+ * restarts untouched. */
+static void test_peer_death_is_a_lost_node(void **state)
+{
+	struct world *w = world_new(1);
+	add_node(w, 1, 8, "aaaaaaaa");
+	add_node(w, 2, 8, "bbbbbbbb");
+	struct sjob *j = submit(w, "{\"command\": [\"train\"], \"cwd\": \"/tmp\", \"nodes\": 2, "
+				   "\"gpus_per_task\": 8}");
+	state_schedule(&w->st, T0);
+	task_event(w, j, 0, TASK_EVENT_STARTED, 0, EXIT_EXITED, T0);
+	task_event(w, j, 1, TASK_EVENT_STARTED, 0, EXIT_EXITED, T0);
+	struct snode *alive = state_node(&w->st, j->job.attempts[0].nodes[0].name);
+	/* rank 0 fails (its peer is gone); rank 1's node is silent from now */
+	task_event(w, j, 0, TASK_EVENT_EXITED, 1, EXIT_EXITED, T0 + 5);
+	state_node_seen(&w->st, alive, MONO0 + NODE_TIMEOUT_MS);
+	state_check_nodes(&w->st, T0 + 10, MONO0 + NODE_TIMEOUT_MS / 2);
+	assert_int_equal(j->job.state, JOB_RUNNING); /* not yet judged */
+	state_check_nodes(&w->st, T0 + 20, MONO0 + NODE_TIMEOUT_MS + 1);
+	assert_int_equal(j->job.state, JOB_PENDING);
+	assert_int_equal(j->job.failures, 0);
+	assert_int_equal(j->node_losses, 1);
+	assert_non_null(strstr(j->job.attempts[0].reason, "lost: no heartbeat"));
 	world_free(w);
 }
 
@@ -578,6 +612,7 @@ int main(void)
 		cmocka_unit_test(test_agent_restart),
 		cmocka_unit_test(test_agent_restart_keeps_shims),
 		cmocka_unit_test(test_one_attempt_at_a_time),
+		cmocka_unit_test(test_peer_death_is_a_lost_node),
 		cmocka_unit_test(test_task_lost_with_agent),
 		cmocka_unit_test(test_lost_before_it_ran),
 		cmocka_unit_test(test_agent_stopping),
