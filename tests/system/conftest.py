@@ -52,6 +52,22 @@ def connect(url, ca=None, timeout=30):
     return http.client.HTTPConnection(u.hostname, u.port, timeout=timeout)
 
 
+_STARTED = []  # every Daemon of the running test (see reap_daemons)
+
+
+@pytest.fixture(autouse=True)
+def reap_daemons():
+    """Kills what daemons a test left running (one that failed before its
+    own stop), so that none outlives it and loads the tests after."""
+    first = len(_STARTED)
+    yield
+    for d in _STARTED[first:]:
+        if d.alive():
+            d.proc.kill()
+            d.proc.wait()
+    del _STARTED[first:]
+
+
 class Daemon:
     """One tenk daemon process (up, server or agent) that the test owns."""
 
@@ -72,6 +88,7 @@ class Daemon:
         env.update(self.extra_env)
         self.proc = subprocess.Popen(self.args, cwd=self.cwd, stdout=self.log,
                                      stderr=subprocess.STDOUT, env=env)
+        _STARTED.append(self)
 
     def alive(self):
         return self.proc is not None and self.proc.poll() is None
