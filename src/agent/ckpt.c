@@ -511,19 +511,31 @@ static bool rel_path_ok(const char *p)
 	return true;
 }
 
+/* The manifest of the node's part in folder `part` of the store, parsed;
+ * NULL (and *ret_r) when it cannot be read or is no JSON. */
+static json_t *manifest_load(const char *part, int *ret_r)
+{
+	_cleanup_free_ char *path = xasprintf("%s/%s", part, CKPT_MANIFEST);
+	char *text = NULL;
+	int r = tk_read_file(path, 64 << 20, &text, NULL);
+	json_error_t jerr;
+	json_t *m = r < 0 ? NULL : json_loads(text, 0, &jerr);
+	free(text);
+	if (ret_r)
+		*ret_r = r < 0 ? r : m ? 0 : -EINVAL;
+	return m;
+}
+
 /* Reads STORE/.../manifest.json into k->files. */
 static int read_manifest(struct ckjob *k)
 {
 	_cleanup_free_ char *path = xasprintf("%s/%s", k->store, CKPT_MANIFEST);
-	char *text = NULL;
-	int r = tk_read_file(path, 64 << 20, &text, NULL);
-	if (r < 0) {
+	int r;
+	json_t *m = manifest_load(k->store, &r);
+	if (r < 0 && r != -EINVAL) { /* no JSON: said below, as no manifest */
 		fail(k, "cannot read %s: %s", path, strerror(-r));
 		return r;
 	}
-	json_error_t jerr;
-	json_t *m = json_loads(text, 0, &jerr);
-	free(text);
 	json_t *files = m ? json_object_get(m, "files") : NULL;
 	if (!json_is_array(files) || json_array_size(files) > CKPT_MAX_FILES) {
 		json_decref(m);
@@ -676,13 +688,9 @@ static void restore_extras(struct ckjob *k, int ckfd)
 	for (int r = 0; r < k->nnodes; r++) {
 		_cleanup_free_ char *part = xasprintf(
 			"%.*s/n%d", (int)(strrchr(k->store, '/') - k->store), k->store, r);
-		_cleanup_free_ char *mpath = xasprintf("%s/%s", part, CKPT_MANIFEST);
-		char *mtext = NULL;
-		if (tk_read_file(mpath, 64 << 20, &mtext, NULL) < 0)
+		json_t *m = manifest_load(part, NULL);
+		if (!m)
 			continue;
-		json_error_t jerr;
-		json_t *m = json_loads(mtext, 0, &jerr);
-		free(mtext);
 		const char *want = NULL;
 		size_t i;
 		json_t *v;
@@ -812,14 +820,8 @@ static int64_t prefix_step(const char *prefix)
 	while (step < 0 && (de = readdir(d))) {
 		if (de->d_name[0] != 'n')
 			continue;
-		_cleanup_free_ char *path =
-			xasprintf("%s/%s/%s", prefix, de->d_name, CKPT_MANIFEST);
-		char *text = NULL;
-		if (tk_read_file(path, 64 << 20, &text, NULL) < 0)
-			continue;
-		json_error_t jerr;
-		json_t *m = json_loads(text, 0, &jerr);
-		free(text);
+		_cleanup_free_ char *part = xasprintf("%s/%s", prefix, de->d_name);
+		json_t *m = manifest_load(part, NULL);
 		json_t *st = json_object_get(m, "step");
 		if (json_is_integer(st))
 			step = json_integer_value(st);

@@ -393,7 +393,12 @@ void job_release(struct job *j)
 	j->nckpts = 0;
 }
 
-static const char *const restore_names[] = {"waiting", "done", "failed"};
+static const char *const restore_names[RESTORE_STATE_MAX] = {"waiting", "done", "failed"};
+
+const char *restore_state_name(enum restore_state r)
+{
+	return r >= 0 && r < RESTORE_STATE_MAX ? restore_names[r] : "?";
+}
 
 /* Checkpoints as an array, and back (at most max). */
 static json_t *ckpts_pack(const struct ckpt *c, int n)
@@ -450,7 +455,8 @@ static json_t *attempt_pack(const struct attempt *a)
 		if (n->digest[0])
 			json_object_set_new(no, "digest", json_string(n->digest));
 		if (a->restore_tag[0]) {
-			json_object_set_new(no, "restore", json_string(restore_names[n->restore]));
+			json_object_set_new(no, "restore",
+					    json_string(restore_state_name(n->restore)));
 			json_object_set_new(no, "restore_bytes", json_integer(n->restore_bytes));
 			json_object_set_new(no, "restore_dur_ms", json_integer(n->restore_dur_ms));
 		}

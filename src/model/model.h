@@ -289,7 +289,9 @@ int ckpt_unpack(json_t *j, struct ckpt *ret, struct tk_error *err);
 void ckpt_copy(struct ckpt *dst, const struct ckpt *src);
 
 /* Where an attempt's restore stands on one node. */
-enum restore_state { RESTORE_WAITING, RESTORE_DONE, RESTORE_FAILED };
+enum restore_state { RESTORE_WAITING, RESTORE_DONE, RESTORE_FAILED, RESTORE_STATE_MAX };
+/* "waiting", "done", "failed". */
+const char *restore_state_name(enum restore_state r);
 
 /* The part of an attempt on one node: which devices, in which share. */
 struct attempt_node {

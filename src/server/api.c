@@ -518,13 +518,12 @@ static void h_job_checkpoints(struct request *r, const char *param, json_t *body
 	if (a) {
 		json_t *nodes = json_array();
 		for (int i = 0; i < a->nnodes; i++) {
-			static const char *const names[] = {"waiting", "done", "failed"};
 			const struct attempt_node *n = &a->nodes[i];
 			json_array_append_new(nodes,
 					      json_pack("{s:s, s:s, s:I, s:I}", "node", n->name,
-							"restore", names[n->restore], "bytes",
-							(json_int_t)n->restore_bytes, "dur_ms",
-							(json_int_t)n->restore_dur_ms));
+							"restore", restore_state_name(n->restore),
+							"bytes", (json_int_t)n->restore_bytes,
+							"dur_ms", (json_int_t)n->restore_dur_ms));
 		}
 		json_t *pend = json_array();
 		for (int i = 0; i < a->npend; i++)
