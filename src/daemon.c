@@ -184,6 +184,8 @@ enum {
 	D_REQ_TIMEOUT,
 	D_CKPT_RATE,
 	D_MIN_FREE,
+	D_HEALTH,
+	D_HEALTH_EVERY,
 	D_MAX
 };
 
@@ -234,6 +236,11 @@ static const struct tk_option all_opts[D_MAX] = {
 	[D_MIN_FREE] = {"min-free-disk", 0, "SIZE",
 			"less free space in the work folder is a fault: the node is drained "
 			"and its jobs requeued (default 1G)"},
+	[D_HEALTH] = {"health-check", 0, "PROGRAM",
+		      "the operator's health check: while it exits non-zero (or hangs) the "
+		      "node is drained and its jobs requeued"},
+	[D_HEALTH_EVERY] = {"health-check-interval", 0, "TIME",
+			    "how often the health check runs (default 60s)"},
 	[D_CKPT_RATE] = {"checkpoint-upload-rate", 0, "MIB_S",
 			 "upload checkpoints at most this fast, MiB/s (default: no limit)"},
 	[D_REQ_TIMEOUT] = {"request-timeout", 0, "TIME",
@@ -243,18 +250,19 @@ static const struct tk_option all_opts[D_MAX] = {
 
 /* Which options each daemon takes, in all_opts order. */
 static const int up_opts[] = {
-	D_HELP,	     D_LOG,	 D_DATA,	D_LISTEN,   D_CATALOGUE, D_NODE_TIMEOUT,
-	D_NAME,	     D_FAKE,	 D_TOPO,	D_CPUS,	    D_MEM,	 D_STOP_JOBS,
-	D_PODMAN,    D_CTR_CONF, D_PODMAN_ROOT, D_CDI,	    D_INIT,	 D_QUARANTINE,
-	D_TLS_CERT,  D_TLS_KEY,	 D_CA,		D_INSECURE, D_MAX_CONNS, D_REQ_TIMEOUT,
-	D_CKPT_RATE, D_MIN_FREE};
+	D_HELP,	     D_LOG,	 D_DATA,	D_LISTEN,      D_CATALOGUE, D_NODE_TIMEOUT,
+	D_NAME,	     D_FAKE,	 D_TOPO,	D_CPUS,	       D_MEM,	    D_STOP_JOBS,
+	D_PODMAN,    D_CTR_CONF, D_PODMAN_ROOT, D_CDI,	       D_INIT,	    D_QUARANTINE,
+	D_TLS_CERT,  D_TLS_KEY,	 D_CA,		D_INSECURE,    D_MAX_CONNS, D_REQ_TIMEOUT,
+	D_CKPT_RATE, D_MIN_FREE, D_HEALTH,	D_HEALTH_EVERY};
 static const int server_opts[] = {
 	D_HELP,	      D_LOG,	  D_DATA,    D_LISTEN,	 D_CATALOGUE, D_NODE_TIMEOUT, D_INIT,
 	D_QUARANTINE, D_TLS_CERT, D_TLS_KEY, D_INSECURE, D_MAX_CONNS, D_REQ_TIMEOUT};
-static const int agent_opts[] = {
-	D_HELP,	    D_LOG,	   D_DATA, D_SERVER, D_TOKEN_FILE, D_NAME,	D_FAKE,
-	D_ADDR,	    D_TOPO,	   D_CPUS, D_MEM,    D_WORK,	   D_STOP_JOBS, D_PODMAN,
-	D_CTR_CONF, D_PODMAN_ROOT, D_CDI,  D_CA,     D_INSECURE,   D_CKPT_RATE, D_MIN_FREE};
+static const int agent_opts[] = {D_HELP,	D_LOG,	  D_DATA,	 D_SERVER,   D_TOKEN_FILE,
+				 D_NAME,	D_FAKE,	  D_ADDR,	 D_TOPO,     D_CPUS,
+				 D_MEM,		D_WORK,	  D_STOP_JOBS,	 D_PODMAN,   D_CTR_CONF,
+				 D_PODMAN_ROOT, D_CDI,	  D_CA,		 D_INSECURE, D_CKPT_RATE,
+				 D_MIN_FREE,	D_HEALTH, D_HEALTH_EVERY};
 
 /* What a daemon takes (indices into all_opts, in its order) and runs. */
 struct daemon_spec {
@@ -356,6 +364,19 @@ static int agent_cfg(const char *cmd, const char **v, struct agent_config *ac)
 	if (v[D_MIN_FREE] && tk_parse_size_mib(v[D_MIN_FREE], &ac->min_free_mib) < 0)
 		return usage(cmd, "--min-free-disk: expected a size such as 2G, got \"%s\"",
 			     v[D_MIN_FREE]);
+	ac->health_check = v[D_HEALTH];
+	if (ac->health_check && (ac->health_check[0] != '/' || access(ac->health_check, X_OK) < 0))
+		return usage(cmd, "--health-check: %s is not an executable given by its full path",
+			     ac->health_check);
+	if (v[D_HEALTH_EVERY]) {
+		int64_t t;
+		if (tk_parse_duration(v[D_HEALTH_EVERY], &t) < 0 || t < 1 || t > 86400)
+			return usage(cmd,
+				     "--health-check-interval: expected a duration from 1s to 1d, "
+				     "got \"%s\"",
+				     v[D_HEALTH_EVERY]);
+		ac->health_check_interval_ms = t * 1000;
+	}
 	if (v[D_CKPT_RATE] &&
 	    tk_parse_int64(v[D_CKPT_RATE], 1, 1 << 20, &ac->ckpt_upload_mib_s) < 0)
 		return usage(cmd,

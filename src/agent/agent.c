@@ -40,6 +40,7 @@ void agent_config_init(struct agent_config *c)
 	c->data_dir = "tenk-data";
 	c->heartbeat_ms = 5000;
 	c->min_free_mib = 1024;
+	c->health_check_interval_ms = 60000;
 }
 
 static int backoff_next(int *b)
@@ -349,6 +350,7 @@ static void hb_done(void *arg, long status, const char *body, size_t len, const 
 	a->hb_req = NULL;
 	if (status == 200) {
 		touched(a, a->hb_sent_ms);
+		health_told(a);
 		a->images_sent_gen = MAX(a->images_sent_gen, a->hb_images_gen);
 		if (!a->hb_rtt)
 			a->hb_rtt = xcalloc(AGENT_HB_SAMPLES, sizeof(*a->hb_rtt));
@@ -361,6 +363,10 @@ static void hb_done(void *arg, long status, const char *body, size_t len, const 
 		log_http_error("heartbeat", status, body, len, error);
 	}
 	maybe_stop_done(a); /* the last beat may be what a stop waits for */
+	if (a->hb_again) {
+		a->hb_again = false;
+		agent_beat_now(a);
+	}
 }
 
 /* One beat; with it, when each running job last wrote a checkpoint (what
@@ -407,6 +413,17 @@ static void hb_timer_cb(uv_timer_t *t)
 	struct agent *a = t->data;
 	if (!a->registered || a->hb_req || a->stopping)
 		return;
+	send_heartbeat(a, false);
+}
+
+void agent_beat_now(struct agent *a)
+{
+	if (!a->registered || a->stopping)
+		return;
+	if (a->hb_req) {
+		a->hb_again = true;
+		return;
+	}
 	send_heartbeat(a, false);
 }
 
@@ -539,6 +556,7 @@ static void copy_cfg(struct agent_config *dst, const struct agent_config *src)
 	DUP(podman_root);
 	DUP(cdi_dir);
 	DUP(ca_file);
+	DUP(health_check);
 #undef DUP
 }
 
@@ -557,6 +575,7 @@ static void free_cfg(struct agent_config *c)
 	free((char *)c->podman_root);
 	free((char *)c->cdi_dir);
 	free((char *)c->ca_file);
+	free((char *)c->health_check);
 }
 
 /* The CA the server is verified with, copied into the work folder where a
@@ -719,6 +738,7 @@ int agent_create(uv_loop_t *loop, const struct agent_config *cfg, struct agent *
 	uv_timer_start(&a->hb_timer, hb_timer_cb, (uint64_t)a->cfg.heartbeat_ms,
 		       (uint64_t)a->cfg.heartbeat_ms);
 	ckpt_start(a);
+	health_start(a);
 	do_register(a);
 	*ret = a;
 	return 0;
@@ -770,7 +790,8 @@ static void finish_stop(struct agent *a)
 	void *v;
 	while (tk_map_next(&a->groups, &pos, NULL, &v))
 		group_close(v);
-	podcmds_stop(a);
+	cmds_stop(a);
+	health_stop(a);
 	uv_timer_t *timers[] = {&a->hb_timer, &a->reg_timer,  &a->poll_timer,
 				&a->ev_timer, &a->stop_timer, &a->ckpt_timer};
 	for (size_t i = 0; i < ARRAY_SIZE(timers); i++) {

@@ -51,6 +51,10 @@ struct agent_config {
 	int64_t ckpt_upload_mib_s;
 	/* less free space in the work folder is a fault the server hears of */
 	int64_t min_free_mib;
+	/* the operator's health check (a program; NULL: none), run every
+	 * interval: a fault while it exits non-zero */
+	const char *health_check;
+	int64_t health_check_interval_ms;
 };
 
 void agent_config_init(struct agent_config *c);

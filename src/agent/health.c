@@ -1,11 +1,20 @@
 /*
- * Faults the agent sees on its node, told to the server with the next
- * heartbeat rather than left for the node timeout: a work folder short of
- * space (checkpoints, shims and outputs need it), and accelerators whose
- * uncorrected ECC error count grew since the agent started (NVML, loaded
- * with dlopen; none on a node without NVIDIA's driver or with fake
- * devices). The server drains a node that reports one and requeues its
- * jobs at once.
+ * Faults the agent sees on its node, told to the server at once (a
+ * heartbeat goes out the second one appears) rather than left for the node
+ * timeout:
+ * - a work folder short of space (checkpoints, shims and outputs need it);
+ * - accelerators whose uncorrected ECC error count grew since the agent
+ *   started, and Xid errors that implicate the hardware (NVML, loaded with
+ *   dlopen; none on a node without NVIDIA's driver or with fake devices).
+ *   Xids that an application causes (13, 31, 43, 45, ...) are counted, not
+ *   held against the node;
+ * - the operator's health check (`--health-check PROGRAM`, Slurm's
+ *   HealthCheckProgram): run every interval, a fault while it exits
+ *   non-zero or does not finish in time.
+ * The server drains a node that reports one and requeues its jobs at once.
+ * An Xid is an event, not a state: it is told until a heartbeat carrying it
+ * has been answered, so that an operator who resumes the node is not
+ * overruled by the same Xid again.
  */
 #include "internal.h"
 
@@ -19,18 +28,76 @@ typedef int (*nvml_init_fn)(void);
 typedef int (*nvml_shutdown_fn)(void);
 typedef int (*nvml_handle_fn)(unsigned, void **);
 typedef int (*nvml_ecc_fn)(void *, int, int, unsigned long long *);
+typedef int (*nvml_set_create_fn)(void **);
+typedef int (*nvml_set_free_fn)(void *);
+typedef int (*nvml_supported_fn)(void *, unsigned long long *);
+typedef int (*nvml_register_fn)(void *, unsigned long long, void *);
+
+/* NVML's nvmlEventData_t */
+struct nvml_event {
+	void *device;
+	unsigned long long type;
+	unsigned long long data; /* the Xid */
+	unsigned gpu_instance, compute_instance;
+};
+typedef int (*nvml_wait_fn)(void *, struct nvml_event *, unsigned);
 
 #define NVML_MEMORY_ERROR_TYPE_UNCORRECTED 1
 #define NVML_VOLATILE_ECC 0
+#define NVML_EVENT_XID 0x8ULL
+#define HEALTH_TICK_MS 1000
+#define HEALTH_EVENTS_PER_TICK 64
+#define HEALTH_CHECK_MAX_MS 60000 /* a health check's time at most */
 
 struct health {
+	struct agent *a;
 	void *lib;
 	nvml_shutdown_fn shutdown;
 	nvml_ecc_fn ecc;
+	nvml_wait_fn wait;
+	nvml_set_free_fn set_free;
+	void *events; /* the Xid event set; NULL: none */
 	int ndev;
 	void *dev[MODEL_MAX_ACCELS];
 	unsigned long long ecc_base[MODEL_MAX_ACCELS];
+	/* every Xid seen since the agent started, and the last; of those that
+	 * implicate the hardware, the newest not yet told (0: none), how many
+	 * there were, and how many of them the beat in flight carries */
+	uint64_t xids[MODEL_MAX_ACCELS];
+	unsigned xid_last[MODEL_MAX_ACCELS];
+	unsigned xid_fault[MODEL_MAX_ACCELS];
+	uint64_t xid_pending[MODEL_MAX_ACCELS], xid_sent[MODEL_MAX_ACCELS];
+
+	uv_timer_t timer;
+	bool timer_open;
+	uint64_t told; /* a digest of the faults the last beat carried */
+	/* the operator's health check */
+	int64_t check_next_ms;
+	bool check_running;
+	char check_fault[WIRE_FAULT_MAX]; /* "": it passed (or has not run yet) */
 };
+
+/* Xids that say the accelerator itself needs attention (NVIDIA's Xid
+ * catalogue: ECC, NVLink, the bus, the GSP), with what each means. */
+static const struct {
+	unsigned xid;
+	const char *what;
+} hardware_xids[] = {
+	{48, "double-bit ECC error"},	  {62, "internal micro-controller halt"},
+	{64, "ECC row remapping failed"}, {74, "NVLink error"},
+	{79, "fallen off the bus"},	  {92, "high single-bit ECC error rate"},
+	{94, "contained ECC error"},	  {95, "uncontained ECC error"},
+	{119, "GSP RPC timeout"},	  {120, "GSP error"},
+	{140, "unrecovered ECC error"},
+};
+
+static const char *xid_hardware(unsigned xid)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(hardware_xids); i++)
+		if (hardware_xids[i].xid == xid)
+			return hardware_xids[i].what;
+	return NULL;
+}
 
 static unsigned long long ecc_now(struct health *h, int i)
 {
@@ -40,10 +107,39 @@ static unsigned long long ecc_now(struct health *h, int i)
 	return c;
 }
 
+/* Xid events on the node's accelerators, where NVML offers them. */
+static void open_events(struct health *h)
+{
+	nvml_set_create_fn create;
+	nvml_supported_fn supported;
+	nvml_register_fn reg;
+	*(void **)&create = dlsym(h->lib, "nvmlEventSetCreate");
+	*(void **)&h->set_free = dlsym(h->lib, "nvmlEventSetFree");
+	*(void **)&supported = dlsym(h->lib, "nvmlDeviceGetSupportedEventTypes");
+	*(void **)&reg = dlsym(h->lib, "nvmlDeviceRegisterEvents");
+	*(void **)&h->wait = dlsym(h->lib, "nvmlEventSetWait_v2");
+	if (!create || !h->set_free || !supported || !reg || !h->wait || create(&h->events) != 0) {
+		h->events = NULL;
+		return;
+	}
+	int registered = 0;
+	for (int i = 0; i < h->ndev; i++) {
+		unsigned long long types = 0;
+		if (supported(h->dev[i], &types) == 0 && (types & NVML_EVENT_XID) &&
+		    reg(h->dev[i], NVML_EVENT_XID, h->events) == 0)
+			registered++;
+	}
+	if (!registered) {
+		h->set_free(h->events);
+		h->events = NULL;
+	}
+}
+
 void health_init(struct agent *a)
 {
 	struct health *h = xcalloc(1, sizeof(*h));
 	a->health = h;
+	h->a = a;
 	if (a->cfg.fake_gpus || a->inv.naccel == 0)
 		return;
 	h->lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
@@ -66,24 +162,94 @@ void health_init(struct agent *a)
 		h->ndev = i + 1;
 		h->ecc_base[i] = ecc_now(h, i);
 	}
+	open_events(h);
 }
 
-void health_release(struct agent *a)
+/* Takes what Xid events have come, without waiting. */
+static void poll_xids(struct health *h)
 {
-	struct health *h = a->health;
-	if (!h)
+	if (!h->events)
 		return;
-	if (h->lib) {
-		h->shutdown();
-		dlclose(h->lib);
+	for (int n = 0; n < HEALTH_EVENTS_PER_TICK; n++) {
+		struct nvml_event ev = {0};
+		if (h->wait(h->events, &ev, 0) != 0)
+			return; /* NVML_ERROR_TIMEOUT: none waiting */
+		if (!(ev.type & NVML_EVENT_XID))
+			continue;
+		for (int i = 0; i < h->ndev; i++) {
+			if (h->dev[i] != ev.device)
+				continue;
+			unsigned xid = (unsigned)ev.data;
+			h->xids[i]++;
+			h->xid_last[i] = xid;
+			const char *what = xid_hardware(xid);
+			log_warn("accelerator %d (%s): Xid %u%s%s", h->a->inv.accel[i].index,
+				 h->a->inv.accel[i].uuid, xid, what ? ": " : "",
+				 what ? what : " (counted; not a fault of the node)");
+			if (what) {
+				h->xid_fault[i] = xid;
+				h->xid_pending[i]++;
+			}
+		}
 	}
-	free(h);
-	a->health = NULL;
 }
 
-int health_faults(struct agent *a, char (*out)[WIRE_FAULT_MAX], int max)
+/* ---- the operator's health check --------------------------------------------------- */
+
+/* The last line of text that is not blank, at most n bytes of it. */
+static void last_line(const char *text, char *out, size_t n)
 {
-	struct health *h = a->health;
+	_cleanup_free_ char *t = xstrdup(text ? text : "");
+	tk_strip(t);
+	const char *nl = strrchr(t, '\n');
+	snprintf(out, n, "%s", nl ? nl + 1 : t);
+}
+
+static void check_done(struct cmd *c, int64_t status, const char *out, const char *err)
+{
+	struct health *h = c->data;
+	h->check_running = false;
+	const char *prog = h->a->cfg.health_check;
+	char was[WIRE_FAULT_MAX];
+	snprintf(was, sizeof(was), "%s", h->check_fault);
+	if (c->timed_out) {
+		snprintf(h->check_fault, sizeof(h->check_fault),
+			 "health check %.80s did not finish within %llds", prog,
+			 (long long)(MIN(h->a->cfg.health_check_interval_ms, HEALTH_CHECK_MAX_MS) /
+				     1000));
+	} else if (status != 0) {
+		char line[200];
+		last_line(err && *err ? err : out, line, sizeof(line));
+		snprintf(h->check_fault, sizeof(h->check_fault),
+			 "health check %.60s failed (exit %lld)%s%.100s", prog, (long long)status,
+			 *line ? ": " : "", line);
+	} else {
+		h->check_fault[0] = 0;
+	}
+	if (was[0] && !h->check_fault[0] && !h->a->stopping)
+		log_info("health check %s passes again", prog);
+}
+
+static void start_check(struct health *h, int64_t now)
+{
+	struct agent *a = h->a;
+	h->check_next_ms = now + a->cfg.health_check_interval_ms;
+	char *argv[] = {(char *)a->cfg.health_check, NULL};
+	_cleanup_free_ char *node = xasprintf("TENK_NODE=%s", a->inv.name);
+	_cleanup_free_ char *work = xasprintf("TENK_WORK_DIR=%s", a->cfg.work_dir);
+	char *env[] = {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", node,
+		       work, NULL};
+	h->check_running = true;
+	int64_t limit = MIN(a->cfg.health_check_interval_ms, HEALTH_CHECK_MAX_MS);
+	if (cmd_run(a, argv, env, limit, check_done, h) < 0)
+		log_warn("cannot start the health check %s", a->cfg.health_check);
+}
+
+/* ---- faults ------------------------------------------------------------------------ */
+
+static int collect(struct health *h, char (*out)[WIRE_FAULT_MAX], int max, bool sending)
+{
+	struct agent *a = h->a;
 	int n = 0;
 	struct statvfs vfs;
 	if (max > n && statvfs(a->cfg.work_dir, &vfs) == 0) {
@@ -94,7 +260,9 @@ int health_faults(struct agent *a, char (*out)[WIRE_FAULT_MAX], int max)
 				 a->cfg.work_dir, (long long)free_mib,
 				 (long long)a->cfg.min_free_mib);
 	}
-	for (int i = 0; h && h->lib && i < h->ndev && n < max; i++) {
+	if (max > n && h->check_fault[0])
+		snprintf(out[n++], WIRE_FAULT_MAX, "%s", h->check_fault);
+	for (int i = 0; h->lib && i < h->ndev && n < max; i++) {
 		unsigned long long c = ecc_now(h, i);
 		if (c > h->ecc_base[i])
 			snprintf(out[n++], WIRE_FAULT_MAX,
@@ -102,5 +270,97 @@ int health_faults(struct agent *a, char (*out)[WIRE_FAULT_MAX], int max)
 				 "agent started",
 				 a->inv.accel[i].index, a->inv.accel[i].uuid, c - h->ecc_base[i]);
 	}
+	for (int i = 0; i < h->ndev && n < max; i++) {
+		if (!h->xid_pending[i])
+			continue;
+		snprintf(out[n++], WIRE_FAULT_MAX, "accelerator %d (%.80s): Xid %u (%s)",
+			 a->inv.accel[i].index, a->inv.accel[i].uuid, h->xid_fault[i],
+			 xid_hardware(h->xid_fault[i]));
+		if (sending)
+			h->xid_sent[i] = h->xid_pending[i];
+	}
 	return n;
+}
+
+static uint64_t digest(char (*f)[WIRE_FAULT_MAX], int n)
+{
+	uint64_t d = 1469598103934665603ULL; /* FNV-1a */
+	for (int i = 0; i < n; i++)
+		for (const char *p = f[i]; *p; p++)
+			d = (d ^ (unsigned char)*p) * 1099511628211ULL;
+	return n ? d : 0;
+}
+
+int health_faults(struct agent *a, char (*out)[WIRE_FAULT_MAX], int max)
+{
+	struct health *h = a->health;
+	int n = collect(h, out, max, true);
+	h->told = digest(out, n);
+	return n;
+}
+
+void health_told(struct agent *a)
+{
+	struct health *h = a->health;
+	for (int i = 0; i < h->ndev; i++) {
+		if (h->xid_sent[i] && h->xid_sent[i] == h->xid_pending[i])
+			h->xid_pending[i] = 0;
+		h->xid_sent[i] = 0;
+	}
+}
+
+static void tick(uv_timer_t *t)
+{
+	struct health *h = t->data;
+	struct agent *a = h->a;
+	poll_xids(h);
+	int64_t now = tk_mono_ms();
+	if (a->cfg.health_check && !h->check_running && now >= h->check_next_ms && !a->stopping)
+		start_check(h, now);
+	char f[WIRE_MAX_FAULTS][WIRE_FAULT_MAX];
+	int n = collect(h, f, WIRE_MAX_FAULTS, false);
+	if (n && digest(f, n) != h->told)
+		agent_beat_now(a);
+}
+
+void health_start(struct agent *a)
+{
+	struct health *h = a->health;
+	uv_timer_init(a->loop, &h->timer);
+	h->timer.data = h;
+	h->timer_open = true;
+	a->open_handles++;
+	h->check_next_ms = tk_mono_ms();
+	uv_timer_start(&h->timer, tick, HEALTH_TICK_MS, HEALTH_TICK_MS);
+}
+
+static void timer_closed(uv_handle_t *t)
+{
+	struct health *h = t->data;
+	agent_handle_gone(h->a);
+}
+
+void health_stop(struct agent *a)
+{
+	struct health *h = a->health;
+	if (!h->timer_open)
+		return;
+	h->timer_open = false;
+	uv_timer_stop(&h->timer);
+	uv_close((uv_handle_t *)&h->timer, timer_closed);
+}
+
+void health_release(struct agent *a)
+{
+	struct health *h = a->health;
+	if (!h)
+		return;
+	if (h->events)
+		h->set_free(h->events);
+	if (h->lib) {
+		h->shutdown();
+		dlclose(h->lib);
+	}
+	free(h);
+	a->health = NULL;
 }

@@ -17,77 +17,12 @@
 
 #include <ctype.h>
 #include <errno.h>
-#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
-#define IMAGE_OUTPUT_MAX (256 * 1024) /* what one podman command may print */
-
-/* ---- running podman, its output captured ---------------------------------------------- */
-
-static void pod_closed(uv_handle_t *h)
+int podcmd_start(struct agent *a, char **args, cmd_cb done, void *data)
 {
-	struct podcmd *c = h->data;
-	if (--c->open == 0) {
-		struct agent *a = c->a;
-		if (c->prev)
-			c->prev->next = c->next;
-		else
-			a->podcmds = c->next;
-		if (c->next)
-			c->next->prev = c->prev;
-		c->done(c, c->status, c->out.buf, c->err.buf);
-		strbuf_release(&c->out);
-		strbuf_release(&c->err);
-		free(c);
-		agent_handle_gone(a);
-	}
-}
-
-void podcmds_stop(struct agent *a)
-{
-	for (struct podcmd *c = a->podcmds; c; c = c->next)
-		if (!uv_is_closing((uv_handle_t *)&c->proc))
-			uv_process_kill(&c->proc, SIGTERM);
-}
-
-static void pod_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
-{
-	static char scratch[65536];
-	*buf = uv_buf_init(scratch, sizeof(scratch));
-}
-
-static void pod_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
-{
-	struct podcmd *c = s->data;
-	struct strbuf *sb = s == (uv_stream_t *)&c->pipe ? &c->out : &c->err;
-	if (n > 0 && sb->len < IMAGE_OUTPUT_MAX)
-		strbuf_add(sb, buf->base, (size_t)n);
-	if (n < 0 && !uv_is_closing((uv_handle_t *)s))
-		uv_close((uv_handle_t *)s, pod_closed);
-}
-
-static void pod_exit(uv_process_t *p, int64_t status, int sig)
-{
-	struct podcmd *c = p->data;
-	c->status = sig ? 128 + sig : status;
-	uv_close((uv_handle_t *)p, pod_closed);
-}
-
-int podcmd_start(struct agent *a, char **args, podcmd_cb done, void *data)
-{
-	struct podcmd *c = xcalloc(1, sizeof(*c));
-	c->a = a;
-	c->next = a->podcmds;
-	if (c->next)
-		c->next->prev = c;
-	a->podcmds = c;
-	a->open_handles++;
-	c->done = done;
-	c->data = data;
-	strbuf_init(&c->out);
-	strbuf_init(&c->err);
 	char **argv = NULL;
 	int n = 0;
 	size_t alloc = 0;
@@ -96,41 +31,10 @@ int podcmd_start(struct agent *a, char **args, podcmd_cb done, void *data)
 		strv_push(&argv, &n, &alloc, xstrdup(args[i]));
 	strv_push(&argv, &n, &alloc, NULL);
 	char **env = ctr_env(a->cfg.containers_conf);
-	uv_pipe_init(a->loop, &c->pipe, 0);
-	uv_pipe_init(a->loop, &c->epipe, 0);
-	c->pipe.data = c->epipe.data = c->proc.data = c;
-	uv_stdio_container_t stdio[3] = {
-		{.flags = UV_IGNORE},
-		{.flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE,
-		 .data.stream = (uv_stream_t *)&c->pipe},
-		{.flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE,
-		 .data.stream = (uv_stream_t *)&c->epipe},
-	};
-	uv_process_options_t o = {
-		.exit_cb = pod_exit,
-		.file = argv[0],
-		.args = argv,
-		.env = env,
-		.stdio_count = 3,
-		.stdio = stdio,
-	};
-	int r = uv_spawn(a->loop, &c->proc, &o);
+	int r = cmd_run(a, argv, env, 0, done, data);
 	strv_release(argv);
 	strv_release(env);
-	c->open = 2; /* the pipes */
-	if (r < 0) {
-		c->status = 127;
-		strbuf_addf(&c->err, "cannot run %s: %s", a->podman, uv_strerror(r));
-		c->open++;
-		uv_close((uv_handle_t *)&c->proc, pod_closed);
-		uv_close((uv_handle_t *)&c->pipe, pod_closed);
-		uv_close((uv_handle_t *)&c->epipe, pod_closed);
-		return r;
-	}
-	c->open++;
-	uv_read_start((uv_stream_t *)&c->pipe, pod_alloc, pod_read);
-	uv_read_start((uv_stream_t *)&c->epipe, pod_alloc, pod_read);
-	return 0;
+	return r;
 }
 
 /* "sha256:HEX" from podman's 64 hex digits (an image ID), or false. */
@@ -159,7 +63,7 @@ static void image_done(struct taskgroup *g)
 	group_maybe_free(g);
 }
 
-static void pulled(struct podcmd *c, int64_t status, const char *out, const char *errout)
+static void pulled(struct cmd *c, int64_t status, const char *out, const char *errout)
 {
 	struct taskgroup *g = c->data;
 	if (g->img_state == IMG_PULLING && !g->a->stopping) {
@@ -183,7 +87,7 @@ static void pulled(struct podcmd *c, int64_t status, const char *out, const char
 	image_done(g);
 }
 
-static void inspected(struct podcmd *c, int64_t status, const char *out, const char *errout)
+static void inspected(struct cmd *c, int64_t status, const char *out, const char *errout)
 {
 	struct taskgroup *g = c->data;
 	if (g->img_state == IMG_RESOLVING && !g->a->stopping) {
@@ -212,7 +116,7 @@ void group_image_resolve(struct taskgroup *g)
 /* ---- the node's store, for tenk images ---------------------------------------------------- */
 
 /* `podman images --format json`: each name of each image. */
-static void listed(struct podcmd *c, int64_t status, const char *out, const char *errout)
+static void listed(struct cmd *c, int64_t status, const char *out, const char *errout)
 {
 	struct agent *a = c->a;
 	a->listing = false;
@@ -283,7 +187,7 @@ static struct wire_pull *find_pull(struct agent *a, const char *ref)
 
 /* An asked pull ended. The entry is looked up again: the list may have
  * moved meanwhile. */
-static void asked_pulled(struct podcmd *c, int64_t status, const char *out, const char *errout)
+static void asked_pulled(struct cmd *c, int64_t status, const char *out, const char *errout)
 {
 	struct agent *a = c->a;
 	char *ref = c->data;

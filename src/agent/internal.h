@@ -48,27 +48,36 @@ struct gtask {
 	int pid;
 };
 
-/* ---- image.c: podman commands of the agent, an image job's image ---------------------- */
+/* ---- cmd.c: programs the agent runs for itself, their output captured ------------------ */
 
-struct podcmd;
-typedef void (*podcmd_cb)(struct podcmd *c, int64_t status, const char *out, const char *err);
-struct podcmd {
+struct cmd;
+typedef void (*cmd_cb)(struct cmd *c, int64_t status, const char *out, const char *err);
+struct cmd {
 	struct agent *a;
-	struct podcmd *next, *prev; /* the agent's running ones */
+	struct cmd *next, *prev; /* the agent's running ones */
 	uv_process_t proc;
 	uv_pipe_t pipe, epipe; /* its stdout, its stderr */
+	uv_timer_t timer;      /* its deadline */
 	struct strbuf out, err;
 	int open;
 	int64_t status;
-	podcmd_cb done;
+	bool timed_out; /* killed at its deadline */
+	cmd_cb done;
 	void *data;
 };
 
-/* Runs the node's podman with args (NULL-terminated), on its store; done
- * gets the exit status (128 + signal) and what it printed, once. */
-int podcmd_start(struct agent *a, char **args, podcmd_cb done, void *data);
-/* The agent stops: its podman commands are told to end (SIGTERM). */
-void podcmds_stop(struct agent *a);
+/* Runs argv (argv[0] a path, or a name looked up on PATH) with env, stdin
+ * from /dev/null; after timeout_ms (0: none) it is killed. done gets the
+ * exit status (128 + signal) and what it printed, once. */
+int cmd_run(struct agent *a, char *const *argv, char *const *env, int64_t timeout_ms, cmd_cb done,
+	    void *data);
+/* The agent stops: its commands are told to end (SIGTERM). */
+void cmds_stop(struct agent *a);
+
+/* ---- image.c: podman commands of the agent, an image job's image ---------------------- */
+
+/* Runs the node's podman with args (NULL-terminated), on its store. */
+int podcmd_start(struct agent *a, char **args, cmd_cb done, void *data);
 
 /* The node's store as `tenk images` shows it (image.c): listed again after
  * every pull; the pulls the server asks for (a work answer's "pulls") are
@@ -182,7 +191,7 @@ struct agent {
 	struct agent_config cfg;	/* strings owned (copied) */
 	char podman[MODEL_MAX_PATH];	/* cfg.podman found on PATH */
 	char cred[WIRE_CREDENTIAL_MAX]; /* the node's own credential; "" until it joined */
-	struct podcmd *podcmds;		/* running */
+	struct cmd *cmds;		/* running (cmd.c) */
 	/* the node's images and the pulls asked of it (image.c); images_gen
 	 * counts changes, images_sent_gen the last the server took */
 	int nimages;
@@ -226,6 +235,7 @@ struct agent {
 	int nbatches;
 
 	struct hc_req *reg_req, *poll_req, *hb_req;
+	bool hb_again; /* another beat is wanted once hb_req is answered */
 	uv_timer_t hb_timer, reg_timer, poll_timer, ev_timer, stop_timer, ckpt_timer;
 	bool ckpt_busy;			 /* a checkpoint upload or restore runs (ckpt.c) */
 	struct health *health;		 /* health.c */
@@ -485,12 +495,20 @@ void group_try_start(struct taskgroup *g);
 
 /* ---- health.c ---- */
 struct health;
-/* Opens NVML (where the node has real accelerators) and notes each one's
- * uncorrected ECC count. */
+/* Opens NVML (where the node has real accelerators), notes each one's
+ * uncorrected ECC count and listens for Xid events. */
 void health_init(struct agent *a);
+/* Looks at the node every second from now, and runs the operator's health
+ * check at its interval; a new fault sends a heartbeat at once. */
+void health_start(struct agent *a);
+/* The agent stops: its timer goes (the check, a cmd, is stopped with the
+ * rest). */
+void health_stop(struct agent *a);
 void health_release(struct agent *a);
-/* The node's faults now, at most max of them, as text. */
+/* The node's faults now, at most max of them, as text, for the heartbeat
+ * about to go; health_told when the server has answered it. */
 int health_faults(struct agent *a, char (*out)[WIRE_FAULT_MAX], int max);
+void health_told(struct agent *a);
 
 /* ---- ckpt.c ---- */
 /* Scans the running groups' checkpoint folders every second from now. */
@@ -518,6 +536,8 @@ void group_acked(struct taskgroup *g, int nevents);
 /* ---- agent.c ---- */
 /* A handle of the agent's own (a podman command's) closed: a stop may be done. */
 void agent_handle_gone(struct agent *a);
+/* Sends a heartbeat now (or as soon as the one in flight is answered). */
+void agent_beat_now(struct agent *a);
 /* Queues a task event for the server and sends it when it can. */
 void agent_queue_event(struct agent *a, const struct task_event *ev);
 /* The number of groups with tasks still running. */

@@ -1,6 +1,7 @@
 /* A stand-in for NVML (libnvidia-ml.so.1); see cuda.c. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static int ndev(void)
 {
@@ -65,22 +66,91 @@ int nvmlDeviceGetMemoryInfo(void *h, struct nvml_memory *m)
 	return 0;
 }
 
-/* Uncorrected ECC errors: the lines "INDEX COUNT" of $TENK_FAKE_ECC_FILE,
- * read at every call (a test writes it while the agent runs); 0 otherwise. */
+/* What a test sets while the agent runs: the lines "INDEX FIELD VALUE" of
+ * $TENK_FAKE_NVML_FILE, read again at every call. Fields: ecc (the
+ * uncorrected ECC count), xid (an Xid event: each such line is delivered
+ * once, in order). */
+static int field(void *h, const char *name, int nth, unsigned long long *value)
+{
+	const char *path = getenv("TENK_FAKE_NVML_FILE");
+	FILE *f = path ? fopen(path, "r") : NULL;
+	if (!f)
+		return 0;
+	unsigned long idx;
+	char key[32];
+	unsigned long long v;
+	int found = 0, seen = 0;
+	while (fscanf(f, "%lu %31s %llu", &idx, key, &v) == 3) {
+		if (strcmp(key, name) != 0 || (h && idx + 1 != (unsigned long)h))
+			continue;
+		if (nth < 0 || seen++ == nth) {
+			*value = h ? v : ((unsigned long long)(idx + 1) << 32) | v;
+			found = 1;
+			if (nth >= 0)
+				break;
+		}
+	}
+	fclose(f);
+	return found;
+}
+
 int nvmlDeviceGetTotalEccErrors(void *h, int type, int counter, unsigned long long *count)
 {
 	(void)type;
 	(void)counter;
 	*count = 0;
-	const char *path = getenv("TENK_FAKE_ECC_FILE");
-	FILE *f = path ? fopen(path, "r") : NULL;
-	if (!f)
-		return 0;
-	unsigned long idx;
-	unsigned long long c;
-	while (fscanf(f, "%lu %llu", &idx, &c) == 2)
-		if (idx + 1 == (unsigned long)h)
-			*count = c;
-	fclose(f);
+	field(h, "ecc", -1, count);
+	return 0;
+}
+
+/* Xid events */
+struct nvml_event {
+	void *device;
+	unsigned long long type, data;
+	unsigned gpu_instance, compute_instance;
+};
+
+static int event_set;
+
+int nvmlEventSetCreate(void **set)
+{
+	*set = &event_set;
+	return 0;
+}
+
+int nvmlEventSetFree(void *set)
+{
+	(void)set;
+	return 0;
+}
+
+int nvmlDeviceGetSupportedEventTypes(void *h, unsigned long long *types)
+{
+	(void)h;
+	*types = 0x8 | 0x10; /* Xid, clocks */
+	return 0;
+}
+
+int nvmlDeviceRegisterEvents(void *h, unsigned long long types, void *set)
+{
+	(void)h;
+	(void)types;
+	(void)set;
+	return 0;
+}
+
+int nvmlEventSetWait_v2(void *set, struct nvml_event *ev, unsigned timeout_ms)
+{
+	static int delivered;
+	(void)set;
+	(void)timeout_ms;
+	unsigned long long v;
+	if (!field(NULL, "xid", delivered, &v))
+		return 10; /* NVML_ERROR_TIMEOUT */
+	delivered++;
+	memset(ev, 0, sizeof(*ev));
+	ev->device = (void *)(unsigned long)(v >> 32);
+	ev->type = 0x8;
+	ev->data = v & 0xffffffffULL;
 	return 0;
 }

@@ -1,8 +1,8 @@
-"""Faults the agent sees on its node reach the server with the next
-heartbeat, not after the node timeout: a work folder short of space, and
-uncorrected ECC errors on an accelerator (NVML, here tests/gpushim). The
-node is drained with the fault as the reason and its job goes on elsewhere
-at once."""
+"""Faults the agent sees on its node reach the server at once, not after
+the node timeout: a work folder short of space, uncorrected ECC errors and
+hardware Xid errors on an accelerator (NVML, here tests/gpushim), and the
+operator's failing health check. The node is drained with the fault as the
+reason and its job goes on elsewhere at once."""
 import os
 import subprocess
 import time
@@ -43,14 +43,15 @@ def run_on(t, name, other):
     return jid
 
 
-def moved(t, jid, fault, node):
+def moved(t, jid, fault, node, attempt=2):
+    """The job's attempt `attempt` runs, not on `node`, lost for `fault`."""
     started = time.monotonic()
-    job = wait_for(lambda: (lambda j: j if len(j["attempts"]) == 2 and
+    job = wait_for(lambda: (lambda j: j if len(j["attempts"]) == attempt and
                             j["state"] == "RUNNING" else None)(t.job(jid)), 60,
                    "the job running again elsewhere")
-    assert job["attempts"][1]["nodes"][0]["name"] != node
-    assert f"node {node} lost: it reported a fault: {fault}" in job["attempts"][0]["reason"], \
-        job["attempts"][0]["reason"]
+    assert job["attempts"][-1]["nodes"][0]["name"] != node
+    assert f"node {node} lost: it reported a fault: {fault}" in job["attempts"][-2]["reason"], \
+        job["attempts"][-2]["reason"]
     n = [x for x in t.json("nodes")["nodes"] if x["name"] == node][0]
     assert n["state"] in ("DRAINING", "DRAINED") and fault in n["reason"], n
     return time.monotonic() - started
@@ -83,9 +84,9 @@ def test_disk_full_drains_and_requeues_at_once(workdir, procs, tmpfs):
 
 def test_ecc_errors_drain_the_node(workdir, procs):
     shim = os.path.join(os.path.dirname(BIN), "tests", "gpushim")
-    ecc = os.path.join(workdir, "ecc")
+    ecc = os.path.join(workdir, "nvml")
     s, t = cluster(workdir, procs)
-    env = {"LD_LIBRARY_PATH": shim, "TENK_FAKE_GPUS": "2", "TENK_FAKE_ECC_FILE": ecc}
+    env = {"LD_LIBRARY_PATH": shim, "TENK_FAKE_GPUS": "2", "TENK_FAKE_NVML_FILE": ecc}
     agent(t, procs, "n1", os.path.join(workdir, "w1"), env=env)
     agent(t, procs, "n2", os.path.join(workdir, "w2"), "--fake-gpus", "1xH100")
     t.wait_nodes_up(2)
@@ -93,8 +94,61 @@ def test_ecc_errors_drain_the_node(workdir, procs):
     assert len(n1["accelerators"]) == 2, n1  # from NVML (the stand-in)
     jid = run_on(t, "n1", "n2")
     with open(ecc, "w") as f:
-        f.write("1 3\n")
+        f.write("1 ecc 3\n")
     moved(t, jid, "accelerator 1 (GPU-", "n1")
     assert "3 uncorrected ECC error(s)" in [x for x in t.json("nodes")["nodes"]
                                              if x["name"] == "n1"][0]["reason"]
     t.run("cancel", jid)
+
+
+def test_xid_and_health_check_drain_the_node(workdir, procs):
+    """An Xid that implicates the hardware drains its node (one an
+    application causes is only counted), once: after the operator resumes
+    the node the same Xid does not drain it again. A health check that
+    fails drains its node with what the check said; passing again is
+    logged."""
+    shim = os.path.join(os.path.dirname(BIN), "tests", "gpushim")
+    nvml = os.path.join(workdir, "nvml")
+    flag = os.path.join(workdir, "broken")
+    check = os.path.join(workdir, "check.sh")
+    with open(check, "w") as f:
+        f.write(f"#!/bin/sh\n[ -e {flag} ] && {{ echo checking >&2; "
+                f"echo 'GPU 0: link down' >&2; exit 3; }}\nexit 0\n")
+    os.chmod(check, 0o755)
+    s, t = cluster(workdir, procs)
+    env = {"LD_LIBRARY_PATH": shim, "TENK_FAKE_GPUS": "2", "TENK_FAKE_NVML_FILE": nvml}
+    a1 = agent(t, procs, "n1", os.path.join(workdir, "w1"), env=env)
+    a2 = agent(t, procs, "n2", os.path.join(workdir, "w2"), "--fake-gpus", "1xH100",
+               "--health-check", check, "--health-check-interval", "1s")
+    t.wait_nodes_up(2)
+    jid = run_on(t, "n1", "n2")
+    with open(nvml, "w") as f:
+        f.write("0 xid 13\n1 xid 79\n")
+    moved(t, jid, "accelerator 1 (GPU-", "n1")
+    n1 = [x for x in t.json("nodes")["nodes"] if x["name"] == "n1"][0]
+    assert "Xid 79 (fallen off the bus)" in n1["reason"] and "Xid 13" not in n1["reason"], n1
+    assert "Xid 13 (counted; not a fault of the node)" in a1.output()
+    t.run("resume", "n1")
+    resumed = time.monotonic()
+
+    # the job is on n2 now; its health check fails
+    open(flag, "w").close()
+    moved(t, jid, "health check " + check + " failed (exit 3): GPU 0: link down", "n2", 3)
+    os.unlink(flag)
+    wait_for(lambda: "passes again" in a2.output(), 20, "the check passing again")
+    time.sleep(max(0.0, resumed + 6 - time.monotonic()))  # a heartbeat (5 s) since
+    n1 = [x for x in t.json("nodes")["nodes"] if x["name"] == "n1"][0]
+    assert n1["state"] == "UP", n1  # its Xid was told once
+    t.run("cancel", jid)
+
+
+def test_health_check_flags_are_checked(workdir):
+    def agent_with(*flags):
+        return subprocess.run([BIN, "agent", "--server", "https://127.0.0.1:1", "--token-file",
+                               "/dev/null", *flags], capture_output=True, text=True, timeout=30)
+    p = agent_with("--health-check", "check.sh")
+    assert p.returncode == 2 and "--health-check: check.sh is not an executable given by " \
+        "its full path" in p.stderr, p.stderr
+    p = agent_with("--health-check-interval", "0s")
+    assert p.returncode == 2 and "--health-check-interval: expected a duration" in p.stderr, \
+        p.stderr
