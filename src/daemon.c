@@ -186,6 +186,8 @@ enum {
 	D_MIN_FREE,
 	D_HEALTH,
 	D_HEALTH_EVERY,
+	D_METRICS,
+	D_DCGM,
 	D_MAX
 };
 
@@ -241,6 +243,12 @@ static const struct tk_option all_opts[D_MAX] = {
 		      "node is drained and its jobs requeued"},
 	[D_HEALTH_EVERY] = {"health-check-interval", 0, "TIME",
 			    "how often the health check runs (default 60s)"},
+	[D_METRICS] = {"metrics-listen", 0, "HOST:PORT",
+		       "serve GET /metrics (Prometheus) here, plain HTTP; \"none\": nowhere "
+		       "(default 127.0.0.1:9400, where it is free)"},
+	[D_DCGM] = {"dcgm-compat", 0, NULL,
+		    "/metrics also in dcgm-exporter's names and labels (its Grafana "
+		    "dashboards)"},
 	[D_CKPT_RATE] = {"checkpoint-upload-rate", 0, "MIB_S",
 			 "upload checkpoints at most this fast, MiB/s (default: no limit)"},
 	[D_REQ_TIMEOUT] = {"request-timeout", 0, "TIME",
@@ -250,19 +258,19 @@ static const struct tk_option all_opts[D_MAX] = {
 
 /* Which options each daemon takes, in all_opts order. */
 static const int up_opts[] = {
-	D_HELP,	     D_LOG,	 D_DATA,	D_LISTEN,      D_CATALOGUE, D_NODE_TIMEOUT,
-	D_NAME,	     D_FAKE,	 D_TOPO,	D_CPUS,	       D_MEM,	    D_STOP_JOBS,
-	D_PODMAN,    D_CTR_CONF, D_PODMAN_ROOT, D_CDI,	       D_INIT,	    D_QUARANTINE,
-	D_TLS_CERT,  D_TLS_KEY,	 D_CA,		D_INSECURE,    D_MAX_CONNS, D_REQ_TIMEOUT,
-	D_CKPT_RATE, D_MIN_FREE, D_HEALTH,	D_HEALTH_EVERY};
+	D_HELP,	     D_LOG,	 D_DATA,	D_LISTEN,	D_CATALOGUE, D_NODE_TIMEOUT,
+	D_NAME,	     D_FAKE,	 D_TOPO,	D_CPUS,		D_MEM,	     D_STOP_JOBS,
+	D_PODMAN,    D_CTR_CONF, D_PODMAN_ROOT, D_CDI,		D_INIT,	     D_QUARANTINE,
+	D_TLS_CERT,  D_TLS_KEY,	 D_CA,		D_INSECURE,	D_MAX_CONNS, D_REQ_TIMEOUT,
+	D_CKPT_RATE, D_MIN_FREE, D_HEALTH,	D_HEALTH_EVERY, D_METRICS,   D_DCGM};
 static const int server_opts[] = {
 	D_HELP,	      D_LOG,	  D_DATA,    D_LISTEN,	 D_CATALOGUE, D_NODE_TIMEOUT, D_INIT,
 	D_QUARANTINE, D_TLS_CERT, D_TLS_KEY, D_INSECURE, D_MAX_CONNS, D_REQ_TIMEOUT};
-static const int agent_opts[] = {D_HELP,	D_LOG,	  D_DATA,	 D_SERVER,   D_TOKEN_FILE,
-				 D_NAME,	D_FAKE,	  D_ADDR,	 D_TOPO,     D_CPUS,
-				 D_MEM,		D_WORK,	  D_STOP_JOBS,	 D_PODMAN,   D_CTR_CONF,
-				 D_PODMAN_ROOT, D_CDI,	  D_CA,		 D_INSECURE, D_CKPT_RATE,
-				 D_MIN_FREE,	D_HEALTH, D_HEALTH_EVERY};
+static const int agent_opts[] = {D_HELP,	D_LOG,	  D_DATA,	  D_SERVER,   D_TOKEN_FILE,
+				 D_NAME,	D_FAKE,	  D_ADDR,	  D_TOPO,     D_CPUS,
+				 D_MEM,		D_WORK,	  D_STOP_JOBS,	  D_PODMAN,   D_CTR_CONF,
+				 D_PODMAN_ROOT, D_CDI,	  D_CA,		  D_INSECURE, D_CKPT_RATE,
+				 D_MIN_FREE,	D_HEALTH, D_HEALTH_EVERY, D_METRICS,  D_DCGM};
 
 /* What a daemon takes (indices into all_opts, in its order) and runs. */
 struct daemon_spec {
@@ -364,6 +372,16 @@ static int agent_cfg(const char *cmd, const char **v, struct agent_config *ac)
 	if (v[D_MIN_FREE] && tk_parse_size_mib(v[D_MIN_FREE], &ac->min_free_mib) < 0)
 		return usage(cmd, "--min-free-disk: expected a size such as 2G, got \"%s\"",
 			     v[D_MIN_FREE]);
+	ac->metrics_listen = v[D_METRICS];
+	ac->dcgm_compat = v[D_DCGM] != NULL;
+	if (ac->metrics_listen && strcmp(ac->metrics_listen, "none") != 0) {
+		struct sockaddr_storage ss;
+		socklen_t len;
+		char host[128];
+		struct tk_error err;
+		if (tk_parse_listen(ac->metrics_listen, &ss, &len, host, sizeof(host), &err) < 0)
+			return usage(cmd, "--metrics-listen: %s", err.text);
+	}
 	ac->health_check = v[D_HEALTH];
 	if (ac->health_check && (ac->health_check[0] != '/' || access(ac->health_check, X_OK) < 0))
 		return usage(cmd, "--health-check: %s is not an executable given by its full path",

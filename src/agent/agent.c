@@ -557,6 +557,7 @@ static void copy_cfg(struct agent_config *dst, const struct agent_config *src)
 	DUP(cdi_dir);
 	DUP(ca_file);
 	DUP(health_check);
+	DUP(metrics_listen);
 #undef DUP
 }
 
@@ -576,6 +577,7 @@ static void free_cfg(struct agent_config *c)
 	free((char *)c->cdi_dir);
 	free((char *)c->ca_file);
 	free((char *)c->health_check);
+	free((char *)c->metrics_listen);
 }
 
 /* The CA the server is verified with, copied into the work folder where a
@@ -721,6 +723,8 @@ int agent_create(uv_loop_t *loop, const struct agent_config *cfg, struct agent *
 	a->url_heartbeat = xasprintf("%.*s/v1/agent/heartbeat", (int)blen, base);
 	a->url_events = xasprintf("%.*s/v1/agent/events", (int)blen, base);
 	a->url_work = xasprintf("%.*s/v1/agent/work", (int)blen, base);
+	if ((r = metrics_start(a, err)) < 0)
+		goto fail;
 	a->hc = hc_create(loop);
 	if (!a->cfg.ca_file && getenv("TENK_CA") && *getenv("TENK_CA"))
 		a->cfg.ca_file = xstrdup(getenv("TENK_CA"));
@@ -739,6 +743,7 @@ int agent_create(uv_loop_t *loop, const struct agent_config *cfg, struct agent *
 		       (uint64_t)a->cfg.heartbeat_ms);
 	ckpt_start(a);
 	health_start(a);
+	metrics_watch(a);
 	do_register(a);
 	*ret = a;
 	return 0;
@@ -792,6 +797,7 @@ static void finish_stop(struct agent *a)
 		group_close(v);
 	cmds_stop(a);
 	health_stop(a);
+	metrics_stop(a);
 	uv_timer_t *timers[] = {&a->hb_timer, &a->reg_timer,  &a->poll_timer,
 				&a->ev_timer, &a->stop_timer, &a->ckpt_timer};
 	for (size_t i = 0; i < ARRAY_SIZE(timers); i++) {
@@ -903,6 +909,7 @@ void agent_destroy(struct agent *a)
 	free(a->url_work);
 	catalogue_release(&a->cat);
 	images_release(a);
+	metrics_stop(a);
 	health_release(a);
 	free(a->hb_rtt);
 	free_cfg(&a->cfg);

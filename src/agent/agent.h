@@ -55,6 +55,10 @@ struct agent_config {
 	 * interval: a fault while it exits non-zero */
 	const char *health_check;
 	int64_t health_check_interval_ms;
+	/* GET /metrics: where (NULL: 127.0.0.1:9400 where it is free; "none":
+	 * nowhere), and dcgm-exporter's names too */
+	const char *metrics_listen;
+	bool dcgm_compat;
 };
 
 void agent_config_init(struct agent_config *c);

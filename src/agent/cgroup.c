@@ -410,9 +410,9 @@ bool cg_oom_killed(const struct cgroup *cg)
 	return n > 0;
 }
 
-void cg_usage(const struct cgroup *cg, int64_t *cpu_ms, int64_t *mem_peak_mib)
+void cg_usage(const struct cgroup *cg, int64_t *cpu_ms, int64_t *mem_peak_mib, int64_t *mem_mib)
 {
-	*cpu_ms = *mem_peak_mib = 0;
+	*cpu_ms = *mem_peak_mib = *mem_mib = 0;
 	if (cg->version == 1) {
 		if (cg->dir[CG_CPUACCT]) {
 			_cleanup_free_ char *ns = read_str(cg->dir[CG_CPUACCT], "cpuacct.usage");
@@ -424,6 +424,10 @@ void cg_usage(const struct cgroup *cg, int64_t *cpu_ms, int64_t *mem_peak_mib)
 				read_str(cg->dir[CG_MEMORY], "memory.max_usage_in_bytes");
 			if (b)
 				*mem_peak_mib = (strtoll(b, NULL, 10) + (1 << 20) - 1) >> 20;
+			_cleanup_free_ char *now =
+				read_str(cg->dir[CG_MEMORY], "memory.usage_in_bytes");
+			if (now)
+				*mem_mib = (strtoll(now, NULL, 10) + (1 << 20) - 1) >> 20;
 		}
 	} else if (cg->version == 2 && cg->ndirs) {
 		int64_t us = keyed(cg->dirs[0], "cpu.stat", "usage_usec");
@@ -431,6 +435,9 @@ void cg_usage(const struct cgroup *cg, int64_t *cpu_ms, int64_t *mem_peak_mib)
 		_cleanup_free_ char *b = read_str(cg->dirs[0], "memory.peak");
 		if (b)
 			*mem_peak_mib = (strtoll(b, NULL, 10) + (1 << 20) - 1) >> 20;
+		_cleanup_free_ char *now = read_str(cg->dirs[0], "memory.current");
+		if (now)
+			*mem_mib = (strtoll(now, NULL, 10) + (1 << 20) - 1) >> 20;
 	}
 }
 

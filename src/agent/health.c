@@ -18,48 +18,19 @@
  */
 #include "internal.h"
 
-#include <dlfcn.h>
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/statvfs.h>
 
-typedef int (*nvml_init_fn)(void);
-typedef int (*nvml_shutdown_fn)(void);
-typedef int (*nvml_handle_fn)(unsigned, void **);
-typedef int (*nvml_ecc_fn)(void *, int, int, unsigned long long *);
-typedef int (*nvml_set_create_fn)(void **);
-typedef int (*nvml_set_free_fn)(void *);
-typedef int (*nvml_supported_fn)(void *, unsigned long long *);
-typedef int (*nvml_register_fn)(void *, unsigned long long, void *);
-
-/* NVML's nvmlEventData_t */
-struct nvml_event {
-	void *device;
-	unsigned long long type;
-	unsigned long long data; /* the Xid */
-	unsigned gpu_instance, compute_instance;
-};
-typedef int (*nvml_wait_fn)(void *, struct nvml_event *, unsigned);
-
-#define NVML_MEMORY_ERROR_TYPE_UNCORRECTED 1
-#define NVML_VOLATILE_ECC 0
-#define NVML_EVENT_XID 0x8ULL
 #define HEALTH_TICK_MS 1000
 #define HEALTH_EVENTS_PER_TICK 64
 #define HEALTH_CHECK_MAX_MS 60000 /* a health check's time at most */
 
 struct health {
 	struct agent *a;
-	void *lib;
-	nvml_shutdown_fn shutdown;
-	nvml_ecc_fn ecc;
-	nvml_wait_fn wait;
-	nvml_set_free_fn set_free;
-	void *events; /* the Xid event set; NULL: none */
-	int ndev;
-	void *dev[MODEL_MAX_ACCELS];
-	unsigned long long ecc_base[MODEL_MAX_ACCELS];
+	int ndev; /* NVML's */
+	uint64_t ecc_base[MODEL_MAX_ACCELS];
 	/* every Xid seen since the agent started, and the last; of those that
 	 * implicate the hardware, the newest not yet told (0: none), how many
 	 * there were, and how many of them the beat in flight carries */
@@ -99,97 +70,32 @@ static const char *xid_hardware(unsigned xid)
 	return NULL;
 }
 
-static unsigned long long ecc_now(struct health *h, int i)
-{
-	unsigned long long c = 0;
-	if (h->ecc(h->dev[i], NVML_MEMORY_ERROR_TYPE_UNCORRECTED, NVML_VOLATILE_ECC, &c) != 0)
-		return 0;
-	return c;
-}
-
-/* Xid events on the node's accelerators, where NVML offers them. */
-static void open_events(struct health *h)
-{
-	nvml_set_create_fn create;
-	nvml_supported_fn supported;
-	nvml_register_fn reg;
-	*(void **)&create = dlsym(h->lib, "nvmlEventSetCreate");
-	*(void **)&h->set_free = dlsym(h->lib, "nvmlEventSetFree");
-	*(void **)&supported = dlsym(h->lib, "nvmlDeviceGetSupportedEventTypes");
-	*(void **)&reg = dlsym(h->lib, "nvmlDeviceRegisterEvents");
-	*(void **)&h->wait = dlsym(h->lib, "nvmlEventSetWait_v2");
-	if (!create || !h->set_free || !supported || !reg || !h->wait || create(&h->events) != 0) {
-		h->events = NULL;
-		return;
-	}
-	int registered = 0;
-	for (int i = 0; i < h->ndev; i++) {
-		unsigned long long types = 0;
-		if (supported(h->dev[i], &types) == 0 && (types & NVML_EVENT_XID) &&
-		    reg(h->dev[i], NVML_EVENT_XID, h->events) == 0)
-			registered++;
-	}
-	if (!registered) {
-		h->set_free(h->events);
-		h->events = NULL;
-	}
-}
-
 void health_init(struct agent *a)
 {
 	struct health *h = xcalloc(1, sizeof(*h));
 	a->health = h;
 	h->a = a;
-	if (a->cfg.fake_gpus || a->inv.naccel == 0)
-		return;
-	h->lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
-	if (!h->lib)
-		return;
-	nvml_init_fn init;
-	nvml_handle_fn handle;
-	*(void **)&init = dlsym(h->lib, "nvmlInit_v2");
-	*(void **)&h->shutdown = dlsym(h->lib, "nvmlShutdown");
-	*(void **)&handle = dlsym(h->lib, "nvmlDeviceGetHandleByIndex_v2");
-	*(void **)&h->ecc = dlsym(h->lib, "nvmlDeviceGetTotalEccErrors");
-	if (!init || !h->shutdown || !handle || !h->ecc || init() != 0) {
-		dlclose(h->lib);
-		h->lib = NULL;
-		return;
-	}
-	for (int i = 0; i < a->inv.naccel && i < MODEL_MAX_ACCELS; i++) {
-		if (handle((unsigned)a->inv.accel[i].index, &h->dev[i]) != 0)
-			break;
-		h->ndev = i + 1;
-		h->ecc_base[i] = ecc_now(h, i);
-	}
-	open_events(h);
+	a->nvml = nvml_open(&a->cfg, &a->inv);
+	h->ndev = nvml_count(a->nvml);
+	for (int i = 0; i < h->ndev; i++)
+		nvml_ecc(a->nvml, i, &h->ecc_base[i]);
 }
 
 /* Takes what Xid events have come, without waiting. */
 static void poll_xids(struct health *h)
 {
-	if (!h->events)
-		return;
-	for (int n = 0; n < HEALTH_EVENTS_PER_TICK; n++) {
-		struct nvml_event ev = {0};
-		if (h->wait(h->events, &ev, 0) != 0)
-			return; /* NVML_ERROR_TIMEOUT: none waiting */
-		if (!(ev.type & NVML_EVENT_XID))
-			continue;
-		for (int i = 0; i < h->ndev; i++) {
-			if (h->dev[i] != ev.device)
-				continue;
-			unsigned xid = (unsigned)ev.data;
-			h->xids[i]++;
-			h->xid_last[i] = xid;
-			const char *what = xid_hardware(xid);
-			log_warn("accelerator %d (%s): Xid %u%s%s", h->a->inv.accel[i].index,
-				 h->a->inv.accel[i].uuid, xid, what ? ": " : "",
-				 what ? what : " (counted; not a fault of the node)");
-			if (what) {
-				h->xid_fault[i] = xid;
-				h->xid_pending[i]++;
-			}
+	int i;
+	unsigned xid;
+	for (int n = 0; n < HEALTH_EVENTS_PER_TICK && nvml_xid(h->a->nvml, &i, &xid); n++) {
+		h->xids[i]++;
+		h->xid_last[i] = xid;
+		const char *what = xid_hardware(xid);
+		log_warn("accelerator %d (%s): Xid %u%s%s", h->a->inv.accel[i].index,
+			 h->a->inv.accel[i].uuid, xid, what ? ": " : "",
+			 what ? what : " (counted; not a fault of the node)");
+		if (what) {
+			h->xid_fault[i] = xid;
+			h->xid_pending[i]++;
 		}
 	}
 }
@@ -214,14 +120,14 @@ static void check_done(struct cmd *c, int64_t status, const char *out, const cha
 	snprintf(was, sizeof(was), "%s", h->check_fault);
 	if (c->timed_out) {
 		snprintf(h->check_fault, sizeof(h->check_fault),
-			 "health check %.80s did not finish within %llds", prog,
+			 "health check %.160s did not finish within %llds", prog,
 			 (long long)(MIN(h->a->cfg.health_check_interval_ms, HEALTH_CHECK_MAX_MS) /
 				     1000));
 	} else if (status != 0) {
-		char line[200];
+		char line[81];
 		last_line(err && *err ? err : out, line, sizeof(line));
 		snprintf(h->check_fault, sizeof(h->check_fault),
-			 "health check %.60s failed (exit %lld)%s%.100s", prog, (long long)status,
+			 "health check %.120s failed (exit %lld)%s%.80s", prog, (long long)status,
 			 *line ? ": " : "", line);
 	} else {
 		h->check_fault[0] = 0;
@@ -262,13 +168,14 @@ static int collect(struct health *h, char (*out)[WIRE_FAULT_MAX], int max, bool 
 	}
 	if (max > n && h->check_fault[0])
 		snprintf(out[n++], WIRE_FAULT_MAX, "%s", h->check_fault);
-	for (int i = 0; h->lib && i < h->ndev && n < max; i++) {
-		unsigned long long c = ecc_now(h, i);
-		if (c > h->ecc_base[i])
+	for (int i = 0; i < h->ndev && n < max; i++) {
+		uint64_t c = 0;
+		if (nvml_ecc(a->nvml, i, &c) && c > h->ecc_base[i])
 			snprintf(out[n++], WIRE_FAULT_MAX,
 				 "accelerator %d (%.80s): %llu uncorrected ECC error(s) since the "
 				 "agent started",
-				 a->inv.accel[i].index, a->inv.accel[i].uuid, c - h->ecc_base[i]);
+				 a->inv.accel[i].index, a->inv.accel[i].uuid,
+				 (unsigned long long)(c - h->ecc_base[i]));
 	}
 	for (int i = 0; i < h->ndev && n < max; i++) {
 		if (!h->xid_pending[i])
@@ -350,17 +257,20 @@ void health_stop(struct agent *a)
 	uv_close((uv_handle_t *)&h->timer, timer_closed);
 }
 
+uint64_t health_xids(struct agent *a, int i, unsigned *last)
+{
+	struct health *h = a->health;
+	*last = i >= 0 && i < h->ndev ? h->xid_last[i] : 0;
+	return i >= 0 && i < h->ndev ? h->xids[i] : 0;
+}
+
 void health_release(struct agent *a)
 {
 	struct health *h = a->health;
 	if (!h)
 		return;
-	if (h->events)
-		h->set_free(h->events);
-	if (h->lib) {
-		h->shutdown();
-		dlclose(h->lib);
-	}
+	nvml_close(a->nvml);
+	a->nvml = NULL;
 	free(h);
 	a->health = NULL;
 }

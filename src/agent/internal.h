@@ -125,6 +125,13 @@ struct taskgroup {
 	struct gtask *tasks;
 	int nrunning;		      /* tasks whose exit is not yet known */
 	int64_t cpu_ms, mem_peak_mib; /* what its cgroup used, as last reported */
+	int64_t mem_mib;	      /* ... and uses now */
+	/* for the node's metrics: whose it is, and the devices it holds here
+	 * (inventory indices; "" and none where the agent found it running) */
+	char owner[MODEL_NAME_MAX];
+	char queue[MODEL_NAME_MAX];
+	int ndevs;
+	int devs[MODEL_MAX_ACCELS];
 	int ncpus;
 	int *cpus; /* the CPUs held for it (its cpuset), from the agent's */
 	int open;  /* handles not yet closed */
@@ -239,6 +246,8 @@ struct agent {
 	uv_timer_t hb_timer, reg_timer, poll_timer, ev_timer, stop_timer, ckpt_timer;
 	bool ckpt_busy;			 /* a checkpoint upload or restore runs (ckpt.c) */
 	struct health *health;		 /* health.c */
+	struct nvml *nvml;		 /* NULL: none (nvml.c) */
+	struct metrics *metrics;	 /* GET /metrics; NULL: none (metrics.c) */
 	char fault_last[WIRE_FAULT_MAX]; /* the last fault logged */
 	bool fault_said;
 	int reg_backoff, poll_backoff, ev_backoff;
@@ -309,7 +318,7 @@ void cg_kill(const struct cgroup *cg);
 /* Has the kernel killed a process of it for going over its memory? */
 bool cg_oom_killed(const struct cgroup *cg);
 /* CPU time used and the most memory held, so far. */
-void cg_usage(const struct cgroup *cg, int64_t *cpu_ms, int64_t *mem_peak_mib);
+void cg_usage(const struct cgroup *cg, int64_t *cpu_ms, int64_t *mem_peak_mib, int64_t *mem_mib);
 /* Removes its folders (once empty) and frees it. */
 void cg_destroy(struct cgroup *cg);
 
@@ -391,6 +400,7 @@ struct shim_status {
 	int shim_pid;
 	int64_t cpu_ms; /* what the attempt's cgroup used so far */
 	int64_t mem_peak_mib;
+	int64_t mem_mib; /* ... and uses now */
 	int ntasks;
 	struct shim_task_status *tasks;
 };
@@ -493,6 +503,40 @@ struct taskgroup *group_start(struct agent *a, const struct work_item *it,
  * image or its restore. */
 void group_try_start(struct taskgroup *g);
 
+/* ---- nvml.c: NVML, where the node has it ---- */
+
+struct nvml;
+/* What one accelerator reads now; `have` says which fields NVML gave. */
+enum {
+	GPU_UTIL = 1,
+	GPU_MEM = 2,
+	GPU_POWER = 4,
+	GPU_ENERGY = 8,
+	GPU_TEMP = 16,
+	GPU_CLOCK = 32,
+	GPU_ECC = 64
+};
+struct gpu_sample {
+	unsigned have;
+	unsigned util_pct;
+	uint64_t mem_used, mem_total; /* bytes */
+	unsigned power_mw;
+	uint64_t energy_mj; /* since the driver loaded */
+	unsigned temp_c;
+	unsigned sm_mhz;
+	uint64_t ecc_uncorrected;
+};
+/* NULL where the node has no NVML (or fake devices). */
+struct nvml *nvml_open(const struct agent_config *cfg, const struct node_inventory *inv);
+void nvml_close(struct nvml *n);
+/* The accelerators NVML opened: the inventory's first ones, in its order. */
+int nvml_count(const struct nvml *n);
+void nvml_read(const struct nvml *n, int i, struct gpu_sample *s);
+bool nvml_ecc(const struct nvml *n, int i, uint64_t *count);
+/* The next Xid event waiting, without waiting for one: its accelerator
+ * (inventory order) and number. */
+bool nvml_xid(const struct nvml *n, int *dev, unsigned *xid);
+
 /* ---- health.c ---- */
 struct health;
 /* Opens NVML (where the node has real accelerators), notes each one's
@@ -509,6 +553,18 @@ void health_release(struct agent *a);
  * about to go; health_told when the server has answered it. */
 int health_faults(struct agent *a, char (*out)[WIRE_FAULT_MAX], int max);
 void health_told(struct agent *a);
+/* Xids of NVML's accelerator i since the agent started, and the last. */
+uint64_t health_xids(struct agent *a, int i, unsigned *last);
+
+/* ---- metrics.c: GET /metrics ---- */
+struct metrics;
+/* Listens on --metrics-listen (or the default, where it is free). */
+int metrics_start(struct agent *a, struct tk_error *err);
+/* Serves it from the agent's loop, from now on. */
+void metrics_watch(struct agent *a);
+void metrics_stop(struct agent *a);
+/* The text of GET /metrics (the caller frees it). */
+char *metrics_render(struct agent *a);
 
 /* ---- ckpt.c ---- */
 /* Scans the running groups' checkpoint folders every second from now. */

@@ -256,6 +256,11 @@ static void lose_tasks(struct taskgroup *g, const char *why)
 /* A status from the shim: what changed becomes events. */
 static void apply_status(struct taskgroup *g, const struct shim_status *st)
 {
+	if (st->cpu_ms >= g->cpu_ms) { /* what its cgroup used so far */
+		g->cpu_ms = st->cpu_ms;
+		g->mem_peak_mib = MAX(g->mem_peak_mib, st->mem_peak_mib);
+		g->mem_mib = st->mem_mib;
+	}
 	for (int k = 0; k < st->ntasks; k++) {
 		const struct shim_task_status *s = &st->tasks[k];
 		struct gtask *t = NULL;
@@ -889,6 +894,19 @@ struct taskgroup *group_start(struct agent *a, const struct work_item *it,
 					spec->grace_s * 1000);
 	g->nnodes = spec->nnodes;
 	g->world_size = spec->world_size;
+	snprintf(g->owner, sizeof(g->owner), "%s", spec->owner);
+	snprintf(g->queue, sizeof(g->queue), "%s", spec->queue);
+	for (int t = 0; t < spec->tasks_per_node; t++) {
+		int n;
+		const int *d = work_spec_devices(spec, t, &n);
+		for (int k = 0; k < n; k++) {
+			bool have = false;
+			for (int m = 0; m < g->ndevs; m++)
+				have |= g->devs[m] == d[k];
+			if (!have && g->ndevs < MODEL_MAX_ACCELS)
+				g->devs[g->ndevs++] = d[k];
+		}
+	}
 	log_debug("job %lld.%d: starting %d task(s), node rank %d", (long long)job, attempt,
 		  g->ntasks, g->node_rank);
 	struct shim_plan plan = {0};

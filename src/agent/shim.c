@@ -72,18 +72,23 @@ static void write_cb(uv_write_t *w, int status)
 	free(w);
 }
 
-/* The status, on disk first (atomically), then to the agent if one is there. */
-static void publish(struct shim *sh)
+/* The status to the agent, if one is there; on disk first (atomically)
+ * when it is more than what the cgroup used. */
+static void send_status(struct shim *sh, bool to_disk)
 {
 	if (sh->cg.version)
-		cg_usage(&sh->cg, &sh->st.cpu_ms, &sh->st.mem_peak_mib);
+		cg_usage(&sh->cg, &sh->st.cpu_ms, &sh->st.mem_peak_mib, &sh->st.mem_mib);
+	if (!to_disk && !sh->conn)
+		return;
 	json_t *j = shim_status_pack(&sh->st);
 	char *text = json_dumps(j, JSON_COMPACT);
 	json_decref(j);
 	size_t n = strlen(text);
-	int r = tk_replace_file(sh->status_path, text, n, 0600);
-	if (r < 0)
-		log_err("cannot write %s: %s", sh->status_path, strerror(-r));
+	if (to_disk) {
+		int r = tk_replace_file(sh->status_path, text, n, 0600);
+		if (r < 0)
+			log_err("cannot write %s: %s", sh->status_path, strerror(-r));
+	}
 	if (!sh->conn) {
 		free(text);
 		return;
@@ -98,6 +103,11 @@ static void publish(struct shim *sh)
 		free(text);
 		free(w);
 	}
+}
+
+static void publish(struct shim *sh)
+{
+	send_status(sh, true);
 }
 
 /* Every task's process group, and with a cgroup every process of the
@@ -332,6 +342,8 @@ static void command(void *arg, const char *line, size_t len)
 		stop(sh, c.cause, c.detail, sh->plan.grace_ms);
 	} else if (c.type == SHIM_CMD_RENEW) {
 		lease_renew(sh, c.until_ms);
+		if (sh->nrunning && sh->cg.version)
+			send_status(sh, false); /* what the cgroup uses, for the node's metrics */
 	} else if (c.type == SHIM_CMD_RELEASE) {
 		sh->released = true;
 		maybe_end(sh);

@@ -315,9 +315,10 @@ json_t *shim_status_pack(const struct shim_status *s)
 		}
 		json_array_append_new(tasks, o);
 	}
-	return json_pack("{s:I, s:i, s:i, s:I, s:I, s:o}", "job", (json_int_t)s->job, "attempt",
-			 s->attempt, "shim_pid", s->shim_pid, "cpu_ms", (json_int_t)s->cpu_ms,
-			 "mem_peak_mib", (json_int_t)s->mem_peak_mib, "tasks", tasks);
+	return json_pack("{s:I, s:i, s:i, s:I, s:I, s:I, s:o}", "job", (json_int_t)s->job,
+			 "attempt", s->attempt, "shim_pid", s->shim_pid, "cpu_ms",
+			 (json_int_t)s->cpu_ms, "mem_peak_mib", (json_int_t)s->mem_peak_mib,
+			 "mem_mib", (json_int_t)s->mem_mib, "tasks", tasks);
 }
 
 static int task_status_unpack(json_t *j, struct shim_task_status *t, struct tk_error *err)
@@ -359,7 +360,7 @@ static int task_status_unpack(json_t *j, struct shim_task_status *t, struct tk_e
 int shim_status_unpack(json_t *j, struct shim_status *ret, struct tk_error *err)
 {
 	static const char *const keys[] = {"job",	   "attempt", "shim_pid", "cpu_ms",
-					   "mem_peak_mib", "tasks",   NULL};
+					   "mem_peak_mib", "mem_mib", "tasks",	  NULL};
 	struct shim_status s = {0};
 	int64_t attempt, pid;
 	int r;
@@ -368,7 +369,8 @@ int shim_status_unpack(json_t *j, struct shim_status *ret, struct tk_error *err)
 	    (r = mj_int(j, "attempt", true, 1, MODEL_MAX_ATTEMPTS, 0, &attempt, err)) < 0 ||
 	    (r = mj_int(j, "shim_pid", true, 1, INT32_MAX, 0, &pid, err)) < 0 ||
 	    (r = mj_int(j, "cpu_ms", false, 0, INT64_MAX, 0, &s.cpu_ms, err)) < 0 ||
-	    (r = mj_int(j, "mem_peak_mib", false, 0, INT64_MAX, 0, &s.mem_peak_mib, err)) < 0)
+	    (r = mj_int(j, "mem_peak_mib", false, 0, INT64_MAX, 0, &s.mem_peak_mib, err)) < 0 ||
+	    (r = mj_int(j, "mem_mib", false, 0, INT64_MAX, 0, &s.mem_mib, err)) < 0)
 		return r;
 	json_t *tasks = json_object_get(j, "tasks");
 	if (!json_is_array(tasks) || json_array_size(tasks) > SHIM_MAX_TASKS)

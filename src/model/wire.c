@@ -387,6 +387,10 @@ json_t *work_spec_pack(const struct work_spec *s)
 	if (s->system)
 		json_object_set_new(o, "system", json_true());
 	json_object_set_new(o, "run_as", json_string(s->run_as));
+	if (s->owner[0])
+		json_object_set_new(o, "owner", json_string(s->owner));
+	if (s->queue[0])
+		json_object_set_new(o, "queue", json_string(s->queue));
 	if (s->cpus)
 		json_object_set_new(o, "cpus", json_integer(s->cpus));
 	if (s->mem_mib)
@@ -447,7 +451,8 @@ int work_spec_unpack(json_t *j, struct work_spec *ret, struct tk_error *err)
 		"world_size",  "devices",      "milli",	      "master_addr",
 		"master_port", "time_limit_s", "grace_s",     "system",
 		"run_as",      "allow_root",   "cpus",	      "mem_mib",
-		"image",       "mounts",       "ckpt_marker", NULL,
+		"image",       "mounts",       "ckpt_marker", "owner",
+		"queue",       NULL,
 	};
 	struct work_spec s = {0};
 	int64_t nnodes, rank, tpn, world, milli, port, cpus;
@@ -469,6 +474,8 @@ int work_spec_unpack(json_t *j, struct work_spec *ret, struct tk_error *err)
 	    (r = mj_int(j, "cpus", false, 0, MODEL_MAX_CPUS, 0, &cpus, err)) < 0 ||
 	    (r = mj_int(j, "mem_mib", false, 0, MODEL_MAX_MEM_MIB, 0, &s.mem_mib, err)) < 0 ||
 	    (r = mj_strbuf(j, "run_as", !s.system, true, s.run_as, sizeof(s.run_as), err)) < 0 ||
+	    (r = mj_strbuf(j, "owner", false, true, s.owner, sizeof(s.owner), err)) < 0 ||
+	    (r = mj_strbuf(j, "queue", false, true, s.queue, sizeof(s.queue), err)) < 0 ||
 	    (r = mj_str(j, "name", true, MODEL_NAME_MAX - 1, true, NULL, &s.name, err)) < 0 ||
 	    (r = mj_str(j, "cwd", true, MODEL_MAX_PATH, false, NULL, &s.cwd, err)) < 0 ||
 	    (r = mj_str(j, "output", true, MODEL_MAX_PATH, false, NULL, &s.output, err)) < 0 ||

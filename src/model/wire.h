@@ -215,6 +215,9 @@ struct work_spec {
 	 * system work. allow_root: the cluster lets a job run as uid 0 */
 	char run_as[MODEL_NAME_MAX];
 	bool allow_root;
+	/* whose it is and whose queue (for the node's metrics; "": unknown) */
+	char owner[MODEL_NAME_MAX];
+	char queue[MODEL_NAME_MAX];
 	int cpus;	 /* CPUs reserved for it on the node (0: none); a cpuset holds it to them */
 	int64_t mem_mib; /* memory it may use on the node (0: no limit) */
 	/* its tasks run in containers of this image (NULL: on the host), with

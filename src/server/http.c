@@ -428,6 +428,7 @@ static void dispatch(struct request *r)
 		path_known = true;
 		if (strcmp(api_routes[i].method, r->method) == 0) {
 			rt = &api_routes[i];
+			r->route = (int)i + 1;
 			break;
 		}
 	}
@@ -491,6 +492,7 @@ static void dispatch(struct request *r)
 
 static enum MHD_Result queue(struct request *r)
 {
+	metrics_answered(r->s, r);
 	enum MHD_Result ok = MHD_queue_response(r->conn, r->status, r->resp);
 	MHD_destroy_response(r->resp);
 	r->resp = NULL;
@@ -510,6 +512,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
 		r->conn = c;
 		r->method = method;
 		r->url = url;
+		r->started_us = tk_mono_us();
 		strbuf_init(&r->body);
 		*con_cls = r;
 		r->hc = conn_of(c);
@@ -625,48 +628,12 @@ static void mhd_poll_cb(uv_poll_t *p, int status, int events)
 	run_mhd(s);
 }
 
-/* Splits "HOST:PORT" ("[v6]:PORT" too) and resolves it. */
-static int parse_listen(const char *listen, struct sockaddr_storage *ss, socklen_t *len, char *host,
-			size_t hostlen, struct tk_error *err)
-{
-	const char *colon = strrchr(listen, ':');
-	if (!colon || colon == listen)
-		return tk_errorf(err, -EINVAL, "listen address \"%s\": expected HOST:PORT", listen);
-	const char *h = listen;
-	size_t hl = (size_t)(colon - listen);
-	if (h[0] == '[' && hl >= 2 && h[hl - 1] == ']') {
-		h++;
-		hl -= 2;
-	}
-	if (hl >= hostlen)
-		return tk_errorf(err, -EINVAL, "listen address \"%s\": host too long", listen);
-	memcpy(host, h, hl);
-	host[hl] = '\0';
-	int64_t port;
-	if (tk_parse_int64(colon + 1, 0, 65535, &port) < 0)
-		return tk_errorf(err, -EINVAL, "listen address \"%s\": port must be 0..65535",
-				 listen);
-	struct addrinfo hints = {
-		.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE};
-	struct addrinfo *res = NULL;
-	char portstr[8];
-	snprintf(portstr, sizeof(portstr), "%d", (int)port);
-	int rc = getaddrinfo(host, portstr, &hints, &res);
-	if (rc != 0 || !res)
-		return tk_errorf(err, -EINVAL, "listen address \"%s\": %s", listen,
-				 gai_strerror(rc));
-	memcpy(ss, res->ai_addr, res->ai_addrlen);
-	*len = res->ai_addrlen;
-	freeaddrinfo(res);
-	return 0;
-}
-
 int http_start(struct server *s, const char *listen, struct tk_error *err)
 {
 	struct sockaddr_storage ss;
 	socklen_t sslen;
 	char host[128];
-	int r = parse_listen(listen, &ss, &sslen, host, sizeof(host), err);
+	int r = tk_parse_listen(listen, &ss, &sslen, host, sizeof(host), err);
 	if (r < 0)
 		return r;
 	unsigned flags = MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;

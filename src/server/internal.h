@@ -66,6 +66,8 @@ struct request {
 	struct strbuf body;
 	bool too_big;
 	bool dispatched;
+	int route;	    /* api_routes' index + 1; 0: none matched */
+	int64_t started_us; /* monotonic: its headers were read */
 	bool suspended;
 	bool finished; /* MHD completed it while we still held it */
 	/* the answer, once decided */
@@ -128,9 +130,19 @@ struct server {
 		uv_async_t async;
 		int outstanding; /* batches handed over and not yet reported */
 		uint64_t stats_commits, stats_commit_us;
+		struct tk_hist commit_hist; /* seconds per commit (metrics.c) */
 	} wq;
 
 	int64_t last_pass_us; /* the last scheduling pass, with its snapshot and applying */
+	/* what GET /metrics tells beyond the state (metrics.c): scheduling
+	 * passes, answers by route (api_routes' index + 1; 0: none matched),
+	 * answers by status class, the renders themselves */
+	struct {
+		struct tk_hist pass, render;
+		struct tk_hist *http;
+		uint64_t by_status[6];
+		int64_t started_ms;
+	} metrics;
 
 	/* http */
 	struct MHD_Daemon *mhd;
@@ -171,6 +183,16 @@ struct server {
 	void (*stop_cb)(void *arg);
 	void *stop_arg;
 };
+
+/* ---- metrics.c: GET /metrics ------------------------------------------------- */
+
+extern const double metrics_pass_bounds[], metrics_http_bounds[], metrics_commit_bounds[];
+extern const int metrics_pass_nbounds, metrics_http_nbounds, metrics_commit_nbounds;
+void metrics_init(struct server *s);
+void metrics_release(struct server *s);
+/* An answer is on its way: how long the request took, by route. */
+void metrics_answered(struct server *s, const struct request *r);
+void h_metrics(struct request *r, const char *param, json_t *body);
 
 /* ---- server.c --------------------------------------------------------------- */
 

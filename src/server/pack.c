@@ -51,6 +51,8 @@ static void part_spec(const struct state *s, struct sjob *j, const struct attemp
 	sp->grace_s = r->grace_s;
 	sp->system = j->job.system;
 	snprintf(sp->run_as, sizeof(sp->run_as), "%s", j->job.run_as);
+	snprintf(sp->owner, sizeof(sp->owner), "%s", j->job.owner);
+	snprintf(sp->queue, sizeof(sp->queue), "%s", j->queue ? j->queue->spec.name : "");
 	sp->allow_root = s->sched.allow_root_jobs;
 	sp->cpus = r->tasks_per_node * r->cpus_per_task;
 	sp->mem_mib = r->mem_mib;

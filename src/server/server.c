@@ -88,6 +88,8 @@ static void writer_work_cb(uv_work_t *w)
 			s->wq.failed = true;
 		s->wq.stats_commits++;
 		s->wq.stats_commit_us += (uint64_t)took;
+		tk_hist_observe(&s->wq.commit_hist, metrics_commit_bounds, metrics_commit_nbounds,
+				(double)took / 1e6);
 		last->next = s->wq.done;
 		s->wq.done = list; /* reversed order does not matter: seqs are maxed */
 		uv_mutex_unlock(&s->wq.mu);
@@ -235,6 +237,8 @@ static void check_cb(uv_check_t *h)
 		int64_t t0 = tk_mono_us();
 		state_schedule(&s->st, server_now_ms(s));
 		s->last_pass_us = tk_mono_us() - t0;
+		tk_hist_observe(&s->metrics.pass, metrics_pass_bounds, metrics_pass_nbounds,
+				(double)s->last_pass_us / 1e6);
 	}
 	state_flush_work(&s->st);
 	if (s->seq_durable == s->st.seq_applied && s->gate.head)
@@ -419,6 +423,7 @@ int server_create(uv_loop_t *loop, const struct server_config *cfg, struct serve
 	s->cfg = *cfg;
 	s->lock_fd = -1;
 	s->data_dir = xstrdup(cfg->data_dir);
+	metrics_init(s);
 	uv_mutex_init(&s->wq.mu);
 	uv_async_init(loop, &s->wq.async, writer_done_cb);
 	s->wq.async.data = s;
@@ -562,6 +567,7 @@ void server_destroy(struct server *s)
 	free(s->tls_key_pem);
 	free(s->tls_ca_path);
 	catalogue_release(&s->cat);
+	metrics_release(s);
 	uv_mutex_destroy(&s->wq.mu);
 	if (s->lock_fd >= 0)
 		close(s->lock_fd);

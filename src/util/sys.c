@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <netdb.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/random.h>
@@ -158,4 +159,40 @@ void tk_strip(char *s)
 	while (n > 0 &&
 	       (s[n - 1] == '\n' || s[n - 1] == '\r' || s[n - 1] == ' ' || s[n - 1] == '\t'))
 		s[--n] = '\0';
+}
+
+/* Splits "HOST:PORT" ("[v6]:PORT" too) and resolves it. */
+int tk_parse_listen(const char *listen, struct sockaddr_storage *ss, socklen_t *len, char *host,
+		    size_t hostlen, struct tk_error *err)
+{
+	const char *colon = strrchr(listen, ':');
+	if (!colon || colon == listen)
+		return tk_errorf(err, -EINVAL, "listen address \"%s\": expected HOST:PORT", listen);
+	const char *h = listen;
+	size_t hl = (size_t)(colon - listen);
+	if (h[0] == '[' && hl >= 2 && h[hl - 1] == ']') {
+		h++;
+		hl -= 2;
+	}
+	if (hl >= hostlen)
+		return tk_errorf(err, -EINVAL, "listen address \"%s\": host too long", listen);
+	memcpy(host, h, hl);
+	host[hl] = '\0';
+	int64_t port;
+	if (tk_parse_int64(colon + 1, 0, 65535, &port) < 0)
+		return tk_errorf(err, -EINVAL, "listen address \"%s\": port must be 0..65535",
+				 listen);
+	struct addrinfo hints = {
+		.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE};
+	struct addrinfo *res = NULL;
+	char portstr[8];
+	snprintf(portstr, sizeof(portstr), "%d", (int)port);
+	int rc = getaddrinfo(host, portstr, &hints, &res);
+	if (rc != 0 || !res)
+		return tk_errorf(err, -EINVAL, "listen address \"%s\": %s", listen,
+				 gai_strerror(rc));
+	memcpy(ss, res->ai_addr, res->ai_addrlen);
+	*len = res->ai_addrlen;
+	freeaddrinfo(res);
+	return 0;
 }

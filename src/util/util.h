@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <sys/socket.h>
 #include <sys/types.h>
 
 /* ---- memory ---------------------------------------------------------- */
@@ -211,3 +212,38 @@ void tk_opts_help(const struct tk_option *opts, size_t n, struct strbuf *sb);
  * then "options:" and tk_opts_help's lines. */
 void tk_opts_usage(const struct tk_option *opts, size_t n, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+
+/* Splits a listen address "HOST:PORT" ("[v6]:PORT" too) and resolves it
+ * (sys.c); host gets HOST. */
+int tk_parse_listen(const char *listen, struct sockaddr_storage *ss, socklen_t *len, char *host,
+		    size_t hostlen, struct tk_error *err);
+
+/* ---- Prometheus' text exposition format (prom.c) ---- */
+
+/* A histogram's counts for fixed bucket bounds (ascending, in base units;
+ * +Inf is implied), at most TK_HIST_MAX of them. */
+#define TK_HIST_MAX 24
+struct tk_hist {
+	uint64_t counts[TK_HIST_MAX]; /* observations <= bounds[i], not cumulative */
+	uint64_t count;
+	double sum;
+};
+void tk_hist_observe(struct tk_hist *h, const double *bounds, int nbounds, double v);
+
+/* A label set being built: `a="x",b="y"`, values escaped. */
+struct prom_labels {
+	char text[768];
+	size_t len;
+};
+void prom_labels_init(struct prom_labels *l);
+void prom_label(struct prom_labels *l, const char *name, const char *value);
+void prom_labelf(struct prom_labels *l, const char *name, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* "# HELP" and "# TYPE" of a family (type: counter, gauge, histogram). */
+void prom_family(struct strbuf *b, const char *name, const char *type, const char *help);
+/* One sample: name{labels} value (labels may be NULL). */
+void prom_sample(struct strbuf *b, const char *name, const struct prom_labels *l, double v);
+/* A histogram's _bucket, _sum and _count samples. */
+void prom_hist(struct strbuf *b, const char *name, const struct prom_labels *l,
+	       const struct tk_hist *h, const double *bounds, int nbounds);

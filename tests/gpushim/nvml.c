@@ -57,19 +57,12 @@ struct nvml_memory {
 	unsigned long long total, free, used;
 };
 
-int nvmlDeviceGetMemoryInfo(void *h, struct nvml_memory *m)
-{
-	(void)h;
-	m->total = 80ULL << 30;
-	m->free = m->total;
-	m->used = 0;
-	return 0;
-}
-
 /* What a test sets while the agent runs: the lines "INDEX FIELD VALUE" of
  * $TENK_FAKE_NVML_FILE, read again at every call. Fields: ecc (the
  * uncorrected ECC count), xid (an Xid event: each such line is delivered
- * once, in order). */
+ * once, in order), util (percent), mem_used (bytes), power_mw, energy_mj,
+ * temp (Celsius), sm_mhz; what the file does not set reads as an idle
+ * card would. */
 static int field(void *h, const char *name, int nth, unsigned long long *value)
 {
 	const char *path = getenv("TENK_FAKE_NVML_FILE");
@@ -152,5 +145,61 @@ int nvmlEventSetWait_v2(void *set, struct nvml_event *ev, unsigned timeout_ms)
 	ev->device = (void *)(unsigned long)(v >> 32);
 	ev->type = 0x8;
 	ev->data = v & 0xffffffffULL;
+	return 0;
+}
+
+int nvmlDeviceGetMemoryInfo(void *h, struct nvml_memory *m)
+{
+	unsigned long long used = 0;
+	field(h, "mem_used", -1, &used);
+	m->total = 80ULL << 30;
+	m->used = used;
+	m->free = m->total - used;
+	return 0;
+}
+
+struct nvml_utilization {
+	unsigned gpu, memory;
+};
+
+int nvmlDeviceGetUtilizationRates(void *h, struct nvml_utilization *u)
+{
+	unsigned long long v = 0;
+	field(h, "util", -1, &v);
+	u->gpu = (unsigned)v;
+	u->memory = (unsigned)v / 2;
+	return 0;
+}
+
+int nvmlDeviceGetPowerUsage(void *h, unsigned *mw)
+{
+	unsigned long long v = 70000;
+	field(h, "power_mw", -1, &v);
+	*mw = (unsigned)v;
+	return 0;
+}
+
+int nvmlDeviceGetTotalEnergyConsumption(void *h, unsigned long long *mj)
+{
+	*mj = 0;
+	field(h, "energy_mj", -1, mj);
+	return 0;
+}
+
+int nvmlDeviceGetTemperature(void *h, int sensor, unsigned *c)
+{
+	unsigned long long v = 35;
+	(void)sensor;
+	field(h, "temp", -1, &v);
+	*c = (unsigned)v;
+	return 0;
+}
+
+int nvmlDeviceGetClockInfo(void *h, int clock, unsigned *mhz)
+{
+	unsigned long long v = 1980;
+	(void)clock;
+	field(h, "sm_mhz", -1, &v);
+	*mhz = (unsigned)v;
 	return 0;
 }

@@ -71,8 +71,8 @@ def reap_daemons():
 class Daemon:
     """One tenk daemon process (up, server or agent) that the test owns."""
 
-    def __init__(self, args, cwd, name, wrap=None, env=None):
-        self.args = list(wrap or []) + [BIN] + args
+    def __init__(self, args, cwd, name, wrap=None, env=None, program=None):
+        self.args = list(wrap or []) + [program or BIN] + args
         self.extra_env = dict(env or {})
         self.cwd = cwd
         self.name = name

@@ -107,10 +107,13 @@ static void test_cgroup_v1(void **state)
 	put(f1, "2500000000\n");
 	put(f2, "52428800\n");
 	put(f3, "oom_kill_disable 0\nunder_oom 0\noom_kill 0\n");
-	int64_t cpu, peak;
-	cg_usage(&cg, &cpu, &peak);
+	_cleanup_free_ char *f4 = xasprintf("%s/memory.usage_in_bytes", mem);
+	put(f4, "20971520\n");
+	int64_t cpu, peak, now;
+	cg_usage(&cg, &cpu, &peak, &now);
 	assert_int_equal(cpu, 2500);
 	assert_int_equal(peak, 50);
+	assert_int_equal(now, 20);
 	assert_false(cg_oom_killed(&cg));
 	put(f3, "oom_kill_disable 0\nunder_oom 0\noom_kill 2\n");
 	assert_true(cg_oom_killed(&cg));
@@ -149,9 +152,12 @@ static void test_cgroup_v2(void **state)
 	assert_true(cg_oom_killed(&cg));
 	_cleanup_free_ char *st = xasprintf("%s/cpu.stat", dir);
 	put(st, "usage_usec 1234567\nuser_usec 1000000\n");
-	int64_t cpu, peak;
-	cg_usage(&cg, &cpu, &peak);
+	_cleanup_free_ char *cur = xasprintf("%s/memory.current", dir);
+	put(cur, "10485760\n");
+	int64_t cpu, peak, now;
+	cg_usage(&cg, &cpu, &peak, &now);
 	assert_int_equal(cpu, 1234);
+	assert_int_equal(now, 10);
 	cg_destroy(&cg);
 	/* a host without cgroups: none, and no error */
 	put(mi, "22 1 0:20 / /sys rw - sysfs sysfs rw\n");

@@ -262,6 +262,41 @@ static void test_url_plain_remote(void **state)
 	assert_true(tk_url_plain_remote("http://"));
 }
 
+/* Prometheus' text: labels escaped, left out whole when they would not
+ * fit, histograms cumulative with +Inf, sums and counts. */
+static void test_prom(void **state)
+{
+	struct strbuf b;
+	strbuf_init(&b);
+	struct prom_labels l;
+	prom_labels_init(&l);
+	prom_label(&l, "node", "a\"b\\c\nd");
+	prom_labelf(&l, "gpu", "%d", 3);
+	prom_sample(&b, "tenk_x", &l, 1.5);
+	prom_sample(&b, "tenk_y", NULL, 42);
+	assert_string_equal(b.buf, "tenk_x{node=\"a\\\"b\\\\c\\nd\",gpu=\"3\"} 1.5\ntenk_y 42\n");
+	char big[1000];
+	memset(big, 'x', sizeof(big) - 1);
+	big[sizeof(big) - 1] = 0;
+	prom_label(&l, "huge", big);
+	assert_null(strstr(l.text, "huge"));
+	strbuf_reset(&b);
+	static const double bounds[] = {0.1, 1};
+	struct tk_hist h = {0};
+	tk_hist_observe(&h, bounds, 2, 0.05);
+	tk_hist_observe(&h, bounds, 2, 0.5);
+	tk_hist_observe(&h, bounds, 2, 7);
+	prom_labels_init(&l);
+	prom_label(&l, "route", "/v1/jobs");
+	prom_hist(&b, "tenk_h", &l, &h, bounds, 2);
+	assert_string_equal(b.buf, "tenk_h_bucket{route=\"/v1/jobs\",le=\"0.1\"} 1\n"
+				   "tenk_h_bucket{route=\"/v1/jobs\",le=\"1\"} 2\n"
+				   "tenk_h_bucket{route=\"/v1/jobs\",le=\"+Inf\"} 3\n"
+				   "tenk_h_sum{route=\"/v1/jobs\"} 7.55\n"
+				   "tenk_h_count{route=\"/v1/jobs\"} 3\n");
+	strbuf_release(&b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -275,6 +310,7 @@ int main(void)
 		cmocka_unit_test(test_errorf),
 		cmocka_unit_test(test_sha256),
 		cmocka_unit_test(test_url_plain_remote),
+		cmocka_unit_test(test_prom),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
