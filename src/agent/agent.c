@@ -389,6 +389,7 @@ static void send_heartbeat(struct agent *a, bool stopping)
 	}
 	images_for_heartbeat(a, &m, &a->hb_images_gen);
 	m.nfaults = health_faults(a, m.faults, WIRE_MAX_FAULTS);
+	m.ntrain = train_for_heartbeat(a, &m.train);
 	for (int i = 0; i < m.nfaults; i++)
 		if (!a->fault_said || strcmp(a->fault_last, m.faults[i]) != 0) {
 			log_warn("fault on this node, told to the server: %s", m.faults[i]);

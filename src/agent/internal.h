@@ -132,6 +132,14 @@ struct taskgroup {
 	char queue[MODEL_NAME_MAX];
 	int ndevs;
 	int devs[MODEL_MAX_ACCELS];
+	/* $TENK_METRICS (train.c): the file held open, the line being read,
+	 * the newest values and whether the server has not had them */
+	int train_fd;
+	char train_line[MODEL_TRAIN_LINE_MAX];
+	size_t train_partial;
+	bool train_skip;
+	struct train_point train;
+	bool train_new;
 	int ncpus;
 	int *cpus; /* the CPUs held for it (its cpuset), from the agent's */
 	int open;  /* handles not yet closed */
@@ -565,6 +573,18 @@ void metrics_watch(struct agent *a);
 void metrics_stop(struct agent *a);
 /* The text of GET /metrics (the caller frees it). */
 char *metrics_render(struct agent *a);
+
+/* ---- train.c: training metrics from $TENK_METRICS ---- */
+/* Makes the attempt's metrics file (its user's when as_user); returns its
+ * path, for TENK_METRICS. */
+char *train_setup(struct taskgroup *g, bool as_user, uint32_t uid, uint32_t gid);
+/* Reads what each running attempt wrote since the last call. */
+void train_poll(struct agent *a);
+/* The attempts with values the server has not had, for a heartbeat (the
+ * caller frees *ret). */
+int train_for_heartbeat(struct agent *a, struct wire_train **ret);
+/* The group goes: its file is closed, and removed when it is done. */
+void train_release(struct taskgroup *g, bool remove);
 
 /* ---- ckpt.c ---- */
 /* Scans the running groups' checkpoint folders every second from now. */

@@ -124,6 +124,7 @@ void group_maybe_free(struct taskgroup *g)
 		return;
 	struct agent *a = g->a;
 	remove_dir(g->dir);
+	train_release(g, true);
 	tk_map_del(&a->groups, g->key);
 	group_free_now(g);
 }
@@ -399,7 +400,8 @@ static bool reserved(const char *key, size_t len, bool fraction)
 /* The launch environment of local task `local` (rank `rank`), for the
  * account pw (its HOME, USER, LOGNAME, SHELL). */
 static void build_env(struct taskgroup *g, const struct work_spec *spec, int local, int rank,
-		      const char *ckpt, const struct passwd *pw, struct shim_task *t)
+		      const char *ckpt, const char *metrics, const struct passwd *pw,
+		      struct shim_task *t)
 {
 	int milli = spec->milli;
 	bool fraction = milli > 0 && milli < MODEL_MILLI;
@@ -450,6 +452,7 @@ static void build_env(struct taskgroup *g, const struct work_spec *spec, int loc
 	env_add(&env, &n, &alloc, "TENK_JOB_NAME=%s", spec->name);
 	env_add(&env, &n, &alloc, "TENK_NODE_NAME=%s", g->a->inv.name);
 	env_add(&env, &n, &alloc, "TENK_CHECKPOINT_DIR=%s", ckpt);
+	env_add(&env, &n, &alloc, "TENK_METRICS=%s", metrics);
 	env_add(&env, &n, &alloc, "TENK_SERVER=%s", g->a->cfg.server_url);
 	if (g->a->cfg.ca_file)
 		env_add(&env, &n, &alloc, "TENK_CA=%s", g->a->cfg.ca_file);
@@ -647,7 +650,7 @@ static void cgroup_limits(struct taskgroup *g, const struct work_spec *spec, str
  * job's mounts and its checkpoint folder. GPUs come through CDI, so a job
  * with GPUs needs the node's CDI spec. */
 static int container_plan(struct taskgroup *g, const struct work_spec *spec, const char *ckpt,
-			  struct shim_plan *plan, char *why, size_t n)
+			  const char *metrics, struct shim_plan *plan, char *why, size_t n)
 {
 	struct agent *a = g->a;
 	if (geteuid() != 0) {
@@ -682,10 +685,11 @@ static int container_plan(struct taskgroup *g, const struct work_spec *spec, con
 		 a->cfg.containers_conf ? a->cfg.containers_conf : "");
 	snprintf(c->root, sizeof(c->root), "%s", a->cfg.podman_root ? a->cfg.podman_root : "");
 	snprintf(c->ref, sizeof(c->ref), "%s", spec->image);
-	c->mounts = xcalloc((size_t)spec->nmounts + 4, sizeof(char *));
+	c->mounts = xcalloc((size_t)spec->nmounts + 5, sizeof(char *));
 	for (int i = 0; i < spec->nmounts; i++)
 		c->mounts[c->nmounts++] = xstrdup(spec->mounts[i]);
 	c->mounts[c->nmounts++] = xasprintf("%s:%s", ckpt, ckpt);
+	c->mounts[c->nmounts++] = xasprintf("%s:%s", metrics, metrics);
 	if (spec->system) {
 		/* a validation run in the image: this agent's binary, read-only,
 		 * and its folder, where the run works */
@@ -736,6 +740,8 @@ static bool build_plan(struct taskgroup *g, const struct work_spec *spec, struct
 		return false;
 	}
 	_cleanup_free_ char *ckpt = checkpoint_dir(g, plan);
+	_cleanup_free_ char *metrics =
+		train_setup(g, plan->as_user, plan->user.uid, plan->user.gid);
 	/* an agent that is root contains each attempt in a cgroup of its own */
 	plan->cgroup = geteuid() == 0;
 	snprintf(plan->node, sizeof(plan->node), "%s", a->inv.name);
@@ -748,7 +754,7 @@ static bool build_plan(struct taskgroup *g, const struct work_spec *spec, struct
 		ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
 		self[len > 0 ? len : 0] = '\0';
 	}
-	if (spec->image && container_plan(g, spec, ckpt, plan, why, sizeof(why)) < 0) {
+	if (spec->image && container_plan(g, spec, ckpt, metrics, plan, why, sizeof(why)) < 0) {
 		log_info("job %lld.%d: %s", (long long)g->job, g->attempt, why);
 		for (int i = 0; i < g->ntasks; i++)
 			launch_failed(g, i, 127, why);
@@ -763,7 +769,7 @@ static bool build_plan(struct taskgroup *g, const struct work_spec *spec, struct
 		t->argv = xcalloc((size_t)spec->argc + 1, sizeof(char *));
 		for (int k = 0; k < spec->argc; k++)
 			t->argv[k] = xstrdup(k == 0 && self[0] ? self : spec->argv[k]);
-		build_env(g, spec, i, t->rank, ckpt, pw, t);
+		build_env(g, spec, i, t->rank, ckpt, metrics, pw, t);
 		t->cwd = xstrdup(cwd);
 		t->output = output_path(g, t->rank, spec->output, cwd);
 		if (plan->container)
@@ -873,6 +879,7 @@ static struct taskgroup *group_new(struct agent *a, int64_t job, int attempt, in
 	g->grace_ms = grace_ms;
 	g->listed = true;
 	g->dirfd = -1;
+	g->train_fd = -1;
 	g->ckpt_done_step = -1;
 	g->dir = xasprintf("%s/%s/%lld.%d", a->cfg.work_dir, SHIM_DIR, (long long)job, attempt);
 	strbuf_init(&g->in);
@@ -1179,6 +1186,7 @@ void group_free_now(struct taskgroup *g)
 		free(g->plan);
 	}
 	group_ckpt_release(g);
+	train_release(g, false);
 	release_cpus(g);
 	free(g->cpus);
 	if (g->dirfd >= 0)

@@ -489,6 +489,20 @@ static void show_job(json_t *j)
 			       jstr(rs, "tag"), (long long)jint(rs, "step"),
 			       (long long)jint(rs, "attempt"),
 			       json_is_true(json_object_get(rs, "go")) ? ", restored" : "");
+		json_t *tm = json_object_get(a, "metrics");
+		if (tm) {
+			char when[32];
+			fmt_time(jint(tm, "at_ms"), when, sizeof(when));
+			printf("    metrics");
+			if (jint(tm, "step") >= 0)
+				printf(" at step %lld", (long long)jint(tm, "step"));
+			printf(" (%s):", when);
+			const char *name;
+			json_t *val;
+			json_object_foreach (json_object_get(tm, "values"), name, val)
+				printf(" %s=%.6g", name, json_number_value(val));
+			printf("\n");
+		}
 		json_t *t;
 		json_array_foreach (json_object_get(a, "tasks"), k, t) {
 			printf("    task %zu %s", k, jstr(t, "state"));

@@ -371,6 +371,8 @@ void attempt_release(struct attempt *a)
 	free(a->pend);
 	a->pend = NULL;
 	a->npend = 0;
+	free(a->train);
+	a->train = NULL;
 	free(a->nodes);
 	free(a->tasks);
 	a->nodes = NULL;
@@ -485,6 +487,8 @@ static json_t *attempt_pack(const struct attempt *a)
 					      (json_int_t)a->restore_ms));
 	if (a->npend)
 		json_object_set_new(o, "pending_checkpoints", ckpts_pack(a->pend, a->npend));
+	if (a->train)
+		json_object_set_new(o, "metrics", train_metrics_pack(a->train));
 	return o;
 }
 
@@ -580,7 +584,7 @@ static int attempt_unpack(json_t *aj, struct attempt *a, struct tk_error *err)
 	static const char *const keys[] = {
 		"number", "start_ms", "end_ms", "ended",  "master_addr", "master_port",
 		"reason", "nodes",    "tasks",	"digest", "restore",	 "pending_checkpoints",
-		NULL};
+		"metrics", NULL};
 	int64_t number, start, end, port;
 	int r;
 	memset(a, 0, sizeof(*a));
@@ -603,6 +607,14 @@ static int attempt_unpack(json_t *aj, struct attempt *a, struct tk_error *err)
 	if ((r = ckpts_unpack(json_object_get(aj, "pending_checkpoints"), "pending_checkpoints",
 			      MODEL_MAX_CKPT_PENDING, &a->pend, &a->npend, err)) < 0)
 		return r;
+	json_t *tm = json_object_get(aj, "metrics");
+	if (tm) {
+		a->train = xcalloc(1, sizeof(*a->train));
+		if ((r = train_metrics_unpack(tm, a->train, err)) < 0) {
+			mj_prefix(err, "metrics");
+			return r;
+		}
+	}
 	if ((r = mj_check_keys(aj, NULL, keys, err)) < 0 ||
 	    (r = mj_int(aj, "number", true, 1, MODEL_MAX_ATTEMPTS, 1, &number, err)) < 0 ||
 	    (r = mj_int(aj, "start_ms", true, 0, INT64_MAX, 0, &start, err)) < 0 ||

@@ -312,6 +312,44 @@ struct attempt_node {
 	int64_t restore_dur_ms; /* how long it took */
 };
 
+/* ---- training metrics: what a job writes to $TENK_METRICS (train.c) ---------- */
+
+#define MODEL_TRAIN_MAX 16	/* names one attempt reports */
+#define MODEL_TRAIN_NAME_MAX 48 /* a name, with its NUL */
+#define MODEL_TRAIN_LINE_MAX 1024
+#define MODEL_TRAIN_PLOTTED 4	/* names whose history is kept: the first ones seen */
+#define MODEL_TRAIN_HISTORY 240 /* points of it kept */
+
+/* One line, "step=120 loss=2.31 lr=3e-4": its step (-1: none) and values. */
+struct train_point {
+	int64_t step;
+	int64_t at_ms;
+	int n;
+	char name[MODEL_TRAIN_MAX][MODEL_TRAIN_NAME_MAX];
+	double value[MODEL_TRAIN_MAX];
+};
+/* What an attempt has reported: the newest value of each name, and a
+ * bounded history of the first MODEL_TRAIN_PLOTTED of them (when full,
+ * every other point goes, so the curve keeps its shape over the run). */
+struct train_metrics {
+	struct train_point last;
+	int nplot;
+	int nhist;
+	int64_t hist_step[MODEL_TRAIN_HISTORY];
+	double hist[MODEL_TRAIN_HISTORY][MODEL_TRAIN_PLOTTED]; /* NaN: not in that line */
+};
+
+/* Parses a line of "NAME=NUMBER" words (NAME [A-Za-z_][A-Za-z0-9_./-]*;
+ * "step" an integer); words that are not are skipped. Returns the values
+ * found (0: the line says nothing). */
+int train_line_parse(const char *line, size_t len, struct train_point *p);
+/* Merges p into m: newest values, and a point of history. */
+void train_metrics_add(struct train_metrics *m, const struct train_point *p);
+json_t *train_point_pack(const struct train_point *p);
+int train_point_unpack(json_t *j, struct train_point *p, struct tk_error *err);
+json_t *train_metrics_pack(const struct train_metrics *m);
+int train_metrics_unpack(json_t *j, struct train_metrics *m, struct tk_error *err);
+
 struct attempt {
 	int number; /* 1, 2, ... */
 	int64_t start_ms;
@@ -337,6 +375,8 @@ struct attempt {
 	/* tags some of its nodes have uploaded, waiting for the rest */
 	int npend;
 	struct ckpt *pend;
+	/* what its tasks wrote to $TENK_METRICS; NULL: nothing yet */
+	struct train_metrics *train;
 };
 
 struct job {

@@ -196,6 +196,15 @@ json_t *wire_heartbeat_pack(const struct wire_heartbeat *m)
 			json_array_append_new(f, json_string(m->faults[i]));
 		json_object_set_new(o, "faults", f);
 	}
+	if (m->ntrain) {
+		json_t *t = json_array();
+		for (int i = 0; i < m->ntrain; i++)
+			json_array_append_new(t, json_pack("{s:I, s:i, s:o}", "job",
+							   (json_int_t)m->train[i].job, "attempt",
+							   m->train[i].attempt, "point",
+							   train_point_pack(&m->train[i].point)));
+		json_object_set_new(o, "metrics", t);
+	}
 	return o;
 }
 
@@ -288,8 +297,8 @@ static int images_unpack(json_t *j, struct wire_heartbeat *ret, struct tk_error 
 
 int wire_heartbeat_unpack(json_t *j, struct wire_heartbeat *ret, struct tk_error *err)
 {
-	static const char *const keys[] = {"node",   "agent_id", "checkpoints", "stopping",
-					   "images", "pulls",	 "faults",	NULL};
+	static const char *const keys[] = {"node",  "agent_id", "checkpoints", "stopping", "images",
+					   "pulls", "faults",	"metrics",     NULL};
 	static const char *const ckeys[] = {"job", "attempt", "at_ms", NULL};
 	int r;
 	memset(ret, 0, sizeof(*ret));
@@ -319,8 +328,33 @@ int wire_heartbeat_unpack(json_t *j, struct wire_heartbeat *ret, struct tk_error
 		snprintf(ret->faults[fi], WIRE_FAULT_MAX, "%s", json_string_value(fv));
 		ret->nfaults = (int)fi + 1;
 	}
-	json_t *ckpts;
+	json_t *tm;
 	size_t n;
+	if ((r = array_of(j, "metrics", false, WIRE_MAX_CHECKPOINTS, &tm, &n, err)) < 0)
+		return r;
+	if (tm) {
+		static const char *const tkeys[] = {"job", "attempt", "point", NULL};
+		ret->train = xcalloc(n ? n : 1, sizeof(*ret->train));
+		size_t i;
+		json_t *v;
+		json_array_foreach (tm, i, v) {
+			struct wire_train *w = &ret->train[i];
+			int64_t attempt;
+			if ((r = mj_check_keys(v, NULL, tkeys, err)) < 0 ||
+			    (r = mj_int(v, "job", true, 1, INT64_MAX, 0, &w->job, err)) < 0 ||
+			    (r = mj_int(v, "attempt", true, 1, MODEL_MAX_ATTEMPTS, 0, &attempt,
+					err)) < 0 ||
+			    (r = train_point_unpack(json_object_get(v, "point"), &w->point, err)) <
+				    0) {
+				mj_prefix(err, "metrics[%zu]", i);
+				wire_heartbeat_release(ret);
+				return r;
+			}
+			w->attempt = (int)attempt;
+			ret->ntrain = (int)i + 1;
+		}
+	}
+	json_t *ckpts;
 	if ((r = array_of(j, "checkpoints", false, WIRE_MAX_CHECKPOINTS, &ckpts, &n, err)) < 0 ||
 	    !ckpts)
 		return r;
@@ -346,6 +380,9 @@ int wire_heartbeat_unpack(json_t *j, struct wire_heartbeat *ret, struct tk_error
 
 void wire_heartbeat_release(struct wire_heartbeat *m)
 {
+	free(m->train);
+	m->train = NULL;
+	m->ntrain = 0;
 	free(m->checkpoints);
 	m->checkpoints = NULL;
 	m->ncheckpoints = 0;

@@ -155,6 +155,12 @@ struct wire_pull {
 	char detail[MODEL_REASON_MAX]; /* failed: what the registry said */
 };
 
+struct wire_train {
+	int64_t job;
+	int attempt;
+	struct train_point point;
+};
+
 struct wire_heartbeat {
 	char node[MODEL_NAME_MAX];
 	char agent_id[WIRE_AGENT_ID_MAX];
@@ -172,6 +178,10 @@ struct wire_heartbeat {
 	 * errors): the server drains it and requeues its jobs at once */
 	int nfaults;
 	char faults[WIRE_MAX_FAULTS][WIRE_FAULT_MAX];
+	/* the newest line each attempt here wrote to $TENK_METRICS since the
+	 * last beat (owned after unpack) */
+	int ntrain;
+	struct wire_train *train;
 };
 
 json_t *wire_heartbeat_pack(const struct wire_heartbeat *m);

@@ -885,6 +885,8 @@ static void h_agent_heartbeat(struct request *r, const char *param, json_t *body
 			if (a && a->number == c->attempt)
 				j->last_ckpt_ms = MAX(j->last_ckpt_ms, c->at_ms);
 		}
+		for (int i = 0; i < m.ntrain; i++)
+			state_train_metrics(&r->s->st, n, &m.train[i]);
 		reply_json(r, 200, json_pack("{s:b}", "ok", 1));
 	}
 	wire_heartbeat_release(&m);

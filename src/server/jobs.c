@@ -466,3 +466,21 @@ void state_preempt(struct state *s, struct sjob *victim, struct sjob *for_job, i
 	log_info("job %lld %s", (long long)victim->job.id, reason);
 	job_requeue(s, victim, reason, now);
 }
+
+void state_train_metrics(struct state *s, struct snode *n, const struct wire_train *t)
+{
+	for (int i = 0; i < n->nparts; i++) {
+		struct sjob *j = n->parts[i].job;
+		if (j->job.id != t->job || n->parts[i].attempt != t->attempt)
+			continue;
+		struct attempt *a = &j->job.attempts[t->attempt - 1];
+		if (!attempt_is_current(j, a) || a->ended)
+			return;
+		if (!a->train)
+			a->train = xcalloc(1, sizeof(*a->train));
+		train_metrics_add(a->train, &t->point);
+		state_job_dirty(s, j);
+		return;
+	}
+}
+

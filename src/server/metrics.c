@@ -58,6 +58,23 @@ static void jobs(struct server *s, struct strbuf *b)
 		prom_label(&l, "state", job_state_name((enum job_state)k));
 		prom_sample(b, "tenk_jobs", &l, (double)by_state[k]);
 	}
+	prom_family(b, "tenk_job_metric", "gauge",
+		    "The newest value of each training metric a running attempt wrote to "
+		    "$TENK_METRICS.");
+	for (size_t i = 0; i < st->njobs; i++) {
+		const struct sjob *j = st->jobs[i];
+		if (!j || j->job.state != JOB_RUNNING || !j->job.nattempts)
+			continue;
+		const struct attempt *a = &j->job.attempts[j->job.nattempts - 1];
+		for (int k = 0; a->train && k < a->train->last.n; k++) {
+			struct prom_labels l;
+			prom_labels_init(&l);
+			prom_labelf(&l, "job_id", "%lld", (long long)j->job.id);
+			prom_labelf(&l, "attempt", "%d", a->number);
+			prom_label(&l, "name", a->train->last.name[k]);
+			prom_sample(b, "tenk_job_metric", &l, a->train->last.value[k]);
+		}
+	}
 	prom_family(b, "tenk_jobs_submitted_total", "counter", "Jobs submitted (the newest id).");
 	prom_sample(b, "tenk_jobs_submitted_total", NULL, (double)st->njobs);
 

@@ -264,6 +264,9 @@ void state_init(struct state *s, const struct state_config *cfg, const struct sc
 void state_release(struct state *s);
 /* Marks a job, node, queue or user changed: it goes in the next batch. */
 void state_job_dirty(struct state *s, struct sjob *j);
+/* What an attempt's tasks on node n wrote to $TENK_METRICS: kept with the
+ * attempt, if it is the job's current one and runs on n. */
+void state_train_metrics(struct state *s, struct snode *n, const struct wire_train *t);
 void state_node_dirty(struct state *s, struct snode *n);
 void state_queue_dirty(struct state *s, struct squeue *q);
 void state_user_dirty(struct state *s, struct suser *u);

@@ -1,6 +1,7 @@
 """GET /metrics on the server and on agents: Prometheus' text format that
 promtool accepts, the accelerators' telemetry from NVML (tests/gpushim),
-which job holds each card, and a real Prometheus scraping them all."""
+which job holds each card, the job's own training metrics ($TENK_METRICS),
+and a real Prometheus scraping them all."""
 import json
 import os
 import re
@@ -36,18 +37,18 @@ def promtool(text):
                           text=True, timeout=30)
 
 
-def sample(text, name, **labels):
-    """The value of the one sample of `name` whose labels include these."""
+def sample(text, metric, **labels):
+    """The value of the one sample of `metric` whose labels include these."""
     found = []
     for line in text.splitlines():
         m = re.match(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})? (\S+)$", line)
-        if not m or m.group(1) != name:
+        if not m or m.group(1) != metric:
             continue
         have = dict(re.findall(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"',
                                m.group(3) or ""))
         if all(have.get(k) == str(v) for k, v in labels.items()):
             found.append(float(m.group(4)))
-    assert len(found) == 1, (name, labels, found)
+    assert len(found) == 1, (metric, labels, found)
     return found[0]
 
 
@@ -63,7 +64,10 @@ def test_metrics_promtool_and_a_real_scrape(workdir, procs):
     agent(t, procs, "n2", w2, "--metrics-listen", "127.0.0.1:0", "--dcgm-compat", env=env)
     t.wait_nodes_up(2)
     t.run("drain", "n2", "--reason", "the job goes to n1")
-    jid = t.submit("-G", "1", "--", "sh", "-c", "head -c 50000000 /dev/zero | md5sum; sleep 600")
+    train = ("for i in 1 2 3 4 5; do echo \"step=$i loss=$((10 - i)).5 lr=3e-4\" >> "
+             "$TENK_METRICS; done; echo 'not a metric' >> $TENK_METRICS; "
+             "head -c 50000000 /dev/zero | md5sum; sleep 600")
+    jid = t.submit("-G", "1", "--", "sh", "-c", train)
     t.wait_state(jid, "RUNNING")
     t.run("resume", "n2")
     url1 = wait_for(lambda: open(os.path.join(w1, "metrics.url")).read().strip()
@@ -106,6 +110,13 @@ def test_metrics_promtool_and_a_real_scrape(workdir, procs):
                               "'camelCase'" in x and x.startswith("DCGM_FI_") for x in
                               complaints), complaints
 
+    # the job's own metrics: kept by the server with the attempt, shown
+    m = wait_for(lambda: t.job(jid)["attempts"][0].get("metrics"), 30, "the job's metrics")
+    assert m["step"] == 5 and m["values"] == {"loss": 5.5, "lr": 3e-4}, m
+    assert m["history"]["names"] == ["loss", "lr"] and m["history"]["steps"][-1] == 5, m
+    assert "metrics at step 5" in t.run("show", jid).stdout and "loss=5.5" in \
+        t.run("show", jid).stdout
+
     # the server, with a viewer's token
     out = t.run("users", "add", "prom", "--role", "viewer", "--json").stdout
     token = json.loads(out)["token"]
@@ -120,6 +131,7 @@ def test_metrics_promtool_and_a_real_scrape(workdir, procs):
     assert sample(stext, "tenk_http_request_duration_seconds_count", method="POST",
                   route="/v1/jobs") >= 1
     assert sample(stext, "tenk_node_heartbeat_age_seconds", node="n1") < 30
+    assert sample(stext, "tenk_job_metric", job_id=jid, attempt=1, name="loss") == 5.5
 
     # a real Prometheus scraping the server (HTTPS, the viewer's token) and the agents
     tokfile = os.path.join(workdir, "prom.token")

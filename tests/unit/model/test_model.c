@@ -661,6 +661,52 @@ static void test_lease(void **state)
 	assert_int_equal(l.heartbeat_ms, 1000); /* more often when asked */
 }
 
+/* $TENK_METRICS lines: NAME=NUMBER words, step an integer, the rest
+ * skipped; the history halves when full and survives a round trip. */
+static void test_train_metrics(void **state)
+{
+	struct train_point p;
+	const char *line = "step=120 loss=2.31 lr=3e-4 tokens_per_s=1.2e5 bad=x =1 9n=2 nan=nan w";
+	assert_int_equal(train_line_parse(line, strlen(line), &p), 3);
+	assert_int_equal(p.step, 120);
+	assert_string_equal(p.name[0], "loss");
+	assert_true(p.value[0] == 2.31);
+	assert_string_equal(p.name[2], "tokens_per_s");
+	assert_int_equal(train_line_parse("hello world", 11, &p), 0);
+	assert_int_equal(train_line_parse("step=1.5 loss=1", 15, &p), 1);
+	assert_int_equal(p.step, -1);
+
+	struct train_metrics *m = calloc(1, sizeof(*m));
+	for (int i = 0; i < MODEL_TRAIN_HISTORY + 10; i++) {
+		char l[64];
+		snprintf(l, sizeof(l), "step=%d loss=%d", i, 1000 - i);
+		train_line_parse(l, strlen(l), &p);
+		p.at_ms = 1000 + i;
+		train_metrics_add(m, &p);
+	}
+	assert_int_equal(m->last.step, MODEL_TRAIN_HISTORY + 9);
+	assert_true(m->last.value[0] == 1000 - (MODEL_TRAIN_HISTORY + 9));
+	assert_int_equal(m->nhist, MODEL_TRAIN_HISTORY / 2 + 10);
+	assert_int_equal(m->hist_step[0], 0);
+	assert_int_equal(m->hist_step[1], 2); /* every other point went */
+	assert_int_equal(m->hist_step[m->nhist - 1], MODEL_TRAIN_HISTORY + 9);
+	json_t *j = train_metrics_pack(m);
+	struct train_metrics *back = calloc(1, sizeof(*back));
+	struct tk_error err;
+	assert_int_equal(train_metrics_unpack(j, back, &err), 0);
+	assert_int_equal(back->nhist, m->nhist);
+	assert_int_equal(back->nplot, 1);
+	assert_true(back->hist[5][0] == m->hist[5][0]);
+	assert_int_equal(back->last.at_ms, m->last.at_ms);
+	json_decref(j);
+	j = json_pack("{s:I, s:{s:s}}", "step", (json_int_t)1, "values", "loss", "high");
+	assert_true(train_point_unpack(j, &p, &err) < 0);
+	assert_non_null(strstr(err.text, "values.loss: must be a finite number"));
+	json_decref(j);
+	free(m);
+	free(back);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -675,6 +721,7 @@ int main(void)
 		cmocka_unit_test(test_config_validation),
 		cmocka_unit_test(test_wire),
 		cmocka_unit_test(test_lease),
+		cmocka_unit_test(test_train_metrics),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,144 @@
+/*
+ * Training metrics from the job: each attempt gets $TENK_METRICS, a file
+ * of its own user's in a folder of the agent's (WORK/metrics, which the
+ * user can pass through but not change, so the file cannot be swapped for
+ * a link), to which its tasks append lines such as
+ * "step=120 loss=2.31 lr=3e-4 tokens_per_s=1.2e5". The agent reads what
+ * is new every second, keeps the newest value of each name, and sends
+ * them with the next heartbeat; the server keeps them per attempt.
+ */
+#include "internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define TRAIN_READ_MAX (64 * 1024) /* read per attempt and second */
+#define TRAIN_BEHIND_MAX (1 << 20) /* further behind than this: skip to the end */
+
+char *train_setup(struct taskgroup *g, bool as_user, uint32_t uid, uint32_t gid)
+{
+	struct agent *a = g->a;
+	_cleanup_free_ char *base = xasprintf("%s/metrics", a->cfg.work_dir);
+	char *path = xasprintf("%s/%lld.%d", base, (long long)g->job, g->attempt);
+	int r = tk_mkdir_p(base, 0711);
+	if (r == 0)
+		chmod(base, 0711);
+	int fd = r == 0 ? open(path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600) : -1;
+	if (fd < 0 && r == 0)
+		r = -errno;
+	if (fd >= 0) {
+		if (as_user && fchown(fd, (uid_t)uid, (gid_t)gid) < 0)
+			r = -errno;
+		close(fd);
+	}
+	if (r < 0)
+		log_warn("job %lld: cannot make its metrics file %s: %s", (long long)g->job, path,
+			 strerror(-r));
+	return path;
+}
+
+static void take_line(struct taskgroup *g, const char *line, size_t len)
+{
+	struct train_point p;
+	if (train_line_parse(line, len, &p) == 0)
+		return;
+	for (int i = 0; i < p.n; i++) {
+		int k = 0;
+		while (k < g->train.n && strcmp(g->train.name[k], p.name[i]) != 0)
+			k++;
+		if (k == g->train.n) {
+			if (k == MODEL_TRAIN_MAX)
+				continue;
+			g->train.n++;
+			snprintf(g->train.name[k], sizeof(g->train.name[k]), "%s", p.name[i]);
+		}
+		g->train.value[k] = p.value[i];
+	}
+	if (p.step >= 0)
+		g->train.step = p.step;
+	g->train.at_ms = tk_wall_ms();
+	g->train_new = true;
+}
+
+static void poll_group(struct taskgroup *g)
+{
+	if (g->train_fd < 0) {
+		_cleanup_free_ char *path = xasprintf("%s/metrics/%lld.%d", g->a->cfg.work_dir,
+						      (long long)g->job, g->attempt);
+		g->train_fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+		if (g->train_fd < 0)
+			return;
+		g->train.step = -1;
+	}
+	struct stat st;
+	if (fstat(g->train_fd, &st) < 0 || !S_ISREG(st.st_mode))
+		return;
+	off_t pos = lseek(g->train_fd, 0, SEEK_CUR);
+	if (st.st_size < pos) { /* the job truncated it */
+		lseek(g->train_fd, 0, SEEK_SET);
+		g->train_partial = 0;
+	} else if (st.st_size - pos > TRAIN_BEHIND_MAX) {
+		lseek(g->train_fd, st.st_size - TRAIN_READ_MAX, SEEK_SET);
+		g->train_partial = 0;
+		g->train_skip = true; /* to the end of the line cut */
+	}
+	char buf[TRAIN_READ_MAX];
+	ssize_t n = read(g->train_fd, buf, sizeof(buf));
+	for (ssize_t i = 0; i < n; i++) {
+		if (buf[i] != '\n') {
+			if (g->train_partial < sizeof(g->train_line))
+				g->train_line[g->train_partial] = buf[i];
+			g->train_partial++;
+			continue;
+		}
+		if (!g->train_skip)
+			take_line(g, g->train_line, MIN(g->train_partial, sizeof(g->train_line)));
+		g->train_skip = false;
+		g->train_partial = 0;
+	}
+}
+
+void train_poll(struct agent *a)
+{
+	size_t pos = 0;
+	void *v;
+	while (tk_map_next(&a->groups, &pos, NULL, &v)) {
+		struct taskgroup *g = v;
+		if (g->nrunning && !g->released)
+			poll_group(g);
+	}
+}
+
+int train_for_heartbeat(struct agent *a, struct wire_train **ret)
+{
+	*ret = NULL;
+	int n = 0;
+	size_t alloc = 0, pos = 0;
+	void *v;
+	while (tk_map_next(&a->groups, &pos, NULL, &v) && n < WIRE_MAX_CHECKPOINTS) {
+		struct taskgroup *g = v;
+		if (!g->train_new)
+			continue;
+		g->train_new = false;
+		xgrow(ret, &alloc, (size_t)n + 1, sizeof(**ret));
+		(*ret)[n++] = (struct wire_train){
+			.job = g->job, .attempt = g->attempt, .point = g->train};
+	}
+	return n;
+}
+
+void train_release(struct taskgroup *g, bool remove)
+{
+	if (g->train_fd >= 0)
+		close(g->train_fd);
+	g->train_fd = -1;
+	if (!remove)
+		return;
+	_cleanup_free_ char *path =
+		xasprintf("%s/metrics/%lld.%d", g->a->cfg.work_dir, (long long)g->job, g->attempt);
+	unlink(path);
+}
