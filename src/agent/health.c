@@ -222,6 +222,7 @@ static void tick(uv_timer_t *t)
 	struct agent *a = h->a;
 	poll_xids(h);
 	train_poll(a); /* the jobs' own metrics, on the same second */
+	usage_tick(a);
 	int64_t now = tk_mono_ms();
 	if (a->cfg.health_check && !h->check_running && now >= h->check_next_ms && !a->stopping)
 		start_check(h, now);

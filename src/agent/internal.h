@@ -132,6 +132,16 @@ struct taskgroup {
 	char queue[MODEL_NAME_MAX];
 	int ndevs;
 	int devs[MODEL_MAX_ACCELS];
+	int milli; /* its share of each */
+	/* what its accelerators used (usage.c): each one's energy counter at
+	 * the start (NVML index; -1: none), energy integrated from power where
+	 * there is no counter, busy time (utilization times wall time) */
+	int nvml_idx[MODEL_MAX_ACCELS];
+	uint64_t energy_base_mj[MODEL_MAX_ACCELS];
+	bool energy_counter;
+	double energy_power_mj;
+	double busy_ms;
+	int64_t usage_ms; /* monotonic: the last sample */
 	/* $TENK_METRICS (train.c): the file held open, the line being read,
 	 * the newest values and whether the server has not had them */
 	int train_fd;
@@ -573,6 +583,16 @@ void metrics_watch(struct agent *a);
 void metrics_stop(struct agent *a);
 /* The text of GET /metrics (the caller frees it). */
 char *metrics_render(struct agent *a);
+
+/* ---- usage.c: what an attempt's accelerators used ---- */
+/* Notes the energy counters of g's accelerators as it starts. */
+void usage_start(struct taskgroup *g);
+/* Samples utilization and power of every running attempt's accelerators
+ * (each second). */
+void usage_tick(struct agent *a);
+/* Energy (mJ; -1 where NVML tells neither counter nor power) and busy time
+ * (ms) of g's accelerators so far, its share of them. */
+void usage_of(const struct taskgroup *g, int64_t *energy_mj, int64_t *busy_ms);
 
 /* ---- train.c: training metrics from $TENK_METRICS ---- */
 /* Makes the attempt's metrics file (its user's when as_user); returns its

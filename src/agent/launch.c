@@ -69,9 +69,11 @@ static void emit(struct taskgroup *g, int rank, enum task_event_type type, int c
 	ev.signal = sig;
 	ev.cause = cause;
 	snprintf(ev.detail, sizeof(ev.detail), "%s", detail ? detail : "");
+	ev.energy_mj = -1;
 	if (type == TASK_EVENT_EXITED) {
 		ev.cpu_ms = g->cpu_ms;
 		ev.mem_peak_mib = g->mem_peak_mib;
+		usage_of(g, &ev.energy_mj, &ev.gpu_busy_ms);
 	}
 	g->unacked++;
 	agent_queue_event(g->a, &ev);
@@ -902,6 +904,7 @@ struct taskgroup *group_start(struct agent *a, const struct work_item *it,
 	g->nnodes = spec->nnodes;
 	g->world_size = spec->world_size;
 	snprintf(g->owner, sizeof(g->owner), "%s", spec->owner);
+	g->milli = spec->milli;
 	snprintf(g->queue, sizeof(g->queue), "%s", spec->queue);
 	for (int t = 0; t < spec->tasks_per_node; t++) {
 		int n;
@@ -914,6 +917,7 @@ struct taskgroup *group_start(struct agent *a, const struct work_item *it,
 				g->devs[g->ndevs++] = d[k];
 		}
 	}
+	usage_start(g);
 	log_debug("job %lld.%d: starting %d task(s), node rank %d", (long long)job, attempt,
 		  g->ntasks, g->node_rank);
 	struct shim_plan plan = {0};

@@ -38,3 +38,6 @@ int cli_users(const struct tk_command *cmd, int argc, char **argv);
 /* history.c */
 int cli_history(const struct tk_command *cmd, int argc, char **argv);
 int cli_ckpt(const struct tk_command *cmd, int argc, char **argv);
+/* acct.c */
+int cli_acct(const struct tk_command *cmd, int argc, char **argv);
+int cli_usage(const struct tk_command *cmd, int argc, char **argv);

@@ -454,6 +454,12 @@ static json_t *attempt_pack(const struct attempt *a)
 			json_object_set_new(no, "cpu_ms", json_integer(n->cpu_ms));
 			json_object_set_new(no, "mem_peak_mib", json_integer(n->mem_peak_mib));
 		}
+		if (n->model[0])
+			json_object_set_new(no, "model", json_string(n->model));
+		if (n->energy_mj >= 0)
+			json_object_set_new(no, "energy_mj", json_integer(n->energy_mj));
+		if (n->gpu_busy_ms)
+			json_object_set_new(no, "gpu_busy_ms", json_integer(n->gpu_busy_ms));
 		if (n->digest[0])
 			json_object_set_new(no, "digest", json_string(n->digest));
 		if (a->restore_tag[0]) {
@@ -542,9 +548,11 @@ static int task_unpack(json_t *t, struct task_status *ts, struct tk_error *err)
 
 static int attempt_node_unpack(json_t *nj, struct attempt_node *n, struct tk_error *err)
 {
-	static const char *const keys[] = {"name",	     "devices", "milli",   "cpu_ms",
-					   "mem_peak_mib",   "digest",	"restore", "restore_bytes",
-					   "restore_dur_ms", NULL};
+	static const char *const keys[] = {"name",    "devices",       "milli",
+					   "cpu_ms",  "mem_peak_mib",  "digest",
+					   "restore", "restore_bytes", "restore_dur_ms",
+					   "model",   "energy_mj",     "gpu_busy_ms",
+					   NULL};
 	int64_t milli;
 	char restore[16] = "";
 	int r;
@@ -553,6 +561,9 @@ static int attempt_node_unpack(json_t *nj, struct attempt_node *n, struct tk_err
 	    (r = mj_int(nj, "milli", true, 0, MODEL_MILLI, 0, &milli, err)) < 0 ||
 	    (r = mj_int(nj, "cpu_ms", false, 0, INT64_MAX, 0, &n->cpu_ms, err)) < 0 ||
 	    (r = mj_int(nj, "mem_peak_mib", false, 0, INT64_MAX, 0, &n->mem_peak_mib, err)) < 0 ||
+	    (r = mj_strbuf(nj, "model", false, true, n->model, sizeof(n->model), err)) < 0 ||
+	    (r = mj_int(nj, "energy_mj", false, 0, INT64_MAX, -1, &n->energy_mj, err)) < 0 ||
+	    (r = mj_int(nj, "gpu_busy_ms", false, 0, INT64_MAX, 0, &n->gpu_busy_ms, err)) < 0 ||
 	    (r = mj_strbuf(nj, "digest", false, true, n->digest, sizeof(n->digest), err)) < 0 ||
 	    (r = mj_strbuf(nj, "restore", false, true, restore, sizeof(restore), err)) < 0 ||
 	    (r = mj_int(nj, "restore_bytes", false, 0, INT64_MAX, 0, &n->restore_bytes, err)) < 0 ||
@@ -582,8 +593,8 @@ static int attempt_node_unpack(json_t *nj, struct attempt_node *n, struct tk_err
 static int attempt_unpack(json_t *aj, struct attempt *a, struct tk_error *err)
 {
 	static const char *const keys[] = {
-		"number", "start_ms", "end_ms", "ended",  "master_addr", "master_port",
-		"reason", "nodes",    "tasks",	"digest", "restore",	 "pending_checkpoints",
+		"number",  "start_ms", "end_ms", "ended",  "master_addr", "master_port",
+		"reason",  "nodes",    "tasks",	 "digest", "restore",	  "pending_checkpoints",
 		"metrics", NULL};
 	int64_t number, start, end, port;
 	int r;

@@ -303,6 +303,12 @@ struct attempt_node {
 	 * memory held; 0 where unknown */
 	int64_t cpu_ms;
 	int64_t mem_peak_mib;
+	/* its accelerators' model (the catalogue's name; "" for none), the
+	 * energy they used over the attempt (their share of it; -1: unknown),
+	 * and their busy time (utilization times wall time, summed) */
+	char model[MODEL_NAME_MAX];
+	int64_t energy_mj;
+	int64_t gpu_busy_ms;
 	/* the image's digest as its agent resolved the job's reference; "" while
 	 * not yet known (or for a job on the host) */
 	char digest[MODEL_DIGEST_MAX];
@@ -553,6 +559,12 @@ struct sched_config {
 	 * "checkpoint_keep": how many committed tags of a job it keeps */
 	char checkpoint_store[MODEL_MAX_PATH];
 	int64_t checkpoint_keep;
+	/* accounting: what an allocated CPU and a GiB of memory cost per hour
+	 * ("cpu_price_per_hour", "mem_price_per_gib_hour"; accelerators are
+	 * priced in the catalogue), in "currency" (a label, e.g. "USD") */
+	double cpu_price_per_hour;
+	double mem_price_per_gib_hour;
+	char currency[16];
 };
 
 void sched_config_default(struct sched_config *c);

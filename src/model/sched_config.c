@@ -131,6 +131,9 @@ int sched_config_load_json(struct sched_config *c, const char *text, struct tk_e
 					   "max_pending_mib_per_user",
 					   "checkpoint_store",
 					   "checkpoint_keep",
+					   "cpu_price_per_hour",
+					   "mem_price_per_gib_hour",
+					   "currency",
 					   NULL};
 	static const char *const ckeys[] = {"name",	   "priority", "may_preempt",
 					    "preemptible", "allow",    NULL};
@@ -160,7 +163,13 @@ int sched_config_load_json(struct sched_config *c, const char *text, struct tk_e
 	    (r = mj_strbuf(root, "checkpoint_store", false, true, next.checkpoint_store,
 			   sizeof(next.checkpoint_store), err)) < 0 ||
 	    (r = mj_int(root, "checkpoint_keep", false, 1, MODEL_MAX_CKPTS, next.checkpoint_keep,
-			&next.checkpoint_keep, err)) < 0)
+			&next.checkpoint_keep, err)) < 0 ||
+	    (r = mj_num(root, "cpu_price_per_hour", false, 0, 1e6, 0, &next.cpu_price_per_hour,
+			err)) < 0 ||
+	    (r = mj_num(root, "mem_price_per_gib_hour", false, 0, 1e6, 0,
+			&next.mem_price_per_gib_hour, err)) < 0 ||
+	    (r = mj_strbuf(root, "currency", false, true, next.currency, sizeof(next.currency),
+			   err)) < 0)
 		goto out;
 	if (next.checkpoint_store[0] &&
 	    (next.checkpoint_store[0] != '/' || strstr(next.checkpoint_store, "/../") ||

@@ -838,6 +838,10 @@ json_t *task_event_pack(const struct task_event *e)
 			json_object_set_new(o, "cpu_ms", json_integer(e->cpu_ms));
 			json_object_set_new(o, "mem_peak_mib", json_integer(e->mem_peak_mib));
 		}
+		if (e->energy_mj >= 0)
+			json_object_set_new(o, "energy_mj", json_integer(e->energy_mj));
+		if (e->gpu_busy_ms)
+			json_object_set_new(o, "gpu_busy_ms", json_integer(e->gpu_busy_ms));
 	}
 	if (e->type == TASK_EVENT_IMAGE || e->type == TASK_EVENT_CHECKPOINT)
 		json_object_set_new(o, "digest", json_string(e->digest));
@@ -854,10 +858,10 @@ json_t *task_event_pack(const struct task_event *e)
 
 int task_event_unpack(json_t *j, struct task_event *ret, struct tk_error *err)
 {
-	static const char *const keys[] = {"job",	   "attempt", "rank",  "type",	 "at_ms",
-					   "exit_code",	   "signal",  "cause", "detail", "cpu_ms",
-					   "mem_peak_mib", "digest",  "tag",   "step",	 "bytes",
-					   "dur_ms",	   NULL};
+	static const char *const keys[] = {
+		"job",	 "attempt", "rank",	 "type",	 "at_ms",  "exit_code", "signal",
+		"cause", "detail",  "cpu_ms",	 "mem_peak_mib", "digest", "tag",	"step",
+		"bytes", "dur_ms",  "energy_mj", "gpu_busy_ms",	 NULL};
 	char type[16] = "", cause[24] = "";
 	int64_t attempt, rank, code, sig;
 	int r;
@@ -875,6 +879,8 @@ int task_event_unpack(json_t *j, struct task_event *ret, struct tk_error *err)
 	    (r = mj_strbuf(j, "detail", false, true, ret->detail, sizeof(ret->detail), err)) < 0 ||
 	    (r = mj_int(j, "cpu_ms", false, 0, INT64_MAX, 0, &ret->cpu_ms, err)) < 0 ||
 	    (r = mj_int(j, "mem_peak_mib", false, 0, INT64_MAX, 0, &ret->mem_peak_mib, err)) < 0 ||
+	    (r = mj_int(j, "energy_mj", false, 0, INT64_MAX, -1, &ret->energy_mj, err)) < 0 ||
+	    (r = mj_int(j, "gpu_busy_ms", false, 0, INT64_MAX, 0, &ret->gpu_busy_ms, err)) < 0 ||
 	    (r = mj_strbuf(j, "digest", false, true, ret->digest, sizeof(ret->digest), err)) < 0 ||
 	    (r = mj_strbuf(j, "tag", false, true, ret->tag, sizeof(ret->tag), err)) < 0 ||
 	    (r = mj_int(j, "step", false, 0, INT64_MAX, 0, &ret->step, err)) < 0 ||

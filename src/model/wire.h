@@ -332,6 +332,9 @@ struct task_event {
 	/* exited: what the attempt's processes on the node used so far */
 	int64_t cpu_ms;
 	int64_t mem_peak_mib;
+	/* ... and the energy its accelerators used (-1: unknown), their busy time */
+	int64_t energy_mj;
+	int64_t gpu_busy_ms;
 	char digest[MODEL_DIGEST_MAX]; /* IMAGE: "sha256:HEX"; CHECKPOINT: the manifest's */
 	/* CHECKPOINT, RESTORED */
 	char tag[MODEL_CKPT_TAG_MAX];

@@ -1246,6 +1246,8 @@ static void h_user_del(struct request *r, const char *param, json_t *body)
 const struct route api_routes[] = {
 	{"GET", "/v1/health", ROLE_NONE, h_health, false},
 	{"GET", "/metrics", ROLE_VIEWER, h_metrics, false},
+	{"GET", "/v1/accounting", ROLE_VIEWER, h_accounting, false},
+	{"GET", "/v1/usage", ROLE_VIEWER, h_usage, false},
 	{"GET", "/v1/catalogue", ROLE_VIEWER, h_catalogue, false},
 	{"GET", "/v1/classes", ROLE_VIEWER, h_classes, false},
 	{"GET", "/v1/queues", ROLE_VIEWER, h_queues, false},

@@ -194,6 +194,11 @@ void metrics_release(struct server *s);
 void metrics_answered(struct server *s, const struct request *r);
 void h_metrics(struct request *r, const char *param, json_t *body);
 
+/* ---- acct.c: accounting records and usage ---------------------------------------- */
+
+void h_accounting(struct request *r, const char *param, json_t *body);
+void h_usage(struct request *r, const char *param, json_t *body);
+
 /* ---- server.c --------------------------------------------------------------- */
 
 /* The wall clock, for the state machine's entry points. */

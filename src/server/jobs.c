@@ -329,6 +329,8 @@ void state_task_exited(struct state *s, const struct task_event *ev, int64_t now
 	struct attempt_node *an = &a->nodes[rank / j->job.req.tasks_per_node];
 	an->cpu_ms = MAX(an->cpu_ms, ev->cpu_ms);
 	an->mem_peak_mib = MAX(an->mem_peak_mib, ev->mem_peak_mib);
+	an->energy_mj = MAX(an->energy_mj, ev->energy_mj);
+	an->gpu_busy_ms = MAX(an->gpu_busy_ms, ev->gpu_busy_ms);
 	if (attempt_is_current(j, a)) {
 		if (ev->cause == EXIT_LOST) {
 			/* it ended with its node's agent (stopped, or its lease ran
@@ -435,6 +437,11 @@ void state_apply_start(struct state *s, struct sjob *j, const struct sched_start
 		an->ndev = as->ndev;
 		memcpy(an->devs, as->devs, sizeof(int) * (size_t)as->ndev);
 		an->milli = as->milli;
+		an->energy_mj = -1;
+		const struct node_inventory *inv = &nodes[as->node]->rec.inv;
+		for (int d = 0; d < inv->naccel && as->ndev > 0; d++)
+			if (inv->accel[d].index == as->devs[0])
+				snprintf(an->model, sizeof(an->model), "%s", inv->accel[d].model);
 	}
 	struct snode *head = nodes[st->nodes[0].node];
 	snprintf(a->master_addr, sizeof(a->master_addr), "%s",
@@ -483,4 +490,3 @@ void state_train_metrics(struct state *s, struct snode *n, const struct wire_tra
 		return;
 	}
 }
-

@@ -284,7 +284,8 @@ int state_load(struct state *s, struct store *store, int64_t now, int64_t mono, 
 						.at_ms = ts->end_ms,
 						.exit_code = ts->exit_code,
 						.signal = ts->signal,
-						.cause = ts->signal ? EXIT_SIGNALLED : EXIT_EXITED};
+						.cause = ts->signal ? EXIT_SIGNALLED : EXIT_EXITED,
+						.energy_mj = -1};
 			state_failure_wait(s, j, &ev);
 			break;
 		}

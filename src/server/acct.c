@@ -1,0 +1,323 @@
+/*
+ * Accounting: one record per attempt, its fields named after sacct's, made
+ * from the jobs' records (each attempt keeps its nodes, devices and their
+ * model, the CPU time and peak memory of its cgroups, its accelerators'
+ * energy and busy time): GET /v1/accounting (tenk acct), and the sums of
+ * GET /v1/usage (tenk usage, sreport's habit). Cost is GPU-hours times the
+ * catalogue's price of the model, plus allocated CPUs and memory at the
+ * configured rates.
+ */
+#include "internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+/* What an attempt is, as sacct would say it. */
+static const char *attempt_state(const struct sjob *j, const struct attempt *a)
+{
+	const struct job *job = &j->job;
+	bool last = a->number == job->nattempts;
+	if (!a->ended)
+		return job->state == JOB_STARTING ? "STARTING" : "RUNNING";
+	if (last && job_state_final(job->state))
+		return job_state_name(job->state);
+	if (strstr(a->reason, "preempted"))
+		return "PREEMPTED";
+	if (strstr(a->reason, "lost"))
+		return "NODE_FAIL";
+	return "REQUEUED";
+}
+
+/* The attempt's exit: the job's for its last attempt, else its first task
+ * that failed. */
+static void attempt_exit(const struct sjob *j, const struct attempt *a, int *code, int *sig)
+{
+	*code = *sig = 0;
+	if (a->number == j->job.nattempts && job_state_final(j->job.state)) {
+		*code = MAX(j->job.exit_code, 0);
+	}
+	for (int t = 0; t < a->ntasks; t++)
+		if (a->tasks[t].state == TASK_EXITED &&
+		    (a->tasks[t].exit_code != 0 || a->tasks[t].signal != 0)) {
+			if (!*code)
+				*code = a->tasks[t].exit_code;
+			*sig = a->tasks[t].signal;
+			break;
+		}
+}
+
+struct acct {
+	double hours;	   /* wall time */
+	double gpus;	   /* allocated, fractions as such */
+	double gpu_hours;  /* gpus x hours */
+	double busy_hours; /* utilization x time, from telemetry */
+	double energy_j;   /* -1: unknown */
+	double cost;	   /* accelerators, CPUs, memory */
+	char model[MODEL_NAME_MAX];
+};
+
+static void figures(struct server *s, const struct sjob *j, const struct attempt *a, int64_t now,
+		    struct acct *f)
+{
+	memset(f, 0, sizeof(*f));
+	f->energy_j = -1;
+	int64_t end = a->ended ? a->end_ms : now;
+	f->hours = a->start_ms && end > a->start_ms ? (double)(end - a->start_ms) / 3.6e6 : 0;
+	for (int i = 0; i < a->nnodes; i++) {
+		const struct attempt_node *n = &a->nodes[i];
+		double g = n->ndev * (n->milli / (double)MODEL_MILLI);
+		f->gpus += g;
+		const struct catalogue_entry *e =
+			n->model[0] ? catalogue_find(&s->cat, n->model) : NULL;
+		f->cost += g * f->hours * (e ? e->price_per_hour : 0);
+		f->busy_hours += (double)n->gpu_busy_ms / 3.6e6;
+		if (n->energy_mj >= 0)
+			f->energy_j = MAX(f->energy_j, 0) + (double)n->energy_mj / 1000.0;
+		if (!f->model[0] && n->model[0])
+			snprintf(f->model, sizeof(f->model), "%s", n->model);
+		else if (n->model[0] && strcmp(f->model, n->model) != 0)
+			snprintf(f->model, sizeof(f->model), "mixed");
+	}
+	f->gpu_hours = f->gpus * f->hours;
+	const struct job_request *rq = &j->job.req;
+	double cpus = (double)rq->tasks_per_node * rq->cpus_per_task * a->nnodes;
+	double mem_gib = (double)rq->mem_mib / 1024.0 * a->nnodes;
+	f->cost += cpus * f->hours * s->st.sched.cpu_price_per_hour;
+	f->cost += mem_gib * f->hours * s->st.sched.mem_price_per_gib_hour;
+}
+
+static json_t *row(struct server *s, const struct sjob *j, const struct attempt *a, int64_t now)
+{
+	struct acct f;
+	figures(s, j, a, now, &f);
+	int code, sig;
+	attempt_exit(j, a, &code, &sig);
+	int64_t cpu_ms = 0, mem_peak = 0;
+	struct strbuf nodes;
+	strbuf_init(&nodes);
+	for (int i = 0; i < a->nnodes; i++) {
+		cpu_ms += a->nodes[i].cpu_ms;
+		mem_peak = MAX(mem_peak, a->nodes[i].mem_peak_mib);
+		strbuf_addf(&nodes, "%s%s", i ? "," : "", a->nodes[i].name);
+	}
+	const struct job_request *rq = &j->job.req;
+	int64_t end = a->ended ? a->end_ms : 0;
+	json_t *o = json_pack(
+		"{s:I, s:i, s:s, s:s, s:s, s:s, s:s, s:i, s:i, s:I, s:I, s:I, s:f, s:i, s:s, s:f, "
+		"s:s, s:I, s:f, s:I, s:f, s:f, s:f}",
+		"job_id", (json_int_t)j->job.id, "attempt", a->number, "user", j->job.owner,
+		"queue", j->queue ? j->queue->spec.name : "", "class",
+		s->st.classes[j->cls].spec.name, "name", rq->name ? rq->name : "", "state",
+		attempt_state(j, a), "exit_code", code, "signal", sig, "submit_ms",
+		(json_int_t)j->job.submit_ms, "start_ms", (json_int_t)a->start_ms, "end_ms",
+		(json_int_t)end, "elapsed_s", f.hours * 3600, "nnodes", a->nnodes, "nodelist",
+		nodes.buf, "gpus", f.gpus, "gpu_model", f.model, "cpus",
+		(json_int_t)rq->tasks_per_node * rq->cpus_per_task * a->nnodes, "cpu_s",
+		(double)cpu_ms / 1000.0, "mem_peak_mib", (json_int_t)mem_peak, "gpu_hours",
+		f.gpu_hours, "gpu_busy_hours", f.busy_hours, "cost", f.cost);
+	json_object_set_new(o, "energy_j", f.energy_j >= 0 ? json_real(f.energy_j) : json_null());
+	/* work per energy: GPU-hours per kWh */
+	json_object_set_new(o, "gpu_hours_per_kwh",
+			    f.energy_j > 0 ? json_real(f.gpu_hours / (f.energy_j / 3.6e6))
+					   : json_null());
+	strbuf_release(&nodes);
+	return o;
+}
+
+/* The attempts that ran in [from, to] (0: open): each job's newest, or
+ * all of them. */
+struct filter {
+	const char *user, *queue;
+	char states[16][16];
+	int nstates;
+	int64_t from, to;
+	bool all;
+};
+
+static bool wanted(struct server *s, const struct filter *f, const struct sjob *j,
+		   const struct attempt *a, int64_t now)
+{
+	if (!a->start_ms)
+		return false;
+	if (f->user && strcmp(f->user, j->job.owner) != 0)
+		return false;
+	if (f->queue && (!j->queue || strcmp(f->queue, j->queue->spec.name) != 0))
+		return false;
+	int64_t end = a->ended ? a->end_ms : now;
+	if ((f->to && a->start_ms > f->to) || (f->from && end < f->from))
+		return false;
+	if (f->nstates) {
+		const char *st = attempt_state(j, a);
+		bool ok = false;
+		for (int i = 0; i < f->nstates; i++)
+			ok |= strcasecmp(f->states[i], st) == 0;
+		if (!ok)
+			return false;
+	}
+	return true;
+}
+
+static int parse_filter(struct request *r, struct filter *f)
+{
+	memset(f, 0, sizeof(*f));
+	f->user = request_arg(r, "user");
+	f->queue = request_arg(r, "queue");
+	const char *from = request_arg(r, "from"), *to = request_arg(r, "to");
+	const char *all = request_arg(r, "all"), *states = request_arg(r, "state");
+	if (from && tk_parse_int64(from, 0, INT64_MAX, &f->from) < 0) {
+		reply_error(r, 400, "from: milliseconds since the epoch, got \"%.32s\"", from);
+		return -1;
+	}
+	if (to && tk_parse_int64(to, 0, INT64_MAX, &f->to) < 0) {
+		reply_error(r, 400, "to: milliseconds since the epoch, got \"%.32s\"", to);
+		return -1;
+	}
+	if (f->from && f->to && f->to < f->from) {
+		reply_error(r, 400, "to: before from");
+		return -1;
+	}
+	f->all = all && strcmp(all, "0") != 0;
+	if (states) {
+		static const char *const known[] = {
+			"PENDING", "STARTING",	"RUNNING",   "COMPLETED", "FAILED", "CANCELLED",
+			"TIMEOUT", "PREEMPTED", "NODE_FAIL", "REQUEUED",  NULL};
+		_cleanup_free_ char *copy = xstrdup(states);
+		char *save = NULL;
+		for (char *w = strtok_r(copy, ",", &save); w; w = strtok_r(NULL, ",", &save)) {
+			bool ok = false;
+			for (int i = 0; known[i]; i++)
+				ok |= strcasecmp(known[i], w) == 0;
+			if (!ok || f->nstates == 16) {
+				reply_error(r, 400,
+					    "state: expected a comma-separated list of COMPLETED, "
+					    "FAILED, CANCELLED, TIMEOUT, PREEMPTED, NODE_FAIL, "
+					    "REQUEUED, RUNNING, STARTING; got \"%.64s\"",
+					    w);
+				return -1;
+			}
+			snprintf(f->states[f->nstates++], sizeof(f->states[0]), "%s", w);
+		}
+	}
+	return 0;
+}
+
+void h_accounting(struct request *r, const char *param, json_t *body)
+{
+	struct server *s = r->s;
+	struct filter f;
+	if (parse_filter(r, &f) < 0)
+		return;
+	int64_t now = server_now_ms(s);
+	json_t *rows = json_array();
+	for (size_t i = 0; i < s->st.njobs; i++) {
+		const struct sjob *j = s->st.jobs[i];
+		if (!j || j->job.system)
+			continue;
+		for (int k = f.all ? 0 : j->job.nattempts - 1; k >= 0 && k < j->job.nattempts;
+		     k++) {
+			const struct attempt *a = &j->job.attempts[k];
+			if (wanted(s, &f, j, a, now))
+				json_array_append_new(rows, row(s, j, a, now));
+		}
+	}
+	reply_json(r, 200,
+		   json_pack("{s:o, s:s}", "records", rows, "currency", s->st.sched.currency));
+}
+
+/* ---- usage ---------------------------------------------------------------------- */
+
+struct group {
+	char name[MODEL_NAME_MAX];
+	double gpu_hours, busy_hours, cost, energy_j;
+	int64_t attempts;
+};
+
+void h_usage(struct request *r, const char *param, json_t *body)
+{
+	struct server *s = r->s;
+	struct filter f;
+	if (parse_filter(r, &f) < 0)
+		return;
+	const char *by = request_arg(r, "by");
+	if (!by)
+		by = "queue";
+	if (strcmp(by, "queue") != 0 && strcmp(by, "user") != 0 && strcmp(by, "model") != 0) {
+		reply_error(r, 400, "by: queue, user or model, got \"%.32s\"", by);
+		return;
+	}
+	int64_t now = server_now_ms(s);
+	int64_t to = f.to ? MIN(f.to, now) : now;
+	int64_t from = f.from ? f.from : to - 86400000; /* default: the last day */
+	f.from = from;
+	f.to = to;
+	f.all = true;
+	struct group *g = NULL;
+	size_t ng = 0, alloc = 0;
+	struct group total = {.name = "total"};
+	for (size_t i = 0; i < s->st.njobs; i++) {
+		const struct sjob *j = s->st.jobs[i];
+		if (!j || j->job.system)
+			continue;
+		for (int k = 0; k < j->job.nattempts; k++) {
+			const struct attempt *a = &j->job.attempts[k];
+			if (!wanted(s, &f, j, a, now))
+				continue;
+			struct acct x;
+			figures(s, j, a, now, &x);
+			/* the part of it inside the window */
+			int64_t end = a->ended ? a->end_ms : now;
+			double in = (double)(MIN(end, to) - MAX(a->start_ms, from));
+			double frac =
+				end > a->start_ms ? MAX(in, 0) / (double)(end - a->start_ms) : 0;
+			const char *key = strcmp(by, "user") == 0    ? j->job.owner
+					  : strcmp(by, "model") == 0 ? x.model
+					  : j->queue		     ? j->queue->spec.name
+								     : "";
+			size_t m = 0;
+			while (m < ng && strcmp(g[m].name, key) != 0)
+				m++;
+			if (m == ng) {
+				xgrow(&g, &alloc, ng + 1, sizeof(*g));
+				memset(&g[m], 0, sizeof(*g));
+				snprintf(g[m].name, sizeof(g[m].name), "%s", key);
+				ng++;
+			}
+			struct group *t[] = {&g[m], &total};
+			for (int q = 0; q < 2; q++) {
+				t[q]->gpu_hours += x.gpu_hours * frac;
+				t[q]->busy_hours += x.busy_hours * frac;
+				t[q]->cost += x.cost * frac;
+				t[q]->energy_j += MAX(x.energy_j, 0) * frac;
+				t[q]->attempts++;
+			}
+		}
+	}
+	/* the cluster: accelerators of the nodes it has now, over the window */
+	int64_t gpus = 0;
+	for (int i = 0; i < s->st.nnodes; i++)
+		gpus += s->st.nodes[i]->rec.inv.naccel;
+	double capacity = (double)gpus * (double)(to - from) / 3.6e6;
+	json_t *groups = json_array();
+	for (size_t m = 0; m <= ng; m++) {
+		const struct group *x = m < ng ? &g[m] : &total;
+		json_t *o = json_pack("{s:s, s:f, s:f, s:f, s:f, s:I, s:f}", "name", x->name,
+				      "gpu_hours", x->gpu_hours, "gpu_busy_hours", x->busy_hours,
+				      "cost", x->cost, "energy_j", x->energy_j, "attempts",
+				      (json_int_t)x->attempts, "percent",
+				      capacity > 0 ? 100.0 * x->gpu_hours / capacity : 0.0);
+		if (m < ng) {
+			json_array_append_new(groups, o);
+			continue;
+		}
+		json_object_set_new(o, "capacity_gpu_hours", json_real(capacity));
+		json_object_set_new(o, "idle_gpu_hours",
+				    json_real(MAX(capacity - x->gpu_hours, 0)));
+		reply_json(r, 200,
+			   json_pack("{s:s, s:I, s:I, s:I, s:o, s:o, s:s}", "by", by, "from",
+				     (json_int_t)from, "to", (json_int_t)to, "gpus",
+				     (json_int_t)gpus, "groups", groups, "total", o, "currency",
+				     s->st.sched.currency));
+	}
+	free(g);
+}

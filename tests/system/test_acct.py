@@ -1,0 +1,89 @@
+"""Accounting through the real server and an agent on NVML (tests/gpushim):
+one record per attempt (a preempted-then-finished job has two), cost as the
+catalogue's price times GPU-hours, energy as the difference of the cards'
+energy counters over the attempt, and `tenk usage` adding up to the
+records."""
+import json
+import os
+
+from conftest import BIN, Daemon, Tenk, root_jobs_config, wait_for
+
+SHIM = os.path.join(os.path.dirname(BIN), "tests", "gpushim")
+PRICE = 3.6  # per H100-hour: one GPU-second costs 0.001
+
+
+def test_records_cost_energy_and_usage(workdir, procs):
+    data = os.path.join(workdir, "data")
+    root_jobs_config(data, currency="EUR")
+    cat = os.path.join(workdir, "catalogue.json")
+    with open(cat, "w") as f:
+        json.dump({"models": [{"name": "H100", "price_per_hour": PRICE}]}, f)
+    s = Daemon(["server", "--data", data, "--listen", "127.0.0.1:0", "--catalogue", cat],
+               workdir, "server")
+    procs.append(s)
+    wait_for(lambda: os.path.exists(os.path.join(data, "server.url")), 20, "the server")
+    t = Tenk(workdir, data)
+    nvml = os.path.join(workdir, "nvml")
+    with open(nvml, "w") as f:
+        f.write("0 energy_mj 1000000\n1 energy_mj 2000000\n")
+    env = {"LD_LIBRARY_PATH": SHIM, "TENK_FAKE_GPUS": "2", "TENK_FAKE_NVML_FILE": nvml}
+    procs.append(Daemon(["agent", "--server", t.url, "--token-file",
+                         os.path.join(data, "agent.token"), "--name", "n1", "--work-dir",
+                         os.path.join(workdir, "w1"), "--metrics-listen", "none"],
+                        workdir, "agent", env=env))
+    t.wait_nodes_up(1)
+
+    # a batch job on both cards; its first attempt runs until preempted
+    batch = t.submit("--class", "batch", "-G", "2", "--grace", "2s", "--", "sh", "-c",
+                     '[ "$TENK_ATTEMPT" -ge 2 ] || exec sleep 600')
+    t.wait_state(batch, "RUNNING")
+    with open(nvml, "w") as f:  # the cards used 3 kJ and 1 kJ meanwhile
+        f.write("0 energy_mj 4000000\n1 energy_mj 3000000\n")
+    prod = t.submit("--class", "prod", "-G", "2", "--", "sleep", "1")
+    assert t.run("wait", prod, timeout=60).returncode == 0
+    wait_for(lambda: t.job(batch)["state"] == "COMPLETED", 60, "the batch job to finish")
+
+    acct = t.json("acct", "-D")
+    assert acct["currency"] == "EUR"
+    recs = {(r["job_id"], r["attempt"]): r for r in acct["records"]}
+    assert set(recs) == {(batch, 1), (batch, 2), (prod, 1)}, recs.keys()
+    first, second = recs[(batch, 1)], recs[(batch, 2)]
+    assert first["state"] == "PREEMPTED" and second["state"] == "COMPLETED", acct
+    assert recs[(prod, 1)]["state"] == "COMPLETED"
+    for r in acct["records"]:
+        assert r["gpus"] == 2 and r["gpu_model"] == "H100" and r["nodelist"] == "n1", r
+        # cost is the price times GPU-hours, exactly (no CPU or memory rates)
+        assert abs(r["cost"] - PRICE * r["gpus"] * r["elapsed_s"] / 3600) < 1e-9, r
+        assert abs(r["gpu_hours"] - r["gpus"] * r["elapsed_s"] / 3600) < 1e-12, r
+    assert first["elapsed_s"] > 0 and first["cost"] > 0
+    assert first["energy_j"] == 4000.0, first  # 3 kJ + 1 kJ, the counters' difference
+    assert second["energy_j"] == 0.0 and recs[(prod, 1)]["energy_j"] == 0.0
+    assert first["gpu_hours_per_kwh"] == first["gpu_hours"] / (4000 / 3.6e6)
+
+    # without -D: each job's newest attempt; -P: sacct's parsable form
+    newest = t.json("acct")["records"]
+    assert sorted((r["job_id"], r["attempt"]) for r in newest) == [(batch, 2), (prod, 1)]
+    lines = t.run("acct", "-D", "-P", "-o", "JobID,Attempt,State,ExitCode,AllocGPUs,"
+                  "ConsumedEnergy").stdout.splitlines()
+    assert lines[0] == "JobID|Attempt|State|ExitCode|AllocGPUs|ConsumedEnergy"
+    assert f"{batch}|1|PREEMPTED|0:15|2|4000.0J" in lines and \
+        f"{batch}|2|COMPLETED|0:0|2|0.0J" in lines, lines
+    only = t.json("acct", "-D", "--state", "PREEMPTED")["records"]
+    assert [(r["job_id"], r["attempt"]) for r in only] == [(batch, 1)]
+    p = t.run("acct", "-o", "JobID,Nope", check=False)
+    assert p.returncode == 2 and '--format: no field "Nope"' in p.stderr
+    p = t.run("acct", "-S", "yesterdayish", check=False)
+    assert p.returncode == 2 and "--starttime: expected" in p.stderr
+
+    # usage adds up to the records
+    u = t.json("usage", "--by", "user", "--from", "now-1h")
+    tot = u["total"]
+    assert abs(tot["gpu_hours"] - sum(r["gpu_hours"] for r in acct["records"])) < 1e-9, u
+    assert abs(tot["cost"] - sum(r["cost"] for r in acct["records"])) < 1e-9, u
+    assert tot["energy_j"] == 4000.0 and tot["attempts"] == 3
+    assert [g["name"] for g in u["groups"]] == ["admin"] and u["gpus"] == 2
+    assert abs(tot["idle_gpu_hours"] - (tot["capacity_gpu_hours"] - tot["gpu_hours"])) < 1e-9
+    out = t.run("usage", "--unit", "cost").stdout
+    assert "TOTAL" in out and "costs in EUR" in out, out
+    p = t.run("usage", "--by", "planet", check=False)
+    assert p.returncode == 2 and "--by: queue, user or model" in p.stderr
