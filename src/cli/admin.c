@@ -35,7 +35,7 @@ static char *joined(json_t *a, const char *none_text)
 
 /* ---- queues, classes ---------------------------------------------------------------- */
 
-enum { QS_GPUS = O_FIRST_OWN, QS_BORROW, QS_WEIGHT, QS_USERS };
+enum { QS_GPUS = O_FIRST_OWN, QS_BORROW, QS_WEIGHT, QS_USERS, QS_BUDGET };
 static const struct tk_option queues_opts[] = {
 	COMMON_OPTS,
 	{"gpus", 0, "N", "with set: the queue's guaranteed accelerators (none: no quota)"},
@@ -43,6 +43,9 @@ static const struct tk_option queues_opts[] = {
 	{"weight", 0, "W", "with set: its fair share against other queues (default 1)"},
 	{"users", 0, "LIST",
 	 "with set: who may submit: users, group:UNIXGROUP, role:NAME (default: everyone)"},
+	{"budget", 0, "AMOUNT/PERIOD",
+	 "with set: what it may spend per day, week or month (UTC), e.g. 5000/month; none: no "
+	 "budget. Once spent, its new jobs wait"},
 };
 
 static json_t *count_or_null(const char *v, bool *bad)
@@ -110,6 +113,25 @@ static int run_queues(struct ctx *c)
 		}
 		if (c->v[QS_USERS])
 			json_object_set_new(body, "users", split_list(c->v[QS_USERS]));
+		if (c->v[QS_BUDGET] && strcmp(c->v[QS_BUDGET], "none") == 0) {
+			json_object_set_new(body, "budget", json_null());
+		} else if (c->v[QS_BUDGET]) {
+			char *end;
+			double amount = strtod(c->v[QS_BUDGET], &end);
+			const char *period = *end == '/' ? end + 1 : end;
+			if (end == c->v[QS_BUDGET] || !(amount > 0) || (*end && *end != '/') ||
+			    (strcmp(period, "day") != 0 && strcmp(period, "week") != 0 &&
+			     strcmp(period, "month") != 0)) {
+				json_decref(body);
+				return usage_error(c->cmd,
+						   "--budget: AMOUNT/day, /week or /month (e.g. "
+						   "5000/month) or none, got \"%s\"",
+						   c->v[QS_BUDGET]);
+			}
+			json_object_set_new(
+				body, "budget",
+				json_pack("{s:f, s:s}", "amount", amount, "period", period));
+		}
 		char *path = xasprintf("/v1/queues/%s", c->pos[1]);
 		json_t *q;
 		struct tk_error err;
@@ -139,8 +161,8 @@ static int run_queues(struct ctx *c)
 		json_decref(res);
 		return CLI_EXIT_OK;
 	}
-	printf("%-16s %7s %7s %6s %7s %8s %7s %7s %7s  %s\n", "QUEUE", "QUOTA", "BORROW", "WEIGHT",
-	       "IN USE", "BORROWED", "RECENT", "RUNNING", "PENDING", "USERS");
+	printf("%-16s %7s %7s %6s %7s %8s %7s %7s %7s  %-28s %s\n", "QUEUE", "QUOTA", "BORROW",
+	       "WEIGHT", "IN USE", "BORROWED", "RECENT", "RUNNING", "PENDING", "BUDGET", "USERS");
 	size_t i;
 	json_t *q;
 	json_array_foreach (json_object_get(res, "queues"), i, q) {
@@ -148,12 +170,28 @@ static int run_queues(struct ctx *c)
 		fmt_gpus(json_object_get(q, "gpus"), quota, sizeof(quota));
 		fmt_gpus(json_object_get(q, "borrow_limit"), borrow, sizeof(borrow));
 		_cleanup_free_ char *users = joined(json_object_get(q, "users"), "everyone");
-		printf("%-16.16s %7s %7s %6g %7g %8g %7.1f %7lld %7lld  %s\n", jstr(q, "name"),
-		       quota, borrow, json_number_value(json_object_get(q, "weight")),
+		char budget[128] = "-";
+		json_t *b = json_object_get(q, "budget");
+		if (json_is_object(b)) {
+			char spent[32], amount[32];
+			model_fmt_amount(json_number_value(json_object_get(q, "spent")), spent,
+					 sizeof(spent));
+			model_fmt_amount(json_number_value(json_object_get(b, "amount")), amount,
+					 sizeof(amount));
+			const char *st = jstr(q, "budget_state");
+			snprintf(budget, sizeof(budget), "%s of %s/%s%s", spent, amount,
+				 jstr(b, "period"),
+				 strcmp(st, "spent") == 0     ? " SPENT: new jobs wait"
+				 : strcmp(st, "warning") == 0 ? " (80%+)"
+							      : "");
+		}
+		printf("%-16.16s %7s %7s %6g %7g %8g %7.1f %7lld %7lld  %-28s %s\n",
+		       jstr(q, "name"), quota, borrow,
+		       json_number_value(json_object_get(q, "weight")),
 		       json_number_value(json_object_get(q, "in_use")),
 		       json_number_value(json_object_get(q, "borrowed")),
 		       json_number_value(json_object_get(q, "recent")),
-		       (long long)jint(q, "running"), (long long)jint(q, "pending"), users);
+		       (long long)jint(q, "running"), (long long)jint(q, "pending"), budget, users);
 	}
 	json_decref(res);
 	return CLI_EXIT_OK;

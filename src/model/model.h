@@ -584,11 +584,20 @@ struct queue_spec {
 	char users[MODEL_MAX_QUEUE_USERS][MODEL_NAME_MAX];
 	double usage;	     /* decayed milli-accelerator-seconds */
 	int64_t usage_at_ms; /* when usage was last brought up to date */
+	/* what it may spend per period ("day", "week", "month", UTC; 0: no
+	 * budget), in the currency of the catalogue's prices */
+	double budget;
+	char budget_period[8];
 };
 
 json_t *queue_spec_pack(const struct queue_spec *q);
 int queue_spec_unpack(json_t *j, struct queue_spec *ret, struct tk_error *err);
-/* Applies a user's change {"gpus", "borrow_limit", "weight", "users"} (any
+/* An amount of money for people: "5,012" (whole units from 100 on), "12.35". */
+void model_fmt_amount(double v, char *buf, size_t n);
+/* When the budget period holding now_ms began (UTC). */
+int64_t queue_budget_period_start(const struct queue_spec *q, int64_t now_ms);
+/* Applies a user's change {"gpus", "borrow_limit", "weight", "users",
+ * "budget": {"amount", "period"} or null} (any
  * subset; gpus and borrow_limit may be null for none/unlimited). */
 int queue_spec_update(struct queue_spec *q, json_t *change, struct tk_error *err);
 

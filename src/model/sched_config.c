@@ -8,6 +8,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 void sched_config_default(struct sched_config *c)
 {
@@ -307,10 +308,85 @@ static json_t *gpus_or_null(int64_t milli)
 json_t *queue_spec_pack(const struct queue_spec *q)
 {
 	json_t *users = allow_list_pack(q->users, q->nusers);
-	return json_pack("{s:s, s:o, s:o, s:f, s:o, s:f, s:I}", "name", q->name, "gpus",
-			 gpus_or_null(q->quota_milli), "borrow_limit",
-			 gpus_or_null(q->borrow_milli), "weight", q->weight, "users", users,
-			 "usage", q->usage, "usage_at_ms", (json_int_t)q->usage_at_ms);
+	json_t *o = json_pack("{s:s, s:o, s:o, s:f, s:o, s:f, s:I}", "name", q->name, "gpus",
+			      gpus_or_null(q->quota_milli), "borrow_limit",
+			      gpus_or_null(q->borrow_milli), "weight", q->weight, "users", users,
+			      "usage", q->usage, "usage_at_ms", (json_int_t)q->usage_at_ms);
+	json_object_set_new(o, "budget",
+			    q->budget > 0 ? json_pack("{s:f, s:s}", "amount", q->budget, "period",
+						      q->budget_period)
+					  : json_null());
+	return o;
+}
+
+/* "budget": {"amount": 5000, "period": "month"}, or null for none. */
+static int budget_field(json_t *obj, struct queue_spec *q, struct tk_error *err)
+{
+	json_t *b = json_object_get(obj, "budget");
+	if (!b)
+		return 0;
+	if (json_is_null(b)) {
+		q->budget = 0;
+		q->budget_period[0] = 0;
+		return 0;
+	}
+	static const char *const keys[] = {"amount", "period", NULL};
+	char period[16] = "";
+	double amount;
+	int r;
+	if (!json_is_object(b))
+		return tk_errorf(err, -EINVAL,
+				 "budget: must be {\"amount\": N, \"period\": "
+				 "\"month\"} or null");
+	if ((r = mj_check_keys(b, "budget", keys, err)) < 0 ||
+	    (r = mj_num(b, "amount", true, 0.01, 1e12, 0, &amount, err)) < 0 ||
+	    (r = mj_strbuf(b, "period", false, true, period, sizeof(period), err)) < 0) {
+		mj_prefix(err, "budget");
+		return r;
+	}
+	if (!period[0])
+		snprintf(period, sizeof(period), "month");
+	if (strcmp(period, "day") != 0 && strcmp(period, "week") != 0 &&
+	    strcmp(period, "month") != 0)
+		return tk_errorf(err, -EINVAL,
+				 "budget.period: must be day, week or month, got \"%s\"", period);
+	q->budget = amount;
+	tk_strlcpy(q->budget_period, period, sizeof(q->budget_period));
+	return 0;
+}
+
+void model_fmt_amount(double v, char *buf, size_t n)
+{
+	if (!(fabs(v) >= 100)) {
+		snprintf(buf, n, "%.2f", v);
+		return;
+	}
+	char digits[32];
+	snprintf(digits, sizeof(digits), "%.0f", fabs(v));
+	size_t len = strlen(digits), k = 0;
+	char out[48];
+	if (v < 0)
+		out[k++] = '-';
+	for (size_t i = 0; i < len && k + 2 < sizeof(out); i++) {
+		if (i && (len - i) % 3 == 0)
+			out[k++] = ',';
+		out[k++] = digits[i];
+	}
+	out[k] = 0;
+	snprintf(buf, n, "%s", out);
+}
+
+int64_t queue_budget_period_start(const struct queue_spec *q, int64_t now_ms)
+{
+	time_t t = (time_t)(now_ms / 1000);
+	struct tm tm;
+	gmtime_r(&t, &tm);
+	tm.tm_hour = tm.tm_min = tm.tm_sec = 0;
+	if (strcmp(q->budget_period, "month") == 0)
+		tm.tm_mday = 1;
+	else if (strcmp(q->budget_period, "week") == 0)
+		tm.tm_mday -= (tm.tm_wday + 6) % 7; /* back to Monday */
+	return (int64_t)timegm(&tm) * 1000;
 }
 
 /* Reads an accelerator count (or null) into milli units. */
@@ -341,14 +417,15 @@ static int users_field(json_t *obj, struct queue_spec *q, struct tk_error *err)
 
 int queue_spec_update(struct queue_spec *q, json_t *change, struct tk_error *err)
 {
-	static const char *const keys[] = {"gpus", "borrow_limit", "weight", "users", NULL};
+	static const char *const keys[] = {"gpus",  "borrow_limit", "weight",
+					   "users", "budget",	    NULL};
 	struct queue_spec next = *q;
 	int r;
 	if ((r = mj_check_keys(change, NULL, keys, err)) < 0 ||
 	    (r = gpus_field(change, "gpus", &next.quota_milli, err)) < 0 ||
 	    (r = gpus_field(change, "borrow_limit", &next.borrow_milli, err)) < 0 ||
 	    (r = mj_num(change, "weight", false, 0.001, 1e6, next.weight, &next.weight, err)) < 0 ||
-	    (r = users_field(change, &next, err)) < 0)
+	    (r = users_field(change, &next, err)) < 0 || (r = budget_field(change, &next, err)) < 0)
 		return r;
 	*q = next;
 	return 0;
@@ -356,8 +433,9 @@ int queue_spec_update(struct queue_spec *q, json_t *change, struct tk_error *err
 
 int queue_spec_unpack(json_t *j, struct queue_spec *ret, struct tk_error *err)
 {
-	static const char *const keys[] = {"name",  "gpus",  "borrow_limit", "weight",
-					   "users", "usage", "usage_at_ms",  NULL};
+	static const char *const keys[] = {"name",	  "gpus",   "borrow_limit",
+					   "weight",	  "users",  "usage",
+					   "usage_at_ms", "budget", NULL};
 	struct queue_spec q;
 	memset(&q, 0, sizeof(q));
 	q.quota_milli = q.borrow_milli = -1;
@@ -371,7 +449,8 @@ int queue_spec_unpack(json_t *j, struct queue_spec *ret, struct tk_error *err)
 	    (r = mj_num(j, "weight", false, 0.001, 1e6, 1, &q.weight, err)) < 0 ||
 	    (r = users_field(j, &q, err)) < 0 ||
 	    (r = mj_num(j, "usage", false, 0, 1e30, 0, &q.usage, err)) < 0 ||
-	    (r = mj_int(j, "usage_at_ms", false, 0, INT64_MAX, 0, &at, err)) < 0)
+	    (r = mj_int(j, "usage_at_ms", false, 0, INT64_MAX, 0, &at, err)) < 0 ||
+	    (r = budget_field(j, &q, err)) < 0)
 		return r;
 	if (!model_name_valid(q.name))
 		return tk_errorf(err, -EINVAL, "name: \"%s\" is not a valid queue name", q.name);

@@ -321,3 +321,54 @@ void h_usage(struct request *r, const char *param, json_t *body)
 	}
 	free(g);
 }
+
+/* ---- budgets --------------------------------------------------------------------- */
+
+void acct_budgets(struct server *s)
+{
+	struct state *st = &s->st;
+	int64_t now = server_now_ms(s);
+	bool any = false;
+	for (int q = 0; q < st->nqueues; q++) {
+		st->queues[q]->spent = 0;
+		any |= st->queues[q]->spec.budget > 0;
+	}
+	if (!any)
+		return;
+	for (size_t i = 0; i < st->njobs; i++) {
+		const struct sjob *j = st->jobs[i];
+		struct squeue *q = j ? j->queue : NULL;
+		if (!q || q->spec.budget <= 0 || j->job.system)
+			continue;
+		int64_t from = queue_budget_period_start(&q->spec, now);
+		for (int k = 0; k < j->job.nattempts; k++) {
+			const struct attempt *a = &j->job.attempts[k];
+			int64_t end = a->ended ? a->end_ms : now;
+			if (!a->start_ms || end < from)
+				continue;
+			struct acct x;
+			figures(s, j, a, now, &x);
+			double in = (double)(end - MAX(a->start_ms, from));
+			q->spent += end > a->start_ms
+					    ? x.cost * MAX(in, 0) / (double)(end - a->start_ms)
+					    : 0;
+		}
+	}
+	for (int k = 0; k < st->nqueues; k++) {
+		struct squeue *q = st->queues[k];
+		bool spent = q->spec.budget > 0 && q->spent >= q->spec.budget;
+		if (spent == q->budget_spent)
+			continue;
+		q->budget_spent = spent;
+		char a[32], b[32];
+		model_fmt_amount(q->spent, a, sizeof(a));
+		model_fmt_amount(q->spec.budget, b, sizeof(b));
+		if (spent)
+			log_warn("queue %s: budget spent (%s of %s this %s); its new jobs wait",
+				 q->spec.name, a, b, q->spec.budget_period);
+		else
+			log_info("queue %s: within its budget again (%s of %s)", q->spec.name, a,
+				 b);
+		state_want_pass(st);
+	}
+}

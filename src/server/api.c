@@ -339,6 +339,7 @@ static void h_queues(struct request *r, const char *param, json_t *body)
 	struct server *s = r->s;
 	struct state *st = &s->st;
 	state_queues_age(st, server_now_ms(s));
+	acct_budgets(s);
 	json_t *arr = json_array();
 	for (int i = 0; i < st->nqueues; i++)
 		json_array_append_new(arr, state_queue_pack(st, st->queues[i]));
@@ -376,6 +377,7 @@ static void h_queue_set(struct request *r, const char *param, json_t *body)
 	q->spec = *next;
 	free(next);
 	state_queue_dirty(st, q);
+	acct_budgets(s);
 	state_want_pass(st);
 	log_info("queue %s set by %s", q->spec.name, r->user);
 	reply_json(r, 200, state_queue_pack(st, q));

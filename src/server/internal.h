@@ -30,8 +30,9 @@
 #define SERVER_NODE_RESERVE_DIV 4
 /* one address may not take them all (agents behind one NAT hold ~4 each) */
 #define SERVER_MAX_CONNS_PER_IP 4096
-#define SERVER_CRON_MS 500   /* periodic work: liveness, long-poll deadlines */
-#define SERVER_MAX_LIST 1000 /* jobs in one page of a list (a cursor for more) */
+#define SERVER_CRON_MS 500    /* periodic work: liveness, long-poll deadlines */
+#define SERVER_BUDGET_MS 5000 /* queues' spend against their budgets, this often */
+#define SERVER_MAX_LIST 1000  /* jobs in one page of a list (a cursor for more) */
 
 /* Who a request is, by its token; the people's roles in rising order (a
  * route's role is the least it takes), then agents, apart. */
@@ -142,6 +143,7 @@ struct server {
 		struct tk_hist *http;
 		uint64_t by_status[6];
 		int64_t started_ms;
+		int64_t budgets_mono; /* when acct_budgets last ran */
 	} metrics;
 
 	/* http */
@@ -198,6 +200,9 @@ void h_metrics(struct request *r, const char *param, json_t *body);
 
 void h_accounting(struct request *r, const char *param, json_t *body);
 void h_usage(struct request *r, const char *param, json_t *body);
+/* Each queue's spend in its budget period; a queue whose budget is spent
+ * holds its waiting jobs (the scheduler skips them, saying why). */
+void acct_budgets(struct server *s);
 
 /* ---- server.c --------------------------------------------------------------- */
 

@@ -130,6 +130,21 @@ static void queues(struct server *s, struct strbuf *b)
 		prom_sample(b, "tenk_queue_accelerators_in_use", &l,
 			    (double)st->queues[q]->use_milli / MODEL_MILLI);
 	}
+	prom_family(b, "tenk_queue_budget", "gauge",
+		    "Each queue's budget for its period (queues with one), in the catalogue's "
+		    "currency.");
+	prom_family(b, "tenk_queue_spent", "gauge",
+		    "What each queue with a budget has spent in its period so far.");
+	for (int q = 0; q < st->nqueues; q++) {
+		if (st->queues[q]->spec.budget <= 0)
+			continue;
+		struct prom_labels l;
+		prom_labels_init(&l);
+		prom_label(&l, "queue", st->queues[q]->spec.name);
+		prom_label(&l, "period", st->queues[q]->spec.budget_period);
+		prom_sample(b, "tenk_queue_budget", &l, st->queues[q]->spec.budget);
+		prom_sample(b, "tenk_queue_spent", &l, st->queues[q]->spent);
+	}
 	prom_family(b, "tenk_queue_quota_accelerators", "gauge",
 		    "Each queue's guaranteed accelerators (queues with a quota).");
 	for (int q = 0; q < st->nqueues; q++) {

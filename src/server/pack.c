@@ -206,5 +206,12 @@ json_t *state_queue_pack(struct state *s, const struct squeue *q)
 	json_object_set_new(o, "recent", json_real(recent / MODEL_MILLI));
 	json_object_set_new(o, "pending", json_integer(q->npending));
 	json_object_set_new(o, "running", json_integer(q->nrunning));
+	if (q->spec.budget > 0) {
+		json_object_set_new(o, "spent", json_real(q->spent));
+		json_object_set_new(o, "budget_state",
+				    json_string(q->budget_spent			   ? "spent"
+						: q->spent >= 0.8 * q->spec.budget ? "warning"
+										   : "ok"));
+	}
 	return o;
 }

@@ -66,6 +66,16 @@ static const char *held_back(struct sjob *j, char *buf, size_t n)
 {
 	if (j->sj.shape_id < 0)
 		return "the scheduler cannot take this request";
+	if (j->queue && j->queue->budget_spent) {
+		char spent[32], budget[32];
+		model_fmt_amount(j->queue->spent, spent, sizeof(spent));
+		model_fmt_amount(j->queue->spec.budget, budget, sizeof(budget));
+		bool day = strcmp(j->queue->spec.budget_period, "day") == 0;
+		snprintf(buf, n, "budget of queue %s spent: %s of %s %s%s", j->queue->spec.name,
+			 spent, budget, day ? "today" : "this ",
+			 day ? "" : j->queue->spec.budget_period);
+		return buf;
+	}
 	/* two attempts of one job never run at once: the next one waits until
 	 * every task of the last is gone, or surely fenced */
 	if (j->fenced_until) {

@@ -103,6 +103,10 @@ struct squeue {
 	bool dirty;
 	struct squeue *dirty_next;
 	int64_t written_ms; /* when its usage was last stored */
+	/* its budget (acct.c): spent in the period so far; its new jobs wait
+	 * once it is all spent */
+	double spent;
+	bool budget_spent;
 };
 
 /* What the heartbeats say of a node. */

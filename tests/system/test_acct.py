@@ -2,14 +2,15 @@
 one record per attempt (a preempted-then-finished job has two), cost as the
 catalogue's price times GPU-hours, energy as the difference of the cards'
 energy counters over the attempt, and `tenk usage` adding up to the
-records."""
+records; and a queue's budget, once spent, holds its new jobs (saying why
+in `tenk queues` and the job's reason) while running ones go on."""
 import json
 import os
 
 from conftest import BIN, Daemon, Tenk, root_jobs_config, wait_for
 
 SHIM = os.path.join(os.path.dirname(BIN), "tests", "gpushim")
-PRICE = 3.6  # per H100-hour: one GPU-second costs 0.001
+PRICE = 360.0  # per H100-hour: one GPU-second costs 0.1
 
 
 def test_records_cost_energy_and_usage(workdir, procs):
@@ -87,3 +88,19 @@ def test_records_cost_energy_and_usage(workdir, procs):
     assert "TOTAL" in out and "costs in EUR" in out, out
     p = t.run("usage", "--by", "planet", check=False)
     assert p.returncode == 2 and "--by: queue, user or model" in p.stderr
+
+    # a budget smaller than what the queue spent today: new jobs wait
+    spent = tot["cost"]
+    assert spent > 0.05, spent
+    t.run("queues", "set", "default", "--budget", "0.05/day")
+    q = [x for x in t.json("queues")["queues"] if x["name"] == "default"][0]
+    assert q["budget"] == {"amount": 0.05, "period": "day"} and q["budget_state"] == "spent", q
+    assert "SPENT: new jobs wait" in t.run("queues").stdout
+    held = t.submit("--", "true")
+    why = "budget of queue default spent: %.2f of 0.05 today" % q["spent"]
+    wait_for(lambda: why in t.job(held)["reason"], 20, "the job held by the budget")
+    assert t.job(held)["state"] == "PENDING"
+    p = t.run("queues", "set", "default", "--budget", "lots", check=False)
+    assert p.returncode == 2 and "--budget: AMOUNT/day, /week or /month" in p.stderr
+    t.run("queues", "set", "default", "--budget", "1000/month")
+    assert t.run("wait", held, timeout=60).returncode == 0
