@@ -143,13 +143,13 @@ struct taskgroup {
 	double busy_ms;
 	int64_t usage_ms; /* monotonic: the last sample */
 	/* $TENK_METRICS (train.c): the file held open, the line being read,
-	 * the newest values and whether the server has not had them */
+	 * the lines the server has not had */
 	int train_fd;
 	char train_line[MODEL_TRAIN_LINE_MAX];
 	size_t train_partial;
 	bool train_skip;
-	struct train_point train;
-	bool train_new;
+	struct train_point *train_pend; /* lines since the last beat (thinned when many) */
+	int ntrain_pend;
 	int ncpus;
 	int *cpus; /* the CPUs held for it (its cpuset), from the agent's */
 	int open;  /* handles not yet closed */
@@ -600,7 +600,8 @@ void usage_of(const struct taskgroup *g, int64_t *energy_mj, int64_t *busy_ms);
 char *train_setup(struct taskgroup *g, bool as_user, uint32_t uid, uint32_t gid);
 /* Reads what each running attempt wrote since the last call. */
 void train_poll(struct agent *a);
-/* The attempts with values the server has not had, for a heartbeat (the
+/* The lines the server has not had, each attempt's since the last beat
+ * (at most TRAIN_PER_BEAT of them, thinned evenly), for a heartbeat (the
  * caller frees *ret). */
 int train_for_heartbeat(struct agent *a, struct wire_train **ret);
 /* The group goes: its file is closed, and removed when it is done. */

@@ -4,8 +4,8 @@
  * user can pass through but not change, so the file cannot be swapped for
  * a link), to which its tasks append lines such as
  * "step=120 loss=2.31 lr=3e-4 tokens_per_s=1.2e5". The agent reads what
- * is new every second, keeps the newest value of each name, and sends
- * them with the next heartbeat; the server keeps them per attempt.
+ * is new every second and sends the lines with the next heartbeat (at most
+ * 32 an attempt, thinned evenly); the server keeps them per attempt.
  */
 #include "internal.h"
 
@@ -18,6 +18,7 @@
 
 #define TRAIN_READ_MAX (64 * 1024) /* read per attempt and second */
 #define TRAIN_BEHIND_MAX (1 << 20) /* further behind than this: skip to the end */
+#define TRAIN_PER_BEAT 32	   /* lines of one attempt sent with one beat, at most */
 
 char *train_setup(struct taskgroup *g, bool as_user, uint32_t uid, uint32_t gid)
 {
@@ -46,22 +47,16 @@ static void take_line(struct taskgroup *g, const char *line, size_t len)
 	struct train_point p;
 	if (train_line_parse(line, len, &p) == 0)
 		return;
-	for (int i = 0; i < p.n; i++) {
+	p.at_ms = tk_wall_ms();
+	if (!g->train_pend)
+		g->train_pend = xcalloc(TRAIN_PER_BEAT, sizeof(*g->train_pend));
+	if (g->ntrain_pend == TRAIN_PER_BEAT) { /* every other one goes */
 		int k = 0;
-		while (k < g->train.n && strcmp(g->train.name[k], p.name[i]) != 0)
-			k++;
-		if (k == g->train.n) {
-			if (k == MODEL_TRAIN_MAX)
-				continue;
-			g->train.n++;
-			snprintf(g->train.name[k], sizeof(g->train.name[k]), "%s", p.name[i]);
-		}
-		g->train.value[k] = p.value[i];
+		for (int i = 0; i < g->ntrain_pend; i += 2)
+			g->train_pend[k++] = g->train_pend[i];
+		g->ntrain_pend = k;
 	}
-	if (p.step >= 0)
-		g->train.step = p.step;
-	g->train.at_ms = tk_wall_ms();
-	g->train_new = true;
+	g->train_pend[g->ntrain_pend++] = p;
 }
 
 static void poll_group(struct taskgroup *g)
@@ -72,7 +67,6 @@ static void poll_group(struct taskgroup *g)
 		g->train_fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 		if (g->train_fd < 0)
 			return;
-		g->train.step = -1;
 	}
 	struct stat st;
 	if (fstat(g->train_fd, &st) < 0 || !S_ISREG(st.st_mode))
@@ -121,18 +115,21 @@ int train_for_heartbeat(struct agent *a, struct wire_train **ret)
 	void *v;
 	while (tk_map_next(&a->groups, &pos, NULL, &v) && n < WIRE_MAX_CHECKPOINTS) {
 		struct taskgroup *g = v;
-		if (!g->train_new)
-			continue;
-		g->train_new = false;
-		xgrow(ret, &alloc, (size_t)n + 1, sizeof(**ret));
-		(*ret)[n++] = (struct wire_train){
-			.job = g->job, .attempt = g->attempt, .point = g->train};
+		for (int i = 0; i < g->ntrain_pend && n < WIRE_MAX_CHECKPOINTS; i++) {
+			xgrow(ret, &alloc, (size_t)n + 1, sizeof(**ret));
+			(*ret)[n++] = (struct wire_train){
+				.job = g->job, .attempt = g->attempt, .point = g->train_pend[i]};
+		}
+		g->ntrain_pend = 0;
 	}
 	return n;
 }
 
 void train_release(struct taskgroup *g, bool remove)
 {
+	free(g->train_pend);
+	g->train_pend = NULL;
+	g->ntrain_pend = 0;
 	if (g->train_fd >= 0)
 		close(g->train_fd);
 	g->train_fd = -1;

@@ -1247,6 +1247,12 @@ static void h_user_del(struct request *r, const char *param, json_t *body)
 
 const struct route api_routes[] = {
 	{"GET", "/v1/health", ROLE_NONE, h_health, false},
+	{"GET", "/", ROLE_NONE, h_ui, false},
+	{"GET", "/ui.js", ROLE_NONE, h_ui, false},
+	{"GET", "/ui.css", ROLE_NONE, h_ui, false},
+	{"POST", "/v1/login", ROLE_NONE, h_login, true},
+	{"POST", "/v1/logout", ROLE_NONE, h_logout, false},
+	{"GET", "/v1/utilization", ROLE_VIEWER, h_utilization, false},
 	{"GET", "/metrics", ROLE_VIEWER, h_metrics, false},
 	{"GET", "/v1/accounting", ROLE_VIEWER, h_accounting, false},
 	{"GET", "/v1/usage", ROLE_VIEWER, h_usage, false},

@@ -183,15 +183,12 @@ static const char *const role_names[ROLE_MAX] = {
 	[ROLE_OPERATOR] = "an operator", [ROLE_ADMIN] = "an admin",  [ROLE_AGENT] = "an agent",
 };
 
-static void authenticate(struct request *r)
+void request_auth_token(struct request *r, const char *tok)
 {
 	struct server *s = r->s;
-	const char *h = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
-						    MHD_HTTP_HEADER_AUTHORIZATION);
 	r->role = ROLE_NONE;
-	if (!h || strncmp(h, "Bearer ", 7) != 0)
-		return;
-	const char *tok = h + 7;
+	r->user[0] = 0;
+	r->node = NULL;
 	if (secret_equal(tok, s->admin_token)) {
 		r->role = ROLE_ADMIN;
 		snprintf(r->user, sizeof(r->user), "admin");
@@ -219,6 +216,34 @@ static void authenticate(struct request *r)
 			snprintf(r->user, sizeof(r->user), "node:%.58s", n->rec.inv.name);
 		}
 	}
+}
+
+/* The bearer token; or, for reading only (GET, so that another site's
+ * page cannot make a logged-in browser change anything), the web page's
+ * session cookie, a person's token and never an agent's. */
+static void authenticate(struct request *r)
+{
+	const char *h = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
+						    MHD_HTTP_HEADER_AUTHORIZATION);
+	r->role = ROLE_NONE;
+	if (h && strncmp(h, "Bearer ", 7) == 0) {
+		request_auth_token(r, h + 7);
+		return;
+	}
+	const char *cookie = MHD_lookup_connection_value(r->conn, MHD_COOKIE_KIND, UI_COOKIE);
+	if (!h && cookie && (strcmp(r->method, "GET") == 0 || strcmp(r->method, "HEAD") == 0)) {
+		request_auth_token(r, cookie);
+		if (r->role == ROLE_AGENT) {
+			r->role = ROLE_NONE;
+			r->node = NULL;
+		}
+	}
+}
+
+void reply_header(struct request *r, const char *name, const char *value)
+{
+	if (r->resp)
+		MHD_add_response_header(r->resp, name, value);
 }
 
 static bool allowed(enum role have, enum role need)

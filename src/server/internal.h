@@ -144,6 +144,13 @@ struct server {
 		uint64_t by_status[6];
 		int64_t started_ms;
 		int64_t budgets_mono; /* when acct_budgets last ran */
+		/* the cluster's allocation over time (ui.c), a ring */
+		struct ui_sample {
+			int64_t at_ms;
+			float allocated, usable, total;
+		} * samples;
+		size_t nsamples, sample_head;
+		int64_t sample_mono;
 	} metrics;
 
 	/* http */
@@ -195,6 +202,22 @@ void metrics_release(struct server *s);
 /* An answer is on its way: how long the request took, by route. */
 void metrics_answered(struct server *s, const struct request *r);
 void h_metrics(struct request *r, const char *param, json_t *body);
+
+/* ---- ui.c: the web page ------------------------------------------------------------ */
+
+#define UI_COOKIE "tenk_session"
+#define UI_SAMPLES 8640	       /* utilization samples kept: a day's */
+#define UI_SAMPLE_MS 10000     /* one each this often */
+/* Sets r's role and user from a token, as the Authorization header does. */
+void request_auth_token(struct request *r, const char *tok);
+/* Adds a header to the answer r was given. */
+void reply_header(struct request *r, const char *name, const char *value);
+void h_ui(struct request *r, const char *param, json_t *body);
+void h_login(struct request *r, const char *param, json_t *body);
+void h_logout(struct request *r, const char *param, json_t *body);
+void h_utilization(struct request *r, const char *param, json_t *body);
+/* Notes the cluster's allocation now, for the page's plot over time. */
+void ui_sample(struct server *s);
 
 /* ---- acct.c: accounting records and usage ---------------------------------------- */
 

@@ -31,6 +31,8 @@ void metrics_release(struct server *s)
 {
 	free(s->metrics.http);
 	s->metrics.http = NULL;
+	free(s->metrics.samples);
+	s->metrics.samples = NULL;
 }
 
 void metrics_answered(struct server *s, const struct request *r)

@@ -252,6 +252,10 @@ static void cron_cb(uv_timer_t *t)
 	int64_t now = server_now_ms(s), mono = tk_mono_ms();
 	state_queues_age(&s->st, now);
 	state_check_nodes(&s->st, now, mono);
+	if (!s->metrics.sample_mono || mono - s->metrics.sample_mono >= UI_SAMPLE_MS) {
+		s->metrics.sample_mono = mono;
+		ui_sample(s);
+	}
 	if (mono - s->metrics.budgets_mono >= SERVER_BUDGET_MS) {
 		s->metrics.budgets_mono = mono;
 		acct_budgets(s);

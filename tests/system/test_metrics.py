@@ -113,7 +113,8 @@ def test_metrics_promtool_and_a_real_scrape(workdir, procs):
     # the job's own metrics: kept by the server with the attempt, shown
     m = wait_for(lambda: t.job(jid)["attempts"][0].get("metrics"), 30, "the job's metrics")
     assert m["step"] == 5 and m["values"] == {"loss": 5.5, "lr": 3e-4}, m
-    assert m["history"]["names"] == ["loss", "lr"] and m["history"]["steps"][-1] == 5, m
+    assert m["history"]["names"] == ["loss", "lr"] and m["history"]["steps"] == [1, 2, 3, 4, 5]
+    assert [v[0] for v in m["history"]["values"]] == [9.5, 8.5, 7.5, 6.5, 5.5], m
     assert "metrics at step 5" in t.run("show", jid).stdout and "loss=5.5" in \
         t.run("show", jid).stdout
 

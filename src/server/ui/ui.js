@@ -1,0 +1,276 @@
+// tenk's web page: reads the API with the session cookie (POST /v1/login
+// sets it) and draws the cluster, its jobs and queues, and one job with
+// its attempts, training metrics and checkpoints. Nothing is fetched from
+// anywhere but this server; text goes into the page as text, never HTML.
+"use strict";
+
+const $ = (id) => document.getElementById(id);
+
+function el(tag, attrs, ...kids) {
+  const e = tag.startsWith("svg:")
+    ? document.createElementNS("http://www.w3.org/2000/svg", tag.slice(4))
+    : document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, v);
+  for (const k of kids) e.append(k instanceof Node ? k : document.createTextNode(String(k)));
+  return e;
+}
+
+async function api(path) {
+  const r = await fetch(path, { credentials: "same-origin" });
+  if (r.status === 401) throw new Error("login");
+  const body = await r.json();
+  if (!r.ok) throw new Error(body.error || r.statusText);
+  return body;
+}
+
+function when(ms) {
+  return ms ? new Date(ms).toLocaleString() : "-";
+}
+
+function dur(s) {
+  s = Math.max(0, Math.round(s));
+  const h = Math.floor(s / 3600), m = Math.floor((s % 3600) / 60);
+  return h ? `${h}h${String(m).padStart(2, "0")}m` : m ? `${m}m${s % 60}s` : `${s}s`;
+}
+
+function table(cols, rows) {
+  const t = el("table", {}, el("tr", {}, ...cols.map((c) => el("th", { class: c.num ? "num" : "" }, c.name))));
+  for (const r of rows) {
+    t.append(el("tr", {}, ...cols.map((c) => {
+      const v = c.get(r);
+      const td = el("td", { class: (c.num ? "num " : "") + (c.cls ? c.cls(r) : "") });
+      td.append(v instanceof Node ? v : document.createTextNode(v === undefined || v === null ? "" : String(v)));
+      return td;
+    })));
+  }
+  return t;
+}
+
+// A line chart: series of [x, y] points, the first drawn solid.
+function lineChart(id, series, opts) {
+  const W = 520, H = 200, L = 52, B = 28, T = 10, R = 12;
+  const pts = series.flatMap((s) => s.points);
+  const svg = el("svg:svg", { id, width: W, height: H, viewBox: `0 0 ${W} ${H}`, "data-points": series[0] ? series[0].points.length : 0 });
+  if (!pts.length) {
+    svg.append(el("svg:text", { x: L, y: H / 2 }, "no data yet"));
+    return svg;
+  }
+  const xs = pts.map((p) => p[0]), ys = pts.map((p) => p[1]);
+  let x0 = Math.min(...xs), x1 = Math.max(...xs), y0 = Math.min(0, ...ys), y1 = Math.max(...ys);
+  if (opts && opts.ymin !== undefined) y0 = opts.ymin;
+  if (x1 === x0) x1 = x0 + 1;
+  if (y1 === y0) y1 = y0 + 1;
+  const sx = (x) => L + ((x - x0) / (x1 - x0)) * (W - L - R);
+  const sy = (y) => H - B - ((y - y0) / (y1 - y0)) * (H - B - T);
+  svg.append(el("svg:line", { class: "axis", x1: L, y1: H - B, x2: W - R, y2: H - B }));
+  svg.append(el("svg:line", { class: "axis", x1: L, y1: T, x2: L, y2: H - B }));
+  for (const y of [y0, (y0 + y1) / 2, y1])
+    svg.append(el("svg:text", { x: 4, y: sy(y) + 4 }, Number(y.toPrecision(3))));
+  const fx = (opts && opts.fmtx) || ((x) => Number(x.toPrecision(4)));
+  svg.append(el("svg:text", { x: L, y: H - 8 }, fx(x0)));
+  svg.append(el("svg:text", { x: W - R - 60, y: H - 8 }, fx(x1)));
+  series.forEach((s, i) => {
+    const d = s.points.map((p, k) => `${k ? "L" : "M"}${sx(p[0]).toFixed(1)},${sy(p[1]).toFixed(1)}`).join("");
+    svg.append(el("svg:path", { class: i ? "line2" : "line", d }));
+    svg.append(el("svg:text", { x: W - R - 150, y: T + 12 + i * 14 }, s.name));
+  });
+  return svg;
+}
+
+function barChart(id, bars) {
+  const W = 520, H = 200, L = 52, B = 28, T = 10;
+  const svg = el("svg:svg", { id, width: W, height: H, viewBox: `0 0 ${W} ${H}` });
+  if (!bars.length) {
+    svg.append(el("svg:text", { x: L, y: H / 2 }, "nothing spent in the window"));
+    return svg;
+  }
+  const max = Math.max(...bars.map((b) => b.value), 1e-9);
+  const w = Math.min(80, (W - L - 10) / bars.length - 10);
+  bars.forEach((b, i) => {
+    const h = (b.value / max) * (H - B - T - 12);
+    const x = L + i * (w + 10);
+    svg.append(el("svg:rect", { class: "bar", x, y: H - B - h, width: w, height: h }));
+    svg.append(el("svg:text", { x, y: H - 10 }, b.name || "(none)"));
+    svg.append(el("svg:text", { x, y: H - B - h - 3 }, b.value.toFixed(2)));
+  });
+  return svg;
+}
+
+function figure(caption, node) {
+  return el("figure", {}, el("figcaption", {}, caption), node);
+}
+
+async function cluster(view) {
+  const [nodes, jobs, queues, util, usage] = await Promise.all([
+    api("/v1/nodes"), api("/v1/jobs?state=active&limit=200"), api("/v1/queues"),
+    api("/v1/utilization"), api(`/v1/usage?by=queue&from=${Date.now() - 7 * 86400000}`),
+  ]);
+  view.append(el("h1", {}, "Cluster"));
+  const t0 = util.samples.length ? util.samples[0][0] : Date.now();
+  const hours = (ms) => (ms - t0) / 3600000;
+  view.append(el("div", { class: "charts" },
+    figure("Accelerators allocated over time", lineChart("chart-util", [
+      { name: "allocated", points: util.samples.map((s) => [hours(s[0]), s[1]]) },
+      { name: "usable", points: util.samples.map((s) => [hours(s[0]), s[2]]) },
+    ], { ymin: 0, fmtx: (x) => `${x.toFixed(2)} h` })),
+    figure(`Cost by queue, last 7 days ${usage.currency || ""}`, barChart("chart-cost",
+      usage.groups.map((g) => ({ name: g.name, value: g.cost })))),
+  ));
+  view.append(el("h2", {}, `Nodes (${nodes.nodes.length})`));
+  view.append(table([
+    { name: "node", get: (n) => n.name },
+    { name: "state", get: (n) => n.state, cls: (n) => "state-" + n.state },
+    { name: "accelerators", get: (n) => {
+      const by = {};
+      for (const a of n.accelerators) by[a.model] = (by[a.model] || 0) + 1;
+      return Object.entries(by).map(([m, k]) => `${k}x ${m}`).join(", ") || "none";
+    } },
+    { name: "allocated", num: true, get: (n) => n.accelerators.reduce((s, a) => s + a.used, 0) },
+    { name: "free", num: true, get: (n) => n.accelerators.reduce((s, a) => s + 1 - a.used, 0) },
+    { name: "jobs", get: (n) => n.jobs.join(", ") },
+    { name: "validation", get: (n) => n.validation ? (n.validation.verdict === "pass" ? "pass" : `${n.validation.verdict} (${n.validation.layer || ""})`) : "-" },
+    { name: "reason", get: (n) => n.reason },
+  ], nodes.nodes));
+  view.append(el("h2", {}, `Jobs waiting and running (${jobs.total})`));
+  view.append(jobTable(jobs.jobs));
+  view.append(el("h2", {}, "Queues"));
+  view.append(table([
+    { name: "queue", get: (q) => q.name },
+    { name: "quota", num: true, get: (q) => q.gpus === null ? "-" : q.gpus },
+    { name: "in use", num: true, get: (q) => q.in_use },
+    { name: "borrowed", num: true, get: (q) => q.borrowed },
+    { name: "running", num: true, get: (q) => q.running },
+    { name: "pending", num: true, get: (q) => q.pending },
+    { name: "budget", get: (q) => q.budget ? `${q.spent.toFixed(2)} of ${q.budget.amount} per ${q.budget.period}${q.budget_state === "spent" ? " - spent, new jobs wait" : q.budget_state === "warning" ? " - over 80%" : ""}` : "-" },
+  ], queues.queues));
+}
+
+function jobTable(jobs) {
+  return table([
+    { name: "job", get: (j) => el("a", { href: `#job=${j.id}` }, String(j.id)) },
+    { name: "name", get: (j) => j.request.name },
+    { name: "queue", get: (j) => j.queue },
+    { name: "owner", get: (j) => j.owner },
+    { name: "state", get: (j) => j.state, cls: (j) => "state-" + j.state },
+    { name: "time", num: true, get: (j) => {
+      const a = j.attempts[j.attempts.length - 1];
+      return a ? dur(((a.end_ms || Date.now()) - a.start_ms) / 1000) : "-";
+    } },
+    { name: "why it waits / how it ended", get: (j) => j.reason },
+  ], jobs);
+}
+
+async function jobsView(view) {
+  const [active, done] = await Promise.all([
+    api("/v1/jobs?state=active&limit=500"),
+    api("/v1/jobs?state=COMPLETED,FAILED,CANCELLED,TIMEOUT&limit=200"),
+  ]);
+  view.append(el("h1", {}, "Jobs"));
+  view.append(el("h2", {}, `Waiting and running (${active.total})`));
+  view.append(jobTable(active.jobs));
+  view.append(el("h2", {}, `Ended (${done.total})`));
+  view.append(jobTable(done.jobs.slice().reverse()));
+}
+
+async function jobView(view, id) {
+  const [j, ck] = await Promise.all([api(`/v1/jobs/${id}`), api(`/v1/jobs/${id}/checkpoints`)]);
+  view.append(el("h1", {}, `Job ${j.id}: ${j.request.name}`));
+  view.append(el("p", {},
+    el("span", { class: "state-" + j.state }, j.state), ` in queue ${j.queue}, class ${j.class}, owner ${j.owner}, submitted ${when(j.submit_ms)}. `,
+    el("span", { class: "muted" }, j.reason || "")));
+  view.append(el("h2", {}, "Attempts"));
+  view.append(table([
+    { name: "attempt", num: true, get: (a) => a.number },
+    { name: "start", get: (a) => when(a.start_ms) },
+    { name: "end", get: (a) => a.ended ? when(a.end_ms) : "(running)" },
+    { name: "nodes", get: (a) => a.nodes.map((n) => `${n.name} [${n.devices.join(",")}]`).join(" ") },
+    { name: "why it ended", get: (a) => a.reason },
+  ], j.attempts));
+  const last = j.attempts.slice().reverse().find((a) => a.metrics);
+  view.append(el("h2", {}, "Training metrics"));
+  if (!last) {
+    view.append(el("p", { class: "muted" }, "none yet: the job writes lines such as \"step=1 loss=2.3\" to $TENK_METRICS"));
+  } else {
+    const m = last.metrics;
+    view.append(el("p", {}, `attempt ${last.number}, step ${m.step}: ` +
+      Object.entries(m.values).map(([k, v]) => `${k}=${Number(v.toPrecision(5))}`).join(" ")));
+    const charts = el("div", { class: "charts" });
+    m.history.names.forEach((name, c) => {
+      const points = m.history.steps.map((s, k) => [s, m.history.values[k][c]]).filter((p) => p[1] !== null);
+      charts.append(figure(`${name} by step`, lineChart(`chart-${name}`, [{ name, points }])));
+    });
+    view.append(charts);
+  }
+  view.append(el("h2", {}, "Checkpoints"));
+  const list = ck.checkpoints || [];
+  if (!list.length) view.append(el("p", { class: "muted" }, ck.store ? "none committed yet" : "the cluster has no checkpoint store"));
+  else view.append(table([
+    { name: "tag", get: (c) => c.tag },
+    { name: "step", num: true, get: (c) => c.step },
+    { name: "attempt", num: true, get: (c) => c.attempt },
+    { name: "bytes", num: true, get: (c) => c.bytes },
+    { name: "committed", get: (c) => when(c.at_ms) },
+  ], list));
+}
+
+async function render() {
+  const view = $("view");
+  const next = el("div", { id: "view" });
+  const h = location.hash.slice(1);
+  try {
+    if (h.startsWith("job=")) await jobView(next, encodeURIComponent(h.slice(4)));
+    else if (h === "jobs") await jobsView(next);
+    else await cluster(next);
+    $("login").hidden = true;
+    $("logout").hidden = false;
+  } catch (e) {
+    if (e.message === "login") {
+      $("login").hidden = false;
+      $("logout").hidden = true;
+      view.replaceWith(next);
+      return;
+    }
+    next.append(el("p", { class: "error" }, String(e.message)));
+  }
+  next.setAttribute("data-rendered", String(Date.now()));
+  view.replaceWith(next);
+}
+
+async function login(token) {
+  const r = await fetch("/v1/login", {
+    method: "POST", credentials: "same-origin",
+    headers: { "Content-Type": "application/json" }, body: JSON.stringify({ token }),
+  });
+  const body = await r.json();
+  if (!r.ok) throw new Error(body.error || r.statusText);
+  $("who").textContent = `${body.user} (${body.role})`;
+}
+
+async function start() {
+  // a link may carry the token in its fragment (never sent to a server)
+  const m = location.hash.match(/(?:^#|&)token=([^&]+)/);
+  if (m) {
+    const rest = location.hash.replace(/(?:^#|&)token=[^&]+/, "").replace(/^&/, "");
+    history.replaceState(null, "", location.pathname + (rest ? "#" + rest : ""));
+    try { await login(decodeURIComponent(m[1])); } catch (e) { $("login-error").textContent = e.message; }
+  }
+  $("login-form").addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    try {
+      await login($("token").value);
+      $("token").value = "";
+      $("login-error").textContent = "";
+      render();
+    } catch (e) { $("login-error").textContent = e.message; }
+  });
+  $("logout").addEventListener("click", async () => {
+    await fetch("/v1/logout", { method: "POST", credentials: "same-origin" });
+    $("who").textContent = "";
+    render();
+  });
+  window.addEventListener("hashchange", render);
+  await render();
+  setInterval(render, 5000);
+}
+
+start();
