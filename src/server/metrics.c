@@ -137,6 +137,8 @@ static void queues(struct server *s, struct strbuf *b)
 		    "currency.");
 	prom_family(b, "tenk_queue_spent", "gauge",
 		    "What each queue with a budget has spent in its period so far.");
+	prom_family(b, "tenk_queue_budget_state", "gauge",
+		    "Each budget: 0 within it, 1 at 80% or more, 2 spent (new jobs wait).");
 	for (int q = 0; q < st->nqueues; q++) {
 		if (st->queues[q]->spec.budget <= 0)
 			continue;
@@ -144,8 +146,11 @@ static void queues(struct server *s, struct strbuf *b)
 		prom_labels_init(&l);
 		prom_label(&l, "queue", st->queues[q]->spec.name);
 		prom_label(&l, "period", st->queues[q]->spec.budget_period);
-		prom_sample(b, "tenk_queue_budget", &l, st->queues[q]->spec.budget);
-		prom_sample(b, "tenk_queue_spent", &l, st->queues[q]->spent);
+		const struct squeue *sq = st->queues[q];
+		prom_sample(b, "tenk_queue_budget", &l, sq->spec.budget);
+		prom_sample(b, "tenk_queue_spent", &l, sq->spent);
+		prom_sample(b, "tenk_queue_budget_state", &l,
+			    sq->budget_spent ? 2 : sq->spent >= 0.8 * sq->spec.budget ? 1 : 0);
 	}
 	prom_family(b, "tenk_queue_quota_accelerators", "gauge",
 		    "Each queue's guaranteed accelerators (queues with a quota).");

@@ -215,9 +215,66 @@ static int b_val(size_t k, size_t j)
 	return (int)((k * 5 + j * 3) % 5) - 2;
 }
 
-/* One device's GEMM rate (TFLOP/s) and how many sampled entries were wrong. */
-static int gemm_one(struct gpu *g, int i, int n, int reps, double *tflops, int *wrong)
+/* NVML, for the power a device draws under the GEMM: its energy counter's
+ * difference over the run, or its power reading at the end where the
+ * counter does not move. Device i of CUDA is NVML's i (PCI bus order). */
+struct power {
+	void *lib;
+	int (*handle)(unsigned, void **);
+	int (*energy)(void *, unsigned long long *);
+	int (*power)(void *, unsigned *);
+};
+
+static void power_open(struct power *p)
 {
+	memset(p, 0, sizeof(*p));
+	p->lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+	int (*init)(void) = NULL;
+	if (p->lib) {
+		*(void **)&init = dlsym(p->lib, "nvmlInit_v2");
+		*(void **)&p->handle = dlsym(p->lib, "nvmlDeviceGetHandleByIndex_v2");
+		*(void **)&p->energy = dlsym(p->lib, "nvmlDeviceGetTotalEnergyConsumption");
+		*(void **)&p->power = dlsym(p->lib, "nvmlDeviceGetPowerUsage");
+	}
+	if (p->lib && (!init || !p->handle || init() != 0)) {
+		dlclose(p->lib);
+		p->lib = NULL;
+	}
+}
+
+static void power_close(struct power *p)
+{
+	if (p->lib)
+		dlclose(p->lib);
+	p->lib = NULL;
+}
+
+/* The device's energy counter now (mJ); false without one. */
+static bool power_energy(struct power *p, int i, unsigned long long *mj)
+{
+	void *h;
+	return p->lib && p->energy && p->handle((unsigned)i, &h) == 0 && p->energy(h, mj) == 0;
+}
+
+/* Watts drawn over secs, from the counter's start value e0 (or now). */
+static double power_watts(struct power *p, int i, bool have_e0, unsigned long long e0, double secs)
+{
+	unsigned long long e1;
+	if (have_e0 && secs > 0 && power_energy(p, i, &e1) && e1 > e0)
+		return (double)(e1 - e0) / 1000.0 / secs;
+	void *h;
+	unsigned mw;
+	if (p->lib && p->power && p->handle((unsigned)i, &h) == 0 && p->power(h, &mw) == 0)
+		return mw / 1000.0;
+	return 0;
+}
+
+/* One device's GEMM rate (TFLOP/s) and how many sampled entries were wrong. */
+static int gemm_one(struct gpu *g, struct power *pw, int i, int n, int reps, double *tflops,
+		    double *watts, int *wrong)
+{
+	unsigned long long e0 = 0;
+	bool have_e0 = false;
 	if (use_device(g, i) < 0)
 		return -EIO;
 	size_t nn = (size_t)n * (size_t)n;
@@ -242,6 +299,7 @@ static int gemm_one(struct gpu *g, int i, int n, int reps, double *tflops, int *
 		if (r == 0) {
 			if (g->sync() != CU_OK)
 				goto out;
+			have_e0 = power_energy(pw, i, &e0);
 			t0 = tk_mono_us();
 		}
 		if (g->gemm(h, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &alpha, (void *)(uintptr_t)a,
@@ -254,6 +312,7 @@ static int gemm_one(struct gpu *g, int i, int n, int reps, double *tflops, int *
 		goto out;
 	double secs = (double)(tk_mono_us() - t0) / 1e6;
 	*tflops = secs > 0 ? 2.0 * n * (double)n * n * reps / secs / 1e12 : 0;
+	*watts = power_watts(pw, i, have_e0, e0, secs);
 	if (g->dtoh(hc, c, nn * 4) != CU_OK)
 		goto out;
 	*wrong = 0;
@@ -294,11 +353,14 @@ int check_gpu_gemm(struct vcheck *c, bool quick)
 		gpu_close(&g);
 		return 0;
 	}
-	struct strbuf sb;
+	struct strbuf sb, per;
 	strbuf_init(&sb);
-	double slowest = 0, floor = 0;
+	strbuf_init(&per);
+	double slowest = 0, floor = 0, least_per_watt = 0;
 	int wrong = 0;
 	char model[64] = "";
+	struct power pw;
+	power_open(&pw);
 	/* n x n: two bf16 inputs and an f32 output, 8 n^2 bytes, in a quarter
 	 * of the memory at most (8192 fits any data-centre GPU) */
 	int n = quick ? 4096 : 8192;
@@ -310,7 +372,8 @@ int check_gpu_gemm(struct vcheck *c, bool quick)
 		double peak = g.get(&dev, i) == CU_OK
 				      ? catalogue_tflops(&g, dev, model, sizeof(model))
 				      : 0;
-		if (gemm_one(&g, i, n, quick ? 5 : 20, &t, &w) < 0) {
+		double watts = 0;
+		if (gemm_one(&g, &pw, i, n, quick ? 5 : 20, &t, &watts, &w) < 0) {
 			c->verdict = V_FAIL;
 			strbuf_addf(&sb, "%sGPU %d: CUDA or cuBLAS call failed", i ? ", " : "", i);
 			continue;
@@ -321,17 +384,27 @@ int check_gpu_gemm(struct vcheck *c, bool quick)
 		if (peak > 0 && (floor == 0 || 0.5 * peak < floor))
 			floor = 0.5 * peak;
 		strbuf_addf(&sb, "%s%d: %.3g", i ? ", " : "", i, t);
+		if (watts > 0) {
+			double pwr = t / watts;
+			if (!least_per_watt || pwr < least_per_watt)
+				least_per_watt = pwr;
+			strbuf_addf(&per, "%s%d: %.3g at %.0f W", per.len ? ", " : "", i, pwr,
+				    watts);
+		}
 	}
+	power_close(&pw);
 	c->figure = slowest;
+	c->per_watt = least_per_watt;
 	char from[48];
 	snprintf(from, sizeof(from), floor > 0 ? "50%% of the catalogue's %s" : "floor", model);
 	enum vverdict was = c->verdict;
 	vcheck_judge(c, floor > 0 ? floor : 1, from);
 	if (was == V_FAIL || wrong)
 		c->verdict = V_FAIL;
-	snprintf(c->detail, sizeof(c->detail), "bf16 GEMM %dx%d, %d wrong; %.240s", n, n, wrong,
-		 sb.buf);
+	snprintf(c->detail, sizeof(c->detail), "bf16 GEMM %dx%d, %d wrong; %.140s%s%.110s", n, n,
+		 wrong, sb.buf, per.len ? "; TFLOP/s per W " : "", per.buf);
 	strbuf_release(&sb);
+	strbuf_release(&per);
 	gpu_close(&g);
 	return 0;
 }

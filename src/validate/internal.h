@@ -22,6 +22,7 @@ struct vcheck {
 	bool higher_is_better;
 	enum vverdict verdict;
 	char detail[320];
+	double per_watt; /* the figure per watt drawn meanwhile (NVML); 0: not known */
 };
 
 void vcheck_set(struct vcheck *c, const char *layer, const char *name, const char *unit,

@@ -214,10 +214,13 @@ int validate_local(const struct vrun *o, struct vcheck *checks, int max)
 
 json_t *vcheck_pack(const struct vcheck *c)
 {
-	return json_pack("{s:s, s:s, s:f, s:s, s:f, s:s, s:s, s:s}", "layer", c->layer, "check",
-			 c->name, "figure", c->figure, "unit", c->unit, "threshold", c->threshold,
-			 "threshold_from", c->threshold_from, "verdict", vverdict_name(c->verdict),
-			 "detail", c->detail);
+	json_t *o = json_pack("{s:s, s:s, s:f, s:s, s:f, s:s, s:s, s:s}", "layer", c->layer,
+			      "check", c->name, "figure", c->figure, "unit", c->unit, "threshold",
+			      c->threshold, "threshold_from", c->threshold_from, "verdict",
+			      vverdict_name(c->verdict), "detail", c->detail);
+	if (c->per_watt > 0)
+		json_object_set_new(o, "per_watt", json_real(c->per_watt));
+	return o;
 }
 
 void vchecks_print(const struct vcheck *checks, int n)

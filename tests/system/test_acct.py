@@ -96,6 +96,8 @@ def test_records_cost_energy_and_usage(workdir, procs):
     q = [x for x in t.json("queues")["queues"] if x["name"] == "default"][0]
     assert q["budget"] == {"amount": 0.05, "period": "day"} and q["budget_state"] == "spent", q
     assert "SPENT: new jobs wait" in t.run("queues").stdout
+    st, m = t.api("GET", "/metrics")
+    assert st == 200 and 'tenk_queue_budget_state{queue="default",period="day"} 2' in m, m
     held = t.submit("--", "true")
     why = "budget of queue default spent: %.2f of 0.05 today" % q["spent"]
     wait_for(lambda: why in t.job(held)["reason"], 20, "the job held by the budget")

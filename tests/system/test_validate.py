@@ -105,6 +105,9 @@ def test_gpu_checks_through_stand_in_libraries():
     # host memory is no H100: held to half the catalogue's peak, it fails
     assert g["threshold_from"] == "50% of the catalogue's H100" and g["verdict"] == "FAIL"
     assert "0: " in g["detail"] and "1: " in g["detail"]  # every device, named
+    # compute per watt, from NVML's power (the stand-in draws 70 W)
+    assert "TFLOP/s per W 0: " in g["detail"] and "at 70 W" in g["detail"], g
+    assert abs(g["per_watt"] - g["figure"] / 70) < 1e-3 * g["per_watt"], g
     m = c["gpu_copy"]
     assert m["figure"] > 0 and m["threshold"] == 100 and "device to device" in m["detail"]
     n = c["nccl_allreduce"]
