@@ -282,13 +282,29 @@ static void node_memory(struct agent *a, struct strbuf *b)
 	prom_sample(b, "tenk_node_memory_available_bytes", &l, (double)avail);
 }
 
+/* Two counter families whose samples were gathered side by side: their
+ * heads, then their samples, each under its own. */
+static void two_families(struct strbuf *b, const char *const names[2], const char *const helps[2],
+			 struct strbuf sb[2])
+{
+	for (int i = 0; i < 2; i++) {
+		prom_family(b, names[i], "counter", helps[i]);
+		strbuf_add(b, sb[i].buf, sb[i].len);
+		strbuf_release(&sb[i]);
+	}
+}
+
 /* /proc/diskstats, whole disks only (those in /sys/block, not loop or ram
  * devices): bytes read and written. */
 static void node_disks(struct agent *a, struct strbuf *b)
 {
-	struct strbuf rd, wr;
-	strbuf_init(&rd);
-	strbuf_init(&wr);
+	static const char *const names[2] = {"tenk_node_disk_read_bytes_total",
+					     "tenk_node_disk_written_bytes_total"};
+	static const char *const helps[2] = {"Bytes read from each disk.",
+					     "Bytes written to each disk."};
+	struct strbuf sb[2];
+	strbuf_init(&sb[0]);
+	strbuf_init(&sb[1]);
 	FILE *f = fopen("/proc/diskstats", "re");
 	char line[512];
 	while (f && fgets(line, sizeof(line), f)) {
@@ -308,26 +324,24 @@ static void node_disks(struct agent *a, struct strbuf *b)
 		prom_labels_init(&l);
 		prom_label(&l, "node", a->inv.name);
 		prom_label(&l, "device", name);
-		prom_sample(&rd, "tenk_node_disk_read_bytes_total", &l, (double)x[2] * 512);
-		prom_sample(&wr, "tenk_node_disk_written_bytes_total", &l, (double)x[6] * 512);
+		prom_sample(&sb[0], names[0], &l, (double)x[2] * 512);
+		prom_sample(&sb[1], names[1], &l, (double)x[6] * 512);
 	}
 	if (f)
 		fclose(f);
-	prom_family(b, "tenk_node_disk_read_bytes_total", "counter", "Bytes read from each disk.");
-	strbuf_add(b, rd.buf, rd.len);
-	prom_family(b, "tenk_node_disk_written_bytes_total", "counter",
-		    "Bytes written to each disk.");
-	strbuf_add(b, wr.buf, wr.len);
-	strbuf_release(&rd);
-	strbuf_release(&wr);
+	two_families(b, names, helps, sb);
 }
 
 /* /proc/net/dev, every interface but loopback. */
 static void node_network(struct agent *a, struct strbuf *b)
 {
-	struct strbuf rx, tx;
-	strbuf_init(&rx);
-	strbuf_init(&tx);
+	static const char *const names[2] = {"tenk_node_network_receive_bytes_total",
+					     "tenk_node_network_transmit_bytes_total"};
+	static const char *const helps[2] = {"Bytes received on each network interface.",
+					     "Bytes sent on each network interface."};
+	struct strbuf sb[2];
+	strbuf_init(&sb[0]);
+	strbuf_init(&sb[1]);
 	FILE *f = fopen("/proc/net/dev", "re");
 	char line[512];
 	while (f && fgets(line, sizeof(line), f)) {
@@ -346,19 +360,12 @@ static void node_network(struct agent *a, struct strbuf *b)
 		prom_labels_init(&l);
 		prom_label(&l, "node", a->inv.name);
 		prom_label(&l, "device", name);
-		prom_sample(&rx, "tenk_node_network_receive_bytes_total", &l, (double)r);
-		prom_sample(&tx, "tenk_node_network_transmit_bytes_total", &l, (double)t);
+		prom_sample(&sb[0], names[0], &l, (double)r);
+		prom_sample(&sb[1], names[1], &l, (double)t);
 	}
 	if (f)
 		fclose(f);
-	prom_family(b, "tenk_node_network_receive_bytes_total", "counter",
-		    "Bytes received on each network interface.");
-	strbuf_add(b, rx.buf, rx.len);
-	prom_family(b, "tenk_node_network_transmit_bytes_total", "counter",
-		    "Bytes sent on each network interface.");
-	strbuf_add(b, tx.buf, tx.len);
-	strbuf_release(&rx);
-	strbuf_release(&tx);
+	two_families(b, names, helps, sb);
 }
 
 char *metrics_render(struct agent *a)
