@@ -206,8 +206,8 @@ void h_metrics(struct request *r, const char *param, json_t *body);
 /* ---- ui.c: the web page ------------------------------------------------------------ */
 
 #define UI_COOKIE "tenk_session"
-#define UI_SAMPLES 8640	       /* utilization samples kept: a day's */
-#define UI_SAMPLE_MS 10000     /* one each this often */
+#define UI_SAMPLES 8640	   /* utilization samples kept: a day's */
+#define UI_SAMPLE_MS 10000 /* one each this often */
 /* Sets r's role and user from a token, as the Authorization header does. */
 void request_auth_token(struct request *r, const char *tok);
 /* Adds a header to the answer r was given. */

@@ -150,7 +150,9 @@ static void queues(struct server *s, struct strbuf *b)
 		prom_sample(b, "tenk_queue_budget", &l, sq->spec.budget);
 		prom_sample(b, "tenk_queue_spent", &l, sq->spent);
 		prom_sample(b, "tenk_queue_budget_state", &l,
-			    sq->budget_spent ? 2 : sq->spent >= 0.8 * sq->spec.budget ? 1 : 0);
+			    sq->budget_spent			 ? 2
+			    : sq->spent >= 0.8 * sq->spec.budget ? 1
+								 : 0);
 	}
 	prom_family(b, "tenk_queue_quota_accelerators", "gauge",
 		    "Each queue's guaranteed accelerators (queues with a quota).");
