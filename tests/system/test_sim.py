@@ -76,9 +76,9 @@ def test_reports_and_errors(tmp_path):
     assert set(out["queue_share"]) == {"a", "b"}
     assert out["series"] and 0 <= out["series"][0]["alloc"] <= 1
     # the same seed, the same result; failures are reported
-    a = sim("--cluster", nodes, "--trace", jobs, "--json", "--mtbf-gpu", "0.01", "--seed", "3",
+    a = sim("--cluster", nodes, "--trace", jobs, "--json", "--mtbf-gpu", "0.1", "--seed", "3",
             "--checkpoint-interval", "10s").stdout
-    b = sim("--cluster", nodes, "--trace", jobs, "--json", "--mtbf-gpu", "0.01", "--seed", "3",
+    b = sim("--cluster", nodes, "--trace", jobs, "--json", "--mtbf-gpu", "0.1", "--seed", "3",
             "--checkpoint-interval", "10s").stdout
     ja, jb = json.loads(a), json.loads(b)
     assert ja["failures"] > 0 and ja["effective_training"] < 1
@@ -123,14 +123,19 @@ def test_quota_holds_a_queue_back(tmp_path):
 
 @pytest.mark.skipif(not os.path.isdir(OPENB), reason="the openb traces are not present")
 def test_fgd_experiment_matches_the_paper(tmp_path):
+    # the sanitizers' build replays FGD alone (its replay is what is new
+    # to check there; Best-Fit against the paper is the plain build's)
+    both = "asan" not in BIN
     out = json.loads(sim("--experiment", "fgd", "--traces", TRACES, "--workloads", "default",
-                         "--policies", "bestfit,fgd", "--json").stdout)
+                         "--policies", "bestfit,fgd" if both else "fgd", "--json").stdout)
     by = {r["policy"]: r for r in out}
-    paper_bf = by["bestfit"]["paper"]["130"]
     paper_fgd = by["fgd"]["paper"]["130"]
-    assert abs(paper_bf - 93.076) < 0.01 and abs(paper_fgd - 95.391) < 0.01
-    assert abs(by["bestfit"]["ours"]["130"] - paper_bf) <= 0.5
+    assert abs(paper_fgd - 95.391) < 0.01
     assert by["fgd"]["ours"]["130"] >= paper_fgd
+    if both:
+        paper_bf = by["bestfit"]["paper"]["130"]
+        assert abs(paper_bf - 93.076) < 0.01
+        assert abs(by["bestfit"]["ours"]["130"] - paper_bf) <= 0.5
     # untimed pod lists are for the experiment only
     nodes = os.path.join(OPENB, "csv", "openb_node_list_gpu_node.csv")
     p = sim("--cluster", nodes, "--trace", os.path.join(OPENB, "csv",
