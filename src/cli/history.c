@@ -33,14 +33,12 @@ static int run_history(struct ctx *c)
 		json_decref(res);
 		return CLI_EXIT_ERROR;
 	}
-	fprintf(f, "id,submit_s,run_s,nodes,tasks_per_node,gpus_per_task,cpus_per_task,mem_mib,"
-		   "gpu_types,queue,class,time_limit_s\n");
 	int64_t first = INT64_MAX;
 	size_t i;
 	json_t *j;
 	json_array_foreach (jobs, i, j)
 		first = MIN(first, jint(j, "submit_ms"));
-	int n = 0;
+	json_t *rows = json_array();
 	json_array_foreach (jobs, i, j) {
 		json_t *atts = json_object_get(j, "attempts");
 		json_t *a = json_array_get(atts, json_array_size(atts) - 1);
@@ -55,15 +53,44 @@ static int run_history(struct ctx *c)
 			snprintf(types + len, sizeof(types) - len, "%s%s", k ? ";" : "",
 				 json_string_value(t) ? json_string_value(t) : "");
 		}
-		fprintf(f, "%lld,%.3f,%.3f,%lld,%lld,%g,%lld,%lld,%s,%s,%s,%lld\n",
-			(long long)jint(j, "id"), (double)(jint(j, "submit_ms") - first) / 1000,
-			(double)(jint(a, "end_ms") - jint(a, "start_ms")) / 1000,
-			(long long)jint(req, "nodes"), (long long)jint(req, "tasks_per_node"),
-			json_number_value(json_object_get(req, "gpus_per_task")),
-			(long long)jint(req, "cpus_per_task"), (long long)jint(req, "mem_mib"),
-			types, jstr(j, "queue"), jstr(j, "class"),
-			(long long)jint(req, "time_limit_s"));
-		n++;
+		/* milliseconds as seconds, with no float noise in the JSON */
+		json_array_append_new(
+			rows,
+			json_pack(
+				"{s:I, s:f, s:f, s:I, s:I, s:o, s:I, s:I, s:s, s:s, s:s, s:I}",
+				"id", (json_int_t)jint(j, "id"), "submit_s",
+				(double)(jint(j, "submit_ms") - first) / 1000, "run_s",
+				(double)(jint(a, "end_ms") - jint(a, "start_ms")) / 1000, "nodes",
+				(json_int_t)jint(req, "nodes"), "tasks_per_node",
+				(json_int_t)jint(req, "tasks_per_node"), "gpus_per_task",
+				json_real(json_number_value(json_object_get(req, "gpus_per_task"))),
+				"cpus_per_task", (json_int_t)jint(req, "cpus_per_task"), "mem_mib",
+				(json_int_t)jint(req, "mem_mib"), "gpu_types", types, "queue",
+				jstr(j, "queue"), "class", jstr(j, "class"), "time_limit_s",
+				(json_int_t)jint(req, "time_limit_s")));
+	}
+	int n = (int)json_array_size(rows);
+	if (c->json) {
+		json_t *out = json_pack("{s:o}", "jobs", rows);
+		char *text = json_dumps(out, JSON_INDENT(2) | JSON_REAL_PRECISION(12));
+		fprintf(f, "%s\n", text);
+		free(text);
+		json_decref(out);
+	} else {
+		fprintf(f, "id,submit_s,run_s,nodes,tasks_per_node,gpus_per_task,cpus_per_task,"
+			   "mem_mib,gpu_types,queue,class,time_limit_s\n");
+		json_t *r;
+		json_array_foreach (rows, i, r)
+			fprintf(f, "%lld,%.3f,%.3f,%lld,%lld,%g,%lld,%lld,%s,%s,%s,%lld\n",
+				(long long)jint(r, "id"),
+				json_number_value(json_object_get(r, "submit_s")),
+				json_number_value(json_object_get(r, "run_s")),
+				(long long)jint(r, "nodes"), (long long)jint(r, "tasks_per_node"),
+				json_number_value(json_object_get(r, "gpus_per_task")),
+				(long long)jint(r, "cpus_per_task"), (long long)jint(r, "mem_mib"),
+				jstr(r, "gpu_types"), jstr(r, "queue"), jstr(r, "class"),
+				(long long)jint(r, "time_limit_s"));
+		json_decref(rows);
 	}
 	json_decref(res);
 	bool bad = ferror(f) != 0;

@@ -49,7 +49,9 @@ static const struct tk_option submit_opts[] = {
 	{"gpu-type", 0, "LIST", "acceptable models, e.g. H100,A100-80GB"},
 	{"cpus-per-task", 'c', "N", "CPUs reserved per task (default 0: none reserved)"},
 	{"mem", 0, "SIZE", "memory reserved per node, e.g. 64G"},
-	{"time", 't', "LIMIT", "time limit, e.g. 90m, 2h, 1-00:00:00"},
+	{"time", 't', "LIMIT",
+	 "time limit as Slurm reads it: a bare number is minutes; 90s, 2h, MM:SS, HH:MM:SS, "
+	 "D-HH, D-HH:MM:SS"},
 	{"name", 'J', "NAME", "job name (default: the command's name)"},
 	{"output", 'o', "PATH", "output file; %j job, %t task, %n node rank (default tenk-%j.out)"},
 	{"chdir", 'D', "DIR", "working folder (default: this one)"},
@@ -90,10 +92,12 @@ static int add_duration_opt(struct ctx *c, json_t *req, int opt, const char *key
 	if (!v)
 		return 0;
 	int64_t s;
-	if (tk_parse_duration(v, &s) < 0)
+	if (opt == S_TIME ? tk_parse_time_limit(v, &s) < 0 : tk_parse_duration(v, &s) < 0)
 		return usage_error(c->cmd,
-				   "--%s: expected a duration such as 90s, 30m, 2h, 1d or "
-				   "1-02:00:00, got \"%s\"",
+				   opt == S_TIME ? "--%s: expected minutes (90), 90s, 2h, MM:SS, "
+						   "HH:MM:SS, D-HH or D-HH:MM:SS, got \"%s\""
+						 : "--%s: expected a duration such as 90s, 30m, "
+						   "2h, 1d or 1-02:00:00, got \"%s\"",
 				   submit_opts[opt].name, v);
 	json_object_set_new(req, key, json_integer(s));
 	return 0;
@@ -442,9 +446,13 @@ static void show_job(json_t *j)
 			printf("%s%s", i ? "|" : " ", json_string_value(v));
 	}
 	printf("\n");
-	char tl[32] = "none";
-	if (jint(req, "time_limit_s"))
-		tk_format_duration(jint(req, "time_limit_s"), tl, sizeof(tl));
+	char tl[64] = "none";
+	if (jint(req, "time_limit_s")) {
+		char clock[32];
+		tk_format_clock(jint(req, "time_limit_s"), clock, sizeof(clock));
+		snprintf(tl, sizeof(tl), "%s (%lld s)", clock,
+			 (long long)jint(req, "time_limit_s"));
+	}
 	printf("  Limits:   time %s, %lld CPU(s) per task, %lld MiB per node, requeue %lld\n", tl,
 	       (long long)jint(req, "cpus_per_task"), (long long)jint(req, "mem_mib"),
 	       (long long)jint(req, "requeue"));

@@ -127,7 +127,7 @@ static int add_checked(int64_t *acc, int64_t v, int64_t mul)
 	return 0;
 }
 
-/* "D-HH:MM:SS", "HH:MM:SS", "MM:SS" (Slurm's forms). */
+/* "D-HH:MM:SS", "D-HH:MM", "D-HH", "HH:MM:SS", "MM:SS" (Slurm's forms). */
 static int parse_clock(const char *s, int64_t *ret)
 {
 	int64_t days = 0, parts[3];
@@ -176,9 +176,13 @@ static int parse_clock(const char *s, int64_t *ret)
 			m = parts[0];
 			sec = parts[1];
 		}
+	} else if (n == 1 && dash) {
+		h = parts[0];
 	} else {
 		return -EINVAL;
 	}
+	if (dash && h >= 24)
+		return -ERANGE;
 	if ((n == 3 || dash) && m >= 60)
 		return -ERANGE;
 	if (sec >= 60)
@@ -249,6 +253,32 @@ int tk_parse_duration(const char *s, int64_t *ret_seconds)
 	}
 	*ret_seconds = acc;
 	return 0;
+}
+
+int tk_parse_time_limit(const char *s, int64_t *ret_seconds)
+{
+	if (s && *s && strspn(s, "0123456789") == strlen(s)) {
+		int64_t min;
+		int r = tk_parse_int64(s, 0, INT64_MAX / 60, &min);
+		if (r < 0)
+			return -ERANGE;
+		*ret_seconds = min * 60; /* Slurm's: a bare number is minutes */
+		return 0;
+	}
+	return tk_parse_duration(s, ret_seconds);
+}
+
+void tk_format_clock(int64_t seconds, char *buf, size_t n)
+{
+	if (seconds < 0)
+		seconds = 0;
+	int64_t d = seconds / 86400, h = seconds / 3600 % 24, m = seconds / 60 % 60,
+		s = seconds % 60;
+	if (d)
+		snprintf(buf, n, "%lld-%02lld:%02lld:%02lld", (long long)d, (long long)h,
+			 (long long)m, (long long)s);
+	else
+		snprintf(buf, n, "%02lld:%02lld:%02lld", (long long)h, (long long)m, (long long)s);
 }
 
 void tk_format_duration(int64_t seconds, char *buf, size_t n)

@@ -119,6 +119,11 @@ int tk_parse_size_mib(const char *s, int64_t *ret_mib);
 /* A duration: seconds ("90"), with units ("90s", "10m", "2h", "1d",
  * "1h30m"), or clock form ("MM:SS", "HH:MM:SS", "D-HH:MM:SS"). */
 int tk_parse_duration(const char *s, int64_t *ret_seconds);
+/* A job's time limit as Slurm reads it: a bare number is minutes; else as
+ * tk_parse_duration (90m, 2h, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS). */
+int tk_parse_time_limit(const char *s, int64_t *ret_seconds);
+/* "D-HH:MM:SS" or "HH:MM:SS", Slurm's way to print a time. */
+void tk_format_clock(int64_t seconds, char *buf, size_t n);
 /* Is url plain HTTP to a host other than this machine's loopback
  * ("localhost", 127.0.0.0/8, ::1)? A token must not travel so unless the
  * user said --insecure-http. */

@@ -239,6 +239,10 @@ int bench_main(const struct tk_command *cmd, int argc, char **argv)
 	}
 	const char *rs = v[O_RANK] ? v[O_RANK] : getenv("RANK");
 	const char *ns = v[O_SIZE] ? v[O_SIZE] : getenv("WORLD_SIZE");
+	if (!rs && !ns) { /* outside a job: one rank, on its own */
+		rs = "0";
+		ns = "1";
+	}
 	if (!rs || !ns || tk_parse_int64(ns, 1, 4096, &size) < 0 ||
 	    tk_parse_int64(rs, 0, size - 1, &rank) < 0)
 		return usage(

@@ -174,7 +174,8 @@ def test_cli_usage_errors(cluster):
     cases = [
         (["submit"], "missing arguments"),
         (["submit", "-N", "0", "--", "true"], '--nodes: must be an integer from 1 to 4096, got "0"'),
-        (["submit", "--time", "soon", "--", "true"], "--time: expected a duration"),
+        (["submit", "--time", "soon", "--", "true"], "--time: expected minutes (90), 90s"),
+        (["submit", "-t", "1-24", "--", "true"], "D-HH or D-HH:MM:SS, got \"1-24\""),
         (["submit", "--mem", "lots", "--", "true"], "--mem: expected a size"),
         (["submit", "-G", "x", "--", "true"], "--gpus-per-task: must be a number"),
         (["submit", "--bogus", "--", "true"], "unknown option --bogus"),
@@ -196,6 +197,11 @@ def test_cli_usage_errors(cluster):
     p = cluster.run("queue", check=False, env={"PATH": "/usr/bin:/bin"}, cwd="/")
     assert p.returncode == 2 and "no server given" in p.stderr
     assert cluster.run("submit", "--help").stdout.startswith("usage: tenk submit")
+    # -t as Slurm reads it, and show says what it understood
+    for given, want in (("90", "01:30:00 (5400 s)"), ("2-12", "2-12:00:00 (216000 s)")):
+        jid = cluster.submit("-t", given, "--", "true")
+        assert cluster.job(jid)["request"]["time_limit_s"] == int(want.split("(")[1][:-3])
+        assert f"time {want}" in cluster.run("show", jid).stdout
     assert "submit" in cluster.run("help").stdout
 
 

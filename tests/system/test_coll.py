@@ -80,3 +80,20 @@ def test_bench_as_a_tenk_job(hosts3, workdir, kill_all):
     assert res["ranks"] == 2 and res["transport"] == "tcp"
     assert all(r["wrong"] == 0 for r in res["rows"]) and len(res["rows"]) == 3
     c.stop_all()
+
+
+def test_bench_outside_a_job_runs_one_rank():
+    """The README's `tenk bench allreduce -b 8 -e 256M`, run as written on
+    a machine with no job around it: one rank, the table, exit 0."""
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE")}
+    p = subprocess.run([BIN, "bench", "allreduce", "-b", "8", "-e", "64K"], env=env,
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert "1 ranks" in p.stdout and "65536" in p.stdout, p.stdout
+    for mark in SANITIZER_MARKS:
+        assert mark not in p.stderr
+    env["RANK"] = "0"  # half a job is still an error
+    p = subprocess.run([BIN, "bench", "allreduce"], env=env, capture_output=True, text=True,
+                       timeout=60)
+    assert p.returncode == 2 and "--rank and --size" in p.stderr
+

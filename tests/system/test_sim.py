@@ -47,6 +47,10 @@ def test_history_of_a_real_server_replays(cluster, workdir):
     assert rows[0]["submit_s"] == "0.000"
     assert all(float(r["run_s"]) >= 0.25 for r in rows[:3])
     assert rows[3]["gpus_per_task"] == "0.5"
+    # --json: the same rows as JSON
+    js = json.loads(cluster.run("history", "--json").stdout)["jobs"]
+    assert [r["id"] for r in js] == ids and js[3]["gpus_per_task"] == 0.5
+    assert [round(r["run_s"], 3) for r in js] == [float(r["run_s"]) for r in rows]
     nodes = write(os.path.join(workdir, "nodes.csv"), "name,model,gpus,cpus\nn1,H100,8,64\n")
     out = json.loads(sim("--cluster", nodes, "--trace", trace, "--json").stdout)
     assert out["jobs"] == 4 and out["done"] == 4 and out["unfinished"] == 0

@@ -86,7 +86,42 @@ static void test_parse_duration(void **state)
 			fail_msg("\"%s\": %lld s, want %lld", cases[i].in, (long long)v,
 				 (long long)cases[i].s);
 	}
+	/* a job's time limit as Slurm reads it */
+	struct {
+		const char *in;
+		int rc;
+		int64_t s;
+	} limits[] = {
+		{"90", 0, 5400},
+		{"0", 0, 0},
+		{"90s", 0, 90},
+		{"2h", 0, 7200},
+		{"30:00", 0, 1800},
+		{"01:30:00", 0, 5400},
+		{"2-12", 0, 216000},
+		{"2-12:30", 0, 217800},
+		{"1-00:00:01", 0, 86401},
+		{"1-24", -ERANGE, 0},
+		{"1-", -EINVAL, 0},
+		{"90x", -EINVAL, 0},
+		{"", -EINVAL, 0},
+		{"1:2:3:4", -EINVAL, 0},
+		{"999999999999999999999", -ERANGE, 0},
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(limits); i++) {
+		int64_t v = 0;
+		int rc = tk_parse_time_limit(limits[i].in, &v);
+		if (rc != limits[i].rc)
+			fail_msg("limit \"%s\": rc %d, want %d", limits[i].in, rc, limits[i].rc);
+		if (rc == 0 && v != limits[i].s)
+			fail_msg("limit \"%s\": %lld s, want %lld", limits[i].in, (long long)v,
+				 (long long)limits[i].s);
+	}
 	char buf[32];
+	tk_format_clock(217800, buf, sizeof(buf));
+	assert_string_equal(buf, "2-12:30:00");
+	tk_format_clock(5400, buf, sizeof(buf));
+	assert_string_equal(buf, "01:30:00");
 	tk_format_duration(93784, buf, sizeof(buf));
 	assert_string_equal(buf, "1d02h");
 	tk_format_duration(75, buf, sizeof(buf));
