@@ -28,10 +28,14 @@
  */
 #include "internal.h"
 
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <ifaddrs.h>
+#include <netdb.h>
+#include <netinet/in.h>
 #include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
@@ -388,13 +392,82 @@ static bool reserved(const char *key, size_t len, bool fraction)
 		"SHELL",
 		NULL,
 	};
-	if (len > 5 && strncmp(key, "TENK_", 5) == 0)
+	if ((len > 5 && strncmp(key, "TENK_", 5) == 0) || (len > 4 && strncmp(key, "PET_", 4) == 0))
 		return true;
 	/* a fraction's share of the device is tenk's to set */
 	if (fraction && len > 9 && strncmp(key, "CUDA_MPS_", 9) == 0)
 		return true;
 	for (const char *const *p = names; *p; p++)
 		if (strlen(*p) == len && strncmp(*p, key, len) == 0)
+			return true;
+	return false;
+}
+
+/* Whether this machine's own name resolves to a loopback address (Debian's
+ * /etc/hosts maps it to 127.0.1.1): libraries that find their address by
+ * the host name (gloo, NCCL) then offer peers a loopback address. */
+static bool hostname_is_loopback(void)
+{
+	char name[256];
+	if (gethostname(name, sizeof(name) - 1) < 0)
+		return false;
+	name[sizeof(name) - 1] = 0;
+	struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *res = NULL;
+	if (getaddrinfo(name, NULL, &hints, &res) != 0)
+		return false;
+	bool loop = false;
+	for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
+		if (ai->ai_family == AF_INET)
+			loop |= (ntohl(((struct sockaddr_in *)ai->ai_addr)->sin_addr.s_addr) >>
+				 24) == 127;
+		else if (ai->ai_family == AF_INET6)
+			loop |= IN6_IS_ADDR_LOOPBACK(
+				&((struct sockaddr_in6 *)ai->ai_addr)->sin6_addr);
+	}
+	freeaddrinfo(res);
+	return loop;
+}
+
+/* The interface this machine reaches addr through ("" when it cannot
+ * tell): a UDP socket connected there (which sends nothing) names the
+ * local address, and the interface holding it is the one. */
+static void iface_toward(const char *addr, char *out, size_t n)
+{
+	out[0] = 0;
+	struct addrinfo hints = {.ai_socktype = SOCK_DGRAM, .ai_flags = AI_NUMERICHOST}, *res;
+	if (getaddrinfo(addr, "9", &hints, &res) != 0)
+		return;
+	int fd = socket(res->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_storage local;
+	socklen_t len = sizeof(local);
+	bool ok = fd >= 0 && connect(fd, res->ai_addr, res->ai_addrlen) == 0 &&
+		  getsockname(fd, (struct sockaddr *)&local, &len) == 0;
+	if (fd >= 0)
+		close(fd);
+	freeaddrinfo(res);
+	struct ifaddrs *ifs;
+	if (!ok || getifaddrs(&ifs) < 0)
+		return;
+	for (struct ifaddrs *i = ifs; i && !out[0]; i = i->ifa_next) {
+		if (!i->ifa_addr || i->ifa_addr->sa_family != local.ss_family)
+			continue;
+		bool same = local.ss_family == AF_INET
+				    ? ((struct sockaddr_in *)i->ifa_addr)->sin_addr.s_addr ==
+					      ((struct sockaddr_in *)&local)->sin_addr.s_addr
+				    : memcmp(&((struct sockaddr_in6 *)i->ifa_addr)->sin6_addr,
+					     &((struct sockaddr_in6 *)&local)->sin6_addr,
+					     sizeof(struct in6_addr)) == 0;
+		if (same)
+			snprintf(out, n, "%s", i->ifa_name);
+	}
+	freeifaddrs(ifs);
+}
+
+static bool env_has(char **env, int n, const char *key)
+{
+	size_t k = strlen(key);
+	for (int i = 0; i < n; i++)
+		if (strncmp(env[i], key, k) == 0 && env[i][k] == '=')
 			return true;
 	return false;
 }
@@ -447,6 +520,21 @@ static void build_env(struct taskgroup *g, const struct work_spec *spec, int loc
 	env_add(&env, &n, &alloc, "NODE_RANK=%d", g->node_rank);
 	env_add(&env, &n, &alloc, "GROUP_RANK=%d", g->node_rank);
 	env_add(&env, &n, &alloc, "NNODES=%d", g->nnodes);
+	/* torchrun's own: a plain `torchrun train.py` uses the job's rendezvous */
+	env_add(&env, &n, &alloc, "PET_NNODES=%d", g->nnodes);
+	env_add(&env, &n, &alloc, "PET_NODE_RANK=%d", g->node_rank);
+	env_add(&env, &n, &alloc, "PET_NPROC_PER_NODE=%d", g->tpn == 1 && ndevs > 1 ? ndevs : 1);
+	env_add(&env, &n, &alloc, "PET_MASTER_ADDR=%s", spec->master_addr);
+	env_add(&env, &n, &alloc, "PET_MASTER_PORT=%d", spec->master_port);
+	if (g->nnodes > 1 && hostname_is_loopback()) {
+		char ifname[64];
+		iface_toward(spec->master_addr, ifname, sizeof(ifname));
+		for (int k = 0; ifname[0] && k < 2; k++) {
+			const char *key = k ? "NCCL_SOCKET_IFNAME" : "GLOO_SOCKET_IFNAME";
+			if (!env_has(env, n, key))
+				env_add(&env, &n, &alloc, "%s=%s", key, ifname);
+		}
+	}
 	env_add(&env, &n, &alloc, "CUDA_DEVICE_ORDER=PCI_BUS_ID");
 	env_add(&env, &n, &alloc, "CUDA_VISIBLE_DEVICES=%s", cvd.buf);
 	env_add(&env, &n, &alloc, "TENK_JOB_ID=%lld", (long long)g->job);

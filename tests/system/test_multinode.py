@@ -4,6 +4,7 @@ failing together, node loss and server crashes."""
 import glob
 import json
 import os
+import socket
 import random
 import sys
 import threading
@@ -89,17 +90,21 @@ def test_pytorch_ddp_two_hosts(hosts3, workdir, kill_all, how):
     out = os.path.join(workdir, "ddp")
     os.mkdir(out)
     env = c.env()
-    env["GLOO_SOCKET_IFNAME"] = "eth0"  # the hosts' only interface besides lo
     env["OMP_NUM_THREADS"] = "1"
     script = os.path.join(HERE, "ddp_train.py")
     if how == "task-per-rank":
+        env["GLOO_SOCKET_IFNAME"] = "eth0"  # the hosts' only interface besides lo
         jid = c.submit("-N", "2", "--tasks-per-node", "2", "-G", "1", "--", PY, script,
                        out, env=env)
     else:
-        # torchrun once per node, its arguments from tenk's environment
-        cmd = ("exec torchrun --nnodes=$NNODES --node_rank=$NODE_RANK --nproc_per_node=2 "
-               "--master_addr=$MASTER_ADDR --master_port=$MASTER_PORT "
-               f"--redirects 1 --tee 1 {script} {out}")
+        # a plain torchrun once per node: tenk's PET_* give it the nodes, the
+        # ranks per node and the job's own rendezvous, and tenk points gloo
+        # at the interface toward the master, for these hosts' name
+        # resolves to a loopback address (the test sets no GLOO_SOCKET_IFNAME)
+        hostname = socket.gethostname()
+        assert socket.gethostbyname(hostname).startswith("127."), "the case under test"
+        env.pop("GLOO_SOCKET_IFNAME", None)
+        cmd = f"exec torchrun --redirects 1 --tee 1 {script} {out}"
         jid = c.submit("-N", "2", "--tasks-per-node", "1", "-G", "2", "--", "sh", "-c", cmd,
                        env=env)
     p = c.run("wait", jid, check=False, timeout=300)
