@@ -31,7 +31,7 @@ int api_error(const struct ctx *c, const struct tk_error *err)
 
 void print_json(json_t *j)
 {
-	char *text = json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS);
+	char *text = json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS | JSON_REAL_PRECISION(15));
 	puts(text);
 	free(text);
 }

@@ -125,7 +125,8 @@ static void set_reply(struct request *r, unsigned status, char *text, const char
 void reply_json(struct request *r, unsigned status, json_t *body)
 {
 	audit_reply(r, status, body);
-	char *text = json_dumps(body, JSON_COMPACT);
+	/* 15 digits: 989.4, not 989.39999999999998 (what the store keeps is exact) */
+	char *text = json_dumps(body, JSON_COMPACT | JSON_REAL_PRECISION(15));
 	json_decref(body);
 	size_t n = strlen(text);
 	text = xrealloc(text, n + 2);

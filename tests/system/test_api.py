@@ -197,6 +197,10 @@ def test_cli_usage_errors(cluster):
     p = cluster.run("queue", check=False, env={"PATH": "/usr/bin:/bin"}, cwd="/")
     assert p.returncode == 2 and "no server given" in p.stderr
     assert cluster.run("submit", "--help").stdout.startswith("usage: tenk submit")
+    # numbers without float noise, in the API and under --json
+    jid = cluster.submit("-G", "0.3", "--", "true")
+    shown = cluster.run("show", jid, "--json").stdout
+    assert '"gpus_per_task": 0.3' in shown and "0.2999" not in shown, shown
     # -t as Slurm reads it, and show says what it understood
     for given, want in (("90", "01:30:00 (5400 s)"), ("2-12", "2-12:00:00 (216000 s)")):
         jid = cluster.submit("-t", given, "--", "true")
