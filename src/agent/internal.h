@@ -133,6 +133,9 @@ struct taskgroup {
 	int ndevs;
 	int devs[MODEL_MAX_ACCELS];
 	int milli; /* its share of each */
+	/* the interface toward its master where this host's name resolves to
+	 * loopback ("": none needed), for GLOO_/NCCL_SOCKET_IFNAME */
+	char loop_ifname[64];
 	/* what its accelerators used (usage.c): each one's energy counter at
 	 * the start (NVML index; -1: none), energy integrated from power where
 	 * there is no counter, busy time (utilization times wall time) */

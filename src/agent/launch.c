@@ -526,14 +526,10 @@ static void build_env(struct taskgroup *g, const struct work_spec *spec, int loc
 	env_add(&env, &n, &alloc, "PET_NPROC_PER_NODE=%d", g->tpn == 1 && ndevs > 1 ? ndevs : 1);
 	env_add(&env, &n, &alloc, "PET_MASTER_ADDR=%s", spec->master_addr);
 	env_add(&env, &n, &alloc, "PET_MASTER_PORT=%d", spec->master_port);
-	if (g->nnodes > 1 && hostname_is_loopback()) {
-		char ifname[64];
-		iface_toward(spec->master_addr, ifname, sizeof(ifname));
-		for (int k = 0; ifname[0] && k < 2; k++) {
-			const char *key = k ? "NCCL_SOCKET_IFNAME" : "GLOO_SOCKET_IFNAME";
-			if (!env_has(env, n, key))
-				env_add(&env, &n, &alloc, "%s=%s", key, ifname);
-		}
+	for (int k = 0; g->loop_ifname[0] && k < 2; k++) {
+		const char *key = k ? "NCCL_SOCKET_IFNAME" : "GLOO_SOCKET_IFNAME";
+		if (!env_has(env, n, key))
+			env_add(&env, &n, &alloc, "%s=%s", key, g->loop_ifname);
 	}
 	env_add(&env, &n, &alloc, "CUDA_DEVICE_ORDER=PCI_BUS_ID");
 	env_add(&env, &n, &alloc, "CUDA_VISIBLE_DEVICES=%s", cvd.buf);
@@ -850,6 +846,11 @@ static bool build_plan(struct taskgroup *g, const struct work_spec *spec, struct
 			launch_failed(g, i, 127, why);
 		return false;
 	}
+	/* once for the attempt: gloo's and NCCL's interface where the host's
+	 * name would give peers a loopback address */
+	g->loop_ifname[0] = 0;
+	if (g->nnodes > 1 && hostname_is_loopback())
+		iface_toward(spec->master_addr, g->loop_ifname, sizeof(g->loop_ifname));
 	plan->ntasks = g->ntasks;
 	plan->tasks = xcalloc((size_t)g->ntasks, sizeof(*plan->tasks));
 	for (int i = 0; i < g->ntasks; i++) {

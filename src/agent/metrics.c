@@ -38,6 +38,16 @@ static void gpu_labels(struct agent *a, int i, struct prom_labels *l)
 	prom_label(l, "model_name", a->inv.accel[i].model);
 }
 
+static void dcgm_labels(struct agent *a, int i, struct prom_labels *l)
+{
+	prom_labels_init(l);
+	prom_labelf(l, "gpu", "%d", a->inv.accel[i].index);
+	prom_label(l, "UUID", a->inv.accel[i].uuid);
+	prom_labelf(l, "device", "nvidia%d", a->inv.accel[i].index);
+	prom_label(l, "modelName", a->inv.accel[i].model);
+	prom_label(l, "Hostname", a->inv.name);
+}
+
 struct gpu_family {
 	const char *name, *type, *help;
 	unsigned need;
@@ -151,12 +161,7 @@ static void gpus(struct agent *a, struct strbuf *b)
 				if (!(smp[i].have & dcgm_families[f].need))
 					continue;
 				struct prom_labels l;
-				prom_labels_init(&l);
-				prom_labelf(&l, "gpu", "%d", a->inv.accel[i].index);
-				prom_label(&l, "UUID", a->inv.accel[i].uuid);
-				prom_labelf(&l, "device", "nvidia%d", a->inv.accel[i].index);
-				prom_label(&l, "modelName", a->inv.accel[i].model);
-				prom_label(&l, "Hostname", a->inv.name);
+				dcgm_labels(a, i, &l);
 				prom_sample(b, dcgm_families[f].name, &l,
 					    dcgm_families[f].value(&smp[i]) *
 						    dcgm_families[f].scale);
@@ -168,12 +173,7 @@ static void gpus(struct agent *a, struct strbuf *b)
 			unsigned last;
 			health_xids(a, i, &last);
 			struct prom_labels l;
-			prom_labels_init(&l);
-			prom_labelf(&l, "gpu", "%d", a->inv.accel[i].index);
-			prom_label(&l, "UUID", a->inv.accel[i].uuid);
-			prom_labelf(&l, "device", "nvidia%d", a->inv.accel[i].index);
-			prom_label(&l, "modelName", a->inv.accel[i].model);
-			prom_label(&l, "Hostname", a->inv.name);
+			dcgm_labels(a, i, &l);
 			prom_sample(b, "DCGM_FI_DEV_XID_ERRORS", &l, last);
 		}
 	}

@@ -20,11 +20,17 @@
 #define TRAIN_BEHIND_MAX (1 << 20) /* further behind than this: skip to the end */
 #define TRAIN_PER_BEAT 32	   /* lines of one attempt sent with one beat, at most */
 
+/* WORK/metrics/JOB.ATTEMPT */
+static char *train_path(const struct taskgroup *g)
+{
+	return xasprintf("%s/metrics/%lld.%d", g->a->cfg.work_dir, (long long)g->job, g->attempt);
+}
+
 char *train_setup(struct taskgroup *g, bool as_user, uint32_t uid, uint32_t gid)
 {
 	struct agent *a = g->a;
 	_cleanup_free_ char *base = xasprintf("%s/metrics", a->cfg.work_dir);
-	char *path = xasprintf("%s/%lld.%d", base, (long long)g->job, g->attempt);
+	char *path = train_path(g);
 	int r = tk_mkdir_p(base, 0711);
 	if (r == 0)
 		chmod(base, 0711);
@@ -62,8 +68,7 @@ static void take_line(struct taskgroup *g, const char *line, size_t len)
 static void poll_group(struct taskgroup *g)
 {
 	if (g->train_fd < 0) {
-		_cleanup_free_ char *path = xasprintf("%s/metrics/%lld.%d", g->a->cfg.work_dir,
-						      (long long)g->job, g->attempt);
+		_cleanup_free_ char *path = train_path(g);
 		g->train_fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 		if (g->train_fd < 0)
 			return;
@@ -135,7 +140,6 @@ void train_release(struct taskgroup *g, bool remove)
 	g->train_fd = -1;
 	if (!remove)
 		return;
-	_cleanup_free_ char *path =
-		xasprintf("%s/metrics/%lld.%d", g->a->cfg.work_dir, (long long)g->job, g->attempt);
+	_cleanup_free_ char *path = train_path(g);
 	unlink(path);
 }

@@ -87,6 +87,16 @@ static void figures(struct server *s, const struct sjob *j, const struct attempt
 	f->cost += mem_gib * f->hours * s->st.sched.mem_price_per_gib_hour;
 }
 
+/* The share of attempt a (ending at now if it runs) inside [from, to]. */
+static double share_inside(const struct attempt *a, int64_t from, int64_t to, int64_t now)
+{
+	int64_t end = a->ended ? a->end_ms : now;
+	if (end <= a->start_ms)
+		return 0;
+	double in = (double)(MIN(end, to) - MAX(a->start_ms, from));
+	return MAX(in, 0) / (double)(end - a->start_ms);
+}
+
 static json_t *row(struct server *s, const struct sjob *j, const struct attempt *a, int64_t now)
 {
 	struct acct f;
@@ -265,11 +275,7 @@ void h_usage(struct request *r, const char *param, json_t *body)
 				continue;
 			struct acct x;
 			figures(s, j, a, now, &x);
-			/* the part of it inside the window */
-			int64_t end = a->ended ? a->end_ms : now;
-			double in = (double)(MIN(end, to) - MAX(a->start_ms, from));
-			double frac =
-				end > a->start_ms ? MAX(in, 0) / (double)(end - a->start_ms) : 0;
+			double frac = share_inside(a, from, to, now);
 			const char *key = strcmp(by, "user") == 0    ? j->job.owner
 					  : strcmp(by, "model") == 0 ? x.model
 					  : j->queue		     ? j->queue->spec.name
@@ -348,10 +354,7 @@ void acct_budgets(struct server *s)
 				continue;
 			struct acct x;
 			figures(s, j, a, now, &x);
-			double in = (double)(end - MAX(a->start_ms, from));
-			q->spent += end > a->start_ms
-					    ? x.cost * MAX(in, 0) / (double)(end - a->start_ms)
-					    : 0;
+			q->spent += x.cost * share_inside(a, from, now, now);
 		}
 	}
 	for (int k = 0; k < st->nqueues; k++) {

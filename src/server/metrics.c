@@ -50,9 +50,27 @@ static void jobs(struct server *s, struct strbuf *b)
 {
 	struct state *st = &s->st;
 	int64_t by_state[JOB_STATE_MAX] = {0};
-	for (size_t i = 0; i < st->njobs; i++)
-		if (st->jobs[i])
-			by_state[st->jobs[i]->job.state]++;
+	/* one pass over the jobs: counts by state, and the running attempts'
+	 * training metrics, kept aside until their family's turn */
+	struct strbuf train;
+	strbuf_init(&train);
+	for (size_t i = 0; i < st->njobs; i++) {
+		const struct sjob *j = st->jobs[i];
+		if (!j)
+			continue;
+		by_state[j->job.state]++;
+		if (j->job.state != JOB_RUNNING || !j->job.nattempts)
+			continue;
+		const struct attempt *a = &j->job.attempts[j->job.nattempts - 1];
+		for (int k = 0; a->train && k < a->train->last.n; k++) {
+			struct prom_labels l;
+			prom_labels_init(&l);
+			prom_labelf(&l, "job_id", "%lld", (long long)j->job.id);
+			prom_labelf(&l, "attempt", "%d", a->number);
+			prom_label(&l, "name", a->train->last.name[k]);
+			prom_sample(&train, "tenk_job_metric", &l, a->train->last.value[k]);
+		}
+	}
 	prom_family(b, "tenk_jobs", "gauge", "Jobs the server holds, by state.");
 	for (int k = 0; k < JOB_STATE_MAX; k++) {
 		struct prom_labels l;
@@ -63,20 +81,8 @@ static void jobs(struct server *s, struct strbuf *b)
 	prom_family(b, "tenk_job_metric", "gauge",
 		    "The newest value of each training metric a running attempt wrote to "
 		    "$TENK_METRICS.");
-	for (size_t i = 0; i < st->njobs; i++) {
-		const struct sjob *j = st->jobs[i];
-		if (!j || j->job.state != JOB_RUNNING || !j->job.nattempts)
-			continue;
-		const struct attempt *a = &j->job.attempts[j->job.nattempts - 1];
-		for (int k = 0; a->train && k < a->train->last.n; k++) {
-			struct prom_labels l;
-			prom_labels_init(&l);
-			prom_labelf(&l, "job_id", "%lld", (long long)j->job.id);
-			prom_labelf(&l, "attempt", "%d", a->number);
-			prom_label(&l, "name", a->train->last.name[k]);
-			prom_sample(b, "tenk_job_metric", &l, a->train->last.value[k]);
-		}
-	}
+	strbuf_add(b, train.buf, train.len);
+	strbuf_release(&train);
 	prom_family(b, "tenk_jobs_submitted_total", "counter", "Jobs submitted (the newest id).");
 	prom_sample(b, "tenk_jobs_submitted_total", NULL, (double)st->njobs);
 
