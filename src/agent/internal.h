@@ -360,6 +360,7 @@ struct shim_task {
 	char **env; /* "KEY=VALUE" */
 	char *cwd;
 	char *output; /* opened by the task as its user, appended to */
+	char *error;  /* its stderr, likewise; NULL: into output */
 	int ncdi;
 	char **cdi; /* in a container: its devices by CDI name ("nvidia.com/gpu=UUID") */
 };
@@ -380,6 +381,9 @@ struct shim_plan {
 	int attempt;
 	int64_t grace_ms;
 	int64_t limit_ms; /* 0: none */
+	/* the tasks get signal_no signal_ms after they start (0: none) */
+	int signal_no;
+	int64_t signal_ms;
 	/* the lease (wire.h): the first one's end, on this host's monotonic
 	 * clock; how long one lasts; the most grace a fenced task gets */
 	int64_t lease_until_ms;

@@ -472,6 +472,33 @@ static bool env_has(char **env, int n, const char *key)
 	return false;
 }
 
+/* Slurm's names for what tenk sets (--slurm-env), so that a script
+ * written for Slurm runs unchanged. */
+static void slurm_env(const struct taskgroup *g, const struct work_spec *spec, int local, int rank,
+		      char ***env, int *n, size_t *alloc)
+{
+	env_add(env, n, alloc, "SLURM_JOB_ID=%lld", (long long)g->job);
+	env_add(env, n, alloc, "SLURM_JOBID=%lld", (long long)g->job);
+	env_add(env, n, alloc, "SLURM_JOB_NAME=%s", spec->name);
+	env_add(env, n, alloc, "SLURM_JOB_USER=%s", spec->owner);
+	env_add(env, n, alloc, "SLURM_JOB_NUM_NODES=%d", g->nnodes);
+	env_add(env, n, alloc, "SLURM_NNODES=%d", g->nnodes);
+	env_add(env, n, alloc, "SLURM_NTASKS=%d", g->world_size);
+	env_add(env, n, alloc, "SLURM_NPROCS=%d", g->world_size);
+	env_add(env, n, alloc, "SLURM_NTASKS_PER_NODE=%d", g->tpn);
+	env_add(env, n, alloc, "SLURM_PROCID=%d", rank);
+	env_add(env, n, alloc, "SLURM_LOCALID=%d", local);
+	env_add(env, n, alloc, "SLURM_NODEID=%d", g->node_rank);
+	env_add(env, n, alloc, "SLURM_SUBMIT_DIR=%s", spec->cwd);
+	env_add(env, n, alloc, "SLURMD_NODENAME=%s", g->a->inv.name);
+	env_add(env, n, alloc, "SLURM_RESTART_COUNT=%d", g->attempt - 1);
+	if (spec->array_job) {
+		env_add(env, n, alloc, "SLURM_ARRAY_JOB_ID=%lld", (long long)spec->array_job);
+		env_add(env, n, alloc, "SLURM_ARRAY_TASK_ID=%d", spec->array_index);
+		env_add(env, n, alloc, "SLURM_ARRAY_TASK_COUNT=%d", spec->array_count);
+	}
+}
+
 /* The launch environment of local task `local` (rank `rank`), for the
  * account pw (its HOME, USER, LOGNAME, SHELL). */
 static void build_env(struct taskgroup *g, const struct work_spec *spec, int local, int rank,
@@ -491,6 +518,9 @@ static void build_env(struct taskgroup *g, const struct work_spec *spec, int loc
 		bool token =
 			spec->system && klen == 19 && strncmp(kv, "TENK_VALIDATE_TOKEN", 19) == 0;
 		if (!token && reserved(kv, klen, fraction))
+			continue;
+		/* with --slurm-env, the SLURM_* variables are this job's */
+		if (spec->slurm_env && klen > 6 && strncmp(kv, "SLURM", 5) == 0)
 			continue;
 		if (klen == 4 && strncmp(kv, "PATH", 4) == 0)
 			have_path = true;
@@ -536,6 +566,13 @@ static void build_env(struct taskgroup *g, const struct work_spec *spec, int loc
 	env_add(&env, &n, &alloc, "TENK_JOB_ID=%lld", (long long)g->job);
 	env_add(&env, &n, &alloc, "TENK_ATTEMPT=%d", g->attempt);
 	env_add(&env, &n, &alloc, "TENK_JOB_NAME=%s", spec->name);
+	if (spec->array_job) {
+		env_add(&env, &n, &alloc, "TENK_ARRAY_JOB_ID=%lld", (long long)spec->array_job);
+		env_add(&env, &n, &alloc, "TENK_ARRAY_INDEX=%d", spec->array_index);
+		env_add(&env, &n, &alloc, "TENK_ARRAY_COUNT=%d", spec->array_count);
+	}
+	if (spec->slurm_env)
+		slurm_env(g, spec, local, rank, &env, &n, &alloc);
 	env_add(&env, &n, &alloc, "TENK_NODE_NAME=%s", g->a->inv.name);
 	env_add(&env, &n, &alloc, "TENK_CHECKPOINT_DIR=%s", ckpt);
 	env_add(&env, &n, &alloc, "TENK_METRICS=%s", metrics);
@@ -565,9 +602,11 @@ static void build_env(struct taskgroup *g, const struct work_spec *spec, int loc
 	t->nenv = n;
 }
 
-/* Expands %j (job), %a (attempt), %t (task rank), %n (node rank), %% in an
- * output pattern, relative to cwd. */
-static char *output_path(const struct taskgroup *g, int rank, const char *pattern, const char *cwd)
+/* Expands an output pattern, relative to cwd: %j job, %A array (the job
+ * outside one), %a array index (0 outside one), %r attempt, %t task rank,
+ * %n node rank, %N node name, %u owner, %x job name, %%. */
+static char *output_path(const struct taskgroup *g, const struct work_spec *spec, int rank,
+			 const char *pattern, const char *cwd)
 {
 	struct strbuf sb;
 	strbuf_init(&sb);
@@ -582,8 +621,24 @@ static char *output_path(const struct taskgroup *g, int rank, const char *patter
 		case 'j':
 			strbuf_addf(&sb, "%lld", (long long)g->job);
 			break;
+		case 'A':
+			strbuf_addf(&sb, "%lld",
+				    (long long)(spec->array_job ? spec->array_job : g->job));
+			break;
 		case 'a':
+			strbuf_addf(&sb, "%d", spec->array_index);
+			break;
+		case 'r':
 			strbuf_addf(&sb, "%d", g->attempt);
+			break;
+		case 'N':
+			strbuf_addstr(&sb, g->a->inv.name);
+			break;
+		case 'u':
+			strbuf_addstr(&sb, spec->owner);
+			break;
+		case 'x':
+			strbuf_addstr(&sb, spec->name);
 			break;
 		case 't':
 			strbuf_addf(&sb, "%d", rank);
@@ -815,6 +870,10 @@ static bool build_plan(struct taskgroup *g, const struct work_spec *spec, struct
 	plan->attempt = g->attempt;
 	plan->grace_ms = g->grace_ms;
 	plan->limit_ms = spec->time_limit_s * 1000;
+	if (spec->signal && spec->time_limit_s) {
+		plan->signal_no = spec->signal;
+		plan->signal_ms = MAX(0, (spec->time_limit_s - spec->signal_before_s) * 1000);
+	}
 	/* the first lease: as far as the last answer of the server reaches */
 	plan->lease_ms = a->lease.lease_ms;
 	plan->fence_grace_ms = a->lease.fence_grace_ms;
@@ -862,7 +921,9 @@ static bool build_plan(struct taskgroup *g, const struct work_spec *spec, struct
 			t->argv[k] = xstrdup(k == 0 && self[0] ? self : spec->argv[k]);
 		build_env(g, spec, i, t->rank, ckpt, metrics, pw, t);
 		t->cwd = xstrdup(cwd);
-		t->output = output_path(g, t->rank, spec->output, cwd);
+		t->output = output_path(g, spec, t->rank, spec->output, cwd);
+		if (spec->error && !plan->container)
+			t->error = output_path(g, spec, t->rank, spec->error, cwd);
 		if (plan->container)
 			cdi_devices(g, spec, i, t);
 	}

@@ -48,7 +48,7 @@ struct shim {
 	uv_pipe_t listener;
 	struct conn *conn; /* the newest agent's; NULL: none */
 	uv_signal_t sigchld;
-	uv_timer_t limit_timer, kill_timer, lease_timer;
+	uv_timer_t limit_timer, kill_timer, lease_timer, signal_timer;
 	int64_t lease_until_ms; /* monotonic */
 	bool stopping;
 	enum exit_cause stop_cause;
@@ -144,6 +144,7 @@ static void stop(struct shim *sh, enum exit_cause cause, const char *detail, int
 	sh->stop_cause = cause;
 	snprintf(sh->stop_detail, sizeof(sh->stop_detail), "%s", detail);
 	uv_timer_stop(&sh->limit_timer);
+	uv_timer_stop(&sh->signal_timer);
 	log_debug("job %lld.%d: stopping (%s%s%s)", (long long)sh->plan.job, sh->plan.attempt,
 		  exit_cause_name(cause), *detail ? ": " : "", detail);
 	if (grace_ms <= 0) {
@@ -225,6 +226,15 @@ static void limit_timer_cb(uv_timer_t *t)
 	stop(sh, EXIT_TIMEOUT, "", sh->plan.grace_ms);
 }
 
+/* --signal: the warning before the time limit, to every task. */
+static void signal_timer_cb(uv_timer_t *t)
+{
+	struct shim *sh = t->data;
+	log_info("job %lld.%d: signal %d before the time limit", (long long)sh->plan.job,
+		 sh->plan.attempt, sh->plan.signal_no);
+	signal_tasks(sh, sh->plan.signal_no);
+}
+
 static void maybe_end(struct shim *sh)
 {
 	if (!sh->released || !all_exited(sh))
@@ -293,6 +303,7 @@ static void sigchld_cb(uv_signal_t *h, int signum)
 	if (changed) {
 		if (sh->nrunning == 0) {
 			uv_timer_stop(&sh->limit_timer);
+			uv_timer_stop(&sh->signal_timer);
 			uv_timer_stop(&sh->kill_timer);
 			lease_arm(sh); /* now for the end of waiting on an agent */
 			/* what the tasks left running goes with them */
@@ -478,6 +489,8 @@ static void start_tasks(struct shim *sh)
 	publish(sh);
 	if (sh->nrunning && sh->plan.limit_ms > 0)
 		uv_timer_start(&sh->limit_timer, limit_timer_cb, (uint64_t)sh->plan.limit_ms, 0);
+	if (sh->nrunning && sh->plan.signal_no)
+		uv_timer_start(&sh->signal_timer, signal_timer_cb, (uint64_t)sh->plan.signal_ms, 0);
 	/* a task that failed to start ends the whole gang */
 	if (failed)
 		stop(sh, EXIT_CANCELLED, "a task failed to start", sh->plan.grace_ms);
@@ -550,7 +563,9 @@ int agent_shim_main(const struct tk_command *cmd, int argc, char **argv)
 		uv_timer_init(&sh->loop, &sh->limit_timer);
 		uv_timer_init(&sh->loop, &sh->kill_timer);
 		uv_timer_init(&sh->loop, &sh->lease_timer);
+		uv_timer_init(&sh->loop, &sh->signal_timer);
 		sh->limit_timer.data = sh->kill_timer.data = sh->lease_timer.data = sh;
+		sh->signal_timer.data = sh;
 		start_tasks(sh);
 		/* the first lease is the plan's */
 		sh->lease_until_ms = sh->plan.lease_until_ms;

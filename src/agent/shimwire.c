@@ -63,6 +63,8 @@ json_t *shim_plan_pack(const struct shim_plan *p)
 		json_t *tj = json_pack("{s:i, s:o, s:o, s:s, s:s}", "rank", t->rank, "argv",
 				       strv(t->argv, t->argc), "env", strv(t->env, t->nenv), "cwd",
 				       t->cwd, "output", t->output);
+		if (t->error)
+			json_object_set_new(tj, "error", json_string(t->error));
 		if (p->container)
 			json_object_set_new(tj, "cdi", strv(t->cdi, t->ncdi));
 		json_array_append_new(tasks, tj);
@@ -72,6 +74,10 @@ json_t *shim_plan_pack(const struct shim_plan *p)
 			      "limit_ms", (json_int_t)p->limit_ms, "lease_until_ms",
 			      (json_int_t)p->lease_until_ms, "lease_ms", (json_int_t)p->lease_ms,
 			      "fence_grace_ms", (json_int_t)p->fence_grace_ms, "tasks", tasks);
+	if (p->signal_no)
+		json_object_set_new(o, "signal",
+				    json_pack("{s:i, s:I}", "number", p->signal_no, "after_ms",
+					      (json_int_t)p->signal_ms));
 	if (p->cgroup) {
 		json_t *deny = json_array();
 		for (int i = 0; i < p->limits.ndeny; i++)
@@ -200,19 +206,12 @@ static int cgroup_unpack(json_t *j, struct shim_plan *p, struct tk_error *err)
 
 int shim_plan_unpack(json_t *j, struct shim_plan *ret, struct tk_error *err)
 {
-	static const char *const keys[] = {"job",
-					   "attempt",
-					   "grace_ms",
-					   "limit_ms",
-					   "lease_until_ms",
-					   "lease_ms",
-					   "fence_grace_ms",
-					   "tasks",
-					   "user",
-					   "cgroup",
-					   "container",
-					   NULL};
-	static const char *const tkeys[] = {"rank", "argv", "env", "cwd", "output", "cdi", NULL};
+	static const char *const keys[] = {
+		"job",	     "attempt",	       "grace_ms", "limit_ms", "lease_until_ms",
+		"lease_ms",  "fence_grace_ms", "tasks",	   "user",     "cgroup",
+		"container", "signal",	       NULL};
+	static const char *const tkeys[] = {"rank",   "argv", "env",   "cwd",
+					    "output", "cdi",  "error", NULL};
 	struct shim_plan p = {0};
 	int64_t attempt;
 	int r;
@@ -229,6 +228,19 @@ int shim_plan_unpack(json_t *j, struct shim_plan *ret, struct tk_error *err)
 	    (r = mj_int(j, "fence_grace_ms", true, 0, INT32_MAX, 0, &p.fence_grace_ms, err)) < 0)
 		return r;
 	p.attempt = (int)attempt;
+	json_t *sg = json_object_get(j, "signal");
+	if (sg) {
+		static const char *const skeys[] = {"number", "after_ms", NULL};
+		int64_t num;
+		if ((r = mj_check_keys(sg, "signal", skeys, err)) < 0 ||
+		    (r = mj_int(sg, "number", true, 1, 64, 0, &num, err)) < 0 ||
+		    (r = mj_int(sg, "after_ms", true, 0, MODEL_MAX_TIME_LIMIT_S * 1000, 0,
+				&p.signal_ms, err)) < 0) {
+			mj_prefix(err, "signal");
+			return r;
+		}
+		p.signal_no = (int)num;
+	}
 	json_t *user = json_object_get(j, "user");
 	if (user && (r = user_unpack(user, &p.user, &p.allow_root, err)) < 0)
 		return r;
@@ -264,6 +276,8 @@ int shim_plan_unpack(json_t *j, struct shim_plan *ret, struct tk_error *err)
 		    (r = mj_str(tj, "cwd", true, MODEL_MAX_PATH, false, NULL, &t->cwd, err)) < 0 ||
 		    (r = mj_str(tj, "output", true, MODEL_MAX_PATH, false, NULL, &t->output, err)) <
 			    0 ||
+		    (r = mj_str(tj, "error", false, MODEL_MAX_PATH, false, NULL, &t->error, err)) <
+			    0 ||
 		    (p.container && (r = strv_unpack(tj, "cdi", false, MODEL_MAX_ACCELS, &t->cdi,
 						     &t->ncdi, err)) < 0)) {
 			mj_prefix(err, "tasks[%zu]", i);
@@ -284,6 +298,7 @@ void shim_plan_release(struct shim_plan *p)
 		strv_free(t->env, t->nenv);
 		free(t->cwd);
 		free(t->output);
+		free(t->error);
 		strv_free(t->cdi, t->ncdi);
 	}
 	free(p->tasks);

@@ -144,8 +144,16 @@ int task_fork(const struct shim_plan *plan, const struct cgroup *cg, const struc
 		if (out < 0)
 			child_fail(cfd, 127, "cannot open output %s: %s", t->output,
 				   strerror(errno));
+		int err = out;
+		if (t->error) {
+			err = open(t->error, O_WRONLY | O_CREAT | O_APPEND | O_NOCTTY | O_CLOEXEC,
+				   0600);
+			if (err < 0)
+				child_fail(cfd, 127, "cannot open error output %s: %s", t->error,
+					   strerror(errno));
+		}
 		int in = open("/dev/null", O_RDONLY | O_CLOEXEC);
-		if (in < 0 || dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(out, 2) < 0)
+		if (in < 0 || dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0)
 			child_fail(cfd, 127, "cannot set up the task's output: %s",
 				   strerror(errno));
 		extern char **environ;

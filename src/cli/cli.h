@@ -19,12 +19,18 @@
 #define CLI_EXIT_ERROR 1
 #define CLI_EXIT_USAGE 2
 
-/* jobs.c */
+/* submit.c */
 int cli_submit(const struct tk_command *cmd, int argc, char **argv);
 int cli_queue(const struct tk_command *cmd, int argc, char **argv);
 int cli_show(const struct tk_command *cmd, int argc, char **argv);
 int cli_cancel(const struct tk_command *cmd, int argc, char **argv);
 int cli_wait(const struct tk_command *cmd, int argc, char **argv);
+/* submit.c */
+int cli_update(const struct tk_command *cmd, int argc, char **argv);
+/* change.c */
+int cli_hold(const struct tk_command *cmd, int argc, char **argv);
+int cli_release(const struct tk_command *cmd, int argc, char **argv);
+int cli_requeue(const struct tk_command *cmd, int argc, char **argv);
 /* nodes.c */
 int cli_nodes(const struct tk_command *cmd, int argc, char **argv);
 int cli_audit(const struct tk_command *cmd, int argc, char **argv);

@@ -36,7 +36,7 @@ extern const struct tk_option cli_plain_opts[O_FIRST_OWN];
 /* One run of a command. */
 struct ctx {
 	const struct tk_command *cmd; /* its row of the program's table */
-	const char *v[40];	      /* each option's value, in its table's order */
+	const char *v[64];	      /* each option's value, in its table's order */
 	char **pos;		      /* the positional arguments */
 	int npos;
 	struct client client;
@@ -82,3 +82,6 @@ int fetch_jobs(struct ctx *c, const char *state, int64_t max, json_t **ret, int6
 	       struct tk_error *err);
 /* A job id given on the command line. */
 int parse_id(struct ctx *c, const char *s, int64_t *ret);
+/* A job named on the command line as the server takes it: 12, or 12_7
+ * for an array's element. Non-zero (a usage error, said) when it is not. */
+int job_ref_check(struct ctx *c, const char *s);

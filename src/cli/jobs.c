@@ -14,290 +14,40 @@ extern char **environ;
 
 #define WAIT_POLL_S 30 /* one long-poll of tenk wait, at most */
 
-/* ---- submit -------------------------------------------------------------------------- */
-
-enum {
-	S_NODES = O_FIRST_OWN,
-	S_TPN,
-	S_GPUS,
-	S_GPU_TYPE,
-	S_CPUS,
-	S_MEM,
-	S_TIME,
-	S_NAME,
-	S_OUTPUT,
-	S_CHDIR,
-	S_REQUEUE,
-	S_GRACE,
-	S_EXPORT,
-	S_CLASS,
-	S_QUEUE,
-	S_GPU_MEM,
-	S_GPU_TFLOPS,
-	S_SWITCHES,
-	S_MIXED,
-	S_IMAGE,
-	S_MOUNT,
-	S_CKPT_MARKER,
-};
-
-static const struct tk_option submit_opts[] = {
-	COMMON_OPTS,
-	{"nodes", 'N', "N", "nodes, all started together (default 1)"},
-	{"tasks-per-node", 0, "N", "processes per node (default 1)"},
-	{"gpus-per-task", 'G', "G", "accelerators per task; a fraction below 1 shares one"},
-	{"gpu-type", 0, "LIST", "acceptable models, e.g. H100,A100-80GB"},
-	{"cpus-per-task", 'c', "N", "CPUs reserved per task (default 0: none reserved)"},
-	{"mem", 0, "SIZE", "memory reserved per node, e.g. 64G"},
-	{"time", 't', "LIMIT",
-	 "time limit as Slurm reads it: a bare number is minutes; 90s, 2h, MM:SS, HH:MM:SS, "
-	 "D-HH, D-HH:MM:SS"},
-	{"name", 'J', "NAME", "job name (default: the command's name)"},
-	{"output", 'o', "PATH", "output file; %j job, %t task, %n node rank (default tenk-%j.out)"},
-	{"chdir", 'D', "DIR", "working folder (default: this one)"},
-	{"requeue", 0, "N", "restart up to N times after a failure (default 0)"},
-	{"grace", 0, "TIME", "between SIGTERM and SIGKILL when stopped (default 30s)"},
-	{"export", 0, "ALL|NONE", "pass this environment to the job (default ALL)"},
-	{"class", 0, "NAME", "priority class, e.g. prod, normal, batch (tenk classes)"},
-	{"queue", 'q', "NAME", "the queue whose quota it uses (default: default)"},
-	{"gpu-mem", 0, "SIZE", "each accelerator at least this much memory, e.g. 80G"},
-	{"gpu-tflops", 0, "N", "each accelerator at least N dense bf16 TFLOP/s"},
-	{"switches", 0, "N", "span at most N network switches (1: one leaf)"},
-	{"mixed-types", 0, NULL, "let one gang mix accelerator models"},
-	{"image", 0, "REF", "run every task in a container of this image (podman)"},
-	{"mount", 0, "SRC[:DST][:ro],...",
-	 "host folders the container sees (with --image); SRC relative to here"},
-	{"ckpt-marker", 0, "NAME",
-	 "what marks a checkpoint complete: tenk (TAG/.tenk-commit, the default), dcp, "
-	 "deepspeed or megatron"},
-};
-
-static int add_int_opt(struct ctx *c, json_t *req, int opt, const char *key, int64_t min,
-		       int64_t max)
+/* "12_[0-3,7-9]": an array's indices, runs of consecutive ones as ranges. */
+static void array_name(int64_t id, const int *idx, size_t n, int cap, char *buf, size_t len)
 {
-	const char *v = c->v[opt];
-	if (!v)
-		return 0;
-	int64_t x;
-	if (tk_parse_int64(v, min, max, &x) < 0)
-		return usage_error(c->cmd, "--%s: must be an integer from %lld to %lld, got \"%s\"",
-				   submit_opts[opt].name, (long long)min, (long long)max, v);
-	json_object_set_new(req, key, json_integer(x));
-	return 0;
+	struct strbuf sb;
+	strbuf_init(&sb);
+	strbuf_addf(&sb, "%lld_[", (long long)id);
+	for (size_t i = 0; i < n;) {
+		size_t k = i;
+		while (k + 1 < n && idx[k + 1] == idx[k] + 1)
+			k++;
+		strbuf_addf(&sb, "%s%d", i ? "," : "", idx[i]);
+		if (k > i)
+			strbuf_addf(&sb, "-%d", idx[k]);
+		i = k + 1;
+	}
+	if (cap)
+		strbuf_addf(&sb, "%%%d", cap);
+	strbuf_addch(&sb, ']');
+	snprintf(buf, len, "%s", sb.buf);
+	strbuf_release(&sb);
 }
-
-static int add_duration_opt(struct ctx *c, json_t *req, int opt, const char *key)
-{
-	const char *v = c->v[opt];
-	if (!v)
-		return 0;
-	int64_t s;
-	if (opt == S_TIME ? tk_parse_time_limit(v, &s) < 0 : tk_parse_duration(v, &s) < 0)
-		return usage_error(c->cmd,
-				   opt == S_TIME ? "--%s: expected minutes (90), 90s, 2h, MM:SS, "
-						   "HH:MM:SS, D-HH or D-HH:MM:SS, got \"%s\""
-						 : "--%s: expected a duration such as 90s, 30m, "
-						   "2h, 1d or 1-02:00:00, got \"%s\"",
-				   submit_opts[opt].name, v);
-	json_object_set_new(req, key, json_integer(s));
-	return 0;
-}
-
-/* --mount SRC[:DST][:ro],...: SRC made absolute from here, DST SRC's. */
-static int add_mounts(struct ctx *c, json_t *req)
-{
-	if (!c->v[S_IMAGE])
-		return usage_error(c->cmd, "--mount: is for a job in an image (add --image)");
-	char cwd[4096];
-	if (!getcwd(cwd, sizeof(cwd)))
-		return usage_error(c->cmd, "cannot read the current folder");
-	json_t *list = json_array();
-	_cleanup_free_ char *copy = xstrdup(c->v[S_MOUNT]);
-	char *save = NULL;
-	for (char *m = strtok_r(copy, ",", &save); m; m = strtok_r(NULL, ",", &save)) {
-		char *colon = strchr(m, ':');
-		_cleanup_free_ char *src = colon ? xstrndup(m, (size_t)(colon - m)) : xstrdup(m);
-		const char *rest = colon ? colon : "";
-		_cleanup_free_ char *abs = NULL;
-		if (src[0] != '/') {
-			abs = xasprintf("%s%s%s", cwd, strcmp(src, ".") == 0 ? "" : "/",
-					strcmp(src, ".") == 0 ? "" : src);
-		}
-		const char *s = abs ? abs : src;
-		/* "SRC:ro" is SRC at SRC, read-only */
-		_cleanup_free_ char *full = xasprintf("%s%s", s, rest);
-		struct mount_spec ms;
-		struct tk_error err;
-		if (model_mount_parse(full, false, &ms, &err) < 0) {
-			json_decref(list);
-			return usage_error(c->cmd, "--mount: %s", err.text);
-		}
-		json_array_append_new(list, json_string(full));
-	}
-	json_object_set_new(req, "mounts", list);
-	return 0;
-}
-
-static int run_submit(struct ctx *c)
-{
-	json_t *req = json_object();
-	json_t *cmd = json_array();
-	int r = CLI_EXIT_OK;
-	for (int i = 0; i < c->npos; i++)
-		json_array_append_new(cmd, json_string(c->pos[i]));
-	json_object_set_new(req, "command", cmd);
-	char cwd[4096];
-	if (c->v[S_CHDIR]) {
-		if (c->v[S_CHDIR][0] != '/') {
-			if (!getcwd(cwd, sizeof(cwd))) {
-				r = usage_error(c->cmd, "cannot read the current folder");
-				goto out;
-			}
-			_cleanup_free_ char *dir = xasprintf("%s/%s", cwd, c->v[S_CHDIR]);
-			json_object_set_new(req, "cwd", json_string(dir));
-		} else {
-			json_object_set_new(req, "cwd", json_string(c->v[S_CHDIR]));
-		}
-	} else {
-		if (!getcwd(cwd, sizeof(cwd))) {
-			r = usage_error(c->cmd, "cannot read the current folder; pass --chdir");
-			goto out;
-		}
-		json_object_set_new(req, "cwd", json_string(cwd));
-	}
-	if ((r = add_int_opt(c, req, S_NODES, "nodes", 1, MODEL_MAX_NODES)) ||
-	    (r = add_int_opt(c, req, S_TPN, "tasks_per_node", 1, MODEL_MAX_TASKS_PER_NODE)) ||
-	    (r = add_int_opt(c, req, S_CPUS, "cpus_per_task", 0, MODEL_MAX_CPUS)) ||
-	    (r = add_int_opt(c, req, S_REQUEUE, "requeue", 0, MODEL_MAX_REQUEUE)) ||
-	    (r = add_duration_opt(c, req, S_TIME, "time_limit_s")) ||
-	    (r = add_duration_opt(c, req, S_GRACE, "grace_s")))
-		goto out;
-	if (c->v[S_GPUS]) {
-		char *end;
-		double g = strtod(c->v[S_GPUS], &end);
-		if (!*c->v[S_GPUS] || *end || !(g >= 0 && g <= MODEL_MAX_GPUS_PER_TASK)) {
-			r = usage_error(
-				c->cmd,
-				"--gpus-per-task: must be a number from 0 to %d, got \"%s\"",
-				MODEL_MAX_GPUS_PER_TASK, c->v[S_GPUS]);
-			goto out;
-		}
-		json_object_set_new(req, "gpus_per_task",
-				    g == floor(g) ? json_integer((json_int_t)g) : json_real(g));
-	}
-	if (c->v[S_GPU_TYPE]) {
-		json_t *types = json_array();
-		_cleanup_free_ char *copy = xstrdup(c->v[S_GPU_TYPE]);
-		char *save = NULL;
-		for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save))
-			json_array_append_new(types, json_string(t));
-		json_object_set_new(req, "gpu_types", types);
-	}
-	if (c->v[S_MEM]) {
-		int64_t mib;
-		if (tk_parse_size_mib(c->v[S_MEM], &mib) < 0) {
-			r = usage_error(
-				c->cmd,
-				"--mem: expected a size such as 512M, 64G or 1T, got \"%s\"",
-				c->v[S_MEM]);
-			goto out;
-		}
-		json_object_set_new(req, "mem_mib", json_integer(mib));
-	}
-	if (c->v[S_GPU_MEM]) {
-		int64_t mib;
-		if (tk_parse_size_mib(c->v[S_GPU_MEM], &mib) < 0) {
-			r = usage_error(c->cmd,
-					"--gpu-mem: expected a size such as 40G or 80G, got \"%s\"",
-					c->v[S_GPU_MEM]);
-			goto out;
-		}
-		json_object_set_new(req, "gpu_mem_mib", json_integer(mib));
-	}
-	if (c->v[S_GPU_TFLOPS]) {
-		char *end;
-		double tf = strtod(c->v[S_GPU_TFLOPS], &end);
-		if (!*c->v[S_GPU_TFLOPS] || *end || !(tf > 0 && tf <= 1e6)) {
-			r = usage_error(c->cmd,
-					"--gpu-tflops: expected a positive number, got \"%s\"",
-					c->v[S_GPU_TFLOPS]);
-			goto out;
-		}
-		json_object_set_new(req, "gpu_tflops", json_real(tf));
-	}
-	if ((r = add_int_opt(c, req, S_SWITCHES, "switches", 1, MODEL_MAX_SWITCHES)))
-		goto out;
-	if (c->v[S_MIXED])
-		json_object_set_new(req, "mixed_types", json_true());
-	if (c->v[S_IMAGE])
-		json_object_set_new(req, "image", json_string(c->v[S_IMAGE]));
-	if (c->v[S_MOUNT] && (r = add_mounts(c, req)))
-		goto out;
-	if (c->v[S_CKPT_MARKER]) {
-		enum ckpt_marker m;
-		if (ckpt_marker_parse(c->v[S_CKPT_MARKER], &m) < 0) {
-			r = usage_error(
-				c->cmd,
-				"--ckpt-marker: tenk, dcp, deepspeed or megatron, got \"%s\"",
-				c->v[S_CKPT_MARKER]);
-			goto out;
-		}
-		json_object_set_new(req, "ckpt_marker", json_string(c->v[S_CKPT_MARKER]));
-	}
-	if (c->v[S_CLASS])
-		json_object_set_new(req, "class", json_string(c->v[S_CLASS]));
-	if (c->v[S_QUEUE])
-		json_object_set_new(req, "queue", json_string(c->v[S_QUEUE]));
-	if (c->v[S_NAME])
-		json_object_set_new(req, "name", json_string(c->v[S_NAME]));
-	if (c->v[S_OUTPUT])
-		json_object_set_new(req, "output", json_string(c->v[S_OUTPUT]));
-	const char *export = c->v[S_EXPORT] ? c->v[S_EXPORT] : "ALL";
-	if (strcasecmp(export, "ALL") != 0 && strcasecmp(export, "NONE") != 0) {
-		r = usage_error(c->cmd, "--export: must be ALL or NONE, got \"%s\"", export);
-		goto out;
-	}
-	json_t *env = json_object();
-	if (strcasecmp(export, "ALL") == 0) {
-		for (char **e = environ; *e; e++) {
-			const char *eq = strchr(*e, '=');
-			if (!eq || eq == *e)
-				continue;
-			_cleanup_free_ char *k = xstrndup(*e, (size_t)(eq - *e));
-			/* the caller's credentials stay with the caller */
-			if (strcmp(k, "TENK_TOKEN") == 0)
-				continue;
-			json_object_set_new(env, k, json_string(eq + 1));
-		}
-	}
-	json_object_set_new(req, "env", env);
-	json_t *job = NULL;
-	struct tk_error err;
-	if (client_call(&c->client, "POST", "/v1/jobs", req, CALL_TIMEOUT_MS, &job, NULL, &err) <
-	    0) {
-		r = api_error(c, &err);
-		goto out;
-	}
-	if (c->json)
-		print_json(job);
-	else
-		printf("%lld\n", (long long)jint(job, "id"));
-	json_decref(job);
-out:
-	json_decref(req);
-	return r;
-}
-
-CLI_COMMAND(cli_submit, CLI_OPTS(submit_opts), true, 1, -1, run_submit)
 
 /* ---- queue ----------------------------------------------------------------------------- */
 
-enum { Q_ALL = O_FIRST_OWN, Q_STATE, Q_LIMIT };
+enum { Q_ALL = O_FIRST_OWN, Q_STATE, Q_LIMIT, Q_USER, Q_FORMAT, Q_WATCH };
 static const struct tk_option queue_opts[] = {
 	COMMON_OPTS,
 	{"all", 'a', NULL, "include jobs that ended"},
 	{"state", 's', "LIST", "only jobs in these states, e.g. PENDING,RUNNING"},
 	{"limit", 'n', "N", "show the first N jobs, from the head of the queue (default 1000)"},
+	{"user", 'u', "USER", "only this user's jobs"},
+	{"format", 'o', "table|wide|json",
+	 "wide: every element of an array on its own line, and more columns"},
+	{"watch", 0, "SECONDS", "show it again every SECONDS until Ctrl-C"},
 };
 
 static double job_gpus(json_t *req)
@@ -323,6 +73,8 @@ static void attempt_nodes(json_t *a, char *buf, size_t n)
 	strbuf_release(&sb);
 }
 
+static const char *fetch_user; /* tenk queue -u: only this user's jobs */
+
 int fetch_jobs(struct ctx *c, const char *state, int64_t max, json_t **ret, int64_t *total,
 	       struct tk_error *err)
 {
@@ -334,7 +86,9 @@ int fetch_jobs(struct ctx *c, const char *state, int64_t max, json_t **ret, int6
 		int n = snprintf(path, sizeof(path), "/v1/jobs?limit=%lld&after=%lld",
 				 (long long)want, (long long)after);
 		if (state)
-			snprintf(path + n, sizeof(path) - (size_t)n, "&state=%.100s", state);
+			n += snprintf(path + n, sizeof(path) - (size_t)n, "&state=%.100s", state);
+		if (fetch_user)
+			snprintf(path + n, sizeof(path) - (size_t)n, "&user=%.64s", fetch_user);
 		json_t *res;
 		if (client_call(&c->client, "GET", path, NULL, CALL_TIMEOUT_MS, &res, NULL, err) <
 		    0) {
@@ -354,14 +108,50 @@ int fetch_jobs(struct ctx *c, const char *state, int64_t max, json_t **ret, int6
 	return 0;
 }
 
+static int queue_once(struct ctx *c, int64_t limit, bool wide);
+
 static int run_queue(struct ctx *c)
 {
-	const char *state = c->v[Q_STATE] ? c->v[Q_STATE] : (c->v[Q_ALL] ? NULL : "active");
-	int64_t limit = 1000;
+	int64_t limit = 1000, every = 0;
 	if (c->v[Q_LIMIT] && tk_parse_int64(c->v[Q_LIMIT], 1, 1000000, &limit) < 0)
 		return usage_error(c->cmd,
 				   "--limit: must be an integer from 1 to 1000000, got \"%s\"",
 				   c->v[Q_LIMIT]);
+	const char *fmt = c->v[Q_FORMAT] ? c->v[Q_FORMAT] : "table";
+	if (strcmp(fmt, "table") && strcmp(fmt, "wide") && strcmp(fmt, "json"))
+		return usage_error(c->cmd, "--format: table, wide or json, got \"%s\"", fmt);
+	if (strcmp(fmt, "json") == 0)
+		c->json = true;
+	if (c->v[Q_USER] && !model_name_valid(c->v[Q_USER]))
+		return usage_error(c->cmd, "--user: \"%s\" is not a user name", c->v[Q_USER]);
+	if (c->v[Q_WATCH] && tk_parse_int64(c->v[Q_WATCH], 1, 3600, &every) < 0)
+		return usage_error(c->cmd, "--watch: whole seconds from 1 to 3600, got \"%s\"",
+				   c->v[Q_WATCH]);
+	fetch_user = c->v[Q_USER];
+	if (!every)
+		return queue_once(c, limit, strcmp(fmt, "wide") == 0);
+	for (;;) { /* until Ctrl-C, as watch(1) */
+		if (!c->json)
+			printf("\033[H\033[2J");
+		int rc = queue_once(c, limit, strcmp(fmt, "wide") == 0);
+		fflush(stdout);
+		if (rc != CLI_EXIT_OK)
+			return rc;
+		sleep((unsigned)every);
+	}
+}
+
+/* Is job j an element of the same array as the row before it, waiting
+ * like it? */
+static bool same_pending_array(json_t *j, int64_t array)
+{
+	json_t *a = json_object_get(j, "array");
+	return a && array && jint(a, "job") == array && strcmp(jstr(j, "state"), "PENDING") == 0;
+}
+
+static int queue_once(struct ctx *c, int64_t limit, bool wide)
+{
+	const char *state = c->v[Q_STATE] ? c->v[Q_STATE] : (c->v[Q_ALL] ? NULL : "active");
 	/* the first `limit` jobs from the head of the queue, or every one
 	 * with --all */
 	json_t *res, *all;
@@ -376,12 +166,14 @@ static int run_queue(struct ctx *c)
 		json_decref(res);
 		return CLI_EXIT_OK;
 	}
-	printf("%-7s %-16s %-8s %-8s %-10s %-10s %5s %6s %9s  %s\n", "ID", "NAME", "USER", "CLASS",
+	printf("%-12s %-16s %-8s %-8s %-10s %-10s %5s %6s %9s  %s\n", "ID", "NAME", "USER", "CLASS",
 	       "QUEUE", "STATE", "NODES", "GPUS", "TIME", "NODES/REASON");
 	int64_t now = (int64_t)time(NULL) * 1000;
-	size_t i;
-	json_t *j;
-	json_array_foreach (json_object_get(res, "jobs"), i, j) {
+	json_t *jobs = json_object_get(res, "jobs");
+	size_t njobs = json_array_size(jobs);
+	int *idx = xcalloc(njobs + 1, sizeof(int));
+	for (size_t i = 0; i < njobs; i++) {
+		json_t *j = json_array_get(jobs, i);
 		json_t *req = json_object_get(j, "request");
 		json_t *atts = json_object_get(j, "attempts");
 		json_t *a = json_array_get(atts, json_array_size(atts) - 1);
@@ -395,11 +187,34 @@ static int run_queue(struct ctx *c)
 			snprintf(where, sizeof(where), "%s", jstr(j, "reason"));
 		else
 			attempt_nodes(a, where, sizeof(where));
-		printf("%-7lld %-16.16s %-8.8s %-8.8s %-10.10s %-10s %5lld %6g %9s  %s\n",
-		       (long long)jint(j, "id"), jstr(j, "name"), jstr(j, "owner"),
-		       jstr(j, "class"), jstr(j, "queue"), st, (long long)jint(req, "nodes"),
-		       job_gpus(req), elapsed, where);
+		/* an array's elements: those waiting together on one line */
+		char id[256];
+		json_t *arr = json_object_get(j, "array");
+		snprintf(id, sizeof(id), "%lld", (long long)jint(j, "id"));
+		if (arr && jint(arr, "count") > 1) {
+			int64_t aid = jint(arr, "job");
+			size_t n = 0;
+			idx[n++] = (int)jint(arr, "index");
+			while (!wide && same_pending_array(j, aid) && i + 1 < njobs &&
+			       same_pending_array(json_array_get(jobs, i + 1), aid))
+				idx[n++] = (int)jint(
+					json_object_get(json_array_get(jobs, ++i), "array"),
+					"index");
+			if (n > 1)
+				array_name(aid, idx, n, (int)jint(arr, "cap"), id, sizeof(id));
+			else
+				snprintf(id, sizeof(id), "%lld_%d", (long long)aid, idx[0]);
+		}
+		printf("%-12s %-16.16s %-8.8s %-8.8s %-10.10s %-10s %5lld %6g %9s  %s", id,
+		       jstr(j, "name"), jstr(j, "owner"), jstr(j, "class"), jstr(j, "queue"), st,
+		       (long long)jint(req, "nodes"), job_gpus(req), elapsed, where);
+		if (wide)
+			printf("  [job %lld, submitted by %s%s%s]", (long long)jint(j, "id"),
+			       jstr(j, "owner"), *jstr(req, "comment") ? "; " : "",
+			       jstr(req, "comment"));
+		printf("\n");
 	}
+	free(idx);
 	size_t shown = json_array_size(json_object_get(res, "jobs"));
 	if ((int64_t)shown < total)
 		printf("showing %zu of %lld from the head of the queue (--limit N for more, --all "
@@ -417,7 +232,16 @@ static void show_job(json_t *j)
 {
 	json_t *req = json_object_get(j, "request");
 	char t1[32], t2[32];
-	printf("Job %lld \"%s\"  %s", (long long)jint(j, "id"), jstr(j, "name"), jstr(j, "state"));
+	json_t *arr = json_object_get(j, "array");
+	if (arr)
+		printf("Job %lld (%lld_%lld) \"%s\"  %s", (long long)jint(j, "id"),
+		       (long long)jint(arr, "job"), (long long)jint(arr, "index"), jstr(j, "name"),
+		       jstr(j, "state"));
+	else
+		printf("Job %lld \"%s\"  %s", (long long)jint(j, "id"), jstr(j, "name"),
+		       jstr(j, "state"));
+	if (json_is_true(json_object_get(j, "held")))
+		printf(", held");
 	if (jint(j, "exit_code") >= 0 && strcmp(jstr(j, "state"), "PENDING") != 0)
 		printf(" (exit %lld)", (long long)jint(j, "exit_code"));
 	printf("\n");
@@ -431,6 +255,20 @@ static void show_job(json_t *j)
 	json_array_foreach (json_object_get(req, "command"), i, v)
 		printf(" %s", json_string_value(v));
 	printf("\n  Folder:   %s\n  Output:   %s\n", jstr(req, "cwd"), jstr(req, "output"));
+	if (*jstr(req, "comment"))
+		printf("  Comment:  %s\n", jstr(req, "comment"));
+	if (json_array_size(json_object_get(req, "after"))) {
+		printf("  After:   ");
+		json_array_foreach (json_object_get(req, "after"), i, v)
+			printf(" job %lld %s", (long long)jint(v, "job"), jstr(v, "when"));
+		printf("\n");
+	}
+	if (jint(req, "begin_ms")) {
+		fmt_time(jint(req, "begin_ms"), t1, sizeof(t1));
+		printf("  Begin:    %s\n", t1);
+	}
+	if (*jstr(req, "error"))
+		printf("  Errors:   %s\n", jstr(req, "error"));
 	if (*jstr(req, "image")) {
 		printf("  Image:    %s", jstr(req, "image"));
 		json_array_foreach (json_object_get(req, "mounts"), i, v)
@@ -525,15 +363,77 @@ static void show_job(json_t *j)
 	}
 }
 
+/* The elements of array id (every state), by page. */
+static int fetch_array(struct ctx *c, int64_t id, const char *state, json_t **ret,
+		       struct tk_error *err)
+{
+	json_t *all = json_array();
+	int64_t after = 0;
+	for (;;) {
+		char path[200];
+		snprintf(path, sizeof(path), "/v1/jobs?array=%lld&limit=1000&after=%lld%s%s",
+			 (long long)id, (long long)after, state ? "&state=" : "",
+			 state ? state : "");
+		json_t *res;
+		if (client_call(&c->client, "GET", path, NULL, CALL_TIMEOUT_MS, &res, NULL, err) <
+		    0) {
+			json_decref(all);
+			return -1;
+		}
+		json_array_extend(all, json_object_get(res, "jobs"));
+		json_t *next = json_object_get(res, "next");
+		after = json_is_integer(next) ? json_integer_value(next) : 0;
+		json_decref(res);
+		if (!after)
+			break;
+	}
+	*ret = all;
+	return 0;
+}
+
+/* An array named as one: how many of its elements are in each state. */
+static int show_array(struct ctx *c, json_t *head)
+{
+	json_t *arr = json_object_get(head, "array"), *all;
+	struct tk_error err;
+	if (fetch_array(c, jint(arr, "job"), NULL, &all, &err) < 0)
+		return api_error(c, &err);
+	int64_t count[16] = {0};
+	static const char *const states[] = {"PENDING", "STARTING",  "RUNNING", "COMPLETED",
+					     "FAILED",	"CANCELLED", "TIMEOUT"};
+	size_t i;
+	json_t *e;
+	int *idx = xcalloc(json_array_size(all) + 1, sizeof(int));
+	json_array_foreach (all, i, e) {
+		json_t *ea = json_object_get(e, "array");
+		idx[i] = (int)jint(ea, "index");
+		for (size_t s2 = 0; s2 < ARRAY_SIZE(states); s2++)
+			if (strcmp(jstr(e, "state"), states[s2]) == 0)
+				count[s2]++;
+	}
+	char name[256];
+	array_name(jint(arr, "job"), idx, json_array_size(all), (int)jint(arr, "cap"), name,
+		   sizeof(name));
+	free(idx);
+	printf("Array %s: %zu element(s):", name, json_array_size(all));
+	for (size_t s2 = 0, first = 1; s2 < ARRAY_SIZE(states); s2++)
+		if (count[s2]) {
+			printf("%s %lld %s", first ? "" : ",", (long long)count[s2], states[s2]);
+			first = 0;
+		}
+	printf("\n  its first element:\n");
+	json_decref(all);
+	return CLI_EXIT_OK;
+}
+
 static int run_show(struct ctx *c)
 {
 	int rc = CLI_EXIT_OK;
 	for (int i = 0; i < c->npos; i++) {
-		int64_t id;
-		if (parse_id(c, c->pos[i], &id))
+		if (job_ref_check(c, c->pos[i]))
 			return CLI_EXIT_USAGE;
 		char path[64];
-		snprintf(path, sizeof(path), "/v1/jobs/%lld", (long long)id);
+		snprintf(path, sizeof(path), "/v1/jobs/%s", c->pos[i]);
 		json_t *j;
 		struct tk_error err;
 		if (client_call(&c->client, "GET", path, NULL, CALL_TIMEOUT_MS, &j, NULL, &err) <
@@ -541,10 +441,15 @@ static int run_show(struct ctx *c)
 			rc = api_error(c, &err);
 			continue;
 		}
-		if (c->json)
+		json_t *arr = json_object_get(j, "array");
+		if (c->json) {
 			print_json(j);
-		else
+		} else {
+			if (arr && !strchr(c->pos[i], '_') && jint(arr, "count") > 1 &&
+			    show_array(c, j) != CLI_EXIT_OK)
+				rc = CLI_EXIT_ERROR;
 			show_job(j);
+		}
 		json_decref(j);
 	}
 	return rc;
@@ -557,11 +462,9 @@ CLI_COMMAND(cli_show, CLI_OPTS(cli_plain_opts), false, 1, -1, run_show)
 static int run_cancel(struct ctx *c)
 {
 	int rc = CLI_EXIT_OK;
-	for (int i = 0; i < c->npos; i++) {
-		int64_t id;
-		if (parse_id(c, c->pos[i], &id))
+	for (int i = 0; i < c->npos; i++)
+		if (job_ref_check(c, c->pos[i]))
 			return CLI_EXIT_USAGE;
-	}
 	for (int i = 0; i < c->npos; i++) {
 		char path[64];
 		snprintf(path, sizeof(path), "/v1/jobs/%s/cancel", c->pos[i]);
@@ -574,8 +477,11 @@ static int run_cancel(struct ctx *c)
 		}
 		if (c->json)
 			print_json(j);
+		else if (json_object_get(j, "changed"))
+			printf("cancelled %lld element(s) of array %s\n",
+			       (long long)jint(j, "changed"), c->pos[i]);
 		else
-			printf("cancelled job %lld\n", (long long)jint(j, "id"));
+			printf("cancelled job %s\n", c->pos[i]);
 		json_decref(j);
 	}
 	return rc;
@@ -607,6 +513,46 @@ static int job_exit_status(json_t *j)
 	return code > 0 && code < 256 ? (int)code : 1;
 }
 
+/* Waits (until deadline, mono ms) for every element of the array whose
+ * first element is head: on each one still active in turn. *ret: the
+ * head, with "state" and "exit_code" of the first element that did not
+ * complete (the head's own when all did). 1: the deadline came first. */
+static int wait_array(struct ctx *c, json_t *head, int64_t deadline, json_t **ret,
+		      struct tk_error *err)
+{
+	int64_t id = jint(head, "id");
+	for (;;) {
+		char path[160];
+		snprintf(path, sizeof(path), "/v1/jobs?array=%lld&state=active&limit=1",
+			 (long long)id);
+		json_t *res;
+		if (client_call(&c->client, "GET", path, NULL, CALL_TIMEOUT_MS, &res, NULL, err) <
+		    0)
+			return -1;
+		json_t *first = json_array_get(json_object_get(res, "jobs"), 0);
+		int64_t next = first ? jint(first, "id") : 0;
+		json_decref(res);
+		if (!next)
+			break;
+		int64_t w = MAX(0, MIN((deadline - tk_mono_ms()) / 1000, (int64_t)WAIT_POLL_S));
+		snprintf(path, sizeof(path), "/v1/jobs/%lld?wait=%lld", (long long)next,
+			 (long long)w);
+		json_t *j;
+		if (client_call(&c->client, "GET", path, NULL, (w + 15) * 1000, &j, NULL, err) < 0)
+			return -1;
+		json_decref(j);
+		if (tk_mono_ms() >= deadline)
+			return 1;
+	}
+	json_t *bad;
+	if (fetch_array(c, id, "FAILED,CANCELLED,TIMEOUT", &bad, err) < 0)
+		return -1;
+	json_t *worst = json_array_get(bad, 0);
+	*ret = json_deep_copy(worst ? worst : head);
+	json_decref(bad);
+	return 0;
+}
+
 static int run_wait(struct ctx *c)
 {
 	int64_t limit_s = -1;
@@ -615,11 +561,9 @@ static int run_wait(struct ctx *c)
 				   "--timeout: expected a duration such as 30s or 10m, got "
 				   "\"%s\"",
 				   c->v[W_TIMEOUT]);
-	for (int i = 0; i < c->npos; i++) {
-		int64_t id;
-		if (parse_id(c, c->pos[i], &id))
+	for (int i = 0; i < c->npos; i++)
+		if (job_ref_check(c, c->pos[i]))
 			return CLI_EXIT_USAGE;
-	}
 	int64_t deadline = limit_s >= 0 ? tk_mono_ms() + limit_s * 1000 : INT64_MAX;
 	int rc = CLI_EXIT_OK;
 	json_t *all = json_array();
@@ -645,6 +589,25 @@ static int run_wait(struct ctx *c)
 				}
 				json_decref(all);
 				return api_error(c, &err);
+			}
+			json_t *arr = json_object_get(j, "array");
+			if (arr && jint(arr, "count") > 1 && !strchr(c->pos[i], '_')) {
+				json_t *head = j;
+				j = NULL;
+				int wr = wait_array(c, head, deadline, &j, &err);
+				json_decref(head);
+				if (wr < 0) {
+					json_decref(all);
+					return api_error(c, &err);
+				}
+				if (wr > 0) {
+					fprintf(stderr,
+						"tenk wait: array %s has not ended after %s\n",
+						c->pos[i], c->v[W_TIMEOUT]);
+					json_decref(all);
+					return WAIT_EXIT_TIMEOUT;
+				}
+				break;
 			}
 			const char *st = jstr(j, "state");
 			if (strcmp(st, "PENDING") && strcmp(st, "STARTING") &&

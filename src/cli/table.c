@@ -66,6 +66,20 @@ int parse_id(struct ctx *c, const char *s, int64_t *ret)
 	return 0;
 }
 
+int job_ref_check(struct ctx *c, const char *s)
+{
+	const char *us = strchr(s, '_');
+	int64_t x;
+	_cleanup_free_ char *id = us ? xstrndup(s, (size_t)(us - s)) : xstrdup(s);
+	if (tk_parse_int64(id, 1, INT64_MAX, &x) < 0 ||
+	    (us && tk_parse_int64(us + 1, 0, MODEL_MAX_ARRAY_INDEX, &x) < 0))
+		return usage_error(c->cmd,
+				   "a job is named by its id (12), or an array's element by "
+				   "ID_INDEX (12_7); got \"%s\"",
+				   s);
+	return 0;
+}
+
 int cli_main(const struct tk_command *cmd, const struct cli_spec *spec, int argc, char **argv)
 {
 	struct ctx c;

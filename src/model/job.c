@@ -64,7 +64,123 @@ void job_request_release(struct job_request *r)
 	free(r->queue);
 	free(r->image);
 	mj_strv_free(r->mounts, r->nmounts);
+	free(r->after);
+	free(r->comment);
+	free(r->error);
+	free(r->array);
 	memset(r, 0, sizeof(*r));
+}
+
+static const char *const dep_when_names[DEP_WHEN_MAX] = {"start", "ok", "fail", "any"};
+
+const char *dep_when_name(enum dep_when w)
+{
+	return w >= 0 && w < DEP_WHEN_MAX ? dep_when_names[w] : "?";
+}
+
+int dep_when_parse(const char *s, enum dep_when *ret)
+{
+	for (int i = 0; i < DEP_WHEN_MAX; i++)
+		if (strcmp(s, dep_when_names[i]) == 0) {
+			*ret = (enum dep_when)i;
+			return 0;
+		}
+	return -EINVAL;
+}
+
+static int int_cmp(const void *a, const void *b)
+{
+	int x = *(const int *)a, y = *(const int *)b;
+	return (x > y) - (x < y);
+}
+
+/* One piece of an array's indices: N, N-M or N-M:STEP. */
+static int array_range(const char *t, int *lo, int *hi, int *step, struct tk_error *err)
+{
+	int64_t a, b = -1, st = 1;
+	_cleanup_free_ char *copy = xstrdup(t);
+	char *colon = strchr(copy, ':');
+	if (colon) {
+		*colon = '\0';
+		if (tk_parse_int64(colon + 1, 1, MODEL_MAX_ARRAY_INDEX, &st) < 0)
+			return tk_errorf(err, -EINVAL,
+					 "array: \"%s\": the step must be a positive "
+					 "integer",
+					 t);
+	}
+	char *dash = strchr(copy, '-');
+	if (dash)
+		*dash = '\0';
+	if (tk_parse_int64(copy, 0, MODEL_MAX_ARRAY_INDEX, &a) < 0 ||
+	    (dash && tk_parse_int64(dash + 1, 0, MODEL_MAX_ARRAY_INDEX, &b) < 0))
+		return tk_errorf(err, -EINVAL,
+				 "array: \"%s\" is not N, N-M or N-M:STEP with indices from 0 to "
+				 "%d",
+				 t, MODEL_MAX_ARRAY_INDEX);
+	if (colon && !dash)
+		return tk_errorf(err, -EINVAL, "array: \"%s\": a step needs a range (N-M:STEP)", t);
+	if (dash && b < a)
+		return tk_errorf(err, -EINVAL, "array: \"%s\": the range ends before it starts", t);
+	*lo = (int)a;
+	*hi = dash ? (int)b : (int)a;
+	*step = (int)st;
+	return 0;
+}
+
+int model_array_parse(const char *spec, int **ret, int *ret_n, int *ret_cap, struct tk_error *err)
+{
+	*ret = NULL;
+	*ret_n = *ret_cap = 0;
+	_cleanup_free_ char *copy = xstrdup(spec);
+	char *pct = strchr(copy, '%');
+	int64_t cap = 0;
+	if (pct) {
+		*pct = '\0';
+		if (tk_parse_int64(pct + 1, 1, MODEL_MAX_ARRAY, &cap) < 0)
+			return tk_errorf(err, -EINVAL,
+					 "array: after %% comes how many may run at once, from 1 "
+					 "to %d; got \"%s\"",
+					 MODEL_MAX_ARRAY, pct + 1);
+	}
+	if (!copy[0] || copy[0] == ',' || copy[strlen(copy) - 1] == ',' || strstr(copy, ",,"))
+		return tk_errorf(err, -EINVAL,
+				 "array: \"%.64s\" is not a list of indices such as "
+				 "0-999%%50 or 1,3,5-9",
+				 spec);
+	int *idx = NULL;
+	size_t n = 0, alloc = 0;
+	char *save = NULL;
+	for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+		int lo = 0, hi = -1, step = 1, r;
+		if ((r = array_range(t, &lo, &hi, &step, err)) < 0) {
+			free(idx);
+			return r;
+		}
+		for (int64_t i = lo; i <= hi; i += step) {
+			if (n == MODEL_MAX_ARRAY) {
+				free(idx);
+				return tk_errorf(err, -E2BIG, "array: more than %d elements",
+						 MODEL_MAX_ARRAY);
+			}
+			xgrow(&idx, &alloc, n + 1, sizeof(*idx));
+			idx[n++] = (int)i;
+		}
+	}
+	int *sorted = xcalloc(n, sizeof(*sorted));
+	memcpy(sorted, idx, n * sizeof(*sorted));
+	qsort(sorted, n, sizeof(*sorted), int_cmp);
+	for (size_t k = 1; k < n; k++)
+		if (sorted[k] == sorted[k - 1]) {
+			int dup = sorted[k];
+			free(sorted);
+			free(idx);
+			return tk_errorf(err, -EINVAL, "array: index %d is listed twice", dup);
+		}
+	free(sorted);
+	*ret = idx;
+	*ret_n = (int)n;
+	*ret_cap = (int)cap;
+	return 0;
 }
 
 json_t *job_request_pack(const struct job_request *r)
@@ -100,7 +216,81 @@ json_t *job_request_pack(const struct job_request *r)
 				    json_string(ckpt_marker_name(r->ckpt_marker)));
 	if (r->nmounts)
 		json_object_set_new(o, "mounts", mj_strv_pack(r->mounts, r->nmounts));
+	if (r->nafter) {
+		json_t *a = json_array();
+		for (int i = 0; i < r->nafter; i++)
+			json_array_append_new(a, json_pack("{s:I, s:s}", "job",
+							   (json_int_t)r->after[i].job, "when",
+							   dep_when_name(r->after[i].when)));
+		json_object_set_new(o, "after", a);
+	}
+	if (r->begin_ms)
+		json_object_set_new(o, "begin_ms", json_integer(r->begin_ms));
+	if (r->comment)
+		json_object_set_new(o, "comment", json_string(r->comment));
+	if (r->error)
+		json_object_set_new(o, "error", json_string(r->error));
+	if (r->slurm_env)
+		json_object_set_new(o, "slurm_env", json_true());
+	if (r->signal)
+		json_object_set_new(o, "signal",
+				    json_pack("{s:i, s:I}", "number", r->signal, "before_s",
+					      (json_int_t)r->signal_before_s));
+	if (r->array)
+		json_object_set_new(o, "array", json_string(r->array));
 	return o;
+}
+
+static int deps_unpack(json_t *j, struct job_request *r, struct tk_error *err)
+{
+	json_t *a = json_object_get(j, "after");
+	if (!a)
+		return 0;
+	if (!json_is_array(a) || json_array_size(a) > MODEL_MAX_AFTER)
+		return tk_errorf(err, -EINVAL,
+				 "after: must be an array of at most %d {\"job\", \"when\"}",
+				 MODEL_MAX_AFTER);
+	r->after = xcalloc(json_array_size(a) + 1, sizeof(*r->after));
+	size_t i;
+	json_t *v;
+	json_array_foreach (a, i, v) {
+		static const char *const keys[] = {"job", "when", NULL};
+		char when[16] = "";
+		int rc;
+		if ((rc = mj_check_keys(v, NULL, keys, err)) < 0 ||
+		    (rc = mj_int(v, "job", true, 1, INT64_MAX, 0, &r->after[i].job, err)) < 0 ||
+		    (rc = mj_strbuf(v, "when", false, true, when, sizeof(when), err)) < 0) {
+			mj_prefix(err, "after[%zu]", i);
+			return rc;
+		}
+		r->after[i].when = DEP_OK;
+		if (when[0] && dep_when_parse(when, &r->after[i].when) < 0)
+			return tk_errorf(err, -EINVAL,
+					 "after[%zu].when: must be start, ok, fail or any, got "
+					 "\"%s\"",
+					 i, when);
+		r->nafter = (int)i + 1;
+	}
+	return 0;
+}
+
+static int signal_unpack(json_t *j, struct job_request *r, struct tk_error *err)
+{
+	json_t *sg = json_object_get(j, "signal");
+	if (!sg)
+		return 0;
+	static const char *const keys[] = {"number", "before_s", NULL};
+	int64_t num, before;
+	int rc;
+	if ((rc = mj_check_keys(sg, "signal", keys, err)) < 0 ||
+	    (rc = mj_int(sg, "number", true, 1, 64, 0, &num, err)) < 0 ||
+	    (rc = mj_int(sg, "before_s", false, 0, 65535, 60, &before, err)) < 0) {
+		mj_prefix(err, "signal");
+		return rc;
+	}
+	r->signal = (int)num;
+	r->signal_before_s = before;
+	return 0;
 }
 
 int job_request_unpack(json_t *j, struct job_request *ret, struct tk_error *err)
@@ -110,7 +300,9 @@ int job_request_unpack(json_t *j, struct job_request *ret, struct tk_error *err)
 		"nodes",   "tasks_per_node", "gpus_per_task", "gpu_types", "cpus_per_task",
 		"mem_mib", "time_limit_s",   "grace_s",	      "requeue",   "class",
 		"queue",   "gpu_mem_mib",    "gpu_tflops",    "switches",  "mixed_types",
-		"image",   "mounts",	     "ckpt_marker",   NULL,
+		"image",   "mounts",	     "ckpt_marker",   "after",	   "begin_ms",
+		"comment", "error",	     "slurm_env",     "signal",	   "array",
+		NULL,
 	};
 	struct job_request r = {0};
 	int64_t nodes, tpn, cpus, mem, tl, grace, requeue, gmem, switches;
@@ -147,8 +339,21 @@ int job_request_unpack(json_t *j, struct job_request *ret, struct tk_error *err)
 	    (rc = mj_str(j, "image", false, MODEL_IMAGE_MAX - 1, true, NULL, &r.image, err)) < 0 ||
 	    (rc = mj_strv_unpack(j, "mounts", false, MODEL_MAX_MOUNTS,
 				 (size_t)MODEL_MAX_MOUNTS * 2 * MODEL_MAX_PATH, 2 * MODEL_MAX_PATH,
-				 &r.mounts, &r.nmounts, err)) < 0)
+				 &r.mounts, &r.nmounts, err)) < 0 ||
+	    (rc = deps_unpack(j, &r, err)) < 0 || (rc = signal_unpack(j, &r, err)) < 0 ||
+	    (rc = mj_int(j, "begin_ms", false, 0, INT64_MAX, 0, &r.begin_ms, err)) < 0 ||
+	    (rc = mj_str(j, "comment", false, MODEL_MAX_COMMENT, true, NULL, &r.comment, err)) <
+		    0 ||
+	    (rc = mj_str(j, "error", false, MODEL_MAX_PATH, false, NULL, &r.error, err)) < 0 ||
+	    (rc = mj_bool(j, "slurm_env", false, false, &r.slurm_env, err)) < 0 ||
+	    (rc = mj_str(j, "array", false, 4096, true, NULL, &r.array, err)) < 0)
 		goto fail;
+	if (r.array) {
+		int *idx, n, cap;
+		if ((rc = model_array_parse(r.array, &idx, &n, &cap, err)) < 0)
+			goto fail;
+		free(idx);
+	}
 	char marker[16] = "";
 	if ((rc = mj_strbuf(j, "ckpt_marker", false, true, marker, sizeof(marker), err)) < 0)
 		goto fail;
@@ -515,7 +720,36 @@ json_t *job_pack(const struct job *j)
 		json_object_set_new(o, "run_as", json_string(j->run_as));
 	if (j->nckpts)
 		json_object_set_new(o, "checkpoints", ckpts_pack(j->ckpts, j->nckpts));
+	if (j->held)
+		json_object_set_new(o, "held", json_true());
+	if (j->array_job)
+		json_object_set_new(o, "array",
+				    json_pack("{s:I, s:i, s:i, s:i}", "job",
+					      (json_int_t)j->array_job, "index", j->array_index,
+					      "cap", j->array_cap, "count", j->array_count));
 	return o;
+}
+
+static int job_array_unpack(json_t *jj, struct job *j, struct tk_error *err)
+{
+	json_t *a = json_object_get(jj, "array");
+	if (!a)
+		return 0;
+	static const char *const keys[] = {"job", "index", "cap", "count", NULL};
+	int64_t index, cap, count;
+	int r;
+	if ((r = mj_check_keys(a, "array", keys, err)) < 0 ||
+	    (r = mj_int(a, "job", true, 1, INT64_MAX, 0, &j->array_job, err)) < 0 ||
+	    (r = mj_int(a, "index", true, 0, MODEL_MAX_ARRAY_INDEX, 0, &index, err)) < 0 ||
+	    (r = mj_int(a, "cap", true, 0, MODEL_MAX_ARRAY, 0, &cap, err)) < 0 ||
+	    (r = mj_int(a, "count", true, 1, MODEL_MAX_ARRAY, 1, &count, err)) < 0) {
+		mj_prefix(err, "array");
+		return r;
+	}
+	j->array_index = (int)index;
+	j->array_cap = (int)cap;
+	j->array_count = (int)count;
+	return 0;
 }
 
 static int task_unpack(json_t *t, struct task_status *ts, struct tk_error *err)
@@ -673,10 +907,10 @@ static int attempt_unpack(json_t *aj, struct attempt *a, struct tk_error *err)
 
 int job_unpack(json_t *jj, struct job *ret, struct tk_error *err)
 {
-	static const char *const keys[] = {"id",	"name",	       "owner",	    "state",
-					   "submit_ms", "end_ms",      "exit_code", "failures",
-					   "reason",	"request",     "attempts",  "system",
-					   "run_as",	"checkpoints", NULL};
+	static const char *const keys[] = {
+		"id",	     "name",	    "owner",  "state",	 "submit_ms", "end_ms",
+		"exit_code", "failures",    "reason", "request", "attempts",  "system",
+		"run_as",    "checkpoints", "held",   "array",	 NULL};
 	struct job j;
 	memset(&j, 0, sizeof(j));
 	char state[16] = "", name[MODEL_NAME_MAX];
@@ -693,7 +927,9 @@ int job_unpack(json_t *jj, struct job *ret, struct tk_error *err)
 	    (r = mj_int(jj, "failures", true, 0, MODEL_MAX_ATTEMPTS, 0, &failures, err)) < 0 ||
 	    (r = mj_strbuf(jj, "reason", true, false, j.reason, sizeof(j.reason), err)) < 0 ||
 	    (r = mj_bool(jj, "system", false, false, &j.system, err)) < 0 ||
-	    (r = mj_strbuf(jj, "run_as", false, true, j.run_as, sizeof(j.run_as), err)) < 0)
+	    (r = mj_strbuf(jj, "run_as", false, true, j.run_as, sizeof(j.run_as), err)) < 0 ||
+	    (r = mj_bool(jj, "held", false, false, &j.held, err)) < 0 ||
+	    (r = job_array_unpack(jj, &j, err)) < 0)
 		return r;
 	if (j.run_as[0] && !model_unix_user_valid(j.run_as))
 		return tk_errorf(err, -EINVAL, "run_as: \"%s\" is not a Unix account name",

@@ -232,7 +232,40 @@ struct job_request {
 	int nmounts;
 	char **mounts;
 	enum ckpt_marker ckpt_marker; /* how it marks a checkpoint complete */
+	/* it waits until each of these jobs has done as asked (Slurm's
+	 * --dependency); an array's first element stands for every element */
+	int nafter;
+	struct job_dep *after;
+	int64_t begin_ms; /* it starts no earlier (epoch ms); 0: any time */
+	char *comment;	  /* the user's note; NULL: none */
+	char *error;	  /* stderr's path pattern; NULL: into output */
+	bool slurm_env;	  /* its tasks also see Slurm's SLURM_* variables */
+	/* its tasks get this signal signal_before_s before the time limit
+	 * (Slurm's --signal); 0: none */
+	int signal;
+	int64_t signal_before_s;
+	/* as submitted: "0-999%50" made one job per index (struct job's array
+	 * fields); NULL: not an array */
+	char *array;
 };
+
+/* What a dependency waits for (Slurm's after, afterok, afternotok, afterany). */
+enum dep_when { DEP_START, DEP_OK, DEP_FAIL, DEP_ANY, DEP_WHEN_MAX };
+const char *dep_when_name(enum dep_when w);
+int dep_when_parse(const char *s, enum dep_when *ret);
+struct job_dep {
+	int64_t job;
+	enum dep_when when;
+};
+#define MODEL_MAX_AFTER 64
+#define MODEL_MAX_COMMENT 1024
+#define MODEL_MAX_ARRAY 100000 /* elements of one array */
+#define MODEL_MAX_ARRAY_INDEX 10000000
+
+/* Parses an array's indices, Slurm's form: "0-999", "1,3,5-9", "0-15:4",
+ * then "%N" for at most N elements running at once. *ret: the indices in
+ * the order given (caller frees), *ret_n their number, *ret_cap N or 0. */
+int model_array_parse(const char *spec, int **ret, int *ret_n, int *ret_cap, struct tk_error *err);
 
 void job_request_release(struct job_request *r);
 /* Returns a new JSON object (caller owns the reference). */
@@ -406,6 +439,14 @@ struct job {
 	/* its committed checkpoints, oldest first (at most MODEL_MAX_CKPTS) */
 	int nckpts;
 	struct ckpt *ckpts;
+	bool held; /* held by a user (tenk hold): it waits until released */
+	/* an element of an array: its first element's id (0: not in one), its
+	 * index, how many elements may run at once (0: any) and how many
+	 * there are (ids array_job .. array_job + array_count - 1) */
+	int64_t array_job;
+	int array_index;
+	int array_cap;
+	int array_count;
 };
 
 void job_release(struct job *j);

@@ -441,7 +441,50 @@ json_t *work_spec_pack(const struct work_spec *s)
 	if (s->ckpt_marker != CKPT_TENK)
 		json_object_set_new(o, "ckpt_marker",
 				    json_string(ckpt_marker_name(s->ckpt_marker)));
+	if (s->error)
+		json_object_set_new(o, "error", json_string(s->error));
+	if (s->array_job)
+		json_object_set_new(o, "array",
+				    json_pack("{s:I, s:i, s:i}", "job", (json_int_t)s->array_job,
+					      "index", s->array_index, "count", s->array_count));
+	if (s->slurm_env)
+		json_object_set_new(o, "slurm_env", json_true());
+	if (s->signal)
+		json_object_set_new(o, "signal",
+				    json_pack("{s:i, s:I}", "number", s->signal, "before_s",
+					      (json_int_t)s->signal_before_s));
 	return o;
+}
+
+/* A work spec's array and signal, where it has them. */
+static int spec_extras_unpack(json_t *j, struct work_spec *s, struct tk_error *err)
+{
+	json_t *a = json_object_get(j, "array"), *sg = json_object_get(j, "signal");
+	int64_t index, count, num;
+	int r;
+	if (a) {
+		static const char *const keys[] = {"job", "index", "count", NULL};
+		if ((r = mj_check_keys(a, "array", keys, err)) < 0 ||
+		    (r = mj_int(a, "job", true, 1, INT64_MAX, 0, &s->array_job, err)) < 0 ||
+		    (r = mj_int(a, "index", true, 0, MODEL_MAX_ARRAY_INDEX, 0, &index, err)) < 0 ||
+		    (r = mj_int(a, "count", true, 1, MODEL_MAX_ARRAY, 1, &count, err)) < 0) {
+			mj_prefix(err, "array");
+			return r;
+		}
+		s->array_index = (int)index;
+		s->array_count = (int)count;
+	}
+	if (sg) {
+		static const char *const keys[] = {"number", "before_s", NULL};
+		if ((r = mj_check_keys(sg, "signal", keys, err)) < 0 ||
+		    (r = mj_int(sg, "number", true, 1, 64, 0, &num, err)) < 0 ||
+		    (r = mj_int(sg, "before_s", true, 0, 65535, 0, &s->signal_before_s, err)) < 0) {
+			mj_prefix(err, "signal");
+			return r;
+		}
+		s->signal = (int)num;
+	}
+	return 0;
 }
 
 /* "devices": one array of device indices per task. */
@@ -489,7 +532,8 @@ int work_spec_unpack(json_t *j, struct work_spec *ret, struct tk_error *err)
 		"master_port", "time_limit_s", "grace_s",     "system",
 		"run_as",      "allow_root",   "cpus",	      "mem_mib",
 		"image",       "mounts",       "ckpt_marker", "owner",
-		"queue",       NULL,
+		"queue",       "error",	       "array",	      "slurm_env",
+		"signal",      NULL,
 	};
 	struct work_spec s = {0};
 	int64_t nnodes, rank, tpn, world, milli, port, cpus;
@@ -524,7 +568,10 @@ int work_spec_unpack(json_t *j, struct work_spec *ret, struct tk_error *err)
 	    (r = mj_str(j, "image", false, MODEL_IMAGE_MAX - 1, true, NULL, &s.image, err)) < 0 ||
 	    (r = mj_strv_unpack(j, "mounts", false, MODEL_MAX_MOUNTS,
 				(size_t)MODEL_MAX_MOUNTS * 2 * MODEL_MAX_PATH, 2 * MODEL_MAX_PATH,
-				&s.mounts, &s.nmounts, err)) < 0)
+				&s.mounts, &s.nmounts, err)) < 0 ||
+	    (r = mj_str(j, "error", false, MODEL_MAX_PATH, false, NULL, &s.error, err)) < 0 ||
+	    (r = mj_bool(j, "slurm_env", false, false, &s.slurm_env, err)) < 0 ||
+	    (r = spec_extras_unpack(j, &s, err)) < 0)
 		goto fail;
 	if (s.image && !model_image_valid(s.image)) {
 		r = tk_errorf(err, -EINVAL, "image: \"%.64s\" is not an image reference", s.image);
@@ -583,6 +630,7 @@ void work_spec_release(struct work_spec *s)
 	free(s->cwd);
 	mj_strv_free(s->env, s->nenv);
 	free(s->output);
+	free(s->error);
 	free(s->devs_off);
 	free(s->devs);
 	free(s->image);

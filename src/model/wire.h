@@ -236,6 +236,15 @@ struct work_spec {
 	int nmounts;
 	char **mounts;
 	enum ckpt_marker ckpt_marker;
+	char *error; /* stderr's path pattern; NULL: into output */
+	/* an array's element: the array's id (0: none), its index and size */
+	int64_t array_job;
+	int array_index;
+	int array_count;
+	bool slurm_env; /* Slurm's SLURM_* variables too */
+	/* a warning signal this long before the time limit (0: none) */
+	int signal;
+	int64_t signal_before_s;
 };
 
 json_t *work_spec_pack(const struct work_spec *s);

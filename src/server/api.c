@@ -28,24 +28,54 @@ static bool sees_all(const struct request *r)
 	return r->role == ROLE_VIEWER || r->role == ROLE_OPERATOR || r->role == ROLE_ADMIN;
 }
 
-static int parse_job_id(struct request *r, const char *param, struct sjob **ret)
+/* A job named on the path: "12", or "12_7" for the element of array 12
+ * with index 7. *whole (when not NULL): the name is an array's, not one
+ * element's ("12" where 12 is an array's first element). */
+static int parse_job_ref(struct request *r, const char *param, struct sjob **ret, bool *whole)
 {
-	int64_t id;
-	if (tk_parse_int64(param, 1, INT64_MAX, &id) < 0) {
-		reply_error(r, 400, "job id must be a positive integer, got \"%.64s\"", param);
+	int64_t id, index = -1;
+	char idbuf[32];
+	const char *us = strchr(param, '_');
+	size_t idlen = us ? (size_t)(us - param) : strlen(param);
+	if (idlen == 0 || idlen >= sizeof(idbuf)) {
+		reply_error(r, 400, "job id must be a positive integer or ID_INDEX, got \"%.64s\"",
+			    param);
+		return -EINVAL;
+	}
+	memcpy(idbuf, param, idlen);
+	idbuf[idlen] = '\0';
+	if (tk_parse_int64(idbuf, 1, INT64_MAX, &id) < 0 ||
+	    (us && tk_parse_int64(us + 1, 0, MODEL_MAX_ARRAY_INDEX, &index) < 0)) {
+		reply_error(r, 400, "job id must be a positive integer or ID_INDEX, got \"%.64s\"",
+			    param);
 		return -EINVAL;
 	}
 	struct sjob *j = state_job(&r->s->st, id);
-	if (!j) {
+	if (j && us) {
+		if (j->job.array_job != j->job.id) {
+			reply_error(r, 404, "job %lld is not an array", (long long)id);
+			return -ENOENT;
+		}
+		j = state_array_element(&r->s->st, j, (int)index);
+		if (!j) {
+			reply_error(r, 404, "array %lld has no index %lld", (long long)id,
+				    (long long)index);
+			return -ENOENT;
+		}
+	}
+	if (!j || (!sees_all(r) && strcmp(j->job.owner, r->user) != 0)) {
 		reply_error(r, 404, "no job %lld", (long long)id);
 		return -ENOENT;
 	}
-	if (!sees_all(r) && strcmp(j->job.owner, r->user) != 0) {
-		reply_error(r, 404, "no job %lld", (long long)id);
-		return -ENOENT;
-	}
+	if (whole)
+		*whole = !us && job_is_array_head(j);
 	*ret = j;
 	return 0;
+}
+
+static int parse_job_id(struct request *r, const char *param, struct sjob **ret)
+{
+	return parse_job_ref(r, param, ret, NULL);
 }
 
 static struct snode *find_node(struct request *r, const char *name)
@@ -227,95 +257,162 @@ static json_t *job_for(const struct request *r, struct sjob *j)
 	return o;
 }
 
-static void h_submit(struct request *r, const char *param, json_t *body)
+/* Whether r may have req run (known models, class and queue, who may use
+ * them, the after list): answers the refusal itself and returns < 0. */
+static int request_admissible(struct request *r, const struct job_request *req)
 {
 	struct server *s = r->s;
 	struct state *st = &s->st;
-	struct job_request req;
-	struct tk_error err;
-	if (job_request_unpack(body, &req, &err) < 0) {
-		reply_error(r, 400, "%s", err.text);
-		return;
-	}
-	for (int i = 0; i < req.ngpu_types; i++) {
-		if (!catalogue_find(&s->cat, req.gpu_types[i])) {
+	for (int i = 0; i < req->ngpu_types; i++) {
+		if (!catalogue_find(&s->cat, req->gpu_types[i])) {
 			struct strbuf names;
 			strbuf_init(&names);
 			catalogue_names(&s->cat, &names);
 			reply_error(r, 400, "gpu_types[%d]: unknown model \"%s\"; known: %s", i,
-				    req.gpu_types[i], names.buf);
+				    req->gpu_types[i], names.buf);
 			strbuf_release(&names);
-			job_request_release(&req);
-			return;
+			return -EINVAL;
 		}
 	}
-	if (req.cls && sched_config_class(&st->sched, req.cls) < 0) {
+	if (req->cls && sched_config_class(&st->sched, req->cls) < 0) {
 		struct strbuf names;
 		strbuf_init(&names);
 		for (int c = 0; c < st->sched.nclasses; c++)
 			strbuf_addf(&names, "%s%s", c ? ", " : "", st->sched.classes[c].name);
-		reply_error(r, 400, "class: no class \"%s\"; classes: %s", req.cls, names.buf);
+		reply_error(r, 400, "class: no class \"%s\"; classes: %s", req->cls, names.buf);
 		strbuf_release(&names);
-		job_request_release(&req);
-		return;
+		return -EINVAL;
 	}
-	const char *qname = req.queue ? req.queue : "default";
+	const char *qname = req->queue ? req->queue : "default";
 	struct squeue *q = state_queue(st, qname);
 	if (!q) {
 		reply_error(r, 400,
 			    "queue: no queue \"%s\"; an admin creates it with `tenk queues "
 			    "set %s --gpus N`",
 			    qname, qname);
-		job_request_release(&req);
-		return;
+		return -EINVAL;
 	}
 	const struct class_spec *cs =
-		&st->sched.classes[req.cls ? sched_config_class(&st->sched, req.cls)
-					   : st->sched.default_class];
+		&st->sched.classes[req->cls ? sched_config_class(&st->sched, req->cls)
+					    : st->sched.default_class];
 	if (!may_use(r, cs->allow, cs->nallow)) {
 		reply_error(r, 403, "class %s: %s may not use it", cs->name, r->user);
-		job_request_release(&req);
-		return;
+		return -EPERM;
 	}
 	const struct queue_spec *qs = &q->spec;
 	if (!may_use(r, qs->users, qs->nusers)) {
 		reply_error(r, 403, "queue %s: %s may not use it", qname, r->user);
-		job_request_release(&req);
-		return;
+		return -EPERM;
 	}
-	if (st->njobs >= STATE_MAX_JOB_ID) {
-		reply_error(r, 507, "this server holds at most %lld jobs, and has them",
-			    (long long)STATE_MAX_JOB_ID);
-		job_request_release(&req);
-		return;
-	}
-	if (r->role != ROLE_ADMIN) {
-		/* one user's waiting jobs are bounded: in number, and in weight */
-		const struct owner_pending *o = state_owner_pending(st, r->user);
-		int64_t mib = (o->bytes + job_request_bytes(&req) + (1 << 20) - 1) >> 20;
-		if (o->jobs >= st->sched.max_pending_per_user ||
-		    mib > st->sched.max_pending_mib_per_user) {
-			bool count = o->jobs >= st->sched.max_pending_per_user;
-			reply_error(
-				r, 429,
-				"%s: %s has %lld pending job(s), %lld MiB of requests; the limit "
-				"is %lld%s",
-				count ? "max_pending_per_user" : "max_pending_mib_per_user",
-				r->user, (long long)o->jobs, (long long)(o->bytes >> 20),
-				(long long)(count ? st->sched.max_pending_per_user
-						  : st->sched.max_pending_mib_per_user),
-				count ? " jobs" : " MiB");
-			job_request_release(&req);
-			return;
+	for (int i = 0; i < req->nafter; i++)
+		if (!state_job(st, req->after[i].job)) {
+			reply_error(r, 400, "after[%d]: no job %lld", i,
+				    (long long)req->after[i].job);
+			return -ENOENT;
 		}
+	return 0;
+}
+
+/* Can r's user have n more jobs of req waiting? Answers the refusal itself
+ * and returns < 0. */
+static int room_for(struct request *r, const struct job_request *req, int64_t n)
+{
+	struct state *st = &r->s->st;
+	if ((int64_t)st->njobs + n > STATE_MAX_JOB_ID) {
+		reply_error(r, 507, "this server holds at most %lld jobs, and has %lld",
+			    (long long)STATE_MAX_JOB_ID, (long long)st->njobs);
+		return -ENOSPC;
+	}
+	if (r->role == ROLE_ADMIN)
+		return 0;
+	/* one user's waiting jobs are bounded: in number, and in weight */
+	const struct owner_pending *o = state_owner_pending(st, r->user);
+	int64_t mib = (o->bytes + n * job_request_bytes(req) + (1 << 20) - 1) >> 20;
+	bool count = o->jobs + n > st->sched.max_pending_per_user;
+	if (count || mib > st->sched.max_pending_mib_per_user) {
+		reply_error(r, 429,
+			    "%s: %s has %lld pending job(s), %lld MiB of requests%s; the limit is "
+			    "%lld%s",
+			    count ? "max_pending_per_user" : "max_pending_mib_per_user", r->user,
+			    (long long)o->jobs, (long long)(o->bytes >> 20),
+			    n > 1 ? ", and asks for an array of more" : "",
+			    (long long)(count ? st->sched.max_pending_per_user
+					      : st->sched.max_pending_mib_per_user),
+			    count ? " jobs" : " MiB");
+		return -EAGAIN;
+	}
+	return 0;
+}
+
+/* A copy of req (for one element of an array). */
+static void request_copy(const struct job_request *req, struct job_request *ret)
+{
+	json_t *o = job_request_pack(req);
+	struct tk_error err;
+	int rc = job_request_unpack(o, ret, &err);
+	assert(rc == 0); /* what was unpacked packs and unpacks again */
+	(void)rc;
+	json_decref(o);
+}
+
+static void h_submit(struct request *r, const char *param, json_t *body)
+{
+	struct server *s = r->s;
+	struct state *st = &s->st;
+	struct job_request req;
+	struct tk_error err;
+	/* "hold": submitted held, beside the request proper */
+	json_t *hold = json_object_get(body, "hold");
+	if (hold && !json_is_boolean(hold)) {
+		reply_error(r, 400, "hold: must be true or false");
+		return;
+	}
+	bool held = hold && json_is_true(hold);
+	if (hold)
+		json_object_del(body, "hold");
+	if (job_request_unpack(body, &req, &err) < 0) {
+		reply_error(r, 400, "%s", err.text);
+		return;
+	}
+	int *idx = NULL, nidx = 1, cap = 0;
+	if (req.array && model_array_parse(req.array, &idx, &nidx, &cap, &err) < 0) {
+		reply_error(r, 400, "%s", err.text); /* unpack checked it */
+		job_request_release(&req);
+		return;
 	}
 	char run_as[MODEL_NAME_MAX];
-	if (image_policy(r, &req) < 0 || run_as_of(r, run_as) < 0) {
+	if (request_admissible(r, &req) < 0 || room_for(r, &req, nidx) < 0 ||
+	    image_policy(r, &req) < 0 || run_as_of(r, run_as) < 0) {
+		free(idx);
 		job_request_release(&req);
 		return;
 	}
-	struct sjob *j = state_submit(st, &req, r->user, run_as, server_now_ms(s));
-	reply_json(r, 201, job_for(r, j));
+	int64_t now = server_now_ms(s);
+	if (!req.array) {
+		struct sjob *j = state_submit(st, &req, r->user, run_as, now);
+		j->job.held = held;
+		reply_json(r, 201, job_for(r, j));
+		return;
+	}
+	/* an array: one job per index, ids one after another from the first */
+	int64_t first = (int64_t)st->njobs + 1;
+	struct sjob *head = NULL;
+	for (int k = 0; k < nidx; k++) {
+		struct job_request el;
+		if (k < nidx - 1)
+			request_copy(&req, &el);
+		else
+			el = req, memset(&req, 0, sizeof(req));
+		struct sjob *j =
+			state_submit_array(st, &el, r->user, run_as, now, first, idx[k], cap, nidx);
+		j->job.held = held;
+		if (!head)
+			head = j;
+	}
+	free(idx);
+	log_info("array %lld: %d jobs from %s", (long long)first, nidx, r->user);
+	json_t *o = job_for(r, head);
+	reply_json(r, 201, o);
 }
 
 static void h_classes(struct request *r, const char *param, json_t *body)
@@ -440,7 +537,20 @@ static void h_jobs_list(struct request *r, const char *param, json_t *body)
 			    after_s);
 		return;
 	}
+	const char *arr = request_arg(r, "array");
+	int64_t array = 0;
+	if (arr && tk_parse_int64(arr, 1, INT64_MAX, &array) < 0) {
+		reply_error(r, 400, "array: must be an array's job id, got \"%.32s\"", arr);
+		return;
+	}
+	const char *owner = request_arg(r, "user");
+	if (owner && !model_name_valid(owner)) {
+		reply_error(r, 400, "user: \"%.64s\" is not a user name", owner);
+		return;
+	}
+	snprintf(r->list_owner, sizeof(r->list_owner), "%s", owner ? owner : "");
 	/* built later, a few at a time: see api_lists_work */
+	r->list_array = array;
 	r->list_mask = mask;
 	r->list_limit = limit;
 	r->list_after = after;
@@ -458,9 +568,21 @@ static void list_answer(struct request *r)
 	int64_t limit = r->list_limit, after = r->list_after;
 	json_t *arr = json_array();
 	int64_t total = 0, next = 0;
-	for (size_t i = 0; i < st->njobs; i++) {
+	size_t from = 0, to = st->njobs;
+	if (r->list_array) {
+		struct sjob *head = state_job(st, r->list_array);
+		from = (size_t)r->list_array - 1;
+		to = head && head->job.array_job == head->job.id
+			     ? MIN(st->njobs, from + (size_t)head->job.array_count)
+			     : from;
+	}
+	for (size_t i = from; i < to; i++) {
 		struct sjob *j = st->jobs[i];
 		if (!j || !(mask & (1u << j->job.state)))
+			continue;
+		if (r->list_array && j->job.array_job != r->list_array)
+			continue;
+		if (r->list_owner[0] && strcmp(j->job.owner, r->list_owner) != 0)
 			continue;
 		if (!sees_all(r) && strcmp(j->job.owner, r->user) != 0)
 			continue;
@@ -541,16 +663,157 @@ static void h_job_checkpoints(struct request *r, const char *param, json_t *body
 	reply_json(r, 200, o);
 }
 
+/* What a change of one job does (cancel, hold, release, requeue). */
+typedef int (*job_change_fn)(struct request *r, struct sjob *j, struct tk_error *err);
+
+/* Applies fn to the job the path names, or to every element of an array
+ * named as one (those it does not apply to are passed over); answers with
+ * the job (the array's first element) and, for an array, how many changed. */
+static void job_change(struct request *r, const char *param, job_change_fn fn)
+{
+	struct sjob *j;
+	bool whole;
+	if (parse_job_ref(r, param, &j, &whole) < 0)
+		return;
+	struct tk_error err = {0};
+	if (!whole) {
+		if (fn(r, j, &err) < 0) {
+			reply_error(r, 409, "%s", err.text);
+			return;
+		}
+		reply_json(r, 200, job_for(r, j));
+		return;
+	}
+	int changed = 0;
+	for (int k = 0; k < j->job.array_count; k++) {
+		struct sjob *e = state_job(&r->s->st, j->job.id + k);
+		if (e && e->job.array_job == j->job.id && fn(r, e, &err) == 0)
+			changed++;
+	}
+	if (!changed) {
+		reply_error(r, 409, "array %lld: none of its %d elements: %s", (long long)j->job.id,
+			    j->job.array_count, err.text);
+		return;
+	}
+	json_t *o = job_for(r, j);
+	json_object_set_new(o, "changed", json_integer(changed));
+	reply_json(r, 200, o);
+}
+
+static int do_cancel(struct request *r, struct sjob *j, struct tk_error *err)
+{
+	return state_cancel(&r->s->st, j, server_now_ms(r->s), err);
+}
+
+static int do_hold(struct request *r, struct sjob *j, struct tk_error *err)
+{
+	return state_hold(&r->s->st, j, true, err);
+}
+
+static int do_release(struct request *r, struct sjob *j, struct tk_error *err)
+{
+	return state_hold(&r->s->st, j, false, err);
+}
+
+static int do_requeue(struct request *r, struct sjob *j, struct tk_error *err)
+{
+	return state_requeue(&r->s->st, j, r->user, server_now_ms(r->s), err);
+}
+
 static void h_job_cancel(struct request *r, const char *param, json_t *body)
+{
+	job_change(r, param, do_cancel);
+}
+
+static void h_job_hold(struct request *r, const char *param, json_t *body)
+{
+	job_change(r, param, do_hold);
+}
+
+static void h_job_release(struct request *r, const char *param, json_t *body)
+{
+	job_change(r, param, do_release);
+}
+
+static void h_job_requeue(struct request *r, const char *param, json_t *body)
+{
+	job_change(r, param, do_requeue);
+}
+
+/* What `update` may change of a waiting job: what placement and the queue
+ * read, not what the job is (its command, folder, environment, image). */
+static const char *const update_keys[] = {
+	"name",		 "time_limit_s", "class",
+	"queue",	 "nodes",	 "tasks_per_node",
+	"gpus_per_task", "gpu_types",	 "cpus_per_task",
+	"mem_mib",	 "gpu_mem_mib",	 "gpu_tflops",
+	"switches",	 "mixed_types",	 "requeue",
+	"grace_s",	 "begin_ms",	 "after",
+	"comment",	 "signal",	 NULL,
+};
+
+/* POST /v1/jobs/ID/update {KEY: VALUE, ...}: a waiting job's request, each
+ * key as at submission (null: back to the default). Checked like a new
+ * submission; nothing changes unless all of it is allowed. */
+static void h_job_update(struct request *r, const char *param, json_t *body)
 {
 	struct sjob *j;
 	if (parse_job_id(r, param, &j) < 0)
 		return;
-	struct tk_error err;
-	if (state_cancel(&r->s->st, j, server_now_ms(r->s), &err) < 0) {
-		reply_error(r, 409, "%s", err.text);
+	if (!json_is_object(body) || !json_object_size(body)) {
+		reply_error(r, 400,
+			    "update: expected an object of what to change, such as "
+			    "{\"time_limit_s\": 3600}");
 		return;
 	}
+	const char *k;
+	json_t *v;
+	json_object_foreach (body, k, v) {
+		bool ok = false;
+		for (int i = 0; update_keys[i] && !ok; i++)
+			ok = strcmp(k, update_keys[i]) == 0;
+		if (!ok) {
+			reply_error(
+				r, 400,
+				"%.64s: cannot be changed once submitted (what may: name, "
+				"time_limit_s, class, queue, nodes, tasks_per_node, gpus_per_task, "
+				"gpu_types, cpus_per_task, mem_mib, begin_ms, after, comment, ...)",
+				k);
+			return;
+		}
+	}
+	if (j->job.state != JOB_PENDING) {
+		reply_error(r, 409, "job %lld is %s: only a waiting job's request is changed",
+			    (long long)j->job.id, job_state_name(j->job.state));
+		return;
+	}
+	json_t *cur = job_request_pack(&j->job.req);
+	json_object_foreach (body, k, v) {
+		if (json_is_null(v))
+			json_object_del(cur, k);
+		else
+			json_object_set(cur, k, v);
+	}
+	struct job_request req;
+	struct tk_error err;
+	int rc = job_request_unpack(cur, &req, &err);
+	json_decref(cur);
+	if (rc < 0) {
+		reply_error(r, 400, "%s", err.text);
+		return;
+	}
+	for (int i = 0; i < req.nafter; i++)
+		if (req.after[i].job == j->job.id) {
+			reply_error(r, 400, "after[%d]: a job cannot wait for itself", i);
+			job_request_release(&req);
+			return;
+		}
+	if (request_admissible(r, &req) < 0) {
+		job_request_release(&req);
+		return;
+	}
+	state_job_set_request(&r->s->st, j, &req, server_now_ms(r->s));
+	log_info("job %lld updated by %s", (long long)j->job.id, r->user);
 	reply_json(r, 200, job_for(r, j));
 }
 
@@ -1268,6 +1531,10 @@ const struct route api_routes[] = {
 	{"GET", "/v1/jobs", ROLE_VIEWER, h_jobs_list, false},
 	{"GET", "/v1/jobs/{}", ROLE_VIEWER, h_job_show, false},
 	{"POST", "/v1/jobs/{}/cancel", ROLE_USER, h_job_cancel, false},
+	{"POST", "/v1/jobs/{}/hold", ROLE_USER, h_job_hold, false},
+	{"POST", "/v1/jobs/{}/release", ROLE_USER, h_job_release, false},
+	{"POST", "/v1/jobs/{}/requeue", ROLE_USER, h_job_requeue, false},
+	{"POST", "/v1/jobs/{}/update", ROLE_USER, h_job_update, true},
 	{"GET", "/v1/jobs/{}/checkpoints", ROLE_VIEWER, h_job_checkpoints, false},
 	{"GET", "/v1/nodes", ROLE_VIEWER, h_nodes_list, false},
 	{"POST", "/v1/nodes/{}/admit", ROLE_ADMIN, h_node_admit, false},

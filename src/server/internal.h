@@ -95,6 +95,8 @@ struct request {
 	/* a job list waiting its turn (WAIT_LIST): what it asked */
 	unsigned list_mask;
 	int64_t list_limit, list_after;
+	int64_t list_array;  /* only this array's elements (0: every job) */
+	char list_owner[64]; /* only this user's jobs ("": everyone's) */
 };
 
 struct server {

@@ -75,15 +75,26 @@ struct sjob *job_add(struct state *s, struct job *job, int64_t now)
 	if ((size_t)job->id > s->njobs)
 		s->njobs = (size_t)job->id;
 	s->jobs[job->id - 1] = j;
+	if (j->job.array_job && (j->job.state == JOB_STARTING || j->job.state == JOB_RUNNING)) {
+		struct sjob *first = state_job(s, j->job.array_job);
+		if (first)
+			first->array_active++;
+	}
 	return j;
 }
 
 /* A new job from req (taken), PENDING. */
 static struct sjob *job_new(struct state *s, struct job_request *req, const char *owner,
-			    const char *run_as, bool system, int64_t now)
+			    const char *run_as, bool system, int64_t now, const struct job *array)
 {
 	struct job job;
 	memset(&job, 0, sizeof(job));
+	if (array) {
+		job.array_job = array->array_job;
+		job.array_index = array->array_index;
+		job.array_cap = array->array_cap;
+		job.array_count = array->array_count;
+	}
 	job.id = (int64_t)s->njobs + 1;
 	snprintf(job.owner, sizeof(job.owner), "%s", owner);
 	snprintf(job.run_as, sizeof(job.run_as), "%s", run_as);
@@ -105,13 +116,22 @@ static struct sjob *job_new(struct state *s, struct job_request *req, const char
 struct sjob *state_submit(struct state *s, struct job_request *req, const char *owner,
 			  const char *run_as, int64_t now)
 {
-	return job_new(s, req, owner, run_as, false, now);
+	return job_new(s, req, owner, run_as, false, now, NULL);
+}
+
+struct sjob *state_submit_array(struct state *s, struct job_request *req, const char *owner,
+				const char *run_as, int64_t now, int64_t first, int index, int cap,
+				int count)
+{
+	struct job a = {
+		.array_job = first, .array_index = index, .array_cap = cap, .array_count = count};
+	return job_new(s, req, owner, run_as, false, now, &a);
 }
 
 struct sjob *state_submit_system(struct state *s, struct job_request *req, const char *owner,
 				 int64_t now)
 {
-	return job_new(s, req, owner, "", true, now);
+	return job_new(s, req, owner, "", true, now, NULL);
 }
 
 void state_job_finish(struct state *s, struct sjob *j, enum job_state st, int exit_code,
@@ -489,4 +509,126 @@ void state_train_metrics(struct state *s, struct snode *n, const struct wire_tra
 		state_job_dirty(s, j);
 		return;
 	}
+}
+
+/* ---- what users change ------------------------------------------------------------- */
+
+bool job_is_array_head(const struct sjob *j)
+{
+	return j->job.array_job == j->job.id && j->job.array_count > 1;
+}
+
+struct sjob *state_array_element(struct state *s, const struct sjob *first, int index)
+{
+	if (!first->job.array_job || first->job.array_job != first->job.id)
+		return NULL;
+	for (int k = 0; k < first->job.array_count; k++) {
+		struct sjob *e = state_job(s, first->job.id + k);
+		if (e && e->job.array_job == first->job.id && e->job.array_index == index)
+			return e;
+	}
+	return NULL;
+}
+
+/* "41" or, for an element, "41_3". */
+static void job_name_of(const struct sjob *j, char *buf, size_t n)
+{
+	if (j->job.array_job)
+		snprintf(buf, n, "%lld_%d", (long long)j->job.array_job, j->job.array_index);
+	else
+		snprintf(buf, n, "%lld", (long long)j->job.id);
+}
+
+/* One job against one dependency: 1 met, 0 not yet, -1 never. */
+static int dep_one(const struct sjob *e, enum dep_when when)
+{
+	bool final = job_state_final(e->job.state);
+	bool ok = e->job.state == JOB_COMPLETED;
+	switch (when) {
+	case DEP_START:
+		return e->job.nattempts > 0 ? 1 : final ? -1 : 0;
+	case DEP_OK:
+		return ok ? 1 : final ? -1 : 0;
+	case DEP_FAIL:
+		return ok ? -1 : final ? 1 : 0;
+	case DEP_ANY:
+	default:
+		return final ? 1 : 0;
+	}
+}
+
+int job_deps_state(struct state *s, const struct sjob *j, char *buf, size_t n)
+{
+	static const char *const verbs[DEP_WHEN_MAX] = {"to start", "to complete", "to fail",
+							"to end"};
+	const struct job_request *r = &j->job.req;
+	for (int i = 0; i < r->nafter; i++) {
+		const struct job_dep *d = &r->after[i];
+		struct sjob *t = state_job(s, d->job);
+		if (!t)
+			continue; /* checked at submission; a job is never removed */
+		int count = job_is_array_head(t) ? t->job.array_count : 1;
+		for (int k = 0; k < count; k++) {
+			struct sjob *e = k ? state_job(s, t->job.id + k) : t;
+			if (!e || (k && e->job.array_job != t->job.id))
+				continue;
+			int st = dep_one(e, d->when);
+			if (st == 1)
+				continue;
+			char name[48];
+			job_name_of(e, name, sizeof(name));
+			if (st < 0)
+				snprintf(buf, n, "dependency never satisfied (job %s %s)", name,
+					 job_state_name(e->job.state));
+			else
+				snprintf(buf, n, "waiting for job %s %s", name, verbs[d->when]);
+			return st;
+		}
+	}
+	return 1;
+}
+
+int state_hold(struct state *s, struct sjob *j, bool hold, struct tk_error *err)
+{
+	if (j->job.state != JOB_PENDING)
+		return tk_errorf(err, -EBUSY, "job %lld is %s: only a waiting job is %s",
+				 (long long)j->job.id, job_state_name(j->job.state),
+				 hold ? "held" : "released");
+	if (j->job.held == hold)
+		return 0;
+	j->job.held = hold;
+	state_job_dirty(s, j);
+	state_want_pass(s);
+	return 0;
+}
+
+int state_requeue(struct state *s, struct sjob *j, const char *who, int64_t now,
+		  struct tk_error *err)
+{
+	if (j->job.state != JOB_STARTING && j->job.state != JOB_RUNNING)
+		return tk_errorf(err, -EBUSY, "job %lld is %s: only a running job is requeued",
+				 (long long)j->job.id, job_state_name(j->job.state));
+	char why[MODEL_REASON_MAX];
+	snprintf(why, sizeof(why), "requeued by %s", who);
+	struct attempt *a = job_current_attempt(&j->job);
+	if (a)
+		snprintf(a->reason, sizeof(a->reason), "%s", why);
+	log_info("job %lld %s", (long long)j->job.id, why);
+	job_requeue(s, j, why, now);
+	return 0;
+}
+
+void state_job_set_request(struct state *s, struct sjob *j, struct job_request *req, int64_t now)
+{
+	assert(j->job.state == JOB_PENDING);
+	job_dequeue(s, j);
+	job_request_release(&j->job.req);
+	j->job.req = *req;
+	memset(req, 0, sizeof(*req));
+	j->req_bytes = 0;
+	job_resolve(s, j, now);
+	job_sync(j);
+	job_enqueue(s, j);
+	state_job_dirty(s, j);
+	state_want_pass(s);
 }

@@ -60,6 +60,15 @@ static void part_spec(const struct state *s, struct sjob *j, const struct attemp
 	sp->nmounts = r->nmounts;
 	sp->mounts = r->mounts;
 	sp->ckpt_marker = r->ckpt_marker;
+	sp->error = r->error;
+	if (j->job.array_job) {
+		sp->array_job = j->job.array_job;
+		sp->array_index = j->job.array_index;
+		sp->array_count = j->job.array_count;
+	}
+	sp->slurm_env = r->slurm_env;
+	sp->signal = r->signal;
+	sp->signal_before_s = r->signal_before_s;
 }
 
 json_t *state_work_pack(struct state *s, struct snode *n, uint64_t since_gen)

@@ -252,6 +252,8 @@ static void cron_cb(uv_timer_t *t)
 	int64_t now = server_now_ms(s), mono = tk_mono_ms();
 	state_queues_age(&s->st, now);
 	state_check_nodes(&s->st, now, mono);
+	if (s->st.wake_ms && now >= s->st.wake_ms) /* a job's begin time came */
+		state_want_pass(&s->st);
 	if (!s->metrics.sample_mono || mono - s->metrics.sample_mono >= UI_SAMPLE_MS) {
 		s->metrics.sample_mono = mono;
 		ui_sample(s);

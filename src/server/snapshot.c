@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 struct snapshot {
 	struct sched_snapshot snap;
@@ -62,10 +63,34 @@ static void classes_queues_build(const struct state *s, struct snapshot *sn)
 /* Why j waits where no pass may place it (its request refused by the
  * shape table, its last attempt not over): the reason, or NULL when the
  * pass may take it. */
-static const char *held_back(struct sjob *j, char *buf, size_t n)
+static const char *held_back(struct state *s, struct sjob *j, int64_t now, char *buf, size_t n,
+			     bool *never)
 {
+	*never = false;
 	if (j->sj.shape_id < 0)
 		return "the scheduler cannot take this request";
+	if (j->job.held) {
+		snprintf(buf, n, "held (tenk release %lld lets it go)", (long long)j->job.id);
+		return buf;
+	}
+	if (j->job.req.begin_ms > now) {
+		time_t t = (time_t)(j->job.req.begin_ms / 1000);
+		struct tm tm;
+		gmtime_r(&t, &tm);
+		char when[32];
+		strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
+		snprintf(buf, n, "waiting to begin at %s", when);
+		if (!s->wake_ms || j->job.req.begin_ms < s->wake_ms)
+			s->wake_ms = j->job.req.begin_ms;
+		return buf;
+	}
+	if (j->job.req.nafter) {
+		int d = job_deps_state(s, j, buf, n);
+		if (d <= 0) {
+			*never = d < 0;
+			return buf;
+		}
+	}
 	if (j->queue && j->queue->budget_spent) {
 		char spent[32], budget[32];
 		model_fmt_amount(j->queue->spent, spent, sizeof(spent));
@@ -94,18 +119,50 @@ static const char *held_back(struct sjob *j, char *buf, size_t n)
 	return NULL;
 }
 
+/* May one more element of j's array go to this pass (mark)? At most its
+ * cap run at once, those this pass was given counted. */
+static const char *array_capped(struct state *s, struct sjob *j, uint64_t mark, char *buf, size_t n)
+{
+	if (!j->job.array_cap)
+		return NULL;
+	struct sjob *first = state_job(s, j->job.array_job);
+	if (!first)
+		return NULL;
+	if (first->array_mark != mark) {
+		first->array_mark = mark;
+		first->array_admitted = 0;
+	}
+	if (first->array_active + first->array_admitted >= j->job.array_cap) {
+		snprintf(buf, n, "array %lld runs %d of its elements at once (%%%d)",
+			 (long long)first->job.id, j->job.array_cap, j->job.array_cap);
+		return buf;
+	}
+	first->array_admitted++;
+	return NULL;
+}
+
 /* The pending jobs, classes by priority (sorted when the configuration was
  * loaded), each in submission order; those held back wait with that said
  * and are not given to the pass. */
-static void jobs_build(struct state *s, uint64_t mark, struct snapshot *sn)
+static void jobs_build(struct state *s, uint64_t mark, int64_t now, struct snapshot *sn)
 {
 	sn->jobs = xcalloc((size_t)s->npending + 1, sizeof(*sn->jobs));
 	sn->byindex = xcalloc((size_t)s->npending + 1, sizeof(*sn->byindex));
 	char buf[MODEL_REASON_MAX];
+	struct sjob **never = NULL;
+	size_t nnever = 0, never_alloc = 0;
+	s->wake_ms = 0;
 	for (int k = 0; k < s->sched.nclasses; k++)
 		for (struct sjob *j = s->classes[s->class_order[k]].pend_head; j;
 		     j = j->pend_next) {
-			const char *why = held_back(j, buf, sizeof(buf));
+			bool no;
+			const char *why = held_back(s, j, now, buf, sizeof(buf), &no);
+			if (!why)
+				why = array_capped(s, j, mark, buf, sizeof(buf));
+			if (no) {
+				xgrow(&never, &never_alloc, nnever + 1, sizeof(*never));
+				never[nnever++] = j;
+			}
 			if (why) {
 				snprintf(j->job.reason, sizeof(j->job.reason), "%s", why);
 				j->reason_from = 0;
@@ -116,6 +173,15 @@ static void jobs_build(struct state *s, uint64_t mark, struct snapshot *sn)
 			sn->jobs[sn->njobs] = &j->sj;
 			sn->byindex[sn->njobs++] = j;
 		}
+	/* a dependency that can no longer be met ends the job (what waits on
+	 * it is judged in the next pass) */
+	for (size_t i = 0; i < nnever; i++) {
+		char why[MODEL_REASON_MAX];
+		snprintf(why, sizeof(why), "%s", never[i]->job.reason);
+		log_info("job %lld: %s", (long long)never[i]->job.id, why);
+		state_job_finish(s, never[i], JOB_CANCELLED, -1, why, now);
+	}
+	free(never);
 }
 
 /* Attempts by (job, attempt number), open-addressed: the index of each
@@ -221,12 +287,12 @@ static void running_build(const struct state *s, struct snapshot *sn)
 	free(count);
 }
 
-static void snapshot_build(struct state *s, uint64_t mark, struct snapshot *sn)
+static void snapshot_build(struct state *s, uint64_t mark, int64_t now, struct snapshot *sn)
 {
 	memset(sn, 0, sizeof(*sn));
 	nodes_build(s, sn);
 	classes_queues_build(s, sn);
-	jobs_build(s, mark, sn);
+	jobs_build(s, mark, now, sn);
 	running_build(s, sn);
 	/* what follows from the node list alone is kept until the nodes change */
 	if (!sched_cluster_matches(s->sched_cluster, sn->nodes, s->nnodes)) {
@@ -289,7 +355,7 @@ void state_schedule(struct state *s, int64_t now)
 	s->sched_needed = false;
 	valid_tick(s, now);
 	struct snapshot sn;
-	snapshot_build(s, mark, &sn);
+	snapshot_build(s, mark, now, &sn);
 	struct sched_policy policy = {0};
 	struct sched_decisions d;
 	int r = sched_pass(&sn.snap, now, &policy, &d);

@@ -253,7 +253,7 @@ void job_enqueue(struct state *s, struct sjob *j)
 	j->queue->npending++;
 }
 
-static void pending_remove(struct state *s, struct sjob *j)
+void job_dequeue(struct state *s, struct sjob *j)
 {
 	if (!j->pending)
 		return;
@@ -290,10 +290,15 @@ int job_set_state(struct state *s, struct sjob *j, enum job_state to, const char
 	bool was_active = from == JOB_STARTING || from == JOB_RUNNING;
 	bool active = to == JOB_STARTING || to == JOB_RUNNING;
 	if (from == JOB_PENDING)
-		pending_remove(s, j);
+		job_dequeue(s, j);
 	/* its agents see the attempt leave their work and stop its tasks */
 	if (was_active && !active)
 		attempt_bump_nodes(s, job_current_attempt(&j->job));
+	if (j->job.array_job && was_active != active) {
+		struct sjob *first = state_job(s, j->job.array_job);
+		if (first)
+			first->array_active += active ? 1 : -1;
+	}
 	j->job.state = to;
 	if (reason)
 		snprintf(j->job.reason, sizeof(j->job.reason), "%s", reason);

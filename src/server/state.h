@@ -76,6 +76,12 @@ struct sjob {
 	struct task_event *fail_ev;
 	int64_t *fail_seen;
 	int64_t fail_check_mono;
+	/* the first element of an array: how many of its elements are
+	 * STARTING or RUNNING, and how many pass array_mark gave the
+	 * scheduler besides (so a pass never starts more than its cap) */
+	int array_active;
+	uint64_t array_mark;
+	int array_admitted;
 };
 
 /* A priority class, with the jobs of it that wait. */
@@ -251,6 +257,7 @@ struct state {
 
 	/* scheduling */
 	bool sched_needed;
+	int64_t wake_ms; /* a pass is due then (a job's begin time); 0: none */
 	uint64_t pass_no;
 	struct sched_cluster *sched_cluster; /* kept while the nodes stay the same */
 	struct sched_shapes *sched_shapes;   /* the waiting jobs' requests, filed */
@@ -312,6 +319,10 @@ struct sjob *state_job(struct state *s, int64_t id);
 struct sjob *state_submit(struct state *s, struct job_request *req, const char *owner,
 			  const char *run_as, int64_t now);
 /* A system job (no place in the scheduler's queue), owned by `owner`. */
+/* One element of an array whose first element is (or will be) job first. */
+struct sjob *state_submit_array(struct state *s, struct job_request *req, const char *owner,
+				const char *run_as, int64_t now, int64_t first, int index, int cap,
+				int count);
 struct sjob *state_submit_system(struct state *s, struct job_request *req, const char *owner,
 				 int64_t now);
 int state_cancel(struct state *s, struct sjob *j, int64_t now, struct tk_error *err);
@@ -425,6 +436,28 @@ struct suser *state_user_add(struct state *s, const struct user_record *rec, cha
 			     int64_t now);
 struct suser *user_insert(struct state *s, const struct user_record *rec);
 void state_user_del(struct state *s, struct suser *u);
+
+/* ---- jobs.c: what users change of a job ------------------------------------------ */
+
+/* The element of the array whose first element is `first` with index
+ * `index`; NULL when it has none. */
+struct sjob *state_array_element(struct state *s, const struct sjob *first, int index);
+/* Is j the first element of an array of more than one (its id names the
+ * whole array)? */
+bool job_is_array_head(const struct sjob *j);
+/* How j's dependencies stand: 1 all met; 0 one still waits, -1 one never
+ * will be met (why in buf either way). */
+int job_deps_state(struct state *s, const struct sjob *j, char *buf, size_t n);
+/* Holds a waiting job back, or lets it go. -EBUSY: it is not waiting. */
+int state_hold(struct state *s, struct sjob *j, bool hold, struct tk_error *err);
+/* Stops an active job's attempt and puts it back in its queue. */
+int state_requeue(struct state *s, struct sjob *j, const char *who, int64_t now,
+		  struct tk_error *err);
+/* A waiting job's request becomes req (taken): its class, queue and shape
+ * are worked out again. */
+void state_job_set_request(struct state *s, struct sjob *j, struct job_request *req, int64_t now);
+/* Takes j out of its class's pending list (state.c). */
+void job_dequeue(struct state *s, struct sjob *j);
 
 /* ---- snapshot.c: a scheduling pass ----------------------------------------------- */
 

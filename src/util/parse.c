@@ -8,6 +8,8 @@
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
+#include <time.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -266,6 +268,102 @@ int tk_parse_time_limit(const char *s, int64_t *ret_seconds)
 		return 0;
 	}
 	return tk_parse_duration(s, ret_seconds);
+}
+
+int tk_parse_begin(const char *s, int64_t now, int64_t *ret)
+{
+	if (!s || !*s)
+		return -EINVAL;
+	if (strncasecmp(s, "now", 3) == 0) {
+		int64_t d = 0;
+		if (s[3] == '+') {
+			/* Slurm's bare number is seconds here */
+			if (strspn(s + 4, "0123456789") == strlen(s + 4)) {
+				if (tk_parse_int64(s + 4, 0, 1LL << 40, &d) < 0)
+					return -EINVAL;
+			} else if (tk_parse_duration(s + 4, &d) < 0) {
+				return -EINVAL;
+			}
+		} else if (s[3]) {
+			return -EINVAL;
+		}
+		*ret = now + d;
+		return 0;
+	}
+	time_t t = (time_t)now;
+	struct tm tm;
+	localtime_r(&t, &tm);
+	int Y = -1, M = 0, D = 0, h = 0, m = 0, sec = 0, n = 0;
+	bool clock = false;
+	if (strcasecmp(s, "today") == 0 || strcasecmp(s, "midnight") == 0 ||
+	    strcasecmp(s, "tomorrow") == 0) {
+		tm.tm_hour = tm.tm_min = tm.tm_sec = 0;
+		if (strcasecmp(s, "today") != 0)
+			tm.tm_mday++;
+	} else if (sscanf(s, "%4d-%2d-%2d%n", &Y, &M, &D, &n) == 3 &&
+		   (s[n] == '\0' || s[n] == 'T')) {
+		if (s[n] == 'T') {
+			int n2 = 0;
+			const char *c = s + n + 1;
+			if (!(sscanf(c, "%2d:%2d:%2d%n", &h, &m, &sec, &n2) == 3 && !c[n2]) &&
+			    !(sec = 0, sscanf(c, "%2d:%2d%n", &h, &m, &n2) == 2 && !c[n2]))
+				return -EINVAL;
+		}
+		tm.tm_year = Y - 1900;
+		tm.tm_mon = M - 1;
+		tm.tm_mday = D;
+		tm.tm_hour = h;
+		tm.tm_min = m;
+		tm.tm_sec = sec;
+		if (M < 1 || M > 12 || D < 1 || D > 31)
+			return -EINVAL;
+	} else if ((sscanf(s, "%2d:%2d:%2d%n", &h, &m, &sec, &n) == 3 && !s[n]) ||
+		   (sec = 0, sscanf(s, "%2d:%2d%n", &h, &m, &n) == 2 && !s[n])) {
+		clock = true;
+		tm.tm_hour = h;
+		tm.tm_min = m;
+		tm.tm_sec = sec;
+	} else {
+		return -EINVAL;
+	}
+	if (h < 0 || h > 23 || m < 0 || m > 59 || sec < 0 || sec > 60)
+		return -EINVAL;
+	tm.tm_isdst = -1;
+	time_t at = mktime(&tm);
+	if (at == (time_t)-1)
+		return -EINVAL;
+	if (clock && at <= t) {
+		tm.tm_mday++;
+		tm.tm_isdst = -1;
+		at = mktime(&tm);
+	}
+	*ret = (int64_t)at;
+	return 0;
+}
+
+int tk_parse_signal(const char *s, int *ret)
+{
+	static const struct {
+		const char *name;
+		int no;
+	} names[] = {{"HUP", SIGHUP},	{"INT", SIGINT},   {"QUIT", SIGQUIT}, {"ABRT", SIGABRT},
+		     {"KILL", SIGKILL}, {"USR1", SIGUSR1}, {"USR2", SIGUSR2}, {"ALRM", SIGALRM},
+		     {"TERM", SIGTERM}, {"CONT", SIGCONT}, {"STOP", SIGSTOP}, {"TSTP", SIGTSTP},
+		     {"URG", SIGURG},	{"XCPU", SIGXCPU}, {"PWR", SIGPWR},   {"WINCH", SIGWINCH}};
+	int64_t n;
+	if (s && tk_parse_int64(s, 1, 64, &n) == 0) {
+		*ret = (int)n;
+		return 0;
+	}
+	if (!s)
+		return -EINVAL;
+	const char *name = strncasecmp(s, "SIG", 3) == 0 ? s + 3 : s;
+	for (size_t i = 0; i < ARRAY_SIZE(names); i++)
+		if (strcasecmp(name, names[i].name) == 0) {
+			*ret = names[i].no;
+			return 0;
+		}
+	return -EINVAL;
 }
 
 void tk_format_clock(int64_t seconds, char *buf, size_t n)

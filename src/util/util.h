@@ -124,6 +124,13 @@ int tk_parse_duration(const char *s, int64_t *ret_seconds);
 int tk_parse_time_limit(const char *s, int64_t *ret_seconds);
 /* "D-HH:MM:SS" or "HH:MM:SS", Slurm's way to print a time. */
 void tk_format_clock(int64_t seconds, char *buf, size_t n);
+/* A start time as Slurm's --begin reads it, in local time: now+DURATION
+ * (now+1h, now+90), HH:MM[:SS] (today, or tomorrow once past),
+ * YYYY-MM-DD[THH:MM[:SS]], today, tomorrow, midnight. *ret: seconds since
+ * the epoch. now: the current one. */
+int tk_parse_begin(const char *s, int64_t now, int64_t *ret);
+/* A signal by name (USR1, SIGUSR1) or number (1-64); its number. */
+int tk_parse_signal(const char *s, int *ret);
 /* Is url plain HTTP to a host other than this machine's loopback
  * ("localhost", 127.0.0.0/8, ::1)? A token must not travel so unless the
  * user said --insecure-http. */

@@ -114,7 +114,7 @@ def test_routes_and_parameters(cluster):
     st, res = cluster.api("DELETE", "/v1/jobs")
     assert st == 405 and "method DELETE is not allowed" in res["error"]
     st, res = cluster.api("GET", "/v1/jobs/abc")
-    assert st == 400 and 'job id must be a positive integer, got "abc"' in res["error"]
+    assert st == 400 and 'job id must be a positive integer or ID_INDEX, got "abc"' in res["error"]
     st, res = cluster.api("GET", "/v1/jobs/99")
     assert st == 404 and res["error"] == "no job 99"
     st, res = cluster.api("GET", "/v1/jobs?state=SLEEPING")
@@ -180,7 +180,7 @@ def test_cli_usage_errors(cluster):
         (["submit", "-G", "x", "--", "true"], "--gpus-per-task: must be a number"),
         (["submit", "--bogus", "--", "true"], "unknown option --bogus"),
         (["submit", "--export", "SOME", "--", "true"], "--export: must be ALL or NONE"),
-        (["show", "abc"], 'a job id is a positive integer, got "abc"'),
+        (["show", "abc"], 'by ID_INDEX (12_7); got "abc"'),
         (["drain", "node1"], "--reason TEXT is required"),
         (["queue", "extra"], 'unexpected argument "extra"'),
         (["wait", "1", "--timeout", "x"], "--timeout: expected a duration"),

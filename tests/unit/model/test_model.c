@@ -104,6 +104,16 @@ static void test_request_invalid(void **state)
 		{"{\"command\": [\"a\\u0000b\"], \"cwd\": \"/x\"}",
 		 "command[0]: must not contain a NUL"},
 		{"[1, 2]", "body: must be an object, got an array"},
+		{"{" BASE ", \"after\": [{\"job\": 0}]}", "after[0].job: must be an integer"},
+		{"{" BASE ", \"after\": [{\"job\": 3, \"when\": \"soon\"}]}",
+		 "after[0].when: must be start, ok, fail or any"},
+		{"{" BASE ", \"after\": {\"job\": 3}}", "after: must be an array"},
+		{"{" BASE ", \"signal\": {\"number\": 99}}", "signal.number: must be an integer"},
+		{"{" BASE ", \"array\": \"5-2\"}", "array: \"5-2\": the range ends"},
+		{"{" BASE ", \"array\": \"1,x\"}", "array: \"x\" is not N, N-M"},
+		{"{" BASE ", \"array\": \"0-3%0\"}", "array: after % comes how many"},
+		{"{" BASE ", \"array\": \"0-200000\"}", "array: more than 100000 elements"},
+		{"{" BASE ", \"comment\": 3}", "comment: must be a string"},
 	};
 	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
 		json_t *j = parse(cases[i].body);
@@ -117,6 +127,77 @@ static void test_request_invalid(void **state)
 				 cases[i].want);
 		json_decref(j);
 	}
+}
+
+static void test_request_daily_fields(void **state)
+{
+	json_t *j = parse("{" BASE ", \"after\": [{\"job\": 4}, {\"job\": 7, \"when\": \"any\"}],"
+			  "\"begin_ms\": 1796000000000, \"comment\": \"c\", \"error\": \"e-%j\","
+			  "\"slurm_env\": true, \"signal\": {\"number\": 10, \"before_s\": 90},"
+			  "\"array\": \"0-9:3,20%2\", \"time_limit_s\": 600}");
+	struct job_request r, r2;
+	struct tk_error err;
+	assert_int_equal(job_request_unpack(j, &r, &err), 0);
+	assert_int_equal(r.nafter, 2);
+	assert_int_equal(r.after[0].job, 4);
+	assert_int_equal(r.after[0].when, DEP_OK); /* the default, as afterok */
+	assert_int_equal(r.after[1].when, DEP_ANY);
+	assert_int_equal(r.signal, 10);
+	assert_int_equal(r.signal_before_s, 90);
+	assert_true(r.slurm_env);
+	json_t *p1 = job_request_pack(&r);
+	assert_int_equal(job_request_unpack(p1, &r2, &err), 0);
+	json_t *p2 = job_request_pack(&r2);
+	assert_true(json_equal(p1, p2));
+	json_decref(p1);
+	json_decref(p2);
+	job_request_release(&r);
+	job_request_release(&r2);
+	json_decref(j);
+
+	int *idx, n, cap;
+	assert_int_equal(model_array_parse("0-9:3,20%2", &idx, &n, &cap, &err), 0);
+	assert_int_equal(n, 5);
+	assert_int_equal(cap, 2);
+	int want[] = {0, 3, 6, 9, 20};
+	for (int i = 0; i < 5; i++)
+		assert_int_equal(idx[i], want[i]);
+	free(idx);
+	assert_int_equal(model_array_parse("7", &idx, &n, &cap, &err), 0);
+	assert_int_equal(n, 1);
+	assert_int_equal(idx[0], 7);
+	assert_int_equal(cap, 0);
+	free(idx);
+	assert_true(model_array_parse("1-3,2", &idx, &n, &cap, &err) < 0);
+	assert_string_equal(err.text, "array: index 2 is listed twice");
+	assert_true(model_array_parse("", &idx, &n, &cap, &err) < 0);
+	assert_true(model_array_parse("1,,2", &idx, &n, &cap, &err) < 0);
+	assert_true(model_array_parse("3:2", &idx, &n, &cap, &err) < 0);
+
+	/* a job's hold and array fields round trip through the store's form */
+	struct job job = {.id = 12,
+			  .state = JOB_PENDING,
+			  .exit_code = -1,
+			  .held = true,
+			  .array_job = 10,
+			  .array_index = 2,
+			  .array_cap = 5,
+			  .array_count = 30};
+	snprintf(job.owner, sizeof(job.owner), "alice");
+	j = parse("{" BASE "}");
+	assert_int_equal(job_request_unpack(j, &job.req, &err), 0);
+	json_decref(j);
+	p1 = job_pack(&job);
+	struct job back;
+	assert_int_equal(job_unpack(p1, &back, &err), 0);
+	assert_true(back.held);
+	assert_int_equal(back.array_job, 10);
+	assert_int_equal(back.array_index, 2);
+	assert_int_equal(back.array_cap, 5);
+	assert_int_equal(back.array_count, 30);
+	json_decref(p1);
+	job_release(&job);
+	job_release(&back);
 }
 
 static void test_request_limits(void **state)
@@ -722,6 +803,7 @@ int main(void)
 		cmocka_unit_test(test_wire),
 		cmocka_unit_test(test_lease),
 		cmocka_unit_test(test_train_metrics),
+		cmocka_unit_test(test_request_daily_fields),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

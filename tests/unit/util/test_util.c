@@ -4,6 +4,8 @@
 #include <stddef.h>
 #include <cmocka.h>
 #include <errno.h>
+#include <signal.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "util/util.h"
@@ -126,6 +128,47 @@ static void test_parse_duration(void **state)
 	assert_string_equal(buf, "1d02h");
 	tk_format_duration(75, buf, sizeof(buf));
 	assert_string_equal(buf, "1m15s");
+}
+
+static void test_begin_and_signal(void **state)
+{
+	/* a fixed "now": 2026-12-01 10:00:00 local time */
+	struct tm tm = {.tm_year = 126, .tm_mon = 11, .tm_mday = 1, .tm_hour = 10, .tm_isdst = -1};
+	int64_t now = (int64_t)mktime(&tm), at;
+	assert_int_equal(tk_parse_begin("now", now, &at), 0);
+	assert_int_equal(at, now);
+	assert_int_equal(tk_parse_begin("now+90", now, &at), 0); /* Slurm's: seconds */
+	assert_int_equal(at, now + 90);
+	assert_int_equal(tk_parse_begin("now+2h", now, &at), 0);
+	assert_int_equal(at, now + 7200);
+	assert_int_equal(tk_parse_begin("16:30", now, &at), 0);
+	assert_int_equal(at, now + 6 * 3600 + 1800);
+	assert_int_equal(tk_parse_begin("09:00:00", now, &at), 0); /* passed: tomorrow */
+	assert_int_equal(at, now + 23 * 3600);
+	assert_int_equal(tk_parse_begin("2026-12-24T08:15", now, &at), 0);
+	struct tm want = {.tm_year = 126,
+			  .tm_mon = 11,
+			  .tm_mday = 24,
+			  .tm_hour = 8,
+			  .tm_min = 15,
+			  .tm_isdst = -1};
+	assert_int_equal(at, (int64_t)mktime(&want));
+	assert_int_equal(tk_parse_begin("tomorrow", now, &at), 0);
+	assert_int_equal(at, now + 14 * 3600);
+	const char *bad[] = {"",      "now-1h",	 "now+",	 "25:00", "2026-13-01",
+			     "12:61", "noonish", "2026-12-01T8", "nowish"};
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++)
+		if (tk_parse_begin(bad[i], now, &at) == 0)
+			fail_msg("begin \"%s\" accepted", bad[i]);
+	int sig;
+	assert_int_equal(tk_parse_signal("USR1", &sig), 0);
+	assert_int_equal(sig, SIGUSR1);
+	assert_int_equal(tk_parse_signal("sigterm", &sig), 0);
+	assert_int_equal(sig, SIGTERM);
+	assert_int_equal(tk_parse_signal("12", &sig), 0);
+	assert_int_equal(sig, 12);
+	assert_true(tk_parse_signal("USR3", &sig) < 0);
+	assert_true(tk_parse_signal("0", &sig) < 0);
 }
 
 static void test_strbuf(void **state)
@@ -346,6 +389,7 @@ int main(void)
 		cmocka_unit_test(test_sha256),
 		cmocka_unit_test(test_url_plain_remote),
 		cmocka_unit_test(test_prom),
+		cmocka_unit_test(test_begin_and_signal),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,902 @@
+/*
+ * tenk submit: a job's request from the command line, from a script's
+ * #TENK lines and from its #SBATCH lines (Slurm's options tenk shares),
+ * or an array of them.
+ */
+#include "internal.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+extern char **environ;
+
+/* ---- submit -------------------------------------------------------------------------- */
+
+enum {
+	S_NODES = O_FIRST_OWN,
+	S_TPN,
+	S_GPUS,
+	S_GPU_TYPE,
+	S_CPUS,
+	S_MEM,
+	S_TIME,
+	S_NAME,
+	S_OUTPUT,
+	S_CHDIR,
+	S_REQUEUE,
+	S_GRACE,
+	S_EXPORT,
+	S_CLASS,
+	S_QUEUE,
+	S_GPU_MEM,
+	S_GPU_TFLOPS,
+	S_SWITCHES,
+	S_MIXED,
+	S_IMAGE,
+	S_MOUNT,
+	S_CKPT_MARKER,
+	S_ARRAY,
+	S_AFTER,
+	S_DEPENDENCY,
+	S_BEGIN,
+	S_COMMENT,
+	S_ERROR,
+	S_SLURM_ENV,
+	S_SIGNAL,
+	S_HOLD,
+	S_GPUS_PER_NODE,
+	S_GPUS_TOTAL,
+	S_NTASKS_PER_NODE,
+	S_NTASKS,
+	S_COUNT
+};
+
+static const struct tk_option submit_opts[] = {
+	COMMON_OPTS,
+	{"nodes", 'N', "N", "nodes, all started together (default 1)"},
+	{"tasks-per-node", 0, "N", "processes per node (default 1)"},
+	{"gpus-per-task", 'G', "G", "accelerators per task; a fraction below 1 shares one"},
+	{"gpu-type", 0, "LIST", "acceptable models, e.g. H100,A100-80GB"},
+	{"cpus-per-task", 'c', "N", "CPUs reserved per task (default 0: none reserved)"},
+	{"mem", 0, "SIZE", "memory reserved per node, e.g. 64G"},
+	{"time", 't', "LIMIT",
+	 "time limit as Slurm reads it: a bare number is minutes; 90s, 2h, MM:SS, HH:MM:SS, "
+	 "D-HH, D-HH:MM:SS"},
+	{"name", 'J', "NAME", "job name (default: the command's name)"},
+	{"output", 'o', "PATH",
+	 "output file; %j job, %A array, %a array index, %r attempt, %t task, %n node rank, %N "
+	 "node, %u user, %x name (default tenk-%j.out)"},
+	{"chdir", 'D', "DIR", "working folder (default: this one)"},
+	{"requeue", 0, "N", "restart up to N times after a failure (default 0)"},
+	{"grace", 0, "TIME", "between SIGTERM and SIGKILL when stopped (default 30s)"},
+	{"export", 0, "ALL|NONE", "pass this environment to the job (default ALL)"},
+	{"class", 0, "NAME", "priority class, e.g. prod, normal, batch (tenk classes)"},
+	{"queue", 'q', "NAME", "the queue whose quota it uses (default: default)"},
+	{"gpu-mem", 0, "SIZE", "each accelerator at least this much memory, e.g. 80G"},
+	{"gpu-tflops", 0, "N", "each accelerator at least N dense bf16 TFLOP/s"},
+	{"switches", 0, "N", "span at most N network switches (1: one leaf)"},
+	{"mixed-types", 0, NULL, "let one gang mix accelerator models"},
+	{"image", 0, "REF", "run every task in a container of this image (podman)"},
+	{"mount", 0, "SRC[:DST][:ro],...",
+	 "host folders the container sees (with --image); SRC relative to here"},
+	{"ckpt-marker", 0, "NAME",
+	 "what marks a checkpoint complete: tenk (TAG/.tenk-commit, the default), dcp, "
+	 "deepspeed or megatron"},
+	{"array", 'a', "INDICES[%N]",
+	 "one job per index (0-999, 1,3,5-9, 0-15:4); %N: at most N run at once"},
+	{"after", 0, "JOB[:WHEN],...",
+	 "wait for these jobs: WHEN is ok (completed, the default), any (ended), fail, start"},
+	{"dependency", 'd', "TYPE:JOB[:JOB],...",
+	 "Slurm's form: after, afterok, afternotok, afterany"},
+	{"begin", 'b', "TIME", "start no earlier: now+1h, 16:00, 2026-12-24T08:00, tomorrow"},
+	{"comment", 0, "TEXT", "a note kept with the job"},
+	{"error", 'e', "PATH", "stderr's file (default: with the output); as --output"},
+	{"slurm-env", 0, NULL, "also set SLURM_JOB_ID, SLURM_PROCID, ... for Slurm scripts"},
+	{"signal", 0, "SIG[@SECONDS]",
+	 "send SIG this long before the time limit (default 60 s), e.g. USR1@120"},
+	{"hold", 'H', NULL, "submit it held: it waits until tenk release"},
+	{"gpus-per-node", 0, "N", "accelerators per node, shared out among its tasks"},
+	{"gpus", 0, "N", "accelerators in all, shared out among the tasks"},
+	{"ntasks-per-node", 0, "N", "as --tasks-per-node"},
+	{"ntasks", 'n', "N", "tasks in all (with -N or --tasks-per-node: what the other is)"},
+};
+_Static_assert(ARRAY_SIZE(submit_opts) == S_COUNT, "one option per enum value");
+
+static int add_int_opt(struct ctx *c, json_t *req, int opt, const char *key, int64_t min,
+		       int64_t max)
+{
+	const char *v = c->v[opt];
+	if (!v)
+		return 0;
+	int64_t x;
+	if (tk_parse_int64(v, min, max, &x) < 0)
+		return usage_error(c->cmd, "--%s: must be an integer from %lld to %lld, got \"%s\"",
+				   submit_opts[opt].name, (long long)min, (long long)max, v);
+	json_object_set_new(req, key, json_integer(x));
+	return 0;
+}
+
+static int add_duration_opt(struct ctx *c, json_t *req, int opt, const char *key)
+{
+	const char *v = c->v[opt];
+	if (!v)
+		return 0;
+	int64_t s;
+	if (opt == S_TIME ? tk_parse_time_limit(v, &s) < 0 : tk_parse_duration(v, &s) < 0)
+		return usage_error(c->cmd,
+				   opt == S_TIME ? "--%s: expected minutes (90), 90s, 2h, MM:SS, "
+						   "HH:MM:SS, D-HH or D-HH:MM:SS, got \"%s\""
+						 : "--%s: expected a duration such as 90s, 30m, "
+						   "2h, 1d or 1-02:00:00, got \"%s\"",
+				   submit_opts[opt].name, v);
+	json_object_set_new(req, key, json_integer(s));
+	return 0;
+}
+
+/* --mount SRC[:DST][:ro],...: SRC made absolute from here, DST SRC's. */
+static int add_mounts(struct ctx *c, json_t *req)
+{
+	if (!c->v[S_IMAGE])
+		return usage_error(c->cmd, "--mount: is for a job in an image (add --image)");
+	char cwd[4096];
+	if (!getcwd(cwd, sizeof(cwd)))
+		return usage_error(c->cmd, "cannot read the current folder");
+	json_t *list = json_array();
+	_cleanup_free_ char *copy = xstrdup(c->v[S_MOUNT]);
+	char *save = NULL;
+	for (char *m = strtok_r(copy, ",", &save); m; m = strtok_r(NULL, ",", &save)) {
+		char *colon = strchr(m, ':');
+		_cleanup_free_ char *src = colon ? xstrndup(m, (size_t)(colon - m)) : xstrdup(m);
+		const char *rest = colon ? colon : "";
+		_cleanup_free_ char *abs = NULL;
+		if (src[0] != '/') {
+			abs = xasprintf("%s%s%s", cwd, strcmp(src, ".") == 0 ? "" : "/",
+					strcmp(src, ".") == 0 ? "" : src);
+		}
+		const char *s = abs ? abs : src;
+		/* "SRC:ro" is SRC at SRC, read-only */
+		_cleanup_free_ char *full = xasprintf("%s%s", s, rest);
+		struct mount_spec ms;
+		struct tk_error err;
+		if (model_mount_parse(full, false, &ms, &err) < 0) {
+			json_decref(list);
+			return usage_error(c->cmd, "--mount: %s", err.text);
+		}
+		json_array_append_new(list, json_string(full));
+	}
+	json_object_set_new(req, "mounts", list);
+	return 0;
+}
+
+/* A count option's value (1..max), or def when not given; < 0 after
+ * saying what is wrong. */
+static int64_t count_opt(struct ctx *c, int opt, int64_t max, int64_t def)
+{
+	int64_t x;
+	if (!c->v[opt])
+		return def;
+	if (tk_parse_int64(c->v[opt], 1, max, &x) < 0) {
+		usage_error(c->cmd, "--%s: must be an integer from 1 to %lld, got \"%s\"",
+			    submit_opts[opt].name, (long long)max, c->v[opt]);
+		return -1;
+	}
+	return x;
+}
+
+/* Nodes, tasks per node and accelerators per task, from tenk's options or
+ * Slurm's (-n, --ntasks-per-node, --gpus-per-node, --gpus). */
+static int add_shape(struct ctx *c, json_t *req)
+{
+	if (c->v[S_TPN] && c->v[S_NTASKS_PER_NODE])
+		return usage_error(c->cmd, "--tasks-per-node and --ntasks-per-node are one option: "
+					   "give one");
+	int tpn_opt = c->v[S_NTASKS_PER_NODE] ? S_NTASKS_PER_NODE : S_TPN;
+	int64_t nodes = count_opt(c, S_NODES, MODEL_MAX_NODES, 0);
+	int64_t tpn = count_opt(c, tpn_opt, MODEL_MAX_TASKS_PER_NODE, 0);
+	int64_t ntasks =
+		count_opt(c, S_NTASKS, (int64_t)MODEL_MAX_NODES * MODEL_MAX_TASKS_PER_NODE, 0);
+	if (nodes < 0 || tpn < 0 || ntasks < 0)
+		return CLI_EXIT_USAGE;
+	if (ntasks) {
+		if (nodes && tpn && nodes * tpn != ntasks)
+			return usage_error(
+				c->cmd, "--ntasks %lld is not --nodes %lld x --tasks-per-node %lld",
+				(long long)ntasks, (long long)nodes, (long long)tpn);
+		if (!nodes && !tpn)
+			nodes = 1;
+		if (!tpn) {
+			if (ntasks % nodes)
+				return usage_error(
+					c->cmd,
+					"--ntasks %lld does not share out evenly over %lld "
+					"nodes (tenk gives every node as many tasks)",
+					(long long)ntasks, (long long)nodes);
+			tpn = ntasks / nodes;
+		}
+		if (!nodes) {
+			if (ntasks % tpn)
+				return usage_error(c->cmd,
+						   "--ntasks %lld is not a multiple of "
+						   "--tasks-per-node %lld",
+						   (long long)ntasks, (long long)tpn);
+			nodes = ntasks / tpn;
+		}
+		if (tpn > MODEL_MAX_TASKS_PER_NODE || nodes > MODEL_MAX_NODES)
+			return usage_error(c->cmd, "--ntasks %lld: too many tasks per node",
+					   (long long)ntasks);
+	}
+	if (nodes)
+		json_object_set_new(req, "nodes", json_integer(nodes));
+	if (tpn)
+		json_object_set_new(req, "tasks_per_node", json_integer(tpn));
+	int given = !!c->v[S_GPUS] + !!c->v[S_GPUS_PER_NODE] + !!c->v[S_GPUS_TOTAL];
+	if (given > 1)
+		return usage_error(c->cmd,
+				   "give one of --gpus-per-task, --gpus-per-node and --gpus");
+	if (!given)
+		return 0;
+	int opt = c->v[S_GPUS] ? S_GPUS : c->v[S_GPUS_PER_NODE] ? S_GPUS_PER_NODE : S_GPUS_TOTAL;
+	const char *v = c->v[opt];
+	char *end;
+	double g = strtod(v, &end);
+	double most = MODEL_MAX_GPUS_PER_TASK * (opt == S_GPUS ? 1.0 : 1e9);
+	if (!*v || *end || !(g >= 0 && g <= most))
+		return usage_error(c->cmd, "--%s: must be a number from 0 to %g, got \"%s\"",
+				   submit_opts[opt].name, most, v);
+	/* shared out: each task gets the same whole number, or one fraction */
+	double per = opt == S_GPUS	      ? g
+		     : opt == S_GPUS_PER_NODE ? g / (double)(tpn ? tpn : 1)
+					      : g / (double)((nodes ? nodes : 1) * (tpn ? tpn : 1));
+	if (opt != S_GPUS && per >= 1 && per != floor(per))
+		return usage_error(c->cmd, "--%s %s does not share out evenly over %lld task(s)%s",
+				   submit_opts[opt].name, v,
+				   (long long)(opt == S_GPUS_PER_NODE
+						       ? (tpn ? tpn : 1)
+						       : (nodes ? nodes : 1) * (tpn ? tpn : 1)),
+				   opt == S_GPUS_PER_NODE ? " per node" : "");
+	if (per > MODEL_MAX_GPUS_PER_TASK)
+		return usage_error(c->cmd, "--%s %s: more than %d accelerators per task",
+				   submit_opts[opt].name, v, MODEL_MAX_GPUS_PER_TASK);
+	json_object_set_new(req, "gpus_per_task",
+			    per == floor(per) ? json_integer((json_int_t)per) : json_real(per));
+	return 0;
+}
+
+/* One dependency, JOB or JOB_INDEX, as the server names jobs: an
+ * element's id is asked of the server. */
+static int dep_add(struct ctx *c, json_t *list, const char *ref, const char *when)
+{
+	int64_t id;
+	if (!strchr(ref, '_')) {
+		if (tk_parse_int64(ref, 1, INT64_MAX, &id) < 0)
+			return usage_error(c->cmd,
+					   "a dependency names a job (41, or 41_3 in an "
+					   "array), got \"%s\"",
+					   ref);
+	} else {
+		if (job_ref_check(c, ref))
+			return CLI_EXIT_USAGE;
+		_cleanup_free_ char *path = xasprintf("/v1/jobs/%s", ref);
+		json_t *j;
+		struct tk_error err;
+		if (client_call(&c->client, "GET", path, NULL, CALL_TIMEOUT_MS, &j, NULL, &err) < 0)
+			return api_error(c, &err);
+		id = jint(j, "id");
+		json_decref(j);
+	}
+	json_array_append_new(list, json_pack("{s:I, s:s}", "job", (json_int_t)id, "when", when));
+	return 0;
+}
+
+/* --after JOB[:WHEN],... and Slurm's --dependency TYPE:JOB[:JOB],... */
+static int add_deps(struct ctx *c, json_t *req)
+{
+	static const struct {
+		const char *slurm, *when;
+	} types[] = {
+		{"after", "start"}, {"afterok", "ok"}, {"afternotok", "fail"}, {"afterany", "any"}};
+	json_t *list = json_array();
+	int r = 0;
+	for (int which = 0; which < 2 && !r; which++) {
+		const char *v = c->v[which ? S_DEPENDENCY : S_AFTER];
+		if (!v)
+			continue;
+		if (which && strchr(v, '?')) {
+			r = usage_error(c->cmd, "--dependency: '?' (any one of) is not supported; "
+						"list what must all hold with ','");
+			break;
+		}
+		_cleanup_free_ char *copy = xstrdup(v);
+		char *save = NULL;
+		for (char *t = strtok_r(copy, ",", &save); t && !r;
+		     t = strtok_r(NULL, ",", &save)) {
+			char *colon = strchr(t, ':');
+			if (!which) {
+				const char *when = "ok";
+				if (colon) {
+					*colon = '\0';
+					when = colon + 1;
+					enum dep_when w;
+					if (dep_when_parse(when, &w) < 0) {
+						r = usage_error(
+							c->cmd,
+							"--after: %s:%s: after the ':' comes "
+							"ok, any, fail or start",
+							t, when);
+						break;
+					}
+				}
+				r = dep_add(c, list, t, when);
+				continue;
+			}
+			const char *when = NULL;
+			if (colon) {
+				*colon = '\0';
+				for (size_t k = 0; k < ARRAY_SIZE(types); k++)
+					if (strcasecmp(t, types[k].slurm) == 0)
+						when = types[k].when;
+			}
+			if (!when) {
+				r = usage_error(c->cmd,
+						"--dependency: \"%s\": expected after, afterok, "
+						"afternotok or afterany, then ':' and job ids",
+						t);
+				break;
+			}
+			char *save2 = NULL;
+			for (char *id = strtok_r(colon + 1, ":", &save2); id && !r;
+			     id = strtok_r(NULL, ":", &save2)) {
+				char *plus = strchr(id, '+'); /* Slurm's after:JOB+MINUTES */
+				if (plus) {
+					r = usage_error(c->cmd, "--dependency: \"+MINUTES\" is not "
+								"supported");
+					break;
+				}
+				r = dep_add(c, list, id, when);
+			}
+		}
+	}
+	if (!r && json_array_size(list))
+		json_object_set_new(req, "after", json_incref(list));
+	json_decref(list);
+	return r;
+}
+
+/* --array, --after/--dependency, --begin, --comment, --error, --slurm-env,
+ * --signal, --hold. */
+static int add_extras(struct ctx *c, json_t *req, bool update)
+{
+	int r;
+	if (c->v[S_ARRAY]) {
+		int *idx, n, cap;
+		struct tk_error err;
+		if (model_array_parse(c->v[S_ARRAY], &idx, &n, &cap, &err) < 0)
+			return usage_error(c->cmd, "--%s", err.text);
+		free(idx);
+		json_object_set_new(req, "array", json_string(c->v[S_ARRAY]));
+	}
+	if ((r = add_deps(c, req)))
+		return r;
+	if (c->v[S_BEGIN]) {
+		int64_t at;
+		if (tk_parse_begin(c->v[S_BEGIN], (int64_t)time(NULL), &at) < 0)
+			return usage_error(c->cmd,
+					   "--begin: expected now+DURATION, HH:MM[:SS], "
+					   "YYYY-MM-DD[THH:MM[:SS]], today or tomorrow; got \"%s\"",
+					   c->v[S_BEGIN]);
+		json_object_set_new(req, "begin_ms", json_integer(at * 1000));
+	}
+	if (c->v[S_COMMENT])
+		json_object_set_new(req, "comment", json_string(c->v[S_COMMENT]));
+	if (c->v[S_ERROR])
+		json_object_set_new(req, "error", json_string(c->v[S_ERROR]));
+	if (c->v[S_SLURM_ENV])
+		json_object_set_new(req, "slurm_env", json_true());
+	if (c->v[S_SIGNAL]) {
+		const char *v = c->v[S_SIGNAL];
+		if ((v[0] == 'B' || v[0] == 'R') && v[1] == ':') /* Slurm's: whom; all tasks here */
+			v += 2;
+		_cleanup_free_ char *copy = xstrdup(v);
+		char *at = strchr(copy, '@');
+		int64_t before = 60;
+		int sig;
+		if (at)
+			*at = '\0';
+		if (tk_parse_signal(copy, &sig) < 0 ||
+		    (at && tk_parse_int64(at + 1, 0, 65535, &before) < 0))
+			return usage_error(c->cmd,
+					   "--signal: expected SIG[@SECONDS] such as USR1@120, got "
+					   "\"%s\"",
+					   c->v[S_SIGNAL]);
+		if (!update && !c->v[S_TIME])
+			return usage_error(c->cmd,
+					   "--signal: comes before the time limit: add --time");
+		json_object_set_new(
+			req, "signal",
+			json_pack("{s:i, s:I}", "number", sig, "before_s", (json_int_t)before));
+	}
+	if (c->v[S_HOLD])
+		json_object_set_new(req, "hold", json_true());
+	return 0;
+}
+
+/* ---- scripts: #TENK and #SBATCH lines ---------------------------------------------- */
+
+#define SCRIPT_MAX_BYTES (1 << 20)
+#define SCRIPT_MAX_TOKENS 512
+
+/* Slurm's options that tenk shares, by Slurm's names, and what tenk
+ * calls them. */
+static const struct {
+	const char *name;
+	char short_name;
+	const char *tenk; /* NULL: the value needs translating (gres) */
+	bool value;
+} slurm_opts[] = {
+	{"nodes", 'N', "nodes", true},
+	{"ntasks", 'n', "ntasks", true},
+	{"ntasks-per-node", 0, "ntasks-per-node", true},
+	{"cpus-per-task", 'c', "cpus-per-task", true},
+	{"mem", 0, "mem", true},
+	{"time", 't', "time", true},
+	{"job-name", 'J', "name", true},
+	{"output", 'o', "output", true},
+	{"error", 'e', "error", true},
+	{"chdir", 'D', "chdir", true},
+	{"partition", 'p', "queue", true},
+	{"qos", 'q', "class", true},
+	{"array", 'a', "array", true},
+	{"dependency", 'd', "dependency", true},
+	{"begin", 'b', "begin", true},
+	{"comment", 0, "comment", true},
+	{"signal", 0, "signal", true},
+	{"hold", 'H', "hold", false},
+	{"export", 0, "export", true},
+	{"gpus", 'G', "gpus", true},
+	{"gpus-per-node", 0, "gpus-per-node", true},
+	{"gpus-per-task", 0, "gpus-per-task", true},
+	{"gres", 0, NULL, true},
+};
+
+struct script {
+	const char *path;
+	char **tok; /* tenk options, owned */
+	int ntok;
+	size_t alloc;
+	struct strbuf ignored; /* Slurm options tenk does not share */
+};
+
+static void script_push(struct script *sc, char *t)
+{
+	xgrow(&sc->tok, &sc->alloc, (size_t)sc->ntok + 2, sizeof(*sc->tok));
+	sc->tok[sc->ntok++] = t;
+	sc->tok[sc->ntok] = NULL;
+}
+
+/* One line's words, split at blanks; "..." and '...' hold blanks. */
+static int split_words(char *line, char **w, int max)
+{
+	int n = 0;
+	for (char *p = line; *p;) {
+		while (*p == ' ' || *p == '\t')
+			p++;
+		if (!*p || *p == '#') /* the rest is a comment */
+			break;
+		if (n == max)
+			return -E2BIG;
+		char *out = p;
+		w[n++] = out;
+		while (*p && *p != ' ' && *p != '\t') {
+			if (*p == '"' || *p == '\'') {
+				char q = *p++;
+				while (*p && *p != q)
+					*out++ = *p++;
+				if (*p)
+					p++;
+			} else {
+				*out++ = *p++;
+			}
+		}
+		if (*p)
+			p++;
+		*out = '\0';
+	}
+	return n;
+}
+
+/* #SBATCH words into tenk's options; what tenk does not share goes in
+ * sc->ignored. */
+static int sbatch_words(struct ctx *c, struct script *sc, int line, char **w, int n)
+{
+	for (int i = 0; i < n; i++) {
+		const char *a = w[i];
+		const char *val = NULL;
+		char name[64] = "";
+		int k = -1;
+		if (a[0] != '-' || !a[1])
+			return usage_error(c->cmd, "%s line %d: #SBATCH \"%s\" is not an option",
+					   sc->path, line, a);
+		if (a[1] == '-') {
+			const char *eq = strchr(a + 2, '=');
+			size_t len = eq ? (size_t)(eq - a - 2) : strlen(a + 2);
+			snprintf(name, sizeof(name), "%.*s", (int)MIN(len, 60), a + 2);
+			val = eq ? eq + 1 : NULL;
+			for (size_t s2 = 0; s2 < ARRAY_SIZE(slurm_opts); s2++)
+				if (strcmp(slurm_opts[s2].name, name) == 0)
+					k = (int)s2;
+		} else {
+			for (size_t s2 = 0; s2 < ARRAY_SIZE(slurm_opts); s2++)
+				if (slurm_opts[s2].short_name == a[1])
+					k = (int)s2;
+			if (k >= 0)
+				snprintf(name, sizeof(name), "%s", slurm_opts[k].name);
+			else
+				snprintf(name, sizeof(name), "-%c", a[1]);
+			val = a[2] ? a + 2 : NULL;
+		}
+		bool takes =
+			k >= 0 ? slurm_opts[k].value : (!val && i + 1 < n && w[i + 1][0] != '-');
+		if (takes && !val) {
+			if (i + 1 >= n)
+				return usage_error(c->cmd, "%s line %d: #SBATCH %s needs a value",
+						   sc->path, line, a);
+			val = w[++i];
+		}
+		if (k < 0) {
+			strbuf_addf(&sc->ignored, "%s%s%s", sc->ignored.len ? ", " : "",
+				    name[0] == '-' ? "" : "--", name);
+			continue;
+		}
+		if (!slurm_opts[k].tenk) {
+			/* --gres=gpu:N or gpu:TYPE:N: accelerators per node */
+			char type[64] = "";
+			int count = 0, used = 0;
+			if (sscanf(val, "gpu:%63[^:]:%d%n", type, &count, &used) == 2 &&
+			    !val[used]) {
+				script_push(sc, xasprintf("--gpu-type=%s", type));
+			} else if (!(sscanf(val, "gpu:%d%n", &count, &used) == 1 && !val[used])) {
+				return usage_error(
+					c->cmd,
+					"%s line %d: #SBATCH --gres=%s: tenk reads gpu:N "
+					"and gpu:TYPE:N",
+					sc->path, line, val);
+			}
+			script_push(sc, xasprintf("--gpus-per-node=%d", count));
+			continue;
+		}
+		bool mb =
+			strcmp(name, "mem") == 0 && val && strspn(val, "0123456789") == strlen(val);
+		if (takes)
+			script_push(sc, xasprintf("--%s=%s%s", slurm_opts[k].tenk, val,
+						  mb ? "M" : "")); /* Slurm's bare --mem is MB */
+		else
+			script_push(sc, xasprintf("--%s", slurm_opts[k].tenk));
+	}
+	return 0;
+}
+
+/* Is name a program on $PATH? */
+static bool on_path(const char *name)
+{
+	const char *path = getenv("PATH");
+	if (!path)
+		return false;
+	_cleanup_free_ char *copy = xstrdup(path);
+	char *save = NULL;
+	for (char *d = strtok_r(copy, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
+		_cleanup_free_ char *p = xasprintf("%s/%s", d, name);
+		if (access(p, X_OK) == 0)
+			return true;
+	}
+	return false;
+}
+
+/* The command a script: its path made absolute (a bare name in this folder
+ * is found), and its #TENK and #SBATCH lines (the comments before its
+ * first command) read into options the command line's own override. */
+static int script_options(struct ctx *c, struct script *sc)
+{
+	const char *cmd = c->pos[0];
+	char cwd[4096];
+	if (!strchr(cmd, '/') && !on_path(cmd) && getcwd(cwd, sizeof(cwd))) {
+		_cleanup_free_ char *here = xasprintf("%s/%s", cwd, cmd);
+		struct stat st;
+		if (stat(here, &st) == 0 && S_ISREG(st.st_mode)) {
+			script_push(sc, xstrdup(here)); /* tok[0]: the path, kept */
+			c->pos[0] = sc->tok[0];
+		}
+	}
+	sc->path = c->pos[0];
+	char *text = NULL;
+	size_t len = 0;
+	struct stat st;
+	if (stat(sc->path, &st) < 0 || !S_ISREG(st.st_mode) ||
+	    tk_read_file(sc->path, SCRIPT_MAX_BYTES, &text, &len) < 0)
+		return 0; /* not a script here: the node runs it as it is */
+	int rc = 0, line = 0;
+	int first_opt = sc->ntok;
+	for (char *save = NULL, *l = strtok_r(text, "\n", &save); l && !rc;
+	     l = strtok_r(NULL, "\n", &save)) {
+		line++;
+		if (line == 1 && strncmp(l, "#!", 2) == 0)
+			continue;
+		while (*l == ' ' || *l == '\t')
+			l++;
+		if (!*l)
+			continue;
+		if (*l != '#')
+			break; /* the first command ends the options, as with sbatch */
+		bool tenk = strncmp(l, "#TENK", 5) == 0 && (l[5] == ' ' || l[5] == '\t');
+		bool slurm = strncmp(l, "#SBATCH", 7) == 0 && (l[7] == ' ' || l[7] == '\t');
+		if (!tenk && !slurm)
+			continue;
+		char *w[64];
+		int n = split_words(l + (tenk ? 5 : 7), w, 64);
+		if (n < 0) {
+			rc = usage_error(c->cmd, "%s line %d: more than 64 words", sc->path, line);
+			break;
+		}
+		if (sc->ntok + n >= SCRIPT_MAX_TOKENS) {
+			rc = usage_error(c->cmd, "%s: more than %d options", sc->path,
+					 SCRIPT_MAX_TOKENS);
+			break;
+		}
+		if (slurm) {
+			rc = sbatch_words(c, sc, line, w, n);
+			continue;
+		}
+		for (int i = 0; i < n; i++)
+			script_push(sc, xstrdup(w[i]));
+	}
+	free(text);
+	if (rc)
+		return rc;
+	if (sc->ignored.len)
+		fprintf(stderr,
+			"tenk submit: %s: ignoring #SBATCH options tenk does not share with "
+			"Slurm: %s\n",
+			sc->path, sc->ignored.buf);
+	int nopt = sc->ntok - first_opt;
+	if (!nopt)
+		return 0;
+	/* the script's options, then the command line's over them */
+	char **argv = xcalloc((size_t)nopt + 2, sizeof(char *));
+	argv[0] = (char *)"tenk submit";
+	for (int i = 0; i < nopt; i++)
+		argv[i + 1] = sc->tok[first_opt + i];
+	const char *v[ARRAY_SIZE(c->v)];
+	char **pos = NULL;
+	int npos = 0;
+	struct tk_error err;
+	if (tk_opts_parse(submit_opts, ARRAY_SIZE(submit_opts), nopt + 1, argv, false, v, &pos,
+			  &npos, &err) < 0)
+		rc = usage_error(c->cmd, "%s: %s", sc->path, err.text);
+	else if (npos)
+		rc = usage_error(c->cmd, "%s: \"%s\" in a #TENK line is not an option", sc->path,
+				 pos[0]);
+	for (size_t i = O_FIRST_OWN; !rc && i < ARRAY_SIZE(submit_opts); i++)
+		if (!c->v[i] && v[i])
+			c->v[i] = v[i];
+	free(pos);
+	free(argv);
+	return rc;
+}
+
+/* What placement and the queue read of a request, from the options;
+ * update: for `tenk update` (the job has the rest). */
+static int request_opts(struct ctx *c, json_t *req, bool update)
+{
+	int r;
+	if ((r = add_shape(c, req)) || (r = add_extras(c, req, update)) ||
+	    (r = add_int_opt(c, req, S_CPUS, "cpus_per_task", 0, MODEL_MAX_CPUS)) ||
+	    (r = add_int_opt(c, req, S_REQUEUE, "requeue", 0, MODEL_MAX_REQUEUE)) ||
+	    (r = add_duration_opt(c, req, S_TIME, "time_limit_s")) ||
+	    (r = add_duration_opt(c, req, S_GRACE, "grace_s")))
+		return r;
+	if (c->v[S_GPU_TYPE]) {
+		json_t *types = json_array();
+		_cleanup_free_ char *copy = xstrdup(c->v[S_GPU_TYPE]);
+		char *save = NULL;
+		for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save))
+			json_array_append_new(types, json_string(t));
+		json_object_set_new(req, "gpu_types", types);
+	}
+	if (c->v[S_MEM]) {
+		int64_t mib;
+		if (tk_parse_size_mib(c->v[S_MEM], &mib) < 0) {
+			return usage_error(
+				c->cmd,
+				"--mem: expected a size such as 512M, 64G or 1T, got \"%s\"",
+				c->v[S_MEM]);
+		}
+		json_object_set_new(req, "mem_mib", json_integer(mib));
+	}
+	if (c->v[S_GPU_MEM]) {
+		int64_t mib;
+		if (tk_parse_size_mib(c->v[S_GPU_MEM], &mib) < 0) {
+			return usage_error(
+				c->cmd, "--gpu-mem: expected a size such as 40G or 80G, got \"%s\"",
+				c->v[S_GPU_MEM]);
+		}
+		json_object_set_new(req, "gpu_mem_mib", json_integer(mib));
+	}
+	if (c->v[S_GPU_TFLOPS]) {
+		char *end;
+		double tf = strtod(c->v[S_GPU_TFLOPS], &end);
+		if (!*c->v[S_GPU_TFLOPS] || *end || !(tf > 0 && tf <= 1e6)) {
+			return usage_error(c->cmd,
+					   "--gpu-tflops: expected a positive number, got \"%s\"",
+					   c->v[S_GPU_TFLOPS]);
+		}
+		json_object_set_new(req, "gpu_tflops", json_real(tf));
+	}
+	if ((r = add_int_opt(c, req, S_SWITCHES, "switches", 1, MODEL_MAX_SWITCHES)))
+		return r;
+	if (c->v[S_MIXED])
+		json_object_set_new(req, "mixed_types", json_true());
+	if (c->v[S_CLASS])
+		json_object_set_new(req, "class", json_string(c->v[S_CLASS]));
+	if (c->v[S_QUEUE])
+		json_object_set_new(req, "queue", json_string(c->v[S_QUEUE]));
+	if (c->v[S_NAME])
+		json_object_set_new(req, "name", json_string(c->v[S_NAME]));
+	return 0;
+}
+
+static int run_submit(struct ctx *c)
+{
+	struct script sc = {0};
+	strbuf_init(&sc.ignored);
+	json_t *req = json_object();
+	json_t *cmd = json_array();
+	int r = script_options(c, &sc);
+	for (int i = 0; i < c->npos; i++)
+		json_array_append_new(cmd, json_string(c->pos[i]));
+	json_object_set_new(req, "command", cmd);
+	if (r)
+		goto out;
+	char cwd[4096];
+	if (c->v[S_CHDIR]) {
+		if (c->v[S_CHDIR][0] != '/') {
+			if (!getcwd(cwd, sizeof(cwd))) {
+				r = usage_error(c->cmd, "cannot read the current folder");
+				goto out;
+			}
+			_cleanup_free_ char *dir = xasprintf("%s/%s", cwd, c->v[S_CHDIR]);
+			json_object_set_new(req, "cwd", json_string(dir));
+		} else {
+			json_object_set_new(req, "cwd", json_string(c->v[S_CHDIR]));
+		}
+	} else {
+		if (!getcwd(cwd, sizeof(cwd))) {
+			r = usage_error(c->cmd, "cannot read the current folder; pass --chdir");
+			goto out;
+		}
+		json_object_set_new(req, "cwd", json_string(cwd));
+	}
+	if ((r = request_opts(c, req, false)))
+		goto out;
+	if (c->v[S_IMAGE])
+		json_object_set_new(req, "image", json_string(c->v[S_IMAGE]));
+	if (c->v[S_MOUNT] && (r = add_mounts(c, req)))
+		goto out;
+	if (c->v[S_CKPT_MARKER]) {
+		enum ckpt_marker m;
+		if (ckpt_marker_parse(c->v[S_CKPT_MARKER], &m) < 0) {
+			r = usage_error(
+				c->cmd,
+				"--ckpt-marker: tenk, dcp, deepspeed or megatron, got \"%s\"",
+				c->v[S_CKPT_MARKER]);
+			goto out;
+		}
+		json_object_set_new(req, "ckpt_marker", json_string(c->v[S_CKPT_MARKER]));
+	}
+	if (c->v[S_OUTPUT])
+		json_object_set_new(req, "output", json_string(c->v[S_OUTPUT]));
+	const char *export = c->v[S_EXPORT] ? c->v[S_EXPORT] : "ALL";
+	if (strcasecmp(export, "ALL") != 0 && strcasecmp(export, "NONE") != 0) {
+		r = usage_error(c->cmd, "--export: must be ALL or NONE, got \"%s\"", export);
+		goto out;
+	}
+	json_t *env = json_object();
+	if (strcasecmp(export, "ALL") == 0) {
+		for (char **e = environ; *e; e++) {
+			const char *eq = strchr(*e, '=');
+			if (!eq || eq == *e)
+				continue;
+			_cleanup_free_ char *k = xstrndup(*e, (size_t)(eq - *e));
+			/* the caller's credentials stay with the caller */
+			if (strcmp(k, "TENK_TOKEN") == 0)
+				continue;
+			json_object_set_new(env, k, json_string(eq + 1));
+		}
+	}
+	json_object_set_new(req, "env", env);
+	json_t *job = NULL;
+	struct tk_error err;
+	if (client_call(&c->client, "POST", "/v1/jobs", req, CALL_TIMEOUT_MS, &job, NULL, &err) <
+	    0) {
+		r = api_error(c, &err);
+		goto out;
+	}
+	if (c->json)
+		print_json(job);
+	else
+		printf("%lld\n", (long long)jint(job, "id"));
+	json_decref(job);
+out:
+	json_decref(req);
+	for (int i = 0; i < sc.ntok; i++)
+		free(sc.tok[i]);
+	free(sc.tok);
+	strbuf_release(&sc.ignored);
+	return r;
+}
+
+CLI_COMMAND(cli_submit, CLI_OPTS(submit_opts), true, 1, -1, run_submit)
+
+/* ---- update: a waiting job's request ----------------------------------------------- */
+
+/* What a job's request is, fixed at submission. */
+static const int fixed_opts[] = {S_OUTPUT,	S_CHDIR, S_EXPORT,    S_IMAGE, S_MOUNT,
+				 S_CKPT_MARKER, S_ARRAY, S_SLURM_ENV, S_HOLD,  S_ERROR};
+
+static int run_update(struct ctx *c)
+{
+	if (job_ref_check(c, c->pos[0]))
+		return CLI_EXIT_USAGE;
+	for (size_t i = 0; i < ARRAY_SIZE(fixed_opts); i++)
+		if (c->v[fixed_opts[i]])
+			return usage_error(
+				c->cmd,
+				"--%s: is fixed once submitted (tenk cancel, then submit "
+				"again)",
+				submit_opts[fixed_opts[i]].name);
+	_cleanup_free_ char *path = xasprintf("/v1/jobs/%s", c->pos[0]);
+	json_t *job = NULL;
+	struct tk_error err;
+	char nodes[24], tpn[24];
+	/* accelerators shared out per node or in all need the job's shape */
+	if (c->v[S_GPUS_PER_NODE] || c->v[S_GPUS_TOTAL]) {
+		if (client_call(&c->client, "GET", path, NULL, CALL_TIMEOUT_MS, &job, NULL, &err) <
+		    0)
+			return api_error(c, &err);
+		json_t *rq = json_object_get(job, "request");
+		snprintf(nodes, sizeof(nodes), "%lld", (long long)jint(rq, "nodes"));
+		snprintf(tpn, sizeof(tpn), "%lld", (long long)jint(rq, "tasks_per_node"));
+		if (!c->v[S_NODES] && !c->v[S_NTASKS])
+			c->v[S_NODES] = nodes;
+		if (!c->v[S_TPN] && !c->v[S_NTASKS_PER_NODE] && !c->v[S_NTASKS])
+			c->v[S_TPN] = tpn;
+		json_decref(job);
+		job = NULL;
+	}
+	json_t *req = json_object();
+	int r = request_opts(c, req, true);
+	if (!r && !json_object_size(req))
+		r = usage_error(c->cmd, "nothing to change: give the options to change, such as "
+					"--time 4h");
+	if (r) {
+		json_decref(req);
+		return r;
+	}
+	_cleanup_free_ char *upath = xasprintf("/v1/jobs/%s/update", c->pos[0]);
+	r = client_call(&c->client, "POST", upath, req, CALL_TIMEOUT_MS, &job, NULL, &err);
+	json_decref(req);
+	if (r < 0)
+		return api_error(c, &err);
+	if (c->json)
+		print_json(job);
+	else
+		printf("updated job %s\n", c->pos[0]);
+	json_decref(job);
+	return CLI_EXIT_OK;
+}
+
+CLI_COMMAND(cli_update, CLI_OPTS(submit_opts), false, 1, 1, run_update)

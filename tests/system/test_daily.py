@@ -1,0 +1,188 @@
+"""The commands a Slurm user reaches for every day, against the real server
+and agent: arrays with a cap on how many run at once, dependency chains
+(and one that can never be met), hold and release, update, requeue, a
+script's #TENK and #SBATCH lines, --slurm-env, --begin, --error and
+--signal."""
+import os
+import time
+
+from conftest import wait_for
+from test_jobs import parse_env
+
+
+def elements(t, aid, state=None):
+    path = f"/v1/jobs?array={aid}&limit=1000" + (f"&state={state}" if state else "")
+    status, ans = t.api("GET", path)
+    assert status == 200, ans
+    return ans["jobs"]
+
+
+def test_array_runs_under_its_cap_and_is_one_job(cluster, workdir):
+    t = cluster
+    # each element notes when it runs; the cap is 3 of 12
+    script = ("echo start $(date +%s%N) >> log-$TENK_ARRAY_INDEX; sleep 0.4; "
+              "echo end $(date +%s%N) >> log-$TENK_ARRAY_INDEX")
+    aid = t.submit("--array", "0-11%3", "-o", "arr-%A_%a.out", "--", "sh", "-c",
+                   script + "; echo idx=$TENK_ARRAY_INDEX arr=$TENK_ARRAY_JOB_ID")
+    most = 0
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        running = elements(t, aid, "STARTING,RUNNING")
+        most = max(most, len(running))
+        assert len(running) <= 3, [j["id"] for j in running]
+        if not elements(t, aid, "active"):
+            break
+        time.sleep(0.05)
+    assert most >= 2, "the cap let elements run side by side"
+    # the tasks' own record: never more than three at once
+    spans = []
+    for i in range(12):
+        lines = open(os.path.join(workdir, f"log-{i}")).read().split()
+        spans.append((int(lines[1]), int(lines[3])))
+    for s, _ in spans:
+        assert sum(1 for a, b in spans if a <= s < b) <= 3
+    for i in range(12):
+        out = open(os.path.join(workdir, f"arr-{aid}_{i}.out")).read()
+        assert f"idx={i} arr={aid}" in out
+    p = t.run("wait", aid)
+    assert "COMPLETED" in p.stdout
+    show = t.run("show", aid).stdout
+    assert f"Array {aid}_[0-11%3]: 12 element(s): 12 COMPLETED" in show, show
+    assert f"({aid}_7)" in t.run("show", f"{aid}_7").stdout
+    status, ans = t.api("GET", f"/v1/jobs/{aid}_12")
+    assert status == 404 and f"array {aid} has no index 12" in ans["error"]
+
+    # a waiting array is one line in the queue, and one cancel
+    t.run("drain", "node1", "--reason", "hold the array back")
+    a2 = t.submit("--array", "1,3,5-9", "--", "true")
+    q = t.run("queue").stdout
+    assert f"{a2}_[1,3,5-9]" in q, q
+    assert f"{a2}_[1,3,5-9]" not in t.run("queue", "-o", "wide").stdout
+    p = t.run("cancel", a2)
+    assert f"cancelled 7 element(s) of array {a2}" in p.stdout
+    assert {j["state"] for j in elements(t, a2)} == {"CANCELLED"}
+    t.run("resume", "node1")
+
+    bad = t.run("submit", "--array", "3-1", "--", "true", check=False)
+    assert bad.returncode == 2 and "the range ends before it starts" in bad.stderr
+    bad = t.run("submit", "--array", "1,1", "--", "true", check=False)
+    assert bad.returncode == 2 and "index 1 is listed twice" in bad.stderr
+
+
+def test_dependencies_hold_release_update_requeue(cluster, workdir):
+    t = cluster
+    # the first job fails once the test lets it (a file "go", or 20 s)
+    first = t.submit("--", "sh", "-c",
+                     "for i in $(seq 200); do [ -e go ] && break; sleep 0.1; done; exit 3")
+    ok_next = t.submit("--after", f"{first}:ok", "--", "true")
+    fail_next = t.submit("-d", f"afternotok:{first}", "--", "true")
+    any_next = t.submit("--after", f"{first}:any", "--", "true")
+    after_ok = t.submit("--after", str(ok_next), "--", "true")
+    j = t.job(ok_next)
+    assert j["state"] == "PENDING" and j["reason"] == f"waiting for job {first} to complete", \
+        (j["reason"], j["request"])
+    open(os.path.join(workdir, "go"), "w").close()
+    assert t.wait_state(fail_next, "COMPLETED", 30)
+    assert t.wait_state(any_next, "COMPLETED", 30)
+    j = t.wait_state(ok_next, "CANCELLED", 30)
+    assert j["reason"] == f"dependency never satisfied (job {first} FAILED)", j
+    j = t.wait_state(after_ok, "CANCELLED", 30)
+    assert j["reason"] == f"dependency never satisfied (job {ok_next} CANCELLED)", j
+    bad = t.run("submit", "--after", "999999", "--", "true", check=False)
+    assert bad.returncode != 0 and "after[0]: no job 999999" in bad.stderr
+
+    # hold and release
+    held = t.submit("--hold", "--", "true")
+    time.sleep(0.5)
+    j = t.job(held)
+    assert j["state"] == "PENDING" and j["held"] and j["reason"].startswith("held"), j
+    t.run("release", held)
+    t.wait_state(held, "COMPLETED")
+    t.run("drain", "node1", "--reason", "keep it waiting")
+    w = t.submit("-t", "10", "--", "true")
+    t.run("hold", w)
+    assert t.job(w)["held"]
+    # update a waiting job: what it waits for and what it is
+    t.run("update", w, "--time", "2h", "--name", "renamed", "-G", "2", "--comment", "moved")
+    j = t.job(w)
+    r = j["request"]
+    assert (r["time_limit_s"], j["name"], r["gpus_per_task"], r["comment"]) == \
+        (7200, "renamed", 2, "moved")
+    assert "time 02:00:00 (7200 s)" in t.run("show", w).stdout
+    bad = t.run("update", w, "--image", "x", check=False)
+    assert bad.returncode == 2 and "--image: is fixed once submitted" in bad.stderr
+    bad = t.run("update", w, "--class", "nosuch", check=False)
+    assert bad.returncode == 1 and "no class \"nosuch\"" in bad.stderr
+    assert t.job(w)["request"]["time_limit_s"] == 7200, "a refused update changes nothing"
+    t.run("release", w)
+    t.run("resume", "node1")
+    t.wait_state(w, "COMPLETED")
+    bad = t.run("update", w, "--time", "1h", check=False)
+    assert bad.returncode == 1 and "only a waiting job's request is changed" in bad.stderr
+    bad = t.run("hold", w, check=False)
+    assert bad.returncode == 1 and "only a waiting job is held" in bad.stderr
+
+    # requeue: the running job stops and runs again, as attempt 2
+    r = t.submit("--", "sh", "-c", "echo attempt $TENK_ATTEMPT; sleep 600")
+    t.wait_state(r, "RUNNING")
+    t.run("requeue", r)
+    j = wait_for(lambda: (lambda j: j if len(j["attempts"]) == 2 and
+                          j["state"] == "RUNNING" else None)(t.job(r)), 30, "attempt 2")
+    assert j["attempts"][0]["reason"] == "requeued by admin", j["attempts"][0]
+    t.run("cancel", r)
+
+
+def test_sbatch_script_slurm_env_begin_error_signal(cluster, workdir):
+    t = cluster
+    script = os.path.join(workdir, "train.sh")
+    with open(script, "w") as f:
+        f.write("#!/bin/sh\n"
+                "#SBATCH --job-name=slurmy --ntasks=2\n"
+                "#SBATCH -t 5 --mail-type=END --account lab\n"
+                "#SBATCH --output=sb-%j-%t.out --mem=100\n"
+                "#TENK --slurm-env\n"
+                "echo procid=$SLURM_PROCID ntasks=$SLURM_NTASKS jobid=$SLURM_JOB_ID "
+                "nodes=$SLURM_JOB_NUM_NODES localid=$SLURM_LOCALID\n"
+                "#SBATCH --nodes=9\n")  # after the first command: not an option
+    os.chmod(script, 0o755)
+    p = t.run("submit", "train.sh")
+    jid = int(p.stdout)
+    assert "ignoring #SBATCH options tenk does not share with Slurm: --mail-type, " \
+           "--account" in p.stderr, p.stderr
+    t.run("wait", jid)
+    j = t.job(jid)
+    r = j["request"]
+    assert (j["name"], r["nodes"], r["tasks_per_node"], r["time_limit_s"], r["mem_mib"]) == \
+        ("slurmy", 1, 2, 300, 100), r
+    for rank in range(2):
+        e = parse_env(open(os.path.join(workdir, f"sb-{jid}-{rank}.out")).read()
+                      .replace(" ", "\n"))
+        assert e["procid"] == str(rank) and e["ntasks"] == "2" and e["jobid"] == str(jid)
+        assert e["nodes"] == "1" and e["localid"] == str(rank)
+    # the command line wins over the script
+    jid = t.submit("-J", "mine", "train.sh")
+    assert t.job(jid)["name"] == "mine"
+    t.run("wait", jid)
+
+    # --begin: waits, and starts once the time comes
+    b = t.submit("--begin", "now+3", "--", "true")
+    j = t.job(b)
+    assert j["state"] == "PENDING" and j["reason"].startswith("waiting to begin at"), j
+    t.wait_state(b, "COMPLETED", 30)
+    assert t.job(b)["attempts"][0]["start_ms"] >= j["request"]["begin_ms"]
+
+    # -e: stderr apart; --signal: the warning before the limit
+    e = t.submit("-e", "err-%j.txt", "-o", "out-%j.txt", "--", "sh", "-c",
+                 "echo to-out; echo to-err >&2")
+    t.run("wait", e)
+    assert open(os.path.join(workdir, f"out-{e}.txt")).read() == "to-out\n"
+    assert open(os.path.join(workdir, f"err-{e}.txt")).read() == "to-err\n"
+    s = t.submit("-t", "0:04", "--signal", "USR1@2", "--", "sh", "-c",
+                 "trap 'echo warned; exit 0' USR1; sleep 30 & wait")
+    p = t.run("wait", s, check=False)
+    assert p.returncode == 0, "the job ended on its warning, before the limit"
+    assert open(os.path.join(workdir, f"tenk-{s}.out")).read() == "warned\n"
+    bad = t.run("submit", "--signal", "USR1@2", "--", "true", check=False)
+    assert bad.returncode == 2 and "add --time" in bad.stderr
+    bad = t.run("submit", "--begin", "yesterday-ish", "--", "true", check=False)
+    assert bad.returncode == 2 and "--begin: expected" in bad.stderr
