@@ -323,6 +323,8 @@ static void poll_done(void *arg, long status, const char *body, size_t len, cons
 	} else if (j) {
 		if (!w.unchanged)
 			apply_work(a, &w);
+		if (w.nlogs)
+			agent_serve_logs(a, w.logs, w.nlogs);
 		wire_work_release(&w);
 	}
 	json_decref(j);
@@ -724,6 +726,7 @@ int agent_create(uv_loop_t *loop, const struct agent_config *cfg, struct agent *
 	a->url_heartbeat = xasprintf("%.*s/v1/agent/heartbeat", (int)blen, base);
 	a->url_events = xasprintf("%.*s/v1/agent/events", (int)blen, base);
 	a->url_work = xasprintf("%.*s/v1/agent/work", (int)blen, base);
+	a->url_logs = xasprintf("%.*s/v1/agent/logs", (int)blen, base);
 	if ((r = metrics_start(a, err)) < 0)
 		goto fail;
 	a->hc = hc_create(loop);
@@ -908,6 +911,7 @@ void agent_destroy(struct agent *a)
 	free(a->url_heartbeat);
 	free(a->url_events);
 	free(a->url_work);
+	free(a->url_logs);
 	catalogue_release(&a->cat);
 	images_release(a);
 	metrics_stop(a);

@@ -48,6 +48,11 @@ struct gtask {
 	int pid;
 };
 
+/* ---- logs.c: task output the server asks for ------------------------------------------ */
+
+/* Reads what the fetches name and sends it to the server. */
+void agent_serve_logs(struct agent *a, const struct wire_log_fetch *f, int n);
+
 /* ---- cmd.c: programs the agent runs for itself, their output captured ------------------ */
 
 struct cmd;
@@ -232,7 +237,7 @@ struct agent {
 	struct node_inventory inv;
 	char agent_id[33];
 	struct hc *hc;
-	char *url_register, *url_heartbeat, *url_events, *url_work;
+	char *url_register, *url_heartbeat, *url_events, *url_work, *url_logs;
 
 	bool registered;
 	bool registering;

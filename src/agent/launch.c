@@ -602,59 +602,20 @@ static void build_env(struct taskgroup *g, const struct work_spec *spec, int loc
 	t->nenv = n;
 }
 
-/* Expands an output pattern, relative to cwd: %j job, %A array (the job
- * outside one), %a array index (0 outside one), %r attempt, %t task rank,
- * %n node rank, %N node name, %u owner, %x job name, %%. */
+/* Task rank's output pattern, as a path. */
 static char *output_path(const struct taskgroup *g, const struct work_spec *spec, int rank,
 			 const char *pattern, const char *cwd)
 {
-	struct strbuf sb;
-	strbuf_init(&sb);
-	if (pattern[0] != '/')
-		strbuf_addf(&sb, "%s/", cwd);
-	for (const char *p = pattern; *p; p++) {
-		if (*p != '%' || !p[1]) {
-			strbuf_addch(&sb, *p);
-			continue;
-		}
-		switch (*++p) {
-		case 'j':
-			strbuf_addf(&sb, "%lld", (long long)g->job);
-			break;
-		case 'A':
-			strbuf_addf(&sb, "%lld",
-				    (long long)(spec->array_job ? spec->array_job : g->job));
-			break;
-		case 'a':
-			strbuf_addf(&sb, "%d", spec->array_index);
-			break;
-		case 'r':
-			strbuf_addf(&sb, "%d", g->attempt);
-			break;
-		case 'N':
-			strbuf_addstr(&sb, g->a->inv.name);
-			break;
-		case 'u':
-			strbuf_addstr(&sb, spec->owner);
-			break;
-		case 'x':
-			strbuf_addstr(&sb, spec->name);
-			break;
-		case 't':
-			strbuf_addf(&sb, "%d", rank);
-			break;
-		case 'n':
-			strbuf_addf(&sb, "%d", g->node_rank);
-			break;
-		case '%':
-			strbuf_addch(&sb, '%');
-			break;
-		default:
-			strbuf_addch(&sb, '%');
-			strbuf_addch(&sb, *p);
-		}
-	}
-	return strbuf_detach(&sb);
+	struct output_names v = {.job = g->job,
+				 .array_job = spec->array_job,
+				 .array_index = spec->array_index,
+				 .attempt = g->attempt,
+				 .rank = rank,
+				 .node_rank = g->node_rank,
+				 .node = g->a->inv.name,
+				 .owner = spec->owner,
+				 .name = spec->name};
+	return model_output_path(pattern, cwd, &v);
 }
 
 /* Who the tasks run as: fills plan->user (and *ret_pw, borrowed till the

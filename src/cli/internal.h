@@ -80,6 +80,27 @@ const char *jstr(json_t *o, const char *k);
  * page after page; *total: how many match in all. < 0 with err. */
 int fetch_jobs(struct ctx *c, const char *state, int64_t max, json_t **ret, int64_t *total,
 	       struct tk_error *err);
+/* The exit status `tenk wait` (and `tenk run`) gives for a job that ended:
+ * 0 COMPLETED, its code FAILED, 124 TIMEOUT, 130 CANCELLED. */
+int job_exit_status(json_t *j);
+
+/* logs.c: prints a job's output as it is written until the job ends,
+ * across requeues. task: a rank, or -1 for every task; label: each line
+ * after its task's rank; run: also say why it waits, and Ctrl-C cancels
+ * it (a second one stops following). Returns the job's exit status
+ * (job_exit_status), or CLI_EXIT_ERROR. */
+struct follow {
+	const char *job;
+	int task;
+	int attempt; /* 0: the newest, then those after it */
+	int tail;    /* start with the last lines of each (0: the beginning) */
+	bool label;
+	bool run;
+	bool error; /* the error files (-e) instead */
+	bool once;  /* print what is there and stop */
+};
+int follow_job(struct ctx *c, const struct follow *f);
+
 /* A job id given on the command line. */
 int parse_id(struct ctx *c, const char *s, int64_t *ret);
 /* A job named on the command line as the server takes it: 12, or 12_7

@@ -499,8 +499,7 @@ static const struct tk_option wait_opts[] = {
 
 #define WAIT_EXIT_TIMEOUT 75
 
-/* The exit status `tenk wait` gives for a job that ended. */
-static int job_exit_status(json_t *j)
+int job_exit_status(json_t *j)
 {
 	const char *st = jstr(j, "state");
 	int64_t code = jint(j, "exit_code");

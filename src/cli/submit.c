@@ -54,6 +54,7 @@ enum {
 	S_GPUS_TOTAL,
 	S_NTASKS_PER_NODE,
 	S_NTASKS,
+	S_LABEL,
 	S_COUNT
 };
 
@@ -105,6 +106,7 @@ static const struct tk_option submit_opts[] = {
 	{"gpus", 0, "N", "accelerators in all, shared out among the tasks"},
 	{"ntasks-per-node", 0, "N", "as --tasks-per-node"},
 	{"ntasks", 'n', "N", "tasks in all (with -N or --tasks-per-node: what the other is)"},
+	{"label", 'l', NULL, "tenk run: each line of output after its task's rank"},
 };
 _Static_assert(ARRAY_SIZE(submit_opts) == S_COUNT, "one option per enum value");
 
@@ -749,7 +751,8 @@ static int request_opts(struct ctx *c, json_t *req, bool update)
 	return 0;
 }
 
-static int run_submit(struct ctx *c)
+/* Submits; with run, streams its output and returns its exit status. */
+static int submit_job(struct ctx *c, bool run)
 {
 	struct script sc = {0};
 	strbuf_init(&sc.ignored);
@@ -759,6 +762,8 @@ static int run_submit(struct ctx *c)
 	for (int i = 0; i < c->npos; i++)
 		json_array_append_new(cmd, json_string(c->pos[i]));
 	json_object_set_new(req, "command", cmd);
+	if (!r && c->v[S_LABEL] && !run)
+		r = usage_error(c->cmd, "--label: is for tenk run and tenk logs");
 	if (r)
 		goto out;
 	char cwd[4096];
@@ -799,6 +804,8 @@ static int run_submit(struct ctx *c)
 	}
 	if (c->v[S_OUTPUT])
 		json_object_set_new(req, "output", json_string(c->v[S_OUTPUT]));
+	else if (run) /* each task's own file, so that its lines stay its own */
+		json_object_set_new(req, "output", json_string("tenk-%j.%t.out"));
 	const char *export = c->v[S_EXPORT] ? c->v[S_EXPORT] : "ALL";
 	if (strcasecmp(export, "ALL") != 0 && strcasecmp(export, "NONE") != 0) {
 		r = usage_error(c->cmd, "--export: must be ALL or NONE, got \"%s\"", export);
@@ -825,6 +832,15 @@ static int run_submit(struct ctx *c)
 		r = api_error(c, &err);
 		goto out;
 	}
+	if (run) {
+		char id[32];
+		snprintf(id, sizeof(id), "%lld", (long long)jint(job, "id"));
+		json_decref(job);
+		fprintf(stderr, "tenk run: job %s\n", id);
+		struct follow f = {.job = id, .task = -1, .label = !!c->v[S_LABEL], .run = true};
+		r = follow_job(c, &f);
+		goto out;
+	}
 	if (c->json)
 		print_json(job);
 	else
@@ -839,13 +855,26 @@ out:
 	return r;
 }
 
+static int run_submit(struct ctx *c)
+{
+	return submit_job(c, false);
+}
+
+static int run_run(struct ctx *c)
+{
+	if (c->v[S_ARRAY])
+		return usage_error(c->cmd, "--array: submit an array with tenk submit");
+	return submit_job(c, true);
+}
+
 CLI_COMMAND(cli_submit, CLI_OPTS(submit_opts), true, 1, -1, run_submit)
+CLI_COMMAND(cli_run, CLI_OPTS(submit_opts), true, 1, -1, run_run)
 
 /* ---- update: a waiting job's request ----------------------------------------------- */
 
 /* What a job's request is, fixed at submission. */
-static const int fixed_opts[] = {S_OUTPUT,	S_CHDIR, S_EXPORT,    S_IMAGE, S_MOUNT,
-				 S_CKPT_MARKER, S_ARRAY, S_SLURM_ENV, S_HOLD,  S_ERROR};
+static const int fixed_opts[] = {S_OUTPUT, S_CHDIR,	S_EXPORT, S_IMAGE, S_MOUNT, S_CKPT_MARKER,
+				 S_ARRAY,  S_SLURM_ENV, S_HOLD,	  S_ERROR, S_LABEL};
 
 static int run_update(struct ctx *c)
 {

@@ -71,6 +71,56 @@ void job_request_release(struct job_request *r)
 	memset(r, 0, sizeof(*r));
 }
 
+char *model_output_path(const char *pattern, const char *cwd, const struct output_names *v)
+{
+	struct strbuf sb;
+	strbuf_init(&sb);
+	if (pattern[0] != '/')
+		strbuf_addf(&sb, "%s/", cwd);
+	for (const char *p = pattern; *p; p++) {
+		if (*p != '%' || !p[1]) {
+			strbuf_addch(&sb, *p);
+			continue;
+		}
+		switch (*++p) {
+		case 'j':
+			strbuf_addf(&sb, "%lld", (long long)v->job);
+			break;
+		case 'A':
+			strbuf_addf(&sb, "%lld", (long long)(v->array_job ? v->array_job : v->job));
+			break;
+		case 'a':
+			strbuf_addf(&sb, "%d", v->array_index);
+			break;
+		case 'r':
+			strbuf_addf(&sb, "%d", v->attempt);
+			break;
+		case 't':
+			strbuf_addf(&sb, "%d", v->rank);
+			break;
+		case 'n':
+			strbuf_addf(&sb, "%d", v->node_rank);
+			break;
+		case 'N':
+			strbuf_addstr(&sb, v->node ? v->node : "");
+			break;
+		case 'u':
+			strbuf_addstr(&sb, v->owner ? v->owner : "");
+			break;
+		case 'x':
+			strbuf_addstr(&sb, v->name ? v->name : "");
+			break;
+		case '%':
+			strbuf_addch(&sb, '%');
+			break;
+		default:
+			strbuf_addch(&sb, '%');
+			strbuf_addch(&sb, *p);
+		}
+	}
+	return strbuf_detach(&sb);
+}
+
 static const char *const dep_when_names[DEP_WHEN_MAX] = {"start", "ok", "fail", "any"};
 
 const char *dep_when_name(enum dep_when w)

@@ -267,6 +267,21 @@ struct job_dep {
  * the order given (caller frees), *ret_n their number, *ret_cap N or 0. */
 int model_array_parse(const char *spec, int **ret, int *ret_n, int *ret_cap, struct tk_error *err);
 
+/* What an output pattern's %-codes stand for, for one task. */
+struct output_names {
+	int64_t job;
+	int64_t array_job; /* 0: not in an array (%A is the job, %a 0) */
+	int array_index;
+	int attempt;
+	int rank;
+	int node_rank;
+	const char *node, *owner, *name;
+};
+/* The path of an output pattern, relative to cwd: %j job, %A array, %a
+ * array index, %r attempt, %t task rank, %n node rank, %N node name, %u
+ * owner, %x job name, %% (any other % stays as it is). A new string. */
+char *model_output_path(const char *pattern, const char *cwd, const struct output_names *v);
+
 void job_request_release(struct job_request *r);
 /* Returns a new JSON object (caller owns the reference). */
 json_t *job_request_pack(const struct job_request *r);

@@ -641,6 +641,8 @@ void work_spec_release(struct work_spec *s)
 json_t *wire_work_pack(const struct wire_work *m)
 {
 	json_t *o = json_pack("{s:s, s:I}", "epoch", m->epoch, "gen", (json_int_t)m->gen);
+	if (m->nlogs)
+		json_object_set_new(o, "logs", wire_log_fetches_pack(m->logs, m->nlogs));
 	if (m->unchanged) {
 		json_object_set_new(o, "unchanged", json_true());
 		return o;
@@ -694,7 +696,8 @@ json_t *wire_work_pack(const struct wire_work *m)
 
 int wire_work_unpack(json_t *j, struct wire_work *ret, struct tk_error *err)
 {
-	static const char *const keys[] = {"epoch", "gen", "unchanged", "tasks", "pulls", NULL};
+	static const char *const keys[] = {"epoch", "gen",  "unchanged", "tasks",
+					   "pulls", "logs", NULL};
 	static const char *const tkeys[] = {"job",    "attempt",     "spec",
 					    "digest", "checkpoints", NULL};
 	static const char *const ckeys[] = {
@@ -706,7 +709,9 @@ int wire_work_unpack(json_t *j, struct wire_work *ret, struct tk_error *err)
 	if ((r = mj_check_keys(j, NULL, keys, err)) < 0 ||
 	    (r = mj_strbuf(j, "epoch", true, true, ret->epoch, sizeof(ret->epoch), err)) < 0 ||
 	    (r = mj_int(j, "gen", true, 0, INT64_MAX, 0, &gen, err)) < 0 ||
-	    (r = mj_bool(j, "unchanged", false, false, &ret->unchanged, err)) < 0)
+	    (r = mj_bool(j, "unchanged", false, false, &ret->unchanged, err)) < 0 ||
+	    (r = wire_log_fetches_unpack(json_object_get(j, "logs"), &ret->logs, &ret->nlogs,
+					 err)) < 0)
 		return r;
 	ret->gen = (uint64_t)gen;
 	json_t *tasks = json_object_get(j, "tasks");
@@ -861,6 +866,9 @@ void wire_work_release(struct wire_work *m)
 	free(m->pulls);
 	m->pulls = NULL;
 	m->npulls = 0;
+	wire_log_fetches_release(m->logs, m->nlogs);
+	m->logs = NULL;
+	m->nlogs = 0;
 }
 
 /* ---- events ----------------------------------------------------------------------- */
@@ -1005,4 +1013,211 @@ void wire_events_release(struct wire_events *m)
 	free(m->events);
 	m->events = NULL;
 	m->nevents = 0;
+}
+
+/* ---- task output, through the server ------------------------------------------------ */
+
+json_t *wire_log_fetches_pack(const struct wire_log_fetch *f, int n)
+{
+	json_t *arr = json_array();
+	for (int i = 0; i < n; i++) {
+		json_t *files = json_array();
+		for (int k = 0; k < f[i].nfiles; k++) {
+			const struct wire_log_file *x = &f[i].files[k];
+			json_array_append_new(
+				files, json_pack("{s:i, s:s, s:I, s:I, s:i}", "rank", x->rank,
+						 "path", x->path, "offset", (json_int_t)x->offset,
+						 "max", (json_int_t)x->max, "tail", x->tail));
+		}
+		json_array_append_new(arr, json_pack("{s:I, s:s, s:o}", "id", (json_int_t)f[i].id,
+						     "run_as", f[i].run_as, "files", files));
+	}
+	return arr;
+}
+
+static int log_file_unpack(json_t *j, struct wire_log_file *x, struct tk_error *err)
+{
+	static const char *const keys[] = {"rank", "path", "offset", "max", "tail", NULL};
+	int64_t rank, tail;
+	int r;
+	if ((r = mj_check_keys(j, NULL, keys, err)) < 0 ||
+	    (r = mj_int(j, "rank", true, 0, MODEL_MAX_NODES * MODEL_MAX_TASKS_PER_NODE, 0, &rank,
+			err)) < 0 ||
+	    (r = mj_str(j, "path", true, MODEL_MAX_PATH, false, NULL, &x->path, err)) < 0 ||
+	    (r = mj_int(j, "offset", true, -1, INT64_MAX, 0, &x->offset, err)) < 0 ||
+	    (r = mj_int(j, "max", true, 1, WIRE_LOG_MAX_BYTES, 1, &x->max, err)) < 0 ||
+	    (r = mj_int(j, "tail", false, 0, 1 << 20, 0, &tail, err)) < 0)
+		return r;
+	if (x->path[0] != '/')
+		return tk_errorf(err, -EINVAL, "path: must be absolute");
+	x->rank = (int)rank;
+	x->tail = (int)tail;
+	return 0;
+}
+
+int wire_log_fetches_unpack(json_t *arr, struct wire_log_fetch **ret, int *ret_n,
+			    struct tk_error *err)
+{
+	*ret = NULL;
+	*ret_n = 0;
+	if (!arr)
+		return 0;
+	if (!json_is_array(arr) || json_array_size(arr) > WIRE_MAX_LOG_FETCHES)
+		return tk_errorf(err, -EINVAL, "logs: must be an array of at most %d",
+				 WIRE_MAX_LOG_FETCHES);
+	struct wire_log_fetch *f = xcalloc(json_array_size(arr) + 1, sizeof(*f));
+	int n = 0, r = 0;
+	size_t i;
+	json_t *v;
+	json_array_foreach (arr, i, v) {
+		static const char *const keys[] = {"id", "run_as", "files", NULL};
+		int64_t id;
+		json_t *files;
+		size_t nf;
+		n = (int)i + 1;
+		if ((r = mj_check_keys(v, NULL, keys, err)) < 0 ||
+		    (r = mj_int(v, "id", true, 1, INT64_MAX, 1, &id, err)) < 0 ||
+		    (r = mj_strbuf(v, "run_as", true, true, f[i].run_as, sizeof(f[i].run_as),
+				   err)) < 0 ||
+		    (r = array_of(v, "files", true, WIRE_MAX_LOG_FILES, &files, &nf, err)) < 0)
+			break;
+		f[i].id = (uint64_t)id;
+		f[i].files = xcalloc(nf + 1, sizeof(*f[i].files));
+		size_t k;
+		json_t *fv;
+		json_array_foreach (files, k, fv) {
+			f[i].nfiles = (int)k + 1;
+			if ((r = log_file_unpack(fv, &f[i].files[k], err)) < 0) {
+				mj_prefix(err, "files[%zu]", k);
+				break;
+			}
+		}
+		if (r < 0)
+			break;
+	}
+	if (r < 0) {
+		mj_prefix(err, "logs[%d]", n - 1);
+		wire_log_fetches_release(f, n);
+		return r;
+	}
+	*ret = f;
+	*ret_n = n;
+	return 0;
+}
+
+void wire_log_fetches_release(struct wire_log_fetch *f, int n)
+{
+	for (int i = 0; f && i < n; i++) {
+		for (int k = 0; k < f[i].nfiles; k++)
+			free(f[i].files[k].path);
+		free(f[i].files);
+	}
+	free(f);
+}
+
+json_t *wire_logs_pack(const struct wire_logs *m)
+{
+	json_t *answers = json_array();
+	for (int i = 0; i < m->nanswers; i++) {
+		const struct wire_log_answer *a = &m->answers[i];
+		json_t *parts = json_array();
+		for (int k = 0; k < a->nparts; k++) {
+			const struct wire_log_part *p = &a->parts[k];
+			char *b64 = tk_base64_encode(p->data ? p->data : "", p->len);
+			json_t *o = json_pack("{s:i, s:I, s:I, s:s}", "rank", p->rank, "offset",
+					      (json_int_t)p->offset, "size", (json_int_t)p->size,
+					      "data", b64);
+			free(b64);
+			if (p->error[0])
+				json_object_set_new(o, "error", json_string(p->error));
+			json_array_append_new(parts, o);
+		}
+		json_array_append_new(
+			answers, json_pack("{s:I, s:o}", "id", (json_int_t)a->id, "parts", parts));
+	}
+	return json_pack("{s:s, s:s, s:o}", "node", m->node, "agent_id", m->agent_id, "answers",
+			 answers);
+}
+
+static int log_part_unpack(json_t *j, struct wire_log_part *p, struct tk_error *err)
+{
+	static const char *const keys[] = {"rank", "offset", "size", "data", "error", NULL};
+	int64_t rank;
+	const char *b64;
+	int r;
+	if ((r = mj_check_keys(j, NULL, keys, err)) < 0 ||
+	    (r = mj_int(j, "rank", true, 0, MODEL_MAX_NODES * MODEL_MAX_TASKS_PER_NODE, 0, &rank,
+			err)) < 0 ||
+	    (r = mj_int(j, "offset", true, 0, INT64_MAX, 0, &p->offset, err)) < 0 ||
+	    (r = mj_int(j, "size", true, 0, INT64_MAX, 0, &p->size, err)) < 0 ||
+	    (r = mj_strbuf(j, "error", false, true, p->error, sizeof(p->error), err)) < 0)
+		return r;
+	p->rank = (int)rank;
+	json_t *d = json_object_get(j, "data");
+	if (!json_is_string(d) || json_string_length(d) > (size_t)WIRE_LOG_MAX_BYTES / 3 * 4 + 4)
+		return tk_errorf(err, -EINVAL, "data: must be base64 of at most %d bytes",
+				 WIRE_LOG_MAX_BYTES);
+	b64 = json_string_value(d);
+	void *bytes;
+	if (tk_base64_decode(b64, &bytes, &p->len) < 0)
+		return tk_errorf(err, -EINVAL, "data: is not base64");
+	p->data = bytes;
+	return 0;
+}
+
+int wire_logs_unpack(json_t *j, struct wire_logs *ret, struct tk_error *err)
+{
+	static const char *const keys[] = {"node", "agent_id", "answers", NULL};
+	int r;
+	memset(ret, 0, sizeof(*ret));
+	json_t *answers;
+	size_t n;
+	if ((r = mj_check_keys(j, NULL, keys, err)) < 0 ||
+	    (r = mj_strbuf(j, "node", true, true, ret->node, sizeof(ret->node), err)) < 0 ||
+	    (r = agent_id_unpack(j, ret->agent_id, err)) < 0 ||
+	    (r = array_of(j, "answers", true, WIRE_MAX_LOG_FETCHES, &answers, &n, err)) < 0)
+		return r;
+	ret->answers = xcalloc(n + 1, sizeof(*ret->answers));
+	size_t i;
+	json_t *v;
+	json_array_foreach (answers, i, v) {
+		static const char *const akeys[] = {"id", "parts", NULL};
+		struct wire_log_answer *a = &ret->answers[i];
+		int64_t id;
+		json_t *parts;
+		size_t np;
+		ret->nanswers = (int)i + 1;
+		if ((r = mj_check_keys(v, NULL, akeys, err)) < 0 ||
+		    (r = mj_int(v, "id", true, 1, INT64_MAX, 1, &id, err)) < 0 ||
+		    (r = array_of(v, "parts", true, WIRE_MAX_LOG_FILES, &parts, &np, err)) < 0)
+			goto fail;
+		a->id = (uint64_t)id;
+		a->parts = xcalloc(np + 1, sizeof(*a->parts));
+		size_t k;
+		json_t *pv;
+		json_array_foreach (parts, k, pv) {
+			a->nparts = (int)k + 1;
+			if ((r = log_part_unpack(pv, &a->parts[k], err)) < 0) {
+				mj_prefix(err, "parts[%zu]", k);
+				goto fail;
+			}
+		}
+	}
+	return 0;
+fail:
+	mj_prefix(err, "answers[%d]", ret->nanswers - 1);
+	wire_logs_release(ret);
+	return r;
+}
+
+void wire_logs_release(struct wire_logs *m)
+{
+	for (int i = 0; i < m->nanswers; i++) {
+		for (int k = 0; k < m->answers[i].nparts; k++)
+			free(m->answers[i].parts[k].data);
+		free(m->answers[i].parts);
+	}
+	free(m->answers);
+	m->answers = NULL;
+	m->nanswers = 0;
 }

@@ -289,6 +289,54 @@ struct work_item {
 };
 
 /*
+ * Task output served by the agents (GET /v1/jobs/ID/logs): the server asks
+ * the node holding the files in its work answer (wire_log_fetch), and the
+ * agent answers with what they hold from an offset (POST /v1/agent/logs).
+ */
+#define WIRE_MAX_LOG_FETCHES 64
+#define WIRE_MAX_LOG_FILES 256
+#define WIRE_LOG_MAX_BYTES (4 << 20) /* of one file in one answer */
+struct wire_log_file {
+	int rank;
+	char *path;
+	int64_t offset; /* -1: from the end (max bytes, or the last tail lines) */
+	int64_t max;
+	int tail; /* with offset -1: at most these last lines; 0: max bytes */
+};
+struct wire_log_fetch {
+	uint64_t id;
+	char run_as[MODEL_NAME_MAX]; /* the files must be this account's */
+	int nfiles;
+	struct wire_log_file *files;
+};
+struct wire_log_part {
+	int rank;
+	int64_t offset; /* where data starts in the file */
+	int64_t size;	/* the file's size now */
+	char *data;
+	size_t len;
+	char error[MODEL_REASON_MAX]; /* "" or why nothing was read */
+};
+struct wire_log_answer {
+	uint64_t id;
+	int nparts;
+	struct wire_log_part *parts;
+};
+struct wire_logs {
+	char node[MODEL_NAME_MAX];
+	char agent_id[WIRE_AGENT_ID_MAX];
+	int nanswers;
+	struct wire_log_answer *answers;
+};
+json_t *wire_log_fetches_pack(const struct wire_log_fetch *f, int n);
+int wire_log_fetches_unpack(json_t *arr, struct wire_log_fetch **ret, int *ret_n,
+			    struct tk_error *err);
+void wire_log_fetches_release(struct wire_log_fetch *f, int n);
+json_t *wire_logs_pack(const struct wire_logs *m);
+int wire_logs_unpack(json_t *j, struct wire_logs *ret, struct tk_error *err);
+void wire_logs_release(struct wire_logs *m);
+
+/*
  * The answer to a work long-poll: the whole set of attempts the node should
  * run (level-triggered: a lost or repeated answer does no harm), or, with
  * `unchanged`, only that nothing changed before the wait ran out.
@@ -302,6 +350,9 @@ struct wire_work {
 	/* images the node should pull ahead (`tenk images pull`) */
 	int npulls;
 	char (*pulls)[MODEL_IMAGE_MAX];
+	/* output users asked for, to send with POST /v1/agent/logs */
+	int nlogs;
+	struct wire_log_fetch *logs;
 };
 
 json_t *wire_work_pack(const struct wire_work *m);

@@ -31,7 +31,7 @@ static bool sees_all(const struct request *r)
 /* A job named on the path: "12", or "12_7" for the element of array 12
  * with index 7. *whole (when not NULL): the name is an array's, not one
  * element's ("12" where 12 is an array's first element). */
-static int parse_job_ref(struct request *r, const char *param, struct sjob **ret, bool *whole)
+int api_job_ref(struct request *r, const char *param, struct sjob **ret, bool *whole)
 {
 	int64_t id, index = -1;
 	char idbuf[32];
@@ -75,7 +75,7 @@ static int parse_job_ref(struct request *r, const char *param, struct sjob **ret
 
 static int parse_job_id(struct request *r, const char *param, struct sjob **ret)
 {
-	return parse_job_ref(r, param, ret, NULL);
+	return api_job_ref(r, param, ret, NULL);
 }
 
 static struct snode *find_node(struct request *r, const char *name)
@@ -673,7 +673,7 @@ static void job_change(struct request *r, const char *param, job_change_fn fn)
 {
 	struct sjob *j;
 	bool whole;
-	if (parse_job_ref(r, param, &j, &whole) < 0)
+	if (api_job_ref(r, param, &j, &whole) < 0)
 		return;
 	struct tk_error err = {0};
 	if (!whole) {
@@ -1028,7 +1028,7 @@ static void h_audit(struct request *r, const char *param, json_t *body)
 
 /* Finds the node an agent names, answering 409 when the agent must register
  * (again) first. */
-static struct snode *agent_node(struct request *r, const char *name, const char *agent_id)
+struct snode *api_agent_node(struct request *r, const char *name, const char *agent_id)
 {
 	if (!r->node) {
 		reply_error(r, 403,
@@ -1129,7 +1129,7 @@ static void h_agent_heartbeat(struct request *r, const char *param, json_t *body
 		reply_error(r, 400, "%s", err.text);
 		return;
 	}
-	struct snode *n = agent_node(r, m.node, m.agent_id);
+	struct snode *n = api_agent_node(r, m.node, m.agent_id);
 	if (n) {
 		state_node_seen(&r->s->st, n, tk_mono_ms());
 		if (m.stopping && !n->agent_stopping) {
@@ -1178,14 +1178,18 @@ static void h_agent_work(struct request *r, const char *param, json_t *body)
 		reply_error(r, 400, "wait_ms: must be an integer from 0 to 600000");
 		return;
 	}
-	struct snode *n = agent_node(r, node, request_arg(r, "agent_id"));
+	struct snode *n = api_agent_node(r, node, request_arg(r, "agent_id"));
 	if (!n)
 		return;
 	state_node_seen(st, n, tk_mono_ms());
 	bool same_epoch = epoch && strcmp(epoch, s->epoch) == 0;
 	uint64_t since = same_epoch ? (uint64_t)g : 0;
-	if (!same_epoch || since < n->work_gen || wait_ms == 0) {
-		reply_json(r, 200, state_work_pack(st, n, since));
+	json_t *logs = logs_for_node(s, n);
+	if (!same_epoch || since < n->work_gen || wait_ms == 0 || logs) {
+		json_t *w = state_work_pack(st, n, since);
+		if (logs)
+			json_object_set_new(w, "logs", logs);
+		reply_json(r, 200, w);
 		return;
 	}
 	snprintf(r->agent_epoch, sizeof(r->agent_epoch), "%s", s->epoch);
@@ -1203,7 +1207,7 @@ static void h_agent_events(struct request *r, const char *param, json_t *body)
 		reply_error(r, 400, "%s", err.text);
 		return;
 	}
-	struct snode *sn = agent_node(r, m.node, m.agent_id);
+	struct snode *sn = api_agent_node(r, m.node, m.agent_id);
 	for (int i = 0; sn && i < m.nevents; i++) {
 		const struct task_event *ev = &m.events[i];
 		struct sjob *j = state_job(&r->s->st, ev->job);
@@ -1251,6 +1255,8 @@ void api_longpoll_expired(struct request *r)
 		reply_json(r, 200, state_work_unchanged_pack(st, st->nodes[r->wait_node]));
 	else if (r->wait == WAIT_JOB)
 		reply_json(r, 200, job_for(r, state_job(st, r->wait_job)));
+	else if (r->wait == WAIT_LOGS)
+		logs_expired(r);
 }
 
 /* Grows a list array to hold index i. */
@@ -1536,6 +1542,7 @@ const struct route api_routes[] = {
 	{"POST", "/v1/jobs/{}/requeue", ROLE_USER, h_job_requeue, false},
 	{"POST", "/v1/jobs/{}/update", ROLE_USER, h_job_update, true},
 	{"GET", "/v1/jobs/{}/checkpoints", ROLE_VIEWER, h_job_checkpoints, false},
+	{"GET", "/v1/jobs/{}/logs", ROLE_VIEWER, h_job_logs, false},
 	{"GET", "/v1/nodes", ROLE_VIEWER, h_nodes_list, false},
 	{"POST", "/v1/nodes/{}/admit", ROLE_ADMIN, h_node_admit, false},
 	{"POST", "/v1/nodes/{}/revoke", ROLE_ADMIN, h_node_revoke, false},
@@ -1551,6 +1558,7 @@ const struct route api_routes[] = {
 	{"POST", "/v1/agent/heartbeat", ROLE_AGENT, h_agent_heartbeat, true},
 	{"GET", "/v1/agent/work", ROLE_AGENT, h_agent_work, false},
 	{"POST", "/v1/agent/events", ROLE_AGENT, h_agent_events, true},
+	{"POST", "/v1/agent/logs", ROLE_AGENT, h_agent_logs, true},
 };
 
 const size_t api_nroutes = ARRAY_SIZE(api_routes);

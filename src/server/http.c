@@ -65,6 +65,8 @@ static void unpark(struct request *r)
 		r->wait = WAIT_NONE;
 		return;
 	}
+	if (r->wait == WAIT_LOGS)
+		logs_forget(s, r);
 	if (r->wait == WAIT_WORK)
 		req_list_remove(api_node_polls(s, r->wait_node), r);
 	if (r->wait == WAIT_JOB)
@@ -98,7 +100,9 @@ static void resume(struct request *r)
 	if (r->suspended) {
 		r->suspended = false;
 		MHD_resume_connection(r->conn);
-		/* MHD does the resumed work in its next MHD_run: make that soon */
+		/* MHD does the resumed work in its next MHD_run: make that soon
+		 * (resumed inside MHD_run, run_mhd arms it after) */
+		r->s->mhd_resumed = true;
 		if (r->s->mhd)
 			uv_timer_start(&r->s->mhd_timer, mhd_timer_cb, 0, 0);
 	}
@@ -632,9 +636,12 @@ static void mhd_logger(void *cls, const char *fmt, va_list ap)
 /* Lets MHD do its work, then arms the timer for its next deadline. */
 static void run_mhd(struct server *s)
 {
+	s->mhd_resumed = false;
 	MHD_run(s->mhd);
 	MHD_UNSIGNED_LONG_LONG t;
-	if (MHD_get_timeout(s->mhd, &t) == MHD_YES)
+	if (s->mhd_resumed) /* a handler answered another connection's long-poll */
+		uv_timer_start(&s->mhd_timer, mhd_timer_cb, 0, 0);
+	else if (MHD_get_timeout(s->mhd, &t) == MHD_YES)
 		uv_timer_start(&s->mhd_timer, mhd_timer_cb, (uint64_t)t, 0);
 	else
 		uv_timer_stop(&s->mhd_timer);

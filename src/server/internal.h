@@ -46,7 +46,7 @@ struct req_list {
 	struct request *tail;
 };
 
-enum wait_kind { WAIT_NONE, WAIT_WORK, WAIT_JOB, WAIT_LIST };
+enum wait_kind { WAIT_NONE, WAIT_WORK, WAIT_JOB, WAIT_LIST, WAIT_LOGS };
 
 /* One open connection (http.c): where its current request stands, and
  * since when, for the deadlines on a request's headers and body. */
@@ -95,8 +95,9 @@ struct request {
 	/* a job list waiting its turn (WAIT_LIST): what it asked */
 	unsigned list_mask;
 	int64_t list_limit, list_after;
-	int64_t list_array;  /* only this array's elements (0: every job) */
-	char list_owner[64]; /* only this user's jobs ("": everyone's) */
+	int64_t list_array;    /* only this array's elements (0: every job) */
+	char list_owner[64];   /* only this user's jobs ("": everyone's) */
+	struct log_wait *logw; /* WAIT_LOGS: a task output it waits for (logs.c) */
 };
 
 struct server {
@@ -113,6 +114,10 @@ struct server {
 
 	/* the state machine: jobs, nodes, queues, users, validation runs */
 	struct state st;
+
+	/* task output asked of the agents (logs.c), oldest first */
+	struct log_fetch *log_fetches;
+	uint64_t log_next_id;
 
 	/* long-polls waiting on it: `tenk wait` by job id, agents' work by node index */
 	struct req_list *job_waits;
@@ -159,6 +164,7 @@ struct server {
 	struct MHD_Daemon *mhd;
 	uv_poll_t mhd_poll;
 	uv_timer_t mhd_timer;
+	bool mhd_resumed;	   /* a connection was resumed since run_mhd's MHD_run began */
 	struct request *longpolls; /* every waiting long-poll */
 	/* every open connection; beyond node_budget only the addresses in
 	 * node_ips (where nodes' agents have called from) are accepted */
@@ -304,6 +310,25 @@ bool api_lists_work(struct server *s, int64_t budget_us);
 /* The list of `tenk wait` long-polls of job id, and of work long-polls of
  * node index: grown on first use. */
 struct req_list *api_job_waits(struct server *s, int64_t id);
+/* The job a path names ("12", "12_7"; *whole: an array named as one),
+ * as r may see it; answers 400/404 itself and returns < 0. */
+int api_job_ref(struct request *r, const char *param, struct sjob **ret, bool *whole);
+/* The node an agent's call is for, checked against its credential and
+ * agent id; answers the refusal itself and returns NULL. */
+struct snode *api_agent_node(struct request *r, const char *name, const char *agent_id);
+
+/* ---- logs.c: task output, served by the agents --------------------------------------- */
+
+/* GET /v1/jobs/ID/logs and POST /v1/agent/logs. */
+void h_job_logs(struct request *r, const char *param, json_t *body);
+void h_agent_logs(struct request *r, const char *param, json_t *body);
+/* What node n's agent is to read for users, attached to its work answer
+ * (and marked sent); NULL when nothing is asked. */
+json_t *logs_for_node(struct server *s, const struct snode *n);
+/* A log request that ended (answered, timed out, its client gone). */
+void logs_forget(struct server *s, struct request *r);
+/* Its wait ran out: answer with what the nodes sent. */
+void logs_expired(struct request *r);
 struct req_list *api_node_polls(struct server *s, int index);
 /* Turns the state machine's events into answers (state_event_cb). */
 void api_state_event(void *arg, const struct state_event *ev);

@@ -150,6 +150,10 @@ int64_t tk_mono_us(void); /* monotonic microseconds */
  * hold 2*nbytes+1. */
 int tk_random_hex(char *buf, size_t nbytes);
 
+/* Base64 with padding (RFC 4648): a new string; and back, into a new
+ * buffer (*ret_len bytes; -EINVAL for text that is not base64). */
+char *tk_base64_encode(const void *data, size_t len);
+int tk_base64_decode(const char *text, void **ret, size_t *ret_len);
 /* SHA-256 of data as 64 hex digits and a NUL. */
 void tk_sha256_hex(const void *data, size_t len, char out[65]);
 

@@ -5,6 +5,7 @@
 #include <cmocka.h>
 #include <errno.h>
 #include <signal.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -128,6 +129,38 @@ static void test_parse_duration(void **state)
 	assert_string_equal(buf, "1d02h");
 	tk_format_duration(75, buf, sizeof(buf));
 	assert_string_equal(buf, "1m15s");
+}
+
+static void test_base64(void **state)
+{
+	const char *plain[] = {"", "f", "fo", "foo", "foob", "fooba", "foobar"};
+	const char *coded[] = {"", "Zg==", "Zm8=", "Zm9v", "Zm9vYg==", "Zm9vYmE=", "Zm9vYmFy"};
+	for (size_t i = 0; i < ARRAY_SIZE(plain); i++) {
+		char *e = tk_base64_encode(plain[i], strlen(plain[i]));
+		assert_string_equal(e, coded[i]);
+		void *d;
+		size_t n;
+		assert_int_equal(tk_base64_decode(e, &d, &n), 0);
+		assert_int_equal(n, strlen(plain[i]));
+		assert_memory_equal(d, plain[i], n);
+		free(d);
+		free(e);
+	}
+	unsigned char bytes[256];
+	for (int i = 0; i < 256; i++)
+		bytes[i] = (unsigned char)i;
+	char *e = tk_base64_encode(bytes, sizeof(bytes));
+	void *d;
+	size_t n;
+	assert_int_equal(tk_base64_decode(e, &d, &n), 0);
+	assert_int_equal(n, 256);
+	assert_memory_equal(d, bytes, 256);
+	free(d);
+	free(e);
+	const char *bad[] = {"Z", "Zm9", "Zm=v", "Z===", "Zm9v!A==", "=Zm9"};
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++)
+		if (tk_base64_decode(bad[i], &d, &n) == 0)
+			fail_msg("\"%s\" decoded", bad[i]);
 }
 
 static void test_begin_and_signal(void **state)
@@ -390,6 +423,7 @@ int main(void)
 		cmocka_unit_test(test_url_plain_remote),
 		cmocka_unit_test(test_prom),
 		cmocka_unit_test(test_begin_and_signal),
+		cmocka_unit_test(test_base64),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

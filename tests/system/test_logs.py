@@ -1,0 +1,125 @@
+"""A job's output from anywhere: `tenk logs` reads it through the server
+from the agents of its nodes (no shared folder read by the CLI), follows it
+across a requeue, and `tenk run` streams every task's output as it is
+written, forwards Ctrl-C (through a real pseudo-terminal) as a cancel, and
+exits with the job's status."""
+import base64
+import os
+import pty
+import select
+import subprocess
+import time
+
+from conftest import BIN, wait_for
+
+GATE = "for i in $(seq 300); do [ -e {f} ] && break; sleep 0.1; done"
+
+
+def read_until(fd, want, timeout=30):
+    """Reads a pty or pipe until `want` shows up; returns all read."""
+    buf = b""
+    deadline = time.monotonic() + timeout
+    while want.encode() not in buf:
+        left = deadline - time.monotonic()
+        assert left > 0, f"no {want!r} in {buf!r}"
+        r, _, _ = select.select([fd], [], [], left)
+        if r:
+            try:
+                chunk = os.read(fd, 4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            buf += chunk
+    return buf.decode(errors="replace")
+
+
+def test_run_streams_and_exits_with_the_job(cluster, workdir):
+    t = cluster
+    gate = os.path.join(workdir, "go")
+    p = subprocess.Popen([BIN, "run", "--", "sh", "-c",
+                          "echo first; echo oops >&2; " + GATE.format(f=gate) +
+                          "; echo second; exit 3"],
+                         cwd=workdir, env=t.env(), stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE)
+    try:
+        # the first line arrives while the job still runs (it waits on the gate)
+        got = read_until(p.stdout.fileno(), "first")
+        assert "second" not in got
+        open(gate, "w").close()
+        out, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    out = got + out.decode()
+    assert p.returncode == 3, (p.returncode, out, err)
+    assert out.index("first") < out.index("oops") < out.index("second"), out
+    assert "tenk run: job" in err.decode()
+
+    # every task's lines, each after its rank
+    p = t.run("run", "--tasks-per-node", "3", "-l", "--", "sh", "-c",
+              "echo rank $RANK; echo bye $RANK")
+    lines = set(p.stdout.splitlines())
+    for r in range(3):
+        assert f"{r}: rank {r}" in lines and f"{r}: bye {r}" in lines, p.stdout
+
+    # tenk logs: the whole output, one task's, the last lines
+    jid = t.submit("--tasks-per-node", "2", "-o", "lg-%j-%t.txt", "--", "sh", "-c",
+                   "for i in 1 2 3 4 5; do echo t$RANK line $i; done")
+    t.run("wait", jid)
+    out = t.run("logs", jid, "--task", "1").stdout
+    assert out == "".join(f"t1 line {i}\n" for i in range(1, 6)), out
+    out = t.run("logs", jid, "--task", "0", "--tail", "2").stdout
+    assert out == "t0 line 4\nt0 line 5\n", out
+    out = t.run("logs", jid, "-l").stdout
+    assert "0: t0 line 1" in out and "1: t1 line 5" in out
+    # what the API answers: base64 data, offsets, the file's size
+    st, ans = t.api("GET", f"/v1/jobs/{jid}/logs?task=1&offset=10&max=8")
+    assert st == 200, ans
+    e = ans["tasks"][0]
+    assert base64.b64decode(e["data"]) == b"t1 line " and e["offset"] == 10 and e["size"] == 50
+    st, ans = t.api("GET", f"/v1/jobs/{jid}/logs?task=7")
+    assert st == 400 and "task: a rank from 0 to 1" in ans["error"]
+    # a file that is not the job's account's is not read
+    victim = os.path.join(workdir, f"lg-{jid}-1.txt")
+    os.chown(victim, 65534, 65534)
+    out = t.run("logs", jid, "--task", "1")
+    assert out.stdout == "" and "not a file of the job's account" in out.stderr, out.stderr
+
+
+def test_logs_follow_across_requeue_and_ctrl_c(cluster, workdir):
+    t = cluster
+    jid = t.submit("--", "sh", "-c", "echo attempt $TENK_ATTEMPT; sleep 600")
+    f = subprocess.Popen([BIN, "logs", "-f", str(jid)], cwd=workdir, env=t.env(),
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        got = read_until(f.stdout.fileno(), "attempt 1")
+        t.run("requeue", jid)
+        got += read_until(f.stdout.fileno(), "attempt 2")
+        t.run("cancel", jid)
+        out, err = f.communicate(timeout=30)
+    finally:
+        if f.poll() is None:
+            f.kill()
+    assert f.returncode == 130, "it exits with the job's status: cancelled"
+    assert f"job {jid}: attempt 2" in err.decode()
+
+    # Ctrl-C at a terminal cancels the job, and tenk run exits 130
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.chdir(workdir)
+        os.execve(BIN, [BIN, "run", "--", "sh", "-c", "echo started; sleep 600"], t.env())
+    try:
+        read_until(fd, "started")
+        os.write(fd, b"\x03")
+        out = read_until(fd, "cancelling job")
+        _, status = os.waitpid(pid, 0)
+    finally:
+        try:
+            os.kill(pid, 9)
+        except OSError:
+            pass
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 130, (status, out)
+    jobs = t.json("queue", "--all")["jobs"]
+    assert jobs[-1]["state"] == "CANCELLED"
+    wait_for(lambda: not t.json("queue")["jobs"], 30, "nothing left running")
