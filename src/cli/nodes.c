@@ -39,16 +39,70 @@ static void accel_summary(json_t *n, char *buf, size_t len, double *ret_used)
 
 static int node_action(struct ctx *c, const char *action, json_t *body);
 
+/* tenk nodes NAME...: each node whole. */
+static int show_nodes(struct ctx *c)
+{
+	int rc = CLI_EXIT_OK;
+	json_t *all = json_array();
+	for (int i = 0; i < c->npos; i++) {
+		_cleanup_free_ char *path = xasprintf("/v1/nodes/%s", c->pos[i]);
+		json_t *n;
+		struct tk_error err;
+		if (client_call(&c->client, "GET", path, NULL, CALL_TIMEOUT_MS, &n, NULL, &err) <
+		    0) {
+			rc = api_error(c, &err);
+			continue;
+		}
+		if (c->json) {
+			json_array_append_new(all, n);
+			continue;
+		}
+		printf("Node %s  %s%s%s\n", jstr(n, "name"), jstr(n, "state"),
+		       *jstr(n, "reason") ? ": " : "", jstr(n, "reason"));
+		printf("  Address:  %s, topology %s, credential %s\n", jstr(n, "addr"),
+		       *jstr(n, "topology") ? jstr(n, "topology") : "-", jstr(n, "credential"));
+		printf("  CPUs:     %lld of %lld reserved\n", (long long)jint(n, "cpus_used"),
+		       (long long)jint(n, "cpus"));
+		printf("  Memory:   %lld of %lld MiB reserved\n",
+		       (long long)jint(n, "mem_used_mib"), (long long)jint(n, "mem_mib"));
+		size_t k;
+		json_t *a;
+		json_array_foreach (json_object_get(n, "accelerators"), k, a)
+			printf("  GPU %lld:    %s, %lld MiB, %g TFLOP/s, NVLink domain %lld, %g in "
+			       "use, "
+			       "%s\n",
+			       (long long)jint(a, "index"), jstr(a, "model"),
+			       (long long)jint(a, "mem_mib"),
+			       json_number_value(json_object_get(a, "tflops")),
+			       (long long)jint(a, "nvlink_domain"),
+			       json_number_value(json_object_get(a, "used")), jstr(a, "uuid"));
+		printf("  Jobs:    ");
+		json_array_foreach (json_object_get(n, "jobs"), k, a)
+			printf(" %lld", (long long)json_integer_value(a));
+		if (!json_array_size(json_object_get(n, "jobs")))
+			printf(" none");
+		printf("\n");
+		json_t *v = json_object_get(n, "validation");
+		if (json_is_object(v))
+			printf("  Validation: %s%s%s\n", jstr(v, "verdict"),
+			       *jstr(v, "reason") ? ": " : "", jstr(v, "reason"));
+		json_decref(n);
+	}
+	if (c->json)
+		print_json(all);
+	json_decref(all);
+	return rc;
+}
+
 static int run_nodes(struct ctx *c)
 {
+	if (c->npos && strcmp(c->pos[0], "admit") != 0 && strcmp(c->pos[0], "revoke") != 0)
+		return show_nodes(c);
 	if (c->npos) {
 		/* tenk nodes admit|revoke NAME...: a node's credential */
 		const char *what = c->pos[0];
-		if ((strcmp(what, "admit") != 0 && strcmp(what, "revoke") != 0) || c->npos < 2)
-			return usage_error(c->cmd,
-					   "nodes: expected admit NAME... or revoke NAME..., "
-					   "got \"%s\"",
-					   what);
+		if (c->npos < 2)
+			return usage_error(c->cmd, "nodes %s: name the node(s)", what);
 		c->pos++;
 		c->npos--;
 		int rc = node_action(c, what, NULL);

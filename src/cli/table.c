@@ -11,22 +11,42 @@
 
 const struct tk_option cli_plain_opts[O_FIRST_OWN] = {COMMON_OPTS};
 
+/* --json was given: errors are JSON objects on stdout too. */
+static bool json_errors;
+
+/* {"error": text, "status": status, "command": name} on stdout. */
+static void error_json(const char *cmd, const char *text, long status)
+{
+	json_t *o = json_pack("{s:s, s:s, s:i}", "error", text, "command", cmd, "exit",
+			      status == 400 || status < 0 ? CLI_EXIT_USAGE : CLI_EXIT_ERROR);
+	if (status > 0)
+		json_object_set_new(o, "status", json_integer(status));
+	print_json(o);
+	json_decref(o);
+}
+
 int usage_error(const struct tk_command *cmd, const char *fmt, ...)
 {
+	char text[1024];
 	va_list ap;
 	va_start(ap, fmt);
-	fprintf(stderr, "tenk %s: ", cmd->name);
-	vfprintf(stderr, fmt, ap);
+	vsnprintf(text, sizeof(text), fmt, ap);
 	va_end(ap);
-	fprintf(stderr, "\nusage: tenk %s [OPTIONS] %s (see tenk %s --help)\n", cmd->name,
-		cmd->args, cmd->name);
+	fprintf(stderr, "tenk %s: %s\nusage: tenk %s [OPTIONS] %s (see tenk %s --help)\n",
+		cmd->name, text, cmd->name, cmd->args, cmd->name);
+	if (json_errors)
+		error_json(cmd->name, text, -1);
 	return CLI_EXIT_USAGE;
 }
 
 int api_error(const struct ctx *c, const struct tk_error *err)
 {
 	fprintf(stderr, "tenk %s: %s\n", c->cmd->name, err->text);
-	return CLI_EXIT_ERROR;
+	long status = c->client.last_status;
+	if (c->json)
+		error_json(c->cmd->name, err->text, status);
+	/* the server found the request itself wrong: a usage error */
+	return status == 400 ? CLI_EXIT_USAGE : CLI_EXIT_ERROR;
 }
 
 void print_json(json_t *j)
@@ -87,6 +107,9 @@ int cli_main(const struct tk_command *cmd, const struct cli_spec *spec, int argc
 	c.cmd = cmd;
 	struct tk_error err;
 	assert(spec->nopts <= ARRAY_SIZE(c.v));
+	for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
+		if (strcmp(argv[i], "--json") == 0)
+			json_errors = true;
 	if (tk_opts_parse(spec->opts, spec->nopts, argc, argv, spec->stop_at_positional, c.v,
 			  &c.pos, &c.npos, &err) < 0)
 		return usage_error(cmd, "%s", err.text);

@@ -98,6 +98,7 @@ void client_release(struct client *c)
 int client_call(struct client *c, const char *method, const char *path, json_t *body,
 		long timeout_ms, json_t **ret, long *ret_status, struct tk_error *err)
 {
+	c->last_status = 0;
 	if (!c->insecure_http && tk_url_plain_remote(c->url))
 		return tk_errorf(err, -EPERM,
 				 "refusing to send the token over plain HTTP to %s, which is not "
@@ -154,6 +155,7 @@ int client_call(struct client *c, const char *method, const char *path, json_t *
 	}
 	*ret = j;
 out:
+	c->last_status = status;
 	if (ret_status)
 		*ret_status = status;
 	curl_slist_free_all(h);

@@ -20,6 +20,7 @@ struct client {
 	 * TENK_INSECURE_HTTP=1): the token then travels in the clear */
 	bool insecure_http;
 	bool curl_inited;
+	long last_status; /* the last call's HTTP status (0: not reached) */
 };
 
 /* Finds the server (server, else $TENK_SERVER, else ./tenk-data/server.url),

@@ -3,6 +3,7 @@ and agent: arrays with a cap on how many run at once, dependency chains
 (and one that can never be met), hold and release, update, requeue, a
 script's #TENK and #SBATCH lines, --slurm-env, --begin, --error and
 --signal."""
+import json
 import os
 import time
 
@@ -112,7 +113,7 @@ def test_dependencies_hold_release_update_requeue(cluster, workdir):
     bad = t.run("update", w, "--image", "x", check=False)
     assert bad.returncode == 2 and "--image: is fixed once submitted" in bad.stderr
     bad = t.run("update", w, "--class", "nosuch", check=False)
-    assert bad.returncode == 1 and "no class \"nosuch\"" in bad.stderr
+    assert bad.returncode == 2 and "no class \"nosuch\"" in bad.stderr
     assert t.job(w)["request"]["time_limit_s"] == 7200, "a refused update changes nothing"
     t.run("release", w)
     t.run("resume", "node1")
@@ -186,3 +187,25 @@ def test_sbatch_script_slurm_env_begin_error_signal(cluster, workdir):
     assert bad.returncode == 2 and "add --time" in bad.stderr
     bad = t.run("submit", "--begin", "yesterday-ish", "--", "true", check=False)
     assert bad.returncode == 2 and "--begin: expected" in bad.stderr
+
+
+def test_cli_errors_as_json_nodes_by_name_and_help(cluster, workdir):
+    t = cluster
+    p = t.run("show", "999", "--json", check=False)
+    assert p.returncode == 1
+    e = json.loads(p.stdout)
+    assert e["error"] == "no job 999" and e["status"] == 404 and e["exit"] == 1, e
+    # the server's own refusal of a bad request is a usage error: exit 2
+    p = t.run("submit", "--class", "nosuch", "--json", "--", "true", check=False)
+    assert p.returncode == 2 and json.loads(p.stdout)["status"] == 400
+    p = t.run("queue", "--json", "--bogus", check=False)
+    assert p.returncode == 2 and "unknown option --bogus" in json.loads(p.stdout)["error"]
+    p = t.run("nodes", "node1")
+    assert "Node node1  UP" in p.stdout and "GPU 7:" in p.stdout, p.stdout
+    assert t.json("nodes", "node1")[0]["name"] == "node1"
+    p = t.run("nodes", "ghost", check=False)
+    assert p.returncode == 1 and 'no node "ghost"' in p.stderr
+    for args in (["--help"], ["help"], ["submit", "--help"], ["run", "--help"],
+                 ["logs", "--help"], ["update", "--help"], ["bench", "--help"]):
+        p = t.run(*args, check=False)
+        assert p.returncode == 0, (args, p.stderr)

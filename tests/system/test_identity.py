@@ -25,7 +25,7 @@ def test_who_jobs_run_as(workdir):
     try:
         # a cluster of several machines has no default for the admin's jobs
         p = t.run("submit", "--", "true", check=False)
-        assert p.returncode == 1 and '"admin_unix_user"' in p.stderr, p.stderr
+        assert p.returncode == 2 and '"admin_unix_user"' in p.stderr, p.stderr
         st, res = t.api("POST", "/v1/users", {"name": "alice"})
         assert st == 201 and res["unix_user"] == "alice"
         st, res = t.api("POST", "/v1/users", {"name": "ops", "unix_user": "root"})
@@ -296,7 +296,7 @@ def test_who_may_use_a_class_or_queue(accounts, workdir):
                 assert st == want, (who, res)
             assert res["error"] == "queue vision: dave may not use it", res
             p = t.run("queues", "set", "vision", "--users", "group:Bad Name", check=False)
-            assert p.returncode == 1 and "must be a user name, group:UNIXGROUP or role:NAME" \
+            assert p.returncode == 2 and "must be a user name, group:UNIXGROUP or role:NAME" \
                 in p.stderr, p.stderr
         finally:
             d.stop()

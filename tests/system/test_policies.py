@@ -82,9 +82,9 @@ def test_queue_borrows_and_gives_back(workdir):
     t.run("cancel", over, check=False)
     # bad queue and class names are refused with the names that exist
     p = t.run("submit", "--queue", "nope", "--", "true", check=False)
-    assert p.returncode == 1 and 'no queue "nope"' in p.stderr
+    assert p.returncode == 2 and 'no queue "nope"' in p.stderr
     p = t.run("submit", "--class", "urgent", "--", "true", check=False)
-    assert p.returncode == 1 and "classes: prod, normal, batch" in p.stderr
+    assert p.returncode == 2 and "classes: prod, normal, batch" in p.stderr
     p = t.run("queues", "set", "x", "--gpus", "many", check=False)
     assert p.returncode == 2
     d.stop()

@@ -44,7 +44,7 @@ def test_what_each_role_may_do(workdir):
         listed = {u["name"]: u["access"] for u in t.json("users")["users"]}
         assert listed == {"vic": "viewer", "bob": "user", "olga": "operator"}
         p = t.run("users", "add", "x", "--role", "king", check=False)
-        assert p.returncode == 1 and "access: must be viewer, user, operator or admin" in p.stderr
+        assert p.returncode == 2 and "access: must be viewer, user, operator or admin" in p.stderr
         # every call that changed something, or tried to, is in the audit trail
         rows = json.loads(t.run("audit", "--json").stdout)["rows"]
         seen = [(r["who"], r["method"], r["path"], r["status"]) for r in rows]
