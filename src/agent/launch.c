@@ -132,6 +132,18 @@ void group_maybe_free(struct taskgroup *g)
 	remove_dir(g->dir);
 	train_release(g, true);
 	tk_map_del(&a->groups, g->key);
+	/* the job's checkpoint folder goes with its last attempt here, if the
+	 * job left nothing in it (what it left waits for its next attempt) */
+	bool other = false;
+	size_t pos = 0;
+	void *v;
+	while (!other && tk_map_next(&a->groups, &pos, NULL, &v))
+		other = ((struct taskgroup *)v)->job == g->job;
+	if (!other) {
+		_cleanup_free_ char *ckpt =
+			xasprintf("%s/checkpoints/%lld", a->cfg.work_dir, (long long)g->job);
+		rmdir(ckpt);
+	}
 	group_free_now(g);
 }
 

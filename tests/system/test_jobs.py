@@ -7,7 +7,8 @@ from conftest import wait_for
 
 ENV_DUMP = ("for v in RANK WORLD_SIZE LOCAL_RANK LOCAL_WORLD_SIZE NODE_RANK NNODES MASTER_ADDR "
             "MASTER_PORT CUDA_VISIBLE_DEVICES TENK_JOB_ID TENK_ATTEMPT TENK_CHECKPOINT_DIR; "
-            "do eval echo $v=\\$$v; done; echo PWD=$(pwd); echo MINE=$MINE")
+            "do eval echo $v=\\$$v; done; echo PWD=$(pwd); echo MINE=$MINE; "
+            "test -d \"$TENK_CHECKPOINT_DIR\" && echo CKPT_DIR=there")
 
 
 def parse_env(text):
@@ -34,7 +35,8 @@ def test_run_output_and_environment(cluster, workdir):
     assert e["MASTER_ADDR"] == "127.0.0.1" and 29500 <= int(e["MASTER_PORT"]) < 30012
     assert e["CUDA_VISIBLE_DEVICES"] == "0,1"
     assert e["TENK_JOB_ID"] == str(jid) and e["TENK_ATTEMPT"] == "1"
-    assert os.path.isdir(e["TENK_CHECKPOINT_DIR"])
+    assert e["CKPT_DIR"] == "there", "the job has its checkpoint folder"
+    assert not os.path.exists(e["TENK_CHECKPOINT_DIR"]), "an empty one goes with the job"
     assert e["PWD"] == sub, "the job runs in the submitter's folder"
     assert e["MINE"] == "carried", "the submitter's environment is passed on"
     j = cluster.job(jid)
