@@ -3,7 +3,7 @@
 #   make up      build and run a one-machine cluster (FAKE_GPUS=8xH100 to pretend)
 #   make check   build normal and sanitizer variants and run every test
 #   make bench   run the benchmarks under bench/
-#   make install PREFIX=/usr/local   tenk and tenk-shim into PREFIX/bin
+#   make install PREFIX=/usr/local   tenk, tenk-daemon and tenk-shim into PREFIX/bin
 
 FAKE_GPUS ?=
 LISTEN ?= 127.0.0.1:7480
@@ -51,10 +51,11 @@ check: build build-asan
 bench: build
 	@bench/run
 
-# tenk and the shim it starts for each attempt, side by side
+# tenk, the tenk-daemon it execs for daemons and tools, and the shim the
+# agent starts for each attempt, side by side
 install: build
 	install -d $(DESTDIR)$(PREFIX)/bin
-	install -m 0755 build/tenk build/tenk-shim $(DESTDIR)$(PREFIX)/bin/
+	install -m 0755 build/tenk build/tenk-daemon build/tenk-shim $(DESTDIR)$(PREFIX)/bin/
 
 clean:
 	rm -rf build build-asan build-fuzz

@@ -561,6 +561,9 @@ static int run_up(const char **v)
 	       server_url(d.server), sc.data_dir, server_ca_file(d.server) ? " TENK_CA=" : "",
 	       server_ca_file(d.server) ? server_ca_file(d.server) : "");
 	printf("        tenk submit -- echo hello; tenk queue --all\n");
+	if (server_local_socket(d.server))
+		printf("  on this machine, without TLS (faster): export TENK_SERVER=unix:%s\n",
+		       server_local_socket(d.server));
 	fflush(stdout);
 	return run_loop(&d);
 }

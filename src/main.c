@@ -1,27 +1,44 @@
 /*
- * tenk: one binary for the whole system. This file only dispatches, through
- * one table of commands (as git's git.c does): each row names a command,
- * what it takes and does, and the function that runs it. `tenk help` is
- * generated from the table, and each command gets its own row for its
- * usage lines and --help.
+ * tenk: one command for the whole system. This file only dispatches,
+ * through one table of commands (as git's git.c does): each row names a
+ * command, what it takes and does, and the function that runs it. `tenk
+ * help` is generated from the table, and each command gets its own row for
+ * its usage lines and --help.
+ *
+ * It is built twice. `tenk` (TENK_FRONT) holds the commands people type
+ * all day and links nothing but libc and jansson, so that one starts in a
+ * millisecond; for the daemons and the heavy tools (up, server, agent,
+ * backup, sim, bench, validate) it execs `tenk-daemon` beside it, the same
+ * table built with everything.
  */
+#include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
+#include "util/util.h"
+#ifdef TENK_FRONT
+static int run_daemon(const struct tk_command *cmd, int argc, char **argv);
+#define DAEMON(fn) run_daemon
+#else
 #include "daemon.h"
 #include "sim/cmd.h"
-#include "util/util.h"
 #include "validate/validate.h"
+#define DAEMON(fn) fn
+#endif
 
 static int cmd_version(const struct tk_command *cmd, int argc, char **argv);
 static int cmd_help(const struct tk_command *cmd, int argc, char **argv);
 
 static const struct tk_command commands[] = {
-	{"up", "", "run a server and an agent for this machine (a one-node cluster)", daemon_up},
-	{"server", "", "run the controller", daemon_server},
-	{"agent", "", "run the agent of this node", daemon_agent},
-	{"backup", "FILE", "a consistent copy of the server's store, while it runs", daemon_backup},
+	{"up", "", "run a server and an agent for this machine (a one-node cluster)",
+	 DAEMON(daemon_up)},
+	{"server", "", "run the controller", DAEMON(daemon_server)},
+	{"agent", "", "run the agent of this node", DAEMON(daemon_agent)},
+	{"backup", "FILE", "a consistent copy of the server's store, while it runs",
+	 DAEMON(daemon_backup)},
 	{"submit", "[--] COMMAND|SCRIPT [ARGS...]",
 	 "submit a job (a script's #TENK and #SBATCH lines set options); prints its id",
 	 cli_submit},
@@ -38,8 +55,7 @@ static const struct tk_command commands[] = {
 	{"update", "JOB [OPTIONS]", "change a waiting job's request (submit's options)",
 	 cli_update},
 	{"nodes", "[NAME... | admit|revoke NAME...]",
-	 "list nodes, show some, admit a node's new agent, or revoke one",
-	 cli_nodes},
+	 "list nodes, show some, admit a node's new agent, or revoke one", cli_nodes},
 	{"images", "[pull REF]", "images in the nodes' stores; pull one ahead (--nodes)",
 	 cli_images},
 	{"drain", "NODE... --reason TEXT", "keep new work off nodes", cli_drain},
@@ -55,14 +71,41 @@ static const struct tk_command commands[] = {
 	{"usage", "", "GPU-hours, cost and energy by queue, user or model (sreport's habits)",
 	 cli_usage},
 	{"history", "", "write the jobs that ran as a trace for tenk sim", cli_history},
-	{"sim", "", "replay a job trace through the scheduler with a virtual clock", sim_main},
+	{"sim", "", "replay a job trace through the scheduler with a virtual clock",
+	 DAEMON(sim_main)},
 	{"bench", "COLLECTIVE", "measure a collective across ranks (allreduce, allgather, ...)",
-	 bench_main},
+	 DAEMON(bench_main)},
 	{"validate", "", "check this node, or nodes through the server (--nodes), layer by layer",
-	 validate_main},
+	 DAEMON(validate_main)},
 	{"version", "", "print tenk's version", cmd_version},
 	{"help", "", "list the commands", cmd_help},
 };
+
+#ifdef TENK_FRONT
+/* The command in tenk-daemon, beside this program: argv[0] is its name. */
+static int run_daemon(const struct tk_command *cmd, int argc, char **argv)
+{
+	char self[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	if (n <= 0) {
+		fprintf(stderr, "tenk %s: cannot find this program's folder: %s\n", cmd->name,
+			strerror(errno));
+		return 1;
+	}
+	self[n] = '\0';
+	char *slash = strrchr(self, '/');
+	_cleanup_free_ char *daemon = xasprintf("%.*s/tenk-daemon", (int)(slash - self), self);
+	char **args = xcalloc((size_t)argc + 2, sizeof(char *));
+	args[0] = daemon;
+	for (int i = 0; i < argc; i++)
+		args[i + 1] = argv[i];
+	execv(daemon, args);
+	fprintf(stderr, "tenk %s: cannot run %s (installed beside tenk): %s\n", cmd->name, daemon,
+		strerror(errno));
+	free(args);
+	return 1;
+}
+#endif
 
 static void help(FILE *f)
 {

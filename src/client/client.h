@@ -1,9 +1,9 @@
 /*
  * client: the HTTP client of tenk's API that the CLI and `tenk validate
- * --nodes` share. Blocking libcurl calls, one at a time, with the server's
- * URL and token found from flags, the environment, or ./tenk-data (what
- * `make up` creates). It knows no command: callers name the method and the
- * path, and get the answer's JSON or the server's error message.
+ * --nodes` share. Blocking calls, one at a time, with the server's
+ * URL (https://, http:// or unix:PATH) and token found from flags, the
+ * environment, or ./tenk-data (what `make up` creates). It knows no command: callers name the
+ * method and the path, and get the answer's JSON or the server's error message.
  */
 #pragma once
 
@@ -19,7 +19,6 @@ struct client {
 	/* plain HTTP to another machine allowed (--insecure-http,
 	 * TENK_INSECURE_HTTP=1): the token then travels in the clear */
 	bool insecure_http;
-	bool curl_inited;
 	long last_status; /* the last call's HTTP status (0: not reached) */
 };
 

@@ -39,6 +39,8 @@ static void client_addr(struct request *r, char *buf, size_t n)
 	else if (ci && ci->client_addr->sa_family == AF_INET6)
 		inet_ntop(AF_INET6, &((struct sockaddr_in6 *)ci->client_addr)->sin6_addr, buf,
 			  (socklen_t)n);
+	else if (ci && ci->client_addr->sa_family == AF_UNIX)
+		snprintf(buf, n, "local"); /* DATA/api.sock */
 }
 
 void audit_reply(struct request *r, unsigned status, json_t *ans)

@@ -14,10 +14,12 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/un.h>
 #include <sys/socket.h>
 
 void req_list_push(struct req_list *l, struct request *r)
@@ -638,10 +640,20 @@ static void run_mhd(struct server *s)
 {
 	s->mhd_resumed = false;
 	MHD_run(s->mhd);
-	MHD_UNSIGNED_LONG_LONG t;
+	if (s->mhd_local)
+		MHD_run(s->mhd_local);
+	/* from a timer, what the handlers did is flushed in this iteration */
+	server_kick(s);
+	MHD_UNSIGNED_LONG_LONG t, tl;
+	bool has = MHD_get_timeout(s->mhd, &t) == MHD_YES;
+
+	if (s->mhd_local && MHD_get_timeout(s->mhd_local, &tl) == MHD_YES) {
+		t = has ? MIN(t, tl) : tl;
+		has = true;
+	}
 	if (s->mhd_resumed) /* a handler answered another connection's long-poll */
 		uv_timer_start(&s->mhd_timer, mhd_timer_cb, 0, 0);
-	else if (MHD_get_timeout(s->mhd, &t) == MHD_YES)
+	else if (has)
 		uv_timer_start(&s->mhd_timer, mhd_timer_cb, (uint64_t)t, 0);
 	else
 		uv_timer_stop(&s->mhd_timer);
@@ -659,6 +671,63 @@ static void mhd_poll_cb(uv_poll_t *p, int status, int events)
 	(void)status;
 	(void)events;
 	run_mhd(s);
+}
+
+/* DATA/api.sock, 0600 in the 0700 folder: the API without TLS for this
+ * machine's clients (the CLI's unix:PATH). A failure is only said. */
+static void local_start(struct server *s)
+{
+	char *dir = realpath(s->data_dir, NULL);
+	s->local_path = xasprintf("%s/api.sock", dir ? dir : s->data_dir);
+	free(dir);
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	/* named through the folder's descriptor: a deep folder does not pass
+	 * the 108 bytes a socket's name may take */
+	int dfd = open(s->data_dir, O_PATH | O_DIRECTORY | O_CLOEXEC), fd = -1;
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "/proc/self/fd/%d/api.sock", dfd);
+	unlink(s->local_path); /* a stopped server's: the data folder's lock is ours */
+	fd = dfd < 0 ? -1 : socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	mode_t old = umask(0177);
+	int b = fd < 0 ? -1 : bind(fd, (struct sockaddr *)&sa, sizeof(sa));
+	umask(old);
+	if (dfd >= 0)
+		close(dfd);
+	if (b < 0 || listen(fd, 1024) < 0) {
+		log_warn("no local socket %s: %s", s->local_path, strerror(errno));
+		goto fail;
+	}
+	struct MHD_OptionItem ops[] = {
+		{MHD_OPTION_LISTEN_SOCKET, fd, NULL},
+		{MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_completed, s},
+		{MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)on_connection, s},
+		{MHD_OPTION_CONNECTION_LIMIT, 4096, NULL},
+		{MHD_OPTION_CONNECTION_TIMEOUT, 120, NULL},
+		{MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)mhd_logger, s},
+		{MHD_OPTION_END, 0, NULL},
+	};
+	s->mhd_local =
+		MHD_start_daemon(MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0,
+				 NULL, NULL, on_access, s, MHD_OPTION_ARRAY, ops, MHD_OPTION_END);
+	const union MHD_DaemonInfo *info =
+		s->mhd_local ? MHD_get_daemon_info(s->mhd_local, MHD_DAEMON_INFO_EPOLL_FD) : NULL;
+	if (!info) {
+		log_warn("no local socket %s: libmicrohttpd would not serve it", s->local_path);
+		if (s->mhd_local)
+			MHD_stop_daemon(s->mhd_local);
+		s->mhd_local = NULL;
+		goto fail;
+	}
+	uv_poll_init(s->loop, &s->local_poll, info->epoll_fd);
+	s->local_poll.data = s;
+	uv_poll_start(&s->local_poll, UV_READABLE, mhd_poll_cb);
+	s->open_handles++;
+	return;
+fail:
+	if (fd >= 0)
+		close(fd);
+	unlink(s->local_path);
+	free(s->local_path);
+	s->local_path = NULL;
 }
 
 int http_start(struct server *s, const char *listen, struct tk_error *err)
@@ -770,6 +839,7 @@ int http_start(struct server *s, const char *listen, struct tk_error *err)
 					    : s->cfg.request_timeout_ms / 4 + 1);
 	uv_timer_start(&s->sweep, sweep_cb, every, every);
 	s->open_handles += 3;
+	local_start(s);
 	return 0;
 }
 
@@ -789,7 +859,16 @@ void http_stop(struct server *s)
 	}
 	s->gate.tail = NULL;
 	for (int i = 0; i < 4; i++)
-		MHD_run(s->mhd);
+		run_mhd(s);
+	if (s->mhd_local) {
+		uv_poll_stop(&s->local_poll);
+		uv_close((uv_handle_t *)&s->local_poll, server_handle_closed);
+		MHD_stop_daemon(s->mhd_local);
+		s->mhd_local = NULL;
+		unlink(s->local_path);
+	}
+	free(s->local_path);
+	s->local_path = NULL;
 	uv_poll_stop(&s->mhd_poll);
 	uv_timer_stop(&s->mhd_timer);
 	uv_timer_stop(&s->sweep);

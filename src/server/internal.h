@@ -163,6 +163,11 @@ struct server {
 	/* http */
 	struct MHD_Daemon *mhd;
 	uv_poll_t mhd_poll;
+	/* DATA/api.sock: the same API for this machine's own clients, over a
+	 * local socket, without TLS (the folder's 0700 keeps others out) */
+	struct MHD_Daemon *mhd_local;
+	uv_poll_t local_poll;
+	char *local_path;
 	uv_timer_t mhd_timer;
 	bool mhd_resumed;	   /* a connection was resumed since run_mhd's MHD_run began */
 	struct request *longpolls; /* every waiting long-poll */
@@ -191,6 +196,9 @@ struct server {
 	 * iteration, so that agents' calls between them are never held up */
 	struct req_list lists;
 	uv_idle_t lists_idle;
+	/* keeps the loop from blocking until check_cb has run: started by what
+	 * runs outside the poll phase (timers) and may have changed state */
+	uv_idle_t kick_idle;
 
 	uv_check_t check;
 	uv_timer_t cron;
@@ -316,6 +324,10 @@ int api_job_ref(struct request *r, const char *param, struct sjob **ret, bool *w
 /* The node an agent's call is for, checked against its credential and
  * agent id; answers the refusal itself and returns NULL. */
 struct snode *api_agent_node(struct request *r, const char *name, const char *agent_id);
+
+/* server.c: check_cb (a pass, the flush, the gate) runs in this loop
+ * iteration, not after the poll phase's wait. */
+void server_kick(struct server *s);
 
 /* ---- logs.c: task output, served by the agents --------------------------------------- */
 

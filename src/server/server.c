@@ -230,9 +230,21 @@ static void flush_sync(struct server *s)
 
 /* End of every loop iteration: schedule once for everything that happened,
  * then write it all in one batch. */
+static void kick_idle_cb(uv_idle_t *h)
+{
+	(void)h; /* its being active is the point: the poll phase does not wait */
+}
+
+void server_kick(struct server *s)
+{
+	if (!uv_is_active((uv_handle_t *)&s->kick_idle) && !s->stopping)
+		uv_idle_start(&s->kick_idle, kick_idle_cb);
+}
+
 static void check_cb(uv_check_t *h)
 {
 	struct server *s = h->data;
+	uv_idle_stop(&s->kick_idle);
 	if (s->st.sched_needed && !s->stopping) {
 		int64_t t0 = tk_mono_us();
 		state_schedule(&s->st, server_now_ms(s));
@@ -254,6 +266,7 @@ static void cron_cb(uv_timer_t *t)
 	state_check_nodes(&s->st, now, mono);
 	if (s->st.wake_ms && now >= s->st.wake_ms) /* a job's begin time came */
 		state_want_pass(&s->st);
+	server_kick(s);
 	if (!s->metrics.sample_mono || mono - s->metrics.sample_mono >= UI_SAMPLE_MS) {
 		s->metrics.sample_mono = mono;
 		ui_sample(s);
@@ -482,7 +495,9 @@ int server_create(uv_loop_t *loop, const struct server_config *cfg, struct serve
 	uv_check_start(&s->check, check_cb);
 	uv_idle_init(loop, &s->lists_idle);
 	s->lists_idle.data = s;
-	s->open_handles++;
+	uv_idle_init(loop, &s->kick_idle);
+	s->kick_idle.data = s;
+	s->open_handles += 2;
 	uv_timer_init(loop, &s->cron);
 	s->cron.data = s;
 	uv_timer_start(&s->cron, cron_cb, SERVER_CRON_MS, SERVER_CRON_MS);
@@ -501,6 +516,11 @@ fail:
 	free(sched);
 	server_destroy(s);
 	return r;
+}
+
+const char *server_local_socket(const struct server *s)
+{
+	return s->local_path;
 }
 
 const char *server_ca_file(const struct server *s)
@@ -542,6 +562,7 @@ static void finish_stop(struct server *s)
 	while (api_lists_work(s, INT64_MAX / 2))
 		;
 	uv_close((uv_handle_t *)&s->lists_idle, server_handle_closed);
+	uv_close((uv_handle_t *)&s->kick_idle, server_handle_closed);
 	http_stop(s);
 	uv_close((uv_handle_t *)&s->check, server_handle_closed);
 	uv_close((uv_handle_t *)&s->cron, server_handle_closed);

@@ -53,6 +53,8 @@ const char *server_url(const struct server *s);
 /* DATA/tls/ca.pem when the server serves a certificate of its own CA,
  * else NULL. Borrowed. */
 const char *server_ca_file(const struct server *s);
+/* The local socket it serves the API on too (absolute; NULL: none). */
+const char *server_local_socket(const struct server *s);
 /* The token agents join with. Borrowed. */
 const char *server_agent_token(const struct server *s);
 

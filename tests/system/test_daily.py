@@ -5,6 +5,7 @@ script's #TENK and #SBATCH lines, --slurm-env, --begin, --error and
 --signal."""
 import json
 import os
+import stat
 import time
 
 from conftest import wait_for
@@ -209,3 +210,27 @@ def test_cli_errors_as_json_nodes_by_name_and_help(cluster, workdir):
                  ["logs", "--help"], ["update", "--help"], ["bench", "--help"]):
         p = t.run(*args, check=False)
         assert p.returncode == 0, (args, p.stderr)
+
+
+def test_local_socket_without_tls(cluster, workdir):
+    """The API on DATA/api.sock, for this machine's clients: no TLS, the
+    same tokens; the CLI takes it when TENK_SERVER names it, or by itself
+    from a folder holding tenk-data."""
+    t = cluster
+    sock = os.path.join(t.data, "api.sock")
+    st = os.stat(sock)
+    assert stat.S_ISSOCK(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o600
+    env = dict(t.env(), TENK_SERVER="unix:" + sock)
+    env.pop("TENK_CA")
+    jid = t.submit("--", "true", env=env)
+    p = t.run("wait", jid, env=env)
+    assert "COMPLETED" in p.stdout
+    env["TENK_TOKEN"] = "nope"
+    p = t.run("queue", env=env, check=False)
+    assert p.returncode == 1 and "invalid token" in p.stderr
+    # no TENK_SERVER, TENK_TOKEN: ./tenk-data is found, its socket first
+    bare = {k: v for k, v in t.env().items() if not k.startswith("TENK_")}
+    p = t.run("show", jid, env=bare, cwd=workdir)
+    assert f"Job {jid}" in p.stdout
+    rows = t.json("audit", "--user", "admin")["rows"]
+    assert any(r["addr"] == "local" for r in rows), rows[-3:]
