@@ -266,6 +266,7 @@ static void apply_work(struct agent *a, const struct wire_work *w)
 			g = group_start(a, it, it->spec);
 		}
 		g->mark = true;
+		group_set_limit(g, it->limit_s);
 		if (it->digest[0])
 			group_image_go(g, it->digest);
 		group_ckpt_item(g, it);

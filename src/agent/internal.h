@@ -113,8 +113,9 @@ struct taskgroup {
 	int tpn;
 	int world_size;
 	int64_t grace_ms;
-	char *dir; /* WORK/shims/JOB.ATTEMPT */
-	int dirfd; /* names the socket briefly: /proc/self/fd/N/shim.sock */
+	int64_t limit_ms; /* the time limit its shim holds (0: none) */
+	char *dir;	  /* WORK/shims/JOB.ATTEMPT */
+	int dirfd;	  /* names the socket briefly: /proc/self/fd/N/shim.sock */
 	/* the shim: its process (started here) and the connection to it */
 	struct proc shim;
 	bool shim_running; /* spawned here, watched until it exits or we let it go */
@@ -444,6 +445,7 @@ enum shim_cmd_type {
 	SHIM_CMD_STOP,	  /* stop the tasks: SIGTERM, the grace period, SIGKILL */
 	SHIM_CMD_RENEW,	  /* the agent is in touch with the server: the lease goes on */
 	SHIM_CMD_RELEASE, /* every exit is reported: exit */
+	SHIM_CMD_LIMIT,	  /* the time limit is now limit_ms after the tasks started */
 	SHIM_CMD_MAX
 };
 
@@ -452,6 +454,7 @@ struct shim_cmd {
 	enum exit_cause cause; /* STOP: what the tasks' exits are put down to */
 	char detail[64];
 	int64_t until_ms; /* RENEW: the lease's new end, monotonic */
+	int64_t limit_ms; /* LIMIT: 0 for none */
 };
 
 json_t *shim_cmd_pack(const struct shim_cmd *c);
@@ -665,4 +668,7 @@ void group_free_now(struct taskgroup *g);
 int shims_adopt(struct agent *a);
 /* The server answered: the group's shim holds its tasks until until_ms
  * (monotonic). */
+/* The attempt's time limit is now limit_s (tenk update): its shim is told.
+ * -1: not said. */
+void group_set_limit(struct taskgroup *g, int64_t limit_s);
 void group_renew(struct taskgroup *g, int64_t until_ms);

@@ -843,6 +843,7 @@ static bool build_plan(struct taskgroup *g, const struct work_spec *spec, struct
 	plan->attempt = g->attempt;
 	plan->grace_ms = g->grace_ms;
 	plan->limit_ms = spec->time_limit_s * 1000;
+	g->limit_ms = plan->limit_ms;
 	if (spec->signal && spec->time_limit_s) {
 		plan->signal_no = spec->signal;
 		plan->signal_ms = MAX(0, (spec->time_limit_s - spec->signal_before_s) * 1000);
@@ -1218,6 +1219,7 @@ static struct taskgroup *group_adopt(struct agent *a, const char *base, const ch
 	}
 	struct taskgroup *g = group_new(a, plan.job, plan.attempt, plan.tasks[0].rank / plan.ntasks,
 					plan.ntasks, plan.grace_ms);
+	g->limit_ms = plan.limit_ms;
 	if (plan.cgroup)
 		hold_listed_cpus(g, plan.limits.cpus);
 	g->dirfd = open(g->dir, O_DIRECTORY | O_RDONLY | O_CLOEXEC);
@@ -1268,6 +1270,16 @@ int shims_adopt(struct agent *a)
 			n++;
 	closedir(d);
 	return n;
+}
+
+void group_set_limit(struct taskgroup *g, int64_t limit_s)
+{
+	if (limit_s < 0 || limit_s * 1000 == g->limit_ms)
+		return;
+	if (!g->conn_open || uv_is_closing((uv_handle_t *)&g->conn))
+		return; /* told again with the next work answer */
+	g->limit_ms = limit_s * 1000;
+	send_cmd(g, &(struct shim_cmd){.type = SHIM_CMD_LIMIT, .limit_ms = g->limit_ms});
 }
 
 void group_renew(struct taskgroup *g, int64_t until_ms)

@@ -49,6 +49,7 @@ struct shim {
 	struct conn *conn; /* the newest agent's; NULL: none */
 	uv_signal_t sigchld;
 	uv_timer_t limit_timer, kill_timer, lease_timer, signal_timer;
+	int64_t started_mono;	/* the tasks started then (monotonic ms) */
 	int64_t lease_until_ms; /* monotonic */
 	bool stopping;
 	enum exit_cause stop_cause;
@@ -226,6 +227,38 @@ static void limit_timer_cb(uv_timer_t *t)
 	stop(sh, EXIT_TIMEOUT, "", sh->plan.grace_ms);
 }
 
+static void signal_timer_cb(uv_timer_t *t);
+
+/* Arms the time limit (and its warning) for what is left of it since the
+ * tasks started. */
+static void arm_limit(struct shim *sh)
+{
+	uv_timer_stop(&sh->limit_timer);
+	uv_timer_stop(&sh->signal_timer);
+	if (!sh->nrunning || sh->stopping || sh->plan.limit_ms <= 0)
+		return;
+	int64_t ran = tk_mono_ms() - sh->started_mono;
+	uv_timer_start(&sh->limit_timer, limit_timer_cb, (uint64_t)MAX(0, sh->plan.limit_ms - ran),
+		       0);
+	if (sh->plan.signal_no && sh->plan.signal_ms > ran)
+		uv_timer_start(&sh->signal_timer, signal_timer_cb,
+			       (uint64_t)(sh->plan.signal_ms - ran), 0);
+}
+
+/* tenk update moved the time limit of running tasks. */
+static void set_limit(struct shim *sh, int64_t limit_ms)
+{
+	if (limit_ms == sh->plan.limit_ms)
+		return;
+	int64_t before = sh->plan.limit_ms - sh->plan.signal_ms; /* the warning's lead */
+	sh->plan.limit_ms = limit_ms;
+	if (sh->plan.signal_no)
+		sh->plan.signal_ms = MAX(0, limit_ms - before);
+	log_info("job %lld.%d: time limit now %lld s", (long long)sh->plan.job, sh->plan.attempt,
+		 (long long)(limit_ms / 1000));
+	arm_limit(sh);
+}
+
 /* --signal: the warning before the time limit, to every task. */
 static void signal_timer_cb(uv_timer_t *t)
 {
@@ -358,6 +391,8 @@ static void command(void *arg, const char *line, size_t len)
 	} else if (c.type == SHIM_CMD_RELEASE) {
 		sh->released = true;
 		maybe_end(sh);
+	} else if (c.type == SHIM_CMD_LIMIT) {
+		set_limit(sh, c.limit_ms);
 	}
 }
 
@@ -487,10 +522,8 @@ static void start_tasks(struct shim *sh)
 		sh->nrunning++;
 	}
 	publish(sh);
-	if (sh->nrunning && sh->plan.limit_ms > 0)
-		uv_timer_start(&sh->limit_timer, limit_timer_cb, (uint64_t)sh->plan.limit_ms, 0);
-	if (sh->nrunning && sh->plan.signal_no)
-		uv_timer_start(&sh->signal_timer, signal_timer_cb, (uint64_t)sh->plan.signal_ms, 0);
+	sh->started_mono = tk_mono_ms();
+	arm_limit(sh);
 	/* a task that failed to start ends the whole gang */
 	if (failed)
 		stop(sh, EXIT_CANCELLED, "a task failed to start", sh->plan.grace_ms);

@@ -421,6 +421,7 @@ static const char *const cmd_names[SHIM_CMD_MAX] = {
 	[SHIM_CMD_STOP] = "stop",
 	[SHIM_CMD_RENEW] = "renew",
 	[SHIM_CMD_RELEASE] = "release",
+	[SHIM_CMD_LIMIT] = "limit",
 };
 
 json_t *shim_cmd_pack(const struct shim_cmd *c)
@@ -431,13 +432,15 @@ json_t *shim_cmd_pack(const struct shim_cmd *c)
 		json_object_set_new(o, "detail", json_string(c->detail));
 	} else if (c->type == SHIM_CMD_RENEW) {
 		json_object_set_new(o, "until_ms", json_integer(c->until_ms));
+	} else if (c->type == SHIM_CMD_LIMIT) {
+		json_object_set_new(o, "limit_ms", json_integer(c->limit_ms));
 	}
 	return o;
 }
 
 int shim_cmd_unpack(json_t *j, struct shim_cmd *ret, struct tk_error *err)
 {
-	static const char *const keys[] = {"type", "cause", "detail", "until_ms", NULL};
+	static const char *const keys[] = {"type", "cause", "detail", "until_ms", "limit_ms", NULL};
 	char type[16] = "", cause[24] = "cancelled";
 	int r;
 	memset(ret, 0, sizeof(*ret));
@@ -445,7 +448,9 @@ int shim_cmd_unpack(json_t *j, struct shim_cmd *ret, struct tk_error *err)
 	    (r = mj_strbuf(j, "type", true, true, type, sizeof(type), err)) < 0 ||
 	    (r = mj_strbuf(j, "cause", false, true, cause, sizeof(cause), err)) < 0 ||
 	    (r = mj_strbuf(j, "detail", false, true, ret->detail, sizeof(ret->detail), err)) < 0 ||
-	    (r = mj_int(j, "until_ms", false, 0, INT64_MAX / 2, 0, &ret->until_ms, err)) < 0)
+	    (r = mj_int(j, "until_ms", false, 0, INT64_MAX / 2, 0, &ret->until_ms, err)) < 0 ||
+	    (r = mj_int(j, "limit_ms", false, 0, MODEL_MAX_TIME_LIMIT_S * 1000, 0, &ret->limit_ms,
+			err)) < 0)
 		return r;
 	int k;
 	for (k = 0; k < SHIM_CMD_MAX; k++)

@@ -652,6 +652,8 @@ json_t *wire_work_pack(const struct wire_work *m)
 		const struct work_item *w = &m->items[i];
 		json_t *t =
 			json_pack("{s:I, s:i}", "job", (json_int_t)w->job, "attempt", w->attempt);
+		if (w->limit_s >= 0)
+			json_object_set_new(t, "limit_s", json_integer(w->limit_s));
 		if (w->spec)
 			json_object_set_new(t, "spec", work_spec_pack(w->spec));
 		if (w->digest[0])
@@ -698,8 +700,8 @@ int wire_work_unpack(json_t *j, struct wire_work *ret, struct tk_error *err)
 {
 	static const char *const keys[] = {"epoch", "gen",  "unchanged", "tasks",
 					   "pulls", "logs", NULL};
-	static const char *const tkeys[] = {"job",    "attempt",     "spec",
-					    "digest", "checkpoints", NULL};
+	static const char *const tkeys[] = {"job",	   "attempt", "spec", "digest",
+					    "checkpoints", "limit_s", NULL};
 	static const char *const ckeys[] = {
 		"store",      "restore_tag", "restore_step", "restore_attempt",
 		"restore_go", "marked",	     "keep",	     NULL};
@@ -732,6 +734,8 @@ int wire_work_unpack(json_t *j, struct wire_work *ret, struct tk_error *err)
 		if ((r = mj_check_keys(t, NULL, tkeys, err)) < 0 ||
 		    (r = mj_int(t, "job", true, 1, INT64_MAX, 0, &w->job, err)) < 0 ||
 		    (r = mj_int(t, "attempt", true, 1, MODEL_MAX_ATTEMPTS, 0, &attempt, err)) < 0 ||
+		    (r = mj_int(t, "limit_s", false, 0, MODEL_MAX_TIME_LIMIT_S, -1, &w->limit_s,
+				err)) < 0 ||
 		    (r = mj_strbuf(t, "digest", false, true, w->digest, sizeof(w->digest), err)) <
 			    0 ||
 		    (w->digest[0] && (r = digest_check(w->digest, "digest", err)) < 0)) {

@@ -258,6 +258,9 @@ struct work_item {
 	int64_t job;
 	int attempt;
 	struct work_spec *spec; /* NULL: the agent knows it already */
+	/* the attempt's time limit now (tenk update may move it after the
+	 * start): seconds, 0 none, -1 not said */
+	int64_t limit_s;
 	/* an image job's: the digest every node of the attempt resolved its
 	 * image to, listed once all have (TASK_EVENT_IMAGE); its tasks start
 	 * then, on that digest. "" till then */

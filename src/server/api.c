@@ -752,6 +752,41 @@ static const char *const update_keys[] = {
 	"comment",	 "signal",	 NULL,
 };
 
+/* A running job: only its time limit moves, down by its owner, up (or
+ * away) by an operator or an admin. */
+static void update_running(struct request *r, struct sjob *j, json_t *body)
+{
+	json_t *tl = json_object_get(body, "time_limit_s");
+	if (json_object_size(body) != 1 || !tl) {
+		reply_error(r, 409,
+			    "job %lld is %s: of a running job only the time limit "
+			    "(time_limit_s) changes",
+			    (long long)j->job.id, job_state_name(j->job.state));
+		return;
+	}
+	int64_t limit;
+	struct tk_error err;
+	if (mj_int(body, "time_limit_s", true, 0, MODEL_MAX_TIME_LIMIT_S, 0, &limit, &err) < 0) {
+		reply_error(r, 400, "%s", err.text);
+		return;
+	}
+	int64_t old = j->job.req.time_limit_s;
+	bool raise = limit == 0 ? old != 0 : old != 0 && limit > old;
+	if (raise && r->role != ROLE_OPERATOR && r->role != ROLE_ADMIN) {
+		reply_error(r, 403,
+			    "job %lld: a running job's time limit goes up only by an operator or "
+			    "an admin (it may go down)",
+			    (long long)j->job.id);
+		return;
+	}
+	if (limit != old) {
+		state_job_set_limit(&r->s->st, j, limit);
+		log_info("job %lld: time limit %lld s -> %lld s by %s", (long long)j->job.id,
+			 (long long)old, (long long)limit, r->user);
+	}
+	reply_json(r, 200, job_for(r, j));
+}
+
 /* POST /v1/jobs/ID/update {KEY: VALUE, ...}: a waiting job's request, each
  * key as at submission (null: back to the default). Checked like a new
  * submission; nothing changes unless all of it is allowed. */
@@ -781,6 +816,10 @@ static void h_job_update(struct request *r, const char *param, json_t *body)
 				k);
 			return;
 		}
+	}
+	if (j->job.state == JOB_STARTING || j->job.state == JOB_RUNNING) {
+		update_running(r, j, body);
+		return;
 	}
 	if (j->job.state != JOB_PENDING) {
 		reply_error(r, 409, "job %lld is %s: only a waiting job's request is changed",

@@ -618,6 +618,16 @@ int state_requeue(struct state *s, struct sjob *j, const char *who, int64_t now,
 	return 0;
 }
 
+void state_job_set_limit(struct state *s, struct sjob *j, int64_t limit_s)
+{
+	j->job.req.time_limit_s = limit_s;
+	j->sj.time_limit_s = limit_s;
+	state_job_dirty(s, j);
+	/* its agents see the new limit in their next work answer */
+	attempt_bump_nodes(s, job_current_attempt(&j->job));
+	state_want_pass(s); /* the reservations read running jobs' ends */
+}
+
 void state_job_set_request(struct state *s, struct sjob *j, struct job_request *req, int64_t now)
 {
 	assert(j->job.state == JOB_PENDING);

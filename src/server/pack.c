@@ -87,6 +87,7 @@ json_t *state_work_pack(struct state *s, struct snode *n, uint64_t since_gen)
 		struct work_item *it = &w.items[w.nitems++];
 		it->job = p->job->job.id;
 		it->attempt = p->attempt;
+		it->limit_s = p->job->job.req.time_limit_s;
 		/* each node of a validation run runs the image it has */
 		snprintf(it->digest, sizeof(it->digest), "%s",
 			 !a->digest[0]	      ? ""

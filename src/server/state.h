@@ -456,6 +456,8 @@ int state_requeue(struct state *s, struct sjob *j, const char *who, int64_t now,
 /* A waiting job's request becomes req (taken): its class, queue and shape
  * are worked out again. */
 void state_job_set_request(struct state *s, struct sjob *j, struct job_request *req, int64_t now);
+/* A running job's time limit is now limit_s (0: none); its nodes are told. */
+void state_job_set_limit(struct state *s, struct sjob *j, int64_t limit_s);
 /* Takes j out of its class's pending list (state.c). */
 void job_dequeue(struct state *s, struct sjob *j);
 

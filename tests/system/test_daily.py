@@ -121,6 +121,27 @@ def test_dependencies_hold_release_update_requeue(cluster, workdir):
     t.wait_state(w, "COMPLETED")
     bad = t.run("update", w, "--time", "1h", check=False)
     assert bad.returncode == 1 and "only a waiting job's request is changed" in bad.stderr
+
+    # a running job's time limit: down by its owner, up only by an operator
+    tok = t.json("users", "add", "bob", "--unix-user", "nobody")["token"]
+    bob = dict(t.env(), TENK_TOKEN=tok)
+    long = t.submit("-t", "10", "-D", "/tmp", "-o", "/dev/null", "--", "sleep", "600", env=bob)
+    t.wait_state(long, "RUNNING")
+    bad = t.run("update", long, "--time", "20", env=bob, check=False)
+    assert bad.returncode == 1 and "goes up only by an operator" in bad.stderr
+    bad = t.run("update", long, "-G", "2", env=bob, check=False)
+    assert bad.returncode == 1 and "only the time limit" in bad.stderr
+    t.run("update", long, "--time", "0:03", env=bob)
+    j = t.wait_state(long, "TIMEOUT", 30)
+    a = j["attempts"][0]
+    took = (a["tasks"][0]["end_ms"] - a["tasks"][0]["start_ms"]) / 1000
+    assert 2.5 <= took < 15, took
+    up = t.submit("-t", "0:03", "-D", "/tmp", "-o", "/dev/null", "--", "sleep", "600", env=bob)
+    t.wait_state(up, "RUNNING")
+    t.run("update", up, "--time", "1")  # the admin: a minute
+    time.sleep(5)
+    assert t.job(up)["state"] == "RUNNING", "past its first limit, within the new one"
+    t.run("cancel", up)
     bad = t.run("hold", w, check=False)
     assert bad.returncode == 1 and "only a waiting job is held" in bad.stderr
 
