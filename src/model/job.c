@@ -398,11 +398,14 @@ int job_request_unpack(json_t *j, struct job_request *ret, struct tk_error *err)
 	    (rc = mj_bool(j, "slurm_env", false, false, &r.slurm_env, err)) < 0 ||
 	    (rc = mj_str(j, "array", false, 4096, true, NULL, &r.array, err)) < 0)
 		goto fail;
-	if (r.array) {
-		int *idx, n, cap;
-		if ((rc = model_array_parse(r.array, &idx, &n, &cap, err)) < 0)
-			goto fail;
-		free(idx);
+	/* its characters only: the server expands it (model_array_parse) once,
+	 * at submission, and each element keeps it as it was given */
+	if (r.array && strspn(r.array, "0123456789,-:%") != strlen(r.array)) {
+		rc = tk_errorf(err, -EINVAL,
+			       "array: \"%.64s\" is not a list of indices such as 0-999%%50 or "
+			       "1,3,5-9",
+			       r.array);
+		goto fail;
 	}
 	char marker[16] = "";
 	if ((rc = mj_strbuf(j, "ckpt_marker", false, true, marker, sizeof(marker), err)) < 0)
