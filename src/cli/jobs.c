@@ -75,8 +75,9 @@ static void attempt_nodes(json_t *a, char *buf, size_t n)
 
 static const char *fetch_user; /* tenk queue -u: only this user's jobs */
 
-int fetch_jobs(struct ctx *c, const char *state, int64_t max, json_t **ret, int64_t *total,
-	       struct tk_error *err)
+/* Pages of GET /v1/jobs?FILTER (array: only its elements, 0: any job). */
+static int fetch_paged(struct ctx *c, int64_t array, const char *state, int64_t max, json_t **ret,
+		       int64_t *total, struct tk_error *err)
 {
 	json_t *all = json_array();
 	int64_t after = 0;
@@ -88,7 +89,11 @@ int fetch_jobs(struct ctx *c, const char *state, int64_t max, json_t **ret, int6
 		if (state)
 			n += snprintf(path + n, sizeof(path) - (size_t)n, "&state=%.100s", state);
 		if (fetch_user)
-			snprintf(path + n, sizeof(path) - (size_t)n, "&user=%.64s", fetch_user);
+			n += snprintf(path + n, sizeof(path) - (size_t)n, "&user=%.64s",
+				      fetch_user);
+		if (array)
+			snprintf(path + n, sizeof(path) - (size_t)n, "&array=%lld",
+				 (long long)array);
 		json_t *res;
 		if (client_call(&c->client, "GET", path, NULL, CALL_TIMEOUT_MS, &res, NULL, err) <
 		    0) {
@@ -106,6 +111,12 @@ int fetch_jobs(struct ctx *c, const char *state, int64_t max, json_t **ret, int6
 	}
 	*ret = all;
 	return 0;
+}
+
+int fetch_jobs(struct ctx *c, const char *state, int64_t max, json_t **ret, int64_t *total,
+	       struct tk_error *err)
+{
+	return fetch_paged(c, 0, state, max, ret, total, err);
 }
 
 static int queue_once(struct ctx *c, int64_t limit, bool wide);
@@ -367,28 +378,8 @@ static void show_job(json_t *j)
 static int fetch_array(struct ctx *c, int64_t id, const char *state, json_t **ret,
 		       struct tk_error *err)
 {
-	json_t *all = json_array();
-	int64_t after = 0;
-	for (;;) {
-		char path[200];
-		snprintf(path, sizeof(path), "/v1/jobs?array=%lld&limit=1000&after=%lld%s%s",
-			 (long long)id, (long long)after, state ? "&state=" : "",
-			 state ? state : "");
-		json_t *res;
-		if (client_call(&c->client, "GET", path, NULL, CALL_TIMEOUT_MS, &res, NULL, err) <
-		    0) {
-			json_decref(all);
-			return -1;
-		}
-		json_array_extend(all, json_object_get(res, "jobs"));
-		json_t *next = json_object_get(res, "next");
-		after = json_is_integer(next) ? json_integer_value(next) : 0;
-		json_decref(res);
-		if (!after)
-			break;
-	}
-	*ret = all;
-	return 0;
+	int64_t total;
+	return fetch_paged(c, id, state, INT64_MAX, ret, &total, err);
 }
 
 /* An array named as one: how many of its elements are in each state. */

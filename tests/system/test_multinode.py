@@ -119,6 +119,34 @@ def test_pytorch_ddp_two_hosts(hosts3, workdir, kill_all, how):
     c.stop_all()
 
 
+def test_two_plain_torchruns_at_once_on_one_node(cluster, workdir):
+    """Two jobs of a plain `torchrun train.py` side by side on one node:
+    each takes its own rendezvous port from tenk (PET_MASTER_PORT), so they
+    do not collide on torchrun's 29500."""
+    env = cluster.env()
+    env["OMP_NUM_THREADS"] = "1"
+    script = os.path.join(HERE, "ddp_train.py")
+    jobs = []
+    for k in range(2):
+        out = os.path.join(workdir, f"ddp{k}")
+        os.mkdir(out)
+        cmd = f"exec torchrun --redirects 1 --tee 1 {script} {out}"
+        jobs.append(cluster.submit("-G", "2", "-o", f"tr{k}-%t.out", "--", "sh", "-c", cmd,
+                                   env=env))
+    for jid in jobs:
+        cluster.run("wait", jid, check=False, timeout=300)
+    done = [cluster.job(j) for j in jobs]
+    for k, job in enumerate(done):
+        if job["state"] != "COMPLETED":
+            raise AssertionError(f"{job['state']} {job['reason']}\n" +
+                                 open(os.path.join(workdir, f"tr{k}-0.out")).read()[-3000:])
+        res = [json.load(open(p)) for p in glob.glob(os.path.join(workdir, f"ddp{k}", "*.json"))]
+        assert sorted(r["local_rank"] for r in res) == [0, 1] and all(r["same"] for r in res)
+    a, b = (j["attempts"][0] for j in done)
+    assert a["master_port"] != b["master_port"]
+    assert a["start_ms"] < b["end_ms"] and b["start_ms"] < a["end_ms"], "they ran at once"
+
+
 GANG = r"""
 import os, signal, sys, time
 rank, out = int(os.environ["RANK"]), sys.argv[1]
