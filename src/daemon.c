@@ -169,6 +169,7 @@ enum {
 	D_CPUS,
 	D_MEM,
 	D_WORK,
+	D_RUN_DIR,
 	D_STOP_JOBS,
 	D_PODMAN,
 	D_CTR_CONF,
@@ -210,6 +211,9 @@ static const struct tk_option all_opts[D_MAX] = {
 	[D_CPUS] = {"cpus", 0, "N", "CPUs to offer (default: detected)"},
 	[D_MEM] = {"mem", 0, "SIZE", "memory to offer, e.g. 512G (default: detected)"},
 	[D_WORK] = {"work-dir", 0, "DIR", "local folder for checkpoints (default DATA/agent)"},
+	[D_RUN_DIR] = {"run-dir", 0, "DIR",
+		       "the shims' folders and metrics files; a tmpfs (/run/tenk) spares the disk "
+		       "their churn (default: the work folder)"},
 	[D_STOP_JOBS] = {"stop-jobs", 0, NULL,
 			 "on stop, end this node's jobs (they are requeued) rather than leave "
 			 "them running until the agent is back"},
@@ -258,19 +262,20 @@ static const struct tk_option all_opts[D_MAX] = {
 
 /* Which options each daemon takes, in all_opts order. */
 static const int up_opts[] = {
-	D_HELP,	     D_LOG,	 D_DATA,	D_LISTEN,	D_CATALOGUE, D_NODE_TIMEOUT,
-	D_NAME,	     D_FAKE,	 D_TOPO,	D_CPUS,		D_MEM,	     D_STOP_JOBS,
-	D_PODMAN,    D_CTR_CONF, D_PODMAN_ROOT, D_CDI,		D_INIT,	     D_QUARANTINE,
-	D_TLS_CERT,  D_TLS_KEY,	 D_CA,		D_INSECURE,	D_MAX_CONNS, D_REQ_TIMEOUT,
-	D_CKPT_RATE, D_MIN_FREE, D_HEALTH,	D_HEALTH_EVERY, D_METRICS,   D_DCGM};
+	D_HELP,	       D_LOG,	    D_DATA,	D_LISTEN,      D_CATALOGUE,    D_NODE_TIMEOUT,
+	D_NAME,	       D_FAKE,	    D_TOPO,	D_CPUS,	       D_MEM,	       D_STOP_JOBS,
+	D_RUN_DIR,     D_PODMAN,    D_CTR_CONF, D_PODMAN_ROOT, D_CDI,	       D_INIT,
+	D_QUARANTINE,  D_TLS_CERT,  D_TLS_KEY,	D_CA,	       D_INSECURE,     D_MAX_CONNS,
+	D_REQ_TIMEOUT, D_CKPT_RATE, D_MIN_FREE, D_HEALTH,      D_HEALTH_EVERY, D_METRICS,
+	D_DCGM};
 static const int server_opts[] = {
 	D_HELP,	      D_LOG,	  D_DATA,    D_LISTEN,	 D_CATALOGUE, D_NODE_TIMEOUT, D_INIT,
 	D_QUARANTINE, D_TLS_CERT, D_TLS_KEY, D_INSECURE, D_MAX_CONNS, D_REQ_TIMEOUT};
-static const int agent_opts[] = {D_HELP,	D_LOG,	  D_DATA,	  D_SERVER,   D_TOKEN_FILE,
-				 D_NAME,	D_FAKE,	  D_ADDR,	  D_TOPO,     D_CPUS,
-				 D_MEM,		D_WORK,	  D_STOP_JOBS,	  D_PODMAN,   D_CTR_CONF,
-				 D_PODMAN_ROOT, D_CDI,	  D_CA,		  D_INSECURE, D_CKPT_RATE,
-				 D_MIN_FREE,	D_HEALTH, D_HEALTH_EVERY, D_METRICS,  D_DCGM};
+static const int agent_opts[] = {
+	D_HELP,	    D_LOG,	D_DATA,		D_SERVER,  D_TOKEN_FILE, D_NAME,     D_FAKE,
+	D_ADDR,	    D_TOPO,	D_CPUS,		D_MEM,	   D_WORK,	 D_RUN_DIR,  D_STOP_JOBS,
+	D_PODMAN,   D_CTR_CONF, D_PODMAN_ROOT,	D_CDI,	   D_CA,	 D_INSECURE, D_CKPT_RATE,
+	D_MIN_FREE, D_HEALTH,	D_HEALTH_EVERY, D_METRICS, D_DCGM};
 
 /* What a daemon takes (indices into all_opts, in its order) and runs. */
 struct daemon_spec {
@@ -359,6 +364,7 @@ static int agent_cfg(const char *cmd, const char **v, struct agent_config *ac)
 	if (v[D_DATA])
 		ac->data_dir = v[D_DATA];
 	ac->work_dir = v[D_WORK];
+	ac->run_dir = v[D_RUN_DIR];
 	ac->stop_jobs = v[D_STOP_JOBS] != NULL;
 	ac->podman = v[D_PODMAN];
 	ac->containers_conf = v[D_CTR_CONF];

@@ -555,6 +555,7 @@ static void copy_cfg(struct agent_config *dst, const struct agent_config *src)
 	DUP(topology);
 	DUP(data_dir);
 	DUP(work_dir);
+	DUP(run_dir);
 	DUP(podman);
 	DUP(containers_conf);
 	DUP(podman_root);
@@ -575,6 +576,7 @@ static void free_cfg(struct agent_config *c)
 	free((char *)c->topology);
 	free((char *)c->data_dir);
 	free((char *)c->work_dir);
+	free((char *)c->run_dir);
 	free((char *)c->podman);
 	free((char *)c->containers_conf);
 	free((char *)c->podman_root);
@@ -701,11 +703,26 @@ int agent_create(uv_loop_t *loop, const struct agent_config *cfg, struct agent *
 		for (int c = 0; c < CPU_SETSIZE && a->ncpus < AGENT_MAX_CPUS; c++)
 			if (CPU_ISSET(c, &set))
 				a->cpu_id[a->ncpus++] = c;
+	if (!a->cfg.run_dir) {
+		a->cfg.run_dir = xstrdup(a->cfg.work_dir);
+	} else if ((r = tk_mkdir_p(a->cfg.run_dir, 0711)) < 0) {
+		r = tk_errorf(err, r, "cannot create the run folder %s: %s", a->cfg.run_dir,
+			      strerror(-r));
+		goto fail;
+	} else {
+		/* the jobs' users reach their metrics files through it */
+		chmod(a->cfg.run_dir, 0711);
+		char *rabs = realpath(a->cfg.run_dir, NULL);
+		if (rabs) {
+			free((char *)a->cfg.run_dir);
+			a->cfg.run_dir = rabs;
+		}
+	}
 	/* the jobs an agent before this one left to their shims */
 	int found = shims_adopt(a);
 	if (found > 0)
 		log_info("found %d attempt(s) an earlier agent left running in %s", found,
-			 a->cfg.work_dir);
+			 a->cfg.run_dir);
 	if (geteuid() != 0) {
 		struct passwd *pw = getpwuid(geteuid());
 		log_warn("not running as root: every job runs as %s (uid %u)",

@@ -29,8 +29,11 @@ struct agent_config {
 	const char *topology;	/* "spine1/leaf07" */
 	const char *data_dir;	/* the data folder; default ./tenk-data */
 	const char *work_dir;	/* local folder for checkpoints; NULL: DATA_DIR/agent */
-	int cpus;		/* 0: detect */
-	int64_t mem_mib;	/* 0: detect */
+	/* the shims' folders and the metrics files, which need no disk (a
+	 * tmpfs spares it their churn); NULL: work_dir */
+	const char *run_dir;
+	int cpus;	 /* 0: detect */
+	int64_t mem_mib; /* 0: detect */
 	int64_t heartbeat_ms;
 	bool stop_jobs; /* at stop, end the jobs (they are requeued), not leave them to their shims
 			 */

@@ -1007,7 +1007,7 @@ static struct taskgroup *group_new(struct agent *a, int64_t job, int attempt, in
 	g->dirfd = -1;
 	g->train_fd = -1;
 	g->ckpt_done_step = -1;
-	g->dir = xasprintf("%s/%s/%lld.%d", a->cfg.work_dir, SHIM_DIR, (long long)job, attempt);
+	g->dir = xasprintf("%s/%s/%lld.%d", a->cfg.run_dir, SHIM_DIR, (long long)job, attempt);
 	strbuf_init(&g->in);
 	g->ntasks = g->tpn;
 	g->nrunning = g->ntasks;
@@ -1257,7 +1257,7 @@ static struct taskgroup *group_adopt(struct agent *a, const char *base, const ch
 
 int shims_adopt(struct agent *a)
 {
-	_cleanup_free_ char *base = xasprintf("%s/%s", a->cfg.work_dir, SHIM_DIR);
+	_cleanup_free_ char *base = xasprintf("%s/%s", a->cfg.run_dir, SHIM_DIR);
 	tk_mkdir_p(base, 0700);
 	DIR *d = opendir(base);
 	if (!d)

@@ -20,16 +20,16 @@
 #define TRAIN_BEHIND_MAX (1 << 20) /* further behind than this: skip to the end */
 #define TRAIN_PER_BEAT 32	   /* lines of one attempt sent with one beat, at most */
 
-/* WORK/metrics/JOB.ATTEMPT */
+/* RUN/metrics/JOB.ATTEMPT (RUN: the run folder, WORK by default) */
 static char *train_path(const struct taskgroup *g)
 {
-	return xasprintf("%s/metrics/%lld.%d", g->a->cfg.work_dir, (long long)g->job, g->attempt);
+	return xasprintf("%s/metrics/%lld.%d", g->a->cfg.run_dir, (long long)g->job, g->attempt);
 }
 
 char *train_setup(struct taskgroup *g, bool as_user, uint32_t uid, uint32_t gid)
 {
 	struct agent *a = g->a;
-	_cleanup_free_ char *base = xasprintf("%s/metrics", a->cfg.work_dir);
+	_cleanup_free_ char *base = xasprintf("%s/metrics", a->cfg.run_dir);
 	char *path = train_path(g);
 	int r = tk_mkdir_p(base, 0711);
 	if (r == 0)

@@ -8,7 +8,7 @@ import os
 import stat
 import time
 
-from conftest import wait_for
+from conftest import start_up, wait_for
 from test_jobs import parse_env
 
 
@@ -255,3 +255,24 @@ def test_local_socket_without_tls(cluster, workdir):
     assert f"Job {jid}" in p.stdout
     rows = t.json("audit", "--user", "admin")["rows"]
     assert any(r["addr"] == "local" for r in rows), rows[-3:]
+
+
+def test_run_dir_holds_shims_and_metrics(workdir):
+    """--run-dir (a tmpfs on a busy node) holds the shims' folders and the
+    metrics files; the checkpoint folders stay in the work folder."""
+    run = os.path.join(workdir, "run")
+    t, d = start_up(workdir, "--run-dir", run)
+    try:
+        jid = t.submit("--", "sh", "-c", "echo m=$TENK_METRICS c=$TENK_CHECKPOINT_DIR; sleep 30")
+        t.wait_state(jid, "RUNNING")
+        shim = os.path.join(run, "shims", f"{jid}.1")
+        wait_for(lambda: os.path.exists(os.path.join(shim, "status.json")), 20, "the shim")
+        assert stat.S_IMODE(os.stat(run).st_mode) == 0o711
+        out = wait_for(lambda: open(os.path.join(workdir, f"tenk-{jid}.out")).read() or None,
+                       20, "the job's line")
+        assert f"m={run}/metrics/{jid}.1" in out, out
+        assert f"c={t.data}-work/checkpoints/{jid}" in out, out
+        t.run("cancel", jid)
+        wait_for(lambda: not os.path.exists(shim), 30, "the shim's folder gone")
+    finally:
+        d.stop()
