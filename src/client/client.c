@@ -100,16 +100,7 @@ void client_release(struct client *c)
 	memset(c, 0, sizeof(*c));
 }
 
-/* Where a URL points: http, https or unix, the host (or the socket's
- * path) and the port. */
-struct target {
-	bool tls, unix_socket;
-	char host[256];
-	char port[8];
-	char path[4096];
-};
-
-static int parse_url(const char *url, struct target *t, struct tk_error *err)
+int client_parse_url(const char *url, struct target *t, struct tk_error *err)
 {
 	memset(t, 0, sizeof(*t));
 	if (strncmp(url, "unix:", 5) == 0) {
@@ -151,9 +142,13 @@ static int parse_url(const char *url, struct target *t, struct tk_error *err)
 	const char *p = *end == ']' ? end + 1 : end;
 	if (*p == ':') {
 		size_t k = strspn(p + 1, "0123456789");
-		if (k == 0 || k >= sizeof(t->port) || (p[1 + k] && p[1 + k] != '/'))
+		if (k == 0 || k > 5 || (p[1 + k] && p[1 + k] != '/'))
 			return tk_errorf(err, -EINVAL, "server %s: the port must be a number", url);
 		memcpy(t->port, p + 1, k);
+		int64_t num;
+		if (tk_parse_int64(t->port, 1, 65535, &num) < 0)
+			return tk_errorf(err, -EINVAL,
+					 "server %s: the port must be from 1 to 65535", url);
 	} else {
 		snprintf(t->port, sizeof(t->port), "%s", t->tls ? "443" : "80");
 	}
@@ -346,8 +341,7 @@ static const char *header(const char *h, const char *end, const char *name, size
 	return NULL;
 }
 
-/* A chunked body, in place: its length, or < 0 when malformed or short. */
-static ssize_t unchunk(char *body, size_t n)
+ssize_t client_unchunk(char *body, size_t n)
 {
 	size_t in = 0, out = 0;
 	for (;;) {
@@ -405,7 +399,7 @@ static int read_answer(struct conn *k, struct strbuf *sb, long *status, size_t *
 			/* decoded on a copy: more may be needed */
 			char *copy = xmalloc(have + 1);
 			memcpy(copy, sb->buf + hlen, have);
-			ssize_t n = unchunk(copy, have);
+			ssize_t n = client_unchunk(copy, have);
 			if (n >= 0) {
 				memcpy(sb->buf + hlen, copy, (size_t)n);
 				free(copy);
@@ -442,7 +436,7 @@ int client_call(struct client *c, const char *method, const char *path, json_t *
 				 "this machine: use its https:// URL, or give --insecure-http",
 				 c->url);
 	struct target t;
-	int r = parse_url(c->url, &t, err);
+	int r = client_parse_url(c->url, &t, err);
 	if (r < 0)
 		return r;
 	struct conn k = {.fd = -1, .deadline = tk_mono_ms() + timeout_ms};

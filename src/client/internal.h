@@ -9,6 +9,19 @@
 
 struct tls;
 
+/* Where a URL points: http, https or unix, the host (or the socket's
+ * path) and the port. */
+struct target {
+	bool tls, unix_socket;
+	char host[256];
+	char port[8];
+	char path[4096];
+};
+int client_parse_url(const char *url, struct target *t, struct tk_error *err);
+/* A chunked body, decoded in place: its length; -EAGAIN while short of its
+ * last chunk, -EBADMSG when it is not chunked encoding. */
+ssize_t client_unchunk(char *body, size_t n);
+
 /* A TLS session over connected socket fd with server host (its name, or
  * its address), verified against the CA file ca (NULL: the system's). */
 int tls_open(int fd, const char *host, const char *ca, int timeout_ms, struct tls **ret,
