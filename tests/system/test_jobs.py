@@ -36,7 +36,9 @@ def test_run_output_and_environment(cluster, workdir):
     assert e["CUDA_VISIBLE_DEVICES"] == "0,1"
     assert e["TENK_JOB_ID"] == str(jid) and e["TENK_ATTEMPT"] == "1"
     assert e["CKPT_DIR"] == "there", "the job has its checkpoint folder"
-    assert not os.path.exists(e["TENK_CHECKPOINT_DIR"]), "an empty one goes with the job"
+    # an empty one goes with the job, once its node has forgotten the attempt
+    wait_for(lambda: not os.path.exists(e["TENK_CHECKPOINT_DIR"]), 20,
+             "the empty checkpoint folder gone")
     assert e["PWD"] == sub, "the job runs in the submitter's folder"
     assert e["MINE"] == "carried", "the submitter's environment is passed on"
     j = cluster.job(jid)
