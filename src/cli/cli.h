@@ -23,7 +23,6 @@
 int cli_submit(const struct tk_command *cmd, int argc, char **argv);
 int cli_queue(const struct tk_command *cmd, int argc, char **argv);
 int cli_show(const struct tk_command *cmd, int argc, char **argv);
-int cli_cancel(const struct tk_command *cmd, int argc, char **argv);
 int cli_wait(const struct tk_command *cmd, int argc, char **argv);
 /* submit.c */
 int cli_update(const struct tk_command *cmd, int argc, char **argv);
@@ -31,6 +30,7 @@ int cli_run(const struct tk_command *cmd, int argc, char **argv);
 /* logs.c */
 int cli_logs(const struct tk_command *cmd, int argc, char **argv);
 /* change.c */
+int cli_cancel(const struct tk_command *cmd, int argc, char **argv);
 int cli_hold(const struct tk_command *cmd, int argc, char **argv);
 int cli_release(const struct tk_command *cmd, int argc, char **argv);
 int cli_requeue(const struct tk_command *cmd, int argc, char **argv);

@@ -1,5 +1,5 @@
 /*
- * The commands of a job's life: submit, queue, show, cancel, wait.
+ * The commands of a job's life: queue, show, wait.
  */
 #include "internal.h"
 
@@ -447,38 +447,6 @@ static int run_show(struct ctx *c)
 }
 
 CLI_COMMAND(cli_show, CLI_OPTS(cli_plain_opts), false, 1, -1, run_show)
-
-/* ---- cancel ----------------------------------------------------------------------------- */
-
-static int run_cancel(struct ctx *c)
-{
-	int rc = CLI_EXIT_OK;
-	for (int i = 0; i < c->npos; i++)
-		if (job_ref_check(c, c->pos[i]))
-			return CLI_EXIT_USAGE;
-	for (int i = 0; i < c->npos; i++) {
-		char path[64];
-		snprintf(path, sizeof(path), "/v1/jobs/%s/cancel", c->pos[i]);
-		json_t *j;
-		struct tk_error err;
-		if (client_call(&c->client, "POST", path, NULL, CALL_TIMEOUT_MS, &j, NULL, &err) <
-		    0) {
-			rc = api_error(c, &err);
-			continue;
-		}
-		if (c->json)
-			print_json(j);
-		else if (json_object_get(j, "changed"))
-			printf("cancelled %lld element(s) of array %s\n",
-			       (long long)jint(j, "changed"), c->pos[i]);
-		else
-			printf("cancelled job %s\n", c->pos[i]);
-		json_decref(j);
-	}
-	return rc;
-}
-
-CLI_COMMAND(cli_cancel, CLI_OPTS(cli_plain_opts), false, 1, -1, run_cancel)
 
 /* ---- wait ------------------------------------------------------------------------------- */
 
