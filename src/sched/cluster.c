@@ -219,7 +219,12 @@ void place_init(struct pass *p)
 		views[i]->cpus = xmalloc(sizeof(int) * ((size_t)nn + 1));
 		views[i]->mem = xmalloc(sizeof(int64_t) * ((size_t)nn + 1));
 		views[i]->dev = xmalloc(sizeof(int) * ((size_t)ndev + 1));
+		views[i]->alone = xcalloc((size_t)nn + 1, sizeof(int));
 	}
+	for (int r = 0; r < s->nrunning; r++)
+		for (int k = 0; k < s->running[r].nnodes; k++)
+			if (s->running[r].nodes[k].alone)
+				p->free.alone[s->running[r].nodes[k].node]++;
 	for (int n = 0; n < nn; n++) {
 		const struct sched_node *node = &s->nodes[n];
 		p->free.cpus[n] = node->cpus_free;
@@ -268,6 +273,7 @@ void place_release(struct pass *p)
 		free(views[i]->cpus);
 		free(views[i]->mem);
 		free(views[i]->dev);
+		free(views[i]->alone);
 	}
 	if (!p->borrowed)
 		statics_release(p);
@@ -328,6 +334,7 @@ void view_copy(struct pass *p, struct view *dst, const struct view *src)
 	memcpy(dst->cpus, src->cpus, sizeof(int) * (size_t)p->nn);
 	memcpy(dst->mem, src->mem, sizeof(int64_t) * (size_t)p->nn);
 	memcpy(dst->dev, src->dev, sizeof(int) * (size_t)p->ndev);
+	memcpy(dst->alone, src->alone, sizeof(int) * (size_t)p->nn);
 }
 
 void view_apply(struct pass *p, struct view *v, const struct sched_assign *a, int n, int sign)
@@ -338,5 +345,6 @@ void view_apply(struct pass *p, struct view *v, const struct sched_assign *a, in
 		v->mem[node] += sign * a[i].mem_mib;
 		for (int k = 0; k < a[i].ndev; k++)
 			v->dev[p->dev_off[node] + a[i].devs[k]] += sign * a[i].milli;
+		v->alone[node] -= sign * a[i].alone; /* taking (-1) makes it held alone */
 	}
 }

@@ -210,11 +210,31 @@ static int64_t node_score(struct pass *p, const struct req *rq, const struct vie
 
 /* Could node n hold one node's share of rq on devices of `model` (-1: any
  * acceptable model)? Fills c on success. */
+bool node_empty(const struct pass *p, const struct view *v, int n)
+{
+	if (v->alone[n] || v->cpus[n] != p->total.cpus[n] || v->mem[n] != p->total.mem[n])
+		return false;
+	for (int d = 0; d < p->snap->nodes[n].ndev; d++)
+		if (v->dev[p->dev_off[n] + d] != MODEL_MILLI)
+			return false;
+	return true;
+}
+
+/* What rules node n out for rq whatever its devices: not schedulable, held
+ * by an exclusive job, too few CPUs or too little memory, not one of its
+ * nodes, not empty for an exclusive job. */
+static bool node_ruled_out(const struct pass *p, const struct req *rq, const struct view *v, int n)
+{
+	return !p->snap->nodes[n].schedulable || v->alone[n] || v->cpus[n] < rq->cpus ||
+	       v->mem[n] < rq->mem || (rq->node_ok && !rq->node_ok[n]) ||
+	       (rq->j->exclusive && !node_empty(p, v, n));
+}
+
 static bool node_fits_now(struct pass *p, const struct req *rq, const struct view *v, int n,
 			  int model, struct cand *c)
 {
 	const struct sched_node *node = &p->snap->nodes[n];
-	if (!node->schedulable || v->cpus[n] < rq->cpus || v->mem[n] < rq->mem)
+	if (node_ruled_out(p, rq, v, n))
 		return false;
 	c->node = n;
 	c->cpu_spare = v->cpus[n] - rq->cpus;
@@ -272,7 +292,7 @@ static bool node_can(const struct pass *p, const struct req *rq, const struct vi
 		     int model)
 {
 	const struct sched_node *node = &p->snap->nodes[n];
-	if (!node->schedulable || v->cpus[n] < rq->cpus || v->mem[n] < rq->mem)
+	if (node_ruled_out(p, rq, v, n))
 		return false;
 	if (!rq->whole && !rq->frac)
 		return true;
@@ -298,7 +318,7 @@ bool could_ever(struct pass *p, const struct req *rq)
 {
 	/* whole devices and nothing else asked: the nodes' device counts decide */
 	if (rq->whole && !rq->cpus && !rq->mem && !rq->j->gpu_mem_mib && rq->j->gpu_tflops <= 0 &&
-	    !rq->j->mixed_types && !rq->j->max_switches) {
+	    !rq->j->mixed_types && !rq->j->max_switches && !rq->node_ok) {
 		if (!p->total_hist) {
 			/* schedulable nodes with at least k devices of model m */
 			int nm = p->nmodels;

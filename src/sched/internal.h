@@ -11,6 +11,7 @@ struct view {
 	int *cpus;
 	int64_t *mem;
 	int *dev;
+	int *alone; /* exclusive jobs holding the node: nothing else goes there */
 };
 
 struct cand {
@@ -38,6 +39,9 @@ struct req {
 	int cpus;	/* per node */
 	int64_t mem;	/* per node */
 	bool *model_ok; /* per model index: acceptable (types, capability) */
+	/* per node: it may go there (the job's node list and exclusions);
+	 * NULL: anywhere. Kept in model_ok's allocation, past the models. */
+	const bool *node_ok;
 	bool owns_models;
 	struct node_memo *memo; /* per node, for this shape in `free`; NULL: none */
 };
@@ -154,6 +158,8 @@ void topo_init(struct pass *p);
 /* lists.c: builds the index and the lists from `free` */
 void lists_init(struct pass *p);
 /* fit.c */
+/* Is node n as free in v as when empty (for an exclusive job)? */
+bool node_empty(const struct pass *p, const struct view *v, int n);
 /* Can node n hold one node's share of rq on `model` (-1: any) in v? Fills c
  * with what it would leave; remembered per node for the request's shape. */
 bool node_fits(struct pass *p, const struct req *rq, const struct view *v, int n, int model,

@@ -20,8 +20,17 @@ static void start(struct st *st, int ji, const struct placement *pl)
 	s->nodes = xcalloc((size_t)pl->nnodes, sizeof(*s->nodes));
 	memcpy(s->nodes, pl->nodes, sizeof(*s->nodes) * (size_t)pl->nnodes);
 	view_apply(p, &p->free, pl->nodes, pl->nnodes, -1);
-	for (int i = 0; i < pl->nnodes; i++)
-		cap_update_node(p, pl->nodes[i].node);
+	for (int i = 0; i < pl->nnodes; i++) {
+		int n = pl->nodes[i].node;
+		if (j->exclusive) {
+			/* alone there: nothing else fits beside it */
+			p->free.cpus[n] = 0;
+			p->free.mem[n] = 0;
+			for (int k = 0; k < p->snap->nodes[n].ndev; k++)
+				p->free.dev[p->dev_off[n] + k] = 0;
+		}
+		cap_update_node(p, n);
+	}
 	st->qs[j->queue].use += job_milli(j);
 	st->qs[j->queue].score = qscore(st, j->queue);
 	st->qversion++;

@@ -268,6 +268,8 @@ bool cap_maybe_fits(struct pass *p, const struct req *rq)
 	return have >= rq->j->nodes;
 }
 
+static const bool *node_filter(struct pass *p, const struct sched_job *j, bool *ok);
+
 void req_init(struct pass *p, const struct sched_job *j, struct req *rq, bool *model_ok)
 {
 	memset(rq, 0, sizeof(*rq));
@@ -278,11 +280,14 @@ void req_init(struct pass *p, const struct sched_job *j, struct req *rq, bool *m
 		rq->whole = j->tasks_per_node * (j->gpu_milli / MODEL_MILLI);
 	else if (j->gpu_milli > 0)
 		rq->frac = j->gpu_milli;
+	bool filtered = j->nnodelist > 0 || j->nexclude > 0;
 	if (model_ok) {
 		rq->model_ok = model_ok; /* computed before for the same shape */
+		rq->node_ok = filtered ? model_ok + p->nmodels + 1 : NULL;
 		return;
 	}
-	rq->model_ok = xcalloc((size_t)p->nmodels + 1, sizeof(bool));
+	rq->model_ok =
+		xcalloc((size_t)p->nmodels + 1 + (filtered ? (size_t)p->nn : 0), sizeof(bool));
 	rq->owns_models = true;
 	for (int m = 0; m < p->nmodels; m++) {
 		bool ok = j->ngpu_types == 0;
@@ -291,6 +296,47 @@ void req_init(struct pass *p, const struct sched_job *j, struct req *rq, bool *m
 				ok = true;
 		rq->model_ok[m] = ok;
 	}
+	if (filtered)
+		rq->node_ok = node_filter(p, j, rq->model_ok + p->nmodels + 1);
+}
+
+/* The node of that name, by the nodes' name order; -1: none. */
+static int node_by_name(const struct pass *p, const int *byname, const char *name)
+{
+	int lo = 0, hi = p->nn - 1;
+	while (lo <= hi) {
+		int mid = lo + (hi - lo) / 2;
+		int c = strcmp(p->snap->nodes[byname[mid]].name, name);
+		if (c == 0)
+			return byname[mid];
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid - 1;
+	}
+	return -1;
+}
+
+/* Fills ok (one per node) from j's node list and exclusions. */
+static const bool *node_filter(struct pass *p, const struct sched_job *j, bool *ok)
+{
+	int *byname = xmalloc(sizeof(int) * ((size_t)p->nn + 1));
+	for (int n = 0; n < p->nn; n++)
+		byname[p->name_rank[n]] = n;
+	for (int n = 0; n < p->nn; n++)
+		ok[n] = j->nnodelist == 0;
+	for (int i = 0; i < j->nnodelist; i++) {
+		int n = node_by_name(p, byname, j->nodelist[i]);
+		if (n >= 0)
+			ok[n] = true;
+	}
+	for (int i = 0; i < j->nexclude; i++) {
+		int n = node_by_name(p, byname, j->exclude[i]);
+		if (n >= 0)
+			ok[n] = false;
+	}
+	free(byname);
+	return ok;
 }
 
 void req_release(struct req *rq)
@@ -298,4 +344,5 @@ void req_release(struct req *rq)
 	if (rq->owns_models)
 		free(rq->model_ok);
 	rq->model_ok = NULL;
+	rq->node_ok = NULL;
 }

@@ -233,6 +233,10 @@ static int gather(struct pass *p, const struct req *rq, const struct view *v, in
 {
 	bool devices = rq->whole || rq->frac;
 	bool delta = v == &p->scratch && p->delta;
+	/* a node list: its few nodes judged one by one (node_ok rules out the
+	 * rest at once) */
+	if (rq->j->nnodelist)
+		return model >= 0 ? cands_model(p, rq, v, model) : cands_all(p, rq, v);
 	if ((v == &p->free || delta) && model >= 0 && devices) {
 		int64_t min_spare = INT64_MAX;
 		int nc = delta ? cands_touched(p, rq, v, model, &min_spare) : 0;
@@ -307,6 +311,7 @@ static void placement_fill(struct pass *p, const struct req *rq, const struct vi
 		a->milli = MODEL_MILLI;
 		a->cpus = rq->cpus;
 		a->mem_mib = rq->mem;
+		a->alone = rq->j->exclusive;
 		a->ndev = 0;
 		if (rq->frac) {
 			struct cand c;

@@ -105,6 +105,16 @@ struct sched_job {
 	bool mixed_types;	      /* may mix accelerator models */
 	int64_t time_limit_s;	      /* 0: none */
 	uint64_t shape; /* sched_job_shape() of it, kept by the caller; 0: worked out */
+	/* where it may go (Slurm's -w, -x): only these nodes (none: any), never
+	 * those; names not in the snapshot are passed over */
+	int nnodelist;
+	const char *const *nodelist;
+	int nexclude;
+	const char *const *exclude;
+	/* alone on each of its nodes (Slurm's --exclusive): it starts only on
+	 * nodes with nothing on them and holds them whole while it runs; a
+	 * running one's sched_assign is the whole node */
+	bool exclusive;
 };
 
 /* One node's share of an allocation. */
@@ -115,6 +125,9 @@ struct sched_assign {
 	int milli; /* share of each device: MODEL_MILLI for whole devices */
 	int cpus;
 	int64_t mem_mib;
+	/* an exclusive job's: nothing else goes on the node while it holds it
+	 * (a running one's assign also holds all of the node's resources) */
+	bool alone;
 };
 
 /* Something that holds resources now: a running job, or one being stopped. */

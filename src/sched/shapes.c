@@ -32,7 +32,22 @@ uint64_t sched_job_shape(const struct sched_job *j)
 	for (int i = 0; i < j->ngpu_types; i++)
 		for (const char *c = j->gpu_types[i]; *c; c++)
 			h = mix64(h, (uint64_t)(unsigned char)(*c | 0x20));
+	h = mix64(h, (uint64_t)j->exclusive);
+	for (int w = 0; w < 2; w++) {
+		h = mix64(h, (uint64_t)(w ? j->nexclude : j->nnodelist));
+		for (int i = 0; i < (w ? j->nexclude : j->nnodelist); i++)
+			for (const char *c = w ? j->exclude[i] : j->nodelist[i]; *c; c++)
+				h = mix64(h, (uint64_t)(unsigned char)*c);
+	}
 	return h ? h : 1;
+}
+
+static bool names_same(const char *const *a, const char *const *b, int n)
+{
+	for (int i = 0; a != b && i < n; i++)
+		if (a[i] != b[i] && strcmp(a[i], b[i]) != 0)
+			return false;
+	return true;
 }
 
 bool shape_same(const struct sched_job *a, const struct sched_job *b)
@@ -41,7 +56,12 @@ bool shape_same(const struct sched_job *a, const struct sched_job *b)
 	    a->gpu_milli != b->gpu_milli || a->cpus_per_task != b->cpus_per_task ||
 	    a->mem_mib != b->mem_mib || a->gpu_mem_mib != b->gpu_mem_mib ||
 	    a->gpu_tflops != b->gpu_tflops || a->max_switches != b->max_switches ||
-	    a->mixed_types != b->mixed_types || a->ngpu_types != b->ngpu_types)
+	    a->mixed_types != b->mixed_types || a->ngpu_types != b->ngpu_types ||
+	    a->exclusive != b->exclusive || a->nnodelist != b->nnodelist ||
+	    a->nexclude != b->nexclude)
+		return false;
+	if (!names_same(a->nodelist, b->nodelist, a->nnodelist) ||
+	    !names_same(a->exclude, b->exclude, a->nexclude))
 		return false;
 	if (a->gpu_types == b->gpu_types)
 		return true;
@@ -67,6 +87,7 @@ enum { SLOT_EMPTY = -1, SLOT_GONE = -2 };
 struct entry {
 	struct sched_job j; /* the shape's fields; gpu_types point at types */
 	char **types;
+	char **nodelist, **exclude; /* j's, copied */
 	uint64_t hash;
 	int refs; /* 0: unused, on the free list */
 	int next_free;
@@ -83,6 +104,31 @@ struct sched_shapes {
 	size_t used; /* slots not SLOT_EMPTY */
 };
 
+static char **names_copy(const char *const *v, int n)
+{
+	if (!n)
+		return NULL;
+	char **c = xcalloc((size_t)n, sizeof(char *));
+	for (int i = 0; i < n; i++)
+		c[i] = xstrdup(v[i]);
+	return c;
+}
+
+static void entry_names_free(struct entry *e)
+{
+	for (int k = 0; e->types && k < e->j.ngpu_types; k++)
+		free(e->types[k]);
+	free(e->types);
+	for (int k = 0; e->nodelist && k < e->j.nnodelist; k++)
+		free(e->nodelist[k]);
+	free(e->nodelist);
+	for (int k = 0; e->exclude && k < e->j.nexclude; k++)
+		free(e->exclude[k]);
+	free(e->exclude);
+	e->types = e->nodelist = e->exclude = NULL;
+	e->j.ngpu_types = e->j.nnodelist = e->j.nexclude = 0;
+}
+
 struct sched_shapes *sched_shapes_new(void)
 {
 	struct sched_shapes *t = xcalloc(1, sizeof(*t));
@@ -94,11 +140,8 @@ void sched_shapes_free(struct sched_shapes *t)
 {
 	if (!t)
 		return;
-	for (int i = 0; i < t->n; i++) {
-		for (int k = 0; t->e[i].types && k < t->e[i].j.ngpu_types; k++)
-			free(t->e[i].types[k]);
-		free(t->e[i].types);
-	}
+	for (int i = 0; i < t->n; i++)
+		entry_names_free(&t->e[i]);
 	free(t->e);
 	free(t->slot);
 	free(t);
@@ -135,6 +178,15 @@ int sched_shapes_add(struct sched_shapes *t, const struct sched_job *j)
 		return -EINVAL;
 	for (int i = 0; i < j->ngpu_types; i++)
 		if (!j->gpu_types[i])
+			return -EINVAL;
+	if (j->nnodelist < 0 || j->nexclude < 0 || (j->nnodelist && !j->nodelist) ||
+	    (j->nexclude && !j->exclude))
+		return -EINVAL;
+	for (int i = 0; i < j->nnodelist; i++)
+		if (!j->nodelist[i])
+			return -EINVAL;
+	for (int i = 0; i < j->nexclude; i++)
+		if (!j->exclude[i])
 			return -EINVAL;
 	reindex(t);
 	uint64_t h = sched_job_shape(j);
@@ -174,6 +226,10 @@ int sched_shapes_add(struct sched_shapes *t, const struct sched_job *j)
 			e->types[k] = xstrdup(j->gpu_types[k]);
 		e->j.gpu_types = (const char *const *)e->types;
 	}
+	e->nodelist = names_copy(j->nodelist, j->nnodelist);
+	e->j.nodelist = (const char *const *)e->nodelist;
+	e->exclude = names_copy(j->exclude, j->nexclude);
+	e->j.exclude = (const char *const *)e->exclude;
 	e->hash = h;
 	e->refs = 1;
 	t->live++;
@@ -199,11 +255,7 @@ void sched_shapes_drop(struct sched_shapes *t, int id)
 			t->slot[i] = SLOT_GONE;
 			break;
 		}
-	for (int k = 0; e->types && k < e->j.ngpu_types; k++)
-		free(e->types[k]);
-	free(e->types);
-	e->types = NULL;
-	e->j.ngpu_types = 0;
+	entry_names_free(e);
 	e->next_free = t->free_head;
 	t->free_head = id;
 	t->live--;

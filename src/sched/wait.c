@@ -61,6 +61,19 @@ void describe_need(const struct st *st, const struct sched_job *j, struct strbuf
 	if (!any)
 		strbuf_addstr(sb, "no reserved resources");
 	strbuf_addstr(sb, j->nodes == 1 ? "" : " each");
+	if (j->exclusive)
+		strbuf_addstr(sb, ", alone on each");
+	for (int w = 0; w < 2; w++) {
+		int n = w ? j->nexclude : j->nnodelist;
+		for (int i = 0; i < n && i < 8; i++)
+			strbuf_addf(sb, "%s%s",
+				    i	? ","
+				    : w ? ", not on "
+					: ", among ",
+				    w ? j->exclude[i] : j->nodelist[i]);
+		if (n > 8)
+			strbuf_addf(sb, ",... (%d nodes)", n);
+	}
 	(void)st;
 }
 

@@ -461,6 +461,89 @@ static void test_fractions(void **state)
 
 /* ---- order, backfill ------------------------------------------------------------------ */
 
+/* -w, -x and --exclusive: only the listed nodes, never the excluded ones,
+ * alone on a node (which then holds nothing else); a name the cluster does
+ * not have is passed over, and a list of such names can never start. */
+static void test_node_lists_and_exclusive(void **state)
+{
+	struct cluster c;
+	init(&c);
+	for (int i = 0; i < 4; i++)
+		add_node(&c, "H100", 4, 32);
+	static const char *const only2[] = {"n02"}, *const not012[] = {"n00", "n01", "n02"},
+				 *const only0[] = {"n00"}, *const nowhere[] = {"n09", "n10"};
+	struct sched_job *j = add_job(&c, 1, 1, 1000);
+	j->nodelist = only2, j->nnodelist = 1;
+	j = add_job(&c, 1, 1, 1000);
+	j->exclude = not012, j->nexclude = 3;
+	j = add_job(&c, 1, 1, 1000);
+	j->exclusive = true;
+	j = add_job(&c, 1, 1, 1000);
+	j->nodelist = only0, j->nnodelist = 1;
+	j = add_job(&c, 1, 1, 1000);
+	j->nodelist = nowhere, j->nnodelist = 2;
+	j = add_job(&c, 2, 1, 1000);
+	j->exclusive = true;
+	struct sched_decisions d;
+	assert_int_equal(pass(&c, &d), 0);
+	assert_int_equal(start_of(&d, 0)->nodes[0].node, 2);
+	assert_int_equal(start_of(&d, 1)->nodes[0].node, 3);
+	/* the exclusive job takes a node with nothing on it, one device of it */
+	const struct sched_start *x = start_of(&d, 2);
+	assert_non_null(x);
+	assert_true(x->nodes[0].node == 0 || x->nodes[0].node == 1);
+	assert_int_equal(x->nodes[0].ndev, 1);
+	int held = x->nodes[0].node;
+	/* the job that may use only n00 waits if the exclusive job holds n00,
+	 * else starts there beside nothing */
+	if (held == 0) {
+		assert_null(start_of(&d, 3));
+		assert_non_null(strstr(why(&d, 3), "among n00"));
+	} else {
+		assert_int_equal(start_of(&d, 3)->nodes[0].node, 0);
+	}
+	assert_null(start_of(&d, 4));
+	assert_non_null(strstr(why(&d, 4), "can never start"));
+	assert_non_null(strstr(why(&d, 4), "among n09,n10"));
+	/* two empty nodes are not left for an exclusive gang of two */
+	assert_null(start_of(&d, 5));
+	assert_non_null(strstr(why(&d, 5), "alone on each"));
+	sched_decisions_release(&d);
+
+	/* an exclusive gang of two waits for a running job's end with a
+	 * reservation; a plain job beside it starts on what is free */
+	init(&c);
+	add_node(&c, "H100", 4, 32);
+	add_node(&c, "H100", 4, 32);
+	add_running(&c, NORMAL, 1, 1, 0)->time_limit_s = 600;
+	j = add_job(&c, 2, 1, 1000);
+	j->exclusive = true;
+	j = add_job(&c, 1, 1, 1000);
+	j->time_limit_s = 60;
+	assert_int_equal(pass(&c, &d), 0);
+	assert_null(start_of(&d, 0));
+	assert_non_null(strstr(why(&d, 0), "reserved to start in about"));
+	assert_non_null(start_of(&d, 1));
+	sched_decisions_release(&d);
+
+	/* a node an exclusive job runs on takes nothing, not even work that
+	 * reserves nothing */
+	init(&c);
+	add_node(&c, "H100", 4, 32);
+	add_node(&c, "H100", 4, 32);
+	add_running(&c, NORMAL, 4, 1, 0);
+	c.run_nodes[0][0].alone = true;
+	c.run_nodes[0][0].cpus = 32;
+	c.nodes[0].cpus_free = 0;
+	add_job(&c, 1, 1, 0)->nodelist = only0;
+	c.jobs[0].nnodelist = 1;
+	add_job(&c, 1, 1, 0);
+	assert_int_equal(pass(&c, &d), 0);
+	assert_null(start_of(&d, 0));
+	assert_int_equal(start_of(&d, 1)->nodes[0].node, 1);
+	sched_decisions_release(&d);
+}
+
 static void test_class_order(void **state)
 {
 	struct cluster c;
@@ -1199,6 +1282,7 @@ int main(void)
 		cmocka_unit_test(test_topology),
 		cmocka_unit_test(test_nvlink_domain),
 		cmocka_unit_test(test_fractions),
+		cmocka_unit_test(test_node_lists_and_exclusive),
 		cmocka_unit_test(test_class_order),
 		cmocka_unit_test(test_backfill),
 		cmocka_unit_test(test_fair_share),
