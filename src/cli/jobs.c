@@ -295,6 +295,26 @@ static void show_job(json_t *j)
 			printf("%s%s", i ? "|" : " ", json_string_value(v));
 	}
 	printf("\n");
+	/* -w, -x, --exclusive: where it may run */
+	bool excl = json_is_true(json_object_get(req, "exclusive"));
+	json_t *only = json_object_get(req, "nodelist"), *never = json_object_get(req, "exclude");
+	if (excl || json_array_size(only) || json_array_size(never)) {
+		const char *sep = "";
+		printf("  Where:    ");
+		if (json_array_size(only)) {
+			printf("only on");
+			json_array_foreach (only, i, v)
+				printf("%s%s", i ? "," : " ", json_string_value(v));
+			sep = "; ";
+		}
+		if (json_array_size(never)) {
+			printf("%snot on", sep);
+			json_array_foreach (never, i, v)
+				printf("%s%s", i ? "," : " ", json_string_value(v));
+			sep = "; ";
+		}
+		printf("%s%s\n", excl ? sep : "", excl ? "alone on each node (exclusive)" : "");
+	}
 	char tl[64] = "none";
 	if (jint(req, "time_limit_s")) {
 		char clock[32];

@@ -55,6 +55,9 @@ enum {
 	S_NTASKS_PER_NODE,
 	S_NTASKS,
 	S_LABEL,
+	S_NODELIST,
+	S_EXCLUDE,
+	S_EXCLUSIVE,
 	S_COUNT
 };
 
@@ -107,6 +110,10 @@ static const struct tk_option submit_opts[] = {
 	{"ntasks-per-node", 0, "N", "as --tasks-per-node"},
 	{"ntasks", 'n', "N", "tasks in all (with -N or --tasks-per-node: what the other is)"},
 	{"label", 'l', NULL, "tenk run: each line of output after its task's rank"},
+	{"nodelist", 'w', "LIST",
+	 "only on these nodes: node1,node3 or gpu[01-16] (default -N: as many as named)"},
+	{"exclude", 'x', "LIST", "never on these nodes (as --nodelist)"},
+	{"exclusive", 0, NULL, "alone on each of its nodes: nothing else runs beside it"},
 };
 _Static_assert(ARRAY_SIZE(submit_opts) == S_COUNT, "one option per enum value");
 
@@ -425,6 +432,28 @@ static int add_extras(struct ctx *c, json_t *req, bool update)
 	}
 	if (c->v[S_HOLD])
 		json_object_set_new(req, "hold", json_true());
+	for (int w = 0; w < 2; w++) {
+		int opt = w ? S_EXCLUDE : S_NODELIST;
+		if (!c->v[opt])
+			continue;
+		char **names;
+		int n;
+		struct tk_error err;
+		if (model_hostlist_parse(c->v[opt], MODEL_MAX_NODES, &names, &n, &err) < 0)
+			return usage_error(c->cmd, "--%s: %s", submit_opts[opt].name, err.text);
+		json_t *list = json_array();
+		for (int i = 0; i < n; i++) {
+			json_array_append_new(list, json_string(names[i]));
+			free(names[i]);
+		}
+		free(names);
+		json_object_set_new(req, w ? "exclude" : "nodelist", list);
+		/* Slurm's habit: -w without -N runs on every node named */
+		if (!w && !update && !json_object_get(req, "nodes"))
+			json_object_set_new(req, "nodes", json_integer(n));
+	}
+	if (c->v[S_EXCLUSIVE])
+		json_object_set_new(req, "exclusive", json_true());
 	return 0;
 }
 
@@ -464,6 +493,9 @@ static const struct {
 	{"gpus-per-node", 0, "gpus-per-node", true},
 	{"gpus-per-task", 0, "gpus-per-task", true},
 	{"gres", 0, NULL, true},
+	{"nodelist", 'w', "nodelist", true},
+	{"exclude", 'x', "exclude", true},
+	{"exclusive", 0, "exclusive", false},
 };
 
 struct script {

@@ -68,6 +68,8 @@ void job_request_release(struct job_request *r)
 	free(r->comment);
 	free(r->error);
 	free(r->array);
+	mj_strv_free(r->nodelist, r->nnodelist);
+	mj_strv_free(r->exclude, r->nexclude);
 	memset(r, 0, sizeof(*r));
 }
 
@@ -233,6 +235,123 @@ int model_array_parse(const char *spec, int **ret, int *ret_n, int *ret_cap, str
 	return 0;
 }
 
+/* ---- node lists ------------------------------------------------------------ */
+
+struct hostlist {
+	const char *spec;
+	int max;
+	char **names;
+	int n;
+	size_t alloc;
+};
+
+/* One bracket's ranges, "1,3-5" or "0000-0031", each value appended to
+ * prefix (zero-padded as its range's first bound is), then the rest. */
+static int hostlist_item(struct hostlist *h, const char *prefix, const char *s, size_t len,
+			 struct tk_error *err);
+
+static int hostlist_bracket(struct hostlist *h, const char *prefix, const char *in, size_t inlen,
+			    const char *rest, size_t restlen, struct tk_error *err)
+{
+	_cleanup_free_ char *copy = xstrndup(in, inlen);
+	char *save = NULL;
+	if (!*copy)
+		return tk_errorf(err, -EINVAL, "\"%.64s\": an empty [] range", h->spec);
+	for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+		char *dash = strchr(t, '-');
+		if (dash)
+			*dash = '\0';
+		int64_t a, b;
+		if (tk_parse_int64(t, 0, 999999999, &a) < 0 ||
+		    (dash && tk_parse_int64(dash + 1, 0, 999999999, &b) < 0))
+			return tk_errorf(err, -EINVAL,
+					 "\"%.64s\": [%.*s] holds something other than numbers "
+					 "and ranges N-M",
+					 h->spec, (int)inlen, in);
+		if (!dash)
+			b = a;
+		if (b < a)
+			return tk_errorf(err, -EINVAL,
+					 "\"%.64s\": the range %s-%s ends before it starts",
+					 h->spec, t, dash + 1);
+		int width = t[0] == '0' ? (int)strlen(t) : 0;
+		for (int64_t v = a; v <= b; v++) {
+			if (h->n >= h->max)
+				return tk_errorf(err, -E2BIG, "\"%.64s\" names more than %d nodes",
+						 h->spec, h->max);
+			char name[MODEL_NAME_MAX];
+			int k = snprintf(name, sizeof(name), "%s%0*lld", prefix, width,
+					 (long long)v);
+			if (k < 0 || (size_t)k >= sizeof(name))
+				return tk_errorf(err, -EINVAL, "\"%.64s\": a node name is too long",
+						 h->spec);
+			int rc = hostlist_item(h, name, rest, restlen, err);
+			if (rc < 0)
+				return rc;
+		}
+	}
+	return 0;
+}
+
+static int hostlist_item(struct hostlist *h, const char *prefix, const char *s, size_t len,
+			 struct tk_error *err)
+{
+	const char *open = memchr(s, '[', len);
+	size_t head = open ? (size_t)(open - s) : len;
+	char name[MODEL_NAME_MAX];
+	int k = snprintf(name, sizeof(name), "%s%.*s", prefix, (int)head, s);
+	if (k < 0 || (size_t)k >= sizeof(name))
+		return tk_errorf(err, -EINVAL, "\"%.64s\": a node name is too long", h->spec);
+	if (open) {
+		const char *close = memchr(open, ']', len - head);
+		if (!close)
+			return tk_errorf(err, -EINVAL, "\"%.64s\": a '[' without its ']'", h->spec);
+		return hostlist_bracket(h, name, open + 1, (size_t)(close - open - 1), close + 1,
+					len - (size_t)(close + 1 - s), err);
+	}
+	if (!model_name_valid(name))
+		return tk_errorf(err, -EINVAL, "\"%.64s\": \"%s\" is not a node name", h->spec,
+				 name);
+	for (int i = 0; i < h->n; i++)
+		if (strcmp(h->names[i], name) == 0)
+			return tk_errorf(err, -EINVAL, "\"%.64s\" names %s twice", h->spec, name);
+	if (h->n >= h->max)
+		return tk_errorf(err, -E2BIG, "\"%.64s\" names more than %d nodes", h->spec,
+				 h->max);
+	xgrow(&h->names, &h->alloc, (size_t)h->n + 1, sizeof(*h->names));
+	h->names[h->n++] = xstrdup(name);
+	return 0;
+}
+
+int model_hostlist_parse(const char *spec, int max, char ***ret, int *ret_n, struct tk_error *err)
+{
+	struct hostlist h = {.spec = spec, .max = max};
+	int rc = 0;
+	const char *s = spec;
+	while (rc == 0) {
+		/* an item ends at a comma outside brackets */
+		const char *e = s;
+		int depth = 0;
+		for (; *e && (*e != ',' || depth); e++)
+			depth += *e == '[' ? 1 : *e == ']' ? -1 : 0;
+		if (e == s) {
+			rc = tk_errorf(err, -EINVAL, "\"%.64s\": an empty name in the list", spec);
+			break;
+		}
+		rc = hostlist_item(&h, "", s, (size_t)(e - s), err);
+		if (!*e)
+			break;
+		s = e + 1;
+	}
+	if (rc < 0) {
+		mj_strv_free(h.names, h.n);
+		return rc;
+	}
+	*ret = h.names;
+	*ret_n = h.n;
+	return 0;
+}
+
 json_t *job_request_pack(const struct job_request *r)
 {
 	json_t *o = json_pack(
@@ -288,6 +407,12 @@ json_t *job_request_pack(const struct job_request *r)
 					      (json_int_t)r->signal_before_s));
 	if (r->array)
 		json_object_set_new(o, "array", json_string(r->array));
+	if (r->nnodelist)
+		json_object_set_new(o, "nodelist", mj_strv_pack(r->nodelist, r->nnodelist));
+	if (r->nexclude)
+		json_object_set_new(o, "exclude", mj_strv_pack(r->exclude, r->nexclude));
+	if (r->exclusive)
+		json_object_set_new(o, "exclusive", json_true());
 	return o;
 }
 
@@ -343,16 +468,47 @@ static int signal_unpack(json_t *j, struct job_request *r, struct tk_error *err)
 	return 0;
 }
 
+/* The node list and the excluded nodes: names, each once, none in both,
+ * and at least as many listed as the job has nodes. */
+static int node_lists_check(const struct job_request *r, int64_t nodes, struct tk_error *err)
+{
+	for (int w = 0; w < 2; w++) {
+		char *const *v = w ? r->exclude : r->nodelist;
+		int n = w ? r->nexclude : r->nnodelist;
+		const char *key = w ? "exclude" : "nodelist";
+		for (int i = 0; i < n; i++) {
+			if (!model_name_valid(v[i]))
+				return tk_errorf(err, -EINVAL,
+						 "%s[%d]: \"%.64s\" is not a node name", key, i,
+						 v[i]);
+			for (int k = 0; k < i; k++)
+				if (strcmp(v[k], v[i]) == 0)
+					return tk_errorf(err, -EINVAL, "%s: names %s twice", key,
+							 v[i]);
+		}
+	}
+	for (int i = 0; i < r->nnodelist; i++)
+		for (int k = 0; k < r->nexclude; k++)
+			if (strcmp(r->nodelist[i], r->exclude[k]) == 0)
+				return tk_errorf(err, -EINVAL, "nodelist and exclude both name %s",
+						 r->nodelist[i]);
+	if (r->nnodelist && r->nnodelist < nodes)
+		return tk_errorf(err, -EINVAL,
+				 "nodelist: names %d node%s, but the job asks for %lld nodes",
+				 r->nnodelist, r->nnodelist == 1 ? "" : "s", (long long)nodes);
+	return 0;
+}
+
 int job_request_unpack(json_t *j, struct job_request *ret, struct tk_error *err)
 {
 	static const char *const keys[] = {
-		"name",	   "command",	     "cwd",	      "env",	   "output",
-		"nodes",   "tasks_per_node", "gpus_per_task", "gpu_types", "cpus_per_task",
-		"mem_mib", "time_limit_s",   "grace_s",	      "requeue",   "class",
-		"queue",   "gpu_mem_mib",    "gpu_tflops",    "switches",  "mixed_types",
-		"image",   "mounts",	     "ckpt_marker",   "after",	   "begin_ms",
-		"comment", "error",	     "slurm_env",     "signal",	   "array",
-		NULL,
+		"name",	    "command",	      "cwd",	       "env",	    "output",
+		"nodes",    "tasks_per_node", "gpus_per_task", "gpu_types", "cpus_per_task",
+		"mem_mib",  "time_limit_s",   "grace_s",       "requeue",   "class",
+		"queue",    "gpu_mem_mib",    "gpu_tflops",    "switches",  "mixed_types",
+		"image",    "mounts",	      "ckpt_marker",   "after",	    "begin_ms",
+		"comment",  "error",	      "slurm_env",     "signal",    "array",
+		"nodelist", "exclude",	      "exclusive",     NULL,
 	};
 	struct job_request r = {0};
 	int64_t nodes, tpn, cpus, mem, tl, grace, requeue, gmem, switches;
@@ -396,7 +552,15 @@ int job_request_unpack(json_t *j, struct job_request *ret, struct tk_error *err)
 		    0 ||
 	    (rc = mj_str(j, "error", false, MODEL_MAX_PATH, false, NULL, &r.error, err)) < 0 ||
 	    (rc = mj_bool(j, "slurm_env", false, false, &r.slurm_env, err)) < 0 ||
-	    (rc = mj_str(j, "array", false, 4096, true, NULL, &r.array, err)) < 0)
+	    (rc = mj_str(j, "array", false, 4096, true, NULL, &r.array, err)) < 0 ||
+	    (rc = mj_strv_unpack(j, "nodelist", false, MODEL_MAX_NODES,
+				 (size_t)MODEL_MAX_NODES * MODEL_NAME_MAX, MODEL_NAME_MAX - 1,
+				 &r.nodelist, &r.nnodelist, err)) < 0 ||
+	    (rc = mj_strv_unpack(j, "exclude", false, MODEL_MAX_NODES,
+				 (size_t)MODEL_MAX_NODES * MODEL_NAME_MAX, MODEL_NAME_MAX - 1,
+				 &r.exclude, &r.nexclude, err)) < 0 ||
+	    (rc = mj_bool(j, "exclusive", false, false, &r.exclusive, err)) < 0 ||
+	    (rc = node_lists_check(&r, nodes, err)) < 0)
 		goto fail;
 	/* its characters only: the server expands it (model_array_parse) once,
 	 * at submission, and each element keeps it as it was given */

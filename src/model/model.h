@@ -247,6 +247,13 @@ struct job_request {
 	/* as submitted: "0-999%50" made one job per index (struct job's array
 	 * fields); NULL: not an array */
 	char *array;
+	/* Slurm's -w, -x and --exclusive: it runs only on these nodes (none:
+	 * any), never on those, and alone on each of its nodes */
+	int nnodelist;
+	char **nodelist;
+	int nexclude;
+	char **exclude;
+	bool exclusive;
 };
 
 /* What a dependency waits for (Slurm's after, afterok, afternotok, afterany). */
@@ -266,6 +273,11 @@ struct job_dep {
  * then "%N" for at most N elements running at once. *ret: the indices in
  * the order given (caller frees), *ret_n their number, *ret_cap N or 0. */
 int model_array_parse(const char *spec, int **ret, int *ret_n, int *ret_cap, struct tk_error *err);
+
+/* Expands a list of node names, Slurm's hostlist form: "node1,node3",
+ * "p[0000-0031]", "gpu[1,3-5]x": *ret the names in the order given
+ * (caller frees with each name), *ret_n their number; at most max names. */
+int model_hostlist_parse(const char *spec, int max, char ***ret, int *ret_n, struct tk_error *err);
 
 /* What an output pattern's %-codes stand for, for one task. */
 struct output_names {

@@ -304,6 +304,12 @@ static int request_admissible(struct request *r, const struct job_request *req)
 		reply_error(r, 403, "queue %s: %s may not use it", qname, r->user);
 		return -EPERM;
 	}
+	for (int i = 0; i < req->nnodelist; i++)
+		if (!state_node(st, req->nodelist[i])) {
+			reply_error(r, 400, "nodelist[%d]: no node %s in this cluster", i,
+				    req->nodelist[i]);
+			return -ENOENT;
+		}
 	for (int i = 0; i < req->nafter; i++)
 		if (!state_job(st, req->after[i].job)) {
 			reply_error(r, 400, "after[%d]: no job %lld", i,
@@ -743,13 +749,12 @@ static void h_job_requeue(struct request *r, const char *param, json_t *body)
 /* What `update` may change of a waiting job: what placement and the queue
  * read, not what the job is (its command, folder, environment, image). */
 static const char *const update_keys[] = {
-	"name",		 "time_limit_s", "class",
-	"queue",	 "nodes",	 "tasks_per_node",
-	"gpus_per_task", "gpu_types",	 "cpus_per_task",
-	"mem_mib",	 "gpu_mem_mib",	 "gpu_tflops",
-	"switches",	 "mixed_types",	 "requeue",
-	"grace_s",	 "begin_ms",	 "after",
-	"comment",	 "signal",	 NULL,
+	"name",		 "time_limit_s",   "class",	    "queue",
+	"nodes",	 "tasks_per_node", "gpus_per_task", "gpu_types",
+	"cpus_per_task", "mem_mib",	   "gpu_mem_mib",   "gpu_tflops",
+	"switches",	 "mixed_types",	   "requeue",	    "grace_s",
+	"begin_ms",	 "after",	   "comment",	    "signal",
+	"nodelist",	 "exclude",	   "exclusive",	    NULL,
 };
 
 /* A running job: only its time limit moves, down by its owner, up (or

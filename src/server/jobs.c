@@ -57,6 +57,11 @@ static void job_sync(struct sjob *j)
 	j->sj.ngpu_types = r->ngpu_types;
 	j->sj.gpu_types = (const char *const *)r->gpu_types;
 	j->sj.time_limit_s = r->time_limit_s;
+	j->sj.nnodelist = r->nnodelist;
+	j->sj.nodelist = (const char *const *)r->nodelist;
+	j->sj.nexclude = r->nexclude;
+	j->sj.exclude = (const char *const *)r->exclude;
+	j->sj.exclusive = r->exclusive;
 	j->sj.submit_ms = j->job.submit_ms;
 	j->sj.shape = sched_job_shape(&j->sj);
 }

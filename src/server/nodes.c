@@ -93,17 +93,33 @@ static void port_mark(struct snode *n, int port)
 		n->ports[i / 8] |= (uint8_t)(1u << (i % 8));
 }
 
+/* What a job's share of node n holds there (sign +1) or gives back (-1):
+ * what it asked for, or, alone on the node (--exclusive), all of it. */
+static void part_hold(struct snode *n, const struct sjob *j, const struct attempt_node *an,
+		      int sign)
+{
+	const struct job_request *r = &j->job.req;
+	if (r->exclusive) {
+		n->cpus_used += sign * n->rec.inv.cpus;
+		n->mem_used += sign * n->rec.inv.mem_mib;
+		for (int d = 0; d < n->rec.inv.naccel && d < MODEL_MAX_ACCELS; d++)
+			n->dev_used[d] += sign * MODEL_MILLI;
+		return;
+	}
+	n->cpus_used += sign * r->tasks_per_node * r->cpus_per_task;
+	n->mem_used += sign * r->mem_mib;
+	for (int d = 0; d < an->ndev; d++)
+		if (an->devs[d] < MODEL_MAX_ACCELS)
+			n->dev_used[an->devs[d]] += sign * an->milli;
+}
+
 void part_add(struct state *s, struct snode *n, struct sjob *j, const struct attempt *a,
 	      int node_index)
 {
 	const struct attempt_node *an = &a->nodes[node_index];
 	xgrow(&n->parts, &n->parts_alloc, (size_t)n->nparts + 1, sizeof(*n->parts));
 	n->parts[n->nparts++] = (struct part){j, a->number, node_index, 0};
-	n->cpus_used += j->job.req.tasks_per_node * j->job.req.cpus_per_task;
-	n->mem_used += j->job.req.mem_mib;
-	for (int d = 0; d < an->ndev; d++)
-		if (an->devs[d] < MODEL_MAX_ACCELS)
-			n->dev_used[an->devs[d]] += an->milli;
+	part_hold(n, j, an, +1);
 	j->queue->use_milli += (int64_t)an->ndev * an->milli;
 	if (node_index == 0) {
 		port_mark(n, a->master_port);
@@ -122,11 +138,7 @@ void part_remove(struct state *s, struct snode *n, struct sjob *j, int attempt)
 			continue;
 		const struct attempt *a = &j->job.attempts[attempt - 1];
 		const struct attempt_node *an = &a->nodes[p->node_index];
-		n->cpus_used -= j->job.req.tasks_per_node * j->job.req.cpus_per_task;
-		n->mem_used -= j->job.req.mem_mib;
-		for (int d = 0; d < an->ndev; d++)
-			if (an->devs[d] < MODEL_MAX_ACCELS)
-				n->dev_used[an->devs[d]] -= an->milli;
+		part_hold(n, j, an, -1);
 		j->queue->use_milli -= (int64_t)an->ndev * an->milli;
 		if (p->node_index == 0) {
 			port_free(n, a->master_port);

@@ -275,6 +275,17 @@ static void running_build(const struct state *s, struct snapshot *sn)
 				&j->job.attempts[pt->attempt - 1].nodes[pt->node_index];
 			struct sched_assign *as = (struct sched_assign *)&r->nodes[r->nnodes++];
 			as->node = n->index;
+			if (j->job.req.exclusive) {
+				/* alone there: it holds the whole node (part_hold) */
+				as->ndev = MIN(n->rec.inv.naccel, MODEL_MAX_ACCELS);
+				for (int d = 0; d < as->ndev; d++)
+					as->devs[d] = d;
+				as->milli = MODEL_MILLI;
+				as->cpus = n->rec.inv.cpus;
+				as->mem_mib = n->rec.inv.mem_mib;
+				as->alone = true;
+				continue;
+			}
 			as->ndev = an->ndev;
 			memcpy(as->devs, an->devs, sizeof(int) * (size_t)an->ndev);
 			as->milli = an->milli;

@@ -217,6 +217,10 @@ int64_t job_request_bytes(const struct job_request *r)
 		n += (int64_t)strlen(r->env[i]) + 1;
 	for (int i = 0; i < r->nmounts; i++)
 		n += (int64_t)strlen(r->mounts[i]) + 1;
+	for (int i = 0; i < r->nnodelist; i++)
+		n += (int64_t)strlen(r->nodelist[i]) + 1;
+	for (int i = 0; i < r->nexclude; i++)
+		n += (int64_t)strlen(r->exclude[i]) + 1;
 	return n;
 }
 

@@ -276,3 +276,70 @@ def test_run_dir_holds_shims_and_metrics(workdir):
         wait_for(lambda: not os.path.exists(shim), 30, "the shim's folder gone")
     finally:
         d.stop()
+
+
+def test_nodelist_exclude_exclusive(workdir, procs):
+    """-w, -x and --exclusive on three nodes: the listed node, never the
+    excluded ones, and a node that holds an exclusive job takes nothing
+    else until it ends; unknown names and a short list are refused."""
+    from conftest import Daemon
+    t, d = start_up(workdir, fake="2xH100")
+    for name in ("node2", "node3"):
+        a = Daemon(["agent", "--server", t.url, "--token-file",
+                    os.path.join(t.data, "agent.token"), "--name", name, "--fake-gpus", "2xH100",
+                    "--work-dir", os.path.join(workdir, name), "--stop-jobs"], workdir, name)
+        procs.append(a)
+    t.wait_nodes_up(3)
+    gate = os.path.join(workdir, "gate")
+    hold = ["--", "sh", "-c", f"while [ ! -e {gate} ]; do sleep 0.1; done"]
+
+    def node_of(jid):
+        return t.job(jid)["attempts"][-1]["nodes"][0]["name"]
+
+    a = t.submit("-w", "node3", "-G", "1", *hold)
+    b = t.submit("-x", "node[1,3]", "-G", "1", *hold)
+    t.wait_state(a, ("RUNNING",))
+    t.wait_state(b, ("RUNNING",))
+    assert node_of(a) == "node3" and node_of(b) == "node2"
+    # node1 is the only one with nothing on it: the exclusive job goes there
+    c = t.submit("--exclusive", "-G", "1", *hold)
+    t.wait_state(c, ("RUNNING",))
+    assert node_of(c) == "node1"
+    assert "Where:    alone on each node (exclusive)" in t.run("show", c).stdout
+    # nothing else goes on node1 now, not even work that reserves nothing
+    w = t.submit("-w", "node1", "--", "true")
+    wait_for(lambda: "among node1" in t.job(w)["reason"], 20, "a reason naming node1")
+    assert t.job(w)["state"] == "PENDING"
+    show = t.run("show", w).stdout
+    assert "Where:    only on node1" in show, show
+    # a free device on node3 is taken by a plain job, not by an exclusive one
+    e = t.submit("--exclusive", "-x", "node2", *hold)
+    wait_for(lambda: "alone on each" in t.job(e)["reason"], 20, "the exclusive job's reason")
+    assert t.job(e)["state"] == "PENDING"
+    # -w without -N: every node named
+    g = t.submit("-w", "node[2-3]", "--", "true")
+    assert t.job(g)["request"]["nodes"] == 2
+    # refused, saying why
+    bad = t.run("submit", "-w", "node9", "--", "true", check=False)
+    assert bad.returncode == 2 and "nodelist[0]: no node node9 in this cluster" in bad.stderr
+    bad = t.run("submit", "-w", "node1", "-N", "2", "--", "true", check=False)
+    assert bad.returncode == 2 and "names 1 node, but the job asks for 2" in bad.stderr
+    bad = t.run("submit", "-w", "node[3-1]", "--", "true", check=False)
+    assert bad.returncode == 2 and "ends before it starts" in bad.stderr
+    bad = t.run("submit", "-w", "node1", "-x", "node1", "--", "true", check=False)
+    assert bad.returncode == 2 and "nodelist and exclude both name node1" in bad.stderr
+    # a script's #SBATCH lines say the same
+    script = os.path.join(workdir, "job.sh")
+    with open(script, "w") as f:
+        f.write("#!/bin/sh\n#SBATCH -w node2\n#SBATCH --exclusive\nhostname\n")
+    os.chmod(script, 0o755)
+    s = t.submit(script)
+    req = t.job(s)["request"]
+    assert req["nodelist"] == ["node2"] and req["exclusive"] is True, req
+    # the gate opens: the exclusive job ends, and what waited for node1 runs
+    open(gate, "w").close()
+    for jid in (a, b, c, w, e, g, s):
+        assert "COMPLETED" in t.run("wait", jid, timeout=60).stdout
+    assert node_of(w) == "node1" and node_of(e) in ("node1", "node3")
+    assert node_of(s) == "node2"
+    d.stop()

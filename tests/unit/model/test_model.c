@@ -111,6 +111,13 @@ static void test_request_invalid(void **state)
 		{"{" BASE ", \"signal\": {\"number\": 99}}", "signal.number: must be an integer"},
 		{"{" BASE ", \"array\": \"1,x\"}", "array: \"1,x\" is not a list of indices"},
 		{"{" BASE ", \"comment\": 3}", "comment: must be a string"},
+		{"{" BASE ", \"nodelist\": [\"a b\"]}", "nodelist[0]: \"a b\" is not a node name"},
+		{"{" BASE ", \"nodelist\": [\"n1\", \"n1\"]}", "nodelist: names n1 twice"},
+		{"{" BASE ", \"nodelist\": [\"n1\"], \"exclude\": [\"n1\"]}",
+		 "nodelist and exclude both name n1"},
+		{"{" BASE ", \"nodelist\": [\"n1\"], \"nodes\": 2}",
+		 "nodelist: names 1 node, but the job asks for 2 nodes"},
+		{"{" BASE ", \"exclusive\": 1}", "exclusive: must be true or false"},
 	};
 	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
 		json_t *j = parse(cases[i].body);
@@ -124,6 +131,59 @@ static void test_request_invalid(void **state)
 				 cases[i].want);
 		json_decref(j);
 	}
+}
+
+/* Slurm's hostlists: ranges keep their zero padding, brackets nest with
+ * text around them, and what is not a list says why. */
+static void test_hostlist(void **state)
+{
+	char **v;
+	int n;
+	struct tk_error err;
+	assert_int_equal(model_hostlist_parse("gpu[08-10],cpu3,r[1-2]n[1,3]", 100, &v, &n, &err),
+			 0);
+	const char *want[] = {"gpu08", "gpu09", "gpu10", "cpu3", "r1n1", "r1n3", "r2n1", "r2n3"};
+	assert_int_equal(n, 8);
+	for (int i = 0; i < n; i++) {
+		assert_string_equal(v[i], want[i]);
+		free(v[i]);
+	}
+	free(v);
+	struct {
+		const char *spec, *want;
+	} bad[] = {
+		{"a,,b", "\"a,,b\": an empty name"},
+		{"n[1-3", "\"n[1-3\": a '[' without its ']'"},
+		{"n[3-1]", "\"n[3-1]\": the range 3-1 ends before it starts"},
+		{"n[x]", "\"n[x]\": [x] holds something other than numbers"},
+		{"n1,n1", "\"n1,n1\" names n1 twice"},
+		{"n[0-100]", "\"n[0-100]\" names more than 100 nodes"},
+		{"a b", "\"a b\": \"a b\" is not a node name"},
+		{"n[]", "\"n[]\": an empty [] range"},
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+		assert_true(model_hostlist_parse(bad[i].spec, 100, &v, &n, &err) < 0);
+		if (strncmp(err.text, bad[i].want, strlen(bad[i].want)) != 0)
+			fail_msg("\"%s\": got \"%s\"", bad[i].spec, err.text);
+	}
+	/* a request keeps them through its JSON form */
+	json_t *j = parse("{" BASE ", \"nodelist\": [\"n1\", \"n2\"], \"exclude\": [\"n3\"],"
+			  "\"exclusive\": true, \"nodes\": 2}");
+	struct job_request r, r2;
+	assert_int_equal(job_request_unpack(j, &r, &err), 0);
+	assert_int_equal(r.nnodelist, 2);
+	assert_int_equal(r.nexclude, 1);
+	assert_true(r.exclusive);
+	json_t *p1 = job_request_pack(&r);
+	assert_int_equal(job_request_unpack(p1, &r2, &err), 0);
+	json_t *p2 = job_request_pack(&r2);
+	assert_true(json_equal(p1, p2));
+	assert_true(json_equal(json_object_get(p1, "nodelist"), json_object_get(j, "nodelist")));
+	json_decref(p1);
+	json_decref(p2);
+	json_decref(j);
+	job_request_release(&r);
+	job_request_release(&r2);
 }
 
 static void test_request_daily_fields(void **state)
@@ -814,6 +874,7 @@ int main(void)
 		cmocka_unit_test(test_lease),
 		cmocka_unit_test(test_train_metrics),
 		cmocka_unit_test(test_request_daily_fields),
+		cmocka_unit_test(test_hostlist),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
