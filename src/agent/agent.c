@@ -326,6 +326,8 @@ static void poll_done(void *arg, long status, const char *body, size_t len, cons
 			apply_work(a, &w);
 		if (w.nlogs)
 			agent_serve_logs(a, w.logs, w.nlogs);
+		if (w.nptys)
+			agent_serve_ptys(a, w.ptys, w.nptys);
 		wire_work_release(&w);
 	}
 	json_decref(j);

@@ -52,6 +52,8 @@ struct gtask {
 
 /* Reads what the fetches name and sends it to the server. */
 void agent_serve_logs(struct agent *a, const struct wire_log_fetch *f, int n);
+/* pty.c: joins each terminal session the server asks for to its shim. */
+void agent_serve_ptys(struct agent *a, const struct wire_pty *p, int n);
 
 /* ---- cmd.c: programs the agent runs for itself, their output captured ------------------ */
 
@@ -403,6 +405,9 @@ struct shim_plan {
 	struct cg_limits limits;
 	bool container; /* the tasks run in containers of ctr */
 	struct shim_container ctr;
+	/* the one task's stdin, stdout and stderr are a pseudo-terminal; the
+	 * shim serves it on DIR/pty.sock (SHIM_PTY_* frames in, output out) */
+	bool pty;
 	int ntasks;
 	struct shim_task *tasks;
 };
@@ -471,8 +476,10 @@ int shim_lines(struct strbuf *buf, const char *data, size_t n,
  * 127) and detail saying why the task could not start. Blocks until the
  * task has exec'd: for the shim, whose loop has nothing else to do. The
  * child joins cg (when it has a version) before it gives up root. */
+/* tty: the terminal its stdin, stdout and stderr are (NULL: /dev/null and
+ * its output files). */
 int task_fork(const struct shim_plan *plan, const struct cgroup *cg, const struct shim_task *t,
-	      int *ret_code, char *detail, size_t n);
+	      const char *tty, int *ret_code, char *detail, size_t n);
 /* What a container task execs instead (container.c prepared it): argv and
  * env, and out_fd, its output, as root keeps the identity it needs. */
 struct task_exec {
@@ -482,6 +489,15 @@ struct task_exec {
 };
 int task_fork_exec(const struct cgroup *cg, const struct task_exec *ex, int *ret_code, char *detail,
 		   size_t n);
+
+/* ---- shimpty.c (in the shim): an interactive task's terminal ---- */
+
+struct shim_pty;
+/* A pseudo-terminal, its slave's name in tty (given to uid, -1: kept),
+ * served on DIR/pty.sock; NULL with why. */
+struct shim_pty *shim_pty_open(uv_loop_t *loop, const char *dir, int uid, char *tty, size_t n,
+			       char *why, size_t wn);
+void shim_pty_close(struct shim_pty *p);
 
 /* ---- container.c (in the shim) ---- */
 /* Checks, as the task's owner, every folder to mount and the task's own,

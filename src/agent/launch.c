@@ -844,6 +844,7 @@ static bool build_plan(struct taskgroup *g, const struct work_spec *spec, struct
 	plan->grace_ms = g->grace_ms;
 	plan->limit_ms = spec->time_limit_s * 1000;
 	g->limit_ms = plan->limit_ms;
+	plan->pty = spec->pty && spec->tasks_per_node == 1 && !spec->image;
 	if (spec->signal && spec->time_limit_s) {
 		plan->signal_no = spec->signal;
 		plan->signal_ms = MAX(0, (spec->time_limit_s - spec->signal_before_s) * 1000);

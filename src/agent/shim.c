@@ -57,6 +57,7 @@ struct shim {
 	int nrunning;
 	bool released;
 	int *out_fds; /* container tasks: each one's output, to read podman's failure from */
+	struct shim_pty *pty; /* the interactive task's terminal (plan.pty) */
 };
 
 static bool all_exited(const struct shim *sh)
@@ -496,6 +497,18 @@ static void start_tasks(struct shim *sh)
 		}
 	}
 	bool failed = false;
+	char tty[64] = "";
+	if (sh->plan.pty && sh->plan.ntasks == 1 && !sh->plan.container) {
+		char why[MODEL_REASON_MAX];
+		sh->pty = shim_pty_open(&sh->loop, sh->dir,
+					sh->plan.as_user ? (int)sh->plan.user.uid : -1, tty,
+					sizeof(tty), why, sizeof(why));
+		if (!sh->pty) {
+			log_err("job %lld.%d: %s", (long long)sh->plan.job, sh->plan.attempt, why);
+			fail_all(sh, why);
+			return;
+		}
+	}
 	sh->out_fds = xcalloc((size_t)sh->plan.ntasks, sizeof(int));
 	for (int i = 0; i < sh->plan.ntasks; i++) {
 		const struct shim_task *t = &sh->plan.tasks[i];
@@ -505,8 +518,8 @@ static void start_tasks(struct shim *sh)
 		sh->out_fds[i] = -1;
 		int pid = sh->plan.container
 				  ? container_fork(sh, i, &code, ts->detail, sizeof(ts->detail))
-				  : task_fork(&sh->plan, &sh->cg, t, &code, ts->detail,
-					      sizeof(ts->detail));
+				  : task_fork(&sh->plan, &sh->cg, t, sh->pty ? tty : NULL, &code,
+					      ts->detail, sizeof(ts->detail));
 		if (pid < 0) {
 			ts->state = SHIM_TASK_EXITED;
 			ts->end_ms = ts->start_ms;
@@ -607,6 +620,7 @@ int agent_shim_main(const struct tk_command *cmd, int argc, char **argv)
 	}
 	if (sh->conn)
 		drop_conn(sh->conn);
+	shim_pty_close(sh->pty);
 	uv_walk(&sh->loop, close_walk_cb, NULL);
 	uv_run(&sh->loop, UV_RUN_DEFAULT);
 	uv_loop_close(&sh->loop);

@@ -98,6 +98,8 @@ json_t *shim_plan_pack(const struct shim_plan *p)
 	}
 	if (p->limits.nest)
 		json_object_set_new(json_object_get(o, "cgroup"), "nest", json_true());
+	if (p->pty)
+		json_object_set_new(o, "pty", json_true());
 	if (p->as_user) {
 		json_t *groups = json_array();
 		for (int i = 0; i < p->user.ngroups; i++)
@@ -209,7 +211,7 @@ int shim_plan_unpack(json_t *j, struct shim_plan *ret, struct tk_error *err)
 	static const char *const keys[] = {
 		"job",	     "attempt",	       "grace_ms", "limit_ms", "lease_until_ms",
 		"lease_ms",  "fence_grace_ms", "tasks",	   "user",     "cgroup",
-		"container", "signal",	       NULL};
+		"container", "signal",	       "pty",	   NULL};
 	static const char *const tkeys[] = {"rank",   "argv", "env",   "cwd",
 					    "output", "cdi",  "error", NULL};
 	struct shim_plan p = {0};
@@ -225,7 +227,8 @@ int shim_plan_unpack(json_t *j, struct shim_plan *ret, struct tk_error *err)
 	    (r = mj_int(j, "lease_until_ms", true, 0, INT64_MAX / 2, 0, &p.lease_until_ms, err)) <
 		    0 ||
 	    (r = mj_int(j, "lease_ms", true, 1, INT32_MAX, 0, &p.lease_ms, err)) < 0 ||
-	    (r = mj_int(j, "fence_grace_ms", true, 0, INT32_MAX, 0, &p.fence_grace_ms, err)) < 0)
+	    (r = mj_int(j, "fence_grace_ms", true, 0, INT32_MAX, 0, &p.fence_grace_ms, err)) < 0 ||
+	    (r = mj_bool(j, "pty", false, false, &p.pty, err)) < 0)
 		return r;
 	p.attempt = (int)attempt;
 	json_t *sg = json_object_get(j, "signal");

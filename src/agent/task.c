@@ -11,6 +11,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -127,7 +128,7 @@ static int child_wait(pid_t pid, int fd, int *ret_code, char *detail, size_t n)
 }
 
 int task_fork(const struct shim_plan *plan, const struct cgroup *cg, const struct shim_task *t,
-	      int *ret_code, char *detail, size_t n)
+	      const char *tty, int *ret_code, char *detail, size_t n)
 {
 	int fd = -1, cfd = -1;
 	pid_t pid = fork_child(cg, &fd, &cfd, ret_code, detail, n);
@@ -139,6 +140,21 @@ int task_fork(const struct shim_plan *plan, const struct cgroup *cg, const struc
 		/* as the user: permissions decide, a symlink redirects nothing */
 		if (chdir(t->cwd) < 0)
 			child_fail(cfd, 127, "cannot enter folder %s: %s", t->cwd, strerror(errno));
+		if (tty) {
+			/* the session's controlling terminal, and all three streams */
+			int tfd = open(tty, O_RDWR);
+			if (tfd < 0 || ioctl(tfd, TIOCSCTTY, 0) < 0 || dup2(tfd, 0) < 0 ||
+			    dup2(tfd, 1) < 0 || dup2(tfd, 2) < 0)
+				child_fail(cfd, 127, "cannot open the terminal %s: %s", tty,
+					   strerror(errno));
+			if (tfd > 2)
+				close(tfd);
+			extern char **environ;
+			environ = t->env;
+			execvp(t->argv[0], t->argv);
+			child_fail(cfd, errno == EACCES ? 126 : 127, "cannot start %s: %s",
+				   t->argv[0], strerror(errno));
+		}
 		int out =
 			open(t->output, O_WRONLY | O_CREAT | O_APPEND | O_NOCTTY | O_CLOEXEC, 0600);
 		if (out < 0)

@@ -101,6 +101,11 @@ struct follow {
 };
 int follow_job(struct ctx *c, const struct follow *f);
 
+/* pty.c: tenk run --pty's part once job id is submitted: waits until it
+ * runs, joins this terminal to its task's, then waits for its end;
+ * returns its exit status. */
+int run_pty(struct ctx *c, const char *id);
+
 /* A job id given on the command line. */
 int parse_id(struct ctx *c, const char *s, int64_t *ret);
 /* A job named on the command line as the server takes it: 12, or 12_7

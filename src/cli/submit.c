@@ -58,6 +58,7 @@ enum {
 	S_NODELIST,
 	S_EXCLUDE,
 	S_EXCLUSIVE,
+	S_PTY,
 	S_COUNT
 };
 
@@ -114,6 +115,8 @@ static const struct tk_option submit_opts[] = {
 	 "only on these nodes: node1,node3 or gpu[01-16] (default -N: as many as named)"},
 	{"exclude", 'x', "LIST", "never on these nodes (as --nodelist)"},
 	{"exclusive", 0, NULL, "alone on each of its nodes: nothing else runs beside it"},
+	{"pty", 0, NULL,
+	 "tenk run: the one task under a terminal joined to this one (tenk run --pty -- bash)"},
 };
 _Static_assert(ARRAY_SIZE(submit_opts) == S_COUNT, "one option per enum value");
 
@@ -796,6 +799,12 @@ static int submit_job(struct ctx *c, bool run)
 	json_object_set_new(req, "command", cmd);
 	if (!r && c->v[S_LABEL] && !run)
 		r = usage_error(c->cmd, "--label: is for tenk run and tenk logs");
+	if (!r && c->v[S_PTY] && !run)
+		r = usage_error(c->cmd, "--pty: is for tenk run");
+	if (!r && c->v[S_PTY] && !isatty(STDIN_FILENO))
+		r = usage_error(c->cmd, "--pty: needs a terminal on stdin");
+	if (!r && c->v[S_PTY])
+		json_object_set_new(req, "pty", json_true());
 	if (r)
 		goto out;
 	char cwd[4096];
@@ -869,6 +878,10 @@ static int submit_job(struct ctx *c, bool run)
 		snprintf(id, sizeof(id), "%lld", (long long)jint(job, "id"));
 		json_decref(job);
 		fprintf(stderr, "tenk run: job %s\n", id);
+		if (c->v[S_PTY]) {
+			r = run_pty(c, id);
+			goto out;
+		}
 		struct follow f = {.job = id, .task = -1, .label = !!c->v[S_LABEL], .run = true};
 		r = follow_job(c, &f);
 		goto out;

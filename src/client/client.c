@@ -381,6 +381,11 @@ static int read_answer(struct conn *k, struct strbuf *sb, long *status, size_t *
 	if (sscanf(sb->buf, "HTTP/%d.%d %d", &major, &minor, &code) != 3)
 		return -EBADMSG;
 	*status = code;
+	if (code == 101) { /* what follows is the new protocol's */
+		*body_off = hlen;
+		*body_len = 0;
+		return 0;
+	}
 	size_t vlen;
 	const char *cl = header(sb->buf, hend, "Content-Length", &vlen);
 	const char *te = header(sb->buf, hend, "Transfer-Encoding", &vlen);
@@ -493,4 +498,112 @@ out:
 	strbuf_release(&req);
 	strbuf_release(&resp);
 	return r;
+}
+
+/* ---- upgraded connections ------------------------------------------------------------- */
+
+struct client_stream {
+	struct conn k;
+	struct strbuf early; /* what came with the 101, not yet taken */
+	size_t early_off;
+};
+
+int client_upgrade(struct client *c, const char *path, const char *proto, long timeout_ms,
+		   struct client_stream **ret, struct tk_error *err)
+{
+	if (!c->insecure_http && tk_url_plain_remote(c->url))
+		return tk_errorf(err, -EPERM,
+				 "refusing to send the token over plain HTTP to %s, which is not "
+				 "this machine: use its https:// URL, or give --insecure-http",
+				 c->url);
+	struct target t;
+	int r = client_parse_url(c->url, &t, err);
+	if (r < 0)
+		return r;
+	struct client_stream *s = xcalloc(1, sizeof(*s));
+	s->k.fd = -1;
+	s->k.deadline = tk_mono_ms() + timeout_ms;
+	strbuf_init(&s->early);
+	struct strbuf req;
+	strbuf_init(&req);
+	if ((r = conn_open(c, &t, &s->k, err)) < 0)
+		goto fail;
+	strbuf_addf(&req,
+		    "GET %s HTTP/1.1\r\nHost: %s%s%s\r\nAuthorization: Bearer %s\r\n"
+		    "Connection: Upgrade\r\nUpgrade: %s\r\n\r\n",
+		    path, t.unix_socket ? "localhost" : t.host, t.unix_socket ? "" : ":",
+		    t.unix_socket ? "" : t.port, c->token, proto);
+	long status = 0;
+	size_t off = 0, len = 0;
+	if ((r = send_all(&s->k, req.buf, req.len)) < 0 ||
+	    (r = read_answer(&s->k, &s->early, &status, &off, &len)) < 0) {
+		r = tk_errorf(err, -EIO, "cannot reach the tenk server at %s: %s", c->url,
+			      r == -ETIMEDOUT ? "no answer in time" : strerror(-r));
+		goto fail;
+	}
+	c->last_status = status;
+	if (status != 101) {
+		json_t *j = json_loadb(s->early.buf + off, len, 0, NULL);
+		const char *msg = json_string_value(json_object_get(j, "error"));
+		r = tk_errorf(err, -EPROTO, "%s", msg ? msg : "the server did not open the stream");
+		json_decref(j);
+		goto fail;
+	}
+	s->early_off = off;
+	/* from now on no deadline: the stream lasts as long as its ends want */
+	s->k.deadline = INT64_MAX / 2;
+	if (s->k.tls) {
+		struct timeval tv = {0, 0};
+		setsockopt(s->k.fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	}
+	strbuf_release(&req);
+	*ret = s;
+	return 0;
+fail:
+	strbuf_release(&req);
+	client_stream_close(s);
+	return r;
+}
+
+int client_stream_fd(const struct client_stream *s)
+{
+	return s->k.fd;
+}
+
+bool client_stream_buffered(const struct client_stream *s)
+{
+	return s->early_off < s->early.len || (s->k.tls && tls_pending(s->k.tls) > 0);
+}
+
+ssize_t client_stream_recv(struct client_stream *s, void *buf, size_t n)
+{
+	if (s->early_off < s->early.len) {
+		size_t k = MIN(n, s->early.len - s->early_off);
+		memcpy(buf, s->early.buf + s->early_off, k);
+		s->early_off += k;
+		return (ssize_t)k;
+	}
+	if (s->k.tls)
+		return tls_recv(s->k.tls, buf, n);
+	ssize_t r;
+	do
+		r = recv(s->k.fd, buf, n, MSG_DONTWAIT);
+	while (r < 0 && errno == EINTR);
+	if (r < 0)
+		return errno == EAGAIN || errno == EWOULDBLOCK ? -EAGAIN : -errno;
+	return r;
+}
+
+int client_stream_send(struct client_stream *s, const void *buf, size_t n)
+{
+	return send_all(&s->k, buf, n);
+}
+
+void client_stream_close(struct client_stream *s)
+{
+	if (!s)
+		return;
+	conn_close(&s->k);
+	strbuf_release(&s->early);
+	free(s);
 }

@@ -38,3 +38,20 @@ int client_set_ca(struct client *c, const char *ca_file, struct tk_error *err);
  * the server was not reached). */
 int client_call(struct client *c, const char *method, const char *path, json_t *body,
 		long timeout_ms, json_t **ret, long *ret_status, struct tk_error *err);
+
+/* A connection upgraded to another protocol (GET path with Upgrade: proto,
+ * answered 101): bytes both ways, over TLS where the server's URL says
+ * https. On another answer err has the server's message. */
+struct client_stream;
+int client_upgrade(struct client *c, const char *path, const char *proto, long timeout_ms,
+		   struct client_stream **ret, struct tk_error *err);
+/* Its socket, to poll for reading; and whether bytes wait that a poll
+ * would not show (read with the upgrade's answer, or decrypted already). */
+int client_stream_fd(const struct client_stream *s);
+bool client_stream_buffered(const struct client_stream *s);
+/* Some bytes: their number, 0 at the end, -EAGAIN when none are there now,
+ * or < 0. */
+ssize_t client_stream_recv(struct client_stream *s, void *buf, size_t n);
+/* All of buf, or < 0. */
+int client_stream_send(struct client_stream *s, const void *buf, size_t n);
+void client_stream_close(struct client_stream *s);

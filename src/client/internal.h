@@ -29,4 +29,6 @@ int tls_open(int fd, const char *host, const char *ca, int timeout_ms, struct tl
 /* Like send and recv: bytes moved, 0 at the end, or < 0 (-ETIMEDOUT). */
 ssize_t tls_send(struct tls *t, const void *buf, size_t n);
 ssize_t tls_recv(struct tls *t, void *buf, size_t n);
+/* Bytes received and decrypted, not yet taken by tls_recv. */
+size_t tls_pending(struct tls *t);
 void tls_close(struct tls *t);

@@ -44,6 +44,7 @@ static struct {
 	ssize_t (*recv)(gnutls_session_t, void *, size_t);
 	int (*bye)(gnutls_session_t, int);
 	const char *(*strerror)(int);
+	size_t (*pending)(gnutls_session_t);
 } g;
 
 #define GNUTLS_X509_FMT_PEM 1
@@ -81,6 +82,7 @@ static bool load(void)
 		{(void **)&g.recv, "gnutls_record_recv"},
 		{(void **)&g.bye, "gnutls_bye"},
 		{(void **)&g.strerror, "gnutls_strerror"},
+		{(void **)&g.pending, "gnutls_record_check_pending"},
 	};
 	for (size_t i = 0; i < ARRAY_SIZE(syms); i++) {
 		*syms[i].fn = dlsym(h, syms[i].name);
@@ -169,6 +171,11 @@ ssize_t tls_recv(struct tls *t, void *buf, size_t n)
 	if (r == GNUTLS_E_PREMATURE_TERMINATION)
 		return 0; /* a peer that closed without a TLS goodbye: the end */
 	return r == GNUTLS_E_AGAIN ? -ETIMEDOUT : r < 0 ? -EIO : r;
+}
+
+size_t tls_pending(struct tls *t)
+{
+	return g.pending(t->s);
 }
 
 void tls_close(struct tls *t)

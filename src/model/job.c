@@ -413,6 +413,8 @@ json_t *job_request_pack(const struct job_request *r)
 		json_object_set_new(o, "exclude", mj_strv_pack(r->exclude, r->nexclude));
 	if (r->exclusive)
 		json_object_set_new(o, "exclusive", json_true());
+	if (r->pty)
+		json_object_set_new(o, "pty", json_true());
 	return o;
 }
 
@@ -508,7 +510,7 @@ int job_request_unpack(json_t *j, struct job_request *ret, struct tk_error *err)
 		"queue",    "gpu_mem_mib",    "gpu_tflops",    "switches",  "mixed_types",
 		"image",    "mounts",	      "ckpt_marker",   "after",	    "begin_ms",
 		"comment",  "error",	      "slurm_env",     "signal",    "array",
-		"nodelist", "exclude",	      "exclusive",     NULL,
+		"nodelist", "exclude",	      "exclusive",     "pty",	    NULL,
 	};
 	struct job_request r = {0};
 	int64_t nodes, tpn, cpus, mem, tl, grace, requeue, gmem, switches;
@@ -560,6 +562,7 @@ int job_request_unpack(json_t *j, struct job_request *ret, struct tk_error *err)
 				 (size_t)MODEL_MAX_NODES * MODEL_NAME_MAX, MODEL_NAME_MAX - 1,
 				 &r.exclude, &r.nexclude, err)) < 0 ||
 	    (rc = mj_bool(j, "exclusive", false, false, &r.exclusive, err)) < 0 ||
+	    (rc = mj_bool(j, "pty", false, false, &r.pty, err)) < 0 ||
 	    (rc = node_lists_check(&r, nodes, err)) < 0)
 		goto fail;
 	/* its characters only: the server expands it (model_array_parse) once,
@@ -585,6 +588,16 @@ int job_request_unpack(json_t *j, struct job_request *ret, struct tk_error *err)
 			       "image: \"%.64s\" is not an image reference "
 			       "([REGISTRY/]PATH[:TAG][@DIGEST])",
 			       r.image);
+		goto fail;
+	}
+	if (r.pty && (nodes != 1 || tpn != 1 || r.image)) {
+		rc = tk_errorf(
+			err, -EINVAL,
+			r.image ? "pty: an interactive job runs on the host, not in an image "
+				  "(yet)"
+				: "pty: an interactive job is one task on one node; got %lld "
+				  "node(s) x %lld task(s)",
+			(long long)nodes, (long long)tpn);
 		goto fail;
 	}
 	if (r.nmounts && !r.image) {

@@ -254,6 +254,9 @@ struct job_request {
 	int nexclude;
 	char **exclude;
 	bool exclusive;
+	/* one task on one node, its stdin, stdout and stderr a pseudo-terminal
+	 * that `tenk run --pty` attaches to (GET /v1/jobs/ID/pty) */
+	bool pty;
 };
 
 /* What a dependency waits for (Slurm's after, afterok, afternotok, afterany). */

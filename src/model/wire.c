@@ -449,6 +449,8 @@ json_t *work_spec_pack(const struct work_spec *s)
 					      "index", s->array_index, "count", s->array_count));
 	if (s->slurm_env)
 		json_object_set_new(o, "slurm_env", json_true());
+	if (s->pty)
+		json_object_set_new(o, "pty", json_true());
 	if (s->signal)
 		json_object_set_new(o, "signal",
 				    json_pack("{s:i, s:I}", "number", s->signal, "before_s",
@@ -533,7 +535,7 @@ int work_spec_unpack(json_t *j, struct work_spec *ret, struct tk_error *err)
 		"run_as",      "allow_root",   "cpus",	      "mem_mib",
 		"image",       "mounts",       "ckpt_marker", "owner",
 		"queue",       "error",	       "array",	      "slurm_env",
-		"signal",      NULL,
+		"signal",      "pty",	       NULL,
 	};
 	struct work_spec s = {0};
 	int64_t nnodes, rank, tpn, world, milli, port, cpus;
@@ -571,6 +573,7 @@ int work_spec_unpack(json_t *j, struct work_spec *ret, struct tk_error *err)
 				&s.mounts, &s.nmounts, err)) < 0 ||
 	    (r = mj_str(j, "error", false, MODEL_MAX_PATH, false, NULL, &s.error, err)) < 0 ||
 	    (r = mj_bool(j, "slurm_env", false, false, &s.slurm_env, err)) < 0 ||
+	    (r = mj_bool(j, "pty", false, false, &s.pty, err)) < 0 ||
 	    (r = spec_extras_unpack(j, &s, err)) < 0)
 		goto fail;
 	if (s.image && !model_image_valid(s.image)) {
@@ -638,11 +641,60 @@ void work_spec_release(struct work_spec *s)
 	memset(s, 0, sizeof(*s));
 }
 
+json_t *wire_ptys_pack(const struct wire_pty *p, int n)
+{
+	json_t *a = json_array();
+	for (int i = 0; i < n; i++)
+		json_array_append_new(a,
+				      json_pack("{s:s, s:I, s:i}", "session", p[i].session, "job",
+						(json_int_t)p[i].job, "attempt", p[i].attempt));
+	return a;
+}
+
+static int ptys_unpack(json_t *a, struct wire_pty **ret, int *ret_n, struct tk_error *err)
+{
+	static const char *const keys[] = {"session", "job", "attempt", NULL};
+	*ret = NULL;
+	*ret_n = 0;
+	if (!a)
+		return 0;
+	if (!json_is_array(a) || json_array_size(a) > WIRE_MAX_PTYS)
+		return tk_errorf(err, -EINVAL, "ptys: must be an array of at most %d",
+				 WIRE_MAX_PTYS);
+	struct wire_pty *p = xcalloc(json_array_size(a) + 1, sizeof(*p));
+	size_t i;
+	json_t *x;
+	json_array_foreach (a, i, x) {
+		int64_t job, att;
+		int r;
+		if ((r = mj_check_keys(x, NULL, keys, err)) < 0 ||
+		    (r = mj_strbuf(x, "session", true, true, p[i].session, sizeof(p[i].session),
+				   err)) < 0 ||
+		    (r = mj_int(x, "job", true, 1, INT64_MAX, 1, &job, err)) < 0 ||
+		    (r = mj_int(x, "attempt", true, 1, MODEL_MAX_ATTEMPTS, 1, &att, err)) < 0) {
+			mj_prefix(err, "ptys[%zu]", i);
+			free(p);
+			return r;
+		}
+		if (strspn(p[i].session, "0123456789abcdef") != strlen(p[i].session)) {
+			free(p);
+			return tk_errorf(err, -EINVAL, "ptys[%zu].session: must be hex digits", i);
+		}
+		p[i].job = job;
+		p[i].attempt = (int)att;
+	}
+	*ret = p;
+	*ret_n = (int)json_array_size(a);
+	return 0;
+}
+
 json_t *wire_work_pack(const struct wire_work *m)
 {
 	json_t *o = json_pack("{s:s, s:I}", "epoch", m->epoch, "gen", (json_int_t)m->gen);
 	if (m->nlogs)
 		json_object_set_new(o, "logs", wire_log_fetches_pack(m->logs, m->nlogs));
+	if (m->nptys)
+		json_object_set_new(o, "ptys", wire_ptys_pack(m->ptys, m->nptys));
 	if (m->unchanged) {
 		json_object_set_new(o, "unchanged", json_true());
 		return o;
@@ -699,7 +751,7 @@ json_t *wire_work_pack(const struct wire_work *m)
 int wire_work_unpack(json_t *j, struct wire_work *ret, struct tk_error *err)
 {
 	static const char *const keys[] = {"epoch", "gen",  "unchanged", "tasks",
-					   "pulls", "logs", NULL};
+					   "pulls", "logs", "ptys",	 NULL};
 	static const char *const tkeys[] = {"job",	   "attempt", "spec", "digest",
 					    "checkpoints", "limit_s", NULL};
 	static const char *const ckeys[] = {
@@ -715,6 +767,10 @@ int wire_work_unpack(json_t *j, struct wire_work *ret, struct tk_error *err)
 	    (r = wire_log_fetches_unpack(json_object_get(j, "logs"), &ret->logs, &ret->nlogs,
 					 err)) < 0)
 		return r;
+	if ((r = ptys_unpack(json_object_get(j, "ptys"), &ret->ptys, &ret->nptys, err)) < 0) {
+		wire_work_release(ret);
+		return r;
+	}
 	ret->gen = (uint64_t)gen;
 	json_t *tasks = json_object_get(j, "tasks");
 	if (ret->unchanged) {
@@ -873,6 +929,9 @@ void wire_work_release(struct wire_work *m)
 	wire_log_fetches_release(m->logs, m->nlogs);
 	m->logs = NULL;
 	m->nlogs = 0;
+	free(m->ptys);
+	m->ptys = NULL;
+	m->nptys = 0;
 }
 
 /* ---- events ----------------------------------------------------------------------- */

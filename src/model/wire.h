@@ -245,6 +245,7 @@ struct work_spec {
 	/* a warning signal this long before the time limit (0: none) */
 	int signal;
 	int64_t signal_before_s;
+	bool pty; /* its one task's stdin, stdout and stderr are a pseudo-terminal */
 };
 
 json_t *work_spec_pack(const struct work_spec *s);
@@ -344,6 +345,22 @@ void wire_logs_release(struct wire_logs *m);
  * run (level-triggered: a lost or repeated answer does no harm), or, with
  * `unchanged`, only that nothing changed before the wait ran out.
  */
+#define WIRE_PTY_SESSION_MAX 33	     /* 32 hex digits */
+#define WIRE_PTY_PROTOCOL "tenk-pty" /* the Upgrade: of a terminal's stream */
+/* What the user's side sends down a terminal's stream: frames of a type
+ * byte, a 16-bit big-endian length and that many bytes (keystrokes, or
+ * the terminal's rows and columns as two 16-bit numbers); what comes up
+ * is the terminal's output as it is. */
+#define WIRE_PTY_DATA 'd'
+#define WIRE_PTY_WINSIZE 'w'
+#define WIRE_MAX_PTYS 64
+struct wire_pty {
+	char session[WIRE_PTY_SESSION_MAX];
+	int64_t job;
+	int attempt;
+};
+json_t *wire_ptys_pack(const struct wire_pty *p, int n);
+
 struct wire_work {
 	char epoch[WIRE_EPOCH_MAX];
 	uint64_t gen;
@@ -356,6 +373,10 @@ struct wire_work {
 	/* output users asked for, to send with POST /v1/agent/logs */
 	int nlogs;
 	struct wire_log_fetch *logs;
+	/* terminals users attach to: the agent joins each session with GET
+	 * /v1/agent/pty (an upgraded connection) to its attempt's shim */
+	int nptys;
+	struct wire_pty *ptys;
 };
 
 json_t *wire_work_pack(const struct wire_work *m);

@@ -1228,11 +1228,13 @@ static void h_agent_work(struct request *r, const char *param, json_t *body)
 	state_node_seen(st, n, tk_mono_ms());
 	bool same_epoch = epoch && strcmp(epoch, s->epoch) == 0;
 	uint64_t since = same_epoch ? (uint64_t)g : 0;
-	json_t *logs = logs_for_node(s, n);
-	if (!same_epoch || since < n->work_gen || wait_ms == 0 || logs) {
+	json_t *logs = logs_for_node(s, n), *ptys = ptys_for_node(s, n);
+	if (!same_epoch || since < n->work_gen || wait_ms == 0 || logs || ptys) {
 		json_t *w = state_work_pack(st, n, since);
 		if (logs)
 			json_object_set_new(w, "logs", logs);
+		if (ptys)
+			json_object_set_new(w, "ptys", ptys);
 		reply_json(r, 200, w);
 		return;
 	}
@@ -1587,6 +1589,7 @@ const struct route api_routes[] = {
 	{"POST", "/v1/jobs/{}/update", ROLE_USER, h_job_update, true},
 	{"GET", "/v1/jobs/{}/checkpoints", ROLE_VIEWER, h_job_checkpoints, false},
 	{"GET", "/v1/jobs/{}/logs", ROLE_VIEWER, h_job_logs, false},
+	{"GET", "/v1/jobs/{}/pty", ROLE_USER, h_job_pty, false},
 	{"GET", "/v1/nodes", ROLE_VIEWER, h_nodes_list, false},
 	{"POST", "/v1/nodes/{}/admit", ROLE_ADMIN, h_node_admit, false},
 	{"POST", "/v1/nodes/{}/revoke", ROLE_ADMIN, h_node_revoke, false},
@@ -1603,6 +1606,7 @@ const struct route api_routes[] = {
 	{"GET", "/v1/agent/work", ROLE_AGENT, h_agent_work, false},
 	{"POST", "/v1/agent/events", ROLE_AGENT, h_agent_events, true},
 	{"POST", "/v1/agent/logs", ROLE_AGENT, h_agent_logs, true},
+	{"GET", "/v1/agent/pty", ROLE_AGENT, h_agent_pty, false},
 };
 
 const size_t api_nroutes = ARRAY_SIZE(api_routes);

@@ -157,6 +157,34 @@ void reply_text(struct request *r, unsigned status, char *text, const char *type
 	set_reply(r, status, text, type);
 }
 
+void reply_upgrade(struct request *r, MHD_UpgradeHandler handler, void *cls)
+{
+	audit_reply(r, 101, NULL);
+	unpark(r);
+	if (r->resp)
+		MHD_destroy_response(r->resp);
+	r->resp = MHD_create_response_for_upgrade(handler, cls);
+	MHD_add_response_header(r->resp, MHD_HTTP_HEADER_UPGRADE, WIRE_PTY_PROTOCOL);
+	r->status = MHD_HTTP_SWITCHING_PROTOCOLS;
+	r->need_seq = 0; /* nothing it says waits on the store */
+}
+
+static struct hconn *conn_of(struct MHD_Connection *c);
+
+void http_mark_upgraded(struct server *s, struct MHD_Connection *c)
+{
+	struct hconn *h = conn_of(c);
+	(void)s;
+	if (h)
+		h->upgraded = true;
+}
+
+void server_kick_mhd(struct server *s)
+{
+	if (s->mhd)
+		uv_timer_start(&s->mhd_timer, mhd_timer_cb, 0, 0);
+}
+
 void http_release_gate(struct server *s)
 {
 	while (s->gate.head && s->gate.head->need_seq <= s->seq_durable) {
@@ -417,7 +445,7 @@ static void sweep_cb(uv_timer_t *t)
 	int64_t now = tk_mono_ms(), limit = s->cfg.request_timeout_ms;
 	bool cut = false;
 	for (struct hconn *h = s->hconns; h; h = h->next) {
-		if (h->state == HC_BUSY || now - h->since_ms < limit)
+		if (h->state == HC_BUSY || h->upgraded || now - h->since_ms < limit)
 			continue;
 		const union MHD_ConnectionInfo *ci =
 			MHD_get_connection_info(h->c, MHD_CONNECTION_INFO_CONNECTION_FD);
@@ -705,9 +733,9 @@ static void local_start(struct server *s)
 		{MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)mhd_logger, s},
 		{MHD_OPTION_END, 0, NULL},
 	};
-	s->mhd_local =
-		MHD_start_daemon(MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0,
-				 NULL, NULL, on_access, s, MHD_OPTION_ARRAY, ops, MHD_OPTION_END);
+	s->mhd_local = MHD_start_daemon(
+		MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_ALLOW_UPGRADE | MHD_USE_ERROR_LOG, 0,
+		NULL, NULL, on_access, s, MHD_OPTION_ARRAY, ops, MHD_OPTION_END);
 	const union MHD_DaemonInfo *info =
 		s->mhd_local ? MHD_get_daemon_info(s->mhd_local, MHD_DAEMON_INFO_EPOLL_FD) : NULL;
 	if (!info) {
@@ -738,7 +766,8 @@ int http_start(struct server *s, const char *listen, struct tk_error *err)
 	int r = tk_parse_listen(listen, &ss, &sslen, host, sizeof(host), err);
 	if (r < 0)
 		return r;
-	unsigned flags = MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
+	unsigned flags =
+		MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_ALLOW_UPGRADE | MHD_USE_ERROR_LOG;
 	if (ss.ss_family == AF_INET6)
 		flags |= MHD_USE_IPv6;
 	/* TLS: the certificate and key as MHD takes them, in memory (kept
@@ -858,6 +887,7 @@ void http_stop(struct server *s)
 		resume(r);
 	}
 	s->gate.tail = NULL;
+	ptys_close_all(s);
 	for (int i = 0; i < 4; i++)
 		run_mhd(s);
 	if (s->mhd_local) {

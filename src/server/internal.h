@@ -56,6 +56,7 @@ struct hconn {
 	struct MHD_Connection *c;
 	enum hconn_state state;
 	int64_t since_ms; /* accepted, the last answer sent, or the headers read */
+	bool upgraded;	  /* a terminal session's (pty.c): no deadline */
 };
 
 struct request {
@@ -117,6 +118,7 @@ struct server {
 
 	/* task output asked of the agents (logs.c), oldest first */
 	struct log_fetch *log_fetches;
+	struct pty_session *ptys; /* pty.c */
 	uint64_t log_next_id;
 
 	/* long-polls waiting on it: `tenk wait` by job id, agents' work by node index */
@@ -270,6 +272,13 @@ void reply_error(struct request *r, unsigned status, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 /* Answers with text (taken, malloc'd) of the given content type. */
 void reply_text(struct request *r, unsigned status, char *text, const char *type);
+/* 101: the connection becomes a stream of WIRE_PTY_PROTOCOL, handed to
+ * handler (with cls) once the answer is sent. */
+void reply_upgrade(struct request *r, MHD_UpgradeHandler handler, void *cls);
+/* c is upgraded: no request deadline applies to it. */
+void http_mark_upgraded(struct server *s, struct MHD_Connection *c);
+/* MHD runs soon (what upgraded sockets hold moves). */
+void server_kick_mhd(struct server *s);
 /* Keeps the request waiting (a long-poll) until a reply_* call or its
  * deadline; the caller has put it on a wait list. */
 void request_park(struct request *r, enum wait_kind kind, int64_t deadline_ms);
@@ -341,6 +350,21 @@ json_t *logs_for_node(struct server *s, const struct snode *n);
 void logs_forget(struct server *s, struct request *r);
 /* Its wait ran out: answer with what the nodes sent. */
 void logs_expired(struct request *r);
+/* Wakes node n's parked work long-poll: its answer carries what users ask
+ * of it now (output to read, terminals to join). */
+void api_wake_node(struct server *s, struct snode *n);
+
+/* ---- pty.c: terminals users attach to ------------------------------------------------- */
+
+/* GET /v1/jobs/ID/pty and GET /v1/agent/pty, each upgraded to a stream. */
+void h_job_pty(struct request *r, const char *param, json_t *body);
+void h_agent_pty(struct request *r, const char *param, json_t *body);
+/* The sessions node n's agent is to join, for its work answer (and marked
+ * told); NULL when none. */
+json_t *ptys_for_node(struct server *s, const struct snode *n);
+/* Ends sessions the node did not join in time (from the cron). */
+void ptys_sweep(struct server *s, int64_t mono);
+void ptys_close_all(struct server *s);
 struct req_list *api_node_polls(struct server *s, int index);
 /* Turns the state machine's events into answers (state_event_cb). */
 void api_state_event(void *arg, const struct state_event *ev);

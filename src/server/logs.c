@@ -92,17 +92,18 @@ void logs_expired(struct request *r)
 	logs_answer(r);
 }
 
-/* Wakes node n's parked work long-poll: its answer carries what to read. */
-static void wake_node(struct server *s, struct snode *n)
+void api_wake_node(struct server *s, struct snode *n)
 {
 	struct req_list *l = api_node_polls(s, n->index);
 	struct request *poll = l->head;
 	if (!poll)
 		return; /* its next poll is answered at once (h_agent_work) */
 	json_t *w = state_work_unchanged_pack(&s->st, n);
-	json_t *logs = logs_for_node(s, n);
+	json_t *logs = logs_for_node(s, n), *ptys = ptys_for_node(s, n);
 	if (logs)
 		json_object_set_new(w, "logs", logs);
+	if (ptys)
+		json_object_set_new(w, "ptys", ptys);
 	reply_json(poll, 200, w);
 }
 
@@ -284,7 +285,7 @@ void h_job_logs(struct request *r, const char *param, json_t *body)
 	request_park(r, WAIT_LOGS, tk_mono_ms() + LOGS_WAIT_MS);
 	for (struct log_fetch *lf = s->log_fetches; lf; lf = lf->next)
 		if (lf->client == r)
-			wake_node(s, s->st.nodes[lf->node]);
+			api_wake_node(s, s->st.nodes[lf->node]);
 }
 
 /* What the agent read: each part into its entry of the user's answer. */

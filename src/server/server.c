@@ -280,6 +280,7 @@ static void cron_cb(uv_timer_t *t)
 		if (r->deadline_ms <= mono)
 			api_longpoll_expired(r);
 	}
+	ptys_sweep(s, mono);
 }
 
 /* ---- start-up ---------------------------------------------------------------- */

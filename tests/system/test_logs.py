@@ -123,3 +123,67 @@ def test_logs_follow_across_requeue_and_ctrl_c(cluster, workdir):
     jobs = t.json("queue", "--all")["jobs"]
     assert jobs[-1]["state"] == "CANCELLED"
     wait_for(lambda: not t.json("queue")["jobs"], 30, "nothing left running")
+
+
+def test_run_pty_is_a_terminal_on_the_node(cluster, workdir):
+    """tenk run --pty joins this terminal to the task's: a real tty there,
+    this one's size (and its changes), keys as typed (Ctrl-C to the task's
+    own foreground job), and the task's exit status as tenk run's."""
+    import fcntl
+    import signal
+    import struct
+    import termios
+    t = cluster
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.chdir(workdir)
+        os.execve(BIN, [BIN, "run", "--pty", "--", "sh"], t.env())
+    try:
+        fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 33, 101, 0, 0))
+        os.write(fd, b"tty; stty size; echo pid-$((6*7))\n")
+        out = read_until(fd, "pid-42")
+        assert "/dev/pts/" in out and "33 101" in out, out
+        fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
+        os.kill(pid, signal.SIGWINCH)
+        time.sleep(0.2)
+        os.write(fd, b"stty size\n")
+        read_until(fd, "40 120")
+        os.write(fd, b"sleep 600\n")
+        time.sleep(0.5)
+        os.write(fd, b"\x03")
+        os.write(fd, b"echo after-$((1+1))\n")
+        read_until(fd, "after-2")
+        os.write(fd, b"exit 3\n")
+        deadline = time.monotonic() + 30
+        status = None
+        while time.monotonic() < deadline:
+            r, _, _ = select.select([fd], [], [], 0.2)
+            if r:
+                try:
+                    os.read(fd, 4096)
+                except OSError:
+                    pass
+            got, st = os.waitpid(pid, os.WNOHANG)
+            if got:
+                status = st
+                break
+    finally:
+        try:
+            os.kill(pid, 9)
+        except OSError:
+            pass
+    assert status is not None and os.WIFEXITED(status) and os.WEXITSTATUS(status) == 3, status
+    jobs = t.json("queue", "--all")["jobs"]
+    assert jobs[-1]["state"] == "FAILED" and jobs[-1]["exit_code"] == 3, jobs[-1]
+
+    # without a terminal, or more than one task, there is none
+    p = t.run("run", "--pty", "--", "sh", check=False)
+    assert p.returncode == 2 and "--pty: needs a terminal on stdin" in p.stderr
+    status, ans = t.api("POST", "/v1/jobs", {"command": ["sh"], "cwd": workdir, "pty": True,
+                                             "nodes": 1, "tasks_per_node": 2})
+    assert status == 400 and "one task on one node" in ans["error"], ans
+    jid = t.submit("--", "sleep", "30")
+    t.wait_state(jid, "RUNNING")
+    status, ans = t.api("GET", f"/v1/jobs/{jid}/pty")
+    assert status == 400 and "expected an upgrade" in ans["error"], ans
+    t.run("cancel", jid)

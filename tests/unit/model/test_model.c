@@ -600,10 +600,23 @@ static void test_wire(void **state)
 	snprintf(items[1].restore_tag, sizeof(items[1].restore_tag), "step-20");
 	items[1].restore_step = 20;
 	items[1].restore_attempt = 1;
-	struct wire_work w = {.epoch = "e1", .gen = 9, .nitems = 2, .items = items}, back;
+	sp.pty = true;
+	struct wire_pty ptys[1] = {{.session = "0123abcd", .job = 7, .attempt = 2}};
+	struct wire_work w = {.epoch = "e1",
+			      .gen = 9,
+			      .nitems = 2,
+			      .items = items,
+			      .nptys = 1,
+			      .ptys = ptys},
+			 back;
 	json_t *j = wire_work_pack(&w);
 	assert_int_equal(wire_work_unpack(j, &back, &err), 0);
 	assert_int_equal(back.nitems, 2);
+	assert_int_equal(back.nptys, 1);
+	assert_string_equal(back.ptys[0].session, "0123abcd");
+	assert_int_equal(back.ptys[0].job, 7);
+	assert_int_equal(back.ptys[0].attempt, 2);
+	assert_true(back.items[0].spec->pty);
 	assert_int_equal(back.gen, 9);
 	assert_null(back.items[1].spec);
 	const struct work_spec *b = back.items[0].spec;
@@ -633,6 +646,12 @@ static void test_wire(void **state)
 	assert_true(json_equal(j, again));
 	json_decref(again);
 	wire_work_release(&back);
+	/* a terminal session's id is hex digits, nothing that could reach a URL */
+	json_t *bp = parse("{\"epoch\": \"e\", \"gen\": 1, \"unchanged\": true, \"ptys\": "
+			   "[{\"session\": \"ab&x=1\", \"job\": 1, \"attempt\": 1}]}");
+	assert_true(wire_work_unpack(bp, &back, &err) < 0);
+	assert_string_equal(err.text, "ptys[0].session: must be hex digits");
+	json_decref(bp);
 	/* a node rank beyond the gang, a device beyond any node: refused */
 	json_object_set_new(json_object_get(json_array_get(json_object_get(j, "tasks"), 0), "spec"),
 			    "node_rank", json_integer(2));
