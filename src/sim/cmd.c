@@ -32,6 +32,8 @@ enum {
 	O_UNTIL,
 	O_NO_PREEMPT,
 	O_NO_BACKFILL,
+	O_NO_RESV,
+	O_TIME_LIMITS,
 	O_EVERY_NODE,
 	O_BEFORE_SPEED,
 	O_JSON,
@@ -65,6 +67,10 @@ static const struct tk_option opts[] = {
 	{"until", 0, "DURATION", "stop at this virtual time after the first submission"},
 	{"no-preemption", 0, NULL, "never preempt"},
 	{"no-backfill", 0, NULL, "strict order: nothing overtakes a waiting job of its class"},
+	{"no-reservations", 0, NULL,
+	 "greedy: a job that cannot start holds nothing; any later one that fits starts"},
+	{"time-limits", 0, "trace|none",
+	 "the jobs' time limits: as the trace (or synthetic stream) gives them, or none at all"},
 	{"score-every-node", 0, NULL,
 	 "score single-node jobs of every kind by the policy, "
 	 "not only fractions"},
@@ -269,6 +275,12 @@ int sim_main(const struct tk_command *cmd, int argc, char **argv)
 	}
 	o.policy.no_preemption = v[O_NO_PREEMPT] != NULL;
 	o.policy.no_backfill = v[O_NO_BACKFILL] != NULL;
+	o.policy.no_reservations = v[O_NO_RESV] != NULL;
+	if (v[O_TIME_LIMITS] && strcmp(v[O_TIME_LIMITS], "trace") != 0 &&
+	    strcmp(v[O_TIME_LIMITS], "none") != 0)
+		return usage("--time-limits: expected trace or none, got \"%s\"",
+			     v[O_TIME_LIMITS]);
+	bool no_limits = v[O_TIME_LIMITS] && strcmp(v[O_TIME_LIMITS], "none") == 0;
 	o.policy.score_every_node = v[O_EVERY_NODE] != NULL;
 	o.policy.score_before_speed = v[O_BEFORE_SPEED] != NULL;
 	if (v[O_CONFIG]) {
@@ -307,6 +319,8 @@ int sim_main(const struct tk_command *cmd, int argc, char **argv)
 	} else {
 		sim_trace_synthetic(&tr, (int)synth, o.seed, &cl, load);
 	}
+	for (int i = 0; no_limits && i < tr.n; i++)
+		tr.jobs[i].time_limit_s = 0;
 	if (until) {
 		int64_t first = INT64_MAX;
 		for (int i = 0; i < tr.n; i++)

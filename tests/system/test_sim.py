@@ -125,6 +125,26 @@ def test_quota_holds_a_queue_back(tmp_path):
     assert held["makespan_s"] == 400.0  # two at a time
 
 
+def test_greedy_and_no_time_limits(tmp_path):
+    """--no-reservations lets a later job take what a waiting one would
+    use; --time-limits none replays the stream as if nobody gave limits."""
+    nodes = write(tmp_path / "nodes.csv", "name,model,gpus,cpus\nn1,H100,8,64\n")
+    jobs = write(tmp_path / "jobs.csv", HEADER +
+                 "1,0,100,1,4,1,0,0,,a,,50\n"   # cut at its limit, 50 s
+                 "2,1,10,1,8,1,0,0,,a,,0\n"     # the whole node: waits for 1
+                 "3,2,500,1,4,1,0,0,,a,,0\n")   # no limit: would delay 2
+    easy = json.loads(sim("--cluster", nodes, "--trace", jobs, "--json").stdout)
+    assert easy["timeout"] == 1 and easy["makespan_s"] == 560.0, easy
+    none = json.loads(sim("--cluster", nodes, "--trace", jobs, "--json",
+                          "--time-limits", "none").stdout)
+    assert none["timeout"] == 0 and none["makespan_s"] == 610.0, none
+    greedy = json.loads(sim("--cluster", nodes, "--trace", jobs, "--json",
+                            "--no-reservations").stdout)
+    assert greedy["makespan_s"] == 512.0, greedy
+    p = sim("--cluster", nodes, "--trace", jobs, "--time-limits", "soon", check=False)
+    assert p.returncode == 2 and "--time-limits: expected trace or none" in p.stderr
+
+
 @pytest.mark.skipif(not os.path.isdir(OPENB), reason="the openb traces are not present")
 def test_fgd_experiment_matches_the_paper(tmp_path):
     # the sanitizers' build replays FGD alone (its replay is what is new
