@@ -302,6 +302,7 @@ void place_release(struct pass *p)
 	free(p->frag_valid);
 	free(p->node_ver);
 	free(p->model_exclusive);
+	free(p->same_count);
 }
 
 void scratch_from_free(struct pass *p)

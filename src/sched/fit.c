@@ -66,8 +66,60 @@ static bool dev_usable(const struct pass *p, const struct req *rq, int node, int
  * (devices or milli left) stays below SCORE_TIE. */
 #define SCORE_TIE 4096
 
+/* ---- the paper's other baselines ----------------------------------------------------- */
+
+/* Random: a number of (job, node, device), the node by its name's rank so
+ * that the listing order does not matter. */
+static int64_t random_score(const struct pass *p, const struct req *rq, int n, int d)
+{
+	uint64_t z = (uint64_t)rq->j->id * 0x9e3779b97f4a7c15ULL ^
+		     (uint64_t)p->name_rank[n] * 0xbf58476d1ce4e5b9ULL ^ (uint64_t)(d + 1);
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+	return (int64_t)((z ^ (z >> 31)) % 1000000) * SCORE_TIE;
+}
+
+/* Dot product: the request and what the node has in use, each resource as
+ * a share of the node's capacity; the most aligned node wins (-score). */
+static int64_t dotprod_score(const struct pass *p, const struct req *rq, const struct view *v,
+			     int n, int take_milli)
+{
+	const struct sched_node *node = &p->snap->nodes[n];
+	double gused = 0;
+	for (int d = 0; d < node->ndev; d++)
+		gused += MODEL_MILLI - v->dev[p->dev_off[n] + d];
+	double gcap = (double)node->ndev * MODEL_MILLI, ccap = node->cpus_total;
+	double dot = (gcap > 0 ? (take_milli / gcap) * (gused / gcap) : 0) +
+		     (ccap > 0 ? (rq->cpus / ccap) * ((ccap - v->cpus[n]) / ccap) : 0);
+	return -llround(dot * 1e6) * SCORE_TIE;
+}
+
+/* Clustering: how many running tasks on node n ask what rq asks. */
+static int same_tasks(struct pass *p, const struct req *rq, int n)
+{
+	int milli = rq->frac ? rq->frac : MODEL_MILLI;
+	int ndev = rq->frac ? 1 : rq->whole;
+	if (!p->same_count || p->same_milli != milli || p->same_ndev != ndev) {
+		if (!p->same_count)
+			p->same_count = xcalloc((size_t)p->nn + 1, sizeof(int));
+		memset(p->same_count, 0, sizeof(int) * (size_t)p->nn);
+		for (int r = 0; r < p->snap->nrunning; r++)
+			for (int k = 0; k < p->snap->running[r].nnodes; k++) {
+				const struct sched_assign *a = &p->snap->running[r].nodes[k];
+				if (a->milli == milli && a->ndev == ndev)
+					p->same_count[a->node]++;
+			}
+		p->same_milli = milli;
+		p->same_ndev = ndev;
+	}
+	return p->same_count[n];
+}
+
 bool place_scores(const struct pass *p, const struct req *rq)
 {
+	/* (a random score is the job's own: nothing to remember for its shape) */
+	if (policy_of(p) == SCHED_FRAC_RANDOM)
+		return false;
 	return scored(p, rq) || (rq->frac && policy_of(p) == SCHED_FRAC_FGD);
 }
 
@@ -146,6 +198,16 @@ static int frac_device(struct pass *p, const struct req *rq, const struct view *
 		case SCHED_FRAC_BESTFIT:
 			sc = free[d] - rq->frac;
 			break;
+		case SCHED_FRAC_RANDOM:
+			sc = (double)random_score(p, rq, n, d);
+			break;
+		case SCHED_FRAC_DOTPROD:
+			/* the node by alignment, the device by best fit */
+			sc = (double)dotprod_score(p, rq, v, n, rq->frac) + free[d] - rq->frac;
+			break;
+		case SCHED_FRAC_CLUSTER:
+			sc = -(double)same_tasks(p, rq, n) * (MODEL_MILLI + 1) + free[d] - rq->frac;
+			break;
 		case SCHED_FRAC_PACK:
 			/* the most used node, then its most used device */
 			sc = -(double)used_node * (MODEL_MILLI + 1) + free[d];
@@ -177,6 +239,8 @@ static int frac_device(struct pass *p, const struct req *rq, const struct view *
 	 * least room left, so whole devices stay whole */
 	if (pol == SCHED_FRAC_BESTFIT && scored(p, rq))
 		*score = best_fit_score(p, rq, v, n, rq->frac) + (free[best] - rq->frac);
+	else if (pol == SCHED_FRAC_RANDOM || pol == SCHED_FRAC_DOTPROD || pol == SCHED_FRAC_CLUSTER)
+		*score = (int64_t)best_score;
 	else if (pol == SCHED_FRAC_FGD && scored(p, rq))
 		*score = fgd_score(p, rq, v, n, best_score, rq->frac, free[best] - rq->frac);
 	else
@@ -191,8 +255,18 @@ static int64_t node_score(struct pass *p, const struct req *rq, const struct vie
 			  int model, int left)
 {
 	const struct sched_node *node = &p->snap->nodes[n];
-	if (policy_of(p) == SCHED_FRAC_BESTFIT)
+	switch (policy_of(p)) {
+	case SCHED_FRAC_BESTFIT:
 		return best_fit_score(p, rq, v, n, rq->whole * MODEL_MILLI) + left;
+	case SCHED_FRAC_RANDOM:
+		return random_score(p, rq, n, -1);
+	case SCHED_FRAC_DOTPROD:
+		return dotprod_score(p, rq, v, n, rq->whole * MODEL_MILLI) + left;
+	case SCHED_FRAC_CLUSTER:
+		return -(int64_t)same_tasks(p, rq, n) * SCORE_TIE + left;
+	default:
+		break;
+	}
 	double before = frag_now(p, v, n);
 	int after[MODEL_MAX_ACCELS];
 	const int *free = &v->dev[p->dev_off[n]];

@@ -111,6 +111,10 @@ struct pass {
 	int max_ndev;
 	double *model_tflops; /* per model: its devices' rate */
 	int *model_exclusive; /* per model: some waiting job can use it only (set by sched.c) */
+	/* SCHED_FRAC_CLUSTER: per node, the running tasks whose request is
+	 * same_milli of same_ndev devices (worked out for one request at a time) */
+	int *same_count;
+	int same_milli, same_ndev;
 	/* scratch for placement */
 	struct cand *cands;
 	int *name_rank; /* each node's place in name order: ties go by it */

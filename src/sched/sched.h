@@ -203,6 +203,14 @@ struct sched_policy {
 		SCHED_FRAC_FGD,	    /* least fragmentation for the queued size mix */
 		SCHED_FRAC_BESTFIT, /* the device with least room left */
 		SCHED_FRAC_PACK,    /* the most used node, then its most used device */
+		/* the ATC'23 paper's other baselines, for comparison (tenk sim):
+		 * a node at random (a hash of job and node, so that a pass stays
+		 * a function of its input); the most aligned node (Tetris's dot
+		 * product of the request and what is free, each as a share of the
+		 * node); the node with the most tasks of the same request */
+		SCHED_FRAC_RANDOM,
+		SCHED_FRAC_DOTPROD,
+		SCHED_FRAC_CLUSTER,
 	} frac;
 };
 

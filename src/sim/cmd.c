@@ -51,7 +51,9 @@ static const struct tk_option opts[] = {
 	{"load", 0, "F", "synthetic: devices asked for, as a share of the cluster (default 0.9)"},
 	{"config", 0, "FILE", "the server's config.json (classes); default: the built-in classes"},
 	{"queues", 0, "FILE", "JSON list of queues with quotas: [{\"name\", \"gpus\", ...}]"},
-	{"policy", 0, "NAME", "fractions: fgd (default), bestfit or pack"},
+	{"policy", 0, "NAME",
+	 "placement: fgd (default), bestfit, pack, or the paper's baselines random, dotprod, "
+	 "clustering"},
 	{"seed", 0, "N", "seed for failures and synthetic jobs (default 1)"},
 	{"mtbf-gpu", 0, "HOURS", "mean time between failures of one device (default: none)"},
 	{"repair", 0, "HOURS", "how long a failed device is out (default 4)"},
@@ -269,8 +271,15 @@ int sim_main(const struct tk_command *cmd, int argc, char **argv)
 			o.policy.frac = SCHED_FRAC_BESTFIT;
 		else if (strcmp(v[O_POLICY], "pack") == 0)
 			o.policy.frac = SCHED_FRAC_PACK;
+		else if (strcmp(v[O_POLICY], "random") == 0)
+			o.policy.frac = SCHED_FRAC_RANDOM;
+		else if (strcmp(v[O_POLICY], "dotprod") == 0)
+			o.policy.frac = SCHED_FRAC_DOTPROD;
+		else if (strcmp(v[O_POLICY], "clustering") == 0)
+			o.policy.frac = SCHED_FRAC_CLUSTER;
 		else
-			return usage("--policy: expected fgd, bestfit or pack, got \"%s\"",
+			return usage("--policy: expected fgd, bestfit, pack, random, dotprod or "
+				     "clustering, got \"%s\"",
 				     v[O_POLICY]);
 	}
 	o.policy.no_preemption = v[O_NO_PREEMPT] != NULL;
@@ -278,8 +287,7 @@ int sim_main(const struct tk_command *cmd, int argc, char **argv)
 	o.policy.no_reservations = v[O_NO_RESV] != NULL;
 	if (v[O_TIME_LIMITS] && strcmp(v[O_TIME_LIMITS], "trace") != 0 &&
 	    strcmp(v[O_TIME_LIMITS], "none") != 0)
-		return usage("--time-limits: expected trace or none, got \"%s\"",
-			     v[O_TIME_LIMITS]);
+		return usage("--time-limits: expected trace or none, got \"%s\"", v[O_TIME_LIMITS]);
 	bool no_limits = v[O_TIME_LIMITS] && strcmp(v[O_TIME_LIMITS], "none") == 0;
 	o.policy.score_every_node = v[O_EVERY_NODE] != NULL;
 	o.policy.score_before_speed = v[O_BEFORE_SPEED] != NULL;

@@ -93,7 +93,7 @@ def test_reports_and_errors(tmp_path):
     p = sim("--trace", jobs, check=False)
     assert p.returncode == 2 and "--cluster FILE is required" in p.stderr
     p = sim("--cluster", nodes, "--trace", jobs, "--policy", "magic", check=False)
-    assert p.returncode == 2 and "--policy: expected fgd, bestfit or pack" in p.stderr
+    assert p.returncode == 2 and "--policy: expected fgd, bestfit, pack, random" in p.stderr
     p = sim("--cluster", nodes, "--trace", jobs, "--mtbf-gpu", "0", check=False)
     assert p.returncode == 2 and "--mtbf-gpu" in p.stderr
     p = sim("--experiment", "magic", check=False)
@@ -141,6 +141,10 @@ def test_greedy_and_no_time_limits(tmp_path):
     greedy = json.loads(sim("--cluster", nodes, "--trace", jobs, "--json",
                             "--no-reservations").stdout)
     assert greedy["makespan_s"] == 512.0, greedy
+    for policy in ("random", "dotprod", "clustering"):
+        out = json.loads(sim("--cluster", nodes, "--trace", jobs, "--json", "--policy",
+                             policy).stdout)
+        assert out["done"] + out["timeout"] == 3, (policy, out)
     p = sim("--cluster", nodes, "--trace", jobs, "--time-limits", "soon", check=False)
     assert p.returncode == 2 and "--time-limits: expected trace or none" in p.stderr
 

@@ -46,6 +46,9 @@ struct policy_name {
 };
 
 static const struct policy_name policies[] = {
+	{"random", SCHED_FRAC_RANDOM, "01-Random"},
+	{"dotprod", SCHED_FRAC_DOTPROD, "02-DotProd"},
+	{"clustering", SCHED_FRAC_CLUSTER, "03-GpuClustering"},
 	{"bestfit", SCHED_FRAC_BESTFIT, "05-BestFit"},
 	{"pack", SCHED_FRAC_PACK, "04-GpuPacking"},
 	{"fgd", SCHED_FRAC_FGD, "06-FGD"},
@@ -206,7 +209,8 @@ enum { F_TRACES, F_WORKLOADS, F_POLICIES, F_SEEDS, F_JSON, F_OUT, F_HELP, F_EXPE
 static const struct tk_option fgd_opts[] = {
 	{"traces", 0, "DIR", "the traces folder (default $TENK_TRACES)"},
 	{"workloads", 0, "LIST", "pod lists by suffix, e.g. default,cpu050 (default: all 17)"},
-	{"policies", 0, "LIST", "bestfit,pack,fgd (default: all three)"},
+	{"policies", 0, "LIST",
+	 "random,dotprod,clustering,pack,bestfit,fgd (default: all six, the paper's)"},
 	{"seeds", 0, "A-B", "seeds (default 42-51)"},
 	{"json", 0, NULL, "print the results as JSON"},
 	{"out", 'o', "FILE", "also write the comparison table (Markdown) to FILE"},
@@ -289,7 +293,8 @@ int sim_fgd_main(int argc, char **argv)
 				if (strcmp(pl[i], policies[k].name) == 0)
 					pols[i] = &policies[k];
 			if (!pols[i])
-				return usage("--policies: \"%s\" is not bestfit, pack or fgd",
+				return usage("--policies: \"%s\" is not random, dotprod, "
+					     "clustering, pack, bestfit or fgd",
 					     pl[i]);
 		}
 	} else {

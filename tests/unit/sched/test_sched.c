@@ -459,6 +459,67 @@ static void test_fractions(void **state)
 	sched_decisions_release(&d);
 }
 
+/* The paper's other baselines: random spreads jobs of one shape (yet decides
+ * the same on the same input, which pass() checks); the dot product goes to
+ * the node whose use lines up with the request; clustering to the node that
+ * runs tasks of the same request. */
+static void test_baseline_policies(void **state)
+{
+	struct cluster c;
+	struct sched_decisions d;
+	init(&c);
+	for (int i = 0; i < 8; i++)
+		add_node(&c, "H100", 8, 64);
+	for (int i = 0; i < 8; i++)
+		add_job(&c, 1, 1, 500);
+	c.policy.frac = SCHED_FRAC_RANDOM;
+	assert_int_equal(pass(&c, &d), 0);
+	bool seen[8] = {false};
+	int nodes = 0;
+	for (int i = 0; i < 8; i++) {
+		int n = start_of(&d, i)->nodes[0].node;
+		nodes += !seen[n];
+		seen[n] = true;
+	}
+	assert_true(nodes >= 3);
+	sched_decisions_release(&d);
+	/* best fit puts them side by side */
+	c.policy.frac = SCHED_FRAC_BESTFIT;
+	assert_int_equal(pass(&c, &d), 0);
+	for (int i = 1; i < 8; i++)
+		assert_int_equal(start_of(&d, i)->nodes[0].node, start_of(&d, 0)->nodes[0].node);
+	sched_decisions_release(&d);
+
+	init(&c);
+	add_node(&c, "H100", 8, 64);
+	add_node(&c, "H100", 8, 64);
+	add_running(&c, NORMAL, 4, 1, 1); /* n01 half used */
+	add_job(&c, 1, 1, 1000);
+	c.policy.frac = SCHED_FRAC_DOTPROD;
+	c.policy.score_every_node = true;
+	assert_int_equal(pass(&c, &d), 0);
+	assert_int_equal(start_of(&d, 0)->nodes[0].node, 1);
+	sched_decisions_release(&d);
+
+	/* n00 runs a half, n01 a quarter: each request goes to its kind */
+	init(&c);
+	add_node(&c, "H100", 2, 64);
+	add_node(&c, "H100", 2, 64);
+	add_running(&c, NORMAL, 1, 1, 0);
+	add_running(&c, NORMAL, 1, 1, 1);
+	c.run_nodes[0][0].milli = 500;
+	c.devs[0][0].free_milli = 500;
+	c.run_nodes[1][0].milli = 250;
+	c.devs[1][0].free_milli = 750;
+	add_job(&c, 1, 1, 250);
+	add_job(&c, 1, 1, 500);
+	c.policy.frac = SCHED_FRAC_CLUSTER;
+	assert_int_equal(pass(&c, &d), 0);
+	assert_int_equal(start_of(&d, 0)->nodes[0].node, 1);
+	assert_int_equal(start_of(&d, 1)->nodes[0].node, 0);
+	sched_decisions_release(&d);
+}
+
 /* ---- order, backfill ------------------------------------------------------------------ */
 
 /* -w, -x and --exclusive: only the listed nodes, never the excluded ones,
@@ -1282,6 +1343,7 @@ int main(void)
 		cmocka_unit_test(test_topology),
 		cmocka_unit_test(test_nvlink_domain),
 		cmocka_unit_test(test_fractions),
+		cmocka_unit_test(test_baseline_policies),
 		cmocka_unit_test(test_node_lists_and_exclusive),
 		cmocka_unit_test(test_class_order),
 		cmocka_unit_test(test_backfill),
