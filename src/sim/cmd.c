@@ -71,8 +71,9 @@ static const struct tk_option opts[] = {
 	{"no-backfill", 0, NULL, "strict order: nothing overtakes a waiting job of its class"},
 	{"no-reservations", 0, NULL,
 	 "greedy: a job that cannot start holds nothing; any later one that fits starts"},
-	{"time-limits", 0, "trace|none",
-	 "the jobs' time limits: as the trace (or synthetic stream) gives them, or none at all"},
+	{"time-limits", 0, "trace|none|estimated",
+	 "the jobs' time limits: as the trace (or synthetic stream) gives them, none at all, or "
+	 "as users estimate them (round values, mostly far over the run time)"},
 	{"score-every-node", 0, NULL,
 	 "score single-node jobs of every kind by the policy, "
 	 "not only fractions"},
@@ -285,10 +286,9 @@ int sim_main(const struct tk_command *cmd, int argc, char **argv)
 	o.policy.no_preemption = v[O_NO_PREEMPT] != NULL;
 	o.policy.no_backfill = v[O_NO_BACKFILL] != NULL;
 	o.policy.no_reservations = v[O_NO_RESV] != NULL;
-	if (v[O_TIME_LIMITS] && strcmp(v[O_TIME_LIMITS], "trace") != 0 &&
-	    strcmp(v[O_TIME_LIMITS], "none") != 0)
-		return usage("--time-limits: expected trace or none, got \"%s\"", v[O_TIME_LIMITS]);
-	bool no_limits = v[O_TIME_LIMITS] && strcmp(v[O_TIME_LIMITS], "none") == 0;
+	const char *tl = v[O_TIME_LIMITS] ? v[O_TIME_LIMITS] : "trace";
+	if (strcmp(tl, "trace") != 0 && strcmp(tl, "none") != 0 && strcmp(tl, "estimated") != 0)
+		return usage("--time-limits: expected trace, none or estimated, got \"%s\"", tl);
 	o.policy.score_every_node = v[O_EVERY_NODE] != NULL;
 	o.policy.score_before_speed = v[O_BEFORE_SPEED] != NULL;
 	if (v[O_CONFIG]) {
@@ -327,8 +327,11 @@ int sim_main(const struct tk_command *cmd, int argc, char **argv)
 	} else {
 		sim_trace_synthetic(&tr, (int)synth, o.seed, &cl, load);
 	}
-	for (int i = 0; no_limits && i < tr.n; i++)
-		tr.jobs[i].time_limit_s = 0;
+	if (strcmp(tl, "none") == 0)
+		for (int i = 0; i < tr.n; i++)
+			tr.jobs[i].time_limit_s = 0;
+	else if (strcmp(tl, "estimated") == 0)
+		sim_trace_estimate_limits(&tr, o.seed);
 	if (until) {
 		int64_t first = INT64_MAX;
 		for (int i = 0; i < tr.n; i++)

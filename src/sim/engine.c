@@ -109,6 +109,8 @@ struct eng {
 	int frag_n;
 	double used, lost; /* milli-ms */
 	int64_t first_submit, last_end;
+	int64_t last_submit;
+	double alloc_arr_int; /* alloc_int up to the last submission */
 	int64_t sample_dt;
 	size_t series_alloc;
 	struct strbuf sb;
@@ -689,6 +691,7 @@ static int setup(struct eng *e, struct tk_error *err)
 	e->sample_dt = MAX(1, span / points);
 	e->now = tr->n ? e->first_submit : 0;
 	e->last_t = e->now;
+	e->last_submit = tr->n ? last_submit : 0;
 	e->usage_at = e->now;
 	e->rng = o->seed * 0x9e3779b97f4a7c15ULL + 0x632be59bd9b4e019ULL;
 	push(e, e->now, EV_SAMPLE, 0, 0);
@@ -788,6 +791,10 @@ static void summarize(struct eng *e)
 	r->alloc_mean =
 		span > 0 && r->total_milli ? e->alloc_int / span / (double)r->total_milli : 0;
 	r->busy_mean = span > 0 && e->ndev ? e->busy_int / span / e->ndev : 0;
+	double arr = (double)(e->last_submit - e->first_submit);
+	r->alloc_arriving = arr > 0 && r->total_milli
+				    ? e->alloc_arr_int / arr / (double)r->total_milli
+				    : r->alloc_mean;
 	r->frag_mean = e->frag_n ? e->frag_sum / e->frag_n : -1;
 	/* what still runs at the end counts as used, and kept so far */
 	for (int i = 0; i < e->nrun; i++) {
@@ -833,6 +840,9 @@ int sim_run(const struct sim_cluster *cl, const struct sim_trace *tr, const stru
 			break;
 		/* time-weighted sums up to this instant */
 		e.alloc_int += (double)e.alloc_milli * (double)(t - e.last_t);
+		if (MIN(t, e.last_submit) > e.last_t)
+			e.alloc_arr_int +=
+				(double)e.alloc_milli * (double)(MIN(t, e.last_submit) - e.last_t);
 		e.busy_int += (double)e.busy * (double)(t - e.last_t);
 		e.last_t = t;
 		e.now = t;

@@ -57,8 +57,10 @@ void sim_report_table(const struct sim_result *r, const struct sim_trace *tr, FI
 	fprintf(f, "wait            mean %s, p50 %s, p99 %s\n", a, b, c);
 	fmt_s((double)r->makespan_ms / 1000, a, sizeof(a));
 	fprintf(f, "makespan        %s\n", a);
-	fprintf(f, "allocation      %.1f%% of device capacity (time-weighted)\n",
-		100 * r->alloc_mean);
+	fprintf(f,
+		"allocation      %.1f%% of device capacity (time-weighted), %.1f%% while jobs "
+		"arrived\n",
+		100 * r->alloc_mean, 100 * r->alloc_arriving);
 	fprintf(f, "devices in use  %.1f%%\n", 100 * r->busy_mean);
 	if (r->frag_mean >= 0)
 		fprintf(f,
@@ -108,6 +110,7 @@ char *sim_report_json(const struct sim_result *r, const struct sim_trace *tr)
 		"device_hours_lost", r->device_h_lost, "failures", r->failures, "preemptions",
 		r->preemptions, "requeues", r->requeues, "passes", (json_int_t)r->passes,
 		"queue_share", shares, "series", series, "wall_s", r->wall_s);
+	json_object_set_new(o, "allocation_arriving", json_real(r->alloc_arriving));
 	char *text = json_dumps(o, JSON_INDENT(2) | JSON_REAL_PRECISION(6));
 	json_decref(o);
 	return text;

@@ -130,6 +130,12 @@ int sim_trace_load(const char *path, struct sim_trace *ret, struct tk_error *err
 /* A synthetic stream of n jobs for a cluster: Poisson arrivals at a rate that
  * keeps about `load` of the devices asked for, a mix of fractions, whole
  * devices and multi-node gangs, log-normal run times, three queues. */
+/* Time limits as users give them (after Tsafrir, Etsion and Feitelson,
+ * "Modeling User Runtime Estimates", 2005): one of a few round values
+ * (5 minutes to 7 days), over the run time by a factor from 1 to 20, and
+ * for 15% of the jobs the longest there is; a job longer than its limit
+ * is cut there, as users' are. */
+void sim_trace_estimate_limits(struct sim_trace *t, uint64_t seed);
 void sim_trace_synthetic(struct sim_trace *ret, int n, uint64_t seed, const struct sim_cluster *cl,
 			 double load);
 void sim_trace_release(struct sim_trace *t);
@@ -204,7 +210,10 @@ struct sim_result {
 	int64_t makespan_ms;			 /* first submission to last end */
 	int64_t end_ms;				 /* virtual time when it stopped */
 	double alloc_mean, busy_mean, frag_mean; /* time-weighted over the makespan */
-	double effective;			 /* device-time of kept work / device-time used */
+	/* time-weighted from the first submission to the last: the figure of a
+	 * cluster that jobs keep arriving at, without the drain at the end */
+	double alloc_arriving;
+	double effective; /* device-time of kept work / device-time used */
 	double device_h_used, device_h_lost;
 	int failures, preemptions, requeues;
 	double *queue_share; /* per trace queue: share of device-time used */

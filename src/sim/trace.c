@@ -482,3 +482,27 @@ int sim_trace_mix(const struct sim_trace *tr, double cover, struct sched_mix_ite
 	*ret = mix;
 	return keep;
 }
+
+void sim_trace_estimate_limits(struct sim_trace *t, uint64_t seed)
+{
+	static const int64_t modal[] = {300,   600,   900,   1800,   3600,   7200,   14400, 28800,
+					43200, 64800, 86400, 172800, 259200, 432000, 604800};
+	const int nmodal = (int)ARRAY_SIZE(modal);
+	uint64_t s = seed * 0x9e3779b97f4a7c15ULL + 0x7f4a7c159e3779b9ULL;
+	for (int i = 0; i < t->n; i++) {
+		struct sim_job *j = &t->jobs[i];
+		if (j->work_ms == SIM_FOREVER) {
+			j->time_limit_s = 0;
+			continue;
+		}
+		if (unit(&s) < 0.15) {
+			j->time_limit_s = modal[nmodal - 1];
+			continue;
+		}
+		double want = (double)j->work_ms / 1000 * (1 + 19 * unit(&s));
+		int k = 0;
+		while (k < nmodal - 1 && (double)modal[k] < want)
+			k++;
+		j->time_limit_s = modal[k];
+	}
+}

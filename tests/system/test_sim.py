@@ -146,7 +146,17 @@ def test_greedy_and_no_time_limits(tmp_path):
                              policy).stdout)
         assert out["done"] + out["timeout"] == 3, (policy, out)
     p = sim("--cluster", nodes, "--trace", jobs, "--time-limits", "soon", check=False)
-    assert p.returncode == 2 and "--time-limits: expected trace or none" in p.stderr
+    assert p.returncode == 2 and "--time-limits: expected trace, none or estimated" in p.stderr
+    # users' estimates: never under the run time, but at most a week
+    two = write(tmp_path / "two.csv", HEADER + "1,0,100,1,1,1,0,0,,a,,0\n"
+                "2,0,700000,1,1,1,0,0,,a,,0\n")
+    est = json.loads(sim("--cluster", nodes, "--trace", two, "--json", "--time-limits",
+                         "estimated").stdout)
+    assert est["done"] == 1 and est["timeout"] == 1, est
+    # all submitted at once: no arrival window, the figure is the whole run's
+    assert est["allocation_arriving"] == est["allocation"]
+    # jobs 1-3 arrive within 2 s, while the node is half used or more
+    assert 0.5 <= easy["allocation_arriving"] <= 1 and easy["allocation"] < 0.6, easy
 
 
 @pytest.mark.skipif(not os.path.isdir(OPENB), reason="the openb traces are not present")
