@@ -36,6 +36,7 @@ struct daemon {
 	uv_loop_t loop; /* the main thread's: the server's, or a lone agent's */
 	struct server *server;
 	struct agent *agent;
+	struct hollow *hollow; /* `tenk agent --hollow N` */
 	uv_signal_t sigint, sigterm;
 	int signals;
 	/* `tenk up` only */
@@ -80,6 +81,11 @@ static void agent_stopped(void *arg)
 	}
 }
 
+static void hollow_stopped(void *arg)
+{
+	agent_gone(arg);
+}
+
 static void agent_stop_async_cb(uv_async_t *h)
 {
 	struct daemon *d = h->data;
@@ -101,6 +107,8 @@ static void on_signal(uv_signal_t *h, int signum)
 	log_info("%s received; stopping (send it again to exit at once)", strsignal(signum));
 	if (d->agent_threaded)
 		uv_async_send(&d->agent_stop_async);
+	else if (d->hollow)
+		hollow_stop(d->hollow, hollow_stopped, d);
 	else if (d->agent)
 		agent_stop(d->agent, agent_stopped, d);
 	else
@@ -141,6 +149,7 @@ static int run_loop(struct daemon *d)
 	} else {
 		agent_destroy(d->agent);
 	}
+	hollow_destroy(d->hollow);
 	server_destroy(d->server);
 	int r = uv_loop_close(&d->loop);
 	if (r < 0) {
@@ -189,6 +198,8 @@ enum {
 	D_HEALTH_EVERY,
 	D_METRICS,
 	D_DCGM,
+	D_HOLLOW,
+	D_HOLLOW_RUN,
 	D_MAX
 };
 
@@ -258,6 +269,12 @@ static const struct tk_option all_opts[D_MAX] = {
 	[D_REQ_TIMEOUT] = {"request-timeout", 0, "TIME",
 			   "a connection's time to send a request's headers, then its body "
 			   "(default 30s)"},
+	[D_HOLLOW] = {"hollow", 0, "N",
+		      "N hollow nodes in this process (NAME-00000 ...): the real protocol, "
+		      "tasks that run nothing, to drive a server as a large cluster"},
+	[D_HOLLOW_RUN] = {"hollow-run", 0, "TIME",
+			  "how long a hollow task of a command other than sleep S, true or "
+			  "false takes (default 0)"},
 };
 
 /* Which options each daemon takes, in all_opts order. */
@@ -275,7 +292,7 @@ static const int agent_opts[] = {
 	D_HELP,	    D_LOG,	D_DATA,		D_SERVER,  D_TOKEN_FILE, D_NAME,     D_FAKE,
 	D_ADDR,	    D_TOPO,	D_CPUS,		D_MEM,	   D_WORK,	 D_RUN_DIR,  D_STOP_JOBS,
 	D_PODMAN,   D_CTR_CONF, D_PODMAN_ROOT,	D_CDI,	   D_CA,	 D_INSECURE, D_CKPT_RATE,
-	D_MIN_FREE, D_HEALTH,	D_HEALTH_EVERY, D_METRICS, D_DCGM};
+	D_MIN_FREE, D_HEALTH,	D_HEALTH_EVERY, D_METRICS, D_DCGM,	 D_HOLLOW,   D_HOLLOW_RUN};
 
 /* What a daemon takes (indices into all_opts, in its order) and runs. */
 struct daemon_spec {
@@ -477,6 +494,36 @@ static int run_agent(const char **v)
 	uv_loop_init(&d.loop);
 	tk_log_set_prefix("agent");
 	struct tk_error err;
+	if (v[D_HOLLOW]) {
+		int64_t n, run_s = 0;
+		if (tk_parse_int64(v[D_HOLLOW], 1, 100000, &n) < 0) {
+			free(token);
+			uv_loop_close(&d.loop);
+			return usage("agent",
+				     "--hollow: a number of nodes from 1 to 100000, got "
+				     "\"%s\"",
+				     v[D_HOLLOW]);
+		}
+		if (v[D_HOLLOW_RUN] &&
+		    (tk_parse_duration(v[D_HOLLOW_RUN], &run_s) < 0 || run_s < 0)) {
+			free(token);
+			uv_loop_close(&d.loop);
+			return usage("agent",
+				     "--hollow-run: expected a duration such as 30s, got "
+				     "\"%s\"",
+				     v[D_HOLLOW_RUN]);
+		}
+		tk_log_set_prefix("hollow");
+		if (hollow_create(&d.loop, &ac, (int)n, run_s * 1000, &d.hollow, &err) < 0) {
+			log_err("%s", err.text);
+			free(token);
+			uv_loop_close(&d.loop);
+			return 2;
+		}
+		r = run_loop(&d);
+		free(token);
+		return r;
+	}
 	if (agent_create(&d.loop, &ac, &d.agent, &err) < 0) {
 		log_err("%s", err.text);
 		free(token);

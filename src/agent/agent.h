@@ -77,6 +77,16 @@ int agent_create(uv_loop_t *loop, const struct agent_config *cfg, struct agent *
 void agent_stop(struct agent *a, void (*done_cb)(void *arg), void *arg);
 void agent_destroy(struct agent *a);
 
+/* Hollow nodes (hollow.c): n node identities named PREFIX-00000 ... (cfg's
+ * name, default "hollow"), each with cfg's fake devices, CPUs and memory,
+ * speaking the agents' protocol to cfg's server and running nothing: a
+ * task lasts as its command says (`sleep S`, `true`, `false`), else run_ms. */
+struct hollow;
+int hollow_create(uv_loop_t *loop, const struct agent_config *cfg, int n, int64_t run_ms,
+		  struct hollow **ret, struct tk_error *err);
+void hollow_stop(struct hollow *h, void (*done_cb)(void *arg), void *arg);
+void hollow_destroy(struct hollow *h);
+
 /* `tenk-shim DIR`: the supervisor of one attempt's tasks, started by an
  * agent (never by hand); the whole of the tenk-shim program. */
 int agent_shim_main(const struct tk_command *cmd, int argc, char **argv);

@@ -1,0 +1,68 @@
+"""Hollow nodes (`tenk agent --hollow N`) beside a real agent, against the
+real server: they register, take work (a gang across them too), report
+exits as their commands say, stop what is cancelled, and when their process
+dies they go DOWN and their jobs are requeued; the real node's jobs run as
+before beside them."""
+import os
+
+from conftest import Daemon, start_up, wait_for
+
+
+def test_hollow_nodes_beside_a_real_one(workdir, procs):
+    t, d = start_up(workdir, "--node-timeout", "4s", fake="2xH100")
+    h = Daemon(["agent", "--server", t.url, "--token-file",
+                os.path.join(t.data, "agent.token"), "--hollow", "3", "--fake-gpus",
+                "8xH100", "--name", "hol"], workdir, "hollow")
+    procs.append(h)
+    t.wait_nodes_up(4)
+    nodes = {n["name"]: n for n in t.json("nodes")["nodes"]}
+    assert set(nodes) == {"node1", "hol-00000", "hol-00001", "hol-00002"}, nodes
+    assert len(nodes["hol-00002"]["accelerators"]) == 8
+
+    gang = t.submit("-N", "3", "-G", "8", "--", "sleep", "0.5")
+    fail = t.submit("-w", "hol-00001", "--", "false")
+    real = t.submit("-w", "node1", "--", "sh", "-c", "echo on-the-real-node")
+    for jid, state in ((gang, "COMPLETED"), (fail, "FAILED"), (real, "COMPLETED")):
+        t.run("wait", jid, check=False, timeout=60)
+        assert t.job(jid)["state"] == state, t.job(jid)
+    att = t.job(gang)["attempts"][0]
+    assert sorted(n["name"] for n in att["nodes"]) == ["hol-00000", "hol-00001", "hol-00002"]
+    assert t.job(fail)["exit_code"] == 1
+    out = open(os.path.join(workdir, f"tenk-{real}.out")).read()
+    assert "on-the-real-node" in out
+
+    # cancelled while it "runs": it ends, and the node is free again
+    long = t.submit("-x", "node1", "-G", "8", "--", "sleep", "600")
+    t.wait_state(long, "RUNNING")
+    t.run("cancel", long)
+    t.wait_state(long, "CANCELLED")
+    wait_for(lambda: all(not n["jobs"] for n in t.json("nodes")["nodes"]), 20, "nodes free")
+
+    # the hollow process dies: its nodes go DOWN, what ran there requeues
+    again = t.submit("-x", "node1", "-G", "8", "--requeue", "1", "--", "sleep", "600")
+    t.wait_state(again, "RUNNING")
+    h.kill9()
+    wait_for(lambda: all(n["state"] == "DOWN" for n in t.json("nodes")["nodes"]
+                         if n["name"].startswith("hol-")), 30, "hollow nodes DOWN")
+    j = t.wait_state(again, "PENDING")
+    assert "lost" in j["attempts"][0]["reason"], j["attempts"][0]
+    assert {n["name"]: n["state"] for n in t.json("nodes")["nodes"]}["node1"] == "UP"
+    t.run("cancel", again)
+
+    # a clean stop of another hollow process: it exits 0, nothing leaks
+    h2 = Daemon(["agent", "--server", t.url, "--token-file",
+                 os.path.join(t.data, "agent.token"), "--hollow", "2", "--fake-gpus",
+                 "4xA100-80GB", "--name", "hb"], workdir, "hollow2")
+    procs.append(h2)
+    wait_for(lambda: sum(n["state"] == "UP" for n in t.json("nodes")["nodes"]
+                         if n["name"].startswith("hb-")) == 2, 20, "hb nodes UP")
+    ok = t.submit("-x", "node1", "--", "sleep", "0.2")
+    t.run("wait", ok, timeout=60)
+    h2.stop()
+    # refused, saying why
+    for args, want in ((["--hollow", "0", "--fake-gpus", "8xH100"], "--hollow: a number"),
+                       (["--hollow", "2"], "give the nodes' devices with --fake-gpus")):
+        p = t.run(*(["agent", "--server", t.url, "--token-file",
+                     os.path.join(t.data, "agent.token")] + args), check=False, timeout=20)
+        assert p.returncode == 2 and want in p.stderr, (p.returncode, p.stderr)
+    d.stop()
