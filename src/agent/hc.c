@@ -226,6 +226,13 @@ struct hc *hc_create(uv_loop_t *loop)
 struct hc_req *hc_request(struct hc *c, const char *method, const char *url, const char *token,
 			  const char *body, long timeout_ms, hc_done_cb cb, void *arg)
 {
+	return hc_request_from(c, NULL, method, url, token, body, timeout_ms, cb, arg);
+}
+
+struct hc_req *hc_request_from(struct hc *c, const char *from, const char *method, const char *url,
+			       const char *token, const char *body, long timeout_ms, hc_done_cb cb,
+			       void *arg)
+{
 	struct hc_req *r = xcalloc(1, sizeof(*r));
 	r->c = c;
 	r->cb = cb;
@@ -244,6 +251,11 @@ struct hc_req *hc_request(struct hc *c, const char *method, const char *url, con
 	curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, timeout_ms);
 	curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, MIN(timeout_ms, 10000L));
 	curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
+	if (from) {
+		char local[80];
+		snprintf(local, sizeof(local), "host!%s", from); /* an address, not a device */
+		curl_easy_setopt(e, CURLOPT_INTERFACE, local);
+	}
 	if (c->ca)
 		curl_easy_setopt(e, CURLOPT_CAINFO, c->ca);
 	curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, method);

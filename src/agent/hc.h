@@ -23,6 +23,10 @@ void hc_set_ca(struct hc *hc, const char *ca_file);
  * valid until cb runs or hc_cancel is called. */
 struct hc_req *hc_request(struct hc *c, const char *method, const char *url, const char *token,
 			  const char *body, long timeout_ms, hc_done_cb cb, void *arg);
+/* hc_request from the local address `from` (NULL: any). */
+struct hc_req *hc_request_from(struct hc *c, const char *from, const char *method, const char *url,
+			       const char *token, const char *body, long timeout_ms, hc_done_cb cb,
+			       void *arg);
 /* Abandons a request; its callback will not run. */
 void hc_cancel(struct hc_req *r);
 /* Cancels everything and closes the client's handles; closed_cb runs when

@@ -24,6 +24,10 @@
 
 #define HOLLOW_MAX_NODES 100000
 #define HOLLOW_RETRY_MS 1000
+/* nodes per HTTP client: libcurl looks for a connection to reuse through
+ * all of a client's connections to a host, so thousands of nodes on one
+ * client spend their time there */
+#define HOLLOW_NODES_PER_CLIENT 32
 
 struct hollow;
 
@@ -43,6 +47,8 @@ struct hrun {
 struct hnode {
 	struct hollow *h;
 	struct node_inventory inv;
+	char from[24]; /* the local address it calls from ("": any) */
+	struct hc *hc; /* its share of the clients */
 	char agent_id[33];
 	char cred[WIRE_CREDENTIAL_MAX];
 	bool registered;
@@ -58,10 +64,12 @@ struct hnode {
 
 struct hollow {
 	uv_loop_t *loop;
-	struct hc *hc;
+	struct hc **hcs;
+	int nhc;
 	char *url, *token, *ca;
 	char *url_register, *url_heartbeat, *url_events, *url_work;
-	int64_t run_ms; /* what a task of any other command takes */
+	int64_t run_ms;	      /* what a task of any other command takes */
+	int64_t heartbeat_ms; /* as the real agent's (agent_config), lease permitting */
 	int n;
 	struct hnode *nodes;
 	bool stopping;
@@ -159,8 +167,8 @@ static void do_events(struct hnode *n)
 	json_t *body = wire_events_pack(&m);
 	char *text = json_dumps(body, JSON_COMPACT);
 	json_decref(body);
-	n->ev_req = hc_request(n->h->hc, "POST", n->h->url_events, n->cred, text, 10000,
-			       events_done, n);
+	n->ev_req = hc_request_from(n->hc, n->from[0] ? n->from : NULL, "POST", n->h->url_events,
+				    n->cred, text, 10000, events_done, n);
 	free(text);
 }
 
@@ -309,8 +317,8 @@ static void do_poll(struct hnode *n)
 	snprintf(url, sizeof(url), "%s?node=%s&agent_id=%s&epoch=%s&gen=%llu&wait_ms=%d",
 		 n->h->url_work, n->inv.name, n->agent_id, n->epoch[0] ? n->epoch : "none",
 		 (unsigned long long)n->gen, AGENT_POLL_WAIT_MS);
-	n->poll_req = hc_request(n->h->hc, "GET", url, n->cred, NULL, AGENT_POLL_WAIT_MS + 15000,
-				 poll_done, n);
+	n->poll_req = hc_request_from(n->hc, n->from[0] ? n->from : NULL, "GET", url, n->cred, NULL,
+				      AGENT_POLL_WAIT_MS + 15000, poll_done, n);
 }
 
 /* ---- heartbeats and registration -------------------------------------------------------- */
@@ -334,8 +342,8 @@ static void hb_timer_cb(uv_timer_t *t)
 	json_t *body = wire_heartbeat_pack(&m);
 	char *text = json_dumps(body, JSON_COMPACT);
 	json_decref(body);
-	n->hb_req = hc_request(n->h->hc, "POST", n->h->url_heartbeat, n->cred, text,
-			       (long)MAX(n->beat_ms * 2, 1000), hb_done, n);
+	n->hb_req = hc_request_from(n->hc, n->from[0] ? n->from : NULL, "POST", n->h->url_heartbeat,
+				    n->cred, text, (long)MAX(n->beat_ms * 2, 1000), hb_done, n);
 	free(text);
 }
 
@@ -362,7 +370,7 @@ static void reg_done(void *arg, long status, const char *body, size_t len, const
 	if (ans.credential[0])
 		snprintf(n->cred, sizeof(n->cred), "%s", ans.credential);
 	struct wire_lease lease;
-	wire_lease_of(ans.node_timeout_ms, 0, &lease);
+	wire_lease_of(ans.node_timeout_ms, n->h->heartbeat_ms, &lease);
 	n->beat_ms = lease.heartbeat_ms;
 	uv_timer_start(&n->hb_timer, hb_timer_cb, (uint64_t)n->beat_ms, (uint64_t)n->beat_ms);
 	n->registered = true;
@@ -389,8 +397,8 @@ static void do_register(struct hnode *n)
 	free(m.kept);
 	char *text = json_dumps(body, JSON_COMPACT);
 	json_decref(body);
-	n->reg_req = hc_request(n->h->hc, "POST", n->h->url_register,
-				n->cred[0] ? n->cred : n->h->token, text, 10000, reg_done, n);
+	n->reg_req = hc_request_from(n->hc, n->from[0] ? n->from : NULL, "POST", n->h->url_register,
+				     n->cred[0] ? n->cred : n->h->token, text, 10000, reg_done, n);
 	free(text);
 }
 
@@ -429,6 +437,7 @@ int hollow_create(uv_loop_t *loop, const struct agent_config *cfg, int n, int64_
 	h->loop = loop;
 	h->n = n;
 	h->run_ms = run_ms;
+	h->heartbeat_ms = cfg->heartbeat_ms > 0 ? cfg->heartbeat_ms : 5000;
 	h->nodes = xcalloc((size_t)n, sizeof(*h->nodes));
 	int r = 0;
 	for (int i = 0; i < n && r == 0; i++) {
@@ -453,17 +462,31 @@ int hollow_create(uv_loop_t *loop, const struct agent_config *cfg, int n, int64_
 		return r;
 	}
 	more_descriptors(n);
+	/* a server on this machine takes at most SERVER_MAX_CONNS_PER_IP
+	 * connections from one address: each node calls from one of its own in
+	 * 127/8, as nodes of a cluster each have theirs */
+	if (strncmp(cfg->server_url, "https://127.", 12) == 0 ||
+	    strncmp(cfg->server_url, "http://127.", 11) == 0 ||
+	    strstr(cfg->server_url, "://localhost"))
+		for (int i = 0; i < n; i++)
+			snprintf(h->nodes[i].from, sizeof(h->nodes[i].from), "127.%d.%d.%d",
+				 1 + i / 62500, 1 + (i / 250) % 250, 2 + i % 250);
 	h->url = xstrdup(cfg->server_url);
 	h->token = xstrdup(cfg->token);
 	h->url_register = xasprintf("%s/v1/agent/register", h->url);
 	h->url_heartbeat = xasprintf("%s/v1/agent/heartbeat", h->url);
 	h->url_events = xasprintf("%s/v1/agent/events", h->url);
 	h->url_work = xasprintf("%s/v1/agent/work", h->url);
-	h->hc = hc_create(loop);
-	if (cfg->ca_file)
-		hc_set_ca(h->hc, cfg->ca_file);
+	h->nhc = (n + HOLLOW_NODES_PER_CLIENT - 1) / HOLLOW_NODES_PER_CLIENT;
+	h->hcs = xcalloc((size_t)h->nhc, sizeof(*h->hcs));
+	for (int k = 0; k < h->nhc; k++) {
+		h->hcs[k] = hc_create(loop);
+		if (cfg->ca_file)
+			hc_set_ca(h->hcs[k], cfg->ca_file);
+	}
 	for (int i = 0; i < n; i++) {
 		struct hnode *x = &h->nodes[i];
+		x->hc = h->hcs[i / HOLLOW_NODES_PER_CLIENT];
 		uv_timer_init(loop, &x->hb_timer);
 		uv_timer_init(loop, &x->retry_timer);
 		x->hb_timer.data = x->retry_timer.data = x;
@@ -486,7 +509,6 @@ static void node_timer_closed(uv_handle_t *t)
 static void hc_gone(void *arg)
 {
 	struct hollow *h = arg;
-	h->hc = NULL;
 	if (--h->open_handles == 0 && h->done_cb)
 		h->done_cb(h->done_arg);
 }
@@ -496,7 +518,7 @@ void hollow_stop(struct hollow *h, void (*done_cb)(void *arg), void *arg)
 	h->stopping = true;
 	h->done_cb = done_cb;
 	h->done_arg = arg;
-	h->open_handles++; /* the client's */
+	h->open_handles += h->nhc; /* the clients' */
 	for (int i = 0; i < h->n; i++) {
 		struct hnode *x = &h->nodes[i];
 		uv_close((uv_handle_t *)&x->hb_timer, node_timer_closed);
@@ -507,8 +529,9 @@ void hollow_stop(struct hollow *h, void (*done_cb)(void *arg), void *arg)
 			run_free(r);
 		}
 	}
-	/* the requests go with the client; their callbacks do not run */
-	hc_destroy(h->hc, hc_gone, h);
+	/* the requests go with the clients; their callbacks do not run */
+	for (int k = 0; k < h->nhc; k++)
+		hc_destroy(h->hcs[k], hc_gone, h);
 }
 
 void hollow_destroy(struct hollow *h)
@@ -518,6 +541,7 @@ void hollow_destroy(struct hollow *h)
 	for (int i = 0; i < h->n; i++)
 		free(h->nodes[i].events);
 	free(h->nodes);
+	free(h->hcs);
 	free(h->url);
 	free(h->token);
 	free(h->url_register);
