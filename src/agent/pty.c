@@ -73,20 +73,6 @@ static int curl_send_all(CURL *e, curl_socket_t fd, const char *buf, size_t n)
 	return 0;
 }
 
-static int write_all(int fd, const char *buf, size_t n)
-{
-	while (n) {
-		ssize_t w = write(fd, buf, n);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return -1;
-		buf += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
 /* The upgrade: the request, then the answer's head; what came after it
  * is already the stream's, and goes to the shim (*extra, *nextra). */
 static int upgrade(CURL *e, curl_socket_t fd, const struct pty_join *j, char *buf, size_t cap,
@@ -163,7 +149,7 @@ static void relay(CURL *e, curl_socket_t net, int shim, char *buf)
 				CURLcode c = curl_easy_recv(e, buf, PTY_BUF, &got);
 				if (c == CURLE_AGAIN)
 					break;
-				if (c != CURLE_OK || got == 0 || write_all(shim, buf, got) < 0)
+				if (c != CURLE_OK || got == 0 || tk_write_all(shim, buf, got) < 0)
 					return;
 			}
 		}
@@ -209,7 +195,7 @@ static void *join_main(void *arg)
 	}
 	size_t off = 0, n = 0;
 	if (upgrade(e, net, j, buf, PTY_BUF + 1, &off, &n) < 0 ||
-	    (n && write_all(shim, buf + off, n) < 0))
+	    (n && tk_write_all(shim, buf + off, n) < 0))
 		goto out;
 	relay(e, net, shim, buf);
 out:

@@ -62,20 +62,6 @@ static int send_size(struct client_stream *s)
 	return send_frame(s, WIRE_PTY_WINSIZE, b, 4);
 }
 
-static int write_out(const char *buf, size_t n)
-{
-	while (n) {
-		ssize_t w = write(STDOUT_FILENO, buf, n);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return -1;
-		buf += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
 /* Joined: keys to the task, its output here, until its side ends. */
 static void join(struct client_stream *s)
 {
@@ -105,7 +91,7 @@ static void join(struct client_stream *s)
 			ssize_t n = client_stream_recv(s, buf, PTY_BUF);
 			if (n == 0 || (n < 0 && n != -EAGAIN))
 				break;
-			if (n > 0 && write_out(buf, (size_t)n) < 0)
+			if (n > 0 && tk_write_all(STDOUT_FILENO, buf, (size_t)n) < 0)
 				break;
 		}
 		if (p[1].revents) {

@@ -429,19 +429,26 @@ static int read_answer(struct conn *k, struct strbuf *sb, long *status, size_t *
 	}
 }
 
+/* Where c's server is, unless the token would travel in the clear to
+ * another machine. */
+static int target_of(const struct client *c, struct target *t, struct tk_error *err)
+{
+	if (!c->insecure_http && tk_url_plain_remote(c->url))
+		return tk_errorf(err, -EPERM,
+				 "refusing to send the token over plain HTTP to %s, which is not "
+				 "this machine: use its https:// URL, or give --insecure-http",
+				 c->url);
+	return client_parse_url(c->url, t, err);
+}
+
 int client_call(struct client *c, const char *method, const char *path, json_t *body,
 		long timeout_ms, json_t **ret, long *ret_status, struct tk_error *err)
 {
 	c->last_status = 0;
 	if (ret_status)
 		*ret_status = 0;
-	if (!c->insecure_http && tk_url_plain_remote(c->url))
-		return tk_errorf(err, -EPERM,
-				 "refusing to send the token over plain HTTP to %s, which is not "
-				 "this machine: use its https:// URL, or give --insecure-http",
-				 c->url);
 	struct target t;
-	int r = client_parse_url(c->url, &t, err);
+	int r = target_of(c, &t, err);
 	if (r < 0)
 		return r;
 	struct conn k = {.fd = -1, .deadline = tk_mono_ms() + timeout_ms};
@@ -511,13 +518,8 @@ struct client_stream {
 int client_upgrade(struct client *c, const char *path, const char *proto, long timeout_ms,
 		   struct client_stream **ret, struct tk_error *err)
 {
-	if (!c->insecure_http && tk_url_plain_remote(c->url))
-		return tk_errorf(err, -EPERM,
-				 "refusing to send the token over plain HTTP to %s, which is not "
-				 "this machine: use its https:// URL, or give --insecure-http",
-				 c->url);
 	struct target t;
-	int r = client_parse_url(c->url, &t, err);
+	int r = target_of(c, &t, err);
 	if (r < 0)
 		return r;
 	struct client_stream *s = xcalloc(1, sizeof(*s));

@@ -196,3 +196,20 @@ int tk_parse_listen(const char *listen, struct sockaddr_storage *ss, socklen_t *
 	freeaddrinfo(res);
 	return 0;
 }
+
+int tk_write_all(int fd, const void *buf, size_t n)
+{
+	const char *p = buf;
+	while (n) {
+		ssize_t w = write(fd, p, n);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0)
+			return -errno;
+		if (w == 0)
+			return -EPIPE;
+		p += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}

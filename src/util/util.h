@@ -161,6 +161,9 @@ void tk_sha256_hex(const void *data, size_t len, char out[65]);
 
 /* Creates path and its parents with mode. */
 int tk_mkdir_p(const char *path, mode_t mode);
+/* Writes all of buf to fd (a pipe, socket or terminal), going on after
+ * short writes and interruptions: 0, or -errno. */
+int tk_write_all(int fd, const void *buf, size_t n);
 /* Writes data to path atomically (temporary file, fsync, rename) with mode. */
 int tk_write_file(const char *path, const void *data, size_t len, mode_t mode);
 /* The same without the fsync: a reader sees the old file or the new one,
