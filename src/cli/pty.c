@@ -124,9 +124,14 @@ static json_t *job_now(struct ctx *c, const char *path)
 	return j;
 }
 
-static bool final_state(const char *st)
+/* Has job j ended? Then *rc is its exit status (tenk wait's). */
+static bool ended(json_t *j, int *rc)
 {
-	return strcmp(st, "PENDING") && strcmp(st, "STARTING") && strcmp(st, "RUNNING");
+	const char *st = jstr(j, "state");
+	if (!strcmp(st, "PENDING") || !strcmp(st, "STARTING") || !strcmp(st, "RUNNING"))
+		return false;
+	*rc = job_exit_status(j);
+	return true;
 }
 
 int run_pty(struct ctx *c, const char *id)
@@ -154,8 +159,7 @@ int run_pty(struct ctx *c, const char *id)
 		if (!j)
 			goto out;
 		const char *st = jstr(j, "state");
-		if (final_state(st)) {
-			rc = job_exit_status(j);
+		if (ended(j, &rc)) {
 			fprintf(stderr, "tenk run: job %s is %s before its terminal opened\n", id,
 				st);
 			json_decref(j);
@@ -196,13 +200,10 @@ int run_pty(struct ctx *c, const char *id)
 		json_t *j = job_now(c, path);
 		if (!j)
 			goto out;
-		const char *st = jstr(j, "state");
-		if (final_state(st)) {
-			rc = job_exit_status(j);
-			json_decref(j);
-			break;
-		}
+		bool done = ended(j, &rc);
 		json_decref(j);
+		if (done)
+			break;
 		if (interrupted) {
 			fprintf(stderr, "tenk run: no longer waiting for job %s\n", id);
 			rc = 130;
