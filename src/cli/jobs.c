@@ -10,7 +10,6 @@
 #include <time.h>
 #include <unistd.h>
 
-extern char **environ;
 
 #define WAIT_POLL_S 30 /* one long-poll of tenk wait, at most */
 
