@@ -299,13 +299,15 @@ void h_job_pty(struct request *r, const char *param, json_t *body)
 	struct server *s = r->s;
 	struct sjob *j;
 	(void)body;
-	if (api_job_ref(r, param, &j, NULL) < 0 || !wants_upgrade(r))
+	if (api_job_ref(r, param, &j, NULL) < 0)
 		return;
 	if (strcmp(j->job.owner, r->user) != 0 && r->role != ROLE_ADMIN) {
 		reply_error(r, 403, "job %lld is %s's: only its owner or an admin attaches to it",
 			    (long long)j->job.id, j->job.owner);
 		return;
 	}
+	if (!wants_upgrade(r))
+		return;
 	if (!j->job.req.pty) {
 		reply_error(r, 400, "job %lld has no terminal (tenk run --pty makes one)",
 			    (long long)j->job.id);

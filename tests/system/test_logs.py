@@ -186,4 +186,9 @@ def test_run_pty_is_a_terminal_on_the_node(cluster, workdir):
     t.wait_state(jid, "RUNNING")
     status, ans = t.api("GET", f"/v1/jobs/{jid}/pty")
     assert status == 400 and "expected an upgrade" in ans["error"], ans
+    # another user's job is not someone else's terminal: not even seen
+    tok = t.json("users", "add", "eve", "--unix-user", "nobody")["token"]
+    status, ans = t.api("GET", f"/v1/jobs/{jid}/pty", token=tok,
+                        headers={"Connection": "Upgrade", "Upgrade": "tenk-pty"})
+    assert status == 404 and f"no job {jid}" in ans["error"], ans
     t.run("cancel", jid)
