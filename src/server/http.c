@@ -818,6 +818,9 @@ int http_start(struct server *s, const char *listen, struct tk_error *err)
 		{MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)on_connection, s},
 		{MHD_OPTION_CONNECTION_LIMIT, (intptr_t)s->max_conns, NULL},
 		{MHD_OPTION_PER_IP_CONNECTION_LIMIT, SERVER_MAX_CONNS_PER_IP, NULL},
+		/* each node holds three connections: 16 KiB of pool each, not
+		 * MHD's 32, is room for any request head and a body's buffer */
+		{MHD_OPTION_CONNECTION_MEMORY_LIMIT, SERVER_CONN_MEMORY, NULL},
 		{MHD_OPTION_CONNECTION_TIMEOUT, 120, NULL},
 		{MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024, NULL},
 		{MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)mhd_logger, s},
