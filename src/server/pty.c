@@ -208,6 +208,9 @@ static void end_up(struct pty_end *e, struct MHD_Connection *c, const char *extr
 {
 	struct server *s = e->ps->s;
 	http_mark_upgraded(s, c);
+	/* a terminal may sit idle for hours: no idle timeout of MHD's (its
+	 * 120 s cut idle sessions) */
+	MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, 0U);
 	e->up = true;
 	e->fd = sock;
 	e->urh = urh;
