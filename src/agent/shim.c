@@ -114,18 +114,23 @@ static void publish(struct shim *sh)
 
 /* Every task's process group, and with a cgroup every process of the
  * attempt (what called setsid or forked twice goes too). */
+/* Every process of the tasks once: through the attempt's cgroup, which
+ * holds all of them (those that left their process group too), else to
+ * each task's process group. (Both would deliver it twice, and a task's
+ * trap would run twice.) */
 static void signal_tasks(struct shim *sh, int sig)
 {
-	for (int i = 0; i < sh->st.ntasks; i++) {
-		const struct shim_task_status *t = &sh->st.tasks[i];
-		if (t->state == SHIM_TASK_RUNNING && t->pid > 0)
-			kill(-t->pid, sig);
-	}
-	if (sh->cg.version) {
+	if (sh->cg.version && sh->cg.ndirs) {
 		if (sig == SIGKILL)
 			cg_kill(&sh->cg);
 		else
 			cg_signal(&sh->cg, sig);
+		return;
+	}
+	for (int i = 0; i < sh->st.ntasks; i++) {
+		const struct shim_task_status *t = &sh->st.tasks[i];
+		if (t->state == SHIM_TASK_RUNNING && t->pid > 0)
+			kill(-t->pid, sig);
 	}
 }
 
