@@ -10,7 +10,6 @@
 #include <time.h>
 #include <unistd.h>
 
-
 #define WAIT_POLL_S 30 /* one long-poll of tenk wait, at most */
 
 /* "12_[0-3,7-9]": an array's indices, runs of consecutive ones as ranges. */

@@ -31,9 +31,9 @@
 /* one address may not take them all (agents behind one NAT hold ~4 each) */
 #define SERVER_MAX_CONNS_PER_IP 4096
 #define SERVER_CONN_MEMORY (16 * 1024) /* MHD's pool for one connection */
-#define SERVER_CRON_MS 500    /* periodic work: liveness, long-poll deadlines */
-#define SERVER_BUDGET_MS 5000 /* queues' spend against their budgets, this often */
-#define SERVER_MAX_LIST 1000  /* jobs in one page of a list (a cursor for more) */
+#define SERVER_CRON_MS 500	       /* periodic work: liveness, long-poll deadlines */
+#define SERVER_BUDGET_MS 5000	       /* queues' spend against their budgets, this often */
+#define SERVER_MAX_LIST 1000	       /* jobs in one page of a list (a cursor for more) */
 
 /* Who a request is, by its token; the people's roles in rising order (a
  * route's role is the least it takes), then agents, apart. */
