@@ -473,6 +473,14 @@ static int run_agent(const char **v)
 		return usage("agent", "--server URL is required (or set TENK_SERVER)");
 	if (!v[D_TOKEN_FILE])
 		return usage("agent", "--token-file FILE is required (the server's agent.token)");
+	int64_t hollow = 0, hollow_run_s = 0;
+	if (v[D_HOLLOW] && tk_parse_int64(v[D_HOLLOW], 1, 100000, &hollow) < 0)
+		return usage("agent", "--hollow: a number of nodes from 1 to 100000, got \"%s\"",
+			     v[D_HOLLOW]);
+	if (v[D_HOLLOW_RUN] &&
+	    (tk_parse_duration(v[D_HOLLOW_RUN], &hollow_run_s) < 0 || hollow_run_s < 0))
+		return usage("agent", "--hollow-run: expected a duration such as 30s, got \"%s\"",
+			     v[D_HOLLOW_RUN]);
 	char *token = NULL;
 	if ((r = tk_read_file(v[D_TOKEN_FILE], 4096, &token, NULL)) < 0)
 		return usage("agent", "--token-file: cannot read %s: %s", v[D_TOKEN_FILE],
@@ -492,43 +500,15 @@ static int run_agent(const char **v)
 	struct daemon d;
 	memset(&d, 0, sizeof(d));
 	uv_loop_init(&d.loop);
-	tk_log_set_prefix("agent");
+	tk_log_set_prefix(hollow ? "hollow" : "agent");
 	struct tk_error err;
-	if (v[D_HOLLOW]) {
-		int64_t n, run_s = 0;
-		if (tk_parse_int64(v[D_HOLLOW], 1, 100000, &n) < 0) {
-			free(token);
-			uv_loop_close(&d.loop);
-			return usage("agent",
-				     "--hollow: a number of nodes from 1 to 100000, got "
-				     "\"%s\"",
-				     v[D_HOLLOW]);
-		}
-		if (v[D_HOLLOW_RUN] &&
-		    (tk_parse_duration(v[D_HOLLOW_RUN], &run_s) < 0 || run_s < 0)) {
-			free(token);
-			uv_loop_close(&d.loop);
-			return usage("agent",
-				     "--hollow-run: expected a duration such as 30s, got "
-				     "\"%s\"",
-				     v[D_HOLLOW_RUN]);
-		}
-		tk_log_set_prefix("hollow");
-		if (hollow_create(&d.loop, &ac, (int)n, run_s * 1000, &d.hollow, &err) < 0) {
-			log_err("%s", err.text);
-			free(token);
-			uv_loop_close(&d.loop);
-			return 2;
-		}
-		r = run_loop(&d);
-		free(token);
-		return r;
-	}
-	if (agent_create(&d.loop, &ac, &d.agent, &err) < 0) {
+	if (hollow ? hollow_create(&d.loop, &ac, (int)hollow, hollow_run_s * 1000, &d.hollow,
+				   &err) < 0
+		   : agent_create(&d.loop, &ac, &d.agent, &err) < 0) {
 		log_err("%s", err.text);
 		free(token);
 		uv_loop_close(&d.loop);
-		return 1;
+		return hollow ? 2 : 1;
 	}
 	r = run_loop(&d);
 	free(token);

@@ -110,6 +110,18 @@ static void need_register(struct hnode *n)
 	retry_later(n);
 }
 
+/* Sends body (taken) as JSON from n's address, with token. */
+static struct hc_req *post(struct hnode *n, const char *url, const char *token, json_t *body,
+			   long timeout_ms, hc_done_cb cb)
+{
+	char *text = json_dumps(body, JSON_COMPACT);
+	json_decref(body);
+	struct hc_req *r = hc_request_from(n->hc, n->from[0] ? n->from : NULL, "POST", url, token,
+					   text, timeout_ms, cb, n);
+	free(text);
+	return r;
+}
+
 static json_t *parse(const char *body, size_t len)
 {
 	json_error_t e;
@@ -164,12 +176,7 @@ static void do_events(struct hnode *n)
 	struct wire_events m = {.nevents = (int)n->nsent, .events = n->events};
 	snprintf(m.node, sizeof(m.node), "%s", n->inv.name);
 	snprintf(m.agent_id, sizeof(m.agent_id), "%s", n->agent_id);
-	json_t *body = wire_events_pack(&m);
-	char *text = json_dumps(body, JSON_COMPACT);
-	json_decref(body);
-	n->ev_req = hc_request_from(n->hc, n->from[0] ? n->from : NULL, "POST", n->h->url_events,
-				    n->cred, text, 10000, events_done, n);
-	free(text);
+	n->ev_req = post(n, n->h->url_events, n->cred, wire_events_pack(&m), 10000, events_done);
 }
 
 /* ---- attempts --------------------------------------------------------------------- */
@@ -339,12 +346,8 @@ static void hb_timer_cb(uv_timer_t *t)
 	struct wire_heartbeat m = {0};
 	snprintf(m.node, sizeof(m.node), "%s", n->inv.name);
 	snprintf(m.agent_id, sizeof(m.agent_id), "%s", n->agent_id);
-	json_t *body = wire_heartbeat_pack(&m);
-	char *text = json_dumps(body, JSON_COMPACT);
-	json_decref(body);
-	n->hb_req = hc_request_from(n->hc, n->from[0] ? n->from : NULL, "POST", n->h->url_heartbeat,
-				    n->cred, text, (long)MAX(n->beat_ms * 2, 1000), hb_done, n);
-	free(text);
+	n->hb_req = post(n, n->h->url_heartbeat, n->cred, wire_heartbeat_pack(&m),
+			 (long)MAX(n->beat_ms * 2, 1000), hb_done);
 }
 
 static void reg_done(void *arg, long status, const char *body, size_t len, const char *error)
@@ -395,11 +398,8 @@ static void do_register(struct hnode *n)
 		m.kept[m.nkept++] = (struct wire_attempt_ref){r->job, r->attempt};
 	json_t *body = wire_register_pack(&m);
 	free(m.kept);
-	char *text = json_dumps(body, JSON_COMPACT);
-	json_decref(body);
-	n->reg_req = hc_request_from(n->hc, n->from[0] ? n->from : NULL, "POST", n->h->url_register,
-				     n->cred[0] ? n->cred : n->h->token, text, 10000, reg_done, n);
-	free(text);
+	n->reg_req = post(n, n->h->url_register, n->cred[0] ? n->cred : n->h->token, body, 10000,
+			  reg_done);
 }
 
 /* ---- life ------------------------------------------------------------------------------ */

@@ -1228,13 +1228,12 @@ static void h_agent_work(struct request *r, const char *param, json_t *body)
 	state_node_seen(st, n, tk_mono_ms());
 	bool same_epoch = epoch && strcmp(epoch, s->epoch) == 0;
 	uint64_t since = same_epoch ? (uint64_t)g : 0;
-	json_t *logs = logs_for_node(s, n), *ptys = ptys_for_node(s, n);
-	if (!same_epoch || since < n->work_gen || wait_ms == 0 || logs || ptys) {
+	json_t *asks = api_node_asks(s, n);
+	if (!same_epoch || since < n->work_gen || wait_ms == 0 || asks) {
 		json_t *w = state_work_pack(st, n, since);
-		if (logs)
-			json_object_set_new(w, "logs", logs);
-		if (ptys)
-			json_object_set_new(w, "ptys", ptys);
+		if (asks)
+			json_object_update(w, asks);
+		json_decref(asks);
 		reply_json(r, 200, w);
 		return;
 	}

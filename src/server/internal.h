@@ -351,8 +351,10 @@ json_t *logs_for_node(struct server *s, const struct snode *n);
 void logs_forget(struct server *s, struct request *r);
 /* Its wait ran out: answer with what the nodes sent. */
 void logs_expired(struct request *r);
-/* Wakes node n's parked work long-poll: its answer carries what users ask
- * of it now (output to read, terminals to join). */
+/* What users ask of node n now (output to read, terminals to join), as
+ * the work answer's "logs" and "ptys" (each marked told); NULL: nothing. */
+json_t *api_node_asks(struct server *s, const struct snode *n);
+/* Wakes node n's parked work long-poll: its answer carries those asks. */
 void api_wake_node(struct server *s, struct snode *n);
 
 /* ---- pty.c: terminals users attach to ------------------------------------------------- */

@@ -92,6 +92,19 @@ void logs_expired(struct request *r)
 	logs_answer(r);
 }
 
+json_t *api_node_asks(struct server *s, const struct snode *n)
+{
+	json_t *logs = logs_for_node(s, n), *ptys = ptys_for_node(s, n);
+	if (!logs && !ptys)
+		return NULL;
+	json_t *o = json_object();
+	if (logs)
+		json_object_set_new(o, "logs", logs);
+	if (ptys)
+		json_object_set_new(o, "ptys", ptys);
+	return o;
+}
+
 void api_wake_node(struct server *s, struct snode *n)
 {
 	struct req_list *l = api_node_polls(s, n->index);
@@ -99,11 +112,10 @@ void api_wake_node(struct server *s, struct snode *n)
 	if (!poll)
 		return; /* its next poll is answered at once (h_agent_work) */
 	json_t *w = state_work_unchanged_pack(&s->st, n);
-	json_t *logs = logs_for_node(s, n), *ptys = ptys_for_node(s, n);
-	if (logs)
-		json_object_set_new(w, "logs", logs);
-	if (ptys)
-		json_object_set_new(w, "ptys", ptys);
+	json_t *asks = api_node_asks(s, n);
+	if (asks)
+		json_object_update(w, asks);
+	json_decref(asks);
 	reply_json(poll, 200, w);
 }
 
