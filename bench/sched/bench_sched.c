@@ -132,9 +132,12 @@ static void hold(struct world *w, struct sched_running *r, int n, int k, int mil
 static void build(struct world *w, const struct sim_cluster *cl, int pending)
 {
 	w->now = 1795000000000LL;
-	w->classes[0] = (struct sched_class){"batch", 10, false, true};
-	w->classes[1] = (struct sched_class){"normal", 50, false, false};
-	w->classes[2] = (struct sched_class){"prod", 100, true, false};
+	w->classes[0] = (struct sched_class){
+		.name = "batch", .priority = 10, .may_preempt = false, .preemptible = true};
+	w->classes[1] = (struct sched_class){
+		.name = "normal", .priority = 50, .may_preempt = false, .preemptible = false};
+	w->classes[2] = (struct sched_class){
+		.name = "prod", .priority = 100, .may_preempt = true, .preemptible = false};
 	static char qnames[8][8];
 	for (int q = 0; q < 8; q++) {
 		snprintf(qnames[q], sizeof(qnames[q]), "q%d", q);

@@ -573,6 +573,17 @@ int allow_list_unpack(json_t *obj, const char *key, char (*out)[MODEL_NAME_MAX],
 		      struct tk_error *err);
 json_t *allow_list_pack(const char (*list)[MODEL_NAME_MAX], int n);
 
+/* A class ordered by least attained service ("order": "las", sched.h) has
+ * at most this many levels; without "las_limits_gpu_h", these two limits
+ * (accelerator-hours) and this promotion knob. */
+#define MODEL_LAS_MAX_LEVELS 8
+#define MODEL_LAS_DEFAULT_LIMITS                                                                   \
+	{                                                                                          \
+		1.0, 16.0                                                                          \
+	}
+#define MODEL_LAS_DEFAULT_NLIMITS 2
+#define MODEL_LAS_DEFAULT_PROMOTE 8.0
+
 struct class_spec {
 	char name[MODEL_NAME_MAX];
 	int priority;	  /* higher is scheduled first */
@@ -580,11 +591,24 @@ struct class_spec {
 	bool preemptible; /* its jobs may be preempted */
 	int nallow;	  /* who may submit to it (config "allow"); none: everyone */
 	char allow[MODEL_MAX_CLASS_ALLOW][MODEL_NAME_MAX];
+	/* "order": "las": its jobs go by least attained service, in levels
+	 * cut at "las_limits_gpu_h" (ascending), a waiting job going back to
+	 * the first level after "las_promote" times its last run; "fifo"
+	 * (default): by submission */
+	bool las;
+	int las_nlimits;
+	double las_limit_gpu_h[MODEL_LAS_MAX_LEVELS - 1];
+	double las_promote;
 };
+
+/* The levels a class has in the scheduler's order: 1, or 1 + its limits. */
+int class_spec_levels(const struct class_spec *c);
 
 /* The server's scheduling configuration (DATA/config.json):
  *   {"classes": [{"name": "prod", "priority": 100, "may_preempt": true,
- *                 "preemptible": false, "allow": ["group:ml"]}, ...],
+ *                 "preemptible": false, "allow": ["group:ml"],
+ *                 "order": "fifo" | "las", "las_limits_gpu_h": [1, 16],
+ *                 "las_promote": 8}, ...],
  *    "default_class": "normal", "fair_share_half_life_s": 604800,
  *    "require_validation": false, "validation_args": ["--quick"]}
  * Without a file: prod (100, may preempt), normal (50), batch (10,

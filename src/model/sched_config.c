@@ -32,11 +32,73 @@ int sched_config_class(const struct sched_config *c, const char *name)
 	return -1;
 }
 
+int class_spec_levels(const struct class_spec *c)
+{
+	return c->las ? c->las_nlimits + 1 : 1;
+}
+
 json_t *class_spec_pack(const struct class_spec *c)
 {
-	return json_pack("{s:s, s:i, s:b, s:b, s:o}", "name", c->name, "priority", c->priority,
-			 "may_preempt", c->may_preempt, "preemptible", c->preemptible, "allow",
-			 allow_list_pack(c->allow, c->nallow));
+	json_t *j = json_pack("{s:s, s:i, s:b, s:b, s:o, s:s}", "name", c->name, "priority",
+			      c->priority, "may_preempt", c->may_preempt, "preemptible",
+			      c->preemptible, "allow", allow_list_pack(c->allow, c->nallow),
+			      "order", c->las ? "las" : "fifo");
+	if (c->las) {
+		json_t *l = json_array();
+		for (int i = 0; i < c->las_nlimits; i++)
+			json_array_append_new(l, json_real(c->las_limit_gpu_h[i]));
+		json_object_set_new(j, "las_limits_gpu_h", l);
+		json_object_set_new(j, "las_promote", json_real(c->las_promote));
+	}
+	return j;
+}
+
+/* A class's "order", "las_limits_gpu_h" and "las_promote". */
+static int class_order_unpack(json_t *cj, struct class_spec *cs, struct tk_error *err)
+{
+	char order[16] = "fifo";
+	int r = mj_strbuf(cj, "order", false, true, order, sizeof(order), err);
+	if (r < 0)
+		return r;
+	if (strcmp(order, "las") != 0 && strcmp(order, "fifo") != 0)
+		return tk_errorf(err, -EINVAL, "order: must be \"fifo\" or \"las\", got \"%s\"",
+				 order);
+	cs->las = strcmp(order, "las") == 0;
+	json_t *limits = json_object_get(cj, "las_limits_gpu_h");
+	if (!cs->las && (limits || json_object_get(cj, "las_promote")))
+		return tk_errorf(err, -EINVAL, "%s: only for a class with \"order\": \"las\"",
+				 limits ? "las_limits_gpu_h" : "las_promote");
+	if (!cs->las)
+		return 0;
+	static const double def[] = MODEL_LAS_DEFAULT_LIMITS;
+	cs->las_nlimits = MODEL_LAS_DEFAULT_NLIMITS;
+	memcpy(cs->las_limit_gpu_h, def, sizeof(def));
+	if (limits) {
+		if (!json_is_array(limits) || json_array_size(limits) < 1 ||
+		    json_array_size(limits) > MODEL_LAS_MAX_LEVELS - 1)
+			return tk_errorf(err, -EINVAL,
+					 "las_limits_gpu_h: must be an array of 1 to %d numbers",
+					 MODEL_LAS_MAX_LEVELS - 1);
+		size_t i;
+		json_t *v;
+		json_array_foreach (limits, i, v) {
+			double x = json_is_number(v) ? json_number_value(v) : -1;
+			if (!(x > 0 && x <= 1e9))
+				return tk_errorf(err, -EINVAL,
+						 "las_limits_gpu_h[%zu]: must be a number of "
+						 "accelerator-hours above 0",
+						 i);
+			if (i && x <= cs->las_limit_gpu_h[i - 1])
+				return tk_errorf(err, -EINVAL,
+						 "las_limits_gpu_h[%zu]: must be above the limit "
+						 "before it (%g), got %g",
+						 i, cs->las_limit_gpu_h[i - 1], x);
+			cs->las_limit_gpu_h[i] = x;
+		}
+		cs->las_nlimits = (int)json_array_size(limits);
+	}
+	return mj_num(cj, "las_promote", false, 0, 1e6, MODEL_LAS_DEFAULT_PROMOTE, &cs->las_promote,
+		      err);
 }
 
 /* ---- allow lists ----------------------------------------------------------------- */
@@ -136,8 +198,9 @@ int sched_config_load_json(struct sched_config *c, const char *text, struct tk_e
 					   "mem_price_per_gib_hour",
 					   "currency",
 					   NULL};
-	static const char *const ckeys[] = {"name",	   "priority", "may_preempt",
-					    "preemptible", "allow",    NULL};
+	static const char *const ckeys[] = {"name",  "priority", "may_preempt",	     "preemptible",
+					    "allow", "order",	 "las_limits_gpu_h", "las_promote",
+					    NULL};
 	struct sched_config next;
 	sched_config_default(&next);
 	int r;
@@ -258,7 +321,8 @@ int sched_config_load_json(struct sched_config *c, const char *text, struct tk_e
 			    (r = mj_bool(cj, "preemptible", false, false, &cs->preemptible, err)) <
 				    0 ||
 			    (r = allow_list_unpack(cj, "allow", cs->allow, MODEL_MAX_CLASS_ALLOW,
-						   &cs->nallow, err)) < 0) {
+						   &cs->nallow, err)) < 0 ||
+			    (r = class_order_unpack(cj, cs, err)) < 0) {
 				mj_prefix(err, "classes[%zu]", i);
 				goto out;
 			}
@@ -276,6 +340,17 @@ int sched_config_load_json(struct sched_config *c, const char *text, struct tk_e
 				goto out;
 			}
 			next.nclasses++;
+		}
+		int levels = 0;
+		for (int k = 0; k < next.nclasses; k++)
+			levels += class_spec_levels(&next.classes[k]);
+		if (levels > MODEL_MAX_CLASSES) {
+			r = tk_errorf(
+				err, -EINVAL,
+				"classes: %d classes and levels of \"order\": \"las\" in all, "
+				"at most %d",
+				levels, MODEL_MAX_CLASSES);
+			goto out;
 		}
 		if (!def[0])
 			snprintf(def, sizeof(def), "%s", next.classes[next.nclasses - 1].name);

@@ -46,14 +46,15 @@ static void preempt_options(struct st *st, int cls, int queue, const struct shap
 	const struct sched_policy *pol = st->p.policy;
 	const struct sched_class *c = &s->classes[cls];
 	*by_class = *by_reclaim = false;
-	*may = (c->may_preempt || within_quota) && !(pol && pol->no_preemption);
+	*may = (class_may_take(c) || within_quota) && !(pol && pol->no_preemption);
 	if (!*may)
 		return;
 	int cap =
 		pol && pol->max_preemptions ? pol->max_preemptions : SCHED_DEFAULT_MAX_PREEMPTIONS;
 	*may = cap < 0 || st->d->npreempts < cap;
 	uint32_t bit = cls < 32 ? 1u << cls : 0;
-	*by_class = c->may_preempt && !(sh->preempt_failed & bit) && st->preemptible_below[cls] > 0;
+	*by_class =
+		class_may_take(c) && !(sh->preempt_failed & bit) && st->preemptible_below[cls] > 0;
 	*by_reclaim = within_quota && !stamp_valid(&sh->reclaim_failed, st->qversion) &&
 		      any_lending(st, queue);
 }

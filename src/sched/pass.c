@@ -54,6 +54,13 @@ static bool snapshot_valid(const struct sched_snapshot *s)
 	    (s->njobs && !s->jobs) || (s->nrunning && !s->running) || s->nclasses < 1 ||
 	    s->nclasses > MODEL_MAX_CLASSES || !s->classes || s->nqueues < 1 || !s->queues)
 		return false;
+	for (int c = 0; c < s->nclasses; c++) {
+		const struct sched_class *k = &s->classes[c];
+		if (k->priority < -SCHED_MAX_PRIORITY || k->priority > SCHED_MAX_PRIORITY ||
+		    k->las_level < 0 || k->las_level >= SCHED_LAS_MAX_LEVELS || k->las_family < 0 ||
+		    (!k->las_family && k->las_level))
+			return false;
+	}
 	for (int n = 0; n < s->nnodes; n++) {
 		const struct sched_node *node = &s->nodes[n];
 		if (!node->name || node->ndev < 0 || node->ndev > MODEL_MAX_ACCELS ||
@@ -96,12 +103,12 @@ static bool index_running(struct st *st)
 		st->qs[r->queue].use += milli;
 		if (r->held_for)
 			st->held[st->nheld++] = i;
-		else if (!r->stopping && s->classes[r->cls].preemptible)
+		else if (!r->stopping)
 			by_class[r->cls]++;
 	}
 	for (int c = 0; c < s->nclasses && ok; c++)
 		for (int v = 0; v < s->nclasses; v++)
-			if (s->classes[v].priority < s->classes[c].priority)
+			if (class_takes(&s->classes[c], &s->classes[v]))
 				st->preemptible_below[c] += by_class[v];
 	free(by_class);
 	return ok;
@@ -271,7 +278,7 @@ int sched_pass(const struct sched_snapshot *snap, int64_t now_ms, const struct s
 	st.p.policy = policy;
 	st.p.now = now_ms;
 	for (int c = 0; c < snap->nclasses; c++)
-		st.prio_of[c] = snap->classes[c].priority;
+		st.prio_of[c] = class_rank(&snap->classes[c]);
 	int nj = snap->njobs;
 	st.qs = xcalloc((size_t)snap->nqueues, sizeof(*st.qs));
 	st.held = xmalloc(sizeof(int) * ((size_t)snap->nrunning + 1));

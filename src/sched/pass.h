@@ -163,7 +163,7 @@ struct st {
 	struct relset recl;		      /* reclaimable(), as of qversion */
 	uint64_t qversion; /* changes whenever a queue's use or what it lends changes */
 	uint64_t epoch;	   /* changes whenever a job takes the full path (struct fast) */
-	int prio_of[MODEL_MAX_CLASSES]; /* each class's priority */
+	int prio_of[MODEL_MAX_CLASSES]; /* each class's class_rank() */
 	bool *lends;			/* per queue: uses more than its quota (any_lending) */
 	int nlending;
 	struct stamp lend_version;   /* when lends was worked out */
@@ -185,9 +185,32 @@ struct end_item {
 /* What block() took out of `free`, for unblock() to put back. */
 struct saved;
 
+/* A class's place in the order: its priority, and among the levels of a
+ * class ordered by least attained service, the level (the first highest). */
 static inline int prio(const struct st *st, int cls)
 {
 	return st->prio_of[cls];
+}
+
+static inline int class_rank(const struct sched_class *c)
+{
+	return c->priority * SCHED_LAS_MAX_LEVELS + (SCHED_LAS_MAX_LEVELS - 1 - c->las_level);
+}
+
+/* May a job of class jc stop a running job of class rc? By class: jc may
+ * preempt, rc may be preempted and is of a lower priority. By attained
+ * service: rc is a later level of jc's own class. */
+static inline bool class_takes(const struct sched_class *jc, const struct sched_class *rc)
+{
+	if (jc->las_family && jc->las_family == rc->las_family)
+		return rc->las_level > jc->las_level;
+	return jc->may_preempt && rc->preemptible && rc->priority < jc->priority;
+}
+
+/* May jobs of class c preempt by class at all? */
+static inline bool class_may_take(const struct sched_class *c)
+{
+	return c->may_preempt || c->las_family;
 }
 
 static inline int64_t job_milli(const struct sched_job *j)

@@ -334,8 +334,8 @@ static const struct relset *releasable(struct st *st, int c)
 	for (int i = 0; i < s->nrunning; i++) {
 		const struct sched_running *run = &s->running[i];
 		const struct sched_class *rc = &s->classes[run->cls];
-		if (run->stopping || run->held_for || st->victim[i] || !rc->preemptible ||
-		    rc->priority >= s->classes[c].priority)
+		if (run->stopping || run->held_for || st->victim[i] ||
+		    !class_takes(&s->classes[c], rc))
 			continue;
 		relset_add(p, rs, run);
 	}
@@ -439,8 +439,8 @@ bool try_preempt(struct st *st, int ji, const struct req *rq, bool reclaim, bool
 			const struct sched_running *r = &s->running[i];
 			int64_t since = MAX(r->start_ms, r->last_checkpoint_ms);
 			st->victim_order[i] =
-				(struct victim){i, s->classes[r->cls].priority,
-						MAX(0, p->now - since), running_milli(r), false};
+				(struct victim){i, prio(st, r->cls), MAX(0, p->now - since),
+						running_milli(r), false};
 		}
 		sort_victims(st->victim_order, (size_t)s->nrunning, s);
 		st->victim_sorted = true;
@@ -452,8 +452,7 @@ bool try_preempt(struct st *st, int ji, const struct req *rq, bool reclaim, bool
 			continue;
 		const struct sched_class *rc = &s->classes[r->cls];
 		const struct sched_queue *rq_ = &s->queues[r->queue];
-		bool by_class = by_class_ok && jc->may_preempt && rc->preemptible &&
-				rc->priority < jc->priority;
+		bool by_class = by_class_ok && class_takes(jc, rc);
 		bool by_reclaim =
 			reclaim && r->queue != j->queue && rq_->quota_milli >= 0 &&
 			st->qs[r->queue].use - st->qs[r->queue].reclaiming > rq_->quota_milli;
@@ -482,8 +481,7 @@ bool try_preempt(struct st *st, int ji, const struct req *rq, bool reclaim, bool
 		st->qs[r->queue].reclaiming += v[i].milli;
 		st->qversion++;
 		for (int c = 0; c < s->nclasses; c++)
-			if (s->classes[r->cls].preemptible &&
-			    s->classes[r->cls].priority < s->classes[c].priority) {
+			if (class_takes(&s->classes[c], &s->classes[r->cls])) {
 				st->preemptible_below[c]--;
 				/* what it holds is no longer there to release */
 				if (st->rel[c].r)

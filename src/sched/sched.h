@@ -72,9 +72,17 @@ struct sched_node {
 
 struct sched_class {
 	const char *name;
-	int priority;	  /* higher goes first */
+	int priority;	  /* higher goes first; within +-SCHED_MAX_PRIORITY */
 	bool may_preempt; /* its jobs may preempt lower classes */
 	bool preemptible; /* its jobs may be preempted */
+	/* a level of a class ordered by least attained service, as
+	 * sched_classes_expand makes them: every level of one class has the
+	 * same family (> 0) and its number (0 first). A level goes before the
+	 * levels after it, and its jobs may preempt running jobs of a later
+	 * level of their family, whatever may_preempt and preemptible say.
+	 * Family 0: a class of its own. */
+	int las_family;
+	int las_level;
 };
 
 struct sched_queue {
@@ -213,6 +221,58 @@ struct sched_policy {
 		SCHED_FRAC_CLUSTER,
 	} frac;
 };
+
+/* ---- least attained service ------------------------------------------------------ */
+
+/*
+ * A class may order its jobs by the accelerator time they have received
+ * (Tiresias' discretized two-dimensional least attained service, NSDI '19):
+ * service is accelerators held times seconds run, over every attempt; levels
+ * cut it at ascending limits, and a job of a lower level goes first and may
+ * preempt running jobs of a higher level of its class, which go back to
+ * wait and resume from their checkpoints. Within a level, jobs keep their
+ * submission order (and fair share between queues). No run time needs to be
+ * known: short jobs finish in the first level while long ones sink.
+ *
+ * The starvation guard: a waiting job that has waited `promote` times as
+ * long as its last attempt ran goes back to the first level, its service
+ * counted from zero again.
+ *
+ * The pass sees each level as a class of its own (sched_classes_expand);
+ * the caller keeps each job's service, and gives a job of class c at level
+ * k the class first[c] + k, pending and running alike.
+ */
+#define SCHED_LAS_MAX_LEVELS 8
+#define SCHED_MAX_PRIORITY 1000000
+
+struct sched_las {
+	int nlevels;				      /* 0 or 1: first in, first out */
+	double limit_gpu_s[SCHED_LAS_MAX_LEVELS - 1]; /* level k ends at limit_gpu_s[k] */
+	double promote;				      /* 0: never */
+};
+
+/* The classes a pass is given: each class of in[] whose las[] has two or
+ * more levels becomes that many classes in a row (level 0 first), with its
+ * name, priority and flags, las_family its index + 1 and las_level the
+ * level; the others are copied. ret[] holds MODEL_MAX_CLASSES; ret_first[c]
+ * is the index of class c's first level. las may be NULL (all FIFO).
+ * Returns how many classes ret holds, or -E2BIG when they would be more
+ * than MODEL_MAX_CLASSES (ret is then unspecified). */
+int sched_classes_expand(const struct sched_class *in, const struct sched_las *las, int n,
+			 struct sched_class *ret, int *ret_first);
+/* The level of a job that has received service_gpu_s accelerator-seconds;
+ * 0 for a class that is not ordered by service. */
+int sched_las_level(const struct sched_las *las, double service_gpu_s);
+/* Is a waiting job, whose last attempt ran ran_ms and which has waited
+ * waited_ms since, due to go back to the first level? (Never when it has
+ * not run.) */
+bool sched_las_promoted(const struct sched_las *las, int64_t ran_ms, int64_t waited_ms);
+/* The classes of a configuration as a pass is given them (levels
+ * expanded): ret holds MODEL_MAX_CLASSES, ret_las[c] and ret_first[c] are
+ * configured class c's levels and first pass class. Names are borrowed
+ * from cfg. Returns how many classes ret holds, or -E2BIG. */
+int sched_classes_of_config(const struct sched_config *cfg, struct sched_class *ret,
+			    struct sched_las *ret_las, int *ret_first);
 
 /* ---- output --------------------------------------------------------------------- */
 

@@ -48,8 +48,10 @@ static void classes_queues_build(const struct state *s, struct snapshot *sn)
 {
 	for (int c = 0; c < s->sched.nclasses; c++) {
 		const struct class_spec *cs = &s->classes[c].spec;
-		sn->classes[c] = (struct sched_class){cs->name, cs->priority, cs->may_preempt,
-						      cs->preemptible};
+		sn->classes[c] = (struct sched_class){.name = cs->name,
+						      .priority = cs->priority,
+						      .may_preempt = cs->may_preempt,
+						      .preemptible = cs->preemptible};
 	}
 	sn->queues = xcalloc((size_t)s->nqueues + 1, sizeof(*sn->queues));
 	for (int q = 0; q < s->nqueues; q++) {

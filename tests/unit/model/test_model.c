@@ -542,6 +542,60 @@ static void test_config_validation(void **state)
 		assert_string_equal(err.text, "classes[0].allow[0]: must be a user name, "
 					      "group:UNIXGROUP or role:NAME");
 	}
+	/* "order": what is wrong is named, and nothing changes */
+	static const struct {
+		const char *cls, *err;
+	} bad_order[] = {
+		{"\"order\": \"random\"",
+		 "classes[0].order: must be \"fifo\" or \"las\", got \"random\""},
+		{"\"las_limits_gpu_h\": [1]", "classes[0].las_limits_gpu_h: only for a class with "
+					      "\"order\": \"las\""},
+		{"\"order\": \"las\", \"las_limits_gpu_h\": [4, 2]",
+		 "classes[0].las_limits_gpu_h[1]: must be above the limit before it (4), got 2"},
+		{"\"order\": \"las\", \"las_limits_gpu_h\": [0]",
+		 "classes[0].las_limits_gpu_h[0]: must be a number of accelerator-hours above 0"},
+		{"\"order\": \"las\", \"las_limits_gpu_h\": [1,2,3,4,5,6,7,8]",
+		 "classes[0].las_limits_gpu_h: must be an array of 1 to 7 numbers"},
+		{"\"order\": \"las\", \"las_promote\": -1",
+		 "classes[0].las_promote: must be a number from 0 to 1e+06, got -1"},
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(bad_order); i++) {
+		char text[256];
+		snprintf(text, sizeof(text),
+			 "{\"classes\": [{\"name\": \"p\", \"priority\": 1, %s}]}",
+			 bad_order[i].cls);
+		assert_true(sched_config_load_json(&c, text, &err) < 0);
+		assert_string_equal(err.text, bad_order[i].err);
+		assert_false(c.classes[0].las);
+	}
+	/* every level is a class of the scheduler's: 32 in all at most */
+	struct strbuf sb;
+	strbuf_init(&sb);
+	strbuf_addstr(&sb, "{\"classes\": [");
+	for (int i = 0; i < 5; i++)
+		strbuf_addf(&sb,
+			    "%s{\"name\": \"c%d\", \"priority\": %d, \"order\": \"las\", "
+			    "\"las_limits_gpu_h\": [1,2,3,4,5,6]}",
+			    i ? ", " : "", i, i);
+	strbuf_addstr(&sb, "]}");
+	assert_true(sched_config_load_json(&c, sb.buf, &err) < 0);
+	assert_string_equal(
+		err.text,
+		"classes: 35 classes and levels of \"order\": \"las\" in all, at most 32");
+	strbuf_release(&sb);
+	assert_int_equal(
+		sched_config_load_json(&c,
+				       "{\"classes\": [{\"name\": \"r\", \"priority\": 1, "
+				       "\"order\": \"las\", \"las_limits_gpu_h\": [0.5, 10]}]}",
+				       &err),
+		0);
+	assert_true(c.classes[0].las && c.classes[0].las_nlimits == 2);
+	assert_true(c.classes[0].las_limit_gpu_h[0] == 0.5 && c.classes[0].las_promote == 8);
+	assert_int_equal(class_spec_levels(&c.classes[0]), 3);
+	json_t *cj = class_spec_pack(&c.classes[0]);
+	assert_string_equal(json_string_value(json_object_get(cj, "order")), "las");
+	assert_int_equal(json_array_size(json_object_get(cj, "las_limits_gpu_h")), 2);
+	json_decref(cj);
 	/* a user's roles travel with its record, each once */
 	struct user_record u = {
 		.name = "carol",

@@ -30,7 +30,7 @@ struct cluster {
 	struct sched_running run[MAXR];
 	struct sched_assign run_nodes[MAXR][8];
 	int nr;
-	struct sched_class classes[4];
+	struct sched_class classes[MODEL_MAX_CLASSES];
 	int nclasses;
 	struct sched_queue queues[4];
 	int nqueues;
@@ -43,9 +43,12 @@ enum { BATCH, NORMAL, PROD };
 static void init(struct cluster *c)
 {
 	memset(c, 0, sizeof(*c));
-	c->classes[BATCH] = (struct sched_class){"batch", 10, false, true};
-	c->classes[NORMAL] = (struct sched_class){"normal", 50, false, false};
-	c->classes[PROD] = (struct sched_class){"prod", 100, true, false};
+	c->classes[BATCH] = (struct sched_class){
+		.name = "batch", .priority = 10, .may_preempt = false, .preemptible = true};
+	c->classes[NORMAL] = (struct sched_class){
+		.name = "normal", .priority = 50, .may_preempt = false, .preemptible = false};
+	c->classes[PROD] = (struct sched_class){
+		.name = "prod", .priority = 100, .may_preempt = true, .preemptible = false};
 	c->nclasses = 3;
 	c->queues[0] = (struct sched_queue){"default", -1, -1, 1, 0};
 	c->nqueues = 1;
@@ -849,6 +852,137 @@ static void test_waits_for_its_victims(void **state)
 	sched_decisions_release(&d);
 }
 
+/* Least attained service: levels as classes, a level before the later
+ * ones, and preemption within a class only from an earlier level. */
+static void test_least_attained_service(void **state)
+{
+	struct cluster c;
+	init(&c);
+	struct sched_class base[3];
+	memcpy(base, c.classes, sizeof(base));
+	struct sched_las las[3];
+	memset(las, 0, sizeof(las));
+	las[NORMAL] =
+		(struct sched_las){.nlevels = 3, .limit_gpu_s = {3600, 16 * 3600}, .promote = 8};
+	int first[3];
+	c.nclasses = sched_classes_expand(base, las, 3, c.classes, first);
+	assert_int_equal(c.nclasses, 5);
+	assert_int_equal(first[BATCH], 0);
+	assert_int_equal(first[NORMAL], 1);
+	assert_int_equal(first[PROD], 4);
+	for (int l = 0; l < 3; l++) {
+		assert_string_equal(c.classes[1 + l].name, "normal");
+		assert_int_equal(c.classes[1 + l].priority, 50);
+		assert_int_equal(c.classes[1 + l].las_family, NORMAL + 1);
+		assert_int_equal(c.classes[1 + l].las_level, l);
+	}
+	assert_int_equal(c.classes[0].las_family, 0);
+	assert_int_equal(c.classes[4].las_family, 0);
+	assert_int_equal(sched_las_level(&las[NORMAL], 0), 0);
+	assert_int_equal(sched_las_level(&las[NORMAL], 3599.9), 0);
+	assert_int_equal(sched_las_level(&las[NORMAL], 3600), 1);
+	assert_int_equal(sched_las_level(&las[NORMAL], 1e12), 2);
+	assert_int_equal(sched_las_level(&las[BATCH], 1e12), 0);
+	assert_false(sched_las_promoted(&las[NORMAL], 0, 1000000000));
+	assert_false(sched_las_promoted(&las[NORMAL], 3600000, 8 * 3600000 - 1));
+	assert_true(sched_las_promoted(&las[NORMAL], 3600000, 8 * 3600000));
+	assert_false(sched_las_promoted(&las[BATCH], 3600000, 8 * 3600000));
+	/* one node of 8 devices, all held by a job of normal's second level */
+	add_node(&c, "H100", 8, 64);
+	struct sched_running *r = add_running(&c, first[NORMAL] + 1, 8, 1, 0);
+	struct sched_job *p = add_job(&c, 1, 1, 8000);
+	p->cls = first[NORMAL];
+	struct sched_decisions d;
+	assert_int_equal(pass(&c, &d), 0);
+	assert_int_equal(d.npreempts, 1);
+	assert_true(preempted(&d, r->id));
+	assert_null(start_of(&d, 0));
+	sched_decisions_release(&d);
+	/* the same level, a later one, another class: nothing is taken */
+	int pairs[][2] = {{first[NORMAL], first[NORMAL]},
+			  {first[NORMAL] + 1, first[NORMAL] + 1},
+			  {first[NORMAL], first[NORMAL] + 1},
+			  {first[PROD], first[NORMAL]},
+			  {first[NORMAL] + 2, first[BATCH]}};
+	for (size_t k = 0; k < sizeof(pairs) / sizeof(pairs[0]); k++) {
+		r->cls = pairs[k][0];
+		p->cls = pairs[k][1];
+		assert_int_equal(pass(&c, &d), 0);
+		assert_int_equal(d.npreempts, 0);
+		assert_int_equal(wait_of(&d, 0)->reason, SCHED_WAIT_RESOURCES);
+		sched_decisions_release(&d);
+	}
+	/* prod may still preempt batch, and a later level of a preemptible
+	 * class is a victim of prod's like any batch job */
+	r->cls = first[BATCH];
+	p->cls = first[PROD];
+	assert_int_equal(pass(&c, &d), 0);
+	assert_true(preempted(&d, r->id));
+	sched_decisions_release(&d);
+	/* waiting jobs: the first level goes first, whatever came before */
+	c.nr = 0;
+	for (int k = 0; k < 8; k++)
+		c.devs[0][k].free_milli = MODEL_MILLI;
+	p->cls = first[NORMAL] + 1;
+	struct sched_job *q = add_job(&c, 1, 1, 8000);
+	q->cls = first[NORMAL];
+	assert_int_equal(pass(&c, &d), 0);
+	assert_non_null(start_of(&d, 1));
+	assert_null(start_of(&d, 0));
+	sched_decisions_release(&d);
+	/* levels past the limit of classes */
+	struct sched_class five[5], out[MODEL_MAX_CLASSES];
+	struct sched_las l8[5];
+	for (int k = 0; k < 5; k++) {
+		five[k] = base[0];
+		l8[k] = (struct sched_las){.nlevels = 7};
+	}
+	int f5[5];
+	assert_int_equal(sched_classes_expand(five, l8, 4, out, f5), 28);
+	assert_int_equal(sched_classes_expand(five, l8, 5, out, f5), -E2BIG);
+	/* a class whose level is out of range is refused by the pass */
+	c.classes[1].las_level = SCHED_LAS_MAX_LEVELS;
+	assert_int_equal(pass(&c, &d), -EINVAL);
+	c.classes[1].las_level = 0;
+	c.classes[0].las_level = 1; /* a level of no family */
+	assert_int_equal(pass(&c, &d), -EINVAL);
+}
+
+/* A configuration's "order": "las" is what the pass is given. */
+static void test_las_config(void **state)
+{
+	struct sched_config cfg;
+	sched_config_default(&cfg);
+	struct tk_error err;
+	assert_int_equal(sched_config_load_json(
+				 &cfg,
+				 "{\"classes\": [{\"name\": \"prod\", \"priority\": 100},"
+				 " {\"name\": \"research\", \"priority\": 50, \"order\": \"las\","
+				 " \"las_limits_gpu_h\": [2, 4, 8], \"las_promote\": 3}]}",
+				 &err),
+			 0);
+	struct sched_class out[MODEL_MAX_CLASSES];
+	struct sched_las las[MODEL_MAX_CLASSES];
+	int first[MODEL_MAX_CLASSES];
+	assert_int_equal(sched_classes_of_config(&cfg, out, las, first), 5);
+	assert_int_equal(first[1], 1);
+	assert_int_equal(las[0].nlevels, 0);
+	assert_int_equal(las[1].nlevels, 4);
+	assert_true(las[1].limit_gpu_s[0] == 7200 && las[1].limit_gpu_s[2] == 8 * 3600);
+	assert_true(las[1].promote == 3);
+	assert_int_equal(out[4].las_level, 3);
+	assert_int_equal(sched_las_level(&las[1], 5 * 3600), 2);
+	/* default levels */
+	assert_int_equal(sched_config_load_json(&cfg,
+						"{\"classes\": [{\"name\": \"a\", \"priority\": 1,"
+						" \"order\": \"las\"}]}",
+						&err),
+			 0);
+	assert_int_equal(sched_classes_of_config(&cfg, out, las, first), 3);
+	assert_true(las[0].limit_gpu_s[0] == 3600 && las[0].limit_gpu_s[1] == 16 * 3600);
+	assert_true(las[0].promote == MODEL_LAS_DEFAULT_PROMOTE);
+}
+
 static void test_limits_and_invalid(void **state)
 {
 	struct cluster c;
@@ -1354,6 +1488,8 @@ int main(void)
 		cmocka_unit_test(test_prod_gang_preempts_batch),
 		cmocka_unit_test(test_cheapest_victim),
 		cmocka_unit_test(test_waits_for_its_victims),
+		cmocka_unit_test(test_least_attained_service),
+		cmocka_unit_test(test_las_config),
 		cmocka_unit_test(test_limits_and_invalid),
 		cmocka_unit_test(test_shape_table),
 		cmocka_unit_test(test_properties),

@@ -1,0 +1,72 @@
+/*
+ * Least attained service (sched.h says what it is): the levels of a class
+ * as classes of their own, a job's level from the service it received, and
+ * the starvation guard. The pass needs nothing else of it: a level is a
+ * class whose priority sits between its class's and the next lower one's
+ * (pass.c), and whose jobs may preempt the later levels of their family
+ * (class_takes, pass.h). The caller keeps each job's service, so that the
+ * server and the simulator count it the same way through these functions.
+ */
+#include "pass.h"
+
+#include <errno.h>
+#include <string.h>
+
+int sched_classes_expand(const struct sched_class *in, const struct sched_las *las, int n,
+			 struct sched_class *ret, int *ret_first)
+{
+	int k = 0;
+	for (int c = 0; c < n; c++) {
+		int levels = las && las[c].nlevels > 1 ? las[c].nlevels : 1;
+		if (k + levels > MODEL_MAX_CLASSES)
+			return -E2BIG;
+		ret_first[c] = k;
+		for (int l = 0; l < levels; l++) {
+			ret[k] = in[c];
+			ret[k].las_family = levels > 1 ? c + 1 : 0;
+			ret[k].las_level = levels > 1 ? l : 0;
+			k++;
+		}
+	}
+	return k;
+}
+
+int sched_las_level(const struct sched_las *las, double service_gpu_s)
+{
+	if (!las || las->nlevels < 2)
+		return 0;
+	int l = 0;
+	while (l < las->nlevels - 1 && service_gpu_s >= las->limit_gpu_s[l])
+		l++;
+	return l;
+}
+
+bool sched_las_promoted(const struct sched_las *las, int64_t ran_ms, int64_t waited_ms)
+{
+	if (!las || las->nlevels < 2 || las->promote <= 0 || ran_ms <= 0)
+		return false;
+	return (double)waited_ms >= las->promote * (double)ran_ms;
+}
+
+int sched_classes_of_config(const struct sched_config *cfg, struct sched_class *ret,
+			    struct sched_las *ret_las, int *ret_first)
+{
+	_Static_assert(SCHED_LAS_MAX_LEVELS == MODEL_LAS_MAX_LEVELS, "one limit of levels");
+	struct sched_class base[MODEL_MAX_CLASSES];
+	for (int c = 0; c < cfg->nclasses; c++) {
+		const struct class_spec *cs = &cfg->classes[c];
+		base[c] = (struct sched_class){.name = cs->name,
+					       .priority = cs->priority,
+					       .may_preempt = cs->may_preempt,
+					       .preemptible = cs->preemptible};
+		struct sched_las *l = &ret_las[c];
+		memset(l, 0, sizeof(*l));
+		if (!cs->las)
+			continue;
+		l->nlevels = cs->las_nlimits + 1;
+		for (int k = 0; k < cs->las_nlimits; k++)
+			l->limit_gpu_s[k] = cs->las_limit_gpu_h[k] * 3600;
+		l->promote = cs->las_promote;
+	}
+	return sched_classes_expand(base, ret_las, cfg->nclasses, ret, ret_first);
+}
