@@ -19,6 +19,7 @@ enum {
 	O_TRACE,
 	O_SYNTHETIC,
 	O_LOAD,
+	O_HEAVY,
 	O_CONFIG,
 	O_QUEUES,
 	O_POLICY,
@@ -36,6 +37,10 @@ enum {
 	O_TIME_LIMITS,
 	O_EVERY_NODE,
 	O_BEFORE_SPEED,
+	O_ORDER,
+	O_LAS_LIMITS,
+	O_LAS_PROMOTE,
+	O_CKPT_PREEMPT,
 	O_JSON,
 	O_SVG,
 	O_JOBS,
@@ -48,7 +53,12 @@ static const struct tk_option opts[] = {
 	{"cluster", 0, "FILE", "node list (openb, spot-GPU 2026 or tenk format)"},
 	{"trace", 0, "FILE", "job trace (openb pod list or tenk's job history)"},
 	{"synthetic", 0, "N", "instead of --trace: N synthetic jobs"},
-	{"load", 0, "F", "synthetic: devices asked for, as a share of the cluster (default 0.9)"},
+	{"load", 0, "F",
+	 "devices asked for, as a share of the cluster (synthetic: default 0.9); with --trace, "
+	 "its arrivals are drawn again (Poisson at that load), shapes and run times kept"},
+	{"heavy-tail", 0, NULL,
+	 "synthetic: a research cluster's run times (median 30 minutes, sigma 2, at most 30 "
+	 "days) instead of median 40 minutes, sigma 1, at most a day"},
 	{"config", 0, "FILE", "the server's config.json (classes); default: the built-in classes"},
 	{"queues", 0, "FILE", "JSON list of queues with quotas: [{\"name\", \"gpus\", ...}]"},
 	{"policy", 0, "NAME",
@@ -80,6 +90,18 @@ static const struct tk_option opts[] = {
 	{"score-before-speed", 0, NULL,
 	 "single-node jobs weigh the policy's score before "
 	 "device speed"},
+	{"order", 0, "fifo|las",
+	 "every class's order: by submission, or by least attained service (Tiresias' 2D-LAS: "
+	 "levels by accelerator-hours received, preemptive within the class); default: the "
+	 "configuration's"},
+	{"las-limits", 0, "H,H,...",
+	 "with las: the levels' limits in accelerator-hours, ascending (default 1,16)"},
+	{"las-promote", 0, "K",
+	 "with las: a job waiting K times as long as its last run goes back to the first "
+	 "level (default 8; 0: never)"},
+	{"checkpoint-on-preempt", 0, NULL,
+	 "a preempted job saves its state in its grace period: it keeps all its work and pays "
+	 "one --checkpoint-cost"},
 	{"json", 0, NULL, "print the summary as JSON"},
 	{"svg", 0, "FILE", "draw utilization and queue length over time to FILE"},
 	{"jobs", 0, "FILE", "write each job's wait, start, end and devices to FILE (CSV)"},
@@ -175,6 +197,65 @@ static int number(const char *name, const char *v, double lo, double hi, double 
 	return 0;
 }
 
+/* --order, --las-limits and --las-promote over the configuration's classes. */
+static int order_options(const char *order, const char *limits, const char *promote,
+			 struct sched_config *c)
+{
+	if (order && strcmp(order, "fifo") != 0 && strcmp(order, "las") != 0)
+		return usage("--order: expected fifo or las, got \"%s\"", order);
+	bool any = false;
+	for (int k = 0; k < c->nclasses; k++) {
+		struct class_spec *cs = &c->classes[k];
+		if (order && strcmp(order, "fifo") == 0) {
+			cs->las = false;
+		} else if (order && !cs->las) {
+			static const double def[] = MODEL_LAS_DEFAULT_LIMITS;
+			cs->las = true;
+			cs->las_nlimits = MODEL_LAS_DEFAULT_NLIMITS;
+			memcpy(cs->las_limit_gpu_h, def, sizeof(def));
+			cs->las_promote = MODEL_LAS_DEFAULT_PROMOTE;
+		}
+		any |= cs->las;
+	}
+	if ((limits || promote) && !any)
+		return usage("--las-limits and --las-promote need --order las");
+	double lim[MODEL_LAS_MAX_LEVELS - 1];
+	int n = 0;
+	for (const char *p = limits; p && *p;) {
+		char *end;
+		errno = 0;
+		double x = strtod(p, &end);
+		if (end == p || errno || !(x > 0 && x <= 1e9) || (n && x <= lim[n - 1]) ||
+		    n == MODEL_LAS_MAX_LEVELS - 1 || (*end && *end != ','))
+			return usage("--las-limits: expected 1 to %d ascending accelerator-hours "
+				     "such as 1,16, got \"%s\"",
+				     MODEL_LAS_MAX_LEVELS - 1, limits);
+		lim[n++] = x;
+		p = *end ? end + 1 : end;
+	}
+	if (limits && !n)
+		return usage("--las-limits: expected accelerator-hours such as 1,16");
+	double k = 0;
+	int r;
+	if (promote && (r = number("las-promote", promote, 0, 1e6, &k)))
+		return r;
+	int levels = 0;
+	for (int i = 0; i < c->nclasses; i++) {
+		struct class_spec *cs = &c->classes[i];
+		if (cs->las && n) {
+			memcpy(cs->las_limit_gpu_h, lim, sizeof(double) * (size_t)n);
+			cs->las_nlimits = n;
+		}
+		if (cs->las && promote)
+			cs->las_promote = k;
+		levels += class_spec_levels(cs);
+	}
+	if (levels > MODEL_MAX_CLASSES)
+		return usage("--order las: %d classes and levels in all, at most %d", levels,
+			     MODEL_MAX_CLASSES);
+	return 0;
+}
+
 int sim_main(const struct tk_command *cmd, int argc, char **argv)
 {
 	/* a pass allocates and frees the same large arrays thousands of times:
@@ -217,6 +298,8 @@ int sim_main(const struct tk_command *cmd, int argc, char **argv)
 		return usage("--cluster FILE is required");
 	if (!v[O_TRACE] == !v[O_SYNTHETIC])
 		return usage("give one of --trace FILE and --synthetic N");
+	if (v[O_HEAVY] && !v[O_SYNTHETIC])
+		return usage("--heavy-tail: only with --synthetic");
 	struct sim_options o;
 	memset(&o, 0, sizeof(o));
 	sched_config_default(&o.sched);
@@ -301,6 +384,9 @@ int sim_main(const struct tk_command *cmd, int argc, char **argv)
 		}
 		free(text);
 	}
+	if ((r = order_options(v[O_ORDER], v[O_LAS_LIMITS], v[O_LAS_PROMOTE], &o.sched)))
+		return r;
+	o.checkpoint_on_preempt = v[O_CKPT_PREEMPT] != NULL;
 	struct queue_spec *queues = NULL;
 	if (v[O_QUEUES]) {
 		if (load_queues(v[O_QUEUES], &queues, &o.nqueues, &err) < 0) {
@@ -325,7 +411,15 @@ int sim_main(const struct tk_command *cmd, int argc, char **argv)
 			goto out_cl;
 		}
 	} else {
-		sim_trace_synthetic(&tr, (int)synth, o.seed, &cl, load);
+		sim_trace_synthetic(&tr, (int)synth, o.seed, &cl, load, v[O_HEAVY] != NULL);
+	}
+	if (v[O_TRACE] && v[O_LOAD]) {
+		if (!tr.timed) {
+			fprintf(stderr, "tenk sim: %s: --load needs a trace with run times\n",
+				v[O_TRACE]);
+			goto out_tr;
+		}
+		sim_trace_retime(&tr, load, &cl, o.seed);
 	}
 	if (strcmp(tl, "none") == 0)
 		for (int i = 0; i < tr.n; i++)

@@ -27,7 +27,7 @@
 #include <string.h>
 #include <time.h>
 
-enum ev_type { EV_FINISH, EV_REPAIR, EV_FAIL, EV_ARRIVE, EV_SAMPLE, EV_PASS };
+enum ev_type { EV_FINISH, EV_REPAIR, EV_FAIL, EV_ARRIVE, EV_SAMPLE, EV_PASS, EV_LEVEL };
 
 struct ev {
 	int64_t t;
@@ -47,6 +47,11 @@ struct jstate {
 	int64_t pend_since;
 	int64_t milli;	 /* devices held, milli */
 	int64_t ckpt_ms; /* its checkpoint interval (0: never) */
+	/* least attained service: its configured class, the service it has
+	 * received (accelerator-seconds, every attempt), its last attempt's run */
+	int base;
+	double service;
+	int64_t last_ran_ms;
 	struct sched_assign *a;
 	int na;
 	bool drop; /* marked during a pass */
@@ -80,9 +85,14 @@ struct eng {
 	int nrun;
 	int *run_job;
 	int arrivals_left;
-	/* classes and queues */
+	/* classes (levels of "las" classes expanded) and queues */
 	struct sched_class classes[MODEL_MAX_CLASSES];
 	int nclasses;
+	struct sched_las las[MODEL_MAX_CLASSES]; /* per configured class */
+	int first[MODEL_MAX_CLASSES];		 /* its first pass class */
+	bool any_las;
+	int *porder;	  /* the pending jobs in the order the pass is given them */
+	int64_t level_at; /* a pass is queued then for a running job's next level (0: none) */
 	struct sched_queue *queues;
 	double *qusage; /* decayed milli-seconds, as the server keeps it */
 	int64_t *quse;	/* milli held now */
@@ -343,6 +353,8 @@ static int64_t stop(struct eng *e, int j)
 	struct jstate *s = &e->js[j];
 	hold(e, s->a, s->na, -1);
 	int64_t ran = e->now - s->start_ms;
+	s->service += (double)ran * (double)s->milli / 1e6;
+	s->last_ran_ms = ran;
 	e->used += (double)ran * (double)s->milli;
 	e->qused[e->sj[j].queue] += (double)ran * (double)s->milli;
 	e->quse[e->sj[j].queue] -= s->milli;
@@ -361,14 +373,19 @@ static int64_t stop(struct eng *e, int j)
 	return ran;
 }
 
-/* Stops a job early: it keeps the work to its last checkpoint and waits again. */
-static void interrupt(struct eng *e, int j)
+/* Stops a job early: it keeps the work to its last checkpoint (all of it
+ * when it saves as it stops, paying a checkpoint's cost) and waits again. */
+static void interrupt(struct eng *e, int j, bool saves)
 {
 	struct jstate *s = &e->js[j];
 	int64_t milli = s->milli;
 	int64_t ran = stop(e, j);
 	int64_t kept;
-	work_of(e, j, ran, &kept);
+	int64_t work = work_of(e, j, ran, &kept);
+	if (saves) {
+		kept = work;
+		e->lost += (double)e->o->checkpoint_cost_ms * (double)milli;
+	}
 	if (s->remaining_ms != SIM_FOREVER)
 		s->remaining_ms -= kept;
 	e->lost += (double)(ran - kept) * (double)milli;
@@ -400,13 +417,79 @@ static void update_usage(struct eng *e)
 	e->usage_at = e->now;
 }
 
+/* Least attained service: each job's level as a pass class (a waiting job
+ * promoted back to the first level forgets its service), and the pending
+ * jobs in the pass's order: classes and levels by rank, each in submission
+ * order (e->pend is by priority, then submission, so a stable bucketing by
+ * level within each priority keeps it). */
+static void las_levels(struct eng *e)
+{
+	e->porder = xrealloc(e->porder, sizeof(int) * ((size_t)e->npend + 1));
+	if (!e->any_las) {
+		memcpy(e->porder, e->pend, sizeof(int) * (size_t)e->npend);
+		return;
+	}
+	for (int i = 0; i < e->npend; i++) {
+		struct jstate *s = &e->js[e->pend[i]];
+		const struct sched_las *l = &e->las[s->base];
+		if (sched_las_promoted(l, s->last_ran_ms, e->now - s->pend_since)) {
+			s->service = 0;
+			s->last_ran_ms = 0;
+		}
+		e->sj[e->pend[i]].cls = e->first[s->base] + sched_las_level(l, s->service);
+	}
+	for (int i = 0; i < e->nrun; i++) {
+		const struct jstate *s = &e->js[e->run_job[i]];
+		double got = s->service + (double)(e->now - s->start_ms) * (double)s->milli / 1e6;
+		e->run[i].cls = e->first[s->base] + sched_las_level(&e->las[s->base], got);
+	}
+	/* within each run of one priority, by level (a stable counting sort) */
+	int k = 0;
+	for (int i = 0; i < e->npend;) {
+		int prio = e->classes[e->sj[e->pend[i]].cls].priority, end = i;
+		while (end < e->npend && e->classes[e->sj[e->pend[end]].cls].priority == prio)
+			end++;
+		for (int lv = 0; lv < SCHED_LAS_MAX_LEVELS; lv++)
+			for (int x = i; x < end; x++)
+				if (e->classes[e->sj[e->pend[x]].cls].las_level == lv)
+					e->porder[k++] = e->pend[x];
+		i = end;
+	}
+}
+
+/* While jobs wait, a running job that reaches its next level may be
+ * preempted then: a pass is queued for the first of those moments. */
+static void las_next_level(struct eng *e)
+{
+	if (!e->any_las || !e->npend)
+		return;
+	int64_t at = INT64_MAX;
+	for (int i = 0; i < e->nrun; i++) {
+		const struct jstate *s = &e->js[e->run_job[i]];
+		const struct sched_las *l = &e->las[s->base];
+		if (l->nlevels < 2 || s->milli <= 0)
+			continue;
+		double got = s->service + (double)(e->now - s->start_ms) * (double)s->milli / 1e6;
+		int lv = sched_las_level(l, got);
+		if (lv == l->nlevels - 1)
+			continue;
+		double ms = ceil((l->limit_gpu_s[lv] - got) * 1e6 / (double)s->milli);
+		at = MIN(at, e->now + MAX(1, (int64_t)ms));
+	}
+	if (at == INT64_MAX || (e->level_at && e->level_at <= at))
+		return;
+	e->level_at = at;
+	push(e, at, EV_LEVEL, 0, 0);
+}
+
 static int pass(struct eng *e, bool *preempted)
 {
 	*preempted = false;
 	update_usage(e);
+	las_levels(e);
 	xgrow(&e->pend_ptrs, &e->pend_ptrs_alloc, (size_t)e->npend + 1, sizeof(*e->pend_ptrs));
 	for (int i = 0; i < e->npend; i++)
-		e->pend_ptrs[i] = &e->sj[e->pend[i]];
+		e->pend_ptrs[i] = &e->sj[e->porder[i]];
 	for (int i = 0; i < e->nrun; i++)
 		e->run[i].last_checkpoint_ms = last_checkpoint(e, e->run_job[i]);
 	struct sched_snapshot snap = {.nodes = e->nodes,
@@ -432,13 +515,13 @@ static int pass(struct eng *e, bool *preempted)
 	e->want_pass = false;
 	int ndrop = 0;
 	for (int i = 0; i < d.nstarts; i++) {
-		int j = e->pend[d.starts[i].job];
+		int j = e->porder[d.starts[i].job];
 		start(e, j, d.starts[i].nodes, d.starts[i].nnodes);
 		e->js[j].drop = true;
 		ndrop++;
 	}
 	for (int i = 0; i < d.nwaits; i++) {
-		int j = e->pend[d.waits[i].job];
+		int j = e->porder[d.waits[i].job];
 		if (d.waits[i].reason == SCHED_WAIT_NEVER_FITS || e->o->drop_unplaced) {
 			end_job(e, j,
 				d.waits[i].reason == SCHED_WAIT_NEVER_FITS ? SIM_NEVER_FITS
@@ -463,7 +546,7 @@ static int pass(struct eng *e, bool *preempted)
 		int j = (int)(d.preempts[i].victim - 1);
 		if (e->js[j].st != J_RUNNING)
 			continue;
-		interrupt(e, j);
+		interrupt(e, j, e->o->checkpoint_on_preempt);
 		e->res->preemptions++;
 		*preempted = true;
 	}
@@ -516,7 +599,7 @@ static void fail_device(struct eng *e)
 				for (int x = 0; x < s->a[k].ndev && !on; x++)
 					on = s->a[k].devs[x] == d;
 		if (on)
-			interrupt(e, j); /* run[i] now holds another job: look again */
+			interrupt(e, j, false); /* run[i] now holds another job: look again */
 		else
 			i++;
 	}
@@ -595,13 +678,14 @@ static int setup(struct eng *e, struct tk_error *err)
 	}
 	e->res->total_milli = (int64_t)e->ndev * MODEL_MILLI;
 	e->scl = sched_cluster_new(e->nodes, cl->n);
-	/* classes, by the configuration file's names */
-	e->nclasses = o->sched.nclasses;
-	for (int c = 0; c < o->sched.nclasses; c++) {
-		const struct class_spec *cs = &o->sched.classes[c];
-		e->classes[c] = (struct sched_class){cs->name, cs->priority, cs->may_preempt,
-						     cs->preemptible};
-	}
+	/* classes, by the configuration file's names; the levels of "las" ones */
+	e->nclasses = sched_classes_of_config(&o->sched, e->classes, e->las, e->first);
+	if (e->nclasses < 0)
+		return tk_errorf(err, e->nclasses,
+				 "the classes and their levels are more than %d in all",
+				 MODEL_MAX_CLASSES);
+	for (int c = 0; c < o->sched.nclasses; c++)
+		e->any_las |= e->las[c].nlevels > 1;
 	int *cls_of = xcalloc((size_t)tr->nclasses + 1, sizeof(int));
 	for (int c = 0; c < tr->nclasses; c++) {
 		cls_of[c] = sched_config_class(&o->sched, tr->classes[c]);
@@ -643,9 +727,11 @@ static int setup(struct eng *e, struct tk_error *err)
 	for (int i = 0; i < tr->n; i++) {
 		const struct sim_job *j = &tr->jobs[i];
 		struct sched_job *s = &e->sj[i];
+		int base = j->cls >= 0 ? cls_of[j->cls] : o->sched.default_class;
+		e->js[i].base = base;
 		*s = (struct sched_job){
 			.id = i + 1,
-			.cls = j->cls >= 0 ? cls_of[j->cls] : o->sched.default_class,
+			.cls = e->first[base],
 			.queue = j->queue,
 			.nodes = j->nodes,
 			.tasks_per_node = j->tasks_per_node,
@@ -707,6 +793,7 @@ static void teardown(struct eng *e)
 	free(e->sj);
 	free(e->type_ptrs);
 	free(e->pend);
+	free(e->porder);
 	free(e->pend_ptrs);
 	free(e->run);
 	free(e->run_job);
@@ -889,6 +976,12 @@ int sim_run(const struct sim_cluster *cl, const struct sim_trace *tr, const stru
 				e.pass_queued = false;
 				pass_due = true;
 				break;
+			case EV_LEVEL:
+				if (v.t == e.level_at) {
+					e.level_at = 0;
+					e.want_pass = true;
+				}
+				break;
 			}
 		}
 		if (!e.want_pass)
@@ -904,6 +997,7 @@ int sim_run(const struct sim_cluster *cl, const struct sim_trace *tr, const stru
 		bool again = true;
 		for (int k = 0; k < 8 && again && r == 0; k++)
 			r = pass(&e, &again);
+		las_next_level(&e);
 		if (r < 0)
 			r = tk_errorf(err, r,
 				      "the scheduler refused the simulator's snapshot at %lld ms",

@@ -136,8 +136,16 @@ int sim_trace_load(const char *path, struct sim_trace *ret, struct tk_error *err
  * for 15% of the jobs the longest there is; a job longer than its limit
  * is cut there, as users' are. */
 void sim_trace_estimate_limits(struct sim_trace *t, uint64_t seed);
+/* heavy: run times of a research cluster (log-normal, median 30 minutes,
+ * sigma 2, at most 30 days) instead of median 40 minutes, sigma 1, at most
+ * a day. */
 void sim_trace_synthetic(struct sim_trace *ret, int n, uint64_t seed, const struct sim_cluster *cl,
-			 double load);
+			 double load, bool heavy);
+/* New submission times for a trace's jobs, in their order: Poisson
+ * arrivals at the rate that asks for `load` of the cluster's devices on
+ * average (their shapes and run times as they are). */
+void sim_trace_retime(struct sim_trace *t, double load, const struct sim_cluster *cl,
+		      uint64_t seed);
 void sim_trace_release(struct sim_trace *t);
 /* Milli-devices a job asks for in all. */
 int64_t sim_job_milli(const struct sim_job *j);
@@ -163,6 +171,10 @@ struct sim_options {
 	bool checkpoint_auto;
 	int64_t checkpoint_cost_ms;
 	int64_t restart_cost_ms;
+	/* a preempted job saves its state in its grace period (tenk's SIGTERM
+	 * and grace): it keeps all its work, and one checkpoint's cost counts
+	 * as lost; without it, it keeps the work to its last checkpoint */
+	bool checkpoint_on_preempt;
 	int64_t pass_interval_ms; /* passes at most this often; 0: at every event time */
 	bool drop_unplaced;	  /* a job that does not start at once is dropped (FGD procedure) */
 	const struct sched_mix_item *mix; /* for fractional placement; NULL: from the queue */

@@ -369,8 +369,36 @@ static void synth_shape(struct sim_job *j, int g, uint64_t *s)
 		j->nodes = 2;
 }
 
+/* Poisson arrivals for t's jobs at the rate that asks for `load` of the
+ * devices, drawn from *s. */
+static void arrivals(struct sim_trace *t, double load, const struct sim_cluster *cl, uint64_t *s)
+{
+	double dev_s = 0;
+	int n = 0;
+	for (int i = 0; i < t->n; i++) {
+		if (t->jobs[i].work_ms == SIM_FOREVER)
+			continue;
+		dev_s += (double)sim_job_milli(&t->jobs[i]) / MODEL_MILLI *
+			 (double)t->jobs[i].work_ms / 1000;
+		n++;
+	}
+	/* jobs per second that ask for `load` of the devices on average */
+	double rate = n && cl->gpus && dev_s > 0 ? load * cl->gpus / (dev_s / n) : 1;
+	double at = 0;
+	for (int i = 0; i < t->n; i++) {
+		at += -log(1 - unit(s)) / rate;
+		t->jobs[i].submit_ms = llround(at * 1000);
+	}
+}
+
+void sim_trace_retime(struct sim_trace *t, double load, const struct sim_cluster *cl, uint64_t seed)
+{
+	uint64_t s = seed * 0x9e3779b97f4a7c15ULL + 7;
+	arrivals(t, load, cl, &s);
+}
+
 void sim_trace_synthetic(struct sim_trace *ret, int n, uint64_t seed, const struct sim_cluster *cl,
-			 double load)
+			 double load, bool heavy)
 {
 	memset(ret, 0, sizeof(*ret));
 	ret->timed = true;
@@ -391,9 +419,12 @@ void sim_trace_synthetic(struct sim_trace *ret, int n, uint64_t seed, const stru
 	for (int i = 0; i < n; i++) {
 		struct sim_job *j = new_job(ret);
 		j->line = i + 1;
-		/* log-normal run time: median 40 minutes, at most a day */
+		/* log-normal run time: median 40 minutes, at most a day; heavy:
+		 * a research cluster's, median 30 minutes, sigma 2, at most 30 days */
 		double z = sqrt(-2 * log(1 - unit(&s))) * cos(2 * M_PI * unit(&s));
-		j->work_ms = MIN(86400000LL, MAX(60000, llround(2400e3 * exp(1.0 * z))));
+		j->work_ms =
+			heavy ? MIN(30 * 86400000LL, MAX(60000, llround(1800e3 * exp(2.0 * z))))
+			      : MIN(86400000LL, MAX(60000, llround(2400e3 * exp(1.0 * z))));
 		if (ng) {
 			/* a device drawn at random: nodes are drawn by their share of devices */
 			const struct sim_node *nd = &cl->nodes[gnodes[mix_rng(&s) % (uint64_t)ng]];
@@ -410,16 +441,7 @@ void sim_trace_synthetic(struct sim_trace *ret, int n, uint64_t seed, const stru
 	}
 	free(gnodes);
 	/* arrivals: Poisson, at the rate that asks for `load` of the devices */
-	double dev_s = 0;
-	for (int i = 0; i < n; i++)
-		dev_s += (double)sim_job_milli(&ret->jobs[i]) / MODEL_MILLI *
-			 (double)ret->jobs[i].work_ms / 1000;
-	double rate = n && cl->gpus ? load * cl->gpus / (dev_s / n) : 1; /* jobs per second */
-	double t = 0;
-	for (int i = 0; i < n; i++) {
-		t += -log(1 - unit(&s)) / rate;
-		ret->jobs[i].submit_ms = llround(t * 1000);
-	}
+	arrivals(ret, load, cl, &s);
 }
 
 /* ---- the request mix ------------------------------------------------------------------- */

@@ -159,6 +159,48 @@ def test_greedy_and_no_time_limits(tmp_path):
     assert 0.5 <= easy["allocation_arriving"] <= 1 and easy["allocation"] < 0.6, easy
 
 
+def test_least_attained_service_and_load(tmp_path):
+    """--order las: a short job that comes while a long one holds the node
+    runs at once (the long one is preempted and saves its work); --load
+    draws a trace's arrivals again; bad settings are named."""
+    nodes = write(tmp_path / "nodes.csv", "name,model,gpus,cpus\nn1,H100,8,64\n")
+    jobs = write(tmp_path / "jobs.csv", HEADER +
+                 "1,0,36000,1,8,1,0,0,,a,,0\n"   # 10 h on the whole node
+                 "2,7200,600,1,8,1,0,0,,a,,0\n")  # 10 minutes, two hours later
+    fifo = json.loads(sim("--cluster", nodes, "--trace", jobs, "--json").stdout)
+    assert fifo["preemptions"] == 0 and fifo["makespan_s"] == 36600.0, fifo
+    args = ["--cluster", nodes, "--trace", jobs, "--json", "--order", "las",
+            "--checkpoint-on-preempt", "--restart-cost", "1m", "--jobs", tmp_path / "las.csv"]
+    las = json.loads(sim(*args).stdout)
+    assert las["preemptions"] == 1 and las["done"] == 2, las
+    with open(tmp_path / "las.csv") as f:
+        rows = {r["job"]: r for r in csv.DictReader(f)}
+    assert float(rows["2"]["start_s"]) == 7200 and float(rows["2"]["end_s"]) == 7800, rows
+    # job 1 kept its 2 h, restored in a minute: 7800 + 60 + 28800
+    assert float(rows["1"]["end_s"]) == 36660 and rows["1"]["attempts"] == "2", rows
+    # from a configuration: limits of its own; the server's default class
+    cfg = write(tmp_path / "config.json", json.dumps({"classes": [
+        {"name": "normal", "priority": 1, "order": "las", "las_limits_gpu_h": [100]}]}))
+    high = json.loads(sim("--cluster", nodes, "--trace", jobs, "--json", "--config", cfg,
+                          "--checkpoint-on-preempt").stdout)
+    assert high["preemptions"] == 0, high   # 16 GPU-hours is still the first level
+    for bad, text in ((["--order", "sjf"], "--order: expected fifo or las"),
+                      (["--order", "las", "--las-limits", "4,2"], "--las-limits: expected 1 to 7"),
+                      (["--las-promote", "2"], "need --order las"),
+                      (["--order", "las", "--las-promote", "-1"], "--las-promote: expected")):
+        p = sim("--cluster", nodes, "--trace", jobs, *bad, check=False)
+        assert p.returncode == 2 and text in p.stderr, (bad, p.stderr)
+    # --load: the same jobs, arrivals drawn again at that share of the devices
+    many = write(tmp_path / "many.csv", HEADER + "".join(
+        f"{i + 1},{i * 10000},3600,1,1,1,0,0,,a,,0\n" for i in range(200)))
+    sparse = json.loads(sim("--cluster", nodes, "--trace", many, "--json").stdout)
+    dense = json.loads(sim("--cluster", nodes, "--trace", many, "--json", "--load", "0.9").stdout)
+    assert sparse["makespan_s"] > 199 * 10000 and dense["makespan_s"] < 199 * 10000 / 5, dense
+    assert 0.6 < dense["allocation_arriving"] <= 1.0, dense
+    p = sim("--cluster", nodes, "--trace", many, "--heavy-tail", check=False)
+    assert p.returncode == 2 and "--heavy-tail: only with --synthetic" in p.stderr
+
+
 @pytest.mark.skipif(not os.path.isdir(OPENB), reason="the openb traces are not present")
 def test_fgd_experiment_matches_the_paper(tmp_path):
     # the sanitizers' build replays FGD alone (its replay is what is new

@@ -170,6 +170,72 @@ static void test_preemption_loses_work_since_checkpoint(void **state)
 	sim_cluster_release(&cl);
 }
 
+/* Least attained service on one node of 4 GPUs, its first level ending at
+ * 0.1 GPU-hours (90 s of the whole node); preempted jobs save as they stop
+ * and restore in 10 s:
+ *   1: t=0, 1,000 s -> runs 0-200, preempted by job 2 at 200 (it reached the
+ *      second level at 90 s); all 200 s of work kept
+ *   2: t=200, 50 s  -> 200-250
+ *   3: t=210, 50 s  -> the first level too, but job 2 is not preempted
+ *      (same level): 250-300
+ *   4: t=290, 50 s  -> the first level: before job 1, 300-350; job 1 then
+ *      restores (10 s) and works its 800 s left: 350-1,160.
+ * With las_promote 0.4, job 1 has waited 100 s >= 0.4 x 200 s at 300: it is
+ * back in the first level, before job 4 (submitted later), 300-390, where
+ * its service reaches the limit again and job 4 preempts it: 390-440; job
+ * 1 then works what is left (800 - 80 s) from 440 after its restore: 1,170. */
+static void test_least_attained_service(void **state)
+{
+	struct sim_cluster cl;
+	struct sim_trace tr;
+	load("name,model,gpus,cpus\nn1,H100,4,32\n",
+	     HEADER "1,0,1000,1,4,1,0,0,,a,normal,0\n"
+		    "2,200,50,1,4,1,0,0,,a,normal,0\n"
+		    "3,210,50,1,4,1,0,0,,a,normal,0\n"
+		    "4,290,50,1,4,1,0,0,,a,normal,0\n",
+	     &cl, &tr);
+	struct sim_options o;
+	options(&o);
+	struct class_spec *n = &o.sched.classes[o.sched.default_class];
+	assert_string_equal(n->name, "normal");
+	n->las = true;
+	n->las_nlimits = 1;
+	n->las_limit_gpu_h[0] = 0.1;
+	o.checkpoint_on_preempt = true;
+	o.restart_cost_ms = 10000;
+	struct sim_result r;
+	struct tk_error err;
+	assert_int_equal(sim_run(&cl, &tr, &o, &r, &err), 0);
+	assert_int_equal(r.preemptions, 1);
+	assert_int_equal(r.jobs[1].start_ms, 200000);
+	assert_int_equal(r.jobs[1].end_ms, 250000);
+	assert_int_equal(r.jobs[2].start_ms, 250000);
+	assert_int_equal(r.jobs[2].end_ms, 300000);
+	assert_int_equal(r.jobs[3].start_ms, 300000);
+	assert_int_equal(r.jobs[0].attempts, 2);
+	assert_int_equal(r.jobs[0].end_ms, 1160000);
+	assert_true(fabs(r.device_h_lost - 40.0 / 3600) < 1e-9); /* the restore */
+	sim_result_release(&r);
+	/* the starvation guard */
+	n->las_promote = 0.4;
+	assert_int_equal(sim_run(&cl, &tr, &o, &r, &err), 0);
+	assert_int_equal(r.preemptions, 2);
+	assert_int_equal(r.jobs[3].start_ms, 390000);
+	assert_int_equal(r.jobs[3].end_ms, 440000);
+	assert_int_equal(r.jobs[0].attempts, 3);
+	assert_int_equal(r.jobs[0].end_ms, 1170000);
+	sim_result_release(&r);
+	/* first in, first out: one after the other */
+	n->las = false;
+	assert_int_equal(sim_run(&cl, &tr, &o, &r, &err), 0);
+	assert_int_equal(r.preemptions, 0);
+	assert_int_equal(r.jobs[0].end_ms, 1000000);
+	assert_int_equal(r.jobs[3].end_ms, 1150000);
+	sim_result_release(&r);
+	sim_trace_release(&tr);
+	sim_cluster_release(&cl);
+}
+
 /* Placing jobs in one greedy pass gives what placing them one by one gives
  * (the FGD experiment relies on it). */
 static void test_one_pass_equals_one_by_one(void **state)
@@ -343,6 +409,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_three_jobs_two_nodes),
 		cmocka_unit_test(test_no_backfill_without_a_limit),
 		cmocka_unit_test(test_preemption_loses_work_since_checkpoint),
+		cmocka_unit_test(test_least_attained_service),
 		cmocka_unit_test(test_one_pass_equals_one_by_one),
 		cmocka_unit_test(test_failures_and_effective_training),
 		cmocka_unit_test(test_bad_traces),
