@@ -19,6 +19,9 @@
  * same). The caller-kept parts are used as the server uses them: the node
  * statics (sched_cluster) and the waiting jobs' shapes (sched_shapes;
  * BENCH_NO_SHAPES=1 leaves the pass to compare requests itself).
+ * BENCH_LAS=1 orders the normal class by least attained service in three
+ * levels (1 and 16 accelerator-hours): running jobs take the level of what
+ * they have run, waiting ones one drawn at random (half the first).
  * Usage: bench_sched NODE_LIST [PENDING] [PASSES]
  * Counting instructions of the incremental passes alone (steady where
  * wall-clock time on a shared machine is not):
@@ -77,7 +80,10 @@ struct world {
 	struct sched_job *jobs;
 	const struct sched_job **ptrs;
 	int nj;
-	struct sched_class classes[3];
+	struct sched_class classes[MODEL_MAX_CLASSES];
+	int nclasses;
+	struct sched_las las[3];
+	int first[3];
 	struct sched_queue queues[8];
 	const char **models;
 	int nmodels;
@@ -132,12 +138,13 @@ static void hold(struct world *w, struct sched_running *r, int n, int k, int mil
 static void build(struct world *w, const struct sim_cluster *cl, int pending)
 {
 	w->now = 1795000000000LL;
-	w->classes[0] = (struct sched_class){
-		.name = "batch", .priority = 10, .may_preempt = false, .preemptible = true};
-	w->classes[1] = (struct sched_class){
-		.name = "normal", .priority = 50, .may_preempt = false, .preemptible = false};
-	w->classes[2] = (struct sched_class){
-		.name = "prod", .priority = 100, .may_preempt = true, .preemptible = false};
+	struct sched_class base[3] = {
+		{.name = "batch", .priority = 10, .may_preempt = false, .preemptible = true},
+		{.name = "normal", .priority = 50, .may_preempt = false, .preemptible = false},
+		{.name = "prod", .priority = 100, .may_preempt = true, .preemptible = false}};
+	if (getenv("BENCH_LAS"))
+		w->las[1] = (struct sched_las){.nlevels = 3, .limit_gpu_s = {3600, 16 * 3600}};
+	w->nclasses = sched_classes_expand(base, w->las, 3, w->classes, w->first);
 	static char qnames[8][8];
 	for (int q = 0; q < 8; q++) {
 		snprintf(qnames[q], sizeof(qnames[q]), "q%d", q);
@@ -211,6 +218,15 @@ static void build(struct world *w, const struct sim_cluster *cl, int pending)
 		}
 	}
 	free(order);
+	/* each running job's level, by what it has run */
+	for (int r = 0; r < w->nr; r++) {
+		struct sched_running *run = &w->run[r];
+		int64_t milli = 0;
+		for (int k = 0; k < run->nnodes; k++)
+			milli += (int64_t)run->nodes[k].ndev * run->nodes[k].milli;
+		double got = (double)(w->now - run->start_ms) * (double)milli / 1e6;
+		run->cls = w->first[run->cls] + sched_las_level(&w->las[run->cls], got);
+	}
 	/* 100,000 pending jobs of mixed shapes, classes and queues */
 	w->jobs = xcalloc((size_t)pending, sizeof(*w->jobs));
 	w->ptrs = xcalloc((size_t)pending, sizeof(*w->ptrs));
@@ -221,6 +237,12 @@ static void build(struct world *w, const struct sim_cluster *cl, int pending)
 		j->submit_ms = w->now - 1000LL * (pending - i);
 		uint32_t c = rnd(10);
 		j->cls = c < 4 ? 0 : c < 9 ? 1 : 2;
+		if (w->las[j->cls].nlevels > 1) {
+			uint32_t l = rnd(20);
+			j->cls = w->first[j->cls] + (l < 10 ? 0 : l < 17 ? 1 : 2);
+		} else {
+			j->cls = w->first[j->cls];
+		}
 		j->queue = (int)rnd(8);
 		j->nodes = 1;
 		j->tasks_per_node = 1;
@@ -247,12 +269,15 @@ static void build(struct world *w, const struct sim_cluster *cl, int pending)
 		if (w->shapes)
 			j->shape_id = sched_shapes_add(w->shapes, j);
 	}
-	/* the order the server keeps them in: class priority, then submission */
+	/* the order the server keeps them in: class priority (a class's levels
+	 * in order), then submission; the classes lie in rising priority */
 	int k = 0;
 	for (int cls = 2; cls >= 0; cls--)
-		for (int i = 0; i < pending; i++)
-			if (w->jobs[i].cls == cls)
-				w->ptrs[k++] = &w->jobs[i];
+		for (int lv = w->first[cls]; lv < (cls == 2 ? w->nclasses : w->first[cls + 1]);
+		     lv++)
+			for (int i = 0; i < pending; i++)
+				if (w->jobs[i].cls == lv)
+					w->ptrs[k++] = &w->jobs[i];
 }
 
 static struct sched_snapshot snap_of(struct world *w)
@@ -264,7 +289,7 @@ static struct sched_snapshot snap_of(struct world *w)
 				       .running = w->run,
 				       .nrunning = w->nr,
 				       .classes = w->classes,
-				       .nclasses = 3,
+				       .nclasses = w->nclasses,
 				       .queues = w->queues,
 				       .nqueues = 8,
 				       .cluster = w->cluster,

@@ -20,6 +20,7 @@ enum {
 	O_SYNTHETIC,
 	O_LOAD,
 	O_HEAVY,
+	O_SAMPLE,
 	O_CONFIG,
 	O_QUEUES,
 	O_POLICY,
@@ -59,6 +60,9 @@ static const struct tk_option opts[] = {
 	{"heavy-tail", 0, NULL,
 	 "synthetic: a research cluster's run times (median 30 minutes, sigma 2, at most 30 "
 	 "days) instead of median 40 minutes, sigma 1, at most a day"},
+	{"sample", 0, "N",
+	 "with --trace and --load: N jobs drawn from the trace at random, for a longer stream "
+	 "shaped like it"},
 	{"config", 0, "FILE", "the server's config.json (classes); default: the built-in classes"},
 	{"queues", 0, "FILE", "JSON list of queues with quotas: [{\"name\", \"gpus\", ...}]"},
 	{"policy", 0, "NAME",
@@ -300,6 +304,12 @@ int sim_main(const struct tk_command *cmd, int argc, char **argv)
 		return usage("give one of --trace FILE and --synthetic N");
 	if (v[O_HEAVY] && !v[O_SYNTHETIC])
 		return usage("--heavy-tail: only with --synthetic");
+	int64_t sample = 0;
+	if (v[O_SAMPLE] && (!v[O_TRACE] || !v[O_LOAD]))
+		return usage("--sample: only with --trace and --load");
+	if (v[O_SAMPLE] && tk_parse_int64(v[O_SAMPLE], 1, SIM_MAX_JOBS, &sample) < 0)
+		return usage("--sample: expected a number of jobs from 1 to %d, got \"%s\"",
+			     SIM_MAX_JOBS, v[O_SAMPLE]);
 	struct sim_options o;
 	memset(&o, 0, sizeof(o));
 	sched_config_default(&o.sched);
@@ -419,6 +429,8 @@ int sim_main(const struct tk_command *cmd, int argc, char **argv)
 				v[O_TRACE]);
 			goto out_tr;
 		}
+		if (sample)
+			sim_trace_sample(&tr, (int)sample, o.seed);
 		sim_trace_retime(&tr, load, &cl, o.seed);
 	}
 	if (strcmp(tl, "none") == 0)

@@ -146,6 +146,10 @@ void sim_trace_synthetic(struct sim_trace *ret, int n, uint64_t seed, const stru
  * average (their shapes and run times as they are). */
 void sim_trace_retime(struct sim_trace *t, double load, const struct sim_cluster *cl,
 		      uint64_t seed);
+/* Replaces a trace's jobs by n drawn from them at random (with
+ * replacement, seeded), for a longer stream shaped like the trace; their
+ * submission times are then to be drawn again (sim_trace_retime). */
+void sim_trace_sample(struct sim_trace *t, int n, uint64_t seed);
 void sim_trace_release(struct sim_trace *t);
 /* Milli-devices a job asks for in all. */
 int64_t sim_job_milli(const struct sim_job *j);

@@ -391,6 +391,18 @@ static void arrivals(struct sim_trace *t, double load, const struct sim_cluster 
 	}
 }
 
+void sim_trace_sample(struct sim_trace *t, int n, uint64_t seed)
+{
+	uint64_t s = seed * 0xd1342543de82ef95ULL + 11;
+	struct sim_job *jobs = xcalloc((size_t)n + 1, sizeof(*jobs));
+	for (int i = 0; i < n && t->n; i++)
+		jobs[i] = t->jobs[mix_rng(&s) % (uint64_t)t->n];
+	free(t->jobs);
+	t->jobs = jobs;
+	t->n = t->n ? n : 0;
+	t->alloc = (size_t)n + 1;
+}
+
 void sim_trace_retime(struct sim_trace *t, double load, const struct sim_cluster *cl, uint64_t seed)
 {
 	uint64_t s = seed * 0x9e3779b97f4a7c15ULL + 7;
