@@ -583,6 +583,7 @@ json_t *allow_list_pack(const char (*list)[MODEL_NAME_MAX], int n);
 	}
 #define MODEL_LAS_DEFAULT_NLIMITS 2
 #define MODEL_LAS_DEFAULT_PROMOTE 8.0
+#define MODEL_LAS_DEFAULT_MIN_RUN_S 1800
 
 struct class_spec {
 	char name[MODEL_NAME_MAX];
@@ -599,6 +600,7 @@ struct class_spec {
 	int las_nlimits;
 	double las_limit_gpu_h[MODEL_LAS_MAX_LEVELS - 1];
 	double las_promote;
+	int64_t las_min_run_s; /* "las_min_run_s": preempted for an earlier level only after */
 };
 
 /* The levels a class has in the scheduler's order: 1, or 1 + its limits. */
@@ -608,7 +610,7 @@ int class_spec_levels(const struct class_spec *c);
  *   {"classes": [{"name": "prod", "priority": 100, "may_preempt": true,
  *                 "preemptible": false, "allow": ["group:ml"],
  *                 "order": "fifo" | "las", "las_limits_gpu_h": [1, 16],
- *                 "las_promote": 8}, ...],
+ *                 "las_promote": 8, "las_min_run_s": 1800}, ...],
  *    "default_class": "normal", "fair_share_half_life_s": 604800,
  *    "require_validation": false, "validation_args": ["--quick"]}
  * Without a file: prod (100, may preempt), normal (50), batch (10,

@@ -49,11 +49,12 @@ json_t *class_spec_pack(const struct class_spec *c)
 			json_array_append_new(l, json_real(c->las_limit_gpu_h[i]));
 		json_object_set_new(j, "las_limits_gpu_h", l);
 		json_object_set_new(j, "las_promote", json_real(c->las_promote));
+		json_object_set_new(j, "las_min_run_s", json_integer(c->las_min_run_s));
 	}
 	return j;
 }
 
-/* A class's "order", "las_limits_gpu_h" and "las_promote". */
+/* A class's "order", "las_limits_gpu_h", "las_promote" and "las_min_run_s". */
 static int class_order_unpack(json_t *cj, struct class_spec *cs, struct tk_error *err)
 {
 	char order[16] = "fifo";
@@ -65,9 +66,13 @@ static int class_order_unpack(json_t *cj, struct class_spec *cs, struct tk_error
 				 order);
 	cs->las = strcmp(order, "las") == 0;
 	json_t *limits = json_object_get(cj, "las_limits_gpu_h");
-	if (!cs->las && (limits || json_object_get(cj, "las_promote")))
+	const char *las_only = limits				      ? "las_limits_gpu_h"
+			       : json_object_get(cj, "las_promote")   ? "las_promote"
+			       : json_object_get(cj, "las_min_run_s") ? "las_min_run_s"
+								      : NULL;
+	if (!cs->las && las_only)
 		return tk_errorf(err, -EINVAL, "%s: only for a class with \"order\": \"las\"",
-				 limits ? "las_limits_gpu_h" : "las_promote");
+				 las_only);
 	if (!cs->las)
 		return 0;
 	static const double def[] = MODEL_LAS_DEFAULT_LIMITS;
@@ -97,8 +102,12 @@ static int class_order_unpack(json_t *cj, struct class_spec *cs, struct tk_error
 		}
 		cs->las_nlimits = (int)json_array_size(limits);
 	}
-	return mj_num(cj, "las_promote", false, 0, 1e6, MODEL_LAS_DEFAULT_PROMOTE, &cs->las_promote,
-		      err);
+	r = mj_num(cj, "las_promote", false, 0, 1e6, MODEL_LAS_DEFAULT_PROMOTE, &cs->las_promote,
+		   err);
+	if (r < 0)
+		return r;
+	return mj_int(cj, "las_min_run_s", false, 0, 30LL * 86400, MODEL_LAS_DEFAULT_MIN_RUN_S,
+		      &cs->las_min_run_s, err);
 }
 
 /* ---- allow lists ----------------------------------------------------------------- */
@@ -198,9 +207,9 @@ int sched_config_load_json(struct sched_config *c, const char *text, struct tk_e
 					   "mem_price_per_gib_hour",
 					   "currency",
 					   NULL};
-	static const char *const ckeys[] = {"name",  "priority", "may_preempt",	     "preemptible",
-					    "allow", "order",	 "las_limits_gpu_h", "las_promote",
-					    NULL};
+	static const char *const ckeys[] = {
+		"name",	 "priority",	     "may_preempt", "preemptible",   "allow",
+		"order", "las_limits_gpu_h", "las_promote", "las_min_run_s", NULL};
 	struct sched_config next;
 	sched_config_default(&next);
 	int r;

@@ -10,6 +10,7 @@
 #include "pass.h"
 
 #include <errno.h>
+#include <math.h>
 #include <string.h>
 
 int sched_classes_expand(const struct sched_class *in, const struct sched_las *las, int n,
@@ -25,6 +26,7 @@ int sched_classes_expand(const struct sched_class *in, const struct sched_las *l
 			ret[k] = in[c];
 			ret[k].las_family = levels > 1 ? c + 1 : 0;
 			ret[k].las_level = levels > 1 ? l : 0;
+			ret[k].las_min_run_ms = levels > 1 ? llround(las[c].min_run_s * 1000) : 0;
 			k++;
 		}
 	}
@@ -67,6 +69,7 @@ int sched_classes_of_config(const struct sched_config *cfg, struct sched_class *
 		for (int k = 0; k < cs->las_nlimits; k++)
 			l->limit_gpu_s[k] = cs->las_limit_gpu_h[k] * 3600;
 		l->promote = cs->las_promote;
+		l->min_run_s = (double)cs->las_min_run_s;
 	}
 	return sched_classes_expand(base, ret_las, cfg->nclasses, ret, ret_first);
 }

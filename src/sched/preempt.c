@@ -335,7 +335,7 @@ static const struct relset *releasable(struct st *st, int c)
 		const struct sched_running *run = &s->running[i];
 		const struct sched_class *rc = &s->classes[run->cls];
 		if (run->stopping || run->held_for || st->victim[i] ||
-		    !class_takes(&s->classes[c], rc))
+		    !may_stop(st, &s->classes[c], rc, run))
 			continue;
 		relset_add(p, rs, run);
 	}
@@ -452,7 +452,7 @@ bool try_preempt(struct st *st, int ji, const struct req *rq, bool reclaim, bool
 			continue;
 		const struct sched_class *rc = &s->classes[r->cls];
 		const struct sched_queue *rq_ = &s->queues[r->queue];
-		bool by_class = by_class_ok && class_takes(jc, rc);
+		bool by_class = by_class_ok && may_stop(st, jc, rc, r);
 		bool by_reclaim =
 			reclaim && r->queue != j->queue && rq_->quota_milli >= 0 &&
 			st->qs[r->queue].use - st->qs[r->queue].reclaiming > rq_->quota_milli;

@@ -83,6 +83,8 @@ struct sched_class {
 	 * Family 0: a class of its own. */
 	int las_family;
 	int las_level;
+	int64_t las_min_run_ms; /* a running job of the family works this long before a
+				 * job of an earlier level may preempt it */
 };
 
 struct sched_queue {
@@ -236,7 +238,9 @@ struct sched_policy {
  *
  * The starvation guard: a waiting job that has waited `promote` times as
  * long as its last attempt ran goes back to the first level, its service
- * counted from zero again.
+ * counted from zero again. Against thrashing: a running job is preempted
+ * for an earlier level only once its attempt has run `min_run_s`, so that
+ * every restore it pays buys at least that much work.
  *
  * The pass sees each level as a class of its own (sched_classes_expand);
  * the caller keeps each job's service, and gives a job of class c at level
@@ -249,6 +253,7 @@ struct sched_las {
 	int nlevels;				      /* 0 or 1: first in, first out */
 	double limit_gpu_s[SCHED_LAS_MAX_LEVELS - 1]; /* level k ends at limit_gpu_s[k] */
 	double promote;				      /* 0: never */
+	double min_run_s;			      /* 0: preempted at once */
 };
 
 /* The classes a pass is given: each class of in[] whose las[] has two or

@@ -41,6 +41,7 @@ enum {
 	O_ORDER,
 	O_LAS_LIMITS,
 	O_LAS_PROMOTE,
+	O_LAS_MIN_RUN,
 	O_CKPT_PREEMPT,
 	O_JSON,
 	O_SVG,
@@ -103,6 +104,9 @@ static const struct tk_option opts[] = {
 	{"las-promote", 0, "K",
 	 "with las: a job waiting K times as long as its last run goes back to the first "
 	 "level (default 8; 0: never)"},
+	{"las-min-run", 0, "DURATION",
+	 "with las: a running job is preempted for an earlier level only after its attempt ran "
+	 "this long (default 30m)"},
 	{"checkpoint-on-preempt", 0, NULL,
 	 "a preempted job saves its state in its grace period: it keeps all its work and pays "
 	 "one --checkpoint-cost"},
@@ -203,10 +207,11 @@ static int number(const char *name, const char *v, double lo, double hi, double 
 
 /* --order, --las-limits and --las-promote over the configuration's classes. */
 static int order_options(const char *order, const char *limits, const char *promote,
-			 struct sched_config *c)
+			 const char *min_run, struct sched_config *c)
 {
 	if (order && strcmp(order, "fifo") != 0 && strcmp(order, "las") != 0)
 		return usage("--order: expected fifo or las, got \"%s\"", order);
+	int r;
 	bool any = false;
 	for (int k = 0; k < c->nclasses; k++) {
 		struct class_spec *cs = &c->classes[k];
@@ -218,11 +223,15 @@ static int order_options(const char *order, const char *limits, const char *prom
 			cs->las_nlimits = MODEL_LAS_DEFAULT_NLIMITS;
 			memcpy(cs->las_limit_gpu_h, def, sizeof(def));
 			cs->las_promote = MODEL_LAS_DEFAULT_PROMOTE;
+			cs->las_min_run_s = MODEL_LAS_DEFAULT_MIN_RUN_S;
 		}
 		any |= cs->las;
 	}
-	if ((limits || promote) && !any)
-		return usage("--las-limits and --las-promote need --order las");
+	if ((limits || promote || min_run) && !any)
+		return usage("--las-limits, --las-promote and --las-min-run need --order las");
+	int64_t min_ms = 0;
+	if (min_run && (r = duration_ms("las-min-run", min_run, &min_ms)))
+		return r;
 	double lim[MODEL_LAS_MAX_LEVELS - 1];
 	int n = 0;
 	for (const char *p = limits; p && *p;) {
@@ -240,7 +249,6 @@ static int order_options(const char *order, const char *limits, const char *prom
 	if (limits && !n)
 		return usage("--las-limits: expected accelerator-hours such as 1,16");
 	double k = 0;
-	int r;
 	if (promote && (r = number("las-promote", promote, 0, 1e6, &k)))
 		return r;
 	int levels = 0;
@@ -252,6 +260,8 @@ static int order_options(const char *order, const char *limits, const char *prom
 		}
 		if (cs->las && promote)
 			cs->las_promote = k;
+		if (cs->las && min_run)
+			cs->las_min_run_s = min_ms / 1000;
 		levels += class_spec_levels(cs);
 	}
 	if (levels > MODEL_MAX_CLASSES)
@@ -394,7 +404,8 @@ int sim_main(const struct tk_command *cmd, int argc, char **argv)
 		}
 		free(text);
 	}
-	if ((r = order_options(v[O_ORDER], v[O_LAS_LIMITS], v[O_LAS_PROMOTE], &o.sched)))
+	if ((r = order_options(v[O_ORDER], v[O_LAS_LIMITS], v[O_LAS_PROMOTE], v[O_LAS_MIN_RUN],
+			       &o.sched)))
 		return r;
 	o.checkpoint_on_preempt = v[O_CKPT_PREEMPT] != NULL;
 	struct queue_spec *queues = NULL;

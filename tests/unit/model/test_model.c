@@ -556,6 +556,10 @@ static void test_config_validation(void **state)
 		 "classes[0].las_limits_gpu_h[0]: must be a number of accelerator-hours above 0"},
 		{"\"order\": \"las\", \"las_limits_gpu_h\": [1,2,3,4,5,6,7,8]",
 		 "classes[0].las_limits_gpu_h: must be an array of 1 to 7 numbers"},
+		{"\"las_min_run_s\": 60", "classes[0].las_min_run_s: only for a class with "
+					  "\"order\": \"las\""},
+		{"\"order\": \"las\", \"las_min_run_s\": -1",
+		 "classes[0].las_min_run_s: must be an integer from 0 to 2592000, got -1"},
 		{"\"order\": \"las\", \"las_promote\": -1",
 		 "classes[0].las_promote: must be a number from 0 to 1e+06, got -1"},
 	};

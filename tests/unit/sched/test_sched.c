@@ -898,6 +898,16 @@ static void test_least_attained_service(void **state)
 	assert_true(preempted(&d, r->id));
 	assert_null(start_of(&d, 0));
 	sched_decisions_release(&d);
+	/* not before its attempt has run the family's minimum (it ran 60 s) */
+	for (int l = 0; l < 3; l++)
+		c.classes[1 + l].las_min_run_ms = 120000;
+	assert_int_equal(pass(&c, &d), 0);
+	assert_int_equal(d.npreempts, 0);
+	sched_decisions_release(&d);
+	r->start_ms = c.now - 120000;
+	assert_int_equal(pass(&c, &d), 0);
+	assert_true(preempted(&d, r->id));
+	sched_decisions_release(&d);
 	/* the same level, a later one, another class: nothing is taken */
 	int pairs[][2] = {{first[NORMAL], first[NORMAL]},
 			  {first[NORMAL] + 1, first[NORMAL] + 1},
@@ -970,6 +980,9 @@ static void test_las_config(void **state)
 	assert_int_equal(las[1].nlevels, 4);
 	assert_true(las[1].limit_gpu_s[0] == 7200 && las[1].limit_gpu_s[2] == 8 * 3600);
 	assert_true(las[1].promote == 3);
+	assert_true(las[1].min_run_s == MODEL_LAS_DEFAULT_MIN_RUN_S);
+	assert_int_equal(out[2].las_min_run_ms, MODEL_LAS_DEFAULT_MIN_RUN_S * 1000);
+	assert_int_equal(out[0].las_min_run_ms, 0);
 	assert_int_equal(out[4].las_level, 3);
 	assert_int_equal(sched_las_level(&las[1], 5 * 3600), 2);
 	/* default levels */
