@@ -211,16 +211,26 @@ static int run_classes(struct ctx *c)
 		json_decref(res);
 		return CLI_EXIT_OK;
 	}
-	printf("%-12s %8s %-12s %-12s %7s  %s\n", "CLASS", "PRIORITY", "MAY PREEMPT", "PREEMPTIBLE",
-	       "PENDING", "WHO");
+	printf("%-12s %8s %-12s %-12s %-16s %7s  %s\n", "CLASS", "PRIORITY", "MAY PREEMPT",
+	       "PREEMPTIBLE", "ORDER", "PENDING", "WHO");
 	size_t i;
 	json_t *k;
 	json_array_foreach (json_object_get(res, "classes"), i, k) {
 		_cleanup_free_ char *who = joined(json_object_get(k, "allow"), "everyone");
-		printf("%-12s %8lld %-12s %-12s %7lld  %s%s\n", jstr(k, "name"),
+		char order[64] = "fifo";
+		json_t *lim = json_object_get(k, "las_limits_gpu_h");
+		if (lim) {
+			/* the levels' limits in accelerator-hours: las 1/16 */
+			int n = snprintf(order, sizeof(order), "las ");
+			for (size_t x = 0; x < json_array_size(lim) && n < (int)sizeof(order); x++)
+				n += snprintf(order + n, sizeof(order) - (size_t)n, "%s%g",
+					      x ? "/" : "",
+					      json_number_value(json_array_get(lim, x)));
+		}
+		printf("%-12s %8lld %-12s %-12s %-16s %7lld  %s%s\n", jstr(k, "name"),
 		       (long long)jint(k, "priority"),
 		       json_is_true(json_object_get(k, "may_preempt")) ? "yes" : "no",
-		       json_is_true(json_object_get(k, "preemptible")) ? "yes" : "no",
+		       json_is_true(json_object_get(k, "preemptible")) ? "yes" : "no", order,
 		       (long long)jint(k, "pending"), who,
 		       json_is_true(json_object_get(k, "default")) ? "  (default)" : "");
 	}

@@ -256,6 +256,12 @@ static void show_job(json_t *j)
 	printf("\n");
 	if (*jstr(j, "reason"))
 		printf("  Reason:   %s\n", jstr(j, "reason"));
+	json_t *las = json_object_get(j, "las");
+	if (las)
+		printf("  Order:    least attained service, level %lld of %lld (%.3g "
+		       "accelerator-hours received)\n",
+		       (long long)jint(las, "level") + 1, (long long)jint(las, "levels"),
+		       json_number_value(json_object_get(las, "service_gpu_h")));
 	fmt_time(jint(j, "submit_ms"), t1, sizeof(t1));
 	printf("  Owner:    %s, submitted %s\n", jstr(j, "owner"), t1);
 	printf("  Command: ");

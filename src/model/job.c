@@ -952,6 +952,8 @@ json_t *job_pack(const struct job *j)
 		json_object_set_new(o, "checkpoints", ckpts_pack(j->ckpts, j->nckpts));
 	if (j->held)
 		json_object_set_new(o, "held", json_true());
+	if (j->las_from)
+		json_object_set_new(o, "las_from_attempt", json_integer(j->las_from));
 	if (j->array_job)
 		json_object_set_new(o, "array",
 				    json_pack("{s:I, s:i, s:i, s:i}", "job",
@@ -1138,13 +1140,13 @@ static int attempt_unpack(json_t *aj, struct attempt *a, struct tk_error *err)
 int job_unpack(json_t *jj, struct job *ret, struct tk_error *err)
 {
 	static const char *const keys[] = {
-		"id",	     "name",	    "owner",  "state",	 "submit_ms", "end_ms",
-		"exit_code", "failures",    "reason", "request", "attempts",  "system",
-		"run_as",    "checkpoints", "held",   "array",	 NULL};
+		"id",	     "name",	    "owner",  "state",	 "submit_ms",	     "end_ms",
+		"exit_code", "failures",    "reason", "request", "attempts",	     "system",
+		"run_as",    "checkpoints", "held",   "array",	 "las_from_attempt", NULL};
 	struct job j;
 	memset(&j, 0, sizeof(j));
 	char state[16] = "", name[MODEL_NAME_MAX];
-	int64_t id, submit, end, code, failures;
+	int64_t id, submit, end, code, failures, las_from;
 	int r;
 	if ((r = mj_check_keys(jj, NULL, keys, err)) < 0 ||
 	    (r = mj_int(jj, "id", true, 1, INT64_MAX, 0, &id, err)) < 0 ||
@@ -1159,6 +1161,8 @@ int job_unpack(json_t *jj, struct job *ret, struct tk_error *err)
 	    (r = mj_bool(jj, "system", false, false, &j.system, err)) < 0 ||
 	    (r = mj_strbuf(jj, "run_as", false, true, j.run_as, sizeof(j.run_as), err)) < 0 ||
 	    (r = mj_bool(jj, "held", false, false, &j.held, err)) < 0 ||
+	    (r = mj_int(jj, "las_from_attempt", false, 0, MODEL_MAX_ATTEMPTS + 1, 0, &las_from,
+			err)) < 0 ||
 	    (r = job_array_unpack(jj, &j, err)) < 0)
 		return r;
 	if (j.run_as[0] && !model_unix_user_valid(j.run_as))
@@ -1171,6 +1175,7 @@ int job_unpack(json_t *jj, struct job *ret, struct tk_error *err)
 		return r;
 	}
 	j.id = id;
+	j.las_from = (int)las_from;
 	j.submit_ms = submit;
 	j.end_ms = end;
 	j.exit_code = (int)code;

@@ -477,6 +477,10 @@ struct job {
 	int array_index;
 	int array_cap;
 	int array_count;
+	/* least attained service: the service that orders it counts from
+	 * this attempt on (it was promoted back to the first level while
+	 * waiting for it); 0: from the first */
+	int las_from;
 };
 
 void job_release(struct job *j);
@@ -583,7 +587,7 @@ json_t *allow_list_pack(const char (*list)[MODEL_NAME_MAX], int n);
 	}
 #define MODEL_LAS_DEFAULT_NLIMITS 2
 #define MODEL_LAS_DEFAULT_PROMOTE 8.0
-#define MODEL_LAS_DEFAULT_MIN_RUN_S 1800
+#define MODEL_LAS_DEFAULT_MIN_RUN_S 3600
 
 struct class_spec {
 	char name[MODEL_NAME_MAX];
@@ -610,7 +614,7 @@ int class_spec_levels(const struct class_spec *c);
  *   {"classes": [{"name": "prod", "priority": 100, "may_preempt": true,
  *                 "preemptible": false, "allow": ["group:ml"],
  *                 "order": "fifo" | "las", "las_limits_gpu_h": [1, 16],
- *                 "las_promote": 8, "las_min_run_s": 1800}, ...],
+ *                 "las_promote": 8, "las_min_run_s": 3600}, ...],
  *    "default_class": "normal", "fair_share_half_life_s": 604800,
  *    "require_validation": false, "validation_args": ["--quick"]}
  * Without a file: prod (100, may preempt), normal (50), batch (10,

@@ -199,6 +199,11 @@ json_t *state_job_pack(struct state *s, struct sjob *j)
 	json_object_set_new(o, "queue", json_string(j->queue->spec.name));
 	if (j->preemptions)
 		json_object_set_new(o, "preemptions", json_integer(j->preemptions));
+	if (s->las[j->cls].nlevels > 1)
+		json_object_set_new(o, "las",
+				    json_pack("{s:i, s:i, s:f}", "level", j->las_level, "levels",
+					      s->las[j->cls].nlevels, "service_gpu_h",
+					      j->las_service / 3600));
 	if (j->last_ckpt_ms)
 		json_object_set_new(o, "last_checkpoint_ms", json_integer(j->last_ckpt_ms));
 	return o;

@@ -391,12 +391,6 @@ static int load_config(struct server *s, struct sched_config *sched, struct tk_e
 	free(text);
 	if (r < 0)
 		return tk_errorf(err, r, "configuration %s: %s", path, e.text);
-	for (int c = 0; c < sched->nclasses; c++)
-		if (sched->classes[c].las)
-			return tk_errorf(err, -EOPNOTSUPP,
-					 "configuration %s: classes[%d].order: \"las\" runs in tenk "
-					 "sim only for now, not in the server",
-					 path, c);
 	log_info("scheduling configuration loaded from %s", path);
 	return 0;
 }

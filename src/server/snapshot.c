@@ -8,6 +8,7 @@
 #include "state.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -15,7 +16,6 @@
 struct snapshot {
 	struct sched_snapshot snap;
 	struct sched_node *nodes; /* node i is state->nodes[i] */
-	struct sched_class classes[MODEL_MAX_CLASSES];
 	struct sched_queue *queues;
 	const struct sched_job **jobs; /* pending, classes by priority, then submission */
 	struct sjob **byindex;	       /* the job of jobs[i] */
@@ -44,15 +44,8 @@ static void nodes_build(const struct state *s, struct snapshot *sn)
 	}
 }
 
-static void classes_queues_build(const struct state *s, struct snapshot *sn)
+static void queues_build(const struct state *s, struct snapshot *sn)
 {
-	for (int c = 0; c < s->sched.nclasses; c++) {
-		const struct class_spec *cs = &s->classes[c].spec;
-		sn->classes[c] = (struct sched_class){.name = cs->name,
-						      .priority = cs->priority,
-						      .may_preempt = cs->may_preempt,
-						      .preemptible = cs->preemptible};
-	}
 	sn->queues = xcalloc((size_t)s->nqueues + 1, sizeof(*sn->queues));
 	for (int q = 0; q < s->nqueues; q++) {
 		const struct queue_spec *qs = &s->queues[q]->spec;
@@ -60,6 +53,84 @@ static void classes_queues_build(const struct state *s, struct snapshot *sn)
 			qs->name, qs->quota_milli, qs->borrow_milli, qs->weight,
 			sched_usage_recent(qs->usage, (double)s->sched.half_life_s)};
 	}
+}
+
+/* ---- least attained service ---------------------------------------------------- */
+
+/* Accelerator-seconds attempt a has run (to now while it runs). */
+static double attempt_service(const struct attempt *a, int64_t now)
+{
+	int64_t milli = 0;
+	for (int k = 0; k < a->nnodes; k++)
+		milli += (int64_t)a->nodes[k].ndev * a->nodes[k].milli;
+	int64_t end = a->ended ? a->end_ms : now;
+	return end > a->start_ms ? (double)(end - a->start_ms) * (double)milli / 1e6 : 0;
+}
+
+double state_job_service(const struct sjob *j, int64_t now)
+{
+	double got = 0;
+	for (int i = 0; i < j->job.nattempts; i++)
+		if (j->job.attempts[i].number >= j->job.las_from)
+			got += attempt_service(&j->job.attempts[i], now);
+	return got;
+}
+
+static void wake_at(struct state *s, int64_t at)
+{
+	if (!s->wake_ms || at < s->wake_ms)
+		s->wake_ms = at;
+}
+
+/* A waiting job's level in its class's order: by the service it has had,
+ * unless it has waited long enough since its last attempt to go back to
+ * the first level (which it keeps, stored, until it runs again: its
+ * service counts from its next attempt). */
+static int pending_level(struct state *s, struct sjob *j, int64_t now)
+{
+	const struct sched_las *l = &s->las[j->cls];
+	if (l->nlevels < 2)
+		return 0;
+	const struct attempt *last = job_current_attempt(&j->job);
+	if (last && last->ended && last->number >= j->job.las_from) {
+		int64_t ran = last->end_ms - last->start_ms, waited = now - last->end_ms;
+		if (sched_las_promoted(l, ran, waited)) {
+			j->job.las_from = last->number + 1;
+			state_job_dirty(s, j);
+			log_info("job %lld: waited %lld s after running %lld s: back to the first "
+				 "level "
+				 "of class %s",
+				 (long long)j->job.id, (long long)(waited / 1000),
+				 (long long)(ran / 1000), s->classes[j->cls].spec.name);
+		} else if (l->promote > 0 && ran > 0) {
+			wake_at(s, last->end_ms + (int64_t)ceil(l->promote * (double)ran));
+		}
+	}
+	j->las_service = state_job_service(j, now);
+	j->las_level = sched_las_level(l, j->las_service);
+	return j->las_level;
+}
+
+/* Puts jobs[from, to) (and byindex alike) in level order, each level in
+ * the order it had: the pass takes a class's levels as classes in a row. */
+static void by_level(struct snapshot *sn, const struct state *s, int from, int to)
+{
+	int n = to - from;
+	if (n < 2)
+		return;
+	const struct sched_job **jobs = xmalloc(sizeof(*jobs) * (size_t)n);
+	struct sjob **idx = xmalloc(sizeof(*idx) * (size_t)n);
+	int k = 0;
+	for (int lv = 0; lv < SCHED_LAS_MAX_LEVELS && k < n; lv++)
+		for (int i = from; i < to; i++)
+			if (s->pass_classes[sn->jobs[i]->cls].las_level == lv) {
+				jobs[k] = sn->jobs[i];
+				idx[k++] = sn->byindex[i];
+			}
+	memcpy(&sn->jobs[from], jobs, sizeof(*jobs) * (size_t)n);
+	memcpy(&sn->byindex[from], idx, sizeof(*idx) * (size_t)n);
+	free(jobs);
+	free(idx);
 }
 
 /* Why j waits where no pass may place it (its request refused by the
@@ -154,9 +225,9 @@ static void jobs_build(struct state *s, uint64_t mark, int64_t now, struct snaps
 	struct sjob **never = NULL;
 	size_t nnever = 0, never_alloc = 0;
 	s->wake_ms = 0;
-	for (int k = 0; k < s->sched.nclasses; k++)
-		for (struct sjob *j = s->classes[s->class_order[k]].pend_head; j;
-		     j = j->pend_next) {
+	for (int k = 0; k < s->sched.nclasses; k++) {
+		int c = s->class_order[k], from = sn->njobs;
+		for (struct sjob *j = s->classes[c].pend_head; j; j = j->pend_next) {
 			bool no;
 			const char *why = held_back(s, j, now, buf, sizeof(buf), &no);
 			if (!why)
@@ -172,9 +243,13 @@ static void jobs_build(struct state *s, uint64_t mark, int64_t now, struct snaps
 				continue;
 			}
 			j->sj.queue = j->queue->index;
+			j->sj.cls = s->las_first[c] + pending_level(s, j, now);
 			sn->jobs[sn->njobs] = &j->sj;
 			sn->byindex[sn->njobs++] = j;
 		}
+		if (s->las[c].nlevels > 1)
+			by_level(sn, s, from, sn->njobs);
+	}
 	/* a dependency that can no longer be met ends the job (what waits on
 	 * it is judged in the next pass) */
 	for (size_t i = 0; i < nnever; i++) {
@@ -225,8 +300,13 @@ static void attempt_index_release(struct attempt_index *ix)
 /* What holds resources: every part of every attempt not yet ended, grouped
  * by attempt. One walk counts each attempt's parts, a second fills them in,
  * so that an attempt's parts lie side by side. */
-static void running_build(const struct state *s, struct snapshot *sn)
+static void running_build(struct state *s, struct snapshot *sn, int64_t now)
 {
+	/* a running job of a "las" class that reaches its next level while
+	 * jobs wait may be preempted then: a pass is due */
+	bool las_waiting = false;
+	for (int c = 0; c < s->sched.nclasses; c++)
+		las_waiting |= s->las[c].nlevels > 1 && s->classes[c].npending > 0;
 	size_t nparts = 0;
 	for (int i = 0; i < s->nnodes; i++)
 		nparts += (size_t)s->nodes[i]->nparts;
@@ -247,8 +327,20 @@ static void running_build(const struct state *s, struct snapshot *sn)
 			if (fresh) {
 				const struct attempt *a = &j->job.attempts[pt->attempt - 1];
 				struct sched_running *r = &sn->running[sn->nrunning];
+				const struct sched_las *l = &s->las[j->cls];
+				int64_t milli = 0;
+				for (int x = 0; x < a->nnodes; x++)
+					milli += (int64_t)a->nodes[x].ndev * a->nodes[x].milli;
+				double got = state_job_service(j, now);
+				int lv = sched_las_level(l, got);
+				j->las_service = got;
+				j->las_level = lv;
+				if (las_waiting && lv + 1 < l->nlevels && milli > 0 &&
+				    attempt_is_current(j, a))
+					wake_at(s, now + (int64_t)ceil((l->limit_gpu_s[lv] - got) *
+								       1e6 / (double)milli));
 				r->id = j->job.id;
-				r->cls = j->cls;
+				r->cls = s->las_first[j->cls] + lv;
 				r->queue = j->queue->index;
 				r->start_ms = a->start_ms;
 				r->time_limit_s = j->job.req.time_limit_s;
@@ -304,9 +396,9 @@ static void snapshot_build(struct state *s, uint64_t mark, int64_t now, struct s
 {
 	memset(sn, 0, sizeof(*sn));
 	nodes_build(s, sn);
-	classes_queues_build(s, sn);
+	queues_build(s, sn);
 	jobs_build(s, mark, now, sn);
-	running_build(s, sn);
+	running_build(s, sn, now);
 	/* what follows from the node list alone is kept until the nodes change */
 	if (!sched_cluster_matches(s->sched_cluster, sn->nodes, s->nnodes)) {
 		sched_cluster_free(s->sched_cluster);
@@ -318,8 +410,8 @@ static void snapshot_build(struct state *s, uint64_t mark, int64_t now, struct s
 					   .njobs = sn->njobs,
 					   .running = sn->running,
 					   .nrunning = sn->nrunning,
-					   .classes = sn->classes,
-					   .nclasses = s->sched.nclasses,
+					   .classes = s->pass_classes,
+					   .nclasses = s->npass_classes,
 					   .queues = sn->queues,
 					   .nqueues = s->nqueues,
 					   .cluster = s->sched_cluster,

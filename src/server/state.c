@@ -26,6 +26,11 @@ void state_init(struct state *s, const struct state_config *cfg, const struct sc
 		s->classes[c].spec = s->sched.classes[c];
 		s->class_order[c] = c;
 	}
+	/* the scheduler's classes: every level of a "las" class one of them
+	 * (the configuration was checked to have at most MODEL_MAX_CLASSES) */
+	s->npass_classes =
+		sched_classes_of_config(&s->sched, s->pass_classes, s->las, s->las_first);
+	assert(s->npass_classes > 0);
 	/* classes by priority, highest first; equal ones in configuration order */
 	for (int a = 1; a < s->sched.nclasses; a++)
 		for (int b = a; b > 0 && s->classes[s->class_order[b]].spec.priority >

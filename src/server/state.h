@@ -82,6 +82,10 @@ struct sjob {
 	int array_active;
 	uint64_t array_mark;
 	int array_admitted;
+	/* least attained service, as the last pass saw it: its level and the
+	 * accelerator-seconds that put it there */
+	int las_level;
+	double las_service;
 };
 
 /* A priority class, with the jobs of it that wait. */
@@ -257,7 +261,16 @@ struct state {
 
 	/* scheduling */
 	bool sched_needed;
-	int64_t wake_ms; /* a pass is due then (a job's begin time); 0: none */
+	/* a pass is due then (a job's begin time, a promotion, a running job
+	 * reaching its next level of least attained service); 0: none */
+	int64_t wake_ms;
+	/* the classes as the scheduler sees them: the levels of "las" classes
+	 * expanded (sched_classes_of_config); per configured class, its levels
+	 * and the scheduler's class of its first */
+	struct sched_class pass_classes[MODEL_MAX_CLASSES];
+	int npass_classes;
+	struct sched_las las[MODEL_MAX_CLASSES];
+	int las_first[MODEL_MAX_CLASSES];
 	uint64_t pass_no;
 	struct sched_cluster *sched_cluster; /* kept while the nodes stay the same */
 	struct sched_shapes *sched_shapes;   /* the waiting jobs' requests, filed */
@@ -273,6 +286,9 @@ struct state {
 void state_init(struct state *s, const struct state_config *cfg, const struct sched_config *sched,
 		state_event_cb cb, void *cb_arg);
 void state_release(struct state *s);
+/* Least attained service: the accelerator-seconds a job's attempts have
+ * run (the current one to now), from its las_from attempt on. */
+double state_job_service(const struct sjob *j, int64_t now);
 /* Marks a job, node, queue or user changed: it goes in the next batch. */
 void state_job_dirty(struct state *s, struct sjob *j);
 /* What an attempt's tasks on node n wrote to $TENK_METRICS: kept with the

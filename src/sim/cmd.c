@@ -106,7 +106,7 @@ static const struct tk_option opts[] = {
 	 "level (default 8; 0: never)"},
 	{"las-min-run", 0, "DURATION",
 	 "with las: a running job is preempted for an earlier level only after its attempt ran "
-	 "this long (default 30m)"},
+	 "this long (default 1h)"},
 	{"checkpoint-on-preempt", 0, NULL,
 	 "a preempted job saves its state in its grace period: it keeps all its work and pays "
 	 "one --checkpoint-cost"},

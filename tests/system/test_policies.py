@@ -215,3 +215,37 @@ def test_fraction_gets_mps_limits(workdir):
     assert "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=20389M" in out  # a quarter of 81,559 MiB
     assert f"CUDA_MPS_PIPE_DIRECTORY={pipe}" in out
     d.stop()
+
+
+def test_least_attained_service_preempts_within_its_class(workdir, procs):
+    """"order": "las": a job that has had its accelerators longest sinks a
+    level, and a newer job of the same class takes them as soon as that
+    happens (a pass at that moment, not at the next event); the victim gets
+    SIGTERM and comes back, and the level is shown."""
+    data = os.path.join(workdir, "data")
+    root_jobs_config(data, classes=[
+        {"name": "normal", "priority": 50, "order": "las", "las_limits_gpu_h": [0.002],
+         "las_min_run_s": 1, "las_promote": 0}])
+    t = cluster_of(workdir, procs, agents=1)
+    classes = t.run("classes").stdout
+    assert "las 0.002" in classes, classes
+    out = os.path.join(workdir, "marks")
+    os.mkdir(out)
+    a = t.submit("-G", "4", "--grace", "2s", "--", "sh", "-c", TRAPPED.format(out=out))
+    t.wait_state(a, "RUNNING")
+    # 0.002 accelerator-hours is 1.8 s on four: b waits at the same level, then takes them
+    b = t.submit("-G", "4", "--", "true")
+    assert t.job(b)["state"] == "PENDING"
+    p = t.run("wait", b, timeout=60)
+    assert p.returncode == 0
+    j = t.job(a)
+    assert f"preempted by job {b} (class normal)" in j["attempts"][0]["reason"], j
+    assert j["preemptions"] == 1 and j["failures"] == 0
+    assert os.path.exists(f"{out}/term-{a}-1"), "the victim got SIGTERM to checkpoint"
+    wait_for(lambda: len(t.job(a)["attempts"]) == 2, 30, f"job {a} to restart")
+    j = t.job(a)
+    assert j["las"]["levels"] == 2 and j["las"]["level"] == 1, j
+    assert j["las"]["service_gpu_h"] >= 0.002, j
+    shown = t.run("show", a).stdout
+    assert "least attained service, level 2 of 2" in shown, shown
+    t.run("cancel", a)

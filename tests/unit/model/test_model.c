@@ -342,6 +342,7 @@ static void test_job_roundtrip(void **state)
 	a->restore_attempt = 1;
 	a->nodes[1].restore = RESTORE_DONE;
 	a->nodes[1].restore_bytes = 7;
+	job.las_from = 2; /* promoted while it waited after attempt 1 */
 	json_t *p1 = job_pack(&job);
 	struct job back;
 	assert_int_equal(job_unpack(p1, &back, &err), 0);
@@ -357,6 +358,7 @@ static void test_job_roundtrip(void **state)
 	assert_int_equal(back.attempts[0].nodes[1].restore, RESTORE_DONE);
 	assert_int_equal(back.attempts[0].nodes[0].restore, RESTORE_WAITING);
 	assert_string_equal(back.attempts[0].restore_tag, "step-10");
+	assert_int_equal(back.las_from, 2);
 	/* a corrupted document is refused with the field named */
 	json_object_set_new(json_array_get(json_object_get(p1, "attempts"), 0), "master_port",
 			    json_integer(70000));
