@@ -666,6 +666,11 @@ struct sched_config {
 	double cpu_price_per_hour;
 	double mem_price_per_gib_hour;
 	char currency[16];
+	/* "reservation_patience_s": a class's first waiting job whose start
+	 * nobody can tell (running jobs in its way have no time limit) holds
+	 * idle resources for itself once it has waited this long (0: at once);
+	 * absent (-1): never, later jobs use what is idle */
+	int64_t resv_patience_s;
 };
 
 void sched_config_default(struct sched_config *c);

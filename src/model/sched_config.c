@@ -22,6 +22,7 @@ void sched_config_default(struct sched_config *c)
 	c->max_pending_per_user = 10000;
 	c->max_pending_mib_per_user = 256;
 	c->checkpoint_keep = 2;
+	c->resv_patience_s = -1;
 }
 
 int sched_config_class(const struct sched_config *c, const char *name)
@@ -206,6 +207,7 @@ int sched_config_load_json(struct sched_config *c, const char *text, struct tk_e
 					   "cpu_price_per_hour",
 					   "mem_price_per_gib_hour",
 					   "currency",
+					   "reservation_patience_s",
 					   NULL};
 	static const char *const ckeys[] = {
 		"name",	 "priority",	     "may_preempt", "preemptible",   "allow",
@@ -242,7 +244,9 @@ int sched_config_load_json(struct sched_config *c, const char *text, struct tk_e
 	    (r = mj_num(root, "mem_price_per_gib_hour", false, 0, 1e6, 0,
 			&next.mem_price_per_gib_hour, err)) < 0 ||
 	    (r = mj_strbuf(root, "currency", false, true, next.currency, sizeof(next.currency),
-			   err)) < 0)
+			   err)) < 0 ||
+	    (r = mj_int(root, "reservation_patience_s", false, 0, 365LL * 86400, -1,
+			&next.resv_patience_s, err)) < 0)
 		goto out;
 	if (next.checkpoint_store[0] &&
 	    (next.checkpoint_store[0] != '/' || strstr(next.checkpoint_store, "/../") ||

@@ -6,6 +6,7 @@
  */
 #include "pass.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 static bool resv_blocks(const struct st *st, const struct resv *r, const struct sched_job *j)
@@ -213,9 +214,80 @@ static const struct end_item *end_order(struct st *st, int *ret_n)
 	return out;
 }
 
+/* Free milli-devices on the nodes of a running job (the most on any). */
+static int64_t free_near(const struct pass *p, const struct sched_running *r)
+{
+	int64_t most = 0;
+	for (int k = 0; k < r->nnodes; k++) {
+		const struct sched_node *node = &p->snap->nodes[r->nodes[k].node];
+		int64_t f = 0;
+		for (int d = 0; d < node->ndev; d++)
+			f += p->free.dev[p->dev_off[r->nodes[k].node] + d];
+		most = MAX(most, f);
+	}
+	return most;
+}
+
+struct unknown_end {
+	int idx;
+	int64_t near;  /* free_near */
+	int64_t start; /* later: younger */
+};
+
+static int cmp_unknown(const void *a, const void *b, void *arg)
+{
+	const struct unknown_end *x = a, *y = b;
+	const struct sched_snapshot *s = arg;
+	if (x->near != y->near)
+		return x->near > y->near ? -1 : 1;
+	if (x->start != y->start)
+		return x->start > y->start ? -1 : 1;
+	return s->running[x->idx].id < s->running[y->idx].id ? -1 : 1;
+}
+
+/* Placements tried among jobs without time limits, one released at a
+ * time, before the rest are released at once. */
+#define UNKNOWN_TRIES 16
+
 /* When could j start, and where, as running jobs end by their time limits?
- * Running jobs are released in order of expected end until j fits. Fills
- * *until and st->pl; false if not even when all have ended. */
+ * Running jobs are released in order of expected end until j fits. Those
+ * without a time limit end at an unknown time: they are released one by
+ * one, the likeliest to make room first (on the nodes with the most free
+ * already, which a reservation that holds keeps free, so that the choice
+ * stays where it was from pass to pass; then the youngest, as run times
+ * are heavy-tailed: the longer a job has run, the longer it tends to run
+ * on), so that what j waits for is as little as can be. Fills *until and
+ * st->pl; false if not even when all have ended. */
+static bool shadow_unknown(struct st *st, const struct req *rq, const struct end_item *h, int n,
+			   struct fitcount *fc)
+{
+	struct pass *p = &st->p;
+	const struct sched_snapshot *s = p->snap;
+	struct unknown_end *u = xmalloc(sizeof(*u) * ((size_t)n + 1));
+	for (int i = 0; i < n; i++) {
+		const struct sched_running *r = &s->running[h[i].idx];
+		u[i] = (struct unknown_end){h[i].idx, free_near(p, r), r->start_ms};
+	}
+	qsort_r(u, (size_t)n, sizeof(*u), cmp_unknown, (void *)s);
+	struct place_fail why;
+	bool ok = false;
+	int tries = 0;
+	for (int i = 0; i < n && !ok; i++) {
+		const struct sched_running *r = &s->running[u[i].idx];
+		scratch_apply(p, r->nodes, r->nnodes, +1);
+		for (int x = 0; x < r->nnodes; x++)
+			fit_update(p, fc, &p->scratch, r->nodes[x].node);
+		/* past the tries, only once every one is released */
+		if ((tries >= UNKNOWN_TRIES && i + 1 < n) || !fit_enough(fc))
+			continue;
+		tries++;
+		st->d->placements_tried++;
+		ok = place(p, rq, &p->scratch, &st->pl, &why);
+	}
+	free(u);
+	return ok;
+}
+
 bool shadow(struct st *st, const struct req *rq, int64_t *until)
 {
 	struct pass *p = &st->p;
@@ -230,15 +302,10 @@ bool shadow(struct st *st, const struct req *rq, int64_t *until)
 	for (int i = 0; i < n && !ok; i++) {
 		struct end_item it = h[i];
 		if (it.end == FOREVER) {
-			/* the rest have no time limit: they all end "at once", at an
-			 * unknown time */
-			for (; i < n; i++) {
-				const struct sched_running *r = &s->running[h[i].idx];
-				scratch_apply(p, r->nodes, r->nnodes, +1);
-				for (int x = 0; x < r->nnodes; x++)
-					fit_update(p, &fc, &p->scratch, r->nodes[x].node);
-			}
-			i = n - 1;
+			ok = shadow_unknown(st, rq, &h[i], n - i, &fc);
+			if (ok)
+				*until = FOREVER;
+			break;
 		} else {
 			const struct sched_running *r = &s->running[it.idx];
 			scratch_apply(p, r->nodes, r->nnodes, +1);

@@ -365,8 +365,16 @@ int sched_pass(const struct sched_snapshot *snap, int64_t now_ms, const struct s
 		seg = end;
 		assert_pass_consistent(&st, seg);
 	}
-	for (int i = 0; i < st.nresv; i++)
-		free(st.resv[i].a);
+	/* the reservations go out with the decisions; holds for victims do not */
+	ret->resvs = xcalloc((size_t)st.nresv + 1, sizeof(*ret->resvs));
+	for (int i = 0; i < st.nresv; i++) {
+		if (st.resv[i].until == 0) {
+			free(st.resv[i].a);
+			continue;
+		}
+		ret->resvs[ret->nresvs++] = (struct sched_resv){st.resv[i].job, st.resv[i].until,
+								st.resv[i].n, st.resv[i].a};
+	}
 	free(st.resv);
 	free(st.order);
 	free(st.run);
@@ -491,6 +499,9 @@ void sched_decisions_release(struct sched_decisions *d)
 		free(d->starts[i].nodes);
 	for (int i = 0; i < d->nwaits; i++)
 		free(d->waits[i].detail);
+	for (int i = 0; i < d->nresvs; i++)
+		free(d->resvs[i].nodes);
+	free(d->resvs);
 	free(d->starts);
 	free(d->preempts);
 	free(d->waits);

@@ -209,6 +209,14 @@ struct sched_policy {
 	 * for every placement */
 	bool score_every_node;
 	bool no_preemption;
+	/* A class's first waiting job whose start time is unknown (running
+	 * jobs in its way have no time limit) holds idle resources for itself
+	 * only once it has waited this long (since submission), on the nodes
+	 * likeliest to free first; before, it holds nothing and later jobs use
+	 * what is free, as they would with no reservation at all. 0: never
+	 * (what nobody can tell the end of holds nothing idle); negative: at
+	 * once. Reservations from time limits are held at once (EASY). */
+	int64_t resv_patience_ms;
 	enum sched_frac_policy {
 		SCHED_FRAC_FGD,	    /* least fragmentation for the queued size mix */
 		SCHED_FRAC_BESTFIT, /* the device with least room left */
@@ -311,6 +319,15 @@ struct sched_wait {
 	char *detail;	  /* one line a user understands (NULL with same_as); owned */
 };
 
+/* What a class's first waiting job holds for itself: the parts of its
+ * placement that are free now (none while it holds nothing). */
+struct sched_resv {
+	int job;	  /* index into snapshot->jobs */
+	int64_t until_ms; /* when it is expected to start; INT64_MAX: unknown */
+	int nnodes;
+	struct sched_assign *nodes; /* owned by the decisions */
+};
+
 struct sched_decisions {
 	struct sched_start *starts;
 	int nstarts;
@@ -319,6 +336,8 @@ struct sched_decisions {
 	struct sched_wait *waits; /* every pending job that did not start */
 	int nwaits;
 	size_t starts_alloc, preempts_alloc, waits_alloc;
+	struct sched_resv *resvs; /* the reservations it held, in the order made */
+	int nresvs;
 	/* what the pass cost, for metrics */
 	int placements_tried;
 	int shape_cache_hits;

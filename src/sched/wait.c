@@ -130,12 +130,27 @@ void wait_resources(struct st *st, int ji, struct shape *sh, const struct req *r
 		!st->class_has_resv[j->cls] && !(pol && (pol->no_backfill || pol->no_reservations));
 	if (head && shadow(st, rq, &until)) {
 		st->class_has_resv[j->cls] = true;
-		add_resv(st, ji, until, &st->pl);
+		/* with its start unknown, it holds what is idle only once it has
+		 * waited its patience: before, idle devices go to later jobs */
+		int64_t patience = pol && pol->resv_patience_ms ? pol->resv_patience_ms : FOREVER;
+		bool holds = until != FOREVER || st->p.now - j->submit_ms >= patience;
+		if (holds)
+			add_resv(st, ji, until, &st->pl);
 		strbuf_addstr(sb, "waiting for resources: needs ");
 		describe_need(st, j, sb);
-		if (until == FOREVER) {
-			strbuf_addstr(sb, "; first in its class, holding a reservation; start time "
-					  "unknown, as running jobs in its way have no time limit");
+		if (until == FOREVER && holds) {
+			strbuf_addstr(sb,
+				      "; first in its class, holding a reservation on the nodes "
+				      "likeliest to free first; start time unknown, as running "
+				      "jobs in its way have no time limit");
+		} else if (until == FOREVER) {
+			strbuf_addstr(sb,
+				      "; first in its class; start time unknown, as running jobs "
+				      "in its way have no time limit: it holds nothing idle");
+			if (patience != FOREVER) {
+				strbuf_addstr(sb, " until it has waited ");
+				fmt_wait_time(patience, sb);
+			}
 		} else {
 			strbuf_addstr(sb, "; first in its class, reserved to start in about ");
 			fmt_wait_time(until - st->p.now, sb);

@@ -462,6 +462,9 @@ void state_schedule(struct state *s, int64_t now)
 	struct snapshot sn;
 	snapshot_build(s, mark, now, &sn);
 	struct sched_policy policy = {0};
+	if (s->sched.resv_patience_s >= 0)
+		policy.resv_patience_ms =
+			s->sched.resv_patience_s ? s->sched.resv_patience_s * 1000 : -1;
 	struct sched_decisions d;
 	int r = sched_pass(&sn.snap, now, &policy, &d);
 	if (r < 0)

@@ -35,6 +35,7 @@ enum {
 	O_NO_PREEMPT,
 	O_NO_BACKFILL,
 	O_NO_RESV,
+	O_PATIENCE,
 	O_TIME_LIMITS,
 	O_EVERY_NODE,
 	O_BEFORE_SPEED,
@@ -86,6 +87,10 @@ static const struct tk_option opts[] = {
 	{"no-backfill", 0, NULL, "strict order: nothing overtakes a waiting job of its class"},
 	{"no-reservations", 0, NULL,
 	 "greedy: a job that cannot start holds nothing; any later one that fits starts"},
+	{"resv-patience", 0, "DURATION",
+	 "a first waiting job whose start is unknown (running jobs without time limits in its "
+	 "way) holds idle resources only once it has waited this long (0: at once; default: "
+	 "never)"},
 	{"time-limits", 0, "trace|none|estimated",
 	 "the jobs' time limits: as the trace (or synthetic stream) gives them, none at all, or "
 	 "as users estimate them (round values, mostly far over the run time)"},
@@ -389,6 +394,12 @@ int sim_main(const struct tk_command *cmd, int argc, char **argv)
 	o.policy.no_preemption = v[O_NO_PREEMPT] != NULL;
 	o.policy.no_backfill = v[O_NO_BACKFILL] != NULL;
 	o.policy.no_reservations = v[O_NO_RESV] != NULL;
+	if (v[O_PATIENCE]) {
+		int64_t pat = 0;
+		if ((r = duration_ms("resv-patience", v[O_PATIENCE], &pat)))
+			return r;
+		o.policy.resv_patience_ms = pat > 0 ? pat : -1;
+	}
 	const char *tl = v[O_TIME_LIMITS] ? v[O_TIME_LIMITS] : "trace";
 	if (strcmp(tl, "trace") != 0 && strcmp(tl, "none") != 0 && strcmp(tl, "estimated") != 0)
 		return usage("--time-limits: expected trace, none or estimated, got \"%s\"", tl);
@@ -404,6 +415,9 @@ int sim_main(const struct tk_command *cmd, int argc, char **argv)
 		}
 		free(text);
 	}
+	if (!v[O_PATIENCE] && o.sched.resv_patience_s >= 0) /* the configuration's */
+		o.policy.resv_patience_ms =
+			o.sched.resv_patience_s ? o.sched.resv_patience_s * 1000 : -1;
 	if ((r = order_options(v[O_ORDER], v[O_LAS_LIMITS], v[O_LAS_PROMOTE], v[O_LAS_MIN_RUN],
 			       &o.sched)))
 		return r;

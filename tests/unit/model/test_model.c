@@ -544,6 +544,15 @@ static void test_config_validation(void **state)
 		assert_string_equal(err.text, "classes[0].allow[0]: must be a user name, "
 					      "group:UNIXGROUP or role:NAME");
 	}
+	/* a reservation nobody can tell the start of holds nothing idle, or
+	 * does after "reservation_patience_s" */
+	assert_int_equal(sched_config_load_json(&c, "{}", &err), 0);
+	assert_int_equal(c.resv_patience_s, -1);
+	assert_int_equal(sched_config_load_json(&c, "{\"reservation_patience_s\": 0}", &err), 0);
+	assert_int_equal(c.resv_patience_s, 0);
+	assert_true(sched_config_load_json(&c, "{\"reservation_patience_s\": -5}", &err) < 0);
+	assert_string_equal(err.text,
+			    "reservation_patience_s: must be an integer from 0 to 31536000, got -5");
 	/* "order": what is wrong is named, and nothing changes */
 	static const struct {
 		const char *cls, *err;

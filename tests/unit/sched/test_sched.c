@@ -1409,6 +1409,172 @@ static void describe(const struct cluster *c, const struct sched_decisions *d, s
 			    d->waits[i].detail ? d->waits[i].detail : "=");
 }
 
+/* Reservations when nobody's end is known (no time limits): a head that
+ * holds (its patience spent) holds only devices free now on the nodes of
+ * its placement; pass after pass, while nothing but its own blockers'
+ * ages changes and later jobs start elsewhere, it holds the same devices
+ * (no device stays reserved and idle for more than one pass unless it is
+ * used); and once the jobs on its nodes end, it starts on them. Without a
+ * patience it holds nothing. Random clusters, fixed seed. */
+static void test_unknown_end_reservations(void **state)
+{
+	rng = 20261202;
+	static struct cluster c;
+	int held_cases = 0, started_there = 0;
+	for (int iter = 0; iter < 300; iter++) {
+		init(&c);
+		c.policy.resv_patience_ms = -1;
+		int nn = 4 + (int)rnd(8);
+		for (int i = 0; i < nn; i++)
+			add_node(&c, "H100", 8, 64);
+		/* running jobs without limits on every node, some devices left free */
+		for (int i = 0; i < nn; i++) {
+			int used = 0, room = 8 - (int)rnd(4);
+			while (used < room) {
+				int k = 1 + (int)rnd((uint32_t)(room - used));
+				struct sched_running *r = add_running(&c, NORMAL, k, 1, i);
+				r->start_ms = c.now - 1000LL * (1 + rnd(100000));
+				used += k;
+			}
+		}
+		/* a gang that must wait for some of them, then jobs that fit now */
+		struct sched_job *head = add_job(&c, 2 + (int)rnd(2), 1, 8000);
+		for (int k = 0; k < 4; k++)
+			add_job(&c, 1, 1, 1000 * (1 + (int)rnd(2)));
+		struct sched_decisions d1, d2;
+		assert_int_equal(pass(&c, &d1), 0);
+		if (start_of(&d1, 0)) {
+			sched_decisions_release(&d1);
+			continue;
+		}
+		assert_int_equal(d1.nresvs, 1);
+		const struct sched_resv *r1 = &d1.resvs[0];
+		assert_int_equal(r1->job, 0);
+		assert_true(r1->until_ms == INT64_MAX);
+		held_cases++;
+		/* what it holds is free now, and each device once */
+		bool held[MAXN][MODEL_MAX_ACCELS];
+		memset(held, 0, sizeof(held));
+		for (int k = 0; k < r1->nnodes; k++)
+			for (int x = 0; x < r1->nodes[k].ndev; x++) {
+				int n = r1->nodes[k].node, dv = r1->nodes[k].devs[x];
+				assert_int_equal(c.devs[n][dv].free_milli, MODEL_MILLI);
+				assert_false(held[n][dv]);
+				held[n][dv] = true;
+			}
+		/* its nodes are those likeliest to free first: none outside has
+		 * more free than one inside */
+		int min_in = 9, max_out = -1;
+		bool in[MAXN] = {false};
+		for (int k = 0; k < r1->nnodes; k++)
+			in[r1->nodes[k].node] = true;
+		for (int n = 0; n < c.n; n++) {
+			int f = 0;
+			for (int dv = 0; dv < 8; dv++)
+				f += c.devs[n][dv].free_milli == MODEL_MILLI;
+			if (in[n])
+				min_in = MIN(min_in, f);
+			else
+				max_out = MAX(max_out, f);
+		}
+		if (r1->nnodes == head->nodes)
+			assert_true(min_in >= max_out);
+		/* the later jobs that started: what they took is gone from the free
+		 * devices, and a minute passes */
+		for (int i = 0; i < d1.nstarts; i++) {
+			const struct sched_start *st = &d1.starts[i];
+			for (int k = 0; k < st->nnodes; k++)
+				for (int x = 0; x < st->nodes[k].ndev; x++) {
+					assert_false(held[st->nodes[k].node][st->nodes[k].devs[x]]);
+					c.devs[st->nodes[k].node][st->nodes[k].devs[x]].free_milli =
+						0;
+				}
+			struct sched_running *nr = &c.run[c.nr];
+			memset(nr, 0, sizeof(*nr));
+			nr->id = 500 + i;
+			nr->cls = NORMAL;
+			nr->start_ms = c.now;
+			nr->nnodes = st->nnodes;
+			nr->nodes = c.run_nodes[c.nr];
+			memcpy(c.run_nodes[c.nr], st->nodes,
+			       sizeof(*st->nodes) * (size_t)st->nnodes);
+			c.nr++;
+		}
+		c.nj = 1; /* the head alone waits now */
+		c.now += 60000;
+		assert_int_equal(pass(&c, &d2), 0);
+		assert_int_equal(d2.nresvs, 1);
+		const struct sched_resv *r2 = &d2.resvs[0];
+		int same = 0, total = 0;
+		for (int k = 0; k < r2->nnodes; k++)
+			for (int x = 0; x < r2->nodes[k].ndev; x++, total++)
+				same += held[r2->nodes[k].node][r2->nodes[k].devs[x]];
+		int before = 0;
+		for (int k = 0; k < r1->nnodes; k++)
+			before += r1->nodes[k].ndev;
+		assert_int_equal(same, before);
+		assert_int_equal(total, before);
+		/* the jobs on its nodes end: it starts there */
+		bool on[MAXN] = {false};
+		for (int k = 0; k < r2->nnodes; k++)
+			on[r2->nodes[k].node] = true;
+		int keep = 0;
+		for (int r = 0; r < c.nr; r++) {
+			bool there = false;
+			for (int k = 0; k < c.run[r].nnodes; k++)
+				there |= on[c.run[r].nodes[k].node];
+			if (there) {
+				for (int k = 0; k < c.run[r].nnodes; k++)
+					for (int x = 0; x < c.run[r].nodes[k].ndev; x++)
+						c.devs[c.run[r].nodes[k].node]
+						      [c.run[r].nodes[k].devs[x]]
+							      .free_milli = MODEL_MILLI;
+				continue;
+			}
+			c.run[keep] = c.run[r];
+			memcpy(c.run_nodes[keep], c.run_nodes[r], sizeof(c.run_nodes[r]));
+			c.run[keep].nodes = c.run_nodes[keep];
+			keep++;
+		}
+		c.nr = keep;
+		struct sched_decisions d3;
+		assert_int_equal(pass(&c, &d3), 0);
+		const struct sched_start *s3 = start_of(&d3, 0);
+		if (s3 && r2->nnodes == head->nodes) {
+			for (int k = 0; k < s3->nnodes; k++)
+				assert_true(on[s3->nodes[k].node]);
+			started_there++;
+		}
+		assert_non_null(s3);
+		sched_decisions_release(&d3);
+		sched_decisions_release(&d1);
+		sched_decisions_release(&d2);
+	}
+	assert_true(held_cases > 100);
+	assert_true(started_there > 50);
+	/* no patience: nothing held, the reason says so */
+	init(&c);
+	add_node(&c, "H100", 8, 64);
+	add_node(&c, "H100", 8, 64);
+	add_running(&c, NORMAL, 6, 1, 0);
+	add_running(&c, NORMAL, 8, 1, 1);
+	add_job(&c, 1, 1, 8000);
+	add_job(&c, 1, 1, 2000);
+	struct sched_decisions d;
+	assert_int_equal(pass(&c, &d), 0);
+	assert_int_equal(d.nresvs, 0);
+	assert_non_null(start_of(&d, 1)); /* the idle two go to the later job */
+	assert_non_null(strstr(why(&d, 0), "start time unknown, as running jobs in its way have "
+					   "no time limit: it holds nothing idle"));
+	sched_decisions_release(&d);
+	c.policy.resv_patience_ms = -1;
+	assert_int_equal(pass(&c, &d), 0);
+	assert_int_equal(d.nresvs, 1);
+	assert_null(start_of(&d, 1));
+	assert_non_null(strstr(why(&d, 0), "holding a reservation on the nodes likeliest to free"));
+	sched_decisions_release(&d);
+}
+
 static void test_properties(void **state)
 {
 	rng = 20261129;
@@ -1505,6 +1671,7 @@ int main(void)
 		cmocka_unit_test(test_las_config),
 		cmocka_unit_test(test_limits_and_invalid),
 		cmocka_unit_test(test_shape_table),
+		cmocka_unit_test(test_unknown_end_reservations),
 		cmocka_unit_test(test_properties),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -116,7 +116,10 @@ static void test_three_jobs_two_nodes(void **state)
 	sim_cluster_release(&cl);
 }
 
-/* The same trace without a time limit on job 3: it may not overtake job 2's
+/* The same trace without a time limit on job 1 or 3. Job 2's start is
+ * unknown: until it has waited its patience it holds nothing, and job 3
+ * runs at once on the idle node, 20-50 (job 2 starts at 100 all the same).
+ * Holding at once (the patience negative), job 3 may not overtake job 2's
  * reservation, so it waits for job 2 and runs 150-180. */
 static void test_no_backfill_without_a_limit(void **state)
 {
@@ -133,8 +136,19 @@ static void test_no_backfill_without_a_limit(void **state)
 	struct tk_error err;
 	assert_int_equal(sim_run(&cl, &tr, &o, &r, &err), 0);
 	assert_int_equal(r.jobs[1].start_ms, 100000);
+	assert_int_equal(r.jobs[2].start_ms, 20000);
+	assert_int_equal(r.jobs[2].end_ms, 50000);
+	sim_result_release(&r);
+	o.policy.resv_patience_ms = -1;
+	assert_int_equal(sim_run(&cl, &tr, &o, &r, &err), 0);
+	assert_int_equal(r.jobs[1].start_ms, 100000);
 	assert_int_equal(r.jobs[2].start_ms, 150000);
 	assert_int_equal(r.jobs[2].end_ms, 180000);
+	sim_result_release(&r);
+	/* past its patience (10 s at 20), job 2 holds what is idle */
+	o.policy.resv_patience_ms = 10000;
+	assert_int_equal(sim_run(&cl, &tr, &o, &r, &err), 0);
+	assert_int_equal(r.jobs[2].start_ms, 150000);
 	sim_result_release(&r);
 	sim_trace_release(&tr);
 	sim_cluster_release(&cl);
