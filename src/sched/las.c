@@ -43,6 +43,23 @@ int sched_las_level(const struct sched_las *las, double service_gpu_s)
 	return l;
 }
 
+int64_t sched_las_next_change(const struct sched_las *las, double service_gpu_s, int64_t milli,
+			      int64_t started_ms, int64_t now_ms)
+{
+	if (!las || las->nlevels < 2 || milli <= 0)
+		return INT64_MAX;
+	int lv = sched_las_level(las, service_gpu_s);
+	int64_t at = INT64_MAX;
+	if (lv + 1 < las->nlevels) {
+		double ms = ceil((las->limit_gpu_s[lv] - service_gpu_s) * 1e6 / (double)milli);
+		at = now_ms + MAX(1, (int64_t)ms);
+	}
+	int64_t worked = started_ms + llround(las->min_run_s * 1000);
+	if (lv > 0 && worked > now_ms)
+		at = MIN(at, worked);
+	return at;
+}
+
 bool sched_las_promoted(const struct sched_las *las, int64_t ran_ms, int64_t waited_ms)
 {
 	if (!las || las->nlevels < 2 || las->promote <= 0 || ran_ms <= 0)

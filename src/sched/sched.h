@@ -276,6 +276,13 @@ int sched_classes_expand(const struct sched_class *in, const struct sched_las *l
 /* The level of a job that has received service_gpu_s accelerator-seconds;
  * 0 for a class that is not ordered by service. */
 int sched_las_level(const struct sched_las *las, double service_gpu_s);
+/* While jobs of its class wait, the next moment a running job of a class
+ * ordered by service may change what a pass can do with it: when it
+ * reaches its next level, or, past the first level, when its attempt has
+ * run the class's min_run_s. service_gpu_s: what it has had by now_ms;
+ * milli: what it holds; started_ms: its attempt's start. INT64_MAX: none. */
+int64_t sched_las_next_change(const struct sched_las *las, double service_gpu_s, int64_t milli,
+			      int64_t started_ms, int64_t now_ms);
 /* Is a waiting job, whose last attempt ran ran_ms and which has waited
  * waited_ms since, due to go back to the first level? (Never when it has
  * not run.) */

@@ -335,10 +335,10 @@ static void running_build(struct state *s, struct snapshot *sn, int64_t now)
 				int lv = sched_las_level(l, got);
 				j->las_service = got;
 				j->las_level = lv;
-				if (las_waiting && lv + 1 < l->nlevels && milli > 0 &&
-				    attempt_is_current(j, a))
-					wake_at(s, now + (int64_t)ceil((l->limit_gpu_s[lv] - got) *
-								       1e6 / (double)milli));
+				int64_t next =
+					sched_las_next_change(l, got, milli, a->start_ms, now);
+				if (las_waiting && next != INT64_MAX && attempt_is_current(j, a))
+					wake_at(s, next);
 				r->id = j->job.id;
 				r->cls = s->las_first[j->cls] + lv;
 				r->queue = j->queue->index;

@@ -457,8 +457,9 @@ static void las_levels(struct eng *e)
 	}
 }
 
-/* While jobs wait, a running job that reaches its next level may be
- * preempted then: a pass is queued for the first of those moments. */
+/* While jobs wait, a running job that reaches its next level, or has
+ * worked its minimum there, may be preempted then: a pass is queued for
+ * the first of those moments. */
 static void las_next_level(struct eng *e)
 {
 	if (!e->any_las || !e->npend)
@@ -466,15 +467,9 @@ static void las_next_level(struct eng *e)
 	int64_t at = INT64_MAX;
 	for (int i = 0; i < e->nrun; i++) {
 		const struct jstate *s = &e->js[e->run_job[i]];
-		const struct sched_las *l = &e->las[s->base];
-		if (l->nlevels < 2 || s->milli <= 0)
-			continue;
 		double got = s->service + (double)(e->now - s->start_ms) * (double)s->milli / 1e6;
-		int lv = sched_las_level(l, got);
-		if (lv == l->nlevels - 1)
-			continue;
-		double ms = ceil((l->limit_gpu_s[lv] - got) * 1e6 / (double)s->milli);
-		at = MIN(at, e->now + MAX(1, (int64_t)ms));
+		at = MIN(at, sched_las_next_change(&e->las[s->base], got, s->milli, s->start_ms,
+						   e->now));
 	}
 	if (at == INT64_MAX || (e->level_at && e->level_at <= at))
 		return;

@@ -887,6 +887,19 @@ static void test_least_attained_service(void **state)
 	assert_false(sched_las_promoted(&las[NORMAL], 3600000, 8 * 3600000 - 1));
 	assert_true(sched_las_promoted(&las[NORMAL], 3600000, 8 * 3600000));
 	assert_false(sched_las_promoted(&las[BATCH], 3600000, 8 * 3600000));
+	/* the next change of a running job: its next level (2 GPUs: 1 GPU-hour in
+	 * 30 minutes), or past the first its minimum run, whichever comes first */
+	las[NORMAL].min_run_s = 600;
+	int64_t t0 = 1000000000;
+	assert_true(sched_las_next_change(&las[NORMAL], 0, 2000, t0, t0) == t0 + 1800000);
+	assert_true(sched_las_next_change(&las[NORMAL], 3600, 2000, t0, t0 + 1800000) ==
+		    t0 + 1800000 + 15 * 3600000LL / 2); /* 15 GPU-hours more on 2 */
+	assert_true(sched_las_next_change(&las[NORMAL], 3600, 2000, t0 + 1700000, t0 + 1800000) ==
+		    t0 + 1700000 + 600000); /* restarted 100 s ago at level 1 */
+	assert_true(sched_las_next_change(&las[NORMAL], 1e9, 2000, t0, t0 + 1) == t0 + 600000);
+	assert_true(sched_las_next_change(&las[NORMAL], 1e9, 2000, t0, t0 + 600000) == INT64_MAX);
+	assert_true(sched_las_next_change(&las[BATCH], 0, 2000, t0, t0) == INT64_MAX);
+	las[NORMAL].min_run_s = 0;
 	/* one node of 8 devices, all held by a job of normal's second level */
 	add_node(&c, "H100", 8, 64);
 	struct sched_running *r = add_running(&c, first[NORMAL] + 1, 8, 1, 0);

@@ -239,6 +239,15 @@ static void test_least_attained_service(void **state)
 	assert_int_equal(r.jobs[0].attempts, 3);
 	assert_int_equal(r.jobs[0].end_ms, 1170000);
 	sim_result_release(&r);
+	/* a minimum run: job 1 reaches the second level at 90 s, but is taken
+	 * only once its attempt has run 300 s (a pass then, with no event) */
+	n->las_promote = 0;
+	n->las_min_run_s = 300;
+	assert_int_equal(sim_run(&cl, &tr, &o, &r, &err), 0);
+	assert_int_equal(r.jobs[1].start_ms, 300000);
+	assert_int_equal(r.jobs[1].end_ms, 350000);
+	sim_result_release(&r);
+	n->las_min_run_s = 0;
 	/* first in, first out: one after the other */
 	n->las = false;
 	assert_int_equal(sim_run(&cl, &tr, &o, &r, &err), 0);
