@@ -135,9 +135,14 @@ def test_greedy_and_no_time_limits(tmp_path):
                  "3,2,500,1,4,1,0,0,,a,,0\n")   # no limit: would delay 2
     easy = json.loads(sim("--cluster", nodes, "--trace", jobs, "--json").stdout)
     assert easy["timeout"] == 1 and easy["makespan_s"] == 560.0, easy
+    # without limits job 2's start is unknown: it holds nothing idle, and
+    # job 3 runs beside job 1 as greedy has it; holding at once, 3 waits for 2
     none = json.loads(sim("--cluster", nodes, "--trace", jobs, "--json",
                           "--time-limits", "none").stdout)
-    assert none["timeout"] == 0 and none["makespan_s"] == 610.0, none
+    assert none["timeout"] == 0 and none["makespan_s"] == 512.0, none
+    held = json.loads(sim("--cluster", nodes, "--trace", jobs, "--json",
+                          "--time-limits", "none", "--resv-patience", "0").stdout)
+    assert held["timeout"] == 0 and held["makespan_s"] == 610.0, held
     greedy = json.loads(sim("--cluster", nodes, "--trace", jobs, "--json",
                             "--no-reservations").stdout)
     assert greedy["makespan_s"] == 512.0, greedy
