@@ -551,8 +551,8 @@ static void test_config_validation(void **state)
 	assert_int_equal(sched_config_load_json(&c, "{\"reservation_patience_s\": 0}", &err), 0);
 	assert_int_equal(c.resv_patience_s, 0);
 	assert_true(sched_config_load_json(&c, "{\"reservation_patience_s\": -5}", &err) < 0);
-	assert_string_equal(err.text,
-			    "reservation_patience_s: must be an integer from 0 to 31536000, got -5");
+	assert_string_equal(
+		err.text, "reservation_patience_s: must be an integer from 0 to 31536000, got -5");
 	/* "order": what is wrong is named, and nothing changes */
 	static const struct {
 		const char *cls, *err;
