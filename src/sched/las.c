@@ -67,6 +67,15 @@ bool sched_las_promoted(const struct sched_las *las, int64_t ran_ms, int64_t wai
 	return (double)waited_ms >= las->promote * (double)ran_ms;
 }
 
+void sched_policy_of_config(const struct sched_config *cfg, struct sched_policy *ret)
+{
+	memset(ret, 0, sizeof(*ret));
+	/* the configuration: absent (-1) never, 0 at once; the policy: 0 never,
+	 * negative at once */
+	if (cfg->resv_patience_s >= 0)
+		ret->resv_patience_ms = cfg->resv_patience_s ? cfg->resv_patience_s * 1000 : -1;
+}
+
 int sched_classes_of_config(const struct sched_config *cfg, struct sched_class *ret,
 			    struct sched_las *ret_las, int *ret_first)
 {

@@ -57,17 +57,25 @@ static void queues_build(const struct state *s, struct snapshot *sn)
 
 /* ---- least attained service ---------------------------------------------------- */
 
-/* Accelerator-seconds attempt a has run (to now while it runs). */
-static double attempt_service(const struct attempt *a, int64_t now)
+/* The milli-accelerators attempt a holds on all its nodes. */
+static int64_t attempt_milli(const struct attempt *a)
 {
 	int64_t milli = 0;
 	for (int k = 0; k < a->nnodes; k++)
 		milli += (int64_t)a->nodes[k].ndev * a->nodes[k].milli;
-	int64_t end = a->ended ? a->end_ms : now;
-	return end > a->start_ms ? (double)(end - a->start_ms) * (double)milli / 1e6 : 0;
+	return milli;
 }
 
-double state_job_service(const struct sjob *j, int64_t now)
+/* Accelerator-seconds attempt a has run (to now while it runs). */
+static double attempt_service(const struct attempt *a, int64_t now)
+{
+	int64_t end = a->ended ? a->end_ms : now;
+	return end > a->start_ms ? (double)(end - a->start_ms) * (double)attempt_milli(a) / 1e6 : 0;
+}
+
+/* The accelerator-seconds a job's attempts have run (the current one to
+ * now), from its las_from attempt on. */
+static double job_service(const struct sjob *j, int64_t now)
 {
 	double got = 0;
 	for (int i = 0; i < j->job.nattempts; i++)
@@ -98,15 +106,14 @@ static int pending_level(struct state *s, struct sjob *j, int64_t now)
 			j->job.las_from = last->number + 1;
 			state_job_dirty(s, j);
 			log_info("job %lld: waited %lld s after running %lld s: back to the first "
-				 "level "
-				 "of class %s",
+				 "level of class %s",
 				 (long long)j->job.id, (long long)(waited / 1000),
 				 (long long)(ran / 1000), s->classes[j->cls].spec.name);
 		} else if (l->promote > 0 && ran > 0) {
 			wake_at(s, last->end_ms + (int64_t)ceil(l->promote * (double)ran));
 		}
 	}
-	j->las_service = state_job_service(j, now);
+	j->las_service = job_service(j, now);
 	j->las_level = sched_las_level(l, j->las_service);
 	return j->las_level;
 }
@@ -153,8 +160,7 @@ static const char *held_back(struct state *s, struct sjob *j, int64_t now, char 
 		char when[32];
 		strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
 		snprintf(buf, n, "waiting to begin at %s", when);
-		if (!s->wake_ms || j->job.req.begin_ms < s->wake_ms)
-			s->wake_ms = j->job.req.begin_ms;
+		wake_at(s, j->job.req.begin_ms);
 		return buf;
 	}
 	if (j->job.req.nafter) {
@@ -328,17 +334,18 @@ static void running_build(struct state *s, struct snapshot *sn, int64_t now)
 				const struct attempt *a = &j->job.attempts[pt->attempt - 1];
 				struct sched_running *r = &sn->running[sn->nrunning];
 				const struct sched_las *l = &s->las[j->cls];
-				int64_t milli = 0;
-				for (int x = 0; x < a->nnodes; x++)
-					milli += (int64_t)a->nodes[x].ndev * a->nodes[x].milli;
-				double got = state_job_service(j, now);
-				int lv = sched_las_level(l, got);
-				j->las_service = got;
-				j->las_level = lv;
-				int64_t next =
-					sched_las_next_change(l, got, milli, a->start_ms, now);
-				if (las_waiting && next != INT64_MAX && attempt_is_current(j, a))
-					wake_at(s, next);
+				int lv = 0;
+				if (l->nlevels > 1) {
+					double got = job_service(j, now);
+					lv = sched_las_level(l, got);
+					j->las_service = got;
+					j->las_level = lv;
+					int64_t next = sched_las_next_change(
+						l, got, attempt_milli(a), a->start_ms, now);
+					if (las_waiting && next != INT64_MAX &&
+					    attempt_is_current(j, a))
+						wake_at(s, next);
+				}
 				r->id = j->job.id;
 				r->cls = s->las_first[j->cls] + lv;
 				r->queue = j->queue->index;
@@ -461,10 +468,8 @@ void state_schedule(struct state *s, int64_t now)
 	valid_tick(s, now);
 	struct snapshot sn;
 	snapshot_build(s, mark, now, &sn);
-	struct sched_policy policy = {0};
-	if (s->sched.resv_patience_s >= 0)
-		policy.resv_patience_ms =
-			s->sched.resv_patience_s ? s->sched.resv_patience_s * 1000 : -1;
+	struct sched_policy policy;
+	sched_policy_of_config(&s->sched, &policy);
 	struct sched_decisions d;
 	int r = sched_pass(&sn.snap, now, &policy, &d);
 	if (r < 0)

@@ -286,9 +286,6 @@ struct state {
 void state_init(struct state *s, const struct state_config *cfg, const struct sched_config *sched,
 		state_event_cb cb, void *cb_arg);
 void state_release(struct state *s);
-/* Least attained service: the accelerator-seconds a job's attempts have
- * run (the current one to now), from its las_from attempt on. */
-double state_job_service(const struct sjob *j, int64_t now);
 /* Marks a job, node, queue or user changed: it goes in the next batch. */
 void state_job_dirty(struct state *s, struct sjob *j);
 /* What an attempt's tasks on node n wrote to $TENK_METRICS: kept with the

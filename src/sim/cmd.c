@@ -415,9 +415,11 @@ int sim_main(const struct tk_command *cmd, int argc, char **argv)
 		}
 		free(text);
 	}
-	if (!v[O_PATIENCE] && o.sched.resv_patience_s >= 0) /* the configuration's */
-		o.policy.resv_patience_ms =
-			o.sched.resv_patience_s ? o.sched.resv_patience_s * 1000 : -1;
+	if (!v[O_PATIENCE]) { /* the configuration's */
+		struct sched_policy from;
+		sched_policy_of_config(&o.sched, &from);
+		o.policy.resv_patience_ms = from.resv_patience_ms;
+	}
 	if ((r = order_options(v[O_ORDER], v[O_LAS_LIMITS], v[O_LAS_PROMOTE], v[O_LAS_MIN_RUN],
 			       &o.sched)))
 		return r;

@@ -417,6 +417,13 @@ static void update_usage(struct eng *e)
 	e->usage_at = e->now;
 }
 
+/* The accelerator-seconds running job j has had by now, this attempt too. */
+static double served(const struct eng *e, int j)
+{
+	const struct jstate *s = &e->js[j];
+	return s->service + (double)(e->now - s->start_ms) * (double)s->milli / 1e6;
+}
+
 /* Least attained service: each job's level as a pass class (a waiting job
  * promoted back to the first level forgets its service), and the pending
  * jobs in the pass's order: classes and levels by rank, each in submission
@@ -440,8 +447,8 @@ static void las_levels(struct eng *e)
 	}
 	for (int i = 0; i < e->nrun; i++) {
 		const struct jstate *s = &e->js[e->run_job[i]];
-		double got = s->service + (double)(e->now - s->start_ms) * (double)s->milli / 1e6;
-		e->run[i].cls = e->first[s->base] + sched_las_level(&e->las[s->base], got);
+		e->run[i].cls = e->first[s->base] +
+				sched_las_level(&e->las[s->base], served(e, e->run_job[i]));
 	}
 	/* within each run of one priority, by level (a stable counting sort) */
 	int k = 0;
@@ -467,9 +474,8 @@ static void las_next_level(struct eng *e)
 	int64_t at = INT64_MAX;
 	for (int i = 0; i < e->nrun; i++) {
 		const struct jstate *s = &e->js[e->run_job[i]];
-		double got = s->service + (double)(e->now - s->start_ms) * (double)s->milli / 1e6;
-		at = MIN(at, sched_las_next_change(&e->las[s->base], got, s->milli, s->start_ms,
-						   e->now));
+		at = MIN(at, sched_las_next_change(&e->las[s->base], served(e, e->run_job[i]),
+						   s->milli, s->start_ms, e->now));
 	}
 	if (at == INT64_MAX || (e->level_at && e->level_at <= at))
 		return;
