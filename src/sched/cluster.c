@@ -282,6 +282,7 @@ void place_release(struct pass *p)
 	free(p->cap);
 	free(p->node_whole);
 	free(p->mix);
+	free(p->mix_ok);
 	free(p->model_scratch);
 	free(p->model_scratch2);
 	free(p->total_hist);

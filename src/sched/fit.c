@@ -14,14 +14,21 @@
 
 /* ---- fragmentation ------------------------------------------------------------------- */
 
-/* The free share that one request kind could not use on a node. */
-static double frag_one(int ndev, const int *free, int cpus_free, const struct sched_mix_item *k)
+/* The free share that one request kind could not use on a node; usable[d]
+ * says whether the kind may use device d (NULL: every device). */
+static double frag_one(int ndev, const int *free, int cpus_free, const struct sched_mix_item *k,
+		       const bool *usable)
 {
 	double all = 0;
 	int whole = 0, fits = 0;
 	double partial = 0, small = 0;
 	for (int d = 0; d < ndev; d++) {
 		all += free[d];
+		if (usable && !usable[d]) {
+			partial += free[d];
+			small += free[d];
+			continue;
+		}
 		if (free[d] == MODEL_MILLI)
 			whole++;
 		else
@@ -38,12 +45,46 @@ static double frag_one(int ndev, const int *free, int cpus_free, const struct sc
 	return fits ? small : all;
 }
 
-double sched_node_fragmentation(int ndev, const int *free_milli, int cpus_free,
-				const struct sched_mix_item *mix, int nmix)
+static bool type_named(const struct sched_mix_item *k, const char *model)
+{
+	for (int t = 0; t < k->ngpu_types; t++)
+		if (model && strcasecmp(k->gpu_types[t], model) == 0)
+			return true;
+	return false;
+}
+
+double sched_node_fragmentation(int ndev, const int *free_milli, const char *const *dev_model,
+				int cpus_free, const struct sched_mix_item *mix, int nmix)
 {
 	double f = 0;
-	for (int i = 0; i < nmix; i++)
-		f += mix[i].p * frag_one(ndev, free_milli, cpus_free, &mix[i]);
+	bool usable[MODEL_MAX_ACCELS];
+	ndev = MIN(ndev, MODEL_MAX_ACCELS);
+	for (int i = 0; i < nmix; i++) {
+		bool typed = mix[i].ngpu_types > 0 && dev_model;
+		for (int d = 0; typed && d < ndev; d++)
+			usable[d] = type_named(&mix[i], dev_model[d]);
+		f += mix[i].p *
+		     frag_one(ndev, free_milli, cpus_free, &mix[i], typed ? usable : NULL);
+	}
+	return f;
+}
+
+/* Fragmentation of node n with `free` and `cpus` free, the models each kind
+ * may use as the pass worked them out (mix_ok). */
+static double frag_node(const struct pass *p, int n, const int *free, int cpus)
+{
+	const struct sched_node *node = &p->snap->nodes[n];
+	if (!p->mix_ok)
+		return sched_node_fragmentation(node->ndev, free, NULL, cpus, p->mix, p->nmix);
+	double f = 0;
+	bool usable[MODEL_MAX_ACCELS];
+	const int *model = &p->dev_model[p->dev_off[n]];
+	for (int i = 0; i < p->nmix; i++) {
+		const unsigned char *ok = &p->mix_ok[(size_t)i * (size_t)p->nmodels];
+		for (int d = 0; d < node->ndev; d++)
+			usable[d] = ok[model[d]];
+		f += p->mix[i].p * frag_one(node->ndev, free, cpus, &p->mix[i], usable);
+	}
 	return f;
 }
 
@@ -125,11 +166,9 @@ bool place_scores(const struct pass *p, const struct req *rq)
 
 static double frag_now(struct pass *p, const struct view *v, int n)
 {
-	const struct sched_node *node = &p->snap->nodes[n];
 	if (v == &p->free && p->frag_valid[n])
 		return p->frag_before[n];
-	double f = sched_node_fragmentation(node->ndev, &v->dev[p->dev_off[n]], v->cpus[n], p->mix,
-					    p->nmix);
+	double f = frag_node(p, n, &v->dev[p->dev_off[n]], v->cpus[n]);
 	if (v == &p->free) {
 		p->frag_before[n] = f;
 		p->frag_valid[n] = true;
@@ -222,9 +261,7 @@ static int frac_device(struct pass *p, const struct req *rq, const struct view *
 			seen[nseen++] = free[d];
 			memcpy(after, free, sizeof(int) * (size_t)node->ndev);
 			after[d] -= rq->frac;
-			sc = sched_node_fragmentation(node->ndev, after, v->cpus[n] - rq->cpus,
-						      p->mix, p->nmix) -
-			     before;
+			sc = frag_node(p, n, after, v->cpus[n] - rq->cpus) - before;
 		}
 		}
 		if (best < 0 || sc < best_score - 1e-9 ||
@@ -276,9 +313,7 @@ static int64_t node_score(struct pass *p, const struct req *rq, const struct vie
 			after[d] = 0;
 			need--;
 		}
-	double delta = sched_node_fragmentation(node->ndev, after, v->cpus[n] - rq->cpus, p->mix,
-						p->nmix) -
-		       before;
+	double delta = frag_node(p, n, after, v->cpus[n] - rq->cpus) - before;
 	return fgd_score(p, rq, v, n, delta, rq->whole * MODEL_MILLI, left);
 }
 

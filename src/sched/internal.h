@@ -84,8 +84,9 @@ struct pass {
 	/* the request mix for fractions (sched.c works it out from the shapes) */
 	struct sched_mix_item *mix;
 	int nmix;
-	int *model_scratch; /* one int per model */
-	int *total_hist;    /* could_ever(): nodes with >= k devices per model */
+	unsigned char *mix_ok; /* [item * nmodels + model]: the kind may use it; NULL: any */
+	int *model_scratch;    /* one int per model */
+	int *total_hist;       /* could_ever(): nodes with >= k devices per model */
 	int *model_scratch2;
 	/* candidate lists over `free`, cell x = node * nmodels + model: nodes by
 	 * their count of whole free devices of a model (wb), and by the most room

@@ -189,10 +189,41 @@ static bool index_jobs(struct st *st, bool *sorted)
 	return ok;
 }
 
+static bool same_types(const char *const *a, int na, const char *const *b, int nb)
+{
+	if (na != nb)
+		return false;
+	for (int t = 0; t < na; t++)
+		if (a[t] != b[t] && strcasecmp(a[t], b[t]) != 0)
+			return false;
+	return true;
+}
+
+/* Which models each kind of the mix may use, when some kind names any. */
+static void mix_models(struct pass *p)
+{
+	bool typed = false;
+	for (int i = 0; i < p->nmix && !typed; i++)
+		typed = p->mix[i].ngpu_types > 0;
+	if (!typed || p->nmodels == 0)
+		return;
+	p->mix_ok = xcalloc((size_t)p->nmix * (size_t)p->nmodels, 1);
+	for (int i = 0; i < p->nmix; i++) {
+		const struct sched_mix_item *k = &p->mix[i];
+		for (int m = 0; m < p->nmodels; m++) {
+			bool ok = k->ngpu_types == 0;
+			for (int t = 0; t < k->ngpu_types && !ok; t++)
+				ok = strcasecmp(k->gpu_types[t], p->models[m]) == 0;
+			p->mix_ok[(size_t)i * (size_t)p->nmodels + (size_t)m] = ok;
+		}
+	}
+}
+
 /* The request mix for fractional placement, from the shapes: the pending
- * single-node requests grouped by size, each kind in the order of its first
- * job (what placement must keep room for; multi-node gangs want whole
- * nodes, which best fit keeps). Also which models some job can use only. */
+ * single-node requests grouped by size and acceptable models, each kind in
+ * the order of its first job (what placement must keep room for; multi-node
+ * gangs want whole nodes, which best fit keeps). Also which models some job
+ * can use only. */
 static void from_shapes(struct st *st)
 {
 	struct pass *p = &st->p;
@@ -208,24 +239,31 @@ static void from_shapes(struct st *st)
 			const struct sched_job *j = st->shapes[k].j;
 			if (j->nodes != 1 || j->gpu_milli == 0)
 				continue;
-			int milli = j->gpu_milli < MODEL_MILLI ? j->gpu_milli : 0;
-			int devs = j->gpu_milli >= MODEL_MILLI
-					   ? j->tasks_per_node * j->gpu_milli / MODEL_MILLI
-					   : 0;
-			int cpus = j->tasks_per_node * j->cpus_per_task;
+			struct sched_mix_item it = {
+				.milli = j->gpu_milli < MODEL_MILLI ? j->gpu_milli : 0,
+				.devices = j->gpu_milli >= MODEL_MILLI
+						   ? j->tasks_per_node * j->gpu_milli / MODEL_MILLI
+						   : 0,
+				.cpus = j->tasks_per_node * j->cpus_per_task,
+				.gpu_types = j->gpu_types,
+				.ngpu_types = j->ngpu_types,
+			};
 			int i = 0;
 			while (i < p->nmix &&
-			       !(p->mix[i].milli == milli && p->mix[i].devices == devs &&
-				 p->mix[i].cpus == cpus))
+			       !(p->mix[i].milli == it.milli && p->mix[i].devices == it.devices &&
+				 p->mix[i].cpus == it.cpus &&
+				 same_types(p->mix[i].gpu_types, p->mix[i].ngpu_types, it.gpu_types,
+					    it.ngpu_types)))
 				i++;
 			if (i == p->nmix)
-				p->mix[p->nmix++] = (struct sched_mix_item){milli, devs, cpus, 0};
+				p->mix[p->nmix++] = it;
 			p->mix[i].p += st->shapes[k].count;
 			total += st->shapes[k].count;
 		}
 		for (int i = 0; i < p->nmix; i++)
 			p->mix[i].p /= total;
 	}
+	mix_models(p);
 	/* whether some waiting job can use a model only: taking it costs them */
 	for (int k = 0; k < st->nshapes; k++) {
 		const struct sched_job *j = st->shapes[k].j;

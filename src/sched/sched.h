@@ -156,12 +156,15 @@ struct sched_running {
 
 /* One kind of request in the mix that fractional placement guards against
  * fragmenting for: `devices` whole devices, or one device's `milli` share
- * (devices 0), and `cpus`, with probability p. */
+ * (devices 0), and `cpus`, with probability p; on devices of the models
+ * named in gpu_types only (borrowed; ngpu_types 0: any model). */
 struct sched_mix_item {
 	int milli;
 	int devices;
 	int cpus;
 	double p;
+	const char *const *gpu_types;
+	int ngpu_types;
 };
 
 struct sched_snapshot {
@@ -413,6 +416,8 @@ double sched_usage_recent(double usage, double half_life_s);
 int sched_switches_spanned(const struct sched_node *nodes, const int *idx, int n);
 /* The fragmentation of one node (ATC'23): the expected free milli-devices
  * that a request drawn from the mix could not use there, given each device's
- * free share and the node's free CPUs. */
-double sched_node_fragmentation(int ndev, const int *free_milli, int cpus_free,
-				const struct sched_mix_item *mix, int nmix);
+ * free share and model (NULL: every kind may use every device) and the
+ * node's free CPUs. A device of a model a kind cannot use is all fragment
+ * to it. */
+double sched_node_fragmentation(int ndev, const int *free_milli, const char *const *dev_model,
+				int cpus_free, const struct sched_mix_item *mix, int nmix);

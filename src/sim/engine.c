@@ -618,16 +618,18 @@ static void sample(struct eng *e)
 	if (e->nfmix) {
 		double f = 0, free_total = 0;
 		int freev[MODEL_MAX_ACCELS];
+		const char *model[MODEL_MAX_ACCELS];
 		for (int n = 0; n < e->cl->n; n++) {
 			const struct sched_node *node = &e->nodes[n];
 			if (!node->ndev)
 				continue;
 			for (int k = 0; k < node->ndev; k++) {
 				freev[k] = node->devs[k].free_milli;
+				model[k] = node->devs[k].model;
 				free_total += freev[k];
 			}
-			f += sched_node_fragmentation(node->ndev, freev, node->cpus_free, e->fmix,
-						      e->nfmix);
+			f += sched_node_fragmentation(node->ndev, freev, model, node->cpus_free,
+						      e->fmix, e->nfmix);
 		}
 		frag = free_total > 0 ? f / free_total : 0;
 		e->frag_sum += frag;

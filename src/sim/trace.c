@@ -460,6 +460,7 @@ void sim_trace_synthetic(struct sim_trace *ret, int n, uint64_t seed, const stru
 
 struct shape_count {
 	struct sched_mix_item item;
+	const int *types; /* indices into the trace's types */
 	int count;
 };
 
@@ -472,7 +473,14 @@ static int cmp_count(const void *a, const void *b)
 		return x->item.milli < y->item.milli ? -1 : 1;
 	if (x->item.devices != y->item.devices)
 		return x->item.devices < y->item.devices ? -1 : 1;
-	return x->item.cpus < y->item.cpus ? -1 : x->item.cpus > y->item.cpus;
+	if (x->item.cpus != y->item.cpus)
+		return x->item.cpus < y->item.cpus ? -1 : 1;
+	if (x->item.ngpu_types != y->item.ngpu_types)
+		return x->item.ngpu_types < y->item.ngpu_types ? -1 : 1;
+	for (int t = 0; t < x->item.ngpu_types; t++)
+		if (x->types[t] != y->types[t])
+			return x->types[t] < y->types[t] ? -1 : 1;
+	return 0;
 }
 
 int sim_trace_mix(const struct sim_trace *tr, double cover, struct sched_mix_item **ret)
@@ -490,27 +498,43 @@ int sim_trace_mix(const struct sim_trace *tr, double cover, struct sched_mix_ite
 					   ? j->tasks_per_node * j->gpu_milli / MODEL_MILLI
 					   : 0,
 			.cpus = j->tasks_per_node * j->cpu_milli,
+			.ngpu_types = j->ntypes,
 		};
+		const int *types = j->ntypes ? &tr->type_refs[j->types_off] : NULL;
 		int k;
 		for (k = 0; k < n; k++)
 			if (sc[k].item.milli == it.milli && sc[k].item.devices == it.devices &&
-			    sc[k].item.cpus == it.cpus)
+			    sc[k].item.cpus == it.cpus && sc[k].item.ngpu_types == it.ngpu_types &&
+			    (!it.ngpu_types ||
+			     memcmp(sc[k].types, types, sizeof(int) * (size_t)it.ngpu_types) == 0))
 				break;
 		if (k == n) {
 			xgrow(&sc, &alloc, (size_t)n + 1, sizeof(*sc));
-			sc[n++] = (struct shape_count){it, 0};
+			sc[n++] = (struct shape_count){it, types, 0};
 		}
 		sc[k].count++;
 		total++;
 	}
 	qsort(sc, (size_t)n, sizeof(*sc), cmp_count);
-	int keep = 0, covered = 0;
-	while (keep < n && (keep == 0 || covered < cover * total))
+	int keep = 0, covered = 0, names = 0;
+	while (keep < n && (keep == 0 || covered < cover * total)) {
+		names += sc[keep].item.ngpu_types;
 		covered += sc[keep++].count;
-	struct sched_mix_item *mix = xcalloc((size_t)keep + 1, sizeof(*mix));
+	}
+	/* one allocation: the items, then their lists of model names (the
+	 * names themselves are the trace's) */
+	size_t items = sizeof(struct sched_mix_item) * ((size_t)keep + 1);
+	struct sched_mix_item *mix = xcalloc(1, items + sizeof(char *) * ((size_t)names + 1));
+	const char **name = (const char **)((char *)mix + items);
 	for (int i = 0; i < keep; i++) {
 		mix[i] = sc[i].item;
 		mix[i].p = (double)sc[i].count / covered;
+		if (mix[i].ngpu_types) {
+			for (int t = 0; t < mix[i].ngpu_types; t++)
+				name[t] = tr->types[sc[i].types[t]];
+			mix[i].gpu_types = name;
+			name += mix[i].ngpu_types;
+		}
 	}
 	free(sc);
 	*ret = mix;

@@ -424,16 +424,16 @@ static void test_nvlink_domain(void **state)
 
 static void test_fractions(void **state)
 {
-	struct sched_mix_item mix[] = {{500, 0, 0, 0.5}, {0, 1, 0, 0.5}};
+	struct sched_mix_item mix[] = {{.milli = 500, .p = 0.5}, {.devices = 1, .p = 0.5}};
 	int free1[] = {500, 1000};
 	/* a half request fits both; a whole request fits device 1: the half free
 	 * share of device 0 is a fragment for the whole kind only */
-	assert_true(fabs(sched_node_fragmentation(2, free1, 8, mix, 2) - 250.0) < 1e-9);
+	assert_true(fabs(sched_node_fragmentation(2, free1, NULL, 8, mix, 2) - 250.0) < 1e-9);
 	int free2[] = {250, 1000};
 	/* 250 is too little for a half: fragment for both kinds */
-	assert_true(fabs(sched_node_fragmentation(2, free2, 8, mix, 2) - 250.0) < 1e-9);
+	assert_true(fabs(sched_node_fragmentation(2, free2, NULL, 8, mix, 2) - 250.0) < 1e-9);
 	int free3[] = {250, 0};
-	assert_true(fabs(sched_node_fragmentation(2, free3, 8, mix, 2) - 250.0) < 1e-9);
+	assert_true(fabs(sched_node_fragmentation(2, free3, NULL, 8, mix, 2) - 250.0) < 1e-9);
 
 	struct cluster c;
 	init(&c);
@@ -459,6 +459,45 @@ static void test_fractions(void **state)
 	assert_int_equal(pass(&c, &d), 0);
 	for (int i = 0; i < 4; i++)
 		assert_int_equal(start_of(&d, i)->nodes[0].devs[0], 0);
+	sched_decisions_release(&d);
+}
+
+/* Kinds of the mix that ask for certain models: a device of another model
+ * is all fragment to them, and placement keeps their models' devices whole
+ * for them (ATC'23's gpuspec lists). */
+static void test_typed_fragmentation(void **state)
+{
+	static const char *const a100[] = {"A100", "a800"};
+	struct sched_mix_item mix[] = {{.devices = 1, .p = 1, .gpu_types = a100, .ngpu_types = 2}};
+	int free1[] = {1000, 500};
+	const char *models[] = {"L40", "A100"};
+	/* the whole L40 is no use to the kind, nor is the half A100 */
+	assert_true(fabs(sched_node_fragmentation(2, free1, models, 8, mix, 1) - 1500.0) < 1e-9);
+	const char *models2[] = {"A800", "L40"};
+	/* a whole A800 fits it: the half L40 is the fragment */
+	int free2[] = {1000, 500};
+	assert_true(fabs(sched_node_fragmentation(2, free2, models2, 8, mix, 1) - 500.0) < 1e-9);
+	/* without models every device is the kind's */
+	assert_true(fabs(sched_node_fragmentation(2, free2, NULL, 8, mix, 1) - 500.0) < 1e-9);
+
+	/* three one-device nodes of equal speed; a half that any model takes,
+	 * then two whole devices that want an A100 or an A800: the half goes to
+	 * the L40, so all three start */
+	struct cluster c;
+	struct sched_decisions d;
+	init(&c);
+	add_node(&c, "A100", 1, 64);
+	add_node(&c, "A800", 1, 64);
+	add_node(&c, "L40", 1, 64);
+	add_job(&c, 1, 1, 500);
+	for (int i = 0; i < 2; i++) {
+		struct sched_job *j = add_job(&c, 1, 1, 1000);
+		j->gpu_types = a100;
+		j->ngpu_types = 2;
+	}
+	assert_int_equal(pass(&c, &d), 0);
+	assert_int_equal(d.nstarts, 3);
+	assert_string_equal(c.nodes[start_of(&d, 0)->nodes[0].node].name, "n02");
 	sched_decisions_release(&d);
 }
 
@@ -1669,6 +1708,7 @@ int main(void)
 		cmocka_unit_test(test_topology),
 		cmocka_unit_test(test_nvlink_domain),
 		cmocka_unit_test(test_fractions),
+		cmocka_unit_test(test_typed_fragmentation),
 		cmocka_unit_test(test_baseline_policies),
 		cmocka_unit_test(test_node_lists_and_exclusive),
 		cmocka_unit_test(test_class_order),
