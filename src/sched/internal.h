@@ -132,7 +132,7 @@ struct pass {
 /* A scored single-node request looks at the tightest candidates (by free
  * devices, room on a device, or free CPUs) until it has this many, so a
  * placement costs the same on ten thousand nodes as on a thousand. */
-#define SCORED_CANDIDATES 1024
+#define SCORED_CANDIDATES 256
 
 static inline enum sched_frac_policy policy_of(const struct pass *p)
 {

@@ -151,8 +151,8 @@ static int cands_whole(struct pass *p, const struct req *rq, int model, bool del
 			break;
 		if (score && nc >= SCORED_CANDIDATES)
 			break;
-		for (int x = p->wb_head[model * (MODEL_MAX_ACCELS + 1) + k]; x >= 0;
-		     x = p->wb_next[x]) {
+		for (int x = p->wb_head[model * (MODEL_MAX_ACCELS + 1) + k];
+		     x >= 0 && !(score && nc >= SCORED_CANDIDATES); x = p->wb_next[x]) {
 			int n = x / nm;
 			if (delta && p->touch_mark[n] == p->touch_gen)
 				continue;
@@ -173,7 +173,8 @@ static int cands_fraction(struct pass *p, const struct req *rq, int model, bool 
 	bool score = scored(p, rq);
 	for (int b = FRAC_BUCKET(rq->frac); b < FRAC_BUCKETS && !(score && nc >= SCORED_CANDIDATES);
 	     b++)
-		for (int x = p->fb_head[model * FRAC_BUCKETS + b]; x >= 0; x = p->fb_next[x]) {
+		for (int x = p->fb_head[model * FRAC_BUCKETS + b];
+		     x >= 0 && !(score && nc >= SCORED_CANDIDATES); x = p->fb_next[x]) {
 			int n = x / nm;
 			if (delta && p->touch_mark[n] == p->touch_gen)
 				continue;
@@ -199,7 +200,8 @@ static int cands_cpu_only(struct pass *p, const struct req *rq, const struct vie
 		for (int b = rq->cpus > p->max_cpus ? p->cpu_buckets
 						    : cpu_bucket(p, MAX(rq->cpus, 0));
 		     b < p->cpu_buckets && nc < want; b++)
-			for (int n = p->cb_head[a * p->cpu_buckets + b]; n >= 0; n = p->cb_next[n])
+			for (int n = p->cb_head[a * p->cpu_buckets + b];
+			     n >= 0 && !(score && nc >= SCORED_CANDIDATES); n = p->cb_next[n])
 				if (node_fits(p, rq, v, n, -1, &p->cands[nc]))
 					nc++;
 	}

@@ -207,7 +207,7 @@ struct sched_policy {
 	 * for clusters whose models' speeds are unknown or do not matter */
 	bool score_before_speed;
 	/* score single-node jobs of every kind (whole devices and CPU work too,
-	 * not only fractions) by the fraction policy on up to 1,024 of the
+	 * not only fractions) by the fraction policy on up to 256 of the
 	 * tightest candidate nodes: denser packing, at the cost of scoring them
 	 * for every placement */
 	bool score_every_node;
