@@ -4,6 +4,8 @@
 
 #include "sched.h"
 
+#include <limits.h>
+
 /* What is free, as arrays indexed by node (and by device: node n's devices
  * are dev[dev_off[n] ...]). The pass keeps several: what is free now, a
  * scratch copy for what-ifs, and the nodes' totals. */
@@ -137,6 +139,16 @@ struct pass {
 static inline enum sched_frac_policy policy_of(const struct pass *p)
 {
 	return p->policy ? p->policy->frac : SCHED_FRAC_FGD;
+}
+
+/* The paper's baselines (random, dot product, clustering) are studies, not
+ * production policies: they look at every node, as the paper's do. */
+static inline int scored_candidates(const struct pass *p)
+{
+	enum sched_frac_policy f = policy_of(p);
+	return f == SCHED_FRAC_RANDOM || f == SCHED_FRAC_DOTPROD || f == SCHED_FRAC_CLUSTER
+		       ? INT_MAX
+		       : SCORED_CANDIDATES;
 }
 
 /* With policy.score_every_node, single-node requests of every kind are

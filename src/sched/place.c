@@ -149,10 +149,10 @@ static int cands_whole(struct pass *p, const struct req *rq, int model, bool del
 	for (int k = rq->whole; k <= MODEL_MAX_ACCELS; k++) {
 		if (rq->j->nodes == 1 && nc > 0 && !score && k - rq->whole > min_spare)
 			break;
-		if (score && nc >= SCORED_CANDIDATES)
+		if (score && nc >= scored_candidates(p))
 			break;
 		for (int x = p->wb_head[model * (MODEL_MAX_ACCELS + 1) + k];
-		     x >= 0 && !(score && nc >= SCORED_CANDIDATES); x = p->wb_next[x]) {
+		     x >= 0 && !(score && nc >= scored_candidates(p)); x = p->wb_next[x]) {
 			int n = x / nm;
 			if (delta && p->touch_mark[n] == p->touch_gen)
 				continue;
@@ -171,10 +171,10 @@ static int cands_fraction(struct pass *p, const struct req *rq, int model, bool 
 {
 	int nm = p->nmodels;
 	bool score = scored(p, rq);
-	for (int b = FRAC_BUCKET(rq->frac); b < FRAC_BUCKETS && !(score && nc >= SCORED_CANDIDATES);
-	     b++)
+	for (int b = FRAC_BUCKET(rq->frac);
+	     b < FRAC_BUCKETS && !(score && nc >= scored_candidates(p)); b++)
 		for (int x = p->fb_head[model * FRAC_BUCKETS + b];
-		     x >= 0 && !(score && nc >= SCORED_CANDIDATES); x = p->fb_next[x]) {
+		     x >= 0 && !(score && nc >= scored_candidates(p)); x = p->fb_next[x]) {
 			int n = x / nm;
 			if (delta && p->touch_mark[n] == p->touch_gen)
 				continue;
@@ -194,14 +194,14 @@ static int cands_cpu_only(struct pass *p, const struct req *rq, const struct vie
 	for (int a = 0; a <= MODEL_MAX_ACCELS; a++) {
 		if (nc > 0 && (a == 1 || !score))
 			break; /* a node without accelerators holds it */
-		int want = a > 0 && score ? SCORED_CANDIDATES : 1;
+		int want = a > 0 && score ? scored_candidates(p) : 1;
 		if (nc >= want)
 			break;
 		for (int b = rq->cpus > p->max_cpus ? p->cpu_buckets
 						    : cpu_bucket(p, MAX(rq->cpus, 0));
 		     b < p->cpu_buckets && nc < want; b++)
 			for (int n = p->cb_head[a * p->cpu_buckets + b];
-			     n >= 0 && !(score && nc >= SCORED_CANDIDATES); n = p->cb_next[n])
+			     n >= 0 && !(score && nc >= scored_candidates(p)); n = p->cb_next[n])
 				if (node_fits(p, rq, v, n, -1, &p->cands[nc]))
 					nc++;
 	}
