@@ -387,6 +387,14 @@ int main(int argc, char **argv)
 	mallopt(M_TRIM_THRESHOLD, 256 << 20);
 	int pending = argc > 2 ? atoi(argv[2]) : 100000;
 	int passes = argc > 3 ? atoi(argv[3]) : 100;
+	/* the server's default policy (BENCH_PLACEMENT=fastest: fastest model
+	 * first, fractions alone scored) */
+	struct sched_config cfg;
+	sched_config_default(&cfg);
+	const char *placement = getenv("BENCH_PLACEMENT") ? getenv("BENCH_PLACEMENT") : "dense";
+	cfg.placement_fastest = strcmp(placement, "fastest") == 0;
+	struct sched_policy policy;
+	sched_policy_of_config(&cfg, &policy);
 	struct catalogue cat;
 	catalogue_init(&cat);
 	struct sim_cluster cl;
@@ -421,7 +429,7 @@ int main(int argc, char **argv)
 		double t0 = now_ms();
 		if (count_full)
 			CALLGRIND_START_INSTRUMENTATION;
-		int rc = sched_pass(&s, w.now, NULL, &d);
+		int rc = sched_pass(&s, w.now, &policy, &d);
 		if (count_full)
 			CALLGRIND_STOP_INSTRUMENTATION;
 		if (rc < 0) {
@@ -460,7 +468,8 @@ int main(int argc, char **argv)
 		struct sched_snapshot s = snap_of(&w);
 		struct sched_decisions d;
 		/* no preemption cap while converging: quiet sooner */
-		struct sched_policy unlimited = {.max_preemptions = -1};
+		struct sched_policy unlimited = policy;
+		unlimited.max_preemptions = -1;
 		if (sched_pass(&s, w.now, &unlimited, &d) < 0) {
 			fprintf(stderr, "bench_sched: snapshot refused after %d rounds\n", rounds);
 			return 1;
@@ -505,7 +514,7 @@ int main(int argc, char **argv)
 		struct sched_decisions d;
 		double t0 = now_ms();
 		CALLGRIND_START_INSTRUMENTATION;
-		int rc = sched_pass(&s, w.now, NULL, &d);
+		int rc = sched_pass(&s, w.now, &policy, &d);
 		CALLGRIND_STOP_INSTRUMENTATION;
 		if (rc < 0) {
 			fprintf(stderr, "bench_sched: incremental snapshot %d refused\n", i);
@@ -540,7 +549,8 @@ int main(int argc, char **argv)
 	qsort(inc, (size_t)passes, sizeof(double), cmp_double);
 	struct rusage ru;
 	getrusage(RUSAGE_SELF, &ru);
-	printf("{\n  \"nodes\": %d,\n  \"gpus\": %d,\n  \"running_jobs\": %d,\n"
+	printf("{\n  \"placement\": \"%s\",\n  \"nodes\": %d,\n  \"gpus\": %d,\n  "
+	       "\"running_jobs\": %d,\n"
 	       "  \"gpus_held\": %.1f,\n  \"pending_jobs\": %d,\n  \"passes\": %d,\n"
 	       "  \"full_pass_p50_ms\": %.2f,\n  \"full_pass_p99_ms\": %.2f,\n"
 	       "  \"full_pass_starts\": %d,\n  \"full_pass_preemptions\": %d,\n"
@@ -552,11 +562,11 @@ int main(int argc, char **argv)
 	       "  \"incremental_placements_mean\": %.1f,\n  \"rounds_to_quiet\": %d,\n"
 	       "  \"pending_when_quiet\": %d,\n  \"cluster_build_ms\": %.2f,\n"
 	       "  \"peak_rss_mib\": %.1f,\n  \"decisions_digest\": \"%016llx\"\n}\n",
-	       cl.n, cl.gpus, w.nr, held / 1000.0, pending, passes, full[passes / 2],
-	       full[(int)(passes * 0.99)], nstarts, npre, tried, hits, inc[0], inc[passes / 2],
-	       inc[(int)(passes * 0.99)], (double)inc_starts / passes, (double)inc_pre / passes,
-	       (double)inc_tried / passes, rounds, w.nj, cluster_ms, ru.ru_maxrss / 1024.0,
-	       (unsigned long long)digest);
+	       cfg.placement_fastest ? "fastest" : "dense", cl.n, cl.gpus, w.nr, held / 1000.0,
+	       pending, passes, full[passes / 2], full[(int)(passes * 0.99)], nstarts, npre, tried,
+	       hits, inc[0], inc[passes / 2], inc[(int)(passes * 0.99)],
+	       (double)inc_starts / passes, (double)inc_pre / passes, (double)inc_tried / passes,
+	       rounds, w.nj, cluster_ms, ru.ru_maxrss / 1024.0, (unsigned long long)digest);
 	free(full);
 	free(inc);
 	sim_cluster_release(&cl);

@@ -208,6 +208,7 @@ int sched_config_load_json(struct sched_config *c, const char *text, struct tk_e
 					   "mem_price_per_gib_hour",
 					   "currency",
 					   "reservation_patience_s",
+					   "placement",
 					   NULL};
 	static const char *const ckeys[] = {
 		"name",	 "priority",	     "may_preempt", "preemptible",   "allow",
@@ -248,6 +249,15 @@ int sched_config_load_json(struct sched_config *c, const char *text, struct tk_e
 	    (r = mj_int(root, "reservation_patience_s", false, 0, 365LL * 86400, -1,
 			&next.resv_patience_s, err)) < 0)
 		goto out;
+	char placement[16] = "dense";
+	if ((r = mj_strbuf(root, "placement", false, true, placement, sizeof(placement), err)) < 0)
+		goto out;
+	if (strcmp(placement, "dense") != 0 && strcmp(placement, "fastest") != 0) {
+		r = tk_errorf(err, -EINVAL,
+			      "placement: must be \"dense\" or \"fastest\", got \"%s\"", placement);
+		goto out;
+	}
+	next.placement_fastest = strcmp(placement, "fastest") == 0;
 	if (next.checkpoint_store[0] &&
 	    (next.checkpoint_store[0] != '/' || strstr(next.checkpoint_store, "/../") ||
 	     strlen(next.checkpoint_store) > 1024)) {

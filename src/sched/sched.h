@@ -296,8 +296,8 @@ bool sched_las_promoted(const struct sched_las *las, int64_t ran_ms, int64_t wai
  * from cfg. Returns how many classes ret holds, or -E2BIG. */
 int sched_classes_of_config(const struct sched_config *cfg, struct sched_class *ret,
 			    struct sched_las *ret_las, int *ret_first);
-/* The policy a configuration asks for (its reservation patience), the
- * rest zero. */
+/* The policy a configuration asks for (its reservation patience and
+ * placement), the rest zero. */
 void sched_policy_of_config(const struct sched_config *cfg, struct sched_policy *ret);
 
 /* ---- output --------------------------------------------------------------------- */

@@ -37,8 +37,7 @@ enum {
 	O_NO_RESV,
 	O_PATIENCE,
 	O_TIME_LIMITS,
-	O_EVERY_NODE,
-	O_BEFORE_SPEED,
+	O_PLACEMENT,
 	O_ORDER,
 	O_LAS_LIMITS,
 	O_LAS_PROMOTE,
@@ -94,12 +93,10 @@ static const struct tk_option opts[] = {
 	{"time-limits", 0, "trace|none|estimated",
 	 "the jobs' time limits: as the trace (or synthetic stream) gives them, none at all, or "
 	 "as users estimate them (round values, mostly far over the run time)"},
-	{"score-every-node", 0, NULL,
-	 "score single-node jobs of every kind by the policy, "
-	 "not only fractions"},
-	{"score-before-speed", 0, NULL,
-	 "single-node jobs weigh the policy's score before "
-	 "device speed"},
+	{"placement", 0, "dense|fastest",
+	 "single-node jobs of every kind where they least fragment what is left, or on the "
+	 "fastest model that fits first (only fractions scored); default: the configuration's "
+	 "(dense)"},
 	{"order", 0, "fifo|las",
 	 "every class's order: by submission, or by least attained service (Tiresias' 2D-LAS: "
 	 "levels by accelerator-hours received, preemptive within the class); default: the "
@@ -403,8 +400,9 @@ int sim_main(const struct tk_command *cmd, int argc, char **argv)
 	const char *tl = v[O_TIME_LIMITS] ? v[O_TIME_LIMITS] : "trace";
 	if (strcmp(tl, "trace") != 0 && strcmp(tl, "none") != 0 && strcmp(tl, "estimated") != 0)
 		return usage("--time-limits: expected trace, none or estimated, got \"%s\"", tl);
-	o.policy.score_every_node = v[O_EVERY_NODE] != NULL;
-	o.policy.score_before_speed = v[O_BEFORE_SPEED] != NULL;
+	const char *pl = v[O_PLACEMENT];
+	if (pl && strcmp(pl, "dense") != 0 && strcmp(pl, "fastest") != 0)
+		return usage("--placement: expected dense or fastest, got \"%s\"", pl);
 	if (v[O_CONFIG]) {
 		char *text = read_file(v[O_CONFIG], &err);
 		if (!text || sched_config_load_json(&o.sched, text, &err) < 0) {
@@ -415,11 +413,15 @@ int sim_main(const struct tk_command *cmd, int argc, char **argv)
 		}
 		free(text);
 	}
-	if (!v[O_PATIENCE]) { /* the configuration's */
-		struct sched_policy from;
-		sched_policy_of_config(&o.sched, &from);
+	if (pl)
+		o.sched.placement_fastest = strcmp(pl, "fastest") == 0;
+	/* what the flags leave open is the configuration's */
+	struct sched_policy from;
+	sched_policy_of_config(&o.sched, &from);
+	if (!v[O_PATIENCE])
 		o.policy.resv_patience_ms = from.resv_patience_ms;
-	}
+	o.policy.score_every_node = from.score_every_node;
+	o.policy.score_before_speed = from.score_before_speed;
 	if ((r = order_options(v[O_ORDER], v[O_LAS_LIMITS], v[O_LAS_PROMOTE], v[O_LAS_MIN_RUN],
 			       &o.sched)))
 		return r;

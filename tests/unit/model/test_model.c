@@ -553,6 +553,14 @@ static void test_config_validation(void **state)
 	assert_true(sched_config_load_json(&c, "{\"reservation_patience_s\": -5}", &err) < 0);
 	assert_string_equal(
 		err.text, "reservation_patience_s: must be an integer from 0 to 31536000, got -5");
+	/* "placement": dense unless the fastest model is to come first */
+	assert_int_equal(sched_config_load_json(&c, "{}", &err), 0);
+	assert_false(c.placement_fastest);
+	assert_int_equal(sched_config_load_json(&c, "{\"placement\": \"fastest\"}", &err), 0);
+	assert_true(c.placement_fastest);
+	assert_true(sched_config_load_json(&c, "{\"placement\": \"tight\"}", &err) < 0);
+	assert_string_equal(err.text, "placement: must be \"dense\" or \"fastest\", got \"tight\"");
+	assert_true(c.placement_fastest);
 	/* "order": what is wrong is named, and nothing changes */
 	static const struct {
 		const char *cls, *err;

@@ -1010,6 +1010,34 @@ static void test_least_attained_service(void **state)
 	assert_int_equal(pass(&c, &d), -EINVAL);
 }
 
+/* "placement": dense by default (a one-device job takes the last free
+ * device of a busy slower node and keeps an empty fast node whole),
+ * "fastest" puts it on the fastest model. */
+static void test_placement_config(void **state)
+{
+	struct sched_config cfg;
+	sched_config_default(&cfg);
+	struct cluster c;
+	init(&c);
+	add_node(&c, "H100", 8, 64);
+	add_node(&c, "A100", 8, 64);
+	add_running(&c, NORMAL, 7, 1, 1);
+	add_job(&c, 1, 1, 1000);
+	struct sched_decisions d;
+	sched_policy_of_config(&cfg, &c.policy);
+	assert_true(c.policy.score_every_node && c.policy.score_before_speed);
+	assert_int_equal(pass(&c, &d), 0);
+	assert_string_equal(c.nodes[start_of(&d, 0)->nodes[0].node].name, "n01");
+	sched_decisions_release(&d);
+	struct tk_error err;
+	assert_int_equal(sched_config_load_json(&cfg, "{\"placement\": \"fastest\"}", &err), 0);
+	sched_policy_of_config(&cfg, &c.policy);
+	assert_false(c.policy.score_every_node || c.policy.score_before_speed);
+	assert_int_equal(pass(&c, &d), 0);
+	assert_string_equal(c.nodes[start_of(&d, 0)->nodes[0].node].name, "n00");
+	sched_decisions_release(&d);
+}
+
 /* A configuration's "order": "las" is what the pass is given. */
 static void test_las_config(void **state)
 {
@@ -1721,6 +1749,7 @@ int main(void)
 		cmocka_unit_test(test_cheapest_victim),
 		cmocka_unit_test(test_waits_for_its_victims),
 		cmocka_unit_test(test_least_attained_service),
+		cmocka_unit_test(test_placement_config),
 		cmocka_unit_test(test_las_config),
 		cmocka_unit_test(test_limits_and_invalid),
 		cmocka_unit_test(test_shape_table),
