@@ -113,7 +113,10 @@ static struct sjob *job_new(struct state *s, struct job_request *req, const char
 	if (!system)
 		job_enqueue(s, j);
 	state_job_dirty(s, j);
-	state_want_pass(s);
+	if (system)
+		state_want_pass(s);
+	else
+		state_job_arrived(s, j);
 	assert_job_state(j);
 	return j;
 }

@@ -251,6 +251,11 @@ static void timings(struct server *s, struct strbuf *b)
 		  metrics_pass_bounds, metrics_pass_nbounds);
 	prom_family(b, "tenk_scheduler_placements_total", "counter", "Attempts placed.");
 	prom_sample(b, "tenk_scheduler_placements_total", NULL, (double)s->st.stats.placements);
+	prom_family(b, "tenk_scheduler_deferred_submissions_total", "counter",
+		    "Submissions that could not start at once, judged without a pass (the "
+		    "deferred pass gives their reasons).");
+	prom_sample(b, "tenk_scheduler_deferred_submissions_total", NULL,
+		    (double)s->st.arrivals.deferred);
 
 	struct tk_hist commit;
 	uv_mutex_lock(&s->wq.mu);

@@ -245,6 +245,7 @@ static void check_cb(uv_check_t *h)
 {
 	struct server *s = h->data;
 	uv_idle_stop(&s->kick_idle);
+	state_judge_arrivals(&s->st, server_now_ms(s));
 	if (s->st.sched_needed && !s->stopping) {
 		int64_t t0 = tk_mono_us();
 		state_schedule(&s->st, server_now_ms(s));
@@ -266,6 +267,7 @@ static void cron_cb(uv_timer_t *t)
 	state_check_nodes(&s->st, now, mono);
 	if (s->st.wake_ms && now >= s->st.wake_ms) /* a job's begin time came */
 		state_want_pass(&s->st);
+	state_judge_arrivals(&s->st, now); /* a deferred pass that is due */
 	server_kick(s);
 	if (!s->metrics.sample_mono || mono - s->metrics.sample_mono >= UI_SAMPLE_MS) {
 		s->metrics.sample_mono = mono;

@@ -461,10 +461,69 @@ static void decisions_apply(struct state *s, const struct snapshot *sn,
 	s->stats.placements += (uint64_t)d->placements_tried;
 }
 
+/* Could one node's share of j fit on node n as it is now, models and
+ * topology aside? Errs towards yes. */
+static bool share_fits(const struct state *s, const struct snode *n, const struct sched_job *j)
+{
+	if (state_node_state(s, n) != NODE_UP || n->agent_stopping)
+		return false;
+	if (n->rec.inv.cpus - n->cpus_used < j->tasks_per_node * j->cpus_per_task)
+		return false;
+	int whole = 0, room = 0;
+	for (int d = 0; d < n->rec.inv.naccel; d++) {
+		whole += n->sdev[d].free_milli == MODEL_MILLI;
+		room = MAX(room, n->sdev[d].free_milli);
+	}
+	if (j->gpu_milli >= MODEL_MILLI)
+		return whole * MODEL_MILLI >= j->tasks_per_node * j->gpu_milli;
+	return j->gpu_milli == 0 || room >= j->gpu_milli;
+}
+
+/* Might a pass start j now, or preempt for it? No when its class preempts
+ * nobody (not may_preempt, not least attained service), its queue has no
+ * guarantee left to reclaim, and fewer nodes than it asks for could hold a
+ * share of it in what is free: then a pass would decide nothing new for it
+ * (the last one decided the rest, and nothing else changed). */
+static bool might_start(const struct state *s, const struct sjob *j)
+{
+	const struct sclass *c = &s->classes[j->cls];
+	if (c->spec.may_preempt || s->las[j->cls].nlevels > 1)
+		return true;
+	const struct squeue *q = j->queue;
+	int64_t need = (int64_t)j->sj.nodes * j->sj.tasks_per_node * j->sj.gpu_milli;
+	if (q && q->spec.quota_milli >= 0 && q->use_milli + need <= q->spec.quota_milli)
+		return true;
+	int nodes = 0;
+	for (int i = 0; i < s->nnodes && nodes < j->sj.nodes; i++)
+		nodes += share_fits(s, s->nodes[i], &j->sj);
+	return nodes >= j->sj.nodes;
+}
+
+void state_judge_arrivals(struct state *s, int64_t now)
+{
+	if (!s->sched_needed) {
+		for (size_t i = 0; i < s->narrived && !s->sched_needed; i++) {
+			const struct sjob *j = state_job(s, s->arrived[i]);
+			if (j && j->job.state == JOB_PENDING && might_start(s, j))
+				state_want_pass(s);
+		}
+		if (!s->sched_needed && s->narrived) {
+			s->arrivals.deferred += s->narrived;
+			s->pass_deferred = true;
+		}
+		s->narrived = 0;
+	}
+	if (s->pass_deferred && now - s->last_pass_ms >= STATE_DEFER_MS)
+		state_want_pass(s);
+}
+
 void state_schedule(struct state *s, int64_t now)
 {
 	uint64_t mark = ++s->pass_no;
 	s->sched_needed = false;
+	s->pass_deferred = false;
+	s->narrived = 0;
+	s->last_pass_ms = now;
 	valid_tick(s, now);
 	struct snapshot sn;
 	snapshot_build(s, mark, now, &sn);

@@ -59,6 +59,7 @@ void state_release(struct state *s)
 	free(s->jobs);
 	free(s->fenced);
 	free(s->failing);
+	free(s->arrived);
 	for (int i = 0; i < s->nnodes; i++) {
 		node_record_release(&s->nodes[i]->rec);
 		free(s->nodes[i]->parts);
@@ -136,6 +137,12 @@ void state_user_dirty(struct state *s, struct suser *u)
 void state_want_pass(struct state *s)
 {
 	s->sched_needed = true;
+}
+
+void state_job_arrived(struct state *s, struct sjob *j)
+{
+	xgrow(&s->arrived, &s->arrived_alloc, s->narrived + 1, sizeof(*s->arrived));
+	s->arrived[s->narrived++] = j->job.id;
 }
 
 void state_raise(struct state *s, const struct state_event *ev)

@@ -261,6 +261,16 @@ struct state {
 
 	/* scheduling */
 	bool sched_needed;
+	/* jobs submitted while nothing else asked for a pass: one runs at once
+	 * if one of them might start (or preempt); otherwise the pass is
+	 * deferred, to run within STATE_DEFER_MS of the last (their reasons) */
+	int64_t *arrived;
+	size_t narrived, arrived_alloc;
+	bool pass_deferred;
+	int64_t last_pass_ms;
+	struct {
+		uint64_t deferred; /* submissions judged unable to start at once */
+	} arrivals;
 	/* a pass is due then (a job's begin time, a promotion, a running job
 	 * reaching its next level of least attained service); 0: none */
 	int64_t wake_ms;
@@ -296,6 +306,10 @@ void state_queue_dirty(struct state *s, struct squeue *q);
 void state_user_dirty(struct state *s, struct suser *u);
 /* Asks for a scheduling pass before the next flush. */
 void state_want_pass(struct state *s);
+/* A job was submitted: a pass before the next flush if it might start now,
+ * within STATE_DEFER_MS otherwise (state_judge_arrivals decides). */
+void state_job_arrived(struct state *s, struct sjob *j);
+#define STATE_DEFER_MS 1000
 void state_raise(struct state *s, const struct state_event *ev);
 
 /*
@@ -478,6 +492,10 @@ void job_dequeue(struct state *s, struct sjob *j);
 
 /* Runs one scheduling pass at now and applies its decisions. */
 void state_schedule(struct state *s, int64_t now);
+/* Before a loop iteration's pass: when only submissions asked for one,
+ * runs it only if one of them might start or preempt now, and otherwise
+ * defers it; when a deferred pass is due (now, wall clock), asks for it. */
+void state_judge_arrivals(struct state *s, int64_t now);
 
 /* ---- pack.c: JSON for agents and users ------------------------------------------- */
 

@@ -176,6 +176,35 @@ def test_waits_for_resources_and_says_why(cluster):
     cluster.run("cancel", big)
 
 
+def test_submissions_that_cannot_start_wait_for_a_deferred_pass(cluster):
+    """A submission that nothing free could hold is judged without a pass
+    (the server counts it) and gets its reason from the deferred pass; one
+    that fits starts at once; freed capacity starts the waiting in order."""
+    def health():
+        status, body = cluster.api("GET", "/v1/health")
+        assert status == 200, body
+        return body["scheduler"]
+
+    hog = cluster.submit("-G", "8", "--", "sleep", "300")
+    cluster.wait_state(hog, "RUNNING")
+    before = health()["deferred_submissions"]
+    waiting = [cluster.submit("-G", "2", "--", "true") for _ in range(6)]
+    after = health()
+    assert after["deferred_submissions"] >= before + 6, (before, after)
+    for jid in waiting:
+        wait_for(lambda: "waiting for resources" in cluster.job(jid)["reason"]
+                 or "first in its class" in cluster.job(jid)["reason"], timeout=10,
+                 what="the deferred pass's reason for job %s" % jid)
+    # preempting classes and fitting jobs are never deferred
+    cluster.run("cancel", hog)
+    cluster.run("wait", *waiting, timeout=60)
+    assert all(cluster.job(j)["state"] == "COMPLETED" for j in waiting)
+    quiet = health()["deferred_submissions"]
+    fits = cluster.submit("-G", "1", "--", "true")
+    cluster.wait_state(fits, "COMPLETED")
+    assert health()["deferred_submissions"] == quiet
+
+
 def test_drain_keeps_new_work_off(cluster):
     running = cluster.submit("-G", "1", "--", "sleep", "300")
     cluster.wait_state(running, "RUNNING")
