@@ -200,6 +200,7 @@ enum {
 	D_DCGM,
 	D_HOLLOW,
 	D_HOLLOW_RUN,
+	D_HEARTBEAT,
 	D_MAX
 };
 
@@ -275,6 +276,9 @@ static const struct tk_option all_opts[D_MAX] = {
 	[D_HOLLOW_RUN] = {"hollow-run", 0, "TIME",
 			  "how long a hollow task of a command other than sleep S, true or "
 			  "false takes (default 0)"},
+	[D_HEARTBEAT] = {"heartbeat", 0, "TIME",
+			 "how often the node reports to the server (default 5s; at most an "
+			 "eighth of the server's --node-timeout)"},
 };
 
 /* Which options each daemon takes, in all_opts order. */
@@ -289,10 +293,11 @@ static const int server_opts[] = {
 	D_HELP,	      D_LOG,	  D_DATA,    D_LISTEN,	 D_CATALOGUE, D_NODE_TIMEOUT, D_INIT,
 	D_QUARANTINE, D_TLS_CERT, D_TLS_KEY, D_INSECURE, D_MAX_CONNS, D_REQ_TIMEOUT};
 static const int agent_opts[] = {
-	D_HELP,	    D_LOG,	D_DATA,		D_SERVER,  D_TOKEN_FILE, D_NAME,     D_FAKE,
-	D_ADDR,	    D_TOPO,	D_CPUS,		D_MEM,	   D_WORK,	 D_RUN_DIR,  D_STOP_JOBS,
-	D_PODMAN,   D_CTR_CONF, D_PODMAN_ROOT,	D_CDI,	   D_CA,	 D_INSECURE, D_CKPT_RATE,
-	D_MIN_FREE, D_HEALTH,	D_HEALTH_EVERY, D_METRICS, D_DCGM,	 D_HOLLOW,   D_HOLLOW_RUN};
+	D_HELP,	   D_LOG,	D_DATA,	     D_SERVER,	   D_TOKEN_FILE,  D_NAME,
+	D_FAKE,	   D_ADDR,	D_TOPO,	     D_CPUS,	   D_MEM,	  D_WORK,
+	D_RUN_DIR, D_STOP_JOBS, D_PODMAN,    D_CTR_CONF,   D_PODMAN_ROOT, D_CDI,
+	D_CA,	   D_INSECURE,	D_CKPT_RATE, D_MIN_FREE,   D_HEALTH,	  D_HEALTH_EVERY,
+	D_METRICS, D_DCGM,	D_HOLLOW,    D_HOLLOW_RUN, D_HEARTBEAT};
 
 /* What a daemon takes (indices into all_opts, in its order) and runs. */
 struct daemon_spec {
@@ -481,6 +486,15 @@ static int run_agent(const char **v)
 	    (tk_parse_duration(v[D_HOLLOW_RUN], &hollow_run_s) < 0 || hollow_run_s < 0))
 		return usage("agent", "--hollow-run: expected a duration such as 30s, got \"%s\"",
 			     v[D_HOLLOW_RUN]);
+	if (v[D_HEARTBEAT]) {
+		int64_t hb_s = 0;
+		if (tk_parse_duration(v[D_HEARTBEAT], &hb_s) < 0 || hb_s < 1 || hb_s > 3600)
+			return usage("agent",
+				     "--heartbeat: expected a duration from 1s to 1h such as 10s, "
+				     "got \"%s\"",
+				     v[D_HEARTBEAT]);
+		ac.heartbeat_ms = hb_s * 1000;
+	}
 	char *token = NULL;
 	if ((r = tk_read_file(v[D_TOKEN_FILE], 4096, &token, NULL)) < 0)
 		return usage("agent", "--token-file: cannot read %s: %s", v[D_TOKEN_FILE],

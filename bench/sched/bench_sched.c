@@ -403,6 +403,22 @@ int main(int argc, char **argv)
 		fprintf(stderr, "bench_sched: %s\n", err.text);
 		return 1;
 	}
+	/* BENCH_SCALE=K: the node list K times over (names suffixed), e.g. 10
+	 * for about 100,000 GPUs */
+	int scale = getenv("BENCH_SCALE") ? atoi(getenv("BENCH_SCALE")) : 1;
+	if (scale > 1 && scale <= 100) {
+		struct sim_node *nodes = xcalloc((size_t)cl.n * (size_t)scale, sizeof(*nodes));
+		for (int k = 0; k < scale; k++)
+			for (int i = 0; i < cl.n; i++) {
+				struct sim_node *x = &nodes[k * cl.n + i];
+				*x = cl.nodes[i];
+				snprintf(x->name, sizeof(x->name), "%.40s-%d", cl.nodes[i].name, k);
+			}
+		free(cl.nodes);
+		cl.nodes = nodes;
+		cl.n *= scale;
+		cl.gpus *= scale;
+	}
 	static struct world w;
 	/* the server files each waiting job's request in a shape table
 	 * (BENCH_NO_SHAPES=1: the pass compares the requests itself) */
