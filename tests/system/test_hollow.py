@@ -66,3 +66,32 @@ def test_hollow_nodes_beside_a_real_one(workdir, procs):
                      os.path.join(t.data, "agent.token")] + args), check=False, timeout=20)
         assert p.returncode == 2 and want in p.stderr, (p.returncode, p.stderr)
     d.stop()
+
+
+def test_heartbeat_interval(workdir, procs):
+    """--heartbeat sets how often a node reports, an eighth of the node
+    timeout at most; a bad one is refused with what is wrong."""
+    t, d = start_up(workdir, "--node-timeout", "80s", fake="1xH100")
+
+    def beats():
+        status, text = t.api("GET", "/metrics")
+        assert status == 200
+        for line in text.splitlines():
+            if line.startswith("tenk_http_request_duration_seconds_count") and \
+                    'route="/v1/agent/heartbeat"' in line:
+                return float(line.rsplit(" ", 1)[1])
+        return 0.0
+
+    h = Daemon(["agent", "--server", t.url, "--token-file",
+                os.path.join(t.data, "agent.token"), "--hollow", "4", "--fake-gpus",
+                "8xH100", "--name", "hb", "--heartbeat", "1s"], workdir, "hollow")
+    procs.append(h)
+    t.wait_nodes_up(5)
+    b0 = beats()
+    wait_for(lambda: beats() - b0 >= 16, 6, "four nodes beating every second")
+    bad = t.run("agent", "--server", t.url, "--token-file",
+                os.path.join(t.data, "agent.token"), "--hollow", "1", "--fake-gpus",
+                "1xH100", "--heartbeat", "soon", check=False)
+    assert bad.returncode != 0
+    assert '--heartbeat: expected a duration from 1s to 1h such as 10s, got "soon"' \
+        in bad.stderr
