@@ -183,6 +183,14 @@ static int fixed_list(json_t *obj, const char *key, char *out, size_t size, int 
 	return 0;
 }
 
+int sched_placement_parse(const char *name, bool *ret_fastest)
+{
+	if (strcmp(name, "dense") != 0 && strcmp(name, "fastest") != 0)
+		return -EINVAL;
+	*ret_fastest = strcmp(name, "fastest") == 0;
+	return 0;
+}
+
 int sched_config_load_json(struct sched_config *c, const char *text, struct tk_error *err)
 {
 	json_error_t jerr;
@@ -252,12 +260,11 @@ int sched_config_load_json(struct sched_config *c, const char *text, struct tk_e
 	char placement[16] = "dense";
 	if ((r = mj_strbuf(root, "placement", false, true, placement, sizeof(placement), err)) < 0)
 		goto out;
-	if (strcmp(placement, "dense") != 0 && strcmp(placement, "fastest") != 0) {
+	if (sched_placement_parse(placement, &next.placement_fastest) < 0) {
 		r = tk_errorf(err, -EINVAL,
 			      "placement: must be \"dense\" or \"fastest\", got \"%s\"", placement);
 		goto out;
 	}
-	next.placement_fastest = strcmp(placement, "fastest") == 0;
 	if (next.checkpoint_store[0] &&
 	    (next.checkpoint_store[0] != '/' || strstr(next.checkpoint_store, "/../") ||
 	     strlen(next.checkpoint_store) > 1024)) {

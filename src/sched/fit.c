@@ -45,12 +45,21 @@ static double frag_one(int ndev, const int *free, int cpus_free, const struct sc
 	return fits ? small : all;
 }
 
-static bool type_named(const struct sched_mix_item *k, const char *model)
+struct sched_mix_item sched_mix_item_of(int tasks_per_node, int gpu_milli, int cpus)
+{
+	return (struct sched_mix_item){
+		.milli = gpu_milli < MODEL_MILLI ? gpu_milli : 0,
+		.devices = gpu_milli >= MODEL_MILLI ? tasks_per_node * gpu_milli / MODEL_MILLI : 0,
+		.cpus = cpus,
+	};
+}
+
+bool mix_item_allows(const struct sched_mix_item *k, const char *model)
 {
 	for (int t = 0; t < k->ngpu_types; t++)
 		if (model && strcasecmp(k->gpu_types[t], model) == 0)
 			return true;
-	return false;
+	return k->ngpu_types == 0;
 }
 
 double sched_node_fragmentation(int ndev, const int *free_milli, const char *const *dev_model,
@@ -62,7 +71,7 @@ double sched_node_fragmentation(int ndev, const int *free_milli, const char *con
 	for (int i = 0; i < nmix; i++) {
 		bool typed = mix[i].ngpu_types > 0 && dev_model;
 		for (int d = 0; typed && d < ndev; d++)
-			usable[d] = type_named(&mix[i], dev_model[d]);
+			usable[d] = mix_item_allows(&mix[i], dev_model[d]);
 		f += mix[i].p *
 		     frag_one(ndev, free_milli, cpus_free, &mix[i], typed ? usable : NULL);
 	}

@@ -141,6 +141,9 @@ static inline enum sched_frac_policy policy_of(const struct pass *p)
 	return p->policy ? p->policy->frac : SCHED_FRAC_FGD;
 }
 
+/* Whether mix kind k may use a device of `model` (any, when it names none). */
+bool mix_item_allows(const struct sched_mix_item *k, const char *model);
+
 /* The paper's baselines (random, dot product, clustering) are studies, not
  * production policies: they look at every node, as the paper's do. */
 static inline int scored_candidates(const struct pass *p)

@@ -210,12 +210,9 @@ static void mix_models(struct pass *p)
 	p->mix_ok = xcalloc((size_t)p->nmix * (size_t)p->nmodels, 1);
 	for (int i = 0; i < p->nmix; i++) {
 		const struct sched_mix_item *k = &p->mix[i];
-		for (int m = 0; m < p->nmodels; m++) {
-			bool ok = k->ngpu_types == 0;
-			for (int t = 0; t < k->ngpu_types && !ok; t++)
-				ok = strcasecmp(k->gpu_types[t], p->models[m]) == 0;
-			p->mix_ok[(size_t)i * (size_t)p->nmodels + (size_t)m] = ok;
-		}
+		for (int m = 0; m < p->nmodels; m++)
+			p->mix_ok[(size_t)i * (size_t)p->nmodels + (size_t)m] =
+				mix_item_allows(k, p->models[m]);
 	}
 }
 
@@ -239,15 +236,11 @@ static void from_shapes(struct st *st)
 			const struct sched_job *j = st->shapes[k].j;
 			if (j->nodes != 1 || j->gpu_milli == 0)
 				continue;
-			struct sched_mix_item it = {
-				.milli = j->gpu_milli < MODEL_MILLI ? j->gpu_milli : 0,
-				.devices = j->gpu_milli >= MODEL_MILLI
-						   ? j->tasks_per_node * j->gpu_milli / MODEL_MILLI
-						   : 0,
-				.cpus = j->tasks_per_node * j->cpus_per_task,
-				.gpu_types = j->gpu_types,
-				.ngpu_types = j->ngpu_types,
-			};
+			struct sched_mix_item it =
+				sched_mix_item_of(j->tasks_per_node, j->gpu_milli,
+						  j->tasks_per_node * j->cpus_per_task);
+			it.gpu_types = j->gpu_types;
+			it.ngpu_types = j->ngpu_types;
 			int i = 0;
 			while (i < p->nmix &&
 			       !(p->mix[i].milli == it.milli && p->mix[i].devices == it.devices &&

@@ -146,13 +146,12 @@ static int cands_whole(struct pass *p, const struct req *rq, int model, bool del
 {
 	int nm = p->nmodels;
 	bool score = scored(p, rq);
-	for (int k = rq->whole; k <= MODEL_MAX_ACCELS; k++) {
+	int limit = score ? scored_candidates(p) : INT_MAX;
+	for (int k = rq->whole; k <= MODEL_MAX_ACCELS && nc < limit; k++) {
 		if (rq->j->nodes == 1 && nc > 0 && !score && k - rq->whole > min_spare)
 			break;
-		if (score && nc >= scored_candidates(p))
-			break;
-		for (int x = p->wb_head[model * (MODEL_MAX_ACCELS + 1) + k];
-		     x >= 0 && !(score && nc >= scored_candidates(p)); x = p->wb_next[x]) {
+		for (int x = p->wb_head[model * (MODEL_MAX_ACCELS + 1) + k]; x >= 0 && nc < limit;
+		     x = p->wb_next[x]) {
 			int n = x / nm;
 			if (delta && p->touch_mark[n] == p->touch_gen)
 				continue;
@@ -170,11 +169,10 @@ static int cands_whole(struct pass *p, const struct req *rq, int model, bool del
 static int cands_fraction(struct pass *p, const struct req *rq, int model, bool delta, int nc)
 {
 	int nm = p->nmodels;
-	bool score = scored(p, rq);
-	for (int b = FRAC_BUCKET(rq->frac);
-	     b < FRAC_BUCKETS && !(score && nc >= scored_candidates(p)); b++)
-		for (int x = p->fb_head[model * FRAC_BUCKETS + b];
-		     x >= 0 && !(score && nc >= scored_candidates(p)); x = p->fb_next[x]) {
+	int limit = scored(p, rq) ? scored_candidates(p) : INT_MAX;
+	for (int b = FRAC_BUCKET(rq->frac); b < FRAC_BUCKETS && nc < limit; b++)
+		for (int x = p->fb_head[model * FRAC_BUCKETS + b]; x >= 0 && nc < limit;
+		     x = p->fb_next[x]) {
 			int n = x / nm;
 			if (delta && p->touch_mark[n] == p->touch_gen)
 				continue;
@@ -191,17 +189,18 @@ static int cands_cpu_only(struct pass *p, const struct req *rq, const struct vie
 {
 	int nc = 0;
 	bool score = scored(p, rq);
+	int limit = score ? scored_candidates(p) : INT_MAX;
 	for (int a = 0; a <= MODEL_MAX_ACCELS; a++) {
 		if (nc > 0 && (a == 1 || !score))
 			break; /* a node without accelerators holds it */
-		int want = a > 0 && score ? scored_candidates(p) : 1;
+		int want = a > 0 && score ? limit : 1;
 		if (nc >= want)
 			break;
 		for (int b = rq->cpus > p->max_cpus ? p->cpu_buckets
 						    : cpu_bucket(p, MAX(rq->cpus, 0));
 		     b < p->cpu_buckets && nc < want; b++)
-			for (int n = p->cb_head[a * p->cpu_buckets + b];
-			     n >= 0 && !(score && nc >= scored_candidates(p)); n = p->cb_next[n])
+			for (int n = p->cb_head[a * p->cpu_buckets + b]; n >= 0 && nc < limit;
+			     n = p->cb_next[n])
 				if (node_fits(p, rq, v, n, -1, &p->cands[nc]))
 					nc++;
 	}

@@ -167,6 +167,11 @@ struct sched_mix_item {
 	int ngpu_types;
 };
 
+/* The mix item for one node's share of a single-node request: tasks of
+ * gpu_milli each (whole devices above MODEL_MILLI, else one device's share),
+ * `cpus` in all; types and probability left to the caller. */
+struct sched_mix_item sched_mix_item_of(int tasks_per_node, int gpu_milli, int cpus);
+
 struct sched_snapshot {
 	const struct sched_node *nodes;
 	int nnodes;

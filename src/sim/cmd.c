@@ -401,7 +401,8 @@ int sim_main(const struct tk_command *cmd, int argc, char **argv)
 	if (strcmp(tl, "trace") != 0 && strcmp(tl, "none") != 0 && strcmp(tl, "estimated") != 0)
 		return usage("--time-limits: expected trace, none or estimated, got \"%s\"", tl);
 	const char *pl = v[O_PLACEMENT];
-	if (pl && strcmp(pl, "dense") != 0 && strcmp(pl, "fastest") != 0)
+	bool fastest = false;
+	if (pl && sched_placement_parse(pl, &fastest) < 0)
 		return usage("--placement: expected dense or fastest, got \"%s\"", pl);
 	if (v[O_CONFIG]) {
 		char *text = read_file(v[O_CONFIG], &err);
@@ -414,7 +415,7 @@ int sim_main(const struct tk_command *cmd, int argc, char **argv)
 		free(text);
 	}
 	if (pl)
-		o.sched.placement_fastest = strcmp(pl, "fastest") == 0;
+		o.sched.placement_fastest = fastest;
 	/* what the flags leave open is the configuration's */
 	struct sched_policy from;
 	sched_policy_of_config(&o.sched, &from);

@@ -492,14 +492,9 @@ int sim_trace_mix(const struct sim_trace *tr, double cover, struct sched_mix_ite
 		const struct sim_job *j = &tr->jobs[i];
 		if (j->nodes != 1 || j->gpu_milli == 0)
 			continue;
-		struct sched_mix_item it = {
-			.milli = j->gpu_milli < MODEL_MILLI ? j->gpu_milli : 0,
-			.devices = j->gpu_milli >= MODEL_MILLI
-					   ? j->tasks_per_node * j->gpu_milli / MODEL_MILLI
-					   : 0,
-			.cpus = j->tasks_per_node * j->cpu_milli,
-			.ngpu_types = j->ntypes,
-		};
+		struct sched_mix_item it = sched_mix_item_of(j->tasks_per_node, j->gpu_milli,
+							     j->tasks_per_node * j->cpu_milli);
+		it.ngpu_types = j->ntypes;
 		const int *types = j->ntypes ? &tr->type_refs[j->types_off] : NULL;
 		int k;
 		for (k = 0; k < n; k++)

@@ -328,7 +328,8 @@ int sim_fgd_main(int argc, char **argv)
 				     v[F_SEEDS]);
 	}
 	const char *placement = v[F_PLACEMENT] ? v[F_PLACEMENT] : "dense";
-	if (strcmp(placement, "dense") != 0 && strcmp(placement, "fastest") != 0)
+	bool fastest = false;
+	if (sched_placement_parse(placement, &fastest) < 0)
 		return usage("--placement: expected dense or fastest, got \"%s\"", placement);
 	int nseeds = (int)(seed_hi - seed_lo + 1);
 	struct catalogue cat;
@@ -377,7 +378,7 @@ int sim_fgd_main(int argc, char **argv)
 				struct sim_options o;
 				memset(&o, 0, sizeof(o));
 				sched_config_default(&o.sched);
-				o.sched.placement_fastest = strcmp(placement, "fastest") == 0;
+				o.sched.placement_fastest = fastest;
 				/* the server's defaults, then the experiment's procedure */
 				sched_policy_of_config(&o.sched, &o.policy);
 				o.policy.frac = pols[p]->frac;
