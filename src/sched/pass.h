@@ -170,7 +170,14 @@ struct st {
 	struct victim *victim_order; /* every running job, cheapest victim first */
 	bool victim_sorted;
 	struct victim *victim_buf; /* scratch for one preemption search */
-	int *held; /* running indices sorted by held_for, for jobs waiting on victims */
+	/* per node and model group: counted as able in a search's walk
+	 * (cleared after each); per node: the search that last listed it */
+	unsigned char *vfit;
+	int *vseen, vgen;
+	int *vnodes;	     /* the nodes a search's walk touched */
+	int *vcnt;	     /* per model group: nodes counted */
+	unsigned char *vrel; /* per node: has a model the search's request accepts */
+	int *held;	     /* running indices sorted by held_for, for jobs waiting on victims */
 	int nheld;
 	size_t memo_bytes;
 	struct strbuf sb;

@@ -116,18 +116,20 @@ static void select_cheapest(struct node_cost *a, int n, int k, void *snap)
 	}
 }
 
-/* For each node that has `model`, the cheapest victims there whose end lets it
- * hold one node's share of rq; fills out, returns how many nodes could. */
+/* For each node that has `model` (among `only` when given), the cheapest
+ * victims there whose end lets it hold one node's share of rq; fills out,
+ * returns how many nodes could. */
 static int node_costs(struct st *st, const struct req *rq, const struct victim *v, const int *head,
-		      const int *link_v, const int *link_next, int model, struct node_cost *out)
+		      const int *link_v, const int *link_next, int model, const int *only,
+		      int nonly, struct node_cost *out)
 {
 	struct pass *p = &st->p;
 	const struct sched_snapshot *s = p->snap;
 	int cnt = 0;
-	int from = model >= 0 ? p->model_nodes_off[model] : 0;
-	int to = model >= 0 ? p->model_nodes_off[model + 1] : p->nn;
+	int from = only ? 0 : model >= 0 ? p->model_nodes_off[model] : 0;
+	int to = only ? nonly : model >= 0 ? p->model_nodes_off[model + 1] : p->nn;
 	for (int xi = from; xi < to; xi++) {
-		int n = model >= 0 ? p->model_nodes[xi] : xi;
+		int n = only ? only[xi] : model >= 0 ? p->model_nodes[xi] : xi;
 		if (!s->nodes[n].schedulable)
 			continue;
 		int k = 0;
@@ -147,6 +149,154 @@ static int node_costs(struct st *st, const struct req *rq, const struct victim *
 	return cnt;
 }
 
+/* The model groups a search tries: each acceptable model for devices of one
+ * model, else one group of any (-1). */
+static int model_groups(const struct pass *p, const struct req *rq)
+{
+	return (rq->whole || rq->frac) && !rq->j->mixed_types ? p->nmodels : 1;
+}
+
+static int group_model(const struct req *rq, int g)
+{
+	return (rq->whole || rq->frac) && !rq->j->mixed_types ? g : -1;
+}
+
+/* The victims a job may stop, cheapest first, taken from the pass's victim
+ * order as a search asks for them: most searches stop after a few. */
+struct feed {
+	struct victim *v; /* the ones taken so far: v[0 .. n) */
+	int n;
+	int o; /* where the next lies in st->victim_order */
+	const struct sched_class *jc;
+	int queue;
+	bool reclaim, by_class;
+};
+
+/* Adds the next victim the job may stop to f; false when none is left. */
+static bool feed_more(struct st *st, struct feed *f)
+{
+	const struct sched_snapshot *s = st->p.snap;
+	while (f->o < s->nrunning) {
+		const struct victim *x = &st->victim_order[f->o++];
+		const struct sched_running *r = &s->running[x->idx];
+		if (r->stopping || r->held_for || st->victim[x->idx])
+			continue;
+		const struct sched_queue *q = &s->queues[r->queue];
+		bool by_class = f->by_class && may_stop(st, f->jc, &s->classes[r->cls], r);
+		bool by_reclaim =
+			f->reclaim && r->queue != f->queue && q->quota_milli >= 0 &&
+			st->qs[r->queue].use - st->qs[r->queue].reclaiming > q->quota_milli;
+		if (by_class || by_reclaim) {
+			f->v[f->n++] = *x;
+			return true;
+		}
+	}
+	return false;
+}
+
+/*
+ * How many of the victims (cheapest first) a search needs to look at: v is released
+ * in order, each victim on its own nodes, until `need` nodes of one model
+ * group could hold a share (counting, for a gang, those that can without
+ * any). A node's cost is that of its dearest victim needed, so the cheapest
+ * set lies in that prefix: the search need not build every node's costs
+ * from every victim (at a hundred thousand running jobs, most of a pass).
+ * Returns the prefix's length (taken from the feed as needed), 0 when no
+ * victim is needed, -1 when all of them would not do; lists in st->vnodes
+ * the nodes where the prefix costs something or nothing is needed (the only
+ * ones the cheapest set can use) and leaves scratch as it was. Victims are
+ * released only where a model the request accepts is.
+ */
+static int victims_needed(struct st *st, const struct req *rq, struct feed *fd, int *nnodes)
+{
+	const struct victim *v = fd->v;
+	struct pass *p = &st->p;
+	const struct sched_snapshot *s = p->snap;
+	int ng = model_groups(p, rq), need = rq->j->nodes;
+	if (!st->vfit) {
+		st->vfit = xcalloc((size_t)p->nn * (size_t)(p->nmodels + 1) + 1, 1);
+		st->vseen = xcalloc((size_t)p->nn + 1, sizeof(int));
+		st->vnodes = xmalloc(sizeof(int) * ((size_t)p->nn + 1));
+		st->vcnt = xmalloc(sizeof(int) * ((size_t)p->nmodels + 1));
+		st->vrel = xcalloc((size_t)p->nn + 1, 1);
+	}
+	/* the nodes that matter: with an acceptable model, for devices */
+	int *cnt = st->vcnt, *list = st->vnodes, nlist = 0;
+	st->vgen++;
+	for (int g = 0; g < ng; g++) {
+		cnt[g] = 0;
+		int model = group_model(rq, g);
+		if (model >= 0 && !rq->model_ok[model])
+			continue;
+		int from = model >= 0 ? p->model_nodes_off[model] : 0;
+		int to = model >= 0 ? p->model_nodes_off[model + 1] : p->nn;
+		for (int xi = from; xi < to && model >= 0; xi++)
+			st->vrel[p->model_nodes[xi]] = 1;
+		if (need == 1)
+			continue;
+		/* a gang may use nodes that need no victim */
+		for (int xi = from; xi < to; xi++) {
+			int n = model >= 0 ? p->model_nodes[xi] : xi;
+			if (s->nodes[n].schedulable &&
+			    node_can_public(p, rq, &p->scratch, n, model)) {
+				st->vfit[(size_t)n * (size_t)ng + (size_t)g] = 1;
+				cnt[g]++;
+				if (st->vseen[n] != st->vgen) {
+					st->vseen[n] = st->vgen;
+					list[nlist++] = n;
+				}
+			}
+		}
+	}
+	bool any_node = ng == 1 && group_model(rq, 0) < 0;
+	int found = -1;
+	for (int g = 0; g < ng && found < 0; g++)
+		if (need > 1 && cnt[g] >= need)
+			found = 0;
+	int i = 0;
+	for (; found < 0 && (i < fd->n || feed_more(st, fd)); i++) {
+		const struct sched_running *r = &s->running[v[i].idx];
+		for (int x = 0; x < r->nnodes; x++) {
+			int n = r->nodes[x].node;
+			if (!any_node && !st->vrel[n])
+				continue; /* none of its devices would do */
+			view_apply(p, &p->scratch, &r->nodes[x], 1, +1);
+			scratch_touch(p, n);
+			if (st->vseen[n] != st->vgen) {
+				st->vseen[n] = st->vgen;
+				list[nlist++] = n;
+			}
+			if (!s->nodes[n].schedulable)
+				continue;
+			for (int g = 0; g < ng; g++) {
+				int model = group_model(rq, g);
+				unsigned char *f = &st->vfit[(size_t)n * (size_t)ng + (size_t)g];
+				if (*f || (model >= 0 && !rq->model_ok[model]) ||
+				    !node_can_public(p, rq, &p->scratch, n, model))
+					continue;
+				*f = 1;
+				if (++cnt[g] >= need)
+					found = i + 1;
+			}
+		}
+	}
+	while (i-- > 0) {
+		const struct sched_running *r = &s->running[v[i].idx];
+		for (int x = 0; x < r->nnodes; x++)
+			if (any_node || st->vrel[r->nodes[x].node])
+				view_apply(p, &p->scratch, &r->nodes[x], 1, -1);
+	}
+	for (int k = 0; k < nlist; k++)
+		memset(&st->vfit[(size_t)list[k] * (size_t)ng], 0, (size_t)ng);
+	for (int g = 0; g < ng && !any_node; g++) {
+		int model = group_model(rq, g);
+		for (int xi = p->model_nodes_off[model]; xi < p->model_nodes_off[model + 1]; xi++)
+			st->vrel[p->model_nodes[xi]] = 0;
+	}
+	*nnodes = nlist;
+	return found;
+}
+
 /*
  * Chooses victims among v (sorted cheapest first) so that rq fits in
  * p->scratch. For each node, the cheapest victims there that make it able to
@@ -158,7 +308,8 @@ static int node_costs(struct st *st, const struct req *rq, const struct victim *
 /* (Kept out of line: inlined into its one caller it cost the full pass of
  * bench_sched 1.4M more instructions, counted by callgrind.) */
 static __attribute__((noinline)) int pick_victims(struct st *st, const struct req *rq,
-						  struct victim *v, int nv)
+						  struct victim *v, int nv, const int *only,
+						  int nonly)
 {
 	struct pass *p = &st->p;
 	const struct sched_snapshot *s = p->snap;
@@ -186,8 +337,7 @@ static __attribute__((noinline)) int pick_victims(struct st *st, const struct re
 			tail[n] = l;
 		}
 	}
-	bool devices = rq->whole || rq->frac;
-	int ngroups = devices && !rq->j->mixed_types ? p->nmodels : 1;
+	int ngroups = model_groups(p, rq);
 	/* node_costs() writes every entry it counts: no need to clear them */
 	struct node_cost *nc = xmalloc(sizeof(*nc) * ((size_t)nn + 1));
 	struct node_cost *tmp = xmalloc(sizeof(*nc) * ((size_t)nn + 1));
@@ -195,10 +345,10 @@ static __attribute__((noinline)) int pick_victims(struct st *st, const struct re
 	int64_t best_total = 0;
 	int need = rq->j->nodes, chosen = 0;
 	for (int g = 0; g < ngroups; g++) {
-		int model = devices && !rq->j->mixed_types ? g : -1;
+		int model = group_model(rq, g);
 		if (model >= 0 && !rq->model_ok[model])
 			continue;
-		int c = node_costs(st, rq, v, head, link_v, link_next, model, tmp);
+		int c = node_costs(st, rq, v, head, link_v, link_next, model, only, nonly, tmp);
 		if (c < need)
 			continue;
 		/* the dearest victim among the `need` cheapest nodes */
@@ -243,9 +393,14 @@ static __attribute__((noinline)) int pick_victims(struct st *st, const struct re
 				goto found;
 		}
 	}
-	/* nothing worked */
-	for (int i = 0; i < nv; i++)
+	/* nothing worked: scratch as it was, for a search over more victims */
+	for (int i = 0; i < nv; i++) {
+		if (v[i].chosen) {
+			const struct sched_running *r = &s->running[v[i].idx];
+			scratch_apply(p, r->nodes, r->nnodes, -1);
+		}
 		v[i].chosen = false;
+	}
 	chosen = 0;
 	goto done;
 found:
@@ -431,7 +586,6 @@ bool try_preempt(struct st *st, int ji, const struct req *rq, bool reclaim, bool
 	if (!st->victim_buf)
 		st->victim_buf = xmalloc(sizeof(struct victim) * ((size_t)s->nrunning + 1));
 	struct victim *v = st->victim_buf;
-	int nv = 0;
 	if (!st->victim_sorted) {
 		/* everyone in victim order, once per pass; each attempt filters */
 		st->victim_order = xcalloc((size_t)s->nrunning + 1, sizeof(struct victim));
@@ -445,23 +599,9 @@ bool try_preempt(struct st *st, int ji, const struct req *rq, bool reclaim, bool
 		sort_victims(st->victim_order, (size_t)s->nrunning, s);
 		st->victim_sorted = true;
 	}
-	for (int o = 0; o < s->nrunning; o++) {
-		int i = st->victim_order[o].idx;
-		const struct sched_running *r = &s->running[i];
-		if (r->stopping || r->held_for || st->victim[i])
-			continue;
-		const struct sched_class *rc = &s->classes[r->cls];
-		const struct sched_queue *rq_ = &s->queues[r->queue];
-		bool by_class = by_class_ok && may_stop(st, jc, rc, r);
-		bool by_reclaim =
-			reclaim && r->queue != j->queue && rq_->quota_milli >= 0 &&
-			st->qs[r->queue].use - st->qs[r->queue].reclaiming > rq_->quota_milli;
-		if (!by_class && !by_reclaim)
-			continue;
-		v[nv++] = st->victim_order[o];
-	}
+	struct feed f = {v, 0, 0, jc, j->queue, reclaim, by_class_ok};
 	bool ok = false;
-	if (nv == 0)
+	if (!feed_more(st, &f))
 		goto out;
 	/* resources held for others stay theirs */
 	int nsaved, first;
@@ -470,10 +610,23 @@ bool try_preempt(struct st *st, int ji, const struct req *rq, bool reclaim, bool
 	for (int i = 0; i < nsaved; i++)
 		scratch_touch(p, saved_node(sv, i)); /* differs from free once unblocked */
 	unblock(st, sv, nsaved);
-	int nsel = pick_victims(st, rq, v, nv);
+	/* the cheapest set from the victims it needs at most, on the nodes
+	 * they could free (and, for a gang, those that need none: a single node
+	 * that needs none would have taken the job without preempting); from
+	 * all of them on every node when that fails */
+	int nnodes, np = victims_needed(st, rq, &f, &nnodes);
+	int nsel = 0;
+	if (np > 0)
+		nsel = pick_victims(st, rq, v, np, st->vnodes, nnodes);
+	if (np == 0 || (np > 0 && nsel == 0)) {
+		while (feed_more(st, &f))
+			;
+		if (np == 0 || np < f.n)
+			nsel = pick_victims(st, rq, v, f.n, NULL, 0);
+	}
 	if (nsel == 0)
 		goto out; /* even all of them would not make room: preempt nothing */
-	for (int i = 0; i < nv; i++) {
+	for (int i = 0; i < f.n; i++) {
 		if (!v[i].chosen)
 			continue;
 		const struct sched_running *r = &s->running[v[i].idx];
