@@ -9,17 +9,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-static bool resv_blocks(const struct st *st, const struct resv *r, const struct sched_job *j)
+static bool resv_blocks(const struct st *st, const struct resv *r, int64_t time_limit_s)
 {
-	if (r->until == 0 || j->time_limit_s == 0)
+	if (r->until == 0 || time_limit_s == 0)
 		return true;
-	return st->p.now + j->time_limit_s * 1000 > r->until;
+	return st->p.now + time_limit_s * 1000 > r->until;
 }
 
-bool blocked_by_all(const struct st *st, const struct sched_job *j)
+bool blocked_by_all(const struct st *st, int64_t time_limit_s)
 {
 	for (int i = 0; i < st->nresv; i++)
-		if (!resv_blocks(st, &st->resv[i], j))
+		if (!resv_blocks(st, &st->resv[i], time_limit_s))
 			return false;
 	return true;
 }
@@ -46,7 +46,7 @@ struct saved *block(struct st *st, const struct sched_job *j, int *ret_n, int *f
 	*first = -1;
 	for (int i = 0; i < st->nresv; i++) {
 		struct resv *r = &st->resv[i];
-		if (!resv_blocks(st, r, j))
+		if (!resv_blocks(st, r, j->time_limit_s))
 			continue;
 		if (*first < 0)
 			*first = i;

@@ -175,7 +175,7 @@ static bool index_jobs(struct st *st, bool *sorted)
 		}
 		st->shapes[k].count++;
 		int py = prio(st, j->cls);
-		st->jrec[i] = (struct jrec){i, k, j->queue, j->cls};
+		st->jrec[i] = (struct jrec){i, k, j->queue, j->cls, j->id, j->time_limit_s};
 		if (x && *sorted)
 			*sorted = px > py ||
 				  (px == py && (x->submit_ms < j->submit_ms ||
