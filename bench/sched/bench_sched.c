@@ -19,6 +19,8 @@
  * same). The caller-kept parts are used as the server uses them: the node
  * statics (sched_cluster) and the waiting jobs' shapes (sched_shapes;
  * BENCH_NO_SHAPES=1 leaves the pass to compare requests itself).
+ * The pass starts at most the server's default max_starts_per_pass jobs
+ * (BENCH_MAX_STARTS=N: N; 0 for no limit), as the server's does.
  * BENCH_LAS=1 orders the normal class by least attained service in three
  * levels (1 and 16 accelerator-hours): running jobs take the level of what
  * they have run, waiting ones one drawn at random (half the first).
@@ -393,6 +395,10 @@ int main(int argc, char **argv)
 	sched_config_default(&cfg);
 	const char *placement = getenv("BENCH_PLACEMENT") ? getenv("BENCH_PLACEMENT") : "dense";
 	cfg.placement_fastest = strcmp(placement, "fastest") == 0;
+	/* BENCH_MAX_STARTS=N: a pass starts at most N jobs (0: no limit);
+	 * else the server's default */
+	if (getenv("BENCH_MAX_STARTS"))
+		cfg.max_starts_per_pass = atoi(getenv("BENCH_MAX_STARTS"));
 	struct sched_policy policy;
 	sched_policy_of_config(&cfg, &policy);
 	struct catalogue cat;
@@ -565,7 +571,8 @@ int main(int argc, char **argv)
 	qsort(inc, (size_t)passes, sizeof(double), cmp_double);
 	struct rusage ru;
 	getrusage(RUSAGE_SELF, &ru);
-	printf("{\n  \"placement\": \"%s\",\n  \"nodes\": %d,\n  \"gpus\": %d,\n  "
+	printf("{\n  \"placement\": \"%s\",\n  \"max_starts_per_pass\": %d,\n"
+	       "  \"nodes\": %d,\n  \"gpus\": %d,\n  "
 	       "\"running_jobs\": %d,\n"
 	       "  \"gpus_held\": %.1f,\n  \"pending_jobs\": %d,\n  \"passes\": %d,\n"
 	       "  \"full_pass_p50_ms\": %.2f,\n  \"full_pass_p99_ms\": %.2f,\n"
@@ -578,9 +585,9 @@ int main(int argc, char **argv)
 	       "  \"incremental_placements_mean\": %.1f,\n  \"rounds_to_quiet\": %d,\n"
 	       "  \"pending_when_quiet\": %d,\n  \"cluster_build_ms\": %.2f,\n"
 	       "  \"peak_rss_mib\": %.1f,\n  \"decisions_digest\": \"%016llx\"\n}\n",
-	       cfg.placement_fastest ? "fastest" : "dense", cl.n, cl.gpus, w.nr, held / 1000.0,
-	       pending, passes, full[passes / 2], full[(int)(passes * 0.99)], nstarts, npre, tried,
-	       hits, inc[0], inc[passes / 2], inc[(int)(passes * 0.99)],
+	       cfg.placement_fastest ? "fastest" : "dense", policy.max_starts, cl.n, cl.gpus, w.nr,
+	       held / 1000.0, pending, passes, full[passes / 2], full[(int)(passes * 0.99)],
+	       nstarts, npre, tried, hits, inc[0], inc[passes / 2], inc[(int)(passes * 0.99)],
 	       (double)inc_starts / passes, (double)inc_pre / passes, (double)inc_tried / passes,
 	       rounds, w.nj, cluster_ms, ru.ru_maxrss / 1024.0, (unsigned long long)digest);
 	free(full);

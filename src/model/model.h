@@ -319,7 +319,11 @@ struct task_status {
 
 /* ---- checkpoints (ckpt.c) ------------------------------------------------------ */
 
-#define MODEL_CKPT_TAG_MAX 128	 /* a tag's name, with the NUL */
+#define MODEL_CKPT_TAG_MAX 128 /* a tag's name, with the NUL */
+/* jobs one scheduling pass starts at most, by default: the pass at a
+ * hundred thousand accelerators and a million waiting stays near 100 ms
+ * (bench/sched), so the server answers between passes */
+#define SCHED_CONFIG_MAX_STARTS 4096
 #define MODEL_MAX_CKPTS 16	 /* committed checkpoints a job's record keeps */
 #define MODEL_MAX_CKPT_PENDING 8 /* tags an attempt has uploads of, not yet committed */
 
@@ -651,6 +655,10 @@ struct sched_config {
 	 * held to them */
 	int64_t max_pending_per_user;
 	int64_t max_pending_mib_per_user;
+	/* jobs one pass starts at most (0: no limit); a pass that reaches it is
+	 * followed at once by another, after the server has answered what
+	 * waits */
+	int64_t max_starts_per_pass;
 	int nallowed_images;
 	char allowed_images[MODEL_MAX_ALLOWED_IMAGES][MODEL_IMAGE_MAX];
 	int ndefault_mounts;

@@ -23,6 +23,7 @@ void sched_config_default(struct sched_config *c)
 	c->max_pending_mib_per_user = 256;
 	c->checkpoint_keep = 2;
 	c->resv_patience_s = -1;
+	c->max_starts_per_pass = SCHED_CONFIG_MAX_STARTS;
 }
 
 int sched_config_class(const struct sched_config *c, const char *name)
@@ -210,6 +211,7 @@ int sched_config_load_json(struct sched_config *c, const char *text, struct tk_e
 					   "default_mounts",
 					   "max_pending_per_user",
 					   "max_pending_mib_per_user",
+					   "max_starts_per_pass",
 					   "checkpoint_store",
 					   "checkpoint_keep",
 					   "cpu_price_per_hour",
@@ -240,6 +242,8 @@ int sched_config_load_json(struct sched_config *c, const char *text, struct tk_e
 			next.max_pending_per_user, &next.max_pending_per_user, err)) < 0 ||
 	    (r = mj_int(root, "max_pending_mib_per_user", false, 1, 1 << 20,
 			next.max_pending_mib_per_user, &next.max_pending_mib_per_user, err)) < 0 ||
+	    (r = mj_int(root, "max_starts_per_pass", false, 0, 1000000, SCHED_CONFIG_MAX_STARTS,
+			&next.max_starts_per_pass, err)) < 0 ||
 	    (r = fixed_list(root, "allowed_images", next.allowed_images[0], MODEL_IMAGE_MAX,
 			    MODEL_MAX_ALLOWED_IMAGES, &next.nallowed_images, err)) < 0 ||
 	    (r = fixed_list(root, "default_mounts", next.default_mounts[0], MODEL_DEFAULT_MOUNT_MAX,

@@ -302,8 +302,15 @@ void process(struct st *st, const struct jrec *jr)
 	struct shape *sh = &st->shapes[jr->shape];
 	const struct sched_policy *pol = p->policy;
 	if (pol && pol->max_starts && st->d->nstarts >= pol->max_starts) {
+		/* the first says so; the rest (up to a million) point to it */
+		if (st->limit_job >= 0) {
+			wait_as(st, ji, SCHED_WAIT_PASS_LIMIT, st->limit_job);
+			return;
+		}
 		add_wait(st, ji, SCHED_WAIT_PASS_LIMIT, -1, 0,
-			 "waiting for the next scheduling pass");
+			 "waiting for the next scheduling pass (this one started as many jobs "
+			 "as one pass may)");
+		st->limit_job = ji;
 		return;
 	}
 	if (st->blocked_all >= 0) {

@@ -304,6 +304,7 @@ int sched_pass(const struct sched_snapshot *snap, int64_t now_ms, const struct s
 	st.d = ret;
 	st.jobs = snap->jobs;
 	st.blocked_all = -1;
+	st.limit_job = -1;
 	st.epoch = 1;
 	st.p.snap = snap;
 	st.p.policy = policy;

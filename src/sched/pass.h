@@ -149,6 +149,7 @@ struct st {
 	size_t resv_alloc;
 	bool *class_has_resv;
 	int blocked_all;      /* with no_backfill: the job everything waits behind, or -1 */
+	int limit_job;	      /* the first job the pass limit left waiting, or -1 */
 	bool *victim;	      /* running: chosen as a victim in this pass */
 	struct shape *shapes; /* every shape among the pending jobs, in order of first job */
 	size_t shapes_alloc;

@@ -96,10 +96,11 @@ static void h_health(struct request *r, const char *param, json_t *body)
 	 * the snapshot, deciding and applying), what waits and in how many
 	 * distinct requests */
 	json_t *sched = json_pack(
-		"{s:I, s:f, s:I, s:i, s:I}", "passes", (json_int_t)st->stats.passes, "last_pass_ms",
-		s->last_pass_us / 1000.0, "pending", (json_int_t)st->npending, "shapes",
-		st->sched_shapes ? sched_shapes_live(st->sched_shapes) : 0, "deferred_submissions",
-		(json_int_t)st->arrivals.deferred);
+		"{s:I, s:f, s:I, s:i, s:I, s:I}", "passes", (json_int_t)st->stats.passes,
+		"last_pass_ms", s->last_pass_us / 1000.0, "pending", (json_int_t)st->npending,
+		"shapes", st->sched_shapes ? sched_shapes_live(st->sched_shapes) : 0,
+		"deferred_submissions", (json_int_t)st->arrivals.deferred, "limited_passes",
+		(json_int_t)st->stats.limited);
 	reply_json(r, 200,
 		   json_pack("{s:b, s:s, s:o}", "ok", 1, "epoch", s->epoch, "scheduler", sched));
 }

@@ -256,6 +256,9 @@ static void timings(struct server *s, struct strbuf *b)
 		    "deferred pass gives their reasons).");
 	prom_sample(b, "tenk_scheduler_deferred_submissions_total", NULL,
 		    (double)s->st.arrivals.deferred);
+	prom_family(b, "tenk_scheduler_limited_passes_total", "counter",
+		    "Passes that started max_starts_per_pass jobs and left the rest to the next.");
+	prom_sample(b, "tenk_scheduler_limited_passes_total", NULL, (double)s->st.stats.limited);
 
 	struct tk_hist commit;
 	uv_mutex_lock(&s->wq.mu);

@@ -248,8 +248,10 @@ static void check_cb(uv_check_t *h)
 	state_judge_arrivals(&s->st, server_now_ms(s));
 	if (s->st.sched_needed && !s->stopping) {
 		int64_t t0 = tk_mono_us();
-		state_schedule(&s->st, server_now_ms(s));
+		bool more = state_schedule(&s->st, server_now_ms(s));
 		s->last_pass_us = tk_mono_us() - t0;
+		if (more)
+			server_kick(s);
 		tk_hist_observe(&s->metrics.pass, metrics_pass_bounds, metrics_pass_nbounds,
 				(double)s->last_pass_us / 1e6);
 	}

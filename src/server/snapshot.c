@@ -517,7 +517,7 @@ void state_judge_arrivals(struct state *s, int64_t now)
 		state_want_pass(s);
 }
 
-void state_schedule(struct state *s, int64_t now)
+bool state_schedule(struct state *s, int64_t now)
 {
 	uint64_t mark = ++s->pass_no;
 	s->sched_needed = false;
@@ -535,6 +535,14 @@ void state_schedule(struct state *s, int64_t now)
 		log_err("scheduling pass refused its snapshot: %s", strerror(-r));
 	else
 		decisions_apply(s, &sn, &d, mark, now);
+	/* it stopped at the pass limit: the rest in the next, as soon as what
+	 * waits has been answered */
+	bool more = r == 0 && policy.max_starts > 0 && d.nstarts >= policy.max_starts;
+	if (more) {
+		s->stats.limited++;
+		state_want_pass(s);
+	}
 	sched_decisions_release(&d);
 	snapshot_release(&sn);
+	return more;
 }

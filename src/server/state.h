@@ -286,6 +286,7 @@ struct state {
 	struct sched_shapes *sched_shapes;   /* the waiting jobs' requests, filed */
 	struct {
 		uint64_t passes, placements;
+		uint64_t limited; /* passes that stopped at max_starts_per_pass */
 	} stats;
 };
 
@@ -490,8 +491,9 @@ void job_dequeue(struct state *s, struct sjob *j);
 
 /* ---- snapshot.c: a scheduling pass ----------------------------------------------- */
 
-/* Runs one scheduling pass at now and applies its decisions. */
-void state_schedule(struct state *s, int64_t now);
+/* Runs one scheduling pass at now and applies its decisions. True when it
+ * stopped at the pass limit (another pass is wanted at once). */
+bool state_schedule(struct state *s, int64_t now);
 /* Before a loop iteration's pass: when only submissions asked for one,
  * runs it only if one of them might start or preempt now, and otherwise
  * defers it; when a deferred pass is due (now, wall clock), asks for it. */

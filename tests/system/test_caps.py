@@ -72,3 +72,33 @@ def test_the_token_comes_before_the_route(cluster):
     assert st == 405
     st, res = cluster.api("GET", "/v1/health", token=None)
     assert st == 200
+
+
+def test_a_pass_starts_at_most_max_starts_per_pass(workdir):
+    """With "max_starts_per_pass": 2, eight jobs that fit at once start over
+    passes of at most two starts each (counted as limited passes), the next
+    pass following at once, and none is left behind."""
+    data = os.path.join(workdir, "tenk-data")
+    root_jobs_config(data, max_starts_per_pass=2)
+    t, d = start_up(workdir)
+    try:
+        def limited():
+            st, h = t.api("GET", "/v1/health")
+            assert st == 200, h
+            return h["scheduler"]["limited_passes"]
+
+        hog = t.submit("-G", "8", "--", "sleep", "300")
+        t.wait_state(hog, "RUNNING")
+        ids = [t.submit("-G", "1", "--", "sleep", "300") for _ in range(8)]
+        before = limited()
+        t.run("cancel", hog)
+        for jid in ids:
+            t.wait_state(jid, "RUNNING", timeout=60)
+        # eight starts at two a pass: four passes stopped at the limit
+        assert limited() - before >= 4, (before, limited())
+        st, metrics = t.api("GET", "/metrics")
+        assert st == 200, metrics
+        assert "tenk_scheduler_limited_passes_total" in metrics
+        t.run("cancel", *ids)
+    finally:
+        d.stop()

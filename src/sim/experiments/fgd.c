@@ -381,6 +381,10 @@ int sim_fgd_main(int argc, char **argv)
 				o.sched.placement_fastest = fastest;
 				/* the server's defaults, then the experiment's procedure */
 				sched_policy_of_config(&o.sched, &o.policy);
+				/* the study places every pod it can: no pass stops
+				 * short (a job left for the next pass would count as
+				 * unplaced) */
+				o.policy.max_starts = 0;
 				o.policy.frac = pols[p]->frac;
 				o.policy.no_preemption = true;
 				/* every pod arrives at time 0, in order; with greedy

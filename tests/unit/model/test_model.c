@@ -561,6 +561,17 @@ static void test_config_validation(void **state)
 	assert_true(sched_config_load_json(&c, "{\"placement\": \"tight\"}", &err) < 0);
 	assert_string_equal(err.text, "placement: must be \"dense\" or \"fastest\", got \"tight\"");
 	assert_true(c.placement_fastest);
+	/* "max_starts_per_pass": bounded by default, 0 for no bound */
+	assert_int_equal(sched_config_load_json(&c, "{}", &err), 0);
+	assert_int_equal(c.max_starts_per_pass, SCHED_CONFIG_MAX_STARTS);
+	assert_int_equal(sched_config_load_json(&c, "{\"max_starts_per_pass\": 0}", &err), 0);
+	assert_int_equal(c.max_starts_per_pass, 0);
+	assert_true(sched_config_load_json(&c, "{\"max_starts_per_pass\": -1}", &err) < 0);
+	assert_string_equal(err.text,
+			    "max_starts_per_pass: must be an integer from 0 to 1000000, got -1");
+	assert_true(sched_config_load_json(&c, "{\"max_starts_per_pass\": \"many\"}", &err) < 0);
+	assert_non_null(strstr(err.text, "max_starts_per_pass"));
+	assert_int_equal(c.max_starts_per_pass, 0); /* unchanged on error */
 	/* "order": what is wrong is named, and nothing changes */
 	static const struct {
 		const char *cls, *err;

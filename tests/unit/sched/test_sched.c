@@ -1074,6 +1074,13 @@ static void test_las_config(void **state)
 	assert_int_equal(sched_classes_of_config(&cfg, out, las, first), 3);
 	assert_true(las[0].limit_gpu_s[0] == 3600 && las[0].limit_gpu_s[1] == 16 * 3600);
 	assert_true(las[0].promote == MODEL_LAS_DEFAULT_PROMOTE);
+	/* the pass limit: the configuration's, bounded unless set to 0 */
+	struct sched_policy pol;
+	sched_policy_of_config(&cfg, &pol);
+	assert_int_equal(pol.max_starts, SCHED_CONFIG_MAX_STARTS);
+	cfg.max_starts_per_pass = 0;
+	sched_policy_of_config(&cfg, &pol);
+	assert_int_equal(pol.max_starts, 0);
 }
 
 static void test_limits_and_invalid(void **state)
@@ -1087,7 +1094,14 @@ static void test_limits_and_invalid(void **state)
 	struct sched_decisions d;
 	assert_int_equal(pass(&c, &d), 0);
 	assert_int_equal(d.nstarts, 2);
+	/* the first left waiting says why, the others point to it */
 	assert_int_equal(wait_of(&d, 2)->reason, SCHED_WAIT_PASS_LIMIT);
+	assert_non_null(strstr(wait_of(&d, 2)->detail, "next scheduling pass"));
+	for (int i = 3; i < 5; i++) {
+		assert_int_equal(wait_of(&d, i)->reason, SCHED_WAIT_PASS_LIMIT);
+		assert_int_equal(wait_of(&d, i)->same_as, 2);
+		assert_null(wait_of(&d, i)->detail);
+	}
 	sched_decisions_release(&d);
 	c.policy.max_starts = 0;
 	c.nodes[0].schedulable = false;
