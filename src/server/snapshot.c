@@ -526,15 +526,21 @@ bool state_schedule(struct state *s, int64_t now)
 	s->last_pass_ms = now;
 	valid_tick(s, now);
 	struct snapshot sn;
+	int64_t t0 = tk_mono_us();
 	snapshot_build(s, mark, now, &sn);
 	struct sched_policy policy;
 	sched_policy_of_config(&s->sched, &policy);
 	struct sched_decisions d;
+	int64_t t1 = tk_mono_us();
 	int r = sched_pass(&sn.snap, now, &policy, &d);
+	int64_t t2 = tk_mono_us();
 	if (r < 0)
 		log_err("scheduling pass refused its snapshot: %s", strerror(-r));
 	else
 		decisions_apply(s, &sn, &d, mark, now);
+	s->stats.snapshot_us = t1 - t0;
+	s->stats.decide_us = t2 - t1;
+	s->stats.apply_us = tk_mono_us() - t2;
 	/* it stopped at the pass limit: the rest in the next, as soon as what
 	 * waits has been answered */
 	bool more = r == 0 && policy.max_starts > 0 && d.nstarts >= policy.max_starts;

@@ -287,6 +287,9 @@ struct state {
 	struct {
 		uint64_t passes, placements;
 		uint64_t limited; /* passes that stopped at max_starts_per_pass */
+		/* the last pass's parts, microseconds: building the snapshot,
+		 * deciding, applying the decisions */
+		int64_t snapshot_us, decide_us, apply_us;
 	} stats;
 };
 

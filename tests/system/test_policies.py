@@ -107,6 +107,9 @@ def test_backfill_does_not_delay_the_reserved_job(workdir):
     sched = t.api("GET", "/v1/health", token=None)[1]["scheduler"]
     assert sched["pending"] == 2 and sched["shapes"] == 2, sched
     assert sched["passes"] >= 3 and sched["last_pass_ms"] > 0, sched
+    parts = sched["last_pass_parts_ms"]
+    assert set(parts) == {"snapshot", "decide", "apply"} and parts["decide"] > 0, parts
+    assert sum(parts.values()) <= sched["last_pass_ms"] + 0.01, sched
     text = t.run("show", long_).stdout
     assert "a time limit (--time) under that would let it start now" in text
     # when the running job ends, the big one starts first
