@@ -427,7 +427,6 @@ int sched_pass(const struct sched_snapshot *snap, int64_t now_ms, const struct s
 	free(st.vseen);
 	free(st.vnodes);
 	free(st.vcnt);
-	free(st.vrel);
 	free(st.lends);
 	for (int i = 0; i < st.nshapes; i++) {
 		free(st.shapes[i].model_ok);

@@ -178,10 +178,9 @@ struct st {
 	 * (cleared after each); per node: the search that last listed it */
 	unsigned char *vfit;
 	int *vseen, vgen;
-	int *vnodes;	     /* the nodes a search's walk touched */
-	int *vcnt;	     /* per model group: nodes counted */
-	unsigned char *vrel; /* per node: has a model the search's request accepts */
-	int *held;	     /* running indices sorted by held_for, for jobs waiting on victims */
+	int *vnodes; /* the nodes a search's walk touched */
+	int *vcnt;   /* per model group: nodes counted */
+	int *held;   /* running indices sorted by held_for, for jobs waiting on victims */
 	int nheld;
 	size_t memo_bytes;
 	struct strbuf sb;

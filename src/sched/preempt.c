@@ -149,16 +149,32 @@ static int node_costs(struct st *st, const struct req *rq, const struct victim *
 	return cnt;
 }
 
-/* The model groups a search tries: each acceptable model for devices of one
- * model, else one group of any (-1). */
+/* Does a search try the models one by one (devices, all of one model), or
+ * all nodes as one group (-1)? */
+static bool by_model(const struct req *rq)
+{
+	return (rq->whole || rq->frac) && !rq->j->mixed_types;
+}
+
 static int model_groups(const struct pass *p, const struct req *rq)
 {
-	return (rq->whole || rq->frac) && !rq->j->mixed_types ? p->nmodels : 1;
+	return by_model(rq) ? p->nmodels : 1;
 }
 
 static int group_model(const struct req *rq, int g)
 {
-	return (rq->whole || rq->frac) && !rq->j->mixed_types ? g : -1;
+	return by_model(rq) ? g : -1;
+}
+
+/* Could node n serve rq at all: any node, or one with a model it accepts? */
+static bool node_matters(const struct pass *p, const struct req *rq, int n)
+{
+	if (!by_model(rq))
+		return true;
+	for (int d = 0; d < p->snap->nodes[n].ndev; d++)
+		if (rq->model_ok[p->dev_model[p->dev_off[n] + d]])
+			return true;
+	return false;
 }
 
 /* The victims a job may stop, cheapest first, taken from the pass's victim
@@ -218,9 +234,7 @@ static int victims_needed(struct st *st, const struct req *rq, struct feed *fd, 
 		st->vseen = xcalloc((size_t)p->nn + 1, sizeof(int));
 		st->vnodes = xmalloc(sizeof(int) * ((size_t)p->nn + 1));
 		st->vcnt = xmalloc(sizeof(int) * ((size_t)p->nmodels + 1));
-		st->vrel = xcalloc((size_t)p->nn + 1, 1);
 	}
-	/* the nodes that matter: with an acceptable model, for devices */
 	int *cnt = st->vcnt, *list = st->vnodes, nlist = 0;
 	st->vgen++;
 	for (int g = 0; g < ng; g++) {
@@ -228,13 +242,11 @@ static int victims_needed(struct st *st, const struct req *rq, struct feed *fd, 
 		int model = group_model(rq, g);
 		if (model >= 0 && !rq->model_ok[model])
 			continue;
-		int from = model >= 0 ? p->model_nodes_off[model] : 0;
-		int to = model >= 0 ? p->model_nodes_off[model + 1] : p->nn;
-		for (int xi = from; xi < to && model >= 0; xi++)
-			st->vrel[p->model_nodes[xi]] = 1;
 		if (need == 1)
 			continue;
 		/* a gang may use nodes that need no victim */
+		int from = model >= 0 ? p->model_nodes_off[model] : 0;
+		int to = model >= 0 ? p->model_nodes_off[model + 1] : p->nn;
 		for (int xi = from; xi < to; xi++) {
 			int n = model >= 0 ? p->model_nodes[xi] : xi;
 			if (s->nodes[n].schedulable &&
@@ -248,7 +260,6 @@ static int victims_needed(struct st *st, const struct req *rq, struct feed *fd, 
 			}
 		}
 	}
-	bool any_node = ng == 1 && group_model(rq, 0) < 0;
 	int found = -1;
 	for (int g = 0; g < ng && found < 0; g++)
 		if (need > 1 && cnt[g] >= need)
@@ -258,7 +269,7 @@ static int victims_needed(struct st *st, const struct req *rq, struct feed *fd, 
 		const struct sched_running *r = &s->running[v[i].idx];
 		for (int x = 0; x < r->nnodes; x++) {
 			int n = r->nodes[x].node;
-			if (!any_node && !st->vrel[n])
+			if (!node_matters(p, rq, n))
 				continue; /* none of its devices would do */
 			view_apply(p, &p->scratch, &r->nodes[x], 1, +1);
 			scratch_touch(p, n);
@@ -283,16 +294,11 @@ static int victims_needed(struct st *st, const struct req *rq, struct feed *fd, 
 	while (i-- > 0) {
 		const struct sched_running *r = &s->running[v[i].idx];
 		for (int x = 0; x < r->nnodes; x++)
-			if (any_node || st->vrel[r->nodes[x].node])
+			if (node_matters(p, rq, r->nodes[x].node))
 				view_apply(p, &p->scratch, &r->nodes[x], 1, -1);
 	}
 	for (int k = 0; k < nlist; k++)
 		memset(&st->vfit[(size_t)list[k] * (size_t)ng], 0, (size_t)ng);
-	for (int g = 0; g < ng && !any_node; g++) {
-		int model = group_model(rq, g);
-		for (int xi = p->model_nodes_off[model]; xi < p->model_nodes_off[model + 1]; xi++)
-			st->vrel[p->model_nodes[xi]] = 0;
-	}
 	*nnodes = nlist;
 	return found;
 }

@@ -96,16 +96,13 @@ static void h_health(struct request *r, const char *param, json_t *body)
 	 * the snapshot, deciding and applying), what waits and in how many
 	 * distinct requests */
 	json_t *sched = json_pack(
-		"{s:I, s:f, s:I, s:i, s:I, s:I}", "passes", (json_int_t)st->stats.passes,
-		"last_pass_ms", s->last_pass_us / 1000.0, "pending", (json_int_t)st->npending,
-		"shapes", st->sched_shapes ? sched_shapes_live(st->sched_shapes) : 0,
-		"deferred_submissions", (json_int_t)st->arrivals.deferred, "limited_passes",
-		(json_int_t)st->stats.limited);
-	/* where the last pass's time went */
-	json_object_set_new(sched, "last_pass_parts_ms",
-			    json_pack("{s:f, s:f, s:f}", "snapshot", st->stats.snapshot_us / 1000.0,
-				      "decide", st->stats.decide_us / 1000.0, "apply",
-				      st->stats.apply_us / 1000.0));
+		"{s:I, s:f, s:{s:f, s:f, s:f}, s:I, s:i, s:I, s:I}", "passes",
+		(json_int_t)st->stats.passes, "last_pass_ms", s->last_pass_us / 1000.0,
+		"last_pass_parts_ms", "snapshot", st->stats.snapshot_us / 1000.0, "decide",
+		st->stats.decide_us / 1000.0, "apply", st->stats.apply_us / 1000.0, "pending",
+		(json_int_t)st->npending, "shapes",
+		st->sched_shapes ? sched_shapes_live(st->sched_shapes) : 0, "deferred_submissions",
+		(json_int_t)st->arrivals.deferred, "limited_passes", (json_int_t)st->stats.limited);
 	reply_json(r, 200,
 		   json_pack("{s:b, s:s, s:o}", "ok", 1, "epoch", s->epoch, "scheduler", sched));
 }
