@@ -169,6 +169,7 @@ enum {
 	D_LISTEN,
 	D_CATALOGUE,
 	D_NODE_TIMEOUT,
+	D_KEEP_SETTLED,
 	D_SERVER,
 	D_TOKEN_FILE,
 	D_NAME,
@@ -212,6 +213,9 @@ static const struct tk_option all_opts[D_MAX] = {
 	[D_LISTEN] = {"listen", 'l', "HOST:PORT", "address to serve (default 127.0.0.1:7480)"},
 	[D_CATALOGUE] = {"catalogue", 0, "FILE", "accelerator catalogue overrides (JSON)"},
 	[D_NODE_TIMEOUT] = {"node-timeout", 0, "TIME", "a silent node is DOWN after (default 30s)"},
+	[D_KEEP_SETTLED] = {"keep-finished", 0, "TIME",
+			    "a finished job stays in memory this long; then the store answers "
+			    "for it (default 5m)"},
 	[D_SERVER] = {"server", 's', "URL", "the server to join"},
 	[D_TOKEN_FILE] = {"token-file", 0, "FILE", "the agent join token (server's agent.token)"},
 	[D_NAME] = {"name", 'n', "NAME", "this node's name (default: the host name)"},
@@ -283,15 +287,16 @@ static const struct tk_option all_opts[D_MAX] = {
 
 /* Which options each daemon takes, in all_opts order. */
 static const int up_opts[] = {
-	D_HELP,	       D_LOG,	    D_DATA,	D_LISTEN,      D_CATALOGUE,    D_NODE_TIMEOUT,
-	D_NAME,	       D_FAKE,	    D_TOPO,	D_CPUS,	       D_MEM,	       D_STOP_JOBS,
-	D_RUN_DIR,     D_PODMAN,    D_CTR_CONF, D_PODMAN_ROOT, D_CDI,	       D_INIT,
-	D_QUARANTINE,  D_TLS_CERT,  D_TLS_KEY,	D_CA,	       D_INSECURE,     D_MAX_CONNS,
-	D_REQ_TIMEOUT, D_CKPT_RATE, D_MIN_FREE, D_HEALTH,      D_HEALTH_EVERY, D_METRICS,
-	D_DCGM};
-static const int server_opts[] = {
-	D_HELP,	      D_LOG,	  D_DATA,    D_LISTEN,	 D_CATALOGUE, D_NODE_TIMEOUT, D_INIT,
-	D_QUARANTINE, D_TLS_CERT, D_TLS_KEY, D_INSECURE, D_MAX_CONNS, D_REQ_TIMEOUT};
+	D_HELP,		D_LOG,	       D_DATA,	    D_LISTEN,	D_CATALOGUE,   D_NODE_TIMEOUT,
+	D_KEEP_SETTLED, D_NAME,	       D_FAKE,	    D_TOPO,	D_CPUS,	       D_MEM,
+	D_STOP_JOBS,	D_RUN_DIR,     D_PODMAN,    D_CTR_CONF, D_PODMAN_ROOT, D_CDI,
+	D_INIT,		D_QUARANTINE,  D_TLS_CERT,  D_TLS_KEY,	D_CA,	       D_INSECURE,
+	D_MAX_CONNS,	D_REQ_TIMEOUT, D_CKPT_RATE, D_MIN_FREE, D_HEALTH,      D_HEALTH_EVERY,
+	D_METRICS,	D_DCGM};
+static const int server_opts[] = {D_HELP,	 D_LOG,		 D_DATA,     D_LISTEN,
+				  D_CATALOGUE,	 D_NODE_TIMEOUT, D_INIT,     D_QUARANTINE,
+				  D_TLS_CERT,	 D_TLS_KEY,	 D_INSECURE, D_MAX_CONNS,
+				  D_REQ_TIMEOUT, D_KEEP_SETTLED};
 static const int agent_opts[] = {
 	D_HELP,	   D_LOG,	D_DATA,	     D_SERVER,	   D_TOKEN_FILE,  D_NAME,
 	D_FAKE,	   D_ADDR,	D_TOPO,	     D_CPUS,	   D_MEM,	  D_WORK,
@@ -372,6 +377,15 @@ static int server_cfg(const char *cmd, const char **v, struct server_config *sc)
 				"--node-timeout: expected a duration from 1s to 1d, got \"%s\"",
 				v[D_NODE_TIMEOUT]);
 		sc->node_timeout_ms = s * 1000;
+	}
+	if (v[D_KEEP_SETTLED]) {
+		int64_t s;
+		if (tk_parse_duration(v[D_KEEP_SETTLED], &s) < 0 || s < 0 || s > 30 * 86400)
+			return usage(cmd,
+				     "--keep-finished: expected a duration from 0s to 30d, got "
+				     "\"%s\"",
+				     v[D_KEEP_SETTLED]);
+		sc->keep_settled_ms = s * 1000;
 	}
 	return 0;
 }

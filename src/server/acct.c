@@ -212,6 +212,34 @@ static int parse_filter(struct request *r, struct filter *f)
 	return 0;
 }
 
+/* Job i (its index) as f may want it: held, or read back into *tmp (then
+ * *read, and the caller releases it) when it settled inside f's window and
+ * its owner is f's; NULL when f cannot want it. */
+static const struct sjob *job_at(struct server *s, const struct filter *f, size_t i,
+				 struct sjob *tmp, bool *read)
+{
+	struct state *st = &s->st;
+	*read = false;
+	if (st->jobs[i])
+		return st->jobs[i]->job.system ? NULL : st->jobs[i];
+	const struct sgone *g = state_gone(st, (int64_t)i + 1);
+	if (!g || (f->from && (int64_t)g->settled_s * 1000 + 999 < f->from) ||
+	    (f->user && strcmp(f->user, st->owners[g->owner]) != 0))
+		return NULL;
+	struct tk_error err;
+	if (state_job_read(st, (int64_t)i + 1, tmp, &err) < 0) {
+		log_warn("accounting: %s", err.text);
+		return NULL;
+	}
+	*read = true;
+	if (tmp->job.system) {
+		job_release(&tmp->job);
+		*read = false;
+		return NULL;
+	}
+	return tmp;
+}
+
 void h_accounting(struct request *r, const char *param, json_t *body)
 {
 	struct server *s = r->s;
@@ -221,8 +249,10 @@ void h_accounting(struct request *r, const char *param, json_t *body)
 	int64_t now = server_now_ms(s);
 	json_t *rows = json_array();
 	for (size_t i = 0; i < s->st.njobs; i++) {
-		const struct sjob *j = s->st.jobs[i];
-		if (!j || j->job.system)
+		struct sjob tmp;
+		bool read;
+		const struct sjob *j = job_at(s, &f, i, &tmp, &read);
+		if (!j)
 			continue;
 		for (int k = f.all ? 0 : j->job.nattempts - 1; k >= 0 && k < j->job.nattempts;
 		     k++) {
@@ -230,6 +260,8 @@ void h_accounting(struct request *r, const char *param, json_t *body)
 			if (wanted(s, &f, j, a, now))
 				json_array_append_new(rows, row(s, j, a, now));
 		}
+		if (read)
+			job_release(&tmp.job);
 	}
 	reply_json(r, 200,
 		   json_pack("{s:o, s:s}", "records", rows, "currency", s->st.sched.currency));
@@ -266,10 +298,10 @@ void h_usage(struct request *r, const char *param, json_t *body)
 	size_t ng = 0, alloc = 0;
 	struct group total = {.name = "total"};
 	for (size_t i = 0; i < s->st.njobs; i++) {
-		const struct sjob *j = s->st.jobs[i];
-		if (!j || j->job.system)
-			continue;
-		for (int k = 0; k < j->job.nattempts; k++) {
+		struct sjob tmp;
+		bool read;
+		const struct sjob *j = job_at(s, &f, i, &tmp, &read);
+		for (int k = 0; j && k < j->job.nattempts; k++) {
 			const struct attempt *a = &j->job.attempts[k];
 			if (!wanted(s, &f, j, a, now))
 				continue;
@@ -298,6 +330,8 @@ void h_usage(struct request *r, const char *param, json_t *body)
 				t[q]->attempts++;
 			}
 		}
+		if (read)
+			job_release(&tmp.job);
 	}
 	/* the cluster: accelerators of the nodes it has now, over the window */
 	int64_t gpus = 0;
@@ -330,6 +364,77 @@ void h_usage(struct request *r, const char *param, json_t *body)
 
 /* ---- budgets --------------------------------------------------------------------- */
 
+/* What j's attempts cost inside [from, now]. */
+static double period_cost(struct server *s, const struct sjob *j, int64_t from, int64_t now)
+{
+	double c = 0;
+	for (int k = 0; k < j->job.nattempts; k++) {
+		const struct attempt *a = &j->job.attempts[k];
+		int64_t end = a->ended ? a->end_ms : now;
+		if (!a->start_ms || end < from)
+			continue;
+		struct acct x;
+		figures(s, j, a, now, &x);
+		c += x.cost * share_inside(a, from, now, now);
+	}
+	return c;
+}
+
+/* Does q count spending against a budget, and since when? */
+static bool budgeted(const struct squeue *q, int64_t now, int64_t *from)
+{
+	if (q->spec.budget <= 0)
+		return false;
+	*from = queue_budget_period_start(&q->spec, now);
+	return true;
+}
+
+void acct_job_leaves(struct server *s, const struct sjob *j)
+{
+	struct squeue *q = j->queue;
+	int64_t now = server_now_ms(s), from;
+	if (q && !j->job.system && budgeted(q, now, &from) && q->gone_from == from)
+		q->spent_gone += period_cost(s, j, from, now);
+}
+
+/* Sums again what jobs out of memory spent in their queue's period, for
+ * queues whose period began since the last sum (or never summed): each such
+ * job settled inside the period is read back from the store, once. */
+static void sum_gone(struct server *s, int64_t now)
+{
+	struct state *st = &s->st;
+	int64_t oldest = INT64_MAX;
+	for (int q = 0; q < st->nqueues; q++) {
+		struct squeue *sq = st->queues[q];
+		int64_t from;
+		if (!budgeted(sq, now, &from))
+			sq->gone_from = 0; /* its jobs leaving are not counted */
+		if (!budgeted(sq, now, &from) || sq->gone_from == from)
+			continue;
+		sq->spent_gone = 0;
+		sq->gone_from = -from; /* being summed */
+		oldest = MIN(oldest, from);
+	}
+	for (size_t i = 0; oldest != INT64_MAX && i < st->njobs; i++) {
+		const struct sgone *g = &st->gone[i];
+		if (!g->state || (int64_t)g->settled_s * 1000 + 999 < oldest)
+			continue;
+		struct sjob tmp;
+		struct tk_error err;
+		if (state_job_read(st, (int64_t)i + 1, &tmp, &err) < 0) {
+			log_warn("budgets: %s", err.text);
+			continue;
+		}
+		struct squeue *q = tmp.queue;
+		if (q && !tmp.job.system && q->gone_from < 0)
+			q->spent_gone += period_cost(s, &tmp, -q->gone_from, now);
+		job_release(&tmp.job);
+	}
+	for (int q = 0; q < st->nqueues; q++)
+		if (st->queues[q]->gone_from < 0)
+			st->queues[q]->gone_from = -st->queues[q]->gone_from;
+}
+
 void acct_budgets(struct server *s)
 {
 	struct state *st = &s->st;
@@ -341,21 +446,15 @@ void acct_budgets(struct server *s)
 	}
 	if (!any)
 		return;
+	sum_gone(s, now);
+	for (int q = 0; q < st->nqueues; q++)
+		st->queues[q]->spent = st->queues[q]->spent_gone;
 	for (size_t i = 0; i < st->njobs; i++) {
 		const struct sjob *j = st->jobs[i];
 		struct squeue *q = j ? j->queue : NULL;
-		if (!q || q->spec.budget <= 0 || j->job.system)
-			continue;
-		int64_t from = queue_budget_period_start(&q->spec, now);
-		for (int k = 0; k < j->job.nattempts; k++) {
-			const struct attempt *a = &j->job.attempts[k];
-			int64_t end = a->ended ? a->end_ms : now;
-			if (!a->start_ms || end < from)
-				continue;
-			struct acct x;
-			figures(s, j, a, now, &x);
-			q->spent += x.cost * share_inside(a, from, now, now);
-		}
+		int64_t from;
+		if (q && !j->job.system && budgeted(q, now, &from))
+			q->spent += period_cost(s, j, from, now);
 	}
 	for (int k = 0; k < st->nqueues; k++) {
 		struct squeue *q = st->queues[k];

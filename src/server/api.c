@@ -50,7 +50,12 @@ int api_job_ref(struct request *r, const char *param, struct sjob **ret, bool *w
 			    param);
 		return -EINVAL;
 	}
-	struct sjob *j = state_job(&r->s->st, id);
+	struct sjob *j = state_job_get(&r->s->st, id);
+	if (!j && state_gone(&r->s->st, id)) {
+		reply_error(r, 500, "job %lld cannot be read back from the store: %s",
+			    (long long)id, r->s->st.read_err.text);
+		return -EIO;
+	}
 	if (j && us) {
 		if (j->job.array_job != j->job.id) {
 			reply_error(r, 404, "job %lld is not an array", (long long)id);
@@ -315,7 +320,7 @@ static int request_admissible(struct request *r, const struct job_request *req)
 			return -ENOENT;
 		}
 	for (int i = 0; i < req->nafter; i++)
-		if (!state_job(st, req->after[i].job)) {
+		if (!state_job_known(st, req->after[i].job)) {
 			reply_error(r, 400, "after[%d]: no job %lld", i,
 				    (long long)req->after[i].job);
 			return -ENOENT;
@@ -580,7 +585,7 @@ static void list_answer(struct request *r)
 	int64_t total = 0, next = 0;
 	size_t from = 0, to = st->njobs;
 	if (r->list_array) {
-		struct sjob *head = state_job(st, r->list_array);
+		struct sjob *head = state_job_get(st, r->list_array);
 		from = (size_t)r->list_array - 1;
 		to = head && head->job.array_job == head->job.id
 			     ? MIN(st->njobs, from + (size_t)head->job.array_count)
@@ -588,16 +593,24 @@ static void list_answer(struct request *r)
 	}
 	for (size_t i = from; i < to; i++) {
 		struct sjob *j = st->jobs[i];
-		if (!j || !(mask & (1u << j->job.state)))
+		const struct sgone *g = j ? NULL : state_gone(st, (int64_t)i + 1);
+		if (!j && !g)
 			continue;
-		if (r->list_array && j->job.array_job != r->list_array)
+		/* a job out of memory is known by its state and owner (an
+		 * array's elements have the ids after its first); read back
+		 * only to be shown */
+		unsigned state = j ? (unsigned)j->job.state : (unsigned)g->state - 1;
+		const char *owner = j ? j->job.owner : st->owners[g->owner];
+		if (!(mask & (1u << state)))
 			continue;
-		if (r->list_owner[0] && strcmp(j->job.owner, r->list_owner) != 0)
+		if (r->list_array && j && j->job.array_job != r->list_array)
 			continue;
-		if (!sees_all(r) && strcmp(j->job.owner, r->user) != 0)
+		if (r->list_owner[0] && strcmp(owner, r->list_owner) != 0)
+			continue;
+		if (!sees_all(r) && strcmp(owner, r->user) != 0)
 			continue;
 		total++;
-		if (j->job.id <= after)
+		if ((int64_t)i + 1 <= after)
 			continue;
 		if ((int64_t)json_array_size(arr) == limit) {
 			if (!next)
@@ -605,7 +618,16 @@ static void list_answer(struct request *r)
 					json_array_get(arr, json_array_size(arr) - 1), "id"));
 			continue;
 		}
-		json_t *o = state_job_pack(st, j);
+		struct sjob tmp;
+		struct tk_error err;
+		if (!j && state_job_read(st, (int64_t)i + 1, &tmp, &err) < 0) {
+			json_decref(arr);
+			reply_error(r, 500, "%s", err.text);
+			return;
+		}
+		json_t *o = state_job_pack(st, j ? j : &tmp);
+		if (!j)
+			job_release(&tmp.job);
 		/* lists leave out each job's environment; GET /v1/jobs/ID has it */
 		json_object_del(json_object_get(o, "request"), "env");
 		json_array_append_new(arr, o);
@@ -696,7 +718,7 @@ static void job_change(struct request *r, const char *param, job_change_fn fn)
 	}
 	int changed = 0;
 	for (int k = 0; k < j->job.array_count; k++) {
-		struct sjob *e = state_job(&r->s->st, j->job.id + k);
+		struct sjob *e = state_job_get(&r->s->st, j->job.id + k);
 		if (e && e->job.array_job == j->job.id && fn(r, e, &err) == 0)
 			changed++;
 	}
@@ -1303,7 +1325,7 @@ void api_longpoll_expired(struct request *r)
 	if (r->wait == WAIT_WORK)
 		reply_json(r, 200, state_work_unchanged_pack(st, st->nodes[r->wait_node]));
 	else if (r->wait == WAIT_JOB)
-		reply_json(r, 200, job_for(r, state_job(st, r->wait_job)));
+		reply_json(r, 200, job_for(r, state_job_get(st, r->wait_job)));
 	else if (r->wait == WAIT_LOGS)
 		logs_expired(r);
 }

@@ -33,6 +33,7 @@
 #define SERVER_CONN_MEMORY (16 * 1024) /* MHD's pool for one connection */
 #define SERVER_CRON_MS 500	       /* periodic work: liveness, long-poll deadlines */
 #define SERVER_BUDGET_MS 5000	       /* queues' spend against their budgets, this often */
+#define SERVER_EVICT_PER_TICK 20000    /* settled jobs leaving memory, at most a tick */
 #define SERVER_MAX_LIST 1000	       /* jobs in one page of a list (a cursor for more) */
 
 /* Who a request is, by its token; the people's roles in rising order (a
@@ -245,6 +246,9 @@ void h_usage(struct request *r, const char *param, json_t *body);
 /* Each queue's spend in its budget period; a queue whose budget is spent
  * holds its waiting jobs (the scheduler skips them, saying why). */
 void acct_budgets(struct server *s);
+/* A settled job leaves memory: what it spent in its queue's budget period
+ * is kept with the queue. */
+void acct_job_leaves(struct server *s, const struct sjob *j);
 
 /* ---- server.c --------------------------------------------------------------- */
 

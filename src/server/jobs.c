@@ -66,25 +66,29 @@ static void job_sync(struct sjob *j)
 	j->sj.shape = sched_job_shape(&j->sj);
 }
 
+void job_attach(struct state *s, struct sjob *j, int64_t now)
+{
+	j->sj.shape_id = -1;
+	job_resolve(s, j, now);
+	job_sync(j);
+}
+
 struct sjob *job_add(struct state *s, struct job *job, int64_t now)
 {
 	struct sjob *j = xcalloc(1, sizeof(*j));
 	j->job = *job;
-	j->sj.shape_id = -1;
-	job_resolve(s, j, now);
-	job_sync(j);
-	if ((size_t)job->id > s->jobs_alloc)
-		xgrow(&s->jobs, &s->jobs_alloc, (size_t)job->id, sizeof(*s->jobs));
-	for (size_t i = s->njobs; i < (size_t)job->id; i++)
-		s->jobs[i] = NULL;
-	if ((size_t)job->id > s->njobs)
-		s->njobs = (size_t)job->id;
+	job_attach(s, j, now);
+	state_slots_reserve(s, (size_t)job->id);
 	s->jobs[job->id - 1] = j;
-	if (j->job.array_job && (j->job.state == JOB_STARTING || j->job.state == JOB_RUNNING)) {
-		struct sjob *first = state_job(s, j->job.array_job);
-		if (first)
-			first->array_active++;
-	}
+	/* an element not settled keeps its array's first element held: it
+	 * counts the elements that run (an array's first never leaves) */
+	struct sjob *first = NULL;
+	if (j->job.array_job == j->job.id)
+		first = j;
+	else if (j->job.array_job && !job_settled_ms(j))
+		first = state_job_get(s, j->job.array_job);
+	if (first && (j->job.state == JOB_STARTING || j->job.state == JOB_RUNNING))
+		first->array_active++;
 	return j;
 }
 
@@ -530,11 +534,14 @@ struct sjob *state_array_element(struct state *s, const struct sjob *first, int 
 {
 	if (!first->job.array_job || first->job.array_job != first->job.id)
 		return NULL;
-	for (int k = 0; k < first->job.array_count; k++) {
-		struct sjob *e = state_job(s, first->job.id + k);
-		if (e && e->job.array_job == first->job.id && e->job.array_index == index)
-			return e;
-	}
+	int64_t id = first->job.id;
+	/* the elements held first; then those out of memory, read back */
+	for (int pass = 0; pass < 2; pass++)
+		for (int k = 0; k < first->job.array_count; k++) {
+			struct sjob *e = pass ? state_job_get(s, id + k) : state_job(s, id + k);
+			if (e && e->job.array_job == id && e->job.array_index == index)
+				return e;
+		}
 	return NULL;
 }
 
@@ -572,12 +579,13 @@ int job_deps_state(struct state *s, const struct sjob *j, char *buf, size_t n)
 	const struct job_request *r = &j->job.req;
 	for (int i = 0; i < r->nafter; i++) {
 		const struct job_dep *d = &r->after[i];
-		struct sjob *t = state_job(s, d->job);
+		/* one out of memory is read back (and held a while) */
+		struct sjob *t = state_job_get(s, d->job);
 		if (!t)
 			continue; /* checked at submission; a job is never removed */
 		int count = job_is_array_head(t) ? t->job.array_count : 1;
 		for (int k = 0; k < count; k++) {
-			struct sjob *e = k ? state_job(s, t->job.id + k) : t;
+			struct sjob *e = k ? state_job_get(s, t->job.id + k) : t;
 			if (!e || (k && e->job.array_job != t->job.id))
 				continue;
 			int st = dep_one(e, d->when);

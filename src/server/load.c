@@ -117,7 +117,7 @@ static int load_job_cb(void *ctx, const char *key, const char *doc, size_t len)
 		job_release(&job);
 		return bad_row(lc, "job", key, why);
 	}
-	if (state_job(s, job.id)) {
+	if (state_job_known(s, job.id)) {
 		job_release(&job);
 		return bad_row(lc, "job", key, "a second row of one job");
 	}
@@ -133,6 +133,11 @@ static int load_job_cb(void *ctx, const char *key, const char *doc, size_t len)
 	struct sjob *j = job_add(s, &job, lc->now);
 	if (j->job.state == JOB_PENDING && !j->job.system)
 		job_enqueue(s, j);
+	/* settled, but written before the store kept that (or settled since
+	 * by this load's end of it): written again, with its columns, it can
+	 * leave memory */
+	if (job_settled_ms(j))
+		state_job_dirty(s, j);
 	/* an attempt not yet ended still holds its resources */
 	for (int k = 0; k < j->job.nattempts; k++) {
 		struct attempt *at = &j->job.attempts[k];
@@ -156,6 +161,24 @@ static int load_job_cb(void *ctx, const char *key, const char *doc, size_t len)
 			}
 		}
 	}
+	return 0;
+}
+
+/* A settled job, from its columns: out of memory until asked for. */
+static int load_settled_cb(void *ctx, int64_t id, const char *state, const char *owner,
+			   int64_t settled_ms)
+{
+	struct load_ctx *lc = ctx;
+	char key[32];
+	snprintf(key, sizeof(key), "%lld", (long long)id);
+	enum job_state st;
+	if (job_state_parse(state, &st) < 0 || !job_state_final(st))
+		return bad_row(lc, "job", key, "its state column is not a final state");
+	if (id < 1 || id > STATE_MAX_JOB_ID)
+		return bad_row(lc, "job", key, "its id is beyond what this server holds");
+	if (!model_name_valid(owner))
+		return bad_row(lc, "job", key, "its owner column is not a user name");
+	state_gone_add(lc->s, id, st, owner, settled_ms);
 	return 0;
 }
 
@@ -232,7 +255,12 @@ int state_load(struct state *s, struct store *store, int64_t now, int64_t mono, 
 		goto out;
 	if (!state_queue(s, "default"))
 		state_queue_add(s, "default", now);
-	if ((r = load_kind(&lc, store, store_load_nodes, load_node_cb, "nodes", err)) < 0 ||
+	if ((r = load_kind(&lc, store, store_load_nodes, load_node_cb, "nodes", err)) < 0)
+		goto out;
+	r = store_load_settled(store, load_settled_cb, &lc, err);
+	if (r < 0 && !err->text[0])
+		tk_errorf(err, r, "cannot load the settled jobs from the store");
+	if (r < 0 || (r = set_aside(&lc, store, err)) < 0 ||
 	    (r = load_kind(&lc, store, store_load_jobs, load_job_cb, "jobs", err)) < 0)
 		goto out;
 	/* settle attempts whose tasks were all lost with a vanished node */

@@ -71,13 +71,19 @@ static void jobs(struct server *s, struct strbuf *b)
 			prom_sample(&train, "tenk_job_metric", &l, a->train->last.value[k]);
 		}
 	}
-	prom_family(b, "tenk_jobs", "gauge", "Jobs the server holds, by state.");
+	prom_family(b, "tenk_jobs", "gauge", "Jobs the server knows, by state.");
+	int64_t held = 0;
 	for (int k = 0; k < JOB_STATE_MAX; k++) {
 		struct prom_labels l;
 		prom_labels_init(&l);
 		prom_label(&l, "state", job_state_name((enum job_state)k));
-		prom_sample(b, "tenk_jobs", &l, (double)by_state[k]);
+		held += by_state[k];
+		prom_sample(b, "tenk_jobs", &l, (double)(by_state[k] + st->gone_by_state[k]));
 	}
+	prom_family(b, "tenk_jobs_in_memory", "gauge",
+		    "Jobs held in memory: all but those settled a while ago, which the store "
+		    "answers for.");
+	prom_sample(b, "tenk_jobs_in_memory", NULL, (double)held);
 	prom_family(b, "tenk_job_metric", "gauge",
 		    "The newest value of each training metric a running attempt wrote to "
 		    "$TENK_METRICS.");

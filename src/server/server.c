@@ -29,6 +29,7 @@ void server_config_init(struct server_config *c)
 	c->node_timeout_ms = 30000;
 	c->longpoll_ms = 25000;
 	c->max_node_requeues = 5;
+	c->keep_settled_ms = 300000;
 	c->request_timeout_ms = 30000;
 }
 
@@ -139,9 +140,10 @@ static struct store_batch *take_dirty(struct server *s)
 		j->dirty = false;
 		j->dirty_next = NULL;
 		json_t *doc = job_pack(&j->job);
-		store_batch_put_job(b, j->job.id, job_state_name(j->job.state),
-				    json_dumps(doc, JSON_COMPACT));
+		store_batch_put_job(b, j->job.id, job_state_name(j->job.state), j->job.owner,
+				    job_settled_ms(j), json_dumps(doc, JSON_COMPACT));
 		json_decref(doc);
+		state_job_written(st, j, st->seq_applied, st->mono_ms);
 	}
 	st->dirty_jobs = NULL;
 	for (struct snode *n = st->dirty_nodes, *next; n; n = next) {
@@ -265,6 +267,18 @@ static void cron_cb(uv_timer_t *t)
 {
 	struct server *s = t->data;
 	int64_t now = server_now_ms(s), mono = tk_mono_ms();
+	s->st.now_ms = now;
+	s->st.mono_ms = mono;
+	/* settled jobs written durably and kept long enough leave memory (a
+	 * bounded number a tick: a first start after an upgrade may rewrite
+	 * every job at once) */
+	struct sjob *j;
+	for (int n = 0;
+	     n < SERVER_EVICT_PER_TICK && (j = state_evict_next(&s->st, s->seq_durable, mono));
+	     n++) {
+		acct_job_leaves(s, j);
+		state_evict(&s->st, j);
+	}
 	state_queues_age(&s->st, now);
 	state_check_nodes(&s->st, now, mono);
 	if (s->st.wake_ms && now >= s->st.wake_ms) /* a job's begin time came */
@@ -478,11 +492,15 @@ int server_create(uv_loop_t *loop, const struct server_config *cfg, struct serve
 	}
 	struct state_config scfg = {.node_timeout_ms = cfg->node_timeout_ms,
 				    .max_node_requeues = cfg->max_node_requeues,
+				    .keep_settled_ms = cfg->keep_settled_ms,
 				    .epoch = s->epoch,
 				    .secret = s->admin_token};
 	state_init(&s->st, &scfg, sched, api_state_event, s);
+	s->st.now_ms = server_now_ms(s);
+	s->st.mono_ms = tk_mono_ms();
 	db = xasprintf("%s/tenk.db", s->data_dir);
-	if ((r = open_store(s, db, used, err)) < 0 || (r = audit_load(s, err)) < 0 ||
+	if ((r = open_store(s, db, used, err)) < 0 ||
+	    (r = store_open_reader(db, &s->st.reader, err)) < 0 || (r = audit_load(s, err)) < 0 ||
 	    (r = state_load(&s->st, s->store, server_now_ms(s), tk_mono_ms(),
 			    cfg->quarantine_bad_rows, err)) < 0)
 		goto fail;
@@ -594,6 +612,7 @@ void server_destroy(struct server *s)
 		return;
 	if (s->store && anything_dirty(s))
 		flush_sync(s);
+	store_destroy(s->st.reader);
 	state_release(&s->st);
 	free(s->job_waits);
 	free(s->node_polls);

@@ -22,6 +22,7 @@ void state_init(struct state *s, const struct state_config *cfg, const struct sc
 	tk_map_init(&s->queue_by_name);
 	tk_map_init(&s->user_by_name);
 	tk_map_init(&s->user_by_hash);
+	tk_map_init(&s->owner_index);
 	for (int c = 0; c < s->sched.nclasses; c++) {
 		s->classes[c].spec = s->sched.classes[c];
 		s->class_order[c] = c;
@@ -57,6 +58,12 @@ void state_release(struct state *s)
 		free(j);
 	}
 	free(s->jobs);
+	free(s->gone);
+	free(s->settled);
+	for (int i = 0; i < s->nowners; i++)
+		free(s->owners[i]);
+	free(s->owners);
+	tk_map_release(&s->owner_index);
 	free(s->fenced);
 	free(s->failing);
 	free(s->arrived);

@@ -55,6 +55,7 @@ struct sjob {
 	int64_t req_bytes; /* about what its request weighs (the per-user cap) */
 	bool dirty;
 	struct sjob *dirty_next;
+	uint64_t written_seq; /* the write that last took it (history.c) */
 	uint64_t reason_pass; /* the pass that wrote job.reason while pending */
 	int64_t reason_from;  /* that pass said: as job reason_from (0: its own) */
 	int node_losses;      /* requeues spent on lost nodes */
@@ -88,6 +89,22 @@ struct sjob {
 	double las_service;
 };
 
+/* A settled job out of memory (history.c): its row in the store holds it
+ * whole; this is what lists, dependencies, counts and accounting windows
+ * ask of it without reading it. */
+struct sgone {
+	uint32_t owner;	    /* index into state->owners */
+	uint32_t settled_s; /* when it settled, epoch seconds */
+	uint8_t state;	    /* its final job_state + 1; 0: not a job out of memory */
+};
+
+/* A settled job's write, in the order written (history.c). */
+struct settled_entry {
+	int64_t id;
+	uint64_t seq;
+	int64_t mono;
+};
+
 /* A priority class, with the jobs of it that wait. */
 struct sclass {
 	struct class_spec spec;
@@ -117,6 +134,10 @@ struct squeue {
 	 * once it is all spent */
 	double spent;
 	bool budget_spent;
+	/* what its jobs out of memory spent in the period that began at
+	 * gone_from (0: not yet summed) */
+	double spent_gone;
+	int64_t gone_from;
 };
 
 /* What the heartbeats say of a node. */
@@ -207,6 +228,7 @@ typedef void (*state_event_cb)(void *arg, const struct state_event *ev);
 struct state_config {
 	int64_t node_timeout_ms; /* an agent silent this long is DOWN */
 	int max_node_requeues;	 /* requeues of a job for lost nodes */
+	int64_t keep_settled_ms; /* how long a settled job stays held */
 	const char *epoch;	 /* borrowed: differs on every server start */
 	const char *secret;	 /* borrowed: what validation runs' tokens derive from */
 };
@@ -216,11 +238,25 @@ struct state {
 	state_event_cb event_cb;
 	void *event_arg;
 
-	/* jobs by id: jobs[id - 1]; ids are dense and never reused */
+	/* jobs by id: jobs[id - 1]; ids are dense and never reused. A settled
+	 * job may be out of memory: jobs[id - 1] NULL, gone[id - 1] says what
+	 * it is (history.c) */
 	struct sjob **jobs;
 	size_t njobs;
 	size_t jobs_alloc;
 	int npending;
+	struct sgone *gone;
+	int64_t ngone, gone_by_state[JOB_STATE_MAX];
+	char **owners; /* the owners of jobs out of memory, interned */
+	int nowners;
+	size_t owners_alloc;
+	struct tk_map owner_index;
+	struct store *reader;	  /* the server's: reads a job out of memory back */
+	struct tk_error read_err; /* why the last read back failed */
+	struct settled_entry *settled;
+	size_t settled_head, nsettled, settled_alloc;
+	/* the clocks as of the server's last look (epoch ms, monotonic ms) */
+	int64_t now_ms, mono_ms;
 
 	/* scheduling configuration; classes in class_order are by priority, highest first */
 	struct sched_config sched;
@@ -345,6 +381,8 @@ void assert_job_state(const struct sjob *j);
 /* ---- jobs.c ------------------------------------------------------------------------- */
 
 struct sjob *state_job(struct state *s, int64_t id);
+/* Finds a job's class and queue and makes its scheduler's view. */
+void job_attach(struct state *s, struct sjob *j, int64_t now);
 /* Takes ownership of req (its class and queue already checked); returns the
  * new job, PENDING. */
 struct sjob *state_submit(struct state *s, struct job_request *req, const char *owner,
@@ -512,6 +550,33 @@ json_t *state_node_pack(struct state *s, const struct snode *n);
 /* A job's JSON, with its waiting reason brought up to date. */
 json_t *state_job_pack(struct state *s, struct sjob *j);
 json_t *state_queue_pack(struct state *s, const struct squeue *q);
+
+/* ---- history.c: settled jobs out of memory --------------------------------------- */
+
+/* Makes room for ids up to n (jobs[] and gone[] zeroed) and raises njobs. */
+void state_slots_reserve(struct state *s, size_t n);
+/* When j settled (final, every attempt ended), epoch ms; 0: not settled. */
+int64_t job_settled_ms(const struct sjob *j);
+/* Job id, settled, is out of memory: the start found it so. */
+void state_gone_add(struct state *s, int64_t id, enum job_state st, const char *owner,
+		    int64_t settled_ms);
+/* What a job out of memory is; NULL when id is held or no job. */
+const struct sgone *state_gone(const struct state *s, int64_t id);
+/* Is there a job id (held or not)? */
+bool state_job_known(const struct state *s, int64_t id);
+/* Reads job id from the store into *ret, not held: the caller releases
+ * ret->job (job_release). */
+int state_job_read(struct state *s, int64_t id, struct sjob *ret, struct tk_error *err);
+/* The job, read back and held again when it was out of memory; NULL when
+ * there is none, or its row cannot be read (logged; then state_gone(id)
+ * still says it is, and read_err why). */
+struct sjob *state_job_get(struct state *s, int64_t id);
+/* Write seq took j (server.c): once durable, a settled j may leave. */
+void state_job_written(struct state *s, struct sjob *j, uint64_t seq, int64_t mono);
+/* The next settled job that may leave memory now (written durably by
+ * seq_durable, settled keep_settled_ms), or NULL; then state_evict(j). */
+struct sjob *state_evict_next(struct state *s, uint64_t seq_durable, int64_t mono);
+void state_evict(struct state *s, struct sjob *j);
 
 /* ---- load.c --------------------------------------------------------------------------- */
 

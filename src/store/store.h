@@ -25,6 +25,9 @@ struct store_batch;
 
 /* Opens (creating and migrating when needed) the store at path. */
 int store_open(const char *path, struct store **ret, struct tk_error *err);
+/* A second connection to the store a writer opened, for reads only: one
+ * thread may read through it while the writer's thread commits (WAL). */
+int store_open_reader(const char *path, struct store **ret, struct tk_error *err);
 void store_destroy(struct store *st);
 
 /* The schema version the store is at after opening. */
@@ -34,7 +37,14 @@ int store_schema_version(const struct store *st);
  * its key and JSON document; stops early and returns cb's value if it is
  * negative. */
 typedef int (*store_row_cb)(void *ctx, const char *key, const char *doc, size_t len);
+/* Jobs: those not settled (settled: final, and every attempt ended),
+ * whole; the settled ones by their columns alone; one job's document (*ret
+ * the caller's to free; -ENOENT when there is none). */
 int store_load_jobs(struct store *st, store_row_cb cb, void *ctx, struct tk_error *err);
+typedef int (*store_settled_cb)(void *ctx, int64_t id, const char *state, const char *owner,
+				int64_t settled_ms);
+int store_load_settled(struct store *st, store_settled_cb cb, void *ctx, struct tk_error *err);
+int store_get_job(struct store *st, int64_t id, char **ret, size_t *len, struct tk_error *err);
 int store_load_nodes(struct store *st, store_row_cb cb, void *ctx, struct tk_error *err);
 int store_load_queues(struct store *st, store_row_cb cb, void *ctx, struct tk_error *err);
 int store_load_users(struct store *st, store_row_cb cb, void *ctx, struct tk_error *err);
@@ -49,7 +59,9 @@ int store_meta_get(struct store *st, const char *key, char **ret, struct tk_erro
 struct store_batch *store_batch_create(void);
 void store_batch_destroy(struct store_batch *b);
 /* Each takes ownership of doc (a malloc'd NUL-terminated string). */
-void store_batch_put_job(struct store_batch *b, int64_t id, const char *state, char *doc);
+/* A job with its state, owner and when it settled (0: not settled). */
+void store_batch_put_job(struct store_batch *b, int64_t id, const char *state, const char *owner,
+			 int64_t settled_ms, char *doc);
 void store_batch_put_node(struct store_batch *b, const char *name, char *doc);
 void store_batch_del_node(struct store_batch *b, const char *name);
 void store_batch_put_queue(struct store_batch *b, const char *name, char *doc);

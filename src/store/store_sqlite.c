@@ -30,8 +30,10 @@ enum op_kind {
 struct op {
 	enum op_kind kind;
 	int64_t id;
-	char *key; /* node name, meta key, or job state */
-	char *doc; /* document or meta value */
+	char *key;  /* node name, meta key, or job state */
+	char *doc;  /* document or meta value */
+	char *key2; /* a job's owner */
+	int64_t n;  /* a job's settled_ms */
 };
 
 struct store_batch {
@@ -58,6 +60,8 @@ enum stmt_id {
 	ST_LOAD_USERS,
 	ST_ADD_AUDIT,
 	ST_LOAD_AUDIT,
+	ST_LOAD_SETTLED,
+	ST_GET_JOB,
 	ST_MAX
 };
 
@@ -65,15 +69,17 @@ static const char *const stmt_sql[ST_MAX] = {
 	[ST_BEGIN] = "BEGIN IMMEDIATE",
 	[ST_COMMIT] = "COMMIT",
 	[ST_ROLLBACK] = "ROLLBACK",
-	[ST_PUT_JOB] = "INSERT INTO jobs (id, state, doc) VALUES (?1, ?2, ?3) "
-		       "ON CONFLICT(id) DO UPDATE SET state = excluded.state, doc = excluded.doc",
+	[ST_PUT_JOB] = "INSERT INTO jobs (id, state, owner, settled_ms, doc) "
+		       "VALUES (?1, ?2, ?3, ?4, ?5) "
+		       "ON CONFLICT(id) DO UPDATE SET state = excluded.state, "
+		       "settled_ms = excluded.settled_ms, doc = excluded.doc",
 	[ST_PUT_NODE] = "INSERT INTO nodes (name, doc) VALUES (?1, ?2) "
 			"ON CONFLICT(name) DO UPDATE SET doc = excluded.doc",
 	[ST_DEL_NODE] = "DELETE FROM nodes WHERE name = ?1",
 	[ST_PUT_META] = "INSERT INTO meta (key, value) VALUES (?1, ?2) "
 			"ON CONFLICT(key) DO UPDATE SET value = excluded.value",
 	[ST_GET_META] = "SELECT value FROM meta WHERE key = ?1",
-	[ST_LOAD_JOBS] = "SELECT id, doc FROM jobs ORDER BY id",
+	[ST_LOAD_JOBS] = "SELECT id, doc FROM jobs WHERE settled_ms = 0 ORDER BY id",
 	[ST_LOAD_NODES] = "SELECT name, doc FROM nodes ORDER BY name",
 	[ST_PUT_QUEUE] = "INSERT INTO queues (name, doc) VALUES (?1, ?2) "
 			 "ON CONFLICT(name) DO UPDATE SET doc = excluded.doc",
@@ -85,6 +91,8 @@ static const char *const stmt_sql[ST_MAX] = {
 	[ST_ADD_AUDIT] = "INSERT INTO audit (at_ms, who, doc) VALUES (?1, ?2, ?3)",
 	[ST_LOAD_AUDIT] = "SELECT seq, doc FROM (SELECT seq, doc FROM audit ORDER BY seq DESC "
 			  "LIMIT " STORE_AUDIT_RECENT_S ") ORDER BY seq",
+	[ST_LOAD_SETTLED] = "SELECT id, state, owner, settled_ms FROM jobs WHERE settled_ms > 0",
+	[ST_GET_JOB] = "SELECT doc FROM jobs WHERE id = ?1",
 };
 
 /* Migrations: migrations[i] takes the schema from version i to i+1. */
@@ -108,6 +116,14 @@ static const char *const migrations[] = {
 	"SELECT RAISE(ABORT, 'audit rows are never rewritten'); END;"
 	"CREATE TRIGGER audit_kept_d BEFORE DELETE ON audit BEGIN "
 	"SELECT RAISE(ABORT, 'audit rows are never rewritten'); END;",
+	/* 6: a job's owner, and when it settled (final, every attempt ended; 0:
+	 * not yet), so that a start reads only the jobs not settled and knows
+	 * the others from one index; rows written before say 0 and are read
+	 * whole once, then written again with both */
+	"ALTER TABLE jobs ADD COLUMN owner TEXT NOT NULL DEFAULT '';"
+	"ALTER TABLE jobs ADD COLUMN settled_ms INTEGER NOT NULL DEFAULT 0;"
+	"DROP INDEX jobs_by_state;"
+	"CREATE INDEX jobs_by_settled ON jobs (settled_ms, state, owner);",
 };
 
 struct store {
@@ -204,16 +220,17 @@ static int migrate(struct store *st, struct tk_error *err)
 	return 0;
 }
 
-int store_open(const char *path, struct store **ret, struct tk_error *err)
+/* The store at path; a reader opens it read-only, after a writer made
+ * it (no migration). */
+static int open_at(const char *path, bool reader, struct store **ret, struct tk_error *err)
 {
 	struct store *st = xcalloc(1, sizeof(*st));
 	/* created 0600: SQLite gives its journal files the database's mode */
-	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	int fd = reader ? -1 : open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd >= 0)
 		close(fd);
-	int rc = sqlite3_open_v2(path, &st->db,
-				 SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
-				 NULL);
+	int flags = reader ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
+	int rc = sqlite3_open_v2(path, &st->db, flags | SQLITE_OPEN_NOMUTEX, NULL);
 	int r;
 	if (rc != SQLITE_OK) {
 		r = fail(st, rc, err, path);
@@ -221,10 +238,19 @@ int store_open(const char *path, struct store **ret, struct tk_error *err)
 		return r;
 	}
 	sqlite3_extended_result_codes(st->db, 1);
-	if ((r = exec(st, "PRAGMA journal_mode = WAL", err)) < 0 ||
-	    (r = exec(st, "PRAGMA synchronous = FULL", err)) < 0 ||
-	    (r = exec(st, "PRAGMA foreign_keys = ON", err)) < 0 ||
-	    (r = exec(st, "PRAGMA busy_timeout = 5000", err)) < 0 || (r = migrate(st, err)) < 0) {
+	int latest = (int)ARRAY_SIZE(migrations);
+	if (reader) {
+		if ((r = exec(st, "PRAGMA busy_timeout = 5000", err)) == 0 &&
+		    (r = get_version(st, &st->version, err)) == 0 && st->version != latest)
+			r = tk_errorf(err, -EPROTO, "store: %s is at schema %d, not %d", path,
+				      st->version, latest);
+	} else if ((r = exec(st, "PRAGMA journal_mode = WAL", err)) == 0 &&
+		   (r = exec(st, "PRAGMA synchronous = FULL", err)) == 0 &&
+		   (r = exec(st, "PRAGMA foreign_keys = ON", err)) == 0 &&
+		   (r = exec(st, "PRAGMA busy_timeout = 5000", err)) == 0) {
+		r = migrate(st, err);
+	}
+	if (r < 0) {
 		store_destroy(st);
 		return r;
 	}
@@ -239,6 +265,16 @@ int store_open(const char *path, struct store **ret, struct tk_error *err)
 	}
 	*ret = st;
 	return 0;
+}
+
+int store_open(const char *path, struct store **ret, struct tk_error *err)
+{
+	return open_at(path, false, ret, err);
+}
+
+int store_open_reader(const char *path, struct store **ret, struct tk_error *err)
+{
+	return open_at(path, true, ret, err);
 }
 
 void store_destroy(struct store *st)
@@ -280,6 +316,49 @@ static int load(struct store *st, enum stmt_id id, store_row_cb cb, void *ctx, s
 int store_load_jobs(struct store *st, store_row_cb cb, void *ctx, struct tk_error *err)
 {
 	return load(st, ST_LOAD_JOBS, cb, ctx, err);
+}
+
+int store_load_settled(struct store *st, store_settled_cb cb, void *ctx, struct tk_error *err)
+{
+	sqlite3_stmt *s = st->stmt[ST_LOAD_SETTLED];
+	int r = 0, rc;
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		const char *state = (const char *)sqlite3_column_text(s, 1);
+		const char *owner = (const char *)sqlite3_column_text(s, 2);
+		if (!state || !owner) {
+			r = tk_errorf(err, -EBADMSG, "store: job %lld has no state or owner",
+				      (long long)sqlite3_column_int64(s, 0));
+			break;
+		}
+		if ((r = cb(ctx, sqlite3_column_int64(s, 0), state, owner,
+			    sqlite3_column_int64(s, 3))) < 0)
+			break;
+	}
+	if (r == 0 && rc != SQLITE_DONE)
+		r = fail(st, rc, err, "loading the settled jobs");
+	sqlite3_reset(s);
+	return r;
+}
+
+int store_get_job(struct store *st, int64_t id, char **ret, size_t *len, struct tk_error *err)
+{
+	sqlite3_stmt *s = st->stmt[ST_GET_JOB];
+	sqlite3_bind_int64(s, 1, id);
+	int rc = sqlite3_step(s);
+	int r = 0;
+	if (rc == SQLITE_ROW) {
+		*len = (size_t)sqlite3_column_bytes(s, 0);
+		*ret = xmalloc(*len + 1);
+		memcpy(*ret, sqlite3_column_text(s, 0), *len);
+		(*ret)[*len] = '\0';
+	} else if (rc == SQLITE_DONE) {
+		r = tk_errorf(err, -ENOENT, "store: no job %lld", (long long)id);
+	} else {
+		r = fail(st, rc, err, "reading a job");
+	}
+	sqlite3_reset(s);
+	sqlite3_clear_bindings(s);
+	return r;
 }
 
 int store_load_nodes(struct store *st, store_row_cb cb, void *ctx, struct tk_error *err)
@@ -332,6 +411,7 @@ void store_batch_destroy(struct store_batch *b)
 		return;
 	for (size_t i = 0; i < b->n; i++) {
 		free(b->ops[i].key);
+		free(b->ops[i].key2);
 		free(b->ops[i].doc);
 	}
 	free(b->ops);
@@ -347,11 +427,14 @@ static struct op *push(struct store_batch *b, enum op_kind kind)
 	return o;
 }
 
-void store_batch_put_job(struct store_batch *b, int64_t id, const char *state, char *doc)
+void store_batch_put_job(struct store_batch *b, int64_t id, const char *state, const char *owner,
+			 int64_t settled_ms, char *doc)
 {
 	struct op *o = push(b, OP_PUT_JOB);
 	o->id = id;
 	o->key = xstrdup(state);
+	o->key2 = xstrdup(owner);
+	o->n = settled_ms;
 	o->doc = doc;
 }
 
@@ -433,7 +516,9 @@ static int apply_op(struct store *st, const struct op *o, struct tk_error *err)
 		s = st->stmt[ST_PUT_JOB];
 		sqlite3_bind_int64(s, 1, o->id);
 		sqlite3_bind_text(s, 2, o->key, -1, SQLITE_STATIC);
-		sqlite3_bind_text(s, 3, o->doc, -1, SQLITE_STATIC);
+		sqlite3_bind_text(s, 3, o->key2, -1, SQLITE_STATIC);
+		sqlite3_bind_int64(s, 4, o->n);
+		sqlite3_bind_text(s, 5, o->doc, -1, SQLITE_STATIC);
 		return step_once(st, ST_PUT_JOB, err, "writing a job");
 	case OP_PUT_NODE:
 		s = st->stmt[ST_PUT_NODE];

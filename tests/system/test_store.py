@@ -56,10 +56,26 @@ def test_a_used_folder_with_no_store_is_refused(workdir):
 
 
 def test_a_bad_row_is_named_then_set_aside(workdir):
-    t, ids = used_cluster(workdir)
+    t, ids = used_cluster(workdir, jobs=3)
     db = os.path.join(t.data, "tenk.db")
     with sqlite3.connect(db) as c:
-        c.execute("UPDATE jobs SET doc = '{\"id\": 1, \"bogus\": true}' WHERE id = 1")
+        # a settled job is read whole only when asked for: it is named then
+        c.execute("UPDATE jobs SET doc = '{\"id\": 3, \"bogus\": true}' WHERE id = 3")
+    t3, d3 = start_up(workdir)
+    try:
+        st, ans = t3.api("GET", "/v1/jobs/3")
+        assert st == 500 and "job 3 cannot be read back from the store" in ans["error"] \
+            and "bogus" in ans["error"], ans
+        assert "job 3: cannot read it back from the store" in d3.output()
+        assert "bogus" in d3.output()
+        assert t3.job(ids[0])["state"] == "COMPLETED"
+    finally:
+        d3.stop()
+    with sqlite3.connect(db) as c:
+        c.execute("DELETE FROM jobs WHERE id = 3")
+        # one not settled is read at the start: its row stops it
+        c.execute("UPDATE jobs SET doc = '{\"id\": 1, \"bogus\": true}', settled_ms = 0 "
+                  "WHERE id = 1")
         doc = c.execute("SELECT doc FROM jobs WHERE id = 2").fetchone()[0]
         # an id no server could index
         big = json.loads(doc)
@@ -75,7 +91,7 @@ def test_a_bad_row_is_named_then_set_aside(workdir):
     assert rc == 1 and "job 4000000000 does not decode: id 4000000000 is beyond what this " \
         "server holds" in out, out
     with sqlite3.connect(db) as c:
-        c.execute("UPDATE jobs SET doc = '[1, 2]' WHERE id = 2")
+        c.execute("UPDATE jobs SET doc = '[1, 2]', settled_ms = 0 WHERE id = 2")
     t2, d2 = start_up(workdir, "--quarantine-bad-rows")
     try:
         st, _ = t2.api("GET", "/v1/jobs/2")

@@ -52,7 +52,7 @@ static void test_roundtrip(void **state)
 	struct store *st;
 	struct tk_error err;
 	assert_int_equal(store_open(path, &st, &err), 0);
-	assert_int_equal(store_schema_version(st), 5);
+	assert_int_equal(store_schema_version(st), 6);
 	/* the store holds every job's request: its files are the server's alone */
 	struct stat sb;
 	assert_int_equal(stat(path, &sb), 0);
@@ -62,9 +62,9 @@ static void test_roundtrip(void **state)
 	assert_int_equal(sb.st_mode & 0777, 0600);
 	free(wal);
 	struct store_batch *b = store_batch_create();
-	store_batch_put_job(b, 2, "PENDING", xstrdup("{\"v\":2}"));
-	store_batch_put_job(b, 1, "RUNNING", xstrdup("{\"v\":1}"));
-	store_batch_put_job(b, 2, "COMPLETED", xstrdup("{\"v\":3}")); /* later wins */
+	store_batch_put_job(b, 2, "PENDING", "ann", 0, xstrdup("{\"v\":2}"));
+	store_batch_put_job(b, 1, "RUNNING", "bob", 0, xstrdup("{\"v\":1}"));
+	store_batch_put_job(b, 2, "COMPLETED", "ann", 0, xstrdup("{\"v\":3}")); /* later wins */
 	store_batch_put_node(b, "n2", xstrdup("{\"n\":2}"));
 	store_batch_put_node(b, "n1", xstrdup("{\"n\":1}"));
 	store_batch_put_meta(b, "k", "v1");
@@ -98,6 +98,111 @@ static void test_roundtrip(void **state)
 	/* the statement is reset after an early stop: loading again works */
 	r2.n = -10;
 	assert_int_equal(store_load_jobs(st, stop_at_two, &r2, &err), 0);
+	store_destroy(st);
+	free(path);
+}
+
+struct settled {
+	struct strbuf sb;
+};
+
+static int collect_settled(void *ctx, int64_t id, const char *state, const char *owner,
+			   int64_t settled_ms)
+{
+	struct settled *r = ctx;
+	strbuf_addf(&r->sb, "%lld:%s:%s:%lld;", (long long)id, state, owner, (long long)settled_ms);
+	return 0;
+}
+
+/* Settled jobs are loaded by their columns, the others whole; a reader
+ * reads one back while the writer's connection is open. */
+static void test_settled(void **state)
+{
+	char *path = xasprintf("%s/s.db", dir);
+	struct store *st, *rd;
+	struct tk_error err;
+	assert_int_equal(store_open(path, &st, &err), 0);
+	struct store_batch *b = store_batch_create();
+	store_batch_put_job(b, 1, "COMPLETED", "ann", 5000, xstrdup("{\"v\":1}"));
+	store_batch_put_job(b, 2, "RUNNING", "bob", 0, xstrdup("{\"v\":2}"));
+	store_batch_put_job(b, 3, "CANCELLED", "bob", 0, xstrdup("{\"v\":3}"));
+	store_batch_put_job(b, 4, "FAILED", "cy", 7000, xstrdup("{\"v\":4}"));
+	assert_int_equal(store_apply(st, b, &err), 0);
+	store_batch_destroy(b);
+	struct rows r = {0};
+	strbuf_init(&r.sb);
+	assert_int_equal(store_load_jobs(st, collect, &r, &err), 0);
+	/* 3 is final but not settled (an attempt still ends): read whole */
+	assert_string_equal(r.sb.buf, "2={\"v\":2};3={\"v\":3};");
+	strbuf_release(&r.sb);
+	struct settled g;
+	strbuf_init(&g.sb);
+	assert_int_equal(store_load_settled(st, collect_settled, &g, &err), 0);
+	assert_string_equal(g.sb.buf, "1:COMPLETED:ann:5000;4:FAILED:cy:7000;");
+	strbuf_release(&g.sb);
+
+	assert_int_equal(store_open_reader(path, &rd, &err), 0);
+	char *doc;
+	size_t len;
+	assert_int_equal(store_get_job(rd, 4, &doc, &len, &err), 0);
+	assert_string_equal(doc, "{\"v\":4}");
+	assert_int_equal(len, 7);
+	free(doc);
+	assert_int_equal(store_get_job(rd, 9, &doc, &len, &err), -ENOENT);
+	assert_non_null(strstr(err.text, "no job 9"));
+	/* the writer goes on; the reader sees what committed */
+	b = store_batch_create();
+	store_batch_put_job(b, 2, "COMPLETED", "bob", 9000, xstrdup("{\"v\":5}"));
+	assert_int_equal(store_apply(st, b, &err), 0);
+	store_batch_destroy(b);
+	assert_int_equal(store_get_job(rd, 2, &doc, &len, &err), 0);
+	assert_string_equal(doc, "{\"v\":5}");
+	free(doc);
+	/* a reader writes nothing */
+	b = store_batch_create();
+	store_batch_put_meta(b, "k", "v");
+	assert_int_not_equal(store_apply(rd, b, &err), 0);
+	store_batch_destroy(b);
+	store_destroy(rd);
+	store_destroy(st);
+	free(path);
+}
+
+/* A store of schema 5 (rows without owner and settled_ms) opens migrated:
+ * its jobs read whole, as not settled. */
+static void test_migrates_jobs(void **state)
+{
+	char *path = xasprintf("%s/m.db", dir);
+	sqlite3 *db;
+	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+	assert_int_equal(
+		sqlite3_exec(db,
+			     "CREATE TABLE jobs (id INTEGER PRIMARY KEY, state TEXT NOT NULL, "
+			     "doc TEXT NOT NULL);"
+			     "CREATE INDEX jobs_by_state ON jobs (state);"
+			     "CREATE TABLE nodes (name TEXT PRIMARY KEY, doc TEXT NOT NULL);"
+			     "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);"
+			     "CREATE TABLE queues (name TEXT PRIMARY KEY, doc TEXT NOT NULL);"
+			     "CREATE TABLE users (name TEXT PRIMARY KEY, doc TEXT NOT NULL);"
+			     "CREATE TABLE quarantine (seq INTEGER PRIMARY KEY AUTOINCREMENT, "
+			     "kind TEXT NOT NULL, key TEXT NOT NULL, doc TEXT, reason TEXT NOT "
+			     "NULL, at_ms INTEGER NOT NULL);"
+			     "CREATE TABLE audit (seq INTEGER PRIMARY KEY AUTOINCREMENT, at_ms "
+			     "INTEGER NOT NULL, who TEXT NOT NULL, doc TEXT NOT NULL);"
+			     "INSERT INTO jobs VALUES (1, 'COMPLETED', '{\"v\":1}');"
+			     "PRAGMA user_version = 5;",
+			     NULL, NULL, NULL),
+		SQLITE_OK);
+	sqlite3_close(db);
+	struct store *st;
+	struct tk_error err;
+	assert_int_equal(store_open(path, &st, &err), 0);
+	assert_int_equal(store_schema_version(st), 6);
+	struct rows r = {0};
+	strbuf_init(&r.sb);
+	assert_int_equal(store_load_jobs(st, collect, &r, &err), 0);
+	assert_string_equal(r.sb.buf, "1={\"v\":1};");
+	strbuf_release(&r.sb);
 	store_destroy(st);
 	free(path);
 }
@@ -149,6 +254,8 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_roundtrip),
+		cmocka_unit_test(test_settled),
+		cmocka_unit_test(test_migrates_jobs),
 		cmocka_unit_test(test_empty_batch),
 		cmocka_unit_test(test_newer_schema_refused),
 		cmocka_unit_test(test_not_a_database),

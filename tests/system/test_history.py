@@ -1,0 +1,135 @@
+"""Finished jobs leave the server's memory and the store answers for them: a
+job settled (final, every attempt ended) longer than --keep-finished is let
+go once its row is durable, and a restart reads only the jobs not settled.
+Each is still shown, listed, counted, accounted and depended on as before."""
+import re
+import time
+
+from conftest import start_up, wait_for
+
+
+def sample(text, name, **labels):
+    want = ",".join(f'{k}="{v}"' for k, v in labels.items())
+    m = re.search(r"^" + re.escape(name) + (r"\{" + re.escape(want) + r"\}" if want else "")
+                  + r" (\S+)$", text, re.M)
+    return float(m.group(1)) if m else None
+
+
+def metrics(t):
+    status, text = t.api("GET", "/metrics")
+    assert status == 200, text
+    return text
+
+
+def in_memory(t):
+    return sample(metrics(t), "tenk_jobs_in_memory")
+
+
+def ids_listed(t, query):
+    status, ans = t.api("GET", "/v1/jobs?" + query)
+    assert status == 200, ans
+    return [j["id"] for j in ans["jobs"]], ans["total"], ans["next"]
+
+
+def default_spent(t):
+    return [q for q in t.json("queues")["queues"] if q["name"] == "default"][0]["spent"]
+
+
+def test_settled_jobs_leave_memory_and_are_still_answered(workdir):
+    t, d = start_up(workdir, "--keep-finished", "0")
+    try:
+        ok = t.submit("-G", "1", "--", "sleep", "0.2")
+        bad = t.submit("-G", "1", "--", "sh", "-c", "sleep 0.2; exit 1")
+        arr = t.submit("--array", "3,5,7", "--", "true")
+        gone_early = t.submit("--hold", "--", "true")
+        t.run("cancel", gone_early)
+        for j in (ok, bad, arr, gone_early):
+            t.run("wait", str(j), check=False, timeout=60)
+        before = {j: t.job(j) for j in (ok, bad, arr + 1, gone_early)}
+        status, acct_before = t.api("GET", "/v1/accounting?from=1&all=1")
+        assert status == 200 and len(acct_before["records"]) >= 5, acct_before
+        # every job here settled: they all leave memory (the array's first
+        # element stays: it counts its elements)
+        wait_for(lambda: in_memory(t) == 1, 20, "the settled jobs to leave memory")
+        text = metrics(t)
+        assert sample(text, "tenk_jobs", state="COMPLETED") == 4, text
+        assert sample(text, "tenk_jobs", state="FAILED") == 1
+        assert sample(text, "tenk_jobs", state="CANCELLED") == 1
+        # shown as before, read back from the store
+        for j, was in before.items():
+            now = t.job(j)
+            assert now["state"] == was["state"] and now["attempts"] == was["attempts"] and \
+                now["request"] == was["request"], (now, was)
+        assert t.job(f"{arr}_5")["array"]["index"] == 5
+        status, ans = t.api("GET", f"/v1/jobs/{arr}_6")
+        assert status == 404 and f"array {arr} has no index 6" in ans["error"], ans
+        # listed in id order, by state and owner, paged
+        assert ids_listed(t, "state=COMPLETED&limit=100")[0:2] == \
+            ([ok, arr, arr + 1, arr + 2], 4)
+        assert ids_listed(t, "state=FAILED,CANCELLED") == ([bad, gone_early], 2, None)
+        assert ids_listed(t, "limit=2&after=" + str(bad)) == ([arr, arr + 1], 6, arr + 1)
+        assert ids_listed(t, f"array={arr}")[0:2] == ([arr, arr + 1, arr + 2], 3)
+        assert ids_listed(t, "user=nobody-here")[0:2] == ([], 0)
+        # accounted for as before
+        status, acct = t.api("GET", "/v1/accounting?from=1&all=1")
+        assert status == 200 and acct["records"] == acct_before["records"], \
+            (acct["records"], acct_before["records"])
+        status, usage = t.api("GET", "/v1/usage?by=user&from=1")
+        assert status == 200 and usage["groups"][-1]["attempts"] == len(acct["records"]), usage
+        # and in their queue's budget: what they spent today is summed back
+        spent = sum(r["cost"] for r in acct["records"])
+        assert spent > 0, acct["records"]
+        t.run("queues", "set", "default", "--budget", "1000/day")
+        assert abs(default_spent(t) - spent) <= 1e-9 * spent, (default_spent(t), spent)
+        # depended on: one that completed, one that failed, one never started
+        after_ok = t.submit("--after", f"{ok}:ok", "--", "true")
+        after_bad = t.submit("--after", f"{bad}:ok", "--", "true")
+        after_start = t.submit("-d", f"after:{gone_early}", "--", "true")
+        after_arr = t.submit("-d", f"afterok:{arr}", "--", "true")
+        assert t.wait_state(after_ok, "COMPLETED", 30)
+        assert t.wait_state(after_arr, "COMPLETED", 30)
+        status, acct = t.api("GET", "/v1/accounting?from=1&all=1")
+        spent = sum(r["cost"] for r in acct["records"])
+        j = t.wait_state(after_bad, "CANCELLED", 30)
+        assert j["reason"] == f"dependency never satisfied (job {bad} FAILED)", j
+        j = t.wait_state(after_start, "CANCELLED", 30)
+        assert j["reason"] == \
+            f"dependency never satisfied (job {gone_early} CANCELLED)", j
+        last = after_arr
+    finally:
+        d.stop()
+
+    # a restart reads only the jobs not settled: none here, but the
+    # array's first, which its elements need
+    t, d = start_up(workdir, "--keep-finished", "0")
+    try:
+        assert in_memory(t) <= 1, metrics(t)
+        wait_for(lambda: abs(default_spent(t) - spent) <= 1e-9 * spent, 20,
+                 "the budget's spend summed again at the start")
+        assert sample(metrics(t), "tenk_jobs", state="COMPLETED") == 6
+        assert t.job(ok)["state"] == "COMPLETED"
+        assert t.job(last)["state"] == "COMPLETED"
+        new = t.submit("--", "true")
+        assert new == last + 1, "ids go on after the settled ones"
+        t.run("wait", str(new), timeout=60)
+        assert ids_listed(t, "state=COMPLETED&limit=100")[1] == 7
+    finally:
+        d.stop()
+
+
+def test_a_finished_job_stays_held_while_kept(workdir):
+    t, d = start_up(workdir)  # the default: five minutes
+    try:
+        j = t.submit("--", "true")
+        t.run("wait", str(j), timeout=60)
+        time.sleep(1.5)  # three of the server's ticks
+        assert in_memory(t) == 1
+    finally:
+        d.stop()
+    t, d = start_up(workdir)
+    try:
+        assert in_memory(t) == 0, "a restart reads no settled job"
+        assert t.job(j)["state"] == "COMPLETED"
+        assert in_memory(t) == 1, "one asked for is held again"
+    finally:
+        d.stop()
