@@ -240,34 +240,7 @@ static const struct sjob *job_at(struct server *s, const struct filter *f, size_
 	return tmp;
 }
 
-void h_accounting(struct request *r, const char *param, json_t *body)
-{
-	struct server *s = r->s;
-	struct filter f;
-	if (parse_filter(r, &f) < 0)
-		return;
-	int64_t now = server_now_ms(s);
-	json_t *rows = json_array();
-	for (size_t i = 0; i < s->st.njobs; i++) {
-		struct sjob tmp;
-		bool read;
-		const struct sjob *j = job_at(s, &f, i, &tmp, &read);
-		if (!j)
-			continue;
-		for (int k = f.all ? 0 : j->job.nattempts - 1; k >= 0 && k < j->job.nattempts;
-		     k++) {
-			const struct attempt *a = &j->job.attempts[k];
-			if (wanted(s, &f, j, a, now))
-				json_array_append_new(rows, row(s, j, a, now));
-		}
-		if (read)
-			job_release(&tmp.job);
-	}
-	reply_json(r, 200,
-		   json_pack("{s:o, s:s}", "records", rows, "currency", s->st.sched.currency));
-}
-
-/* ---- usage ---------------------------------------------------------------------- */
+/* ---- accounting and usage: a scan over every job ------------------------------ */
 
 struct group {
 	char name[MODEL_NAME_MAX];
@@ -275,9 +248,152 @@ struct group {
 	int64_t attempts;
 };
 
-void h_usage(struct request *r, const char *param, json_t *body)
+/* An answer of /v1/accounting (by NULL) or /v1/usage, built a slice at a
+ * time between the loop's other work (api_lists_work): the jobs out of
+ * memory in its window are read back from the store, which at a million
+ * takes seconds. */
+struct acct_scan {
+	struct filter f;
+	const char *by;
+	int64_t now, from, to;
+	size_t next; /* the next job's index */
+	json_t *rows;
+	struct group *g, total;
+	size_t ng, alloc;
+};
+
+void acct_scan_free(struct request *r)
+{
+	struct acct_scan *sc = r->acct;
+	if (!sc)
+		return;
+	json_decref(sc->rows);
+	free(sc->g);
+	free(sc);
+	r->acct = NULL;
+}
+
+/* One attempt inside a usage window, added to its group and the total. */
+static void usage_add(struct server *s, struct acct_scan *sc, const struct sjob *j,
+		      const struct attempt *a)
+{
+	struct acct x;
+	figures(s, j, a, sc->now, &x);
+	double frac = share_inside(a, sc->from, sc->to, sc->now);
+	const char *key = strcmp(sc->by, "user") == 0	 ? j->job.owner
+			  : strcmp(sc->by, "model") == 0 ? x.model
+			  : j->queue			 ? j->queue->spec.name
+							 : "";
+	size_t m = 0;
+	while (m < sc->ng && strcmp(sc->g[m].name, key) != 0)
+		m++;
+	if (m == sc->ng) {
+		xgrow(&sc->g, &sc->alloc, sc->ng + 1, sizeof(*sc->g));
+		memset(&sc->g[m], 0, sizeof(*sc->g));
+		snprintf(sc->g[m].name, sizeof(sc->g[m].name), "%s", key);
+		sc->ng++;
+	}
+	struct group *t[] = {&sc->g[m], &sc->total};
+	for (int q = 0; q < 2; q++) {
+		t[q]->gpu_hours += x.gpu_hours * frac;
+		t[q]->busy_hours += x.busy_hours * frac;
+		t[q]->cost += x.cost * frac;
+		t[q]->energy_j += MAX(x.energy_j, 0) * frac;
+		t[q]->attempts++;
+	}
+}
+
+static void usage_reply(struct request *r, struct acct_scan *sc)
 {
 	struct server *s = r->s;
+	/* the cluster: accelerators of the nodes it has now, over the window */
+	int64_t gpus = 0;
+	for (int i = 0; i < s->st.nnodes; i++)
+		gpus += s->st.nodes[i]->rec.inv.naccel;
+	double capacity = (double)gpus * (double)(sc->to - sc->from) / 3.6e6;
+	json_t *groups = json_array();
+	for (size_t m = 0; m <= sc->ng; m++) {
+		const struct group *x = m < sc->ng ? &sc->g[m] : &sc->total;
+		json_t *o = json_pack("{s:s, s:f, s:f, s:f, s:f, s:I, s:f}", "name", x->name,
+				      "gpu_hours", x->gpu_hours, "gpu_busy_hours", x->busy_hours,
+				      "cost", x->cost, "energy_j", x->energy_j, "attempts",
+				      (json_int_t)x->attempts, "percent",
+				      capacity > 0 ? 100.0 * x->gpu_hours / capacity : 0.0);
+		if (m < sc->ng) {
+			json_array_append_new(groups, o);
+			continue;
+		}
+		json_object_set_new(o, "capacity_gpu_hours", json_real(capacity));
+		json_object_set_new(o, "idle_gpu_hours",
+				    json_real(MAX(capacity - x->gpu_hours, 0)));
+		reply_json(r, 200,
+			   json_pack("{s:s, s:I, s:I, s:I, s:o, s:o, s:s}", "by", sc->by, "from",
+				     (json_int_t)sc->from, "to", (json_int_t)sc->to, "gpus",
+				     (json_int_t)gpus, "groups", groups, "total", o, "currency",
+				     s->st.sched.currency));
+	}
+}
+
+/* Goes on with r's scan until until_us; true once it has answered. */
+static bool acct_work(struct request *r, int64_t until_us)
+{
+	struct server *s = r->s;
+	struct acct_scan *sc = r->acct;
+	for (; sc->next < s->st.njobs; sc->next++) {
+		if ((sc->next & 63) == 0 && tk_mono_us() >= until_us)
+			return false;
+		struct sjob tmp;
+		bool read;
+		const struct sjob *j = job_at(s, &sc->f, sc->next, &tmp, &read);
+		if (!j)
+			continue;
+		int k = sc->by || sc->f.all ? 0 : j->job.nattempts - 1;
+		for (; k >= 0 && k < j->job.nattempts; k++) {
+			const struct attempt *a = &j->job.attempts[k];
+			if (!wanted(s, &sc->f, j, a, sc->now))
+				continue;
+			if (sc->by)
+				usage_add(s, sc, j, a);
+			else
+				json_array_append_new(sc->rows, row(s, j, a, sc->now));
+		}
+		if (read)
+			job_release(&tmp.job);
+	}
+	if (sc->by)
+		usage_reply(r, sc);
+	else
+		reply_json(r, 200,
+			   json_pack("{s:O, s:s}", "records", sc->rows, "currency",
+				     s->st.sched.currency));
+	acct_scan_free(r);
+	return true;
+}
+
+static void scan_start(struct request *r, const struct filter *f, const char *by, int64_t now)
+{
+	struct acct_scan *sc = xcalloc(1, sizeof(*sc));
+	sc->f = *f;
+	sc->by = by;
+	sc->now = now;
+	sc->from = f->from;
+	sc->to = f->to;
+	sc->rows = json_array();
+	snprintf(sc->total.name, sizeof(sc->total.name), "total");
+	r->acct = sc;
+	api_list_park(r, acct_work);
+}
+
+void h_accounting(struct request *r, const char *param, json_t *body)
+{
+	struct filter f;
+	if (parse_filter(r, &f) < 0)
+		return;
+	scan_start(r, &f, NULL, server_now_ms(r->s));
+}
+
+void h_usage(struct request *r, const char *param, json_t *body)
+{
 	struct filter f;
 	if (parse_filter(r, &f) < 0)
 		return;
@@ -288,78 +404,13 @@ void h_usage(struct request *r, const char *param, json_t *body)
 		reply_error(r, 400, "by: queue, user or model, got \"%.32s\"", by);
 		return;
 	}
-	int64_t now = server_now_ms(s);
+	int64_t now = server_now_ms(r->s);
 	int64_t to = f.to ? MIN(f.to, now) : now;
 	int64_t from = f.from ? f.from : to - 86400000; /* default: the last day */
 	f.from = from;
 	f.to = to;
 	f.all = true;
-	struct group *g = NULL;
-	size_t ng = 0, alloc = 0;
-	struct group total = {.name = "total"};
-	for (size_t i = 0; i < s->st.njobs; i++) {
-		struct sjob tmp;
-		bool read;
-		const struct sjob *j = job_at(s, &f, i, &tmp, &read);
-		for (int k = 0; j && k < j->job.nattempts; k++) {
-			const struct attempt *a = &j->job.attempts[k];
-			if (!wanted(s, &f, j, a, now))
-				continue;
-			struct acct x;
-			figures(s, j, a, now, &x);
-			double frac = share_inside(a, from, to, now);
-			const char *key = strcmp(by, "user") == 0    ? j->job.owner
-					  : strcmp(by, "model") == 0 ? x.model
-					  : j->queue		     ? j->queue->spec.name
-								     : "";
-			size_t m = 0;
-			while (m < ng && strcmp(g[m].name, key) != 0)
-				m++;
-			if (m == ng) {
-				xgrow(&g, &alloc, ng + 1, sizeof(*g));
-				memset(&g[m], 0, sizeof(*g));
-				snprintf(g[m].name, sizeof(g[m].name), "%s", key);
-				ng++;
-			}
-			struct group *t[] = {&g[m], &total};
-			for (int q = 0; q < 2; q++) {
-				t[q]->gpu_hours += x.gpu_hours * frac;
-				t[q]->busy_hours += x.busy_hours * frac;
-				t[q]->cost += x.cost * frac;
-				t[q]->energy_j += MAX(x.energy_j, 0) * frac;
-				t[q]->attempts++;
-			}
-		}
-		if (read)
-			job_release(&tmp.job);
-	}
-	/* the cluster: accelerators of the nodes it has now, over the window */
-	int64_t gpus = 0;
-	for (int i = 0; i < s->st.nnodes; i++)
-		gpus += s->st.nodes[i]->rec.inv.naccel;
-	double capacity = (double)gpus * (double)(to - from) / 3.6e6;
-	json_t *groups = json_array();
-	for (size_t m = 0; m <= ng; m++) {
-		const struct group *x = m < ng ? &g[m] : &total;
-		json_t *o = json_pack("{s:s, s:f, s:f, s:f, s:f, s:I, s:f}", "name", x->name,
-				      "gpu_hours", x->gpu_hours, "gpu_busy_hours", x->busy_hours,
-				      "cost", x->cost, "energy_j", x->energy_j, "attempts",
-				      (json_int_t)x->attempts, "percent",
-				      capacity > 0 ? 100.0 * x->gpu_hours / capacity : 0.0);
-		if (m < ng) {
-			json_array_append_new(groups, o);
-			continue;
-		}
-		json_object_set_new(o, "capacity_gpu_hours", json_real(capacity));
-		json_object_set_new(o, "idle_gpu_hours",
-				    json_real(MAX(capacity - x->gpu_hours, 0)));
-		reply_json(r, 200,
-			   json_pack("{s:s, s:I, s:I, s:I, s:o, s:o, s:s}", "by", by, "from",
-				     (json_int_t)from, "to", (json_int_t)to, "gpus",
-				     (json_int_t)gpus, "groups", groups, "total", o, "currency",
-				     s->st.sched.currency));
-	}
-	free(g);
+	scan_start(r, &f, by, now);
 }
 
 /* ---- budgets --------------------------------------------------------------------- */

@@ -526,7 +526,6 @@ static void lists_idle_cb(uv_idle_t *h)
 
 static void h_jobs_list(struct request *r, const char *param, json_t *body)
 {
-	struct server *s = r->s;
 	unsigned mask = ~0u;
 	int64_t limit = LIST_DEFAULT_LIMIT;
 	const char *state = request_arg(r, "state");
@@ -569,9 +568,7 @@ static void h_jobs_list(struct request *r, const char *param, json_t *body)
 	r->list_mask = mask;
 	r->list_limit = limit;
 	r->list_after = after;
-	r->wait = WAIT_LIST;
-	req_list_push(&s->lists, r);
-	uv_idle_start(&s->lists_idle, lists_idle_cb);
+	api_list_park(r, NULL);
 }
 
 /* A page of r's list: the first `limit` matching jobs after the cursor,
@@ -894,11 +891,27 @@ bool api_lists_work(struct server *s, int64_t budget_us)
 		struct request *r = s->lists.head;
 		req_list_remove(&s->lists, r);
 		r->wait = WAIT_NONE;
-		list_answer(r);
+		if (!r->list_work) {
+			list_answer(r);
+		} else if (!r->list_work(r, until)) {
+			/* its slice is spent: the others' turn, then its own again */
+			r->wait = WAIT_LIST;
+			req_list_push(&s->lists, r);
+			break;
+		}
 		if (tk_mono_us() >= until)
 			break;
 	}
 	return s->lists.head != NULL;
+}
+
+void api_list_park(struct request *r, bool (*work)(struct request *r, int64_t until_us))
+{
+	struct server *s = r->s;
+	r->list_work = work;
+	r->wait = WAIT_LIST;
+	req_list_push(&s->lists, r);
+	uv_idle_start(&s->lists_idle, lists_idle_cb);
 }
 
 /* ---- nodes -------------------------------------------------------------------- */

@@ -64,6 +64,7 @@ static void unpark(struct request *r)
 		return;
 	if (r->wait == WAIT_LIST) {
 		req_list_remove(&s->lists, r);
+		acct_scan_free(r);
 		r->wait = WAIT_NONE;
 		return;
 	}
@@ -649,6 +650,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 		h->state = HC_IDLE;
 		h->since_ms = tk_mono_ms();
 	}
+	acct_scan_free(r); /* unparked above; only a sure thing here */
 	strbuf_release(&r->body);
 	free(r);
 	*con_cls = NULL;

@@ -98,8 +98,12 @@ struct request {
 	/* a job list waiting its turn (WAIT_LIST): what it asked */
 	unsigned list_mask;
 	int64_t list_limit, list_after;
-	int64_t list_array;    /* only this array's elements (0: every job) */
-	char list_owner[64];   /* only this user's jobs ("": everyone's) */
+	int64_t list_array;  /* only this array's elements (0: every job) */
+	char list_owner[64]; /* only this user's jobs ("": everyone's) */
+	/* a long answer built a slice at a time while on the lists (NULL: a
+	 * job list): true once it has answered; acct its state (acct.c) */
+	bool (*list_work)(struct request *r, int64_t until_us);
+	struct acct_scan *acct;
 	struct log_wait *logw; /* WAIT_LOGS: a task output it waits for (logs.c) */
 };
 
@@ -246,6 +250,8 @@ void h_usage(struct request *r, const char *param, json_t *body);
 /* Each queue's spend in its budget period; a queue whose budget is spent
  * holds its waiting jobs (the scheduler skips them, saying why). */
 void acct_budgets(struct server *s);
+/* Frees what an accounting answer in progress holds (its request left). */
+void acct_scan_free(struct request *r);
 /* A settled job leaves memory: what it spent in its queue's budget period
  * is kept with the queue. */
 void acct_job_leaves(struct server *s, const struct sjob *j);
@@ -329,6 +335,8 @@ void api_longpoll_expired(struct request *r);
 /* Builds the answers of waiting job lists for about budget_us; returns
  * whether any still wait. */
 bool api_lists_work(struct server *s, int64_t budget_us);
+/* Parks r on the lists: its answer is built there (work; NULL: a job list). */
+void api_list_park(struct request *r, bool (*work)(struct request *r, int64_t until_us));
 /* The list of `tenk wait` long-polls of job id, and of work long-polls of
  * node index: grown on first use. */
 struct req_list *api_job_waits(struct server *s, int64_t id);
