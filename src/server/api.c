@@ -406,6 +406,7 @@ static void h_submit(struct request *r, const char *param, json_t *body)
 	if (!req.array) {
 		struct sjob *j = state_submit(st, &req, r->user, run_as, now);
 		j->job.held = held;
+		job_refile(st, j);
 		reply_json(r, 201, job_for(r, j));
 		return;
 	}
@@ -421,6 +422,7 @@ static void h_submit(struct request *r, const char *param, json_t *body)
 		struct sjob *j =
 			state_submit_array(st, &el, r->user, run_as, now, first, idx[k], cap, nidx);
 		j->job.held = held;
+		job_refile(st, j);
 		if (!head)
 			head = j;
 	}

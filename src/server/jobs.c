@@ -613,6 +613,7 @@ int state_hold(struct state *s, struct sjob *j, bool hold, struct tk_error *err)
 	if (j->job.held == hold)
 		return 0;
 	j->job.held = hold;
+	job_refile(s, j);
 	state_job_dirty(s, j);
 	state_want_pass(s);
 	return 0;

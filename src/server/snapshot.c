@@ -231,28 +231,44 @@ static void jobs_build(struct state *s, uint64_t mark, int64_t now, struct snaps
 	struct sjob **never = NULL;
 	size_t nnever = 0, never_alloc = 0;
 	s->wake_ms = 0;
+	bool budgets = false;
+	for (int q = 0; q < s->nqueues; q++)
+		budgets |= s->queues[q]->budget_spent;
 	for (int k = 0; k < s->sched.nclasses; k++) {
 		int c = s->class_order[k], from = sn->njobs;
-		for (struct sjob *j = s->classes[c].pend_head; j; j = j->pend_next) {
-			bool no;
-			const char *why = held_back(s, j, now, buf, sizeof(buf), &no);
-			if (!why)
-				why = array_capped(s, j, mark, buf, sizeof(buf));
-			if (no) {
-				xgrow(&never, &never_alloc, nnever + 1, sizeof(*never));
-				never[nnever++] = j;
+		struct sclass *cl = &s->classes[c];
+		size_t kept = 0;
+		for (size_t i = 0; i < cl->norder; i++) {
+			struct pend_entry e = cl->order[i];
+			if (!e.job)
+				continue; /* it left since: the hole closes */
+			cl->order[kept++] = e;
+			struct sjob *j = e.job;
+			/* a plain one goes on unread, unless its queue's budget holds
+			 * it back */
+			if (!e.plain || (budgets && s->queues[e.queue]->budget_spent)) {
+				bool no;
+				const char *why = held_back(s, j, now, buf, sizeof(buf), &no);
+				if (!why)
+					why = array_capped(s, j, mark, buf, sizeof(buf));
+				if (no) {
+					xgrow(&never, &never_alloc, nnever + 1, sizeof(*never));
+					never[nnever++] = j;
+				}
+				if (why) {
+					snprintf(j->job.reason, sizeof(j->job.reason), "%s", why);
+					j->reason_from = 0;
+					j->reason_pass = mark;
+					continue;
+				}
+				j->sj.queue = j->queue->index;
+				j->sj.cls = s->las_first[c] + pending_level(s, j, now);
 			}
-			if (why) {
-				snprintf(j->job.reason, sizeof(j->job.reason), "%s", why);
-				j->reason_from = 0;
-				j->reason_pass = mark;
-				continue;
-			}
-			j->sj.queue = j->queue->index;
-			j->sj.cls = s->las_first[c] + pending_level(s, j, now);
 			sn->jobs[sn->njobs] = &j->sj;
 			sn->byindex[sn->njobs++] = j;
 		}
+		cl->norder = kept;
+		assert(kept == (size_t)cl->npending);
 		if (s->las[c].nlevels > 1)
 			by_level(sn, s, from, sn->njobs);
 	}

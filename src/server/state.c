@@ -57,6 +57,8 @@ void state_release(struct state *s)
 		free(j->fail_seen);
 		free(j);
 	}
+	for (int c = 0; c < s->sched.nclasses; c++)
+		free(s->classes[c].order);
 	free(s->jobs);
 	free(s->gone);
 	free(s->settled);
@@ -243,6 +245,57 @@ int64_t job_request_bytes(const struct job_request *r)
 	return n;
 }
 
+/* May no hold-back but its queue's budget apply to j? (struct pend_entry) */
+static bool job_plain(const struct state *s, const struct sjob *j)
+{
+	const struct job_request *r = &j->job.req;
+	return j->sj.shape_id >= 0 && !j->job.held && !r->begin_ms && !r->nafter &&
+	       !j->job.array_cap && !j->job.nattempts && !j->fenced_until &&
+	       s->las[j->cls].nlevels < 2;
+}
+
+/* The entry of waiting job id in c's order (by id: holes keep theirs). */
+static struct pend_entry *order_find(struct sclass *c, int64_t id)
+{
+	size_t lo = 0, hi = c->norder;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (c->order[mid].id < id)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < c->norder && c->order[lo].id == id ? &c->order[lo] : NULL;
+}
+
+static void order_add(struct state *s, struct sclass *c, struct sjob *j)
+{
+	xgrow(&c->order, &c->order_alloc, c->norder + 1, sizeof(*c->order));
+	size_t at = c->norder;
+	while (at > 0 && c->order[at - 1].id > j->job.id)
+		at--; /* a requeued job goes back to its place: rare, and near the end */
+	if (at > 0 && c->order[at - 1].id == j->job.id) {
+		at--; /* its own hole, not yet closed */
+	} else {
+		memmove(&c->order[at + 1], &c->order[at], (c->norder - at) * sizeof(*c->order));
+		c->norder++;
+	}
+	c->order[at] = (struct pend_entry){.job = j,
+					   .id = (uint32_t)j->job.id,
+					   .queue = (uint16_t)j->queue->index,
+					   .plain = job_plain(s, j)};
+	/* what the pass would set each time, set once */
+	j->sj.queue = j->queue->index;
+	j->sj.cls = s->las_first[j->cls];
+}
+
+void job_refile(struct state *s, struct sjob *j)
+{
+	struct pend_entry *e = j->pending ? order_find(&s->classes[j->cls], j->job.id) : NULL;
+	if (e)
+		e->plain = job_plain(s, j);
+}
+
 void job_enqueue(struct state *s, struct sjob *j)
 {
 	if (!j->req_bytes)
@@ -274,6 +327,7 @@ void job_enqueue(struct state *s, struct sjob *j)
 	c->npending++;
 	s->npending++;
 	j->queue->npending++;
+	order_add(s, c, j);
 }
 
 void job_dequeue(struct state *s, struct sjob *j)
@@ -296,6 +350,9 @@ void job_dequeue(struct state *s, struct sjob *j)
 	o->bytes -= j->req_bytes;
 	sched_shapes_drop(s->sched_shapes, j->sj.shape_id);
 	j->sj.shape_id = -1;
+	struct pend_entry *e = order_find(c, j->job.id);
+	assert(e && e->job == j);
+	e->job = NULL;
 	c->npending--;
 	s->npending--;
 	j->queue->npending--;

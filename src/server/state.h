@@ -98,6 +98,18 @@ struct sgone {
 	uint8_t state;	    /* its final job_state + 1; 0: not a job out of memory */
 };
 
+/* A waiting job as the pass takes it from its class (state.c). plain: no
+ * hold-back can apply to it but its queue's budget (not held, no begin
+ * time, dependency, array cap, earlier attempt or levels of least attained
+ * service; a request the scheduler takes), so the pass gives it on without
+ * reading the job; the others are judged each pass. */
+struct pend_entry {
+	struct sjob *job;
+	uint32_t id;
+	uint16_t queue;
+	uint8_t plain;
+};
+
 /* A settled job's write, in the order written (history.c). */
 struct settled_entry {
 	int64_t id;
@@ -110,6 +122,10 @@ struct sclass {
 	struct class_spec spec;
 	struct sjob *pend_head, *pend_tail;
 	int npending;
+	/* the same jobs kept for the pass, in order (state.c): a job that left
+	 * is a hole (job NULL) until the next pass closes it */
+	struct pend_entry *order;
+	size_t norder, order_alloc;
 };
 
 /* Someone with a token. */
@@ -375,6 +391,9 @@ bool job_transition_allowed(enum job_state from, enum job_state to);
  * job keeps its place), and files its request for the scheduler: for a new
  * job and one loaded PENDING, which enter waiting without a change. */
 void job_enqueue(struct state *s, struct sjob *j);
+/* Judges again whether a waiting job is plain (struct pend_entry): after a
+ * change of what holds it back outside its request (held). */
+void job_refile(struct state *s, struct sjob *j);
 /* The job's invariants against its state; aborts when one does not hold. */
 void assert_job_state(const struct sjob *j);
 

@@ -231,6 +231,66 @@ static void test_requeue(void **state)
 	world_free(w);
 }
 
+/* The order a pass takes waiting jobs in is kept between passes: a job that
+ * leaves is a hole the next pass closes, a requeued one goes back to its
+ * place, and a hold or release is seen without the job being filed again. */
+static void test_pass_order_kept(void **state)
+{
+	struct world *w = world_new(5);
+	add_node(w, 1, 2, "aaaaaaaa");
+	const char *one = "{\"command\": [\"train\"], \"cwd\": \"/tmp\", \"gpus_per_task\": 1, "
+			  "\"requeue\": 1}";
+	struct sjob *j1 = submit(w, one), *j2 = submit(w, one), *j3 = submit(w, one),
+		    *j4 = submit(w, one);
+	struct tk_error err;
+	assert_int_equal(state_hold(&w->st, j1, true, &err), 0);
+	state_schedule(&w->st, T0);
+	assert_int_equal(j1->job.state, JOB_PENDING);
+	assert_non_null(strstr(j1->job.reason, "held"));
+	assert_int_equal(j2->job.state, JOB_STARTING);
+	assert_int_equal(j3->job.state, JOB_STARTING);
+	assert_int_equal(j4->job.state, JOB_PENDING);
+	/* the two that started are holes until the next pass */
+	struct sclass *c = &w->st.classes[j1->cls];
+	assert_int_equal(c->norder, 4);
+	assert_int_equal(c->order[0].id, 1);
+	assert_false(c->order[0].plain);
+	assert_null(c->order[1].job);
+	assert_null(c->order[2].job);
+	assert_int_equal(c->order[3].id, 4);
+	assert_true(c->order[3].plain);
+
+	assert_int_equal(state_cancel(&w->st, j4, T0 + 1, &err), 0);
+	struct sjob *j5 = submit(w, one);
+	assert_int_equal(state_hold(&w->st, j1, false, &err), 0);
+	task_event(w, j2, 0, TASK_EVENT_STARTED, 0, EXIT_EXITED, T0 + 2);
+	assert_int_equal(state_requeue(&w->st, j2, "alice", T0 + 3, &err), 0);
+	/* 1, 2 back in its place (its hole), the holes of 3 and 4, then 5 */
+	assert_int_equal(c->norder, 5);
+	assert_true(c->order[0].plain); /* released */
+	assert_ptr_equal(c->order[1].job, j2);
+	assert_false(c->order[1].plain); /* it ran: judged each pass */
+	assert_null(c->order[2].job);
+	assert_null(c->order[3].job);
+	assert_ptr_equal(c->order[4].job, j5);
+
+	/* j3 ends: its device goes to j1, the first that may start; j2's
+	 * attempt is not over yet */
+	task_event(w, j3, 0, TASK_EVENT_STARTED, 0, EXIT_EXITED, T0 + 4);
+	task_event(w, j3, 0, TASK_EVENT_EXITED, 0, EXIT_EXITED, T0 + 5);
+	state_schedule(&w->st, T0 + 6);
+	assert_int_equal(j1->job.state, JOB_STARTING);
+	assert_int_equal(j2->job.state, JOB_PENDING);
+	assert_non_null(strstr(j2->job.reason, "waiting for its attempt 1 to end"));
+	assert_int_equal(j5->job.state, JOB_PENDING);
+	assert_int_equal(c->norder, 3);
+	assert_null(c->order[0].job); /* j1, started */
+	assert_ptr_equal(c->order[1].job, j2);
+	assert_ptr_equal(c->order[2].job, j5);
+	assert_int_equal(c->npending, 2);
+	world_free(w);
+}
+
 /* The time limit travels as a cause, not as text. */
 static void test_timeout(void **state)
 {
@@ -607,6 +667,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_lifecycle),
 		cmocka_unit_test(test_requeue),
+		cmocka_unit_test(test_pass_order_kept),
 		cmocka_unit_test(test_timeout),
 		cmocka_unit_test(test_node_loss),
 		cmocka_unit_test(test_agent_restart),
