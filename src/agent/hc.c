@@ -208,6 +208,11 @@ void hc_set_ca(struct hc *hc, const char *ca_file)
 	hc->ca = ca_file ? xstrdup(ca_file) : NULL;
 }
 
+void hc_set_max_connections(struct hc *hc, long n)
+{
+	curl_multi_setopt(hc->multi, CURLMOPT_MAX_HOST_CONNECTIONS, n);
+}
+
 struct hc *hc_create(uv_loop_t *loop)
 {
 	struct hc *c = xcalloc(1, sizeof(*c));

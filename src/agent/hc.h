@@ -19,6 +19,9 @@ typedef void (*hc_done_cb)(void *arg, long status, const char *body, size_t len,
 struct hc *hc_create(uv_loop_t *loop);
 /* HTTPS is verified against the CA of ca_file (NULL: the system's). */
 void hc_set_ca(struct hc *hc, const char *ca_file);
+/* At most n connections to one server at once (0: no limit); requests
+ * beyond wait for one to be free. */
+void hc_set_max_connections(struct hc *hc, long n);
 /* Starts a request. body (may be NULL) is copied. The returned handle stays
  * valid until cb runs or hc_cancel is called. */
 struct hc_req *hc_request(struct hc *c, const char *method, const char *url, const char *token,

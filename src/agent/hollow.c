@@ -8,8 +8,10 @@
  * server as a large cluster.
  *
  * Each node has its own agent id, credential (from joining with the join
- * token; kept in memory), heartbeat timer, long-poll and event queue; they
- * share one HTTP client (libcurl multi, keep-alive) on one loop. An attempt
+ * token; kept in memory), heartbeat timer, long-poll and event queue; every
+ * 32 of them share an HTTP client (libcurl multi, keep-alive) on one loop,
+ * with a connection for each long-poll and 8 the others take in turn, so
+ * that a node holds little more than one descriptor. An attempt
  * the server stops listing before its tasks "ended" ends them as a stop
  * would (cancelled). Checkpoints, images, logs, terminals, metrics and
  * health checks are not simulated.
@@ -28,6 +30,9 @@
  * all of a client's connections to a host, so thousands of nodes on one
  * client spend their time there */
 #define HOLLOW_NODES_PER_CLIENT 32
+/* a client's connections: one per node's long-poll, and these for the
+ * nodes' heartbeats and events (short requests, in turn) */
+#define HOLLOW_SPARE_CONNS 8
 
 struct hollow;
 
@@ -404,13 +409,14 @@ static void do_register(struct hnode *n)
 
 /* ---- life ------------------------------------------------------------------------------ */
 
-/* Enough descriptors for a long-poll, a heartbeat and an event report per
- * node: the soft limit raised to the hard one. */
+/* Enough descriptors for each node's long-poll and each client's spare
+ * connections: the soft limit raised to the hard one. */
 static void more_descriptors(int n)
 {
 	struct rlimit rl;
-	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max &&
-	    rl.rlim_cur < (rlim_t)n * 3 + 64) {
+	rlim_t need =
+		(rlim_t)n + (rlim_t)(n / HOLLOW_NODES_PER_CLIENT + 1) * HOLLOW_SPARE_CONNS + 64;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max && rl.rlim_cur < need) {
 		rl.rlim_cur = rl.rlim_max;
 		setrlimit(RLIMIT_NOFILE, &rl);
 	}
@@ -463,14 +469,17 @@ int hollow_create(uv_loop_t *loop, const struct agent_config *cfg, int n, int64_
 	}
 	more_descriptors(n);
 	/* a server on this machine takes at most SERVER_MAX_CONNS_PER_IP
-	 * connections from one address: each node calls from one of its own in
-	 * 127/8, as nodes of a cluster each have theirs */
+	 * connections from one address: each client's nodes call from one of
+	 * their own in 127/8 (a client's connections are shared by its nodes,
+	 * which only works from one address) */
 	if (strncmp(cfg->server_url, "https://127.", 12) == 0 ||
 	    strncmp(cfg->server_url, "http://127.", 11) == 0 ||
 	    strstr(cfg->server_url, "://localhost"))
-		for (int i = 0; i < n; i++)
+		for (int i = 0; i < n; i++) {
+			int k = i / HOLLOW_NODES_PER_CLIENT;
 			snprintf(h->nodes[i].from, sizeof(h->nodes[i].from), "127.%d.%d.%d",
-				 1 + i / 62500, 1 + (i / 250) % 250, 2 + i % 250);
+				 1 + k / 62500, 1 + (k / 250) % 250, 2 + k % 250);
+		}
 	h->url = xstrdup(cfg->server_url);
 	h->token = xstrdup(cfg->token);
 	h->url_register = xasprintf("%s/v1/agent/register", h->url);
@@ -481,6 +490,7 @@ int hollow_create(uv_loop_t *loop, const struct agent_config *cfg, int n, int64_
 	h->hcs = xcalloc((size_t)h->nhc, sizeof(*h->hcs));
 	for (int k = 0; k < h->nhc; k++) {
 		h->hcs[k] = hc_create(loop);
+		hc_set_max_connections(h->hcs[k], HOLLOW_NODES_PER_CLIENT + HOLLOW_SPARE_CONNS);
 		if (cfg->ca_file)
 			hc_set_ca(h->hcs[k], cfg->ca_file);
 	}
