@@ -212,6 +212,13 @@ static int parse_filter(struct request *r, struct filter *f)
 	return 0;
 }
 
+/* Did job g (out of memory) settle before ms? Then every attempt of it
+ * ended before. */
+static bool settled_before(const struct sgone *g, int64_t ms)
+{
+	return (int64_t)g->settled_s * 1000 + 999 < ms;
+}
+
 /* Job i (its index) as f may want it: held, or read back into *tmp (then
  * *read, and the caller releases it) when it settled inside f's window and
  * its owner is f's; NULL when f cannot want it. */
@@ -223,7 +230,7 @@ static const struct sjob *job_at(struct server *s, const struct filter *f, size_
 	if (st->jobs[i])
 		return st->jobs[i]->job.system ? NULL : st->jobs[i];
 	const struct sgone *g = state_gone(st, (int64_t)i + 1);
-	if (!g || (f->from && (int64_t)g->settled_s * 1000 + 999 < f->from) ||
+	if (!g || (f->from && settled_before(g, f->from)) ||
 	    (f->user && strcmp(f->user, st->owners[g->owner]) != 0))
 		return NULL;
 	struct tk_error err;
@@ -455,20 +462,24 @@ static void sum_gone(struct server *s, int64_t now)
 {
 	struct state *st = &s->st;
 	int64_t oldest = INT64_MAX;
+	bool *sum = xcalloc((size_t)st->nqueues + 1, sizeof(*sum));
 	for (int q = 0; q < st->nqueues; q++) {
 		struct squeue *sq = st->queues[q];
 		int64_t from;
-		if (!budgeted(sq, now, &from))
+		if (!budgeted(sq, now, &from)) {
 			sq->gone_from = 0; /* its jobs leaving are not counted */
-		if (!budgeted(sq, now, &from) || sq->gone_from == from)
+			continue;
+		}
+		if (sq->gone_from == from)
 			continue;
 		sq->spent_gone = 0;
-		sq->gone_from = -from; /* being summed */
+		sq->gone_from = from;
+		sum[q] = true;
 		oldest = MIN(oldest, from);
 	}
 	for (size_t i = 0; oldest != INT64_MAX && i < st->njobs; i++) {
 		const struct sgone *g = &st->gone[i];
-		if (!g->state || (int64_t)g->settled_s * 1000 + 999 < oldest)
+		if (!g->state || settled_before(g, oldest))
 			continue;
 		struct sjob tmp;
 		struct tk_error err;
@@ -477,13 +488,11 @@ static void sum_gone(struct server *s, int64_t now)
 			continue;
 		}
 		struct squeue *q = tmp.queue;
-		if (q && !tmp.job.system && q->gone_from < 0)
-			q->spent_gone += period_cost(s, &tmp, -q->gone_from, now);
+		if (q && !tmp.job.system && sum[q->index])
+			q->spent_gone += period_cost(s, &tmp, q->gone_from, now);
 		job_release(&tmp.job);
 	}
-	for (int q = 0; q < st->nqueues; q++)
-		if (st->queues[q]->gone_from < 0)
-			st->queues[q]->gone_from = -st->queues[q]->gone_from;
+	free(sum);
 }
 
 void acct_budgets(struct server *s)
