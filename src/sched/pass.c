@@ -422,6 +422,7 @@ int sched_pass(const struct sched_snapshot *snap, int64_t now_ms, const struct s
 		relset_release(&st.rel[c]);
 	relset_release(&st.recl);
 	free(st.victim_order);
+	free(st.node_models);
 	free(st.victim_buf);
 	free(st.vfit);
 	free(st.vseen);

@@ -173,6 +173,9 @@ struct st {
 	struct stamp lend_version;   /* when lends was worked out */
 	struct victim *victim_order; /* every running job, cheapest victim first */
 	bool victim_sorted;
+	/* per node: its devices' models as bits (model_bit()), for searches
+	 * that want some models only; made with victim_order */
+	uint32_t *node_models;
 	struct victim *victim_buf; /* scratch for one preemption search */
 	/* per node and model group: counted as able in a search's walk
 	 * (cleared after each); per node: the search that last listed it */
@@ -240,6 +243,13 @@ static inline int64_t job_milli(const struct sched_job *j)
 }
 
 /* What a running job holds, in milli-accelerators. */
+/* A model's bit in a set of models; the models past the 31st share the last
+ * bit, so a set tells for sure only what it lacks. */
+static inline uint32_t model_bit(int m)
+{
+	return 1u << MIN(m, 31);
+}
+
 static inline int64_t running_milli(const struct sched_running *r)
 {
 	int64_t m = 0;

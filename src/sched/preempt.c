@@ -46,6 +46,7 @@ struct victim {
 	int64_t lost;
 	int64_t milli;
 	bool chosen;
+	uint32_t models; /* its nodes' models (model_bit()) */
 };
 
 static inline bool victim_less(const struct victim *x, const struct victim *y,
@@ -166,10 +167,29 @@ static int group_model(const struct req *rq, int g)
 	return by_model(rq) ? g : -1;
 }
 
-/* Could node n serve rq at all: any node, or one with a model it accepts? */
-static bool node_matters(const struct pass *p, const struct req *rq, int n)
+/* The models rq accepts, as bits (model_bit()); 0 when it searches all
+ * nodes as one group. */
+static uint32_t wanted_models(const struct pass *p, const struct req *rq)
 {
+	uint32_t bits = 0;
 	if (!by_model(rq))
+		return 0;
+	for (int m = 0; m < p->nmodels; m++)
+		if (rq->model_ok[m])
+			bits |= model_bit(m);
+	return bits;
+}
+
+/* Could node n serve a request that wants `models` (wanted_models()) at
+ * all? The bits tell, unless models past the 31st share one. */
+static bool node_matters(const struct st *st, const struct req *rq, uint32_t models, int n)
+{
+	const struct pass *p = &st->p;
+	if (!models)
+		return true;
+	if (!(st->node_models[n] & models))
+		return false;
+	if (p->nmodels <= 31)
 		return true;
 	for (int d = 0; d < p->snap->nodes[n].ndev; d++)
 		if (rq->model_ok[p->dev_model[p->dev_off[n] + d]])
@@ -182,7 +202,8 @@ static bool node_matters(const struct pass *p, const struct req *rq, int n)
 struct feed {
 	struct victim *v; /* the ones taken so far: v[0 .. n) */
 	int n;
-	int o; /* where the next lies in st->victim_order */
+	int o;		 /* where the next lies in st->victim_order */
+	uint32_t models; /* the models the search wants (0: any) */
 	const struct sched_class *jc;
 	int queue;
 	bool reclaim, by_class;
@@ -194,6 +215,10 @@ static bool feed_more(struct st *st, struct feed *f)
 	const struct sched_snapshot *s = st->p.snap;
 	while (f->o < s->nrunning) {
 		const struct victim *x = &st->victim_order[f->o++];
+		/* none of its nodes has a model the search wants: stopping it
+		 * could not help (read from the order, not from the job) */
+		if (f->models && !(x->models & f->models))
+			continue;
 		const struct sched_running *r = &s->running[x->idx];
 		if (r->stopping || r->held_for || st->victim[x->idx])
 			continue;
@@ -269,7 +294,7 @@ static int victims_needed(struct st *st, const struct req *rq, struct feed *fd, 
 		const struct sched_running *r = &s->running[v[i].idx];
 		for (int x = 0; x < r->nnodes; x++) {
 			int n = r->nodes[x].node;
-			if (!node_matters(p, rq, n))
+			if (!node_matters(st, rq, fd->models, n))
 				continue; /* none of its devices would do */
 			view_apply(p, &p->scratch, &r->nodes[x], 1, +1);
 			scratch_touch(p, n);
@@ -294,7 +319,7 @@ static int victims_needed(struct st *st, const struct req *rq, struct feed *fd, 
 	while (i-- > 0) {
 		const struct sched_running *r = &s->running[v[i].idx];
 		for (int x = 0; x < r->nnodes; x++)
-			if (node_matters(p, rq, r->nodes[x].node))
+			if (node_matters(st, rq, fd->models, r->nodes[x].node))
 				view_apply(p, &p->scratch, &r->nodes[x], 1, -1);
 	}
 	for (int k = 0; k < nlist; k++)
@@ -594,18 +619,28 @@ bool try_preempt(struct st *st, int ji, const struct req *rq, bool reclaim, bool
 	struct victim *v = st->victim_buf;
 	if (!st->victim_sorted) {
 		/* everyone in victim order, once per pass; each attempt filters */
+		st->node_models = xcalloc((size_t)p->nn + 1, sizeof(uint32_t));
+		for (int n = 0; n < p->nn; n++)
+			for (int d = 0; d < s->nodes[n].ndev; d++)
+				st->node_models[n] |= model_bit(p->dev_model[p->dev_off[n] + d]);
 		st->victim_order = xcalloc((size_t)s->nrunning + 1, sizeof(struct victim));
 		for (int i = 0; i < s->nrunning; i++) {
 			const struct sched_running *r = &s->running[i];
 			int64_t since = MAX(r->start_ms, r->last_checkpoint_ms);
-			st->victim_order[i] =
-				(struct victim){i, prio(st, r->cls), MAX(0, p->now - since),
-						running_milli(r), false};
+			uint32_t models = 0;
+			for (int x = 0; x < r->nnodes; x++)
+				models |= st->node_models[r->nodes[x].node];
+			st->victim_order[i] = (struct victim){i,
+							      prio(st, r->cls),
+							      MAX(0, p->now - since),
+							      running_milli(r),
+							      false,
+							      models};
 		}
 		sort_victims(st->victim_order, (size_t)s->nrunning, s);
 		st->victim_sorted = true;
 	}
-	struct feed f = {v, 0, 0, jc, j->queue, reclaim, by_class_ok};
+	struct feed f = {v, 0, 0, wanted_models(p, rq), jc, j->queue, reclaim, by_class_ok};
 	bool ok = false;
 	if (!feed_more(st, &f))
 		goto out;
