@@ -385,18 +385,79 @@ static bool node_fits_now(struct pass *p, const struct req *rq, const struct vie
 	return true;
 }
 
+/* ---- remembered scores ---------------------------------------------------------------- */
+
+#define MEMO_FIRST_CAP 1024
+
+struct memo_table *memo_new(struct pass *p)
+{
+	size_t bytes = sizeof(struct node_memo) * MEMO_FIRST_CAP;
+	if (p->memo_bytes + bytes > MEMO_MAX_BYTES)
+		return NULL;
+	p->memo_bytes += bytes;
+	struct memo_table *t = xcalloc(1, sizeof(*t));
+	t->cap = MEMO_FIRST_CAP;
+	t->e = xcalloc((size_t)t->cap, sizeof(*t->e));
+	return t;
+}
+
+void memo_free(struct memo_table *t)
+{
+	if (t)
+		free(t->e);
+	free(t);
+}
+
+static size_t memo_slot(const struct memo_table *t, int n)
+{
+	size_t mask = (size_t)t->cap - 1, h = ((uint32_t)n * 2654435761u) & mask;
+	while (t->e[h].key && t->e[h].key != n + 1)
+		h = (h + 1) & mask;
+	return h;
+}
+
+/* Room for one more entry (at most half full); false when the pass's
+ * budget allows no larger table. */
+static bool memo_room(struct pass *p, struct memo_table *t)
+{
+	if ((t->n + 1) * 2 <= t->cap)
+		return true;
+	size_t bytes = sizeof(struct node_memo) * (size_t)t->cap; /* what doubling adds */
+	if (p->memo_bytes + bytes > MEMO_MAX_BYTES)
+		return false;
+	p->memo_bytes += bytes;
+	struct memo_table old = *t;
+	t->cap *= 2;
+	t->e = xcalloc((size_t)t->cap, sizeof(*t->e));
+	for (int i = 0; i < old.cap; i++)
+		if (old.e[i].key)
+			t->e[memo_slot(t, old.e[i].key - 1)] = old.e[i];
+	free(old.e);
+	return true;
+}
+
 /* node_fits_now, remembered per node in `free` for the request's shape until
  * the node changes: a pass that places many jobs of one shape scores each
  * node once, not once per job. */
 bool node_fits(struct pass *p, const struct req *rq, const struct view *v, int n, int model,
 	       struct cand *c)
 {
-	if (!rq->memo || v != &p->free)
+	struct memo_table *t = rq->memo;
+	if (!t || v != &p->free)
 		return node_fits_now(p, rq, v, n, model, c);
-	struct node_memo *m = &rq->memo[n];
-	if (m->ver == p->node_ver[n] && m->model == model) {
-		*c = m->c;
-		return m->fits;
+	size_t h = memo_slot(t, n);
+	struct node_memo *m = &t->e[h];
+	if (m->key) {
+		if (m->ver == p->node_ver[n] && m->model == model) {
+			*c = m->c;
+			return m->fits;
+		}
+	} else if (!memo_room(p, t)) {
+		return node_fits_now(p, rq, v, n, model, c);
+	} else {
+		m = &t->e[memo_slot(t, n)];
+		m->key = n + 1;
+		t->n++;
 	}
 	m->fits = node_fits_now(p, rq, v, n, model, &m->c);
 	m->ver = p->node_ver[n];

@@ -27,11 +27,23 @@ struct cand {
 /* What node_fits found for one node and one request shape, while the node's
  * version is `ver`. */
 struct node_memo {
+	int key; /* the node + 1; 0: an empty slot */
 	uint32_t ver;
 	int model;
 	bool fits;
 	struct cand c;
 };
+
+/* A shape's node_memos, by node (open addressing): as large as the nodes a
+ * pass looks at for it, not as the cluster, so it stays in the cache. */
+struct memo_table {
+	struct node_memo *e;
+	int cap; /* a power of two */
+	int n;
+};
+
+/* Node scores remembered take at most this much memory in a pass. */
+#define MEMO_MAX_BYTES (64u << 20)
 
 /* A request, as placement sees it. */
 struct req {
@@ -45,7 +57,7 @@ struct req {
 	 * NULL: anywhere. Kept in model_ok's allocation, past the models. */
 	const bool *node_ok;
 	bool owns_models;
-	struct node_memo *memo; /* per node, for this shape in `free`; NULL: none */
+	struct memo_table *memo; /* for this shape in `free`; NULL: none */
 };
 
 struct placement {
@@ -108,6 +120,7 @@ struct pass {
 	int *touched;
 	int ntouched;
 	int *model_nodes_off;
+	size_t memo_bytes;   /* what the memo tables hold */
 	double *frag_before; /* per node: its fragmentation in `free`, when valid */
 	bool *frag_valid;
 	uint32_t *node_ver; /* per node: changes whenever `free` changes on it */
@@ -182,6 +195,8 @@ void lists_init(struct pass *p);
 bool node_empty(const struct pass *p, const struct view *v, int n);
 /* Can node n hold one node's share of rq on `model` (-1: any) in v? Fills c
  * with what it would leave; remembered per node for the request's shape. */
+struct memo_table *memo_new(struct pass *p); /* NULL when the pass's budget is spent */
+void memo_free(struct memo_table *t);
 bool node_fits(struct pass *p, const struct req *rq, const struct view *v, int n, int model,
 	       struct cand *c);
 /* Picks rq->whole free whole devices on node n, preferring one NVLink domain. */

@@ -149,12 +149,8 @@ static void shape_req(struct st *st, const struct sched_job *j, struct shape *sh
 	} else {
 		req_init(p, j, rq, sh->model_ok);
 	}
-	size_t memo_size = sizeof(struct node_memo) * ((size_t)p->nn + 1);
-	if (j->nodes == 1 && place_scores(p, rq) && sh->tries++ > 0 && !sh->memo &&
-	    st->memo_bytes + memo_size <= MEMO_MAX_BYTES) {
-		sh->memo = xcalloc((size_t)p->nn + 1, sizeof(struct node_memo));
-		st->memo_bytes += memo_size;
-	}
+	if (j->nodes == 1 && place_scores(p, rq) && sh->tries++ > 0 && !sh->memo)
+		sh->memo = memo_new(p);
 	rq->memo = sh->memo;
 }
 

@@ -431,7 +431,7 @@ int sched_pass(const struct sched_snapshot *snap, int64_t now_ms, const struct s
 	free(st.lends);
 	for (int i = 0; i < st.nshapes; i++) {
 		free(st.shapes[i].model_ok);
-		free(st.shapes[i].memo);
+		memo_free(st.shapes[i].memo);
 	}
 	free(st.shapes);
 	free(st.shape_slot);

@@ -95,11 +95,8 @@ struct shape {
 	int count;		     /* pending jobs of this shape */
 	int64_t need;		     /* accelerators a job of it asks for, milli */
 	struct fast fast;
-	struct node_memo *memo; /* per node, from its second job on (single-node shapes) */
+	struct memo_table *memo; /* from its second job on (single-node shapes) */
 };
-
-/* Node scores remembered per shape take at most this much memory in a pass. */
-#define MEMO_MAX_BYTES (64u << 20)
 
 struct qstate {
 	int64_t use;   /* milli-accelerators held, including what started this pass */
@@ -185,7 +182,6 @@ struct st {
 	int *vcnt;   /* per model group: nodes counted */
 	int *held;   /* running indices sorted by held_for, for jobs waiting on victims */
 	int nheld;
-	size_t memo_bytes;
 	struct strbuf sb;
 };
 
