@@ -99,9 +99,10 @@ struct sched_job {
 	/* what a pass reads of every job comes first, together */
 	int64_t id;
 	int64_t submit_ms;
-	int cls;      /* index into snapshot->classes */
-	int queue;    /* index into snapshot->queues */
-	int shape_id; /* with snapshot->shapes: sched_shapes_add() of this job */
+	int64_t time_limit_s; /* 0: none */
+	int cls;	      /* index into snapshot->classes */
+	int queue;	      /* index into snapshot->queues */
+	int shape_id;	      /* with snapshot->shapes: sched_shapes_add() of this job */
 	int nodes;
 	int tasks_per_node;
 	int gpu_milli; /* per task; < MODEL_MILLI is a fraction of one device */
@@ -113,7 +114,6 @@ struct sched_job {
 	double gpu_tflops;	      /* each device at least this fast; 0: any */
 	int max_switches;	      /* span at most this many switches; 0: no limit */
 	bool mixed_types;	      /* may mix accelerator models */
-	int64_t time_limit_s;	      /* 0: none */
 	uint64_t shape; /* sched_job_shape() of it, kept by the caller; 0: worked out */
 	/* where it may go (Slurm's -w, -x): only these nodes (none: any), never
 	 * those; names not in the snapshot are passed over */
