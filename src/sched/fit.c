@@ -78,16 +78,59 @@ double sched_node_fragmentation(int ndev, const int *free_milli, const char *con
 	return f;
 }
 
+/* frag_node for a node whose devices are all of one model (or when every
+ * kind may use every model): the sums frag_one works out for each kind
+ * are the same for all kinds but the fractions' fit, so they are worked
+ * out once (in integers: the same values frag_one's doubles hold). */
+static double frag_node_one_model(const struct pass *p, int ndev, const int *model, const int *free,
+				  int cpus)
+{
+	int64_t all = 0, partial;
+	int whole = 0;
+	for (int d = 0; d < ndev; d++) {
+		all += free[d];
+		whole += free[d] == MODEL_MILLI;
+	}
+	partial = all - (int64_t)whole * MODEL_MILLI;
+	double f = 0;
+	for (int i = 0; i < p->nmix; i++) {
+		const struct sched_mix_item *k = &p->mix[i];
+		bool usable = !p->mix_ok || ndev == 0 ||
+			      p->mix_ok[(size_t)i * (size_t)p->nmodels + (size_t)model[0]];
+		int64_t left = all;
+		if (usable && cpus >= k->cpus) {
+			if (k->devices > 0) {
+				left = whole >= k->devices ? partial : all;
+			} else {
+				int fits = 0;
+				int64_t small = 0;
+				for (int d = 0; d < ndev; d++) {
+					if (free[d] >= k->milli)
+						fits++;
+					else
+						small += free[d];
+				}
+				left = fits ? small : all;
+			}
+		}
+		f += k->p * (double)left;
+	}
+	return f;
+}
+
 /* Fragmentation of node n with `free` and `cpus` free, the models each kind
  * may use as the pass worked them out (mix_ok). */
 static double frag_node(const struct pass *p, int n, const int *free, int cpus)
 {
 	const struct sched_node *node = &p->snap->nodes[n];
-	if (!p->mix_ok)
-		return sched_node_fragmentation(node->ndev, free, NULL, cpus, p->mix, p->nmix);
+	const int *model = &p->dev_model[p->dev_off[n]];
+	bool one_model = true;
+	for (int d = 1; d < node->ndev && one_model; d++)
+		one_model = model[d] == model[0];
+	if (one_model || !p->mix_ok)
+		return frag_node_one_model(p, node->ndev, model, free, cpus);
 	double f = 0;
 	bool usable[MODEL_MAX_ACCELS];
-	const int *model = &p->dev_model[p->dev_off[n]];
 	for (int i = 0; i < p->nmix; i++) {
 		const unsigned char *ok = &p->mix_ok[(size_t)i * (size_t)p->nmodels];
 		for (int d = 0; d < node->ndev; d++)
