@@ -114,13 +114,45 @@ static bool index_running(struct st *st)
 	return ok;
 }
 
+struct sched_key sched_key_of(const struct sched_job *j)
+{
+	return (struct sched_key){j->id,  j->submit_ms, j->time_limit_s,
+				  j->cls, j->queue,	j->shape_id};
+}
+
+/* The shape of a job by its id in the caller's table: the pass's own, filed
+ * on first sight (of_id: the pass's shape of each id, -1 not yet); -1 for an
+ * id the table does not hold. */
+static int shape_of_id(struct st *st, int *of_id, int nids, int id)
+{
+	const struct sched_shapes *t = st->p.snap->shapes;
+	if (id < 0 || id >= nids)
+		return -1;
+	if (of_id[id] < 0) {
+		const struct sched_job *filed = shapes_get(t, id);
+		if (!filed)
+			return -1;
+		of_id[id] = shape_new(st, filed, filed->shape);
+	}
+	return of_id[id];
+}
+
+/* Whether b comes after a in class order, then submission, then id. */
+static bool key_after(int pa, const struct sched_key *a, int pb, const struct sched_key *b)
+{
+	return pa > pb || (pa == pb && (a->submit_ms < b->submit_ms ||
+					(a->submit_ms == b->submit_ms && a->id < b->id)));
+}
+
 /* One walk over the pending jobs, in the order given: checks each, files it
  * under its shape and fills st->jrec; tells whether they are in class order.
- * False for an invalid job. */
+ * With the caller's keys, the jobs themselves are not read. False for an
+ * invalid job. */
 static bool index_jobs(struct st *st, bool *sorted)
 {
 	const struct sched_snapshot *s = st->p.snap;
 	const struct sched_shapes *t = s->shapes;
+	const struct sched_key *keys = t ? s->keys : NULL;
 	/* with the caller's table: the pass's shape of each id in it */
 	int *of_id = NULL, nids = t ? shapes_ids(t) : 0;
 	if (t) {
@@ -129,37 +161,33 @@ static bool index_jobs(struct st *st, bool *sorted)
 	}
 	*sorted = true;
 	int px = 0;
-	const struct sched_job *x = NULL;
+	struct sched_key x = {0}, y;
 	bool ok = true;
 	for (int i = 0; i < s->njobs && ok; i++) {
 		const struct sched_job *j = s->jobs[i];
 		/* the jobs lie wherever the caller keeps them: ask for the ones
 		 * a little ahead while this one is read */
-		if (i + PREFETCH_AHEAD < s->njobs) {
+		if (!keys && i + PREFETCH_AHEAD < s->njobs) {
 			const char *ahead = (const char *)s->jobs[i + PREFETCH_AHEAD];
 			__builtin_prefetch(ahead);
 			if (!t)
 				__builtin_prefetch(ahead + 64);
 		}
-		if (!j || j->cls < 0 || j->cls >= s->nclasses || j->queue < 0 ||
-		    j->queue >= s->nqueues) {
+		if (!j) {
+			ok = false;
+			break;
+		}
+		y = keys ? keys[i] : sched_key_of(j);
+		if (y.cls < 0 || y.cls >= s->nclasses || y.queue < 0 || y.queue >= s->nqueues) {
 			ok = false;
 			break;
 		}
 		int k;
 		if (t) {
-			if (j->shape_id < 0 || j->shape_id >= nids) {
+			k = shape_of_id(st, of_id, nids, y.shape_id);
+			if (k < 0) {
 				ok = false;
 				break;
-			}
-			k = of_id[j->shape_id];
-			if (k < 0) {
-				const struct sched_job *filed = shapes_get(t, j->shape_id);
-				if (!filed) {
-					ok = false;
-					break;
-				}
-				k = of_id[j->shape_id] = shape_new(st, filed, filed->shape);
 			}
 		} else {
 			if (j->ngpu_types < 0 || (j->ngpu_types && !j->gpu_types)) {
@@ -174,13 +202,11 @@ static bool index_jobs(struct st *st, bool *sorted)
 			}
 		}
 		st->shapes[k].count++;
-		int py = prio(st, j->cls);
-		st->jrec[i] = (struct jrec){i, k, j->queue, j->cls, j->id, j->time_limit_s};
-		if (x && *sorted)
-			*sorted = px > py ||
-				  (px == py && (x->submit_ms < j->submit_ms ||
-						(x->submit_ms == j->submit_ms && x->id < j->id)));
-		x = j;
+		int py = prio(st, y.cls);
+		st->jrec[i] = (struct jrec){i, k, y.queue, y.cls, y.id, y.time_limit_s};
+		if (i > 0 && *sorted)
+			*sorted = key_after(px, &x, py, &y);
+		x = y;
 		px = py;
 	}
 	free(of_id);
@@ -284,12 +310,16 @@ static int cmp_held(const void *a, const void *b, void *arg)
 static int cmp_order(const void *a, const void *b, void *arg)
 {
 	const struct st *st = arg;
-	const struct sched_job *x = st->jobs[*(const int *)a], *y = st->jobs[*(const int *)b];
+	const struct jrec *x = &st->jrec[*(const int *)a], *y = &st->jrec[*(const int *)b];
 	int px = prio(st, x->cls), py = prio(st, y->cls);
 	if (px != py)
 		return px > py ? -1 : 1;
-	if (x->submit_ms != y->submit_ms)
-		return x->submit_ms < y->submit_ms ? -1 : 1;
+	const struct sched_snapshot *snap = st->p.snap;
+	bool keys = snap->keys && snap->shapes;
+	int64_t sx = keys ? snap->keys[x->ji].submit_ms : st->jobs[x->ji]->submit_ms;
+	int64_t sy = keys ? snap->keys[y->ji].submit_ms : st->jobs[y->ji]->submit_ms;
+	if (sx != sy)
+		return sx < sy ? -1 : 1;
 	return x->id < y->id ? -1 : x->id > y->id;
 }
 

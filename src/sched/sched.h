@@ -172,6 +172,22 @@ struct sched_mix_item {
  * `cpus` in all; types and probability left to the caller. */
 struct sched_mix_item sched_mix_item_of(int tasks_per_node, int gpu_milli, int cpus);
 
+/* What a pass reads of every waiting job, for a caller that keeps it in one
+ * array beside the jobs (sched_key_of()): a pass over a million waiting
+ * jobs then reads one array from end to end, not a million jobs wherever
+ * they lie, and reads a job itself only when it is placed or says why it
+ * waits. */
+struct sched_key {
+	int64_t id;
+	int64_t submit_ms;
+	int64_t time_limit_s;
+	int cls;
+	int queue;
+	int shape_id;
+};
+
+struct sched_key sched_key_of(const struct sched_job *j);
+
 struct sched_snapshot {
 	const struct sched_node *nodes;
 	int nnodes;
@@ -192,6 +208,9 @@ struct sched_snapshot {
 	 * and the pass takes that on trust instead of comparing every job's
 	 * request with the others'; NULL: compared */
 	const struct sched_shapes *shapes;
+	/* with shapes: keys[i] is sched_key_of(jobs[i]), taken on trust like
+	 * the shape ids; NULL: read from the jobs */
+	const struct sched_key *keys;
 };
 
 #define SCHED_DEFAULT_MAX_PREEMPTIONS 128

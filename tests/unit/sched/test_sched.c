@@ -167,22 +167,30 @@ static int pass(struct cluster *c, struct sched_decisions *d)
 	int r = sched_pass(&s, c->now, &c->policy, d);
 	if (r < 0)
 		return r;
-	/* the same pass with the node statics kept by the caller, and again
-	 * with the jobs' shapes filed in the caller's table, decides the same */
+	/* the same pass with the node statics kept by the caller, again with
+	 * the jobs' shapes filed in the caller's table, and again with their
+	 * keys kept in one array, decides the same */
 	s.cluster = sched_cluster_new(c->nodes, c->n);
 	assert_true(sched_cluster_matches(s.cluster, c->nodes, c->n));
 	struct sched_shapes *t = sched_shapes_new();
-	for (int round = 0; round < 2; round++) {
+	struct sched_key *keys = xcalloc((size_t)c->nj + 1, sizeof(*keys));
+	for (int round = 0; round < 3; round++) {
 		if (round == 1) {
 			for (int i = 0; i < c->nj; i++)
 				c->jobs[i].shape_id = sched_shapes_add(t, &c->jobs[i]);
 			s.shapes = t;
+		}
+		if (round == 2) {
+			for (int i = 0; i < c->nj; i++)
+				keys[i] = sched_key_of(c->ptrs[i]);
+			s.keys = keys;
 		}
 		struct sched_decisions k;
 		assert_int_equal(sched_pass(&s, c->now, &c->policy, &k), 0);
 		same_decisions(d, &k);
 		sched_decisions_release(&k);
 	}
+	free(keys);
 	/* jobs of one request share an id; dropped, the table forgets them */
 	for (int i = 0; i < c->nj; i++)
 		for (int k = 0; k < c->nj; k++)
@@ -1168,6 +1176,23 @@ static void test_limits_and_invalid(void **state)
 	c.jobs[2].shape_id = 5;
 	assert_int_equal(sched_pass(&snap, c.now, &c.policy, &d), -EINVAL);
 	c.jobs[2].shape_id = c.jobs[0].shape_id;
+	/* ... and, with the keys kept beside the jobs, a key that is wrong */
+	struct sched_key keys[8];
+	assert_true(c.nj <= 8);
+	for (int i = 0; i < c.nj; i++)
+		keys[i] = sched_key_of(c.ptrs[i]);
+	snap.keys = keys;
+	assert_int_equal(sched_pass(&snap, c.now, &c.policy, &d), 0);
+	sched_decisions_release(&d);
+	keys[1].shape_id = 5;
+	assert_int_equal(sched_pass(&snap, c.now, &c.policy, &d), -EINVAL);
+	keys[1].shape_id = c.jobs[0].shape_id;
+	keys[1].cls = c.nclasses;
+	assert_int_equal(sched_pass(&snap, c.now, &c.policy, &d), -EINVAL);
+	keys[1].cls = 0;
+	keys[2].queue = -1;
+	assert_int_equal(sched_pass(&snap, c.now, &c.policy, &d), -EINVAL);
+	snap.keys = NULL;
 	for (int i = 0; i < c.nj; i++)
 		sched_shapes_drop(t, c.jobs[i].shape_id);
 	assert_int_equal(sched_pass(&snap, c.now, &c.policy, &d), -EINVAL);
