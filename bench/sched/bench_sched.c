@@ -17,8 +17,9 @@
  * Prints p50/p99 of each and the peak resident memory as JSON, and a digest
  * of every decision (two builds that print the same digest decided the
  * same). The caller-kept parts are used as the server uses them: the node
- * statics (sched_cluster) and the waiting jobs' shapes (sched_shapes;
- * BENCH_NO_SHAPES=1 leaves the pass to compare requests itself).
+ * statics (sched_cluster), the waiting jobs' shapes (sched_shapes;
+ * BENCH_NO_SHAPES=1 leaves the pass to compare requests itself) and their
+ * keys in one array (sched_key; BENCH_NO_KEYS=1: the pass reads the jobs).
  * The pass starts at most the server's default max_starts_per_pass jobs
  * (BENCH_MAX_STARTS=N: N; 0 for no limit), as the server's does.
  * BENCH_LAS=1 orders the normal class by least attained service in three
@@ -81,6 +82,9 @@ struct world {
 	int nr, run_alloc;
 	struct sched_job *jobs;
 	const struct sched_job **ptrs;
+	/* each waiting job's key, beside ptrs, as a caller keeps it (NULL with
+	 * BENCH_NO_KEYS=1: the pass reads the jobs) */
+	struct sched_key *keys;
 	int nj;
 	struct sched_class classes[MODEL_MAX_CLASSES];
 	int nclasses;
@@ -280,6 +284,11 @@ static void build(struct world *w, const struct sim_cluster *cl, int pending)
 			for (int i = 0; i < pending; i++)
 				if (w->jobs[i].cls == lv)
 					w->ptrs[k++] = &w->jobs[i];
+	if (w->shapes && !getenv("BENCH_NO_KEYS")) {
+		w->keys = xcalloc((size_t)pending, sizeof(*w->keys));
+		for (int i = 0; i < pending; i++)
+			w->keys[i] = sched_key_of(w->ptrs[i]);
+	}
 }
 
 static struct sched_snapshot snap_of(struct world *w)
@@ -295,7 +304,8 @@ static struct sched_snapshot snap_of(struct world *w)
 				       .queues = w->queues,
 				       .nqueues = 8,
 				       .cluster = w->cluster,
-				       .shapes = w->shapes};
+				       .shapes = w->shapes,
+				       .keys = w->keys};
 }
 
 /* A digest of every decision the benchmark's passes make (starts and where,
@@ -360,8 +370,11 @@ static void apply(struct world *w, const struct sched_decisions *d)
 	}
 	int k = 0;
 	for (int i = 0; i < w->nj; i++)
-		if (!gone[i])
+		if (!gone[i]) {
+			if (w->keys)
+				w->keys[k] = w->keys[i];
 			w->ptrs[k++] = w->ptrs[i];
+		}
 	w->nj = k;
 	free(gone);
 }
