@@ -168,7 +168,8 @@ struct st {
 	bool *lends;			/* per queue: uses more than its quota (any_lending) */
 	int nlending;
 	struct stamp lend_version;   /* when lends was worked out */
-	struct victim *victim_order; /* every running job, cheapest victim first */
+	struct victim *victim_order; /* the running jobs that may be victims, cheapest first */
+	int nvictims;
 	bool victim_sorted;
 	/* per node: its devices' models as bits (model_bit()), for searches
 	 * that want some models only; made with victim_order */

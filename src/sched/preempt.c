@@ -45,6 +45,7 @@ struct victim {
 	int prio;
 	int64_t lost;
 	int64_t milli;
+	int64_t id; /* the running job's (read here, not from the job, to sort) */
 	bool chosen;
 	uint32_t models; /* its nodes' models (model_bit()) */
 };
@@ -52,13 +53,14 @@ struct victim {
 static inline bool victim_less(const struct victim *x, const struct victim *y,
 			       const struct sched_snapshot *s)
 {
+	(void)s;
 	if (x->prio != y->prio)
 		return x->prio < y->prio;
 	if (x->lost != y->lost)
 		return x->lost < y->lost;
 	if (x->milli != y->milli)
 		return x->milli < y->milli;
-	return s->running[x->idx].id < s->running[y->idx].id;
+	return x->id < y->id;
 }
 
 #define VICTIM_LESS(x, y) victim_less((x), (y), (const struct sched_snapshot *)ctx)
@@ -213,7 +215,7 @@ struct feed {
 static bool feed_more(struct st *st, struct feed *f)
 {
 	const struct sched_snapshot *s = st->p.snap;
-	while (f->o < s->nrunning) {
+	while (f->o < st->nvictims) {
 		const struct victim *x = &st->victim_order[f->o++];
 		/* none of its nodes has a model the search wants: stopping it
 		 * could not help (read from the order, not from the job) */
@@ -623,21 +625,32 @@ bool try_preempt(struct st *st, int ji, const struct req *rq, bool reclaim, bool
 		for (int n = 0; n < p->nn; n++)
 			for (int d = 0; d < s->nodes[n].ndev; d++)
 				st->node_models[n] |= model_bit(p->dev_model[p->dev_off[n] + d]);
+		/* only jobs some class may stop, or whose queue has a quota to
+		 * reclaim beyond, can ever be a victim in this pass */
+		bool taken[MODEL_MAX_CLASSES] = {false};
+		for (int c = 0; c < s->nclasses; c++)
+			for (int w = 0; w < s->nclasses; w++)
+				taken[w] |= class_takes(&s->classes[c], &s->classes[w]);
 		st->victim_order = xcalloc((size_t)s->nrunning + 1, sizeof(struct victim));
+		st->nvictims = 0;
 		for (int i = 0; i < s->nrunning; i++) {
 			const struct sched_running *r = &s->running[i];
+			if (r->stopping || r->held_for ||
+			    (!taken[r->cls] && s->queues[r->queue].quota_milli < 0))
+				continue;
 			int64_t since = MAX(r->start_ms, r->last_checkpoint_ms);
 			uint32_t models = 0;
 			for (int x = 0; x < r->nnodes; x++)
 				models |= st->node_models[r->nodes[x].node];
-			st->victim_order[i] = (struct victim){i,
-							      prio(st, r->cls),
-							      MAX(0, p->now - since),
-							      running_milli(r),
-							      false,
-							      models};
+			st->victim_order[st->nvictims++] = (struct victim){i,
+									   prio(st, r->cls),
+									   MAX(0, p->now - since),
+									   running_milli(r),
+									   r->id,
+									   false,
+									   models};
 		}
-		sort_victims(st->victim_order, (size_t)s->nrunning, s);
+		sort_victims(st->victim_order, (size_t)st->nvictims, s);
 		st->victim_sorted = true;
 	}
 	struct feed f = {v, 0, 0, wanted_models(p, rq), jc, j->queue, reclaim, by_class_ok};
