@@ -454,6 +454,7 @@ int sched_pass(const struct sched_snapshot *snap, int64_t now_ms, const struct s
 	free(st.victim_order);
 	free(st.node_models);
 	free(st.victim_buf);
+	pick_release(&st.pick);
 	free(st.vfit);
 	free(st.vseen);
 	free(st.vnodes);

@@ -132,6 +132,19 @@ struct relset {
 	struct stamp valid_for; /* when reclaimable() worked it out */
 };
 
+/* What a preemption search works in, kept for the pass's searches
+ * (preempt.c): per node, the first and last of its victims (head -1
+ * between searches), the links, the nodes' costs. */
+struct node_cost;
+struct pick_bufs {
+	int *head, *tail;
+	int *link_v, *link_next;
+	size_t link_alloc;
+	struct node_cost *nc, *tmp;
+};
+
+void pick_release(struct pick_bufs *b);
+
 struct st {
 	struct pass p;
 	struct sched_decisions *d;
@@ -181,7 +194,8 @@ struct st {
 	int *vseen, vgen;
 	int *vnodes; /* the nodes a search's walk touched */
 	int *vcnt;   /* per model group: nodes counted */
-	int *held;   /* running indices sorted by held_for, for jobs waiting on victims */
+	struct pick_bufs pick;
+	int *held; /* running indices sorted by held_for, for jobs waiting on victims */
 	int nheld;
 	struct strbuf sb;
 };

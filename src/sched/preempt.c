@@ -309,7 +309,10 @@ static int victims_needed(struct st *st, const struct req *rq, struct feed *fd, 
 			for (int g = 0; g < ng; g++) {
 				int model = group_model(rq, g);
 				unsigned char *f = &st->vfit[(size_t)n * (size_t)ng + (size_t)g];
-				if (*f || (model >= 0 && !rq->model_ok[model]) ||
+				/* (a model the node lacks: no share of the request there) */
+				if (*f ||
+				    (model >= 0 && (!rq->model_ok[model] ||
+						    !(st->node_models[n] & model_bit(model)))) ||
 				    !node_can_public(p, rq, &p->scratch, n, model))
 					continue;
 				*f = 1;
@@ -347,16 +350,24 @@ static __attribute__((noinline)) int pick_victims(struct st *st, const struct re
 	struct pass *p = &st->p;
 	const struct sched_snapshot *s = p->snap;
 	int nn = p->nn;
+	struct pick_bufs *b = &st->pick;
+	if (!b->head) {
+		/* kept for the pass's searches: head stays -1 between them */
+		b->head = xmalloc(sizeof(int) * ((size_t)nn + 1));
+		for (int n = 0; n < nn; n++)
+			b->head[n] = -1;
+		b->tail = xmalloc(sizeof(int) * ((size_t)nn + 1));
+		b->nc = xmalloc(sizeof(struct node_cost) * ((size_t)nn + 1));
+		b->tmp = xmalloc(sizeof(struct node_cost) * ((size_t)nn + 1));
+	}
 	/* the victims on each node, cheapest first */
-	int *head = xcalloc((size_t)nn, sizeof(int)), nlinks = 0;
-	for (int n = 0; n < nn; n++)
-		head[n] = -1;
+	int *head = b->head, *tail = b->tail, nlinks = 0;
 	int total = 0;
 	for (int i = 0; i < nv; i++)
 		total += s->running[v[i].idx].nnodes;
-	int *link_v = xcalloc((size_t)total + 1, sizeof(int));
-	int *link_next = xcalloc((size_t)total + 1, sizeof(int));
-	int *tail = xcalloc((size_t)nn, sizeof(int));
+	xgrow(&b->link_v, &b->link_alloc, (size_t)total + 1, sizeof(int));
+	b->link_next = xrealloc(b->link_next, sizeof(int) * b->link_alloc);
+	int *link_v = b->link_v, *link_next = b->link_next;
 	for (int i = 0; i < nv; i++) {
 		const struct sched_running *r = &s->running[v[i].idx];
 		for (int x = 0; x < r->nnodes; x++) {
@@ -372,8 +383,7 @@ static __attribute__((noinline)) int pick_victims(struct st *st, const struct re
 	}
 	int ngroups = model_groups(p, rq);
 	/* node_costs() writes every entry it counts: no need to clear them */
-	struct node_cost *nc = xmalloc(sizeof(*nc) * ((size_t)nn + 1));
-	struct node_cost *tmp = xmalloc(sizeof(*nc) * ((size_t)nn + 1));
+	struct node_cost *nc = b->nc, *tmp = b->tmp;
 	int best_group = -1, cnt = 0;
 	int64_t best_total = 0;
 	int need = rq->j->nodes, chosen = 0;
@@ -458,13 +468,22 @@ found:
 	if (!place(p, rq, &p->scratch, &st->pl, &why2))
 		abort(); /* every node of the placement kept what made it fit */
 done:
-	free(head);
-	free(tail);
-	free(link_v);
-	free(link_next);
-	free(nc);
-	free(tmp);
+	for (int i = 0; i < nv; i++) {
+		const struct sched_running *r = &s->running[v[i].idx];
+		for (int x = 0; x < r->nnodes; x++)
+			head[r->nodes[x].node] = -1;
+	}
 	return chosen;
+}
+
+void pick_release(struct pick_bufs *b)
+{
+	free(b->head);
+	free(b->tail);
+	free(b->link_v);
+	free(b->link_next);
+	free(b->nc);
+	free(b->tmp);
 }
 
 void relset_release(struct relset *rs)
