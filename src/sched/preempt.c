@@ -211,11 +211,28 @@ struct feed {
 	bool reclaim, by_class;
 };
 
+/* How far ahead in the victim order a search asks for what it will read. */
+#define VICTIM_AHEAD 8
+
 /* Adds the next victim the job may stop to f; false when none is left. */
 static bool feed_more(struct st *st, struct feed *f)
 {
 	const struct sched_snapshot *s = st->p.snap;
 	while (f->o < st->nvictims) {
+		/* the jobs lie wherever the caller keeps them: ask for the ones
+		 * the search will read a little ahead, and for their nodes */
+		for (int a = 1; a <= 2; a++) {
+			int o = f->o + a * VICTIM_AHEAD;
+			if (o >= st->nvictims)
+				break;
+			const struct victim *y = &st->victim_order[o];
+			if (f->models && !(y->models & f->models))
+				continue;
+			if (a == 2)
+				__builtin_prefetch(&s->running[y->idx]);
+			else
+				__builtin_prefetch(s->running[y->idx].nodes);
+		}
 		const struct victim *x = &st->victim_order[f->o++];
 		/* none of its nodes has a model the search wants: stopping it
 		 * could not help (read from the order, not from the job) */
