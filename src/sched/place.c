@@ -33,13 +33,32 @@ static int cmp_cand(const void *a, const void *b, void *arg)
 	return rank[x->node] - rank[y->node];
 }
 
-/* group first (ids follow node-name order), then tightness */
-static int cmp_cand_group(const void *a, const void *b, void *arg)
+/* Moves the k tightest of c[0..n) to the front, in no particular order
+ * (quickselect; cmp_cand is a total order, so the k are always the same). */
+static void select_tightest(struct cand *c, int n, int k, void *rank)
 {
-	const struct cand *x = a, *y = b;
-	if (x->group != y->group)
-		return x->group < y->group ? -1 : 1;
-	return cmp_cand(a, b, arg);
+	int lo = 0, hi = n - 1;
+	while (lo < hi && k > 0 && k < n) {
+		struct cand pivot = c[lo + (hi - lo) / 2];
+		int i = lo, j = hi;
+		while (i <= j) {
+			while (cmp_cand(&c[i], &pivot, rank) < 0)
+				i++;
+			while (cmp_cand(&c[j], &pivot, rank) > 0)
+				j--;
+			if (i <= j) {
+				struct cand t = c[i];
+				c[i++] = c[j];
+				c[j--] = t;
+			}
+		}
+		if (k - 1 <= j)
+			hi = j;
+		else if (k - 1 >= i)
+			lo = i;
+		else
+			break;
+	}
 }
 
 struct choice {
@@ -73,21 +92,30 @@ static void choose_nodes(struct pass *p, const struct req *rq, int nc, struct ch
 		ch->switches = 1;
 		return;
 	}
+	struct cand *by = xmalloc(sizeof(*by) * ((size_t)nc + 1));
 	for (int level = p->depth - 1; level >= -1 && !ch->ok; level--) {
-		for (int i = 0; i < nc; i++)
+		/* the candidates by group (ids follow node-name order) */
+		int ng = level >= 0 ? p->ngroups[level] : 1;
+		int *start = xcalloc((size_t)ng + 1, sizeof(int));
+		for (int i = 0; i < nc; i++) {
 			c[i].group = level >= 0 ? p->topo_group[level * p->nn + c[i].node] : 0;
-		qsort_r(c, (size_t)nc, sizeof(*c), cmp_cand_group, snap);
+			start[c[i].group + 1]++;
+		}
+		for (int g = 0; g < ng; g++)
+			start[g + 1] += start[g];
+		for (int i = 0; i < nc; i++)
+			by[start[c[i].group]++] = c[i];
 		int *tmp = p->order;
-		for (int i = 0; i < nc;) {
-			int k = i;
-			while (k < nc && c[k].group == c[i].group)
-				k++;
+		for (int g = 0, i = 0; g < ng; g++) {
+			int k = start[g]; /* the group is by[i .. k) */
 			if (k - i >= need) {
-				/* the tightest nodes of this group */
+				/* the tightest nodes of this group, in order */
+				select_tightest(&by[i], k - i, need, snap);
+				qsort_r(&by[i], (size_t)need, sizeof(*by), cmp_cand, snap);
 				int64_t spare = 0;
 				for (int x = 0; x < need; x++) {
-					tmp[x] = c[i + x].node;
-					spare += c[i + x].spare;
+					tmp[x] = by[i + x].node;
+					spare += by[i + x].spare;
 				}
 				int sw = sched_switches_spanned(p->snap->nodes, tmp, need);
 				if (!ch->ok || sw < ch->switches ||
@@ -101,7 +129,9 @@ static void choose_nodes(struct pass *p, const struct req *rq, int nc, struct ch
 			}
 			i = k;
 		}
+		free(start);
 	}
+	free(by);
 	if (!ch->ok)
 		return;
 	/* node ranks in topology order, so neighbours in a ring share switches */
