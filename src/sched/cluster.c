@@ -244,6 +244,9 @@ void place_init(struct pass *p)
 	p->frag_before = xmalloc(sizeof(double) * ((size_t)nn + 1)); /* read once frag_valid */
 	p->frag_valid = xcalloc((size_t)nn + 1, sizeof(bool));
 	p->node_ver = xcalloc((size_t)nn + 1, sizeof(uint32_t));
+	p->model_ver = xcalloc((size_t)p->nmodels + 1, sizeof(uint64_t));
+	for (int m = 0; m < p->nmodels; m++)
+		p->model_ver[m] = 1;
 	p->max_ndev = 0;
 	for (int n = 0; n < nn; n++) {
 		p->node_ver[n] = 1;
@@ -302,6 +305,7 @@ void place_release(struct pass *p)
 	free(p->frag_before);
 	free(p->frag_valid);
 	free(p->node_ver);
+	free(p->model_ver);
 	free(p->model_exclusive);
 	free(p->same_count);
 }

@@ -441,13 +441,16 @@ struct memo_table *memo_new(struct pass *p)
 	struct memo_table *t = xcalloc(1, sizeof(*t));
 	t->cap = MEMO_FIRST_CAP;
 	t->e = xcalloc((size_t)t->cap, sizeof(*t->e));
+	t->choice = xcalloc((size_t)p->nmodels + 1, sizeof(*t->choice));
 	return t;
 }
 
 void memo_free(struct memo_table *t)
 {
-	if (t)
+	if (t) {
 		free(t->e);
+		free(t->choice);
+	}
 	free(t);
 }
 

@@ -36,10 +36,20 @@ struct node_memo {
 
 /* A shape's node_memos, by node (open addressing): as large as the nodes a
  * pass looks at for it, not as the cluster, so it stays in the cache. */
+/* What a single-node shape's gather and choice under one model found in
+ * `free`, while that model's nodes were as of `ver` (pass.model_ver). */
+struct model_choice {
+	uint64_t ver; /* 0: nothing remembered */
+	int nc;	      /* the candidates gathered */
+	int node;     /* the one chosen (when nc > 0) */
+	int64_t spare;
+};
+
 struct memo_table {
 	struct node_memo *e;
 	int cap; /* a power of two */
 	int n;
+	struct model_choice *choice; /* per model */
 };
 
 /* Node scores remembered take at most this much memory in a pass. */
@@ -124,6 +134,8 @@ struct pass {
 	double *frag_before; /* per node: its fragmentation in `free`, when valid */
 	bool *frag_valid;
 	uint32_t *node_ver; /* per node: changes whenever `free` changes on it */
+	/* per model: changes whenever `free` changes on a node that has it */
+	uint64_t *model_ver;
 	int max_ndev;
 	double *model_tflops; /* per model: its devices' rate */
 	int *model_exclusive; /* per model: some waiting job can use it only (set by sched.c) */

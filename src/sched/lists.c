@@ -57,6 +57,8 @@ void cap_update_node(struct pass *p, int n)
 	const struct sched_node *node = &p->snap->nodes[n];
 	p->frag_valid[n] = false;
 	p->node_ver[n]++;
+	for (int d = 0; d < node->ndev; d++)
+		p->model_ver[p->dev_model[p->dev_off[n] + d]]++;
 	if (!node->schedulable)
 		return;
 	cpu_list_update(p, n);

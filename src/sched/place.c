@@ -373,13 +373,38 @@ bool place(struct pass *p, const struct req *rq, const struct view *v, struct pl
 		int model = devices && !j->mixed_types ? g : -1;
 		if ((model >= 0 && !rq->model_ok[model]) || too_few_nodes(p, rq, v, model, why))
 			continue;
-		int nc = gather(p, rq, v, model);
-		why->could = MAX(why->could, nc);
-		if (nc < j->nodes)
-			continue;
-		choose_nodes(p, rq, nc, &cur);
-		if (!cur.ok)
-			continue;
+		/* a single-node shape placed again in `free`: what its gather
+		 * and choice found under this model holds while none of the
+		 * model's nodes changed */
+		struct model_choice *mc = rq->memo && v == &p->free && model >= 0 && j->nodes == 1
+						  ? &rq->memo->choice[model]
+						  : NULL;
+		int nc;
+		if (mc && mc->ver == p->model_ver[model]) {
+			nc = mc->nc;
+			why->could = MAX(why->could, nc);
+			if (nc < 1)
+				continue;
+			cur.ok = true;
+			cur.nsel = 1;
+			cur.sel[0] = mc->node;
+			cur.spare = mc->spare;
+			cur.switches = 1;
+		} else {
+			nc = gather(p, rq, v, model);
+			why->could = MAX(why->could, nc);
+			if (mc)
+				*mc = (struct model_choice){p->model_ver[model], nc, -1, 0};
+			if (nc < j->nodes)
+				continue;
+			choose_nodes(p, rq, nc, &cur);
+			if (!cur.ok)
+				continue;
+			if (mc) {
+				mc->node = cur.sel[0];
+				mc->spare = cur.spare;
+			}
+		}
 		if (j->max_switches && cur.switches > j->max_switches) {
 			if (best_over < 0 || cur.switches < best_over)
 				best_over = cur.switches;
