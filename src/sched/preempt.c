@@ -254,6 +254,50 @@ static bool feed_more(struct st *st, struct feed *f)
 	return false;
 }
 
+/* Node n can hold a share of the search's request under group g (of ng)
+ * without a victim: marked, counted, listed (once); the list's new length. */
+static int count_fit(struct st *st, int n, int g, int ng, int *list, int nlist)
+{
+	st->vfit[(size_t)n * (size_t)ng + (size_t)g] = 1;
+	st->vcnt[g]++;
+	if (st->vseen[n] != st->vgen) {
+		st->vseen[n] = st->vgen;
+		list[nlist++] = n;
+	}
+	return nlist;
+}
+
+/* count_fit() for every node that can hold a share of rq (whole devices or
+ * a fraction) under `model` in scratch without a victim. Scratch is `free`
+ * but on the nodes touched since it was copied: those are judged on their
+ * own, the others come from free's lists (a node that can hold a share is
+ * in a list from the request's bucket up), as placement gathers them. */
+static int fit_without_victims(struct st *st, const struct req *rq, int model, int g, int ng,
+			       int *list, int nlist)
+{
+	struct pass *p = &st->p;
+	int nm = p->nmodels;
+	for (int t = 0; t < p->ntouched; t++) {
+		int n = p->touched[t];
+		if ((st->node_models[n] & model_bit(model)) &&
+		    node_can_public(p, rq, &p->scratch, n, model))
+			nlist = count_fit(st, n, g, ng, list, nlist);
+	}
+	const int *head = rq->frac ? &p->fb_head[model * FRAC_BUCKETS]
+				   : &p->wb_head[model * (MODEL_MAX_ACCELS + 1)];
+	const int *next = rq->frac ? p->fb_next : p->wb_next;
+	int from = rq->frac ? FRAC_BUCKET(rq->frac) : rq->whole;
+	int to = rq->frac ? FRAC_BUCKETS : MODEL_MAX_ACCELS + 1;
+	for (int b = from; b < to; b++)
+		for (int x = head[b]; x >= 0; x = next[x]) {
+			int n = x / nm;
+			if (p->touch_mark[n] != p->touch_gen &&
+			    node_can_public(p, rq, &p->scratch, n, model))
+				nlist = count_fit(st, n, g, ng, list, nlist);
+		}
+	return nlist;
+}
+
 /*
  * How many of the victims (cheapest first) a search needs to look at: v is released
  * in order, each victim on its own nodes, until `need` nodes of one model
@@ -289,19 +333,17 @@ static int victims_needed(struct st *st, const struct req *rq, struct feed *fd, 
 		if (need == 1)
 			continue;
 		/* a gang may use nodes that need no victim */
+		if (model >= 0 && p->delta) {
+			nlist = fit_without_victims(st, rq, model, g, ng, list, nlist);
+			continue;
+		}
 		int from = model >= 0 ? p->model_nodes_off[model] : 0;
 		int to = model >= 0 ? p->model_nodes_off[model + 1] : p->nn;
 		for (int xi = from; xi < to; xi++) {
 			int n = model >= 0 ? p->model_nodes[xi] : xi;
 			if (s->nodes[n].schedulable &&
-			    node_can_public(p, rq, &p->scratch, n, model)) {
-				st->vfit[(size_t)n * (size_t)ng + (size_t)g] = 1;
-				cnt[g]++;
-				if (st->vseen[n] != st->vgen) {
-					st->vseen[n] = st->vgen;
-					list[nlist++] = n;
-				}
-			}
+			    node_can_public(p, rq, &p->scratch, n, model))
+				nlist = count_fit(st, n, g, ng, list, nlist);
 		}
 	}
 	int found = -1;
