@@ -133,7 +133,9 @@ static int node_costs(struct st *st, const struct req *rq, const struct victim *
 	int to = only ? nonly : model >= 0 ? p->model_nodes_off[model + 1] : p->nn;
 	for (int xi = from; xi < to; xi++) {
 		int n = only ? only[xi] : model >= 0 ? p->model_nodes[xi] : xi;
-		if (!s->nodes[n].schedulable)
+		/* (a node without the model: no victims there could make room) */
+		if ((only && model >= 0 && !(st->node_models[n] & model_bit(model))) ||
+		    !s->nodes[n].schedulable)
 			continue;
 		int k = 0;
 		int64_t cost = 0;
