@@ -73,10 +73,11 @@ static bool fails_as_before(struct st *st, const struct jrec *jr, struct shape *
 			    bool within_quota)
 {
 	int ji = jr->ji;
-	if (st->nheld && first_held(st, jr->id) < st->nheld)
+	if (st->nheld && first_held(st, jrec_id(st, jr)) < st->nheld)
 		return false;
 	if (sh->state != SHAPE_FAILS) {
-		if (!sh->resv_n || sh->resv_n != st->nresv || !blocked_by_all(st, jr->time_limit_s))
+		if (!sh->resv_n || sh->resv_n != st->nresv ||
+		    !blocked_by_all(st, jrec_time_limit(st, jr)))
 			return false;
 		st->d->shape_cache_hits++;
 		add_wait(st, ji, SCHED_WAIT_RESERVED, sh->resv_job, 0, NULL);

@@ -152,7 +152,7 @@ static bool index_jobs(struct st *st, bool *sorted)
 {
 	const struct sched_snapshot *s = st->p.snap;
 	const struct sched_shapes *t = s->shapes;
-	const struct sched_key *keys = t ? s->keys : NULL;
+	const struct sched_key *keys = st->keys;
 	/* with the caller's table: the pass's shape of each id in it */
 	int *of_id = NULL, nids = t ? shapes_ids(t) : 0;
 	if (t) {
@@ -203,7 +203,7 @@ static bool index_jobs(struct st *st, bool *sorted)
 		}
 		st->shapes[k].count++;
 		int py = prio(st, y.cls);
-		st->jrec[i] = (struct jrec){i, k, y.queue, y.cls, y.id, y.time_limit_s};
+		st->jrec[i] = (struct jrec){i, k, y.queue, y.cls};
 		if (i > 0 && *sorted)
 			*sorted = key_after(px, &x, py, &y);
 		x = y;
@@ -314,13 +314,12 @@ static int cmp_order(const void *a, const void *b, void *arg)
 	int px = prio(st, x->cls), py = prio(st, y->cls);
 	if (px != py)
 		return px > py ? -1 : 1;
-	const struct sched_snapshot *snap = st->p.snap;
-	bool keys = snap->keys && snap->shapes;
-	int64_t sx = keys ? snap->keys[x->ji].submit_ms : st->jobs[x->ji]->submit_ms;
-	int64_t sy = keys ? snap->keys[y->ji].submit_ms : st->jobs[y->ji]->submit_ms;
+	int64_t sx = st->keys ? st->keys[x->ji].submit_ms : st->jobs[x->ji]->submit_ms;
+	int64_t sy = st->keys ? st->keys[y->ji].submit_ms : st->jobs[y->ji]->submit_ms;
 	if (sx != sy)
 		return sx < sy ? -1 : 1;
-	return x->id < y->id ? -1 : x->id > y->id;
+	int64_t ix = jrec_id(st, x), iy = jrec_id(st, y);
+	return ix < iy ? -1 : ix > iy;
 }
 
 int sched_pass(const struct sched_snapshot *snap, int64_t now_ms, const struct sched_policy *policy,
@@ -333,6 +332,7 @@ int sched_pass(const struct sched_snapshot *snap, int64_t now_ms, const struct s
 	memset(&st, 0, sizeof(st));
 	st.d = ret;
 	st.jobs = snap->jobs;
+	st.keys = snap->shapes ? snap->keys : NULL;
 	st.blocked_all = -1;
 	st.limit_job = -1;
 	st.epoch = 1;

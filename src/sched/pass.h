@@ -110,17 +110,16 @@ struct qstate {
 };
 
 /* What the order and the common paths need of each pending job, gathered in
- * one walk so that the pass reads 32 bytes per job, not a scattered job;
+ * one walk so that the pass reads 16 bytes per job, not a scattered job;
  * copied again into the order the jobs are tried in, so that it reads them
  * one after the other (at a million waiting, a job read where it lies in
- * the queues' order was most of a pass). */
+ * the queues' order was most of a pass). Its id and time limit, which a
+ * few paths read, come from the caller's keys (jrec_key()). */
 struct jrec {
 	int ji; /* index into the snapshot's jobs */
 	int shape;
 	int queue;
 	int cls;
-	int64_t id;
-	int64_t time_limit_s;
 };
 
 /* What running jobs that could be released hold, per cell (node * nmodels +
@@ -166,7 +165,8 @@ struct st {
 	int nshapes;
 	int *shape_slot; /* hash index into shapes: -1 empty */
 	size_t slot_cap;
-	struct jrec *jrec; /* per pending job: what the walk over them needs */
+	struct jrec *jrec;	      /* per pending job: what the walk over them needs */
+	const struct sched_key *keys; /* the caller's, when the pass takes them */
 	struct placement pl;
 	int max_nodes;
 	struct end_item *end_heap; /* running jobs by static end, once sorted */
@@ -307,6 +307,18 @@ static inline int first_held(const struct st *st, int64_t job_id)
 	return lo < st->nheld && s->running[st->held[lo]].held_for == job_id ? lo : st->nheld;
 }
 
+/* The id and time limit of a pending job: from the caller's keys, or from
+ * the job. */
+static inline int64_t jrec_id(const struct st *st, const struct jrec *jr)
+{
+	return st->keys ? st->keys[jr->ji].id : st->jobs[jr->ji]->id;
+}
+
+static inline int64_t jrec_time_limit(const struct st *st, const struct jrec *jr)
+{
+	return st->keys ? st->keys[jr->ji].time_limit_s : st->jobs[jr->ji]->time_limit_s;
+}
+
 /* The shape's last job of the same class and queue waited without the full
  * path, and nothing changed since (no job took the full path: the pass limit
  * and a strict order's block are only ever reached there, and no answer is
@@ -315,7 +327,7 @@ static inline bool waits_as_before(struct st *st, const struct jrec *jr)
 {
 	const struct fast *f = &st->shapes[jr->shape].fast;
 	if (f->epoch != st->epoch || f->cls != jr->cls || f->queue != jr->queue ||
-	    (!f->quota && st->nheld && first_held(st, jr->id) < st->nheld))
+	    (!f->quota && st->nheld && first_held(st, jrec_id(st, jr)) < st->nheld))
 		return false;
 	st->d->shape_cache_hits += !f->quota;
 	wait_as(st, jr->ji, f->reason, f->same_as);
