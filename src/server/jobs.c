@@ -639,6 +639,7 @@ void state_job_set_limit(struct state *s, struct sjob *j, int64_t limit_s)
 {
 	j->job.req.time_limit_s = limit_s;
 	j->sj.time_limit_s = limit_s;
+	job_refile(s, j); /* a waiting job's entry keeps its limit for the pass */
 	state_job_dirty(s, j);
 	/* its agents see the new limit in their next work answer */
 	attempt_bump_nodes(s, job_current_attempt(&j->job));

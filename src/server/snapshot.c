@@ -18,6 +18,7 @@ struct snapshot {
 	struct sched_node *nodes; /* node i is state->nodes[i] */
 	struct sched_queue *queues;
 	const struct sched_job **jobs; /* pending, classes by priority, then submission */
+	struct sched_key *keys;	       /* what the pass reads of jobs[i] */
 	struct sjob **byindex;	       /* the job of jobs[i] */
 	int njobs;
 	struct sched_running *running; /* one per attempt that holds resources */
@@ -127,16 +128,20 @@ static void by_level(struct snapshot *sn, const struct state *s, int from, int t
 		return;
 	const struct sched_job **jobs = xmalloc(sizeof(*jobs) * (size_t)n);
 	struct sjob **idx = xmalloc(sizeof(*idx) * (size_t)n);
+	struct sched_key *keys = xmalloc(sizeof(*keys) * (size_t)n);
 	int k = 0;
 	for (int lv = 0; lv < SCHED_LAS_MAX_LEVELS && k < n; lv++)
 		for (int i = from; i < to; i++)
 			if (s->pass_classes[sn->jobs[i]->cls].las_level == lv) {
 				jobs[k] = sn->jobs[i];
+				keys[k] = sn->keys[i];
 				idx[k++] = sn->byindex[i];
 			}
 	memcpy(&sn->jobs[from], jobs, sizeof(*jobs) * (size_t)n);
+	memcpy(&sn->keys[from], keys, sizeof(*keys) * (size_t)n);
 	memcpy(&sn->byindex[from], idx, sizeof(*idx) * (size_t)n);
 	free(jobs);
+	free(keys);
 	free(idx);
 }
 
@@ -226,6 +231,7 @@ static const char *array_capped(struct state *s, struct sjob *j, uint64_t mark, 
 static void jobs_build(struct state *s, uint64_t mark, int64_t now, struct snapshot *sn)
 {
 	sn->jobs = xcalloc((size_t)s->npending + 1, sizeof(*sn->jobs));
+	sn->keys = xmalloc(sizeof(*sn->keys) * ((size_t)s->npending + 1));
 	sn->byindex = xcalloc((size_t)s->npending + 1, sizeof(*sn->byindex));
 	char buf[MODEL_REASON_MAX];
 	struct sjob **never = NULL;
@@ -246,6 +252,10 @@ static void jobs_build(struct state *s, uint64_t mark, int64_t now, struct snaps
 			struct sjob *j = e.job;
 			/* a plain one goes on unread, unless its queue's budget holds
 			 * it back */
+			struct sched_key *key = &sn->keys[sn->njobs];
+			*key = (struct sched_key){e.id,		  e.submit_ms,
+						  e.time_limit_s, s->las_first[c],
+						  e.queue,	  e.shape_id};
 			if (!e.plain || (budgets && s->queues[e.queue]->budget_spent)) {
 				bool no;
 				const char *why = held_back(s, j, now, buf, sizeof(buf), &no);
@@ -263,6 +273,7 @@ static void jobs_build(struct state *s, uint64_t mark, int64_t now, struct snaps
 				}
 				j->sj.queue = j->queue->index;
 				j->sj.cls = s->las_first[c] + pending_level(s, j, now);
+				*key = sched_key_of(&j->sj);
 			}
 			sn->jobs[sn->njobs] = &j->sj;
 			sn->byindex[sn->njobs++] = j;
@@ -438,12 +449,14 @@ static void snapshot_build(struct state *s, uint64_t mark, int64_t now, struct s
 					   .queues = sn->queues,
 					   .nqueues = s->nqueues,
 					   .cluster = s->sched_cluster,
-					   .shapes = s->sched_shapes};
+					   .shapes = s->sched_shapes,
+					   .keys = sn->keys};
 }
 
 static void snapshot_release(struct snapshot *sn)
 {
 	free(sn->jobs);
+	free(sn->keys);
 	free(sn->byindex);
 	free(sn->running);
 	free(sn->assigns);

@@ -268,6 +268,16 @@ static struct pend_entry *order_find(struct sclass *c, int64_t id)
 	return lo < c->norder && c->order[lo].id == id ? &c->order[lo] : NULL;
 }
 
+/* What an entry keeps of its job (all but the job and its id). */
+static void pend_fill(const struct state *s, struct pend_entry *e, const struct sjob *j)
+{
+	e->submit_ms = j->sj.submit_ms;
+	e->shape_id = j->sj.shape_id;
+	e->time_limit_s = (uint32_t)MIN(MAX(j->sj.time_limit_s, 0), (int64_t)UINT32_MAX);
+	e->queue = (uint16_t)j->queue->index;
+	e->plain = job_plain(s, j);
+}
+
 static void order_add(struct state *s, struct sclass *c, struct sjob *j)
 {
 	xgrow(&c->order, &c->order_alloc, c->norder + 1, sizeof(*c->order));
@@ -280,10 +290,8 @@ static void order_add(struct state *s, struct sclass *c, struct sjob *j)
 		memmove(&c->order[at + 1], &c->order[at], (c->norder - at) * sizeof(*c->order));
 		c->norder++;
 	}
-	c->order[at] = (struct pend_entry){.job = j,
-					   .id = (uint32_t)j->job.id,
-					   .queue = (uint16_t)j->queue->index,
-					   .plain = job_plain(s, j)};
+	c->order[at] = (struct pend_entry){.job = j, .id = (uint32_t)j->job.id};
+	pend_fill(s, &c->order[at], j);
 	/* what the pass would set each time, set once */
 	j->sj.queue = j->queue->index;
 	j->sj.cls = s->las_first[j->cls];
@@ -293,7 +301,7 @@ void job_refile(struct state *s, struct sjob *j)
 {
 	struct pend_entry *e = j->pending ? order_find(&s->classes[j->cls], j->job.id) : NULL;
 	if (e)
-		e->plain = job_plain(s, j);
+		pend_fill(s, e, j);
 }
 
 void job_enqueue(struct state *s, struct sjob *j)

@@ -105,7 +105,12 @@ struct sgone {
  * reading the job; the others are judged each pass. */
 struct pend_entry {
 	struct sjob *job;
+	/* what the pass reads of every waiting job (its sched_key), kept here
+	 * so that a plain job goes to it unread */
+	int64_t submit_ms;
 	uint32_t id;
+	int32_t shape_id;
+	uint32_t time_limit_s; /* the job's, at most UINT32_MAX */
 	uint16_t queue;
 	uint8_t plain;
 };
