@@ -435,7 +435,7 @@ static bool node_fits_now(struct pass *p, const struct req *rq, const struct vie
 struct memo_table *memo_new(struct pass *p)
 {
 	size_t bytes = sizeof(struct node_memo) * MEMO_FIRST_CAP;
-	if (p->memo_bytes + bytes > MEMO_MAX_BYTES)
+	if (p->memo_bytes + bytes > MEMO_MAX_BYTES || p->nmodels > INT8_MAX)
 		return NULL;
 	p->memo_bytes += bytes;
 	struct memo_table *t = xcalloc(1, sizeof(*t));
@@ -495,7 +495,10 @@ bool node_fits(struct pass *p, const struct req *rq, const struct view *v, int n
 	struct node_memo *m = &t->e[h];
 	if (m->key) {
 		if (m->ver == p->node_ver[n] && m->model == model) {
-			*c = m->c;
+			*c = (struct cand){.node = n,
+					   .spare = m->spare,
+					   .cpu_spare = m->cpu_spare,
+					   .dev = m->dev};
 			return m->fits;
 		}
 	} else if (!memo_room(p, t)) {
@@ -505,11 +508,10 @@ bool node_fits(struct pass *p, const struct req *rq, const struct view *v, int n
 		m->key = n + 1;
 		t->n++;
 	}
-	m->fits = node_fits_now(p, rq, v, n, model, &m->c);
-	m->ver = p->node_ver[n];
-	m->model = model;
-	*c = m->c;
-	return m->fits;
+	bool fits = node_fits_now(p, rq, v, n, model, c);
+	*m = (struct node_memo){n + 1,		 p->node_ver[n], c->spare, c->cpu_spare,
+				(int16_t)c->dev, (int8_t)model,	 fits};
+	return fits;
 }
 
 /* Could node n hold a share at all (no scoring)? */

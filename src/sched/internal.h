@@ -25,17 +25,17 @@ struct cand {
 };
 
 /* What node_fits found for one node and one request shape, while the node's
- * version is `ver`. */
+ * version is `ver` (24 bytes: a shape's table stays in the cache). */
 struct node_memo {
 	int key; /* the node + 1; 0: an empty slot */
 	uint32_t ver;
-	int model;
+	int64_t spare;
+	int cpu_spare;
+	int16_t dev;
+	int8_t model; /* memo_new() refuses more models than this holds */
 	bool fits;
-	struct cand c;
 };
 
-/* A shape's node_memos, by node (open addressing): as large as the nodes a
- * pass looks at for it, not as the cluster, so it stays in the cache. */
 /* What a single-node shape's gather and choice under one model found in
  * `free`, while that model's nodes were as of `ver` (pass.model_ver). */
 struct model_choice {
