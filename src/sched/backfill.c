@@ -288,6 +288,9 @@ static bool shadow_unknown(struct st *st, const struct req *rq, const struct end
 	return ok;
 }
 
+/* How far ahead in the end order shadow() asks for what it will read. */
+#define SHADOW_AHEAD 8
+
 bool shadow(struct st *st, const struct req *rq, int64_t *until)
 {
 	struct pass *p = &st->p;
@@ -301,6 +304,12 @@ bool shadow(struct st *st, const struct req *rq, int64_t *until)
 	bool ok = false;
 	for (int i = 0; i < n && !ok; i++) {
 		struct end_item it = h[i];
+		/* the running jobs lie wherever the caller keeps them: ask for
+		 * the ones a little ahead, and for their nodes */
+		if (i + 2 * SHADOW_AHEAD < n)
+			__builtin_prefetch(&s->running[h[i + 2 * SHADOW_AHEAD].idx]);
+		if (i + SHADOW_AHEAD < n)
+			__builtin_prefetch(s->running[h[i + SHADOW_AHEAD].idx].nodes);
 		if (it.end == FOREVER) {
 			ok = shadow_unknown(st, rq, &h[i], n - i, &fc);
 			if (ok)
