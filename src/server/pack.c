@@ -180,10 +180,37 @@ json_t *state_node_pack(struct state *s, const struct snode *n)
 	return o;
 }
 
+/* What the last applied pass said of waiting job j: WAIT_OWN, the job whose
+ * reason it shares, or 0 when the pass's table does not hold it (not given
+ * to that pass, its class reordered, or held back by a later snapshot). */
+static uint32_t pass_wait_from(const struct state *s, const struct sjob *j)
+{
+	const struct pass_waits *pw = &s->waits;
+	if (!pw->mark || j->reason_pass > pw->mark || j->cls >= s->sched.nclasses)
+		return 0;
+	int lo = pw->cls_from[j->cls], hi = pw->cls_to[j->cls];
+	while (lo < hi) {
+		int mid = lo + (hi - lo) / 2;
+		if (pw->ids[mid] < (uint32_t)j->job.id)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < pw->cls_to[j->cls] && pw->ids[lo] == (uint32_t)j->job.id ? pw->from[lo] : 0;
+}
+
 json_t *state_job_pack(struct state *s, struct sjob *j)
 {
 	if (j->job.state == JOB_PENDING && !j->job.system) {
-		if (j->reason_pass == 0) {
+		uint32_t from = pass_wait_from(s, j);
+		if (from && from != WAIT_OWN) {
+			/* the last pass said: the same as an earlier job of its shape */
+			struct sjob *o = state_job(s, from);
+			if (o)
+				snprintf(j->job.reason, sizeof(j->job.reason), "%s", o->job.reason);
+		} else if (from == WAIT_OWN) {
+			/* its own, written to it */
+		} else if (j->reason_pass == 0) {
 			snprintf(j->job.reason, sizeof(j->job.reason),
 				 "waiting for the next scheduling pass");
 		} else if (j->reason_from) {

@@ -21,6 +21,7 @@ struct snapshot {
 	struct sched_key *keys;	       /* what the pass reads of jobs[i] */
 	struct sjob **byindex;	       /* the job of jobs[i] */
 	int njobs;
+	int cls_from[MODEL_MAX_CLASSES], cls_to[MODEL_MAX_CLASSES]; /* each class's jobs */
 	struct sched_running *running; /* one per attempt that holds resources */
 	struct sched_assign *assigns;  /* their parts, side by side */
 	int nrunning;
@@ -280,6 +281,8 @@ static void jobs_build(struct state *s, uint64_t mark, int64_t now, struct snaps
 		}
 		cl->norder = kept;
 		assert(kept == (size_t)cl->npending);
+		sn->cls_from[c] = from;
+		sn->cls_to[c] = sn->njobs;
 		if (s->las[c].nlevels > 1)
 			by_level(sn, s, from, sn->njobs);
 	}
@@ -470,17 +473,43 @@ static void snapshot_release(struct snapshot *sn)
 static void decisions_apply(struct state *s, const struct snapshot *sn,
 			    const struct sched_decisions *d, uint64_t mark, int64_t now)
 {
+	/* a wait that shares another job's reason goes in the pass's table
+	 * (a million waiting jobs are not written to); one with its own
+	 * reason, or in a class the pass reorders, is written to the job */
+	struct pass_waits *pw = &s->waits;
+	if ((size_t)sn->njobs + 1 > pw->alloc) {
+		pw->alloc = (size_t)sn->njobs + 1;
+		pw->ids = xrealloc(pw->ids, sizeof(*pw->ids) * pw->alloc);
+		pw->from = xrealloc(pw->from, sizeof(*pw->from) * pw->alloc);
+	}
+	for (int i = 0; i < sn->njobs; i++) {
+		pw->ids[i] = (uint32_t)sn->keys[i].id;
+		pw->from[i] = 0;
+	}
+	for (int c = 0; c < s->sched.nclasses; c++) {
+		pw->cls_from[c] = sn->cls_from[c];
+		pw->cls_to[c] = s->las[c].nlevels > 1 ? sn->cls_from[c] : sn->cls_to[c];
+	}
 	for (int i = 0; i < d->nwaits; i++) {
 		const struct sched_wait *w = &d->waits[i];
-		struct sjob *j = sn->byindex[w->job];
-		j->reason_pass = mark;
-		if (w->detail) {
-			snprintf(j->job.reason, sizeof(j->job.reason), "%s", w->detail);
-			j->reason_from = 0;
+		/* (the pass's class, from the key: the job is not read) */
+		bool reordered = s->pass_classes[sn->keys[w->job].cls].las_family != 0;
+		if (w->detail || reordered) {
+			struct sjob *j = sn->byindex[w->job];
+			j->reason_pass = mark;
+			if (w->detail) {
+				snprintf(j->job.reason, sizeof(j->job.reason), "%s", w->detail);
+				j->reason_from = 0;
+			} else {
+				j->reason_from = sn->byindex[w->same_as]->job.id;
+			}
+			pw->from[w->job] = WAIT_OWN;
 		} else {
-			j->reason_from = sn->byindex[w->same_as]->job.id;
+			pw->from[w->job] = (uint32_t)sn->byindex[w->same_as]->job.id;
 		}
 	}
+	pw->n = sn->njobs;
+	pw->mark = mark;
 	for (int i = 0; i < d->nstarts; i++)
 		state_apply_start(s, sn->byindex[d->starts[i].job], &d->starts[i], s->nodes, now);
 	for (int i = 0; i < d->npreempts; i++)

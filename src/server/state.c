@@ -48,6 +48,8 @@ void state_release(struct state *s)
 	valid_release(s); /* runs point at jobs and nodes */
 	sched_cluster_free(s->sched_cluster);
 	sched_shapes_free(s->sched_shapes);
+	free(s->waits.ids);
+	free(s->waits.from);
 	for (size_t i = 0; i < s->njobs; i++) {
 		struct sjob *j = s->jobs[i];
 		if (!j)

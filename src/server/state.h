@@ -122,6 +122,21 @@ struct settled_entry {
 	int64_t mono;
 };
 
+/* Why the jobs of the last applied pass wait, without writing to a million
+ * jobs: for each job given to the pass, in its order, its id and the job
+ * whose reason it shares (WAIT_OWN: the reason is its own, written to it;
+ * 0: it started). Each class's jobs lie together, by id, in [cls_from[c],
+ * cls_to[c]) (classes ordered by least attained service, whose jobs the
+ * pass reorders, have their reasons written to them instead: empty). */
+#define WAIT_OWN UINT32_MAX
+struct pass_waits {
+	uint64_t mark; /* the pass (0: none yet) */
+	uint32_t *ids, *from;
+	int n;
+	size_t alloc;
+	int cls_from[MODEL_MAX_CLASSES], cls_to[MODEL_MAX_CLASSES];
+};
+
 /* A priority class, with the jobs of it that wait. */
 struct sclass {
 	struct class_spec spec;
@@ -340,6 +355,7 @@ struct state {
 	int las_first[MODEL_MAX_CLASSES];
 	uint64_t pass_no;
 	struct sched_cluster *sched_cluster; /* kept while the nodes stay the same */
+	struct pass_waits waits;	     /* why the last pass's jobs wait (snapshot.c) */
 	struct sched_shapes *sched_shapes;   /* the waiting jobs' requests, filed */
 	struct {
 		uint64_t passes, placements;
