@@ -414,11 +414,20 @@ int sched_pass(const struct sched_snapshot *snap, int64_t now_ms, const struct s
 			int q = st.heap[0];
 			struct qstate *qs = &st.qs[q];
 			double before = qs->score;
-			do {
-				const struct jrec *jr = &st.run[qs->head++];
-				if (!waits_as_before(&st, jr))
-					process(&st, jr);
-			} while (qs->head < qs->tail && qs->score == before);
+			if (st.limit_job >= 0) {
+				/* the pass started as many as it may: every job left
+				 * waits for the next, as the first such one says (no
+				 * share changes any more: each queue goes whole) */
+				while (qs->head < qs->tail)
+					wait_as(&st, st.run[qs->head++].ji, SCHED_WAIT_PASS_LIMIT,
+						st.limit_job);
+			} else {
+				do {
+					const struct jrec *jr = &st.run[qs->head++];
+					if (!waits_as_before(&st, jr))
+						process(&st, jr);
+				} while (qs->head < qs->tail && qs->score == before);
+			}
 			if (qs->head == qs->tail)
 				heap_pop(&st);
 			else
