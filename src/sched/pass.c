@@ -322,6 +322,37 @@ static int cmp_order(const void *a, const void *b, void *arg)
 	return ix < iy ? -1 : ix > iy;
 }
 
+/* A segment (jobs order[seg .. end), each queue's counted in qs[].tail)
+ * that comes after the pass started as many as it may: its jobs wait for
+ * the next pass, queue by queue in the order the queues' shares give
+ * (which no longer change), each queue's oldest first, written straight
+ * to their places among the waits. */
+static void past_limit(struct st *st, int seg, int end)
+{
+	const struct sched_snapshot *snap = st->p.snap;
+	struct sched_decisions *d = st->d;
+	st->nheap = 0;
+	for (int q = 0; q < snap->nqueues; q++) {
+		st->qs[q].score = qscore(st, q);
+		st->qs[q].head = 0;
+		if (st->qs[q].tail)
+			heap_push(st, q);
+	}
+	int at = d->nwaits;
+	while (st->nheap) {
+		int q = st->heap[0];
+		st->qs[q].head = at; /* where its first goes */
+		at += st->qs[q].tail;
+		heap_pop(st);
+	}
+	for (int k = seg; k < end; k++) {
+		const struct jrec *jr = &st->jrec[st->order[k]];
+		d->waits[st->qs[jr->queue].head++] =
+			(struct sched_wait){jr->ji, SCHED_WAIT_PASS_LIMIT, st->limit_job, 0, NULL};
+	}
+	d->nwaits = at;
+}
+
 int sched_pass(const struct sched_snapshot *snap, int64_t now_ms, const struct sched_policy *policy,
 	       struct sched_decisions *ret)
 {
@@ -392,6 +423,12 @@ int sched_pass(const struct sched_snapshot *snap, int64_t now_ms, const struct s
 			if (prio(&st, jr->cls) != level)
 				break;
 			st.qs[jr->queue].tail++;
+		}
+		if (st.limit_job >= 0) {
+			past_limit(&st, seg, end);
+			seg = end;
+			assert_pass_consistent(&st, seg);
+			continue;
 		}
 		for (int q = 0, at = 0; q < snap->nqueues; q++) {
 			st.qs[q].head = at;

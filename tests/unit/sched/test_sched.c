@@ -1091,6 +1091,39 @@ static void test_las_config(void **state)
 	assert_int_equal(pol.max_starts, 0);
 }
 
+/* Past the pass limit, the jobs left wait in the order the pass would have
+ * tried them: classes by priority, within one queue by queue in fair-share
+ * order (no share changes any more), each queue's oldest first. */
+static void test_pass_limit_order(void **state)
+{
+	struct cluster c;
+	init(&c);
+	add_node(&c, "H100", 8, 64);
+	c.queues[0] = (struct sched_queue){"q0", -1, -1, 1, 0};
+	c.queues[1] = (struct sched_queue){"q1", -1, -1, 1, 5e6};
+	c.queues[2] = (struct sched_queue){"q2", -1, -1, 1, 1e6};
+	c.nqueues = 3;
+	add_job(&c, 1, 1, 1000)->cls = PROD; /* starts */
+	add_job(&c, 1, 1, 1000)->cls = PROD; /* the first left: says why */
+	int q[] = {1, 2, 0, 1, 2, 0};
+	for (int i = 0; i < 6; i++)
+		add_job(&c, 1, 1, 1000)->queue = q[i];
+	c.policy.max_starts = 1;
+	struct sched_decisions d;
+	assert_int_equal(pass(&c, &d), 0);
+	assert_int_equal(d.nstarts, 1);
+	assert_int_equal(d.starts[0].job, 0);
+	/* q0 first (it holds the start, but 1,000 is under q2's 1e6), then q2, then q1 */
+	int want[] = {1, 4, 7, 3, 6, 2, 5};
+	assert_int_equal(d.nwaits, 7);
+	for (int i = 0; i < 7; i++) {
+		assert_int_equal(d.waits[i].job, want[i]);
+		assert_int_equal(d.waits[i].reason, SCHED_WAIT_PASS_LIMIT);
+		assert_int_equal(d.waits[i].same_as, i == 0 ? -1 : 1);
+	}
+	sched_decisions_release(&d);
+}
+
 static void test_limits_and_invalid(void **state)
 {
 	struct cluster c;
@@ -1790,6 +1823,7 @@ int main(void)
 		cmocka_unit_test(test_least_attained_service),
 		cmocka_unit_test(test_placement_config),
 		cmocka_unit_test(test_las_config),
+		cmocka_unit_test(test_pass_limit_order),
 		cmocka_unit_test(test_limits_and_invalid),
 		cmocka_unit_test(test_shape_table),
 		cmocka_unit_test(test_unknown_end_reservations),
