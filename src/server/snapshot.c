@@ -486,9 +486,10 @@ static void decisions_apply(struct state *s, const struct snapshot *sn,
 		pw->ids[i] = (uint32_t)sn->keys[i].id;
 		pw->from[i] = 0;
 	}
-	for (int c = 0; c < s->sched.nclasses; c++) {
-		pw->cls_from[c] = sn->cls_from[c];
-		pw->cls_to[c] = s->las[c].nlevels > 1 ? sn->cls_from[c] : sn->cls_to[c];
+	for (int c = 0; c < MODEL_MAX_CLASSES; c++) {
+		bool in = c < s->sched.nclasses;
+		pw->cls_from[c] = in ? sn->cls_from[c] : 0;
+		pw->cls_to[c] = !in || s->las[c].nlevels > 1 ? pw->cls_from[c] : sn->cls_to[c];
 	}
 	for (int i = 0; i < d->nwaits; i++) {
 		const struct sched_wait *w = &d->waits[i];
