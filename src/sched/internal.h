@@ -55,6 +55,36 @@ struct memo_table {
 /* Node scores remembered take at most this much memory in a pass. */
 #define MEMO_MAX_BYTES (64u << 20)
 
+/* Defines `static void name(T *a, int n, int k, void *arg)`: moves the k
+ * least of a[0..n) by CMP(x, y, arg) (a total order) to the front, in no
+ * particular order (quickselect: linear, where sorting all n is not). */
+#define DEFINE_SELECT(name, T, CMP)                                                                \
+	static void name(T *a, int n, int k, void *arg)                                            \
+	{                                                                                          \
+		int lo = 0, hi = n - 1;                                                            \
+		while (lo < hi && k > 0 && k < n) {                                                \
+			T pivot = a[lo + (hi - lo) / 2];                                           \
+			int i = lo, j = hi;                                                        \
+			while (i <= j) {                                                           \
+				while (CMP(&a[i], &pivot, arg) < 0)                                \
+					i++;                                                       \
+				while (CMP(&a[j], &pivot, arg) > 0)                                \
+					j--;                                                       \
+				if (i <= j) {                                                      \
+					T t = a[i];                                                \
+					a[i++] = a[j];                                             \
+					a[j--] = t;                                                \
+				}                                                                  \
+			}                                                                          \
+			if (k - 1 <= j)                                                            \
+				hi = j;                                                            \
+			else if (k - 1 >= i)                                                       \
+				lo = i;                                                            \
+			else                                                                       \
+				break;                                                             \
+		}                                                                                  \
+	}
+
 /* A request, as placement sees it. */
 struct req {
 	const struct sched_job *j;

@@ -114,7 +114,7 @@ struct qstate {
  * copied again into the order the jobs are tried in, so that it reads them
  * one after the other (at a million waiting, a job read where it lies in
  * the queues' order was most of a pass). Its id and time limit, which a
- * few paths read, come from the caller's keys (jrec_key()). */
+ * few paths read, come from the caller's keys (jrec_id(), jrec_time_limit()). */
 struct jrec {
 	int ji; /* index into the snapshot's jobs */
 	int shape;

@@ -33,33 +33,8 @@ static int cmp_cand(const void *a, const void *b, void *arg)
 	return rank[x->node] - rank[y->node];
 }
 
-/* Moves the k tightest of c[0..n) to the front, in no particular order
- * (quickselect; cmp_cand is a total order, so the k are always the same). */
-static void select_tightest(struct cand *c, int n, int k, void *rank)
-{
-	int lo = 0, hi = n - 1;
-	while (lo < hi && k > 0 && k < n) {
-		struct cand pivot = c[lo + (hi - lo) / 2];
-		int i = lo, j = hi;
-		while (i <= j) {
-			while (cmp_cand(&c[i], &pivot, rank) < 0)
-				i++;
-			while (cmp_cand(&c[j], &pivot, rank) > 0)
-				j--;
-			if (i <= j) {
-				struct cand t = c[i];
-				c[i++] = c[j];
-				c[j--] = t;
-			}
-		}
-		if (k - 1 <= j)
-			hi = j;
-		else if (k - 1 >= i)
-			lo = i;
-		else
-			break;
-	}
-}
+/* the k tightest candidates to the front (cmp_cand is a total order) */
+DEFINE_SELECT(select_tightest, struct cand, cmp_cand)
 
 struct choice {
 	bool ok;

@@ -91,33 +91,8 @@ static int cmp_node_cost(const void *a, const void *b, void *arg)
 	return rank[x->node] - rank[y->node];
 }
 
-/* Moves the k cheapest of a[0..n) to the front, in no particular order
- * (quickselect). */
-static void select_cheapest(struct node_cost *a, int n, int k, void *snap)
-{
-	int lo = 0, hi = n - 1;
-	while (lo < hi && k > 0 && k < n) {
-		struct node_cost pivot = a[(lo + hi) / 2];
-		int i = lo, j = hi;
-		while (i <= j) {
-			while (cmp_node_cost(&a[i], &pivot, snap) < 0)
-				i++;
-			while (cmp_node_cost(&a[j], &pivot, snap) > 0)
-				j--;
-			if (i <= j) {
-				struct node_cost t = a[i];
-				a[i++] = a[j];
-				a[j--] = t;
-			}
-		}
-		if (k - 1 <= j)
-			hi = j;
-		else if (k - 1 >= i)
-			lo = i;
-		else
-			break;
-	}
-}
+/* the k cheapest node costs to the front (cmp_node_cost is a total order) */
+DEFINE_SELECT(select_cheapest, struct node_cost, cmp_node_cost)
 
 /* For each node that has `model` (among `only` when given), the cheapest
  * victims there whose end lets it hold one node's share of rq; fills out,
@@ -241,8 +216,8 @@ static bool feed_more(struct st *st, struct feed *f)
 		if (f->models && !(x->models & f->models))
 			continue;
 		const struct sched_running *r = &s->running[x->idx];
-		if (r->stopping || r->held_for || st->victim[x->idx])
-			continue;
+		if (st->victim[x->idx])
+			continue; /* (the order holds no job stopping or held for another) */
 		const struct sched_queue *q = &s->queues[r->queue];
 		bool by_class = f->by_class && may_stop(st, f->jc, &s->classes[r->cls], r);
 		bool by_reclaim =
