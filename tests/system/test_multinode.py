@@ -6,6 +6,8 @@ import json
 import os
 import socket
 import random
+import signal
+import subprocess
 import sys
 import threading
 import time
@@ -119,12 +121,33 @@ def test_pytorch_ddp_two_hosts(hosts3, workdir, kill_all, how):
     c.stop_all()
 
 
+def hung_torch_report(workdir, jobs):
+    """What the jobs' processes were doing, for a run that did not end: their
+    list, then each Python's stacks (SIGABRT with PYTHONFAULTHANDLER set makes
+    it print them into the job's output) and the jobs' outputs."""
+    ps = subprocess.run(["ps", "-eo", "pid,ppid,stat,etime,wchan:20,args"],
+                        capture_output=True, text=True).stdout
+    mine = [l for l in ps.splitlines() if workdir in l]
+    for line in mine:
+        if "python" in line or "torchrun" in line:
+            try:
+                os.kill(int(line.split()[0]), signal.SIGABRT)
+            except ProcessLookupError:
+                pass
+    time.sleep(3)
+    outs = "".join(f"== {f}\n" + open(f, errors="replace").read()[-6000:]
+                   for f in sorted(glob.glob(os.path.join(workdir, "tr*-*.out"))))
+    return (json.dumps([{k: j[k] for k in ("id", "state", "reason", "attempts")} for j in jobs],
+                       indent=1)[:4000] + "\n" + "\n".join(mine) + "\n" + outs)
+
+
 def test_two_plain_torchruns_at_once_on_one_node(cluster, workdir):
     """Two jobs of a plain `torchrun train.py` side by side on one node:
     each takes its own rendezvous port from tenk (PET_MASTER_PORT), so they
     do not collide on torchrun's 29500."""
     env = cluster.env()
     env["OMP_NUM_THREADS"] = "1"
+    env["PYTHONFAULTHANDLER"] = "1"  # SIGABRT prints where each thread is
     script = os.path.join(HERE, "ddp_train.py")
     jobs = []
     for k in range(2):
@@ -134,12 +157,12 @@ def test_two_plain_torchruns_at_once_on_one_node(cluster, workdir):
         jobs.append(cluster.submit("-G", "2", "-o", f"tr{k}-%t.out", "--", "sh", "-c", cmd,
                                    env=env))
     for jid in jobs:
-        cluster.run("wait", jid, check=False, timeout=300)
+        cluster.run("wait", "--timeout", "240s", jid, check=False, timeout=300)
     done = [cluster.job(j) for j in jobs]
     for k, job in enumerate(done):
         if job["state"] != "COMPLETED":
-            raise AssertionError(f"{job['state']} {job['reason']}\n" +
-                                 open(os.path.join(workdir, f"tr{k}-0.out")).read()[-3000:])
+            raise AssertionError(f"job {job['id']}: {job['state']} {job['reason']}\n" +
+                                 hung_torch_report(workdir, done))
         res = [json.load(open(p)) for p in glob.glob(os.path.join(workdir, f"ddp{k}", "*.json"))]
         assert sorted(r["local_rank"] for r in res) == [0, 1] and all(r["same"] for r in res)
     a, b = (j["attempts"][0] for j in done)
