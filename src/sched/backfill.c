@@ -142,7 +142,7 @@ static int64_t static_end(const struct st *st, const struct sched_running *r)
  * before it places. An LSD radix sort on the offset from now, 11 bits a
  * round and only as many rounds as the latest finite end needs (a few for
  * time limits of days); FOREVER goes last. */
-static void sort_by_end(struct end_item *a, int n, int64_t now)
+static void sort_by_end(struct pass *p, struct end_item *a, int n, int64_t now)
 {
 	int nf = 0;
 	uint64_t max = 0;
@@ -158,7 +158,7 @@ static void sort_by_end(struct end_item *a, int n, int64_t now)
 	if (nf < 2 || max == 0)
 		return;
 	enum { BITS = 11, RADIX = 1 << BITS };
-	struct end_item *tmp = xmalloc(sizeof(*tmp) * (size_t)nf), *src = a, *dst = tmp;
+	struct end_item *tmp = keep_alloc(p->keep, sizeof(*tmp) * (size_t)nf), *src = a, *dst = tmp;
 	int *count = xmalloc(sizeof(int) * RADIX);
 	for (int shift = 0; shift < 64 && max >> shift; shift += BITS) {
 		memset(count, 0, sizeof(int) * RADIX);
@@ -179,7 +179,7 @@ static void sort_by_end(struct end_item *a, int n, int64_t now)
 	if (src != a)
 		memcpy(a, src, sizeof(*a) * (size_t)nf);
 	free(count);
-	free(tmp);
+	keep_release(p->keep, tmp);
 }
 
 /* The running jobs in order of expected end, for reservations: sorted once a
@@ -193,7 +193,7 @@ static const struct end_item *end_order(struct st *st, int *ret_n)
 		struct end_item *h = st->end_heap;
 		for (int i = 0; i < s->nrunning; i++)
 			h[i] = (struct end_item){static_end(st, &s->running[i]), i};
-		sort_by_end(h, s->nrunning, st->p.now);
+		sort_by_end(&st->p, h, s->nrunning, st->p.now);
 		st->end_sorted = true;
 	}
 	const struct end_item *h = st->end_heap;
@@ -263,7 +263,7 @@ static bool shadow_unknown(struct st *st, const struct req *rq, const struct end
 {
 	struct pass *p = &st->p;
 	const struct sched_snapshot *s = p->snap;
-	struct unknown_end *u = xmalloc(sizeof(*u) * ((size_t)n + 1));
+	struct unknown_end *u = keep_alloc(p->keep, sizeof(*u) * ((size_t)n + 1));
 	for (int i = 0; i < n; i++) {
 		const struct sched_running *r = &s->running[h[i].idx];
 		u[i] = (struct unknown_end){h[i].idx, free_near(p, r), r->start_ms};
@@ -284,7 +284,7 @@ static bool shadow_unknown(struct st *st, const struct req *rq, const struct end
 		st->d->placements_tried++;
 		ok = place(p, rq, &p->scratch, &st->pl, &why);
 	}
-	free(u);
+	keep_release(p->keep, u);
 	return ok;
 }
 
@@ -332,6 +332,6 @@ bool shadow(struct st *st, const struct req *rq, int64_t *until)
 			ok = true;
 		}
 	}
-	fit_release(&fc);
+	fit_release(p, &fc);
 	return ok;
 }

@@ -216,10 +216,10 @@ void place_init(struct pass *p)
 	struct view *views[] = {&p->free, &p->scratch, &p->total};
 	/* every view is written in full before it is read (scratch by a copy) */
 	for (size_t i = 0; i < ARRAY_SIZE(views); i++) {
-		views[i]->cpus = xmalloc(sizeof(int) * ((size_t)nn + 1));
-		views[i]->mem = xmalloc(sizeof(int64_t) * ((size_t)nn + 1));
-		views[i]->dev = xmalloc(sizeof(int) * ((size_t)ndev + 1));
-		views[i]->alone = xcalloc((size_t)nn + 1, sizeof(int));
+		views[i]->cpus = keep_alloc(p->keep, sizeof(int) * ((size_t)nn + 1));
+		views[i]->mem = keep_alloc(p->keep, sizeof(int64_t) * ((size_t)nn + 1));
+		views[i]->dev = keep_alloc(p->keep, sizeof(int) * ((size_t)ndev + 1));
+		views[i]->alone = keep_zalloc(p->keep, (size_t)nn + 1, sizeof(int));
 	}
 	for (int r = 0; r < s->nrunning; r++)
 		for (int k = 0; k < s->running[r].nnodes; k++)
@@ -236,14 +236,15 @@ void place_init(struct pass *p)
 			p->total.dev[p->dev_off[n] + d] = MODEL_MILLI;
 		}
 	}
-	p->cands = xmalloc(sizeof(struct cand) * ((size_t)nn + 1));
+	p->cands = keep_alloc(p->keep, sizeof(struct cand) * ((size_t)nn + 1));
 	p->model_scratch = xcalloc((size_t)p->nmodels + 1, sizeof(int));
 	p->model_scratch2 = xcalloc((size_t)p->nmodels + 1, sizeof(int));
-	p->touch_mark = xcalloc((size_t)nn + 1, sizeof(int));
-	p->touched = xmalloc(sizeof(int) * ((size_t)nn + 1));
-	p->frag_before = xmalloc(sizeof(double) * ((size_t)nn + 1)); /* read once frag_valid */
-	p->frag_valid = xcalloc((size_t)nn + 1, sizeof(bool));
-	p->node_ver = xcalloc((size_t)nn + 1, sizeof(uint32_t));
+	p->touch_mark = keep_zalloc(p->keep, (size_t)nn + 1, sizeof(int));
+	p->touched = keep_alloc(p->keep, sizeof(int) * ((size_t)nn + 1));
+	/* read once frag_valid */
+	p->frag_before = keep_alloc(p->keep, sizeof(double) * ((size_t)nn + 1));
+	p->frag_valid = keep_zalloc(p->keep, (size_t)nn + 1, sizeof(bool));
+	p->node_ver = keep_zalloc(p->keep, (size_t)nn + 1, sizeof(uint32_t));
 	p->model_ver = xcalloc((size_t)p->nmodels + 1, sizeof(uint64_t));
 	for (int m = 0; m < p->nmodels; m++)
 		p->model_ver[m] = 1;
@@ -255,7 +256,8 @@ void place_init(struct pass *p)
 	p->model_exclusive = xcalloc((size_t)p->nmodels + 1, sizeof(int));
 	/* the capacity index over `free` */
 	p->cap = xcalloc((size_t)(p->nmodels + 1) * (MODEL_MAX_ACCELS + 1), sizeof(int));
-	p->node_whole = xcalloc((size_t)nn * (size_t)(p->nmodels + 1) + 1, sizeof(int));
+	p->node_whole =
+		keep_zalloc(p->keep, (size_t)nn * (size_t)(p->nmodels + 1) + 1, sizeof(int));
 	for (int n = 0; n < nn; n++) {
 		if (!s->nodes[n].schedulable)
 			continue;
@@ -273,38 +275,38 @@ void place_release(struct pass *p)
 {
 	struct view *views[] = {&p->free, &p->scratch, &p->total};
 	for (size_t i = 0; i < ARRAY_SIZE(views); i++) {
-		free(views[i]->cpus);
-		free(views[i]->mem);
-		free(views[i]->dev);
-		free(views[i]->alone);
+		keep_release(p->keep, views[i]->cpus);
+		keep_release(p->keep, views[i]->mem);
+		keep_release(p->keep, views[i]->dev);
+		keep_release(p->keep, views[i]->alone);
 	}
 	if (!p->borrowed)
 		statics_release(p);
 	free(p->order);
-	free(p->cands);
+	keep_release(p->keep, p->cands);
 	free(p->cap);
-	free(p->node_whole);
+	keep_release(p->keep, p->node_whole);
 	free(p->mix);
 	free(p->mix_ok);
 	free(p->model_scratch);
 	free(p->model_scratch2);
 	free(p->total_hist);
-	free(p->touch_mark);
-	free(p->touched);
+	keep_release(p->keep, p->touch_mark);
+	keep_release(p->keep, p->touched);
 	free(p->wb_head);
-	free(p->wb_next);
-	free(p->wb_prev);
+	keep_release(p->keep, p->wb_next);
+	keep_release(p->keep, p->wb_prev);
 	free(p->fb_head);
-	free(p->fb_next);
-	free(p->fb_prev);
-	free(p->node_room);
+	keep_release(p->keep, p->fb_next);
+	keep_release(p->keep, p->fb_prev);
+	keep_release(p->keep, p->node_room);
 	free(p->cb_head);
-	free(p->cb_next);
-	free(p->cb_prev);
-	free(p->cpu_key);
-	free(p->frag_before);
-	free(p->frag_valid);
-	free(p->node_ver);
+	keep_release(p->keep, p->cb_next);
+	keep_release(p->keep, p->cb_prev);
+	keep_release(p->keep, p->cpu_key);
+	keep_release(p->keep, p->frag_before);
+	keep_release(p->keep, p->frag_valid);
+	keep_release(p->keep, p->node_ver);
 	free(p->model_ver);
 	free(p->model_exclusive);
 	free(p->same_count);

@@ -440,15 +440,15 @@ struct memo_table *memo_new(struct pass *p)
 	p->memo_bytes += bytes;
 	struct memo_table *t = xcalloc(1, sizeof(*t));
 	t->cap = MEMO_FIRST_CAP;
-	t->e = xcalloc((size_t)t->cap, sizeof(*t->e));
+	t->e = keep_zalloc(p->keep, (size_t)t->cap, sizeof(*t->e));
 	t->choice = xcalloc((size_t)p->nmodels + 1, sizeof(*t->choice));
 	return t;
 }
 
-void memo_free(struct memo_table *t)
+void memo_free(struct pass *p, struct memo_table *t)
 {
 	if (t) {
-		free(t->e);
+		keep_release(p->keep, t->e);
 		free(t->choice);
 	}
 	free(t);
@@ -474,11 +474,11 @@ static bool memo_room(struct pass *p, struct memo_table *t)
 	p->memo_bytes += bytes;
 	struct memo_table old = *t;
 	t->cap *= 2;
-	t->e = xcalloc((size_t)t->cap, sizeof(*t->e));
+	t->e = keep_zalloc(p->keep, (size_t)t->cap, sizeof(*t->e));
 	for (int i = 0; i < old.cap; i++)
 		if (old.e[i].key)
 			t->e[memo_slot(t, old.e[i].key - 1)] = old.e[i];
-	free(old.e);
+	keep_release(p->keep, old.e);
 	return true;
 }
 
@@ -608,7 +608,7 @@ void fit_init(struct pass *p, struct fitcount *fc, const struct req *rq, const s
 	fc->rq = rq;
 	fc->ngroups = devices && !rq->j->mixed_types ? p->nmodels : 1;
 	fc->count = xcalloc((size_t)fc->ngroups, sizeof(int));
-	fc->fit = xcalloc((size_t)p->nn * (size_t)fc->ngroups + 1, 1);
+	fc->fit = keep_zalloc(p->keep, (size_t)p->nn * (size_t)fc->ngroups + 1, 1);
 	if (fc->ngroups == p->nmodels && devices) {
 		/* only nodes with a model can fit under it */
 		for (int m = 0; m < p->nmodels; m++) {
@@ -671,10 +671,10 @@ bool fit_enough(const struct fitcount *fc)
 	return false;
 }
 
-void fit_release(struct fitcount *fc)
+void fit_release(struct pass *p, struct fitcount *fc)
 {
 	free(fc->count);
-	free(fc->fit);
+	keep_release(p->keep, fc->fit);
 }
 
 /* Picks `need` free whole devices on node n, preferring one NVLink domain (the

@@ -115,6 +115,7 @@ struct place_fail {
 
 struct pass {
 	const struct sched_snapshot *snap;
+	struct sched_keep *keep; /* where the large arrays come from (keep.c) */
 	const struct sched_policy *policy;
 	int64_t now;
 	int nn;
@@ -238,7 +239,13 @@ bool node_empty(const struct pass *p, const struct view *v, int n);
 /* Can node n hold one node's share of rq on `model` (-1: any) in v? Fills c
  * with what it would leave; remembered per node for the request's shape. */
 struct memo_table *memo_new(struct pass *p); /* NULL when the pass's budget is spent */
-void memo_free(struct memo_table *t);
+void memo_free(struct pass *p, struct memo_table *t);
+
+/* The pass's large arrays (keep.c): taken from k's blocks, or allocated;
+ * keep_zalloc's zeroed. Each goes back with keep_release. */
+void *keep_alloc(struct sched_keep *k, size_t bytes);
+void *keep_zalloc(struct sched_keep *k, size_t n, size_t size);
+void keep_release(struct sched_keep *k, void *p);
 bool node_fits(struct pass *p, const struct req *rq, const struct view *v, int n, int model,
 	       struct cand *c);
 /* Picks rq->whole free whole devices on node n, preferring one NVLink domain. */
@@ -299,7 +306,7 @@ bool node_can_public(const struct pass *p, const struct req *rq, const struct vi
 		     int model);
 void fit_update(struct pass *p, struct fitcount *fc, const struct view *v, int node);
 bool fit_enough(const struct fitcount *fc);
-void fit_release(struct fitcount *fc);
+void fit_release(struct pass *p, struct fitcount *fc);
 
 /* shapes.c: what a job asks for, compared and checked */
 bool shape_same(const struct sched_job *a, const struct sched_job *b);

@@ -113,9 +113,10 @@ void lists_init(struct pass *p)
 	p->cb_head = xmalloc(nkeys * sizeof(int));
 	for (size_t i = 0; i < nkeys; i++)
 		p->cb_head[i] = -1;
-	p->cb_next = xmalloc(sizeof(int) * ((size_t)nn + 1));
-	p->cb_prev = xmalloc(sizeof(int) * ((size_t)nn + 1));
-	p->cpu_key = xmalloc(sizeof(int) * ((size_t)nn + 1)); /* set for schedulable nodes */
+	p->cb_next = keep_alloc(p->keep, sizeof(int) * ((size_t)nn + 1));
+	p->cb_prev = keep_alloc(p->keep, sizeof(int) * ((size_t)nn + 1));
+	/* set for schedulable nodes */
+	p->cpu_key = keep_alloc(p->keep, sizeof(int) * ((size_t)nn + 1));
 	for (int n = 0; n < nn; n++) {
 		if (!p->snap->nodes[n].schedulable)
 			continue;
@@ -131,11 +132,11 @@ void lists_init(struct pass *p)
 		p->fb_head[i] = -1;
 	/* links are read only for cells in a list, rooms only for a node's own
 	 * models: set below for every such cell */
-	p->wb_next = xmalloc(sizeof(int) * cells);
-	p->wb_prev = xmalloc(sizeof(int) * cells);
-	p->fb_next = xmalloc(sizeof(int) * cells);
-	p->fb_prev = xmalloc(sizeof(int) * cells);
-	p->node_room = xmalloc(sizeof(int) * cells);
+	p->wb_next = keep_alloc(p->keep, sizeof(int) * cells);
+	p->wb_prev = keep_alloc(p->keep, sizeof(int) * cells);
+	p->fb_next = keep_alloc(p->keep, sizeof(int) * cells);
+	p->fb_prev = keep_alloc(p->keep, sizeof(int) * cells);
+	p->node_room = keep_alloc(p->keep, sizeof(int) * cells);
 	for (int n = 0; n < nn; n++) {
 		const struct sched_node *node = &p->snap->nodes[n];
 		if (!node->schedulable)

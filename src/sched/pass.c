@@ -370,33 +370,37 @@ int sched_pass(const struct sched_snapshot *snap, int64_t now_ms, const struct s
 	st.p.snap = snap;
 	st.p.policy = policy;
 	st.p.now = now_ms;
+	/* the caller's memory for the large arrays, or one for this pass */
+	st.p.keep = snap->keep ? snap->keep : sched_keep_new();
 	for (int c = 0; c < snap->nclasses; c++)
 		st.prio_of[c] = class_rank(&snap->classes[c]);
 	int nj = snap->njobs;
 	st.qs = xcalloc((size_t)snap->nqueues, sizeof(*st.qs));
-	st.held = xmalloc(sizeof(int) * ((size_t)snap->nrunning + 1));
+	st.held = keep_alloc(st.p.keep, sizeof(int) * ((size_t)snap->nrunning + 1));
 	st.preemptible_below = xcalloc((size_t)snap->nclasses, sizeof(int));
-	st.jrec = xmalloc(sizeof(*st.jrec) * ((size_t)nj + 1));
+	st.jrec = keep_alloc(st.p.keep, sizeof(*st.jrec) * ((size_t)nj + 1));
 	bool sorted;
 	if (!index_running(&st) || !index_jobs(&st, &sorted)) {
 		free(st.qs);
-		free(st.held);
+		keep_release(st.p.keep, st.held);
 		free(st.preemptible_below);
-		free(st.jrec);
+		keep_release(st.p.keep, st.jrec);
 		free(st.shapes);
 		free(st.shape_slot);
+		if (!snap->keep)
+			sched_keep_free(st.p.keep);
 		return -EINVAL;
 	}
 	place_init(&st.p);
 	from_shapes(&st);
 	strbuf_init(&st.sb);
-	st.order = xmalloc(sizeof(int) * ((size_t)nj + 1));
-	st.run = xmalloc(sizeof(*st.run) * ((size_t)nj + 1));
+	st.order = keep_alloc(st.p.keep, sizeof(int) * ((size_t)nj + 1));
+	st.run = keep_alloc(st.p.keep, sizeof(*st.run) * ((size_t)nj + 1));
 	st.heap = xcalloc((size_t)snap->nqueues, sizeof(int));
 	st.class_has_resv = xcalloc((size_t)snap->nclasses, sizeof(bool));
-	st.victim = xcalloc((size_t)snap->nrunning + 1, sizeof(bool));
-	st.end_heap = xmalloc(sizeof(*st.end_heap) * ((size_t)snap->nrunning + 1));
-	st.end_list = xmalloc(sizeof(*st.end_list) * ((size_t)snap->nrunning + 1));
+	st.victim = keep_zalloc(st.p.keep, (size_t)snap->nrunning + 1, sizeof(bool));
+	st.end_heap = keep_alloc(st.p.keep, sizeof(*st.end_heap) * ((size_t)snap->nrunning + 1));
+	st.end_list = keep_alloc(st.p.keep, sizeof(*st.end_list) * ((size_t)snap->nrunning + 1));
 	qsort_r(st.held, (size_t)st.nheld, sizeof(int), cmp_held, (void *)snap);
 	st.pl.nodes = xcalloc((size_t)st.max_nodes + 1, sizeof(*st.pl.nodes));
 	for (int q = 0; q < snap->nqueues; q++)
@@ -484,38 +488,40 @@ int sched_pass(const struct sched_snapshot *snap, int64_t now_ms, const struct s
 								st.resv[i].n, st.resv[i].a};
 	}
 	free(st.resv);
-	free(st.order);
-	free(st.run);
+	keep_release(st.p.keep, st.order);
+	keep_release(st.p.keep, st.run);
 	free(st.qs);
 	free(st.heap);
 	free(st.class_has_resv);
-	free(st.victim);
-	free(st.end_heap);
-	free(st.end_list);
-	free(st.held);
+	keep_release(st.p.keep, st.victim);
+	keep_release(st.p.keep, st.end_heap);
+	keep_release(st.p.keep, st.end_list);
+	keep_release(st.p.keep, st.held);
 	free(st.preemptible_below);
 	for (int c = 0; c < MODEL_MAX_CLASSES; c++)
-		relset_release(&st.rel[c]);
-	relset_release(&st.recl);
-	free(st.victim_order);
-	free(st.node_models);
-	free(st.victim_buf);
-	pick_release(&st.pick);
-	free(st.vfit);
-	free(st.vseen);
-	free(st.vnodes);
+		relset_release(&st.p, &st.rel[c]);
+	relset_release(&st.p, &st.recl);
+	keep_release(st.p.keep, st.victim_order);
+	keep_release(st.p.keep, st.node_models);
+	keep_release(st.p.keep, st.victim_buf);
+	pick_release(&st.p, &st.pick);
+	keep_release(st.p.keep, st.vfit);
+	keep_release(st.p.keep, st.vseen);
+	keep_release(st.p.keep, st.vnodes);
 	free(st.vcnt);
 	free(st.lends);
 	for (int i = 0; i < st.nshapes; i++) {
 		free(st.shapes[i].model_ok);
-		memo_free(st.shapes[i].memo);
+		memo_free(&st.p, st.shapes[i].memo);
 	}
 	free(st.shapes);
 	free(st.shape_slot);
-	free(st.jrec);
+	keep_release(st.p.keep, st.jrec);
 	free(st.pl.nodes);
 	strbuf_release(&st.sb);
 	place_release(&st.p);
+	if (!snap->keep)
+		sched_keep_free(st.p.keep);
 	return 0;
 }
 

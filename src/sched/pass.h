@@ -142,7 +142,7 @@ struct pick_bufs {
 	struct node_cost *nc, *tmp;
 };
 
-void pick_release(struct pick_bufs *b);
+void pick_release(struct pass *p, struct pick_bufs *b);
 
 struct st {
 	struct pass p;
@@ -396,7 +396,7 @@ bool try_preempt(struct st *st, int ji, const struct req *rq, bool reclaim, bool
 /* Is some other queue using more than its quota (so that a queue within its
  * own may reclaim)? */
 bool any_lending(struct st *st, int except);
-void relset_release(struct relset *rs);
+void relset_release(struct pass *p, struct relset *rs);
 
 /* ---- job.c: one job ------------------------------------------------------------------ */
 

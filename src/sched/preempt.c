@@ -12,14 +12,14 @@
 /* A stable bottom-up merge sort with the comparison inlined: qsort's call
  * per comparison was a tenth of an incremental pass when the pass sorted
  * every running job. LESS(x, y) takes pointers; ctx is passed through to
- * it. */
+ * it. Its buffer comes from the pass's keep. */
 #define DEFINE_SORT(name, T, LESS)                                                                 \
-	static void name(T *a, size_t n, const void *ctx)                                          \
+	static void name(T *a, size_t n, const void *ctx, struct sched_keep *keep)                 \
 	{                                                                                          \
 		(void)ctx;                                                                         \
 		if (n < 2)                                                                         \
 			return;                                                                    \
-		T *tmp = xmalloc(sizeof(T) * n), *src = a, *dst = tmp;                             \
+		T *tmp = keep_alloc(keep, sizeof(T) * n), *src = a, *dst = tmp;                    \
 		for (size_t w = 1; w < n; w *= 2) {                                                \
 			for (size_t lo = 0; lo < n; lo += 2 * w) {                                 \
 				size_t mid = MIN(lo + w, n), hi = MIN(lo + 2 * w, n);              \
@@ -37,7 +37,7 @@
 		}                                                                                  \
 		if (src != a)                                                                      \
 			memcpy(a, src, sizeof(T) * n);                                             \
-		free(tmp);                                                                         \
+		keep_release(keep, tmp);                                                           \
 	}
 
 struct victim {
@@ -295,9 +295,9 @@ static int victims_needed(struct st *st, const struct req *rq, struct feed *fd, 
 	const struct sched_snapshot *s = p->snap;
 	int ng = model_groups(p, rq), need = rq->j->nodes;
 	if (!st->vfit) {
-		st->vfit = xcalloc((size_t)p->nn * (size_t)(p->nmodels + 1) + 1, 1);
-		st->vseen = xcalloc((size_t)p->nn + 1, sizeof(int));
-		st->vnodes = xmalloc(sizeof(int) * ((size_t)p->nn + 1));
+		st->vfit = keep_zalloc(p->keep, (size_t)p->nn * (size_t)(p->nmodels + 1) + 1, 1);
+		st->vseen = keep_zalloc(p->keep, (size_t)p->nn + 1, sizeof(int));
+		st->vnodes = keep_alloc(p->keep, sizeof(int) * ((size_t)p->nn + 1));
 		st->vcnt = xmalloc(sizeof(int) * ((size_t)p->nmodels + 1));
 	}
 	int *cnt = st->vcnt, *list = st->vnodes, nlist = 0;
@@ -389,12 +389,12 @@ static __attribute__((noinline)) int pick_victims(struct st *st, const struct re
 	struct pick_bufs *b = &st->pick;
 	if (!b->head) {
 		/* kept for the pass's searches: head stays -1 between them */
-		b->head = xmalloc(sizeof(int) * ((size_t)nn + 1));
+		b->head = keep_alloc(p->keep, sizeof(int) * ((size_t)nn + 1));
 		for (int n = 0; n < nn; n++)
 			b->head[n] = -1;
-		b->tail = xmalloc(sizeof(int) * ((size_t)nn + 1));
-		b->nc = xmalloc(sizeof(struct node_cost) * ((size_t)nn + 1));
-		b->tmp = xmalloc(sizeof(struct node_cost) * ((size_t)nn + 1));
+		b->tail = keep_alloc(p->keep, sizeof(int) * ((size_t)nn + 1));
+		b->nc = keep_alloc(p->keep, sizeof(struct node_cost) * ((size_t)nn + 1));
+		b->tmp = keep_alloc(p->keep, sizeof(struct node_cost) * ((size_t)nn + 1));
 	}
 	/* the victims on each node, cheapest first */
 	int *head = b->head, *tail = b->tail, nlinks = 0;
@@ -512,20 +512,20 @@ done:
 	return chosen;
 }
 
-void pick_release(struct pick_bufs *b)
+void pick_release(struct pass *p, struct pick_bufs *b)
 {
-	free(b->head);
-	free(b->tail);
+	keep_release(p->keep, b->head);
+	keep_release(p->keep, b->tail);
 	free(b->link_v);
 	free(b->link_next);
-	free(b->nc);
-	free(b->tmp);
+	keep_release(p->keep, b->nc);
+	keep_release(p->keep, b->tmp);
 }
 
-void relset_release(struct relset *rs)
+void relset_release(struct pass *p, struct relset *rs)
 {
-	free(rs->r);
-	free(rs->cells);
+	keep_release(p->keep, rs->r);
+	keep_release(p->keep, rs->cells);
 	memset(rs, 0, sizeof(*rs));
 }
 
@@ -557,8 +557,8 @@ static void relset_init(struct pass *p, struct relset *rs)
 {
 	size_t cells = (size_t)p->nn * (size_t)p->nmodels + 1;
 	if (!rs->r) {
-		rs->r = xmalloc(sizeof(int) * cells);
-		rs->cells = xmalloc(sizeof(int) * cells);
+		rs->r = keep_alloc(p->keep, sizeof(int) * cells);
+		rs->cells = keep_alloc(p->keep, sizeof(int) * cells);
 	}
 	memset(rs->r, 0, sizeof(int) * cells);
 	rs->ncells = 0;
@@ -672,11 +672,12 @@ bool try_preempt(struct st *st, int ji, const struct req *rq, bool reclaim, bool
 	const struct sched_job *j = rq->j;
 	const struct sched_class *jc = &s->classes[j->cls];
 	if (!st->victim_buf)
-		st->victim_buf = xmalloc(sizeof(struct victim) * ((size_t)s->nrunning + 1));
+		st->victim_buf =
+			keep_alloc(p->keep, sizeof(struct victim) * ((size_t)s->nrunning + 1));
 	struct victim *v = st->victim_buf;
 	if (!st->victim_sorted) {
 		/* everyone in victim order, once per pass; each attempt filters */
-		st->node_models = xcalloc((size_t)p->nn + 1, sizeof(uint32_t));
+		st->node_models = keep_zalloc(p->keep, (size_t)p->nn + 1, sizeof(uint32_t));
 		for (int n = 0; n < p->nn; n++)
 			for (int d = 0; d < s->nodes[n].ndev; d++)
 				st->node_models[n] |= model_bit(p->dev_model[p->dev_off[n] + d]);
@@ -686,7 +687,8 @@ bool try_preempt(struct st *st, int ji, const struct req *rq, bool reclaim, bool
 		for (int c = 0; c < s->nclasses; c++)
 			for (int w = 0; w < s->nclasses; w++)
 				taken[w] |= class_takes(&s->classes[c], &s->classes[w]);
-		st->victim_order = xcalloc((size_t)s->nrunning + 1, sizeof(struct victim));
+		st->victim_order =
+			keep_zalloc(p->keep, (size_t)s->nrunning + 1, sizeof(struct victim));
 		st->nvictims = 0;
 		for (int i = 0; i < s->nrunning; i++) {
 			const struct sched_running *r = &s->running[i];
@@ -705,7 +707,7 @@ bool try_preempt(struct st *st, int ji, const struct req *rq, bool reclaim, bool
 									   false,
 									   models};
 		}
-		sort_victims(st->victim_order, (size_t)st->nvictims, s);
+		sort_victims(st->victim_order, (size_t)st->nvictims, s, p->keep);
 		st->victim_sorted = true;
 	}
 	struct feed f = {v, 0, 0, wanted_models(p, rq), jc, j->queue, reclaim, by_class_ok};

@@ -211,6 +211,8 @@ struct sched_snapshot {
 	/* with shapes: keys[i] is sched_key_of(jobs[i]), taken on trust like
 	 * the shape ids; NULL: read from the jobs */
 	const struct sched_key *keys;
+	/* memory the pass keeps for the next (sched_keep_new); NULL: its own */
+	struct sched_keep *keep;
 };
 
 #define SCHED_DEFAULT_MAX_PREEMPTIONS 128
@@ -399,6 +401,18 @@ struct sched_cluster;
 struct sched_cluster *sched_cluster_new(const struct sched_node *nodes, int n);
 bool sched_cluster_matches(const struct sched_cluster *c, const struct sched_node *nodes, int n);
 void sched_cluster_free(struct sched_cluster *c);
+
+/* Memory a caller keeps from pass to pass in sched_snapshot.keep: the
+ * pass takes its large working arrays (a record per waiting job, the free
+ * views and lists of every node, the victims in cost order) from it instead
+ * of from fresh pages, which cost the kernel a fault each (on a virtual
+ * machine, as much as 10 us: a pass at a million waiting jobs asks for some
+ * 20,000 pages). It holds what the largest pass asked for until freed; one
+ * pass at a time; decisions are the same with it or without. */
+struct sched_keep;
+struct sched_keep *sched_keep_new(void);
+void sched_keep_free(struct sched_keep *k);
+size_t sched_keep_bytes(const struct sched_keep *k); /* what it holds */
 
 /* Shapes (what a job asks for: everything but identity, class, queue and
  * time) filed by the caller. A caller whose jobs wait from pass to pass adds

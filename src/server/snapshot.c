@@ -441,6 +441,9 @@ static void snapshot_build(struct state *s, uint64_t mark, int64_t now, struct s
 		sched_cluster_free(s->sched_cluster);
 		s->sched_cluster = sched_cluster_new(sn->nodes, s->nnodes);
 	}
+	/* the passes' large arrays are kept from one to the next (one at a time) */
+	if (!s->sched_keep)
+		s->sched_keep = sched_keep_new();
 	sn->snap = (struct sched_snapshot){.nodes = sn->nodes,
 					   .nnodes = s->nnodes,
 					   .jobs = sn->jobs,
@@ -453,7 +456,8 @@ static void snapshot_build(struct state *s, uint64_t mark, int64_t now, struct s
 					   .nqueues = s->nqueues,
 					   .cluster = s->sched_cluster,
 					   .shapes = s->sched_shapes,
-					   .keys = sn->keys};
+					   .keys = sn->keys,
+					   .keep = s->sched_keep};
 }
 
 static void snapshot_release(struct snapshot *sn)

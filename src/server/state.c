@@ -48,6 +48,7 @@ void state_release(struct state *s)
 	valid_release(s); /* runs point at jobs and nodes */
 	sched_cluster_free(s->sched_cluster);
 	sched_shapes_free(s->sched_shapes);
+	sched_keep_free(s->sched_keep);
 	free(s->waits.ids);
 	free(s->waits.from);
 	for (size_t i = 0; i < s->njobs; i++) {

@@ -357,6 +357,7 @@ struct state {
 	struct sched_cluster *sched_cluster; /* kept while the nodes stay the same */
 	struct pass_waits waits;	     /* why the last pass's jobs wait (snapshot.c) */
 	struct sched_shapes *sched_shapes;   /* the waiting jobs' requests, filed */
+	struct sched_keep *sched_keep;	     /* the passes' large arrays, kept */
 	struct {
 		uint64_t passes, placements;
 		uint64_t limited; /* passes that stopped at max_starts_per_pass */

@@ -70,6 +70,7 @@ struct eng {
 	int ndev;
 	struct sched_cluster *scl;
 	struct sched_shapes *shapes; /* every trace job's request, filed once */
+	struct sched_keep *keep;     /* the passes' large arrays, kept */
 	int64_t alloc_milli;	     /* held by jobs */
 	int busy;		     /* devices with something on them */
 	/* jobs */
@@ -506,7 +507,8 @@ static int pass(struct eng *e, bool *preempted)
 				      .mix = e->o->mix,
 				      .nmix = e->o->nmix,
 				      .cluster = e->scl,
-				      .shapes = e->shapes};
+				      .shapes = e->shapes,
+				      .keep = e->keep};
 	struct sched_decisions d;
 	int r = sched_pass(&snap, e->now, &e->o->policy, &d);
 	if (r < 0)
@@ -723,6 +725,7 @@ static int setup(struct eng *e, struct tk_error *err)
 		e->type_ptrs[i] = tr->types[tr->type_refs[i]];
 	e->sj = xcalloc((size_t)tr->n + 1, sizeof(*e->sj));
 	e->shapes = sched_shapes_new();
+	e->keep = sched_keep_new();
 	e->js = xcalloc((size_t)tr->n + 1, sizeof(*e->js));
 	e->run = xcalloc((size_t)tr->n + 1, sizeof(*e->run));
 	e->run_job = xcalloc((size_t)tr->n + 1, sizeof(int));
@@ -812,6 +815,7 @@ static void teardown(struct eng *e)
 	free(e->fmix);
 	sched_cluster_free(e->scl);
 	sched_shapes_free(e->shapes);
+	sched_keep_free(e->keep);
 	strbuf_release(&e->sb);
 }
 

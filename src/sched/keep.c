@@ -1,0 +1,123 @@
+/*
+ * Memory a pass keeps for the next: its large working arrays (a record for
+ * every waiting job, every node's free view and lists, the victims in cost
+ * order) come from blocks that stay with the caller's sched_keep, so that a
+ * pass after the first writes to pages it has written before. A fresh page
+ * costs the kernel a fault and a zeroing; on a virtual machine a fault may
+ * cost 10 us, and a pass at a million waiting jobs asks for some 20,000
+ * pages.
+ *
+ * Blocks are filed by size class (four classes per power of two, so a block
+ * is at most a quarter larger than asked for) on a free list per class; a
+ * request takes a block of its class or allocates one. Requests under
+ * KEEP_MIN_BYTES go to malloc, which reuses small blocks well itself. Under
+ * AddressSanitizer every request goes to malloc, so that a block used after
+ * its free is still caught.
+ */
+#include "internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define KEEP_MIN_BYTES (64u << 10)
+#define KEEP_STEPS 4 /* size classes per power of two */
+#define KEEP_CLASSES (64 * KEEP_STEPS)
+
+#if defined(__SANITIZE_ADDRESS__)
+#define KEEP_POOL 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define KEEP_POOL 0
+#endif
+#endif
+#ifndef KEEP_POOL
+#define KEEP_POOL 1
+#endif
+
+/* Before every block: its class (-1: from malloc as asked, freed so), and
+ * on the free list, the next block. 16 bytes keep the block's alignment. */
+struct keep_head {
+	int cls;
+	int pad;
+	struct keep_head *next;
+};
+
+struct sched_keep {
+	struct keep_head *free[KEEP_CLASSES];
+	size_t held; /* the bytes of every block, in use or free */
+};
+
+struct sched_keep *sched_keep_new(void)
+{
+	return xcalloc(1, sizeof(struct sched_keep));
+}
+
+void sched_keep_free(struct sched_keep *k)
+{
+	if (!k)
+		return;
+	for (int c = 0; c < KEEP_CLASSES; c++)
+		for (struct keep_head *h = k->free[c], *next; h; h = next) {
+			next = h->next;
+			free(h);
+		}
+	free(k);
+}
+
+size_t sched_keep_bytes(const struct sched_keep *k)
+{
+	return k ? k->held : 0;
+}
+
+/* The class of a block of `bytes`, and the size the class holds. */
+static int keep_class(size_t bytes, size_t *size)
+{
+	int e = 63 - __builtin_clzll((unsigned long long)bytes); /* 2^e <= bytes */
+	size_t step = ((size_t)1 << e) / KEEP_STEPS;
+	size_t k = (bytes - ((size_t)1 << e) + step - 1) / step; /* 0 .. KEEP_STEPS */
+	*size = ((size_t)1 << e) + k * step;
+	return e * KEEP_STEPS + (int)k; /* k == KEEP_STEPS is the next power's 0 */
+}
+
+void *keep_alloc(struct sched_keep *k, size_t bytes)
+{
+	if (bytes == 0)
+		bytes = 1;
+	if (!KEEP_POOL || !k || bytes < KEEP_MIN_BYTES) {
+		struct keep_head *h = xmalloc(sizeof(*h) + bytes);
+		h->cls = -1;
+		return h + 1;
+	}
+	size_t size;
+	int c = keep_class(bytes, &size);
+	struct keep_head *h = k->free[c];
+	if (h) {
+		k->free[c] = h->next;
+	} else {
+		h = xmalloc(sizeof(*h) + size);
+		h->cls = c;
+		k->held += size;
+	}
+	return h + 1;
+}
+
+void *keep_zalloc(struct sched_keep *k, size_t n, size_t size)
+{
+	size_t bytes = n * size; /* callers' counts are ints: no overflow */
+	void *p = keep_alloc(k, bytes);
+	memset(p, 0, bytes);
+	return p;
+}
+
+void keep_release(struct sched_keep *k, void *p)
+{
+	if (!p)
+		return;
+	struct keep_head *h = (struct keep_head *)p - 1;
+	if (h->cls < 0 || !k) {
+		free(h);
+		return;
+	}
+	h->next = k->free[h->cls];
+	k->free[h->cls] = h;
+}
