@@ -7,9 +7,10 @@
  * cost 10 us, and a pass at a million waiting jobs asks for some 20,000
  * pages.
  *
- * Blocks are filed by size class (four classes per power of two, so a block
- * is at most a quarter larger than asked for) on a free list per class; a
- * request takes a block of its class or allocates one. Requests under
+ * Blocks are filed by size class (four classes per power of two, so a new
+ * block is at most a quarter larger than asked for) on a free list per
+ * class; a request takes a block of its class or of one up to twice as
+ * large, or allocates one of its class. Requests under
  * KEEP_MIN_BYTES go to malloc, which reuses small blocks well itself. Under
  * AddressSanitizer every request goes to malloc, so that a block used after
  * its free is still caught.
@@ -90,10 +91,15 @@ void *keep_alloc(struct sched_keep *k, size_t bytes)
 	}
 	size_t size;
 	int c = keep_class(bytes, &size);
-	struct keep_head *h = k->free[c];
-	if (h) {
-		k->free[c] = h->next;
-	} else {
+	/* a block of its class, or of one up to twice as large (a smaller
+	 * pass takes the blocks a larger one left) */
+	struct keep_head *h = NULL;
+	for (int x = c; x <= c + KEEP_STEPS && x < KEEP_CLASSES && !h; x++) {
+		h = k->free[x];
+		if (h)
+			k->free[x] = h->next;
+	}
+	if (!h) {
 		h = xmalloc(sizeof(*h) + size);
 		h->cls = c;
 		k->held += size;

@@ -408,7 +408,9 @@ int sched_pass(const struct sched_snapshot *snap, int64_t now_ms, const struct s
 	for (int q = 0; q < snap->nqueues; q++)
 		st.qs[q].quota_job = -1;
 	/* every job gets a start or a wait: room for them all at once */
-	ret->waits = xmalloc(sizeof(*ret->waits) * ((size_t)nj + 1));
+	ret->keep = snap->keep; /* the caller's, which outlives this pass */
+	ret->waits = ret->keep ? keep_alloc(ret->keep, sizeof(*ret->waits) * ((size_t)nj + 1))
+			       : xmalloc(sizeof(*ret->waits) * ((size_t)nj + 1));
 	ret->waits_alloc = (size_t)nj + 1;
 	/* class order, then submission: usually given so; sorted if not */
 	for (int i = 0; i < nj; i++)
@@ -624,6 +626,9 @@ void sched_decisions_release(struct sched_decisions *d)
 	free(d->resvs);
 	free(d->starts);
 	free(d->preempts);
-	free(d->waits);
+	if (d->keep)
+		keep_release(d->keep, d->waits);
+	else
+		free(d->waits);
 	memset(d, 0, sizeof(*d));
 }

@@ -380,6 +380,7 @@ struct sched_decisions {
 	/* what the pass cost, for metrics */
 	int placements_tried;
 	int shape_cache_hits;
+	struct sched_keep *keep; /* the snapshot's, where waits came from */
 };
 
 /* Decides which jobs start where and what is preempted. Fills *ret, which
@@ -387,6 +388,7 @@ struct sched_decisions {
  * an inconsistent snapshot (with *ret empty). */
 int sched_pass(const struct sched_snapshot *snap, int64_t now_ms, const struct sched_policy *policy,
 	       struct sched_decisions *ret);
+/* Releases what a pass decided: before its snapshot's keep is freed. */
 void sched_decisions_release(struct sched_decisions *d);
 
 /* What a pass works out from the node list alone: device models, the order
@@ -407,8 +409,10 @@ void sched_cluster_free(struct sched_cluster *c);
  * views and lists of every node, the victims in cost order) from it instead
  * of from fresh pages, which cost the kernel a fault each (on a virtual
  * machine, as much as 10 us: a pass at a million waiting jobs asks for some
- * 20,000 pages). It holds what the largest pass asked for until freed; one
- * pass at a time; decisions are the same with it or without. */
+ * 20,000 pages), and the array of its decisions' waits, which goes back
+ * with sched_decisions_release. It holds what the largest pass asked for
+ * until freed; one pass at a time; decisions are the same with it or
+ * without. */
 struct sched_keep;
 struct sched_keep *sched_keep_new(void);
 void sched_keep_free(struct sched_keep *k);

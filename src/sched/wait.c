@@ -4,14 +4,15 @@
  */
 #include "pass.h"
 
+#include <assert.h>
 #include <string.h>
 
 struct sched_wait *add_wait(struct st *st, int job, enum sched_wait_reason reason, int same_as,
 			    int64_t until, const char *detail)
 {
 	struct sched_decisions *d = st->d;
-	if ((size_t)d->nwaits == d->waits_alloc) /* sized for every job at the start */
-		xgrow(&d->waits, &d->waits_alloc, (size_t)d->nwaits + 1, sizeof(*d->waits));
+	/* sized for every job at the start (and, from a keep, not to be grown) */
+	assert((size_t)d->nwaits < d->waits_alloc);
 	struct sched_wait *w = &d->waits[d->nwaits++];
 	w->job = job;
 	w->reason = reason;
