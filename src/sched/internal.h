@@ -246,6 +246,8 @@ void memo_free(struct pass *p, struct memo_table *t);
 void *keep_alloc(struct sched_keep *k, size_t bytes);
 void *keep_zalloc(struct sched_keep *k, size_t n, size_t size);
 void keep_release(struct sched_keep *k, void *p);
+/* At the end of a pass: blocks no pass took for a while go back. */
+void keep_pass_end(struct sched_keep *k);
 bool node_fits(struct pass *p, const struct req *rq, const struct view *v, int n, int model,
 	       struct cand *c);
 /* Picks rq->whole free whole devices on node n, preferring one NVLink domain. */

@@ -35,17 +35,23 @@
 #define KEEP_POOL 1
 #endif
 
-/* Before every block: its class (-1: from malloc as asked, freed so), and
- * on the free list, the next block. 16 bytes keep the block's alignment. */
+/* A block no pass took for this many passes goes back to the C library:
+ * what the keep holds follows the queue down as well as up. */
+#define KEEP_IDLE_PASSES 16
+
+/* Before every block: its class (-1: from malloc as asked, freed so), the
+ * keep's pass count when it was last taken, and on the free list, the next
+ * block. 16 bytes keep the block's alignment. */
 struct keep_head {
 	int cls;
-	int pad;
+	uint32_t taken;
 	struct keep_head *next;
 };
 
 struct sched_keep {
 	struct keep_head *free[KEEP_CLASSES];
-	size_t held; /* the bytes of every block, in use or free */
+	size_t held;	 /* the bytes of every block, in use or free */
+	uint32_t passes; /* passes ended (keep_pass_end) */
 };
 
 struct sched_keep *sched_keep_new(void)
@@ -68,6 +74,29 @@ void sched_keep_free(struct sched_keep *k)
 size_t sched_keep_bytes(const struct sched_keep *k)
 {
 	return k ? k->held : 0;
+}
+
+/* The size blocks of class c hold. */
+static size_t class_size(int c)
+{
+	size_t base = (size_t)1 << (c / KEEP_STEPS);
+	return base + (size_t)(c % KEEP_STEPS) * (base / KEEP_STEPS);
+}
+
+void keep_pass_end(struct sched_keep *k)
+{
+	k->passes++;
+	for (int c = 0; c < KEEP_CLASSES; c++)
+		for (struct keep_head **at = &k->free[c]; *at;) {
+			struct keep_head *h = *at;
+			if (k->passes - h->taken <= KEEP_IDLE_PASSES) {
+				at = &h->next;
+				continue;
+			}
+			*at = h->next;
+			k->held -= class_size(c);
+			free(h);
+		}
 }
 
 /* The class of a block of `bytes`, and the size the class holds. */
@@ -104,6 +133,7 @@ void *keep_alloc(struct sched_keep *k, size_t bytes)
 		h->cls = c;
 		k->held += size;
 	}
+	h->taken = k->passes;
 	return h + 1;
 }
 

@@ -522,7 +522,9 @@ int sched_pass(const struct sched_snapshot *snap, int64_t now_ms, const struct s
 	free(st.pl.nodes);
 	strbuf_release(&st.sb);
 	place_release(&st.p);
-	if (!snap->keep)
+	if (snap->keep)
+		keep_pass_end(snap->keep);
+	else
 		sched_keep_free(st.p.keep);
 	return 0;
 }

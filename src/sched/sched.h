@@ -410,9 +410,9 @@ void sched_cluster_free(struct sched_cluster *c);
  * of from fresh pages, which cost the kernel a fault each (on a virtual
  * machine, as much as 10 us: a pass at a million waiting jobs asks for some
  * 20,000 pages), and the array of its decisions' waits, which goes back
- * with sched_decisions_release. It holds what the largest pass asked for
- * until freed; one pass at a time; decisions are the same with it or
- * without. */
+ * with sched_decisions_release. It holds what the passes ask for: a block
+ * no pass took for 16 passes goes back to the C library. One pass at a
+ * time; decisions are the same with it or without. */
 struct sched_keep;
 struct sched_keep *sched_keep_new(void);
 void sched_keep_free(struct sched_keep *k);

@@ -1196,6 +1196,35 @@ static void test_keep_reuses_blocks(void **state)
 	assert_true(held[1] > held[0]);
 	assert_true(held[2] == held[1] && held[3] == held[1] && held[4] == held[1]);
 #endif
+	/* passes of 3,000 from now on: a block no pass took for 16 passes goes
+	 * back, and those they take stay */
+	struct sched_snapshot small = {.nodes = c.nodes,
+				       .nnodes = c.n,
+				       .jobs = ptrs,
+				       .njobs = 3000,
+				       .running = c.run,
+				       .nrunning = c.nr,
+				       .classes = c.classes,
+				       .nclasses = c.nclasses,
+				       .queues = c.queues,
+				       .nqueues = c.nqueues,
+				       .keep = k};
+	size_t after[18];
+	for (int r = 0; r < 18; r++) {
+		struct sched_decisions d;
+		assert_int_equal(sched_pass(&small, c.now, &c.policy, &d), 0);
+		sched_decisions_release(&d);
+		after[r] = sched_keep_bytes(k);
+	}
+#if !defined(__SANITIZE_ADDRESS__)
+	/* the 20,000 jobs' blocks were last taken by the keep's second pass:
+	 * 16 passes later (the 12th small one) they go; what the small passes
+	 * take (their waits: 96 KB) stays */
+	assert_true(after[0] == held[4] && after[11] == held[4]);
+	assert_true(after[12] < held[4]);
+	assert_true(after[17] < after[12] && after[17] >= 3000 * 32);
+	assert_true(after[16] == after[17]);
+#endif
 	sched_keep_free(k);
 	sched_keep_free(NULL);
 	free(jobs);
