@@ -506,7 +506,8 @@ static void events_done(void *arg, long status, const char *body, size_t len, co
  * wait for the acknowledgement of the start before it. */
 static void do_events(struct agent *a)
 {
-	while (a->registered && a->nbatches < AGENT_EVENT_PIPELINE &&
+	/* (once a stop has finished, the HTTP client is on its way out) */
+	while (a->registered && !a->stop_reported && a->nbatches < AGENT_EVENT_PIPELINE &&
 	       !uv_is_active((uv_handle_t *)&a->ev_timer)) {
 		size_t first = 0;
 		while (first < a->nevents && a->events[first].state != EV_QUEUED)
@@ -842,13 +843,20 @@ void agent_handle_gone(struct agent *a)
 	maybe_stop_done(a);
 }
 
+void agent_stop_check(struct agent *a)
+{
+	maybe_stop_done(a);
+}
+
 static void maybe_stop_done(struct agent *a)
 {
 	if (!a->stopping)
 		return;
 	if (!a->stop_reported) {
+		/* a checkpoint upload under way ends first: its report is
+		 * what the next attempt restores from */
 		if ((!a->cfg.stop_jobs || agent_running_groups(a) == 0) &&
-		    (a->nevents == 0 || !a->registered) && !a->hb_req)
+		    (a->nevents == 0 || !a->registered) && !a->hb_req && !a->ckpt_busy)
 			finish_stop(a);
 		return;
 	}

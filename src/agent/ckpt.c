@@ -921,6 +921,7 @@ static void after_cb(uv_work_t *w, int status)
 	if (!g || g->attempt != k->attempt || status < 0) {
 		ckjob_free(k);
 		ckpt_kick(a);
+		agent_stop_check(a);
 		return;
 	}
 	if (k->sweep) {
@@ -958,6 +959,7 @@ static void after_cb(uv_work_t *w, int status)
 	ckjob_free(k);
 	group_maybe_free(g); /* a drained group goes (once its report is acknowledged) */
 	ckpt_kick(a);
+	agent_stop_check(a);
 }
 
 static struct ckjob *ckjob_new(struct taskgroup *g, const char *tag, int64_t step,

@@ -664,6 +664,8 @@ void group_acked(struct taskgroup *g, int nevents);
 /* ---- agent.c ---- */
 /* A handle of the agent's own (a podman command's) closed: a stop may be done. */
 void agent_handle_gone(struct agent *a);
+/* Something a stop may wait for ended (a checkpoint upload): stop if all did. */
+void agent_stop_check(struct agent *a);
 /* Sends a heartbeat now (or as soon as the one in flight is answered). */
 void agent_beat_now(struct agent *a);
 /* Queues a task event for the server and sends it when it can. */
