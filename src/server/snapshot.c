@@ -482,7 +482,9 @@ static void decisions_apply(struct state *s, const struct snapshot *sn,
 	 * reason, or in a class the pass reorders, is written to the job */
 	struct pass_waits *pw = &s->waits;
 	if ((size_t)sn->njobs + 1 > pw->alloc) {
-		pw->alloc = (size_t)sn->njobs + 1;
+		/* an eighth more: a queue that grows by a few jobs a pass is
+		 * not moved and grown on every pass */
+		pw->alloc = (size_t)sn->njobs + 1 + (size_t)sn->njobs / 8;
 		pw->ids = xrealloc(pw->ids, sizeof(*pw->ids) * pw->alloc);
 		pw->from = xrealloc(pw->from, sizeof(*pw->from) * pw->alloc);
 	}
