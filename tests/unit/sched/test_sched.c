@@ -156,18 +156,25 @@ static void same_decisions(const struct sched_decisions *d, const struct sched_d
  * other sizes and clusters wrote before it. */
 static struct sched_keep *kept;
 
+/* The snapshot of cluster c: its nodes, jobs, running jobs, classes and
+ * queues, nothing kept. */
+static struct sched_snapshot snapshot_of(struct cluster *c)
+{
+	return (struct sched_snapshot){.nodes = c->nodes,
+				       .nnodes = c->n,
+				       .jobs = c->ptrs,
+				       .njobs = c->nj,
+				       .running = c->run,
+				       .nrunning = c->nr,
+				       .classes = c->classes,
+				       .nclasses = c->nclasses,
+				       .queues = c->queues,
+				       .nqueues = c->nqueues};
+}
+
 static int pass(struct cluster *c, struct sched_decisions *d)
 {
-	struct sched_snapshot s = {.nodes = c->nodes,
-				   .nnodes = c->n,
-				   .jobs = c->ptrs,
-				   .njobs = c->nj,
-				   .running = c->run,
-				   .nrunning = c->nr,
-				   .classes = c->classes,
-				   .nclasses = c->nclasses,
-				   .queues = c->queues,
-				   .nqueues = c->nqueues};
+	struct sched_snapshot s = snapshot_of(c);
 	int r = sched_pass(&s, c->now, &c->policy, d);
 	if (r < 0)
 		return r;
@@ -1165,16 +1172,9 @@ static void test_keep_reuses_blocks(void **state)
 	}
 	struct sched_keep *k = sched_keep_new();
 	for (int r = 0; r < 5; r++) {
-		struct sched_snapshot s = {.nodes = c.nodes,
-					   .nnodes = c.n,
-					   .jobs = ptrs,
-					   .njobs = sizes[r],
-					   .running = c.run,
-					   .nrunning = c.nr,
-					   .classes = c.classes,
-					   .nclasses = c.nclasses,
-					   .queues = c.queues,
-					   .nqueues = c.nqueues};
+		struct sched_snapshot s = snapshot_of(&c);
+		s.jobs = ptrs;
+		s.njobs = sizes[r];
 		struct sched_decisions own, with;
 		assert_int_equal(sched_pass(&s, c.now, &c.policy, &own), 0);
 		s.keep = k;
@@ -1198,17 +1198,10 @@ static void test_keep_reuses_blocks(void **state)
 #endif
 	/* passes of 3,000 from now on: a block no pass took for 16 passes goes
 	 * back, and those they take stay */
-	struct sched_snapshot small = {.nodes = c.nodes,
-				       .nnodes = c.n,
-				       .jobs = ptrs,
-				       .njobs = 3000,
-				       .running = c.run,
-				       .nrunning = c.nr,
-				       .classes = c.classes,
-				       .nclasses = c.nclasses,
-				       .queues = c.queues,
-				       .nqueues = c.nqueues,
-				       .keep = k};
+	struct sched_snapshot small = snapshot_of(&c);
+	small.jobs = ptrs;
+	small.njobs = 3000;
+	small.keep = k;
 	size_t after[18];
 	for (int r = 0; r < 18; r++) {
 		struct sched_decisions d;
@@ -1302,17 +1295,8 @@ static void test_limits_and_invalid(void **state)
 	for (int i = 0; i < c.nj; i++)
 		c.jobs[i].shape_id = sched_shapes_add(t, &c.jobs[i]);
 	assert_int_equal(sched_shapes_live(t), 1);
-	struct sched_snapshot snap = {.nodes = c.nodes,
-				      .nnodes = c.n,
-				      .jobs = c.ptrs,
-				      .njobs = c.nj,
-				      .running = c.run,
-				      .nrunning = c.nr,
-				      .classes = c.classes,
-				      .nclasses = c.nclasses,
-				      .queues = c.queues,
-				      .nqueues = c.nqueues,
-				      .shapes = t};
+	struct sched_snapshot snap = snapshot_of(&c);
+	snap.shapes = t;
 	assert_int_equal(sched_pass(&snap, c.now, &c.policy, &d), 0);
 	sched_decisions_release(&d);
 	c.jobs[2].shape_id = 5;
