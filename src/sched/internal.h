@@ -241,8 +241,9 @@ bool node_empty(const struct pass *p, const struct view *v, int n);
 struct memo_table *memo_new(struct pass *p); /* NULL when the pass's budget is spent */
 void memo_free(struct pass *p, struct memo_table *t);
 
-/* The pass's large arrays (keep.c): taken from k's blocks, or allocated;
- * keep_zalloc's zeroed. Each goes back with keep_release. */
+/* The pass's large arrays (keep.c): taken from k's blocks, or allocated
+ * (k NULL: always); keep_zalloc's zeroed. Each goes back with keep_release
+ * to the same k (NULL: freed). */
 void *keep_alloc(struct sched_keep *k, size_t bytes);
 void *keep_zalloc(struct sched_keep *k, size_t n, size_t size);
 void keep_release(struct sched_keep *k, void *p);

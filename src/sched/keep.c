@@ -99,13 +99,12 @@ void keep_pass_end(struct sched_keep *k)
 		}
 }
 
-/* The class of a block of `bytes`, and the size the class holds. */
-static int keep_class(size_t bytes, size_t *size)
+/* The least class whose blocks hold `bytes`. */
+static int keep_class(size_t bytes)
 {
 	int e = 63 - __builtin_clzll((unsigned long long)bytes); /* 2^e <= bytes */
 	size_t step = ((size_t)1 << e) / KEEP_STEPS;
 	size_t k = (bytes - ((size_t)1 << e) + step - 1) / step; /* 0 .. KEEP_STEPS */
-	*size = ((size_t)1 << e) + k * step;
 	return e * KEEP_STEPS + (int)k; /* k == KEEP_STEPS is the next power's 0 */
 }
 
@@ -118,8 +117,7 @@ void *keep_alloc(struct sched_keep *k, size_t bytes)
 		h->cls = -1;
 		return h + 1;
 	}
-	size_t size;
-	int c = keep_class(bytes, &size);
+	int c = keep_class(bytes);
 	/* a block of its class, or of one up to twice as large (a smaller
 	 * pass takes the blocks a larger one left) */
 	struct keep_head *h = NULL;
@@ -129,9 +127,9 @@ void *keep_alloc(struct sched_keep *k, size_t bytes)
 			k->free[x] = h->next;
 	}
 	if (!h) {
-		h = xmalloc(sizeof(*h) + size);
+		h = xmalloc(sizeof(*h) + class_size(c));
 		h->cls = c;
-		k->held += size;
+		k->held += class_size(c);
 	}
 	h->taken = k->passes;
 	return h + 1;

@@ -409,8 +409,7 @@ int sched_pass(const struct sched_snapshot *snap, int64_t now_ms, const struct s
 		st.qs[q].quota_job = -1;
 	/* every job gets a start or a wait: room for them all at once */
 	ret->keep = snap->keep; /* the caller's, which outlives this pass */
-	ret->waits = ret->keep ? keep_alloc(ret->keep, sizeof(*ret->waits) * ((size_t)nj + 1))
-			       : xmalloc(sizeof(*ret->waits) * ((size_t)nj + 1));
+	ret->waits = keep_alloc(ret->keep, sizeof(*ret->waits) * ((size_t)nj + 1));
 	ret->waits_alloc = (size_t)nj + 1;
 	/* class order, then submission: usually given so; sorted if not */
 	for (int i = 0; i < nj; i++)
@@ -628,9 +627,6 @@ void sched_decisions_release(struct sched_decisions *d)
 	free(d->resvs);
 	free(d->starts);
 	free(d->preempts);
-	if (d->keep)
-		keep_release(d->keep, d->waits);
-	else
-		free(d->waits);
+	keep_release(d->keep, d->waits);
 	memset(d, 0, sizeof(*d));
 }
