@@ -145,6 +145,12 @@ while not os.path.exists(f"{out}/go"):
 """
 
 
+def pids_written(out):
+    """The ranks' files whose pid line is written out, by path."""
+    files = {f: open(f).read() for f in glob.glob(f"{out}/run-*")}
+    return {f: text for f, text in files.items() if text.endswith("\n")}
+
+
 def test_agent_restarts_rerun_nothing(hosts3, workdir, kill_all):
     """A two-node job runs through twenty agent crashes at random instants,
     with short jobs starting and ending all the while: the long job keeps
@@ -155,8 +161,9 @@ def test_agent_restarts_rerun_nothing(hosts3, workdir, kill_all):
     os.mkdir(out)
     long = c.submit("-N", "2", "-G", "1", "--", PY, "-c", WAITER, out)
     c.wait_state(long, "RUNNING")
-    wait_for(lambda: len(glob.glob(f"{out}/run-*-1")) == 2, 20, "both ranks to start")
-    pids = {f: open(f).read() for f in glob.glob(f"{out}/run-*")}
+    # a rank's file appears when it opens it and holds its pid once written
+    wait_for(lambda: len(pids_written(out)) == 2, 20, "both ranks to write their pids")
+    pids = pids_written(out)
     starts = os.path.join(workdir, "starts")
     short = f'echo "$TENK_JOB_ID $TENK_ATTEMPT" >> {starts}; sleep 0.2'
     submitted, stop, errors = [], threading.Event(), []
