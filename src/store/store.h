@@ -74,6 +74,41 @@ size_t store_batch_len(const struct store_batch *b);
 /* Moves every change of src to the end of dst, leaving src empty. */
 void store_batch_move(struct store_batch *dst, struct store_batch *src);
 
+/* ---- accounting: a record per attempt of each settled job --------------------------- */
+
+/* What accounting reads of one attempt without reading its job: written
+ * with the job's row once the job settles, so that a job out of memory is
+ * summed and listed from these alone. Its strings are the caller's (put)
+ * or the store's until the next read (read). */
+struct store_acct {
+	int64_t job_id;
+	int attempt; /* 1..STORE_ACCT_ATTEMPTS-1 */
+	const char *owner, *queue, *state, *model;
+	int64_t start_ms, end_ms; /* start 0: never started */
+	double gpu_hours, busy_hours, cost;
+	double energy_j; /* < 0: unknown */
+	const char *doc; /* the record as GET /v1/accounting shows it */
+};
+#define STORE_ACCT_ATTEMPTS 1024
+
+/* Replaces every record of job_id by rows[0..n) (n may be 0). */
+void store_batch_set_acct(struct store_batch *b, int64_t job_id, const struct store_acct *rows,
+			  int n);
+
+/* Reads records job by job. Asked for ids in rising order it reads on
+ * through the table, seeking over wide gaps; any order works. */
+struct store_acct_cursor;
+typedef int (*store_acct_cb)(void *ctx, const struct store_acct *row);
+int store_acct_cursor_new(struct store *st, struct store_acct_cursor **ret, struct tk_error *err);
+void store_acct_cursor_destroy(struct store_acct_cursor *c);
+/* Calls cb for each record of job_id in attempt order; stops early and
+ * returns cb's value if it is negative. */
+int store_acct_job(struct store_acct_cursor *c, int64_t job_id, store_acct_cb cb, void *ctx,
+		   struct tk_error *err);
+/* Ends the cursor's read of the table (its snapshot) until its next use:
+ * between the slices of a long scan, so each slice sees what is durable. */
+void store_acct_cursor_pause(struct store_acct_cursor *c);
+
 /* Whether the store holds nothing at all (a new file, or one emptied). */
 int store_is_empty(struct store *st, bool *ret, struct tk_error *err);
 /* Moves row key of kind ("job", "node", "queue", "user") into the

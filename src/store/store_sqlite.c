@@ -24,16 +24,19 @@ enum op_kind {
 	OP_PUT_QUEUE,
 	OP_PUT_USER,
 	OP_DEL_USER,
-	OP_ADD_AUDIT
+	OP_ADD_AUDIT,
+	OP_DEL_ACCT,
+	OP_PUT_ACCT
 };
 
 struct op {
 	enum op_kind kind;
 	int64_t id;
-	char *key;  /* node name, meta key, or job state */
-	char *doc;  /* document or meta value */
-	char *key2; /* a job's owner */
-	int64_t n;  /* a job's settled_ms */
+	char *key;		 /* node name, meta key, or job state */
+	char *doc;		 /* document or meta value */
+	char *key2;		 /* a job's owner */
+	int64_t n;		 /* a job's settled_ms */
+	struct store_acct *acct; /* with its strings in the same block */
 };
 
 struct store_batch {
@@ -62,6 +65,8 @@ enum stmt_id {
 	ST_LOAD_AUDIT,
 	ST_LOAD_SETTLED,
 	ST_GET_JOB,
+	ST_DEL_ACCT,
+	ST_PUT_ACCT,
 	ST_MAX
 };
 
@@ -93,6 +98,10 @@ static const char *const stmt_sql[ST_MAX] = {
 			  "LIMIT " STORE_AUDIT_RECENT_S ") ORDER BY seq",
 	[ST_LOAD_SETTLED] = "SELECT id, state, owner, settled_ms FROM jobs WHERE settled_ms > 0",
 	[ST_GET_JOB] = "SELECT doc FROM jobs WHERE id = ?1",
+	[ST_DEL_ACCT] = "DELETE FROM acct WHERE key >= ?1 AND key < ?2",
+	[ST_PUT_ACCT] = "INSERT INTO acct (key, owner, queue, state, model, start_ms, end_ms, "
+			"gpu_hours, busy_hours, cost, energy_j, doc) VALUES (?1, ?2, ?3, ?4, ?5, "
+			"?6, ?7, ?8, ?9, ?10, ?11, ?12)",
 };
 
 /* Migrations: migrations[i] takes the schema from version i to i+1. */
@@ -124,6 +133,17 @@ static const char *const migrations[] = {
 	"ALTER TABLE jobs ADD COLUMN settled_ms INTEGER NOT NULL DEFAULT 0;"
 	"DROP INDEX jobs_by_state;"
 	"CREATE INDEX jobs_by_settled ON jobs (settled_ms, state, owner);",
+	/* 7: a record per attempt of each settled job, keyed job id x
+	 * STORE_ACCT_ATTEMPTS + attempt (so a job's records lie together, in
+	 * id order), for accounting without reading the jobs; the jobs
+	 * settled before it get theirs from the server, which goes up to
+	 * acct_fill_to (from acct_fill_next) in slices */
+	"CREATE TABLE acct (key INTEGER PRIMARY KEY, owner TEXT NOT NULL, queue TEXT NOT NULL, "
+	"state TEXT NOT NULL, model TEXT NOT NULL, start_ms INTEGER NOT NULL, end_ms INTEGER "
+	"NOT NULL, gpu_hours REAL NOT NULL, busy_hours REAL NOT NULL, cost REAL NOT NULL, "
+	"energy_j REAL NOT NULL, doc TEXT NOT NULL);"
+	"INSERT INTO meta (key, value) SELECT 'acct_fill_to', CAST(max(id) AS TEXT) FROM jobs "
+	"WHERE settled_ms > 0 HAVING count(*) > 0;",
 };
 
 struct store {
@@ -413,6 +433,7 @@ void store_batch_destroy(struct store_batch *b)
 		free(b->ops[i].key);
 		free(b->ops[i].key2);
 		free(b->ops[i].doc);
+		free(b->ops[i].acct);
 	}
 	free(b->ops);
 	free(b);
@@ -484,6 +505,38 @@ void store_batch_put_meta(struct store_batch *b, const char *key, const char *va
 	o->doc = xstrdup(value);
 }
 
+/* A copy of row whose strings live in the same block. */
+static struct store_acct *acct_copy(const struct store_acct *row)
+{
+	const char *const src[] = {row->owner, row->queue, row->state, row->model, row->doc};
+	size_t len[ARRAY_SIZE(src)], total = sizeof(*row);
+	for (size_t i = 0; i < ARRAY_SIZE(src); i++) {
+		len[i] = strlen(src[i]) + 1;
+		total += len[i];
+	}
+	struct store_acct *c = xmalloc(total);
+	*c = *row;
+	char *p = (char *)(c + 1);
+	const char **dst[] = {&c->owner, &c->queue, &c->state, &c->model, &c->doc};
+	for (size_t i = 0; i < ARRAY_SIZE(src); i++) {
+		memcpy(p, src[i], len[i]);
+		*dst[i] = p;
+		p += len[i];
+	}
+	return c;
+}
+
+void store_batch_set_acct(struct store_batch *b, int64_t job_id, const struct store_acct *rows,
+			  int n)
+{
+	push(b, OP_DEL_ACCT)->id = job_id;
+	for (int i = 0; i < n; i++) {
+		assert(rows[i].job_id == job_id && rows[i].attempt >= 1 &&
+		       rows[i].attempt < STORE_ACCT_ATTEMPTS);
+		push(b, OP_PUT_ACCT)->acct = acct_copy(&rows[i]);
+	}
+}
+
 size_t store_batch_len(const struct store_batch *b)
 {
 	return b->n;
@@ -549,6 +602,27 @@ static int apply_op(struct store *st, const struct op *o, struct tk_error *err)
 		sqlite3_bind_text(s, 2, o->key, -1, SQLITE_STATIC);
 		sqlite3_bind_text(s, 3, o->doc, -1, SQLITE_STATIC);
 		return step_once(st, ST_ADD_AUDIT, err, "writing an audit row");
+	case OP_DEL_ACCT:
+		s = st->stmt[ST_DEL_ACCT];
+		sqlite3_bind_int64(s, 1, o->id * STORE_ACCT_ATTEMPTS);
+		sqlite3_bind_int64(s, 2, (o->id + 1) * STORE_ACCT_ATTEMPTS);
+		return step_once(st, ST_DEL_ACCT, err, "deleting a job's accounting");
+	case OP_PUT_ACCT: {
+		const struct store_acct *a = o->acct;
+		s = st->stmt[ST_PUT_ACCT];
+		sqlite3_bind_int64(s, 1, a->job_id * STORE_ACCT_ATTEMPTS + a->attempt);
+		const char *text[] = {a->owner, a->queue, a->state, a->model};
+		for (int i = 0; i < 4; i++)
+			sqlite3_bind_text(s, 2 + i, text[i], -1, SQLITE_STATIC);
+		sqlite3_bind_int64(s, 6, a->start_ms);
+		sqlite3_bind_int64(s, 7, a->end_ms);
+		sqlite3_bind_double(s, 8, a->gpu_hours);
+		sqlite3_bind_double(s, 9, a->busy_hours);
+		sqlite3_bind_double(s, 10, a->cost);
+		sqlite3_bind_double(s, 11, a->energy_j);
+		sqlite3_bind_text(s, 12, a->doc, -1, SQLITE_STATIC);
+		return step_once(st, ST_PUT_ACCT, err, "writing an attempt's accounting");
+	}
 	case OP_PUT_META:
 		s = st->stmt[ST_PUT_META];
 		sqlite3_bind_text(s, 1, o->key, -1, SQLITE_STATIC);
@@ -575,6 +649,119 @@ int store_apply(struct store *st, const struct store_batch *b, struct tk_error *
 		return r;
 	}
 	return 0;
+}
+
+/* ---- reading the accounting records ------------------------------------------------- */
+
+/* A statement stepped through the table in key order: every key from next
+ * up to cur (the record it stands on, has_row) or to the end is unread and
+ * holds no record but cur. */
+struct store_acct_cursor {
+	struct store *st;
+	sqlite3_stmt *q;
+	bool open, has_row;
+	int64_t next, cur;
+};
+
+/* Jumps of more than this many jobs seek rather than step. */
+#define ACCT_SEEK_JOBS 64
+
+int store_acct_cursor_new(struct store *st, struct store_acct_cursor **ret, struct tk_error *err)
+{
+	static const char sql[] =
+		"SELECT key, owner, queue, state, model, start_ms, end_ms, gpu_hours, busy_hours, "
+		"cost, energy_j, doc FROM acct WHERE key >= ?1 ORDER BY key";
+	struct store_acct_cursor *c = xcalloc(1, sizeof(*c));
+	c->st = st;
+	int rc = sqlite3_prepare_v2(st->db, sql, -1, &c->q, NULL);
+	if (rc != SQLITE_OK) {
+		free(c);
+		return fail(st, rc, err, "reading accounting");
+	}
+	*ret = c;
+	return 0;
+}
+
+void store_acct_cursor_destroy(struct store_acct_cursor *c)
+{
+	if (!c)
+		return;
+	sqlite3_finalize(c->q);
+	free(c);
+}
+
+void store_acct_cursor_pause(struct store_acct_cursor *c)
+{
+	sqlite3_reset(c->q);
+	c->open = c->has_row = false;
+}
+
+static int acct_step(struct store_acct_cursor *c, struct tk_error *err)
+{
+	if (c->has_row)
+		c->next = c->cur + 1;
+	int rc = sqlite3_step(c->q);
+	c->has_row = rc == SQLITE_ROW;
+	if (c->has_row)
+		c->cur = sqlite3_column_int64(c->q, 0);
+	else if (rc != SQLITE_DONE) {
+		int r = fail(c->st, rc, err, "reading accounting");
+		store_acct_cursor_pause(c);
+		return r;
+	}
+	return 0;
+}
+
+static int acct_seek(struct store_acct_cursor *c, int64_t key, struct tk_error *err)
+{
+	sqlite3_reset(c->q);
+	sqlite3_bind_int64(c->q, 1, key);
+	c->open = true;
+	c->has_row = false;
+	c->next = key;
+	return acct_step(c, err);
+}
+
+int store_acct_job(struct store_acct_cursor *c, int64_t job_id, store_acct_cb cb, void *ctx,
+		   struct tk_error *err)
+{
+	int64_t lo = job_id * STORE_ACCT_ATTEMPTS, hi = lo + STORE_ACCT_ATTEMPTS;
+	int r = 0;
+	if (!c->open || lo < c->next)
+		r = acct_seek(c, lo, err);
+	while (r == 0 && c->has_row && c->cur < lo)
+		r = c->cur + ACCT_SEEK_JOBS * STORE_ACCT_ATTEMPTS < lo ? acct_seek(c, lo, err)
+								       : acct_step(c, err);
+	for (; r == 0 && c->has_row && c->cur < hi; r = acct_step(c, err)) {
+		sqlite3_stmt *q = c->q;
+		const char *text[5];
+		for (int i = 0; i < 4; i++)
+			text[i] = (const char *)sqlite3_column_text(q, 1 + i);
+		text[4] = (const char *)sqlite3_column_text(q, 11);
+		for (int i = 0; i < 5; i++)
+			if (!text[i])
+				return tk_errorf(err, -EBADMSG,
+						 "store: job %lld's accounting has an empty field",
+						 (long long)job_id);
+		struct store_acct row = {
+			.job_id = job_id,
+			.attempt = (int)(c->cur - lo),
+			.owner = text[0],
+			.queue = text[1],
+			.state = text[2],
+			.model = text[3],
+			.start_ms = sqlite3_column_int64(q, 5),
+			.end_ms = sqlite3_column_int64(q, 6),
+			.gpu_hours = sqlite3_column_double(q, 7),
+			.busy_hours = sqlite3_column_double(q, 8),
+			.cost = sqlite3_column_double(q, 9),
+			.energy_j = sqlite3_column_double(q, 10),
+			.doc = text[4],
+		};
+		if ((r = cb(ctx, &row)) < 0)
+			return r;
+	}
+	return r;
 }
 
 /* ---- the store as a whole ------------------------------------------------------------ */

@@ -46,13 +46,18 @@ static int stop_at_two(void *ctx, const char *key, const char *doc, size_t len)
 	return ++r->n == 2 ? -ECANCELED : 0;
 }
 
+static int stop_acct(void *ctx, const struct store_acct *a)
+{
+	return -ECANCELED;
+}
+
 static void test_roundtrip(void **state)
 {
 	char *path = xasprintf("%s/a.db", dir);
 	struct store *st;
 	struct tk_error err;
 	assert_int_equal(store_open(path, &st, &err), 0);
-	assert_int_equal(store_schema_version(st), 6);
+	assert_int_equal(store_schema_version(st), 7);
 	/* the store holds every job's request: its files are the server's alone */
 	struct stat sb;
 	assert_int_equal(stat(path, &sb), 0);
@@ -197,12 +202,157 @@ static void test_migrates_jobs(void **state)
 	struct store *st;
 	struct tk_error err;
 	assert_int_equal(store_open(path, &st, &err), 0);
-	assert_int_equal(store_schema_version(st), 6);
+	assert_int_equal(store_schema_version(st), 7);
 	struct rows r = {0};
 	strbuf_init(&r.sb);
 	assert_int_equal(store_load_jobs(st, collect, &r, &err), 0);
 	assert_string_equal(r.sb.buf, "1={\"v\":1};");
 	strbuf_release(&r.sb);
+	/* no job settled as far as it knows: nothing to fill */
+	char *v;
+	assert_int_equal(store_meta_get(st, "acct_fill_to", &v, &err), -ENOENT);
+	store_destroy(st);
+	free(path);
+}
+
+/* An attempt's record, as a test writes it. */
+static struct store_acct acct_row(int64_t job, int attempt, const char *owner, const char *doc)
+{
+	return (struct store_acct){.job_id = job,
+				   .attempt = attempt,
+				   .owner = owner,
+				   .queue = "q",
+				   .state = "COMPLETED",
+				   .model = "H100",
+				   .start_ms = job * 10,
+				   .end_ms = job * 10 + attempt,
+				   .gpu_hours = (double)job / 4,
+				   .busy_hours = 0.5,
+				   .cost = 1.25 * attempt,
+				   .energy_j = -1,
+				   .doc = doc};
+}
+
+static int collect_acct(void *ctx, const struct store_acct *a)
+{
+	struct strbuf *sb = ctx;
+	strbuf_addf(sb, "%lld.%d:%s:%s:%s:%s:%lld:%lld:%g:%g:%g:%g:%s;", (long long)a->job_id,
+		    a->attempt, a->owner, a->queue, a->state, a->model, (long long)a->start_ms,
+		    (long long)a->end_ms, a->gpu_hours, a->busy_hours, a->cost, a->energy_j,
+		    a->doc);
+	return 0;
+}
+
+/* What a cursor reads for job id, compact: "id.attempt:doc;" per record. */
+static int docs_of(void *ctx, const struct store_acct *a)
+{
+	strbuf_addf(ctx, "%lld.%d:%s;", (long long)a->job_id, a->attempt, a->doc);
+	return 0;
+}
+
+static const char *acct_of(struct store_acct_cursor *c, struct strbuf *sb, int64_t id)
+{
+	struct tk_error err;
+	strbuf_reset(sb);
+	assert_int_equal(store_acct_job(c, id, docs_of, sb, &err), 0);
+	return sb->buf;
+}
+
+/* Accounting records: written and replaced a job at a time, read job by job
+ * in any order (on through the table, seeking over wide gaps and back),
+ * each slice of a scan seeing what committed since the last. */
+static void test_acct(void **state)
+{
+	char *path = xasprintf("%s/acct.db", dir);
+	struct store *st, *rd;
+	struct tk_error err;
+	assert_int_equal(store_open(path, &st, &err), 0);
+	struct store_batch *b = store_batch_create();
+	struct store_acct rows[3] = {acct_row(5, 1, "ann", "{\"a\":1}"),
+				     acct_row(5, 2, "ann", "{\"a\":2}")};
+	store_batch_set_acct(b, 5, rows, 2);
+	rows[0] = acct_row(7, 1, "bob", "{\"b\":1}");
+	store_batch_set_acct(b, 7, rows, 1);
+	for (int64_t id = 100; id < 400; id += 3) {
+		rows[0] = acct_row(id, 1, "cy", "{}");
+		store_batch_set_acct(b, id, rows, 1);
+	}
+	rows[0] = acct_row(1000, 999, "dee", "{\"d\":1}");
+	store_batch_set_acct(b, 1000, rows, 1);
+	assert_int_equal(store_apply(st, b, &err), 0);
+	store_batch_destroy(b);
+
+	assert_int_equal(store_open_reader(path, &rd, &err), 0);
+	struct store_acct_cursor *c;
+	assert_int_equal(store_acct_cursor_new(rd, &c, &err), 0);
+	struct strbuf sb;
+	strbuf_init(&sb);
+	/* every field as written */
+	assert_int_equal(store_acct_job(c, 5, collect_acct, &sb, &err), 0);
+	assert_string_equal(sb.buf, "5.1:ann:q:COMPLETED:H100:50:51:1.25:0.5:1.25:-1:{\"a\":1};"
+				    "5.2:ann:q:COMPLETED:H100:50:52:1.25:0.5:2.5:-1:{\"a\":2};");
+	/* on in rising order, with jobs without records between */
+	assert_string_equal(acct_of(c, &sb, 6), "");
+	assert_string_equal(acct_of(c, &sb, 7), "7.1:{\"b\":1};");
+	assert_string_equal(acct_of(c, &sb, 8), "");
+	assert_string_equal(acct_of(c, &sb, 103), "103.1:{};");
+	assert_string_equal(acct_of(c, &sb, 104), "");
+	assert_string_equal(acct_of(c, &sb, 394), "394.1:{};"); /* a wide jump seeks */
+	assert_string_equal(acct_of(c, &sb, 999), "");
+	assert_string_equal(acct_of(c, &sb, 1000), "1000.999:{\"d\":1};");
+	assert_string_equal(acct_of(c, &sb, 1001), "");
+	/* and back, and the same job twice */
+	assert_string_equal(acct_of(c, &sb, 5), "5.1:{\"a\":1};5.2:{\"a\":2};");
+	assert_string_equal(acct_of(c, &sb, 5), "5.1:{\"a\":1};5.2:{\"a\":2};");
+	assert_string_equal(acct_of(c, &sb, 100), "100.1:{};");
+	/* a job's records replaced whole; a paused cursor sees the commit */
+	b = store_batch_create();
+	rows[0] = acct_row(5, 3, "ann", "{\"a\":3}");
+	store_batch_set_acct(b, 5, rows, 1);
+	store_batch_set_acct(b, 7, rows, 0);
+	assert_int_equal(store_apply(st, b, &err), 0);
+	store_batch_destroy(b);
+	store_acct_cursor_pause(c);
+	assert_string_equal(acct_of(c, &sb, 5), "5.3:{\"a\":3};");
+	assert_string_equal(acct_of(c, &sb, 7), "");
+	assert_string_equal(acct_of(c, &sb, 100), "100.1:{};");
+	/* a callback stops the read */
+	assert_int_equal(store_acct_job(c, 5, stop_acct, NULL, &err), -ECANCELED);
+	assert_string_equal(acct_of(c, &sb, 5), "5.3:{\"a\":3};");
+	strbuf_release(&sb);
+	store_acct_cursor_destroy(c);
+	store_destroy(rd);
+	store_destroy(st);
+	free(path);
+}
+
+/* A store of schema 6 with settled jobs opens with the ids up to the
+ * newest settled one to fill. */
+static void test_acct_fill_marked(void **state)
+{
+	char *path = xasprintf("%s/f.db", dir);
+	struct store *st;
+	struct tk_error err;
+	assert_int_equal(store_open(path, &st, &err), 0);
+	struct store_batch *b = store_batch_create();
+	store_batch_put_job(b, 3, "COMPLETED", "ann", 5000, xstrdup("{}"));
+	store_batch_put_job(b, 9, "COMPLETED", "ann", 6000, xstrdup("{}"));
+	store_batch_put_job(b, 12, "RUNNING", "ann", 0, xstrdup("{}"));
+	assert_int_equal(store_apply(st, b, &err), 0);
+	store_batch_destroy(b);
+	store_destroy(st);
+	sqlite3 *db;
+	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+	assert_int_equal(
+		sqlite3_exec(db, "DROP TABLE acct; PRAGMA user_version = 6;", NULL, NULL, NULL),
+		SQLITE_OK);
+	sqlite3_close(db);
+	assert_int_equal(store_open(path, &st, &err), 0);
+	assert_int_equal(store_schema_version(st), 7);
+	char *v;
+	assert_int_equal(store_meta_get(st, "acct_fill_to", &v, &err), 0);
+	assert_string_equal(v, "9");
+	free(v);
 	store_destroy(st);
 	free(path);
 }
@@ -256,6 +406,8 @@ int main(void)
 		cmocka_unit_test(test_roundtrip),
 		cmocka_unit_test(test_settled),
 		cmocka_unit_test(test_migrates_jobs),
+		cmocka_unit_test(test_acct),
+		cmocka_unit_test(test_acct_fill_marked),
 		cmocka_unit_test(test_empty_batch),
 		cmocka_unit_test(test_newer_schema_refused),
 		cmocka_unit_test(test_not_a_database),
