@@ -9,6 +9,7 @@
  */
 #include "internal.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -87,14 +88,57 @@ static void figures(struct server *s, const struct sjob *j, const struct attempt
 	f->cost += mem_gib * f->hours * s->st.sched.mem_price_per_gib_hour;
 }
 
-/* The share of attempt a (ending at now if it runs) inside [from, to]. */
-static double share_inside(const struct attempt *a, int64_t from, int64_t to, int64_t now)
+/* An attempt as accounting reads it: from its job held in memory, or
+ * from its record in the store (a job settled and out of memory). */
+struct arec {
+	const char *owner, *queue, *state, *model;
+	int64_t start_ms, end_ms; /* start 0: never started */
+	bool ended;
+	double gpu_hours, busy_hours, cost;
+	double energy_j; /* < 0: unknown */
+};
+
+/* Attempt a of held job j; *f holds what r's model points into. */
+static void arec_held(struct server *s, const struct sjob *j, const struct attempt *a, int64_t now,
+		      struct acct *f, struct arec *r)
 {
-	int64_t end = a->ended ? a->end_ms : now;
-	if (end <= a->start_ms)
+	figures(s, j, a, now, f);
+	*r = (struct arec){.owner = j->job.owner,
+			   .queue = j->queue ? j->queue->spec.name : "",
+			   .state = attempt_state(j, a),
+			   .model = f->model,
+			   .start_ms = a->start_ms,
+			   .end_ms = a->end_ms,
+			   .ended = a->ended,
+			   .gpu_hours = f->gpu_hours,
+			   .busy_hours = f->busy_hours,
+			   .cost = f->cost,
+			   .energy_j = f->energy_j};
+}
+
+static void arec_stored(const struct store_acct *row, struct arec *r)
+{
+	*r = (struct arec){.owner = row->owner,
+			   .queue = row->queue,
+			   .state = row->state,
+			   .model = row->model,
+			   .start_ms = row->start_ms,
+			   .end_ms = row->end_ms,
+			   .ended = true,
+			   .gpu_hours = row->gpu_hours,
+			   .busy_hours = row->busy_hours,
+			   .cost = row->cost,
+			   .energy_j = row->energy_j};
+}
+
+/* The share of attempt r (ending at now if it runs) inside [from, to]. */
+static double share_inside(const struct arec *r, int64_t from, int64_t to, int64_t now)
+{
+	int64_t end = r->ended ? r->end_ms : now;
+	if (end <= r->start_ms)
 		return 0;
-	double in = (double)(MIN(end, to) - MAX(a->start_ms, from));
-	return MAX(in, 0) / (double)(end - a->start_ms);
+	double in = (double)(MIN(end, to) - MAX(r->start_ms, from));
+	return MAX(in, 0) / (double)(end - r->start_ms);
 }
 
 static json_t *row(struct server *s, const struct sjob *j, const struct attempt *a, int64_t now)
@@ -145,23 +189,21 @@ struct filter {
 	bool all;
 };
 
-static bool wanted(struct server *s, const struct filter *f, const struct sjob *j,
-		   const struct attempt *a, int64_t now)
+static bool wanted(const struct filter *f, const struct arec *r, int64_t now)
 {
-	if (!a->start_ms)
+	if (!r->start_ms)
 		return false;
-	if (f->user && strcmp(f->user, j->job.owner) != 0)
+	if (f->user && strcmp(f->user, r->owner) != 0)
 		return false;
-	if (f->queue && (!j->queue || strcmp(f->queue, j->queue->spec.name) != 0))
+	if (f->queue && (!r->queue[0] || strcmp(f->queue, r->queue) != 0))
 		return false;
-	int64_t end = a->ended ? a->end_ms : now;
-	if ((f->to && a->start_ms > f->to) || (f->from && end < f->from))
+	int64_t end = r->ended ? r->end_ms : now;
+	if ((f->to && r->start_ms > f->to) || (f->from && end < f->from))
 		return false;
 	if (f->nstates) {
-		const char *st = attempt_state(j, a);
 		bool ok = false;
 		for (int i = 0; i < f->nstates; i++)
-			ok |= strcasecmp(f->states[i], st) == 0;
+			ok |= strcasecmp(f->states[i], r->state) == 0;
 		if (!ok)
 			return false;
 	}
@@ -219,32 +261,11 @@ static bool settled_before(const struct sgone *g, int64_t ms)
 	return (int64_t)g->settled_s * 1000 + 999 < ms;
 }
 
-/* Job i (its index) as f may want it: held, or read back into *tmp (then
- * *read, and the caller releases it) when it settled inside f's window and
- * its owner is f's; NULL when f cannot want it. */
-static const struct sjob *job_at(struct server *s, const struct filter *f, size_t i,
-				 struct sjob *tmp, bool *read)
+/* Does the store hold job id's accounting records? Every job settled since
+ * it keeps them does, and those before once filled (acct_fill_work). */
+static bool acct_filled(const struct server *s, int64_t id)
 {
-	struct state *st = &s->st;
-	*read = false;
-	if (st->jobs[i])
-		return st->jobs[i]->job.system ? NULL : st->jobs[i];
-	const struct sgone *g = state_gone(st, (int64_t)i + 1);
-	if (!g || (f->from && settled_before(g, f->from)) ||
-	    (f->user && strcmp(f->user, st->owners[g->owner]) != 0))
-		return NULL;
-	struct tk_error err;
-	if (state_job_read(st, (int64_t)i + 1, tmp, &err) < 0) {
-		log_warn("accounting: %s", err.text);
-		return NULL;
-	}
-	*read = true;
-	if (tmp->job.system) {
-		job_release(&tmp->job);
-		*read = false;
-		return NULL;
-	}
-	return tmp;
+	return id < s->fill.done || id > s->fill.to;
 }
 
 /* ---- accounting and usage: a scan over every job ------------------------------ */
@@ -256,17 +277,25 @@ struct group {
 };
 
 /* An answer of /v1/accounting (by NULL) or /v1/usage, built a slice at a
- * time between the loop's other work (api_lists_work): the jobs out of
- * memory in its window are read back from the store, which at a million
- * takes seconds. */
+ * time between the loop's other work (api_lists_work): a job held is read
+ * from memory, one out of memory from its accounting records (or, not yet
+ * filled, its whole document) in the store. */
 struct acct_scan {
 	struct filter f;
 	const char *by;
+	bool newest; /* each job's newest attempt only */
 	int64_t now, from, to;
 	size_t next; /* the next job's index */
 	json_t *rows;
 	struct group *g, total;
 	size_t ng, alloc;
+	struct store_acct_cursor *cur;
+	/* the newest record of the job being read, when newest */
+	struct {
+		bool have;
+		struct arec r;
+		struct strbuf owner, queue, state, model, doc;
+	} last;
 };
 
 void acct_scan_free(struct request *r)
@@ -276,21 +305,23 @@ void acct_scan_free(struct request *r)
 		return;
 	json_decref(sc->rows);
 	free(sc->g);
+	store_acct_cursor_destroy(sc->cur);
+	strbuf_release(&sc->last.owner);
+	strbuf_release(&sc->last.queue);
+	strbuf_release(&sc->last.state);
+	strbuf_release(&sc->last.model);
+	strbuf_release(&sc->last.doc);
 	free(sc);
 	r->acct = NULL;
 }
 
 /* One attempt inside a usage window, added to its group and the total. */
-static void usage_add(struct server *s, struct acct_scan *sc, const struct sjob *j,
-		      const struct attempt *a)
+static void usage_add(struct acct_scan *sc, const struct arec *r)
 {
-	struct acct x;
-	figures(s, j, a, sc->now, &x);
-	double frac = share_inside(a, sc->from, sc->to, sc->now);
-	const char *key = strcmp(sc->by, "user") == 0	 ? j->job.owner
-			  : strcmp(sc->by, "model") == 0 ? x.model
-			  : j->queue			 ? j->queue->spec.name
-							 : "";
+	double frac = share_inside(r, sc->from, sc->to, sc->now);
+	const char *key = strcmp(sc->by, "user") == 0	 ? r->owner
+			  : strcmp(sc->by, "model") == 0 ? r->model
+							 : r->queue;
 	size_t m = 0;
 	while (m < sc->ng && strcmp(sc->g[m].name, key) != 0)
 		m++;
@@ -302,12 +333,121 @@ static void usage_add(struct server *s, struct acct_scan *sc, const struct sjob 
 	}
 	struct group *t[] = {&sc->g[m], &sc->total};
 	for (int q = 0; q < 2; q++) {
-		t[q]->gpu_hours += x.gpu_hours * frac;
-		t[q]->busy_hours += x.busy_hours * frac;
-		t[q]->cost += x.cost * frac;
-		t[q]->energy_j += MAX(x.energy_j, 0) * frac;
+		t[q]->gpu_hours += r->gpu_hours * frac;
+		t[q]->busy_hours += r->busy_hours * frac;
+		t[q]->cost += r->cost * frac;
+		t[q]->energy_j += MAX(r->energy_j, 0) * frac;
 		t[q]->attempts++;
 	}
+}
+
+/* The attempts of held job j the scan wants, summed or listed. */
+static void scan_held(struct server *s, struct acct_scan *sc, const struct sjob *j)
+{
+	int n = j->job.nattempts;
+	for (int k = sc->newest ? n - 1 : 0; k >= 0 && k < n; k++) {
+		const struct attempt *a = &j->job.attempts[k];
+		struct acct f;
+		struct arec r;
+		arec_held(s, j, a, sc->now, &f, &r);
+		if (!wanted(&sc->f, &r, sc->now))
+			continue;
+		if (sc->by)
+			usage_add(sc, &r);
+		else
+			json_array_append_new(sc->rows, row(s, j, a, sc->now));
+	}
+}
+
+/* A stored record the scan may want, with its accounting document. */
+static void scan_record(struct acct_scan *sc, const struct arec *r, const char *doc)
+{
+	if (!wanted(&sc->f, r, sc->now))
+		return;
+	if (sc->by) {
+		usage_add(sc, r);
+		return;
+	}
+	json_error_t jerr;
+	json_t *o = json_loads(doc, 0, &jerr);
+	if (json_is_object(o))
+		json_array_append_new(sc->rows, o);
+	else
+		log_warn("accounting: a stored record does not decode: %s", jerr.text);
+	if (o && !json_is_object(o))
+		json_decref(o);
+}
+
+static void keep_str(struct strbuf *sb, const char *v)
+{
+	strbuf_reset(sb);
+	strbuf_addstr(sb, v);
+}
+
+static int record_cb(void *ctx, const struct store_acct *row)
+{
+	struct acct_scan *sc = ctx;
+	struct arec r;
+	arec_stored(row, &r);
+	if (!sc->newest) {
+		scan_record(sc, &r, row->doc);
+		return 0;
+	}
+	/* records come in attempt order: the newest is the last */
+	keep_str(&sc->last.owner, row->owner);
+	keep_str(&sc->last.queue, row->queue);
+	keep_str(&sc->last.state, row->state);
+	keep_str(&sc->last.model, row->model);
+	keep_str(&sc->last.doc, row->doc);
+	r.owner = sc->last.owner.buf;
+	r.queue = sc->last.queue.buf;
+	r.state = sc->last.state.buf;
+	r.model = sc->last.model.buf;
+	sc->last.r = r;
+	sc->last.have = true;
+	return 0;
+}
+
+/* Job id, out of memory, from its records. */
+static void scan_stored(struct acct_scan *sc, int64_t id)
+{
+	struct tk_error err;
+	sc->last.have = false;
+	if (store_acct_job(sc->cur, id, record_cb, sc, &err) < 0)
+		log_warn("accounting: job %lld: %s", (long long)id, err.text);
+	if (sc->last.have)
+		scan_record(sc, &sc->last.r, sc->last.doc.buf);
+}
+
+/* Job index i for the scan: held, out of memory with its records, or read
+ * back whole (not filled yet). */
+static void scan_job(struct server *s, struct acct_scan *sc, size_t i)
+{
+	struct state *st = &s->st;
+	const struct filter *f = &sc->f;
+	int64_t id = (int64_t)i + 1;
+	if (st->jobs[i]) {
+		if (!st->jobs[i]->job.system)
+			scan_held(s, sc, st->jobs[i]);
+		return;
+	}
+	const struct sgone *g = state_gone(st, id);
+	if (!g || (f->from && settled_before(g, f->from)) ||
+	    (f->user && strcmp(f->user, st->owners[g->owner]) != 0))
+		return;
+	if (sc->cur && acct_filled(s, id)) {
+		scan_stored(sc, id);
+		return;
+	}
+	struct sjob tmp;
+	struct tk_error err;
+	if (state_job_read(st, id, &tmp, &err) < 0) {
+		log_warn("accounting: %s", err.text);
+		return;
+	}
+	if (!tmp.job.system)
+		scan_held(s, sc, &tmp);
+	job_release(&tmp.job);
 }
 
 static void usage_reply(struct request *r, struct acct_scan *sc)
@@ -347,25 +487,12 @@ static bool acct_work(struct request *r, int64_t until_us)
 	struct server *s = r->s;
 	struct acct_scan *sc = r->acct;
 	for (; sc->next < s->st.njobs; sc->next++) {
-		if ((sc->next & 63) == 0 && tk_mono_us() >= until_us)
+		if ((sc->next & 63) == 0 && tk_mono_us() >= until_us) {
+			if (sc->cur) /* the next slice sees what committed meanwhile */
+				store_acct_cursor_pause(sc->cur);
 			return false;
-		struct sjob tmp;
-		bool read;
-		const struct sjob *j = job_at(s, &sc->f, sc->next, &tmp, &read);
-		if (!j)
-			continue;
-		int k = sc->by || sc->f.all ? 0 : j->job.nattempts - 1;
-		for (; k >= 0 && k < j->job.nattempts; k++) {
-			const struct attempt *a = &j->job.attempts[k];
-			if (!wanted(s, &sc->f, j, a, sc->now))
-				continue;
-			if (sc->by)
-				usage_add(s, sc, j, a);
-			else
-				json_array_append_new(sc->rows, row(s, j, a, sc->now));
 		}
-		if (read)
-			job_release(&tmp.job);
+		scan_job(s, sc, sc->next);
 	}
 	if (sc->by)
 		usage_reply(r, sc);
@@ -382,6 +509,15 @@ static void scan_start(struct request *r, const struct filter *f, const char *by
 	struct acct_scan *sc = xcalloc(1, sizeof(*sc));
 	sc->f = *f;
 	sc->by = by;
+	sc->newest = !by && !f->all;
+	struct tk_error err;
+	if (r->s->st.reader && store_acct_cursor_new(r->s->st.reader, &sc->cur, &err) < 0)
+		log_warn("accounting: %s; reading whole jobs instead", err.text);
+	strbuf_init(&sc->last.owner);
+	strbuf_init(&sc->last.queue);
+	strbuf_init(&sc->last.state);
+	strbuf_init(&sc->last.model);
+	strbuf_init(&sc->last.doc);
 	sc->now = now;
 	sc->from = f->from;
 	sc->to = f->to;
@@ -422,18 +558,24 @@ void h_usage(struct request *r, const char *param, json_t *body)
 
 /* ---- budgets --------------------------------------------------------------------- */
 
+/* What attempt r cost inside [from, now]. */
+static double cost_since(const struct arec *r, int64_t from, int64_t now)
+{
+	int64_t end = r->ended ? r->end_ms : now;
+	if (!r->start_ms || end < from)
+		return 0;
+	return r->cost * share_inside(r, from, now, now);
+}
+
 /* What j's attempts cost inside [from, now]. */
 static double period_cost(struct server *s, const struct sjob *j, int64_t from, int64_t now)
 {
 	double c = 0;
 	for (int k = 0; k < j->job.nattempts; k++) {
-		const struct attempt *a = &j->job.attempts[k];
-		int64_t end = a->ended ? a->end_ms : now;
-		if (!a->start_ms || end < from)
-			continue;
-		struct acct x;
-		figures(s, j, a, now, &x);
-		c += x.cost * share_inside(a, from, now, now);
+		struct acct f;
+		struct arec r;
+		arec_held(s, j, &j->job.attempts[k], now, &f, &r);
+		c += cost_since(&r, from, now);
 	}
 	return c;
 }
@@ -455,9 +597,29 @@ void acct_job_leaves(struct server *s, const struct sjob *j)
 		q->spent_gone += period_cost(s, j, from, now);
 }
 
+/* Which queues sum_gone sums, and when. */
+struct gone_sum {
+	struct state *st;
+	const bool *sum;
+	int64_t now;
+};
+
+static int gone_record_cb(void *ctx, const struct store_acct *row)
+{
+	struct gone_sum *gs = ctx;
+	struct squeue *q = state_queue(gs->st, row->queue);
+	if (q && gs->sum[q->index]) {
+		struct arec r;
+		arec_stored(row, &r);
+		q->spent_gone += cost_since(&r, q->gone_from, gs->now);
+	}
+	return 0;
+}
+
 /* Sums again what jobs out of memory spent in their queue's period, for
- * queues whose period began since the last sum (or never summed): each such
- * job settled inside the period is read back from the store, once. */
+ * queues whose period began since the last sum (or never summed): the
+ * accounting records of each such job settled inside the period (or the
+ * job itself, read back, when not filled yet), once. */
 static void sum_gone(struct server *s, int64_t now)
 {
 	struct state *st = &s->st;
@@ -477,13 +639,23 @@ static void sum_gone(struct server *s, int64_t now)
 		sum[q] = true;
 		oldest = MIN(oldest, from);
 	}
+	struct store_acct_cursor *cur = NULL;
+	struct tk_error err;
+	if (oldest != INT64_MAX && st->reader && store_acct_cursor_new(st->reader, &cur, &err) < 0)
+		log_warn("budgets: %s; reading whole jobs instead", err.text);
+	struct gone_sum gs = {.st = st, .sum = sum, .now = now};
 	for (size_t i = 0; oldest != INT64_MAX && i < st->njobs; i++) {
 		const struct sgone *g = &st->gone[i];
 		if (!g->state || settled_before(g, oldest))
 			continue;
+		int64_t id = (int64_t)i + 1;
+		if (cur && acct_filled(s, id)) {
+			if (store_acct_job(cur, id, gone_record_cb, &gs, &err) < 0)
+				log_warn("budgets: job %lld: %s", (long long)id, err.text);
+			continue;
+		}
 		struct sjob tmp;
-		struct tk_error err;
-		if (state_job_read(st, (int64_t)i + 1, &tmp, &err) < 0) {
+		if (state_job_read(st, id, &tmp, &err) < 0) {
 			log_warn("budgets: %s", err.text);
 			continue;
 		}
@@ -492,6 +664,7 @@ static void sum_gone(struct server *s, int64_t now)
 			q->spent_gone += period_cost(s, &tmp, q->gone_from, now);
 		job_release(&tmp.job);
 	}
+	store_acct_cursor_destroy(cur);
 	free(sum);
 }
 
@@ -533,4 +706,110 @@ void acct_budgets(struct server *s)
 				 b);
 		state_want_pass(st);
 	}
+}
+
+/* ---- the records in the store ------------------------------------------------ */
+
+void acct_put(struct server *s, const struct sjob *j, struct store_batch *b)
+{
+	int n = j->job.nattempts;
+	struct store_acct *rows = xcalloc((size_t)MAX(n, 1), sizeof(*rows));
+	struct acct *f = xcalloc((size_t)MAX(n, 1), sizeof(*f));
+	for (int k = 0; k < n; k++) {
+		const struct attempt *a = &j->job.attempts[k];
+		struct arec r;
+		arec_held(s, j, a, s->st.now_ms, &f[k], &r);
+		json_t *o = row(s, j, a, s->st.now_ms);
+		rows[k] = (struct store_acct){
+			.job_id = j->job.id,
+			.attempt = a->number,
+			.owner = r.owner,
+			.queue = r.queue,
+			.state = r.state,
+			.model = r.model,
+			.start_ms = r.start_ms,
+			.end_ms = r.end_ms,
+			.gpu_hours = r.gpu_hours,
+			.busy_hours = r.busy_hours,
+			.cost = r.cost,
+			.energy_j = r.energy_j,
+			/* as the API answers it: one rounding */
+			.doc = json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(15))};
+		json_decref(o);
+	}
+	store_batch_set_acct(b, j->job.id, rows, n);
+	for (int k = 0; k < n; k++)
+		free((char *)rows[k].doc);
+	free(rows);
+	free(f);
+}
+
+static int meta_id(struct server *s, const char *key, int64_t *ret, struct tk_error *err)
+{
+	_cleanup_free_ char *v = NULL;
+	int r = store_meta_get(s->store, key, &v, err);
+	if (r == -ENOENT)
+		return 0;
+	if (r < 0)
+		return r;
+	if (tk_parse_int64(v, 0, STATE_MAX_JOB_ID + 1, ret) < 0)
+		return tk_errorf(err, -EBADMSG, "store: metadata %s: not a job id: \"%.32s\"", key,
+				 v);
+	return 0;
+}
+
+int acct_fill_load(struct server *s, struct tk_error *err)
+{
+	s->fill.next = 1;
+	int r;
+	if ((r = meta_id(s, "acct_fill_to", &s->fill.to, err)) < 0 ||
+	    (r = meta_id(s, "acct_fill_next", &s->fill.next, err)) < 0)
+		return r;
+	s->fill.done = s->fill.next;
+	if (s->fill.next <= s->fill.to)
+		log_info("accounting: the records of jobs %lld-%lld (settled before the store kept "
+			 "them) are filled in the background",
+			 (long long)s->fill.next, (long long)s->fill.to);
+	return 0;
+}
+
+void acct_fill_work(struct server *s)
+{
+	struct state *st = &s->st;
+	if (s->fill.seq && s->seq_durable >= s->fill.seq) {
+		s->fill.done = s->fill.done_next;
+		s->fill.seq = 0;
+		if (s->fill.done > s->fill.to)
+			log_info("accounting: every settled job's records are in the store");
+	}
+	if (s->fill.next > s->fill.to)
+		return;
+	int64_t until = tk_mono_us() + ACCT_FILL_SLICE_US, id = s->fill.next;
+	for (; id <= s->fill.to && ((id & 63) != 0 || tk_mono_us() < until); id++) {
+		const struct sjob *held = state_job(st, id);
+		if (held) { /* one not settled gets its records when it settles */
+			if (!held->job.system && job_settled_ms(held))
+				acct_put(s, held, s->fill.batch);
+			continue;
+		}
+		if (!state_gone(st, id))
+			continue;
+		struct sjob tmp;
+		struct tk_error err;
+		if (state_job_read(st, id, &tmp, &err) < 0) {
+			log_warn("accounting: %s", err.text);
+			continue;
+		}
+		if (!tmp.job.system)
+			acct_put(s, &tmp, s->fill.batch);
+		job_release(&tmp.job);
+	}
+	s->fill.next = id;
+	char v[24];
+	snprintf(v, sizeof(v), "%lld", (long long)id);
+	store_batch_put_meta(s->fill.batch, "acct_fill_next", v);
+	/* queries trust the records below id once this write is durable */
+	s->fill.seq = ++st->seq_applied;
+	s->fill.done_next = id;
+	server_kick(s);
 }

@@ -34,7 +34,9 @@
 #define SERVER_CRON_MS 500	       /* periodic work: liveness, long-poll deadlines */
 #define SERVER_BUDGET_MS 5000	       /* queues' spend against their budgets, this often */
 #define SERVER_EVICT_PER_TICK 20000    /* settled jobs leaving memory, at most a tick */
-#define SERVER_MAX_LIST 1000	       /* jobs in one page of a list (a cursor for more) */
+/* a cron tick's filling of older jobs' accounting records, at most */
+#define ACCT_FILL_SLICE_US 40000
+#define SERVER_MAX_LIST 1000 /* jobs in one page of a list (a cursor for more) */
 
 /* Who a request is, by its token; the people's roles in rising order (a
  * route's role is the least it takes), then agents, apart. */
@@ -187,6 +189,15 @@ struct server {
 	int64_t refused_logged_ms;
 	uv_timer_t sweep;
 
+	/* accounting records of the jobs settled before the store kept them
+	 * (acct.c): filled from next up to to, a slice a tick; the ids below
+	 * done have theirs durable (done rises to done_next once seq is) */
+	struct {
+		int64_t next, to, done, done_next;
+		uint64_t seq;
+		struct store_batch *batch; /* records not yet taken into a write */
+	} fill;
+
 	/* the audit trail (audit.c): the newest rows, a ring of JSON documents
 	 * oldest first from audit_head; rows not yet in a batch */
 	json_t **audit;
@@ -255,6 +266,13 @@ void acct_scan_free(struct request *r);
 /* A settled job leaves memory: what it spent in its queue's budget period
  * is kept with the queue. */
 void acct_job_leaves(struct server *s, const struct sjob *j);
+/* The accounting records of a settled job, replacing what b's store has. */
+void acct_put(struct server *s, const struct sjob *j, struct store_batch *b);
+/* Where filling the records of jobs settled before the store kept them
+ * stands, from the store's metadata (at the start). */
+int acct_fill_load(struct server *s, struct tk_error *err);
+/* A slice of that filling (the cron's). */
+void acct_fill_work(struct server *s);
 
 /* ---- server.c --------------------------------------------------------------- */
 

@@ -140,9 +140,12 @@ static struct store_batch *take_dirty(struct server *s)
 		j->dirty = false;
 		j->dirty_next = NULL;
 		json_t *doc = job_pack(&j->job);
+		int64_t settled = job_settled_ms(j);
 		store_batch_put_job(b, j->job.id, job_state_name(j->job.state), j->job.owner,
-				    job_settled_ms(j), json_dumps(doc, JSON_COMPACT));
+				    settled, json_dumps(doc, JSON_COMPACT));
 		json_decref(doc);
+		if (settled && !j->job.system) /* written with it: read once it leaves */
+			acct_put(s, j, b);
 		state_job_written(st, j, st->seq_applied, st->mono_ms);
 	}
 	st->dirty_jobs = NULL;
@@ -179,13 +182,14 @@ static struct store_batch *take_dirty(struct server *s)
 	}
 	st->dirty_users = NULL;
 	audit_take(s, b);
+	store_batch_move(b, s->fill.batch);
 	return b;
 }
 
 static bool anything_dirty(const struct server *s)
 {
 	return s->st.dirty_jobs || s->st.dirty_nodes || s->st.dirty_queues || s->st.dirty_users ||
-	       audit_waiting(s);
+	       audit_waiting(s) || store_batch_len(s->fill.batch) > 0;
 }
 
 /* Hands what changed to the writer. */
@@ -279,6 +283,7 @@ static void cron_cb(uv_timer_t *t)
 		acct_job_leaves(s, j);
 		state_evict(&s->st, j);
 	}
+	acct_fill_work(s);
 	state_queues_age(&s->st, now);
 	state_check_nodes(&s->st, now, mono);
 	if (s->st.wake_ms && now >= s->st.wake_ms) /* a job's begin time came */
@@ -460,6 +465,7 @@ int server_create(uv_loop_t *loop, const struct server_config *cfg, struct serve
 	_cleanup_free_ char *db = NULL, *url_path = NULL, *old_token = NULL;
 	bool used = false;
 	struct server *s = xcalloc(1, sizeof(*s));
+	s->fill.batch = store_batch_create();
 	struct sched_config *sched = xmalloc(sizeof(*sched));
 	s->loop = loop;
 	s->cfg = *cfg;
@@ -502,7 +508,8 @@ int server_create(uv_loop_t *loop, const struct server_config *cfg, struct serve
 	if ((r = open_store(s, db, used, err)) < 0 ||
 	    (r = store_open_reader(db, &s->st.reader, err)) < 0 || (r = audit_load(s, err)) < 0 ||
 	    (r = state_load(&s->st, s->store, server_now_ms(s), tk_mono_ms(),
-			    cfg->quarantine_bad_rows, err)) < 0)
+			    cfg->quarantine_bad_rows, err)) < 0 ||
+	    (r = acct_fill_load(s, err)) < 0)
 		goto fail;
 	if ((r = http_start(s, cfg->listen, err)) < 0)
 		goto fail;
@@ -612,6 +619,7 @@ void server_destroy(struct server *s)
 		return;
 	if (s->store && anything_dirty(s))
 		flush_sync(s);
+	store_batch_destroy(s->fill.batch);
 	store_destroy(s->st.reader);
 	state_release(&s->st);
 	free(s->job_waits);

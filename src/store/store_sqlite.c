@@ -544,6 +544,8 @@ size_t store_batch_len(const struct store_batch *b)
 
 void store_batch_move(struct store_batch *dst, struct store_batch *src)
 {
+	if (src->n == 0)
+		return;
 	xgrow(&dst->ops, &dst->alloc, dst->n + src->n, sizeof(*dst->ops));
 	memcpy(dst->ops + dst->n, src->ops, src->n * sizeof(*src->ops));
 	dst->n += src->n;

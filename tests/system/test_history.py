@@ -2,7 +2,10 @@
 job settled (final, every attempt ended) longer than --keep-finished is let
 go once its row is durable, and a restart reads only the jobs not settled.
 Each is still shown, listed, counted, accounted and depended on as before."""
+import json
+import os
 import re
+import sqlite3
 import time
 
 from conftest import start_up, wait_for
@@ -142,5 +145,84 @@ def test_a_finished_job_stays_held_while_kept(workdir):
         assert in_memory(t) == 0, "a restart reads no settled job"
         assert t.job(j)["state"] == "COMPLETED"
         assert in_memory(t) == 1, "one asked for is held again"
+    finally:
+        d.stop()
+
+
+def acct_rows(data):
+    """The store's accounting records: {(job id, attempt): document}."""
+    db = sqlite3.connect(os.path.join(data, "tenk.db"))
+    try:
+        return {(k // 1024, k % 1024): json.loads(doc)
+                for k, doc in db.execute("SELECT key, doc FROM acct")}
+    finally:
+        db.close()
+
+
+def test_accounting_is_read_from_the_records_of_settled_jobs(workdir):
+    """A job that settles writes a record per attempt beside its row; once it
+    leaves memory, accounting, usage and budgets read those records. A store
+    from before them has the records filled in by the server as it runs."""
+    t, d = start_up(workdir, "--keep-finished", "0")
+    data = t.data
+    try:
+        ok = t.submit("-G", "1", "--", "sleep", "0.2")
+        bad = t.submit("-G", "2", "--", "sh", "-c", "sleep 0.1; exit 3")
+        arr = t.submit("--array", "0-2", "--", "true")
+        for j in (ok, bad, arr, arr + 1, arr + 2):
+            t.run("wait", str(j), check=False, timeout=60)
+        wait_for(lambda: in_memory(t) == 1, 20, "the settled jobs to leave memory")
+        status, acct = t.api("GET", "/v1/accounting?from=1&all=1")
+        assert status == 200 and len(acct["records"]) == 5, acct
+        status, usage = t.api("GET", "/v1/usage?by=user&from=1")
+        assert status == 200 and usage["total"]["attempts"] == 5, usage
+    finally:
+        d.stop()
+    rows = acct_rows(data)
+    assert sorted(rows) == [(j, 1) for j in (ok, bad, arr, arr + 1, arr + 2)], rows
+    for r in acct["records"]:
+        assert rows[(r["job_id"], r["attempt"])] == r, (rows[(r["job_id"], r["attempt"])], r)
+
+    # the records are what is read: one changed in the store shows changed
+    db = sqlite3.connect(os.path.join(data, "tenk.db"))
+    marked = dict(rows[(bad, 1)], name="from-the-record")
+    db.execute("UPDATE acct SET doc = ?, cost = cost + 1000 WHERE key = ?",
+               (json.dumps(marked), bad * 1024 + 1))
+    db.commit()
+    db.close()
+    t, d = start_up(workdir, "--keep-finished", "0")
+    try:
+        status, ans = t.api("GET", f"/v1/accounting?from=1&user={acct['records'][0]['user']}")
+        assert status == 200 and [r["name"] for r in ans["records"] if r["job_id"] == bad] == \
+            ["from-the-record"], ans
+        status, u = t.api("GET", "/v1/usage?by=user&from=1")
+        assert status == 200 and abs(u["total"]["cost"] - usage["total"]["cost"] - 1000) < 1e-6, u
+    finally:
+        d.stop()
+
+    # a store from before the records: the server fills them in, and answers
+    # the same before and after
+    db = sqlite3.connect(os.path.join(data, "tenk.db"))
+    db.execute("DROP TABLE acct")
+    db.execute("DELETE FROM meta WHERE key LIKE 'acct_fill_%'")
+    db.execute("PRAGMA user_version = 6")
+    db.commit()
+    db.close()
+    t, d = start_up(workdir, "--keep-finished", "0")
+    try:
+        status, ans = t.api("GET", "/v1/accounting?from=1&all=1")
+        assert status == 200 and ans["records"] == acct["records"], ans
+        wait_for(lambda: len(acct_rows(data)) == 5, 20, "the records to be filled")
+        assert acct_rows(data) == rows
+        status, ans = t.api("GET", "/v1/accounting?from=1&all=1")
+        assert status == 200 and ans["records"] == acct["records"], ans
+        status, u = t.api("GET", "/v1/usage?by=user&from=1")
+        assert status == 200 and u["total"] == usage["total"] | {"capacity_gpu_hours": u[
+            "total"]["capacity_gpu_hours"], "idle_gpu_hours": u["total"]["idle_gpu_hours"],
+            "percent": u["total"]["percent"]}, (u, usage)
+        # and a job settled now writes its own
+        new = t.submit("--", "true")
+        t.run("wait", str(new), timeout=60)
+        wait_for(lambda: (new, 1) in acct_rows(data), 20, "the new job's record")
     finally:
         d.stop()
