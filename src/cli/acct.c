@@ -186,6 +186,43 @@ static const struct tk_option acct_opts[] = {
 	{"allusers", 'a', NULL, "every user's jobs (the default; for sacct's habit)"},
 };
 
+static void print_header(const struct field *const *cols, int ncols, bool parsable)
+{
+	for (int k = 0; k < ncols; k++) {
+		if (parsable)
+			printf("%s%s", k ? "|" : "", cols[k]->name);
+		else
+			printf("%s%-*s", k ? " " : "", cols[k]->width, cols[k]->name);
+	}
+	printf("\n");
+	if (parsable)
+		return;
+	for (int k = 0; k < ncols; k++) {
+		printf("%s", k ? " " : "");
+		for (int i = 0; i < cols[k]->width; i++)
+			putchar('-');
+	}
+	printf("\n");
+}
+
+static void print_records(const struct field *const *cols, int ncols, bool parsable,
+			  json_t *records)
+{
+	size_t i;
+	json_t *rec;
+	json_array_foreach (records, i, rec) {
+		for (int k = 0; k < ncols; k++) {
+			char buf[256];
+			cell(cols[k], rec, buf, sizeof(buf));
+			if (parsable)
+				printf("%s%s", k ? "|" : "", buf);
+			else
+				printf("%s%-*s", k ? " " : "", cols[k]->width, buf);
+		}
+		printf("\n");
+	}
+}
+
 static int run_acct(struct ctx *c)
 {
 	const struct field *cols[MAX_FIELDS];
@@ -238,47 +275,46 @@ static int run_acct(struct ctx *c)
 		}
 		strbuf_addf(&path, "&%s=%s", args[i][0], v);
 	}
-	json_t *res;
-	struct tk_error err;
-	int r = client_call(&c->client, "GET", path.buf, NULL, CALL_TIMEOUT_MS, &res, NULL, &err);
-	strbuf_release(&path);
-	if (r < 0)
-		return api_error(c, &err);
-	if (c->json) {
-		print_json(res);
+	/* page by page: the header once, each page's rows as they come (with
+	 * --json, every record in one answer) */
+	json_t *all = c->json ? json_array() : NULL, *currency = NULL;
+	int64_t after = 0;
+	bool parsable = c->v[A_PARSABLE] != NULL, header = false;
+	for (;;) {
+		_cleanup_free_ char *page = xasprintf("%s&after=%lld", path.buf, (long long)after);
+		json_t *res;
+		struct tk_error err;
+		if (client_call(&c->client, "GET", page, NULL, CALL_TIMEOUT_MS, &res, NULL, &err) <
+		    0) {
+			strbuf_release(&path);
+			json_decref(all);
+			json_decref(currency);
+			return api_error(c, &err);
+		}
+		json_t *records = json_object_get(res, "records");
+		if (all) {
+			json_array_extend(all, records);
+			if (!currency)
+				currency = json_incref(json_object_get(res, "currency"));
+		} else {
+			if (!header)
+				print_header(cols, ncols, parsable);
+			header = true;
+			print_records(cols, ncols, parsable, records);
+		}
+		json_t *next = json_object_get(res, "next");
+		after = json_is_integer(next) ? json_integer_value(next) : 0;
 		json_decref(res);
-		return CLI_EXIT_OK;
+		if (!after)
+			break;
 	}
-	bool parsable = c->v[A_PARSABLE] != NULL;
-	for (int k = 0; k < ncols; k++) {
-		if (parsable)
-			printf("%s%s", k ? "|" : "", cols[k]->name);
-		else
-			printf("%s%-*s", k ? " " : "", cols[k]->width, cols[k]->name);
+	strbuf_release(&path);
+	if (all) {
+		json_t *out = json_pack("{s:o}", "records", all);
+		json_object_set_new(out, "currency", currency ? currency : json_null());
+		print_json(out);
+		json_decref(out);
 	}
-	printf("\n");
-	if (!parsable) {
-		for (int k = 0; k < ncols; k++) {
-			printf("%s", k ? " " : "");
-			for (int i = 0; i < cols[k]->width; i++)
-				putchar('-');
-		}
-		printf("\n");
-	}
-	size_t i;
-	json_t *rec;
-	json_array_foreach (json_object_get(res, "records"), i, rec) {
-		for (int k = 0; k < ncols; k++) {
-			char buf[256];
-			cell(cols[k], rec, buf, sizeof(buf));
-			if (parsable)
-				printf("%s%s", k ? "|" : "", buf);
-			else
-				printf("%s%-*s", k ? " " : "", cols[k]->width, buf);
-		}
-		printf("\n");
-	}
-	json_decref(res);
 	return CLI_EXIT_OK;
 }
 

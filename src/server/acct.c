@@ -187,6 +187,7 @@ struct filter {
 	int nstates;
 	int64_t from, to;
 	bool all;
+	int64_t after, limit; /* a page: jobs after this id; records, 0: all */
 };
 
 static bool wanted(const struct filter *f, const struct arec *r, int64_t now)
@@ -486,20 +487,27 @@ static bool acct_work(struct request *r, int64_t until_us)
 {
 	struct server *s = r->s;
 	struct acct_scan *sc = r->acct;
-	for (; sc->next < s->st.njobs; sc->next++) {
+	int64_t more = 0; /* a page ended at this job; the next begins after it */
+	while (sc->next < s->st.njobs) {
 		if ((sc->next & 63) == 0 && tk_mono_us() >= until_us) {
 			if (sc->cur) /* the next slice sees what committed meanwhile */
 				store_acct_cursor_pause(sc->cur);
 			return false;
 		}
-		scan_job(s, sc, sc->next);
+		scan_job(s, sc, sc->next++);
+		if (sc->f.limit && (int64_t)json_array_size(sc->rows) >= sc->f.limit) {
+			if (sc->next < s->st.njobs)
+				more = (int64_t)sc->next; /* index + 1 */
+			break;
+		}
 	}
 	if (sc->by)
 		usage_reply(r, sc);
 	else
 		reply_json(r, 200,
-			   json_pack("{s:O, s:s}", "records", sc->rows, "currency",
-				     s->st.sched.currency));
+			   json_pack("{s:O, s:s, s:o}", "records", sc->rows, "currency",
+				     s->st.sched.currency, "next",
+				     more ? json_integer(more) : json_null()));
 	acct_scan_free(r);
 	return true;
 }
@@ -510,6 +518,7 @@ static void scan_start(struct request *r, const struct filter *f, const char *by
 	sc->f = *f;
 	sc->by = by;
 	sc->newest = !by && !f->all;
+	sc->next = (size_t)MIN(f->after, (int64_t)r->s->st.njobs);
 	struct tk_error err;
 	if (r->s->st.reader && store_acct_cursor_new(r->s->st.reader, &sc->cur, &err) < 0)
 		log_warn("accounting: %s; reading whole jobs instead", err.text);
@@ -532,6 +541,19 @@ void h_accounting(struct request *r, const char *param, json_t *body)
 	struct filter f;
 	if (parse_filter(r, &f) < 0)
 		return;
+	const char *lim = request_arg(r, "limit"), *after = request_arg(r, "after");
+	f.limit = ACCT_MAX_PAGE;
+	if (lim && tk_parse_int64(lim, 1, ACCT_MAX_PAGE, &f.limit) < 0) {
+		reply_error(r, 400, "limit: must be an integer from 1 to %d, got \"%.32s\"",
+			    ACCT_MAX_PAGE, lim);
+		return;
+	}
+	if (after && tk_parse_int64(after, 0, INT64_MAX, &f.after) < 0) {
+		reply_error(r, 400,
+			    "after: must be a job id (the last answer's \"next\"), got \"%.32s\"",
+			    after);
+		return;
+	}
 	scan_start(r, &f, NULL, server_now_ms(r->s));
 }
 

@@ -36,6 +36,9 @@
 #define SERVER_EVICT_PER_TICK 20000    /* settled jobs leaving memory, at most a tick */
 /* a cron tick's filling of older jobs' accounting records, at most */
 #define ACCT_FILL_SLICE_US 40000
+/* accounting records in one page (a page ends with a job's last record,
+ * and a cursor goes on) */
+#define ACCT_MAX_PAGE 10000
 #define SERVER_MAX_LIST 1000 /* jobs in one page of a list (a cursor for more) */
 
 /* Who a request is, by its token; the people's roles in rising order (a

@@ -176,6 +176,23 @@ def test_accounting_is_read_from_the_records_of_settled_jobs(workdir):
         assert status == 200 and len(acct["records"]) == 5, acct
         status, usage = t.api("GET", "/v1/usage?by=user&from=1")
         assert status == 200 and usage["total"]["attempts"] == 5, usage
+        # in pages, a cursor going on after the last job of each
+        pages, after = [], 0
+        for _ in range(5):
+            status, ans = t.api("GET", f"/v1/accounting?from=1&all=1&limit=2&after={after}")
+            assert status == 200, ans
+            pages.append([r["job_id"] for r in ans["records"]])
+            after = ans["next"]
+            if after is None:
+                break
+        assert pages == [[ok, bad], [arr, arr + 1], [arr + 2]], pages
+        status, ans = t.api("GET", "/v1/accounting?limit=0")
+        assert status == 400 and "limit: must be an integer from 1 to 10000" in ans["error"]
+        status, ans = t.api("GET", "/v1/accounting?after=x")
+        assert status == 400 and "after: must be a job id" in ans["error"], ans
+        # the command line reads every page
+        out = t.run("acct", "-S", "2000-01-01", "-D", "--json")
+        assert json.loads(out.stdout)["records"] == acct["records"]
     finally:
         d.stop()
     rows = acct_rows(data)
