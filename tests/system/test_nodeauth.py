@@ -42,6 +42,9 @@ def test_each_node_has_its_own_credential(workdir, procs):
     creds = {}
     for name, w in (("n1", w1), ("n2", w2)):
         path = os.path.join(w, "node.credential")
+        # the node is UP once the server commits its joining; the agent
+        # keeps its credential when the answer reaches it
+        wait_for(lambda: os.path.exists(path), 20, f"{name}'s credential file")
         assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
         creds[name] = open(path).read().strip()
         assert node(t, name)["credential"] == "issued"
