@@ -409,13 +409,19 @@ static int record_cb(void *ctx, const struct store_acct *row)
 	return 0;
 }
 
-/* Job id, out of memory, from its records. */
+/* Job id, out of memory, from its records. A store that fails is said
+ * once (with the job it failed on) and the jobs after are read whole. */
 static void scan_stored(struct acct_scan *sc, int64_t id)
 {
 	struct tk_error err;
 	sc->last.have = false;
-	if (store_acct_job(sc->cur, id, record_cb, sc, &err) < 0)
-		log_warn("accounting: job %lld: %s", (long long)id, err.text);
+	if (store_acct_job(sc->cur, id, record_cb, sc, &err) < 0) {
+		log_warn("accounting: job %lld: %s; reading whole jobs instead", (long long)id,
+			 err.text);
+		store_acct_cursor_destroy(sc->cur);
+		sc->cur = NULL;
+		return;
+	}
 	if (sc->last.have)
 		scan_record(sc, &sc->last.r, sc->last.doc.buf);
 }
@@ -672,8 +678,13 @@ static void sum_gone(struct server *s, int64_t now)
 			continue;
 		int64_t id = (int64_t)i + 1;
 		if (cur && acct_filled(s, id)) {
-			if (store_acct_job(cur, id, gone_record_cb, &gs, &err) < 0)
-				log_warn("budgets: job %lld: %s", (long long)id, err.text);
+			/* a store that fails is said once; the jobs after are read whole */
+			if (store_acct_job(cur, id, gone_record_cb, &gs, &err) < 0) {
+				log_warn("budgets: job %lld: %s; reading whole jobs instead",
+					 (long long)id, err.text);
+				store_acct_cursor_destroy(cur);
+				cur = NULL;
+			}
 			continue;
 		}
 		struct sjob tmp;
