@@ -842,8 +842,24 @@ static struct sim_stats stats_of(int64_t *v, int n)
 	return s;
 }
 
+/* Where the free devices lie at the end (struct sim_result). */
+static void free_at_end(struct eng *e)
+{
+	struct sim_result *r = e->res;
+	for (int i = 0; i < e->ndev; i++) {
+		int f = e->devs[i].free_milli;
+		if (e->failed[i] || f <= 0)
+			continue;
+		if (f >= MODEL_MILLI)
+			r->end_whole_free++;
+		else
+			r->end_part_milli[f / 100] += f;
+	}
+}
+
 static void summarize(struct eng *e)
 {
+	free_at_end(e);
 	struct sim_result *r = e->res;
 	const struct sim_trace *tr = e->tr;
 	int64_t *jct = xcalloc((size_t)tr->n + 1, sizeof(int64_t));

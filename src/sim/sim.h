@@ -238,6 +238,11 @@ struct sim_result {
 	int64_t passes;
 	double wall_s;
 	int64_t total_milli; /* device capacity */
+	/* where the free devices lie when the run stops: those wholly free,
+	 * and the milli-devices left on those partly taken, by tenths of a
+	 * device left (end_part_milli[k]: k * 100 up to k * 100 + 99 left) */
+	int64_t end_whole_free;
+	int64_t end_part_milli[10];
 };
 
 /* Runs a trace on a cluster through sched_pass with a virtual clock.

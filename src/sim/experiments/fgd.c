@@ -258,7 +258,41 @@ struct cell {
 	double ours_std[FGD_MAX_LOAD + 1];
 	struct paper_row paper;
 	double wall_s; /* per seed, mean */
+	/* where the free GPUs lie at the end (130%), means over seeds, in
+	 * GPUs: wholly free, and what partly taken ones have left by tenths */
+	double end_whole, end_part[10];
 };
+
+/* Where the GPUs left free at the end lie, for the FGD rows (every row
+ * when FGD was not run): what a better placement could still use. */
+static void free_table(struct strbuf *sb, const struct cell *cells, int n, int64_t capacity)
+{
+	bool any_fgd = false;
+	for (int i = 0; i < n; i++)
+		any_fgd |= cells[i].pol->frac == SCHED_FRAC_FGD;
+	strbuf_addf(sb, "\nWhere the GPUs left free at 130%% load lie, in GPUs (mean over "
+			"seeds): wholly free ones, and what partly taken ones have left, by how "
+			"much a GPU has left\n\n"
+			"| workload | policy | free | wholly free | left < 0.1 | 0.1-0.2 | "
+			"0.2-0.3 | 0.3-0.5 | 0.5-1 |\n|---|---|---|---|---|---|---|---|---|\n");
+	for (int i = 0; i < n; i++) {
+		const struct cell *c = &cells[i];
+		if (any_fgd && c->pol->frac != SCHED_FRAC_FGD)
+			continue;
+		double part = 0, mid = c->end_part[3] + c->end_part[4], hi = 0;
+		for (int k = 0; k < 10; k++)
+			part += c->end_part[k];
+		for (int k = 5; k < 10; k++)
+			hi += c->end_part[k];
+		double gpus = (double)capacity / MODEL_MILLI;
+		strbuf_addf(
+			sb,
+			"| %s | %s | %.1f (%.2f%%) | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f |\n",
+			c->workload, c->pol->name, c->end_whole + part,
+			gpus > 0 ? 100.0 * (c->end_whole + part) / gpus : 0.0, c->end_whole,
+			c->end_part[0], c->end_part[1], c->end_part[2], mid, hi);
+	}
+}
 
 int sim_fgd_main(int argc, char **argv)
 {
@@ -403,6 +437,10 @@ int sim_fgd_main(int argc, char **argv)
 				} else {
 					discretize(&t, &r, capacity, &runs[s * (FGD_MAX_LOAD + 1)]);
 					c->wall_s += r.wall_s / nseeds;
+					c->end_whole += (double)r.end_whole_free / nseeds;
+					for (int k = 0; k < 10; k++)
+						c->end_part[k] += (double)r.end_part_milli[k] /
+								  MODEL_MILLI / nseeds;
 					sim_result_release(&r);
 				}
 				free(t.jobs);
@@ -456,6 +494,7 @@ int sim_fgd_main(int argc, char **argv)
 				    c->ours[130], c->ours_std[130], c->paper.mean[130],
 				    c->paper.std[130], c->ours[130] - c->paper.mean[130]);
 		}
+		free_table(&sb, cells, nwl * npl, capacity);
 	}
 	if (rc == 0 && v[F_JSON]) {
 		json_t *arr = json_array();
@@ -469,13 +508,23 @@ int sim_fgd_main(int argc, char **argv)
 				json_object_set_new(ours, key, json_real(c->ours[loads[k]]));
 				json_object_set_new(paper, key, json_real(c->paper.mean[loads[k]]));
 			}
+			json_t *part = json_array();
+			double free = c->end_whole;
+			for (int k = 0; k < 10; k++) {
+				json_array_append_new(part, json_real(c->end_part[k]));
+				free += c->end_part[k];
+			}
 			json_array_append_new(
 				arr,
-				json_pack("{s:s, s:s, s:s, s:o, s:o, s:f, s:f, s:f}", "workload",
-					  c->workload, "policy", c->pol->name, "paper_policy",
-					  c->pol->paper, "ours", ours, "paper", paper,
-					  "ours_std_130", c->ours_std[130], "paper_std_130",
-					  c->paper.std[130], "wall_s_per_seed", c->wall_s));
+				json_pack("{s:s, s:s, s:s, s:o, s:o, s:f, s:f, s:f, s:{s:f, s:f, "
+					  "s:o}}",
+					  "workload", c->workload, "policy", c->pol->name,
+					  "paper_policy", c->pol->paper, "ours", ours, "paper",
+					  paper, "ours_std_130", c->ours_std[130], "paper_std_130",
+					  c->paper.std[130], "wall_s_per_seed", c->wall_s,
+					  "free_at_end_gpus", "percent",
+					  100.0 * free * MODEL_MILLI / (double)capacity, "whole",
+					  c->end_whole, "left_by_tenth", part));
 		}
 		char *text = json_dumps(arr, JSON_INDENT(2) | JSON_REAL_PRECISION(6));
 		puts(text);
