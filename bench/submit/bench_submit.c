@@ -183,28 +183,42 @@ int main(int argc, char **argv)
 	json_t *j = get_json(completed_url, h);
 	json_int_t completed = j ? json_integer_value(json_object_get(j, "total")) : -1;
 	json_decref(j);
-	/* where a job's time goes: scheduled -> started -> exited -> recorded */
-	char *all_url = xasprintf("%s/v1/jobs?limit=100000", url);
-	j = get_json(all_url, h);
+	/* where a job's time goes: scheduled -> started -> exited -> recorded
+	 * (the list in pages, after each page's last job) */
 	double legs[3] = {0, 0, 0};
 	size_t nlegs = 0, idx;
-	json_t *job;
-	json_array_foreach (json_object_get(j, "jobs"), idx, job) {
-		json_t *a = json_array_get(json_object_get(job, "attempts"), 0);
-		json_t *t = json_array_get(json_object_get(a, "tasks"), 0);
-		if (!t)
-			continue;
-		json_int_t as = json_integer_value(json_object_get(a, "start_ms"));
-		json_int_t ts = json_integer_value(json_object_get(t, "start_ms"));
-		json_int_t te = json_integer_value(json_object_get(t, "end_ms"));
-		json_int_t je = json_integer_value(json_object_get(job, "end_ms"));
-		legs[0] += (double)(ts - as);
-		legs[1] += (double)(te - ts);
-		legs[2] += (double)(je - te);
-		nlegs++;
+	json_int_t after = 0;
+	for (int page = 0; page < 100000; page++) {
+		char *page_url =
+			xasprintf("%s/v1/jobs?limit=1000&after=%lld", url, (long long)after);
+		j = get_json(page_url, h);
+		free(page_url);
+		if (!json_is_array(json_object_get(j, "jobs"))) {
+			fprintf(stderr, "bench_submit: the job list did not come back\n");
+			json_decref(j);
+			break;
+		}
+		json_t *job;
+		json_array_foreach (json_object_get(j, "jobs"), idx, job) {
+			json_t *a = json_array_get(json_object_get(job, "attempts"), 0);
+			json_t *t = json_array_get(json_object_get(a, "tasks"), 0);
+			if (!t)
+				continue;
+			json_int_t as = json_integer_value(json_object_get(a, "start_ms"));
+			json_int_t ts = json_integer_value(json_object_get(t, "start_ms"));
+			json_int_t te = json_integer_value(json_object_get(t, "end_ms"));
+			json_int_t je = json_integer_value(json_object_get(job, "end_ms"));
+			legs[0] += (double)(ts - as);
+			legs[1] += (double)(te - ts);
+			legs[2] += (double)(je - te);
+			nlegs++;
+		}
+		json_t *next = json_object_get(j, "next");
+		after = json_is_integer(next) ? json_integer_value(next) : 0;
+		json_decref(j);
+		if (!after)
+			break;
 	}
-	json_decref(j);
-	free(all_url);
 	for (int k = 0; k < 3 && nlegs; k++)
 		legs[k] /= (double)nlegs;
 	qsort(lat, (size_t)njobs, sizeof(double), cmp_double);
