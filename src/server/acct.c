@@ -282,6 +282,7 @@ struct group {
  * from memory, one out of memory from its accounting records (or, not yet
  * filled, its whole document) in the store. */
 struct acct_scan {
+	struct server *s;
 	struct filter f;
 	const char *by;
 	bool newest; /* each job's newest attempt only */
@@ -295,6 +296,7 @@ struct acct_scan {
 	struct {
 		bool have;
 		struct arec r;
+		int attempt;
 		struct strbuf owner, queue, state, model, doc;
 	} last;
 };
@@ -360,8 +362,26 @@ static void scan_held(struct server *s, struct acct_scan *sc, const struct sjob 
 	}
 }
 
-/* A stored record the scan may want, with its accounting document. */
-static void scan_record(struct acct_scan *sc, const struct arec *r, const char *doc)
+/* Attempt `attempt` of job id, made from the job read whole: for a record
+ * whose stored document does not decode. */
+static void record_from_job(struct acct_scan *sc, int64_t id, int attempt)
+{
+	struct sjob tmp;
+	struct tk_error err;
+	if (state_job_read(&sc->s->st, id, &tmp, &err) < 0) {
+		log_warn("accounting: %s", err.text);
+		return;
+	}
+	for (int k = 0; k < tmp.job.nattempts; k++)
+		if (tmp.job.attempts[k].number == attempt)
+			json_array_append_new(sc->rows,
+					      row(sc->s, &tmp, &tmp.job.attempts[k], sc->now));
+	job_release(&tmp.job);
+}
+
+/* A stored record of job id the scan may want, with its document. */
+static void scan_record(struct acct_scan *sc, const struct arec *r, int64_t id, int attempt,
+			const char *doc)
 {
 	if (!wanted(&sc->f, r, sc->now))
 		return;
@@ -371,12 +391,15 @@ static void scan_record(struct acct_scan *sc, const struct arec *r, const char *
 	}
 	json_error_t jerr;
 	json_t *o = json_loads(doc, 0, &jerr);
-	if (json_is_object(o))
+	if (json_is_object(o)) {
 		json_array_append_new(sc->rows, o);
-	else
-		log_warn("accounting: a stored record does not decode: %s", jerr.text);
-	if (o && !json_is_object(o))
-		json_decref(o);
+		return;
+	}
+	json_decref(o);
+	log_warn("accounting: job %lld attempt %d: its stored record does not decode (%s); "
+		 "made again from the job",
+		 (long long)id, attempt, o ? "not an object" : jerr.text);
+	record_from_job(sc, id, attempt);
 }
 
 static void keep_str(struct strbuf *sb, const char *v)
@@ -391,7 +414,7 @@ static int record_cb(void *ctx, const struct store_acct *row)
 	struct arec r;
 	arec_stored(row, &r);
 	if (!sc->newest) {
-		scan_record(sc, &r, row->doc);
+		scan_record(sc, &r, row->job_id, row->attempt, row->doc);
 		return 0;
 	}
 	/* records come in attempt order: the newest is the last */
@@ -405,6 +428,7 @@ static int record_cb(void *ctx, const struct store_acct *row)
 	r.state = sc->last.state.buf;
 	r.model = sc->last.model.buf;
 	sc->last.r = r;
+	sc->last.attempt = row->attempt;
 	sc->last.have = true;
 	return 0;
 }
@@ -423,7 +447,7 @@ static void scan_stored(struct acct_scan *sc, int64_t id)
 		return;
 	}
 	if (sc->last.have)
-		scan_record(sc, &sc->last.r, sc->last.doc.buf);
+		scan_record(sc, &sc->last.r, id, sc->last.attempt, sc->last.doc.buf);
 }
 
 /* Job index i for the scan: held, out of memory with its records, or read
@@ -521,6 +545,7 @@ static bool acct_work(struct request *r, int64_t until_us)
 static void scan_start(struct request *r, const struct filter *f, const char *by, int64_t now)
 {
 	struct acct_scan *sc = xcalloc(1, sizeof(*sc));
+	sc->s = r->s;
 	sc->f = *f;
 	sc->by = by;
 	sc->newest = !by && !f->all;

@@ -205,6 +205,8 @@ def test_accounting_is_read_from_the_records_of_settled_jobs(workdir):
     marked = dict(rows[(bad, 1)], name="from-the-record")
     db.execute("UPDATE acct SET doc = ?, cost = cost + 1000 WHERE key = ?",
                (json.dumps(marked), bad * 1024 + 1))
+    # and one that does not decode is made again from its job, and named
+    db.execute("UPDATE acct SET doc = 'not json' WHERE key = ?", (ok * 1024 + 1,))
     db.commit()
     db.close()
     t, d = start_up(workdir, "--keep-finished", "0")
@@ -212,6 +214,11 @@ def test_accounting_is_read_from_the_records_of_settled_jobs(workdir):
         status, ans = t.api("GET", f"/v1/accounting?from=1&user={acct['records'][0]['user']}")
         assert status == 200 and [r["name"] for r in ans["records"] if r["job_id"] == bad] == \
             ["from-the-record"], ans
+        assert [r for r in ans["records"] if r["job_id"] == ok] == [acct["records"][0]], ans
+        status, ans = t.api("GET", "/v1/accounting?from=1&all=1")
+        assert status == 200 and [r for r in ans["records"] if r["job_id"] == ok] == \
+            [acct["records"][0]], ans
+        assert f"job {ok} attempt 1: its stored record does not decode" in d.output()
         status, u = t.api("GET", "/v1/usage?by=user&from=1")
         assert status == 200 and abs(u["total"]["cost"] - usage["total"]["cost"] - 1000) < 1e-6, u
     finally:
