@@ -362,16 +362,30 @@ static void scan_held(struct server *s, struct acct_scan *sc, const struct sjob 
 	}
 }
 
+/* Job id read back whole from the store into *tmp (the caller releases
+ * it); false, said with `what`, when it cannot be read, and false for a
+ * system job, which accounting leaves out. */
+static bool read_whole(struct state *st, int64_t id, struct sjob *tmp, const char *what)
+{
+	struct tk_error err;
+	if (state_job_read(st, id, tmp, &err) < 0) {
+		log_warn("%s: %s", what, err.text);
+		return false;
+	}
+	if (tmp->job.system) {
+		job_release(&tmp->job);
+		return false;
+	}
+	return true;
+}
+
 /* Attempt `attempt` of job id, made from the job read whole: for a record
  * whose stored document does not decode. */
 static void record_from_job(struct acct_scan *sc, int64_t id, int attempt)
 {
 	struct sjob tmp;
-	struct tk_error err;
-	if (state_job_read(&sc->s->st, id, &tmp, &err) < 0) {
-		log_warn("accounting: %s", err.text);
+	if (!read_whole(&sc->s->st, id, &tmp, "accounting"))
 		return;
-	}
 	for (int k = 0; k < tmp.job.nattempts; k++)
 		if (tmp.job.attempts[k].number == attempt)
 			json_array_append_new(sc->rows,
@@ -471,13 +485,9 @@ static void scan_job(struct server *s, struct acct_scan *sc, size_t i)
 		return;
 	}
 	struct sjob tmp;
-	struct tk_error err;
-	if (state_job_read(st, id, &tmp, &err) < 0) {
-		log_warn("accounting: %s", err.text);
+	if (!read_whole(st, id, &tmp, "accounting"))
 		return;
-	}
-	if (!tmp.job.system)
-		scan_held(s, sc, &tmp);
+	scan_held(s, sc, &tmp);
 	job_release(&tmp.job);
 }
 
@@ -713,12 +723,10 @@ static void sum_gone(struct server *s, int64_t now)
 			continue;
 		}
 		struct sjob tmp;
-		if (state_job_read(st, id, &tmp, &err) < 0) {
-			log_warn("budgets: %s", err.text);
+		if (!read_whole(st, id, &tmp, "budgets"))
 			continue;
-		}
 		struct squeue *q = tmp.queue;
-		if (q && !tmp.job.system && sum[q->index])
+		if (q && sum[q->index])
 			q->spent_gone += period_cost(s, &tmp, q->gone_from, now);
 		job_release(&tmp.job);
 	}
@@ -853,13 +861,9 @@ void acct_fill_work(struct server *s)
 		if (!state_gone(st, id))
 			continue;
 		struct sjob tmp;
-		struct tk_error err;
-		if (state_job_read(st, id, &tmp, &err) < 0) {
-			log_warn("accounting: %s", err.text);
+		if (!read_whole(st, id, &tmp, "accounting"))
 			continue;
-		}
-		if (!tmp.job.system)
-			acct_put(s, &tmp, s->fill.batch);
+		acct_put(s, &tmp, s->fill.batch);
 		job_release(&tmp.job);
 	}
 	s->fill.next = id;
