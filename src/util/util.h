@@ -58,8 +58,10 @@ int tk_strlcpy(char *dst, const char *src, size_t n);
 
 /* ---- errors ---------------------------------------------------------- */
 
+/* Room for a message naming two paths and saying what to do (a path under
+ * a test's or an operator's deep folder passes 200 characters). */
 struct tk_error {
-	char text[256];
+	char text[1024];
 };
 
 /* Writes the message into err (which may be NULL) and returns code, so that

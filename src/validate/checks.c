@@ -286,7 +286,7 @@ struct ar_arg {
 	int rank, size, port;
 	size_t bytes;
 	double busbw;
-	char error[256];
+	char error[sizeof(struct tk_error)];
 };
 
 static void *ar_thread(void *p)
@@ -342,7 +342,7 @@ int check_allreduce_local(struct vcheck *c, int ranks, size_t bytes, int port)
 	for (int r = 0; r < ranks; r++)
 		if (a[r].error[0]) {
 			c->verdict = V_FAIL;
-			snprintf(c->detail, sizeof(c->detail), "rank %d: %s", r, a[r].error);
+			snprintf(c->detail, sizeof(c->detail), "rank %d: %.300s", r, a[r].error);
 		}
 	return 0;
 }
@@ -504,7 +504,7 @@ struct wl_arg {
 	int rank, size, port;
 	double loss[W_STEPS];
 	double step_s[W_STEPS];
-	char error[256];
+	char error[sizeof(struct tk_error)];
 };
 
 static void *wl_thread(void *p)
@@ -583,7 +583,7 @@ int check_workload(struct vcheck *c, int ranks, int port)
 	for (int r = 0; r < ranks; r++)
 		if (a[r].error[0]) {
 			c->verdict = V_FAIL;
-			snprintf(c->detail, sizeof(c->detail), "rank %d: %s", r, a[r].error);
+			snprintf(c->detail, sizeof(c->detail), "rank %d: %.300s", r, a[r].error);
 		}
 	if (c->verdict == V_PASS &&
 	    (!(last < a[0].loss[0]) || fabs(last - want) > 1e-9 * (fabs(want) + 1))) {

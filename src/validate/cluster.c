@@ -412,7 +412,7 @@ int validate_member(const struct vrun *o)
 			rc = check_nccl_across(&across, c, o->quick, &err);
 	}
 	if (rc < 0) {
-		snprintf(fail_why, sizeof(fail_why), "%s", err.text);
+		snprintf(fail_why, sizeof(fail_why), "%.*s", VREASON_MAX - 1, err.text);
 	} else {
 		for (int i = 0; i < size; i++)
 			all[i].pair_gbs = tcp ? vpair_figure(rows + i * size, (int)size, i) : 0;

@@ -41,8 +41,8 @@ struct rank_job {
 	bool big;     /* the 256 MiB case */
 	int die_rank; /* this rank leaves at once (-1: none) */
 	char transport[8];
-	char failure[512]; /* empty: all good */
-	int64_t err_ms;	   /* how long the failing call took */
+	char failure[sizeof(struct tk_error) + 64]; /* empty: all good */
+	int64_t err_ms;				    /* how long the failing call took */
 	int err_code;
 };
 

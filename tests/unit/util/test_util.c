@@ -330,6 +330,13 @@ static void test_errorf(void **state)
 			 -EINVAL);
 	assert_string_equal(e.text, "nodes: must be 1..8, got \"12\"");
 	assert_int_equal(tk_errorf(NULL, -5, "x"), -5);
+	/* two deep paths and the advice after them are all kept */
+	char path[241];
+	memset(path, 'p', sizeof(path) - 1);
+	path[sizeof(path) - 1] = '\0';
+	tk_errorf(&e, -ENOENT, "%s/tenk.db is missing but %s held a cluster; start with --init",
+		  path, path);
+	assert_non_null(strstr(e.text, "start with --init"));
 	char small[4];
 	assert_int_equal(tk_strlcpy(small, "abcd", sizeof(small)), -ENAMETOOLONG);
 	assert_int_equal(tk_strlcpy(small, "abc", sizeof(small)), 0);
