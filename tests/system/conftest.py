@@ -21,6 +21,24 @@ BIN = os.path.abspath(os.environ.get("TENK_BIN", os.path.join(ROOT, "build", "te
 SANITIZER_MARKS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:")
 
 
+_OWN_CGROUPS = []
+
+
+def pytest_sessionstart(session):
+    """Each process that runs tests (a pytest-xdist worker, or pytest
+    itself when alone) in cgroups of its own: see owncg.py."""
+    import owncg
+    if os.environ.get("PYTEST_XDIST_WORKER") or not getattr(session.config.option,
+                                                            "numprocesses", None):
+        _OWN_CGROUPS.extend(owncg.enter())
+
+
+def pytest_sessionfinish(session):
+    import owncg
+    owncg.leave(_OWN_CGROUPS)
+    _OWN_CGROUPS.clear()
+
+
 def wait_for(pred, timeout=20.0, what="condition", interval=0.02):
     """Polls pred() until it returns something true; fails after timeout."""
     deadline = time.monotonic() + timeout
