@@ -170,6 +170,7 @@ enum {
 	D_CATALOGUE,
 	D_NODE_TIMEOUT,
 	D_KEEP_SETTLED,
+	D_MASTER_PORTS,
 	D_SERVER,
 	D_TOKEN_FILE,
 	D_NAME,
@@ -216,6 +217,9 @@ static const struct tk_option all_opts[D_MAX] = {
 	[D_KEEP_SETTLED] = {"keep-finished", 0, "TIME",
 			    "a finished job stays in memory this long; then the store answers "
 			    "for it (default 5m)"},
+	[D_MASTER_PORTS] = {"master-ports", 0, "FIRST",
+			    "jobs' MASTER_PORT comes from the 512 ports from FIRST on each "
+			    "node (default $TENK_MASTER_PORTS, else 29500)"},
 	[D_SERVER] = {"server", 's', "URL", "the server to join"},
 	[D_TOKEN_FILE] = {"token-file", 0, "FILE", "the agent join token (server's agent.token)"},
 	[D_NAME] = {"name", 'n', "NAME", "this node's name (default: the host name)"},
@@ -287,16 +291,16 @@ static const struct tk_option all_opts[D_MAX] = {
 
 /* Which options each daemon takes, in all_opts order. */
 static const int up_opts[] = {
-	D_HELP,		D_LOG,	       D_DATA,	    D_LISTEN,	D_CATALOGUE,   D_NODE_TIMEOUT,
-	D_KEEP_SETTLED, D_NAME,	       D_FAKE,	    D_TOPO,	D_CPUS,	       D_MEM,
-	D_STOP_JOBS,	D_RUN_DIR,     D_PODMAN,    D_CTR_CONF, D_PODMAN_ROOT, D_CDI,
-	D_INIT,		D_QUARANTINE,  D_TLS_CERT,  D_TLS_KEY,	D_CA,	       D_INSECURE,
-	D_MAX_CONNS,	D_REQ_TIMEOUT, D_CKPT_RATE, D_MIN_FREE, D_HEALTH,      D_HEALTH_EVERY,
-	D_METRICS,	D_DCGM};
-static const int server_opts[] = {D_HELP,	 D_LOG,		 D_DATA,     D_LISTEN,
-				  D_CATALOGUE,	 D_NODE_TIMEOUT, D_INIT,     D_QUARANTINE,
-				  D_TLS_CERT,	 D_TLS_KEY,	 D_INSECURE, D_MAX_CONNS,
-				  D_REQ_TIMEOUT, D_KEEP_SETTLED};
+	D_HELP,		D_LOG,	       D_DATA,	      D_LISTEN,	  D_CATALOGUE,	 D_NODE_TIMEOUT,
+	D_KEEP_SETTLED, D_NAME,	       D_FAKE,	      D_TOPO,	  D_CPUS,	 D_MEM,
+	D_STOP_JOBS,	D_RUN_DIR,     D_PODMAN,      D_CTR_CONF, D_PODMAN_ROOT, D_CDI,
+	D_INIT,		D_QUARANTINE,  D_TLS_CERT,    D_TLS_KEY,  D_CA,		 D_INSECURE,
+	D_MAX_CONNS,	D_REQ_TIMEOUT, D_CKPT_RATE,   D_MIN_FREE, D_HEALTH,	 D_HEALTH_EVERY,
+	D_METRICS,	D_DCGM,	       D_MASTER_PORTS};
+static const int server_opts[] = {D_HELP,	 D_LOG,		 D_DATA,	D_LISTEN,
+				  D_CATALOGUE,	 D_NODE_TIMEOUT, D_INIT,	D_QUARANTINE,
+				  D_TLS_CERT,	 D_TLS_KEY,	 D_INSECURE,	D_MAX_CONNS,
+				  D_REQ_TIMEOUT, D_KEEP_SETTLED, D_MASTER_PORTS};
 static const int agent_opts[] = {
 	D_HELP,	   D_LOG,	D_DATA,	     D_SERVER,	   D_TOKEN_FILE,  D_NAME,
 	D_FAKE,	   D_ADDR,	D_TOPO,	     D_CPUS,	   D_MEM,	  D_WORK,
@@ -386,6 +390,17 @@ static int server_cfg(const char *cmd, const char **v, struct server_config *sc)
 				     "\"%s\"",
 				     v[D_KEEP_SETTLED]);
 		sc->keep_settled_ms = s * 1000;
+	}
+	const char *ports = v[D_MASTER_PORTS] ? v[D_MASTER_PORTS] : getenv("TENK_MASTER_PORTS");
+	if (ports && *ports) {
+		int64_t first;
+		if (tk_parse_int64(ports, 1024, 65536 - SERVER_MASTER_PORTS, &first) < 0)
+			return usage(cmd,
+				     "--master-ports%s: expected the first port, from 1024 to %d, "
+				     "got \"%s\"",
+				     v[D_MASTER_PORTS] ? "" : " (TENK_MASTER_PORTS)",
+				     65536 - SERVER_MASTER_PORTS, ports);
+		sc->master_port_first = (int)first;
 	}
 	return 0;
 }

@@ -69,26 +69,29 @@ void node_sync_devs(struct snode *n)
 	}
 }
 
-int node_port_find(const struct snode *n)
+int node_port_find(const struct state *s, const struct snode *n)
 {
+	int first = s->cfg.master_port_first;
 	for (int i = 0; i < STATE_PORT_COUNT; i++)
 		if (!(n->ports[i / 8] & (1u << (i % 8))))
-			return STATE_PORT_BASE + i;
+			return first + i;
 	log_warn("node %s: all %d master ports in use; reusing %d", n->rec.inv.name,
-		 STATE_PORT_COUNT, STATE_PORT_BASE);
-	return STATE_PORT_BASE;
+		 STATE_PORT_COUNT, first);
+	return first;
 }
 
-static void port_free(struct snode *n, int port)
+/* A port outside the range (a job started under another --master-ports)
+ * is not kept. */
+static void port_free(const struct state *s, struct snode *n, int port)
 {
-	int i = port - STATE_PORT_BASE;
+	int i = port - s->cfg.master_port_first;
 	if (i >= 0 && i < STATE_PORT_COUNT)
 		n->ports[i / 8] &= (uint8_t) ~(1u << (i % 8));
 }
 
-static void port_mark(struct snode *n, int port)
+static void port_mark(const struct state *s, struct snode *n, int port)
 {
-	int i = port - STATE_PORT_BASE;
+	int i = port - s->cfg.master_port_first;
 	if (i >= 0 && i < STATE_PORT_COUNT)
 		n->ports[i / 8] |= (uint8_t)(1u << (i % 8));
 }
@@ -122,7 +125,7 @@ void part_add(struct state *s, struct snode *n, struct sjob *j, const struct att
 	part_hold(n, j, an, +1);
 	j->queue->use_milli += (int64_t)an->ndev * an->milli;
 	if (node_index == 0) {
-		port_mark(n, a->master_port);
+		port_mark(s, n, a->master_port);
 		j->queue->nrunning++;
 	}
 	node_sync_devs(n);
@@ -141,7 +144,7 @@ void part_remove(struct state *s, struct snode *n, struct sjob *j, int attempt)
 		part_hold(n, j, an, -1);
 		j->queue->use_milli -= (int64_t)an->ndev * an->milli;
 		if (p->node_index == 0) {
-			port_free(n, a->master_port);
+			port_free(s, n, a->master_port);
 			j->queue->nrunning--;
 		}
 		n->parts[i] = n->parts[--n->nparts];

@@ -31,7 +31,10 @@ void server_config_init(struct server_config *c)
 	c->max_node_requeues = 5;
 	c->keep_settled_ms = 300000;
 	c->request_timeout_ms = 30000;
+	c->master_port_first = STATE_PORT_BASE;
 }
+
+static_assert(SERVER_MASTER_PORTS == STATE_PORT_COUNT, "the range the state keeps");
 
 int64_t server_now_ms(const struct server *s)
 {
@@ -499,6 +502,7 @@ int server_create(uv_loop_t *loop, const struct server_config *cfg, struct serve
 	struct state_config scfg = {.node_timeout_ms = cfg->node_timeout_ms,
 				    .max_node_requeues = cfg->max_node_requeues,
 				    .keep_settled_ms = cfg->keep_settled_ms,
+				    .master_port_first = cfg->master_port_first,
 				    .epoch = s->epoch,
 				    .secret = s->admin_token};
 	state_init(&s->st, &scfg, sched, api_state_event, s);

@@ -38,7 +38,12 @@ struct server_config {
 	 * or the last answer) and then its body */
 	int max_connections;
 	int64_t request_timeout_ms;
+	/* jobs' MASTER_PORT: one of SERVER_MASTER_PORTS ports from this one on
+	 * the head node (several clusters on one machine each take a range) */
+	int master_port_first;
 };
+
+#define SERVER_MASTER_PORTS 512
 
 /* Fills c with defaults (listen 127.0.0.1:7480, timeout 30 s, ...). */
 void server_config_init(struct server_config *c);

@@ -13,6 +13,8 @@ void state_init(struct state *s, const struct state_config *cfg, const struct sc
 {
 	memset(s, 0, sizeof(*s));
 	s->cfg = *cfg;
+	if (!s->cfg.master_port_first)
+		s->cfg.master_port_first = STATE_PORT_BASE;
 	s->event_cb = cb;
 	s->event_arg = cb_arg;
 	s->sched = *sched;

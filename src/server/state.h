@@ -34,7 +34,7 @@
 #include "sched/sched.h"
 #include "store/store.h"
 
-#define STATE_PORT_BASE 29500 /* MASTER_PORT range on each node */
+#define STATE_PORT_BASE 29500 /* MASTER_PORT range on each node, by default */
 #define STATE_PORT_COUNT 512
 
 struct state;
@@ -265,6 +265,7 @@ struct state_config {
 	int64_t node_timeout_ms; /* an agent silent this long is DOWN */
 	int max_node_requeues;	 /* requeues of a job for lost nodes */
 	int64_t keep_settled_ms; /* how long a settled job stays held */
+	int master_port_first;	 /* MASTER_PORTs: STATE_PORT_COUNT from here (0: the default) */
 	const char *epoch;	 /* borrowed: differs on every server start */
 	const char *secret;	 /* borrowed: what validation runs' tokens derive from */
 };
@@ -528,7 +529,7 @@ void node_work_changed(struct state *s, struct snode *n);
 /* Every node holding a part of attempt a learns its work changed. */
 void attempt_bump_nodes(struct state *s, const struct attempt *a);
 /* A MASTER_PORT no other attempt led from n uses. */
-int node_port_find(const struct snode *n);
+int node_port_find(const struct state *s, const struct snode *n);
 void node_sync_devs(struct snode *n);
 struct snode *node_insert(struct state *s, const struct node_record *rec);
 

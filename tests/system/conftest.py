@@ -28,9 +28,14 @@ def pytest_sessionstart(session):
     """Each process that runs tests (a pytest-xdist worker, or pytest
     itself when alone) in cgroups of its own: see owncg.py."""
     import owncg
-    if os.environ.get("PYTEST_XDIST_WORKER") or not getattr(session.config.option,
-                                                            "numprocesses", None):
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker or not getattr(session.config.option, "numprocesses", None):
         _OWN_CGROUPS.extend(owncg.enter())
+    # jobs' MASTER_PORTs: a range of each worker's own, since every worker's
+    # nodes listen on this machine's loopback (the servers read it)
+    if worker and worker.startswith("gw") and worker[2:].isdigit() and int(worker[2:]) > 0:
+        first = int(os.environ.get("TENK_MASTER_PORTS") or 29500)
+        os.environ["TENK_MASTER_PORTS"] = str(first + 1024 * int(worker[2:]))
 
 
 def pytest_sessionfinish(session):

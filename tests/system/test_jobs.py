@@ -1,9 +1,10 @@
 """Jobs through the real server and agent: launch, environment, output, exit
 codes, cancel, time limits, waiting for resources."""
 import os
+import subprocess
 import time
 
-from conftest import wait_for
+from conftest import BIN, start_up, wait_for
 
 ENV_DUMP = ("for v in RANK WORLD_SIZE LOCAL_RANK LOCAL_WORLD_SIZE NODE_RANK NNODES MASTER_ADDR "
             "MASTER_PORT CUDA_VISIBLE_DEVICES TENK_JOB_ID TENK_ATTEMPT TENK_CHECKPOINT_DIR; "
@@ -32,7 +33,8 @@ def test_run_output_and_environment(cluster, workdir):
     e = parse_env(out)
     assert e["RANK"] == "0" and e["WORLD_SIZE"] == "1" and e["LOCAL_RANK"] == "0"
     assert e["NODE_RANK"] == "0" and e["NNODES"] == "1" and e["LOCAL_WORLD_SIZE"] == "1"
-    assert e["MASTER_ADDR"] == "127.0.0.1" and 29500 <= int(e["MASTER_PORT"]) < 30012
+    first = int(os.environ.get("TENK_MASTER_PORTS") or 29500)  # a test worker's range
+    assert e["MASTER_ADDR"] == "127.0.0.1" and first <= int(e["MASTER_PORT"]) < first + 512
     assert e["CUDA_VISIBLE_DEVICES"] == "0,1"
     assert e["TENK_JOB_ID"] == str(jid) and e["TENK_ATTEMPT"] == "1"
     assert e["CKPT_DIR"] == "there", "the job has its checkpoint folder"
@@ -247,3 +249,30 @@ def test_many_jobs_all_complete(cluster):
     assert p.stdout.count("COMPLETED") == 40
     q = cluster.json("queue", "--all")
     assert q["total"] == 40
+
+
+def test_master_ports_are_the_operators(workdir):
+    """--master-ports moves the range jobs' MASTER_PORT comes from (two
+    clusters on one machine, or a port the site uses for something else);
+    a bad one is refused by name, from the flag or the environment."""
+    t, d = start_up(workdir, "--master-ports", "31000")
+    try:
+        a = t.submit("--", "sh", "-c", "echo $MASTER_PORT; sleep 30", cwd=workdir)
+        wait_for(lambda: t.job(a)["state"] == "RUNNING", 20, "the first job running")
+        b = t.submit("--", "sh", "-c", "echo $MASTER_PORT", cwd=workdir)
+        t.run("wait", b, timeout=60)
+        assert t.job(a)["attempts"][0]["master_port"] == 31000
+        assert t.job(b)["attempts"][0]["master_port"] == 31001, "the first is taken"
+        assert open(os.path.join(workdir, f"tenk-{b}.out")).read().strip() == "31001"
+        t.run("cancel", a)
+    finally:
+        d.stop()
+    for extra, env, what in (
+            (["--master-ports", "80"], {}, "--master-ports: expected the first port, "
+             "from 1024 to 65024, got \"80\""),
+            ([], {"TENK_MASTER_PORTS": "65500"}, "--master-ports (TENK_MASTER_PORTS): "
+             "expected the first port, from 1024 to 65024, got \"65500\"")):
+        p = subprocess.run([BIN, "server", "--data", os.path.join(workdir, "x"), "--listen",
+                            "127.0.0.1:0", *extra], env=dict(os.environ, **env),
+                           capture_output=True, text=True, timeout=30)
+        assert p.returncode == 2 and what in p.stderr, (p.returncode, p.stderr)
