@@ -16,8 +16,8 @@
 
 /* The free share that one request kind could not use on a node; usable[d]
  * says whether the kind may use device d (NULL: every device). */
-static double frag_one(int ndev, const int *free, int cpus_free, const struct sched_mix_item *k,
-		       const bool *usable)
+static double frag_one(int ndev, const int *free, int cpus_free, int64_t mem_free,
+		       const struct sched_mix_item *k, const bool *usable)
 {
 	double all = 0;
 	int whole = 0, fits = 0;
@@ -38,19 +38,21 @@ static double frag_one(int ndev, const int *free, int cpus_free, const struct sc
 		else if (k->devices == 0)
 			small += free[d];
 	}
-	if (cpus_free < k->cpus)
+	if (cpus_free < k->cpus || mem_free < k->mem_mib)
 		return all;
 	if (k->devices > 0)
 		return whole >= k->devices ? partial : all;
 	return fits ? small : all;
 }
 
-struct sched_mix_item sched_mix_item_of(int tasks_per_node, int gpu_milli, int cpus)
+struct sched_mix_item sched_mix_item_of(int tasks_per_node, int gpu_milli, int cpus,
+					int64_t mem_mib)
 {
 	return (struct sched_mix_item){
 		.milli = gpu_milli < MODEL_MILLI ? gpu_milli : 0,
 		.devices = gpu_milli >= MODEL_MILLI ? tasks_per_node * gpu_milli / MODEL_MILLI : 0,
 		.cpus = cpus,
+		.mem_mib = mem_mib,
 	};
 }
 
@@ -63,7 +65,8 @@ bool mix_item_allows(const struct sched_mix_item *k, const char *model)
 }
 
 double sched_node_fragmentation(int ndev, const int *free_milli, const char *const *dev_model,
-				int cpus_free, const struct sched_mix_item *mix, int nmix)
+				int cpus_free, int64_t mem_free_mib,
+				const struct sched_mix_item *mix, int nmix)
 {
 	double f = 0;
 	bool usable[MODEL_MAX_ACCELS];
@@ -72,8 +75,8 @@ double sched_node_fragmentation(int ndev, const int *free_milli, const char *con
 		bool typed = mix[i].ngpu_types > 0 && dev_model;
 		for (int d = 0; typed && d < ndev; d++)
 			usable[d] = mix_item_allows(&mix[i], dev_model[d]);
-		f += mix[i].p *
-		     frag_one(ndev, free_milli, cpus_free, &mix[i], typed ? usable : NULL);
+		f += mix[i].p * frag_one(ndev, free_milli, cpus_free, mem_free_mib, &mix[i],
+					 typed ? usable : NULL);
 	}
 	return f;
 }
@@ -83,7 +86,7 @@ double sched_node_fragmentation(int ndev, const int *free_milli, const char *con
  * are the same for all kinds but the fractions' fit, so they are worked
  * out once (in integers: the same values frag_one's doubles hold). */
 static double frag_node_one_model(const struct pass *p, int ndev, const int *model, const int *free,
-				  int cpus)
+				  int cpus, int64_t mem)
 {
 	int64_t all = 0, partial;
 	int whole = 0;
@@ -98,7 +101,7 @@ static double frag_node_one_model(const struct pass *p, int ndev, const int *mod
 		bool usable = !p->mix_ok || ndev == 0 ||
 			      p->mix_ok[(size_t)i * (size_t)p->nmodels + (size_t)model[0]];
 		int64_t left = all;
-		if (usable && cpus >= k->cpus) {
+		if (usable && cpus >= k->cpus && mem >= k->mem_mib) {
 			if (k->devices > 0) {
 				left = whole >= k->devices ? partial : all;
 			} else {
@@ -118,9 +121,9 @@ static double frag_node_one_model(const struct pass *p, int ndev, const int *mod
 	return f;
 }
 
-/* Fragmentation of node n with `free` and `cpus` free, the models each kind
- * may use as the pass worked them out (mix_ok). */
-static double frag_node(const struct pass *p, int n, const int *free, int cpus)
+/* Fragmentation of node n with `free`, `cpus` and `mem` free, the models
+ * each kind may use as the pass worked them out (mix_ok). */
+static double frag_node(const struct pass *p, int n, const int *free, int cpus, int64_t mem)
 {
 	const struct sched_node *node = &p->snap->nodes[n];
 	const int *model = &p->dev_model[p->dev_off[n]];
@@ -128,14 +131,14 @@ static double frag_node(const struct pass *p, int n, const int *free, int cpus)
 	for (int d = 1; d < node->ndev && one_model; d++)
 		one_model = model[d] == model[0];
 	if (one_model || !p->mix_ok)
-		return frag_node_one_model(p, node->ndev, model, free, cpus);
+		return frag_node_one_model(p, node->ndev, model, free, cpus, mem);
 	double f = 0;
 	bool usable[MODEL_MAX_ACCELS];
 	for (int i = 0; i < p->nmix; i++) {
 		const unsigned char *ok = &p->mix_ok[(size_t)i * (size_t)p->nmodels];
 		for (int d = 0; d < node->ndev; d++)
 			usable[d] = ok[model[d]];
-		f += p->mix[i].p * frag_one(node->ndev, free, cpus, &p->mix[i], usable);
+		f += p->mix[i].p * frag_one(node->ndev, free, cpus, mem, &p->mix[i], usable);
 	}
 	return f;
 }
@@ -220,7 +223,7 @@ static double frag_now(struct pass *p, const struct view *v, int n)
 {
 	if (v == &p->free && p->frag_valid[n])
 		return p->frag_before[n];
-	double f = frag_node(p, n, &v->dev[p->dev_off[n]], v->cpus[n]);
+	double f = frag_node(p, n, &v->dev[p->dev_off[n]], v->cpus[n], v->mem[n]);
 	if (v == &p->free) {
 		p->frag_before[n] = f;
 		p->frag_valid[n] = true;
@@ -313,7 +316,8 @@ static int frac_device(struct pass *p, const struct req *rq, const struct view *
 			seen[nseen++] = free[d];
 			memcpy(after, free, sizeof(int) * (size_t)node->ndev);
 			after[d] -= rq->frac;
-			sc = frag_node(p, n, after, v->cpus[n] - rq->cpus) - before;
+			sc = frag_node(p, n, after, v->cpus[n] - rq->cpus, v->mem[n] - rq->mem) -
+			     before;
 		}
 		}
 		if (best < 0 || sc < best_score - 1e-9 ||
@@ -365,7 +369,7 @@ static int64_t node_score(struct pass *p, const struct req *rq, const struct vie
 			after[d] = 0;
 			need--;
 		}
-	double delta = frag_node(p, n, after, v->cpus[n] - rq->cpus) - before;
+	double delta = frag_node(p, n, after, v->cpus[n] - rq->cpus, v->mem[n] - rq->mem) - before;
 	return fgd_score(p, rq, v, n, delta, rq->whole * MODEL_MILLI, left);
 }
 

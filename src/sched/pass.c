@@ -264,13 +264,13 @@ static void from_shapes(struct st *st)
 				continue;
 			struct sched_mix_item it =
 				sched_mix_item_of(j->tasks_per_node, j->gpu_milli,
-						  j->tasks_per_node * j->cpus_per_task);
+						  j->tasks_per_node * j->cpus_per_task, j->mem_mib);
 			it.gpu_types = j->gpu_types;
 			it.ngpu_types = j->ngpu_types;
 			int i = 0;
 			while (i < p->nmix &&
 			       !(p->mix[i].milli == it.milli && p->mix[i].devices == it.devices &&
-				 p->mix[i].cpus == it.cpus &&
+				 p->mix[i].cpus == it.cpus && p->mix[i].mem_mib == it.mem_mib &&
 				 same_types(p->mix[i].gpu_types, p->mix[i].ngpu_types, it.gpu_types,
 					    it.ngpu_types)))
 				i++;

@@ -156,12 +156,14 @@ struct sched_running {
 
 /* One kind of request in the mix that fractional placement guards against
  * fragmenting for: `devices` whole devices, or one device's `milli` share
- * (devices 0), and `cpus`, with probability p; on devices of the models
- * named in gpu_types only (borrowed; ngpu_types 0: any model). */
+ * (devices 0), and `cpus` and `mem_mib` of the node, with probability p;
+ * on devices of the models named in gpu_types only (borrowed; ngpu_types
+ * 0: any model). */
 struct sched_mix_item {
 	int milli;
 	int devices;
 	int cpus;
+	int64_t mem_mib;
 	double p;
 	const char *const *gpu_types;
 	int ngpu_types;
@@ -169,8 +171,9 @@ struct sched_mix_item {
 
 /* The mix item for one node's share of a single-node request: tasks of
  * gpu_milli each (whole devices above MODEL_MILLI, else one device's share),
- * `cpus` in all; types and probability left to the caller. */
-struct sched_mix_item sched_mix_item_of(int tasks_per_node, int gpu_milli, int cpus);
+ * `cpus` and `mem_mib` in all; types and probability left to the caller. */
+struct sched_mix_item sched_mix_item_of(int tasks_per_node, int gpu_milli, int cpus,
+					int64_t mem_mib);
 
 /* What a pass reads of every waiting job, for a caller that keeps it in one
  * array beside the jobs (sched_key_of()): a pass over a million waiting
@@ -459,7 +462,9 @@ int sched_switches_spanned(const struct sched_node *nodes, const int *idx, int n
 /* The fragmentation of one node (ATC'23): the expected free milli-devices
  * that a request drawn from the mix could not use there, given each device's
  * free share and model (NULL: every kind may use every device) and the
- * node's free CPUs. A device of a model a kind cannot use is all fragment
- * to it. */
+ * node's free CPUs and memory. A device of a model a kind cannot use is
+ * all fragment to it, and so is every device of a node without the CPUs or
+ * the memory the kind needs. */
 double sched_node_fragmentation(int ndev, const int *free_milli, const char *const *dev_model,
-				int cpus_free, const struct sched_mix_item *mix, int nmix);
+				int cpus_free, int64_t mem_free_mib,
+				const struct sched_mix_item *mix, int nmix);

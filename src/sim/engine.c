@@ -631,7 +631,7 @@ static void sample(struct eng *e)
 				free_total += freev[k];
 			}
 			f += sched_node_fragmentation(node->ndev, freev, model, node->cpus_free,
-						      e->fmix, e->nfmix);
+						      node->mem_free_mib, e->fmix, e->nfmix);
 		}
 		frag = free_total > 0 ? f / free_total : 0;
 		e->frag_sum += frag;

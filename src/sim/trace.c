@@ -492,14 +492,16 @@ int sim_trace_mix(const struct sim_trace *tr, double cover, struct sched_mix_ite
 		const struct sim_job *j = &tr->jobs[i];
 		if (j->nodes != 1 || j->gpu_milli == 0)
 			continue;
-		struct sched_mix_item it = sched_mix_item_of(j->tasks_per_node, j->gpu_milli,
-							     j->tasks_per_node * j->cpu_milli);
+		struct sched_mix_item it =
+			sched_mix_item_of(j->tasks_per_node, j->gpu_milli,
+					  j->tasks_per_node * j->cpu_milli, j->mem_mib);
 		it.ngpu_types = j->ntypes;
 		const int *types = j->ntypes ? &tr->type_refs[j->types_off] : NULL;
 		int k;
 		for (k = 0; k < n; k++)
 			if (sc[k].item.milli == it.milli && sc[k].item.devices == it.devices &&
-			    sc[k].item.cpus == it.cpus && sc[k].item.ngpu_types == it.ngpu_types &&
+			    sc[k].item.cpus == it.cpus && sc[k].item.mem_mib == it.mem_mib &&
+			    sc[k].item.ngpu_types == it.ngpu_types &&
 			    (!it.ngpu_types ||
 			     memcmp(sc[k].types, types, sizeof(int) * (size_t)it.ngpu_types) == 0))
 				break;

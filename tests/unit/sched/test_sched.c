@@ -453,12 +453,24 @@ static void test_fractions(void **state)
 	int free1[] = {500, 1000};
 	/* a half request fits both; a whole request fits device 1: the half free
 	 * share of device 0 is a fragment for the whole kind only */
-	assert_true(fabs(sched_node_fragmentation(2, free1, NULL, 8, mix, 2) - 250.0) < 1e-9);
+	assert_true(fabs(sched_node_fragmentation(2, free1, NULL, 8, 1 << 20, mix, 2) - 250.0) <
+		    1e-9);
 	int free2[] = {250, 1000};
 	/* 250 is too little for a half: fragment for both kinds */
-	assert_true(fabs(sched_node_fragmentation(2, free2, NULL, 8, mix, 2) - 250.0) < 1e-9);
+	assert_true(fabs(sched_node_fragmentation(2, free2, NULL, 8, 1 << 20, mix, 2) - 250.0) <
+		    1e-9);
 	int free3[] = {250, 0};
-	assert_true(fabs(sched_node_fragmentation(2, free3, NULL, 8, mix, 2) - 250.0) < 1e-9);
+	assert_true(fabs(sched_node_fragmentation(2, free3, NULL, 8, 1 << 20, mix, 2) - 250.0) <
+		    1e-9);
+	/* a kind that needs more of the node's memory than is free cannot use
+	 * any of its devices, as one that needs more CPUs */
+	struct sched_mix_item big[] = {{.devices = 1, .cpus = 4, .mem_mib = 4096, .p = 1}};
+	int free4[] = {0, 1000};
+	assert_true(fabs(sched_node_fragmentation(2, free4, NULL, 8, 8192, big, 1)) < 1e-9);
+	assert_true(fabs(sched_node_fragmentation(2, free4, NULL, 8, 2048, big, 1) - 1000.0) <
+		    1e-9);
+	assert_true(fabs(sched_node_fragmentation(2, free4, NULL, 2, 8192, big, 1) - 1000.0) <
+		    1e-9);
 
 	struct cluster c;
 	init(&c);
@@ -497,13 +509,16 @@ static void test_typed_fragmentation(void **state)
 	int free1[] = {1000, 500};
 	const char *models[] = {"L40", "A100"};
 	/* the whole L40 is no use to the kind, nor is the half A100 */
-	assert_true(fabs(sched_node_fragmentation(2, free1, models, 8, mix, 1) - 1500.0) < 1e-9);
+	assert_true(fabs(sched_node_fragmentation(2, free1, models, 8, 1 << 20, mix, 1) - 1500.0) <
+		    1e-9);
 	const char *models2[] = {"A800", "L40"};
 	/* a whole A800 fits it: the half L40 is the fragment */
 	int free2[] = {1000, 500};
-	assert_true(fabs(sched_node_fragmentation(2, free2, models2, 8, mix, 1) - 500.0) < 1e-9);
+	assert_true(fabs(sched_node_fragmentation(2, free2, models2, 8, 1 << 20, mix, 1) - 500.0) <
+		    1e-9);
 	/* without models every device is the kind's */
-	assert_true(fabs(sched_node_fragmentation(2, free2, NULL, 8, mix, 1) - 500.0) < 1e-9);
+	assert_true(fabs(sched_node_fragmentation(2, free2, NULL, 8, 1 << 20, mix, 1) - 500.0) <
+		    1e-9);
 
 	/* three one-device nodes of equal speed; a half that any model takes,
 	 * then two whole devices that want an A100 or an A800: the half goes to
