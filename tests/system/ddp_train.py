@@ -41,7 +41,14 @@ def main():
               "local_rank": int(os.environ.get("LOCAL_RANK", -1))}
     with open(os.path.join(out, f"result-{rank}.json"), "w") as f:
         json.dump(result, f)
-    dist.destroy_process_group()
+    # every rank has written; then out without destroy_process_group(),
+    # which in Debian's torch 1.13 can wait forever in Gloo's teardown once
+    # the other rank has gone (seen with two jobs side by side, both ranks'
+    # results written, one rank left in a futex for minutes)
+    dist.barrier()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":
