@@ -175,16 +175,23 @@ static int64_t random_score(const struct pass *p, const struct req *rq, int n, i
 	return (int64_t)((z ^ (z >> 31)) % 1000000) * SCORE_TIE;
 }
 
+/* Milli-devices free on node n in view v. */
+static int64_t dev_free(const struct pass *p, const struct view *v, int n)
+{
+	int64_t f = 0;
+	for (int d = 0; d < p->snap->nodes[n].ndev; d++)
+		f += v->dev[p->dev_off[n] + d];
+	return f;
+}
+
 /* Dot product: the request and what the node has in use, each resource as
  * a share of the node's capacity; the most aligned node wins (-score). */
 static int64_t dotprod_score(const struct pass *p, const struct req *rq, const struct view *v,
 			     int n, int take_milli)
 {
 	const struct sched_node *node = &p->snap->nodes[n];
-	double gused = 0;
-	for (int d = 0; d < node->ndev; d++)
-		gused += MODEL_MILLI - v->dev[p->dev_off[n] + d];
 	double gcap = (double)node->ndev * MODEL_MILLI, ccap = node->cpus_total;
+	double gused = gcap - (double)dev_free(p, v, n);
 	double dot = (gcap > 0 ? (take_milli / gcap) * (gused / gcap) : 0) +
 		     (ccap > 0 ? (rq->cpus / ccap) * ((ccap - v->cpus[n]) / ccap) : 0);
 	return -llround(dot * 1e6) * SCORE_TIE;
@@ -236,10 +243,7 @@ static double frag_now(struct pass *p, const struct view *v, int n)
 static int64_t best_fit_score(const struct pass *p, const struct req *rq, const struct view *v,
 			      int n, int take_milli)
 {
-	const struct sched_node *node = &p->snap->nodes[n];
-	int64_t dev_left = -take_milli;
-	for (int d = 0; d < node->ndev; d++)
-		dev_left += v->dev[p->dev_off[n] + d];
+	int64_t dev_left = dev_free(p, v, n) - take_milli;
 	double cpu = p->max_cpus > 0 ? (double)(v->cpus[n] - rq->cpus) / p->max_cpus : 0;
 	double dev = p->max_ndev > 0 ? (double)dev_left / ((double)p->max_ndev * MODEL_MILLI) : 0;
 	return llround((0.5 * cpu + 0.5 * dev) * 1e6) * SCORE_TIE;
@@ -257,9 +261,7 @@ static double cpu_device_gap(const struct pass *p, const struct req *rq, const s
 	const struct sched_node *node = &p->snap->nodes[n];
 	if (node->ndev == 0 || node->cpus_total <= 0)
 		return 0;
-	int64_t dev_left = -take_milli;
-	for (int d = 0; d < node->ndev; d++)
-		dev_left += v->dev[p->dev_off[n] + d];
+	int64_t dev_left = dev_free(p, v, n) - take_milli;
 	double dev = (double)dev_left / ((double)node->ndev * MODEL_MILLI);
 	double cpu = (double)(v->cpus[n] - rq->cpus) / node->cpus_total;
 	return fmax(0, dev - cpu) + (dev_left > 0 ? 0.5 * fmax(0, cpu - dev) : 0);
