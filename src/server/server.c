@@ -31,7 +31,6 @@ void server_config_init(struct server_config *c)
 	c->max_node_requeues = 5;
 	c->keep_settled_ms = 300000;
 	c->request_timeout_ms = 30000;
-	c->master_port_first = STATE_PORT_BASE;
 }
 
 static_assert(SERVER_MASTER_PORTS == STATE_PORT_COUNT, "the range the state keeps");

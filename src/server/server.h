@@ -39,7 +39,8 @@ struct server_config {
 	int max_connections;
 	int64_t request_timeout_ms;
 	/* jobs' MASTER_PORT: one of SERVER_MASTER_PORTS ports from this one on
-	 * the head node (several clusters on one machine each take a range) */
+	 * the head node (several clusters on one machine each take a range);
+	 * 0: from 29500 */
 	int master_port_first;
 };
 
