@@ -181,7 +181,13 @@ def test_agent_restarts_rerun_nothing(hosts3, workdir, kill_all):
     th.start()
     rng = random.Random(20261201)
     try:
-        for _ in range(20):
+        # a submission lands between every two crashes and after the last,
+        # however slow the machine (sanitizers, a second test worker) makes
+        # the CLI; a submitter that stalls fails here
+        for k in range(21):
+            wait_for(lambda: len(submitted) > k or errors, 60, "a submission between crashes")
+            if k == 20:
+                break
             time.sleep(rng.uniform(0.05, 0.8))
             h = rng.choice(sorted(c.agents))
             c.agents[h].kill9()
