@@ -680,12 +680,13 @@ int agent_create(uv_loop_t *loop, const struct agent_config *cfg, struct agent *
 	/* two agents on one folder would take each other's shims */
 	char *lock = xasprintf("%s/agent.lock", a->cfg.work_dir);
 	a->lock_fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	r = a->lock_fd < 0 || flock(a->lock_fd, LOCK_EX | LOCK_NB) < 0 ? -errno : 0;
 	free(lock);
-	if (a->lock_fd < 0 || flock(a->lock_fd, LOCK_EX | LOCK_NB) < 0) {
-		r = tk_errorf(err, -errno,
-			      errno == EWOULDBLOCK ? "another tenk agent is using %s"
-						   : "cannot lock %s: %s",
-			      a->cfg.work_dir, strerror(errno));
+	if (r < 0) {
+		r = tk_errorf(err, r,
+			      r == -EWOULDBLOCK ? "another tenk agent is using %s"
+						: "cannot lock %s: %s",
+			      a->cfg.work_dir, strerror(-r));
 		goto fail;
 	}
 	find_podman(a);
