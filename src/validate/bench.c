@@ -18,6 +18,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* -e's largest size: two buffers of it per rank (nccl-tests runs to 8G) */
+#define BENCH_MAX_BYTES (16ull << 30)
+
 enum bench_coll { B_ALLREDUCE, B_ALLGATHER, B_REDUCESCATTER, B_BROADCAST };
 
 static const char *const coll_names[] = {"allreduce", "allgather", "reducescatter", "broadcast"};
@@ -199,11 +202,15 @@ int bench_main(const struct tk_command *cmd, int argc, char **argv)
 	if (npos)
 		return usage("unexpected argument");
 	size_t minb = 8, maxb = 32u << 20;
+	/* -e, from the user: its buffers are allocated whole, twice */
 	double factor = 2;
 	int64_t iters = 20, warm = 5, root_rank = 0, check = 1, rank, size, conns = 0;
 	if ((v[O_BEGIN] && parse_bytes(v[O_BEGIN], &minb) < 0) ||
 	    (v[O_END] && parse_bytes(v[O_END], &maxb) < 0) || minb == 0 || maxb < minb)
 		return usage("-b/-e: sizes such as 8, 64K or 256M with -b <= -e");
+	if (maxb > BENCH_MAX_BYTES)
+		return usage("-e: at most %lluG, got \"%s\"",
+			     (unsigned long long)(BENCH_MAX_BYTES >> 30), v[O_END]);
 	if (v[O_FACTOR]) {
 		char *end;
 		factor = strtod(v[O_FACTOR], &end);
@@ -277,14 +284,7 @@ int bench_main(const struct tk_command *cmd, int argc, char **argv)
 	size_t es = coll_dtype_size(t);
 	/* the largest buffers any size needs */
 	size_t in_max = maxb + (size_t)n * es + 64, out_max = maxb + (size_t)n * es + 64;
-	void *in = malloc(in_max), *out = malloc(out_max);
-	if (!in || !out) {
-		fprintf(stderr, "tenk bench: cannot allocate %zu MiB\n", (in_max + out_max) >> 20);
-		free(in);
-		free(out);
-		coll_destroy(c);
-		return 1;
-	}
+	void *in = xmalloc(in_max), *out = xmalloc(out_max);
 	memset(in, 0, in_max);
 	memset(out, 0, out_max);
 	double busf = which == B_ALLREDUCE   ? 2.0 * (n - 1) / n

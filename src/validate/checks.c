@@ -6,6 +6,7 @@
  */
 #include "internal.h"
 
+#include <assert.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -21,6 +22,32 @@
 static double now_s(void)
 {
 	return (double)tk_mono_us() / 1e6;
+}
+
+#define CHECK_MAX_THREADS 256
+
+/* Runs fn on each of the n arguments at args (size bytes apart), each in a
+ * thread of its own, and waits for them all. Returns 0, or -errno with why
+ * filled when a thread could not be started (those that were are waited
+ * for: a collective's ranks time out without the missing one). */
+static int threads_run(void *(*fn)(void *), void *args, size_t size, int n, char *why, size_t wn)
+{
+	pthread_t th[CHECK_MAX_THREADS];
+	int started = 0, r = 0;
+	assert(n <= CHECK_MAX_THREADS);
+	for (; started < n; started++) {
+		int e = pthread_create(&th[started], NULL, fn,
+				       (char *)args + (size_t)started * size);
+		if (e != 0) {
+			r = -e;
+			snprintf(why, wn, "cannot start thread %d of %d: %s", started + 1, n,
+				 strerror(e));
+			break;
+		}
+	}
+	for (int i = 0; i < started; i++)
+		pthread_join(th[i], NULL);
+	return r;
 }
 
 void vcheck_set(struct vcheck *c, const char *layer, const char *name, const char *unit,
@@ -172,7 +199,7 @@ static void *gemm_thread(void *p)
 	struct gemm_arg *g = p;
 	int n = g->n;
 	size_t nn = (size_t)n * (size_t)n;
-	float *a = malloc(nn * 4), *b = malloc(nn * 4), *cm = malloc(nn * 4);
+	float *a = xmalloc(nn * 4), *b = xmalloc(nn * 4), *cm = xmalloc(nn * 4);
 	for (size_t i = 0; i < nn; i++) {
 		a[i] = (float)((int)(i % 13) - 6) / 8.0f;
 		b[i] = (float)((int)(i % 7) - 3) / 4.0f;
@@ -202,16 +229,18 @@ static void *gemm_thread(void *p)
 int check_cpu_gemm(struct vcheck *c, int threads, int n, int reps)
 {
 	vcheck_set(c, "compute", "cpu_sgemm", "GFLOP/s", true);
-	pthread_t th[256];
-	struct gemm_arg g[256];
-	threads = MAX(1, MIN(threads, 256));
-	for (int t = 0; t < threads; t++) {
+	struct gemm_arg g[CHECK_MAX_THREADS];
+	threads = MAX(1, MIN(threads, CHECK_MAX_THREADS));
+	for (int t = 0; t < threads; t++)
 		g[t] = (struct gemm_arg){n, reps, 0, 0};
-		pthread_create(&th[t], NULL, gemm_thread, &g[t]);
+	char why[128];
+	if (threads_run(gemm_thread, g, sizeof(g[0]), threads, why, sizeof(why)) < 0) {
+		c->verdict = V_FAIL;
+		snprintf(c->detail, sizeof(c->detail), "%s", why);
+		return 0;
 	}
 	int wrong = 0;
 	for (int t = 0; t < threads; t++) {
-		pthread_join(th[t], NULL);
 		c->figure += g[t].gflops;
 		wrong += g[t].wrong;
 	}
@@ -233,7 +262,7 @@ struct mem_arg {
 static void *triad_thread(void *p)
 {
 	struct mem_arg *m = p;
-	double *a = malloc(m->n * 8), *b = malloc(m->n * 8), *cc = malloc(m->n * 8);
+	double *a = xmalloc(m->n * 8), *b = xmalloc(m->n * 8), *cc = xmalloc(m->n * 8);
 	for (size_t i = 0; i < m->n; i++) {
 		a[i] = 0;
 		b[i] = 1;
@@ -258,17 +287,19 @@ static void *triad_thread(void *p)
 int check_host_memory(struct vcheck *c, int threads, size_t mib)
 {
 	vcheck_set(c, "memory", "host_bandwidth", "GB/s", true);
-	pthread_t th[256];
-	struct mem_arg m[256];
-	threads = MAX(1, MIN(threads, 256));
+	struct mem_arg m[CHECK_MAX_THREADS];
+	threads = MAX(1, MIN(threads, CHECK_MAX_THREADS));
 	size_t per = mib * (1u << 20) / 24 / (size_t)threads;
-	for (int t = 0; t < threads; t++) {
+	for (int t = 0; t < threads; t++)
 		m[t] = (struct mem_arg){per, 5, 0};
-		pthread_create(&th[t], NULL, triad_thread, &m[t]);
+	char why[128];
+	if (threads_run(triad_thread, m, sizeof(m[0]), threads, why, sizeof(why)) < 0) {
+		c->verdict = V_FAIL;
+		snprintf(c->detail, sizeof(c->detail), "%s", why);
+		return 0;
 	}
 	bool bad = false;
 	for (int t = 0; t < threads; t++) {
-		pthread_join(th[t], NULL);
 		bad |= m[t].gbs < 0;
 		c->figure += MAX(m[t].gbs, 0);
 	}
@@ -302,7 +333,7 @@ static void *ar_thread(void *p)
 		return NULL;
 	}
 	size_t n = a->bytes / 4;
-	float *buf = malloc(n * 4);
+	float *buf = xmalloc(n * 4);
 	for (size_t i = 0; i < n; i++)
 		buf[i] = (float)(a->rank + 1);
 	int rc = coll_allreduce(c, buf, buf, n, COLL_F32, COLL_SUM, &err);
@@ -328,14 +359,15 @@ int check_allreduce_local(struct vcheck *c, int ranks, size_t bytes, int port)
 {
 	vcheck_set(c, "interconnect", "allreduce_in_node", "GB/s", true);
 	ranks = MAX(2, MIN(ranks, 64));
-	pthread_t th[64];
 	struct ar_arg a[64];
-	for (int r = 0; r < ranks; r++) {
-		a[r] = (struct ar_arg){r, ranks, port, bytes, 0, ""};
-		pthread_create(&th[r], NULL, ar_thread, &a[r]);
-	}
 	for (int r = 0; r < ranks; r++)
-		pthread_join(th[r], NULL);
+		a[r] = (struct ar_arg){r, ranks, port, bytes, 0, ""};
+	char why[128];
+	if (threads_run(ar_thread, a, sizeof(a[0]), ranks, why, sizeof(why)) < 0) {
+		c->verdict = V_FAIL;
+		snprintf(c->detail, sizeof(c->detail), "%s", why);
+		return 0;
+	}
 	c->figure = a[0].busbw;
 	snprintf(c->detail, sizeof(c->detail), "%d ranks, %zu MiB, coll over shared memory", ranks,
 		 bytes >> 20);
@@ -367,7 +399,7 @@ static void *io_thread(void *p)
 {
 	struct io_arg *a = p;
 	size_t chunk = 4u << 20;
-	uint8_t *buf = malloc(chunk), *want = malloc(chunk);
+	uint8_t *buf = xmalloc(chunk), *want = xmalloc(chunk);
 	int seed = (int)(strlen(a->path) * 7);
 	double t0 = now_s();
 	int fd = open(a->path,
@@ -418,8 +450,8 @@ out:
 static double parallel_io(const char *dir, int files, int threads, size_t bytes, bool write,
 			  char *error, size_t errn)
 {
-	pthread_t th[64];
 	struct io_arg a[64];
+	threads = MAX(1, MIN(threads, 64));
 	double t0 = now_s();
 	for (int i = 0; i < threads; i++) {
 		memset(&a[i], 0, sizeof(a[i]));
@@ -427,13 +459,13 @@ static double parallel_io(const char *dir, int files, int threads, size_t bytes,
 			 i % files);
 		a[i].bytes = bytes;
 		a[i].write = write;
-		pthread_create(&th[i], NULL, io_thread, &a[i]);
 	}
-	for (int i = 0; i < threads; i++) {
-		pthread_join(th[i], NULL);
+	char why[128];
+	if (threads_run(io_thread, a, sizeof(a[0]), threads, why, sizeof(why)) < 0 && !error[0])
+		snprintf(error, errn, "%s", why);
+	for (int i = 0; i < threads; i++)
 		if (a[i].error[0] && !error[0])
 			snprintf(error, errn, "%s", a[i].error);
-	}
 	return (double)bytes * threads / (now_s() - t0) / 1e6; /* MB/s */
 }
 
@@ -554,18 +586,21 @@ int check_workload(struct vcheck *c, int ranks, int port)
 {
 	vcheck_set(c, "workload", "dp_training", "steps/s", true);
 	ranks = MAX(1, MIN(ranks, 16));
-	pthread_t th[16];
-	struct wl_arg *a = calloc((size_t)ranks + 1, sizeof(*a));
+	struct wl_arg *a = xcalloc((size_t)ranks + 1, sizeof(*a));
 	for (int r = 0; r < ranks; r++) {
 		a[r].rank = r;
 		a[r].size = ranks;
 		a[r].port = port;
-		pthread_create(&th[r], NULL, wl_thread, &a[r]);
 	}
-	for (int r = 0; r < ranks; r++)
-		pthread_join(th[r], NULL);
+	char why[128];
+	if (threads_run(wl_thread, a, sizeof(a[0]), ranks, why, sizeof(why)) < 0) {
+		c->verdict = V_FAIL;
+		snprintf(c->detail, sizeof(c->detail), "%s", why);
+		free(a);
+		return 0;
+	}
 	/* the reference: the same run on one rank */
-	struct wl_arg *ref = calloc(1, sizeof(*ref));
+	struct wl_arg *ref = xcalloc(1, sizeof(*ref));
 	ref->size = 1;
 	wl_thread(ref);
 	double times[W_STEPS], total = 0;

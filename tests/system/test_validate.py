@@ -5,6 +5,8 @@ import json
 import os
 import subprocess
 
+import pytest
+
 from conftest import BIN, SANITIZER_MARKS
 
 LAYERS = ["system", "compute", "memory", "interconnect", "storage", "workload"]
@@ -20,9 +22,20 @@ def validate(*args, check=True):
     return p
 
 
-def test_every_layer_passes_here(tmp_path):
-    out = json.loads(validate("--json", "--dir", tmp_path).stdout)
-    assert out["verdict"] == "pass"
+def held_to_threshold(c):
+    """A check's verdict is what its figure against its threshold says (all
+    of these compute right here, so none fails for a wrong result)."""
+    assert c["threshold"] > 0 and c["figure"] >= 0, c
+    return c["verdict"] == ("pass" if c["figure"] >= c["threshold"] else "FAIL")
+
+
+def test_every_layer_reports_a_figure_threshold_and_verdict(tmp_path):
+    """Every layer runs (--all) and each check says a figure, the threshold it
+    was held to and the verdict they give. Whether this machine is fast
+    enough is not the test's to say: the other test worker may hold a core."""
+    p = validate("--json", "--all", "--dir", tmp_path, check=False)
+    assert p.returncode in (0, 1), p.stdout + p.stderr
+    out = json.loads(p.stdout)
     checks = {c["check"]: c for c in out["checks"]}
     assert [c["layer"] for c in out["checks"]] == sorted(
         [c["layer"] for c in out["checks"]], key=LAYERS.index)
@@ -30,27 +43,38 @@ def test_every_layer_passes_here(tmp_path):
     for name in ("cpu_sgemm", "host_bandwidth", "allreduce_in_node", "checkpoint_write",
                  "loader_read", "dp_training"):
         c = checks[name]
-        assert c["verdict"] == "pass" and c["figure"] > 0 and c["threshold"] > 0, c
-        assert c["figure"] >= c["threshold"]
+        assert c["figure"] > 0 and c["threshold_from"], c
+        assert held_to_threshold(c), c
+    assert out["verdict"] == ("fail" if any(c["verdict"] == "FAIL" for c in out["checks"])
+                              else "pass")
+    assert (p.returncode == 1) == (out["verdict"] == "fail")
     if not os.path.exists("/dev/nvidia0"):
         assert checks["gpu_gemm"]["verdict"] == "skip"
         assert checks["gpu_gemm"]["detail"].startswith("skipped: no GPU")
+    # what is right or wrong does not depend on speed
     assert "0 wrong" in checks["cpu_sgemm"]["detail"]
     assert "one-rank run" in checks["dp_training"]["detail"]
     assert not [f for f in os.listdir(tmp_path) if f.startswith("tenk-validate")]
-    table = validate("--dir", tmp_path).stdout
-    assert "verdict: pass" in table and "THRESHOLD" in table
+    table = validate("--all", "--dir", tmp_path, check=False).stdout
+    assert "verdict: " in table and "THRESHOLD" in table
+
+
+def test_save_baseline_keeps_the_figures_that_passed(tmp_path):
+    base = tmp_path / "base.json"
+    p = validate("--save-baseline", base, "--json", "--all", "--dir", tmp_path, check=False)
+    out = json.loads(p.stdout)
+    saved = json.load(open(base))["checks"]
+    assert set(saved) == {c["check"] for c in out["checks"] if c["verdict"] == "pass"}
+    for c in out["checks"]:
+        if c["check"] in saved:
+            assert saved[c["check"]] == pytest.approx(c["figure"], rel=1e-5)
+    assert "gpu_gemm" not in saved
 
 
 def test_baseline_raises_the_bar_and_stops_at_the_failing_layer(tmp_path):
+    # a baseline no machine reaches: compute fails, and nothing above it runs
     base = tmp_path / "base.json"
-    validate("--save-baseline", base, "--dir", tmp_path)
-    saved = json.load(open(base))["checks"]
-    assert saved["cpu_sgemm"] > 0 and "gpu_gemm" not in saved
-    # a machine a thousand times faster was the baseline: compute fails, and
-    # nothing above it runs
-    saved["cpu_sgemm"] *= 1000
-    json.dump({"checks": saved}, open(base, "w"))
+    json.dump({"checks": {"cpu_sgemm": 1e12}}, open(base, "w"))
     p = validate("--baseline", base, "--json", "--dir", tmp_path, check=False)
     assert p.returncode == 1
     out = json.loads(p.stdout)
@@ -59,6 +83,7 @@ def test_baseline_raises_the_bar_and_stops_at_the_failing_layer(tmp_path):
     assert layers[-1] == "compute" and "memory" not in layers
     bad = [c for c in out["checks"] if c["verdict"] == "FAIL"]
     assert bad[0]["check"] == "cpu_sgemm" and bad[0]["threshold_from"] == "95% of the baseline"
+    assert bad[0]["threshold"] == pytest.approx(0.95e12) and bad[0]["figure"] < 0.95e12
     # --all goes on
     out = json.loads(validate("--baseline", base, "--json", "--all", "--dir", tmp_path,
                               check=False).stdout)
