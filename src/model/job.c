@@ -830,6 +830,22 @@ void job_release(struct job *j)
 	j->nckpts = 0;
 }
 
+static const char *const attempt_end_names[ATTEMPT_END_MAX] = {
+	[ATTEMPT_END_NONE] = "",
+	[ATTEMPT_END_COMPLETED] = "completed",
+	[ATTEMPT_END_FAILED] = "failed",
+	[ATTEMPT_END_TIMEOUT] = "timeout",
+	[ATTEMPT_END_CANCELLED] = "cancelled",
+	[ATTEMPT_END_PREEMPTED] = "preempted",
+	[ATTEMPT_END_NODE_LOST] = "node_lost",
+	[ATTEMPT_END_REQUEUED] = "requeued",
+};
+
+const char *attempt_end_name(enum attempt_end e)
+{
+	return (unsigned)e < ATTEMPT_END_MAX ? attempt_end_names[e] : "?";
+}
+
 static const char *const restore_names[RESTORE_STATE_MAX] = {"waiting", "done", "failed"};
 
 const char *restore_state_name(enum restore_state r)
@@ -918,6 +934,8 @@ static json_t *attempt_pack(const struct attempt *a)
 			      "start_ms", (json_int_t)a->start_ms, "end_ms", (json_int_t)a->end_ms,
 			      "ended", a->ended, "master_addr", a->master_addr, "master_port",
 			      a->master_port, "reason", a->reason, "nodes", nodes, "tasks", tasks);
+	if (a->end != ATTEMPT_END_NONE)
+		json_object_set_new(o, "end", json_string(attempt_end_name(a->end)));
 	if (a->digest[0])
 		json_object_set_new(o, "digest", json_string(a->digest));
 	if (a->restore_tag[0] || a->restore_go)
@@ -1061,9 +1079,9 @@ static int attempt_unpack(json_t *aj, struct attempt *a, struct tk_error *err)
 	static const char *const keys[] = {
 		"number",  "start_ms", "end_ms", "ended",  "master_addr", "master_port",
 		"reason",  "nodes",    "tasks",	 "digest", "restore",	  "pending_checkpoints",
-		"metrics", NULL};
+		"metrics", "end",      NULL};
 	int64_t number, start, end, port;
-	int r;
+	int r, cause;
 	memset(a, 0, sizeof(*a));
 	json_t *rs = json_object_get(aj, "restore");
 	if (rs) {
@@ -1101,8 +1119,12 @@ static int attempt_unpack(json_t *aj, struct attempt *a, struct tk_error *err)
 			   err)) < 0 ||
 	    (r = mj_int(aj, "master_port", true, 0, 65535, 0, &port, err)) < 0 ||
 	    (r = mj_strbuf(aj, "reason", true, false, a->reason, sizeof(a->reason), err)) < 0 ||
+	    /* absent: running, or from a store before causes were kept */
+	    (r = mj_enum(aj, "end", false, attempt_end_names + 1, ATTEMPT_END_MAX - 1, -1, &cause,
+			 err)) < 0 ||
 	    (r = mj_strbuf(aj, "digest", false, true, a->digest, sizeof(a->digest), err)) < 0)
 		return r;
+	a->end = (enum attempt_end)(cause + 1);
 	a->number = (int)number;
 	a->start_ms = start;
 	a->end_ms = end;

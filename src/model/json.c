@@ -164,6 +164,33 @@ int mj_strbuf(json_t *obj, const char *key, bool required, bool printable, char 
 	return 0;
 }
 
+int mj_enum(json_t *obj, const char *key, bool required, const char *const *names, int n, int def,
+	    int *ret, struct tk_error *err)
+{
+	json_t *v = json_object_get(obj, key);
+	if (!v) {
+		if (required)
+			return tk_errorf(err, -EINVAL, "%s: required field is missing", key);
+		*ret = def;
+		return 0;
+	}
+	const char *s = json_string_value(v);
+	for (int i = 0; s && i < n; i++)
+		if (names[i] && strcmp(s, names[i]) == 0) {
+			*ret = i;
+			return 0;
+		}
+	struct strbuf sb;
+	strbuf_init(&sb);
+	for (int i = 0; i < n; i++)
+		if (names[i])
+			strbuf_addf(&sb, "%s\"%s\"", sb.len ? ", " : "", names[i]);
+	int r = tk_errorf(err, -EINVAL, "%s: must be one of %s, got %s%.40s%s", key, sb.buf,
+			  s ? "\"" : "", s ? s : "a non-string", s ? "\"" : "");
+	strbuf_release(&sb);
+	return r;
+}
+
 /* Used by the array decoders in job.c and node.c. */
 int mj_check_string_value(json_t *v, const char *what, size_t max_len, bool printable,
 			  struct tk_error *err)

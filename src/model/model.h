@@ -61,6 +61,11 @@ int mj_str(json_t *obj, const char *key, bool required, size_t max_len, bool pri
 /* Like mj_str, into a fixed buffer of size n (max_len is n - 1). */
 int mj_strbuf(json_t *obj, const char *key, bool required, bool printable, char *buf, size_t n,
 	      struct tk_error *err);
+/* An enum by its name, one of names[0..n) (NULL entries never match):
+ * obj[key] absent gives def (when not required); a name not among them is
+ * an error that lists them. */
+int mj_enum(json_t *obj, const char *key, bool required, const char *const *names, int n, int def,
+	    int *ret, struct tk_error *err);
 /* Prepends "PREFIX." to the error's text, to name a nested field. */
 void mj_prefix(struct tk_error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* A name: 1..MODEL_NAME_MAX-1 bytes of [A-Za-z0-9._-]. */
@@ -423,6 +428,24 @@ int train_point_unpack(json_t *j, struct train_point *p, struct tk_error *err);
 json_t *train_metrics_pack(const struct train_metrics *m);
 int train_metrics_unpack(json_t *j, struct train_metrics *m, struct tk_error *err);
 
+/* Why an attempt ended: what accounting classes it by (sacct's PREEMPTED,
+ * NODE_FAIL, REQUEUED for one that is not its job's last). Its reason, the
+ * words beside it, is for people only. */
+enum attempt_end {
+	ATTEMPT_END_NONE, /* not ended (or ended before causes were kept) */
+	ATTEMPT_END_COMPLETED,
+	ATTEMPT_END_FAILED, /* a task failed (the job may have gone again) */
+	ATTEMPT_END_TIMEOUT,
+	ATTEMPT_END_CANCELLED,
+	ATTEMPT_END_PREEMPTED,
+	ATTEMPT_END_NODE_LOST, /* a node of it was lost, faulty, or its agent went */
+	ATTEMPT_END_REQUEUED,  /* by a user or an operator (tenk requeue) */
+	ATTEMPT_END_MAX
+};
+/* "", "completed", "failed", "timeout", "cancelled", "preempted",
+ * "node_lost", "requeued". */
+const char *attempt_end_name(enum attempt_end e);
+
 struct attempt {
 	int number; /* 1, 2, ... */
 	int64_t start_ms;
@@ -434,7 +457,8 @@ struct attempt {
 	struct attempt_node *nodes;
 	int ntasks; /* nnodes * tasks_per_node; task i runs on node i / tasks_per_node */
 	struct task_status *tasks;
-	char reason[MODEL_REASON_MAX]; /* why it ended */
+	enum attempt_end end;	       /* why it ended */
+	char reason[MODEL_REASON_MAX]; /* ... for people */
 	/* an image job's: the digest every node resolved the reference to;
 	 * its tasks start only once it is set */
 	char digest[MODEL_DIGEST_MAX];
@@ -530,11 +554,30 @@ const char *node_state_name(enum node_state s);
 
 /* ---- node records ---------------------------------------------------------- */
 
+/* Who drained a node, which decides what may resume it: an operator's
+ * drain only an operator's resume; a validation's also the node's next
+ * passing validation. The reason beside it is for people only. */
+enum drain_source {
+	DRAIN_NONE,	  /* not drained */
+	DRAIN_OPERATOR,	  /* tenk drain (and drains from stores before sources were kept) */
+	DRAIN_FAULT,	  /* its agent reported a fault */
+	DRAIN_VALIDATION, /* a validation run failed on it */
+	DRAIN_SOURCE_MAX
+};
+/* "", "operator", "fault", "validation". */
+const char *drain_source_name(enum drain_source d);
+
+/* A node's last validation verdict. */
+enum verdict { VERDICT_NONE, VERDICT_PASS, VERDICT_FAIL, VERDICT_MAX };
+/* "", "pass", "fail". */
+const char *verdict_name(enum verdict v);
+
 /* What the server keeps about a node across restarts. Liveness (up, down) is
  * not stored: it is learned anew from the agent after every start. */
 struct node_record {
 	struct node_inventory inv;
 	bool drained;
+	enum drain_source drain_source; /* DRAIN_NONE exactly when not drained */
 	char drain_reason[MODEL_REASON_MAX];
 	char agent_id[MODEL_NAME_MAX]; /* the agent process last registered */
 	int64_t registered_ms;
@@ -545,9 +588,9 @@ struct node_record {
 	char cred_sha256[65];
 	bool admit;
 	bool revoked;
-	/* its last validation (tenk validate --nodes): verdict "" (never
-	 * validated), "pass" or "fail"; the first failing layer and why */
-	char verdict[8];
+	/* its last validation (tenk validate --nodes): the verdict (NONE:
+	 * never validated); the first failing layer and why */
+	enum verdict verdict;
 	char verdict_layer[16];
 	char verdict_reason[MODEL_REASON_MAX];
 	int64_t verdict_ms;

@@ -175,12 +175,35 @@ int node_inventory_unpack(json_t *j, struct node_inventory *ret, struct tk_error
 	return 0;
 }
 
+static const char *const drain_source_names[DRAIN_SOURCE_MAX] = {
+	[DRAIN_NONE] = "",
+	[DRAIN_OPERATOR] = "operator",
+	[DRAIN_FAULT] = "fault",
+	[DRAIN_VALIDATION] = "validation",
+};
+
+const char *drain_source_name(enum drain_source d)
+{
+	return (unsigned)d < DRAIN_SOURCE_MAX ? drain_source_names[d] : "?";
+}
+
+static const char *const verdict_names[VERDICT_MAX] = {
+	[VERDICT_NONE] = "",
+	[VERDICT_PASS] = "pass",
+	[VERDICT_FAIL] = "fail",
+};
+
+const char *verdict_name(enum verdict v)
+{
+	return (unsigned)v < VERDICT_MAX ? verdict_names[v] : "?";
+}
+
 json_t *node_verdict_pack(const struct node_record *r)
 {
-	if (!r->verdict[0])
+	if (r->verdict == VERDICT_NONE)
 		return NULL;
-	json_t *o = json_pack("{s:s, s:s, s:s, s:I, s:I}", "verdict", r->verdict, "layer",
-			      r->verdict_layer, "reason", r->verdict_reason, "at_ms",
+	json_t *o = json_pack("{s:s, s:s, s:s, s:I, s:I}", "verdict", verdict_name(r->verdict),
+			      "layer", r->verdict_layer, "reason", r->verdict_reason, "at_ms",
 			      (json_int_t)r->verdict_ms, "job", (json_int_t)r->verdict_job);
 	if (r->verdict_checks)
 		json_object_set(o, "checks", r->verdict_checks);
@@ -193,6 +216,9 @@ json_t *node_record_pack(const struct node_record *r)
 		json_pack("{s:o, s:b, s:s, s:s, s:I}", "inventory", node_inventory_pack(&r->inv),
 			  "drained", r->drained, "drain_reason", r->drain_reason, "agent_id",
 			  r->agent_id, "registered_ms", (json_int_t)r->registered_ms);
+	if (r->drained)
+		json_object_set_new(o, "drain_source",
+				    json_string(drain_source_name(r->drain_source)));
 	json_t *v = node_verdict_pack(r);
 	if (v)
 		json_object_set_new(o, "validation", v);
@@ -216,21 +242,24 @@ static int verdict_unpack(json_t *v, struct node_record *r, struct tk_error *err
 	static const char *const keys[] = {"verdict", "layer",	"reason", "at_ms",
 					   "job",     "checks", NULL};
 	int64_t at, job;
-	int rc;
-	if ((rc = mj_check_keys(v, "validation", keys, err)) < 0 ||
-	    (rc = mj_strbuf(v, "verdict", true, true, r->verdict, sizeof(r->verdict), err)) < 0 ||
-	    (rc = mj_strbuf(v, "layer", false, true, r->verdict_layer, sizeof(r->verdict_layer),
+	int rc, verdict;
+	/* a validation that is kept has a verdict: "" is not one */
+	static const char *const kept[VERDICT_MAX] = {
+		[VERDICT_PASS] = "pass", [VERDICT_FAIL] = "fail"};
+	if ((rc = mj_check_keys(v, "validation", keys, err)) < 0)
+		return rc;
+	if ((rc = mj_enum(v, "verdict", true, kept, VERDICT_MAX, 0, &verdict, err)) < 0) {
+		mj_prefix(err, "validation");
+		return rc;
+	}
+	if ((rc = mj_strbuf(v, "layer", false, true, r->verdict_layer, sizeof(r->verdict_layer),
 			    err)) < 0 ||
 	    (rc = mj_strbuf(v, "reason", false, false, r->verdict_reason, sizeof(r->verdict_reason),
 			    err)) < 0 ||
 	    (rc = mj_int(v, "at_ms", true, 0, INT64_MAX, 0, &at, err)) < 0 ||
 	    (rc = mj_int(v, "job", false, 0, INT64_MAX, 0, &job, err)) < 0)
 		return rc;
-	if (strcmp(r->verdict, "pass") != 0 && strcmp(r->verdict, "fail") != 0)
-		return tk_errorf(err, -EINVAL,
-				 "validation.verdict: must be \"pass\" or \"fail\", "
-				 "got \"%s\"",
-				 r->verdict);
+	r->verdict = (enum verdict)verdict;
 	json_t *checks = json_object_get(v, "checks");
 	if (checks && !json_is_array(checks))
 		return tk_errorf(err, -EINVAL, "validation.checks: must be an array");
@@ -242,12 +271,13 @@ static int verdict_unpack(json_t *v, struct node_record *r, struct tk_error *err
 
 int node_record_unpack(json_t *j, struct node_record *ret, struct tk_error *err)
 {
-	static const char *const keys[] = {
-		"inventory",  "drained",     "drain_reason", "agent_id", "registered_ms",
-		"validation", "cred_sha256", "admit",	     "revoked",	 NULL};
+	static const char *const keys[] = {"inventory",	   "drained",	  "drain_reason",
+					   "drain_source", "agent_id",	  "registered_ms",
+					   "validation",   "cred_sha256", "admit",
+					   "revoked",	   NULL};
 	struct node_record *r = ret;
 	int64_t reg;
-	int rc;
+	int rc, source;
 	memset(r, 0, sizeof(*r));
 	if ((rc = mj_check_keys(j, NULL, keys, err)) < 0 ||
 	    (rc = mj_bool(j, "drained", true, false, &r->drained, err)) < 0 ||
@@ -259,8 +289,13 @@ int node_record_unpack(json_t *j, struct node_record *ret, struct tk_error *err)
 	    (rc = mj_strbuf(j, "cred_sha256", false, true, r->cred_sha256, sizeof(r->cred_sha256),
 			    err)) < 0 ||
 	    (rc = mj_bool(j, "admit", false, false, &r->admit, err)) < 0 ||
-	    (rc = mj_bool(j, "revoked", false, false, &r->revoked, err)) < 0)
+	    (rc = mj_bool(j, "revoked", false, false, &r->revoked, err)) < 0 ||
+	    /* a drain from before sources were kept is an operator's: only an
+	     * operator resumes it */
+	    (rc = mj_enum(j, "drain_source", false, drain_source_names + 1, DRAIN_SOURCE_MAX - 1,
+			  DRAIN_OPERATOR - 1, &source, err)) < 0)
 		return rc;
+	r->drain_source = r->drained ? (enum drain_source)(source + 1) : DRAIN_NONE;
 	if (r->cred_sha256[0] && strlen(r->cred_sha256) != 64)
 		return tk_errorf(err, -EINVAL, "cred_sha256: must be 64 hex digits");
 	r->registered_ms = reg;

@@ -23,11 +23,14 @@ static const char *attempt_state(const struct sjob *j, const struct attempt *a)
 		return job->state == JOB_STARTING ? "STARTING" : "RUNNING";
 	if (last && job_state_final(job->state))
 		return job_state_name(job->state);
-	if (strstr(a->reason, "preempted"))
+	switch (a->end) {
+	case ATTEMPT_END_PREEMPTED:
 		return "PREEMPTED";
-	if (strstr(a->reason, "lost"))
+	case ATTEMPT_END_NODE_LOST:
 		return "NODE_FAIL";
-	return "REQUEUED";
+	default:
+		return "REQUEUED";
+	}
 }
 
 /* The attempt's exit: the job's for its last attempt, else its first task

@@ -964,7 +964,7 @@ static void h_node_drain(struct request *r, const char *param, json_t *body)
 	struct snode *n = find_node(r, param);
 	if (!n)
 		return;
-	state_drain(&r->s->st, n, reason);
+	state_drain(&r->s->st, n, DRAIN_OPERATOR, reason);
 	reply_json(r, 200, state_node_pack(&r->s->st, n));
 }
 

@@ -172,6 +172,28 @@ int state_cancel(struct state *s, struct sjob *j, int64_t now, struct tk_error *
 	return 0;
 }
 
+/* Attempt a ended for cause, said as reason. */
+static void attempt_end(struct attempt *a, enum attempt_end cause, const char *reason)
+{
+	a->end = cause;
+	snprintf(a->reason, sizeof(a->reason), "%s", reason);
+}
+
+/* What ended the job's current attempt when the job itself ended. */
+static enum attempt_end end_of_job(enum job_state st)
+{
+	switch (st) {
+	case JOB_COMPLETED:
+		return ATTEMPT_END_COMPLETED;
+	case JOB_TIMEOUT:
+		return ATTEMPT_END_TIMEOUT;
+	case JOB_CANCELLED:
+		return ATTEMPT_END_CANCELLED;
+	default:
+		return ATTEMPT_END_FAILED;
+	}
+}
+
 bool task_done(const struct task_status *t)
 {
 	return t->state == TASK_EXITED || t->state == TASK_LOST;
@@ -253,7 +275,7 @@ static void task_failed(struct state *s, struct sjob *j, struct attempt *a,
 		strbuf_addf(&sb, ": %s", ev->detail);
 	snprintf(reason, sizeof(reason), "%s", sb.buf);
 	strbuf_release(&sb);
-	snprintf(a->reason, sizeof(a->reason), "%s", reason);
+	attempt_end(a, ATTEMPT_END_FAILED, reason);
 	if (j->job.failures < j->job.req.requeue) {
 		j->job.failures++;
 		size_t len = strlen(reason);
@@ -324,7 +346,7 @@ void job_lost(struct state *s, struct sjob *j, struct attempt *a, const char *no
 {
 	char reason[MODEL_REASON_MAX];
 	snprintf(reason, sizeof(reason), "node %s lost: %s", node, why);
-	snprintf(a->reason, sizeof(a->reason), "%s", reason);
+	attempt_end(a, ATTEMPT_END_NODE_LOST, reason);
 	size_t len = strlen(reason);
 	bool ran = false;
 	for (int t = 0; t < a->ntasks; t++)
@@ -385,15 +407,18 @@ void state_task_exited(struct state *s, const struct task_event *ev, int64_t now
 				if (a->tasks[k].state != TASK_EXITED || a->tasks[k].exit_code != 0)
 					all_ok = false;
 			if (all_ok) {
-				snprintf(a->reason, sizeof(a->reason),
-					 "every task exited with code 0");
+				attempt_end(a, ATTEMPT_END_COMPLETED,
+					    "every task exited with code 0");
 				state_job_finish(s, j, JOB_COMPLETED, 0,
 						 "every task exited with code 0", now);
 			}
 		}
 	}
-	if (!a->reason[0] && job_state_final(j->job.state))
-		snprintf(a->reason, sizeof(a->reason), "%s", j->job.reason);
+	if (a->end == ATTEMPT_END_NONE && job_state_final(j->job.state)) {
+		a->end = end_of_job(j->job.state);
+		if (!a->reason[0])
+			snprintf(a->reason, sizeof(a->reason), "%s", j->job.reason);
+	}
 	attempt_settle(s, j, a, rank / j->job.req.tasks_per_node, ev->at_ms);
 	state_job_dirty(s, j);
 }
@@ -444,7 +469,7 @@ void state_task_image(struct state *s, const struct task_event *ev, int64_t now)
 	char reason[MODEL_REASON_MAX];
 	snprintf(reason, sizeof(reason), "%s", sb.buf);
 	strbuf_release(&sb);
-	snprintf(a->reason, sizeof(a->reason), "%s", reason);
+	attempt_end(a, ATTEMPT_END_FAILED, reason);
 	state_job_finish(s, j, JOB_FAILED, -1, reason, now);
 }
 
@@ -501,7 +526,7 @@ void state_preempt(struct state *s, struct sjob *victim, struct sjob *for_job, i
 	char reason[MODEL_REASON_MAX];
 	snprintf(reason, sizeof(reason), "preempted by job %lld (class %s)",
 		 (long long)for_job->job.id, s->classes[for_job->cls].spec.name);
-	snprintf(a->reason, sizeof(a->reason), "%s", reason);
+	attempt_end(a, ATTEMPT_END_PREEMPTED, reason);
 	log_info("job %lld %s", (long long)victim->job.id, reason);
 	job_requeue(s, victim, reason, now);
 }
@@ -629,7 +654,7 @@ int state_requeue(struct state *s, struct sjob *j, const char *who, int64_t now,
 	snprintf(why, sizeof(why), "requeued by %s", who);
 	struct attempt *a = job_current_attempt(&j->job);
 	if (a)
-		snprintf(a->reason, sizeof(a->reason), "%s", why);
+		attempt_end(a, ATTEMPT_END_REQUEUED, why);
 	log_info("job %lld %s", (long long)j->job.id, why);
 	job_requeue(s, j, why, now);
 	return 0;

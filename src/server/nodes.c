@@ -233,12 +233,14 @@ void state_node_lost(struct state *s, struct snode *n, const char *why, int64_t 
 
 void state_node_fault(struct state *s, struct snode *n, const char *fault, int64_t now)
 {
+	/* known: its jobs went when the first fault drained it, and a node
+	 * drained takes no new work (a fault repeats with every heartbeat) */
+	if (n->rec.drain_source == DRAIN_FAULT)
+		return;
 	char why[MODEL_REASON_MAX];
 	snprintf(why, sizeof(why), "fault: %.240s", fault);
-	if (n->rec.drained && strcmp(n->rec.drain_reason, why) == 0)
-		return; /* known: it is drained for it already */
 	log_warn("node %s reports a %s", n->rec.inv.name, why);
-	state_drain(s, n, why);
+	state_drain(s, n, DRAIN_FAULT, why);
 	/* its jobs go elsewhere now, not after the node timeout: each attempt
 	 * on it ends, its tasks are stopped (the next attempt waits for them) */
 	char lost[MODEL_REASON_MAX];
@@ -351,9 +353,11 @@ struct snode *state_register(struct state *s, const struct node_inventory *inv,
 	return n;
 }
 
-void state_drain(struct state *s, struct snode *n, const char *reason)
+void state_drain(struct state *s, struct snode *n, enum drain_source source, const char *reason)
 {
+	assert(source != DRAIN_NONE && source < DRAIN_SOURCE_MAX);
 	n->rec.drained = true;
+	n->rec.drain_source = source;
 	snprintf(n->rec.drain_reason, sizeof(n->rec.drain_reason), "%s", reason);
 	state_node_dirty(s, n);
 	log_info("node %s drained: %s", n->rec.inv.name, reason);
@@ -362,6 +366,7 @@ void state_drain(struct state *s, struct snode *n, const char *reason)
 void state_resume(struct state *s, struct snode *n)
 {
 	n->rec.drained = false;
+	n->rec.drain_source = DRAIN_NONE;
 	n->rec.drain_reason[0] = '\0';
 	state_node_dirty(s, n);
 	state_want_pass(s);

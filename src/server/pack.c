@@ -171,6 +171,7 @@ json_t *state_node_pack(struct state *s, const struct snode *n)
 			  jobs, "agent_id", n->rec.agent_id);
 	json_t *v = node_verdict_pack(&n->rec);
 	json_object_set_new(o, "validation", v ? v : json_null());
+	json_object_set_new(o, "drain_source", json_string(drain_source_name(n->rec.drain_source)));
 	json_object_set_new(o, "agent_stopping", json_boolean(n->agent_stopping));
 	json_object_set_new(o, "credential",
 			    json_string(n->rec.revoked		? "revoked"

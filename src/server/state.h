@@ -495,9 +495,11 @@ struct snode *state_node(struct state *s, const char *name);
 struct snode *state_register(struct state *s, const struct node_inventory *inv,
 			     const char *agent_id, const struct wire_attempt_ref *kept, int nkept,
 			     int64_t now, int64_t mono);
-void state_drain(struct state *s, struct snode *n, const char *reason);
+/* Drains n for source, with reason for people. */
+void state_drain(struct state *s, struct snode *n, enum drain_source source, const char *reason);
 /* Its agent reports a fault (a full disk, ECC errors): the node is drained
- * with it as the reason and its jobs are requeued at once. */
+ * for it (the fault as the reason) and its jobs are requeued at once. A node
+ * drained for a fault already takes the next ones as known. */
 void state_node_fault(struct state *s, struct snode *n, const char *fault, int64_t now);
 void state_resume(struct state *s, struct snode *n);
 /* The node's agent was heard from: it is alive (UP). */

@@ -207,7 +207,7 @@ static void set_verdict(struct state *s, struct snode *n, int64_t job, bool pass
 			const char *reason, json_t *checks, int64_t now)
 {
 	struct node_record *r = &n->rec;
-	snprintf(r->verdict, sizeof(r->verdict), "%s", pass ? "pass" : "fail");
+	r->verdict = pass ? VERDICT_PASS : VERDICT_FAIL;
 	snprintf(r->verdict_layer, sizeof(r->verdict_layer), "%s", pass ? "" : layer);
 	snprintf(r->verdict_reason, sizeof(r->verdict_reason), "%s", pass ? "" : reason);
 	r->verdict_ms = now;
@@ -219,8 +219,8 @@ static void set_verdict(struct state *s, struct snode *n, int64_t job, bool pass
 		char why[MODEL_REASON_MAX];
 		snprintf(why, sizeof(why), "validate: %s%s%.200s", layer, layer[0] ? ": " : "",
 			 reason);
-		state_drain(s, n, why);
-	} else if (r->drained && strncmp(r->drain_reason, "validate:", 9) == 0) {
+		state_drain(s, n, DRAIN_VALIDATION, why);
+	} else if (r->drain_source == DRAIN_VALIDATION) {
 		state_resume(s, n);
 	} else {
 		state_want_pass(s);
@@ -281,12 +281,12 @@ bool valid_node_open(const struct state *s, const struct snode *n)
 {
 	if (n->held_by)
 		return false;
-	return !s->sched.require_validation || strcmp(n->rec.verdict, "pass") == 0;
+	return !s->sched.require_validation || n->rec.verdict == VERDICT_PASS;
 }
 
 void valid_node_registered(struct state *s, struct snode *n, int64_t now)
 {
-	if (!s->sched.require_validation || n->held_by || n->rec.verdict[0])
+	if (!s->sched.require_validation || n->held_by || n->rec.verdict != VERDICT_NONE)
 		return;
 	const char *args[MODEL_MAX_VALIDATION_ARGS];
 	for (int i = 0; i < s->sched.nvalidation_args; i++)

@@ -107,3 +107,25 @@ def test_records_cost_energy_and_usage(workdir, procs):
     assert p.returncode == 2 and "--budget: AMOUNT/day, /week or /month" in p.stderr
     t.run("queues", "set", "default", "--budget", "1000/month")
     assert t.run("wait", held, timeout=60).returncode == 0
+
+
+def test_attempt_state_comes_from_why_it_ended_not_its_words(cluster):
+    """A requeue by a user whose name reads "lost" is a requeue, not a lost
+    node: accounting classes an attempt by its end cause, never by the
+    words of its reason (which hold user names and tasks' details)."""
+    t = cluster
+    p = t.run("users", "add", "lost-preempted", "--unix-user", "nobody", "--json")
+    env = dict(t.env(), TENK_TOKEN=json.loads(p.stdout)["token"])
+    jid = int(t.run("submit", "-D", "/tmp", "-o", "/dev/null", "--", "sleep", "600",
+                    env=env).stdout)
+    t.wait_state(jid, "RUNNING")
+    t.run("requeue", str(jid), env=env)
+    wait_for(lambda: t.job(jid)["state"] == "RUNNING" and len(t.job(jid)["attempts"]) == 2,
+             60, "the job's second attempt")
+    first = t.job(jid)["attempts"][0]
+    assert first["end"] == "requeued" and first["reason"] == "requeued by lost-preempted", first
+    t.run("cancel", str(jid), env=env)
+    wait_for(lambda: t.job(jid)["attempts"][1].get("end") == "cancelled", 30,
+             "the second attempt's end")
+    recs = {r["attempt"]: r for r in t.json("acct", "-D")["records"] if r["job_id"] == jid}
+    assert recs[1]["state"] == "REQUEUED" and recs[2]["state"] == "CANCELLED", recs

@@ -467,17 +467,31 @@ static void test_node_record(void **state)
 					   &r.inv.naccel, &err),
 			 0);
 	r.drained = true;
+	r.drain_source = DRAIN_FAULT;
 	snprintf(r.drain_reason, sizeof(r.drain_reason), "bad fan");
 	json_t *p = node_record_pack(&r);
 	struct node_record back;
 	assert_int_equal(node_record_unpack(p, &back, &err), 0);
 	assert_memory_equal(&r, &back, sizeof(r));
+	/* who drained it travels as an enum; one from before sources were
+	 * kept is an operator's, whatever its reason says */
+	assert_string_equal(json_string_value(json_object_get(p, "drain_source")), "fault");
+	json_object_set_new(p, "drain_source", json_string("someone"));
+	assert_true(node_record_unpack(p, &back, &err) < 0);
+	assert_non_null(strstr(err.text, "drain_source: must be one of \"operator\", \"fault\""));
+	json_object_del(p, "drain_source");
+	json_object_set_new(p, "drain_reason", json_string("validate: interconnect: slow"));
+	assert_int_equal(node_record_unpack(p, &back, &err), 0);
+	assert_int_equal(back.drain_source, DRAIN_OPERATOR);
+	json_object_set_new(p, "drained", json_false());
+	assert_int_equal(node_record_unpack(p, &back, &err), 0);
+	assert_int_equal(back.drain_source, DRAIN_NONE);
 	json_object_set_new(json_object_get(p, "inventory"), "cpus", json_integer(0));
 	assert_true(node_record_unpack(p, &back, &err) < 0);
 	assert_string_equal(err.text, "inventory.cpus: must be an integer from 1 to 65536, got 0");
 	json_decref(p);
 	/* the last validation goes with it */
-	snprintf(r.verdict, sizeof(r.verdict), "fail");
+	r.verdict = VERDICT_FAIL;
 	snprintf(r.verdict_layer, sizeof(r.verdict_layer), "interconnect");
 	snprintf(r.verdict_reason, sizeof(r.verdict_reason), "pair_bandwidth 0.02 GB/s < 0.9");
 	r.verdict_ms = 1700000000000;
@@ -485,7 +499,7 @@ static void test_node_record(void **state)
 	r.verdict_checks = json_pack("[{s:s}]", "check", "pair_bandwidth");
 	p = node_record_pack(&r);
 	assert_int_equal(node_record_unpack(p, &back, &err), 0);
-	assert_string_equal(back.verdict, "fail");
+	assert_int_equal(back.verdict, VERDICT_FAIL);
 	assert_string_equal(back.verdict_layer, "interconnect");
 	assert_true(back.verdict_job == 12 && back.verdict_ms == r.verdict_ms);
 	assert_true(json_equal(back.verdict_checks, r.verdict_checks));

@@ -566,7 +566,7 @@ static void test_cancel_and_drain(void **state)
 	state_schedule(&w->st, T0);
 	assert_int_equal(j->job.state, JOB_STARTING);
 	assert_int_equal(next->job.state, JOB_PENDING);
-	state_drain(&w->st, n, "replace fan");
+	state_drain(&w->st, n, DRAIN_OPERATOR, "replace fan");
 	assert_int_equal(state_node_state(&w->st, n), NODE_DRAINING);
 	struct tk_error err;
 	assert_int_equal(state_cancel(&w->st, j, T0 + 5, &err), 0);
@@ -590,6 +590,66 @@ static void test_cancel_and_drain(void **state)
 	assert_int_equal(state_cancel(&w->st, third, T0 + 10, &err), 0);
 	assert_int_equal(w->st.npending, 0);
 	assert_false(third->pending);
+	world_free(w);
+}
+
+/* A passing validation resumes a node that a validation drained, and no
+ * other: an operator's reason that reads like a validation's is text. */
+static void test_validation_resumes_only_its_own_drains(void **state)
+{
+	struct world *w = world_new(5);
+	struct snode *n = add_node(w, 1, 8, "aaaaaaaa");
+	struct tk_error err;
+	const char *args[] = {"--quick"};
+	/* an operator's drain, worded as a validation's */
+	state_drain(&w->st, n, DRAIN_OPERATOR, "validate: recheck");
+	struct sjob *v;
+	struct snode *one[1] = {n};
+	assert_int_equal(valid_create(&w->st, one, 1, args, 1, NULL, "op", T0, &v, &err), 0);
+	assert_int_equal(valid_report(&w->st, v, "n1", true, "", "", NULL, false, T0 + 1, &err), 0);
+	assert_int_equal(n->rec.verdict, VERDICT_PASS);
+	assert_true(n->rec.drained && n->rec.drain_source == DRAIN_OPERATOR);
+	assert_string_equal(n->rec.drain_reason, "validate: recheck");
+	state_cancel(&w->st, v, T0 + 2, &err);
+	valid_job_ended(&w->st, v, T0 + 2);
+	/* a validation's own drain: its next pass resumes the node */
+	state_resume(&w->st, n);
+	assert_int_equal(valid_create(&w->st, one, 1, args, 1, NULL, "op", T0 + 3, &v, &err), 0);
+	assert_int_equal(valid_report(&w->st, v, "n1", false, "compute", "cpu_sgemm 0.1 < 0.2",
+				      NULL, false, T0 + 4, &err),
+			 0);
+	assert_true(n->rec.drained && n->rec.drain_source == DRAIN_VALIDATION);
+	assert_int_equal(n->rec.verdict, VERDICT_FAIL);
+	state_cancel(&w->st, v, T0 + 5, &err);
+	valid_job_ended(&w->st, v, T0 + 5);
+	assert_int_equal(valid_create(&w->st, one, 1, args, 1, NULL, "op", T0 + 6, &v, &err), 0);
+	assert_int_equal(valid_report(&w->st, v, "n1", true, "", "", NULL, false, T0 + 7, &err), 0);
+	assert_false(n->rec.drained);
+	assert_int_equal(n->rec.drain_source, DRAIN_NONE);
+	world_free(w);
+}
+
+/* A fault requeues the node's jobs even when an operator drained it with
+ * the fault's very words; a fault on a node drained for one is known. */
+static void test_fault_requeues_whatever_the_operator_wrote(void **state)
+{
+	struct world *w = world_new(5);
+	struct snode *n = add_node(w, 1, 8, "aaaaaaaa");
+	struct sjob *j = submit(w, "{\"command\": [\"x\"], \"cwd\": \"/tmp\"}");
+	state_schedule(&w->st, T0);
+	task_event(w, j, 0, TASK_EVENT_STARTED, 0, EXIT_EXITED, T0);
+	assert_int_equal(j->job.state, JOB_RUNNING);
+	state_drain(&w->st, n, DRAIN_OPERATOR, "fault: disk full");
+	state_node_fault(&w->st, n, "disk full", T0 + 1);
+	assert_int_equal(j->job.state, JOB_PENDING);
+	assert_int_equal(j->job.attempts[0].end, ATTEMPT_END_NODE_LOST);
+	assert_int_equal(n->rec.drain_source, DRAIN_FAULT);
+	/* the same fault in the next heartbeat (or another) changes nothing */
+	uint64_t seq = w->st.seq_applied;
+	state_node_fault(&w->st, n, "disk full", T0 + 2);
+	state_node_fault(&w->st, n, "accelerator 0: Xid 79", T0 + 3);
+	assert_int_equal(w->st.seq_applied, seq);
+	assert_string_equal(n->rec.drain_reason, "fault: disk full");
 	world_free(w);
 }
 
@@ -678,6 +738,8 @@ int main(void)
 		cmocka_unit_test(test_lost_before_it_ran),
 		cmocka_unit_test(test_agent_stopping),
 		cmocka_unit_test(test_cancel_and_drain),
+		cmocka_unit_test(test_validation_resumes_only_its_own_drains),
+		cmocka_unit_test(test_fault_requeues_whatever_the_operator_wrote),
 		cmocka_unit_test(test_transition_table),
 		cmocka_unit_test(test_preemption),
 	};
