@@ -49,17 +49,20 @@ static void read_part(const struct wire_log_file *x, const struct passwd *pw,
 	p->rank = x->rank;
 	int fd = open(x->path, O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
 	if (fd < 0) {
+		p->status = errno == ENOENT ? LOG_NOT_YET : LOG_UNREADABLE;
 		snprintf(p->error, sizeof(p->error), "%s: %s", x->path,
 			 errno == ENOENT ? "no output yet" : strerror(errno));
 		return;
 	}
 	struct stat st;
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || !pw || st.st_uid != pw->pw_uid) {
+		p->status = LOG_UNREADABLE;
 		snprintf(p->error, sizeof(p->error), "%s: not a file of the job's account",
 			 x->path);
 		close(fd);
 		return;
 	}
+	p->status = LOG_READ;
 	p->size = st.st_size;
 	p->offset = read_start(fd, x, st.st_size);
 	size_t n = (size_t)MIN(x->max, MAX(0, st.st_size - p->offset));

@@ -5,6 +5,7 @@
  * streams `tenk run`'s output.
  */
 #include "internal.h"
+#include "model/wire.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -114,7 +115,8 @@ static int64_t read_once(struct ctx *c, const struct follow *o, int attempt, str
 		const char *why = jstr(e, "error");
 		if (*why) {
 			/* no output yet is no news while it runs */
-			if (!f->said && (o->once || !strstr(why, "no output yet")))
+			if (!f->said && (o->once || strcmp(jstr(e, "status"),
+							   log_status_name(LOG_NOT_YET)) != 0))
 				fprintf(stderr, "tenk logs: task %d: %s\n", f->task, why);
 			f->said = true;
 			continue;

@@ -47,6 +47,19 @@ int exit_cause_parse(const char *s, enum exit_cause *ret)
 	return -EINVAL;
 }
 
+static const char *const log_status_names[LOG_STATUS_MAX] = {
+	[LOG_READ] = "read",
+	[LOG_NOT_YET] = "not_yet",
+	[LOG_UNREADABLE] = "unreadable",
+	[LOG_NODE_DOWN] = "node_down",
+	[LOG_NO_ANSWER] = "no_answer",
+};
+
+const char *log_status_name(enum log_status s)
+{
+	return (unsigned)s < LOG_STATUS_MAX ? log_status_names[s] : "?";
+}
+
 /* An agent process's id: 8 to 63 lowercase hex digits. */
 static int agent_id_unpack(json_t *j, char *buf, struct tk_error *err)
 {
@@ -1191,6 +1204,7 @@ json_t *wire_logs_pack(const struct wire_logs *m)
 					      (json_int_t)p->offset, "size", (json_int_t)p->size,
 					      "data", b64);
 			free(b64);
+			json_object_set_new(o, "status", json_string(log_status_name(p->status)));
 			if (p->error[0])
 				json_object_set_new(o, "error", json_string(p->error));
 			json_array_append_new(parts, o);
@@ -1204,18 +1218,25 @@ json_t *wire_logs_pack(const struct wire_logs *m)
 
 static int log_part_unpack(json_t *j, struct wire_log_part *p, struct tk_error *err)
 {
-	static const char *const keys[] = {"rank", "offset", "size", "data", "error", NULL};
+	static const char *const keys[] = {"rank",  "offset", "size", "data",
+					   "error", "status", NULL};
+	/* what an agent reads: the server's own are not an agent's to say */
+	static const char *const agent_says[LOG_STATUS_MAX] = {
+		[LOG_READ] = "read", [LOG_NOT_YET] = "not_yet", [LOG_UNREADABLE] = "unreadable"};
 	int64_t rank;
 	const char *b64;
-	int r;
+	int r, status;
 	if ((r = mj_check_keys(j, NULL, keys, err)) < 0 ||
 	    (r = mj_int(j, "rank", true, 0, MODEL_MAX_NODES * MODEL_MAX_TASKS_PER_NODE, 0, &rank,
 			err)) < 0 ||
 	    (r = mj_int(j, "offset", true, 0, INT64_MAX, 0, &p->offset, err)) < 0 ||
 	    (r = mj_int(j, "size", true, 0, INT64_MAX, 0, &p->size, err)) < 0 ||
-	    (r = mj_strbuf(j, "error", false, true, p->error, sizeof(p->error), err)) < 0)
+	    (r = mj_strbuf(j, "error", false, true, p->error, sizeof(p->error), err)) < 0 ||
+	    (r = mj_enum(j, "status", false, agent_says, LOG_STATUS_MAX, -1, &status, err)) < 0)
 		return r;
 	p->rank = (int)rank;
+	/* an agent that does not say: its error is all there is */
+	p->status = status >= 0 ? (enum log_status)status : p->error[0] ? LOG_UNREADABLE : LOG_READ;
 	json_t *d = json_object_get(j, "data");
 	if (!json_is_string(d) || json_string_length(d) > (size_t)WIRE_LOG_MAX_BYTES / 3 * 4 + 4)
 		return tk_errorf(err, -EINVAL, "data: must be base64 of at most %d bytes",

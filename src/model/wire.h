@@ -313,13 +313,27 @@ struct wire_log_fetch {
 	int nfiles;
 	struct wire_log_file *files;
 };
+/* What reading one task's output gave: the agent's part, and each task's
+ * entry of GET /v1/jobs/ID/logs ("status"), where the server adds its own. */
+enum log_status {
+	LOG_READ,	/* data from offset */
+	LOG_NOT_YET,	/* no such file: the task has written nothing yet */
+	LOG_UNREADABLE, /* the file cannot be read (error says why) */
+	LOG_NODE_DOWN,	/* the server's: the node holding it is down */
+	LOG_NO_ANSWER,	/* the server's: the node did not answer in time */
+	LOG_STATUS_MAX
+};
+/* "read", "not_yet", "unreadable", "node_down", "no_answer". */
+const char *log_status_name(enum log_status s);
+
 struct wire_log_part {
 	int rank;
 	int64_t offset; /* where data starts in the file */
 	int64_t size;	/* the file's size now */
 	char *data;
 	size_t len;
-	char error[MODEL_REASON_MAX]; /* "" or why nothing was read */
+	enum log_status status;
+	char error[MODEL_REASON_MAX]; /* "" or why nothing was read, for people */
 };
 struct wire_log_answer {
 	uint64_t id;

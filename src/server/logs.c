@@ -260,12 +260,16 @@ void h_job_logs(struct request *r, const char *param, json_t *body)
 			if (down) {
 				snprintf(why, sizeof(why),
 					 "node %s is down: its output cannot be read", node);
+				json_object_set_new(e, "status",
+						    json_string(log_status_name(LOG_NODE_DOWN)));
 				json_object_set_new(e, "error", json_string(why));
 				free(path);
 				continue;
 			}
 			snprintf(why, sizeof(why), "node %s did not answer within %d s", node,
 				 LOGS_WAIT_MS / 1000);
+			json_object_set_new(e, "status",
+					    json_string(log_status_name(LOG_NO_ANSWER)));
 			json_object_set_new(e, "error", json_string(why));
 			struct wire_log_file *x = &lf->f.files[lf->f.nfiles];
 			lf->entries[lf->f.nfiles++] = e;
@@ -314,6 +318,7 @@ static void fetch_fill(struct log_fetch *lf, const struct wire_log_answer *an)
 			free(b64);
 			json_object_set_new(e, "offset", json_integer(p->offset));
 			json_object_set_new(e, "size", json_integer(p->size));
+			json_object_set_new(e, "status", json_string(log_status_name(p->status)));
 			if (p->error[0])
 				json_object_set_new(e, "error", json_string(p->error));
 			else
