@@ -11,7 +11,7 @@
  * share one. Where the host is found from is two files (mountinfo and the
  * process's cgroup list), so that tests can describe a host of their own.
  */
-#include "internal.h"
+#include "shim.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -14,7 +14,7 @@
  * output, enter the folder and look at each folder to mount, so that no
  * mount shows what the owner could not reach on the host.
  */
-#include "internal.h"
+#include "shim.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -16,7 +16,7 @@
  * ones closing), a SIGCHLD watch, the time-limit, kill and lease timers.
  * It ends when an agent releases it once every task has exited.
  */
-#include "internal.h"
+#include "shim.h"
 
 #include <errno.h>
 #include <fcntl.h>

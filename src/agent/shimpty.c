@@ -9,7 +9,7 @@
  * terminal nobody reads. When the task's side closes, what was read goes
  * out and the connection ends.
  */
-#include "internal.h"
+#include "shim.h"
 
 #include <errno.h>
 #include <fcntl.h>

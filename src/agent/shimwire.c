@@ -5,7 +5,7 @@
  * are this binary, but a shim outlives the agent that started it, so what
  * it reads is checked as strictly as anything from outside.
  */
-#include "internal.h"
+#include "shim.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -3,7 +3,7 @@
  * for good, its folder and output opened as that user, then exec. The child
  * tells the shim why it could not get there through a pipe that exec closes.
  */
-#include "internal.h"
+#include "shim.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -14,7 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "agent/internal.h"
+#include "agent/shim.h"
 
 static char *tmpdir(void)
 {
