@@ -269,7 +269,7 @@ static void apply_work(struct agent *a, const struct wire_work *w)
 		group_set_limit(g, it->limit_s);
 		if (it->digest[0])
 			group_image_go(g, it->digest);
-		group_ckpt_item(g, it);
+		ckpt_item(g, it);
 	}
 	/* stop what is no longer wanted; forget what is finished and reported */
 	pos = 0;
@@ -387,7 +387,7 @@ static void send_heartbeat(struct agent *a, bool stopping)
 	void *v;
 	while (tk_map_next(&a->groups, &pos, NULL, &v)) {
 		const struct taskgroup *g = v;
-		int64_t at = g->nrunning ? group_newest_checkpoint(g) : 0;
+		int64_t at = group_running(g) ? group_newest_checkpoint(g) : 0;
 		if (at > 0 && m.ncheckpoints < WIRE_MAX_CHECKPOINTS)
 			m.checkpoints[m.ncheckpoints++] =
 				(struct wire_checkpoint){g->job, g->attempt, at};
@@ -931,7 +931,7 @@ void agent_destroy(struct agent *a)
 	size_t pos = 0;
 	void *v;
 	while (tk_map_next(&a->groups, &pos, NULL, &v))
-		group_free_now(v);
+		group_destroy(v);
 	tk_map_release(&a->groups);
 	if (a->lock_fd >= 0)
 		close(a->lock_fd);

@@ -906,8 +906,7 @@ static void report(struct taskgroup *g, const struct ckjob *k)
 	snprintf(ev.tag, sizeof(ev.tag), "%s", k->tag);
 	snprintf(ev.digest, sizeof(ev.digest), "%s", k->digest);
 	snprintf(ev.detail, sizeof(ev.detail), "%s", k->err);
-	g->unacked++;
-	agent_queue_event(g->a, &ev);
+	group_emit(g, &ev);
 }
 
 static void ckpt_kick(struct agent *a);
@@ -932,7 +931,7 @@ static void after_cb(uv_work_t *w, int status)
 				 "store",
 				 (long long)g->job, k->removed);
 	} else if (k->restore) {
-		g->restore_running = false;
+		g->ckpt.restore_running = false;
 		if (k->err[0])
 			log_warn("job %lld.%d: restore of %s failed: %s", (long long)g->job,
 				 g->attempt, k->tag, k->err);
@@ -940,11 +939,11 @@ static void after_cb(uv_work_t *w, int status)
 			log_info("job %lld.%d: %s restored (%lld bytes from the store) in %lld ms",
 				 (long long)g->job, g->attempt, k->tag, (long long)k->bytes,
 				 (long long)k->dur_ms);
-		snprintf(g->restored_tag, sizeof(g->restored_tag), "%s", k->tag);
+		snprintf(g->ckpt.restored_tag, sizeof(g->ckpt.restored_tag), "%s", k->tag);
 		report(g, k);
 	} else {
-		g->ckpt_uploading = false;
-		g->ckpt_done_step = MAX(g->ckpt_done_step, k->step);
+		g->ckpt.uploading = false;
+		g->ckpt.done_step = MAX(g->ckpt.done_step, k->step);
 		if (k->err[0]) {
 			log_warn("job %lld.%d: checkpoint %s not uploaded: %s", (long long)g->job,
 				 g->attempt, k->tag, k->err);
@@ -957,7 +956,7 @@ static void after_cb(uv_work_t *w, int status)
 		}
 	}
 	ckjob_free(k);
-	group_maybe_free(g); /* a drained group goes (once its report is acknowledged) */
+	group_ckpt_news(g); /* a drained group goes (once its report is acknowledged) */
 	ckpt_kick(a);
 	agent_stop_check(a);
 }
@@ -973,7 +972,7 @@ static struct ckjob *ckjob_new(struct taskgroup *g, const char *tag, int64_t ste
 	k->node_rank = g->node_rank;
 	snprintf(k->tag, sizeof(k->tag), "%s", tag);
 	k->step = step;
-	k->store = xasprintf("%s/%lld/%s/a%d/n%d", g->ckpt_store, (long long)g->job, tag,
+	k->store = xasprintf("%s/%lld/%s/a%d/n%d", g->ckpt.store, (long long)g->job, tag,
 			     store_attempt, g->node_rank);
 	k->w.data = k;
 	return k;
@@ -1050,15 +1049,15 @@ static int64_t dcp_step(int ckfd, const char *tag, int64_t since_ns)
  * false when none. */
 static bool newest_tag(struct taskgroup *g, char *tag, size_t n, int64_t *step)
 {
-	int ckfd = open(g->ckpt_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	int ckfd = open(g->ckpt.dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (ckfd < 0)
 		return false;
 	bool found = false;
-	*step = g->ckpt_done_step;
-	if (g->ckpt_marker == CKPT_DEEPSPEED || g->ckpt_marker == CKPT_MEGATRON) {
-		bool ds = g->ckpt_marker == CKPT_DEEPSPEED;
+	*step = g->ckpt.done_step;
+	if (g->ckpt.marker == CKPT_DEEPSPEED || g->ckpt.marker == CKPT_MEGATRON) {
+		bool ds = g->ckpt.marker == CKPT_DEEPSPEED;
 		char *p = pointer_read(ckfd, ds ? "latest" : "latest_checkpointed_iteration.txt",
-				       g->ckpt_since_ns);
+				       g->ckpt.since_ns);
 		char name[MODEL_CKPT_TAG_MAX] = "";
 		int64_t s = -1;
 		if (p && ds) {
@@ -1077,10 +1076,10 @@ static bool newest_tag(struct taskgroup *g, char *tag, size_t n, int64_t *step)
 		return found;
 	}
 	/* DCP: what the server says another node uploaded is complete here too */
-	for (int i = 0; g->ckpt_marker == CKPT_DCP && i < g->nmarked; i++)
-		if (g->marked_step[i] > *step && tag_here(ckfd, g->marked[i])) {
-			*step = g->marked_step[i];
-			snprintf(tag, n, "%s", g->marked[i]);
+	for (int i = 0; g->ckpt.marker == CKPT_DCP && i < g->ckpt.nmarked; i++)
+		if (g->ckpt.marked_step[i] > *step && tag_here(ckfd, g->ckpt.marked[i])) {
+			*step = g->ckpt.marked_step[i];
+			snprintf(tag, n, "%s", g->ckpt.marked[i]);
 			found = true;
 		}
 	DIR *d = dir_of(ckfd);
@@ -1089,9 +1088,9 @@ static bool newest_tag(struct taskgroup *g, char *tag, size_t n, int64_t *step)
 	while (d && (de = readdir(d)) && seen++ < 4096) {
 		if (!model_ckpt_tag_valid(de->d_name) || de->d_type == DT_LNK)
 			continue;
-		int64_t s = g->ckpt_marker == CKPT_DCP
-				    ? dcp_step(ckfd, de->d_name, g->ckpt_since_ns)
-				    : marker_step(ckfd, de->d_name, g->ckpt_since_ns);
+		int64_t s = g->ckpt.marker == CKPT_DCP
+				    ? dcp_step(ckfd, de->d_name, g->ckpt.since_ns)
+				    : marker_step(ckfd, de->d_name, g->ckpt.since_ns);
 		if (s > *step) {
 			*step = s;
 			snprintf(tag, n, "%.127s", de->d_name);
@@ -1115,17 +1114,20 @@ static void ckpt_kick(struct agent *a)
 	struct ckjob *k = NULL;
 	while (!k && tk_map_next(&a->groups, &pos, NULL, &v)) {
 		struct taskgroup *g = v;
-		if (g->ckpt_store && g->hold_restore && g->restore_tag[0] && !g->restore_running &&
-		    strcmp(g->restored_tag, g->restore_tag) != 0) {
-			k = ckjob_new(g, g->restore_tag, g->restore_step, g->restore_attempt);
+		/* (a group whose start waits: one stopped meanwhile restores nothing) */
+		if (g->ckpt.store && g->ckpt.hold_restore && g->state < GROUP_STARTING &&
+		    g->ckpt.restore_tag[0] && !g->ckpt.restore_running &&
+		    strcmp(g->ckpt.restored_tag, g->ckpt.restore_tag) != 0) {
+			k = ckjob_new(g, g->ckpt.restore_tag, g->ckpt.restore_step,
+				      g->ckpt.restore_attempt);
 			k->restore = true;
-			k->ckptdir = xstrdup(g->ckpt_dir);
-			k->chown = g->ckpt_chown;
-			k->uid = g->ckpt_uid;
-			k->gid = g->ckpt_gid;
-			k->marker = g->ckpt_marker;
+			k->ckptdir = xstrdup(g->ckpt.dir);
+			k->chown = g->ckpt.chown;
+			k->uid = g->ckpt.uid;
+			k->gid = g->ckpt.gid;
+			k->marker = g->ckpt.marker;
 			k->nnodes = g->nnodes;
-			g->restore_running = true;
+			g->ckpt.restore_running = true;
 		}
 	}
 	pos = 0;
@@ -1133,13 +1135,13 @@ static void ckpt_kick(struct agent *a)
 		struct taskgroup *g = v;
 		char tag[MODEL_CKPT_TAG_MAX];
 		int64_t step;
-		if (!g->ckpt_store || g->plan || g->hold_restore || !g->ckpt_dir ||
+		if (!g->ckpt.store || !group_started(g) || !g->ckpt.dir ||
 		    !newest_tag(g, tag, sizeof(tag), &step))
 			continue;
 		k = ckjob_new(g, tag, step, g->attempt);
 		k->rate = a->cfg.ckpt_upload_mib_s * 1024 * 1024;
-		g->ckpt_uploading = true;
-		k->tagdir = xasprintf("%s/%s", g->ckpt_dir, tag);
+		g->ckpt.uploading = true;
+		k->tagdir = xasprintf("%s/%s", g->ckpt.dir, tag);
 		k->stage = xasprintf("%s/ckpt-stage/%lld.%d.%s", a->cfg.work_dir, (long long)g->job,
 				     g->attempt, tag);
 	}
@@ -1148,21 +1150,21 @@ static void ckpt_kick(struct agent *a)
 	int64_t now = tk_mono_ms();
 	while (!k && tk_map_next(&a->groups, &pos, NULL, &v)) {
 		struct taskgroup *g = v;
-		if (!g->ckpt_store || g->node_rank != 0 || !g->nkeep || !g->listed ||
-		    now - g->swept_ms < CKPT_SWEEP_MS)
+		if (!g->ckpt.store || g->node_rank != 0 || !g->ckpt.nkeep || !g->listed ||
+		    now - g->ckpt.swept_ms < CKPT_SWEEP_MS)
 			continue;
-		g->swept_ms = now;
-		k = ckjob_new(g, g->keep_tag[0], 0, g->attempt);
+		g->ckpt.swept_ms = now;
+		k = ckjob_new(g, g->ckpt.keep_tag[0], 0, g->attempt);
 		k->sweep = true;
-		k->jobdir = xasprintf("%s/%lld", g->ckpt_store, (long long)g->job);
-		k->nkeep = g->nkeep;
-		k->keep_tag = xcalloc((size_t)g->nkeep, sizeof(*k->keep_tag));
-		k->keep_attempt = xcalloc((size_t)g->nkeep, sizeof(*k->keep_attempt));
+		k->jobdir = xasprintf("%s/%lld", g->ckpt.store, (long long)g->job);
+		k->nkeep = g->ckpt.nkeep;
+		k->keep_tag = xcalloc((size_t)g->ckpt.nkeep, sizeof(*k->keep_tag));
+		k->keep_attempt = xcalloc((size_t)g->ckpt.nkeep, sizeof(*k->keep_attempt));
 		k->oldest_kept = INT64_MAX;
-		for (int i = 0; i < g->nkeep; i++) {
-			snprintf(k->keep_tag[i], sizeof(k->keep_tag[i]), "%s", g->keep_tag[i]);
-			k->keep_attempt[i] = g->keep_attempt[i];
-			k->oldest_kept = MIN(k->oldest_kept, g->keep_step[i]);
+		for (int i = 0; i < g->ckpt.nkeep; i++) {
+			snprintf(k->keep_tag[i], sizeof(k->keep_tag[i]), "%s", g->ckpt.keep_tag[i]);
+			k->keep_attempt[i] = g->ckpt.keep_attempt[i];
+			k->oldest_kept = MIN(k->oldest_kept, g->ckpt.keep_step[i]);
 		}
 	}
 	if (!k)
@@ -1182,7 +1184,14 @@ static void ckpt_kick(struct agent *a)
 
 static void ckpt_timer_cb(uv_timer_t *t)
 {
-	ckpt_kick(t->data);
+	struct agent *a = t->data;
+	ckpt_kick(a);
+	/* a drain ends at its deadline too, with no upload to say so */
+	size_t pos = 0;
+	void *v;
+	while (tk_map_next(&a->groups, &pos, NULL, &v))
+		if (((struct taskgroup *)v)->state == GROUP_UPLOADING)
+			group_ckpt_news(v); /* may forget it: the map allows that */
 }
 
 void ckpt_start(struct agent *a)
@@ -1190,65 +1199,65 @@ void ckpt_start(struct agent *a)
 	uv_timer_start(&a->ckpt_timer, ckpt_timer_cb, CKPT_SCAN_MS, CKPT_SCAN_MS);
 }
 
-void group_ckpt_item(struct taskgroup *g, const struct work_item *it)
+void ckpt_item(struct taskgroup *g, const struct work_item *it)
 {
 	if (!it->ckpt_store[0])
 		return;
-	if (!g->ckpt_store)
-		g->ckpt_store = xstrdup(it->ckpt_store);
-	if (!g->ckpt_dir)
-		g->ckpt_dir =
+	if (!g->ckpt.store)
+		g->ckpt.store = xstrdup(it->ckpt_store);
+	if (!g->ckpt.dir)
+		g->ckpt.dir =
 			xasprintf("%s/checkpoints/%lld", g->a->cfg.work_dir, (long long)g->job);
-	g->nmarked = 0;
+	g->ckpt.nmarked = 0;
 	for (int i = 0; i < it->nmarked && i < MODEL_MAX_CKPT_PENDING; i++) {
-		snprintf(g->marked[i], sizeof(g->marked[i]), "%s", it->marked[i].tag);
-		g->marked_step[i] = it->marked[i].step;
-		g->nmarked++;
+		snprintf(g->ckpt.marked[i], sizeof(g->ckpt.marked[i]), "%s", it->marked[i].tag);
+		g->ckpt.marked_step[i] = it->marked[i].step;
+		g->ckpt.nmarked++;
 	}
-	if (g->nkeep != it->nkeep ||
-	    (it->nkeep && (strcmp(g->keep_tag[g->nkeep - 1], it->keep[it->nkeep - 1].tag) != 0 ||
-			   g->keep_attempt[g->nkeep - 1] != it->keep[it->nkeep - 1].attempt)))
-		g->swept_ms = 0; /* a commit: sweep soon */
-	g->nkeep = 0;
+	if (g->ckpt.nkeep != it->nkeep ||
+	    (it->nkeep &&
+	     (strcmp(g->ckpt.keep_tag[g->ckpt.nkeep - 1], it->keep[it->nkeep - 1].tag) != 0 ||
+	      g->ckpt.keep_attempt[g->ckpt.nkeep - 1] != it->keep[it->nkeep - 1].attempt)))
+		g->ckpt.swept_ms = 0; /* a commit: sweep soon */
+	g->ckpt.nkeep = 0;
 	for (int i = 0; i < it->nkeep && i < MODEL_MAX_CKPTS; i++) {
-		snprintf(g->keep_tag[i], sizeof(g->keep_tag[i]), "%s", it->keep[i].tag);
-		g->keep_attempt[i] = it->keep[i].attempt;
-		g->keep_step[i] = it->keep[i].step;
-		g->nkeep++;
+		snprintf(g->ckpt.keep_tag[i], sizeof(g->ckpt.keep_tag[i]), "%s", it->keep[i].tag);
+		g->ckpt.keep_attempt[i] = it->keep[i].attempt;
+		g->ckpt.keep_step[i] = it->keep[i].step;
+		g->ckpt.nkeep++;
 	}
-	if (!g->hold_restore)
+	if (!g->ckpt.hold_restore)
 		return;
 	if (it->restore_go) {
-		g->hold_restore = false;
-		group_try_start(g);
+		group_restore_go(g);
 		return;
 	}
-	if (strcmp(g->restore_tag, it->restore_tag) != 0) {
+	if (strcmp(g->ckpt.restore_tag, it->restore_tag) != 0) {
 		/* the first restore, or a fall back to the commit before */
-		snprintf(g->restore_tag, sizeof(g->restore_tag), "%s", it->restore_tag);
-		g->restore_step = it->restore_step;
-		g->restore_attempt = it->restore_attempt;
+		snprintf(g->ckpt.restore_tag, sizeof(g->ckpt.restore_tag), "%s", it->restore_tag);
+		g->ckpt.restore_step = it->restore_step;
+		g->ckpt.restore_attempt = it->restore_attempt;
 		ckpt_kick(g->a);
 	}
 }
 
-bool group_ckpt_draining(struct taskgroup *g)
+bool ckpt_draining(struct taskgroup *g)
 {
-	if (!g->ckpt_store || !g->ckpt_dir || g->a->stopping)
+	if (!g->ckpt.store || !g->ckpt.dir || g->a->stopping)
 		return false;
 	int64_t now = tk_mono_ms();
-	if (!g->ckpt_drain_until_ms)
-		g->ckpt_drain_until_ms = now + CKPT_DRAIN_MS;
-	if (now >= g->ckpt_drain_until_ms)
+	if (!g->ckpt.drain_until_ms)
+		g->ckpt.drain_until_ms = now + CKPT_DRAIN_MS;
+	if (now >= g->ckpt.drain_until_ms)
 		return false;
 	char tag[MODEL_CKPT_TAG_MAX];
 	int64_t step;
-	return g->ckpt_uploading || newest_tag(g, tag, sizeof(tag), &step);
+	return g->ckpt.uploading || newest_tag(g, tag, sizeof(tag), &step);
 }
 
-void group_ckpt_release(struct taskgroup *g)
+void ckpt_group_release(struct taskgroup *g)
 {
-	free(g->ckpt_store);
-	free(g->ckpt_dir);
-	g->ckpt_store = g->ckpt_dir = NULL;
+	free(g->ckpt.store);
+	free(g->ckpt.dir);
+	g->ckpt.store = g->ckpt.dir = NULL;
 }

@@ -57,60 +57,71 @@ static bool digest_of(const char *out, char d[MODEL_DIGEST_MAX])
 
 /* ---- a group's image -------------------------------------------------------------------- */
 
-static void image_done(struct taskgroup *g)
+/* Runs podman with args for g's image; done gets what it said. The group
+ * stays until done has run. */
+static void image_cmd(struct taskgroup *g, char **args, cmd_cb done)
 {
-	g->open--;
-	group_maybe_free(g);
+	group_hold(g);
+	int r = podcmd_start(g->a, args, done, g);
+	if (r < 0) {
+		char why[MODEL_REASON_MAX];
+		snprintf(why, sizeof(why), "image %.120s: cannot run podman on %s: %s", g->img.ref,
+			 g->a->inv.name, strerror(-r));
+		g->img.state = IMG_NONE;
+		group_image_failed(g, why);
+		group_unhold(g);
+	}
 }
 
 static void pulled(struct cmd *c, int64_t status, const char *out, const char *errout)
 {
 	struct taskgroup *g = c->data;
-	if (g->img_state == IMG_PULLING && !g->a->stopping) {
+	if (g->img.state == IMG_PULLING && !g->a->stopping) {
 		images_refresh(g->a);
-		if (status == 0 && digest_of(out, g->digest)) {
+		if (status == 0 && digest_of(out, g->img.digest)) {
 			log_info("job %lld.%d: pulled %s (%.19s)", (long long)g->job, g->attempt,
-				 g->img_ref, g->digest);
+				 g->img.ref, g->img.digest);
+			g->img.state = IMG_READY;
 			group_image_ready(g);
 		} else {
 			char msg[MODEL_REASON_MAX];
 			ctr_podman_said(errout, msg, sizeof(msg), "podman said nothing");
 			struct strbuf why;
 			strbuf_init(&why);
-			strbuf_addf(&why, "cannot pull %s on %s: %s", g->img_ref, g->a->inv.name,
+			strbuf_addf(&why, "cannot pull %s on %s: %s", g->img.ref, g->a->inv.name,
 				    msg);
 			log_warn("job %lld.%d: %s", (long long)g->job, g->attempt, why.buf);
+			g->img.state = IMG_NONE;
 			group_image_failed(g, why.buf);
 			strbuf_release(&why);
 		}
 	}
-	image_done(g);
+	group_unhold(g); /* last: it may forget g */
 }
 
 static void inspected(struct cmd *c, int64_t status, const char *out, const char *errout)
 {
 	struct taskgroup *g = c->data;
-	if (g->img_state == IMG_RESOLVING && !g->a->stopping) {
-		if (status == 0 && digest_of(out, g->digest)) {
+	if (g->img.state == IMG_RESOLVING && !g->a->stopping) {
+		if (status == 0 && digest_of(out, g->img.digest)) {
+			g->img.state = IMG_READY;
 			group_image_ready(g);
 		} else {
 			/* not in the node's store: pulled, once, for every job after */
-			g->img_state = IMG_PULLING;
+			g->img.state = IMG_PULLING;
 			group_image_pulling(g);
-			char *args[] = {"pull", "--quiet", g->img_ref, NULL};
-			g->open++;
-			podcmd_start(g->a, args, pulled, g);
+			char *args[] = {"pull", "--quiet", g->img.ref, NULL};
+			image_cmd(g, args, pulled);
 		}
 	}
-	image_done(g);
+	group_unhold(g); /* last: it may forget g */
 }
 
-void group_image_resolve(struct taskgroup *g)
+void image_resolve(struct taskgroup *g)
 {
-	g->img_state = IMG_RESOLVING;
-	char *args[] = {"image", "inspect", "--format", "{{.Id}}", g->img_ref, NULL};
-	g->open++;
-	podcmd_start(g->a, args, inspected, g);
+	g->img.state = IMG_RESOLVING;
+	char *args[] = {"image", "inspect", "--format", "{{.Id}}", g->img.ref, NULL};
+	image_cmd(g, args, inspected);
 }
 
 /* ---- the node's store, for tenk images ---------------------------------------------------- */

@@ -5,6 +5,7 @@
 #include <uv.h>
 
 #include "agent.h"
+#include "group.h"
 #include "hc.h"
 #include "shim.h"
 #include "model/model.h"
@@ -18,20 +19,6 @@
 #define AGENT_STOP_REPORT_MS 3000 /* at stop, how long we try to report exits */
 #define AGENT_HB_SAMPLES 65536	  /* heartbeat round trips kept for the stop's summary */
 
-/* A process the agent started (spawn.c): a shim. */
-struct proc;
-typedef void (*proc_exit_cb)(struct proc *p, int64_t exit_status, int term_signal);
-struct proc {
-	uv_poll_t poll;	  /* on the pidfd */
-	uv_timer_t timer; /* or polling waitpid, without pidfds */
-	pid_t pid;
-	int pidfd;
-	bool watching;
-	proc_exit_cb exit_cb;
-	void (*close_cb)(struct proc *p);
-	void *data; /* the caller's; kept across proc_spawn */
-};
-
 /* Starts path with argv and env in a new session, stdin from /dev/null,
  * stdout and stderr the agent's, pass_fd as its descriptor 3 and nothing
  * else open. exit_cb runs once, on the loop, when it exits. Returns 0, or
@@ -40,14 +27,6 @@ int proc_spawn(uv_loop_t *loop, struct proc *p, const char *path, char *const *a
 	       char *const *env, int pass_fd, proc_exit_cb exit_cb);
 /* Releases the watch of an exited process; close_cb runs when it is gone. */
 void proc_close(struct proc *p, void (*close_cb)(struct proc *p));
-
-/* What the agent knows of one task of a group. */
-struct gtask {
-	int rank;
-	bool started_sent; /* its start was queued for the server */
-	bool exited;	   /* its exit was queued for the server */
-	int pid;
-};
 
 /* ---- logs.c: task output the server asks for ------------------------------------------ */
 
@@ -96,112 +75,6 @@ void images_apply_pulls(struct agent *a, const struct wire_work *w);
  * one the server took (borrowed from a); *gen is what it carries. */
 void images_for_heartbeat(struct agent *a, struct wire_heartbeat *m, uint64_t *gen);
 void images_release(struct agent *a);
-
-/* Where a group of an image job is, before its shim. */
-enum img_state {
-	IMG_NONE,      /* no image, or its shim started */
-	IMG_RESOLVING, /* looking in the node's store */
-	IMG_PULLING,
-	IMG_WAITING, /* it has it and said so: the server says when every node has */
-};
-
-/* One attempt's part on this node, run by its shim. */
-struct taskgroup {
-	struct agent *a;
-	char key[48];
-	int64_t job;
-	int attempt;
-	int node_rank;
-	int nnodes;
-	int tpn;
-	int world_size;
-	int64_t grace_ms;
-	int64_t limit_ms; /* the time limit its shim holds (0: none) */
-	char *dir;	  /* WORK/shims/JOB.ATTEMPT */
-	int dirfd;	  /* names the socket briefly: /proc/self/fd/N/shim.sock */
-	/* the shim: its process (started here) and the connection to it */
-	struct proc shim;
-	bool shim_running; /* spawned here, watched until it exits or we let it go */
-	uv_pipe_t conn;
-	bool conn_open; /* conn needs closing */
-	struct strbuf in;
-	bool stop_wanted; /* a stop to send (once connected) */
-	bool stop_sent;
-	enum exit_cause stop_cause;
-	char stop_detail[64];
-	bool released;
-	int ntasks;
-	struct gtask *tasks;
-	int nrunning;		      /* tasks whose exit is not yet known */
-	int64_t cpu_ms, mem_peak_mib; /* what its cgroup used, as last reported */
-	int64_t mem_mib;	      /* ... and uses now */
-	/* for the node's metrics: whose it is, and the devices it holds here
-	 * (inventory indices; "" and none where the agent found it running) */
-	char owner[MODEL_NAME_MAX];
-	char queue[MODEL_NAME_MAX];
-	int ndevs;
-	int devs[MODEL_MAX_ACCELS];
-	int milli; /* its share of each */
-	/* the interface toward its master where this host's name resolves to
-	 * loopback ("": none needed), for GLOO_/NCCL_SOCKET_IFNAME */
-	char loop_ifname[64];
-	/* what its accelerators used (usage.c): each one's energy counter at
-	 * the start (NVML index; -1: none), energy integrated from power where
-	 * there is no counter, busy time (utilization times wall time) */
-	int nvml_idx[MODEL_MAX_ACCELS];
-	uint64_t energy_base_mj[MODEL_MAX_ACCELS];
-	bool energy_counter;
-	double energy_power_mj;
-	double busy_ms;
-	int64_t usage_ms; /* monotonic: the last sample */
-	/* $TENK_METRICS (train.c): the file held open, the line being read,
-	 * the lines the server has not had */
-	int train_fd;
-	char train_line[MODEL_TRAIN_LINE_MAX];
-	size_t train_partial;
-	bool train_skip;
-	struct train_point *train_pend; /* lines since the last beat (thinned when many) */
-	int ntrain_pend;
-	int ncpus;
-	int *cpus; /* the CPUs held for it (its cpuset), from the agent's */
-	int open;  /* handles not yet closed */
-	int unacked;
-	bool listed;
-	bool mark; /* scratch for agent.c while applying a work answer */
-	/* an image job's: its image, and the plan that waits on it */
-	enum img_state img_state;
-	char img_ref[MODEL_IMAGE_MAX];
-	char digest[MODEL_DIGEST_MAX];
-	struct shim_plan *plan;
-	/* checkpoints (ckpt.c): the cluster's store ("" : none) and the job's
-	 * folder here, whose files a restore gives the job's user; uploads:
-	 * the newest step done, markers older than ckpt_since_ns ignored (an
-	 * attempt before this one wrote them); a restore the start waits on */
-	char *ckpt_store;
-	char *ckpt_dir;
-	bool ckpt_chown;
-	uint32_t ckpt_uid, ckpt_gid;
-	int64_t ckpt_done_step;
-	int64_t ckpt_since_ns;
-	bool hold_restore;
-	bool restore_running;
-	bool ckpt_uploading;
-	enum ckpt_marker ckpt_marker;
-	int nmarked; /* DCP: tags some node of the gang uploaded (the server says) */
-	char marked[MODEL_MAX_CKPT_PENDING][MODEL_CKPT_TAG_MAX];
-	int64_t marked_step[MODEL_MAX_CKPT_PENDING];
-	/* node rank 0: the committed tags the store keeps; when it last swept */
-	int nkeep;
-	char keep_tag[MODEL_MAX_CKPTS][MODEL_CKPT_TAG_MAX];
-	int keep_attempt[MODEL_MAX_CKPTS];
-	int64_t keep_step[MODEL_MAX_CKPTS];
-	int64_t swept_ms;
-	int64_t ckpt_drain_until_ms; /* monotonic; 0 while its tasks run */
-	char restore_tag[MODEL_CKPT_TAG_MAX];
-	char restored_tag[MODEL_CKPT_TAG_MAX];
-	int64_t restore_step;
-	int restore_attempt;
-};
 
 /* One task's start or exit, waiting to be reported. */
 struct agent_event {
@@ -290,28 +163,12 @@ struct agent {
 };
 
 /* An image job's group: finds its image in the node's store, or pulls it,
- * then tells the server its digest (image.c). */
-void group_image_resolve(struct taskgroup *g);
-/* launch.c: what image.c found. */
-void group_image_pulling(struct taskgroup *g);
-void group_image_ready(struct taskgroup *g);
-void group_image_failed(struct taskgroup *g, const char *why);
-/* The server says every node has the image at digest: the tasks start. */
-void group_image_go(struct taskgroup *g, const char *digest);
+ * then tells the group (image.c). */
+void image_resolve(struct taskgroup *g);
 
 /* ---- inventory.c ---- */
 int inventory_detect(const struct agent_config *cfg, const struct catalogue *cat,
 		     struct node_inventory *ret, struct tk_error *err);
-
-/* ---- launch.c ---- */
-/* Starts the tasks of one attempt's part on this node from the server's spec
- * (borrowed: checked by work_spec_unpack, and not kept). Returns the group,
- * registered in a->groups. */
-struct taskgroup *group_start(struct agent *a, const struct work_item *it,
-			      const struct work_spec *spec);
-/* Starts the group's shim from its plan unless it still waits for its
- * image or its restore. */
-void group_try_start(struct taskgroup *g);
 
 /* ---- nvml.c: NVML, where the node has it ---- */
 
@@ -403,25 +260,13 @@ void train_release(struct taskgroup *g, bool remove);
 /* Scans the running groups' checkpoint folders every second from now. */
 void ckpt_start(struct agent *a);
 /* What a work answer says of the group's checkpoints: the store, the tag
- * to restore, and whether every node has (its tasks start then). */
-void group_ckpt_item(struct taskgroup *g, const struct work_item *it);
-void group_ckpt_release(struct taskgroup *g);
+ * to restore, and whether every node has (group_restore_go then). */
+void ckpt_item(struct taskgroup *g, const struct work_item *it);
+void ckpt_group_release(struct taskgroup *g);
 /* Its tasks have ended, and a checkpoint they marked is not yet uploaded
  * (within the drain time of their end): the group stays until it is. */
-bool group_ckpt_draining(struct taskgroup *g);
-/* Stops a running group: its shim sends SIGTERM now, SIGKILL after the
- * grace period. Its tasks' exits are reported with cause (and detail, for
- * people). */
-void group_stop(struct taskgroup *g, enum exit_cause cause, const char *detail);
-/* The grace period is over and the shim did not kill them: the agent does. */
-void group_kill(struct taskgroup *g);
-bool group_done(const struct taskgroup *g);
-/* Marks whether the last work answer listed the group; frees groups that are
- * done, reported, and no longer listed. */
-void group_set_listed(struct taskgroup *g, bool listed);
-void group_maybe_free(struct taskgroup *g);
-/* Called when events of the group were acknowledged. */
-void group_acked(struct taskgroup *g, int nevents);
+bool ckpt_draining(struct taskgroup *g);
+
 /* ---- agent.c ---- */
 /* A handle of the agent's own (a podman command's) closed: a stop may be done. */
 void agent_handle_gone(struct agent *a);
@@ -433,21 +278,20 @@ void agent_beat_now(struct agent *a);
 void agent_queue_event(struct agent *a, const struct task_event *ev);
 /* The number of groups with tasks still running. */
 int agent_running_groups(struct agent *a);
+
+/* ---- launch.c: the group's shim, and the group's making and forgetting ---- */
+/* What the agent's groups ask of their parts (group.h). */
+extern const struct group_ops launch_ops;
+/* Starts one attempt's part on this node from the server's spec (borrowed:
+ * checked by work_spec_unpack, and not kept). Returns the group,
+ * registered in a->groups. */
+struct taskgroup *group_start(struct agent *a, const struct work_item *it,
+			      const struct work_spec *spec);
+/* The grace period is over and the shim did not kill them: the agent does. */
+void group_kill(struct taskgroup *g);
 int64_t group_grace_ms(const struct taskgroup *g);
 /* When the newest entry of the group's checkpoint folder was written (ms), or 0. */
 int64_t group_newest_checkpoint(const struct taskgroup *g);
-/* The agent stops: a group whose tasks are all done and reported releases
- * its shim; any other lets go of it, which keeps its tasks and statuses
- * for the next agent. */
-void group_close(struct taskgroup *g);
-/* Frees a group whose handles are all closed (at agent_destroy). */
-void group_free_now(struct taskgroup *g);
 /* Makes again the group of every shim an earlier agent left in the work
  * folder and connects to it. Returns how many. */
 int shims_adopt(struct agent *a);
-/* The server answered: the group's shim holds its tasks until until_ms
- * (monotonic). */
-/* The attempt's time limit is now limit_s (tenk update): its shim is told.
- * -1: not said. */
-void group_set_limit(struct taskgroup *g, int64_t limit_s);
-void group_renew(struct taskgroup *g, int64_t until_ms);

@@ -15,10 +15,10 @@
  * runs every task as itself; the server's own work (validation) runs as the
  * agent.
  *
- * A group lives until its tasks have exited, their events are acknowledged
- * by the server, and the server no longer lists it; only then is its shim
- * released and the group forgotten, so a late or repeated work answer can
- * never start it twice.
+ * When the group's shim starts, and when it is forgotten, is decided by its
+ * state machine (group.c); this file is the machine's shim part (group_ops):
+ * it writes the plan, starts the shim, talks to it, and forgets the group's
+ * folder once the server has heard all of it.
  *
  * Shims outlive their agent. An agent that starts finds the shims of the
  * one before in WORK/shims, makes their groups again from their plans,
@@ -48,51 +48,7 @@
 
 extern char **environ;
 
-static void group_closed_one(uv_handle_t *h);
-static void start_or_fail(struct taskgroup *g, const struct shim_plan *plan);
-static void shim_closed(struct proc *p);
 static void release_cpus(struct taskgroup *g);
-
-bool group_done(const struct taskgroup *g)
-{
-	return g->nrunning == 0;
-}
-
-/* Reports that task t started (type STARTED) or ended. */
-static void emit(struct taskgroup *g, int rank, enum task_event_type type, int code, int sig,
-		 enum exit_cause cause, const char *detail, int64_t at_ms)
-{
-	struct task_event ev;
-	memset(&ev, 0, sizeof(ev));
-	ev.job = g->job;
-	ev.attempt = g->attempt;
-	ev.rank = rank;
-	ev.type = type;
-	ev.at_ms = at_ms;
-	ev.exit_code = code;
-	ev.signal = sig;
-	ev.cause = cause;
-	snprintf(ev.detail, sizeof(ev.detail), "%s", detail ? detail : "");
-	ev.energy_mj = -1;
-	if (type == TASK_EVENT_EXITED) {
-		ev.cpu_ms = g->cpu_ms;
-		ev.mem_peak_mib = g->mem_peak_mib;
-		usage_of(g, &ev.energy_mj, &ev.gpu_busy_ms);
-	}
-	g->unacked++;
-	agent_queue_event(g->a, &ev);
-}
-
-/* Task i failed before it could start (no shim was even needed). */
-static void launch_failed(struct taskgroup *g, int i, int code, const char *detail)
-{
-	struct gtask *t = &g->tasks[i];
-	if (t->exited)
-		return;
-	t->exited = true;
-	g->nrunning--;
-	emit(g, t->rank, TASK_EVENT_EXITED, code, 0, EXIT_LAUNCH_FAILED, detail, tk_wall_ms());
-}
 
 /* ---- freeing -------------------------------------------------------------------------- */
 
@@ -109,27 +65,35 @@ static void remove_dir(const char *dir)
 	rmdir(dir);
 }
 
-static void send_cmd(struct taskgroup *g, const struct shim_cmd *c);
-
-/* Every exit is reported: the shim may go (it exits, which ends the
- * connection). */
-static void release(struct taskgroup *g)
+/* Frees g's memory. */
+static void free_group(struct taskgroup *g)
 {
-	if (g->released || !g->conn_open)
-		return;
-	g->released = true;
-	send_cmd(g, &(struct shim_cmd){.type = SHIM_CMD_RELEASE});
+	if (g->plan) {
+		shim_plan_release(g->plan);
+		free(g->plan);
+	}
+	ckpt_group_release(g);
+	train_release(g, false);
+	release_cpus(g);
+	free(g->cpus);
+	if (g->shim.dirfd >= 0)
+		close(g->shim.dirfd);
+	strbuf_release(&g->shim.in);
+	free(g->shim.dir);
+	free(g->tasks);
+	free(g);
 }
 
-void group_maybe_free(struct taskgroup *g)
+/* The group is gone (over: its attempt is done here, and the server has
+ * heard all of it): its folder, its files, its memory. */
+static void forget(struct taskgroup *g, bool over)
 {
-	if (g->nrunning || g->unacked || g->listed || group_ckpt_draining(g))
+	if (!over) {
+		free_group(g); /* the agent goes: the shim keeps its folder */
 		return;
-	release(g);
-	if (g->open || g->shim_running)
-		return;
+	}
 	struct agent *a = g->a;
-	remove_dir(g->dir);
+	remove_dir(g->shim.dir);
 	train_release(g, true);
 	tk_map_del(&a->groups, g->key);
 	/* the job's checkpoint folder goes with its last attempt here, if the
@@ -144,48 +108,17 @@ void group_maybe_free(struct taskgroup *g)
 			xasprintf("%s/checkpoints/%lld", a->cfg.work_dir, (long long)g->job);
 		rmdir(ckpt);
 	}
-	group_free_now(g);
-}
-
-void group_close(struct taskgroup *g)
-{
-	if (g->nrunning == 0 && g->unacked == 0) {
-		release(g);
-		return;
-	}
-	/* its shim keeps what the next agent must hear */
-	if (g->conn_open && !uv_is_closing((uv_handle_t *)&g->conn))
-		uv_close((uv_handle_t *)&g->conn, group_closed_one);
-	if (g->shim_running) {
-		g->shim_running = false;
-		proc_close(&g->shim, shim_closed);
-	}
-}
-
-static void group_closed_one(uv_handle_t *h)
-{
-	struct taskgroup *g = h->data;
-	if (h == (uv_handle_t *)&g->conn)
-		g->conn_open = false;
-	g->open--;
-	group_maybe_free(g);
-}
-
-void group_set_listed(struct taskgroup *g, bool listed)
-{
-	g->listed = listed;
-	group_maybe_free(g);
-}
-
-void group_acked(struct taskgroup *g, int nevents)
-{
-	g->unacked -= nevents;
-	if (g->unacked < 0)
-		g->unacked = 0;
-	group_maybe_free(g);
+	free_group(g);
 }
 
 /* ---- talking to the shim --------------------------------------------------------------- */
+
+static void conn_closed(uv_handle_t *h)
+{
+	struct taskgroup *g = h->data;
+	g->shim.conn_open = false;
+	group_unhold(g);
+}
 
 static void write_done(uv_write_t *w, int status)
 {
@@ -193,8 +126,10 @@ static void write_done(uv_write_t *w, int status)
 	free(w);
 }
 
-static void send_cmd(struct taskgroup *g, const struct shim_cmd *c)
+static bool shim_send(struct taskgroup *g, const struct shim_cmd *c)
 {
+	if (!g->shim.conn_open || uv_is_closing((uv_handle_t *)&g->shim.conn))
+		return false;
 	json_t *j = shim_cmd_pack(c);
 	char *text = json_dumps(j, JSON_COMPACT);
 	json_decref(j);
@@ -204,59 +139,11 @@ static void send_cmd(struct taskgroup *g, const struct shim_cmd *c)
 	uv_write_t *w = xmalloc(sizeof(*w));
 	w->data = text;
 	uv_buf_t b = uv_buf_init(text, (unsigned)n + 1);
-	if (uv_write(w, (uv_stream_t *)&g->conn, &b, 1, write_done) < 0) {
+	if (uv_write(w, (uv_stream_t *)&g->shim.conn, &b, 1, write_done) < 0) {
 		free(text);
 		free(w);
 	}
-}
-
-static void send_stop(struct taskgroup *g)
-{
-	if (g->stop_sent || !g->conn_open || g->nrunning == 0)
-		return;
-	g->stop_sent = true;
-	struct shim_cmd c = {.type = SHIM_CMD_STOP, .cause = g->stop_cause};
-	snprintf(c.detail, sizeof(c.detail), "%s", g->stop_detail);
-	send_cmd(g, &c);
-}
-
-/* Every task of the group whose exit is not known ends now, so. */
-static void end_tasks(struct taskgroup *g, int code, int sig, enum exit_cause cause,
-		      const char *why)
-{
-	for (int i = 0; i < g->ntasks; i++) {
-		struct gtask *t = &g->tasks[i];
-		if (t->exited)
-			continue;
-		t->exited = true;
-		g->nrunning--;
-		emit(g, t->rank, TASK_EVENT_EXITED, code, sig, cause, why, tk_wall_ms());
-	}
-}
-
-/* Every task of a group whose shim never started ends, put down to cause. */
-static void end_unstarted(struct taskgroup *g, enum exit_cause cause, const char *detail)
-{
-	end_tasks(g, 128 + SIGTERM, 0, cause, detail);
-	g->img_state = IMG_NONE;
-	release_cpus(g);
-	group_maybe_free(g);
-}
-
-void group_stop(struct taskgroup *g, enum exit_cause cause, const char *detail)
-{
-	if (g->stop_wanted || g->nrunning == 0)
-		return;
-	if (g->img_state != IMG_NONE) {
-		end_unstarted(g, cause, "stopped before it started (waiting for its image)");
-		return;
-	}
-	g->stop_wanted = true;
-	g->stop_cause = cause;
-	snprintf(g->stop_detail, sizeof(g->stop_detail), "%s", detail);
-	log_debug("job %lld.%d: stopping (%s%s%s)", (long long)g->job, g->attempt,
-		  exit_cause_name(cause), *detail ? ": " : "", detail);
-	send_stop(g);
+	return true;
 }
 
 void group_kill(struct taskgroup *g)
@@ -264,47 +151,6 @@ void group_kill(struct taskgroup *g)
 	for (int i = 0; i < g->ntasks; i++)
 		if (!g->tasks[i].exited && g->tasks[i].pid > 0)
 			kill(-g->tasks[i].pid, SIGKILL);
-}
-
-/* The tasks whose exit is unknown are lost with their shim. */
-static void lose_tasks(struct taskgroup *g, const char *why)
-{
-	end_tasks(g, 137, SIGKILL, EXIT_LOST, why);
-}
-
-/* A status from the shim: what changed becomes events. */
-static void apply_status(struct taskgroup *g, const struct shim_status *st)
-{
-	if (st->cpu_ms >= g->cpu_ms) { /* what its cgroup used so far */
-		g->cpu_ms = st->cpu_ms;
-		g->mem_peak_mib = MAX(g->mem_peak_mib, st->mem_peak_mib);
-		g->mem_mib = st->mem_mib;
-	}
-	for (int k = 0; k < st->ntasks; k++) {
-		const struct shim_task_status *s = &st->tasks[k];
-		struct gtask *t = NULL;
-		for (int i = 0; i < g->ntasks && !t; i++)
-			if (g->tasks[i].rank == s->rank)
-				t = &g->tasks[i];
-		if (!t || t->exited || s->state == SHIM_TASK_WAITING)
-			continue;
-		t->pid = s->pid;
-		if (!t->started_sent && s->cause != EXIT_LAUNCH_FAILED) {
-			t->started_sent = true;
-			emit(g, t->rank, TASK_EVENT_STARTED, 0, 0, EXIT_EXITED, NULL, s->start_ms);
-		}
-		if (s->state == SHIM_TASK_EXITED) {
-			t->exited = true;
-			g->nrunning--;
-			g->cpu_ms = st->cpu_ms;
-			g->mem_peak_mib = st->mem_peak_mib;
-			emit(g, t->rank, TASK_EVENT_EXITED, s->exit_code, s->signal, s->cause,
-			     s->detail, s->end_ms);
-		}
-	}
-	if (g->nrunning == 0)
-		release_cpus(g); /* for the next attempt here */
-	group_maybe_free(g);
 }
 
 static void status_line(void *arg, const char *line, size_t len)
@@ -321,8 +167,7 @@ static void status_line(void *arg, const char *line, size_t len)
 		return;
 	}
 	json_decref(j);
-	if (st.job == g->job && st.attempt == g->attempt)
-		apply_status(g, &st);
+	group_status(g, &st); /* g stays: its connection is open */
 	shim_status_release(&st);
 }
 
@@ -334,7 +179,7 @@ static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 static void read_cb(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 {
 	struct taskgroup *g = s->data;
-	if (n > 0 && shim_lines(&g->in, buf->base, (size_t)n, status_line, g) < 0) {
+	if (n > 0 && shim_lines(&g->shim.in, buf->base, (size_t)n, status_line, g) < 0) {
 		log_warn("job %lld.%d: its shim sent a line too long", (long long)g->job,
 			 g->attempt);
 		n = UV_EOF;
@@ -342,28 +187,36 @@ static void read_cb(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 	free(buf->base);
 	if (n >= 0)
 		return;
-	/* the shim is gone: what it did not report is lost with it */
-	if (g->nrunning && !g->released)
-		lose_tasks(g, "its shim ended");
-	if (!uv_is_closing((uv_handle_t *)&g->conn))
-		uv_close((uv_handle_t *)&g->conn, group_closed_one);
+	group_shim_gone(g, "its shim ended");
+	if (!uv_is_closing((uv_handle_t *)&g->shim.conn))
+		uv_close((uv_handle_t *)&g->shim.conn, conn_closed);
 }
 
 static void shim_closed(struct proc *p)
 {
-	struct taskgroup *g = p->data;
-	g->open--;
-	group_maybe_free(g);
+	group_unhold(p->data);
 }
 
 static void shim_exit_cb(struct proc *p, int64_t status, int sig)
 {
 	struct taskgroup *g = p->data;
-	g->shim_running = false;
+	g->shim.running = false;
 	if (status || sig)
 		log_warn("job %lld.%d: its shim exited %lld%s%s", (long long)g->job, g->attempt,
 			 (long long)status, sig ? ", signal " : "", sig ? strsignal(sig) : "");
 	proc_close(p, shim_closed);
+}
+
+/* The agent stops: the connection closes and the shim is no longer
+ * watched; it keeps its tasks and their statuses for the next agent. */
+static void shim_let_go(struct taskgroup *g)
+{
+	if (g->shim.conn_open && !uv_is_closing((uv_handle_t *)&g->shim.conn))
+		uv_close((uv_handle_t *)&g->shim.conn, conn_closed);
+	if (g->shim.running) {
+		g->shim.running = false;
+		proc_close(&g->shim.proc, shim_closed);
+	}
 }
 
 /* ---- preparing the plan ------------------------------------------------------------------ */
@@ -832,12 +685,12 @@ static void cdi_devices(struct taskgroup *g, const struct work_spec *spec, int i
 				xasprintf("nvidia.com/gpu=%s", g->a->inv.accel[d[k]].uuid);
 }
 
-/* The plan of every task of the group; false (with each task failed to
- * launch) when they cannot run here. */
-static bool build_plan(struct taskgroup *g, const struct work_spec *spec, struct shim_plan *plan)
+/* The plan of every task of the group; or the code (126: no such user,
+ * 127: the container cannot run) and why when they cannot run here. */
+static int build_plan(struct taskgroup *g, const struct work_spec *spec, struct shim_plan *plan,
+		      char *why, size_t wn)
 {
 	struct agent *a = g->a;
-	char why[MODEL_REASON_MAX];
 	struct passwd *pw;
 	plan->job = g->job;
 	plan->attempt = g->attempt;
@@ -853,11 +706,9 @@ static bool build_plan(struct taskgroup *g, const struct work_spec *spec, struct
 	plan->lease_ms = a->lease.lease_ms;
 	plan->fence_grace_ms = a->lease.fence_grace_ms;
 	plan->lease_until_ms = a->touch_ms + a->lease.lease_ms;
-	if (resolve_user(a, spec, plan, &pw, why, sizeof(why)) < 0) {
+	if (resolve_user(a, spec, plan, &pw, why, wn) < 0) {
 		log_info("job %lld.%d: %s", (long long)g->job, g->attempt, why);
-		for (int i = 0; i < g->ntasks; i++)
-			launch_failed(g, i, 126, why);
-		return false;
+		return 126;
 	}
 	_cleanup_free_ char *ckpt = checkpoint_dir(g, plan);
 	_cleanup_free_ char *metrics =
@@ -874,11 +725,9 @@ static bool build_plan(struct taskgroup *g, const struct work_spec *spec, struct
 		ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
 		self[len > 0 ? len : 0] = '\0';
 	}
-	if (spec->image && container_plan(g, spec, ckpt, metrics, plan, why, sizeof(why)) < 0) {
+	if (spec->image && container_plan(g, spec, ckpt, metrics, plan, why, wn) < 0) {
 		log_info("job %lld.%d: %s", (long long)g->job, g->attempt, why);
-		for (int i = 0; i < g->ntasks; i++)
-			launch_failed(g, i, 127, why);
-		return false;
+		return 127;
 	}
 	/* once for the attempt: gloo's and NCCL's interface where the host's
 	 * name would give peers a loopback address */
@@ -902,7 +751,7 @@ static bool build_plan(struct taskgroup *g, const struct work_spec *spec, struct
 		if (plan->container)
 			cdi_devices(g, spec, i, t);
 	}
-	return true;
+	return 0;
 }
 
 /* ---- starting the shim -------------------------------------------------------------------- */
@@ -912,7 +761,7 @@ static bool build_plan(struct taskgroup *g, const struct work_spec *spec, struct
 static int shim_socket(struct taskgroup *g, bool listen_it, struct tk_error *err)
 {
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
-	snprintf(sa.sun_path, sizeof(sa.sun_path), "/proc/self/fd/%d/shim.sock", g->dirfd);
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "/proc/self/fd/%d/shim.sock", g->shim.dirfd);
 	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return tk_errorf(err, -errno, "socket: %s", strerror(errno));
@@ -923,7 +772,7 @@ static int shim_socket(struct taskgroup *g, bool listen_it, struct tk_error *err
 	if (r < 0) {
 		int e = errno;
 		close(fd);
-		return tk_errorf(err, -e, "%s/shim.sock: %s", g->dir, strerror(e));
+		return tk_errorf(err, -e, "%s/shim.sock: %s", g->shim.dir, strerror(e));
 	}
 	return fd;
 }
@@ -934,41 +783,67 @@ static int shim_connect(struct taskgroup *g, struct tk_error *err)
 	int cfd = shim_socket(g, false, err);
 	if (cfd < 0)
 		return cfd;
-	uv_pipe_init(g->a->loop, &g->conn, 0);
-	g->conn.data = g;
-	int r = uv_pipe_open(&g->conn, cfd);
+	uv_pipe_init(g->a->loop, &g->shim.conn, 0);
+	g->shim.conn.data = g;
+	int r = uv_pipe_open(&g->shim.conn, cfd);
 	if (r < 0) {
 		close(cfd);
-		uv_close((uv_handle_t *)&g->conn, NULL);
+		uv_close((uv_handle_t *)&g->shim.conn, NULL);
 		return tk_errorf(err, r, "cannot watch the shim's socket: %s", uv_strerror(r));
 	}
-	g->conn_open = true;
-	g->open++;
-	uv_read_start((uv_stream_t *)&g->conn, alloc_cb, read_cb);
+	g->shim.conn_open = true;
+	group_hold(g);
+	uv_read_start((uv_stream_t *)&g->shim.conn, alloc_cb, read_cb);
 	return 0;
 }
 
+/* What the tasks learn only as they start: what they resume from ("" when
+ * nothing), and the image every node agreed on. */
+static void plan_finish(struct taskgroup *g, struct shim_plan *plan)
+{
+	for (int i = 0; g->ckpt.store && i < plan->ntasks; i++) {
+		struct shim_task *t = &plan->tasks[i];
+		t->env = xrealloc(t->env, sizeof(char *) * (size_t)(t->nenv + 3));
+		t->env[t->nenv++] = xasprintf("TENK_RESTORE_TAG=%s", g->ckpt.restored_tag);
+		t->env[t->nenv++] = g->ckpt.restored_tag[0]
+					    ? xasprintf("TENK_RESTORE_STEP=%lld",
+							(long long)g->ckpt.restore_step)
+					    : xstrdup("TENK_RESTORE_STEP=");
+		t->env[t->nenv] = NULL;
+	}
+	if (!plan->container)
+		return;
+	snprintf(plan->ctr.image, sizeof(plan->ctr.image), "%s", g->img.digest + 7);
+	for (int i = 0; i < plan->ntasks; i++) {
+		struct shim_task *t = &plan->tasks[i];
+		t->env = xrealloc(t->env, sizeof(char *) * (size_t)(t->nenv + 3));
+		t->env[t->nenv++] = xasprintf("TENK_IMAGE=%s", g->img.ref);
+		t->env[t->nenv++] = xasprintf("TENK_IMAGE_DIGEST=%s", g->img.digest);
+		t->env[t->nenv] = NULL;
+	}
+}
+
 /* Writes the plan, starts the shim with its socket, connects to it. */
-static int shim_start(struct taskgroup *g, const struct shim_plan *plan, struct tk_error *err)
+static int spawn_shim(struct taskgroup *g, const struct shim_plan *plan, struct tk_error *err)
 {
 	struct agent *a = g->a;
-	int r = tk_mkdir_p(g->dir, 0700);
+	int r = tk_mkdir_p(g->shim.dir, 0700);
 	if (r < 0)
-		return tk_errorf(err, r, "cannot create %s: %s", g->dir, strerror(-r));
-	remove_dir(g->dir); /* what a crashed agent may have left of this attempt */
-	if ((r = tk_mkdir_p(g->dir, 0700)) < 0)
-		return tk_errorf(err, r, "cannot create %s: %s", g->dir, strerror(-r));
+		return tk_errorf(err, r, "cannot create %s: %s", g->shim.dir, strerror(-r));
+	remove_dir(g->shim.dir); /* what a crashed agent may have left of this attempt */
+	if ((r = tk_mkdir_p(g->shim.dir, 0700)) < 0)
+		return tk_errorf(err, r, "cannot create %s: %s", g->shim.dir, strerror(-r));
 	json_t *j = shim_plan_pack(plan);
 	char *text = json_dumps(j, JSON_COMPACT);
 	json_decref(j);
-	_cleanup_free_ char *path = xasprintf("%s/plan.json", g->dir);
+	_cleanup_free_ char *path = xasprintf("%s/plan.json", g->shim.dir);
 	r = tk_replace_file(path, text, strlen(text), 0600);
 	free(text);
 	if (r < 0)
 		return tk_errorf(err, r, "cannot write %s: %s", path, strerror(-r));
-	g->dirfd = open(g->dir, O_DIRECTORY | O_RDONLY | O_CLOEXEC);
-	if (g->dirfd < 0)
-		return tk_errorf(err, -errno, "cannot open %s: %s", g->dir, strerror(errno));
+	g->shim.dirfd = open(g->shim.dir, O_DIRECTORY | O_RDONLY | O_CLOEXEC);
+	if (g->shim.dirfd < 0)
+		return tk_errorf(err, -errno, "cannot open %s: %s", g->shim.dir, strerror(errno));
 	int lfd = shim_socket(g, true, err);
 	if (lfd < 0)
 		return lfd;
@@ -981,16 +856,49 @@ static int shim_start(struct taskgroup *g, const struct shim_plan *plan, struct 
 		return tk_errorf(err, -ENOENT, "cannot find the agent's own binary");
 	}
 	memcpy(slash, "/tenk-shim", sizeof("/tenk-shim"));
-	char *argv[] = {"tenk-shim", g->dir, NULL};
-	g->shim.data = g;
-	r = proc_spawn(a->loop, &g->shim, self, argv, environ, lfd, shim_exit_cb);
+	char *argv[] = {"tenk-shim", g->shim.dir, NULL};
+	g->shim.proc.data = g;
+	r = proc_spawn(a->loop, &g->shim.proc, self, argv, environ, lfd, shim_exit_cb);
 	close(lfd);
 	if (r < 0)
 		return tk_errorf(err, r, "cannot start %s: %s", self, strerror(-r));
-	g->shim_running = true;
-	g->open++;
+	g->shim.running = true;
+	group_hold(g);
 	return shim_connect(g, err);
 }
+
+/* The machine's start: the plan finished and the shim started with it. */
+static int shim_start(struct taskgroup *g, char *why, size_t n)
+{
+	struct tk_error err;
+	assert(g->plan);
+	plan_finish(g, g->plan);
+	int r = spawn_shim(g, g->plan, &err);
+	shim_plan_release(g->plan);
+	free(g->plan);
+	g->plan = NULL;
+	if (r < 0)
+		snprintf(why, n, "%s", err.text);
+	return r;
+}
+
+static void emit(struct taskgroup *g, struct task_event *ev)
+{
+	if (ev->type == TASK_EVENT_EXITED)
+		usage_of(g, &ev->energy_mj, &ev->gpu_busy_ms);
+	agent_queue_event(g->a, ev);
+}
+
+const struct group_ops launch_ops = {
+	.emit = emit,
+	.image_resolve = image_resolve,
+	.shim_start = shim_start,
+	.shim_send = shim_send,
+	.shim_let_go = shim_let_go,
+	.ckpt_draining = ckpt_draining,
+	.tasks_ended = release_cpus,
+	.forget = forget,
+};
 
 /* A group of tpn tasks of node rank node_rank, registered in a->groups. */
 static struct taskgroup *group_new(struct agent *a, int64_t job, int attempt, int node_rank,
@@ -998,23 +906,12 @@ static struct taskgroup *group_new(struct agent *a, int64_t job, int attempt, in
 {
 	struct taskgroup *g = xcalloc(1, sizeof(*g));
 	g->a = a;
-	g->job = job;
-	g->attempt = attempt;
-	snprintf(g->key, sizeof(g->key), "%lld.%d", (long long)job, attempt);
-	g->node_rank = node_rank;
-	g->tpn = tpn;
-	g->grace_ms = grace_ms;
-	g->listed = true;
-	g->dirfd = -1;
-	g->train_fd = -1;
-	g->ckpt_done_step = -1;
-	g->dir = xasprintf("%s/%s/%lld.%d", a->cfg.run_dir, SHIM_DIR, (long long)job, attempt);
-	strbuf_init(&g->in);
-	g->ntasks = g->tpn;
-	g->nrunning = g->ntasks;
-	g->tasks = xcalloc((size_t)g->ntasks, sizeof(*g->tasks));
-	for (int i = 0; i < g->ntasks; i++)
-		g->tasks[i].rank = g->node_rank * g->tpn + i;
+	group_init(g, &launch_ops, job, attempt, node_rank, tpn, grace_ms);
+	g->shim.dirfd = -1;
+	g->train.fd = -1;
+	g->ckpt.done_step = -1;
+	g->shim.dir = xasprintf("%s/%s/%lld.%d", a->cfg.run_dir, SHIM_DIR, (long long)job, attempt);
+	strbuf_init(&g->shim.in);
 	tk_map_put(&a->groups, g->key, g);
 	return g;
 }
@@ -1046,8 +943,11 @@ struct taskgroup *group_start(struct agent *a, const struct work_item *it,
 	log_debug("job %lld.%d: starting %d task(s), node rank %d", (long long)job, attempt,
 		  g->ntasks, g->node_rank);
 	struct shim_plan plan = {0};
-	if (!build_plan(g, spec, &plan)) {
+	char why[MODEL_REASON_MAX];
+	int code = build_plan(g, spec, &plan, why, sizeof(why));
+	if (code) {
 		shim_plan_release(&plan);
+		group_unlaunchable(g, code, why);
 		return g;
 	}
 	g->plan = xmalloc(sizeof(*g->plan));
@@ -1057,109 +957,22 @@ struct taskgroup *group_start(struct agent *a, const struct work_item *it,
 		 * restored one and older ones are not */
 		struct timespec now;
 		clock_gettime(CLOCK_REALTIME, &now);
-		g->ckpt_since_ns = (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
-		g->ckpt_chown = plan.as_user;
-		g->ckpt_marker = spec->ckpt_marker;
-		g->ckpt_uid = plan.user.uid;
-		g->ckpt_gid = plan.user.gid;
+		g->ckpt.since_ns = (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
+		g->ckpt.chown = plan.as_user;
+		g->ckpt.marker = spec->ckpt_marker;
+		g->ckpt.uid = plan.user.uid;
+		g->ckpt.gid = plan.user.gid;
 		if (it->restore_tag[0] && !it->restore_go) {
-			g->hold_restore = true; /* group_ckpt_item starts the restore */
-			g->ckpt_done_step = it->restore_step;
+			g->ckpt.hold_restore = true; /* ckpt_item starts the restore */
+			g->ckpt.done_step = it->restore_step;
 		}
 	}
-	if (plan.container) {
-		/* its shim waits for the image, on every node */
-		snprintf(g->img_ref, sizeof(g->img_ref), "%s", spec->image);
-		group_image_resolve(g);
-		return g;
-	}
-	group_ckpt_item(g, it);
-	group_try_start(g);
+	/* an image job's shim waits for the image, on every node */
+	if (plan.container)
+		snprintf(g->img.ref, sizeof(g->img.ref), "%s", spec->image);
+	ckpt_item(g, it);
+	group_prepared(g);
 	return g;
-}
-
-void group_try_start(struct taskgroup *g)
-{
-	if (!g->plan || g->img_state != IMG_NONE || g->hold_restore)
-		return;
-	/* what the tasks resume from: "" when nothing */
-	for (int i = 0; g->ckpt_store && i < g->plan->ntasks; i++) {
-		struct shim_task *t = &g->plan->tasks[i];
-		t->env = xrealloc(t->env, sizeof(char *) * (size_t)(t->nenv + 3));
-		t->env[t->nenv++] = xasprintf("TENK_RESTORE_TAG=%s", g->restored_tag);
-		t->env[t->nenv++] = g->restored_tag[0] ? xasprintf("TENK_RESTORE_STEP=%lld",
-								   (long long)g->restore_step)
-						       : xstrdup("TENK_RESTORE_STEP=");
-		t->env[t->nenv] = NULL;
-	}
-	start_or_fail(g, g->plan);
-	shim_plan_release(g->plan);
-	free(g->plan);
-	g->plan = NULL;
-}
-
-static void start_or_fail(struct taskgroup *g, const struct shim_plan *plan)
-{
-	struct tk_error err;
-	if (shim_start(g, plan, &err) < 0) {
-		log_err("job %lld.%d: %s", (long long)g->job, g->attempt, err.text);
-		for (int i = 0; i < g->ntasks; i++)
-			launch_failed(g, i, 127, err.text);
-	}
-}
-
-void group_image_pulling(struct taskgroup *g)
-{
-	log_info("job %lld.%d: pulling %s", (long long)g->job, g->attempt, g->img_ref);
-	emit(g, g->tasks[0].rank, TASK_EVENT_PULLING, 0, 0, EXIT_EXITED, NULL, tk_wall_ms());
-}
-
-void group_image_ready(struct taskgroup *g)
-{
-	g->img_state = IMG_WAITING;
-	struct task_event ev = {
-		.job = g->job,
-		.attempt = g->attempt,
-		.rank = g->tasks[0].rank,
-		.type = TASK_EVENT_IMAGE,
-		.at_ms = tk_wall_ms(),
-	};
-	snprintf(ev.digest, sizeof(ev.digest), "%s", g->digest);
-	g->unacked++;
-	agent_queue_event(g->a, &ev);
-}
-
-void group_image_failed(struct taskgroup *g, const char *why)
-{
-	g->img_state = IMG_NONE;
-	for (int i = 0; i < g->ntasks; i++)
-		launch_failed(g, i, 125, why);
-	release_cpus(g);
-	group_maybe_free(g);
-}
-
-void group_image_go(struct taskgroup *g, const char *digest)
-{
-	if (g->img_state != IMG_WAITING || !g->plan)
-		return;
-	g->img_state = IMG_NONE;
-	if (strcmp(digest, g->digest) != 0) {
-		char why[MODEL_REASON_MAX];
-		snprintf(why, sizeof(why), "image %.120s on %s is %.19s, not the gang's %.19s",
-			 g->img_ref, g->a->inv.name, g->digest, digest);
-		group_image_failed(g, why);
-		return;
-	}
-	snprintf(g->plan->ctr.image, sizeof(g->plan->ctr.image), "%s", digest + 7);
-	/* the task knows what it runs in */
-	for (int i = 0; i < g->plan->ntasks; i++) {
-		struct shim_task *t = &g->plan->tasks[i];
-		t->env = xrealloc(t->env, sizeof(char *) * (size_t)(t->nenv + 3));
-		t->env[t->nenv++] = xasprintf("TENK_IMAGE=%s", g->img_ref);
-		t->env[t->nenv++] = xasprintf("TENK_IMAGE_DIGEST=%s", digest);
-		t->env[t->nenv] = NULL;
-	}
-	group_try_start(g);
 }
 
 /* Holds for g the CPUs of a cpuset list ("0-3,8") that the agent has. */
@@ -1223,20 +1036,21 @@ static struct taskgroup *group_adopt(struct agent *a, const char *base, const ch
 	g->limit_ms = plan.limit_ms;
 	if (plan.cgroup)
 		hold_listed_cpus(g, plan.limits.cpus);
-	g->dirfd = open(g->dir, O_DIRECTORY | O_RDONLY | O_CLOEXEC);
+	g->shim.dirfd = open(g->shim.dir, O_DIRECTORY | O_RDONLY | O_CLOEXEC);
 	/* what it last wrote down: every task it saw start or end */
 	_cleanup_free_ char *spath = xasprintf("%s/status.json", dir);
+	struct shim_status st;
+	bool have = false;
 	if (tk_read_file(spath, 64 * 1024 * 1024, &text, NULL) == 0) {
-		struct shim_status st;
 		j = json_loads(text, 0, NULL);
-		if (j && shim_status_unpack(j, &st, &err) == 0) {
-			apply_status(g, &st);
-			shim_status_release(&st);
-		}
+		have = j && shim_status_unpack(j, &st, &err) == 0;
 		json_decref(j);
 		free(text);
 	}
-	if (g->nrunning && (g->dirfd < 0 || shim_connect(g, &err) < 0)) {
+	group_adopted(g, have ? &st : NULL);
+	if (have)
+		shim_status_release(&st);
+	if (group_running(g) && (g->shim.dirfd < 0 || shim_connect(g, &err) < 0)) {
 		/* no shim holds them: nothing supervises or fences them */
 		log_warn("job %lld.%d: its shim is gone; killing its tasks", (long long)g->job,
 			 g->attempt);
@@ -1248,10 +1062,10 @@ static struct taskgroup *group_adopt(struct agent *a, const char *base, const ch
 				cg_kill(&cg);
 			cg_destroy(&cg);
 		}
-		lose_tasks(g, "its shim ended while no agent was there");
+		group_shim_gone(g, "its shim ended while no agent was there");
 	}
 	log_info("job %lld.%d: found its shim%s, %d task(s) running", (long long)g->job, g->attempt,
-		 g->conn_open ? "" : " gone", g->nrunning);
+		 g->shim.conn_open ? "" : " gone", g->nrunning);
 	shim_plan_release(&plan);
 	return g;
 }
@@ -1271,22 +1085,6 @@ int shims_adopt(struct agent *a)
 			n++;
 	closedir(d);
 	return n;
-}
-
-void group_set_limit(struct taskgroup *g, int64_t limit_s)
-{
-	if (limit_s < 0 || limit_s * 1000 == g->limit_ms)
-		return;
-	if (!g->conn_open || uv_is_closing((uv_handle_t *)&g->conn))
-		return; /* told again with the next work answer */
-	g->limit_ms = limit_s * 1000;
-	send_cmd(g, &(struct shim_cmd){.type = SHIM_CMD_LIMIT, .limit_ms = g->limit_ms});
-}
-
-void group_renew(struct taskgroup *g, int64_t until_ms)
-{
-	if (g->conn_open && !uv_is_closing((uv_handle_t *)&g->conn) && g->nrunning)
-		send_cmd(g, &(struct shim_cmd){.type = SHIM_CMD_RENEW, .until_ms = until_ms});
 }
 
 #define CKPT_SCAN_MAX 4096 /* entries looked at in one checkpoint folder */
@@ -1319,31 +1117,13 @@ int64_t group_grace_ms(const struct taskgroup *g)
 	return g->grace_ms;
 }
 
-void group_free_now(struct taskgroup *g)
-{
-	if (g->plan) {
-		shim_plan_release(g->plan);
-		free(g->plan);
-	}
-	group_ckpt_release(g);
-	train_release(g, false);
-	release_cpus(g);
-	free(g->cpus);
-	if (g->dirfd >= 0)
-		close(g->dirfd);
-	strbuf_release(&g->in);
-	free(g->dir);
-	free(g->tasks);
-	free(g);
-}
-
 int agent_running_groups(struct agent *a)
 {
 	int n = 0;
 	size_t pos = 0;
 	void *v;
 	while (tk_map_next(&a->groups, &pos, NULL, &v))
-		if (((struct taskgroup *)v)->nrunning > 0)
+		if (group_running(v))
 			n++;
 	return n;
 }

@@ -224,7 +224,7 @@ void agent_serve_ptys(struct agent *a, const struct wire_pty *p, int n)
 				     a->agent_id, p[i].session);
 		j->cred = xstrdup(a->cred);
 		j->ca = a->cfg.ca_file ? xstrdup(a->cfg.ca_file) : NULL;
-		j->dir = xstrdup(g->dir);
+		j->dir = xstrdup(g->shim.dir);
 		snprintf(j->session, sizeof(j->session), "%s", p[i].session);
 		pthread_t t;
 		pthread_attr_t at;

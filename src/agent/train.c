@@ -54,50 +54,50 @@ static void take_line(struct taskgroup *g, const char *line, size_t len)
 	if (train_line_parse(line, len, &p) == 0)
 		return;
 	p.at_ms = tk_wall_ms();
-	if (!g->train_pend)
-		g->train_pend = xcalloc(TRAIN_PER_BEAT, sizeof(*g->train_pend));
-	if (g->ntrain_pend == TRAIN_PER_BEAT) { /* every other one goes */
+	if (!g->train.pend)
+		g->train.pend = xcalloc(TRAIN_PER_BEAT, sizeof(*g->train.pend));
+	if (g->train.npend == TRAIN_PER_BEAT) { /* every other one goes */
 		int k = 0;
-		for (int i = 0; i < g->ntrain_pend; i += 2)
-			g->train_pend[k++] = g->train_pend[i];
-		g->ntrain_pend = k;
+		for (int i = 0; i < g->train.npend; i += 2)
+			g->train.pend[k++] = g->train.pend[i];
+		g->train.npend = k;
 	}
-	g->train_pend[g->ntrain_pend++] = p;
+	g->train.pend[g->train.npend++] = p;
 }
 
 static void poll_group(struct taskgroup *g)
 {
-	if (g->train_fd < 0) {
+	if (g->train.fd < 0) {
 		_cleanup_free_ char *path = train_path(g);
-		g->train_fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-		if (g->train_fd < 0)
+		g->train.fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+		if (g->train.fd < 0)
 			return;
 	}
 	struct stat st;
-	if (fstat(g->train_fd, &st) < 0 || !S_ISREG(st.st_mode))
+	if (fstat(g->train.fd, &st) < 0 || !S_ISREG(st.st_mode))
 		return;
-	off_t pos = lseek(g->train_fd, 0, SEEK_CUR);
+	off_t pos = lseek(g->train.fd, 0, SEEK_CUR);
 	if (st.st_size < pos) { /* the job truncated it */
-		lseek(g->train_fd, 0, SEEK_SET);
-		g->train_partial = 0;
+		lseek(g->train.fd, 0, SEEK_SET);
+		g->train.partial = 0;
 	} else if (st.st_size - pos > TRAIN_BEHIND_MAX) {
-		lseek(g->train_fd, st.st_size - TRAIN_READ_MAX, SEEK_SET);
-		g->train_partial = 0;
-		g->train_skip = true; /* to the end of the line cut */
+		lseek(g->train.fd, st.st_size - TRAIN_READ_MAX, SEEK_SET);
+		g->train.partial = 0;
+		g->train.skip = true; /* to the end of the line cut */
 	}
 	char buf[TRAIN_READ_MAX];
-	ssize_t n = read(g->train_fd, buf, sizeof(buf));
+	ssize_t n = read(g->train.fd, buf, sizeof(buf));
 	for (ssize_t i = 0; i < n; i++) {
 		if (buf[i] != '\n') {
-			if (g->train_partial < sizeof(g->train_line))
-				g->train_line[g->train_partial] = buf[i];
-			g->train_partial++;
+			if (g->train.partial < sizeof(g->train.line))
+				g->train.line[g->train.partial] = buf[i];
+			g->train.partial++;
 			continue;
 		}
-		if (!g->train_skip)
-			take_line(g, g->train_line, MIN(g->train_partial, sizeof(g->train_line)));
-		g->train_skip = false;
-		g->train_partial = 0;
+		if (!g->train.skip)
+			take_line(g, g->train.line, MIN(g->train.partial, sizeof(g->train.line)));
+		g->train.skip = false;
+		g->train.partial = 0;
 	}
 }
 
@@ -107,7 +107,7 @@ void train_poll(struct agent *a)
 	void *v;
 	while (tk_map_next(&a->groups, &pos, NULL, &v)) {
 		struct taskgroup *g = v;
-		if (g->nrunning && !g->released)
+		if (g->nrunning && !g->shim.released)
 			poll_group(g);
 	}
 }
@@ -120,24 +120,24 @@ int train_for_heartbeat(struct agent *a, struct wire_train **ret)
 	void *v;
 	while (tk_map_next(&a->groups, &pos, NULL, &v) && n < WIRE_MAX_CHECKPOINTS) {
 		struct taskgroup *g = v;
-		for (int i = 0; i < g->ntrain_pend && n < WIRE_MAX_CHECKPOINTS; i++) {
+		for (int i = 0; i < g->train.npend && n < WIRE_MAX_CHECKPOINTS; i++) {
 			xgrow(ret, &alloc, (size_t)n + 1, sizeof(**ret));
 			(*ret)[n++] = (struct wire_train){
-				.job = g->job, .attempt = g->attempt, .point = g->train_pend[i]};
+				.job = g->job, .attempt = g->attempt, .point = g->train.pend[i]};
 		}
-		g->ntrain_pend = 0;
+		g->train.npend = 0;
 	}
 	return n;
 }
 
 void train_release(struct taskgroup *g, bool remove)
 {
-	free(g->train_pend);
-	g->train_pend = NULL;
-	g->ntrain_pend = 0;
-	if (g->train_fd >= 0)
-		close(g->train_fd);
-	g->train_fd = -1;
+	free(g->train.pend);
+	g->train.pend = NULL;
+	g->train.npend = 0;
+	if (g->train.fd >= 0)
+		close(g->train.fd);
+	g->train.fd = -1;
 	if (!remove)
 		return;
 	_cleanup_free_ char *path = train_path(g);

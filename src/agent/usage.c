@@ -10,21 +10,21 @@
 void usage_start(struct taskgroup *g)
 {
 	struct agent *a = g->a;
-	g->energy_counter = g->ndevs > 0 && nvml_count(a->nvml) > 0;
-	g->energy_power_mj = -1; /* no power sample yet */
-	g->usage_ms = tk_mono_ms();
+	g->usage.energy_counter = g->ndevs > 0 && nvml_count(a->nvml) > 0;
+	g->usage.energy_power_mj = -1; /* no power sample yet */
+	g->usage.sampled_ms = tk_mono_ms();
 	for (int k = 0; k < g->ndevs; k++) {
-		g->nvml_idx[k] = -1;
+		g->usage.nvml_idx[k] = -1;
 		for (int i = 0; i < nvml_count(a->nvml); i++)
 			if (a->inv.accel[i].index == g->devs[k])
-				g->nvml_idx[k] = i;
+				g->usage.nvml_idx[k] = i;
 		struct gpu_sample s;
-		if (g->nvml_idx[k] >= 0)
-			nvml_read(a->nvml, g->nvml_idx[k], &s);
-		if (g->nvml_idx[k] < 0 || !(s.have & GPU_ENERGY))
-			g->energy_counter = false;
+		if (g->usage.nvml_idx[k] >= 0)
+			nvml_read(a->nvml, g->usage.nvml_idx[k], &s);
+		if (g->usage.nvml_idx[k] < 0 || !(s.have & GPU_ENERGY))
+			g->usage.energy_counter = false;
 		else
-			g->energy_base_mj[k] = s.energy_mj;
+			g->usage.energy_base_mj[k] = s.energy_mj;
 	}
 }
 
@@ -42,20 +42,20 @@ void usage_tick(struct agent *a)
 	void *v;
 	while (tk_map_next(&a->groups, &pos, NULL, &v)) {
 		struct taskgroup *g = v;
-		if (!g->nrunning || !g->ndevs || !g->usage_ms)
+		if (!g->nrunning || !g->ndevs || !g->usage.sampled_ms)
 			continue;
-		double dt = (double)(now - g->usage_ms);
-		g->usage_ms = now;
+		double dt = (double)(now - g->usage.sampled_ms);
+		g->usage.sampled_ms = now;
 		for (int k = 0; k < g->ndevs; k++) {
-			if (g->nvml_idx[k] < 0)
+			if (g->usage.nvml_idx[k] < 0)
 				continue;
 			struct gpu_sample s;
-			nvml_read(a->nvml, g->nvml_idx[k], &s);
+			nvml_read(a->nvml, g->usage.nvml_idx[k], &s);
 			if (s.have & GPU_UTIL)
-				g->busy_ms += dt * s.util_pct / 100.0 * share(g);
+				g->usage.busy_ms += dt * s.util_pct / 100.0 * share(g);
 			if (s.have & GPU_POWER)
-				g->energy_power_mj = MAX(g->energy_power_mj, 0) +
-						     dt / 1000.0 * s.power_mw * share(g);
+				g->usage.energy_power_mj = MAX(g->usage.energy_power_mj, 0) +
+							   dt / 1000.0 * s.power_mw * share(g);
 		}
 	}
 }
@@ -63,20 +63,20 @@ void usage_tick(struct agent *a)
 void usage_of(const struct taskgroup *g, int64_t *energy_mj, int64_t *busy_ms)
 {
 	struct agent *a = g->a;
-	*busy_ms = (int64_t)g->busy_ms;
+	*busy_ms = (int64_t)g->usage.busy_ms;
 	*energy_mj = -1;
 	if (!g->ndevs || !nvml_count(a->nvml))
 		return;
-	if (!g->energy_counter) {
-		*energy_mj = g->energy_power_mj < 0 ? -1 : (int64_t)g->energy_power_mj;
+	if (!g->usage.energy_counter) {
+		*energy_mj = g->usage.energy_power_mj < 0 ? -1 : (int64_t)g->usage.energy_power_mj;
 		return;
 	}
 	double sum = 0;
 	for (int k = 0; k < g->ndevs; k++) {
 		struct gpu_sample s;
-		nvml_read(a->nvml, g->nvml_idx[k], &s);
-		if (s.energy_mj >= g->energy_base_mj[k])
-			sum += (double)(s.energy_mj - g->energy_base_mj[k]);
+		nvml_read(a->nvml, g->usage.nvml_idx[k], &s);
+		if (s.energy_mj >= g->usage.energy_base_mj[k])
+			sum += (double)(s.energy_mj - g->usage.energy_base_mj[k]);
 	}
 	*energy_mj = (int64_t)(sum * share(g));
 }
