@@ -52,24 +52,73 @@ const char *task_state_name(enum task_state s)
 	return s < TASK_STATE_MAX ? task_state_names[s] : "?";
 }
 
+/* ---- the table of a request's fields (model.h) ------------------------------------ */
+
+#define KEY(key, kind, m, n, up) key,
+const char *const job_request_keys[] = {JOB_REQUEST_FIELDS(KEY) NULL};
+#undef KEY
+
+bool job_request_updatable(const char *key)
+{
+#define UPDATABLE(k, kind, m, n, up)                                                               \
+	if ((up) && strcmp(key, k) == 0)                                                           \
+		return true;
+	JOB_REQUEST_FIELDS(UPDATABLE)
+#undef UPDATABLE
+	return false;
+}
+
+const char *job_request_updatable_list(void)
+{
+	/* made once from constants: the same on every call and every thread */
+	static const char *const names[] = {
+#define NAME(k, kind, m, n, up) (up) ? k : NULL,
+		JOB_REQUEST_FIELDS(NAME)
+#undef NAME
+	};
+	static char list[1024];
+	if (!list[0]) {
+		size_t at = 0;
+		for (size_t i = 0; i < ARRAY_SIZE(names); i++)
+			if (names[i])
+				at += (size_t)snprintf(list + at, sizeof(list) - at, "%s%s",
+						       at ? ", " : "", names[i]);
+	}
+	return list;
+}
+
+static int64_t strv_bytes(char *const *v, int n)
+{
+	int64_t b = (int64_t)n * (int64_t)sizeof(char *);
+	for (int i = 0; i < n; i++)
+		b += (int64_t)strlen(v[i]) + 1;
+	return b;
+}
+
+#define JR_STR_BYTES(r, m, n) ((r)->m ? (int64_t)strlen((r)->m) + 1 : 0)
+#define JR_STRV_BYTES(r, m, n) strv_bytes((r)->m, (r)->n)
+#define JR_DEPS_BYTES(r, m, n) ((int64_t)(r)->n * (int64_t)sizeof(*(r)->m))
+#define JR_VALUE_BYTES(r, m, n) 0
+
+int64_t job_request_bytes(const struct job_request *r)
+{
+	int64_t b = sizeof(*r);
+#define BYTES(k, kind, m, n, up) b += kind##_BYTES(r, m, n);
+	JOB_REQUEST_FIELDS(BYTES)
+#undef BYTES
+	return b;
+}
+
+#define JR_STR_FREE(r, m, n) free((r)->m)
+#define JR_STRV_FREE(r, m, n) mj_strv_free((r)->m, (r)->n)
+#define JR_DEPS_FREE(r, m, n) free((r)->m)
+#define JR_VALUE_FREE(r, m, n) (void)0
+
 void job_request_release(struct job_request *r)
 {
-	free(r->name);
-	mj_strv_free(r->argv, r->argc);
-	free(r->cwd);
-	mj_strv_free(r->env, r->nenv);
-	free(r->output);
-	mj_strv_free(r->gpu_types, r->ngpu_types);
-	free(r->cls);
-	free(r->queue);
-	free(r->image);
-	mj_strv_free(r->mounts, r->nmounts);
-	free(r->after);
-	free(r->comment);
-	free(r->error);
-	free(r->array);
-	mj_strv_free(r->nodelist, r->nnodelist);
-	mj_strv_free(r->exclude, r->nexclude);
+#define FREE(k, kind, m, n, up) kind##_FREE(r, m, n);
+	JOB_REQUEST_FIELDS(FREE)
+#undef FREE
 	memset(r, 0, sizeof(*r));
 }
 
@@ -503,20 +552,11 @@ static int node_lists_check(const struct job_request *r, int64_t nodes, struct t
 
 int job_request_unpack(json_t *j, struct job_request *ret, struct tk_error *err)
 {
-	static const char *const keys[] = {
-		"name",	    "command",	      "cwd",	       "env",	    "output",
-		"nodes",    "tasks_per_node", "gpus_per_task", "gpu_types", "cpus_per_task",
-		"mem_mib",  "time_limit_s",   "grace_s",       "requeue",   "class",
-		"queue",    "gpu_mem_mib",    "gpu_tflops",    "switches",  "mixed_types",
-		"image",    "mounts",	      "ckpt_marker",   "after",	    "begin_ms",
-		"comment",  "error",	      "slurm_env",     "signal",    "array",
-		"nodelist", "exclude",	      "exclusive",     "pty",	    NULL,
-	};
 	struct job_request r = {0};
 	int64_t nodes, tpn, cpus, mem, tl, grace, requeue, gmem, switches;
 	double gpus, gtf;
 	int rc;
-	if ((rc = mj_check_keys(j, NULL, keys, err)) < 0)
+	if ((rc = mj_check_keys(j, NULL, job_request_keys, err)) < 0)
 		return rc;
 	if ((rc = mj_strv_unpack(j, "command", true, MODEL_MAX_ARGS, MODEL_MAX_ARG_BYTES,
 				 MODEL_MAX_ARG_BYTES, &r.argv, &r.argc, err)) < 0 ||

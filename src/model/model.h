@@ -302,6 +302,68 @@ struct output_names {
  * owner, %x job name, %% (any other % stays as it is). A new string. */
 char *model_output_path(const char *pattern, const char *cwd, const struct output_names *v);
 
+/*
+ * Every field of a job request, once (as libuv's UV_HANDLE_TYPE_MAP): its
+ * JSON key, how struct job_request holds it, its member (and the member
+ * counting it), and whether `tenk update` may change it while the job
+ * waits (what placement and the queue read, not what the job is: its
+ * command, folder, environment, image). From this table come the keys a
+ * request may have, its release, what it weighs (job_request_bytes), what
+ * an update may change and the error that lists it; a field added here is
+ * everywhere (and a unit test checks the packer and parser have it).
+ *
+ *   X(KEY, KIND, MEMBER, COUNT, UPDATABLE)
+ *   KIND: JR_STR (char *, NULL: absent), JR_STRV (char ** of COUNT),
+ *         JR_DEPS (struct job_dep * of COUNT), JR_VALUE (a number, flag
+ *         or enum held in the struct; COUNT unused)
+ */
+#define JOB_REQUEST_FIELDS(X)                                                                      \
+	X("name", JR_STR, name, argc, true)                                                        \
+	X("command", JR_STRV, argv, argc, false)                                                   \
+	X("cwd", JR_STR, cwd, argc, false)                                                         \
+	X("env", JR_STRV, env, nenv, false)                                                        \
+	X("output", JR_STR, output, argc, false)                                                   \
+	X("nodes", JR_VALUE, nodes, argc, true)                                                    \
+	X("tasks_per_node", JR_VALUE, tasks_per_node, argc, true)                                  \
+	X("gpus_per_task", JR_VALUE, gpu_milli, argc, true)                                        \
+	X("gpu_types", JR_STRV, gpu_types, ngpu_types, true)                                       \
+	X("cpus_per_task", JR_VALUE, cpus_per_task, argc, true)                                    \
+	X("mem_mib", JR_VALUE, mem_mib, argc, true)                                                \
+	X("time_limit_s", JR_VALUE, time_limit_s, argc, true)                                      \
+	X("grace_s", JR_VALUE, grace_s, argc, true)                                                \
+	X("requeue", JR_VALUE, requeue, argc, true)                                                \
+	X("class", JR_STR, cls, argc, true)                                                        \
+	X("queue", JR_STR, queue, argc, true)                                                      \
+	X("gpu_mem_mib", JR_VALUE, gpu_mem_mib, argc, true)                                        \
+	X("gpu_tflops", JR_VALUE, gpu_tflops, argc, true)                                          \
+	X("switches", JR_VALUE, switches, argc, true)                                              \
+	X("mixed_types", JR_VALUE, mixed_types, argc, true)                                        \
+	X("image", JR_STR, image, argc, false)                                                     \
+	X("mounts", JR_STRV, mounts, nmounts, false)                                               \
+	X("ckpt_marker", JR_VALUE, ckpt_marker, argc, false)                                       \
+	X("after", JR_DEPS, after, nafter, true)                                                   \
+	X("begin_ms", JR_VALUE, begin_ms, argc, true)                                              \
+	X("comment", JR_STR, comment, argc, true)                                                  \
+	X("error", JR_STR, error, argc, false)                                                     \
+	X("slurm_env", JR_VALUE, slurm_env, argc, false)                                           \
+	X("signal", JR_VALUE, signal, argc, true)                                                  \
+	X("array", JR_STR, array, argc, false)                                                     \
+	X("nodelist", JR_STRV, nodelist, nnodelist, true)                                          \
+	X("exclude", JR_STRV, exclude, nexclude, true)                                             \
+	X("exclusive", JR_VALUE, exclusive, argc, true)                                            \
+	X("pty", JR_VALUE, pty, argc, false)
+
+/* The keys of the table, NULL-terminated. */
+extern const char *const job_request_keys[];
+/* Whether `tenk update` may change key of a waiting job. */
+bool job_request_updatable(const char *key);
+/* The keys update may change, for an error that lists them ("name,
+ * time_limit_s, ..."). */
+const char *job_request_updatable_list(void);
+/* About what r holds in memory, in bytes: the struct, and every string and
+ * list it points to. */
+int64_t job_request_bytes(const struct job_request *r);
+
 void job_request_release(struct job_request *r);
 /* Returns a new JSON object (caller owns the reference). */
 json_t *job_request_pack(const struct job_request *r);

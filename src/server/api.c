@@ -771,17 +771,6 @@ static void h_job_requeue(struct request *r, const char *param, json_t *body)
 	job_change(r, param, do_requeue);
 }
 
-/* What `update` may change of a waiting job: what placement and the queue
- * read, not what the job is (its command, folder, environment, image). */
-static const char *const update_keys[] = {
-	"name",		 "time_limit_s",   "class",	    "queue",
-	"nodes",	 "tasks_per_node", "gpus_per_task", "gpu_types",
-	"cpus_per_task", "mem_mib",	   "gpu_mem_mib",   "gpu_tflops",
-	"switches",	 "mixed_types",	   "requeue",	    "grace_s",
-	"begin_ms",	 "after",	   "comment",	    "signal",
-	"nodelist",	 "exclude",	   "exclusive",	    NULL,
-};
-
 /* A running job: only its time limit moves, down by its owner, up (or
  * away) by an operator or an admin. */
 static void update_running(struct request *r, struct sjob *j, json_t *body)
@@ -833,17 +822,13 @@ static void h_job_update(struct request *r, const char *param, json_t *body)
 	}
 	const char *k;
 	json_t *v;
+	/* what placement and the queue read may change, not what the job is
+	 * (its command, folder, environment, image): model.h's table says */
 	json_object_foreach (body, k, v) {
-		bool ok = false;
-		for (int i = 0; update_keys[i] && !ok; i++)
-			ok = strcmp(k, update_keys[i]) == 0;
-		if (!ok) {
-			reply_error(
-				r, 400,
-				"%.64s: cannot be changed once submitted (what may: name, "
-				"time_limit_s, class, queue, nodes, tasks_per_node, gpus_per_task, "
-				"gpu_types, cpus_per_task, mem_mib, begin_ms, after, comment, ...)",
-				k);
+		if (!job_request_updatable(k)) {
+			reply_error(r, 400,
+				    "%.64s: cannot be changed once submitted (what may: %s)", k,
+				    job_request_updatable_list());
 			return;
 		}
 	}

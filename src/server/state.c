@@ -232,24 +232,6 @@ const struct owner_pending *state_owner_pending(struct state *s, const char *own
 	return owner_use(s, owner);
 }
 
-int64_t job_request_bytes(const struct job_request *r)
-{
-	int64_t n = 512 + (int64_t)strlen(r->cwd) + (r->name ? (int64_t)strlen(r->name) : 0) +
-		    (r->output ? (int64_t)strlen(r->output) : 0) +
-		    (r->image ? (int64_t)strlen(r->image) : 0);
-	for (int i = 0; i < r->argc; i++)
-		n += (int64_t)strlen(r->argv[i]) + 1;
-	for (int i = 0; i < r->nenv; i++)
-		n += (int64_t)strlen(r->env[i]) + 1;
-	for (int i = 0; i < r->nmounts; i++)
-		n += (int64_t)strlen(r->mounts[i]) + 1;
-	for (int i = 0; i < r->nnodelist; i++)
-		n += (int64_t)strlen(r->nodelist[i]) + 1;
-	for (int i = 0; i < r->nexclude; i++)
-		n += (int64_t)strlen(r->exclude[i]) + 1;
-	return n;
-}
-
 /* May no hold-back but its queue's budget apply to j? (struct pend_entry) */
 static bool job_plain(const struct state *s, const struct sjob *j)
 {

@@ -522,8 +522,6 @@ void part_add(struct state *s, struct snode *n, struct sjob *j, const struct att
 void part_remove(struct state *s, struct snode *n, struct sjob *j, int attempt);
 /* What owner's jobs wait (never NULL). */
 const struct owner_pending *state_owner_pending(struct state *s, const char *owner);
-/* About what request r weighs, in bytes. */
-int64_t job_request_bytes(const struct job_request *r);
 /* Node n's credential becomes the one of SHA-256 sha256 (NULL: none). */
 void state_node_credential(struct state *s, struct snode *n, const char *sha256);
 /* What node n runs changed in place (an attempt's digest): its agent is told. */

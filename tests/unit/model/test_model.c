@@ -186,6 +186,119 @@ static void test_hostlist(void **state)
 	job_request_release(&r2);
 }
 
+/* A request with every field filled (but pty, which goes with no image). */
+static json_t *full_request(void)
+{
+	char name[MODEL_NAME_MAX], big[1001], path[301];
+	memset(name, 'n', sizeof(name) - 1);
+	name[sizeof(name) - 1] = 0;
+	memset(big, 'b', sizeof(big) - 1);
+	big[sizeof(big) - 1] = 0;
+	memset(path, 'p', sizeof(path) - 1);
+	path[sizeof(path) - 1] = 0;
+	json_t *j = json_pack(
+		"{s:s, s:[s, s, s], s:s+, s:{s:s, s:s}, s:s+, s:i, s:i, s:i, s:[s, s], s:i, s:I,"
+		" s:I, s:I, s:i, s:s, s:s, s:I, s:f, s:i, s:b, s:s+, s:[s++], s:s, s:[{s:I, s:s},"
+		" {s:I}], s:I, s:s, s:s++, s:b, s:{s:i, s:I}, s:s, s:[s, s, s], s:[s], s:b}",
+		"name", name, "command", "python", big, big, "cwd", "/home/u/", path, "env", "A",
+		big, "B", path, "output", "/out/", path, "nodes", 2, "tasks_per_node", 4,
+		"gpus_per_task", 2, "gpu_types", "H100", "H200", "cpus_per_task", 8, "mem_mib",
+		(json_int_t)1000, "time_limit_s", (json_int_t)3600, "grace_s", (json_int_t)30,
+		"requeue", 3, "class", "cccccccccccccccccccccccccccccccccccccccccccccccccccccc",
+		"queue", "qqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqq",
+		"gpu_mem_mib", (json_int_t)80000, "gpu_tflops", 300.5, "switches", 2, "mixed_types",
+		1, "image", "localhost/train:", "v1-aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+		"mounts", "/data/", path, ":/data:ro", "ckpt_marker", "dcp", "after", "job",
+		(json_int_t)4, "when", "any", "job", (json_int_t)5, "begin_ms",
+		(json_int_t)1796000000000, "comment", big, "error", "/err/", path, "-%j",
+		"slurm_env", 1, "signal", "number", 10, "before_s", (json_int_t)90, "array",
+		"0-999%50", "nodelist", "node1", "node2", "node3", "exclude", "node4", "exclusive",
+		1);
+	assert_non_null(j);
+	return j;
+}
+
+static size_t json_len(const struct job_request *r)
+{
+	json_t *p = job_request_pack(r);
+	char *text = json_dumps(p, JSON_COMPACT);
+	size_t n = strlen(text);
+	free(text);
+	json_decref(p);
+	return n;
+}
+
+/* The table of a request's fields (model.h) is the request: the packer
+ * writes every key of it, and what a request weighs counts every field,
+ * each one about as much as it adds to the packed JSON. */
+static void test_request_table(void **state)
+{
+	json_t *j = full_request();
+	struct job_request r;
+	struct tk_error err;
+	if (job_request_unpack(j, &r, &err) < 0)
+		fail_msg("the full request: %s", err.text);
+	json_t *p = job_request_pack(&r);
+	int n = 0;
+	for (const char *const *k = job_request_keys; *k; k++, n++)
+		if (strcmp(*k, "pty") != 0 && !json_object_get(p, *k))
+			fail_msg("the packed request has no \"%s\"", *k);
+	assert_int_equal((int)json_object_size(p), n - 1);
+	json_decref(p);
+	json_t *pty = parse("{" BASE ", \"pty\": true}");
+	struct job_request rp;
+	assert_int_equal(job_request_unpack(pty, &rp, &err), 0);
+	p = job_request_pack(&rp);
+	assert_true(json_is_true(json_object_get(p, "pty")));
+	json_decref(p);
+	json_decref(pty);
+	job_request_release(&rp);
+
+	/* the whole: within the struct and a few bytes a field of the JSON */
+	int64_t bytes = job_request_bytes(&r), len = (int64_t)json_len(&r);
+	const int64_t overhead = (int64_t)sizeof(struct job_request) + 24 * n;
+	if (bytes < len - overhead || bytes > len + overhead)
+		fail_msg("a full request weighs %lld bytes, its JSON has %lld (at most %lld apart)",
+			 (long long)bytes, (long long)len, (long long)overhead);
+	/* field by field: leaving one out takes about what its JSON had */
+	for (const char *const *k = job_request_keys; *k; k++) {
+		if (strcmp(*k, "command") == 0 || strcmp(*k, "cwd") == 0 || strcmp(*k, "pty") == 0)
+			continue; /* required, or in a request of its own */
+		/* what goes with it: mounts are for an image, and what asks
+		 * about accelerators for a job with some */
+		static const char *const with[][4] = {
+			{"image", "mounts"},
+			{"gpus_per_task", "gpu_mem_mib", "gpu_tflops", "mixed_types"},
+		};
+		json_t *less = json_deep_copy(j);
+		json_object_del(less, *k);
+		int64_t slack = (int64_t)strlen(*k) + 8 + 8 * 4; /* a key, up to 4 elements */
+		for (size_t w = 0; w < ARRAY_SIZE(with); w++)
+			for (int d = 1; d < 4 && strcmp(with[w][0], *k) == 0 && with[w][d]; d++) {
+				json_object_del(less, with[w][d]);
+				slack += (int64_t)strlen(with[w][d]) + 24;
+			}
+		struct job_request r2;
+		if (job_request_unpack(less, &r2, &err) < 0)
+			fail_msg("the full request without %s: %s", *k, err.text);
+		int64_t dlen = len - (int64_t)json_len(&r2);
+		int64_t dbytes = bytes - job_request_bytes(&r2);
+		if (dbytes < dlen - slack || dbytes > dlen + slack)
+			fail_msg("\"%s\": its JSON has %lld bytes, its weight counts %lld", *k,
+				 (long long)dlen, (long long)dbytes);
+		job_request_release(&r2);
+		json_decref(less);
+	}
+	/* what update may change, and says it may */
+	assert_true(job_request_updatable("time_limit_s") && job_request_updatable("nodelist"));
+	assert_false(job_request_updatable("command") || job_request_updatable("image") ||
+		     job_request_updatable("nope"));
+	assert_non_null(strstr(job_request_updatable_list(), "name, nodes, tasks_per_node"));
+	assert_null(strstr(job_request_updatable_list(), "command"));
+	job_request_release(&r);
+	json_decref(j);
+}
+
 static void test_request_daily_fields(void **state)
 {
 	json_t *j = parse("{" BASE ", \"after\": [{\"job\": 4}, {\"job\": 7, \"when\": \"any\"}],"
@@ -995,6 +1108,7 @@ int main(void)
 		cmocka_unit_test(test_lease),
 		cmocka_unit_test(test_train_metrics),
 		cmocka_unit_test(test_request_daily_fields),
+		cmocka_unit_test(test_request_table),
 		cmocka_unit_test(test_hostlist),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
