@@ -564,7 +564,7 @@ static void scan_start(struct request *r, const struct filter *f, const char *by
 	sc->newest = !by && !f->all;
 	sc->next = (size_t)MIN(f->after, (int64_t)r->s->st.njobs);
 	struct tk_error err;
-	if (r->s->st.reader && store_acct_cursor_new(r->s->st.reader, &sc->cur, &err) < 0)
+	if (r->s->reader && store_acct_cursor_new(r->s->reader, &sc->cur, &err) < 0)
 		log_warn("accounting: %s; reading whole jobs instead", err.text);
 	strbuf_init(&sc->last.owner);
 	strbuf_init(&sc->last.queue);
@@ -707,7 +707,7 @@ static void sum_gone(struct server *s, int64_t now)
 	}
 	struct store_acct_cursor *cur = NULL;
 	struct tk_error err;
-	if (oldest != INT64_MAX && st->reader && store_acct_cursor_new(st->reader, &cur, &err) < 0)
+	if (oldest != INT64_MAX && s->reader && store_acct_cursor_new(s->reader, &cur, &err) < 0)
 		log_warn("budgets: %s; reading whole jobs instead", err.text);
 	struct gone_sum gs = {.st = st, .sum = sum, .now = now};
 	for (size_t i = 0; oldest != INT64_MAX && i < st->njobs; i++) {

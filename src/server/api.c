@@ -404,9 +404,7 @@ static void h_submit(struct request *r, const char *param, json_t *body)
 	}
 	int64_t now = server_now_ms(s);
 	if (!req.array) {
-		struct sjob *j = state_submit(st, &req, r->user, run_as, now);
-		j->job.held = held;
-		job_refile(st, j);
+		struct sjob *j = state_submit(st, &req, r->user, run_as, held, now);
 		reply_json(r, 201, job_for(r, j));
 		return;
 	}
@@ -419,10 +417,8 @@ static void h_submit(struct request *r, const char *param, json_t *body)
 			request_copy(&req, &el);
 		else
 			el = req, memset(&req, 0, sizeof(req));
-		struct sjob *j =
-			state_submit_array(st, &el, r->user, run_as, now, first, idx[k], cap, nidx);
-		j->job.held = held;
-		job_refile(st, j);
+		struct sjob *j = state_submit_array(st, &el, r->user, run_as, held, now, first,
+						    idx[k], cap, nidx);
 		if (!head)
 			head = j;
 	}
@@ -1069,8 +1065,7 @@ static void h_node_admit(struct request *r, const char *param, json_t *body)
 	struct snode *n = find_node(r, param);
 	if (!n)
 		return;
-	n->rec.admit = true;
-	state_node_dirty(&r->s->st, n);
+	state_node_admit(&r->s->st, n);
 	log_info("%s admitted a new agent for node %s", r->user, n->rec.inv.name);
 	reply_json(r, 200, state_node_pack(&r->s->st, n));
 }
@@ -1082,9 +1077,7 @@ static void h_node_revoke(struct request *r, const char *param, json_t *body)
 	struct snode *n = find_node(r, param);
 	if (!n)
 		return;
-	state_node_credential(&r->s->st, n, NULL);
-	n->rec.revoked = true;
-	n->rec.admit = false;
+	state_node_revoke(&r->s->st, n);
 	log_info("%s revoked the credential of node %s", r->user, n->rec.inv.name);
 	reply_json(r, 200, state_node_pack(&r->s->st, n));
 }
@@ -1178,7 +1171,6 @@ static void h_agent_register(struct request *r, const char *param, json_t *body)
 		}
 		tk_sha256_hex(ans.credential, strlen(ans.credential), sha);
 		state_node_credential(st, n, sha);
-		n->rec.admit = n->rec.revoked = false;
 		log_info("node %s joined and has its own credential", inv->name);
 	}
 	snprintf(ans.node, sizeof(ans.node), "%s", n->rec.inv.name);
@@ -1202,24 +1194,14 @@ static void h_agent_heartbeat(struct request *r, const char *param, json_t *body
 	struct snode *n = api_agent_node(r, m.node, m.agent_id);
 	if (n) {
 		state_node_seen(&r->s->st, n, tk_mono_ms());
-		if (m.stopping && !n->agent_stopping) {
-			/* its jobs go on in their shims; nothing new is placed here
-			 * until an agent registers again */
-			log_info("node %s: its agent is stopping", n->rec.inv.name);
-			n->agent_stopping = true;
-			state_want_pass(&r->s->st);
-		}
+		if (m.stopping)
+			state_agent_stopping(&r->s->st, n);
 		if (m.has_images)
 			state_node_images(&r->s->st, n, &m);
 		for (int i = 0; i < m.nfaults; i++)
 			state_node_fault(&r->s->st, n, m.faults[i], server_now_ms(r->s));
-		for (int i = 0; i < m.ncheckpoints; i++) {
-			const struct wire_checkpoint *c = &m.checkpoints[i];
-			struct sjob *j = state_job(&r->s->st, c->job);
-			const struct attempt *a = j ? job_current_attempt(&j->job) : NULL;
-			if (a && a->number == c->attempt)
-				j->last_ckpt_ms = MAX(j->last_ckpt_ms, c->at_ms);
-		}
+		for (int i = 0; i < m.ncheckpoints; i++)
+			state_checkpoint_seen(&r->s->st, &m.checkpoints[i]);
 		for (int i = 0; i < m.ntrain; i++)
 			state_train_metrics(&r->s->st, n, &m.train[i]);
 		reply_json(r, 200, json_pack("{s:b}", "ok", 1));

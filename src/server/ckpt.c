@@ -6,7 +6,7 @@
  * committed tag on every node before its tasks start, and falls back to the
  * one before when a node cannot (TASK_EVENT_RESTORED).
  */
-#include "internal.h"
+#include "state.h"
 
 #include <string.h>
 

@@ -2,17 +2,15 @@
  * Settled jobs (final, every attempt ended) out of memory. Their rows in the
  * store hold them whole; the state keeps per id only what lists,
  * dependencies, counts and accounting windows ask without reading them
- * (struct sgone), and reads a job back through the store's reader when one
- * is asked for by itself. A settled job leaves memory once its last write
- * is durable and it has stayed settled keep_settled_ms, so that the looks
- * at a job just ended (waits, events, the CLI's next question) find it held.
+ * (struct sgone), and reads a job back through the reader the shell handed
+ * it (state_set_reader) when one is asked for by itself. A settled job leaves memory once its last
+ * write is durable and it has stayed settled keep_settled_ms, so that the looks at a job just ended
+ * (waits, events, the CLI's next question) find it held.
  */
 #include "state.h"
 
 #include <errno.h>
 #include <string.h>
-
-#include "store/store.h"
 
 void state_slots_reserve(struct state *s, size_t n)
 {
@@ -81,12 +79,12 @@ bool state_job_known(const struct state *s, int64_t id)
 
 int state_job_read(struct state *s, int64_t id, struct sjob *ret, struct tk_error *err)
 {
-	if (!s->reader)
+	if (!s->read)
 		return tk_errorf(err, -ENOENT, "job %lld is not held and no store can be read",
 				 (long long)id);
 	_cleanup_free_ char *doc = NULL;
 	size_t len = 0;
-	int r = store_get_job(s->reader, id, &doc, &len, err);
+	int r = s->read(s->read_arg, id, &doc, &len, err);
 	if (r < 0)
 		return r;
 	json_error_t jerr;

@@ -123,6 +123,7 @@ struct server {
 	int lock_fd;
 	struct catalogue cat;
 	struct store *store;
+	struct store *reader; /* a second connection: reads what left memory back */
 
 	/* the state machine: jobs, nodes, queues, users, validation runs */
 	struct state st;
@@ -404,3 +405,13 @@ void ptys_close_all(struct server *s);
 struct req_list *api_node_polls(struct server *s, int index);
 /* Turns the state machine's events into answers (state_event_cb). */
 void api_state_event(void *arg, const struct state_event *ev);
+
+/* ---- load.c: the store into the state, at start
+ * --------------------------------------------------------------------------- */
+
+/* Loads what store holds into an empty state at start-up, then ends what
+ * cannot go on (attempts whose nodes are gone, validation runs). A row
+ * that does not decode stops it, named, unless quarantine: then the row is
+ * moved to the store's quarantine table and the load goes on. */
+int state_load(struct state *s, struct store *store, int64_t now, int64_t mono, bool quarantine,
+	       struct tk_error *err);

@@ -92,17 +92,19 @@ struct sjob *job_add(struct state *s, struct job *job, int64_t now)
 	return j;
 }
 
-/* A new job from req (taken), PENDING. */
+/* A new job from req (taken), PENDING; its array fields and whether it is
+ * held from tmpl (NULL: none, not held). */
 static struct sjob *job_new(struct state *s, struct job_request *req, const char *owner,
-			    const char *run_as, bool system, int64_t now, const struct job *array)
+			    const char *run_as, bool system, int64_t now, const struct job *tmpl)
 {
 	struct job job;
 	memset(&job, 0, sizeof(job));
-	if (array) {
-		job.array_job = array->array_job;
-		job.array_index = array->array_index;
-		job.array_cap = array->array_cap;
-		job.array_count = array->array_count;
+	if (tmpl) {
+		job.array_job = tmpl->array_job;
+		job.array_index = tmpl->array_index;
+		job.array_cap = tmpl->array_cap;
+		job.array_count = tmpl->array_count;
+		job.held = tmpl->held;
 	}
 	job.id = (int64_t)s->njobs + 1;
 	snprintf(job.owner, sizeof(job.owner), "%s", owner);
@@ -126,17 +128,20 @@ static struct sjob *job_new(struct state *s, struct job_request *req, const char
 }
 
 struct sjob *state_submit(struct state *s, struct job_request *req, const char *owner,
-			  const char *run_as, int64_t now)
+			  const char *run_as, bool held, int64_t now)
 {
-	return job_new(s, req, owner, run_as, false, now, NULL);
+	return job_new(s, req, owner, run_as, false, now, &(struct job){.held = held});
 }
 
 struct sjob *state_submit_array(struct state *s, struct job_request *req, const char *owner,
-				const char *run_as, int64_t now, int64_t first, int index, int cap,
-				int count)
+				const char *run_as, bool held, int64_t now, int64_t first,
+				int index, int cap, int count)
 {
-	struct job a = {
-		.array_job = first, .array_index = index, .array_cap = cap, .array_count = count};
+	struct job a = {.array_job = first,
+			.array_index = index,
+			.array_cap = cap,
+			.array_count = count,
+			.held = held};
 	return job_new(s, req, owner, run_as, false, now, &a);
 }
 
@@ -684,4 +689,12 @@ void state_job_set_request(struct state *s, struct sjob *j, struct job_request *
 	job_enqueue(s, j);
 	state_job_dirty(s, j);
 	state_want_pass(s);
+}
+
+void state_checkpoint_seen(struct state *s, const struct wire_checkpoint *c)
+{
+	struct sjob *j = state_job(s, c->job);
+	const struct attempt *a = j ? job_current_attempt(&j->job) : NULL;
+	if (a && a->number == c->attempt)
+		j->last_ckpt_ms = MAX(j->last_ckpt_ms, c->at_ms);
 }

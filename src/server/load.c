@@ -3,9 +3,10 @@
  * as strictly as input from outside; what cannot go on after a restart
  * (attempts whose nodes are gone, validation runs) is ended here, and the
  * node work the loading itself marked changed is forgotten: agents learn
- * their work when they next poll.
+ * their work when they next poll. The shell's part: the state machine
+ * itself knows no store.
  */
-#include "state.h"
+#include "internal.h"
 
 #include <errno.h>
 #include <stdio.h>

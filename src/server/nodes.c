@@ -312,9 +312,35 @@ void state_node_credential(struct state *s, struct snode *n, const char *sha256)
 	if (n->rec.cred_sha256[0])
 		tk_map_del(&s->node_by_cred, n->rec.cred_sha256);
 	snprintf(n->rec.cred_sha256, sizeof(n->rec.cred_sha256), "%s", sha256 ? sha256 : "");
-	if (sha256)
+	if (sha256) {
 		tk_map_put(&s->node_by_cred, n->rec.cred_sha256, n);
+		n->rec.admit = n->rec.revoked = false; /* an agent joined with it */
+	}
 	state_node_dirty(s, n);
+}
+
+void state_node_admit(struct state *s, struct snode *n)
+{
+	n->rec.admit = true;
+	state_node_dirty(s, n);
+}
+
+void state_node_revoke(struct state *s, struct snode *n)
+{
+	state_node_credential(s, n, NULL);
+	n->rec.revoked = true;
+	n->rec.admit = false;
+}
+
+void state_agent_stopping(struct state *s, struct snode *n)
+{
+	if (n->agent_stopping)
+		return;
+	/* its jobs go on in their shims; nothing new is placed here until an
+	 * agent registers again */
+	log_info("node %s: its agent is stopping", n->rec.inv.name);
+	n->agent_stopping = true;
+	state_want_pass(s);
 }
 
 struct snode *state_register(struct state *s, const struct node_inventory *inv,

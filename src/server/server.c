@@ -461,6 +461,16 @@ static int open_store(struct server *s, const char *db, bool used, struct tk_err
 	return 0;
 }
 
+/* The state's reader of jobs out of memory: the server's second store. */
+static int read_job(void *arg, int64_t id, char **ret_doc, size_t *ret_len, struct tk_error *err)
+{
+	struct server *s = arg;
+	if (!s->reader)
+		return tk_errorf(err, -ENOENT, "job %lld is not held and no store can be read",
+				 (long long)id);
+	return store_get_job(s->reader, id, ret_doc, ret_len, err);
+}
+
 int server_create(uv_loop_t *loop, const struct server_config *cfg, struct server **ret,
 		  struct tk_error *err)
 {
@@ -505,11 +515,12 @@ int server_create(uv_loop_t *loop, const struct server_config *cfg, struct serve
 				    .epoch = s->epoch,
 				    .secret = s->admin_token};
 	state_init(&s->st, &scfg, sched, api_state_event, s);
+	state_set_reader(&s->st, read_job, s);
 	s->st.now_ms = server_now_ms(s);
 	s->st.mono_ms = tk_mono_ms();
 	db = xasprintf("%s/tenk.db", s->data_dir);
 	if ((r = open_store(s, db, used, err)) < 0 ||
-	    (r = store_open_reader(db, &s->st.reader, err)) < 0 || (r = audit_load(s, err)) < 0 ||
+	    (r = store_open_reader(db, &s->reader, err)) < 0 || (r = audit_load(s, err)) < 0 ||
 	    (r = state_load(&s->st, s->store, server_now_ms(s), tk_mono_ms(),
 			    cfg->quarantine_bad_rows, err)) < 0 ||
 	    (r = acct_fill_load(s, err)) < 0)
@@ -623,7 +634,7 @@ void server_destroy(struct server *s)
 	if (s->store && anything_dirty(s))
 		flush_sync(s);
 	store_batch_destroy(s->fill.batch);
-	store_destroy(s->st.reader);
+	store_destroy(s->reader);
 	state_release(&s->st);
 	free(s->job_waits);
 	free(s->node_polls);

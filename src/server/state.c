@@ -45,6 +45,12 @@ void state_init(struct state *s, const struct state_config *cfg, const struct sc
 		}
 }
 
+void state_set_reader(struct state *s, state_read_cb read, void *arg)
+{
+	s->read = read;
+	s->read_arg = arg;
+}
+
 void state_release(struct state *s)
 {
 	valid_release(s); /* runs point at jobs and nodes */

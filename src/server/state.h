@@ -32,7 +32,6 @@
 #include "model/model.h"
 #include "model/wire.h"
 #include "sched/sched.h"
-#include "store/store.h"
 
 #define STATE_PORT_BASE 29500 /* MASTER_PORT range on each node, by default */
 #define STATE_PORT_COUNT 512
@@ -260,6 +259,13 @@ struct state_event {
 /* Called on the caller's thread, from inside the state machine; it must not
  * change the state (it may read it, and pack it). */
 typedef void (*state_event_cb)(void *arg, const struct state_event *ev);
+#define STATE_MAX_JOB_ID (1LL << 26) /* jobs are indexed by id */
+
+/* Reads the stored document of job id, out of memory: *ret_doc (the
+ * caller frees it) of *ret_len bytes, or < 0 with err (-ENOENT: none). The
+ * shell hands the state one (its store), as it hands it the events'. */
+typedef int (*state_read_cb)(void *arg, int64_t id, char **ret_doc, size_t *ret_len,
+			     struct tk_error *err);
 
 struct state_config {
 	int64_t node_timeout_ms; /* an agent silent this long is DOWN */
@@ -288,7 +294,9 @@ struct state {
 	int nowners;
 	size_t owners_alloc;
 	struct tk_map owner_index;
-	struct store *reader;	  /* the server's: reads a job out of memory back */
+	/* reads a job out of memory back (the shell's store; NULL: none) */
+	state_read_cb read;
+	void *read_arg;
 	struct tk_error read_err; /* why the last read back failed */
 	struct settled_entry *settled;
 	size_t settled_head, nsettled, settled_alloc;
@@ -374,6 +382,8 @@ struct state {
  * default queue; release it with state_release. */
 void state_init(struct state *s, const struct state_config *cfg, const struct sched_config *sched,
 		state_event_cb cb, void *cb_arg);
+/* How jobs out of memory are read back (none until it is set). */
+void state_set_reader(struct state *s, state_read_cb read, void *arg);
 void state_release(struct state *s);
 /* Marks a job, node, queue or user changed: it goes in the next batch. */
 void state_job_dirty(struct state *s, struct sjob *j);
@@ -426,14 +436,14 @@ struct sjob *state_job(struct state *s, int64_t id);
 /* Finds a job's class and queue and makes its scheduler's view. */
 void job_attach(struct state *s, struct sjob *j, int64_t now);
 /* Takes ownership of req (its class and queue already checked); returns the
- * new job, PENDING. */
+ * new job, PENDING, held (tenk submit --hold) or not. */
 struct sjob *state_submit(struct state *s, struct job_request *req, const char *owner,
-			  const char *run_as, int64_t now);
-/* A system job (no place in the scheduler's queue), owned by `owner`. */
+			  const char *run_as, bool held, int64_t now);
 /* One element of an array whose first element is (or will be) job first. */
 struct sjob *state_submit_array(struct state *s, struct job_request *req, const char *owner,
-				const char *run_as, int64_t now, int64_t first, int index, int cap,
-				int count);
+				const char *run_as, bool held, int64_t now, int64_t first,
+				int index, int cap, int count);
+/* A system job (no place in the scheduler's queue), owned by `owner`. */
 struct sjob *state_submit_system(struct state *s, struct job_request *req, const char *owner,
 				 int64_t now);
 int state_cancel(struct state *s, struct sjob *j, int64_t now, struct tk_error *err);
@@ -522,8 +532,19 @@ void part_add(struct state *s, struct snode *n, struct sjob *j, const struct att
 void part_remove(struct state *s, struct snode *n, struct sjob *j, int attempt);
 /* What owner's jobs wait (never NULL). */
 const struct owner_pending *state_owner_pending(struct state *s, const char *owner);
-/* Node n's credential becomes the one of SHA-256 sha256 (NULL: none). */
+/* Node n's credential becomes the one of SHA-256 sha256 (NULL: none); a
+ * new one (an agent joined with it) ends an admit and a revocation. */
 void state_node_credential(struct state *s, struct snode *n, const char *sha256);
+/* An admin lets the next agent that joins as n in (tenk nodes admit). */
+void state_node_admit(struct state *s, struct snode *n);
+/* n's credential ends; only an admit lets an agent of it in again. */
+void state_node_revoke(struct state *s, struct snode *n);
+/* n's agent said it stops: nothing new is placed there until an agent
+ * registers again. */
+void state_agent_stopping(struct state *s, struct snode *n);
+/* An agent says when a running attempt last wrote a checkpoint (what
+ * preemption weighs as work that would be lost). */
+void state_checkpoint_seen(struct state *s, const struct wire_checkpoint *c);
 /* What node n runs changed in place (an attempt's digest): its agent is told. */
 void node_work_changed(struct state *s, struct snode *n);
 /* Every node holding a part of attempt a learns its work changed. */
@@ -619,16 +640,6 @@ void state_job_written(struct state *s, struct sjob *j, uint64_t seq, int64_t mo
  * seq_durable, settled keep_settled_ms), or NULL; then state_evict(j). */
 struct sjob *state_evict_next(struct state *s, uint64_t seq_durable, int64_t mono);
 void state_evict(struct state *s, struct sjob *j);
-
-/* ---- load.c --------------------------------------------------------------------------- */
-
-/* Loads what store holds into an empty state at start-up, then ends what
- * cannot go on (attempts whose nodes are gone, validation runs). A row
- * that does not decode stops it, named, unless quarantine: then the row is
- * moved to the store's quarantine table and the load goes on. */
-#define STATE_MAX_JOB_ID (1LL << 26) /* jobs are indexed by id */
-int state_load(struct state *s, struct store *store, int64_t now, int64_t mono, bool quarantine,
-	       struct tk_error *err);
 
 /* ---- valid.c: validation runs --------------------------------------------------------- */
 

@@ -85,7 +85,7 @@ static struct sjob *submit(struct world *w, const char *json)
 	if (job_request_unpack(j, &req, &err) < 0)
 		fail_msg("bad test request: %s", err.text);
 	json_decref(j);
-	return state_submit(&w->st, &req, "alice", "alice", T0);
+	return state_submit(&w->st, &req, "alice", "alice", false, T0);
 }
 
 static void task_event(struct world *w, struct sjob *j, int rank, enum task_event_type type,
@@ -526,7 +526,7 @@ static void test_agent_stopping(void **state)
 {
 	struct world *w = world_new(5);
 	struct snode *n = add_node(w, 1, 8, "aaaaaaaa");
-	n->agent_stopping = true; /* what its last heartbeat says */
+	state_agent_stopping(&w->st, n); /* what its last heartbeat says */
 	struct sjob *j = submit(w, "{\"command\": [\"train\"], \"cwd\": \"/tmp\"}");
 	state_schedule(&w->st, T0);
 	assert_int_equal(j->job.state, JOB_PENDING);
