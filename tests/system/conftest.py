@@ -44,8 +44,9 @@ def pytest_sessionfinish(session):
     _OWN_CGROUPS.clear()
 
 
-def wait_for(pred, timeout=20.0, what="condition", interval=0.02):
-    """Polls pred() until it returns something true; fails after timeout."""
+def wait_for(pred, timeout=20.0, what="condition", interval=0.02, show=None):
+    """Polls pred() until it returns something true; fails after timeout,
+    saying what show() returns then (when given) beside pred's last."""
     deadline = time.monotonic() + timeout
     last = None
     while time.monotonic() < deadline:
@@ -53,7 +54,8 @@ def wait_for(pred, timeout=20.0, what="condition", interval=0.02):
         if last:
             return last
         time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
+    seen = f"; {show()!r}" if show else ""
+    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r}{seen})")
 
 
 def alive(pid):
