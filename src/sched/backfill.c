@@ -16,7 +16,7 @@ static bool resv_blocks(const struct st *st, const struct resv *r, int64_t time_
 	return st->p.now + time_limit_s * 1000 > r->until;
 }
 
-bool blocked_by_all(const struct st *st, int64_t time_limit_s)
+bool sched__blocked_by_all(const struct st *st, int64_t time_limit_s)
 {
 	for (int i = 0; i < st->nresv; i++)
 		if (!resv_blocks(st, &st->resv[i], time_limit_s))
@@ -32,12 +32,12 @@ struct saved {
 	int ndev;
 };
 
-int saved_node(const struct saved *sv, int i)
+int sched__saved_node(const struct saved *sv, int i)
 {
 	return sv[i].node;
 }
 
-struct saved *block(struct st *st, const struct sched_job *j, int *ret_n, int *first)
+struct saved *sched__block(struct st *st, const struct sched_job *j, int *ret_n, int *first)
 {
 	struct pass *p = &st->p;
 	struct saved *sv = NULL;
@@ -71,11 +71,11 @@ struct saved *block(struct st *st, const struct sched_job *j, int *ret_n, int *f
 	*ret_n = n;
 	/* keep the capacity index true to what this job may use */
 	for (int i = 0; i < n; i++)
-		cap_update_node(p, sv[i].node);
+		sched__cap_update_node(p, sv[i].node);
 	return sv;
 }
 
-void unblock(struct st *st, struct saved *sv, int n)
+void sched__unblock(struct st *st, struct saved *sv, int n)
 {
 	struct pass *p = &st->p;
 	for (int i = n - 1; i >= 0; i--) {
@@ -85,11 +85,11 @@ void unblock(struct st *st, struct saved *sv, int n)
 			p->free.dev[sv[i].dev_idx[d]] = sv[i].dev_val[d];
 	}
 	for (int i = 0; i < n; i++)
-		cap_update_node(p, sv[i].node);
+		sched__cap_update_node(p, sv[i].node);
 	free(sv);
 }
 
-void add_hold(struct st *st, const struct placement *pl)
+void sched__add_hold(struct st *st, const struct placement *pl)
 {
 	struct pass *p = &st->p;
 	for (int i = 0; i < pl->nnodes; i++) {
@@ -101,11 +101,11 @@ void add_hold(struct st *st, const struct placement *pl)
 			int *f = &p->free.dev[p->dev_off[n] + a->devs[d]];
 			*f -= MIN(a->milli, *f);
 		}
-		cap_update_node(p, n);
+		sched__cap_update_node(p, n);
 	}
 }
 
-void add_resv(struct st *st, int job, int64_t until, const struct placement *pl)
+void sched__add_resv(struct st *st, int job, int64_t until, const struct placement *pl)
 {
 	struct pass *p = &st->p;
 	xgrow(&st->resv, &st->resv_alloc, (size_t)st->nresv + 1, sizeof(*st->resv));
@@ -138,7 +138,7 @@ static int64_t static_end(const struct st *st, const struct sched_running *r)
 }
 
 /* Sorts by end, soonest first, every end being at or after `now`. The order
- * among equal ends is not kept: shadow() releases all the jobs of one end
+ * among equal ends is not kept: sched__shadow() releases all the jobs of one end
  * before it places. An LSD radix sort on the offset from now, 11 bits a
  * round and only as many rounds as the latest finite end needs (a few for
  * time limits of days); FOREVER goes last. */
@@ -158,7 +158,8 @@ static void sort_by_end(struct pass *p, struct end_item *a, int n, int64_t now)
 	if (nf < 2 || max == 0)
 		return;
 	enum { BITS = 11, RADIX = 1 << BITS };
-	struct end_item *tmp = keep_alloc(p->keep, sizeof(*tmp) * (size_t)nf), *src = a, *dst = tmp;
+	struct end_item *tmp = sched__keep_alloc(p->keep, sizeof(*tmp) * (size_t)nf), *src = a,
+			*dst = tmp;
 	int *count = xmalloc(sizeof(int) * RADIX);
 	for (int shift = 0; shift < 64 && max >> shift; shift += BITS) {
 		memset(count, 0, sizeof(int) * RADIX);
@@ -179,7 +180,7 @@ static void sort_by_end(struct pass *p, struct end_item *a, int n, int64_t now)
 	if (src != a)
 		memcpy(a, src, sizeof(*a) * (size_t)nf);
 	free(count);
-	keep_release(p->keep, tmp);
+	sched__keep_release(p->keep, tmp);
 }
 
 /* The running jobs in order of expected end, for reservations: sorted once a
@@ -263,7 +264,7 @@ static bool shadow_unknown(struct st *st, const struct req *rq, const struct end
 {
 	struct pass *p = &st->p;
 	const struct sched_snapshot *s = p->snap;
-	struct unknown_end *u = keep_alloc(p->keep, sizeof(*u) * ((size_t)n + 1));
+	struct unknown_end *u = sched__keep_alloc(p->keep, sizeof(*u) * ((size_t)n + 1));
 	for (int i = 0; i < n; i++) {
 		const struct sched_running *r = &s->running[h[i].idx];
 		u[i] = (struct unknown_end){h[i].idx, free_near(p, r), r->start_ms};
@@ -274,32 +275,32 @@ static bool shadow_unknown(struct st *st, const struct req *rq, const struct end
 	int tries = 0;
 	for (int i = 0; i < n && !ok; i++) {
 		const struct sched_running *r = &s->running[u[i].idx];
-		scratch_apply(p, r->nodes, r->nnodes, +1);
+		sched__scratch_apply(p, r->nodes, r->nnodes, +1);
 		for (int x = 0; x < r->nnodes; x++)
-			fit_update(p, fc, &p->scratch, r->nodes[x].node);
+			sched__fit_update(p, fc, &p->scratch, r->nodes[x].node);
 		/* past the tries, only once every one is released */
-		if ((tries >= UNKNOWN_TRIES && i + 1 < n) || !fit_enough(fc))
+		if ((tries >= UNKNOWN_TRIES && i + 1 < n) || !sched__fit_enough(fc))
 			continue;
 		tries++;
 		st->d->placements_tried++;
-		ok = place(p, rq, &p->scratch, &st->pl, &why);
+		ok = sched__place(p, rq, &p->scratch, &st->pl, &why);
 	}
-	keep_release(p->keep, u);
+	sched__keep_release(p->keep, u);
 	return ok;
 }
 
-/* How far ahead in the end order shadow() asks for what it will read. */
+/* How far ahead in the end order sched__shadow() asks for what it will read. */
 #define SHADOW_AHEAD 8
 
-bool shadow(struct st *st, const struct req *rq, int64_t *until)
+bool sched__shadow(struct st *st, const struct req *rq, int64_t *until)
 {
 	struct pass *p = &st->p;
 	const struct sched_snapshot *s = p->snap;
-	scratch_from_free(p);
+	sched__scratch_from_free(p);
 	int n;
 	const struct end_item *h = end_order(st, &n);
 	struct fitcount fc;
-	fit_init(p, &fc, rq, &p->scratch);
+	sched__fit_init(p, &fc, rq, &p->scratch);
 	struct place_fail why;
 	bool ok = false;
 	for (int i = 0; i < n && !ok; i++) {
@@ -317,21 +318,21 @@ bool shadow(struct st *st, const struct req *rq, int64_t *until)
 			break;
 		} else {
 			const struct sched_running *r = &s->running[it.idx];
-			scratch_apply(p, r->nodes, r->nnodes, +1);
+			sched__scratch_apply(p, r->nodes, r->nnodes, +1);
 			for (int x = 0; x < r->nnodes; x++)
-				fit_update(p, &fc, &p->scratch, r->nodes[x].node);
+				sched__fit_update(p, &fc, &p->scratch, r->nodes[x].node);
 		}
 		/* place once enough nodes could hold it, at most once per end time */
 		if (i + 1 < n && h[i + 1].end == it.end)
 			continue;
-		if (!fit_enough(&fc))
+		if (!sched__fit_enough(&fc))
 			continue;
 		st->d->placements_tried++;
-		if (place(p, rq, &p->scratch, &st->pl, &why)) {
+		if (sched__place(p, rq, &p->scratch, &st->pl, &why)) {
 			*until = it.end;
 			ok = true;
 		}
 	}
-	fit_release(p, &fc);
+	sched__fit_release(p, &fc);
 	return ok;
 }

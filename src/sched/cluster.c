@@ -10,7 +10,7 @@
 #include <string.h>
 #include <strings.h>
 
-int cmp_str(const void *a, const void *b)
+int sched__cmp_str(const void *a, const void *b)
 {
 	return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
@@ -53,7 +53,7 @@ static void statics_compute(struct pass *p)
 	for (int n = 0; n < nn; n++)
 		for (int d = 0; d < s->nodes[n].ndev; d++)
 			p->models[nm++] = s->nodes[n].devs[d].model;
-	qsort(p->models, (size_t)nm, sizeof(char *), cmp_str);
+	qsort(p->models, (size_t)nm, sizeof(char *), sched__cmp_str);
 	int u = 0;
 	for (int i = 0; i < nm; i++)
 		if (u == 0 || strcmp(p->models[u - 1], p->models[i]) != 0)
@@ -71,7 +71,7 @@ static void statics_compute(struct pass *p)
 				    s->nodes[n].devs[d].tflops);
 	p->name_rank = xcalloc((size_t)nn + 1, sizeof(int));
 	p->order = xcalloc((size_t)nn + 1, sizeof(int));
-	topo_init(p);
+	sched__topo_init(p);
 	/* the nodes that have each model, for scans that need every candidate */
 	p->model_nodes_off = xcalloc((size_t)p->nmodels + 2, sizeof(int));
 	p->model_nodes = xcalloc((size_t)ndev + 1, sizeof(int));
@@ -207,7 +207,7 @@ static bool statics_borrow(struct pass *p)
 	return true;
 }
 
-void place_init(struct pass *p)
+void sched__place_init(struct pass *p)
 {
 	const struct sched_snapshot *s = p->snap;
 	if (!statics_borrow(p))
@@ -216,10 +216,10 @@ void place_init(struct pass *p)
 	struct view *views[] = {&p->free, &p->scratch, &p->total};
 	/* every view is written in full before it is read (scratch by a copy) */
 	for (size_t i = 0; i < ARRAY_SIZE(views); i++) {
-		views[i]->cpus = keep_alloc(p->keep, sizeof(int) * ((size_t)nn + 1));
-		views[i]->mem = keep_alloc(p->keep, sizeof(int64_t) * ((size_t)nn + 1));
-		views[i]->dev = keep_alloc(p->keep, sizeof(int) * ((size_t)ndev + 1));
-		views[i]->alone = keep_zalloc(p->keep, (size_t)nn + 1, sizeof(int));
+		views[i]->cpus = sched__keep_alloc(p->keep, sizeof(int) * ((size_t)nn + 1));
+		views[i]->mem = sched__keep_alloc(p->keep, sizeof(int64_t) * ((size_t)nn + 1));
+		views[i]->dev = sched__keep_alloc(p->keep, sizeof(int) * ((size_t)ndev + 1));
+		views[i]->alone = sched__keep_zalloc(p->keep, (size_t)nn + 1, sizeof(int));
 	}
 	for (int r = 0; r < s->nrunning; r++)
 		for (int k = 0; k < s->running[r].nnodes; k++)
@@ -236,15 +236,15 @@ void place_init(struct pass *p)
 			p->total.dev[p->dev_off[n] + d] = MODEL_MILLI;
 		}
 	}
-	p->cands = keep_alloc(p->keep, sizeof(struct cand) * ((size_t)nn + 1));
+	p->cands = sched__keep_alloc(p->keep, sizeof(struct cand) * ((size_t)nn + 1));
 	p->model_scratch = xcalloc((size_t)p->nmodels + 1, sizeof(int));
 	p->model_scratch2 = xcalloc((size_t)p->nmodels + 1, sizeof(int));
-	p->touch_mark = keep_zalloc(p->keep, (size_t)nn + 1, sizeof(int));
-	p->touched = keep_alloc(p->keep, sizeof(int) * ((size_t)nn + 1));
+	p->touch_mark = sched__keep_zalloc(p->keep, (size_t)nn + 1, sizeof(int));
+	p->touched = sched__keep_alloc(p->keep, sizeof(int) * ((size_t)nn + 1));
 	/* read once frag_valid */
-	p->frag_before = keep_alloc(p->keep, sizeof(double) * ((size_t)nn + 1));
-	p->frag_valid = keep_zalloc(p->keep, (size_t)nn + 1, sizeof(bool));
-	p->node_ver = keep_zalloc(p->keep, (size_t)nn + 1, sizeof(uint32_t));
+	p->frag_before = sched__keep_alloc(p->keep, sizeof(double) * ((size_t)nn + 1));
+	p->frag_valid = sched__keep_zalloc(p->keep, (size_t)nn + 1, sizeof(bool));
+	p->node_ver = sched__keep_zalloc(p->keep, (size_t)nn + 1, sizeof(uint32_t));
 	p->model_ver = xcalloc((size_t)p->nmodels + 1, sizeof(uint64_t));
 	for (int m = 0; m < p->nmodels; m++)
 		p->model_ver[m] = 1;
@@ -257,7 +257,7 @@ void place_init(struct pass *p)
 	/* the capacity index over `free` */
 	p->cap = xcalloc((size_t)(p->nmodels + 1) * (MODEL_MAX_ACCELS + 1), sizeof(int));
 	p->node_whole =
-		keep_zalloc(p->keep, (size_t)nn * (size_t)(p->nmodels + 1) + 1, sizeof(int));
+		sched__keep_zalloc(p->keep, (size_t)nn * (size_t)(p->nmodels + 1) + 1, sizeof(int));
 	for (int n = 0; n < nn; n++) {
 		if (!s->nodes[n].schedulable)
 			continue;
@@ -268,59 +268,59 @@ void place_init(struct pass *p)
 		for (int m = 0; m < p->nmodels; m++)
 			p->cap[m * (MODEL_MAX_ACCELS + 1) + w[m]]++;
 	}
-	lists_init(p);
+	sched__lists_init(p);
 }
 
-void place_release(struct pass *p)
+void sched__place_release(struct pass *p)
 {
 	struct view *views[] = {&p->free, &p->scratch, &p->total};
 	for (size_t i = 0; i < ARRAY_SIZE(views); i++) {
-		keep_release(p->keep, views[i]->cpus);
-		keep_release(p->keep, views[i]->mem);
-		keep_release(p->keep, views[i]->dev);
-		keep_release(p->keep, views[i]->alone);
+		sched__keep_release(p->keep, views[i]->cpus);
+		sched__keep_release(p->keep, views[i]->mem);
+		sched__keep_release(p->keep, views[i]->dev);
+		sched__keep_release(p->keep, views[i]->alone);
 	}
 	if (!p->borrowed)
 		statics_release(p);
 	free(p->order);
-	keep_release(p->keep, p->cands);
+	sched__keep_release(p->keep, p->cands);
 	free(p->cap);
-	keep_release(p->keep, p->node_whole);
+	sched__keep_release(p->keep, p->node_whole);
 	free(p->mix);
 	free(p->mix_ok);
 	free(p->model_scratch);
 	free(p->model_scratch2);
 	free(p->total_hist);
-	keep_release(p->keep, p->touch_mark);
-	keep_release(p->keep, p->touched);
+	sched__keep_release(p->keep, p->touch_mark);
+	sched__keep_release(p->keep, p->touched);
 	free(p->wb_head);
-	keep_release(p->keep, p->wb_next);
-	keep_release(p->keep, p->wb_prev);
+	sched__keep_release(p->keep, p->wb_next);
+	sched__keep_release(p->keep, p->wb_prev);
 	free(p->fb_head);
-	keep_release(p->keep, p->fb_next);
-	keep_release(p->keep, p->fb_prev);
-	keep_release(p->keep, p->node_room);
+	sched__keep_release(p->keep, p->fb_next);
+	sched__keep_release(p->keep, p->fb_prev);
+	sched__keep_release(p->keep, p->node_room);
 	free(p->cb_head);
-	keep_release(p->keep, p->cb_next);
-	keep_release(p->keep, p->cb_prev);
-	keep_release(p->keep, p->cpu_key);
-	keep_release(p->keep, p->frag_before);
-	keep_release(p->keep, p->frag_valid);
-	keep_release(p->keep, p->node_ver);
+	sched__keep_release(p->keep, p->cb_next);
+	sched__keep_release(p->keep, p->cb_prev);
+	sched__keep_release(p->keep, p->cpu_key);
+	sched__keep_release(p->keep, p->frag_before);
+	sched__keep_release(p->keep, p->frag_valid);
+	sched__keep_release(p->keep, p->node_ver);
 	free(p->model_ver);
 	free(p->model_exclusive);
 	free(p->same_count);
 }
 
-void scratch_from_free(struct pass *p)
+void sched__scratch_from_free(struct pass *p)
 {
-	view_copy(p, &p->scratch, &p->free);
+	sched__view_copy(p, &p->scratch, &p->free);
 	p->delta = true;
 	p->touch_gen++;
 	p->ntouched = 0;
 }
 
-void scratch_touch(struct pass *p, int node)
+void sched__scratch_touch(struct pass *p, int node)
 {
 	if (p->touch_mark[node] != p->touch_gen) {
 		p->touch_mark[node] = p->touch_gen;
@@ -328,14 +328,14 @@ void scratch_touch(struct pass *p, int node)
 	}
 }
 
-void scratch_apply(struct pass *p, const struct sched_assign *a, int n, int sign)
+void sched__scratch_apply(struct pass *p, const struct sched_assign *a, int n, int sign)
 {
-	view_apply(p, &p->scratch, a, n, sign);
+	sched__view_apply(p, &p->scratch, a, n, sign);
 	for (int i = 0; i < n; i++)
-		scratch_touch(p, a[i].node);
+		sched__scratch_touch(p, a[i].node);
 }
 
-void view_copy(struct pass *p, struct view *dst, const struct view *src)
+void sched__view_copy(struct pass *p, struct view *dst, const struct view *src)
 {
 	if (dst == &p->scratch)
 		p->delta = false; /* a plain copy: no longer known to differ little */
@@ -345,7 +345,8 @@ void view_copy(struct pass *p, struct view *dst, const struct view *src)
 	memcpy(dst->alone, src->alone, sizeof(int) * (size_t)p->nn);
 }
 
-void view_apply(struct pass *p, struct view *v, const struct sched_assign *a, int n, int sign)
+void sched__view_apply(struct pass *p, struct view *v, const struct sched_assign *a, int n,
+		       int sign)
 {
 	for (int i = 0; i < n; i++) {
 		int node = a[i].node;

@@ -56,7 +56,7 @@ struct sched_mix_item sched_mix_item_of(int tasks_per_node, int gpu_milli, int c
 	};
 }
 
-bool mix_item_allows(const struct sched_mix_item *k, const char *model)
+bool sched__mix_item_allows(const struct sched_mix_item *k, const char *model)
 {
 	for (int t = 0; t < k->ngpu_types; t++)
 		if (model && strcasecmp(k->gpu_types[t], model) == 0)
@@ -74,7 +74,7 @@ double sched_node_fragmentation(int ndev, const int *free_milli, const char *con
 	for (int i = 0; i < nmix; i++) {
 		bool typed = mix[i].ngpu_types > 0 && dev_model;
 		for (int d = 0; typed && d < ndev; d++)
-			usable[d] = mix_item_allows(&mix[i], dev_model[d]);
+			usable[d] = sched__mix_item_allows(&mix[i], dev_model[d]);
 		f += mix[i].p * frag_one(ndev, free_milli, cpus_free, mem_free_mib, &mix[i],
 					 typed ? usable : NULL);
 	}
@@ -218,7 +218,7 @@ static int same_tasks(struct pass *p, const struct req *rq, int n)
 	return p->same_count[n];
 }
 
-bool place_scores(const struct pass *p, const struct req *rq)
+bool sched__place_scores(const struct pass *p, const struct req *rq)
 {
 	/* (a random score is the job's own: nothing to remember for its shape) */
 	if (policy_of(p) == SCHED_FRAC_RANDOM)
@@ -412,7 +412,7 @@ static int64_t node_score(struct pass *p, const struct req *rq, const struct vie
 
 /* Could node n hold one node's share of rq on devices of `model` (-1: any
  * acceptable model)? Fills c on success. */
-bool node_empty(const struct pass *p, const struct view *v, int n)
+bool sched__node_empty(const struct pass *p, const struct view *v, int n)
 {
 	if (v->alone[n] || v->cpus[n] != p->total.cpus[n] || v->mem[n] != p->total.mem[n])
 		return false;
@@ -429,7 +429,7 @@ static bool node_ruled_out(const struct pass *p, const struct req *rq, const str
 {
 	return !p->snap->nodes[n].schedulable || v->alone[n] || v->cpus[n] < rq->cpus ||
 	       v->mem[n] < rq->mem || (rq->node_ok && !rq->node_ok[n]) ||
-	       (rq->j->exclusive && !node_empty(p, v, n));
+	       (rq->j->exclusive && !sched__node_empty(p, v, n));
 }
 
 static bool node_fits_now(struct pass *p, const struct req *rq, const struct view *v, int n,
@@ -473,7 +473,7 @@ static bool node_fits_now(struct pass *p, const struct req *rq, const struct vie
 
 #define MEMO_FIRST_CAP 1024
 
-struct memo_table *memo_new(struct pass *p)
+struct memo_table *sched__memo_new(struct pass *p)
 {
 	size_t bytes = sizeof(struct node_memo) * MEMO_FIRST_CAP;
 	if (p->memo_bytes + bytes > MEMO_MAX_BYTES || p->nmodels > INT8_MAX)
@@ -481,15 +481,15 @@ struct memo_table *memo_new(struct pass *p)
 	p->memo_bytes += bytes;
 	struct memo_table *t = xcalloc(1, sizeof(*t));
 	t->cap = MEMO_FIRST_CAP;
-	t->e = keep_zalloc(p->keep, (size_t)t->cap, sizeof(*t->e));
+	t->e = sched__keep_zalloc(p->keep, (size_t)t->cap, sizeof(*t->e));
 	t->choice = xcalloc((size_t)p->nmodels + 1, sizeof(*t->choice));
 	return t;
 }
 
-void memo_free(struct pass *p, struct memo_table *t)
+void sched__memo_free(struct pass *p, struct memo_table *t)
 {
 	if (t) {
-		keep_release(p->keep, t->e);
+		sched__keep_release(p->keep, t->e);
 		free(t->choice);
 	}
 	free(t);
@@ -515,19 +515,19 @@ static bool memo_room(struct pass *p, struct memo_table *t)
 	p->memo_bytes += bytes;
 	struct memo_table old = *t;
 	t->cap *= 2;
-	t->e = keep_zalloc(p->keep, (size_t)t->cap, sizeof(*t->e));
+	t->e = sched__keep_zalloc(p->keep, (size_t)t->cap, sizeof(*t->e));
 	for (int i = 0; i < old.cap; i++)
 		if (old.e[i].key)
 			t->e[memo_slot(t, old.e[i].key - 1)] = old.e[i];
-	keep_release(p->keep, old.e);
+	sched__keep_release(p->keep, old.e);
 	return true;
 }
 
 /* node_fits_now, remembered per node in `free` for the request's shape until
  * the node changes: a pass that places many jobs of one shape scores each
  * node once, not once per job. */
-bool node_fits(struct pass *p, const struct req *rq, const struct view *v, int n, int model,
-	       struct cand *c)
+bool sched__node_fits(struct pass *p, const struct req *rq, const struct view *v, int n, int model,
+		      struct cand *c)
 {
 	struct memo_table *t = rq->memo;
 	if (!t || v != &p->free)
@@ -576,13 +576,13 @@ static bool node_can(const struct pass *p, const struct req *rq, const struct vi
 	return false;
 }
 
-bool node_can_public(const struct pass *p, const struct req *rq, const struct view *v, int n,
-		     int model)
+bool sched__node_can_public(const struct pass *p, const struct req *rq, const struct view *v, int n,
+			    int model)
 {
 	return node_can(p, rq, v, n, model);
 }
 
-bool could_ever(struct pass *p, const struct req *rq)
+bool sched__could_ever(struct pass *p, const struct req *rq)
 {
 	/* whole devices and nothing else asked: the nodes' device counts decide */
 	if (rq->whole && !rq->cpus && !rq->mem && !rq->j->gpu_mem_mib && rq->j->gpu_tflops <= 0 &&
@@ -637,19 +637,20 @@ bool could_ever(struct pass *p, const struct req *rq)
 		struct placement pl;
 		struct place_fail why;
 		pl.nodes = xcalloc((size_t)rq->j->nodes, sizeof(*pl.nodes));
-		ok = place(p, rq, &p->total, &pl, &why);
+		ok = sched__place(p, rq, &p->total, &pl, &why);
 		free(pl.nodes);
 	}
 	return ok;
 }
 
-void fit_init(struct pass *p, struct fitcount *fc, const struct req *rq, const struct view *v)
+void sched__fit_init(struct pass *p, struct fitcount *fc, const struct req *rq,
+		     const struct view *v)
 {
 	bool devices = rq->whole || rq->frac;
 	fc->rq = rq;
 	fc->ngroups = devices && !rq->j->mixed_types ? p->nmodels : 1;
 	fc->count = xcalloc((size_t)fc->ngroups, sizeof(int));
-	fc->fit = keep_zalloc(p->keep, (size_t)p->nn * (size_t)fc->ngroups + 1, 1);
+	fc->fit = sched__keep_zalloc(p->keep, (size_t)p->nn * (size_t)fc->ngroups + 1, 1);
 	if (fc->ngroups == p->nmodels && devices) {
 		/* only nodes with a model can fit under it */
 		for (int m = 0; m < p->nmodels; m++) {
@@ -665,10 +666,10 @@ void fit_init(struct pass *p, struct fitcount *fc, const struct req *rq, const s
 		return;
 	}
 	for (int n = 0; n < p->nn; n++)
-		fit_update(p, fc, v, n);
+		sched__fit_update(p, fc, v, n);
 }
 
-void fit_update(struct pass *p, struct fitcount *fc, const struct view *v, int n)
+void sched__fit_update(struct pass *p, struct fitcount *fc, const struct view *v, int n)
 {
 	const struct req *rq = fc->rq;
 	bool devices = rq->whole || rq->frac;
@@ -704,7 +705,7 @@ void fit_update(struct pass *p, struct fitcount *fc, const struct view *v, int n
 	}
 }
 
-bool fit_enough(const struct fitcount *fc)
+bool sched__fit_enough(const struct fitcount *fc)
 {
 	for (int g = 0; g < fc->ngroups; g++)
 		if (fc->count[g] >= fc->rq->j->nodes)
@@ -712,16 +713,16 @@ bool fit_enough(const struct fitcount *fc)
 	return false;
 }
 
-void fit_release(struct pass *p, struct fitcount *fc)
+void sched__fit_release(struct pass *p, struct fitcount *fc)
 {
 	free(fc->count);
-	keep_release(p->keep, fc->fit);
+	sched__keep_release(p->keep, fc->fit);
 }
 
 /* Picks `need` free whole devices on node n, preferring one NVLink domain (the
  * one with the fewest free devices that suffices). */
-void pick_devices(const struct pass *p, const struct req *rq, const struct view *v, int n,
-		  int model, struct sched_assign *a)
+void sched__pick_devices(const struct pass *p, const struct req *rq, const struct view *v, int n,
+			 int model, struct sched_assign *a)
 {
 	const struct sched_node *node = &p->snap->nodes[n];
 	const int *free = &v->dev[p->dev_off[n]];

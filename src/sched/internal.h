@@ -1,5 +1,7 @@
-/* Private to src/sched: the state of one pass, shared by sched.c (order,
- * quotas, reservations, preemption) and place.c (where a job goes). */
+/* Private to src/sched: the state of one pass, shared by pass.c (the pass
+ * itself, its order, quotas and reservations), preempt.c, backfill.c,
+ * wait.c and place.c (where a job goes). Names every file of it exports
+ * to the others begin sched__ (libuv's uv__); sched.h's begin sched_. */
 #pragma once
 
 #include "sched.h"
@@ -32,7 +34,7 @@ struct node_memo {
 	int64_t spare;
 	int cpu_spare;
 	int16_t dev;
-	int8_t model; /* memo_new() refuses more models than this holds */
+	int8_t model; /* sched__memo_new() refuses more models than this holds */
 	bool fits;
 };
 
@@ -136,12 +138,12 @@ struct pass {
 	 * with exactly k whole free devices of model m, in `free` */
 	int *cap;
 	int *node_whole; /* [n * nmodels + m]: whole free devices of model m on n */
-	/* the request mix for fractions (sched.c works it out from the shapes) */
+	/* the request mix for fractions (pass.c works it out from the shapes) */
 	struct sched_mix_item *mix;
 	int nmix;
 	unsigned char *mix_ok; /* [item * nmodels + model]: the kind may use it; NULL: any */
 	int *model_scratch;    /* one int per model */
-	int *total_hist;       /* could_ever(): nodes with >= k devices per model */
+	int *total_hist;       /* sched__could_ever(): nodes with >= k devices per model */
 	int *model_scratch2;
 	/* candidate lists over `free`, cell x = node * nmodels + model: nodes by
 	 * their count of whole free devices of a model (wb), and by the most room
@@ -169,7 +171,7 @@ struct pass {
 	uint64_t *model_ver;
 	int max_ndev;
 	double *model_tflops; /* per model: its devices' rate */
-	int *model_exclusive; /* per model: some waiting job can use it only (set by sched.c) */
+	int *model_exclusive; /* per model: some waiting job can use it only (set by cluster.c) */
 	/* SCHED_FRAC_CLUSTER: per node, the running tasks whose request is
 	 * same_milli of same_ndev devices (worked out for one request at a time) */
 	int *same_count;
@@ -198,7 +200,7 @@ static inline enum sched_frac_policy policy_of(const struct pass *p)
 }
 
 /* Whether mix kind k may use a device of `model` (any, when it names none). */
-bool mix_item_allows(const struct sched_mix_item *k, const char *model);
+bool sched__mix_item_allows(const struct sched_mix_item *k, const char *model);
 
 /* The paper's baselines (random, dot product, clustering) are studies, not
  * production policies: they look at every node, as the paper's do. */
@@ -228,69 +230,70 @@ static inline int cpu_bucket(const struct pass *p, int cpus)
 }
 
 /* cluster.c: strcmp for qsort of an array of names */
-int cmp_str(const void *a, const void *b);
+int sched__cmp_str(const void *a, const void *b);
 /* topology.c */
-void topo_init(struct pass *p);
+void sched__topo_init(struct pass *p);
 /* lists.c: builds the index and the lists from `free` */
-void lists_init(struct pass *p);
+void sched__lists_init(struct pass *p);
 /* fit.c */
 /* Is node n as free in v as when empty (for an exclusive job)? */
-bool node_empty(const struct pass *p, const struct view *v, int n);
+bool sched__node_empty(const struct pass *p, const struct view *v, int n);
 /* Can node n hold one node's share of rq on `model` (-1: any) in v? Fills c
  * with what it would leave; remembered per node for the request's shape. */
-struct memo_table *memo_new(struct pass *p); /* NULL when the pass's budget is spent */
-void memo_free(struct pass *p, struct memo_table *t);
+struct memo_table *sched__memo_new(struct pass *p); /* NULL when the pass's budget is spent */
+void sched__memo_free(struct pass *p, struct memo_table *t);
 
 /* The pass's large arrays (keep.c): taken from k's blocks, or allocated
  * (k NULL: always); keep_zalloc's zeroed. Each goes back with keep_release
  * to the same k (NULL: freed). */
-void *keep_alloc(struct sched_keep *k, size_t bytes);
-void *keep_zalloc(struct sched_keep *k, size_t n, size_t size);
-void keep_release(struct sched_keep *k, void *p);
+void *sched__keep_alloc(struct sched_keep *k, size_t bytes);
+void *sched__keep_zalloc(struct sched_keep *k, size_t n, size_t size);
+void sched__keep_release(struct sched_keep *k, void *p);
 /* At the end of a pass: blocks no pass took for a while go back. */
-void keep_pass_end(struct sched_keep *k);
-bool node_fits(struct pass *p, const struct req *rq, const struct view *v, int n, int model,
-	       struct cand *c);
+void sched__keep_pass_end(struct sched_keep *k);
+bool sched__node_fits(struct pass *p, const struct req *rq, const struct view *v, int n, int model,
+		      struct cand *c);
 /* Picks rq->whole free whole devices on node n, preferring one NVLink domain. */
-void pick_devices(const struct pass *p, const struct req *rq, const struct view *v, int n,
-		  int model, struct sched_assign *a);
+void sched__pick_devices(const struct pass *p, const struct req *rq, const struct view *v, int n,
+			 int model, struct sched_assign *a);
 
 /* place.c */
-void place_init(struct pass *p);
-void place_release(struct pass *p);
+void sched__place_init(struct pass *p);
+void sched__place_release(struct pass *p);
 /* Fills rq for job j. With model_ok NULL the acceptable models are worked out
  * (and freed by req_release); else that array (for the same shape) is used. */
-void req_init(struct pass *p, const struct sched_job *j, struct req *rq, bool *model_ok);
-void req_release(struct req *rq);
+void sched__req_init(struct pass *p, const struct sched_job *j, struct req *rq, bool *model_ok);
+void sched__req_release(struct req *rq);
 /* Finds the best placement of rq on view v. Returns true and fills out, or
  * false and fills why. */
-bool place(struct pass *p, const struct req *rq, const struct view *v, struct placement *out,
-	   struct place_fail *why);
+bool sched__place(struct pass *p, const struct req *rq, const struct view *v, struct placement *out,
+		  struct place_fail *why);
 /* Does placing rq score candidate nodes (fragmentation or best fit), so
  * that remembering the scores pays? */
-bool place_scores(const struct pass *p, const struct req *rq);
+bool sched__place_scores(const struct pass *p, const struct req *rq);
 /* Takes (sign -1) or gives back (sign +1) an allocation's resources in v. */
-void view_apply(struct pass *p, struct view *v, const struct sched_assign *a, int n, int sign);
+void sched__view_apply(struct pass *p, struct view *v, const struct sched_assign *a, int n,
+		       int sign);
 /* Checks that the capacity index and the candidate lists describe `free`
  * (invariant 3 of pass.h); aborts when they do not. Only in debug builds. */
 #ifdef TENK_DEBUG
 void assert_place_consistent(const struct pass *p);
 #endif
 /* Keeps the capacity index in step with `free` on node n. */
-void cap_update_node(struct pass *p, int n);
+void sched__cap_update_node(struct pass *p, int n);
 /* Is there a schedulable node with a device of model m that has at least
  * milli free in `free`? */
-bool room_for_fraction(const struct pass *p, int m, int milli);
+bool sched__room_for_fraction(const struct pass *p, int m, int milli);
 /* A quick, optimistic test: could rq fit in `free` at all? */
-bool cap_maybe_fits(struct pass *p, const struct req *rq);
-void view_copy(struct pass *p, struct view *dst, const struct view *src);
+bool sched__cap_maybe_fits(struct pass *p, const struct req *rq);
+void sched__view_copy(struct pass *p, struct view *dst, const struct view *src);
 /* `scratch` as a copy of `free` plus changes on a few nodes: after
- * scratch_from_free, every change goes through scratch_apply (or is marked
+ * scratch_from_free, every change goes through sched__scratch_apply (or is marked
  * with scratch_touch), and placements on scratch read the untouched nodes
  * through free's candidate lists instead of scanning every node. */
-void scratch_from_free(struct pass *p);
-void scratch_apply(struct pass *p, const struct sched_assign *a, int n, int sign);
-void scratch_touch(struct pass *p, int node);
+void sched__scratch_from_free(struct pass *p);
+void sched__scratch_apply(struct pass *p, const struct sched_assign *a, int n, int sign);
+void sched__scratch_touch(struct pass *p, int node);
 
 /* How many nodes could hold one node's share of a request, per accelerator
  * model, in a view that changes a node at a time: what makes preemption and
@@ -301,20 +304,21 @@ struct fitcount {
 	int *count;   /* per group */
 	uint8_t *fit; /* [node * ngroups + group] */
 };
-void fit_init(struct pass *p, struct fitcount *fc, const struct req *rq, const struct view *v);
+void sched__fit_init(struct pass *p, struct fitcount *fc, const struct req *rq,
+		     const struct view *v);
 /* Could rq ever fit, on the schedulable nodes as if empty? */
-bool could_ever(struct pass *p, const struct req *rq);
+bool sched__could_ever(struct pass *p, const struct req *rq);
 /* Could node n hold one node's share of rq on `model` (-1: any) in v? */
-bool node_can_public(const struct pass *p, const struct req *rq, const struct view *v, int n,
-		     int model);
-void fit_update(struct pass *p, struct fitcount *fc, const struct view *v, int node);
-bool fit_enough(const struct fitcount *fc);
-void fit_release(struct pass *p, struct fitcount *fc);
+bool sched__node_can_public(const struct pass *p, const struct req *rq, const struct view *v, int n,
+			    int model);
+void sched__fit_update(struct pass *p, struct fitcount *fc, const struct view *v, int node);
+bool sched__fit_enough(const struct fitcount *fc);
+void sched__fit_release(struct pass *p, struct fitcount *fc);
 
 /* shapes.c: what a job asks for, compared and checked */
-bool shape_same(const struct sched_job *a, const struct sched_job *b);
-bool shape_valid(const struct sched_job *j);
+bool sched__shape_same(const struct sched_job *a, const struct sched_job *b);
+bool sched__shape_valid(const struct sched_job *j);
 /* The request filed under id in t, or NULL if none is; ids run below
- * shapes_ids(t). */
-const struct sched_job *shapes_get(const struct sched_shapes *t, int id);
-int shapes_ids(const struct sched_shapes *t);
+ * sched__shapes_ids(t). */
+const struct sched_job *sched__shapes_get(const struct sched_shapes *t, int id);
+int sched__shapes_ids(const struct sched_shapes *t);

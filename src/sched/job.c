@@ -19,7 +19,7 @@ static void start(struct st *st, int ji, const struct placement *pl)
 	s->nnodes = pl->nnodes;
 	s->nodes = xcalloc((size_t)pl->nnodes, sizeof(*s->nodes));
 	memcpy(s->nodes, pl->nodes, sizeof(*s->nodes) * (size_t)pl->nnodes);
-	view_apply(p, &p->free, pl->nodes, pl->nnodes, -1);
+	sched__view_apply(p, &p->free, pl->nodes, pl->nnodes, -1);
 	for (int i = 0; i < pl->nnodes; i++) {
 		int n = pl->nodes[i].node;
 		if (j->exclusive) {
@@ -29,7 +29,7 @@ static void start(struct st *st, int ji, const struct placement *pl)
 			for (int k = 0; k < p->snap->nodes[n].ndev; k++)
 				p->free.dev[p->dev_off[n] + k] = 0;
 		}
-		cap_update_node(p, n);
+		sched__cap_update_node(p, n);
 	}
 	st->qs[j->queue].use += job_milli(j);
 	st->qs[j->queue].score = qscore(st, j->queue);
@@ -56,7 +56,7 @@ static void preempt_options(struct st *st, int cls, int queue, const struct shap
 	*by_class =
 		class_may_take(c) && !(sh->preempt_failed & bit) && st->preemptible_below[cls] > 0;
 	*by_reclaim = within_quota && !stamp_valid(&sh->reclaim_failed, st->qversion) &&
-		      any_lending(st, queue);
+		      sched__any_lending(st, queue);
 }
 
 /* The common cases of a busy cluster, made cheap. No victims wait for j,
@@ -65,7 +65,7 @@ static void preempt_options(struct st *st, int cls, int queue, const struct shap
  * the first such job does; or its shape already failed to fit in this pass
  * (free resources only shrink), no search for victims is left to try, and
  * its class already holds its reservation, so j waits for the reason its
- * shape's first job gave. This is the answer the full path in process()
+ * shape's first job gave. This is the answer the full path in sched__process()
  * gives, without its set-up (and without telling every shape that something
  * changed: at a million waiting, most jobs of a busy cluster wait behind a
  * reservation). */
@@ -77,10 +77,10 @@ static bool fails_as_before(struct st *st, const struct jrec *jr, struct shape *
 		return false;
 	if (sh->state != SHAPE_FAILS) {
 		if (!sh->resv_n || sh->resv_n != st->nresv ||
-		    !blocked_by_all(st, jrec_time_limit(st, jr)))
+		    !sched__blocked_by_all(st, jrec_time_limit(st, jr)))
 			return false;
 		st->d->shape_cache_hits++;
-		add_wait(st, ji, SCHED_WAIT_RESERVED, sh->resv_job, 0, NULL);
+		sched__add_wait(st, ji, SCHED_WAIT_RESERVED, sh->resv_job, 0, NULL);
 		return true;
 	}
 	bool may, by_class, by_reclaim;
@@ -129,7 +129,7 @@ static bool at_queue_limit(struct st *st, const struct jrec *jr, struct shape *s
 		    "(quota %.3g + borrowable %.3g)",
 		    q->name, qs->use / 1000.0, limit / 1000.0, q->quota_milli / 1000.0,
 		    q->borrow_milli / 1000.0);
-	add_wait(st, jr->ji, SCHED_WAIT_QUOTA, -1, 0, sb->buf);
+	sched__add_wait(st, jr->ji, SCHED_WAIT_QUOTA, -1, 0, sb->buf);
 	qs->quota_job = jr->ji;
 	stamp_set(&qs->quota_version, st->qversion);
 	remember(sh, st, jr, true, SCHED_WAIT_QUOTA, jr->ji);
@@ -144,14 +144,14 @@ static void shape_req(struct st *st, const struct sched_job *j, struct shape *sh
 {
 	struct pass *p = &st->p;
 	if (!sh->model_ok) {
-		req_init(p, j, rq, NULL);
+		sched__req_init(p, j, rq, NULL);
 		sh->model_ok = rq->model_ok;
 		rq->owns_models = false; /* the shape keeps it for the pass */
 	} else {
-		req_init(p, j, rq, sh->model_ok);
+		sched__req_init(p, j, rq, sh->model_ok);
 	}
-	if (j->nodes == 1 && place_scores(p, rq) && sh->tries++ > 0 && !sh->memo)
-		sh->memo = memo_new(p);
+	if (j->nodes == 1 && sched__place_scores(p, rq) && sh->tries++ > 0 && !sh->memo)
+		sh->memo = sched__memo_new(p);
 	rq->memo = sh->memo;
 }
 
@@ -167,21 +167,21 @@ static bool start_with_victims(struct st *st, int ji, const struct req *rq, stru
 	for (int k = lo; k < st->nheld && s->running[st->held[k]].held_for == j->id; k++) {
 		const struct sched_running *r = &s->running[st->held[k]];
 		if (!has_victims)
-			scratch_from_free(p);
+			sched__scratch_from_free(p);
 		has_victims = true;
-		scratch_apply(p, r->nodes, r->nnodes, +1);
+		sched__scratch_apply(p, r->nodes, r->nnodes, +1);
 	}
 	if (!has_victims)
 		return false;
 	st->d->placements_tried++;
-	if (place(p, rq, &p->free, &st->pl, why)) {
+	if (sched__place(p, rq, &p->free, &st->pl, why)) {
 		start(st, ji, &st->pl);
 		return true;
 	}
 	st->d->placements_tried++;
-	if (!place(p, rq, &p->scratch, &st->pl, why))
+	if (!sched__place(p, rq, &p->scratch, &st->pl, why))
 		return false;
-	add_hold(st, &st->pl);
+	sched__add_hold(st, &st->pl);
 	struct strbuf *sb = &st->sb;
 	strbuf_reset(sb);
 	strbuf_addstr(sb, "waiting for jobs preempted for it to exit:");
@@ -190,7 +190,7 @@ static bool start_with_victims(struct st *st, int ji, const struct req *rq, stru
 	     k++)
 		strbuf_addf(sb, "%s %lld", shown++ ? "," : "",
 			    (long long)s->running[st->held[k]].id);
-	add_wait(st, ji, SCHED_WAIT_PREEMPTING, -1, 0, sb->buf);
+	sched__add_wait(st, ji, SCHED_WAIT_PREEMPTING, -1, 0, sb->buf);
 	return true;
 }
 
@@ -206,22 +206,22 @@ static bool start_in_free(struct st *st, int ji, struct shape *sh, const struct 
 		st->d->shape_cache_hits++;
 		return false;
 	}
-	if (sh->resv_n && sh->resv_n == st->nresv && blocked_by_all(st, j->time_limit_s)) {
+	if (sh->resv_n && sh->resv_n == st->nresv && sched__blocked_by_all(st, j->time_limit_s)) {
 		/* the same shape already failed under these same reservations */
 		st->d->shape_cache_hits++;
-		add_wait(st, ji, SCHED_WAIT_RESERVED, sh->resv_job, 0, NULL);
+		sched__add_wait(st, ji, SCHED_WAIT_RESERVED, sh->resv_job, 0, NULL);
 		return true;
 	}
-	if (!cap_maybe_fits(p, rq)) {
+	if (!sched__cap_maybe_fits(p, rq)) {
 		sh->could = 0;
 		sh->state = SHAPE_FAILS;
 		return false;
 	}
 	int nsaved, first;
-	struct saved *sv = block(st, j, &nsaved, &first);
+	struct saved *sv = sched__block(st, j, &nsaved, &first);
 	st->d->placements_tried++;
-	bool ok = place(p, rq, &p->free, &st->pl, why);
-	unblock(st, sv, nsaved);
+	bool ok = sched__place(p, rq, &p->free, &st->pl, why);
+	sched__unblock(st, sv, nsaved);
 	if (ok) {
 		start(st, ji, &st->pl);
 		return true;
@@ -229,7 +229,7 @@ static bool start_in_free(struct st *st, int ji, struct shape *sh, const struct 
 	if (first >= 0) {
 		/* is it only the reservations in the way? */
 		st->d->placements_tried++;
-		if (place(p, rq, &p->free, &st->pl, why)) {
+		if (sched__place(p, rq, &p->free, &st->pl, why)) {
 			const struct resv *r = &st->resv[first];
 			struct strbuf *sb = &st->sb;
 			strbuf_reset(sb);
@@ -237,12 +237,12 @@ static bool start_in_free(struct st *st, int ji, struct shape *sh, const struct 
 				    (long long)st->jobs[r->job]->id);
 			if (r->until > 0 && r->until != FOREVER) {
 				strbuf_addstr(sb, " starting in about ");
-				fmt_wait_time(r->until - p->now, sb);
+				sched__fmt_wait_time(r->until - p->now, sb);
 				strbuf_addstr(sb, "; a time limit (--time) under that would let it "
 						  "start now");
 			}
-			add_wait(st, ji, SCHED_WAIT_RESERVED, -1, 0, sb->buf);
-			if (blocked_by_all(st, j->time_limit_s)) {
+			sched__add_wait(st, ji, SCHED_WAIT_RESERVED, -1, 0, sb->buf);
+			if (sched__blocked_by_all(st, j->time_limit_s)) {
 				sh->resv_n = st->nresv;
 				sh->resv_job = ji;
 			}
@@ -269,20 +269,20 @@ static bool start_by_preempting(struct st *st, int ji, struct shape *sh, const s
 	if (!may || !(by_class || by_reclaim))
 		return false;
 	int nsaved, first;
-	struct saved *sv = block(st, j, &nsaved, &first);
-	bool possible = preempt_possible(st, rq, by_class, by_reclaim);
+	struct saved *sv = sched__block(st, j, &nsaved, &first);
+	bool possible = sched__preempt_possible(st, rq, by_class, by_reclaim);
 	if (!possible) {
 		if (by_class)
 			sh->preempt_failed |= bit;
 		if (by_reclaim)
 			stamp_set(&sh->reclaim_failed, st->qversion);
 	}
-	unblock(st, sv, nsaved);
+	sched__unblock(st, sv, nsaved);
 	if (!possible)
 		return false;
-	if (try_preempt(st, ji, rq, by_reclaim, by_class)) {
-		add_wait(st, ji, SCHED_WAIT_PREEMPTING, -1, 0,
-			 "preempting lower-priority work to start");
+	if (sched__try_preempt(st, ji, rq, by_reclaim, by_class)) {
+		sched__add_wait(st, ji, SCHED_WAIT_PREEMPTING, -1, 0,
+				"preempting lower-priority work to start");
 		return true;
 	}
 	if (by_class)
@@ -292,7 +292,7 @@ static bool start_by_preempting(struct st *st, int ji, struct shape *sh, const s
 	return false;
 }
 
-void process(struct st *st, const struct jrec *jr)
+void sched__process(struct st *st, const struct jrec *jr)
 {
 	struct pass *p = &st->p;
 	int ji = jr->ji;
@@ -304,9 +304,10 @@ void process(struct st *st, const struct jrec *jr)
 			wait_as(st, ji, SCHED_WAIT_PASS_LIMIT, st->limit_job);
 			return;
 		}
-		add_wait(st, ji, SCHED_WAIT_PASS_LIMIT, -1, 0,
-			 "waiting for the next scheduling pass (this one started as many jobs "
-			 "as one pass may)");
+		sched__add_wait(
+			st, ji, SCHED_WAIT_PASS_LIMIT, -1, 0,
+			"waiting for the next scheduling pass (this one started as many jobs "
+			"as one pass may)");
 		st->limit_job = ji;
 		return;
 	}
@@ -327,9 +328,9 @@ void process(struct st *st, const struct jrec *jr)
 	struct place_fail why = {0, 0};
 	if (!start_with_victims(st, ji, &rq, &why) && !start_in_free(st, ji, sh, &rq, &why) &&
 	    !start_by_preempting(st, ji, sh, &rq, within_quota)) {
-		wait_resources(st, ji, sh, &rq);
+		sched__wait_resources(st, ji, sh, &rq);
 		if (pol && pol->no_backfill)
 			st->blocked_all = ji;
 	}
-	req_release(&rq);
+	sched__req_release(&rq);
 }

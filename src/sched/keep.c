@@ -83,7 +83,7 @@ static size_t class_size(int c)
 	return base + (size_t)(c % KEEP_STEPS) * (base / KEEP_STEPS);
 }
 
-void keep_pass_end(struct sched_keep *k)
+void sched__keep_pass_end(struct sched_keep *k)
 {
 	k->passes++;
 	for (int c = 0; c < KEEP_CLASSES; c++)
@@ -108,7 +108,7 @@ static int keep_class(size_t bytes)
 	return e * KEEP_STEPS + (int)k; /* k == KEEP_STEPS is the next power's 0 */
 }
 
-void *keep_alloc(struct sched_keep *k, size_t bytes)
+void *sched__keep_alloc(struct sched_keep *k, size_t bytes)
 {
 	if (bytes == 0)
 		bytes = 1;
@@ -135,15 +135,15 @@ void *keep_alloc(struct sched_keep *k, size_t bytes)
 	return h + 1;
 }
 
-void *keep_zalloc(struct sched_keep *k, size_t n, size_t size)
+void *sched__keep_zalloc(struct sched_keep *k, size_t n, size_t size)
 {
 	size_t bytes = n * size; /* callers' counts are ints: no overflow */
-	void *p = keep_alloc(k, bytes);
+	void *p = sched__keep_alloc(k, bytes);
 	memset(p, 0, bytes);
 	return p;
 }
 
-void keep_release(struct sched_keep *k, void *p)
+void sched__keep_release(struct sched_keep *k, void *p)
 {
 	if (!p)
 		return;

@@ -52,7 +52,7 @@ static void cpu_list_update(struct pass *p, int n)
 	p->cpu_key[n] = k;
 }
 
-void cap_update_node(struct pass *p, int n)
+void sched__cap_update_node(struct pass *p, int n)
 {
 	const struct sched_node *node = &p->snap->nodes[n];
 	p->frag_valid[n] = false;
@@ -100,7 +100,7 @@ void cap_update_node(struct pass *p, int n)
 }
 
 /* Builds the lists from `free`: every schedulable node under each model it has. */
-void lists_init(struct pass *p)
+void sched__lists_init(struct pass *p)
 {
 	int nm = p->nmodels, nn = p->nn;
 	p->max_cpus = 0;
@@ -113,10 +113,10 @@ void lists_init(struct pass *p)
 	p->cb_head = xmalloc(nkeys * sizeof(int));
 	for (size_t i = 0; i < nkeys; i++)
 		p->cb_head[i] = -1;
-	p->cb_next = keep_alloc(p->keep, sizeof(int) * ((size_t)nn + 1));
-	p->cb_prev = keep_alloc(p->keep, sizeof(int) * ((size_t)nn + 1));
+	p->cb_next = sched__keep_alloc(p->keep, sizeof(int) * ((size_t)nn + 1));
+	p->cb_prev = sched__keep_alloc(p->keep, sizeof(int) * ((size_t)nn + 1));
 	/* set for schedulable nodes */
-	p->cpu_key = keep_alloc(p->keep, sizeof(int) * ((size_t)nn + 1));
+	p->cpu_key = sched__keep_alloc(p->keep, sizeof(int) * ((size_t)nn + 1));
 	for (int n = 0; n < nn; n++) {
 		if (!p->snap->nodes[n].schedulable)
 			continue;
@@ -132,11 +132,11 @@ void lists_init(struct pass *p)
 		p->fb_head[i] = -1;
 	/* links are read only for cells in a list, rooms only for a node's own
 	 * models: set below for every such cell */
-	p->wb_next = keep_alloc(p->keep, sizeof(int) * cells);
-	p->wb_prev = keep_alloc(p->keep, sizeof(int) * cells);
-	p->fb_next = keep_alloc(p->keep, sizeof(int) * cells);
-	p->fb_prev = keep_alloc(p->keep, sizeof(int) * cells);
-	p->node_room = keep_alloc(p->keep, sizeof(int) * cells);
+	p->wb_next = sched__keep_alloc(p->keep, sizeof(int) * cells);
+	p->wb_prev = sched__keep_alloc(p->keep, sizeof(int) * cells);
+	p->fb_next = sched__keep_alloc(p->keep, sizeof(int) * cells);
+	p->fb_prev = sched__keep_alloc(p->keep, sizeof(int) * cells);
+	p->node_room = sched__keep_alloc(p->keep, sizeof(int) * cells);
 	for (int n = 0; n < nn; n++) {
 		const struct sched_node *node = &p->snap->nodes[n];
 		if (!node->schedulable)
@@ -233,7 +233,7 @@ void assert_place_consistent(const struct pass *p)
 }
 #endif
 
-bool room_for_fraction(const struct pass *p, int m, int milli)
+bool sched__room_for_fraction(const struct pass *p, int m, int milli)
 {
 	/* bucket b holds the nodes whose roomiest device of m has b * 50 to
 	 * b * 50 + 49 free: whole buckets above milli, the one with it checked */
@@ -250,7 +250,7 @@ bool room_for_fraction(const struct pass *p, int m, int milli)
 	return false;
 }
 
-bool cap_maybe_fits(struct pass *p, const struct req *rq)
+bool sched__cap_maybe_fits(struct pass *p, const struct req *rq)
 {
 	if (!rq->whole)
 		return true;
@@ -273,7 +273,7 @@ bool cap_maybe_fits(struct pass *p, const struct req *rq)
 
 static const bool *node_filter(struct pass *p, const struct sched_job *j, bool *ok);
 
-void req_init(struct pass *p, const struct sched_job *j, struct req *rq, bool *model_ok)
+void sched__req_init(struct pass *p, const struct sched_job *j, struct req *rq, bool *model_ok)
 {
 	memset(rq, 0, sizeof(*rq));
 	rq->j = j;
@@ -342,7 +342,7 @@ static const bool *node_filter(struct pass *p, const struct sched_job *j, bool *
 	return ok;
 }
 
-void req_release(struct req *rq)
+void sched__req_release(struct req *rq)
 {
 	if (rq->owns_models)
 		free(rq->model_ok);

@@ -24,7 +24,7 @@ static void heap_swap(struct st *st, int i, int k)
 	st->qs[st->heap[k]].heap_pos = k;
 }
 
-void heap_fix(struct st *st, int i)
+void sched__heap_fix(struct st *st, int i)
 {
 	while (i > 0 && q_less(st, st->heap[i], st->heap[(i - 1) / 2])) {
 		heap_swap(st, i, (i - 1) / 2);
@@ -43,18 +43,18 @@ void heap_fix(struct st *st, int i)
 	}
 }
 
-void heap_push(struct st *st, int q)
+void sched__heap_push(struct st *st, int q)
 {
 	st->heap[st->nheap] = q;
 	st->qs[q].heap_pos = st->nheap++;
-	heap_fix(st, st->nheap - 1);
+	sched__heap_fix(st, st->nheap - 1);
 }
 
-void heap_pop(struct st *st)
+void sched__heap_pop(struct st *st)
 {
 	heap_swap(st, 0, --st->nheap);
 	if (st->nheap)
-		heap_fix(st, 0);
+		sched__heap_fix(st, 0);
 }
 
 /* ---- the shape cache ---- */
@@ -79,7 +79,7 @@ static void slots_grow(struct st *st)
 	}
 }
 
-int shape_new(struct st *st, const struct sched_job *j, uint64_t hash)
+int sched__shape_new(struct st *st, const struct sched_job *j, uint64_t hash)
 {
 	xgrow(&st->shapes, &st->shapes_alloc, (size_t)st->nshapes + 1, sizeof(*st->shapes));
 	int k = st->nshapes++;
@@ -94,7 +94,7 @@ int shape_new(struct st *st, const struct sched_job *j, uint64_t hash)
 	return k;
 }
 
-int shape_index(struct st *st, const struct sched_job *j)
+int sched__shape_index(struct st *st, const struct sched_job *j)
 {
 	uint64_t h = shape_hash(j);
 	if ((size_t)st->nshapes * 2 >= st->slot_cap)
@@ -103,12 +103,12 @@ int shape_index(struct st *st, const struct sched_job *j)
 	for (size_t i = h & mask;; i = (i + 1) & mask) {
 		int k = st->shape_slot[i];
 		if (k < 0) {
-			k = shape_new(st, j, h);
+			k = sched__shape_new(st, j, h);
 			st->shape_slot[i] = k;
 			return k;
 		}
 		const struct shape *s = &st->shapes[k];
-		if (s->hash == h && (s->j == j || shape_same(s->j, j)))
+		if (s->hash == h && (s->j == j || sched__shape_same(s->j, j)))
 			return k;
 	}
 }

@@ -129,10 +129,10 @@ static int shape_of_id(struct st *st, int *of_id, int nids, int id)
 	if (id < 0 || id >= nids)
 		return -1;
 	if (of_id[id] < 0) {
-		const struct sched_job *filed = shapes_get(t, id);
+		const struct sched_job *filed = sched__shapes_get(t, id);
 		if (!filed)
 			return -1;
-		of_id[id] = shape_new(st, filed, filed->shape);
+		of_id[id] = sched__shape_new(st, filed, filed->shape);
 	}
 	return of_id[id];
 }
@@ -154,7 +154,7 @@ static bool index_jobs(struct st *st, bool *sorted)
 	const struct sched_shapes *t = s->shapes;
 	const struct sched_key *keys = st->keys;
 	/* with the caller's table: the pass's shape of each id in it */
-	int *of_id = NULL, nids = t ? shapes_ids(t) : 0;
+	int *of_id = NULL, nids = t ? sched__shapes_ids(t) : 0;
 	if (t) {
 		of_id = xmalloc(sizeof(int) * ((size_t)nids + 1));
 		memset(of_id, 0xff, sizeof(int) * ((size_t)nids + 1));
@@ -195,8 +195,8 @@ static bool index_jobs(struct st *st, bool *sorted)
 				break;
 			}
 			int n = st->nshapes;
-			k = shape_index(st, j);
-			if (k == n && !shape_valid(j)) {
+			k = sched__shape_index(st, j);
+			if (k == n && !sched__shape_valid(j)) {
 				ok = false;
 				break;
 			}
@@ -238,7 +238,7 @@ static void mix_models(struct pass *p)
 		const struct sched_mix_item *k = &p->mix[i];
 		for (int m = 0; m < p->nmodels; m++)
 			p->mix_ok[(size_t)i * (size_t)p->nmodels + (size_t)m] =
-				mix_item_allows(k, p->models[m]);
+				sched__mix_item_allows(k, p->models[m]);
 	}
 }
 
@@ -336,14 +336,14 @@ static void past_limit(struct st *st, int seg, int end)
 		st->qs[q].score = qscore(st, q);
 		st->qs[q].head = 0;
 		if (st->qs[q].tail)
-			heap_push(st, q);
+			sched__heap_push(st, q);
 	}
 	int at = d->nwaits;
 	while (st->nheap) {
 		int q = st->heap[0];
 		st->qs[q].head = at; /* where its first goes */
 		at += st->qs[q].tail;
-		heap_pop(st);
+		sched__heap_pop(st);
 	}
 	for (int k = seg; k < end; k++) {
 		const struct jrec *jr = &st->jrec[st->order[k]];
@@ -376,31 +376,33 @@ int sched_pass(const struct sched_snapshot *snap, int64_t now_ms, const struct s
 		st.prio_of[c] = class_rank(&snap->classes[c]);
 	int nj = snap->njobs;
 	st.qs = xcalloc((size_t)snap->nqueues, sizeof(*st.qs));
-	st.held = keep_alloc(st.p.keep, sizeof(int) * ((size_t)snap->nrunning + 1));
+	st.held = sched__keep_alloc(st.p.keep, sizeof(int) * ((size_t)snap->nrunning + 1));
 	st.preemptible_below = xcalloc((size_t)snap->nclasses, sizeof(int));
-	st.jrec = keep_alloc(st.p.keep, sizeof(*st.jrec) * ((size_t)nj + 1));
+	st.jrec = sched__keep_alloc(st.p.keep, sizeof(*st.jrec) * ((size_t)nj + 1));
 	bool sorted;
 	if (!index_running(&st) || !index_jobs(&st, &sorted)) {
 		free(st.qs);
-		keep_release(st.p.keep, st.held);
+		sched__keep_release(st.p.keep, st.held);
 		free(st.preemptible_below);
-		keep_release(st.p.keep, st.jrec);
+		sched__keep_release(st.p.keep, st.jrec);
 		free(st.shapes);
 		free(st.shape_slot);
 		if (!snap->keep)
 			sched_keep_free(st.p.keep);
 		return -EINVAL;
 	}
-	place_init(&st.p);
+	sched__place_init(&st.p);
 	from_shapes(&st);
 	strbuf_init(&st.sb);
-	st.order = keep_alloc(st.p.keep, sizeof(int) * ((size_t)nj + 1));
-	st.run = keep_alloc(st.p.keep, sizeof(*st.run) * ((size_t)nj + 1));
+	st.order = sched__keep_alloc(st.p.keep, sizeof(int) * ((size_t)nj + 1));
+	st.run = sched__keep_alloc(st.p.keep, sizeof(*st.run) * ((size_t)nj + 1));
 	st.heap = xcalloc((size_t)snap->nqueues, sizeof(int));
 	st.class_has_resv = xcalloc((size_t)snap->nclasses, sizeof(bool));
-	st.victim = keep_zalloc(st.p.keep, (size_t)snap->nrunning + 1, sizeof(bool));
-	st.end_heap = keep_alloc(st.p.keep, sizeof(*st.end_heap) * ((size_t)snap->nrunning + 1));
-	st.end_list = keep_alloc(st.p.keep, sizeof(*st.end_list) * ((size_t)snap->nrunning + 1));
+	st.victim = sched__keep_zalloc(st.p.keep, (size_t)snap->nrunning + 1, sizeof(bool));
+	st.end_heap =
+		sched__keep_alloc(st.p.keep, sizeof(*st.end_heap) * ((size_t)snap->nrunning + 1));
+	st.end_list =
+		sched__keep_alloc(st.p.keep, sizeof(*st.end_list) * ((size_t)snap->nrunning + 1));
 	qsort_r(st.held, (size_t)st.nheld, sizeof(int), cmp_held, (void *)snap);
 	st.pl.nodes = xcalloc((size_t)st.max_nodes + 1, sizeof(*st.pl.nodes));
 	for (int q = 0; q < snap->nqueues; q++)
@@ -409,7 +411,7 @@ int sched_pass(const struct sched_snapshot *snap, int64_t now_ms, const struct s
 		st.qs[q].quota_job = -1;
 	/* every job gets a start or a wait: room for them all at once */
 	ret->keep = snap->keep; /* the caller's, which outlives this pass */
-	ret->waits = keep_alloc(ret->keep, sizeof(*ret->waits) * ((size_t)nj + 1));
+	ret->waits = sched__keep_alloc(ret->keep, sizeof(*ret->waits) * ((size_t)nj + 1));
 	ret->waits_alloc = (size_t)nj + 1;
 	/* class order, then submission: usually given so; sorted if not */
 	for (int i = 0; i < nj; i++)
@@ -448,7 +450,7 @@ int sched_pass(const struct sched_snapshot *snap, int64_t now_ms, const struct s
 		for (int q = 0; q < snap->nqueues; q++) {
 			st.qs[q].score = qscore(&st, q);
 			if (st.qs[q].head < st.qs[q].tail)
-				heap_push(&st, q);
+				sched__heap_push(&st, q);
 		}
 		while (st.nheap) {
 			/* the first queue's jobs go while its share does not change
@@ -467,13 +469,13 @@ int sched_pass(const struct sched_snapshot *snap, int64_t now_ms, const struct s
 				do {
 					const struct jrec *jr = &st.run[qs->head++];
 					if (!waits_as_before(&st, jr))
-						process(&st, jr);
+						sched__process(&st, jr);
 				} while (qs->head < qs->tail && qs->score == before);
 			}
 			if (qs->head == qs->tail)
-				heap_pop(&st);
+				sched__heap_pop(&st);
 			else
-				heap_fix(&st, 0);
+				sched__heap_fix(&st, 0);
 		}
 		seg = end;
 		assert_pass_consistent(&st, seg);
@@ -489,40 +491,40 @@ int sched_pass(const struct sched_snapshot *snap, int64_t now_ms, const struct s
 								st.resv[i].n, st.resv[i].a};
 	}
 	free(st.resv);
-	keep_release(st.p.keep, st.order);
-	keep_release(st.p.keep, st.run);
+	sched__keep_release(st.p.keep, st.order);
+	sched__keep_release(st.p.keep, st.run);
 	free(st.qs);
 	free(st.heap);
 	free(st.class_has_resv);
-	keep_release(st.p.keep, st.victim);
-	keep_release(st.p.keep, st.end_heap);
-	keep_release(st.p.keep, st.end_list);
-	keep_release(st.p.keep, st.held);
+	sched__keep_release(st.p.keep, st.victim);
+	sched__keep_release(st.p.keep, st.end_heap);
+	sched__keep_release(st.p.keep, st.end_list);
+	sched__keep_release(st.p.keep, st.held);
 	free(st.preemptible_below);
 	for (int c = 0; c < MODEL_MAX_CLASSES; c++)
-		relset_release(&st.p, &st.rel[c]);
-	relset_release(&st.p, &st.recl);
-	keep_release(st.p.keep, st.victim_order);
-	keep_release(st.p.keep, st.node_models);
-	keep_release(st.p.keep, st.victim_buf);
-	pick_release(&st.p, &st.pick);
-	keep_release(st.p.keep, st.vfit);
-	keep_release(st.p.keep, st.vseen);
-	keep_release(st.p.keep, st.vnodes);
+		sched__relset_release(&st.p, &st.rel[c]);
+	sched__relset_release(&st.p, &st.recl);
+	sched__keep_release(st.p.keep, st.victim_order);
+	sched__keep_release(st.p.keep, st.node_models);
+	sched__keep_release(st.p.keep, st.victim_buf);
+	sched__pick_release(&st.p, &st.pick);
+	sched__keep_release(st.p.keep, st.vfit);
+	sched__keep_release(st.p.keep, st.vseen);
+	sched__keep_release(st.p.keep, st.vnodes);
 	free(st.vcnt);
 	free(st.lends);
 	for (int i = 0; i < st.nshapes; i++) {
 		free(st.shapes[i].model_ok);
-		memo_free(&st.p, st.shapes[i].memo);
+		sched__memo_free(&st.p, st.shapes[i].memo);
 	}
 	free(st.shapes);
 	free(st.shape_slot);
-	keep_release(st.p.keep, st.jrec);
+	sched__keep_release(st.p.keep, st.jrec);
 	free(st.pl.nodes);
 	strbuf_release(&st.sb);
-	place_release(&st.p);
+	sched__place_release(&st.p);
 	if (snap->keep)
-		keep_pass_end(snap->keep);
+		sched__keep_pass_end(snap->keep);
 	else
 		sched_keep_free(st.p.keep);
 	return 0;
@@ -627,6 +629,6 @@ void sched_decisions_release(struct sched_decisions *d)
 	free(d->resvs);
 	free(d->starts);
 	free(d->preempts);
-	keep_release(d->keep, d->waits);
+	sched__keep_release(d->keep, d->waits);
 	memset(d, 0, sizeof(*d));
 }

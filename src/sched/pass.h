@@ -12,8 +12,8 @@
  *     below zero where the snapshot had it at or above zero.
  *  2. Nothing is given twice: what is free is at most what the snapshot said
  *     was free less what the pass started there. Holds take more away;
- *     block() takes reservations out of `free` only while one job is placed,
- *     and unblock() puts back exactly what it took.
+ *     sched__block() takes reservations out of `free` only while one job is placed,
+ *     and sched__unblock() puts back exactly what it took.
  *  3. The capacity index and the candidate lists describe `free`: every
  *     schedulable node is counted and listed, once under each of its
  *     models, by its whole free devices and the room on its roomiest device,
@@ -142,7 +142,7 @@ struct pick_bufs {
 	struct node_cost *nc, *tmp;
 };
 
-void pick_release(struct pass *p, struct pick_bufs *b);
+void sched__pick_release(struct pass *p, struct pick_bufs *b);
 
 struct st {
 	struct pass p;
@@ -206,7 +206,7 @@ struct end_item {
 	int idx;
 };
 
-/* What block() took out of `free`, for unblock() to put back. */
+/* What sched__block() took out of `free`, for sched__unblock() to put back. */
 struct saved;
 
 /* A class's place in the order: its priority, and among the levels of a
@@ -346,59 +346,60 @@ void assert_pass_consistent(const struct st *st, int ndone);
 
 /* ---- order.c: fair share between queues, the shape cache ---------------------------- */
 
-void heap_push(struct st *st, int q);
-void heap_pop(struct st *st);
-void heap_fix(struct st *st, int i);
+void sched__heap_push(struct st *st, int q);
+void sched__heap_pop(struct st *st);
+void sched__heap_fix(struct st *st, int i);
 /* A new shape, j being the job that stands for it. */
-int shape_new(struct st *st, const struct sched_job *j, uint64_t hash);
+int sched__shape_new(struct st *st, const struct sched_job *j, uint64_t hash);
 /* The index of j's shape, added at its first job. */
-int shape_index(struct st *st, const struct sched_job *j);
+int sched__shape_index(struct st *st, const struct sched_job *j);
 
 /* ---- wait.c: why a job waits ---------------------------------------------------------- */
 
-struct sched_wait *add_wait(struct st *st, int job, enum sched_wait_reason reason, int same_as,
-			    int64_t until, const char *detail);
-void describe_need(const struct st *st, const struct sched_job *j, struct strbuf *sb);
-void fmt_wait_time(int64_t ms, struct strbuf *sb);
+struct sched_wait *sched__add_wait(struct st *st, int job, enum sched_wait_reason reason,
+				   int same_as, int64_t until, const char *detail);
+void sched__describe_need(const struct st *st, const struct sched_job *j, struct strbuf *sb);
+void sched__fmt_wait_time(int64_t ms, struct strbuf *sb);
 /* Writes the reason a job cannot start now into a wait (or points to an
  * earlier job of the same shape that says it); the first of its class that
  * cannot start gets a reservation. */
-void wait_resources(struct st *st, int ji, struct shape *sh, const struct req *rq);
+void sched__wait_resources(struct st *st, int ji, struct shape *sh, const struct req *rq);
 
 /* ---- backfill.c: reservations and holds ----------------------------------------------- */
 
 /* Does every reservation block j? (Then only their number decides.) */
-bool blocked_by_all(const struct st *st, int64_t time_limit_s);
+bool sched__blocked_by_all(const struct st *st, int64_t time_limit_s);
 /* Takes the reservations that j must respect out of `free`; the saved values
- * let unblock() restore exactly what was there. *first: the first of them,
+ * let sched__unblock() restore exactly what was there. *first: the first of them,
  * or -1. */
-struct saved *block(struct st *st, const struct sched_job *j, int *ret_n, int *first);
-void unblock(struct st *st, struct saved *sv, int n);
+struct saved *sched__block(struct st *st, const struct sched_job *j, int *ret_n, int *first);
+void sched__unblock(struct st *st, struct saved *sv, int n);
 /* The node of the i-th saved entry. */
-int saved_node(const struct saved *sv, int i);
+int sched__saved_node(const struct saved *sv, int i);
 /* Takes what a job waiting on its victims will use out of `free` for the rest
  * of the pass: nobody else may have it, whatever their time limit. */
-void add_hold(struct st *st, const struct placement *pl);
+void sched__add_hold(struct st *st, const struct placement *pl);
 /* Records a reservation on the parts of placement pl that are free now. */
-void add_resv(struct st *st, int job, int64_t until, const struct placement *pl);
+void sched__add_resv(struct st *st, int job, int64_t until, const struct placement *pl);
 /* When could j start, and where, as running jobs end by their time limits?
  * Fills *until and st->pl; false if not even when all have ended. */
-bool shadow(struct st *st, const struct req *rq, int64_t *until);
+bool sched__shadow(struct st *st, const struct req *rq, int64_t *until);
 
 /* ---- preempt.c ---------------------------------------------------------------------- */
 
 /* Could preempting make room for rq: by class, by reclaiming, or both? */
-bool preempt_possible(struct st *st, const struct req *rq, bool by_class, bool by_reclaim);
+bool sched__preempt_possible(struct st *st, const struct req *rq, bool by_class, bool by_reclaim);
 /* Finds the cheapest set of running jobs whose end lets j's whole gang start.
  * On success records them, holds the placement, and returns true; nothing is
  * preempted otherwise. */
-bool try_preempt(struct st *st, int ji, const struct req *rq, bool reclaim, bool by_class_ok);
+bool sched__try_preempt(struct st *st, int ji, const struct req *rq, bool reclaim,
+			bool by_class_ok);
 /* Is some other queue using more than its quota (so that a queue within its
  * own may reclaim)? */
-bool any_lending(struct st *st, int except);
-void relset_release(struct pass *p, struct relset *rs);
+bool sched__any_lending(struct st *st, int except);
+void sched__relset_release(struct pass *p, struct relset *rs);
 
 /* ---- job.c: one job ------------------------------------------------------------------ */
 
 /* Decides job jr: starts it, has it preempt, or says why it waits. */
-void process(struct st *st, const struct jrec *jr);
+void sched__process(struct st *st, const struct jrec *jr);

@@ -135,7 +135,7 @@ static int cands_touched(struct pass *p, const struct req *rq, const struct view
 	int nc = 0;
 	for (int t = 0; t < p->ntouched; t++) {
 		int n = p->touched[t];
-		if (node_fits(p, rq, v, n, model, &p->cands[nc])) {
+		if (sched__node_fits(p, rq, v, n, model, &p->cands[nc])) {
 			*min_spare = MIN(*min_spare, p->cands[nc].spare);
 			nc++;
 		}
@@ -160,7 +160,7 @@ static int cands_whole(struct pass *p, const struct req *rq, int model, bool del
 			int n = x / nm;
 			if (delta && p->touch_mark[n] == p->touch_gen)
 				continue;
-			if (node_fits(p, rq, &p->free, n, model, &p->cands[nc])) {
+			if (sched__node_fits(p, rq, &p->free, n, model, &p->cands[nc])) {
 				min_spare = MIN(min_spare, p->cands[nc].spare);
 				nc++;
 			}
@@ -181,7 +181,7 @@ static int cands_fraction(struct pass *p, const struct req *rq, int model, bool 
 			int n = x / nm;
 			if (delta && p->touch_mark[n] == p->touch_gen)
 				continue;
-			if (node_fits(p, rq, &p->free, n, model, &p->cands[nc]))
+			if (sched__node_fits(p, rq, &p->free, n, model, &p->cands[nc]))
 				nc++;
 		}
 	return nc;
@@ -206,7 +206,7 @@ static int cands_cpu_only(struct pass *p, const struct req *rq, const struct vie
 		     b < p->cpu_buckets && nc < want; b++)
 			for (int n = p->cb_head[a * p->cpu_buckets + b]; n >= 0 && nc < limit;
 			     n = p->cb_next[n])
-				if (node_fits(p, rq, v, n, -1, &p->cands[nc]))
+				if (sched__node_fits(p, rq, v, n, -1, &p->cands[nc]))
 					nc++;
 	}
 	return nc;
@@ -217,7 +217,7 @@ static int cands_model(struct pass *p, const struct req *rq, const struct view *
 {
 	int nc = 0;
 	for (int k = p->model_nodes_off[model]; k < p->model_nodes_off[model + 1]; k++)
-		if (node_fits(p, rq, v, p->model_nodes[k], model, &p->cands[nc]))
+		if (sched__node_fits(p, rq, v, p->model_nodes[k], model, &p->cands[nc]))
 			nc++;
 	return nc;
 }
@@ -227,7 +227,7 @@ static int cands_all(struct pass *p, const struct req *rq, const struct view *v)
 {
 	int nc = 0;
 	for (int n = 0; n < p->nn; n++)
-		if (node_fits(p, rq, v, n, -1, &p->cands[nc]))
+		if (sched__node_fits(p, rq, v, n, -1, &p->cands[nc]))
 			nc++;
 	return nc;
 }
@@ -321,18 +321,18 @@ static void placement_fill(struct pass *p, const struct req *rq, const struct vi
 		a->ndev = 0;
 		if (rq->frac) {
 			struct cand c;
-			node_fits(p, rq, v, n, best->model, &c);
+			sched__node_fits(p, rq, v, n, best->model, &c);
 			a->ndev = 1;
 			a->devs[0] = c.dev;
 			a->milli = rq->frac;
 		} else if (rq->whole) {
-			pick_devices(p, rq, v, n, best->model, a);
+			sched__pick_devices(p, rq, v, n, best->model, a);
 		}
 	}
 }
 
-bool place(struct pass *p, const struct req *rq, const struct view *v, struct placement *out,
-	   struct place_fail *why)
+bool sched__place(struct pass *p, const struct req *rq, const struct view *v, struct placement *out,
+		  struct place_fail *why)
 {
 	const struct sched_job *j = rq->j;
 	bool devices = rq->whole || rq->frac;

@@ -19,7 +19,7 @@
 		(void)ctx;                                                                         \
 		if (n < 2)                                                                         \
 			return;                                                                    \
-		T *tmp = keep_alloc(keep, sizeof(T) * n), *src = a, *dst = tmp;                    \
+		T *tmp = sched__keep_alloc(keep, sizeof(T) * n), *src = a, *dst = tmp;             \
 		for (size_t w = 1; w < n; w *= 2) {                                                \
 			for (size_t lo = 0; lo < n; lo += 2 * w) {                                 \
 				size_t mid = MIN(lo + w, n), hi = MIN(lo + 2 * w, n);              \
@@ -37,7 +37,7 @@
 		}                                                                                  \
 		if (src != a)                                                                      \
 			memcpy(a, src, sizeof(T) * n);                                             \
-		keep_release(keep, tmp);                                                           \
+		sched__keep_release(keep, tmp);                                                    \
 	}
 
 struct victim {
@@ -71,7 +71,7 @@ static void apply_on_node(struct pass *p, const struct sched_running *r, int n, 
 {
 	for (int x = 0; x < r->nnodes; x++)
 		if (r->nodes[x].node == n)
-			scratch_apply(p, &r->nodes[x], 1, sign);
+			sched__scratch_apply(p, &r->nodes[x], 1, sign);
 }
 
 struct node_cost {
@@ -114,12 +114,12 @@ static int node_costs(struct st *st, const struct req *rq, const struct victim *
 			continue;
 		int k = 0;
 		int64_t cost = 0;
-		bool can = node_can_public(p, rq, &p->scratch, n, model);
+		bool can = sched__node_can_public(p, rq, &p->scratch, n, model);
 		for (int l = head[n]; l >= 0 && !can; l = link_next[l]) {
 			apply_on_node(p, &s->running[v[link_v[l]].idx], n, +1);
 			k++;
 			cost = link_v[l] + 1;
-			can = node_can_public(p, rq, &p->scratch, n, model);
+			can = sched__node_can_public(p, rq, &p->scratch, n, model);
 		}
 		for (int l = head[n], x = 0; x < k; l = link_next[l], x++)
 			apply_on_node(p, &s->running[v[link_v[l]].idx], n, -1);
@@ -257,7 +257,7 @@ static int fit_without_victims(struct st *st, const struct req *rq, int model, i
 	for (int t = 0; t < p->ntouched; t++) {
 		int n = p->touched[t];
 		if ((st->node_models[n] & model_bit(model)) &&
-		    node_can_public(p, rq, &p->scratch, n, model))
+		    sched__node_can_public(p, rq, &p->scratch, n, model))
 			nlist = count_fit(st, n, g, ng, list, nlist);
 	}
 	const int *head = rq->frac ? &p->fb_head[model * FRAC_BUCKETS]
@@ -269,7 +269,7 @@ static int fit_without_victims(struct st *st, const struct req *rq, int model, i
 		for (int x = head[b]; x >= 0; x = next[x]) {
 			int n = x / nm;
 			if (p->touch_mark[n] != p->touch_gen &&
-			    node_can_public(p, rq, &p->scratch, n, model))
+			    sched__node_can_public(p, rq, &p->scratch, n, model))
 				nlist = count_fit(st, n, g, ng, list, nlist);
 		}
 	return nlist;
@@ -295,9 +295,10 @@ static int victims_needed(struct st *st, const struct req *rq, struct feed *fd, 
 	const struct sched_snapshot *s = p->snap;
 	int ng = model_groups(p, rq), need = rq->j->nodes;
 	if (!st->vfit) {
-		st->vfit = keep_zalloc(p->keep, (size_t)p->nn * (size_t)(p->nmodels + 1) + 1, 1);
-		st->vseen = keep_zalloc(p->keep, (size_t)p->nn + 1, sizeof(int));
-		st->vnodes = keep_alloc(p->keep, sizeof(int) * ((size_t)p->nn + 1));
+		st->vfit = sched__keep_zalloc(p->keep, (size_t)p->nn * (size_t)(p->nmodels + 1) + 1,
+					      1);
+		st->vseen = sched__keep_zalloc(p->keep, (size_t)p->nn + 1, sizeof(int));
+		st->vnodes = sched__keep_alloc(p->keep, sizeof(int) * ((size_t)p->nn + 1));
 		st->vcnt = xmalloc(sizeof(int) * ((size_t)p->nmodels + 1));
 	}
 	int *cnt = st->vcnt, *list = st->vnodes, nlist = 0;
@@ -319,7 +320,7 @@ static int victims_needed(struct st *st, const struct req *rq, struct feed *fd, 
 		for (int xi = from; xi < to; xi++) {
 			int n = model >= 0 ? p->model_nodes[xi] : xi;
 			if (s->nodes[n].schedulable &&
-			    node_can_public(p, rq, &p->scratch, n, model))
+			    sched__node_can_public(p, rq, &p->scratch, n, model))
 				nlist = count_fit(st, n, g, ng, list, nlist);
 		}
 	}
@@ -334,8 +335,8 @@ static int victims_needed(struct st *st, const struct req *rq, struct feed *fd, 
 			int n = r->nodes[x].node;
 			if (!node_matters(st, rq, fd->models, n))
 				continue; /* none of its devices would do */
-			view_apply(p, &p->scratch, &r->nodes[x], 1, +1);
-			scratch_touch(p, n);
+			sched__view_apply(p, &p->scratch, &r->nodes[x], 1, +1);
+			sched__scratch_touch(p, n);
 			if (st->vseen[n] != st->vgen) {
 				st->vseen[n] = st->vgen;
 				list[nlist++] = n;
@@ -349,7 +350,7 @@ static int victims_needed(struct st *st, const struct req *rq, struct feed *fd, 
 				if (*f ||
 				    (model >= 0 && (!rq->model_ok[model] ||
 						    !(st->node_models[n] & model_bit(model)))) ||
-				    !node_can_public(p, rq, &p->scratch, n, model))
+				    !sched__node_can_public(p, rq, &p->scratch, n, model))
 					continue;
 				*f = 1;
 				if (++cnt[g] >= need)
@@ -361,7 +362,7 @@ static int victims_needed(struct st *st, const struct req *rq, struct feed *fd, 
 		const struct sched_running *r = &s->running[v[i].idx];
 		for (int x = 0; x < r->nnodes; x++)
 			if (node_matters(st, rq, fd->models, r->nodes[x].node))
-				view_apply(p, &p->scratch, &r->nodes[x], 1, -1);
+				sched__view_apply(p, &p->scratch, &r->nodes[x], 1, -1);
 	}
 	for (int k = 0; k < nlist; k++)
 		memset(&st->vfit[(size_t)list[k] * (size_t)ng], 0, (size_t)ng);
@@ -389,12 +390,12 @@ static __attribute__((noinline)) int pick_victims(struct st *st, const struct re
 	struct pick_bufs *b = &st->pick;
 	if (!b->head) {
 		/* kept for the pass's searches: head stays -1 between them */
-		b->head = keep_alloc(p->keep, sizeof(int) * ((size_t)nn + 1));
+		b->head = sched__keep_alloc(p->keep, sizeof(int) * ((size_t)nn + 1));
 		for (int n = 0; n < nn; n++)
 			b->head[n] = -1;
-		b->tail = keep_alloc(p->keep, sizeof(int) * ((size_t)nn + 1));
-		b->nc = keep_alloc(p->keep, sizeof(struct node_cost) * ((size_t)nn + 1));
-		b->tmp = keep_alloc(p->keep, sizeof(struct node_cost) * ((size_t)nn + 1));
+		b->tail = sched__keep_alloc(p->keep, sizeof(int) * ((size_t)nn + 1));
+		b->nc = sched__keep_alloc(p->keep, sizeof(struct node_cost) * ((size_t)nn + 1));
+		b->tmp = sched__keep_alloc(p->keep, sizeof(struct node_cost) * ((size_t)nn + 1));
 	}
 	/* the victims on each node, cheapest first */
 	int *head = b->head, *tail = b->tail, nlinks = 0;
@@ -462,13 +463,13 @@ static __attribute__((noinline)) int pick_victims(struct st *st, const struct re
 				vi->chosen = true;
 				chosen++;
 				const struct sched_running *r = &s->running[vi->idx];
-				scratch_apply(p, r->nodes, r->nnodes, +1);
+				sched__scratch_apply(p, r->nodes, r->nnodes, +1);
 			}
 			if (i + 1 < need)
 				continue;
 			struct place_fail why;
 			st->d->placements_tried++;
-			if (place(p, rq, &p->scratch, &st->pl, &why))
+			if (sched__place(p, rq, &p->scratch, &st->pl, &why))
 				goto found;
 		}
 	}
@@ -476,7 +477,7 @@ static __attribute__((noinline)) int pick_victims(struct st *st, const struct re
 	for (int i = 0; i < nv; i++) {
 		if (v[i].chosen) {
 			const struct sched_running *r = &s->running[v[i].idx];
-			scratch_apply(p, r->nodes, r->nnodes, -1);
+			sched__scratch_apply(p, r->nodes, r->nnodes, -1);
 		}
 		v[i].chosen = false;
 	}
@@ -496,12 +497,12 @@ found:
 		if (!used) {
 			v[i].chosen = false;
 			chosen--;
-			scratch_apply(p, r->nodes, r->nnodes, -1);
+			sched__scratch_apply(p, r->nodes, r->nnodes, -1);
 		}
 	}
 	struct place_fail why2;
 	st->d->placements_tried++;
-	if (!place(p, rq, &p->scratch, &st->pl, &why2))
+	if (!sched__place(p, rq, &p->scratch, &st->pl, &why2))
 		abort(); /* every node of the placement kept what made it fit */
 done:
 	for (int i = 0; i < nv; i++) {
@@ -512,20 +513,20 @@ done:
 	return chosen;
 }
 
-void pick_release(struct pass *p, struct pick_bufs *b)
+void sched__pick_release(struct pass *p, struct pick_bufs *b)
 {
-	keep_release(p->keep, b->head);
-	keep_release(p->keep, b->tail);
+	sched__keep_release(p->keep, b->head);
+	sched__keep_release(p->keep, b->tail);
 	free(b->link_v);
 	free(b->link_next);
-	keep_release(p->keep, b->nc);
-	keep_release(p->keep, b->tmp);
+	sched__keep_release(p->keep, b->nc);
+	sched__keep_release(p->keep, b->tmp);
 }
 
-void relset_release(struct pass *p, struct relset *rs)
+void sched__relset_release(struct pass *p, struct relset *rs)
 {
-	keep_release(p->keep, rs->r);
-	keep_release(p->keep, rs->cells);
+	sched__keep_release(p->keep, rs->r);
+	sched__keep_release(p->keep, rs->cells);
 	memset(rs, 0, sizeof(*rs));
 }
 
@@ -557,8 +558,8 @@ static void relset_init(struct pass *p, struct relset *rs)
 {
 	size_t cells = (size_t)p->nn * (size_t)p->nmodels + 1;
 	if (!rs->r) {
-		rs->r = keep_alloc(p->keep, sizeof(int) * cells);
-		rs->cells = keep_alloc(p->keep, sizeof(int) * cells);
+		rs->r = sched__keep_alloc(p->keep, sizeof(int) * cells);
+		rs->cells = sched__keep_alloc(p->keep, sizeof(int) * cells);
 	}
 	memset(rs->r, 0, sizeof(int) * cells);
 	rs->ncells = 0;
@@ -626,7 +627,8 @@ static bool enough_releasable(struct st *st, const struct req *rq, const struct 
 		const int *cap = &p->cap[m * (MODEL_MAX_ACCELS + 1)];
 		for (int k = rq->frac ? 1 : rq->whole; k <= MODEL_MAX_ACCELS; k++)
 			cnt[m] += cap[k];
-		if (cnt[m] >= rq->j->nodes || (rq->frac && room_for_fraction(p, m, rq->frac)))
+		if (cnt[m] >= rq->j->nodes ||
+		    (rq->frac && sched__room_for_fraction(p, m, rq->frac)))
 			return true;
 	}
 	const struct relset *sets[] = {a, b};
@@ -657,7 +659,7 @@ static bool enough_releasable(struct st *st, const struct req *rq, const struct 
 /* Could preempting make room for rq: by class (lower classes' preemptible
  * jobs), by reclaiming (jobs of queues over their quota), or both together?
  * Optimistic, as the search that follows would find at best. */
-bool preempt_possible(struct st *st, const struct req *rq, bool by_class, bool by_reclaim)
+bool sched__preempt_possible(struct st *st, const struct req *rq, bool by_class, bool by_reclaim)
 {
 	if ((!rq->whole && !rq->frac) || rq->j->mixed_types)
 		return true;
@@ -665,19 +667,19 @@ bool preempt_possible(struct st *st, const struct req *rq, bool by_class, bool b
 				 by_reclaim ? reclaimable(st) : NULL);
 }
 
-bool try_preempt(struct st *st, int ji, const struct req *rq, bool reclaim, bool by_class_ok)
+bool sched__try_preempt(struct st *st, int ji, const struct req *rq, bool reclaim, bool by_class_ok)
 {
 	struct pass *p = &st->p;
 	const struct sched_snapshot *s = p->snap;
 	const struct sched_job *j = rq->j;
 	const struct sched_class *jc = &s->classes[j->cls];
 	if (!st->victim_buf)
-		st->victim_buf =
-			keep_alloc(p->keep, sizeof(struct victim) * ((size_t)s->nrunning + 1));
+		st->victim_buf = sched__keep_alloc(p->keep, sizeof(struct victim) *
+								    ((size_t)s->nrunning + 1));
 	struct victim *v = st->victim_buf;
 	if (!st->victim_sorted) {
 		/* everyone in victim order, once per pass; each attempt filters */
-		st->node_models = keep_zalloc(p->keep, (size_t)p->nn + 1, sizeof(uint32_t));
+		st->node_models = sched__keep_zalloc(p->keep, (size_t)p->nn + 1, sizeof(uint32_t));
 		for (int n = 0; n < p->nn; n++)
 			for (int d = 0; d < s->nodes[n].ndev; d++)
 				st->node_models[n] |= model_bit(p->dev_model[p->dev_off[n] + d]);
@@ -688,7 +690,7 @@ bool try_preempt(struct st *st, int ji, const struct req *rq, bool reclaim, bool
 			for (int w = 0; w < s->nclasses; w++)
 				taken[w] |= class_takes(&s->classes[c], &s->classes[w]);
 		st->victim_order =
-			keep_zalloc(p->keep, (size_t)s->nrunning + 1, sizeof(struct victim));
+			sched__keep_zalloc(p->keep, (size_t)s->nrunning + 1, sizeof(struct victim));
 		st->nvictims = 0;
 		for (int i = 0; i < s->nrunning; i++) {
 			const struct sched_running *r = &s->running[i];
@@ -716,11 +718,12 @@ bool try_preempt(struct st *st, int ji, const struct req *rq, bool reclaim, bool
 		goto out;
 	/* resources held for others stay theirs */
 	int nsaved, first;
-	struct saved *sv = block(st, j, &nsaved, &first);
-	scratch_from_free(p);
+	struct saved *sv = sched__block(st, j, &nsaved, &first);
+	sched__scratch_from_free(p);
 	for (int i = 0; i < nsaved; i++)
-		scratch_touch(p, saved_node(sv, i)); /* differs from free once unblocked */
-	unblock(st, sv, nsaved);
+		sched__scratch_touch(
+			p, sched__saved_node(sv, i)); /* differs from free once unblocked */
+	sched__unblock(st, sv, nsaved);
 	/* the cheapest set from the victims it needs at most, on the nodes
 	 * they could free (and, for a gang, those that need none: a single node
 	 * that needs none would have taken the job without preempting); from
@@ -756,13 +759,13 @@ bool try_preempt(struct st *st, int ji, const struct req *rq, bool reclaim, bool
 		      sizeof(*d->preempts));
 		d->preempts[d->npreempts++] = (struct sched_preempt){r->id, ji};
 	}
-	add_hold(st, &st->pl);
+	sched__add_hold(st, &st->pl);
 	ok = true;
 out:
 	return ok;
 }
 
-bool any_lending(struct st *st, int except)
+bool sched__any_lending(struct st *st, int except)
 {
 	const struct sched_snapshot *s = st->p.snap;
 	/* worked out again only when a queue's use or what it lends changed */

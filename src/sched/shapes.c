@@ -50,7 +50,7 @@ static bool names_same(const char *const *a, const char *const *b, int n)
 	return true;
 }
 
-bool shape_same(const struct sched_job *a, const struct sched_job *b)
+bool sched__shape_same(const struct sched_job *a, const struct sched_job *b)
 {
 	if (a->nodes != b->nodes || a->tasks_per_node != b->tasks_per_node ||
 	    a->gpu_milli != b->gpu_milli || a->cpus_per_task != b->cpus_per_task ||
@@ -72,7 +72,7 @@ bool shape_same(const struct sched_job *a, const struct sched_job *b)
 	return true;
 }
 
-bool shape_valid(const struct sched_job *j)
+bool sched__shape_valid(const struct sched_job *j)
 {
 	return j->nodes >= 1 && j->nodes <= MODEL_MAX_NODES && j->tasks_per_node >= 1 &&
 	       j->gpu_milli >= 0 && j->cpus_per_task >= 0 && j->mem_mib >= 0 &&
@@ -174,7 +174,7 @@ static void reindex(struct sched_shapes *t)
 
 int sched_shapes_add(struct sched_shapes *t, const struct sched_job *j)
 {
-	if (!shape_valid(j) || j->ngpu_types < 0 || (j->ngpu_types && !j->gpu_types))
+	if (!sched__shape_valid(j) || j->ngpu_types < 0 || (j->ngpu_types && !j->gpu_types))
 		return -EINVAL;
 	for (int i = 0; i < j->ngpu_types; i++)
 		if (!j->gpu_types[i])
@@ -200,7 +200,7 @@ int sched_shapes_add(struct sched_shapes *t, const struct sched_job *j)
 				gone = i;
 			continue;
 		}
-		if (t->e[k].hash == h && shape_same(&t->e[k].j, j)) {
+		if (t->e[k].hash == h && sched__shape_same(&t->e[k].j, j)) {
 			t->e[k].refs++;
 			return k;
 		}
@@ -266,12 +266,12 @@ int sched_shapes_live(const struct sched_shapes *t)
 	return t->live;
 }
 
-const struct sched_job *shapes_get(const struct sched_shapes *t, int id)
+const struct sched_job *sched__shapes_get(const struct sched_shapes *t, int id)
 {
 	return id >= 0 && id < t->n && t->e[id].refs > 0 ? &t->e[id].j : NULL;
 }
 
-int shapes_ids(const struct sched_shapes *t)
+int sched__shapes_ids(const struct sched_shapes *t)
 {
 	return t->n;
 }

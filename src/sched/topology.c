@@ -13,7 +13,7 @@
 
 /* Splits every node's path into levels and numbers the distinct prefixes at
  * each level, in order of node names, so ids do not depend on node order. */
-void topo_init(struct pass *p)
+void sched__topo_init(struct pass *p)
 {
 	const struct sched_snapshot *s = p->snap;
 	int nn = p->nn;
@@ -37,7 +37,7 @@ void topo_init(struct pass *p)
 	const char **names = xcalloc((size_t)nn + 1, sizeof(char *));
 	for (int n = 0; n < nn; n++)
 		names[n] = s->nodes[n].name;
-	qsort(names, (size_t)nn, sizeof(char *), cmp_str);
+	qsort(names, (size_t)nn, sizeof(char *), sched__cmp_str);
 	struct tk_map byn;
 	tk_map_init(&byn);
 	for (int n = 0; n < nn; n++)

@@ -7,8 +7,8 @@
 #include <assert.h>
 #include <string.h>
 
-struct sched_wait *add_wait(struct st *st, int job, enum sched_wait_reason reason, int same_as,
-			    int64_t until, const char *detail)
+struct sched_wait *sched__add_wait(struct st *st, int job, enum sched_wait_reason reason,
+				   int same_as, int64_t until, const char *detail)
 {
 	struct sched_decisions *d = st->d;
 	/* sized for every job at the start (and, from a keep, not to be grown) */
@@ -22,7 +22,7 @@ struct sched_wait *add_wait(struct st *st, int job, enum sched_wait_reason reaso
 	return w;
 }
 
-void describe_need(const struct st *st, const struct sched_job *j, struct strbuf *sb)
+void sched__describe_need(const struct st *st, const struct sched_job *j, struct strbuf *sb)
 {
 	strbuf_addf(sb, "%d node%s with ", j->nodes, j->nodes == 1 ? "" : "s");
 	bool any = false;
@@ -78,18 +78,18 @@ void describe_need(const struct st *st, const struct sched_job *j, struct strbuf
 	(void)st;
 }
 
-void fmt_wait_time(int64_t ms, struct strbuf *sb)
+void sched__fmt_wait_time(int64_t ms, struct strbuf *sb)
 {
 	char buf[32];
 	tk_format_duration((ms + 999) / 1000, buf, sizeof(buf));
 	strbuf_addstr(sb, buf);
 }
 
-void wait_resources(struct st *st, int ji, struct shape *sh, const struct req *rq)
+void sched__wait_resources(struct st *st, int ji, struct shape *sh, const struct req *rq)
 {
 	const struct sched_job *j = rq->j;
 	if (sh->detail_job >= 0 && sh->reason != SCHED_WAIT_RESOURCES) {
-		add_wait(st, ji, sh->reason, sh->detail_job, 0, NULL);
+		sched__add_wait(st, ji, sh->reason, sh->detail_job, 0, NULL);
 		return;
 	}
 	struct strbuf *sb = &st->sb;
@@ -97,12 +97,12 @@ void wait_resources(struct st *st, int ji, struct shape *sh, const struct req *r
 	enum sched_wait_reason reason = SCHED_WAIT_RESOURCES;
 	int64_t until = 0;
 	if (sh->never < 0) {
-		sh->never = !could_ever(&st->p, rq);
+		sh->never = !sched__could_ever(&st->p, rq);
 		if (sh->never && j->max_switches) {
 			/* only a real placement on the empty cluster can tell switches */
 			struct place_fail why;
 			st->d->placements_tried++;
-			sh->never = !place(&st->p, rq, &st->p.total, &st->pl, &why);
+			sh->never = !sched__place(&st->p, rq, &st->p.total, &st->pl, &why);
 			if (sh->never && why.switches)
 				sh->switches = why.switches;
 		}
@@ -118,27 +118,27 @@ void wait_resources(struct st *st, int ji, struct shape *sh, const struct req *r
 		} else {
 			reason = SCHED_WAIT_NEVER_FITS;
 			strbuf_addstr(sb, "can never start: needs ");
-			describe_need(st, j, sb);
+			sched__describe_need(st, j, sb);
 			strbuf_addstr(sb, "; no set of schedulable nodes could ever hold that");
 		}
 		sh->reason = reason;
 		sh->detail_job = ji;
-		add_wait(st, ji, reason, -1, 0, sb->buf);
+		sched__add_wait(st, ji, reason, -1, 0, sb->buf);
 		return;
 	}
 	const struct sched_policy *pol = st->p.policy;
 	bool head =
 		!st->class_has_resv[j->cls] && !(pol && (pol->no_backfill || pol->no_reservations));
-	if (head && shadow(st, rq, &until)) {
+	if (head && sched__shadow(st, rq, &until)) {
 		st->class_has_resv[j->cls] = true;
 		/* with its start unknown, it holds what is idle only once it has
 		 * waited its patience: before, idle devices go to later jobs */
 		int64_t patience = pol && pol->resv_patience_ms ? pol->resv_patience_ms : FOREVER;
 		bool holds = until != FOREVER || st->p.now - j->submit_ms >= patience;
 		if (holds)
-			add_resv(st, ji, until, &st->pl);
+			sched__add_resv(st, ji, until, &st->pl);
 		strbuf_addstr(sb, "waiting for resources: needs ");
-		describe_need(st, j, sb);
+		sched__describe_need(st, j, sb);
 		if (until == FOREVER && holds) {
 			strbuf_addstr(sb,
 				      "; first in its class, holding a reservation on the nodes "
@@ -150,17 +150,18 @@ void wait_resources(struct st *st, int ji, struct shape *sh, const struct req *r
 				      "in its way have no time limit: it holds nothing idle");
 			if (patience != FOREVER) {
 				strbuf_addstr(sb, " until it has waited ");
-				fmt_wait_time(patience, sb);
+				sched__fmt_wait_time(patience, sb);
 			}
 		} else {
 			strbuf_addstr(sb, "; first in its class, reserved to start in about ");
-			fmt_wait_time(until - st->p.now, sb);
+			sched__fmt_wait_time(until - st->p.now, sb);
 		}
-		add_wait(st, ji, SCHED_WAIT_RESOURCES, -1, until == FOREVER ? 0 : until, sb->buf);
+		sched__add_wait(st, ji, SCHED_WAIT_RESOURCES, -1, until == FOREVER ? 0 : until,
+				sb->buf);
 		return;
 	}
 	if (sh->generic_job >= 0) {
-		add_wait(st, ji, sh->reason, sh->generic_job, 0, NULL);
+		sched__add_wait(st, ji, sh->reason, sh->generic_job, 0, NULL);
 		return;
 	}
 	if (sh->switches && j->max_switches && sh->could >= j->nodes) {
@@ -171,12 +172,12 @@ void wait_resources(struct st *st, int ji, struct shape *sh, const struct req *r
 			    j->max_switches, j->max_switches == 1 ? "" : "es", sh->switches);
 	} else {
 		strbuf_addstr(sb, "waiting for resources: needs ");
-		describe_need(st, j, sb);
+		sched__describe_need(st, j, sb);
 		strbuf_addf(sb, " free; %d node%s ha%s that now", sh->could,
 			    sh->could == 1 ? "" : "s", sh->could == 1 ? "s" : "ve");
 	}
 	sh->reason = reason;
 	sh->detail_job = ji;
 	sh->generic_job = ji;
-	add_wait(st, ji, reason, -1, 0, sb->buf);
+	sched__add_wait(st, ji, reason, -1, 0, sb->buf);
 }
