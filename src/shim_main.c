@@ -7,5 +7,5 @@
 
 int main(int argc, char **argv)
 {
-	return agent_shim_main(NULL, argc, argv);
+	return shim_run(NULL, argc, argv);
 }

@@ -101,7 +101,7 @@ static void need_register(struct agent *a)
 {
 	a->registered = false;
 	if (a->poll_req) {
-		hc_cancel(a->poll_req);
+		agent__hc_cancel(a->poll_req);
 		a->poll_req = NULL;
 	}
 	uv_timer_stop(&a->poll_timer);
@@ -204,7 +204,7 @@ static void reg_done(void *arg, long status, const char *body, size_t len, const
 	/* a server that restarted knows nothing of the node's images */
 	a->images_sent_gen = 0;
 	if (!a->images_gen)
-		images_refresh(a);
+		agent__images_refresh(a);
 	log_info("registered with %s as node %s (%s), %d accelerators", a->cfg.server_url,
 		 a->inv.name, a->inv.addr[0] ? a->inv.addr : "address as seen by the server",
 		 a->inv.naccel);
@@ -236,8 +236,9 @@ static void do_register(struct agent *a)
 	a->reg_sent_ms = tk_mono_ms();
 	char *text = json_dumps(body, JSON_COMPACT);
 	json_decref(body);
-	a->reg_req = hc_request(a->hc, "POST", a->url_register, a->cred[0] ? a->cred : a->cfg.token,
-				text, 10000, reg_done, a);
+	a->reg_req =
+		agent__hc_request(a->hc, "POST", a->url_register,
+				  a->cred[0] ? a->cred : a->cfg.token, text, 10000, reg_done, a);
 	free(text);
 }
 
@@ -263,13 +264,13 @@ static void apply_work(struct agent *a, const struct wire_work *w)
 			}
 			if (a->stopping)
 				continue;
-			g = group_start(a, it, it->spec);
+			g = agent__group_start(a, it, it->spec);
 		}
 		g->mark = true;
 		group_set_limit(g, it->limit_s);
 		if (it->digest[0])
 			group_image_go(g, it->digest);
-		ckpt_item(g, it);
+		agent__ckpt_item(g, it);
 	}
 	/* stop what is no longer wanted; forget what is finished and reported */
 	pos = 0;
@@ -284,7 +285,7 @@ static void apply_work(struct agent *a, const struct wire_work *w)
 		/* may free g: the map tolerates deletion while iterating */
 		group_set_listed(g, g->mark);
 	}
-	images_apply_pulls(a, w);
+	agent__images_apply_pulls(a, w);
 	snprintf(a->epoch, sizeof(a->epoch), "%s", w->epoch);
 	a->gen = missing_spec ? 0 : w->gen;
 	do_events(a);
@@ -343,8 +344,8 @@ static void do_poll(struct agent *a)
 		 a->url_work, a->inv.name, a->agent_id, a->epoch[0] ? a->epoch : "none",
 		 (unsigned long long)a->gen, AGENT_POLL_WAIT_MS);
 	a->poll_sent_ms = tk_mono_ms();
-	a->poll_req = hc_request(a->hc, "GET", url, a->cred, NULL, AGENT_POLL_WAIT_MS + 15000,
-				 poll_done, a);
+	a->poll_req = agent__hc_request(a->hc, "GET", url, a->cred, NULL,
+					AGENT_POLL_WAIT_MS + 15000, poll_done, a);
 }
 
 /* ---- heartbeat ----------------------------------------------------------------- */
@@ -355,7 +356,7 @@ static void hb_done(void *arg, long status, const char *body, size_t len, const 
 	a->hb_req = NULL;
 	if (status == 200) {
 		touched(a, a->hb_sent_ms);
-		health_told(a);
+		agent__health_told(a);
 		a->images_sent_gen = MAX(a->images_sent_gen, a->hb_images_gen);
 		if (!a->hb_rtt)
 			a->hb_rtt = xcalloc(AGENT_HB_SAMPLES, sizeof(*a->hb_rtt));
@@ -387,14 +388,14 @@ static void send_heartbeat(struct agent *a, bool stopping)
 	void *v;
 	while (tk_map_next(&a->groups, &pos, NULL, &v)) {
 		const struct taskgroup *g = v;
-		int64_t at = group_running(g) ? group_newest_checkpoint(g) : 0;
+		int64_t at = group_running(g) ? agent__group_newest_checkpoint(g) : 0;
 		if (at > 0 && m.ncheckpoints < WIRE_MAX_CHECKPOINTS)
 			m.checkpoints[m.ncheckpoints++] =
 				(struct wire_checkpoint){g->job, g->attempt, at};
 	}
-	images_for_heartbeat(a, &m, &a->hb_images_gen);
-	m.nfaults = health_faults(a, m.faults, WIRE_MAX_FAULTS);
-	m.ntrain = train_for_heartbeat(a, &m.train);
+	agent__images_for_heartbeat(a, &m, &a->hb_images_gen);
+	m.nfaults = agent__health_faults(a, m.faults, WIRE_MAX_FAULTS);
+	m.ntrain = agent__train_for_heartbeat(a, &m.train);
 	for (int i = 0; i < m.nfaults; i++)
 		if (!a->fault_said || strcmp(a->fault_last, m.faults[i]) != 0) {
 			log_warn("fault on this node, told to the server: %s", m.faults[i]);
@@ -410,7 +411,8 @@ static void send_heartbeat(struct agent *a, bool stopping)
 	/* one that hangs must not hold back the next for long */
 	long timeout = (long)MAX(a->lease.lease_ms / 2, 1000);
 	a->hb_sent_ms = tk_mono_ms();
-	a->hb_req = hc_request(a->hc, "POST", a->url_heartbeat, a->cred, text, timeout, hb_done, a);
+	a->hb_req = agent__hc_request(a->hc, "POST", a->url_heartbeat, a->cred, text, timeout,
+				      hb_done, a);
 	free(text);
 }
 
@@ -538,8 +540,8 @@ static void do_events(struct agent *a)
 		b->lo = a->events_base + first;
 		b->hi = a->events_base + end;
 		b->sent_ms = tk_mono_ms();
-		b->req = hc_request(a->hc, "POST", a->url_events, a->cred, text, 10000, events_done,
-				    b);
+		b->req = agent__hc_request(a->hc, "POST", a->url_events, a->cred, text, 10000,
+					   events_done, b);
 		free(text);
 	}
 }
@@ -654,9 +656,9 @@ int agent_create(uv_loop_t *loop, const struct agent_config *cfg, struct agent *
 		r = tk_errorf(err, -EINVAL, "the agent needs a server URL and a token");
 		goto fail;
 	}
-	if ((r = inventory_detect(&a->cfg, &a->cat, &a->inv, err)) < 0)
+	if ((r = agent__inventory_detect(&a->cfg, &a->cat, &a->inv, err)) < 0)
 		goto fail;
-	health_init(a);
+	agent__health_init(a);
 	if ((r = tk_random_hex(a->agent_id, 16)) < 0) {
 		r = tk_errorf(err, r, "cannot read random bytes");
 		goto fail;
@@ -723,7 +725,7 @@ int agent_create(uv_loop_t *loop, const struct agent_config *cfg, struct agent *
 		}
 	}
 	/* the jobs an agent before this one left to their shims */
-	int found = shims_adopt(a);
+	int found = agent__shims_adopt(a);
 	if (found > 0)
 		log_info("found %d attempt(s) an earlier agent left running in %s", found,
 			 a->cfg.run_dir);
@@ -749,15 +751,15 @@ int agent_create(uv_loop_t *loop, const struct agent_config *cfg, struct agent *
 	a->url_events = xasprintf("%.*s/v1/agent/events", (int)blen, base);
 	a->url_work = xasprintf("%.*s/v1/agent/work", (int)blen, base);
 	a->url_logs = xasprintf("%.*s/v1/agent/logs", (int)blen, base);
-	if ((r = metrics_start(a, err)) < 0)
+	if ((r = agent__metrics_start(a, err)) < 0)
 		goto fail;
-	a->hc = hc_create(loop);
+	a->hc = agent__hc_create(loop);
 	if (!a->cfg.ca_file && getenv("TENK_CA") && *getenv("TENK_CA"))
 		a->cfg.ca_file = xstrdup(getenv("TENK_CA"));
 	if (a->cfg.ca_file && (r = task_ca(a, err)) < 0)
 		goto fail;
 	if (a->cfg.ca_file)
-		hc_set_ca(a->hc, a->cfg.ca_file);
+		agent__hc_set_ca(a->hc, a->cfg.ca_file);
 	uv_timer_t *timers[] = {&a->hb_timer, &a->reg_timer,  &a->poll_timer,
 				&a->ev_timer, &a->stop_timer, &a->ckpt_timer};
 	for (size_t i = 0; i < ARRAY_SIZE(timers); i++) {
@@ -767,9 +769,9 @@ int agent_create(uv_loop_t *loop, const struct agent_config *cfg, struct agent *
 	}
 	uv_timer_start(&a->hb_timer, hb_timer_cb, (uint64_t)a->cfg.heartbeat_ms,
 		       (uint64_t)a->cfg.heartbeat_ms);
-	ckpt_start(a);
-	health_start(a);
-	metrics_watch(a);
+	agent__ckpt_start(a);
+	agent__health_start(a);
+	agent__metrics_watch(a);
 	do_register(a);
 	*ret = a;
 	return 0;
@@ -821,9 +823,9 @@ static void finish_stop(struct agent *a)
 	void *v;
 	while (tk_map_next(&a->groups, &pos, NULL, &v))
 		group_close(v);
-	cmds_stop(a);
-	health_stop(a);
-	metrics_stop(a);
+	agent__cmds_stop(a);
+	agent__health_stop(a);
+	agent__metrics_stop(a);
 	uv_timer_t *timers[] = {&a->hb_timer, &a->reg_timer,  &a->poll_timer,
 				&a->ev_timer, &a->stop_timer, &a->ckpt_timer};
 	for (size_t i = 0; i < ARRAY_SIZE(timers); i++) {
@@ -835,7 +837,7 @@ static void finish_stop(struct agent *a)
 		a->batches[i].req = NULL;
 	a->nbatches = 0;
 	a->open_handles++;
-	hc_destroy(a->hc, hc_closed, a);
+	agent__hc_destroy(a->hc, hc_closed, a);
 }
 
 void agent_handle_gone(struct agent *a)
@@ -876,7 +878,7 @@ static void stop_timer_cb(uv_timer_t *t)
 		size_t pos = 0;
 		void *v;
 		while (tk_map_next(&a->groups, &pos, NULL, &v))
-			group_kill(v);
+			agent__group_kill(v);
 		uv_timer_start(&a->stop_timer, stop_timer_cb, 200, 0);
 		return;
 	}
@@ -900,13 +902,13 @@ void agent_stop(struct agent *a, void (*done_cb)(void *arg), void *arg)
 			 "comes back",
 			 running, (long long)(a->lease.lease_ms / 1000));
 	if (a->poll_req) {
-		hc_cancel(a->poll_req);
+		agent__hc_cancel(a->poll_req);
 		a->poll_req = NULL;
 	}
 	/* the server places nothing new here from now on */
 	if (a->registered) {
 		if (a->hb_req)
-			hc_cancel(a->hb_req);
+			agent__hc_cancel(a->hb_req);
 		a->hb_req = NULL;
 		send_heartbeat(a, true);
 	}
@@ -914,7 +916,7 @@ void agent_stop(struct agent *a, void (*done_cb)(void *arg), void *arg)
 	size_t pos = 0;
 	void *v;
 	while (a->cfg.stop_jobs && tk_map_next(&a->groups, &pos, NULL, &v)) {
-		longest_grace = MAX(longest_grace, group_grace_ms(v));
+		longest_grace = MAX(longest_grace, agent__group_grace_ms(v));
 		group_stop(v, EXIT_LOST, "its agent stopped with --stop-jobs");
 	}
 	/* tasks get their grace period, then the exits get a few seconds to be
@@ -942,9 +944,9 @@ void agent_destroy(struct agent *a)
 	free(a->url_work);
 	free(a->url_logs);
 	catalogue_release(&a->cat);
-	images_release(a);
-	metrics_stop(a);
-	health_release(a);
+	agent__images_release(a);
+	agent__metrics_stop(a);
+	agent__health_release(a);
 	free(a->hb_rtt);
 	free_cfg(&a->cfg);
 	free(a);

@@ -89,4 +89,4 @@ void hollow_destroy(struct hollow *h);
 
 /* `tenk-shim DIR`: the supervisor of one attempt's tasks, started by an
  * agent (never by hand); the whole of the tenk-shim program. */
-int agent_shim_main(const struct tk_command *cmd, int argc, char **argv);
+int shim_run(const struct tk_command *cmd, int argc, char **argv);

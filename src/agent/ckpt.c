@@ -1194,12 +1194,12 @@ static void ckpt_timer_cb(uv_timer_t *t)
 			group_ckpt_news(v); /* may forget it: the map allows that */
 }
 
-void ckpt_start(struct agent *a)
+void agent__ckpt_start(struct agent *a)
 {
 	uv_timer_start(&a->ckpt_timer, ckpt_timer_cb, CKPT_SCAN_MS, CKPT_SCAN_MS);
 }
 
-void ckpt_item(struct taskgroup *g, const struct work_item *it)
+void agent__ckpt_item(struct taskgroup *g, const struct work_item *it)
 {
 	if (!it->ckpt_store[0])
 		return;
@@ -1241,7 +1241,7 @@ void ckpt_item(struct taskgroup *g, const struct work_item *it)
 	}
 }
 
-bool ckpt_draining(struct taskgroup *g)
+bool agent__ckpt_draining(struct taskgroup *g)
 {
 	if (!g->ckpt.store || !g->ckpt.dir || g->a->stopping)
 		return false;
@@ -1255,7 +1255,7 @@ bool ckpt_draining(struct taskgroup *g)
 	return g->ckpt.uploading || newest_tag(g, tag, sizeof(tag), &step);
 }
 
-void ckpt_group_release(struct taskgroup *g)
+void agent__ckpt_group_release(struct taskgroup *g)
 {
 	free(g->ckpt.store);
 	free(g->ckpt.dir);

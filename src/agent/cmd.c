@@ -29,7 +29,7 @@ static void cmd_closed(uv_handle_t *h)
 	}
 }
 
-void cmds_stop(struct agent *a)
+void agent__cmds_stop(struct agent *a)
 {
 	for (struct cmd *c = a->cmds; c; c = c->next)
 		if (!uv_is_closing((uv_handle_t *)&c->proc))
@@ -68,8 +68,8 @@ static void cmd_deadline(uv_timer_t *t)
 		uv_process_kill(&c->proc, SIGKILL);
 }
 
-int cmd_run(struct agent *a, char *const *argv, char *const *env, int64_t timeout_ms, cmd_cb done,
-	    void *data)
+int agent__cmd_run(struct agent *a, char *const *argv, char *const *env, int64_t timeout_ms,
+		   cmd_cb done, void *data)
 {
 	struct cmd *c = xcalloc(1, sizeof(*c));
 	c->a = a;

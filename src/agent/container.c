@@ -59,12 +59,12 @@ static void ctr_name(const struct shim_plan *p, int rank, char *buf, size_t n)
 
 void ctr_podman_head(const char *podman, const char *root, char ***argv, int *n, size_t *alloc)
 {
-	strv_push(argv, n, alloc, xstrdup(podman));
+	shim_strv_push(argv, n, alloc, xstrdup(podman));
 	if (root && root[0]) {
-		strv_push(argv, n, alloc, xstrdup("--root"));
-		strv_push(argv, n, alloc, xasprintf("%s/storage", root));
-		strv_push(argv, n, alloc, xstrdup("--runroot"));
-		strv_push(argv, n, alloc, xasprintf("%s/run", root));
+		shim_strv_push(argv, n, alloc, xstrdup("--root"));
+		shim_strv_push(argv, n, alloc, xasprintf("%s/storage", root));
+		shim_strv_push(argv, n, alloc, xstrdup("--runroot"));
+		shim_strv_push(argv, n, alloc, xasprintf("%s/run", root));
 	}
 }
 
@@ -87,20 +87,21 @@ char **ctr_env(const char *conf)
 	char **env = NULL;
 	int n = 0;
 	size_t alloc = 0;
-	strv_push(&env, &n, &alloc,
-		  xstrdup("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"));
-	strv_push(&env, &n, &alloc, xstrdup("HOME=/root"));
+	shim_strv_push(
+		&env, &n, &alloc,
+		xstrdup("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"));
+	shim_strv_push(&env, &n, &alloc, xstrdup("HOME=/root"));
 	if (conf && conf[0])
-		strv_push(&env, &n, &alloc, xasprintf("CONTAINERS_CONF=%s", conf));
+		shim_strv_push(&env, &n, &alloc, xasprintf("CONTAINERS_CONF=%s", conf));
 	/* the node's registries and credentials, where its agent was told */
 	static const char *const pass[] = {"CONTAINERS_REGISTRIES_CONF", "REGISTRY_AUTH_FILE",
 					   "CONTAINERS_STORAGE_CONF"};
 	for (size_t i = 0; i < ARRAY_SIZE(pass); i++) {
 		const char *v = getenv(pass[i]);
 		if (v && *v)
-			strv_push(&env, &n, &alloc, xasprintf("%s=%s", pass[i], v));
+			shim_strv_push(&env, &n, &alloc, xasprintf("%s=%s", pass[i], v));
 	}
-	strv_push(&env, &n, &alloc, NULL);
+	shim_strv_push(&env, &n, &alloc, NULL);
 	return env;
 }
 
@@ -152,37 +153,38 @@ char **ctr_argv(const struct shim_plan *p, const struct cgroup *cg, const struct
 		"--name",
 	};
 	for (size_t i = 0; i < ARRAY_SIZE(fixed); i++)
-		strv_push(&argv, &n, &alloc, xstrdup(fixed[i]));
-	strv_push(&argv, &n, &alloc, xstrdup(name));
+		shim_strv_push(&argv, &n, &alloc, xstrdup(fixed[i]));
+	shim_strv_push(&argv, &n, &alloc, xstrdup(name));
 	if (p->as_user) {
-		strv_push(&argv, &n, &alloc, xstrdup("--user"));
-		strv_push(&argv, &n, &alloc, xasprintf("%u:%u", p->user.uid, p->user.gid));
+		shim_strv_push(&argv, &n, &alloc, xstrdup("--user"));
+		shim_strv_push(&argv, &n, &alloc, xasprintf("%u:%u", p->user.uid, p->user.gid));
 		for (int i = 0; i < p->user.ngroups; i++)
 			if (p->user.groups[i] != p->user.gid) {
-				strv_push(&argv, &n, &alloc, xstrdup("--group-add"));
-				strv_push(&argv, &n, &alloc, xasprintf("%u", p->user.groups[i]));
+				shim_strv_push(&argv, &n, &alloc, xstrdup("--group-add"));
+				shim_strv_push(&argv, &n, &alloc,
+					       xasprintf("%u", p->user.groups[i]));
 			}
 	}
 	if (cg->version && cg->rel) {
-		strv_push(&argv, &n, &alloc, xstrdup("--cgroup-parent"));
-		strv_push(&argv, &n, &alloc, xstrdup(cg->rel));
+		shim_strv_push(&argv, &n, &alloc, xstrdup("--cgroup-parent"));
+		shim_strv_push(&argv, &n, &alloc, xstrdup(cg->rel));
 	}
-	strv_push(&argv, &n, &alloc, xstrdup("--env-file"));
-	strv_push(&argv, &n, &alloc, xstrdup(env_file));
+	shim_strv_push(&argv, &n, &alloc, xstrdup("--env-file"));
+	shim_strv_push(&argv, &n, &alloc, xstrdup(env_file));
 	for (int i = 0; i < c->nmounts; i++) {
-		strv_push(&argv, &n, &alloc, xstrdup("--volume"));
-		strv_push(&argv, &n, &alloc, xstrdup(c->mounts[i]));
+		shim_strv_push(&argv, &n, &alloc, xstrdup("--volume"));
+		shim_strv_push(&argv, &n, &alloc, xstrdup(c->mounts[i]));
 	}
 	for (int i = 0; i < t->ncdi; i++) {
-		strv_push(&argv, &n, &alloc, xstrdup("--device"));
-		strv_push(&argv, &n, &alloc, xstrdup(t->cdi[i]));
+		shim_strv_push(&argv, &n, &alloc, xstrdup("--device"));
+		shim_strv_push(&argv, &n, &alloc, xstrdup(t->cdi[i]));
 	}
-	strv_push(&argv, &n, &alloc, xstrdup("--workdir"));
-	strv_push(&argv, &n, &alloc, xstrdup(shown(c, t->cwd) ? t->cwd : "/"));
-	strv_push(&argv, &n, &alloc, xstrdup(c->image));
+	shim_strv_push(&argv, &n, &alloc, xstrdup("--workdir"));
+	shim_strv_push(&argv, &n, &alloc, xstrdup(shown(c, t->cwd) ? t->cwd : "/"));
+	shim_strv_push(&argv, &n, &alloc, xstrdup(c->image));
 	for (int i = 0; i < t->argc; i++)
-		strv_push(&argv, &n, &alloc, xstrdup(t->argv[i]));
-	strv_push(&argv, &n, &alloc, NULL);
+		shim_strv_push(&argv, &n, &alloc, xstrdup(t->argv[i]));
+	shim_strv_push(&argv, &n, &alloc, NULL);
 	return argv;
 }
 
@@ -289,9 +291,9 @@ void ctr_remove(const struct shim_plan *p, int rank)
 	ctr_podman_head(p->ctr.podman, p->ctr.root, &argv, &n, &alloc);
 	static const char *const rm[] = {"rm", "--force", "--ignore", "--time", "0"};
 	for (size_t i = 0; i < ARRAY_SIZE(rm); i++)
-		strv_push(&argv, &n, &alloc, xstrdup(rm[i]));
-	strv_push(&argv, &n, &alloc, xstrdup(name));
-	strv_push(&argv, &n, &alloc, NULL);
+		shim_strv_push(&argv, &n, &alloc, xstrdup(rm[i]));
+	shim_strv_push(&argv, &n, &alloc, xstrdup(name));
+	shim_strv_push(&argv, &n, &alloc, NULL);
 	char **env = ctr_env(p->ctr.conf);
 	pid_t pid = fork();
 	if (pid == 0) {
@@ -305,17 +307,17 @@ void ctr_remove(const struct shim_plan *p, int rank)
 		_exit(127);
 	}
 	/* the shim's SIGCHLD reaps it; a task it is not */
-	strv_release(argv);
-	strv_release(env);
+	shim_strv_release(argv);
+	shim_strv_release(env);
 }
 
-void strv_push(char ***v, int *n, size_t *alloc, char *s)
+void shim_strv_push(char ***v, int *n, size_t *alloc, char *s)
 {
 	xgrow(v, alloc, (size_t)*n + 1, sizeof(char *));
 	(*v)[(*n)++] = s;
 }
 
-void strv_release(char **v)
+void shim_strv_release(char **v)
 {
 	for (int i = 0; v && v[i]; i++)
 		free(v[i]);

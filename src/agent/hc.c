@@ -202,18 +202,18 @@ static size_t write_cb(char *data, size_t size, size_t n, void *userp)
 	return len;
 }
 
-void hc_set_ca(struct hc *hc, const char *ca_file)
+void agent__hc_set_ca(struct hc *hc, const char *ca_file)
 {
 	free(hc->ca);
 	hc->ca = ca_file ? xstrdup(ca_file) : NULL;
 }
 
-void hc_set_max_connections(struct hc *hc, long n)
+void agent__hc_set_max_connections(struct hc *hc, long n)
 {
 	curl_multi_setopt(hc->multi, CURLMOPT_MAX_HOST_CONNECTIONS, n);
 }
 
-struct hc *hc_create(uv_loop_t *loop)
+struct hc *agent__hc_create(uv_loop_t *loop)
 {
 	struct hc *c = xcalloc(1, sizeof(*c));
 	c->loop = loop;
@@ -228,15 +228,16 @@ struct hc *hc_create(uv_loop_t *loop)
 	return c;
 }
 
-struct hc_req *hc_request(struct hc *c, const char *method, const char *url, const char *token,
-			  const char *body, long timeout_ms, hc_done_cb cb, void *arg)
+struct hc_req *agent__hc_request(struct hc *c, const char *method, const char *url,
+				 const char *token, const char *body, long timeout_ms,
+				 hc_done_cb cb, void *arg)
 {
-	return hc_request_from(c, NULL, method, url, token, body, timeout_ms, cb, arg);
+	return agent__hc_request_from(c, NULL, method, url, token, body, timeout_ms, cb, arg);
 }
 
-struct hc_req *hc_request_from(struct hc *c, const char *from, const char *method, const char *url,
-			       const char *token, const char *body, long timeout_ms, hc_done_cb cb,
-			       void *arg)
+struct hc_req *agent__hc_request_from(struct hc *c, const char *from, const char *method,
+				      const char *url, const char *token, const char *body,
+				      long timeout_ms, hc_done_cb cb, void *arg)
 {
 	struct hc_req *r = xcalloc(1, sizeof(*r));
 	r->c = c;
@@ -284,7 +285,7 @@ struct hc_req *hc_request_from(struct hc *c, const char *from, const char *metho
 	return r;
 }
 
-void hc_cancel(struct hc_req *r)
+void agent__hc_cancel(struct hc_req *r)
 {
 	req_free(r);
 }
@@ -296,7 +297,7 @@ static void timer_closed(uv_handle_t *h)
 	maybe_closed(c);
 }
 
-void hc_destroy(struct hc *c, void (*closed_cb)(void *arg), void *arg)
+void agent__hc_destroy(struct hc *c, void (*closed_cb)(void *arg), void *arg)
 {
 	while (c->reqs)
 		req_free(c->reqs);

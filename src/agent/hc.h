@@ -16,22 +16,23 @@ struct hc_req;
  * a transport failure, with `error` saying what failed. body is borrowed. */
 typedef void (*hc_done_cb)(void *arg, long status, const char *body, size_t len, const char *error);
 
-struct hc *hc_create(uv_loop_t *loop);
+struct hc *agent__hc_create(uv_loop_t *loop);
 /* HTTPS is verified against the CA of ca_file (NULL: the system's). */
-void hc_set_ca(struct hc *hc, const char *ca_file);
+void agent__hc_set_ca(struct hc *hc, const char *ca_file);
 /* At most n connections to one server at once (0: no limit); requests
  * beyond wait for one to be free. */
-void hc_set_max_connections(struct hc *hc, long n);
+void agent__hc_set_max_connections(struct hc *hc, long n);
 /* Starts a request. body (may be NULL) is copied. The returned handle stays
  * valid until cb runs or hc_cancel is called. */
-struct hc_req *hc_request(struct hc *c, const char *method, const char *url, const char *token,
-			  const char *body, long timeout_ms, hc_done_cb cb, void *arg);
+struct hc_req *agent__hc_request(struct hc *c, const char *method, const char *url,
+				 const char *token, const char *body, long timeout_ms,
+				 hc_done_cb cb, void *arg);
 /* hc_request from the local address `from` (NULL: any). */
-struct hc_req *hc_request_from(struct hc *c, const char *from, const char *method, const char *url,
-			       const char *token, const char *body, long timeout_ms, hc_done_cb cb,
-			       void *arg);
+struct hc_req *agent__hc_request_from(struct hc *c, const char *from, const char *method,
+				      const char *url, const char *token, const char *body,
+				      long timeout_ms, hc_done_cb cb, void *arg);
 /* Abandons a request; its callback will not run. */
-void hc_cancel(struct hc_req *r);
+void agent__hc_cancel(struct hc_req *r);
 /* Cancels everything and closes the client's handles; closed_cb runs when
  * the memory is gone. */
-void hc_destroy(struct hc *c, void (*closed_cb)(void *arg), void *arg);
+void agent__hc_destroy(struct hc *c, void (*closed_cb)(void *arg), void *arg);

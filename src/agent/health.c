@@ -70,15 +70,15 @@ static const char *xid_hardware(unsigned xid)
 	return NULL;
 }
 
-void health_init(struct agent *a)
+void agent__health_init(struct agent *a)
 {
 	struct health *h = xcalloc(1, sizeof(*h));
 	a->health = h;
 	h->a = a;
-	a->nvml = nvml_open(&a->cfg, &a->inv);
-	h->ndev = nvml_count(a->nvml);
+	a->nvml = agent__nvml_open(&a->cfg, &a->inv);
+	h->ndev = agent__nvml_count(a->nvml);
 	for (int i = 0; i < h->ndev; i++)
-		nvml_ecc(a->nvml, i, &h->ecc_base[i]);
+		agent__nvml_ecc(a->nvml, i, &h->ecc_base[i]);
 }
 
 /* Takes what Xid events have come, without waiting. */
@@ -86,7 +86,7 @@ static void poll_xids(struct health *h)
 {
 	int i;
 	unsigned xid;
-	for (int n = 0; n < HEALTH_EVENTS_PER_TICK && nvml_xid(h->a->nvml, &i, &xid); n++) {
+	for (int n = 0; n < HEALTH_EVENTS_PER_TICK && agent__nvml_xid(h->a->nvml, &i, &xid); n++) {
 		h->xids[i]++;
 		h->xid_last[i] = xid;
 		const char *what = xid_hardware(xid);
@@ -147,7 +147,7 @@ static void start_check(struct health *h, int64_t now)
 		       work, NULL};
 	h->check_running = true;
 	int64_t limit = MIN(a->cfg.health_check_interval_ms, HEALTH_CHECK_MAX_MS);
-	if (cmd_run(a, argv, env, limit, check_done, h) < 0)
+	if (agent__cmd_run(a, argv, env, limit, check_done, h) < 0)
 		log_warn("cannot start the health check %s", a->cfg.health_check);
 }
 
@@ -170,7 +170,7 @@ static int collect(struct health *h, char (*out)[WIRE_FAULT_MAX], int max, bool 
 		snprintf(out[n++], WIRE_FAULT_MAX, "%s", h->check_fault);
 	for (int i = 0; i < h->ndev && n < max; i++) {
 		uint64_t c = 0;
-		if (nvml_ecc(a->nvml, i, &c) && c > h->ecc_base[i])
+		if (agent__nvml_ecc(a->nvml, i, &c) && c > h->ecc_base[i])
 			snprintf(out[n++], WIRE_FAULT_MAX,
 				 "accelerator %d (%.80s): %llu uncorrected ECC error(s) since the "
 				 "agent started",
@@ -198,7 +198,7 @@ static uint64_t digest(char (*f)[WIRE_FAULT_MAX], int n)
 	return n ? d : 0;
 }
 
-int health_faults(struct agent *a, char (*out)[WIRE_FAULT_MAX], int max)
+int agent__health_faults(struct agent *a, char (*out)[WIRE_FAULT_MAX], int max)
 {
 	struct health *h = a->health;
 	int n = collect(h, out, max, true);
@@ -206,7 +206,7 @@ int health_faults(struct agent *a, char (*out)[WIRE_FAULT_MAX], int max)
 	return n;
 }
 
-void health_told(struct agent *a)
+void agent__health_told(struct agent *a)
 {
 	struct health *h = a->health;
 	for (int i = 0; i < h->ndev; i++) {
@@ -221,8 +221,8 @@ static void tick(uv_timer_t *t)
 	struct health *h = t->data;
 	struct agent *a = h->a;
 	poll_xids(h);
-	train_poll(a); /* the jobs' own metrics, on the same second */
-	usage_tick(a);
+	agent__train_poll(a); /* the jobs' own metrics, on the same second */
+	agent__usage_tick(a);
 	int64_t now = tk_mono_ms();
 	if (a->cfg.health_check && !h->check_running && now >= h->check_next_ms && !a->stopping)
 		start_check(h, now);
@@ -232,7 +232,7 @@ static void tick(uv_timer_t *t)
 		agent_beat_now(a);
 }
 
-void health_start(struct agent *a)
+void agent__health_start(struct agent *a)
 {
 	struct health *h = a->health;
 	uv_timer_init(a->loop, &h->timer);
@@ -249,7 +249,7 @@ static void timer_closed(uv_handle_t *t)
 	agent_handle_gone(h->a);
 }
 
-void health_stop(struct agent *a)
+void agent__health_stop(struct agent *a)
 {
 	struct health *h = a->health;
 	if (!h->timer_open)
@@ -259,19 +259,19 @@ void health_stop(struct agent *a)
 	uv_close((uv_handle_t *)&h->timer, timer_closed);
 }
 
-uint64_t health_xids(struct agent *a, int i, unsigned *last)
+uint64_t agent__health_xids(struct agent *a, int i, unsigned *last)
 {
 	struct health *h = a->health;
 	*last = i >= 0 && i < h->ndev ? h->xid_last[i] : 0;
 	return i >= 0 && i < h->ndev ? h->xids[i] : 0;
 }
 
-void health_release(struct agent *a)
+void agent__health_release(struct agent *a)
 {
 	struct health *h = a->health;
 	if (!h)
 		return;
-	nvml_close(a->nvml);
+	agent__nvml_close(a->nvml);
 	a->nvml = NULL;
 	free(h);
 	a->health = NULL;

@@ -108,7 +108,7 @@ static void need_register(struct hnode *n)
 {
 	n->registered = false;
 	if (n->poll_req) {
-		hc_cancel(n->poll_req);
+		agent__hc_cancel(n->poll_req);
 		n->poll_req = NULL;
 	}
 	uv_timer_stop(&n->hb_timer);
@@ -121,8 +121,8 @@ static struct hc_req *post(struct hnode *n, const char *url, const char *token, 
 {
 	char *text = json_dumps(body, JSON_COMPACT);
 	json_decref(body);
-	struct hc_req *r = hc_request_from(n->hc, n->from[0] ? n->from : NULL, "POST", url, token,
-					   text, timeout_ms, cb, n);
+	struct hc_req *r = agent__hc_request_from(n->hc, n->from[0] ? n->from : NULL, "POST", url,
+						  token, text, timeout_ms, cb, n);
 	free(text);
 	return r;
 }
@@ -329,8 +329,9 @@ static void do_poll(struct hnode *n)
 	snprintf(url, sizeof(url), "%s?node=%s&agent_id=%s&epoch=%s&gen=%llu&wait_ms=%d",
 		 n->h->url_work, n->inv.name, n->agent_id, n->epoch[0] ? n->epoch : "none",
 		 (unsigned long long)n->gen, AGENT_POLL_WAIT_MS);
-	n->poll_req = hc_request_from(n->hc, n->from[0] ? n->from : NULL, "GET", url, n->cred, NULL,
-				      AGENT_POLL_WAIT_MS + 15000, poll_done, n);
+	n->poll_req =
+		agent__hc_request_from(n->hc, n->from[0] ? n->from : NULL, "GET", url, n->cred,
+				       NULL, AGENT_POLL_WAIT_MS + 15000, poll_done, n);
 }
 
 /* ---- heartbeats and registration -------------------------------------------------------- */
@@ -489,10 +490,11 @@ int hollow_create(uv_loop_t *loop, const struct agent_config *cfg, int n, int64_
 	h->nhc = (n + HOLLOW_NODES_PER_CLIENT - 1) / HOLLOW_NODES_PER_CLIENT;
 	h->hcs = xcalloc((size_t)h->nhc, sizeof(*h->hcs));
 	for (int k = 0; k < h->nhc; k++) {
-		h->hcs[k] = hc_create(loop);
-		hc_set_max_connections(h->hcs[k], HOLLOW_NODES_PER_CLIENT + HOLLOW_SPARE_CONNS);
+		h->hcs[k] = agent__hc_create(loop);
+		agent__hc_set_max_connections(h->hcs[k],
+					      HOLLOW_NODES_PER_CLIENT + HOLLOW_SPARE_CONNS);
 		if (cfg->ca_file)
-			hc_set_ca(h->hcs[k], cfg->ca_file);
+			agent__hc_set_ca(h->hcs[k], cfg->ca_file);
 	}
 	for (int i = 0; i < n; i++) {
 		struct hnode *x = &h->nodes[i];
@@ -541,7 +543,7 @@ void hollow_stop(struct hollow *h, void (*done_cb)(void *arg), void *arg)
 	}
 	/* the requests go with the clients; their callbacks do not run */
 	for (int k = 0; k < h->nhc; k++)
-		hc_destroy(h->hcs[k], hc_gone, h);
+		agent__hc_destroy(h->hcs[k], hc_gone, h);
 }
 
 void hollow_destroy(struct hollow *h)

@@ -21,19 +21,19 @@
 #include <string.h>
 #include <unistd.h>
 
-int podcmd_start(struct agent *a, char **args, cmd_cb done, void *data)
+int agent__podcmd_start(struct agent *a, char **args, cmd_cb done, void *data)
 {
 	char **argv = NULL;
 	int n = 0;
 	size_t alloc = 0;
 	ctr_podman_head(a->podman, a->cfg.podman_root, &argv, &n, &alloc);
 	for (int i = 0; args[i]; i++)
-		strv_push(&argv, &n, &alloc, xstrdup(args[i]));
-	strv_push(&argv, &n, &alloc, NULL);
+		shim_strv_push(&argv, &n, &alloc, xstrdup(args[i]));
+	shim_strv_push(&argv, &n, &alloc, NULL);
 	char **env = ctr_env(a->cfg.containers_conf);
-	int r = cmd_run(a, argv, env, 0, done, data);
-	strv_release(argv);
-	strv_release(env);
+	int r = agent__cmd_run(a, argv, env, 0, done, data);
+	shim_strv_release(argv);
+	shim_strv_release(env);
 	return r;
 }
 
@@ -62,7 +62,7 @@ static bool digest_of(const char *out, char d[MODEL_DIGEST_MAX])
 static void image_cmd(struct taskgroup *g, char **args, cmd_cb done)
 {
 	group_hold(g);
-	int r = podcmd_start(g->a, args, done, g);
+	int r = agent__podcmd_start(g->a, args, done, g);
 	if (r < 0) {
 		char why[MODEL_REASON_MAX];
 		snprintf(why, sizeof(why), "image %.120s: cannot run podman on %s: %s", g->img.ref,
@@ -77,7 +77,7 @@ static void pulled(struct cmd *c, int64_t status, const char *out, const char *e
 {
 	struct taskgroup *g = c->data;
 	if (g->img.state == IMG_PULLING && !g->a->stopping) {
-		images_refresh(g->a);
+		agent__images_refresh(g->a);
 		if (status == 0 && digest_of(out, g->img.digest)) {
 			log_info("job %lld.%d: pulled %s (%.19s)", (long long)g->job, g->attempt,
 				 g->img.ref, g->img.digest);
@@ -117,7 +117,7 @@ static void inspected(struct cmd *c, int64_t status, const char *out, const char
 	group_unhold(g); /* last: it may forget g */
 }
 
-void image_resolve(struct taskgroup *g)
+void agent__image_resolve(struct taskgroup *g)
 {
 	g->img.state = IMG_RESOLVING;
 	char *args[] = {"image", "inspect", "--format", "{{.Id}}", g->img.ref, NULL};
@@ -171,11 +171,11 @@ static void listed(struct cmd *c, int64_t status, const char *out, const char *e
 	json_decref(j);
 	if (a->list_again && !a->stopping) {
 		a->list_again = false;
-		images_refresh(a);
+		agent__images_refresh(a);
 	}
 }
 
-void images_refresh(struct agent *a)
+void agent__images_refresh(struct agent *a)
 {
 	if (a->stopping || access(a->podman, X_OK) < 0)
 		return;
@@ -185,7 +185,7 @@ void images_refresh(struct agent *a)
 	}
 	a->listing = true;
 	char *args[] = {"images", "--format", "json", NULL};
-	podcmd_start(a, args, listed, NULL);
+	agent__podcmd_start(a, args, listed, NULL);
 }
 
 static struct wire_pull *find_pull(struct agent *a, const char *ref)
@@ -213,10 +213,10 @@ static void asked_pulled(struct cmd *c, int64_t status, const char *out, const c
 		a->images_gen++;
 	}
 	free(ref);
-	images_refresh(a);
+	agent__images_refresh(a);
 }
 
-void images_apply_pulls(struct agent *a, const struct wire_work *w)
+void agent__images_apply_pulls(struct agent *a, const struct wire_work *w)
 {
 	if (w->unchanged)
 		return;
@@ -246,11 +246,11 @@ void images_apply_pulls(struct agent *a, const struct wire_work *w)
 		}
 		log_info("pulling %s (asked by the server)", p->ref);
 		char *args[] = {"pull", "--quiet", p->ref, NULL};
-		podcmd_start(a, args, asked_pulled, xstrdup(p->ref));
+		agent__podcmd_start(a, args, asked_pulled, xstrdup(p->ref));
 	}
 }
 
-void images_for_heartbeat(struct agent *a, struct wire_heartbeat *m, uint64_t *gen)
+void agent__images_for_heartbeat(struct agent *a, struct wire_heartbeat *m, uint64_t *gen)
 {
 	*gen = a->images_gen;
 	if (a->images_gen == a->images_sent_gen)
@@ -262,7 +262,7 @@ void images_for_heartbeat(struct agent *a, struct wire_heartbeat *m, uint64_t *g
 	m->npulls = a->npulls;
 }
 
-void images_release(struct agent *a)
+void agent__images_release(struct agent *a)
 {
 	free(a->images);
 	free(a->pulls);

@@ -23,10 +23,10 @@
  * stdout and stderr the agent's, pass_fd as its descriptor 3 and nothing
  * else open. exit_cb runs once, on the loop, when it exits. Returns 0, or
  * -errno with nothing to close. */
-int proc_spawn(uv_loop_t *loop, struct proc *p, const char *path, char *const *argv,
-	       char *const *env, int pass_fd, proc_exit_cb exit_cb);
+int agent__proc_spawn(uv_loop_t *loop, struct proc *p, const char *path, char *const *argv,
+		      char *const *env, int pass_fd, proc_exit_cb exit_cb);
 /* Releases the watch of an exited process; close_cb runs when it is gone. */
-void proc_close(struct proc *p, void (*close_cb)(struct proc *p));
+void agent__proc_close(struct proc *p, void (*close_cb)(struct proc *p));
 
 /* ---- logs.c: task output the server asks for ------------------------------------------ */
 
@@ -56,25 +56,25 @@ struct cmd {
 /* Runs argv (argv[0] a path, or a name looked up on PATH) with env, stdin
  * from /dev/null; after timeout_ms (0: none) it is killed. done gets the
  * exit status (128 + signal) and what it printed, once. */
-int cmd_run(struct agent *a, char *const *argv, char *const *env, int64_t timeout_ms, cmd_cb done,
-	    void *data);
+int agent__cmd_run(struct agent *a, char *const *argv, char *const *env, int64_t timeout_ms,
+		   cmd_cb done, void *data);
 /* The agent stops: its commands are told to end (SIGTERM). */
-void cmds_stop(struct agent *a);
+void agent__cmds_stop(struct agent *a);
 
 /* ---- image.c: podman commands of the agent, an image job's image ---------------------- */
 
 /* Runs the node's podman with args (NULL-terminated), on its store. */
-int podcmd_start(struct agent *a, char **args, cmd_cb done, void *data);
+int agent__podcmd_start(struct agent *a, char **args, cmd_cb done, void *data);
 
 /* The node's store as `tenk images` shows it (image.c): listed again after
  * every pull; the pulls the server asks for (a work answer's "pulls") are
  * started once each; what changed goes with the next heartbeat. */
-void images_refresh(struct agent *a);
-void images_apply_pulls(struct agent *a, const struct wire_work *w);
+void agent__images_refresh(struct agent *a);
+void agent__images_apply_pulls(struct agent *a, const struct wire_work *w);
 /* Fills the heartbeat's images and pulls when they changed since the last
  * one the server took (borrowed from a); *gen is what it carries. */
-void images_for_heartbeat(struct agent *a, struct wire_heartbeat *m, uint64_t *gen);
-void images_release(struct agent *a);
+void agent__images_for_heartbeat(struct agent *a, struct wire_heartbeat *m, uint64_t *gen);
+void agent__images_release(struct agent *a);
 
 /* One task's start or exit, waiting to be reported. */
 struct agent_event {
@@ -164,11 +164,11 @@ struct agent {
 
 /* An image job's group: finds its image in the node's store, or pulls it,
  * then tells the group (image.c). */
-void image_resolve(struct taskgroup *g);
+void agent__image_resolve(struct taskgroup *g);
 
 /* ---- inventory.c ---- */
-int inventory_detect(const struct agent_config *cfg, const struct catalogue *cat,
-		     struct node_inventory *ret, struct tk_error *err);
+int agent__inventory_detect(const struct agent_config *cfg, const struct catalogue *cat,
+			    struct node_inventory *ret, struct tk_error *err);
 
 /* ---- nvml.c: NVML, where the node has it ---- */
 
@@ -194,78 +194,78 @@ struct gpu_sample {
 	uint64_t ecc_uncorrected;
 };
 /* NULL where the node has no NVML (or fake devices). */
-struct nvml *nvml_open(const struct agent_config *cfg, const struct node_inventory *inv);
-void nvml_close(struct nvml *n);
+struct nvml *agent__nvml_open(const struct agent_config *cfg, const struct node_inventory *inv);
+void agent__nvml_close(struct nvml *n);
 /* The accelerators NVML opened: the inventory's first ones, in its order. */
-int nvml_count(const struct nvml *n);
-void nvml_read(const struct nvml *n, int i, struct gpu_sample *s);
-bool nvml_ecc(const struct nvml *n, int i, uint64_t *count);
+int agent__nvml_count(const struct nvml *n);
+void agent__nvml_read(const struct nvml *n, int i, struct gpu_sample *s);
+bool agent__nvml_ecc(const struct nvml *n, int i, uint64_t *count);
 /* The next Xid event waiting, without waiting for one: its accelerator
  * (inventory order) and number. */
-bool nvml_xid(const struct nvml *n, int *dev, unsigned *xid);
+bool agent__nvml_xid(const struct nvml *n, int *dev, unsigned *xid);
 
 /* ---- health.c ---- */
 struct health;
 /* Opens NVML (where the node has real accelerators), notes each one's
  * uncorrected ECC count and listens for Xid events. */
-void health_init(struct agent *a);
+void agent__health_init(struct agent *a);
 /* Looks at the node every second from now, and runs the operator's health
  * check at its interval; a new fault sends a heartbeat at once. */
-void health_start(struct agent *a);
+void agent__health_start(struct agent *a);
 /* The agent stops: its timer goes (the check, a cmd, is stopped with the
  * rest). */
-void health_stop(struct agent *a);
-void health_release(struct agent *a);
+void agent__health_stop(struct agent *a);
+void agent__health_release(struct agent *a);
 /* The node's faults now, at most max of them, as text, for the heartbeat
  * about to go; health_told when the server has answered it. */
-int health_faults(struct agent *a, char (*out)[WIRE_FAULT_MAX], int max);
-void health_told(struct agent *a);
+int agent__health_faults(struct agent *a, char (*out)[WIRE_FAULT_MAX], int max);
+void agent__health_told(struct agent *a);
 /* Xids of NVML's accelerator i since the agent started, and the last. */
-uint64_t health_xids(struct agent *a, int i, unsigned *last);
+uint64_t agent__health_xids(struct agent *a, int i, unsigned *last);
 
 /* ---- metrics.c: GET /metrics ---- */
 struct metrics;
 /* Listens on --metrics-listen (or the default, where it is free). */
-int metrics_start(struct agent *a, struct tk_error *err);
+int agent__metrics_start(struct agent *a, struct tk_error *err);
 /* Serves it from the agent's loop, from now on. */
-void metrics_watch(struct agent *a);
-void metrics_stop(struct agent *a);
+void agent__metrics_watch(struct agent *a);
+void agent__metrics_stop(struct agent *a);
 /* The text of GET /metrics (the caller frees it). */
-char *metrics_render(struct agent *a);
+char *agent__metrics_render(struct agent *a);
 
 /* ---- usage.c: what an attempt's accelerators used ---- */
 /* Notes the energy counters of g's accelerators as it starts. */
-void usage_start(struct taskgroup *g);
+void agent__usage_start(struct taskgroup *g);
 /* Samples utilization and power of every running attempt's accelerators
  * (each second). */
-void usage_tick(struct agent *a);
+void agent__usage_tick(struct agent *a);
 /* Energy (mJ; -1 where NVML tells neither counter nor power) and busy time
  * (ms) of g's accelerators so far, its share of them. */
-void usage_of(const struct taskgroup *g, int64_t *energy_mj, int64_t *busy_ms);
+void agent__usage_of(const struct taskgroup *g, int64_t *energy_mj, int64_t *busy_ms);
 
 /* ---- train.c: training metrics from $TENK_METRICS ---- */
 /* Makes the attempt's metrics file (its user's when as_user); returns its
  * path, for TENK_METRICS. */
-char *train_setup(struct taskgroup *g, bool as_user, uint32_t uid, uint32_t gid);
+char *agent__train_setup(struct taskgroup *g, bool as_user, uint32_t uid, uint32_t gid);
 /* Reads what each running attempt wrote since the last call. */
-void train_poll(struct agent *a);
+void agent__train_poll(struct agent *a);
 /* The lines the server has not had, each attempt's since the last beat
  * (at most TRAIN_PER_BEAT of them, thinned evenly), for a heartbeat (the
  * caller frees *ret). */
-int train_for_heartbeat(struct agent *a, struct wire_train **ret);
+int agent__train_for_heartbeat(struct agent *a, struct wire_train **ret);
 /* The group goes: its file is closed, and removed when it is done. */
-void train_release(struct taskgroup *g, bool remove);
+void agent__train_release(struct taskgroup *g, bool remove);
 
 /* ---- ckpt.c ---- */
 /* Scans the running groups' checkpoint folders every second from now. */
-void ckpt_start(struct agent *a);
+void agent__ckpt_start(struct agent *a);
 /* What a work answer says of the group's checkpoints: the store, the tag
  * to restore, and whether every node has (group_restore_go then). */
-void ckpt_item(struct taskgroup *g, const struct work_item *it);
-void ckpt_group_release(struct taskgroup *g);
+void agent__ckpt_item(struct taskgroup *g, const struct work_item *it);
+void agent__ckpt_group_release(struct taskgroup *g);
 /* Its tasks have ended, and a checkpoint they marked is not yet uploaded
  * (within the drain time of their end): the group stays until it is. */
-bool ckpt_draining(struct taskgroup *g);
+bool agent__ckpt_draining(struct taskgroup *g);
 
 /* ---- agent.c ---- */
 /* A handle of the agent's own (a podman command's) closed: a stop may be done. */
@@ -281,17 +281,17 @@ int agent_running_groups(struct agent *a);
 
 /* ---- launch.c: the group's shim, and the group's making and forgetting ---- */
 /* What the agent's groups ask of their parts (group.h). */
-extern const struct group_ops launch_ops;
+extern const struct group_ops agent__launch_ops;
 /* Starts one attempt's part on this node from the server's spec (borrowed:
  * checked by work_spec_unpack, and not kept). Returns the group,
  * registered in a->groups. */
-struct taskgroup *group_start(struct agent *a, const struct work_item *it,
-			      const struct work_spec *spec);
+struct taskgroup *agent__group_start(struct agent *a, const struct work_item *it,
+				     const struct work_spec *spec);
 /* The grace period is over and the shim did not kill them: the agent does. */
-void group_kill(struct taskgroup *g);
-int64_t group_grace_ms(const struct taskgroup *g);
+void agent__group_kill(struct taskgroup *g);
+int64_t agent__group_grace_ms(const struct taskgroup *g);
 /* When the newest entry of the group's checkpoint folder was written (ms), or 0. */
-int64_t group_newest_checkpoint(const struct taskgroup *g);
+int64_t agent__group_newest_checkpoint(const struct taskgroup *g);
 /* Makes again the group of every shim an earlier agent left in the work
  * folder and connects to it. Returns how many. */
-int shims_adopt(struct agent *a);
+int agent__shims_adopt(struct agent *a);

@@ -94,8 +94,8 @@ static void default_name(char *buf, size_t n)
 	snprintf(buf, n, "%.*s", (int)n - 1, host);
 }
 
-int inventory_detect(const struct agent_config *cfg, const struct catalogue *cat,
-		     struct node_inventory *ret, struct tk_error *err)
+int agent__inventory_detect(const struct agent_config *cfg, const struct catalogue *cat,
+			    struct node_inventory *ret, struct tk_error *err)
 {
 	struct node_inventory *inv = ret;
 	memset(inv, 0, sizeof(*inv));

@@ -72,8 +72,8 @@ static void free_group(struct taskgroup *g)
 		shim_plan_release(g->plan);
 		free(g->plan);
 	}
-	ckpt_group_release(g);
-	train_release(g, false);
+	agent__ckpt_group_release(g);
+	agent__train_release(g, false);
 	release_cpus(g);
 	free(g->cpus);
 	if (g->shim.dirfd >= 0)
@@ -94,7 +94,7 @@ static void forget(struct taskgroup *g, bool over)
 	}
 	struct agent *a = g->a;
 	remove_dir(g->shim.dir);
-	train_release(g, true);
+	agent__train_release(g, true);
 	tk_map_del(&a->groups, g->key);
 	/* the job's checkpoint folder goes with its last attempt here, if the
 	 * job left nothing in it (what it left waits for its next attempt) */
@@ -146,7 +146,7 @@ static bool shim_send(struct taskgroup *g, const struct shim_cmd *c)
 	return true;
 }
 
-void group_kill(struct taskgroup *g)
+void agent__group_kill(struct taskgroup *g)
 {
 	for (int i = 0; i < g->ntasks; i++)
 		if (!g->tasks[i].exited && g->tasks[i].pid > 0)
@@ -204,7 +204,7 @@ static void shim_exit_cb(struct proc *p, int64_t status, int sig)
 	if (status || sig)
 		log_warn("job %lld.%d: its shim exited %lld%s%s", (long long)g->job, g->attempt,
 			 (long long)status, sig ? ", signal " : "", sig ? strsignal(sig) : "");
-	proc_close(p, shim_closed);
+	agent__proc_close(p, shim_closed);
 }
 
 /* The agent stops: the connection closes and the shim is no longer
@@ -215,7 +215,7 @@ static void shim_let_go(struct taskgroup *g)
 		uv_close((uv_handle_t *)&g->shim.conn, conn_closed);
 	if (g->shim.running) {
 		g->shim.running = false;
-		proc_close(&g->shim.proc, shim_closed);
+		agent__proc_close(&g->shim.proc, shim_closed);
 	}
 }
 
@@ -712,7 +712,7 @@ static int build_plan(struct taskgroup *g, const struct work_spec *spec, struct 
 	}
 	_cleanup_free_ char *ckpt = checkpoint_dir(g, plan);
 	_cleanup_free_ char *metrics =
-		train_setup(g, plan->as_user, plan->user.uid, plan->user.gid);
+		agent__train_setup(g, plan->as_user, plan->user.uid, plan->user.gid);
 	/* an agent that is root contains each attempt in a cgroup of its own */
 	plan->cgroup = geteuid() == 0;
 	snprintf(plan->node, sizeof(plan->node), "%s", a->inv.name);
@@ -858,7 +858,7 @@ static int spawn_shim(struct taskgroup *g, const struct shim_plan *plan, struct 
 	memcpy(slash, "/tenk-shim", sizeof("/tenk-shim"));
 	char *argv[] = {"tenk-shim", g->shim.dir, NULL};
 	g->shim.proc.data = g;
-	r = proc_spawn(a->loop, &g->shim.proc, self, argv, environ, lfd, shim_exit_cb);
+	r = agent__proc_spawn(a->loop, &g->shim.proc, self, argv, environ, lfd, shim_exit_cb);
 	close(lfd);
 	if (r < 0)
 		return tk_errorf(err, r, "cannot start %s: %s", self, strerror(-r));
@@ -885,17 +885,17 @@ static int shim_start(struct taskgroup *g, char *why, size_t n)
 static void emit(struct taskgroup *g, struct task_event *ev)
 {
 	if (ev->type == TASK_EVENT_EXITED)
-		usage_of(g, &ev->energy_mj, &ev->gpu_busy_ms);
+		agent__usage_of(g, &ev->energy_mj, &ev->gpu_busy_ms);
 	agent_queue_event(g->a, ev);
 }
 
-const struct group_ops launch_ops = {
+const struct group_ops agent__launch_ops = {
 	.emit = emit,
-	.image_resolve = image_resolve,
+	.image_resolve = agent__image_resolve,
 	.shim_start = shim_start,
 	.shim_send = shim_send,
 	.shim_let_go = shim_let_go,
-	.ckpt_draining = ckpt_draining,
+	.ckpt_draining = agent__ckpt_draining,
 	.tasks_ended = release_cpus,
 	.forget = forget,
 };
@@ -906,7 +906,7 @@ static struct taskgroup *group_new(struct agent *a, int64_t job, int attempt, in
 {
 	struct taskgroup *g = xcalloc(1, sizeof(*g));
 	g->a = a;
-	group_init(g, &launch_ops, job, attempt, node_rank, tpn, grace_ms);
+	group_init(g, &agent__launch_ops, job, attempt, node_rank, tpn, grace_ms);
 	g->shim.dirfd = -1;
 	g->train.fd = -1;
 	g->ckpt.done_step = -1;
@@ -916,8 +916,8 @@ static struct taskgroup *group_new(struct agent *a, int64_t job, int attempt, in
 	return g;
 }
 
-struct taskgroup *group_start(struct agent *a, const struct work_item *it,
-			      const struct work_spec *spec)
+struct taskgroup *agent__group_start(struct agent *a, const struct work_item *it,
+				     const struct work_spec *spec)
 {
 	int64_t job = it->job;
 	int attempt = it->attempt;
@@ -939,7 +939,7 @@ struct taskgroup *group_start(struct agent *a, const struct work_item *it,
 				g->devs[g->ndevs++] = d[k];
 		}
 	}
-	usage_start(g);
+	agent__usage_start(g);
 	log_debug("job %lld.%d: starting %d task(s), node rank %d", (long long)job, attempt,
 		  g->ntasks, g->node_rank);
 	struct shim_plan plan = {0};
@@ -970,7 +970,7 @@ struct taskgroup *group_start(struct agent *a, const struct work_item *it,
 	/* an image job's shim waits for the image, on every node */
 	if (plan.container)
 		snprintf(g->img.ref, sizeof(g->img.ref), "%s", spec->image);
-	ckpt_item(g, it);
+	agent__ckpt_item(g, it);
 	group_prepared(g);
 	return g;
 }
@@ -1054,7 +1054,7 @@ static struct taskgroup *group_adopt(struct agent *a, const char *base, const ch
 		/* no shim holds them: nothing supervises or fences them */
 		log_warn("job %lld.%d: its shim is gone; killing its tasks", (long long)g->job,
 			 g->attempt);
-		group_kill(g);
+		agent__group_kill(g);
 		if (plan.cgroup) {
 			struct cgroup cg = {0};
 			if (cg_create(&cg, "/proc/self/mountinfo", "/proc/self/cgroup", plan.node,
@@ -1070,7 +1070,7 @@ static struct taskgroup *group_adopt(struct agent *a, const char *base, const ch
 	return g;
 }
 
-int shims_adopt(struct agent *a)
+int agent__shims_adopt(struct agent *a)
 {
 	_cleanup_free_ char *base = xasprintf("%s/%s", a->cfg.run_dir, SHIM_DIR);
 	tk_mkdir_p(base, 0700);
@@ -1089,7 +1089,7 @@ int shims_adopt(struct agent *a)
 
 #define CKPT_SCAN_MAX 4096 /* entries looked at in one checkpoint folder */
 
-int64_t group_newest_checkpoint(const struct taskgroup *g)
+int64_t agent__group_newest_checkpoint(const struct taskgroup *g)
 {
 	_cleanup_free_ char *dir =
 		xasprintf("%s/checkpoints/%lld", g->a->cfg.work_dir, (long long)g->job);
@@ -1112,7 +1112,7 @@ int64_t group_newest_checkpoint(const struct taskgroup *g)
 	return newest;
 }
 
-int64_t group_grace_ms(const struct taskgroup *g)
+int64_t agent__group_grace_ms(const struct taskgroup *g)
 {
 	return g->grace_ms;
 }

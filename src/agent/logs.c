@@ -99,6 +99,7 @@ void agent_serve_logs(struct agent *a, const struct wire_log_fetch *f, int n)
 	wire_logs_release(&m);
 	char *text = json_dumps(body, JSON_COMPACT);
 	json_decref(body);
-	hc_request(a->hc, "POST", a->url_logs, a->cred, text, LOGS_POST_TIMEOUT_MS, logs_posted, a);
+	agent__hc_request(a->hc, "POST", a->url_logs, a->cred, text, LOGS_POST_TIMEOUT_MS,
+			  logs_posted, a);
 	free(text);
 }

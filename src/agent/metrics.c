@@ -121,10 +121,10 @@ static const struct {
 
 static void gpus(struct agent *a, struct strbuf *b)
 {
-	int n = nvml_count(a->nvml);
+	int n = agent__nvml_count(a->nvml);
 	struct gpu_sample *smp = xcalloc((size_t)n + 1, sizeof(*smp));
 	for (int i = 0; i < n; i++)
-		nvml_read(a->nvml, i, &smp[i]);
+		agent__nvml_read(a->nvml, i, &smp[i]);
 	for (size_t f = 0; f < ARRAY_SIZE(gpu_families); f++) {
 		const struct gpu_family *g = &gpu_families[f];
 		prom_family(b, g->name, g->type, g->help);
@@ -140,7 +140,7 @@ static void gpus(struct agent *a, struct strbuf *b)
 		    "Xid errors since the agent started (NVML events).");
 	for (int i = 0; i < n; i++) {
 		unsigned last;
-		uint64_t count = health_xids(a, i, &last);
+		uint64_t count = agent__health_xids(a, i, &last);
 		struct prom_labels l;
 		gpu_labels(a, i, &l);
 		prom_sample(b, "tenk_gpu_xid_errors_total", &l, (double)count);
@@ -149,7 +149,7 @@ static void gpus(struct agent *a, struct strbuf *b)
 		    "The newest Xid since the agent started (0: none).");
 	for (int i = 0; i < n; i++) {
 		unsigned last;
-		health_xids(a, i, &last);
+		agent__health_xids(a, i, &last);
 		struct prom_labels l;
 		gpu_labels(a, i, &l);
 		prom_sample(b, "tenk_gpu_last_xid", &l, last);
@@ -171,7 +171,7 @@ static void gpus(struct agent *a, struct strbuf *b)
 			    "Value of the last XID error encountered.");
 		for (int i = 0; i < n; i++) {
 			unsigned last;
-			health_xids(a, i, &last);
+			agent__health_xids(a, i, &last);
 			struct prom_labels l;
 			dcgm_labels(a, i, &l);
 			prom_sample(b, "DCGM_FI_DEV_XID_ERRORS", &l, last);
@@ -368,7 +368,7 @@ static void node_network(struct agent *a, struct strbuf *b)
 	two_families(b, names, helps, sb);
 }
 
-char *metrics_render(struct agent *a)
+char *agent__metrics_render(struct agent *a)
 {
 	struct strbuf b;
 	strbuf_init(&b);
@@ -425,7 +425,8 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
 		return answer(c, 405,
 			      xasprintf("method %.16s is not allowed on /metrics\n", method),
 			      "text/plain; charset=utf-8");
-	return answer(c, 200, metrics_render(m->a), "text/plain; version=0.0.4; charset=utf-8");
+	return answer(c, 200, agent__metrics_render(m->a),
+		      "text/plain; version=0.0.4; charset=utf-8");
 }
 
 static void mhd_timer_cb(uv_timer_t *t);
@@ -458,7 +459,7 @@ static void mhd_logger(void *cls, const char *fmt, va_list ap)
 	log_debug("metrics: %s", msg);
 }
 
-int metrics_start(struct agent *a, struct tk_error *err)
+int agent__metrics_start(struct agent *a, struct tk_error *err)
 {
 	const char *listen = a->cfg.metrics_listen ? a->cfg.metrics_listen : METRICS_DEFAULT_LISTEN;
 	if (strcmp(listen, "none") == 0)
@@ -516,7 +517,7 @@ int metrics_start(struct agent *a, struct tk_error *err)
 	return 0;
 }
 
-void metrics_watch(struct agent *a)
+void agent__metrics_watch(struct agent *a)
 {
 	struct metrics *m = a->metrics;
 	if (!m)
@@ -541,7 +542,7 @@ static void closed(uv_handle_t *h)
 	agent_handle_gone(a);
 }
 
-void metrics_stop(struct agent *a)
+void agent__metrics_stop(struct agent *a)
 {
 	struct metrics *m = a->metrics;
 	if (!m)

@@ -77,7 +77,7 @@ static void open_events(struct nvml *n)
 	}
 }
 
-struct nvml *nvml_open(const struct agent_config *cfg, const struct node_inventory *inv)
+struct nvml *agent__nvml_open(const struct agent_config *cfg, const struct node_inventory *inv)
 {
 	if (cfg->fake_gpus || inv->naccel == 0)
 		return NULL;
@@ -113,7 +113,7 @@ struct nvml *nvml_open(const struct agent_config *cfg, const struct node_invento
 	return n;
 }
 
-void nvml_close(struct nvml *n)
+void agent__nvml_close(struct nvml *n)
 {
 	if (!n)
 		return;
@@ -124,12 +124,12 @@ void nvml_close(struct nvml *n)
 	free(n);
 }
 
-int nvml_count(const struct nvml *n)
+int agent__nvml_count(const struct nvml *n)
 {
 	return n ? n->ndev : 0;
 }
 
-bool nvml_ecc(const struct nvml *n, int i, uint64_t *count)
+bool agent__nvml_ecc(const struct nvml *n, int i, uint64_t *count)
 {
 	unsigned long long c = 0;
 	if (!n || i >= n->ndev || !n->ecc ||
@@ -139,7 +139,7 @@ bool nvml_ecc(const struct nvml *n, int i, uint64_t *count)
 	return true;
 }
 
-void nvml_read(const struct nvml *n, int i, struct gpu_sample *s)
+void agent__nvml_read(const struct nvml *n, int i, struct gpu_sample *s)
 {
 	memset(s, 0, sizeof(*s));
 	if (!n || i >= n->ndev)
@@ -174,11 +174,11 @@ void nvml_read(const struct nvml *n, int i, struct gpu_sample *s)
 		s->have |= GPU_CLOCK;
 		s->sm_mhz = v;
 	}
-	if (nvml_ecc(n, i, &s->ecc_uncorrected))
+	if (agent__nvml_ecc(n, i, &s->ecc_uncorrected))
 		s->have |= GPU_ECC;
 }
 
-bool nvml_xid(const struct nvml *n, int *dev, unsigned *xid)
+bool agent__nvml_xid(const struct nvml *n, int *dev, unsigned *xid)
 {
 	if (!n || !n->events)
 		return false;

@@ -477,9 +477,9 @@ static int container_fork(struct shim *sh, int i, int *code, char *detail, size_
 		.env = ctr_env(sh->plan.ctr.conf),
 		.out_fd = out,
 	};
-	int pid = task_fork_exec(&sh->cg, &ex, code, detail, n);
-	strv_release(ex.argv);
-	strv_release(ex.env);
+	int pid = shim_task_fork_exec(&sh->cg, &ex, code, detail, n);
+	shim_strv_release(ex.argv);
+	shim_strv_release(ex.env);
 	if (pid < 0)
 		close(out);
 	else
@@ -523,8 +523,8 @@ static void start_tasks(struct shim *sh)
 		sh->out_fds[i] = -1;
 		int pid = sh->plan.container
 				  ? container_fork(sh, i, &code, ts->detail, sizeof(ts->detail))
-				  : task_fork(&sh->plan, &sh->cg, t, sh->pty ? tty : NULL, &code,
-					      ts->detail, sizeof(ts->detail));
+				  : shim_task_fork(&sh->plan, &sh->cg, t, sh->pty ? tty : NULL,
+						   &code, ts->detail, sizeof(ts->detail));
 		if (pid < 0) {
 			ts->state = SHIM_TASK_EXITED;
 			ts->end_ms = ts->start_ms;
@@ -572,7 +572,7 @@ static void close_walk_cb(uv_handle_t *h, void *arg)
 		uv_close(h, NULL);
 }
 
-int agent_shim_main(const struct tk_command *cmd, int argc, char **argv)
+int shim_run(const struct tk_command *cmd, int argc, char **argv)
 {
 	if (argc != 2) {
 		fprintf(stderr, "tenk-shim: started by tenk's agent only (tenk-shim DIR)\n");

@@ -207,8 +207,8 @@ int shim_lines(struct strbuf *buf, const char *data, size_t n,
  * child joins cg (when it has a version) before it gives up root. */
 /* tty: the terminal its stdin, stdout and stderr are (NULL: /dev/null and
  * its output files). */
-int task_fork(const struct shim_plan *plan, const struct cgroup *cg, const struct shim_task *t,
-	      const char *tty, int *ret_code, char *detail, size_t n);
+int shim_task_fork(const struct shim_plan *plan, const struct cgroup *cg, const struct shim_task *t,
+		   const char *tty, int *ret_code, char *detail, size_t n);
 /* What a container task execs instead (container.c prepared it): argv and
  * env, and out_fd, its output, as root keeps the identity it needs. */
 struct task_exec {
@@ -216,8 +216,8 @@ struct task_exec {
 	char **env;
 	int out_fd;
 };
-int task_fork_exec(const struct cgroup *cg, const struct task_exec *ex, int *ret_code, char *detail,
-		   size_t n);
+int shim_task_fork_exec(const struct cgroup *cg, const struct task_exec *ex, int *ret_code,
+			char *detail, size_t n);
 
 /* ---- shimpty.c (in the shim): an interactive task's terminal ---- */
 
@@ -254,5 +254,5 @@ bool ctr_failure(int out_fd, int code, char *detail, size_t n);
  * leaves it). */
 void ctr_remove(const struct shim_plan *p, int rank);
 /* Appends s (may be NULL, to end the array) to a growing array of strings. */
-void strv_push(char ***v, int *n, size_t *alloc, char *s);
-void strv_release(char **v);
+void shim_strv_push(char ***v, int *n, size_t *alloc, char *s);
+void shim_strv_release(char **v);

@@ -75,8 +75,8 @@ static void poll_timer_cb(uv_timer_t *t)
 	try_reap(t->data);
 }
 
-int proc_spawn(uv_loop_t *loop, struct proc *p, const char *path, char *const *argv,
-	       char *const *env, int pass_fd, proc_exit_cb exit_cb)
+int agent__proc_spawn(uv_loop_t *loop, struct proc *p, const char *path, char *const *argv,
+		      char *const *env, int pass_fd, proc_exit_cb exit_cb)
 {
 	posix_spawnattr_t attr;
 	posix_spawn_file_actions_t fa;
@@ -127,7 +127,7 @@ static void proc_handle_closed(uv_handle_t *h)
 	p->close_cb(p);
 }
 
-void proc_close(struct proc *p, void (*close_cb)(struct proc *p))
+void agent__proc_close(struct proc *p, void (*close_cb)(struct proc *p))
 {
 	p->close_cb = close_cb;
 	uv_handle_t *h = p->pidfd >= 0 ? (uv_handle_t *)&p->poll : (uv_handle_t *)&p->timer;

@@ -127,8 +127,8 @@ static int child_wait(pid_t pid, int fd, int *ret_code, char *detail, size_t n)
 	return -1;
 }
 
-int task_fork(const struct shim_plan *plan, const struct cgroup *cg, const struct shim_task *t,
-	      const char *tty, int *ret_code, char *detail, size_t n)
+int shim_task_fork(const struct shim_plan *plan, const struct cgroup *cg, const struct shim_task *t,
+		   const char *tty, int *ret_code, char *detail, size_t n)
 {
 	int fd = -1, cfd = -1;
 	pid_t pid = fork_child(cg, &fd, &cfd, ret_code, detail, n);
@@ -184,8 +184,8 @@ int task_fork(const struct shim_plan *plan, const struct cgroup *cg, const struc
 	return child_wait(pid, fd, ret_code, detail, n);
 }
 
-int task_fork_exec(const struct cgroup *cg, const struct task_exec *ex, int *ret_code, char *detail,
-		   size_t n)
+int shim_task_fork_exec(const struct cgroup *cg, const struct task_exec *ex, int *ret_code,
+			char *detail, size_t n)
 {
 	int fd = -1, cfd = -1;
 	pid_t pid = fork_child(cg, &fd, &cfd, ret_code, detail, n);

@@ -26,7 +26,7 @@ static char *train_path(const struct taskgroup *g)
 	return xasprintf("%s/metrics/%lld.%d", g->a->cfg.run_dir, (long long)g->job, g->attempt);
 }
 
-char *train_setup(struct taskgroup *g, bool as_user, uint32_t uid, uint32_t gid)
+char *agent__train_setup(struct taskgroup *g, bool as_user, uint32_t uid, uint32_t gid)
 {
 	struct agent *a = g->a;
 	_cleanup_free_ char *base = xasprintf("%s/metrics", a->cfg.run_dir);
@@ -101,7 +101,7 @@ static void poll_group(struct taskgroup *g)
 	}
 }
 
-void train_poll(struct agent *a)
+void agent__train_poll(struct agent *a)
 {
 	size_t pos = 0;
 	void *v;
@@ -112,7 +112,7 @@ void train_poll(struct agent *a)
 	}
 }
 
-int train_for_heartbeat(struct agent *a, struct wire_train **ret)
+int agent__train_for_heartbeat(struct agent *a, struct wire_train **ret)
 {
 	*ret = NULL;
 	int n = 0;
@@ -130,7 +130,7 @@ int train_for_heartbeat(struct agent *a, struct wire_train **ret)
 	return n;
 }
 
-void train_release(struct taskgroup *g, bool remove)
+void agent__train_release(struct taskgroup *g, bool remove)
 {
 	free(g->train.pend);
 	g->train.pend = NULL;

@@ -7,20 +7,20 @@
  */
 #include "internal.h"
 
-void usage_start(struct taskgroup *g)
+void agent__usage_start(struct taskgroup *g)
 {
 	struct agent *a = g->a;
-	g->usage.energy_counter = g->ndevs > 0 && nvml_count(a->nvml) > 0;
+	g->usage.energy_counter = g->ndevs > 0 && agent__nvml_count(a->nvml) > 0;
 	g->usage.energy_power_mj = -1; /* no power sample yet */
 	g->usage.sampled_ms = tk_mono_ms();
 	for (int k = 0; k < g->ndevs; k++) {
 		g->usage.nvml_idx[k] = -1;
-		for (int i = 0; i < nvml_count(a->nvml); i++)
+		for (int i = 0; i < agent__nvml_count(a->nvml); i++)
 			if (a->inv.accel[i].index == g->devs[k])
 				g->usage.nvml_idx[k] = i;
 		struct gpu_sample s;
 		if (g->usage.nvml_idx[k] >= 0)
-			nvml_read(a->nvml, g->usage.nvml_idx[k], &s);
+			agent__nvml_read(a->nvml, g->usage.nvml_idx[k], &s);
 		if (g->usage.nvml_idx[k] < 0 || !(s.have & GPU_ENERGY))
 			g->usage.energy_counter = false;
 		else
@@ -33,9 +33,9 @@ static double share(const struct taskgroup *g)
 	return g->milli > 0 ? g->milli / (double)MODEL_MILLI : 1.0;
 }
 
-void usage_tick(struct agent *a)
+void agent__usage_tick(struct agent *a)
 {
-	if (!nvml_count(a->nvml))
+	if (!agent__nvml_count(a->nvml))
 		return;
 	int64_t now = tk_mono_ms();
 	size_t pos = 0;
@@ -50,7 +50,7 @@ void usage_tick(struct agent *a)
 			if (g->usage.nvml_idx[k] < 0)
 				continue;
 			struct gpu_sample s;
-			nvml_read(a->nvml, g->usage.nvml_idx[k], &s);
+			agent__nvml_read(a->nvml, g->usage.nvml_idx[k], &s);
 			if (s.have & GPU_UTIL)
 				g->usage.busy_ms += dt * s.util_pct / 100.0 * share(g);
 			if (s.have & GPU_POWER)
@@ -60,12 +60,12 @@ void usage_tick(struct agent *a)
 	}
 }
 
-void usage_of(const struct taskgroup *g, int64_t *energy_mj, int64_t *busy_ms)
+void agent__usage_of(const struct taskgroup *g, int64_t *energy_mj, int64_t *busy_ms)
 {
 	struct agent *a = g->a;
 	*busy_ms = (int64_t)g->usage.busy_ms;
 	*energy_mj = -1;
-	if (!g->ndevs || !nvml_count(a->nvml))
+	if (!g->ndevs || !agent__nvml_count(a->nvml))
 		return;
 	if (!g->usage.energy_counter) {
 		*energy_mj = g->usage.energy_power_mj < 0 ? -1 : (int64_t)g->usage.energy_power_mj;
@@ -74,7 +74,7 @@ void usage_of(const struct taskgroup *g, int64_t *energy_mj, int64_t *busy_ms)
 	double sum = 0;
 	for (int k = 0; k < g->ndevs; k++) {
 		struct gpu_sample s;
-		nvml_read(a->nvml, g->usage.nvml_idx[k], &s);
+		agent__nvml_read(a->nvml, g->usage.nvml_idx[k], &s);
 		if (s.energy_mj >= g->usage.energy_base_mj[k])
 			sum += (double)(s.energy_mj - g->usage.energy_base_mj[k]);
 	}

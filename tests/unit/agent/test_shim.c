@@ -277,7 +277,7 @@ static void test_task_as_another_user(void **state)
 	struct cgroup none = {0};
 	int code;
 	char why[256];
-	int pid = task_fork(&p, &none, &t, NULL, &code, why, sizeof(why));
+	int pid = shim_task_fork(&p, &none, &t, NULL, &code, why, sizeof(why));
 	assert_true(pid > 0);
 	int status;
 	assert_int_equal(waitpid(pid, &status, 0), pid);
@@ -292,7 +292,7 @@ static void test_task_as_another_user(void **state)
 	assert_int_equal(st.st_mode & 0777, 0600);
 	/* an output only root may write: refused, with why */
 	t.output = "/etc/tenk-unit-test-out";
-	assert_int_equal(task_fork(&p, &none, &t, NULL, &code, why, sizeof(why)), -1);
+	assert_int_equal(shim_task_fork(&p, &none, &t, NULL, &code, why, sizeof(why)), -1);
 	assert_int_equal(code, 127);
 	assert_string_equal(why, "cannot open output /etc/tenk-unit-test-out: Permission denied");
 	assert_int_equal(access("/etc/tenk-unit-test-out", F_OK), -1);
@@ -301,18 +301,18 @@ static void test_task_as_another_user(void **state)
 	char *bad[] = {"no-such-command-xyz", NULL};
 	t.argv = bad;
 	t.argc = 1;
-	assert_int_equal(task_fork(&p, &none, &t, NULL, &code, why, sizeof(why)), -1);
+	assert_int_equal(shim_task_fork(&p, &none, &t, NULL, &code, why, sizeof(why)), -1);
 	assert_string_equal(why, "command not found: no-such-command-xyz");
 	/* uid 0 (a second name of root): refused unless the plan allows root */
 	t.argv = argv;
 	t.argc = 3;
 	p.user =
 		(struct shim_user){.name = "toor", .uid = 0, .gid = 0, .ngroups = 1, .groups = {0}};
-	assert_int_equal(task_fork(&p, &none, &t, NULL, &code, why, sizeof(why)), -1);
+	assert_int_equal(shim_task_fork(&p, &none, &t, NULL, &code, why, sizeof(why)), -1);
 	assert_int_equal(code, 126);
 	assert_string_equal(why, "user toor is root (uid 0), and this cluster runs no job as root");
 	p.allow_root = true;
-	pid = task_fork(&p, &none, &t, NULL, &code, why, sizeof(why));
+	pid = shim_task_fork(&p, &none, &t, NULL, &code, why, sizeof(why));
 	assert_true(pid > 0);
 	assert_int_equal(waitpid(pid, &status, 0), pid);
 	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
