@@ -74,7 +74,7 @@ static const struct tk_command commands[] = {
 	{"sim", "", "replay a job trace through the scheduler with a virtual clock",
 	 DAEMON(sim_main)},
 	{"bench", "COLLECTIVE", "measure a collective across ranks (allreduce, allgather, ...)",
-	 DAEMON(bench_main)},
+	 DAEMON(validate_bench_main)},
 	{"validate", "", "check this node, or nodes through the server (--nodes), layer by layer",
 	 DAEMON(validate_main)},
 	{"version", "", "print tenk's version", cmd_version},

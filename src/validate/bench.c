@@ -171,7 +171,7 @@ static int64_t checked(struct run *r, struct tk_error *err, int *rc)
 	return wrong;
 }
 
-int bench_main(const struct tk_command *cmd, int argc, char **argv)
+int validate_bench_main(const struct tk_command *cmd, int argc, char **argv)
 {
 	if (argc < 2 || argv[1][0] == '-') {
 		if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {

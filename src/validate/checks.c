@@ -50,8 +50,8 @@ static int threads_run(void *(*fn)(void *), void *args, size_t size, int n, char
 	return r;
 }
 
-void vcheck_set(struct vcheck *c, const char *layer, const char *name, const char *unit,
-		bool higher_is_better)
+void validate__vcheck_set(struct vcheck *c, const char *layer, const char *name, const char *unit,
+			  bool higher_is_better)
 {
 	memset(c, 0, sizeof(*c));
 	snprintf(c->layer, sizeof(c->layer), "%s", layer);
@@ -61,7 +61,7 @@ void vcheck_set(struct vcheck *c, const char *layer, const char *name, const cha
 	c->verdict = V_PASS;
 }
 
-void vcheck_judge(struct vcheck *c, double threshold, const char *from)
+void validate__vcheck_judge(struct vcheck *c, double threshold, const char *from)
 {
 	c->threshold = threshold;
 	snprintf(c->threshold_from, sizeof(c->threshold_from), "%s", from);
@@ -73,7 +73,7 @@ void vcheck_judge(struct vcheck *c, double threshold, const char *from)
 /* ---- system ------------------------------------------------------------------------------ */
 
 /* The GPU stack, where there is one: versions from the libraries themselves. */
-void gpu_stack_probe(struct gpu_stack *st)
+void validate__gpu_stack_probe(struct gpu_stack *st)
 {
 	memset(st, 0, sizeof(*st));
 	snprintf(st->driver, sizeof(st->driver), "none");
@@ -116,11 +116,11 @@ void gpu_stack_probe(struct gpu_stack *st)
 	}
 }
 
-int check_gpu_stack(struct vcheck *c)
+int validate__check_gpu_stack(struct vcheck *c)
 {
-	vcheck_set(c, "system", "gpu_stack", "", true);
+	validate__vcheck_set(c, "system", "gpu_stack", "", true);
 	struct gpu_stack st;
-	gpu_stack_probe(&st);
+	validate__gpu_stack_probe(&st);
 	c->figure = st.gpus;
 	snprintf(c->unit, sizeof(c->unit), "GPUs");
 	snprintf(c->detail, sizeof(c->detail), "driver %s, CUDA %s, NCCL %s", st.driver, st.cuda,
@@ -132,9 +132,9 @@ int check_gpu_stack(struct vcheck *c)
 	return 0;
 }
 
-int check_shm(struct vcheck *c, double min_mib)
+int validate__check_shm(struct vcheck *c, double min_mib)
 {
-	vcheck_set(c, "system", "dev_shm", "MiB", true);
+	validate__vcheck_set(c, "system", "dev_shm", "MiB", true);
 	struct statvfs st;
 	if (statvfs("/dev/shm", &st) < 0) {
 		c->verdict = V_FAIL;
@@ -142,28 +142,28 @@ int check_shm(struct vcheck *c, double min_mib)
 		return 0;
 	}
 	c->figure = (double)st.f_blocks * (double)st.f_frsize / (1 << 20);
-	vcheck_judge(c, min_mib, "minimum for collectives over shared memory");
+	validate__vcheck_judge(c, min_mib, "minimum for collectives over shared memory");
 	return 0;
 }
 
-bool check_image(struct vcheck *c)
+bool validate__check_image(struct vcheck *c)
 {
 	const char *ref = getenv("TENK_IMAGE"), *digest = getenv("TENK_IMAGE_DIGEST");
 	if (!digest || !*digest)
 		return false;
-	vcheck_set(c, "system", "image", "", true);
+	validate__vcheck_set(c, "system", "image", "", true);
 	c->figure = 1;
 	snprintf(c->detail, sizeof(c->detail), "%.200s at %.80s", ref ? ref : "?", digest);
 	return true;
 }
 
-int check_nofile(struct vcheck *c, double min)
+int validate__check_nofile(struct vcheck *c, double min)
 {
-	vcheck_set(c, "system", "open_files", "files", true);
+	validate__vcheck_set(c, "system", "open_files", "files", true);
 	struct rlimit rl;
 	getrlimit(RLIMIT_NOFILE, &rl);
 	c->figure = rl.rlim_cur == RLIM_INFINITY ? 1e9 : (double)rl.rlim_cur;
-	vcheck_judge(c, min, "minimum for many ranks and data loaders");
+	validate__vcheck_judge(c, min, "minimum for many ranks and data loaders");
 	return 0;
 }
 
@@ -226,9 +226,9 @@ static void *gemm_thread(void *p)
 	return NULL;
 }
 
-int check_cpu_gemm(struct vcheck *c, int threads, int n, int reps)
+int validate__check_cpu_gemm(struct vcheck *c, int threads, int n, int reps)
 {
-	vcheck_set(c, "compute", "cpu_sgemm", "GFLOP/s", true);
+	validate__vcheck_set(c, "compute", "cpu_sgemm", "GFLOP/s", true);
 	struct gemm_arg g[CHECK_MAX_THREADS];
 	threads = MAX(1, MIN(threads, CHECK_MAX_THREADS));
 	for (int t = 0; t < threads; t++)
@@ -284,9 +284,9 @@ static void *triad_thread(void *p)
 	return NULL;
 }
 
-int check_host_memory(struct vcheck *c, int threads, size_t mib)
+int validate__check_host_memory(struct vcheck *c, int threads, size_t mib)
 {
-	vcheck_set(c, "memory", "host_bandwidth", "GB/s", true);
+	validate__vcheck_set(c, "memory", "host_bandwidth", "GB/s", true);
 	struct mem_arg m[CHECK_MAX_THREADS];
 	threads = MAX(1, MIN(threads, CHECK_MAX_THREADS));
 	size_t per = mib * (1u << 20) / 24 / (size_t)threads;
@@ -355,9 +355,9 @@ static void *ar_thread(void *p)
 	return NULL;
 }
 
-int check_allreduce_local(struct vcheck *c, int ranks, size_t bytes, int port)
+int validate__check_allreduce_local(struct vcheck *c, int ranks, size_t bytes, int port)
 {
-	vcheck_set(c, "interconnect", "allreduce_in_node", "GB/s", true);
+	validate__vcheck_set(c, "interconnect", "allreduce_in_node", "GB/s", true);
 	ranks = MAX(2, MIN(ranks, 64));
 	struct ar_arg a[64];
 	for (int r = 0; r < ranks; r++)
@@ -469,10 +469,11 @@ static double parallel_io(const char *dir, int files, int threads, size_t bytes,
 	return (double)bytes * threads / (now_s() - t0) / 1e6; /* MB/s */
 }
 
-int check_storage(struct vcheck *w, struct vcheck *r, const char *dir, int writers, size_t mib)
+int validate__check_storage(struct vcheck *w, struct vcheck *r, const char *dir, int writers,
+			    size_t mib)
 {
-	vcheck_set(w, "storage", "checkpoint_write", "MB/s", true);
-	vcheck_set(r, "storage", "loader_read", "MB/s", true);
+	validate__vcheck_set(w, "storage", "checkpoint_write", "MB/s", true);
+	validate__vcheck_set(r, "storage", "loader_read", "MB/s", true);
 	char error[768] = "";
 	writers = MAX(1, MIN(writers, 16));
 	w->figure = parallel_io(dir, writers, writers, mib << 20, true, error, sizeof(error));
@@ -582,9 +583,9 @@ static int cmp_d(const void *x, const void *y)
 	return a < b ? -1 : a > b;
 }
 
-int check_workload(struct vcheck *c, int ranks, int port)
+int validate__check_workload(struct vcheck *c, int ranks, int port)
 {
-	vcheck_set(c, "workload", "dp_training", "steps/s", true);
+	validate__vcheck_set(c, "workload", "dp_training", "steps/s", true);
 	ranks = MAX(1, MIN(ranks, 16));
 	struct wl_arg *a = xcalloc((size_t)ranks + 1, sizeof(*a));
 	for (int r = 0; r < ranks; r++) {

@@ -51,7 +51,7 @@ static double median(double *v, int n)
 	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
-double vpair_figure(const double *row, int n, int me)
+double validate__vpair_figure(const double *row, int n, int me)
 {
 	double *v = xcalloc((size_t)n + 1, sizeof(double));
 	int k = 0;
@@ -93,7 +93,7 @@ static void peer_threshold(const struct vpeer *all, int n, int me, struct vcheck
 		char from[48];
 		snprintf(from, sizeof(from), "%.0f%% of %d peers' median", (1 - tol) * 100, k);
 		bool was_ok = c->verdict != V_FAIL;
-		vcheck_raise(c, (1 - tol) * med, from);
+		validate__vcheck_raise(c, (1 - tol) * med, from);
 		if (was_ok && c->verdict == V_FAIL)
 			snprintf(c->detail, sizeof(c->detail),
 				 "%.1f%% below the median of %d peers (%.4g %s)",
@@ -102,8 +102,8 @@ static void peer_threshold(const struct vpeer *all, int n, int me, struct vcheck
 	free(v);
 }
 
-int vpeer_judge(const struct vpeer *all, int n, int me, const struct vrun *o, struct vcheck *checks,
-		int nchecks, int max)
+int validate__vpeer_judge(const struct vpeer *all, int n, int me, const struct vrun *o,
+			  struct vcheck *checks, int nchecks, int max)
 {
 	const struct vpeer *my = &all[me];
 	for (int i = 0; i < nchecks; i++)
@@ -111,7 +111,7 @@ int vpeer_judge(const struct vpeer *all, int n, int me, const struct vrun *o, st
 	/* the software stack: the same everywhere, or this node is the odd one */
 	if (nchecks < max && o->want[0] && n > 1) {
 		struct vcheck *c = &checks[nchecks++];
-		vcheck_set(c, "system", "stack_consistent", "peers", true);
+		validate__vcheck_set(c, "system", "stack_consistent", "peers", true);
 		int same = 0, best = 0, best_at = me;
 		for (int i = 0; i < n; i++) {
 			if (i != me && strcmp(all[i].stack, my->stack) == 0)
@@ -143,15 +143,15 @@ int vpeer_judge(const struct vpeer *all, int n, int me, const struct vrun *o, st
 	}
 	if (nchecks < max && o->want[0] && n > 1) {
 		struct vcheck *c = &checks[nchecks++];
-		vcheck_set(c, "system", "clock_offset", "ms", false);
+		validate__vcheck_set(c, "system", "clock_offset", "ms", false);
 		c->figure = fabs(my->clock_ms);
-		vcheck_judge(c, o->clock_max_ms, "largest offset allowed");
+		validate__vcheck_judge(c, o->clock_max_ms, "largest offset allowed");
 		snprintf(c->detail, sizeof(c->detail), "%+.3f ms from %s", my->clock_ms,
 			 all[0].node);
 	}
 	if (nchecks < max && o->want[3] && n > 1) {
 		struct vcheck *c = &checks[nchecks++];
-		vcheck_set(c, "interconnect", "pair_bandwidth", "GB/s", true);
+		validate__vcheck_set(c, "interconnect", "pair_bandwidth", "GB/s", true);
 		c->figure = my->pair_gbs;
 		if (my->pair_gbs <= 0) {
 			c->verdict = V_SKIP;
@@ -159,7 +159,7 @@ int vpeer_judge(const struct vpeer *all, int n, int me, const struct vrun *o, st
 				 "skipped: the nodes share one host's "
 				 "memory, no links between them");
 		} else {
-			vcheck_judge(c, 0.01, "floor");
+			validate__vcheck_judge(c, 0.01, "floor");
 			snprintf(c->detail, sizeof(c->detail),
 				 "the upper median of its links to %d "
 				 "peers",
@@ -170,13 +170,13 @@ int vpeer_judge(const struct vpeer *all, int n, int me, const struct vrun *o, st
 	return nchecks;
 }
 
-bool vverdict_of(const struct vcheck *checks, int n, char *layer, size_t layer_n, char *reason,
-		 size_t reason_n)
+bool validate__vverdict_of(const struct vcheck *checks, int n, char *layer, size_t layer_n,
+			   char *reason, size_t reason_n)
 {
 	for (int l = 0; l < VLAYERS; l++)
 		for (int i = 0; i < n; i++) {
 			const struct vcheck *c = &checks[i];
-			if (c->verdict != V_FAIL || strcmp(c->layer, vlayers[l]) != 0)
+			if (c->verdict != V_FAIL || strcmp(c->layer, validate__layers[l]) != 0)
 				continue;
 			snprintf(layer, layer_n, "%s", c->layer);
 			if (c->threshold_from[0])
@@ -316,7 +316,7 @@ static int post_report(const char *node, const struct vcheck *checks, int n, boo
 	}
 	json_t *arr = json_array();
 	for (int i = 0; i < n; i++)
-		json_array_append_new(arr, vcheck_pack(&checks[i]));
+		json_array_append_new(arr, validate__vcheck_pack(&checks[i]));
 	json_t *body = json_pack("{s:s, s:s, s:s, s:s, s:s, s:o}", "token", tok, "node", node,
 				 "verdict", failed ? "fail" : "pass", "layer", layer, "reason",
 				 reason, "checks", arr);
@@ -366,7 +366,7 @@ int validate_member(const struct vrun *o)
 	memset(&me, 0, sizeof(me));
 	snprintf(me.node, sizeof(me.node), "%s", node);
 	struct gpu_stack st;
-	gpu_stack_probe(&st);
+	validate__gpu_stack_probe(&st);
 	/* in an image, its digest is part of the stack: a node whose image
 	 * differs from its peers' is the odd one out */
 	const char *img = getenv("TENK_IMAGE_DIGEST");
@@ -409,19 +409,20 @@ int validate_member(const struct vrun *o)
 					  &ring, &err);
 		/* the GPUs' own fabric, where every node has GPUs and NCCL */
 		if (rc >= 0)
-			rc = check_nccl_across(&across, c, o->quick, &err);
+			rc = validate__check_nccl_across(&across, c, o->quick, &err);
 	}
 	if (rc < 0) {
 		snprintf(fail_why, sizeof(fail_why), "%.*s", VREASON_MAX - 1, err.text);
 	} else {
 		for (int i = 0; i < size; i++)
-			all[i].pair_gbs = tcp ? vpair_figure(rows + i * size, (int)size, i) : 0;
+			all[i].pair_gbs =
+				tcp ? validate__vpair_figure(rows + i * size, (int)size, i) : 0;
 		/* the clock of each came to everyone before it was measured: use ours */
 		all[rank].clock_ms = me.clock_ms;
-		n = vpeer_judge(all, (int)size, (int)rank, o, checks, n, VMAX_CHECKS - 1);
+		n = validate__vpeer_judge(all, (int)size, (int)rank, o, checks, n, VMAX_CHECKS - 1);
 		if (o->want[3] && size > 1 && n < VMAX_CHECKS) {
 			struct vcheck *k = &checks[n++];
-			vcheck_set(k, "interconnect", "allreduce_ring", "GB/s", true);
+			validate__vcheck_set(k, "interconnect", "allreduce_ring", "GB/s", true);
 			k->figure = ring;
 			/* the ring is as fast as its slowest link: far slower means
 			 * something none of the pairs showed (routing, a switch) */
@@ -431,7 +432,8 @@ int validate_member(const struct vrun *o)
 				    (slowest == 0 || all[i].pair_gbs < slowest))
 					slowest = all[i].pair_gbs;
 			if (slowest > 0)
-				vcheck_judge(k, 0.25 * slowest, "25% of the slowest node's links");
+				validate__vcheck_judge(k, 0.25 * slowest,
+						       "25% of the slowest node's links");
 			snprintf(k->detail, sizeof(k->detail), "%lld nodes over %s",
 				 (long long)size, coll_transport(c));
 		}
@@ -441,7 +443,8 @@ int validate_member(const struct vrun *o)
 	coll_destroy(c);
 	/* 6. the verdict */
 	char layer[16] = "", reason[VREASON_MAX] = "";
-	bool failed = vverdict_of(checks, n, layer, sizeof(layer), reason, sizeof(reason));
+	bool failed =
+		validate__vverdict_of(checks, n, layer, sizeof(layer), reason, sizeof(reason));
 	/* the steps with the others broke: this node, or another, is the cause;
 	 * the server decides when the run ends */
 	bool peer_error = !failed && fail_why[0];
@@ -452,7 +455,7 @@ int validate_member(const struct vrun *o)
 			 fail_why);
 	}
 	printf("node %s (%lld of %lld)\n", node, (long long)rank + 1, (long long)size);
-	vchecks_print(checks, n);
+	validate__vchecks_print(checks, n);
 	printf("verdict: %s%s%s\n", failed ? "FAIL: " : "pass", layer, failed ? "" : "");
 	if (failed)
 		printf("reason: %s\n", reason);
@@ -531,8 +534,8 @@ static int expand_spec(const char *spec, json_t *out, struct tk_error *err)
 	return 0;
 }
 
-json_t *vargs_without(int argc, char **argv, const char *const *own, const bool *takes_value,
-		      size_t nown)
+json_t *validate__vargs_without(int argc, char **argv, const char *const *own,
+				const bool *takes_value, size_t nown)
 {
 	json_t *args = json_array();
 	for (int i = 1; i < argc; i++) {
@@ -557,7 +560,7 @@ static json_t *member_args(int argc, char **argv)
 {
 	static const char *const own[] = {"--nodes", "--json", "--no-wait", "--image"};
 	static const bool value[] = {true, false, false, true};
-	return vargs_without(argc, argv, own, value, ARRAY_SIZE(own));
+	return validate__vargs_without(argc, argv, own, value, ARRAY_SIZE(own));
 }
 
 int validate_cluster(const char *spec, const char *image, int argc, char **argv, bool json,

@@ -339,9 +339,9 @@ out:
 	return rc;
 }
 
-int check_gpu_gemm(struct vcheck *c, bool quick)
+int validate__check_gpu_gemm(struct vcheck *c, bool quick)
 {
-	vcheck_set(c, "compute", "gpu_gemm", "TFLOP/s", true);
+	validate__vcheck_set(c, "compute", "gpu_gemm", "TFLOP/s", true);
 	struct gpu g;
 	if (!gpu_open(&g, c->detail, sizeof(c->detail))) {
 		c->verdict = V_SKIP;
@@ -398,7 +398,7 @@ int check_gpu_gemm(struct vcheck *c, bool quick)
 	char from[48];
 	snprintf(from, sizeof(from), floor > 0 ? "50%% of the catalogue's %s" : "floor", model);
 	enum vverdict was = c->verdict;
-	vcheck_judge(c, floor > 0 ? floor : 1, from);
+	validate__vcheck_judge(c, floor > 0 ? floor : 1, from);
 	if (was == V_FAIL || wrong)
 		c->verdict = V_FAIL;
 	snprintf(c->detail, sizeof(c->detail), "bf16 GEMM %dx%d, %d wrong; %.140s%s%.110s", n, n,
@@ -409,9 +409,9 @@ int check_gpu_gemm(struct vcheck *c, bool quick)
 	return 0;
 }
 
-int check_gpu_copy(struct vcheck *c, bool quick)
+int validate__check_gpu_copy(struct vcheck *c, bool quick)
 {
-	vcheck_set(c, "memory", "gpu_copy", "GB/s", true);
+	validate__vcheck_set(c, "memory", "gpu_copy", "GB/s", true);
 	struct gpu g;
 	if (!gpu_open(&g, c->detail, sizeof(c->detail))) {
 		c->verdict = V_SKIP;
@@ -453,7 +453,7 @@ int check_gpu_copy(struct vcheck *c, bool quick)
 	}
 	c->figure = slowest;
 	enum vverdict was = c->verdict;
-	vcheck_judge(c, 100, "floor");
+	validate__vcheck_judge(c, 100, "floor");
 	if (was == V_FAIL)
 		c->verdict = V_FAIL;
 	snprintf(c->detail, sizeof(c->detail), "device to device, %zu MiB; %.250s", bytes >> 20,
@@ -499,9 +499,9 @@ static double nccl_run(struct gpu *g, void **comms, cu_ptr *buf, int n, size_t c
 	return ok ? secs : -1;
 }
 
-int check_nccl_in_node(struct vcheck *c, bool quick)
+int validate__check_nccl_in_node(struct vcheck *c, bool quick)
 {
-	vcheck_set(c, "interconnect", "nccl_allreduce", "GB/s", true);
+	validate__vcheck_set(c, "interconnect", "nccl_allreduce", "GB/s", true);
 	struct gpu g;
 	if (!gpu_open(&g, c->detail, sizeof(c->detail))) {
 		c->verdict = V_SKIP;
@@ -539,7 +539,7 @@ int check_nccl_in_node(struct vcheck *c, bool quick)
 		snprintf(c->detail, sizeof(c->detail), "a CUDA or NCCL call failed on %d GPUs", n);
 	} else {
 		c->figure = secs > 0 ? (double)bytes * reps / secs / 1e9 * 2 * (n - 1) / n : 0;
-		vcheck_judge(c, 1, "floor");
+		validate__vcheck_judge(c, 1, "floor");
 		if (wrong)
 			c->verdict = V_FAIL;
 		snprintf(c->detail, sizeof(c->detail), "%d GPUs, %zu MiB, bus bandwidth, %d wrong",
@@ -549,9 +549,10 @@ int check_nccl_in_node(struct vcheck *c, bool quick)
 	return 0;
 }
 
-int check_nccl_across(struct vcheck *c, struct coll_comm *comm, bool quick, struct tk_error *err)
+int validate__check_nccl_across(struct vcheck *c, struct coll_comm *comm, bool quick,
+				struct tk_error *err)
 {
-	vcheck_set(c, "interconnect", "nccl_allreduce_nodes", "GB/s", true);
+	validate__vcheck_set(c, "interconnect", "nccl_allreduce_nodes", "GB/s", true);
 	struct gpu g;
 	char why[200] = "";
 	int local = gpu_open(&g, why, sizeof(why));
@@ -622,7 +623,7 @@ int check_nccl_across(struct vcheck *c, struct coll_comm *comm, bool quick, stru
 	} else if (rc >= 0) {
 		c->figure =
 			secs > 0 ? (double)bytes * reps / secs / 1e9 * 2 * (total - 1) / total : 0;
-		vcheck_judge(c, 1, "floor");
+		validate__vcheck_judge(c, 1, "floor");
 		if (wrong)
 			c->verdict = V_FAIL;
 		snprintf(c->detail, sizeof(c->detail), "%d GPUs on %d nodes, %zu MiB, %d wrong",

@@ -107,7 +107,7 @@ int validate_in_image(const char *ref, int argc, char **argv)
 	ADD(xstrdup("validate"));
 	static const char *const own[] = {"--image"};
 	static const bool value[] = {true};
-	json_t *rest = vargs_without(argc, argv, own, value, 1);
+	json_t *rest = validate__vargs_without(argc, argv, own, value, 1);
 	size_t i;
 	json_t *a;
 	json_array_foreach (rest, i, a)

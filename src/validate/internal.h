@@ -25,10 +25,10 @@ struct vcheck {
 	double per_watt; /* the figure per watt drawn meanwhile (NVML); 0: not known */
 };
 
-void vcheck_set(struct vcheck *c, const char *layer, const char *name, const char *unit,
-		bool higher_is_better);
+void validate__vcheck_set(struct vcheck *c, const char *layer, const char *name, const char *unit,
+			  bool higher_is_better);
 /* Holds the figure to a threshold; a failing figure fails the check. */
-void vcheck_judge(struct vcheck *c, double threshold, const char *from);
+void validate__vcheck_judge(struct vcheck *c, double threshold, const char *from);
 
 /* What the GPU software stack is, each "none" where absent. */
 struct gpu_stack {
@@ -37,37 +37,39 @@ struct gpu_stack {
 	char nccl[32];
 	int gpus;
 };
-void gpu_stack_probe(struct gpu_stack *st);
-int check_gpu_stack(struct vcheck *c);
-int check_shm(struct vcheck *c, double min_mib);
-int check_nofile(struct vcheck *c, double min);
+void validate__gpu_stack_probe(struct gpu_stack *st);
+int validate__check_gpu_stack(struct vcheck *c);
+int validate__check_shm(struct vcheck *c, double min_mib);
+int validate__check_nofile(struct vcheck *c, double min);
 /* Inside an image (TENK_IMAGE, TENK_IMAGE_DIGEST from the agent, or from
  * tenk validate --image): which, for the record; false when on the host. */
-bool check_image(struct vcheck *c);
-int check_cpu_gemm(struct vcheck *c, int threads, int n, int reps);
+bool validate__check_image(struct vcheck *c);
+int validate__check_cpu_gemm(struct vcheck *c, int threads, int n, int reps);
 /* gpu.c: every GPU of the node, through dlopen; "skipped: no GPU" without */
-int check_gpu_gemm(struct vcheck *c, bool quick);
-int check_gpu_copy(struct vcheck *c, bool quick);
-int check_nccl_in_node(struct vcheck *c, bool quick);
+int validate__check_gpu_gemm(struct vcheck *c, bool quick);
+int validate__check_gpu_copy(struct vcheck *c, bool quick);
+int validate__check_nccl_in_node(struct vcheck *c, bool quick);
 /* NCCL all-reduce over every GPU of every node of comm (one rank per node):
  * skipped on all when any node lacks GPUs or NCCL. Errors are comm's. */
-int check_nccl_across(struct vcheck *c, struct coll_comm *comm, bool quick, struct tk_error *err);
-int check_host_memory(struct vcheck *c, int threads, size_t mib);
-int check_allreduce_local(struct vcheck *c, int ranks, size_t bytes, int port);
-int check_storage(struct vcheck *w, struct vcheck *r, const char *dir, int writers, size_t mib);
-int check_workload(struct vcheck *c, int ranks, int port);
+int validate__check_nccl_across(struct vcheck *c, struct coll_comm *comm, bool quick,
+				struct tk_error *err);
+int validate__check_host_memory(struct vcheck *c, int threads, size_t mib);
+int validate__check_allreduce_local(struct vcheck *c, int ranks, size_t bytes, int port);
+int validate__check_storage(struct vcheck *w, struct vcheck *r, const char *dir, int writers,
+			    size_t mib);
+int validate__check_workload(struct vcheck *c, int ranks, int port);
 
-void vcheck_raise(struct vcheck *c, double th, const char *from);
-const char *vverdict_name(enum vverdict v);
-json_t *vcheck_pack(const struct vcheck *c);
-void vchecks_print(const struct vcheck *checks, int n);
+void validate__vcheck_raise(struct vcheck *c, double th, const char *from);
+const char *validate__vverdict_name(enum vverdict v);
+json_t *validate__vcheck_pack(const struct vcheck *c);
+void validate__vchecks_print(const struct vcheck *checks, int n);
 
 /* ---- a run ----------------------------------------------------------------------- */
 
 #define VLAYERS 6
 #define VMAX_CHECKS 24
-extern const char *const vlayers[VLAYERS]; /* bottom-up */
-int vlayer_index(const char *name);
+extern const char *const validate__layers[VLAYERS]; /* bottom-up */
+int validate__vlayer_index(const char *name);
 
 struct vrun {
 	bool want[VLAYERS];
@@ -91,8 +93,8 @@ int validate_cluster(const char *spec, const char *image, int argc, char **argv,
 int validate_in_image(const char *ref, int argc, char **argv);
 /* argv[1..] less the options named in own (each "--x" or "--x=V"; with
  * takes_value[k], "--x V" too). */
-json_t *vargs_without(int argc, char **argv, const char *const *own, const bool *takes_value,
-		      size_t nown);
+json_t *validate__vargs_without(int argc, char **argv, const char *const *own,
+				const bool *takes_value, size_t nown);
 /* tenk validate --member: one node's part of a validation job. */
 int validate_member(const struct vrun *o);
 
@@ -113,13 +115,13 @@ struct vpeer {
 
 /* The upper median of row[0..n) leaving out row[me]: a node's figure from
  * its pairs, so that with three nodes one slow link does not sink both ends. */
-double vpair_figure(const double *row, int n, int me);
+double validate__vpair_figure(const double *row, int n, int me);
 /* Holds node `me` to its peers: raises its checks' thresholds to
  * (1 - tolerance) x the others' median (given two or more others), and adds
  * the system checks of consistency (software stack, clock) and the pair
  * check. Returns the new number of checks. */
-int vpeer_judge(const struct vpeer *all, int n, int me, const struct vrun *o, struct vcheck *checks,
-		int nchecks, int max);
+int validate__vpeer_judge(const struct vpeer *all, int n, int me, const struct vrun *o,
+			  struct vcheck *checks, int nchecks, int max);
 /* The first failing layer and why, from checks; false when all pass. */
-bool vverdict_of(const struct vcheck *checks, int n, char *layer, size_t layer_n, char *reason,
-		 size_t reason_n);
+bool validate__vverdict_of(const struct vcheck *checks, int n, char *layer, size_t layer_n,
+			   char *reason, size_t reason_n);

@@ -56,13 +56,13 @@ static const struct tk_option opts[] = {
 	{"help", 'h', NULL, "show this help"},
 };
 
-const char *const vlayers[VLAYERS] = {"system",	      "compute", "memory",
-				      "interconnect", "storage", "workload"};
+const char *const validate__layers[VLAYERS] = {"system",       "compute", "memory",
+					       "interconnect", "storage", "workload"};
 
-int vlayer_index(const char *name)
+int validate__vlayer_index(const char *name)
 {
 	for (int i = 0; i < VLAYERS; i++)
-		if (strcmp(name, vlayers[i]) == 0)
+		if (strcmp(name, validate__layers[i]) == 0)
 			return i;
 	return -1;
 }
@@ -79,7 +79,7 @@ static int usage(const char *fmt, ...)
 	return 2;
 }
 
-const char *vverdict_name(enum vverdict v)
+const char *validate__vverdict_name(enum vverdict v)
 {
 	return v == V_PASS ? "pass" : v == V_FAIL ? "FAIL" : "skip";
 }
@@ -132,13 +132,13 @@ static int parse_num(const char *text, double min, double max, double *ret)
 
 /* Raises c's threshold to `th` (from `from`) when that is stricter, and
  * fails it when its figure falls short. */
-void vcheck_raise(struct vcheck *c, double th, const char *from)
+void validate__vcheck_raise(struct vcheck *c, double th, const char *from)
 {
 	if (c->verdict == V_SKIP || !c->higher_is_better || th <= c->threshold)
 		return;
 	enum vverdict was = c->verdict;
 	c->verdict = V_PASS;
-	vcheck_judge(c, th, from);
+	validate__vcheck_judge(c, th, from);
 	if (was == V_FAIL)
 		c->verdict = V_FAIL;
 }
@@ -159,49 +159,50 @@ int validate_local(const struct vrun *o, struct vcheck *checks, int max)
 		if (!o->want[l])
 			continue;
 		if (o->progress)
-			progress(done_layers, nlayers, vlayers[l]);
+			progress(done_layers, nlayers, validate__layers[l]);
 		int first = n;
 		switch (l) {
 		case 0:
-			check_gpu_stack(&checks[n++]);
-			if (check_image(&checks[n]))
+			validate__check_gpu_stack(&checks[n++]);
+			if (validate__check_image(&checks[n]))
 				n++;
-			check_shm(&checks[n++], 256);
-			check_nofile(&checks[n++], 4096);
+			validate__check_shm(&checks[n++], 256);
+			validate__check_nofile(&checks[n++], 4096);
 			break;
 		case 1:
-			check_cpu_gemm(&checks[n], threads, quick ? 256 : 768, quick ? 2 : 4);
-			vcheck_judge(&checks[n++], 0.2, "floor");
-			check_gpu_gemm(&checks[n++], quick);
+			validate__check_cpu_gemm(&checks[n], threads, quick ? 256 : 768,
+						 quick ? 2 : 4);
+			validate__vcheck_judge(&checks[n++], 0.2, "floor");
+			validate__check_gpu_gemm(&checks[n++], quick);
 			break;
 		case 2:
-			check_host_memory(&checks[n], threads, quick ? 96 : 768);
-			vcheck_judge(&checks[n++], 0.5, "floor");
-			check_gpu_copy(&checks[n++], quick);
+			validate__check_host_memory(&checks[n], threads, quick ? 96 : 768);
+			validate__vcheck_judge(&checks[n++], 0.5, "floor");
+			validate__check_gpu_copy(&checks[n++], quick);
 			break;
 		case 3:
-			check_allreduce_local(&checks[n], MAX(2, MIN(threads, 8)),
-					      quick ? (4u << 20) : (64u << 20), port);
-			vcheck_judge(&checks[n++], 0.05, "floor");
-			check_nccl_in_node(&checks[n++], quick);
+			validate__check_allreduce_local(&checks[n], MAX(2, MIN(threads, 8)),
+							quick ? (4u << 20) : (64u << 20), port);
+			validate__vcheck_judge(&checks[n++], 0.05, "floor");
+			validate__check_nccl_in_node(&checks[n++], quick);
 			break;
 		case 4:
-			check_storage(&checks[n], &checks[n + 1], dir, MIN(threads, 4),
-				      quick ? 16 : 256);
-			vcheck_judge(&checks[n], 5, "floor");
-			vcheck_judge(&checks[n + 1], 5, "floor");
+			validate__check_storage(&checks[n], &checks[n + 1], dir, MIN(threads, 4),
+						quick ? 16 : 256);
+			validate__vcheck_judge(&checks[n], 5, "floor");
+			validate__vcheck_judge(&checks[n + 1], 5, "floor");
 			n += 2;
 			break;
 		case 5:
-			check_workload(&checks[n], MAX(2, MIN(threads, 4)), free_port());
-			vcheck_judge(&checks[n++], 1, "floor");
+			validate__check_workload(&checks[n], MAX(2, MIN(threads, 4)), free_port());
+			validate__vcheck_judge(&checks[n++], 1, "floor");
 			break;
 		}
 		/* a stored baseline raises the bar to 95% of its figure */
 		for (int i = first; i < n && o->base; i++) {
 			double b = baseline_of(o->base, checks[i].name);
 			if (b > 0)
-				vcheck_raise(&checks[i], 0.95 * b, "95% of the baseline");
+				validate__vcheck_raise(&checks[i], 0.95 * b, "95% of the baseline");
 		}
 		for (int i = first; i < n; i++)
 			failed |= checks[i].verdict == V_FAIL;
@@ -212,18 +213,18 @@ int validate_local(const struct vrun *o, struct vcheck *checks, int max)
 	return n;
 }
 
-json_t *vcheck_pack(const struct vcheck *c)
+json_t *validate__vcheck_pack(const struct vcheck *c)
 {
 	json_t *o = json_pack("{s:s, s:s, s:f, s:s, s:f, s:s, s:s, s:s}", "layer", c->layer,
 			      "check", c->name, "figure", c->figure, "unit", c->unit, "threshold",
 			      c->threshold, "threshold_from", c->threshold_from, "verdict",
-			      vverdict_name(c->verdict), "detail", c->detail);
+			      validate__vverdict_name(c->verdict), "detail", c->detail);
 	if (c->per_watt > 0)
 		json_object_set_new(o, "per_watt", json_real(c->per_watt));
 	return o;
 }
 
-void vchecks_print(const struct vcheck *checks, int n)
+void validate__vchecks_print(const struct vcheck *checks, int n)
 {
 	printf("%-13s %-18s %12s %-8s %12s  %-7s %s\n", "LAYER", "CHECK", "FIGURE", "UNIT",
 	       "THRESHOLD", "VERDICT", "DETAIL");
@@ -236,7 +237,7 @@ void vchecks_print(const struct vcheck *checks, int n)
 		char fig[32];
 		snprintf(fig, sizeof(fig), c->figure >= 1000 ? "%.0f" : "%.4g", c->figure);
 		printf("%-13s %-18s %12s %-8s %12s  %-7s %s\n", c->layer, c->name, fig, c->unit, th,
-		       vverdict_name(c->verdict), c->detail);
+		       validate__vverdict_name(c->verdict), c->detail);
 	}
 }
 
@@ -273,7 +274,7 @@ int validate_main(const struct tk_command *cmd, int argc, char **argv)
 		char buf[256], *save = NULL;
 		snprintf(buf, sizeof(buf), "%s", v[O_LAYERS]);
 		for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-			int k = vlayer_index(t);
+			int k = validate__vlayer_index(t);
 			if (k < 0)
 				return usage(
 					"--layers: \"%s\" is not one of system, compute, memory, "
@@ -337,7 +338,7 @@ int validate_main(const struct tk_command *cmd, int argc, char **argv)
 	if (v[O_JSON]) {
 		json_t *arr = json_array();
 		for (int i = 0; i < n; i++)
-			json_array_append_new(arr, vcheck_pack(&checks[i]));
+			json_array_append_new(arr, validate__vcheck_pack(&checks[i]));
 		json_t *jo =
 			json_pack("{s:s, s:o}", "verdict", failed ? "fail" : "pass", "checks", arr);
 		char *text = json_dumps(jo, JSON_INDENT(2) | JSON_REAL_PRECISION(6));
@@ -345,7 +346,7 @@ int validate_main(const struct tk_command *cmd, int argc, char **argv)
 		free(text);
 		json_decref(jo);
 	} else {
-		vchecks_print(checks, n);
+		validate__vchecks_print(checks, n);
 		printf("verdict: %s\n", failed ? "FAIL" : "pass");
 	}
 	if (v[O_SAVE]) {

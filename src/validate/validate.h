@@ -9,6 +9,6 @@
 #include "util/util.h"
 
 /* tenk bench COLLECTIVE [OPTIONS]; argv[0] is "bench". */
-int bench_main(const struct tk_command *cmd, int argc, char **argv);
+int validate_bench_main(const struct tk_command *cmd, int argc, char **argv);
 /* tenk validate [OPTIONS]; argv[0] is "validate". */
 int validate_main(const struct tk_command *cmd, int argc, char **argv);

@@ -36,9 +36,9 @@ static void peer(struct vpeer *p, const char *node, const char *stack, double ge
 
 static int mine(struct vcheck *c, double gemm)
 {
-	vcheck_set(&c[0], "compute", "cpu_sgemm", "GFLOP/s", true);
+	validate__vcheck_set(&c[0], "compute", "cpu_sgemm", "GFLOP/s", true);
 	c[0].figure = gemm;
-	vcheck_judge(&c[0], 0.2, "floor");
+	validate__vcheck_judge(&c[0], 0.2, "floor");
 	return 1;
 }
 
@@ -55,12 +55,12 @@ static void test_pair_figure(void **state)
 {
 	/* three nodes, C's link slow: A and B keep their fast pair, C has none */
 	double a[] = {0, 1.0, 0.02}, c[] = {0.02, 0.021, 0};
-	assert_true(vpair_figure(a, 3, 0) == 1.0);
-	assert_true(vpair_figure(c, 3, 2) == 0.021);
+	assert_true(validate__vpair_figure(a, 3, 0) == 1.0);
+	assert_true(validate__vpair_figure(c, 3, 2) == 0.021);
 	double five[] = {0.9, 0.1, 0, 0.95, 1.0}; /* one bad link of four */
-	assert_true(vpair_figure(five, 5, 2) == 0.95);
+	assert_true(validate__vpair_figure(five, 5, 2) == 0.95);
 	double none[] = {0, 0};
-	assert_true(vpair_figure(none, 2, 0) == 0);
+	assert_true(validate__vpair_figure(none, 2, 0) == 0);
 }
 
 static void test_slow_node_fails_against_peers(void **state)
@@ -73,7 +73,7 @@ static void test_slow_node_fails_against_peers(void **state)
 	peer(&all[3], "d", st, 80, 0.2); /* 20% slower compute, a slow link */
 	struct vrun o = opts();
 	struct vcheck c[8];
-	int n = vpeer_judge(all, 4, 3, &o, c, mine(c, 80), 8);
+	int n = validate__vpeer_judge(all, 4, 3, &o, c, mine(c, 80), 8);
 	const struct vcheck *g = find(c, n, "cpu_sgemm");
 	assert_int_equal(g->verdict, V_FAIL);
 	assert_true(fabs(g->threshold - 0.95 * 100) < 1e-9);
@@ -81,15 +81,15 @@ static void test_slow_node_fails_against_peers(void **state)
 	assert_int_equal(find(c, n, "pair_bandwidth")->verdict, V_FAIL);
 	assert_int_equal(find(c, n, "stack_consistent")->verdict, V_PASS);
 	char layer[16], reason[256];
-	assert_true(vverdict_of(c, n, layer, sizeof(layer), reason, sizeof(reason)));
+	assert_true(validate__vverdict_of(c, n, layer, sizeof(layer), reason, sizeof(reason)));
 	assert_string_equal(layer, "compute"); /* the lowest failing layer names it */
 	assert_non_null(strstr(reason, "cpu_sgemm 80"));
 	/* a node 4% under the median passes at 5%, fails at 3% */
-	n = vpeer_judge(all, 4, 2, &o, c, mine(c, 96), 8);
+	n = validate__vpeer_judge(all, 4, 2, &o, c, mine(c, 96), 8);
 	assert_int_equal(find(c, n, "cpu_sgemm")->verdict, V_PASS);
-	assert_false(vverdict_of(c, n, layer, sizeof(layer), reason, sizeof(reason)));
+	assert_false(validate__vverdict_of(c, n, layer, sizeof(layer), reason, sizeof(reason)));
 	o.tolerance = 0.03;
-	n = vpeer_judge(all, 4, 2, &o, c, mine(c, 96), 8);
+	n = validate__vpeer_judge(all, 4, 2, &o, c, mine(c, 96), 8);
 	assert_int_equal(find(c, n, "cpu_sgemm")->verdict, V_FAIL);
 }
 
@@ -100,7 +100,7 @@ static void test_two_nodes_have_no_peer_median(void **state)
 	peer(&all[1], "b", "s", 10, 0.1);
 	struct vrun o = opts();
 	struct vcheck c[8];
-	int n = vpeer_judge(all, 2, 1, &o, c, mine(c, 10), 8);
+	int n = validate__vpeer_judge(all, 2, 1, &o, c, mine(c, 10), 8);
 	/* one peer is no majority: only the floors hold */
 	assert_int_equal(find(c, n, "cpu_sgemm")->verdict, V_PASS);
 	assert_int_equal(find(c, n, "pair_bandwidth")->verdict, V_PASS);
@@ -115,7 +115,7 @@ static void test_stack_and_clock(void **state)
 	all[2].clock_ms = -250;
 	struct vrun o = opts();
 	struct vcheck c[8];
-	int n = vpeer_judge(all, 3, 2, &o, c, mine(c, 100), 8);
+	int n = validate__vpeer_judge(all, 3, 2, &o, c, mine(c, 100), 8);
 	const struct vcheck *s = find(c, n, "stack_consistent");
 	assert_int_equal(s->verdict, V_FAIL);
 	assert_non_null(strstr(s->detail, "2 of 2 peers have driver 550"));
@@ -123,22 +123,22 @@ static void test_stack_and_clock(void **state)
 	assert_int_equal(k->verdict, V_FAIL);
 	assert_true(k->figure == 250);
 	char layer[16], reason[256];
-	assert_true(vverdict_of(c, n, layer, sizeof(layer), reason, sizeof(reason)));
+	assert_true(validate__vverdict_of(c, n, layer, sizeof(layer), reason, sizeof(reason)));
 	assert_string_equal(layer, "system");
 	/* the majority passes */
-	n = vpeer_judge(all, 3, 0, &o, c, mine(c, 100), 8);
+	n = validate__vpeer_judge(all, 3, 0, &o, c, mine(c, 100), 8);
 	assert_int_equal(find(c, n, "stack_consistent")->verdict, V_PASS);
 	assert_int_equal(find(c, n, "clock_offset")->verdict, V_PASS);
 	/* no majority: both of two differing nodes fail */
 	struct vpeer two[2];
 	peer(&two[0], "a", "x", 1, 1);
 	peer(&two[1], "b", "y", 1, 1);
-	n = vpeer_judge(two, 2, 0, &o, c, mine(c, 1), 8);
+	n = validate__vpeer_judge(two, 2, 0, &o, c, mine(c, 1), 8);
 	assert_int_equal(find(c, n, "stack_consistent")->verdict, V_FAIL);
 	/* a layer left out adds no check of it */
 	o.want[0] = false;
 	o.want[3] = false;
-	n = vpeer_judge(all, 3, 2, &o, c, mine(c, 100), 8);
+	n = validate__vpeer_judge(all, 3, 2, &o, c, mine(c, 100), 8);
 	assert_int_equal(n, 1);
 }
 
