@@ -857,7 +857,7 @@ void acct_fill_work(struct server *s)
 	for (; id <= s->fill.to && ((id & 63) != 0 || tk_mono_us() < until); id++) {
 		const struct sjob *held = state_job(st, id);
 		if (held) { /* one not settled gets its records when it settles */
-			if (!held->job.system && job_settled_ms(held))
+			if (!held->job.system && state_job_settled_ms(held))
 				acct_put(s, held, s->fill.batch);
 			continue;
 		}

@@ -73,7 +73,7 @@ int api_job_ref(struct request *r, const char *param, struct sjob **ret, bool *w
 		return -ENOENT;
 	}
 	if (whole)
-		*whole = !us && job_is_array_head(j);
+		*whole = !us && state_job_is_array_head(j);
 	*ret = j;
 	return 0;
 }

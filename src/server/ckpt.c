@@ -34,7 +34,7 @@ static void restore_set(struct state *s, struct sjob *j, struct attempt *a, cons
 	for (int i = 0; i < a->nnodes; i++) {
 		struct snode *n = state_node(s, a->nodes[i].name);
 		if (n)
-			node_work_changed(s, n);
+			state_node_work_changed(s, n);
 	}
 }
 
@@ -88,7 +88,7 @@ static void commit(struct state *s, struct sjob *j, struct attempt *a, int k, in
 	/* node rank 0 learns what the store keeps now (and tidies it) */
 	struct snode *n0 = state_node(s, a->nodes[0].name);
 	if (n0)
-		node_work_changed(s, n0);
+		state_node_work_changed(s, n0);
 }
 
 void state_task_checkpoint(struct state *s, const struct task_event *ev, int64_t now)
@@ -143,7 +143,7 @@ void state_task_checkpoint(struct state *s, const struct task_event *ev, int64_t
 		for (int i = 0; j->job.req.ckpt_marker == CKPT_DCP && i < a->nnodes; i++) {
 			struct snode *n = state_node(s, a->nodes[i].name);
 			if (n)
-				node_work_changed(s, n);
+				state_node_work_changed(s, n);
 		}
 	}
 	struct ckpt *c = &a->pend[k];
@@ -166,8 +166,8 @@ void state_task_restored(struct state *s, const struct task_event *ev, int64_t n
 		return;
 	struct attempt *a = &j->job.attempts[ev->attempt - 1];
 	int tpn = j->job.req.tasks_per_node;
-	if (!attempt_is_current(j, a) || a->restore_go || ev->rank < 0 || ev->rank >= a->ntasks ||
-	    strcmp(ev->tag, a->restore_tag) != 0)
+	if (!state_attempt_is_current(j, a) || a->restore_go || ev->rank < 0 ||
+	    ev->rank >= a->ntasks || strcmp(ev->tag, a->restore_tag) != 0)
 		return; /* late, or of a tag given up already */
 	struct attempt_node *an = &a->nodes[ev->rank / tpn];
 	if (an->restore != RESTORE_WAITING)
@@ -210,6 +210,6 @@ void state_task_restored(struct state *s, const struct task_event *ev, int64_t n
 	for (int i = 0; i < a->nnodes; i++) {
 		struct snode *n = state_node(s, a->nodes[i].name);
 		if (n)
-			node_work_changed(s, n);
+			state_node_work_changed(s, n);
 	}
 }

@@ -38,7 +38,7 @@ static uint32_t owner_index(struct state *s, const char *name)
 	return (uint32_t)s->nowners++;
 }
 
-int64_t job_settled_ms(const struct sjob *j)
+int64_t state_job_settled_ms(const struct sjob *j)
 {
 	if (!job_state_final(j->job.state))
 		return 0;
@@ -102,7 +102,7 @@ int state_job_read(struct state *s, int64_t id, struct sjob *ret, struct tk_erro
 		return tk_errorf(err, -EBADMSG, "store: job %lld: its document says id %lld",
 				 (long long)id, (long long)ret->job.id);
 	}
-	job_attach(s, ret, s->now_ms);
+	state_job_attach(s, ret, s->now_ms);
 	return 0;
 }
 
@@ -137,7 +137,7 @@ struct sjob *state_job_get(struct state *s, int64_t id)
 	s->gone_by_state[g->state - 1]--;
 	s->ngone--;
 	memset(&s->gone[id - 1], 0, sizeof(s->gone[0]));
-	j = job_add(s, &tmp.job, s->now_ms);
+	j = state_job_add(s, &tmp.job, s->now_ms);
 	j->written_seq = 0; /* as the store has it */
 	settled_push(s, id, 0, s->mono_ms);
 	return j;
@@ -146,7 +146,7 @@ struct sjob *state_job_get(struct state *s, int64_t id)
 void state_job_written(struct state *s, struct sjob *j, uint64_t seq, int64_t mono)
 {
 	j->written_seq = seq;
-	if (job_settled_ms(j) && !j->job.system)
+	if (state_job_settled_ms(j) && !j->job.system)
 		settled_push(s, j->job.id, seq, mono);
 }
 
@@ -154,7 +154,7 @@ void state_job_written(struct state *s, struct sjob *j, uint64_t seq, int64_t mo
 static bool evictable(const struct sjob *j, uint64_t seq)
 {
 	return !j->dirty && j->written_seq == seq && !j->job.system && !j->pending && !j->fail_ev &&
-	       !j->fenced_until && !j->valid && job_settled_ms(j) &&
+	       !j->fenced_until && !j->valid && state_job_settled_ms(j) &&
 	       !(j->job.array_job == j->job.id && j->job.array_count > 1);
 }
 
@@ -176,7 +176,7 @@ void state_evict(struct state *s, struct sjob *j)
 {
 	int64_t id = j->job.id;
 	s->jobs[id - 1] = NULL;
-	state_gone_add(s, id, j->job.state, j->job.owner, job_settled_ms(j));
+	state_gone_add(s, id, j->job.state, j->job.owner, state_job_settled_ms(j));
 	job_release(&j->job);
 	free(j->fail_seen);
 	free(j);

@@ -790,7 +790,7 @@ int http_start(struct server *s, const char *listen, struct tk_error *err)
 					 strerror(-r));
 		}
 	} else if (!s->cfg.insecure_http) {
-		if ((r = tls_self_issue(s->data_dir, host, &ss, &cert, &key, err)) < 0)
+		if ((r = server_tls_self_issue(s->data_dir, host, &ss, &cert, &key, err)) < 0)
 			return r;
 		s->tls_ca_path = xasprintf("%s/tls/ca.pem", s->data_dir);
 	}

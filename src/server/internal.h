@@ -293,8 +293,8 @@ int http_start(struct server *s, const char *listen, struct tk_error *err);
 /* tls.c: a certificate for the server, issued by the cluster CA of
  * DATA/tls (made on first use) for the addresses of host/ss (every address
  * of this host for a wildcard); PEM text the caller frees. */
-int tls_self_issue(const char *data_dir, const char *host, const struct sockaddr_storage *ss,
-		   char **ret_cert, char **ret_key, struct tk_error *err);
+int server_tls_self_issue(const char *data_dir, const char *host, const struct sockaddr_storage *ss,
+			  char **ret_cert, char **ret_key, struct tk_error *err);
 /* Answers every held request with 503 and stops the daemon. */
 void http_stop(struct server *s);
 /* Sets the answer: a JSON body (taken) with status. The request is answered

@@ -1,7 +1,7 @@
 /*
  * Jobs: submission, the attempts a pass starts, what agents report of their
  * tasks, and how a job ends or goes back to its queue. Every change of a
- * job's state goes through job_set_state (state.c), which checks it against
+ * job's state goes through state_job_set_state (state.c), which checks it against
  * the table of allowed changes.
  */
 #include "state.h"
@@ -66,18 +66,18 @@ static void job_sync(struct sjob *j)
 	j->sj.shape = sched_job_shape(&j->sj);
 }
 
-void job_attach(struct state *s, struct sjob *j, int64_t now)
+void state_job_attach(struct state *s, struct sjob *j, int64_t now)
 {
 	j->sj.shape_id = -1;
 	job_resolve(s, j, now);
 	job_sync(j);
 }
 
-struct sjob *job_add(struct state *s, struct job *job, int64_t now)
+struct sjob *state_job_add(struct state *s, struct job *job, int64_t now)
 {
 	struct sjob *j = xcalloc(1, sizeof(*j));
 	j->job = *job;
-	job_attach(s, j, now);
+	state_job_attach(s, j, now);
 	state_slots_reserve(s, (size_t)job->id);
 	s->jobs[job->id - 1] = j;
 	/* an element not settled keeps its array's first element held: it
@@ -85,7 +85,7 @@ struct sjob *job_add(struct state *s, struct job *job, int64_t now)
 	struct sjob *first = NULL;
 	if (j->job.array_job == j->job.id)
 		first = j;
-	else if (j->job.array_job && !job_settled_ms(j))
+	else if (j->job.array_job && !state_job_settled_ms(j))
 		first = state_job_get(s, j->job.array_job);
 	if (first && (j->job.state == JOB_STARTING || j->job.state == JOB_RUNNING))
 		first->array_active++;
@@ -115,9 +115,9 @@ static struct sjob *job_new(struct state *s, struct job_request *req, const char
 	job.system = system;
 	job.req = *req;
 	memset(req, 0, sizeof(*req));
-	struct sjob *j = job_add(s, &job, now);
+	struct sjob *j = state_job_add(s, &job, now);
 	if (!system)
-		job_enqueue(s, j);
+		state_job_enqueue(s, j);
 	state_job_dirty(s, j);
 	if (system)
 		state_want_pass(s);
@@ -155,14 +155,14 @@ void state_job_finish(struct state *s, struct sjob *j, enum job_state st, int ex
 		      const char *reason, int64_t now)
 {
 	/* callers end only jobs that have not ended */
-	assert(job_state_final(st) && job_transition_allowed(j->job.state, st));
+	assert(job_state_final(st) && state_job_transition_allowed(j->job.state, st));
 	j->job.exit_code = exit_code; /* before the gate: the job's waits are answered there */
-	job_set_state(s, j, st, reason, now);
+	state_job_set_state(s, j, st, reason, now);
 }
 
-void job_requeue(struct state *s, struct sjob *j, const char *reason, int64_t now)
+void state_job_requeue(struct state *s, struct sjob *j, const char *reason, int64_t now)
 {
-	int r = job_set_state(s, j, JOB_PENDING, reason, now);
+	int r = state_job_set_state(s, j, JOB_PENDING, reason, now);
 	assert(r == 0); /* only an active job goes back to its queue */
 	(void)r;
 	log_debug("job %lld requeued: %s", (long long)j->job.id, reason);
@@ -199,32 +199,32 @@ static enum attempt_end end_of_job(enum job_state st)
 	}
 }
 
-bool task_done(const struct task_status *t)
+bool state_task_done(const struct task_status *t)
 {
 	return t->state == TASK_EXITED || t->state == TASK_LOST;
 }
 
-bool attempt_is_current(const struct sjob *j, const struct attempt *a)
+bool state_attempt_is_current(const struct sjob *j, const struct attempt *a)
 {
 	return (j->job.state == JOB_STARTING || j->job.state == JOB_RUNNING) &&
 	       a == job_current_attempt(&j->job);
 }
 
-void attempt_settle(struct state *s, struct sjob *j, struct attempt *a, int node_index,
-		    int64_t at_ms)
+void state_attempt_settle(struct state *s, struct sjob *j, struct attempt *a, int node_index,
+			  int64_t at_ms)
 {
 	int tpn = j->job.req.tasks_per_node;
 	bool node_done = true;
 	for (int t = node_index * tpn; t < (node_index + 1) * tpn; t++)
-		if (!task_done(&a->tasks[t]))
+		if (!state_task_done(&a->tasks[t]))
 			node_done = false;
 	if (node_done) {
 		struct snode *n = state_node(s, a->nodes[node_index].name);
 		if (n)
-			part_remove(s, n, j, a->number);
+			state_part_remove(s, n, j, a->number);
 	}
 	for (int t = 0; t < a->ntasks; t++)
-		if (!task_done(&a->tasks[t]))
+		if (!state_task_done(&a->tasks[t]))
 			return;
 	if (!a->ended) {
 		a->ended = true;
@@ -251,13 +251,13 @@ void state_task_started(struct state *s, const struct task_event *ev, int64_t no
 		return;
 	a->tasks[rank].state = TASK_RUNNING;
 	a->tasks[rank].start_ms = ev->at_ms;
-	if (j->job.state == JOB_STARTING && attempt_is_current(j, a)) {
+	if (j->job.state == JOB_STARTING && state_attempt_is_current(j, a)) {
 		bool all = true;
 		for (int t = 0; t < a->ntasks; t++)
 			if (a->tasks[t].state == TASK_WAITING)
 				all = false;
 		if (all)
-			job_set_state(s, j, JOB_RUNNING, NULL, now);
+			state_job_set_state(s, j, JOB_RUNNING, NULL, now);
 	}
 	state_job_dirty(s, j);
 }
@@ -286,7 +286,7 @@ static void task_failed(struct state *s, struct sjob *j, struct attempt *a,
 		size_t len = strlen(reason);
 		snprintf(reason + len, sizeof(reason) - len, "; requeued (restart %d of %d)",
 			 j->job.failures, j->job.req.requeue);
-		job_requeue(s, j, reason, now);
+		state_job_requeue(s, j, reason, now);
 	} else {
 		state_job_finish(s, j, JOB_FAILED, ev->exit_code, reason, now);
 	}
@@ -310,7 +310,7 @@ void state_failure_wait(struct state *s, struct sjob *j, const struct task_event
 	log_debug("job %lld: task %d failed; judged once every node of attempt %d is heard from",
 		  (long long)j->job.id, ev->rank, ev->attempt);
 	/* the gang stops at once, whatever the judgement */
-	attempt_bump_nodes(s, job_current_attempt(&j->job));
+	state_attempt_bump_nodes(s, job_current_attempt(&j->job));
 }
 
 void state_check_failures(struct state *s, int64_t now, int64_t mono)
@@ -318,8 +318,8 @@ void state_check_failures(struct state *s, int64_t now, int64_t mono)
 	for (int i = 0; i < s->nfailing; i++) {
 		struct sjob *j = s->failing[i];
 		struct attempt *a = job_current_attempt(&j->job);
-		bool judge = false,
-		     drop = !a || !attempt_is_current(j, a) || a->number != j->fail_ev->attempt;
+		bool judge = false, drop = !a || !state_attempt_is_current(j, a) ||
+					   a->number != j->fail_ev->attempt;
 		if (!drop) {
 			/* a node not heard since is dead (it goes DOWN, and the
 			 * job with it) or slow: wait, at most the node timeout */
@@ -346,8 +346,8 @@ void state_check_failures(struct state *s, int64_t now, int64_t mono)
 	}
 }
 
-void job_lost(struct state *s, struct sjob *j, struct attempt *a, const char *node, const char *why,
-	      int64_t now)
+void state_job_lost(struct state *s, struct sjob *j, struct attempt *a, const char *node,
+		    const char *why, int64_t now)
 {
 	char reason[MODEL_REASON_MAX];
 	snprintf(reason, sizeof(reason), "node %s lost: %s", node, why);
@@ -359,11 +359,11 @@ void job_lost(struct state *s, struct sjob *j, struct attempt *a, const char *no
 	if (!ran && !j->job.system) {
 		/* nothing of it ran: going again is no rerun, and costs nothing */
 		snprintf(reason + len, sizeof(reason) - len, "; requeued (it had not started)");
-		job_requeue(s, j, reason, now);
+		state_job_requeue(s, j, reason, now);
 	} else if (j->node_losses < s->cfg.max_node_requeues && !j->job.system) {
 		j->node_losses++;
 		snprintf(reason + len, sizeof(reason) - len, "; requeued");
-		job_requeue(s, j, reason, now);
+		state_job_requeue(s, j, reason, now);
 	} else {
 		snprintf(reason + len, sizeof(reason) - len, "; not requeued after %d lost nodes",
 			 j->node_losses);
@@ -376,7 +376,7 @@ void state_task_exited(struct state *s, const struct task_event *ev, int64_t now
 	struct sjob *j;
 	struct attempt *a = find_attempt(s, ev->job, ev->attempt, &j);
 	int rank = ev->rank;
-	if (!a || rank < 0 || rank >= a->ntasks || task_done(&a->tasks[rank]))
+	if (!a || rank < 0 || rank >= a->ntasks || state_task_done(&a->tasks[rank]))
 		return;
 	struct task_status *t = &a->tasks[rank];
 	if (t->state == TASK_WAITING)
@@ -390,12 +390,12 @@ void state_task_exited(struct state *s, const struct task_event *ev, int64_t now
 	an->mem_peak_mib = MAX(an->mem_peak_mib, ev->mem_peak_mib);
 	an->energy_mj = MAX(an->energy_mj, ev->energy_mj);
 	an->gpu_busy_ms = MAX(an->gpu_busy_ms, ev->gpu_busy_ms);
-	if (attempt_is_current(j, a)) {
+	if (state_attempt_is_current(j, a)) {
 		if (ev->cause == EXIT_LOST) {
 			/* it ended with its node's agent (stopped, or its lease ran
 			 * out): the job goes on elsewhere, as for a lost node */
-			job_lost(s, j, a, a->nodes[rank / j->job.req.tasks_per_node].name,
-				 ev->detail[0] ? ev->detail : "its agent stopped", now);
+			state_job_lost(s, j, a, a->nodes[rank / j->job.req.tasks_per_node].name,
+				       ev->detail[0] ? ev->detail : "its agent stopped", now);
 		} else if (ev->cause == EXIT_TIMEOUT) {
 			char reason[MODEL_REASON_MAX];
 			snprintf(reason, sizeof(reason), "time limit of %llds reached",
@@ -424,7 +424,7 @@ void state_task_exited(struct state *s, const struct task_event *ev, int64_t now
 		if (!a->reason[0])
 			snprintf(a->reason, sizeof(a->reason), "%s", j->job.reason);
 	}
-	attempt_settle(s, j, a, rank / j->job.req.tasks_per_node, ev->at_ms);
+	state_attempt_settle(s, j, a, rank / j->job.req.tasks_per_node, ev->at_ms);
 	state_job_dirty(s, j);
 }
 
@@ -433,7 +433,7 @@ void state_task_image(struct state *s, const struct task_event *ev, int64_t now)
 	struct sjob *j;
 	struct attempt *a = find_attempt(s, ev->job, ev->attempt, &j);
 	int tpn = j ? j->job.req.tasks_per_node : 1;
-	if (!a || !j->job.req.image || !attempt_is_current(j, a) || ev->rank < 0 ||
+	if (!a || !j->job.req.image || !state_attempt_is_current(j, a) || ev->rank < 0 ||
 	    ev->rank >= a->ntasks || a->digest[0])
 		return;
 	struct attempt_node *an = &a->nodes[ev->rank / tpn];
@@ -461,7 +461,7 @@ void state_task_image(struct state *s, const struct task_event *ev, int64_t now)
 		for (int i = 0; i < a->nnodes; i++) {
 			struct snode *n = state_node(s, a->nodes[i].name);
 			if (n)
-				node_work_changed(s, n);
+				state_node_work_changed(s, n);
 		}
 		return;
 	}
@@ -508,13 +508,13 @@ void state_apply_start(struct state *s, struct sjob *j, const struct sched_start
 	struct snode *head = nodes[st->nodes[0].node];
 	snprintf(a->master_addr, sizeof(a->master_addr), "%s",
 		 head->rec.inv.addr[0] ? head->rec.inv.addr : "127.0.0.1");
-	a->master_port = node_port_find(s, head); /* part_add marks it taken */
-	int r = job_set_state(s, j, JOB_STARTING, "", now);
+	a->master_port = state_node_port_find(s, head); /* part_add marks it taken */
+	int r = state_job_set_state(s, j, JOB_STARTING, "", now);
 	assert(r == 0); /* a pass and a validation run start only waiting jobs */
 	(void)r;
 	j->last_ckpt_ms = 0;
 	for (int i = 0; i < st->nnodes; i++)
-		part_add(s, nodes[st->nodes[i].node], j, a, i);
+		state_part_add(s, nodes[st->nodes[i].node], j, a, i);
 	state_restore_plan(s, j, a);
 	log_debug("job %lld attempt %d starts on %s%s", (long long)job->id, a->number,
 		  a->nodes[0].name, a->nnodes > 1 ? " and others" : "");
@@ -533,7 +533,7 @@ void state_preempt(struct state *s, struct sjob *victim, struct sjob *for_job, i
 		 (long long)for_job->job.id, s->classes[for_job->cls].spec.name);
 	attempt_end(a, ATTEMPT_END_PREEMPTED, reason);
 	log_info("job %lld %s", (long long)victim->job.id, reason);
-	job_requeue(s, victim, reason, now);
+	state_job_requeue(s, victim, reason, now);
 }
 
 void state_train_metrics(struct state *s, struct snode *n, const struct wire_train *t)
@@ -543,7 +543,7 @@ void state_train_metrics(struct state *s, struct snode *n, const struct wire_tra
 		if (j->job.id != t->job || n->parts[i].attempt != t->attempt)
 			continue;
 		struct attempt *a = &j->job.attempts[t->attempt - 1];
-		if (!attempt_is_current(j, a) || a->ended)
+		if (!state_attempt_is_current(j, a) || a->ended)
 			return;
 		if (!a->train)
 			a->train = xcalloc(1, sizeof(*a->train));
@@ -555,7 +555,7 @@ void state_train_metrics(struct state *s, struct snode *n, const struct wire_tra
 
 /* ---- what users change ------------------------------------------------------------- */
 
-bool job_is_array_head(const struct sjob *j)
+bool state_job_is_array_head(const struct sjob *j)
 {
 	return j->job.array_job == j->job.id && j->job.array_count > 1;
 }
@@ -602,7 +602,7 @@ static int dep_one(const struct sjob *e, enum dep_when when)
 	}
 }
 
-int job_deps_state(struct state *s, const struct sjob *j, char *buf, size_t n)
+int state_job_deps_state(struct state *s, const struct sjob *j, char *buf, size_t n)
 {
 	static const char *const verbs[DEP_WHEN_MAX] = {"to start", "to complete", "to fail",
 							"to end"};
@@ -613,7 +613,7 @@ int job_deps_state(struct state *s, const struct sjob *j, char *buf, size_t n)
 		struct sjob *t = state_job_get(s, d->job);
 		if (!t)
 			continue; /* checked at submission; a job is never removed */
-		int count = job_is_array_head(t) ? t->job.array_count : 1;
+		int count = state_job_is_array_head(t) ? t->job.array_count : 1;
 		for (int k = 0; k < count; k++) {
 			struct sjob *e = k ? state_job_get(s, t->job.id + k) : t;
 			if (!e || (k && e->job.array_job != t->job.id))
@@ -643,7 +643,7 @@ int state_hold(struct state *s, struct sjob *j, bool hold, struct tk_error *err)
 	if (j->job.held == hold)
 		return 0;
 	j->job.held = hold;
-	job_refile(s, j);
+	state_job_refile(s, j);
 	state_job_dirty(s, j);
 	state_want_pass(s);
 	return 0;
@@ -661,7 +661,7 @@ int state_requeue(struct state *s, struct sjob *j, const char *who, int64_t now,
 	if (a)
 		attempt_end(a, ATTEMPT_END_REQUEUED, why);
 	log_info("job %lld %s", (long long)j->job.id, why);
-	job_requeue(s, j, why, now);
+	state_job_requeue(s, j, why, now);
 	return 0;
 }
 
@@ -669,24 +669,24 @@ void state_job_set_limit(struct state *s, struct sjob *j, int64_t limit_s)
 {
 	j->job.req.time_limit_s = limit_s;
 	j->sj.time_limit_s = limit_s;
-	job_refile(s, j); /* a waiting job's entry keeps its limit for the pass */
+	state_job_refile(s, j); /* a waiting job's entry keeps its limit for the pass */
 	state_job_dirty(s, j);
 	/* its agents see the new limit in their next work answer */
-	attempt_bump_nodes(s, job_current_attempt(&j->job));
+	state_attempt_bump_nodes(s, job_current_attempt(&j->job));
 	state_want_pass(s); /* the reservations read running jobs' ends */
 }
 
 void state_job_set_request(struct state *s, struct sjob *j, struct job_request *req, int64_t now)
 {
 	assert(j->job.state == JOB_PENDING);
-	job_dequeue(s, j);
+	state_job_dequeue(s, j);
 	job_request_release(&j->job.req);
 	j->job.req = *req;
 	memset(req, 0, sizeof(*req));
 	j->req_bytes = 0;
 	job_resolve(s, j, now);
 	job_sync(j);
-	job_enqueue(s, j);
+	state_job_enqueue(s, j);
 	state_job_dirty(s, j);
 	state_want_pass(s);
 }

@@ -86,7 +86,7 @@ static int load_node_cb(void *ctx, const char *key, const char *doc, size_t len)
 	json_decref(j);
 	if (r < 0)
 		return doc_refused(lc, "node", key, &e);
-	struct snode *n = node_insert(s, &rec);
+	struct snode *n = state_node_insert(s, &rec);
 	n->live = NODE_LIVE_UNKNOWN;
 	n->last_seen_ms = lc->mono; /* its agent has one timeout to come back */
 	return 0;
@@ -131,13 +131,13 @@ static int load_job_cb(void *ctx, const char *key, const char *doc, size_t len)
 							       : "nobody";
 		snprintf(job.run_as, sizeof(job.run_as), "%s", as);
 	}
-	struct sjob *j = job_add(s, &job, lc->now);
+	struct sjob *j = state_job_add(s, &job, lc->now);
 	if (j->job.state == JOB_PENDING && !j->job.system)
-		job_enqueue(s, j);
+		state_job_enqueue(s, j);
 	/* settled, but written before the store kept that (or settled since
 	 * by this load's end of it): written again, with its columns, it can
 	 * leave memory */
-	if (job_settled_ms(j))
+	if (state_job_settled_ms(j))
 		state_job_dirty(s, j);
 	/* an attempt not yet ended still holds its resources */
 	for (int k = 0; k < j->job.nattempts; k++) {
@@ -148,16 +148,16 @@ static int load_job_cb(void *ctx, const char *key, const char *doc, size_t len)
 		for (int i = 0; i < at->nnodes; i++) {
 			bool done = true;
 			for (int t = i * tpn; t < (i + 1) * tpn; t++)
-				if (!task_done(&at->tasks[t]))
+				if (!state_task_done(&at->tasks[t]))
 					done = false;
 			if (done)
 				continue;
 			struct snode *n = state_node(s, at->nodes[i].name);
 			if (n) {
-				part_add(s, n, j, at, i);
+				state_part_add(s, n, j, at, i);
 			} else {
 				for (int t = i * tpn; t < (i + 1) * tpn; t++)
-					if (!task_done(&at->tasks[t]))
+					if (!state_task_done(&at->tasks[t]))
 						at->tasks[t].state = TASK_LOST;
 			}
 		}
@@ -196,7 +196,7 @@ static int load_queue_cb(void *ctx, const char *key, const char *doc, size_t len
 	r = queue_spec_unpack(j, q, &e);
 	json_decref(j);
 	if (r == 0)
-		queue_insert(s, q)->written_ms = lc->now;
+		state_queue_insert(s, q)->written_ms = lc->now;
 	free(q);
 	return r < 0 ? doc_refused(lc, "queue", key, &e) : 0;
 }
@@ -215,7 +215,7 @@ static int load_user_cb(void *ctx, const char *key, const char *doc, size_t len)
 	json_decref(j);
 	if (r < 0)
 		return doc_refused(lc, "user", key, &e);
-	user_insert(s, &u);
+	state_user_insert(s, &u);
 	return 0;
 }
 
@@ -271,14 +271,14 @@ int state_load(struct state *s, struct store *store, int64_t now, int64_t mono, 
 			struct attempt *a = &j->job.attempts[k];
 			bool any = false;
 			for (int t = 0; t < a->ntasks; t++)
-				if (!task_done(&a->tasks[t]))
+				if (!state_task_done(&a->tasks[t]))
 					any = true;
 			if (a->ended || any)
 				continue;
-			bool current = attempt_is_current(j, a);
+			bool current = state_attempt_is_current(j, a);
 			a->ended = true;
 			if (current)
-				job_requeue(s, j, "its nodes are no longer known", now);
+				state_job_requeue(s, j, "its nodes are no longer known", now);
 			state_job_dirty(s, j);
 		}
 	}
@@ -300,7 +300,7 @@ int state_load(struct state *s, struct store *store, int64_t now, int64_t mono, 
 	for (size_t i = 0; i < s->njobs; i++) {
 		struct sjob *j = s->jobs[i];
 		struct attempt *a = j && !j->job.system ? job_current_attempt(&j->job) : NULL;
-		if (!a || a->nnodes < 2 || !attempt_is_current(j, a))
+		if (!a || a->nnodes < 2 || !state_attempt_is_current(j, a))
 			continue;
 		for (int t = 0; t < a->ntasks; t++) {
 			const struct task_status *ts = &a->tasks[t];

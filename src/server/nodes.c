@@ -42,7 +42,7 @@ static void node_bump(struct state *s, struct snode *n)
 	}
 }
 
-void node_work_changed(struct state *s, struct snode *n)
+void state_node_work_changed(struct state *s, struct snode *n)
 {
 	node_bump(s, n);
 }
@@ -58,7 +58,7 @@ void state_flush_work(struct state *s)
 	}
 }
 
-void node_sync_devs(struct snode *n)
+void state_node_sync_devs(struct snode *n)
 {
 	for (int d = 0; d < n->rec.inv.naccel; d++) {
 		n->sdev[d].model = n->rec.inv.accel[d].model;
@@ -69,7 +69,7 @@ void node_sync_devs(struct snode *n)
 	}
 }
 
-int node_port_find(const struct state *s, const struct snode *n)
+int state_node_port_find(const struct state *s, const struct snode *n)
 {
 	int first = s->cfg.master_port_first;
 	for (int i = 0; i < STATE_PORT_COUNT; i++)
@@ -116,8 +116,8 @@ static void part_hold(struct snode *n, const struct sjob *j, const struct attemp
 			n->dev_used[an->devs[d]] += sign * an->milli;
 }
 
-void part_add(struct state *s, struct snode *n, struct sjob *j, const struct attempt *a,
-	      int node_index)
+void state_part_add(struct state *s, struct snode *n, struct sjob *j, const struct attempt *a,
+		    int node_index)
 {
 	const struct attempt_node *an = &a->nodes[node_index];
 	xgrow(&n->parts, &n->parts_alloc, (size_t)n->nparts + 1, sizeof(*n->parts));
@@ -128,12 +128,12 @@ void part_add(struct state *s, struct snode *n, struct sjob *j, const struct att
 		port_mark(s, n, a->master_port);
 		j->queue->nrunning++;
 	}
-	node_sync_devs(n);
+	state_node_sync_devs(n);
 	node_bump(s, n);
 	n->parts[n->nparts - 1].gen_added = n->work_gen;
 }
 
-void part_remove(struct state *s, struct snode *n, struct sjob *j, int attempt)
+void state_part_remove(struct state *s, struct snode *n, struct sjob *j, int attempt)
 {
 	for (int i = 0; i < n->nparts; i++) {
 		struct part *p = &n->parts[i];
@@ -148,14 +148,14 @@ void part_remove(struct state *s, struct snode *n, struct sjob *j, int attempt)
 			j->queue->nrunning--;
 		}
 		n->parts[i] = n->parts[--n->nparts];
-		node_sync_devs(n);
+		state_node_sync_devs(n);
 		node_bump(s, n);
 		state_want_pass(s);
 		return;
 	}
 }
 
-void attempt_bump_nodes(struct state *s, const struct attempt *a)
+void state_attempt_bump_nodes(struct state *s, const struct attempt *a)
 {
 	for (int i = 0; i < a->nnodes; i++) {
 		struct snode *n = state_node(s, a->nodes[i].name);
@@ -206,17 +206,17 @@ static void lose_parts(struct state *s, struct snode *n, const char *why,
 		int tpn = j->job.req.tasks_per_node;
 		for (int t = p.node_index * tpn; t < (p.node_index + 1) * tpn; t++) {
 			struct task_status *ts = &a->tasks[t];
-			if (task_done(ts))
+			if (state_task_done(ts))
 				continue;
 			ts->state = TASK_LOST;
 			ts->end_ms = now;
 		}
 		if (fence_until)
 			state_job_fence(s, j, n->rec.inv.name, fence_until);
-		if (attempt_is_current(j, a))
-			job_lost(s, j, a, n->rec.inv.name, why, now);
-		attempt_settle(s, j, a, p.node_index, now);
-		part_remove(s, n, j, p.attempt); /* settled already, or now */
+		if (state_attempt_is_current(j, a))
+			state_job_lost(s, j, a, n->rec.inv.name, why, now);
+		state_attempt_settle(s, j, a, p.node_index, now);
+		state_part_remove(s, n, j, p.attempt); /* settled already, or now */
 		state_job_dirty(s, j);
 	}
 }
@@ -250,8 +250,8 @@ void state_node_fault(struct state *s, struct snode *n, const char *fault, int64
 	memcpy(parts, n->parts, sizeof(*parts) * (size_t)np);
 	for (int i = 0; i < np; i++) {
 		struct attempt *a = &parts[i].job->job.attempts[parts[i].attempt - 1];
-		if (attempt_is_current(parts[i].job, a))
-			job_lost(s, parts[i].job, a, n->rec.inv.name, lost, now);
+		if (state_attempt_is_current(parts[i].job, a))
+			state_job_lost(s, parts[i].job, a, n->rec.inv.name, lost, now);
 	}
 	free(parts);
 	state_want_pass(s);
@@ -293,7 +293,7 @@ void state_check_nodes(struct state *s, int64_t now, int64_t mono)
 
 /* ---- registration and operators ---------------------------------------------------- */
 
-struct snode *node_insert(struct state *s, const struct node_record *rec)
+struct snode *state_node_insert(struct state *s, const struct node_record *rec)
 {
 	struct snode *n = xcalloc(1, sizeof(*n));
 	n->rec = *rec;
@@ -303,7 +303,7 @@ struct snode *node_insert(struct state *s, const struct node_record *rec)
 	tk_map_put(&s->node_by_name, n->rec.inv.name, n);
 	if (n->rec.cred_sha256[0])
 		tk_map_put(&s->node_by_cred, n->rec.cred_sha256, n);
-	node_sync_devs(n);
+	state_node_sync_devs(n);
 	return n;
 }
 
@@ -352,7 +352,7 @@ struct snode *state_register(struct state *s, const struct node_inventory *inv,
 		struct node_record rec;
 		memset(&rec, 0, sizeof(rec));
 		rec.inv = *inv;
-		n = node_insert(s, &rec);
+		n = state_node_insert(s, &rec);
 		log_info("node %s joined: %d CPUs, %lld MiB, %d accelerators", inv->name, inv->cpus,
 			 (long long)inv->mem_mib, inv->naccel);
 	} else {
@@ -371,7 +371,7 @@ struct snode *state_register(struct state *s, const struct node_inventory *inv,
 	n->agent_stopping = false;
 	n->live = NODE_LIVE_UP;
 	n->last_seen_ms = mono;
-	node_sync_devs(n);
+	state_node_sync_devs(n);
 	node_bump(s, n);
 	state_node_dirty(s, n);
 	state_want_pass(s);

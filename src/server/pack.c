@@ -82,7 +82,7 @@ json_t *state_work_pack(struct state *s, struct snode *n, uint64_t since_gen)
 		const struct part *p = &n->parts[i];
 		const struct attempt *a = &p->job->job.attempts[p->attempt - 1];
 		/* nor one whose failure waits to be judged: its tasks stop now */
-		if (!attempt_is_current(p->job, a) ||
+		if (!state_attempt_is_current(p->job, a) ||
 		    (p->job->fail_ev && p->job->fail_ev->attempt == a->number))
 			continue;
 		struct work_item *it = &w.items[w.nitems++];

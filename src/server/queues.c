@@ -14,7 +14,7 @@ struct squeue *state_queue(struct state *s, const char *name)
 	return tk_map_get(&s->queue_by_name, name);
 }
 
-struct squeue *queue_insert(struct state *s, const struct queue_spec *spec)
+struct squeue *state_queue_insert(struct state *s, const struct queue_spec *spec)
 {
 	struct squeue *q = xcalloc(1, sizeof(*q));
 	q->spec = *spec;
@@ -33,7 +33,7 @@ struct squeue *state_queue_add(struct state *s, const char *name, int64_t now)
 	spec.quota_milli = spec.borrow_milli = -1;
 	spec.weight = 1;
 	spec.usage_at_ms = now;
-	struct squeue *q = queue_insert(s, &spec);
+	struct squeue *q = state_queue_insert(s, &spec);
 	state_queue_dirty(s, q);
 	return q;
 }
@@ -57,7 +57,7 @@ void state_queues_age(struct state *s, int64_t now)
 
 /* ---- users ------------------------------------------------------------------------ */
 
-struct suser *user_insert(struct state *s, const struct user_record *rec)
+struct suser *state_user_insert(struct state *s, const struct user_record *rec)
 {
 	struct suser *u = xcalloc(1, sizeof(*u));
 	u->rec = *rec;
@@ -74,7 +74,7 @@ struct suser *state_user_add(struct state *s, const struct user_record *in, char
 		abort(); /* the kernel's randomness does not fail once the server is up */
 	tk_sha256_hex(token_out, strlen(token_out), rec.token_sha256);
 	rec.created_ms = now;
-	struct suser *u = user_insert(s, &rec);
+	struct suser *u = state_user_insert(s, &rec);
 	state_user_dirty(s, u);
 	log_info("user %s added%s, runs as Unix user %s", rec.name, rec.admin ? " (admin)" : "",
 		 rec.unix_user);

@@ -142,7 +142,7 @@ static struct store_batch *take_dirty(struct server *s)
 		j->dirty = false;
 		j->dirty_next = NULL;
 		json_t *doc = job_pack(&j->job);
-		int64_t settled = job_settled_ms(j);
+		int64_t settled = state_job_settled_ms(j);
 		store_batch_put_job(b, j->job.id, job_state_name(j->job.state), j->job.owner,
 				    settled, json_dumps(doc, JSON_COMPACT));
 		json_decref(doc);

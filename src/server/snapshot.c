@@ -170,7 +170,7 @@ static const char *held_back(struct state *s, struct sjob *j, int64_t now, char 
 		return buf;
 	}
 	if (j->job.req.nafter) {
-		int d = job_deps_state(s, j, buf, n);
+		int d = state_job_deps_state(s, j, buf, n);
 		if (d <= 0) {
 			*never = d < 0;
 			return buf;
@@ -373,7 +373,7 @@ static void running_build(struct state *s, struct snapshot *sn, int64_t now)
 					int64_t next = sched_las_next_change(
 						l, got, attempt_milli(a), a->start_ms, now);
 					if (las_waiting && next != INT64_MAX &&
-					    attempt_is_current(j, a))
+					    state_attempt_is_current(j, a))
 						wake_at(s, next);
 				}
 				r->id = j->job.id;
@@ -382,7 +382,7 @@ static void running_build(struct state *s, struct snapshot *sn, int64_t now)
 				r->start_ms = a->start_ms;
 				r->time_limit_s = j->job.req.time_limit_s;
 				r->last_checkpoint_ms = j->last_ckpt_ms;
-				r->stopping = !attempt_is_current(j, a);
+				r->stopping = !state_attempt_is_current(j, a);
 				r->held_for = j->held_attempt == a->number ? j->held_for : 0;
 				ix.val[h] = sn->nrunning++;
 			}

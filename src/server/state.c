@@ -197,7 +197,7 @@ static const bool allowed[JOB_STATE_MAX][JOB_STATE_MAX] = {
 #undef S
 #undef R
 
-bool job_transition_allowed(enum job_state from, enum job_state to)
+bool state_job_transition_allowed(enum job_state from, enum job_state to)
 {
 	return (unsigned)from < JOB_STATE_MAX && (unsigned)to < JOB_STATE_MAX && allowed[from][to];
 }
@@ -290,14 +290,14 @@ static void order_add(struct state *s, struct sclass *c, struct sjob *j)
 	j->sj.cls = s->las_first[j->cls];
 }
 
-void job_refile(struct state *s, struct sjob *j)
+void state_job_refile(struct state *s, struct sjob *j)
 {
 	struct pend_entry *e = j->pending ? order_find(&s->classes[j->cls], j->job.id) : NULL;
 	if (e)
 		pend_fill(s, e, j);
 }
 
-void job_enqueue(struct state *s, struct sjob *j)
+void state_job_enqueue(struct state *s, struct sjob *j)
 {
 	if (!j->req_bytes)
 		j->req_bytes = job_request_bytes(&j->job.req);
@@ -331,7 +331,7 @@ void job_enqueue(struct state *s, struct sjob *j)
 	order_add(s, c, j);
 }
 
-void job_dequeue(struct state *s, struct sjob *j)
+void state_job_dequeue(struct state *s, struct sjob *j)
 {
 	if (!j->pending)
 		return;
@@ -359,11 +359,11 @@ void job_dequeue(struct state *s, struct sjob *j)
 	j->queue->npending--;
 }
 
-int job_set_state(struct state *s, struct sjob *j, enum job_state to, const char *reason,
-		  int64_t now)
+int state_job_set_state(struct state *s, struct sjob *j, enum job_state to, const char *reason,
+			int64_t now)
 {
 	enum job_state from = j->job.state;
-	if (!job_transition_allowed(from, to)) {
+	if (!state_job_transition_allowed(from, to)) {
 		log_err("job %lld: refused the change %s -> %s", (long long)j->job.id,
 			job_state_name(from), job_state_name(to));
 		return -EINVAL;
@@ -371,10 +371,10 @@ int job_set_state(struct state *s, struct sjob *j, enum job_state to, const char
 	bool was_active = from == JOB_STARTING || from == JOB_RUNNING;
 	bool active = to == JOB_STARTING || to == JOB_RUNNING;
 	if (from == JOB_PENDING)
-		job_dequeue(s, j);
+		state_job_dequeue(s, j);
 	/* its agents see the attempt leave their work and stop its tasks */
 	if (was_active && !active)
-		attempt_bump_nodes(s, job_current_attempt(&j->job));
+		state_attempt_bump_nodes(s, job_current_attempt(&j->job));
 	if (j->job.array_job && was_active != active) {
 		struct sjob *first = state_job(s, j->job.array_job);
 		if (first)
@@ -384,7 +384,7 @@ int job_set_state(struct state *s, struct sjob *j, enum job_state to, const char
 	if (reason)
 		snprintf(j->job.reason, sizeof(j->job.reason), "%s", reason);
 	if (to == JOB_PENDING && !j->job.system) {
-		job_enqueue(s, j);
+		state_job_enqueue(s, j);
 		state_want_pass(s);
 	}
 	state_job_dirty(s, j);

@@ -417,16 +417,16 @@ void state_raise(struct state *s, const struct state_event *ev);
  * invariants (assert_job_state) after every change. Returns 0, or -EINVAL
  * for a change the table does not allow, with nothing changed.
  */
-int job_set_state(struct state *s, struct sjob *j, enum job_state to, const char *reason,
-		  int64_t now);
-bool job_transition_allowed(enum job_state from, enum job_state to);
+int state_job_set_state(struct state *s, struct sjob *j, enum job_state to, const char *reason,
+			int64_t now);
+bool state_job_transition_allowed(enum job_state from, enum job_state to);
 /* Puts a waiting job in its class's pending list, in id order (a requeued
  * job keeps its place), and files its request for the scheduler: for a new
  * job and one loaded PENDING, which enter waiting without a change. */
-void job_enqueue(struct state *s, struct sjob *j);
+void state_job_enqueue(struct state *s, struct sjob *j);
 /* Judges again whether a waiting job is plain (struct pend_entry): after a
  * change of what holds it back outside its request (held). */
-void job_refile(struct state *s, struct sjob *j);
+void state_job_refile(struct state *s, struct sjob *j);
 /* The job's invariants against its state; aborts when one does not hold. */
 void assert_job_state(const struct sjob *j);
 
@@ -434,7 +434,7 @@ void assert_job_state(const struct sjob *j);
 
 struct sjob *state_job(struct state *s, int64_t id);
 /* Finds a job's class and queue and makes its scheduler's view. */
-void job_attach(struct state *s, struct sjob *j, int64_t now);
+void state_job_attach(struct state *s, struct sjob *j, int64_t now);
 /* Takes ownership of req (its class and queue already checked); returns the
  * new job, PENDING, held (tenk submit --hold) or not. */
 struct sjob *state_submit(struct state *s, struct job_request *req, const char *owner,
@@ -481,20 +481,20 @@ void state_apply_start(struct state *s, struct sjob *j, const struct sched_start
 /* Sends a running job back to its queue for `for_job`. */
 void state_preempt(struct state *s, struct sjob *victim, struct sjob *for_job, int64_t now);
 /* Is a the attempt its job runs now? */
-bool attempt_is_current(const struct sjob *j, const struct attempt *a);
-bool task_done(const struct task_status *t);
+bool state_attempt_is_current(const struct sjob *j, const struct attempt *a);
+bool state_task_done(const struct task_status *t);
 /* The current attempt a of j ended with node `node` (lost, or its agent
  * gone): requeued while it has node requeues left, else failed. */
-void job_lost(struct state *s, struct sjob *j, struct attempt *a, const char *node, const char *why,
-	      int64_t now);
+void state_job_lost(struct state *s, struct sjob *j, struct attempt *a, const char *node,
+		    const char *why, int64_t now);
 /* Sends an active job back to the queue for another attempt. */
-void job_requeue(struct state *s, struct sjob *j, const char *reason, int64_t now);
+void state_job_requeue(struct state *s, struct sjob *j, const char *reason, int64_t now);
 /* Finds the class and queue a job names and fills its scheduler's view. */
-struct sjob *job_add(struct state *s, struct job *job, int64_t now);
+struct sjob *state_job_add(struct state *s, struct job *job, int64_t now);
 /* Frees an attempt's part on the node of node_index once all its tasks
  * there are done, and ends the attempt once all its tasks are. */
-void attempt_settle(struct state *s, struct sjob *j, struct attempt *a, int node_index,
-		    int64_t at_ms);
+void state_attempt_settle(struct state *s, struct sjob *j, struct attempt *a, int node_index,
+			  int64_t at_ms);
 
 /* ---- nodes.c ------------------------------------------------------------------------ */
 
@@ -527,9 +527,9 @@ enum node_state state_node_state(const struct state *s, const struct snode *n);
 /* Raises STATE_EV_WORK_CHANGED for every node whose work changed. */
 void state_flush_work(struct state *s);
 /* Takes and gives back the resources of attempt a's node_index-th node on n. */
-void part_add(struct state *s, struct snode *n, struct sjob *j, const struct attempt *a,
-	      int node_index);
-void part_remove(struct state *s, struct snode *n, struct sjob *j, int attempt);
+void state_part_add(struct state *s, struct snode *n, struct sjob *j, const struct attempt *a,
+		    int node_index);
+void state_part_remove(struct state *s, struct snode *n, struct sjob *j, int attempt);
 /* What owner's jobs wait (never NULL). */
 const struct owner_pending *state_owner_pending(struct state *s, const char *owner);
 /* Node n's credential becomes the one of SHA-256 sha256 (NULL: none); a
@@ -546,27 +546,27 @@ void state_agent_stopping(struct state *s, struct snode *n);
  * preemption weighs as work that would be lost). */
 void state_checkpoint_seen(struct state *s, const struct wire_checkpoint *c);
 /* What node n runs changed in place (an attempt's digest): its agent is told. */
-void node_work_changed(struct state *s, struct snode *n);
+void state_node_work_changed(struct state *s, struct snode *n);
 /* Every node holding a part of attempt a learns its work changed. */
-void attempt_bump_nodes(struct state *s, const struct attempt *a);
+void state_attempt_bump_nodes(struct state *s, const struct attempt *a);
 /* A MASTER_PORT no other attempt led from n uses. */
-int node_port_find(const struct state *s, const struct snode *n);
-void node_sync_devs(struct snode *n);
-struct snode *node_insert(struct state *s, const struct node_record *rec);
+int state_node_port_find(const struct state *s, const struct snode *n);
+void state_node_sync_devs(struct snode *n);
+struct snode *state_node_insert(struct state *s, const struct node_record *rec);
 
 /* ---- queues.c: queues and users -------------------------------------------------- */
 
 struct squeue *state_queue(struct state *s, const char *name);
 /* Creates a queue with no quota, weight 1. */
 struct squeue *state_queue_add(struct state *s, const char *name, int64_t now);
-struct squeue *queue_insert(struct state *s, const struct queue_spec *spec);
+struct squeue *state_queue_insert(struct state *s, const struct queue_spec *spec);
 /* Brings every queue's decayed usage up to now. */
 void state_queues_age(struct state *s, int64_t now);
 /* Adds the user of rec (its name, admin, unix_user, roles) with a fresh
  * token (written into token_out, 65 bytes). */
 struct suser *state_user_add(struct state *s, const struct user_record *rec, char *token_out,
 			     int64_t now);
-struct suser *user_insert(struct state *s, const struct user_record *rec);
+struct suser *state_user_insert(struct state *s, const struct user_record *rec);
 void state_user_del(struct state *s, struct suser *u);
 
 /* ---- jobs.c: what users change of a job ------------------------------------------ */
@@ -576,10 +576,10 @@ void state_user_del(struct state *s, struct suser *u);
 struct sjob *state_array_element(struct state *s, const struct sjob *first, int index);
 /* Is j the first element of an array of more than one (its id names the
  * whole array)? */
-bool job_is_array_head(const struct sjob *j);
+bool state_job_is_array_head(const struct sjob *j);
 /* How j's dependencies stand: 1 all met; 0 one still waits, -1 one never
  * will be met (why in buf either way). */
-int job_deps_state(struct state *s, const struct sjob *j, char *buf, size_t n);
+int state_job_deps_state(struct state *s, const struct sjob *j, char *buf, size_t n);
 /* Holds a waiting job back, or lets it go. -EBUSY: it is not waiting. */
 int state_hold(struct state *s, struct sjob *j, bool hold, struct tk_error *err);
 /* Stops an active job's attempt and puts it back in its queue. */
@@ -591,7 +591,7 @@ void state_job_set_request(struct state *s, struct sjob *j, struct job_request *
 /* A running job's time limit is now limit_s (0: none); its nodes are told. */
 void state_job_set_limit(struct state *s, struct sjob *j, int64_t limit_s);
 /* Takes j out of its class's pending list (state.c). */
-void job_dequeue(struct state *s, struct sjob *j);
+void state_job_dequeue(struct state *s, struct sjob *j);
 
 /* ---- snapshot.c: a scheduling pass ----------------------------------------------- */
 
@@ -619,7 +619,7 @@ json_t *state_queue_pack(struct state *s, const struct squeue *q);
 /* Makes room for ids up to n (jobs[] and gone[] zeroed) and raises njobs. */
 void state_slots_reserve(struct state *s, size_t n);
 /* When j settled (final, every attempt ended), epoch ms; 0: not settled. */
-int64_t job_settled_ms(const struct sjob *j);
+int64_t state_job_settled_ms(const struct sjob *j);
 /* Job id, settled, is out of memory: the start found it so. */
 void state_gone_add(struct state *s, int64_t id, enum job_state st, const char *owner,
 		    int64_t settled_ms);

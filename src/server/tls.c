@@ -258,8 +258,8 @@ out:
 	return r;
 }
 
-int tls_self_issue(const char *data_dir, const char *host, const struct sockaddr_storage *ss,
-		   char **ret_cert, char **ret_key, struct tk_error *err)
+int server_tls_self_issue(const char *data_dir, const char *host, const struct sockaddr_storage *ss,
+			  char **ret_cert, char **ret_key, struct tk_error *err)
 {
 	_cleanup_free_ char *dir = xasprintf("%s/tls", data_dir);
 	int r = tk_mkdir_p(dir, 0700);

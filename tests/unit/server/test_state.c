@@ -666,17 +666,18 @@ static void test_transition_table(void **state)
 	};
 	for (int from = 0; from < JOB_STATE_MAX; from++)
 		for (int to = 0; to < JOB_STATE_MAX; to++)
-			if (job_transition_allowed(from, to) != (expect[from][to] == '1'))
+			if (state_job_transition_allowed(from, to) != (expect[from][to] == '1'))
 				fail_msg("%s -> %s: the table says %d", job_state_name(from),
-					 job_state_name(to), job_transition_allowed(from, to));
-	assert_false(job_transition_allowed(JOB_STATE_MAX, JOB_PENDING));
+					 job_state_name(to),
+					 state_job_transition_allowed(from, to));
+	assert_false(state_job_transition_allowed(JOB_STATE_MAX, JOB_PENDING));
 
 	struct world *w = world_new(5);
 	add_node(w, 1, 8, "aaaaaaaa");
 	struct sjob *j = submit(w, "{\"command\": [\"x\"], \"cwd\": \"/tmp\"}");
 	/* PENDING -> RUNNING skips the start */
 	uint64_t seq = w->st.seq_applied;
-	assert_int_equal(job_set_state(&w->st, j, JOB_RUNNING, "no", T0), -EINVAL);
+	assert_int_equal(state_job_set_state(&w->st, j, JOB_RUNNING, "no", T0), -EINVAL);
 	assert_int_equal(j->job.state, JOB_PENDING);
 	assert_true(j->pending);
 	assert_int_equal(w->st.seq_applied, seq);
@@ -687,7 +688,7 @@ static void test_transition_table(void **state)
 	assert_int_equal(j->job.state, JOB_COMPLETED);
 	/* nothing leaves a final state */
 	for (int to = 0; to < JOB_STATE_MAX; to++)
-		assert_int_equal(job_set_state(&w->st, j, to, "again", T0 + 2), -EINVAL);
+		assert_int_equal(state_job_set_state(&w->st, j, to, "again", T0 + 2), -EINVAL);
 	assert_int_equal(j->job.state, JOB_COMPLETED);
 	assert_int_equal(j->job.end_ms, T0 + 1);
 	assert_int_equal(w->nended, 1);
