@@ -122,7 +122,7 @@ static void cell(const struct field *f, json_t *r, char *buf, size_t n)
 		snprintf(buf, n, "%s", json_string_value(v) ? json_string_value(v) : "");
 		break;
 	case F_TIME:
-		fmt_time(json_integer_value(v), buf, n);
+		cli__fmt_time(json_integer_value(v), buf, n);
 		if (strcmp(buf, "-") == 0 && strcmp(f->key, "end_ms") == 0)
 			snprintf(buf, n, "Unknown");
 		break;
@@ -140,8 +140,8 @@ static void cell(const struct field *f, json_t *r, char *buf, size_t n)
 		break;
 	case F_EXIT: /* sacct's: the code, or 0 and the signal */
 		snprintf(buf, n, "%lld:%lld",
-			 jint(r, "signal") ? 0LL : (long long)jint(r, "exit_code"),
-			 (long long)jint(r, "signal"));
+			 cli__jint(r, "signal") ? 0LL : (long long)cli__jint(r, "exit_code"),
+			 (long long)cli__jint(r, "signal"));
 		break;
 	case F_MIB:
 		snprintf(buf, n, "%lldM", (long long)json_integer_value(v));
@@ -236,22 +236,22 @@ static int run_acct(struct ctx *c)
 			    (fields[i].alias && strcasecmp(w, fields[i].alias) == 0))
 				f = &fields[i];
 		if (!f)
-			return usage_error(c->cmd, "--format: no field \"%s\"", w);
+			return cli__usage_error(c->cmd, "--format: no field \"%s\"", w);
 		if (ncols == MAX_FIELDS)
-			return usage_error(c->cmd, "--format: at most %d fields", MAX_FIELDS);
+			return cli__usage_error(c->cmd, "--format: at most %d fields", MAX_FIELDS);
 		cols[ncols++] = f;
 	}
 	int64_t from, to = 0;
 	if (parse_when(c->v[A_START] ? c->v[A_START] : "today", &from) < 0)
-		return usage_error(c->cmd,
-				   "--starttime: expected now, now-DURATION, today or "
-				   "YYYY-MM-DD[THH:MM[:SS]], got \"%s\"",
-				   c->v[A_START]);
+		return cli__usage_error(c->cmd,
+					"--starttime: expected now, now-DURATION, today or "
+					"YYYY-MM-DD[THH:MM[:SS]], got \"%s\"",
+					c->v[A_START]);
 	if (c->v[A_END] && parse_when(c->v[A_END], &to) < 0)
-		return usage_error(c->cmd,
-				   "--endtime: expected now, now-DURATION, today or "
-				   "YYYY-MM-DD[THH:MM[:SS]], got \"%s\"",
-				   c->v[A_END]);
+		return cli__usage_error(c->cmd,
+					"--endtime: expected now, now-DURATION, today or "
+					"YYYY-MM-DD[THH:MM[:SS]], got \"%s\"",
+					c->v[A_END]);
 	struct strbuf path;
 	strbuf_init(&path);
 	strbuf_addf(&path, "/v1/accounting?from=%lld", (long long)from);
@@ -270,8 +270,8 @@ static int run_acct(struct ctx *c)
 					    "abcdefghijklmnopqrstuvwxyz_,") == strlen(v);
 		if (!ok) {
 			strbuf_release(&path);
-			return usage_error(c->cmd, "--%s: \"%s\" is not a %s", args[i][0], v,
-					   i < 2 ? "name" : "list of states");
+			return cli__usage_error(c->cmd, "--%s: \"%s\" is not a %s", args[i][0], v,
+						i < 2 ? "name" : "list of states");
 		}
 		strbuf_addf(&path, "&%s=%s", args[i][0], v);
 	}
@@ -289,7 +289,7 @@ static int run_acct(struct ctx *c)
 			strbuf_release(&path);
 			json_decref(all);
 			json_decref(currency);
-			return api_error(c, &err);
+			return cli__api_error(c, &err);
 		}
 		json_t *records = json_object_get(res, "records");
 		if (all) {
@@ -312,7 +312,7 @@ static int run_acct(struct ctx *c)
 	if (all) {
 		json_t *out = json_pack("{s:o}", "records", all);
 		json_object_set_new(out, "currency", currency ? currency : json_null());
-		print_json(out);
+		cli__print_json(out);
 		json_decref(out);
 	}
 	return CLI_EXIT_OK;
@@ -336,43 +336,43 @@ static int run_usage(struct ctx *c)
 	const char *by = c->v[U_BY] ? c->v[U_BY] : "queue";
 	const char *unit = c->v[U_UNIT] ? c->v[U_UNIT] : "hours";
 	if (strcmp(by, "queue") != 0 && strcmp(by, "user") != 0 && strcmp(by, "model") != 0)
-		return usage_error(c->cmd, "--by: queue, user or model, got \"%s\"", by);
+		return cli__usage_error(c->cmd, "--by: queue, user or model, got \"%s\"", by);
 	if (strcmp(unit, "hours") != 0 && strcmp(unit, "cost") != 0 &&
 	    strcmp(unit, "energy") != 0 && strcmp(unit, "percent") != 0)
-		return usage_error(c->cmd, "--unit: hours, cost, energy or percent, got \"%s\"",
-				   unit);
+		return cli__usage_error(c->cmd,
+					"--unit: hours, cost, energy or percent, got \"%s\"", unit);
 	int64_t from, to = tk_wall_ms();
 	if (parse_when(c->v[U_FROM] ? c->v[U_FROM] : "now-1d", &from) < 0)
-		return usage_error(c->cmd,
-				   "--from: expected now-DURATION, today or a date, got "
-				   "\"%s\"",
-				   c->v[U_FROM]);
+		return cli__usage_error(c->cmd,
+					"--from: expected now-DURATION, today or a date, got "
+					"\"%s\"",
+					c->v[U_FROM]);
 	if (c->v[U_TO] && parse_when(c->v[U_TO], &to) < 0)
-		return usage_error(c->cmd,
-				   "--to: expected now, now-DURATION, today or a date, "
-				   "got \"%s\"",
-				   c->v[U_TO]);
+		return cli__usage_error(c->cmd,
+					"--to: expected now, now-DURATION, today or a date, "
+					"got \"%s\"",
+					c->v[U_TO]);
 	if (to < from)
-		return usage_error(c->cmd, "--to is before --from");
+		return cli__usage_error(c->cmd, "--to is before --from");
 	char path[128];
 	snprintf(path, sizeof(path), "/v1/usage?by=%s&from=%lld&to=%lld", by, (long long)from,
 		 (long long)to);
 	json_t *res;
 	struct tk_error err;
 	if (client_call(&c->client, "GET", path, NULL, CALL_TIMEOUT_MS, &res, NULL, &err) < 0)
-		return api_error(c, &err);
+		return cli__api_error(c, &err);
 	if (c->json) {
-		print_json(res);
+		cli__print_json(res);
 		json_decref(res);
 		return CLI_EXIT_OK;
 	}
 	char t1[32], t2[32];
-	fmt_time(jint(res, "from"), t1, sizeof(t1));
-	fmt_time(jint(res, "to"), t2, sizeof(t2));
+	cli__fmt_time(cli__jint(res, "from"), t1, sizeof(t1));
+	cli__fmt_time(cli__jint(res, "to"), t2, sizeof(t2));
 	json_t *total = json_object_get(res, "total");
-	const char *cur = jstr(res, "currency");
+	const char *cur = cli__jstr(res, "currency");
 	printf("Usage %s .. %s by %s: %lld accelerators, %.2f GPU-hours of capacity\n", t1, t2, by,
-	       (long long)jint(res, "gpus"), jnum(total, "capacity_gpu_hours"));
+	       (long long)cli__jint(res, "gpus"), jnum(total, "capacity_gpu_hours"));
 	const char *head = strcmp(unit, "hours") == 0	 ? "GPU-HOURS       BUSY"
 			   : strcmp(unit, "cost") == 0	 ? "     COST"
 			   : strcmp(unit, "energy") == 0 ? "      KWH"
@@ -387,7 +387,7 @@ static int run_usage(struct ctx *c)
 	size_t i;
 	json_t *g;
 	json_array_foreach (rows, i, g) {
-		const char *name = i + 1 == json_array_size(rows) ? "TOTAL" : jstr(g, "name");
+		const char *name = i + 1 == json_array_size(rows) ? "TOTAL" : cli__jstr(g, "name");
 		printf("%-16s ", *name ? name : "(none)");
 		if (strcmp(unit, "hours") == 0)
 			printf("%9.3f %10.3f", jnum(g, "gpu_hours"), jnum(g, "gpu_busy_hours"));
@@ -397,7 +397,7 @@ static int run_usage(struct ctx *c)
 			printf("%9.4f", jnum(g, "energy_j") / 3.6e6);
 		else
 			printf("%7.2f%%", jnum(g, "percent"));
-		printf(" %8lld\n", (long long)jint(g, "attempts"));
+		printf(" %8lld\n", (long long)cli__jint(g, "attempts"));
 	}
 	printf("idle: %.3f GPU-hours%s%s\n", jnum(total, "idle_gpu_hours"),
 	       *cur ? "; costs in " : "", cur);

@@ -73,19 +73,19 @@ static int run_queues(struct ctx *c)
 {
 	if (c->npos >= 1 && strcmp(c->pos[0], "set") == 0) {
 		if (c->npos != 2)
-			return usage_error(c->cmd,
-					   "usage: tenk queues set NAME [--gpus N] "
-					   "[--borrow-limit M] [--weight W] [--users LIST]");
+			return cli__usage_error(c->cmd,
+						"usage: tenk queues set NAME [--gpus N] "
+						"[--borrow-limit M] [--weight W] [--users LIST]");
 		json_t *body = json_object();
 		bool bad = false;
 		if (c->v[QS_GPUS]) {
 			json_t *v = count_or_null(c->v[QS_GPUS], &bad);
 			if (bad) {
 				json_decref(body);
-				return usage_error(c->cmd,
-						   "--gpus: a number of accelerators or none, "
-						   "got \"%s\"",
-						   c->v[QS_GPUS]);
+				return cli__usage_error(c->cmd,
+							"--gpus: a number of accelerators or none, "
+							"got \"%s\"",
+							c->v[QS_GPUS]);
 			}
 			json_object_set_new(body, "gpus", v);
 		}
@@ -93,10 +93,11 @@ static int run_queues(struct ctx *c)
 			json_t *v = count_or_null(c->v[QS_BORROW], &bad);
 			if (bad) {
 				json_decref(body);
-				return usage_error(c->cmd,
-						   "--borrow-limit: a number of accelerators or "
-						   "none, got \"%s\"",
-						   c->v[QS_BORROW]);
+				return cli__usage_error(
+					c->cmd,
+					"--borrow-limit: a number of accelerators or "
+					"none, got \"%s\"",
+					c->v[QS_BORROW]);
 			}
 			json_object_set_new(body, "borrow_limit", v);
 		}
@@ -105,9 +106,9 @@ static int run_queues(struct ctx *c)
 			double w = strtod(c->v[QS_WEIGHT], &end);
 			if (!*c->v[QS_WEIGHT] || *end || !(w > 0)) {
 				json_decref(body);
-				return usage_error(c->cmd,
-						   "--weight: a positive number, got \"%s\"",
-						   c->v[QS_WEIGHT]);
+				return cli__usage_error(c->cmd,
+							"--weight: a positive number, got \"%s\"",
+							c->v[QS_WEIGHT]);
 			}
 			json_object_set_new(body, "weight", json_real(w));
 		}
@@ -123,10 +124,11 @@ static int run_queues(struct ctx *c)
 			    (strcmp(period, "day") != 0 && strcmp(period, "week") != 0 &&
 			     strcmp(period, "month") != 0)) {
 				json_decref(body);
-				return usage_error(c->cmd,
-						   "--budget: AMOUNT/day, /week or /month (e.g. "
-						   "5000/month) or none, got \"%s\"",
-						   c->v[QS_BUDGET]);
+				return cli__usage_error(
+					c->cmd,
+					"--budget: AMOUNT/day, /week or /month (e.g. "
+					"5000/month) or none, got \"%s\"",
+					c->v[QS_BUDGET]);
 			}
 			json_object_set_new(
 				body, "budget",
@@ -139,25 +141,25 @@ static int run_queues(struct ctx *c)
 		free(path);
 		json_decref(body);
 		if (r < 0)
-			return api_error(c, &err);
+			return cli__api_error(c, &err);
 		if (c->json)
-			print_json(q);
+			cli__print_json(q);
 		else
-			printf("queue %s set\n", jstr(q, "name"));
+			printf("queue %s set\n", cli__jstr(q, "name"));
 		json_decref(q);
 		return CLI_EXIT_OK;
 	}
 	if (c->npos)
-		return usage_error(c->cmd,
-				   "unexpected argument \"%s\" (did you mean `queues set`?)",
-				   c->pos[0]);
+		return cli__usage_error(c->cmd,
+					"unexpected argument \"%s\" (did you mean `queues set`?)",
+					c->pos[0]);
 	json_t *res;
 	struct tk_error err;
 	if (client_call(&c->client, "GET", "/v1/queues", NULL, CALL_TIMEOUT_MS, &res, NULL, &err) <
 	    0)
-		return api_error(c, &err);
+		return cli__api_error(c, &err);
 	if (c->json) {
-		print_json(res);
+		cli__print_json(res);
 		json_decref(res);
 		return CLI_EXIT_OK;
 	}
@@ -178,20 +180,21 @@ static int run_queues(struct ctx *c)
 					 sizeof(spent));
 			model_fmt_amount(json_number_value(json_object_get(b, "amount")), amount,
 					 sizeof(amount));
-			const char *st = jstr(q, "budget_state");
+			const char *st = cli__jstr(q, "budget_state");
 			snprintf(budget, sizeof(budget), "%s of %s/%s%s", spent, amount,
-				 jstr(b, "period"),
+				 cli__jstr(b, "period"),
 				 strcmp(st, "spent") == 0     ? " SPENT: new jobs wait"
 				 : strcmp(st, "warning") == 0 ? " (80%+)"
 							      : "");
 		}
 		printf("%-16.16s %7s %7s %6g %7g %8g %7.1f %7lld %7lld  %-28s %s\n",
-		       jstr(q, "name"), quota, borrow,
+		       cli__jstr(q, "name"), quota, borrow,
 		       json_number_value(json_object_get(q, "weight")),
 		       json_number_value(json_object_get(q, "in_use")),
 		       json_number_value(json_object_get(q, "borrowed")),
 		       json_number_value(json_object_get(q, "recent")),
-		       (long long)jint(q, "running"), (long long)jint(q, "pending"), budget, users);
+		       (long long)cli__jint(q, "running"), (long long)cli__jint(q, "pending"),
+		       budget, users);
 	}
 	json_decref(res);
 	return CLI_EXIT_OK;
@@ -205,9 +208,9 @@ static int run_classes(struct ctx *c)
 	struct tk_error err;
 	if (client_call(&c->client, "GET", "/v1/classes", NULL, CALL_TIMEOUT_MS, &res, NULL, &err) <
 	    0)
-		return api_error(c, &err);
+		return cli__api_error(c, &err);
 	if (c->json) {
-		print_json(res);
+		cli__print_json(res);
 		json_decref(res);
 		return CLI_EXIT_OK;
 	}
@@ -227,11 +230,11 @@ static int run_classes(struct ctx *c)
 					      x ? "/" : "",
 					      json_number_value(json_array_get(lim, x)));
 		}
-		printf("%-12s %8lld %-12s %-12s %-16s %7lld  %s%s\n", jstr(k, "name"),
-		       (long long)jint(k, "priority"),
+		printf("%-12s %8lld %-12s %-12s %-16s %7lld  %s%s\n", cli__jstr(k, "name"),
+		       (long long)cli__jint(k, "priority"),
 		       json_is_true(json_object_get(k, "may_preempt")) ? "yes" : "no",
 		       json_is_true(json_object_get(k, "preemptible")) ? "yes" : "no", order,
-		       (long long)jint(k, "pending"), who,
+		       (long long)cli__jint(k, "pending"), who,
 		       json_is_true(json_object_get(k, "default")) ? "  (default)" : "");
 	}
 	json_decref(res);
@@ -259,7 +262,8 @@ static int run_users(struct ctx *c)
 	int r;
 	if (c->npos == 2 && strcmp(c->pos[0], "add") == 0) {
 		if (c->v[U_ADMIN] && c->v[U_ROLE] && strcmp(c->v[U_ROLE], "admin") != 0)
-			return usage_error(c->cmd, "--admin and --role %s: give one", c->v[U_ROLE]);
+			return cli__usage_error(c->cmd, "--admin and --role %s: give one",
+						c->v[U_ROLE]);
 		json_t *body = json_pack("{s:s, s:s}", "name", c->pos[1], "access",
 					 c->v[U_ADMIN]	? "admin"
 					 : c->v[U_ROLE] ? c->v[U_ROLE]
@@ -272,28 +276,29 @@ static int run_users(struct ctx *c)
 				&err);
 		json_decref(body);
 		if (r < 0)
-			return api_error(c, &err);
+			return cli__api_error(c, &err);
 		if (c->json)
-			print_json(res);
+			cli__print_json(res);
 		else
-			printf("%s\n", jstr(res, "token")); /* shown once: hand it to the user */
+			printf("%s\n",
+			       cli__jstr(res, "token")); /* shown once: hand it to the user */
 	} else if (c->npos == 2 && strcmp(c->pos[0], "rm") == 0) {
 		char *path = xasprintf("/v1/users/%s", c->pos[1]);
 		r = client_call(&c->client, "DELETE", path, NULL, CALL_TIMEOUT_MS, &res, NULL,
 				&err);
 		free(path);
 		if (r < 0)
-			return api_error(c, &err);
+			return cli__api_error(c, &err);
 		if (c->json)
-			print_json(res);
+			cli__print_json(res);
 		else
 			printf("removed user %s\n", c->pos[1]);
 	} else if (c->npos == 0) {
 		if (client_call(&c->client, "GET", "/v1/users", NULL, CALL_TIMEOUT_MS, &res, NULL,
 				&err) < 0)
-			return api_error(c, &err);
+			return cli__api_error(c, &err);
 		if (c->json) {
-			print_json(res);
+			cli__print_json(res);
 		} else {
 			size_t i;
 			json_t *u;
@@ -301,12 +306,12 @@ static int run_users(struct ctx *c)
 			json_array_foreach (json_object_get(res, "users"), i, u) {
 				_cleanup_free_ char *roles =
 					joined(json_object_get(u, "roles"), "-");
-				printf("%-24s %-9s %-16s %s\n", jstr(u, "name"), jstr(u, "access"),
-				       jstr(u, "unix_user"), roles);
+				printf("%-24s %-9s %-16s %s\n", cli__jstr(u, "name"),
+				       cli__jstr(u, "access"), cli__jstr(u, "unix_user"), roles);
 			}
 		}
 	} else {
-		return usage_error(c->cmd, "expected no argument, add NAME or rm NAME");
+		return cli__usage_error(c->cmd, "expected no argument, add NAME or rm NAME");
 	}
 	json_decref(res);
 	return CLI_EXIT_OK;
@@ -333,10 +338,10 @@ static int run_audit(struct ctx *c)
 		int64_t s;
 		if (tk_parse_duration(c->v[A_SINCE], &s) < 0) {
 			strbuf_release(&path);
-			return usage_error(c->cmd,
-					   "--since: expected a duration such as 30m, 1h, 2d, "
-					   "got \"%s\"",
-					   c->v[A_SINCE]);
+			return cli__usage_error(c->cmd,
+						"--since: expected a duration such as 30m, 1h, 2d, "
+						"got \"%s\"",
+						c->v[A_SINCE]);
 		}
 		strbuf_addf(&path, "&since_ms=%lld", (long long)(tk_wall_ms() - s * 1000));
 	}
@@ -345,8 +350,8 @@ static int run_audit(struct ctx *c)
 			   "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
 			   "._-:") != strlen(c->v[A_USER])) {
 			strbuf_release(&path);
-			return usage_error(c->cmd, "--user: \"%s\" is not a user name",
-					   c->v[A_USER]);
+			return cli__usage_error(c->cmd, "--user: \"%s\" is not a user name",
+						c->v[A_USER]);
 		}
 		strbuf_addf(&path, "&user=%s", c->v[A_USER]);
 	}
@@ -355,9 +360,9 @@ static int run_audit(struct ctx *c)
 	int r = client_call(&c->client, "GET", path.buf, NULL, CALL_TIMEOUT_MS, &res, NULL, &err);
 	strbuf_release(&path);
 	if (r < 0)
-		return api_error(c, &err);
+		return cli__api_error(c, &err);
 	if (c->json) {
-		print_json(res);
+		cli__print_json(res);
 		json_decref(res);
 		return CLI_EXIT_OK;
 	}
@@ -367,11 +372,12 @@ static int run_audit(struct ctx *c)
 	json_t *row;
 	json_array_foreach (json_object_get(res, "rows"), i, row) {
 		char when[32], call[256];
-		fmt_time(jint(row, "at_ms"), when, sizeof(when));
-		snprintf(call, sizeof(call), "%s %s", jstr(row, "method"), jstr(row, "path"));
-		printf("%-19s %-16.16s %-15.15s %-40.40s %6lld %s\n", when, jstr(row, "who"),
-		       jstr(row, "addr"), call, (long long)jint(row, "status"),
-		       jstr(row, "result"));
+		cli__fmt_time(cli__jint(row, "at_ms"), when, sizeof(when));
+		snprintf(call, sizeof(call), "%s %s", cli__jstr(row, "method"),
+			 cli__jstr(row, "path"));
+		printf("%-19s %-16.16s %-15.15s %-40.40s %6lld %s\n", when, cli__jstr(row, "who"),
+		       cli__jstr(row, "addr"), call, (long long)cli__jint(row, "status"),
+		       cli__jstr(row, "result"));
 	}
 	json_decref(res);
 	return CLI_EXIT_OK;

@@ -11,7 +11,7 @@
 static int job_action(struct ctx *c, const char *action, const char *done)
 {
 	for (int i = 0; i < c->npos; i++)
-		if (job_ref_check(c, c->pos[i]))
+		if (cli__job_ref_check(c, c->pos[i]))
 			return CLI_EXIT_USAGE;
 	int rc = CLI_EXIT_OK;
 	for (int i = 0; i < c->npos; i++) {
@@ -20,14 +20,14 @@ static int job_action(struct ctx *c, const char *action, const char *done)
 		struct tk_error err;
 		if (client_call(&c->client, "POST", path, NULL, CALL_TIMEOUT_MS, &j, NULL, &err) <
 		    0) {
-			rc = api_error(c, &err);
+			rc = cli__api_error(c, &err);
 			continue;
 		}
 		if (c->json)
-			print_json(j);
+			cli__print_json(j);
 		else if (json_object_get(j, "changed"))
 			printf("%s %lld element(s) of array %s\n", done,
-			       (long long)jint(j, "changed"), c->pos[i]);
+			       (long long)cli__jint(j, "changed"), c->pos[i]);
 		else
 			printf("%s job %s\n", done, c->pos[i]);
 		json_decref(j);

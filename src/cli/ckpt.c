@@ -80,28 +80,28 @@ out:
 static int run_ls(struct ctx *c)
 {
 	if (strcmp(c->pos[0], "ls") != 0)
-		return usage_error(c->cmd, "unknown action \"%s\" (tenk ckpt ls JOB | commit TAG)",
-				   c->pos[0]);
+		return cli__usage_error(
+			c->cmd, "unknown action \"%s\" (tenk ckpt ls JOB | commit TAG)", c->pos[0]);
 	if (c->npos != 2)
-		return usage_error(c->cmd, "give the job (tenk ckpt ls JOB)");
+		return cli__usage_error(c->cmd, "give the job (tenk ckpt ls JOB)");
 	int64_t id;
-	if (parse_id(c, c->pos[1], &id) < 0)
+	if (cli__parse_id(c, c->pos[1], &id) < 0)
 		return CLI_EXIT_USAGE;
 	char path[64];
 	snprintf(path, sizeof(path), "/v1/jobs/%lld/checkpoints", (long long)id);
 	json_t *res;
 	struct tk_error err;
 	if (client_call(&c->client, "GET", path, NULL, CALL_TIMEOUT_MS, &res, NULL, &err) < 0)
-		return api_error(c, &err);
+		return cli__api_error(c, &err);
 	if (c->json) {
-		print_json(res);
+		cli__print_json(res);
 		json_decref(res);
 		return CLI_EXIT_OK;
 	}
 	json_t *list = json_object_get(res, "checkpoints");
 	if (!json_array_size(list))
 		printf("job %lld has no committed checkpoint%s\n", (long long)id,
-		       jstr(res, "store")[0] ? "" : " (the cluster has no checkpoint_store)");
+		       cli__jstr(res, "store")[0] ? "" : " (the cluster has no checkpoint_store)");
 	else
 		printf("%-24s %10s %7s %12s %10s  %s\n", "TAG", "STEP", "ATTEMPT", "BYTES",
 		       "UPLOAD_MS", "COMMITTED");
@@ -109,15 +109,17 @@ static int run_ls(struct ctx *c)
 	json_t *k;
 	json_array_foreach (list, i, k) {
 		char when[32];
-		fmt_time(jint(k, "at_ms"), when, sizeof(when));
-		printf("%-24s %10lld %7lld %12lld %10lld  %s\n", jstr(k, "tag"),
-		       (long long)jint(k, "step"), (long long)jint(k, "attempt"),
-		       (long long)jint(k, "bytes"), (long long)jint(k, "upload_ms"), when);
+		cli__fmt_time(cli__jint(k, "at_ms"), when, sizeof(when));
+		printf("%-24s %10lld %7lld %12lld %10lld  %s\n", cli__jstr(k, "tag"),
+		       (long long)cli__jint(k, "step"), (long long)cli__jint(k, "attempt"),
+		       (long long)cli__jint(k, "bytes"), (long long)cli__jint(k, "upload_ms"),
+		       when);
 	}
 	json_t *a = json_object_get(res, "attempt");
-	if (a && jstr(a, "restore_tag")[0])
-		printf("attempt %lld restores %s (step %lld)%s\n", (long long)jint(a, "number"),
-		       jstr(a, "restore_tag"), (long long)jint(a, "restore_step"),
+	if (a && cli__jstr(a, "restore_tag")[0])
+		printf("attempt %lld restores %s (step %lld)%s\n",
+		       (long long)cli__jint(a, "number"), cli__jstr(a, "restore_tag"),
+		       (long long)cli__jint(a, "restore_step"),
 		       json_is_true(json_object_get(a, "restore_go")) ? ", done" : "");
 	json_decref(res);
 	return CLI_EXIT_OK;

@@ -23,8 +23,9 @@ static int run_history(struct ctx *c)
 	json_t *jobs;
 	struct tk_error err;
 	int64_t total;
-	if (fetch_jobs(c, "COMPLETED,FAILED,CANCELLED,TIMEOUT", INT64_MAX, &jobs, &total, &err) < 0)
-		return api_error(c, &err);
+	if (cli__fetch_jobs(c, "COMPLETED,FAILED,CANCELLED,TIMEOUT", INT64_MAX, &jobs, &total,
+			    &err) < 0)
+		return cli__api_error(c, &err);
 	json_t *res = json_pack("{s:o}", "jobs", jobs);
 	FILE *f = stdout;
 	if (c->v[H_OUTPUT] && !(f = fopen(c->v[H_OUTPUT], "we"))) {
@@ -37,12 +38,12 @@ static int run_history(struct ctx *c)
 	size_t i;
 	json_t *j;
 	json_array_foreach (jobs, i, j)
-		first = MIN(first, jint(j, "submit_ms"));
+		first = MIN(first, cli__jint(j, "submit_ms"));
 	json_t *rows = json_array();
 	json_array_foreach (jobs, i, j) {
 		json_t *atts = json_object_get(j, "attempts");
 		json_t *a = json_array_get(atts, json_array_size(atts) - 1);
-		if (!a || !jint(a, "start_ms") || !jint(a, "end_ms"))
+		if (!a || !cli__jint(a, "start_ms") || !cli__jint(a, "end_ms"))
 			continue; /* never ran */
 		json_t *req = json_object_get(j, "request");
 		char types[512] = "";
@@ -58,16 +59,17 @@ static int run_history(struct ctx *c)
 			rows,
 			json_pack(
 				"{s:I, s:f, s:f, s:I, s:I, s:o, s:I, s:I, s:s, s:s, s:s, s:I}",
-				"id", (json_int_t)jint(j, "id"), "submit_s",
-				(double)(jint(j, "submit_ms") - first) / 1000, "run_s",
-				(double)(jint(a, "end_ms") - jint(a, "start_ms")) / 1000, "nodes",
-				(json_int_t)jint(req, "nodes"), "tasks_per_node",
-				(json_int_t)jint(req, "tasks_per_node"), "gpus_per_task",
+				"id", (json_int_t)cli__jint(j, "id"), "submit_s",
+				(double)(cli__jint(j, "submit_ms") - first) / 1000, "run_s",
+				(double)(cli__jint(a, "end_ms") - cli__jint(a, "start_ms")) / 1000,
+				"nodes", (json_int_t)cli__jint(req, "nodes"), "tasks_per_node",
+				(json_int_t)cli__jint(req, "tasks_per_node"), "gpus_per_task",
 				json_real(json_number_value(json_object_get(req, "gpus_per_task"))),
-				"cpus_per_task", (json_int_t)jint(req, "cpus_per_task"), "mem_mib",
-				(json_int_t)jint(req, "mem_mib"), "gpu_types", types, "queue",
-				jstr(j, "queue"), "class", jstr(j, "class"), "time_limit_s",
-				(json_int_t)jint(req, "time_limit_s")));
+				"cpus_per_task", (json_int_t)cli__jint(req, "cpus_per_task"),
+				"mem_mib", (json_int_t)cli__jint(req, "mem_mib"), "gpu_types",
+				types, "queue", cli__jstr(j, "queue"), "class",
+				cli__jstr(j, "class"), "time_limit_s",
+				(json_int_t)cli__jint(req, "time_limit_s")));
 	}
 	int n = (int)json_array_size(rows);
 	if (c->json) {
@@ -82,14 +84,16 @@ static int run_history(struct ctx *c)
 		json_t *r;
 		json_array_foreach (rows, i, r)
 			fprintf(f, "%lld,%.3f,%.3f,%lld,%lld,%g,%lld,%lld,%s,%s,%s,%lld\n",
-				(long long)jint(r, "id"),
+				(long long)cli__jint(r, "id"),
 				json_number_value(json_object_get(r, "submit_s")),
 				json_number_value(json_object_get(r, "run_s")),
-				(long long)jint(r, "nodes"), (long long)jint(r, "tasks_per_node"),
+				(long long)cli__jint(r, "nodes"),
+				(long long)cli__jint(r, "tasks_per_node"),
 				json_number_value(json_object_get(r, "gpus_per_task")),
-				(long long)jint(r, "cpus_per_task"), (long long)jint(r, "mem_mib"),
-				jstr(r, "gpu_types"), jstr(r, "queue"), jstr(r, "class"),
-				(long long)jint(r, "time_limit_s"));
+				(long long)cli__jint(r, "cpus_per_task"),
+				(long long)cli__jint(r, "mem_mib"), cli__jstr(r, "gpu_types"),
+				cli__jstr(r, "queue"), cli__jstr(r, "class"),
+				(long long)cli__jint(r, "time_limit_s"));
 		json_decref(rows);
 	}
 	json_decref(res);

@@ -66,23 +66,23 @@ int cli_main(const struct tk_command *cmd, const struct cli_spec *spec, int argc
 	}
 #define CLI_OPTS(t) t, ARRAY_SIZE(t)
 
-int usage_error(const struct tk_command *cmd, const char *fmt, ...)
+int cli__usage_error(const struct tk_command *cmd, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 /* Prints the server's refusal; returns CLI_EXIT_ERROR. */
-int api_error(const struct ctx *c, const struct tk_error *err);
-void print_json(json_t *j);
+int cli__api_error(const struct ctx *c, const struct tk_error *err);
+void cli__print_json(json_t *j);
 /* "2026-12-01 08:00:00" in local time, or "-" for 0. */
-void fmt_time(int64_t ms, char *buf, size_t n);
-int64_t jint(json_t *o, const char *k);
+void cli__fmt_time(int64_t ms, char *buf, size_t n);
+int64_t cli__jint(json_t *o, const char *k);
 /* obj[k] as a string; "" when absent. */
-const char *jstr(json_t *o, const char *k);
+const char *cli__jstr(json_t *o, const char *k);
 /* The jobs in state (a list; NULL: any), oldest first, max of them at most,
  * page after page; *total: how many match in all. < 0 with err. */
-int fetch_jobs(struct ctx *c, const char *state, int64_t max, json_t **ret, int64_t *total,
-	       struct tk_error *err);
+int cli__fetch_jobs(struct ctx *c, const char *state, int64_t max, json_t **ret, int64_t *total,
+		    struct tk_error *err);
 /* The exit status `tenk wait` (and `tenk run`) gives for a job that ended:
  * 0 COMPLETED, its code FAILED, 124 TIMEOUT, 130 CANCELLED. */
-int job_exit_status(json_t *j);
+int cli__job_exit_status(json_t *j);
 
 /* logs.c: prints a job's output as it is written until the job ends,
  * across requeues. task: a rank, or -1 for every task; label: each line
@@ -99,15 +99,15 @@ struct follow {
 	bool error; /* the error files (-e) instead */
 	bool once;  /* print what is there and stop */
 };
-int follow_job(struct ctx *c, const struct follow *f);
+int cli__follow_job(struct ctx *c, const struct follow *f);
 
 /* pty.c: tenk run --pty's part once job id is submitted: waits until it
  * runs, joins this terminal to its task's, then waits for its end;
  * returns its exit status. */
-int run_pty(struct ctx *c, const char *id);
+int cli__run_pty(struct ctx *c, const char *id);
 
 /* A job id given on the command line. */
-int parse_id(struct ctx *c, const char *s, int64_t *ret);
+int cli__parse_id(struct ctx *c, const char *s, int64_t *ret);
 /* A job named on the command line as the server takes it: 12, or 12_7
  * for an array's element. Non-zero (a usage error, said) when it is not. */
-int job_ref_check(struct ctx *c, const char *s);
+int cli__job_ref_check(struct ctx *c, const char *s);

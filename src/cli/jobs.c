@@ -50,7 +50,7 @@ static const struct tk_option queue_opts[] = {
 
 static double job_gpus(json_t *req)
 {
-	return (double)jint(req, "nodes") * (double)jint(req, "tasks_per_node") *
+	return (double)cli__jint(req, "nodes") * (double)cli__jint(req, "tasks_per_node") *
 	       json_number_value(json_object_get(req, "gpus_per_task"));
 }
 
@@ -65,7 +65,7 @@ static void attempt_nodes(json_t *a, char *buf, size_t n)
 			strbuf_addf(&sb, ",+%zu", json_array_size(json_object_get(a, "nodes")) - 3);
 			break;
 		}
-		strbuf_addf(&sb, "%s%s", i ? "," : "", jstr(node, "name"));
+		strbuf_addf(&sb, "%s%s", i ? "," : "", cli__jstr(node, "name"));
 	}
 	snprintf(buf, n, "%s", sb.buf);
 	strbuf_release(&sb);
@@ -98,7 +98,7 @@ static int fetch_paged(struct ctx *c, int64_t array, const char *state, int64_t 
 			json_decref(all);
 			return -1;
 		}
-		*total = jint(res, "total");
+		*total = cli__jint(res, "total");
 		json_array_extend(all, json_object_get(res, "jobs"));
 		json_t *next = json_object_get(res, "next");
 		bool more = json_is_integer(next);
@@ -111,8 +111,8 @@ static int fetch_paged(struct ctx *c, int64_t array, const char *state, int64_t 
 	return 0;
 }
 
-int fetch_jobs(struct ctx *c, const char *state, int64_t max, json_t **ret, int64_t *total,
-	       struct tk_error *err)
+int cli__fetch_jobs(struct ctx *c, const char *state, int64_t max, json_t **ret, int64_t *total,
+		    struct tk_error *err)
 {
 	return fetch_paged(c, 0, state, max, ret, total, err);
 }
@@ -123,19 +123,19 @@ static int run_queue(struct ctx *c)
 {
 	int64_t limit = 1000, every = 0;
 	if (c->v[Q_LIMIT] && tk_parse_int64(c->v[Q_LIMIT], 1, 1000000, &limit) < 0)
-		return usage_error(c->cmd,
-				   "--limit: must be an integer from 1 to 1000000, got \"%s\"",
-				   c->v[Q_LIMIT]);
+		return cli__usage_error(c->cmd,
+					"--limit: must be an integer from 1 to 1000000, got \"%s\"",
+					c->v[Q_LIMIT]);
 	const char *fmt = c->v[Q_FORMAT] ? c->v[Q_FORMAT] : "table";
 	if (strcmp(fmt, "table") && strcmp(fmt, "wide") && strcmp(fmt, "json"))
-		return usage_error(c->cmd, "--format: table, wide or json, got \"%s\"", fmt);
+		return cli__usage_error(c->cmd, "--format: table, wide or json, got \"%s\"", fmt);
 	if (strcmp(fmt, "json") == 0)
 		c->json = true;
 	if (c->v[Q_USER] && !model_name_valid(c->v[Q_USER]))
-		return usage_error(c->cmd, "--user: \"%s\" is not a user name", c->v[Q_USER]);
+		return cli__usage_error(c->cmd, "--user: \"%s\" is not a user name", c->v[Q_USER]);
 	if (c->v[Q_WATCH] && tk_parse_int64(c->v[Q_WATCH], 1, 3600, &every) < 0)
-		return usage_error(c->cmd, "--watch: whole seconds from 1 to 3600, got \"%s\"",
-				   c->v[Q_WATCH]);
+		return cli__usage_error(c->cmd, "--watch: whole seconds from 1 to 3600, got \"%s\"",
+					c->v[Q_WATCH]);
 	fetch_user = c->v[Q_USER];
 	if (!every)
 		return queue_once(c, limit, strcmp(fmt, "wide") == 0);
@@ -155,7 +155,8 @@ static int run_queue(struct ctx *c)
 static bool same_pending_array(json_t *j, int64_t array)
 {
 	json_t *a = json_object_get(j, "array");
-	return a && array && jint(a, "job") == array && strcmp(jstr(j, "state"), "PENDING") == 0;
+	return a && array && cli__jint(a, "job") == array &&
+	       strcmp(cli__jstr(j, "state"), "PENDING") == 0;
 }
 
 static int queue_once(struct ctx *c, int64_t limit, bool wide)
@@ -166,12 +167,12 @@ static int queue_once(struct ctx *c, int64_t limit, bool wide)
 	json_t *res, *all;
 	struct tk_error err;
 	int64_t total = 0;
-	if (fetch_jobs(c, state, c->v[Q_ALL] && !c->v[Q_LIMIT] ? INT64_MAX : limit, &all, &total,
-		       &err) < 0)
-		return api_error(c, &err);
+	if (cli__fetch_jobs(c, state, c->v[Q_ALL] && !c->v[Q_LIMIT] ? INT64_MAX : limit, &all,
+			    &total, &err) < 0)
+		return cli__api_error(c, &err);
 	res = json_pack("{s:o, s:I}", "jobs", all, "total", (json_int_t)total);
 	if (c->json) {
-		print_json(res);
+		cli__print_json(res);
 		json_decref(res);
 		return CLI_EXIT_OK;
 	}
@@ -186,41 +187,42 @@ static int queue_once(struct ctx *c, int64_t limit, bool wide)
 		json_t *req = json_object_get(j, "request");
 		json_t *atts = json_object_get(j, "attempts");
 		json_t *a = json_array_get(atts, json_array_size(atts) - 1);
-		const char *st = jstr(j, "state");
+		const char *st = cli__jstr(j, "state");
 		char elapsed[32], where[200];
-		int64_t from = a && strcmp(st, "PENDING") != 0 ? jint(a, "start_ms")
-							       : jint(j, "submit_ms");
-		int64_t to = jint(j, "end_ms") ? jint(j, "end_ms") : now;
+		int64_t from = a && strcmp(st, "PENDING") != 0 ? cli__jint(a, "start_ms")
+							       : cli__jint(j, "submit_ms");
+		int64_t to = cli__jint(j, "end_ms") ? cli__jint(j, "end_ms") : now;
 		tk_format_duration((to - from) / 1000, elapsed, sizeof(elapsed));
 		if (strcmp(st, "PENDING") == 0 || !a)
-			snprintf(where, sizeof(where), "%s", jstr(j, "reason"));
+			snprintf(where, sizeof(where), "%s", cli__jstr(j, "reason"));
 		else
 			attempt_nodes(a, where, sizeof(where));
 		/* an array's elements: those waiting together on one line */
 		char id[256];
 		json_t *arr = json_object_get(j, "array");
-		snprintf(id, sizeof(id), "%lld", (long long)jint(j, "id"));
-		if (arr && jint(arr, "count") > 1) {
-			int64_t aid = jint(arr, "job");
+		snprintf(id, sizeof(id), "%lld", (long long)cli__jint(j, "id"));
+		if (arr && cli__jint(arr, "count") > 1) {
+			int64_t aid = cli__jint(arr, "job");
 			size_t n = 0;
-			idx[n++] = (int)jint(arr, "index");
+			idx[n++] = (int)cli__jint(arr, "index");
 			while (!wide && same_pending_array(j, aid) && i + 1 < njobs &&
 			       same_pending_array(json_array_get(jobs, i + 1), aid))
-				idx[n++] = (int)jint(
+				idx[n++] = (int)cli__jint(
 					json_object_get(json_array_get(jobs, ++i), "array"),
 					"index");
 			if (n > 1)
-				array_name(aid, idx, n, (int)jint(arr, "cap"), id, sizeof(id));
+				array_name(aid, idx, n, (int)cli__jint(arr, "cap"), id, sizeof(id));
 			else
 				snprintf(id, sizeof(id), "%lld_%d", (long long)aid, idx[0]);
 		}
 		printf("%-12s %-16.16s %-8.8s %-8.8s %-10.10s %-10s %5lld %6g %9s  %s", id,
-		       jstr(j, "name"), jstr(j, "owner"), jstr(j, "class"), jstr(j, "queue"), st,
-		       (long long)jint(req, "nodes"), job_gpus(req), elapsed, where);
+		       cli__jstr(j, "name"), cli__jstr(j, "owner"), cli__jstr(j, "class"),
+		       cli__jstr(j, "queue"), st, (long long)cli__jint(req, "nodes"), job_gpus(req),
+		       elapsed, where);
 		if (wide)
-			printf("  [job %lld, submitted by %s%s%s]", (long long)jint(j, "id"),
-			       jstr(j, "owner"), *jstr(req, "comment") ? "; " : "",
-			       jstr(req, "comment"));
+			printf("  [job %lld, submitted by %s%s%s]", (long long)cli__jint(j, "id"),
+			       cli__jstr(j, "owner"), *cli__jstr(req, "comment") ? "; " : "",
+			       cli__jstr(req, "comment"));
 		printf("\n");
 	}
 	free(idx);
@@ -243,55 +245,57 @@ static void show_job(json_t *j)
 	char t1[32], t2[32];
 	json_t *arr = json_object_get(j, "array");
 	if (arr)
-		printf("Job %lld (%lld_%lld) \"%s\"  %s", (long long)jint(j, "id"),
-		       (long long)jint(arr, "job"), (long long)jint(arr, "index"), jstr(j, "name"),
-		       jstr(j, "state"));
+		printf("Job %lld (%lld_%lld) \"%s\"  %s", (long long)cli__jint(j, "id"),
+		       (long long)cli__jint(arr, "job"), (long long)cli__jint(arr, "index"),
+		       cli__jstr(j, "name"), cli__jstr(j, "state"));
 	else
-		printf("Job %lld \"%s\"  %s", (long long)jint(j, "id"), jstr(j, "name"),
-		       jstr(j, "state"));
+		printf("Job %lld \"%s\"  %s", (long long)cli__jint(j, "id"), cli__jstr(j, "name"),
+		       cli__jstr(j, "state"));
 	if (json_is_true(json_object_get(j, "held")))
 		printf(", held");
-	if (jint(j, "exit_code") >= 0 && strcmp(jstr(j, "state"), "PENDING") != 0)
-		printf(" (exit %lld)", (long long)jint(j, "exit_code"));
+	if (cli__jint(j, "exit_code") >= 0 && strcmp(cli__jstr(j, "state"), "PENDING") != 0)
+		printf(" (exit %lld)", (long long)cli__jint(j, "exit_code"));
 	printf("\n");
-	if (*jstr(j, "reason"))
-		printf("  Reason:   %s\n", jstr(j, "reason"));
+	if (*cli__jstr(j, "reason"))
+		printf("  Reason:   %s\n", cli__jstr(j, "reason"));
 	json_t *las = json_object_get(j, "las");
 	if (las)
 		printf("  Order:    least attained service, level %lld of %lld (%.3g "
 		       "accelerator-hours received)\n",
-		       (long long)jint(las, "level") + 1, (long long)jint(las, "levels"),
+		       (long long)cli__jint(las, "level") + 1, (long long)cli__jint(las, "levels"),
 		       json_number_value(json_object_get(las, "service_gpu_h")));
-	fmt_time(jint(j, "submit_ms"), t1, sizeof(t1));
-	printf("  Owner:    %s, submitted %s\n", jstr(j, "owner"), t1);
+	cli__fmt_time(cli__jint(j, "submit_ms"), t1, sizeof(t1));
+	printf("  Owner:    %s, submitted %s\n", cli__jstr(j, "owner"), t1);
 	printf("  Command: ");
 	size_t i;
 	json_t *v;
 	json_array_foreach (json_object_get(req, "command"), i, v)
 		printf(" %s", json_string_value(v));
-	printf("\n  Folder:   %s\n  Output:   %s\n", jstr(req, "cwd"), jstr(req, "output"));
-	if (*jstr(req, "comment"))
-		printf("  Comment:  %s\n", jstr(req, "comment"));
+	printf("\n  Folder:   %s\n  Output:   %s\n", cli__jstr(req, "cwd"),
+	       cli__jstr(req, "output"));
+	if (*cli__jstr(req, "comment"))
+		printf("  Comment:  %s\n", cli__jstr(req, "comment"));
 	if (json_array_size(json_object_get(req, "after"))) {
 		printf("  After:   ");
 		json_array_foreach (json_object_get(req, "after"), i, v)
-			printf(" job %lld %s", (long long)jint(v, "job"), jstr(v, "when"));
+			printf(" job %lld %s", (long long)cli__jint(v, "job"),
+			       cli__jstr(v, "when"));
 		printf("\n");
 	}
-	if (jint(req, "begin_ms")) {
-		fmt_time(jint(req, "begin_ms"), t1, sizeof(t1));
+	if (cli__jint(req, "begin_ms")) {
+		cli__fmt_time(cli__jint(req, "begin_ms"), t1, sizeof(t1));
 		printf("  Begin:    %s\n", t1);
 	}
-	if (*jstr(req, "error"))
-		printf("  Errors:   %s\n", jstr(req, "error"));
-	if (*jstr(req, "image")) {
-		printf("  Image:    %s", jstr(req, "image"));
+	if (*cli__jstr(req, "error"))
+		printf("  Errors:   %s\n", cli__jstr(req, "error"));
+	if (*cli__jstr(req, "image")) {
+		printf("  Image:    %s", cli__jstr(req, "image"));
 		json_array_foreach (json_object_get(req, "mounts"), i, v)
 			printf("%s%s", i ? ", " : "; mounts ", json_string_value(v));
 		printf("\n");
 	}
 	printf("  Shape:    %lld node(s) x %lld task(s) x %g accelerator(s)",
-	       (long long)jint(req, "nodes"), (long long)jint(req, "tasks_per_node"),
+	       (long long)cli__jint(req, "nodes"), (long long)cli__jint(req, "tasks_per_node"),
 	       json_number_value(json_object_get(req, "gpus_per_task")));
 	if (json_array_size(json_object_get(req, "gpu_types"))) {
 		printf(" of type");
@@ -320,63 +324,64 @@ static void show_job(json_t *j)
 		printf("%s%s\n", excl ? sep : "", excl ? "alone on each node (exclusive)" : "");
 	}
 	char tl[64] = "none";
-	if (jint(req, "time_limit_s")) {
+	if (cli__jint(req, "time_limit_s")) {
 		char clock[32];
-		tk_format_clock(jint(req, "time_limit_s"), clock, sizeof(clock));
+		tk_format_clock(cli__jint(req, "time_limit_s"), clock, sizeof(clock));
 		snprintf(tl, sizeof(tl), "%s (%lld s)", clock,
-			 (long long)jint(req, "time_limit_s"));
+			 (long long)cli__jint(req, "time_limit_s"));
 	}
 	printf("  Limits:   time %s, %lld CPU(s) per task, %lld MiB per node, requeue %lld\n", tl,
-	       (long long)jint(req, "cpus_per_task"), (long long)jint(req, "mem_mib"),
-	       (long long)jint(req, "requeue"));
+	       (long long)cli__jint(req, "cpus_per_task"), (long long)cli__jint(req, "mem_mib"),
+	       (long long)cli__jint(req, "requeue"));
 	json_t *a;
 	json_array_foreach (json_object_get(j, "checkpoints"), i, a) {
-		fmt_time(jint(a, "at_ms"), t1, sizeof(t1));
+		cli__fmt_time(cli__jint(a, "at_ms"), t1, sizeof(t1));
 		printf("  Checkpoint %s: step %lld of attempt %lld, %lld bytes, committed %s\n",
-		       jstr(a, "tag"), (long long)jint(a, "step"), (long long)jint(a, "attempt"),
-		       (long long)jint(a, "bytes"), t1);
+		       cli__jstr(a, "tag"), (long long)cli__jint(a, "step"),
+		       (long long)cli__jint(a, "attempt"), (long long)cli__jint(a, "bytes"), t1);
 	}
 	json_array_foreach (json_object_get(j, "attempts"), i, a) {
-		fmt_time(jint(a, "start_ms"), t1, sizeof(t1));
-		fmt_time(jint(a, "end_ms"), t2, sizeof(t2));
+		cli__fmt_time(cli__jint(a, "start_ms"), t1, sizeof(t1));
+		cli__fmt_time(cli__jint(a, "end_ms"), t2, sizeof(t2));
 		printf("  Attempt %lld: %s .. %s, master %s:%lld%s%s\n",
-		       (long long)jint(a, "number"), t1,
+		       (long long)cli__jint(a, "number"), t1,
 		       json_is_true(json_object_get(a, "ended")) ? t2 : "(running)",
-		       jstr(a, "master_addr"), (long long)jint(a, "master_port"),
-		       *jstr(a, "reason") ? ": " : "", jstr(a, "reason"));
+		       cli__jstr(a, "master_addr"), (long long)cli__jint(a, "master_port"),
+		       *cli__jstr(a, "reason") ? ": " : "", cli__jstr(a, "reason"));
 		size_t k;
 		json_t *n;
 		json_array_foreach (json_object_get(a, "nodes"), k, n) {
-			printf("    node %zu %s devices", k, jstr(n, "name"));
+			printf("    node %zu %s devices", k, cli__jstr(n, "name"));
 			size_t d;
 			json_t *dv;
 			json_array_foreach (json_object_get(n, "devices"), d, dv)
 				printf("%s%lld", d ? "," : " ", (long long)json_integer_value(dv));
 			if (!json_array_size(json_object_get(n, "devices")))
 				printf(" none");
-			if (jint(n, "milli") < 1000)
-				printf(" (%.3g of each)", jint(n, "milli") / 1000.0);
-			if (*jstr(n, "digest"))
-				printf(", image %.19s", jstr(n, "digest"));
-			if (*jstr(n, "restore"))
+			if (cli__jint(n, "milli") < 1000)
+				printf(" (%.3g of each)", cli__jint(n, "milli") / 1000.0);
+			if (*cli__jstr(n, "digest"))
+				printf(", image %.19s", cli__jstr(n, "digest"));
+			if (*cli__jstr(n, "restore"))
 				printf(", restore %s (%lld bytes from the store, %lld ms)",
-				       jstr(n, "restore"), (long long)jint(n, "restore_bytes"),
-				       (long long)jint(n, "restore_dur_ms"));
+				       cli__jstr(n, "restore"),
+				       (long long)cli__jint(n, "restore_bytes"),
+				       (long long)cli__jint(n, "restore_dur_ms"));
 			printf("\n");
 		}
 		json_t *rs = json_object_get(a, "restore");
-		if (rs && *jstr(rs, "tag"))
+		if (rs && *cli__jstr(rs, "tag"))
 			printf("    restores checkpoint %s (step %lld, attempt %lld)%s\n",
-			       jstr(rs, "tag"), (long long)jint(rs, "step"),
-			       (long long)jint(rs, "attempt"),
+			       cli__jstr(rs, "tag"), (long long)cli__jint(rs, "step"),
+			       (long long)cli__jint(rs, "attempt"),
 			       json_is_true(json_object_get(rs, "go")) ? ", restored" : "");
 		json_t *tm = json_object_get(a, "metrics");
 		if (tm) {
 			char when[32];
-			fmt_time(jint(tm, "at_ms"), when, sizeof(when));
+			cli__fmt_time(cli__jint(tm, "at_ms"), when, sizeof(when));
 			printf("    metrics");
-			if (jint(tm, "step") >= 0)
-				printf(" at step %lld", (long long)jint(tm, "step"));
+			if (cli__jint(tm, "step") >= 0)
+				printf(" at step %lld", (long long)cli__jint(tm, "step"));
 			printf(" (%s):", when);
 			const char *name;
 			json_t *val;
@@ -386,12 +391,14 @@ static void show_job(json_t *j)
 		}
 		json_t *t;
 		json_array_foreach (json_object_get(a, "tasks"), k, t) {
-			printf("    task %zu %s", k, jstr(t, "state"));
-			if (strcmp(jstr(t, "state"), "EXITED") == 0) {
-				if (jint(t, "signal"))
-					printf(" by signal %lld", (long long)jint(t, "signal"));
+			printf("    task %zu %s", k, cli__jstr(t, "state"));
+			if (strcmp(cli__jstr(t, "state"), "EXITED") == 0) {
+				if (cli__jint(t, "signal"))
+					printf(" by signal %lld",
+					       (long long)cli__jint(t, "signal"));
 				else
-					printf(" with code %lld", (long long)jint(t, "exit_code"));
+					printf(" with code %lld",
+					       (long long)cli__jint(t, "exit_code"));
 			}
 			printf("\n");
 		}
@@ -411,8 +418,8 @@ static int show_array(struct ctx *c, json_t *head)
 {
 	json_t *arr = json_object_get(head, "array"), *all;
 	struct tk_error err;
-	if (fetch_array(c, jint(arr, "job"), NULL, &all, &err) < 0)
-		return api_error(c, &err);
+	if (fetch_array(c, cli__jint(arr, "job"), NULL, &all, &err) < 0)
+		return cli__api_error(c, &err);
 	int64_t count[16] = {0};
 	static const char *const states[] = {"PENDING", "STARTING",  "RUNNING", "COMPLETED",
 					     "FAILED",	"CANCELLED", "TIMEOUT"};
@@ -421,14 +428,14 @@ static int show_array(struct ctx *c, json_t *head)
 	int *idx = xcalloc(json_array_size(all) + 1, sizeof(int));
 	json_array_foreach (all, i, e) {
 		json_t *ea = json_object_get(e, "array");
-		idx[i] = (int)jint(ea, "index");
+		idx[i] = (int)cli__jint(ea, "index");
 		for (size_t s2 = 0; s2 < ARRAY_SIZE(states); s2++)
-			if (strcmp(jstr(e, "state"), states[s2]) == 0)
+			if (strcmp(cli__jstr(e, "state"), states[s2]) == 0)
 				count[s2]++;
 	}
 	char name[256];
-	array_name(jint(arr, "job"), idx, json_array_size(all), (int)jint(arr, "cap"), name,
-		   sizeof(name));
+	array_name(cli__jint(arr, "job"), idx, json_array_size(all), (int)cli__jint(arr, "cap"),
+		   name, sizeof(name));
 	free(idx);
 	printf("Array %s: %zu element(s):", name, json_array_size(all));
 	for (size_t s2 = 0, first = 1; s2 < ARRAY_SIZE(states); s2++)
@@ -445,7 +452,7 @@ static int run_show(struct ctx *c)
 {
 	int rc = CLI_EXIT_OK;
 	for (int i = 0; i < c->npos; i++) {
-		if (job_ref_check(c, c->pos[i]))
+		if (cli__job_ref_check(c, c->pos[i]))
 			return CLI_EXIT_USAGE;
 		char path[64];
 		snprintf(path, sizeof(path), "/v1/jobs/%s", c->pos[i]);
@@ -453,14 +460,14 @@ static int run_show(struct ctx *c)
 		struct tk_error err;
 		if (client_call(&c->client, "GET", path, NULL, CALL_TIMEOUT_MS, &j, NULL, &err) <
 		    0) {
-			rc = api_error(c, &err);
+			rc = cli__api_error(c, &err);
 			continue;
 		}
 		json_t *arr = json_object_get(j, "array");
 		if (c->json) {
-			print_json(j);
+			cli__print_json(j);
 		} else {
-			if (arr && !strchr(c->pos[i], '_') && jint(arr, "count") > 1 &&
+			if (arr && !strchr(c->pos[i], '_') && cli__jint(arr, "count") > 1 &&
 			    show_array(c, j) != CLI_EXIT_OK)
 				rc = CLI_EXIT_ERROR;
 			show_job(j);
@@ -482,10 +489,10 @@ static const struct tk_option wait_opts[] = {
 
 #define WAIT_EXIT_TIMEOUT 75
 
-int job_exit_status(json_t *j)
+int cli__job_exit_status(json_t *j)
 {
-	const char *st = jstr(j, "state");
-	int64_t code = jint(j, "exit_code");
+	const char *st = cli__jstr(j, "state");
+	int64_t code = cli__jint(j, "exit_code");
 	if (strcmp(st, "COMPLETED") == 0)
 		return 0;
 	if (strcmp(st, "TIMEOUT") == 0)
@@ -502,7 +509,7 @@ int job_exit_status(json_t *j)
 static int wait_array(struct ctx *c, json_t *head, int64_t deadline, json_t **ret,
 		      struct tk_error *err)
 {
-	int64_t id = jint(head, "id");
+	int64_t id = cli__jint(head, "id");
 	for (;;) {
 		char path[160];
 		snprintf(path, sizeof(path), "/v1/jobs?array=%lld&state=active&limit=1",
@@ -512,7 +519,7 @@ static int wait_array(struct ctx *c, json_t *head, int64_t deadline, json_t **re
 		    0)
 			return -1;
 		json_t *first = json_array_get(json_object_get(res, "jobs"), 0);
-		int64_t next = first ? jint(first, "id") : 0;
+		int64_t next = first ? cli__jint(first, "id") : 0;
 		json_decref(res);
 		if (!next)
 			break;
@@ -539,12 +546,12 @@ static int run_wait(struct ctx *c)
 {
 	int64_t limit_s = -1;
 	if (c->v[W_TIMEOUT] && tk_parse_duration(c->v[W_TIMEOUT], &limit_s) < 0)
-		return usage_error(c->cmd,
-				   "--timeout: expected a duration such as 30s or 10m, got "
-				   "\"%s\"",
-				   c->v[W_TIMEOUT]);
+		return cli__usage_error(c->cmd,
+					"--timeout: expected a duration such as 30s or 10m, got "
+					"\"%s\"",
+					c->v[W_TIMEOUT]);
 	for (int i = 0; i < c->npos; i++)
-		if (job_ref_check(c, c->pos[i]))
+		if (cli__job_ref_check(c, c->pos[i]))
 			return CLI_EXIT_USAGE;
 	int64_t deadline = limit_s >= 0 ? tk_mono_ms() + limit_s * 1000 : INT64_MAX;
 	int rc = CLI_EXIT_OK;
@@ -570,17 +577,17 @@ static int run_wait(struct ctx *c)
 					continue;
 				}
 				json_decref(all);
-				return api_error(c, &err);
+				return cli__api_error(c, &err);
 			}
 			json_t *arr = json_object_get(j, "array");
-			if (arr && jint(arr, "count") > 1 && !strchr(c->pos[i], '_')) {
+			if (arr && cli__jint(arr, "count") > 1 && !strchr(c->pos[i], '_')) {
 				json_t *head = j;
 				j = NULL;
 				int wr = wait_array(c, head, deadline, &j, &err);
 				json_decref(head);
 				if (wr < 0) {
 					json_decref(all);
-					return api_error(c, &err);
+					return cli__api_error(c, &err);
 				}
 				if (wr > 0) {
 					fprintf(stderr,
@@ -591,7 +598,7 @@ static int run_wait(struct ctx *c)
 				}
 				break;
 			}
-			const char *st = jstr(j, "state");
+			const char *st = cli__jstr(j, "state");
 			if (strcmp(st, "PENDING") && strcmp(st, "STARTING") &&
 			    strcmp(st, "RUNNING"))
 				break;
@@ -604,16 +611,16 @@ static int run_wait(struct ctx *c)
 				return WAIT_EXIT_TIMEOUT;
 			}
 		}
-		int st = job_exit_status(j);
+		int st = cli__job_exit_status(j);
 		if (rc == CLI_EXIT_OK)
 			rc = st;
 		if (!c->json)
-			printf("job %lld %s (exit %lld)\n", (long long)jint(j, "id"),
-			       jstr(j, "state"), (long long)jint(j, "exit_code"));
+			printf("job %lld %s (exit %lld)\n", (long long)cli__jint(j, "id"),
+			       cli__jstr(j, "state"), (long long)cli__jint(j, "exit_code"));
 		json_array_append_new(all, j);
 	}
 	if (c->json)
-		print_json(all);
+		cli__print_json(all);
 	json_decref(all);
 	return rc;
 }

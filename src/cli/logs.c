@@ -101,7 +101,7 @@ static int64_t read_once(struct ctx *c, const struct follow *o, int attempt, str
 	int r = client_call(&c->client, "GET", path.buf, NULL, CALL_TIMEOUT_MS, &ans, NULL, &err);
 	strbuf_release(&path);
 	if (r < 0) {
-		api_error(c, &err);
+		cli__api_error(c, &err);
 		return -1;
 	}
 	*ended = json_is_true(json_object_get(ans, "ended"));
@@ -109,13 +109,13 @@ static int64_t read_once(struct ctx *c, const struct follow *o, int attempt, str
 	size_t i;
 	json_t *e;
 	json_array_foreach (json_object_get(ans, "tasks"), i, e) {
-		struct followed *f = followed_of(fs, nfs, (int)jint(e, "task"));
+		struct followed *f = followed_of(fs, nfs, (int)cli__jint(e, "task"));
 		if (!f)
 			continue;
-		const char *why = jstr(e, "error");
+		const char *why = cli__jstr(e, "error");
 		if (*why) {
 			/* no output yet is no news while it runs */
-			if (!f->said && (o->once || strcmp(jstr(e, "status"),
+			if (!f->said && (o->once || strcmp(cli__jstr(e, "status"),
 							   log_status_name(LOG_NOT_YET)) != 0))
 				fprintf(stderr, "tenk logs: task %d: %s\n", f->task, why);
 			f->said = true;
@@ -123,11 +123,11 @@ static int64_t read_once(struct ctx *c, const struct follow *o, int attempt, str
 		}
 		void *data;
 		size_t len;
-		if (tk_base64_decode(jstr(e, "data"), &data, &len) < 0)
+		if (tk_base64_decode(cli__jstr(e, "data"), &data, &len) < 0)
 			continue;
 		emit(f, data, len, o->label, false);
 		free(data);
-		f->offset = jint(e, "offset") + (int64_t)len;
+		f->offset = cli__jint(e, "offset") + (int64_t)len;
 		got += (int64_t)len;
 	}
 	json_decref(ans);
@@ -135,7 +135,7 @@ static int64_t read_once(struct ctx *c, const struct follow *o, int attempt, str
 	return got;
 }
 
-int follow_job(struct ctx *c, const struct follow *o)
+int cli__follow_job(struct ctx *c, const struct follow *o)
 {
 	struct sigaction sa = {.sa_handler = on_sigint}, old;
 	if (o->run)
@@ -167,15 +167,16 @@ int follow_job(struct ctx *c, const struct follow *o)
 		struct tk_error err;
 		if (client_call(&c->client, "GET", path, NULL, CALL_TIMEOUT_MS, &j, NULL, &err) <
 		    0) {
-			rc = api_error(c, &err);
+			rc = cli__api_error(c, &err);
 			break;
 		}
 		int natt = (int)json_array_size(json_object_get(j, "attempts"));
-		const char *st = jstr(j, "state");
+		const char *st = cli__jstr(j, "state");
 		bool final =
 			strcmp(st, "PENDING") && strcmp(st, "STARTING") && strcmp(st, "RUNNING");
-		if (o->run && !strcmp(st, "PENDING") && strcmp(reason, jstr(j, "reason")) != 0) {
-			snprintf(reason, sizeof(reason), "%s", jstr(j, "reason"));
+		if (o->run && !strcmp(st, "PENDING") &&
+		    strcmp(reason, cli__jstr(j, "reason")) != 0) {
+			snprintf(reason, sizeof(reason), "%s", cli__jstr(j, "reason"));
 			if (*reason)
 				fprintf(stderr, "tenk run: job %s waits: %s\n", o->job, reason);
 		}
@@ -183,7 +184,7 @@ int follow_job(struct ctx *c, const struct follow *o)
 			attempt = natt;
 		if (!attempt || (o->attempt && attempt > natt)) {
 			bool stop = final || o->once;
-			rc = final ? job_exit_status(j) : CLI_EXIT_OK;
+			rc = final ? cli__job_exit_status(j) : CLI_EXIT_OK;
 			json_decref(j);
 			if (stop)
 				break;
@@ -216,7 +217,7 @@ int follow_job(struct ctx *c, const struct follow *o)
 			attempt++;
 			fprintf(stderr, "tenk logs: job %s: attempt %d\n", o->job, attempt);
 		} else if (ended && (final || o->attempt)) {
-			rc = final ? job_exit_status(j) : CLI_EXIT_OK;
+			rc = final ? cli__job_exit_status(j) : CLI_EXIT_OK;
 			json_decref(j);
 			break;
 		} else {
@@ -250,7 +251,7 @@ static const struct tk_option logs_opts[] = {
 
 static int run_logs(struct ctx *c)
 {
-	if (job_ref_check(c, c->pos[0]))
+	if (cli__job_ref_check(c, c->pos[0]))
 		return CLI_EXIT_USAGE;
 	struct follow o = {.job = c->pos[0],
 			   .task = -1,
@@ -260,23 +261,24 @@ static int run_logs(struct ctx *c)
 	int64_t x;
 	if (c->v[L_TASK] && strcmp(c->v[L_TASK], "all") != 0) {
 		if (tk_parse_int64(c->v[L_TASK], 0, INT32_MAX, &x) < 0)
-			return usage_error(c->cmd, "--task: a rank or all, got \"%s\"",
-					   c->v[L_TASK]);
+			return cli__usage_error(c->cmd, "--task: a rank or all, got \"%s\"",
+						c->v[L_TASK]);
 		o.task = (int)x;
 	}
 	if (c->v[L_ATTEMPT]) {
 		if (tk_parse_int64(c->v[L_ATTEMPT], 1, MODEL_MAX_ATTEMPTS, &x) < 0)
-			return usage_error(c->cmd, "--attempt: from 1 to %d, got \"%s\"",
-					   MODEL_MAX_ATTEMPTS, c->v[L_ATTEMPT]);
+			return cli__usage_error(c->cmd, "--attempt: from 1 to %d, got \"%s\"",
+						MODEL_MAX_ATTEMPTS, c->v[L_ATTEMPT]);
 		o.attempt = (int)x;
 	}
 	if (c->v[L_TAIL]) {
 		if (tk_parse_int64(c->v[L_TAIL], 1, 1 << 20, &x) < 0)
-			return usage_error(c->cmd, "--tail: lines, from 1 to 1048576, got \"%s\"",
-					   c->v[L_TAIL]);
+			return cli__usage_error(c->cmd,
+						"--tail: lines, from 1 to 1048576, got \"%s\"",
+						c->v[L_TAIL]);
 		o.tail = (int)x;
 	}
-	int rc = follow_job(c, &o);
+	int rc = cli__follow_job(c, &o);
 	/* without -f, printing it is the whole of it */
 	return o.once && rc != CLI_EXIT_ERROR ? CLI_EXIT_OK : rc;
 }

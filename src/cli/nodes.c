@@ -21,13 +21,13 @@ static void accel_summary(json_t *n, char *buf, size_t len, double *ret_used)
 	json_t *a;
 	json_array_foreach (accels, i, a) {
 		used += json_number_value(json_object_get(a, "used"));
-		if (model && strcmp(model, jstr(a, "model")) == 0) {
+		if (model && strcmp(model, cli__jstr(a, "model")) == 0) {
 			count++;
 			continue;
 		}
 		if (model)
 			strbuf_addf(&sb, "%s%dx%s", sb.len ? "," : "", count, model);
-		model = jstr(a, "model");
+		model = cli__jstr(a, "model");
 		count = 1;
 	}
 	if (model)
@@ -50,32 +50,33 @@ static int show_nodes(struct ctx *c)
 		struct tk_error err;
 		if (client_call(&c->client, "GET", path, NULL, CALL_TIMEOUT_MS, &n, NULL, &err) <
 		    0) {
-			rc = api_error(c, &err);
+			rc = cli__api_error(c, &err);
 			continue;
 		}
 		if (c->json) {
 			json_array_append_new(all, n);
 			continue;
 		}
-		printf("Node %s  %s%s%s\n", jstr(n, "name"), jstr(n, "state"),
-		       *jstr(n, "reason") ? ": " : "", jstr(n, "reason"));
-		printf("  Address:  %s, topology %s, credential %s\n", jstr(n, "addr"),
-		       *jstr(n, "topology") ? jstr(n, "topology") : "-", jstr(n, "credential"));
-		printf("  CPUs:     %lld of %lld reserved\n", (long long)jint(n, "cpus_used"),
-		       (long long)jint(n, "cpus"));
+		printf("Node %s  %s%s%s\n", cli__jstr(n, "name"), cli__jstr(n, "state"),
+		       *cli__jstr(n, "reason") ? ": " : "", cli__jstr(n, "reason"));
+		printf("  Address:  %s, topology %s, credential %s\n", cli__jstr(n, "addr"),
+		       *cli__jstr(n, "topology") ? cli__jstr(n, "topology") : "-",
+		       cli__jstr(n, "credential"));
+		printf("  CPUs:     %lld of %lld reserved\n", (long long)cli__jint(n, "cpus_used"),
+		       (long long)cli__jint(n, "cpus"));
 		printf("  Memory:   %lld of %lld MiB reserved\n",
-		       (long long)jint(n, "mem_used_mib"), (long long)jint(n, "mem_mib"));
+		       (long long)cli__jint(n, "mem_used_mib"), (long long)cli__jint(n, "mem_mib"));
 		size_t k;
 		json_t *a;
 		json_array_foreach (json_object_get(n, "accelerators"), k, a)
 			printf("  GPU %lld:    %s, %lld MiB, %g TFLOP/s, NVLink domain %lld, %g in "
 			       "use, "
 			       "%s\n",
-			       (long long)jint(a, "index"), jstr(a, "model"),
-			       (long long)jint(a, "mem_mib"),
+			       (long long)cli__jint(a, "index"), cli__jstr(a, "model"),
+			       (long long)cli__jint(a, "mem_mib"),
 			       json_number_value(json_object_get(a, "tflops")),
-			       (long long)jint(a, "nvlink_domain"),
-			       json_number_value(json_object_get(a, "used")), jstr(a, "uuid"));
+			       (long long)cli__jint(a, "nvlink_domain"),
+			       json_number_value(json_object_get(a, "used")), cli__jstr(a, "uuid"));
 		printf("  Jobs:    ");
 		json_array_foreach (json_object_get(n, "jobs"), k, a)
 			printf(" %lld", (long long)json_integer_value(a));
@@ -84,12 +85,12 @@ static int show_nodes(struct ctx *c)
 		printf("\n");
 		json_t *v = json_object_get(n, "validation");
 		if (json_is_object(v))
-			printf("  Validation: %s%s%s\n", jstr(v, "verdict"),
-			       *jstr(v, "reason") ? ": " : "", jstr(v, "reason"));
+			printf("  Validation: %s%s%s\n", cli__jstr(v, "verdict"),
+			       *cli__jstr(v, "reason") ? ": " : "", cli__jstr(v, "reason"));
 		json_decref(n);
 	}
 	if (c->json)
-		print_json(all);
+		cli__print_json(all);
 	json_decref(all);
 	return rc;
 }
@@ -102,7 +103,7 @@ static int run_nodes(struct ctx *c)
 		/* tenk nodes admit|revoke NAME...: a node's credential */
 		const char *what = c->pos[0];
 		if (c->npos < 2)
-			return usage_error(c->cmd, "nodes %s: name the node(s)", what);
+			return cli__usage_error(c->cmd, "nodes %s: name the node(s)", what);
 		c->pos++;
 		c->npos--;
 		int rc = node_action(c, what, NULL);
@@ -114,9 +115,9 @@ static int run_nodes(struct ctx *c)
 	struct tk_error err;
 	if (client_call(&c->client, "GET", "/v1/nodes", NULL, CALL_TIMEOUT_MS, &res, NULL, &err) <
 	    0)
-		return api_error(c, &err);
+		return cli__api_error(c, &err);
 	if (c->json) {
-		print_json(res);
+		cli__print_json(res);
 		json_decref(res);
 		return CLI_EXIT_OK;
 	}
@@ -128,20 +129,21 @@ static int run_nodes(struct ctx *c)
 		char acc[128], cpus[48], mem[48], val[48] = "-";
 		double used;
 		accel_summary(n, acc, sizeof(acc), &used);
-		snprintf(cpus, sizeof(cpus), "%lld/%lld", (long long)jint(n, "cpus_used"),
-			 (long long)jint(n, "cpus"));
-		snprintf(mem, sizeof(mem), "%lld/%lld", (long long)(jint(n, "mem_used_mib") / 1024),
-			 (long long)(jint(n, "mem_mib") / 1024));
+		snprintf(cpus, sizeof(cpus), "%lld/%lld", (long long)cli__jint(n, "cpus_used"),
+			 (long long)cli__jint(n, "cpus"));
+		snprintf(mem, sizeof(mem), "%lld/%lld",
+			 (long long)(cli__jint(n, "mem_used_mib") / 1024),
+			 (long long)(cli__jint(n, "mem_mib") / 1024));
 		/* the last validation: its verdict, and the layer that failed */
 		json_t *v = json_object_get(n, "validation");
 		if (json_is_object(v)) {
-			const char *layer = jstr(v, "layer");
-			snprintf(val, sizeof(val), "%s%s%s%s", jstr(v, "verdict"),
+			const char *layer = cli__jstr(v, "layer");
+			snprintf(val, sizeof(val), "%s%s%s%s", cli__jstr(v, "verdict"),
 				 *layer ? " (" : "", layer, *layer ? ")" : "");
 		}
-		printf("%-16.16s %-11s %9s %11s %-20.20s %6g %5zu %-18s %s\n", jstr(n, "name"),
-		       jstr(n, "state"), cpus, mem, acc, used,
-		       json_array_size(json_object_get(n, "jobs")), val, jstr(n, "reason"));
+		printf("%-16.16s %-11s %9s %11s %-20.20s %6g %5zu %-18s %s\n", cli__jstr(n, "name"),
+		       cli__jstr(n, "state"), cpus, mem, acc, used,
+		       json_array_size(json_object_get(n, "jobs")), val, cli__jstr(n, "reason"));
 	}
 	json_decref(res);
 	return CLI_EXIT_OK;
@@ -168,15 +170,16 @@ static int node_action(struct ctx *c, const char *action, json_t *body)
 				    &err);
 		free(path);
 		if (r < 0) {
-			rc = api_error(c, &err);
+			rc = cli__api_error(c, &err);
 			continue;
 		}
 		if (c->json)
-			print_json(n);
+			cli__print_json(n);
 		else if (strcmp(action, "admit") == 0 || strcmp(action, "revoke") == 0)
-			printf("node %s: credential %s\n", jstr(n, "name"), jstr(n, "credential"));
+			printf("node %s: credential %s\n", cli__jstr(n, "name"),
+			       cli__jstr(n, "credential"));
 		else
-			printf("node %s: %s\n", jstr(n, "name"), jstr(n, "state"));
+			printf("node %s: %s\n", cli__jstr(n, "name"), cli__jstr(n, "state"));
 		json_decref(n);
 	}
 	return rc;
@@ -185,8 +188,8 @@ static int node_action(struct ctx *c, const char *action, json_t *body)
 static int run_drain(struct ctx *c)
 {
 	if (!c->v[D_REASON] || !*c->v[D_REASON])
-		return usage_error(c->cmd,
-				   "--reason TEXT is required: say why the node is drained");
+		return cli__usage_error(c->cmd,
+					"--reason TEXT is required: say why the node is drained");
 	json_t *body = json_pack("{s:s}", "reason", c->v[D_REASON]);
 	int rc = node_action(c, "drain", body);
 	json_decref(body);
@@ -227,15 +230,16 @@ static void print_images(json_t *res)
 	json_array_foreach (json_object_get(res, "nodes"), i, n) {
 		json_t *list = json_object_get(n, "images");
 		if (!json_is_array(list)) {
-			printf("%-16.16s %s\n", jstr(n, "name"),
+			printf("%-16.16s %s\n", cli__jstr(n, "name"),
 			       "(not reported: no podman, or not yet)");
 			continue;
 		}
 		if (!json_array_size(list))
-			printf("%-16.16s %s\n", jstr(n, "name"), "(none)");
+			printf("%-16.16s %s\n", cli__jstr(n, "name"), "(none)");
 		json_array_foreach (list, k, im)
-			printf("%-16.16s %-48s %-19.19s %9lld\n", jstr(n, "name"), jstr(im, "ref"),
-			       jstr(im, "digest"), (long long)jint(im, "size_mib"));
+			printf("%-16.16s %-48s %-19.19s %9lld\n", cli__jstr(n, "name"),
+			       cli__jstr(im, "ref"), cli__jstr(im, "digest"),
+			       (long long)cli__jint(im, "size_mib"));
 	}
 }
 
@@ -245,7 +249,7 @@ static json_t *pull_of(json_t *n, const char *ref)
 	size_t k;
 	json_t *p;
 	json_array_foreach (json_object_get(n, "pulls"), k, p)
-		if (strcmp(jstr(p, "ref"), ref) == 0)
+		if (strcmp(cli__jstr(p, "ref"), ref) == 0)
 			return p;
 	return NULL;
 }
@@ -254,18 +258,19 @@ static json_t *pull_of(json_t *n, const char *ref)
 static int images_pull(struct ctx *c)
 {
 	if (c->npos != 2)
-		return usage_error(c->cmd, "images pull: give one image (tenk images pull REF "
-					   "--nodes all)");
+		return cli__usage_error(c->cmd, "images pull: give one image (tenk images pull REF "
+						"--nodes all)");
 	const char *ref = c->pos[1];
 	if (!c->v[I_NODES])
-		return usage_error(c->cmd, "images pull: --nodes LIST or --nodes all is required");
+		return cli__usage_error(c->cmd,
+					"images pull: --nodes LIST or --nodes all is required");
 	int64_t timeout_s = 1800;
 	if (c->v[I_TIMEOUT] &&
 	    (tk_parse_duration(c->v[I_TIMEOUT], &timeout_s) < 0 || timeout_s < 1))
-		return usage_error(c->cmd,
-				   "--timeout: expected a duration such as 90s or 30m, "
-				   "got \"%s\"",
-				   c->v[I_TIMEOUT]);
+		return cli__usage_error(c->cmd,
+					"--timeout: expected a duration such as 90s or 30m, "
+					"got \"%s\"",
+					c->v[I_TIMEOUT]);
 	json_t *nodes;
 	if (strcmp(c->v[I_NODES], "all") == 0) {
 		nodes = json_string("all");
@@ -283,7 +288,7 @@ static int images_pull(struct ctx *c)
 			    NULL, &err);
 	json_decref(body);
 	if (r < 0)
-		return api_error(c, &err);
+		return cli__api_error(c, &err);
 	struct strbuf names;
 	strbuf_init(&names);
 	size_t i;
@@ -296,29 +301,29 @@ static int images_pull(struct ctx *c)
 	json_t *res = NULL;
 	for (;;) {
 		if (get_images(c, names.buf, &res, &err) < 0) {
-			rc = api_error(c, &err);
+			rc = cli__api_error(c, &err);
 			break;
 		}
 		bool all = true;
 		json_t *n;
 		json_array_foreach (json_object_get(res, "nodes"), i, n) {
 			json_t *p = pull_of(n, ref);
-			all &= p && strcmp(jstr(p, "state"), "pulling") != 0;
+			all &= p && strcmp(cli__jstr(p, "state"), "pulling") != 0;
 		}
 		if (all || tk_mono_ms() >= deadline) {
 			json_array_foreach (json_object_get(res, "nodes"), i, n) {
 				json_t *p = pull_of(n, ref);
-				const char *st = p ? jstr(p, "state") : "pulling";
+				const char *st = p ? cli__jstr(p, "state") : "pulling";
 				if (strcmp(st, "done") != 0)
 					rc = CLI_EXIT_ERROR;
 				if (!c->json)
-					printf("%s: %s%s%s\n", jstr(n, "name"),
+					printf("%s: %s%s%s\n", cli__jstr(n, "name"),
 					       strcmp(st, "pulling") == 0 ? "still pulling" : st,
-					       p && *jstr(p, "detail") ? ": " : "",
-					       p ? jstr(p, "detail") : "");
+					       p && *cli__jstr(p, "detail") ? ": " : "",
+					       p ? cli__jstr(p, "detail") : "");
 			}
 			if (c->json)
-				print_json(res);
+				cli__print_json(res);
 			break;
 		}
 		json_decref(res);
@@ -335,14 +340,15 @@ static int run_images(struct ctx *c)
 	if (c->npos >= 1 && strcmp(c->pos[0], "pull") == 0)
 		return images_pull(c);
 	if (c->npos)
-		return usage_error(c->cmd, "images: unknown action \"%s\" (tenk images [pull REF])",
-				   c->pos[0]);
+		return cli__usage_error(c->cmd,
+					"images: unknown action \"%s\" (tenk images [pull REF])",
+					c->pos[0]);
 	json_t *res;
 	struct tk_error err;
 	if (get_images(c, c->v[I_NODES], &res, &err) < 0)
-		return api_error(c, &err);
+		return cli__api_error(c, &err);
 	if (c->json)
-		print_json(res);
+		cli__print_json(res);
 	else
 		print_images(res);
 	json_decref(res);

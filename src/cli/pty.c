@@ -118,7 +118,7 @@ static json_t *job_now(struct ctx *c, const char *path)
 	json_t *j;
 	struct tk_error err;
 	if (client_call(&c->client, "GET", path, NULL, CALL_TIMEOUT_MS, &j, NULL, &err) < 0) {
-		api_error(c, &err);
+		cli__api_error(c, &err);
 		return NULL;
 	}
 	return j;
@@ -127,14 +127,14 @@ static json_t *job_now(struct ctx *c, const char *path)
 /* Has job j ended? Then *rc is its exit status (tenk wait's). */
 static bool ended(json_t *j, int *rc)
 {
-	const char *st = jstr(j, "state");
+	const char *st = cli__jstr(j, "state");
 	if (!strcmp(st, "PENDING") || !strcmp(st, "STARTING") || !strcmp(st, "RUNNING"))
 		return false;
-	*rc = job_exit_status(j);
+	*rc = cli__job_exit_status(j);
 	return true;
 }
 
-int run_pty(struct ctx *c, const char *id)
+int cli__run_pty(struct ctx *c, const char *id)
 {
 	_cleanup_free_ char *path = xasprintf("/v1/jobs/%s", id);
 	_cleanup_free_ char *pty_path = xasprintf("/v1/jobs/%s/pty", id);
@@ -158,15 +158,15 @@ int run_pty(struct ctx *c, const char *id)
 		json_t *j = job_now(c, path);
 		if (!j)
 			goto out;
-		const char *st = jstr(j, "state");
+		const char *st = cli__jstr(j, "state");
 		if (ended(j, &rc)) {
 			fprintf(stderr, "tenk run: job %s is %s before its terminal opened\n", id,
 				st);
 			json_decref(j);
 			goto out;
 		}
-		if (!strcmp(st, "PENDING") && strcmp(reason, jstr(j, "reason")) != 0) {
-			snprintf(reason, sizeof(reason), "%s", jstr(j, "reason"));
+		if (!strcmp(st, "PENDING") && strcmp(reason, cli__jstr(j, "reason")) != 0) {
+			snprintf(reason, sizeof(reason), "%s", cli__jstr(j, "reason"));
 			if (*reason)
 				fprintf(stderr, "tenk run: job %s waits: %s\n", id, reason);
 		}
@@ -180,7 +180,7 @@ int run_pty(struct ctx *c, const char *id)
 	struct tk_error err;
 	if (client_upgrade(&c->client, pty_path, WIRE_PTY_PROTOCOL, CALL_TIMEOUT_MS, &s, &err) <
 	    0) {
-		rc = api_error(c, &err);
+		rc = cli__api_error(c, &err);
 		goto out;
 	}
 	struct termios saved, raw;

@@ -128,8 +128,9 @@ static int add_int_opt(struct ctx *c, json_t *req, int opt, const char *key, int
 		return 0;
 	int64_t x;
 	if (tk_parse_int64(v, min, max, &x) < 0)
-		return usage_error(c->cmd, "--%s: must be an integer from %lld to %lld, got \"%s\"",
-				   submit_opts[opt].name, (long long)min, (long long)max, v);
+		return cli__usage_error(c->cmd,
+					"--%s: must be an integer from %lld to %lld, got \"%s\"",
+					submit_opts[opt].name, (long long)min, (long long)max, v);
 	json_object_set_new(req, key, json_integer(x));
 	return 0;
 }
@@ -141,12 +142,13 @@ static int add_duration_opt(struct ctx *c, json_t *req, int opt, const char *key
 		return 0;
 	int64_t s;
 	if (opt == S_TIME ? tk_parse_time_limit(v, &s) < 0 : tk_parse_duration(v, &s) < 0)
-		return usage_error(c->cmd,
-				   opt == S_TIME ? "--%s: expected minutes (90), 90s, 2h, MM:SS, "
-						   "HH:MM:SS, D-HH or D-HH:MM:SS, got \"%s\""
-						 : "--%s: expected a duration such as 90s, 30m, "
-						   "2h, 1d or 1-02:00:00, got \"%s\"",
-				   submit_opts[opt].name, v);
+		return cli__usage_error(c->cmd,
+					opt == S_TIME
+						? "--%s: expected minutes (90), 90s, 2h, MM:SS, "
+						  "HH:MM:SS, D-HH or D-HH:MM:SS, got \"%s\""
+						: "--%s: expected a duration such as 90s, 30m, "
+						  "2h, 1d or 1-02:00:00, got \"%s\"",
+					submit_opts[opt].name, v);
 	json_object_set_new(req, key, json_integer(s));
 	return 0;
 }
@@ -155,10 +157,10 @@ static int add_duration_opt(struct ctx *c, json_t *req, int opt, const char *key
 static int add_mounts(struct ctx *c, json_t *req)
 {
 	if (!c->v[S_IMAGE])
-		return usage_error(c->cmd, "--mount: is for a job in an image (add --image)");
+		return cli__usage_error(c->cmd, "--mount: is for a job in an image (add --image)");
 	char cwd[4096];
 	if (!getcwd(cwd, sizeof(cwd)))
-		return usage_error(c->cmd, "cannot read the current folder");
+		return cli__usage_error(c->cmd, "cannot read the current folder");
 	json_t *list = json_array();
 	_cleanup_free_ char *copy = xstrdup(c->v[S_MOUNT]);
 	char *save = NULL;
@@ -178,7 +180,7 @@ static int add_mounts(struct ctx *c, json_t *req)
 		struct tk_error err;
 		if (model_mount_parse(full, false, &ms, &err) < 0) {
 			json_decref(list);
-			return usage_error(c->cmd, "--mount: %s", err.text);
+			return cli__usage_error(c->cmd, "--mount: %s", err.text);
 		}
 		json_array_append_new(list, json_string(full));
 	}
@@ -194,8 +196,8 @@ static int64_t count_opt(struct ctx *c, int opt, int64_t max, int64_t def)
 	if (!c->v[opt])
 		return def;
 	if (tk_parse_int64(c->v[opt], 1, max, &x) < 0) {
-		usage_error(c->cmd, "--%s: must be an integer from 1 to %lld, got \"%s\"",
-			    submit_opts[opt].name, (long long)max, c->v[opt]);
+		cli__usage_error(c->cmd, "--%s: must be an integer from 1 to %lld, got \"%s\"",
+				 submit_opts[opt].name, (long long)max, c->v[opt]);
 		return -1;
 	}
 	return x;
@@ -206,8 +208,9 @@ static int64_t count_opt(struct ctx *c, int opt, int64_t max, int64_t def)
 static int add_shape(struct ctx *c, json_t *req)
 {
 	if (c->v[S_TPN] && c->v[S_NTASKS_PER_NODE])
-		return usage_error(c->cmd, "--tasks-per-node and --ntasks-per-node are one option: "
-					   "give one");
+		return cli__usage_error(c->cmd,
+					"--tasks-per-node and --ntasks-per-node are one option: "
+					"give one");
 	int tpn_opt = c->v[S_NTASKS_PER_NODE] ? S_NTASKS_PER_NODE : S_TPN;
 	int64_t nodes = count_opt(c, S_NODES, MODEL_MAX_NODES, 0);
 	int64_t tpn = count_opt(c, tpn_opt, MODEL_MAX_TASKS_PER_NODE, 0);
@@ -217,14 +220,14 @@ static int add_shape(struct ctx *c, json_t *req)
 		return CLI_EXIT_USAGE;
 	if (ntasks) {
 		if (nodes && tpn && nodes * tpn != ntasks)
-			return usage_error(
+			return cli__usage_error(
 				c->cmd, "--ntasks %lld is not --nodes %lld x --tasks-per-node %lld",
 				(long long)ntasks, (long long)nodes, (long long)tpn);
 		if (!nodes && !tpn)
 			nodes = 1;
 		if (!tpn) {
 			if (ntasks % nodes)
-				return usage_error(
+				return cli__usage_error(
 					c->cmd,
 					"--ntasks %lld does not share out evenly over %lld "
 					"nodes (tenk gives every node as many tasks)",
@@ -233,15 +236,15 @@ static int add_shape(struct ctx *c, json_t *req)
 		}
 		if (!nodes) {
 			if (ntasks % tpn)
-				return usage_error(c->cmd,
-						   "--ntasks %lld is not a multiple of "
-						   "--tasks-per-node %lld",
-						   (long long)ntasks, (long long)tpn);
+				return cli__usage_error(c->cmd,
+							"--ntasks %lld is not a multiple of "
+							"--tasks-per-node %lld",
+							(long long)ntasks, (long long)tpn);
 			nodes = ntasks / tpn;
 		}
 		if (tpn > MODEL_MAX_TASKS_PER_NODE || nodes > MODEL_MAX_NODES)
-			return usage_error(c->cmd, "--ntasks %lld: too many tasks per node",
-					   (long long)ntasks);
+			return cli__usage_error(c->cmd, "--ntasks %lld: too many tasks per node",
+						(long long)ntasks);
 	}
 	if (nodes)
 		json_object_set_new(req, "nodes", json_integer(nodes));
@@ -249,8 +252,8 @@ static int add_shape(struct ctx *c, json_t *req)
 		json_object_set_new(req, "tasks_per_node", json_integer(tpn));
 	int given = !!c->v[S_GPUS] + !!c->v[S_GPUS_PER_NODE] + !!c->v[S_GPUS_TOTAL];
 	if (given > 1)
-		return usage_error(c->cmd,
-				   "give one of --gpus-per-task, --gpus-per-node and --gpus");
+		return cli__usage_error(c->cmd,
+					"give one of --gpus-per-task, --gpus-per-node and --gpus");
 	if (!given)
 		return 0;
 	int opt = c->v[S_GPUS] ? S_GPUS : c->v[S_GPUS_PER_NODE] ? S_GPUS_PER_NODE : S_GPUS_TOTAL;
@@ -259,22 +262,22 @@ static int add_shape(struct ctx *c, json_t *req)
 	double g = strtod(v, &end);
 	double most = MODEL_MAX_GPUS_PER_TASK * (opt == S_GPUS ? 1.0 : 1e9);
 	if (!*v || *end || !(g >= 0 && g <= most))
-		return usage_error(c->cmd, "--%s: must be a number from 0 to %g, got \"%s\"",
-				   submit_opts[opt].name, most, v);
+		return cli__usage_error(c->cmd, "--%s: must be a number from 0 to %g, got \"%s\"",
+					submit_opts[opt].name, most, v);
 	/* shared out: each task gets the same whole number, or one fraction */
 	double per = opt == S_GPUS	      ? g
 		     : opt == S_GPUS_PER_NODE ? g / (double)(tpn ? tpn : 1)
 					      : g / (double)((nodes ? nodes : 1) * (tpn ? tpn : 1));
 	if (opt != S_GPUS && per >= 1 && per != floor(per))
-		return usage_error(c->cmd, "--%s %s does not share out evenly over %lld task(s)%s",
-				   submit_opts[opt].name, v,
-				   (long long)(opt == S_GPUS_PER_NODE
-						       ? (tpn ? tpn : 1)
-						       : (nodes ? nodes : 1) * (tpn ? tpn : 1)),
-				   opt == S_GPUS_PER_NODE ? " per node" : "");
+		return cli__usage_error(
+			c->cmd, "--%s %s does not share out evenly over %lld task(s)%s",
+			submit_opts[opt].name, v,
+			(long long)(opt == S_GPUS_PER_NODE ? (tpn ? tpn : 1)
+							   : (nodes ? nodes : 1) * (tpn ? tpn : 1)),
+			opt == S_GPUS_PER_NODE ? " per node" : "");
 	if (per > MODEL_MAX_GPUS_PER_TASK)
-		return usage_error(c->cmd, "--%s %s: more than %d accelerators per task",
-				   submit_opts[opt].name, v, MODEL_MAX_GPUS_PER_TASK);
+		return cli__usage_error(c->cmd, "--%s %s: more than %d accelerators per task",
+					submit_opts[opt].name, v, MODEL_MAX_GPUS_PER_TASK);
 	json_object_set_new(req, "gpus_per_task",
 			    per == floor(per) ? json_integer((json_int_t)per) : json_real(per));
 	return 0;
@@ -287,19 +290,19 @@ static int dep_add(struct ctx *c, json_t *list, const char *ref, const char *whe
 	int64_t id;
 	if (!strchr(ref, '_')) {
 		if (tk_parse_int64(ref, 1, INT64_MAX, &id) < 0)
-			return usage_error(c->cmd,
-					   "a dependency names a job (41, or 41_3 in an "
-					   "array), got \"%s\"",
-					   ref);
+			return cli__usage_error(c->cmd,
+						"a dependency names a job (41, or 41_3 in an "
+						"array), got \"%s\"",
+						ref);
 	} else {
-		if (job_ref_check(c, ref))
+		if (cli__job_ref_check(c, ref))
 			return CLI_EXIT_USAGE;
 		_cleanup_free_ char *path = xasprintf("/v1/jobs/%s", ref);
 		json_t *j;
 		struct tk_error err;
 		if (client_call(&c->client, "GET", path, NULL, CALL_TIMEOUT_MS, &j, NULL, &err) < 0)
-			return api_error(c, &err);
-		id = jint(j, "id");
+			return cli__api_error(c, &err);
+		id = cli__jint(j, "id");
 		json_decref(j);
 	}
 	json_array_append_new(list, json_pack("{s:I, s:s}", "job", (json_int_t)id, "when", when));
@@ -320,8 +323,9 @@ static int add_deps(struct ctx *c, json_t *req)
 		if (!v)
 			continue;
 		if (which && strchr(v, '?')) {
-			r = usage_error(c->cmd, "--dependency: '?' (any one of) is not supported; "
-						"list what must all hold with ','");
+			r = cli__usage_error(c->cmd,
+					     "--dependency: '?' (any one of) is not supported; "
+					     "list what must all hold with ','");
 			break;
 		}
 		_cleanup_free_ char *copy = xstrdup(v);
@@ -336,7 +340,7 @@ static int add_deps(struct ctx *c, json_t *req)
 					when = colon + 1;
 					enum dep_when w;
 					if (dep_when_parse(when, &w) < 0) {
-						r = usage_error(
+						r = cli__usage_error(
 							c->cmd,
 							"--after: %s:%s: after the ':' comes "
 							"ok, any, fail or start",
@@ -355,10 +359,11 @@ static int add_deps(struct ctx *c, json_t *req)
 						when = types[k].when;
 			}
 			if (!when) {
-				r = usage_error(c->cmd,
-						"--dependency: \"%s\": expected after, afterok, "
-						"afternotok or afterany, then ':' and job ids",
-						t);
+				r = cli__usage_error(
+					c->cmd,
+					"--dependency: \"%s\": expected after, afterok, "
+					"afternotok or afterany, then ':' and job ids",
+					t);
 				break;
 			}
 			char *save2 = NULL;
@@ -366,8 +371,9 @@ static int add_deps(struct ctx *c, json_t *req)
 			     id = strtok_r(NULL, ":", &save2)) {
 				char *plus = strchr(id, '+'); /* Slurm's after:JOB+MINUTES */
 				if (plus) {
-					r = usage_error(c->cmd, "--dependency: \"+MINUTES\" is not "
-								"supported");
+					r = cli__usage_error(c->cmd,
+							     "--dependency: \"+MINUTES\" is not "
+							     "supported");
 					break;
 				}
 				r = dep_add(c, list, id, when);
@@ -389,7 +395,7 @@ static int add_extras(struct ctx *c, json_t *req, bool update)
 		int *idx, n, cap;
 		struct tk_error err;
 		if (model_array_parse(c->v[S_ARRAY], &idx, &n, &cap, &err) < 0)
-			return usage_error(c->cmd, "--%s", err.text);
+			return cli__usage_error(c->cmd, "--%s", err.text);
 		free(idx);
 		json_object_set_new(req, "array", json_string(c->v[S_ARRAY]));
 	}
@@ -398,10 +404,11 @@ static int add_extras(struct ctx *c, json_t *req, bool update)
 	if (c->v[S_BEGIN]) {
 		int64_t at;
 		if (tk_parse_begin(c->v[S_BEGIN], (int64_t)time(NULL), &at) < 0)
-			return usage_error(c->cmd,
-					   "--begin: expected now+DURATION, HH:MM[:SS], "
-					   "YYYY-MM-DD[THH:MM[:SS]], today or tomorrow; got \"%s\"",
-					   c->v[S_BEGIN]);
+			return cli__usage_error(
+				c->cmd,
+				"--begin: expected now+DURATION, HH:MM[:SS], "
+				"YYYY-MM-DD[THH:MM[:SS]], today or tomorrow; got \"%s\"",
+				c->v[S_BEGIN]);
 		json_object_set_new(req, "begin_ms", json_integer(at * 1000));
 	}
 	if (c->v[S_COMMENT])
@@ -422,13 +429,14 @@ static int add_extras(struct ctx *c, json_t *req, bool update)
 			*at = '\0';
 		if (tk_parse_signal(copy, &sig) < 0 ||
 		    (at && tk_parse_int64(at + 1, 0, 65535, &before) < 0))
-			return usage_error(c->cmd,
-					   "--signal: expected SIG[@SECONDS] such as USR1@120, got "
-					   "\"%s\"",
-					   c->v[S_SIGNAL]);
+			return cli__usage_error(
+				c->cmd,
+				"--signal: expected SIG[@SECONDS] such as USR1@120, got "
+				"\"%s\"",
+				c->v[S_SIGNAL]);
 		if (!update && !c->v[S_TIME])
-			return usage_error(c->cmd,
-					   "--signal: comes before the time limit: add --time");
+			return cli__usage_error(
+				c->cmd, "--signal: comes before the time limit: add --time");
 		json_object_set_new(
 			req, "signal",
 			json_pack("{s:i, s:I}", "number", sig, "before_s", (json_int_t)before));
@@ -443,7 +451,8 @@ static int add_extras(struct ctx *c, json_t *req, bool update)
 		int n;
 		struct tk_error err;
 		if (model_hostlist_parse(c->v[opt], MODEL_MAX_NODES, &names, &n, &err) < 0)
-			return usage_error(c->cmd, "--%s: %s", submit_opts[opt].name, err.text);
+			return cli__usage_error(c->cmd, "--%s: %s", submit_opts[opt].name,
+						err.text);
 		json_t *list = json_array();
 		for (int i = 0; i < n; i++) {
 			json_array_append_new(list, json_string(names[i]));
@@ -557,8 +566,9 @@ static int sbatch_words(struct ctx *c, struct script *sc, int line, char **w, in
 		char name[64] = "";
 		int k = -1;
 		if (a[0] != '-' || !a[1])
-			return usage_error(c->cmd, "%s line %d: #SBATCH \"%s\" is not an option",
-					   sc->path, line, a);
+			return cli__usage_error(c->cmd,
+						"%s line %d: #SBATCH \"%s\" is not an option",
+						sc->path, line, a);
 		if (a[1] == '-') {
 			const char *eq = strchr(a + 2, '=');
 			size_t len = eq ? (size_t)(eq - a - 2) : strlen(a + 2);
@@ -581,8 +591,9 @@ static int sbatch_words(struct ctx *c, struct script *sc, int line, char **w, in
 			k >= 0 ? slurm_opts[k].value : (!val && i + 1 < n && w[i + 1][0] != '-');
 		if (takes && !val) {
 			if (i + 1 >= n)
-				return usage_error(c->cmd, "%s line %d: #SBATCH %s needs a value",
-						   sc->path, line, a);
+				return cli__usage_error(c->cmd,
+							"%s line %d: #SBATCH %s needs a value",
+							sc->path, line, a);
 			val = w[++i];
 		}
 		if (k < 0) {
@@ -598,7 +609,7 @@ static int sbatch_words(struct ctx *c, struct script *sc, int line, char **w, in
 			    !val[used]) {
 				script_push(sc, xasprintf("--gpu-type=%s", type));
 			} else if (!(sscanf(val, "gpu:%d%n", &count, &used) == 1 && !val[used])) {
-				return usage_error(
+				return cli__usage_error(
 					c->cmd,
 					"%s line %d: #SBATCH --gres=%s: tenk reads gpu:N "
 					"and gpu:TYPE:N",
@@ -676,12 +687,13 @@ static int script_options(struct ctx *c, struct script *sc)
 		char *w[64];
 		int n = split_words(l + (tenk ? 5 : 7), w, 64);
 		if (n < 0) {
-			rc = usage_error(c->cmd, "%s line %d: more than 64 words", sc->path, line);
+			rc = cli__usage_error(c->cmd, "%s line %d: more than 64 words", sc->path,
+					      line);
 			break;
 		}
 		if (sc->ntok + n >= SCRIPT_MAX_TOKENS) {
-			rc = usage_error(c->cmd, "%s: more than %d options", sc->path,
-					 SCRIPT_MAX_TOKENS);
+			rc = cli__usage_error(c->cmd, "%s: more than %d options", sc->path,
+					      SCRIPT_MAX_TOKENS);
 			break;
 		}
 		if (slurm) {
@@ -713,10 +725,10 @@ static int script_options(struct ctx *c, struct script *sc)
 	struct tk_error err;
 	if (tk_opts_parse(submit_opts, ARRAY_SIZE(submit_opts), nopt + 1, argv, false, v, &pos,
 			  &npos, &err) < 0)
-		rc = usage_error(c->cmd, "%s: %s", sc->path, err.text);
+		rc = cli__usage_error(c->cmd, "%s: %s", sc->path, err.text);
 	else if (npos)
-		rc = usage_error(c->cmd, "%s: \"%s\" in a #TENK line is not an option", sc->path,
-				 pos[0]);
+		rc = cli__usage_error(c->cmd, "%s: \"%s\" in a #TENK line is not an option",
+				      sc->path, pos[0]);
 	for (size_t i = O_FIRST_OWN; !rc && i < ARRAY_SIZE(submit_opts); i++)
 		if (!c->v[i] && v[i])
 			c->v[i] = v[i];
@@ -747,7 +759,7 @@ static int request_opts(struct ctx *c, json_t *req, bool update)
 	if (c->v[S_MEM]) {
 		int64_t mib;
 		if (tk_parse_size_mib(c->v[S_MEM], &mib) < 0) {
-			return usage_error(
+			return cli__usage_error(
 				c->cmd,
 				"--mem: expected a size such as 512M, 64G or 1T, got \"%s\"",
 				c->v[S_MEM]);
@@ -757,7 +769,7 @@ static int request_opts(struct ctx *c, json_t *req, bool update)
 	if (c->v[S_GPU_MEM]) {
 		int64_t mib;
 		if (tk_parse_size_mib(c->v[S_GPU_MEM], &mib) < 0) {
-			return usage_error(
+			return cli__usage_error(
 				c->cmd, "--gpu-mem: expected a size such as 40G or 80G, got \"%s\"",
 				c->v[S_GPU_MEM]);
 		}
@@ -767,9 +779,9 @@ static int request_opts(struct ctx *c, json_t *req, bool update)
 		char *end;
 		double tf = strtod(c->v[S_GPU_TFLOPS], &end);
 		if (!*c->v[S_GPU_TFLOPS] || *end || !(tf > 0 && tf <= 1e6)) {
-			return usage_error(c->cmd,
-					   "--gpu-tflops: expected a positive number, got \"%s\"",
-					   c->v[S_GPU_TFLOPS]);
+			return cli__usage_error(
+				c->cmd, "--gpu-tflops: expected a positive number, got \"%s\"",
+				c->v[S_GPU_TFLOPS]);
 		}
 		json_object_set_new(req, "gpu_tflops", json_real(tf));
 	}
@@ -798,11 +810,11 @@ static int submit_job(struct ctx *c, bool run)
 		json_array_append_new(cmd, json_string(c->pos[i]));
 	json_object_set_new(req, "command", cmd);
 	if (!r && c->v[S_LABEL] && !run)
-		r = usage_error(c->cmd, "--label: is for tenk run and tenk logs");
+		r = cli__usage_error(c->cmd, "--label: is for tenk run and tenk logs");
 	if (!r && c->v[S_PTY] && !run)
-		r = usage_error(c->cmd, "--pty: is for tenk run");
+		r = cli__usage_error(c->cmd, "--pty: is for tenk run");
 	if (!r && c->v[S_PTY] && !isatty(STDIN_FILENO))
-		r = usage_error(c->cmd, "--pty: needs a terminal on stdin");
+		r = cli__usage_error(c->cmd, "--pty: needs a terminal on stdin");
 	if (!r && c->v[S_PTY])
 		json_object_set_new(req, "pty", json_true());
 	if (r)
@@ -811,7 +823,7 @@ static int submit_job(struct ctx *c, bool run)
 	if (c->v[S_CHDIR]) {
 		if (c->v[S_CHDIR][0] != '/') {
 			if (!getcwd(cwd, sizeof(cwd))) {
-				r = usage_error(c->cmd, "cannot read the current folder");
+				r = cli__usage_error(c->cmd, "cannot read the current folder");
 				goto out;
 			}
 			_cleanup_free_ char *dir = xasprintf("%s/%s", cwd, c->v[S_CHDIR]);
@@ -821,7 +833,8 @@ static int submit_job(struct ctx *c, bool run)
 		}
 	} else {
 		if (!getcwd(cwd, sizeof(cwd))) {
-			r = usage_error(c->cmd, "cannot read the current folder; pass --chdir");
+			r = cli__usage_error(c->cmd,
+					     "cannot read the current folder; pass --chdir");
 			goto out;
 		}
 		json_object_set_new(req, "cwd", json_string(cwd));
@@ -835,7 +848,7 @@ static int submit_job(struct ctx *c, bool run)
 	if (c->v[S_CKPT_MARKER]) {
 		enum ckpt_marker m;
 		if (ckpt_marker_parse(c->v[S_CKPT_MARKER], &m) < 0) {
-			r = usage_error(
+			r = cli__usage_error(
 				c->cmd,
 				"--ckpt-marker: tenk, dcp, deepspeed or megatron, got \"%s\"",
 				c->v[S_CKPT_MARKER]);
@@ -849,7 +862,7 @@ static int submit_job(struct ctx *c, bool run)
 		json_object_set_new(req, "output", json_string("tenk-%j.%t.out"));
 	const char *export = c->v[S_EXPORT] ? c->v[S_EXPORT] : "ALL";
 	if (strcasecmp(export, "ALL") != 0 && strcasecmp(export, "NONE") != 0) {
-		r = usage_error(c->cmd, "--export: must be ALL or NONE, got \"%s\"", export);
+		r = cli__usage_error(c->cmd, "--export: must be ALL or NONE, got \"%s\"", export);
 		goto out;
 	}
 	json_t *env = json_object();
@@ -870,26 +883,26 @@ static int submit_job(struct ctx *c, bool run)
 	struct tk_error err;
 	if (client_call(&c->client, "POST", "/v1/jobs", req, CALL_TIMEOUT_MS, &job, NULL, &err) <
 	    0) {
-		r = api_error(c, &err);
+		r = cli__api_error(c, &err);
 		goto out;
 	}
 	if (run) {
 		char id[32];
-		snprintf(id, sizeof(id), "%lld", (long long)jint(job, "id"));
+		snprintf(id, sizeof(id), "%lld", (long long)cli__jint(job, "id"));
 		json_decref(job);
 		fprintf(stderr, "tenk run: job %s\n", id);
 		if (c->v[S_PTY]) {
-			r = run_pty(c, id);
+			r = cli__run_pty(c, id);
 			goto out;
 		}
 		struct follow f = {.job = id, .task = -1, .label = !!c->v[S_LABEL], .run = true};
-		r = follow_job(c, &f);
+		r = cli__follow_job(c, &f);
 		goto out;
 	}
 	if (c->json)
-		print_json(job);
+		cli__print_json(job);
 	else
-		printf("%lld\n", (long long)jint(job, "id"));
+		printf("%lld\n", (long long)cli__jint(job, "id"));
 	json_decref(job);
 out:
 	json_decref(req);
@@ -908,7 +921,7 @@ static int run_submit(struct ctx *c)
 static int run_run(struct ctx *c)
 {
 	if (c->v[S_ARRAY])
-		return usage_error(c->cmd, "--array: submit an array with tenk submit");
+		return cli__usage_error(c->cmd, "--array: submit an array with tenk submit");
 	return submit_job(c, true);
 }
 
@@ -923,11 +936,11 @@ static const int fixed_opts[] = {S_OUTPUT, S_CHDIR,	S_EXPORT, S_IMAGE, S_MOUNT, 
 
 static int run_update(struct ctx *c)
 {
-	if (job_ref_check(c, c->pos[0]))
+	if (cli__job_ref_check(c, c->pos[0]))
 		return CLI_EXIT_USAGE;
 	for (size_t i = 0; i < ARRAY_SIZE(fixed_opts); i++)
 		if (c->v[fixed_opts[i]])
-			return usage_error(
+			return cli__usage_error(
 				c->cmd,
 				"--%s: is fixed once submitted (tenk cancel, then submit "
 				"again)",
@@ -940,10 +953,10 @@ static int run_update(struct ctx *c)
 	if (c->v[S_GPUS_PER_NODE] || c->v[S_GPUS_TOTAL]) {
 		if (client_call(&c->client, "GET", path, NULL, CALL_TIMEOUT_MS, &job, NULL, &err) <
 		    0)
-			return api_error(c, &err);
+			return cli__api_error(c, &err);
 		json_t *rq = json_object_get(job, "request");
-		snprintf(nodes, sizeof(nodes), "%lld", (long long)jint(rq, "nodes"));
-		snprintf(tpn, sizeof(tpn), "%lld", (long long)jint(rq, "tasks_per_node"));
+		snprintf(nodes, sizeof(nodes), "%lld", (long long)cli__jint(rq, "nodes"));
+		snprintf(tpn, sizeof(tpn), "%lld", (long long)cli__jint(rq, "tasks_per_node"));
 		if (!c->v[S_NODES] && !c->v[S_NTASKS])
 			c->v[S_NODES] = nodes;
 		if (!c->v[S_TPN] && !c->v[S_NTASKS_PER_NODE] && !c->v[S_NTASKS])
@@ -954,8 +967,9 @@ static int run_update(struct ctx *c)
 	json_t *req = json_object();
 	int r = request_opts(c, req, true);
 	if (!r && !json_object_size(req))
-		r = usage_error(c->cmd, "nothing to change: give the options to change, such as "
-					"--time 4h");
+		r = cli__usage_error(c->cmd,
+				     "nothing to change: give the options to change, such as "
+				     "--time 4h");
 	if (r) {
 		json_decref(req);
 		return r;
@@ -964,9 +978,9 @@ static int run_update(struct ctx *c)
 	r = client_call(&c->client, "POST", upath, req, CALL_TIMEOUT_MS, &job, NULL, &err);
 	json_decref(req);
 	if (r < 0)
-		return api_error(c, &err);
+		return cli__api_error(c, &err);
 	if (c->json)
-		print_json(job);
+		cli__print_json(job);
 	else
 		printf("updated job %s\n", c->pos[0]);
 	json_decref(job);

@@ -21,11 +21,11 @@ static void error_json(const char *cmd, const char *text, long status)
 			      status == 400 || status < 0 ? CLI_EXIT_USAGE : CLI_EXIT_ERROR);
 	if (status > 0)
 		json_object_set_new(o, "status", json_integer(status));
-	print_json(o);
+	cli__print_json(o);
 	json_decref(o);
 }
 
-int usage_error(const struct tk_command *cmd, const char *fmt, ...)
+int cli__usage_error(const struct tk_command *cmd, const char *fmt, ...)
 {
 	char text[1024];
 	va_list ap;
@@ -39,7 +39,7 @@ int usage_error(const struct tk_command *cmd, const char *fmt, ...)
 	return CLI_EXIT_USAGE;
 }
 
-int api_error(const struct ctx *c, const struct tk_error *err)
+int cli__api_error(const struct ctx *c, const struct tk_error *err)
 {
 	fprintf(stderr, "tenk %s: %s\n", c->cmd->name, err->text);
 	long status = c->client.last_status;
@@ -49,14 +49,14 @@ int api_error(const struct ctx *c, const struct tk_error *err)
 	return status == 400 ? CLI_EXIT_USAGE : CLI_EXIT_ERROR;
 }
 
-void print_json(json_t *j)
+void cli__print_json(json_t *j)
 {
 	char *text = json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS | JSON_REAL_PRECISION(15));
 	puts(text);
 	free(text);
 }
 
-void fmt_time(int64_t ms, char *buf, size_t n)
+void cli__fmt_time(int64_t ms, char *buf, size_t n)
 {
 	if (ms <= 0) {
 		snprintf(buf, n, "-");
@@ -68,35 +68,35 @@ void fmt_time(int64_t ms, char *buf, size_t n)
 	strftime(buf, n, "%Y-%m-%d %H:%M:%S", &tm);
 }
 
-int64_t jint(json_t *o, const char *k)
+int64_t cli__jint(json_t *o, const char *k)
 {
 	return json_integer_value(json_object_get(o, k));
 }
 
-const char *jstr(json_t *o, const char *k)
+const char *cli__jstr(json_t *o, const char *k)
 {
 	const char *s = json_string_value(json_object_get(o, k));
 	return s ? s : "";
 }
 
-int parse_id(struct ctx *c, const char *s, int64_t *ret)
+int cli__parse_id(struct ctx *c, const char *s, int64_t *ret)
 {
 	if (tk_parse_int64(s, 1, INT64_MAX, ret) < 0)
-		return usage_error(c->cmd, "a job id is a positive integer, got \"%s\"", s);
+		return cli__usage_error(c->cmd, "a job id is a positive integer, got \"%s\"", s);
 	return 0;
 }
 
-int job_ref_check(struct ctx *c, const char *s)
+int cli__job_ref_check(struct ctx *c, const char *s)
 {
 	const char *us = strchr(s, '_');
 	int64_t x;
 	_cleanup_free_ char *id = us ? xstrndup(s, (size_t)(us - s)) : xstrdup(s);
 	if (tk_parse_int64(id, 1, INT64_MAX, &x) < 0 ||
 	    (us && tk_parse_int64(us + 1, 0, MODEL_MAX_ARRAY_INDEX, &x) < 0))
-		return usage_error(c->cmd,
-				   "a job is named by its id (12), or an array's element by "
-				   "ID_INDEX (12_7); got \"%s\"",
-				   s);
+		return cli__usage_error(c->cmd,
+					"a job is named by its id (12), or an array's element by "
+					"ID_INDEX (12_7); got \"%s\"",
+					s);
 	return 0;
 }
 
@@ -112,7 +112,7 @@ int cli_main(const struct tk_command *cmd, const struct cli_spec *spec, int argc
 			json_errors = true;
 	if (tk_opts_parse(spec->opts, spec->nopts, argc, argv, spec->stop_at_positional, c.v,
 			  &c.pos, &c.npos, &err) < 0)
-		return usage_error(cmd, "%s", err.text);
+		return cli__usage_error(cmd, "%s", err.text);
 	int rc;
 	if (c.v[O_HELP]) {
 		tk_opts_usage(spec->opts, spec->nopts, "usage: tenk %s [OPTIONS] %s\n%s.",
@@ -121,11 +121,11 @@ int cli_main(const struct tk_command *cmd, const struct cli_spec *spec, int argc
 		goto out;
 	}
 	if (c.npos < spec->min_args) {
-		rc = usage_error(cmd, "missing arguments");
+		rc = cli__usage_error(cmd, "missing arguments");
 		goto out;
 	}
 	if (spec->max_args >= 0 && c.npos > spec->max_args) {
-		rc = usage_error(cmd, "unexpected argument \"%s\"", c.pos[spec->max_args]);
+		rc = cli__usage_error(cmd, "unexpected argument \"%s\"", c.pos[spec->max_args]);
 		goto out;
 	}
 	c.json = c.v[O_JSON] != NULL;
