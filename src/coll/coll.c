@@ -392,7 +392,7 @@ static int rendezvous(struct coll_comm *c, const char *root, struct entry *table
 			one_host &= strcmp(table[i].host_id, table[0].host_id) == 0;
 		memset(shm_name, 0, COLL_SHM_NAME);
 		if (one_host)
-			r = shm_create(c, shm_name, (size_t)c->size, err);
+			r = coll__shm_create(c, shm_name, (size_t)c->size, err);
 	}
 	for (int i = 1; i < c->size && r >= 0; i++)
 		if ((r = io_all(fds[i], table, sizeof(*table) * (size_t)c->size, true, deadline,
@@ -491,9 +491,10 @@ int coll_init(struct coll_comm **ret, int rank, int size, const char *root,
 	int r = rendezvous(c, root, table, shm_name, ntohs(any.sin_port), deadline, err);
 	if (r >= 0 && shm_name[0]) {
 		if (rank != 0)
-			r = shm_attach(c, shm_name, err);
+			r = coll__shm_attach(c, shm_name, err);
 		if (r >= 0)
-			r = shm_barrier(c, err); /* everyone has it mapped: rank 0 unlinks it */
+			r = coll__shm_barrier(c,
+					      err); /* everyone has it mapped: rank 0 unlinks it */
 		if (r >= 0 && rank == 0)
 			shm_unlink(shm_name);
 	} else if (r >= 0) {
@@ -518,7 +519,7 @@ void coll_destroy(struct coll_comm *c)
 	for (int i = 0; i < c->size * c->K; i++)
 		if (c->fds[i] >= 0)
 			close(c->fds[i]);
-	shm_release(c);
+	coll__shm_release(c);
 	free(c->fds);
 	free(c->tmp);
 	free(c);
@@ -782,7 +783,7 @@ int coll_allreduce(struct coll_comm *c, const void *send, void *recv, size_t cou
 		return rc;
 	size_t bytes = count * coll_dtype_size(t);
 	if (c->shm)
-		return shm_allreduce(c, send, recv, count, t, op, err);
+		return coll__shm_allreduce(c, send, recv, count, t, op, err);
 	if (send != recv)
 		memmove(recv, send, bytes);
 	if (c->size == 1 || count == 0)
@@ -801,7 +802,7 @@ int coll_reduce_scatter(struct coll_comm *c, const void *send, void *recv, size_
 	if (rc < 0)
 		return rc;
 	if (c->shm)
-		return shm_reduce_scatter(c, send, recv, count, t, op, err);
+		return coll__shm_reduce_scatter(c, send, recv, count, t, op, err);
 	int n = c->size, r = c->rank, right = mod(r + 1, n), left = mod(r - 1, n);
 	size_t bytes = count * coll_dtype_size(t);
 	const uint8_t *in = send;
@@ -833,7 +834,7 @@ int coll_allgather(struct coll_comm *c, const void *send, void *recv, size_t byt
 	if (rc < 0)
 		return rc;
 	if (c->shm)
-		return shm_allgather(c, send, recv, bytes, err);
+		return coll__shm_allgather(c, send, recv, bytes, err);
 	int n = c->size, r = c->rank, right = mod(r + 1, n), left = mod(r - 1, n);
 	uint8_t *out = recv;
 	memmove(out + (size_t)r * bytes, send, bytes);
@@ -858,7 +859,7 @@ int coll_broadcast(struct coll_comm *c, void *buf, size_t bytes, int root, struc
 	if (rc < 0)
 		return rc;
 	if (c->shm)
-		return shm_broadcast(c, buf, bytes, root, err);
+		return coll__shm_broadcast(c, buf, bytes, root, err);
 	int n = c->size, vr = mod(c->rank - root, n);
 	uint8_t *b = buf;
 	if (n == 1 || bytes == 0)
@@ -905,7 +906,7 @@ int coll_barrier(struct coll_comm *c, struct tk_error *err)
 	if (rc < 0)
 		return rc;
 	if (c->shm)
-		return shm_barrier(c, err);
+		return coll__shm_barrier(c, err);
 	int n = c->size, r = c->rank;
 	uint8_t out = 1, in = 0;
 	for (int k = 1; k < n; k <<= 1)

@@ -25,14 +25,15 @@ struct coll_comm {
 };
 
 /* shm.c */
-int shm_create(struct coll_comm *c, char *name, size_t n, struct tk_error *err);
-int shm_attach(struct coll_comm *c, const char *name, struct tk_error *err);
-void shm_release(struct coll_comm *c);
-int shm_allreduce(struct coll_comm *c, const void *send, void *recv, size_t count,
-		  enum coll_dtype t, enum coll_op op, struct tk_error *err);
-int shm_reduce_scatter(struct coll_comm *c, const void *send, void *recv, size_t count,
-		       enum coll_dtype t, enum coll_op op, struct tk_error *err);
-int shm_allgather(struct coll_comm *c, const void *send, void *recv, size_t bytes,
-		  struct tk_error *err);
-int shm_broadcast(struct coll_comm *c, void *buf, size_t bytes, int root, struct tk_error *err);
-int shm_barrier(struct coll_comm *c, struct tk_error *err);
+int coll__shm_create(struct coll_comm *c, char *name, size_t n, struct tk_error *err);
+int coll__shm_attach(struct coll_comm *c, const char *name, struct tk_error *err);
+void coll__shm_release(struct coll_comm *c);
+int coll__shm_allreduce(struct coll_comm *c, const void *send, void *recv, size_t count,
+			enum coll_dtype t, enum coll_op op, struct tk_error *err);
+int coll__shm_reduce_scatter(struct coll_comm *c, const void *send, void *recv, size_t count,
+			     enum coll_dtype t, enum coll_op op, struct tk_error *err);
+int coll__shm_allgather(struct coll_comm *c, const void *send, void *recv, size_t bytes,
+			struct tk_error *err);
+int coll__shm_broadcast(struct coll_comm *c, void *buf, size_t bytes, int root,
+			struct tk_error *err);
+int coll__shm_barrier(struct coll_comm *c, struct tk_error *err);

@@ -57,7 +57,7 @@ static int map(struct coll_comm *c, int fd, size_t n, struct tk_error *err)
 	return 0;
 }
 
-int shm_create(struct coll_comm *c, char *name, size_t n, struct tk_error *err)
+int coll__shm_create(struct coll_comm *c, char *name, size_t n, struct tk_error *err)
 {
 	uint64_t r = (uint64_t)tk_mono_ms() ^ ((uint64_t)getpid() << 20);
 	snprintf(name, COLL_SHM_NAME, "/tenk-coll-%d-%llx", (int)getpid(), (unsigned long long)r);
@@ -83,7 +83,7 @@ int shm_create(struct coll_comm *c, char *name, size_t n, struct tk_error *err)
 	return 0;
 }
 
-int shm_attach(struct coll_comm *c, const char *name, struct tk_error *err)
+int coll__shm_attach(struct coll_comm *c, const char *name, struct tk_error *err)
 {
 	int fd = shm_open(name, O_RDWR | O_CLOEXEC, 0600);
 	if (fd < 0)
@@ -95,7 +95,7 @@ int shm_attach(struct coll_comm *c, const char *name, struct tk_error *err)
 	return rc;
 }
 
-void shm_release(struct coll_comm *c)
+void coll__shm_release(struct coll_comm *c)
 {
 	if (!c->shm)
 		return;
@@ -105,7 +105,7 @@ void shm_release(struct coll_comm *c)
 }
 
 /* A sense-reversing barrier; waits spin, then yield, until the deadline. */
-int shm_barrier(struct coll_comm *c, struct tk_error *err)
+int coll__shm_barrier(struct coll_comm *c, struct tk_error *err)
 {
 	struct shm *s = c->shm;
 	s->sense ^= 1u;
@@ -148,8 +148,8 @@ static void reduce_share(struct coll_comm *c, size_t count, enum coll_dtype t, e
 		coll_reduce(res, slot(c, k) + off * es, len, t, op);
 }
 
-int shm_allreduce(struct coll_comm *c, const void *send, void *recv, size_t count,
-		  enum coll_dtype t, enum coll_op op, struct tk_error *err)
+int coll__shm_allreduce(struct coll_comm *c, const void *send, void *recv, size_t count,
+			enum coll_dtype t, enum coll_op op, struct tk_error *err)
 {
 	size_t es = coll_dtype_size(t), per = SLOT / es;
 	const uint8_t *in = send;
@@ -158,20 +158,20 @@ int shm_allreduce(struct coll_comm *c, const void *send, void *recv, size_t coun
 	for (size_t done = 0; done < count; done += per) {
 		size_t n = MIN(per, count - done);
 		memcpy(slot(c, c->rank), in + done * es, n * es);
-		if ((rc = shm_barrier(c, err)) < 0)
+		if ((rc = coll__shm_barrier(c, err)) < 0)
 			return rc;
 		reduce_share(c, n, t, op);
-		if ((rc = shm_barrier(c, err)) < 0)
+		if ((rc = coll__shm_barrier(c, err)) < 0)
 			return rc;
 		memcpy(out + done * es, c->shm->result, n * es);
-		if ((rc = shm_barrier(c, err)) < 0)
+		if ((rc = coll__shm_barrier(c, err)) < 0)
 			return rc;
 	}
 	return 0;
 }
 
-int shm_reduce_scatter(struct coll_comm *c, const void *send, void *recv, size_t count,
-		       enum coll_dtype t, enum coll_op op, struct tk_error *err)
+int coll__shm_reduce_scatter(struct coll_comm *c, const void *send, void *recv, size_t count,
+			     enum coll_dtype t, enum coll_op op, struct tk_error *err)
 {
 	/* block r of every rank's input reduced: rank r's output. Slot k holds
 	 * rank k's piece of the block in hand; the owner reduces it. */
@@ -183,21 +183,21 @@ int shm_reduce_scatter(struct coll_comm *c, const void *send, void *recv, size_t
 		for (size_t done = 0; done < count; done += per) {
 			size_t n = MIN(per, count - done);
 			memcpy(slot(c, c->rank), in + ((size_t)b * count + done) * es, n * es);
-			if ((rc = shm_barrier(c, err)) < 0)
+			if ((rc = coll__shm_barrier(c, err)) < 0)
 				return rc;
 			if (b == c->rank) {
 				memcpy(out + done * es, slot(c, 0), n * es);
 				for (int k = 1; k < c->size; k++)
 					coll_reduce(out + done * es, slot(c, k), n, t, op);
 			}
-			if ((rc = shm_barrier(c, err)) < 0)
+			if ((rc = coll__shm_barrier(c, err)) < 0)
 				return rc;
 		}
 	return 0;
 }
 
-int shm_allgather(struct coll_comm *c, const void *send, void *recv, size_t bytes,
-		  struct tk_error *err)
+int coll__shm_allgather(struct coll_comm *c, const void *send, void *recv, size_t bytes,
+			struct tk_error *err)
 {
 	const uint8_t *in = send;
 	uint8_t *out = recv;
@@ -205,17 +205,18 @@ int shm_allgather(struct coll_comm *c, const void *send, void *recv, size_t byte
 	for (size_t done = 0; done < bytes; done += SLOT) {
 		size_t n = MIN((size_t)SLOT, bytes - done);
 		memcpy(slot(c, c->rank), in + done, n);
-		if ((rc = shm_barrier(c, err)) < 0)
+		if ((rc = coll__shm_barrier(c, err)) < 0)
 			return rc;
 		for (int k = 0; k < c->size; k++)
 			memcpy(out + (size_t)k * bytes + done, slot(c, k), n);
-		if ((rc = shm_barrier(c, err)) < 0)
+		if ((rc = coll__shm_barrier(c, err)) < 0)
 			return rc;
 	}
 	return 0;
 }
 
-int shm_broadcast(struct coll_comm *c, void *buf, size_t bytes, int root, struct tk_error *err)
+int coll__shm_broadcast(struct coll_comm *c, void *buf, size_t bytes, int root,
+			struct tk_error *err)
 {
 	uint8_t *b = buf;
 	int rc;
@@ -223,11 +224,11 @@ int shm_broadcast(struct coll_comm *c, void *buf, size_t bytes, int root, struct
 		size_t n = MIN((size_t)SLOT, bytes - done);
 		if (c->rank == root)
 			memcpy(c->shm->result, b + done, n);
-		if ((rc = shm_barrier(c, err)) < 0)
+		if ((rc = coll__shm_barrier(c, err)) < 0)
 			return rc;
 		if (c->rank != root)
 			memcpy(b + done, c->shm->result, n);
-		if ((rc = shm_barrier(c, err)) < 0)
+		if ((rc = coll__shm_barrier(c, err)) < 0)
 			return rc;
 	}
 	return 0;
