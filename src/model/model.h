@@ -795,7 +795,7 @@ struct sched_config {
 void sched_config_default(struct sched_config *c);
 /* A "placement" value: "dense" or "fastest" (*ret_fastest); -EINVAL for
  * anything else. */
-int sched_placement_parse(const char *name, bool *ret_fastest);
+int sched_config_placement_parse(const char *name, bool *ret_fastest);
 /* Parses a configuration file's text; on error c is unchanged. */
 int sched_config_load_json(struct sched_config *c, const char *text, struct tk_error *err);
 /* The index of the class named `name`, or -1. */

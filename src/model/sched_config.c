@@ -184,7 +184,7 @@ static int fixed_list(json_t *obj, const char *key, char *out, size_t size, int 
 	return 0;
 }
 
-int sched_placement_parse(const char *name, bool *ret_fastest)
+int sched_config_placement_parse(const char *name, bool *ret_fastest)
 {
 	if (strcmp(name, "dense") != 0 && strcmp(name, "fastest") != 0)
 		return -EINVAL;
@@ -264,7 +264,7 @@ int sched_config_load_json(struct sched_config *c, const char *text, struct tk_e
 	char placement[16] = "dense";
 	if ((r = mj_strbuf(root, "placement", false, true, placement, sizeof(placement), err)) < 0)
 		goto out;
-	if (sched_placement_parse(placement, &next.placement_fastest) < 0) {
+	if (sched_config_placement_parse(placement, &next.placement_fastest) < 0) {
 		r = tk_errorf(err, -EINVAL,
 			      "placement: must be \"dense\" or \"fastest\", got \"%s\"", placement);
 		goto out;

@@ -402,7 +402,7 @@ int sim_main(const struct tk_command *cmd, int argc, char **argv)
 		return usage("--time-limits: expected trace, none or estimated, got \"%s\"", tl);
 	const char *pl = v[O_PLACEMENT];
 	bool fastest = false;
-	if (pl && sched_placement_parse(pl, &fastest) < 0)
+	if (pl && sched_config_placement_parse(pl, &fastest) < 0)
 		return usage("--placement: expected dense or fastest, got \"%s\"", pl);
 	if (v[O_CONFIG]) {
 		char *text = read_file(v[O_CONFIG], &err);

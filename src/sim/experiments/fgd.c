@@ -363,7 +363,7 @@ int sim_fgd_main(int argc, char **argv)
 	}
 	const char *placement = v[F_PLACEMENT] ? v[F_PLACEMENT] : "dense";
 	bool fastest = false;
-	if (sched_placement_parse(placement, &fastest) < 0)
+	if (sched_config_placement_parse(placement, &fastest) < 0)
 		return usage("--placement: expected dense or fastest, got \"%s\"", placement);
 	int nseeds = (int)(seed_hi - seed_lo + 1);
 	struct catalogue cat;
