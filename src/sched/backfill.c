@@ -108,7 +108,8 @@ void sched__add_hold(struct st *st, const struct placement *pl)
 void sched__add_resv(struct st *st, int job, int64_t until, const struct placement *pl)
 {
 	struct pass *p = &st->p;
-	xgrow(&st->resv, &st->resv_alloc, (size_t)st->nresv + 1, sizeof(*st->resv));
+	sched__keep_grow(p->keep, &st->resv, &st->resv_alloc, (size_t)st->nresv + 1,
+			 sizeof(*st->resv));
 	struct resv *r = &st->resv[st->nresv++];
 	r->job = job;
 	r->until = until;

@@ -249,6 +249,9 @@ void sched__memo_free(struct pass *p, struct memo_table *t);
 void *sched__keep_alloc(struct sched_keep *k, size_t bytes);
 void *sched__keep_zalloc(struct sched_keep *k, size_t n, size_t size);
 void sched__keep_release(struct sched_keep *k, void *p);
+/* Grows *pp (holding *alloc elements of size `size`, from k) to hold at
+ * least need, as xgrow does, keeping what it held. */
+void sched__keep_grow(struct sched_keep *k, void *pp, size_t *alloc, size_t need, size_t size);
 /* At the end of a pass: blocks no pass took for a while go back. */
 void sched__keep_pass_end(struct sched_keep *k);
 bool sched__node_fits(struct pass *p, const struct req *rq, const struct view *v, int n, int model,

@@ -143,6 +143,20 @@ void *sched__keep_zalloc(struct sched_keep *k, size_t n, size_t size)
 	return p;
 }
 
+void sched__keep_grow(struct sched_keep *k, void *pp, size_t *alloc, size_t need, size_t size)
+{
+	void **p = pp;
+	if (need <= *alloc)
+		return;
+	size_t n = MAX(need, *alloc ? *alloc * 2 : 16);
+	void *q = sched__keep_alloc(k, n * size);
+	if (*p)
+		memcpy(q, *p, *alloc * size);
+	sched__keep_release(k, *p);
+	*p = q;
+	*alloc = n;
+}
+
 void sched__keep_release(struct sched_keep *k, void *p)
 {
 	if (!p)

@@ -67,8 +67,8 @@ static uint64_t shape_hash(const struct sched_job *j)
 static void slots_grow(struct st *st)
 {
 	st->slot_cap = st->slot_cap ? st->slot_cap * 2 : SHAPE_CACHE_MIN;
-	free(st->shape_slot);
-	st->shape_slot = xmalloc(sizeof(int) * st->slot_cap);
+	sched__keep_release(st->p.keep, st->shape_slot);
+	st->shape_slot = sched__keep_alloc(st->p.keep, sizeof(int) * st->slot_cap);
 	memset(st->shape_slot, 0xff, sizeof(int) * st->slot_cap);
 	size_t mask = st->slot_cap - 1;
 	for (int k = 0; k < st->nshapes; k++) {
@@ -81,7 +81,8 @@ static void slots_grow(struct st *st)
 
 int sched__shape_new(struct st *st, const struct sched_job *j, uint64_t hash)
 {
-	xgrow(&st->shapes, &st->shapes_alloc, (size_t)st->nshapes + 1, sizeof(*st->shapes));
+	sched__keep_grow(st->p.keep, &st->shapes, &st->shapes_alloc, (size_t)st->nshapes + 1,
+			 sizeof(*st->shapes));
 	int k = st->nshapes++;
 	struct shape *s = &st->shapes[k];
 	memset(s, 0, sizeof(*s));

@@ -353,6 +353,58 @@ static void past_limit(struct st *st, int seg, int end)
 	d->nwaits = at;
 }
 
+/* Everything the pass took, back: its working arrays to its keep (all of
+ * them come from it), then the keep itself when the pass made its own.
+ * The one release path, for a pass cut short as for one that ran. */
+static void pass_release(struct st *st)
+{
+	struct sched_keep *k = st->p.keep;
+	for (int i = 0; i < st->nresv; i++)
+		free(st->resv[i].a);
+	void *arrays[] = {
+		st->resv,
+		st->order,
+		st->run,
+		st->qs,
+		st->heap,
+		st->class_has_resv,
+		st->victim,
+		st->end_heap,
+		st->end_list,
+		st->held,
+		st->preemptible_below,
+		st->victim_order,
+		st->node_models,
+		st->victim_buf,
+		st->vfit,
+		st->vseen,
+		st->vnodes,
+		st->vcnt,
+		st->lends,
+		st->shape_slot,
+		st->jrec,
+		st->pl.nodes,
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(arrays); i++)
+		sched__keep_release(k, arrays[i]);
+	for (int c = 0; c < MODEL_MAX_CLASSES; c++)
+		sched__relset_release(&st->p, &st->rel[c]);
+	sched__relset_release(&st->p, &st->recl);
+	sched__pick_release(&st->p, &st->pick);
+	for (int i = 0; i < st->nshapes; i++) {
+		free(st->shapes[i].model_ok);
+		sched__memo_free(&st->p, st->shapes[i].memo);
+	}
+	sched__keep_release(k, st->shapes);
+	strbuf_release(&st->sb);
+	if (st->placed)
+		sched__place_release(&st->p);
+	if (st->p.snap->keep)
+		sched__keep_pass_end(k);
+	else
+		sched_keep_free(k);
+}
+
 int sched_pass(const struct sched_snapshot *snap, int64_t now_ms, const struct sched_policy *policy,
 	       struct sched_decisions *ret)
 {
@@ -375,36 +427,29 @@ int sched_pass(const struct sched_snapshot *snap, int64_t now_ms, const struct s
 	for (int c = 0; c < snap->nclasses; c++)
 		st.prio_of[c] = class_rank(&snap->classes[c]);
 	int nj = snap->njobs;
-	st.qs = xcalloc((size_t)snap->nqueues, sizeof(*st.qs));
-	st.held = sched__keep_alloc(st.p.keep, sizeof(int) * ((size_t)snap->nrunning + 1));
-	st.preemptible_below = xcalloc((size_t)snap->nclasses, sizeof(int));
-	st.jrec = sched__keep_alloc(st.p.keep, sizeof(*st.jrec) * ((size_t)nj + 1));
+	struct sched_keep *keep = st.p.keep;
+	strbuf_init(&st.sb);
+	st.qs = sched__keep_zalloc(keep, (size_t)snap->nqueues + 1, sizeof(*st.qs));
+	st.held = sched__keep_alloc(keep, sizeof(int) * ((size_t)snap->nrunning + 1));
+	st.preemptible_below = sched__keep_zalloc(keep, (size_t)snap->nclasses + 1, sizeof(int));
+	st.jrec = sched__keep_alloc(keep, sizeof(*st.jrec) * ((size_t)nj + 1));
 	bool sorted;
 	if (!index_running(&st) || !index_jobs(&st, &sorted)) {
-		free(st.qs);
-		sched__keep_release(st.p.keep, st.held);
-		free(st.preemptible_below);
-		sched__keep_release(st.p.keep, st.jrec);
-		free(st.shapes);
-		free(st.shape_slot);
-		if (!snap->keep)
-			sched_keep_free(st.p.keep);
+		pass_release(&st);
 		return -EINVAL;
 	}
 	sched__place_init(&st.p);
+	st.placed = true;
 	from_shapes(&st);
-	strbuf_init(&st.sb);
-	st.order = sched__keep_alloc(st.p.keep, sizeof(int) * ((size_t)nj + 1));
-	st.run = sched__keep_alloc(st.p.keep, sizeof(*st.run) * ((size_t)nj + 1));
-	st.heap = xcalloc((size_t)snap->nqueues, sizeof(int));
-	st.class_has_resv = xcalloc((size_t)snap->nclasses, sizeof(bool));
-	st.victim = sched__keep_zalloc(st.p.keep, (size_t)snap->nrunning + 1, sizeof(bool));
-	st.end_heap =
-		sched__keep_alloc(st.p.keep, sizeof(*st.end_heap) * ((size_t)snap->nrunning + 1));
-	st.end_list =
-		sched__keep_alloc(st.p.keep, sizeof(*st.end_list) * ((size_t)snap->nrunning + 1));
+	st.order = sched__keep_alloc(keep, sizeof(int) * ((size_t)nj + 1));
+	st.run = sched__keep_alloc(keep, sizeof(*st.run) * ((size_t)nj + 1));
+	st.heap = sched__keep_zalloc(keep, (size_t)snap->nqueues + 1, sizeof(int));
+	st.class_has_resv = sched__keep_zalloc(keep, (size_t)snap->nclasses + 1, sizeof(bool));
+	st.victim = sched__keep_zalloc(keep, (size_t)snap->nrunning + 1, sizeof(bool));
+	st.end_heap = sched__keep_alloc(keep, sizeof(*st.end_heap) * ((size_t)snap->nrunning + 1));
+	st.end_list = sched__keep_alloc(keep, sizeof(*st.end_list) * ((size_t)snap->nrunning + 1));
 	qsort_r(st.held, (size_t)st.nheld, sizeof(int), cmp_held, (void *)snap);
-	st.pl.nodes = xcalloc((size_t)st.max_nodes + 1, sizeof(*st.pl.nodes));
+	st.pl.nodes = sched__keep_zalloc(keep, (size_t)st.max_nodes + 1, sizeof(*st.pl.nodes));
 	for (int q = 0; q < snap->nqueues; q++)
 		st.qs[q].recent = snap->queues[q].recent_milli;
 	for (int q = 0; q < snap->nqueues; q++)
@@ -490,43 +535,8 @@ int sched_pass(const struct sched_snapshot *snap, int64_t now_ms, const struct s
 		ret->resvs[ret->nresvs++] = (struct sched_resv){st.resv[i].job, st.resv[i].until,
 								st.resv[i].n, st.resv[i].a};
 	}
-	free(st.resv);
-	sched__keep_release(st.p.keep, st.order);
-	sched__keep_release(st.p.keep, st.run);
-	free(st.qs);
-	free(st.heap);
-	free(st.class_has_resv);
-	sched__keep_release(st.p.keep, st.victim);
-	sched__keep_release(st.p.keep, st.end_heap);
-	sched__keep_release(st.p.keep, st.end_list);
-	sched__keep_release(st.p.keep, st.held);
-	free(st.preemptible_below);
-	for (int c = 0; c < MODEL_MAX_CLASSES; c++)
-		sched__relset_release(&st.p, &st.rel[c]);
-	sched__relset_release(&st.p, &st.recl);
-	sched__keep_release(st.p.keep, st.victim_order);
-	sched__keep_release(st.p.keep, st.node_models);
-	sched__keep_release(st.p.keep, st.victim_buf);
-	sched__pick_release(&st.p, &st.pick);
-	sched__keep_release(st.p.keep, st.vfit);
-	sched__keep_release(st.p.keep, st.vseen);
-	sched__keep_release(st.p.keep, st.vnodes);
-	free(st.vcnt);
-	free(st.lends);
-	for (int i = 0; i < st.nshapes; i++) {
-		free(st.shapes[i].model_ok);
-		sched__memo_free(&st.p, st.shapes[i].memo);
-	}
-	free(st.shapes);
-	free(st.shape_slot);
-	sched__keep_release(st.p.keep, st.jrec);
-	free(st.pl.nodes);
-	strbuf_release(&st.sb);
-	sched__place_release(&st.p);
-	if (snap->keep)
-		sched__keep_pass_end(snap->keep);
-	else
-		sched_keep_free(st.p.keep);
+	st.nresv = 0; /* (what they hold went out with the decisions) */
+	pass_release(&st);
 	return 0;
 }
 

@@ -146,6 +146,7 @@ void sched__pick_release(struct pass *p, struct pick_bufs *b);
 
 struct st {
 	struct pass p;
+	bool placed; /* sched__place_init ran: its release is due */
 	struct sched_decisions *d;
 	const struct sched_job *const *jobs;
 	int *order;	  /* job indices in class order */

@@ -299,7 +299,7 @@ static int victims_needed(struct st *st, const struct req *rq, struct feed *fd, 
 					      1);
 		st->vseen = sched__keep_zalloc(p->keep, (size_t)p->nn + 1, sizeof(int));
 		st->vnodes = sched__keep_alloc(p->keep, sizeof(int) * ((size_t)p->nn + 1));
-		st->vcnt = xmalloc(sizeof(int) * ((size_t)p->nmodels + 1));
+		st->vcnt = sched__keep_alloc(p->keep, sizeof(int) * ((size_t)p->nmodels + 1));
 	}
 	int *cnt = st->vcnt, *list = st->vnodes, nlist = 0;
 	st->vgen++;
@@ -771,7 +771,8 @@ bool sched__any_lending(struct st *st, int except)
 	/* worked out again only when a queue's use or what it lends changed */
 	if (!st->lends || !stamp_valid(&st->lend_version, st->qversion)) {
 		if (!st->lends)
-			st->lends = xcalloc((size_t)s->nqueues, sizeof(bool));
+			st->lends =
+				sched__keep_zalloc(st->p.keep, (size_t)s->nqueues, sizeof(bool));
 		st->nlending = 0;
 		for (int q = 0; q < s->nqueues; q++) {
 			st->lends[q] =
