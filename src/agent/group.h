@@ -126,7 +126,7 @@ struct proc {
 	bool watching;
 	proc_exit_cb exit_cb;
 	void (*close_cb)(struct proc *p);
-	void *data; /* the caller's; kept across proc_spawn */
+	void *data; /* the caller's; kept across agent__proc_spawn */
 };
 
 /* launch.c's part: the shim, started here or found, and its connection. */

@@ -23,11 +23,11 @@ void agent__hc_set_ca(struct hc *hc, const char *ca_file);
  * beyond wait for one to be free. */
 void agent__hc_set_max_connections(struct hc *hc, long n);
 /* Starts a request. body (may be NULL) is copied. The returned handle stays
- * valid until cb runs or hc_cancel is called. */
+ * valid until cb runs or agent__hc_cancel is called. */
 struct hc_req *agent__hc_request(struct hc *c, const char *method, const char *url,
 				 const char *token, const char *body, long timeout_ms,
 				 hc_done_cb cb, void *arg);
-/* hc_request from the local address `from` (NULL: any). */
+/* agent__hc_request from the local address `from` (NULL: any). */
 struct hc_req *agent__hc_request_from(struct hc *c, const char *from, const char *method,
 				      const char *url, const char *token, const char *body,
 				      long timeout_ms, hc_done_cb cb, void *arg);

@@ -217,7 +217,7 @@ void agent__health_start(struct agent *a);
 void agent__health_stop(struct agent *a);
 void agent__health_release(struct agent *a);
 /* The node's faults now, at most max of them, as text, for the heartbeat
- * about to go; health_told when the server has answered it. */
+ * about to go; agent__health_told when the server has answered it. */
 int agent__health_faults(struct agent *a, char (*out)[WIRE_FAULT_MAX], int max);
 void agent__health_told(struct agent *a);
 /* Xids of NVML's accelerator i since the agent started, and the last. */

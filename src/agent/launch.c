@@ -963,7 +963,7 @@ struct taskgroup *agent__group_start(struct agent *a, const struct work_item *it
 		g->ckpt.uid = plan.user.uid;
 		g->ckpt.gid = plan.user.gid;
 		if (it->restore_tag[0] && !it->restore_go) {
-			g->ckpt.hold_restore = true; /* ckpt_item starts the restore */
+			g->ckpt.hold_restore = true; /* agent__ckpt_item starts the restore */
 			g->ckpt.done_step = it->restore_step;
 		}
 	}

@@ -88,7 +88,7 @@ int cli__job_exit_status(json_t *j);
  * across requeues. task: a rank, or -1 for every task; label: each line
  * after its task's rank; run: also say why it waits, and Ctrl-C cancels
  * it (a second one stops following). Returns the job's exit status
- * (job_exit_status), or CLI_EXIT_ERROR. */
+ * (cli__job_exit_status), or CLI_EXIT_ERROR. */
 struct follow {
 	const char *job;
 	int task;

@@ -454,7 +454,7 @@ static bool node_fits_now(struct pass *p, const struct req *rq, const struct vie
 	}
 	int have = 0;
 	if (v == &p->free && model >= 0 && !rq->j->gpu_mem_mib && rq->j->gpu_tflops <= 0) {
-		have = p->node_whole[n * p->nmodels + model]; /* kept by cap_update_node */
+		have = p->node_whole[n * p->nmodels + model]; /* kept by sched__cap_update_node */
 	} else {
 		for (int d = 0; d < node->ndev; d++)
 			if (v->dev[p->dev_off[n] + d] == MODEL_MILLI &&
@@ -675,7 +675,7 @@ void sched__fit_update(struct pass *p, struct fitcount *fc, const struct view *v
 	bool devices = rq->whole || rq->frac;
 	if (devices && !rq->j->mixed_types && fc->ngroups > 1) {
 		/* by model: only the node's own models can hold it; the others'
-		 * entries stay false (fit_init never set them) */
+		 * entries stay false (sched__fit_init never set them) */
 		const int *dm = &p->dev_model[p->dev_off[n]];
 		int ndev = p->snap->nodes[n].ndev;
 		for (int d = 0; d < ndev; d++) {

@@ -26,7 +26,7 @@ struct cand {
 	int group; /* topology group at the level being tried */
 };
 
-/* What node_fits found for one node and one request shape, while the node's
+/* What sched__node_fits found for one node and one request shape, while the node's
  * version is `ver` (24 bytes: a shape's table stays in the cache). */
 struct node_memo {
 	int key; /* the node + 1; 0: an empty slot */
@@ -244,7 +244,7 @@ struct memo_table *sched__memo_new(struct pass *p); /* NULL when the pass's budg
 void sched__memo_free(struct pass *p, struct memo_table *t);
 
 /* The pass's large arrays (keep.c): taken from k's blocks, or allocated
- * (k NULL: always); keep_zalloc's zeroed. Each goes back with keep_release
+ * (k NULL: always); sched__keep_zalloc's zeroed. Each goes back with sched__keep_release
  * to the same k (NULL: freed). */
 void *sched__keep_alloc(struct sched_keep *k, size_t bytes);
 void *sched__keep_zalloc(struct sched_keep *k, size_t n, size_t size);
@@ -264,7 +264,7 @@ void sched__pick_devices(const struct pass *p, const struct req *rq, const struc
 void sched__place_init(struct pass *p);
 void sched__place_release(struct pass *p);
 /* Fills rq for job j. With model_ok NULL the acceptable models are worked out
- * (and freed by req_release); else that array (for the same shape) is used. */
+ * (and freed by sched__req_release); else that array (for the same shape) is used. */
 void sched__req_init(struct pass *p, const struct sched_job *j, struct req *rq, bool *model_ok);
 void sched__req_release(struct req *rq);
 /* Finds the best placement of rq on view v. Returns true and fills out, or
@@ -291,8 +291,8 @@ bool sched__room_for_fraction(const struct pass *p, int m, int milli);
 bool sched__cap_maybe_fits(struct pass *p, const struct req *rq);
 void sched__view_copy(struct pass *p, struct view *dst, const struct view *src);
 /* `scratch` as a copy of `free` plus changes on a few nodes: after
- * scratch_from_free, every change goes through sched__scratch_apply (or is marked
- * with scratch_touch), and placements on scratch read the untouched nodes
+ * sched__scratch_from_free, every change goes through sched__scratch_apply (or is marked
+ * with sched__scratch_touch), and placements on scratch read the untouched nodes
  * through free's candidate lists instead of scanning every node. */
 void sched__scratch_from_free(struct pass *p);
 void sched__scratch_apply(struct pass *p, const struct sched_assign *a, int n, int sign);

@@ -51,7 +51,7 @@ struct keep_head {
 struct sched_keep {
 	struct keep_head *free[KEEP_CLASSES];
 	size_t held;	 /* the bytes of every block, in use or free */
-	uint32_t passes; /* passes ended (keep_pass_end) */
+	uint32_t passes; /* passes ended (sched__keep_pass_end) */
 };
 
 struct sched_keep *sched_keep_new(void)

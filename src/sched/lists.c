@@ -2,7 +2,7 @@
  * The capacity index and the candidate lists over `free`: schedulable nodes
  * counted and listed, per model, by their whole free devices and by the room
  * on their roomiest device, and by (accelerators, free CPUs); kept in step
- * node by node (cap_update_node), so that placement reads the few nodes
+ * node by node (sched__cap_update_node), so that placement reads the few nodes
  * that can hold a request, not every node. Also what a request is, as
  * placement sees it.
  */

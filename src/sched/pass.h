@@ -179,7 +179,7 @@ struct st {
 	uint64_t qversion; /* changes whenever a queue's use or what it lends changes */
 	uint64_t epoch;	   /* changes whenever a job takes the full path (struct fast) */
 	int prio_of[MODEL_MAX_CLASSES]; /* each class's class_rank() */
-	bool *lends;			/* per queue: uses more than its quota (any_lending) */
+	bool *lends; /* per queue: uses more than its quota (sched__any_lending) */
 	int nlending;
 	struct stamp lend_version;   /* when lends was worked out */
 	struct victim *victim_order; /* the running jobs that may be victims, cheapest first */

@@ -508,7 +508,7 @@ void state_apply_start(struct state *s, struct sjob *j, const struct sched_start
 	struct snode *head = nodes[st->nodes[0].node];
 	snprintf(a->master_addr, sizeof(a->master_addr), "%s",
 		 head->rec.inv.addr[0] ? head->rec.inv.addr : "127.0.0.1");
-	a->master_port = state_node_port_find(s, head); /* part_add marks it taken */
+	a->master_port = state_node_port_find(s, head); /* state_part_add marks it taken */
 	int r = state_job_set_state(s, j, JOB_STARTING, "", now);
 	assert(r == 0); /* a pass and a validation run start only waiting jobs */
 	(void)r;

@@ -14,7 +14,7 @@
  *      tournament, so each node is in one pair per round), then the ring
  *      all-reduce over all nodes, then (where every node has GPUs and NCCL)
  *      NCCL's all-reduce over every GPU of every node;
- *   6. holds itself to its peers (vpeer_judge) and posts its report, which
+ *   6. holds itself to its peers (validate__vpeer_judge) and posts its report, which
  *      the server acts on (drains the node when it fails).
  * Every node takes part in every collective step whatever its own checks
  * said, so no member waits for one that gave up.
