@@ -27,7 +27,9 @@ static const char *const ctrl_names[CG_CTRL_MAX] = {
 	[CG_DEVICES] = "devices", [CG_CPUACCT] = "cpuacct",
 };
 
-#define CG_KILL_ROUNDS 200 /* passes over cgroup.procs before giving up */
+#define CG_KILL_ROUNDS 200	/* passes over cgroup.procs before giving up */
+#define CG_KILL_QUICK_ROUNDS 20 /* ... the first ones back to back, then: */
+#define CG_KILL_WAIT_US 10000	/* (at most 1.8 s in all) */
 
 static int write_str(const char *dir, const char *file, const char *text)
 {
@@ -390,14 +392,21 @@ static void remove_below(const char *dir, int depth)
 		closedir(d);
 }
 
-void cg_kill(const struct cgroup *cg)
+int cg_kill(const struct cgroup *cg)
 {
 	if (cg->version == 2 && cg->ndirs)
 		write_str(cg->dirs[0], "cgroup.kill", "1");
-	/* a process may fork while we kill: go over them until none is left */
-	for (int round = 0; round < CG_KILL_ROUNDS; round++)
-		if (cg_signal(cg, SIGKILL) == 0)
-			return;
+	/* a process may fork while we kill, and a killed one stays listed
+	 * until it has exited: go over them until none is left, the later
+	 * rounds a moment apart */
+	int left = 0;
+	for (int round = 0; round < CG_KILL_ROUNDS; round++) {
+		if ((left = cg_signal(cg, SIGKILL)) == 0)
+			return 0;
+		if (round >= CG_KILL_QUICK_ROUNDS)
+			usleep(CG_KILL_WAIT_US);
+	}
+	return left;
 }
 
 bool cg_oom_killed(const struct cgroup *cg)

@@ -46,6 +46,9 @@ struct health {
 	int64_t check_next_ms;
 	bool check_running;
 	char check_fault[WIRE_FAULT_MAX]; /* "": it passed (or has not run yet) */
+	/* what the agent itself found wrong with the node (an attempt's
+	 * processes it could not kill): told until the agent restarts */
+	char own_fault[WIRE_FAULT_MAX];
 };
 
 /* Xids that say the accelerator itself needs attention (NVIDIA's Xid
@@ -168,6 +171,8 @@ static int collect(struct health *h, char (*out)[WIRE_FAULT_MAX], int max, bool 
 	}
 	if (max > n && h->check_fault[0])
 		snprintf(out[n++], WIRE_FAULT_MAX, "%s", h->check_fault);
+	if (max > n && h->own_fault[0])
+		snprintf(out[n++], WIRE_FAULT_MAX, "%s", h->own_fault);
 	for (int i = 0; i < h->ndev && n < max; i++) {
 		uint64_t c = 0;
 		if (agent__nvml_ecc(a->nvml, i, &c) && c > h->ecc_base[i])
@@ -204,6 +209,13 @@ int agent__health_faults(struct agent *a, char (*out)[WIRE_FAULT_MAX], int max)
 	int n = collect(h, out, max, true);
 	h->told = digest(out, n);
 	return n;
+}
+
+void agent__health_fault(struct agent *a, const char *fault)
+{
+	struct health *h = a->health;
+	snprintf(h->own_fault, sizeof(h->own_fault), "%s", fault);
+	agent_beat_now(a);
 }
 
 void agent__health_told(struct agent *a)

@@ -219,6 +219,9 @@ void agent__health_release(struct agent *a);
 /* The node's faults now, at most max of them, as text, for the heartbeat
  * about to go; agent__health_told when the server has answered it. */
 int agent__health_faults(struct agent *a, char (*out)[WIRE_FAULT_MAX], int max);
+/* The agent found the node at fault itself (processes it cannot kill): the
+ * server hears it with every beat from now on, and drains the node. */
+void agent__health_fault(struct agent *a, const char *fault);
 void agent__health_told(struct agent *a);
 /* Xids of NVML's accelerator i since the agent started, and the last. */
 uint64_t agent__health_xids(struct agent *a, int i, unsigned *last);

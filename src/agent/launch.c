@@ -176,6 +176,55 @@ static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 	*buf = uv_buf_init(xmalloc(65536), 65536);
 }
 
+/* Every process of g's attempt here ends: its cgroup and what is below it
+ * are killed over and over until empty (or, with no cgroup, its tasks'
+ * process groups). plan: the attempt's (NULL: read from its shim's
+ * folder). Nothing of it may outlive its report: the server starts its
+ * next attempt on the exits. Processes that cannot be killed are a fault
+ * of the node, which the server drains. */
+static void empty_attempt(struct taskgroup *g, const struct shim_plan *plan)
+{
+	struct shim_plan own = {0};
+	struct tk_error err;
+	if (!plan) {
+		_cleanup_free_ char *path = xasprintf("%s/plan.json", g->shim.dir);
+		char *text = NULL;
+		json_t *j = NULL;
+		int r = tk_read_file(path, 64 * 1024 * 1024, &text, NULL);
+		if (r == 0 && (j = json_loads(text, 0, NULL)) &&
+		    shim_plan_unpack(j, &own, &err) == 0)
+			plan = &own;
+		else
+			log_warn("job %lld.%d: cannot read %s; killing its tasks by their process "
+				 "groups only",
+				 (long long)g->job, g->attempt, path);
+		free(text);
+		json_decref(j);
+	}
+	int left = 0;
+	if (plan && plan->cgroup) {
+		struct cgroup cg = {0};
+		if (cg_create(&cg, "/proc/self/mountinfo", "/proc/self/cgroup", plan->node, g->key,
+			      &plan->limits, &err) > 0)
+			left = cg_kill(&cg);
+		else
+			log_warn("job %lld.%d: its cgroup: %s", (long long)g->job, g->attempt,
+				 err.text);
+		cg_destroy(&cg);
+	} else {
+		agent__group_kill(g);
+	}
+	shim_plan_release(&own);
+	if (left) {
+		char fault[WIRE_FAULT_MAX];
+		snprintf(fault, sizeof(fault),
+			 "%d process(es) of job %lld attempt %d outlived SIGKILL in its cgroup",
+			 left, (long long)g->job, g->attempt);
+		log_err("%s", fault);
+		agent__health_fault(g->a, fault);
+	}
+}
+
 static void read_cb(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 {
 	struct taskgroup *g = s->data;
@@ -187,6 +236,13 @@ static void read_cb(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 	free(buf->base);
 	if (n >= 0)
 		return;
+	if (group_running(g) && g->state != GROUP_DETACHED) {
+		/* its tasks would run on unsupervised, unfenced, beside the next
+		 * attempt: they end before their exits are told */
+		log_warn("job %lld.%d: its shim ended; killing what is left of its attempt",
+			 (long long)g->job, g->attempt);
+		empty_attempt(g, NULL);
+	}
 	group_shim_gone(g, "its shim ended");
 	if (!uv_is_closing((uv_handle_t *)&g->shim.conn))
 		uv_close((uv_handle_t *)&g->shim.conn, conn_closed);
@@ -1054,14 +1110,7 @@ static struct taskgroup *group_adopt(struct agent *a, const char *base, const ch
 		/* no shim holds them: nothing supervises or fences them */
 		log_warn("job %lld.%d: its shim is gone; killing its tasks", (long long)g->job,
 			 g->attempt);
-		agent__group_kill(g);
-		if (plan.cgroup) {
-			struct cgroup cg = {0};
-			if (cg_create(&cg, "/proc/self/mountinfo", "/proc/self/cgroup", plan.node,
-				      name, &plan.limits, &err) > 0)
-				cg_kill(&cg);
-			cg_destroy(&cg);
-		}
+		empty_attempt(g, &plan);
 		group_shim_gone(g, "its shim ended while no agent was there");
 	}
 	log_info("job %lld.%d: found its shim%s, %d task(s) running", (long long)g->job, g->attempt,

@@ -1,6 +1,6 @@
 /*
  * `tenk-shim DIR`: the supervisor of one attempt's tasks on this node
- * (internal.h says what it is for). Started by the agent with the socket it
+ * (shim.h says what it is for). Started by the agent with the socket it
  * listens on as descriptor 3, in a session of its own. It is every task's
  * parent and the subreaper of what they leave behind; it enforces the time
  * limit and the grace period of a stop itself, so that neither depends on

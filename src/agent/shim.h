@@ -71,8 +71,10 @@ int cg_attach(const struct cgroup *cg, int pid);
 /* Sends sig to every process in it and in the cgroups below it; returns
  * how many got it. */
 int cg_signal(const struct cgroup *cg, int sig);
-/* Kills every process in it, over and over until none is left (bounded). */
-void cg_kill(const struct cgroup *cg);
+/* Kills every process in it and below, over and over until none is left
+ * (bounded: about two seconds). Returns how many were still there at the
+ * last look (0: it is empty). */
+int cg_kill(const struct cgroup *cg);
 /* Has the kernel killed a process of it for going over its memory? */
 bool cg_oom_killed(const struct cgroup *cg);
 /* CPU time used and the most memory held, so far. */

@@ -214,3 +214,41 @@ def test_stop_jobs_requeues_rather_than_fails(workdir):
         j["attempts"][0]
     assert j["failures"] == 0
     d2.stop()
+
+
+def test_shim_sigkill_rounds_never_overlap_attempts(workdir):
+    """Crash rounds of the shims, the agent and server alive: each killed
+    attempt's tasks end before it is told over, so a job's next attempt
+    never runs beside its last (each holds the job's lock, and the next
+    one that cannot take it says so), and every job completes."""
+    from conftest import shim_pids
+    t, d = start_up(workdir)
+    try:
+        log = os.path.join(workdir, "runs.log")
+        body = ('flock -n "$0/lock-$TENK_JOB_ID" sh -c \'echo "$TENK_JOB_ID $TENK_ATTEMPT '
+                'start" >> "$1"; sleep 1.5\' inner "$1" || echo "$TENK_JOB_ID $TENK_ATTEMPT '
+                'OVERLAP" >> "$1"')
+        ids = [t.submit("-G", "1", "--", "sh", "-c", body, workdir, log) for _ in range(24)]
+        rnd = random.Random(11)
+        kills = 0
+        for _ in range(8):
+            time.sleep(rnd.uniform(0.3, 0.8))
+            shims = shim_pids(workdir)
+            if shims:
+                os.kill(rnd.choice(shims), signal.SIGKILL)
+                kills += 1
+        assert kills >= 6, kills
+
+        def all_done():
+            states = [t.job(i)["state"] for i in ids]
+            return all(s == "COMPLETED" for s in states) or None
+        wait_for(all_done, 120, "every job to complete", interval=0.5,
+                 show=lambda: {i: t.job(i)["state"] for i in ids})
+        runs = [line.split() for line in open(log)]
+        assert not [r for r in runs if r[2] == "OVERLAP"], runs
+        again = [i for i in ids if len(t.job(i)["attempts"]) > 1]
+        assert again, "no shim's job was requeued: the rounds killed nothing that ran"
+        for i in again:
+            assert t.job(i)["attempts"][0]["end"] == "node_lost"
+    finally:
+        d.stop()

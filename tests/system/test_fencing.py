@@ -20,7 +20,7 @@ import time
 
 import pytest
 
-from conftest import Daemon, MultiHost, Tenk, root_jobs_config, shim_pids, wait_for
+from conftest import Daemon, MultiHost, Tenk, alive, root_jobs_config, shim_pids, wait_for
 
 PY = sys.executable
 NODE_TIMEOUT_S = 4
@@ -269,3 +269,74 @@ def test_a_server_restart_keeps_the_fence(workdir, procs):
     starts2 = [r[0] for r in rows if r[1] == 2 and r[3] == "start"]
     assert ends1 and starts2 and max(ends1) < min(starts2), rows
     assert t.job(jid)["state"] == "COMPLETED"
+
+
+SHIM_VICTIM = r"""
+import fcntl, os, sys, time
+out, attempt = sys.argv[1], int(os.environ["TENK_ATTEMPT"])
+def note(what):
+    with open(f"{out}/log", "a") as log:
+        log.write(f"{time.monotonic():.3f} {attempt} {what} {os.getpid()}\n")
+if attempt == 1:
+    # a grandchild in a session of its own, out of the task's process group
+    # (as a daemonising library leaves one): only the cgroup holds it
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            lock = open(f"{out}/attempt-1", "a")
+            fcntl.flock(lock, fcntl.LOCK_SH)
+            note("grandchild")
+            while True:
+                time.sleep(0.05)
+        os._exit(0)
+    lock = open(f"{out}/attempt-1", "a")
+    fcntl.flock(lock, fcntl.LOCK_SH)
+    note("start")
+    while True:
+        time.sleep(0.05)
+prev = open(f"{out}/attempt-1", "a")
+try:
+    fcntl.flock(prev, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    note("alone")
+except BlockingIOError:
+    note("OVERLAP")
+"""
+
+
+def test_a_dead_shim_takes_its_tasks_with_it(cluster, workdir):
+    """SIGKILL of a running attempt's shim, its agent alive (the OOM killer,
+    a bug, an operator): every process of the attempt, a grandchild that
+    left the task's process group among them, is gone before the agent
+    tells the attempt over, so the next attempt (on the same node and
+    devices) never runs beside it."""
+    t = cluster
+    out = os.path.join(workdir, "victim")
+    os.mkdir(out)
+    script = os.path.join(workdir, "victim.py")
+    with open(script, "w") as f:
+        f.write(SHIM_VICTIM)
+
+    def lines():
+        try:
+            with open(os.path.join(out, "log")) as f:
+                return [line.split() for line in f]
+        except FileNotFoundError:
+            return []
+
+    jid = t.submit("-G", "8", "--", PY, script, out)
+    wait_for(lambda: {w[2] for w in lines()} >= {"start", "grandchild"}, 30,
+             "attempt 1's task and its grandchild")
+    pids = [int(w[3]) for w in lines() if w[1] == "1"]
+    shims = shim_pids(workdir)
+    assert len(shims) == 1, shims
+    os.kill(shims[0], signal.SIGKILL)
+    wait_for(lambda: t.job(jid)["state"] == "COMPLETED", 60, "attempt 2 to end",
+             show=lambda: (t.job(jid), lines()))
+    seen = [w[2] for w in lines() if w[1] == "2"]
+    assert seen == ["alone"], lines()  # attempt 1 held its lock no more
+    for pid in pids:
+        assert not alive(pid), (pid, lines())
+    first, second = t.job(jid)["attempts"]
+    assert first["end"] == "node_lost" and "its shim ended" in first["reason"], first
+    assert second["end"] == "completed" and second["nodes"][0]["name"] == "node1"
+    assert t.json("nodes")["nodes"][0]["state"] == "UP"
