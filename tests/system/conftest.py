@@ -259,21 +259,25 @@ def root_jobs_config(data, **extra):
 
 
 def shim_pids(under):
-    """The tenk-shim processes whose folder is under `under`."""
+    """The tenk-shim processes whose folder is under `under` (not a shim's
+    child between its fork and its task's exec, which shows the shim's
+    command line too)."""
     under = os.path.realpath(under) + "/"
-    found = []
+    found = {}
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
             continue
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as f:
                 argv = f.read().split(b"\0")
-        except OSError:
+            with open(f"/proc/{pid}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
             continue
         if len(argv) >= 2 and os.path.basename(argv[0]) == b"tenk-shim" and \
                 os.path.realpath(argv[1].decode(errors="replace")).startswith(under):
-            found.append(int(pid))
-    return found
+            found[int(pid)] = ppid
+    return [pid for pid, ppid in found.items() if ppid not in found]
 
 
 def children(pid):

@@ -240,10 +240,13 @@ def test_shim_sigkill_rounds_never_overlap_attempts(workdir):
         assert kills >= 6, kills
 
         def all_done():
-            states = [t.job(i)["state"] for i in ids]
-            return all(s == "COMPLETED" for s in states) or None
+            jobs = [t.job(i) for i in ids]
+            bad = [(j["id"], j["state"], j["reason"]) for j in jobs
+                   if j["state"] not in ("PENDING", "STARTING", "RUNNING", "COMPLETED")]
+            assert not bad, bad
+            return all(j["state"] == "COMPLETED" for j in jobs) or None
         wait_for(all_done, 120, "every job to complete", interval=0.5,
-                 show=lambda: {i: t.job(i)["state"] for i in ids})
+                 show=lambda: {i: (t.job(i)["state"], t.job(i)["reason"]) for i in ids})
         runs = [line.split() for line in open(log)]
         assert not [r for r in runs if r[2] == "OVERLAP"], runs
         again = [i for i in ids if len(t.job(i)["attempts"]) > 1]
