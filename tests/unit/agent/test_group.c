@@ -162,6 +162,38 @@ static void test_transition_table(void **state)
 	assert_int_equal(f.forgot_over, 0); /* the agent went: its shim keeps the rest */
 }
 
+/* Every pair of states through the gate: an allowed change is made, any
+ * other refused with the group exactly as it was. The group's fields are
+ * set to what the target state implies (assert_group_state runs on it). */
+static void test_every_transition_through_the_gate(void **state)
+{
+	for (int from = 0; from < GROUP_STATE_MAX; from++)
+		for (int to = 0; to < GROUP_STATE_MAX; to++) {
+			struct taskgroup *g = group(2);
+			bool ended =
+				to == GROUP_UPLOADING || to == GROUP_RELEASING || to == GROUP_GONE;
+			if (ended) {
+				g->nrunning = 0;
+				g->tasks[0].exited = g->tasks[1].exited = true;
+			}
+			g->listed = false; /* (GONE's conditions, but for the table) */
+			g->state = (enum group_state)from;
+			struct taskgroup before = *g;
+			int r = group_set_state(g, (enum group_state)to);
+			if (group_transition_allowed(from, to)) {
+				if (r != 0 || g->state != (enum group_state)to)
+					fail_msg("%s -> %s: refused", group_state_name(from),
+						 group_state_name(to));
+			} else {
+				if (r != -EINVAL || memcmp(&before, g, sizeof(before)) != 0)
+					fail_msg("%s -> %s: not refused as it was",
+						 group_state_name(from), group_state_name(to));
+			}
+			free(g->tasks);
+			free(g);
+		}
+}
+
 /* A group whose exit the server has not acknowledged cannot be forgotten,
  * nor one still listed or with a callback to come. */
 static void test_gone_only_when_heard_out(void **state)
@@ -529,6 +561,7 @@ int main(void)
 	tk_log_set_level(TK_LOG_ERR);
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_transition_table),
+		cmocka_unit_test(test_every_transition_through_the_gate),
 		cmocka_unit_test(test_gone_only_when_heard_out),
 		cmocka_unit_test(test_image_pulled_then_failed),
 		cmocka_unit_test(test_image_agreed_starts_once),
