@@ -236,14 +236,9 @@ int ctr_prepare(const struct shim_plan *p, const struct shim_task *t, int *ret_o
 	}
 	if (r == 0) {
 		/* read back when podman fails, to say what it said */
-		out = open(t->output, O_RDWR | O_CREAT | O_APPEND | O_NOCTTY | O_CLOEXEC, 0600);
+		out = shim_output_open(t->output, true, why, n);
 		if (out < 0)
-			out = open(t->output, O_WRONLY | O_CREAT | O_APPEND | O_NOCTTY | O_CLOEXEC,
-				   0600);
-		if (out < 0) {
-			r = -errno;
-			snprintf(why, n, "cannot open output %s: %s", t->output, strerror(errno));
-		}
+			r = out;
 	}
 	int back = p->as_user ? act_as(NULL) : 0;
 	if (back < 0) {

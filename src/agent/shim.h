@@ -211,6 +211,11 @@ int shim_lines(struct strbuf *buf, const char *data, size_t n,
  * its output files). */
 int shim_task_fork(const struct shim_plan *plan, const struct cgroup *cg, const struct shim_task *t,
 		   const char *tty, int *ret_code, char *detail, size_t n);
+/* Opens a task's output (or error) file at path for appending (and
+ * reading, when read_too and it may), created 0600, never through a
+ * symbolic link as its last part. Returns the descriptor, or -errno with
+ * why saying what is wrong (a link: that it is one, and what to do). */
+int shim_output_open(const char *path, bool read_too, char *why, size_t n);
 /* What a container task execs instead (container.c prepared it): argv and
  * env, and out_fd, its output, as root keeps the identity it needs. */
 struct task_exec {

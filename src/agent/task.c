@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/wait.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* In the child: says why it cannot go on to the shim through fd, and exits. */
@@ -127,6 +128,30 @@ static int child_wait(pid_t pid, int fd, int *ret_code, char *detail, size_t n)
 	return -1;
 }
 
+int shim_output_open(const char *path, bool read_too, char *why, size_t n)
+{
+	/* its last part is never followed: a link another user left in a
+	 * shared folder would send the output into a file of the job's
+	 * owner's that the job never named */
+	int flags = O_CREAT | O_APPEND | O_NOCTTY | O_NOFOLLOW | O_CLOEXEC;
+	int fd = read_too ? open(path, O_RDWR | flags, 0600) : -1;
+	if (fd < 0)
+		fd = open(path, O_WRONLY | flags, 0600);
+	if (fd >= 0)
+		return fd;
+	int e = errno;
+	/* (a link another user owns in a sticky folder: EACCES, not ELOOP) */
+	struct stat st;
+	if ((e == ELOOP || e == EACCES) && lstat(path, &st) == 0 && S_ISLNK(st.st_mode))
+		snprintf(why, n,
+			 "output %s is a symbolic link: tenk opens no output through one (remove "
+			 "it, or name another file)",
+			 path);
+	else
+		snprintf(why, n, "cannot open output %s: %s", path, strerror(e));
+	return -e;
+}
+
 int shim_task_fork(const struct shim_plan *plan, const struct cgroup *cg, const struct shim_task *t,
 		   const char *tty, int *ret_code, char *detail, size_t n)
 {
@@ -155,19 +180,13 @@ int shim_task_fork(const struct shim_plan *plan, const struct cgroup *cg, const 
 			child_fail(cfd, errno == EACCES ? 126 : 127, "cannot start %s: %s",
 				   t->argv[0], strerror(errno));
 		}
-		int out =
-			open(t->output, O_WRONLY | O_CREAT | O_APPEND | O_NOCTTY | O_CLOEXEC, 0600);
+		char why[MODEL_REASON_MAX];
+		int out = shim_output_open(t->output, false, why, sizeof(why));
 		if (out < 0)
-			child_fail(cfd, 127, "cannot open output %s: %s", t->output,
-				   strerror(errno));
+			child_fail(cfd, 127, "%s", why);
 		int err = out;
-		if (t->error) {
-			err = open(t->error, O_WRONLY | O_CREAT | O_APPEND | O_NOCTTY | O_CLOEXEC,
-				   0600);
-			if (err < 0)
-				child_fail(cfd, 127, "cannot open error output %s: %s", t->error,
-					   strerror(errno));
-		}
+		if (t->error && (err = shim_output_open(t->error, false, why, sizeof(why))) < 0)
+			child_fail(cfd, 127, "%s", why);
 		int in = open("/dev/null", O_RDONLY | O_CLOEXEC);
 		if (in < 0 || dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0)
 			child_fail(cfd, 127, "cannot set up the task's output: %s",

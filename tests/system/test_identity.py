@@ -302,3 +302,57 @@ def test_who_may_use_a_class_or_queue(accounts, workdir):
             d.stop()
     finally:
         subprocess.run(["groupdel", "tenkml"], capture_output=True)
+
+
+def test_output_never_follows_a_link(cluster, workdir):
+    """A job's output is opened as its owner, and never through a link: on a
+    host that does not protect symbolic links in shared folders, another
+    user's link named as bob's output would append bob's job into a file of
+    his own that the job never named. The task fails to launch instead,
+    saying why."""
+    import pwd
+    import shutil
+    import subprocess
+    import tempfile
+    user = "tkout-bob"
+    subprocess.run(["userdel", "-f", user], capture_output=True)
+    subprocess.run(["useradd", "-M", "-N", "-g", "nogroup", "-s", "/bin/sh", user], check=True,
+                   capture_output=True)
+    base = tempfile.mkdtemp(prefix="tenk-out-", dir="/tmp")
+    knob = "/proc/sys/fs/protected_symlinks"
+    with open(knob) as f:
+        was = f.read().strip()
+    try:
+        os.chmod(base, 0o711)
+        pw = pwd.getpwnam(user)
+        home = os.path.join(base, "bob")
+        os.mkdir(home, 0o700)
+        os.chown(home, pw.pw_uid, pw.pw_gid)
+        private = os.path.join(home, "important.txt")
+        with open(private, "w") as f:
+            f.write("bob's own\n")
+        os.chown(private, pw.pw_uid, pw.pw_gid)
+        os.chmod(private, 0o600)
+        shared = os.path.join(base, "shared")
+        os.mkdir(shared)
+        os.chmod(shared, 0o1777)
+        link = os.path.join(shared, "bob.out")
+        os.symlink(private, link)
+        os.lchown(link, pwd.getpwnam("nobody").pw_uid, -1)  # another user's link
+        with open(knob, "w") as f:
+            f.write("0")
+        p = cluster.run("users", "add", "bob", "--unix-user", user, "--json")
+        bob = dict(cluster.env(), TENK_TOKEN=json.loads(p.stdout)["token"])
+        jid = int(cluster.run("submit", "-D", "/tmp", "-o", link, "--", "echo", "hijacked",
+                              env=bob).stdout)
+        wait_for(lambda: cluster.job(jid)["state"] in ("FAILED", "COMPLETED"), 30, "the job",
+                 show=lambda: cluster.job(jid))
+        with open(private) as f:
+            assert f.read() == "bob's own\n"
+        job = cluster.job(jid)
+        assert job["state"] == "FAILED" and "is a symbolic link" in job["reason"], job
+    finally:
+        with open(knob, "w") as f:
+            f.write(was)
+        subprocess.run(["userdel", "-f", user], capture_output=True)
+        shutil.rmtree(base, ignore_errors=True)
