@@ -120,5 +120,8 @@ int store_quarantine(struct store *st, const char *kind, const char *key, const 
 int store_backup(const char *src, const char *dst, struct tk_error *err);
 
 /* Applies every change in b in one transaction, in order. On failure nothing
- * of b is applied and the error names the cause. */
+ * of b is applied and the error names the cause; except -ESTALE: the
+ * store's journal file was removed or replaced under it (b and every
+ * commit before it were saved into the database), and the writer must stop
+ * now, for whatever it writes next has no file that keeps it. */
 int store_apply(struct store *st, const struct store_batch *b, struct tk_error *err);

@@ -14,6 +14,7 @@
 #include <sqlite3.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 enum op_kind {
@@ -150,7 +151,46 @@ struct store {
 	sqlite3 *db;
 	sqlite3_stmt *stmt[ST_MAX];
 	int version;
+	/* the writer's journal, PATH-wal, as it was when first seen: a file
+	 * removed or replaced under a running writer takes every commit since
+	 * its last checkpoint with it, silently (wal_check) */
+	char *wal;
+	bool wal_seen;
+	dev_t wal_dev;
+	ino_t wal_ino;
 };
+
+/* Is the journal still the file this connection writes? When it was
+ * removed (or another put in its place), what it held is copied into the
+ * database now, from the file SQLite still has open, and the writer must
+ * stop: -ESTALE, saying what happened and what to do. */
+static int wal_check(struct store *st, struct tk_error *err)
+{
+	if (!st->wal)
+		return 0;
+	struct stat sb;
+	bool there = stat(st->wal, &sb) == 0;
+	if (!there && errno != ENOENT)
+		return 0; /* cannot tell */
+	if (!st->wal_seen) {
+		if (there) {
+			st->wal_seen = true;
+			st->wal_dev = sb.st_dev;
+			st->wal_ino = sb.st_ino;
+		}
+		return 0;
+	}
+	if (there && sb.st_dev == st->wal_dev && sb.st_ino == st->wal_ino)
+		return 0;
+	int rc = sqlite3_wal_checkpoint_v2(st->db, NULL, SQLITE_CHECKPOINT_FULL, NULL, NULL);
+	return tk_errorf(err, -ESTALE,
+			 "store: %s was %s while the server ran; %s. Stopping: never remove the "
+			 "-wal file of a database in use (to go back to a backup, stop the "
+			 "server first)",
+			 st->wal, there ? "replaced" : "removed",
+			 rc == SQLITE_OK ? "every commit it held is now in the database"
+					 : "the commits it held could not be saved");
+}
 
 /* The one place SQLite's result codes become -errno and text. */
 static int fail(struct store *st, int rc, struct tk_error *err, const char *what)
@@ -283,6 +323,10 @@ static int open_at(const char *path, bool reader, struct store **ret, struct tk_
 			return r;
 		}
 	}
+	if (!reader) {
+		st->wal = xasprintf("%s-wal", path);
+		wal_check(st, NULL); /* (notes it: the migration's reads made it) */
+	}
 	*ret = st;
 	return 0;
 }
@@ -304,6 +348,7 @@ void store_destroy(struct store *st)
 	for (int i = 0; i < ST_MAX; i++)
 		sqlite3_finalize(st->stmt[i]);
 	sqlite3_close(st->db);
+	free(st->wal);
 	free(st);
 }
 
@@ -650,7 +695,8 @@ int store_apply(struct store *st, const struct store_batch *b, struct tk_error *
 		step_once(st, ST_ROLLBACK, NULL, "rolling back");
 		return r;
 	}
-	return 0;
+	/* committed, but to the file that is still there? */
+	return wal_check(st, err);
 }
 
 /* ---- reading the accounting records ------------------------------------------------- */

@@ -255,3 +255,33 @@ def test_shim_sigkill_rounds_never_overlap_attempts(workdir):
             assert t.job(i)["attempts"][0]["end"] == "node_lost"
     finally:
         d.stop()
+
+
+def test_removed_wal_stops_the_server_and_loses_nothing(workdir, procs):
+    """`rm DATA/tenk.db-wal` under a running server (the restore steps
+    done in the wrong order): the next write finds it, saves what the
+    removed file held into the database, and the server stops, loudly;
+    nothing it acknowledged is lost across a kill, and no id is reused."""
+    data = os.path.join(workdir, "data")
+    port = free_port()
+    server = start_server(workdir, data, port, procs)
+    t = Tenk(workdir, data)
+    acked = [t.submit("--hold", "--", "true") for _ in range(5)]
+    os.remove(os.path.join(data, "tenk.db-wal"))
+    for _ in range(3):
+        try:
+            st, res = t.api("POST", "/v1/jobs", {"command": ["true"], "cwd": "/tmp"})
+        except (OSError, http.client.HTTPException):
+            continue  # the server went
+        if st == 201:
+            acked.append(res["id"])
+    wait_for(lambda: not server.alive(), 20, "the server to stop")
+    assert "tenk.db-wal was removed while the server ran" in server.output(), server.output()
+    assert len(acked) == 5, acked  # nothing more was acknowledged
+    server.start()
+    wait_for(lambda: healthy(t), 20, "the restarted server")
+    for i in acked:
+        assert t.job(i)["id"] == i
+    new = t.submit("--hold", "--", "true")
+    assert new > max(acked) + 1, (new, acked)  # the one written but not told stays
+    server.stop()
