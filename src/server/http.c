@@ -597,11 +597,20 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
 	}
 	if (*upload_data_size) {
 		if (!r->too_big && r->body.len + *upload_data_size > SERVER_MAX_BODY) {
+			/* (a body without a length, chunked): refused at once, and
+			 * the connection closes after the answer rather than read
+			 * the rest of it, however long */
 			r->too_big = true;
 			strbuf_release(&r->body);
+			r->dispatched = true;
+			if (r->hc)
+				r->hc->state = HC_BUSY;
+			dispatch(r);
+			MHD_add_response_header(r->resp, MHD_HTTP_HEADER_CONNECTION, "close");
+			*upload_data_size = 0;
+			return queue(r);
 		}
-		if (!r->too_big)
-			strbuf_add(&r->body, upload_data, *upload_data_size);
+		strbuf_add(&r->body, upload_data, *upload_data_size);
 		*upload_data_size = 0;
 		return MHD_YES;
 	}

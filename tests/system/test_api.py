@@ -7,9 +7,10 @@ import urllib.parse
 BODY = {"command": ["true"], "cwd": "/tmp"}
 
 
-def raw_request(t, head, body_chunks=(), read_first=False):
+def raw_request(t, head, body_chunks=(), read_first=False, sent=None):
     """Sends a hand-made request to cluster t (over TLS where it serves
-    HTTPS); returns the status line and the rest."""
+    HTTPS); returns the status line and the rest. sent (a list) gets how
+    many of body_chunks went before the server closed the connection."""
     u = urllib.parse.urlparse(t.url)
     s = socket.create_connection((u.hostname, u.port), timeout=30)
     if u.scheme == "https":
@@ -18,11 +19,15 @@ def raw_request(t, head, body_chunks=(), read_first=False):
     got = b""
     if read_first:
         got = s.recv(65536)
+    n = 0
     try:
         for chunk in body_chunks:
             s.sendall(chunk)
+            n += 1
     except OSError:  # the server closed it (under TLS: an SSL error)
         pass
+    if sent is not None:
+        sent.append(n)
     try:
         while True:
             b = s.recv(65536)
@@ -81,12 +86,15 @@ def test_oversized_bodies(cluster):
     got = raw_request(cluster, head, read_first=True)
     assert " 413 " in got.split("\r\n")[0], got
     assert "body: larger than the limit" in got
-    # sent chunked, 100 MB in all: read up to the limit, then refused
+    # sent chunked, 100 MB in all: read up to the limit, refused, and the
+    # connection closed then, not read to its end
     head = (f"POST /v1/jobs HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {cluster.token}\r\n"
             "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n")
     piece = b"x" * (1024 * 1024)
     chunk = b"%x\r\n" % len(piece) + piece + b"\r\n"
-    got = raw_request(cluster, head, [chunk] * 100 + [b"0\r\n\r\n"])
+    sent = []
+    got = raw_request(cluster, head, [chunk] * 100 + [b"0\r\n\r\n"], sent=sent)
+    assert sent[0] < 50, f"the server read {sent[0]} MiB of a body over its limit"
     assert got == "" or " 413 " in got.split("\r\n")[0], got[:200]
     st, res = cluster.api("GET", "/v1/health", token=None)
     assert st == 200 and res["ok"]
