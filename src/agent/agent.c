@@ -663,13 +663,28 @@ int agent_create(uv_loop_t *loop, const struct agent_config *cfg, struct agent *
 		r = tk_errorf(err, r, "cannot read random bytes");
 		goto fail;
 	}
-	if (!a->cfg.work_dir)
-		a->cfg.work_dir =
-			xasprintf("%s/agent", a->cfg.data_dir ? a->cfg.data_dir : "tenk-data");
+	const char *data = a->cfg.data_dir ? a->cfg.data_dir : "tenk-data";
+	bool in_data = !a->cfg.work_dir;
+	if (in_data)
+		a->cfg.work_dir = xasprintf("%s/agent", data);
 	if ((r = tk_mkdir_p(a->cfg.work_dir, 0700)) < 0) {
 		r = tk_errorf(err, r, "cannot create the agent's folder %s: %s", a->cfg.work_dir,
 			      strerror(-r));
 		goto fail;
+	}
+	if (in_data) {
+		/* the jobs' users reach their checkpoint folders and metrics
+		 * files through DATA: passable (not readable) by all, unless it
+		 * is a server's too, which stays its own */
+		_cleanup_free_ char *db = xasprintf("%s/tenk.db", data);
+		if (access(db, F_OK) == 0)
+			log_warn("%s is a server's data folder too, which nobody else may pass "
+				 "through: only root's jobs can use $TENK_CHECKPOINT_DIR and "
+				 "$TENK_METRICS here; give the agent a --work-dir of its own",
+				 data);
+		else if (geteuid() == 0 && chmod(data, 0711) < 0)
+			log_warn("cannot make %s passable for the jobs' users: %s", data,
+				 strerror(errno));
 	}
 	char *abs = realpath(a->cfg.work_dir, NULL);
 	if (!abs) {

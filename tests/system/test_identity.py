@@ -356,3 +356,29 @@ def test_output_never_follows_a_link(cluster, workdir):
             f.write(was)
         subprocess.run(["userdel", "-f", user], capture_output=True)
         shutil.rmtree(base, ignore_errors=True)
+
+
+def test_agent_data_folder_lets_jobs_reach_their_folders(workdir):
+    """`tenk agent --data DIR` without --work-dir (the README's setup of a
+    node): a job of a user but root reaches its $TENK_CHECKPOINT_DIR and
+    $TENK_METRICS, which live under DIR."""
+    import shutil
+    import tempfile
+    t, d = server_only(workdir, {"admin_unix_user": "nobody"})
+    base = tempfile.mkdtemp(prefix="tenk-node-", dir="/tmp")  # passable, as /var/lib is
+    os.chmod(base, 0o711)
+    node_data = os.path.join(base, "data")
+    a = Daemon(["agent", "--server", t.url, "--token-file", os.path.join(t.data, "agent.token"),
+                "--name", "n1", "--data", node_data, "--stop-jobs"], workdir, "agent")
+    try:
+        t.wait_nodes_up(1)
+        jid = t.submit("-D", "/tmp", "-o", "/dev/null", "--", "sh", "-c",
+                       'touch "$TENK_CHECKPOINT_DIR/x" && echo step=1 >> "$TENK_METRICS"')
+        wait_for(lambda: t.job(jid)["state"] in ("COMPLETED", "FAILED"), 30, "the job",
+                 show=lambda: t.job(jid))
+        assert t.job(jid)["state"] == "COMPLETED", t.job(jid)
+        assert os.stat(node_data).st_mode & 0o777 == 0o711
+    finally:
+        a.stop()
+        d.stop()
+        shutil.rmtree(base, ignore_errors=True)
