@@ -192,3 +192,23 @@ def test_run_pty_is_a_terminal_on_the_node(cluster, workdir):
                         headers={"Connection": "Upgrade", "Upgrade": "tenk-pty"})
     assert status == 404 and f"no job {jid}" in ans["error"], ans
     t.run("cancel", jid)
+
+
+def test_follow_says_an_unreadable_output_whatever_its_name(cluster, workdir):
+    """What the agent could read travels as a status, not in its words:
+    following a job whose output the agent may not read says so, even when
+    the file's name holds the words of a file not written yet."""
+    import pwd
+    t = cluster
+    out = os.path.join(workdir, "no output yet.out")
+    with open(out, "w"):
+        pass
+    nobody = pwd.getpwnam("nobody")
+    os.chown(out, nobody.pw_uid, nobody.pw_gid)  # not the job's account's (root's)
+    os.chmod(out, 0o666)
+    jid = t.submit("-o", out, "--", "sh", "-c", "echo hi; sleep 2")
+    f = subprocess.run([BIN, "logs", "-f", str(jid)], cwd=workdir, env=t.env(),
+                       capture_output=True, text=True, timeout=60)
+    assert "not a file of the job's account" in f.stderr, (f.returncode, f.stderr)
+    st, res = t.api("GET", f"/v1/jobs/{jid}/logs")
+    assert st == 200 and res["tasks"][0]["status"] == "unreadable", res
