@@ -84,7 +84,6 @@ void assert_group_state(const struct taskgroup *g)
 	default:
 		break;
 	}
-	(void)g;
 }
 
 int group_set_state(struct taskgroup *g, enum group_state to)

@@ -560,6 +560,20 @@ static enum MHD_Result queue(struct request *r)
 	return ok;
 }
 
+/* A body over SERVER_MAX_BODY, announced or found while it arrives: 413 at
+ * once, and the connection closes after it rather than read the rest. */
+static enum MHD_Result refuse_too_big(struct request *r)
+{
+	r->too_big = true;
+	strbuf_release(&r->body);
+	r->dispatched = true;
+	if (r->hc)
+		r->hc->state = HC_BUSY;
+	dispatch(r);
+	MHD_add_response_header(r->resp, MHD_HTTP_HEADER_CONNECTION, "close");
+	return queue(r);
+}
+
 static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char *url,
 				 const char *method, const char *version, const char *upload_data,
 				 size_t *upload_data_size, void **con_cls)
@@ -584,31 +598,14 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
 		const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
 							     MHD_HTTP_HEADER_CONTENT_LENGTH);
 		int64_t len;
-		if (cl && (tk_parse_int64(cl, 0, SERVER_MAX_BODY, &len) < 0)) {
-			/* refuse before reading a byte of it */
-			r->too_big = true;
-			r->dispatched = true;
-			if (r->hc)
-				r->hc->state = HC_BUSY;
-			dispatch(r);
-			return queue(r);
-		}
+		if (cl && (tk_parse_int64(cl, 0, SERVER_MAX_BODY, &len) < 0))
+			return refuse_too_big(r); /* before reading a byte of it */
 		return MHD_YES;
 	}
 	if (*upload_data_size) {
-		if (!r->too_big && r->body.len + *upload_data_size > SERVER_MAX_BODY) {
-			/* (a body without a length, chunked): refused at once, and
-			 * the connection closes after the answer rather than read
-			 * the rest of it, however long */
-			r->too_big = true;
-			strbuf_release(&r->body);
-			r->dispatched = true;
-			if (r->hc)
-				r->hc->state = HC_BUSY;
-			dispatch(r);
-			MHD_add_response_header(r->resp, MHD_HTTP_HEADER_CONNECTION, "close");
-			*upload_data_size = 0;
-			return queue(r);
+		if (r->body.len + *upload_data_size > SERVER_MAX_BODY) {
+			*upload_data_size = 0; /* (a body without a length: chunked) */
+			return refuse_too_big(r);
 		}
 		strbuf_add(&r->body, upload_data, *upload_data_size);
 		*upload_data_size = 0;

@@ -465,9 +465,6 @@ static int open_store(struct server *s, const char *db, bool used, struct tk_err
 static int read_job(void *arg, int64_t id, char **ret_doc, size_t *ret_len, struct tk_error *err)
 {
 	struct server *s = arg;
-	if (!s->reader)
-		return tk_errorf(err, -ENOENT, "job %lld is not held and no store can be read",
-				 (long long)id);
 	return store_get_job(s->reader, id, ret_doc, ret_len, err);
 }
 
@@ -515,7 +512,7 @@ int server_create(uv_loop_t *loop, const struct server_config *cfg, struct serve
 				    .epoch = s->epoch,
 				    .secret = s->admin_token};
 	state_init(&s->st, &scfg, sched, api_state_event, s);
-	state_set_reader(&s->st, read_job, s);
+	state_set_reader(&s->st, read_job, s); /* (s->reader is open before any read) */
 	s->st.now_ms = server_now_ms(s);
 	s->st.mono_ms = tk_mono_ms();
 	db = xasprintf("%s/tenk.db", s->data_dir);
