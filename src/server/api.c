@@ -402,6 +402,13 @@ static void h_submit(struct request *r, const char *param, json_t *body)
 		job_request_release(&req);
 		return;
 	}
+	if (server_ids_reserve(s, nidx, &err) < 0) {
+		log_err("%s", err.text);
+		reply_error(r, 503, "%s; try again once it can be written", err.text);
+		free(idx);
+		job_request_release(&req);
+		return;
+	}
 	int64_t now = server_now_ms(s);
 	if (!req.array) {
 		struct sjob *j = state_submit(st, &req, r->user, run_as, held, now);

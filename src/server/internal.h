@@ -121,6 +121,7 @@ struct server {
 	char agent_token[65];
 	char epoch[33]; /* differs on every start */
 	int lock_fd;
+	int64_t ids_reserved; /* ids.c: job ids up to this are reserved in DATA/tenk.ids */
 	struct catalogue cat;
 	struct store *store;
 	struct store *reader; /* a second connection: reads what left memory back */
@@ -281,6 +282,15 @@ void acct_fill_work(struct server *s);
 /* ---- server.c --------------------------------------------------------------- */
 
 /* The wall clock, for the state machine's entry points. */
+/* ids.c: job ids never given twice. After state_load: the next id is
+ * past the reservation DATA/tenk.ids keeps. */
+int server_ids_load(struct server *s, struct tk_error *err);
+/* Before n more jobs are submitted: reserves their ids durably. */
+int server_ids_reserve(struct server *s, int64_t n, struct tk_error *err);
+/* At a clean stop, everything durable: the reservation goes back to the
+ * last id given. */
+void server_ids_close(struct server *s);
+
 int64_t server_now_ms(const struct server *s);
 /* Close callback for the server's handles (data = the server): the last one
  * closed at stop calls the stop callback. */

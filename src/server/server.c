@@ -520,7 +520,7 @@ int server_create(uv_loop_t *loop, const struct server_config *cfg, struct serve
 	    (r = store_open_reader(db, &s->reader, err)) < 0 || (r = audit_load(s, err)) < 0 ||
 	    (r = state_load(&s->st, s->store, server_now_ms(s), tk_mono_ms(),
 			    cfg->quarantine_bad_rows, err)) < 0 ||
-	    (r = acct_fill_load(s, err)) < 0)
+	    (r = server_ids_load(s, err)) < 0 || (r = acct_fill_load(s, err)) < 0)
 		goto fail;
 	if ((r = http_start(s, cfg->listen, err)) < 0)
 		goto fail;
@@ -598,6 +598,7 @@ static void finish_stop(struct server *s)
 		log_info("store: %llu commits, %.2f ms each",
 			 (unsigned long long)s->wq.stats_commits,
 			 (double)s->wq.stats_commit_us / 1000.0 / (double)s->wq.stats_commits);
+	server_ids_close(s);
 	http_release_gate(s);
 	/* lists still waiting are answered now */
 	while (api_lists_work(s, INT64_MAX / 2))

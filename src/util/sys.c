@@ -104,6 +104,19 @@ static int write_file(const char *path, const void *data, size_t len, mode_t mod
 		r = -errno;
 	if (r < 0)
 		unlink(tmp);
+	if (r == 0 && sync) {
+		/* the rename itself durable: the folder's entry synced */
+		_cleanup_free_ char *dir = xstrdup(path);
+		char *slash = strrchr(dir, '/');
+		if (slash)
+			*(slash == dir ? slash + 1 : slash) = '\0';
+		int dfd = open(slash ? dir : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (dfd >= 0) {
+			if (fsync(dfd) < 0)
+				r = -errno;
+			close(dfd);
+		}
+	}
 	return r;
 }
 

@@ -285,3 +285,37 @@ def test_removed_wal_stops_the_server_and_loses_nothing(workdir, procs):
     new = t.submit("--hold", "--", "true")
     assert new > max(acked) + 1, (new, acked)  # the one written but not told stays
     server.stop()
+
+
+def test_a_store_that_goes_back_never_gives_an_id_twice(workdir, procs):
+    """The store restored from a copy older than the jobs it acknowledged
+    since (or a journal lost with its tail): the ids reserved in
+    DATA/tenk.ids are past every id given, so none is given again; a clean
+    stop gives back what it reserved, so ids go on one after another."""
+    data = os.path.join(workdir, "data")
+    port = free_port()
+    server = start_server(workdir, data, port, procs)
+    t = Tenk(workdir, data)
+    first = [t.submit("--hold", "--", "true") for _ in range(3)]
+    server.stop()
+    assert open(os.path.join(data, "tenk.ids")).read() == f"reserved {first[-1]}\n"
+    old = open(os.path.join(data, "tenk.db"), "rb").read()
+    server.start()
+    wait_for(lambda: healthy(t), 20, "the restarted server")
+    later = [t.submit("--hold", "--", "true") for _ in range(5)]
+    assert later == list(range(first[-1] + 1, first[-1] + 6)), (first, later)
+    server.kill9()
+    # the operator restores the old copy
+    for name in ("tenk.db-wal", "tenk.db-shm"):
+        if os.path.exists(os.path.join(data, name)):
+            os.remove(os.path.join(data, name))
+    with open(os.path.join(data, "tenk.db"), "wb") as f:
+        f.write(old)
+    server.start()
+    wait_for(lambda: healthy(t), 20, "the server on the old store")
+    new = t.submit("--hold", "--", "true")
+    assert new > max(later), (new, later)
+    assert "were reserved before the last stop" in server.output(), server.output()
+    st, res = t.api("GET", f"/v1/jobs/{max(later)}")
+    assert st == 404, (st, res)  # lost with the copy, and its id not given again
+    server.stop()
