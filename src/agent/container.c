@@ -23,6 +23,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <limits.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -105,6 +108,12 @@ char **ctr_env(const char *conf)
 	return env;
 }
 
+/* Where task rank's mount i is bound for podman. */
+static void stage_path(const char *dir, int rank, int i, char *buf, size_t n)
+{
+	snprintf(buf, n, "%s/mnt.%d.%d", dir, rank, i);
+}
+
 /* Is the task's folder one a mount shows (then it starts there)? */
 static bool shown(const struct shim_container *c, const char *cwd)
 {
@@ -122,7 +131,7 @@ static bool shown(const struct shim_container *c, const char *cwd)
 }
 
 char **ctr_argv(const struct shim_plan *p, const struct cgroup *cg, const struct shim_task *t,
-		const char *env_file)
+		const char *dir, const char *env_file)
 {
 	const struct shim_container *c = &p->ctr;
 	char **argv = NULL;
@@ -172,8 +181,19 @@ char **ctr_argv(const struct shim_plan *p, const struct cgroup *cg, const struct
 	shim_strv_push(&argv, &n, &alloc, xstrdup("--env-file"));
 	shim_strv_push(&argv, &n, &alloc, xstrdup(env_file));
 	for (int i = 0; i < c->nmounts; i++) {
+		struct mount_spec m;
+		struct tk_error err;
+		if (model_mount_parse(c->mounts[i], false, &m, &err) < 0)
+			continue; /* (ctr_prepare refused it) */
+		char src[PATH_MAX];
+		if (p->as_user)
+			stage_path(dir, t->rank, i, src, sizeof(src));
+		else
+			snprintf(src, sizeof(src), "%s", m.src);
 		shim_strv_push(&argv, &n, &alloc, xstrdup("--volume"));
-		shim_strv_push(&argv, &n, &alloc, xstrdup(c->mounts[i]));
+		/* always SRC:DST: podman takes a lone path for a new, empty volume */
+		shim_strv_push(&argv, &n, &alloc,
+			       xasprintf("%s:%s%s", src, m.dst, m.ro ? ":ro" : ""));
 	}
 	for (int i = 0; i < t->ncdi; i++) {
 		shim_strv_push(&argv, &n, &alloc, xstrdup("--device"));
@@ -209,8 +229,55 @@ int ctr_env_file(const char *path, const struct shim_task *t, char *why, size_t 
 	return r;
 }
 
-int ctr_prepare(const struct shim_plan *p, const struct shim_task *t, int *ret_out, char *why,
-		size_t n)
+/* Binds what fd is (a folder or a file, opened as its owner) on a place
+ * of its kind at path, private to this host's namespace. */
+static int stage(int fd, const char *path)
+{
+	struct stat st;
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	if (S_ISDIR(st.st_mode)) {
+		if (mkdir(path, 0700) < 0 && errno != EEXIST)
+			return -errno;
+	} else {
+		int f = open(path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+		if (f < 0)
+			return -errno;
+		close(f);
+	}
+	char proc[64];
+	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+	if (mount(proc, path, NULL, MS_BIND | MS_REC, NULL) < 0)
+		return -errno;
+	/* its mounts and unmounts go nowhere else */
+	mount(NULL, path, NULL, MS_PRIVATE | MS_REC, NULL);
+	return 0;
+}
+
+void ctr_unstage(const char *dir, int rank)
+{
+	DIR *d = opendir(dir);
+	char prefix[32];
+	int k = rank < 0 ? snprintf(prefix, sizeof(prefix), "mnt.")
+			 : snprintf(prefix, sizeof(prefix), "mnt.%d.", rank);
+	for (struct dirent *e; d && (e = readdir(d));) {
+		if (strncmp(e->d_name, prefix, (size_t)k) != 0)
+			continue;
+		_cleanup_free_ char *path = xasprintf("%s/%s", dir, e->d_name);
+		/* a mount over a mount: each goes (bounded) */
+		for (int i = 0; i < 8 && umount2(path, MNT_DETACH | UMOUNT_NOFOLLOW) == 0; i++)
+			;
+		/* only an empty place goes: rmdir never empties a folder, and a
+		 * place still mounted is busy */
+		if (unlinkat(dirfd(d), e->d_name, AT_REMOVEDIR) < 0 && errno == ENOTDIR)
+			unlinkat(dirfd(d), e->d_name, 0);
+	}
+	if (d)
+		closedir(d);
+}
+
+int ctr_prepare(const struct shim_plan *p, const struct shim_task *t, const char *dir,
+		int *ret_out, char *why, size_t n)
 {
 	*ret_out = -1;
 	int r = p->as_user ? act_as(&p->user) : 0;
@@ -219,13 +286,19 @@ int ctr_prepare(const struct shim_plan *p, const struct shim_task *t, int *ret_o
 		return r;
 	}
 	struct stat st;
-	int out = -1;
+	int out = -1, nfds = p->ctr.nmounts;
+	int *fds = xcalloc((size_t)MAX(nfds, 1), sizeof(int));
+	for (int i = 0; i < nfds; i++)
+		fds[i] = -1;
 	r = 0;
-	for (int i = 0; i < p->ctr.nmounts && r == 0; i++) {
+	for (int i = 0; i < nfds && r == 0; i++) {
 		struct mount_spec m;
 		struct tk_error err;
-		if (model_mount_parse(p->ctr.mounts[i], false, &m, &err) < 0 ||
-		    stat(m.src, &st) < 0) {
+		if (model_mount_parse(p->ctr.mounts[i], false, &m, &err) < 0) {
+			r = -EINVAL;
+			snprintf(why, n, "cannot mount %s: %s", p->ctr.mounts[i], err.text);
+		} else if ((fds[i] = open(m.src, O_PATH | O_CLOEXEC)) < 0) {
+			/* what is opened here, as the owner, is what is mounted */
 			r = -errno;
 			snprintf(why, n, "cannot mount %s: %s", m.src, strerror(errno));
 		}
@@ -245,6 +318,27 @@ int ctr_prepare(const struct shim_plan *p, const struct shim_task *t, int *ret_o
 		/* the shim could not be root again: it cannot go on safely */
 		log_err("cannot become root again: %s", strerror(-back));
 		_exit(127);
+	}
+	for (int i = 0; i < nfds && r == 0 && p->as_user; i++) {
+		char path[PATH_MAX];
+		stage_path(dir, t->rank, i, path, sizeof(path));
+		if ((r = stage(fds[i], path)) < 0) {
+			struct mount_spec m;
+			struct tk_error err;
+			model_mount_parse(p->ctr.mounts[i], false, &m, &err);
+			snprintf(why, n, "cannot mount %s: binding it on %s: %s", m.src, path,
+				 strerror(-r));
+		}
+	}
+	for (int i = 0; i < nfds; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+	free(fds);
+	if (r < 0) {
+		ctr_unstage(dir, t->rank);
+		if (out >= 0)
+			close(out);
+		out = -1;
 	}
 	*ret_out = out;
 	return r;

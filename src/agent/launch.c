@@ -53,9 +53,11 @@ static void release_cpus(struct taskgroup *g);
 /* ---- freeing -------------------------------------------------------------------------- */
 
 /* Removes a shim's folder WORK/shims/JOB.ATTEMPT and what a shim puts there
- * (its plan, its status, its socket, its tasks' environment files). */
+ * (its plan, its status, its socket, its tasks' environment files, the
+ * places its containers' mounts were bound, unmounted first). */
 static void remove_dir(const char *dir)
 {
+	ctr_unstage(dir, -1);
 	DIR *d = opendir(dir);
 	for (struct dirent *e; d && (e = readdir(d));)
 		if (e->d_name[0] != '.')

@@ -291,6 +291,7 @@ static void container_exited(struct shim *sh, int i, struct shim_task_status *t)
 	}
 	if (t->signal)
 		ctr_remove(&sh->plan, t->rank);
+	ctr_unstage(sh->dir, t->rank);
 	if (sh->out_fds[i] >= 0)
 		close(sh->out_fds[i]);
 	sh->out_fds[i] = -1;
@@ -466,14 +467,14 @@ static int container_fork(struct shim *sh, int i, int *code, char *detail, size_
 	_cleanup_free_ char *env_file = xasprintf("%s/env.%d", sh->dir, t->rank);
 	int out = -1;
 	if (ctr_env_file(env_file, t, detail, n) < 0 ||
-	    ctr_prepare(&sh->plan, t, &out, detail, n) < 0) {
+	    ctr_prepare(&sh->plan, t, sh->dir, &out, detail, n) < 0) {
 		if (out >= 0)
 			close(out);
 		*code = 127;
 		return -1;
 	}
 	struct task_exec ex = {
-		.argv = ctr_argv(&sh->plan, &sh->cg, t, env_file),
+		.argv = ctr_argv(&sh->plan, &sh->cg, t, sh->dir, env_file),
 		.env = ctr_env(sh->plan.ctr.conf),
 		.out_fd = out,
 	};

@@ -237,15 +237,21 @@ void shim_pty_close(struct shim_pty *p);
 
 /* ---- container.c (in the shim) ---- */
 /* Checks, as the task's owner, every folder to mount and the task's own,
- * and opens its output (*ret_out) as the owner. Returns 0, or < 0 with why. */
-int ctr_prepare(const struct shim_plan *p, const struct shim_task *t, int *ret_out, char *why,
-		size_t n);
+ * and opens its output (*ret_out) as the owner. A job run as its owner has
+ * each folder to mount opened as the owner, and that very folder (not its
+ * path, which the owner could change) bound on DIR/mnt.RANK.I for podman.
+ * Returns 0, or < 0 with why. */
+int ctr_prepare(const struct shim_plan *p, const struct shim_task *t, const char *dir,
+		int *ret_out, char *why, size_t n);
+/* Undoes ctr_prepare's mounts under DIR: task rank's, or every task's
+ * (rank < 0). Never removes anything but the empty places of mounts. */
+void ctr_unstage(const char *dir, int rank);
 /* Writes the task's environment for podman's --env-file (0600). */
 int ctr_env_file(const char *path, const struct shim_task *t, char *why, size_t n);
 /* The `podman run` of task t, NULL-terminated; ctr_env, podman's
  * environment (with conf as its CONTAINERS_CONF). */
 char **ctr_argv(const struct shim_plan *p, const struct cgroup *cg, const struct shim_task *t,
-		const char *env_file);
+		const char *dir, const char *env_file);
 char **ctr_env(const char *conf);
 /* Podman's first arguments: the program, and its store when root is set. */
 void ctr_podman_head(const char *podman, const char *root, char ***argv, int *n, size_t *alloc);

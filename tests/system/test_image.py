@@ -85,6 +85,14 @@ def test_job_sees_the_image_and_its_mounts_only(owner):
         assert "Read-only file system" in "\n".join(out), out
         assert "write=2" in out or "write=1" in out, out
         assert home in out, "the working folder is mounted where it is, and the task starts there"
+        # `--mount .` (no destination) shows the folder's files, not a new empty volume
+        for k in range(3):
+            with open(os.path.join(home, f"code-{k}.py"), "w") as f:
+                f.write("pass\n")
+        jid = t.submit("--image", ref, "--mount", ".", "--", "sh", "-c", "ls", cwd=home)
+        t.run("wait", jid, timeout=60)
+        assert {"code-0.py", "code-1.py", "code-2.py"} <= set(output(home, jid).split()), \
+            output(home, jid)
         assert "ckpt" in out
         att = job["attempts"][0]
         assert att["digest"] == images.inspect_id(ref)
@@ -107,6 +115,69 @@ def test_job_sees_the_image_and_its_mounts_only(owner):
             job["reason"]
     finally:
         d.stop()
+
+
+SWAPPER = """
+import ctypes, os, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+a, b = sys.argv[1].encode(), sys.argv[2].encode()
+end = time.monotonic() + 120
+while time.monotonic() < end:
+    for _ in range(1000):
+        libc.renameat2(-100, a, -100, b, 2)  # RENAME_EXCHANGE
+"""
+
+
+def test_a_mount_is_what_its_owner_could_reach(owner):
+    """The job's owner swaps a folder it mounts for a link into a folder
+    only root reads, as fast as it can: a mount is opened as the owner and
+    that folder is what podman mounts, so no job ever reads root's file;
+    each either sees the owner's own file or is refused, saying why."""
+    pw, base, home = owner
+    ref = images.base_image()
+    private = os.path.join(base, "root-only")
+    os.mkdir(private, 0o700)
+    inner = os.path.join(private, "inner")
+    os.mkdir(inner, 0o755)
+    with open(os.path.join(inner, "f"), "w") as f:
+        f.write("root's secret\n")
+    os.chmod(os.path.join(inner, "f"), 0o644)
+    d, link = os.path.join(home, "d"), os.path.join(home, "link")
+    os.mkdir(d, 0o755)
+    with open(os.path.join(d, "f"), "w") as f:
+        f.write("own\n")
+    os.symlink(inner, link)
+    for p in (d, os.path.join(d, "f")):
+        os.chown(p, pw.pw_uid, pw.pw_gid)
+    os.lchown(link, pw.pw_uid, pw.pw_gid)
+    t, dmn = image_up(base)
+    swapper = subprocess.Popen(["python3", "-c", SWAPPER, d, link], user=pw.pw_uid,
+                               group=pw.pw_gid)
+    try:
+        jids = [t.submit("--image", ref, "--mount", f"{d}:/data", "--", "cat", "/data/f",
+                         cwd=home) for _ in range(12)]
+        for jid in jids:
+            t.run("wait", jid, check=False, timeout=120)
+    finally:
+        swapper.kill()
+        swapper.wait()
+    seen = {"own": 0, "refused": 0}
+    for jid in jids:
+        job = t.job(jid)
+        path = os.path.join(home, f"tenk-{jid}.out")
+        out = open(path).read() if os.path.exists(path) else ""
+        assert "secret" not in out, (jid, out)
+        if job["state"] == "COMPLETED":
+            assert out == "own\n", (jid, out)
+            seen["own"] += 1
+        else:
+            assert "cannot mount" in job["reason"] and "Permission denied" in job["reason"], job
+            seen["refused"] += 1
+    assert seen["own"] > 0, seen
+    # nothing stays mounted on the node once the jobs are over
+    with open("/proc/self/mountinfo") as f:
+        assert not [line for line in f if "/mnt." in line and base in line]
+    dmn.stop()
 
 
 def test_image_rules_of_the_cluster(owner):

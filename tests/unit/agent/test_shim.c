@@ -10,7 +10,9 @@
 #include <pwd.h>
 #include <stdio.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -320,6 +322,93 @@ static void test_task_as_another_user(void **state)
 	free(dir);
 }
 
+/* A folder to mount is opened as its owner and that folder is what is
+ * bound for podman, whatever its path becomes after: nobody swaps a
+ * component of the path for a link into root's 0700 folder as fast as it
+ * can (renameat2 RENAME_EXCHANGE), and 200 prepares never bind root's
+ * file. Needs root. */
+static void test_mount_is_what_was_checked(void **state)
+{
+	if (geteuid() != 0)
+		skip();
+	struct passwd *pw = getpwnam("nobody");
+	assert_non_null(pw);
+	char *base = tmpdir();
+	chmod(base, 0711);
+	_cleanup_free_ char *alice = xasprintf("%s/alice", base);
+	_cleanup_free_ char *d = xasprintf("%s/d", alice), *s = xasprintf("%s/s", alice);
+	_cleanup_free_ char *bob = xasprintf("%s/bob", base);
+	_cleanup_free_ char *inner = xasprintf("%s/inner", bob);
+	_cleanup_free_ char *shimdir = xasprintf("%s/shim", base);
+	assert_int_equal(mkdir(alice, 0755), 0);
+	assert_int_equal(mkdir(d, 0755), 0);
+	assert_int_equal(mkdir(bob, 0700), 0);
+	assert_int_equal(mkdir(inner, 0755), 0);
+	assert_int_equal(mkdir(shimdir, 0700), 0);
+	_cleanup_free_ char *df = xasprintf("%s/f", d), *bf = xasprintf("%s/f", inner);
+	put(df, "alice");
+	put(bf, "bob's");
+	assert_int_equal(symlink(inner, s), 0);
+	assert_int_equal(chown(alice, pw->pw_uid, pw->pw_gid), 0);
+	assert_int_equal(chown(d, pw->pw_uid, pw->pw_gid), 0);
+	assert_int_equal(lchown(s, pw->pw_uid, pw->pw_gid), 0);
+	pid_t swapper = fork();
+	assert_true(swapper >= 0);
+	if (swapper == 0) {
+		if (setgid(pw->pw_gid) < 0 || setuid(pw->pw_uid) < 0)
+			_exit(1);
+		for (long i = 0; i < 100000000; i++) /* bounded; killed long before */
+			syscall(SYS_renameat2, AT_FDCWD, d, AT_FDCWD, s, 2 /* RENAME_EXCHANGE */);
+		_exit(0);
+	}
+	_cleanup_free_ char *mnt = xasprintf("%s:/data", d);
+	char *mounts[] = {mnt};
+	_cleanup_free_ char *out = xasprintf("%s/out", alice);
+	char *argv[] = {"true", NULL};
+	struct shim_task t = {.rank = 0, .argc = 1, .argv = argv, .cwd = base, .output = out};
+	struct shim_plan p = {.job = 1, .attempt = 1, .ntasks = 1, .tasks = &t, .as_user = true};
+	p.user = (struct shim_user){
+		.uid = pw->pw_uid, .gid = pw->pw_gid, .ngroups = 1, .groups = {pw->pw_gid}};
+	snprintf(p.user.name, sizeof(p.user.name), "nobody");
+	p.ctr.nmounts = 1;
+	p.ctr.mounts = mounts;
+	_cleanup_free_ char *stage = xasprintf("%s/mnt.0.0", shimdir);
+	int bound = 0, refused = 0;
+	for (int i = 0; i < 200; i++) {
+		int fd = -1;
+		char why[256] = "";
+		if (ctr_prepare(&p, &t, shimdir, &fd, why, sizeof(why)) == 0) {
+			_cleanup_free_ char *text = get(stage, "f");
+			assert_non_null(text);
+			assert_string_equal(text, "alice"); /* never bob's */
+			close(fd);
+			bound++;
+		} else {
+			/* the link was there when it was opened: refused as the owner */
+			assert_non_null(strstr(why, "Permission denied"));
+			assert_int_equal(fd, -1);
+			refused++;
+		}
+		ctr_unstage(shimdir, 0);
+		assert_int_equal(access(stage, F_OK), -1); /* the place went, nothing in it */
+	}
+	kill(swapper, SIGKILL);
+	waitpid(swapper, NULL, 0);
+	print_message("bound %d, refused %d\n", bound, refused);
+	assert_int_equal(bound + refused, 200);
+	assert_true(bound > 0);
+	/* what was bound was only ever looked at: both files are whole */
+	struct stat st;
+	assert_int_equal(lstat(d, &st), 0);
+	_cleanup_free_ char *a = get(S_ISDIR(st.st_mode) ? d : s, "f"), *b = get(inner, "f");
+	assert_non_null(a);
+	assert_non_null(b);
+	assert_string_equal(a, "alice");
+	assert_string_equal(b, "bob's");
+	rm_rf(base);
+	free(base);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -328,6 +417,7 @@ int main(void)
 		cmocka_unit_test(test_plan_roundtrip),
 		cmocka_unit_test(test_lines),
 		cmocka_unit_test(test_task_as_another_user),
+		cmocka_unit_test(test_mount_is_what_was_checked),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
