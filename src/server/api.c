@@ -252,7 +252,7 @@ static bool may_use(const struct request *r, const char (*list)[MODEL_NAME_MAX],
 /* A job as r may see it: the values of its environment (where API keys
  * travel) are its owner's alone; anyone else, admins too, sees the names,
  * each with null. */
-static json_t *job_for(const struct request *r, struct sjob *j)
+json_t *api_job_for(const struct request *r, struct sjob *j)
 {
 	json_t *o = state_job_pack(&r->s->st, j);
 	json_t *env = json_object_get(json_object_get(o, "request"), "env");
@@ -359,17 +359,6 @@ static int room_for(struct request *r, const struct job_request *req, int64_t n)
 	return 0;
 }
 
-/* A copy of req (for one element of an array). */
-static void request_copy(const struct job_request *req, struct job_request *ret)
-{
-	json_t *o = job_request_pack(req);
-	struct tk_error err;
-	int rc = job_request_unpack(o, ret, &err);
-	assert(rc == 0); /* what was unpacked packs and unpacks again */
-	(void)rc;
-	json_decref(o);
-}
-
 static void h_submit(struct request *r, const char *param, json_t *body)
 {
 	struct server *s = r->s;
@@ -412,27 +401,11 @@ static void h_submit(struct request *r, const char *param, json_t *body)
 	int64_t now = server_now_ms(s);
 	if (!req.array) {
 		struct sjob *j = state_submit(st, &req, r->user, run_as, held, now);
-		reply_json(r, 201, job_for(r, j));
+		reply_json(r, 201, api_job_for(r, j));
 		return;
 	}
-	/* an array: one job per index, ids one after another from the first */
-	int64_t first = (int64_t)st->njobs + 1;
-	struct sjob *head = NULL;
-	for (int k = 0; k < nidx; k++) {
-		struct job_request el;
-		if (k < nidx - 1)
-			request_copy(&req, &el);
-		else
-			el = req, memset(&req, 0, sizeof(req));
-		struct sjob *j = state_submit_array(st, &el, r->user, run_as, held, now, first,
-						    idx[k], cap, nidx);
-		if (!head)
-			head = j;
-	}
-	free(idx);
-	log_info("array %lld: %d jobs from %s", (long long)first, nidx, r->user);
-	json_t *o = job_for(r, head);
-	reply_json(r, 201, o);
+	/* an array: its elements are made in slices (arrays.c) */
+	api_array_submit(r, &req, idx, nidx, cap, run_as, held);
 }
 
 static void h_classes(struct request *r, const char *param, json_t *body)
@@ -652,7 +625,7 @@ static void h_job_show(struct request *r, const char *param, json_t *body)
 		return;
 	}
 	if (wait_s == 0 || job_state_final(j->job.state)) {
-		reply_json(r, 200, job_for(r, j));
+		reply_json(r, 200, api_job_for(r, j));
 		return;
 	}
 	r->wait_job = j->job.id;
@@ -697,61 +670,46 @@ static void h_job_checkpoints(struct request *r, const char *param, json_t *body
 	reply_json(r, 200, o);
 }
 
-/* What a change of one job does (cancel, hold, release, requeue). */
-typedef int (*job_change_fn)(struct request *r, struct sjob *j, struct tk_error *err);
-
 /* Applies fn to the job the path names, or to every element of an array
- * named as one (those it does not apply to are passed over); answers with
- * the job (the array's first element) and, for an array, how many changed. */
-static void job_change(struct request *r, const char *param, job_change_fn fn)
+ * named as one (in slices, arrays.c; those it does not apply to are passed
+ * over); answers with the job (the array's first element) and, for an
+ * array, how many changed. */
+static void job_change(struct request *r, const char *param, api_change_fn fn)
 {
 	struct sjob *j;
 	bool whole;
 	if (api_job_ref(r, param, &j, &whole) < 0)
 		return;
 	struct tk_error err = {0};
-	if (!whole) {
-		if (fn(r, j, &err) < 0) {
-			reply_error(r, 409, "%s", err.text);
-			return;
-		}
-		reply_json(r, 200, job_for(r, j));
+	if (whole) {
+		api_array_change(r, j, fn);
 		return;
 	}
-	int changed = 0;
-	for (int k = 0; k < j->job.array_count; k++) {
-		struct sjob *e = state_job_get(&r->s->st, j->job.id + k);
-		if (e && e->job.array_job == j->job.id && fn(r, e, &err) == 0)
-			changed++;
-	}
-	if (!changed) {
-		reply_error(r, 409, "array %lld: none of its %d elements: %s", (long long)j->job.id,
-			    j->job.array_count, err.text);
+	if (fn(r->s, r->user, j, &err) < 0) {
+		reply_error(r, 409, "%s", err.text);
 		return;
 	}
-	json_t *o = job_for(r, j);
-	json_object_set_new(o, "changed", json_integer(changed));
-	reply_json(r, 200, o);
+	reply_json(r, 200, api_job_for(r, j));
 }
 
-static int do_cancel(struct request *r, struct sjob *j, struct tk_error *err)
+static int do_cancel(struct server *s, const char *user, struct sjob *j, struct tk_error *err)
 {
-	return state_cancel(&r->s->st, j, server_now_ms(r->s), err);
+	return state_cancel(&s->st, j, server_now_ms(s), err);
 }
 
-static int do_hold(struct request *r, struct sjob *j, struct tk_error *err)
+static int do_hold(struct server *s, const char *user, struct sjob *j, struct tk_error *err)
 {
-	return state_hold(&r->s->st, j, true, err);
+	return state_hold(&s->st, j, true, err);
 }
 
-static int do_release(struct request *r, struct sjob *j, struct tk_error *err)
+static int do_release(struct server *s, const char *user, struct sjob *j, struct tk_error *err)
 {
-	return state_hold(&r->s->st, j, false, err);
+	return state_hold(&s->st, j, false, err);
 }
 
-static int do_requeue(struct request *r, struct sjob *j, struct tk_error *err)
+static int do_requeue(struct server *s, const char *user, struct sjob *j, struct tk_error *err)
 {
-	return state_requeue(&r->s->st, j, r->user, server_now_ms(r->s), err);
+	return state_requeue(&s->st, j, user, server_now_ms(s), err);
 }
 
 static void h_job_cancel(struct request *r, const char *param, json_t *body)
@@ -806,7 +764,7 @@ static void update_running(struct request *r, struct sjob *j, json_t *body)
 		log_info("job %lld: time limit %lld s -> %lld s by %s", (long long)j->job.id,
 			 (long long)old, (long long)limit, r->user);
 	}
-	reply_json(r, 200, job_for(r, j));
+	reply_json(r, 200, api_job_for(r, j));
 }
 
 /* POST /v1/jobs/ID/update {KEY: VALUE, ...}: a waiting job's request, each
@@ -871,7 +829,7 @@ static void h_job_update(struct request *r, const char *param, json_t *body)
 	}
 	state_job_set_request(&r->s->st, j, &req, server_now_ms(r->s));
 	log_info("job %lld updated by %s", (long long)j->job.id, r->user);
-	reply_json(r, 200, job_for(r, j));
+	reply_json(r, 200, api_job_for(r, j));
 }
 
 bool api_lists_work(struct server *s, int64_t budget_us)
@@ -1314,7 +1272,7 @@ void api_longpoll_expired(struct request *r)
 	if (r->wait == WAIT_WORK)
 		reply_json(r, 200, state_work_unchanged_pack(st, st->nodes[r->wait_node]));
 	else if (r->wait == WAIT_JOB)
-		reply_json(r, 200, job_for(r, state_job_get(st, r->wait_job)));
+		reply_json(r, 200, api_job_for(r, state_job_get(st, r->wait_job)));
 	else if (r->wait == WAIT_LOGS)
 		logs_expired(r);
 }
@@ -1350,7 +1308,7 @@ void api_state_event(void *arg, const struct state_event *ev)
 			return;
 		struct req_list *l = api_job_waits(s, id);
 		while (l->head)
-			reply_json(l->head, 200, job_for(l->head, ev->job));
+			reply_json(l->head, 200, api_job_for(l->head, ev->job));
 	} else if (ev->kind == STATE_EV_WORK_CHANGED) {
 		struct snode *n = ev->node;
 		if ((size_t)n->index >= s->node_polls_alloc)

@@ -70,6 +70,11 @@ static void unpark(struct request *r)
 	}
 	if (r->wait == WAIT_LOGS)
 		logs_forget(s, r);
+	if (r->wait == WAIT_ARRAY) {
+		api_array_forget(r);
+		r->wait = WAIT_NONE;
+		return;
+	}
 	if (r->wait == WAIT_WORK)
 		req_list_remove(api_node_polls(s, r->wait_node), r);
 	if (r->wait == WAIT_JOB)

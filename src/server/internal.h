@@ -31,9 +31,11 @@
 /* one address may not take them all (agents behind one NAT hold ~4 each) */
 #define SERVER_MAX_CONNS_PER_IP 4096
 #define SERVER_CONN_MEMORY (16 * 1024) /* MHD's pool for one connection */
+#define SERVER_LOOP_WARN_MS 250 /* an iteration that holds the loop longer is logged */
 #define SERVER_CRON_MS 500	       /* periodic work: liveness, long-poll deadlines */
 #define SERVER_BUDGET_MS 5000	       /* queues' spend against their budgets, this often */
 #define SERVER_EVICT_PER_TICK 20000    /* settled jobs leaving memory, at most a tick */
+#define SERVER_EVICT_BUDGET_US 5000    /* and for about this long */
 /* a cron tick's filling of older jobs' accounting records, at most */
 #define ACCT_FILL_SLICE_US 40000
 /* accounting records in one page (a page ends with a job's last record,
@@ -53,7 +55,7 @@ struct req_list {
 	struct request *tail;
 };
 
-enum wait_kind { WAIT_NONE, WAIT_WORK, WAIT_JOB, WAIT_LIST, WAIT_LOGS };
+enum wait_kind { WAIT_NONE, WAIT_WORK, WAIT_JOB, WAIT_LIST, WAIT_LOGS, WAIT_ARRAY };
 
 /* One open connection (http.c): where its current request stands, and
  * since when, for the deadlines on a request's headers and body. */
@@ -110,6 +112,7 @@ struct request {
 	bool (*list_work)(struct request *r, int64_t until_us);
 	struct acct_scan *acct;
 	struct log_wait *logw; /* WAIT_LOGS: a task output it waits for (logs.c) */
+	struct array_work *array; /* WAIT_ARRAY: the array work it waits for (arrays.c) */
 };
 
 struct server {
@@ -121,6 +124,8 @@ struct server {
 	char agent_token[65];
 	char epoch[33]; /* differs on every start */
 	int lock_fd;
+	struct array_work *arrays; /* arrays.c: work on arrays, in turn */
+	uv_idle_t arrays_idle;
 	int64_t ids_reserved; /* ids.c: job ids up to this are reserved in DATA/tenk.ids */
 	struct catalogue cat;
 	struct store *store;
@@ -162,6 +167,9 @@ struct server {
 	 * answers by status class, the renders themselves */
 	struct {
 		struct tk_hist pass, render;
+		/* the loop's iterations: time busy (not waiting for I/O), each */
+		struct tk_hist loop_busy;
+		uint64_t loop_last_ns, loop_last_idle_ns, loop_busy_max_ns;
 		struct tk_hist *http;
 		uint64_t by_status[6];
 		int64_t started_ms;
@@ -364,6 +372,29 @@ extern const struct route api_routes[];
 extern const size_t api_nroutes;
 /* Answers a long-poll whose deadline passed. */
 void api_longpoll_expired(struct request *r);
+/* A job as r may see it (its environment's values its owner's alone). */
+json_t *api_job_for(const struct request *r, struct sjob *j);
+
+/* ---- arrays.c: work that grows with a request, in slices ---- */
+
+/* What a change of one job does (cancel, hold, release, requeue), asked
+ * by user. */
+typedef int (*api_change_fn)(struct server *s, const char *user, struct sjob *j,
+			     struct tk_error *err);
+/* Makes the nidx elements of an array of req (taken, as idx) in slices,
+ * then answers r with the first; the ids are taken now. */
+void api_array_submit(struct request *r, struct job_request *req, int *idx, int nidx, int cap,
+		      const char *run_as, bool held);
+/* Applies fn to every element of the array whose first element is first,
+ * in slices, then answers r with the first and how many changed. */
+void api_array_change(struct request *r, struct sjob *first, api_change_fn fn);
+/* Does array work for about budget_us; true while some is left. */
+bool api_arrays_work(struct server *s, int64_t budget_us);
+/* The writer committed: array work waiting for it goes on. */
+void api_arrays_kick(struct server *s);
+/* r goes before its array work is done: the work goes on, unanswered. */
+void api_array_forget(struct request *r);
+void api_arrays_release(struct server *s);
 /* Builds the answers of waiting job lists for about budget_us; returns
  * whether any still wait. */
 bool api_lists_work(struct server *s, int64_t budget_us);

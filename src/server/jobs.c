@@ -106,7 +106,7 @@ static struct sjob *job_new(struct state *s, struct job_request *req, const char
 		job.array_count = tmpl->array_count;
 		job.held = tmpl->held;
 	}
-	job.id = (int64_t)s->njobs + 1;
+	job.id = tmpl && tmpl->id ? tmpl->id : (int64_t)s->njobs + 1;
 	snprintf(job.owner, sizeof(job.owner), "%s", owner);
 	snprintf(job.run_as, sizeof(job.run_as), "%s", run_as);
 	job.state = JOB_PENDING;
@@ -134,10 +134,11 @@ struct sjob *state_submit(struct state *s, struct job_request *req, const char *
 }
 
 struct sjob *state_submit_array(struct state *s, struct job_request *req, const char *owner,
-				const char *run_as, bool held, int64_t now, int64_t first,
-				int index, int cap, int count)
+				const char *run_as, bool held, int64_t now, int64_t id,
+				int64_t first, int index, int cap, int count)
 {
-	struct job a = {.array_job = first,
+	struct job a = {.id = id,
+			.array_job = first,
 			.array_index = index,
 			.array_cap = cap,
 			.array_count = count,

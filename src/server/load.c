@@ -244,6 +244,47 @@ static int load_kind(struct load_ctx *lc, struct store *store,
 	return r < 0 ? r : set_aside(lc, store, err);
 }
 
+/* An array is made in slices (arrays.c): a server that stopped in the
+ * middle left some of its elements unmade. They are made now, from its
+ * first element's request, so that every array is whole. */
+static void arrays_complete(struct state *s, int64_t now)
+{
+	for (size_t i = 0; i < s->njobs; i++) {
+		struct sjob *head = s->jobs[i];
+		if (!head || !state_job_is_array_head(head) || !head->job.req.array)
+			continue;
+		int64_t first = head->job.id;
+		int *idx = NULL, nidx = 0, cap = 0, made = 0;
+		struct tk_error err;
+		if (model_array_parse(head->job.req.array, &idx, &nidx, &cap, &err) < 0 ||
+		    nidx != head->job.array_count) {
+			free(idx);
+			continue;
+		}
+		for (int k = 1; k < nidx; k++) {
+			if (state_job_known(s, first + k))
+				continue;
+			json_t *o = job_request_pack(&head->job.req);
+			struct job_request el;
+			int rc = job_request_unpack(o, &el, &err);
+			json_decref(o);
+			if (rc < 0)
+				break;
+			struct sjob *j = state_submit_array(s, &el, head->job.owner, head->job.run_as,
+							    head->job.held, now, first + k, first,
+							    idx[k], head->job.array_cap, nidx);
+			if (job_state_final(head->job.state) && head->job.state == JOB_CANCELLED)
+				state_cancel(s, j, now, &err);
+			made++;
+		}
+		if (made)
+			log_warn("array %lld: %d of its %d elements were not made before the server "
+				 "stopped; made now",
+				 (long long)first, made, nidx);
+		free(idx);
+	}
+}
+
 int state_load(struct state *s, struct store *store, int64_t now, int64_t mono, bool quarantine,
 	       struct tk_error *err)
 {
@@ -327,6 +368,7 @@ int state_load(struct state *s, struct store *store, int64_t now, int64_t mono, 
 			state_job_finish(s, j, JOB_CANCELLED, j->job.exit_code,
 					 "the server restarted during the validation run", now);
 	}
+	arrays_complete(s, now);
 	s->wake_nodes = NULL;
 	for (int i = 0; i < s->nnodes; i++)
 		s->nodes[i]->wake_queued = false;

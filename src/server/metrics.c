@@ -251,6 +251,15 @@ static void nodes(struct server *s, struct strbuf *b)
 
 static void timings(struct server *s, struct strbuf *b)
 {
+	prom_family(b, "tenk_server_loop_busy_seconds", "histogram",
+		    "The server loop's iterations: time each held the loop (everything but "
+		    "waiting for I/O); heartbeats and answers wait behind it.");
+	prom_hist(b, "tenk_server_loop_busy_seconds", NULL, &s->metrics.loop_busy,
+		  metrics_pass_bounds, metrics_pass_nbounds);
+	prom_family(b, "tenk_server_loop_busy_max_seconds", "gauge",
+		    "The longest one iteration of the server loop held it since the start.");
+	prom_sample(b, "tenk_server_loop_busy_max_seconds", NULL,
+		    (double)s->metrics.loop_busy_max_ns / 1e9);
 	prom_family(b, "tenk_scheduler_pass_duration_seconds", "histogram",
 		    "Scheduling passes: snapshot, placement and applying the decisions.");
 	prom_hist(b, "tenk_scheduler_pass_duration_seconds", NULL, &s->metrics.pass,

@@ -127,6 +127,7 @@ static void writer_done_cb(uv_async_t *h)
 		free(p);
 		s->wq.outstanding--;
 	}
+	api_arrays_kick(s);
 	http_release_gate(s);
 	if (s->stopping && s->wq.outstanding == 0)
 		finish_stop(s);
@@ -151,6 +152,7 @@ static struct store_batch *take_dirty(struct server *s)
 		state_job_written(st, j, st->seq_applied, st->mono_ms);
 	}
 	st->dirty_jobs = NULL;
+	st->ndirty_jobs = 0;
 	for (struct snode *n = st->dirty_nodes, *next; n; n = next) {
 		next = n->dirty_next;
 		n->dirty = false;
@@ -194,7 +196,9 @@ static bool anything_dirty(const struct server *s)
 	       audit_waiting(s) || store_batch_len(s->fill.batch) > 0;
 }
 
-/* Hands what changed to the writer. */
+/* Hands what changed to the writer. (What grows with a request changes
+ * a bounded number of jobs an iteration, arrays.c, so that packing them
+ * here stays short.) */
 static void flush_start(struct server *s)
 {
 	if (!anything_dirty(s))
@@ -249,9 +253,31 @@ void server_kick(struct server *s)
 		uv_idle_start(&s->kick_idle, kick_idle_cb);
 }
 
+/* How long the iteration that ends now held the loop (its time less what
+ * it waited for I/O). */
+static void loop_busy(struct server *s)
+{
+	uint64_t now = uv_hrtime(), idle = uv_metrics_idle_time(s->loop);
+	if (s->metrics.loop_last_ns) {
+		uint64_t all = now - s->metrics.loop_last_ns;
+		uint64_t waited = idle - s->metrics.loop_last_idle_ns;
+		uint64_t busy = all > waited ? all - waited : 0;
+		tk_hist_observe(&s->metrics.loop_busy, metrics_pass_bounds, metrics_pass_nbounds,
+				(double)busy / 1e9);
+		if (busy > s->metrics.loop_busy_max_ns)
+			s->metrics.loop_busy_max_ns = busy;
+		if (busy >= SERVER_LOOP_WARN_MS * 1000000ull)
+			log_warn("the server's loop was held %llu ms in one iteration",
+				 (unsigned long long)(busy / 1000000));
+	}
+	s->metrics.loop_last_ns = now;
+	s->metrics.loop_last_idle_ns = idle;
+}
+
 static void check_cb(uv_check_t *h)
 {
 	struct server *s = h->data;
+	loop_busy(s);
 	uv_idle_stop(&s->kick_idle);
 	state_judge_arrivals(&s->st, server_now_ms(s));
 	if (s->st.sched_needed && !s->stopping) {
@@ -279,8 +305,10 @@ static void cron_cb(uv_timer_t *t)
 	 * bounded number a tick: a first start after an upgrade may rewrite
 	 * every job at once) */
 	struct sjob *j;
+	int64_t until = tk_mono_us() + SERVER_EVICT_BUDGET_US;
 	for (int n = 0;
-	     n < SERVER_EVICT_PER_TICK && (j = state_evict_next(&s->st, s->seq_durable, mono));
+	     n < SERVER_EVICT_PER_TICK && (n % 64 || tk_mono_us() < until) &&
+	     (j = state_evict_next(&s->st, s->seq_durable, mono));
 	     n++) {
 		acct_job_leaves(s, j);
 		state_evict(&s->st, j);
@@ -477,6 +505,7 @@ int server_create(uv_loop_t *loop, const struct server_config *cfg, struct serve
 	s->fill.batch = store_batch_create();
 	struct sched_config *sched = xmalloc(sizeof(*sched));
 	s->loop = loop;
+	uv_loop_configure(loop, UV_METRICS_IDLE_TIME); /* for loop_busy */
 	s->cfg = *cfg;
 	s->lock_fd = -1;
 	s->data_dir = xstrdup(cfg->data_dir);
@@ -538,7 +567,9 @@ int server_create(uv_loop_t *loop, const struct server_config *cfg, struct serve
 	s->lists_idle.data = s;
 	uv_idle_init(loop, &s->kick_idle);
 	s->kick_idle.data = s;
-	s->open_handles += 2;
+	uv_idle_init(loop, &s->arrays_idle);
+	s->arrays_idle.data = s;
+	s->open_handles += 3;
 	uv_timer_init(loop, &s->cron);
 	s->cron.data = s;
 	uv_timer_start(&s->cron, cron_cb, SERVER_CRON_MS, SERVER_CRON_MS);
@@ -605,6 +636,7 @@ static void finish_stop(struct server *s)
 		;
 	uv_close((uv_handle_t *)&s->lists_idle, server_handle_closed);
 	uv_close((uv_handle_t *)&s->kick_idle, server_handle_closed);
+	uv_close((uv_handle_t *)&s->arrays_idle, server_handle_closed);
 	http_stop(s);
 	uv_close((uv_handle_t *)&s->check, server_handle_closed);
 	uv_close((uv_handle_t *)&s->cron, server_handle_closed);
@@ -620,6 +652,9 @@ void server_stop(struct server *s, void (*done_cb)(void *arg), void *arg)
 	s->stop_arg = arg;
 	log_info("stopping");
 	uv_timer_stop(&s->cron);
+	/* arrays accepted are made (and changed) whole before the last write */
+	while (api_arrays_work(s, INT64_MAX / 2))
+		;
 	flush_start(s);
 	if (s->wq.outstanding == 0)
 		finish_stop(s);
@@ -629,6 +664,7 @@ void server_destroy(struct server *s)
 {
 	if (!s)
 		return;
+	api_arrays_release(s);
 	if (s->store && anything_dirty(s))
 		flush_sync(s);
 	store_batch_destroy(s->fill.batch);

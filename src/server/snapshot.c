@@ -567,13 +567,18 @@ static bool might_start(const struct state *s, const struct sjob *j)
 void state_judge_arrivals(struct state *s, int64_t now)
 {
 	if (!s->sched_needed) {
+		size_t waiting = 0;
 		for (size_t i = 0; i < s->narrived && !s->sched_needed; i++) {
 			const struct sjob *j = state_job(s, s->arrived[i]);
-			if (j && j->job.state == JOB_PENDING && might_start(s, j))
+			/* a job submitted held changes nothing a pass decides */
+			if (!j || j->job.state != JOB_PENDING || j->job.held)
+				continue;
+			waiting++;
+			if (might_start(s, j))
 				state_want_pass(s);
 		}
-		if (!s->sched_needed && s->narrived) {
-			s->arrivals.deferred += s->narrived;
+		if (!s->sched_needed && waiting) {
+			s->arrivals.deferred += waiting;
 			s->pass_deferred = true;
 		}
 		s->narrived = 0;

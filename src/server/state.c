@@ -120,6 +120,7 @@ void state_job_dirty(struct state *s, struct sjob *j)
 	if (j->dirty)
 		return;
 	j->dirty = true;
+	s->ndirty_jobs++;
 	j->dirty_next = s->dirty_jobs;
 	s->dirty_jobs = j;
 }

@@ -326,6 +326,7 @@ struct state {
 
 	/* what changed and is not yet written (server.c writes it) */
 	struct sjob *dirty_jobs;
+	size_t ndirty_jobs;
 	struct snode *dirty_nodes;
 	struct squeue *dirty_queues;
 	struct suser *dirty_users;
@@ -439,10 +440,10 @@ void state_job_attach(struct state *s, struct sjob *j, int64_t now);
  * new job, PENDING, held (tenk submit --hold) or not. */
 struct sjob *state_submit(struct state *s, struct job_request *req, const char *owner,
 			  const char *run_as, bool held, int64_t now);
-/* One element of an array whose first element is (or will be) job first. */
+/* Element id of an array whose first element is (or will be) job first. */
 struct sjob *state_submit_array(struct state *s, struct job_request *req, const char *owner,
-				const char *run_as, bool held, int64_t now, int64_t first,
-				int index, int cap, int count);
+				const char *run_as, bool held, int64_t now, int64_t id,
+				int64_t first, int index, int cap, int count);
 /* A system job (no place in the scheduler's queue), owned by `owner`. */
 struct sjob *state_submit_system(struct state *s, struct job_request *req, const char *owner,
 				 int64_t now);
