@@ -427,7 +427,7 @@ bool sched__node_empty(const struct pass *p, const struct view *v, int n)
  * nodes, not empty for an exclusive job. */
 static bool node_ruled_out(const struct pass *p, const struct req *rq, const struct view *v, int n)
 {
-	return !p->snap->nodes[n].schedulable || v->alone[n] || v->cpus[n] < rq->cpus ||
+	return (!p->snap->nodes[n].schedulable && !p->any_node) || v->alone[n] || v->cpus[n] < rq->cpus ||
 	       v->mem[n] < rq->mem || (rq->node_ok && !rq->node_ok[n]) ||
 	       (rq->j->exclusive && !sched__node_empty(p, v, n));
 }
@@ -640,6 +640,25 @@ bool sched__could_ever(struct pass *p, const struct req *rq)
 		ok = sched__place(p, rq, &p->total, &pl, &why);
 		free(pl.nodes);
 	}
+	return ok;
+}
+
+bool sched__could_ever_anywhere(struct pass *p, const struct req *rq)
+{
+	p->any_node = true;
+	bool ok = false;
+	if ((rq->whole || rq->frac) && !rq->j->mixed_types) {
+		for (int m = 0; m < p->nmodels && !ok; m++) {
+			int cnt = 0;
+			for (int n = 0; rq->model_ok[m] && n < p->nn && !ok; n++)
+				ok = node_can(p, rq, &p->total, n, m) && ++cnt >= rq->j->nodes;
+		}
+	} else {
+		int cnt = 0;
+		for (int n = 0; n < p->nn && !ok; n++)
+			ok = node_can(p, rq, &p->total, n, -1) && ++cnt >= rq->j->nodes;
+	}
+	p->any_node = false;
 	return ok;
 }
 

@@ -117,6 +117,7 @@ struct place_fail {
 
 struct pass {
 	const struct sched_snapshot *snap;
+	bool any_node; /* sched__could_ever_anywhere: unschedulable nodes count */
 	struct sched_keep *keep; /* where the large arrays come from (keep.c) */
 	const struct sched_policy *policy;
 	int64_t now;
@@ -311,6 +312,8 @@ void sched__fit_init(struct pass *p, struct fitcount *fc, const struct req *rq,
 		     const struct view *v);
 /* Could rq ever fit, on the schedulable nodes as if empty? */
 bool sched__could_ever(struct pass *p, const struct req *rq);
+/* Could it, counting the nodes that are down or drained as well? */
+bool sched__could_ever_anywhere(struct pass *p, const struct req *rq);
 /* Could node n hold one node's share of rq on `model` (-1: any) in v? */
 bool sched__node_can_public(const struct pass *p, const struct req *rq, const struct view *v, int n,
 			    int model);

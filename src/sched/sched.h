@@ -350,6 +350,7 @@ enum sched_wait_reason {
 	SCHED_WAIT_PREEMPTING, /* waits for jobs preempted for it to exit */
 	SCHED_WAIT_SWITCHES,   /* no placement within --switches */
 	SCHED_WAIT_PASS_LIMIT, /* the pass stopped at policy->max_starts */
+	SCHED_WAIT_NODES,      /* only nodes down or drained could ever hold it */
 	SCHED_WAIT_MAX
 };
 

@@ -115,6 +115,12 @@ void sched__wait_resources(struct st *st, int ji, struct shape *sh, const struct
 				    "nodes that could hold it span %d)",
 				    j->max_switches, j->max_switches == 1 ? "" : "es",
 				    sh->switches);
+		} else if (sched__could_ever_anywhere(&st->p, rq)) {
+			/* the nodes that could are down or drained: it waits for them */
+			reason = SCHED_WAIT_NODES;
+			strbuf_addstr(sb, "waiting for nodes: needs ");
+			sched__describe_need(st, j, sb);
+			strbuf_addstr(sb, "; only nodes that are down or drained could hold that");
 		} else {
 			reason = SCHED_WAIT_NEVER_FITS;
 			strbuf_addstr(sb, "can never start: needs ");

@@ -215,7 +215,14 @@ def test_drain_keeps_new_work_off(cluster):
     n = cluster.json("nodes")["nodes"][0]
     assert n["state"] == "DRAINING" and n["reason"] == "replace fan"
     new = cluster.submit("-G", "1", "--", "true")
-    wait_for(lambda: "can never start" in cluster.job(new)["reason"], what="a reason")
+    # it waits for the node, and says so: it could start once the node is back
+    wait_for(lambda: "waiting for nodes" in cluster.job(new)["reason"], what="a reason")
+    assert cluster.job(new)["reason"] == ("waiting for nodes: needs 1 node with 1 accelerator; "
+                                          "only nodes that are down or drained could "
+                                          "hold that"), cluster.job(new)["reason"]
+    too_big = cluster.submit("-G", "16", "--", "true")
+    wait_for(lambda: "can never start" in cluster.job(too_big)["reason"], what="a reason")
+    cluster.run("cancel", too_big)
     assert cluster.job(new)["state"] == "PENDING"
     assert cluster.job(running)["state"] == "RUNNING", "drain lets running work finish"
     cluster.run("cancel", running)

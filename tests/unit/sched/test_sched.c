@@ -1264,8 +1264,15 @@ static void test_limits_and_invalid(void **state)
 	c.policy.max_starts = 0;
 	c.nodes[0].schedulable = false;
 	assert_int_equal(pass(&c, &d), 0);
+	/* only a node down or drained could: it waits for nodes, not never */
+	assert_int_equal(wait_of(&d, 0)->reason, SCHED_WAIT_NODES);
+	assert_non_null(strstr(why(&d, 0), "only nodes that are down or drained"));
+	sched_decisions_release(&d);
+	c.jobs[0].cpus_per_task = 17; /* more than even that node has */
+	assert_int_equal(pass(&c, &d), 0);
 	assert_int_equal(wait_of(&d, 0)->reason, SCHED_WAIT_NEVER_FITS);
 	sched_decisions_release(&d);
+	c.jobs[0].cpus_per_task = 0;
 	c.nodes[0].schedulable = true;
 	c.jobs[0].cpus_per_task = 17;
 	assert_int_equal(pass(&c, &d), 0);
