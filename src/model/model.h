@@ -760,6 +760,11 @@ struct sched_config {
 	 * held to them */
 	int64_t max_pending_per_user;
 	int64_t max_pending_mib_per_user;
+	/* "submit_rate_per_user", "submit_burst_per_user": submissions (one a
+	 * request, an array too) one user may make a second, sustained, and at
+	 * once (a token bucket; rate 0: no limit); admins are not held to it */
+	double submit_rate_per_user;
+	int64_t submit_burst_per_user;
 	/* jobs one pass starts at most (0: no limit); a pass that reaches it is
 	 * followed at once by another, after the server has answered what
 	 * waits */

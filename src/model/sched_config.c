@@ -21,6 +21,8 @@ void sched_config_default(struct sched_config *c)
 	c->half_life_s = 7 * 86400;
 	c->max_pending_per_user = 10000;
 	c->max_pending_mib_per_user = 256;
+	c->submit_rate_per_user = 50;
+	c->submit_burst_per_user = 500;
 	c->checkpoint_keep = 2;
 	c->resv_patience_s = -1;
 	c->max_starts_per_pass = SCHED_CONFIG_MAX_STARTS;
@@ -211,6 +213,8 @@ int sched_config_load_json(struct sched_config *c, const char *text, struct tk_e
 					   "default_mounts",
 					   "max_pending_per_user",
 					   "max_pending_mib_per_user",
+					   "submit_rate_per_user",
+					   "submit_burst_per_user",
 					   "max_starts_per_pass",
 					   "checkpoint_store",
 					   "checkpoint_keep",
@@ -242,6 +246,10 @@ int sched_config_load_json(struct sched_config *c, const char *text, struct tk_e
 			next.max_pending_per_user, &next.max_pending_per_user, err)) < 0 ||
 	    (r = mj_int(root, "max_pending_mib_per_user", false, 1, 1 << 20,
 			next.max_pending_mib_per_user, &next.max_pending_mib_per_user, err)) < 0 ||
+	    (r = mj_num(root, "submit_rate_per_user", false, 0, 1e6, next.submit_rate_per_user,
+			&next.submit_rate_per_user, err)) < 0 ||
+	    (r = mj_int(root, "submit_burst_per_user", false, 1, 100000000,
+			next.submit_burst_per_user, &next.submit_burst_per_user, err)) < 0 ||
 	    (r = mj_int(root, "max_starts_per_pass", false, 0, 1000000, SCHED_CONFIG_MAX_STARTS,
 			&next.max_starts_per_pass, err)) < 0 ||
 	    (r = fixed_list(root, "allowed_images", next.allowed_images[0], MODEL_IMAGE_MAX,

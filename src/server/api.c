@@ -8,6 +8,7 @@
 #include "internal.h"
 
 #include <arpa/inet.h>
+#include <math.h>
 #include <errno.h>
 #include <grp.h>
 #include <pwd.h>
@@ -328,6 +329,49 @@ static int request_admissible(struct request *r, const struct job_request *req)
 	return 0;
 }
 
+/* One user's submissions: a token bucket (submit_rate_per_user). */
+struct submit_bucket {
+	char user[MODEL_NAME_MAX]; /* the map's key */
+	double tokens;
+	int64_t at_us; /* monotonic: when tokens was right */
+};
+
+/* May r's user submit now? Takes a token, or answers 429 with the wait
+ * (Retry-After) and returns < 0. Admins are not held to it. */
+static int submit_rate(struct request *r)
+{
+	const struct sched_config *c = &r->s->st.sched;
+	if (r->role == ROLE_ADMIN || c->submit_rate_per_user <= 0)
+		return 0;
+	struct tk_map *m = &r->s->submit_buckets;
+	struct submit_bucket *b = tk_map_get(m, r->user);
+	int64_t now = tk_mono_us();
+	double burst = (double)c->submit_burst_per_user;
+	if (!b) {
+		b = xcalloc(1, sizeof(*b));
+		snprintf(b->user, sizeof(b->user), "%s", r->user);
+		b->tokens = burst;
+		b->at_us = now;
+		tk_map_put(m, b->user, b);
+	}
+	b->tokens = MIN(burst, b->tokens + (double)(now - b->at_us) / 1e6 * c->submit_rate_per_user);
+	b->at_us = now;
+	if (b->tokens >= 1) {
+		b->tokens -= 1;
+		return 0;
+	}
+	double wait_s = (1 - b->tokens) / c->submit_rate_per_user;
+	char after[32];
+	snprintf(after, sizeof(after), "%lld", (long long)ceil(wait_s));
+	reply_error(r, 429,
+		    "submit_rate_per_user: %s submits at most %g jobs a second (bursts of %lld); "
+		    "try again in %.1f s, or submit an array",
+		    r->user, c->submit_rate_per_user, (long long)c->submit_burst_per_user,
+		    wait_s);
+	reply_header(r, "Retry-After", after);
+	return -EAGAIN;
+}
+
 /* Can r's user have n more jobs of req waiting? Answers the refusal itself
  * and returns < 0. */
 static int room_for(struct request *r, const struct job_request *req, int64_t n)
@@ -386,6 +430,7 @@ static void h_submit(struct request *r, const char *param, json_t *body)
 	}
 	char run_as[MODEL_NAME_MAX];
 	if (request_admissible(r, &req) < 0 || room_for(r, &req, nidx) < 0 ||
+	    submit_rate(r) < 0 ||
 	    image_policy(r, &req) < 0 || run_as_of(r, run_as) < 0) {
 		free(idx);
 		job_request_release(&req);

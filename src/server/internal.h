@@ -125,6 +125,7 @@ struct server {
 	char epoch[33]; /* differs on every start */
 	int lock_fd;
 	struct array_work *arrays; /* arrays.c: work on arrays, in turn */
+	struct tk_map submit_buckets; /* api.c: user name -> struct submit_bucket */
 	uv_idle_t arrays_idle;
 	int64_t ids_reserved; /* ids.c: job ids up to this are reserved in DATA/tenk.ids */
 	struct catalogue cat;

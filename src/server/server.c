@@ -505,6 +505,7 @@ int server_create(uv_loop_t *loop, const struct server_config *cfg, struct serve
 	s->fill.batch = store_batch_create();
 	struct sched_config *sched = xmalloc(sizeof(*sched));
 	s->loop = loop;
+	tk_map_init(&s->submit_buckets);
 	uv_loop_configure(loop, UV_METRICS_IDLE_TIME); /* for loop_busy */
 	s->cfg = *cfg;
 	s->lock_fd = -1;
@@ -665,6 +666,11 @@ void server_destroy(struct server *s)
 	if (!s)
 		return;
 	api_arrays_release(s);
+	size_t pos = 0;
+	void *v;
+	while (tk_map_next(&s->submit_buckets, &pos, NULL, &v))
+		free(v);
+	tk_map_release(&s->submit_buckets);
 	if (s->store && anything_dirty(s))
 		flush_sync(s);
 	store_batch_destroy(s->fill.batch);

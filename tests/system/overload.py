@@ -13,7 +13,8 @@ from conftest import Daemon, Tenk, root_jobs_config, wait_for
 
 def start(workdir, procs, jobs, node_timeout="2s"):
     data = os.path.join(workdir, "data")
-    root_jobs_config(data, max_pending_per_user=jobs + 10, max_pending_mib_per_user=4096)
+    root_jobs_config(data, max_pending_per_user=jobs + 10, max_pending_mib_per_user=4096,
+                     submit_rate_per_user=0)
     server = Daemon(["server", "--data", data, "--listen", "127.0.0.1:0", "--node-timeout",
                      node_timeout], workdir, "server", env=dict(os.environ,
                                                                TENK_LOG_LEVEL="info"))

@@ -102,3 +102,37 @@ def test_a_pass_starts_at_most_max_starts_per_pass(workdir):
         t.run("cancel", *ids)
     finally:
         d.stop()
+
+
+def test_submission_rate_per_user(workdir):
+    """A user submits at most submit_rate_per_user jobs a second after a
+    burst of submit_burst_per_user: then 429, naming the limit, with the
+    wait in Retry-After; after it, one more goes in. Admins are not held
+    to it."""
+    import time
+    data = os.path.join(workdir, "tenk-data")
+    root_jobs_config(data, submit_rate_per_user=0.5, submit_burst_per_user=5)
+    t, d = start_up(workdir)
+    try:
+        p = t.run("users", "add", "bob", "--unix-user", "nobody", "--json")
+        tok = json.loads(p.stdout)["token"]
+        body = json.dumps({"command": ["true"], "cwd": "/tmp", "nodes": 2})
+
+        def submit(token):
+            c = t.connection()
+            c.request("POST", "/v1/jobs", body=body, headers={
+                "Authorization": "Bearer " + token, "Content-Type": "application/json"})
+            r = c.getresponse()
+            return r.status, json.loads(r.read()), r.getheader("Retry-After")
+        got = [submit(tok)[0] for _ in range(5)]
+        assert got == [201] * 5, got
+        st, res, after = submit(tok)
+        assert st == 429, (st, res)
+        assert res["error"].startswith("submit_rate_per_user: bob submits at most 0.5 jobs a "
+                                       "second (bursts of 5); try again in "), res
+        assert after and 1 <= int(after) <= 2, after
+        assert submit(t.token)[0] == 201  # the admin
+        time.sleep(int(after))
+        assert submit(tok)[0] == 201
+    finally:
+        d.stop()

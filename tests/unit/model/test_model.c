@@ -651,6 +651,18 @@ static void test_config_validation(void **state)
 	assert_true(sched_config_load_json(&c, "{\"require_validation\": 1}", &err) < 0);
 	assert_non_null(strstr(err.text, "require_validation"));
 	assert_true(c.require_validation && c.nvalidation_args == 3); /* unchanged on error */
+	/* the submission rate: a number, 0 for none; a burst of at least 1 */
+	assert_true(c.submit_rate_per_user == 50 && c.submit_burst_per_user == 500);
+	assert_int_equal(sched_config_load_json(&c,
+						"{\"submit_rate_per_user\": 0.5, "
+						"\"submit_burst_per_user\": 5}",
+						&err),
+			 0);
+	assert_true(c.submit_rate_per_user == 0.5 && c.submit_burst_per_user == 5);
+	assert_true(sched_config_load_json(&c, "{\"submit_rate_per_user\": -1}", &err) < 0);
+	assert_non_null(strstr(err.text, "submit_rate_per_user"));
+	assert_true(sched_config_load_json(&c, "{\"submit_burst_per_user\": 0}", &err) < 0);
+	assert_non_null(strstr(err.text, "submit_burst_per_user"));
 	/* who may use a class: users, group:NAME, role:NAME */
 	assert_int_equal(
 		sched_config_load_json(&c,
