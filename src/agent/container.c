@@ -276,8 +276,8 @@ void ctr_unstage(const char *dir, int rank)
 		closedir(d);
 }
 
-int ctr_prepare(const struct shim_plan *p, const struct shim_task *t, const char *dir,
-		int *ret_out, char *why, size_t n)
+int ctr_prepare(const struct shim_plan *p, const struct shim_task *t, const char *dir, int *ret_out,
+		char *why, size_t n)
 {
 	*ret_out = -1;
 	int r = p->as_user ? act_as(&p->user) : 0;

@@ -241,8 +241,8 @@ void shim_pty_close(struct shim_pty *p);
  * each folder to mount opened as the owner, and that very folder (not its
  * path, which the owner could change) bound on DIR/mnt.RANK.I for podman.
  * Returns 0, or < 0 with why. */
-int ctr_prepare(const struct shim_plan *p, const struct shim_task *t, const char *dir,
-		int *ret_out, char *why, size_t n);
+int ctr_prepare(const struct shim_plan *p, const struct shim_task *t, const char *dir, int *ret_out,
+		char *why, size_t n);
 /* Undoes ctr_prepare's mounts under DIR: task rank's, or every task's
  * (rank < 0). Never removes anything but the empty places of mounts. */
 void ctr_unstage(const char *dir, int rank);

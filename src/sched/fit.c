@@ -427,8 +427,8 @@ bool sched__node_empty(const struct pass *p, const struct view *v, int n)
  * nodes, not empty for an exclusive job. */
 static bool node_ruled_out(const struct pass *p, const struct req *rq, const struct view *v, int n)
 {
-	return (!p->snap->nodes[n].schedulable && !p->any_node) || v->alone[n] || v->cpus[n] < rq->cpus ||
-	       v->mem[n] < rq->mem || (rq->node_ok && !rq->node_ok[n]) ||
+	return (!p->snap->nodes[n].schedulable && !p->any_node) || v->alone[n] ||
+	       v->cpus[n] < rq->cpus || v->mem[n] < rq->mem || (rq->node_ok && !rq->node_ok[n]) ||
 	       (rq->j->exclusive && !sched__node_empty(p, v, n));
 }
 

@@ -117,7 +117,7 @@ struct place_fail {
 
 struct pass {
 	const struct sched_snapshot *snap;
-	bool any_node; /* sched__could_ever_anywhere: unschedulable nodes count */
+	bool any_node;		 /* sched__could_ever_anywhere: unschedulable nodes count */
 	struct sched_keep *keep; /* where the large arrays come from (keep.c) */
 	const struct sched_policy *policy;
 	int64_t now;

@@ -354,7 +354,8 @@ static int submit_rate(struct request *r)
 		b->at_us = now;
 		tk_map_put(m, b->user, b);
 	}
-	b->tokens = MIN(burst, b->tokens + (double)(now - b->at_us) / 1e6 * c->submit_rate_per_user);
+	b->tokens =
+		MIN(burst, b->tokens + (double)(now - b->at_us) / 1e6 * c->submit_rate_per_user);
 	b->at_us = now;
 	if (b->tokens >= 1) {
 		b->tokens -= 1;
@@ -366,8 +367,7 @@ static int submit_rate(struct request *r)
 	reply_error(r, 429,
 		    "submit_rate_per_user: %s submits at most %g jobs a second (bursts of %lld); "
 		    "try again in %.1f s, or submit an array",
-		    r->user, c->submit_rate_per_user, (long long)c->submit_burst_per_user,
-		    wait_s);
+		    r->user, c->submit_rate_per_user, (long long)c->submit_burst_per_user, wait_s);
 	reply_header(r, "Retry-After", after);
 	return -EAGAIN;
 }
@@ -429,8 +429,7 @@ static void h_submit(struct request *r, const char *param, json_t *body)
 		return;
 	}
 	char run_as[MODEL_NAME_MAX];
-	if (request_admissible(r, &req) < 0 || room_for(r, &req, nidx) < 0 ||
-	    submit_rate(r) < 0 ||
+	if (request_admissible(r, &req) < 0 || room_for(r, &req, nidx) < 0 || submit_rate(r) < 0 ||
 	    image_policy(r, &req) < 0 || run_as_of(r, run_as) < 0) {
 		free(idx);
 		job_request_release(&req);

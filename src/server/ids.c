@@ -53,11 +53,12 @@ int server_ids_load(struct server *s, struct tk_error *err)
 			reserved = strtoll(text + 9, &end, 10);
 		if (!end || end == text + 9 || errno || reserved < 0 ||
 		    reserved > STATE_MAX_JOB_ID || (*end != '\n' && *end))
-			return tk_errorf(err, -EINVAL,
-					 "%s is not \"reserved N\" (the last job id handed out); "
-					 "remove it only when no id was given past the store's last "
-					 "job",
-					 path);
+			return tk_errorf(
+				err, -EINVAL,
+				"%s is not \"reserved N\" (the last job id handed out); "
+				"remove it only when no id was given past the store's last "
+				"job",
+				path);
 	}
 	int64_t last = (int64_t)s->st.njobs;
 	if (reserved > last) {

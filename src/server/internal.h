@@ -31,7 +31,7 @@
 /* one address may not take them all (agents behind one NAT hold ~4 each) */
 #define SERVER_MAX_CONNS_PER_IP 4096
 #define SERVER_CONN_MEMORY (16 * 1024) /* MHD's pool for one connection */
-#define SERVER_LOOP_WARN_MS 250 /* an iteration that holds the loop longer is logged */
+#define SERVER_LOOP_WARN_MS 250	       /* an iteration that holds the loop longer is logged */
 #define SERVER_CRON_MS 500	       /* periodic work: liveness, long-poll deadlines */
 #define SERVER_BUDGET_MS 5000	       /* queues' spend against their budgets, this often */
 #define SERVER_EVICT_PER_TICK 20000    /* settled jobs leaving memory, at most a tick */
@@ -111,7 +111,7 @@ struct request {
 	 * job list): true once it has answered; acct its state (acct.c) */
 	bool (*list_work)(struct request *r, int64_t until_us);
 	struct acct_scan *acct;
-	struct log_wait *logw; /* WAIT_LOGS: a task output it waits for (logs.c) */
+	struct log_wait *logw;	  /* WAIT_LOGS: a task output it waits for (logs.c) */
 	struct array_work *array; /* WAIT_ARRAY: the array work it waits for (arrays.c) */
 };
 
@@ -124,7 +124,7 @@ struct server {
 	char agent_token[65];
 	char epoch[33]; /* differs on every start */
 	int lock_fd;
-	struct array_work *arrays; /* arrays.c: work on arrays, in turn */
+	struct array_work *arrays;    /* arrays.c: work on arrays, in turn */
 	struct tk_map submit_buckets; /* api.c: user name -> struct submit_bucket */
 	uv_idle_t arrays_idle;
 	int64_t ids_reserved; /* ids.c: job ids up to this are reserved in DATA/tenk.ids */

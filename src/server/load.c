@@ -270,17 +270,18 @@ static void arrays_complete(struct state *s, int64_t now)
 			json_decref(o);
 			if (rc < 0)
 				break;
-			struct sjob *j = state_submit_array(s, &el, head->job.owner, head->job.run_as,
-							    head->job.held, now, first + k, first,
-							    idx[k], head->job.array_cap, nidx);
+			struct sjob *j = state_submit_array(
+				s, &el, head->job.owner, head->job.run_as, head->job.held, now,
+				first + k, first, idx[k], head->job.array_cap, nidx);
 			if (job_state_final(head->job.state) && head->job.state == JOB_CANCELLED)
 				state_cancel(s, j, now, &err);
 			made++;
 		}
 		if (made)
-			log_warn("array %lld: %d of its %d elements were not made before the server "
-				 "stopped; made now",
-				 (long long)first, made, nidx);
+			log_warn(
+				"array %lld: %d of its %d elements were not made before the server "
+				"stopped; made now",
+				(long long)first, made, nidx);
 		free(idx);
 	}
 }

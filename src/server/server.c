@@ -306,9 +306,8 @@ static void cron_cb(uv_timer_t *t)
 	 * every job at once) */
 	struct sjob *j;
 	int64_t until = tk_mono_us() + SERVER_EVICT_BUDGET_US;
-	for (int n = 0;
-	     n < SERVER_EVICT_PER_TICK && (n % 64 || tk_mono_us() < until) &&
-	     (j = state_evict_next(&s->st, s->seq_durable, mono));
+	for (int n = 0; n < SERVER_EVICT_PER_TICK && (n % 64 || tk_mono_us() < until) &&
+			(j = state_evict_next(&s->st, s->seq_durable, mono));
 	     n++) {
 		acct_job_leaves(s, j);
 		state_evict(&s->st, j);
