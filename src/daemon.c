@@ -196,6 +196,7 @@ enum {
 	D_REQ_TIMEOUT,
 	D_CKPT_RATE,
 	D_MIN_FREE,
+	D_JOB_DISK,
 	D_HEALTH,
 	D_HEALTH_EVERY,
 	D_METRICS,
@@ -262,6 +263,10 @@ static const struct tk_option all_opts[D_MAX] = {
 	[D_MIN_FREE] = {"min-free-disk", 0, "SIZE",
 			"less free space in the work folder is a fault: the node is drained "
 			"and its jobs requeued (default 1G)"},
+	[D_JOB_DISK] = {"job-disk-limit", 0, "SIZE|N%",
+			"what one job's checkpoint folder may hold; over it the job fails "
+			"and its files go (default 50% of the work folder's file system; 0: "
+			"no limit)"},
 	[D_HEALTH] = {"health-check", 0, "PROGRAM",
 		      "the operator's health check: while it exits non-zero (or hangs) the "
 		      "node is drained and its jobs requeued"},
@@ -295,18 +300,18 @@ static const int up_opts[] = {
 	D_KEEP_SETTLED, D_MASTER_PORTS, D_NAME,	       D_FAKE,	    D_TOPO,	 D_CPUS,
 	D_MEM,		D_STOP_JOBS,	D_RUN_DIR,     D_PODMAN,    D_CTR_CONF,	 D_PODMAN_ROOT,
 	D_CDI,		D_INIT,		D_QUARANTINE,  D_TLS_CERT,  D_TLS_KEY,	 D_CA,
-	D_INSECURE,	D_MAX_CONNS,	D_REQ_TIMEOUT, D_CKPT_RATE, D_MIN_FREE,	 D_HEALTH,
-	D_HEALTH_EVERY, D_METRICS,	D_DCGM};
+	D_INSECURE,	D_MAX_CONNS,	D_REQ_TIMEOUT, D_CKPT_RATE, D_MIN_FREE,	 D_JOB_DISK,
+	D_HEALTH,	D_HEALTH_EVERY, D_METRICS,     D_DCGM};
 static const int server_opts[] = {D_HELP,	 D_LOG,		 D_DATA,	D_LISTEN,
 				  D_CATALOGUE,	 D_NODE_TIMEOUT, D_INIT,	D_QUARANTINE,
 				  D_TLS_CERT,	 D_TLS_KEY,	 D_INSECURE,	D_MAX_CONNS,
 				  D_REQ_TIMEOUT, D_KEEP_SETTLED, D_MASTER_PORTS};
 static const int agent_opts[] = {
-	D_HELP,	   D_LOG,	D_DATA,	     D_SERVER,	   D_TOKEN_FILE,  D_NAME,
-	D_FAKE,	   D_ADDR,	D_TOPO,	     D_CPUS,	   D_MEM,	  D_WORK,
-	D_RUN_DIR, D_STOP_JOBS, D_PODMAN,    D_CTR_CONF,   D_PODMAN_ROOT, D_CDI,
-	D_CA,	   D_INSECURE,	D_CKPT_RATE, D_MIN_FREE,   D_HEALTH,	  D_HEALTH_EVERY,
-	D_METRICS, D_DCGM,	D_HOLLOW,    D_HOLLOW_RUN, D_HEARTBEAT};
+	D_HELP,		D_LOG,	     D_DATA,	  D_SERVER,   D_TOKEN_FILE,  D_NAME,
+	D_FAKE,		D_ADDR,	     D_TOPO,	  D_CPUS,     D_MEM,	     D_WORK,
+	D_RUN_DIR,	D_STOP_JOBS, D_PODMAN,	  D_CTR_CONF, D_PODMAN_ROOT, D_CDI,
+	D_CA,		D_INSECURE,  D_CKPT_RATE, D_MIN_FREE, D_JOB_DISK,    D_HEALTH,
+	D_HEALTH_EVERY, D_METRICS,   D_DCGM,	  D_HOLLOW,   D_HOLLOW_RUN,  D_HEARTBEAT};
 
 /* What a daemon takes (indices into all_opts, in its order) and runs. */
 struct daemon_spec {
@@ -429,6 +434,32 @@ static int agent_cfg(const char *cmd, const char **v, struct agent_config *ac)
 	if (v[D_MIN_FREE] && tk_parse_size_mib(v[D_MIN_FREE], &ac->min_free_mib) < 0)
 		return usage(cmd, "--min-free-disk: expected a size such as 2G, got \"%s\"",
 			     v[D_MIN_FREE]);
+	if (v[D_JOB_DISK]) {
+		const char *x = v[D_JOB_DISK];
+		size_t len = strlen(x);
+		int64_t pct;
+		char num[16];
+		if (len > 1 && len < sizeof(num) && x[len - 1] == '%') {
+			memcpy(num, x, len - 1);
+			num[len - 1] = '\0';
+			if (tk_parse_int64(num, 1, 100, &pct) < 0)
+				return usage(cmd,
+					     "--job-disk-limit: a percent from 1%% to 100%%, got "
+					     "\"%s\"",
+					     x);
+			ac->job_disk_limit_pct = (int)pct;
+			ac->job_disk_limit_mib = 0;
+		} else if (strcmp(x, "0") == 0) {
+			ac->job_disk_limit_pct = 0;
+			ac->job_disk_limit_mib = 0;
+		} else if (tk_parse_size_mib(x, &ac->job_disk_limit_mib) < 0 ||
+			   ac->job_disk_limit_mib <= 0) {
+			return usage(cmd,
+				     "--job-disk-limit: expected a size such as 200G, a percent "
+				     "such as 50%%, or 0, got \"%s\"",
+				     x);
+		}
+	}
 	ac->metrics_listen = v[D_METRICS];
 	ac->dcgm_compat = v[D_DCGM] != NULL;
 	if (ac->metrics_listen && strcmp(ac->metrics_listen, "none") != 0) {

@@ -40,6 +40,7 @@ void agent_config_init(struct agent_config *c)
 	c->data_dir = "tenk-data";
 	c->heartbeat_ms = 5000;
 	c->min_free_mib = 1024;
+	c->job_disk_limit_pct = 50;
 	c->health_check_interval_ms = 60000;
 }
 

@@ -54,6 +54,10 @@ struct agent_config {
 	int64_t ckpt_upload_mib_s;
 	/* less free space in the work folder is a fault the server hears of */
 	int64_t min_free_mib;
+	/* what one job's checkpoint folder may hold: MiB, or (MiB 0) a percent
+	 * of the work folder's file system; both 0: no limit (disk.c) */
+	int64_t job_disk_limit_mib;
+	int job_disk_limit_pct;
 	/* the operator's health check (a program; NULL: none), run every
 	 * interval: a fault while it exits non-zero */
 	const char *health_check;

@@ -240,6 +240,10 @@ struct taskgroup {
 	struct group_ckpt ckpt;
 	struct group_usage usage;
 	struct group_train train;
+	/* disk.c: what its checkpoint folder held at the last measure; over
+	 * its limit (stopped for it, the folder goes with the attempt) */
+	int64_t disk_bytes;
+	bool disk_over, disk_cut_said;
 };
 
 /* ---- the gate ----------------------------------------------------------------------------- */

@@ -162,12 +162,21 @@ static int collect(struct health *h, char (*out)[WIRE_FAULT_MAX], int max, bool 
 	int n = 0;
 	struct statvfs vfs;
 	if (max > n && statvfs(a->cfg.work_dir, &vfs) == 0) {
+		/* what the jobs' own folders hold is theirs (disk.c): only the
+		 * rest can make the node short */
 		int64_t free_mib = (int64_t)((unsigned long long)vfs.f_bavail * vfs.f_frsize >> 20);
-		if (free_mib < a->cfg.min_free_mib)
+		int64_t jobs_mib = a->disk_jobs_bytes >> 20;
+		if (free_mib + jobs_mib < a->cfg.min_free_mib) {
+			/* short: the jobs' folders measured now, not seconds ago */
+			agent__disk_tick(a, true);
+			jobs_mib = a->disk_jobs_bytes >> 20;
+		}
+		if (free_mib + jobs_mib < a->cfg.min_free_mib)
 			snprintf(out[n++], WIRE_FAULT_MAX,
-				 "disk full: %.160s has %lld MiB free, less than %lld MiB",
+				 "disk full: %.120s has %lld MiB free, less than %lld MiB (the "
+				 "jobs' folders hold %lld MiB)",
 				 a->cfg.work_dir, (long long)free_mib,
-				 (long long)a->cfg.min_free_mib);
+				 (long long)a->cfg.min_free_mib, (long long)jobs_mib);
 	}
 	if (max > n && h->check_fault[0])
 		snprintf(out[n++], WIRE_FAULT_MAX, "%s", h->check_fault);
@@ -235,6 +244,7 @@ static void tick(uv_timer_t *t)
 	poll_xids(h);
 	agent__train_poll(a); /* the jobs' own metrics, on the same second */
 	agent__usage_tick(a);
+	agent__disk_tick(a, false);
 	int64_t now = tk_mono_ms();
 	if (a->cfg.health_check && !h->check_running && now >= h->check_next_ms && !a->stopping)
 		start_check(h, now);

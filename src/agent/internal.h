@@ -149,6 +149,8 @@ struct agent {
 	uv_timer_t hb_timer, reg_timer, poll_timer, ev_timer, stop_timer, ckpt_timer;
 	bool ckpt_busy;			 /* a checkpoint upload or restore runs (ckpt.c) */
 	struct health *health;		 /* health.c */
+	int64_t disk_next_ms;		 /* disk.c: when the jobs' folders are measured next */
+	int64_t disk_jobs_bytes;	 /* what they held at the last measure */
 	struct nvml *nvml;		 /* NULL: none (nvml.c) */
 	struct metrics *metrics;	 /* GET /metrics; NULL: none (metrics.c) */
 	char fault_last[WIRE_FAULT_MAX]; /* the last fault logged */
@@ -208,6 +210,15 @@ bool agent__nvml_xid(const struct nvml *n, int *dev, unsigned *xid);
 struct health;
 /* Opens NVML (where the node has real accelerators), notes each one's
  * uncorrected ECC count and listens for Xid events. */
+/* disk.c: the jobs' checkpoint folders measured (every few seconds, from
+ * the health tick, or now); an attempt whose folder is over the limit is
+ * stopped */
+void agent__disk_tick(struct agent *a, bool now);
+/* What one job's folder may hold here (MiB; 0: no limit). */
+int64_t agent__disk_limit_mib(const struct agent *a);
+/* g's attempt is over: a folder it took over its limit goes. */
+void agent__disk_remove(struct taskgroup *g);
+
 void agent__health_init(struct agent *a);
 /* Looks at the node every second from now, and runs the operator's health
  * check at its interval; a new fault sends a heartbeat at once. */

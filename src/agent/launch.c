@@ -96,6 +96,7 @@ static void forget(struct taskgroup *g, bool over)
 	}
 	struct agent *a = g->a;
 	remove_dir(g->shim.dir);
+	agent__disk_remove(g);
 	agent__train_release(g, true);
 	tk_map_del(&a->groups, g->key);
 	/* the job's checkpoint folder goes with its last attempt here, if the

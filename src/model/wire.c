@@ -30,6 +30,7 @@ static const char *const cause_names[EXIT_CAUSE_MAX] = {
 	[EXIT_LOST] = "lost",
 	[EXIT_LAUNCH_FAILED] = "launch_failed",
 	[EXIT_OOM] = "oom",
+	[EXIT_DISK_LIMIT] = "disk_limit",
 };
 
 const char *exit_cause_name(enum exit_cause c)

@@ -56,6 +56,7 @@ enum exit_cause {
 	EXIT_LOST,
 	EXIT_LAUNCH_FAILED,
 	EXIT_OOM,
+	EXIT_DISK_LIMIT, /* its checkpoint folder went over the node's limit */
 	EXIT_CAUSE_MAX
 };
 
