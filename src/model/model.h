@@ -765,6 +765,10 @@ struct sched_config {
 	 * once (a token bucket; rate 0: no limit); admins are not held to it */
 	double submit_rate_per_user;
 	int64_t submit_burst_per_user;
+	/* retention, seconds after a job settled (0: forever): "keep_jobs" its
+	 * document, "keep_accounting" its row and accounting records; audit
+	 * rows "keep_audit" after they were written */
+	int64_t keep_jobs_s, keep_accounting_s, keep_audit_s;
 	/* jobs one pass starts at most (0: no limit); a pass that reaches it is
 	 * followed at once by another, after the server has answered what
 	 * waits */

@@ -23,6 +23,9 @@ void sched_config_default(struct sched_config *c)
 	c->max_pending_mib_per_user = 256;
 	c->submit_rate_per_user = 50;
 	c->submit_burst_per_user = 500;
+	c->keep_jobs_s = 90 * 86400;
+	c->keep_accounting_s = 0;
+	c->keep_audit_s = 365 * 86400;
 	c->checkpoint_keep = 2;
 	c->resv_patience_s = -1;
 	c->max_starts_per_pass = SCHED_CONFIG_MAX_STARTS;
@@ -215,6 +218,9 @@ int sched_config_load_json(struct sched_config *c, const char *text, struct tk_e
 					   "max_pending_mib_per_user",
 					   "submit_rate_per_user",
 					   "submit_burst_per_user",
+					   "keep_jobs",
+					   "keep_accounting",
+					   "keep_audit",
 					   "max_starts_per_pass",
 					   "checkpoint_store",
 					   "checkpoint_keep",
@@ -269,6 +275,30 @@ int sched_config_load_json(struct sched_config *c, const char *text, struct tk_e
 	    (r = mj_int(root, "reservation_patience_s", false, 0, 365LL * 86400, -1,
 			&next.resv_patience_s, err)) < 0)
 		goto out;
+	static const char *const keeps[] = {"keep_jobs", "keep_accounting", "keep_audit"};
+	int64_t *keep_s[] = {&next.keep_jobs_s, &next.keep_accounting_s, &next.keep_audit_s};
+	for (int k = 0; k < 3; k++) {
+		char dur[32] = "";
+		if ((r = mj_strbuf(root, keeps[k], false, true, dur, sizeof(dur), err)) < 0)
+			goto out;
+		if (!dur[0])
+			continue;
+		if (tk_parse_duration(dur, keep_s[k]) < 0 || *keep_s[k] < 0) {
+			r = tk_errorf(
+				err, -EINVAL,
+				"%s: expected a duration such as \"90d\" (\"0\": forever), got "
+				"\"%s\"",
+				keeps[k], dur);
+			goto out;
+		}
+	}
+	if (next.keep_accounting_s &&
+	    (!next.keep_jobs_s || next.keep_accounting_s < next.keep_jobs_s)) {
+		r = tk_errorf(err, -EINVAL,
+			      "keep_accounting: must be at least keep_jobs (a job's accounting "
+			      "records outlive its document), or 0 for forever");
+		goto out;
+	}
 	char placement[16] = "dense";
 	if ((r = mj_strbuf(root, "placement", false, true, placement, sizeof(placement), err)) < 0)
 		goto out;

@@ -479,7 +479,7 @@ static void scan_job(struct server *s, struct acct_scan *sc, size_t i)
 			scan_held(s, sc, st->jobs[i]);
 		return;
 	}
-	const struct sgone *g = state_gone(st, id);
+	const struct sgone *g = state_gone_record(st, id); /* a removed job's records count */
 	if (!g || (f->from && settled_before(g, f->from)) ||
 	    (f->user && strcmp(f->user, st->owners[g->owner]) != 0))
 		return;

@@ -3,8 +3,8 @@
  * which address, when, what it was and its result, as a row of the store's
  * audit table, in the same batch (one transaction) as the change itself, so
  * that neither is ever durable without the other. Rows are only added; the
- * table refuses updates and deletes. The newest rows are kept in memory for
- * `tenk audit`.
+ * table refuses updates and deletes, but of the rows older than keep_audit
+ * (retain.c). The newest rows are kept in memory for `tenk audit`.
  */
 #include "internal.h"
 
@@ -78,6 +78,19 @@ void audit_reply(struct request *r, unsigned status, json_t *ans)
 	snprintf(p->who, sizeof(p->who), "%s", who);
 	p->doc = json_dumps(row, JSON_COMPACT);
 	ring_push(s, row);
+}
+
+void audit_forget_before(struct server *s, int64_t ms)
+{
+	while (s->audit_n) {
+		json_t *row = s->audit[s->audit_head];
+		if (json_integer_value(json_object_get(row, "at_ms")) >= ms)
+			break;
+		json_decref(row);
+		s->audit[s->audit_head] = NULL;
+		s->audit_head = (s->audit_head + 1) % AUDIT_RING;
+		s->audit_n--;
+	}
 }
 
 void audit_take(struct server *s, struct store_batch *b)

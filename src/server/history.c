@@ -52,7 +52,7 @@ int64_t state_job_settled_ms(const struct sjob *j)
 }
 
 void state_gone_add(struct state *s, int64_t id, enum job_state st, const char *owner,
-		    int64_t settled_ms)
+		    int64_t settled_ms, bool removed)
 {
 	assert(id >= 1 && id <= STATE_MAX_JOB_ID && job_state_final(st));
 	state_slots_reserve(s, (size_t)id);
@@ -61,15 +61,37 @@ void state_gone_add(struct state *s, int64_t id, enum job_state st, const char *
 	g->owner = owner_index(s, owner);
 	g->settled_s = (uint32_t)MIN(settled_ms / 1000, (int64_t)UINT32_MAX);
 	g->state = (uint8_t)(st + 1);
+	g->removed = removed;
 	s->ngone++;
 	s->gone_by_state[st]++;
 }
 
-const struct sgone *state_gone(const struct state *s, int64_t id)
+const struct sgone *state_gone_record(const struct state *s, int64_t id)
 {
 	if (id < 1 || (size_t)id > s->njobs || !s->gone[id - 1].state)
 		return NULL;
 	return &s->gone[id - 1];
+}
+
+const struct sgone *state_gone(const struct state *s, int64_t id)
+{
+	const struct sgone *g = state_gone_record(s, id);
+	return g && !g->removed ? g : NULL;
+}
+
+void state_gone_remove(struct state *s, int64_t id)
+{
+	assert(state_gone(s, id));
+	s->gone[id - 1].removed = 1;
+}
+
+void state_gone_forget(struct state *s, int64_t id)
+{
+	const struct sgone *g = state_gone_record(s, id);
+	assert(g);
+	s->gone_by_state[g->state - 1]--;
+	s->ngone--;
+	memset(&s->gone[id - 1], 0, sizeof(s->gone[0]));
 }
 
 bool state_job_known(const struct state *s, int64_t id)
@@ -127,7 +149,7 @@ struct sjob *state_job_get(struct state *s, int64_t id)
 	struct sjob *j = state_job(s, id);
 	const struct sgone *g = state_gone(s, id);
 	if (j || !g)
-		return j;
+		return j; /* (a removed job is not read back: none is there) */
 	struct sjob tmp;
 	if (state_job_read(s, id, &tmp, &s->read_err) < 0) {
 		log_err("job %lld: cannot read it back from the store: %s", (long long)id,
@@ -176,7 +198,7 @@ void state_evict(struct state *s, struct sjob *j)
 {
 	int64_t id = j->job.id;
 	s->jobs[id - 1] = NULL;
-	state_gone_add(s, id, j->job.state, j->job.owner, state_job_settled_ms(j));
+	state_gone_add(s, id, j->job.state, j->job.owner, state_job_settled_ms(j), false);
 	job_release(&j->job);
 	free(j->fail_seen);
 	free(j);

@@ -61,6 +61,11 @@ int server_ids_load(struct server *s, struct tk_error *err)
 				path);
 	}
 	int64_t last = (int64_t)s->st.njobs;
+	if (reserved > last && s->cfg.init && last == 0) {
+		/* --init on an empty store: a new cluster, whose ids start at 1 */
+		log_info("a new cluster (--init): job ids start again at 1");
+		return ids_write(s, 0, err);
+	}
 	if (reserved > last) {
 		/* the store lost ids it gave (or the server stopped without
 		 * writing the reservation down): never give them again */

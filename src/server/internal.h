@@ -126,6 +126,11 @@ struct server {
 	int lock_fd;
 	struct array_work *arrays;    /* arrays.c: work on arrays, in turn */
 	struct tk_map submit_buckets; /* api.c: user name -> struct submit_bucket */
+	/* retain.c: the cursor over job ids, when audit rows were last
+	 * pruned, and what went (for /metrics) */
+	size_t retain_next;
+	int64_t retain_audit_mono;
+	uint64_t retain_removed, retain_forgotten;
 	uv_idle_t arrays_idle;
 	int64_t ids_reserved; /* ids.c: job ids up to this are reserved in DATA/tenk.ids */
 	struct catalogue cat;
@@ -358,6 +363,11 @@ int audit_load(struct server *s, struct tk_error *err);
 /* GET /v1/audit?since_ms=&user=&limit= */
 void audit_list(struct request *r);
 void audit_release(struct server *s);
+/* The rows in memory written before ms go (retention). */
+void audit_forget_before(struct server *s, int64_t ms);
+
+/* ---- retain.c: the store's retention, from the cron ---- */
+void server_retain_tick(struct server *s);
 
 /* ---- api.c ------------------------------------------------------------------- */
 

@@ -613,7 +613,7 @@ int state_job_deps_state(struct state *s, const struct sjob *j, char *buf, size_
 		/* one out of memory is read back (and held a while) */
 		struct sjob *t = state_job_get(s, d->job);
 		if (!t)
-			continue; /* checked at submission; a job is never removed */
+			continue; /* checked at submission; or removed long after it ended */
 		int count = state_job_is_array_head(t) ? t->job.array_count : 1;
 		for (int k = 0; k < count; k++) {
 			struct sjob *e = k ? state_job_get(s, t->job.id + k) : t;

@@ -167,7 +167,7 @@ static int load_job_cb(void *ctx, const char *key, const char *doc, size_t len)
 
 /* A settled job, from its columns: out of memory until asked for. */
 static int load_settled_cb(void *ctx, int64_t id, const char *state, const char *owner,
-			   int64_t settled_ms)
+			   int64_t settled_ms, bool stripped)
 {
 	struct load_ctx *lc = ctx;
 	char key[32];
@@ -179,7 +179,7 @@ static int load_settled_cb(void *ctx, int64_t id, const char *state, const char 
 		return bad_row(lc, "job", key, "its id is beyond what this server holds");
 	if (!model_name_valid(owner))
 		return bad_row(lc, "job", key, "its owner column is not a user name");
-	state_gone_add(lc->s, id, st, owner, settled_ms);
+	state_gone_add(lc->s, id, st, owner, settled_ms, stripped);
 	return 0;
 }
 

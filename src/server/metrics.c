@@ -256,6 +256,13 @@ static void timings(struct server *s, struct strbuf *b)
 		    "waiting for I/O); heartbeats and answers wait behind it.");
 	prom_hist(b, "tenk_server_loop_busy_seconds", NULL, &s->metrics.loop_busy,
 		  metrics_pass_bounds, metrics_pass_nbounds);
+	prom_family(b, "tenk_store_jobs_removed_total", "counter",
+		    "Settled jobs whose documents retention removed (keep_jobs) since the start.");
+	prom_sample(b, "tenk_store_jobs_removed_total", NULL, (double)s->retain_removed);
+	prom_family(b, "tenk_store_jobs_forgotten_total", "counter",
+		    "Settled jobs whose rows and accounting records retention removed "
+		    "(keep_accounting) since the start.");
+	prom_sample(b, "tenk_store_jobs_forgotten_total", NULL, (double)s->retain_forgotten);
 	prom_family(b, "tenk_server_loop_busy_max_seconds", "gauge",
 		    "The longest one iteration of the server loop held it since the start.");
 	prom_sample(b, "tenk_server_loop_busy_max_seconds", NULL,

@@ -313,6 +313,7 @@ static void cron_cb(uv_timer_t *t)
 		state_evict(&s->st, j);
 	}
 	acct_fill_work(s);
+	server_retain_tick(s);
 	state_queues_age(&s->st, now);
 	state_check_nodes(&s->st, now, mono);
 	if (s->st.wake_ms && now >= s->st.wake_ms) /* a job's begin time came */

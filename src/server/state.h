@@ -95,6 +95,9 @@ struct sgone {
 	uint32_t owner;	    /* index into state->owners */
 	uint32_t settled_s; /* when it settled, epoch seconds */
 	uint8_t state;	    /* its final job_state + 1; 0: not a job out of memory */
+	/* retention took its document (keep_jobs): only its accounting
+	 * records are left, and it is no longer shown */
+	uint8_t removed;
 };
 
 /* A waiting job as the pass takes it from its class (state.c). plain: no
@@ -621,11 +624,18 @@ json_t *state_queue_pack(struct state *s, const struct squeue *q);
 void state_slots_reserve(struct state *s, size_t n);
 /* When j settled (final, every attempt ended), epoch ms; 0: not settled. */
 int64_t state_job_settled_ms(const struct sjob *j);
-/* Job id, settled, is out of memory: the start found it so. */
+/* Job id, settled, is out of memory: the start found it so (removed:
+ * only its row and accounting records are left). */
 void state_gone_add(struct state *s, int64_t id, enum job_state st, const char *owner,
-		    int64_t settled_ms);
-/* What a job out of memory is; NULL when id is held or no job. */
+		    int64_t settled_ms, bool removed);
+/* What a job out of memory is; NULL when id is held, no job, or removed. */
 const struct sgone *state_gone(const struct state *s, int64_t id);
+/* The same, a removed job's too (its accounting records are kept). */
+const struct sgone *state_gone_record(const struct state *s, int64_t id);
+/* Retention: job id (out of memory) is removed, its record only kept; or
+ * forgotten altogether (its id stays given). */
+void state_gone_remove(struct state *s, int64_t id);
+void state_gone_forget(struct state *s, int64_t id);
 /* Is there a job id (held or not)? */
 bool state_job_known(const struct state *s, int64_t id);
 /* Reads job id from the store into *ret, not held: the caller releases

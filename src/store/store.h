@@ -41,8 +41,9 @@ typedef int (*store_row_cb)(void *ctx, const char *key, const char *doc, size_t 
  * whole; the settled ones by their columns alone; one job's document (*ret
  * the caller's to free; -ENOENT when there is none). */
 int store_load_jobs(struct store *st, store_row_cb cb, void *ctx, struct tk_error *err);
+/* stripped: only the job's row is left (its document went, retention) */
 typedef int (*store_settled_cb)(void *ctx, int64_t id, const char *state, const char *owner,
-				int64_t settled_ms);
+				int64_t settled_ms, bool stripped);
 int store_load_settled(struct store *st, store_settled_cb cb, void *ctx, struct tk_error *err);
 int store_get_job(struct store *st, int64_t id, char **ret, size_t *len, struct tk_error *err);
 int store_load_nodes(struct store *st, store_row_cb cb, void *ctx, struct tk_error *err);
@@ -71,6 +72,12 @@ void store_batch_put_meta(struct store_batch *b, const char *key, const char *va
 /* An audit row (never rewritten): when, who, and its document. */
 void store_batch_add_audit(struct store_batch *b, int64_t at_ms, const char *who, char *doc);
 size_t store_batch_len(const struct store_batch *b);
+/* Retention: a settled job's document goes, its row (id, state, owner,
+ * settled_ms) stays, for its accounting records; or its row goes too. */
+void store_batch_strip_job(struct store_batch *b, int64_t id);
+void store_batch_del_job(struct store_batch *b, int64_t id);
+/* Audit rows written before before_ms go, at most max of them. */
+void store_batch_prune_audit(struct store_batch *b, int64_t before_ms, int max);
 /* Moves every change of src to the end of dst, leaving src empty. */
 void store_batch_move(struct store_batch *dst, struct store_batch *src);
 

@@ -27,7 +27,10 @@ enum op_kind {
 	OP_DEL_USER,
 	OP_ADD_AUDIT,
 	OP_DEL_ACCT,
-	OP_PUT_ACCT
+	OP_PUT_ACCT,
+	OP_STRIP_JOB,
+	OP_DEL_JOB,
+	OP_PRUNE_AUDIT
 };
 
 struct op {
@@ -68,6 +71,10 @@ enum stmt_id {
 	ST_GET_JOB,
 	ST_DEL_ACCT,
 	ST_PUT_ACCT,
+	ST_STRIP_JOB,
+	ST_DEL_JOB,
+	ST_AUDIT_FLOOR,
+	ST_PRUNE_AUDIT,
 	ST_MAX
 };
 
@@ -97,12 +104,19 @@ static const char *const stmt_sql[ST_MAX] = {
 	[ST_ADD_AUDIT] = "INSERT INTO audit (at_ms, who, doc) VALUES (?1, ?2, ?3)",
 	[ST_LOAD_AUDIT] = "SELECT seq, doc FROM (SELECT seq, doc FROM audit ORDER BY seq DESC "
 			  "LIMIT " STORE_AUDIT_RECENT_S ") ORDER BY seq",
-	[ST_LOAD_SETTLED] = "SELECT id, state, owner, settled_ms FROM jobs WHERE settled_ms > 0",
+	[ST_LOAD_SETTLED] = "SELECT id, state, owner, settled_ms, length(doc) = 0 FROM jobs WHERE "
+			    "settled_ms > 0",
 	[ST_GET_JOB] = "SELECT doc FROM jobs WHERE id = ?1",
 	[ST_DEL_ACCT] = "DELETE FROM acct WHERE key >= ?1 AND key < ?2",
 	[ST_PUT_ACCT] = "INSERT INTO acct (key, owner, queue, state, model, start_ms, end_ms, "
 			"gpu_hours, busy_hours, cost, energy_j, doc) VALUES (?1, ?2, ?3, ?4, ?5, "
 			"?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+	[ST_STRIP_JOB] = "UPDATE jobs SET doc = '' WHERE id = ?1 AND settled_ms > 0",
+	[ST_DEL_JOB] = "DELETE FROM jobs WHERE id = ?1 AND settled_ms > 0",
+	[ST_AUDIT_FLOOR] = "INSERT INTO meta (key, value) VALUES ('audit_keep_from', ?1) "
+			   "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+	[ST_PRUNE_AUDIT] = "DELETE FROM audit WHERE seq IN (SELECT seq FROM audit WHERE at_ms < ?1 "
+			   "ORDER BY seq LIMIT ?2)",
 };
 
 /* Migrations: migrations[i] takes the schema from version i to i+1. */
@@ -145,6 +159,13 @@ static const char *const migrations[] = {
 	"energy_j REAL NOT NULL, doc TEXT NOT NULL);"
 	"INSERT INTO meta (key, value) SELECT 'acct_fill_to', CAST(max(id) AS TEXT) FROM jobs "
 	"WHERE settled_ms > 0 HAVING count(*) > 0;",
+	/* 8: retention: audit rows older than keep_audit go, and only they
+	 * (the server raises audit_keep_from first; every other delete is
+	 * refused as before) */
+	"DROP TRIGGER IF EXISTS audit_kept_d;"
+	"CREATE TRIGGER audit_kept_d BEFORE DELETE ON audit WHEN old.at_ms >= coalesce((SELECT "
+	"CAST(value AS INTEGER) FROM meta WHERE key = 'audit_keep_from'), 0) BEGIN "
+	"SELECT RAISE(ABORT, 'audit rows are never rewritten'); END;",
 };
 
 struct store {
@@ -396,7 +417,7 @@ int store_load_settled(struct store *st, store_settled_cb cb, void *ctx, struct 
 			break;
 		}
 		if ((r = cb(ctx, sqlite3_column_int64(s, 0), state, owner,
-			    sqlite3_column_int64(s, 3))) < 0)
+			    sqlite3_column_int64(s, 3), sqlite3_column_int(s, 4) != 0)) < 0)
 			break;
 	}
 	if (r == 0 && rc != SQLITE_DONE)
@@ -491,6 +512,23 @@ static struct op *push(struct store_batch *b, enum op_kind kind)
 	memset(o, 0, sizeof(*o));
 	o->kind = kind;
 	return o;
+}
+
+void store_batch_strip_job(struct store_batch *b, int64_t id)
+{
+	push(b, OP_STRIP_JOB)->id = id;
+}
+
+void store_batch_del_job(struct store_batch *b, int64_t id)
+{
+	push(b, OP_DEL_JOB)->id = id;
+}
+
+void store_batch_prune_audit(struct store_batch *b, int64_t before_ms, int max)
+{
+	struct op *o = push(b, OP_PRUNE_AUDIT);
+	o->id = before_ms;
+	o->n = max;
 }
 
 void store_batch_put_job(struct store_batch *b, int64_t id, const char *state, const char *owner,
@@ -611,6 +649,7 @@ static int step_once(struct store *st, enum stmt_id id, struct tk_error *err, co
 static int apply_op(struct store *st, const struct op *o, struct tk_error *err)
 {
 	sqlite3_stmt *s;
+	int r;
 	switch (o->kind) {
 	case OP_PUT_JOB:
 		s = st->stmt[ST_PUT_JOB];
@@ -669,6 +708,26 @@ static int apply_op(struct store *st, const struct op *o, struct tk_error *err)
 		sqlite3_bind_double(s, 11, a->energy_j);
 		sqlite3_bind_text(s, 12, a->doc, -1, SQLITE_STATIC);
 		return step_once(st, ST_PUT_ACCT, err, "writing an attempt's accounting");
+	}
+	case OP_STRIP_JOB:
+		s = st->stmt[ST_STRIP_JOB];
+		sqlite3_bind_int64(s, 1, o->id);
+		return step_once(st, ST_STRIP_JOB, err, "removing a job's record");
+	case OP_DEL_JOB:
+		s = st->stmt[ST_DEL_JOB];
+		sqlite3_bind_int64(s, 1, o->id);
+		return step_once(st, ST_DEL_JOB, err, "removing a job");
+	case OP_PRUNE_AUDIT: {
+		char floor[32];
+		snprintf(floor, sizeof(floor), "%lld", (long long)o->id);
+		s = st->stmt[ST_AUDIT_FLOOR];
+		sqlite3_bind_text(s, 1, floor, -1, SQLITE_TRANSIENT);
+		if ((r = step_once(st, ST_AUDIT_FLOOR, err, "raising the audit floor")) < 0)
+			return r;
+		s = st->stmt[ST_PRUNE_AUDIT];
+		sqlite3_bind_int64(s, 1, o->id);
+		sqlite3_bind_int64(s, 2, o->n);
+		return step_once(st, ST_PRUNE_AUDIT, err, "removing old audit rows");
 	}
 	case OP_PUT_META:
 		s = st->stmt[ST_PUT_META];

@@ -57,7 +57,7 @@ static void test_roundtrip(void **state)
 	struct store *st;
 	struct tk_error err;
 	assert_int_equal(store_open(path, &st, &err), 0);
-	assert_int_equal(store_schema_version(st), 7);
+	assert_int_equal(store_schema_version(st), 8);
 	/* the store holds every job's request: its files are the server's alone */
 	struct stat sb;
 	assert_int_equal(stat(path, &sb), 0);
@@ -112,10 +112,11 @@ struct settled {
 };
 
 static int collect_settled(void *ctx, int64_t id, const char *state, const char *owner,
-			   int64_t settled_ms)
+			   int64_t settled_ms, bool stripped)
 {
 	struct settled *r = ctx;
-	strbuf_addf(&r->sb, "%lld:%s:%s:%lld;", (long long)id, state, owner, (long long)settled_ms);
+	strbuf_addf(&r->sb, "%lld:%s:%s:%lld%s;", (long long)id, state, owner,
+		    (long long)settled_ms, stripped ? ":stripped" : "");
 	return 0;
 }
 
@@ -168,6 +169,22 @@ static void test_settled(void **state)
 	store_batch_put_meta(b, "k", "v");
 	assert_int_not_equal(store_apply(rd, b, &err), 0);
 	store_batch_destroy(b);
+	/* retention: 1's document goes (its row stays), 4 goes whole; a job
+	 * not settled is never touched */
+	b = store_batch_create();
+	store_batch_strip_job(b, 1);
+	store_batch_del_job(b, 4);
+	store_batch_del_job(b, 3);
+	assert_int_equal(store_apply(st, b, &err), 0);
+	store_batch_destroy(b);
+	strbuf_init(&g.sb);
+	assert_int_equal(store_load_settled(st, collect_settled, &g, &err), 0);
+	assert_string_equal(g.sb.buf, "1:COMPLETED:ann:5000:stripped;2:COMPLETED:bob:9000;");
+	strbuf_release(&g.sb);
+	strbuf_init(&r.sb);
+	assert_int_equal(store_load_jobs(st, collect, &r, &err), 0);
+	assert_string_equal(r.sb.buf, "3={\"v\":3};");
+	strbuf_release(&r.sb);
 	store_destroy(rd);
 	store_destroy(st);
 	free(path);
@@ -202,7 +219,7 @@ static void test_migrates_jobs(void **state)
 	struct store *st;
 	struct tk_error err;
 	assert_int_equal(store_open(path, &st, &err), 0);
-	assert_int_equal(store_schema_version(st), 7);
+	assert_int_equal(store_schema_version(st), 8);
 	struct rows r = {0};
 	strbuf_init(&r.sb);
 	assert_int_equal(store_load_jobs(st, collect, &r, &err), 0);
@@ -212,6 +229,53 @@ static void test_migrates_jobs(void **state)
 	char *v;
 	assert_int_equal(store_meta_get(st, "acct_fill_to", &v, &err), -ENOENT);
 	store_destroy(st);
+	free(path);
+}
+
+static int count_rows(const char *path, const char *sql)
+{
+	sqlite3 *db;
+	sqlite3_stmt *s;
+	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+	assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &s, NULL), SQLITE_OK);
+	assert_int_equal(sqlite3_step(s), SQLITE_ROW);
+	int n = sqlite3_column_int(s, 0);
+	sqlite3_finalize(s);
+	sqlite3_close(db);
+	return n;
+}
+
+/* Audit rows older than the floor go, at most so many a batch; no other
+ * delete of a row is taken. */
+static void test_audit_pruned(void **state)
+{
+	char *path = xasprintf("%s/a.db", dir);
+	struct store *st;
+	struct tk_error err;
+	assert_int_equal(store_open(path, &st, &err), 0);
+	struct store_batch *b = store_batch_create();
+	for (int i = 1; i <= 5; i++)
+		store_batch_add_audit(b, i * 1000, "ann", xstrdup("{}"));
+	assert_int_equal(store_apply(st, b, &err), 0);
+	store_batch_destroy(b);
+	b = store_batch_create();
+	store_batch_prune_audit(b, 4000, 2); /* three are older: two go now */
+	assert_int_equal(store_apply(st, b, &err), 0);
+	store_batch_destroy(b);
+	assert_int_equal(count_rows(path, "SELECT count(*) FROM audit"), 3);
+	b = store_batch_create();
+	store_batch_prune_audit(b, 4000, 100);
+	assert_int_equal(store_apply(st, b, &err), 0);
+	store_batch_destroy(b);
+	assert_int_equal(count_rows(path, "SELECT min(at_ms) FROM audit"), 4000);
+	store_destroy(st);
+	sqlite3 *db;
+	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+	assert_int_not_equal(
+		sqlite3_exec(db, "DELETE FROM audit WHERE at_ms = 5000", NULL, NULL, NULL),
+		SQLITE_OK);
+	sqlite3_close(db);
+	assert_int_equal(count_rows(path, "SELECT count(*) FROM audit"), 2);
 	free(path);
 }
 
@@ -348,7 +412,7 @@ static void test_acct_fill_marked(void **state)
 		SQLITE_OK);
 	sqlite3_close(db);
 	assert_int_equal(store_open(path, &st, &err), 0);
-	assert_int_equal(store_schema_version(st), 7);
+	assert_int_equal(store_schema_version(st), 8);
 	char *v;
 	assert_int_equal(store_meta_get(st, "acct_fill_to", &v, &err), 0);
 	assert_string_equal(v, "9");
@@ -403,13 +467,10 @@ static void test_not_a_database(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_roundtrip),
-		cmocka_unit_test(test_settled),
-		cmocka_unit_test(test_migrates_jobs),
-		cmocka_unit_test(test_acct),
-		cmocka_unit_test(test_acct_fill_marked),
-		cmocka_unit_test(test_empty_batch),
-		cmocka_unit_test(test_newer_schema_refused),
+		cmocka_unit_test(test_roundtrip),      cmocka_unit_test(test_settled),
+		cmocka_unit_test(test_migrates_jobs),  cmocka_unit_test(test_audit_pruned),
+		cmocka_unit_test(test_acct),	       cmocka_unit_test(test_acct_fill_marked),
+		cmocka_unit_test(test_empty_batch),    cmocka_unit_test(test_newer_schema_refused),
 		cmocka_unit_test(test_not_a_database),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
