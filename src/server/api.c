@@ -109,8 +109,12 @@ static void h_health(struct request *r, const char *param, json_t *body)
 		(json_int_t)st->npending, "shapes",
 		st->sched_shapes ? sched_shapes_live(st->sched_shapes) : 0, "deferred_submissions",
 		(json_int_t)st->arrivals.deferred, "limited_passes", (json_int_t)st->stats.limited);
+	json_t *store = s->store_down
+				? json_pack("{s:b, s:s}", "writable", 0, "error", s->store_down_why)
+				: json_pack("{s:b}", "writable", 1);
 	reply_json(r, 200,
-		   json_pack("{s:b, s:s, s:o}", "ok", 1, "epoch", s->epoch, "scheduler", sched));
+		   json_pack("{s:b, s:s, s:o, s:o}", "ok", 1, "epoch", s->epoch, "scheduler", sched,
+			     "store", store));
 }
 
 static void h_catalogue(struct request *r, const char *param, json_t *body)

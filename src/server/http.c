@@ -125,7 +125,7 @@ static void set_reply(struct request *r, unsigned status, char *text, const char
 	r->resp = MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
 	MHD_add_response_header(r->resp, MHD_HTTP_HEADER_CONTENT_TYPE, type);
 	r->status = status;
-	r->need_seq = s->st.seq_applied;
+	r->need_seq = r->ungated ? 0 : s->st.seq_applied;
 	if (!r->suspended)
 		return; /* still inside on_access: it decides */
 	if (r->need_seq <= s->seq_durable)
@@ -525,6 +525,27 @@ static void dispatch(struct request *r)
 		reply_error(r, 403, "%s %s is for %s", r->method, rt->pattern,
 			    role_names[rt->role]);
 		return;
+	}
+	if (s->store_down) {
+		/* the store cannot be written: no change is taken (nothing taken
+		 * could be kept); a heartbeat is answered at once (it keeps the
+		 * node's jobs on their lease), and so are people's reads, from
+		 * memory (which may show the changes still to be written); an
+		 * agent's work waits for the store, as it must not act on what
+		 * is not written */
+		bool agent = strncmp(rt->pattern, "/v1/agent/", 10) == 0;
+		if (strcmp(rt->pattern, "/v1/agent/heartbeat") == 0 ||
+		    (!agent && strcmp(r->method, "GET") == 0)) {
+			r->ungated = true;
+		} else if (strcmp(r->method, "GET") != 0) {
+			r->ungated = true; /* the refusal changed nothing */
+			reply_error(
+				r, 503,
+				"the server cannot write its store (%s) and takes no change "
+				"until it can; nothing it acknowledged is lost: try again later",
+				s->store_down_why);
+			return;
+		}
 	}
 	json_t *body = NULL;
 	if (rt->has_body) {

@@ -32,6 +32,7 @@
 #define SERVER_MAX_CONNS_PER_IP 4096
 #define SERVER_CONN_MEMORY (16 * 1024) /* MHD's pool for one connection */
 #define SERVER_LOOP_WARN_MS 250	       /* an iteration that holds the loop longer is logged */
+#define SERVER_STORE_RETRY_MS 1000     /* a failing store is tried again this often */
 #define SERVER_CRON_MS 500	       /* periodic work: liveness, long-poll deadlines */
 #define SERVER_BUDGET_MS 5000	       /* queues' spend against their budgets, this often */
 #define SERVER_EVICT_PER_TICK 20000    /* settled jobs leaving memory, at most a tick */
@@ -81,6 +82,9 @@ struct request {
 	int64_t started_us; /* monotonic: its headers were read */
 	bool suspended;
 	bool finished; /* MHD completed it while we still held it */
+	/* its answer tells nothing of the state and goes at once, durable or
+	 * not: the store is failing, and it is a heartbeat, health or metrics */
+	bool ungated;
 	/* the answer, once decided */
 	unsigned status;
 	struct MHD_Response *resp;
@@ -153,6 +157,13 @@ struct server {
 
 	/* durability: see server.c */
 	uint64_t seq_durable;
+	/* the store failed a write (server.c): changes are refused (503) and
+	 * the writer retries, every SERVER_STORE_RETRY_MS, until it takes them */
+	bool store_down;
+	char store_down_why[1024];
+	int64_t store_down_mono;
+	uint64_t store_failures;
+	uv_timer_t store_retry;
 	struct req_list gate; /* answers held until durable */
 	struct {
 		uv_mutex_t mu;
@@ -160,6 +171,7 @@ struct server {
 		struct pending *done;		      /* committed, for the loop */
 		bool active;			      /* a writer work item runs */
 		bool failed;
+		bool failed_retry; /* a write failed and was put back, to try again */
 		struct tk_error err;
 		uv_async_t async;
 		int outstanding; /* batches handed over and not yet reported */

@@ -256,6 +256,13 @@ static void timings(struct server *s, struct strbuf *b)
 		    "waiting for I/O); heartbeats and answers wait behind it.");
 	prom_hist(b, "tenk_server_loop_busy_seconds", NULL, &s->metrics.loop_busy,
 		  metrics_pass_bounds, metrics_pass_nbounds);
+	prom_family(b, "tenk_store_writable", "gauge",
+		    "1 while the store takes writes; 0 while it fails them (changes are "
+		    "refused with 503 and the write is tried again each second).");
+	prom_sample(b, "tenk_store_writable", NULL, s->store_down ? 0 : 1);
+	prom_family(b, "tenk_store_write_failures_total", "counter",
+		    "Writes of the store that failed and were put back to try again.");
+	prom_sample(b, "tenk_store_write_failures_total", NULL, (double)s->store_failures);
 	prom_family(b, "tenk_store_jobs_removed_total", "counter",
 		    "Settled jobs whose documents retention removed (keep_jobs) since the start.");
 	prom_sample(b, "tenk_store_jobs_removed_total", NULL, (double)s->retain_removed);

@@ -65,6 +65,15 @@ static void fatal_store(struct server *s)
 	_exit(70);
 }
 
+/* A write that failed for what can mend (a full or read-only disk, a
+ * file's permissions, a lock) is tried again; anything else stops the
+ * server (a journal removed: store.h's -ESTALE). */
+static bool store_retryable(int r)
+{
+	return r == -ENOSPC || r == -EDQUOT || r == -EIO || r == -EACCES || r == -EROFS ||
+	       r == -EBUSY || r == -EAGAIN || r == -ENOMEM;
+}
+
 static void writer_work_cb(uv_work_t *w)
 {
 	struct server *s = w->data;
@@ -87,6 +96,19 @@ static void writer_work_cb(uv_work_t *w)
 		int r = store_apply(s->store, list->batch, &s->wq.err);
 		int64_t took = tk_mono_us() - t0;
 		uv_mutex_lock(&s->wq.mu);
+		if (r < 0 && store_retryable(r)) {
+			/* nothing of it is durable: it goes back first in line, for
+			 * the loop to try again (server_store_retry) */
+			s->wq.failed_retry = true;
+			last->next = s->wq.queued;
+			s->wq.queued = list;
+			if (!s->wq.queued_tail || s->wq.queued_tail == NULL)
+				s->wq.queued_tail = last;
+			s->wq.active = false;
+			uv_mutex_unlock(&s->wq.mu);
+			uv_async_send(&s->wq.async);
+			return;
+		}
 		if (r < 0)
 			s->wq.failed = true;
 		s->wq.stats_commits++;
@@ -106,6 +128,51 @@ static void writer_after_cb(uv_work_t *w, int status)
 }
 
 static void finish_stop(struct server *s);
+static void writer_start(struct server *s);
+
+static void store_retry_cb(uv_timer_t *t)
+{
+	struct server *s = t->data;
+	writer_start(s);
+}
+
+/* A write failed and was put back: changes are refused until one goes
+ * through (http.c), the pass waits, and the writer tries again each
+ * SERVER_STORE_RETRY_MS. Running jobs go on: heartbeats are answered. */
+static void store_failed(struct server *s, const char *why)
+{
+	s->store_failures++;
+	snprintf(s->store_down_why, sizeof(s->store_down_why), "%s", why);
+	if (!s->store_down) {
+		s->store_down = true;
+		s->store_down_mono = tk_mono_ms();
+		log_err("the store cannot be written: %s; changes are refused (503) until it can, "
+			"and the write is tried again every %d ms; running jobs go on",
+			why, SERVER_STORE_RETRY_MS);
+	} else if ((s->store_failures % 60) == 0) {
+		log_err("the store still cannot be written after %lld s: %s",
+			(long long)((tk_mono_ms() - s->store_down_mono) / 1000), why);
+	}
+	if (s->stopping) {
+		/* a stop does not wait for a disk that may never mend: what
+		 * was not written was not acknowledged either */
+		log_err("stopping with changes unwritten (none was acknowledged)");
+		s->wq.outstanding = 0;
+		finish_stop(s);
+		return;
+	}
+	uv_timer_start(&s->store_retry, store_retry_cb, SERVER_STORE_RETRY_MS, 0);
+}
+
+static void store_mended(struct server *s)
+{
+	log_info("the store takes writes again, after %lld s; changes are taken again",
+		 (long long)((tk_mono_ms() - s->store_down_mono) / 1000));
+	s->store_down = false;
+	s->store_down_why[0] = '\0';
+	state_want_pass(&s->st);
+	server_kick(s);
+}
 
 /* Back on the loop: what committed is durable; answers waiting for it go. */
 static void writer_done_cb(uv_async_t *h)
@@ -114,10 +181,17 @@ static void writer_done_cb(uv_async_t *h)
 	uv_mutex_lock(&s->wq.mu);
 	struct pending *done = s->wq.done;
 	s->wq.done = NULL;
-	bool failed = s->wq.failed;
+	bool failed = s->wq.failed, retry = s->wq.failed_retry;
+	s->wq.failed_retry = false;
+	char why[sizeof(s->wq.err.text)];
+	snprintf(why, sizeof(why), "%s", s->wq.err.text);
 	uv_mutex_unlock(&s->wq.mu);
 	if (failed)
 		fatal_store(s);
+	if (retry)
+		store_failed(s, why);
+	else if (done && s->store_down)
+		store_mended(s);
 	while (done) {
 		struct pending *p = done;
 		done = p->next;
@@ -213,8 +287,18 @@ static void flush_start(struct server *s)
 	else
 		s->wq.queued = p;
 	s->wq.queued_tail = p;
-	bool start = !s->wq.active;
-	s->wq.active = true;
+	uv_mutex_unlock(&s->wq.mu);
+	if (!s->store_down) /* (a failing store is tried on its timer) */
+		writer_start(s);
+}
+
+/* Has the writer take what is queued, unless it runs. */
+static void writer_start(struct server *s)
+{
+	uv_mutex_lock(&s->wq.mu);
+	bool start = !s->wq.active && s->wq.queued;
+	if (start)
+		s->wq.active = true;
 	uv_mutex_unlock(&s->wq.mu);
 	if (start) {
 		uv_work_t *w = xcalloc(1, sizeof(*w));
@@ -280,7 +364,7 @@ static void check_cb(uv_check_t *h)
 	loop_busy(s);
 	uv_idle_stop(&s->kick_idle);
 	state_judge_arrivals(&s->st, server_now_ms(s));
-	if (s->st.sched_needed && !s->stopping) {
+	if (s->st.sched_needed && !s->stopping && !s->store_down) {
 		int64_t t0 = tk_mono_us();
 		bool more = state_schedule(&s->st, server_now_ms(s));
 		s->last_pass_us = tk_mono_us() - t0;
@@ -570,7 +654,9 @@ int server_create(uv_loop_t *loop, const struct server_config *cfg, struct serve
 	s->kick_idle.data = s;
 	uv_idle_init(loop, &s->arrays_idle);
 	s->arrays_idle.data = s;
-	s->open_handles += 3;
+	uv_timer_init(loop, &s->store_retry);
+	s->store_retry.data = s;
+	s->open_handles += 4;
 	uv_timer_init(loop, &s->cron);
 	s->cron.data = s;
 	uv_timer_start(&s->cron, cron_cb, SERVER_CRON_MS, SERVER_CRON_MS);
@@ -638,6 +724,7 @@ static void finish_stop(struct server *s)
 	uv_close((uv_handle_t *)&s->lists_idle, server_handle_closed);
 	uv_close((uv_handle_t *)&s->kick_idle, server_handle_closed);
 	uv_close((uv_handle_t *)&s->arrays_idle, server_handle_closed);
+	uv_close((uv_handle_t *)&s->store_retry, server_handle_closed);
 	http_stop(s);
 	uv_close((uv_handle_t *)&s->check, server_handle_closed);
 	uv_close((uv_handle_t *)&s->cron, server_handle_closed);
@@ -666,6 +753,18 @@ void server_destroy(struct server *s)
 	if (!s)
 		return;
 	api_arrays_release(s);
+	if (s->store_down) {
+		/* what the store could not take stays unwritten (none of it was
+		 * acknowledged) */
+		for (struct pending *p = s->wq.queued, *next; p; p = next) {
+			next = p->next;
+			store_batch_destroy(p->batch);
+			free(p);
+		}
+		s->wq.queued = s->wq.queued_tail = NULL;
+		store_destroy(s->store);
+		s->store = NULL;
+	}
 	size_t pos = 0;
 	void *v;
 	while (tk_map_next(&s->submit_buckets, &pos, NULL, &v))

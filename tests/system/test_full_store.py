@@ -1,0 +1,78 @@
+"""A full disk under the server (issue 34, point 7): the store's writes
+fail, and the server does not stop. It refuses changes with 503 naming the
+cause, keeps answering heartbeats (so running jobs keep their leases and
+run on), says so in /v1/health and /metrics, tries the write again, and
+once there is space it takes changes again; the submission whose write
+failed is answered only then, nothing unwritten having been acknowledged."""
+import json
+import os
+import subprocess
+import tempfile
+import threading
+import time
+
+from conftest import Daemon, Tenk, end_shims, root_jobs_config, wait_for
+
+
+def test_a_full_store_refuses_changes_and_stops_nothing(workdir, procs):
+    data = tempfile.mkdtemp(prefix="tenk-full-data-", dir="/tmp")
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=24m", "tmpfs", data], check=True)
+    work = os.path.join(workdir, "agent")
+    filler = os.path.join(data, "filler")
+    try:
+        root_jobs_config(data)
+        server = Daemon(["server", "--data", data, "--listen", "127.0.0.1:0",
+                         "--node-timeout", "4s"], workdir, "server")
+        procs.append(server)
+        wait_for(lambda: os.path.exists(os.path.join(data, "server.url")) or not server.alive(),
+                 20, "the server")
+        t = Tenk(workdir, data)
+        agent = Daemon(["agent", "--server", t.url, "--token-file",
+                        os.path.join(data, "agent.token"), "--name", "n1", "--fake-gpus", "8xH100",
+                        "--work-dir", work, "--stop-jobs"], workdir, "agent")
+        procs.append(agent)
+        t.wait_nodes_up(1)
+        running = t.submit("--", "sleep", "300")
+        t.wait_state(running, "RUNNING")
+        # the disk fills up
+        subprocess.run(["dd", "if=/dev/zero", f"of={filler}", "bs=1M"], capture_output=True)
+        held = {}
+
+        def submit():
+            held["answer"] = t.api("POST", "/v1/jobs", {"command": ["true"], "cwd": "/tmp"})
+            held["at"] = time.monotonic()
+        th = threading.Thread(target=submit)
+        th.start()
+        wait_for(lambda: "the store cannot be written" in server.output(), 20,
+                 "the failed write")
+        st, res = t.api("POST", "/v1/jobs", {"command": ["true"], "cwd": "/tmp"})
+        assert st == 503 and res["error"].startswith("the server cannot write its store ("), res
+        assert "nothing it acknowledged is lost" in res["error"], res
+        st, health = t.api("GET", "/v1/health", token=None)
+        assert st == 200 and health["store"]["writable"] is False, health
+        st, text = t.api("GET", "/metrics")
+        assert "tenk_store_writable 0" in text, text[:500]
+        # longer than the node timeout: the server lives, the job runs on
+        time.sleep(6)
+        assert server.alive() and th.is_alive(), "nothing unwritten is acknowledged"
+        assert "lease ran out" not in agent.output()
+        st, j = t.api("GET", f"/v1/jobs/{running}")
+        assert st == 200 and j["state"] == "RUNNING" and len(j["attempts"]) == 1, j
+        # space again: the held submission is answered, and changes are taken
+        os.remove(filler)
+        freed = time.monotonic()
+        th.join(timeout=30)
+        assert held["answer"][0] == 201 and held["at"] >= freed, held
+        wait_for(lambda: "the store takes writes again" in server.output(), 10, "the mend")
+        st, res = t.api("POST", "/v1/jobs", {"command": ["true"], "cwd": "/tmp"})
+        assert st == 201, res
+        t.run("wait", res["id"], held["answer"][1]["id"], timeout=60)
+        st, j = t.api("GET", f"/v1/jobs/{running}")
+        assert j["state"] == "RUNNING" and len(j["attempts"]) == 1, j
+        t.run("cancel", running)
+        agent.stop()
+        server.stop()
+    finally:
+        end_shims(work)
+        subprocess.run(["umount", "-l", data])
+        os.rmdir(data)
