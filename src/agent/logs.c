@@ -2,7 +2,10 @@
  * Task output for users, through the server: the work answer names files
  * (wire_log_fetch) and the agent sends what they hold from an offset
  * (POST /v1/agent/logs). Only a file of the job's own account is read, and
- * never through a link, so the server cannot have root read anything else.
+ * never through a link, so the server cannot have root read anything else;
+ * it is opened as that account (the file-system ids of the agent's thread),
+ * so an answer never tells whether a path exists where the account cannot
+ * look.
  */
 #include "internal.h"
 
@@ -11,6 +14,7 @@
 #include <pwd.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/fsuid.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -47,7 +51,16 @@ static void read_part(const struct wire_log_file *x, const struct passwd *pw,
 		      struct wire_log_part *p)
 {
 	p->rank = x->rank;
+	/* setfsuid is this thread's alone (the pool's threads keep root) */
+	int old_gid = pw ? setfsgid(pw->pw_gid) : -1;
+	int old_uid = pw ? setfsuid(pw->pw_uid) : -1;
 	int fd = open(x->path, O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
+	int e = errno;
+	if (pw) {
+		setfsuid((uid_t)old_uid);
+		setfsgid((gid_t)old_gid);
+	}
+	errno = e;
 	if (fd < 0) {
 		p->status = errno == ENOENT ? LOG_NOT_YET : LOG_UNREADABLE;
 		snprintf(p->error, sizeof(p->error), "%s: %s", x->path,

@@ -212,3 +212,37 @@ def test_follow_says_an_unreadable_output_whatever_its_name(cluster, workdir):
     assert "not a file of the job's account" in f.stderr, (f.returncode, f.stderr)
     st, res = t.api("GET", f"/v1/jobs/{jid}/logs")
     assert st == 200 and res["tasks"][0]["status"] == "unreadable", res
+
+
+def test_logs_are_read_as_the_jobs_account(cluster, workdir):
+    """The agent opens a task's output as the job's account: an output
+    named inside a folder the account cannot search reads as refused,
+    whether the file there exists or not (read as root, the answer told
+    which)."""
+    import json
+    import shutil
+    import tempfile
+    t = cluster
+    p = t.run("users", "add", "bob", "--unix-user", "nobody", "--json")
+    bob = dict(t.env(), TENK_TOKEN=json.loads(p.stdout)["token"])
+    base = tempfile.mkdtemp(prefix="tenk-logs-", dir="/tmp")
+    try:
+        os.chmod(base, 0o755)
+        private = os.path.join(base, "root-only")
+        os.mkdir(private, 0o700)
+        with open(os.path.join(private, "there.out"), "w") as f:
+            f.write("root's\n")
+        said = {}
+        for name in ("there.out", "missing.out"):
+            jid = int(t.run("submit", "-o", os.path.join(private, name), "--", "true",
+                            env=bob, cwd="/tmp").stdout)
+            t.run("wait", jid, check=False, env=bob)
+            st, ans = t.api("GET", f"/v1/jobs/{jid}/logs", token=bob["TENK_TOKEN"])
+            assert st == 200, ans
+            part = ans["tasks"][0]
+            said[name] = (part["status"], part["error"].replace(name, "NAME"))
+        assert said["there.out"] == said["missing.out"], said
+        assert said["there.out"][0] == "unreadable" and "Permission denied" in \
+            said["there.out"][1], said
+    finally:
+        shutil.rmtree(base)
