@@ -1,0 +1,145 @@
+/* The decisions of fence.h. */
+#include "fence.h"
+
+#include <stddef.h>
+
+static int64_t max64(int64_t a, int64_t b)
+{
+	return a > b ? a : b;
+}
+
+void fence_params_of(int64_t node_timeout_ms, struct fence_params *ret)
+{
+	*ret = (struct fence_params){
+		.node_timeout_ms = node_timeout_ms,
+		.lease_ms = node_timeout_ms * 3 / 4,
+		.quiet_ms = node_timeout_ms / 4,
+		.step_ms = node_timeout_ms / 2,
+		.round_ms = node_timeout_ms / 32,
+	};
+}
+
+void fence_agent_init(struct fence_agent *a, int group_size, int64_t now)
+{
+	*a = (struct fence_agent){.heard_ms = now,
+				  .lease_until_ms = INT64_MIN,
+				  .round_start_ms = INT64_MIN,
+				  .next_round_ms = INT64_MIN,
+				  .group_size = group_size};
+}
+
+void fence_agent_answered(struct fence_agent *a, const struct fence_params *p, int64_t sent_ms,
+			  int64_t now)
+{
+	a->heard_ms = now;
+	/* anchored where the request left: the server had not yet heard of
+	 * this node's silence when it answered */
+	a->lease_until_ms = max64(a->lease_until_ms, sent_ms + p->lease_ms);
+	a->round_start_ms = INT64_MIN; /* a round under way is moot */
+}
+
+bool fence_agent_silent(const struct fence_agent *a, const struct fence_params *p, int64_t now)
+{
+	return a->heard_ms == INT64_MIN || now - a->heard_ms >= p->quiet_ms;
+}
+
+bool fence_agent_alive(const struct fence_agent *a, int64_t now)
+{
+	return a->lease_until_ms != INT64_MIN && now < a->lease_until_ms;
+}
+
+bool fence_agent_tick(struct fence_agent *a, const struct fence_params *p, int64_t now)
+{
+	if (a->round_start_ms != INT64_MIN || !fence_agent_silent(a, p, now) ||
+	    now < a->next_round_ms)
+		return false;
+	a->round_start_ms = now;
+	a->next_round_ms = now + p->round_ms;
+	a->silent = 1; /* itself */
+	a->answered = 1;
+	return true;
+}
+
+void fence_agent_round_answer(struct fence_agent *a, int64_t round, bool silent)
+{
+	if (a->round_start_ms == INT64_MIN || round != a->round_start_ms)
+		return;
+	a->answered++;
+	a->silent += silent;
+}
+
+bool fence_agent_round_end(struct fence_agent *a, const struct fence_params *p, int64_t now)
+{
+	if (a->round_start_ms == INT64_MIN)
+		return false;
+	int64_t start = a->round_start_ms;
+	a->round_start_ms = INT64_MIN;
+	/* a strict majority of the whole group, the silent ones that did not
+	 * answer counted as hearing the server */
+	bool majority = 2 * (a->silent - p->agent_quorum_adjust) > a->group_size;
+	if (!majority || !fence_agent_alive(a, now))
+		return false; /* cut off, or its tasks already stopped */
+	a->lease_until_ms = max64(a->lease_until_ms, start + p->step_ms);
+	return true;
+}
+
+int64_t fence_agent_next(const struct fence_agent *a, const struct fence_params *p, int64_t now)
+{
+	if (a->round_start_ms != INT64_MIN)
+		return a->round_start_ms + p->round_ms;
+	if (fence_agent_silent(a, p, now))
+		return a->next_round_ms > now ? a->next_round_ms : now;
+	return a->heard_ms + p->quiet_ms;
+}
+
+void fence_member_init(struct fence_member *m, int64_t now)
+{
+	*m = (struct fence_member){
+		.seen_ms = now, .proven_from = INT64_MIN, .proven_until = INT64_MIN};
+}
+
+/* How long an answer proves its receiver hears the server: quiet, on the
+ * member's clock, shortened for drift. */
+static int64_t proof_ms(const struct fence_params *p)
+{
+	return (int64_t)((double)p->quiet_ms * (1.0 - 4 * FENCE_DRIFT));
+}
+
+void fence_member_heard(struct fence_member *m, const struct fence_params *p, int64_t acked_ms,
+			int64_t now)
+{
+	m->seen_ms = max64(m->seen_ms, now);
+	if (acked_ms == INT64_MIN)
+		return;
+	/* it received the answer before it sent this request: from now until
+	 * the answer's time + quiet it cannot tell a peer it is silent */
+	int64_t until = acked_ms + proof_ms(p);
+	if (until <= now)
+		return;
+	if (m->proven_until != INT64_MIN && now <= m->proven_until)
+		m->proven_until = max64(m->proven_until, until);
+	else
+		m->proven_from = now, m->proven_until = until;
+}
+
+bool fence_member_silent(const struct fence_member *m, const struct fence_params *p, int64_t now)
+{
+	return now - m->seen_ms >= p->node_timeout_ms;
+}
+
+bool fence_may_declare_down(const struct fence_member *group, int n, int x,
+			    const struct fence_params *p, int64_t now, int *in_touch)
+{
+	/* a round renewing x's lease past now began after now - step (on x's
+	 * clock, so with a margin here) and asked its peers before now */
+	int64_t from = now - (int64_t)((double)p->step_ms * (1.0 + 4 * FENCE_DRIFT)) - 1;
+	int k = 0;
+	for (int i = 0; i < n; i++)
+		if (i != x && group[i].proven_until != INT64_MIN && group[i].proven_from <= from &&
+		    group[i].proven_until >= now)
+			k++;
+	if (in_touch)
+		*in_touch = k;
+	int need = (n + 1) / 2 + p->server_quorum_adjust; /* ceil(n/2) */
+	return fence_member_silent(&group[x], p, now) && n > 1 && k >= need;
+}
