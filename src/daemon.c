@@ -290,8 +290,8 @@ static const struct tk_option all_opts[D_MAX] = {
 			  "how long a hollow task of a command other than sleep S, true or "
 			  "false takes (default 0)"},
 	[D_HEARTBEAT] = {"heartbeat", 0, "TIME",
-			 "how often the node reports to the server (default 5s; at most an "
-			 "eighth of the server's --node-timeout)"},
+			 "how often the node reports to the server (default 5s; at most a "
+			 "tenth of the server's --node-timeout)"},
 };
 
 /* Which options each daemon takes, in all_opts order. */

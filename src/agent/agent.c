@@ -358,6 +358,15 @@ static void hb_done(void *arg, long status, const char *body, size_t len, const 
 	if (status == 200) {
 		touched(a, a->hb_sent_ms);
 		agent__health_told(a);
+		json_t *ans = json_loadb(body ? body : "", len, 0, NULL);
+		const char *ep = json_string_value(json_object_get(ans, "epoch"));
+		json_int_t at = json_integer_value(json_object_get(ans, "at_ms"));
+		if (ep && strlen(ep) < sizeof(a->acked_epoch) &&
+		    (strcmp(ep, a->acked_epoch) != 0 || at > a->acked_at_ms)) {
+			snprintf(a->acked_epoch, sizeof(a->acked_epoch), "%s", ep);
+			a->acked_at_ms = at;
+		}
+		json_decref(ans);
 		a->images_sent_gen = MAX(a->images_sent_gen, a->hb_images_gen);
 		if (!a->hb_rtt)
 			a->hb_rtt = xcalloc(AGENT_HB_SAMPLES, sizeof(*a->hb_rtt));
@@ -381,7 +390,8 @@ static void hb_done(void *arg, long status, const char *body, size_t len, const 
  * last (the agent stops). */
 static void send_heartbeat(struct agent *a, bool stopping)
 {
-	struct wire_heartbeat m = {.stopping = stopping};
+	struct wire_heartbeat m = {.stopping = stopping, .acked_at_ms = a->acked_at_ms};
+	snprintf(m.acked_epoch, sizeof(m.acked_epoch), "%s", a->acked_epoch);
 	snprintf(m.node, sizeof(m.node), "%s", a->inv.name);
 	snprintf(m.agent_id, sizeof(m.agent_id), "%s", a->agent_id);
 	m.checkpoints = xcalloc(a->groups.len + 1, sizeof(*m.checkpoints));

@@ -61,6 +61,9 @@ struct hnode {
 	char epoch[WIRE_EPOCH_MAX];
 	uint64_t gen;
 	int64_t beat_ms;
+	/* the newest heartbeat answer, which the next beat acknowledges */
+	char acked_epoch[WIRE_EPOCH_MAX];
+	int64_t acked_at_ms;
 	uv_timer_t hb_timer, retry_timer;
 	struct hrun *runs;
 	struct task_event *events;
@@ -340,6 +343,15 @@ static void hb_done(void *arg, long status, const char *body, size_t len, const 
 {
 	struct hnode *n = arg;
 	n->hb_req = NULL;
+	if (status == 200) {
+		json_t *ans = parse(body, len);
+		const char *ep = json_string_value(json_object_get(ans, "epoch"));
+		if (ep && strlen(ep) < sizeof(n->acked_epoch)) {
+			snprintf(n->acked_epoch, sizeof(n->acked_epoch), "%s", ep);
+			n->acked_at_ms = json_integer_value(json_object_get(ans, "at_ms"));
+		}
+		json_decref(ans);
+	}
 	if ((status == 401 || status == 409) && !n->h->stopping)
 		need_register(n);
 }
@@ -349,7 +361,8 @@ static void hb_timer_cb(uv_timer_t *t)
 	struct hnode *n = t->data;
 	if (!n->registered || n->hb_req || n->h->stopping)
 		return;
-	struct wire_heartbeat m = {0};
+	struct wire_heartbeat m = {.acked_at_ms = n->acked_at_ms};
+	snprintf(m.acked_epoch, sizeof(m.acked_epoch), "%s", n->acked_epoch);
 	snprintf(m.node, sizeof(m.node), "%s", n->inv.name);
 	snprintf(m.agent_id, sizeof(m.agent_id), "%s", n->agent_id);
 	n->hb_req = post(n, n->h->url_heartbeat, n->cred, wire_heartbeat_pack(&m),

@@ -128,6 +128,10 @@ struct agent {
 	int64_t touch_ms;
 	int64_t renewed_ms;
 	int64_t reg_sent_ms, poll_sent_ms, hb_sent_ms;
+	/* the newest heartbeat answer received: its server's epoch and time,
+	 * which the next beat acknowledges (fence.h) */
+	char acked_epoch[WIRE_EPOCH_MAX];
+	int64_t acked_at_ms;
 	/* heartbeats' round trips (ms), the newest AGENT_HB_SAMPLES: logged at stop */
 	float *hb_rtt;
 	size_t hb_n;

@@ -95,15 +95,38 @@ static int show_nodes(struct ctx *c)
 	return rc;
 }
 
+enum { N_YES = O_FIRST_OWN };
+static const struct tk_option nodes_opts[] = {
+	COMMON_OPTS,
+	{"yes", 0, NULL, "nodes down: do not ask (a node in fact alive runs its jobs twice)"},
+};
+
 static int run_nodes(struct ctx *c)
 {
-	if (c->npos && strcmp(c->pos[0], "admit") != 0 && strcmp(c->pos[0], "revoke") != 0)
+	if (c->npos && strcmp(c->pos[0], "admit") != 0 && strcmp(c->pos[0], "revoke") != 0 &&
+	    strcmp(c->pos[0], "down") != 0)
 		return show_nodes(c);
 	if (c->npos) {
-		/* tenk nodes admit|revoke NAME...: a node's credential */
+		/* tenk nodes admit|revoke NAME...: a node's credential; tenk nodes
+		 * down NAME...: a silent node is dead, its jobs move */
 		const char *what = c->pos[0];
 		if (c->npos < 2)
 			return cli__usage_error(c->cmd, "nodes %s: name the node(s)", what);
+		if (strcmp(what, "down") == 0 && !c->v[N_YES]) {
+			if (!isatty(0))
+				return cli__usage_error(
+					c->cmd,
+					"nodes down: a node that is in fact alive would run "
+					"its jobs twice; say --yes when you know it is dead");
+			fprintf(stderr,
+				"A node that is in fact alive would run its jobs twice (on it and "
+				"elsewhere).\nIs %s dead (powered off, or its tasks killed)? "
+				"[y/N] ",
+				c->pos[1]);
+			char line[16] = "";
+			if (!fgets(line, sizeof(line), stdin) || (line[0] != 'y' && line[0] != 'Y'))
+				return CLI_EXIT_ERROR;
+		}
 		c->pos++;
 		c->npos--;
 		int rc = node_action(c, what, NULL);
@@ -149,7 +172,7 @@ static int run_nodes(struct ctx *c)
 	return CLI_EXIT_OK;
 }
 
-CLI_COMMAND(cli_nodes, CLI_OPTS(cli_plain_opts), false, 0, -1, run_nodes)
+CLI_COMMAND(cli_nodes, CLI_OPTS(nodes_opts), false, 0, -1, run_nodes)
 
 /* ---- drain, resume ---------------------------------------------------------------------- */
 

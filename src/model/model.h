@@ -609,6 +609,7 @@ enum node_state {
 	NODE_DRAINED,	  /* drained and empty */
 	NODE_VALIDATING,  /* a validation run holds it */
 	NODE_UNVALIDATED, /* the cluster requires a pass it has not had */
+	NODE_UNREACHABLE, /* silent, and its witness group too: held, nothing moves */
 	NODE_STATE_MAX
 };
 

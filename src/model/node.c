@@ -109,6 +109,7 @@ static const char *const node_state_names[NODE_STATE_MAX] = {
 	[NODE_DRAINED] = "DRAINED",
 	[NODE_VALIDATING] = "VALIDATING",
 	[NODE_UNVALIDATED] = "UNVALIDATED",
+	[NODE_UNREACHABLE] = "UNREACHABLE",
 };
 
 const char *node_state_name(enum node_state s)

@@ -184,7 +184,7 @@ void wire_lease_of(int64_t node_timeout_ms, int64_t heartbeat_ms, struct wire_le
 	ret->lease_ms = t / 2;
 	ret->fence_grace_ms = t / 4;
 	ret->bound_ms = ret->lease_ms + ret->fence_grace_ms;
-	ret->heartbeat_ms = MAX(MIN(heartbeat_ms, t / 8), 1);
+	ret->heartbeat_ms = MAX(MIN(heartbeat_ms, t / 10), 1);
 }
 
 /* ---- heartbeat ------------------------------------------------------------------ */
@@ -204,6 +204,10 @@ json_t *wire_heartbeat_pack(const struct wire_heartbeat *m)
 		json_object_set_new(o, "images", wire_images_pack(m->images, m->nimages));
 		json_object_set_new(o, "pulls", wire_pulls_pack(m->pulls, m->npulls));
 	}
+	if (m->acked_epoch[0])
+		json_object_set_new(o, "acked",
+				    json_pack("{s:s, s:I}", "epoch", m->acked_epoch, "at_ms",
+					      (json_int_t)m->acked_at_ms));
 	if (m->nfaults) {
 		json_t *f = json_array();
 		for (int i = 0; i < m->nfaults; i++)
@@ -312,7 +316,7 @@ static int images_unpack(json_t *j, struct wire_heartbeat *ret, struct tk_error 
 int wire_heartbeat_unpack(json_t *j, struct wire_heartbeat *ret, struct tk_error *err)
 {
 	static const char *const keys[] = {"node",  "agent_id", "checkpoints", "stopping", "images",
-					   "pulls", "faults",	"metrics",     NULL};
+					   "pulls", "faults",	"metrics",     "acked",	   NULL};
 	static const char *const ckeys[] = {"job", "attempt", "at_ms", NULL};
 	int r;
 	memset(ret, 0, sizeof(*ret));
@@ -321,6 +325,18 @@ int wire_heartbeat_unpack(json_t *j, struct wire_heartbeat *ret, struct tk_error
 	    (r = agent_id_unpack(j, ret->agent_id, err)) < 0 ||
 	    (r = mj_bool(j, "stopping", false, false, &ret->stopping, err)) < 0)
 		return r;
+	json_t *acked = json_object_get(j, "acked");
+	if (acked) {
+		static const char *const akeys[] = {"epoch", "at_ms", NULL};
+		if ((r = mj_check_keys(acked, "acked", akeys, err)) < 0 ||
+		    (r = mj_strbuf(acked, "epoch", true, true, ret->acked_epoch,
+				   sizeof(ret->acked_epoch), err)) < 0 ||
+		    (r = mj_int(acked, "at_ms", true, 0, INT64_MAX, 0, &ret->acked_at_ms, err)) <
+			    0) {
+			mj_prefix(err, "acked");
+			return r;
+		}
+	}
 	if ((r = images_unpack(j, ret, err)) < 0) {
 		wire_heartbeat_release(ret);
 		return r;

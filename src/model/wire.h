@@ -121,7 +121,7 @@ int wire_registered_unpack(json_t *j, struct wire_registered *ret, struct tk_err
  */
 struct wire_lease {
 	int64_t lease_ms;	/* T/2 */
-	int64_t heartbeat_ms;	/* at most T/8: four beats to each lease */
+	int64_t heartbeat_ms;	/* at most T/10 (fence.h: two beats within a quarter) */
 	int64_t fence_grace_ms; /* T/4: the longest grace period of a fenced task */
 	int64_t bound_ms;	/* lease_ms + fence_grace_ms */
 };
@@ -183,6 +183,11 @@ struct wire_heartbeat {
 	 * last beat (owned after unpack) */
 	int ntrain;
 	struct wire_train *train;
+	/* the newest heartbeat answer the agent received: its server's epoch
+	 * and time (that server's monotonic ms); "" and 0: none (fence.h: the
+	 * server holds a member in touch by what it proves it heard) */
+	char acked_epoch[WIRE_EPOCH_MAX];
+	int64_t acked_at_ms;
 };
 
 json_t *wire_heartbeat_pack(const struct wire_heartbeat *m);

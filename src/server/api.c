@@ -962,6 +962,33 @@ static void h_node_drain(struct request *r, const char *param, json_t *body)
 	reply_json(r, 200, state_node_pack(&r->s->st, n));
 }
 
+/* An operator says a node that is silent is dead: its jobs move now, as
+ * for a node the server declares DOWN (an UNREACHABLE one, whose group the
+ * server cannot hear either, is only ever moved so). One heard within the
+ * node timeout is not dead. */
+static void h_node_down(struct request *r, const char *param, json_t *body)
+{
+	struct snode *n = find_node(r, param);
+	if (!n)
+		return;
+	struct state *st = &r->s->st;
+	int64_t silent = tk_mono_ms() - n->last_seen_ms;
+	if (n->live != NODE_LIVE_DOWN && silent <= st->cfg.node_timeout_ms) {
+		reply_error(r, 409,
+			    "node %s was heard from %llds ago (the node timeout is %llds): it is "
+			    "not known dead, and its jobs would run twice",
+			    n->rec.inv.name, (long long)(silent / 1000),
+			    (long long)(st->cfg.node_timeout_ms / 1000));
+		return;
+	}
+	if (n->live != NODE_LIVE_DOWN) {
+		char why[MODEL_REASON_MAX];
+		snprintf(why, sizeof(why), "declared down by %s (tenk nodes down)", r->user);
+		state_node_lost(st, n, why, server_now_ms(r->s));
+	}
+	reply_json(r, 200, state_node_pack(st, n));
+}
+
 static void h_node_resume(struct request *r, const char *param, json_t *body)
 {
 	struct snode *n = find_node(r, param);
@@ -1205,8 +1232,12 @@ static void h_agent_heartbeat(struct request *r, const char *param, json_t *body
 		return;
 	}
 	struct snode *n = api_agent_node(r, m.node, m.agent_id);
+	int64_t mono = tk_mono_ms();
 	if (n) {
-		state_node_seen(&r->s->st, n, tk_mono_ms());
+		state_node_seen(&r->s->st, n, mono);
+		/* what it heard of this run of the server proves it hears it */
+		if (m.acked_epoch[0] && strcmp(m.acked_epoch, r->s->epoch) == 0)
+			state_node_acked(&r->s->st, n, m.acked_at_ms, mono);
 		if (m.stopping)
 			state_agent_stopping(&r->s->st, n);
 		if (m.has_images)
@@ -1217,7 +1248,10 @@ static void h_agent_heartbeat(struct request *r, const char *param, json_t *body
 			state_checkpoint_seen(&r->s->st, &m.checkpoints[i]);
 		for (int i = 0; i < m.ntrain; i++)
 			state_train_metrics(&r->s->st, n, &m.train[i]);
-		reply_json(r, 200, json_pack("{s:b}", "ok", 1));
+		/* the next beat acknowledges this answer: the server's epoch and time */
+		reply_json(r, 200,
+			   json_pack("{s:b, s:s, s:I}", "ok", 1, "epoch", r->s->epoch, "at_ms",
+				     (json_int_t)tk_mono_ms()));
 	}
 	wire_heartbeat_release(&m);
 }
@@ -1618,6 +1652,7 @@ const struct route api_routes[] = {
 	{"GET", "/v1/nodes/{}", ROLE_VIEWER, h_node_show, false},
 	{"POST", "/v1/nodes/{}/drain", ROLE_OPERATOR, h_node_drain, true},
 	{"POST", "/v1/nodes/{}/resume", ROLE_OPERATOR, h_node_resume, false},
+	{"POST", "/v1/nodes/{}/down", ROLE_OPERATOR, h_node_down, false},
 	{"POST", "/v1/validations", ROLE_OPERATOR, h_validate_create, true},
 	/* its own token (the run's), checked by the handler */
 	{"POST", "/v1/validations/{}/report", ROLE_NONE, h_validate_report, true},

@@ -21,6 +21,8 @@ enum node_state state_node_state(const struct state *s, const struct snode *n)
 		return NODE_UNKNOWN;
 	if (n->live == NODE_LIVE_DOWN)
 		return NODE_DOWN;
+	if (n->live == NODE_LIVE_UNREACHABLE)
+		return NODE_UNREACHABLE;
 	if (n->rec.drained)
 		return n->nparts ? NODE_DRAINING : NODE_DRAINED;
 	if (n->held_by)
@@ -221,10 +223,18 @@ static void lose_parts(struct state *s, struct snode *n, const char *why,
 	}
 }
 
+/* n leaves UNREACHABLE (its group's count of them). */
+static void unhold(struct state *s, struct snode *n)
+{
+	if (n->live == NODE_LIVE_UNREACHABLE && s->groups && n->group < s->ngroups)
+		s->groups[n->group].held--;
+}
+
 void state_node_lost(struct state *s, struct snode *n, const char *why, int64_t now)
 {
 	if (n->live != NODE_LIVE_DOWN)
 		log_warn("node %s is DOWN: %s", n->rec.inv.name, why);
+	unhold(s, n);
 	n->live = NODE_LIVE_DOWN;
 	/* silent for the node timeout: every lease it granted has ended */
 	lose_parts(s, n, why, NULL, 0, 0, now);
@@ -260,23 +270,106 @@ void state_node_fault(struct state *s, struct snode *n, const char *fault, int64
 void state_node_seen(struct state *s, struct snode *n, int64_t mono)
 {
 	n->last_seen_ms = mono;
+	fence_member_heard(&n->fence, &s->fence, INT64_MIN, mono);
 	if (n->live != NODE_LIVE_UP) {
 		log_info("node %s is UP%s", n->rec.inv.name,
 			 n->live == NODE_LIVE_DOWN ? " again" : "");
+		unhold(s, n);
 		n->live = NODE_LIVE_UP;
 		state_want_pass(s);
 	}
 }
 
+void state_node_acked(struct state *s, struct snode *n, int64_t acked_ms, int64_t mono)
+{
+	fence_member_heard(&n->fence, &s->fence, acked_ms, mono);
+}
+
+/* Nodes in order of their topology (then name), so that a group shares
+ * fate: a rack, a leaf switch. */
+static int by_topology(const void *x, const void *y)
+{
+	const struct snode *a = *(struct snode *const *)x, *b = *(struct snode *const *)y;
+	int c = strcmp(a->rec.inv.topology, b->rec.inv.topology);
+	return c ? c : strcmp(a->rec.inv.name, b->rec.inv.name);
+}
+
+void state_groups_assign(struct state *s)
+{
+	s->groups_stale = false;
+	free(s->groups);
+	free(s->group_nodes);
+	s->groups = NULL;
+	s->group_nodes = NULL;
+	s->ngroups = 0;
+	if (!s->nnodes)
+		return;
+	struct snode **order = xmalloc(sizeof(*order) * (size_t)s->nnodes);
+	memcpy(order, s->nodes, sizeof(*order) * (size_t)s->nnodes);
+	qsort(order, (size_t)s->nnodes, sizeof(*order), by_topology);
+	/* a small cluster is one group; a larger one, groups of 5 to 9 in
+	 * topology order, as even as they come */
+	int ng = s->nnodes <= FENCE_MAX_GROUP ? 1 : (s->nnodes + 6) / 7;
+	s->ngroups = ng;
+	s->groups = xcalloc((size_t)ng, sizeof(*s->groups));
+	s->group_nodes = xmalloc(sizeof(int) * (size_t)s->nnodes);
+	for (int g = 0, k = 0; g < ng; g++) {
+		int end = (int)((int64_t)s->nnodes * (g + 1) / ng);
+		s->groups[g].first = k;
+		for (; k < end; k++) {
+			s->group_nodes[k] = order[k]->index;
+			order[k]->group = g;
+			s->groups[g].held += order[k]->live == NODE_LIVE_UNREACHABLE;
+		}
+		s->groups[g].n = end - s->groups[g].first;
+	}
+	free(order);
+}
+
+/* May node n be declared DOWN now (fence.h)? *in_touch: how many of the
+ * others of its group the server knows hear it. */
+static bool may_declare_down(struct state *s, const struct snode *n, int64_t mono, int *in_touch,
+			     int *group_n)
+{
+	const struct sgroup *g = &s->groups[n->group];
+	struct fence_member m[FENCE_MAX_GROUP];
+	int x = 0;
+	for (int i = 0; i < g->n; i++) {
+		const struct snode *o = s->nodes[s->group_nodes[g->first + i]];
+		m[i] = o->fence;
+		if (o == n)
+			x = i;
+	}
+	*group_n = g->n;
+	return fence_may_declare_down(m, g->n, x, &s->fence, mono, in_touch);
+}
+
 void state_check_nodes(struct state *s, int64_t now, int64_t mono)
 {
+	if (s->groups_stale)
+		state_groups_assign(s);
 	for (int i = 0; i < s->nnodes; i++) {
 		struct snode *n = s->nodes[i];
-		if (n->live != NODE_LIVE_DOWN && mono - n->last_seen_ms > s->cfg.node_timeout_ms) {
+		if (n->live == NODE_LIVE_DOWN || mono - n->last_seen_ms <= s->cfg.node_timeout_ms)
+			continue;
+		int in_touch = 0, gn = 1;
+		if (may_declare_down(s, n, mono, &in_touch, &gn)) {
 			char why[128];
 			snprintf(why, sizeof(why), "no heartbeat from its agent for %llds",
 				 (long long)(s->cfg.node_timeout_ms / 1000));
 			state_node_lost(s, n, why, now);
+		} else if (n->live != NODE_LIVE_UNREACHABLE) {
+			/* its group is not enough in touch to know it fences itself:
+			 * the control plane may be what is cut off */
+			n->live = NODE_LIVE_UNREACHABLE;
+			struct sgroup *g = &s->groups[n->group];
+			g->held++;
+			log_warn("node %s is UNREACHABLE: no heartbeat for %llds, and %d of the %d "
+				 "other nodes of its witness group hear the server (%d needed): "
+				 "holding its jobs (tenk nodes down %s, if it is known dead)",
+				 n->rec.inv.name, (long long)(s->cfg.node_timeout_ms / 1000),
+				 in_touch, gn - 1, gn > 1 ? (gn + 1) / 2 : 1, n->rec.inv.name);
+			state_want_pass(s);
 		}
 	}
 	for (int i = 0; i < s->nfenced; i++) {
@@ -297,6 +390,8 @@ struct snode *state_node_insert(struct state *s, const struct node_record *rec)
 {
 	struct snode *n = xcalloc(1, sizeof(*n));
 	n->rec = *rec;
+	fence_member_init(&n->fence, s->mono_ms);
+	s->groups_stale = true;
 	xgrow(&s->nodes, &s->nodes_alloc, (size_t)s->nnodes + 1, sizeof(*s->nodes));
 	n->index = s->nnodes;
 	s->nodes[s->nnodes++] = n;
@@ -369,8 +464,10 @@ struct snode *state_register(struct state *s, const struct node_inventory *inv,
 	snprintf(n->rec.agent_id, sizeof(n->rec.agent_id), "%s", agent_id);
 	n->rec.registered_ms = now;
 	n->agent_stopping = false;
+	unhold(s, n);
 	n->live = NODE_LIVE_UP;
 	n->last_seen_ms = mono;
+	fence_member_heard(&n->fence, &s->fence, INT64_MIN, mono);
 	state_node_sync_devs(n);
 	node_bump(s, n);
 	state_node_dirty(s, n);

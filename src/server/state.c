@@ -18,6 +18,7 @@ void state_init(struct state *s, const struct state_config *cfg, const struct sc
 	s->event_cb = cb;
 	s->event_arg = cb_arg;
 	s->sched = *sched;
+	fence_params_of(cfg->node_timeout_ms, &s->fence);
 	tk_map_init(&s->node_by_name);
 	tk_map_init(&s->node_by_cred);
 	tk_map_init(&s->pending_by_owner);
@@ -54,6 +55,8 @@ void state_set_reader(struct state *s, state_read_cb read, void *arg)
 void state_release(struct state *s)
 {
 	valid_release(s); /* runs point at jobs and nodes */
+	free(s->groups);
+	free(s->group_nodes);
 	sched_cluster_free(s->sched_cluster);
 	sched_shapes_free(s->sched_shapes);
 	sched_keep_free(s->sched_keep);

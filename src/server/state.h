@@ -31,6 +31,7 @@
 
 #include "model/model.h"
 #include "model/wire.h"
+#include "fence/fence.h"
 #include "sched/sched.h"
 
 #define STATE_PORT_BASE 29500 /* MASTER_PORT range on each node, by default */
@@ -179,7 +180,17 @@ struct squeue {
 };
 
 /* What the heartbeats say of a node. */
-enum node_live { NODE_LIVE_UNKNOWN, NODE_LIVE_UP, NODE_LIVE_DOWN, NODE_LIVE_MAX };
+/* UNREACHABLE: silent for the node timeout, but its witness group is not
+ * enough in touch for the server to know it fences itself (fence.h): its
+ * jobs are held, nothing of it moves, until it or its group is back or an
+ * operator says it is down. */
+enum node_live {
+	NODE_LIVE_UNKNOWN,
+	NODE_LIVE_UP,
+	NODE_LIVE_DOWN,
+	NODE_LIVE_UNREACHABLE,
+	NODE_LIVE_MAX
+};
 
 /* One node's part of a running attempt. */
 struct part {
@@ -194,6 +205,10 @@ struct snode {
 	int index; /* in state->nodes */
 	enum node_live live;
 	int64_t last_seen_ms; /* monotonic */
+	/* fencing (fence.h): what the server knows of its hearing, and its
+	 * witness group (an index into state->groups) */
+	struct fence_member fence;
+	int group;
 	bool dirty;
 	struct snode *dirty_next;
 	/* what is allocated */
@@ -279,8 +294,21 @@ struct state_config {
 	const char *secret;	 /* borrowed: what validation runs' tokens derive from */
 };
 
+/* A witness group (fence.h): nodes next to each other by topology. */
+struct sgroup {
+	int first, n; /* its nodes: group_nodes[first .. first + n) */
+	int held;     /* of them UNREACHABLE now (for the log and metrics) */
+};
+
 struct state {
 	struct state_config cfg;
+	/* fencing across outages (fence.h; nodes.c): the decisions' figures,
+	 * and the nodes' witness groups (recomputed when nodes joined) */
+	struct fence_params fence;
+	struct sgroup *groups;
+	int ngroups;
+	int *group_nodes;
+	bool groups_stale;
 	state_event_cb event_cb;
 	void *event_arg;
 
@@ -518,6 +546,11 @@ void state_node_fault(struct state *s, struct snode *n, const char *fault, int64
 void state_resume(struct state *s, struct snode *n);
 /* The node's agent was heard from: it is alive (UP). */
 void state_node_seen(struct state *s, struct snode *n, int64_t mono);
+/* A heartbeat of n acknowledged the answer the server sent at acked_ms
+ * (its own monotonic time, this run's): fence.h's proof it hears. */
+void state_node_acked(struct state *s, struct snode *n, int64_t acked_ms, int64_t mono);
+/* The witness groups, again (nodes.c; after nodes joined). */
+void state_groups_assign(struct state *s);
 /* Marks a node DOWN and ends the parts of attempts it held. */
 void state_node_lost(struct state *s, struct snode *n, const char *why, int64_t now);
 /* Holds j back from a new attempt until mono time `until`: tasks of its

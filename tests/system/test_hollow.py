@@ -1,8 +1,9 @@
 """Hollow nodes (`tenk agent --hollow N`) beside a real agent, against the
 real server: they register, take work (a gang across them too), report
 exits as their commands say, stop what is cancelled, and when their process
-dies they go DOWN and their jobs are requeued; the real node's jobs run as
-before beside them."""
+dies they are UNREACHABLE (most of their witness group is silent) and
+their jobs held until an operator says a node is down; the real node's jobs
+run as before beside them."""
 import os
 
 from conftest import Daemon, start_up, wait_for
@@ -38,12 +39,22 @@ def test_hollow_nodes_beside_a_real_one(workdir, procs):
     t.wait_state(long, "CANCELLED")
     wait_for(lambda: all(not n["jobs"] for n in t.json("nodes")["nodes"]), 20, "nodes free")
 
-    # the hollow process dies: its nodes go DOWN, what ran there requeues
+    # the hollow process dies: three of the four nodes of the one witness
+    # group fall silent, which the server cannot tell from its own cut, so
+    # they are UNREACHABLE and what ran there is held (fence.h)
     again = t.submit("-x", "node1", "-G", "8", "--requeue", "1", "--", "sleep", "600")
     t.wait_state(again, "RUNNING")
+    where = t.job(again)["attempts"][0]["nodes"][0]["name"]
     h.kill9()
-    wait_for(lambda: all(n["state"] == "DOWN" for n in t.json("nodes")["nodes"]
-                         if n["name"].startswith("hol-")), 30, "hollow nodes DOWN")
+    wait_for(lambda: all(n["state"] == "UNREACHABLE" for n in t.json("nodes")["nodes"]
+                         if n["name"].startswith("hol-")), 30, "hollow nodes UNREACHABLE")
+    assert t.job(again)["state"] == "RUNNING"
+    # an operator who knows better says it is dead: now its job moves
+    p = t.run("nodes", "down", where, check=False)
+    assert p.returncode == 2 and "say --yes when you know it is dead" in p.stderr, p.stderr
+    p = t.run("nodes", "down", "node1", "--yes", check=False)
+    assert p.returncode == 1 and "not known dead" in p.stderr, p.stderr
+    t.run("nodes", "down", where, "--yes")
     j = t.wait_state(again, "PENDING")
     assert "lost" in j["attempts"][0]["reason"], j["attempts"][0]
     assert {n["name"]: n["state"] for n in t.json("nodes")["nodes"]}["node1"] == "UP"

@@ -306,9 +306,25 @@ static void test_timeout(void **state)
 	world_free(w);
 }
 
+/* n's agent beats every tenth of the node timeout from `from` to `to`
+ * (monotonic), each beat acknowledging the answer to the one before: the
+ * server can prove it hears the server (fence.h). */
+static void beats(struct world *w, struct snode *n, int64_t from, int64_t to)
+{
+	int64_t answered = INT64_MIN;
+	for (int64_t m = from; m <= to; m += NODE_TIMEOUT_MS / 10) {
+		state_node_seen(&w->st, n, m);
+		if (answered != INT64_MIN)
+			state_node_acked(&w->st, n, answered, m);
+		answered = m + 1;
+	}
+}
+
 /* A node that misses its heartbeats is DOWN: its tasks are lost and the
  * gang requeued; the other node's part is held until its agent reports
- * its task gone. After max_node_requeues the job fails. */
+ * its task gone. After max_node_requeues the job fails. But while the
+ * server cannot prove the rest of the node's witness group hears it, the
+ * silent node is UNREACHABLE: nothing of it moves (fence.h). */
 static void test_node_loss(void **state)
 {
 	struct world *w = world_new(1);
@@ -323,11 +339,20 @@ static void test_node_loss(void **state)
 	assert_int_equal(j->job.state, JOB_RUNNING);
 	struct snode *lost = strcmp(j->job.attempts[0].nodes[0].name, "n1") == 0 ? a : b;
 	struct snode *kept = lost == a ? b : a;
-	/* the kept node's agent beats on, the lost one's is silent */
+	/* the kept node's agent beats on, but acknowledges nothing: the lost
+	 * one's silence cannot be told from the server's own */
 	state_node_seen(&w->st, kept, MONO0 + NODE_TIMEOUT_MS);
 	state_check_nodes(&w->st, T0 + 100, MONO0 + NODE_TIMEOUT_MS / 2);
 	assert_int_equal(state_node_state(&w->st, lost), NODE_UP);
 	state_check_nodes(&w->st, T0 + 200, MONO0 + NODE_TIMEOUT_MS + 1);
+	assert_int_equal(state_node_state(&w->st, lost), NODE_UNREACHABLE);
+	assert_int_equal(j->job.state, JOB_RUNNING);
+	/* the kept node proves it hears the server, for long enough */
+	int64_t t = MONO0 + NODE_TIMEOUT_MS + 1;
+	beats(w, kept, t, t + NODE_TIMEOUT_MS * 7 / 10);
+	state_check_nodes(&w->st, T0 + 150, t + NODE_TIMEOUT_MS * 3 / 10);
+	assert_int_equal(state_node_state(&w->st, lost), NODE_UNREACHABLE); /* not yet */
+	state_check_nodes(&w->st, T0 + 200, t + NODE_TIMEOUT_MS * 7 / 10);
 	assert_int_equal(state_node_state(&w->st, lost), NODE_DOWN);
 	assert_int_equal(state_node_state(&w->st, kept), NODE_UP);
 	assert_int_equal(j->job.state, JOB_PENDING);
@@ -474,7 +499,7 @@ static void test_peer_death_is_a_lost_node(void **state)
 	struct snode *alive = state_node(&w->st, j->job.attempts[0].nodes[0].name);
 	/* rank 0 fails (its peer is gone); rank 1's node is silent from now */
 	task_event(w, j, 0, TASK_EVENT_EXITED, 1, EXIT_EXITED, T0 + 5);
-	state_node_seen(&w->st, alive, MONO0 + NODE_TIMEOUT_MS);
+	beats(w, alive, MONO0, MONO0 + NODE_TIMEOUT_MS + 1);
 	state_check_nodes(&w->st, T0 + 10, MONO0 + NODE_TIMEOUT_MS / 2);
 	assert_int_equal(j->job.state, JOB_RUNNING); /* not yet judged */
 	state_check_nodes(&w->st, T0 + 20, MONO0 + NODE_TIMEOUT_MS + 1);
