@@ -358,6 +358,7 @@ static void hb_done(void *arg, long status, const char *body, size_t len, const 
 	if (status == 200) {
 		touched(a, a->hb_sent_ms);
 		agent__health_told(a);
+		agent__train_delivered(a);
 		json_t *ans = json_loadb(body ? body : "", len, 0, NULL);
 		const char *ep = json_string_value(json_object_get(ans, "epoch"));
 		json_int_t at = json_integer_value(json_object_get(ans, "at_ms"));

@@ -192,8 +192,13 @@ struct group_train {
 	char line[MODEL_TRAIN_LINE_MAX];
 	size_t partial;
 	bool skip;
-	struct train_point *pend; /* lines since the last beat (thinned when many) */
+	/* lines not yet taken by the server, oldest first, each with where it
+	 * ends in the file (thinned when many); those up to sent_upto went
+	 * with the beat in flight */
+	struct train_point *pend;
+	int64_t *pend_offset;
 	int npend;
+	int64_t sent_upto;
 };
 
 /* One attempt's part on this node, run by its shim. */

@@ -273,6 +273,8 @@ void agent__train_poll(struct agent *a);
 int agent__train_for_heartbeat(struct agent *a, struct wire_train **ret);
 /* The group goes: its file is closed, and removed when it is done. */
 void agent__train_release(struct taskgroup *g, bool remove);
+/* The beat that carried the lines answered: the server has them. */
+void agent__train_delivered(struct agent *a);
 
 /* ---- ckpt.c ---- */
 /* Scans the running groups' checkpoint folders every second from now. */

@@ -4,8 +4,12 @@
  * user can pass through but not change, so the file cannot be swapped for
  * a link), to which its tasks append lines such as
  * "step=120 loss=2.31 lr=3e-4 tokens_per_s=1.2e5". The agent reads what
- * is new every second and sends the lines with the next heartbeat (at most
- * 32 an attempt, thinned evenly); the server keeps them per attempt.
+ * is new every second and sends the lines with the heartbeats (at most 32
+ * an attempt a beat, the oldest first), each with where it ends in the
+ * file; it keeps them until a beat that carried them is answered (up to
+ * 1,024, thinned evenly beyond), and the server takes each line once, by
+ * that offset: a server away loses no line, an agent restarted (which reads
+ * the file again) adds none twice.
  */
 #include "internal.h"
 
@@ -19,6 +23,9 @@
 #define TRAIN_READ_MAX (64 * 1024) /* read per attempt and second */
 #define TRAIN_BEHIND_MAX (1 << 20) /* further behind than this: skip to the end */
 #define TRAIN_PER_BEAT 32	   /* lines of one attempt sent with one beat, at most */
+/* lines of one attempt kept until the server takes them (the server away):
+ * when full, every other one goes */
+#define TRAIN_PEND_MAX 1024
 
 /* RUN/metrics/JOB.ATTEMPT (RUN: the run folder, WORK by default) */
 static char *train_path(const struct taskgroup *g)
@@ -48,20 +55,25 @@ char *agent__train_setup(struct taskgroup *g, bool as_user, uint32_t uid, uint32
 	return path;
 }
 
-static void take_line(struct taskgroup *g, const char *line, size_t len)
+static void take_line(struct taskgroup *g, const char *line, size_t len, int64_t end)
 {
 	struct train_point p;
 	if (train_line_parse(line, len, &p) == 0)
 		return;
 	p.at_ms = tk_wall_ms();
-	if (!g->train.pend)
-		g->train.pend = xcalloc(TRAIN_PER_BEAT, sizeof(*g->train.pend));
-	if (g->train.npend == TRAIN_PER_BEAT) { /* every other one goes */
+	if (!g->train.pend) {
+		g->train.pend = xcalloc(TRAIN_PEND_MAX, sizeof(*g->train.pend));
+		g->train.pend_offset = xcalloc(TRAIN_PEND_MAX, sizeof(*g->train.pend_offset));
+	}
+	if (g->train.npend == TRAIN_PEND_MAX) { /* every other one goes */
 		int k = 0;
-		for (int i = 0; i < g->train.npend; i += 2)
-			g->train.pend[k++] = g->train.pend[i];
+		for (int i = 0; i < g->train.npend; i += 2, k++) {
+			g->train.pend[k] = g->train.pend[i];
+			g->train.pend_offset[k] = g->train.pend_offset[i];
+		}
 		g->train.npend = k;
 	}
+	g->train.pend_offset[g->train.npend] = end;
 	g->train.pend[g->train.npend++] = p;
 }
 
@@ -86,6 +98,7 @@ static void poll_group(struct taskgroup *g)
 		g->train.skip = true; /* to the end of the line cut */
 	}
 	char buf[TRAIN_READ_MAX];
+	off_t at = lseek(g->train.fd, 0, SEEK_CUR);
 	ssize_t n = read(g->train.fd, buf, sizeof(buf));
 	for (ssize_t i = 0; i < n; i++) {
 		if (buf[i] != '\n') {
@@ -95,7 +108,8 @@ static void poll_group(struct taskgroup *g)
 			continue;
 		}
 		if (!g->train.skip)
-			take_line(g, g->train.line, MIN(g->train.partial, sizeof(g->train.line)));
+			take_line(g, g->train.line, MIN(g->train.partial, sizeof(g->train.line)),
+				  (int64_t)at + i + 1);
 		g->train.skip = false;
 		g->train.partial = 0;
 	}
@@ -120,20 +134,45 @@ int agent__train_for_heartbeat(struct agent *a, struct wire_train **ret)
 	void *v;
 	while (tk_map_next(&a->groups, &pos, NULL, &v) && n < WIRE_MAX_CHECKPOINTS) {
 		struct taskgroup *g = v;
-		for (int i = 0; i < g->train.npend && n < WIRE_MAX_CHECKPOINTS; i++) {
+		/* the oldest first; kept until the server takes them */
+		for (int i = 0;
+		     i < g->train.npend && i < TRAIN_PER_BEAT && n < WIRE_MAX_CHECKPOINTS; i++) {
 			xgrow(ret, &alloc, (size_t)n + 1, sizeof(**ret));
-			(*ret)[n++] = (struct wire_train){
-				.job = g->job, .attempt = g->attempt, .point = g->train.pend[i]};
+			(*ret)[n++] = (struct wire_train){.job = g->job,
+							  .attempt = g->attempt,
+							  .point = g->train.pend[i],
+							  .offset = g->train.pend_offset[i]};
+			g->train.sent_upto = g->train.pend_offset[i];
 		}
-		g->train.npend = 0;
 	}
 	return n;
+}
+
+void agent__train_delivered(struct agent *a)
+{
+	size_t pos = 0;
+	void *v;
+	while (tk_map_next(&a->groups, &pos, NULL, &v)) {
+		struct taskgroup *g = v;
+		int k = 0;
+		while (k < g->train.npend && g->train.pend_offset[k] <= g->train.sent_upto)
+			k++;
+		if (!k)
+			continue;
+		memmove(g->train.pend, g->train.pend + k,
+			sizeof(*g->train.pend) * (size_t)(g->train.npend - k));
+		memmove(g->train.pend_offset, g->train.pend_offset + k,
+			sizeof(*g->train.pend_offset) * (size_t)(g->train.npend - k));
+		g->train.npend -= k;
+	}
 }
 
 void agent__train_release(struct taskgroup *g, bool remove)
 {
 	free(g->train.pend);
+	free(g->train.pend_offset);
 	g->train.pend = NULL;
+	g->train.pend_offset = NULL;
 	g->train.npend = 0;
 	if (g->train.fd >= 0)
 		close(g->train.fd);

@@ -473,6 +473,7 @@ struct train_point {
  * every other point goes, so the curve keeps its shape over the run). */
 struct train_metrics {
 	struct train_point last;
+	int64_t offset; /* the end of the last line taken in its file (0: none said) */
 	int nplot;
 	int nhist;
 	int64_t hist_step[MODEL_TRAIN_HISTORY];

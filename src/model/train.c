@@ -157,9 +157,10 @@ json_t *train_metrics_pack(const struct train_metrics *m)
 									: json_real(m->hist[h][c]));
 		json_array_append_new(rows, row);
 	}
-	json_object_set_new(
-		o, "history",
-		json_pack("{s:o, s:o, s:o}", "names", names, "steps", steps, "values", rows));
+	json_t *hist = json_pack("{s:o, s:o, s:o}", "names", names, "steps", steps, "values", rows);
+	if (m->offset)
+		json_object_set_new(hist, "offset", json_integer(m->offset));
+	json_object_set_new(o, "history", hist);
 	return o;
 }
 
@@ -192,6 +193,10 @@ int train_metrics_unpack(json_t *j, struct train_metrics *m, struct tk_error *er
 					 "lists at that place",
 					 c);
 	}
+	json_t *off = json_object_get(hist, "offset");
+	if (off && (!json_is_integer(off) || json_integer_value(off) < 0))
+		return tk_errorf(err, -EINVAL, "history.offset: must be a byte offset");
+	m->offset = off ? json_integer_value(off) : 0;
 	m->nhist = (int)json_array_size(steps);
 	for (int h = 0; h < m->nhist; h++) {
 		json_t *st = json_array_get(steps, (size_t)h);

@@ -217,10 +217,12 @@ json_t *wire_heartbeat_pack(const struct wire_heartbeat *m)
 	if (m->ntrain) {
 		json_t *t = json_array();
 		for (int i = 0; i < m->ntrain; i++)
-			json_array_append_new(t, json_pack("{s:I, s:i, s:o}", "job",
-							   (json_int_t)m->train[i].job, "attempt",
-							   m->train[i].attempt, "point",
-							   train_point_pack(&m->train[i].point)));
+			json_array_append_new(t,
+					      json_pack("{s:I, s:i, s:o, s:I}", "job",
+							(json_int_t)m->train[i].job, "attempt",
+							m->train[i].attempt, "point",
+							train_point_pack(&m->train[i].point),
+							"offset", (json_int_t)m->train[i].offset));
 		json_object_set_new(o, "metrics", t);
 	}
 	return o;
@@ -363,7 +365,7 @@ int wire_heartbeat_unpack(json_t *j, struct wire_heartbeat *ret, struct tk_error
 	if ((r = array_of(j, "metrics", false, WIRE_MAX_CHECKPOINTS, &tm, &n, err)) < 0)
 		return r;
 	if (tm) {
-		static const char *const tkeys[] = {"job", "attempt", "point", NULL};
+		static const char *const tkeys[] = {"job", "attempt", "point", "offset", NULL};
 		ret->train = xcalloc(n ? n : 1, sizeof(*ret->train));
 		size_t i;
 		json_t *v;
@@ -374,6 +376,8 @@ int wire_heartbeat_unpack(json_t *j, struct wire_heartbeat *ret, struct tk_error
 			    (r = mj_int(v, "job", true, 1, INT64_MAX, 0, &w->job, err)) < 0 ||
 			    (r = mj_int(v, "attempt", true, 1, MODEL_MAX_ATTEMPTS, 0, &attempt,
 					err)) < 0 ||
+			    (r = mj_int(v, "offset", false, 0, INT64_MAX, 0, &w->offset, err)) <
+				    0 ||
 			    (r = train_point_unpack(json_object_get(v, "point"), &w->point, err)) <
 				    0) {
 				mj_prefix(err, "metrics[%zu]", i);

@@ -160,6 +160,9 @@ struct wire_train {
 	int64_t job;
 	int attempt;
 	struct train_point point;
+	/* where the line ends in the attempt's $TENK_METRICS (0: not said): the
+	 * server takes each line once, whatever an agent sends again */
+	int64_t offset;
 };
 
 struct wire_heartbeat {

@@ -548,7 +548,13 @@ void state_train_metrics(struct state *s, struct snode *n, const struct wire_tra
 			return;
 		if (!a->train)
 			a->train = xcalloc(1, sizeof(*a->train));
+		/* a line sent again (the agent restarted, or its beat's answer
+		 * was lost) is taken once */
+		if (t->offset && t->offset <= a->train->offset)
+			return;
 		train_metrics_add(a->train, &t->point);
+		if (t->offset)
+			a->train->offset = t->offset;
 		state_job_dirty(s, j);
 		return;
 	}

@@ -203,3 +203,34 @@ scrape_configs:
     util = query(dash["panels"][1]["targets"][0]["expr"])
     assert [r["metric"].get("user") for r in util] == ["admin"], util
     t.run("cancel", jid)
+
+
+def test_training_lines_arrive_once_across_outages(workdir, procs):
+    """Each $TENK_METRICS line reaches the job's history once, in order:
+    through a pause of the server (the lines written meanwhile are kept
+    until a beat carrying them is answered) and a restart of the agent
+    (which reads the file again: the server takes each line once, by where
+    it ends in the file)."""
+    import signal
+    import time
+    s, t = cluster(workdir, procs)
+    a = agent(t, procs, "n1", os.path.join(workdir, "w1"))
+    t.wait_nodes_up(1)
+    script = ("for i in $(seq 1 60); do echo \"step=$i loss=$i\" >> $TENK_METRICS; "
+              "sleep 0.1; done; sleep 600")
+    jid = t.submit("--", "sh", "-c", script)
+    t.wait_state(jid, "RUNNING")
+
+    def steps():
+        m = t.job(jid)["attempts"][0].get("metrics") or {}
+        return m.get("history", {}).get("steps", [])
+    wait_for(lambda: len(steps()) >= 5, 30, "the first lines")
+    s.proc.send_signal(signal.SIGSTOP)
+    time.sleep(2.5)
+    s.proc.send_signal(signal.SIGCONT)
+    wait_for(lambda: len(steps()) >= 35, 30, "lines after the pause")
+    a.kill9()
+    a.start()
+    wait_for(lambda: 60 in steps(), 60, "the last line", show=steps)
+    assert steps() == list(range(1, 61)), steps()
+    t.run("cancel", jid)
