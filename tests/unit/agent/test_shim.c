@@ -394,7 +394,7 @@ static void test_mount_is_what_was_checked(void **state)
 	}
 	kill(swapper, SIGKILL);
 	waitpid(swapper, NULL, 0);
-	print_message("bound %d, refused %d\n", bound, refused);
+	print_message("# bound %d, refused %d\n", bound, refused);
 	assert_int_equal(bound + refused, 200);
 	assert_true(bound > 0);
 	/* what was bound was only ever looked at: both files are whole */

@@ -218,7 +218,7 @@ static void round_end(struct sim *s, int x)
 	int64_t l = local(s, x, s->now);
 	bool r = fence_agent_round_end(&s->ag[x], &s->p, l);
 	if (s->trace == x + 1)
-		print_message("%8lld node %d round: %d of %d silent, renewed %d, lease left %lld\n",
+		print_message("# %8lld node %d round: %d of %d silent, renewed %d, lease left %lld\n",
 			      (long long)s->now, x, s->ag[x].silent, s->ag[x].group_size, r,
 			      (long long)(s->ag[x].lease_until_ms - l));
 	wake(s, x);
@@ -286,7 +286,7 @@ static void fault(struct sim *s, const struct ev *e)
 {
 	int x = (int)e->a, y = (int)e->b;
 	if (s->trace)
-		print_message("%8lld fault %d x=%d y=%d\n", (long long)s->now, e->c, x, y);
+		print_message("# %8lld fault %d x=%d y=%d\n", (long long)s->now, e->c, x, y);
 	switch ((enum fault)e->c) {
 	case F_SRV_STOP:
 		s->srv_up = false;
@@ -541,7 +541,7 @@ static void test_a_holds_in_any_schedule(void **state)
 	}
 	/* the schedules did cut nodes off: leases ran out, work moved */
 	assert_true(moved > seeds() / 4 && expired > seeds() / 4);
-	print_message("A: %d seeds, %d nodes declared DOWN, %d leases ran out\n", seeds(), moved,
+	print_message("# A: %d seeds, %d nodes declared DOWN, %d leases ran out\n", seeds(), moved,
 		      expired);
 }
 
@@ -578,7 +578,7 @@ static void test_a_crashed_node_is_declared_down(void **state)
 		}
 	}
 	assert_true(checked > seeds() / 6);
-	print_message("L: %d crashed nodes declared DOWN, at most %lld ms after the crash (node "
+	print_message("# L: %d crashed nodes declared DOWN, at most %lld ms after the crash (node "
 		      "timeout %d ms)\n",
 		      checked, (long long)worst, T);
 }
@@ -596,7 +596,7 @@ static void test_weakened_rules_are_caught(void **state)
 			run(&s, seed, MODE_CHAOS, adj[k][0], adj[k][1]);
 			found = s.violations_a;
 		}
-		print_message("%s rule weakened: A broken at seed %llu (%s)\n",
+		print_message("# %s rule weakened: A broken at seed %llu (%s)\n",
 			      k ? "the server's" : "the agent's", (unsigned long long)(seed - 1),
 			      found ? s.why : "never");
 		assert_true(found);
