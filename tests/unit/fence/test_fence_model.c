@@ -218,9 +218,10 @@ static void round_end(struct sim *s, int x)
 	int64_t l = local(s, x, s->now);
 	bool r = fence_agent_round_end(&s->ag[x], &s->p, l);
 	if (s->trace == x + 1)
-		print_message("# %8lld node %d round: %d of %d silent, renewed %d, lease left %lld\n",
-			      (long long)s->now, x, s->ag[x].silent, s->ag[x].group_size, r,
-			      (long long)(s->ag[x].lease_until_ms - l));
+		print_message(
+			"# %8lld node %d round: %d of %d silent, renewed %d, lease left %lld\n",
+			(long long)s->now, x, s->ag[x].silent, s->ag[x].group_size, r,
+			(long long)(s->ag[x].lease_until_ms - l));
 	wake(s, x);
 }
 
