@@ -359,15 +359,7 @@ static void hb_done(void *arg, long status, const char *body, size_t len, const 
 		touched(a, a->hb_sent_ms);
 		agent__health_told(a);
 		agent__train_delivered(a);
-		json_t *ans = json_loadb(body ? body : "", len, 0, NULL);
-		const char *ep = json_string_value(json_object_get(ans, "epoch"));
-		json_int_t at = json_integer_value(json_object_get(ans, "at_ms"));
-		if (ep && strlen(ep) < sizeof(a->acked_epoch) &&
-		    (strcmp(ep, a->acked_epoch) != 0 || at > a->acked_at_ms)) {
-			snprintf(a->acked_epoch, sizeof(a->acked_epoch), "%s", ep);
-			a->acked_at_ms = at;
-		}
-		json_decref(ans);
+		wire_beat_answer_take(body, len, a->acked_epoch, &a->acked_at_ms);
 		a->images_sent_gen = MAX(a->images_sent_gen, a->hb_images_gen);
 		if (!a->hb_rtt)
 			a->hb_rtt = xcalloc(AGENT_HB_SAMPLES, sizeof(*a->hb_rtt));

@@ -343,15 +343,8 @@ static void hb_done(void *arg, long status, const char *body, size_t len, const 
 {
 	struct hnode *n = arg;
 	n->hb_req = NULL;
-	if (status == 200) {
-		json_t *ans = parse(body, len);
-		const char *ep = json_string_value(json_object_get(ans, "epoch"));
-		if (ep && strlen(ep) < sizeof(n->acked_epoch)) {
-			snprintf(n->acked_epoch, sizeof(n->acked_epoch), "%s", ep);
-			n->acked_at_ms = json_integer_value(json_object_get(ans, "at_ms"));
-		}
-		json_decref(ans);
-	}
+	if (status == 200)
+		wire_beat_answer_take(body, len, n->acked_epoch, &n->acked_at_ms);
 	if ((status == 401 || status == 409) && !n->h->stopping)
 		need_register(n);
 }

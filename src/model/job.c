@@ -401,6 +401,16 @@ int model_hostlist_parse(const char *spec, int max, char ***ret, int *ret_n, str
 	return 0;
 }
 
+void job_request_copy(const struct job_request *r, struct job_request *ret)
+{
+	json_t *o = job_request_pack(r);
+	struct tk_error err;
+	int rc = job_request_unpack(o, ret, &err);
+	assert(rc == 0); /* what was unpacked packs and unpacks again */
+	(void)rc;
+	json_decref(o);
+}
+
 json_t *job_request_pack(const struct job_request *r)
 {
 	json_t *o = json_pack(

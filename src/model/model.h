@@ -369,6 +369,8 @@ void job_request_release(struct job_request *r);
 json_t *job_request_pack(const struct job_request *r);
 /* Strictly decodes and validates a request from a user. */
 int job_request_unpack(json_t *j, struct job_request *ret, struct tk_error *err);
+/* A deep copy of r (an array's element); *ret is the caller's to release. */
+void job_request_copy(const struct job_request *r, struct job_request *ret);
 /* Default output pattern when none is given. */
 #define MODEL_DEFAULT_OUTPUT "tenk-%j.out"
 

@@ -189,6 +189,23 @@ void wire_lease_of(int64_t node_timeout_ms, int64_t heartbeat_ms, struct wire_le
 
 /* ---- heartbeat ------------------------------------------------------------------ */
 
+json_t *wire_beat_answer_pack(const char *epoch, int64_t at_ms)
+{
+	return json_pack("{s:b, s:s, s:I}", "ok", 1, "epoch", epoch, "at_ms", (json_int_t)at_ms);
+}
+
+void wire_beat_answer_take(const char *body, size_t len, char *epoch, int64_t *at_ms)
+{
+	json_t *ans = body && len ? json_loadb(body, len, 0, NULL) : NULL;
+	const char *ep = json_string_value(json_object_get(ans, "epoch"));
+	json_int_t at = json_integer_value(json_object_get(ans, "at_ms"));
+	if (ep && strlen(ep) < WIRE_EPOCH_MAX && (strcmp(ep, epoch) != 0 || at > *at_ms)) {
+		snprintf(epoch, WIRE_EPOCH_MAX, "%s", ep);
+		*at_ms = at;
+	}
+	json_decref(ans);
+}
+
 json_t *wire_heartbeat_pack(const struct wire_heartbeat *m)
 {
 	json_t *c = json_array();

@@ -194,6 +194,12 @@ struct wire_heartbeat {
 };
 
 json_t *wire_heartbeat_pack(const struct wire_heartbeat *m);
+/* The heartbeat's answer: the server's epoch and its time, which the
+ * node's next beat acknowledges (acked_epoch, acked_at_ms). */
+json_t *wire_beat_answer_pack(const char *epoch, int64_t at_ms);
+/* Takes what an answer's body says into epoch and *at_ms when it is newer
+ * than what they hold (another run of the server, or a later time). */
+void wire_beat_answer_take(const char *body, size_t len, char *epoch, int64_t *at_ms);
 /* The heartbeat's "images" and "pulls", which the API shows as they are. */
 json_t *wire_images_pack(const struct wire_image *im, int n);
 json_t *wire_pulls_pack(const struct wire_pull *p, int n);

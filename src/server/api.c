@@ -1249,9 +1249,7 @@ static void h_agent_heartbeat(struct request *r, const char *param, json_t *body
 		for (int i = 0; i < m.ntrain; i++)
 			state_train_metrics(&r->s->st, n, &m.train[i]);
 		/* the next beat acknowledges this answer: the server's epoch and time */
-		reply_json(r, 200,
-			   json_pack("{s:b, s:s, s:I}", "ok", 1, "epoch", r->s->epoch, "at_ms",
-				     (json_int_t)tk_mono_ms()));
+		reply_json(r, 200, wire_beat_answer_pack(r->s->epoch, tk_mono_ms()));
 	}
 	wire_heartbeat_release(&m);
 }

@@ -77,17 +77,6 @@ static void push(struct server *s, struct array_work *w, struct request *r)
 	uv_idle_start(&s->arrays_idle, idle_cb);
 }
 
-/* A copy of req (for one element of an array). */
-static void request_copy(const struct job_request *req, struct job_request *ret)
-{
-	json_t *o = job_request_pack(req);
-	struct tk_error err;
-	int rc = job_request_unpack(o, ret, &err);
-	assert(rc == 0); /* what was unpacked packs and unpacks again */
-	(void)rc;
-	json_decref(o);
-}
-
 void api_array_submit(struct request *r, struct job_request *req, int *idx, int nidx, int cap,
 		      const char *run_as, bool held)
 {
@@ -127,7 +116,7 @@ static void make_one(struct server *s, struct array_work *w)
 	int k = w->done;
 	struct job_request el;
 	if (k < w->total - 1)
-		request_copy(&w->req, &el);
+		job_request_copy(&w->req, &el);
 	else
 		el = w->req, memset(&w->req, 0, sizeof(w->req));
 	struct sjob *j = state_submit_array(st, &el, w->owner, w->run_as, w->held, w->now,

@@ -41,12 +41,10 @@ int server_ids_load(struct server *s, struct tk_error *err)
 	_cleanup_free_ char *path = ids_path(s), *text = NULL;
 	size_t len = 0;
 	int r = tk_read_file(path, 4096, &text, &len);
-	int64_t reserved = 0;
-	if (r == -ENOENT) {
-		reserved = 0;
-	} else if (r < 0) {
+	int64_t reserved = 0; /* (no file: nothing reserved) */
+	if (r < 0 && r != -ENOENT) {
 		return tk_errorf(err, r, "cannot read %s: %s", path, strerror(-r));
-	} else {
+	} else if (r == 0) {
 		char *end = NULL;
 		errno = 0;
 		if (strncmp(text, "reserved ", 9) == 0)

@@ -264,16 +264,12 @@ static void arrays_complete(struct state *s, int64_t now)
 		for (int k = 1; k < nidx; k++) {
 			if (state_job_known(s, first + k))
 				continue;
-			json_t *o = job_request_pack(&head->job.req);
 			struct job_request el;
-			int rc = job_request_unpack(o, &el, &err);
-			json_decref(o);
-			if (rc < 0)
-				break;
+			job_request_copy(&head->job.req, &el);
 			struct sjob *j = state_submit_array(
 				s, &el, head->job.owner, head->job.run_as, head->job.held, now,
 				first + k, first, idx[k], head->job.array_cap, nidx);
-			if (job_state_final(head->job.state) && head->job.state == JOB_CANCELLED)
+			if (head->job.state == JOB_CANCELLED)
 				state_cancel(s, j, now, &err);
 			made++;
 		}

@@ -223,18 +223,10 @@ static void lose_parts(struct state *s, struct snode *n, const char *why,
 	}
 }
 
-/* n leaves UNREACHABLE (its group's count of them). */
-static void unhold(struct state *s, struct snode *n)
-{
-	if (n->live == NODE_LIVE_UNREACHABLE && s->groups && n->group < s->ngroups)
-		s->groups[n->group].held--;
-}
-
 void state_node_lost(struct state *s, struct snode *n, const char *why, int64_t now)
 {
 	if (n->live != NODE_LIVE_DOWN)
 		log_warn("node %s is DOWN: %s", n->rec.inv.name, why);
-	unhold(s, n);
 	n->live = NODE_LIVE_DOWN;
 	/* silent for the node timeout: every lease it granted has ended */
 	lose_parts(s, n, why, NULL, 0, 0, now);
@@ -274,7 +266,6 @@ void state_node_seen(struct state *s, struct snode *n, int64_t mono)
 	if (n->live != NODE_LIVE_UP) {
 		log_info("node %s is UP%s", n->rec.inv.name,
 			 n->live == NODE_LIVE_DOWN ? " again" : "");
-		unhold(s, n);
 		n->live = NODE_LIVE_UP;
 		state_want_pass(s);
 	}
@@ -319,7 +310,6 @@ void state_groups_assign(struct state *s)
 		for (; k < end; k++) {
 			s->group_nodes[k] = order[k]->index;
 			order[k]->group = g;
-			s->groups[g].held += order[k]->live == NODE_LIVE_UNREACHABLE;
 		}
 		s->groups[g].n = end - s->groups[g].first;
 	}
@@ -362,8 +352,6 @@ void state_check_nodes(struct state *s, int64_t now, int64_t mono)
 			/* its group is not enough in touch to know it fences itself:
 			 * the control plane may be what is cut off */
 			n->live = NODE_LIVE_UNREACHABLE;
-			struct sgroup *g = &s->groups[n->group];
-			g->held++;
 			log_warn("node %s is UNREACHABLE: no heartbeat for %llds, and %d of the %d "
 				 "other nodes of its witness group hear the server (%d needed): "
 				 "holding its jobs (tenk nodes down %s, if it is known dead)",
@@ -464,7 +452,6 @@ struct snode *state_register(struct state *s, const struct node_inventory *inv,
 	snprintf(n->rec.agent_id, sizeof(n->rec.agent_id), "%s", agent_id);
 	n->rec.registered_ms = now;
 	n->agent_stopping = false;
-	unhold(s, n);
 	n->live = NODE_LIVE_UP;
 	n->last_seen_ms = mono;
 	fence_member_heard(&n->fence, &s->fence, INT64_MIN, mono);

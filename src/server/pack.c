@@ -213,8 +213,7 @@ json_t *state_job_pack(struct state *s, struct sjob *j)
 			/* its own, written to it */
 		} else if (j->reason_pass == 0 && j->job.held) {
 			/* submitted held: no pass needs to look at it */
-			snprintf(j->job.reason, sizeof(j->job.reason),
-				 "held (tenk release %lld lets it go)", (long long)j->job.id);
+			state_held_reason(j, j->job.reason, sizeof(j->job.reason));
 		} else if (j->reason_pass == 0) {
 			snprintf(j->job.reason, sizeof(j->job.reason),
 				 "waiting for the next scheduling pass");

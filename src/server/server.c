@@ -98,11 +98,11 @@ static void writer_work_cb(uv_work_t *w)
 		uv_mutex_lock(&s->wq.mu);
 		if (r < 0 && store_retryable(r)) {
 			/* nothing of it is durable: it goes back first in line, for
-			 * the loop to try again (server_store_retry) */
+			 * the loop to try again (store_failed) */
 			s->wq.failed_retry = true;
 			last->next = s->wq.queued;
 			s->wq.queued = list;
-			if (!s->wq.queued_tail || s->wq.queued_tail == NULL)
+			if (!s->wq.queued_tail)
 				s->wq.queued_tail = last;
 			s->wq.active = false;
 			uv_mutex_unlock(&s->wq.mu);

@@ -146,6 +146,11 @@ static void by_level(struct snapshot *sn, const struct state *s, int from, int t
 	free(idx);
 }
 
+void state_held_reason(const struct sjob *j, char *buf, size_t n)
+{
+	snprintf(buf, n, "held (tenk release %lld lets it go)", (long long)j->job.id);
+}
+
 /* Why j waits where no pass may place it (its request refused by the
  * shape table, its last attempt not over): the reason, or NULL when the
  * pass may take it. */
@@ -156,7 +161,7 @@ static const char *held_back(struct state *s, struct sjob *j, int64_t now, char 
 	if (j->sj.shape_id < 0)
 		return "the scheduler cannot take this request";
 	if (j->job.held) {
-		snprintf(buf, n, "held (tenk release %lld lets it go)", (long long)j->job.id);
+		state_held_reason(j, buf, n);
 		return buf;
 	}
 	if (j->job.req.begin_ms > now) {

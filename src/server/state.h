@@ -297,7 +297,6 @@ struct state_config {
 /* A witness group (fence.h): nodes next to each other by topology. */
 struct sgroup {
 	int first, n; /* its nodes: group_nodes[first .. first + n) */
-	int held;     /* of them UNREACHABLE now (for the log and metrics) */
 };
 
 struct state {
@@ -639,6 +638,8 @@ bool state_schedule(struct state *s, int64_t now);
  * runs it only if one of them might start or preempt now, and otherwise
  * defers it; when a deferred pass is due (now, wall clock), asks for it. */
 void state_judge_arrivals(struct state *s, int64_t now);
+/* The waiting reason of a job held (tenk hold, or submitted held). */
+void state_held_reason(const struct sjob *j, char *buf, size_t n);
 
 /* ---- pack.c: JSON for agents and users ------------------------------------------- */
 

@@ -4,29 +4,14 @@ kept connection every few milliseconds while an array of N held jobs is
 submitted, then cancelled. Used by test_bigarray.py (no lease lost, the
 probe answered while the array grows) and bench/loop/run (the figures)."""
 import json
-import os
 import threading
 import time
 
-from conftest import Daemon, Tenk, root_jobs_config, wait_for
+from conftest import server_and_agent
 
 
 def start(workdir, procs, node_timeout="8s", listen="127.0.0.1:0"):
-    data = os.path.join(workdir, "data")
-    root_jobs_config(data)
-    env = dict(os.environ, TENK_LOG_LEVEL="info")
-    server = Daemon(["server", "--data", data, "--listen", listen, "--node-timeout",
-                     node_timeout], workdir, "server", env=env)
-    procs.append(server)
-    wait_for(lambda: os.path.exists(os.path.join(data, "server.url")) or not server.alive(), 20,
-             "the server")
-    t = Tenk(workdir, data)
-    agent = Daemon(["agent", "--server", t.url, "--token-file", os.path.join(data, "agent.token"),
-                    "--name", "n1", "--fake-gpus", "8xH100", "--work-dir",
-                    os.path.join(workdir, "agent"), "--stop-jobs"], workdir, "agent", env=env)
-    procs.append(agent)
-    t.wait_nodes_up(1)
-    return t, server, agent
+    return server_and_agent(workdir, procs, node_timeout, listen=listen, log_level="info")
 
 
 class Probe:

@@ -258,6 +258,30 @@ def root_jobs_config(data, **extra):
         json.dump(cfg, f)
 
 
+def server_and_agent(workdir, procs, node_timeout, data=None, work=None, agent_args=(),
+                     listen="127.0.0.1:0", log_level=None, **config):
+    """A `tenk server` on DATA (WORKDIR/data) and one `tenk agent` n1 of 8
+    fake H100s working in WORK (WORKDIR/agent), with --stop-jobs, the node
+    up; config merged into config.json. Returns (tenk, server, agent)."""
+    data = data or os.path.join(workdir, "data")
+    work = work or os.path.join(workdir, "agent")
+    root_jobs_config(data, **config)
+    env = dict(os.environ, TENK_LOG_LEVEL=log_level) if log_level else None
+    server = Daemon(["server", "--data", data, "--listen", listen, "--node-timeout",
+                     node_timeout], workdir, "server", env=env)
+    procs.append(server)
+    wait_for(lambda: os.path.exists(os.path.join(data, "server.url")) or not server.alive(), 20,
+             "the server")
+    assert server.alive(), server.output()
+    t = Tenk(workdir, data)
+    agent = Daemon(["agent", "--server", t.url, "--token-file", os.path.join(data, "agent.token"),
+                    "--name", "n1", "--fake-gpus", "8xH100", "--work-dir", work, "--stop-jobs",
+                    *agent_args], workdir, "agent", env=env)
+    procs.append(agent)
+    t.wait_nodes_up(1)
+    return t, server, agent
+
+
 def shim_pids(under):
     """The tenk-shim processes whose folder is under `under` (not a shim's
     child between its fork and its task's exec, which shows the shim's

@@ -3,32 +3,17 @@
 test can use. Used by test_overload.py (no node may go DOWN) and by
 bench/overload/run (the figures)."""
 import json
-import os
 import statistics
 import threading
 import time
 
-from conftest import Daemon, Tenk, root_jobs_config, wait_for
+from conftest import server_and_agent
 
 
 def start(workdir, procs, jobs, node_timeout="2s"):
-    data = os.path.join(workdir, "data")
-    root_jobs_config(data, max_pending_per_user=jobs + 10, max_pending_mib_per_user=4096,
-                     submit_rate_per_user=0)
-    server = Daemon(["server", "--data", data, "--listen", "127.0.0.1:0", "--node-timeout",
-                     node_timeout], workdir, "server", env=dict(os.environ,
-                                                               TENK_LOG_LEVEL="info"))
-    procs.append(server)
-    wait_for(lambda: os.path.exists(os.path.join(data, "server.url")) or not server.alive(), 20,
-             "the server")
-    t = Tenk(workdir, data)
-    agent = Daemon(["agent", "--server", t.url, "--token-file", os.path.join(data, "agent.token"),
-                    "--name", "n1", "--fake-gpus", "8xH100", "--work-dir",
-                    os.path.join(workdir, "agent"), "--stop-jobs"], workdir, "agent",
-                   env=dict(os.environ, TENK_LOG_LEVEL="info"))
-    procs.append(agent)
-    t.wait_nodes_up(1)
-    return t, server, agent
+    return server_and_agent(workdir, procs, node_timeout, log_level="info",
+                            max_pending_per_user=jobs + 10, max_pending_mib_per_user=4096,
+                            submit_rate_per_user=0)
 
 
 class Client:

@@ -5,8 +5,12 @@ array is being made and while it is cancelled (one piece of work held the
 loop for 4.4 s and answered none), the node's leases hold on an 8 s node
 timeout, and the array is whole: 100,000 elements, one id after another,
 all cancelled. bench/loop/run gives the loop's figures."""
+import json
+import socket
+import threading
+
 import bigarray
-from conftest import BIN
+from conftest import BIN, wait_for
 
 N = 100000
 
@@ -42,11 +46,6 @@ def test_an_array_cut_by_a_crash_is_made_whole(workdir, procs):
     answer not yet sent): the restarted server makes the rest from the
     first element's request, so the array is whole, and no id of it goes
     to another job."""
-    import json
-    import threading
-    import time
-    from conftest import wait_for
-    import socket
     n = 20000
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))

@@ -9,7 +9,7 @@ import shutil
 import subprocess
 import tempfile
 
-from conftest import Daemon, Tenk, end_shims, root_jobs_config, wait_for
+from conftest import end_shims, server_and_agent, wait_for
 
 
 def test_a_job_that_fills_the_disk_fails_alone(workdir, procs):
@@ -17,20 +17,9 @@ def test_a_job_that_fills_the_disk_fails_alone(workdir, procs):
     work = tempfile.mkdtemp(prefix="tenk-disk-work-", dir="/tmp")
     subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256m", "tmpfs", work], check=True)
     try:
-        data = os.path.join(workdir, "data")
-        root_jobs_config(data)
-        server = Daemon(["server", "--data", data, "--listen", "127.0.0.1:0",
-                         "--node-timeout", "8s"], workdir, "server")
-        procs.append(server)
-        wait_for(lambda: os.path.exists(os.path.join(data, "server.url")) or not server.alive(),
-                 20, "the server")
-        t = Tenk(workdir, data)
-        agent = Daemon(["agent", "--server", t.url, "--token-file",
-                        os.path.join(data, "agent.token"), "--name", "n1", "--fake-gpus", "8xH100",
-                        "--work-dir", work, "--stop-jobs", "--job-disk-limit", "100M",
-                        "--min-free-disk", "150M"], workdir, "agent")
-        procs.append(agent)
-        t.wait_nodes_up(1)
+        t, server, agent = server_and_agent(
+            workdir, procs, "8s", work=work,
+            agent_args=("--job-disk-limit", "100M", "--min-free-disk", "150M"))
         p = t.run("users", "add", "bob", "--unix-user", "nobody", "--json")
         bob = dict(t.env(), TENK_TOKEN=json.loads(p.stdout)["token"])
         # a job of the admin's, and one that keeps 90 MB (under its limit)

@@ -4,14 +4,13 @@ cause, keeps answering heartbeats (so running jobs keep their leases and
 run on), says so in /v1/health and /metrics, tries the write again, and
 once there is space it takes changes again; the submission whose write
 failed is answered only then, nothing unwritten having been acknowledged."""
-import json
 import os
 import subprocess
 import tempfile
 import threading
 import time
 
-from conftest import Daemon, Tenk, end_shims, root_jobs_config, wait_for
+from conftest import end_shims, server_and_agent, wait_for
 
 
 def test_a_full_store_refuses_changes_and_stops_nothing(workdir, procs):
@@ -20,18 +19,7 @@ def test_a_full_store_refuses_changes_and_stops_nothing(workdir, procs):
     work = os.path.join(workdir, "agent")
     filler = os.path.join(data, "filler")
     try:
-        root_jobs_config(data)
-        server = Daemon(["server", "--data", data, "--listen", "127.0.0.1:0",
-                         "--node-timeout", "4s"], workdir, "server")
-        procs.append(server)
-        wait_for(lambda: os.path.exists(os.path.join(data, "server.url")) or not server.alive(),
-                 20, "the server")
-        t = Tenk(workdir, data)
-        agent = Daemon(["agent", "--server", t.url, "--token-file",
-                        os.path.join(data, "agent.token"), "--name", "n1", "--fake-gpus", "8xH100",
-                        "--work-dir", work, "--stop-jobs"], workdir, "agent")
-        procs.append(agent)
-        t.wait_nodes_up(1)
+        t, server, agent = server_and_agent(workdir, procs, "4s", data=data, work=work)
         running = t.submit("--", "sleep", "300")
         t.wait_state(running, "RUNNING")
         # the disk fills up
