@@ -1,6 +1,7 @@
 /*
  * SHA-256 (FIPS 180-4), for storing API tokens as hashes: the store never
- * holds a token that would let its reader act as a user.
+ * holds a token that would let its reader act as a user; and HMAC-SHA-256,
+ * which authenticates what witness groups' members ask each other.
  */
 #include "util.h"
 
@@ -56,7 +57,8 @@ static void block(uint32_t h[8], const unsigned char *p)
 	h[7] += hh;
 }
 
-void tk_sha256_hex(const void *data, size_t len, char out[65])
+/* The digest of data, 32 bytes. */
+static void digest(const void *data, size_t len, unsigned char out[32])
 {
 	uint32_t h[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
 			 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
@@ -78,12 +80,48 @@ void tk_sha256_hex(const void *data, size_t len, char out[65])
 	block(h, tail);
 	if (tl == 128)
 		block(h, tail + 64);
-	static const char hex[] = "0123456789abcdef";
 	for (int i = 0; i < 8; i++)
-		for (int k = 0; k < 4; k++) {
-			unsigned char byte = (unsigned char)(h[i] >> (24 - 8 * k));
-			out[8 * i + 2 * k] = hex[byte >> 4];
-			out[8 * i + 2 * k + 1] = hex[byte & 15];
-		}
+		for (int k = 0; k < 4; k++)
+			out[4 * i + k] = (unsigned char)(h[i] >> (24 - 8 * k));
+}
+
+static void to_hex(const unsigned char d[32], char out[65])
+{
+	static const char hex[] = "0123456789abcdef";
+	for (int i = 0; i < 32; i++) {
+		out[2 * i] = hex[d[i] >> 4];
+		out[2 * i + 1] = hex[d[i] & 15];
+	}
 	out[64] = '\0';
+}
+
+void tk_sha256_hex(const void *data, size_t len, char out[65])
+{
+	unsigned char d[32];
+	digest(data, len, d);
+	to_hex(d, out);
+}
+
+/* RFC 2104: H((K ^ opad) || H((K ^ ipad) || m)), a key longer than a
+ * block hashed first. */
+void tk_hmac_sha256_hex(const void *key, size_t klen, const void *data, size_t len, char out[65])
+{
+	unsigned char k[64] = {0};
+	if (klen > 64)
+		digest(key, klen, k);
+	else
+		memcpy(k, key, klen);
+	unsigned char *buf = xmalloc(64 + MAX(len, 32));
+	for (int i = 0; i < 64; i++)
+		buf[i] = k[i] ^ 0x36;
+	memcpy(buf + 64, data, len);
+	unsigned char inner[32];
+	digest(buf, 64 + len, inner);
+	for (int i = 0; i < 64; i++)
+		buf[i] = k[i] ^ 0x5c;
+	memcpy(buf + 64, inner, 32);
+	unsigned char d[32];
+	digest(buf, 64 + 32, d);
+	free(buf);
+	to_hex(d, out);
 }

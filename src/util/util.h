@@ -158,6 +158,8 @@ char *tk_base64_encode(const void *data, size_t len);
 int tk_base64_decode(const char *text, void **ret, size_t *ret_len);
 /* SHA-256 of data as 64 hex digits and a NUL. */
 void tk_sha256_hex(const void *data, size_t len, char out[65]);
+/* HMAC-SHA-256 (RFC 2104) of data under key, as 64 hex digits and a NUL. */
+void tk_hmac_sha256_hex(const void *key, size_t klen, const void *data, size_t len, char out[65]);
 
 /* ---- files ------------------------------------------------------------ */
 

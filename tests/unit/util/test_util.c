@@ -363,6 +363,27 @@ static void test_sha256(void **state)
 	free(big);
 }
 
+/* RFC 4231's test cases 1, 2 and 6 (a key longer than a block) */
+static void test_hmac_sha256(void **state)
+{
+	char out[65];
+	unsigned char k1[20];
+	memset(k1, 0x0b, sizeof(k1));
+	tk_hmac_sha256_hex(k1, sizeof(k1), "Hi There", 8, out);
+	assert_string_equal(out,
+			    "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7");
+	const char *m2 = "what do ya want for nothing?";
+	tk_hmac_sha256_hex("Jefe", 4, m2, strlen(m2), out);
+	assert_string_equal(out,
+			    "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
+	unsigned char k6[131];
+	memset(k6, 0xaa, sizeof(k6));
+	const char *m6 = "Test Using Larger Than Block-Size Key - Hash Key First";
+	tk_hmac_sha256_hex(k6, sizeof(k6), m6, strlen(m6), out);
+	assert_string_equal(out,
+			    "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54");
+}
+
 static void test_url_plain_remote(void **state)
 {
 	(void)state;
@@ -427,6 +448,7 @@ int main(void)
 		cmocka_unit_test(test_files),
 		cmocka_unit_test(test_errorf),
 		cmocka_unit_test(test_sha256),
+		cmocka_unit_test(test_hmac_sha256),
 		cmocka_unit_test(test_url_plain_remote),
 		cmocka_unit_test(test_prom),
 		cmocka_unit_test(test_begin_and_signal),
