@@ -201,6 +201,7 @@ enum {
 	D_HEALTH_EVERY,
 	D_METRICS,
 	D_DCGM,
+	D_WITNESS,
 	D_HOLLOW,
 	D_HOLLOW_RUN,
 	D_HEARTBEAT,
@@ -275,6 +276,9 @@ static const struct tk_option all_opts[D_MAX] = {
 	[D_METRICS] = {"metrics-listen", 0, "HOST:PORT",
 		       "serve GET /metrics (Prometheus) here, plain HTTP; \"none\": nowhere "
 		       "(default 127.0.0.1:9400, where it is free)"},
+	[D_WITNESS] = {"witness-port", 0, "PORT",
+		       "the UDP port where the members of this node's witness group ask it "
+		       "whether it hears the server (default: the one it had, or any free one)"},
 	[D_DCGM] = {"dcgm-compat", 0, NULL,
 		    "/metrics also in dcgm-exporter's names and labels (its Grafana "
 		    "dashboards)"},
@@ -301,7 +305,7 @@ static const int up_opts[] = {
 	D_MEM,		D_STOP_JOBS,	D_RUN_DIR,     D_PODMAN,    D_CTR_CONF,	 D_PODMAN_ROOT,
 	D_CDI,		D_INIT,		D_QUARANTINE,  D_TLS_CERT,  D_TLS_KEY,	 D_CA,
 	D_INSECURE,	D_MAX_CONNS,	D_REQ_TIMEOUT, D_CKPT_RATE, D_MIN_FREE,	 D_JOB_DISK,
-	D_HEALTH,	D_HEALTH_EVERY, D_METRICS,     D_DCGM};
+	D_HEALTH,	D_HEALTH_EVERY, D_METRICS,     D_DCGM,	    D_WITNESS};
 static const int server_opts[] = {D_HELP,	 D_LOG,		 D_DATA,	D_LISTEN,
 				  D_CATALOGUE,	 D_NODE_TIMEOUT, D_INIT,	D_QUARANTINE,
 				  D_TLS_CERT,	 D_TLS_KEY,	 D_INSECURE,	D_MAX_CONNS,
@@ -311,7 +315,8 @@ static const int agent_opts[] = {
 	D_FAKE,		D_ADDR,	     D_TOPO,	  D_CPUS,     D_MEM,	     D_WORK,
 	D_RUN_DIR,	D_STOP_JOBS, D_PODMAN,	  D_CTR_CONF, D_PODMAN_ROOT, D_CDI,
 	D_CA,		D_INSECURE,  D_CKPT_RATE, D_MIN_FREE, D_JOB_DISK,    D_HEALTH,
-	D_HEALTH_EVERY, D_METRICS,   D_DCGM,	  D_HOLLOW,   D_HOLLOW_RUN,  D_HEARTBEAT};
+	D_HEALTH_EVERY, D_METRICS,   D_DCGM,	  D_HOLLOW,   D_HOLLOW_RUN,  D_HEARTBEAT,
+	D_WITNESS};
 
 /* What a daemon takes (indices into all_opts, in its order) and runs. */
 struct daemon_spec {
@@ -462,6 +467,13 @@ static int agent_cfg(const char *cmd, const char **v, struct agent_config *ac)
 	}
 	ac->metrics_listen = v[D_METRICS];
 	ac->dcgm_compat = v[D_DCGM] != NULL;
+	if (v[D_WITNESS]) {
+		int64_t port;
+		if (tk_parse_int64(v[D_WITNESS], 1, 65535, &port) < 0)
+			return usage(cmd, "--witness-port: a UDP port from 1 to 65535, got \"%s\"",
+				     v[D_WITNESS]);
+		ac->witness_port = (int)port;
+	}
 	if (ac->metrics_listen && strcmp(ac->metrics_listen, "none") != 0) {
 		struct sockaddr_storage ss;
 		socklen_t len;

@@ -87,13 +87,16 @@ static void touched(struct agent *a, int64_t sent_ms)
 	if (sent_ms <= a->touch_ms)
 		return;
 	a->touch_ms = sent_ms;
-	if (a->lease.lease_ms == 0 || a->touch_ms - a->renewed_ms < a->lease.lease_ms / 8)
+	if (a->lease.lease_ms == 0 || a->touch_ms - a->renewed_ms < a->lease.lease_ms / 8) {
+		agent__witness_answered(a, sent_ms, 0);
 		return;
+	}
 	a->renewed_ms = a->touch_ms;
 	size_t pos = 0;
 	void *v;
 	while (tk_map_next(&a->groups, &pos, NULL, &v))
 		group_renew(v, a->touch_ms + a->lease.lease_ms);
+	agent__witness_answered(a, sent_ms, a->touch_ms + a->lease.lease_ms);
 }
 
 /* The server no longer knows this agent (it lost its state or another process
@@ -194,6 +197,7 @@ static void reg_done(void *arg, long status, const char *body, size_t len, const
 		snprintf(a->inv.addr, sizeof(a->inv.addr), "%s", ans.addr);
 	/* beat four times a lease at least, so that lost beats are no death */
 	wire_lease_of(ans.node_timeout_ms, a->cfg.heartbeat_ms, &a->lease);
+	agent__witness_params(a, ans.node_timeout_ms);
 	uint64_t beat = (uint64_t)a->lease.heartbeat_ms;
 	uv_timer_start(&a->hb_timer, hb_timer_cb, beat, beat);
 	a->renewed_ms = 0; /* the lease may have changed: renew now */
@@ -359,7 +363,14 @@ static void hb_done(void *arg, long status, const char *body, size_t len, const 
 		touched(a, a->hb_sent_ms);
 		agent__health_told(a);
 		agent__train_delivered(a);
-		wire_beat_answer_take(body, len, a->acked_epoch, &a->acked_at_ms);
+		struct wire_group g;
+		struct tk_error err;
+		int r = wire_beat_answer_take(body, len, a->acked_epoch, &a->acked_at_ms, &g, &err);
+		if (r > 0)
+			agent__witness_group(a, &g);
+		else if (r < 0)
+			log_warn("heartbeat: the server's witness group is malformed, ignored: %s",
+				 err.text);
 		a->images_sent_gen = MAX(a->images_sent_gen, a->hb_images_gen);
 		if (!a->hb_rtt)
 			a->hb_rtt = xcalloc(AGENT_HB_SAMPLES, sizeof(*a->hb_rtt));
@@ -398,6 +409,7 @@ static void send_heartbeat(struct agent *a, bool stopping)
 				(struct wire_checkpoint){g->job, g->attempt, at};
 	}
 	agent__images_for_heartbeat(a, &m, &a->hb_images_gen);
+	agent__witness_for_heartbeat(a, &m);
 	m.nfaults = agent__health_faults(a, m.faults, WIRE_MAX_FAULTS);
 	m.ntrain = agent__train_for_heartbeat(a, &m.train);
 	for (int i = 0; i < m.nfaults; i++)
@@ -779,6 +791,8 @@ int agent_create(uv_loop_t *loop, const struct agent_config *cfg, struct agent *
 		goto fail;
 	if (a->cfg.ca_file)
 		agent__hc_set_ca(a->hc, a->cfg.ca_file);
+	if ((r = agent__witness_open(a, err)) < 0)
+		goto fail;
 	uv_timer_t *timers[] = {&a->hb_timer, &a->reg_timer,  &a->poll_timer,
 				&a->ev_timer, &a->stop_timer, &a->ckpt_timer};
 	for (size_t i = 0; i < ARRAY_SIZE(timers); i++) {
@@ -845,6 +859,7 @@ static void finish_stop(struct agent *a)
 	agent__cmds_stop(a);
 	agent__health_stop(a);
 	agent__metrics_stop(a);
+	agent__witness_close(a);
 	uv_timer_t *timers[] = {&a->hb_timer, &a->reg_timer,  &a->poll_timer,
 				&a->ev_timer, &a->stop_timer, &a->ckpt_timer};
 	for (size_t i = 0; i < ARRAY_SIZE(timers); i++) {
@@ -966,6 +981,7 @@ void agent_destroy(struct agent *a)
 	agent__images_release(a);
 	agent__metrics_stop(a);
 	agent__health_release(a);
+	agent__witness_free(a);
 	free(a->hb_rtt);
 	free_cfg(&a->cfg);
 	free(a);

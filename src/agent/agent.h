@@ -66,6 +66,9 @@ struct agent_config {
 	 * nowhere), and dcgm-exporter's names too */
 	const char *metrics_listen;
 	bool dcgm_compat;
+	/* the witness endpoint's UDP port (witness.c; 0: the one it had, or
+	 * any free one) */
+	int witness_port;
 };
 
 void agent_config_init(struct agent_config *c);

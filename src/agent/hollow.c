@@ -64,6 +64,7 @@ struct hnode {
 	/* the newest heartbeat answer, which the next beat acknowledges */
 	char acked_epoch[WIRE_EPOCH_MAX];
 	int64_t acked_at_ms;
+	char group_id[WIRE_GROUP_ID_MAX], group_tag[WIRE_GROUP_ID_MAX]; /* its witness group */
 	uv_timer_t hb_timer, retry_timer;
 	struct hrun *runs;
 	struct task_event *events;
@@ -343,8 +344,17 @@ static void hb_done(void *arg, long status, const char *body, size_t len, const 
 {
 	struct hnode *n = arg;
 	n->hb_req = NULL;
-	if (status == 200)
-		wire_beat_answer_take(body, len, n->acked_epoch, &n->acked_at_ms);
+	if (status == 200) {
+		/* a hollow node runs no task and renews nothing by its peers:
+		 * it acknowledges its witness group and asks no one */
+		struct wire_group g;
+		struct tk_error err;
+		if (wire_beat_answer_take(body, len, n->acked_epoch, &n->acked_at_ms, &g, &err) >
+		    0) {
+			snprintf(n->group_id, sizeof(n->group_id), "%s", g.id);
+			snprintf(n->group_tag, sizeof(n->group_tag), "%s", g.tag);
+		}
+	}
 	if ((status == 401 || status == 409) && !n->h->stopping)
 		need_register(n);
 }
@@ -356,6 +366,8 @@ static void hb_timer_cb(uv_timer_t *t)
 		return;
 	struct wire_heartbeat m = {.acked_at_ms = n->acked_at_ms};
 	snprintf(m.acked_epoch, sizeof(m.acked_epoch), "%s", n->acked_epoch);
+	snprintf(m.group_id, sizeof(m.group_id), "%s", n->group_id);
+	snprintf(m.group_tag, sizeof(m.group_tag), "%s", n->group_tag);
 	snprintf(m.node, sizeof(m.node), "%s", n->inv.name);
 	snprintf(m.agent_id, sizeof(m.agent_id), "%s", n->agent_id);
 	n->hb_req = post(n, n->h->url_heartbeat, n->cred, wire_heartbeat_pack(&m),

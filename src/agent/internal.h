@@ -157,6 +157,7 @@ struct agent {
 	int64_t disk_jobs_bytes;	 /* what they held at the last measure */
 	struct nvml *nvml;		 /* NULL: none (nvml.c) */
 	struct metrics *metrics;	 /* GET /metrics; NULL: none (metrics.c) */
+	struct witness *witness;	 /* witness.c */
 	char fault_last[WIRE_FAULT_MAX]; /* the last fault logged */
 	bool fault_said;
 	int reg_backoff, poll_backoff, ev_backoff;
@@ -167,6 +168,23 @@ struct agent {
 	void *stop_arg;
 	int open_handles;
 };
+
+/* ---- witness.c: the witness group (fence.h) -------------------------------------------- */
+
+/* Opens the witness endpoint (UDP) and takes what an agent before this one
+ * kept of the group (after the shims are adopted). */
+int agent__witness_open(struct agent *a, struct tk_error *err);
+/* The server's node timeout, from registration. */
+void agent__witness_params(struct agent *a, int64_t node_timeout_ms);
+/* The server answered a request sent at sent_ms; the shims were renewed
+ * until shims_until_ms (0: not this time). */
+void agent__witness_answered(struct agent *a, int64_t sent_ms, int64_t shims_until_ms);
+/* A heartbeat's answer carried the node's group. */
+void agent__witness_group(struct agent *a, const struct wire_group *g);
+/* The beat says the endpoint's port and the group it holds. */
+void agent__witness_for_heartbeat(struct agent *a, struct wire_heartbeat *m);
+void agent__witness_close(struct agent *a);
+void agent__witness_free(struct agent *a);
 
 /* An image job's group: finds its image in the node's store, or pulls it,
  * then tells the group (image.c). */

@@ -662,6 +662,12 @@ struct node_record {
 	int64_t verdict_ms;
 	int64_t verdict_job;	/* the validation job */
 	json_t *verdict_checks; /* owned: the checks' figures, thresholds, verdicts; or NULL */
+	/* its witness group (fence.h), by id (16 hex digits, wire.h): the last
+	 * the server sent its agent, the last its agent acknowledged ("":
+	 * none). The server declares it DOWN only when both are its group now
+	 * (or none was ever sent: it renews nothing by its peers). */
+	char witness_sent[17];
+	char witness_acked[17];
 };
 
 json_t *node_record_pack(const struct node_record *r);

@@ -229,6 +229,10 @@ json_t *node_record_pack(const struct node_record *r)
 		json_object_set_new(o, "admit", json_true());
 	if (r->revoked)
 		json_object_set_new(o, "revoked", json_true());
+	if (r->witness_sent[0] || r->witness_acked[0])
+		json_object_set_new(o, "witness",
+				    json_pack("{s:s, s:s}", "sent", r->witness_sent, "acked",
+					      r->witness_acked));
 	return o;
 }
 
@@ -275,7 +279,8 @@ int node_record_unpack(json_t *j, struct node_record *ret, struct tk_error *err)
 	static const char *const keys[] = {"inventory",	   "drained",	  "drain_reason",
 					   "drain_source", "agent_id",	  "registered_ms",
 					   "validation",   "cred_sha256", "admit",
-					   "revoked",	   NULL};
+					   "revoked",	   "witness",	  NULL};
+	static const char *const wkeys[] = {"sent", "acked", NULL};
 	struct node_record *r = ret;
 	int64_t reg;
 	int rc, source;
@@ -296,6 +301,15 @@ int node_record_unpack(json_t *j, struct node_record *ret, struct tk_error *err)
 	    (rc = mj_enum(j, "drain_source", false, drain_source_names + 1, DRAIN_SOURCE_MAX - 1,
 			  DRAIN_OPERATOR - 1, &source, err)) < 0)
 		return rc;
+	json_t *w = json_object_get(j, "witness");
+	if (w && ((rc = mj_check_keys(w, "witness", wkeys, err)) < 0 ||
+		  (rc = mj_strbuf(w, "sent", true, true, r->witness_sent, sizeof(r->witness_sent),
+				  err)) < 0 ||
+		  (rc = mj_strbuf(w, "acked", true, true, r->witness_acked,
+				  sizeof(r->witness_acked), err)) < 0)) {
+		mj_prefix(err, "witness");
+		return rc;
+	}
 	r->drain_source = r->drained ? (enum drain_source)(source + 1) : DRAIN_NONE;
 	if (r->cred_sha256[0] && strlen(r->cred_sha256) != 64)
 		return tk_errorf(err, -EINVAL, "cred_sha256: must be 64 hex digits");

@@ -189,12 +189,82 @@ void wire_lease_of(int64_t node_timeout_ms, int64_t heartbeat_ms, struct wire_le
 
 /* ---- heartbeat ------------------------------------------------------------------ */
 
-json_t *wire_beat_answer_pack(const char *epoch, int64_t at_ms)
+/* ---- witness groups ------------------------------------------------------------------ */
+
+static bool hex_text(const char *s, size_t n)
 {
-	return json_pack("{s:b, s:s, s:I}", "ok", 1, "epoch", epoch, "at_ms", (json_int_t)at_ms);
+	if (strlen(s) != n)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+			return false;
+	return true;
 }
 
-void wire_beat_answer_take(const char *body, size_t len, char *epoch, int64_t *at_ms)
+json_t *wire_group_pack(const struct wire_group *g)
+{
+	json_t *m = json_array();
+	for (int i = 0; i < g->n; i++)
+		json_array_append_new(m, json_pack("{s:s, s:s, s:i}", "node", g->members[i].node,
+						   "addr", g->members[i].addr, "port",
+						   g->members[i].port));
+	return json_pack("{s:s, s:s, s:s, s:o}", "id", g->id, "tag", g->tag, "key", g->key,
+			 "members", m);
+}
+
+int wire_group_unpack(json_t *j, struct wire_group *ret, struct tk_error *err)
+{
+	static const char *const keys[] = {"id", "tag", "key", "members", NULL};
+	static const char *const mkeys[] = {"node", "addr", "port", NULL};
+	int r;
+	memset(ret, 0, sizeof(*ret));
+	if (!json_is_object(j))
+		return tk_errorf(err, -EINVAL, "group: must be an object");
+	if ((r = mj_check_keys(j, "group", keys, err)) < 0 ||
+	    (r = mj_strbuf(j, "id", true, true, ret->id, sizeof(ret->id), err)) < 0 ||
+	    (r = mj_strbuf(j, "tag", true, true, ret->tag, sizeof(ret->tag), err)) < 0 ||
+	    (r = mj_strbuf(j, "key", true, true, ret->key, sizeof(ret->key), err)) < 0)
+		return r;
+	if (!hex_text(ret->id, WIRE_GROUP_ID_MAX - 1) ||
+	    !hex_text(ret->tag, WIRE_GROUP_ID_MAX - 1) ||
+	    !hex_text(ret->key, WIRE_GROUP_KEY_MAX - 1))
+		return tk_errorf(err, -EINVAL,
+				 "group: id and tag must be 16 hex digits, key 64 hex digits");
+	json_t *m = json_object_get(j, "members");
+	if (!json_is_array(m) || json_array_size(m) < 1 || json_array_size(m) > WIRE_MAX_GROUP)
+		return tk_errorf(err, -EINVAL, "group.members: must be an array of 1 to %d members",
+				 WIRE_MAX_GROUP);
+	size_t i;
+	json_t *v;
+	json_array_foreach (m, i, v) {
+		struct wire_peer *p = &ret->members[i];
+		int64_t port;
+		if ((r = mj_check_keys(v, NULL, mkeys, err)) < 0 ||
+		    (r = mj_strbuf(v, "node", true, true, p->node, sizeof(p->node), err)) < 0 ||
+		    (r = mj_strbuf(v, "addr", true, true, p->addr, sizeof(p->addr), err)) < 0 ||
+		    (r = mj_int(v, "port", true, 0, 65535, 0, &port, err)) < 0) {
+			mj_prefix(err, "group.members[%zu]", i);
+			return r;
+		}
+		p->port = (int)port;
+		ret->n = (int)i + 1;
+	}
+	return 0;
+}
+
+/* ---- heartbeat ------------------------------------------------------------------------ */
+
+json_t *wire_beat_answer_pack(const char *epoch, int64_t at_ms, const struct wire_group *g)
+{
+	json_t *o =
+		json_pack("{s:b, s:s, s:I}", "ok", 1, "epoch", epoch, "at_ms", (json_int_t)at_ms);
+	if (g)
+		json_object_set_new(o, "group", wire_group_pack(g));
+	return o;
+}
+
+int wire_beat_answer_take(const char *body, size_t len, char *epoch, int64_t *at_ms,
+			  struct wire_group *g, struct tk_error *err)
 {
 	json_t *ans = body && len ? json_loadb(body, len, 0, NULL) : NULL;
 	const char *ep = json_string_value(json_object_get(ans, "epoch"));
@@ -203,7 +273,12 @@ void wire_beat_answer_take(const char *body, size_t len, char *epoch, int64_t *a
 		snprintf(epoch, WIRE_EPOCH_MAX, "%s", ep);
 		*at_ms = at;
 	}
+	int r = 0;
+	json_t *gj = json_object_get(ans, "group");
+	if (g && gj)
+		r = wire_group_unpack(gj, g, err) < 0 ? -EINVAL : 1;
 	json_decref(ans);
+	return r;
 }
 
 json_t *wire_heartbeat_pack(const struct wire_heartbeat *m)
@@ -225,6 +300,10 @@ json_t *wire_heartbeat_pack(const struct wire_heartbeat *m)
 		json_object_set_new(o, "acked",
 				    json_pack("{s:s, s:I}", "epoch", m->acked_epoch, "at_ms",
 					      (json_int_t)m->acked_at_ms));
+	if (m->witness_port || m->group_id[0])
+		json_object_set_new(o, "witness",
+				    json_pack("{s:i, s:s, s:s}", "port", m->witness_port, "group",
+					      m->group_id, "tag", m->group_tag));
 	if (m->nfaults) {
 		json_t *f = json_array();
 		for (int i = 0; i < m->nfaults; i++)
@@ -334,8 +413,9 @@ static int images_unpack(json_t *j, struct wire_heartbeat *ret, struct tk_error 
 
 int wire_heartbeat_unpack(json_t *j, struct wire_heartbeat *ret, struct tk_error *err)
 {
-	static const char *const keys[] = {"node",  "agent_id", "checkpoints", "stopping", "images",
-					   "pulls", "faults",	"metrics",     "acked",	   NULL};
+	static const char *const keys[] = {"node",   "agent_id", "checkpoints", "stopping",
+					   "images", "pulls",	 "faults",	"metrics",
+					   "acked",  "witness",	 NULL};
 	static const char *const ckeys[] = {"job", "attempt", "at_ms", NULL};
 	int r;
 	memset(ret, 0, sizeof(*ret));
@@ -355,6 +435,21 @@ int wire_heartbeat_unpack(json_t *j, struct wire_heartbeat *ret, struct tk_error
 			mj_prefix(err, "acked");
 			return r;
 		}
+	}
+	json_t *wit = json_object_get(j, "witness");
+	if (wit) {
+		static const char *const wkeys[] = {"port", "group", "tag", NULL};
+		int64_t port;
+		if ((r = mj_check_keys(wit, "witness", wkeys, err)) < 0 ||
+		    (r = mj_int(wit, "port", true, 0, 65535, 0, &port, err)) < 0 ||
+		    (r = mj_strbuf(wit, "group", true, true, ret->group_id, sizeof(ret->group_id),
+				   err)) < 0 ||
+		    (r = mj_strbuf(wit, "tag", true, true, ret->group_tag, sizeof(ret->group_tag),
+				   err)) < 0) {
+			mj_prefix(err, "witness");
+			return r;
+		}
+		ret->witness_port = (int)port;
 	}
 	if ((r = images_unpack(j, ret, err)) < 0) {
 		wire_heartbeat_release(ret);

@@ -130,6 +130,33 @@ struct wire_lease {
  * heartbeat_ms (the agent's setting). */
 void wire_lease_of(int64_t node_timeout_ms, int64_t heartbeat_ms, struct wire_lease *ret);
 
+/* ---- witness groups (fence.h) ---------------------------------------------------- */
+
+#define WIRE_MAX_GROUP 9     /* members of one witness group (FENCE_MAX_GROUP) */
+#define WIRE_GROUP_ID_MAX 17 /* 16 hex digits, with NUL */
+#define WIRE_GROUP_KEY_MAX 65
+
+/* A member: its node, and where its agent's witness endpoint listens
+ * (port 0: not known yet). */
+struct wire_peer {
+	char node[MODEL_NAME_MAX];
+	char addr[MODEL_ADDR_MAX];
+	int port;
+};
+
+/* The witness group the server put a node in, sent with a heartbeat's
+ * answer whenever what the node acknowledges differs. */
+struct wire_group {
+	char id[WIRE_GROUP_ID_MAX];   /* its members' names: what the server's hold rule weighs */
+	char tag[WIRE_GROUP_ID_MAX];  /* its members and their endpoints: resent when it changes */
+	char key[WIRE_GROUP_KEY_MAX]; /* 64 hex digits: authenticates members to each other */
+	int n;
+	struct wire_peer members[WIRE_MAX_GROUP];
+};
+
+json_t *wire_group_pack(const struct wire_group *g);
+int wire_group_unpack(json_t *j, struct wire_group *ret, struct tk_error *err);
+
 /* ---- heartbeat ------------------------------------------------------------------ */
 
 /* When a running attempt last wrote a checkpoint (what preemption weighs). */
@@ -191,15 +218,24 @@ struct wire_heartbeat {
 	 * server holds a member in touch by what it proves it heard) */
 	char acked_epoch[WIRE_EPOCH_MAX];
 	int64_t acked_at_ms;
+	/* its witness endpoint's UDP port (0: none), and the witness group it
+	 * holds now ("": none), by id and tag */
+	int witness_port;
+	char group_id[WIRE_GROUP_ID_MAX];
+	char group_tag[WIRE_GROUP_ID_MAX];
 };
 
 json_t *wire_heartbeat_pack(const struct wire_heartbeat *m);
 /* The heartbeat's answer: the server's epoch and its time, which the
  * node's next beat acknowledges (acked_epoch, acked_at_ms). */
-json_t *wire_beat_answer_pack(const char *epoch, int64_t at_ms);
+json_t *wire_beat_answer_pack(const char *epoch, int64_t at_ms, const struct wire_group *g);
 /* Takes what an answer's body says into epoch and *at_ms when it is newer
- * than what they hold (another run of the server, or a later time). */
-void wire_beat_answer_take(const char *body, size_t len, char *epoch, int64_t *at_ms);
+ * than what they hold (another run of the server, or a later time); and
+ * the group it carries into *g (when g is not NULL). Returns 1 when it
+ * carried a group, 0 when none, -EINVAL (err says why) when it is
+ * malformed. */
+int wire_beat_answer_take(const char *body, size_t len, char *epoch, int64_t *at_ms,
+			  struct wire_group *g, struct tk_error *err);
 /* The heartbeat's "images" and "pulls", which the API shows as they are. */
 json_t *wire_images_pack(const struct wire_image *im, int n);
 json_t *wire_pulls_pack(const struct wire_pull *p, int n);

@@ -285,6 +285,8 @@ static int by_topology(const void *x, const void *y)
 	return c ? c : strcmp(a->rec.inv.name, b->rec.inv.name);
 }
 
+static void group_name(struct state *s, struct sgroup *g);
+
 void state_groups_assign(struct state *s)
 {
 	s->groups_stale = false;
@@ -312,8 +314,79 @@ void state_groups_assign(struct state *s)
 			order[k]->group = g;
 		}
 		s->groups[g].n = end - s->groups[g].first;
+		group_name(s, &s->groups[g]);
 	}
 	free(order);
+}
+
+/* A group's id, of its members' names, and its key, derived from the
+ * server's secret and the id: the same group gets the same key from
+ * every run of the server, so members told by different runs still know
+ * each other. */
+static void group_name(struct state *s, struct sgroup *g)
+{
+	struct strbuf b;
+	strbuf_init(&b);
+	strbuf_addstr(&b, "tenk witness group");
+	for (int i = 0; i < g->n; i++)
+		strbuf_addf(&b, "\n%s", s->nodes[s->group_nodes[g->first + i]]->rec.inv.name);
+	char hex[65];
+	tk_sha256_hex(b.buf, b.len, hex);
+	snprintf(g->id, sizeof(g->id), "%.16s", hex);
+	const char *secret = s->cfg.secret ? s->cfg.secret : "";
+	char what[64];
+	int n = snprintf(what, sizeof(what), "witness group key %s", g->id);
+	tk_hmac_sha256_hex(secret, strlen(secret), what, (size_t)n, g->key);
+	strbuf_release(&b);
+}
+
+const struct wire_group *state_node_witness(struct state *s, struct snode *n, int port,
+					    const char *group_id, const char *group_tag,
+					    struct wire_group *ret)
+{
+	if (s->groups_stale)
+		state_groups_assign(s);
+	n->witness_port = port;
+	if (strcmp(n->rec.witness_acked, group_id) != 0) {
+		snprintf(n->rec.witness_acked, sizeof(n->rec.witness_acked), "%s", group_id);
+		state_node_dirty(s, n);
+	}
+	const struct sgroup *g = &s->groups[n->group];
+	memset(ret, 0, sizeof(*ret));
+	snprintf(ret->id, sizeof(ret->id), "%s", g->id);
+	snprintf(ret->key, sizeof(ret->key), "%s", g->key);
+	struct strbuf b;
+	strbuf_init(&b);
+	strbuf_addstr(&b, g->id);
+	for (int i = 0; i < g->n; i++) {
+		const struct snode *o = s->nodes[s->group_nodes[g->first + i]];
+		struct wire_peer *p = &ret->members[ret->n++];
+		snprintf(p->node, sizeof(p->node), "%s", o->rec.inv.name);
+		snprintf(p->addr, sizeof(p->addr), "%s", o->rec.inv.addr);
+		p->port = o->witness_port;
+		strbuf_addf(&b, "\n%s %s %d", p->node, p->addr, p->port);
+	}
+	char hex[65];
+	tk_sha256_hex(b.buf, b.len, hex);
+	strbuf_release(&b);
+	snprintf(ret->tag, sizeof(ret->tag), "%.16s", hex);
+	if (strcmp(ret->tag, group_tag) == 0)
+		return NULL;
+	if (strcmp(n->rec.witness_sent, g->id) != 0) {
+		snprintf(n->rec.witness_sent, sizeof(n->rec.witness_sent), "%s", g->id);
+		state_node_dirty(s, n);
+	}
+	return ret;
+}
+
+/* Does node n hold the group the server weighs it by? Yes when the last
+ * group sent it and the last it acknowledged are both its group now; or
+ * when it was never sent one (it renews nothing by peers). */
+static bool holds_its_group(const struct state *s, const struct snode *n)
+{
+	const char *id = s->groups[n->group].id;
+	return !n->rec.witness_sent[0] ||
+	       (strcmp(n->rec.witness_sent, id) == 0 && strcmp(n->rec.witness_acked, id) == 0);
 }
 
 /* May node n be declared DOWN now (fence.h)? *in_touch: how many of the
@@ -334,6 +407,34 @@ static bool may_declare_down(struct state *s, const struct snode *n, int64_t mon
 	return fence_may_declare_down(m, g->n, x, &s->fence, mono, in_touch);
 }
 
+/* One line for a group whose nodes the server holds: an outage of the
+ * control plane says so once per group, not once per node. */
+static void say_held(struct state *s, struct sgroup *g)
+{
+	g->news = false;
+	struct strbuf b;
+	strbuf_init(&b);
+	int held = 0;
+	const char *one = "";
+	for (int i = 0; i < g->n; i++) {
+		const struct snode *o = s->nodes[s->group_nodes[g->first + i]];
+		if (o->live != NODE_LIVE_UNREACHABLE)
+			continue;
+		if (held < 8)
+			strbuf_addf(&b, "%s%s", held ? ", " : "", o->rec.inv.name);
+		else if (held == 8)
+			strbuf_addstr(&b, ", ...");
+		one = o->rec.inv.name;
+		held++;
+	}
+	const char *topo = s->nodes[s->group_nodes[g->first]]->rec.inv.topology;
+	log_warn("lost contact with %d of %d nodes of witness group %s%s%s%s (%s): holding their "
+		 "jobs, which run on by their peers if the control plane is what is cut off "
+		 "(tenk nodes down %s, for a node known dead)",
+		 held, g->n, g->id, topo[0] ? " (" : "", topo, topo[0] ? ")" : "", b.buf, one);
+	strbuf_release(&b);
+}
+
 void state_check_nodes(struct state *s, int64_t now, int64_t mono)
 {
 	if (s->groups_stale)
@@ -343,7 +444,8 @@ void state_check_nodes(struct state *s, int64_t now, int64_t mono)
 		if (n->live == NODE_LIVE_DOWN || mono - n->last_seen_ms <= s->cfg.node_timeout_ms)
 			continue;
 		int in_touch = 0, gn = 1;
-		if (may_declare_down(s, n, mono, &in_touch, &gn)) {
+		bool held = holds_its_group(s, n);
+		if (may_declare_down(s, n, mono, &in_touch, &gn) && held) {
 			char why[128];
 			snprintf(why, sizeof(why), "no heartbeat from its agent for %llds",
 				 (long long)(s->cfg.node_timeout_ms / 1000));
@@ -352,14 +454,25 @@ void state_check_nodes(struct state *s, int64_t now, int64_t mono)
 			/* its group is not enough in touch to know it fences itself:
 			 * the control plane may be what is cut off */
 			n->live = NODE_LIVE_UNREACHABLE;
-			log_warn("node %s is UNREACHABLE: no heartbeat for %llds, and %d of the %d "
-				 "other nodes of its witness group hear the server (%d needed): "
-				 "holding its jobs (tenk nodes down %s, if it is known dead)",
-				 n->rec.inv.name, (long long)(s->cfg.node_timeout_ms / 1000),
-				 in_touch, gn - 1, gn > 1 ? (gn + 1) / 2 : 1, n->rec.inv.name);
+			s->groups[n->group].news = true;
+			if (!held)
+				log_info("node %s is UNREACHABLE: silent for %llds, and its agent "
+					 "had not acknowledged its witness group as it is now",
+					 n->rec.inv.name,
+					 (long long)(s->cfg.node_timeout_ms / 1000));
+			else
+				log_info("node %s is UNREACHABLE: silent for %llds, and %d of the "
+					 "%d others of its witness group hear the server (%d "
+					 "needed)",
+					 n->rec.inv.name,
+					 (long long)(s->cfg.node_timeout_ms / 1000), in_touch,
+					 gn - 1, gn > 1 ? (gn + 1) / 2 : 1);
 			state_want_pass(s);
 		}
 	}
+	for (int g = 0; g < s->ngroups; g++)
+		if (s->groups[g].news)
+			say_held(s, &s->groups[g]);
 	for (int i = 0; i < s->nfenced; i++) {
 		struct sjob *j = s->fenced[i];
 		if (mono < j->fenced_until)

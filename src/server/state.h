@@ -209,6 +209,7 @@ struct snode {
 	 * witness group (an index into state->groups) */
 	struct fence_member fence;
 	int group;
+	int witness_port; /* its agent's witness endpoint, as its last beat said (0: none) */
 	bool dirty;
 	struct snode *dirty_next;
 	/* what is allocated */
@@ -296,7 +297,10 @@ struct state_config {
 
 /* A witness group (fence.h): nodes next to each other by topology. */
 struct sgroup {
-	int first, n; /* its nodes: group_nodes[first .. first + n) */
+	int first, n;		      /* its nodes: group_nodes[first .. first + n) */
+	char id[WIRE_GROUP_ID_MAX];   /* of its members' names (wire.h) */
+	char key[WIRE_GROUP_KEY_MAX]; /* derived from cfg.secret and id */
+	bool news;		      /* nodes of it became UNREACHABLE: say so */
 };
 
 struct state {
@@ -550,6 +554,13 @@ void state_node_seen(struct state *s, struct snode *n, int64_t mono);
 void state_node_acked(struct state *s, struct snode *n, int64_t acked_ms, int64_t mono);
 /* The witness groups, again (nodes.c; after nodes joined). */
 void state_groups_assign(struct state *s);
+/* A heartbeat of node n said its witness endpoint's port and the group
+ * it holds (id and tag; "": none). Returns the group to send it in the
+ * answer, filled into *ret, when what it holds is not its group now;
+ * else NULL. */
+const struct wire_group *state_node_witness(struct state *s, struct snode *n, int port,
+					    const char *group_id, const char *group_tag,
+					    struct wire_group *ret);
 /* Marks a node DOWN and ends the parts of attempts it held. */
 void state_node_lost(struct state *s, struct snode *n, const char *why, int64_t now);
 /* Holds j back from a new attempt until mono time `until`: tasks of its
