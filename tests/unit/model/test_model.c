@@ -789,6 +789,85 @@ static void test_config_validation(void **state)
 
 /* The agent protocol: what each side packs the other unpacks to the same,
  * and a bad message names its field. */
+/* The witness group a beat's answer carries, and what the beat says back:
+ * packed and taken whole; malformed groups refused with what is wrong. */
+static void test_wire_witness(void **state)
+{
+	struct wire_group g = {.n = 2};
+	snprintf(g.id, sizeof(g.id), "0123456789abcdef");
+	snprintf(g.tag, sizeof(g.tag), "fedcba9876543210");
+	memset(g.key, 'a', 64);
+	snprintf(g.members[0].node, sizeof(g.members[0].node), "n1");
+	snprintf(g.members[0].addr, sizeof(g.members[0].addr), "10.0.0.1");
+	g.members[0].port = 4711;
+	snprintf(g.members[1].node, sizeof(g.members[1].node), "n2");
+	snprintf(g.members[1].addr, sizeof(g.members[1].addr), "10.0.0.2");
+	json_t *ans = wire_beat_answer_pack("e1", 99, &g);
+	char *text = json_dumps(ans, JSON_COMPACT);
+	char epoch[WIRE_EPOCH_MAX] = "";
+	int64_t at = 0;
+	struct wire_group got;
+	struct tk_error err;
+	assert_int_equal(wire_beat_answer_take(text, strlen(text), epoch, &at, &got, &err), 1);
+	assert_string_equal(epoch, "e1");
+	assert_int_equal(at, 99);
+	assert_memory_equal(&got, &g, sizeof(g));
+	free(text);
+	/* no group: none taken */
+	json_object_del(ans, "group");
+	text = json_dumps(ans, JSON_COMPACT);
+	assert_int_equal(wire_beat_answer_take(text, strlen(text), epoch, &at, &got, &err), 0);
+	free(text);
+	/* a key that is not 64 hex digits, a port out of range: refused */
+	json_t *gj = wire_group_pack(&g);
+	json_object_set_new(gj, "key", json_string("short"));
+	assert_true(wire_group_unpack(gj, &got, &err) < 0);
+	assert_non_null(strstr(err.text, "key 64 hex digits"));
+	json_decref(gj);
+	gj = wire_group_pack(&g);
+	json_object_set_new(json_array_get(json_object_get(gj, "members"), 1), "port",
+			    json_integer(70000));
+	assert_true(wire_group_unpack(gj, &got, &err) < 0);
+	assert_non_null(strstr(err.text, "group.members[1]"));
+	json_object_set_new(ans, "group", gj);
+	text = json_dumps(ans, JSON_COMPACT);
+	assert_int_equal(wire_beat_answer_take(text, strlen(text), epoch, &at, &got, &err),
+			 -EINVAL);
+	free(text);
+	json_decref(ans);
+	/* the beat: its endpoint and the group it holds */
+	struct wire_heartbeat hb = {.witness_port = 4711};
+	snprintf(hb.node, sizeof(hb.node), "n1");
+	snprintf(hb.agent_id, sizeof(hb.agent_id), "abababababababab");
+	snprintf(hb.group_id, sizeof(hb.group_id), "%s", g.id);
+	snprintf(hb.group_tag, sizeof(hb.group_tag), "%s", g.tag);
+	json_t *j = wire_heartbeat_pack(&hb);
+	struct wire_heartbeat back;
+	assert_int_equal(wire_heartbeat_unpack(j, &back, &err), 0);
+	assert_int_equal(back.witness_port, 4711);
+	assert_string_equal(back.group_id, g.id);
+	assert_string_equal(back.group_tag, g.tag);
+	wire_heartbeat_release(&back);
+	json_object_set_new(json_object_get(j, "witness"), "port", json_integer(-1));
+	assert_true(wire_heartbeat_unpack(j, &back, &err) < 0);
+	assert_non_null(strstr(err.text, "witness"));
+	json_decref(j);
+	/* the node record keeps what was sent and acknowledged */
+	struct node_record r;
+	memset(&r, 0, sizeof(r));
+	snprintf(r.inv.name, sizeof(r.inv.name), "n1");
+	r.inv.cpus = 1;
+	r.inv.mem_mib = 1;
+	snprintf(r.witness_sent, sizeof(r.witness_sent), "%s", g.id);
+	j = node_record_pack(&r);
+	struct node_record rb;
+	assert_int_equal(node_record_unpack(j, &rb, &err), 0);
+	assert_string_equal(rb.witness_sent, g.id);
+	assert_string_equal(rb.witness_acked, "");
+	node_record_release(&rb);
+	json_decref(j);
+}
+
 static void test_wire(void **state)
 {
 	struct tk_error err;
@@ -1117,6 +1196,7 @@ int main(void)
 		cmocka_unit_test(test_node_record),
 		cmocka_unit_test(test_config_validation),
 		cmocka_unit_test(test_wire),
+		cmocka_unit_test(test_wire_witness),
 		cmocka_unit_test(test_lease),
 		cmocka_unit_test(test_train_metrics),
 		cmocka_unit_test(test_request_daily_fields),
