@@ -65,6 +65,7 @@ struct hnode {
 	char acked_epoch[WIRE_EPOCH_MAX];
 	int64_t acked_at_ms;
 	char group_id[WIRE_GROUP_ID_MAX], group_tag[WIRE_GROUP_ID_MAX]; /* its witness group */
+	uint64_t beats;
 	uv_timer_t hb_timer, retry_timer;
 	struct hrun *runs;
 	struct task_event *events;
@@ -368,6 +369,7 @@ static void hb_timer_cb(uv_timer_t *t)
 	snprintf(m.acked_epoch, sizeof(m.acked_epoch), "%s", n->acked_epoch);
 	snprintf(m.group_id, sizeof(m.group_id), "%s", n->group_id);
 	snprintf(m.group_tag, sizeof(m.group_tag), "%s", n->group_tag);
+	m.witness_seq = ++n->beats;
 	snprintf(m.node, sizeof(m.node), "%s", n->inv.name);
 	snprintf(m.agent_id, sizeof(m.agent_id), "%s", n->agent_id);
 	n->hb_req = post(n, n->h->url_heartbeat, n->cred, wire_heartbeat_pack(&m),

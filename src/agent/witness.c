@@ -54,6 +54,7 @@ struct witness {
 	char nonce[17];		   /* the round's */
 	bool told[WIRE_MAX_GROUP]; /* which members answered it */
 	int asked;		   /* how many it asked */
+	uint64_t beats;		   /* heartbeats sent (the server takes the newest) */
 	int64_t heard_kept_ms;	   /* the bound on fa.heard_ms that the file holds */
 	int64_t shims_until_ms;	   /* the shims' lease, as last renewed */
 	enum witness_said said;
@@ -480,6 +481,7 @@ void agent__witness_for_heartbeat(struct agent *a, struct wire_heartbeat *m)
 	if (!w)
 		return;
 	m->witness_port = w->port;
+	m->witness_seq = ++w->beats;
 	snprintf(m->group_id, sizeof(m->group_id), "%s", w->g.id);
 	snprintf(m->group_tag, sizeof(m->group_tag), "%s", w->g.tag);
 }

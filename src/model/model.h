@@ -640,6 +640,16 @@ const char *verdict_name(enum verdict v);
 
 /* What the server keeps about a node across restarts. Liveness (up, down) is
  * not stored: it is learned anew from the agent after every start. */
+/* A witness group as a node record keeps it: its id (16 hex digits,
+ * wire.h; "": none) and its members' names (n -1: not known, an id the
+ * server never sent). */
+#define MODEL_WITNESS_MAX 9
+struct node_witness {
+	char id[17];
+	int n;
+	char member[MODEL_WITNESS_MAX][MODEL_NAME_MAX];
+};
+
 struct node_record {
 	struct node_inventory inv;
 	bool drained;
@@ -662,12 +672,11 @@ struct node_record {
 	int64_t verdict_ms;
 	int64_t verdict_job;	/* the validation job */
 	json_t *verdict_checks; /* owned: the checks' figures, thresholds, verdicts; or NULL */
-	/* its witness group (fence.h), by id (16 hex digits, wire.h): the last
-	 * the server sent its agent, the last its agent acknowledged ("":
-	 * none). The server declares it DOWN only when both are its group now
-	 * (or none was ever sent: it renews nothing by its peers). */
-	char witness_sent[17];
-	char witness_acked[17];
+	/* its witness groups (fence.h): the last the server sent its agent, and
+	 * the one its agent said it holds. The agent renews its leases by one
+	 * of them (fence.h), so the server declares it DOWN only when the hold
+	 * rule allows it in each. */
+	struct node_witness witness_sent, witness_acked;
 };
 
 json_t *node_record_pack(const struct node_record *r);

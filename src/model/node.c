@@ -211,6 +211,52 @@ json_t *node_verdict_pack(const struct node_record *r)
 	return o;
 }
 
+static json_t *witness_pack(const struct node_witness *w)
+{
+	json_t *o = json_pack("{s:s}", "id", w->id);
+	if (w->n >= 0) {
+		json_t *m = json_array();
+		for (int i = 0; i < w->n; i++)
+			json_array_append_new(m, json_string(w->member[i]));
+		json_object_set_new(o, "members", m);
+	}
+	return o;
+}
+
+static int witness_unpack(json_t *j, const char *what, struct node_witness *w, struct tk_error *err)
+{
+	static const char *const keys[] = {"id", "members", NULL};
+	int rc;
+	memset(w, 0, sizeof(*w));
+	if (!j)
+		return 0;
+	if ((rc = mj_check_keys(j, what, keys, err)) < 0 ||
+	    (rc = mj_strbuf(j, "id", true, true, w->id, sizeof(w->id), err)) < 0) {
+		mj_prefix(err, "%s", what);
+		return rc;
+	}
+	json_t *m = json_object_get(j, "members");
+	if (!m) {
+		w->n = w->id[0] ? -1 : 0;
+		return 0;
+	}
+	if (!json_is_array(m) || json_array_size(m) > MODEL_WITNESS_MAX)
+		return tk_errorf(err, -EINVAL, "%s.members: must be an array of at most %d names",
+				 what, MODEL_WITNESS_MAX);
+	size_t i;
+	json_t *v;
+	json_array_foreach (m, i, v) {
+		if ((rc = mj_check_string_value(v, "members[]", MODEL_NAME_MAX - 1, true, err)) <
+		    0) {
+			mj_prefix(err, "%s", what);
+			return rc;
+		}
+		snprintf(w->member[i], MODEL_NAME_MAX, "%s", json_string_value(v));
+		w->n = (int)i + 1;
+	}
+	return 0;
+}
+
 json_t *node_record_pack(const struct node_record *r)
 {
 	json_t *o =
@@ -229,10 +275,10 @@ json_t *node_record_pack(const struct node_record *r)
 		json_object_set_new(o, "admit", json_true());
 	if (r->revoked)
 		json_object_set_new(o, "revoked", json_true());
-	if (r->witness_sent[0] || r->witness_acked[0])
+	if (r->witness_sent.id[0] || r->witness_acked.id[0])
 		json_object_set_new(o, "witness",
-				    json_pack("{s:s, s:s}", "sent", r->witness_sent, "acked",
-					      r->witness_acked));
+				    json_pack("{s:o, s:o}", "sent", witness_pack(&r->witness_sent),
+					      "acked", witness_pack(&r->witness_acked)));
 	return o;
 }
 
@@ -303,13 +349,11 @@ int node_record_unpack(json_t *j, struct node_record *ret, struct tk_error *err)
 		return rc;
 	json_t *w = json_object_get(j, "witness");
 	if (w && ((rc = mj_check_keys(w, "witness", wkeys, err)) < 0 ||
-		  (rc = mj_strbuf(w, "sent", true, true, r->witness_sent, sizeof(r->witness_sent),
-				  err)) < 0 ||
-		  (rc = mj_strbuf(w, "acked", true, true, r->witness_acked,
-				  sizeof(r->witness_acked), err)) < 0)) {
-		mj_prefix(err, "witness");
+		  (rc = witness_unpack(json_object_get(w, "sent"), "witness.sent", &r->witness_sent,
+				       err)) < 0 ||
+		  (rc = witness_unpack(json_object_get(w, "acked"), "witness.acked",
+				       &r->witness_acked, err)) < 0))
 		return rc;
-	}
 	r->drain_source = r->drained ? (enum drain_source)(source + 1) : DRAIN_NONE;
 	if (r->cred_sha256[0] && strlen(r->cred_sha256) != 64)
 		return tk_errorf(err, -EINVAL, "cred_sha256: must be 64 hex digits");

@@ -302,8 +302,9 @@ json_t *wire_heartbeat_pack(const struct wire_heartbeat *m)
 					      (json_int_t)m->acked_at_ms));
 	if (m->witness_port || m->group_id[0])
 		json_object_set_new(o, "witness",
-				    json_pack("{s:i, s:s, s:s}", "port", m->witness_port, "group",
-					      m->group_id, "tag", m->group_tag));
+				    json_pack("{s:i, s:s, s:s, s:I}", "port", m->witness_port,
+					      "group", m->group_id, "tag", m->group_tag, "seq",
+					      (json_int_t)m->witness_seq));
 	if (m->nfaults) {
 		json_t *f = json_array();
 		for (int i = 0; i < m->nfaults; i++)
@@ -438,18 +439,20 @@ int wire_heartbeat_unpack(json_t *j, struct wire_heartbeat *ret, struct tk_error
 	}
 	json_t *wit = json_object_get(j, "witness");
 	if (wit) {
-		static const char *const wkeys[] = {"port", "group", "tag", NULL};
-		int64_t port;
+		static const char *const wkeys[] = {"port", "group", "tag", "seq", NULL};
+		int64_t port, seq;
 		if ((r = mj_check_keys(wit, "witness", wkeys, err)) < 0 ||
 		    (r = mj_int(wit, "port", true, 0, 65535, 0, &port, err)) < 0 ||
 		    (r = mj_strbuf(wit, "group", true, true, ret->group_id, sizeof(ret->group_id),
 				   err)) < 0 ||
 		    (r = mj_strbuf(wit, "tag", true, true, ret->group_tag, sizeof(ret->group_tag),
-				   err)) < 0) {
+				   err)) < 0 ||
+		    (r = mj_int(wit, "seq", false, 0, INT64_MAX, 0, &seq, err)) < 0) {
 			mj_prefix(err, "witness");
 			return r;
 		}
 		ret->witness_port = (int)port;
+		ret->witness_seq = (uint64_t)seq;
 	}
 	if ((r = images_unpack(j, ret, err)) < 0) {
 		wire_heartbeat_release(ret);

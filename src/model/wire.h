@@ -218,11 +218,12 @@ struct wire_heartbeat {
 	 * server holds a member in touch by what it proves it heard) */
 	char acked_epoch[WIRE_EPOCH_MAX];
 	int64_t acked_at_ms;
-	/* its witness endpoint's UDP port (0: none), and the witness group it
-	 * holds now ("": none), by id and tag */
+	/* its witness endpoint's UDP port (0: none), the witness group it
+	 * holds now ("": none), by id and tag, and which beat this is */
 	int witness_port;
 	char group_id[WIRE_GROUP_ID_MAX];
 	char group_tag[WIRE_GROUP_ID_MAX];
+	uint64_t witness_seq; /* the agent's beats, counted from 1 (0: not said) */
 };
 
 json_t *wire_heartbeat_pack(const struct wire_heartbeat *m);

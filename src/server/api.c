@@ -1251,8 +1251,7 @@ static void h_agent_heartbeat(struct request *r, const char *param, json_t *body
 		/* the next beat acknowledges this answer: the server's epoch and
 		 * time; and the node's witness group, when it holds another */
 		struct wire_group gb;
-		const struct wire_group *g = state_node_witness(&r->s->st, n, m.witness_port,
-								m.group_id, m.group_tag, &gb);
+		const struct wire_group *g = state_node_witness(&r->s->st, n, &m, !r->ungated, &gb);
 		reply_json(r, 200, wire_beat_answer_pack(r->s->epoch, tk_mono_ms(), g));
 	}
 	wire_heartbeat_release(&m);

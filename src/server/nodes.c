@@ -340,18 +340,44 @@ static void group_name(struct state *s, struct sgroup *g)
 	strbuf_release(&b);
 }
 
-const struct wire_group *state_node_witness(struct state *s, struct snode *n, int port,
-					    const char *group_id, const char *group_tag,
+/* The group g as a node record keeps it. */
+static void witness_of(const struct state *s, const struct sgroup *g, struct node_witness *w)
+{
+	memset(w, 0, sizeof(*w));
+	snprintf(w->id, sizeof(w->id), "%s", g->id);
+	for (int i = 0; i < g->n && i < MODEL_WITNESS_MAX; i++)
+		snprintf(w->member[w->n++], MODEL_NAME_MAX, "%s",
+			 s->nodes[s->group_nodes[g->first + i]]->rec.inv.name);
+}
+
+const struct wire_group *state_node_witness(struct state *s, struct snode *n,
+					    const struct wire_heartbeat *m, bool may_send,
 					    struct wire_group *ret)
 {
 	if (s->groups_stale)
 		state_groups_assign(s);
-	n->witness_port = port;
-	if (strcmp(n->rec.witness_acked, group_id) != 0) {
-		snprintf(n->rec.witness_acked, sizeof(n->rec.witness_acked), "%s", group_id);
+	/* a beat older than one already taken (it waited somewhere) says
+	 * what its agent held before: it changes nothing, and gets nothing */
+	if (m->witness_seq && m->witness_seq <= n->witness_seq)
+		return NULL;
+	n->witness_seq = m->witness_seq;
+	n->witness_port = m->witness_port;
+	const struct sgroup *g = &s->groups[n->group];
+	/* what the agent holds: its members as the server sent them, or as
+	 * they are now; an id the server never sent, not known */
+	struct node_witness *acked = &n->rec.witness_acked;
+	if (strcmp(acked->id, m->group_id) != 0) {
+		if (strcmp(n->rec.witness_sent.id, m->group_id) == 0) {
+			*acked = n->rec.witness_sent;
+		} else if (strcmp(g->id, m->group_id) == 0) {
+			witness_of(s, g, acked);
+		} else {
+			memset(acked, 0, sizeof(*acked));
+			snprintf(acked->id, sizeof(acked->id), "%s", m->group_id);
+			acked->n = m->group_id[0] ? -1 : 0;
+		}
 		state_node_dirty(s, n);
 	}
-	const struct sgroup *g = &s->groups[n->group];
 	memset(ret, 0, sizeof(*ret));
 	snprintf(ret->id, sizeof(ret->id), "%s", g->id);
 	snprintf(ret->key, sizeof(ret->key), "%s", g->key);
@@ -370,30 +396,61 @@ const struct wire_group *state_node_witness(struct state *s, struct snode *n, in
 	tk_sha256_hex(b.buf, b.len, hex);
 	strbuf_release(&b);
 	snprintf(ret->tag, sizeof(ret->tag), "%.16s", hex);
-	if (strcmp(ret->tag, group_tag) == 0)
+	/* sent only in an answer that waits for the store: the record says
+	 * so before the agent can hold it */
+	if (strcmp(ret->tag, m->group_tag) == 0 || !may_send)
 		return NULL;
-	if (strcmp(n->rec.witness_sent, g->id) != 0) {
-		snprintf(n->rec.witness_sent, sizeof(n->rec.witness_sent), "%s", g->id);
+	if (strcmp(n->rec.witness_sent.id, g->id) != 0) {
+		witness_of(s, g, &n->rec.witness_sent);
 		state_node_dirty(s, n);
 	}
 	return ret;
 }
 
-/* Does node n hold the group the server weighs it by? Yes when the last
- * group sent it and the last it acknowledged are both its group now; or
- * when it was never sent one (it renews nothing by peers). */
-static bool holds_its_group(const struct state *s, const struct snode *n)
+/* May the server declare x DOWN by the witness group w (a node record's)?
+ * Its members that are no longer nodes count as not in touch. */
+static bool may_by(struct state *s, const struct snode *x, const struct node_witness *w,
+		   int64_t mono, int *in_touch, int *group_n)
 {
-	const char *id = s->groups[n->group].id;
-	return !n->rec.witness_sent[0] ||
-	       (strcmp(n->rec.witness_sent, id) == 0 && strcmp(n->rec.witness_acked, id) == 0);
+	if (w->n < 0)
+		return false; /* not known: hold */
+	struct fence_member m[MODEL_WITNESS_MAX];
+	int k = 0, xi = -1;
+	for (int i = 0; i < w->n; i++) {
+		const struct snode *o = tk_map_get(&s->node_by_name, w->member[i]);
+		if (o == x)
+			xi = k;
+		if (o)
+			m[k] = o->fence;
+		else
+			fence_member_init(&m[k], INT64_MIN / 4);
+		k++;
+	}
+	if (xi < 0)
+		return false;
+	*group_n = k;
+	return fence_may_declare_down(m, k, xi, &s->fence, mono, in_touch);
 }
 
-/* May node n be declared DOWN now (fence.h)? *in_touch: how many of the
- * others of its group the server knows hear it. */
+/* May node n be declared DOWN now (fence.h)? By every witness group its
+ * agent may hold: the one it said it holds and the last sent it (with
+ * no beat in between, it holds one of the two); by the group it is in
+ * now when it was never sent one (it renews nothing by peers). *in_touch:
+ * how many of the others of the group weighed last the server knows hear
+ * it; *unknown: its agent holds a group the server does not know. */
 static bool may_declare_down(struct state *s, const struct snode *n, int64_t mono, int *in_touch,
-			     int *group_n)
+			     int *group_n, bool *unknown)
 {
+	const struct node_witness *sent = &n->rec.witness_sent, *acked = &n->rec.witness_acked;
+	*unknown = acked->n < 0;
+	if (sent->id[0] || acked->id[0]) {
+		bool ok = true;
+		if (acked->id[0])
+			ok = may_by(s, n, acked, mono, in_touch, group_n);
+		if (ok && sent->id[0] && strcmp(sent->id, acked->id) != 0)
+			ok = may_by(s, n, sent, mono, in_touch, group_n);
+		return ok;
+	}
 	const struct sgroup *g = &s->groups[n->group];
 	struct fence_member m[FENCE_MAX_GROUP];
 	int x = 0;
@@ -444,8 +501,8 @@ void state_check_nodes(struct state *s, int64_t now, int64_t mono)
 		if (n->live == NODE_LIVE_DOWN || mono - n->last_seen_ms <= s->cfg.node_timeout_ms)
 			continue;
 		int in_touch = 0, gn = 1;
-		bool held = holds_its_group(s, n);
-		if (may_declare_down(s, n, mono, &in_touch, &gn) && held) {
+		bool unknown = false;
+		if (may_declare_down(s, n, mono, &in_touch, &gn, &unknown)) {
 			char why[128];
 			snprintf(why, sizeof(why), "no heartbeat from its agent for %llds",
 				 (long long)(s->cfg.node_timeout_ms / 1000));
@@ -455,9 +512,9 @@ void state_check_nodes(struct state *s, int64_t now, int64_t mono)
 			 * the control plane may be what is cut off */
 			n->live = NODE_LIVE_UNREACHABLE;
 			s->groups[n->group].news = true;
-			if (!held)
+			if (unknown)
 				log_info("node %s is UNREACHABLE: silent for %llds, and its agent "
-					 "had not acknowledged its witness group as it is now",
+					 "holds a witness group this server never sent",
 					 n->rec.inv.name,
 					 (long long)(s->cfg.node_timeout_ms / 1000));
 			else
@@ -563,6 +620,7 @@ struct snode *state_register(struct state *s, const struct node_inventory *inv,
 			log_info("node %s is UP", inv->name);
 	}
 	snprintf(n->rec.agent_id, sizeof(n->rec.agent_id), "%s", agent_id);
+	n->witness_seq = 0; /* a new agent counts its beats from 1 */
 	n->rec.registered_ms = now;
 	n->agent_stopping = false;
 	n->live = NODE_LIVE_UP;

@@ -209,7 +209,8 @@ struct snode {
 	 * witness group (an index into state->groups) */
 	struct fence_member fence;
 	int group;
-	int witness_port; /* its agent's witness endpoint, as its last beat said (0: none) */
+	int witness_port;     /* its agent's witness endpoint, as its last beat said (0: none) */
+	uint64_t witness_seq; /* the newest beat of its agent whose witness part was taken */
 	bool dirty;
 	struct snode *dirty_next;
 	/* what is allocated */
@@ -554,12 +555,12 @@ void state_node_seen(struct state *s, struct snode *n, int64_t mono);
 void state_node_acked(struct state *s, struct snode *n, int64_t acked_ms, int64_t mono);
 /* The witness groups, again (nodes.c; after nodes joined). */
 void state_groups_assign(struct state *s);
-/* A heartbeat of node n said its witness endpoint's port and the group
+/* A heartbeat m of node n said its witness endpoint's port and the group
  * it holds (id and tag; "": none). Returns the group to send it in the
- * answer, filled into *ret, when what it holds is not its group now;
- * else NULL. */
-const struct wire_group *state_node_witness(struct state *s, struct snode *n, int port,
-					    const char *group_id, const char *group_tag,
+ * answer, filled into *ret, when what it holds is not its group now and
+ * may_send (the answer waits for the store); else NULL. */
+const struct wire_group *state_node_witness(struct state *s, struct snode *n,
+					    const struct wire_heartbeat *m, bool may_send,
 					    struct wire_group *ret);
 /* Marks a node DOWN and ends the parts of attempts it held. */
 void state_node_lost(struct state *s, struct snode *n, const char *why, int64_t now);

@@ -858,12 +858,19 @@ static void test_wire_witness(void **state)
 	snprintf(r.inv.name, sizeof(r.inv.name), "n1");
 	r.inv.cpus = 1;
 	r.inv.mem_mib = 1;
-	snprintf(r.witness_sent, sizeof(r.witness_sent), "%s", g.id);
+	snprintf(r.witness_sent.id, sizeof(r.witness_sent.id), "%s", g.id);
+	r.witness_sent.n = 2;
+	snprintf(r.witness_sent.member[0], MODEL_NAME_MAX, "n1");
+	snprintf(r.witness_sent.member[1], MODEL_NAME_MAX, "n2");
+	/* an id the server never sent: its members are not known */
+	snprintf(r.witness_acked.id, sizeof(r.witness_acked.id), "00000000000000ff");
+	r.witness_acked.n = -1;
 	j = node_record_pack(&r);
 	struct node_record rb;
 	assert_int_equal(node_record_unpack(j, &rb, &err), 0);
-	assert_string_equal(rb.witness_sent, g.id);
-	assert_string_equal(rb.witness_acked, "");
+	assert_memory_equal(&rb.witness_sent, &r.witness_sent, sizeof(r.witness_sent));
+	assert_string_equal(rb.witness_acked.id, "00000000000000ff");
+	assert_int_equal(rb.witness_acked.n, -1);
 	node_record_release(&rb);
 	json_decref(j);
 }
