@@ -187,6 +187,15 @@ static void reg_done(void *arg, long status, const char *body, size_t len, const
 		return;
 	}
 	json_decref(j);
+	if (ans.protocol > WIRE_PROTOCOL + 1) {
+		/* a server of its own version or the next (wire.h) */
+		log_err("register: the server speaks protocol %d, this agent %d: upgrade the "
+			"agent",
+			ans.protocol, WIRE_PROTOCOL);
+		if (!a->stopping)
+			uv_timer_start(&a->reg_timer, reg_timer_cb, AGENT_BACKOFF_MAX_MS * 6, 0);
+		return;
+	}
 	if (ans.credential[0] && keep_credential(a, ans.credential) < 0) {
 		if (!a->stopping)
 			uv_timer_start(&a->reg_timer, reg_timer_cb,

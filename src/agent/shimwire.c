@@ -118,7 +118,7 @@ static int user_unpack(json_t *j, struct shim_user *u, bool *allow_root, struct 
 	static const char *const keys[] = {"name", "uid", "gid", "groups", "allow_root", NULL};
 	int64_t uid, gid;
 	int r;
-	if ((r = mj_check_keys(j, "user", keys, err)) < 0 ||
+	if ((r = mj_link_keys(j, "user", keys, err)) < 0 ||
 	    (r = mj_strbuf(j, "name", true, true, u->name, sizeof(u->name), err)) < 0 ||
 	    (r = mj_int(j, "uid", true, 0, UINT32_MAX - 1, 0, &uid, err)) < 0 ||
 	    (r = mj_int(j, "gid", true, 0, UINT32_MAX - 1, 0, &gid, err)) < 0 ||
@@ -147,7 +147,7 @@ static int container_unpack(json_t *j, struct shim_container *c, struct tk_error
 	static const char *const keys[] = {"podman", "conf",   "root", "image",
 					   "ref",    "mounts", NULL};
 	int r;
-	if ((r = mj_check_keys(j, "container", keys, err)) < 0 ||
+	if ((r = mj_link_keys(j, "container", keys, err)) < 0 ||
 	    (r = mj_strbuf(j, "podman", true, true, c->podman, sizeof(c->podman), err)) < 0 ||
 	    (r = mj_strbuf(j, "conf", false, true, c->conf, sizeof(c->conf), err)) < 0 ||
 	    (r = mj_strbuf(j, "root", false, true, c->root, sizeof(c->root), err)) < 0 ||
@@ -176,7 +176,7 @@ static int cgroup_unpack(json_t *j, struct shim_plan *p, struct tk_error *err)
 					   "deny", "nest",    NULL};
 	struct cg_limits *l = &p->limits;
 	int r;
-	if ((r = mj_check_keys(j, "cgroup", keys, err)) < 0 ||
+	if ((r = mj_link_keys(j, "cgroup", keys, err)) < 0 ||
 	    (r = mj_strbuf(j, "node", true, true, p->node, sizeof(p->node), err)) < 0 ||
 	    (r = mj_int(j, "mem_mib", true, 0, MODEL_MAX_MEM_MIB, 0, &l->mem_mib, err)) < 0 ||
 	    (r = mj_strbuf(j, "cpus", true, true, l->cpus, sizeof(l->cpus), err)) < 0 ||
@@ -217,7 +217,7 @@ int shim_plan_unpack(json_t *j, struct shim_plan *ret, struct tk_error *err)
 	struct shim_plan p = {0};
 	int64_t attempt;
 	int r;
-	if ((r = mj_check_keys(j, NULL, keys, err)) < 0 ||
+	if ((r = mj_link_keys(j, NULL, keys, err)) < 0 ||
 	    (r = mj_int(j, "job", true, 1, INT64_MAX, 0, &p.job, err)) < 0 ||
 	    (r = mj_int(j, "attempt", true, 1, MODEL_MAX_ATTEMPTS, 0, &attempt, err)) < 0 ||
 	    (r = mj_int(j, "grace_ms", true, 0, MODEL_MAX_GRACE_S * 1000, 0, &p.grace_ms, err)) <
@@ -235,7 +235,7 @@ int shim_plan_unpack(json_t *j, struct shim_plan *ret, struct tk_error *err)
 	if (sg) {
 		static const char *const skeys[] = {"number", "after_ms", NULL};
 		int64_t num;
-		if ((r = mj_check_keys(sg, "signal", skeys, err)) < 0 ||
+		if ((r = mj_link_keys(sg, "signal", skeys, err)) < 0 ||
 		    (r = mj_int(sg, "number", true, 1, 64, 0, &num, err)) < 0 ||
 		    (r = mj_int(sg, "after_ms", true, 0, MODEL_MAX_TIME_LIMIT_S * 1000, 0,
 				&p.signal_ms, err)) < 0) {
@@ -269,7 +269,7 @@ int shim_plan_unpack(json_t *j, struct shim_plan *ret, struct tk_error *err)
 		struct shim_task *t = &p.tasks[i];
 		int64_t rank;
 		p.ntasks = (int)i + 1;
-		if ((r = mj_check_keys(tj, NULL, tkeys, err)) < 0 ||
+		if ((r = mj_link_keys(tj, NULL, tkeys, err)) < 0 ||
 		    (r = mj_int(tj, "rank", true, 0, MODEL_MAX_NODES * MODEL_MAX_TASKS_PER_NODE, 0,
 				&rank, err)) < 0 ||
 		    (r = strv_unpack(tj, "argv", true, MODEL_MAX_ARGS, &t->argv, &t->argc, err)) <
@@ -347,7 +347,7 @@ static int task_status_unpack(json_t *j, struct shim_task_status *t, struct tk_e
 	int64_t rank, pid, code, sig;
 	int r;
 	memset(t, 0, sizeof(*t));
-	if ((r = mj_check_keys(j, NULL, keys, err)) < 0 ||
+	if ((r = mj_link_keys(j, NULL, keys, err)) < 0 ||
 	    (r = mj_int(j, "rank", true, 0, MODEL_MAX_NODES * MODEL_MAX_TASKS_PER_NODE, 0, &rank,
 			err)) < 0 ||
 	    (r = mj_strbuf(j, "state", true, true, state, sizeof(state), err)) < 0 ||
@@ -382,7 +382,7 @@ int shim_status_unpack(json_t *j, struct shim_status *ret, struct tk_error *err)
 	struct shim_status s = {0};
 	int64_t attempt, pid;
 	int r;
-	if ((r = mj_check_keys(j, NULL, keys, err)) < 0 ||
+	if ((r = mj_link_keys(j, NULL, keys, err)) < 0 ||
 	    (r = mj_int(j, "job", true, 1, INT64_MAX, 0, &s.job, err)) < 0 ||
 	    (r = mj_int(j, "attempt", true, 1, MODEL_MAX_ATTEMPTS, 0, &attempt, err)) < 0 ||
 	    (r = mj_int(j, "shim_pid", true, 1, INT32_MAX, 0, &pid, err)) < 0 ||
@@ -447,7 +447,7 @@ int shim_cmd_unpack(json_t *j, struct shim_cmd *ret, struct tk_error *err)
 	char type[16] = "", cause[24] = "cancelled";
 	int r;
 	memset(ret, 0, sizeof(*ret));
-	if ((r = mj_check_keys(j, NULL, keys, err)) < 0 ||
+	if ((r = mj_link_keys(j, NULL, keys, err)) < 0 ||
 	    (r = mj_strbuf(j, "type", true, true, type, sizeof(type), err)) < 0 ||
 	    (r = mj_strbuf(j, "cause", false, true, cause, sizeof(cause), err)) < 0 ||
 	    (r = mj_strbuf(j, "detail", false, true, ret->detail, sizeof(ret->detail), err)) < 0 ||

@@ -42,6 +42,18 @@ static const char *field_name(char *buf, size_t n, const char *path, const char 
 	return buf;
 }
 
+int mj_link_keys(json_t *obj, const char *path, const char *const *known, struct tk_error *err)
+{
+	(void)known; /* what this version reads: the rest is a newer peer's, ignored */
+	if (!obj)
+		return tk_errorf(err, -EINVAL, "%s: required object is missing",
+				 path && *path ? path : "body");
+	if (!json_is_object(obj))
+		return tk_errorf(err, -EINVAL, "%s: must be an object, got %s",
+				 path && *path ? path : "body", type_name(obj));
+	return 0;
+}
+
 int mj_check_keys(json_t *obj, const char *path, const char *const *allowed, struct tk_error *err)
 {
 	if (!obj)

@@ -51,6 +51,11 @@
  * else *ret gets the default. Errors name `key` (prefixed by `path` when not
  * NULL, as in "command[2]"). Strings are returned for the caller to free. */
 int mj_check_keys(json_t *obj, const char *path, const char *const *allowed, struct tk_error *err);
+/* The same for a message of a link between tenk's own parts (agent and
+ * server, agent and shim), which may be of the next version: obj must be
+ * an object; keys not in known are a newer peer's, and ignored (DESIGN.md
+ * §5, versions). */
+int mj_link_keys(json_t *obj, const char *path, const char *const *known, struct tk_error *err);
 int mj_int(json_t *obj, const char *key, bool required, int64_t min, int64_t max, int64_t def,
 	   int64_t *ret, struct tk_error *err);
 int mj_bool(json_t *obj, const char *key, bool required, bool def, bool *ret, struct tk_error *err);

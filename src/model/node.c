@@ -135,7 +135,7 @@ int node_inventory_unpack(json_t *j, struct node_inventory *ret, struct tk_error
 	int64_t cpus, mem;
 	int r;
 	memset(inv, 0, sizeof(*inv));
-	if ((r = mj_check_keys(j, NULL, keys, err)) < 0 ||
+	if ((r = mj_link_keys(j, NULL, keys, err)) < 0 ||
 	    (r = mj_strbuf(j, "name", true, true, inv->name, sizeof(inv->name), err)) < 0 ||
 	    (r = mj_strbuf(j, "addr", false, true, inv->addr, sizeof(inv->addr), err)) < 0 ||
 	    (r = mj_strbuf(j, "topology", false, true, inv->topology, sizeof(inv->topology), err)) <

@@ -123,7 +123,7 @@ int train_point_unpack(json_t *j, struct train_point *p, struct tk_error *err)
 	int r;
 	if (!json_is_object(j))
 		return tk_errorf(err, -EINVAL, "must be an object with values");
-	if ((r = mj_check_keys(j, NULL, keys, err)) < 0 ||
+	if ((r = mj_link_keys(j, NULL, keys, err)) < 0 ||
 	    (r = mj_int(j, "step", false, -1, INT64_MAX, -1, &p->step, err)) < 0 ||
 	    (r = mj_int(j, "at_ms", false, 0, INT64_MAX, 0, &p->at_ms, err)) < 0)
 		return r;

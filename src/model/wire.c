@@ -101,19 +101,23 @@ json_t *wire_register_pack(const struct wire_register *m)
 		json_array_append_new(kept,
 				      json_pack("{s:I, s:i}", "job", (json_int_t)m->kept[i].job,
 						"attempt", m->kept[i].attempt));
-	return json_pack("{s:s, s:o, s:o}", "agent_id", m->agent_id, "inventory",
-			 node_inventory_pack(&m->inv), "kept", kept);
+	return json_pack("{s:s, s:o, s:o, s:i}", "agent_id", m->agent_id, "inventory",
+			 node_inventory_pack(&m->inv), "kept", kept, "protocol",
+			 m->protocol ? m->protocol : WIRE_PROTOCOL);
 }
 
 int wire_register_unpack(json_t *j, struct wire_register *ret, struct tk_error *err)
 {
-	static const char *const keys[] = {"agent_id", "inventory", "kept", NULL};
+	static const char *const keys[] = {"agent_id", "inventory", "kept", "protocol", NULL};
 	static const char *const kkeys[] = {"job", "attempt", NULL};
 	int r;
+	int64_t protocol;
 	memset(ret, 0, sizeof(*ret));
-	if ((r = mj_check_keys(j, NULL, keys, err)) < 0 ||
-	    (r = agent_id_unpack(j, ret->agent_id, err)) < 0)
+	if ((r = mj_link_keys(j, NULL, keys, err)) < 0 ||
+	    (r = agent_id_unpack(j, ret->agent_id, err)) < 0 ||
+	    (r = mj_int(j, "protocol", false, 1, INT32_MAX, 1, &protocol, err)) < 0)
 		return r;
+	ret->protocol = (int)protocol;
 	if ((r = node_inventory_unpack(json_object_get(j, "inventory"), &ret->inv, err)) < 0) {
 		mj_prefix(err, "inventory");
 		return r;
@@ -127,7 +131,7 @@ int wire_register_unpack(json_t *j, struct wire_register *ret, struct tk_error *
 	json_t *k;
 	json_array_foreach (kept, i, k) {
 		int64_t attempt;
-		if ((r = mj_check_keys(k, NULL, kkeys, err)) < 0 ||
+		if ((r = mj_link_keys(k, NULL, kkeys, err)) < 0 ||
 		    (r = mj_int(k, "job", true, 1, INT64_MAX, 0, &ret->kept[i].job, err)) < 0 ||
 		    (r = mj_int(k, "attempt", true, 1, MODEL_MAX_ATTEMPTS, 0, &attempt, err)) < 0) {
 			mj_prefix(err, "kept[%zu]", i);
@@ -153,24 +157,28 @@ json_t *wire_registered_pack(const struct wire_registered *m)
 			      m->epoch, "node_timeout_ms", (json_int_t)m->node_timeout_ms);
 	if (m->credential[0])
 		json_object_set_new(o, "credential", json_string(m->credential));
+	json_object_set_new(o, "protocol", json_integer(m->protocol ? m->protocol : WIRE_PROTOCOL));
 	return o;
 }
 
 int wire_registered_unpack(json_t *j, struct wire_registered *ret, struct tk_error *err)
 {
-	static const char *const keys[] = {"node",	 "addr", "epoch", "node_timeout_ms",
-					   "credential", NULL};
+	static const char *const keys[] = {"node",	 "addr",     "epoch", "node_timeout_ms",
+					   "credential", "protocol", NULL};
 	int r;
+	int64_t protocol;
 	memset(ret, 0, sizeof(*ret));
-	if ((r = mj_check_keys(j, NULL, keys, err)) < 0 ||
+	if ((r = mj_link_keys(j, NULL, keys, err)) < 0 ||
 	    (r = mj_strbuf(j, "node", true, true, ret->node, sizeof(ret->node), err)) < 0 ||
 	    (r = mj_strbuf(j, "addr", false, true, ret->addr, sizeof(ret->addr), err)) < 0 ||
 	    (r = mj_strbuf(j, "epoch", true, true, ret->epoch, sizeof(ret->epoch), err)) < 0 ||
 	    (r = mj_int(j, "node_timeout_ms", true, 1, INT32_MAX, 0, &ret->node_timeout_ms, err)) <
 		    0 ||
 	    (r = mj_strbuf(j, "credential", false, true, ret->credential, sizeof(ret->credential),
-			   err)) < 0)
+			   err)) < 0 ||
+	    (r = mj_int(j, "protocol", false, 1, INT32_MAX, 1, &protocol, err)) < 0)
 		return r;
+	ret->protocol = (int)protocol;
 	if (ret->credential[0] && strlen(ret->credential) != 64)
 		return tk_errorf(err, -EINVAL, "credential: must be 64 hex digits");
 	return 0;
@@ -220,7 +228,7 @@ int wire_group_unpack(json_t *j, struct wire_group *ret, struct tk_error *err)
 	memset(ret, 0, sizeof(*ret));
 	if (!json_is_object(j))
 		return tk_errorf(err, -EINVAL, "group: must be an object");
-	if ((r = mj_check_keys(j, "group", keys, err)) < 0 ||
+	if ((r = mj_link_keys(j, "group", keys, err)) < 0 ||
 	    (r = mj_strbuf(j, "id", true, true, ret->id, sizeof(ret->id), err)) < 0 ||
 	    (r = mj_strbuf(j, "tag", true, true, ret->tag, sizeof(ret->tag), err)) < 0 ||
 	    (r = mj_strbuf(j, "key", true, true, ret->key, sizeof(ret->key), err)) < 0)
@@ -239,7 +247,7 @@ int wire_group_unpack(json_t *j, struct wire_group *ret, struct tk_error *err)
 	json_array_foreach (m, i, v) {
 		struct wire_peer *p = &ret->members[i];
 		int64_t port;
-		if ((r = mj_check_keys(v, NULL, mkeys, err)) < 0 ||
+		if ((r = mj_link_keys(v, NULL, mkeys, err)) < 0 ||
 		    (r = mj_strbuf(v, "node", true, true, p->node, sizeof(p->node), err)) < 0 ||
 		    (r = mj_strbuf(v, "addr", true, true, p->addr, sizeof(p->addr), err)) < 0 ||
 		    (r = mj_int(v, "port", true, 0, 65535, 0, &port, err)) < 0) {
@@ -377,7 +385,7 @@ static int images_unpack(json_t *j, struct wire_heartbeat *ret, struct tk_error 
 	json_array_foreach (im, i, v) {
 		struct wire_image *w = &ret->images[i];
 		ret->nimages = (int)i + 1;
-		if ((r = mj_check_keys(v, NULL, ikeys, err)) < 0 ||
+		if ((r = mj_link_keys(v, NULL, ikeys, err)) < 0 ||
 		    (r = mj_strbuf(v, "ref", true, true, w->ref, sizeof(w->ref), err)) < 0 ||
 		    (r = mj_strbuf(v, "digest", true, true, w->digest, sizeof(w->digest), err)) <
 			    0 ||
@@ -392,7 +400,7 @@ static int images_unpack(json_t *j, struct wire_heartbeat *ret, struct tk_error 
 		struct wire_pull *w = &ret->pulls[i];
 		char state[16] = "";
 		ret->npulls = (int)i + 1;
-		if ((r = mj_check_keys(v, NULL, pkeys, err)) < 0 ||
+		if ((r = mj_link_keys(v, NULL, pkeys, err)) < 0 ||
 		    (r = mj_strbuf(v, "ref", true, true, w->ref, sizeof(w->ref), err)) < 0 ||
 		    (r = mj_strbuf(v, "state", true, true, state, sizeof(state), err)) < 0 ||
 		    (r = mj_strbuf(v, "detail", false, true, w->detail, sizeof(w->detail), err)) <
@@ -420,7 +428,7 @@ int wire_heartbeat_unpack(json_t *j, struct wire_heartbeat *ret, struct tk_error
 	static const char *const ckeys[] = {"job", "attempt", "at_ms", NULL};
 	int r;
 	memset(ret, 0, sizeof(*ret));
-	if ((r = mj_check_keys(j, NULL, keys, err)) < 0 ||
+	if ((r = mj_link_keys(j, NULL, keys, err)) < 0 ||
 	    (r = mj_strbuf(j, "node", true, true, ret->node, sizeof(ret->node), err)) < 0 ||
 	    (r = agent_id_unpack(j, ret->agent_id, err)) < 0 ||
 	    (r = mj_bool(j, "stopping", false, false, &ret->stopping, err)) < 0)
@@ -428,7 +436,7 @@ int wire_heartbeat_unpack(json_t *j, struct wire_heartbeat *ret, struct tk_error
 	json_t *acked = json_object_get(j, "acked");
 	if (acked) {
 		static const char *const akeys[] = {"epoch", "at_ms", NULL};
-		if ((r = mj_check_keys(acked, "acked", akeys, err)) < 0 ||
+		if ((r = mj_link_keys(acked, "acked", akeys, err)) < 0 ||
 		    (r = mj_strbuf(acked, "epoch", true, true, ret->acked_epoch,
 				   sizeof(ret->acked_epoch), err)) < 0 ||
 		    (r = mj_int(acked, "at_ms", true, 0, INT64_MAX, 0, &ret->acked_at_ms, err)) <
@@ -441,7 +449,7 @@ int wire_heartbeat_unpack(json_t *j, struct wire_heartbeat *ret, struct tk_error
 	if (wit) {
 		static const char *const wkeys[] = {"port", "group", "tag", "seq", NULL};
 		int64_t port, seq;
-		if ((r = mj_check_keys(wit, "witness", wkeys, err)) < 0 ||
+		if ((r = mj_link_keys(wit, "witness", wkeys, err)) < 0 ||
 		    (r = mj_int(wit, "port", true, 0, 65535, 0, &port, err)) < 0 ||
 		    (r = mj_strbuf(wit, "group", true, true, ret->group_id, sizeof(ret->group_id),
 				   err)) < 0 ||
@@ -487,7 +495,7 @@ int wire_heartbeat_unpack(json_t *j, struct wire_heartbeat *ret, struct tk_error
 		json_array_foreach (tm, i, v) {
 			struct wire_train *w = &ret->train[i];
 			int64_t attempt;
-			if ((r = mj_check_keys(v, NULL, tkeys, err)) < 0 ||
+			if ((r = mj_link_keys(v, NULL, tkeys, err)) < 0 ||
 			    (r = mj_int(v, "job", true, 1, INT64_MAX, 0, &w->job, err)) < 0 ||
 			    (r = mj_int(v, "attempt", true, 1, MODEL_MAX_ATTEMPTS, 0, &attempt,
 					err)) < 0 ||
@@ -513,7 +521,7 @@ int wire_heartbeat_unpack(json_t *j, struct wire_heartbeat *ret, struct tk_error
 	json_array_foreach (ckpts, i, c) {
 		struct wire_checkpoint *k = &ret->checkpoints[i];
 		int64_t attempt;
-		if ((r = mj_check_keys(c, NULL, ckeys, err)) < 0 ||
+		if ((r = mj_link_keys(c, NULL, ckeys, err)) < 0 ||
 		    (r = mj_int(c, "job", true, 1, INT64_MAX, 0, &k->job, err)) < 0 ||
 		    (r = mj_int(c, "attempt", true, 1, MODEL_MAX_ATTEMPTS, 0, &attempt, err)) < 0 ||
 		    (r = mj_int(c, "at_ms", true, 0, INT64_MAX, 0, &k->at_ms, err)) < 0) {
@@ -615,7 +623,7 @@ static int spec_extras_unpack(json_t *j, struct work_spec *s, struct tk_error *e
 	int r;
 	if (a) {
 		static const char *const keys[] = {"job", "index", "count", NULL};
-		if ((r = mj_check_keys(a, "array", keys, err)) < 0 ||
+		if ((r = mj_link_keys(a, "array", keys, err)) < 0 ||
 		    (r = mj_int(a, "job", true, 1, INT64_MAX, 0, &s->array_job, err)) < 0 ||
 		    (r = mj_int(a, "index", true, 0, MODEL_MAX_ARRAY_INDEX, 0, &index, err)) < 0 ||
 		    (r = mj_int(a, "count", true, 1, MODEL_MAX_ARRAY, 1, &count, err)) < 0) {
@@ -627,7 +635,7 @@ static int spec_extras_unpack(json_t *j, struct work_spec *s, struct tk_error *e
 	}
 	if (sg) {
 		static const char *const keys[] = {"number", "before_s", NULL};
-		if ((r = mj_check_keys(sg, "signal", keys, err)) < 0 ||
+		if ((r = mj_link_keys(sg, "signal", keys, err)) < 0 ||
 		    (r = mj_int(sg, "number", true, 1, 64, 0, &num, err)) < 0 ||
 		    (r = mj_int(sg, "before_s", true, 0, 65535, 0, &s->signal_before_s, err)) < 0) {
 			mj_prefix(err, "signal");
@@ -689,7 +697,7 @@ int work_spec_unpack(json_t *j, struct work_spec *ret, struct tk_error *err)
 	struct work_spec s = {0};
 	int64_t nnodes, rank, tpn, world, milli, port, cpus;
 	int r;
-	if ((r = mj_check_keys(j, NULL, keys, err)) < 0 ||
+	if ((r = mj_link_keys(j, NULL, keys, err)) < 0 ||
 	    (r = mj_int(j, "nnodes", true, 1, MODEL_MAX_NODES, 1, &nnodes, err)) < 0 ||
 	    (r = mj_int(j, "node_rank", true, 0, MODEL_MAX_NODES - 1, 0, &rank, err)) < 0 ||
 	    (r = mj_int(j, "tasks_per_node", true, 1, MODEL_MAX_TASKS_PER_NODE, 1, &tpn, err)) <
@@ -816,7 +824,7 @@ static int ptys_unpack(json_t *a, struct wire_pty **ret, int *ret_n, struct tk_e
 	json_array_foreach (a, i, x) {
 		int64_t job, att;
 		int r;
-		if ((r = mj_check_keys(x, NULL, keys, err)) < 0 ||
+		if ((r = mj_link_keys(x, NULL, keys, err)) < 0 ||
 		    (r = mj_strbuf(x, "session", true, true, p[i].session, sizeof(p[i].session),
 				   err)) < 0 ||
 		    (r = mj_int(x, "job", true, 1, INT64_MAX, 1, &job, err)) < 0 ||
@@ -909,7 +917,7 @@ int wire_work_unpack(json_t *j, struct wire_work *ret, struct tk_error *err)
 	int64_t gen;
 	int r;
 	memset(ret, 0, sizeof(*ret));
-	if ((r = mj_check_keys(j, NULL, keys, err)) < 0 ||
+	if ((r = mj_link_keys(j, NULL, keys, err)) < 0 ||
 	    (r = mj_strbuf(j, "epoch", true, true, ret->epoch, sizeof(ret->epoch), err)) < 0 ||
 	    (r = mj_int(j, "gen", true, 0, INT64_MAX, 0, &gen, err)) < 0 ||
 	    (r = mj_bool(j, "unchanged", false, false, &ret->unchanged, err)) < 0 ||
@@ -936,7 +944,7 @@ int wire_work_unpack(json_t *j, struct wire_work *ret, struct tk_error *err)
 	json_array_foreach (tasks, i, t) {
 		struct work_item *w = &ret->items[i];
 		int64_t attempt;
-		if ((r = mj_check_keys(t, NULL, tkeys, err)) < 0 ||
+		if ((r = mj_link_keys(t, NULL, tkeys, err)) < 0 ||
 		    (r = mj_int(t, "job", true, 1, INT64_MAX, 0, &w->job, err)) < 0 ||
 		    (r = mj_int(t, "attempt", true, 1, MODEL_MAX_ATTEMPTS, 0, &attempt, err)) < 0 ||
 		    (r = mj_int(t, "limit_s", false, 0, MODEL_MAX_TIME_LIMIT_S, -1, &w->limit_s,
@@ -952,7 +960,7 @@ int wire_work_unpack(json_t *j, struct wire_work *ret, struct tk_error *err)
 		json_t *ck = json_object_get(t, "checkpoints");
 		int64_t ra = 0;
 		if (ck) {
-			if ((r = mj_check_keys(ck, "checkpoints", ckeys, err)) < 0 ||
+			if ((r = mj_link_keys(ck, "checkpoints", ckeys, err)) < 0 ||
 			    (r = mj_strbuf(ck, "store", true, true, w->ckpt_store,
 					   sizeof(w->ckpt_store), err)) < 0 ||
 			    (r = mj_strbuf(ck, "restore_tag", true, true, w->restore_tag,
@@ -1134,7 +1142,7 @@ int task_event_unpack(json_t *j, struct task_event *ret, struct tk_error *err)
 	int64_t attempt, rank, code, sig;
 	int r;
 	memset(ret, 0, sizeof(*ret));
-	if ((r = mj_check_keys(j, NULL, keys, err)) < 0 ||
+	if ((r = mj_link_keys(j, NULL, keys, err)) < 0 ||
 	    (r = mj_int(j, "job", true, 1, INT64_MAX, 0, &ret->job, err)) < 0 ||
 	    (r = mj_int(j, "attempt", true, 1, MODEL_MAX_ATTEMPTS, 0, &attempt, err)) < 0 ||
 	    (r = mj_int(j, "rank", true, 0, MODEL_MAX_NODES * MODEL_MAX_TASKS_PER_NODE, 0, &rank,
@@ -1198,7 +1206,7 @@ int wire_events_unpack(json_t *j, struct wire_events *ret, struct tk_error *err)
 	static const char *const keys[] = {"node", "agent_id", "events", NULL};
 	int r;
 	memset(ret, 0, sizeof(*ret));
-	if ((r = mj_check_keys(j, NULL, keys, err)) < 0 ||
+	if ((r = mj_link_keys(j, NULL, keys, err)) < 0 ||
 	    (r = mj_strbuf(j, "node", true, true, ret->node, sizeof(ret->node), err)) < 0 ||
 	    (r = agent_id_unpack(j, ret->agent_id, err)) < 0)
 		return r;
@@ -1252,7 +1260,7 @@ static int log_file_unpack(json_t *j, struct wire_log_file *x, struct tk_error *
 	static const char *const keys[] = {"rank", "path", "offset", "max", "tail", NULL};
 	int64_t rank, tail;
 	int r;
-	if ((r = mj_check_keys(j, NULL, keys, err)) < 0 ||
+	if ((r = mj_link_keys(j, NULL, keys, err)) < 0 ||
 	    (r = mj_int(j, "rank", true, 0, MODEL_MAX_NODES * MODEL_MAX_TASKS_PER_NODE, 0, &rank,
 			err)) < 0 ||
 	    (r = mj_str(j, "path", true, MODEL_MAX_PATH, false, NULL, &x->path, err)) < 0 ||
@@ -1287,7 +1295,7 @@ int wire_log_fetches_unpack(json_t *arr, struct wire_log_fetch **ret, int *ret_n
 		json_t *files;
 		size_t nf;
 		n = (int)i + 1;
-		if ((r = mj_check_keys(v, NULL, keys, err)) < 0 ||
+		if ((r = mj_link_keys(v, NULL, keys, err)) < 0 ||
 		    (r = mj_int(v, "id", true, 1, INT64_MAX, 1, &id, err)) < 0 ||
 		    (r = mj_strbuf(v, "run_as", true, true, f[i].run_as, sizeof(f[i].run_as),
 				   err)) < 0 ||
@@ -1362,7 +1370,7 @@ static int log_part_unpack(json_t *j, struct wire_log_part *p, struct tk_error *
 	int64_t rank;
 	const char *b64;
 	int r, status;
-	if ((r = mj_check_keys(j, NULL, keys, err)) < 0 ||
+	if ((r = mj_link_keys(j, NULL, keys, err)) < 0 ||
 	    (r = mj_int(j, "rank", true, 0, MODEL_MAX_NODES * MODEL_MAX_TASKS_PER_NODE, 0, &rank,
 			err)) < 0 ||
 	    (r = mj_int(j, "offset", true, 0, INT64_MAX, 0, &p->offset, err)) < 0 ||
@@ -1392,7 +1400,7 @@ int wire_logs_unpack(json_t *j, struct wire_logs *ret, struct tk_error *err)
 	memset(ret, 0, sizeof(*ret));
 	json_t *answers;
 	size_t n;
-	if ((r = mj_check_keys(j, NULL, keys, err)) < 0 ||
+	if ((r = mj_link_keys(j, NULL, keys, err)) < 0 ||
 	    (r = mj_strbuf(j, "node", true, true, ret->node, sizeof(ret->node), err)) < 0 ||
 	    (r = agent_id_unpack(j, ret->agent_id, err)) < 0 ||
 	    (r = array_of(j, "answers", true, WIRE_MAX_LOG_FETCHES, &answers, &n, err)) < 0)
@@ -1407,7 +1415,7 @@ int wire_logs_unpack(json_t *j, struct wire_logs *ret, struct tk_error *err)
 		json_t *parts;
 		size_t np;
 		ret->nanswers = (int)i + 1;
-		if ((r = mj_check_keys(v, NULL, akeys, err)) < 0 ||
+		if ((r = mj_link_keys(v, NULL, akeys, err)) < 0 ||
 		    (r = mj_int(v, "id", true, 1, INT64_MAX, 1, &id, err)) < 0 ||
 		    (r = array_of(v, "parts", true, WIRE_MAX_LOG_FILES, &parts, &np, err)) < 0)
 			goto fail;

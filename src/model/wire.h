@@ -72,8 +72,19 @@ struct wire_attempt_ref {
 	int attempt;
 };
 
+/*
+ * The agent protocol's version. A server serves agents of its own version
+ * and the one before; an agent works with a server of its own and the one
+ * after; either side ignores keys it does not know (a newer peer's) and
+ * refuses known keys that are malformed. So servers are upgraded first
+ * (standbys, then the active), then agents node by node. 1: the version
+ * before versions were said (no "protocol" key); 2: witness groups.
+ */
+#define WIRE_PROTOCOL 2
+
 struct wire_register {
 	char agent_id[WIRE_AGENT_ID_MAX]; /* 8 to 63 lowercase hex digits: this agent process */
+	int protocol;			  /* the agent's (1 when it does not say) */
 	struct node_inventory inv;
 	/* the attempts whose shims this agent found when it started, running
 	 * or holding exits it has yet to report: the server keeps them on the
@@ -95,6 +106,7 @@ struct wire_registered {
 	/* the node's own credential, when it joined with the join token: the
 	 * bearer token of every later call; "" when it registered with it */
 	char credential[WIRE_CREDENTIAL_MAX];
+	int protocol; /* the server's (1 when it does not say) */
 };
 
 json_t *wire_registered_pack(const struct wire_registered *m);

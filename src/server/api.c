@@ -1169,6 +1169,22 @@ static void h_agent_register(struct request *r, const char *param, json_t *body)
 		reply_error(r, 400, "%s", err.text);
 		goto out;
 	}
+	/* its own version and the one before (wire.h) */
+	if (m->protocol > WIRE_PROTOCOL) {
+		reply_error(
+			r, 400,
+			"this agent speaks protocol %d, newer than this server's %d: upgrade "
+			"the servers first (standbys, then the active), then agents node by node",
+			m->protocol, WIRE_PROTOCOL);
+		goto done;
+	}
+	if (m->protocol < WIRE_PROTOCOL - 1) {
+		reply_error(r, 400,
+			    "this agent speaks protocol %d; this server serves %d and %d: upgrade "
+			    "the agent (its jobs go on: the new agent adopts their shims)",
+			    m->protocol, WIRE_PROTOCOL - 1, WIRE_PROTOCOL);
+		goto done;
+	}
 	struct node_inventory *inv = &m->inv;
 	if (!inv->addr[0]) {
 		/* the address the agent reached us from is how peers reach it */

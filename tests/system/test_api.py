@@ -178,6 +178,36 @@ def test_agent_endpoints_reject_bad_reports(cluster):
     cluster.run("cancel", jid)
 
 
+def test_agent_protocol_versions(cluster):
+    """A server serves agents of its protocol and the one before (an agent
+    that says none is of version 1), refuses a newer one saying to upgrade
+    the servers first, and ignores keys it does not know in an agent's
+    messages while it refuses known keys that are malformed."""
+    agent = open(cluster.data + "/agent.token").read().strip()
+    inv = {"name": "vnode", "cpus": 1, "mem_mib": 64}
+    st, res = cluster.api("POST", "/v1/agent/register",
+                          {"agent_id": "ef" * 8, "inventory": inv, "protocol": 99}, token=agent)
+    assert st == 400 and "newer than this server's" in res["error"] and \
+        "upgrade the servers first" in res["error"], res
+    st, res = cluster.api("POST", "/v1/agent/register",
+                          {"agent_id": "ef" * 8, "inventory": inv, "protocol": 0}, token=agent)
+    assert st == 400 and res["error"].startswith("protocol: must be an integer from 1"), res
+    # a newer agent's keys, at the top and inside the inventory, are ignored
+    st, res = cluster.api("POST", "/v1/agent/register",
+                          {"agent_id": "ef" * 8, "inventory": dict(inv, gpu_fabric="x"),
+                           "next_feature": {"a": 1}}, token=agent)
+    assert st == 200 and res["node"] == "vnode", res
+    assert res["protocol"] >= 2, res
+    cred = res["credential"]
+    st, res = cluster.api("POST", "/v1/agent/heartbeat",
+                          {"node": "vnode", "agent_id": "ef" * 8, "next_feature": True},
+                          token=cred)
+    assert st == 200, res
+    st, res = cluster.api("POST", "/v1/agent/heartbeat",
+                          {"node": "vnode", "agent_id": "ef" * 8, "stopping": "yes"}, token=cred)
+    assert st == 400 and res["error"].startswith("stopping"), res
+
+
 def test_cli_usage_errors(cluster):
     cases = [
         (["submit"], "missing arguments"),

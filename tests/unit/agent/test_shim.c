@@ -223,6 +223,11 @@ static void test_plan_roundtrip(void **state)
 	assert_int_equal(shim_cmd_unpack(j, &cb, &err), 0);
 	assert_int_equal(cb.type, SHIM_CMD_RENEW);
 	assert_int_equal(cb.until_ms, 123456);
+	/* a newer agent's command: its keys this shim does not know are
+	 * ignored, the ones it knows checked */
+	json_object_set_new(j, "priority", json_string("high"));
+	assert_int_equal(shim_cmd_unpack(j, &cb, &err), 0);
+	assert_int_equal(cb.until_ms, 123456);
 	json_object_set_new(j, "until_ms", json_integer(-1));
 	assert_true(shim_cmd_unpack(j, &cb, &err) < 0);
 	assert_non_null(strstr(err.text, "until_ms"));

@@ -1065,7 +1065,18 @@ static void test_wire(void **state)
 	assert_true(json_equal(json_object_get(packed, "kept"), json_object_get(j, "kept")));
 	json_decref(packed);
 	wire_register_release(reg);
+	/* a newer agent's keys are ignored; a known key malformed is refused */
 	json_object_set_new(j, "kept", parse("[{\"job\": 4, \"attempt\": 2, \"x\": 1}]"));
+	json_object_set_new(j, "newer", json_true());
+	assert_int_equal(wire_register_unpack(j, reg, &err), 0);
+	assert_int_equal(reg->nkept, 1);
+	assert_int_equal(reg->protocol, 1); /* it said none */
+	wire_register_release(reg);
+	json_object_set_new(j, "protocol", json_integer(WIRE_PROTOCOL));
+	assert_int_equal(wire_register_unpack(j, reg, &err), 0);
+	assert_int_equal(reg->protocol, WIRE_PROTOCOL);
+	wire_register_release(reg);
+	json_object_set_new(j, "kept", parse("[{\"job\": 4, \"attempt\": \"two\"}]"));
 	assert_true(wire_register_unpack(j, reg, &err) < 0);
 	assert_non_null(strstr(err.text, "kept[0]"));
 	assert_null(reg->kept);
