@@ -124,7 +124,7 @@ static void help(FILE *f)
 
 static int cmd_version(const struct tk_command *cmd, int argc, char **argv)
 {
-	printf("tenk %s\n", TENK_VERSION);
+	printf("tenk %s (build %s)\n", TENK_VERSION, tk_build);
 	return 0;
 }
 

@@ -44,6 +44,8 @@ static inline void freep(void *p)
 	})
 /* tenk's version, as `tenk version` prints it and validation compares it */
 #define TENK_VERSION "0.1.0"
+/* the build: `git describe` of its tree (version.c.in) */
+extern const char tk_build[];
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 #ifndef MIN
 #define MIN(a, b) ((a) < (b) ? (a) : (b))

@@ -206,6 +206,10 @@ def test_agent_protocol_versions(cluster):
     st, res = cluster.api("POST", "/v1/agent/heartbeat",
                           {"node": "vnode", "agent_id": "ef" * 8, "stopping": "yes"}, token=cred)
     assert st == 400 and res["error"].startswith("stopping"), res
+    # the build says what it is
+    import re
+    out = cluster.run("version").stdout.strip()
+    assert re.fullmatch(r"tenk \d+\.\d+\.\d+ \(build \S+\)", out), out
 
 
 def test_cli_usage_errors(cluster):
