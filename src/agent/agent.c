@@ -389,8 +389,20 @@ static void hb_done(void *arg, long status, const char *body, size_t len, const 
 		log_http_error("heartbeat", status, body, len, error);
 		need_register(a);
 	} else if (status != 200 && !a->stopping) {
-		log_http_error("heartbeat", status, body, len, error);
+		/* said at once, then once a minute while it lasts: an outage of
+		 * the server is long, and the witness group says what matters */
+		int64_t now = tk_mono_ms();
+		if (!a->hb_failing || now - a->hb_fail_said_ms >= 60000) {
+			if (a->hb_failing)
+				log_warn("heartbeat: %llu failed since the last answer",
+					 (unsigned long long)a->hb_failing);
+			log_http_error("heartbeat", status, body, len, error);
+			a->hb_fail_said_ms = now;
+		}
+		a->hb_failing++;
 	}
+	if (status == 200)
+		a->hb_failing = 0;
 	maybe_stop_done(a); /* the last beat may be what a stop waits for */
 	if (a->hb_again) {
 		a->hb_again = false;

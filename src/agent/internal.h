@@ -150,6 +150,9 @@ struct agent {
 
 	struct hc_req *reg_req, *poll_req, *hb_req;
 	bool hb_again; /* another beat is wanted once hb_req is answered */
+	/* beats that failed since the last answer, and when that was last said */
+	uint64_t hb_failing;
+	int64_t hb_fail_said_ms;
 	uv_timer_t hb_timer, reg_timer, poll_timer, ev_timer, stop_timer, ckpt_timer;
 	bool ckpt_busy;			 /* a checkpoint upload or restore runs (ckpt.c) */
 	struct health *health;		 /* health.c */
@@ -183,6 +186,8 @@ void agent__witness_answered(struct agent *a, int64_t sent_ms, int64_t shims_unt
 void agent__witness_group(struct agent *a, const struct wire_group *g);
 /* The beat says the endpoint's port and the group it holds. */
 void agent__witness_for_heartbeat(struct agent *a, struct wire_heartbeat *m);
+/* The agent's /metrics: the server's silence, the lease, the case it is in. */
+void agent__witness_metrics(struct agent *a, struct strbuf *b);
 void agent__witness_close(struct agent *a);
 void agent__witness_free(struct agent *a);
 

@@ -383,6 +383,7 @@ char *agent__metrics_render(struct agent *a)
 	prom_labels_init(&l);
 	prom_label(&l, "node", a->inv.name);
 	prom_sample(&b, "tenk_agent_registered", &l, a->registered);
+	agent__witness_metrics(a, &b);
 	gpus(a, &b);
 	allocations(a, &b);
 	node_cpu(a, &b);

@@ -486,6 +486,38 @@ void agent__witness_for_heartbeat(struct agent *a, struct wire_heartbeat *m)
 	snprintf(m->group_tag, sizeof(m->group_tag), "%s", w->g.tag);
 }
 
+void agent__witness_metrics(struct agent *a, struct strbuf *b)
+{
+	struct witness *w = a->witness;
+	if (!w || !w->have_params)
+		return;
+	int64_t now = tk_mono_ms();
+	struct prom_labels l;
+	prom_family(b, "tenk_agent_server_silent_seconds", "gauge",
+		    "How long since the server last answered this agent.");
+	prom_labels_init(&l);
+	prom_label(&l, "node", a->inv.name);
+	prom_sample(b, "tenk_agent_server_silent_seconds", &l,
+		    (double)(now - w->fa.heard_ms) / 1000.0);
+	prom_family(b, "tenk_agent_lease_remaining_seconds", "gauge",
+		    "How long the shims' lease holds the node's tasks if nothing renews it.");
+	prom_sample(b, "tenk_agent_lease_remaining_seconds", &l,
+		    (double)MAX(w->shims_until_ms - now, 0) / 1000.0);
+	static const char *const names[] = {[SAID_TOUCH] = "in_touch",
+					    [SAID_AWAY] = "control_plane_away",
+					    [SAID_CUT] = "cut_off"};
+	prom_family(b, "tenk_agent_fence_state", "gauge",
+		    "What the agent makes of the server's silence (witness groups): in touch, "
+		    "the control plane away (its group hears nothing either: jobs go on), or "
+		    "this node cut off (its tasks stop when the lease ends).");
+	for (int k = 0; k < 3; k++) {
+		prom_labels_init(&l);
+		prom_label(&l, "node", a->inv.name);
+		prom_label(&l, "state", names[k]);
+		prom_sample(b, "tenk_agent_fence_state", &l, w->said == (enum witness_said)k);
+	}
+}
+
 static void closed(uv_handle_t *h)
 {
 	struct witness *w = h->data;

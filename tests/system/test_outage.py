@@ -10,6 +10,7 @@ second to $TENK_METRICS."""
 import glob
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -150,6 +151,13 @@ def test_jobs_run_through_server_outages(hosts4, workdir, kill_all):
         kill_all.append(c.start_agent(1, stop_jobs=False))
         time.sleep(T * 2.5)
         assert all(alive(p) for p in first.values()), "a task died in the pause"
+        # the agent's /metrics says which case it is in (read in its host)
+        text = subprocess.run(c.hosts.cmd(2, ["curl", "-sf", "http://127.0.0.1:9400/metrics"]),
+                              capture_output=True, text=True, timeout=30, check=True).stdout
+        assert re.search(r'tenk_agent_fence_state\{[^}]*state="control_plane_away"[^}]*\} 1',
+                         text), text
+        silent = re.search(r"tenk_agent_server_silent_seconds\{[^}]*\} (\S+)", text)
+        assert silent and float(silent.group(1)) >= T * 3, text
     finally:
         c.server.proc.send_signal(signal.SIGCONT)
     wait_for(lambda: set(nodes_state(c).values()) == {"UP"}, 30, "the nodes UP again")
