@@ -1106,6 +1106,9 @@ static struct taskgroup *group_adopt(struct agent *a, const char *base, const ch
 		json_decref(j);
 		free(text);
 	}
+	if (have && st.protocol != SHIM_PROTOCOL)
+		log_info("job %lld.%d: its shim speaks shim protocol %d, this agent %d",
+			 (long long)g->job, g->attempt, st.protocol, SHIM_PROTOCOL);
 	group_adopted(g, have ? &st : NULL);
 	if (have)
 		shim_status_release(&st);

@@ -29,6 +29,12 @@
  * DIR/shim.sock, one JSON line a message. It keeps the statuses until the
  * agent releases it.
  */
+/* The shim protocol's version (plan.json, statuses, commands): an agent
+ * adopts the shims an agent of the version before left, and either side
+ * ignores keys it does not know; a shim refuses a plan newer than itself
+ * (the agent and tenk-shim come from one installation). 1: before
+ * versions were said. */
+#define SHIM_PROTOCOL 2
 #define SHIM_DIR "shims"	    /* under the agent's work folder */
 #define SHIM_MAX_LINE (1024 * 1024) /* one message on the socket */
 #define SHIM_MAX_GROUPS 1024	    /* supplementary groups of a task's user */
@@ -162,6 +168,7 @@ struct shim_task_status {
 
 /* What the shim tells the agent: every task's state, whole each time. */
 struct shim_status {
+	int protocol; /* the shim's (1 when it does not say) */
 	int64_t job;
 	int attempt;
 	int shim_pid;

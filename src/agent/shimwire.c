@@ -74,6 +74,7 @@ json_t *shim_plan_pack(const struct shim_plan *p)
 			      "limit_ms", (json_int_t)p->limit_ms, "lease_until_ms",
 			      (json_int_t)p->lease_until_ms, "lease_ms", (json_int_t)p->lease_ms,
 			      "fence_grace_ms", (json_int_t)p->fence_grace_ms, "tasks", tasks);
+	json_object_set_new(o, "protocol", json_integer(SHIM_PROTOCOL));
 	if (p->signal_no)
 		json_object_set_new(o, "signal",
 				    json_pack("{s:i, s:I}", "number", p->signal_no, "after_ms",
@@ -211,14 +212,22 @@ int shim_plan_unpack(json_t *j, struct shim_plan *ret, struct tk_error *err)
 	static const char *const keys[] = {
 		"job",	     "attempt",	       "grace_ms", "limit_ms", "lease_until_ms",
 		"lease_ms",  "fence_grace_ms", "tasks",	   "user",     "cgroup",
-		"container", "signal",	       "pty",	   NULL};
+		"container", "signal",	       "pty",	   "protocol", NULL};
 	static const char *const tkeys[] = {"rank",   "argv", "env",   "cwd",
 					    "output", "cdi",  "error", NULL};
 	struct shim_plan p = {0};
-	int64_t attempt;
+	int64_t attempt, protocol;
 	int r;
 	if ((r = mj_link_keys(j, NULL, keys, err)) < 0 ||
-	    (r = mj_int(j, "job", true, 1, INT64_MAX, 0, &p.job, err)) < 0 ||
+	    (r = mj_int(j, "protocol", false, 1, INT32_MAX, 1, &protocol, err)) < 0)
+		return r;
+	if (protocol > SHIM_PROTOCOL)
+		return tk_errorf(
+			err, -EPROTO,
+			"protocol: the plan is of shim protocol %lld, newer than this "
+			"shim's %d: the agent and tenk-shim must come from one installation",
+			(long long)protocol, SHIM_PROTOCOL);
+	if ((r = mj_int(j, "job", true, 1, INT64_MAX, 0, &p.job, err)) < 0 ||
 	    (r = mj_int(j, "attempt", true, 1, MODEL_MAX_ATTEMPTS, 0, &attempt, err)) < 0 ||
 	    (r = mj_int(j, "grace_ms", true, 0, MODEL_MAX_GRACE_S * 1000, 0, &p.grace_ms, err)) <
 		    0 ||
@@ -333,10 +342,11 @@ json_t *shim_status_pack(const struct shim_status *s)
 		}
 		json_array_append_new(tasks, o);
 	}
-	return json_pack("{s:I, s:i, s:i, s:I, s:I, s:I, s:o}", "job", (json_int_t)s->job,
-			 "attempt", s->attempt, "shim_pid", s->shim_pid, "cpu_ms",
-			 (json_int_t)s->cpu_ms, "mem_peak_mib", (json_int_t)s->mem_peak_mib,
-			 "mem_mib", (json_int_t)s->mem_mib, "tasks", tasks);
+	return json_pack("{s:i, s:I, s:i, s:i, s:I, s:I, s:I, s:o}", "protocol", SHIM_PROTOCOL,
+			 "job", (json_int_t)s->job, "attempt", s->attempt, "shim_pid", s->shim_pid,
+			 "cpu_ms", (json_int_t)s->cpu_ms, "mem_peak_mib",
+			 (json_int_t)s->mem_peak_mib, "mem_mib", (json_int_t)s->mem_mib, "tasks",
+			 tasks);
 }
 
 static int task_status_unpack(json_t *j, struct shim_task_status *t, struct tk_error *err)
@@ -377,12 +387,14 @@ static int task_status_unpack(json_t *j, struct shim_task_status *t, struct tk_e
 
 int shim_status_unpack(json_t *j, struct shim_status *ret, struct tk_error *err)
 {
-	static const char *const keys[] = {"job",	   "attempt", "shim_pid", "cpu_ms",
-					   "mem_peak_mib", "mem_mib", "tasks",	  NULL};
+	static const char *const keys[] = {"job",    "attempt",	     "shim_pid",
+					   "cpu_ms", "mem_peak_mib", "mem_mib",
+					   "tasks",  "protocol",     NULL};
 	struct shim_status s = {0};
-	int64_t attempt, pid;
+	int64_t attempt, pid, protocol;
 	int r;
 	if ((r = mj_link_keys(j, NULL, keys, err)) < 0 ||
+	    (r = mj_int(j, "protocol", false, 1, INT32_MAX, 1, &protocol, err)) < 0 ||
 	    (r = mj_int(j, "job", true, 1, INT64_MAX, 0, &s.job, err)) < 0 ||
 	    (r = mj_int(j, "attempt", true, 1, MODEL_MAX_ATTEMPTS, 0, &attempt, err)) < 0 ||
 	    (r = mj_int(j, "shim_pid", true, 1, INT32_MAX, 0, &pid, err)) < 0 ||
@@ -396,6 +408,7 @@ int shim_status_unpack(json_t *j, struct shim_status *ret, struct tk_error *err)
 				 SHIM_MAX_TASKS);
 	s.attempt = (int)attempt;
 	s.shim_pid = (int)pid;
+	s.protocol = (int)protocol;
 	s.tasks = xcalloc(json_array_size(tasks) + 1, sizeof(*s.tasks));
 	size_t i;
 	json_t *t;

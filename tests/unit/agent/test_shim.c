@@ -209,9 +209,28 @@ static void test_plan_roundtrip(void **state)
 	assert_int_equal(back.lease_ms, 15000);
 	assert_int_equal(back.fence_grace_ms, 7500);
 	shim_plan_release(&back);
+	/* a plan of a newer shim protocol: refused, saying why */
+	json_object_set_new(j, "protocol", json_integer(SHIM_PROTOCOL + 1));
+	assert_true(shim_plan_unpack(j, &back, &err) < 0);
+	assert_non_null(strstr(err.text, "must come from one installation"));
+	json_object_set_new(j, "protocol", json_integer(SHIM_PROTOCOL));
 	json_object_set_new(json_object_get(j, "cgroup"), "cpus", json_string("0; rm -rf /"));
 	assert_true(shim_plan_unpack(j, &back, &err) < 0);
 	assert_string_equal(err.text, "cgroup.cpus: not a list of CPUs");
+	json_decref(j);
+	/* a status says its protocol; one that says none is of version 1 */
+	struct shim_status st = {.job = 4, .attempt = 1, .shim_pid = 77};
+	j = shim_status_pack(&st);
+	struct shim_status sb;
+	assert_int_equal(shim_status_unpack(j, &sb, &err), 0);
+	assert_int_equal(sb.protocol, SHIM_PROTOCOL);
+	shim_status_release(&sb);
+	json_object_del(j, "protocol");
+	json_object_set_new(j, "from_the_future", json_true());
+	assert_int_equal(shim_status_unpack(j, &sb, &err), 0);
+	assert_int_equal(sb.protocol, 1);
+	assert_int_equal(sb.shim_pid, 77);
+	shim_status_release(&sb);
 	json_decref(j);
 	struct shim_cmd c = {.type = SHIM_CMD_STOP, .cause = EXIT_TIMEOUT}, cb;
 	j = shim_cmd_pack(&c);
