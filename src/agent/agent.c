@@ -87,16 +87,16 @@ static void touched(struct agent *a, int64_t sent_ms)
 	if (sent_ms <= a->touch_ms)
 		return;
 	a->touch_ms = sent_ms;
-	if (a->lease.lease_ms == 0 || a->touch_ms - a->renewed_ms < a->lease.lease_ms / 8) {
-		agent__witness_answered(a, sent_ms, 0);
-		return;
+	int64_t until = 0;
+	if (a->lease.lease_ms && a->touch_ms - a->renewed_ms >= a->lease.lease_ms / 8) {
+		a->renewed_ms = a->touch_ms;
+		until = a->touch_ms + a->lease.lease_ms;
+		size_t pos = 0;
+		void *v;
+		while (tk_map_next(&a->groups, &pos, NULL, &v))
+			group_renew(v, until);
 	}
-	a->renewed_ms = a->touch_ms;
-	size_t pos = 0;
-	void *v;
-	while (tk_map_next(&a->groups, &pos, NULL, &v))
-		group_renew(v, a->touch_ms + a->lease.lease_ms);
-	agent__witness_answered(a, sent_ms, a->touch_ms + a->lease.lease_ms);
+	agent__witness_answered(a, sent_ms, until);
 }
 
 /* The server no longer knows this agent (it lost its state or another process
@@ -369,6 +369,7 @@ static void hb_done(void *arg, long status, const char *body, size_t len, const 
 	struct agent *a = arg;
 	a->hb_req = NULL;
 	if (status == 200) {
+		a->hb_failing = 0;
 		touched(a, a->hb_sent_ms);
 		agent__health_told(a);
 		agent__train_delivered(a);
@@ -401,8 +402,6 @@ static void hb_done(void *arg, long status, const char *body, size_t len, const 
 		}
 		a->hb_failing++;
 	}
-	if (status == 200)
-		a->hb_failing = 0;
 	maybe_stop_done(a); /* the last beat may be what a stop waits for */
 	if (a->hb_again) {
 		a->hb_again = false;

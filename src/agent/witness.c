@@ -63,6 +63,14 @@ struct witness {
 
 static void arm(struct witness *w);
 
+/* The figures for node timeout T: the protocol's and the shims' lease. */
+static void set_params(struct witness *w, int64_t node_timeout_ms)
+{
+	w->have_params = true;
+	fence_params_of(node_timeout_ms, &w->p);
+	wire_lease_of(node_timeout_ms, w->a->cfg.heartbeat_ms, &w->lease);
+}
+
 /* ---- the file ---------------------------------------------------------------------- */
 
 static void read_boot_id(char *buf, size_t n)
@@ -117,11 +125,8 @@ static void load(struct witness *w, int64_t now)
 		log_warn("%s: its group is malformed, ignored: %s", path, err.text);
 		memset(&w->g, 0, sizeof(w->g));
 	}
-	if (timeout > 0) {
-		w->have_params = true;
-		fence_params_of(timeout, &w->p);
-		wire_lease_of(timeout, w->a->cfg.heartbeat_ms, &w->lease);
-	}
+	if (timeout > 0)
+		set_params(w, timeout);
 	if (!w->a->cfg.witness_port && port > 0 && port < 65536)
 		w->port = (int)port;
 	/* what the agent before said it heard, the server may hold this one to */
@@ -146,7 +151,8 @@ static int member_of(const struct witness *w, const char *name)
 	return -1;
 }
 
-static void send_to(struct witness *w, const struct wire_peer *to, json_t *msg)
+/* Sends msg, signed with the group's key ("MAC JSON"), to `to`. */
+static void send_signed(struct witness *w, json_t *msg, const struct sockaddr *to)
 {
 	char *text = json_dumps(msg, JSON_COMPACT);
 	size_t len = strlen(text);
@@ -157,12 +163,17 @@ static void send_to(struct witness *w, const struct wire_peer *to, json_t *msg)
 	free(text);
 	if (n < 0 || (size_t)n >= sizeof(buf))
 		return;
+	uv_buf_t b = uv_buf_init(buf, (unsigned)n);
+	uv_udp_try_send(&w->udp, &b, 1, to);
+}
+
+static void send_to(struct witness *w, const struct wire_peer *to, json_t *msg)
+{
 	struct sockaddr_storage ss;
 	if (uv_ip4_addr(to->addr, to->port, (struct sockaddr_in *)&ss) != 0 &&
 	    uv_ip6_addr(to->addr, to->port, (struct sockaddr_in6 *)&ss) != 0)
 		return; /* not an address: the member counts as hearing the server */
-	uv_buf_t b = uv_buf_init(buf, (unsigned)n);
-	uv_udp_try_send(&w->udp, &b, 1, (const struct sockaddr *)&ss);
+	send_signed(w, msg, (const struct sockaddr *)&ss);
 }
 
 static void round_end(struct witness *w, int64_t now);
@@ -245,19 +256,9 @@ static void on_ask(struct witness *w, const struct sockaddr *from, const char *w
 	bool silent = w->have_params && fence_agent_silent(&w->fa, &w->p, now);
 	json_t *tell = json_pack("{s:s, s:s, s:s, s:s, s:b}", "t", "tell", "group", w->g.id, "from",
 				 w->a->inv.name, "nonce", nonce, "silent", silent);
-	char *text = json_dumps(tell, JSON_COMPACT);
-	json_decref(tell);
-	size_t len = strlen(text);
-	char mac[65];
-	mac_of(w, text, len, mac);
-	char buf[WITNESS_DGRAM_MAX];
-	int n = snprintf(buf, sizeof(buf), "%s %s", mac, text);
-	free(text);
-	if (n < 0 || (size_t)n >= sizeof(buf))
-		return;
 	/* answered where the question came from: the asker's endpoint */
-	uv_buf_t b = uv_buf_init(buf, (unsigned)n);
-	uv_udp_try_send(&w->udp, &b, 1, from);
+	send_signed(w, tell, from);
+	json_decref(tell);
 }
 
 static void on_tell(struct witness *w, const char *who, const char *nonce, bool silent, int64_t now)
@@ -414,9 +415,7 @@ void agent__witness_params(struct agent *a, int64_t node_timeout_ms)
 	struct witness *w = a->witness;
 	if (!w || (w->have_params && w->p.node_timeout_ms == node_timeout_ms))
 		return;
-	w->have_params = true;
-	fence_params_of(node_timeout_ms, &w->p);
-	wire_lease_of(node_timeout_ms, a->cfg.heartbeat_ms, &w->lease);
+	set_params(w, node_timeout_ms);
 	save(w);
 	arm(w);
 }

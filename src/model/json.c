@@ -56,12 +56,9 @@ int mj_link_keys(json_t *obj, const char *path, const char *const *known, struct
 
 int mj_check_keys(json_t *obj, const char *path, const char *const *allowed, struct tk_error *err)
 {
-	if (!obj)
-		return tk_errorf(err, -EINVAL, "%s: required object is missing",
-				 path && *path ? path : "body");
-	if (!json_is_object(obj))
-		return tk_errorf(err, -EINVAL, "%s: must be an object, got %s",
-				 path && *path ? path : "body", type_name(obj));
+	int r = mj_link_keys(obj, path, allowed, err);
+	if (r < 0)
+		return r;
 	const char *key;
 	json_t *v;
 	json_object_foreach (obj, key, v) {

@@ -451,17 +451,9 @@ static bool may_declare_down(struct state *s, const struct snode *n, int64_t mon
 			ok = may_by(s, n, sent, mono, in_touch, group_n);
 		return ok;
 	}
-	const struct sgroup *g = &s->groups[n->group];
-	struct fence_member m[FENCE_MAX_GROUP];
-	int x = 0;
-	for (int i = 0; i < g->n; i++) {
-		const struct snode *o = s->nodes[s->group_nodes[g->first + i]];
-		m[i] = o->fence;
-		if (o == n)
-			x = i;
-	}
-	*group_n = g->n;
-	return fence_may_declare_down(m, g->n, x, &s->fence, mono, in_touch);
+	struct node_witness cur;
+	witness_of(s, &s->groups[n->group], &cur);
+	return may_by(s, n, &cur, mono, in_touch, group_n);
 }
 
 /* One line for a group whose nodes the server holds: an outage of the

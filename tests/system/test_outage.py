@@ -114,6 +114,17 @@ def nodes_state(c):
     return {n["name"]: n["state"] for n in json.loads(p.stdout)["nodes"]}
 
 
+def outage_cluster(hosts, workdir, kill_all):
+    """The server and three agents, the job running on all three, every
+    agent holding its group with every member's endpoint."""
+    c = MultiHost(workdir, hosts, node_timeout=f"{NODE_TIMEOUT_S}s")
+    kill_all += c.daemons
+    out = os.path.join(workdir, "check")
+    jid, first = start_job(c, out)
+    wait_for(lambda: groups_ready(workdir), 20, "the agents' witness groups")
+    return c, out, jid, first
+
+
 def finish(c, jid, out):
     """Every line written is in the history once, in order; the job ends
     with its one attempt."""
@@ -136,11 +147,7 @@ def test_jobs_run_through_server_outages(hosts4, workdir, kill_all):
     for three: every task runs on, with the same attempt and pids, and
     the training lines written meanwhile reach the history once."""
     T = NODE_TIMEOUT_S
-    c = MultiHost(workdir, hosts4, node_timeout=f"{T}s")
-    kill_all += c.daemons
-    out = os.path.join(workdir, "check")
-    jid, first = start_job(c, out)
-    wait_for(lambda: groups_ready(workdir), 20, "the agents' witness groups")
+    c, out, jid, first = outage_cluster(hosts4, workdir, kill_all)
 
     # 1. SIGSTOP for 4T; an agent restarted in the middle of it
     c.server.proc.send_signal(signal.SIGSTOP)
@@ -196,11 +203,7 @@ def test_two_of_three_cut_hold(hosts4, workdir, kill_all):
     which sees only the third, holds them UNREACHABLE and moves nothing;
     everything runs on when the links come back."""
     T = NODE_TIMEOUT_S
-    c = MultiHost(workdir, hosts4, node_timeout=f"{T}s")
-    kill_all += c.daemons
-    out = os.path.join(workdir, "check")
-    jid, first = start_job(c, out)
-    wait_for(lambda: groups_ready(workdir), 20, "the agents' witness groups")
+    c, out, jid, first = outage_cluster(hosts4, workdir, kill_all)
     # the server's host drops what hosts 1 and 2 send it
     rules = [["iptables", "-I", "INPUT", "-s", c.hosts.addrs[h], "-j", "DROP"] for h in (1, 2)]
     for r in rules:
