@@ -205,6 +205,7 @@ enum {
 	D_HOLLOW,
 	D_HOLLOW_RUN,
 	D_HEARTBEAT,
+	D_STORE,
 	D_MAX
 };
 
@@ -293,6 +294,10 @@ static const struct tk_option all_opts[D_MAX] = {
 	[D_HOLLOW_RUN] = {"hollow-run", 0, "TIME",
 			  "how long a hollow task of a command other than sleep S, true or "
 			  "false takes (default 0)"},
+	[D_STORE] = {"store", 0, "FILE|URL",
+		     "where the state is kept: a file (default DATA/tenk.db), or a PostgreSQL "
+		     "database, postgresql://USER@HOST/DB (its password from PGPASSFILE or "
+		     "~/.pgpass, never the URL)"},
 	[D_HEARTBEAT] = {"heartbeat", 0, "TIME",
 			 "how often the node reports to the server (default 5s; at most a "
 			 "tenth of the server's --node-timeout)"},
@@ -306,10 +311,10 @@ static const int up_opts[] = {
 	D_CDI,		D_INIT,		D_QUARANTINE,  D_TLS_CERT,  D_TLS_KEY,	 D_CA,
 	D_INSECURE,	D_MAX_CONNS,	D_REQ_TIMEOUT, D_CKPT_RATE, D_MIN_FREE,	 D_JOB_DISK,
 	D_HEALTH,	D_HEALTH_EVERY, D_METRICS,     D_DCGM,	    D_WITNESS};
-static const int server_opts[] = {D_HELP,	 D_LOG,		 D_DATA,	D_LISTEN,
-				  D_CATALOGUE,	 D_NODE_TIMEOUT, D_INIT,	D_QUARANTINE,
-				  D_TLS_CERT,	 D_TLS_KEY,	 D_INSECURE,	D_MAX_CONNS,
-				  D_REQ_TIMEOUT, D_KEEP_SETTLED, D_MASTER_PORTS};
+static const int server_opts[] = {D_HELP,	 D_LOG,		 D_DATA,	 D_LISTEN,
+				  D_CATALOGUE,	 D_NODE_TIMEOUT, D_INIT,	 D_QUARANTINE,
+				  D_TLS_CERT,	 D_TLS_KEY,	 D_INSECURE,	 D_MAX_CONNS,
+				  D_REQ_TIMEOUT, D_KEEP_SETTLED, D_MASTER_PORTS, D_STORE};
 static const int agent_opts[] = {
 	D_HELP,		D_LOG,	     D_DATA,	  D_SERVER,   D_TOKEN_FILE,  D_NAME,
 	D_FAKE,		D_ADDR,	     D_TOPO,	  D_CPUS,     D_MEM,	     D_WORK,
@@ -365,6 +370,7 @@ static int server_cfg(const char *cmd, const char **v, struct server_config *sc)
 	sc->tls_key = v[D_TLS_KEY];
 	sc->insecure_http = v[D_INSECURE] != NULL;
 	sc->quarantine_bad_rows = v[D_QUARANTINE] != NULL;
+	sc->store = v[D_STORE];
 	if (v[D_MAX_CONNS]) {
 		int64_t n;
 		if (tk_parse_int64(v[D_MAX_CONNS], 16, 1000000, &n) < 0)
@@ -780,6 +786,57 @@ int daemon_backup(const struct tk_command *cmd, int argc, char **argv)
 		fprintf(stderr, "tenk backup: %s\n", err.text);
 	else
 		printf("%s: a copy of %s\n", out, db);
+	free(pos);
+	return r < 0 ? 1 : 0;
+}
+
+/* `tenk store copy FROM TO`: the whole state of a stopped cluster from one
+ * store into another, empty one (SQLite to PostgreSQL, or back), then both
+ * read back and compared row for row. */
+int daemon_store(const struct tk_command *cmd, int argc, char **argv)
+{
+	static const struct tk_option opts[] = {
+		{"help", 'h', NULL, "show this help"},
+	};
+	const char *v[1];
+	char **pos;
+	int npos;
+	struct tk_error err;
+	if (tk_opts_parse(opts, 1, argc, argv, false, v, &pos, &npos, &err) < 0)
+		return usage(cmd->name, "%s", err.text);
+	if (v[0]) {
+		free(pos);
+		tk_opts_usage(opts, 1,
+			      "usage: tenk store copy FROM TO\n%s. FROM and TO are each a "
+			      "file (DATA/tenk.db) or a PostgreSQL URL "
+			      "(postgresql://USER@HOST/DB, its password from PGPASSFILE or "
+			      "~/.pgpass). Stop the server first; TO must be empty. Then start "
+			      "the server with --store TO.",
+			      cmd->summary);
+		return 0;
+	}
+	if (npos != 3 || strcmp(pos[0], "copy") != 0) {
+		int r = usage(cmd->name,
+			      npos && strcmp(pos[0], "copy") != 0
+				      ? "no such action \"%s\" (there is: copy FROM TO)"
+				      : "give where from and where to: tenk store copy FROM TO",
+			      npos ? pos[0] : "");
+		free(pos);
+		return r;
+	}
+	struct store_copy_report rep;
+	int64_t t0 = tk_mono_ms();
+	int r = store_copy(pos[1], pos[2], &rep, &err);
+	if (r < 0) {
+		fprintf(stderr, "tenk store: %s\n", err.text);
+	} else {
+		for (int i = 0; i < rep.ntables; i++)
+			printf("%-11s %10lld rows  sha256 %.16s\n", rep.tables[i].name,
+			       (long long)rep.tables[i].rows, rep.tables[i].digest);
+		printf("copied %lld rows (%s to %s) in %.1f s, every row the same in both\n",
+		       (long long)rep.rows, store_kind_name(store_kind_of(pos[1])),
+		       store_kind_name(store_kind_of(pos[2])), (double)(tk_mono_ms() - t0) / 1000);
+	}
 	free(pos);
 	return r < 0 ? 1 : 0;
 }

@@ -12,3 +12,4 @@ int daemon_up(const struct tk_command *cmd, int argc, char **argv);
 int daemon_server(const struct tk_command *cmd, int argc, char **argv);
 int daemon_agent(const struct tk_command *cmd, int argc, char **argv);
 int daemon_backup(const struct tk_command *cmd, int argc, char **argv);
+int daemon_store(const struct tk_command *cmd, int argc, char **argv);

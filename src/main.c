@@ -8,7 +8,7 @@
  * It is built twice. `tenk` (TENK_FRONT) holds the commands people type
  * all day and links nothing but libc and jansson, so that one starts in a
  * millisecond; for the daemons and the heavy tools (up, server, agent,
- * backup, sim, bench, validate) it execs `tenk-daemon` beside it, the same
+ * backup, store, sim, bench, validate) it execs `tenk-daemon` beside it, the same
  * table built with everything.
  */
 #include <errno.h>
@@ -39,6 +39,9 @@ static const struct tk_command commands[] = {
 	{"agent", "", "run the agent of this node", DAEMON(daemon_agent)},
 	{"backup", "FILE", "a consistent copy of the server's store, while it runs",
 	 DAEMON(daemon_backup)},
+	{"store", "copy FROM TO",
+	 "move a cluster between stores (a file, a PostgreSQL URL), checked row for row",
+	 DAEMON(daemon_store)},
 	{"submit", "[--] COMMAND|SCRIPT [ARGS...]",
 	 "submit a job (a script's #TENK and #SBATCH lines set options); prints its id",
 	 cli_submit},

@@ -805,6 +805,9 @@ struct sched_config {
 	 * committed checkpoints live ("": none; checkpoints stay on nodes);
 	 * "checkpoint_keep": how many committed tags of a job it keeps */
 	char checkpoint_store[MODEL_MAX_PATH];
+	/* "store": where the server keeps its state, a file or a PostgreSQL
+	 * URL (store.h; --store wins over it; read at start only) */
+	char store[MODEL_MAX_PATH];
 	int64_t checkpoint_keep;
 	/* accounting: what an allocated CPU and a GiB of memory cost per hour
 	 * ("cpu_price_per_hour", "mem_price_per_gib_hour"; accelerators are

@@ -229,6 +229,7 @@ int sched_config_load_json(struct sched_config *c, const char *text, struct tk_e
 					   "currency",
 					   "reservation_patience_s",
 					   "placement",
+					   "store",
 					   NULL};
 	static const char *const ckeys[] = {
 		"name",	 "priority",	     "may_preempt", "preemptible",   "allow",
@@ -264,6 +265,7 @@ int sched_config_load_json(struct sched_config *c, const char *text, struct tk_e
 			    MODEL_MAX_DEFAULT_MOUNTS, &next.ndefault_mounts, err)) < 0 ||
 	    (r = mj_strbuf(root, "checkpoint_store", false, true, next.checkpoint_store,
 			   sizeof(next.checkpoint_store), err)) < 0 ||
+	    (r = mj_strbuf(root, "store", false, true, next.store, sizeof(next.store), err)) < 0 ||
 	    (r = mj_int(root, "checkpoint_keep", false, 1, MODEL_MAX_CKPTS, next.checkpoint_keep,
 			&next.checkpoint_keep, err)) < 0 ||
 	    (r = mj_num(root, "cpu_price_per_hour", false, 0, 1e6, 0, &next.cpu_price_per_hour,

@@ -532,14 +532,16 @@ static int load_config(struct server *s, struct sched_config *sched, struct tk_e
 	return 0;
 }
 
-/* Opens DATA/tenk.db, refusing a missing or empty one in a folder that
- * held a cluster (unless cfg.init: the ids would start again at 1 and
- * every job be forgotten), and a store it cannot write, which would start
- * healthy and stop at the first change. */
+/* Opens the store (DATA/tenk.db, or where --store or config.json's
+ * "store" says), refusing a missing or empty one when DATA held a cluster
+ * (unless cfg.init: the ids would start again at 1 and every job be
+ * forgotten), and a store it cannot write, which would start healthy and
+ * stop at the first change. */
 static int open_store(struct server *s, const char *db, bool used, struct tk_error *err)
 {
 	struct stat st;
-	bool missing = stat(db, &st) < 0 || st.st_size == 0;
+	bool file = store_kind_of(db) == STORE_SQLITE;
+	bool missing = file && (stat(db, &st) < 0 || st.st_size == 0);
 	if (missing && used && !s->cfg.init)
 		return tk_errorf(err, -ENOENT,
 				 "%s is %s but %s held a cluster; restore it (tenk backup makes "
@@ -551,9 +553,10 @@ static int open_store(struct server *s, const char *db, bool used, struct tk_err
 		return r;
 	if (empty && used && !s->cfg.init)
 		return tk_errorf(err, -ENOENT,
-				 "%s is empty but %s held a cluster; restore it (tenk backup makes "
-				 "copies), or start with --init",
-				 db, s->data_dir);
+				 "the store %s is empty but %s held a cluster; restore it (%s), or "
+				 "start with --init",
+				 db, s->data_dir,
+				 file ? "tenk backup makes copies" : "from PostgreSQL's backups");
 	/* written now, at once: proof the store takes writes, and a mark that
 	 * it is not new */
 	char now[32];
@@ -629,7 +632,9 @@ int server_create(uv_loop_t *loop, const struct server_config *cfg, struct serve
 	state_set_reader(&s->st, read_job, s); /* (s->reader is open before any read) */
 	s->st.now_ms = server_now_ms(s);
 	s->st.mono_ms = tk_mono_ms();
-	db = xasprintf("%s/tenk.db", s->data_dir);
+	db = cfg->store	       ? xstrdup(cfg->store)
+	     : sched->store[0] ? xstrdup(sched->store)
+			       : xasprintf("%s/tenk.db", s->data_dir);
 	if ((r = open_store(s, db, used, err)) < 0 ||
 	    (r = store_open_reader(db, &s->reader, err)) < 0 || (r = audit_load(s, err)) < 0 ||
 	    (r = state_load(&s->st, s->store, server_now_ms(s), tk_mono_ms(),
@@ -662,8 +667,8 @@ int server_create(uv_loop_t *loop, const struct server_config *cfg, struct serve
 	uv_timer_start(&s->cron, cron_cb, SERVER_CRON_MS, SERVER_CRON_MS);
 	s->open_handles += 2;
 	state_want_pass(&s->st);
-	log_info("serving %s with %zu jobs and %d nodes from %s", s->url, s->st.njobs, s->st.nnodes,
-		 s->data_dir);
+	log_info("serving %s with %zu jobs and %d nodes from %s (store: %s)", s->url, s->st.njobs,
+		 s->st.nnodes, s->data_dir, db);
 	free(sched);
 	*ret = s;
 	return 0;

@@ -18,6 +18,9 @@ struct server_config {
 	const char *listen;	    /* "HOST:PORT"; port 0 picks a free one */
 	const char *catalogue_path; /* optional JSON overrides; borrowed */
 	const char *config_path;    /* scheduling configuration; default DATA/config.json */
+	/* the store: a file, or a PostgreSQL URL (store.h); NULL: config.json's
+	 * "store", else DATA/tenk.db. Borrowed. */
+	const char *store;
 	int64_t node_timeout_ms;    /* an agent silent this long is DOWN */
 	int64_t longpoll_ms;	    /* how long a long-poll waits at most */
 	int max_node_requeues;	    /* requeues of a job for lost nodes */

@@ -8,9 +8,11 @@
  * (group commit), off the loop thread. Only one thread may use a store at a
  * time; the server guarantees that by having at most one batch in flight.
  *
- * The default implementation is SQLite in WAL mode with synchronous=FULL:
- * when store_apply returns 0 the batch survives a crash of the process or
- * of the machine.
+ * Two implementations, the same schema and guarantees: SQLite in WAL mode
+ * with synchronous=FULL (the embedded default, a file), and PostgreSQL
+ * through libpq (a URL, postgresql://...; shared by standby servers). When
+ * store_apply returns 0 the batch survives a crash of the process or of
+ * the machine.
  */
 #pragma once
 
@@ -23,12 +25,23 @@
 struct store;
 struct store_batch;
 
-/* Opens (creating and migrating when needed) the store at path. */
-int store_open(const char *path, struct store **ret, struct tk_error *err);
+enum store_kind { STORE_SQLITE, STORE_POSTGRESQL, STORE_KIND_MAX };
+
+/* Which implementation where names: a postgresql:// (or postgres://) URL,
+ * else a file's path. */
+enum store_kind store_kind_of(const char *where);
+/* "sqlite", "postgresql" */
+const char *store_kind_name(enum store_kind k);
+
+/* Opens (creating and migrating when needed) the store where names: a
+ * file's path or a PostgreSQL URL. A URL carries no password (the error
+ * says to use a password file: PGPASSFILE, or passfile= in the URL). */
+int store_open(const char *where, struct store **ret, struct tk_error *err);
 /* A second connection to the store a writer opened, for reads only: one
- * thread may read through it while the writer's thread commits (WAL). */
-int store_open_reader(const char *path, struct store **ret, struct tk_error *err);
+ * thread may read through it while the writer's thread commits. */
+int store_open_reader(const char *where, struct store **ret, struct tk_error *err);
 void store_destroy(struct store *st);
+enum store_kind store_kind(const struct store *st);
 
 /* The schema version the store is at after opening. */
 int store_schema_version(const struct store *st);
@@ -123,8 +136,26 @@ int store_is_empty(struct store *st, bool *ret, struct tk_error *err);
 int store_quarantine(struct store *st, const char *kind, const char *key, const char *reason,
 		     int64_t now_ms, struct tk_error *err);
 /* A consistent copy of the store file src into dst (which must not exist),
- * taken while a server may be writing: SQLite's online backup. */
+ * taken while a server may be writing: SQLite's online backup. A
+ * PostgreSQL store is backed up by PostgreSQL's tools (-ENOTSUP). */
 int store_backup(const char *src, const char *dst, struct tk_error *err);
+
+/* What store_copy moved and checked, table by table. */
+struct store_copy_table {
+	const char *name; /* static */
+	int64_t rows;
+	char digest[65]; /* SHA-256 of its rows in key order, the same on both sides */
+};
+struct store_copy_report {
+	struct store_copy_table tables[16];
+	int ntables;
+	int64_t rows;
+};
+/* Copies every row of the store at from into the empty store at to (either
+ * kind; no server may use either meanwhile), then reads both back and
+ * compares them row for row. ret (may be NULL) says what moved. */
+int store_copy(const char *from, const char *to, struct store_copy_report *ret,
+	       struct tk_error *err);
 
 /* Applies every change in b in one transaction, in order. On failure nothing
  * of b is applied and the error names the cause; except -ESTALE: the

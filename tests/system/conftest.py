@@ -259,7 +259,7 @@ def root_jobs_config(data, **extra):
 
 
 def server_and_agent(workdir, procs, node_timeout, data=None, work=None, agent_args=(),
-                     listen="127.0.0.1:0", log_level=None, **config):
+                     listen="127.0.0.1:0", log_level=None, server_args=(), **config):
     """A `tenk server` on DATA (WORKDIR/data) and one `tenk agent` n1 of 8
     fake H100s working in WORK (WORKDIR/agent), with --stop-jobs, the node
     up; config merged into config.json. Returns (tenk, server, agent)."""
@@ -268,7 +268,7 @@ def server_and_agent(workdir, procs, node_timeout, data=None, work=None, agent_a
     root_jobs_config(data, **config)
     env = dict(os.environ, TENK_LOG_LEVEL=log_level) if log_level else None
     server = Daemon(["server", "--data", data, "--listen", listen, "--node-timeout",
-                     node_timeout], workdir, "server", env=env)
+                     node_timeout, *server_args], workdir, "server", env=env)
     procs.append(server)
     wait_for(lambda: os.path.exists(os.path.join(data, "server.url")) or not server.alive(), 20,
              "the server")
@@ -439,6 +439,26 @@ def hosts4():
     h = Hosts(4)
     yield h
     h.destroy()
+
+
+@pytest.fixture
+def postgres():
+    """A PostgreSQL of the test's own (scripts/pgtest: initdb and pg_ctl in
+    a temporary folder, as the postgres user, on a unix socket): the URL of
+    its empty database tenk."""
+    import shutil
+    import tempfile
+    d = tempfile.mkdtemp(prefix="tenk-pg-")
+    os.chmod(d, 0o711)
+    script = os.path.join(ROOT, "scripts", "pgtest")
+    p = subprocess.run([script, "start", os.path.join(d, "pg")], capture_output=True,
+                       text=True, timeout=120)
+    assert p.returncode == 0, f"PostgreSQL did not start: {p.stdout}{p.stderr}"
+    try:
+        yield p.stdout.strip()
+    finally:
+        subprocess.run([script, "stop", os.path.join(d, "pg")], timeout=60)
+        shutil.rmtree(d, ignore_errors=True)
 
 
 @pytest.fixture

@@ -1,30 +1,133 @@
-/* Unit tests of the SQLite store: migrations, batches, reloading, errors. */
+/*
+ * Unit tests of the store: migrations, batches, reloading, errors, copies;
+ * each that both implementations must pass runs against SQLite and against
+ * a PostgreSQL the test starts (scripts/pgtest: initdb and pg_ctl in a
+ * temporary folder, on a unix socket).
+ */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
 #include <errno.h>
+#include <libpq-fe.h>
 #include <sqlite3.h>
+#include <stdio.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "store/store.h"
 
 static char dir[64];
+/* the PostgreSQL the tests started, in dir/pg ("" when none) */
+static char pg_host[96];
+static int ndb;
 
 static int setup(void **state)
 {
 	snprintf(dir, sizeof(dir), "/tmp/tenk-store-XXXXXX");
-	return mkdtemp(dir) ? 0 : -1;
+	if (!mkdtemp(dir))
+		return -1;
+	chmod(dir, 0711); /* (the postgres user's server keeps its files in dir/pg) */
+	const char *script = getenv("TENK_PGTEST");
+	if (!script) {
+		printf("# no TENK_PGTEST: the PostgreSQL cases are skipped\n");
+		return 0;
+	}
+	char *cmd = xasprintf("%s start %s/pg", script, dir);
+	FILE *f = popen(cmd, "r");
+	char url[256] = "";
+	bool got = f && fgets(url, sizeof(url), f);
+	int rc = f ? pclose(f) : -1;
+	free(cmd);
+	if (got && rc == 0)
+		snprintf(pg_host, sizeof(pg_host), "%s/pg", dir);
+	else
+		printf("# PostgreSQL did not start (%s exit %d): its cases are skipped\n", script,
+		       WIFEXITED(rc) ? WEXITSTATUS(rc) : -1);
+	return 0;
 }
 
 static int teardown(void **state)
 {
+	if (pg_host[0]) {
+		char *stop = xasprintf("%s stop %s", getenv("TENK_PGTEST"), pg_host);
+		if (system(stop) != 0)
+			printf("# stopping PostgreSQL failed\n");
+		free(stop);
+	}
 	char *cmd = xasprintf("rm -rf %s", dir);
 	int r = system(cmd);
 	free(cmd);
 	return r;
 }
+
+enum { SQ, PG };
+static const int on_sqlite = SQ, on_pg = PG;
+
+/* SQL run on the database where names, outside the store: 0 or -1. */
+static int raw_exec(const char *where, const char *sql)
+{
+	if (store_kind_of(where) == STORE_SQLITE) {
+		sqlite3 *db;
+		assert_int_equal(sqlite3_open(where, &db), SQLITE_OK);
+		int rc = sqlite3_exec(db, sql, NULL, NULL, NULL);
+		sqlite3_close(db);
+		return rc == SQLITE_OK ? 0 : -1;
+	}
+	PGconn *c = PQconnectdb(where);
+	assert_int_equal(PQstatus(c), CONNECTION_OK);
+	PGresult *res = PQexec(c, sql);
+	int r = PQresultStatus(res) == PGRES_COMMAND_OK || PQresultStatus(res) == PGRES_TUPLES_OK
+			? 0
+			: -1;
+	PQclear(res);
+	PQfinish(c);
+	return r;
+}
+
+/* The integer a query of one value gives. */
+static int64_t raw_int(const char *where, const char *sql)
+{
+	if (store_kind_of(where) == STORE_SQLITE) {
+		sqlite3 *db;
+		sqlite3_stmt *s;
+		assert_int_equal(sqlite3_open(where, &db), SQLITE_OK);
+		assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &s, NULL), SQLITE_OK);
+		assert_int_equal(sqlite3_step(s), SQLITE_ROW);
+		int64_t n = sqlite3_column_int64(s, 0);
+		sqlite3_finalize(s);
+		sqlite3_close(db);
+		return n;
+	}
+	PGconn *c = PQconnectdb(where);
+	assert_int_equal(PQstatus(c), CONNECTION_OK);
+	PGresult *res = PQexec(c, sql);
+	assert_int_equal(PQresultStatus(res), PGRES_TUPLES_OK);
+	int64_t n = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+	PQclear(res);
+	PQfinish(c);
+	return n;
+}
+
+/* A new store's location for a test: a file in dir, or a new database of
+ * the PostgreSQL (the test is skipped when there is none). */
+static char *where(void **state, const char *name)
+{
+	if (*(const int *)*state == SQ)
+		return xasprintf("%s/%s.db", dir, name);
+	if (!pg_host[0])
+		skip();
+	char *admin = xasprintf("postgresql:///tenk?host=%s&user=tenk", pg_host);
+	char *sql = xasprintf("CREATE DATABASE t%d", ++ndb);
+	assert_int_equal(raw_exec(admin, sql), 0);
+	free(sql);
+	free(admin);
+	return xasprintf("postgresql:///t%d?host=%s&user=tenk", ndb, pg_host);
+}
+
+#define BOTH(f)                                                                                    \
+	cmocka_unit_test_prestate(f, (void *)&on_sqlite),                                          \
+		cmocka_unit_test_prestate(f, (void *)&on_pg)
 
 struct rows {
 	struct strbuf sb;
@@ -53,27 +156,32 @@ static int stop_acct(void *ctx, const struct store_acct *a)
 
 static void test_roundtrip(void **state)
 {
-	char *path = xasprintf("%s/a.db", dir);
+	char *path = where(state, "a");
 	struct store *st;
 	struct tk_error err;
 	assert_int_equal(store_open(path, &st, &err), 0);
 	assert_int_equal(store_schema_version(st), 8);
-	/* the store holds every job's request: its files are the server's alone */
-	struct stat sb;
-	assert_int_equal(stat(path, &sb), 0);
-	assert_int_equal(sb.st_mode & 0777, 0600);
-	char *wal = xasprintf("%s-wal", path);
-	assert_int_equal(stat(wal, &sb), 0); /* WAL: there from the first write */
-	assert_int_equal(sb.st_mode & 0777, 0600);
-	free(wal);
+	if (store_kind(st) == STORE_SQLITE) {
+		/* the store holds every job's request: its files are the server's alone */
+		struct stat sb;
+		assert_int_equal(stat(path, &sb), 0);
+		assert_int_equal(sb.st_mode & 0777, 0600);
+		char *wal = xasprintf("%s-wal", path);
+		assert_int_equal(stat(wal, &sb), 0); /* WAL: there from the first write */
+		assert_int_equal(sb.st_mode & 0777, 0600);
+		free(wal);
+	}
 	struct store_batch *b = store_batch_create();
 	store_batch_put_job(b, 2, "PENDING", "ann", 0, xstrdup("{\"v\":2}"));
 	store_batch_put_job(b, 1, "RUNNING", "bob", 0, xstrdup("{\"v\":1}"));
 	store_batch_put_job(b, 2, "COMPLETED", "ann", 0, xstrdup("{\"v\":3}")); /* later wins */
 	store_batch_put_node(b, "n2", xstrdup("{\"n\":2}"));
 	store_batch_put_node(b, "n1", xstrdup("{\"n\":1}"));
+	/* names read in byte order in both stores, whatever the locale */
+	store_batch_put_node(b, "N3", xstrdup("{\"n\":3}"));
+	store_batch_put_node(b, "n-4", xstrdup("{\"n\":4}"));
 	store_batch_put_meta(b, "k", "v1");
-	assert_int_equal(store_batch_len(b), 6);
+	assert_int_equal(store_batch_len(b), 8);
 	assert_int_equal(store_apply(st, b, &err), 0);
 	store_batch_destroy(b);
 	b = store_batch_create();
@@ -91,7 +199,7 @@ static void test_roundtrip(void **state)
 	assert_string_equal(r.sb.buf, "1={\"v\":1};2={\"v\":3};");
 	strbuf_reset(&r.sb);
 	assert_int_equal(store_load_nodes(st, collect, &r, &err), 0);
-	assert_string_equal(r.sb.buf, "n1={\"n\":1};");
+	assert_string_equal(r.sb.buf, "N3={\"n\":3};n-4={\"n\":4};n1={\"n\":1};");
 	strbuf_release(&r.sb);
 	char *v;
 	assert_int_equal(store_meta_get(st, "k", &v, &err), 0);
@@ -124,7 +232,7 @@ static int collect_settled(void *ctx, int64_t id, const char *state, const char 
  * reads one back while the writer's connection is open. */
 static void test_settled(void **state)
 {
-	char *path = xasprintf("%s/s.db", dir);
+	char *path = where(state, "s");
 	struct store *st, *rd;
 	struct tk_error err;
 	assert_int_equal(store_open(path, &st, &err), 0);
@@ -232,24 +340,11 @@ static void test_migrates_jobs(void **state)
 	free(path);
 }
 
-static int count_rows(const char *path, const char *sql)
-{
-	sqlite3 *db;
-	sqlite3_stmt *s;
-	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
-	assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &s, NULL), SQLITE_OK);
-	assert_int_equal(sqlite3_step(s), SQLITE_ROW);
-	int n = sqlite3_column_int(s, 0);
-	sqlite3_finalize(s);
-	sqlite3_close(db);
-	return n;
-}
-
 /* Audit rows older than the floor go, at most so many a batch; no other
  * delete of a row is taken. */
 static void test_audit_pruned(void **state)
 {
-	char *path = xasprintf("%s/a.db", dir);
+	char *path = where(state, "au");
 	struct store *st;
 	struct tk_error err;
 	assert_int_equal(store_open(path, &st, &err), 0);
@@ -262,20 +357,21 @@ static void test_audit_pruned(void **state)
 	store_batch_prune_audit(b, 4000, 2); /* three are older: two go now */
 	assert_int_equal(store_apply(st, b, &err), 0);
 	store_batch_destroy(b);
-	assert_int_equal(count_rows(path, "SELECT count(*) FROM audit"), 3);
+	assert_int_equal(raw_int(path, "SELECT count(*) FROM audit"), 3);
 	b = store_batch_create();
 	store_batch_prune_audit(b, 4000, 100);
 	assert_int_equal(store_apply(st, b, &err), 0);
 	store_batch_destroy(b);
-	assert_int_equal(count_rows(path, "SELECT min(at_ms) FROM audit"), 4000);
+	assert_int_equal(raw_int(path, "SELECT min(at_ms) FROM audit"), 4000);
+	/* the store refuses a write that rewrites one: nothing of its batch stays */
+	b = store_batch_create();
+	store_batch_add_audit(b, 9000, "bob", xstrdup("{}"));
+	assert_int_equal(store_apply(st, b, &err), 0);
+	store_batch_destroy(b);
 	store_destroy(st);
-	sqlite3 *db;
-	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
-	assert_int_not_equal(
-		sqlite3_exec(db, "DELETE FROM audit WHERE at_ms = 5000", NULL, NULL, NULL),
-		SQLITE_OK);
-	sqlite3_close(db);
-	assert_int_equal(count_rows(path, "SELECT count(*) FROM audit"), 2);
+	assert_int_equal(raw_exec(path, "DELETE FROM audit WHERE at_ms = 5000"), -1);
+	assert_int_equal(raw_exec(path, "UPDATE audit SET who = 'x' WHERE at_ms = 4000"), -1);
+	assert_int_equal(raw_int(path, "SELECT count(*) FROM audit"), 3);
 	free(path);
 }
 
@@ -300,10 +396,10 @@ static struct store_acct acct_row(int64_t job, int attempt, const char *owner, c
 static int collect_acct(void *ctx, const struct store_acct *a)
 {
 	struct strbuf *sb = ctx;
-	strbuf_addf(sb, "%lld.%d:%s:%s:%s:%s:%lld:%lld:%g:%g:%g:%g:%s;", (long long)a->job_id,
-		    a->attempt, a->owner, a->queue, a->state, a->model, (long long)a->start_ms,
-		    (long long)a->end_ms, a->gpu_hours, a->busy_hours, a->cost, a->energy_j,
-		    a->doc);
+	strbuf_addf(sb, "%lld.%d:%s:%s:%s:%s:%lld:%lld:%.17g:%.17g:%.17g:%.17g:%s;",
+		    (long long)a->job_id, a->attempt, a->owner, a->queue, a->state, a->model,
+		    (long long)a->start_ms, (long long)a->end_ms, a->gpu_hours, a->busy_hours,
+		    a->cost, a->energy_j, a->doc);
 	return 0;
 }
 
@@ -327,7 +423,7 @@ static const char *acct_of(struct store_acct_cursor *c, struct strbuf *sb, int64
  * each slice of a scan seeing what committed since the last. */
 static void test_acct(void **state)
 {
-	char *path = xasprintf("%s/acct.db", dir);
+	char *path = where(state, "acct");
 	struct store *st, *rd;
 	struct tk_error err;
 	assert_int_equal(store_open(path, &st, &err), 0);
@@ -423,7 +519,7 @@ static void test_acct_fill_marked(void **state)
 
 static void test_empty_batch(void **state)
 {
-	char *path = xasprintf("%s/b.db", dir);
+	char *path = where(state, "b");
 	struct store *st;
 	struct tk_error err;
 	assert_int_equal(store_open(path, &st, &err), 0);
@@ -464,14 +560,210 @@ static void test_not_a_database(void **state)
 	free(missing);
 }
 
+/* Rows of every table, into the store at path. */
+static void fill(const char *path)
+{
+	struct store *st;
+	struct tk_error err;
+	assert_int_equal(store_open(path, &st, &err), 0);
+	struct store_batch *b = store_batch_create();
+	for (int i = 1; i <= 50; i++) {
+		char *doc = xasprintf("{\"v\":%d,\"text\":\"caf\u00e9 \\\"quoted\\\"\"}", i);
+		store_batch_put_job(b, i, i % 3 ? "RUNNING" : "COMPLETED", i % 2 ? "ann" : "bob",
+				    i % 3 ? 0 : 1000 + i, doc);
+		store_batch_add_audit(b, 100 * i, "ann", xstrdup("{\"what\":\"submit\"}"));
+		if (i % 3 == 0) {
+			struct store_acct rows[2] = {acct_row(i, 1, "bob", "{\"a\":1}"),
+						     acct_row(i, 2, "bob", "{\"a\":2}")};
+			rows[1].gpu_hours = 1.0 / 3.0; /* every bit of a double comes across */
+			store_batch_set_acct(b, i, rows, 2);
+		}
+	}
+	store_batch_put_node(b, "gpu-b", xstrdup("{}"));
+	store_batch_put_node(b, "gpu-A", xstrdup("{}"));
+	store_batch_put_queue(b, "default", xstrdup("{\"w\":1}"));
+	store_batch_put_user(b, "ann", xstrdup("{\"tokens\":[]}"));
+	store_batch_put_meta(b, "next_id", "51");
+	assert_int_equal(store_apply(st, b, &err), 0);
+	store_batch_destroy(b);
+	assert_int_equal(store_quarantine(st, "job", "7", "did not decode", 5, &err), 0);
+	assert_int_equal(store_quarantine(st, "node", "gpu-b", "did not decode", 6, &err), 0);
+	store_destroy(st);
+}
+
+static void dump_all(const char *path, struct strbuf *sb)
+{
+	struct store *st;
+	struct tk_error err;
+	struct rows r = {0};
+	strbuf_init(&r.sb);
+	assert_int_equal(store_open(path, &st, &err), 0);
+	assert_int_equal(store_load_jobs(st, collect, &r, &err), 0);
+	assert_int_equal(store_load_nodes(st, collect, &r, &err), 0);
+	assert_int_equal(store_load_queues(st, collect, &r, &err), 0);
+	assert_int_equal(store_load_users(st, collect, &r, &err), 0);
+	assert_int_equal(store_load_audit(st, collect, &r, &err), 0);
+	struct settled g;
+	strbuf_init(&g.sb);
+	assert_int_equal(store_load_settled(st, collect_settled, &g, &err), 0);
+	strbuf_add(&r.sb, g.sb.buf, g.sb.len);
+	strbuf_release(&g.sb);
+	struct store_acct_cursor *c;
+	assert_int_equal(store_acct_cursor_new(st, &c, &err), 0);
+	for (int i = 1; i <= 50; i++)
+		assert_int_equal(store_acct_job(c, i, collect_acct, &r.sb, &err), 0);
+	store_acct_cursor_destroy(c);
+	store_destroy(st);
+	strbuf_add(sb, r.sb.buf, r.sb.len);
+	strbuf_release(&r.sb);
+}
+
+/* A cluster moves between the two kinds of store and back, every row the
+ * same; a copy into a store in use, or onto itself, is refused. */
+static void test_copy(void **state)
+{
+	char *a = where(state, "copy-a"), *b = where(state, "copy-b");
+	char *c = xasprintf("%s/copy-c%d.db", dir, *(const int *)*state);
+	fill(a);
+	struct store_copy_report rep;
+	struct tk_error err;
+	assert_int_equal(store_copy(a, b, &rep, &err), 0);
+	/* jobs 50 less 7, set aside; 25 audit rows... */
+	int64_t rows = 0;
+	for (int i = 0; i < rep.ntables; i++)
+		rows += rep.tables[i].rows;
+	assert_int_equal(rows, rep.rows);
+	assert_int_equal(rep.ntables, 8);
+	assert_string_equal(rep.tables[1].name, "jobs");
+	assert_int_equal(rep.tables[1].rows, 49);
+	assert_string_equal(rep.tables[5].name, "quarantine");
+	assert_int_equal(rep.tables[5].rows, 2);
+	assert_int_equal(store_copy(b, c, NULL, &err), 0);
+	struct strbuf x, y;
+	strbuf_init(&x);
+	strbuf_init(&y);
+	dump_all(a, &x);
+	dump_all(c, &y);
+	assert_string_equal(x.buf, y.buf);
+	assert_non_null(strstr(x.buf, ":0.33333333333333331:")); /* every bit */
+	strbuf_release(&x);
+	strbuf_release(&y);
+	/* the copies go on: a new audit row after the last copied */
+	struct store *st;
+	assert_int_equal(store_open(b, &st, &err), 0);
+	struct store_batch *batch = store_batch_create();
+	store_batch_add_audit(batch, 99999, "cy", xstrdup("{}"));
+	assert_int_equal(store_apply(st, batch, &err), 0);
+	store_batch_destroy(batch);
+	store_destroy(st);
+	assert_int_equal(raw_int(b, "SELECT max(seq) FROM audit"), 51);
+	/* refused: into a store that holds a cluster, or onto itself */
+	assert_int_equal(store_copy(a, c, NULL, &err), -EEXIST);
+	assert_non_null(strstr(err.text, "already holds a cluster"));
+	assert_int_equal(store_copy(a, a, NULL, &err), -EINVAL);
+	free(a);
+	free(b);
+	free(c);
+}
+
+/* PostgreSQL: a password never comes in the URL; a broken connection is
+ * opened again; a schema newer than this tenk is refused. */
+static void test_pg_connection(void **state)
+{
+	char *url = where(state, "conn");
+	struct store *st;
+	struct tk_error err;
+	char *pw = xasprintf("postgresql://tenk:secret@localhost/tenk");
+	assert_int_equal(store_open(pw, &st, &err), -EINVAL);
+	assert_non_null(strstr(err.text, "password file"));
+	free(pw);
+	pw = xasprintf("%s&password=secret", url);
+	assert_int_equal(store_open(pw, &st, &err), -EINVAL);
+	free(pw);
+	char *none = xasprintf("postgresql:///t%d?host=%s/nowhere&user=tenk", ndb, dir);
+	assert_int_equal(store_open(none, &st, &err), -ECONNREFUSED);
+	assert_non_null(strstr(err.text, "cannot connect to PostgreSQL"));
+	free(none);
+
+	assert_int_equal(store_open(url, &st, &err), 0);
+	/* every connection of the store's ends under it */
+	assert_int_equal(raw_exec(url, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+				       "WHERE application_name = 'tenk-server'"),
+			 0);
+	struct store_batch *b = store_batch_create();
+	store_batch_put_meta(b, "k", "v");
+	/* (gone once its row is: within 5 s) */
+	for (int i = 0; i < 500 && raw_int(url, "SELECT count(*) FROM pg_stat_activity WHERE "
+						"application_name = 'tenk-server'") > 0;
+	     i++)
+		usleep(10000);
+	/* found broken: -EIO, which the server tries again; then it is opened again */
+	assert_int_equal(store_apply(st, b, &err), -EIO);
+	assert_int_equal(store_apply(st, b, &err), 0);
+	store_batch_destroy(b);
+	char *v;
+	assert_int_equal(store_meta_get(st, "k", &v, &err), 0);
+	assert_string_equal(v, "v");
+	free(v);
+	store_destroy(st);
+	assert_int_equal(raw_exec(url, "UPDATE tenk_schema SET version = 99"), 0);
+	assert_int_equal(store_open(url, &st, &err), -EPROTO);
+	assert_non_null(strstr(err.text, "schema version 99 is newer"));
+	free(url);
+}
+
+/* A batch is all or nothing on both: a failing statement (a table gone
+ * under the store) takes the batch's other changes with it, and the store
+ * goes on. */
+static void test_batch_atomic(void **state)
+{
+	char *path = where(state, "atomic");
+	struct store *st;
+	struct tk_error err;
+	assert_int_equal(store_open(path, &st, &err), 0);
+	struct store_batch *b = store_batch_create();
+	store_batch_put_job(b, 1, "PENDING", "ann", 0, xstrdup("{}"));
+	assert_int_equal(store_apply(st, b, &err), 0);
+	store_batch_destroy(b);
+	assert_int_equal(raw_exec(path, "DROP TABLE meta"), 0);
+	b = store_batch_create();
+	store_batch_put_job(b, 2, "PENDING", "ann", 0, xstrdup("{}"));
+	store_batch_put_meta(b, "k", "lost");
+	assert_true(store_apply(st, b, &err) < 0);
+	assert_non_null(strstr(err.text, "store: "));
+	store_batch_destroy(b);
+	char *doc;
+	size_t len;
+	assert_int_equal(store_get_job(st, 2, &doc, &len, &err), -ENOENT);
+	assert_int_equal(store_get_job(st, 1, &doc, &len, &err), 0);
+	free(doc);
+	/* and the store goes on */
+	b = store_batch_create();
+	store_batch_put_job(b, 3, "PENDING", "ann", 0, xstrdup("{\"v\":3}"));
+	assert_int_equal(store_apply(st, b, &err), 0);
+	store_batch_destroy(b);
+	assert_int_equal(store_get_job(st, 3, &doc, &len, &err), 0);
+	assert_string_equal(doc, "{\"v\":3}");
+	free(doc);
+	store_destroy(st);
+	free(path);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_roundtrip),      cmocka_unit_test(test_settled),
-		cmocka_unit_test(test_migrates_jobs),  cmocka_unit_test(test_audit_pruned),
-		cmocka_unit_test(test_acct),	       cmocka_unit_test(test_acct_fill_marked),
-		cmocka_unit_test(test_empty_batch),    cmocka_unit_test(test_newer_schema_refused),
+		BOTH(test_roundtrip),
+		BOTH(test_settled),
+		cmocka_unit_test(test_migrates_jobs),
+		BOTH(test_audit_pruned),
+		BOTH(test_acct),
+		cmocka_unit_test(test_acct_fill_marked),
+		BOTH(test_empty_batch),
+		cmocka_unit_test(test_newer_schema_refused),
 		cmocka_unit_test(test_not_a_database),
+		BOTH(test_copy),
+		BOTH(test_batch_atomic),
+		cmocka_unit_test_prestate(test_pg_connection, (void *)&on_pg),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

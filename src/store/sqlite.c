@@ -7,7 +7,7 @@
  * Each job and node is one row holding its JSON document, plus the columns
  * queries need. The documents are produced and validated by src/model.
  */
-#include "store.h"
+#include "internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -16,38 +16,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-enum op_kind {
-	OP_PUT_JOB,
-	OP_PUT_NODE,
-	OP_DEL_NODE,
-	OP_PUT_META,
-	OP_PUT_QUEUE,
-	OP_PUT_USER,
-	OP_DEL_USER,
-	OP_ADD_AUDIT,
-	OP_DEL_ACCT,
-	OP_PUT_ACCT,
-	OP_STRIP_JOB,
-	OP_DEL_JOB,
-	OP_PRUNE_AUDIT
-};
-
-struct op {
-	enum op_kind kind;
-	int64_t id;
-	char *key;		 /* node name, meta key, or job state */
-	char *doc;		 /* document or meta value */
-	char *key2;		 /* a job's owner */
-	int64_t n;		 /* a job's settled_ms */
-	struct store_acct *acct; /* with its strings in the same block */
-};
-
-struct store_batch {
-	struct op *ops;
-	size_t n;
-	size_t alloc;
-};
 
 enum stmt_id {
 	ST_BEGIN,
@@ -168,10 +136,12 @@ static const char *const migrations[] = {
 	"SELECT RAISE(ABORT, 'audit rows are never rewritten'); END;",
 };
 
-struct store {
+static_assert(ARRAY_SIZE(migrations) == STORE_SCHEMA_VERSION, "a migration for every version");
+
+struct sq {
+	struct store base;
 	sqlite3 *db;
 	sqlite3_stmt *stmt[ST_MAX];
-	int version;
 	/* the writer's journal, PATH-wal, as it was when first seen: a file
 	 * removed or replaced under a running writer takes every commit since
 	 * its last checkpoint with it, silently (wal_check) */
@@ -185,7 +155,7 @@ struct store {
  * removed (or another put in its place), what it held is copied into the
  * database now, from the file SQLite still has open, and the writer must
  * stop: -ESTALE, saying what happened and what to do. */
-static int wal_check(struct store *st, struct tk_error *err)
+static int wal_check(struct sq *st, struct tk_error *err)
 {
 	if (!st->wal)
 		return 0;
@@ -214,7 +184,7 @@ static int wal_check(struct store *st, struct tk_error *err)
 }
 
 /* The one place SQLite's result codes become -errno and text. */
-static int fail(struct store *st, int rc, struct tk_error *err, const char *what)
+static int fail(struct sq *st, int rc, struct tk_error *err, const char *what)
 {
 	int code;
 	switch (rc & 0xff) {
@@ -250,7 +220,7 @@ static int fail(struct store *st, int rc, struct tk_error *err, const char *what
 	return tk_errorf(err, code, "store: %s: %s", what, msg);
 }
 
-static int exec(struct store *st, const char *sql, struct tk_error *err)
+static int exec(struct sq *st, const char *sql, struct tk_error *err)
 {
 	int rc = sqlite3_exec(st->db, sql, NULL, NULL, NULL);
 	if (rc != SQLITE_OK)
@@ -258,7 +228,7 @@ static int exec(struct store *st, const char *sql, struct tk_error *err)
 	return 0;
 }
 
-static int get_version(struct store *st, int *ret, struct tk_error *err)
+static int get_version(struct sq *st, int *ret, struct tk_error *err)
 {
 	sqlite3_stmt *s;
 	int rc = sqlite3_prepare_v2(st->db, "PRAGMA user_version", -1, &s, NULL);
@@ -274,7 +244,7 @@ static int get_version(struct store *st, int *ret, struct tk_error *err)
 	return 0;
 }
 
-static int migrate(struct store *st, struct tk_error *err)
+static int migrate(struct sq *st, struct tk_error *err)
 {
 	int v = 0, r;
 	if ((r = get_version(st, &v, err)) < 0)
@@ -297,15 +267,23 @@ static int migrate(struct store *st, struct tk_error *err)
 		if ((r = exec(st, "COMMIT", err)) < 0)
 			return r;
 	}
-	st->version = v;
+	st->base.version = v;
 	return 0;
 }
 
+static const struct store_ops sq_ops;
+static void sq_destroy(struct store *base);
+
+/* (base is each one's first member) */
+#define SQ(b) ((struct sq *)(b))
+
 /* The store at path; a reader opens it read-only, after a writer made
  * it (no migration). */
-static int open_at(const char *path, bool reader, struct store **ret, struct tk_error *err)
+int store_sqlite_open(const char *path, bool reader, struct store **ret, struct tk_error *err)
 {
-	struct store *st = xcalloc(1, sizeof(*st));
+	struct sq *st = xcalloc(1, sizeof(*st));
+	st->base.ops = &sq_ops;
+	st->base.kind = STORE_SQLITE;
 	/* created 0600: SQLite gives its journal files the database's mode */
 	int fd = reader ? -1 : open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd >= 0)
@@ -315,16 +293,17 @@ static int open_at(const char *path, bool reader, struct store **ret, struct tk_
 	int r;
 	if (rc != SQLITE_OK) {
 		r = fail(st, rc, err, path);
-		store_destroy(st);
+		sq_destroy(&st->base);
 		return r;
 	}
 	sqlite3_extended_result_codes(st->db, 1);
-	int latest = (int)ARRAY_SIZE(migrations);
+	int latest = STORE_SCHEMA_VERSION;
 	if (reader) {
 		if ((r = exec(st, "PRAGMA busy_timeout = 5000", err)) == 0 &&
-		    (r = get_version(st, &st->version, err)) == 0 && st->version != latest)
+		    (r = get_version(st, &st->base.version, err)) == 0 &&
+		    st->base.version != latest)
 			r = tk_errorf(err, -EPROTO, "store: %s is at schema %d, not %d", path,
-				      st->version, latest);
+				      st->base.version, latest);
 	} else if ((r = exec(st, "PRAGMA journal_mode = WAL", err)) == 0 &&
 		   (r = exec(st, "PRAGMA synchronous = FULL", err)) == 0 &&
 		   (r = exec(st, "PRAGMA foreign_keys = ON", err)) == 0 &&
@@ -332,7 +311,7 @@ static int open_at(const char *path, bool reader, struct store **ret, struct tk_
 		r = migrate(st, err);
 	}
 	if (r < 0) {
-		store_destroy(st);
+		sq_destroy(&st->base);
 		return r;
 	}
 	for (int i = 0; i < ST_MAX; i++) {
@@ -340,7 +319,7 @@ static int open_at(const char *path, bool reader, struct store **ret, struct tk_
 					&st->stmt[i], NULL);
 		if (rc != SQLITE_OK) {
 			r = fail(st, rc, err, stmt_sql[i]);
-			store_destroy(st);
+			sq_destroy(&st->base);
 			return r;
 		}
 	}
@@ -348,24 +327,13 @@ static int open_at(const char *path, bool reader, struct store **ret, struct tk_
 		st->wal = xasprintf("%s-wal", path);
 		wal_check(st, NULL); /* (notes it: the migration's reads made it) */
 	}
-	*ret = st;
+	*ret = &st->base;
 	return 0;
 }
 
-int store_open(const char *path, struct store **ret, struct tk_error *err)
+static void sq_destroy(struct store *base)
 {
-	return open_at(path, false, ret, err);
-}
-
-int store_open_reader(const char *path, struct store **ret, struct tk_error *err)
-{
-	return open_at(path, true, ret, err);
-}
-
-void store_destroy(struct store *st)
-{
-	if (!st)
-		return;
+	struct sq *st = SQ(base);
 	for (int i = 0; i < ST_MAX; i++)
 		sqlite3_finalize(st->stmt[i]);
 	sqlite3_close(st->db);
@@ -373,14 +341,16 @@ void store_destroy(struct store *st)
 	free(st);
 }
 
-int store_schema_version(const struct store *st)
+static int sq_load(struct store *base, enum store_load what, store_row_cb cb, void *ctx,
+		   struct tk_error *err)
 {
-	return st->version;
-}
-
-static int load(struct store *st, enum stmt_id id, store_row_cb cb, void *ctx, struct tk_error *err)
-{
-	sqlite3_stmt *s = st->stmt[id];
+	static const enum stmt_id ids[LOAD_MAX] = {[LOAD_JOBS] = ST_LOAD_JOBS,
+						   [LOAD_NODES] = ST_LOAD_NODES,
+						   [LOAD_QUEUES] = ST_LOAD_QUEUES,
+						   [LOAD_USERS] = ST_LOAD_USERS,
+						   [LOAD_AUDIT] = ST_LOAD_AUDIT};
+	struct sq *st = SQ(base);
+	sqlite3_stmt *s = st->stmt[ids[what]];
 	int r = 0, rc;
 	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
 		const char *key = (const char *)sqlite3_column_text(s, 0);
@@ -399,13 +369,9 @@ static int load(struct store *st, enum stmt_id id, store_row_cb cb, void *ctx, s
 	return r;
 }
 
-int store_load_jobs(struct store *st, store_row_cb cb, void *ctx, struct tk_error *err)
+static int sq_load_settled(struct store *base, store_settled_cb cb, void *ctx, struct tk_error *err)
 {
-	return load(st, ST_LOAD_JOBS, cb, ctx, err);
-}
-
-int store_load_settled(struct store *st, store_settled_cb cb, void *ctx, struct tk_error *err)
-{
+	struct sq *st = SQ(base);
 	sqlite3_stmt *s = st->stmt[ST_LOAD_SETTLED];
 	int r = 0, rc;
 	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
@@ -426,8 +392,9 @@ int store_load_settled(struct store *st, store_settled_cb cb, void *ctx, struct 
 	return r;
 }
 
-int store_get_job(struct store *st, int64_t id, char **ret, size_t *len, struct tk_error *err)
+static int sq_get_job(struct store *base, int64_t id, char **ret, size_t *len, struct tk_error *err)
 {
+	struct sq *st = SQ(base);
 	sqlite3_stmt *s = st->stmt[ST_GET_JOB];
 	sqlite3_bind_int64(s, 1, id);
 	int rc = sqlite3_step(s);
@@ -447,28 +414,9 @@ int store_get_job(struct store *st, int64_t id, char **ret, size_t *len, struct 
 	return r;
 }
 
-int store_load_nodes(struct store *st, store_row_cb cb, void *ctx, struct tk_error *err)
+static int sq_meta_get(struct store *base, const char *key, char **ret, struct tk_error *err)
 {
-	return load(st, ST_LOAD_NODES, cb, ctx, err);
-}
-
-int store_load_queues(struct store *st, store_row_cb cb, void *ctx, struct tk_error *err)
-{
-	return load(st, ST_LOAD_QUEUES, cb, ctx, err);
-}
-
-int store_load_users(struct store *st, store_row_cb cb, void *ctx, struct tk_error *err)
-{
-	return load(st, ST_LOAD_USERS, cb, ctx, err);
-}
-
-int store_load_audit(struct store *st, store_row_cb cb, void *ctx, struct tk_error *err)
-{
-	return load(st, ST_LOAD_AUDIT, cb, ctx, err);
-}
-
-int store_meta_get(struct store *st, const char *key, char **ret, struct tk_error *err)
-{
+	struct sq *st = SQ(base);
 	sqlite3_stmt *s = st->stmt[ST_GET_META];
 	sqlite3_bind_text(s, 1, key, -1, SQLITE_STATIC);
 	int rc = sqlite3_step(s);
@@ -486,156 +434,7 @@ int store_meta_get(struct store *st, const char *key, char **ret, struct tk_erro
 	return r;
 }
 
-struct store_batch *store_batch_create(void)
-{
-	return xcalloc(1, sizeof(struct store_batch));
-}
-
-void store_batch_destroy(struct store_batch *b)
-{
-	if (!b)
-		return;
-	for (size_t i = 0; i < b->n; i++) {
-		free(b->ops[i].key);
-		free(b->ops[i].key2);
-		free(b->ops[i].doc);
-		free(b->ops[i].acct);
-	}
-	free(b->ops);
-	free(b);
-}
-
-static struct op *push(struct store_batch *b, enum op_kind kind)
-{
-	xgrow(&b->ops, &b->alloc, b->n + 1, sizeof(*b->ops));
-	struct op *o = &b->ops[b->n++];
-	memset(o, 0, sizeof(*o));
-	o->kind = kind;
-	return o;
-}
-
-void store_batch_strip_job(struct store_batch *b, int64_t id)
-{
-	push(b, OP_STRIP_JOB)->id = id;
-}
-
-void store_batch_del_job(struct store_batch *b, int64_t id)
-{
-	push(b, OP_DEL_JOB)->id = id;
-}
-
-void store_batch_prune_audit(struct store_batch *b, int64_t before_ms, int max)
-{
-	struct op *o = push(b, OP_PRUNE_AUDIT);
-	o->id = before_ms;
-	o->n = max;
-}
-
-void store_batch_put_job(struct store_batch *b, int64_t id, const char *state, const char *owner,
-			 int64_t settled_ms, char *doc)
-{
-	struct op *o = push(b, OP_PUT_JOB);
-	o->id = id;
-	o->key = xstrdup(state);
-	o->key2 = xstrdup(owner);
-	o->n = settled_ms;
-	o->doc = doc;
-}
-
-void store_batch_put_node(struct store_batch *b, const char *name, char *doc)
-{
-	struct op *o = push(b, OP_PUT_NODE);
-	o->key = xstrdup(name);
-	o->doc = doc;
-}
-
-void store_batch_put_queue(struct store_batch *b, const char *name, char *doc)
-{
-	struct op *o = push(b, OP_PUT_QUEUE);
-	o->key = xstrdup(name);
-	o->doc = doc;
-}
-
-void store_batch_put_user(struct store_batch *b, const char *name, char *doc)
-{
-	struct op *o = push(b, OP_PUT_USER);
-	o->key = xstrdup(name);
-	o->doc = doc;
-}
-
-void store_batch_del_user(struct store_batch *b, const char *name)
-{
-	push(b, OP_DEL_USER)->key = xstrdup(name);
-}
-
-void store_batch_add_audit(struct store_batch *b, int64_t at_ms, const char *who, char *doc)
-{
-	struct op *o = push(b, OP_ADD_AUDIT);
-	o->id = at_ms;
-	o->key = xstrdup(who);
-	o->doc = doc;
-}
-
-void store_batch_del_node(struct store_batch *b, const char *name)
-{
-	push(b, OP_DEL_NODE)->key = xstrdup(name);
-}
-
-void store_batch_put_meta(struct store_batch *b, const char *key, const char *value)
-{
-	struct op *o = push(b, OP_PUT_META);
-	o->key = xstrdup(key);
-	o->doc = xstrdup(value);
-}
-
-/* A copy of row whose strings live in the same block. */
-static struct store_acct *acct_copy(const struct store_acct *row)
-{
-	const char *const src[] = {row->owner, row->queue, row->state, row->model, row->doc};
-	size_t len[ARRAY_SIZE(src)], total = sizeof(*row);
-	for (size_t i = 0; i < ARRAY_SIZE(src); i++) {
-		len[i] = strlen(src[i]) + 1;
-		total += len[i];
-	}
-	struct store_acct *c = xmalloc(total);
-	*c = *row;
-	char *p = (char *)(c + 1);
-	const char **dst[] = {&c->owner, &c->queue, &c->state, &c->model, &c->doc};
-	for (size_t i = 0; i < ARRAY_SIZE(src); i++) {
-		memcpy(p, src[i], len[i]);
-		*dst[i] = p;
-		p += len[i];
-	}
-	return c;
-}
-
-void store_batch_set_acct(struct store_batch *b, int64_t job_id, const struct store_acct *rows,
-			  int n)
-{
-	push(b, OP_DEL_ACCT)->id = job_id;
-	for (int i = 0; i < n; i++) {
-		assert(rows[i].job_id == job_id && rows[i].attempt >= 1 &&
-		       rows[i].attempt < STORE_ACCT_ATTEMPTS);
-		push(b, OP_PUT_ACCT)->acct = acct_copy(&rows[i]);
-	}
-}
-
-size_t store_batch_len(const struct store_batch *b)
-{
-	return b->n;
-}
-
-void store_batch_move(struct store_batch *dst, struct store_batch *src)
-{
-	if (src->n == 0)
-		return;
-	xgrow(&dst->ops, &dst->alloc, dst->n + src->n, sizeof(*dst->ops));
-	memcpy(dst->ops + dst->n, src->ops, src->n * sizeof(*src->ops));
-	dst->n += src->n;
-	src->n = 0;
-}
-
-static int step_once(struct store *st, enum stmt_id id, struct tk_error *err, const char *what)
+static int step_once(struct sq *st, enum stmt_id id, struct tk_error *err, const char *what)
 {
 	sqlite3_stmt *s = st->stmt[id];
 	int rc = sqlite3_step(s);
@@ -646,7 +445,7 @@ static int step_once(struct store *st, enum stmt_id id, struct tk_error *err, co
 	return 0;
 }
 
-static int apply_op(struct store *st, const struct op *o, struct tk_error *err)
+static int apply_op(struct sq *st, const struct op *o, struct tk_error *err)
 {
 	sqlite3_stmt *s;
 	int r;
@@ -738,11 +537,10 @@ static int apply_op(struct store *st, const struct op *o, struct tk_error *err)
 	return -EINVAL;
 }
 
-int store_apply(struct store *st, const struct store_batch *b, struct tk_error *err)
+static int sq_apply(struct store *base, const struct store_batch *b, struct tk_error *err)
 {
+	struct sq *st = SQ(base);
 	int r;
-	if (b->n == 0)
-		return 0;
 	if ((r = step_once(st, ST_BEGIN, err, "beginning a transaction")) < 0)
 		return r;
 	for (size_t i = 0; i < b->n; i++)
@@ -763,47 +561,53 @@ int store_apply(struct store *st, const struct store_batch *b, struct tk_error *
 /* A statement stepped through the table in key order: every key from next
  * up to cur (the record it stands on, has_row) or to the end is unread and
  * holds no record but cur. */
-struct store_acct_cursor {
-	struct store *st;
+static const struct store_acct_cursor_ops sq_cursor_ops;
+
+struct sq_cursor {
+	struct store_acct_cursor base;
+	struct sq *st;
 	sqlite3_stmt *q;
 	bool open, has_row;
 	int64_t next, cur;
 };
 
+#define CUR(b) ((struct sq_cursor *)(b))
+
 /* Jumps of more than this many jobs seek rather than step. */
 #define ACCT_SEEK_JOBS 64
 
-int store_acct_cursor_new(struct store *st, struct store_acct_cursor **ret, struct tk_error *err)
+static int sq_cursor_new(struct store *base, struct store_acct_cursor **ret, struct tk_error *err)
 {
+	struct sq *st = SQ(base);
 	static const char sql[] =
 		"SELECT key, owner, queue, state, model, start_ms, end_ms, gpu_hours, busy_hours, "
 		"cost, energy_j, doc FROM acct WHERE key >= ?1 ORDER BY key";
-	struct store_acct_cursor *c = xcalloc(1, sizeof(*c));
+	struct sq_cursor *c = xcalloc(1, sizeof(*c));
+	c->base.ops = &sq_cursor_ops;
 	c->st = st;
 	int rc = sqlite3_prepare_v2(st->db, sql, -1, &c->q, NULL);
 	if (rc != SQLITE_OK) {
 		free(c);
 		return fail(st, rc, err, "reading accounting");
 	}
-	*ret = c;
+	*ret = &c->base;
 	return 0;
 }
 
-void store_acct_cursor_destroy(struct store_acct_cursor *c)
+static void sq_cursor_destroy(struct store_acct_cursor *base)
 {
-	if (!c)
-		return;
+	struct sq_cursor *c = CUR(base);
 	sqlite3_finalize(c->q);
 	free(c);
 }
 
-void store_acct_cursor_pause(struct store_acct_cursor *c)
+static void cursor_pause(struct sq_cursor *c)
 {
 	sqlite3_reset(c->q);
 	c->open = c->has_row = false;
 }
 
-static int acct_step(struct store_acct_cursor *c, struct tk_error *err)
+static int acct_step(struct sq_cursor *c, struct tk_error *err)
 {
 	if (c->has_row)
 		c->next = c->cur + 1;
@@ -813,13 +617,13 @@ static int acct_step(struct store_acct_cursor *c, struct tk_error *err)
 		c->cur = sqlite3_column_int64(c->q, 0);
 	else if (rc != SQLITE_DONE) {
 		int r = fail(c->st, rc, err, "reading accounting");
-		store_acct_cursor_pause(c);
+		cursor_pause(c);
 		return r;
 	}
 	return 0;
 }
 
-static int acct_seek(struct store_acct_cursor *c, int64_t key, struct tk_error *err)
+static int acct_seek(struct sq_cursor *c, int64_t key, struct tk_error *err)
 {
 	sqlite3_reset(c->q);
 	sqlite3_bind_int64(c->q, 1, key);
@@ -829,9 +633,15 @@ static int acct_seek(struct store_acct_cursor *c, int64_t key, struct tk_error *
 	return acct_step(c, err);
 }
 
-int store_acct_job(struct store_acct_cursor *c, int64_t job_id, store_acct_cb cb, void *ctx,
-		   struct tk_error *err)
+static void sq_cursor_pause(struct store_acct_cursor *base)
 {
+	cursor_pause(CUR(base));
+}
+
+static int sq_cursor_job(struct store_acct_cursor *base, int64_t job_id, store_acct_cb cb,
+			 void *ctx, struct tk_error *err)
+{
+	struct sq_cursor *c = CUR(base);
 	int64_t lo = job_id * STORE_ACCT_ATTEMPTS, hi = lo + STORE_ACCT_ATTEMPTS;
 	int r = 0;
 	if (!c->open || lo < c->next)
@@ -873,8 +683,9 @@ int store_acct_job(struct store_acct_cursor *c, int64_t job_id, store_acct_cb cb
 
 /* ---- the store as a whole ------------------------------------------------------------ */
 
-int store_is_empty(struct store *st, bool *ret, struct tk_error *err)
+static int sq_is_empty(struct store *base, bool *ret, struct tk_error *err)
 {
+	struct sq *st = SQ(base);
 	static const char sql[] = "SELECT (SELECT count(*) FROM jobs) + (SELECT count(*) FROM "
 				  "nodes) + (SELECT count(*) FROM users) + (SELECT count(*) FROM "
 				  "queues) + (SELECT count(*) FROM meta)";
@@ -903,9 +714,10 @@ static const char *kind_table(const char *kind, const char **key_col)
 					    : NULL;
 }
 
-int store_quarantine(struct store *st, const char *kind, const char *key, const char *reason,
-		     int64_t now_ms, struct tk_error *err)
+static int sq_quarantine(struct store *base, const char *kind, const char *key, const char *reason,
+			 int64_t now_ms, struct tk_error *err)
 {
+	struct sq *st = SQ(base);
 	const char *col;
 	const char *table = kind_table(kind, &col);
 	if (!table)
@@ -944,7 +756,7 @@ int store_quarantine(struct store *st, const char *kind, const char *key, const 
 	return exec(st, "COMMIT", err);
 }
 
-int store_backup(const char *src, const char *dst, struct tk_error *err)
+int store_sqlite_backup(const char *src, const char *dst, struct tk_error *err)
 {
 	sqlite3 *from = NULL, *to = NULL;
 	int rc = sqlite3_open_v2(src, &from, SQLITE_OPEN_READONLY, NULL);
@@ -983,3 +795,113 @@ int store_backup(const char *src, const char *dst, struct tk_error *err)
 	sqlite3_close(from);
 	return r;
 }
+
+/* ---- whole tables, for tenk store copy ------------------------------------------------ */
+
+static int sq_exec(struct store *base, const char *sql, struct tk_error *err)
+{
+	return exec(SQ(base), sql, err);
+}
+
+static int sq_dump(struct store *base, const struct table_desc *t, store_dump_cb cb, void *ctx,
+		   struct tk_error *err)
+{
+	struct sq *st = SQ(base);
+	struct strbuf sql;
+	strbuf_init(&sql);
+	strbuf_addstr(&sql, "SELECT ");
+	for (int i = 0; i < t->ncols; i++)
+		strbuf_addf(&sql, "%s%s", i ? ", " : "", t->cols[i]);
+	strbuf_addf(&sql, " FROM %s ORDER BY %s", t->name, t->key);
+	sqlite3_stmt *q;
+	int rc = sqlite3_prepare_v2(st->db, sql.buf, -1, &q, NULL);
+	strbuf_release(&sql);
+	if (rc != SQLITE_OK)
+		return fail(st, rc, err, t->name);
+	struct store_value row[TABLE_COLS_MAX];
+	int r = 0;
+	while (r >= 0 && (rc = sqlite3_step(q)) == SQLITE_ROW) {
+		for (int i = 0; i < t->ncols; i++) {
+			row[i] = (struct store_value){0};
+			switch (t->types[i]) {
+			case COL_INT:
+				row[i].i = sqlite3_column_int64(q, i);
+				break;
+			case COL_REAL:
+				row[i].d = sqlite3_column_double(q, i);
+				break;
+			case COL_TEXT:
+			case COL_TEXT_NULL:
+				row[i].text = (const char *)sqlite3_column_text(q, i);
+				if (!row[i].text && t->types[i] == COL_TEXT)
+					row[i].text = "";
+				break;
+			}
+		}
+		r = cb(ctx, row);
+	}
+	if (r >= 0 && rc != SQLITE_DONE)
+		r = fail(st, rc, err, t->name);
+	sqlite3_finalize(q);
+	return r;
+}
+
+static int sq_insert(struct store *base, const struct table_desc *t, const struct store_value *rows,
+		     size_t n, struct tk_error *err)
+{
+	struct sq *st = SQ(base);
+	struct strbuf sql;
+	strbuf_init(&sql);
+	strbuf_addf(&sql, "INSERT INTO %s (", t->name);
+	for (int i = 0; i < t->ncols; i++)
+		strbuf_addf(&sql, "%s%s", i ? ", " : "", t->cols[i]);
+	strbuf_addstr(&sql, ") VALUES (");
+	for (int i = 0; i < t->ncols; i++)
+		strbuf_addf(&sql, "%s?%d", i ? ", " : "", i + 1);
+	strbuf_addstr(&sql, ")");
+	sqlite3_stmt *q;
+	int rc = sqlite3_prepare_v2(st->db, sql.buf, -1, &q, NULL);
+	strbuf_release(&sql);
+	if (rc != SQLITE_OK)
+		return fail(st, rc, err, t->name);
+	for (size_t k = 0; k < n && rc == SQLITE_OK; k++) {
+		const struct store_value *row = &rows[k * (size_t)t->ncols];
+		for (int i = 0; i < t->ncols; i++) {
+			if (t->types[i] == COL_INT)
+				sqlite3_bind_int64(q, i + 1, row[i].i);
+			else if (t->types[i] == COL_REAL)
+				sqlite3_bind_double(q, i + 1, row[i].d);
+			else if (row[i].text)
+				sqlite3_bind_text(q, i + 1, row[i].text, -1, SQLITE_STATIC);
+			else
+				sqlite3_bind_null(q, i + 1);
+		}
+		rc = sqlite3_step(q);
+		rc = rc == SQLITE_DONE ? SQLITE_OK : rc;
+		sqlite3_reset(q);
+	}
+	int r = rc == SQLITE_OK ? 0 : fail(st, rc, err, t->name);
+	sqlite3_finalize(q);
+	return r;
+}
+
+static const struct store_ops sq_ops = {
+	.destroy = sq_destroy,
+	.load = sq_load,
+	.load_settled = sq_load_settled,
+	.get_job = sq_get_job,
+	.meta_get = sq_meta_get,
+	.apply = sq_apply,
+	.acct_cursor_new = sq_cursor_new,
+	.is_empty = sq_is_empty,
+	.quarantine = sq_quarantine,
+	.exec = sq_exec,
+	.dump = sq_dump,
+	.insert = sq_insert,
+};
+
+static const struct store_acct_cursor_ops sq_cursor_ops = {
+	.destroy = sq_cursor_destroy,
+	.pause = sq_cursor_pause,
+	.job = sq_cursor_job,
+};
