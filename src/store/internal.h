@@ -94,12 +94,18 @@ struct store_ops {
 	 * began */
 	int (*insert)(struct store *st, const struct table_desc *t, const struct store_value *rows,
 		      size_t n, struct tk_error *err);
+	/* the lease (NULL: this kind of store has none) */
+	int (*lease_get)(struct store *st, struct store_lease *ret, struct tk_error *err);
+	int (*lease_take)(struct store *st, const char *holder, const char *url, int64_t ttl_ms,
+			  struct store_lease *ret, struct tk_error *err);
+	void (*lease_hold)(struct store *st, const char *holder, int64_t term, int64_t ttl_ms);
 };
 
 struct store {
 	const struct store_ops *ops;
 	enum store_kind kind;
 	int version;
+	bool leased; /* store_lease_hold: even an empty batch goes, to renew it */
 };
 
 struct store_acct_cursor_ops {
@@ -115,7 +121,7 @@ struct store_acct_cursor {
 
 /* The migrations both implementations follow, by number: the schema after
  * migration i is version i + 1. */
-#define STORE_SCHEMA_VERSION 8
+#define STORE_SCHEMA_VERSION 9
 
 int store_sqlite_open(const char *path, bool reader, struct store **ret, struct tk_error *err);
 int store_sqlite_backup(const char *src, const char *dst, struct tk_error *err);

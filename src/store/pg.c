@@ -14,14 +14,111 @@
  * found it broken fails with -EIO, which the server retries. A password
  * never comes in the URL: libpq reads it from PGPASSFILE, or the file
  * passfile= names, or ~/.pgpass.
+ *
+ * libpq is loaded with dlopen when a PostgreSQL store is first opened, so
+ * that tenk-daemon runs without it elsewhere: in a job's image (tenk
+ * validate --image), on agents.
  */
 #include "internal.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <libpq-fe.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+/* ---- libpq, loaded when first needed ----------------------------------------------- */
+
+#define PQ_FUNCS(X)                                                                                \
+	X(PQclear)                                                                                 \
+	X(PQconnectdbParams)                                                                       \
+	X(PQconninfoFree)                                                                          \
+	X(PQconninfoParse)                                                                         \
+	X(PQenterPipelineMode)                                                                     \
+	X(PQerrorMessage)                                                                          \
+	X(PQexec)                                                                                  \
+	X(PQexecPrepared)                                                                          \
+	X(PQexitPipelineMode)                                                                      \
+	X(PQfinish)                                                                                \
+	X(PQflush)                                                                                 \
+	X(PQfreemem)                                                                               \
+	X(PQgetResult)                                                                             \
+	X(PQgetisnull)                                                                             \
+	X(PQgetlength)                                                                             \
+	X(PQgetvalue)                                                                              \
+	X(PQntuples)                                                                               \
+	X(PQpipelineSync)                                                                          \
+	X(PQprepare)                                                                               \
+	X(PQreset)                                                                                 \
+	X(PQresultErrorField)                                                                      \
+	X(PQresultErrorMessage)                                                                    \
+	X(PQresultStatus)                                                                          \
+	X(PQsendFlushRequest)                                                                      \
+	X(PQsendQueryParams)                                                                       \
+	X(PQsendQueryPrepared)                                                                     \
+	X(PQsetSingleRowMode)                                                                      \
+	X(PQstatus)                                                                                \
+	X(PQtransactionStatus)
+
+static struct {
+#define X(f) __typeof__(f) *f;
+	PQ_FUNCS(X)
+#undef X
+} pq;
+
+static pthread_once_t pq_once = PTHREAD_ONCE_INIT;
+static char pq_error[256];
+
+static void pq_load(void)
+{
+	void *lib = dlopen("libpq.so.5", RTLD_NOW | RTLD_LOCAL);
+	if (!lib) {
+		snprintf(pq_error, sizeof(pq_error),
+			 "PostgreSQL's client library is not installed here (libpq.so.5: %s); "
+			 "install libpq5",
+			 dlerror());
+		return;
+	}
+#define X(f)                                                                                       \
+	if (!(*(void **)&pq.f = dlsym(lib, #f)) && !pq_error[0])                                   \
+		snprintf(pq_error, sizeof(pq_error),                                               \
+			 "libpq.so.5 has no %s: PostgreSQL 14's libpq or newer is needed", #f);
+	PQ_FUNCS(X)
+#undef X
+}
+
+#define PQclear pq.PQclear
+#define PQconnectdbParams pq.PQconnectdbParams
+#define PQconninfoFree pq.PQconninfoFree
+#define PQconninfoParse pq.PQconninfoParse
+#define PQenterPipelineMode pq.PQenterPipelineMode
+#define PQerrorMessage pq.PQerrorMessage
+#define PQexec pq.PQexec
+#define PQexecPrepared pq.PQexecPrepared
+#define PQexitPipelineMode pq.PQexitPipelineMode
+#define PQfinish pq.PQfinish
+#define PQflush pq.PQflush
+#define PQfreemem pq.PQfreemem
+#define PQgetResult pq.PQgetResult
+#define PQgetisnull pq.PQgetisnull
+#define PQgetlength pq.PQgetlength
+#define PQgetvalue pq.PQgetvalue
+#define PQntuples pq.PQntuples
+#define PQpipelineSync pq.PQpipelineSync
+#define PQprepare pq.PQprepare
+#define PQreset pq.PQreset
+#define PQresultErrorField pq.PQresultErrorField
+#define PQresultErrorMessage pq.PQresultErrorMessage
+#define PQresultStatus pq.PQresultStatus
+#define PQsendFlushRequest pq.PQsendFlushRequest
+#define PQsendQueryParams pq.PQsendQueryParams
+#define PQsendQueryPrepared pq.PQsendQueryPrepared
+#define PQsetSingleRowMode pq.PQsetSingleRowMode
+#define PQstatus pq.PQstatus
+#define PQtransactionStatus pq.PQtransactionStatus
 
 enum stmt_id {
 	P_PUT_JOB,
@@ -47,6 +144,9 @@ enum stmt_id {
 	P_AUDIT_FLOOR,
 	P_PRUNE_AUDIT,
 	P_ACCT_FROM,
+	P_LEASE_RENEW,
+	P_LEASE_GET,
+	P_LEASE_TAKE,
 	P_MAX
 };
 
@@ -90,6 +190,10 @@ static const char *const stmt_sql[P_MAX] = {
 	[P_ACCT_FROM] = "SELECT key, owner, queue, state, model, start_ms, end_ms, gpu_hours, "
 			"busy_hours, cost, energy_j, doc FROM acct WHERE key >= $1 ORDER BY key "
 			"LIMIT 4096",
+	[P_LEASE_RENEW] = "SELECT tenk_lease_renew($1, $2, $3)",
+	[P_LEASE_GET] = "SELECT holder, url, term, expires_ms - tenk_now_ms() FROM lease WHERE "
+			"name = 'active'",
+	[P_LEASE_TAKE] = "SELECT * FROM tenk_lease_take($1, $2, $3)",
 };
 
 /* Rows the accounting cursor reads at a time (P_ACCT_FROM's LIMIT): more
@@ -145,6 +249,30 @@ static const char *const migrations[] = {
 	"RAISE EXCEPTION 'audit rows are never rewritten'; END $$;"
 	"CREATE TRIGGER audit_kept_d BEFORE DELETE ON audit FOR EACH ROW "
 	"EXECUTE FUNCTION tenk_audit_kept_d();",
+	/* 9: the active server's lease, by the database's clock. A renewal
+	 * holds the row's lock to its transaction's end, so no takeover
+	 * falls between a batch's check and its commit; a takeover raises
+	 * the term, so the old holder's renewals fail from then on */
+	"CREATE TABLE lease (name TEXT PRIMARY KEY, holder TEXT NOT NULL, url TEXT NOT NULL, "
+	"term BIGINT NOT NULL, expires_ms BIGINT NOT NULL);"
+	"CREATE FUNCTION tenk_now_ms() RETURNS BIGINT LANGUAGE sql AS $$ "
+	"SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint $$;"
+	"CREATE FUNCTION tenk_lease_renew(p_who TEXT, p_term BIGINT, p_ttl BIGINT) RETURNS void "
+	"LANGUAGE plpgsql AS $$ BEGIN "
+	"UPDATE lease SET expires_ms = tenk_now_ms() + p_ttl WHERE name = 'active' AND "
+	"holder = p_who AND term = p_term; "
+	"IF NOT FOUND THEN RAISE EXCEPTION USING ERRCODE = 'TKL01', MESSAGE = "
+	"'another server took over the lease of the active server (this one held term ' "
+	"|| p_term || ')'; END IF; END $$;"
+	"CREATE FUNCTION tenk_lease_take(p_who TEXT, p_url TEXT, p_ttl BIGINT) RETURNS TABLE "
+	"(o_holder TEXT, o_url TEXT, o_term BIGINT, o_remaining BIGINT) LANGUAGE plpgsql AS $$ "
+	"BEGIN "
+	"INSERT INTO lease AS l (name, holder, url, term, expires_ms) VALUES ('active', p_who, "
+	"p_url, 1, tenk_now_ms() + p_ttl) ON CONFLICT (name) DO UPDATE SET holder = "
+	"excluded.holder, url = excluded.url, term = l.term + 1, expires_ms = "
+	"excluded.expires_ms WHERE l.expires_ms <= tenk_now_ms() AND l.holder <> p_who; "
+	"RETURN QUERY SELECT l.holder, l.url, l.term, l.expires_ms - tenk_now_ms() FROM lease l "
+	"WHERE l.name = 'active'; END $$;",
 };
 static_assert(ARRAY_SIZE(migrations) == STORE_SCHEMA_VERSION, "a migration for every version");
 
@@ -157,6 +285,9 @@ struct pg {
 	char *url;
 	bool reader;
 	bool prepared; /* stmt_sql prepared on this connection */
+	/* the lease every batch renews (store_lease_hold), when held */
+	char *holder;
+	int64_t term, ttl_ms;
 };
 
 #define PG(b) ((struct pg *)(b))
@@ -196,6 +327,8 @@ static int fail(struct pg *st, const PGresult *res, struct tk_error *err, const 
 			code = -EBUSY; /* serialization, deadlock, lock */
 		else if (strcmp(state, "P0001") == 0)
 			code = -EPERM; /* a trigger's refusal */
+		else if (strcmp(state, "TKL01") == 0)
+			code = -ENOLCK; /* the lease went to another server */
 		else if (strncmp(state, "42", 2) == 0)
 			code = -EPROTO; /* a schema this tenk does not know */
 	}
@@ -213,6 +346,19 @@ static int exec_ok(struct pg *st, const char *sql, struct tk_error *err, const c
 	int r = t == PGRES_COMMAND_OK || t == PGRES_TUPLES_OK ? 0 : fail(st, res, err, what);
 	PQclear(res);
 	return r;
+}
+
+/* What a session of the lease's holder is set to: a transaction left
+ * open (a server stopped in the middle of a batch) ends after the lease's
+ * time, and with it the lock a takeover waits for. */
+static int session_lease(struct pg *st, struct tk_error *err)
+{
+	if (!st->holder)
+		return 0;
+	char sql[96];
+	snprintf(sql, sizeof(sql), "SET idle_in_transaction_session_timeout = %lld",
+		 (long long)st->ttl_ms);
+	return exec_ok(st, sql, err, "connecting");
 }
 
 static int prepare(struct pg *st, struct tk_error *err)
@@ -241,6 +387,8 @@ static int conn_ok(struct pg *st, struct tk_error *err)
 			return fail(st, NULL, err, "connecting again");
 		if (st->reader &&
 		    exec_ok(st, "SET default_transaction_read_only = on", err, "connecting") < 0)
+			return -EIO;
+		if (session_lease(st, err) < 0)
 			return -EIO;
 	}
 	return st->prepared ? 0 : prepare(st, err);
@@ -328,6 +476,9 @@ static int check_url(const char *url, struct tk_error *err)
 
 int store_pg_open(const char *url, bool reader, struct store **ret, struct tk_error *err)
 {
+	pthread_once(&pq_once, pq_load);
+	if (pq_error[0])
+		return tk_errorf(err, -ENOTSUP, "store: %s", pq_error);
 	int r = check_url(url, err);
 	if (r < 0)
 		return r;
@@ -338,7 +489,10 @@ int store_pg_open(const char *url, bool reader, struct store **ret, struct tk_er
 	st->reader = reader;
 	/* (the URL's own values win over these: they come after) */
 	const char *const keys[] = {"connect_timeout", "application_name", "dbname", NULL};
-	const char *const vals[] = {"5", reader ? "tenk-server-reader" : "tenk-server", url, NULL};
+	/* (which process a session is: its name says, in pg_stat_activity) */
+	char app[64];
+	snprintf(app, sizeof(app), "tenk-%s-%d", reader ? "reader" : "server", (int)getpid());
+	const char *const vals[] = {"5", app, url, NULL};
 	st->conn = PQconnectdbParams(keys, vals, 1);
 	if (PQstatus(st->conn) != CONNECTION_OK) {
 		char msg[200];
@@ -377,6 +531,7 @@ static void pg_destroy(struct store *base)
 	struct pg *st = PG(base);
 	PQfinish(st->conn);
 	free(st->url);
+	free(st->holder);
 	free(st);
 }
 
@@ -726,6 +881,14 @@ static int pg_apply(struct store *base, const struct store_batch *b, struct tk_e
 	if (r < 0)
 		return r;
 	pipe_send_sql(&p, "BEGIN", NULL);
+	if (PG(base)->holder) {
+		/* first: the lease, renewed and its row locked to the commit */
+		struct params q = {0};
+		p_text(&q, PG(base)->holder);
+		p_int(&q, PG(base)->term);
+		p_int(&q, PG(base)->ttl_ms);
+		pipe_send(&p, P_LEASE_RENEW, &q);
+	}
 	for (size_t i = 0; i < b->n; i++)
 		send_op(&p, &b->ops[i]);
 	pipe_send_sql(&p, "COMMIT", NULL);
@@ -992,6 +1155,72 @@ static int pg_insert(struct store *base, const struct table_desc *t, const struc
 	return r == 0 ? pipe_end(&pp, false) : r;
 }
 
+/* ---- the lease ------------------------------------------------------------------------ */
+
+static void lease_of(const PGresult *res, struct store_lease *ret)
+{
+	memset(ret, 0, sizeof(*ret));
+	snprintf(ret->holder, sizeof(ret->holder), "%s", PQgetvalue(res, 0, 0));
+	snprintf(ret->url, sizeof(ret->url), "%s", PQgetvalue(res, 0, 1));
+	ret->term = strtoll(PQgetvalue(res, 0, 2), NULL, 10);
+	ret->remaining_ms = strtoll(PQgetvalue(res, 0, 3), NULL, 10);
+}
+
+static int pg_lease_get(struct store *base, struct store_lease *ret, struct tk_error *err)
+{
+	struct pg *st = PG(base);
+	int r = conn_ok(st, err);
+	if (r < 0)
+		return r;
+	PGresult *res = run(st, P_LEASE_GET, NULL);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK)
+		r = fail(st, res, err, "reading the lease");
+	else if (PQntuples(res) == 0)
+		r = -ENOENT;
+	else
+		lease_of(res, ret);
+	PQclear(res);
+	return r;
+}
+
+static int pg_lease_take(struct store *base, const char *holder, const char *url, int64_t ttl_ms,
+			 struct store_lease *ret, struct tk_error *err)
+{
+	struct pg *st = PG(base);
+	int r = conn_ok(st, err);
+	if (r < 0)
+		return r;
+	/* a holder in the middle of a batch holds the row: wait a little at
+	 * most, and try again at the next poll */
+	if ((r = exec_ok(st, "SET lock_timeout = 500", err, "taking the lease")) < 0)
+		return r;
+	struct params p = {0};
+	p_text(&p, holder);
+	p_text(&p, url);
+	p_int(&p, ttl_ms);
+	PGresult *res = run(st, P_LEASE_TAKE, &p);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1) {
+		r = fail(st, res, err, "taking the lease");
+	} else {
+		lease_of(res, ret);
+		r = strcmp(ret->holder, holder) == 0 ? 0 : -EBUSY;
+	}
+	PQclear(res);
+	exec_ok(st, "SET lock_timeout = 0", NULL, "");
+	return r;
+}
+
+static void pg_lease_hold(struct store *base, const char *holder, int64_t term, int64_t ttl_ms)
+{
+	struct pg *st = PG(base);
+	free(st->holder);
+	st->holder = xstrdup(holder);
+	st->term = term;
+	st->ttl_ms = ttl_ms;
+	if (PQstatus(st->conn) == CONNECTION_OK)
+		session_lease(st, NULL);
+}
+
 static const struct store_ops pg_ops = {
 	.destroy = pg_destroy,
 	.load = pg_load,
@@ -1005,6 +1234,9 @@ static const struct store_ops pg_ops = {
 	.exec = pg_exec,
 	.dump = pg_dump,
 	.insert = pg_insert,
+	.lease_get = pg_lease_get,
+	.lease_take = pg_lease_take,
+	.lease_hold = pg_lease_hold,
 };
 
 static const struct store_acct_cursor_ops pg_cursor_ops = {

@@ -134,6 +134,10 @@ static const char *const migrations[] = {
 	"CREATE TRIGGER audit_kept_d BEFORE DELETE ON audit WHEN old.at_ms >= coalesce((SELECT "
 	"CAST(value AS INTEGER) FROM meta WHERE key = 'audit_keep_from'), 0) BEGIN "
 	"SELECT RAISE(ABORT, 'audit rows are never rewritten'); END;",
+	/* 9: the active server's lease, where servers share the store (only
+	 * PostgreSQL's is used; the tables stay alike) */
+	"CREATE TABLE lease (name TEXT PRIMARY KEY, holder TEXT NOT NULL, url TEXT NOT NULL, "
+	"term INTEGER NOT NULL, expires_ms INTEGER NOT NULL);",
 };
 
 static_assert(ARRAY_SIZE(migrations) == STORE_SCHEMA_VERSION, "a migration for every version");

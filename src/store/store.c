@@ -132,7 +132,7 @@ int store_meta_get(struct store *st, const char *key, char **ret, struct tk_erro
 
 int store_apply(struct store *st, const struct store_batch *b, struct tk_error *err)
 {
-	if (b->n == 0)
+	if (b->n == 0 && !st->leased)
 		return 0;
 	return st->ops->apply(st, b, err);
 }
@@ -146,6 +146,32 @@ int store_quarantine(struct store *st, const char *kind, const char *key, const 
 		     int64_t now_ms, struct tk_error *err)
 {
 	return st->ops->quarantine(st, kind, key, reason, now_ms, err);
+}
+
+int store_lease_get(struct store *st, struct store_lease *ret, struct tk_error *err)
+{
+	if (!st->ops->lease_get)
+		return tk_errorf(err, -ENOTSUP,
+				 "store: a %s store is one server's; it has no lease",
+				 store_kind_name(st->kind));
+	return st->ops->lease_get(st, ret, err);
+}
+
+int store_lease_take(struct store *st, const char *holder, const char *url, int64_t ttl_ms,
+		     struct store_lease *ret, struct tk_error *err)
+{
+	if (!st->ops->lease_take)
+		return tk_errorf(err, -ENOTSUP,
+				 "store: a %s store is one server's; it has no lease",
+				 store_kind_name(st->kind));
+	return st->ops->lease_take(st, holder, url, ttl_ms, ret, err);
+}
+
+void store_lease_hold(struct store *st, const char *holder, int64_t term, int64_t ttl_ms)
+{
+	assert(st->ops->lease_hold);
+	st->ops->lease_hold(st, holder, term, ttl_ms);
+	st->leased = true;
 }
 
 int store_backup(const char *src, const char *dst, struct tk_error *err)

@@ -140,6 +140,32 @@ int store_quarantine(struct store *st, const char *kind, const char *key, const 
  * PostgreSQL store is backed up by PostgreSQL's tools (-ENOTSUP). */
 int store_backup(const char *src, const char *dst, struct tk_error *err);
 
+/* ---- the active server's lease (a store several servers share) ---------------------- */
+
+/* Servers that share a PostgreSQL store take turns: the one holding the
+ * lease is active, and the only one whose batches commit. Time is the
+ * database's clock, so the servers' clocks need not agree. */
+#define STORE_LEASE_STR_MAX 160
+struct store_lease {
+	char holder[STORE_LEASE_STR_MAX]; /* who holds it: a server's own id */
+	char url[STORE_LEASE_STR_MAX];	  /* where that server serves */
+	int64_t term;			  /* raised at every change of holder */
+	int64_t remaining_ms;		  /* how long it holds still; <= 0: lapsed */
+};
+/* Who holds it (-ENOENT: nobody ever did; -ENOTSUP: a store of one
+ * server, SQLite). */
+int store_lease_get(struct store *st, struct store_lease *ret, struct tk_error *err);
+/* Takes the lease for holder, serving at url, for ttl_ms when it lapsed or
+ * was never taken. *ret is the lease after, whoever holds it; returns 0
+ * when holder holds it, -EBUSY when another does. */
+int store_lease_take(struct store *st, const char *holder, const char *url, int64_t ttl_ms,
+		     struct store_lease *ret, struct tk_error *err);
+/* From now on every store_apply through st, even of an empty batch, first
+ * renews holder's lease of term for ttl_ms in the batch's own transaction:
+ * a batch commits only while holder holds it, and one applied after
+ * another server took it over fails with -ENOLCK, writing nothing. */
+void store_lease_hold(struct store *st, const char *holder, int64_t term, int64_t ttl_ms);
+
 /* What store_copy moved and checked, table by table. */
 struct store_copy_table {
 	const char *name; /* static */

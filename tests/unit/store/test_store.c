@@ -160,7 +160,7 @@ static void test_roundtrip(void **state)
 	struct store *st;
 	struct tk_error err;
 	assert_int_equal(store_open(path, &st, &err), 0);
-	assert_int_equal(store_schema_version(st), 8);
+	assert_int_equal(store_schema_version(st), 9);
 	if (store_kind(st) == STORE_SQLITE) {
 		/* the store holds every job's request: its files are the server's alone */
 		struct stat sb;
@@ -327,7 +327,7 @@ static void test_migrates_jobs(void **state)
 	struct store *st;
 	struct tk_error err;
 	assert_int_equal(store_open(path, &st, &err), 0);
-	assert_int_equal(store_schema_version(st), 8);
+	assert_int_equal(store_schema_version(st), 9);
 	struct rows r = {0};
 	strbuf_init(&r.sb);
 	assert_int_equal(store_load_jobs(st, collect, &r, &err), 0);
@@ -503,12 +503,13 @@ static void test_acct_fill_marked(void **state)
 	store_destroy(st);
 	sqlite3 *db;
 	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
-	assert_int_equal(
-		sqlite3_exec(db, "DROP TABLE acct; PRAGMA user_version = 6;", NULL, NULL, NULL),
-		SQLITE_OK);
+	assert_int_equal(sqlite3_exec(db,
+				      "DROP TABLE acct; DROP TABLE lease; PRAGMA user_version = 6;",
+				      NULL, NULL, NULL),
+			 SQLITE_OK);
 	sqlite3_close(db);
 	assert_int_equal(store_open(path, &st, &err), 0);
-	assert_int_equal(store_schema_version(st), 8);
+	assert_int_equal(store_schema_version(st), 9);
 	char *v;
 	assert_int_equal(store_meta_get(st, "acct_fill_to", &v, &err), 0);
 	assert_string_equal(v, "9");
@@ -688,13 +689,13 @@ static void test_pg_connection(void **state)
 	assert_int_equal(store_open(url, &st, &err), 0);
 	/* every connection of the store's ends under it */
 	assert_int_equal(raw_exec(url, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-				       "WHERE application_name = 'tenk-server'"),
+				       "WHERE application_name LIKE 'tenk-server-%'"),
 			 0);
 	struct store_batch *b = store_batch_create();
 	store_batch_put_meta(b, "k", "v");
 	/* (gone once its row is: within 5 s) */
 	for (int i = 0; i < 500 && raw_int(url, "SELECT count(*) FROM pg_stat_activity WHERE "
-						"application_name = 'tenk-server'") > 0;
+						"application_name LIKE 'tenk-server-%'") > 0;
 	     i++)
 		usleep(10000);
 	/* found broken: -EIO, which the server tries again; then it is opened again */
@@ -749,6 +750,77 @@ static void test_batch_atomic(void **state)
 	free(path);
 }
 
+/* Two servers on one PostgreSQL: one holds the lease and its batches
+ * commit; when it lapses the other takes it (a new term), and from then
+ * on the first's batches fail with -ENOLCK and write nothing. */
+static void test_pg_lease(void **state)
+{
+	char *url = where(state, "lease");
+	struct store *a, *b;
+	struct store_lease l;
+	struct tk_error err;
+	assert_int_equal(store_open(url, &a, &err), 0);
+	assert_int_equal(store_open(url, &b, &err), 0);
+	assert_int_equal(store_lease_get(a, &l, &err), -ENOENT);
+	assert_int_equal(store_lease_take(a, "A", "https://a:7480", 400, &l, &err), 0);
+	assert_string_equal(l.holder, "A");
+	assert_int_equal(l.term, 1);
+	assert_true(l.remaining_ms > 0 && l.remaining_ms <= 400);
+	assert_int_equal(store_lease_take(b, "B", "https://b:7480", 400, &l, &err), -EBUSY);
+	assert_string_equal(l.holder, "A");
+	assert_string_equal(l.url, "https://a:7480");
+	store_lease_hold(a, "A", 1, 400);
+	/* an empty batch renews it too: past the first lapse, still A's */
+	struct store_batch *e = store_batch_create();
+	for (int i = 0; i < 4; i++) {
+		usleep(150000);
+		assert_int_equal(store_apply(a, e, &err), 0);
+	}
+	assert_int_equal(store_lease_take(b, "B", "https://b:7480", 400, &l, &err), -EBUSY);
+	/* A goes quiet: B takes over, term 2 */
+	usleep(500000);
+	assert_int_equal(store_lease_take(b, "B", "https://b:7480", 400, &l, &err), 0);
+	assert_int_equal(l.term, 2);
+	store_lease_hold(b, "B", 2, 400);
+	struct store_batch *w = store_batch_create();
+	store_batch_put_meta(w, "written_by", "A");
+	assert_int_equal(store_apply(a, w, &err), -ENOLCK);
+	assert_non_null(strstr(err.text, "took over the lease"));
+	assert_int_equal(store_apply(a, e, &err), -ENOLCK);
+	char *v;
+	assert_int_equal(store_meta_get(b, "written_by", &v, &err), -ENOENT);
+	store_batch_destroy(w);
+	w = store_batch_create();
+	store_batch_put_meta(w, "written_by", "B");
+	assert_int_equal(store_apply(b, w, &err), 0);
+	store_batch_destroy(w);
+	assert_int_equal(store_meta_get(a, "written_by", &v, &err), 0);
+	assert_string_equal(v, "B");
+	free(v);
+	assert_int_equal(store_lease_get(a, &l, &err), 0);
+	assert_string_equal(l.holder, "B");
+	/* A, started again, is a standby */
+	assert_int_equal(store_lease_take(a, "A2", "https://a:7480", 400, &l, &err), -EBUSY);
+	store_batch_destroy(e);
+	store_destroy(a);
+	store_destroy(b);
+	free(url);
+}
+
+/* SQLite is one server's store: no lease. */
+static void test_sqlite_has_no_lease(void **state)
+{
+	char *path = xasprintf("%s/nolease.db", dir);
+	struct store *st;
+	struct store_lease l;
+	struct tk_error err;
+	assert_int_equal(store_open(path, &st, &err), 0);
+	assert_int_equal(store_lease_get(st, &l, &err), -ENOTSUP);
+	assert_int_equal(store_lease_take(st, "A", "u", 1000, &l, &err), -ENOTSUP);
+	store_destroy(st);
+	free(path);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -764,6 +836,8 @@ int main(void)
 		BOTH(test_copy),
 		BOTH(test_batch_atomic),
 		cmocka_unit_test_prestate(test_pg_connection, (void *)&on_pg),
+		cmocka_unit_test_prestate(test_pg_lease, (void *)&on_pg),
+		cmocka_unit_test(test_sqlite_has_no_lease),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
