@@ -423,3 +423,31 @@ bool tk_url_plain_remote(const char *url)
 		return memcmp(a, lo6, 16) != 0;
 	return true;
 }
+
+int tk_url_list(const char *text, char ***ret, int *ret_n)
+{
+	char **urls = xcalloc(TK_URLS_MAX, sizeof(*urls));
+	int n = 0;
+	const char *p = text;
+	for (;;) {
+		const char *end = p + strcspn(p, ",");
+		const char *a = p, *b = end;
+		while (a < b && *a == ' ')
+			a++;
+		while (b > a && (b[-1] == ' ' || b[-1] == '/'))
+			b--;
+		if (a == b || n == TK_URLS_MAX) {
+			for (int i = 0; i < n; i++)
+				free(urls[i]);
+			free(urls);
+			return -EINVAL;
+		}
+		urls[n++] = xstrndup(a, (size_t)(b - a));
+		if (!*end)
+			break;
+		p = end + 1;
+	}
+	*ret = urls;
+	*ret_n = n;
+	return 0;
+}

@@ -139,6 +139,11 @@ int tk_parse_signal(const char *s, int *ret);
  * ("localhost", 127.0.0.0/8, ::1)? A token must not travel so unless the
  * user said --insecure-http. */
 bool tk_url_plain_remote(const char *url);
+/* A list of servers' URLs, "URL[,URL...]" (standby servers), each without
+ * its trailing slashes: *ret (n of them, at most TK_URLS_MAX) the
+ * caller's to free, each and all; -EINVAL for an empty entry or too many. */
+#define TK_URLS_MAX 16
+int tk_url_list(const char *text, char ***ret, int *ret_n);
 /* Formats seconds as "1d2h3m4s"-style text into buf. */
 void tk_format_duration(int64_t seconds, char *buf, size_t n);
 

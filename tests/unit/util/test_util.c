@@ -401,6 +401,29 @@ static void test_url_plain_remote(void **state)
 	assert_true(tk_url_plain_remote("http://"));
 }
 
+/* Standby servers' URLs: split on commas, spaces and trailing slashes
+ * gone; an empty entry is refused. */
+static void test_url_list(void **state)
+{
+	(void)state;
+	char **u;
+	int n;
+	assert_int_equal(tk_url_list("https://a:7480/, https://b:7480", &u, &n), 0);
+	assert_int_equal(n, 2);
+	assert_string_equal(u[0], "https://a:7480");
+	assert_string_equal(u[1], "https://b:7480");
+	for (int i = 0; i < n; i++)
+		free(u[i]);
+	free(u);
+	assert_int_equal(tk_url_list("unix:/run/tenk/api.sock", &u, &n), 0);
+	assert_int_equal(n, 1);
+	free(u[0]);
+	free(u);
+	assert_int_equal(tk_url_list("https://a:7480,,https://b", &u, &n), -EINVAL);
+	assert_int_equal(tk_url_list("", &u, &n), -EINVAL);
+	assert_int_equal(tk_url_list("https://a,", &u, &n), -EINVAL);
+}
+
 /* Prometheus' text: labels escaped, left out whole when they would not
  * fit, histograms cumulative with +Inf, sums and counts. */
 static void test_prom(void **state)
@@ -450,6 +473,7 @@ int main(void)
 		cmocka_unit_test(test_sha256),
 		cmocka_unit_test(test_hmac_sha256),
 		cmocka_unit_test(test_url_plain_remote),
+		cmocka_unit_test(test_url_list),
 		cmocka_unit_test(test_prom),
 		cmocka_unit_test(test_begin_and_signal),
 		cmocka_unit_test(test_base64),
