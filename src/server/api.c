@@ -112,9 +112,11 @@ static void h_health(struct request *r, const char *param, json_t *body)
 	json_t *store = s->store_down
 				? json_pack("{s:b, s:s}", "writable", 0, "error", s->store_down_why)
 				: json_pack("{s:b}", "writable", 1);
+	if (s->role.leased)
+		json_object_set_new(store, "term", json_integer(s->role.term));
 	reply_json(r, 200,
-		   json_pack("{s:b, s:s, s:o, s:o}", "ok", 1, "epoch", s->epoch, "scheduler", sched,
-			     "store", store));
+		   json_pack("{s:b, s:s, s:s, s:o, s:o}", "ok", 1, "role", "active", "epoch",
+			     s->epoch, "scheduler", sched, "store", store));
 }
 
 static void h_catalogue(struct request *r, const char *param, json_t *body)

@@ -485,6 +485,8 @@ static void dispatch(struct request *r)
 		reply_error(r, 413, "body: larger than the limit of %d bytes", SERVER_MAX_BODY);
 		return;
 	}
+	if (server_standby_answer(r))
+		return; /* (a standby knows no user: it asks for no token) */
 	char param[256];
 	const struct route *rt = NULL;
 	bool path_known = false;

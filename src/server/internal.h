@@ -34,9 +34,14 @@
 #define SERVER_LOOP_WARN_MS 250	       /* an iteration that holds the loop longer is logged */
 #define SERVER_STORE_RETRY_MS 1000     /* a failing store is tried again this often */
 #define SERVER_CRON_MS 500	       /* periodic work: liveness, long-poll deadlines */
-#define SERVER_BUDGET_MS 5000	       /* queues' spend against their budgets, this often */
-#define SERVER_EVICT_PER_TICK 20000    /* settled jobs leaving memory, at most a tick */
-#define SERVER_EVICT_BUDGET_US 5000    /* and for about this long */
+/* standby servers (standby.c): the active's lease lasts this long by the
+ * database's clock, renewed by every batch (an empty one a third of it
+ * after the last); a standby asks for it this often */
+#define SERVER_LEASE_MS 3000
+#define SERVER_STANDBY_POLL_MS 250
+#define SERVER_BUDGET_MS 5000	    /* queues' spend against their budgets, this often */
+#define SERVER_EVICT_PER_TICK 20000 /* settled jobs leaving memory, at most a tick */
+#define SERVER_EVICT_BUDGET_US 5000 /* and for about this long */
 /* a cron tick's filling of older jobs' accounting records, at most */
 #define ACCT_FILL_SLICE_US 40000
 /* accounting records in one page (a page ends with a job's last record,
@@ -160,6 +165,22 @@ struct server {
 	/* the store failed a write (server.c): changes are refused (503) and
 	 * the writer retries, every SERVER_STORE_RETRY_MS, until it takes them */
 	bool store_down;
+	/* standby.c: several servers on one PostgreSQL store. standby: this
+	 * one waits for the lease, loads nothing and redirects every request
+	 * to the active; leased: it holds the lease (term), which every batch
+	 * renews; lease_beat_mono: when the writer last started a batch */
+	struct {
+		bool standby, leased;
+		int64_t term;
+		struct store_lease seen; /* the lease as last read */
+		int64_t since_mono;	 /* standby since, or active since */
+		int64_t lease_beat_mono;
+		uv_timer_t poll;
+		bool poll_init;
+		char *where; /* the store: a file, or PostgreSQL's URL */
+		char tokens_sha256[65];
+		int (*activate)(struct server *s, struct tk_error *err);
+	} role;
 	char store_down_why[1024];
 	int64_t store_down_mono;
 	uint64_t store_failures;
@@ -171,6 +192,7 @@ struct server {
 		struct pending *done;		      /* committed, for the loop */
 		bool active;			      /* a writer work item runs */
 		bool failed;
+		int failed_code;
 		bool failed_retry; /* a write failed and was put back, to try again */
 		struct tk_error err;
 		uv_async_t async;
@@ -436,6 +458,18 @@ struct snode *api_agent_node(struct request *r, const char *name, const char *ag
 /* server.c: check_cb (a pass, the flush, the gate) runs in this loop
  * iteration, not after the poll phase's wait. */
 void server_kick(struct server *s);
+/* An empty batch to the writer (it renews the lease). */
+void server_write_empty(struct server *s);
+
+/* ---- standby.c: standby servers on a shared store ------------------------------ */
+
+/* Takes the lease, or becomes a standby: 1 active (load and serve), 0
+ * standby (load nothing; s->role.activate when it takes over). */
+int server_role_start(struct server *s, struct tk_error *err);
+/* From the cron: an empty batch renews the lease when nothing did lately. */
+void server_role_beat(struct server *s, bool writer_idle);
+/* A standby's answer to any request (true), or false: the active's work. */
+bool server_standby_answer(struct request *r);
 
 /* ---- logs.c: task output, served by the agents --------------------------------------- */
 

@@ -58,6 +58,15 @@ struct pending {
 
 static void fatal_store(struct server *s)
 {
+	if (s->wq.failed_code == -ENOLCK) {
+		/* another server is active: nothing of this one's was written
+		 * since, and nothing it holds may be answered */
+		log_err("this server is no longer the active one (%s); it stops at once, having "
+			"written nothing since; started again, it is a standby",
+			s->wq.err.text);
+		fflush(stderr);
+		_exit(75);
+	}
 	/* Memory and disk now disagree; answering anything could acknowledge what
 	 * is not durable. Stop at once: a restart reloads the durable state. */
 	log_err("store write failed, stopping at once: %s", s->wq.err.text);
@@ -109,8 +118,10 @@ static void writer_work_cb(uv_work_t *w)
 			uv_async_send(&s->wq.async);
 			return;
 		}
-		if (r < 0)
+		if (r < 0) {
 			s->wq.failed = true;
+			s->wq.failed_code = r;
+		}
 		s->wq.stats_commits++;
 		s->wq.stats_commit_us += (uint64_t)took;
 		tk_hist_observe(&s->wq.commit_hist, metrics_commit_bounds, metrics_commit_nbounds,
@@ -270,16 +281,12 @@ static bool anything_dirty(const struct server *s)
 	       audit_waiting(s) || store_batch_len(s->fill.batch) > 0;
 }
 
-/* Hands what changed to the writer. (What grows with a request changes
- * a bounded number of jobs an iteration, arrays.c, so that packing them
- * here stays short.) */
-static void flush_start(struct server *s)
+static void enqueue(struct server *s, struct store_batch *b)
 {
-	if (!anything_dirty(s))
-		return;
 	struct pending *p = xcalloc(1, sizeof(*p));
-	p->batch = take_dirty(s);
+	p->batch = b;
 	p->seq = s->st.seq_applied;
+	s->role.lease_beat_mono = tk_mono_ms();
 	s->wq.outstanding++;
 	uv_mutex_lock(&s->wq.mu);
 	if (s->wq.queued_tail)
@@ -290,6 +297,20 @@ static void flush_start(struct server *s)
 	uv_mutex_unlock(&s->wq.mu);
 	if (!s->store_down) /* (a failing store is tried on its timer) */
 		writer_start(s);
+}
+
+/* Hands what changed to the writer. (What grows with a request changes
+ * a bounded number of jobs an iteration, arrays.c, so that packing them
+ * here stays short.) */
+static void flush_start(struct server *s)
+{
+	if (anything_dirty(s))
+		enqueue(s, take_dirty(s));
+}
+
+void server_write_empty(struct server *s)
+{
+	enqueue(s, store_batch_create());
 }
 
 /* Has the writer take what is queued, unless it runs. */
@@ -362,6 +383,8 @@ static void check_cb(uv_check_t *h)
 {
 	struct server *s = h->data;
 	loop_busy(s);
+	if (s->role.standby)
+		return;
 	uv_idle_stop(&s->kick_idle);
 	state_judge_arrivals(&s->st, server_now_ms(s));
 	if (s->st.sched_needed && !s->stopping && !s->store_down) {
@@ -382,6 +405,13 @@ static void check_cb(uv_check_t *h)
 static void cron_cb(uv_timer_t *t)
 {
 	struct server *s = t->data;
+	if (s->role.standby)
+		return;
+	uv_mutex_lock(&s->wq.mu);
+	bool writer_idle = !s->wq.active && !s->wq.queued;
+	uv_mutex_unlock(&s->wq.mu);
+	if (!s->store_down && !s->stopping)
+		server_role_beat(s, writer_idle);
 	int64_t now = server_now_ms(s), mono = tk_mono_ms();
 	s->st.now_ms = now;
 	s->st.mono_ms = mono;
@@ -532,6 +562,8 @@ static int load_config(struct server *s, struct sched_config *sched, struct tk_e
 	return 0;
 }
 
+static int mark_started(struct server *s, const char *db, struct tk_error *err);
+
 /* Opens the store (DATA/tenk.db, or where --store or config.json's
  * "store" says), refusing a missing or empty one when DATA held a cluster
  * (unless cfg.init: the ids would start again at 1 and every job be
@@ -557,12 +589,20 @@ static int open_store(struct server *s, const char *db, bool used, struct tk_err
 				 "start with --init",
 				 db, s->data_dir,
 				 file ? "tenk backup makes copies" : "from PostgreSQL's backups");
-	/* written now, at once: proof the store takes writes, and a mark that
-	 * it is not new */
+	return 0;
+}
+
+/* Written at once, by the server that will write: proof the store takes
+ * writes, and a mark that it is not new. */
+static int mark_started(struct server *s, const char *db, struct tk_error *err)
+{
 	char now[32];
+	int r;
 	snprintf(now, sizeof(now), "%lld", (long long)server_now_ms(s));
 	struct store_batch *b = store_batch_create();
 	store_batch_put_meta(b, "started_ms", now);
+	if (s->role.tokens_sha256[0])
+		store_batch_put_meta(b, "tokens_sha256", s->role.tokens_sha256);
 	r = store_apply(s->store, b, err);
 	store_batch_destroy(b);
 	if (r < 0) {
@@ -581,6 +621,49 @@ static int read_job(void *arg, int64_t id, char **ret_doc, size_t *ret_len, stru
 {
 	struct server *s = arg;
 	return store_get_job(s->reader, id, ret_doc, ret_len, err);
+}
+
+/* Loads the state and schedules: at start, or when a standby takes over. */
+static int activate(struct server *s, struct tk_error *err)
+{
+	int r;
+	if ((r = mark_started(s, s->role.where, err)) < 0 ||
+	    (r = store_open_reader(s->role.where, &s->reader, err)) < 0 ||
+	    (r = audit_load(s, err)) < 0 ||
+	    (r = state_load(&s->st, s->store, server_now_ms(s), tk_mono_ms(),
+			    s->cfg.quarantine_bad_rows, err)) < 0 ||
+	    (r = server_ids_load(s, err)) < 0 || (r = acct_fill_load(s, err)) < 0)
+		return r;
+	state_want_pass(&s->st);
+	return 0;
+}
+
+/* Servers that share a store share the tokens too (copies of admin.token
+ * and agent.token): the store keeps their digest, and a server with others
+ * is refused, at start rather than at its takeover. */
+static int same_tokens(struct server *s, struct tk_error *err)
+{
+	char both[2 * sizeof(s->admin_token) + 2], digest[65];
+	snprintf(both, sizeof(both), "%s\n%s", s->admin_token, s->agent_token);
+	tk_sha256_hex(both, strlen(both), digest);
+	if (store_kind(s->store) != STORE_POSTGRESQL)
+		return 0; /* (one server's: its tokens may change with its files) */
+	char *had = NULL;
+	snprintf(s->role.tokens_sha256, sizeof(s->role.tokens_sha256), "%s", digest);
+	int r = store_meta_get(s->store, "tokens_sha256", &had, err);
+	if (r == -ENOENT)
+		return 0; /* written by the first active (mark_started) */
+	if (r < 0)
+		return r;
+	bool same = strcmp(had, digest) == 0;
+	free(had);
+	if (!same)
+		return tk_errorf(err, -EPERM,
+				 "%s/admin.token and agent.token are not the cluster's: servers "
+				 "that share a store share them; copy both from the data folder of "
+				 "the server that first used this store",
+				 s->data_dir);
+	return 0;
 }
 
 int server_create(uv_loop_t *loop, const struct server_config *cfg, struct server **ret,
@@ -635,14 +718,19 @@ int server_create(uv_loop_t *loop, const struct server_config *cfg, struct serve
 	db = cfg->store	       ? xstrdup(cfg->store)
 	     : sched->store[0] ? xstrdup(sched->store)
 			       : xasprintf("%s/tenk.db", s->data_dir);
-	if ((r = open_store(s, db, used, err)) < 0 ||
-	    (r = store_open_reader(db, &s->reader, err)) < 0 || (r = audit_load(s, err)) < 0 ||
-	    (r = state_load(&s->st, s->store, server_now_ms(s), tk_mono_ms(),
-			    cfg->quarantine_bad_rows, err)) < 0 ||
-	    (r = server_ids_load(s, err)) < 0 || (r = acct_fill_load(s, err)) < 0)
+	s->role.where = xstrdup(db);
+	s->role.activate = activate;
+	bool shared = store_kind_of(db) == STORE_POSTGRESQL;
+	if ((r = open_store(s, db, used, err)) < 0 || (r = same_tokens(s, err)) < 0 ||
+	    (!shared && (r = activate(s, err)) < 0))
 		goto fail;
 	if ((r = http_start(s, cfg->listen, err)) < 0)
 		goto fail;
+	/* on a shared store: active, or a standby until the lease lapses */
+	if (shared && (r = server_role_start(s, err)) == 1)
+		r = activate(s, err);
+	if (r < 0)
+		goto fail_http;
 	url_path = xasprintf("%s/server.url", s->data_dir);
 	char line[160];
 	int len = snprintf(line, sizeof(line), "%s\n", s->url);
@@ -666,8 +754,8 @@ int server_create(uv_loop_t *loop, const struct server_config *cfg, struct serve
 	s->cron.data = s;
 	uv_timer_start(&s->cron, cron_cb, SERVER_CRON_MS, SERVER_CRON_MS);
 	s->open_handles += 2;
-	state_want_pass(&s->st);
-	log_info("serving %s with %zu jobs and %d nodes from %s (store: %s)", s->url, s->st.njobs,
+	log_info("serving %s %s %zu jobs and %d nodes from %s (store: %s)", s->url,
+		 s->role.standby ? "as a standby (loading nothing) of" : "with", s->st.njobs,
 		 s->st.nnodes, s->data_dir, db);
 	free(sched);
 	*ret = s;
@@ -734,6 +822,8 @@ static void finish_stop(struct server *s)
 	uv_close((uv_handle_t *)&s->check, server_handle_closed);
 	uv_close((uv_handle_t *)&s->cron, server_handle_closed);
 	uv_close((uv_handle_t *)&s->wq.async, server_handle_closed);
+	if (s->role.poll_init)
+		uv_close((uv_handle_t *)&s->role.poll, server_handle_closed);
 }
 
 void server_stop(struct server *s, void (*done_cb)(void *arg), void *arg)
@@ -793,5 +883,6 @@ void server_destroy(struct server *s)
 	if (s->lock_fd >= 0)
 		close(s->lock_fd);
 	free(s->data_dir);
+	free(s->role.where);
 	free(s);
 }

@@ -41,6 +41,8 @@ def test_a_cluster_on_postgresql_survives_its_server(workdir, procs, postgres):
     server.kill9()
     procs.remove(server)
     server = start_server(workdir, procs, t.data, postgres, listen=where)
+    # (a standby until the dead one's lease lapses, a few seconds)
+    wait_for(lambda: t.api("GET", "/v1/health")[1].get("role") == "active", 30, "active again")
     wait_for(lambda: t.job(long)["state"] == "RUNNING", 30, "the long job known again")
     wait_for(lambda: t.json("nodes")["nodes"][0]["state"] == "UP", 30, "the node back")
     # the same attempt goes on: the store had everything, the agent its task
