@@ -65,6 +65,40 @@ static json_t *parse_body(const char *what, const char *body, size_t len)
 	return j;
 }
 
+/* Talks to servers[i] from now on. */
+static void use_server(struct agent *a, int i)
+{
+	const char *base = a->servers[i];
+	a->server = i;
+	char **urls[] = {&a->url_register, &a->url_heartbeat, &a->url_events, &a->url_work,
+			 &a->url_logs};
+	static const char *const paths[] = {"register", "heartbeat", "events", "work", "logs"};
+	for (size_t k = 0; k < ARRAY_SIZE(urls); k++) {
+		free(*urls[k]);
+		*urls[k] = xasprintf("%s/v1/agent/%s", base, paths[k]);
+	}
+}
+
+/* A request to the server failed: with several servers, the active one a
+ * standby names (307 or 503 with "active"), else the next in the list. */
+static void server_failed(struct agent *a, long status, const char *body, size_t len)
+{
+	if (a->nservers < 2 || (status != 0 && status != 307 && status != 502 && status != 503))
+		return;
+	int next = (a->server + 1) % a->nservers;
+	json_t *j = status ? json_loadb(body, len, 0, NULL) : NULL;
+	const char *active = j ? json_string_value(json_object_get(j, "active")) : NULL;
+	for (int i = 0; active && i < a->nservers; i++)
+		if (strcmp(a->servers[i], active) == 0)
+			next = i;
+	json_decref(j);
+	if (next == a->server)
+		return;
+	log_info("talking to %s now (%s)", a->servers[next],
+		 status == 307 ? "the active server, which a standby named" : "the next server");
+	use_server(a, next);
+}
+
 static void log_http_error(const char *what, long status, const char *body, size_t len,
 			   const char *error)
 {
@@ -161,6 +195,7 @@ static void reg_done(void *arg, long status, const char *body, size_t len, const
 	a->registering = false;
 	if (status != 200) {
 		log_http_error("register", status, body, len, error);
+		server_failed(a, status, body, len);
 		if (status == 401 && a->cred[0]) {
 			/* the server does not know this credential (revoked, or a store
 			 * restored from before it): join again, which an admin may
@@ -219,7 +254,7 @@ static void reg_done(void *arg, long status, const char *body, size_t len, const
 	a->images_sent_gen = 0;
 	if (!a->images_gen)
 		agent__images_refresh(a);
-	log_info("registered with %s as node %s (%s), %d accelerators", a->cfg.server_url,
+	log_info("registered with %s as node %s (%s), %d accelerators", a->servers[a->server],
 		 a->inv.name, a->inv.addr[0] ? a->inv.addr : "address as seen by the server",
 		 a->inv.naccel);
 	if (a->stopping)
@@ -323,6 +358,7 @@ static void poll_done(void *arg, long status, const char *body, size_t len, cons
 	}
 	if (status != 200) {
 		log_http_error("work", status, body, len, error);
+		server_failed(a, status, body, len);
 		uv_timer_start(&a->poll_timer, poll_timer_cb,
 			       (uint64_t)backoff_next(&a->poll_backoff), 0);
 		return;
@@ -390,6 +426,7 @@ static void hb_done(void *arg, long status, const char *body, size_t len, const 
 		log_http_error("heartbeat", status, body, len, error);
 		need_register(a);
 	} else if (status != 200 && !a->stopping) {
+		server_failed(a, status, body, len);
 		/* said at once, then once a minute while it lasts: an outage of
 		 * the server is long, and the witness group says what matters */
 		int64_t now = tk_mono_ms();
@@ -785,23 +822,22 @@ int agent_create(uv_loop_t *loop, const struct agent_config *cfg, struct agent *
 		log_warn("not running as root: every job runs as %s (uid %u)",
 			 pw ? pw->pw_name : "this user", (unsigned)geteuid());
 	}
-	if (tk_url_plain_remote(a->cfg.server_url) && !a->cfg.insecure_http) {
-		r = tk_errorf(err, -EPERM,
-			      "refusing to send the join token over plain HTTP to %s, which is not "
-			      "this machine: serve HTTPS (the server's default), or give "
-			      "--insecure-http",
+	if ((r = tk_url_list(a->cfg.server_url, &a->servers, &a->nservers)) < 0) {
+		r = tk_errorf(err, r, "--server: expected URL[,URL...], got \"%s\"",
 			      a->cfg.server_url);
 		goto fail;
 	}
-	const char *base = a->cfg.server_url;
-	size_t blen = strlen(base);
-	while (blen && base[blen - 1] == '/')
-		blen--;
-	a->url_register = xasprintf("%.*s/v1/agent/register", (int)blen, base);
-	a->url_heartbeat = xasprintf("%.*s/v1/agent/heartbeat", (int)blen, base);
-	a->url_events = xasprintf("%.*s/v1/agent/events", (int)blen, base);
-	a->url_work = xasprintf("%.*s/v1/agent/work", (int)blen, base);
-	a->url_logs = xasprintf("%.*s/v1/agent/logs", (int)blen, base);
+	for (int i = 0; i < a->nservers; i++)
+		if (tk_url_plain_remote(a->servers[i]) && !a->cfg.insecure_http) {
+			r = tk_errorf(
+				err, -EPERM,
+				"refusing to send the join token over plain HTTP to %s, which "
+				"is not this machine: serve HTTPS (the server's default), or "
+				"give --insecure-http",
+				a->servers[i]);
+			goto fail;
+		}
+	use_server(a, 0);
 	if ((r = agent__metrics_start(a, err)) < 0)
 		goto fail;
 	a->hc = agent__hc_create(loop);
@@ -992,6 +1028,9 @@ void agent_destroy(struct agent *a)
 	if (a->lock_fd >= 0)
 		close(a->lock_fd);
 	free(a->events);
+	for (int i = 0; i < a->nservers; i++)
+		free(a->servers[i]);
+	free(a->servers);
 	free(a->url_register);
 	free(a->url_heartbeat);
 	free(a->url_events);

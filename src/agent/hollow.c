@@ -501,7 +501,8 @@ int hollow_create(uv_loop_t *loop, const struct agent_config *cfg, int n, int64_
 			snprintf(h->nodes[i].from, sizeof(h->nodes[i].from), "127.%d.%d.%d",
 				 1 + k / 62500, 1 + (k / 250) % 250, 2 + k % 250);
 		}
-	h->url = xstrdup(cfg->server_url);
+	/* (hollow nodes talk to the first server only) */
+	h->url = xstrndup(cfg->server_url, strcspn(cfg->server_url, ","));
 	h->token = xstrdup(cfg->token);
 	h->url_register = xasprintf("%s/v1/agent/register", h->url);
 	h->url_heartbeat = xasprintf("%s/v1/agent/heartbeat", h->url);

@@ -115,6 +115,11 @@ struct agent {
 	char agent_id[33];
 	struct hc *hc;
 	char *url_register, *url_heartbeat, *url_events, *url_work, *url_logs;
+	/* the servers it was given (--server A,B: standbys), and the one it
+	 * talks to (agent.c: the next when it cannot, the active when a
+	 * standby names it) */
+	char **servers;
+	int nservers, server;
 
 	bool registered;
 	bool registering;

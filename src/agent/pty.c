@@ -219,7 +219,7 @@ void agent_serve_ptys(struct agent *a, const struct wire_pty *p, int n)
 			continue;
 		}
 		struct pty_join *j = xcalloc(1, sizeof(*j));
-		j->url = xstrdup(a->cfg.server_url);
+		j->url = xstrdup(a->servers[a->server]);
 		j->query = xasprintf("/v1/agent/pty?node=%s&agent_id=%s&session=%s", a->inv.name,
 				     a->agent_id, p[i].session);
 		j->cred = xstrdup(a->cred);

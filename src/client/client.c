@@ -23,6 +23,11 @@
 #define CLIENT_MAX_RESPONSE (256 * 1024 * 1024)
 #define CLIENT_MAX_HEADERS (64 * 1024)
 #define CLIENT_CONNECT_TIMEOUT_MS 10000
+/* Calls of one request to several servers, at most; after a round of
+ * them each waits CLIENT_FAILOVER_WAIT_MS (a standby takes over within
+ * seconds) */
+#define CLIENT_FAILOVER_TRIES 64
+#define CLIENT_FAILOVER_WAIT_MS 250
 
 static char *read_small(const char *path)
 {
@@ -53,9 +58,16 @@ int client_init(struct client *c, const char *server, const char *token, const c
 					 "no server given: set TENK_SERVER (or pass --server URL); "
 					 "`tenk up` prints it");
 	}
-	size_t n = strlen(c->url);
-	while (n && c->url[n - 1] == '/')
-		c->url[--n] = '\0';
+	char *given = c->url;
+	int r = tk_url_list(given, &c->urls, &c->nurls);
+	if (r < 0) {
+		r = tk_errorf(err, -EINVAL, "server: expected URL[,URL...], got \"%s\"", given);
+		free(given);
+		c->url = NULL;
+		return r;
+	}
+	free(given);
+	c->url = c->urls[0];
 	const char *ca = getenv("TENK_CA");
 	if (ca && *ca)
 		c->ca = xstrdup(ca);
@@ -94,7 +106,9 @@ int client_set_ca(struct client *c, const char *ca_file, struct tk_error *err)
 
 void client_release(struct client *c)
 {
-	free(c->url);
+	for (int i = 0; i < c->nurls; i++)
+		free(c->urls[i]);
+	free(c->urls);
 	free(c->token);
 	free(c->ca);
 	memset(c, 0, sizeof(*c));
@@ -441,18 +455,18 @@ static int target_of(const struct client *c, struct target *t, struct tk_error *
 	return client_parse_url(c->url, t, err);
 }
 
-int client_call(struct client *c, const char *method, const char *path, json_t *body,
-		long timeout_ms, json_t **ret, long *ret_status, struct tk_error *err)
+/* One exchange with c->url: the answer's status and JSON (*ret, even for
+ * an error), or -EIO, *reached saying whether the request went out. */
+static int call_once(struct client *c, const char *method, const char *path, const char *text,
+		     int64_t deadline, json_t **ret, long *ret_status, bool *reached,
+		     struct tk_error *err)
 {
-	c->last_status = 0;
-	if (ret_status)
-		*ret_status = 0;
+	*reached = false;
 	struct target t;
 	int r = target_of(c, &t, err);
 	if (r < 0)
 		return r;
-	struct conn k = {.fd = -1, .deadline = tk_mono_ms() + timeout_ms};
-	char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
+	struct conn k = {.fd = -1, .deadline = deadline};
 	struct strbuf req, resp;
 	strbuf_init(&req);
 	strbuf_init(&resp);
@@ -473,6 +487,7 @@ int client_call(struct client *c, const char *method, const char *path, json_t *
 		strbuf_addstr(&req, text);
 	long status = 0;
 	size_t off = 0, len = 0;
+	*reached = true;
 	if ((r = send_all(&k, req.buf, req.len)) < 0 ||
 	    (r = read_answer(&k, &resp, &status, &off, &len)) < 0) {
 		r = tk_errorf(err, -EIO, "cannot reach the tenk server at %s: %s", c->url,
@@ -483,28 +498,92 @@ int client_call(struct client *c, const char *method, const char *path, json_t *
 		goto out;
 	}
 	json_error_t jerr;
-	json_t *j = json_loadb(resp.buf + off, len, 0, &jerr);
-	if (!j) {
+	*ret = json_loadb(resp.buf + off, len, 0, &jerr);
+	*ret_status = status;
+	if (!*ret)
 		r = tk_errorf(err, -EBADMSG,
 			      "the server at %s answered %ld with something that is "
 			      "not JSON",
 			      c->url, status);
-	} else if (status >= 400) {
-		const char *msg = json_string_value(json_object_get(j, "error"));
-		r = tk_errorf(err, -EPROTO, "%s", msg ? msg : "the server refused the request");
+out:
+	conn_close(&k);
+	strbuf_release(&req);
+	strbuf_release(&resp);
+	return r;
+}
+
+/* Which server to ask after c->url did not take the call (a standby's
+ * answer, or none): the active one it names when it is in the list, else
+ * the next. */
+static void next_server(struct client *c, json_t *answer)
+{
+	const char *active = json_string_value(json_object_get(answer, "active"));
+	int cur = 0;
+	for (int i = 0; i < c->nurls; i++)
+		if (c->urls[i] == c->url)
+			cur = i;
+	int next = (cur + 1) % c->nurls;
+	for (int i = 0; active && i < c->nurls; i++)
+		if (strcmp(c->urls[i], active) == 0)
+			next = i;
+	c->url = c->urls[next];
+}
+
+/* Calls each of several servers in turn until the active one answers:
+ * one that cannot be reached, or a standby (307: it names the active; 503:
+ * none is active yet) sends the call to the next. A request that went out
+ * unanswered goes again only when it changes nothing (GET). */
+int client_call(struct client *c, const char *method, const char *path, json_t *body,
+		long timeout_ms, json_t **ret, long *ret_status, struct tk_error *err)
+{
+	c->last_status = 0;
+	if (ret_status)
+		*ret_status = 0;
+	int64_t deadline = tk_mono_ms() + timeout_ms;
+	char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
+	bool get = strcmp(method, "GET") == 0;
+	int r = 0;
+	json_t *j = NULL;
+	long status = 0;
+	for (int tries = 0;; tries++) {
+		bool reached;
+		status = 0;
+		j = NULL;
+		r = call_once(c, method, path, text, deadline, &j, &status, &reached, err);
+		bool standby =
+			j && (status == 307 || (status == 503 && json_object_get(j, "role")));
+		bool again = c->nurls > 1 && tries < CLIENT_FAILOVER_TRIES &&
+			     tk_mono_ms() + CLIENT_FAILOVER_WAIT_MS < deadline &&
+			     ((r == -EIO && (!reached || get)) || standby);
+		if (!again)
+			break;
+		if (tries + 1 >= c->nurls)
+			usleep(CLIENT_FAILOVER_WAIT_MS * 1000);
+		next_server(c, j);
 		json_decref(j);
-	} else {
-		*ret = j;
+	}
+	free(text);
+	if (r < 0) {
+		json_decref(j);
+		return r;
 	}
 	c->last_status = status;
 	if (ret_status)
 		*ret_status = status;
-out:
-	conn_close(&k);
-	free(text);
-	strbuf_release(&req);
-	strbuf_release(&resp);
-	return r;
+	if (status >= 300) {
+		const char *msg = json_string_value(json_object_get(j, "error"));
+		const char *active = json_string_value(json_object_get(j, "active"));
+		if (status < 400 && active)
+			r = tk_errorf(err, -EPROTO, "%s at %s (TENK_SERVER may list several: A,B)",
+				      msg ? msg : "ask another server", active);
+		else
+			r = tk_errorf(err, -EPROTO, "%s",
+				      msg ? msg : "the server refused the request");
+		json_decref(j);
+		return r;
+	}
+	*ret = j;
+	return 0;
 }
 
 /* ---- upgraded connections ------------------------------------------------------------- */

@@ -13,7 +13,12 @@
 #include "util/util.h"
 
 struct client {
-	char *url;   /* owned; no trailing slash */
+	char *url; /* the server asked now, one of urls; no trailing slash */
+	/* the servers given (TENK_SERVER=A,B: standbys): a call goes to the
+	 * next when one cannot be reached, and to the active when a standby
+	 * names it */
+	char **urls;
+	int nurls;
 	char *token; /* owned */
 	char *ca; /* owned: the CA file HTTPS is verified against ($TENK_CA); NULL: the system's */
 	/* plain HTTP to another machine allowed (--insecure-http,
