@@ -173,9 +173,8 @@ static const char *const stmt_sql[P_MAX] = {
 	[P_ADD_AUDIT] = "INSERT INTO audit (at_ms, who, doc) VALUES ($1, $2, $3)",
 	[P_LOAD_AUDIT] = "SELECT seq, doc FROM (SELECT seq, doc FROM audit ORDER BY seq DESC "
 			 "LIMIT " STORE_AUDIT_RECENT_S ") AS recent ORDER BY seq",
-	/* (in the order of the index SQLite reads them by) */
 	[P_LOAD_SETTLED] = "SELECT id, state, owner, settled_ms, length(doc) = 0 FROM jobs "
-			   "WHERE settled_ms > 0 ORDER BY settled_ms, state, owner, id",
+			   "WHERE settled_ms > 0",
 	[P_GET_JOB] = "SELECT doc FROM jobs WHERE id = $1",
 	[P_DEL_ACCT] = "DELETE FROM acct WHERE key >= $1 AND key < $2",
 	[P_PUT_ACCT] = "INSERT INTO acct (key, owner, queue, state, model, start_ms, end_ms, "
@@ -253,18 +252,21 @@ static const char *const migrations[] = {
 	 * holds the row's lock to its transaction's end, so no takeover
 	 * falls between a batch's check and its commit; a takeover raises
 	 * the term, so the old holder's renewals fail from then on */
-	"CREATE TABLE lease (name TEXT PRIMARY KEY, holder TEXT NOT NULL, url TEXT NOT NULL, "
+	"CREATE TABLE IF NOT EXISTS lease (name TEXT PRIMARY KEY, holder TEXT NOT NULL, url "
+	"TEXT NOT NULL, "
 	"term BIGINT NOT NULL, expires_ms BIGINT NOT NULL);"
-	"CREATE FUNCTION tenk_now_ms() RETURNS BIGINT LANGUAGE sql AS $$ "
+	"CREATE OR REPLACE FUNCTION tenk_now_ms() RETURNS BIGINT LANGUAGE sql AS $$ "
 	"SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint $$;"
-	"CREATE FUNCTION tenk_lease_renew(p_who TEXT, p_term BIGINT, p_ttl BIGINT) RETURNS void "
+	"CREATE OR REPLACE FUNCTION tenk_lease_renew(p_who TEXT, p_term BIGINT, p_ttl BIGINT) "
+	"RETURNS void "
 	"LANGUAGE plpgsql AS $$ BEGIN "
 	"UPDATE lease SET expires_ms = tenk_now_ms() + p_ttl WHERE name = 'active' AND "
 	"holder = p_who AND term = p_term; "
 	"IF NOT FOUND THEN RAISE EXCEPTION USING ERRCODE = 'TKL01', MESSAGE = "
 	"'another server took over the lease of the active server (this one held term ' "
 	"|| p_term || ')'; END IF; END $$;"
-	"CREATE FUNCTION tenk_lease_take(p_who TEXT, p_url TEXT, p_ttl BIGINT) RETURNS TABLE "
+	"CREATE OR REPLACE FUNCTION tenk_lease_take(p_who TEXT, p_url TEXT, p_ttl BIGINT) RETURNS "
+	"TABLE "
 	"(o_holder TEXT, o_url TEXT, o_term BIGINT, o_remaining BIGINT) LANGUAGE plpgsql AS $$ "
 	"BEGIN "
 	"INSERT INTO lease AS l (name, holder, url, term, expires_ms) VALUES ('active', p_who, "

@@ -136,7 +136,8 @@ static const char *const migrations[] = {
 	"SELECT RAISE(ABORT, 'audit rows are never rewritten'); END;",
 	/* 9: the active server's lease, where servers share the store (only
 	 * PostgreSQL's is used; the tables stay alike) */
-	"CREATE TABLE lease (name TEXT PRIMARY KEY, holder TEXT NOT NULL, url TEXT NOT NULL, "
+	"CREATE TABLE IF NOT EXISTS lease (name TEXT PRIMARY KEY, holder TEXT NOT NULL, url "
+	"TEXT NOT NULL, "
 	"term INTEGER NOT NULL, expires_ms INTEGER NOT NULL);",
 };
 

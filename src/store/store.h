@@ -54,7 +54,8 @@ typedef int (*store_row_cb)(void *ctx, const char *key, const char *doc, size_t 
  * whole; the settled ones by their columns alone; one job's document (*ret
  * the caller's to free; -ENOENT when there is none). */
 int store_load_jobs(struct store *st, store_row_cb cb, void *ctx, struct tk_error *err);
-/* stripped: only the job's row is left (its document went, retention) */
+/* (the settled ones in no order) stripped: only the job's row is left (its
+ * document went, retention) */
 typedef int (*store_settled_cb)(void *ctx, int64_t id, const char *state, const char *owner,
 				int64_t settled_ms, bool stripped);
 int store_load_settled(struct store *st, store_settled_cb cb, void *ctx, struct tk_error *err);
