@@ -470,6 +470,8 @@ int server_role_start(struct server *s, struct tk_error *err);
 void server_role_beat(struct server *s, bool writer_idle);
 /* A standby's answer to any request (true), or false: the active's work. */
 bool server_standby_answer(struct request *r);
+/* tenk_server_active and the lease's figures, for both roles' /metrics. */
+void metrics_role(struct server *s, struct strbuf *b);
 
 /* ---- logs.c: task output, served by the agents --------------------------------------- */
 

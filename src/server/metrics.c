@@ -327,6 +327,24 @@ static void timings(struct server *s, struct strbuf *b)
 		  metrics_pass_bounds, metrics_pass_nbounds);
 }
 
+void metrics_role(struct server *s, struct strbuf *b)
+{
+	prom_family(b, "tenk_server_active", "gauge",
+		    "1 on the active server; 0 on a standby, which waits for the store's lease "
+		    "(PostgreSQL).");
+	prom_sample(b, "tenk_server_active", NULL, s->role.standby ? 0 : 1);
+	if (!s->role.standby && !s->role.leased)
+		return;
+	prom_family(b, "tenk_server_lease_term", "gauge",
+		    "The term of the store's lease: raised at every takeover.");
+	prom_sample(b, "tenk_server_lease_term", NULL,
+		    (double)(s->role.standby ? s->role.seen.term : s->role.term));
+	prom_family(b, "tenk_server_role_seconds", "gauge",
+		    "How long this server has been in its role (active, or standby).");
+	prom_sample(b, "tenk_server_role_seconds", NULL,
+		    (double)(tk_mono_ms() - s->role.since_mono) / 1000.0);
+}
+
 void h_metrics(struct request *r, const char *param, json_t *body)
 {
 	struct server *s = r->s;
@@ -342,6 +360,7 @@ void h_metrics(struct request *r, const char *param, json_t *body)
 		    "When the server started, in seconds since the epoch.");
 	prom_sample(&b, "tenk_server_start_time_seconds", NULL,
 		    (double)s->metrics.started_ms / 1000.0);
+	metrics_role(s, &b);
 	jobs(s, &b);
 	queues(s, &b);
 	nodes(s, &b);

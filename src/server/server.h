@@ -21,10 +21,10 @@ struct server_config {
 	/* the store: a file, or a PostgreSQL URL (store.h); NULL: config.json's
 	 * "store", else DATA/tenk.db. Borrowed. */
 	const char *store;
-	int64_t node_timeout_ms;    /* an agent silent this long is DOWN */
-	int64_t longpoll_ms;	    /* how long a long-poll waits at most */
-	int max_node_requeues;	    /* requeues of a job for lost nodes */
-	int64_t keep_settled_ms;    /* a settled job stays in memory this long */
+	int64_t node_timeout_ms; /* an agent silent this long is DOWN */
+	int64_t longpoll_ms;	 /* how long a long-poll waits at most */
+	int max_node_requeues;	 /* requeues of a job for lost nodes */
+	int64_t keep_settled_ms; /* a settled job stays in memory this long */
 	/* a folder that held a cluster starts with an empty or missing store
 	 * only when told (init); rows that do not decode are set aside
 	 * (quarantine) rather than stopping the start */

@@ -150,6 +150,13 @@ bool server_standby_answer(struct request *r)
 				     (json_int_t)(tk_mono_ms() - s->role.since_mono)));
 		return true;
 	}
+	if (strcmp(r->url, "/metrics") == 0 && strcmp(r->method, "GET") == 0) {
+		struct strbuf b;
+		strbuf_init(&b);
+		metrics_role(s, &b);
+		reply_text(r, 200, strbuf_detach(&b), "text/plain; version=0.0.4; charset=utf-8");
+		return true;
+	}
 	if (!known) {
 		char msg[160];
 		snprintf(msg, sizeof(msg),

@@ -60,6 +60,12 @@ class Server:
         return f"tenk-server-{self.d.proc.pid}"
 
 
+def metrics(hosts, ca, url, token):
+    return subprocess.run(hosts.cmd(0, ["curl", "-s", "--max-time", "5", "--cacert", ca, "-H",
+                                        f"Authorization: Bearer {token}", url + "/metrics"]),
+                          capture_output=True, text=True, timeout=30).stdout
+
+
 def role(hosts, ca, url):
     """The role the server at url says it has (None: no answer)."""
     p = subprocess.run(hosts.cmd(0, ["curl", "-s", "--max-time", "5", "--cacert", ca,
@@ -97,6 +103,8 @@ def test_failover_kill_restart_and_stop(workdir, procs, postgres, hosts4):
     wait_for(lambda: role(hosts4, ca, a.url) == "active", 30, "a active")
     b = Server(workdir, hosts4, "b", 7481, postgres, procs)
     assert "as a standby" in b.d.output()
+    assert "tenk_server_active 0" in metrics(hosts4, ca, b.url, t.token)
+    assert "tenk_server_active 1" in metrics(hosts4, ca, a.url, t.token)
     psql(postgres, LOG_WRITES)
 
     agents = []
