@@ -80,23 +80,32 @@ static void use_server(struct agent *a, int i)
 }
 
 /* A request to the server failed: with several servers, the active one a
- * standby names (307 or 503 with "active"), else the next in the list. */
-static void server_failed(struct agent *a, long status, const char *body, size_t len)
+ * standby names (307 or 503 with "active"), else the next in the list.
+ * Returns how long to wait before asking again (a standby takes over
+ * within seconds: not the doubling backoff, which would wait seconds past
+ * it), or -1: the usual backoff. */
+static int server_failed(struct agent *a, long status, const char *body, size_t len)
 {
 	if (a->nservers < 2 || (status != 0 && status != 307 && status != 502 && status != 503))
-		return;
+		return -1;
 	int next = (a->server + 1) % a->nservers;
 	json_t *j = status ? json_loadb(body, len, 0, NULL) : NULL;
 	const char *active = j ? json_string_value(json_object_get(j, "active")) : NULL;
+	const char *role = j ? json_string_value(json_object_get(j, "role")) : NULL;
+	bool standby = role && strcmp(role, "standby") == 0;
 	for (int i = 0; active && i < a->nservers; i++)
 		if (strcmp(a->servers[i], active) == 0)
 			next = i;
 	json_decref(j);
-	if (next == a->server)
-		return;
-	log_info("talking to %s now (%s)", a->servers[next],
-		 status == 307 ? "the active server, which a standby named" : "the next server");
-	use_server(a, next);
+	if (next != a->server) {
+		log_info("talking to %s now (%s)", a->servers[next],
+			 active ? "the active server, which a standby named" : "the next server");
+		use_server(a, next);
+	}
+	/* (spread over a little time: every node of the cluster asks at once) */
+	return standby	     ? AGENT_STANDBY_RETRY_MS + (int)(tk_mono_us() % AGENT_STANDBY_RETRY_MS)
+	       : status == 0 ? AGENT_BACKOFF_MIN_MS
+			     : -1;
 }
 
 static void log_http_error(const char *what, long status, const char *body, size_t len,
@@ -195,7 +204,7 @@ static void reg_done(void *arg, long status, const char *body, size_t len, const
 	a->registering = false;
 	if (status != 200) {
 		log_http_error("register", status, body, len, error);
-		server_failed(a, status, body, len);
+		int soon = server_failed(a, status, body, len);
 		if (status == 401 && a->cred[0]) {
 			/* the server does not know this credential (revoked, or a store
 			 * restored from before it): join again, which an admin may
@@ -204,9 +213,12 @@ static void reg_done(void *arg, long status, const char *body, size_t len, const
 				 "join token");
 			a->cred[0] = '\0';
 		}
+		if (soon >= 0)
+			a->reg_backoff = 0;
 		if (!a->stopping)
 			uv_timer_start(&a->reg_timer, reg_timer_cb,
-				       (uint64_t)backoff_next(&a->reg_backoff), 0);
+				       (uint64_t)(soon >= 0 ? soon : backoff_next(&a->reg_backoff)),
+				       0);
 		return;
 	}
 	json_t *j = parse_body("register", body, len);
@@ -358,9 +370,11 @@ static void poll_done(void *arg, long status, const char *body, size_t len, cons
 	}
 	if (status != 200) {
 		log_http_error("work", status, body, len, error);
-		server_failed(a, status, body, len);
+		int soon = server_failed(a, status, body, len);
+		if (soon >= 0)
+			a->poll_backoff = 0;
 		uv_timer_start(&a->poll_timer, poll_timer_cb,
-			       (uint64_t)backoff_next(&a->poll_backoff), 0);
+			       (uint64_t)(soon >= 0 ? soon : backoff_next(&a->poll_backoff)), 0);
 		return;
 	}
 	a->poll_backoff = 0;

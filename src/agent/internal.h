@@ -16,6 +16,9 @@
 #define AGENT_EVENT_PIPELINE 4	   /* reports in flight at once */
 #define AGENT_BACKOFF_MIN_MS 100
 #define AGENT_BACKOFF_MAX_MS 5000
+/* with standby servers: asked again this long after a standby's answer
+ * (and up to as long again, spread), not after the doubling backoff */
+#define AGENT_STANDBY_RETRY_MS 250
 #define AGENT_STOP_REPORT_MS 3000 /* at stop, how long we try to report exits */
 #define AGENT_HB_SAMPLES 65536	  /* heartbeat round trips kept for the stop's summary */
 
