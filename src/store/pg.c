@@ -188,17 +188,20 @@ static const char *const stmt_sql[P_MAX] = {
 			  "ORDER BY seq LIMIT $2)",
 	[P_ACCT_FROM] = "SELECT key, owner, queue, state, model, start_ms, end_ms, gpu_hours, "
 			"busy_hours, cost, energy_j, doc FROM acct WHERE key >= $1 ORDER BY key "
-			"LIMIT 4096",
+			"LIMIT $2",
 	[P_LEASE_RENEW] = "SELECT tenk_lease_renew($1, $2, $3)",
 	[P_LEASE_GET] = "SELECT holder, url, term, expires_ms - tenk_now_ms() FROM lease WHERE "
 			"name = 'active'",
 	[P_LEASE_TAKE] = "SELECT * FROM tenk_lease_take($1, $2, $3)",
 };
 
-/* Rows the accounting cursor reads at a time (P_ACCT_FROM's LIMIT): more
- * than one job's records ever are, so a read always covers a job whole. */
-#define ACCT_FETCH 4096
-static_assert(ACCT_FETCH > STORE_ACCT_ATTEMPTS, "a fetch covers a job whole");
+/* Rows the accounting cursor reads at a time: ACCT_FETCH_MIN after a
+ * pause (a scan in short slices, each after a pause, would read far more
+ * than it uses), doubling to ACCT_FETCH_MAX, more than one job's records
+ * ever are, so that a read of the most always covers a job whole. */
+#define ACCT_FETCH_MIN 128
+#define ACCT_FETCH_MAX 4096
+static_assert(ACCT_FETCH_MAX > STORE_ACCT_ATTEMPTS, "a fetch covers a job whole");
 
 /* Statements in flight in a pipeline before their results are read: bounds
  * what either side buffers (both would block writing, otherwise). */
@@ -906,6 +909,7 @@ struct pg_cursor {
 	struct pg *st;
 	PGresult *res;
 	int64_t lo, hi;
+	int want; /* rows the next read asks for */
 };
 
 static const struct store_acct_cursor_ops pg_cursor_ops;
@@ -917,6 +921,7 @@ static int pg_cursor_new(struct store *base, struct store_acct_cursor **ret, str
 	struct pg_cursor *c = xcalloc(1, sizeof(*c));
 	c->base.ops = &pg_cursor_ops;
 	c->st = PG(base);
+	c->want = ACCT_FETCH_MIN;
 	*ret = &c->base;
 	return 0;
 }
@@ -926,6 +931,7 @@ static void pg_cursor_pause(struct store_acct_cursor *base)
 	struct pg_cursor *c = CUR(base);
 	PQclear(c->res);
 	c->res = NULL;
+	c->want = ACCT_FETCH_MIN;
 }
 
 static void pg_cursor_destroy(struct store_acct_cursor *base)
@@ -939,15 +945,19 @@ static int64_t key_at(const PGresult *res, int row)
 	return strtoll(PQgetvalue(res, row, 0), NULL, 10);
 }
 
-/* Reads ahead from key lo. */
+/* Reads ahead from key lo, want rows (more when they do not cover the
+ * job at lo whole). */
 static int fetch(struct pg_cursor *c, int64_t lo, struct tk_error *err)
 {
-	pg_cursor_pause(&c->base);
+	int want = c->want;
+	PQclear(c->res);
+	c->res = NULL;
 	int r = conn_ok(c->st, err);
 	if (r < 0)
 		return r;
 	struct params p = {0};
 	p_int(&p, lo);
+	p_int(&p, want);
 	PGresult *res = run(c->st, P_ACCT_FROM, &p);
 	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
 		r = fail(c->st, res, err, "reading accounting");
@@ -958,8 +968,13 @@ static int fetch(struct pg_cursor *c, int64_t lo, struct tk_error *err)
 	c->res = res;
 	c->lo = lo;
 	/* a full read may end inside a job: it covers up to that job */
-	c->hi = n < ACCT_FETCH ? INT64_MAX
-			       : key_at(res, n - 1) / STORE_ACCT_ATTEMPTS * STORE_ACCT_ATTEMPTS;
+	c->hi = n < want ? INT64_MAX
+			 : key_at(res, n - 1) / STORE_ACCT_ATTEMPTS * STORE_ACCT_ATTEMPTS;
+	c->want = MIN(want * 2, ACCT_FETCH_MAX);
+	if (c->hi < lo + STORE_ACCT_ATTEMPTS && want < ACCT_FETCH_MAX) {
+		c->want = ACCT_FETCH_MAX; /* (one job of many attempts) */
+		return fetch(c, lo, err);
+	}
 	return 0;
 }
 

@@ -507,6 +507,54 @@ static void test_acct(void **state)
 	free(path);
 }
 
+static int count_acct(void *ctx, const struct store_acct *a)
+{
+	(*(int *)ctx)++;
+	return 0;
+}
+
+/* Reads that cover a job whole whatever the reader reads at a time: a job
+ * of 500 attempts among jobs of one, read on through the table, with
+ * pauses as a scan in slices makes them. */
+static void test_acct_many(void **state)
+{
+	char *path = where(state, "acct-many");
+	struct store *st;
+	struct tk_error err;
+	assert_int_equal(store_open(path, &st, &err), 0);
+	struct store_batch *b = store_batch_create();
+	struct store_acct *rows = xcalloc(500, sizeof(*rows));
+	for (int64_t id = 1; id <= 2000; id++) {
+		int n = id == 700 ? 500 : 1;
+		for (int k = 0; k < n; k++)
+			rows[k] = acct_row(id, k + 1, "ann", "{}");
+		store_batch_set_acct(b, id, rows, n);
+	}
+	free(rows);
+	assert_int_equal(store_apply(st, b, &err), 0);
+	store_batch_destroy(b);
+	struct store_acct_cursor *c;
+	assert_int_equal(store_acct_cursor_new(st, &c, &err), 0);
+	int64_t total = 0;
+	for (int64_t id = 1; id <= 2001; id++) {
+		int n = 0;
+		assert_int_equal(store_acct_job(c, id, count_acct, &n, &err), 0);
+		assert_int_equal(n, id == 700 ? 500 : id <= 2000 ? 1 : 0);
+		total += n;
+		if (id % 97 == 0)
+			store_acct_cursor_pause(c);
+	}
+	assert_int_equal(total, 2499);
+	/* straight to the job of many, fresh */
+	store_acct_cursor_pause(c);
+	int n = 0;
+	assert_int_equal(store_acct_job(c, 700, count_acct, &n, &err), 0);
+	assert_int_equal(n, 500);
+	store_acct_cursor_destroy(c);
+	store_destroy(st);
+	free(path);
+}
+
 /* A store of schema 6 with settled jobs opens with the ids up to the
  * newest settled one to fill. */
 static void test_acct_fill_marked(void **state)
@@ -851,6 +899,7 @@ int main(void)
 		cmocka_unit_test(test_migrates_jobs),
 		BOTH(test_audit_pruned),
 		BOTH(test_acct),
+		BOTH(test_acct_many),
 		cmocka_unit_test(test_acct_fill_marked),
 		BOTH(test_empty_batch),
 		cmocka_unit_test(test_newer_schema_refused),
