@@ -173,7 +173,9 @@ static const char *const stmt_sql[P_MAX] = {
 	[P_ADD_AUDIT] = "INSERT INTO audit (at_ms, who, doc) VALUES ($1, $2, $3)",
 	[P_LOAD_AUDIT] = "SELECT seq, doc FROM (SELECT seq, doc FROM audit ORDER BY seq DESC "
 			 "LIMIT " STORE_AUDIT_RECENT_S ") AS recent ORDER BY seq",
-	[P_LOAD_SETTLED] = "SELECT id, state, owner, settled_ms, length(doc) = 0 FROM jobs "
+	/* (doc = '', not length(doc) = 0, which counts every document's
+	 * characters: four times the time of the whole read) */
+	[P_LOAD_SETTLED] = "SELECT id, state, owner, settled_ms, doc = '' FROM jobs "
 			   "WHERE settled_ms > 0",
 	[P_GET_JOB] = "SELECT doc FROM jobs WHERE id = $1",
 	[P_DEL_ACCT] = "DELETE FROM acct WHERE key >= $1 AND key < $2",

@@ -72,7 +72,7 @@ static const char *const stmt_sql[ST_MAX] = {
 	[ST_ADD_AUDIT] = "INSERT INTO audit (at_ms, who, doc) VALUES (?1, ?2, ?3)",
 	[ST_LOAD_AUDIT] = "SELECT seq, doc FROM (SELECT seq, doc FROM audit ORDER BY seq DESC "
 			  "LIMIT " STORE_AUDIT_RECENT_S ") ORDER BY seq",
-	[ST_LOAD_SETTLED] = "SELECT id, state, owner, settled_ms, length(doc) = 0 FROM jobs WHERE "
+	[ST_LOAD_SETTLED] = "SELECT id, state, owner, settled_ms, doc = '' FROM jobs WHERE "
 			    "settled_ms > 0",
 	[ST_GET_JOB] = "SELECT doc FROM jobs WHERE id = ?1",
 	[ST_DEL_ACCT] = "DELETE FROM acct WHERE key >= ?1 AND key < ?2",

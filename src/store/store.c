@@ -507,6 +507,10 @@ int store_copy(const char *from, const char *to, struct store_copy_report *ret,
 		b->ops->exec(b, "ROLLBACK", NULL);
 		goto out;
 	}
+	/* PostgreSQL: rows written in bulk, read at once by a server's start:
+	 * their visibility settled and the planner's statistics made now */
+	if (b->kind == STORE_POSTGRESQL && (r = b->ops->exec(b, "VACUUM (ANALYZE)", err)) < 0)
+		goto out;
 	/* read both back, table by table */
 	for (int t = 0; t < T_MAX; t++) {
 		struct store_copy_table x, y;
