@@ -33,6 +33,7 @@ static void hb_timer_cb(uv_timer_t *t);
 static void do_poll(struct agent *a);
 static void do_events(struct agent *a);
 static void maybe_stop_done(struct agent *a);
+static void poll_timer_cb(uv_timer_t *t);
 
 void agent_config_init(struct agent_config *c)
 {
@@ -101,6 +102,13 @@ static int server_failed(struct agent *a, long status, const char *body, size_t 
 		log_info("talking to %s now (%s)", a->servers[next],
 			 active ? "the active server, which a standby named" : "the next server");
 		use_server(a, next);
+		if (a->poll_req) {
+			/* a long-poll to a server that died without a word (its
+			 * host gone) would wait out its whole time */
+			agent__hc_cancel(a->poll_req);
+			a->poll_req = NULL;
+			uv_timer_start(&a->poll_timer, poll_timer_cb, AGENT_BACKOFF_MIN_MS, 0);
+		}
 	}
 	/* (spread over a little time: every node of the cluster asks at once) */
 	return standby	     ? AGENT_STANDBY_RETRY_MS + (int)(tk_mono_us() % AGENT_STANDBY_RETRY_MS)
@@ -861,6 +869,8 @@ int agent_create(uv_loop_t *loop, const struct agent_config *cfg, struct agent *
 		goto fail;
 	if (a->cfg.ca_file)
 		agent__hc_set_ca(a->hc, a->cfg.ca_file);
+	if (a->nservers > 1) /* (one that does not answer: ask the next soon) */
+		agent__hc_set_connect_timeout(a->hc, AGENT_FAILOVER_CONNECT_MS);
 	if ((r = agent__witness_open(a, err)) < 0)
 		goto fail;
 	uv_timer_t *timers[] = {&a->hb_timer, &a->reg_timer,  &a->poll_timer,

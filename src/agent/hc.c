@@ -21,7 +21,8 @@ struct hc {
 	bool closing;
 	void (*closed_cb)(void *arg);
 	void *closed_arg;
-	char *ca; /* the CA file HTTPS is verified against; NULL: the system's */
+	char *ca;	 /* the CA file HTTPS is verified against; NULL: the system's */
+	long connect_ms; /* a connection's time to open, at most */
 };
 
 struct hc_req {
@@ -255,7 +256,8 @@ struct hc_req *agent__hc_request_from(struct hc *c, const char *from, const char
 	curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(e, CURLOPT_NOPROXY, "*");
 	curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, timeout_ms);
-	curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, MIN(timeout_ms, 10000L));
+	curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS,
+			 MIN(timeout_ms, c->connect_ms ? c->connect_ms : 10000L));
 	curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
 	if (from) {
 		char local[80];
@@ -315,4 +317,9 @@ void agent__hc_destroy(struct hc *c, void (*closed_cb)(void *arg), void *arg)
 		}
 	uv_timer_stop(&c->timer);
 	uv_close((uv_handle_t *)&c->timer, timer_closed);
+}
+
+void agent__hc_set_connect_timeout(struct hc *hc, long ms)
+{
+	hc->connect_ms = ms;
 }

@@ -19,6 +19,8 @@ typedef void (*hc_done_cb)(void *arg, long status, const char *body, size_t len,
 struct hc *agent__hc_create(uv_loop_t *loop);
 /* HTTPS is verified against the CA of ca_file (NULL: the system's). */
 void agent__hc_set_ca(struct hc *hc, const char *ca_file);
+/* How long a connection may take to open (default 10 s). */
+void agent__hc_set_connect_timeout(struct hc *hc, long ms);
 /* At most n connections to one server at once (0: no limit); requests
  * beyond wait for one to be free. */
 void agent__hc_set_max_connections(struct hc *hc, long n);

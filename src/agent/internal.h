@@ -19,6 +19,9 @@
 /* with standby servers: asked again this long after a standby's answer
  * (and up to as long again, spread), not after the doubling backoff */
 #define AGENT_STANDBY_RETRY_MS 250
+/* with standby servers: a connection's time to open, at most (a server
+ * whose host is gone answers nothing) */
+#define AGENT_FAILOVER_CONNECT_MS 2000
 #define AGENT_STOP_REPORT_MS 3000 /* at stop, how long we try to report exits */
 #define AGENT_HB_SAMPLES 65536	  /* heartbeat round trips kept for the stop's summary */
 

@@ -28,6 +28,7 @@
  * seconds) */
 #define CLIENT_FAILOVER_TRIES 64
 #define CLIENT_FAILOVER_WAIT_MS 250
+#define CLIENT_FAILOVER_CONNECT_MS 2000 /* with several servers, per server */
 
 static char *read_small(const char *path)
 {
@@ -253,7 +254,9 @@ static int conn_open(struct client *c, const struct target *t, struct conn *k, s
 		if (dfd >= 0)
 			close(dfd);
 	} else {
-		r = connect_tcp(t, k, tk_mono_ms() + CLIENT_CONNECT_TIMEOUT_MS);
+		r = connect_tcp(t, k,
+				tk_mono_ms() + (c->nurls > 1 ? CLIENT_FAILOVER_CONNECT_MS
+							     : CLIENT_CONNECT_TIMEOUT_MS));
 	}
 	if (r < 0)
 		return tk_errorf(err, -EIO, "cannot reach the tenk server at %s: %s", c->url,
