@@ -58,6 +58,12 @@ enum table_id { T_META, T_JOBS, T_NODES, T_QUEUES, T_USERS, T_QUARANTINE, T_AUDI
 
 extern const struct table_desc store_tables[T_MAX];
 
+/* The SQL both stores run on a whole table: its rows in key order, and
+ * one row's insert, its values' placeholders written mark1, mark2, ...
+ * (SQLite's ?1, PostgreSQL's $1). Appended to sb. */
+void store_table_select(struct strbuf *sb, const struct table_desc *t);
+void store_table_insert(struct strbuf *sb, const struct table_desc *t, char mark);
+
 /* One value of a row; text is NULL for SQL's NULL. */
 struct store_value {
 	int64_t i;

@@ -368,12 +368,18 @@ static int session_lease(struct pg *st, struct tk_error *err)
 	return exec_ok(st, sql, err, "connecting");
 }
 
+/* A prepared statement's name on the connection: "t" and its id, in buf. */
+static const char *stmt_name(int id, char buf[static 8])
+{
+	snprintf(buf, 8, "t%d", id);
+	return buf;
+}
+
 static int prepare(struct pg *st, struct tk_error *err)
 {
 	for (int i = 0; i < P_MAX; i++) {
-		char name[16];
-		snprintf(name, sizeof(name), "t%d", i);
-		PGresult *res = PQprepare(st->conn, name, stmt_sql[i], 0, NULL);
+		char name[8];
+		PGresult *res = PQprepare(st->conn, stmt_name(i, name), stmt_sql[i], 0, NULL);
 		int r = PQresultStatus(res) == PGRES_COMMAND_OK ? 0
 								: fail(st, res, err, stmt_sql[i]);
 		PQclear(res);
@@ -572,9 +578,9 @@ static void p_real(struct params *p, double d)
 
 static PGresult *run(struct pg *st, enum stmt_id id, const struct params *p)
 {
-	char name[16];
-	snprintf(name, sizeof(name), "t%d", id);
-	return PQexecPrepared(st->conn, name, p ? p->n : 0, p ? p->v : NULL, NULL, NULL, 0);
+	char name[8];
+	return PQexecPrepared(st->conn, stmt_name(id, name), p ? p->n : 0, p ? p->v : NULL, NULL,
+			      NULL, 0);
 }
 
 /* ---- pipelines: a transaction's statements sent without waiting ------------------- */
@@ -620,41 +626,32 @@ static int pipe_begin(struct pipe *p, struct pg *st, struct tk_error *err)
 	return 0;
 }
 
-static void pipe_send_sql(struct pipe *p, const char *sql, const struct params *v)
+/* A statement went out (sent: libpq took it): every PIPE_WINDOW, the
+ * results so far are read. */
+static void pipe_sent(struct pipe *p, bool sent)
 {
-	if (p->r < 0)
+	if (sent && ++p->pending < PIPE_WINDOW)
 		return;
-	if (!PQsendQueryParams(p->st->conn, sql, v ? v->n : 0, NULL, v ? v->v : NULL, NULL, NULL,
-			       0)) {
+	if (!sent || !PQsendFlushRequest(p->st->conn) || PQflush(p->st->conn) < 0) {
 		p->r = fail(p->st, NULL, p->err, "sending");
 		return;
 	}
-	if (++p->pending >= PIPE_WINDOW) {
-		if (!PQsendFlushRequest(p->st->conn) || PQflush(p->st->conn) < 0) {
-			p->r = fail(p->st, NULL, p->err, "sending");
-			return;
-		}
-		pipe_read(p);
-	}
+	pipe_read(p);
+}
+
+static void pipe_send_sql(struct pipe *p, const char *sql, const struct params *v)
+{
+	if (p->r == 0)
+		pipe_sent(p, PQsendQueryParams(p->st->conn, sql, v ? v->n : 0, NULL,
+					       v ? v->v : NULL, NULL, NULL, 0));
 }
 
 static void pipe_send(struct pipe *p, enum stmt_id id, const struct params *v)
 {
-	if (p->r < 0)
-		return;
-	char name[16];
-	snprintf(name, sizeof(name), "t%d", id);
-	if (!PQsendQueryPrepared(p->st->conn, name, v->n, v->v, NULL, NULL, 0)) {
-		p->r = fail(p->st, NULL, p->err, "sending");
-		return;
-	}
-	if (++p->pending >= PIPE_WINDOW) {
-		if (!PQsendFlushRequest(p->st->conn) || PQflush(p->st->conn) < 0) {
-			p->r = fail(p->st, NULL, p->err, "sending");
-			return;
-		}
-		pipe_read(p);
-	}
+	char name[8];
+	if (p->r == 0)
+		pipe_sent(p, PQsendQueryPrepared(p->st->conn, stmt_name(id, name), v->n, v->v, NULL,
+						 NULL, 0));
 }
 
 /* Syncs, reads every result, leaves pipeline mode; a transaction of the
@@ -697,11 +694,10 @@ static int each_row(struct pg *st, enum stmt_id id, const char *sql, const struc
 	int r = conn_ok(st, err);
 	if (r < 0)
 		return r;
-	char name[16];
-	snprintf(name, sizeof(name), "t%d", id);
+	char name[8];
 	int sent = sql ? PQsendQueryParams(st->conn, sql, 0, NULL, NULL, NULL, NULL, 0)
-		       : PQsendQueryPrepared(st->conn, name, p ? p->n : 0, p ? p->v : NULL, NULL,
-					     NULL, 0);
+		       : PQsendQueryPrepared(st->conn, stmt_name(id, name), p ? p->n : 0,
+					     p ? p->v : NULL, NULL, NULL, 0);
 	if (!sent)
 		return fail(st, NULL, err, what);
 	PQsetSingleRowMode(st->conn);
@@ -1122,10 +1118,7 @@ static int pg_dump(struct store *base, const struct table_desc *t, store_dump_cb
 {
 	struct strbuf sql;
 	strbuf_init(&sql);
-	strbuf_addstr(&sql, "SELECT ");
-	for (int i = 0; i < t->ncols; i++)
-		strbuf_addf(&sql, "%s%s", i ? ", " : "", t->cols[i]);
-	strbuf_addf(&sql, " FROM %s ORDER BY %s", t->name, t->key);
+	store_table_select(&sql, t);
 	struct dump_ctx d = {t, cb, ctx};
 	int r = each_row(PG(base), 0, sql.buf, NULL, dump_row, &d, err, t->name);
 	strbuf_release(&sql);
@@ -1138,13 +1131,7 @@ static int pg_insert(struct store *base, const struct table_desc *t, const struc
 	struct pg *st = PG(base);
 	struct strbuf sql;
 	strbuf_init(&sql);
-	strbuf_addf(&sql, "INSERT INTO %s (", t->name);
-	for (int i = 0; i < t->ncols; i++)
-		strbuf_addf(&sql, "%s%s", i ? ", " : "", t->cols[i]);
-	strbuf_addstr(&sql, ") VALUES (");
-	for (int i = 0; i < t->ncols; i++)
-		strbuf_addf(&sql, "%s$%d", i ? ", " : "", i + 1);
-	strbuf_addstr(&sql, ")");
+	store_table_insert(&sql, t, '$');
 	struct pipe pp;
 	int r = pipe_begin(&pp, st, err);
 	for (size_t k = 0; r == 0 && k < n; k++) {

@@ -814,10 +814,7 @@ static int sq_dump(struct store *base, const struct table_desc *t, store_dump_cb
 	struct sq *st = SQ(base);
 	struct strbuf sql;
 	strbuf_init(&sql);
-	strbuf_addstr(&sql, "SELECT ");
-	for (int i = 0; i < t->ncols; i++)
-		strbuf_addf(&sql, "%s%s", i ? ", " : "", t->cols[i]);
-	strbuf_addf(&sql, " FROM %s ORDER BY %s", t->name, t->key);
+	store_table_select(&sql, t);
 	sqlite3_stmt *q;
 	int rc = sqlite3_prepare_v2(st->db, sql.buf, -1, &q, NULL);
 	strbuf_release(&sql);
@@ -857,13 +854,7 @@ static int sq_insert(struct store *base, const struct table_desc *t, const struc
 	struct sq *st = SQ(base);
 	struct strbuf sql;
 	strbuf_init(&sql);
-	strbuf_addf(&sql, "INSERT INTO %s (", t->name);
-	for (int i = 0; i < t->ncols; i++)
-		strbuf_addf(&sql, "%s%s", i ? ", " : "", t->cols[i]);
-	strbuf_addstr(&sql, ") VALUES (");
-	for (int i = 0; i < t->ncols; i++)
-		strbuf_addf(&sql, "%s?%d", i ? ", " : "", i + 1);
-	strbuf_addstr(&sql, ")");
+	store_table_insert(&sql, t, '?');
 	sqlite3_stmt *q;
 	int rc = sqlite3_prepare_v2(st->db, sql.buf, -1, &q, NULL);
 	strbuf_release(&sql);

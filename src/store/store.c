@@ -41,6 +41,25 @@ const struct table_desc store_tables[T_MAX] = {
 		     COL_REAL, COL_REAL, COL_REAL, COL_TEXT}},
 };
 
+void store_table_select(struct strbuf *sb, const struct table_desc *t)
+{
+	strbuf_addstr(sb, "SELECT ");
+	for (int i = 0; i < t->ncols; i++)
+		strbuf_addf(sb, "%s%s", i ? ", " : "", t->cols[i]);
+	strbuf_addf(sb, " FROM %s ORDER BY %s", t->name, t->key);
+}
+
+void store_table_insert(struct strbuf *sb, const struct table_desc *t, char mark)
+{
+	strbuf_addf(sb, "INSERT INTO %s (", t->name);
+	for (int i = 0; i < t->ncols; i++)
+		strbuf_addf(sb, "%s%s", i ? ", " : "", t->cols[i]);
+	strbuf_addstr(sb, ") VALUES (");
+	for (int i = 0; i < t->ncols; i++)
+		strbuf_addf(sb, "%s%c%d", i ? ", " : "", mark, i + 1);
+	strbuf_addstr(sb, ")");
+}
+
 /* ---- opening and dispatching ---------------------------------------------------------- */
 
 enum store_kind store_kind_of(const char *where)
