@@ -15,6 +15,7 @@
 typedef struct gnutls_session_int *gnutls_session_t;
 typedef struct gnutls_certificate_credentials_st *gnutls_certificate_credentials_t;
 #define GNUTLS_CLIENT (1 << 1)
+#define GNUTLS_NO_SIGNAL (1 << 6) /* send with MSG_NOSIGNAL */
 #define GNUTLS_CRD_CERTIFICATE 1
 #define GNUTLS_NAME_DNS 1
 #define GNUTLS_E_AGAIN (-28)
@@ -124,7 +125,10 @@ int tls_open(int fd, const char *host, const char *ca, int timeout_ms, struct tl
 		tk_errorf(err, -EINVAL, "the CA file %s holds no certificate", ca);
 		goto fail;
 	}
-	if ((r = g.init(&t->s, GNUTLS_CLIENT)) < 0 || (r = g.default_priority(t->s)) < 0 ||
+	/* a peer gone mid-call (kill -9 with our bytes unread: a reset) must
+	 * be an error, not SIGPIPE ending the CLI without a word */
+	if ((r = g.init(&t->s, GNUTLS_CLIENT | GNUTLS_NO_SIGNAL)) < 0 ||
+	    (r = g.default_priority(t->s)) < 0 ||
 	    (r = g.credentials_set(t->s, GNUTLS_CRD_CERTIFICATE, t->cred)) < 0) {
 		tk_errorf(err, -EIO, "TLS: %s", g.strerror(r));
 		goto fail;

@@ -234,7 +234,7 @@ def test_server_sigkill_during_multinode_jobs(hosts3, workdir, kill_all):
             if p.returncode == 0:
                 acked.append(int(p.stdout))
             elif "cannot reach" not in p.stderr and "Server returned nothing" not in p.stderr:
-                errors.append(p.stderr)
+                errors.append((p.returncode, p.stderr))
             time.sleep(0.05)
 
     th = threading.Thread(target=submitter)
