@@ -205,11 +205,31 @@ static void load_credential(struct agent *a)
 	free(text);
 }
 
+/* A 0.1.0 server's refusal of the "protocol" key: its words, frozen with
+ * that release (the only server that answers so). */
+static bool refused_protocol_key(const char *body, size_t len)
+{
+	json_t *j = body ? json_loadb(body, len, 0, NULL) : NULL;
+	const char *e = json_string_value(json_object_get(j, "error"));
+	bool yes = e && strcmp(e, "protocol: unknown field") == 0;
+	json_decref(j);
+	return yes;
+}
+
 static void reg_done(void *arg, long status, const char *body, size_t len, const char *error)
 {
 	struct agent *a = arg;
 	a->reg_req = NULL;
 	a->registering = false;
+	if (status == 400 && !a->speak_v1 && refused_protocol_key(body, len)) {
+		log_warn("register: the server is of protocol 1 (0.1.0); registering as "
+			 "protocol 1 (upgrade the servers first: standbys, then the active)");
+		a->speak_v1 = true;
+		if (!a->stopping)
+			uv_timer_start(&a->reg_timer, reg_timer_cb, 0, 0);
+		return;
+	}
+	a->speak_v1 = false; /* try its own protocol again next time */
 	if (status != 200) {
 		log_http_error("register", status, body, len, error);
 		int soon = server_failed(a, status, body, len);
@@ -290,6 +310,7 @@ static void do_register(struct agent *a)
 	a->registering = true;
 	struct wire_register *m = xcalloc(1, sizeof(*m));
 	snprintf(m->agent_id, sizeof(m->agent_id), "%s", a->agent_id);
+	m->protocol = a->speak_v1 ? 1 : WIRE_PROTOCOL;
 	m->inv = a->inv;
 	/* every attempt it has a shim of: the server keeps them here */
 	m->kept = xcalloc(a->groups.len + 1, sizeof(*m->kept));

@@ -129,6 +129,9 @@ struct agent {
 
 	bool registered;
 	bool registering;
+	/* the server refused this agent's protocol key (a 0.1.0 server, which
+	 * refuses keys it does not know): the next registration says none */
+	bool speak_v1;
 	char epoch[40];
 	uint64_t gen;
 

@@ -101,9 +101,12 @@ json_t *wire_register_pack(const struct wire_register *m)
 		json_array_append_new(kept,
 				      json_pack("{s:I, s:i}", "job", (json_int_t)m->kept[i].job,
 						"attempt", m->kept[i].attempt));
-	return json_pack("{s:s, s:o, s:o, s:i}", "agent_id", m->agent_id, "inventory",
-			 node_inventory_pack(&m->inv), "kept", kept, "protocol",
-			 m->protocol ? m->protocol : WIRE_PROTOCOL);
+	json_t *o = json_pack("{s:s, s:o, s:o}", "agent_id", m->agent_id, "inventory",
+			      node_inventory_pack(&m->inv), "kept", kept);
+	if (m->protocol != 1) /* a protocol-1 server refuses the key */
+		json_object_set_new(o, "protocol",
+				    json_integer(m->protocol ? m->protocol : WIRE_PROTOCOL));
+	return o;
 }
 
 int wire_register_unpack(json_t *j, struct wire_register *ret, struct tk_error *err)
@@ -157,7 +160,9 @@ json_t *wire_registered_pack(const struct wire_registered *m)
 			      m->epoch, "node_timeout_ms", (json_int_t)m->node_timeout_ms);
 	if (m->credential[0])
 		json_object_set_new(o, "credential", json_string(m->credential));
-	json_object_set_new(o, "protocol", json_integer(m->protocol ? m->protocol : WIRE_PROTOCOL));
+	if (m->protocol != 1) /* a protocol-1 agent refuses the key */
+		json_object_set_new(o, "protocol",
+				    json_integer(m->protocol ? m->protocol : WIRE_PROTOCOL));
 	return o;
 }
 

@@ -78,13 +78,16 @@ struct wire_attempt_ref {
  * after; either side ignores keys it does not know (a newer peer's) and
  * refuses known keys that are malformed. So servers are upgraded first
  * (standbys, then the active), then agents node by node. 1: the version
- * before versions were said (no "protocol" key); 2: witness groups.
+ * before versions were said (0.1.0: no "protocol" key, and every link
+ * refused keys it did not know); 2: links ignore unknown keys, the agent
+ * says its protocol. Each side writes to a protocol-1 peer only what
+ * protocol 1 knows: no "protocol" key.
  */
 #define WIRE_PROTOCOL 2
 
 struct wire_register {
 	char agent_id[WIRE_AGENT_ID_MAX]; /* 8 to 63 lowercase hex digits: this agent process */
-	int protocol;			  /* the agent's (1 when it does not say) */
+	int protocol; /* the agent's (1 when it does not say; 0 packs WIRE_PROTOCOL) */
 	struct node_inventory inv;
 	/* the attempts whose shims this agent found when it started, running
 	 * or holding exits it has yet to report: the server keeps them on the
@@ -106,7 +109,8 @@ struct wire_registered {
 	/* the node's own credential, when it joined with the join token: the
 	 * bearer token of every later call; "" when it registered with it */
 	char credential[WIRE_CREDENTIAL_MAX];
-	int protocol; /* the server's (1 when it does not say) */
+	int protocol; /* the server's (1 when it does not say; 0 packs WIRE_PROTOCOL,
+		       * 1 packs no key: what a protocol-1 agent reads) */
 };
 
 json_t *wire_registered_pack(const struct wire_registered *m);

@@ -1219,7 +1219,9 @@ static void h_agent_register(struct request *r, const char *param, json_t *body)
 	}
 	struct snode *n = state_register(st, inv, m->agent_id, m->kept, m->nkept, server_now_ms(s),
 					 tk_mono_ms());
-	struct wire_registered ans = {.node_timeout_ms = s->cfg.node_timeout_ms};
+	/* this server's protocol, or to a protocol-1 agent no word of it */
+	struct wire_registered ans = {.node_timeout_ms = s->cfg.node_timeout_ms,
+				      .protocol = m->protocol < 2 ? 1 : WIRE_PROTOCOL};
 	if (join) {
 		/* its own credential from now on; the server keeps its hash */
 		char sha[65];

@@ -1075,6 +1075,19 @@ static void test_wire(void **state)
 	json_object_set_new(j, "protocol", json_integer(WIRE_PROTOCOL));
 	assert_int_equal(wire_register_unpack(j, reg, &err), 0);
 	assert_int_equal(reg->protocol, WIRE_PROTOCOL);
+	/* to a protocol-1 peer (0.1.0 refuses keys it does not know): no key */
+	reg->protocol = 1;
+	packed = wire_register_pack(reg);
+	assert_null(json_object_get(packed, "protocol"));
+	json_decref(packed);
+	struct wire_registered ans = {.node = "n1", .epoch = "e", .node_timeout_ms = 1000};
+	packed = wire_registered_pack(&ans);
+	assert_int_equal(json_integer_value(json_object_get(packed, "protocol")), WIRE_PROTOCOL);
+	json_decref(packed);
+	ans.protocol = 1;
+	packed = wire_registered_pack(&ans);
+	assert_null(json_object_get(packed, "protocol"));
+	json_decref(packed);
 	wire_register_release(reg);
 	json_object_set_new(j, "kept", parse("[{\"job\": 4, \"attempt\": \"two\"}]"));
 	assert_true(wire_register_unpack(j, reg, &err) < 0);
