@@ -156,6 +156,7 @@ class Tenk:
         self.data = data
         self.daemons = []
         self.wrap = list(wrap or [])  # e.g. run inside a network namespace
+        self.cli = BIN  # the tenk that run() calls
 
     @property
     def url(self):
@@ -189,7 +190,8 @@ class Tenk:
 
     def run(self, *args, check=True, cwd=None, timeout=120, env=None):
         """Runs `tenk ARGS`; returns the CompletedProcess."""
-        p = subprocess.run(self.wrap + [BIN] + [str(a) for a in args], cwd=cwd or self.workdir,
+        p = subprocess.run(self.wrap + [self.cli] + [str(a) for a in args],
+                           cwd=cwd or self.workdir,
                            env=env or self.env(), capture_output=True, text=True,
                            timeout=timeout)
         for mark in SANITIZER_MARKS:
@@ -386,15 +388,20 @@ def procs():
 class MultiHost(Tenk):
     """A server in host 0 and an agent in each other host of a netns.Hosts."""
 
-    def __init__(self, workdir, hosts, fake="4xH100", node_timeout="30s", agent_args=()):
+    def __init__(self, workdir, hosts, fake="4xH100", node_timeout="30s", agent_args=(),
+                 programs=None):
+        """programs: the tenk binary of host H (0: the server) where it is not
+        this build's (an earlier release's)."""
         data = os.path.join(workdir, "data")
         root_jobs_config(data)
         super().__init__(workdir, data, wrap=hosts.cmd(0, []))
         self.hosts = hosts
+        self.programs = dict(programs or {})
         self.port = 7480
         self.server = Daemon(["server", "--data", data, "--listen",
                               f"{hosts.addrs[0]}:{self.port}", "--node-timeout", node_timeout],
-                             workdir, "server", wrap=hosts.cmd(0, []))
+                             workdir, "server", wrap=hosts.cmd(0, []),
+                             program=self.programs.get(0))
         self.daemons.append(self.server)
         wait_for(lambda: os.path.exists(os.path.join(data, "server.url")) or
                  not self.server.alive(), 20, "the server to listen")
@@ -406,13 +413,14 @@ class MultiHost(Tenk):
             self.start_agent(h)
         self.wait_nodes_up(len(hosts.names) - 1)
 
-    def start_agent(self, h, stop_jobs=True):
+    def start_agent(self, h, stop_jobs=True, program=None):
         d = Daemon(["agent", "--server", self.url, "--token-file",
                     os.path.join(self.data, "agent.token"), "--name", f"host{h}",
                     "--fake-gpus", self.fake, "--work-dir",
                     os.path.join(self.workdir, f"agent{h}")] +
                    (["--stop-jobs"] if stop_jobs else []) + self.agent_args,
-                   self.workdir, f"agent{h}", wrap=self.hosts.cmd(h, []))
+                   self.workdir, f"agent{h}", wrap=self.hosts.cmd(h, []),
+                   program=program or self.programs.get(h))
         self.agents[h] = d
         self.daemons.append(d)
         return d
