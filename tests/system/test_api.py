@@ -197,8 +197,13 @@ def test_agent_protocol_versions(cluster):
                           {"agent_id": "ef" * 8, "inventory": dict(inv, gpu_fabric="x"),
                            "next_feature": {"a": 1}}, token=agent)
     assert st == 200 and res["node"] == "vnode", res
-    assert res["protocol"] >= 2, res
+    # it said no protocol: the answer holds only what protocol 1 reads
+    assert "protocol" not in res, res
     cred = res["credential"]
+    st, res2 = cluster.api("POST", "/v1/agent/register",
+                           {"agent_id": "ab" * 8, "inventory": dict(inv, name="vnode2"),
+                            "protocol": 2}, token=agent)
+    assert st == 200 and res2["protocol"] >= 2, res2
     st, res = cluster.api("POST", "/v1/agent/heartbeat",
                           {"node": "vnode", "agent_id": "ef" * 8, "next_feature": True},
                           token=cred)
