@@ -7,6 +7,7 @@
 #pragma once
 
 #include <jansson.h>
+#include <signal.h>
 #include <stdbool.h>
 
 #include "cli.h"
@@ -98,13 +99,22 @@ struct follow {
 	bool run;
 	bool error; /* the error files (-e) instead */
 	bool once;  /* print what is there and stop */
+	bool keep;  /* tenk run --keep: a hang-up leaves the job */
 };
 int cli__follow_job(struct ctx *c, const struct follow *f);
+
+/* tenk run's hang-up: SIGHUP or SIGTERM while it waits on its job. Caught
+ * (on) or back to their defaults; cli__hangup is the signal caught, 0
+ * before. cli__hung_up ends the job unless keep, says so where it still
+ * can, and returns the exit status (128 + the signal). */
+extern volatile sig_atomic_t cli__hangup;
+void cli__catch_hangup(bool on);
+int cli__hung_up(struct ctx *c, const char *id, bool keep);
 
 /* pty.c: tenk run --pty's part once job id is submitted: waits until it
  * runs, joins this terminal to its task's, then waits for its end;
  * returns its exit status. */
-int cli__run_pty(struct ctx *c, const char *id);
+int cli__run_pty(struct ctx *c, const char *id, bool keep);
 
 /* A job id given on the command line. */
 int cli__parse_id(struct ctx *c, const char *s, int64_t *ret);

@@ -33,6 +33,38 @@ static void on_sigint(int sig)
 	interrupts++;
 }
 
+volatile sig_atomic_t cli__hangup;
+
+static void on_hangup(int sig)
+{
+	cli__hangup = sig;
+}
+
+void cli__catch_hangup(bool on)
+{
+	struct sigaction sa = {.sa_handler = on ? on_hangup : SIG_DFL};
+	sigaction(SIGHUP, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+}
+
+int cli__hung_up(struct ctx *c, const char *id, bool keep)
+{
+	int sig = cli__hangup;
+	if (!keep) {
+		_cleanup_free_ char *cp = xasprintf("/v1/jobs/%s/cancel", id);
+		json_t *x;
+		struct tk_error err;
+		if (client_call(&c->client, "POST", cp, NULL, CALL_TIMEOUT_MS, &x, NULL, &err) == 0)
+			json_decref(x);
+		else
+			fprintf(stderr, "tenk run: cannot cancel job %s: %s\n", id, err.text);
+	}
+	/* (a terminal that hung up reads none of this; a log may) */
+	fprintf(stderr, "tenk run: %s: %s job %s\n", sig == SIGHUP ? "hung up" : "terminated",
+		keep ? "leaving (--keep)" : "cancelled", id);
+	return 128 + sig;
+}
+
 static void sleep_ms(long ms)
 {
 	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
@@ -146,6 +178,10 @@ int cli__follow_job(struct ctx *c, const struct follow *o)
 	bool first = true;
 	_cleanup_free_ char *path = xasprintf("/v1/jobs/%s", o->job);
 	for (;;) {
+		if (o->run && cli__hangup) {
+			rc = cli__hung_up(c, o->job, o->keep);
+			break;
+		}
 		if (o->run && interrupts > said_interrupts) {
 			said_interrupts = interrupts;
 			if (interrupts >= 2) {

@@ -75,6 +75,8 @@ static void join(struct client_stream *s)
 	sigaction(SIGWINCH, &sa, NULL);
 	bool in_open = true;
 	for (;;) {
+		if (cli__hangup)
+			break;
 		if (resized) {
 			resized = 0;
 			if (send_size(s) < 0)
@@ -134,7 +136,7 @@ static bool ended(json_t *j, int *rc)
 	return true;
 }
 
-int cli__run_pty(struct ctx *c, const char *id)
+int cli__run_pty(struct ctx *c, const char *id, bool keep)
 {
 	_cleanup_free_ char *path = xasprintf("/v1/jobs/%s", id);
 	_cleanup_free_ char *pty_path = xasprintf("/v1/jobs/%s/pty", id);
@@ -144,6 +146,10 @@ int cli__run_pty(struct ctx *c, const char *id)
 	int rc = CLI_EXIT_ERROR;
 	/* until it runs: why it waits; Ctrl-C cancels it */
 	for (;;) {
+		if (cli__hangup) {
+			rc = cli__hung_up(c, id, keep);
+			goto out;
+		}
 		if (interrupted) {
 			_cleanup_free_ char *cp = xasprintf("/v1/jobs/%s/cancel", id);
 			json_t *x;
@@ -195,6 +201,10 @@ int cli__run_pty(struct ctx *c, const char *id)
 	if (tty)
 		tcsetattr(STDIN_FILENO, TCSAFLUSH, &saved);
 	client_stream_close(s);
+	if (cli__hangup) {
+		rc = cli__hung_up(c, id, keep);
+		goto out;
+	}
 	/* the terminal closed: the job ends (or has) */
 	for (;;) {
 		json_t *j = job_now(c, path);

@@ -59,6 +59,7 @@ enum {
 	S_EXCLUDE,
 	S_EXCLUSIVE,
 	S_PTY,
+	S_KEEP,
 	S_COUNT
 };
 
@@ -117,6 +118,9 @@ static const struct tk_option submit_opts[] = {
 	{"exclusive", 0, NULL, "alone on each of its nodes: nothing else runs beside it"},
 	{"pty", 0, NULL,
 	 "tenk run: the one task under a terminal joined to this one (tenk run --pty -- bash)"},
+	{"keep", 0, NULL,
+	 "tenk run: leave the job when this command is hung up (SIGHUP) or terminated "
+	 "(SIGTERM); without it, the job is cancelled"},
 };
 _Static_assert(ARRAY_SIZE(submit_opts) == S_COUNT, "one option per enum value");
 
@@ -882,6 +886,8 @@ static int submit_job(struct ctx *c, bool run)
 	json_t *job = NULL;
 	struct tk_error err;
 	if (client_call(&c->client, "POST", "/v1/jobs", req, CALL_TIMEOUT_MS, &job, NULL, &err) <
+	if (!r && c->v[S_KEEP] && !run)
+		r = cli__usage_error(c->cmd, "--keep: is for tenk run");
 	    0) {
 		r = cli__api_error(c, &err);
 		goto out;
@@ -892,10 +898,15 @@ static int submit_job(struct ctx *c, bool run)
 		json_decref(job);
 		fprintf(stderr, "tenk run: job %s\n", id);
 		if (c->v[S_PTY]) {
-			r = cli__run_pty(c, id);
+			r = cli__run_pty(c, id, !!c->v[S_KEEP]);
+			cli__catch_hangup(false);
 			goto out;
 		}
-		struct follow f = {.job = id, .task = -1, .label = !!c->v[S_LABEL], .run = true};
+		struct follow f = {.job = id,
+				   .task = -1,
+				   .label = !!c->v[S_LABEL],
+				   .run = true,
+				   .keep = !!c->v[S_KEEP]};
 		r = cli__follow_job(c, &f);
 		goto out;
 	}
@@ -956,6 +967,9 @@ static int run_update(struct ctx *c)
 			return cli__api_error(c, &err);
 		json_t *rq = json_object_get(job, "request");
 		snprintf(nodes, sizeof(nodes), "%lld", (long long)cli__jint(rq, "nodes"));
+		/* its terminal hung up or it was told to end: so does its job,
+		 * as srun's step (--keep leaves it) */
+		cli__catch_hangup(true);
 		snprintf(tpn, sizeof(tpn), "%lld", (long long)cli__jint(rq, "tasks_per_node"));
 		if (!c->v[S_NODES] && !c->v[S_NTASKS])
 			c->v[S_NODES] = nodes;
@@ -966,6 +980,7 @@ static int run_update(struct ctx *c)
 	}
 	json_t *req = json_object();
 	int r = request_opts(c, req, true);
+		cli__catch_hangup(false);
 	if (!r && !json_object_size(req))
 		r = cli__usage_error(c->cmd,
 				     "nothing to change: give the options to change, such as "

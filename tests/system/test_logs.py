@@ -246,3 +246,53 @@ def test_logs_are_read_as_the_jobs_account(cluster, workdir):
             said["there.out"][1], said
     finally:
         shutil.rmtree(base)
+
+
+def test_run_hung_up_or_terminated_ends_its_job(cluster, workdir):
+    """tenk run whose terminal hangs up (SIGHUP, an ssh drop) cancels its
+    running job; terminated (SIGTERM) while its job waits, cancels it too;
+    each exits 128 + the signal. With --keep the job is left as it is."""
+    import signal
+    t = cluster
+
+    def run(*args):
+        return subprocess.Popen([BIN, "run", *args], cwd=workdir, env=t.env(),
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+    def job_of(p):
+        line = read_until(p.stderr.fileno(), "\n")
+        assert line.startswith("tenk run: job "), line
+        return int(line.split()[3])
+
+    # SIGHUP while it runs
+    p = run("--", "sh", "-c", "echo started; sleep 600")
+    jid = job_of(p)
+    read_until(p.stdout.fileno(), "started")
+    p.send_signal(signal.SIGHUP)
+    _, err = p.communicate(timeout=30)
+    assert p.returncode == 128 + signal.SIGHUP, (p.returncode, err)
+    assert f"hung up: cancelled job {jid}" in err.decode(), err
+    t.wait_state(jid, "CANCELLED")
+    # SIGTERM while it waits behind a job that holds every accelerator
+    hog = t.submit("-G", "8", "--", "sleep", "600")
+    t.wait_state(hog, "RUNNING")
+    p = run("-G", "1", "--", "true")
+    jid = job_of(p)
+    wait_for(lambda: t.job(jid)["reason"], 30, "its reason")
+    p.send_signal(signal.SIGTERM)
+    _, err = p.communicate(timeout=30)
+    assert p.returncode == 128 + signal.SIGTERM, (p.returncode, err)
+    assert t.job(jid)["state"] == "CANCELLED", t.job(jid)
+    t.run("cancel", hog)
+    # --keep: the job goes on
+    p = run("--keep", "--", "sh", "-c", "echo started; sleep 600")
+    jid = job_of(p)
+    read_until(p.stdout.fileno(), "started")
+    p.send_signal(signal.SIGHUP)
+    _, err = p.communicate(timeout=30)
+    assert p.returncode == 128 + signal.SIGHUP and "leaving (--keep)" in err.decode(), err
+    assert t.job(jid)["state"] == "RUNNING"
+    t.run("cancel", jid)
+    p = subprocess.run([BIN, "submit", "--keep", "--", "true"], cwd=workdir, env=t.env(),
+                       capture_output=True, text=True)
+    assert p.returncode == 2 and "--keep: is for tenk run" in p.stderr, p.stderr
