@@ -516,6 +516,9 @@ static const struct {
 
 struct script {
 	const char *path;
+	/* a script that is not executable runs through its #! line, as
+	 * sbatch's: the interpreter and its one argument, before the path */
+	char *interp[2];
 	char **tok; /* tenk options, owned */
 	int ntok;
 	size_t alloc;
@@ -649,13 +652,70 @@ static bool on_path(const char *name)
 	return false;
 }
 
+/* A name that can only be a script read here: a path relative to this
+ * folder (./run.sh, jobs/run.sh) or a bare name with a script's suffix. A
+ * command that only the nodes have is named by its absolute path. */
+static bool names_a_script(const char *cmd)
+{
+	static const char *const suffixes[] = {".sh", ".bash", ".zsh", ".sbatch", ".slurm"};
+	if (cmd[0] == '/')
+		return false;
+	if (strchr(cmd, '/'))
+		return true;
+	const char *dot = strrchr(cmd, '.');
+	for (size_t i = 0; dot && i < ARRAY_SIZE(suffixes); i++)
+		if (strcmp(dot, suffixes[i]) == 0)
+			return true;
+	return false;
+}
+
+/* Its #! line into sc->interp: "#!/usr/bin/env python3" is /usr/bin/env
+ * and python3, as the kernel reads it (one argument, the rest of the line). */
+static int script_interp(struct ctx *c, struct script *sc, const char *text)
+{
+	if (strncmp(text, "#!", 2) != 0)
+		return cli__usage_error(c->cmd,
+					"%s: is not executable and has no #! line to run it by: "
+					"chmod +x it, or begin it with #!/bin/bash",
+					sc->path);
+	const char *p = text + 2, *end = strchr(p, '\n');
+	if (!end)
+		end = p + strlen(p);
+	while (p < end && (*p == ' ' || *p == '\t'))
+		p++;
+	const char *q = p;
+	while (q < end && *q != ' ' && *q != '\t')
+		q++;
+	if (q == p || *p != '/')
+		return cli__usage_error(c->cmd,
+					"%s: its #! line names no interpreter by its absolute path",
+					sc->path);
+	sc->interp[0] = xstrndup(p, (size_t)(q - p));
+	while (q < end && (*q == ' ' || *q == '\t'))
+		q++;
+	const char *e = end;
+	while (e > q && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\r'))
+		e--;
+	if (e > q)
+		sc->interp[1] = xstrndup(q, (size_t)(e - q));
+	return 0;
+}
+
 /* The command a script: its path made absolute (a bare name in this folder
  * is found), and its #TENK and #SBATCH lines (the comments before its
- * first command) read into options the command line's own override. */
+ * first command) read into options the command line's own override. A
+ * script named that is not here is refused; one that is not executable
+ * runs through its #! line. */
 static int script_options(struct ctx *c, struct script *sc)
 {
 	const char *cmd = c->pos[0];
 	char cwd[4096];
+	if (names_a_script(cmd) && !on_path(cmd) && access(cmd, F_OK) < 0 && errno == ENOENT)
+		return cli__usage_error(c->cmd,
+					"%s: no such file in %s: a script is read where tenk "
+					"submit runs (a command that only the nodes have: give "
+					"its absolute path)",
+					cmd, getcwd(cwd, sizeof(cwd)) ? cwd : "this folder");
 	if (!strchr(cmd, '/') && !on_path(cmd) && getcwd(cwd, sizeof(cwd))) {
 		_cleanup_free_ char *here = xasprintf("%s/%s", cwd, cmd);
 		struct stat st;
@@ -671,6 +731,13 @@ static int script_options(struct ctx *c, struct script *sc)
 	if (stat(sc->path, &st) < 0 || !S_ISREG(st.st_mode) ||
 	    tk_read_file(sc->path, SCRIPT_MAX_BYTES, &text, &len) < 0)
 		return 0; /* not a script here: the node runs it as it is */
+	if (access(sc->path, X_OK) < 0) {
+		int r = script_interp(c, sc, text);
+		if (r) {
+			free(text);
+			return r;
+		}
+	}
 	int rc = 0, line = 0;
 	int first_opt = sc->ntok;
 	for (char *save = NULL, *l = strtok_r(text, "\n", &save); l && !rc;
@@ -810,6 +877,8 @@ static int submit_job(struct ctx *c, bool run)
 	json_t *req = json_object();
 	json_t *cmd = json_array();
 	int r = script_options(c, &sc);
+	for (int i = 0; i < 2 && sc.interp[i]; i++)
+		json_array_append_new(cmd, json_string(sc.interp[i]));
 	for (int i = 0; i < c->npos; i++)
 		json_array_append_new(cmd, json_string(c->pos[i]));
 	json_object_set_new(req, "command", cmd);
@@ -817,6 +886,8 @@ static int submit_job(struct ctx *c, bool run)
 		r = cli__usage_error(c->cmd, "--label: is for tenk run and tenk logs");
 	if (!r && c->v[S_PTY] && !run)
 		r = cli__usage_error(c->cmd, "--pty: is for tenk run");
+	if (!r && c->v[S_KEEP] && !run)
+		r = cli__usage_error(c->cmd, "--keep: is for tenk run");
 	if (!r && c->v[S_PTY] && !isatty(STDIN_FILENO))
 		r = cli__usage_error(c->cmd, "--pty: needs a terminal on stdin");
 	if (!r && c->v[S_PTY])
@@ -886,13 +957,14 @@ static int submit_job(struct ctx *c, bool run)
 	json_t *job = NULL;
 	struct tk_error err;
 	if (client_call(&c->client, "POST", "/v1/jobs", req, CALL_TIMEOUT_MS, &job, NULL, &err) <
-	if (!r && c->v[S_KEEP] && !run)
-		r = cli__usage_error(c->cmd, "--keep: is for tenk run");
 	    0) {
 		r = cli__api_error(c, &err);
 		goto out;
 	}
 	if (run) {
+		/* its terminal hung up or it was told to end: so does its job,
+		 * as srun's step (--keep leaves it) */
+		cli__catch_hangup(true);
 		char id[32];
 		snprintf(id, sizeof(id), "%lld", (long long)cli__jint(job, "id"));
 		json_decref(job);
@@ -908,6 +980,7 @@ static int submit_job(struct ctx *c, bool run)
 				   .run = true,
 				   .keep = !!c->v[S_KEEP]};
 		r = cli__follow_job(c, &f);
+		cli__catch_hangup(false);
 		goto out;
 	}
 	if (c->json)
@@ -920,6 +993,8 @@ out:
 	for (int i = 0; i < sc.ntok; i++)
 		free(sc.tok[i]);
 	free(sc.tok);
+	free(sc.interp[0]);
+	free(sc.interp[1]);
 	strbuf_release(&sc.ignored);
 	return r;
 }
@@ -967,9 +1042,6 @@ static int run_update(struct ctx *c)
 			return cli__api_error(c, &err);
 		json_t *rq = json_object_get(job, "request");
 		snprintf(nodes, sizeof(nodes), "%lld", (long long)cli__jint(rq, "nodes"));
-		/* its terminal hung up or it was told to end: so does its job,
-		 * as srun's step (--keep leaves it) */
-		cli__catch_hangup(true);
 		snprintf(tpn, sizeof(tpn), "%lld", (long long)cli__jint(rq, "tasks_per_node"));
 		if (!c->v[S_NODES] && !c->v[S_NTASKS])
 			c->v[S_NODES] = nodes;
@@ -980,7 +1052,6 @@ static int run_update(struct ctx *c)
 	}
 	json_t *req = json_object();
 	int r = request_opts(c, req, true);
-		cli__catch_hangup(false);
 	if (!r && !json_object_size(req))
 		r = cli__usage_error(c->cmd,
 				     "nothing to change: give the options to change, such as "

@@ -187,6 +187,28 @@ def test_sbatch_script_slurm_env_begin_error_signal(cluster, workdir):
     assert t.job(jid)["name"] == "mine"
     t.run("wait", jid)
 
+    # a script that is not executable runs through its #! line, as sbatch's;
+    # one that is not there, or has no #! line, is refused at submit
+    with open(os.path.join(workdir, "plain.sh"), "w") as f:
+        f.write("#!/bin/sh -e\n#SBATCH -o plain-%j.out\necho plain $0 $1 $-\n")
+    os.chmod(os.path.join(workdir, "plain.sh"), 0o644)
+    jid = t.submit("plain.sh", "arg1")
+    t.run("wait", jid)
+    assert t.job(jid)["request"]["command"][:2] == ["/bin/sh", "-e"]
+    out = open(os.path.join(workdir, f"plain-{jid}.out")).read().split()
+    assert out[:3] == ["plain", os.path.join(workdir, "plain.sh"), "arg1"] and "e" in out[3]
+    for name, why in (("nonexist.sh", "nonexist.sh: no such file in"),
+                      ("./jobs/none", "./jobs/none: no such file in")):
+        p = t.run("submit", name, check=False)
+        assert p.returncode == 2 and why in p.stderr, p.stderr
+    with open(os.path.join(workdir, "bare.sh"), "w") as f:
+        f.write("echo no interpreter\n")
+    p = t.run("submit", "bare.sh", check=False)
+    assert p.returncode == 2 and "has no #! line" in p.stderr, p.stderr
+    n = len(t.json("queue", "--all")["jobs"])
+    p = t.run("submit", "--", "python3", "-c", "pass")  # a command, not a script
+    assert len(t.json("queue", "--all")["jobs"]) == n + 1
+
     # --begin: waits, and starts once the time comes
     b = t.submit("--begin", "now+3", "--", "true")
     j = t.job(b)
