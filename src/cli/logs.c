@@ -218,6 +218,15 @@ int cli__follow_job(struct ctx *c, const struct follow *o)
 		}
 		if (!attempt && natt)
 			attempt = natt;
+		if (o->attempt && attempt > natt && (final || o->once)) {
+			/* none to come (or not waited for): not one of its attempts */
+			fprintf(stderr,
+				"tenk logs: job %s has %d attempt%s; there is no attempt %d\n",
+				o->job, natt, natt == 1 ? "" : "s", o->attempt);
+			json_decref(j);
+			rc = CLI_EXIT_ERROR;
+			break;
+		}
 		if (!attempt || (o->attempt && attempt > natt)) {
 			bool stop = final || o->once;
 			rc = final ? cli__job_exit_status(j) : CLI_EXIT_OK;

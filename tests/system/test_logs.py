@@ -103,6 +103,11 @@ def test_logs_follow_across_requeue_and_ctrl_c(cluster, workdir):
             f.kill()
     assert f.returncode == 130, "it exits with the job's status: cancelled"
     assert f"job {jid}: attempt 2" in err.decode()
+    # an attempt it never had is an error that says so
+    p = t.run("logs", jid, "--attempt", "9", check=False)
+    assert p.returncode == 1 and f"job {jid} has 2 attempts; there is no attempt 9" in \
+        p.stderr, (p.returncode, p.stderr)
+    assert "attempt 1" in t.run("logs", jid, "--attempt", "1").stdout
 
     # Ctrl-C at a terminal cancels the job, and tenk run exits 130
     pid, fd = pty.fork()
