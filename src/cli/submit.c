@@ -60,6 +60,7 @@ enum {
 	S_EXCLUSIVE,
 	S_PTY,
 	S_KEEP,
+	S_IMPOSSIBLE,
 	S_COUNT
 };
 
@@ -121,6 +122,9 @@ static const struct tk_option submit_opts[] = {
 	{"keep", 0, NULL,
 	 "tenk run: leave the job when this command is hung up (SIGHUP) or terminated "
 	 "(SIGTERM); without it, the job is cancelled"},
+	{"hold-if-impossible", 0, NULL,
+	 "take it even if no node of the cluster could ever hold it: it waits for nodes yet to "
+	 "come (without it, such a job is refused)"},
 };
 _Static_assert(ARRAY_SIZE(submit_opts) == S_COUNT, "one option per enum value");
 
@@ -892,6 +896,8 @@ static int submit_job(struct ctx *c, bool run)
 		r = cli__usage_error(c->cmd, "--pty: needs a terminal on stdin");
 	if (!r && c->v[S_PTY])
 		json_object_set_new(req, "pty", json_true());
+	if (!r && c->v[S_IMPOSSIBLE])
+		json_object_set_new(req, "accept_impossible", json_true());
 	if (r)
 		goto out;
 	char cwd[4096];
@@ -1018,7 +1024,7 @@ CLI_COMMAND(cli_run, CLI_OPTS(submit_opts), true, 1, -1, run_run)
 
 /* What a job's request is, fixed at submission. */
 static const int fixed_opts[] = {S_OUTPUT, S_CHDIR,	S_EXPORT, S_IMAGE, S_MOUNT, S_CKPT_MARKER,
-				 S_ARRAY,  S_SLURM_ENV, S_HOLD,	  S_ERROR, S_LABEL};
+				 S_ARRAY,  S_SLURM_ENV, S_HOLD,	  S_ERROR, S_LABEL, S_IMPOSSIBLE};
 
 static int run_update(struct ctx *c)
 {

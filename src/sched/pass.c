@@ -642,3 +642,54 @@ void sched_decisions_release(struct sched_decisions *d)
 	sched__keep_release(d->keep, d->waits);
 	memset(d, 0, sizeof(*d));
 }
+
+bool sched_could_ever_hold(const struct sched_node *nodes, int n, const struct sched_job *job)
+{
+	/* every node up and empty; the job alone, in a class and a queue of
+	 * its own, without a limit in time or quota */
+	struct sched_node *empty = xcalloc((size_t)n + 1, sizeof(*empty));
+	int ndev = 0;
+	for (int i = 0; i < n; i++)
+		ndev += nodes[i].ndev;
+	struct sched_dev *devs = xcalloc((size_t)ndev + 1, sizeof(*devs)), *d = devs;
+	for (int i = 0; i < n; i++) {
+		empty[i] = nodes[i];
+		empty[i].schedulable = true;
+		empty[i].cpus_free = nodes[i].cpus_total;
+		empty[i].mem_free_mib = nodes[i].mem_total_mib;
+		empty[i].devs = d;
+		for (int k = 0; k < nodes[i].ndev; k++, d++) {
+			*d = nodes[i].devs[k];
+			d->free_milli = MODEL_MILLI;
+		}
+	}
+	struct sched_job j = *job;
+	j.cls = 0;
+	j.queue = 0;
+	j.shape_id = -1;
+	j.time_limit_s = 0;
+	const struct sched_job *jobs[1] = {&j};
+	struct sched_class cls = {.name = "any"};
+	struct sched_queue q = {.name = "any", .quota_milli = -1, .borrow_milli = -1, .weight = 1};
+	struct sched_snapshot snap = {.nodes = empty,
+				      .nnodes = n,
+				      .jobs = jobs,
+				      .njobs = 1,
+				      .classes = &cls,
+				      .nclasses = 1,
+				      .queues = &q,
+				      .nqueues = 1};
+	struct sched_policy policy = {0};
+	struct sched_decisions dec;
+	/* a snapshot it calls inconsistent proves nothing: not refused */
+	bool ok = sched_pass(&snap, j.submit_ms, &policy, &dec) < 0 || dec.nstarts > 0;
+	sched_decisions_release(&dec);
+	free(devs);
+	free(empty);
+	return ok;
+}
+
+void sched_describe_need(const struct sched_job *j, struct strbuf *sb)
+{
+	sched__describe_need(NULL, j, sb);
+}

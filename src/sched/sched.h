@@ -456,6 +456,14 @@ double sched_decay(double value, double dt_s, double half_life_s);
  * simulator both keep usage this way. */
 double sched_usage_age(double usage, int64_t use_milli, double dt_s, double half_life_s);
 double sched_usage_recent(double usage, double half_life_s);
+/* Could these nodes, each of them up and empty, ever hold job j (a pass of
+ * it alone places it)? A request that no set of the nodes that exist could
+ * hold, drained or down ones included, can never start. */
+bool sched_could_ever_hold(const struct sched_node *nodes, int n, const struct sched_job *j);
+/* What job j needs, as a waiting job's reason says it: "2 nodes with 8
+ * accelerators (H100|H200), 16 CPUs each", into sb (a struct strbuf). */
+struct strbuf;
+void sched_describe_need(const struct sched_job *j, struct strbuf *sb);
 /* The number of switches a set of nodes spans (union of their topology paths
  * up to the lowest common switch); nodes without topology count as one
  * switch. Exposed for tests and the simulator. */

@@ -409,6 +409,25 @@ static int room_for(struct request *r, const struct job_request *req, int64_t n)
 	return 0;
 }
 
+/* A request that no set of the cluster's nodes, drained or down ones too,
+ * could ever hold is refused, as sbatch does, rather than left to wait
+ * forever (422). */
+static int request_possible(struct request *r, const struct job_request *req)
+{
+	struct strbuf why;
+	strbuf_init(&why);
+	int ret = 0;
+	if (!state_request_possible(&r->s->st, req, &why)) {
+		reply_error(r, 422,
+			    "this job can never start: %s (to keep it waiting for nodes yet to "
+			    "come: \"accept_impossible\": true, tenk submit --hold-if-impossible)",
+			    why.buf);
+		ret = -1;
+	}
+	strbuf_release(&why);
+	return ret;
+}
+
 static void h_submit(struct request *r, const char *param, json_t *body)
 {
 	struct server *s = r->s;
@@ -424,6 +443,16 @@ static void h_submit(struct request *r, const char *param, json_t *body)
 	bool held = hold && json_is_true(hold);
 	if (hold)
 		json_object_del(body, "hold");
+	/* "accept_impossible": taken even if no node could ever hold it (a
+	 * site that adds nodes later), beside the request proper too */
+	json_t *acc = json_object_get(body, "accept_impossible");
+	if (acc && !json_is_boolean(acc)) {
+		reply_error(r, 400, "accept_impossible: must be true or false");
+		return;
+	}
+	bool accept_impossible = acc && json_is_true(acc);
+	if (acc)
+		json_object_del(body, "accept_impossible");
 	if (job_request_unpack(body, &req, &err) < 0) {
 		reply_error(r, 400, "%s", err.text);
 		return;
@@ -436,7 +465,8 @@ static void h_submit(struct request *r, const char *param, json_t *body)
 	}
 	char run_as[MODEL_NAME_MAX];
 	if (request_admissible(r, &req) < 0 || room_for(r, &req, nidx) < 0 || submit_rate(r) < 0 ||
-	    image_policy(r, &req) < 0 || run_as_of(r, run_as) < 0) {
+	    image_policy(r, &req) < 0 || run_as_of(r, run_as) < 0 ||
+	    (!accept_impossible && request_possible(r, &req) < 0)) {
 		free(idx);
 		job_request_release(&req);
 		return;

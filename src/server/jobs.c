@@ -39,31 +39,35 @@ static void job_resolve(struct state *s, struct sjob *j, int64_t now)
 		j->queue = state_queue_add(s, r->queue, now);
 }
 
+void state_request_sched(const struct job_request *r, struct sched_job *sj)
+{
+	sj->gpu_mem_mib = r->gpu_mem_mib;
+	sj->gpu_tflops = r->gpu_tflops;
+	sj->max_switches = r->switches;
+	sj->mixed_types = r->mixed_types;
+	sj->nodes = r->nodes;
+	sj->tasks_per_node = r->tasks_per_node;
+	sj->gpu_milli = r->gpu_milli;
+	sj->cpus_per_task = r->cpus_per_task;
+	sj->mem_mib = r->mem_mib;
+	sj->ngpu_types = r->ngpu_types;
+	sj->gpu_types = (const char *const *)r->gpu_types;
+	sj->time_limit_s = r->time_limit_s;
+	sj->nnodelist = r->nnodelist;
+	sj->nodelist = (const char *const *)r->nodelist;
+	sj->nexclude = r->nexclude;
+	sj->exclude = (const char *const *)r->exclude;
+	sj->exclusive = r->exclusive;
+	sj->shape = sched_job_shape(sj);
+}
+
 /* The scheduler's view of the job's request. */
 static void job_sync(struct sjob *j)
 {
-	const struct job_request *r = &j->job.req;
 	j->sj.id = j->job.id;
 	j->sj.cls = j->cls;
-	j->sj.gpu_mem_mib = r->gpu_mem_mib;
-	j->sj.gpu_tflops = r->gpu_tflops;
-	j->sj.max_switches = r->switches;
-	j->sj.mixed_types = r->mixed_types;
-	j->sj.nodes = r->nodes;
-	j->sj.tasks_per_node = r->tasks_per_node;
-	j->sj.gpu_milli = r->gpu_milli;
-	j->sj.cpus_per_task = r->cpus_per_task;
-	j->sj.mem_mib = r->mem_mib;
-	j->sj.ngpu_types = r->ngpu_types;
-	j->sj.gpu_types = (const char *const *)r->gpu_types;
-	j->sj.time_limit_s = r->time_limit_s;
-	j->sj.nnodelist = r->nnodelist;
-	j->sj.nodelist = (const char *const *)r->nodelist;
-	j->sj.nexclude = r->nexclude;
-	j->sj.exclude = (const char *const *)r->exclude;
-	j->sj.exclusive = r->exclusive;
 	j->sj.submit_ms = j->job.submit_ms;
-	j->sj.shape = sched_job_shape(&j->sj);
+	state_request_sched(&j->job.req, &j->sj);
 }
 
 void state_job_attach(struct state *s, struct sjob *j, int64_t now)

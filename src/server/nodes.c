@@ -545,6 +545,7 @@ struct snode *state_node_insert(struct state *s, const struct node_record *rec)
 	xgrow(&s->nodes, &s->nodes_alloc, (size_t)s->nnodes + 1, sizeof(*s->nodes));
 	n->index = s->nnodes;
 	s->nodes[s->nnodes++] = n;
+	s->nodes_gen++;
 	tk_map_put(&s->node_by_name, n->rec.inv.name, n);
 	if (n->rec.cred_sha256[0])
 		tk_map_put(&s->node_by_cred, n->rec.cred_sha256, n);
@@ -619,6 +620,7 @@ struct snode *state_register(struct state *s, const struct node_inventory *inv,
 	n->last_seen_ms = mono;
 	fence_member_heard(&n->fence, &s->fence, INT64_MIN, mono);
 	state_node_sync_devs(n);
+	s->nodes_gen++; /* its inventory may differ */
 	node_bump(s, n);
 	state_node_dirty(s, n);
 	state_want_pass(s);

@@ -46,6 +46,41 @@ static void nodes_build(const struct state *s, struct snapshot *sn)
 	}
 }
 
+bool state_request_possible(struct state *s, const struct job_request *r, struct strbuf *why)
+{
+	if (!s->nnodes)
+		return true;
+	struct sched_job sj;
+	memset(&sj, 0, sizeof(sj));
+	state_request_sched(r, &sj);
+	if (s->possible_gen != s->nodes_gen) {
+		/* a node joined or changed: what was known no longer holds */
+		memset(s->possible, 0, sizeof(s->possible));
+		s->possible_gen = s->nodes_gen;
+	}
+	size_t slot = (size_t)(sj.shape % ARRAY_SIZE(s->possible));
+	bool ok;
+	if (s->possible[slot].used && s->possible[slot].shape == sj.shape) {
+		ok = s->possible[slot].ok;
+	} else {
+		struct snapshot sn;
+		memset(&sn, 0, sizeof(sn));
+		nodes_build(s, &sn);
+		ok = sched_could_ever_hold(sn.nodes, s->nnodes, &sj);
+		free(sn.nodes);
+		s->possible[slot].shape = sj.shape;
+		s->possible[slot].used = true;
+		s->possible[slot].ok = ok;
+	}
+	if (!ok) {
+		strbuf_addstr(why, "needs ");
+		sched_describe_need(&sj, why);
+		strbuf_addf(why, "; no set of this cluster's %d node%s could ever hold that",
+			    s->nnodes, s->nnodes == 1 ? "" : "s");
+	}
+	return ok;
+}
+
 static void queues_build(const struct state *s, struct snapshot *sn)
 {
 	sn->queues = xcalloc((size_t)s->nqueues + 1, sizeof(*sn->queues));

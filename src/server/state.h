@@ -400,9 +400,16 @@ struct state {
 	int las_first[MODEL_MAX_CLASSES];
 	uint64_t pass_no;
 	struct sched_cluster *sched_cluster; /* kept while the nodes stay the same */
-	struct pass_waits waits;	     /* why the last pass's jobs wait (snapshot.c) */
-	struct sched_shapes *sched_shapes;   /* the waiting jobs' requests, filed */
-	struct sched_keep *sched_keep;	     /* the passes' large arrays, kept */
+	/* whether a request could ever start, by its shape (state_request_possible),
+	 * kept while no node joins or changes: a direct-mapped cache */
+	struct {
+		uint64_t shape;
+		bool used, ok;
+	} possible[256];
+	uint64_t nodes_gen, possible_gen;
+	struct pass_waits waits;	   /* why the last pass's jobs wait (snapshot.c) */
+	struct sched_shapes *sched_shapes; /* the waiting jobs' requests, filed */
+	struct sched_keep *sched_keep;	   /* the passes' large arrays, kept */
 	struct {
 		uint64_t passes, placements;
 		uint64_t limited; /* passes that stopped at max_starts_per_pass */
@@ -471,6 +478,14 @@ void assert_job_state(const struct sjob *j);
 struct sjob *state_job(struct state *s, int64_t id);
 /* Finds a job's class and queue and makes its scheduler's view. */
 void state_job_attach(struct state *s, struct sjob *j, int64_t now);
+/* The scheduler's view of a request's shape (jobs.c); id, class, queue and
+ * submission left to the caller. */
+void state_request_sched(const struct job_request *r, struct sched_job *sj);
+/* Could any set of the nodes that exist (down or drained ones too: they
+ * may come back) ever hold a job of request r? Yes with no node at all (a
+ * cluster being brought up). No: why, in why, as a waiting job's reason
+ * says what it needs (snapshot.c). */
+bool state_request_possible(struct state *s, const struct job_request *r, struct strbuf *why);
 /* Takes ownership of req (its class and queue already checked); returns the
  * new job, PENDING, held (tenk submit --hold) or not. */
 struct sjob *state_submit(struct state *s, struct job_request *req, const char *owner,

@@ -147,7 +147,7 @@ def test_clean_restart_keeps_state(workdir):
     t, d = start_up(workdir)
     done = t.submit("--", "true")
     t.run("wait", done)
-    waiting = t.submit("-G", "64", "--", "true")
+    waiting = t.submit("--hold-if-impossible", "-G", "64", "--", "true")
     t.run("drain", "node1", "--reason", "maintenance")
     d.stop()
     t2, d2 = start_up(workdir)

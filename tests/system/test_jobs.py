@@ -153,7 +153,20 @@ def test_time_limit(cluster):
 
 
 def test_waits_for_resources_and_says_why(cluster):
-    big = cluster.submit("-G", "16", "--", "true")
+    # a job no node of the cluster could ever hold is refused, saying why
+    n = len(cluster.json("queue", "--all")["jobs"])
+    for cmd in (["submit"], ["run"]):
+        p = cluster.run(*cmd, "-N", "2", "--tasks-per-node", "8", "-G", "1", "--gpu-type",
+                        "H100,H200", "--", "true", check=False)
+        assert p.returncode == 1 and "this job can never start: needs 2 nodes with 8 " \
+            "accelerators (H100|H200) each" in p.stderr and \
+            "no set of this cluster's 1 node could ever hold that" in p.stderr, p.stderr
+    status, ans = cluster.api("POST", "/v1/jobs", {"command": ["true"], "cwd": cluster.workdir,
+                                                   "gpus_per_task": 9})
+    assert status == 422 and "can never start" in ans["error"], ans
+    assert len(cluster.json("queue", "--all")["jobs"]) == n, "nothing was stored"
+    # unless asked to take it: it waits, saying it can never start
+    big = cluster.submit("--hold-if-impossible", "-G", "16", "--", "true")
     j = cluster.job(big)
     assert j["state"] == "PENDING"
     wait_for(lambda: "can never start" in cluster.job(big)["reason"], what="a reason")
@@ -220,7 +233,7 @@ def test_drain_keeps_new_work_off(cluster):
     assert cluster.job(new)["reason"] == ("waiting for nodes: needs 1 node with 1 accelerator; "
                                           "only nodes that are down or drained could "
                                           "hold that"), cluster.job(new)["reason"]
-    too_big = cluster.submit("-G", "16", "--", "true")
+    too_big = cluster.submit("--hold-if-impossible", "-G", "16", "--", "true")
     wait_for(lambda: "can never start" in cluster.job(too_big)["reason"], what="a reason")
     cluster.run("cancel", too_big)
     assert cluster.job(new)["state"] == "PENDING"

@@ -130,7 +130,9 @@ def test_backfill_does_not_delay_the_reserved_job(workdir):
 
 def test_capability_and_topology_requests(workdir, procs):
     t = cluster_of(workdir, procs, agents=2, fake="2xT4")
-    p = t.run("submit", "--gpu-mem", "40G", "-G", "1", "--", "true")
+    p = t.run("submit", "--gpu-mem", "40G", "-G", "1", "--", "true", check=False)
+    assert p.returncode == 1 and ">= 40 GiB" in p.stderr, p.stderr
+    p = t.run("submit", "--hold-if-impossible", "--gpu-mem", "40G", "-G", "1", "--", "true")
     jid = int(p.stdout)
     wait_for(lambda: "can never start" in t.job(jid)["reason"], 20, "a reason")
     assert ">= 40 GiB" in t.job(jid)["reason"]

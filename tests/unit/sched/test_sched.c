@@ -321,6 +321,57 @@ static void test_never_fits(void **state)
 	sched_decisions_release(&d);
 }
 
+/* What a submission is held to: could the nodes that exist, all up and
+ * empty, ever hold it? Busy, drained and down nodes count as empty. */
+static void test_could_ever_hold(void **state)
+{
+	struct cluster c;
+	init(&c);
+	int a = add_node(&c, "H100", 8, 64);
+	add_node(&c, "T4", 4, 16);
+	add_running(&c, NORMAL, 8, 1, a); /* all of a is busy: still counts */
+	c.nodes[1].schedulable = false;	  /* the T4 node is down: still counts */
+	static const char *const h[] = {"H100", "H200"}, *const t4[] = {"T4"};
+	static const char *const named[] = {"n01"}, *const nowhere[] = {"n99"};
+	struct sched_job *j = add_job(&c, 1, 8, 1000);
+	assert_true(sched_could_ever_hold(c.nodes, c.n, j));
+	j->nodes = 2; /* 2 nodes with 8 each: the T4 node has 4 */
+	assert_false(sched_could_ever_hold(c.nodes, c.n, j));
+	j->mixed_types = true; /* not with mixing either: 4 < 8 */
+	assert_false(sched_could_ever_hold(c.nodes, c.n, j));
+	j->mixed_types = false;
+	j->tasks_per_node = 4; /* 4 each on two nodes: only mixing models could */
+	assert_false(sched_could_ever_hold(c.nodes, c.n, j));
+	j->mixed_types = true;
+	assert_true(sched_could_ever_hold(c.nodes, c.n, j));
+	j = add_job(&c, 1, 1, 1000);
+	j->ngpu_types = 2;
+	j->gpu_types = h;
+	assert_true(sched_could_ever_hold(c.nodes, c.n, j));
+	j->gpu_tflops = 2000;
+	assert_false(sched_could_ever_hold(c.nodes, c.n, j));
+	j = add_job(&c, 1, 1, 500); /* half a T4, on the node named */
+	j->ngpu_types = 1;
+	j->gpu_types = t4;
+	j->nnodelist = 1;
+	j->nodelist = named;
+	assert_true(sched_could_ever_hold(c.nodes, c.n, j));
+	j->nodelist = nowhere;
+	assert_false(sched_could_ever_hold(c.nodes, c.n, j));
+	j->nnodelist = 0;
+	j->cpus_per_task = 65; /* more CPUs than any node has */
+	assert_false(sched_could_ever_hold(c.nodes, c.n, j));
+	/* what it needs, as a reason says it */
+	struct strbuf sb;
+	strbuf_init(&sb);
+	j = add_job(&c, 2, 8, 1000);
+	j->ngpu_types = 2;
+	j->gpu_types = h;
+	sched_describe_need(j, &sb);
+	assert_string_equal(sb.buf, "2 nodes with 8 accelerators (H100|H200) each");
+	strbuf_release(&sb);
+}
+
 static void test_types_capabilities_mixing(void **state)
 {
 	struct cluster c;
@@ -1919,6 +1970,7 @@ int main(void)
 		cmocka_unit_test(test_keep_reuses_blocks),
 		cmocka_unit_test(test_gang_best_fit),
 		cmocka_unit_test(test_never_fits),
+		cmocka_unit_test(test_could_ever_hold),
 		cmocka_unit_test(test_types_capabilities_mixing),
 		cmocka_unit_test(test_prefers_fast_unless_others_need_it),
 		cmocka_unit_test(test_topology),
