@@ -270,7 +270,7 @@ def test_catalogue_overrides(workdir):
     models = {m["name"]: m for m in res["models"]}
     assert models["H100"]["price_per_hour"] == 2.25 and models["H100"]["mem_mib"] == 81559
     assert models["X1"]["tflops"] == 10
-    jid = t.submit("--gpu-type", "X1", "-G", "1", "--", "true")
+    jid = t.submit("--hold-if-impossible", "--gpu-type", "X1", "-G", "1", "--", "true")
     assert t.job(jid)["state"] == "PENDING"
     t.run("cancel", jid)
     d.stop()

@@ -14,30 +14,30 @@ def test_pending_caps_and_pages(workdir):
     try:
         p = t.run("users", "add", "bob", "--unix-user", "nobody", "--json")
         bob = dict(t.env(), TENK_TOKEN=json.loads(p.stdout)["token"])
-        # two nodes' worth on a one-node cluster: they wait
-        ids = [int(t.run("submit", "-N", "2", "--", "true", env=bob).stdout) for _ in range(5)]
-        p = t.run("submit", "-N", "2", "--", "true", env=bob, check=False)
+        # two nodes' worth on a one-node cluster: taken as asked, they wait
+        ids = [int(t.run("submit", "--hold-if-impossible", "-N", "2", "--", "true", env=bob).stdout) for _ in range(5)]
+        p = t.run("submit", "--hold-if-impossible", "-N", "2", "--", "true", env=bob, check=False)
         assert p.returncode == 1 and "max_pending_per_user: bob has 5 pending job(s)" in \
             p.stderr and "the limit is 5 jobs" in p.stderr, p.stderr
         t.run("cancel", ids[0], env=bob)
-        ids[0] = int(t.run("submit", "-N", "2", "--", "true", env=bob).stdout)
+        ids[0] = int(t.run("submit", "--hold-if-impossible", "-N", "2", "--", "true", env=bob).stdout)
         # the weight: big environments reach the MiB cap first
         for j in ids:
             t.run("cancel", j, env=bob)
         big = dict(bob, BLOB_A="x" * 120000, BLOB_B="y" * 120000)
         for _ in range(4):
-            t.run("submit", "-N", "2", "--", "true", env=big)
-        p = t.run("submit", "-N", "2", "--", "true", env=big, check=False)
+            t.run("submit", "--hold-if-impossible", "-N", "2", "--", "true", env=big)
+        p = t.run("submit", "--hold-if-impossible", "-N", "2", "--", "true", env=big, check=False)
         assert p.returncode == 1 and "max_pending_mib_per_user: bob has" in p.stderr, p.stderr
         # a small one still fits the weight, and is the fifth
-        small = {"command": ["true"], "cwd": "/tmp", "nodes": 2}
+        small = {"command": ["true"], "cwd": "/tmp", "nodes": 2, "accept_impossible": True}
         st, res = t.api("POST", "/v1/jobs", small, token=bob["TENK_TOKEN"])
         assert st == 201, res
         st, res = t.api("POST", "/v1/jobs", small, token=bob["TENK_TOKEN"])
         assert st == 429 and res["error"].startswith("max_pending_per_user: bob"), res
         # the admin is not held to them; lists come in pages from the head
         for _ in range(20):
-            t.submit("-N", "2", "--", "true")
+            t.submit("--hold-if-impossible", "-N", "2", "--", "true")
         st, p1 = t.api("GET", "/v1/jobs?state=PENDING&limit=10")
         pend = [j["id"] for j in json.loads(t.run("queue", "--all", "--json").stdout)["jobs"]
                 if j["state"] == "PENDING"]
@@ -116,7 +116,8 @@ def test_submission_rate_per_user(workdir):
     try:
         p = t.run("users", "add", "bob", "--unix-user", "nobody", "--json")
         tok = json.loads(p.stdout)["token"]
-        body = json.dumps({"command": ["true"], "cwd": "/tmp", "nodes": 2})
+        body = json.dumps({"command": ["true"], "cwd": "/tmp", "nodes": 2,
+                           "accept_impossible": True})
 
         def submit(token):
             c = t.connection()
