@@ -33,22 +33,28 @@ static const char *attempt_state(const struct sjob *j, const struct attempt *a)
 	}
 }
 
-/* The attempt's exit: the job's for its last attempt, else its first task
- * that failed. */
+/* The attempt's exit: its first task to fail, by when it ended (not by
+ * rank: the others of a gang are stopped after it, by a signal); the
+ * job's own code for its last attempt. */
 static void attempt_exit(const struct sjob *j, const struct attempt *a, int *code, int *sig)
 {
 	*code = *sig = 0;
-	if (a->number == j->job.nattempts && job_state_final(j->job.state)) {
-		*code = MAX(j->job.exit_code, 0);
+	const struct task_status *first = NULL;
+	for (int t = 0; t < a->ntasks; t++) {
+		const struct task_status *x = &a->tasks[t];
+		if (x->state == TASK_EXITED && (x->exit_code != 0 || x->signal != 0) &&
+		    (!first || x->end_ms < first->end_ms))
+			first = x;
 	}
-	for (int t = 0; t < a->ntasks; t++)
-		if (a->tasks[t].state == TASK_EXITED &&
-		    (a->tasks[t].exit_code != 0 || a->tasks[t].signal != 0)) {
-			if (!*code)
-				*code = a->tasks[t].exit_code;
-			*sig = a->tasks[t].signal;
-			break;
-		}
+	if (first) {
+		*code = first->exit_code;
+		*sig = first->signal;
+	}
+	if (a->number == j->job.nattempts && job_state_final(j->job.state) &&
+	    j->job.exit_code > 0 && j->job.exit_code != *code) {
+		*code = j->job.exit_code;
+		*sig = 0;
+	}
 }
 
 struct acct {

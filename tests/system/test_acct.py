@@ -134,3 +134,20 @@ def test_attempt_state_comes_from_why_it_ended_not_its_words(cluster):
              "the second attempt's end")
     recs = {r["attempt"]: r for r in t.json("acct", "-D")["records"] if r["job_id"] == jid}
     assert recs[1]["state"] == "REQUEUED" and recs[2]["state"] == "CANCELLED", recs
+
+
+def test_exit_is_the_first_failing_tasks(cluster):
+    """A gang whose rank 1 exits 1 and whose rank 0 is then stopped
+    (SIGTERM): the job's exit, in tenk show and in accounting alike, is
+    rank 1's 1, not rank 0's signal."""
+    t = cluster
+    jid = t.submit("--tasks-per-node", "2", "--requeue", "0", "--", "sh", "-c",
+                   'if [ "$RANK" = 1 ]; then sleep 0.3; exit 1; fi; sleep 600')
+    t.wait_state(jid, "FAILED", 60)
+    j = t.job(jid)
+    assert j["exit_code"] == 1, j
+    tasks = j["attempts"][0]["tasks"]
+    assert tasks[0]["signal"] == 15 and tasks[1]["exit_code"] == 1, tasks
+    lines = t.run("acct", "-P", "-o", "JobID,State,ExitCode").stdout.splitlines()
+    assert f"{jid}|FAILED|1:0" in lines, lines
+    assert "exit 1" in t.run("show", jid).stdout or "code 1" in t.run("show", jid).stdout
