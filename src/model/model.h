@@ -662,6 +662,7 @@ struct node_record {
 	char drain_reason[MODEL_REASON_MAX];
 	char agent_id[MODEL_NAME_MAX]; /* the agent process last registered */
 	int64_t registered_ms;
+	int64_t joined_ms; /* when it first joined; 0: before this was kept */
 	/* its credential (the SHA-256 of the token its agent was given when it
 	 * joined; "" none yet); admit: an admin lets the next agent that joins
 	 * under this name in (tenk nodes admit); revoked: its credential was

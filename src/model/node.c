@@ -263,6 +263,8 @@ json_t *node_record_pack(const struct node_record *r)
 		json_pack("{s:o, s:b, s:s, s:s, s:I}", "inventory", node_inventory_pack(&r->inv),
 			  "drained", r->drained, "drain_reason", r->drain_reason, "agent_id",
 			  r->agent_id, "registered_ms", (json_int_t)r->registered_ms);
+	if (r->joined_ms)
+		json_object_set_new(o, "joined_ms", json_integer(r->joined_ms));
 	if (r->drained)
 		json_object_set_new(o, "drain_source",
 				    json_string(drain_source_name(r->drain_source)));
@@ -322,10 +324,11 @@ static int verdict_unpack(json_t *v, struct node_record *r, struct tk_error *err
 
 int node_record_unpack(json_t *j, struct node_record *ret, struct tk_error *err)
 {
-	static const char *const keys[] = {"inventory",	   "drained",	  "drain_reason",
-					   "drain_source", "agent_id",	  "registered_ms",
-					   "validation",   "cred_sha256", "admit",
-					   "revoked",	   "witness",	  NULL};
+	static const char *const keys[] = {
+		"inventory", "drained",	      "drain_reason", "drain_source",
+		"agent_id",  "registered_ms", "validation",   "cred_sha256",
+		"admit",     "revoked",	      "witness",      "joined_ms",
+		NULL};
 	static const char *const wkeys[] = {"sent", "acked", NULL};
 	struct node_record *r = ret;
 	int64_t reg;
@@ -338,6 +341,7 @@ int node_record_unpack(json_t *j, struct node_record *ret, struct tk_error *err)
 	    (rc = mj_strbuf(j, "agent_id", true, true, r->agent_id, sizeof(r->agent_id), err)) <
 		    0 ||
 	    (rc = mj_int(j, "registered_ms", true, 0, INT64_MAX, 0, &reg, err)) < 0 ||
+	    (rc = mj_int(j, "joined_ms", false, 0, INT64_MAX, 0, &r->joined_ms, err)) < 0 ||
 	    (rc = mj_strbuf(j, "cred_sha256", false, true, r->cred_sha256, sizeof(r->cred_sha256),
 			    err)) < 0 ||
 	    (rc = mj_bool(j, "admit", false, false, &r->admit, err)) < 0 ||

@@ -503,11 +503,17 @@ static void scan_job(struct server *s, struct acct_scan *sc, size_t i)
 static void usage_reply(struct request *r, struct acct_scan *sc)
 {
 	struct server *s = r->s;
-	/* the cluster: accelerators of the nodes it has now, over the window */
+	/* the cluster: accelerators of the nodes it has now, over the part of
+	 * the window since each joined (one whose join is not known: all of it) */
 	int64_t gpus = 0;
-	for (int i = 0; i < s->st.nnodes; i++)
-		gpus += s->st.nodes[i]->rec.inv.naccel;
-	double capacity = (double)gpus * (double)(sc->to - sc->from) / 3.6e6;
+	double capacity = 0;
+	for (int i = 0; i < s->st.nnodes; i++) {
+		const struct node_record *rec = &s->st.nodes[i]->rec;
+		int64_t from = MAX(sc->from, rec->joined_ms);
+		gpus += rec->inv.naccel;
+		if (sc->to > from)
+			capacity += (double)rec->inv.naccel * (double)(sc->to - from) / 3.6e6;
+	}
 	json_t *groups = json_array();
 	for (size_t m = 0; m <= sc->ng; m++) {
 		const struct group *x = m < sc->ng ? &sc->g[m] : &sc->total;

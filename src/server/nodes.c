@@ -598,6 +598,7 @@ struct snode *state_register(struct state *s, const struct node_inventory *inv,
 		struct node_record rec;
 		memset(&rec, 0, sizeof(rec));
 		rec.inv = *inv;
+		rec.joined_ms = now;
 		n = state_node_insert(s, &rec);
 		log_info("node %s joined: %d CPUs, %lld MiB, %d accelerators", inv->name, inv->cpus,
 			 (long long)inv->mem_mib, inv->naccel);

@@ -151,3 +151,6 @@ def test_exit_is_the_first_failing_tasks(cluster):
     lines = t.run("acct", "-P", "-o", "JobID,State,ExitCode").stdout.splitlines()
     assert f"{jid}|FAILED|1:0" in lines, lines
     assert "exit 1" in t.run("show", jid).stdout or "code 1" in t.run("show", jid).stdout
+    # a cluster minutes old has had minutes of capacity, not a day's
+    u = t.json("usage", "--from", "now-1d")
+    assert u["gpus"] == 8 and 0 < u["total"]["capacity_gpu_hours"] < 8 * 0.5, u
