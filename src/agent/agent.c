@@ -230,6 +230,21 @@ static void reg_done(void *arg, long status, const char *body, size_t len, const
 		return;
 	}
 	a->speak_v1 = false; /* try its own protocol again next time */
+	if (status == 403) {
+		/* no retry soon changes that: an operator must act */
+		json_t *j = body ? json_loadb(body, len, 0, NULL) : NULL;
+		const char *e = json_string_value(json_object_get(j, "error"));
+		if (!a->refused)
+			log_err("register: the server refuses this node: %s; asking again every "
+				"%ds (a second agent on this machine needs --name and --work-dir "
+				"of its own)",
+				e ? e : "403", AGENT_REFUSED_RETRY_MS / 1000);
+		json_decref(j);
+		a->refused = true;
+		if (!a->stopping)
+			uv_timer_start(&a->reg_timer, reg_timer_cb, AGENT_REFUSED_RETRY_MS, 0);
+		return;
+	}
 	if (status != 200) {
 		log_http_error("register", status, body, len, error);
 		int soon = server_failed(a, status, body, len);
@@ -287,6 +302,9 @@ static void reg_done(void *arg, long status, const char *body, size_t len, const
 	a->renewed_ms = 0; /* the lease may have changed: renew now */
 	touched(a, a->reg_sent_ms);
 	a->reg_backoff = 0;
+	if (a->refused)
+		log_info("register: the server takes this node now");
+	a->refused = false;
 	a->registered = true;
 	a->gen = 0;
 	a->epoch[0] = '\0';

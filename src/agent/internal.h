@@ -16,6 +16,7 @@
 #define AGENT_EVENT_PIPELINE 4	   /* reports in flight at once */
 #define AGENT_BACKOFF_MIN_MS 100
 #define AGENT_BACKOFF_MAX_MS 5000
+#define AGENT_REFUSED_RETRY_MS 10000 /* after a 403 to its registration */
 /* with standby servers: asked again this long after a standby's answer
  * (and up to as long again, spread), not after the doubling backoff */
 #define AGENT_STANDBY_RETRY_MS 250
@@ -132,6 +133,10 @@ struct agent {
 	/* the server refused this agent's protocol key (a 0.1.0 server, which
 	 * refuses keys it does not know): the next registration says none */
 	bool speak_v1;
+	/* the server refused this node (403: a name known under another
+	 * credential, a revoked one): said once; it asks again, slowly, for an
+	 * admin's admit */
+	bool refused;
 	char epoch[40];
 	uint64_t gen;
 

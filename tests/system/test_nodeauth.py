@@ -85,6 +85,11 @@ def test_a_taken_name_needs_an_admit(workdir, procs):
              impostor.output(), 20, "the refusal")
     assert node(t, "n1")["agent_id"] == first
     assert not os.path.exists(os.path.join(workdir, "b1", "node.credential"))
+    # said once, with what to do, not at every retry
+    import time
+    time.sleep(2)
+    out = impostor.output()
+    assert out.count("is known") == 1 and "needs --name and --work-dir" in out, out
     impostor.stop()
     # the machine is rebuilt: the old agent goes, an admin admits the new one
     a1.stop()
