@@ -524,8 +524,12 @@ static void dispatch(struct request *r)
 		return;
 	}
 	if (!allowed(r->role, rt->role)) {
-		reply_error(r, 403, "%s %s is for %s", r->method, rt->pattern,
-			    role_names[rt->role]);
+		/* the call as made, the role it needs, and the caller's */
+		char path[256];
+		snprintf(path, sizeof(path), "%.*s", (int)strcspn(r->url, "?"), r->url);
+		reply_error(r, 403, "%s %s is for %s; %s is %s", r->method, path,
+			    role_names[rt->role], r->user[0] ? r->user : "this token's holder",
+			    role_names[r->role]);
 		return;
 	}
 	if (s->store_down) {
