@@ -82,7 +82,7 @@ static const struct tk_command commands[] = {
 	{"validate", "", "check this node, or nodes through the server (--nodes), layer by layer",
 	 DAEMON(validate_main)},
 	{"version", "", "print tenk's version", cmd_version},
-	{"help", "", "list the commands", cmd_help},
+	{"help", "[COMMAND]", "list the commands, or describe one", cmd_help},
 };
 
 #ifdef TENK_FRONT
@@ -131,10 +131,21 @@ static int cmd_version(const struct tk_command *cmd, int argc, char **argv)
 	return 0;
 }
 
+/* tenk help [COMMAND]: the list, or COMMAND --help */
 static int cmd_help(const struct tk_command *cmd, int argc, char **argv)
 {
-	help(stdout);
-	return 0;
+	if (argc < 2) {
+		help(stdout);
+		return 0;
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(commands); i++)
+		if (strcmp(argv[1], commands[i].name) == 0 && &commands[i] != cmd) {
+			char *args[] = {argv[1], (char *)"--help", NULL};
+			return commands[i].main(&commands[i], 2, args);
+		}
+	fprintf(stderr, "tenk help: unknown command \"%s\"\n\n", argv[1]);
+	help(stderr);
+	return 2;
 }
 
 int main(int argc, char **argv)

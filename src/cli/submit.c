@@ -153,7 +153,8 @@ static int add_duration_opt(struct ctx *c, json_t *req, int opt, const char *key
 		return cli__usage_error(c->cmd,
 					opt == S_TIME
 						? "--%s: expected minutes (90), 90s, 2h, MM:SS, "
-						  "HH:MM:SS, D-HH or D-HH:MM:SS, got \"%s\""
+						  "HH:MM:SS, D-HH, D-HH:MM:SS or UNLIMITED, got "
+						  "\"%s\""
 						: "--%s: expected a duration such as 90s, 30m, "
 						  "2h, 1d or 1-02:00:00, got \"%s\"",
 					submit_opts[opt].name, v);

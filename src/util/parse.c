@@ -259,6 +259,11 @@ int tk_parse_duration(const char *s, int64_t *ret_seconds)
 
 int tk_parse_time_limit(const char *s, int64_t *ret_seconds)
 {
+	/* Slurm's words for no limit */
+	if (s && (strcasecmp(s, "UNLIMITED") == 0 || strcasecmp(s, "INFINITE") == 0)) {
+		*ret_seconds = 0;
+		return 0;
+	}
 	if (s && *s && strspn(s, "0123456789") == strlen(s)) {
 		int64_t min;
 		int r = tk_parse_int64(s, 0, INT64_MAX / 60, &min);

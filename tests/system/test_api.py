@@ -222,7 +222,7 @@ def test_cli_usage_errors(cluster):
         (["submit"], "missing arguments"),
         (["submit", "-N", "0", "--", "true"], '--nodes: must be an integer from 1 to 4096, got "0"'),
         (["submit", "--time", "soon", "--", "true"], "--time: expected minutes (90), 90s"),
-        (["submit", "-t", "1-24", "--", "true"], "D-HH or D-HH:MM:SS, got \"1-24\""),
+        (["submit", "-t", "1-24", "--", "true"], "D-HH:MM:SS or UNLIMITED, got \"1-24\""),
         (["submit", "--mem", "lots", "--", "true"], "--mem: expected a size"),
         (["submit", "-G", "x", "--", "true"], "--gpus-per-task: must be a number"),
         (["submit", "--bogus", "--", "true"], "unknown option --bogus"),
@@ -244,6 +244,14 @@ def test_cli_usage_errors(cluster):
     p = cluster.run("queue", check=False, env={"PATH": "/usr/bin:/bin"}, cwd="/")
     assert p.returncode == 2 and "no server given" in p.stderr
     assert cluster.run("submit", "--help").stdout.startswith("usage: tenk submit")
+    # tenk help COMMAND is COMMAND --help
+    assert cluster.run("help", "submit").stdout == cluster.run("submit", "--help").stdout
+    p = cluster.run("help", "frobnicate", check=False)
+    assert p.returncode == 2 and 'tenk help: unknown command "frobnicate"' in p.stderr
+    # Slurm's -t UNLIMITED: no time limit
+    jid = cluster.submit("-H", "-t", "UNLIMITED", "--", "true")
+    assert cluster.job(jid)["request"].get("time_limit_s", 0) == 0
+    cluster.run("cancel", jid)
     # numbers without float noise, in the API and under --json
     jid = cluster.submit("-G", "0.3", "--", "true")
     shown = cluster.run("show", jid, "--json").stdout
