@@ -43,7 +43,7 @@ static inline void freep(void *p)
 		_ptr_;                                                                             \
 	})
 /* tenk's version, as `tenk version` prints it and validation compares it */
-#define TENK_VERSION "0.1.0"
+#define TENK_VERSION "0.2.0"
 /* the build: `git describe` of its tree (version.c.in) */
 extern const char tk_build[];
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
