@@ -81,6 +81,9 @@ const char *cli__jstr(json_t *o, const char *k);
  * page after page; *total: how many match in all. < 0 with err. */
 int cli__fetch_jobs(struct ctx *c, const char *state, int64_t max, json_t **ret, int64_t *total,
 		    struct tk_error *err);
+/* The same, of one user's jobs only (user NULL: everyone's). */
+int cli__fetch_jobs_of(struct ctx *c, const char *user, const char *state, int64_t max,
+		       json_t **ret, int64_t *total, struct tk_error *err);
 /* The exit status `tenk wait` (and `tenk run`) gives for a job that ended:
  * 0 COMPLETED, its code FAILED, 124 TIMEOUT, 130 CANCELLED. */
 int cli__job_exit_status(json_t *j);

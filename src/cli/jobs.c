@@ -117,6 +117,16 @@ int cli__fetch_jobs(struct ctx *c, const char *state, int64_t max, json_t **ret,
 	return fetch_paged(c, 0, state, max, ret, total, err);
 }
 
+int cli__fetch_jobs_of(struct ctx *c, const char *user, const char *state, int64_t max,
+		       json_t **ret, int64_t *total, struct tk_error *err)
+{
+	const char *was = fetch_user;
+	fetch_user = user;
+	int r = fetch_paged(c, 0, state, max, ret, total, err);
+	fetch_user = was;
+	return r;
+}
+
 static int queue_once(struct ctx *c, int64_t limit, bool wide);
 
 static int run_queue(struct ctx *c)

@@ -365,3 +365,33 @@ def test_nodelist_exclude_exclusive(workdir, procs):
     assert node_of(w) == "node1" and node_of(e) in ("node1", "node3")
     assert node_of(s) == "node2"
     d.stop()
+
+
+def test_cancel_as_scancel(cluster):
+    """tenk cancel takes scancel's forms: ranges of ids (the ids in it that
+    are no job pass in silence), and -u, -t, -n filters, alone or to narrow
+    the ids named."""
+    t = cluster
+    a1 = t.submit("-H", "-J", "alpha", "--", "true")
+    b1 = t.submit("-H", "-J", "beta", "--", "true")
+    a2 = t.submit("-H", "-J", "alpha", "--", "true")
+    run = t.submit("-J", "alpha", "--", "sleep", "600")
+    t.wait_state(run, "RUNNING")
+    out = t.run("cancel", "-n", "alpha", "-t", "PENDING").stdout
+    assert f"cancelled job {a1}" in out and f"cancelled job {a2}" in out, out
+    states = {j: t.job(j)["state"] for j in (a1, b1, a2, run)}
+    assert states == {a1: "CANCELLED", b1: "PENDING", a2: "CANCELLED", run: "RUNNING"}, states
+    # a range past the last job: the ids that are jobs, and no complaint
+    c1 = t.submit("-H", "--", "true")
+    c2 = t.submit("-H", "--", "true")
+    p = t.run("cancel", f"{c1}-{c2 + 5}")
+    assert f"cancelled job {c1}" in p.stdout and f"cancelled job {c2}" in p.stdout, p.stdout
+    assert t.job(c2)["state"] == "CANCELLED"
+    # -u: that user's waiting and running jobs
+    p = t.run("cancel", "-u", "admin")
+    assert f"cancelled job {b1}" in p.stdout and f"cancelled job {run}" in p.stdout, p.stdout
+    assert "no job matches" in t.run("cancel", "-u", "admin").stdout
+    for bad, why in ((["cancel"], "name the jobs"), (["cancel", "9-3"], "a range is FIRST-LAST"),
+                     (["cancel", "-t", "DONE"], "--state: PENDING or RUNNING")):
+        p = t.run(*bad, check=False)
+        assert p.returncode == 2 and why in p.stderr, (bad, p.stderr)
