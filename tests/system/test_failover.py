@@ -102,7 +102,7 @@ def test_failover_kill_restart_and_stop(workdir, procs, postgres, hosts4):
                     if n["state"] == "UP"])
     wait_for(lambda: role(hosts4, ca, a.url) == "active", 30, "a active")
     b = Server(workdir, hosts4, "b", 7481, postgres, procs)
-    assert "as a standby" in b.d.output()
+    wait_for(lambda: "as a standby" in b.d.output(), 10, "b to say it serves as a standby")
     assert "tenk_server_active 0" in metrics(hosts4, ca, b.url, t.token)
     assert "tenk_server_active 1" in metrics(hosts4, ca, a.url, t.token)
     psql(postgres, LOG_WRITES)
