@@ -296,3 +296,18 @@ def test_master_ports_are_the_operators(workdir):
                             "127.0.0.1:0", *extra], env=dict(os.environ, **env),
                            capture_output=True, text=True, timeout=30)
         assert p.returncode == 2 and what in p.stderr, (p.returncode, p.stderr)
+
+
+def test_show_says_queue_class_command_and_output(cluster, workdir):
+    """tenk show names the job's queue and class, quotes the command as a
+    shell reads it back, and resolves its output pattern (task 0)."""
+    jid = cluster.submit("-J", "named", "-o", "o-%j-%x.%t.txt", "--", "sh", "-c",
+                         "echo 'it''s' done")
+    cluster.run("wait", jid)
+    text = cluster.run("show", jid).stdout
+    job = cluster.job(jid)
+    assert f"  Queue:    {job['queue']}, class {job['class']}\n" in text, text
+    assert "  Command:  sh -c 'echo '\\''it'\\'''\\''s'\\'' done'\n" in text, text
+    out = os.path.join(workdir, f"o-{jid}-named.0.txt")
+    assert f"  Output:   {out} (task 0; o-%j-%x.%t.txt)\n" in text, text
+    assert open(out).read() == "its done\n"
