@@ -686,6 +686,15 @@ static int run_up(const char **v)
 	       server_url(d.server), sc.data_dir, server_ca_file(d.server) ? " TENK_CA=" : "",
 	       server_ca_file(d.server) ? server_ca_file(d.server) : "");
 	printf("        tenk submit -- echo hello; tenk queue --all\n");
+	/* the web page, logged in by the link's fragment (never sent to a server) */
+	_cleanup_free_ char *tokpath = xasprintf("%s/admin.token", sc.data_dir);
+	char *tok = NULL;
+	if (tk_read_file(tokpath, 4096, &tok, NULL) == 0) {
+		tk_strip(tok);
+		printf("  web:  %s/#token=%s%s\n", server_url(d.server), tok,
+		       server_ca_file(d.server) ? "  (the browser must trust its CA: README)" : "");
+	}
+	free(tok);
 	if (server_local_socket(d.server))
 		printf("  on this machine, without TLS (faster): export TENK_SERVER=unix:%s\n",
 		       server_local_socket(d.server));

@@ -145,6 +145,8 @@ def test_agent_restart_keeps_its_jobs(workdir, procs):
 
 def test_clean_restart_keeps_state(workdir):
     t, d = start_up(workdir)
+    # tenk up says where its web page is, with the link that logs its admin in
+    wait_for(lambda: f"web:  {t.url}/#token={t.token}" in d.output(), 10, "the web link")
     done = t.submit("--", "true")
     t.run("wait", done)
     waiting = t.submit("--hold-if-impossible", "-G", "64", "--", "true")
