@@ -116,6 +116,15 @@ static int server_failed(struct agent *a, long status, const char *body, size_t 
 			     : -1;
 }
 
+/* The "error" of a server's answer into buf ("" when it has none). */
+static void answer_error(const char *body, size_t len, char *buf, size_t n)
+{
+	json_t *j = body ? json_loadb(body, len, 0, NULL) : NULL;
+	const char *msg = json_string_value(json_object_get(j, "error"));
+	snprintf(buf, n, "%s", msg ? msg : "");
+	json_decref(j);
+}
+
 static void log_http_error(const char *what, long status, const char *body, size_t len,
 			   const char *error)
 {
@@ -123,11 +132,9 @@ static void log_http_error(const char *what, long status, const char *body, size
 		log_warn("%s: cannot reach the server: %s", what, error);
 		return;
 	}
-	json_error_t jerr;
-	json_t *j = json_loadb(body, len, 0, &jerr);
-	const char *msg = j ? json_string_value(json_object_get(j, "error")) : NULL;
-	log_warn("%s: server answered %ld: %s", what, status, msg ? msg : "(no message)");
-	json_decref(j);
+	char msg[512];
+	answer_error(body, len, msg, sizeof(msg));
+	log_warn("%s: server answered %ld: %s", what, status, *msg ? msg : "(no message)");
 }
 
 /* The server answered a request sent at sent_ms (monotonic): it heard this
@@ -209,11 +216,9 @@ static void load_credential(struct agent *a)
  * that release (the only server that answers so). */
 static bool refused_protocol_key(const char *body, size_t len)
 {
-	json_t *j = body ? json_loadb(body, len, 0, NULL) : NULL;
-	const char *e = json_string_value(json_object_get(j, "error"));
-	bool yes = e && strcmp(e, "protocol: unknown field") == 0;
-	json_decref(j);
-	return yes;
+	char e[64];
+	answer_error(body, len, e, sizeof(e));
+	return strcmp(e, "protocol: unknown field") == 0;
 }
 
 static void reg_done(void *arg, long status, const char *body, size_t len, const char *error)
@@ -232,14 +237,13 @@ static void reg_done(void *arg, long status, const char *body, size_t len, const
 	a->speak_v1 = false; /* try its own protocol again next time */
 	if (status == 403) {
 		/* no retry soon changes that: an operator must act */
-		json_t *j = body ? json_loadb(body, len, 0, NULL) : NULL;
-		const char *e = json_string_value(json_object_get(j, "error"));
+		char e[512];
+		answer_error(body, len, e, sizeof(e));
 		if (!a->refused)
 			log_err("register: the server refuses this node: %s; asking again every "
 				"%ds (a second agent on this machine needs --name and --work-dir "
 				"of its own)",
-				e ? e : "403", AGENT_REFUSED_RETRY_MS / 1000);
-		json_decref(j);
+				*e ? e : "403", AGENT_REFUSED_RETRY_MS / 1000);
 		a->refused = true;
 		if (!a->stopping)
 			uv_timer_start(&a->reg_timer, reg_timer_cb, AGENT_REFUSED_RETRY_MS, 0);

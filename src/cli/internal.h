@@ -113,6 +113,8 @@ int cli__follow_job(struct ctx *c, const struct follow *f);
 extern volatile sig_atomic_t cli__hangup;
 void cli__catch_hangup(bool on);
 int cli__hung_up(struct ctx *c, const char *id, bool keep);
+/* POST /v1/jobs/ID/cancel: 0, or < 0 with err. */
+int cli__cancel_job(struct ctx *c, const char *id, struct tk_error *err);
 
 /* pty.c: tenk run --pty's part once job id is submitted: waits until it
  * runs, joins this terminal to its task's, then waits for its end;

@@ -47,18 +47,22 @@ void cli__catch_hangup(bool on)
 	sigaction(SIGTERM, &sa, NULL);
 }
 
+int cli__cancel_job(struct ctx *c, const char *id, struct tk_error *err)
+{
+	_cleanup_free_ char *cp = xasprintf("/v1/jobs/%s/cancel", id);
+	json_t *x;
+	int r = client_call(&c->client, "POST", cp, NULL, CALL_TIMEOUT_MS, &x, NULL, err);
+	if (r == 0)
+		json_decref(x);
+	return r;
+}
+
 int cli__hung_up(struct ctx *c, const char *id, bool keep)
 {
 	int sig = cli__hangup;
-	if (!keep) {
-		_cleanup_free_ char *cp = xasprintf("/v1/jobs/%s/cancel", id);
-		json_t *x;
-		struct tk_error err;
-		if (client_call(&c->client, "POST", cp, NULL, CALL_TIMEOUT_MS, &x, NULL, &err) == 0)
-			json_decref(x);
-		else
-			fprintf(stderr, "tenk run: cannot cancel job %s: %s\n", id, err.text);
-	}
+	struct tk_error err;
+	if (!keep && cli__cancel_job(c, id, &err) < 0)
+		fprintf(stderr, "tenk run: cannot cancel job %s: %s\n", id, err.text);
 	/* (a terminal that hung up reads none of this; a log may) */
 	fprintf(stderr, "tenk run: %s: %s job %s\n", sig == SIGHUP ? "hung up" : "terminated",
 		keep ? "leaving (--keep)" : "cancelled", id);
@@ -189,12 +193,8 @@ int cli__follow_job(struct ctx *c, const struct follow *o)
 				rc = 130;
 				break;
 			}
-			_cleanup_free_ char *cp = xasprintf("/v1/jobs/%s/cancel", o->job);
-			json_t *x;
 			struct tk_error err;
-			if (client_call(&c->client, "POST", cp, NULL, CALL_TIMEOUT_MS, &x, NULL,
-					&err) == 0)
-				json_decref(x);
+			cli__cancel_job(c, o->job, &err); /* (its state says what came of it) */
 			fprintf(stderr,
 				"tenk run: cancelling job %s (Ctrl-C again to stop waiting)\n",
 				o->job);

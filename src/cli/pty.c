@@ -151,12 +151,8 @@ int cli__run_pty(struct ctx *c, const char *id, bool keep)
 			goto out;
 		}
 		if (interrupted) {
-			_cleanup_free_ char *cp = xasprintf("/v1/jobs/%s/cancel", id);
-			json_t *x;
 			struct tk_error err;
-			if (client_call(&c->client, "POST", cp, NULL, CALL_TIMEOUT_MS, &x, NULL,
-					&err) == 0)
-				json_decref(x);
+			cli__cancel_job(c, id, &err);
 			fprintf(stderr, "tenk run: job %s cancelled\n", id);
 			sigaction(SIGINT, &old, NULL);
 			return 130;

@@ -428,31 +428,34 @@ static int request_possible(struct request *r, const struct job_request *req)
 	return ret;
 }
 
+/* A submission's flag beside its request: *ret, and the key taken out of
+ * body; or the refusal answered and < 0. */
+static int take_flag(struct request *r, json_t *body, const char *key, bool *ret)
+{
+	json_t *v = json_object_get(body, key);
+	if (v && !json_is_boolean(v)) {
+		reply_error(r, 400, "%s: must be true or false", key);
+		return -EINVAL;
+	}
+	*ret = json_is_true(v);
+	if (v)
+		json_object_del(body, key);
+	return 0;
+}
+
 static void h_submit(struct request *r, const char *param, json_t *body)
 {
 	struct server *s = r->s;
 	struct state *st = &s->st;
 	struct job_request req;
 	struct tk_error err;
-	/* "hold": submitted held, beside the request proper */
-	json_t *hold = json_object_get(body, "hold");
-	if (hold && !json_is_boolean(hold)) {
-		reply_error(r, 400, "hold: must be true or false");
+	/* beside the request proper: "hold", submitted held; and
+	 * "accept_impossible", taken even if no node could ever hold it (a
+	 * site that adds nodes later) */
+	bool held, accept_impossible;
+	if (take_flag(r, body, "hold", &held) < 0 ||
+	    take_flag(r, body, "accept_impossible", &accept_impossible) < 0)
 		return;
-	}
-	bool held = hold && json_is_true(hold);
-	if (hold)
-		json_object_del(body, "hold");
-	/* "accept_impossible": taken even if no node could ever hold it (a
-	 * site that adds nodes later), beside the request proper too */
-	json_t *acc = json_object_get(body, "accept_impossible");
-	if (acc && !json_is_boolean(acc)) {
-		reply_error(r, 400, "accept_impossible: must be true or false");
-		return;
-	}
-	bool accept_impossible = acc && json_is_true(acc);
-	if (acc)
-		json_object_del(body, "accept_impossible");
 	if (job_request_unpack(body, &req, &err) < 0) {
 		reply_error(r, 400, "%s", err.text);
 		return;
