@@ -14,7 +14,10 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <linux/futex.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #define SLOT (1u << 20)
@@ -22,6 +25,7 @@
 struct shm_hdr {
 	_Atomic uint32_t arrived;
 	_Atomic uint32_t sense;
+	_Atomic uint32_t sleepers; /* ranks asleep on sense, to be woken */
 	uint32_t magic;
 	uint32_t size;
 };
@@ -104,21 +108,45 @@ void coll__shm_release(struct coll_comm *c)
 	c->shm = NULL;
 }
 
-/* A sense-reversing barrier; waits spin, then yield, until the deadline. */
+/* Sleeps on a word of the shared segment while it holds `old`, for at most
+ * `ms`: a futex shared between processes (not FUTEX_PRIVATE). */
+static void sleep_while(_Atomic uint32_t *word, uint32_t old, int ms)
+{
+	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+	syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT, old, &ts, NULL, 0);
+}
+
+/* A sense-reversing barrier. A waiter spins a little (the others are
+ * usually a few microseconds behind), yields a little, then sleeps on the
+ * sense word: where ranks outnumber free cores (a node shared with other
+ * work, several validations at once), spinning and yielding ranks would
+ * take the cores from the ones still copying. The last to arrive wakes the
+ * sleepers; sleeps are short, so the deadline is still seen. */
 int coll__shm_barrier(struct coll_comm *c, struct tk_error *err)
 {
 	struct shm *s = c->shm;
+	struct shm_hdr *h = s->hdr;
 	s->sense ^= 1u;
-	if (atomic_fetch_add(&s->hdr->arrived, 1) == (uint32_t)c->size - 1) {
-		atomic_store(&s->hdr->arrived, 0);
-		atomic_store(&s->hdr->sense, s->sense);
+	if (atomic_fetch_add(&h->arrived, 1) == (uint32_t)c->size - 1) {
+		atomic_store(&h->arrived, 0);
+		atomic_store(&h->sense, s->sense);
+		/* seq_cst: a sleeper counted after this load saw the new sense */
+		if (atomic_load(&h->sleepers))
+			syscall(SYS_futex, (uint32_t *)&h->sense, FUTEX_WAKE, INT32_MAX, NULL, NULL,
+				0);
 		return 0;
 	}
-	for (unsigned spin = 0; atomic_load(&s->hdr->sense) != s->sense; spin++) {
+	for (unsigned spin = 0; atomic_load(&h->sense) != s->sense; spin++) {
 		if (spin < 1000)
 			continue;
-		sched_yield();
-		if (spin % 256 == 0 && tk_mono_ms() > c->deadline) {
+		if (spin < 1064) {
+			sched_yield();
+			continue;
+		}
+		atomic_fetch_add(&h->sleepers, 1);
+		sleep_while(&h->sense, s->sense ^ 1u, 20);
+		atomic_fetch_sub(&h->sleepers, 1);
+		if (spin % 16 == 0 && tk_mono_ms() > c->deadline) {
 			c->broken = true;
 			return tk_errorf(
 				err, -ETIMEDOUT,
