@@ -183,7 +183,10 @@ int validate_local(const struct vrun *o, struct vcheck *checks, int max)
 		case 3:
 			validate__check_allreduce_local(&checks[n], MAX(2, MIN(threads, 8)),
 							quick ? (4u << 20) : (64u << 20), port);
-			validate__vcheck_judge(&checks[n++], 0.05, "floor");
+			/* a healthy node does gigabytes a second; 20 MB/s is broken
+			 * even with a shared core and a sanitizer's build (which
+			 * measures about 0.09 GB/s, three validations to two cores) */
+			validate__vcheck_judge(&checks[n++], 0.02, "floor");
 			validate__check_nccl_in_node(&checks[n++], quick);
 			break;
 		case 4:
