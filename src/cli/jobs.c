@@ -317,18 +317,23 @@ static void show_job(json_t *j)
 	cli__fmt_time(cli__jint(j, "submit_ms"), t1, sizeof(t1));
 	printf("  Owner:    %s, submitted %s\n", cli__jstr(j, "owner"), t1);
 	printf("  Queue:    %s, class %s\n", cli__jstr(j, "queue"), cli__jstr(j, "class"));
-	printf("  Command: ");
 	size_t i;
 	json_t *v;
-	json_array_foreach (json_object_get(req, "command"), i, v)
-		print_word(json_string_value(v) ? json_string_value(v) : "");
-	printf("\n  Folder:   %s\n", cli__jstr(req, "cwd"));
-	char *out = output_of(j, req);
-	if (out && strchr(cli__jstr(req, "output"), '%'))
-		printf("  Output:   %s (task 0; %s)\n", out, cli__jstr(req, "output"));
-	else
-		printf("  Output:   %s\n", out ? out : "");
-	free(out);
+	if (json_is_true(json_object_get(j, "private"))) {
+		/* another user's job: what it runs and writes is theirs */
+		printf("  Command:  (%s's to see)\n", cli__jstr(j, "owner"));
+	} else {
+		printf("  Command: ");
+		json_array_foreach (json_object_get(req, "command"), i, v)
+			print_word(json_string_value(v) ? json_string_value(v) : "");
+		printf("\n  Folder:   %s\n", cli__jstr(req, "cwd"));
+		char *out = output_of(j, req);
+		if (out && strchr(cli__jstr(req, "output"), '%'))
+			printf("  Output:   %s (task 0; %s)\n", out, cli__jstr(req, "output"));
+		else
+			printf("  Output:   %s\n", out ? out : "");
+		free(out);
+	}
 	if (*cli__jstr(req, "comment"))
 		printf("  Comment:  %s\n", cli__jstr(req, "comment"));
 	if (json_array_size(json_object_get(req, "after"))) {

@@ -23,10 +23,53 @@
 #define WAIT_MAX_S 300
 #define VALID_MAX_CHECKS 64 /* checks in one node's validation report */
 
-/* Viewers, operators and admins see every job; a user its own. */
+/* Everyone who may list jobs sees every job's summary (id, name, owner,
+ * queue, class, shape, state, reason), as squeue shows a shared cluster's
+ * queue to all: users look at it to see why they wait. What a job runs and
+ * writes (command, folder, environment, output, checkpoints, logs) is its
+ * owner's, and that of viewers, operators and admins. */
 static bool sees_all(const struct request *r)
 {
 	return r->role == ROLE_VIEWER || r->role == ROLE_OPERATOR || r->role == ROLE_ADMIN;
+}
+
+static bool sees_inside(const struct request *r, const char *owner)
+{
+	return sees_all(r) || strcmp(owner, r->user) == 0;
+}
+
+int api_job_inside(struct request *r, const struct sjob *j, const char *what)
+{
+	if (sees_inside(r, j->job.owner))
+		return 0;
+	reply_error(r, 403,
+		    "job %lld is %s's: its %s are for its owner, a viewer, an operator "
+		    "or an admin",
+		    (long long)j->job.id, j->job.owner, what);
+	return -EACCES;
+}
+
+/* Changing a job (cancel, hold, release, requeue, update) is its owner's,
+ * an operator's or an admin's. */
+static int may_change(struct request *r, const struct sjob *j, const char *verb)
+{
+	if (strcmp(j->job.owner, r->user) == 0 || r->role == ROLE_OPERATOR || r->role == ROLE_ADMIN)
+		return 0;
+	reply_error(r, 403, "job %lld is %s's: only its owner, an operator or an admin may %s it",
+		    (long long)j->job.id, j->job.owner, verb);
+	return -EACCES;
+}
+
+/* Takes out of a packed job what only sees_inside() may read. */
+static void hide_inside(json_t *o)
+{
+	static const char *const inside[] = {"command", "cwd",	  "env",     "output",
+					     "error",	"mounts", "comment", "slurm_env"};
+	json_t *req = json_object_get(o, "request");
+	for (size_t i = 0; i < ARRAY_SIZE(inside); i++)
+		json_object_del(req, inside[i]);
+	json_object_del(o, "checkpoints");
+	json_object_set_new(o, "private", json_true());
 }
 
 /* A job named on the path: "12", or "12_7" for the element of array 12
@@ -69,7 +112,7 @@ int api_job_ref(struct request *r, const char *param, struct sjob **ret, bool *w
 			return -ENOENT;
 		}
 	}
-	if (!j || (!sees_all(r) && strcmp(j->job.owner, r->user) != 0)) {
+	if (!j) {
 		reply_error(r, 404, "no job %lld", (long long)id);
 		return -ENOENT;
 	}
@@ -262,6 +305,10 @@ static bool may_use(const struct request *r, const char (*list)[MODEL_NAME_MAX],
 json_t *api_job_for(const struct request *r, struct sjob *j)
 {
 	json_t *o = state_job_pack(&r->s->st, j);
+	if (!sees_inside(r, j->job.owner)) {
+		hide_inside(o);
+		return o;
+	}
 	json_t *env = json_object_get(json_object_get(o, "request"), "env");
 	if (env && json_object_size(env) && strcmp(j->job.owner, r->user) != 0) {
 		const char *k;
@@ -665,8 +712,6 @@ static void list_answer(struct request *r)
 			continue;
 		if (r->list_owner[0] && strcmp(owner, r->list_owner) != 0)
 			continue;
-		if (!sees_all(r) && strcmp(owner, r->user) != 0)
-			continue;
 		total++;
 		if ((int64_t)i + 1 <= after)
 			continue;
@@ -686,6 +731,8 @@ static void list_answer(struct request *r)
 		json_t *o = state_job_pack(st, j ? j : &tmp);
 		if (!j)
 			job_release(&tmp.job);
+		if (!sees_inside(r, owner))
+			hide_inside(o);
 		/* lists leave out each job's environment; GET /v1/jobs/ID has it */
 		json_object_del(json_object_get(o, "request"), "env");
 		json_array_append_new(arr, o);
@@ -721,7 +768,7 @@ static void h_job_show(struct request *r, const char *param, json_t *body)
 static void h_job_checkpoints(struct request *r, const char *param, json_t *body)
 {
 	struct sjob *j;
-	if (parse_job_id(r, param, &j) < 0)
+	if (parse_job_id(r, param, &j) < 0 || api_job_inside(r, j, "checkpoints") < 0)
 		return;
 	json_t *list = json_array();
 	for (int i = 0; i < j->job.nckpts; i++)
@@ -757,11 +804,11 @@ static void h_job_checkpoints(struct request *r, const char *param, json_t *body
  * named as one (in slices, arrays.c; those it does not apply to are passed
  * over); answers with the job (the array's first element) and, for an
  * array, how many changed. */
-static void job_change(struct request *r, const char *param, api_change_fn fn)
+static void job_change(struct request *r, const char *param, api_change_fn fn, const char *verb)
 {
 	struct sjob *j;
 	bool whole;
-	if (api_job_ref(r, param, &j, &whole) < 0)
+	if (api_job_ref(r, param, &j, &whole) < 0 || may_change(r, j, verb) < 0)
 		return;
 	struct tk_error err = {0};
 	if (whole) {
@@ -797,22 +844,22 @@ static int do_requeue(struct server *s, const char *user, struct sjob *j, struct
 
 static void h_job_cancel(struct request *r, const char *param, json_t *body)
 {
-	job_change(r, param, do_cancel);
+	job_change(r, param, do_cancel, "cancel");
 }
 
 static void h_job_hold(struct request *r, const char *param, json_t *body)
 {
-	job_change(r, param, do_hold);
+	job_change(r, param, do_hold, "hold");
 }
 
 static void h_job_release(struct request *r, const char *param, json_t *body)
 {
-	job_change(r, param, do_release);
+	job_change(r, param, do_release, "release");
 }
 
 static void h_job_requeue(struct request *r, const char *param, json_t *body)
 {
-	job_change(r, param, do_requeue);
+	job_change(r, param, do_requeue, "requeue");
 }
 
 /* A running job: only its time limit moves, down by its owner, up (or
@@ -856,7 +903,7 @@ static void update_running(struct request *r, struct sjob *j, json_t *body)
 static void h_job_update(struct request *r, const char *param, json_t *body)
 {
 	struct sjob *j;
-	if (parse_job_id(r, param, &j) < 0)
+	if (parse_job_id(r, param, &j) < 0 || may_change(r, j, "update") < 0)
 		return;
 	if (!json_is_object(body) || !json_object_size(body)) {
 		reply_error(r, 400,

@@ -419,6 +419,9 @@ extern const size_t api_nroutes;
 void api_longpoll_expired(struct request *r);
 /* A job as r may see it (its environment's values its owner's alone). */
 json_t *api_job_for(const struct request *r, struct sjob *j);
+/* 0 where r may read what job j runs and writes (its `what`: "logs",
+ * "checkpoints"); else answers 403 naming the owner. */
+int api_job_inside(struct request *r, const struct sjob *j, const char *what);
 
 /* ---- arrays.c: work that grows with a request, in slices ---- */
 

@@ -144,7 +144,7 @@ void h_job_logs(struct request *r, const char *param, json_t *body)
 {
 	struct server *s = r->s;
 	struct sjob *j;
-	if (api_job_ref(r, param, &j, NULL) < 0)
+	if (api_job_ref(r, param, &j, NULL) < 0 || api_job_inside(r, j, "logs") < 0)
 		return;
 	const struct job_request *req = &j->job.req;
 	const char *att = request_arg(r, "attempt"), *task = request_arg(r, "task");

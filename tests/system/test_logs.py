@@ -191,11 +191,13 @@ def test_run_pty_is_a_terminal_on_the_node(cluster, workdir):
     t.wait_state(jid, "RUNNING")
     status, ans = t.api("GET", f"/v1/jobs/{jid}/pty")
     assert status == 400 and "expected an upgrade" in ans["error"], ans
-    # another user's job is not someone else's terminal: not even seen
+    # another user's job is not someone else's terminal: seen in the queue,
+    # refused with whose it is
     tok = t.json("users", "add", "eve", "--unix-user", "nobody")["token"]
+    owner = t.job(jid)["owner"]
     status, ans = t.api("GET", f"/v1/jobs/{jid}/pty", token=tok,
                         headers={"Connection": "Upgrade", "Upgrade": "tenk-pty"})
-    assert status == 404 and f"no job {jid}" in ans["error"], ans
+    assert status == 403 and f"job {jid} is {owner}'s" in ans["error"], ans
     t.run("cancel", jid)
 
 

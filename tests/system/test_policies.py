@@ -163,13 +163,37 @@ def test_users_see_their_own_and_queues_limit_them(workdir):
               env=as_user(t, bob))
     assert p.returncode == 1 and 'queue restricted: bob may not use it' in p.stderr
     theirs = int(t.run("submit", "--", "sleep", "30", env=as_user(t, bob)).stdout)
-    # each sees their own; the admin sees everyone's
-    p = t.run("show", mine, check=False, env=as_user(t, bob))
-    assert p.returncode == 1 and f"no job {mine}" in p.stderr
-    p = t.run("cancel", mine, check=False, env=as_user(t, bob))
-    assert p.returncode == 1
+    # each sees every job's summary, as squeue shows a shared queue; what a
+    # job runs, where, and what it writes are its owner's (and the admin's)
     listed = json_of(t, "queue", "--all", token=bob)
-    assert [j["id"] for j in listed["jobs"]] == [theirs]
+    assert sorted(j["id"] for j in listed["jobs"]) == sorted([mine, theirs])
+    seen = {j["id"]: j for j in listed["jobs"]}
+    other, own = seen[mine], seen[theirs]
+    assert other["owner"] == "alice" and other["queue"] == "restricted", other
+    assert other["state"] in ("PENDING", "STARTING", "RUNNING"), other
+    assert other["request"]["nodes"] == 1
+    assert other["private"] is True and "command" not in other["request"], other
+    assert "cwd" not in other["request"] and "output" not in other["request"], other
+    assert own["request"]["command"] == ["sleep", "30"] and "private" not in own
+    shown = t.run("show", mine, env=as_user(t, bob)).stdout
+    assert "Owner:    alice" in shown and "(alice's to see)" in shown, shown
+    assert "sleep 30" not in shown, shown
+    assert "sleep 30" in t.run("show", mine, env=as_user(t, alice)).stdout
+    assert t.job(mine)["request"]["command"] == ["sleep", "30"]  # the admin's view
+    st, ans = t.api("GET", f"/v1/jobs/{mine}/logs", token=bob)
+    assert st == 403 and f"job {mine} is alice's: its logs are" in ans["error"], ans
+    st, ans = t.api("GET", f"/v1/jobs/{mine}/checkpoints", token=bob)
+    assert st == 403 and "its checkpoints are" in ans["error"], ans
+    # changing it is the owner's, an operator's or an admin's
+    for verb in ("cancel", "hold", "requeue"):
+        p = t.run(verb, mine, check=False, env=as_user(t, bob))
+        assert p.returncode == 1, p
+        assert f"job {mine} is alice's: only its owner, an operator or an admin may {verb} it" \
+            in p.stderr, p.stderr
+    st, ans = t.api("POST", f"/v1/jobs/{mine}/update", {"time_limit_s": 60}, token=bob)
+    assert st == 403 and "may update it" in ans["error"], ans
+    assert t.job(mine)["state"] in ("PENDING", "STARTING", "RUNNING")
+    assert not t.job(mine).get("held")
     assert {j["owner"] for j in t.json("queue", "--all")["jobs"]} == {"alice", "bob"}
     # users do not run the cluster
     p = t.run("drain", "node1", "--reason", "x", check=False, env=as_user(t, alice))
