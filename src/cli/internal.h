@@ -79,6 +79,18 @@ int64_t cli__jint(json_t *o, const char *k);
 const char *cli__jstr(json_t *o, const char *k);
 /* The jobs in state (a list; NULL: any), oldest first, max of them at most,
  * page after page; *total: how many match in all. < 0 with err. */
+/* tenk queue -o with squeue's format letters (qformat.c). A row: a job as
+ * the server lists it, and its id as the queue writes it (16_[3-9]). */
+struct qrow {
+	json_t *job;
+	const char *id;
+};
+bool cli__qformat_is(const char *fmt);
+/* 0, or -1 with why: the field it does not know and the ones it does */
+int cli__qformat_check(const char *fmt, char *why, size_t n);
+/* One line: fmt with row's values, or the headers where row is NULL. */
+void cli__qformat_print(const char *fmt, const struct qrow *row, int64_t now);
+
 int cli__fetch_jobs(struct ctx *c, const char *state, int64_t max, json_t **ret, int64_t *total,
 		    struct tk_error *err);
 /* The same, of one user's jobs only (user NULL: everyone's). */

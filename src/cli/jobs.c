@@ -36,17 +36,24 @@ static void array_name(int64_t id, const int *idx, size_t n, int cap, char *buf,
 
 /* ---- queue ----------------------------------------------------------------------------- */
 
-enum { Q_ALL = O_FIRST_OWN, Q_STATE, Q_LIMIT, Q_USER, Q_FORMAT, Q_WATCH };
+enum { Q_ALL = O_FIRST_OWN, Q_STATE, Q_LIMIT, Q_USER, Q_FORMAT, Q_WATCH, Q_START };
 static const struct tk_option queue_opts[] = {
 	COMMON_OPTS,
 	{"all", 'a', NULL, "include jobs that ended"},
 	{"state", 's', "LIST", "only jobs in these states, e.g. PENDING,RUNNING"},
 	{"limit", 'n', "N", "show the first N jobs, from the head of the queue (default 1000)"},
 	{"user", 'u', "USER", "only this user's jobs"},
-	{"format", 'o', "table|wide|json",
-	 "wide: every element of an array on its own line, and more columns"},
+	{"format", 'o', "table|wide|json|'%i %j ...'",
+	 "wide: every element of an array on its own line, and more columns; or squeue's "
+	 "format letters, as '%.12i %.9P %.16j %.8u %.2t %.10M %.6D %R'"},
 	{"watch", 0, "SECONDS", "show it again every SECONDS until Ctrl-C"},
+	{"start", 0, NULL,
+	 "waiting jobs with when each is expected to start (N/A: not known yet), as squeue "
+	 "--start"},
 };
+
+/* squeue --start's columns */
+#define QUEUE_START_FORMAT "%.12i %.10P %.16j %.8u %.2t %.19S %.6D %R"
 
 static double job_gpus(json_t *req)
 {
@@ -137,8 +144,18 @@ static int run_queue(struct ctx *c)
 					"--limit: must be an integer from 1 to 1000000, got \"%s\"",
 					c->v[Q_LIMIT]);
 	const char *fmt = c->v[Q_FORMAT] ? c->v[Q_FORMAT] : "table";
-	if (strcmp(fmt, "table") && strcmp(fmt, "wide") && strcmp(fmt, "json"))
-		return cli__usage_error(c->cmd, "--format: table, wide or json, got \"%s\"", fmt);
+	char why[2048];
+	if (c->v[Q_START] && c->v[Q_FORMAT] && !cli__qformat_is(fmt))
+		return cli__usage_error(c->cmd, "--start: prints its own columns; with --format, "
+						"give squeue's letters (%%S is the start)");
+	if (cli__qformat_is(fmt) && cli__qformat_check(fmt, why, sizeof(why)) < 0)
+		return cli__usage_error(c->cmd, "--format: %s", why);
+	if (!cli__qformat_is(fmt) && strcmp(fmt, "table") && strcmp(fmt, "wide") &&
+	    strcmp(fmt, "json"))
+		return cli__usage_error(c->cmd,
+					"--format: table, wide, json or squeue's letters "
+					"('%%i %%j %%u %%T %%M %%l %%D %%R'), got \"%s\"",
+					fmt);
 	if (strcmp(fmt, "json") == 0)
 		c->json = true;
 	if (c->v[Q_USER] && !model_name_valid(c->v[Q_USER]))
@@ -171,7 +188,13 @@ static bool same_pending_array(json_t *j, int64_t array)
 
 static int queue_once(struct ctx *c, int64_t limit, bool wide)
 {
-	const char *state = c->v[Q_STATE] ? c->v[Q_STATE] : (c->v[Q_ALL] ? NULL : "active");
+	const char *state = c->v[Q_STATE]   ? c->v[Q_STATE]
+			    : c->v[Q_START] ? "PENDING"
+			    : c->v[Q_ALL]   ? NULL
+					    : "active";
+	const char *qfmt = c->v[Q_START] && !c->v[Q_FORMAT]		       ? QUEUE_START_FORMAT
+			   : c->v[Q_FORMAT] && cli__qformat_is(c->v[Q_FORMAT]) ? c->v[Q_FORMAT]
+									       : NULL;
 	/* the first `limit` jobs from the head of the queue, or every one
 	 * with --all */
 	json_t *res, *all;
@@ -186,9 +209,12 @@ static int queue_once(struct ctx *c, int64_t limit, bool wide)
 		json_decref(res);
 		return CLI_EXIT_OK;
 	}
-	printf("%-12s %-16s %-8s %-8s %-10s %-10s %5s %6s %9s  %s\n", "ID", "NAME", "USER", "CLASS",
-	       "QUEUE", "STATE", "NODES", "GPUS", "TIME", "NODES/REASON");
 	int64_t now = (int64_t)time(NULL) * 1000;
+	if (qfmt)
+		cli__qformat_print(qfmt, NULL, now);
+	else
+		printf("%-12s %-16s %-8s %-8s %-10s %-10s %5s %6s %9s  %s\n", "ID", "NAME", "USER",
+		       "CLASS", "QUEUE", "STATE", "NODES", "GPUS", "TIME", "NODES/REASON");
 	json_t *jobs = json_object_get(res, "jobs");
 	size_t njobs = json_array_size(jobs);
 	int *idx = xcalloc(njobs + 1, sizeof(int));
@@ -224,6 +250,10 @@ static int queue_once(struct ctx *c, int64_t limit, bool wide)
 				array_name(aid, idx, n, (int)cli__jint(arr, "cap"), id, sizeof(id));
 			else
 				snprintf(id, sizeof(id), "%lld_%d", (long long)aid, idx[0]);
+		}
+		if (qfmt) {
+			cli__qformat_print(qfmt, &(struct qrow){j, id}, now);
+			continue;
 		}
 		printf("%-12s %-16.16s %-8.8s %-8.8s %-10.10s %-10s %5lld %6g %9s  %s", id,
 		       cli__jstr(j, "name"), cli__jstr(j, "owner"), cli__jstr(j, "class"),

@@ -237,6 +237,8 @@ json_t *state_job_pack(struct state *s, struct sjob *j)
 					      j->las_service / 3600));
 	if (j->last_ckpt_ms)
 		json_object_set_new(o, "last_checkpoint_ms", json_integer(j->last_ckpt_ms));
+	if (j->job.state == JOB_PENDING && j->start_pass && j->start_pass == s->waits.mark)
+		json_object_set_new(o, "expected_start_ms", json_integer(j->start_ms));
 	return o;
 }
 

@@ -544,6 +544,10 @@ static void decisions_apply(struct state *s, const struct snapshot *sn,
 		if (w->detail || reordered) {
 			struct sjob *j = sn->byindex[w->job];
 			j->reason_pass = mark;
+			if (w->until_ms > 0) {
+				j->start_ms = w->until_ms;
+				j->start_pass = mark;
+			}
 			if (w->detail) {
 				snprintf(j->job.reason, sizeof(j->job.reason), "%s", w->detail);
 				j->reason_from = 0;

@@ -58,6 +58,10 @@ struct sjob {
 	uint64_t written_seq; /* the write that last took it (history.c) */
 	uint64_t reason_pass; /* the pass that wrote job.reason while pending */
 	int64_t reason_from;  /* that pass said: as job reason_from (0: its own) */
+	/* when pass start_pass expects it to start (a class's first waiting
+	 * job, its reservation's time, from the running jobs' limits) */
+	int64_t start_ms;
+	uint64_t start_pass;
 	int node_losses;      /* requeues spent on lost nodes */
 	int preemptions;      /* times preempted */
 	int64_t held_for;     /* its stopping attempt was preempted for this job */

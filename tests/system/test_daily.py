@@ -395,3 +395,49 @@ def test_cancel_as_scancel(cluster):
                      (["cancel", "-t", "DONE"], "--state: PENDING or RUNNING")):
         p = t.run(*bad, check=False)
         assert p.returncode == 2 and why in p.stderr, (bad, p.stderr)
+
+
+def test_queue_format_letters_and_start(cluster):
+    """tenk queue -o takes squeue's format letters (widths, right alignment
+    with a dot); --start lists waiting jobs with when each is expected to
+    start: the first of its class at its reservation's time, worked out
+    from the running job's time limit, the rest N/A."""
+    t = cluster
+    run = t.submit("-J", "big-run", "-G", "8", "-t", "30", "--", "sleep", "600")
+    t.wait_state(run, "RUNNING")
+    head = t.submit("-J", "next", "-G", "8", "-t", "10", "--", "true")
+    later = t.submit("-J", "after", "-G", "8", "--", "true")
+    started = t.job(run)["attempts"][-1]["start_ms"]
+    # the pass that files the reservation comes within a few seconds
+    wait_for(lambda: "expected_start_ms" in t.job(head), 20, "an expected start")
+    assert abs(t.job(head)["expected_start_ms"] - (started + 30 * 60_000)) < 5_000
+    assert "expected_start_ms" not in t.job(later)
+    lines = t.run("queue", "-o", "%i|%j|%u|%T|%t|%l|%D|%C|%b|%P|%q|%R").stdout.splitlines()
+    assert lines[0] == ("JOBID|NAME|USER|STATE|ST|TIME_LIMIT|NODES|CPUS|TRES_PER_NODE"
+                        "|PARTITION|QOS|NODELIST(REASON)"), lines
+    rows = {int(r.split("|")[0]): r.split("|") for r in lines[1:]}
+    assert rows[run][1:11] == ["big-run", "admin", "RUNNING", "R", "30:00", "1", "1",
+                               "gres/gpu:8", "default", rows[run][10]], rows[run]
+    assert rows[run][11] == "node1"
+    assert rows[head][3:5] == ["PENDING", "PD"] and rows[head][5] == "10:00"
+    assert rows[head][11].startswith("(waiting for resources") and rows[head][11].endswith(")")
+    assert rows[later][5] == "UNLIMITED"
+    # widths pad and cut; a dot aligns right; %% is a percent sign
+    lines = t.run("queue", "-o", "%.6A %-4j %5t %%").stdout.splitlines()
+    assert lines[0] == " JOBID NAME ST    %", lines
+    assert f"{run:>6} big- R     %" in lines, lines
+    # squeue --start: waiting jobs only, the head's time, N/A for the rest
+    lines = t.run("queue", "--start").stdout.splitlines()
+    assert lines[0].split() == ["JOBID", "PARTITION", "NAME", "USER", "ST", "START_TIME",
+                                "NODES", "NODELIST(REASON)"], lines
+    rows = {int(r.split()[0]): r.split() for r in lines[1:]}
+    assert set(rows) == {head, later}, lines
+    assert rows[head][5].startswith(time.strftime("%Y-", time.localtime(started / 1000)))
+    assert "T" in rows[head][5] and rows[later][5] == "N/A", rows
+    for bad, why in ((["-o", "%i %Y"], '"%Y" is not a field tenk knows; the fields: %i job id'),
+                     (["-o", "%.i"], "a dot (align right) needs a width"),
+                     (["-o", "tall"], "table, wide, json or squeue's letters"),
+                     (["--start", "-o", "wide"], "--start: prints its own columns")):
+        p = t.run("queue", *bad, check=False)
+        assert p.returncode == 2 and why in p.stderr, (bad, p.stderr)
+    t.run("cancel", run, head, later)
