@@ -61,6 +61,7 @@ enum {
 	S_PTY,
 	S_KEEP,
 	S_IMPOSSIBLE,
+	S_THROTTLE,
 	S_COUNT
 };
 
@@ -125,6 +126,9 @@ static const struct tk_option submit_opts[] = {
 	{"hold-if-impossible", 0, NULL,
 	 "take it even if no node of the cluster could ever hold it: it waits for nodes yet to "
 	 "come (without it, such a job is refused)"},
+	{"array-throttle", 0, "N",
+	 "tenk update: at most N of the array's elements run at once from now (0: no cap), "
+	 "as scontrol's ArrayTaskThrottle"},
 };
 _Static_assert(ARRAY_SIZE(submit_opts) == S_COUNT, "one option per enum value");
 
@@ -899,6 +903,9 @@ static int submit_job(struct ctx *c, bool run)
 		json_object_set_new(req, "pty", json_true());
 	if (!r && c->v[S_IMPOSSIBLE])
 		json_object_set_new(req, "accept_impossible", json_true());
+	if (!r && c->v[S_THROTTLE])
+		r = cli__usage_error(c->cmd, "--array-throttle: is for tenk update; at submit, "
+					     "--array 0-99%%N");
 	if (r)
 		goto out;
 	char cwd[4096];
@@ -1027,6 +1034,40 @@ CLI_COMMAND(cli_run, CLI_OPTS(submit_opts), true, 1, -1, run_run)
 static const int fixed_opts[] = {S_OUTPUT, S_CHDIR,	S_EXPORT, S_IMAGE, S_MOUNT, S_CKPT_MARKER,
 				 S_ARRAY,  S_SLURM_ENV, S_HOLD,	  S_ERROR, S_LABEL, S_IMPOSSIBLE};
 
+/* tenk update ARRAY --array-throttle N: alone, as the server takes it */
+static int update_throttle(struct ctx *c)
+{
+	int64_t cap;
+	for (int i = O_FIRST_OWN; i < S_COUNT; i++)
+		if (i != S_THROTTLE && c->v[i])
+			return cli__usage_error(c->cmd,
+						"--array-throttle: changes alone (--%s in another "
+						"tenk update)",
+						submit_opts[i].name);
+	if (tk_parse_int64(c->v[S_THROTTLE], 0, MODEL_MAX_ARRAY, &cap) < 0)
+		return cli__usage_error(c->cmd,
+					"--array-throttle: an integer from 0 (no cap) to %d, got "
+					"\"%s\"",
+					MODEL_MAX_ARRAY, c->v[S_THROTTLE]);
+	json_t *body = json_pack("{s:I}", "array_throttle", (json_int_t)cap), *job = NULL;
+	struct tk_error err;
+	_cleanup_free_ char *upath = xasprintf("/v1/jobs/%s/update", c->pos[0]);
+	int r = client_call(&c->client, "POST", upath, body, CALL_TIMEOUT_MS, &job, NULL, &err);
+	json_decref(body);
+	if (r < 0)
+		return cli__api_error(c, &err);
+	if (c->json)
+		cli__print_json(job);
+	else if (cap)
+		printf("array %s: at most %lld of its elements at once (%lld changed)\n", c->pos[0],
+		       (long long)cap, (long long)cli__jint(job, "changed"));
+	else
+		printf("array %s: no cap on its elements (%lld changed)\n", c->pos[0],
+		       (long long)cli__jint(job, "changed"));
+	json_decref(job);
+	return CLI_EXIT_OK;
+}
+
 static int run_update(struct ctx *c)
 {
 	if (cli__job_ref_check(c, c->pos[0]))
@@ -1042,6 +1083,8 @@ static int run_update(struct ctx *c)
 	json_t *job = NULL;
 	struct tk_error err;
 	char nodes[24], tpn[24];
+	if (c->v[S_THROTTLE])
+		return update_throttle(c);
 	/* accelerators shared out per node or in all need the job's shape */
 	if (c->v[S_GPUS_PER_NODE] || c->v[S_GPUS_TOTAL]) {
 		if (client_call(&c->client, "GET", path, NULL, CALL_TIMEOUT_MS, &job, NULL, &err) <

@@ -812,32 +812,36 @@ static void job_change(struct request *r, const char *param, api_change_fn fn, c
 		return;
 	struct tk_error err = {0};
 	if (whole) {
-		api_array_change(r, j, fn);
+		api_array_change(r, j, fn, 0);
 		return;
 	}
-	if (fn(r->s, r->user, j, &err) < 0) {
+	if (fn(r->s, r->user, j, 0, &err) < 0) {
 		reply_error(r, 409, "%s", err.text);
 		return;
 	}
 	reply_json(r, 200, api_job_for(r, j));
 }
 
-static int do_cancel(struct server *s, const char *user, struct sjob *j, struct tk_error *err)
+static int do_cancel(struct server *s, const char *user, struct sjob *j, int64_t arg,
+		     struct tk_error *err)
 {
 	return state_cancel(&s->st, j, server_now_ms(s), err);
 }
 
-static int do_hold(struct server *s, const char *user, struct sjob *j, struct tk_error *err)
+static int do_hold(struct server *s, const char *user, struct sjob *j, int64_t arg,
+		   struct tk_error *err)
 {
 	return state_hold(&s->st, j, true, err);
 }
 
-static int do_release(struct server *s, const char *user, struct sjob *j, struct tk_error *err)
+static int do_release(struct server *s, const char *user, struct sjob *j, int64_t arg,
+		      struct tk_error *err)
 {
 	return state_hold(&s->st, j, false, err);
 }
 
-static int do_requeue(struct server *s, const char *user, struct sjob *j, struct tk_error *err)
+static int do_requeue(struct server *s, const char *user, struct sjob *j, int64_t arg,
+		      struct tk_error *err)
 {
 	return state_requeue(&s->st, j, user, server_now_ms(s), err);
 }
@@ -900,6 +904,40 @@ static void update_running(struct request *r, struct sjob *j, json_t *body)
 /* POST /v1/jobs/ID/update {KEY: VALUE, ...}: a waiting job's request, each
  * key as at submission (null: back to the default). Checked like a new
  * submission; nothing changes unless all of it is allowed. */
+static int do_throttle(struct server *s, const char *user, struct sjob *j, int64_t cap,
+		       struct tk_error *err)
+{
+	return state_array_throttle(&s->st, j, (int)cap, err);
+}
+
+/* {"array_throttle": N}: how many of the array's elements run at once, on
+ * every element not ended (scontrol's ArrayTaskThrottle); 0: no cap. */
+static void update_throttle(struct request *r, struct sjob *j, json_t *body)
+{
+	json_t *v = json_object_get(body, "array_throttle");
+	if (json_object_size(body) != 1) {
+		reply_error(r, 400,
+			    "array_throttle: changes alone (the request's keys go in another "
+			    "update)");
+		return;
+	}
+	if (!json_is_integer(v) || json_integer_value(v) < 0 ||
+	    json_integer_value(v) > MODEL_MAX_ARRAY) {
+		reply_error(r, 400, "array_throttle: must be an integer from 0 (no cap) to %d",
+			    MODEL_MAX_ARRAY);
+		return;
+	}
+	struct sjob *first = j->job.array_job ? state_job_get(&r->s->st, j->job.array_job) : NULL;
+	if (!first) {
+		reply_error(r, 400, "array_throttle: job %lld is not an array's element",
+			    (long long)j->job.id);
+		return;
+	}
+	log_info("array %lld: at most %lld at once, by %s", (long long)first->job.id,
+		 (long long)json_integer_value(v), r->user);
+	api_array_change(r, first, do_throttle, json_integer_value(v));
+}
+
 static void h_job_update(struct request *r, const char *param, json_t *body)
 {
 	struct sjob *j;
@@ -909,6 +947,10 @@ static void h_job_update(struct request *r, const char *param, json_t *body)
 		reply_error(r, 400,
 			    "update: expected an object of what to change, such as "
 			    "{\"time_limit_s\": 3600}");
+		return;
+	}
+	if (json_object_get(body, "array_throttle")) {
+		update_throttle(r, j, body);
 		return;
 	}
 	const char *k;

@@ -39,6 +39,7 @@ struct array_work {
 	char owner[MODEL_NAME_MAX], run_as[MODEL_NAME_MAX];
 	/* changing them */
 	api_change_fn fn;
+	int64_t arg;
 	char user[MODEL_NAME_MAX];
 	int changed;
 	struct tk_error err;
@@ -99,12 +100,13 @@ void api_array_submit(struct request *r, struct job_request *req, int *idx, int 
 	push(s, w, r);
 }
 
-void api_array_change(struct request *r, struct sjob *first, api_change_fn fn)
+void api_array_change(struct request *r, struct sjob *first, api_change_fn fn, int64_t arg)
 {
 	struct array_work *w = xcalloc(1, sizeof(*w));
 	w->first = first->job.id;
 	w->total = first->job.array_count;
 	w->fn = fn;
+	w->arg = arg;
 	snprintf(w->user, sizeof(w->user), "%s", r->user);
 	push(r->s, w, r);
 }
@@ -133,7 +135,7 @@ static void make_one(struct server *s, struct array_work *w)
 static void change_one(struct server *s, struct array_work *w)
 {
 	struct sjob *e = state_job_get(&s->st, w->first + w->done);
-	if (e && e->job.array_job == w->first && w->fn(s, w->user, e, &w->err) == 0)
+	if (e && e->job.array_job == w->first && w->fn(s, w->user, e, w->arg, &w->err) == 0)
 		w->changed++;
 }
 

@@ -425,9 +425,9 @@ int api_job_inside(struct request *r, const struct sjob *j, const char *what);
 
 /* ---- arrays.c: work that grows with a request, in slices ---- */
 
-/* What a change of one job does (cancel, hold, release, requeue), asked
- * by user. */
-typedef int (*api_change_fn)(struct server *s, const char *user, struct sjob *j,
+/* What a change of one job does (cancel, hold, release, requeue, a new
+ * throttle), asked by user; arg: the change's value where it has one. */
+typedef int (*api_change_fn)(struct server *s, const char *user, struct sjob *j, int64_t arg,
 			     struct tk_error *err);
 /* Makes the nidx elements of an array of req (taken, as idx) in slices,
  * then answers r with the first; the ids are taken now. */
@@ -435,7 +435,7 @@ void api_array_submit(struct request *r, struct job_request *req, int *idx, int 
 		      const char *run_as, bool held);
 /* Applies fn to every element of the array whose first element is first,
  * in slices, then answers r with the first and how many changed. */
-void api_array_change(struct request *r, struct sjob *first, api_change_fn fn);
+void api_array_change(struct request *r, struct sjob *first, api_change_fn fn, int64_t arg);
 /* Does array work for about budget_us; true while some is left. */
 bool api_arrays_work(struct server *s, int64_t budget_us);
 /* The writer committed: array work waiting for it goes on. */

@@ -660,6 +660,33 @@ int state_hold(struct state *s, struct sjob *j, bool hold, struct tk_error *err)
 	return 0;
 }
 
+int state_array_throttle(struct state *s, struct sjob *j, int cap, struct tk_error *err)
+{
+	if (job_state_final(j->job.state))
+		return tk_errorf(err, -EBUSY, "job %lld is %s", (long long)j->job.id,
+				 job_state_name(j->job.state));
+	if (j->job.array_cap == cap)
+		return 0;
+	j->job.array_cap = cap;
+	/* its request says the array as submitted, with the new cap: what a
+	 * server that loads it makes its missing elements with */
+	char *a = j->job.req.array;
+	if (a) {
+		size_t keep = strcspn(a, "%");
+		struct strbuf sb;
+		strbuf_init(&sb);
+		strbuf_add(&sb, a, keep);
+		if (cap)
+			strbuf_addf(&sb, "%%%d", cap);
+		free(a);
+		j->job.req.array = strbuf_detach(&sb);
+	}
+	state_job_refile(s, j); /* a capped job is not plain to the pass */
+	state_job_dirty(s, j);
+	state_want_pass(s);
+	return 0;
+}
+
 int state_requeue(struct state *s, struct sjob *j, const char *who, int64_t now,
 		  struct tk_error *err)
 {

@@ -649,6 +649,9 @@ bool state_job_is_array_head(const struct sjob *j);
 int state_job_deps_state(struct state *s, const struct sjob *j, char *buf, size_t n);
 /* Holds a waiting job back, or lets it go. -EBUSY: it is not waiting. */
 int state_hold(struct state *s, struct sjob *j, bool hold, struct tk_error *err);
+/* A new cap on how many of its array's elements run at once (0: none),
+ * for j, a non-final element; the caller does every element. */
+int state_array_throttle(struct state *s, struct sjob *j, int cap, struct tk_error *err);
 /* Stops an active job's attempt and puts it back in its queue. */
 int state_requeue(struct state *s, struct sjob *j, const char *who, int64_t now,
 		  struct tk_error *err);

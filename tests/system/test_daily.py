@@ -441,3 +441,39 @@ def test_queue_format_letters_and_start(cluster):
         p = t.run("queue", *bad, check=False)
         assert p.returncode == 2 and why in p.stderr, (bad, p.stderr)
     t.run("cancel", run, head, later)
+
+
+def test_update_array_throttle(cluster):
+    """tenk update ARRAY --array-throttle N: from then on at most N of its
+    elements run at once (scontrol's ArrayTaskThrottle), every element not
+    ended takes it, and the queue's line says the new cap."""
+    t = cluster
+    aid = t.submit("--array", "0-7%2", "--", "sleep", "60")
+
+    def running():
+        return sum(e["state"] in ("STARTING", "RUNNING") for e in elements(t, aid))
+
+    wait_for(lambda: running() == 2, 30, "two elements running")
+    time.sleep(2)  # passes come and go: the cap holds
+    assert running() == 2
+    out = t.run("update", str(aid), "--array-throttle", "5").stdout
+    assert out.strip() == f"array {aid}: at most 5 of its elements at once (8 changed)", out
+    wait_for(lambda: running() == 5, 30, "five elements running")
+    time.sleep(2)
+    assert running() == 5
+    assert all(e["array"]["cap"] == 5 for e in elements(t, aid))
+    assert f"{aid}_[5-7%5]" in t.run("queue").stdout
+    # an element's id names its array; 0 lifts the cap
+    out = t.run("update", f"{aid}_7", "--array-throttle", "0").stdout
+    assert "no cap" in out, out
+    wait_for(lambda: running() == 8, 30, "every element running")
+    for bad, why in ((["--array-throttle", "x"], "an integer from 0 (no cap)"),
+                     (["--array-throttle", "2", "--time", "5"], "changes alone (--time")):
+        p = t.run("update", str(aid), *bad, check=False)
+        assert p.returncode == 2 and why in p.stderr, (bad, p.stderr)
+    single = t.submit("-H", "--", "true")
+    p = t.run("update", str(single), "--array-throttle", "2", check=False)
+    assert p.returncode == 2 and f"job {single} is not an array's element" in p.stderr, p.stderr
+    p = t.run("submit", "--array-throttle", "2", "--", "true", check=False)
+    assert p.returncode == 2 and "--array-throttle: is for tenk update" in p.stderr
+    t.run("cancel", str(aid), str(single))
