@@ -3,7 +3,8 @@
 #   make up      build and run a one-machine cluster (FAKE_GPUS=8xH100 to pretend)
 #   make check   build normal and sanitizer variants and run every test
 #   make bench   run the benchmarks under bench/
-#   make install PREFIX=/usr/local   tenk, tenk-daemon and tenk-shim into PREFIX/bin
+#   make install PREFIX=/usr/local   tenk, tenk-daemon and tenk-shim into PREFIX/bin,
+#                                    bash completion into PREFIX/share/bash-completion
 
 FAKE_GPUS ?=
 LISTEN ?= 127.0.0.1:7480
@@ -56,6 +57,8 @@ bench: build
 install: build
 	install -d $(DESTDIR)$(PREFIX)/bin
 	install -m 0755 build/tenk build/tenk-daemon build/tenk-shim $(DESTDIR)$(PREFIX)/bin/
+	install -D -m 0644 contrib/bash-completion/tenk \
+		$(DESTDIR)$(PREFIX)/share/bash-completion/completions/tenk
 
 clean:
 	rm -rf build build-asan build-fuzz
