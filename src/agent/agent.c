@@ -455,9 +455,12 @@ static void do_poll(struct agent *a)
 	if (a->poll_req || !a->registered || a->stopping)
 		return;
 	char url[1024];
-	snprintf(url, sizeof(url), "%s?node=%s&agent_id=%s&epoch=%s&gen=%llu&wait_ms=%d",
-		 a->url_work, a->inv.name, a->agent_id, a->epoch[0] ? a->epoch : "none",
-		 (unsigned long long)a->gen, AGENT_POLL_WAIT_MS);
+	/* its protocol: what the work answer may hold (a 0.1.0 server reads
+	 * only the arguments it knows) */
+	snprintf(url, sizeof(url),
+		 "%s?node=%s&agent_id=%s&epoch=%s&gen=%llu&wait_ms=%d&protocol=%d", a->url_work,
+		 a->inv.name, a->agent_id, a->epoch[0] ? a->epoch : "none",
+		 (unsigned long long)a->gen, AGENT_POLL_WAIT_MS, a->speak_v1 ? 1 : WIRE_PROTOCOL);
 	a->poll_sent_ms = tk_mono_ms();
 	a->poll_req = agent__hc_request(a->hc, "GET", url, a->cred, NULL,
 					AGENT_POLL_WAIT_MS + 15000, poll_done, a);
@@ -665,6 +668,10 @@ static void do_events(struct agent *a)
 		for (size_t i = first; i < end; i++) {
 			a->events[i].state = EV_SENT;
 			m.events[i - first] = a->events[i].ev;
+			if (a->speak_v1) { /* a 0.1.0 server knows no such keys */
+				m.events[i - first].out_from = 0;
+				m.events[i - first].err_from = 0;
+			}
 		}
 		json_t *body = wire_events_pack(&m);
 		wire_events_release(&m);

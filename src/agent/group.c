@@ -287,8 +287,15 @@ static void apply(struct taskgroup *g, const struct shim_status *st)
 		t->pid = s->pid;
 		if (!t->started_sent && s->cause != EXIT_LAUNCH_FAILED) {
 			t->started_sent = true;
-			emit_task(g, t->rank, TASK_EVENT_STARTED, 0, 0, EXIT_EXITED, NULL,
-				  s->start_ms);
+			struct task_event ev = {.job = g->job,
+						.attempt = g->attempt,
+						.rank = t->rank,
+						.type = TASK_EVENT_STARTED,
+						.at_ms = s->start_ms,
+						.energy_mj = -1,
+						.out_from = s->out_from,
+						.err_from = s->err_from};
+			group_emit(g, &ev);
 		}
 		if (s->state == SHIM_TASK_EXITED) {
 			g->cpu_ms = st->cpu_ms;

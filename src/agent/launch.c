@@ -757,6 +757,9 @@ static int build_plan(struct taskgroup *g, const struct work_spec *spec, struct 
 	plan->limit_ms = spec->time_limit_s * 1000;
 	g->limit_ms = plan->limit_ms;
 	plan->pty = spec->pty && spec->tasks_per_node == 1 && !spec->image;
+	/* where an attempt after the first begins in its files (a terminal's
+	 * output has none: it goes to the terminal) */
+	plan->marks = g->attempt > 1 && !spec->no_marks && !plan->pty;
 	if (spec->signal && spec->time_limit_s) {
 		plan->signal_no = spec->signal;
 		plan->signal_ms = MAX(0, (spec->time_limit_s - spec->signal_before_s) * 1000);

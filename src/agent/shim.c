@@ -25,6 +25,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define SHIM_LISTEN_FD 3
@@ -473,6 +474,11 @@ static int container_fork(struct shim *sh, int i, int *code, char *detail, size_
 		*code = 127;
 		return -1;
 	}
+	/* where this attempt begins in the file, then its mark there */
+	struct stat st;
+	sh->st.tasks[i].out_from = fstat(out, &st) == 0 ? (int64_t)st.st_size : 0;
+	if (shim_task_marks(&sh->plan, t, false))
+		shim_write_mark(out, &sh->plan);
 	struct task_exec ex = {
 		.argv = ctr_argv(&sh->plan, &sh->cg, t, sh->dir, env_file),
 		.env = ctr_env(sh->plan.ctr.conf),
@@ -524,7 +530,7 @@ static void start_tasks(struct shim *sh)
 		sh->out_fds[i] = -1;
 		int pid = sh->plan.container
 				  ? container_fork(sh, i, &code, ts->detail, sizeof(ts->detail))
-				  : shim_task_fork(&sh->plan, &sh->cg, t, sh->pty ? tty : NULL,
+				  : shim_task_fork(&sh->plan, &sh->cg, t, sh->pty ? tty : NULL, ts,
 						   &code, ts->detail, sizeof(ts->detail));
 		if (pid < 0) {
 			ts->state = SHIM_TASK_EXITED;

@@ -145,6 +145,10 @@ struct shim_plan {
 	/* the one task's stdin, stdout and stderr are a pseudo-terminal; the
 	 * shim serves it on DIR/pty.sock (SHIM_PTY_* frames in, output out) */
 	bool pty;
+	/* an attempt after the first begins each output file with a line
+	 * "--- tenk: attempt N on NODE at TIME ---" (the job did not say
+	 * --no-attempt-marks) */
+	bool marks;
 	int ntasks;
 	struct shim_task *tasks;
 };
@@ -164,6 +168,9 @@ struct shim_task_status {
 	int signal;
 	enum exit_cause cause;
 	char detail[MODEL_REASON_MAX];
+	/* where this attempt began in its output and error files: their
+	 * sizes when it started (earlier attempts' output comes before) */
+	int64_t out_from, err_from;
 };
 
 /* What the shim tells the agent: every task's state, whole each time. */
@@ -216,8 +223,18 @@ int shim_lines(struct strbuf *buf, const char *data, size_t n,
  * child joins cg (when it has a version) before it gives up root. */
 /* tty: the terminal its stdin, stdout and stderr are (NULL: /dev/null and
  * its output files). */
+/* ts: where its output and error files stood when it started (out_from,
+ * err_from), the child's own look; each gets the attempt's mark after
+ * that where shim_task_marks says. */
 int shim_task_fork(const struct shim_plan *plan, const struct cgroup *cg, const struct shim_task *t,
-		   const char *tty, int *ret_code, char *detail, size_t n);
+		   const char *tty, struct shim_task_status *ts, int *ret_code, char *detail,
+		   size_t n);
+/* Does task t (one of plan's) begin its output (error: its error) file
+ * with the attempt's mark? Only after a first attempt, and only the first
+ * of the plan's tasks that writes that file. */
+bool shim_task_marks(const struct shim_plan *plan, const struct shim_task *t, bool error);
+/* Writes "--- tenk: attempt N on NODE at TIME ---" to fd. */
+void shim_write_mark(int fd, const struct shim_plan *plan);
 /* Opens a task's output (or error) file at path for appending (and
  * reading, when read_too and it may), created 0600, never through a
  * symbolic link as its last part. Returns the descriptor, or -errno with

@@ -101,6 +101,8 @@ json_t *shim_plan_pack(const struct shim_plan *p)
 		json_object_set_new(json_object_get(o, "cgroup"), "nest", json_true());
 	if (p->pty)
 		json_object_set_new(o, "pty", json_true());
+	if (p->marks)
+		json_object_set_new(o, "marks", json_true());
 	if (p->as_user) {
 		json_t *groups = json_array();
 		for (int i = 0; i < p->user.ngroups; i++)
@@ -212,7 +214,8 @@ int shim_plan_unpack(json_t *j, struct shim_plan *ret, struct tk_error *err)
 	static const char *const keys[] = {
 		"job",	     "attempt",	       "grace_ms", "limit_ms", "lease_until_ms",
 		"lease_ms",  "fence_grace_ms", "tasks",	   "user",     "cgroup",
-		"container", "signal",	       "pty",	   "protocol", NULL};
+		"container", "signal",	       "pty",	   "protocol", "marks",
+		NULL};
 	static const char *const tkeys[] = {"rank",   "argv", "env",   "cwd",
 					    "output", "cdi",  "error", NULL};
 	struct shim_plan p = {0};
@@ -237,7 +240,8 @@ int shim_plan_unpack(json_t *j, struct shim_plan *ret, struct tk_error *err)
 		    0 ||
 	    (r = mj_int(j, "lease_ms", true, 1, INT32_MAX, 0, &p.lease_ms, err)) < 0 ||
 	    (r = mj_int(j, "fence_grace_ms", true, 0, INT32_MAX, 0, &p.fence_grace_ms, err)) < 0 ||
-	    (r = mj_bool(j, "pty", false, false, &p.pty, err)) < 0)
+	    (r = mj_bool(j, "pty", false, false, &p.pty, err)) < 0 ||
+	    (r = mj_bool(j, "marks", false, false, &p.marks, err)) < 0)
 		return r;
 	p.attempt = (int)attempt;
 	json_t *sg = json_object_get(j, "signal");
@@ -340,6 +344,10 @@ json_t *shim_status_pack(const struct shim_status *s)
 			json_object_set_new(o, "cause", json_string(exit_cause_name(t->cause)));
 			json_object_set_new(o, "detail", json_string(t->detail));
 		}
+		if (t->out_from)
+			json_object_set_new(o, "out_from", json_integer(t->out_from));
+		if (t->err_from)
+			json_object_set_new(o, "err_from", json_integer(t->err_from));
 		json_array_append_new(tasks, o);
 	}
 	return json_pack("{s:i, s:I, s:i, s:i, s:I, s:I, s:I, s:o}", "protocol", SHIM_PROTOCOL,
@@ -351,8 +359,9 @@ json_t *shim_status_pack(const struct shim_status *s)
 
 static int task_status_unpack(json_t *j, struct shim_task_status *t, struct tk_error *err)
 {
-	static const char *const keys[] = {"rank",	"state",  "pid",   "start_ms", "end_ms",
-					   "exit_code", "signal", "cause", "detail",   NULL};
+	static const char *const keys[] = {"rank",   "state",	  "pid",      "start_ms",
+					   "end_ms", "exit_code", "signal",   "cause",
+					   "detail", "out_from",  "err_from", NULL};
 	char state[16] = "", cause[24] = "exited";
 	int64_t rank, pid, code, sig;
 	int r;
@@ -367,7 +376,9 @@ static int task_status_unpack(json_t *j, struct shim_task_status *t, struct tk_e
 	    (r = mj_int(j, "exit_code", false, 0, 255, 0, &code, err)) < 0 ||
 	    (r = mj_int(j, "signal", false, 0, 128, 0, &sig, err)) < 0 ||
 	    (r = mj_strbuf(j, "cause", false, true, cause, sizeof(cause), err)) < 0 ||
-	    (r = mj_strbuf(j, "detail", false, true, t->detail, sizeof(t->detail), err)) < 0)
+	    (r = mj_strbuf(j, "detail", false, true, t->detail, sizeof(t->detail), err)) < 0 ||
+	    (r = mj_int(j, "out_from", false, 0, INT64_MAX, 0, &t->out_from, err)) < 0 ||
+	    (r = mj_int(j, "err_from", false, 0, INT64_MAX, 0, &t->err_from, err)) < 0)
 		return r;
 	int k;
 	for (k = 0; k <= SHIM_TASK_EXITED; k++)

@@ -14,6 +14,7 @@
 #include <sys/ioctl.h>
 #include <sys/wait.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 /* In the child: says why it cannot go on to the shim through fd, and exits. */
@@ -100,25 +101,38 @@ static pid_t fork_child(const struct cgroup *cg, int *ret_fd, int *child_fd, int
 	return pid;
 }
 
-/* The child's exec closes the pipe; a message means it never got there. */
-static int child_wait(pid_t pid, int fd, int *ret_code, char *detail, size_t n)
+/* The child's exec closes the pipe. A first line "=OUT ERR" says where its
+ * output files stood; anything after it means it never got to exec. */
+static int child_wait(pid_t pid, int fd, struct shim_task_status *ts, int *ret_code, char *detail,
+		      size_t n)
 {
-	char buf[MODEL_REASON_MAX + 8];
+	char all[MODEL_REASON_MAX + 64];
 	size_t got = 0;
 	for (;;) {
-		ssize_t k = read(fd, buf + got, sizeof(buf) - 1 - got);
+		ssize_t k = read(fd, all + got, sizeof(all) - 1 - got);
 		if (k < 0 && errno == EINTR)
 			continue;
 		if (k <= 0)
 			break;
 		got += (size_t)k;
-		if (got == sizeof(buf) - 1)
+		if (got == sizeof(all) - 1)
 			break;
 	}
 	close(fd);
+	all[got] = '\0';
+	char *buf = all;
+	if (buf[0] == '=') {
+		long long o = 0, e = 0;
+		char *nl = strchr(buf, '\n');
+		if (ts && sscanf(buf + 1, "%lld %lld", &o, &e) == 2) {
+			ts->out_from = o;
+			ts->err_from = e;
+		}
+		got -= nl ? (size_t)(nl + 1 - buf) : got;
+		buf = nl ? nl + 1 : buf + strlen(buf);
+	}
 	if (got == 0)
 		return pid;
-	buf[got] = '\0';
 	int status;
 	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
 		;
@@ -126,6 +140,38 @@ static int child_wait(pid_t pid, int fd, int *ret_code, char *detail, size_t n)
 	*ret_code = atoi(buf) == 126 ? 126 : 127;
 	snprintf(detail, n, "%s", sp ? sp + 1 : "the task could not start");
 	return -1;
+}
+
+bool shim_task_marks(const struct shim_plan *plan, const struct shim_task *t, bool error)
+{
+	const char *path = error ? t->error : t->output;
+	if (!plan->marks || !path || (error && strcmp(path, t->output) == 0))
+		return false;
+	for (const struct shim_task *o = plan->tasks; o < t; o++)
+		if (strcmp(o->output, path) == 0 || (o->error && strcmp(o->error, path) == 0))
+			return false;
+	return true;
+}
+
+void shim_write_mark(int fd, const struct shim_plan *plan)
+{
+	char when[32], line[MODEL_NAME_MAX + 96];
+	time_t now = time(NULL);
+	struct tm tm;
+	localtime_r(&now, &tm);
+	strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", &tm);
+	int len = snprintf(line, sizeof(line), "--- tenk: attempt %d on %s at %s ---\n",
+			   plan->attempt, plan->node, when);
+	if (write(fd, line, (size_t)MIN(len, (int)sizeof(line) - 1)) < 0) {
+		/* a full disk: the task's own writes will say so */
+	}
+}
+
+/* The size of the file open at fd (0 where it cannot say). */
+static int64_t size_of(int fd)
+{
+	struct stat st;
+	return fstat(fd, &st) == 0 ? (int64_t)st.st_size : 0;
 }
 
 int shim_output_open(const char *path, bool read_too, char *why, size_t n)
@@ -153,7 +199,8 @@ int shim_output_open(const char *path, bool read_too, char *why, size_t n)
 }
 
 int shim_task_fork(const struct shim_plan *plan, const struct cgroup *cg, const struct shim_task *t,
-		   const char *tty, int *ret_code, char *detail, size_t n)
+		   const char *tty, struct shim_task_status *ts, int *ret_code, char *detail,
+		   size_t n)
 {
 	int fd = -1, cfd = -1;
 	pid_t pid = fork_child(cg, &fd, &cfd, ret_code, detail, n);
@@ -187,6 +234,17 @@ int shim_task_fork(const struct shim_plan *plan, const struct cgroup *cg, const 
 		int err = out;
 		if (t->error && (err = shim_output_open(t->error, false, why, sizeof(why))) < 0)
 			child_fail(cfd, 127, "%s", why);
+		/* where this attempt begins in each, then its mark there */
+		char at[64];
+		int al = snprintf(at, sizeof(at), "=%lld %lld\n", (long long)size_of(out),
+				  (long long)(err != out ? size_of(err) : 0));
+		if (write(cfd, at, (size_t)al) < 0) {
+			/* the shim is gone: the task goes on */
+		}
+		if (shim_task_marks(plan, t, false))
+			shim_write_mark(out, plan);
+		if (err != out && shim_task_marks(plan, t, true))
+			shim_write_mark(err, plan);
 		int in = open("/dev/null", O_RDONLY | O_CLOEXEC);
 		if (in < 0 || dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0)
 			child_fail(cfd, 127, "cannot set up the task's output: %s",
@@ -200,7 +258,7 @@ int shim_task_fork(const struct shim_plan *plan, const struct cgroup *cg, const 
 		child_fail(cfd, e == EACCES ? 126 : 127, "cannot start %s: %s", t->argv[0],
 			   strerror(e));
 	}
-	return child_wait(pid, fd, ret_code, detail, n);
+	return child_wait(pid, fd, ts, ret_code, detail, n);
 }
 
 int shim_task_fork_exec(const struct cgroup *cg, const struct task_exec *ex, int *ret_code,
@@ -219,5 +277,5 @@ int shim_task_fork_exec(const struct cgroup *cg, const struct task_exec *ex, int
 		execve(ex->argv[0], ex->argv, ex->env);
 		child_fail(cfd, 127, "cannot start %s: %s", ex->argv[0], strerror(errno));
 	}
-	return child_wait(pid, fd, ret_code, detail, n);
+	return child_wait(pid, fd, NULL, ret_code, detail, n);
 }

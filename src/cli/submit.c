@@ -62,6 +62,7 @@ enum {
 	S_KEEP,
 	S_IMPOSSIBLE,
 	S_THROTTLE,
+	S_NO_MARKS,
 	S_COUNT
 };
 
@@ -129,6 +130,9 @@ static const struct tk_option submit_opts[] = {
 	{"array-throttle", 0, "N",
 	 "tenk update: at most N of the array's elements run at once from now (0: no cap), "
 	 "as scontrol's ArrayTaskThrottle"},
+	{"no-attempt-marks", 0, NULL,
+	 "no \"--- tenk: attempt N on NODE at TIME ---\" line where a restarted attempt begins "
+	 "in the output files"},
 };
 _Static_assert(ARRAY_SIZE(submit_opts) == S_COUNT, "one option per enum value");
 
@@ -903,6 +907,8 @@ static int submit_job(struct ctx *c, bool run)
 		json_object_set_new(req, "pty", json_true());
 	if (!r && c->v[S_IMPOSSIBLE])
 		json_object_set_new(req, "accept_impossible", json_true());
+	if (!r && c->v[S_NO_MARKS])
+		json_object_set_new(req, "attempt_marks", json_false());
 	if (!r && c->v[S_THROTTLE])
 		r = cli__usage_error(c->cmd, "--array-throttle: is for tenk update; at submit, "
 					     "--array 0-99%%N");
@@ -1031,8 +1037,9 @@ CLI_COMMAND(cli_run, CLI_OPTS(submit_opts), true, 1, -1, run_run)
 /* ---- update: a waiting job's request ----------------------------------------------- */
 
 /* What a job's request is, fixed at submission. */
-static const int fixed_opts[] = {S_OUTPUT, S_CHDIR,	S_EXPORT, S_IMAGE, S_MOUNT, S_CKPT_MARKER,
-				 S_ARRAY,  S_SLURM_ENV, S_HOLD,	  S_ERROR, S_LABEL, S_IMPOSSIBLE};
+static const int fixed_opts[] = {S_OUTPUT,	S_CHDIR,      S_EXPORT,	   S_IMAGE, S_MOUNT,
+				 S_CKPT_MARKER, S_ARRAY,      S_SLURM_ENV, S_HOLD,  S_ERROR,
+				 S_LABEL,	S_IMPOSSIBLE, S_NO_MARKS};
 
 /* tenk update ARRAY --array-throttle N: alone, as the server takes it */
 static int update_throttle(struct ctx *c)

@@ -474,6 +474,8 @@ json_t *job_request_pack(const struct job_request *r)
 		json_object_set_new(o, "exclusive", json_true());
 	if (r->pty)
 		json_object_set_new(o, "pty", json_true());
+	if (r->no_attempt_marks)
+		json_object_set_new(o, "attempt_marks", json_false());
 	return o;
 }
 
@@ -565,6 +567,7 @@ int job_request_unpack(json_t *j, struct job_request *ret, struct tk_error *err)
 	struct job_request r = {0};
 	int64_t nodes, tpn, cpus, mem, tl, grace, requeue, gmem, switches;
 	double gpus, gtf;
+	bool marks = true;
 	int rc;
 	if ((rc = mj_check_keys(j, NULL, job_request_keys, err)) < 0)
 		return rc;
@@ -613,6 +616,7 @@ int job_request_unpack(json_t *j, struct job_request *ret, struct tk_error *err)
 				 &r.exclude, &r.nexclude, err)) < 0 ||
 	    (rc = mj_bool(j, "exclusive", false, false, &r.exclusive, err)) < 0 ||
 	    (rc = mj_bool(j, "pty", false, false, &r.pty, err)) < 0 ||
+	    (rc = mj_bool(j, "attempt_marks", false, true, &marks, err)) < 0 ||
 	    (rc = node_lists_check(&r, nodes, err)) < 0)
 		goto fail;
 	/* its characters only: the server expands it (model_array_parse) once,
@@ -729,6 +733,7 @@ int job_request_unpack(json_t *j, struct job_request *ret, struct tk_error *err)
 	r.nodes = (int)nodes;
 	r.tasks_per_node = (int)tpn;
 	r.cpus_per_task = (int)cpus;
+	r.no_attempt_marks = !marks;
 	r.mem_mib = mem;
 	r.time_limit_s = tl;
 	r.grace_s = grace;
@@ -974,11 +979,15 @@ static json_t *attempt_pack(const struct attempt *a)
 	json_t *tasks = json_array();
 	for (int i = 0; i < a->ntasks; i++) {
 		const struct task_status *t = &a->tasks[i];
-		json_array_append_new(tasks, json_pack("{s:s, s:i, s:i, s:I, s:I}", "state",
-						       task_state_name(t->state), "exit_code",
-						       t->exit_code, "signal", t->signal,
-						       "start_ms", (json_int_t)t->start_ms,
-						       "end_ms", (json_int_t)t->end_ms));
+		json_t *to =
+			json_pack("{s:s, s:i, s:i, s:I, s:I}", "state", task_state_name(t->state),
+				  "exit_code", t->exit_code, "signal", t->signal, "start_ms",
+				  (json_int_t)t->start_ms, "end_ms", (json_int_t)t->end_ms);
+		if (t->out_from)
+			json_object_set_new(to, "out_from", json_integer(t->out_from));
+		if (t->err_from)
+			json_object_set_new(to, "err_from", json_integer(t->err_from));
+		json_array_append_new(tasks, to);
 	}
 	json_t *o = json_pack("{s:i, s:I, s:I, s:b, s:s, s:i, s:s, s:o, s:o}", "number", a->number,
 			      "start_ms", (json_int_t)a->start_ms, "end_ms", (json_int_t)a->end_ms,
@@ -1054,8 +1063,8 @@ static int job_array_unpack(json_t *jj, struct job *j, struct tk_error *err)
 
 static int task_unpack(json_t *t, struct task_status *ts, struct tk_error *err)
 {
-	static const char *const keys[] = {"state",    "exit_code", "signal",
-					   "start_ms", "end_ms",    NULL};
+	static const char *const keys[] = {"state",  "exit_code", "signal",   "start_ms",
+					   "end_ms", "out_from",  "err_from", NULL};
 	char state[16] = "";
 	int64_t code, sig, start, end;
 	int r;
@@ -1064,7 +1073,9 @@ static int task_unpack(json_t *t, struct task_status *ts, struct tk_error *err)
 	    (r = mj_int(t, "exit_code", true, -1, 255, 0, &code, err)) < 0 ||
 	    (r = mj_int(t, "signal", true, 0, 128, 0, &sig, err)) < 0 ||
 	    (r = mj_int(t, "start_ms", true, 0, INT64_MAX, 0, &start, err)) < 0 ||
-	    (r = mj_int(t, "end_ms", true, 0, INT64_MAX, 0, &end, err)) < 0)
+	    (r = mj_int(t, "end_ms", true, 0, INT64_MAX, 0, &end, err)) < 0 ||
+	    (r = mj_int(t, "out_from", false, 0, INT64_MAX, 0, &ts->out_from, err)) < 0 ||
+	    (r = mj_int(t, "err_from", false, 0, INT64_MAX, 0, &ts->err_from, err)) < 0)
 		return r;
 	int s;
 	for (s = 0; s < TASK_STATE_MAX; s++)

@@ -267,6 +267,9 @@ struct job_request {
 	/* one task on one node, its stdin, stdout and stderr a pseudo-terminal
 	 * that `tenk run --pty` attaches to (GET /v1/jobs/ID/pty) */
 	bool pty;
+	/* its output files get no "--- tenk: attempt N on NODE at TIME ---"
+	 * line where an attempt after the first begins ("attempt_marks": false) */
+	bool no_attempt_marks;
 };
 
 /* What a dependency waits for (Slurm's after, afterok, afternotok, afterany). */
@@ -356,7 +359,8 @@ char *model_output_path(const char *pattern, const char *cwd, const struct outpu
 	X("nodelist", JR_STRV, nodelist, nnodelist, true)                                          \
 	X("exclude", JR_STRV, exclude, nexclude, true)                                             \
 	X("exclusive", JR_VALUE, exclusive, argc, true)                                            \
-	X("pty", JR_VALUE, pty, argc, false)
+	X("pty", JR_VALUE, pty, argc, false)                                                       \
+	X("attempt_marks", JR_VALUE, no_attempt_marks, argc, false)
 
 /* The keys of the table, NULL-terminated. */
 extern const char *const job_request_keys[];
@@ -389,6 +393,9 @@ struct task_status {
 	int signal;    /* when EXITED by a signal: its number, else 0 */
 	int64_t start_ms;
 	int64_t end_ms;
+	/* where its attempt began in its output and error files (earlier
+	 * attempts' output is before): what its logs start from */
+	int64_t out_from, err_from;
 };
 
 /* ---- checkpoints (ckpt.c) ------------------------------------------------------ */

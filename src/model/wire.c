@@ -613,6 +613,8 @@ json_t *work_spec_pack(const struct work_spec *s)
 		json_object_set_new(o, "slurm_env", json_true());
 	if (s->pty)
 		json_object_set_new(o, "pty", json_true());
+	if (s->no_marks)
+		json_object_set_new(o, "attempt_marks", json_false());
 	if (s->signal)
 		json_object_set_new(o, "signal",
 				    json_pack("{s:i, s:I}", "number", s->signal, "before_s",
@@ -690,16 +692,17 @@ static int devices_unpack(json_t *j, struct work_spec *s, struct tk_error *err)
 int work_spec_unpack(json_t *j, struct work_spec *ret, struct tk_error *err)
 {
 	static const char *const keys[] = {
-		"name",	       "command",      "cwd",	      "env",
-		"output",      "node_rank",    "nnodes",      "tasks_per_node",
-		"world_size",  "devices",      "milli",	      "master_addr",
-		"master_port", "time_limit_s", "grace_s",     "system",
-		"run_as",      "allow_root",   "cpus",	      "mem_mib",
-		"image",       "mounts",       "ckpt_marker", "owner",
-		"queue",       "error",	       "array",	      "slurm_env",
-		"signal",      "pty",	       NULL,
+		"name",	       "command",      "cwd",		"env",
+		"output",      "node_rank",    "nnodes",	"tasks_per_node",
+		"world_size",  "devices",      "milli",		"master_addr",
+		"master_port", "time_limit_s", "grace_s",	"system",
+		"run_as",      "allow_root",   "cpus",		"mem_mib",
+		"image",       "mounts",       "ckpt_marker",	"owner",
+		"queue",       "error",	       "array",		"slurm_env",
+		"signal",      "pty",	       "attempt_marks", NULL,
 	};
 	struct work_spec s = {0};
+	bool marks = true;
 	int64_t nnodes, rank, tpn, world, milli, port, cpus;
 	int r;
 	if ((r = mj_link_keys(j, NULL, keys, err)) < 0 ||
@@ -736,8 +739,10 @@ int work_spec_unpack(json_t *j, struct work_spec *ret, struct tk_error *err)
 	    (r = mj_str(j, "error", false, MODEL_MAX_PATH, false, NULL, &s.error, err)) < 0 ||
 	    (r = mj_bool(j, "slurm_env", false, false, &s.slurm_env, err)) < 0 ||
 	    (r = mj_bool(j, "pty", false, false, &s.pty, err)) < 0 ||
+	    (r = mj_bool(j, "attempt_marks", false, true, &marks, err)) < 0 ||
 	    (r = spec_extras_unpack(j, &s, err)) < 0)
 		goto fail;
+	s.no_marks = !marks;
 	if (s.image && !model_image_valid(s.image)) {
 		r = tk_errorf(err, -EINVAL, "image: \"%.64s\" is not an image reference", s.image);
 		goto fail;
@@ -1124,6 +1129,10 @@ json_t *task_event_pack(const struct task_event *e)
 		if (e->gpu_busy_ms)
 			json_object_set_new(o, "gpu_busy_ms", json_integer(e->gpu_busy_ms));
 	}
+	if (e->type == TASK_EVENT_STARTED && e->out_from)
+		json_object_set_new(o, "out_from", json_integer(e->out_from));
+	if (e->type == TASK_EVENT_STARTED && e->err_from)
+		json_object_set_new(o, "err_from", json_integer(e->err_from));
 	if (e->type == TASK_EVENT_IMAGE || e->type == TASK_EVENT_CHECKPOINT)
 		json_object_set_new(o, "digest", json_string(e->digest));
 	if (e->type == TASK_EVENT_CHECKPOINT || e->type == TASK_EVENT_RESTORED) {
@@ -1140,9 +1149,9 @@ json_t *task_event_pack(const struct task_event *e)
 int task_event_unpack(json_t *j, struct task_event *ret, struct tk_error *err)
 {
 	static const char *const keys[] = {
-		"job",	 "attempt", "rank",	 "type",	 "at_ms",  "exit_code", "signal",
-		"cause", "detail",  "cpu_ms",	 "mem_peak_mib", "digest", "tag",	"step",
-		"bytes", "dur_ms",  "energy_mj", "gpu_busy_ms",	 NULL};
+		"job",	 "attempt", "rank",	 "type",	 "at_ms",    "exit_code", "signal",
+		"cause", "detail",  "cpu_ms",	 "mem_peak_mib", "digest",   "tag",	  "step",
+		"bytes", "dur_ms",  "energy_mj", "gpu_busy_ms",	 "out_from", "err_from",  NULL};
 	char type[16] = "", cause[24] = "";
 	int64_t attempt, rank, code, sig;
 	int r;
@@ -1166,7 +1175,9 @@ int task_event_unpack(json_t *j, struct task_event *ret, struct tk_error *err)
 	    (r = mj_strbuf(j, "tag", false, true, ret->tag, sizeof(ret->tag), err)) < 0 ||
 	    (r = mj_int(j, "step", false, 0, INT64_MAX, 0, &ret->step, err)) < 0 ||
 	    (r = mj_int(j, "bytes", false, 0, INT64_MAX, 0, &ret->bytes, err)) < 0 ||
-	    (r = mj_int(j, "dur_ms", false, 0, INT64_MAX, 0, &ret->dur_ms, err)) < 0)
+	    (r = mj_int(j, "dur_ms", false, 0, INT64_MAX, 0, &ret->dur_ms, err)) < 0 ||
+	    (r = mj_int(j, "out_from", false, 0, INT64_MAX, 0, &ret->out_from, err)) < 0 ||
+	    (r = mj_int(j, "err_from", false, 0, INT64_MAX, 0, &ret->err_from, err)) < 0)
 		return r;
 	int t = 0;
 	while (t < TASK_EVENT_TYPE_MAX && strcmp(type, event_type_names[t]) != 0)

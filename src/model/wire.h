@@ -314,6 +314,10 @@ struct work_spec {
 	int signal;
 	int64_t signal_before_s;
 	bool pty; /* its one task's stdin, stdout and stderr are a pseudo-terminal */
+	/* no "--- tenk: attempt N ..." line in its output files ("attempt_marks":
+	 * false; protocol 2: never sent to an agent of protocol 1, which
+	 * writes none) */
+	bool no_marks;
 };
 
 json_t *work_spec_pack(const struct work_spec *s);
@@ -502,6 +506,9 @@ struct task_event {
 	int64_t energy_mj;
 	int64_t gpu_busy_ms;
 	char digest[MODEL_DIGEST_MAX]; /* IMAGE: "sha256:HEX"; CHECKPOINT: the manifest's */
+	/* STARTED: where the attempt began in the task's output and error files
+	 * (their sizes then: earlier attempts' output is before); protocol 2 */
+	int64_t out_from, err_from;
 	/* CHECKPOINT, RESTORED */
 	char tag[MODEL_CKPT_TAG_MAX];
 	int64_t step;

@@ -1426,9 +1426,17 @@ static void h_agent_work(struct request *r, const char *param, json_t *body)
 	state_node_seen(st, n, tk_mono_ms());
 	bool same_epoch = epoch && strcmp(epoch, s->epoch) == 0;
 	uint64_t since = same_epoch ? (uint64_t)g : 0;
+	/* protocol 2's agents say theirs (a 0.1.0 agent does not) */
+	const char *proto = request_arg(r, "protocol");
+	int64_t protocol = 1;
+	if (proto && tk_parse_int64(proto, 1, WIRE_PROTOCOL, &protocol) < 0) {
+		reply_error(r, 400, "protocol: an integer from 1 to %d", WIRE_PROTOCOL);
+		return;
+	}
+	r->agent_protocol = (int)protocol;
 	json_t *asks = api_node_asks(s, n);
 	if (!same_epoch || since < n->work_gen || wait_ms == 0 || asks) {
-		json_t *w = state_work_pack(st, n, since);
+		json_t *w = state_work_pack(st, n, since, r->agent_protocol);
 		if (asks)
 			json_object_update(w, asks);
 		json_decref(asks);
@@ -1542,7 +1550,7 @@ void api_state_event(void *arg, const struct state_event *ev)
 		while (l->head) {
 			struct request *r = l->head;
 			uint64_t since = strcmp(r->agent_epoch, s->epoch) == 0 ? r->agent_gen : 0;
-			reply_json(r, 200, state_work_pack(st, n, since));
+			reply_json(r, 200, state_work_pack(st, n, since, r->agent_protocol));
 		}
 	}
 }

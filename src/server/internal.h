@@ -111,6 +111,7 @@ struct request {
 	struct request *lp_prev, *lp_next;     /* in the server's list of all long-polls */
 	char agent_epoch[40];
 	uint64_t agent_gen;
+	int agent_protocol; /* what the polling agent speaks (1 where it does not say) */
 	/* a job list waiting its turn (WAIT_LIST): what it asked */
 	unsigned list_mask;
 	int64_t list_limit, list_after;

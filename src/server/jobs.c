@@ -256,6 +256,8 @@ void state_task_started(struct state *s, const struct task_event *ev, int64_t no
 		return;
 	a->tasks[rank].state = TASK_RUNNING;
 	a->tasks[rank].start_ms = ev->at_ms;
+	a->tasks[rank].out_from = ev->out_from;
+	a->tasks[rank].err_from = ev->err_from;
 	if (j->job.state == JOB_STARTING && state_attempt_is_current(j, a)) {
 		bool all = true;
 		for (int t = 0; t < a->ntasks; t++)

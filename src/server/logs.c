@@ -30,6 +30,9 @@ struct log_fetch {
 	bool sent;
 	struct wire_log_fetch f;
 	json_t **entries; /* f.files[i]'s entry in the answer's "tasks" (borrowed) */
+	/* f.files[i]'s end for this attempt: where the next attempt on this
+	 * node began in the same file (0: none, read to the file's end) */
+	int64_t *until;
 };
 
 static void fetch_free(struct log_fetch *lf)
@@ -38,6 +41,7 @@ static void fetch_free(struct log_fetch *lf)
 		free(lf->f.files[i].path);
 	free(lf->f.files);
 	free(lf->entries);
+	free(lf->until);
 	free(lf);
 }
 
@@ -120,6 +124,31 @@ void api_wake_node(struct server *s, struct snode *n)
 }
 
 /* "0:120,3:55": where each task's reading starts. */
+/* Where attempt a's task t stops in its file: where the next attempt's
+ * same task began in it, when that ran on the same node (the same file);
+ * 0: it goes to the file's end. */
+static int64_t attempt_until(const struct sjob *j, const struct attempt *a, int t, int ni,
+			     const struct output_names *v, const char *path, bool err_stream)
+{
+	const struct job_request *req = &j->job.req;
+	if (a->number >= j->job.nattempts)
+		return 0;
+	const struct attempt *b = &j->job.attempts[a->number];
+	if (t >= b->ntasks || ni >= b->nnodes || strcmp(a->nodes[ni].name, b->nodes[ni].name) != 0)
+		return 0;
+	struct output_names vb = *v;
+	vb.attempt = b->number;
+	_cleanup_free_ char *next = model_output_path(
+		err_stream ? req->error : (req->output ? req->output : MODEL_DEFAULT_OUTPUT),
+		req->cwd, &vb);
+	if (strcmp(next, path) != 0)
+		return 0; /* a file of its own (%a in the pattern) */
+	return err_stream ? b->tasks[t].err_from : b->tasks[t].out_from;
+}
+
+/* a task's offset not given: where its attempt began in the file */
+#define FROM_ATTEMPT (-2)
+
 static int parse_from(const char *text, int ntasks, int64_t *from)
 {
 	_cleanup_free_ char *copy = xstrdup(text);
@@ -186,7 +215,7 @@ void h_job_logs(struct request *r, const char *param, json_t *body)
 	}
 	int64_t *from = xcalloc((size_t)ntasks, sizeof(*from));
 	for (int i = 0; i < ntasks; i++)
-		from[i] = tail ? -1 : offset;
+		from[i] = tail ? -1 : off ? offset : FROM_ATTEMPT;
 	if (from_s && parse_from(from_s, ntasks, from) < 0) {
 		free(from);
 		reply_error(r, 400, "from: RANK:OFFSET,... with ranks from 0 to %d, got \"%.64s\"",
@@ -223,6 +252,7 @@ void h_job_logs(struct request *r, const char *param, json_t *body)
 			snprintf(lf->f.run_as, sizeof(lf->f.run_as), "%s", j->job.run_as);
 			lf->f.files = xcalloc((size_t)tpn, sizeof(*lf->f.files));
 			lf->entries = xcalloc((size_t)tpn, sizeof(*lf->entries));
+			lf->until = xcalloc((size_t)tpn, sizeof(*lf->until));
 		}
 		json_t *first = NULL; /* tasks that share a file share an entry */
 		char *first_path = NULL;
@@ -272,10 +302,15 @@ void h_job_logs(struct request *r, const char *param, json_t *body)
 					    json_string(log_status_name(LOG_NO_ANSWER)));
 			json_object_set_new(e, "error", json_string(why));
 			struct wire_log_file *x = &lf->f.files[lf->f.nfiles];
+			lf->until[lf->f.nfiles] = attempt_until(j, a, t, ni, &v, path, err_stream);
 			lf->entries[lf->f.nfiles++] = e;
 			x->rank = t;
 			x->path = path;
-			x->offset = from[t];
+			/* from the start: of this attempt, not of the file */
+			x->offset = from[t] != FROM_ATTEMPT ? from[t]
+				    : t >= a->ntasks	    ? 0
+				    : err_stream	    ? a->tasks[t].err_from
+							    : a->tasks[t].out_from;
 			x->max = max;
 			x->tail = (int)tail;
 		}
@@ -313,11 +348,20 @@ static void fetch_fill(struct log_fetch *lf, const struct wire_log_answer *an)
 			if (lf->f.files[k].rank != p->rank)
 				continue;
 			json_t *e = lf->entries[k];
-			char *b64 = tk_base64_encode(p->data ? p->data : "", p->len);
+			/* this attempt's part of a file the next one appended to */
+			int64_t until = lf->until[k], size = p->size;
+			size_t len = p->len;
+			if (until > 0) {
+				len = p->offset >= until
+					      ? 0
+					      : (size_t)MIN((int64_t)len, until - p->offset);
+				size = MIN(size, until);
+			}
+			char *b64 = tk_base64_encode(p->data ? p->data : "", len);
 			json_object_set_new(e, "data", json_string(b64));
 			free(b64);
 			json_object_set_new(e, "offset", json_integer(p->offset));
-			json_object_set_new(e, "size", json_integer(p->size));
+			json_object_set_new(e, "size", json_integer(size));
 			json_object_set_new(e, "status", json_string(log_status_name(p->status)));
 			if (p->error[0])
 				json_object_set_new(e, "error", json_string(p->error));

@@ -72,7 +72,7 @@ static void part_spec(const struct state *s, struct sjob *j, const struct attemp
 	sp->signal_before_s = r->signal_before_s;
 }
 
-json_t *state_work_pack(struct state *s, struct snode *n, uint64_t since_gen)
+json_t *state_work_pack(struct state *s, struct snode *n, uint64_t since_gen, int protocol)
 {
 	struct wire_work w = {.gen = n->work_gen};
 	snprintf(w.epoch, sizeof(w.epoch), "%s", s->cfg.epoch);
@@ -121,6 +121,8 @@ json_t *state_work_pack(struct state *s, struct snode *n, uint64_t since_gen)
 		if (p->gen_added > since_gen) {
 			it->spec = &specs[i];
 			part_spec(s, p->job, a, p->node_index, it->spec);
+			/* a protocol-1 agent writes no marks, and knows no such key */
+			it->spec->no_marks = protocol >= 2 && p->job->job.req.no_attempt_marks;
 		}
 	}
 	w.pulls = xcalloc((size_t)n->npulls + 1, sizeof(*w.pulls));

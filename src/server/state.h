@@ -678,7 +678,7 @@ void state_held_reason(const struct sjob *j, char *buf, size_t n);
 /* ---- pack.c: JSON for agents and users ------------------------------------------- */
 
 /* A node's desired work, as the agent's long-poll answer. */
-json_t *state_work_pack(struct state *s, struct snode *n, uint64_t since_gen);
+json_t *state_work_pack(struct state *s, struct snode *n, uint64_t since_gen, int protocol);
 /* The answer to a long-poll that waited out with nothing new. */
 json_t *state_work_unchanged_pack(struct state *s, struct snode *n);
 json_t *state_node_pack(struct state *s, const struct snode *n);

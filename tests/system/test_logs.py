@@ -6,6 +6,7 @@ exits with the job's status."""
 import base64
 import os
 import pty
+import re
 import select
 import subprocess
 import time
@@ -128,6 +129,64 @@ def test_logs_follow_across_requeue_and_ctrl_c(cluster, workdir):
     jobs = t.json("queue", "--all")["jobs"]
     assert jobs[-1]["state"] == "CANCELLED"
     wait_for(lambda: not t.json("queue")["jobs"], 30, "nothing left running")
+
+
+def test_attempts_are_marked_and_logs_start_at_their_own(cluster, workdir):
+    """Attempts append to one output file: each after the first begins with
+    a line that says which, where and when; tenk logs of an attempt shows
+    that attempt's part alone, and logs -f goes on across requeues without
+    repeating an attempt's output. --no-attempt-marks writes no line, and
+    the logs still start where each attempt began."""
+    t = cluster
+    script = "echo attempt-$TENK_ATTEMPT; sleep 600"
+    jid = t.submit("-o", "out-%j.txt", "--", "sh", "-c", script)
+    out = os.path.join(workdir, f"out-{jid}.txt")
+
+    def has(text):
+        return os.path.exists(out) and text in open(out).read()
+
+    wait_for(lambda: has("attempt-1\n"), 30, "attempt 1's output")
+    t.run("requeue", jid)
+    wait_for(lambda: has("attempt-2\n"), 30, "attempt 2's output")
+    text = open(out).read()
+    first, rest = text.split("\n", 1)
+    assert first == "attempt-1", text
+    mark, second = rest.split("\n", 1)
+    assert re.fullmatch(r"--- tenk: attempt 2 on node1 at "
+                        r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d ---", mark), text
+    assert second == "attempt-2\n", text
+    assert t.job(jid)["attempts"][1]["tasks"][0]["out_from"] == len("attempt-1\n")
+    # each attempt's logs are its own part of the file
+    assert t.run("logs", jid).stdout == rest
+    assert t.run("logs", jid, "--attempt", "1").stdout == "attempt-1\n"
+    assert t.run("logs", jid, "--attempt", "2").stdout == rest
+    # following from attempt 2 across a second requeue: nothing twice
+    f = subprocess.Popen([BIN, "logs", "-f", str(jid)], cwd=workdir, env=t.env(),
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        got = read_until(f.stdout.fileno(), "attempt-2\n")
+        t.run("requeue", jid)
+        got += read_until(f.stdout.fileno(), "attempt-3\n")
+        t.run("cancel", jid)
+        tail, err = f.communicate(timeout=30)
+        got += tail.decode()
+    finally:
+        if f.poll() is None:
+            f.kill()
+    assert got.count("attempt-2\n") == 1 and "attempt-1" not in got, got
+    assert got.count("--- tenk: attempt 3 on node1 at ") == 1, got
+    assert got.endswith(" ---\nattempt-3\n"), got
+    assert open(out).read().startswith(text)
+    # without marks
+    jid = t.submit("-o", "plain-%j.txt", "--no-attempt-marks", "--", "sh", "-c", script)
+    out = os.path.join(workdir, f"plain-{jid}.txt")
+    wait_for(lambda: has("attempt-1\n"), 30, "attempt 1's output")
+    t.run("requeue", jid)
+    wait_for(lambda: has("attempt-2\n"), 30, "attempt 2's output")
+    assert open(out).read() == "attempt-1\nattempt-2\n"
+    assert t.job(jid)["request"]["attempt_marks"] is False
+    assert t.run("logs", jid).stdout == "attempt-2\n"
+    t.run("cancel", jid)
 
 
 def test_run_pty_is_a_terminal_on_the_node(cluster, workdir):

@@ -301,9 +301,10 @@ static void test_task_as_another_user(void **state)
 		.uid = pw->pw_uid, .gid = pw->pw_gid, .ngroups = 1, .groups = {pw->pw_gid}};
 	snprintf(p.user.name, sizeof(p.user.name), "nobody");
 	struct cgroup none = {0};
+	struct shim_task_status ts = {0};
 	int code;
 	char why[256];
-	int pid = shim_task_fork(&p, &none, &t, NULL, &code, why, sizeof(why));
+	int pid = shim_task_fork(&p, &none, &t, NULL, &ts, &code, why, sizeof(why));
 	assert_true(pid > 0);
 	int status;
 	assert_int_equal(waitpid(pid, &status, 0), pid);
@@ -316,9 +317,25 @@ static void test_task_as_another_user(void **state)
 	assert_int_equal(stat(out, &st), 0);
 	assert_int_equal(st.st_uid, pw->pw_uid);
 	assert_int_equal(st.st_mode & 0777, 0600);
+	assert_int_equal(ts.out_from, 0);
+	/* a second attempt: it begins where the first ended, with its mark */
+	p.attempt = 2;
+	p.marks = true;
+	snprintf(p.node, sizeof(p.node), "gpu03");
+	pid = shim_task_fork(&p, &none, &t, NULL, &ts, &code, why, sizeof(why));
+	assert_true(pid > 0);
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_int_equal(ts.out_from, st.st_size);
+	_cleanup_free_ char *both = get(dir, "out");
+	assert_int_equal(strncmp(both, text, strlen(text)), 0);
+	assert_int_equal(strncmp(both + st.st_size, "--- tenk: attempt 2 on gpu03 at 20", 34), 0);
+	assert_non_null(strstr(both + st.st_size, " ---\n"));
+	assert_non_null(strstr(both + st.st_size, "no-root"));
+	p.attempt = 1;
+	p.marks = false;
 	/* an output only root may write: refused, with why */
 	t.output = "/etc/tenk-unit-test-out";
-	assert_int_equal(shim_task_fork(&p, &none, &t, NULL, &code, why, sizeof(why)), -1);
+	assert_int_equal(shim_task_fork(&p, &none, &t, NULL, &ts, &code, why, sizeof(why)), -1);
 	assert_int_equal(code, 127);
 	assert_string_equal(why, "cannot open output /etc/tenk-unit-test-out: Permission denied");
 	assert_int_equal(access("/etc/tenk-unit-test-out", F_OK), -1);
@@ -327,18 +344,18 @@ static void test_task_as_another_user(void **state)
 	char *bad[] = {"no-such-command-xyz", NULL};
 	t.argv = bad;
 	t.argc = 1;
-	assert_int_equal(shim_task_fork(&p, &none, &t, NULL, &code, why, sizeof(why)), -1);
+	assert_int_equal(shim_task_fork(&p, &none, &t, NULL, &ts, &code, why, sizeof(why)), -1);
 	assert_string_equal(why, "command not found: no-such-command-xyz");
 	/* uid 0 (a second name of root): refused unless the plan allows root */
 	t.argv = argv;
 	t.argc = 3;
 	p.user =
 		(struct shim_user){.name = "toor", .uid = 0, .gid = 0, .ngroups = 1, .groups = {0}};
-	assert_int_equal(shim_task_fork(&p, &none, &t, NULL, &code, why, sizeof(why)), -1);
+	assert_int_equal(shim_task_fork(&p, &none, &t, NULL, &ts, &code, why, sizeof(why)), -1);
 	assert_int_equal(code, 126);
 	assert_string_equal(why, "user toor is root (uid 0), and this cluster runs no job as root");
 	p.allow_root = true;
-	pid = shim_task_fork(&p, &none, &t, NULL, &code, why, sizeof(why));
+	pid = shim_task_fork(&p, &none, &t, NULL, &ts, &code, why, sizeof(why));
 	assert_true(pid > 0);
 	assert_int_equal(waitpid(pid, &status, 0), pid);
 	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);

@@ -138,7 +138,7 @@ static void test_lifecycle(void **state)
 	state_flush_work(&w->st);
 	assert_int_equal(w->work_changed[0], 2);
 	/* what the agent is told to run: the spec, first time only */
-	json_t *work = state_work_pack(&w->st, n, 0);
+	json_t *work = state_work_pack(&w->st, n, 0, WIRE_PROTOCOL);
 	struct wire_work ww;
 	struct tk_error err;
 	assert_int_equal(wire_work_unpack(work, &ww, &err), 0);
@@ -150,7 +150,7 @@ static void test_lifecycle(void **state)
 	assert_int_equal(nd, 2);
 	wire_work_release(&ww);
 	json_decref(work);
-	work = state_work_pack(&w->st, n, n->work_gen);
+	work = state_work_pack(&w->st, n, n->work_gen, WIRE_PROTOCOL);
 	assert_int_equal(wire_work_unpack(work, &ww, &err), 0);
 	assert_null(ww.items[0].spec);
 	wire_work_release(&ww);
