@@ -75,13 +75,29 @@ static double jnum(json_t *o, const char *k)
 
 /* ---- acct ------------------------------------------------------------------------- */
 
-enum field_kind { F_INT, F_STR, F_TIME, F_ELAPSED, F_NUM, F_MONEY, F_EXIT, F_MIB, F_ENERGY };
+enum field_kind {
+	F_INT,
+	F_STR,
+	F_TIME,
+	F_ELAPSED,
+	F_NUM,
+	F_MONEY,
+	F_EXIT,
+	F_MIB,
+	F_ENERGY,
+	F_JOBID,       /* sacct's JobID: 16_0 for an array's element */
+	F_ARRAY_JOB,   /* its array's id ("" for a job of no array) */
+	F_ARRAY_INDEX, /* its index in the array ("" likewise) */
+};
 static const struct field {
 	const char *name, *alias, *key;
 	enum field_kind kind;
 	int width;
 } fields[] = {
-	{"JobID", NULL, "job_id", F_INT, 8},
+	{"JobID", NULL, "job_id", F_JOBID, 10},
+	{"JobIDRaw", NULL, "job_id", F_INT, 8},
+	{"ArrayJobID", NULL, "array", F_ARRAY_JOB, 10},
+	{"ArrayTaskID", NULL, "array", F_ARRAY_INDEX, 11},
 	{"Attempt", NULL, "attempt", F_INT, 7},
 	{"User", NULL, "user", F_STR, 10},
 	{"Queue", "Account", "queue", F_STR, 10},
@@ -151,6 +167,23 @@ static void cell(const struct field *f, json_t *r, char *buf, size_t n)
 			snprintf(buf, n, "-");
 		else
 			snprintf(buf, n, "%.1fJ", json_number_value(v));
+		break;
+	case F_JOBID: {
+		json_t *a = json_object_get(r, "array");
+		if (a)
+			snprintf(buf, n, "%lld_%lld", (long long)cli__jint(a, "job"),
+				 (long long)cli__jint(a, "index"));
+		else
+			snprintf(buf, n, "%lld", (long long)json_integer_value(v));
+		break;
+	}
+	case F_ARRAY_JOB:
+	case F_ARRAY_INDEX:
+		if (v)
+			snprintf(buf, n, "%lld",
+				 (long long)cli__jint(v, f->kind == F_ARRAY_JOB ? "job" : "index"));
+		else
+			snprintf(buf, n, "%s", "");
 		break;
 	}
 }
@@ -278,6 +311,9 @@ static int run_acct(struct ctx *c)
 	/* page by page: the header once, each page's rows as they come (with
 	 * --json, every record in one answer) */
 	json_t *all = c->json ? json_array() : NULL, *currency = NULL;
+	bool costs = false; /* a cost column is shown: say its currency after */
+	for (int i = 0; i < ncols; i++)
+		costs |= cols[i]->kind == F_MONEY;
 	int64_t after = 0;
 	bool parsable = c->v[A_PARSABLE] != NULL, header = false;
 	for (;;) {
@@ -292,10 +328,10 @@ static int run_acct(struct ctx *c)
 			return cli__api_error(c, &err);
 		}
 		json_t *records = json_object_get(res, "records");
+		if (!currency)
+			currency = json_incref(json_object_get(res, "currency"));
 		if (all) {
 			json_array_extend(all, records);
-			if (!currency)
-				currency = json_incref(json_object_get(res, "currency"));
 		} else {
 			if (!header)
 				print_header(cols, ncols, parsable);
@@ -314,7 +350,13 @@ static int run_acct(struct ctx *c)
 		json_object_set_new(out, "currency", currency ? currency : json_null());
 		cli__print_json(out);
 		json_decref(out);
+		return CLI_EXIT_OK;
 	}
+	/* (not in -P's output, which scripts read line by line) */
+	const char *cur = json_string_value(currency);
+	if (costs && !parsable && cur && *cur)
+		printf("costs in %s\n", cur);
+	json_decref(currency);
 	return CLI_EXIT_OK;
 }
 

@@ -181,8 +181,9 @@ static int run_queues(struct ctx *c)
 			model_fmt_amount(json_number_value(json_object_get(b, "amount")), amount,
 					 sizeof(amount));
 			const char *st = cli__jstr(q, "budget_state");
-			snprintf(budget, sizeof(budget), "%s of %s/%s%s", spent, amount,
-				 cli__jstr(b, "period"),
+			const char *cur = cli__jstr(res, "currency");
+			snprintf(budget, sizeof(budget), "%s of %s%s%s/%s%s", spent, amount,
+				 *cur ? " " : "", cur, cli__jstr(b, "period"),
 				 strcmp(st, "spent") == 0     ? " SPENT: new jobs wait"
 				 : strcmp(st, "warning") == 0 ? " (80%+)"
 							      : "");

@@ -180,6 +180,11 @@ static json_t *row(struct server *s, const struct sjob *j, const struct attempt 
 		(double)cpu_ms / 1000.0, "mem_peak_mib", (json_int_t)mem_peak, "gpu_hours",
 		f.gpu_hours, "gpu_busy_hours", f.busy_hours, "cost", f.cost);
 	json_object_set_new(o, "energy_j", f.energy_j >= 0 ? json_real(f.energy_j) : json_null());
+	/* an array's element: sacct's 16_0 (ArrayJobID, ArrayTaskID) */
+	if (j->job.array_job)
+		json_object_set_new(o, "array",
+				    json_pack("{s:I, s:i}", "job", (json_int_t)j->job.array_job,
+					      "index", j->job.array_index));
 	/* work per energy: GPU-hours per kWh */
 	json_object_set_new(o, "gpu_hours_per_kwh",
 			    f.energy_j > 0 ? json_real(f.gpu_hours / (f.energy_j / 3.6e6))

@@ -563,7 +563,9 @@ static void h_queues(struct request *r, const char *param, json_t *body)
 	json_t *arr = json_array();
 	for (int i = 0; i < st->nqueues; i++)
 		json_array_append_new(arr, state_queue_pack(st, st->queues[i]));
-	reply_json(r, 200, json_pack("{s:o}", "queues", arr));
+	/* budgets are in the catalogue's currency */
+	reply_json(r, 200,
+		   json_pack("{s:o, s:s}", "queues", arr, "currency", r->s->st.sched.currency));
 }
 
 static void h_queue_set(struct request *r, const char *param, json_t *body)

@@ -91,13 +91,30 @@ def test_records_cost_energy_and_usage(workdir, procs):
     p = t.run("usage", "--by", "planet", check=False)
     assert p.returncode == 2 and "--by: queue, user or model" in p.stderr
 
+    # an array's elements are ARRAY_INDEX, as in sacct; costs name their currency
+    arr = t.submit("--array", "0-1", "--", "true")
+    assert t.run("wait", arr, timeout=60).returncode == 0
+    lines = t.run("acct", "-P", "-o", "JobID,JobIDRaw,ArrayJobID,ArrayTaskID,State").stdout
+    lines = lines.splitlines()
+    assert lines[0] == "JobID|JobIDRaw|ArrayJobID|ArrayTaskID|State", lines
+    assert f"{arr}_0|{arr}|{arr}|0|COMPLETED" in lines, lines
+    assert f"{arr}_1|{arr + 1}|{arr}|1|COMPLETED" in lines, lines
+    assert f"{batch}|{batch}|||COMPLETED" in lines, lines
+    assert [r["array"] for r in t.json("acct")["records"] if r["job_id"] == arr + 1] == \
+        [{"job": arr, "index": 1}]
+    table = t.run("acct").stdout
+    assert table.splitlines()[-1] == "costs in EUR", table
+    assert f"{arr}_1 " in table, table
+    assert "costs in" not in t.run("acct", "-P").stdout
+
     # a budget smaller than what the queue spent today: new jobs wait
     spent = tot["cost"]
     assert spent > 0.05, spent
     t.run("queues", "set", "default", "--budget", "0.05/day")
     q = [x for x in t.json("queues")["queues"] if x["name"] == "default"][0]
     assert q["budget"] == {"amount": 0.05, "period": "day"} and q["budget_state"] == "spent", q
-    assert "SPENT: new jobs wait" in t.run("queues").stdout
+    out = t.run("queues").stdout
+    assert "SPENT: new jobs wait" in out and " EUR/day SPENT" in out, out
     st, m = t.api("GET", "/metrics")
     assert st == 200 and 'tenk_queue_budget_state{queue="default",period="day"} 2' in m, m
     held = t.submit("--", "true")
