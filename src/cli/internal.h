@@ -42,6 +42,8 @@ struct ctx {
 	int npos;
 	struct client client;
 	bool json;
+	int argc; /* the command line as typed (argv[0] the command's name) */
+	char **argv;
 };
 
 /* How a command reads its command line, and what it runs. */

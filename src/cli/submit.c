@@ -21,7 +21,7 @@ extern char **environ;
 enum {
 	S_NODES = O_FIRST_OWN,
 	S_TPN,
-	S_GPUS,
+	S_GPUS_TOTAL,
 	S_GPU_TYPE,
 	S_CPUS,
 	S_MEM,
@@ -51,7 +51,7 @@ enum {
 	S_SIGNAL,
 	S_HOLD,
 	S_GPUS_PER_NODE,
-	S_GPUS_TOTAL,
+	S_GPUS,
 	S_NTASKS_PER_NODE,
 	S_NTASKS,
 	S_LABEL,
@@ -70,7 +70,9 @@ static const struct tk_option submit_opts[] = {
 	COMMON_OPTS,
 	{"nodes", 'N', "N", "nodes, all started together (default 1)"},
 	{"tasks-per-node", 0, "N", "processes per node (default 1)"},
-	{"gpus-per-task", 'G', "G", "accelerators per task; a fraction below 1 shares one"},
+	{"gpus", 'G', "N",
+	 "accelerators in all, shared out among the tasks (Slurm's -G; until 0.2.0, -G was per "
+	 "task)"},
 	{"gpu-type", 0, "LIST", "acceptable models, e.g. H100,A100-80GB"},
 	{"cpus-per-task", 'c', "N", "CPUs reserved per task (default 0: none reserved)"},
 	{"mem", 0, "SIZE", "memory reserved per node, e.g. 64G"},
@@ -111,7 +113,7 @@ static const struct tk_option submit_opts[] = {
 	 "send SIG this long before the time limit (default 60 s), e.g. USR1@120"},
 	{"hold", 'H', NULL, "submit it held: it waits until tenk release"},
 	{"gpus-per-node", 0, "N", "accelerators per node, shared out among its tasks"},
-	{"gpus", 0, "N", "accelerators in all, shared out among the tasks"},
+	{"gpus-per-task", 0, "G", "accelerators per task; a fraction below 1 shares one"},
 	{"ntasks-per-node", 0, "N", "as --tasks-per-node"},
 	{"ntasks", 'n', "N", "tasks in all (with -N or --tasks-per-node: what the other is)"},
 	{"label", 'l', NULL, "tenk run: each line of output after its task's rank"},
@@ -220,6 +222,20 @@ static int64_t count_opt(struct ctx *c, int opt, int64_t max, int64_t def)
 	return x;
 }
 
+/* Did the command line (not a script's lines) give option -X, before the
+ * command it runs? */
+static bool typed_short(const struct ctx *c, char x)
+{
+	for (int i = 1; i < c->argc; i++) {
+		const char *a = c->argv[i];
+		if (strcmp(a, "--") == 0 || (c->npos && a == c->pos[0]))
+			return false;
+		if (a[0] == '-' && a[1] == x)
+			return true;
+	}
+	return false;
+}
+
 /* Nodes, tasks per node and accelerators per task, from tenk's options or
  * Slurm's (-n, --ntasks-per-node, --gpus-per-node, --gpus). */
 static int add_shape(struct ctx *c, json_t *req)
@@ -295,6 +311,15 @@ static int add_shape(struct ctx *c, json_t *req)
 	if (per > MODEL_MAX_GPUS_PER_TASK)
 		return cli__usage_error(c->cmd, "--%s %s: more than %d accelerators per task",
 					submit_opts[opt].name, v, MODEL_MAX_GPUS_PER_TASK);
+	int64_t tasks = (nodes ? nodes : 1) * (tpn ? tpn : 1);
+	if (opt == S_GPUS_TOTAL && tasks > 1 && typed_short(c, 'G'))
+		/* for one release: where the old reading differs, say so */
+		fprintf(stderr,
+			"tenk %s: note: -G %s is the accelerators in all, as Slurm's -G: %g for "
+			"each "
+			"of %lld tasks (until 0.2.0, -G was per task: --gpus-per-task %s for "
+			"that)\n",
+			c->cmd->name, v, per, (long long)tasks, v);
 	json_object_set_new(req, "gpus_per_task",
 			    per == floor(per) ? json_integer((json_int_t)per) : json_real(per));
 	return 0;

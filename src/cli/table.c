@@ -105,6 +105,8 @@ int cli_main(const struct tk_command *cmd, const struct cli_spec *spec, int argc
 	struct ctx c;
 	memset(&c, 0, sizeof(c));
 	c.cmd = cmd;
+	c.argc = argc;
+	c.argv = argv;
 	struct tk_error err;
 	assert(spec->nopts <= ARRAY_SIZE(c.v));
 	for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)

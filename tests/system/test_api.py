@@ -239,7 +239,7 @@ def test_cli_usage_errors(cluster):
         assert "usage: tenk" in p.stderr
     p = cluster.run("frobnicate", check=False)
     assert p.returncode == 2 and 'unknown command "frobnicate"' in p.stderr
-    p = cluster.run("submit", "-G", "0.5", "-N", "2", "--", "true", check=False)
+    p = cluster.run("submit", "--gpus-per-task", "0.5", "-N", "2", "--", "true", check=False)
     assert p.returncode == 2 and "fractional accelerator" in p.stderr
     p = cluster.run("queue", check=False, env={"PATH": "/usr/bin:/bin"}, cwd="/")
     assert p.returncode == 2 and "no server given" in p.stderr

@@ -477,3 +477,47 @@ def test_update_array_throttle(cluster):
     p = t.run("submit", "--array-throttle", "2", "--", "true", check=False)
     assert p.returncode == 2 and "--array-throttle: is for tenk update" in p.stderr
     t.run("cancel", str(aid), str(single))
+
+
+def test_gpus_mean_what_they_mean_in_slurm(cluster, workdir):
+    """-G is the accelerators in all, on the command line as in an #SBATCH
+    line (Slurm's -G/--gpus); --gpus-per-task and --gpus-per-node are
+    Slurm's too. Where the reading before 0.2.0 (-G per task) would differ,
+    a note says so."""
+    t = cluster
+
+    def per_task(*args, script=None):
+        p = t.run("submit", "-H", *args, *(script or ["--", "true"]))
+        jid = int(p.stdout)
+        return t.job(jid)["request"]["gpus_per_task"], p.stderr, jid
+
+    jobs = []
+    g, note, jid = per_task("-G", "4", "-n", "2")
+    jobs.append(jid)
+    assert g == 2, g
+    assert ("note: -G 4 is the accelerators in all, as Slurm's -G: 2 for each of 2 tasks "
+            "(until 0.2.0, -G was per task: --gpus-per-task 4 for that)") in note, note
+    # (noted: -G typed, more than one task)
+    for args, want, noted in ((["--gpus-per-task", "4", "-n", "2"], 4, False),
+                              (["--gpus", "4", "-n", "2"], 2, False),
+                              (["-G", "2"], 2, False),
+                              (["-G4", "--tasks-per-node", "2"], 2, True),
+                              (["--gpus-per-node", "4", "--tasks-per-node", "2"], 2, False),
+                              (["-G", "0.5"], 0.5, False)):
+        g, note, jid = per_task(*args)
+        jobs.append(jid)
+        assert g == want, (args, g)
+        assert ("note: -G" in note) == noted, (args, note)
+    # a script's lines as sbatch reads them: -G in all, no note
+    path = os.path.join(workdir, "g.sh")
+    with open(path, "w") as f:
+        f.write("#!/bin/sh\n#SBATCH -G 4\n#SBATCH --ntasks=2\ntrue\n")
+    g, note, jid = per_task(script=[path])
+    jobs.append(jid)
+    assert g == 2 and "note" not in note, (g, note)
+    p = t.run("submit", "-G", "3", "-n", "2", "--", "true", check=False)
+    assert p.returncode == 2 and "--gpus 3 does not share out evenly over 2 task(s)" in p.stderr
+    p = t.run("submit", "-G", "1", "-n", "2", "--", "true", check=False)
+    assert p.returncode == 2 and "a fractional accelerator (0.5) is for single-node, " \
+        "single-task jobs" in p.stderr, p.stderr
+    t.run("cancel", *jobs)

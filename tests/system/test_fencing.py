@@ -80,7 +80,7 @@ def test_a_lost_node_never_runs_a_job_twice(hosts4, workdir, kill_all, how):
     out = os.path.join(workdir, "check")
     os.mkdir(out)
     # a long grace, which a fenced task does not get
-    jid = c.submit("-N", "2", "-G", "4", "--grace", "60s", "--requeue", "0", "--",
+    jid = c.submit("-N", "2", "--gpus-per-task", "4", "--grace", "60s", "--requeue", "0", "--",
                    PY, "-c", CHECKER, out)
     c.wait_state(jid, "RUNNING")
     wait_for(lambda: len([r for r in read_log(out) if r[3] == "start"]) == 2
@@ -159,7 +159,7 @@ def test_agent_restarts_rerun_nothing(hosts3, workdir, kill_all):
     kill_all += c.daemons
     out = os.path.join(workdir, "runs")
     os.mkdir(out)
-    long = c.submit("-N", "2", "-G", "1", "--", PY, "-c", WAITER, out)
+    long = c.submit("-N", "2", "--gpus-per-task", "1", "--", PY, "-c", WAITER, out)
     c.wait_state(long, "RUNNING")
     # a rank's file appears when it opens it and holds its pid once written
     wait_for(lambda: len(pids_written(out)) == 2, 20, "both ranks to write their pids")

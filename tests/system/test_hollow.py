@@ -20,7 +20,7 @@ def test_hollow_nodes_beside_a_real_one(workdir, procs):
     assert set(nodes) == {"node1", "hol-00000", "hol-00001", "hol-00002"}, nodes
     assert len(nodes["hol-00002"]["accelerators"]) == 8
 
-    gang = t.submit("-N", "3", "-G", "8", "--", "sleep", "0.5")
+    gang = t.submit("-N", "3", "--gpus-per-task", "8", "--", "sleep", "0.5")
     fail = t.submit("-w", "hol-00001", "--", "false")
     real = t.submit("-w", "node1", "--", "sh", "-c", "echo on-the-real-node")
     for jid, state in ((gang, "COMPLETED"), (fail, "FAILED"), (real, "COMPLETED")):

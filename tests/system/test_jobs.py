@@ -50,8 +50,8 @@ def test_run_output_and_environment(cluster, workdir):
 
 
 def test_tasks_per_node_ranks_and_devices(cluster, workdir):
-    jid = cluster.submit("--tasks-per-node", "4", "-G", "2", "-o", "out-%j-%t.txt", "--",
-                         "sh", "-c", ENV_DUMP)
+    jid = cluster.submit("--tasks-per-node", "4", "--gpus-per-task", "2", "-o",
+                         "out-%j-%t.txt", "--", "sh", "-c", ENV_DUMP)
     cluster.run("wait", jid)
     ranks, cvds = [], []
     for t in range(4):
@@ -156,8 +156,8 @@ def test_waits_for_resources_and_says_why(cluster):
     # a job no node of the cluster could ever hold is refused, saying why
     n = len(cluster.json("queue", "--all")["jobs"])
     for cmd in (["submit"], ["run"]):
-        p = cluster.run(*cmd, "-N", "2", "--tasks-per-node", "8", "-G", "1", "--gpu-type",
-                        "H100,H200", "--", "true", check=False)
+        p = cluster.run(*cmd, "-N", "2", "--tasks-per-node", "8", "--gpus-per-task", "1",
+                        "--gpu-type", "H100,H200", "--", "true", check=False)
         assert p.returncode == 1 and "this job can never start: needs 2 nodes with 8 " \
             "accelerators (H100|H200) each" in p.stderr and \
             "no set of this cluster's 1 node could ever hold that" in p.stderr, p.stderr

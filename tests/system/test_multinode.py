@@ -52,8 +52,8 @@ def parse(line):
 def test_gang_environment_across_hosts(hosts3, workdir, kill_all):
     c = MultiHost(workdir, hosts3)
     kill_all += c.daemons
-    jid = c.submit("-N", "2", "--tasks-per-node", "2", "-G", "1", "-o", "rank-%t.out", "--",
-                   PY, "-c", RENDEZVOUS)
+    jid = c.submit("-N", "2", "--tasks-per-node", "2", "--gpus-per-task", "1", "-o",
+                   "rank-%t.out", "--", PY, "-c", RENDEZVOUS)
     c.run("wait", jid, timeout=120)
     job = c.job(jid)
     assert job["state"] == "COMPLETED", job
@@ -96,7 +96,7 @@ def test_pytorch_ddp_two_hosts(hosts3, workdir, kill_all, how):
     script = os.path.join(HERE, "ddp_train.py")
     if how == "task-per-rank":
         env["GLOO_SOCKET_IFNAME"] = "eth0"  # the hosts' only interface besides lo
-        jid = c.submit("-N", "2", "--tasks-per-node", "2", "-G", "1", "--", PY, script,
+        jid = c.submit("-N", "2", "--tasks-per-node", "2", "--gpus-per-task", "1", "--", PY, script,
                        out, env=env)
     else:
         # a plain torchrun once per node: tenk's PET_* give it the nodes, the
@@ -107,8 +107,8 @@ def test_pytorch_ddp_two_hosts(hosts3, workdir, kill_all, how):
         assert socket.gethostbyname(hostname).startswith("127."), "the case under test"
         env.pop("GLOO_SOCKET_IFNAME", None)
         cmd = f"exec torchrun --redirects 1 --tee 1 {script} {out}"
-        jid = c.submit("-N", "2", "--tasks-per-node", "1", "-G", "2", "--", "sh", "-c", cmd,
-                       env=env)
+        jid = c.submit("-N", "2", "--tasks-per-node", "1", "--gpus-per-task", "2", "--", "sh",
+                       "-c", cmd, env=env)
     p = c.run("wait", jid, check=False, timeout=300)
     job = c.job(jid)
     if job["state"] != "COMPLETED":
@@ -229,8 +229,8 @@ def test_server_sigkill_during_multinode_jobs(hosts3, workdir, kill_all):
 
     def submitter():
         while not stop.is_set():
-            p = c.run("submit", "-N", "2", "--tasks-per-node", "2", "-G", "1", "--", "sh", "-c",
-                      script, check=False)
+            p = c.run("submit", "-N", "2", "--tasks-per-node", "2", "--gpus-per-task", "1", "--",
+                      "sh", "-c", script, check=False)
             if p.returncode == 0:
                 acked.append(int(p.stdout))
             elif "cannot reach" not in p.stderr and "Server returned nothing" not in p.stderr:

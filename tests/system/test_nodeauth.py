@@ -51,7 +51,7 @@ def test_each_node_has_its_own_credential(workdir, procs):
     assert creds["n1"] != creds["n2"]
     assert creds["n1"] not in open(os.path.join(t.data, "tenk.db"), "rb").read().decode(
         errors="replace"), "the server keeps a hash, not the credential"
-    jid = t.submit("-N", "1", "-G", "1", "--", "sleep", "60")
+    jid = t.submit("-N", "1", "--gpus-per-task", "1", "--", "sleep", "60")
     job = t.wait_state(jid, "RUNNING")
     on = job["attempts"][0]["nodes"][0]["name"]
     other = "n2" if on == "n1" else "n1"

@@ -68,7 +68,7 @@ def alive(pid):
 
 def start_job(c, out):
     os.mkdir(out)
-    jid = c.submit("-N", "3", "-G", "4", "--", PY, "-c", JOB, out)
+    jid = c.submit("-N", "3", "--gpus-per-task", "4", "--", PY, "-c", JOB, out)
     c.wait_state(jid, "RUNNING")
     wait_for(lambda: len(pids(out)) == 3, 30, "the three ranks' pids")
     return jid, pids(out)

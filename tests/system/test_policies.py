@@ -36,7 +36,7 @@ def test_prod_gang_preempts_batch_on_two_nodes(workdir, procs):
     t.wait_state(b2, "RUNNING")
     nodes = {t.job(b)["attempts"][0]["nodes"][0]["name"] for b in (b1, b2)}
     assert nodes == {"n0", "n1"}
-    prod = t.submit("--class", "prod", "-N", "2", "-G", "4", "--", "true")
+    prod = t.submit("--class", "prod", "-N", "2", "--gpus-per-task", "4", "--", "true")
     p = t.run("wait", prod, timeout=60)
     assert p.returncode == 0
     job = t.job(prod)
@@ -138,7 +138,7 @@ def test_capability_and_topology_requests(workdir, procs):
     assert ">= 40 GiB" in t.job(jid)["reason"]
     ok = t.submit("--gpu-tflops", "60", "-G", "1", "--", "true")
     t.run("wait", ok, timeout=60)
-    sw = t.submit("-N", "2", "--switches", "1", "-G", "1", "--", "true")
+    sw = t.submit("-N", "2", "--switches", "1", "--gpus-per-task", "1", "--", "true")
     t.run("wait", sw, timeout=60)  # nodes without topology count as one switch
     t.run("cancel", jid)
 

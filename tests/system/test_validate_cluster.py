@@ -23,7 +23,7 @@ def test_slow_link_drains_that_host(hosts4, workdir, kill_all):
     kill_all.extend(c.daemons)
     # a preemptible job holds a node: the validation stops it, and it goes
     # back to the queue; the run then has every device of every node
-    batch = c.submit("--class", "batch", "-N", "3", "-G", "1", "--", "sleep", "600")
+    batch = c.submit("--class", "batch", "-N", "3", "--gpus-per-task", "1", "--", "sleep", "600")
     c.wait_state(batch, "RUNNING", timeout=60)
     # host3's link is slowed both ways (tc netem, or a token bucket where the
     # kernel lacks netem)
