@@ -24,6 +24,8 @@ def start_server(workdir, procs, data, store, listen="127.0.0.1:0"):
     wait_for(lambda: os.path.exists(os.path.join(data, "server.url")) or not d.alive(), 30,
              "the server")
     assert d.alive(), d.output()
+    # its "serving ... (store: ...)" line comes just after server.url
+    wait_for(lambda: "serving " in d.output() or not d.alive(), 10, "the server's first line")
     return d
 
 
