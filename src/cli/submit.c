@@ -293,10 +293,14 @@ static int add_shape(struct ctx *c, json_t *req)
 	const char *v = c->v[opt];
 	char *end;
 	double g = strtod(v, &end);
-	double most = MODEL_MAX_GPUS_PER_TASK * (opt == S_GPUS ? 1.0 : 1e9);
-	if (!*v || *end || !(g >= 0 && g <= most))
-		return cli__usage_error(c->cmd, "--%s: must be a number from 0 to %g, got \"%s\"",
-					submit_opts[opt].name, most, v);
+	if (opt == S_GPUS && (!*v || *end || !(g >= 0 && g <= MODEL_MAX_GPUS_PER_TASK)))
+		return cli__usage_error(c->cmd, "--%s: must be a number from 0 to %d, got \"%s\"",
+					submit_opts[opt].name, MODEL_MAX_GPUS_PER_TASK, v);
+	/* (in all or per node: what it comes to per task is checked below) */
+	if (!*v || *end || !(g >= 0 && g <= 1e9))
+		return cli__usage_error(c->cmd,
+					"--%s: must be a number of accelerators, got \"%s\"",
+					submit_opts[opt].name, v);
 	/* shared out: each task gets the same whole number, or one fraction */
 	double per = opt == S_GPUS	      ? g
 		     : opt == S_GPUS_PER_NODE ? g / (double)(tpn ? tpn : 1)
