@@ -20,6 +20,8 @@
 /* lists built in one loop iteration, at most about this long: the calls
  * of agents waiting behind them are served in between */
 #define API_LIST_BUDGET_US 5000
+/* jobs out of memory one answer of a search by name reads back, at most */
+#define LIST_NAME_READS 2000
 #define WAIT_MAX_S 300
 #define VALID_MAX_CHECKS 64 /* checks in one node's validation report */
 
@@ -69,6 +71,7 @@ static void hide_inside(json_t *o)
 	for (size_t i = 0; i < ARRAY_SIZE(inside); i++)
 		json_object_del(req, inside[i]);
 	json_object_del(o, "checkpoints");
+	json_object_del(o, "output_path");
 	json_object_set_new(o, "private", json_true());
 }
 
@@ -673,6 +676,32 @@ static void h_jobs_list(struct request *r, const char *param, json_t *body)
 		return;
 	}
 	snprintf(r->list_owner, sizeof(r->list_owner), "%s", owner ? owner : "");
+	const char *order = request_arg(r, "order"), *before_s = request_arg(r, "before");
+	const char *name = request_arg(r, "name");
+	if (order && strcmp(order, "newest") != 0 && strcmp(order, "oldest") != 0) {
+		reply_error(r, 400, "order: newest or oldest (the default), got \"%.32s\"", order);
+		return;
+	}
+	r->list_newest = order && strcmp(order, "newest") == 0;
+	r->list_before = 0;
+	if (before_s &&
+	    (!r->list_newest || tk_parse_int64(before_s, 1, INT64_MAX, &r->list_before) < 0)) {
+		reply_error(r, 400,
+			    "before: with order=newest, a job id (the last answer's \"next\"), "
+			    "got \"%.32s\"",
+			    before_s);
+		return;
+	}
+	if (after_s && r->list_newest) {
+		reply_error(r, 400, "after: is for order=oldest; order=newest pages with before");
+		return;
+	}
+	if (name && (!*name || strlen(name) >= sizeof(r->list_name))) {
+		reply_error(r, 400, "name: a job's name, 1 to %d characters",
+			    (int)sizeof(r->list_name) - 1);
+		return;
+	}
+	snprintf(r->list_name, sizeof(r->list_name), "%s", name ? name : "");
 	/* built later, a few at a time: see api_lists_work */
 	r->list_array = array;
 	r->list_mask = mask;
@@ -682,12 +711,18 @@ static void h_jobs_list(struct request *r, const char *param, json_t *body)
 }
 
 /* A page of r's list: the first `limit` matching jobs after the cursor,
- * oldest first (the head of the queue), and how many match in all. */
+ * oldest first (the head of the queue) or newest first, and how many
+ * match in all. A name filter reads back the jobs out of memory the other
+ * filters keep, LIST_NAME_READS at most an answer: past that it answers
+ * what it found, "total" null, and "next" where to go on. */
 static void list_answer(struct request *r)
 {
 	struct state *st = &r->s->st;
 	unsigned mask = r->list_mask;
-	int64_t limit = r->list_limit, after = r->list_after;
+	int64_t limit = r->list_limit, after = r->list_after, before = r->list_before;
+	bool newest = r->list_newest, by_name = r->list_name[0] != '\0';
+	int reads = 0;
+	bool cut = false;
 	json_t *arr = json_array();
 	int64_t total = 0, next = 0;
 	size_t from = 0, to = st->njobs;
@@ -698,7 +733,8 @@ static void list_answer(struct request *r)
 			     ? MIN(st->njobs, from + (size_t)head->job.array_count)
 			     : from;
 	}
-	for (size_t i = from; i < to; i++) {
+	for (size_t k = from; k < to; k++) {
+		size_t i = newest ? to - 1 - (k - from) : k;
 		struct sjob *j = st->jobs[i];
 		const struct sgone *g = j ? NULL : state_gone(st, (int64_t)i + 1);
 		if (!j && !g)
@@ -714,22 +750,42 @@ static void list_answer(struct request *r)
 			continue;
 		if (r->list_owner[0] && strcmp(owner, r->list_owner) != 0)
 			continue;
-		total++;
-		if ((int64_t)i + 1 <= after)
+		int64_t id = (int64_t)i + 1;
+		if (newest ? before && id >= before : id <= after) {
+			if (!by_name)
+				total++; /* (a name is known only by reading) */
 			continue;
-		if ((int64_t)json_array_size(arr) == limit) {
+		}
+		bool full = (int64_t)json_array_size(arr) == limit;
+		if (full && by_name)
+			break; /* a search's page: no total */
+		if (full) {
+			total++;
 			if (!next)
 				next = (int64_t)json_integer_value(json_object_get(
 					json_array_get(arr, json_array_size(arr) - 1), "id"));
 			continue;
 		}
+		if (by_name && !j && reads == LIST_NAME_READS) {
+			cut = true; /* read enough for one answer: go on from here */
+			next = id + (newest ? 1 : -1);
+			break;
+		}
 		struct sjob tmp;
 		struct tk_error err;
-		if (!j && state_job_read(st, (int64_t)i + 1, &tmp, &err) < 0) {
+		if (!j && state_job_read(st, id, &tmp, &err) < 0) {
 			json_decref(arr);
 			reply_error(r, 500, "%s", err.text);
 			return;
 		}
+		reads += !j;
+		const char *jname = (j ? j : &tmp)->job.req.name;
+		if (by_name && strcmp(jname ? jname : "", r->list_name) != 0) {
+			if (!j)
+				job_release(&tmp.job);
+			continue;
+		}
+		total++;
 		json_t *o = state_job_pack(st, j ? j : &tmp);
 		if (!j)
 			job_release(&tmp.job);
@@ -739,7 +795,12 @@ static void list_answer(struct request *r)
 		json_object_del(json_object_get(o, "request"), "env");
 		json_array_append_new(arr, o);
 	}
-	json_t *ans = json_pack("{s:o, s:I}", "jobs", arr, "total", (json_int_t)total);
+	if (by_name && !cut && (int64_t)json_array_size(arr) == limit && !next)
+		next = (int64_t)json_integer_value(
+			json_object_get(json_array_get(arr, json_array_size(arr) - 1), "id"));
+	json_t *ans = json_pack("{s:o}", "jobs", arr);
+	/* a search by name counts only what it read */
+	json_object_set_new(ans, "total", by_name ? json_null() : json_integer(total));
 	json_object_set_new(ans, "next", next ? json_integer(next) : json_null());
 	reply_json(r, 200, ans);
 }

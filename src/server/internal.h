@@ -117,6 +117,11 @@ struct request {
 	int64_t list_limit, list_after;
 	int64_t list_array;  /* only this array's elements (0: every job) */
 	char list_owner[64]; /* only this user's jobs ("": everyone's) */
+	/* newest first (a page of ids below list_before, 0: from the newest);
+	 * only jobs named list_name ("": any name) */
+	bool list_newest;
+	int64_t list_before;
+	char list_name[MODEL_NAME_MAX];
 	/* a long answer built a slice at a time while on the lists (NULL: a
 	 * job list): true once it has answered; acct its state (acct.c) */
 	bool (*list_work)(struct request *r, int64_t until_us);

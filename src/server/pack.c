@@ -241,6 +241,19 @@ json_t *state_job_pack(struct state *s, struct sjob *j)
 		json_object_set_new(o, "last_checkpoint_ms", json_integer(j->last_ckpt_ms));
 	if (j->job.state == JOB_PENDING && j->start_pass && j->start_pass == s->waits.mark)
 		json_object_set_new(o, "expected_start_ms", json_integer(j->start_ms));
+	/* task 0's output file of its newest attempt, its pattern resolved */
+	const struct attempt *a = job_current_attempt(&j->job);
+	const struct job_request *r = &j->job.req;
+	struct output_names v = {.job = j->job.id,
+				 .array_job = j->job.array_job,
+				 .array_index = j->job.array_index,
+				 .attempt = a ? a->number : 1,
+				 .node = a && a->nnodes ? a->nodes[0].name : "",
+				 .owner = j->job.owner,
+				 .name = r->name};
+	char *path = model_output_path(r->output ? r->output : MODEL_DEFAULT_OUTPUT, r->cwd, &v);
+	json_object_set_new(o, "output_path", json_string(path));
+	free(path);
 	return o;
 }
 

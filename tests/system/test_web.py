@@ -5,6 +5,7 @@ lines it wrote to $TENK_METRICS, and a viewer sees no secret of it. A
 screenshot of the job's page is saved with the test's output."""
 import json
 import os
+import re
 import shutil
 import ssl
 import subprocess
@@ -12,7 +13,7 @@ import urllib.request
 
 import pytest
 
-from conftest import wait_for
+from conftest import start_up, wait_for
 from test_faults import agent, cluster
 
 CHROMIUM = shutil.which("chromium")
@@ -85,3 +86,53 @@ def test_web_page_in_chromium(workdir, procs):
     dom = browse(workdir, f"{t.url}/#token=0123abcd&job={jid}")
     assert "invalid token" in dom and 'id="chart-loss"' not in dom, dom[-3000:]
     t.run("cancel", jid)
+
+
+@pytest.mark.skipif(not CHROMIUM, reason="Debian's chromium is not installed (scripts/deps)")
+def test_job_list_is_newest_first_in_pages_and_a_job_shows_its_request_and_output(workdir):
+    """With 1,200 ended jobs the jobs page shows the newest first, 200 a page
+    with the count, pages on to the oldest, and filters by state, user and
+    name; a job's page has what tenk show has and the end of its output,
+    more on request; dates are written as the CLI writes them."""
+    t, d = start_up(workdir)
+    try:
+        admin = t.token
+        old = t.submit("--array", "0-1199", "-H", "-J", "old", "--", "true")
+        t.run("cancel", old)
+        wait_for(lambda: not t.json("queue")["jobs"], 60, "the array cancelled")
+        lines = "for i in $(seq 1 80); do echo line-$i; done"
+        newest = t.submit("-J", "the-newest", "--", "sh", "-c", lines)
+        assert t.run("wait", newest, timeout=60).returncode == 0
+        ended = 1201
+
+        dom = browse(workdir, f"{t.url}/#token={admin}&jobs&state=ended")
+        assert f"showing 200 of {ended:,}, the newest first" in dom, dom[-3000:]
+        assert dom.index(f'href="#job={newest}"') < dom.index(f'href="#job={newest - 1}"')
+        assert f'href="#job={newest - 199}"' in dom and f'href="#job={newest - 200}"' not in dom
+        assert 'id="page-older"' in dom and f"before={newest - 199}" in dom
+        # the last page: the oldest job
+        dom = browse(workdir, f"{t.url}/#token={admin}&jobs&state=ended&before={old + 1}")
+        assert f"showing 1 of {ended:,}, older ones first" in dom, dom[-3000:]
+        assert f'href="#job={old}"' in dom and 'id="page-older"' not in dom
+        # filters: by name, by user, by state
+        dom = browse(workdir, f"{t.url}/#token={admin}&jobs&name=the-newest")
+        assert "showing 1 named the-newest" in dom and f'href="#job={newest}"' in dom, \
+            dom[-3000:]
+        dom = browse(workdir, f"{t.url}/#token={admin}&jobs&user=nobody-here")
+        assert "showing 0 of 0" in dom, dom[-3000:]
+        dom = browse(workdir, f"{t.url}/#token={admin}&jobs&state=COMPLETED")
+        assert "showing 1 of 1" in dom and f'href="#job={newest}"' in dom, dom[-3000:]
+
+        # the job's page: its request as tenk show says it, its output's end
+        dom = browse(workdir, f"{t.url}/#token={admin}&job={newest}")
+        assert 'id="job-request"' in dom, dom[-3000:]
+        assert "sh -c 'for i in $(seq 1 80); do echo line-$i; done'" in dom.replace(
+            "&amp;", "&"), dom[-4000:]
+        out = t.job(newest)["output_path"]
+        assert out == os.path.join(workdir, f"tenk-{newest}.out") and out in dom, out
+        assert "1 node(s) x 1 task(s) x 0 accelerator(s)" in dom and "time UNLIMITED" in dom
+        assert "line-80" in dom and "line-31\n" in dom and "line-30\n" not in dom, dom[-3000:]
+        assert 'id="logs-more"' in dom and "the last 500 lines" in dom
+        assert re.search(r"submitted \d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.", dom), dom[-3000:]
+    finally:
+        d.stop()

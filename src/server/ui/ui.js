@@ -23,8 +23,34 @@ async function api(path) {
   return body;
 }
 
+// dates as the CLI writes them: 2026-12-03 22:40:01, local time
 function when(ms) {
-  return ms ? new Date(ms).toLocaleString() : "-";
+  if (!ms) return "-";
+  const d = new Date(ms), p = (n) => String(n).padStart(2, "0");
+  return `${d.getFullYear()}-${p(d.getMonth() + 1)}-${p(d.getDate())} ` +
+    `${p(d.getHours())}:${p(d.getMinutes())}:${p(d.getSeconds())}`;
+}
+
+// 1146 -> "1,146"
+function count(n) {
+  return Number(n).toLocaleString("en-US");
+}
+
+// "#jobs&state=ended&user=bob": the page's name and its arguments
+function route() {
+  const [page, ...args] = location.hash.slice(1).split("&");
+  const q = {};
+  for (const a of args) {
+    const i = a.indexOf("=");
+    if (i > 0) q[a.slice(0, i)] = decodeURIComponent(a.slice(i + 1));
+  }
+  return { page, q };
+}
+
+function hashOf(page, q) {
+  const args = Object.entries(q).filter(([, v]) => v !== undefined && v !== "")
+    .map(([k, v]) => `${k}=${encodeURIComponent(v)}`);
+  return "#" + [page, ...args].join("&");
 }
 
 function dur(s) {
@@ -160,24 +186,139 @@ function jobTable(jobs) {
   ], jobs);
 }
 
-async function jobsView(view) {
-  const [active, done] = await Promise.all([
-    api("/v1/jobs?state=active&limit=500"),
-    api("/v1/jobs?state=COMPLETED,FAILED,CANCELLED,TIMEOUT&limit=200"),
-  ]);
+const ENDED = "COMPLETED,FAILED,CANCELLED,TIMEOUT";
+const STATES = { "": "any state", active: "waiting or running", ended: "ended",
+  PENDING: "PENDING", RUNNING: "RUNNING", COMPLETED: "COMPLETED", FAILED: "FAILED",
+  CANCELLED: "CANCELLED", TIMEOUT: "TIMEOUT" };
+const PAGE = 200;
+
+// Every job, newest first, a page at a time; filtered by state, user and name.
+async function jobsView(view, q) {
+  const args = [`order=newest`, `limit=${PAGE}`];
+  const state = q.state === "ended" ? ENDED : q.state;
+  if (state) args.push(`state=${encodeURIComponent(state)}`);
+  if (q.user) args.push(`user=${encodeURIComponent(q.user)}`);
+  if (q.name) args.push(`name=${encodeURIComponent(q.name)}`);
+  if (q.before) args.push(`before=${encodeURIComponent(q.before)}`);
+  const res = await api(`/v1/jobs?${args.join("&")}`);
   view.append(el("h1", {}, "Jobs"));
-  view.append(el("h2", {}, `Waiting and running (${active.total})`));
-  view.append(jobTable(active.jobs));
-  view.append(el("h2", {}, `Ended (${done.total})`));
-  view.append(jobTable(done.jobs.slice().reverse()));
+  const form = el("form", { id: "job-filter", class: "filter" });
+  const sel = el("select", { name: "state" });
+  for (const [v, label] of Object.entries(STATES)) {
+    const o = el("option", { value: v }, label);
+    if ((q.state || "") === v) o.setAttribute("selected", "");
+    sel.append(o);
+  }
+  const user = el("input", { name: "user", placeholder: "user", size: 12, value: q.user || "" });
+  const name = el("input", { name: "name", placeholder: "job name", size: 18, value: q.name || "" });
+  form.append(sel, " ", user, " ", name, " ", el("button", { type: "submit" }, "show"));
+  form.addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    location.hash = hashOf("jobs", { state: sel.value, user: user.value.trim(), name: name.value.trim() });
+  });
+  view.append(form);
+  const shown = res.jobs.length;
+  const from = q.before ? "older ones" : "the newest";
+  view.append(el("p", { id: "job-count" }, res.total === null
+    ? `showing ${count(shown)} named ${q.name}, ${from} first`
+    : `showing ${count(shown)} of ${count(res.total)}, ${from} first`));
+  view.append(jobTable(res.jobs));
+  const nav = el("p", { class: "pages" });
+  if (q.before) nav.append(el("a", { href: hashOf("jobs", { ...q, before: "" }), id: "page-newest" }, "newest"), " ");
+  if (res.next) nav.append(el("a", { href: hashOf("jobs", { ...q, before: String(res.next) }), id: "page-older" }, `older ${PAGE} \u2192`));
+  view.append(nav);
+}
+
+// A word as a shell reads it back: bare when plain, else quoted (tenk show's).
+function shellWord(w) {
+  return /^[A-Za-z0-9_./=:,+@%-]+$/.test(w) ? w : "'" + w.replace(/'/g, "'\\''") + "'";
+}
+
+function limitText(s) {
+  return s ? dur(s) : "UNLIMITED";
+}
+
+// What tenk show says of the request: command, folder, output, shape, limits, image.
+function requestTable(j) {
+  const r = j.request, rows = [];
+  if (j.private) {
+    rows.push(["command", `(${j.owner}'s to see)`]);
+  } else {
+    rows.push(["command", (r.command || []).map(shellWord).join(" ")]);
+    rows.push(["folder", r.cwd]);
+    rows.push(["output", j.output_path ? `${j.output_path} (task 0; ${r.output})` : r.output]);
+    if (r.error) rows.push(["errors", r.error]);
+  }
+  let shape = `${r.nodes} node(s) x ${r.tasks_per_node} task(s) x ${r.gpus_per_task} accelerator(s)`;
+  if (r.gpu_types && r.gpu_types.length) shape += ` of type ${r.gpu_types.join("|")}`;
+  rows.push(["shape", shape]);
+  rows.push(["limits", `time ${limitText(r.time_limit_s)}` +
+    (r.cpus_per_task ? `, ${r.cpus_per_task} CPUs a task` : "") +
+    (r.mem_mib ? `, ${r.mem_mib} MiB a node` : "") + `, ${r.requeue} requeue(s)`]);
+  if (r.image) rows.push(["image", r.image + (r.mounts && r.mounts.length ? `; mounts ${r.mounts.join(", ")}` : "")]);
+  if (r.array) rows.push(["array", r.array]);
+  const t = el("table", { id: "job-request", class: "kv" });
+  for (const [k, v] of rows) t.append(el("tr", {}, el("th", {}, k), el("td", {}, v === undefined ? "" : String(v))));
+  return t;
+}
+
+function decode(b64) {
+  const bin = atob(b64 || "");
+  const bytes = new Uint8Array(bin.length);
+  for (let i = 0; i < bin.length; i++) bytes[i] = bin.charCodeAt(i);
+  return new TextDecoder().decode(bytes);
+}
+
+// The newest attempt's output, task by task: its last lines, more on
+// request (the page then stays as it is until it is left).
+async function logsSection(view, j) {
+  view.append(el("h2", {}, "Output"));
+  const box = el("div", { id: "job-logs" });
+  view.append(box);
+  await fillLogs(box, j, 50);
+}
+
+async function fillLogs(box, j, lines) {
+  box.replaceChildren();
+  if (j.private) {
+    box.append(el("p", { class: "muted" }, `its output is ${j.owner}'s`));
+    return;
+  }
+  if (!j.attempts.length) {
+    box.append(el("p", { class: "muted" }, "none yet: it has not started"));
+    return;
+  }
+  let res;
+  try {
+    res = await api(`/v1/jobs/${j.id}/logs?task=all&tail=${lines}`);
+  } catch (e) {
+    box.append(el("p", { class: "error" }, String(e.message)));
+    return;
+  }
+  box.append(el("p", { class: "muted" }, `attempt ${res.attempt}: the last ${count(lines)} lines of each task`));
+  for (const t of res.tasks) {
+    box.append(el("h3", {}, `task ${t.ranks.join(",")} on ${t.node}: ${t.path}`));
+    if (t.error) box.append(el("p", { class: "muted" }, t.error));
+    else box.append(el("pre", { class: "log" }, decode(t.data)));
+  }
+  if (lines < 100000) {
+    const more = el("button", { id: "logs-more", type: "button" }, `show the last ${count(lines * 10)} lines`);
+    more.addEventListener("click", () => {
+      box.setAttribute("data-more", "1");
+      fillLogs(box, j, lines * 10);
+    });
+    box.append(more);
+  }
 }
 
 async function jobView(view, id) {
-  const [j, ck] = await Promise.all([api(`/v1/jobs/${id}`), api(`/v1/jobs/${id}/checkpoints`)]);
+  const j = await api(`/v1/jobs/${id}`);
+  const ck = j.private ? { checkpoints: [], store: "" } : await api(`/v1/jobs/${id}/checkpoints`);
   view.append(el("h1", {}, `Job ${j.id}: ${j.request.name}`));
   view.append(el("p", {},
     el("span", { class: "state-" + j.state }, j.state), ` in queue ${j.queue}, class ${j.class}, owner ${j.owner}, submitted ${when(j.submit_ms)}. `,
     el("span", { class: "muted" }, j.reason || "")));
+  view.append(requestTable(j));
   view.append(el("h2", {}, "Attempts"));
   view.append(table([
     { name: "attempt", num: true, get: (a) => a.number },
@@ -211,6 +352,7 @@ async function jobView(view, id) {
     { name: "bytes", num: true, get: (c) => c.bytes },
     { name: "committed", get: (c) => when(c.at_ms) },
   ], list));
+  await logsSection(view, j);
 }
 
 async function render() {
@@ -219,7 +361,7 @@ async function render() {
   const h = location.hash.slice(1);
   try {
     if (h.startsWith("job=")) await jobView(next, encodeURIComponent(h.slice(4)));
-    else if (h === "jobs") await jobsView(next);
+    else if (h === "jobs" || h.startsWith("jobs&")) await jobsView(next, route().q);
     else await cluster(next);
     $("login").hidden = true;
     $("logout").hidden = false;
@@ -270,7 +412,14 @@ async function start() {
   });
   window.addEventListener("hashchange", render);
   await render();
-  setInterval(render, 5000);
+  // fresh every 5 s, but not under the hands of someone typing a filter
+  // or reading more of a log
+  setInterval(() => {
+    const a = document.activeElement;
+    if (a && a.closest && a.closest("form")) return;
+    if (document.querySelector("[data-more]")) return;
+    render();
+  }, 5000);
 }
 
 start();
