@@ -16,12 +16,14 @@
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <unistd.h>
 #include <uv.h>
 
 #include "agent/agent.h"
+#include "client/client.h"
 #include "model/model.h"
 #include "server/server.h"
 #include "store/store.h"
@@ -206,6 +208,7 @@ enum {
 	D_HOLLOW_RUN,
 	D_HEARTBEAT,
 	D_STORE,
+	D_CLUSTER_NAME,
 	D_MAX
 };
 
@@ -294,6 +297,9 @@ static const struct tk_option all_opts[D_MAX] = {
 	[D_HOLLOW_RUN] = {"hollow-run", 0, "TIME",
 			  "how long a hollow task of a command other than sleep S, true or "
 			  "false takes (default 0)"},
+	[D_CLUSTER_NAME] = {"cluster-name", 0, "NAME",
+			    "its name among the CLI's clusters (tenk config; default local); "
+			    "none: write none"},
 	[D_STORE] = {"store", 0, "FILE|URL",
 		     "where the state is kept: a file (default DATA/tenk.db), or a PostgreSQL "
 		     "database, postgresql://USER@HOST/DB (its password from PGPASSFILE or "
@@ -310,7 +316,7 @@ static const int up_opts[] = {
 	D_MEM,		D_STOP_JOBS,	D_RUN_DIR,     D_PODMAN,    D_CTR_CONF,	 D_PODMAN_ROOT,
 	D_CDI,		D_INIT,		D_QUARANTINE,  D_TLS_CERT,  D_TLS_KEY,	 D_CA,
 	D_INSECURE,	D_MAX_CONNS,	D_REQ_TIMEOUT, D_CKPT_RATE, D_MIN_FREE,	 D_JOB_DISK,
-	D_HEALTH,	D_HEALTH_EVERY, D_METRICS,     D_DCGM,	    D_WITNESS};
+	D_HEALTH,	D_HEALTH_EVERY, D_METRICS,     D_DCGM,	    D_WITNESS,	 D_CLUSTER_NAME};
 static const int server_opts[] = {D_HELP,	 D_LOG,		 D_DATA,	 D_LISTEN,
 				  D_CATALOGUE,	 D_NODE_TIMEOUT, D_INIT,	 D_QUARANTINE,
 				  D_TLS_CERT,	 D_TLS_KEY,	 D_INSECURE,	 D_MAX_CONNS,
@@ -636,10 +642,63 @@ static int up_config(const char *data_dir, struct tk_error *err)
 	return 0;
 }
 
+/* Writes this cluster into the CLI's configuration as `name` (its server,
+ * CA and the admin token's file, by absolute paths), current unless
+ * another cluster is: then tenk works from any folder. Says what it did. */
+static void up_context(const char *name, const struct daemon *d, const char *data_dir)
+{
+	if (strcmp(name, "none") == 0)
+		return;
+	struct tk_error err;
+	json_t *cfg;
+	_cleanup_free_ char *path = client_config_path();
+	_cleanup_free_ char *data = realpath(data_dir, NULL);
+	if (!path || !data || client_config_load(&cfg, &err) < 0) {
+		printf("  cli:  not written to the CLI's configuration (%s)\n",
+		       !path   ? "no HOME"
+		       : !data ? "no data folder"
+			       : err.text);
+		return;
+	}
+	json_t *clusters = json_object_get(cfg, "clusters");
+	if (!clusters) {
+		clusters = json_object();
+		json_object_set_new(cfg, "clusters", clusters);
+	}
+	json_t *c = json_pack("{s:s, s:s+}", "server", server_url(d->server), "token_file", data,
+			      "/admin.token");
+	const char *ca = server_ca_file(d->server);
+	_cleanup_free_ char *ca_abs = ca ? realpath(ca, NULL) : NULL;
+	if (ca_abs)
+		json_object_set_new(c, "ca", json_string(ca_abs));
+	json_object_set_new(clusters, name, c);
+	const char *cur = json_string_value(json_object_get(cfg, "current"));
+	bool current = !cur || strcmp(cur, name) == 0 || !json_object_get(clusters, cur);
+	if (current)
+		json_object_set_new(cfg, "current", json_string(name));
+	if (client_config_save(cfg, &err) < 0)
+		printf("  cli:  not written to the CLI's configuration: %s\n", err.text);
+	else if (current)
+		printf("  cli:  cluster \"%s\" in %s, the current one: tenk works from any "
+		       "folder\n",
+		       name, path);
+	else
+		printf("  cli:  cluster \"%s\" in %s (the current one is %s: tenk config "
+		       "use-cluster %s)\n",
+		       name, path, cur, name);
+	json_decref(cfg);
+}
+
 static int run_up(const char **v)
 {
 	struct server_config sc;
 	struct agent_config ac;
+	const char *cname = v[D_CLUSTER_NAME];
+	if (cname && (!model_name_valid(cname) || strlen(cname) >= 64))
+		return usage("up",
+			     "--cluster-name: \"%s\" is not a name (letters, digits, '.', "
+			     "'_', '-')",
+			     cname);
 	int r = server_cfg("up", v, &sc);
 	if (r || (r = agent_cfg("up", v, &ac)))
 		return r;
@@ -698,6 +757,7 @@ static int run_up(const char **v)
 	if (server_local_socket(d.server))
 		printf("  on this machine, without TLS (faster): export TENK_SERVER=unix:%s\n",
 		       server_local_socket(d.server));
+	up_context(v[D_CLUSTER_NAME] ? v[D_CLUSTER_NAME] : "local", &d, sc.data_dir);
 	fflush(stdout);
 	return run_loop(&d);
 }

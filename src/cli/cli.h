@@ -49,4 +49,5 @@ int cli_history(const struct tk_command *cmd, int argc, char **argv);
 int cli_ckpt(const struct tk_command *cmd, int argc, char **argv);
 /* acct.c */
 int cli_acct(const struct tk_command *cmd, int argc, char **argv);
+int cli_config(const struct tk_command *cmd, int argc, char **argv);
 int cli_usage(const struct tk_command *cmd, int argc, char **argv);

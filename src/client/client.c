@@ -44,7 +44,16 @@ int client_init(struct client *c, const char *server, const char *token, const c
 {
 	memset(c, 0, sizeof(*c));
 	const char *url = server ? server : getenv("TENK_SERVER");
-	if (url && *url) {
+	const char *pick = getenv("TENK_CLUSTER");
+	struct client_ctx ctx = {0};
+	bool from_ctx = false;
+	int r;
+	if ((!url || !*url) && pick && *pick) {
+		/* a cluster named: that one, whatever this folder holds */
+		if ((r = client_context(pick, &ctx, err)) < 0)
+			return r;
+		from_ctx = true;
+	} else if (url && *url) {
 		c->url = xstrdup(url);
 	} else if (access("tenk-data/api.sock", F_OK) == 0) {
 		/* the server of this folder's cluster, on this machine: no TLS */
@@ -52,19 +61,28 @@ int client_init(struct client *c, const char *server, const char *token, const c
 		c->url = abs ? xasprintf("unix:%s", abs) : NULL;
 		free(abs);
 	}
-	if (!c->url) {
+	if (!c->url && !from_ctx)
 		c->url = read_small("tenk-data/server.url");
-		if (!c->url)
-			return tk_errorf(err, -EINVAL,
-					 "no server given: set TENK_SERVER (or pass --server URL); "
-					 "`tenk up` prints it");
+	if (!c->url && !from_ctx) {
+		/* the current cluster of the CLI's configuration */
+		if ((r = client_context(NULL, &ctx, err)) < 0)
+			return r;
+		from_ctx = r > 0;
 	}
+	if (from_ctx)
+		c->url = xstrdup(ctx.server);
+	if (!c->url)
+		return tk_errorf(err, -EINVAL,
+				 "no server given: set TENK_SERVER (or pass --server URL), or "
+				 "pick a cluster (tenk config use-cluster NAME); `tenk up` "
+				 "prints its URL and makes itself the CLI's cluster");
 	char *given = c->url;
-	int r = tk_url_list(given, &c->urls, &c->nurls);
+	r = tk_url_list(given, &c->urls, &c->nurls);
 	if (r < 0) {
 		r = tk_errorf(err, -EINVAL, "server: expected URL[,URL...], got \"%s\"", given);
 		free(given);
 		c->url = NULL;
+		client_ctx_release(&ctx);
 		return r;
 	}
 	free(given);
@@ -72,27 +90,41 @@ int client_init(struct client *c, const char *server, const char *token, const c
 	const char *ca = getenv("TENK_CA");
 	if (ca && *ca)
 		c->ca = xstrdup(ca);
-	else if (access("tenk-data/tls/ca.pem", R_OK) == 0)
+	else if (from_ctx && ctx.ca)
+		c->ca = xstrdup(ctx.ca);
+	else if (!from_ctx && access("tenk-data/tls/ca.pem", R_OK) == 0)
 		c->ca = xstrdup("tenk-data/tls/ca.pem");
 	const char *plain = getenv("TENK_INSECURE_HTTP");
 	c->insecure_http = plain && strcmp(plain, "1") == 0;
+	r = 0;
 	if (token && *token) {
 		c->token = xstrdup(token);
 	} else if (token_file) {
 		c->token = read_small(token_file);
 		if (!c->token)
-			return tk_errorf(err, -EINVAL, "cannot read the token file %s", token_file);
+			r = tk_errorf(err, -EINVAL, "cannot read the token file %s", token_file);
 	} else if (getenv("TENK_TOKEN") && *getenv("TENK_TOKEN")) {
 		c->token = xstrdup(getenv("TENK_TOKEN"));
+	} else if (from_ctx && ctx.token_file) {
+		c->token = read_small(ctx.token_file);
+		if (!c->token)
+			r = tk_errorf(err, -EINVAL, "cluster %s: cannot read its token file %s",
+				      ctx.name, ctx.token_file);
+	} else if (from_ctx) {
+		r = tk_errorf(err, -EINVAL,
+			      "cluster %s names no token file: set TENK_TOKEN, pass --token, or "
+			      "tenk config set-cluster %s --token-file FILE",
+			      ctx.name, ctx.name);
 	} else {
 		c->token = read_small("tenk-data/admin.token");
 		if (!c->token)
-			return tk_errorf(err, -EINVAL,
-					 "no token given: set TENK_TOKEN (or pass --token or "
-					 "--token-file); the admin token is in the server's data "
-					 "folder, admin.token");
+			r = tk_errorf(err, -EINVAL,
+				      "no token given: set TENK_TOKEN (or pass --token or "
+				      "--token-file); the admin token is in the server's data "
+				      "folder, admin.token");
 	}
-	return 0;
+	client_ctx_release(&ctx);
+	return r;
 }
 
 int client_set_ca(struct client *c, const char *ca_file, struct tk_error *err)

@@ -27,14 +27,36 @@ struct client {
 	long last_status; /* the last call's HTTP status (0: not reached) */
 };
 
-/* Finds the server (server, else $TENK_SERVER, else ./tenk-data/server.url),
- * the token (token, else token_file, else $TENK_TOKEN, else
- * ./tenk-data/admin.token) and the CA ($TENK_CA, else ./tenk-data/tls/ca.pem
- * where it exists). Arguments are borrowed and may be NULL. On
- * error err says what is missing; release c either way. */
+/* Finds the server (server, else $TENK_SERVER, else the cluster
+ * $TENK_CLUSTER names, else ./tenk-data's, else the CLI's current cluster:
+ * context.c), the token (token, else token_file, else $TENK_TOKEN, else the
+ * cluster's token file or ./tenk-data/admin.token) and the CA ($TENK_CA,
+ * else the cluster's, else ./tenk-data/tls/ca.pem where it exists).
+ * Arguments are borrowed and may be NULL. On error err says what is
+ * missing; release c either way. */
 int client_init(struct client *c, const char *server, const char *token, const char *token_file,
 		struct tk_error *err);
 void client_release(struct client *c);
+
+/* ---- the CLI's clusters (context.c) ---- */
+
+/* One cluster of the configuration: its server URL(s), CA file and token
+ * file (NULL: not said). */
+struct client_ctx {
+	char name[64];
+	char *server, *ca, *token_file;
+};
+/* The configuration's file ($XDG_CONFIG_HOME/tenk/config.json, else
+ * ~/.config/tenk/config.json; NULL without either). */
+char *client_config_path(void);
+/* The whole of it (an empty object where there is none yet). */
+int client_config_load(json_t **ret, struct tk_error *err);
+int client_config_save(json_t *cfg, struct tk_error *err);
+/* Cluster name (NULL: the current one) into *ret: 1, 0 when no name was
+ * asked and none is current, or < 0 with err (a name it does not hold, a
+ * file that is not its). */
+int client_context(const char *name, struct client_ctx *ret, struct tk_error *err);
+void client_ctx_release(struct client_ctx *c);
 /* HTTPS is verified against the CA in ca_file (a readable file). */
 int client_set_ca(struct client *c, const char *ca_file, struct tk_error *err);
 /* Calls the API; refuses (before any traffic) to send the token over plain

@@ -31,6 +31,10 @@ def pytest_sessionstart(session):
     worker = os.environ.get("PYTEST_XDIST_WORKER")
     if worker or not getattr(session.config.option, "numprocesses", None):
         _OWN_CGROUPS.extend(owncg.enter())
+    # the CLI's clusters (tenk config), which every `tenk up` writes: the
+    # session's own, never the home folder's of whoever runs the tests
+    import tempfile
+    os.environ["XDG_CONFIG_HOME"] = tempfile.mkdtemp(prefix="tenk-test-config-")
     # jobs' MASTER_PORTs: a range of each worker's own, since every worker's
     # nodes listen on this machine's loopback (the servers read it)
     if worker and worker.startswith("gw") and worker[2:].isdigit() and int(worker[2:]) > 0:
@@ -40,8 +44,12 @@ def pytest_sessionstart(session):
 
 def pytest_sessionfinish(session):
     import owncg
+    import shutil
     owncg.leave(_OWN_CGROUPS)
     _OWN_CGROUPS.clear()
+    conf = os.environ.get("XDG_CONFIG_HOME", "")
+    if os.path.basename(conf).startswith("tenk-test-config-"):
+        shutil.rmtree(conf, ignore_errors=True)
 
 
 def wait_for(pred, timeout=20.0, what="condition", interval=0.02, show=None):
