@@ -21,6 +21,7 @@
 struct followed {
 	int task;
 	int64_t offset;
+	bool read; /* offset is known: data came (else the server says where to start) */
 	struct strbuf partial;
 	bool said; /* its error was said once */
 };
@@ -129,9 +130,15 @@ static int64_t read_once(struct ctx *c, const struct follow *o, int attempt, str
 		strbuf_addstr(&path, "&stream=error");
 	if (first && o->tail)
 		strbuf_addf(&path, "&tail=%d", o->tail);
+	/* where each read went on to; a task not read yet starts where its
+	 * attempt began in its file, which the server knows */
+	bool any = false;
 	for (int i = 0; i < *nfs; i++)
-		strbuf_addf(&path, "%s%d:%lld", i ? "," : "&from=", fs[i].task,
-			    (long long)fs[i].offset);
+		if (fs[i].read) {
+			strbuf_addf(&path, "%s%d:%lld", any ? "," : "&from=", fs[i].task,
+				    (long long)fs[i].offset);
+			any = true;
+		}
 	json_t *ans;
 	struct tk_error err;
 	int r = client_call(&c->client, "GET", path.buf, NULL, CALL_TIMEOUT_MS, &ans, NULL, &err);
@@ -164,6 +171,7 @@ static int64_t read_once(struct ctx *c, const struct follow *o, int attempt, str
 		emit(f, data, len, o->label, false);
 		free(data);
 		f->offset = cli__jint(e, "offset") + (int64_t)len;
+		f->read = true;
 		got += (int64_t)len;
 	}
 	json_decref(ans);

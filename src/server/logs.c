@@ -296,6 +296,19 @@ void h_job_logs(struct request *r, const char *param, json_t *body)
 				free(path);
 				continue;
 			}
+			/* a later attempt's task not started yet (as the server
+			 * knows): where it begins in a file earlier attempts wrote
+			 * is not known, and its output is not there yet */
+			if (from[t] == FROM_ATTEMPT && a->number > 1 && t < a->ntasks &&
+			    a->tasks[t].state == TASK_WAITING && !a->ended) {
+				snprintf(why, sizeof(why),
+					 "task %d of attempt %d has not started yet", t, a->number);
+				json_object_set_new(e, "status",
+						    json_string(log_status_name(LOG_NOT_YET)));
+				json_object_set_new(e, "error", json_string(why));
+				free(path);
+				continue;
+			}
 			snprintf(why, sizeof(why), "node %s did not answer within %d s", node,
 				 LOGS_WAIT_MS / 1000);
 			json_object_set_new(e, "status",

@@ -145,9 +145,14 @@ def test_attempts_are_marked_and_logs_start_at_their_own(cluster, workdir):
     def has(text):
         return os.path.exists(out) and text in open(out).read()
 
+    def started(attempt):
+        """The server heard attempt's task start (and where it began)."""
+        a = t.job(jid)["attempts"]
+        return len(a) >= attempt and a[attempt - 1]["tasks"][0]["state"] != "WAITING"
+
     wait_for(lambda: has("attempt-1\n"), 30, "attempt 1's output")
     t.run("requeue", jid)
-    wait_for(lambda: has("attempt-2\n"), 30, "attempt 2's output")
+    wait_for(lambda: has("attempt-2\n") and started(2), 30, "attempt 2's output")
     text = open(out).read()
     first, rest = text.split("\n", 1)
     assert first == "attempt-1", text
@@ -182,7 +187,7 @@ def test_attempts_are_marked_and_logs_start_at_their_own(cluster, workdir):
     out = os.path.join(workdir, f"plain-{jid}.txt")
     wait_for(lambda: has("attempt-1\n"), 30, "attempt 1's output")
     t.run("requeue", jid)
-    wait_for(lambda: has("attempt-2\n"), 30, "attempt 2's output")
+    wait_for(lambda: has("attempt-2\n") and started(2), 30, "attempt 2's output")
     assert open(out).read() == "attempt-1\nattempt-2\n"
     assert t.job(jid)["request"]["attempt_marks"] is False
     assert t.run("logs", jid).stdout == "attempt-2\n"
