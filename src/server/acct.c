@@ -289,7 +289,11 @@ struct group {
 	char name[MODEL_NAME_MAX];
 	double gpu_hours, busy_hours, cost, energy_j;
 	int64_t attempts;
+	int64_t from_ms; /* by time: where its step begins */
 };
+
+/* by=time: steps over the window, at most this many */
+#define USAGE_MAX_STEPS 2000
 
 /* An answer of /v1/accounting (by NULL) or /v1/usage, built a slice at a
  * time between the loop's other work (api_lists_work): a job held is read
@@ -299,7 +303,8 @@ struct acct_scan {
 	struct server *s;
 	struct filter f;
 	const char *by;
-	bool newest; /* each job's newest attempt only */
+	int64_t step_ms; /* by time: each group is a step of the window, in order */
+	bool newest;	 /* each job's newest attempt only */
 	int64_t now, from, to;
 	size_t next; /* the next job's index */
 	json_t *rows;
@@ -333,8 +338,37 @@ void acct_scan_free(struct request *r)
 }
 
 /* One attempt inside a usage window, added to its group and the total. */
+/* by=time: what of attempt r falls in each step of the window, to it */
+static void usage_add_steps(struct acct_scan *sc, const struct arec *r)
+{
+	int64_t end = r->ended ? r->end_ms : sc->now;
+	int64_t lo = MAX(r->start_ms, sc->from), hi = MIN(end, sc->to);
+	if (hi <= lo)
+		return;
+	size_t first = (size_t)((lo - sc->from) / sc->step_ms);
+	for (size_t m = first; m < sc->ng && sc->g[m].from_ms < hi; m++) {
+		int64_t to = MIN(sc->g[m].from_ms + sc->step_ms, sc->to);
+		double frac = share_inside(r, sc->g[m].from_ms, to, sc->now);
+		sc->g[m].gpu_hours += r->gpu_hours * frac;
+		sc->g[m].busy_hours += r->busy_hours * frac;
+		sc->g[m].cost += r->cost * frac;
+		sc->g[m].energy_j += MAX(r->energy_j, 0) * frac;
+		sc->g[m].attempts++;
+	}
+	double frac = share_inside(r, sc->from, sc->to, sc->now);
+	sc->total.gpu_hours += r->gpu_hours * frac;
+	sc->total.busy_hours += r->busy_hours * frac;
+	sc->total.cost += r->cost * frac;
+	sc->total.energy_j += MAX(r->energy_j, 0) * frac;
+	sc->total.attempts++;
+}
+
 static void usage_add(struct acct_scan *sc, const struct arec *r)
 {
+	if (sc->step_ms) {
+		usage_add_steps(sc, r);
+		return;
+	}
 	double frac = share_inside(r, sc->from, sc->to, sc->now);
 	const char *key = strcmp(sc->by, "user") == 0	 ? r->owner
 			  : strcmp(sc->by, "model") == 0 ? r->model
@@ -527,6 +561,14 @@ static void usage_reply(struct request *r, struct acct_scan *sc)
 				      "cost", x->cost, "energy_j", x->energy_j, "attempts",
 				      (json_int_t)x->attempts, "percent",
 				      capacity > 0 ? 100.0 * x->gpu_hours / capacity : 0.0);
+		if (m < sc->ng && sc->step_ms) {
+			/* a step: its start, and the accelerators allocated on average */
+			int64_t len = MIN(x->from_ms + sc->step_ms, sc->to) - x->from_ms;
+			json_object_set_new(o, "from_ms", json_integer(x->from_ms));
+			json_object_set_new(
+				o, "gpus",
+				json_real(len > 0 ? x->gpu_hours * 3.6e6 / (double)len : 0));
+		}
 		if (m < sc->ng) {
 			json_array_append_new(groups, o);
 			continue;
@@ -626,8 +668,9 @@ void h_usage(struct request *r, const char *param, json_t *body)
 	const char *by = request_arg(r, "by");
 	if (!by)
 		by = "queue";
-	if (strcmp(by, "queue") != 0 && strcmp(by, "user") != 0 && strcmp(by, "model") != 0) {
-		reply_error(r, 400, "by: queue, user or model, got \"%.32s\"", by);
+	if (strcmp(by, "queue") != 0 && strcmp(by, "user") != 0 && strcmp(by, "model") != 0 &&
+	    strcmp(by, "time") != 0) {
+		reply_error(r, 400, "by: queue, user, model or time, got \"%.32s\"", by);
 		return;
 	}
 	int64_t now = server_now_ms(r->s);
@@ -636,7 +679,33 @@ void h_usage(struct request *r, const char *param, json_t *body)
 	f.from = from;
 	f.to = to;
 	f.all = true;
+	/* by time: steps of `step` seconds (default a 96th of the window) */
+	const char *step = request_arg(r, "step");
+	int64_t step_s = MAX(1, (to - from) / 96000);
+	if (step && (strcmp(by, "time") != 0 || tk_parse_int64(step, 1, INT32_MAX, &step_s) < 0)) {
+		reply_error(r, 400, "step: with by=time, whole seconds, got \"%.32s\"", step);
+		return;
+	}
+	if (strcmp(by, "time") == 0 && to > from &&
+	    (to - from) / (step_s * 1000) >= USAGE_MAX_STEPS) {
+		reply_error(r, 400,
+			    "step: %lld s makes more than %d steps of the window: a longer step, "
+			    "or a shorter window",
+			    (long long)step_s, USAGE_MAX_STEPS);
+		return;
+	}
 	scan_start(r, &f, by, now);
+	if (strcmp(by, "time") == 0) {
+		struct acct_scan *sc = r->acct;
+		sc->step_ms = step_s * 1000;
+		for (int64_t t = from; t < to; t += sc->step_ms) {
+			xgrow(&sc->g, &sc->alloc, sc->ng + 1, sizeof(*sc->g));
+			struct group *g = &sc->g[sc->ng++];
+			memset(g, 0, sizeof(*g));
+			g->from_ms = t;
+			snprintf(g->name, sizeof(g->name), "%lld", (long long)t);
+		}
+	}
 }
 
 /* ---- budgets --------------------------------------------------------------------- */

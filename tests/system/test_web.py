@@ -134,5 +134,19 @@ def test_job_list_is_newest_first_in_pages_and_a_job_shows_its_request_and_outpu
         assert "line-80" in dom and "line-31\n" in dom and "line-30\n" not in dom, dom[-3000:]
         assert 'id="logs-more"' in dom and "the last 500 lines" in dom
         assert re.search(r"submitted \d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.", dom), dom[-3000:]
+
+        # the allocation chart comes from the accounting records: a restart
+        # of the server keeps it
+        gpu = t.submit("--gpus-per-task", "2", "--", "sleep", "1")
+        assert t.run("wait", gpu, timeout=60).returncode == 0
+        d.stop()
+        t, d = start_up(workdir)
+        st, use = t.api("GET", "/v1/usage?by=time&step=900")
+        assert st == 200 and len(use["groups"]) == 96, use
+        assert max(g["gpus"] for g in use["groups"]) > 0, use["groups"][-3:]
+        assert abs(sum(g["gpu_hours"] for g in use["groups"]) - use["total"]["gpu_hours"]) \
+            < 1e-9, use["total"]
+        dom = browse(workdir, f"{t.url}/#token={t.token}")
+        assert 'id="chart-util"' in dom and 'data-points="96"' in dom, dom[-3000:]
     finally:
         d.stop()

@@ -127,18 +127,20 @@ function figure(caption, node) {
 }
 
 async function cluster(view) {
-  const [nodes, jobs, queues, util, usage] = await Promise.all([
+  const now = Date.now();
+  // allocation from the accounting records: it outlives a server's restart
+  const [nodes, jobs, queues, alloc, usage] = await Promise.all([
     api("/v1/nodes"), api("/v1/jobs?state=active&limit=200"), api("/v1/queues"),
-    api("/v1/utilization"), api(`/v1/usage?by=queue&from=${Date.now() - 7 * 86400000}`),
+    api(`/v1/usage?by=time&from=${now - 86400000}&to=${now}&step=900`),
+    api(`/v1/usage?by=queue&from=${now - 7 * 86400000}`),
   ]);
   view.append(el("h1", {}, "Cluster"));
-  const t0 = util.samples.length ? util.samples[0][0] : Date.now();
-  const hours = (ms) => (ms - t0) / 3600000;
+  const hours = (ms) => (ms - now) / 3600000;
   view.append(el("div", { class: "charts" },
-    figure("Accelerators allocated over time", lineChart("chart-util", [
-      { name: "allocated", points: util.samples.map((s) => [hours(s[0]), s[1]]) },
-      { name: "usable", points: util.samples.map((s) => [hours(s[0]), s[2]]) },
-    ], { ymin: 0, fmtx: (x) => `${x.toFixed(2)} h` })),
+    figure("Accelerators allocated, the last 24 hours", lineChart("chart-util", [
+      { name: "allocated (mean of 15 min)", points: alloc.groups.map((g) => [hours(g.from_ms), g.gpus]) },
+      { name: "the cluster's", points: [[-24, alloc.gpus], [0, alloc.gpus]] },
+    ], { ymin: 0, fmtx: (x) => `${x.toFixed(1)} h` })),
     figure(`Cost by queue, last 7 days ${usage.currency || ""}`, barChart("chart-cost",
       usage.groups.map((g) => ({ name: g.name, value: g.cost })))),
   ));
