@@ -239,6 +239,21 @@ static void reg_done(void *arg, long status, const char *body, size_t len, const
 		/* no retry soon changes that: an operator must act */
 		char e[512];
 		answer_error(body, len, e, sizeof(e));
+		json_t *j = body ? json_loadb(body, len, 0, NULL) : NULL;
+		enum wire_refusal why =
+			wire_refusal_parse(json_string_value(json_object_get(j, "refusal")));
+		json_decref(j);
+		if (why == WIRE_REFUSAL_FINAL) {
+			/* nothing the server's side does lifts it: asking again
+			 * only fills the server's audit and this log */
+			log_err("register: the server refuses this node for good: %s; not asking "
+				"again (fix this agent's --name or credential file and start it "
+				"again; a second agent on this machine needs --name and "
+				"--work-dir of its own)",
+				*e ? e : "403");
+			a->refused = true;
+			return;
+		}
 		if (!a->refused)
 			log_err("register: the server refuses this node: %s; asking again every "
 				"%ds (a second agent on this machine needs --name and --work-dir "

@@ -61,6 +61,25 @@ const char *log_status_name(enum log_status s)
 	return (unsigned)s < LOG_STATUS_MAX ? log_status_names[s] : "?";
 }
 
+static const char *const refusal_names[WIRE_REFUSAL_MAX] = {
+	[WIRE_REFUSAL_NONE] = "",
+	[WIRE_REFUSAL_ADMIT] = "admit",
+	[WIRE_REFUSAL_FINAL] = "final",
+};
+
+const char *wire_refusal_name(enum wire_refusal r)
+{
+	return (unsigned)r < WIRE_REFUSAL_MAX ? refusal_names[r] : "";
+}
+
+enum wire_refusal wire_refusal_parse(const char *s)
+{
+	for (int r = WIRE_REFUSAL_ADMIT; s && r < WIRE_REFUSAL_MAX; r++)
+		if (strcmp(s, refusal_names[r]) == 0)
+			return (enum wire_refusal)r;
+	return WIRE_REFUSAL_NONE;
+}
+
 /* An agent process's id: 8 to 63 lowercase hex digits. */
 static int agent_id_unpack(json_t *j, char *buf, struct tk_error *err)
 {

@@ -85,6 +85,19 @@ struct wire_attempt_ref {
  */
 #define WIRE_PROTOCOL 2
 
+/* Why the server refuses an agent's registration (403), in the answer's
+ * "refusal" beside its "error" (protocol 2; absent: not said): whether
+ * asking again can ever help. */
+enum wire_refusal {
+	WIRE_REFUSAL_NONE,  /* not said (a server of 0.1.0) */
+	WIRE_REFUSAL_ADMIT, /* "admit": an admin's `tenk nodes admit` lifts it */
+	WIRE_REFUSAL_FINAL, /* "final": nothing the server side does lifts it; the
+			     * agent's own configuration is wrong */
+	WIRE_REFUSAL_MAX
+};
+const char *wire_refusal_name(enum wire_refusal r);
+enum wire_refusal wire_refusal_parse(const char *s); /* NONE for NULL or unknown */
+
 struct wire_register {
 	char agent_id[WIRE_AGENT_ID_MAX]; /* 8 to 63 lowercase hex digits: this agent process */
 	int protocol; /* the agent's (1 when it does not say; 0 packs WIRE_PROTOCOL) */

@@ -5,6 +5,7 @@ the node's calls."""
 import json
 import os
 import stat
+import time
 
 from conftest import Daemon, Tenk, root_jobs_config, wait_for
 
@@ -86,7 +87,6 @@ def test_a_taken_name_needs_an_admit(workdir, procs):
     assert node(t, "n1")["agent_id"] == first
     assert not os.path.exists(os.path.join(workdir, "b1", "node.credential"))
     # said once, with what to do, not at every retry
-    import time
     time.sleep(2)
     out = impostor.output()
     assert out.count("is known") == 1 and "needs --name and --work-dir" in out, out
@@ -124,3 +124,24 @@ def test_a_revoked_node_is_cut_off(workdir, procs):
     assert p.returncode == 1 and "ghost" in p.stderr
     st, res = t.api("POST", "/v1/nodes/n1/revoke", token=None)
     assert st == 401
+
+
+def test_a_refusal_nothing_lifts_ends_the_asking(workdir, procs):
+    """An agent whose credential is another node's (its --work-dir copied,
+    its --name changed) is refused for good: it says why once and does not
+    ask again, while a refusal an admit lifts is asked again (above)."""
+    t = server(workdir, procs)
+    a1 = agent(t, procs, "n1", os.path.join(workdir, "a1"))
+    t.wait_nodes_up(1)
+    a1.stop()
+    wrong = agent(t, procs, "n2", os.path.join(workdir, "a1"))
+    wait_for(lambda: "refuses this node for good" in wrong.output(), 20, "the refusal")
+    out = wrong.output()
+    assert "this credential is node n1's, not \"n2\"'s" in out and "not asking again" in out, out
+
+    # (the agent writes the line at each such answer: a second ask, a second line)
+    assert out.count("refuses this node") == 1, out
+    time.sleep(12)  # past the 10 s at which a refusal an admit lifts is asked again
+    assert wrong.alive() and wrong.output().count("refuses this node") == 1, wrong.output()
+    assert "n2" not in [n["name"] for n in t.json("nodes")["nodes"]]  # nothing joined
+    wrong.stop()
