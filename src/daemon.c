@@ -645,10 +645,10 @@ static int up_config(const char *data_dir, struct tk_error *err)
 /* Writes this cluster into the CLI's configuration as `name` (its server,
  * CA and the admin token's file, by absolute paths), current unless
  * another cluster is: then tenk works from any folder. Says what it did. */
-static void up_context(const char *name, const struct daemon *d, const char *data_dir)
+static bool up_context(const char *name, const struct daemon *d, const char *data_dir)
 {
 	if (strcmp(name, "none") == 0)
-		return;
+		return false;
 	struct tk_error err;
 	json_t *cfg;
 	_cleanup_free_ char *path = client_config_path();
@@ -658,7 +658,7 @@ static void up_context(const char *name, const struct daemon *d, const char *dat
 		       !path   ? "no HOME"
 		       : !data ? "no data folder"
 			       : err.text);
-		return;
+		return false;
 	}
 	json_t *clusters = json_object_get(cfg, "clusters");
 	if (!clusters) {
@@ -676,7 +676,8 @@ static void up_context(const char *name, const struct daemon *d, const char *dat
 	bool current = !cur || strcmp(cur, name) == 0 || !json_object_get(clusters, cur);
 	if (current)
 		json_object_set_new(cfg, "current", json_string(name));
-	if (client_config_save(cfg, &err) < 0)
+	bool saved = client_config_save(cfg, &err) == 0;
+	if (!saved)
 		printf("  cli:  not written to the CLI's configuration: %s\n", err.text);
 	else if (current)
 		printf("  cli:  cluster \"%s\" in %s, the current one: tenk works from any "
@@ -687,6 +688,27 @@ static void up_context(const char *name, const struct daemon *d, const char *dat
 		       "use-cluster %s)\n",
 		       name, path, cur, name);
 	json_decref(cfg);
+	return saved && current;
+}
+
+/* "tenk" where the PATH finds one, else the tenk beside this program. */
+static char *cli_path(void)
+{
+	const char *p = getenv("PATH");
+	for (const char *d = p; d && *d;) {
+		size_t n = strcspn(d, ":");
+		_cleanup_free_ char *f = xasprintf("%.*s/tenk", (int)n, d);
+		if (n && access(f, X_OK) == 0)
+			return xstrdup("tenk");
+		d += n + (d[n] == ':');
+	}
+	char self[4096];
+	ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	if (len <= 0)
+		return xstrdup("tenk");
+	self[len] = '\0';
+	char *slash = strrchr(self, '/');
+	return slash ? xasprintf("%.*s/tenk", (int)(slash - self), self) : xstrdup("tenk");
 }
 
 static int run_up(const char **v)
@@ -741,10 +763,6 @@ static int run_up(const char **v)
 	printf("  admin token: %s/admin.token\n", sc.data_dir);
 	if (server_ca_file(d.server))
 		printf("  its CA:      %s (TENK_CA)\n", server_ca_file(d.server));
-	printf("  try:  export TENK_SERVER=%s TENK_TOKEN=$(cat %s/admin.token)%s%s\n",
-	       server_url(d.server), sc.data_dir, server_ca_file(d.server) ? " TENK_CA=" : "",
-	       server_ca_file(d.server) ? server_ca_file(d.server) : "");
-	printf("        tenk submit -- echo hello; tenk queue --all\n");
 	/* the web page, logged in by the link's fragment (never sent to a server) */
 	_cleanup_free_ char *tokpath = xasprintf("%s/admin.token", sc.data_dir);
 	char *tok = NULL;
@@ -757,7 +775,17 @@ static int run_up(const char **v)
 	if (server_local_socket(d.server))
 		printf("  on this machine, without TLS (faster): export TENK_SERVER=unix:%s\n",
 		       server_local_socket(d.server));
-	up_context(v[D_CLUSTER_NAME] ? v[D_CLUSTER_NAME] : "local", &d, sc.data_dir);
+	bool current = up_context(v[D_CLUSTER_NAME] ? v[D_CLUSTER_NAME] : "local", &d, sc.data_dir);
+	/* what to type: `tenk` where the PATH has it, else the one beside this
+	 * program (make up runs build/tenk) */
+	_cleanup_free_ char *cli = cli_path();
+	if (!current)
+		printf("  try:  export TENK_SERVER=%s TENK_TOKEN=$(cat %s/admin.token)%s%s\n",
+		       server_url(d.server), sc.data_dir,
+		       server_ca_file(d.server) ? " TENK_CA=" : "",
+		       server_ca_file(d.server) ? server_ca_file(d.server) : "");
+	printf("  %s  %s submit -- echo hello; %s queue --all\n", current ? "try:" : "    ", cli,
+	       cli);
 	fflush(stdout);
 	return run_loop(&d);
 }

@@ -3,6 +3,7 @@ writes its own, so tenk works from any folder with no variable set; a
 cluster is picked by name; flags, variables and ./tenk-data come first."""
 import json
 import os
+import shutil
 import subprocess
 
 from conftest import BIN, SANITIZER_MARKS, start_up
@@ -36,6 +37,11 @@ def test_up_writes_a_cluster_the_cli_uses_from_anywhere(workdir):
         assert local["ca"] == os.path.realpath(t.ca) if t.ca else "ca" not in local
         assert oct(os.stat(path).st_mode & 0o777) == "0o600"
         assert 'cluster "local" in ' in d.output() and "the current one" in d.output()
+        # what to type: tenk where the PATH has it, else the tenk it runs beside
+        cli = "tenk" if shutil.which("tenk") else os.path.join(os.path.dirname(BIN), "tenk")
+        assert f"try:  {cli} submit -- echo hello; {cli} queue --all" in d.output(), \
+            d.output()
+        assert "try:  export TENK_SERVER" not in d.output()  # nothing to set
         env = bare_env(conf)
         # from another folder, with nothing set: the current cluster
         jid = int(tenk(env, "submit", "-H", "--", "true").stdout)
