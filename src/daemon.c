@@ -853,28 +853,58 @@ int daemon_backup(const struct tk_command *cmd, int argc, char **argv)
 {
 	static const struct tk_option opts[] = {
 		{"data", 'd', "DIR", "the server's data folder (default ./tenk-data)"},
+		{"store", 0, "FILE|URL",
+		 "the cluster's store, where the server's --store named another (default: "
+		 "config.json's \"store\", else DATA/tenk.db)"},
 		{"help", 'h', NULL, "show this help"},
 	};
-	const char *v[2];
+	const char *v[3];
 	char **pos;
 	int npos;
 	struct tk_error err;
-	if (tk_opts_parse(opts, 2, argc, argv, false, v, &pos, &npos, &err) < 0)
+	if (tk_opts_parse(opts, 3, argc, argv, false, v, &pos, &npos, &err) < 0)
 		return usage(cmd->name, "%s", err.text);
-	if (v[1]) {
+	if (v[2]) {
 		free(pos);
-		tk_opts_usage(opts, 2,
-			      "usage: tenk backup FILE [--data DIR]\n%s. To restore: stop the "
-			      "server, copy FILE to DATA/tenk.db (removing tenk.db-wal and "
-			      "tenk.db-shm), start it.",
-			      cmd->summary);
+		tk_opts_usage(
+			opts, 3,
+			"usage: tenk backup FILE [--data DIR] [--store FILE]\n%s. To restore: "
+			"stop the server, copy FILE to DATA/tenk.db (removing tenk.db-wal and "
+			"tenk.db-shm), start it.",
+			cmd->summary);
 		return 0;
 	}
 	if (npos != 1) {
 		free(pos);
 		return usage(cmd->name, "give the file to write, once (tenk backup FILE)");
 	}
-	_cleanup_free_ char *db = xasprintf("%s/tenk.db", v[0] ? v[0] : "tenk-data");
+	const char *data = v[0] ? v[0] : "tenk-data";
+	/* the store the server uses: as it finds it (server.c) */
+	struct sched_config sc;
+	sched_config_default(&sc);
+	_cleanup_free_ char *conf_path = xasprintf("%s/config.json", data);
+	char *text = NULL;
+	if (!v[1] && tk_read_file(conf_path, 1 << 20, &text, NULL) == 0 &&
+	    sched_config_load_json(&sc, text, &err) < 0) {
+		fprintf(stderr, "tenk backup: %s: %s\n", conf_path, err.text);
+		free(text);
+		free(pos);
+		return 1;
+	}
+	free(text);
+	_cleanup_free_ char *db = v[1]		? xstrdup(v[1])
+				  : sc.store[0] ? xstrdup(sc.store)
+						: xasprintf("%s/tenk.db", data);
+	if (store_kind_of(db) == STORE_POSTGRESQL) {
+		fprintf(stderr,
+			"tenk backup: the cluster's store is PostgreSQL (%s): tenk backup copies "
+			"an SQLite store; back PostgreSQL up with its own tools (pg_dump, or "
+			"pg_basebackup with WAL archiving), or, with the servers stopped, tenk "
+			"store copy %s FILE\n",
+			db, db);
+		free(pos);
+		return 1;
+	}
 	const char *out = pos[0];
 	int r = access(db, R_OK) < 0 ? -errno : 0;
 	if (r < 0)

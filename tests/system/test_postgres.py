@@ -103,4 +103,12 @@ def test_store_copy_from_sqlite_to_postgresql_and_back(workdir, procs, postgres)
     assert f"(store: {back})" in server.output()
     listed = {j["id"]: j["state"] for j in t.json("queue", "--all")["jobs"]}
     assert listed == {**{j: "COMPLETED" for j in ids}, new: "PENDING"}, listed
+    # tenk backup copies the store the server uses, as it finds it
+    copy = os.path.join(workdir, "copy.db")
+    rc, out = sh("backup", copy, "--data", t.data)
+    assert rc == 0 and f"a copy of {back}" in out, out
+    rc, out = sh("backup", copy + "2", "--data", t.data, "--store", postgres)
+    assert rc == 1 and f"the cluster's store is PostgreSQL ({postgres})" in out and \
+        "pg_dump" in out, out
+    assert not os.path.exists(copy + "2")
     server.stop()
