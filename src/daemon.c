@@ -694,14 +694,9 @@ static bool up_context(const char *name, const struct daemon *d, const char *dat
 /* "tenk" where the PATH finds one, else the tenk beside this program. */
 static char *cli_path(void)
 {
-	const char *p = getenv("PATH");
-	for (const char *d = p; d && *d;) {
-		size_t n = strcspn(d, ":");
-		_cleanup_free_ char *f = xasprintf("%.*s/tenk", (int)n, d);
-		if (n && access(f, X_OK) == 0)
-			return xstrdup("tenk");
-		d += n + (d[n] == ':');
-	}
+	_cleanup_free_ char *found = tk_which("tenk", NULL);
+	if (found)
+		return xstrdup("tenk");
 	char self[4096];
 	ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
 	if (len <= 0)

@@ -783,16 +783,9 @@ static void find_podman(struct agent *a)
 	snprintf(a->podman, sizeof(a->podman), "%s", want);
 	if (strchr(want, '/'))
 		return;
-	const char *path = getenv("PATH");
-	_cleanup_free_ char *dirs = xstrdup(path && *path ? path : "/usr/bin:/bin");
-	char *save = NULL;
-	for (char *d = strtok_r(dirs, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
-		_cleanup_free_ char *f = xasprintf("%s/%s", d, want);
-		if (access(f, X_OK) == 0) {
-			snprintf(a->podman, sizeof(a->podman), "%s", f);
-			return;
-		}
-	}
+	_cleanup_free_ char *f = tk_which(want, "/usr/bin:/bin");
+	if (f)
+		snprintf(a->podman, sizeof(a->podman), "%s", f);
 }
 
 static void handle_closed(uv_handle_t *h)

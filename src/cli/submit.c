@@ -681,17 +681,8 @@ static int sbatch_words(struct ctx *c, struct script *sc, int line, char **w, in
 /* Is name a program on $PATH? */
 static bool on_path(const char *name)
 {
-	const char *path = getenv("PATH");
-	if (!path)
-		return false;
-	_cleanup_free_ char *copy = xstrdup(path);
-	char *save = NULL;
-	for (char *d = strtok_r(copy, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
-		_cleanup_free_ char *p = xasprintf("%s/%s", d, name);
-		if (access(p, X_OK) == 0)
-			return true;
-	}
-	return false;
+	_cleanup_free_ char *p = tk_which(name, NULL);
+	return p != NULL;
 }
 
 /* A name that can only be a script read here: a path relative to this

@@ -59,6 +59,24 @@ int tk_random_hex(char *buf, size_t nbytes)
 	return 0;
 }
 
+char *tk_which(const char *name, const char *def_path)
+{
+	const char *path = getenv("PATH");
+	if (!path || !*path)
+		path = def_path;
+	if (!path)
+		return NULL;
+	_cleanup_free_ char *dirs = xstrdup(path);
+	char *save = NULL;
+	for (char *d = strtok_r(dirs, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
+		char *f = xasprintf("%s/%s", d, name);
+		if (access(f, X_OK) == 0)
+			return f;
+		free(f);
+	}
+	return NULL;
+}
+
 int tk_mkdir_p(const char *path, mode_t mode)
 {
 	_cleanup_free_ char *p = xstrdup(path);

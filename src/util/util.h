@@ -172,6 +172,10 @@ void tk_hmac_sha256_hex(const void *key, size_t klen, const void *data, size_t l
 
 /* Creates path and its parents with mode. */
 int tk_mkdir_p(const char *path, mode_t mode);
+/* The program `name` as $PATH finds it (an executable file in one of its
+ * folders, def_path where PATH is unset or empty; NULL: none): a path to
+ * free, or NULL. */
+char *tk_which(const char *name, const char *def_path);
 /* Writes all of buf to fd (a pipe, socket or terminal), going on after
  * short writes and interruptions: 0, or -errno. */
 int tk_write_all(int fd, const void *buf, size_t n);

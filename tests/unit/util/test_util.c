@@ -314,6 +314,27 @@ static void test_files(void **state)
 	char hex[65];
 	assert_int_equal(tk_random_hex(hex, 32), 0);
 	assert_int_equal(strlen(hex), 64);
+	/* a program as $PATH finds it: only an executable file counts */
+	char *prog = xasprintf("%s/a/prog", dir);
+	assert_int_equal(tk_write_file(prog, "#!/bin/sh\n", 10, 0700), 0);
+	char *oldpath = getenv("PATH") ? xstrdup(getenv("PATH")) : NULL;
+	char *path = xasprintf("%s:%s/a/b/c:%s/a", dir, dir, dir);
+	setenv("PATH", path, 1);
+	char *found = tk_which("prog", NULL);
+	assert_string_equal(found, prog);
+	free(found);
+	assert_null(tk_which("file", NULL)); /* not executable */
+	unsetenv("PATH");
+	assert_null(tk_which("prog", NULL));
+	found = tk_which("prog", path);
+	assert_string_equal(found, prog);
+	free(found);
+	if (oldpath)
+		setenv("PATH", oldpath, 1);
+	free(oldpath);
+	free(path);
+	unlink(prog);
+	free(prog);
 	unlink(f);
 	char *cmd = xasprintf("rm -rf %s", dir);
 	assert_int_equal(system(cmd), 0);
