@@ -1346,22 +1346,6 @@ struct snode *api_agent_node(struct request *r, const char *name, const char *ag
 	return n;
 }
 
-/* A 403 to an agent's registration, saying in "refusal" whether asking
- * again can help. */
-static void refuse_agent(struct request *r, enum wire_refusal why, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-static void refuse_agent(struct request *r, enum wire_refusal why, const char *fmt, ...)
-{
-	char msg[512];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	reply_json(r, 403,
-		   json_pack("{s:s, s:i, s:s}", "error", msg, "status", 403, "refusal",
-			     wire_refusal_name(why)));
-}
-
 static void h_agent_register(struct request *r, const char *param, json_t *body)
 {
 	struct server *s = r->s;
@@ -1404,20 +1388,25 @@ static void h_agent_register(struct request *r, const char *param, json_t *body)
 	 * token for a name not yet held (or one an admin admitted) */
 	struct snode *known = state_node(st, inv->name);
 	if (r->node && r->node != known) {
-		refuse_agent(r, WIRE_REFUSAL_FINAL,
-			     "this credential is node %s's, not \"%s\"'s: an agent's --name and "
-			     "its credential file go together",
-			     r->node->rec.inv.name, inv->name);
+		/* "refusal": whether asking again can help (wire.h) */
+		reply_error_with(
+			r, 403,
+			json_pack("{s:s}", "refusal", wire_refusal_name(WIRE_REFUSAL_FINAL)),
+			"this credential is node %s's, not \"%s\"'s: an agent's --name and "
+			"its credential file go together",
+			r->node->rec.inv.name, inv->name);
 		goto done;
 	}
 	bool join = !r->node;
 	if (join && known && (known->rec.cred_sha256[0] || known->rec.revoked) &&
 	    !known->rec.admit) {
-		refuse_agent(r, WIRE_REFUSAL_ADMIT,
-			     "node %s is known%s: its agent registers with its own credential, "
-			     "or an admin admits a new one (tenk nodes admit %s)",
-			     inv->name, known->rec.revoked ? " and its credential was revoked" : "",
-			     inv->name);
+		reply_error_with(
+			r, 403,
+			json_pack("{s:s}", "refusal", wire_refusal_name(WIRE_REFUSAL_ADMIT)),
+			"node %s is known%s: its agent registers with its own credential, "
+			"or an admin admits a new one (tenk nodes admit %s)",
+			inv->name, known->rec.revoked ? " and its credential was revoked" : "",
+			inv->name);
 		goto done;
 	}
 	struct snode *n = state_register(st, inv, m->agent_id, m->kept, m->nkept, server_now_ms(s),

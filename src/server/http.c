@@ -147,14 +147,33 @@ void reply_json(struct request *r, unsigned status, json_t *body)
 	set_reply(r, status, text, "application/json");
 }
 
-void reply_error(struct request *r, unsigned status, const char *fmt, ...)
+static void reply_verror(struct request *r, unsigned status, json_t *extra, const char *fmt,
+			 va_list ap)
 {
 	char msg[512];
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	json_t *o = json_pack("{s:s, s:i}", "error", msg, "status", (int)status);
+	if (extra) {
+		json_object_update(o, extra);
+		json_decref(extra);
+	}
+	reply_json(r, status, o);
+}
+
+void reply_error(struct request *r, unsigned status, const char *fmt, ...)
+{
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	reply_verror(r, status, NULL, fmt, ap);
 	va_end(ap);
-	reply_json(r, status, json_pack("{s:s, s:i}", "error", msg, "status", (int)status));
+}
+
+void reply_error_with(struct request *r, unsigned status, json_t *extra, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	reply_verror(r, status, extra, fmt, ap);
+	va_end(ap);
 }
 
 void reply_text(struct request *r, unsigned status, char *text, const char *type)

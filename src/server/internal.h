@@ -367,6 +367,10 @@ void reply_json(struct request *r, unsigned status, json_t *body);
 /* An error answer {"error": text, "status": status}. */
 void reply_error(struct request *r, unsigned status, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+/* The same with the keys of extra (taken; NULL: none) beside them, for
+ * meaning a caller reads as an enum rather than from the words. */
+void reply_error_with(struct request *r, unsigned status, json_t *extra, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
 /* Answers with text (taken, malloc'd) of the given content type. */
 void reply_text(struct request *r, unsigned status, char *text, const char *type);
 /* 101: the connection becomes a stream of WIRE_PTY_PROTOCOL, handed to
