@@ -296,29 +296,6 @@ static void print_word(const char *w)
 	printf("'");
 }
 
-/* Its output file for task 0 of its newest attempt (the pattern's codes
- * resolved), or NULL when it has none. */
-static char *output_of(json_t *j, json_t *req)
-{
-	const char *pat = cli__jstr(req, "output");
-	if (!*pat)
-		return NULL;
-	json_t *arr = json_object_get(j, "array");
-	json_t *atts = json_object_get(j, "attempts");
-	json_t *last = json_array_get(atts, json_array_size(atts) ? json_array_size(atts) - 1 : 0);
-	json_t *n0 = json_array_get(json_object_get(last, "nodes"), 0);
-	struct output_names v = {
-		.job = cli__jint(j, "id"),
-		.array_job = arr ? cli__jint(arr, "job") : 0,
-		.array_index = arr ? (int)cli__jint(arr, "index") : 0,
-		.attempt = json_array_size(atts) ? (int)json_array_size(atts) : 1,
-		.node = n0 ? cli__jstr(n0, "name") : "",
-		.owner = cli__jstr(j, "owner"),
-		.name = cli__jstr(j, "name"),
-	};
-	return model_output_path(pat, cli__jstr(req, "cwd"), &v);
-}
-
 static void show_job(json_t *j)
 {
 	json_t *req = json_object_get(j, "request");
@@ -357,12 +334,12 @@ static void show_job(json_t *j)
 		json_array_foreach (json_object_get(req, "command"), i, v)
 			print_word(json_string_value(v) ? json_string_value(v) : "");
 		printf("\n  Folder:   %s\n", cli__jstr(req, "cwd"));
-		char *out = output_of(j, req);
-		if (out && strchr(cli__jstr(req, "output"), '%'))
+		/* task 0's file of its newest attempt, as the server resolved it */
+		const char *out = cli__jstr(j, "output_path");
+		if (*out && strchr(cli__jstr(req, "output"), '%'))
 			printf("  Output:   %s (task 0; %s)\n", out, cli__jstr(req, "output"));
 		else
-			printf("  Output:   %s\n", out ? out : "");
-		free(out);
+			printf("  Output:   %s\n", out);
 	}
 	if (*cli__jstr(req, "comment"))
 		printf("  Comment:  %s\n", cli__jstr(req, "comment"));
