@@ -108,29 +108,32 @@ int cli__qformat_check(const char *fmt, char *why, size_t n)
 }
 
 /* Slurm's way of writing a duration: M:SS, H:MM:SS, D-HH:MM:SS. */
-static void slurm_duration(int64_t s, char *buf, size_t n)
+static void add_duration(struct strbuf *sb, int64_t s)
 {
 	if (s < 0)
 		s = 0;
 	long long d = s / 86400, h = s / 3600 % 24, m = s / 60 % 60, sec = s % 60;
 	if (d)
-		snprintf(buf, n, "%lld-%02lld:%02lld:%02lld", d, h, m, sec);
+		strbuf_addf(sb, "%lld-%02lld:%02lld:%02lld", d, h, m, sec);
 	else if (h)
-		snprintf(buf, n, "%lld:%02lld:%02lld", h, m, sec);
+		strbuf_addf(sb, "%lld:%02lld:%02lld", h, m, sec);
 	else
-		snprintf(buf, n, "%lld:%02lld", m, sec);
+		strbuf_addf(sb, "%lld:%02lld", m, sec);
 }
 
-static void slurm_time(int64_t ms, char *buf, size_t n)
+/* ... and a time: 2026-12-03T22:40:01, local; N/A where there is none */
+static void add_time(struct strbuf *sb, int64_t ms)
 {
 	if (ms <= 0) {
-		snprintf(buf, n, "N/A");
+		strbuf_addstr(sb, "N/A");
 		return;
 	}
+	char buf[32];
 	time_t t = (time_t)(ms / 1000);
 	struct tm tm;
 	localtime_r(&t, &tm);
-	strftime(buf, n, "%Y-%m-%dT%H:%M:%S", &tm);
+	strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &tm);
+	strbuf_addstr(sb, buf);
 }
 
 static const char *short_state(const char *st)
@@ -162,7 +165,7 @@ static void value(char letter, const struct qrow *row, int64_t now, struct strbu
 	bool pending = strcmp(st, "PENDING") == 0;
 	int64_t start = a && !pending ? cli__jint(a, "start_ms") : 0;
 	int64_t end = cli__jint(j, "end_ms"), limit = cli__jint(req, "time_limit_s");
-	char buf[64];
+	int64_t used = start ? ((end ? end : now) - start) / 1000 : 0; /* seconds */
 	size_t i;
 	json_t *v;
 	switch (letter) {
@@ -185,25 +188,14 @@ static void value(char letter, const struct qrow *row, int64_t now, struct strbu
 		strbuf_addstr(sb, short_state(st));
 		break;
 	case 'M':
-		slurm_duration(start ? ((end ? end : now) - start) / 1000 : 0, buf, sizeof(buf));
-		strbuf_addstr(sb, buf);
+		add_duration(sb, used);
 		break;
-	case 'l':
-		if (limit <= 0)
-			strbuf_addstr(sb, "UNLIMITED");
-		else {
-			slurm_duration(limit, buf, sizeof(buf));
-			strbuf_addstr(sb, buf);
-		}
-		break;
+	case 'l': /* the limit, and what is left of it */
 	case 'L':
 		if (limit <= 0)
 			strbuf_addstr(sb, "UNLIMITED");
-		else {
-			int64_t used = start ? ((end ? end : now) - start) / 1000 : 0;
-			slurm_duration(limit - used, buf, sizeof(buf));
-			strbuf_addstr(sb, buf);
-		}
+		else
+			add_duration(sb, letter == 'L' ? limit - used : limit);
 		break;
 	case 'D':
 		strbuf_addf(sb, "%lld", (long long)cli__jint(req, "nodes"));
@@ -243,16 +235,13 @@ static void value(char letter, const struct qrow *row, int64_t now, struct strbu
 			node_list(a, sb);
 		break;
 	case 'S':
-		slurm_time(pending ? cli__jint(j, "expected_start_ms") : start, buf, sizeof(buf));
-		strbuf_addstr(sb, buf);
+		add_time(sb, pending ? cli__jint(j, "expected_start_ms") : start);
 		break;
 	case 'V':
-		slurm_time(cli__jint(j, "submit_ms"), buf, sizeof(buf));
-		strbuf_addstr(sb, buf);
+		add_time(sb, cli__jint(j, "submit_ms"));
 		break;
 	case 'e':
-		slurm_time(end, buf, sizeof(buf));
-		strbuf_addstr(sb, buf);
+		add_time(sb, end);
 		break;
 	case 'Z':
 		strbuf_addstr(sb,
