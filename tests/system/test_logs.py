@@ -88,22 +88,29 @@ def test_run_streams_and_exits_with_the_job(cluster, workdir):
     assert out.stdout == "" and "not a file of the job's account" in out.stderr, out.stderr
 
 
-def test_logs_follow_across_requeue_and_ctrl_c(cluster, workdir):
-    t = cluster
-    jid = t.submit("--", "sh", "-c", "echo attempt $TENK_ATTEMPT; sleep 600")
+def follow_across_requeue(t, workdir, jid, first, then):
+    """tenk logs -f JID: reads until `first`, requeues the job, reads until
+    `then`, cancels it; (all it printed, its stderr, its exit status)."""
     f = subprocess.Popen([BIN, "logs", "-f", str(jid)], cwd=workdir, env=t.env(),
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
-        got = read_until(f.stdout.fileno(), "attempt 1")
+        got = read_until(f.stdout.fileno(), first)
         t.run("requeue", jid)
-        got += read_until(f.stdout.fileno(), "attempt 2")
+        got += read_until(f.stdout.fileno(), then)
         t.run("cancel", jid)
-        out, err = f.communicate(timeout=30)
+        tail, err = f.communicate(timeout=30)
     finally:
         if f.poll() is None:
             f.kill()
-    assert f.returncode == 130, "it exits with the job's status: cancelled"
-    assert f"job {jid}: attempt 2" in err.decode()
+    return got + tail.decode(errors="replace"), err.decode(errors="replace"), f.returncode
+
+
+def test_logs_follow_across_requeue_and_ctrl_c(cluster, workdir):
+    t = cluster
+    jid = t.submit("--", "sh", "-c", "echo attempt $TENK_ATTEMPT; sleep 600")
+    _, err, rc = follow_across_requeue(t, workdir, jid, "attempt 1", "attempt 2")
+    assert rc == 130, "it exits with the job's status: cancelled"
+    assert f"job {jid}: attempt 2" in err
     # an attempt it never had is an error that says so
     p = t.run("logs", jid, "--attempt", "9", check=False)
     assert p.returncode == 1 and f"job {jid} has 2 attempts; there is no attempt 9" in \
@@ -166,18 +173,7 @@ def test_attempts_are_marked_and_logs_start_at_their_own(cluster, workdir):
     assert t.run("logs", jid, "--attempt", "1").stdout == "attempt-1\n"
     assert t.run("logs", jid, "--attempt", "2").stdout == rest
     # following from attempt 2 across a second requeue: nothing twice
-    f = subprocess.Popen([BIN, "logs", "-f", str(jid)], cwd=workdir, env=t.env(),
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
-        got = read_until(f.stdout.fileno(), "attempt-2\n")
-        t.run("requeue", jid)
-        got += read_until(f.stdout.fileno(), "attempt-3\n")
-        t.run("cancel", jid)
-        tail, err = f.communicate(timeout=30)
-        got += tail.decode()
-    finally:
-        if f.poll() is None:
-            f.kill()
+    got, _, _ = follow_across_requeue(t, workdir, jid, "attempt-2\n", "attempt-3\n")
     assert got.count("attempt-2\n") == 1 and "attempt-1" not in got, got
     assert got.count("--- tenk: attempt 3 on node1 at ") == 1, got
     assert got.endswith(" ---\nattempt-3\n"), got
