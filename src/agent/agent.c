@@ -116,13 +116,22 @@ static int server_failed(struct agent *a, long status, const char *body, size_t 
 			     : -1;
 }
 
-/* The "error" of a server's answer into buf ("" when it has none). */
-static void answer_error(const char *body, size_t len, char *buf, size_t n)
+/* The "error" of a server's answer into buf ("" when it has none), and
+ * (when why) its "refusal". */
+static void answer_error_why(const char *body, size_t len, char *buf, size_t n,
+			     enum wire_refusal *why)
 {
 	json_t *j = body ? json_loadb(body, len, 0, NULL) : NULL;
 	const char *msg = json_string_value(json_object_get(j, "error"));
 	snprintf(buf, n, "%s", msg ? msg : "");
+	if (why)
+		*why = wire_refusal_parse(json_string_value(json_object_get(j, "refusal")));
 	json_decref(j);
+}
+
+static void answer_error(const char *body, size_t len, char *buf, size_t n)
+{
+	answer_error_why(body, len, buf, n, NULL);
 }
 
 static void log_http_error(const char *what, long status, const char *body, size_t len,
@@ -236,31 +245,26 @@ static void reg_done(void *arg, long status, const char *body, size_t len, const
 	}
 	a->speak_v1 = false; /* try its own protocol again next time */
 	if (status == 403) {
-		/* no retry soon changes that: an operator must act */
+		/* no retry soon changes that: an operator must act, or, where
+		 * nothing on the server's side lifts it, this agent's owner */
 		char e[512];
-		answer_error(body, len, e, sizeof(e));
-		json_t *j = body ? json_loadb(body, len, 0, NULL) : NULL;
-		enum wire_refusal why =
-			wire_refusal_parse(json_string_value(json_object_get(j, "refusal")));
-		json_decref(j);
-		if (why == WIRE_REFUSAL_FINAL) {
-			/* nothing the server's side does lifts it: asking again
-			 * only fills the server's audit and this log */
-			log_err("register: the server refuses this node for good: %s; not asking "
-				"again (fix this agent's --name or credential file and start it "
-				"again; a second agent on this machine needs --name and "
-				"--work-dir of its own)",
-				*e ? e : "403");
-			a->refused = true;
-			return;
-		}
-		if (!a->refused)
-			log_err("register: the server refuses this node: %s; asking again every "
-				"%ds (a second agent on this machine needs --name and --work-dir "
-				"of its own)",
-				*e ? e : "403", AGENT_REFUSED_RETRY_MS / 1000);
+		enum wire_refusal why;
+		answer_error_why(body, len, e, sizeof(e), &why);
+		bool final = why == WIRE_REFUSAL_FINAL;
+		char then[128];
+		if (final)
+			snprintf(then, sizeof(then),
+				 "not asking again: fix this agent's --name or "
+				 "credential file and start it again");
+		else
+			snprintf(then, sizeof(then), "asking again every %ds",
+				 AGENT_REFUSED_RETRY_MS / 1000);
+		if (final || !a->refused)
+			log_err("register: the server refuses this node%s: %s; %s (a second agent "
+				"on this machine needs --name and --work-dir of its own)",
+				final ? " for good" : "", *e ? e : "403", then);
 		a->refused = true;
-		if (!a->stopping)
+		if (!final && !a->stopping)
 			uv_timer_start(&a->reg_timer, reg_timer_cb, AGENT_REFUSED_RETRY_MS, 0);
 		return;
 	}
