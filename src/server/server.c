@@ -383,9 +383,10 @@ static void check_cb(uv_check_t *h)
 {
 	struct server *s = h->data;
 	loop_busy(s);
+	/* (stopped first: a standby kicked by a request would otherwise spin) */
+	uv_idle_stop(&s->kick_idle);
 	if (s->role.standby)
 		return;
-	uv_idle_stop(&s->kick_idle);
 	state_judge_arrivals(&s->st, server_now_ms(s));
 	if (s->st.sched_needed && !s->stopping && !s->store_down) {
 		int64_t t0 = tk_mono_us();

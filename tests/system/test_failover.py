@@ -66,6 +66,13 @@ def metrics(hosts, ca, url, token):
                           capture_output=True, text=True, timeout=30).stdout
 
 
+def cpu_s(pid):
+    """The CPU time process pid used so far, in seconds."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def role(hosts, ca, url):
     """The role the server at url says it has (None: no answer)."""
     p = subprocess.run(hosts.cmd(0, ["curl", "-s", "--max-time", "5", "--cacert", ca,
@@ -105,6 +112,11 @@ def test_failover_kill_restart_and_stop(workdir, procs, postgres, hosts4):
     wait_for(lambda: "as a standby" in b.d.output(), 10, "b to say it serves as a standby")
     assert "tenk_server_active 0" in metrics(hosts4, ca, b.url, t.token)
     assert "tenk_server_active 1" in metrics(hosts4, ca, a.url, t.token)
+    # a standby that was asked something waits idle (its loop once spun)
+    cpu0, t0 = cpu_s(b.d.proc.pid), time.monotonic()
+    time.sleep(2)
+    busy = (cpu_s(b.d.proc.pid) - cpu0) / (time.monotonic() - t0)
+    assert busy < 0.5, f"the standby used {busy:.0%} of a core while idle"
     psql(postgres, LOG_WRITES)
 
     agents = []
