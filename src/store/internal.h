@@ -105,6 +105,9 @@ struct store_ops {
 	int (*lease_take)(struct store *st, const char *holder, const char *url, int64_t ttl_ms,
 			  struct store_lease *ret, struct tk_error *err);
 	void (*lease_hold)(struct store *st, const char *holder, int64_t term, int64_t ttl_ms);
+	/* store_changes (NULL: this kind of store keeps no marks) */
+	int (*changes)(struct store *st, int64_t *mark, store_change_cb cb, void *ctx,
+		       struct store_counts *counts, struct tk_error *err);
 };
 
 struct store {
@@ -127,7 +130,7 @@ struct store_acct_cursor {
 
 /* The migrations both implementations follow, by number: the schema after
  * migration i is version i + 1. */
-#define STORE_SCHEMA_VERSION 9
+#define STORE_SCHEMA_VERSION 10
 
 int store_sqlite_open(const char *path, bool reader, struct store **ret, struct tk_error *err);
 int store_sqlite_backup(const char *src, const char *dst, struct tk_error *err);

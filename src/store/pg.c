@@ -209,6 +209,15 @@ static_assert(ACCT_FETCH_MAX > STORE_ACCT_ATTEMPTS, "a fetch covers a job whole"
  * what either side buffers (both would block writing, otherwise). */
 #define PIPE_WINDOW 512
 
+/* A table whose rows carry change marks: its column, index and triggers. */
+#define CHG_TABLE(table, kind, key)                                                                \
+	"ALTER TABLE " table " ADD COLUMN chg BIGINT NOT NULL DEFAULT 0;"                          \
+	"CREATE INDEX " table "_by_chg ON " table " (chg);"                                        \
+	"CREATE TRIGGER " table "_chg BEFORE INSERT OR UPDATE ON " table                           \
+	" FOR EACH ROW EXECUTE FUNCTION tenk_chg_mark();"                                          \
+	"CREATE TRIGGER " table "_gone AFTER DELETE ON " table                                     \
+	" FOR EACH ROW EXECUTE FUNCTION tenk_chg_gone('" kind "', '" key "');"
+
 /* Migrations in PostgreSQL's dialect, numbered as sqlite.c's. */
 static const char *const migrations[] = {
 	"CREATE TABLE jobs (id BIGINT PRIMARY KEY, state TEXT NOT NULL, doc TEXT NOT NULL);"
@@ -280,6 +289,22 @@ static const char *const migrations[] = {
 	"excluded.expires_ms WHERE l.expires_ms <= tenk_now_ms() AND l.holder <> p_who; "
 	"RETURN QUERY SELECT l.holder, l.url, l.term, l.expires_ms - tenk_now_ms() FROM lease l "
 	"WHERE l.name = 'active'; END $$;",
+	/* 10: change marks, which standbys follow (store_changes). The
+	 * database sets them, so a server of an earlier release that writes
+	 * during an upgrade is followed too; a deleted row leaves its mark
+	 * in gone, kept STORE_GONE_KEEP_MS (pruned at each delete) */
+	"CREATE SEQUENCE IF NOT EXISTS tenk_chg;"
+	"CREATE TABLE gone (chg BIGINT PRIMARY KEY, kind TEXT NOT NULL, key TEXT COLLATE \"C\" "
+	"NOT NULL, at_ms BIGINT NOT NULL);"
+	"CREATE INDEX gone_by_time ON gone (at_ms);"
+	"CREATE FUNCTION tenk_chg_mark() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+	"NEW.chg := nextval('tenk_chg'); RETURN NEW; END $$;"
+	"CREATE FUNCTION tenk_chg_gone() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+	"DELETE FROM gone WHERE at_ms < tenk_now_ms() - " STORE_GONE_KEEP_MS_S "; "
+	"INSERT INTO gone (chg, kind, key, at_ms) VALUES (nextval('tenk_chg'), TG_ARGV[0], "
+	"to_jsonb(OLD) ->> TG_ARGV[1], tenk_now_ms()); RETURN OLD; END $$;" CHG_TABLE(
+		"jobs", "job", "id") CHG_TABLE("nodes", "node", "name")
+		CHG_TABLE("queues", "queue", "name") CHG_TABLE("users", "user", "name"),
 };
 static_assert(ARRAY_SIZE(migrations) == STORE_SCHEMA_VERSION, "a migration for every version");
 
@@ -1227,6 +1252,134 @@ static void pg_lease_hold(struct store *base, const char *holder, int64_t term, 
 		session_lease(st, NULL);
 }
 
+/* ---- change marks (store_changes) ------------------------------------------------------- */
+
+struct chg_ctx {
+	store_change_cb cb;
+	void *ctx;
+	enum store_row_kind kind;
+};
+
+static int gone_row(void *arg, const PGresult *res)
+{
+	struct chg_ctx *c = arg;
+	static const char *const kinds[] = {[STORE_ROW_JOB] = "job",
+					    [STORE_ROW_NODE] = "node",
+					    [STORE_ROW_QUEUE] = "queue",
+					    [STORE_ROW_USER] = "user"};
+	struct store_change ch = {.key = PQgetvalue(res, 0, 1), .gone = true};
+	size_t k = 0;
+	while (k < ARRAY_SIZE(kinds) && strcmp(kinds[k], PQgetvalue(res, 0, 0)) != 0)
+		k++;
+	if (k == ARRAY_SIZE(kinds))
+		return 0; /* (a kind of a later release: not this one's to follow) */
+	ch.kind = (enum store_row_kind)k;
+	if (ch.kind == STORE_ROW_JOB)
+		ch.id = strtoll(ch.key, NULL, 10);
+	return c->cb(c->ctx, &ch);
+}
+
+static int job_chg_row(void *arg, const PGresult *res)
+{
+	struct chg_ctx *c = arg;
+	struct store_change ch = {.kind = STORE_ROW_JOB,
+				  .key = PQgetvalue(res, 0, 0),
+				  .id = strtoll(PQgetvalue(res, 0, 0), NULL, 10),
+				  .state = PQgetvalue(res, 0, 1),
+				  .owner = PQgetvalue(res, 0, 2),
+				  .settled_ms = strtoll(PQgetvalue(res, 0, 3), NULL, 10),
+				  .stripped = PQgetvalue(res, 0, 4)[0] == 't'};
+	if (!PQgetisnull(res, 0, 5)) {
+		ch.doc = PQgetvalue(res, 0, 5);
+		ch.len = (size_t)PQgetlength(res, 0, 5);
+	}
+	return c->cb(c->ctx, &ch);
+}
+
+static int named_chg_row(void *arg, const PGresult *res)
+{
+	struct chg_ctx *c = arg;
+	struct store_change ch = {.kind = c->kind,
+				  .key = PQgetvalue(res, 0, 0),
+				  .doc = PQgetvalue(res, 0, 1),
+				  .len = (size_t)PQgetlength(res, 0, 1)};
+	return c->cb(c->ctx, &ch);
+}
+
+/* One snapshot (REPEATABLE READ): the newest mark and the counts, then
+ * the rows deleted after *mark, then those written. The numbers go into
+ * the statements' text, so the planner sees them: a scan of the index for
+ * a few changes, of the table for all. */
+static int pg_changes(struct store *base, int64_t *mark, store_change_cb cb, void *ctx,
+		      struct store_counts *counts, struct tk_error *err)
+{
+	struct pg *st = PG(base);
+	int r = conn_ok(st, err);
+	if (r < 0 || (r = exec_ok(st, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", err,
+				  "reading the changes")) < 0)
+		return r;
+	PGresult *res = PQexec(
+		st->conn,
+		counts ? "SELECT coalesce(greatest((SELECT max(chg) FROM jobs), (SELECT max(chg) "
+			 "FROM "
+			 "nodes), (SELECT max(chg) FROM queues), (SELECT max(chg) FROM users), "
+			 "(SELECT max(chg) FROM gone)), 0), (SELECT count(*) FROM jobs WHERE "
+			 "settled_ms = 0), (SELECT count(*) FROM jobs WHERE settled_ms > 0), "
+			 "(SELECT "
+			 "count(*) FROM nodes), (SELECT count(*) FROM queues), (SELECT count(*) "
+			 "FROM "
+			 "users)"
+		       : "SELECT coalesce(greatest((SELECT max(chg) FROM jobs), (SELECT max(chg) "
+			 "FROM "
+			 "nodes), (SELECT max(chg) FROM queues), (SELECT max(chg) FROM users), "
+			 "(SELECT max(chg) FROM gone)), 0)");
+	int64_t newest = 0;
+	if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1) {
+		r = fail(st, res, err, "reading the newest change");
+	} else {
+		newest = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+		if (counts)
+			*counts = (struct store_counts){
+				.jobs_open = strtoll(PQgetvalue(res, 0, 1), NULL, 10),
+				.jobs_settled = strtoll(PQgetvalue(res, 0, 2), NULL, 10),
+				.nodes = strtoll(PQgetvalue(res, 0, 3), NULL, 10),
+				.queues = strtoll(PQgetvalue(res, 0, 4), NULL, 10),
+				.users = strtoll(PQgetvalue(res, 0, 5), NULL, 10)};
+	}
+	PQclear(res);
+	long long since = *mark < 0 ? -1 : (long long)*mark;
+	struct chg_ctx c = {cb, ctx, STORE_ROW_JOB};
+	char sql[256];
+	if (r == 0 && since >= 0 && newest > since) {
+		snprintf(sql, sizeof(sql),
+			 "SELECT kind, key FROM gone WHERE chg > %lld ORDER BY chg", since);
+		r = each_row(st, P_MAX, sql, NULL, gone_row, &c, err, "reading the rows deleted");
+	}
+	if (r == 0 && newest > since) {
+		snprintf(sql, sizeof(sql),
+			 "SELECT id, state, owner, settled_ms, doc = '', CASE WHEN settled_ms = 0 "
+			 "THEN doc END FROM jobs WHERE chg > %lld",
+			 since);
+		r = each_row(st, P_MAX, sql, NULL, job_chg_row, &c, err,
+			     "reading the jobs changed");
+	}
+	static const char *const named[] = {[STORE_ROW_NODE] = "nodes",
+					    [STORE_ROW_QUEUE] = "queues",
+					    [STORE_ROW_USER] = "users"};
+	for (int k = STORE_ROW_NODE; r == 0 && newest > since && k <= STORE_ROW_USER; k++) {
+		c.kind = (enum store_row_kind)k;
+		snprintf(sql, sizeof(sql), "SELECT name, doc FROM %s WHERE chg > %lld", named[k],
+			 since);
+		r = each_row(st, P_MAX, sql, NULL, named_chg_row, &c, err,
+			     "reading the rows changed");
+	}
+	if (r == 0 && (r = exec_ok(st, "COMMIT", err, "reading the changes")) == 0)
+		*mark = newest;
+	else
+		exec_ok(st, "ROLLBACK", NULL, "");
+	return r;
+}
+
 static const struct store_ops pg_ops = {
 	.destroy = pg_destroy,
 	.load = pg_load,
@@ -1243,6 +1396,7 @@ static const struct store_ops pg_ops = {
 	.lease_get = pg_lease_get,
 	.lease_take = pg_lease_take,
 	.lease_hold = pg_lease_hold,
+	.changes = pg_changes,
 };
 
 static const struct store_acct_cursor_ops pg_cursor_ops = {

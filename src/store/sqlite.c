@@ -139,6 +139,10 @@ static const char *const migrations[] = {
 	"CREATE TABLE IF NOT EXISTS lease (name TEXT PRIMARY KEY, holder TEXT NOT NULL, url "
 	"TEXT NOT NULL, "
 	"term INTEGER NOT NULL, expires_ms INTEGER NOT NULL);",
+	/* 10: the marks of deleted rows standbys follow (only PostgreSQL's are
+	 * used, with a change mark in every row; the tables stay alike) */
+	"CREATE TABLE IF NOT EXISTS gone (chg INTEGER PRIMARY KEY, kind TEXT NOT NULL, key TEXT "
+	"NOT NULL, at_ms INTEGER NOT NULL);",
 };
 
 static_assert(ARRAY_SIZE(migrations) == STORE_SCHEMA_VERSION, "a migration for every version");

@@ -167,6 +167,16 @@ int store_quarantine(struct store *st, const char *kind, const char *key, const 
 	return st->ops->quarantine(st, kind, key, reason, now_ms, err);
 }
 
+int store_changes(struct store *st, int64_t *mark, store_change_cb cb, void *ctx,
+		  struct store_counts *counts, struct tk_error *err)
+{
+	if (!st->ops->changes)
+		return tk_errorf(err, -ENOTSUP,
+				 "store: a %s store is one server's: it keeps no change marks",
+				 store_kind_name(st->kind));
+	return st->ops->changes(st, mark, cb, ctx, counts, err);
+}
+
 int store_lease_get(struct store *st, struct store_lease *ret, struct tk_error *err)
 {
 	if (!st->ops->lease_get)

@@ -167,6 +167,44 @@ int store_lease_take(struct store *st, const char *holder, const char *url, int6
  * another server took it over fails with -ENOLCK, writing nothing. */
 void store_lease_hold(struct store *st, const char *holder, int64_t term, int64_t ttl_ms);
 
+/* ---- following the active's commits (a warm standby) -------------------------------- */
+
+/* Every row of jobs, nodes, queues and users carries a change mark (a
+ * sequence the database raises at each write, whoever writes), and a row
+ * deleted leaves a mark of its own for STORE_GONE_KEEP_MS: a standby reads
+ * what changed since the last mark it saw and keeps its copy of the state
+ * warm. Marks follow the commits' order, since one server writes at a
+ * time and each batch holds the lease's row to its commit. */
+#define STORE_GONE_KEEP_MS 600000
+#define STORE_GONE_KEEP_MS_S "600000"
+enum store_row_kind { STORE_ROW_JOB, STORE_ROW_NODE, STORE_ROW_QUEUE, STORE_ROW_USER };
+struct store_change {
+	enum store_row_kind kind;
+	const char *key; /* a job's id in decimal, or a name */
+	bool gone;	 /* the row was deleted */
+	/* a job's columns */
+	int64_t id;
+	const char *state, *owner;
+	int64_t settled_ms;
+	bool stripped;
+	/* its document: NULL when gone, and for a settled job (its columns
+	 * say all a server holds of it) */
+	const char *doc;
+	size_t len;
+};
+typedef int (*store_change_cb)(void *ctx, const struct store_change *c);
+/* What the store holds, counted in the same snapshot as the changes. */
+struct store_counts {
+	int64_t jobs_open, jobs_settled, nodes, queues, users;
+};
+/* Calls cb for every row changed after *mark (every row when *mark < 0),
+ * rows deleted first, all from one snapshot, and sets *mark to the newest
+ * mark in it (lower than before: the store is not the one followed, a
+ * copy restored, and must be read whole); counts (may be NULL) what the
+ * snapshot holds. -ENOTSUP for a store of one server (SQLite). */
+int store_changes(struct store *st, int64_t *mark, store_change_cb cb, void *ctx,
+		  struct store_counts *counts, struct tk_error *err);
+
 /* What store_copy moved and checked, table by table. */
 struct store_copy_table {
 	const char *name; /* static */

@@ -179,7 +179,7 @@ static void test_roundtrip(void **state)
 	struct store *st;
 	struct tk_error err;
 	assert_int_equal(store_open(path, &st, &err), 0);
-	assert_int_equal(store_schema_version(st), 9);
+	assert_int_equal(store_schema_version(st), 10);
 	if (store_kind(st) == STORE_SQLITE) {
 		/* the store holds every job's request: its files are the server's alone */
 		struct stat sb;
@@ -348,7 +348,7 @@ static void test_migrates_jobs(void **state)
 	struct store *st;
 	struct tk_error err;
 	assert_int_equal(store_open(path, &st, &err), 0);
-	assert_int_equal(store_schema_version(st), 9);
+	assert_int_equal(store_schema_version(st), 10);
 	struct rows r = {0};
 	strbuf_init(&r.sb);
 	assert_int_equal(store_load_jobs(st, collect, &r, &err), 0);
@@ -578,7 +578,7 @@ static void test_acct_fill_marked(void **state)
 			 SQLITE_OK);
 	sqlite3_close(db);
 	assert_int_equal(store_open(path, &st, &err), 0);
-	assert_int_equal(store_schema_version(st), 9);
+	assert_int_equal(store_schema_version(st), 10);
 	char *v;
 	assert_int_equal(store_meta_get(st, "acct_fill_to", &v, &err), 0);
 	assert_string_equal(v, "9");
@@ -877,6 +877,114 @@ static void test_pg_lease(void **state)
 	free(url);
 }
 
+/* A change as "kind key[ gone][ state settled stripped][=doc];". */
+static int collect_change(void *ctx, const struct store_change *c)
+{
+	struct rows *r = ctx;
+	static const char *const kinds[] = {"job", "node", "queue", "user"};
+	strbuf_addf(&r->sb, "%s %s", kinds[c->kind], c->key);
+	if (c->gone)
+		strbuf_addstr(&r->sb, " gone");
+	else if (c->kind == STORE_ROW_JOB)
+		strbuf_addf(&r->sb, " %s %s %s", c->state, c->settled_ms ? "settled" : "open",
+			    c->stripped ? "stripped" : "kept");
+	if (c->doc) {
+		assert_int_equal(strlen(c->doc), c->len);
+		strbuf_addf(&r->sb, "=%s", c->doc);
+	}
+	strbuf_addch(&r->sb, ';');
+	r->n++;
+	return 0;
+}
+
+/* What a standby follows: every row at first, then what changed since
+ * (deletions first), whoever wrote it; counts in the same snapshot. */
+static void test_pg_changes(void **state)
+{
+	char *url = where(state, "changes");
+	struct store *st;
+	struct tk_error err;
+	struct store_counts n;
+	struct rows r = {0};
+	strbuf_init(&r.sb);
+	assert_int_equal(store_open(url, &st, &err), 0);
+	int64_t mark = -1;
+	assert_int_equal(store_changes(st, &mark, collect_change, &r, &n, &err), 0);
+	assert_int_equal(mark, 0);
+	assert_int_equal(r.n, 0);
+	assert_int_equal(n.jobs_open + n.jobs_settled + n.nodes + n.queues + n.users, 0);
+
+	struct store_batch *b = store_batch_create();
+	store_batch_put_job(b, 1, "PENDING", "ann", 0, xstrdup("{\"id\":1}"));
+	store_batch_put_job(b, 2, "COMPLETED", "bob", 5, xstrdup("{\"id\":2}"));
+	store_batch_put_node(b, "n1", xstrdup("{\"n\":1}"));
+	store_batch_put_queue(b, "q", xstrdup("{\"q\":1}"));
+	store_batch_put_user(b, "u", xstrdup("{\"u\":1}"));
+	assert_int_equal(store_apply(st, b, &err), 0);
+	store_batch_destroy(b);
+	mark = -1;
+	assert_int_equal(store_changes(st, &mark, collect_change, &r, &n, &err), 0);
+	assert_true(mark > 0);
+	sort_entries(&r.sb);
+	assert_string_equal(r.sb.buf, "job 1 PENDING open kept={\"id\":1};"
+				      "job 2 COMPLETED settled kept;node n1={\"n\":1};"
+				      "queue q={\"q\":1};user u={\"u\":1};");
+	assert_int_equal(n.jobs_open, 1);
+	assert_int_equal(n.jobs_settled, 1);
+	assert_int_equal(n.nodes, 1);
+	assert_int_equal(n.queues, 1);
+	assert_int_equal(n.users, 1);
+
+	/* changes since: the job settled, a node gone and another come, a
+	 * document stripped; what did not change is not read again */
+	int64_t m1 = mark;
+	b = store_batch_create();
+	store_batch_put_job(b, 1, "COMPLETED", "ann", 9, xstrdup("{\"id\":1,\"done\":1}"));
+	store_batch_del_node(b, "n1");
+	store_batch_put_node(b, "n2", xstrdup("{\"n\":2}"));
+	store_batch_strip_job(b, 2);
+	assert_int_equal(store_apply(st, b, &err), 0);
+	store_batch_destroy(b);
+	strbuf_reset(&r.sb);
+	assert_int_equal(store_changes(st, &mark, collect_change, &r, NULL, &err), 0);
+	assert_true(mark > m1);
+	assert_non_null(strstr(r.sb.buf, "node n1 gone;"));
+	assert_true(strncmp(r.sb.buf, "node n1 gone;", 13) == 0); /* deletions first */
+	sort_entries(&r.sb);
+	assert_string_equal(r.sb.buf, "job 1 COMPLETED settled kept;job 2 COMPLETED settled "
+				      "stripped;node n1 gone;node n2={\"n\":2};");
+	/* nothing since */
+	int64_t m2 = mark;
+	strbuf_reset(&r.sb);
+	assert_int_equal(store_changes(st, &mark, collect_change, &r, NULL, &err), 0);
+	assert_int_equal(mark, m2);
+	assert_string_equal(r.sb.buf, "");
+	/* a write that knows nothing of marks (an earlier release's) is
+	 * followed too; and a job's row deleted */
+	assert_int_equal(raw_exec(url, "UPDATE users SET doc = '{\"u\":2}' WHERE name = 'u'"), 0);
+	b = store_batch_create();
+	store_batch_del_job(b, 2);
+	assert_int_equal(store_apply(st, b, &err), 0);
+	store_batch_destroy(b);
+	assert_int_equal(store_changes(st, &mark, collect_change, &r, &n, &err), 0);
+	assert_string_equal(r.sb.buf, "job 2 gone;user u={\"u\":2};");
+	assert_int_equal(n.jobs_open + n.jobs_settled, 1);
+	/* deletion marks older than STORE_GONE_KEEP_MS go at the next delete */
+	assert_int_equal(raw_exec(url, "INSERT INTO gone VALUES (-5, 'node', 'old', 1)"), 0);
+	b = store_batch_create();
+	store_batch_del_node(b, "n2");
+	assert_int_equal(store_apply(st, b, &err), 0);
+	store_batch_destroy(b);
+	assert_int_equal(raw_int(url, "SELECT count(*) FROM gone WHERE chg = -5"), 0);
+	/* a mark beyond the store's newest: not the store followed */
+	int64_t ahead = mark + 1000;
+	assert_int_equal(store_changes(st, &ahead, collect_change, &r, NULL, &err), 0);
+	assert_true(ahead < mark + 1000);
+	strbuf_release(&r.sb);
+	store_destroy(st);
+	free(url);
+}
+
 /* SQLite is one server's store: no lease. */
 static void test_sqlite_has_no_lease(void **state)
 {
@@ -887,6 +995,8 @@ static void test_sqlite_has_no_lease(void **state)
 	assert_int_equal(store_open(path, &st, &err), 0);
 	assert_int_equal(store_lease_get(st, &l, &err), -ENOTSUP);
 	assert_int_equal(store_lease_take(st, "A", "u", 1000, &l, &err), -ENOTSUP);
+	int64_t mark = -1;
+	assert_int_equal(store_changes(st, &mark, NULL, NULL, NULL, &err), -ENOTSUP);
 	store_destroy(st);
 	free(path);
 }
@@ -908,6 +1018,7 @@ int main(void)
 		BOTH(test_batch_atomic),
 		cmocka_unit_test_prestate(test_pg_connection, (void *)&on_pg),
 		cmocka_unit_test_prestate(test_pg_lease, (void *)&on_pg),
+		cmocka_unit_test_prestate(test_pg_changes, (void *)&on_pg),
 		cmocka_unit_test(test_sqlite_has_no_lease),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
