@@ -54,6 +54,7 @@
 enum role { ROLE_NONE, ROLE_VIEWER, ROLE_USER, ROLE_OPERATOR, ROLE_ADMIN, ROLE_AGENT, ROLE_MAX };
 
 struct request;
+struct warm;
 
 /* A list of requests that wait for something (a long-poll, the commit). */
 struct req_list {
@@ -185,7 +186,9 @@ struct server {
 		bool poll_init;
 		char *where; /* the store: a file, or PostgreSQL's URL */
 		char tokens_sha256[65];
-		int (*activate)(struct server *s, struct tk_error *err);
+		int (*activate)(struct server *s, struct warm *warm, struct tk_error *err);
+		struct warm *warm; /* a standby's copy of the state (warm.c) */
+		bool warm_failing; /* its last read failed (said once) */
 	} role;
 	char store_down_why[1024];
 	int64_t store_down_mono;
@@ -522,9 +525,37 @@ void api_state_event(void *arg, const struct state_event *ev);
 /* ---- load.c: the store into the state, at start
  * --------------------------------------------------------------------------- */
 
+struct warm;
 /* Loads what store holds into an empty state at start-up, then ends what
  * cannot go on (attempts whose nodes are gone, validation runs). A row
  * that does not decode stops it, named, unless quarantine: then the row is
- * moved to the store's quarantine table and the load goes on. */
-int state_load(struct state *s, struct store *store, int64_t now, int64_t mono, bool quarantine,
-	       struct tk_error *err);
+ * moved to the store's quarantine table and the load goes on. With warm
+ * (a standby's copy, up to date: warm_ready) the rows are read from it,
+ * its jobs taken, and bad rows set aside in store all the same. */
+int state_load(struct state *s, struct store *store, struct warm *warm, int64_t now, int64_t mono,
+	       bool quarantine, struct tk_error *err);
+/* A job's stored document (its row's key) decoded as a load decodes it: 0,
+ * or -EBADMSG with why (MODEL_REASON_MAX) saying what is wrong. */
+int state_job_decode(const char *key, const char *doc, size_t len, struct job *ret, char *why);
+
+/* ---- warm.c: a standby's copy of the state, kept as the active commits ------------ */
+
+struct warm *warm_create(void);
+void warm_destroy(struct warm *w);
+/* Reads what changed in st since the copy's newest mark (everything, the
+ * first time) into it; counts (may be NULL) as store_changes. */
+int warm_follow(struct warm *w, struct store *st, struct store_counts *counts,
+		struct tk_error *err);
+/* Whether the copy holds what the store does (n: its counts, read with the
+ * last changes); else false, and why. */
+bool warm_ready(const struct warm *w, const struct store_counts *n, char *why, size_t size);
+/* Jobs it holds; how long since it was last brought up to date (-1: never). */
+int64_t warm_jobs(const struct warm *w);
+int64_t warm_age_ms(const struct warm *w);
+/* Its rows, for load.c, in the store's orders: documents of nodes, queues
+ * or users by name; settled jobs' columns; jobs not settled by id, each
+ * decoded (cb takes job, to keep or release) or not (job NULL, why). */
+int warm_each_doc(struct warm *w, enum store_row_kind kind, store_row_cb cb, void *ctx);
+int warm_each_settled(struct warm *w, store_settled_cb cb, void *ctx);
+typedef int (*warm_job_cb)(void *ctx, const char *key, struct job *job, const char *why);
+int warm_each_job(struct warm *w, warm_job_cb cb, void *ctx);

@@ -92,32 +92,45 @@ static int load_node_cb(void *ctx, const char *key, const char *doc, size_t len)
 	return 0;
 }
 
-static int load_job_cb(void *ctx, const char *key, const char *doc, size_t len)
+int state_job_decode(const char *key, const char *doc, size_t len, struct job *ret, char *why)
+{
+	json_error_t jerr;
+	json_t *jj = json_loadb(doc, len, 0, &jerr);
+	if (!jj || !json_is_object(jj)) {
+		snprintf(why, MODEL_REASON_MAX, "unreadable document: %s",
+			 jj ? "not an object" : jerr.text);
+		json_decref(jj);
+		return -EBADMSG;
+	}
+	struct tk_error e;
+	int r = job_unpack(jj, ret, &e);
+	json_decref(jj);
+	if (r < 0) {
+		snprintf(why, MODEL_REASON_MAX, "%.*s", MODEL_REASON_MAX - 1, e.text);
+		return -EBADMSG;
+	}
+	if (ret->id > STATE_MAX_JOB_ID || strtoll(key, NULL, 10) != ret->id) {
+		snprintf(why, MODEL_REASON_MAX,
+			 ret->id > STATE_MAX_JOB_ID
+				 ? "id %lld is beyond what this server holds (at most %lld)"
+				 : "the document says id %lld, not its row's (%lld)",
+			 (long long)ret->id,
+			 ret->id > STATE_MAX_JOB_ID ? (long long)STATE_MAX_JOB_ID
+						    : strtoll(key, NULL, 10));
+		job_release(ret);
+		return -EBADMSG;
+	}
+	return 0;
+}
+
+/* A decoded job (taken) into the state, or why it did not decode. */
+static int load_job_place(void *ctx, const char *key, struct job *jobp, const char *why)
 {
 	struct load_ctx *lc = ctx;
 	struct state *s = lc->s;
-	int r = 0;
-	json_t *jj = doc_json(lc, "job", key, doc, len, &r);
-	if (!jj)
-		return r;
-	struct job job;
-	struct tk_error e;
-	r = job_unpack(jj, &job, &e);
-	json_decref(jj);
-	if (r < 0)
-		return doc_refused(lc, "job", key, &e);
-	if (job.id > STATE_MAX_JOB_ID || strtoll(key, NULL, 10) != job.id) {
-		char why[MODEL_REASON_MAX];
-		snprintf(why, sizeof(why),
-			 job.id > STATE_MAX_JOB_ID
-				 ? "id %lld is beyond what this server holds (at most %lld)"
-				 : "the document says id %lld, not its row's (%lld)",
-			 (long long)job.id,
-			 job.id > STATE_MAX_JOB_ID ? (long long)STATE_MAX_JOB_ID
-						   : strtoll(key, NULL, 10));
-		job_release(&job);
+	if (!jobp)
 		return bad_row(lc, "job", key, why);
-	}
+	struct job job = *jobp;
 	if (state_job_known(s, job.id)) {
 		job_release(&job);
 		return bad_row(lc, "job", key, "a second row of one job");
@@ -163,6 +176,15 @@ static int load_job_cb(void *ctx, const char *key, const char *doc, size_t len)
 		}
 	}
 	return 0;
+}
+
+static int load_job_cb(void *ctx, const char *key, const char *doc, size_t len)
+{
+	char why[MODEL_REASON_MAX];
+	struct job job;
+	if (state_job_decode(key, doc, len, &job, why) < 0)
+		return load_job_place(ctx, key, NULL, why);
+	return load_job_place(ctx, key, &job, NULL);
 }
 
 /* A settled job, from its columns: out of memory until asked for. */
@@ -233,12 +255,22 @@ static int set_aside(struct load_ctx *lc, struct store *store, struct tk_error *
 	return 0;
 }
 
-/* One kind of row, read and its bad rows set aside. */
-static int load_kind(struct load_ctx *lc, struct store *store,
-		     int (*load)(struct store *, store_row_cb, void *, struct tk_error *),
-		     store_row_cb cb, const char *what, struct tk_error *err)
+/* One kind of row, read (from the store, or warm's copy) and its bad rows
+ * set aside. */
+static int load_kind(struct load_ctx *lc, struct store *store, struct warm *warm,
+		     enum store_row_kind kind, store_row_cb cb, const char *what,
+		     struct tk_error *err)
 {
-	int r = load(store, cb, lc, err);
+	int r;
+	if (warm && kind == STORE_ROW_JOB)
+		r = warm_each_job(warm, load_job_place, lc);
+	else if (warm)
+		r = warm_each_doc(warm, kind, cb, lc);
+	else
+		r = (kind == STORE_ROW_JOB     ? store_load_jobs
+		     : kind == STORE_ROW_NODE  ? store_load_nodes
+		     : kind == STORE_ROW_QUEUE ? store_load_queues
+					       : store_load_users)(store, cb, lc, err);
 	if (r < 0 && !err->text[0])
 		tk_errorf(err, r, "cannot load %s from the store", what);
 	return r < 0 ? r : set_aside(lc, store, err);
@@ -282,25 +314,26 @@ static void arrays_complete(struct state *s, int64_t now)
 	}
 }
 
-int state_load(struct state *s, struct store *store, int64_t now, int64_t mono, bool quarantine,
-	       struct tk_error *err)
+int state_load(struct state *s, struct store *store, struct warm *warm, int64_t now, int64_t mono,
+	       bool quarantine, struct tk_error *err)
 {
 	struct load_ctx lc = {
 		.s = s, .now = now, .mono = mono, .quarantine = quarantine, .err = err};
 	err->text[0] = '\0';
 	int r;
-	if ((r = load_kind(&lc, store, store_load_users, load_user_cb, "users", err)) < 0 ||
-	    (r = load_kind(&lc, store, store_load_queues, load_queue_cb, "queues", err)) < 0)
+	if ((r = load_kind(&lc, store, warm, STORE_ROW_USER, load_user_cb, "users", err)) < 0 ||
+	    (r = load_kind(&lc, store, warm, STORE_ROW_QUEUE, load_queue_cb, "queues", err)) < 0)
 		goto out;
 	if (!state_queue(s, "default"))
 		state_queue_add(s, "default", now);
-	if ((r = load_kind(&lc, store, store_load_nodes, load_node_cb, "nodes", err)) < 0)
+	if ((r = load_kind(&lc, store, warm, STORE_ROW_NODE, load_node_cb, "nodes", err)) < 0)
 		goto out;
-	r = store_load_settled(store, load_settled_cb, &lc, err);
+	r = warm ? warm_each_settled(warm, load_settled_cb, &lc)
+		 : store_load_settled(store, load_settled_cb, &lc, err);
 	if (r < 0 && !err->text[0])
 		tk_errorf(err, r, "cannot load the settled jobs from the store");
 	if (r < 0 || (r = set_aside(&lc, store, err)) < 0 ||
-	    (r = load_kind(&lc, store, store_load_jobs, load_job_cb, "jobs", err)) < 0)
+	    (r = load_kind(&lc, store, warm, STORE_ROW_JOB, load_job_cb, "jobs", err)) < 0)
 		goto out;
 	/* settle attempts whose tasks were all lost with a vanished node */
 	for (size_t i = 0; i < s->njobs; i++) {

@@ -624,14 +624,15 @@ static int read_job(void *arg, int64_t id, char **ret_doc, size_t *ret_len, stru
 	return store_get_job(s->reader, id, ret_doc, ret_len, err);
 }
 
-/* Loads the state and schedules: at start, or when a standby takes over. */
-static int activate(struct server *s, struct tk_error *err)
+/* Loads the state (from warm, a standby's copy, where not NULL) and
+ * schedules: at start, or when a standby takes over. */
+static int activate(struct server *s, struct warm *warm, struct tk_error *err)
 {
 	int r;
 	if ((r = mark_started(s, s->role.where, err)) < 0 ||
 	    (r = store_open_reader(s->role.where, &s->reader, err)) < 0 ||
 	    (r = audit_load(s, err)) < 0 ||
-	    (r = state_load(&s->st, s->store, server_now_ms(s), tk_mono_ms(),
+	    (r = state_load(&s->st, s->store, warm, server_now_ms(s), tk_mono_ms(),
 			    s->cfg.quarantine_bad_rows, err)) < 0 ||
 	    (r = server_ids_load(s, err)) < 0 || (r = acct_fill_load(s, err)) < 0)
 		return r;
@@ -723,13 +724,13 @@ int server_create(uv_loop_t *loop, const struct server_config *cfg, struct serve
 	s->role.activate = activate;
 	bool shared = store_kind_of(db) == STORE_POSTGRESQL;
 	if ((r = open_store(s, db, used, err)) < 0 || (r = same_tokens(s, err)) < 0 ||
-	    (!shared && (r = activate(s, err)) < 0))
+	    (!shared && (r = activate(s, NULL, err)) < 0))
 		goto fail;
 	if ((r = http_start(s, cfg->listen, err)) < 0)
 		goto fail;
 	/* on a shared store: active, or a standby until the lease lapses */
 	if (shared && (r = server_role_start(s, err)) == 1)
-		r = activate(s, err);
+		r = activate(s, NULL, err);
 	if (r < 0)
 		goto fail_http;
 	url_path = xasprintf("%s/server.url", s->data_dir);
@@ -870,6 +871,7 @@ void server_destroy(struct server *s)
 		flush_sync(s);
 	store_batch_destroy(s->fill.batch);
 	store_destroy(s->reader);
+	warm_destroy(s->role.warm);
 	state_release(&s->st);
 	free(s->job_waits);
 	free(s->node_polls);

@@ -4,12 +4,15 @@
  * it loads the state, schedules, answers, and is the only one whose
  * batches commit, for every batch renews the lease in its own transaction
  * and fails, writing nothing, once another server took it over. The
- * others are standbys: they load nothing, answer /v1/health with their
- * role and every other request with a redirect to the active (307; 503
- * while none is), and ask for the lease every SERVER_STANDBY_POLL_MS.
- * When the active stops renewing (dead, stopped, cut off from the
- * database) its lease lapses after SERVER_LEASE_MS and a standby takes it,
- * loads the state from the store and schedules.
+ * others are standbys: they keep a warm copy of the state (warm.c: read
+ * whole at start, then what the active committed since, at every poll),
+ * answer /v1/health with their role and every other request with a
+ * redirect to the active (307; 503 while none is), and ask for the lease
+ * every SERVER_STANDBY_POLL_MS. When the active stops renewing (dead,
+ * stopped, cut off from the database) its lease lapses after
+ * SERVER_LEASE_MS and a standby takes it, reads the last changes, loads
+ * the state from its copy (from the store, where the copy does not count
+ * as the store does) and schedules.
  *
  *   start --take--> ACTIVE --batch fails -ENOLCK--> exits (75): started
  *     |                ^                            again, a standby
@@ -27,6 +30,45 @@
 #include <string.h>
 
 static void poll_cb(uv_timer_t *t);
+
+/* The warm copy brought up to date; a failure is said once until a read
+ * succeeds again (the copy's age tells the takeover whether to use it). */
+static void follow(struct server *s)
+{
+	struct tk_error err;
+	int64_t t0 = tk_mono_ms();
+	bool first = warm_age_ms(s->role.warm) < 0;
+	if (warm_follow(s->role.warm, s->store, NULL, &err) < 0) {
+		if (!s->role.warm_failing)
+			log_warn("standby: cannot follow the store's changes: %s", err.text);
+		s->role.warm_failing = true;
+		return;
+	}
+	if (s->role.warm_failing || first)
+		log_info("standby: its copy of the state holds %lld jobs%s (read in %lld ms)",
+			 (long long)warm_jobs(s->role.warm),
+			 s->role.warm_failing ? ", following the store again" : "",
+			 (long long)(tk_mono_ms() - t0));
+	s->role.warm_failing = false;
+}
+
+/* The copy, up to date under the lease, to load from; NULL (and said why)
+ * when it does not hold what the store does: the store is loaded then. */
+static struct warm *warm_for_takeover(struct server *s)
+{
+	struct warm *w = s->role.warm;
+	s->role.warm = NULL;
+	struct store_counts n;
+	struct tk_error err;
+	char why[sizeof(err.text)];
+	if (warm_follow(w, s->store, &n, &err) < 0)
+		snprintf(why, sizeof(why), "%s", err.text);
+	else if (warm_ready(w, &n, why, sizeof(why)))
+		return w;
+	log_warn("taking over: its copy of the state is not used (%s); loading the store", why);
+	warm_destroy(w);
+	return NULL;
+}
 
 static void become_active(struct server *s, const struct store_lease *l)
 {
@@ -60,6 +102,8 @@ int server_role_start(struct server *s, struct tk_error *err)
 	log_info("standby: %s is active (term %lld); this server takes over when its lease "
 		 "lapses",
 		 l.url, (long long)l.term);
+	s->role.warm = warm_create();
+	follow(s);
 	uv_timer_start(&s->role.poll, poll_cb, SERVER_STANDBY_POLL_MS, SERVER_STANDBY_POLL_MS);
 	return 0;
 }
@@ -76,6 +120,7 @@ static void poll_cb(uv_timer_t *t)
 		if (l.term != s->role.seen.term)
 			log_info("standby: %s is active now (term %lld)", l.url, (long long)l.term);
 		s->role.seen = l;
+		follow(s);
 		return;
 	}
 	if (r < 0) {
@@ -89,15 +134,20 @@ static void poll_cb(uv_timer_t *t)
 		 (long long)l.term);
 	uv_timer_stop(&s->role.poll);
 	become_active(s, &l);
-	if ((r = s->role.activate(s, &err)) < 0) {
+	struct warm *w = warm_for_takeover(s);
+	bool warm = w != NULL;
+	r = s->role.activate(s, w, &err);
+	warm_destroy(w);
+	if (r < 0) {
 		/* what it holds is half loaded: it must not serve it */
 		log_err("taking over failed: %s; stopping", err.text);
 		fflush(stderr);
 		_exit(70);
 	}
-	log_info("active after %lld ms as a standby: %zu jobs and %d nodes loaded in %lld ms",
+	log_info("active after %lld ms as a standby: %zu jobs and %d nodes loaded in %lld ms "
+		 "from %s",
 		 (long long)(t0 - s->role.since_mono), s->st.njobs, s->st.nnodes,
-		 (long long)(tk_mono_ms() - t0));
+		 (long long)(tk_mono_ms() - t0), warm ? "its warm copy" : "the store");
 	s->role.since_mono = tk_mono_ms();
 }
 
@@ -143,11 +193,18 @@ bool server_standby_answer(struct request *r)
 	bool known = l->url[0] && l->remaining_ms > 0 && strcmp(l->holder, s->epoch) != 0 &&
 		     strcmp(l->url, s->url) != 0;
 	if (strcmp(r->url, "/v1/health") == 0 && strcmp(r->method, "GET") == 0) {
+		/* its copy of the state: jobs held, ms since it was brought up
+		 * to date */
+		json_t *copy = s->role.warm
+				       ? json_pack("{s:I, s:I}", "jobs",
+						   (json_int_t)warm_jobs(s->role.warm), "age_ms",
+						   (json_int_t)warm_age_ms(s->role.warm))
+				       : NULL;
 		reply_json(r, 200,
-			   json_pack("{s:s, s:s?, s:I, s:I}", "role", "standby", "active",
+			   json_pack("{s:s, s:s?, s:I, s:I, s:o?}", "role", "standby", "active",
 				     known ? l->url : NULL, "term", (json_int_t)l->term,
-				     "standby_ms",
-				     (json_int_t)(tk_mono_ms() - s->role.since_mono)));
+				     "standby_ms", (json_int_t)(tk_mono_ms() - s->role.since_mono),
+				     "copy", copy));
 		return true;
 	}
 	if (strcmp(r->url, "/metrics") == 0 && strcmp(r->method, "GET") == 0) {

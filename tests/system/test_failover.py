@@ -157,6 +157,8 @@ def test_failover_kill_restart_and_stop(workdir, procs, postgres, hosts4):
         wait_for(lambda: role(hosts4, ca, b.url) == "active", 20, "b active", interval=0.05)
         took = time.monotonic() - t0
         assert "taking over: the lease of" in b.d.output()
+        # (from its copy of the state, kept up to date as a committed)
+        assert "from its warm copy" in b.d.output(), b.d.output()[-3000:]
         n_at_failover = len(acked)
         wait_for(lambda: len(acked) >= n_at_failover + 10, 30, "submissions after")
     finally:

@@ -5,9 +5,11 @@ store copy moving a cluster from SQLite to PostgreSQL and back, row for
 row."""
 import json
 import os
+import shutil
 import subprocess
+import time
 
-from conftest import BIN, Daemon, root_jobs_config, server_and_agent, wait_for
+from conftest import BIN, Daemon, Tenk, root_jobs_config, server_and_agent, wait_for
 
 
 def sh(*args, timeout=120):
@@ -64,6 +66,47 @@ def test_a_cluster_on_postgresql_survives_its_server(workdir, procs, postgres):
     t.wait_state(long, "CANCELLED")
     agent.stop()
     server.stop()
+
+
+def test_a_standby_whose_copy_missed_a_write_loads_the_store(workdir, procs, postgres):
+    """A standby keeps a copy of the state as the active commits (change
+    marks the database sets); a write it could not see (the marks turned
+    off by hand) makes its copy count other than the store at the
+    takeover, and it loads the store instead: nothing is lost."""
+    t, a, agent = server_and_agent(workdir, procs, "30s", server_args=["--store", postgres])
+    b_data = os.path.join(workdir, "b")
+    os.makedirs(os.path.join(b_data, "tls"), mode=0o700)
+    for f in ("admin.token", "agent.token", "config.json", "tls/ca.pem", "tls/ca.key"):
+        shutil.copy(os.path.join(t.data, f), os.path.join(b_data, f))
+    b = Daemon(["server", "--data", b_data, "--listen", "127.0.0.1:0", "--node-timeout", "30s",
+                "--store", postgres], workdir, "standby")
+    procs.append(b)
+    wait_for(lambda: "its copy of the state holds" in b.output() or not b.alive(), 30,
+             "the standby's copy")
+    tb = Tenk(workdir, b_data)
+    assert tb.api("GET", "/v1/health")[1]["role"] == "standby"
+    seen = t.submit("--", "true")
+    wait_for(lambda: t.job(seen)["state"] == "COMPLETED", 30, "a job")
+    # the standby's copy follows: it holds the job, read within a second
+    wait_for(lambda: tb.api("GET", "/v1/health")[1]["copy"]["jobs"] >= 1, 10, "the copy")
+    assert tb.api("GET", "/v1/health")[1]["copy"]["age_ms"] < 1000
+    subprocess.run(["psql", "-qAt", postgres, "-c",
+                    "ALTER TABLE jobs DISABLE TRIGGER jobs_chg; "
+                    "ALTER TABLE users DISABLE TRIGGER users_chg"], check=True, timeout=30)
+    t.run("users", "add", "zed", "--unix-user", "root")
+    unseen = t.submit("--hold", "--", "true")
+    time.sleep(1)  # (polls of the standby, which see neither)
+    a.kill9()
+    procs.remove(a)
+    wait_for(lambda: tb.api("GET", "/v1/health")[1].get("role") == "active", 30, "b active")
+    out = b.output()
+    assert "its copy of the state is not used (it counts" in out, out[-3000:]
+    assert "from the store" in out
+    assert "zed" in tb.run("users").stdout
+    assert tb.job(unseen)["state"] == "PENDING"
+    assert tb.job(seen)["state"] == "COMPLETED"
+    agent.stop()
+    b.stop()
 
 
 def test_a_password_in_the_url_is_refused(workdir):
