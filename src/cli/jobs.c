@@ -255,10 +255,11 @@ static int queue_once(struct ctx *c, int64_t limit, bool wide)
 			cli__qformat_print(qfmt, &(struct qrow){j, id}, now);
 			continue;
 		}
+		/* (a running job found stalled says so in its state's place) */
 		printf("%-12s %-16.16s %-8.8s %-8.8s %-10.10s %-10s %5lld %6g %9s  %s", id,
 		       cli__jstr(j, "name"), cli__jstr(j, "owner"), cli__jstr(j, "class"),
-		       cli__jstr(j, "queue"), st, (long long)cli__jint(req, "nodes"), job_gpus(req),
-		       elapsed, where);
+		       cli__jstr(j, "queue"), json_object_get(j, "stalled") ? "STALLED" : st,
+		       (long long)cli__jint(req, "nodes"), job_gpus(req), elapsed, where);
 		if (wide)
 			printf("  [job %lld, submitted by %s%s%s]", (long long)cli__jint(j, "id"),
 			       cli__jstr(j, "owner"), *cli__jstr(req, "comment") ? "; " : "",
@@ -315,6 +316,13 @@ static void show_job(json_t *j)
 	printf("\n");
 	if (*cli__jstr(j, "reason"))
 		printf("  Reason:   %s\n", cli__jstr(j, "reason"));
+	json_t *stall = json_object_get(j, "stalled");
+	if (stall) {
+		cli__fmt_time(cli__jint(stall, "since_ms"), t1, sizeof(t1));
+		printf("  STALLED:  %s (found %s, window %llds; on stall: %s)\n",
+		       cli__jstr(stall, "why"), t1, (long long)cli__jint(stall, "window_s"),
+		       cli__jstr(stall, "on_stall"));
+	}
 	json_t *las = json_object_get(j, "las");
 	if (las)
 		printf("  Order:    least attained service, level %lld of %lld (%.3g "

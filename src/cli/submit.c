@@ -63,6 +63,8 @@ enum {
 	S_IMPOSSIBLE,
 	S_THROTTLE,
 	S_NO_MARKS,
+	S_STALL_AFTER,
+	S_ON_STALL,
 	S_COUNT
 };
 
@@ -135,6 +137,13 @@ static const struct tk_option submit_opts[] = {
 	{"no-attempt-marks", 0, NULL,
 	 "no \"--- tenk: attempt N on NODE at TIME ---\" line where a restarted attempt begins "
 	 "in the output files"},
+	{"stall-after", 0, "TIME",
+	 "a job writing training lines ($TENK_METRICS) that writes none for this long is "
+	 "stalled (default: the cluster's, 10 times its median time between lines, at least "
+	 "5m)"},
+	{"on-stall", 0, "ACTION",
+	 "what is done with it then: notify (the default: it says so, and /metrics), requeue "
+	 "(from its last checkpoint) or cancel"},
 };
 _Static_assert(ARRAY_SIZE(submit_opts) == S_COUNT, "one option per enum value");
 
@@ -850,8 +859,17 @@ static int request_opts(struct ctx *c, json_t *req, bool update)
 	    (r = add_int_opt(c, req, S_CPUS, "cpus_per_task", 0, MODEL_MAX_CPUS)) ||
 	    (r = add_int_opt(c, req, S_REQUEUE, "requeue", 0, MODEL_MAX_REQUEUE)) ||
 	    (r = add_duration_opt(c, req, S_TIME, "time_limit_s")) ||
-	    (r = add_duration_opt(c, req, S_GRACE, "grace_s")))
+	    (r = add_duration_opt(c, req, S_GRACE, "grace_s")) ||
+	    (r = add_duration_opt(c, req, S_STALL_AFTER, "stall_after_s")))
 		return r;
+	if (c->v[S_ON_STALL]) {
+		enum stall_action a;
+		if (stall_action_parse(c->v[S_ON_STALL], &a) < 0)
+			return cli__usage_error(
+				c->cmd, "--on-stall: must be notify, requeue or cancel, got \"%s\"",
+				c->v[S_ON_STALL]);
+		json_object_set_new(req, "on_stall", json_string(c->v[S_ON_STALL]));
+	}
 	if (c->v[S_GPU_TYPE]) {
 		json_t *types = json_array();
 		_cleanup_free_ char *copy = xstrdup(c->v[S_GPU_TYPE]);

@@ -476,7 +476,29 @@ json_t *job_request_pack(const struct job_request *r)
 		json_object_set_new(o, "pty", json_true());
 	if (r->no_attempt_marks)
 		json_object_set_new(o, "attempt_marks", json_false());
+	if (r->stall_after_s)
+		json_object_set_new(o, "stall_after_s", json_integer(r->stall_after_s));
+	if (r->on_stall != STALL_NOTIFY)
+		json_object_set_new(o, "on_stall", json_string(stall_action_name(r->on_stall)));
 	return o;
+}
+
+static const char *const stall_actions[STALL_ACTION_MAX] = {
+	[STALL_NOTIFY] = "notify", [STALL_REQUEUE] = "requeue", [STALL_CANCEL] = "cancel"};
+
+const char *stall_action_name(enum stall_action a)
+{
+	return a < STALL_ACTION_MAX ? stall_actions[a] : "?";
+}
+
+int stall_action_parse(const char *s, enum stall_action *ret)
+{
+	for (int i = 0; i < STALL_ACTION_MAX; i++)
+		if (strcmp(s, stall_actions[i]) == 0) {
+			*ret = (enum stall_action)i;
+			return 0;
+		}
+	return -EINVAL;
 }
 
 static int deps_unpack(json_t *j, struct job_request *r, struct tk_error *err)
@@ -628,7 +650,16 @@ int job_request_unpack(json_t *j, struct job_request *ret, struct tk_error *err)
 			       r.array);
 		goto fail;
 	}
-	char marker[16] = "";
+	char marker[16] = "", on_stall[16] = "";
+	if ((rc = mj_int(j, "stall_after_s", false, 0, MODEL_MAX_TIME_LIMIT_S, 0, &r.stall_after_s,
+			 err)) < 0 ||
+	    (rc = mj_strbuf(j, "on_stall", false, true, on_stall, sizeof(on_stall), err)) < 0)
+		goto fail;
+	if (on_stall[0] && stall_action_parse(on_stall, &r.on_stall) < 0) {
+		rc = tk_errorf(err, -EINVAL,
+			       "on_stall: must be notify, requeue or cancel, got \"%s\"", on_stall);
+		goto fail;
+	}
 	if ((rc = mj_strbuf(j, "ckpt_marker", false, true, marker, sizeof(marker), err)) < 0)
 		goto fail;
 	if (marker[0] && ckpt_marker_parse(marker, &r.ckpt_marker) < 0) {

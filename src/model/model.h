@@ -211,6 +211,13 @@ int ckpt_marker_parse(const char *s, enum ckpt_marker *ret);
  * "iter_0000500", "step-000500"); -1 when it has none. */
 int64_t model_ckpt_tag_step(const char *tag);
 
+/* What is done with a job found stalled: said (its record, /metrics), its
+ * attempt stopped and the job requeued (from its last checkpoint), or the
+ * job cancelled. */
+enum stall_action { STALL_NOTIFY, STALL_REQUEUE, STALL_CANCEL, STALL_ACTION_MAX };
+const char *stall_action_name(enum stall_action a);
+int stall_action_parse(const char *s, enum stall_action *ret);
+
 struct job_request {
 	char *name;
 	int argc;
@@ -270,6 +277,12 @@ struct job_request {
 	/* its output files get no "--- tenk: attempt N on NODE at TIME ---"
 	 * line where an attempt after the first begins ("attempt_marks": false) */
 	bool no_attempt_marks;
+	/* a running attempt that wrote training lines ($TENK_METRICS) and then
+	 * none for this long is stalled (0: the cluster's stall_after, by
+	 * default 10 times its median time between lines, at least 5 min),
+	 * and then on_stall is done */
+	int64_t stall_after_s;
+	enum stall_action on_stall;
 };
 
 /* What a dependency waits for (Slurm's after, afterok, afternotok, afterany). */
@@ -360,7 +373,9 @@ char *model_output_path(const char *pattern, const char *cwd, const struct outpu
 	X("exclude", JR_STRV, exclude, nexclude, true)                                             \
 	X("exclusive", JR_VALUE, exclusive, argc, true)                                            \
 	X("pty", JR_VALUE, pty, argc, false)                                                       \
-	X("attempt_marks", JR_VALUE, no_attempt_marks, argc, false)
+	X("attempt_marks", JR_VALUE, no_attempt_marks, argc, false)                                \
+	X("stall_after_s", JR_VALUE, stall_after_s, argc, true)                                    \
+	X("on_stall", JR_VALUE, on_stall, argc, true)
 
 /* The keys of the table, NULL-terminated. */
 extern const char *const job_request_keys[];
@@ -801,6 +816,10 @@ struct sched_config {
 	 * document, "keep_accounting" its row and accounting records; audit
 	 * rows "keep_audit" after they were written */
 	int64_t keep_jobs_s, keep_accounting_s, keep_audit_s;
+	/* a running job that wrote training lines and then none for
+	 * "stall_after" is stalled (0, "auto": 10 times its median time between
+	 * lines, and at least "stall_min"); a job's own stall_after_s first */
+	int64_t stall_after_s, stall_min_s;
 	/* jobs one pass starts at most (0: no limit); a pass that reaches it is
 	 * followed at once by another, after the server has answered what
 	 * waits */

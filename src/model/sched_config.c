@@ -24,6 +24,7 @@ void sched_config_default(struct sched_config *c)
 	c->submit_rate_per_user = 50;
 	c->submit_burst_per_user = 500;
 	c->keep_jobs_s = 90 * 86400;
+	c->stall_min_s = 300;
 	c->keep_accounting_s = 0;
 	c->keep_audit_s = 365 * 86400;
 	c->checkpoint_keep = 2;
@@ -230,6 +231,8 @@ int sched_config_load_json(struct sched_config *c, const char *text, struct tk_e
 					   "reservation_patience_s",
 					   "placement",
 					   "store",
+					   "stall_after",
+					   "stall_min",
 					   NULL};
 	static const char *const ckeys[] = {
 		"name",	 "priority",	     "may_preempt", "preemptible",   "allow",
@@ -291,6 +294,21 @@ int sched_config_load_json(struct sched_config *c, const char *text, struct tk_e
 				"%s: expected a duration such as \"90d\" (\"0\": forever), got "
 				"\"%s\"",
 				keeps[k], dur);
+			goto out;
+		}
+	}
+	static const char *const stalls[] = {"stall_after", "stall_min"};
+	int64_t *stall_s[] = {&next.stall_after_s, &next.stall_min_s};
+	for (int k = 0; k < 2; k++) {
+		char dur[32] = "";
+		if ((r = mj_strbuf(root, stalls[k], false, true, dur, sizeof(dur), err)) < 0)
+			goto out;
+		if (!dur[0] || (k == 0 && strcmp(dur, "auto") == 0))
+			continue;
+		if (tk_parse_duration(dur, stall_s[k]) < 0 || *stall_s[k] < 1) {
+			r = tk_errorf(err, -EINVAL,
+				      "%s: expected a duration such as \"10m\"%s, got \"%s\"",
+				      stalls[k], k == 0 ? " or \"auto\"" : "", dur);
 			goto out;
 		}
 	}

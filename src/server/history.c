@@ -201,5 +201,6 @@ void state_evict(struct state *s, struct sjob *j)
 	state_gone_add(s, id, j->job.state, j->job.owner, state_job_settled_ms(j), false);
 	job_release(&j->job);
 	free(j->fail_seen);
+	state_stall_forget(j);
 	free(j);
 }

@@ -561,6 +561,7 @@ void state_train_metrics(struct state *s, struct snode *n, const struct wire_tra
 		train_metrics_add(a->train, &t->point);
 		if (t->offset)
 			a->train->offset = t->offset;
+		state_stall_line(s, j, a, &t->point);
 		state_job_dirty(s, j);
 		return;
 	}

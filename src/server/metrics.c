@@ -52,8 +52,9 @@ static void jobs(struct server *s, struct strbuf *b)
 	int64_t by_state[JOB_STATE_MAX] = {0};
 	/* one pass over the jobs: counts by state, and the running attempts'
 	 * training metrics, kept aside until their family's turn */
-	struct strbuf train;
+	struct strbuf train, stalled;
 	strbuf_init(&train);
+	strbuf_init(&stalled);
 	for (size_t i = 0; i < st->njobs; i++) {
 		const struct sjob *j = st->jobs[i];
 		if (!j)
@@ -62,6 +63,13 @@ static void jobs(struct server *s, struct strbuf *b)
 		if (j->job.state != JOB_RUNNING || !j->job.nattempts)
 			continue;
 		const struct attempt *a = &j->job.attempts[j->job.nattempts - 1];
+		if (state_job_trains(j)) {
+			struct prom_labels l;
+			prom_labels_init(&l);
+			prom_labelf(&l, "job_id", "%lld", (long long)j->job.id);
+			prom_label(&l, "owner", j->job.owner);
+			prom_sample(&stalled, "tenk_job_stalled", &l, state_job_stalled(j) ? 1 : 0);
+		}
 		for (int k = 0; a->train && k < a->train->last.n; k++) {
 			struct prom_labels l;
 			prom_labels_init(&l);
@@ -89,6 +97,11 @@ static void jobs(struct server *s, struct strbuf *b)
 		    "$TENK_METRICS.");
 	strbuf_add(b, train.buf, train.len);
 	strbuf_release(&train);
+	prom_family(b, "tenk_job_stalled", "gauge",
+		    "1 when a running job that writes training lines has written none for its "
+		    "stall window (tenk show says why), else 0.");
+	strbuf_add(b, stalled.buf, stalled.len);
+	strbuf_release(&stalled);
 	prom_family(b, "tenk_jobs_submitted_total", "counter", "Jobs submitted (the newest id).");
 	prom_sample(b, "tenk_jobs_submitted_total", NULL, (double)st->njobs);
 

@@ -431,6 +431,7 @@ static void cron_cb(uv_timer_t *t)
 	server_retain_tick(s);
 	state_queues_age(&s->st, now);
 	state_check_nodes(&s->st, now, mono);
+	state_check_stalls(&s->st, now);
 	if (s->st.wake_ms && now >= s->st.wake_ms) /* a job's begin time came */
 		state_want_pass(&s->st);
 	state_judge_arrivals(&s->st, now); /* a deferred pass that is due */

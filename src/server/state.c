@@ -69,6 +69,7 @@ void state_release(struct state *s)
 		job_release(&j->job);
 		free(j->fail_ev);
 		free(j->fail_seen);
+		state_stall_forget(j);
 		free(j);
 	}
 	for (int c = 0; c < s->sched.nclasses; c++)

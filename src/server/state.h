@@ -91,7 +91,25 @@ struct sjob {
 	 * accelerator-seconds that put it there */
 	int las_level;
 	double las_service;
+	/* its running attempt's training lines, for finding it stalled
+	 * (stall.c); NULL: none came */
+	struct sstall *stall;
 };
+
+/* ---- stall.c: jobs whose training lines stopped ---------------------------------------- */
+
+struct sstall;
+/* A training line of j's attempt a came (the heartbeat that carried it). */
+void state_stall_line(struct state *s, struct sjob *j, const struct attempt *a,
+		      const struct train_point *p);
+/* From the cron: finds running attempts stalled, and does their on_stall. */
+void state_check_stalls(struct state *s, int64_t now);
+/* "stalled" of j's record: the evidence, while it is; NULL: it is not. */
+json_t *state_stall_pack(const struct sjob *j);
+/* Whether j's running attempt is stalled; whether it writes training lines. */
+bool state_job_stalled(const struct sjob *j);
+bool state_job_trains(const struct sjob *j);
+void state_stall_forget(struct sjob *j);
 
 /* A settled job out of memory (history.c): its row in the store holds it
  * whole; this is what lists, dependencies, counts and accounting windows

@@ -179,12 +179,13 @@ function jobTable(jobs) {
     { name: "name", get: (j) => j.request.name },
     { name: "queue", get: (j) => j.queue },
     { name: "owner", get: (j) => j.owner },
-    { name: "state", get: (j) => j.state, cls: (j) => "state-" + j.state },
+    { name: "state", get: (j) => j.stalled ? "STALLED" : j.state,
+      cls: (j) => "state-" + (j.stalled ? "STALLED" : j.state) },
     { name: "time", num: true, get: (j) => {
       const a = j.attempts[j.attempts.length - 1];
       return a ? dur(((a.end_ms || Date.now()) - a.start_ms) / 1000) : "-";
     } },
-    { name: "why it waits / how it ended", get: (j) => j.reason },
+    { name: "why it waits / how it ended", get: (j) => j.stalled ? j.stalled.why : j.reason },
   ], jobs);
 }
 
@@ -320,6 +321,9 @@ async function jobView(view, id) {
   view.append(el("p", {},
     el("span", { class: "state-" + j.state }, j.state), ` in queue ${j.queue}, class ${j.class}, owner ${j.owner}, submitted ${when(j.submit_ms)}. `,
     el("span", { class: "muted" }, j.reason || "")));
+  if (j.stalled)
+    view.append(el("p", { class: "state-STALLED", id: "stalled" },
+      `STALLED: ${j.stalled.why} (found ${when(j.stalled.since_ms)}; on stall: ${j.stalled.on_stall})`));
   view.append(requestTable(j));
   view.append(el("h2", {}, "Attempts"));
   view.append(table([

@@ -118,6 +118,9 @@ static void test_request_invalid(void **state)
 		{"{" BASE ", \"nodelist\": [\"n1\"], \"nodes\": 2}",
 		 "nodelist: names 1 node, but the job asks for 2 nodes"},
 		{"{" BASE ", \"exclusive\": 1}", "exclusive: must be true or false"},
+		{"{" BASE ", \"on_stall\": \"kill\"}",
+		 "on_stall: must be notify, requeue or cancel"},
+		{"{" BASE ", \"stall_after_s\": -5}", "stall_after_s"},
 	};
 	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
 		json_t *j = parse(cases[i].body);
@@ -199,7 +202,8 @@ static json_t *full_request(void)
 	json_t *j = json_pack(
 		"{s:s, s:[s, s, s], s:s+, s:{s:s, s:s}, s:s+, s:i, s:i, s:i, s:[s, s], s:i, s:I,"
 		" s:I, s:I, s:i, s:s, s:s, s:I, s:f, s:i, s:b, s:s+, s:[s++], s:s, s:[{s:I, s:s},"
-		" {s:I}], s:I, s:s, s:s++, s:b, s:{s:i, s:I}, s:s, s:[s, s, s], s:[s], s:b, s:b}",
+		" {s:I}], s:I, s:s, s:s++, s:b, s:{s:i, s:I}, s:s, s:[s, s, s], s:[s], s:b, s:b,"
+		" s:I, s:s}",
 		"name", name, "command", "python", big, big, "cwd", "/home/u/", path, "env", "A",
 		big, "B", path, "output", "/out/", path, "nodes", 2, "tasks_per_node", 4,
 		"gpus_per_task", 2, "gpu_types", "H100", "H200", "cpus_per_task", 8, "mem_mib",
@@ -213,7 +217,7 @@ static json_t *full_request(void)
 		(json_int_t)1796000000000, "comment", big, "error", "/err/", path, "-%j",
 		"slurm_env", 1, "signal", "number", 10, "before_s", (json_int_t)90, "array",
 		"0-999%50", "nodelist", "node1", "node2", "node3", "exclude", "node4", "exclusive",
-		1, "attempt_marks", 0);
+		1, "attempt_marks", 0, "stall_after_s", (json_int_t)600, "on_stall", "requeue");
 	assert_non_null(j);
 	return j;
 }
@@ -651,6 +655,17 @@ static void test_config_validation(void **state)
 	assert_true(sched_config_load_json(&c, "{\"require_validation\": 1}", &err) < 0);
 	assert_non_null(strstr(err.text, "require_validation"));
 	assert_true(c.require_validation && c.nvalidation_args == 3); /* unchanged on error */
+	/* the stall window: auto (0) and at least 5m by default */
+	assert_true(c.stall_after_s == 0 && c.stall_min_s == 300);
+	assert_int_equal(sched_config_load_json(
+				 &c, "{\"stall_after\": \"10m\", \"stall_min\": \"1m\"}", &err),
+			 0);
+	assert_true(c.stall_after_s == 600 && c.stall_min_s == 60);
+	assert_int_equal(sched_config_load_json(&c, "{\"stall_after\": \"auto\"}", &err), 0);
+	assert_int_equal(c.stall_after_s, 0);
+	assert_true(sched_config_load_json(&c, "{\"stall_after\": \"soon\"}", &err) < 0);
+	assert_non_null(strstr(err.text, "stall_after: expected a duration such as \"10m\" or"));
+	assert_true(sched_config_load_json(&c, "{\"stall_min\": \"0\"}", &err) < 0);
 	/* the submission rate: a number, 0 for none; a burst of at least 1 */
 	assert_true(c.submit_rate_per_user == 50 && c.submit_burst_per_user == 500);
 	assert_int_equal(sched_config_load_json(&c,
