@@ -207,10 +207,19 @@ static void nodes(struct server *s, struct strbuf *b)
 	size_t nmodels = 0, alloc = 0;
 	prom_family(b, "tenk_node_heartbeat_age_seconds", "gauge",
 		    "Time since each node's agent was last heard from.");
+	/* each node's state, kept aside until its family's turn */
+	struct strbuf states;
+	strbuf_init(&states);
 	for (int i = 0; i < st->nnodes; i++) {
 		const struct snode *n = st->nodes[i];
 		enum node_state ns = state_node_state(st, n);
 		by_state[ns]++;
+		struct prom_labels sl;
+		prom_labels_init(&sl);
+		prom_label(&sl, "node", n->rec.inv.name);
+		prom_label(&sl, "state", node_state_name(ns));
+		prom_label(&sl, "drained_by", drain_source_name(n->rec.drain_source));
+		prom_sample(&states, "tenk_node_state", &sl, 1);
 		if (n->last_seen_ms > 0) {
 			struct prom_labels l;
 			prom_labels_init(&l);
@@ -238,6 +247,11 @@ static void nodes(struct server *s, struct strbuf *b)
 				models[m].unavailable += 1 - used;
 		}
 	}
+	prom_family(b, "tenk_node_state", "gauge",
+		    "Each node's state (1 at the one it is in) and what drained it "
+		    "(drained_by: operator, fault, validation; empty when not drained).");
+	strbuf_add(b, states.buf, states.len);
+	strbuf_release(&states);
 	prom_family(b, "tenk_nodes", "gauge", "Nodes by state.");
 	for (int k = 0; k < NODE_STATE_MAX; k++) {
 		struct prom_labels l;

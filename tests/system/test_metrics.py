@@ -132,6 +132,7 @@ def test_metrics_promtool_and_a_real_scrape(workdir, procs):
     assert sample(stext, "tenk_http_request_duration_seconds_count", method="POST",
                   route="/v1/jobs") >= 1
     assert sample(stext, "tenk_node_heartbeat_age_seconds", node="n1") < 30
+    assert sample(stext, "tenk_node_state", node="n1", state="UP", drained_by="") == 1
     assert sample(stext, "tenk_job_metric", job_id=jid, attempt=1, name="loss") == 5.5
 
     # a real Prometheus scraping the server (HTTPS, the viewer's token) and the agents
