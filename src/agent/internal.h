@@ -207,6 +207,9 @@ void agent__witness_group(struct agent *a, const struct wire_group *g);
 void agent__witness_for_heartbeat(struct agent *a, struct wire_heartbeat *m);
 /* The agent's /metrics: the server's silence, the lease, the case it is in. */
 void agent__witness_metrics(struct agent *a, struct strbuf *b);
+/* nic.c: the network's errors, drops, links, TCP retransmits and
+ * InfiniBand ports' counters, for /metrics. */
+void agent__nic_metrics(struct agent *a, struct strbuf *b);
 void agent__witness_close(struct agent *a);
 void agent__witness_free(struct agent *a);
 

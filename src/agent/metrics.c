@@ -390,6 +390,7 @@ char *agent__metrics_render(struct agent *a)
 	node_memory(a, &b);
 	node_disks(a, &b);
 	node_network(a, &b);
+	agent__nic_metrics(a, &b);
 	return strbuf_detach(&b);
 }
 

@@ -235,3 +235,111 @@ def test_training_lines_arrive_once_across_outages(workdir, procs):
     wait_for(lambda: 60 in steps(), 60, "the last line", show=steps)
     assert steps() == list(range(1, 61)), steps()
     t.run("cancel", jid)
+
+
+def write_tree(root, files):
+    for path, text in files.items():
+        full = os.path.join(root, path)
+        os.makedirs(os.path.dirname(full), exist_ok=True)
+        with open(full, "w") as f:
+            f.write(text + "\n")
+
+
+def test_nic_counters_from_a_recorded_tree(workdir, procs):
+    """An Ethernet NIC with errors and an InfiniBand port, as sysfs shows
+    them on a node with an HCA (recorded: this machine has none), and TCP's
+    counters from /proc/net/snmp: the agent's /metrics has each, promtool
+    clean."""
+    sysfs, procfs = os.path.join(workdir, "sys"), os.path.join(workdir, "proc")
+    write_tree(sysfs, {
+        "class/net/eth9/statistics/rx_errors": "3", "class/net/eth9/statistics/tx_errors": "1",
+        "class/net/eth9/statistics/rx_dropped": "7", "class/net/eth9/statistics/tx_dropped": "0",
+        "class/net/eth9/carrier_changes": "4", "class/net/eth9/operstate": "up",
+        "class/net/eth9/speed": "100000", "class/net/eth9/mtu": "9000",
+        # a link down reads its speed as an error, here as nothing to read
+        "class/net/ib0/operstate": "down", "class/net/ib0/speed": "", "class/net/ib0/mtu": "4092",
+        "class/infiniband/mlx5_0/ports/1/counters/symbol_error": "2",
+        "class/infiniband/mlx5_0/ports/1/counters/link_downed": "1",
+        "class/infiniband/mlx5_0/ports/1/counters/port_rcv_errors": "5",
+        "class/infiniband/mlx5_0/ports/1/counters/excessive_buffer_overrun_errors": "0",
+        "class/infiniband/mlx5_0/ports/1/counters/port_xmit_data": "1000",
+        "class/infiniband/mlx5_0/ports/1/counters/port_rcv_data": "2000",
+        "class/infiniband/mlx5_0/ports/1/counters/port_xmit_packets": "10",
+        "class/infiniband/mlx5_0/ports/1/counters/port_rcv_packets": "20",
+        "class/infiniband/mlx5_0/ports/1/state": "4: ACTIVE",
+        "class/infiniband/mlx5_0/ports/1/rate": "200 Gb/sec (4X HDR)",
+        "class/infiniband/mlx5_0/ports/1/link_layer": "InfiniBand",
+    })
+    write_tree(procfs, {"net/snmp": (
+        "Ip: Forwarding DefaultTTL\nIp: 1 64\n"
+        "Tcp: RtoAlgorithm RtoMin RtoMax MaxConn ActiveOpens PassiveOpens AttemptFails "
+        "EstabResets CurrEstab InSegs OutSegs RetransSegs InErrs OutRsts InCsumErrors\n"
+        "Tcp: 1 200 120000 -1 10 5 0 0 3 90000 100000 150 0 4 0\n"
+        "Udp: InDatagrams\nUdp: 7")})
+    s, t = cluster(workdir, procs)
+    w = os.path.join(workdir, "w1")
+    agent(t, procs, "n1", w, "--fake-gpus", "1xH100", "--metrics-listen", "127.0.0.1:0",
+          env={"TENK_SYSFS": sysfs, "TENK_PROCFS": procfs})
+    t.wait_nodes_up(1)
+    url = wait_for(lambda: open(os.path.join(w, "metrics.url")).read().strip()
+                   if os.path.exists(os.path.join(w, "metrics.url")) else None, 10, "the url")
+    text = get(url)
+    p = promtool(text)
+    assert p.returncode == 0, p.stdout + p.stderr
+    eth = dict(node="n1", device="eth9")
+    assert sample(text, "tenk_node_network_errors_total", direction="receive", **eth) == 3
+    assert sample(text, "tenk_node_network_errors_total", direction="transmit", **eth) == 1
+    assert sample(text, "tenk_node_network_drops_total", direction="receive", **eth) == 7
+    assert sample(text, "tenk_node_network_carrier_changes_total", **eth) == 4
+    assert sample(text, "tenk_node_network_up", **eth) == 1
+    assert sample(text, "tenk_node_network_speed_bytes_per_second", **eth) == 100e9 / 8
+    assert sample(text, "tenk_node_network_mtu_bytes", **eth) == 9000
+    assert sample(text, "tenk_node_network_up", node="n1", device="ib0") == 0
+    assert 'tenk_node_network_speed_bytes_per_second{node="n1",device="ib0"}' not in text
+    assert sample(text, "tenk_node_tcp_segments_sent_total", node="n1") == 100000
+    assert sample(text, "tenk_node_tcp_retransmitted_segments_total", node="n1") == 150
+    ib = dict(node="n1", device="mlx5_0", port="1")
+    assert sample(text, "tenk_node_ib_symbol_errors_total", **ib) == 2
+    assert sample(text, "tenk_node_ib_link_downed_total", **ib) == 1
+    assert sample(text, "tenk_node_ib_receive_errors_total", **ib) == 5
+    assert sample(text, "tenk_node_ib_buffer_overruns_total", **ib) == 0
+    assert sample(text, "tenk_node_ib_transmit_bytes_total", **ib) == 4000  # 4-byte words
+    assert sample(text, "tenk_node_ib_receive_packets_total", **ib) == 20
+    assert sample(text, "tenk_node_ib_port_active", link_layer="InfiniBand", **ib) == 1
+    assert sample(text, "tenk_node_ib_port_rate_bytes_per_second", **ib) == 200e9 / 8
+
+
+def test_nic_counters_of_real_links(workdir, hosts3):
+    """Agents in namespace hosts read their own veth links from the real
+    sysfs, and their own network namespace's TCP counters."""
+    from conftest import MultiHost
+    c = MultiHost(workdir, hosts3, fake="1xH100", agent_args=["--metrics-listen",
+                                                              "127.0.0.1:0"])
+    try:
+        w = os.path.join(workdir, "agent1")
+        url = wait_for(lambda: open(os.path.join(w, "metrics.url")).read().strip()
+                       if os.path.exists(os.path.join(w, "metrics.url")) else None, 10, "url")
+        text = subprocess.run(hosts3.cmd(1, ["curl", "-s", "--max-time", "5", url]),
+                              capture_output=True, text=True, timeout=30).stdout
+        p = promtool(text)
+        assert p.returncode == 0, p.stdout + p.stderr
+        eth = dict(node="host1", device="eth0")
+        assert sample(text, "tenk_node_network_up", **eth) == 1
+        # as the namespace's own sysfs says
+        def there(attr):
+            return subprocess.run(hosts3.cmd(1, ["cat", f"/sys/class/net/eth0/{attr}"]),
+                                  capture_output=True, text=True, timeout=30).stdout.strip()
+        assert sample(text, "tenk_node_network_mtu_bytes", **eth) == int(there("mtu"))
+        speed = there("speed")  # (a veth's reads 10000 once both ends are up, else EINVAL)
+        if speed.lstrip("-").isdigit() and int(speed) > 0:
+            assert sample(text, "tenk_node_network_speed_bytes_per_second", **eth) == \
+                int(speed) * 1e6 / 8
+        else:
+            assert 'speed_bytes_per_second{node="host1",device="eth0"}' not in text
+        assert sample(text, "tenk_node_network_errors_total", direction="receive", **eth) == 0
+        assert sample(text, "tenk_node_network_carrier_changes_total", **eth) >= 1
+        # the agent talks to the server over TCP in this namespace, and only it
+        assert sample(text, "tenk_node_tcp_segments_sent_total", node="host1") > 0
+        assert "tenk_node_ib_" not in text
+    finally:
+        c.stop_all()
