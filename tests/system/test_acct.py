@@ -161,7 +161,9 @@ def test_exit_is_the_first_failing_tasks(cluster):
     jid = t.submit("--tasks-per-node", "2", "--requeue", "0", "--", "sh", "-c",
                    'if [ "$RANK" = 1 ]; then sleep 0.3; exit 1; fi; sleep 600')
     t.wait_state(jid, "FAILED", 60)
-    j = t.job(jid)
+    # (the job fails with rank 1; rank 0's stop is heard a moment after)
+    j = wait_for(lambda: (lambda x: x if x["attempts"][0]["tasks"][0]["end_ms"] else None)(
+        t.job(jid)), 30, "rank 0's end")
     assert j["exit_code"] == 1, j
     tasks = j["attempts"][0]["tasks"]
     assert tasks[0]["signal"] == 15 and tasks[1]["exit_code"] == 1, tasks
