@@ -690,6 +690,7 @@ static void do_events(struct agent *a)
 			if (a->speak_v1) { /* a 0.1.0 server knows no such keys */
 				m.events[i - first].out_from = 0;
 				m.events[i - first].err_from = 0;
+				m.events[i - first].node_fault = false;
 			}
 		}
 		json_t *body = wire_events_pack(&m);

@@ -155,6 +155,7 @@ static void emit_task(struct taskgroup *g, int rank, enum task_event_type type, 
 	if (type == TASK_EVENT_EXITED) {
 		ev.cpu_ms = g->cpu_ms;
 		ev.mem_peak_mib = g->mem_peak_mib;
+		ev.node_fault = g->node_fault;
 	}
 	group_emit(g, &ev);
 }
@@ -243,6 +244,7 @@ static void start(struct taskgroup *g)
 	char why[MODEL_REASON_MAX];
 	if (g->ops->shim_start(g, why, sizeof(why)) < 0) {
 		log_err("job %lld.%d: %s", (long long)g->job, g->attempt, why);
+		g->node_fault = true; /* (the job's own command never ran) */
 		end_unstarted(g, 127, EXIT_LAUNCH_FAILED, why);
 		return;
 	}

@@ -214,6 +214,9 @@ struct taskgroup {
 	int world_size;
 	int64_t grace_ms;
 	int64_t limit_ms; /* the time limit its shim holds (0: none) */
+	/* its tasks could not start for the node's own failure (its shim did
+	 * not start): their exits say so (task_event.node_fault) */
+	bool node_fault;
 	enum group_state state;
 	int ntasks;
 	struct gtask *tasks;

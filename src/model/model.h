@@ -655,9 +655,10 @@ enum drain_source {
 	DRAIN_OPERATOR,	  /* tenk drain (and drains from stores before sources were kept) */
 	DRAIN_FAULT,	  /* its agent reported a fault */
 	DRAIN_VALIDATION, /* a validation run failed on it */
+	DRAIN_LEMON,	  /* it failed as often as the cluster's lemon rule allows */
 	DRAIN_SOURCE_MAX
 };
-/* "", "operator", "fault", "validation". */
+/* "", "operator", "fault", "validation", "lemon". */
 const char *drain_source_name(enum drain_source d);
 
 /* A node's last validation verdict. */
@@ -675,6 +676,32 @@ struct node_witness {
 	char id[17];
 	int n;
 	char member[MODEL_WITNESS_MAX][MODEL_NAME_MAX];
+};
+
+/* What happened to a node, newest last in its record (at most
+ * MODEL_NODE_HISTORY kept): its own failures, which the lemon rule counts,
+ * and what was done about them. */
+enum node_event_kind {
+	NODE_EV_LAUNCH_FAILED,	   /* it could not start a job's tasks (its own failure) */
+	NODE_EV_TASKS_LOST,	   /* it went down, or its agent lost the tasks */
+	NODE_EV_FAULT,		   /* its agent reported a fault (ECC, Xid, disk, health check) */
+	NODE_EV_VALIDATION_FAILED, /* a validation run failed on it */
+	NODE_EV_LEMON,		   /* drained by the lemon rule */
+	NODE_EV_RESUMED,	   /* resumed by an operator */
+	NODE_EV_KIND_MAX
+};
+/* "launch_failed", "tasks_lost", "fault", "validation_failed", "lemon", "resumed". */
+const char *node_event_kind_name(enum node_event_kind k);
+/* Whether the lemon rule counts it. */
+bool node_event_is_failure(enum node_event_kind k);
+#define MODEL_NODE_HISTORY 16
+#define MODEL_NODE_EVENT_DETAIL 120
+struct node_event {
+	int64_t at_ms;
+	enum node_event_kind kind;
+	int64_t job; /* the job it happened to; 0: none */
+	int attempt; /* ... its attempt */
+	char detail[MODEL_NODE_EVENT_DETAIL];
 };
 
 struct node_record {
@@ -705,7 +732,14 @@ struct node_record {
 	 * of them (fence.h), so the server declares it DOWN only when the hold
 	 * rule allows it in each. */
 	struct node_witness witness_sent, witness_acked;
+	/* its history, oldest first */
+	int nhistory;
+	struct node_event history[MODEL_NODE_HISTORY];
 };
+
+/* Adds ev to r's history (the oldest goes when it is full). */
+void node_record_event(struct node_record *r, const struct node_event *ev);
+json_t *node_event_pack(const struct node_event *ev);
 
 json_t *node_record_pack(const struct node_record *r);
 int node_record_unpack(json_t *j, struct node_record *ret, struct tk_error *err);
@@ -820,6 +854,9 @@ struct sched_config {
 	 * "stall_after" is stalled (0, "auto": 10 times its median time between
 	 * lines, and at least "stall_min"); a job's own stall_after_s first */
 	int64_t stall_after_s, stall_min_s;
+	/* "lemon": {"failures": N, "within": "24h"}: a node with N failures of
+	 * its own within that time is drained as a lemon (N 0: never) */
+	int64_t lemon_failures, lemon_within_s;
 	/* jobs one pass starts at most (0: no limit); a pass that reaches it is
 	 * followed at once by another, after the server has answered what
 	 * waits */

@@ -177,11 +177,85 @@ int node_inventory_unpack(json_t *j, struct node_inventory *ret, struct tk_error
 }
 
 static const char *const drain_source_names[DRAIN_SOURCE_MAX] = {
-	[DRAIN_NONE] = "",
-	[DRAIN_OPERATOR] = "operator",
-	[DRAIN_FAULT] = "fault",
-	[DRAIN_VALIDATION] = "validation",
+	[DRAIN_NONE] = "",	 [DRAIN_OPERATOR] = "operator",
+	[DRAIN_FAULT] = "fault", [DRAIN_VALIDATION] = "validation",
+	[DRAIN_LEMON] = "lemon",
 };
+
+static const char *const node_event_names[NODE_EV_KIND_MAX] = {
+	[NODE_EV_LAUNCH_FAILED] = "launch_failed",
+	[NODE_EV_TASKS_LOST] = "tasks_lost",
+	[NODE_EV_FAULT] = "fault",
+	[NODE_EV_VALIDATION_FAILED] = "validation_failed",
+	[NODE_EV_LEMON] = "lemon",
+	[NODE_EV_RESUMED] = "resumed",
+};
+
+const char *node_event_kind_name(enum node_event_kind k)
+{
+	return (unsigned)k < NODE_EV_KIND_MAX ? node_event_names[k] : "?";
+}
+
+bool node_event_is_failure(enum node_event_kind k)
+{
+	return k == NODE_EV_LAUNCH_FAILED || k == NODE_EV_TASKS_LOST || k == NODE_EV_FAULT ||
+	       k == NODE_EV_VALIDATION_FAILED;
+}
+
+void node_record_event(struct node_record *r, const struct node_event *ev)
+{
+	if (r->nhistory == MODEL_NODE_HISTORY) {
+		memmove(&r->history[0], &r->history[1],
+			sizeof(r->history[0]) * (MODEL_NODE_HISTORY - 1));
+		r->nhistory--;
+	}
+	r->history[r->nhistory++] = *ev;
+}
+
+json_t *node_event_pack(const struct node_event *ev)
+{
+	json_t *o = json_pack("{s:I, s:s}", "at_ms", (json_int_t)ev->at_ms, "kind",
+			      node_event_kind_name(ev->kind));
+	if (ev->job)
+		json_object_set_new(o, "job", json_integer(ev->job));
+	if (ev->attempt)
+		json_object_set_new(o, "attempt", json_integer(ev->attempt));
+	if (ev->detail[0])
+		json_object_set_new(o, "detail", json_string(ev->detail));
+	return o;
+}
+
+static int history_unpack(json_t *h, struct node_record *r, struct tk_error *err)
+{
+	static const char *const keys[] = {"at_ms", "kind", "job", "attempt", "detail", NULL};
+	if (!json_is_array(h))
+		return tk_errorf(err, -EINVAL, "history: must be an array");
+	size_t n = json_array_size(h);
+	for (size_t i = n > MODEL_NODE_HISTORY ? n - MODEL_NODE_HISTORY : 0; i < n; i++) {
+		json_t *e = json_array_get(h, i);
+		struct node_event ev = {0};
+		int kind, rc;
+		int64_t attempt;
+		if (!json_is_object(e))
+			return tk_errorf(err, -EINVAL, "history[%zu]: must be an object", i);
+		if ((rc = mj_check_keys(e, NULL, keys, err)) < 0 ||
+		    (rc = mj_int(e, "at_ms", true, 0, INT64_MAX, 0, &ev.at_ms, err)) < 0 ||
+		    (rc = mj_enum(e, "kind", true, node_event_names, NODE_EV_KIND_MAX, 0, &kind,
+				  err)) < 0 ||
+		    (rc = mj_int(e, "job", false, 0, INT64_MAX, 0, &ev.job, err)) < 0 ||
+		    (rc = mj_int(e, "attempt", false, 0, MODEL_MAX_ATTEMPTS, 0, &attempt, err)) <
+			    0 ||
+		    (rc = mj_strbuf(e, "detail", false, false, ev.detail, sizeof(ev.detail), err)) <
+			    0) {
+			mj_prefix(err, "history[%zu]", i);
+			return rc;
+		}
+		ev.kind = (enum node_event_kind)kind;
+		ev.attempt = (int)attempt;
+		node_record_event(r, &ev);
+	}
+	return 0;
+}
 
 const char *drain_source_name(enum drain_source d)
 {
@@ -281,6 +355,12 @@ json_t *node_record_pack(const struct node_record *r)
 		json_object_set_new(o, "witness",
 				    json_pack("{s:o, s:o}", "sent", witness_pack(&r->witness_sent),
 					      "acked", witness_pack(&r->witness_acked)));
+	if (r->nhistory) {
+		json_t *h = json_array();
+		for (int i = 0; i < r->nhistory; i++)
+			json_array_append_new(h, node_event_pack(&r->history[i]));
+		json_object_set_new(o, "history", h);
+	}
 	return o;
 }
 
@@ -324,11 +404,11 @@ static int verdict_unpack(json_t *v, struct node_record *r, struct tk_error *err
 
 int node_record_unpack(json_t *j, struct node_record *ret, struct tk_error *err)
 {
-	static const char *const keys[] = {
-		"inventory", "drained",	      "drain_reason", "drain_source",
-		"agent_id",  "registered_ms", "validation",   "cred_sha256",
-		"admit",     "revoked",	      "witness",      "joined_ms",
-		NULL};
+	static const char *const keys[] = {"inventory",	   "drained",	  "drain_reason",
+					   "drain_source", "agent_id",	  "registered_ms",
+					   "validation",   "cred_sha256", "admit",
+					   "revoked",	   "witness",	  "joined_ms",
+					   "history",	   NULL};
 	static const char *const wkeys[] = {"sent", "acked", NULL};
 	struct node_record *r = ret;
 	int64_t reg;
@@ -362,6 +442,9 @@ int node_record_unpack(json_t *j, struct node_record *ret, struct tk_error *err)
 	if (r->cred_sha256[0] && strlen(r->cred_sha256) != 64)
 		return tk_errorf(err, -EINVAL, "cred_sha256: must be 64 hex digits");
 	r->registered_ms = reg;
+	json_t *h = json_object_get(j, "history");
+	if (h && (rc = history_unpack(h, r, err)) < 0)
+		return rc;
 	json_t *v = json_object_get(j, "validation");
 	if (v && (rc = verdict_unpack(v, r, err)) < 0)
 		return rc;

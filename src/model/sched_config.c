@@ -25,6 +25,7 @@ void sched_config_default(struct sched_config *c)
 	c->submit_burst_per_user = 500;
 	c->keep_jobs_s = 90 * 86400;
 	c->stall_min_s = 300;
+	c->lemon_within_s = 86400;
 	c->keep_accounting_s = 0;
 	c->keep_audit_s = 365 * 86400;
 	c->checkpoint_keep = 2;
@@ -233,6 +234,7 @@ int sched_config_load_json(struct sched_config *c, const char *text, struct tk_e
 					   "store",
 					   "stall_after",
 					   "stall_min",
+					   "lemon",
 					   NULL};
 	static const char *const ckeys[] = {
 		"name",	 "priority",	     "may_preempt", "preemptible",   "allow",
@@ -294,6 +296,34 @@ int sched_config_load_json(struct sched_config *c, const char *text, struct tk_e
 				"%s: expected a duration such as \"90d\" (\"0\": forever), got "
 				"\"%s\"",
 				keeps[k], dur);
+			goto out;
+		}
+	}
+	json_t *lemon = json_object_get(root, "lemon");
+	if (lemon) {
+		static const char *const lkeys[] = {"failures", "within", NULL};
+		char within[32] = "";
+		if (!json_is_object(lemon)) {
+			r = tk_errorf(
+				err, -EINVAL,
+				"lemon: must be an object such as {\"failures\": 3, \"within\": "
+				"\"24h\"}");
+			goto out;
+		}
+		if ((r = mj_check_keys(lemon, "lemon", lkeys, err)) < 0 ||
+		    (r = mj_int(lemon, "failures", true, 0, 1000, 0, &next.lemon_failures, err)) <
+			    0 ||
+		    (r = mj_strbuf(lemon, "within", false, true, within, sizeof(within), err)) <
+			    0) {
+			mj_prefix(err, "lemon");
+			goto out;
+		}
+		if (within[0] && (tk_parse_duration(within, &next.lemon_within_s) < 0 ||
+				  next.lemon_within_s < 1)) {
+			r = tk_errorf(
+				err, -EINVAL,
+				"lemon.within: expected a duration such as \"24h\", got \"%s\"",
+				within);
 			goto out;
 		}
 	}

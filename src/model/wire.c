@@ -1147,6 +1147,8 @@ json_t *task_event_pack(const struct task_event *e)
 			json_object_set_new(o, "energy_mj", json_integer(e->energy_mj));
 		if (e->gpu_busy_ms)
 			json_object_set_new(o, "gpu_busy_ms", json_integer(e->gpu_busy_ms));
+		if (e->node_fault)
+			json_object_set_new(o, "node_fault", json_true());
 	}
 	if (e->type == TASK_EVENT_STARTED && e->out_from)
 		json_object_set_new(o, "out_from", json_integer(e->out_from));
@@ -1168,9 +1170,10 @@ json_t *task_event_pack(const struct task_event *e)
 int task_event_unpack(json_t *j, struct task_event *ret, struct tk_error *err)
 {
 	static const char *const keys[] = {
-		"job",	 "attempt", "rank",	 "type",	 "at_ms",    "exit_code", "signal",
-		"cause", "detail",  "cpu_ms",	 "mem_peak_mib", "digest",   "tag",	  "step",
-		"bytes", "dur_ms",  "energy_mj", "gpu_busy_ms",	 "out_from", "err_from",  NULL};
+		"job",	    "attempt",	"rank",	      "type",	"at_ms",	"exit_code",
+		"signal",   "cause",	"detail",     "cpu_ms", "mem_peak_mib", "digest",
+		"tag",	    "step",	"bytes",      "dur_ms", "energy_mj",	"gpu_busy_ms",
+		"out_from", "err_from", "node_fault", NULL};
 	char type[16] = "", cause[24] = "";
 	int64_t attempt, rank, code, sig;
 	int r;
@@ -1196,7 +1199,8 @@ int task_event_unpack(json_t *j, struct task_event *ret, struct tk_error *err)
 	    (r = mj_int(j, "bytes", false, 0, INT64_MAX, 0, &ret->bytes, err)) < 0 ||
 	    (r = mj_int(j, "dur_ms", false, 0, INT64_MAX, 0, &ret->dur_ms, err)) < 0 ||
 	    (r = mj_int(j, "out_from", false, 0, INT64_MAX, 0, &ret->out_from, err)) < 0 ||
-	    (r = mj_int(j, "err_from", false, 0, INT64_MAX, 0, &ret->err_from, err)) < 0)
+	    (r = mj_int(j, "err_from", false, 0, INT64_MAX, 0, &ret->err_from, err)) < 0 ||
+	    (r = mj_bool(j, "node_fault", false, false, &ret->node_fault, err)) < 0)
 		return r;
 	int t = 0;
 	while (t < TASK_EVENT_TYPE_MAX && strcmp(type, event_type_names[t]) != 0)

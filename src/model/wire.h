@@ -522,6 +522,9 @@ struct task_event {
 	/* STARTED: where the attempt began in the task's output and error files
 	 * (their sizes then: earlier attempts' output is before); protocol 2 */
 	int64_t out_from, err_from;
+	/* EXITED: the node could not start it (its shim, its folders): the
+	 * node's failure, not the job's; protocol 2 */
+	bool node_fault;
 	/* CHECKPOINT, RESTORED */
 	char tag[MODEL_CKPT_TAG_MAX];
 	int64_t step;

@@ -630,6 +630,35 @@ static void test_node_record(void **state)
 	assert_non_null(strstr(err.text, "validation.checks"));
 	json_decref(p);
 	node_record_release(&r);
+	/* its history: the newest MODEL_NODE_HISTORY events, oldest first */
+	memset(&r.history, 0, sizeof(r.history));
+	r.verdict = VERDICT_NONE;
+	r.verdict_checks = NULL;
+	for (int i = 0; i < MODEL_NODE_HISTORY + 4; i++) {
+		struct node_event ev = {.at_ms = 1000 + i,
+					.kind = i % 2 ? NODE_EV_TASKS_LOST : NODE_EV_LAUNCH_FAILED,
+					.job = 7 + i,
+					.attempt = 1 + i % 3};
+		snprintf(ev.detail, sizeof(ev.detail), "failure %d", i);
+		node_record_event(&r, &ev);
+	}
+	assert_int_equal(r.nhistory, MODEL_NODE_HISTORY);
+	assert_int_equal(r.history[0].at_ms, 1004);
+	assert_string_equal(r.history[MODEL_NODE_HISTORY - 1].detail, "failure 19");
+	assert_true(node_event_is_failure(NODE_EV_FAULT) && !node_event_is_failure(NODE_EV_LEMON) &&
+		    !node_event_is_failure(NODE_EV_RESUMED));
+	r.drain_source = DRAIN_LEMON;
+	p = node_record_pack(&r);
+	assert_string_equal(json_string_value(json_object_get(p, "drain_source")), "lemon");
+	assert_int_equal(node_record_unpack(p, &back, &err), 0);
+	assert_int_equal(back.nhistory, MODEL_NODE_HISTORY);
+	assert_memory_equal(r.history, back.history, sizeof(r.history));
+	assert_int_equal(back.drain_source, DRAIN_LEMON);
+	json_object_set_new(json_array_get(json_object_get(p, "history"), 2), "kind",
+			    json_string("sneezed"));
+	assert_true(node_record_unpack(p, &back, &err) < 0);
+	assert_non_null(strstr(err.text, "history[2].kind"));
+	json_decref(p);
 	catalogue_release(&c);
 }
 
@@ -666,6 +695,19 @@ static void test_config_validation(void **state)
 	assert_true(sched_config_load_json(&c, "{\"stall_after\": \"soon\"}", &err) < 0);
 	assert_non_null(strstr(err.text, "stall_after: expected a duration such as \"10m\" or"));
 	assert_true(sched_config_load_json(&c, "{\"stall_min\": \"0\"}", &err) < 0);
+	/* the lemon rule: off by default, a count within a window */
+	assert_true(c.lemon_failures == 0 && c.lemon_within_s == 86400);
+	assert_int_equal(sched_config_load_json(
+				 &c, "{\"lemon\": {\"failures\": 3, \"within\": \"6h\"}}", &err),
+			 0);
+	assert_true(c.lemon_failures == 3 && c.lemon_within_s == 6 * 3600);
+	assert_true(sched_config_load_json(&c, "{\"lemon\": {\"failures\": 3, \"after\": 1}}",
+					   &err) < 0);
+	assert_non_null(strstr(err.text, "lemon"));
+	assert_true(sched_config_load_json(&c, "{\"lemon\": {\"within\": \"1h\"}}", &err) < 0);
+	assert_non_null(strstr(err.text, "failures"));
+	assert_true(sched_config_load_json(&c, "{\"lemon\": 3}", &err) < 0);
+	assert_non_null(strstr(err.text, "lemon: must be an object"));
 	/* the submission rate: a number, 0 for none; a burst of at least 1 */
 	assert_true(c.submit_rate_per_user == 50 && c.submit_burst_per_user == 500);
 	assert_int_equal(sched_config_load_json(&c,
@@ -1040,6 +1082,16 @@ static void test_wire(void **state)
 	assert_int_equal(mb.events[1].cause, EXIT_LAUNCH_FAILED);
 	assert_string_equal(mb.events[1].detail, "command not found: x");
 	assert_int_equal(mb.events[0].type, TASK_EVENT_STARTED);
+	assert_false(mb.events[1].node_fault); /* absent: the job's own */
+	wire_events_release(&mb);
+	/* a launch its node could not make says so (protocol 2) */
+	json_decref(j);
+	evs[1].node_fault = true;
+	j = wire_events_pack(&m);
+	assert_true(json_is_true(
+		json_object_get(json_array_get(json_object_get(j, "events"), 1), "node_fault")));
+	assert_int_equal(wire_events_unpack(j, &mb, &err), 0);
+	assert_true(mb.events[1].node_fault);
 	wire_events_release(&mb);
 	json_object_set_new(json_array_get(json_object_get(j, "events"), 1), "cause",
 			    json_string("bored"));
