@@ -101,8 +101,44 @@ static const struct tk_option nodes_opts[] = {
 	{"yes", 0, NULL, "nodes down: do not ask (a node in fact alive runs its jobs twice)"},
 };
 
+/* tenk nodes history NAME: its failures and what was done about them, oldest
+ * first. */
+static int node_history(struct ctx *c)
+{
+	if (c->npos != 2)
+		return cli__usage_error(c->cmd, "nodes history: name one node");
+	_cleanup_free_ char *path = xasprintf("/v1/nodes/%s", c->pos[1]);
+	json_t *n;
+	struct tk_error err;
+	if (client_call(&c->client, "GET", path, NULL, CALL_TIMEOUT_MS, &n, NULL, &err) < 0)
+		return cli__api_error(c, &err);
+	json_t *h = json_object_get(n, "history");
+	if (c->json) {
+		cli__print_json(h);
+		json_decref(n);
+		return CLI_EXIT_OK;
+	}
+	printf("%-20s %-18s %-8s %s\n", "WHEN", "WHAT", "JOB", "DETAIL");
+	size_t i;
+	json_t *e;
+	json_array_foreach (h, i, e) {
+		char when[32], job[24] = "-";
+		cli__fmt_time(cli__jint(e, "at_ms"), when, sizeof(when));
+		if (cli__jint(e, "job"))
+			snprintf(job, sizeof(job), "%lld", (long long)cli__jint(e, "job"));
+		printf("%-20s %-18s %-8s %s\n", when, cli__jstr(e, "kind"), job,
+		       cli__jstr(e, "detail"));
+	}
+	if (!json_array_size(h))
+		printf("(nothing has happened to %s)\n", c->pos[1]);
+	json_decref(n);
+	return CLI_EXIT_OK;
+}
+
 static int run_nodes(struct ctx *c)
 {
+	if (c->npos && strcmp(c->pos[0], "history") == 0)
+		return node_history(c);
 	if (c->npos && strcmp(c->pos[0], "admit") != 0 && strcmp(c->pos[0], "revoke") != 0 &&
 	    strcmp(c->pos[0], "down") != 0)
 		return show_nodes(c);

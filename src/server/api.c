@@ -1181,6 +1181,12 @@ static void h_node_resume(struct request *r, const char *param, json_t *body)
 	struct snode *n = find_node(r, param);
 	if (!n)
 		return;
+	if (n->rec.drained) {
+		char who[MODEL_NAME_MAX + 64];
+		snprintf(who, sizeof(who), "by %s, drained %s", r->user,
+			 drain_source_name(n->rec.drain_source));
+		state_node_event(&r->s->st, n, NODE_EV_RESUMED, 0, 0, who, server_now_ms(r->s));
+	}
 	state_resume(&r->s->st, n);
 	reply_json(r, 200, state_node_pack(&r->s->st, n));
 }

@@ -398,10 +398,18 @@ void state_task_exited(struct state *s, const struct task_event *ev, int64_t now
 	an->energy_mj = MAX(an->energy_mj, ev->energy_mj);
 	an->gpu_busy_ms = MAX(an->gpu_busy_ms, ev->gpu_busy_ms);
 	if (state_attempt_is_current(j, a)) {
-		if (ev->cause == EXIT_LOST) {
+		const char *node = a->nodes[rank / j->job.req.tasks_per_node].name;
+		struct snode *sn = state_node(s, node);
+		if (ev->cause == EXIT_LOST || ev->node_fault) {
 			/* it ended with its node's agent (stopped, or its lease ran
-			 * out): the job goes on elsewhere, as for a lost node */
-			state_job_lost(s, j, a, a->nodes[rank / j->job.req.tasks_per_node].name,
+			 * out), or its node could not start it: the job goes on
+			 * elsewhere, as for a lost node; a failure of the node's */
+			if (sn)
+				state_node_event(s, sn,
+						 ev->node_fault ? NODE_EV_LAUNCH_FAILED
+								: NODE_EV_TASKS_LOST,
+						 j->job.id, a->number, ev->detail, now);
+			state_job_lost(s, j, a, node,
 				       ev->detail[0] ? ev->detail : "its agent stopped", now);
 		} else if (ev->cause == EXIT_TIMEOUT) {
 			char reason[MODEL_REASON_MAX];

@@ -228,6 +228,10 @@ void state_node_lost(struct state *s, struct snode *n, const char *why, int64_t 
 	if (n->live != NODE_LIVE_DOWN)
 		log_warn("node %s is DOWN: %s", n->rec.inv.name, why);
 	n->live = NODE_LIVE_DOWN;
+	/* (a node lost with work is a failure of its own) */
+	if (n->nparts)
+		state_node_event(s, n, NODE_EV_TASKS_LOST, n->parts[0].job->job.id,
+				 n->parts[0].attempt, why, now);
 	/* silent for the node timeout: every lease it granted has ended */
 	lose_parts(s, n, why, NULL, 0, 0, now);
 	state_want_pass(s);
@@ -242,7 +246,12 @@ void state_node_fault(struct state *s, struct snode *n, const char *fault, int64
 	char why[MODEL_REASON_MAX];
 	snprintf(why, sizeof(why), "fault: %.240s", fault);
 	log_warn("node %s reports a %s", n->rec.inv.name, why);
-	state_drain(s, n, DRAIN_FAULT, why);
+	/* in its history (the lemon rule may drain it for it now: that says
+	 * more; a node drained as a lemon before is drained for the fault) */
+	bool lemon_before = n->rec.drain_source == DRAIN_LEMON;
+	state_node_event(s, n, NODE_EV_FAULT, 0, 0, fault, now);
+	if (lemon_before || n->rec.drain_source != DRAIN_LEMON)
+		state_drain(s, n, DRAIN_FAULT, why);
 	/* its jobs go elsewhere now, not after the node timeout: each attempt
 	 * on it ends, its tasks are stopped (the next attempt waits for them) */
 	char lost[MODEL_REASON_MAX];

@@ -174,6 +174,10 @@ json_t *state_node_pack(struct state *s, const struct snode *n)
 	json_t *v = node_verdict_pack(&n->rec);
 	json_object_set_new(o, "validation", v ? v : json_null());
 	json_object_set_new(o, "drain_source", json_string(drain_source_name(n->rec.drain_source)));
+	json_t *h = json_array();
+	for (int i = 0; i < n->rec.nhistory; i++)
+		json_array_append_new(h, node_event_pack(&n->rec.history[i]));
+	json_object_set_new(o, "history", h);
 	json_object_set_new(o, "agent_stopping", json_boolean(n->agent_stopping));
 	json_object_set_new(o, "credential",
 			    json_string(n->rec.revoked		? "revoked"

@@ -96,6 +96,13 @@ struct sjob {
 	struct sstall *stall;
 };
 
+/* ---- lemon.c: nodes that keep failing -------------------------------------------------- */
+
+/* Something happened to node n (for job's attempt; job 0: none): kept in
+ * its history; a failure of its own may drain it by the lemon rule. */
+void state_node_event(struct state *s, struct snode *n, enum node_event_kind kind, int64_t job,
+		      int attempt, const char *detail, int64_t now);
+
 /* ---- stall.c: jobs whose training lines stopped ---------------------------------------- */
 
 struct sstall;

@@ -219,7 +219,10 @@ static void set_verdict(struct state *s, struct snode *n, int64_t job, bool pass
 		char why[MODEL_REASON_MAX];
 		snprintf(why, sizeof(why), "validate: %s%s%.200s", layer, layer[0] ? ": " : "",
 			 reason);
-		state_drain(s, n, DRAIN_VALIDATION, why);
+		/* in its history (the lemon rule may drain it for it: that says more) */
+		state_node_event(s, n, NODE_EV_VALIDATION_FAILED, job, 1, why, now);
+		if (r->drain_source != DRAIN_LEMON)
+			state_drain(s, n, DRAIN_VALIDATION, why);
 	} else if (r->drain_source == DRAIN_VALIDATION) {
 		state_resume(s, n);
 	} else {
