@@ -2,7 +2,8 @@
 and then none for its --stall-after is STALLED, with the evidence in tenk
 show, tenk queue and /metrics (tenk_job_stalled 1); a line after ends it.
 With --on-stall requeue its attempt is stopped and the job restarts from
-its last checkpoint; with --on-stall cancel it is cancelled."""
+its last checkpoint; with --on-stall cancel it is cancelled. The three
+jobs run side by side."""
 import os
 import re
 
@@ -20,28 +21,14 @@ def stalled_metric(t, jid):
 def test_stalled_said_then_requeued_and_cancelled(workdir, procs):
     store = os.path.join(workdir, "store")
     os.makedirs(store)
-    t, server, agent = server_and_agent(workdir, procs, "10s", admin_unix_user="root",
+    t, server, agent = server_and_agent(workdir, procs, "6s", admin_unix_user="root",
                                         checkpoint_store=store)
-    lines = 'for i in $(seq {a} {b}); do echo "step=$i loss=0.5" >> $TENK_METRICS; sleep 0.3; done'
-    # notify: steps, a long quiet, a step again
-    quiet = t.submit("--stall-after", "3s", "--", "sh", "-c",
-                     lines.format(a=1, b=10) + "; sleep 15; " + lines.format(a=11, b=11) +
-                     "; sleep 600")
-    wait_for(lambda: "stalled" in t.job(quiet), 30, "the job stalled")
-    s = t.job(quiet)["stalled"]
-    assert s["on_stall"] == "notify" and s["last_step"] == 10 and s["window_s"] == 3, s
-    assert s["why"].startswith("no training line for ") and "(step 10)" in s["why"], s
-    assert t.job(quiet)["state"] == "RUNNING"
-    show = t.run("show", quiet).stdout
-    assert "STALLED:  no training line for" in show and "on stall: notify" in show, show
-    assert re.search(r"^%d\s.*STALLED" % quiet, t.run("queue").stdout, re.M)
-    assert stalled_metric(t, quiet) == 1
-    # a line again: no longer stalled
-    wait_for(lambda: "stalled" not in t.job(quiet), 30, "the stall over")
-    assert stalled_metric(t, quiet) == 0
-    assert t.job(quiet)["state"] == "RUNNING" and len(t.job(quiet)["attempts"]) == 1
-    t.run("cancel", quiet)
-
+    lines = 'for i in $(seq {a} {b}); do echo "step=$i loss=0.5" >> $TENK_METRICS; sleep 0.1; done'
+    go = os.path.join(workdir, "go")
+    # notify: steps, then quiet until the test says go, then a step again
+    quiet = t.submit("--stall-after", "2s", "--", "sh", "-c",
+                     lines.format(a=1, b=10) + f"; while [ ! -e {go} ]; do sleep 0.1; done; " +
+                     lines.format(a=11, b=11) + "; sleep 600")
     # requeue: attempt 2 restores the checkpoint attempt 1 committed
     script = (
         'C=$TENK_CHECKPOINT_DIR; echo "attempt=$TENK_ATTEMPT tag=[$TENK_RESTORE_TAG]"; '
@@ -49,19 +36,36 @@ def test_stalled_said_then_requeued_and_cancelled(workdir, procs):
         f'mkdir -p $C/step-5 && echo w > $C/step-5/w.bin && {BIN} ckpt commit step-5 --step 5 '
         f'&& while [ ! -s {store}/$TENK_JOB_ID/step-5/a1/n0/manifest.json ]; do sleep 0.1; done; '
         + lines.format(a=1, b=5) + '; sleep 600; fi; ' + lines.format(a=6, b=8))
-    jid = t.submit("--stall-after", "3s", "--on-stall", "requeue", "--", "sh", "-c", script)
-    p = t.run("wait", jid, check=False, timeout=90)
-    job = t.job(jid)
+    requeued = t.submit("--stall-after", "2s", "--on-stall", "requeue", "--", "sh", "-c", script)
+    # cancel
+    gone = t.submit("--stall-after", "2s", "--on-stall", "cancel", "--", "sh", "-c",
+                    lines.format(a=1, b=3) + "; sleep 600")
+
+    wait_for(lambda: "stalled" in t.job(quiet), 30, "the job stalled")
+    s = t.job(quiet)["stalled"]
+    assert s["on_stall"] == "notify" and s["last_step"] == 10 and s["window_s"] == 2, s
+    assert s["why"].startswith("no training line for ") and "(step 10)" in s["why"], s
+    assert t.job(quiet)["state"] == "RUNNING"
+    show = t.run("show", quiet).stdout
+    assert "STALLED:  no training line for" in show and "on stall: notify" in show, show
+    assert re.search(r"^%d\s.*STALLED" % quiet, t.run("queue").stdout, re.M)
+    assert stalled_metric(t, quiet) == 1
+    # a line again: no longer stalled
+    open(go, "w").close()
+    wait_for(lambda: "stalled" not in t.job(quiet), 30, "the stall over")
+    assert stalled_metric(t, quiet) == 0
+    assert t.job(quiet)["state"] == "RUNNING" and len(t.job(quiet)["attempts"]) == 1
+    t.run("cancel", quiet)
+
+    p = t.run("wait", requeued, check=False, timeout=90)
+    job = t.job(requeued)
     assert p.returncode == 0 and job["state"] == "COMPLETED", (job, server.output()[-3000:])
     assert len(job["attempts"]) == 2
     first = job["attempts"][0]
     assert first["reason"].startswith("requeued by tenk: stalled, no training line"), first
-    out = open(os.path.join(workdir, f"tenk-{jid}.out")).read()
+    out = open(os.path.join(workdir, f"tenk-{requeued}.out")).read()
     assert "attempt=1 tag=[]" in out and "attempt=2 tag=[step-5]" in out, out
 
-    # cancel
-    gone = t.submit("--stall-after", "3s", "--on-stall", "cancel", "--", "sh", "-c",
-                    lines.format(a=1, b=3) + "; sleep 600")
     wait_for(lambda: t.job(gone)["state"] == "CANCELLED", 30, "the stalled job cancelled")
     assert t.job(gone)["reason"].startswith("stalled: no training line"), t.job(gone)
     # bad input is named
