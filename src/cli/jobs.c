@@ -323,6 +323,13 @@ static void show_job(json_t *j)
 		       cli__jstr(stall, "why"), t1, (long long)cli__jint(stall, "window_s"),
 		       cli__jstr(stall, "on_stall"));
 	}
+	json_t *strag = json_object_get(j, "straggler");
+	if (strag)
+		printf("  Straggler: rank %lld on %s, %.2f s a step against the gang's median %.2f "
+		       "s\n",
+		       (long long)cli__jint(strag, "rank"), cli__jstr(strag, "node"),
+		       json_number_value(json_object_get(strag, "step_s")),
+		       json_number_value(json_object_get(strag, "median_s")));
 	json_t *las = json_object_get(j, "las");
 	if (las)
 		printf("  Order:    least attained service, level %lld of %lld (%.3g "

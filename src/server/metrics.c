@@ -52,9 +52,10 @@ static void jobs(struct server *s, struct strbuf *b)
 	int64_t by_state[JOB_STATE_MAX] = {0};
 	/* one pass over the jobs: counts by state, and the running attempts'
 	 * training metrics, kept aside until their family's turn */
-	struct strbuf train, stalled;
+	struct strbuf train, stalled, stragglers;
 	strbuf_init(&train);
 	strbuf_init(&stalled);
+	strbuf_init(&stragglers);
 	for (size_t i = 0; i < st->njobs; i++) {
 		const struct sjob *j = st->jobs[i];
 		if (!j)
@@ -69,6 +70,18 @@ static void jobs(struct server *s, struct strbuf *b)
 			prom_labelf(&l, "job_id", "%lld", (long long)j->job.id);
 			prom_label(&l, "owner", j->job.owner);
 			prom_sample(&stalled, "tenk_job_stalled", &l, state_job_stalled(j) ? 1 : 0);
+			json_t *sg = state_straggler_pack(j);
+			if (sg) {
+				prom_labels_init(&l);
+				prom_labelf(&l, "job_id", "%lld", (long long)j->job.id);
+				prom_labelf(
+					&l, "rank", "%lld",
+					(long long)json_integer_value(json_object_get(sg, "rank")));
+				prom_label(&l, "node",
+					   json_string_value(json_object_get(sg, "node")));
+				prom_sample(&stragglers, "tenk_job_straggler", &l, 1);
+				json_decref(sg);
+			}
 		}
 		for (int k = 0; a->train && k < a->train->last.n; k++) {
 			struct prom_labels l;
@@ -102,6 +115,11 @@ static void jobs(struct server *s, struct strbuf *b)
 		    "stall window (tenk show says why), else 0.");
 	strbuf_add(b, stalled.buf, stalled.len);
 	strbuf_release(&stalled);
+	prom_family(b, "tenk_job_straggler", "gauge",
+		    "1 for a running job's rank whose time a step is over 1.5 times its gang's "
+		    "median (its lines say their rank), with its node.");
+	strbuf_add(b, stragglers.buf, stragglers.len);
+	strbuf_release(&stragglers);
 	prom_family(b, "tenk_jobs_submitted_total", "counter", "Jobs submitted (the newest id).");
 	prom_sample(b, "tenk_jobs_submitted_total", NULL, (double)st->njobs);
 

@@ -243,9 +243,11 @@ json_t *state_job_pack(struct state *s, struct sjob *j)
 					      j->las_service / 3600));
 	if (j->last_ckpt_ms)
 		json_object_set_new(o, "last_checkpoint_ms", json_integer(j->last_ckpt_ms));
-	json_t *stall = state_stall_pack(j);
+	json_t *stall = state_stall_pack(j), *strag = state_straggler_pack(j);
 	if (stall)
 		json_object_set_new(o, "stalled", stall);
+	if (strag)
+		json_object_set_new(o, "straggler", strag);
 	if (j->job.state == JOB_PENDING && j->start_pass && j->start_pass == s->waits.mark)
 		json_object_set_new(o, "expected_start_ms", json_integer(j->start_ms));
 	/* task 0's output file of its newest attempt, its pattern resolved */

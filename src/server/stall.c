@@ -15,6 +15,13 @@
  * still run, and what ends them is on_stall's, through the usual
  * transitions. What is known here is in memory only: a server restarted
  * starts each attempt's clock again at its next line.
+ *
+ * Where lines say their rank ("step=120 rank=3 loss=2.1", each rank its
+ * own), each rank's time a step is measured over its newest lines; a rank
+ * slower than 1.5 times the gang's median at four checks in a row (two
+ * seconds) is named the straggler, with its node (the record's
+ * "straggler", tenk show, tenk_job_straggler); a stall says which rank
+ * stopped first.
  */
 #include "internal.h"
 
@@ -24,6 +31,20 @@
 
 /* times between lines kept for the median */
 #define STALL_GAPS 32
+/* a rank's newest lines kept, for its time a step */
+#define RANK_LINES 8
+/* a rank slower than this times the gang's median time a step, at this
+ * many checks in a row, is named the straggler */
+#define STRAGGLER_RATIO 1.5
+#define STRAGGLER_CHECKS 4
+
+/* What the lines that say their rank ("rank=R") tell of it. */
+struct srank {
+	int64_t step[RANK_LINES], at_ms[RANK_LINES];
+	int n, next;
+	int64_t last_mono; /* when its newest line came */
+	int strikes;	   /* checks in a row it was slow */
+};
 
 struct sstall {
 	int attempt;	   /* the attempt these are of */
@@ -39,12 +60,114 @@ struct sstall {
 	int64_t stalled_ms; /* when it was found stalled (wall clock; 0: it is not) */
 	int64_t window_ms;  /* the window it was found stalled by */
 	char why[MODEL_REASON_MAX];
+	/* ranks, where lines say theirs (NULL: none did), and the straggler
+	 * named (-1: none): its time a step and the gang's median */
+	struct srank *ranks;
+	int nranks;
+	int straggler;
+	double straggler_s, median_s;
+	int64_t straggler_ms;
 };
 
 void state_stall_forget(struct sjob *j)
 {
+	if (j->stall)
+		free(j->stall->ranks);
 	free(j->stall);
 	j->stall = NULL;
+}
+
+/* The rank a line says it is from ("rank=R"), or -1. */
+static int line_rank(const struct train_point *p, int ntasks)
+{
+	for (int i = 0; i < p->n; i++)
+		if (strcmp(p->name[i], "rank") == 0 && p->value[i] >= 0 && p->value[i] < ntasks &&
+		    p->value[i] == (int)p->value[i])
+			return (int)p->value[i];
+	return -1;
+}
+
+static void rank_line(struct state *s, struct sstall *t, const struct attempt *a,
+		      const struct train_point *p)
+{
+	int r = line_rank(p, a->ntasks);
+	if (r < 0 || p->step < 0)
+		return;
+	if (!t->ranks) {
+		t->nranks = a->ntasks;
+		t->ranks = xcalloc((size_t)t->nranks, sizeof(*t->ranks));
+	}
+	struct srank *k = &t->ranks[r];
+	int newest = (k->next + RANK_LINES - 1) % RANK_LINES;
+	if (k->n && p->step <= k->step[newest])
+		return;
+	k->step[k->next] = p->step;
+	k->at_ms[k->next] = p->at_ms;
+	k->next = (k->next + 1) % RANK_LINES;
+	if (k->n < RANK_LINES)
+		k->n++;
+	k->last_mono = s->mono_ms;
+}
+
+/* A rank's time a step over its newest lines; 0: not yet known. */
+static double rank_step_s(const struct srank *k)
+{
+	if (k->n < 3)
+		return 0;
+	int oldest = (k->next + RANK_LINES - k->n) % RANK_LINES;
+	int newest = (k->next + RANK_LINES - 1) % RANK_LINES;
+	int64_t steps = k->step[newest] - k->step[oldest];
+	int64_t ms = k->at_ms[newest] - k->at_ms[oldest];
+	return steps > 0 && ms > 0 ? (double)ms / 1000 / (double)steps : 0;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* Names the rank slower than STRAGGLER_RATIO times the gang's median at
+ * STRAGGLER_CHECKS checks in a row (the slowest, where several are). */
+static void check_straggler(struct state *s, struct sjob *j, struct sstall *t, int64_t now)
+{
+	double *all = xmalloc(sizeof(*all) * (size_t)t->nranks);
+	int n = 0;
+	for (int r = 0; r < t->nranks; r++) {
+		double v = rank_step_s(&t->ranks[r]);
+		if (v > 0)
+			all[n++] = v;
+	}
+	if (n < 2) {
+		free(all);
+		return;
+	}
+	qsort(all, (size_t)n, sizeof(*all), cmp_double);
+	double median = n % 2 ? all[n / 2] : (all[n / 2 - 1] + all[n / 2]) / 2;
+	free(all);
+	int worst = -1;
+	double worst_s = 0;
+	for (int r = 0; r < t->nranks; r++) {
+		struct srank *k = &t->ranks[r];
+		double v = rank_step_s(k);
+		k->strikes = v > STRAGGLER_RATIO * median ? k->strikes + 1 : 0;
+		if (k->strikes >= STRAGGLER_CHECKS && v > worst_s) {
+			worst = r;
+			worst_s = v;
+		}
+	}
+	if (worst != t->straggler) {
+		if (worst >= 0)
+			log_warn("job %lld: rank %d is a straggler: %.2f s a step, the gang's "
+				 "median "
+				 "%.2f s",
+				 (long long)j->job.id, worst, worst_s, median);
+		t->straggler_ms = worst >= 0 ? now : 0;
+		state_job_dirty(s, j); /* (its record, as clients see it, changed) */
+	}
+	t->straggler = worst;
+	t->straggler_s = worst_s;
+	t->median_s = median;
 }
 
 void state_stall_line(struct state *s, struct sjob *j, const struct attempt *a,
@@ -53,12 +176,15 @@ void state_stall_line(struct state *s, struct sjob *j, const struct attempt *a,
 	struct sstall *t = j->stall;
 	if (!t || t->attempt != a->number) {
 		if (!t)
-			t = j->stall = xmalloc(sizeof(*t));
+			t = j->stall = xcalloc(1, sizeof(*t));
+		free(t->ranks);
 		memset(t, 0, sizeof(*t));
 		t->attempt = a->number;
 		t->step = -1;
 		t->read_ms = p->at_ms;
+		t->straggler = -1;
 	}
+	rank_line(s, t, a, p);
 	if (p->at_ms > t->read_ms && t->lines_in_read > 0) {
 		int64_t gap = (p->at_ms - t->read_ms) / t->lines_in_read;
 		for (int k = 0; k < t->lines_in_read && k < STALL_GAPS; k++) {
@@ -130,11 +256,21 @@ static void stalled(struct state *s, struct sjob *j, struct sstall *t, int64_t w
 	int64_t m = median_gap(t);
 	if (m)
 		snprintf(med, sizeof(med), "; a line every %.1f s before", (double)m / 1000);
-	char step[40] = "";
+	char step[40] = "", first[MODEL_NAME_MAX + 40] = "";
 	if (t->step >= 0)
 		snprintf(step, sizeof(step), " (step %lld)", (long long)t->step);
-	snprintf(t->why, sizeof(t->why), "no training line for %s since the last%s%s", quiet, step,
-		 med);
+	/* where ranks say theirs: the one that stopped first, and its node */
+	const struct attempt *a = job_current_attempt(&j->job);
+	int stopped = -1;
+	for (int r = 0; r < t->nranks; r++)
+		if (t->ranks[r].n &&
+		    (stopped < 0 || t->ranks[r].last_mono < t->ranks[stopped].last_mono))
+			stopped = r;
+	if (stopped >= 0 && a && a->nnodes)
+		snprintf(first, sizeof(first), "; rank %d on %s stopped first", stopped,
+			 a->nodes[stopped / MAX(j->job.req.tasks_per_node, 1)].name);
+	snprintf(t->why, sizeof(t->why), "no training line for %s since the last%s%s%s", quiet,
+		 step, med, first);
 	t->stalled_ms = now;
 	t->window_ms = win;
 	log_warn("job %lld stalled: %s; on_stall %s", (long long)j->job.id, t->why,
@@ -169,6 +305,8 @@ void state_check_stalls(struct state *s, int64_t now)
 			const struct attempt *a = job_current_attempt(&j->job);
 			if (!a || a->number != t->attempt || a->ended)
 				continue;
+			if (t->ranks)
+				check_straggler(s, j, t, now);
 			int64_t win = window_ms(s, j, t);
 			if (s->mono_ms - t->line_mono > win) {
 				stalled(s, j, t, win, now);
@@ -196,6 +334,18 @@ json_t *state_stall_pack(const struct sjob *j)
 			 "last_line_ms", (json_int_t)t->line_ms, "last_step", (json_int_t)t->step,
 			 "window_s", (json_int_t)(t->window_ms / 1000), "why", t->why, "on_stall",
 			 stall_action_name(j->job.req.on_stall));
+}
+
+json_t *state_straggler_pack(const struct sjob *j)
+{
+	const struct sstall *t = current(j);
+	const struct attempt *a = job_current_attempt(&j->job);
+	if (!t || t->straggler < 0 || !a || !a->nnodes)
+		return NULL;
+	return json_pack("{s:i, s:s, s:f, s:f, s:I}", "rank", t->straggler, "node",
+			 a->nodes[t->straggler / MAX(j->job.req.tasks_per_node, 1)].name, "step_s",
+			 t->straggler_s, "median_s", t->median_s, "since_ms",
+			 (json_int_t)t->straggler_ms);
 }
 
 bool state_job_stalled(const struct sjob *j)

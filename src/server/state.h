@@ -113,6 +113,9 @@ void state_stall_line(struct state *s, struct sjob *j, const struct attempt *a,
 void state_check_stalls(struct state *s, int64_t now);
 /* "stalled" of j's record: the evidence, while it is; NULL: it is not. */
 json_t *state_stall_pack(const struct sjob *j);
+/* "straggler" of j's record: the rank named, its node, its time a step and
+ * the gang's median; NULL: none. */
+json_t *state_straggler_pack(const struct sjob *j);
 /* Whether j's running attempt is stalled; whether it writes training lines. */
 bool state_job_stalled(const struct sjob *j);
 bool state_job_trains(const struct sjob *j);

@@ -73,3 +73,28 @@ def test_stalled_said_then_requeued_and_cancelled(workdir, procs):
     assert p.returncode != 0 and "--on-stall: must be notify, requeue or cancel" in p.stderr
     agent.stop()
     server.stop()
+
+
+def test_the_slow_rank_is_named_the_straggler(workdir, procs):
+    """A 4-rank job whose rank 2 sleeps longer between steps: rank 2 and its
+    node are named; then the job stalls, and the stall says which rank
+    stopped first."""
+    t, server, agent = server_and_agent(workdir, procs, "6s", admin_unix_user="root")
+    # ranks 0 and 3: 15 steps of 0.2 s; rank 1 stops after 3; rank 2: 8 of 1 s
+    script = ('n=15; [ "$RANK" = 1 ] && n=3; [ "$RANK" = 2 ] && n=8; '
+              'for i in $(seq 1 $n); do echo "step=$i rank=$RANK loss=1" >> $TENK_METRICS; '
+              'if [ "$RANK" = 2 ]; then sleep 1; else sleep 0.2; fi; done; sleep 600')
+    jid = t.submit("--tasks-per-node", "4", "--stall-after", "3s", "--", "sh", "-c", script)
+    s = wait_for(lambda: t.job(jid).get("straggler"), 40, "a straggler named")
+    assert s["rank"] == 2 and s["node"] == "n1", s
+    assert s["step_s"] > 1.5 * s["median_s"], s
+    assert "Straggler: rank 2 on n1" in t.run("show", jid).stdout
+    st, text = t.api("GET", "/metrics")
+    assert re.search(r'^tenk_job_straggler\{job_id="%d",rank="2",node="n1"\} 1$' % jid, text,
+                     re.M), text[-2000:]
+    # when rank 2's lines end too, the job stalls: rank 1 stopped first
+    st = wait_for(lambda: t.job(jid).get("stalled"), 60, "the job stalled")
+    assert "rank 1 on n1 stopped first" in st["why"], st
+    t.run("cancel", jid)
+    agent.stop()
+    server.stop()
