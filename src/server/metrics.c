@@ -232,12 +232,16 @@ static void nodes(struct server *s, struct strbuf *b)
 		const struct snode *n = st->nodes[i];
 		enum node_state ns = state_node_state(st, n);
 		by_state[ns]++;
-		struct prom_labels sl;
-		prom_labels_init(&sl);
-		prom_label(&sl, "node", n->rec.inv.name);
-		prom_label(&sl, "state", node_state_name(ns));
-		prom_label(&sl, "drained_by", drain_source_name(n->rec.drain_source));
-		prom_sample(&states, "tenk_node_state", &sl, 1);
+		/* (the nodes that take work are most, and need no series each:
+		 * tenk_nodes counts them) */
+		if (ns != NODE_UP || n->rec.drained) {
+			struct prom_labels sl;
+			prom_labels_init(&sl);
+			prom_label(&sl, "node", n->rec.inv.name);
+			prom_label(&sl, "state", node_state_name(ns));
+			prom_label(&sl, "drained_by", drain_source_name(n->rec.drain_source));
+			prom_sample(&states, "tenk_node_state", &sl, 1);
+		}
 		if (n->last_seen_ms > 0) {
 			struct prom_labels l;
 			prom_labels_init(&l);
@@ -266,8 +270,9 @@ static void nodes(struct server *s, struct strbuf *b)
 		}
 	}
 	prom_family(b, "tenk_node_state", "gauge",
-		    "Each node's state (1 at the one it is in) and what drained it "
-		    "(drained_by: operator, fault, validation; empty when not drained).");
+		    "Each node that does not take work: its state and what drained it "
+		    "(drained_by: operator, fault, validation, lemon; empty when not drained). "
+		    "Nodes UP and not drained have none.");
 	strbuf_add(b, states.buf, states.len);
 	strbuf_release(&states);
 	prom_family(b, "tenk_nodes", "gauge", "Nodes by state.");

@@ -132,7 +132,12 @@ def test_metrics_promtool_and_a_real_scrape(workdir, procs):
     assert sample(stext, "tenk_http_request_duration_seconds_count", method="POST",
                   route="/v1/jobs") >= 1
     assert sample(stext, "tenk_node_heartbeat_age_seconds", node="n1") < 30
-    assert sample(stext, "tenk_node_state", node="n1", state="UP", drained_by="") == 1
+    # a node that takes work has no state series; one drained has
+    assert 'tenk_node_state{node="n1"' not in stext
+    t.run("drain", "n1", "--reason", "a look")
+    st2 = get(t.url + "/metrics", token, ca)
+    assert sample(st2, "tenk_node_state", node="n1", drained_by="operator") == 1
+    t.run("resume", "n1")
     assert sample(stext, "tenk_job_metric", job_id=jid, attempt=1, name="loss") == 5.5
 
     # a real Prometheus scraping the server (HTTPS, the viewer's token) and the agents
