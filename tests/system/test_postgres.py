@@ -20,14 +20,18 @@ def sh(*args, timeout=120):
 def start_server(workdir, procs, data, store, listen="127.0.0.1:0"):
     if os.path.exists(os.path.join(data, "server.url")):
         os.remove(os.path.join(data, "server.url"))
+    log = os.path.join(workdir, "server.log")  # (each start appends to it)
+    before = open(log, errors="replace").read().count("serving ") if os.path.exists(log) else 0
     d = Daemon(["server", "--data", data, "--listen", listen, "--node-timeout", "30s",
                 *(["--store", store] if store else [])], workdir, "server")
     procs.append(d)
     wait_for(lambda: os.path.exists(os.path.join(data, "server.url")) or not d.alive(), 30,
              "the server")
     assert d.alive(), d.output()
-    # its "serving ... (store: ...)" line comes just after server.url
-    wait_for(lambda: "serving " in d.output() or not d.alive(), 10, "the server's first line")
+    # its "serving ... (store: ...)" line comes just after server.url: this
+    # start's, not one of a server before in the same log
+    wait_for(lambda: d.output().count("serving ") > before or not d.alive(), 10,
+             "the server's first line")
     return d
 
 
@@ -81,7 +85,8 @@ def test_a_standby_whose_copy_missed_a_write_loads_the_store(workdir, procs, pos
     b = Daemon(["server", "--data", b_data, "--listen", "127.0.0.1:0", "--node-timeout", "30s",
                 "--store", postgres], workdir, "standby")
     procs.append(b)
-    wait_for(lambda: "its copy of the state holds" in b.output() or not b.alive(), 30,
+    wait_for(lambda: ("its copy of the state holds" in b.output() and
+                      os.path.exists(os.path.join(b_data, "server.url"))) or not b.alive(), 30,
              "the standby's copy")
     tb = Tenk(workdir, b_data)
     assert tb.api("GET", "/v1/health")[1]["role"] == "standby"
