@@ -70,17 +70,14 @@ static void jobs(struct server *s, struct strbuf *b)
 			prom_labelf(&l, "job_id", "%lld", (long long)j->job.id);
 			prom_label(&l, "owner", j->job.owner);
 			prom_sample(&stalled, "tenk_job_stalled", &l, state_job_stalled(j) ? 1 : 0);
-			json_t *sg = state_straggler_pack(j);
-			if (sg) {
+			int rank;
+			const char *node;
+			if (state_job_straggler(j, &rank, &node)) {
 				prom_labels_init(&l);
 				prom_labelf(&l, "job_id", "%lld", (long long)j->job.id);
-				prom_labelf(
-					&l, "rank", "%lld",
-					(long long)json_integer_value(json_object_get(sg, "rank")));
-				prom_label(&l, "node",
-					   json_string_value(json_object_get(sg, "node")));
+				prom_labelf(&l, "rank", "%d", rank);
+				prom_label(&l, "node", node);
 				prom_sample(&stragglers, "tenk_job_straggler", &l, 1);
-				json_decref(sg);
 			}
 		}
 		for (int k = 0; a->train && k < a->train->last.n; k++) {

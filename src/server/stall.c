@@ -236,23 +236,10 @@ static int64_t window_ms(const struct state *s, const struct sjob *j, const stru
 	return MAX(10 * median_gap(t), s->sched.stall_min_s * 1000);
 }
 
-/* "1h02m", "4m10s", "12s": a span for people. */
-static void span(char *buf, size_t n, int64_t ms)
-{
-	int64_t sec = ms / 1000;
-	if (sec >= 3600)
-		snprintf(buf, n, "%lldh%02lldm", (long long)(sec / 3600),
-			 (long long)(sec % 3600 / 60));
-	else if (sec >= 60)
-		snprintf(buf, n, "%lldm%02llds", (long long)(sec / 60), (long long)(sec % 60));
-	else
-		snprintf(buf, n, "%llds", (long long)sec);
-}
-
 static void stalled(struct state *s, struct sjob *j, struct sstall *t, int64_t win, int64_t now)
 {
 	char quiet[32], med[32] = "";
-	span(quiet, sizeof(quiet), s->mono_ms - t->line_mono);
+	tk_format_duration((s->mono_ms - t->line_mono) / 1000, quiet, sizeof(quiet));
 	int64_t m = median_gap(t);
 	if (m)
 		snprintf(med, sizeof(med), "; a line every %.1f s before", (double)m / 1000);
@@ -336,14 +323,25 @@ json_t *state_stall_pack(const struct sjob *j)
 			 stall_action_name(j->job.req.on_stall));
 }
 
-json_t *state_straggler_pack(const struct sjob *j)
+bool state_job_straggler(const struct sjob *j, int *rank, const char **node)
 {
 	const struct sstall *t = current(j);
 	const struct attempt *a = job_current_attempt(&j->job);
 	if (!t || t->straggler < 0 || !a || !a->nnodes)
+		return false;
+	*rank = t->straggler;
+	*node = a->nodes[t->straggler / MAX(j->job.req.tasks_per_node, 1)].name;
+	return true;
+}
+
+json_t *state_straggler_pack(const struct sjob *j)
+{
+	int rank;
+	const char *node;
+	if (!state_job_straggler(j, &rank, &node))
 		return NULL;
-	return json_pack("{s:i, s:s, s:f, s:f, s:I}", "rank", t->straggler, "node",
-			 a->nodes[t->straggler / MAX(j->job.req.tasks_per_node, 1)].name, "step_s",
+	const struct sstall *t = j->stall;
+	return json_pack("{s:i, s:s, s:f, s:f, s:I}", "rank", rank, "node", node, "step_s",
 			 t->straggler_s, "median_s", t->median_s, "since_ms",
 			 (json_int_t)t->straggler_ms);
 }

@@ -116,6 +116,8 @@ json_t *state_stall_pack(const struct sjob *j);
 /* "straggler" of j's record: the rank named, its node, its time a step and
  * the gang's median; NULL: none. */
 json_t *state_straggler_pack(const struct sjob *j);
+/* The straggler of j's running attempt: its rank and node; false: none. */
+bool state_job_straggler(const struct sjob *j, int *rank, const char **node);
 /* Whether j's running attempt is stalled; whether it writes training lines. */
 bool state_job_stalled(const struct sjob *j);
 bool state_job_trains(const struct sjob *j);

@@ -26,6 +26,7 @@
 
 struct warm_job {
 	char key[24];
+	int64_t id;
 	bool bad; /* its document did not decode: why says why */
 	char why[MODEL_REASON_MAX];
 	struct job job;
@@ -137,6 +138,7 @@ static int apply_job(struct warm *w, const struct store_change *c)
 	}
 	struct warm_job *j = xcalloc(1, sizeof(*j));
 	snprintf(j->key, sizeof(j->key), "%s", c->key);
+	j->id = c->id;
 	if (strlen(c->key) >= sizeof(j->key)) {
 		free(j);
 		spoil(w, "a job's key is not an id");
@@ -332,8 +334,7 @@ int warm_each_settled(struct warm *w, store_settled_cb cb, void *ctx)
 
 static int cmp_job(const void *a, const void *b)
 {
-	int64_t x = strtoll((*(struct warm_job *const *)a)->key, NULL, 10);
-	int64_t y = strtoll((*(struct warm_job *const *)b)->key, NULL, 10);
+	int64_t x = (*(struct warm_job *const *)a)->id, y = (*(struct warm_job *const *)b)->id;
 	return x < y ? -1 : x > y;
 }
 

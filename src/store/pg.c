@@ -1306,6 +1306,15 @@ static int named_chg_row(void *arg, const PGresult *res)
 	return c->cb(c->ctx, &ch);
 }
 
+/* The newest change mark of every table, and what store_counts counts. */
+#define NEWEST_CHG                                                                                 \
+	"coalesce(greatest((SELECT max(chg) FROM jobs), (SELECT max(chg) FROM nodes), (SELECT "    \
+	"max(chg) FROM queues), (SELECT max(chg) FROM users), (SELECT max(chg) FROM gone)), 0)"
+#define STORE_COUNTS                                                                               \
+	"(SELECT count(*) FROM jobs WHERE settled_ms = 0), (SELECT count(*) FROM jobs WHERE "      \
+	"settled_ms > 0), (SELECT count(*) FROM nodes), (SELECT count(*) FROM queues), (SELECT "   \
+	"count(*) FROM users)"
+
 /* One snapshot (REPEATABLE READ): the newest mark and the counts, then
  * the rows deleted after *mark, then those written. The numbers go into
  * the statements' text, so the planner sees them: a scan of the index for
@@ -1318,21 +1327,8 @@ static int pg_changes(struct store *base, int64_t *mark, store_change_cb cb, voi
 	if (r < 0 || (r = exec_ok(st, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", err,
 				  "reading the changes")) < 0)
 		return r;
-	PGresult *res = PQexec(
-		st->conn,
-		counts ? "SELECT coalesce(greatest((SELECT max(chg) FROM jobs), (SELECT max(chg) "
-			 "FROM "
-			 "nodes), (SELECT max(chg) FROM queues), (SELECT max(chg) FROM users), "
-			 "(SELECT max(chg) FROM gone)), 0), (SELECT count(*) FROM jobs WHERE "
-			 "settled_ms = 0), (SELECT count(*) FROM jobs WHERE settled_ms > 0), "
-			 "(SELECT "
-			 "count(*) FROM nodes), (SELECT count(*) FROM queues), (SELECT count(*) "
-			 "FROM "
-			 "users)"
-		       : "SELECT coalesce(greatest((SELECT max(chg) FROM jobs), (SELECT max(chg) "
-			 "FROM "
-			 "nodes), (SELECT max(chg) FROM queues), (SELECT max(chg) FROM users), "
-			 "(SELECT max(chg) FROM gone)), 0)");
+	PGresult *res = PQexec(st->conn, counts ? "SELECT " NEWEST_CHG ", " STORE_COUNTS
+						: "SELECT " NEWEST_CHG);
 	int64_t newest = 0;
 	if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1) {
 		r = fail(st, res, err, "reading the newest change");
