@@ -317,6 +317,12 @@ static void reg_done(void *arg, long status, const char *body, size_t len, const
 	}
 	if (ans.addr[0])
 		snprintf(a->inv.addr, sizeof(a->inv.addr), "%s", ans.addr);
+	a->server_protocol = ans.protocol;
+	/* the cluster's thresholds for its accelerators (a server that says
+	 * none: the defaults) */
+	if (!ans.has_gpu_health)
+		sched_config_gpu_default(&ans.gpu_health);
+	agent__health_limits(a, &ans.gpu_health);
 	/* beat four times a lease at least, so that lost beats are no death */
 	wire_lease_of(ans.node_timeout_ms, a->cfg.heartbeat_ms, &a->lease);
 	agent__witness_params(a, ans.node_timeout_ms);

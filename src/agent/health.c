@@ -8,6 +8,12 @@
  *   dlopen; none on a node without NVIDIA's driver or with fake devices).
  *   Xids that an application causes (13, 31, 43, 45, ...) are counted, not
  *   held against the node;
+ * - accelerators held to the cluster's thresholds ("gpu_health", sent at
+ *   registration): too hot, clocks slowed for heat or by the power brake
+ *   while busy, drawing far under the power limit while busy, a PCIe link
+ *   narrower (or, busy, slower) than it can be, each once it has lasted
+ *   the threshold's time; uncorrectable remapped memory rows grown, a
+ *   remap pending or failed, at once;
  * - the operator's health check (`--health-check PROGRAM`, Slurm's
  *   HealthCheckProgram): run every interval, a fault while it exits
  *   non-zero or does not finish in time.
@@ -38,6 +44,17 @@ struct health {
 	unsigned xid_last[MODEL_MAX_ACCELS];
 	unsigned xid_fault[MODEL_MAX_ACCELS];
 	uint64_t xid_pending[MODEL_MAX_ACCELS], xid_sent[MODEL_MAX_ACCELS];
+
+	/* the thresholds; each check of each accelerator: since when its
+	 * condition holds (0: it does not), whether that is a fault yet and
+	 * the fault's text, fixed when it became one (so that a beat is sent
+	 * for a new fault, not for every change of a figure) */
+	struct gpu_limits lim;
+	struct gpu_sample last[MODEL_MAX_ACCELS];
+	unsigned rows_base[MODEL_MAX_ACCELS];
+	int64_t since[MODEL_MAX_ACCELS][GPU_CHECK_MAX];
+	unsigned failing[MODEL_MAX_ACCELS];
+	char why[MODEL_MAX_ACCELS][GPU_CHECK_MAX][160];
 
 	uv_timer_t timer;
 	bool timer_open;
@@ -80,8 +97,125 @@ void agent__health_init(struct agent *a)
 	h->a = a;
 	a->nvml = agent__nvml_open(&a->cfg, &a->inv);
 	h->ndev = agent__nvml_count(a->nvml);
-	for (int i = 0; i < h->ndev; i++)
+	sched_config_gpu_default(&h->lim);
+	for (int i = 0; i < h->ndev; i++) {
 		agent__nvml_ecc(a->nvml, i, &h->ecc_base[i]);
+		agent__nvml_read(a->nvml, i, &h->last[i]);
+		h->rows_base[i] = h->last[i].rows_unc;
+	}
+}
+
+void agent__health_limits(struct agent *a, const struct gpu_limits *g)
+{
+	a->health->lim = *g;
+}
+
+static const char *const check_names[] = {
+	[GPU_CHECK_TEMPERATURE] = "temperature",
+	[GPU_CHECK_THROTTLE] = "throttle",
+	[GPU_CHECK_POWER] = "power",
+	[GPU_CHECK_PCIE] = "pcie",
+	[GPU_CHECK_ROWS] = "remapped_rows",
+};
+
+const char *agent__gpu_check_name(enum gpu_check c)
+{
+	return (unsigned)c < GPU_CHECK_MAX ? check_names[c] : "?";
+}
+
+unsigned agent__health_gpu(struct agent *a, int i, struct gpu_sample *last)
+{
+	struct health *h = a->health;
+	if (i < 0 || i >= h->ndev) {
+		memset(last, 0, sizeof(*last));
+		return 0;
+	}
+	*last = h->last[i];
+	return h->failing[i];
+}
+
+/* What slows the clocks, in words. */
+static void slowdown_text(uint64_t reasons, char *out, size_t n)
+{
+	static const struct {
+		uint64_t bit;
+		const char *what;
+	} names[] = {
+		{GPU_SLOWDOWN_HW_THERMAL, "hardware thermal slowdown"},
+		{GPU_SLOWDOWN_SW_THERMAL, "software thermal slowdown"},
+		{GPU_SLOWDOWN_POWER_BRAKE, "power brake"},
+		{GPU_SLOWDOWN_HW, "hardware slowdown"},
+	};
+	size_t len = 0;
+	out[0] = 0;
+	for (size_t k = 0; k < ARRAY_SIZE(names); k++)
+		if ((reasons & names[k].bit) && len < n)
+			len += (size_t)snprintf(out + len, n - len, "%s%s", len ? ", " : "",
+						names[k].what);
+}
+
+/* Holds accelerator i to the thresholds with what it reads now. */
+static void check_gpu(struct health *h, int i, int64_t now)
+{
+	struct agent *a = h->a;
+	const struct gpu_limits *l = &h->lim;
+	struct gpu_sample *s = &h->last[i];
+	agent__nvml_read(a->nvml, i, s);
+	bool busy = (s->have & GPU_UTIL) && s->util_pct >= l->busy_pct;
+	char hold[32], cond[GPU_CHECK_MAX][160] = {{0}};
+	tk_format_duration(l->hold_ms / 1000, hold, sizeof(hold));
+	if (l->temp_c && (s->have & GPU_TEMP) && s->temp_c > l->temp_c)
+		snprintf(cond[GPU_CHECK_TEMPERATURE], 160, "%u C, over %lld C, for %s", s->temp_c,
+			 (long long)l->temp_c, hold);
+	if (l->throttle && busy && (s->have & GPU_THROTTLE) && (s->throttle & GPU_SLOWDOWN_MASK)) {
+		char what[96];
+		slowdown_text(s->throttle, what, sizeof(what));
+		snprintf(cond[GPU_CHECK_THROTTLE], 160, "clocks slowed (%s) while busy for %s",
+			 what, hold);
+	}
+	if (l->power_pct && busy && (s->have & GPU_POWER) && (s->have & GPU_POWER_LIMIT) &&
+	    (uint64_t)s->power_mw * 100 < (uint64_t)s->power_limit_mw * (uint64_t)l->power_pct)
+		snprintf(cond[GPU_CHECK_POWER], 160,
+			 "drawing %u W of its %u W limit (under %lld%%) at %u%% utilisation for %s",
+			 s->power_mw / 1000, s->power_limit_mw / 1000, (long long)l->power_pct,
+			 s->util_pct, hold);
+	if (l->pcie && (s->have & GPU_PCIE) &&
+	    (s->pcie_width < s->pcie_width_max || (busy && s->pcie_gen < s->pcie_gen_max)))
+		snprintf(cond[GPU_CHECK_PCIE], 160,
+			 "PCIe link x%u gen %u where it can be x%u gen %u, for %s", s->pcie_width,
+			 s->pcie_gen, s->pcie_width_max, s->pcie_gen_max, hold);
+	if (l->rows && (s->have & GPU_ROWS)) {
+		unsigned grown = s->rows_unc > h->rows_base[i] ? s->rows_unc - h->rows_base[i] : 0;
+		if (s->rows_failed)
+			snprintf(cond[GPU_CHECK_ROWS], 160, "memory row remapping failed");
+		else if (s->rows_pending)
+			snprintf(cond[GPU_CHECK_ROWS], 160,
+				 "a memory row remap is pending (the GPU needs a reset)");
+		else if (grown >= (unsigned)l->rows)
+			snprintf(cond[GPU_CHECK_ROWS], 160,
+				 "%u uncorrectable remapped memory row(s) since the agent started",
+				 grown);
+	}
+	for (int c = 0; c < GPU_CHECK_MAX; c++) {
+		bool held = h->failing[i] & (1u << c);
+		if (!cond[c][0]) {
+			if (held)
+				log_info("accelerator %d (%s): the %s check passes again",
+					 a->inv.accel[i].index, a->inv.accel[i].uuid,
+					 check_names[c]);
+			h->since[i][c] = 0;
+			h->failing[i] &= ~(1u << c);
+			continue;
+		}
+		if (!h->since[i][c])
+			h->since[i][c] = now;
+		/* remapped rows are a fault at once, as ECC errors are */
+		int64_t need = c == GPU_CHECK_ROWS ? 0 : l->hold_ms;
+		if (held || now - h->since[i][c] < need)
+			continue;
+		h->failing[i] |= 1u << c;
+		memcpy(h->why[i][c], cond[c], sizeof(h->why[i][c]));
+	}
 }
 
 /* Takes what Xid events have come, without waiting. */
@@ -191,6 +325,11 @@ static int collect(struct health *h, char (*out)[WIRE_FAULT_MAX], int max, bool 
 				 a->inv.accel[i].index, a->inv.accel[i].uuid,
 				 (unsigned long long)(c - h->ecc_base[i]));
 	}
+	for (int i = 0; i < h->ndev; i++)
+		for (int c = 0; c < GPU_CHECK_MAX && n < max; c++)
+			if (h->failing[i] & (1u << c))
+				snprintf(out[n++], WIRE_FAULT_MAX, "accelerator %d (%.80s): %s",
+					 a->inv.accel[i].index, a->inv.accel[i].uuid, h->why[i][c]);
 	for (int i = 0; i < h->ndev && n < max; i++) {
 		if (!h->xid_pending[i])
 			continue;
@@ -242,10 +381,12 @@ static void tick(uv_timer_t *t)
 	struct health *h = t->data;
 	struct agent *a = h->a;
 	poll_xids(h);
+	int64_t now = tk_mono_ms();
+	for (int i = 0; i < h->ndev; i++)
+		check_gpu(h, i, now);
 	agent__train_poll(a); /* the jobs' own metrics, on the same second */
 	agent__usage_tick(a);
 	agent__disk_tick(a, false);
-	int64_t now = tk_mono_ms();
 	if (a->cfg.health_check && !h->check_running && now >= h->check_next_ms && !a->stopping)
 		start_check(h, now);
 	char f[WIRE_MAX_FAULTS][WIRE_FAULT_MAX];

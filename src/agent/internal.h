@@ -133,6 +133,7 @@ struct agent {
 	/* the server refused this agent's protocol key (a 0.1.0 server, which
 	 * refuses keys it does not know): the next registration says none */
 	bool speak_v1;
+	int server_protocol; /* the registered server's (wire.h) */
 	/* the server refused this node (403: a name known under another
 	 * credential, a revoked one): said once; it asks again, slowly, for an
 	 * admin's admit */
@@ -232,8 +233,21 @@ enum {
 	GPU_ENERGY = 8,
 	GPU_TEMP = 16,
 	GPU_CLOCK = 32,
-	GPU_ECC = 64
+	GPU_ECC = 64,
+	GPU_THROTTLE = 128,
+	GPU_POWER_LIMIT = 256,
+	GPU_ROWS = 512,
+	GPU_PCIE = 1024
 };
+/* NVML's clock event (throttle) reasons that slow a busy card against its
+ * will: heat, the power brake, the hardware's own slowdown */
+#define GPU_SLOWDOWN_HW 0x8ULL
+#define GPU_SLOWDOWN_SW_THERMAL 0x20ULL
+#define GPU_SLOWDOWN_HW_THERMAL 0x40ULL
+#define GPU_SLOWDOWN_POWER_BRAKE 0x80ULL
+#define GPU_SLOWDOWN_MASK                                                                          \
+	(GPU_SLOWDOWN_HW | GPU_SLOWDOWN_SW_THERMAL | GPU_SLOWDOWN_HW_THERMAL |                     \
+	 GPU_SLOWDOWN_POWER_BRAKE)
 struct gpu_sample {
 	unsigned have;
 	unsigned util_pct;
@@ -243,6 +257,13 @@ struct gpu_sample {
 	unsigned temp_c;
 	unsigned sm_mhz;
 	uint64_t ecc_uncorrected;
+	uint64_t throttle; /* NVML's clock event reasons, a mask */
+	unsigned power_limit_mw;
+	/* remapped memory rows (Ampere and later) */
+	unsigned rows_corr, rows_unc;
+	bool rows_pending, rows_failed;
+	/* the PCIe link now and at most (the device and the system) */
+	unsigned pcie_width, pcie_width_max, pcie_gen, pcie_gen_max;
 };
 /* NULL where the node has no NVML (or fake devices). */
 struct nvml *agent__nvml_open(const struct agent_config *cfg, const struct node_inventory *inv);
@@ -285,6 +306,20 @@ void agent__health_fault(struct agent *a, const char *fault);
 void agent__health_told(struct agent *a);
 /* Xids of NVML's accelerator i since the agent started, and the last. */
 uint64_t agent__health_xids(struct agent *a, int i, unsigned *last);
+/* The cluster's thresholds for the accelerators (from registration). */
+void agent__health_limits(struct agent *a, const struct gpu_limits *g);
+/* Which of accelerator i's checks it fails now (a fault held: 1 << enum
+ * gpu_check), and what it last read. */
+enum gpu_check {
+	GPU_CHECK_TEMPERATURE,
+	GPU_CHECK_THROTTLE,
+	GPU_CHECK_POWER,
+	GPU_CHECK_PCIE,
+	GPU_CHECK_ROWS,
+	GPU_CHECK_MAX
+};
+const char *agent__gpu_check_name(enum gpu_check c);
+unsigned agent__health_gpu(struct agent *a, int i, struct gpu_sample *last);
 
 /* ---- metrics.c: GET /metrics ---- */
 struct metrics;

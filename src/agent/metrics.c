@@ -87,6 +87,43 @@ static double v_ecc(const struct gpu_sample *s)
 	return (double)s->ecc_uncorrected;
 }
 
+static double v_power_limit(const struct gpu_sample *s)
+{
+	return s->power_limit_mw / 1000.0;
+}
+static double v_throttle(const struct gpu_sample *s)
+{
+	return (double)s->throttle;
+}
+static double v_slowed(const struct gpu_sample *s)
+{
+	return (s->throttle & GPU_SLOWDOWN_MASK) ? 1 : 0;
+}
+static double v_rows_pending(const struct gpu_sample *s)
+{
+	return s->rows_pending;
+}
+static double v_rows_failed(const struct gpu_sample *s)
+{
+	return s->rows_failed;
+}
+static double v_pcie_width(const struct gpu_sample *s)
+{
+	return s->pcie_width;
+}
+static double v_pcie_width_max(const struct gpu_sample *s)
+{
+	return s->pcie_width_max;
+}
+static double v_pcie_gen(const struct gpu_sample *s)
+{
+	return s->pcie_gen;
+}
+static double v_pcie_gen_max(const struct gpu_sample *s)
+{
+	return s->pcie_gen_max;
+}
+
 static const struct gpu_family gpu_families[] = {
 	{"tenk_gpu_utilization_ratio", "gauge",
 	 "Fraction of the last sample period a kernel ran on the accelerator.", GPU_UTIL, v_util},
@@ -100,6 +137,27 @@ static const struct gpu_family gpu_families[] = {
 	{"tenk_gpu_sm_clock_hertz", "gauge", "Streaming multiprocessor clock.", GPU_CLOCK, v_clock},
 	{"tenk_gpu_ecc_uncorrected_errors_total", "counter",
 	 "Uncorrected ECC errors since the driver loaded (volatile count).", GPU_ECC, v_ecc},
+	{"tenk_gpu_power_limit_watts", "gauge", "The power limit the driver enforces.",
+	 GPU_POWER_LIMIT, v_power_limit},
+	{"tenk_gpu_clock_event_reasons", "gauge",
+	 "What holds the clocks down now: NVML's clock event (throttle) reasons, a mask.",
+	 GPU_THROTTLE, v_throttle},
+	{"tenk_gpu_clocks_slowed", "gauge",
+	 "1 while heat or the power brake slows the clocks (NVML's thermal, power-brake or "
+	 "hardware slowdown reasons).",
+	 GPU_THROTTLE, v_slowed},
+	{"tenk_gpu_row_remap_pending", "gauge",
+	 "1 while a memory row remap waits for the GPU's reset.", GPU_ROWS, v_rows_pending},
+	{"tenk_gpu_row_remap_failed", "gauge", "1 when memory row remapping failed.", GPU_ROWS,
+	 v_rows_failed},
+	{"tenk_gpu_pcie_link_width", "gauge", "PCIe lanes the link uses now.", GPU_PCIE,
+	 v_pcie_width},
+	{"tenk_gpu_pcie_link_width_max", "gauge", "PCIe lanes the link can use.", GPU_PCIE,
+	 v_pcie_width_max},
+	{"tenk_gpu_pcie_link_generation", "gauge", "The PCIe link's generation now.", GPU_PCIE,
+	 v_pcie_gen},
+	{"tenk_gpu_pcie_link_generation_max", "gauge",
+	 "The highest PCIe generation the device and the system allow.", GPU_PCIE, v_pcie_gen_max},
 };
 
 /* dcgm-exporter's names, units and labels (its default counters) */
@@ -123,8 +181,12 @@ static void gpus(struct agent *a, struct strbuf *b)
 {
 	int n = agent__nvml_count(a->nvml);
 	struct gpu_sample *smp = xcalloc((size_t)n + 1, sizeof(*smp));
-	for (int i = 0; i < n; i++)
+	unsigned *failing = xcalloc((size_t)n + 1, sizeof(*failing));
+	for (int i = 0; i < n; i++) {
+		struct gpu_sample held;
+		failing[i] = agent__health_gpu(a, i, &held);
 		agent__nvml_read(a->nvml, i, &smp[i]);
+	}
 	for (size_t f = 0; f < ARRAY_SIZE(gpu_families); f++) {
 		const struct gpu_family *g = &gpu_families[f];
 		prom_family(b, g->name, g->type, g->help);
@@ -136,6 +198,33 @@ static void gpus(struct agent *a, struct strbuf *b)
 			prom_sample(b, g->name, &l, g->value(&smp[i]));
 		}
 	}
+	prom_family(b, "tenk_gpu_remapped_rows", "gauge",
+		    "Memory rows remapped since the card was made, by the errors that caused it.");
+	for (int i = 0; i < n; i++) {
+		if (!(smp[i].have & GPU_ROWS))
+			continue;
+		for (int k = 0; k < 2; k++) {
+			struct prom_labels l;
+			gpu_labels(a, i, &l);
+			prom_label(&l, "kind", k ? "uncorrectable" : "correctable");
+			prom_sample(b, "tenk_gpu_remapped_rows", &l,
+				    k ? smp[i].rows_unc : smp[i].rows_corr);
+		}
+	}
+	/* a series only for what fails: a fleet's healthy cards say nothing */
+	prom_family(b, "tenk_gpu_health_fault", "gauge",
+		    "1 for each check (gpu_health) an accelerator fails now: the node is "
+		    "drained for it.");
+	for (int i = 0; i < n; i++)
+		for (int c = 0; c < GPU_CHECK_MAX; c++) {
+			if (!(failing[i] & (1u << c)))
+				continue;
+			struct prom_labels l;
+			gpu_labels(a, i, &l);
+			prom_label(&l, "check", agent__gpu_check_name((enum gpu_check)c));
+			prom_sample(b, "tenk_gpu_health_fault", &l, 1);
+		}
+	free(failing);
 	prom_family(b, "tenk_gpu_xid_errors_total", "counter",
 		    "Xid errors since the agent started (NVML events).");
 	for (int i = 0; i < n; i++) {

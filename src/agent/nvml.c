@@ -40,6 +40,11 @@ struct nvml {
 	int (*energy)(void *, unsigned long long *);
 	int (*temp)(void *, int, unsigned *);
 	int (*clock)(void *, int, unsigned *);
+	int (*throttle)(void *, unsigned long long *);
+	int (*power_limit)(void *, unsigned *);
+	int (*rows)(void *, unsigned *, unsigned *, unsigned *, unsigned *);
+	int (*pcie_width)(void *, unsigned *), (*pcie_width_max)(void *, unsigned *);
+	int (*pcie_gen)(void *, unsigned *), (*pcie_gen_max)(void *, unsigned *);
 	int (*wait)(void *, struct nvml_event *, unsigned);
 	int (*set_free)(void *);
 	void *events; /* the Xid event set; NULL: none */
@@ -99,6 +104,16 @@ struct nvml *agent__nvml_open(const struct agent_config *cfg, const struct node_
 	SYM(n, energy, "nvmlDeviceGetTotalEnergyConsumption");
 	SYM(n, temp, "nvmlDeviceGetTemperature");
 	SYM(n, clock, "nvmlDeviceGetClockInfo");
+	/* the clocks' event reasons under their name since CUDA 12.2, else
+	 * the older one */
+	if (!SYM(n, throttle, "nvmlDeviceGetCurrentClocksEventReasons"))
+		SYM(n, throttle, "nvmlDeviceGetCurrentClocksThrottleReasons");
+	SYM(n, power_limit, "nvmlDeviceGetEnforcedPowerLimit");
+	SYM(n, rows, "nvmlDeviceGetRemappedRows");
+	SYM(n, pcie_width, "nvmlDeviceGetCurrPcieLinkWidth");
+	SYM(n, pcie_width_max, "nvmlDeviceGetMaxPcieLinkWidth");
+	SYM(n, pcie_gen, "nvmlDeviceGetCurrPcieLinkGeneration");
+	SYM(n, pcie_gen_max, "nvmlDeviceGetMaxPcieLinkGeneration");
 	if (!init || !n->shutdown || !handle || init() != 0) {
 		dlclose(n->lib);
 		free(n);
@@ -176,6 +191,27 @@ void agent__nvml_read(const struct nvml *n, int i, struct gpu_sample *s)
 	}
 	if (agent__nvml_ecc(n, i, &s->ecc_uncorrected))
 		s->have |= GPU_ECC;
+	if (n->throttle && n->throttle(d, &e) == 0) {
+		s->have |= GPU_THROTTLE;
+		s->throttle = e;
+	}
+	if (n->power_limit && n->power_limit(d, &v) == 0 && v > 0) {
+		s->have |= GPU_POWER_LIMIT;
+		s->power_limit_mw = v;
+	}
+	unsigned corr, unc, pending, failed;
+	if (n->rows && n->rows(d, &corr, &unc, &pending, &failed) == 0) {
+		s->have |= GPU_ROWS;
+		s->rows_corr = corr;
+		s->rows_unc = unc;
+		s->rows_pending = pending != 0;
+		s->rows_failed = failed != 0;
+	}
+	if (n->pcie_width && n->pcie_width_max && n->pcie_gen && n->pcie_gen_max &&
+	    n->pcie_width(d, &s->pcie_width) == 0 &&
+	    n->pcie_width_max(d, &s->pcie_width_max) == 0 && n->pcie_gen(d, &s->pcie_gen) == 0 &&
+	    n->pcie_gen_max(d, &s->pcie_gen_max) == 0 && s->pcie_width_max && s->pcie_gen_max)
+		s->have |= GPU_PCIE;
 }
 
 bool agent__nvml_xid(const struct nvml *n, int *dev, unsigned *xid)

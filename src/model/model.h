@@ -814,6 +814,29 @@ int class_spec_levels(const struct class_spec *c);
 #define MODEL_MAX_DEFAULT_MOUNTS 16
 #define MODEL_DEFAULT_MOUNT_MAX 1024
 
+/*
+ * "gpu_health": what the agents hold their accelerators to (the seeds'
+ * figures by default). A condition that lasts "for" is a fault of the
+ * node, which the server drains with the fault as its reason; remapped
+ * rows are faults at once, as ECC errors are. 0 (false) turns a check off.
+ */
+struct gpu_limits {
+	int64_t hold_ms;   /* "for": how long a condition lasts before it is a fault (5 min) */
+	int64_t temp_c;	   /* "temp_c": hotter than this (85) */
+	int64_t busy_pct;  /* "busy_pct": the utilisation at which a card is busy (80) */
+	int64_t power_pct; /* "power_low_pct": drawing under this share of its power
+			    * limit while busy (40) */
+	bool throttle;	   /* "throttle": clocks slowed for heat or by the power brake
+			    * while busy (NVML's reasons; true) */
+	bool pcie;	   /* "pcie": a link narrower than its maximum, or slower while
+			    * busy (true) */
+	int64_t rows;	   /* "remapped_rows": uncorrectable remapped memory rows grown
+			    * by this many since the agent started; a remap pending or
+			    * failed too (1) */
+};
+
+void sched_config_gpu_default(struct gpu_limits *g);
+
 struct sched_config {
 	struct class_spec classes[MODEL_MAX_CLASSES];
 	int nclasses;
@@ -857,6 +880,7 @@ struct sched_config {
 	/* "lemon": {"failures": N, "within": "24h"}: a node with N failures of
 	 * its own within that time is drained as a lemon (N 0: never) */
 	int64_t lemon_failures, lemon_within_s;
+	struct gpu_limits gpu_health;
 	/* jobs one pass starts at most (0: no limit); a pass that reaches it is
 	 * followed at once by another, after the server has answered what
 	 * waits */

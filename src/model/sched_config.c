@@ -3,6 +3,7 @@
  * validation. The server keeps them; sched receives them in each snapshot.
  */
 #include "internal.h"
+#include "wire.h"
 
 #include <errno.h>
 #include <math.h>
@@ -26,11 +27,23 @@ void sched_config_default(struct sched_config *c)
 	c->keep_jobs_s = 90 * 86400;
 	c->stall_min_s = 300;
 	c->lemon_within_s = 86400;
+	sched_config_gpu_default(&c->gpu_health);
 	c->keep_accounting_s = 0;
 	c->keep_audit_s = 365 * 86400;
 	c->checkpoint_keep = 2;
 	c->resv_patience_s = -1;
 	c->max_starts_per_pass = SCHED_CONFIG_MAX_STARTS;
+}
+
+void sched_config_gpu_default(struct gpu_limits *g)
+{
+	*g = (struct gpu_limits){.hold_ms = 300000,
+				 .temp_c = 85,
+				 .busy_pct = 80,
+				 .power_pct = 40,
+				 .throttle = true,
+				 .pcie = true,
+				 .rows = 1};
 }
 
 int sched_config_class(const struct sched_config *c, const char *name)
@@ -235,6 +248,7 @@ int sched_config_load_json(struct sched_config *c, const char *text, struct tk_e
 					   "stall_after",
 					   "stall_min",
 					   "lemon",
+					   "gpu_health",
 					   NULL};
 	static const char *const ckeys[] = {
 		"name",	 "priority",	     "may_preempt", "preemptible",   "allow",
@@ -326,6 +340,17 @@ int sched_config_load_json(struct sched_config *c, const char *text, struct tk_e
 				within);
 			goto out;
 		}
+	}
+	json_t *gpu = json_object_get(root, "gpu_health");
+	if (gpu && !json_is_object(gpu)) {
+		r = tk_errorf(err, -EINVAL,
+			      "gpu_health: must be an object such as {\"temp_c\": 85, \"for\": "
+			      "\"5m\"}");
+		goto out;
+	}
+	if (gpu && (r = wire_gpu_limits_unpack(gpu, true, &next.gpu_health, err)) < 0) {
+		mj_prefix(err, "gpu_health");
+		goto out;
 	}
 	static const char *const stalls[] = {"stall_after", "stall_min"};
 	int64_t *stall_s[] = {&next.stall_after_s, &next.stall_min_s};

@@ -173,22 +173,75 @@ void wire_register_release(struct wire_register *m)
 	m->nkept = 0;
 }
 
+json_t *wire_gpu_limits_pack(const struct gpu_limits *g)
+{
+	return json_pack("{s:I, s:I, s:I, s:I, s:b, s:b, s:I}", "hold_ms", (json_int_t)g->hold_ms,
+			 "temp_c", (json_int_t)g->temp_c, "busy_pct", (json_int_t)g->busy_pct,
+			 "power_low_pct", (json_int_t)g->power_pct, "throttle", g->throttle, "pcie",
+			 g->pcie, "remapped_rows", (json_int_t)g->rows);
+}
+
+int wire_gpu_limits_unpack(json_t *j, bool config, struct gpu_limits *ret, struct tk_error *err)
+{
+	static const char *const ckeys[] = {"for",	"temp_c", "busy_pct",	   "power_low_pct",
+					    "throttle", "pcie",	  "remapped_rows", NULL};
+	static const char *const wkeys[] = {"hold_ms",	"temp_c", "busy_pct",	   "power_low_pct",
+					    "throttle", "pcie",	  "remapped_rows", NULL};
+	struct gpu_limits g;
+	sched_config_gpu_default(&g);
+	int r;
+	if (!json_is_object(j))
+		return tk_errorf(err, -EINVAL, "must be an object"); /* callers say it first */
+	if ((r = config ? mj_check_keys(j, NULL, ckeys, err) : mj_link_keys(j, NULL, wkeys, err)) <
+		    0 ||
+	    (r = mj_int(j, "temp_c", false, 0, 200, g.temp_c, &g.temp_c, err)) < 0 ||
+	    (r = mj_int(j, "busy_pct", false, 1, 100, g.busy_pct, &g.busy_pct, err)) < 0 ||
+	    (r = mj_int(j, "power_low_pct", false, 0, 100, g.power_pct, &g.power_pct, err)) < 0 ||
+	    (r = mj_bool(j, "throttle", false, g.throttle, &g.throttle, err)) < 0 ||
+	    (r = mj_bool(j, "pcie", false, g.pcie, &g.pcie, err)) < 0 ||
+	    (r = mj_int(j, "remapped_rows", false, 0, 1000000, g.rows, &g.rows, err)) < 0)
+		return r;
+	if (!config) {
+		if ((r = mj_int(j, "hold_ms", false, 0, 7LL * 86400000, g.hold_ms, &g.hold_ms,
+				err)) < 0)
+			return r;
+	} else {
+		char dur[32] = "";
+		int64_t s;
+		if ((r = mj_strbuf(j, "for", false, true, dur, sizeof(dur), err)) < 0)
+			return r;
+		if (dur[0] && (tk_parse_duration(dur, &s) < 0 || s < 0 || s > 7 * 86400))
+			return tk_errorf(err, -EINVAL,
+					 "for: expected a duration of at most 7d such as \"5m\" "
+					 "(\"0\": at once), got \"%s\"",
+					 dur);
+		if (dur[0])
+			g.hold_ms = s * 1000;
+	}
+	*ret = g;
+	return 0;
+}
+
 json_t *wire_registered_pack(const struct wire_registered *m)
 {
 	json_t *o = json_pack("{s:s, s:s, s:s, s:I}", "node", m->node, "addr", m->addr, "epoch",
 			      m->epoch, "node_timeout_ms", (json_int_t)m->node_timeout_ms);
 	if (m->credential[0])
 		json_object_set_new(o, "credential", json_string(m->credential));
-	if (m->protocol != 1) /* a protocol-1 agent refuses the key */
+	if (m->protocol != 1) { /* a protocol-1 agent refuses these keys */
 		json_object_set_new(o, "protocol",
 				    json_integer(m->protocol ? m->protocol : WIRE_PROTOCOL));
+		if (m->has_gpu_health)
+			json_object_set_new(o, "gpu_health", wire_gpu_limits_pack(&m->gpu_health));
+	}
 	return o;
 }
 
 int wire_registered_unpack(json_t *j, struct wire_registered *ret, struct tk_error *err)
 {
-	static const char *const keys[] = {"node",	 "addr",     "epoch", "node_timeout_ms",
-					   "credential", "protocol", NULL};
+	static const char *const keys[] = {
+		"node",	      "addr",	  "epoch",	"node_timeout_ms",
+		"credential", "protocol", "gpu_health", NULL};
 	int r;
 	int64_t protocol;
 	memset(ret, 0, sizeof(*ret));
@@ -203,6 +256,16 @@ int wire_registered_unpack(json_t *j, struct wire_registered *ret, struct tk_err
 	    (r = mj_int(j, "protocol", false, 1, INT32_MAX, 1, &protocol, err)) < 0)
 		return r;
 	ret->protocol = (int)protocol;
+	json_t *gpu = json_object_get(j, "gpu_health");
+	if (gpu && !json_is_object(gpu))
+		return tk_errorf(err, -EINVAL, "gpu_health: must be an object");
+	if (gpu) {
+		if ((r = wire_gpu_limits_unpack(gpu, false, &ret->gpu_health, err)) < 0) {
+			mj_prefix(err, "gpu_health");
+			return r;
+		}
+		ret->has_gpu_health = true;
+	}
 	if (ret->credential[0] && strlen(ret->credential) != 64)
 		return tk_errorf(err, -EINVAL, "credential: must be 64 hex digits");
 	return 0;

@@ -124,7 +124,17 @@ struct wire_registered {
 	char credential[WIRE_CREDENTIAL_MAX];
 	int protocol; /* the server's (1 when it does not say; 0 packs WIRE_PROTOCOL,
 		       * 1 packs no key: what a protocol-1 agent reads) */
+	/* the cluster's "gpu_health" (protocol 2; not packed to a protocol-1
+	 * agent); has_gpu_health false: not said, the agent keeps its defaults */
+	bool has_gpu_health;
+	struct gpu_limits gpu_health;
 };
+
+/* "gpu_health" as configured (config: "for" a duration such as "5m") or
+ * as sent to an agent ("hold_ms"); what an object leaves out keeps its
+ * default. */
+json_t *wire_gpu_limits_pack(const struct gpu_limits *g);
+int wire_gpu_limits_unpack(json_t *j, bool config, struct gpu_limits *ret, struct tk_error *err);
 
 json_t *wire_registered_pack(const struct wire_registered *m);
 int wire_registered_unpack(json_t *j, struct wire_registered *ret, struct tk_error *err);

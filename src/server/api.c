@@ -1419,7 +1419,9 @@ static void h_agent_register(struct request *r, const char *param, json_t *body)
 					 tk_mono_ms());
 	/* this server's protocol, or to a protocol-1 agent no word of it */
 	struct wire_registered ans = {.node_timeout_ms = s->cfg.node_timeout_ms,
-				      .protocol = m->protocol < 2 ? 1 : WIRE_PROTOCOL};
+				      .protocol = m->protocol < 2 ? 1 : WIRE_PROTOCOL,
+				      .has_gpu_health = m->protocol >= 2,
+				      .gpu_health = st->sched.gpu_health};
 	if (join) {
 		/* its own credential from now on; the server keeps its hash */
 		char sha[65];

@@ -61,8 +61,10 @@ struct nvml_memory {
  * $TENK_FAKE_NVML_FILE, read again at every call. Fields: ecc (the
  * uncorrected ECC count), xid (an Xid event: each such line is delivered
  * once, in order), util (percent), mem_used (bytes), power_mw, energy_mj,
- * temp (Celsius), sm_mhz; what the file does not set reads as an idle
- * card would. */
+ * temp (Celsius), sm_mhz, throttle (NVML's clock event reasons, a mask),
+ * power_limit_mw, rows_corr, rows_unc, rows_pending, rows_failed (remapped
+ * rows), pcie_width, pcie_width_max, pcie_gen, pcie_gen_max; what the file
+ * does not set reads as an idle, healthy H100 SXM would. */
 static int field(void *h, const char *name, int nth, unsigned long long *value)
 {
 	const char *path = getenv("TENK_FAKE_NVML_FILE");
@@ -202,4 +204,62 @@ int nvmlDeviceGetClockInfo(void *h, int clock, unsigned *mhz)
 	field(h, "sm_mhz", -1, &v);
 	*mhz = (unsigned)v;
 	return 0;
+}
+
+int nvmlDeviceGetCurrentClocksEventReasons(void *h, unsigned long long *reasons)
+{
+	*reasons = 0x1; /* idle */
+	field(h, "throttle", -1, reasons);
+	return 0;
+}
+
+int nvmlDeviceGetEnforcedPowerLimit(void *h, unsigned *mw)
+{
+	unsigned long long v = 700000;
+	field(h, "power_limit_mw", -1, &v);
+	*mw = (unsigned)v;
+	return 0;
+}
+
+int nvmlDeviceGetRemappedRows(void *h, unsigned *corr, unsigned *unc, unsigned *pending,
+			      unsigned *failed)
+{
+	unsigned long long v[4] = {0, 0, 0, 0};
+	field(h, "rows_corr", -1, &v[0]);
+	field(h, "rows_unc", -1, &v[1]);
+	field(h, "rows_pending", -1, &v[2]);
+	field(h, "rows_failed", -1, &v[3]);
+	*corr = (unsigned)v[0];
+	*unc = (unsigned)v[1];
+	*pending = (unsigned)v[2];
+	*failed = (unsigned)v[3];
+	return 0;
+}
+
+static int pcie(void *h, const char *name, unsigned def, unsigned *ret)
+{
+	unsigned long long v = def;
+	field(h, name, -1, &v);
+	*ret = (unsigned)v;
+	return 0;
+}
+
+int nvmlDeviceGetCurrPcieLinkWidth(void *h, unsigned *w)
+{
+	return pcie(h, "pcie_width", 16, w);
+}
+
+int nvmlDeviceGetMaxPcieLinkWidth(void *h, unsigned *w)
+{
+	return pcie(h, "pcie_width_max", 16, w);
+}
+
+int nvmlDeviceGetCurrPcieLinkGeneration(void *h, unsigned *g)
+{
+	return pcie(h, "pcie_gen", 5, g);
+}
+
+int nvmlDeviceGetMaxPcieLinkGeneration(void *h, unsigned *g)
+{
+	return pcie(h, "pcie_gen_max", 5, g);
 }

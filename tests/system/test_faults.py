@@ -4,8 +4,10 @@ hardware Xid errors on an accelerator (NVML, here tests/gpushim), and the
 operator's failing health check. The node is drained with the fault as the
 reason and its job goes on elsewhere at once."""
 import os
+import re
 import subprocess
 import time
+import urllib.request
 
 import pytest
 
@@ -140,6 +142,72 @@ def test_xid_and_health_check_drain_the_node(workdir, procs):
     n1 = [x for x in t.json("nodes")["nodes"] if x["name"] == "n1"][0]
     assert n1["state"] == "UP", n1  # its Xid was told once
     t.run("cancel", jid)
+
+
+def test_gpu_thresholds_drain_the_node(workdir, procs):
+    """Each of the cluster's GPU thresholds ("gpu_health", held 2 s here),
+    read through the NVML stand-in, drains the node with the fault as its
+    reason and shows in the agent's /metrics while it lasts; a condition
+    shorter than the hold, and a busy card drawing its power, are no
+    fault."""
+    shim = os.path.join(os.path.dirname(BIN), "tests", "gpushim")
+    nvml = os.path.join(workdir, "nvml")
+    root_jobs_config(os.path.join(workdir, "data"), gpu_health={"for": "2s"})
+    s, t = cluster(workdir, procs)
+    env = {"LD_LIBRARY_PATH": shim, "TENK_FAKE_GPUS": "2", "TENK_FAKE_NVML_FILE": nvml}
+    w1 = os.path.join(workdir, "w1")
+    a1 = agent(t, procs, "n1", w1, "--metrics-listen", "127.0.0.1:0", env=env)
+    t.wait_nodes_up(1)
+    url = wait_for(lambda: open(os.path.join(w1, "metrics.url")).read().strip()
+                   if os.path.exists(os.path.join(w1, "metrics.url")) else None, 20, "the url")
+
+    def node():
+        return t.json("nodes")["nodes"][0]
+
+    def faults():
+        with urllib.request.urlopen(url, timeout=10) as r:
+            text = r.read().decode()
+        return set(re.findall(r'tenk_gpu_health_fault\{[^}]*gpu="1"[^}]*check="(\w+)"\} 1',
+                              text))
+
+    # a blip shorter than the hold, and a busy card at its power: nothing
+    with open(nvml, "w") as f:
+        f.write("1 temp 95\n")
+    time.sleep(0.5)
+    with open(nvml, "w") as f:
+        f.write("1 util 95\n1 power_mw 600000\n")
+    time.sleep(4)
+    assert node()["state"] == "UP", node()
+    busy = "1 util 95\n1 power_mw 600000\n"
+    cases = [
+        ("temperature", "1 temp 91\n", "91 C, over 85 C, for 2s"),
+        ("throttle", busy + "1 throttle 64\n",
+         "clocks slowed (hardware thermal slowdown) while busy for 2s"),
+        ("power", "1 util 95\n1 power_mw 150000\n",
+         "drawing 150 W of its 700 W limit (under 40%) at 95% utilisation for 2s"),
+        ("pcie", "1 pcie_width 8\n", "PCIe link x8 gen 5 where it can be x16 gen 5, for 2s"),
+        ("pcie", busy + "1 pcie_gen 3\n", "PCIe link x16 gen 3 where it can be x16 gen 5"),
+        ("remapped_rows", "1 rows_unc 2\n",
+         "2 uncorrectable remapped memory row(s) since the agent started"),
+        ("remapped_rows", "1 rows_pending 1\n",
+         "a memory row remap is pending (the GPU needs a reset)"),
+    ]
+    for check, fake, reason in cases:
+        with open(nvml, "w") as f:
+            f.write(fake)
+        n = wait_for(lambda: (lambda n: n if reason in n["reason"] else None)(node()), 30,
+                     f"the node drained for {check}")
+        assert n["state"] in ("DRAINING", "DRAINED"), n
+        assert n["reason"].startswith("fault: accelerator 1 (GPU-"), n
+        assert faults() == {check}, (check, faults())
+        with open(nvml, "w") as f:
+            f.write("")
+        wait_for(lambda: not faults(), 20, f"the {check} check passing again")
+        t.run("resume", "n1")
+        wait_for(lambda: node()["state"] == "UP", 20, "the node resumed")
+    assert "the remapped_rows check passes again" in a1.output()
+    kinds = [e["kind"] for e in t.json("nodes", "history", "n1")]
+    assert kinds.count("fault") == len(cases), kinds
 
 
 def test_health_check_flags_are_checked(workdir):

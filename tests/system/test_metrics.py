@@ -57,7 +57,8 @@ def test_metrics_promtool_and_a_real_scrape(workdir, procs):
     nvml = os.path.join(workdir, "nvml")
     with open(nvml, "w") as f:
         f.write("0 util 87\n0 mem_used 1073741824\n0 power_mw 412000\n0 energy_mj 5000000\n"
-                "0 temp 61\n0 sm_mhz 1755\n1 xid 13\n")
+                "0 temp 61\n0 sm_mhz 1755\n1 xid 13\n0 throttle 4\n1 throttle 128\n"
+                "0 power_limit_mw 650000\n0 rows_corr 3\n0 pcie_gen 4\n")
     env = {"LD_LIBRARY_PATH": SHIM, "TENK_FAKE_GPUS": "2", "TENK_FAKE_NVML_FILE": nvml}
     w1, w2 = os.path.join(workdir, "w1"), os.path.join(workdir, "w2")
     agent(t, procs, "n1", w1, "--metrics-listen", "127.0.0.1:0", env=env)
@@ -91,6 +92,18 @@ def test_metrics_promtool_and_a_real_scrape(workdir, procs):
     assert sample(text, "tenk_gpu_sm_clock_hertz", **g0) == 1755e6
     assert sample(text, "tenk_gpu_xid_errors_total", node="n1", gpu=1) == 1
     assert sample(text, "tenk_gpu_last_xid", node="n1", gpu=1) == 13
+    # what the GPU health checks read (the node's thresholds: test_faults.py)
+    assert sample(text, "tenk_gpu_power_limit_watts", **g0) == 650
+    assert sample(text, "tenk_gpu_clock_event_reasons", **g0) == 4  # the power cap: normal
+    assert sample(text, "tenk_gpu_clocks_slowed", **g0) == 0
+    assert sample(text, "tenk_gpu_clocks_slowed", node="n1", gpu=1) == 1  # the power brake
+    assert sample(text, "tenk_gpu_remapped_rows", kind="correctable", **g0) == 3
+    assert sample(text, "tenk_gpu_remapped_rows", kind="uncorrectable", **g0) == 0
+    assert sample(text, "tenk_gpu_row_remap_pending", **g0) == 0
+    assert sample(text, "tenk_gpu_pcie_link_width", **g0) == 16
+    assert sample(text, "tenk_gpu_pcie_link_width_max", **g0) == 16
+    assert sample(text, "tenk_gpu_pcie_link_generation", **g0) == 4
+    assert sample(text, "tenk_gpu_pcie_link_generation_max", **g0) == 5
     job = t.job(jid)
     dev = job["attempts"][0]["nodes"][0]["devices"][0]
     assert sample(text, "tenk_gpu_allocation_info", node="n1", gpu=dev, job_id=jid, attempt=1,

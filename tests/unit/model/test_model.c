@@ -708,6 +708,26 @@ static void test_config_validation(void **state)
 	assert_non_null(strstr(err.text, "failures"));
 	assert_true(sched_config_load_json(&c, "{\"lemon\": 3}", &err) < 0);
 	assert_non_null(strstr(err.text, "lemon: must be an object"));
+	/* the GPU thresholds: the seeds' by default; "for" a duration; 0 off */
+	assert_true(c.gpu_health.temp_c == 85 && c.gpu_health.hold_ms == 300000 &&
+		    c.gpu_health.throttle && c.gpu_health.pcie && c.gpu_health.rows == 1);
+	assert_int_equal(sched_config_load_json(&c,
+						"{\"gpu_health\": {\"temp_c\": 80, \"for\": "
+						"\"2s\", \"power_low_pct\": 0, \"throttle\": "
+						"false}}",
+						&err),
+			 0);
+	assert_true(c.gpu_health.temp_c == 80 && c.gpu_health.hold_ms == 2000 &&
+		    c.gpu_health.power_pct == 0 && !c.gpu_health.throttle && c.gpu_health.pcie);
+	assert_true(sched_config_load_json(&c, "{\"gpu_health\": {\"for\": \"soon\"}}", &err) < 0);
+	assert_non_null(strstr(err.text, "gpu_health"));
+	assert_non_null(strstr(err.text, "for: expected a duration"));
+	assert_true(sched_config_load_json(&c, "{\"gpu_health\": {\"hold_ms\": 5}}", &err) < 0);
+	assert_non_null(strstr(err.text, "hold_ms"));
+	assert_true(sched_config_load_json(&c, "{\"gpu_health\": {\"busy_pct\": 0}}", &err) < 0);
+	assert_non_null(strstr(err.text, "busy_pct"));
+	assert_true(sched_config_load_json(&c, "{\"gpu_health\": 85}", &err) < 0);
+	assert_non_null(strstr(err.text, "gpu_health: must be an object"));
 	/* the submission rate: a number, 0 for none; a burst of at least 1 */
 	assert_true(c.submit_rate_per_user == 50 && c.submit_burst_per_user == 500);
 	assert_int_equal(sched_config_load_json(&c,
@@ -1151,9 +1171,32 @@ static void test_wire(void **state)
 	packed = wire_registered_pack(&ans);
 	assert_int_equal(json_integer_value(json_object_get(packed, "protocol")), WIRE_PROTOCOL);
 	json_decref(packed);
+	/* the cluster's GPU thresholds travel to a protocol-2 agent, whole */
+	ans.has_gpu_health = true;
+	sched_config_gpu_default(&ans.gpu_health);
+	ans.gpu_health.temp_c = 90;
+	ans.gpu_health.hold_ms = 2000;
+	ans.gpu_health.pcie = false;
+	packed = wire_registered_pack(&ans);
+	struct wire_registered got;
+	assert_int_equal(wire_registered_unpack(packed, &got, &err), 0);
+	assert_true(got.has_gpu_health && got.gpu_health.temp_c == 90 &&
+		    got.gpu_health.hold_ms == 2000 && !got.gpu_health.pcie &&
+		    got.gpu_health.throttle && got.gpu_health.rows == 1 &&
+		    got.gpu_health.power_pct == 40 && got.gpu_health.busy_pct == 80);
+	/* a newer server's key in it is ignored, a known one malformed refused */
+	json_object_set_new(json_object_get(packed, "gpu_health"), "newer", json_true());
+	assert_int_equal(wire_registered_unpack(packed, &got, &err), 0);
+	json_object_set_new(json_object_get(packed, "gpu_health"), "temp_c", json_string("hot"));
+	assert_true(wire_registered_unpack(packed, &got, &err) < 0);
+	assert_non_null(strstr(err.text, "gpu_health"));
+	assert_non_null(strstr(err.text, "temp_c"));
+	json_decref(packed);
+	/* to a protocol-1 agent: neither key */
 	ans.protocol = 1;
 	packed = wire_registered_pack(&ans);
 	assert_null(json_object_get(packed, "protocol"));
+	assert_null(json_object_get(packed, "gpu_health"));
 	json_decref(packed);
 	wire_register_release(reg);
 	json_object_set_new(j, "kept", parse("[{\"job\": 4, \"attempt\": \"two\"}]"));
