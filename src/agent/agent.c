@@ -561,6 +561,8 @@ static void send_heartbeat(struct agent *a, bool stopping)
 	agent__images_for_heartbeat(a, &m, &a->hb_images_gen);
 	agent__witness_for_heartbeat(a, &m);
 	m.nfaults = agent__health_faults(a, m.faults, WIRE_MAX_FAULTS);
+	if (a->server_protocol >= 2) /* a protocol-1 server refuses the key */
+		m.ngpus = agent__health_for_heartbeat(a, m.gpus, MODEL_MAX_ACCELS);
 	m.ntrain = agent__train_for_heartbeat(a, &m.train);
 	for (int i = 0; i < m.nfaults; i++)
 		if (!a->fault_said || strcmp(a->fault_last, m.faults[i]) != 0) {

@@ -110,19 +110,6 @@ void agent__health_limits(struct agent *a, const struct gpu_limits *g)
 	a->health->lim = *g;
 }
 
-static const char *const check_names[] = {
-	[GPU_CHECK_TEMPERATURE] = "temperature",
-	[GPU_CHECK_THROTTLE] = "throttle",
-	[GPU_CHECK_POWER] = "power",
-	[GPU_CHECK_PCIE] = "pcie",
-	[GPU_CHECK_ROWS] = "remapped_rows",
-};
-
-const char *agent__gpu_check_name(enum gpu_check c)
-{
-	return (unsigned)c < GPU_CHECK_MAX ? check_names[c] : "?";
-}
-
 unsigned agent__health_gpu(struct agent *a, int i, struct gpu_sample *last)
 {
 	struct health *h = a->health;
@@ -132,6 +119,26 @@ unsigned agent__health_gpu(struct agent *a, int i, struct gpu_sample *last)
 	}
 	*last = h->last[i];
 	return h->failing[i];
+}
+
+int agent__health_for_heartbeat(struct agent *a, struct wire_gpu *out, int max)
+{
+	struct health *h = a->health;
+	int n = 0;
+	for (int i = 0; i < h->ndev && n < max; i++) {
+		const struct gpu_sample *s = &h->last[i];
+		out[n++] = (struct wire_gpu){
+			.index = a->inv.accel[i].index,
+			.util_pct = (s->have & GPU_UTIL) ? (int)s->util_pct : -1,
+			.temp_c = (s->have & GPU_TEMP) ? (int)s->temp_c : -1,
+			.power_w = (s->have & GPU_POWER) ? (int)(s->power_mw / 1000) : -1,
+			.power_limit_w =
+				(s->have & GPU_POWER_LIMIT) ? (int)(s->power_limit_mw / 1000) : -1,
+			.slowed = (s->have & GPU_THROTTLE) && (s->throttle & GPU_SLOWDOWN_MASK),
+			.failing = h->failing[i],
+		};
+	}
+	return n;
 }
 
 /* What slows the clocks, in words. */
@@ -202,7 +209,7 @@ static void check_gpu(struct health *h, int i, int64_t now)
 			if (held)
 				log_info("accelerator %d (%s): the %s check passes again",
 					 a->inv.accel[i].index, a->inv.accel[i].uuid,
-					 check_names[c]);
+					 gpu_check_name((enum gpu_check)c));
 			h->since[i][c] = 0;
 			h->failing[i] &= ~(1u << c);
 			continue;

@@ -310,16 +310,9 @@ uint64_t agent__health_xids(struct agent *a, int i, unsigned *last);
 void agent__health_limits(struct agent *a, const struct gpu_limits *g);
 /* Which of accelerator i's checks it fails now (a fault held: 1 << enum
  * gpu_check), and what it last read. */
-enum gpu_check {
-	GPU_CHECK_TEMPERATURE,
-	GPU_CHECK_THROTTLE,
-	GPU_CHECK_POWER,
-	GPU_CHECK_PCIE,
-	GPU_CHECK_ROWS,
-	GPU_CHECK_MAX
-};
-const char *agent__gpu_check_name(enum gpu_check c);
 unsigned agent__health_gpu(struct agent *a, int i, struct gpu_sample *last);
+/* What the accelerators last read, for the heartbeat (at most max). */
+int agent__health_for_heartbeat(struct agent *a, struct wire_gpu *out, int max);
 
 /* ---- metrics.c: GET /metrics ---- */
 struct metrics;

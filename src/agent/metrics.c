@@ -221,7 +221,7 @@ static void gpus(struct agent *a, struct strbuf *b)
 				continue;
 			struct prom_labels l;
 			gpu_labels(a, i, &l);
-			prom_label(&l, "check", agent__gpu_check_name((enum gpu_check)c));
+			prom_label(&l, "check", gpu_check_name((enum gpu_check)c));
 			prom_sample(b, "tenk_gpu_health_fault", &l, 1);
 		}
 	free(failing);

@@ -95,11 +95,59 @@ static int show_nodes(struct ctx *c)
 	return rc;
 }
 
-enum { N_YES = O_FIRST_OWN };
+enum { N_YES = O_FIRST_OWN, N_FORMAT };
 static const struct tk_option nodes_opts[] = {
 	COMMON_OPTS,
 	{"yes", 0, NULL, "nodes down: do not ask (a node in fact alive runs its jobs twice)"},
+	{"format", 'o', "table|wide|json",
+	 "wide: each node's accelerators as its agent last read them (busy, hottest, power, "
+	 "the health checks they fail)"},
 };
+
+/* The wide table's accelerator columns of node n: their mean utilisation,
+ * the hottest, the power drawn of their limits, and the checks each one
+ * fails ("1:pcie"), from the agent's newest beat; "-" where not known. */
+static void gpu_columns(json_t *n, char *util, char *temp, char *power, char *health, size_t len)
+{
+	json_t *gpus = json_object_get(n, "gpus");
+	snprintf(util, len, "-");
+	snprintf(temp, len, "-");
+	snprintf(power, len, "-");
+	snprintf(health, len, "-");
+	if (!json_array_size(gpus) || strcmp(cli__jstr(n, "state"), "DOWN") == 0)
+		return;
+	long long usum = 0, un = 0, tmax = -1, w = 0, limit = 0, slowed = 0;
+	size_t i, hl = 0;
+	json_t *g;
+	health[0] = 0;
+	json_array_foreach (gpus, i, g) {
+		json_t *u = json_object_get(g, "util_pct"), *t = json_object_get(g, "temp_c");
+		if (u) {
+			usum += json_integer_value(u);
+			un++;
+		}
+		if (t && json_integer_value(t) > tmax)
+			tmax = json_integer_value(t);
+		w += cli__jint(g, "power_w");
+		limit += cli__jint(g, "power_limit_w");
+		slowed += json_is_true(json_object_get(g, "slowed"));
+		size_t k;
+		json_t *f;
+		json_array_foreach (json_object_get(g, "failing"), k, f)
+			if (hl < len)
+				hl += (size_t)snprintf(
+					health + hl, len - hl, "%s%lld:%s", hl ? "," : "",
+					(long long)cli__jint(g, "index"), json_string_value(f));
+	}
+	if (un)
+		snprintf(util, len, "%lld%%", usum / un);
+	if (tmax >= 0)
+		snprintf(temp, len, "%lldC", tmax);
+	if (limit)
+		snprintf(power, len, "%lld/%lld", w, limit);
+	if (!health[0])
+		snprintf(health, len, slowed ? "%lld slowed" : "ok", slowed);
+}
 
 /* tenk nodes history NAME: its failures and what was done about them, oldest
  * first. */
@@ -170,6 +218,12 @@ static int run_nodes(struct ctx *c)
 		c->npos++;
 		return rc;
 	}
+	const char *fmt = c->v[N_FORMAT] ? c->v[N_FORMAT] : "table";
+	if (strcmp(fmt, "table") && strcmp(fmt, "wide") && strcmp(fmt, "json"))
+		return cli__usage_error(c->cmd, "--format: table, wide or json, got \"%s\"", fmt);
+	bool wide = strcmp(fmt, "wide") == 0;
+	if (strcmp(fmt, "json") == 0)
+		c->json = true;
 	json_t *res;
 	struct tk_error err;
 	if (client_call(&c->client, "GET", "/v1/nodes", NULL, CALL_TIMEOUT_MS, &res, NULL, &err) <
@@ -180,8 +234,13 @@ static int run_nodes(struct ctx *c)
 		json_decref(res);
 		return CLI_EXIT_OK;
 	}
-	printf("%-16s %-11s %9s %11s %-20s %6s %5s %-18s %s\n", "NAME", "STATE", "CPUS", "MEM(GiB)",
-	       "ACCELERATORS", "USED", "JOBS", "VALIDATION", "REASON");
+	if (wide)
+		printf("%-16s %-11s %-20s %6s %5s %5s %5s %11s %-20s %s\n", "NAME", "STATE",
+		       "ACCELERATORS", "USED", "JOBS", "BUSY", "TEMP", "POWER(W)", "GPU HEALTH",
+		       "REASON");
+	else
+		printf("%-16s %-11s %9s %11s %-20s %6s %5s %-18s %s\n", "NAME", "STATE", "CPUS",
+		       "MEM(GiB)", "ACCELERATORS", "USED", "JOBS", "VALIDATION", "REASON");
 	size_t i;
 	json_t *n;
 	json_array_foreach (json_object_get(res, "nodes"), i, n) {
@@ -193,6 +252,15 @@ static int run_nodes(struct ctx *c)
 		snprintf(mem, sizeof(mem), "%lld/%lld",
 			 (long long)(cli__jint(n, "mem_used_mib") / 1024),
 			 (long long)(cli__jint(n, "mem_mib") / 1024));
+		if (wide) {
+			char util[128], temp[128], power[128], health[128];
+			gpu_columns(n, util, temp, power, health, sizeof(health));
+			printf("%-16.16s %-11s %-20.20s %6g %5zu %5s %5s %11s %-20s %s\n",
+			       cli__jstr(n, "name"), cli__jstr(n, "state"), acc, used,
+			       json_array_size(json_object_get(n, "jobs")), util, temp, power,
+			       health, cli__jstr(n, "reason"));
+			continue;
+		}
 		/* the last validation: its verdict, and the layer that failed */
 		json_t *v = json_object_get(n, "validation");
 		if (json_is_object(v)) {

@@ -837,6 +837,19 @@ struct gpu_limits {
 
 void sched_config_gpu_default(struct gpu_limits *g);
 
+/* The checks an accelerator is held to ("temperature", "throttle",
+ * "power", "pcie", "remapped_rows"). */
+enum gpu_check {
+	GPU_CHECK_TEMPERATURE,
+	GPU_CHECK_THROTTLE,
+	GPU_CHECK_POWER,
+	GPU_CHECK_PCIE,
+	GPU_CHECK_ROWS,
+	GPU_CHECK_MAX
+};
+const char *gpu_check_name(enum gpu_check c); /* "?" out of range */
+int gpu_check_parse(const char *s, enum gpu_check *ret);
+
 struct sched_config {
 	struct class_spec classes[MODEL_MAX_CLASSES];
 	int nclasses;

@@ -46,6 +46,29 @@ void sched_config_gpu_default(struct gpu_limits *g)
 				 .rows = 1};
 }
 
+static const char *const gpu_checks[] = {
+	[GPU_CHECK_TEMPERATURE] = "temperature",
+	[GPU_CHECK_THROTTLE] = "throttle",
+	[GPU_CHECK_POWER] = "power",
+	[GPU_CHECK_PCIE] = "pcie",
+	[GPU_CHECK_ROWS] = "remapped_rows",
+};
+
+const char *gpu_check_name(enum gpu_check c)
+{
+	return (unsigned)c < GPU_CHECK_MAX ? gpu_checks[c] : "?";
+}
+
+int gpu_check_parse(const char *s, enum gpu_check *ret)
+{
+	for (int c = 0; c < GPU_CHECK_MAX; c++)
+		if (s && strcmp(s, gpu_checks[c]) == 0) {
+			*ret = (enum gpu_check)c;
+			return 0;
+		}
+	return -EINVAL;
+}
+
 int sched_config_class(const struct sched_config *c, const char *name)
 {
 	for (int i = 0; i < c->nclasses; i++)

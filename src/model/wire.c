@@ -406,6 +406,8 @@ json_t *wire_heartbeat_pack(const struct wire_heartbeat *m)
 			json_array_append_new(f, json_string(m->faults[i]));
 		json_object_set_new(o, "faults", f);
 	}
+	if (m->ngpus)
+		json_object_set_new(o, "gpus", wire_gpus_pack(m->gpus, m->ngpus));
 	if (m->ntrain) {
 		json_t *t = json_array();
 		for (int i = 0; i < m->ntrain; i++)
@@ -418,6 +420,78 @@ json_t *wire_heartbeat_pack(const struct wire_heartbeat *m)
 		json_object_set_new(o, "metrics", t);
 	}
 	return o;
+}
+
+json_t *wire_gpus_pack(const struct wire_gpu *g, int n)
+{
+	json_t *a = json_array();
+	for (int i = 0; i < n; i++) {
+		json_t *o = json_pack("{s:i, s:b}", "index", g[i].index, "slowed", g[i].slowed);
+		static const char *const keys[] = {"util_pct", "temp_c", "power_w",
+						   "power_limit_w"};
+		const int vals[] = {g[i].util_pct, g[i].temp_c, g[i].power_w, g[i].power_limit_w};
+		for (int k = 0; k < 4; k++)
+			if (vals[k] >= 0)
+				json_object_set_new(o, keys[k], json_integer(vals[k]));
+		json_t *f = json_array();
+		for (int c = 0; c < GPU_CHECK_MAX; c++)
+			if (g[i].failing & (1u << c))
+				json_array_append_new(
+					f, json_string(gpu_check_name((enum gpu_check)c)));
+		json_object_set_new(o, "failing", f);
+		json_array_append_new(a, o);
+	}
+	return a;
+}
+
+static int gpus_unpack(json_t *j, struct wire_heartbeat *ret, struct tk_error *err)
+{
+	static const char *const keys[] = {"index",	    "util_pct", "temp_c",  "power_w",
+					   "power_limit_w", "slowed",	"failing", NULL};
+	json_t *gpus;
+	size_t n;
+	int r;
+	if ((r = array_of(j, "gpus", false, MODEL_MAX_ACCELS, &gpus, &n, err)) < 0 || !gpus)
+		return r;
+	size_t i;
+	json_t *v;
+	json_array_foreach (gpus, i, v) {
+		struct wire_gpu *g = &ret->gpus[i];
+		int64_t x[5];
+		if ((r = mj_link_keys(v, NULL, keys, err)) < 0 ||
+		    (r = mj_int(v, "index", true, 0, 1 << 20, 0, &x[0], err)) < 0 ||
+		    (r = mj_int(v, "util_pct", false, 0, 100, -1, &x[1], err)) < 0 ||
+		    (r = mj_int(v, "temp_c", false, 0, 1000, -1, &x[2], err)) < 0 ||
+		    (r = mj_int(v, "power_w", false, 0, 1000000, -1, &x[3], err)) < 0 ||
+		    (r = mj_int(v, "power_limit_w", false, 0, 1000000, -1, &x[4], err)) < 0 ||
+		    (r = mj_bool(v, "slowed", false, false, &g->slowed, err)) < 0) {
+			mj_prefix(err, "gpus[%zu]", i);
+			return r;
+		}
+		g->index = (int)x[0];
+		g->util_pct = (int)x[1];
+		g->temp_c = (int)x[2];
+		g->power_w = (int)x[3];
+		g->power_limit_w = (int)x[4];
+		json_t *f = json_object_get(v, "failing");
+		if (f && !json_is_array(f))
+			return tk_errorf(err, -EINVAL,
+					 "gpus[%zu].failing: must be an array of checks", i);
+		size_t k;
+		json_t *c;
+		json_array_foreach (f, k, c) {
+			enum gpu_check gc;
+			if (!json_is_string(c))
+				return tk_errorf(err, -EINVAL,
+						 "gpus[%zu].failing[%zu]: must be a check's name",
+						 i, k);
+			/* a newer agent's check, unknown here, is skipped */
+			if (gpu_check_parse(json_string_value(c), &gc) == 0)
+				g->failing |= 1u << gc;
+		}
+		ret->ngpus = (int)i + 1;
+	}
+	return 0;
 }
 
 json_t *wire_images_pack(const struct wire_image *im, int n)
@@ -511,7 +585,7 @@ int wire_heartbeat_unpack(json_t *j, struct wire_heartbeat *ret, struct tk_error
 {
 	static const char *const keys[] = {"node",   "agent_id", "checkpoints", "stopping",
 					   "images", "pulls",	 "faults",	"metrics",
-					   "acked",  "witness",	 NULL};
+					   "acked",  "witness",	 "gpus",	NULL};
 	static const char *const ckeys[] = {"job", "attempt", "at_ms", NULL};
 	int r;
 	memset(ret, 0, sizeof(*ret));
@@ -549,7 +623,7 @@ int wire_heartbeat_unpack(json_t *j, struct wire_heartbeat *ret, struct tk_error
 		ret->witness_port = (int)port;
 		ret->witness_seq = (uint64_t)seq;
 	}
-	if ((r = images_unpack(j, ret, err)) < 0) {
+	if ((r = images_unpack(j, ret, err)) < 0 || (r = gpus_unpack(j, ret, err)) < 0) {
 		wire_heartbeat_release(ret);
 		return r;
 	}

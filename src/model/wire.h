@@ -231,6 +231,18 @@ struct wire_train {
 	int64_t offset;
 };
 
+/* What one accelerator read at the agent's last look (each second), in a
+ * heartbeat's "gpus" (protocol 2): the operator's view of the node, and
+ * how the server finds a job whose accelerators all sit idle. -1: not
+ * read. */
+struct wire_gpu {
+	int index; /* the inventory's device index */
+	int util_pct, temp_c, power_w, power_limit_w;
+	bool slowed;	  /* heat or the power brake slows its clocks */
+	unsigned failing; /* the checks it fails, 1 << enum gpu_check */
+};
+json_t *wire_gpus_pack(const struct wire_gpu *g, int n);
+
 struct wire_heartbeat {
 	char node[MODEL_NAME_MAX];
 	char agent_id[WIRE_AGENT_ID_MAX];
@@ -263,6 +275,10 @@ struct wire_heartbeat {
 	char group_id[WIRE_GROUP_ID_MAX];
 	char group_tag[WIRE_GROUP_ID_MAX];
 	uint64_t witness_seq; /* the agent's beats, counted from 1 (0: not said) */
+	/* its accelerators, as NVML read them last (none: no NVML, or a
+	 * protocol-1 server, which refuses the key) */
+	int ngpus;
+	struct wire_gpu gpus[MODEL_MAX_ACCELS];
 };
 
 json_t *wire_heartbeat_pack(const struct wire_heartbeat *m);

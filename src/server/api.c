@@ -1464,6 +1464,7 @@ static void h_agent_heartbeat(struct request *r, const char *param, json_t *body
 			state_node_images(&r->s->st, n, &m);
 		for (int i = 0; i < m.nfaults; i++)
 			state_node_fault(&r->s->st, n, m.faults[i], server_now_ms(r->s));
+		state_node_gpus(&r->s->st, n, &m, server_now_ms(r->s));
 		for (int i = 0; i < m.ncheckpoints; i++)
 			state_checkpoint_seen(&r->s->st, &m.checkpoints[i]);
 		for (int i = 0; i < m.ntrain; i++)

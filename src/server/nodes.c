@@ -258,7 +258,8 @@ void state_node_fault(struct state *s, struct snode *n, const char *fault, int64
 	snprintf(lost, sizeof(lost), "it reported a %.200s", why);
 	int np = n->nparts;
 	struct part *parts = xmalloc(sizeof(*parts) * (size_t)(np + 1));
-	memcpy(parts, n->parts, sizeof(*parts) * (size_t)np);
+	if (np)
+		memcpy(parts, n->parts, sizeof(*parts) * (size_t)np);
 	for (int i = 0; i < np; i++) {
 		struct attempt *a = &parts[i].job->job.attempts[parts[i].attempt - 1];
 		if (state_attempt_is_current(parts[i].job, a))
@@ -677,6 +678,30 @@ void state_node_images(struct state *s, struct snode *n, struct wire_heartbeat *
 				snprintf(p->detail, sizeof(p->detail), "%s", m->pulls[k].detail);
 			}
 	}
+}
+
+void state_node_gpus(struct state *s, struct snode *n, const struct wire_heartbeat *m, int64_t now)
+{
+	if (!m->ngpus && !n->ngpus)
+		return;
+	if (m->ngpus != n->ngpus)
+		n->gpus = xrealloc(n->gpus, sizeof(*n->gpus) * (size_t)(m->ngpus + 1));
+	memcpy(n->gpus, m->gpus, sizeof(*n->gpus) * (size_t)m->ngpus);
+	n->ngpus = m->ngpus;
+	n->gpus_mono = tk_mono_ms();
+	n->gpus_ms = now;
+}
+
+const struct wire_gpu *state_node_gpu(const struct state *s, const struct snode *n, int dev)
+{
+	/* fresh: within a third of the node timeout (three beats at least) */
+	if (n->live != NODE_LIVE_UP ||
+	    s->mono_ms - n->gpus_mono > MAX(s->cfg.node_timeout_ms / 3, 1))
+		return NULL;
+	for (int i = 0; i < n->ngpus; i++)
+		if (n->gpus[i].index == dev)
+			return &n->gpus[i];
+	return NULL;
 }
 
 void state_node_pull(struct state *s, struct snode *n, const char *ref)

@@ -179,6 +179,11 @@ json_t *state_node_pack(struct state *s, const struct snode *n)
 		json_array_append_new(h, node_event_pack(&n->rec.history[i]));
 	json_object_set_new(o, "history", h);
 	json_object_set_new(o, "agent_stopping", json_boolean(n->agent_stopping));
+	if (n->ngpus) {
+		/* what its accelerators read at its newest beat */
+		json_object_set_new(o, "gpus", wire_gpus_pack(n->gpus, n->ngpus));
+		json_object_set_new(o, "gpus_at_ms", json_integer(n->gpus_ms));
+	}
 	json_object_set_new(o, "credential",
 			    json_string(n->rec.revoked		? "revoked"
 					: n->rec.admit		? "admitted"

@@ -16,6 +16,13 @@
  * transitions. What is known here is in memory only: a server restarted
  * starts each attempt's clock again at its next line.
  *
+ * A running attempt whose accelerators all read under 5% busy (the
+ * agents' beats: NVML, each second) for the same window is stalled too,
+ * lines or not: a job hung before its first step, or one that writes no
+ * lines. Its evidence names them ("GPUs 0-7 on gpu03 under 5% for
+ * 12m"), and work on them again ends that stall. A job with no lines and
+ * no accelerators, or on nodes without NVML, is not judged.
+ *
  * Where lines say their rank ("step=120 rank=3 loss=2.1", each rank its
  * own), each rank's time a step is measured over its newest lines; a rank
  * slower than 1.5 times the gang's median at four checks in a row (two
@@ -37,6 +44,8 @@
  * many checks in a row, is named the straggler */
 #define STRAGGLER_RATIO 1.5
 #define STRAGGLER_CHECKS 4
+/* an accelerator under this utilisation is idle */
+#define STALL_IDLE_PCT 5
 
 /* What the lines that say their rank ("rank=R") tell of it. */
 struct srank {
@@ -46,11 +55,19 @@ struct srank {
 	int strikes;	   /* checks in a row it was slow */
 };
 
+enum stall_kind { STALL_BY_NONE, STALL_BY_LINES, STALL_BY_GPUS };
+
 struct sstall {
-	int attempt;	   /* the attempt these are of */
-	int64_t line_mono; /* when its newest line came, by this server's clock */
-	int64_t line_ms;   /* ... by the wall clock of the node that read it */
-	int64_t step;	   /* the newest line's step (-1: none said) */
+	int attempt; /* the attempt these are of */
+	bool lines;  /* it wrote training lines */
+	/* since when every accelerator it holds reads idle (0: not, or not
+	 * known), and the most busy one of them read meanwhile */
+	int64_t idle_mono;
+	int idle_max_pct;
+	enum stall_kind kind; /* what it was found stalled by */
+	int64_t line_mono;    /* when its newest line came, by this server's clock */
+	int64_t line_ms;      /* ... by the wall clock of the node that read it */
+	int64_t step;	      /* the newest line's step (-1: none said) */
 	/* the lines of one read of the file share its time: the time between
 	 * reads over the lines read, a gap each */
 	int64_t read_ms;
@@ -170,8 +187,8 @@ static void check_straggler(struct state *s, struct sjob *j, struct sstall *t, i
 	t->median_s = median;
 }
 
-void state_stall_line(struct state *s, struct sjob *j, const struct attempt *a,
-		      const struct train_point *p)
+/* What is known of j's attempt a, anew when it is of another attempt. */
+static struct sstall *fresh(struct sjob *j, const struct attempt *a)
 {
 	struct sstall *t = j->stall;
 	if (!t || t->attempt != a->number) {
@@ -181,8 +198,18 @@ void state_stall_line(struct state *s, struct sjob *j, const struct attempt *a,
 		memset(t, 0, sizeof(*t));
 		t->attempt = a->number;
 		t->step = -1;
-		t->read_ms = p->at_ms;
 		t->straggler = -1;
+	}
+	return t;
+}
+
+void state_stall_line(struct state *s, struct sjob *j, const struct attempt *a,
+		      const struct train_point *p)
+{
+	struct sstall *t = fresh(j, a);
+	if (!t->lines) {
+		t->lines = true;
+		t->read_ms = p->at_ms;
 	}
 	rank_line(s, t, a, p);
 	if (p->at_ms > t->read_ms && t->lines_in_read > 0) {
@@ -204,9 +231,80 @@ void state_stall_line(struct state *s, struct sjob *j, const struct attempt *a,
 		log_info("job %lld: a training line again (step %lld): no longer stalled",
 			 (long long)j->job.id, (long long)p->step);
 		t->stalled_ms = 0;
+		t->kind = STALL_BY_NONE;
 		t->why[0] = '\0';
 		state_job_dirty(s, j); /* (its record, as clients see it, changed) */
 	}
+}
+
+/* Device numbers as ranges: "0-3,6". */
+static void devs_text(const int *devs, int n, char *out, size_t len)
+{
+	size_t at = 0;
+	out[0] = 0;
+	for (int i = 0; i < n && at < len; i++) {
+		int k = i;
+		while (k + 1 < n && devs[k + 1] == devs[k] + 1)
+			k++;
+		at += (size_t)(k > i ? snprintf(out + at, len - at, "%s%d-%d", at ? "," : "",
+						devs[i], devs[k])
+				     : snprintf(out + at, len - at, "%s%d", at ? "," : "",
+						devs[i]));
+		i = k;
+	}
+}
+
+/* Whether every accelerator attempt a holds reads idle at its node's
+ * newest beat (1), one is busy (0), or one is not known (-1: it holds
+ * none, or a node says nothing of one); with the most busy one's
+ * utilisation. */
+static int gpus_idle(const struct state *s, const struct attempt *a, int *max_pct)
+{
+	int seen = 0, idle = 1;
+	*max_pct = 0;
+	for (int k = 0; k < a->nnodes; k++) {
+		const struct snode *n = state_node((struct state *)s, a->nodes[k].name);
+		for (int d = 0; d < a->nodes[k].ndev; d++) {
+			const struct wire_gpu *g =
+				n ? state_node_gpu(s, n, a->nodes[k].devs[d]) : NULL;
+			if (!g || g->util_pct < 0)
+				return -1;
+			if (g->util_pct >= STALL_IDLE_PCT)
+				idle = 0;
+			*max_pct = MAX(*max_pct, g->util_pct);
+			seen++;
+		}
+	}
+	return seen ? idle : -1;
+}
+
+/* "GPUs 0-7 on gpu03, 0-7 on gpu04 under 5% for 12m (at most 2%)". */
+static void idle_text(const struct state *s, const struct attempt *a, const struct sstall *t,
+		      char *out, size_t len)
+{
+	char dur[32];
+	tk_format_duration((s->mono_ms - t->idle_mono) / 1000, dur, sizeof(dur));
+	size_t at = (size_t)snprintf(out, len, "GPUs ");
+	int listed = 0;
+	for (int k = 0; k < a->nnodes && at < len; k++) {
+		if (!a->nodes[k].ndev)
+			continue;
+		if (listed == 2) {
+			int more = 0;
+			for (int m = k; m < a->nnodes; m++)
+				more += a->nodes[m].ndev > 0;
+			at += (size_t)snprintf(out + at, len - at, " and %d more node(s)", more);
+			break;
+		}
+		char devs[160];
+		devs_text(a->nodes[k].devs, a->nodes[k].ndev, devs, sizeof(devs));
+		at += (size_t)snprintf(out + at, len - at, "%s%s on %s", listed ? ", " : "", devs,
+				       a->nodes[k].name);
+		listed++;
+	}
+	if (at < len)
+		snprintf(out + at, len - at, " under %d%% for %s (at most %d%%)", STALL_IDLE_PCT,
+			 dur, t->idle_max_pct);
 }
 
 static int cmp_i64(const void *a, const void *b)
@@ -236,6 +334,17 @@ static int64_t window_ms(const struct state *s, const struct sjob *j, const stru
 	return MAX(10 * median_gap(t), s->sched.stall_min_s * 1000);
 }
 
+static void act(struct state *s, struct sjob *j, struct sstall *t, int64_t win, int64_t now);
+
+/* Found stalled by its accelerators alone. */
+static void stalled_gpus(struct state *s, struct sjob *j, const struct attempt *a, struct sstall *t,
+			 int64_t win, int64_t now)
+{
+	idle_text(s, a, t, t->why, sizeof(t->why));
+	t->kind = STALL_BY_GPUS;
+	act(s, j, t, win, now);
+}
+
 static void stalled(struct state *s, struct sjob *j, struct sstall *t, int64_t win, int64_t now)
 {
 	char quiet[32], med[32] = "";
@@ -256,8 +365,25 @@ static void stalled(struct state *s, struct sjob *j, struct sstall *t, int64_t w
 	if (stopped >= 0 && a && a->nnodes)
 		snprintf(first, sizeof(first), "; rank %d on %s stopped first", stopped,
 			 a->nodes[stopped / MAX(j->job.req.tasks_per_node, 1)].name);
-	snprintf(t->why, sizeof(t->why), "no training line for %s since the last%s%s%s", quiet,
-		 step, med, first);
+	char idle[MODEL_REASON_MAX / 2] = "";
+	if (a && t->idle_mono) {
+		idle[0] = ';';
+		idle[1] = ' ';
+		idle_text(s, a, t, idle + 2, sizeof(idle) - 2);
+	}
+	char why[512]; /* (cut to the record's size) */
+	snprintf(why, sizeof(why), "no training line for %s since the last%s%s%s%s", quiet, step,
+		 med, first, idle);
+	size_t len = MIN(strlen(why), sizeof(t->why) - 1);
+	memcpy(t->why, why, len);
+	t->why[len] = '\0';
+	t->kind = STALL_BY_LINES;
+	act(s, j, t, win, now);
+}
+
+/* What a stall found does: says so, and the job's on_stall. */
+static void act(struct state *s, struct sjob *j, struct sstall *t, int64_t win, int64_t now)
+{
 	t->stalled_ms = now;
 	t->window_ms = win;
 	log_warn("job %lld stalled: %s; on_stall %s", (long long)j->job.id, t->why,
@@ -285,19 +411,50 @@ void state_check_stalls(struct state *s, int64_t now)
 		struct snode *n = s->nodes[i];
 		for (int k = 0; k < n->nparts; k++) {
 			struct sjob *j = n->parts[k].job;
-			struct sstall *t = j->stall;
-			if (n->parts[k].node_index != 0 || !t || t->stalled_ms ||
-			    j->job.state != JOB_RUNNING || n->parts[k].attempt != t->attempt)
+			if (n->parts[k].node_index != 0 || j->job.state != JOB_RUNNING)
 				continue;
 			const struct attempt *a = job_current_attempt(&j->job);
-			if (!a || a->number != t->attempt || a->ended)
+			if (!a || a->number != n->parts[k].attempt || a->ended)
 				continue;
+			struct sstall *t =
+				j->stall && j->stall->attempt == a->number ? j->stall : NULL;
+			int max_pct, known = gpus_idle(s, a, &max_pct);
+			bool idle = known == 1;
+			if (!t && known < 0)
+				continue; /* nothing known, nothing to judge */
+			if (!t)
+				t = fresh(j, a);
+			if (!idle) {
+				t->idle_mono = 0;
+			} else if (!t->idle_mono) {
+				t->idle_mono = s->mono_ms;
+				t->idle_max_pct = max_pct;
+			} else {
+				t->idle_max_pct = MAX(t->idle_max_pct, max_pct);
+			}
+			if (t->stalled_ms) {
+				/* work on its accelerators again ends a stall they made */
+				if (t->kind == STALL_BY_GPUS && !idle) {
+					log_info("job %lld: its accelerators work again: no "
+						 "longer stalled",
+						 (long long)j->job.id);
+					t->stalled_ms = 0;
+					t->kind = STALL_BY_NONE;
+					t->why[0] = '\0';
+					state_job_dirty(s, j);
+				}
+				continue;
+			}
 			if (t->ranks)
 				check_straggler(s, j, t, now);
 			int64_t win = window_ms(s, j, t);
-			if (s->mono_ms - t->line_mono > win) {
+			if (t->lines && s->mono_ms - t->line_mono > win) {
 				stalled(s, j, t, win, now);
 				return; /* (parts may have changed: the next tick goes on) */
+			}
+			if (t->idle_mono && s->mono_ms - t->idle_mono > win) {
+				stalled_gpus(s, j, a, t, win, now);
+				return;
 			}
 		}
 	}
@@ -354,5 +511,5 @@ bool state_job_stalled(const struct sjob *j)
 
 bool state_job_trains(const struct sjob *j)
 {
-	return current(j) != NULL;
+	return current(j) != NULL; /* lines, or accelerators watched */
 }

@@ -89,6 +89,7 @@ void state_release(struct state *s)
 		free(s->nodes[i]->parts);
 		free(s->nodes[i]->images);
 		free(s->nodes[i]->pulls);
+		free(s->nodes[i]->gpus);
 		free(s->nodes[i]);
 	}
 	free(s->nodes);

@@ -270,6 +270,12 @@ struct snode {
 	struct wire_image *images;
 	int npulls;
 	struct wire_pull *pulls;
+	/* its accelerators as its agent's newest beat read them (none: no
+	 * NVML there, or an agent that does not say), and when it came (the
+	 * monotonic and the wall clock) */
+	int ngpus;
+	struct wire_gpu *gpus;
+	int64_t gpus_mono, gpus_ms;
 };
 
 /* What one owner's waiting jobs number and weigh (the per-user caps). */
@@ -556,6 +562,11 @@ void state_task_restored(struct state *s, const struct task_event *ev, int64_t n
 void state_restore_plan(struct state *s, struct sjob *j, struct attempt *a);
 /* A heartbeat's images and pulls (has_images): what node n holds now. */
 void state_node_images(struct state *s, struct snode *n, struct wire_heartbeat *m);
+/* What a beat said of the node's accelerators. */
+void state_node_gpus(struct state *s, struct snode *n, const struct wire_heartbeat *m, int64_t now);
+/* What the node's device index dev read at its newest beat, where that is
+ * fresh (a few beats old at most); NULL: not known. */
+const struct wire_gpu *state_node_gpu(const struct state *s, const struct snode *n, int dev);
 /* Asks node n to pull ref (again). */
 void state_node_pull(struct state *s, struct snode *n, const char *ref);
 /* `tenk images`: node n's images and pulls. */

@@ -6,8 +6,9 @@ its last checkpoint; with --on-stall cancel it is cancelled. The three
 jobs run side by side."""
 import os
 import re
+import time
 
-from conftest import BIN, server_and_agent, wait_for
+from conftest import BIN, Daemon, Tenk, root_jobs_config, server_and_agent, wait_for
 
 
 def stalled_metric(t, jid):
@@ -95,6 +96,69 @@ def test_the_slow_rank_is_named_the_straggler(workdir, procs):
     # when rank 2's lines end too, the job stalls: rank 1 stopped first
     st = wait_for(lambda: t.job(jid).get("stalled"), 60, "the job stalled")
     assert "rank 1 on n1 stopped first" in st["why"], st
+    t.run("cancel", jid)
+    agent.stop()
+    server.stop()
+
+
+def test_idle_gpus_stall_a_job(workdir, procs):
+    """A job that holds two accelerators and writes no lines: busy (the
+    NVML stand-in says 90%), it is not judged; both under 5% for its
+    --stall-after, it is STALLED with the GPUs named; one busy again, the
+    stall is over. A job that stops its lines while its GPUs sit idle says
+    both."""
+    data = os.path.join(workdir, "data")
+    nvml = os.path.join(workdir, "nvml")
+    with open(nvml, "w") as f:
+        f.write("0 util 90\n1 util 90\n")
+    root_jobs_config(data, admin_unix_user="root")
+    server = Daemon(["server", "--data", data, "--listen", "127.0.0.1:0", "--node-timeout",
+                     "6s"], workdir, "server")
+    procs.append(server)
+    wait_for(lambda: os.path.exists(os.path.join(data, "server.url")), 20, "the server")
+    t = Tenk(workdir, data)
+    shim = os.path.join(os.path.dirname(BIN), "tests", "gpushim")
+    agent = Daemon(["agent", "--server", t.url, "--token-file", os.path.join(data, "agent.token"),
+                    "--name", "n1", "--work-dir", os.path.join(workdir, "w"), "--stop-jobs"],
+                   workdir, "agent", env={"LD_LIBRARY_PATH": shim, "TENK_FAKE_GPUS": "2",
+                                          "TENK_FAKE_NVML_FILE": nvml})
+    procs.append(agent)
+    t.wait_nodes_up(1)
+    jid = t.submit("-G", "2", "--stall-after", "2s", "--", "sleep", "600")
+    t.wait_state(jid, "RUNNING")
+    # the node's accelerators as the agent read them, in the API and -o wide
+    n = wait_for(lambda: (lambda n: n if n.get("gpus") else None)(t.json("nodes")["nodes"][0]),
+                 20, "the node's GPUs")
+    assert [(g["index"], g["util_pct"], g["failing"]) for g in n["gpus"]] == \
+        [(0, 90, []), (1, 90, [])], n["gpus"]
+    wide = t.run("nodes", "-o", "wide").stdout
+    assert re.search(r"^n1\s+\S+\s.*\s90%\s+35C\s+140/1400\s+ok\b", wide, re.M), wide
+    time.sleep(4)
+    assert "stalled" not in t.job(jid), t.job(jid)
+    assert stalled_metric(t, jid) == 0
+
+    with open(nvml, "w") as f:
+        f.write("0 util 1\n1 util 3\n")
+    s = wait_for(lambda: t.job(jid).get("stalled"), 30, "the job stalled")
+    assert re.fullmatch(r"GPUs 0-1 on n1 under 5% for \S+ \(at most 3%\)", s["why"]), s
+    assert s["on_stall"] == "notify" and s["window_s"] == 2, s
+    assert "STALLED:  GPUs 0-1 on n1 under 5%" in t.run("show", jid).stdout
+    assert stalled_metric(t, jid) == 1
+    with open(nvml, "w") as f:
+        f.write("0 util 60\n1 util 3\n")
+    wait_for(lambda: "stalled" not in t.job(jid), 30, "the stall over")
+    assert "its accelerators work again" in server.output()
+    t.run("cancel", jid)
+
+    # lines that stop as the GPUs go idle (the job tells the stand-in): both said
+    with open(nvml, "w") as f:
+        f.write("0 util 90\n1 util 90\n")
+    jid = t.submit("-G", "1", "--stall-after", "3s", "--", "sh", "-c",
+                   'for i in 1 2 3; do echo "step=$i loss=1" >> $TENK_METRICS; sleep 0.2; done; '
+                   f'printf "0 util 0\\n1 util 0\\n" > {nvml}; sleep 600')
+    s = wait_for(lambda: t.job(jid).get("stalled"), 30, "the job stalled")
+    assert s["why"].startswith("no training line for ") and \
+        re.search(r"; GPUs \d on n1 under 5% for ", s["why"]), s
     t.run("cancel", jid)
     agent.stop()
     server.stop()

@@ -1221,6 +1221,42 @@ static void test_wire(void **state)
 	assert_true(wire_heartbeat_unpack(j, &hb, &err) < 0);
 	assert_non_null(strstr(err.text, "stopping"));
 	json_decref(j);
+	/* what its accelerators read: round trip; what was not read stays -1;
+	 * a check this side does not know is skipped, a malformed one refused */
+	{
+		struct wire_heartbeat g = {.node = "n", .agent_id = "abababababababab", .ngpus = 2};
+		g.gpus[0] = (struct wire_gpu){
+			0, 95, 71, 650, 700, true, 1u << GPU_CHECK_PCIE | 1u << GPU_CHECK_ROWS};
+		g.gpus[1] = (struct wire_gpu){3, -1, -1, -1, -1, false, 0};
+		json_t *gp = wire_heartbeat_pack(&g);
+		struct wire_heartbeat hb2;
+		assert_int_equal(wire_heartbeat_unpack(gp, &hb2, &err), 0);
+		assert_int_equal(hb2.ngpus, 2);
+		for (int i = 0; i < 2; i++) {
+			const struct wire_gpu *x = &hb2.gpus[i], *y = &g.gpus[i];
+			assert_true(x->index == y->index && x->util_pct == y->util_pct &&
+				    x->temp_c == y->temp_c && x->power_w == y->power_w &&
+				    x->power_limit_w == y->power_limit_w &&
+				    x->slowed == y->slowed && x->failing == y->failing);
+		}
+		wire_heartbeat_release(&hb2);
+		json_t *f =
+			json_object_get(json_array_get(json_object_get(gp, "gpus"), 0), "failing");
+		assert_string_equal(json_string_value(json_array_get(f, 0)), "pcie");
+		json_array_append_new(f, json_string("newer_check"));
+		assert_int_equal(wire_heartbeat_unpack(gp, &hb2, &err), 0);
+		assert_int_equal(hb2.gpus[0].failing, g.gpus[0].failing);
+		wire_heartbeat_release(&hb2);
+		json_array_append_new(f, json_integer(3));
+		assert_true(wire_heartbeat_unpack(gp, &hb2, &err) < 0);
+		assert_non_null(strstr(err.text, "gpus[0].failing[3]"));
+		json_object_set_new(json_array_get(json_object_get(gp, "gpus"), 1), "util_pct",
+				    json_integer(101));
+		json_array_remove(f, 3);
+		assert_true(wire_heartbeat_unpack(gp, &hb2, &err) < 0);
+		assert_non_null(strstr(err.text, "gpus[1].util_pct"));
+		json_decref(gp);
+	}
 	/* the node's images and pulls: both or neither, round trip, checked */
 	struct wire_image im = {.ref = "reg.example/ml/torch:2.4", .size_mib = 9};
 	snprintf(im.digest, sizeof(im.digest), "sha256:%064d", 7);
