@@ -1141,6 +1141,8 @@ static void ckpt_kick(struct agent *a)
 		k = ckjob_new(g, tag, step, g->attempt);
 		k->rate = a->cfg.ckpt_upload_mib_s * 1024 * 1024;
 		g->ckpt.uploading = true;
+		if (!g->ckpt.backlog_since_ms)
+			g->ckpt.backlog_since_ms = tk_mono_ms();
 		k->tagdir = xasprintf("%s/%s", g->ckpt.dir, tag);
 		k->stage = xasprintf("%s/ckpt-stage/%lld.%d.%s", a->cfg.work_dir, (long long)g->job,
 				     g->attempt, tag);
@@ -1253,6 +1255,21 @@ bool agent__ckpt_draining(struct taskgroup *g)
 	char tag[MODEL_CKPT_TAG_MAX];
 	int64_t step;
 	return g->ckpt.uploading || newest_tag(g, tag, sizeof(tag), &step);
+}
+
+int64_t agent__ckpt_backlog_ms(struct taskgroup *g, int64_t now)
+{
+	if (!g->ckpt.store || !g->ckpt.dir)
+		return -1;
+	char tag[MODEL_CKPT_TAG_MAX];
+	int64_t step;
+	if (!g->ckpt.uploading && !(group_started(g) && newest_tag(g, tag, sizeof(tag), &step))) {
+		g->ckpt.backlog_since_ms = 0;
+		return 0;
+	}
+	if (!g->ckpt.backlog_since_ms)
+		g->ckpt.backlog_since_ms = now;
+	return now - g->ckpt.backlog_since_ms;
 }
 
 void agent__ckpt_group_release(struct taskgroup *g)

@@ -167,6 +167,9 @@ struct group_ckpt {
 	int64_t keep_step[MODEL_MAX_CKPTS];
 	int64_t swept_ms;
 	int64_t drain_until_ms; /* monotonic; 0 while its tasks run */
+	/* since when a committed tag of its has waited for the store or been
+	 * uploading, without a moment with none (monotonic; 0: none waits) */
+	int64_t backlog_since_ms;
 	char restore_tag[MODEL_CKPT_TAG_MAX];
 	char restored_tag[MODEL_CKPT_TAG_MAX];
 	int64_t restore_step;

@@ -359,6 +359,9 @@ void agent__ckpt_group_release(struct taskgroup *g);
 /* Its tasks have ended, and a checkpoint they marked is not yet uploaded
  * (within the drain time of their end): the group stays until it is. */
 bool agent__ckpt_draining(struct taskgroup *g);
+/* How long g's checkpoints have waited for the store (ms; 0: none waits
+ * now; -1: g has no store to upload to). */
+int64_t agent__ckpt_backlog_ms(struct taskgroup *g, int64_t now);
 
 /* ---- agent.c ---- */
 /* A handle of the agent's own (a podman command's) closed: a stop may be done. */

@@ -321,6 +321,25 @@ static void allocations(struct agent *a, struct strbuf *b)
 		prom_sample(b, "tenk_attempt_memory_peak_bytes", &l,
 			    (double)g->mem_peak_mib * (1 << 20));
 	}
+	/* checkpoints the store has not yet taken: the work a failure now
+	 * would lose beyond the last upload */
+	prom_family(b, "tenk_checkpoint_upload_backlog_seconds", "gauge",
+		    "How long each attempt's committed checkpoints have waited for the cluster's "
+		    "store without a moment with none waiting (0: none waits).");
+	pos = 0;
+	int64_t now = tk_mono_ms();
+	while (tk_map_next(&a->groups, &pos, NULL, &v)) {
+		struct taskgroup *g = v;
+		int64_t ms = agent__ckpt_backlog_ms(g, now);
+		if (ms < 0)
+			continue;
+		struct prom_labels l;
+		prom_labels_init(&l);
+		prom_label(&l, "node", a->inv.name);
+		prom_labelf(&l, "job_id", "%lld", (long long)g->job);
+		prom_labelf(&l, "attempt", "%d", g->attempt);
+		prom_sample(b, "tenk_checkpoint_upload_backlog_seconds", &l, (double)ms / 1000.0);
+	}
 }
 
 /* /proc/stat's first line: CPU time of the whole node by mode. */

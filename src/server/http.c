@@ -862,6 +862,13 @@ int http_start(struct server *s, const char *listen, struct tk_error *err)
 		flags |= MHD_USE_TLS;
 		s->tls_cert_pem = cert;
 		s->tls_key_pem = key;
+		s->tls_not_after = server_tls_not_after(cert);
+		if (s->tls_ca_path) {
+			char *ca = NULL;
+			if (tk_read_file(s->tls_ca_path, 1 << 20, &ca, NULL) == 0)
+				s->tls_ca_not_after = server_tls_not_after(ca);
+			free(ca);
+		}
 	}
 	/* as many connections as descriptors allow, the last of them for nodes */
 	s->max_conns = s->cfg.max_connections > 0 ? s->cfg.max_connections : SERVER_MAX_CONNECTIONS;

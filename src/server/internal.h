@@ -273,6 +273,9 @@ struct server {
 
 	char *tls_cert_pem, *tls_key_pem; /* what MHD serves TLS with, kept till it stops */
 	char *tls_ca_path;		  /* DATA/tls/ca.pem when the server made its own */
+	/* when the certificate it serves, and the CA it made, stop being
+	 * valid (seconds since the epoch; 0: none, or not readable) */
+	int64_t tls_not_after, tls_ca_not_after;
 	/* job lists wait here and are built a few milliseconds' worth each loop
 	 * iteration, so that agents' calls between them are never held up */
 	struct req_list lists;
@@ -360,6 +363,9 @@ int http_start(struct server *s, const char *listen, struct tk_error *err);
 /* tls.c: a certificate for the server, issued by the cluster CA of
  * DATA/tls (made on first use) for the addresses of host/ss (every address
  * of this host for a wildcard); PEM text the caller frees. */
+/* When the first certificate of a PEM text stops being valid (seconds
+ * since the epoch); 0 where it is not one. */
+int64_t server_tls_not_after(const char *pem);
 int server_tls_self_issue(const char *data_dir, const char *host, const struct sockaddr_storage *ss,
 			  char **ret_cert, char **ret_key, struct tk_error *err);
 /* Answers every held request with 503 and stops the daemon. */

@@ -407,6 +407,19 @@ void h_metrics(struct request *r, const char *param, json_t *body)
 		    "When the server started, in seconds since the epoch.");
 	prom_sample(&b, "tenk_server_start_time_seconds", NULL,
 		    (double)s->metrics.started_ms / 1000.0);
+	/* what a certificate that runs out would stop: every client and agent */
+	prom_family(&b, "tenk_server_certificate_expiry_timestamp_seconds", "gauge",
+		    "When the certificate the server serves (cert=\"server\"), and the cluster CA "
+		    "it made (cert=\"ca\"), stop being valid, in seconds since the epoch.");
+	const int64_t expiry[] = {s->tls_not_after, s->tls_ca_not_after};
+	for (int k = 0; k < 2; k++) {
+		if (!expiry[k])
+			continue;
+		prom_labels_init(&l);
+		prom_label(&l, "cert", k ? "ca" : "server");
+		prom_sample(&b, "tenk_server_certificate_expiry_timestamp_seconds", &l,
+			    (double)expiry[k]);
+	}
 	metrics_role(s, &b);
 	jobs(s, &b);
 	queues(s, &b);

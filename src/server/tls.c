@@ -258,6 +258,19 @@ out:
 	return r;
 }
 
+int64_t server_tls_not_after(const char *pem)
+{
+	gnutls_x509_crt_t crt;
+	if (!pem || gnutls_x509_crt_init(&crt) < 0)
+		return 0;
+	gnutls_datum_t d = {(unsigned char *)pem, (unsigned)strlen(pem)};
+	time_t t = (time_t)-1;
+	if (gnutls_x509_crt_import(crt, &d, GNUTLS_X509_FMT_PEM) == 0)
+		t = gnutls_x509_crt_get_expiration_time(crt);
+	gnutls_x509_crt_deinit(crt);
+	return t == (time_t)-1 ? 0 : (int64_t)t;
+}
+
 int server_tls_self_issue(const char *data_dir, const char *host, const struct sockaddr_storage *ss,
 			  char **ret_cert, char **ret_key, struct tk_error *err)
 {

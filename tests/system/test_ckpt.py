@@ -8,8 +8,10 @@ ending bit for bit where an uninterrupted run ends."""
 import glob
 import json
 import os
+import re
 import sys
 import time
+import urllib.request
 
 import pytest
 
@@ -320,7 +322,8 @@ def test_agent_restart_resumes_an_upload(workdir, procs):
     data, server, agent = split_cluster(workdir, procs, store)
     srv = server()
     t = Tenk(workdir, data)
-    slow = ["--checkpoint-upload-rate", "20"]  # MiB/s: the kill lands mid-upload
+    slow = ["--checkpoint-upload-rate", "20",  # MiB/s: the kill lands mid-upload
+            "--metrics-listen", "127.0.0.1:0"]
     a = agent(t, "n1", extra=slow)
     t.wait_nodes_up(1)
     size = 20 * 1000 * 1000
@@ -331,6 +334,15 @@ def test_agent_restart_resumes_an_upload(workdir, procs):
     part = os.path.join(store, str(jid), "big", "a1", "n0")
     wait_for(lambda: os.path.exists(os.path.join(part, "part-2")), 120, "the upload under way")
     assert not os.path.exists(os.path.join(part, "manifest.json"))
+    # the agent's /metrics: how long the tag has waited for the store
+    url = open(os.path.join(workdir, "n1", "metrics.url")).read().strip()
+
+    def backlog():
+        with urllib.request.urlopen(url, timeout=10) as r:
+            m = re.search(r'^tenk_checkpoint_upload_backlog_seconds\{[^}]*job_id="%d"[^}]*\} '
+                          r'(\S+)$' % jid, r.read().decode(), re.M)
+        return float(m.group(1)) if m else None
+    wait_for(lambda: (backlog() or 0) >= 0.5, 30, "the backlog said")
     a.kill9()
     whole = sorted(f for f in os.listdir(part) if not f.endswith(".tenk-tmp"))
     agent(t, "n1", log="again", extra=slow)
@@ -342,6 +354,8 @@ def test_agent_restart_resumes_an_upload(workdir, procs):
     k = checkpoints(t, jid)["checkpoints"][0]
     # what was whole before the kill moved once: the second upload wrote less
     assert whole and k["bytes"] < 6 * size, (whole, k)
+    url = open(os.path.join(workdir, "n1", "metrics.url")).read().strip()
+    wait_for(lambda: backlog() == 0, 30, "no backlog once it is uploaded")
     t.run("cancel", jid)
     assert srv.alive()
 

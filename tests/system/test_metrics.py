@@ -7,6 +7,7 @@ import os
 import re
 import socket
 import subprocess
+import time
 import urllib.parse
 import urllib.request
 
@@ -145,6 +146,11 @@ def test_metrics_promtool_and_a_real_scrape(workdir, procs):
     assert sample(stext, "tenk_http_request_duration_seconds_count", method="POST",
                   route="/v1/jobs") >= 1
     assert sample(stext, "tenk_node_heartbeat_age_seconds", node="n1") < 30
+    # its certificate and the CA it made (five and ten years), for the expiry alert
+    left = {c: sample(stext, "tenk_server_certificate_expiry_timestamp_seconds", cert=c) -
+            time.time() for c in ("server", "ca")}
+    assert abs(left["server"] - 1825 * 86400) < 2 * 86400, left
+    assert abs(left["ca"] - 3650 * 86400) < 2 * 86400, left
     # a node that takes work has no state series; one drained has
     assert 'tenk_node_state{node="n1"' not in stext
     t.run("drain", "n1", "--reason", "a look")
