@@ -202,6 +202,7 @@ struct group_train {
 	int64_t *pend_offset;
 	int npend;
 	int64_t sent_upto;
+	int64_t mtime_ms; /* the file's last change at the last read that found lines */
 };
 
 /* One attempt's part on this node, run by its shim. */

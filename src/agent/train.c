@@ -10,6 +10,12 @@
  * 1,024, thinned evenly beyond), and the server takes each line once, by
  * that offset: a server away loses no line, an agent restarted (which reads
  * the file again) adds none twice.
+ *
+ * A line's time is when it was written, as near as the file tells: the
+ * last line a read finds was written at the file's last change, and the
+ * lines before it are spread evenly back to the last change the read
+ * before saw (what goodput and stragglers measure steps by; a second's
+ * read time would blur them).
  */
 #include "internal.h"
 
@@ -100,6 +106,8 @@ static void poll_group(struct taskgroup *g)
 	char buf[TRAIN_READ_MAX];
 	off_t at = lseek(g->train.fd, 0, SEEK_CUR);
 	ssize_t n = read(g->train.fd, buf, sizeof(buf));
+	int first = g->train.npend;
+	bool thinned = false;
 	for (ssize_t i = 0; i < n; i++) {
 		if (buf[i] != '\n') {
 			if (g->train.partial < sizeof(g->train.line))
@@ -107,12 +115,26 @@ static void poll_group(struct taskgroup *g)
 			g->train.partial++;
 			continue;
 		}
-		if (!g->train.skip)
+		if (!g->train.skip) {
+			thinned |= g->train.npend == TRAIN_PEND_MAX;
 			take_line(g, g->train.line, MIN(g->train.partial, sizeof(g->train.line)),
 				  (int64_t)at + i + 1);
+		}
 		g->train.skip = false;
 		g->train.partial = 0;
 	}
+	/* when they were written: up to the file's last change, spread back
+	 * to the change the last read saw (a second before, at the first) */
+	int count = g->train.npend - first;
+	if (count <= 0 || thinned)
+		return;
+	if (fstat(g->train.fd, &st) < 0) /* (after the read: what it read was written by then) */
+		return;
+	int64_t mt = (int64_t)st.st_mtim.tv_sec * 1000 + st.st_mtim.tv_nsec / 1000000;
+	int64_t prev = g->train.mtime_ms && g->train.mtime_ms < mt ? g->train.mtime_ms : mt - 1000;
+	for (int k = 0; k < count; k++)
+		g->train.pend[first + k].at_ms = prev + (mt - prev) * (k + 1) / count;
+	g->train.mtime_ms = mt;
 }
 
 void agent__train_poll(struct agent *a)
