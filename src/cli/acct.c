@@ -119,6 +119,7 @@ static const struct field {
 	{"ConsumedEnergy", "Energy", "energy_j", F_ENERGY, 14},
 	{"GPUHours", NULL, "gpu_hours", F_NUM, 9},
 	{"GPUBusyHours", NULL, "gpu_busy_hours", F_NUM, 12},
+	{"GoodGPUHours", NULL, "good_gpu_hours", F_NUM, 12},
 	{"GPUHoursPerKWh", NULL, "gpu_hours_per_kwh", F_NUM, 14},
 	{"Cost", NULL, "cost", F_MONEY, 10},
 };
@@ -415,7 +416,7 @@ static int run_usage(struct ctx *c)
 	const char *cur = cli__jstr(res, "currency");
 	printf("Usage %s .. %s by %s: %lld accelerators, %.2f GPU-hours of capacity\n", t1, t2, by,
 	       (long long)cli__jint(res, "gpus"), jnum(total, "capacity_gpu_hours"));
-	const char *head = strcmp(unit, "hours") == 0	 ? "GPU-HOURS       BUSY"
+	const char *head = strcmp(unit, "hours") == 0	 ? "GPU-HOURS       BUSY  GOODPUT"
 			   : strcmp(unit, "cost") == 0	 ? "     COST"
 			   : strcmp(unit, "energy") == 0 ? "      KWH"
 							 : " PERCENT";
@@ -431,9 +432,15 @@ static int run_usage(struct ctx *c)
 	json_array_foreach (rows, i, g) {
 		const char *name = i + 1 == json_array_size(rows) ? "TOTAL" : cli__jstr(g, "name");
 		printf("%-16s ", *name ? name : "(none)");
-		if (strcmp(unit, "hours") == 0)
-			printf("%9.3f %10.3f", jnum(g, "gpu_hours"), jnum(g, "gpu_busy_hours"));
-		else if (strcmp(unit, "cost") == 0)
+		if (strcmp(unit, "hours") == 0) {
+			/* the share of its GPU-hours whose training was kept */
+			char good[16] = "-";
+			json_t *gp = json_object_get(g, "goodput");
+			if (json_is_number(gp))
+				snprintf(good, sizeof(good), "%.1f%%", 100 * json_number_value(gp));
+			printf("%9.3f %10.3f %8s", jnum(g, "gpu_hours"), jnum(g, "gpu_busy_hours"),
+			       good);
+		} else if (strcmp(unit, "cost") == 0)
 			printf("%9.2f", jnum(g, "cost"));
 		else if (strcmp(unit, "energy") == 0)
 			printf("%9.4f", jnum(g, "energy_j") / 3.6e6);

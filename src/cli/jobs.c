@@ -330,6 +330,38 @@ static void show_job(json_t *j)
 		       (long long)cli__jint(strag, "rank"), cli__jstr(strag, "node"),
 		       json_number_value(json_object_get(strag, "step_s")),
 		       json_number_value(json_object_get(strag, "median_s")));
+	json_t *gp = json_object_get(j, "goodput");
+	if (gp && json_is_number(json_object_get(gp, "effective_ratio"))) {
+		/* where its time went: the parts add up to its wall time */
+		static const char *const parts[][2] = {
+			{"productive_s", "productive"}, {"lost_s", "lost"},
+			{"detecting_s", "detecting"},	{"placing_s", "placing again"},
+			{"restoring_s", "restoring"},	{"starting_s", "starting"},
+			{"queued_s", "queued first"},
+		};
+		char d[32];
+		tk_format_duration((int64_t)json_number_value(json_object_get(gp, "wall_s")), d,
+				   sizeof(d));
+		printf("  Goodput:  %.1f%% effective training time (%lld failure(s), %lld step(s) "
+		       "done again); of %s:\n           ",
+		       100 * json_number_value(json_object_get(gp, "effective_ratio")),
+		       (long long)cli__jint(gp, "failures"), (long long)cli__jint(gp, "steps_lost"),
+		       d);
+		for (size_t k = 0; k < ARRAY_SIZE(parts); k++) {
+			double v = json_number_value(json_object_get(gp, parts[k][0]));
+			if (v < 0.5 && k)
+				continue;
+			tk_format_duration((int64_t)(v + 0.5), d, sizeof(d));
+			printf("%s%s %s", k ? ", " : "", d, parts[k][1]);
+		}
+		printf("\n");
+	}
+	json_t *mfu = json_object_get(j, "mfu");
+	if (mfu)
+		printf("  MFU:      %.1f%% (%.1f of the cards' %.1f TFLOP/s, as its lines say)\n",
+		       100 * json_number_value(json_object_get(mfu, "ratio")),
+		       json_number_value(json_object_get(mfu, "achieved_tflops")),
+		       json_number_value(json_object_get(mfu, "peak_tflops")));
 	json_t *las = json_object_get(j, "las");
 	if (las)
 		printf("  Order:    least attained service, level %lld of %lld (%.3g "

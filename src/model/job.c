@@ -1026,6 +1026,8 @@ static json_t *attempt_pack(const struct attempt *a)
 			      a->master_port, "reason", a->reason, "nodes", nodes, "tasks", tasks);
 	if (a->end != ATTEMPT_END_NONE)
 		json_object_set_new(o, "end", json_string(attempt_end_name(a->end)));
+	if (a->fail_ms)
+		json_object_set_new(o, "fail_ms", json_integer(a->fail_ms));
 	if (a->digest[0])
 		json_object_set_new(o, "digest", json_string(a->digest));
 	if (a->restore_tag[0] || a->restore_go)
@@ -1169,9 +1171,9 @@ static int attempt_node_unpack(json_t *nj, struct attempt_node *n, struct tk_err
 static int attempt_unpack(json_t *aj, struct attempt *a, struct tk_error *err)
 {
 	static const char *const keys[] = {
-		"number",  "start_ms", "end_ms", "ended",  "master_addr", "master_port",
-		"reason",  "nodes",    "tasks",	 "digest", "restore",	  "pending_checkpoints",
-		"metrics", "end",      NULL};
+		"number",  "start_ms", "end_ms",  "ended",  "master_addr", "master_port",
+		"reason",  "nodes",    "tasks",	  "digest", "restore",	   "pending_checkpoints",
+		"metrics", "end",      "fail_ms", NULL};
 	int64_t number, start, end, port;
 	int r, cause;
 	memset(a, 0, sizeof(*a));
@@ -1214,7 +1216,8 @@ static int attempt_unpack(json_t *aj, struct attempt *a, struct tk_error *err)
 	    /* absent: running, or from a store before causes were kept */
 	    (r = mj_enum(aj, "end", false, attempt_end_names + 1, ATTEMPT_END_MAX - 1, -1, &cause,
 			 err)) < 0 ||
-	    (r = mj_strbuf(aj, "digest", false, true, a->digest, sizeof(a->digest), err)) < 0)
+	    (r = mj_strbuf(aj, "digest", false, true, a->digest, sizeof(a->digest), err)) < 0 ||
+	    (r = mj_int(aj, "fail_ms", false, 0, INT64_MAX, 0, &a->fail_ms, err)) < 0)
 		return r;
 	a->end = (enum attempt_end)(cause + 1);
 	a->number = (int)number;

@@ -506,6 +506,7 @@ struct train_metrics {
 	int nplot;
 	int nhist;
 	int64_t hist_step[MODEL_TRAIN_HISTORY];
+	int64_t hist_ms[MODEL_TRAIN_HISTORY]; /* when each was written (0: not known) */
 	double hist[MODEL_TRAIN_HISTORY][MODEL_TRAIN_PLOTTED]; /* NaN: not in that line */
 };
 
@@ -519,6 +520,34 @@ json_t *train_point_pack(const struct train_point *p);
 int train_point_unpack(json_t *j, struct train_point *p, struct tk_error *err);
 json_t *train_metrics_pack(const struct train_metrics *m);
 int train_metrics_unpack(json_t *j, struct train_metrics *m, struct tk_error *err);
+
+/* ---- goodput (goodput.c): where a job's time went ---------------------------- */
+
+/* Every ms from submission to the job's end (or now) in one part: before
+ * its first start; waiting to be placed again; restoring checkpoints;
+ * from each start (and restore) to its first training line; training
+ * kept; training thrown away (after the last checkpoint the next attempt
+ * restored); from each failure to its attempt's end. */
+struct goodput {
+	int64_t wall_ms, queued_ms, placing_ms, restoring_ms, starting_ms, productive_ms, lost_ms,
+		detecting_ms;
+	int failures;	    /* attempts that ended without finishing the job */
+	int64_t steps_lost; /* steps done again */
+	double ratio;	    /* effective training time: productive over the time since its first
+			     * start (-1: not started) */
+};
+struct job;
+void goodput_of(const struct job *j, int64_t now, struct goodput *g);
+/* The parts of attempt index alone (with the wait before it, and for
+ * the last what follows it); wall_ms their sum. */
+void goodput_attempt(const struct job *j, int index, int64_t now, struct goodput *g);
+json_t *goodput_pack(const struct goodput *g);
+/* The model FLOP/s attempt a's newest lines say it achieves: tokens_per_s
+ * times flops_per_token, samples_per_s times flops_per_sample, or
+ * model_flops (a step's) over its median time a step; < 0: they do not
+ * say. Over the peak of the cards it holds: its model FLOPs utilisation. */
+struct attempt;
+double goodput_flops(const struct attempt *a);
 
 /* Why an attempt ended: what accounting classes it by (sacct's PREEMPTED,
  * NODE_FAIL, REQUEUED for one that is not its job's last). Its reason, the
@@ -543,6 +572,10 @@ struct attempt {
 	int64_t start_ms;
 	int64_t end_ms; /* 0 while not ended */
 	bool ended;	/* every task exited or was lost; resources are free */
+	/* when what ended it happened, as near as the server knows: a node's
+	 * last word before it was lost, the first task to fail (0: not a
+	 * failure, or as it ended); what goodput counts detection from */
+	int64_t fail_ms;
 	char master_addr[MODEL_ADDR_MAX];
 	int master_port;
 	int nnodes;

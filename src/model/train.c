@@ -95,12 +95,14 @@ void train_metrics_add(struct train_metrics *m, const struct train_point *p)
 		int k = 0;
 		for (int i = 0; i < m->nhist; i += 2, k++) {
 			m->hist_step[k] = m->hist_step[i];
+			m->hist_ms[k] = m->hist_ms[i];
 			memcpy(m->hist[k], m->hist[i], sizeof(m->hist[k]));
 		}
 		m->nhist = k;
 	}
 	int h = m->nhist++;
 	m->hist_step[h] = p->step >= 0 ? p->step : (h ? m->hist_step[h - 1] + 1 : 0);
+	m->hist_ms[h] = p->at_ms;
 	for (int c = 0; c < MODEL_TRAIN_PLOTTED; c++) {
 		int i = c < m->nplot ? find(p, m->last.name[c]) : -1;
 		m->hist[h][c] = i >= 0 ? p->value[i] : NAN;
@@ -146,18 +148,21 @@ int train_point_unpack(json_t *j, struct train_point *p, struct tk_error *err)
 json_t *train_metrics_pack(const struct train_metrics *m)
 {
 	json_t *o = train_point_pack(&m->last);
-	json_t *names = json_array(), *steps = json_array(), *rows = json_array();
+	json_t *names = json_array(), *steps = json_array(), *rows = json_array(),
+	       *times = json_array();
 	for (int c = 0; c < m->nplot; c++)
 		json_array_append_new(names, json_string(m->last.name[c]));
 	for (int h = 0; h < m->nhist; h++) {
 		json_array_append_new(steps, json_integer(m->hist_step[h]));
+		json_array_append_new(times, json_integer(m->hist_ms[h]));
 		json_t *row = json_array();
 		for (int c = 0; c < m->nplot; c++)
 			json_array_append_new(row, isnan(m->hist[h][c]) ? json_null()
 									: json_real(m->hist[h][c]));
 		json_array_append_new(rows, row);
 	}
-	json_t *hist = json_pack("{s:o, s:o, s:o}", "names", names, "steps", steps, "values", rows);
+	json_t *hist = json_pack("{s:o, s:o, s:o, s:o}", "names", names, "steps", steps, "values",
+				 rows, "times", times);
 	if (m->offset)
 		json_object_set_new(hist, "offset", json_integer(m->offset));
 	json_object_set_new(o, "history", hist);
@@ -197,8 +202,17 @@ int train_metrics_unpack(json_t *j, struct train_metrics *m, struct tk_error *er
 	if (off && (!json_is_integer(off) || json_integer_value(off) < 0))
 		return tk_errorf(err, -EINVAL, "history.offset: must be a byte offset");
 	m->offset = off ? json_integer_value(off) : 0;
+	/* when each point was written (an earlier release kept none) */
+	json_t *times = json_object_get(hist, "times");
+	if (times && (!json_is_array(times) || json_array_size(times) != json_array_size(steps)))
+		return tk_errorf(err, -EINVAL, "history.times: must be one time for each step");
 	m->nhist = (int)json_array_size(steps);
 	for (int h = 0; h < m->nhist; h++) {
+		json_t *tv = times ? json_array_get(times, (size_t)h) : NULL;
+		if (tv && (!json_is_integer(tv) || json_integer_value(tv) < 0))
+			return tk_errorf(err, -EINVAL, "history.times[%d]: must be a time in ms",
+					 h);
+		m->hist_ms[h] = tv ? json_integer_value(tv) : 0;
 		json_t *st = json_array_get(steps, (size_t)h);
 		json_t *row = json_array_get(rows, (size_t)h);
 		if (!json_is_integer(st) || !json_is_array(row) ||

@@ -65,6 +65,8 @@ struct acct {
 	double energy_j;   /* -1: unknown */
 	double cost;	   /* accelerators, CPUs, memory */
 	char model[MODEL_NAME_MAX];
+	struct goodput good; /* where its time went (goodput.c) */
+	double good_hours;   /* gpus x its kept training */
 };
 
 static void figures(struct server *s, const struct sjob *j, const struct attempt *a, int64_t now,
@@ -90,6 +92,8 @@ static void figures(struct server *s, const struct sjob *j, const struct attempt
 			snprintf(f->model, sizeof(f->model), "mixed");
 	}
 	f->gpu_hours = f->gpus * f->hours;
+	goodput_attempt(&j->job, (int)(a - j->job.attempts), now, &f->good);
+	f->good_hours = f->gpus * (double)f->good.productive_ms / 3.6e6;
 	const struct job_request *rq = &j->job.req;
 	double cpus = (double)rq->tasks_per_node * rq->cpus_per_task * a->nnodes;
 	double mem_gib = (double)rq->mem_mib / 1024.0 * a->nnodes;
@@ -104,7 +108,8 @@ struct arec {
 	int64_t start_ms, end_ms; /* start 0: never started */
 	bool ended;
 	double gpu_hours, busy_hours, cost;
-	double energy_j; /* < 0: unknown */
+	double energy_j;   /* < 0: unknown */
+	double good_hours; /* < 0: unknown */
 };
 
 /* Attempt a of held job j; *f holds what r's model points into. */
@@ -122,7 +127,8 @@ static void arec_held(struct server *s, const struct sjob *j, const struct attem
 			   .gpu_hours = f->gpu_hours,
 			   .busy_hours = f->busy_hours,
 			   .cost = f->cost,
-			   .energy_j = f->energy_j};
+			   .energy_j = f->energy_j,
+			   .good_hours = f->good_hours};
 }
 
 static void arec_stored(const struct store_acct *row, struct arec *r)
@@ -137,7 +143,8 @@ static void arec_stored(const struct store_acct *row, struct arec *r)
 			   .gpu_hours = row->gpu_hours,
 			   .busy_hours = row->busy_hours,
 			   .cost = row->cost,
-			   .energy_j = row->energy_j};
+			   .energy_j = row->energy_j,
+			   .good_hours = row->good_hours};
 }
 
 /* The share of attempt r (ending at now if it runs) inside [from, to]. */
@@ -180,6 +187,9 @@ static json_t *row(struct server *s, const struct sjob *j, const struct attempt 
 		(double)cpu_ms / 1000.0, "mem_peak_mib", (json_int_t)mem_peak, "gpu_hours",
 		f.gpu_hours, "gpu_busy_hours", f.busy_hours, "cost", f.cost);
 	json_object_set_new(o, "energy_j", f.energy_j >= 0 ? json_real(f.energy_j) : json_null());
+	/* its share of the job's goodput: the wait before it, its parts */
+	json_object_set_new(o, "goodput", goodput_pack(&f.good));
+	json_object_set_new(o, "good_gpu_hours", json_real(f.good_hours));
 	/* an array's element: sacct's 16_0 (ArrayJobID, ArrayTaskID) */
 	if (j->job.array_job)
 		json_object_set_new(o, "array",
@@ -288,6 +298,9 @@ static bool acct_filled(const struct server *s, int64_t id)
 struct group {
 	char name[MODEL_NAME_MAX];
 	double gpu_hours, busy_hours, cost, energy_j;
+	/* GPU-hours of kept training, and the GPU-hours of the records that
+	 * say it (older ones do not) */
+	double good_hours, good_of_hours;
 	int64_t attempts;
 	int64_t from_ms; /* by time: where its step begins */
 };
@@ -353,6 +366,10 @@ static void usage_add_steps(struct acct_scan *sc, const struct arec *r)
 		sc->g[m].busy_hours += r->busy_hours * frac;
 		sc->g[m].cost += r->cost * frac;
 		sc->g[m].energy_j += MAX(r->energy_j, 0) * frac;
+		if (r->good_hours >= 0) {
+			sc->g[m].good_hours += r->good_hours * frac;
+			sc->g[m].good_of_hours += r->gpu_hours * frac;
+		}
 		sc->g[m].attempts++;
 	}
 	double frac = share_inside(r, sc->from, sc->to, sc->now);
@@ -360,6 +377,10 @@ static void usage_add_steps(struct acct_scan *sc, const struct arec *r)
 	sc->total.busy_hours += r->busy_hours * frac;
 	sc->total.cost += r->cost * frac;
 	sc->total.energy_j += MAX(r->energy_j, 0) * frac;
+	if (r->good_hours >= 0) {
+		sc->total.good_hours += r->good_hours * frac;
+		sc->total.good_of_hours += r->gpu_hours * frac;
+	}
 	sc->total.attempts++;
 }
 
@@ -388,6 +409,10 @@ static void usage_add(struct acct_scan *sc, const struct arec *r)
 		t[q]->busy_hours += r->busy_hours * frac;
 		t[q]->cost += r->cost * frac;
 		t[q]->energy_j += MAX(r->energy_j, 0) * frac;
+		if (r->good_hours >= 0) {
+			t[q]->good_hours += r->good_hours * frac;
+			t[q]->good_of_hours += r->gpu_hours * frac;
+		}
 		t[q]->attempts++;
 	}
 }
@@ -561,6 +586,12 @@ static void usage_reply(struct request *r, struct acct_scan *sc)
 				      "cost", x->cost, "energy_j", x->energy_j, "attempts",
 				      (json_int_t)x->attempts, "percent",
 				      capacity > 0 ? 100.0 * x->gpu_hours / capacity : 0.0);
+		/* goodput: the share of the GPU-hours whose training was kept */
+		json_object_set_new(o, "good_gpu_hours", json_real(x->good_hours));
+		json_object_set_new(o, "goodput",
+				    x->good_of_hours > 0
+					    ? json_real(x->good_hours / x->good_of_hours)
+					    : json_null());
 		if (m < sc->ng && sc->step_ms) {
 			/* a step: its start, and the accelerators allocated on average */
 			int64_t len = MIN(x->from_ms + sc->step_ms, sc->to) - x->from_ms;
@@ -888,6 +919,7 @@ void acct_put(struct server *s, const struct sjob *j, struct store_batch *b)
 			.busy_hours = r.busy_hours,
 			.cost = r.cost,
 			.energy_j = r.energy_j,
+			.good_hours = r.good_hours,
 			/* as the API answers it: one rounding */
 			.doc = json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(15))};
 		json_decref(o);

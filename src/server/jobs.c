@@ -354,8 +354,12 @@ void state_check_failures(struct state *s, int64_t now, int64_t mono)
 }
 
 void state_job_lost(struct state *s, struct sjob *j, struct attempt *a, const char *node,
-		    const char *why, int64_t now)
+		    const char *why, int64_t fail_ms, int64_t now)
 {
+	/* the node's last word may be before a failure its peers reported
+	 * (a rank that lost its peer fails after it) */
+	fail_ms = fail_ms > 0 && fail_ms <= now ? fail_ms : now;
+	a->fail_ms = a->fail_ms ? MIN(a->fail_ms, fail_ms) : fail_ms;
 	char reason[MODEL_REASON_MAX];
 	snprintf(reason, sizeof(reason), "node %s lost: %s", node, why);
 	attempt_end(a, ATTEMPT_END_NODE_LOST, reason);
@@ -410,13 +414,16 @@ void state_task_exited(struct state *s, const struct task_event *ev, int64_t now
 								: NODE_EV_TASKS_LOST,
 						 j->job.id, a->number, ev->detail, now);
 			state_job_lost(s, j, a, node,
-				       ev->detail[0] ? ev->detail : "its agent stopped", now);
+				       ev->detail[0] ? ev->detail : "its agent stopped", ev->at_ms,
+				       now);
 		} else if (ev->cause == EXIT_TIMEOUT) {
 			char reason[MODEL_REASON_MAX];
 			snprintf(reason, sizeof(reason), "time limit of %llds reached",
 				 (long long)j->job.req.time_limit_s);
 			state_job_finish(s, j, JOB_TIMEOUT, ev->exit_code, reason, now);
 		} else if (ev->exit_code != 0) {
+			if (!a->fail_ms) /* the first task to fail: what goodput counts from */
+				a->fail_ms = ev->at_ms;
 			if (a->nnodes > 1 && !j->job.system)
 				state_failure_wait(s, j, ev);
 			else

@@ -52,7 +52,10 @@ static void jobs(struct server *s, struct strbuf *b)
 	int64_t by_state[JOB_STATE_MAX] = {0};
 	/* one pass over the jobs: counts by state, and the running attempts'
 	 * training metrics, kept aside until their family's turn */
-	struct strbuf train, stalled, stragglers;
+	struct strbuf train, stalled, stragglers, goodput, mfus;
+	strbuf_init(&goodput);
+	strbuf_init(&mfus);
+	int64_t gnow = server_now_ms(s);
 	strbuf_init(&train);
 	strbuf_init(&stalled);
 	strbuf_init(&stragglers);
@@ -64,6 +67,21 @@ static void jobs(struct server *s, struct strbuf *b)
 		if (j->job.state != JOB_RUNNING || !j->job.nattempts)
 			continue;
 		const struct attempt *a = &j->job.attempts[j->job.nattempts - 1];
+		if (!j->job.system) {
+			struct goodput g;
+			goodput_of(&j->job, gnow, &g);
+			struct prom_labels l;
+			prom_labels_init(&l);
+			prom_labelf(&l, "job_id", "%lld", (long long)j->job.id);
+			prom_label(&l, "owner", j->job.owner);
+			if (g.ratio >= 0)
+				prom_sample(&goodput, "tenk_job_goodput_ratio", &l, g.ratio);
+			double mfu_ratio;
+			json_t *mfu = state_mfu_pack(st, j, &mfu_ratio);
+			if (mfu)
+				prom_sample(&mfus, "tenk_job_mfu_ratio", &l, mfu_ratio);
+			json_decref(mfu);
+		}
 		if (state_job_trains(j)) {
 			struct prom_labels l;
 			prom_labels_init(&l);
@@ -117,6 +135,16 @@ static void jobs(struct server *s, struct strbuf *b)
 		    "median (its lines say their rank), with its node.");
 	strbuf_add(b, stragglers.buf, stragglers.len);
 	strbuf_release(&stragglers);
+	prom_family(b, "tenk_job_goodput_ratio", "gauge",
+		    "A running job's effective training time: the time its kept training took "
+		    "over the time since it first started (tenk show has the breakdown).");
+	strbuf_add(b, goodput.buf, goodput.len);
+	strbuf_release(&goodput);
+	prom_family(b, "tenk_job_mfu_ratio", "gauge",
+		    "A running job's model FLOPs utilisation: the FLOP/s its training lines say "
+		    "(tokens_per_s x flops_per_token, ...) over the peak of the cards it holds.");
+	strbuf_add(b, mfus.buf, mfus.len);
+	strbuf_release(&mfus);
 	prom_family(b, "tenk_jobs_submitted_total", "counter", "Jobs submitted (the newest id).");
 	prom_sample(b, "tenk_jobs_submitted_total", NULL, (double)st->njobs);
 

@@ -216,7 +216,9 @@ static void lose_parts(struct state *s, struct snode *n, const char *why,
 		if (fence_until)
 			state_job_fence(s, j, n->rec.inv.name, fence_until);
 		if (state_attempt_is_current(j, a))
-			state_job_lost(s, j, a, n->rec.inv.name, why, now);
+			/* (its last word: a node silent for the timeout failed then) */
+			state_job_lost(s, j, a, n->rec.inv.name, why,
+				       now - MAX(tk_mono_ms() - n->last_seen_ms, 0), now);
 		state_attempt_settle(s, j, a, p.node_index, now);
 		state_part_remove(s, n, j, p.attempt); /* settled already, or now */
 		state_job_dirty(s, j);
@@ -263,7 +265,7 @@ void state_node_fault(struct state *s, struct snode *n, const char *fault, int64
 	for (int i = 0; i < np; i++) {
 		struct attempt *a = &parts[i].job->job.attempts[parts[i].attempt - 1];
 		if (state_attempt_is_current(parts[i].job, a))
-			state_job_lost(s, parts[i].job, a, n->rec.inv.name, lost, now);
+			state_job_lost(s, parts[i].job, a, n->rec.inv.name, lost, now, now);
 	}
 	free(parts);
 	state_want_pass(s);
@@ -678,6 +680,32 @@ void state_node_images(struct state *s, struct snode *n, struct wire_heartbeat *
 				snprintf(p->detail, sizeof(p->detail), "%s", m->pulls[k].detail);
 			}
 	}
+}
+
+double state_attempt_peak_flops(struct state *s, const struct attempt *a)
+{
+	double peak = 0;
+	for (int k = 0; k < a->nnodes; k++) {
+		const struct snode *n = state_node(s, a->nodes[k].name);
+		for (int d = 0; n && d < a->nodes[k].ndev; d++)
+			for (int i = 0; i < n->rec.inv.naccel; i++)
+				if (n->rec.inv.accel[i].index == a->nodes[k].devs[d])
+					peak += n->rec.inv.accel[i].tflops * 1e12 *
+						(double)a->nodes[k].milli / MODEL_MILLI;
+	}
+	return peak;
+}
+
+json_t *state_mfu_pack(struct state *s, const struct sjob *j, double *ratio)
+{
+	const struct attempt *a = j->job.nattempts ? job_current_attempt(&j->job) : NULL;
+	double achieved = a ? goodput_flops(a) : -1;
+	double peak = achieved > 0 ? state_attempt_peak_flops(s, a) : 0;
+	if (achieved <= 0 || peak <= 0)
+		return NULL;
+	*ratio = achieved / peak;
+	return json_pack("{s:f, s:f, s:f}", "ratio", *ratio, "achieved_tflops", achieved / 1e12,
+			 "peak_tflops", peak / 1e12);
 }
 
 void state_node_gpus(struct state *s, struct snode *n, const struct wire_heartbeat *m, int64_t now)

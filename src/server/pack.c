@@ -248,6 +248,16 @@ json_t *state_job_pack(struct state *s, struct sjob *j)
 					      j->las_service / 3600));
 	if (j->last_ckpt_ms)
 		json_object_set_new(o, "last_checkpoint_ms", json_integer(j->last_ckpt_ms));
+	if (!j->job.system && j->job.nattempts) {
+		/* where its time went, over its attempts */
+		struct goodput g;
+		goodput_of(&j->job, s->now_ms, &g);
+		json_object_set_new(o, "goodput", goodput_pack(&g));
+		double ratio;
+		json_t *mfu = state_mfu_pack(s, j, &ratio);
+		if (mfu)
+			json_object_set_new(o, "mfu", mfu);
+	}
 	json_t *stall = state_stall_pack(j), *strag = state_straggler_pack(j);
 	if (stall)
 		json_object_set_new(o, "stalled", stall);

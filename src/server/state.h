@@ -562,6 +562,13 @@ void state_task_restored(struct state *s, const struct task_event *ev, int64_t n
 void state_restore_plan(struct state *s, struct sjob *j, struct attempt *a);
 /* A heartbeat's images and pulls (has_images): what node n holds now. */
 void state_node_images(struct state *s, struct snode *n, struct wire_heartbeat *m);
+/* The peak FLOP/s (dense bf16, the catalogue's) of the accelerators
+ * attempt a holds, in their shares; 0: none, or nodes no longer known. */
+double state_attempt_peak_flops(struct state *s, const struct attempt *a);
+/* A job's model FLOPs utilisation now (its newest attempt's lines over
+ * that peak), as {"ratio", "achieved_tflops", "peak_tflops"}; NULL where
+ * its lines do not say. */
+json_t *state_mfu_pack(struct state *s, const struct sjob *j, double *ratio);
 /* What a beat said of the node's accelerators. */
 void state_node_gpus(struct state *s, struct snode *n, const struct wire_heartbeat *m, int64_t now);
 /* What the node's device index dev read at its newest beat, where that is
@@ -580,9 +587,10 @@ void state_preempt(struct state *s, struct sjob *victim, struct sjob *for_job, i
 bool state_attempt_is_current(const struct sjob *j, const struct attempt *a);
 bool state_task_done(const struct task_status *t);
 /* The current attempt a of j ended with node `node` (lost, or its agent
- * gone): requeued while it has node requeues left, else failed. */
+ * gone) at about fail_ms (its last word; 0: now): requeued while it has
+ * node requeues left, else failed. */
 void state_job_lost(struct state *s, struct sjob *j, struct attempt *a, const char *node,
-		    const char *why, int64_t now);
+		    const char *why, int64_t fail_ms, int64_t now);
 /* Sends an active job back to the queue for another attempt. */
 void state_job_requeue(struct state *s, struct sjob *j, const char *reason, int64_t now);
 /* Finds the class and queue a job names and fills its scheduler's view. */

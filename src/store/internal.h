@@ -43,7 +43,7 @@ struct store_batch {
 
 enum col_type { COL_INT, COL_REAL, COL_TEXT, COL_TEXT_NULL };
 
-#define TABLE_COLS_MAX 12
+#define TABLE_COLS_MAX 13
 
 struct table_desc {
 	const char *name;
@@ -130,7 +130,7 @@ struct store_acct_cursor {
 
 /* The migrations both implementations follow, by number: the schema after
  * migration i is version i + 1. */
-#define STORE_SCHEMA_VERSION 10
+#define STORE_SCHEMA_VERSION 11
 
 int store_sqlite_open(const char *path, bool reader, struct store **ret, struct tk_error *err);
 int store_sqlite_backup(const char *src, const char *dst, struct tk_error *err);

@@ -180,8 +180,8 @@ static const char *const stmt_sql[P_MAX] = {
 	[P_GET_JOB] = "SELECT doc FROM jobs WHERE id = $1",
 	[P_DEL_ACCT] = "DELETE FROM acct WHERE key >= $1 AND key < $2",
 	[P_PUT_ACCT] = "INSERT INTO acct (key, owner, queue, state, model, start_ms, end_ms, "
-		       "gpu_hours, busy_hours, cost, energy_j, doc) VALUES ($1, $2, $3, $4, $5, "
-		       "$6, $7, $8, $9, $10, $11, $12)",
+		       "gpu_hours, busy_hours, cost, energy_j, doc, good_hours) VALUES ($1, $2, "
+		       "$3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
 	[P_STRIP_JOB] = "UPDATE jobs SET doc = '' WHERE id = $1 AND settled_ms > 0",
 	[P_DEL_JOB] = "DELETE FROM jobs WHERE id = $1 AND settled_ms > 0",
 	[P_AUDIT_FLOOR] = "INSERT INTO meta (key, value) VALUES ('audit_keep_from', $1) "
@@ -189,8 +189,8 @@ static const char *const stmt_sql[P_MAX] = {
 	[P_PRUNE_AUDIT] = "DELETE FROM audit WHERE seq IN (SELECT seq FROM audit WHERE at_ms < $1 "
 			  "ORDER BY seq LIMIT $2)",
 	[P_ACCT_FROM] = "SELECT key, owner, queue, state, model, start_ms, end_ms, gpu_hours, "
-			"busy_hours, cost, energy_j, doc FROM acct WHERE key >= $1 ORDER BY key "
-			"LIMIT $2",
+			"busy_hours, cost, energy_j, doc, good_hours FROM acct WHERE key >= $1 "
+			"ORDER BY key LIMIT $2",
 	[P_LEASE_RENEW] = "SELECT tenk_lease_renew($1, $2, $3)",
 	[P_LEASE_GET] = "SELECT holder, url, term, expires_ms - tenk_now_ms() FROM lease WHERE "
 			"name = 'active'",
@@ -305,6 +305,9 @@ static const char *const migrations[] = {
 	"to_jsonb(OLD) ->> TG_ARGV[1], tenk_now_ms()); RETURN OLD; END $$;" CHG_TABLE(
 		"jobs", "job", "id") CHG_TABLE("nodes", "node", "name")
 		CHG_TABLE("queues", "queue", "name") CHG_TABLE("users", "user", "name"),
+	/* 11: each attempt's GPU-hours of kept training (goodput); -1 for the
+	 * records written before */
+	"ALTER TABLE acct ADD COLUMN good_hours DOUBLE PRECISION NOT NULL DEFAULT -1;",
 };
 static_assert(ARRAY_SIZE(migrations) == STORE_SCHEMA_VERSION, "a migration for every version");
 
@@ -882,6 +885,7 @@ static void send_op(struct pipe *pp, const struct op *o)
 		p_real(&p, a->cost);
 		p_real(&p, a->energy_j);
 		p_text(&p, a->doc);
+		p_real(&p, a->good_hours);
 		pipe_send(pp, P_PUT_ACCT, &p);
 		return;
 	}
@@ -1036,6 +1040,7 @@ static int pg_cursor_job(struct store_acct_cursor *base, int64_t job_id, store_a
 			.cost = strtod(PQgetvalue(q, i, 9), NULL),
 			.energy_j = strtod(PQgetvalue(q, i, 10), NULL),
 			.doc = PQgetvalue(q, i, 11),
+			.good_hours = strtod(PQgetvalue(q, i, 12), NULL),
 		};
 		if ((r = cb(ctx, &row)) < 0)
 			return r;

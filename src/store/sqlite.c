@@ -77,8 +77,8 @@ static const char *const stmt_sql[ST_MAX] = {
 	[ST_GET_JOB] = "SELECT doc FROM jobs WHERE id = ?1",
 	[ST_DEL_ACCT] = "DELETE FROM acct WHERE key >= ?1 AND key < ?2",
 	[ST_PUT_ACCT] = "INSERT INTO acct (key, owner, queue, state, model, start_ms, end_ms, "
-			"gpu_hours, busy_hours, cost, energy_j, doc) VALUES (?1, ?2, ?3, ?4, ?5, "
-			"?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+			"gpu_hours, busy_hours, cost, energy_j, doc, good_hours) VALUES (?1, ?2, "
+			"?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
 	[ST_STRIP_JOB] = "UPDATE jobs SET doc = '' WHERE id = ?1 AND settled_ms > 0",
 	[ST_DEL_JOB] = "DELETE FROM jobs WHERE id = ?1 AND settled_ms > 0",
 	[ST_AUDIT_FLOOR] = "INSERT INTO meta (key, value) VALUES ('audit_keep_from', ?1) "
@@ -143,6 +143,9 @@ static const char *const migrations[] = {
 	 * used, with a change mark in every row; the tables stay alike) */
 	"CREATE TABLE IF NOT EXISTS gone (chg INTEGER PRIMARY KEY, kind TEXT NOT NULL, key TEXT "
 	"NOT NULL, at_ms INTEGER NOT NULL);",
+	/* 11: each attempt's GPU-hours of kept training (goodput); -1 for
+	 * the records written before */
+	"ALTER TABLE acct ADD COLUMN good_hours REAL NOT NULL DEFAULT -1;",
 };
 
 static_assert(ARRAY_SIZE(migrations) == STORE_SCHEMA_VERSION, "a migration for every version");
@@ -515,6 +518,7 @@ static int apply_op(struct sq *st, const struct op *o, struct tk_error *err)
 		sqlite3_bind_double(s, 10, a->cost);
 		sqlite3_bind_double(s, 11, a->energy_j);
 		sqlite3_bind_text(s, 12, a->doc, -1, SQLITE_STATIC);
+		sqlite3_bind_double(s, 13, a->good_hours);
 		return step_once(st, ST_PUT_ACCT, err, "writing an attempt's accounting");
 	}
 	case OP_STRIP_JOB:
@@ -590,7 +594,7 @@ static int sq_cursor_new(struct store *base, struct store_acct_cursor **ret, str
 	struct sq *st = SQ(base);
 	static const char sql[] =
 		"SELECT key, owner, queue, state, model, start_ms, end_ms, gpu_hours, busy_hours, "
-		"cost, energy_j, doc FROM acct WHERE key >= ?1 ORDER BY key";
+		"cost, energy_j, doc, good_hours FROM acct WHERE key >= ?1 ORDER BY key";
 	struct sq_cursor *c = xcalloc(1, sizeof(*c));
 	c->base.ops = &sq_cursor_ops;
 	c->st = st;
@@ -683,6 +687,7 @@ static int sq_cursor_job(struct store_acct_cursor *base, int64_t job_id, store_a
 			.cost = sqlite3_column_double(q, 9),
 			.energy_j = sqlite3_column_double(q, 10),
 			.doc = text[4],
+			.good_hours = sqlite3_column_double(q, 12),
 		};
 		if ((r = cb(ctx, &row)) < 0)
 			return r;

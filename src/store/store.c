@@ -34,11 +34,11 @@ const struct table_desc store_tables[T_MAX] = {
 		     true},
 	[T_ACCT] = {"acct",
 		    "key",
-		    12,
+		    13,
 		    {"key", "owner", "queue", "state", "model", "start_ms", "end_ms", "gpu_hours",
-		     "busy_hours", "cost", "energy_j", "doc"},
+		     "busy_hours", "cost", "energy_j", "doc", "good_hours"},
 		    {COL_INT, COL_TEXT, COL_TEXT, COL_TEXT, COL_TEXT, COL_INT, COL_INT, COL_REAL,
-		     COL_REAL, COL_REAL, COL_REAL, COL_TEXT}},
+		     COL_REAL, COL_REAL, COL_REAL, COL_TEXT, COL_REAL}},
 };
 
 void store_table_select(struct strbuf *sb, const struct table_desc *t)

@@ -109,6 +109,9 @@ struct store_acct {
 	double gpu_hours, busy_hours, cost;
 	double energy_j; /* < 0: unknown */
 	const char *doc; /* the record as GET /v1/accounting shows it */
+	/* GPU-hours of its training that was kept (goodput.c); < 0: not
+	 * known (a record from before schema 11) */
+	double good_hours;
 };
 #define STORE_ACCT_ATTEMPTS 1024
 

@@ -6,7 +6,9 @@ resumes from TENK_RESTORE_TAG when tenk restored one. Each step's batch is
 drawn from the step and the rank alone, so a resumed run computes what an
 uninterrupted one does. Rank 0 writes the final parameters' bytes (hex) to
 OUT/final.hex; every rank appends "time attempt step loss" lines to
-OUT/steps-RANK.log.
+OUT/steps-RANK.log, and rank 0 "step=N loss=X" to $TENK_METRICS (what
+tenk measures goodput by). EVERY may instead list the steps to save at
+by attempt ("1:3,2:6": step 3 in attempt 1, step 6 in attempt 2).
 
 Usage: ckpt_train.py OUT STEPS EVERY [SECONDS_PER_STEP]
 """
@@ -20,7 +22,9 @@ import torch.distributed as dist
 
 
 def main():
-    out, steps, every = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    out, steps = sys.argv[1], int(sys.argv[2])
+    at = {tuple(x.split(":")) for x in sys.argv[3].split(",")} if ":" in sys.argv[3] else None
+    every = int(sys.argv[3]) if at is None else 0
     delay = float(sys.argv[4]) if len(sys.argv) > 4 else 0.0
     dist.init_process_group("gloo", init_method="env://")
     rank = dist.get_rank()
@@ -50,7 +54,10 @@ def main():
         opt.step()
         log.write(f"{time.time():.3f} {attempt} {step} {loss.item():.6f}\n")
         log.flush()
-        if step % every == 0:
+        if rank == 0 and os.environ.get("TENK_METRICS"):
+            with open(os.environ["TENK_METRICS"], "a") as m:
+                m.write(f"step={step} loss={loss.item():.6f}\n")
+        if ((attempt, str(step)) in at) if at else step % every == 0:
             tag = f"step-{step:06d}"
             if local == 0:
                 os.makedirs(os.path.join(ckdir, tag), exist_ok=True)

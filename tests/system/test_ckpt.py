@@ -9,6 +9,7 @@ import glob
 import json
 import os
 import re
+import signal
 import sys
 import time
 import urllib.request
@@ -16,7 +17,8 @@ import urllib.request
 import pytest
 
 from conftest import BIN as TENK
-from conftest import Daemon, MultiHost, Tenk, end_shims, root_jobs_config, start_up, wait_for
+from conftest import (Daemon, MultiHost, Tenk, children, end_shims, root_jobs_config, shim_pids,
+                      start_up, wait_for)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PY = sys.executable
@@ -260,6 +262,76 @@ def test_ddp_resumes_on_a_host_that_never_held_it(hosts4, workdir, kill_all):
           f"detection {ended - killed_at:.1f} s, placement {started - ended:.1f} s, "
           f"restore {restored - started:.2f} s ({part['bytes']} bytes, {rate:.1f} MiB/s), "
           f"start {first_new - restored:.1f} s; attempts {len(job['attempts'])}")
+    c.stop_all()
+
+
+def test_goodput_of_a_job_killed_twice(hosts4, workdir, kill_all):
+    """A two-node DDP job whose node rank 0's host is killed twice, each
+    time 16 steps after its attempt's checkpoint: its goodput's parts add
+    up to its wall time, its lost time is the steps run again times the
+    step time the job itself logged (within 10%), and tenk show and tenk
+    usage say it."""
+    store = os.path.join(workdir, "store")
+    os.makedirs(store)
+    root_jobs_config(os.path.join(workdir, "data"), checkpoint_store=store)
+    c = MultiHost(workdir, hosts4, fake="1xH100", node_timeout="4s")
+    kill_all += c.daemons
+    env = dict(c.env(), GLOO_SOCKET_IFNAME="eth0", OMP_NUM_THREADS="1")
+    out = os.path.join(workdir, "run")
+    os.mkdir(out)
+    # attempt 1 saves at step 3, attempt 2 (from 3) at step 6; each is
+    # killed 16 steps later; attempt 3 (from 6) runs to step 26
+    jid = c.submit("-N", "2", "--gpus-per-node", "1", "--", PY,
+                   os.path.join(HERE, "ckpt_train.py"), out, 26,
+                   "1:3,2:6", "0.5", env=env)
+    for attempt, saved in ((1, 3), (2, 6)):
+        wait_for(lambda: [k for k in checkpoints(c, jid)["checkpoints"]
+                          if k["step"] == saved], 120, f"attempt {attempt}'s commit")
+        wait_for(lambda: max([r[2] for r in steps(out) if r[1] == attempt] or [0]) >=
+                 saved + 16, 60, f"attempt {attempt} 16 steps on")
+        rank0 = c.job(jid)["attempts"][attempt - 1]["nodes"][0]["name"]
+        h = int(rank0.replace("host", ""))
+        # the host dies: its ranks and its agent at once
+        ranks = [k for shim in shim_pids(os.path.join(workdir, f"agent{h}"))
+                 for k in children(shim)]
+        for k in ranks:
+            os.kill(k, signal.SIGKILL)
+        c.agents[h].kill9()
+        end_shims(os.path.join(workdir, f"agent{h}"))
+        wait_for(lambda: len(c.job(jid)["attempts"]) > attempt and
+                 c.job(jid)["state"] == "RUNNING", 60, f"attempt {attempt + 1} running")
+        kill_all.append(c.start_agent(h))  # the host back for the next attempt
+    p = c.run("wait", jid, timeout=300, check=False)
+    job = c.job(jid)
+    assert job["state"] == "COMPLETED" and len(job["attempts"]) == 3, (job["reason"], p.stdout)
+    g = job["goodput"]
+    parts = ("queued_s", "placing_s", "restoring_s", "starting_s", "productive_s", "lost_s",
+             "detecting_s")
+    assert abs(sum(g[k] for k in parts) - g["wall_s"]) < 1, g
+    assert abs(g["wall_s"] - (job["end_ms"] - job["submit_ms"]) / 1000) < 1, g
+    assert g["failures"] == 2, g
+    # the job's own log: the steps each killed attempt ran past the step the
+    # next restored, and its time a step (rank 0's, between steps)
+    rows = steps(out)
+    restored = {a["number"]: a["restore"]["step"] for a in job["attempts"]
+                if a.get("restore", {}).get("tag")}
+    assert restored == {2: 3, 3: 6}, restored
+    rerun = sum(max(r[2] for r in rows if r[1] == a) - restored[a + 1] for a in (1, 2))
+    times = sorted(r[0] for r in rows if r[3] == "steps-0.log" and r[1] == 3)
+    gaps = sorted(b - a for a, b in zip(times, times[1:]))
+    step_s = gaps[len(gaps) // 2]
+    expected = rerun * step_s
+    assert abs(g["lost_s"] - expected) <= 0.1 * expected, (g, rerun, step_s)
+    # (the steps its lines told: a dead host's last second of lines is unread)
+    assert rerun - 6 <= g["steps_lost"] <= rerun, (g, rerun)
+    assert 0 < g["effective_ratio"] < 1 and g["detecting_s"] > 0, g
+    show = c.run("show", jid).stdout
+    assert re.search(r"Goodput:  \d+\.\d% effective training time \(2 failure\(s\)", show), show
+    # tenk usage: the job's GPU-hours of kept training (two GPUs)
+    u = c.json("usage", "--by", "queue", "--from", "now-1h")
+    assert abs(u["total"]["good_gpu_hours"] - 2 * g["productive_s"] / 3600) < 1e-3, (u, g)
+    assert 0 < u["total"]["goodput"] < 1, u
+    print(f"\ngoodput: {g}; steps run again {rerun}, a step {step_s:.3f} s")
     c.stop_all()
 
 

@@ -66,7 +66,8 @@ def test_metrics_promtool_and_a_real_scrape(workdir, procs):
     agent(t, procs, "n2", w2, "--metrics-listen", "127.0.0.1:0", "--dcgm-compat", env=env)
     t.wait_nodes_up(2)
     t.run("drain", "n2", "--reason", "the job goes to n1")
-    train = ("for i in 1 2 3 4 5; do echo \"step=$i loss=$((10 - i)).5 lr=3e-4\" >> "
+    train = ("for i in 1 2 3 4 5; do echo \"step=$i loss=$((10 - i)).5 lr=3e-4 "
+             "tokens_per_s=2000 flops_per_token=5e9\" >> "
              "$TENK_METRICS; done; echo 'not a metric' >> $TENK_METRICS; "
              "head -c 50000000 /dev/zero | md5sum; sleep 600")
     jid = t.submit("-G", "1", "--", "sh", "-c", train)
@@ -126,8 +127,10 @@ def test_metrics_promtool_and_a_real_scrape(workdir, procs):
 
     # the job's own metrics: kept by the server with the attempt, shown
     m = wait_for(lambda: t.job(jid)["attempts"][0].get("metrics"), 30, "the job's metrics")
-    assert m["step"] == 5 and m["values"] == {"loss": 5.5, "lr": 3e-4}, m
-    assert m["history"]["names"] == ["loss", "lr"] and m["history"]["steps"] == [1, 2, 3, 4, 5]
+    assert m["step"] == 5 and m["values"] == {"loss": 5.5, "lr": 3e-4, "tokens_per_s": 2000,
+                                              "flops_per_token": 5e9}, m
+    assert m["history"]["names"] == ["loss", "lr", "tokens_per_s", "flops_per_token"] and \
+        m["history"]["steps"] == [1, 2, 3, 4, 5]
     assert [v[0] for v in m["history"]["values"]] == [9.5, 8.5, 7.5, 6.5, 5.5], m
     assert "metrics at step 5" in t.run("show", jid).stdout and "loss=5.5" in \
         t.run("show", jid).stdout
@@ -158,6 +161,15 @@ def test_metrics_promtool_and_a_real_scrape(workdir, procs):
     assert sample(st2, "tenk_node_state", node="n1", drained_by="operator") == 1
     t.run("resume", "n1")
     assert sample(stext, "tenk_job_metric", job_id=jid, attempt=1, name="loss") == 5.5
+    # its goodput, and its model FLOPs utilisation: 2,000 tokens/s of 5 GFLOP
+    # each (10 TFLOP/s) over the peak of the card it holds
+    assert 0 <= sample(stext, "tenk_job_goodput_ratio", job_id=jid) <= 1
+    n1 = [n for n in t.json("nodes")["nodes"] if n["name"] == "n1"][0]
+    peak = [a["tflops"] for a in n1["accelerators"] if a["index"] == dev][0]
+    mfu = t.job(jid)["mfu"]
+    assert abs(mfu["achieved_tflops"] - 10) < 1e-9 and abs(mfu["peak_tflops"] - peak) < 1e-9
+    assert abs(sample(stext, "tenk_job_mfu_ratio", job_id=jid) - 10 / peak) < 1e-9
+    assert "MFU:      %.1f%% (10.0 of the cards'" % (1000 / peak) in t.run("show", jid).stdout
 
     # a real Prometheus scraping the server (HTTPS, the viewer's token) and the agents
     tokfile = os.path.join(workdir, "prom.token")

@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <cmocka.h>
 #include <errno.h>
+#include <math.h>
 
 #include "model/model.h"
 #include "model/wire.h"
@@ -138,6 +139,147 @@ static void test_request_invalid(void **state)
 
 /* Slurm's hostlists: ranges keep their zero padding, brackets nest with
  * text around them, and what is not a list says why. */
+/* Attempt a's lines: steps from..to, one every 100 ms from at_ms. */
+static void lines(struct attempt *a, int64_t from, int64_t to, int64_t at_ms)
+{
+	a->train = xcalloc(1, sizeof(*a->train));
+	for (int64_t k = from; k <= to; k++) {
+		struct train_point p = {.step = k, .at_ms = at_ms + 100 * (k - from + 1), .n = 1};
+		snprintf(p.name[0], sizeof(p.name[0]), "loss");
+		p.value[0] = 1.0 / (double)k;
+		train_metrics_add(a->train, &p);
+	}
+}
+
+/* Three attempts: a hang after step 150, a node lost 6 s later (the next
+ * restores step 100), a task failure after step 250 (the next restores
+ * 200), then to the end;
+ * every part by hand, and they add up to the wall time. */
+static void test_goodput(void **state)
+{
+	(void)state;
+	struct job j = {.state = JOB_COMPLETED, .submit_ms = 0, .end_ms = 100000, .nattempts = 3};
+	j.attempts = xcalloc(3, sizeof(*j.attempts));
+	struct attempt *a = j.attempts;
+	a[0] = (struct attempt){.number = 1,
+				.start_ms = 10000,
+				.end_ms = 44000,
+				.ended = true,
+				.fail_ms = 41000,
+				.end = ATTEMPT_END_NODE_LOST};
+	lines(&a[0], 1, 150, 20000); /* step 1 at 20.1 s, 100 at 30 s, 150 at 35 s */
+	a[1] = (struct attempt){.number = 2,
+				.start_ms = 50000,
+				.end_ms = 73000,
+				.ended = true,
+				.fail_ms = 70000,
+				.end = ATTEMPT_END_FAILED,
+				.restore_step = 100,
+				.restore_attempt = 1,
+				.restore_go = true,
+				.restore_ms = 2000};
+	snprintf(a[1].restore_tag, sizeof(a[1].restore_tag), "s-100");
+	lines(&a[1], 101, 250, 54900); /* 101 at 55 s, 200 at 64.9 s */
+	a[2] = (struct attempt){.number = 3,
+				.start_ms = 80000,
+				.end_ms = 100000,
+				.ended = true,
+				.end = ATTEMPT_END_COMPLETED,
+				.restore_step = 200,
+				.restore_attempt = 2,
+				.restore_go = true,
+				.restore_ms = 1000};
+	snprintf(a[2].restore_tag, sizeof(a[2].restore_tag), "s-200");
+	lines(&a[2], 201, 300, 82900);
+	struct goodput g;
+	goodput_of(&j, 999999, &g);
+	assert_int_equal(g.wall_ms, 100000);
+	assert_int_equal(g.queued_ms, 10000);
+	assert_int_equal(g.placing_ms, 6000 + 7000);
+	assert_int_equal(g.restoring_ms, 2000 + 1000);
+	assert_int_equal(g.starting_ms, 10100 + 3000 + 2000);
+	assert_int_equal(g.productive_ms, 9900 + 9900 + 17000);
+	/* the first failure said 6 s after its last line (over 5 s, ten
+	 * steps): a hang, counted from that line; the second as said */
+	assert_int_equal(g.lost_ms, 5000 + 5100);
+	assert_int_equal(g.detecting_ms, 9000 + 3000);
+	assert_int_equal(g.queued_ms + g.placing_ms + g.restoring_ms + g.starting_ms +
+				 g.productive_ms + g.lost_ms + g.detecting_ms,
+			 g.wall_ms);
+	assert_int_equal(g.failures, 2);
+	assert_int_equal(g.steps_lost, 100);
+	assert_true(fabs(g.ratio - 36800.0 / 90000.0) < 1e-9);
+	/* attempt by attempt, the same parts */
+	struct goodput sum = {0};
+	for (int i = 0; i < 3; i++) {
+		struct goodput one;
+		goodput_attempt(&j, i, 999999, &one);
+		sum.wall_ms += one.wall_ms;
+		sum.productive_ms += one.productive_ms;
+		sum.lost_ms += one.lost_ms;
+		sum.failures += one.failures;
+	}
+	assert_true(sum.wall_ms == g.wall_ms && sum.productive_ms == g.productive_ms &&
+		    sum.lost_ms == g.lost_ms && sum.failures == g.failures);
+	json_t *o = goodput_pack(&g);
+	assert_true(fabs(json_number_value(json_object_get(o, "lost_s")) - 10.1) < 1e-9);
+	json_decref(o);
+	/* running in its second attempt, the next not yet said: what it ran
+	 * so far is productive; then waiting again after it failed: placing */
+	j.state = JOB_RUNNING;
+	j.nattempts = 2;
+	a[1].ended = false;
+	a[1].fail_ms = 0;
+	goodput_of(&j, 68000, &g);
+	assert_int_equal(g.wall_ms, 68000);
+	assert_int_equal(g.productive_ms, 9900 + (68000 - 55000));
+	assert_int_equal(g.queued_ms + g.placing_ms + g.restoring_ms + g.starting_ms +
+				 g.productive_ms + g.lost_ms + g.detecting_ms,
+			 g.wall_ms);
+	j.state = JOB_PENDING;
+	a[1].ended = true;
+	a[1].fail_ms = 70000;
+	goodput_of(&j, 90000, &g);
+	assert_int_equal(g.placing_ms, 6000 + (90000 - 73000));
+	assert_int_equal(g.queued_ms + g.placing_ms + g.restoring_ms + g.starting_ms +
+				 g.productive_ms + g.lost_ms + g.detecting_ms,
+			 g.wall_ms);
+	/* the lines kept when each was written, through the job's record */
+	json_t *tm = train_metrics_pack(a[0].train);
+	struct train_metrics back;
+	assert_int_equal(train_metrics_unpack(tm, &back, NULL), 0);
+	assert_int_equal(back.hist_ms[99], 30000);
+	json_decref(tm);
+	for (int i = 0; i < 3; i++)
+		free(a[i].train);
+	free(j.attempts);
+	/* model FLOP/s as the lines say: a step's FLOPs over the median time a
+	 * step (100 ms), or a rate times its FLOPs; nothing where they do not */
+	struct attempt fa = {.number = 1};
+	fa.train = xcalloc(1, sizeof(*fa.train));
+	for (int k = 1; k <= 20; k++) {
+		struct train_point p = {.step = k, .at_ms = 1000 + 100 * k, .n = 1};
+		snprintf(p.name[0], sizeof(p.name[0]), "model_flops");
+		p.value[0] = 1e12;
+		train_metrics_add(fa.train, &p);
+	}
+	assert_true(fabs(goodput_flops(&fa) - 1e13) < 1);
+	struct train_point rate = {.step = 21, .at_ms = 3100, .n = 2};
+	snprintf(rate.name[0], sizeof(rate.name[0]), "tokens_per_s");
+	snprintf(rate.name[1], sizeof(rate.name[1]), "flops_per_token");
+	rate.value[0] = 4000;
+	rate.value[1] = 6e9;
+	train_metrics_add(fa.train, &rate);
+	assert_true(fabs(goodput_flops(&fa) - 2.4e13) < 1);
+	free(fa.train);
+	fa.train = NULL;
+	assert_true(goodput_flops(&fa) < 0);
+	/* never started: all of it queued, no ratio */
+	struct job w = {.state = JOB_PENDING, .submit_ms = 1000};
+	goodput_of(&w, 6000, &g);
+	assert_true(g.queued_ms == 5000 && g.wall_ms == 5000 && g.ratio < 0);
+}
+
 static void test_hostlist(void **state)
 {
 	char **v;
@@ -1379,6 +1521,7 @@ int main(void)
 		cmocka_unit_test(test_request_daily_fields),
 		cmocka_unit_test(test_request_table),
 		cmocka_unit_test(test_hostlist),
+		cmocka_unit_test(test_goodput),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
