@@ -697,6 +697,7 @@ static void do_events(struct agent *a)
 			m.events[i - first] = a->events[i].ev;
 			if (a->speak_v1) { /* a 0.1.0 server knows no such keys */
 				m.events[i - first].out_from = 0;
+				m.events[i - first].write_ms = 0;
 				m.events[i - first].err_from = 0;
 				m.events[i - first].node_fault = false;
 			}

@@ -76,6 +76,10 @@ struct ckjob {
 	char err[MODEL_REASON_MAX];
 	char digest[MODEL_DIGEST_MAX];
 	int64_t bytes, dur_ms;
+	/* upload: the tag's files' first birth and last change (ns; born 0:
+	 * the filesystem keeps no birth times): how long the job took to
+	 * write it */
+	int64_t born_ns, changed_ns;
 };
 
 static void fail(struct ckjob *k, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -347,6 +351,17 @@ static void freeze(struct ckjob *k, int dfd, const char *rel, int depth)
 			if (ffd >= 0)
 				close(ffd);
 			break;
+		}
+		struct statx sx;
+		if (statx(ffd, "", AT_EMPTY_PATH, STATX_BTIME | STATX_MTIME, &sx) == 0) {
+			int64_t mt =
+				(int64_t)sx.stx_mtime.tv_sec * 1000000000 + sx.stx_mtime.tv_nsec;
+			k->changed_ns = MAX(k->changed_ns, mt);
+			if (sx.stx_mask & STATX_BTIME) {
+				int64_t bt = (int64_t)sx.stx_btime.tv_sec * 1000000000 +
+					     sx.stx_btime.tv_nsec;
+				k->born_ns = k->born_ns ? MIN(k->born_ns, bt) : bt;
+			}
 		}
 		char proc[64];
 		snprintf(proc, sizeof(proc), "/proc/self/fd/%d", ffd);
@@ -902,6 +917,10 @@ static void report(struct taskgroup *g, const struct ckjob *k)
 		.step = k->step,
 		.bytes = k->bytes,
 		.dur_ms = k->dur_ms,
+		/* from its first file's birth to its last change */
+		.write_ms = !k->restore && k->born_ns && k->changed_ns > k->born_ns
+				    ? (k->changed_ns - k->born_ns) / 1000000
+				    : 0,
 	};
 	snprintf(ev.tag, sizeof(ev.tag), "%s", k->tag);
 	snprintf(ev.digest, sizeof(ev.digest), "%s", k->digest);

@@ -334,9 +334,13 @@ static void show_job(json_t *j)
 	if (gp && json_is_number(json_object_get(gp, "effective_ratio"))) {
 		/* where its time went: the parts add up to its wall time */
 		static const char *const parts[][2] = {
-			{"productive_s", "productive"}, {"lost_s", "lost"},
-			{"detecting_s", "detecting"},	{"placing_s", "placing again"},
-			{"restoring_s", "restoring"},	{"starting_s", "starting"},
+			{"productive_s", "productive"},
+			{"checkpointing_s", "checkpointing"},
+			{"lost_s", "lost"},
+			{"detecting_s", "detecting"},
+			{"placing_s", "placing again"},
+			{"restoring_s", "restoring"},
+			{"starting_s", "starting"},
 			{"queued_s", "queued first"},
 		};
 		char d[32];

@@ -87,16 +87,19 @@ json_t *ckpt_pack(const struct ckpt *c)
 	json_t *d = json_array();
 	for (int i = 0; i < c->nnodes; i++)
 		json_array_append_new(d, json_string(c->digests[i]));
-	return json_pack("{s:s, s:I, s:i, s:o, s:I, s:I, s:I}", "tag", c->tag, "step",
-			 (json_int_t)c->step, "attempt", c->attempt, "manifests", d, "bytes",
-			 (json_int_t)c->bytes, "upload_ms", (json_int_t)c->upload_ms, "at_ms",
-			 (json_int_t)c->at_ms);
+	json_t *o = json_pack("{s:s, s:I, s:i, s:o, s:I, s:I, s:I}", "tag", c->tag, "step",
+			      (json_int_t)c->step, "attempt", c->attempt, "manifests", d, "bytes",
+			      (json_int_t)c->bytes, "upload_ms", (json_int_t)c->upload_ms, "at_ms",
+			      (json_int_t)c->at_ms);
+	if (c->write_ms)
+		json_object_set_new(o, "write_ms", json_integer(c->write_ms));
+	return o;
 }
 
 int ckpt_unpack(json_t *j, struct ckpt *ret, struct tk_error *err)
 {
-	static const char *const keys[] = {"tag",   "step",	 "attempt", "manifests",
-					   "bytes", "upload_ms", "at_ms",   NULL};
+	static const char *const keys[] = {"tag",	"step",	 "attempt",  "manifests", "bytes",
+					   "upload_ms", "at_ms", "write_ms", NULL};
 	struct ckpt c;
 	memset(&c, 0, sizeof(c));
 	int64_t attempt;
@@ -107,7 +110,8 @@ int ckpt_unpack(json_t *j, struct ckpt *ret, struct tk_error *err)
 	    (r = mj_int(j, "attempt", true, 1, MODEL_MAX_ATTEMPTS, 1, &attempt, err)) < 0 ||
 	    (r = mj_int(j, "bytes", true, 0, INT64_MAX, 0, &c.bytes, err)) < 0 ||
 	    (r = mj_int(j, "upload_ms", true, 0, INT64_MAX, 0, &c.upload_ms, err)) < 0 ||
-	    (r = mj_int(j, "at_ms", true, 0, INT64_MAX, 0, &c.at_ms, err)) < 0)
+	    (r = mj_int(j, "at_ms", true, 0, INT64_MAX, 0, &c.at_ms, err)) < 0 ||
+	    (r = mj_int(j, "write_ms", false, 0, INT64_MAX, 0, &c.write_ms, err)) < 0)
 		return r;
 	if (!model_ckpt_tag_valid(c.tag))
 		return tk_errorf(err, -EINVAL, "tag: \"%.64s\" is not a checkpoint tag", c.tag);

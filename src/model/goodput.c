@@ -7,6 +7,7 @@
  *
  *   submit   start1  restore  first line            failure  end1    start2 ...
  *     |queued  |restoring|starting|productive |lost   |detecting|placing|
+ *                                 (less checkpointing: its saves)
  *                                         ^ the step attempt 2 restored
  *
  * An attempt's training is productive up to the step the next attempt
@@ -163,6 +164,9 @@ static void walk(const struct job *j, int64_t now, int only, struct goodput *g)
 		}
 		p.productive_ms = kept - first;
 		p.lost_ms = fail - kept;
+		/* saving its committed checkpoints: kept training's time */
+		p.checkpointing_ms = MIN(a->ckpt_ms, p.productive_ms);
+		p.productive_ms -= p.checkpointing_ms;
 		if (next || (final && j->state != JOB_COMPLETED && j->state != JOB_CANCELLED))
 			p.failures = a->end != ATTEMPT_END_COMPLETED;
 		prev = a_end;
@@ -173,6 +177,7 @@ static void walk(const struct job *j, int64_t now, int only, struct goodput *g)
 		g->restoring_ms += p.restoring_ms;
 		g->starting_ms += p.starting_ms;
 		g->productive_ms += p.productive_ms;
+		g->checkpointing_ms += p.checkpointing_ms;
 		g->lost_ms += p.lost_ms;
 		g->detecting_ms += p.detecting_ms;
 		g->steps_lost += p.steps_lost;
@@ -187,8 +192,8 @@ static void walk(const struct job *j, int64_t now, int only, struct goodput *g)
 		else
 			g->placing_ms += end - prev;
 	}
-	int64_t ran = g->queued_ms + g->placing_ms + g->restoring_ms + g->starting_ms +
-		      g->productive_ms + g->lost_ms + g->detecting_ms - g->queued_ms;
+	int64_t ran = g->placing_ms + g->restoring_ms + g->starting_ms + g->productive_ms +
+		      g->checkpointing_ms + g->lost_ms + g->detecting_ms;
 	if (only >= 0)
 		g->wall_ms = ran + g->queued_ms;
 	g->ratio = last >= 0 && ran > 0 ? (double)g->productive_ms / (double)ran : -1;
@@ -232,11 +237,12 @@ double goodput_flops(const struct attempt *a)
 
 json_t *goodput_pack(const struct goodput *g)
 {
-	json_t *o = json_pack("{s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:i, s:I}", "wall_s",
+	json_t *o = json_pack("{s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:i, s:I}", "wall_s",
 			      g->wall_ms / 1000.0, "queued_s", g->queued_ms / 1000.0, "placing_s",
 			      g->placing_ms / 1000.0, "restoring_s", g->restoring_ms / 1000.0,
 			      "starting_s", g->starting_ms / 1000.0, "productive_s",
-			      g->productive_ms / 1000.0, "lost_s", g->lost_ms / 1000.0,
+			      g->productive_ms / 1000.0, "checkpointing_s",
+			      g->checkpointing_ms / 1000.0, "lost_s", g->lost_ms / 1000.0,
 			      "detecting_s", g->detecting_ms / 1000.0, "failures", g->failures,
 			      "steps_lost", (json_int_t)g->steps_lost);
 	json_object_set_new(o, "effective_ratio",

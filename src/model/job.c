@@ -1028,6 +1028,8 @@ static json_t *attempt_pack(const struct attempt *a)
 		json_object_set_new(o, "end", json_string(attempt_end_name(a->end)));
 	if (a->fail_ms)
 		json_object_set_new(o, "fail_ms", json_integer(a->fail_ms));
+	if (a->ckpt_ms)
+		json_object_set_new(o, "checkpoint_write_ms", json_integer(a->ckpt_ms));
 	if (a->digest[0])
 		json_object_set_new(o, "digest", json_string(a->digest));
 	if (a->restore_tag[0] || a->restore_go)
@@ -1171,9 +1173,11 @@ static int attempt_node_unpack(json_t *nj, struct attempt_node *n, struct tk_err
 static int attempt_unpack(json_t *aj, struct attempt *a, struct tk_error *err)
 {
 	static const char *const keys[] = {
-		"number",  "start_ms", "end_ms",  "ended",  "master_addr", "master_port",
-		"reason",  "nodes",    "tasks",	  "digest", "restore",	   "pending_checkpoints",
-		"metrics", "end",      "fail_ms", NULL};
+		"number",      "start_ms",    "end_ms",	 "ended",
+		"master_addr", "master_port", "reason",	 "nodes",
+		"tasks",       "digest",      "restore", "pending_checkpoints",
+		"metrics",     "end",	      "fail_ms", "checkpoint_write_ms",
+		NULL};
 	int64_t number, start, end, port;
 	int r, cause;
 	memset(a, 0, sizeof(*a));
@@ -1217,7 +1221,8 @@ static int attempt_unpack(json_t *aj, struct attempt *a, struct tk_error *err)
 	    (r = mj_enum(aj, "end", false, attempt_end_names + 1, ATTEMPT_END_MAX - 1, -1, &cause,
 			 err)) < 0 ||
 	    (r = mj_strbuf(aj, "digest", false, true, a->digest, sizeof(a->digest), err)) < 0 ||
-	    (r = mj_int(aj, "fail_ms", false, 0, INT64_MAX, 0, &a->fail_ms, err)) < 0)
+	    (r = mj_int(aj, "fail_ms", false, 0, INT64_MAX, 0, &a->fail_ms, err)) < 0 ||
+	    (r = mj_int(aj, "checkpoint_write_ms", false, 0, INT64_MAX, 0, &a->ckpt_ms, err)) < 0)
 		return r;
 	a->end = (enum attempt_end)(cause + 1);
 	a->number = (int)number;

@@ -442,6 +442,7 @@ struct ckpt {
 	char (*digests)[MODEL_DIGEST_MAX];
 	int64_t bytes;	   /* summed over the nodes */
 	int64_t upload_ms; /* the slowest node's upload */
+	int64_t write_ms;  /* the slowest node's write of it, by the job (0: not known) */
 	int64_t at_ms;	   /* committed (or the first upload, while pending) */
 };
 
@@ -526,15 +527,17 @@ int train_metrics_unpack(json_t *j, struct train_metrics *m, struct tk_error *er
 /* Every ms from submission to the job's end (or now) in one part: before
  * its first start; waiting to be placed again; restoring checkpoints;
  * from each start (and restore) to its first training line; training
- * kept; training thrown away (after the last checkpoint the next attempt
+ * kept, less the time its committed checkpoints took to write; that
+ * time; training thrown away (after the last checkpoint the next attempt
  * restored); from each failure to its attempt's end. */
 struct goodput {
 	int64_t wall_ms, queued_ms, placing_ms, restoring_ms, starting_ms, productive_ms, lost_ms,
 		detecting_ms;
-	int failures;	    /* attempts that ended without finishing the job */
-	int64_t steps_lost; /* steps done again */
-	double ratio;	    /* effective training time: productive over the time since its first
-			     * start (-1: not started) */
+	int64_t checkpointing_ms; /* of the kept training, writing checkpoints */
+	int failures;		  /* attempts that ended without finishing the job */
+	int64_t steps_lost;	  /* steps done again */
+	double ratio; /* effective training time: productive over the time since its first
+		       * start (-1: not started) */
 };
 struct job;
 void goodput_of(const struct job *j, int64_t now, struct goodput *g);
@@ -576,6 +579,9 @@ struct attempt {
 	 * last word before it was lost, the first task to fail (0: not a
 	 * failure, or as it ended); what goodput counts detection from */
 	int64_t fail_ms;
+	/* the time its committed checkpoints took the job to write (each the
+	 * slowest node's), summed: training time spent saving */
+	int64_t ckpt_ms;
 	char master_addr[MODEL_ADDR_MAX];
 	int master_port;
 	int nnodes;

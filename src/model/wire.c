@@ -1298,6 +1298,8 @@ json_t *task_event_pack(const struct task_event *e)
 		json_object_set_new(o, "step", json_integer(e->step));
 		json_object_set_new(o, "bytes", json_integer(e->bytes));
 		json_object_set_new(o, "dur_ms", json_integer(e->dur_ms));
+		if (e->write_ms)
+			json_object_set_new(o, "write_ms", json_integer(e->write_ms));
 		if (e->detail[0])
 			json_object_set_new(o, "detail", json_string(e->detail));
 	}
@@ -1307,10 +1309,11 @@ json_t *task_event_pack(const struct task_event *e)
 int task_event_unpack(json_t *j, struct task_event *ret, struct tk_error *err)
 {
 	static const char *const keys[] = {
-		"job",	    "attempt",	"rank",	      "type",	"at_ms",	"exit_code",
-		"signal",   "cause",	"detail",     "cpu_ms", "mem_peak_mib", "digest",
-		"tag",	    "step",	"bytes",      "dur_ms", "energy_mj",	"gpu_busy_ms",
-		"out_from", "err_from", "node_fault", NULL};
+		"job",		"attempt",   "rank",	    "type",	"at_ms",
+		"exit_code",	"signal",    "cause",	    "detail",	"cpu_ms",
+		"mem_peak_mib", "digest",    "tag",	    "step",	"bytes",
+		"dur_ms",	"energy_mj", "gpu_busy_ms", "out_from", "err_from",
+		"node_fault",	"write_ms",  NULL};
 	char type[16] = "", cause[24] = "";
 	int64_t attempt, rank, code, sig;
 	int r;
@@ -1335,6 +1338,7 @@ int task_event_unpack(json_t *j, struct task_event *ret, struct tk_error *err)
 	    (r = mj_int(j, "step", false, 0, INT64_MAX, 0, &ret->step, err)) < 0 ||
 	    (r = mj_int(j, "bytes", false, 0, INT64_MAX, 0, &ret->bytes, err)) < 0 ||
 	    (r = mj_int(j, "dur_ms", false, 0, INT64_MAX, 0, &ret->dur_ms, err)) < 0 ||
+	    (r = mj_int(j, "write_ms", false, 0, INT64_MAX, 0, &ret->write_ms, err)) < 0 ||
 	    (r = mj_int(j, "out_from", false, 0, INT64_MAX, 0, &ret->out_from, err)) < 0 ||
 	    (r = mj_int(j, "err_from", false, 0, INT64_MAX, 0, &ret->err_from, err)) < 0 ||
 	    (r = mj_bool(j, "node_fault", false, false, &ret->node_fault, err)) < 0)

@@ -556,6 +556,9 @@ struct task_event {
 	int64_t step;
 	int64_t bytes;
 	int64_t dur_ms;
+	/* CHECKPOINT: how long the job took to write the tag here (its files'
+	 * first birth to their last change; 0: not known); protocol 2 */
+	int64_t write_ms;
 };
 
 json_t *task_event_pack(const struct task_event *e);

@@ -71,6 +71,7 @@ static void commit(struct state *s, struct sjob *j, struct attempt *a, int k, in
 	c->at_ms = now;
 	job->ckpts = xrealloc(job->ckpts, sizeof(*job->ckpts) * (size_t)(job->nckpts + 1));
 	job->ckpts[job->nckpts++] = *c; /* the digests move along */
+	a->ckpt_ms += c->write_ms;	/* (goodput: training spent saving) */
 	log_info("job %lld: checkpoint %s (step %lld) of attempt %d committed, %lld bytes",
 		 (long long)job->id, c->tag, (long long)c->step, a->number, (long long)c->bytes);
 	/* what waits of older steps is of no more use */
@@ -152,6 +153,7 @@ void state_task_checkpoint(struct state *s, const struct task_event *ev, int64_t
 	snprintf(c->digests[node], sizeof(c->digests[node]), "%s", ev->digest);
 	c->bytes += ev->bytes;
 	c->upload_ms = MAX(c->upload_ms, ev->dur_ms);
+	c->write_ms = MAX(c->write_ms, ev->write_ms);
 	state_job_dirty(s, j);
 	for (int i = 0; i < c->nnodes; i++)
 		if (!c->digests[i][0])

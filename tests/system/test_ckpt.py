@@ -51,7 +51,7 @@ def test_commit_upload_and_restore_elsewhere(workdir, ckpt):
     script = (
         'echo "attempt=$TENK_ATTEMPT tag=[$TENK_RESTORE_TAG] step=[$TENK_RESTORE_STEP]"; '
         'C=$TENK_CHECKPOINT_DIR; if [ "$TENK_ATTEMPT" = 1 ]; then '
-        'mkdir -p $C/step-7/sub && echo weights > $C/step-7/sub/w.bin && '
+        'mkdir -p $C/step-7/sub && echo weights > $C/step-7/sub/w.bin && sleep 1 && '
         f'{TENK} ckpt commit step-7 --step 7 && '
         f'while [ ! -s {store}/$TENK_JOB_ID/step-7/a1/n0/manifest.json ]; do sleep 0.1; done; '
         'sleep 1; rm -rf $C/step-7; exit 3; fi; cat $C/step-7/sub/w.bin')
@@ -72,6 +72,12 @@ def test_commit_upload_and_restore_elsewhere(workdir, ckpt):
     assert [(c["tag"], c["step"], c["attempt"]) for c in res["checkpoints"]] == \
         [("step-7", 7, 1)]
     assert res["checkpoints"][0]["manifests"][0].startswith("sha256:")
+    # how long the job took to write it (its first file's birth to the
+    # marker): training time spent saving, in its goodput
+    w = res["checkpoints"][0]["write_ms"]
+    assert 1000 <= w < 5000, res["checkpoints"][0]
+    g = t.job(jid)["goodput"]
+    assert abs(g["checkpointing_s"] - w / 1000) < 0.01 and g["failures"] == 1, g
     a = res["attempt"]
     assert a["number"] == 2 and a["restore_tag"] == "step-7" and a["restore_go"]
     assert a["nodes"][0]["restore"] == "done" and a["nodes"][0]["bytes"] > 0, (a, d.output()[-2000:])

@@ -168,6 +168,7 @@ static void test_goodput(void **state)
 				.fail_ms = 41000,
 				.end = ATTEMPT_END_NODE_LOST};
 	lines(&a[0], 1, 150, 20000); /* step 1 at 20.1 s, 100 at 30 s, 150 at 35 s */
+	a[0].ckpt_ms = 500;	     /* its commit of step 100 took 0.5 s to write */
 	a[1] = (struct attempt){.number = 2,
 				.start_ms = 50000,
 				.end_ms = 73000,
@@ -198,17 +199,18 @@ static void test_goodput(void **state)
 	assert_int_equal(g.placing_ms, 6000 + 7000);
 	assert_int_equal(g.restoring_ms, 2000 + 1000);
 	assert_int_equal(g.starting_ms, 10100 + 3000 + 2000);
-	assert_int_equal(g.productive_ms, 9900 + 9900 + 17000);
+	assert_int_equal(g.productive_ms, 9900 - 500 + 9900 + 17000);
+	assert_int_equal(g.checkpointing_ms, 500);
 	/* the first failure said 6 s after its last line (over 5 s, ten
 	 * steps): a hang, counted from that line; the second as said */
 	assert_int_equal(g.lost_ms, 5000 + 5100);
 	assert_int_equal(g.detecting_ms, 9000 + 3000);
 	assert_int_equal(g.queued_ms + g.placing_ms + g.restoring_ms + g.starting_ms +
-				 g.productive_ms + g.lost_ms + g.detecting_ms,
+				 g.productive_ms + g.checkpointing_ms + g.lost_ms + g.detecting_ms,
 			 g.wall_ms);
 	assert_int_equal(g.failures, 2);
 	assert_int_equal(g.steps_lost, 100);
-	assert_true(fabs(g.ratio - 36800.0 / 90000.0) < 1e-9);
+	assert_true(fabs(g.ratio - 36300.0 / 90000.0) < 1e-9);
 	/* attempt by attempt, the same parts */
 	struct goodput sum = {0};
 	for (int i = 0; i < 3; i++) {
@@ -232,9 +234,9 @@ static void test_goodput(void **state)
 	a[1].fail_ms = 0;
 	goodput_of(&j, 68000, &g);
 	assert_int_equal(g.wall_ms, 68000);
-	assert_int_equal(g.productive_ms, 9900 + (68000 - 55000));
+	assert_int_equal(g.productive_ms, 9900 - 500 + (68000 - 55000));
 	assert_int_equal(g.queued_ms + g.placing_ms + g.restoring_ms + g.starting_ms +
-				 g.productive_ms + g.lost_ms + g.detecting_ms,
+				 g.productive_ms + g.checkpointing_ms + g.lost_ms + g.detecting_ms,
 			 g.wall_ms);
 	j.state = JOB_PENDING;
 	a[1].ended = true;
@@ -242,7 +244,7 @@ static void test_goodput(void **state)
 	goodput_of(&j, 90000, &g);
 	assert_int_equal(g.placing_ms, 6000 + (90000 - 73000));
 	assert_int_equal(g.queued_ms + g.placing_ms + g.restoring_ms + g.starting_ms +
-				 g.productive_ms + g.lost_ms + g.detecting_ms,
+				 g.productive_ms + g.checkpointing_ms + g.lost_ms + g.detecting_ms,
 			 g.wall_ms);
 	/* the lines kept when each was written, through the job's record */
 	json_t *tm = train_metrics_pack(a[0].train);
@@ -278,6 +280,39 @@ static void test_goodput(void **state)
 	struct job w = {.state = JOB_PENDING, .submit_ms = 1000};
 	goodput_of(&w, 6000, &g);
 	assert_true(g.queued_ms == 5000 && g.wall_ms == 5000 && g.ratio < 0);
+}
+
+/* What goodput reads travels whole: a checkpoint event's and a
+ * committed checkpoint's write time (absent when not known). */
+static void test_goodput_fields(void **state)
+{
+	(void)state;
+	struct task_event ev = {.job = 3, .attempt = 1, .type = TASK_EVENT_CHECKPOINT,
+				.at_ms = 5, .step = 7, .dur_ms = 40, .write_ms = 1234};
+	snprintf(ev.tag, sizeof(ev.tag), "step-7");
+	snprintf(ev.digest, sizeof(ev.digest), "sha256:%064d", 1);
+	json_t *o = task_event_pack(&ev);
+	struct task_event back;
+	struct tk_error err;
+	assert_int_equal(task_event_unpack(o, &back, &err), 0);
+	assert_int_equal(back.write_ms, 1234);
+	json_object_del(o, "write_ms");
+	assert_int_equal(task_event_unpack(o, &back, &err), 0);
+	assert_int_equal(back.write_ms, 0);
+	json_object_set_new(o, "write_ms", json_integer(-1));
+	assert_true(task_event_unpack(o, &back, &err) < 0);
+	assert_non_null(strstr(err.text, "write_ms"));
+	json_decref(o);
+	struct ckpt c = {.step = 7, .attempt = 1, .nnodes = 1, .write_ms = 900};
+	snprintf(c.tag, sizeof(c.tag), "step-7");
+	c.digests = xcalloc(1, sizeof(*c.digests));
+	o = ckpt_pack(&c);
+	struct ckpt c2;
+	assert_int_equal(ckpt_unpack(o, &c2, &err), 0);
+	assert_int_equal(c2.write_ms, 900);
+	ckpt_release(&c2);
+	ckpt_release(&c);
+	json_decref(o);
 }
 
 static void test_hostlist(void **state)
@@ -1522,6 +1557,7 @@ int main(void)
 		cmocka_unit_test(test_request_table),
 		cmocka_unit_test(test_hostlist),
 		cmocka_unit_test(test_goodput),
+		cmocka_unit_test(test_goodput_fields),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
