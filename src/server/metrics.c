@@ -76,11 +76,9 @@ static void jobs(struct server *s, struct strbuf *b)
 			prom_label(&l, "owner", j->job.owner);
 			if (g.ratio >= 0)
 				prom_sample(&goodput, "tenk_job_goodput_ratio", &l, g.ratio);
-			double mfu_ratio;
-			json_t *mfu = state_mfu_pack(st, j, &mfu_ratio);
-			if (mfu)
-				prom_sample(&mfus, "tenk_job_mfu_ratio", &l, mfu_ratio);
-			json_decref(mfu);
+			double mfu, achieved, peak;
+			if (state_job_mfu(st, j, &mfu, &achieved, &peak))
+				prom_sample(&mfus, "tenk_job_mfu_ratio", &l, mfu);
 		}
 		if (state_job_trains(j)) {
 			struct prom_labels l;

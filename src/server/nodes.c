@@ -696,15 +696,24 @@ double state_attempt_peak_flops(struct state *s, const struct attempt *a)
 	return peak;
 }
 
-json_t *state_mfu_pack(struct state *s, const struct sjob *j, double *ratio)
+bool state_job_mfu(struct state *s, const struct sjob *j, double *ratio, double *achieved,
+		   double *peak)
 {
 	const struct attempt *a = j->job.nattempts ? job_current_attempt(&j->job) : NULL;
-	double achieved = a ? goodput_flops(a) : -1;
-	double peak = achieved > 0 ? state_attempt_peak_flops(s, a) : 0;
-	if (achieved <= 0 || peak <= 0)
+	*achieved = a ? goodput_flops(a) : -1;
+	*peak = *achieved > 0 ? state_attempt_peak_flops(s, a) : 0;
+	if (*achieved <= 0 || *peak <= 0)
+		return false;
+	*ratio = *achieved / *peak;
+	return true;
+}
+
+json_t *state_mfu_pack(struct state *s, const struct sjob *j)
+{
+	double ratio, achieved, peak;
+	if (!state_job_mfu(s, j, &ratio, &achieved, &peak))
 		return NULL;
-	*ratio = achieved / peak;
-	return json_pack("{s:f, s:f, s:f}", "ratio", *ratio, "achieved_tflops", achieved / 1e12,
+	return json_pack("{s:f, s:f, s:f}", "ratio", ratio, "achieved_tflops", achieved / 1e12,
 			 "peak_tflops", peak / 1e12);
 }
 

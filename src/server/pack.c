@@ -253,8 +253,7 @@ json_t *state_job_pack(struct state *s, struct sjob *j)
 		struct goodput g;
 		goodput_of(&j->job, s->now_ms, &g);
 		json_object_set_new(o, "goodput", goodput_pack(&g));
-		double ratio;
-		json_t *mfu = state_mfu_pack(s, j, &ratio);
+		json_t *mfu = state_mfu_pack(s, j);
 		if (mfu)
 			json_object_set_new(o, "mfu", mfu);
 	}

@@ -566,9 +566,11 @@ void state_node_images(struct state *s, struct snode *n, struct wire_heartbeat *
  * attempt a holds, in their shares; 0: none, or nodes no longer known. */
 double state_attempt_peak_flops(struct state *s, const struct attempt *a);
 /* A job's model FLOPs utilisation now (its newest attempt's lines over
- * that peak), as {"ratio", "achieved_tflops", "peak_tflops"}; NULL where
- * its lines do not say. */
-json_t *state_mfu_pack(struct state *s, const struct sjob *j, double *ratio);
+ * that peak), with both; false where its lines do not say. */
+bool state_job_mfu(struct state *s, const struct sjob *j, double *ratio, double *achieved,
+		   double *peak);
+/* ... as {"ratio", "achieved_tflops", "peak_tflops"}; NULL where not said. */
+json_t *state_mfu_pack(struct state *s, const struct sjob *j);
 /* What a beat said of the node's accelerators. */
 void state_node_gpus(struct state *s, struct snode *n, const struct wire_heartbeat *m, int64_t now);
 /* What the node's device index dev read at its newest beat, where that is
