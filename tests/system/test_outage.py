@@ -142,21 +142,21 @@ def finish(c, jid, out):
 
 
 def test_jobs_run_through_server_outages(hosts4, workdir, kill_all):
-    """The server stopped for four node timeouts (an agent restarted
-    meanwhile), killed and kept down for three, and cut from every node
-    for three: every task runs on, with the same attempt and pids, and
+    """The server stopped for two and a half node timeouts (an agent
+    restarted meanwhile), killed and kept down for two, and cut from every
+    node for two: every task runs on, with the same attempt and pids, and
     the training lines written meanwhile reach the history once."""
     T = NODE_TIMEOUT_S
     c, out, jid, first = outage_cluster(hosts4, workdir, kill_all)
 
-    # 1. SIGSTOP for 4T; an agent restarted in the middle of it
+    # 1. SIGSTOP for 2.5T; an agent restarted in the middle of it
     c.server.proc.send_signal(signal.SIGSTOP)
     before = written(out)
     try:
-        time.sleep(T * 1.5)
+        time.sleep(T * 1.0)
         c.agents[1].kill9()
         kill_all.append(c.start_agent(1, stop_jobs=False))
-        time.sleep(T * 2.5)
+        time.sleep(T * 1.5)
         assert all(alive(p) for p in first.values()), "a task died in the pause"
         # the agent's /metrics says which case it is in (read in its host)
         text = subprocess.run(c.hosts.cmd(2, ["curl", "-sf", "http://127.0.0.1:9400/metrics"]),
@@ -164,7 +164,7 @@ def test_jobs_run_through_server_outages(hosts4, workdir, kill_all):
         assert re.search(r'tenk_agent_fence_state\{[^}]*state="control_plane_away"[^}]*\} 1',
                          text), text
         silent = re.search(r"tenk_agent_server_silent_seconds\{[^}]*\} (\S+)", text)
-        assert silent and float(silent.group(1)) >= T * 3, text
+        assert silent and float(silent.group(1)) >= T * 2, text
     finally:
         c.server.proc.send_signal(signal.SIGCONT)
     wait_for(lambda: set(nodes_state(c).values()) == {"UP"}, 30, "the nodes UP again")
@@ -176,25 +176,25 @@ def test_jobs_run_through_server_outages(hosts4, workdir, kill_all):
     wait_for(lambda: all("the server answers again" in c.agents[h].output() for h in (1, 2, 3)),
              30, "every agent to hear the server again")
     check_untouched(c, jid, out, first, "after the pause")
-    assert written(out) >= before + 3 * T, "the job went on in the pause"
+    assert written(out) >= before + 2 * T, "the job went on in the pause"
     for h in (2, 3):
         assert "the control plane is away, jobs go on" in c.agents[h].output()
     assert "the control plane is away, jobs go on" in c.agents[1].output(), \
         "the restarted agent renews its shims by its peers"
 
-    # 2. kill -9, down for 3T, started again on its data
+    # 2. kill -9, down for 2T, started again on its data
     c.server.kill9()
-    time.sleep(T * 3)
+    time.sleep(T * 2)
     assert all(alive(p) for p in first.values()), "a task died while the server was down"
     c.server.start()
     wait_for(lambda: c.server.alive() and set(nodes_state(c).values()) == {"UP"}, 40,
              "the server back, the nodes UP")
     check_untouched(c, jid, out, first, "after the restart")
 
-    # 3. the server's host cut from every node for 3T
+    # 3. the server's host cut from every node for 2T
     c.hosts.link(0, False)
     try:
-        time.sleep(T * 3)
+        time.sleep(T * 2)
         assert all(alive(p) for p in first.values()), "a task died while the server was cut"
     finally:
         c.hosts.link(0, True)
