@@ -75,7 +75,7 @@ def test_commit_upload_and_restore_elsewhere(workdir, ckpt):
     # how long the job took to write it (its first file's birth to the
     # marker): training time spent saving, in its goodput
     w = res["checkpoints"][0]["write_ms"]
-    assert 1000 <= w < 5000, res["checkpoints"][0]
+    assert 900 <= w < 5000, res["checkpoints"][0]  # (the sleep; timestamps are coarse)
     g = t.job(jid)["goodput"]
     assert abs(g["checkpointing_s"] - w / 1000) < 0.01 and g["failures"] == 1, g
     a = res["attempt"]

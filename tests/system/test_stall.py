@@ -150,12 +150,14 @@ def test_idle_gpus_stall_a_job(workdir, procs):
     assert "its accelerators work again" in server.output()
     t.run("cancel", jid)
 
-    # lines that stop as the GPUs go idle (the job tells the stand-in): both said
+    # lines that stop, then the GPUs go idle (the job tells the stand-in, a
+    # few seconds later, so that the lines' window, from their arrival, ends
+    # first): both said
     with open(nvml, "w") as f:
         f.write("0 util 90\n1 util 90\n")
-    jid = t.submit("-G", "1", "--stall-after", "3s", "--", "sh", "-c",
+    jid = t.submit("-G", "1", "--stall-after", "5s", "--", "sh", "-c",
                    'for i in 1 2 3; do echo "step=$i loss=1" >> $TENK_METRICS; sleep 0.2; done; '
-                   f'printf "0 util 0\\n1 util 0\\n" > {nvml}; sleep 600')
+                   f'sleep 2.5; printf "0 util 0\\n1 util 0\\n" > {nvml}; sleep 600')
     s = wait_for(lambda: t.job(jid).get("stalled"), 30, "the job stalled")
     assert s["why"].startswith("no training line for ") and \
         re.search(r"; GPUs \d on n1 under 5% for ", s["why"]), s

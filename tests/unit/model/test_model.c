@@ -287,8 +287,13 @@ static void test_goodput(void **state)
 static void test_goodput_fields(void **state)
 {
 	(void)state;
-	struct task_event ev = {.job = 3, .attempt = 1, .type = TASK_EVENT_CHECKPOINT,
-				.at_ms = 5, .step = 7, .dur_ms = 40, .write_ms = 1234};
+	struct task_event ev = {.job = 3,
+				.attempt = 1,
+				.type = TASK_EVENT_CHECKPOINT,
+				.at_ms = 5,
+				.step = 7,
+				.dur_ms = 40,
+				.write_ms = 1234};
 	snprintf(ev.tag, sizeof(ev.tag), "step-7");
 	snprintf(ev.digest, sizeof(ev.digest), "sha256:%064d", 1);
 	json_t *o = task_event_pack(&ev);
