@@ -488,6 +488,25 @@ static void show_job(json_t *j)
 				       (long long)cli__jint(n, "restore_dur_ms"));
 			printf("\n");
 		}
+		/* what it cost: from the end of the one before to its first
+		 * line, and what its end threw away */
+		json_t *ag = json_object_get(a, "goodput");
+		if (ag) {
+			double place = json_number_value(json_object_get(ag, "queued_s")) +
+				       json_number_value(json_object_get(ag, "placing_s"));
+			printf("    cost: %.1f s placing, %.1f s restoring, %.1f s starting", place,
+			       json_number_value(json_object_get(ag, "restoring_s")),
+			       json_number_value(json_object_get(ag, "starting_s")));
+			if (json_number_value(json_object_get(ag, "lost_s")) +
+				    json_number_value(json_object_get(ag, "detecting_s")) >=
+			    0.05) /* (what a printed tenth shows) */
+				printf("; its end: %.1f s lost (%lld step(s) done again), %.1f s "
+				       "detecting",
+				       json_number_value(json_object_get(ag, "lost_s")),
+				       (long long)cli__jint(ag, "steps_lost"),
+				       json_number_value(json_object_get(ag, "detecting_s")));
+			printf("\n");
+		}
 		json_t *rs = json_object_get(a, "restore");
 		if (rs && *cli__jstr(rs, "tag"))
 			printf("    restores checkpoint %s (step %lld, attempt %lld)%s\n",

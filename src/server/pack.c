@@ -253,6 +253,16 @@ json_t *state_job_pack(struct state *s, struct sjob *j)
 		struct goodput g;
 		goodput_of(&j->job, s->now_ms, &g);
 		json_object_set_new(o, "goodput", goodput_pack(&g));
+		/* each attempt's share: what its start cost, what its end lost */
+		size_t i;
+		json_t *aj;
+		json_array_foreach (json_object_get(o, "attempts"), i, aj) {
+			if ((int)i >= j->job.nattempts)
+				break;
+			struct goodput ga;
+			goodput_attempt(&j->job, (int)i, s->now_ms, &ga);
+			json_object_set_new(aj, "goodput", goodput_pack(&ga));
+		}
 		json_t *mfu = state_mfu_pack(s, j);
 		if (mfu)
 			json_object_set_new(o, "mfu", mfu);

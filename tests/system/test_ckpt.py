@@ -292,6 +292,12 @@ def test_ddp_killed_twice_resumes_elsewhere_and_says_its_goodput(hosts4, workdir
     assert 0 < g["effective_ratio"] < 1 and g["detecting_s"] > 0, g
     show = c.run("show", jid).stdout
     assert re.search(r"Goodput:  \d+\.\d% effective training time \(2 failure\(s\)", show), show
+    # each attempt's share, in the API and in tenk show: they add up
+    shares = [a["goodput"] for a in job["attempts"]]
+    for k in ("lost_s", "detecting_s", "wall_s"):
+        assert abs(sum(x[k] for x in shares) - g[k]) < 0.01, (k, shares, g)
+    assert len(re.findall(r"^    cost: .* s starting; its end: [\d.]+ s lost \(\d+ step\(s\) "
+                          r"done again\), [\d.]+ s detecting$", show, re.M)) == 2, show
     # tenk usage: the job's GPU-hours of kept training (two GPUs)
     u = c.json("usage", "--by", "queue", "--from", "now-1h")
     assert abs(u["total"]["good_gpu_hours"] - 2 * g["productive_s"] / 3600) < 1e-3, (u, g)
