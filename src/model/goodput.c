@@ -16,9 +16,10 @@
  * training is productive unless the job failed. Where an attempt wrote no
  * lines there is no starting part, and the step the next restored is
  * placed at its checkpoint's commit. A failure is counted from when it
- * was said to happen (a node's last word, the first task to fail) or,
- * where the attempt's lines stopped long before that (ten steps, five
- * seconds at least), from its last line: a hang's time is detection's.
+ * was said to happen (a node's last word, the first task to fail), but
+ * not before the attempt's last line, or, where its lines stopped long
+ * before that (ten steps, five seconds at least), from its last line: a
+ * hang's time is detection's.
  */
 #include "internal.h"
 
@@ -138,11 +139,13 @@ static void walk(const struct job *j, int64_t now, int only, struct goodput *g)
 		first = first < 0 ? restored : clamp(first, restored, a_end);
 		p.starting_ms = first - restored;
 		/* a failure: when it was said to happen, or when its lines stopped
-		 * where that was long before (a hang) */
-		int64_t fail = a->fail_ms;
-		if (fail && a->train && a->train->last.at_ms &&
-		    a->train->last.at_ms < fail - hang_ms(a))
-			fail = a->train->last.at_ms;
+		 * where that was long before (a hang); not before its last line
+		 * (a node's last word may be a heartbeat older than it) */
+		int64_t fail = a->fail_ms, line = a->train ? a->train->last.at_ms : 0;
+		if (fail && line && line < fail - hang_ms(a))
+			fail = line;
+		else if (fail && line)
+			fail = MAX(fail, line);
 		fail = fail ? clamp(fail, first, a_end) : a_end;
 		p.detecting_ms = a_end - fail;
 		/* what of its training was kept */

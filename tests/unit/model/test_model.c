@@ -223,6 +223,14 @@ static void test_goodput(void **state)
 	}
 	assert_true(sum.wall_ms == g.wall_ms && sum.productive_ms == g.productive_ms &&
 		    sum.lost_ms == g.lost_ms && sum.failures == g.failures);
+	/* a failure said before the attempt's last line (a node's last
+	 * heartbeat before it): counted from that line */
+	a[1].fail_ms = 69000;
+	struct goodput early;
+	goodput_of(&j, 999999, &early);
+	assert_int_equal(early.lost_ms, 5000 + 5000);
+	assert_int_equal(early.detecting_ms, 9000 + 3100);
+	a[1].fail_ms = 70000;
 	json_t *o = goodput_pack(&g);
 	assert_true(fabs(json_number_value(json_object_get(o, "lost_s")) - 10.1) < 1e-9);
 	json_decref(o);
