@@ -182,11 +182,9 @@ static void gpus(struct agent *a, struct strbuf *b)
 	int n = agent__nvml_count(a->nvml);
 	struct gpu_sample *smp = xcalloc((size_t)n + 1, sizeof(*smp));
 	unsigned *failing = xcalloc((size_t)n + 1, sizeof(*failing));
-	for (int i = 0; i < n; i++) {
-		struct gpu_sample held;
-		failing[i] = agent__health_gpu(a, i, &held);
-		agent__nvml_read(a->nvml, i, &smp[i]);
-	}
+	/* what the health check read this second: NVML is not asked twice */
+	for (int i = 0; i < n; i++)
+		failing[i] = agent__health_gpu(a, i, &smp[i]);
 	for (size_t f = 0; f < ARRAY_SIZE(gpu_families); f++) {
 		const struct gpu_family *g = &gpu_families[f];
 		prom_family(b, g->name, g->type, g->help);

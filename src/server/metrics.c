@@ -46,6 +46,14 @@ void metrics_answered(struct server *s, const struct request *r)
 	s->metrics.by_status[cls < 6 ? cls : 0]++;
 }
 
+/* A gauge family whose samples were gathered in `samples` (released). */
+static void family_of(struct strbuf *b, const char *name, const char *help, struct strbuf *samples)
+{
+	prom_family(b, name, "gauge", help);
+	strbuf_add(b, samples->buf, samples->len);
+	strbuf_release(samples);
+}
+
 static void jobs(struct server *s, struct strbuf *b)
 {
 	struct state *st = &s->st;
@@ -118,31 +126,26 @@ static void jobs(struct server *s, struct strbuf *b)
 		    "Jobs held in memory: all but those settled a while ago, which the store "
 		    "answers for.");
 	prom_sample(b, "tenk_jobs_in_memory", NULL, (double)held);
-	prom_family(b, "tenk_job_metric", "gauge",
-		    "The newest value of each training metric a running attempt wrote to "
-		    "$TENK_METRICS.");
-	strbuf_add(b, train.buf, train.len);
-	strbuf_release(&train);
-	prom_family(b, "tenk_job_stalled", "gauge",
-		    "1 when a running job that writes training lines has written none for its "
-		    "stall window (tenk show says why), else 0.");
-	strbuf_add(b, stalled.buf, stalled.len);
-	strbuf_release(&stalled);
-	prom_family(b, "tenk_job_straggler", "gauge",
-		    "1 for a running job's rank whose time a step is over 1.5 times its gang's "
-		    "median (its lines say their rank), with its node.");
-	strbuf_add(b, stragglers.buf, stragglers.len);
-	strbuf_release(&stragglers);
-	prom_family(b, "tenk_job_goodput_ratio", "gauge",
-		    "A running job's effective training time: the time its kept training took "
-		    "over the time since it first started (tenk show has the breakdown).");
-	strbuf_add(b, goodput.buf, goodput.len);
-	strbuf_release(&goodput);
-	prom_family(b, "tenk_job_mfu_ratio", "gauge",
-		    "A running job's model FLOPs utilisation: the FLOP/s its training lines say "
-		    "(tokens_per_s x flops_per_token, ...) over the peak of the cards it holds.");
-	strbuf_add(b, mfus.buf, mfus.len);
-	strbuf_release(&mfus);
+	family_of(b, "tenk_job_metric",
+		  "The newest value of each training metric a running attempt wrote to "
+		  "$TENK_METRICS.",
+		  &train);
+	family_of(b, "tenk_job_stalled",
+		  "1 when a running job that writes training lines has written none for its "
+		  "stall window (tenk show says why), else 0.",
+		  &stalled);
+	family_of(b, "tenk_job_straggler",
+		  "1 for a running job's rank whose time a step is over 1.5 times its gang's "
+		  "median (its lines say their rank), with its node.",
+		  &stragglers);
+	family_of(b, "tenk_job_goodput_ratio",
+		  "A running job's effective training time: the time its kept training took "
+		  "over the time since it first started (tenk show has the breakdown).",
+		  &goodput);
+	family_of(b, "tenk_job_mfu_ratio",
+		  "A running job's model FLOPs utilisation: the FLOP/s its training lines say "
+		  "(tokens_per_s x flops_per_token, ...) over the peak of the cards it holds.",
+		  &mfus);
 	prom_family(b, "tenk_jobs_submitted_total", "counter", "Jobs submitted (the newest id).");
 	prom_sample(b, "tenk_jobs_submitted_total", NULL, (double)st->njobs);
 
