@@ -75,9 +75,15 @@ static void peer_threshold(const struct vpeer *all, int n, int me, struct vcheck
 		return;
 	double *v = xcalloc((size_t)n + 1, sizeof(double));
 	int k = 0;
+	int shared = 0;
 	for (int i = 0; i < n; i++) {
 		if (i == me)
 			continue;
+		if (mine_override < 0 && all[me].machine[0] &&
+		    strcmp(all[i].machine, all[me].machine) == 0) {
+			shared++;
+			continue;
+		}
 		if (mine_override >= 0) {
 			if (all[i].pair_gbs > 0)
 				v[k++] = all[i].pair_gbs;
@@ -98,6 +104,11 @@ static void peer_threshold(const struct vpeer *all, int n, int me, struct vcheck
 			snprintf(c->detail, sizeof(c->detail),
 				 "%.1f%% below the median of %d peers (%.4g %s)",
 				 (1 - c->figure / med) * 100, k, med, c->unit);
+	} else if (shared && c->verdict != V_FAIL) {
+		size_t l = strlen(c->detail);
+		snprintf(c->detail + l, sizeof(c->detail) - l,
+			 "%snot held to %d peer%s on this machine's processors", l ? "; " : "",
+			 shared, shared == 1 ? "" : "s");
 	}
 	free(v);
 }
@@ -303,6 +314,18 @@ static const char *env_or(const char *name, const char *def)
 	return v && *v ? v : def;
 }
 
+static void read_boot_id(char *buf, size_t n)
+{
+	buf[0] = 0;
+	FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+	if (!f)
+		return;
+	if (!fgets(buf, (int)n, f))
+		buf[0] = 0;
+	buf[strcspn(buf, "\n")] = 0;
+	fclose(f);
+}
+
 static int post_report(const char *node, const struct vcheck *checks, int n, bool failed,
 		       const char *layer, const char *reason, bool peer_error)
 {
@@ -365,6 +388,7 @@ int validate_member(const struct vrun *o)
 	struct vpeer me;
 	memset(&me, 0, sizeof(me));
 	snprintf(me.node, sizeof(me.node), "%s", node);
+	read_boot_id(me.machine, sizeof(me.machine));
 	struct gpu_stack st;
 	validate__gpu_stack_probe(&st);
 	/* in an image, its digest is part of the stack: a node whose image

@@ -102,6 +102,9 @@ int validate_member(const struct vrun *o);
 #define VPEER_CHECKS 16
 struct vpeer {
 	char node[64];
+	/* the kernel's boot id: members alike share one machine's processors,
+	 * so figures those processors make are not held to each other */
+	char machine[40];
 	char stack[192]; /* "driver X, CUDA Y, NCCL Z, tenk V" */
 	double clock_ms; /* its clock minus the first node's */
 	double pair_gbs; /* its links to the others (upper median of its pairs); 0: none */

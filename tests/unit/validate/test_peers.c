@@ -142,6 +142,34 @@ static void test_stack_and_clock(void **state)
 	assert_int_equal(n, 1);
 }
 
+static void test_one_machines_members_not_held_to_each_other(void **state)
+{
+	/* three members on one machine (namespace hosts, agents side by side):
+	 * their processors are one, so the compute figure of one is not held to
+	 * the others'; the links between them still are */
+	struct vpeer all[4];
+	peer(&all[0], "a", "s", 100, 1.0);
+	peer(&all[1], "b", "s", 100, 1.0);
+	peer(&all[2], "c", "s", 20, 0.02);
+	peer(&all[3], "d", "s", 100, 1.0);
+	for (int i = 0; i < 3; i++)
+		snprintf(all[i].machine, sizeof(all[i].machine), "boot-1");
+	snprintf(all[3].machine, sizeof(all[3].machine), "boot-2");
+	struct vrun o = opts();
+	struct vcheck c[8];
+	int n = validate__vpeer_judge(all, 4, 2, &o, c, mine(c, 20), 8);
+	const struct vcheck *g = find(c, n, "cpu_sgemm");
+	assert_int_equal(g->verdict, V_PASS); /* one peer elsewhere: no median */
+	assert_non_null(strstr(g->detail, "not held to 2 peers on this machine's processors"));
+	assert_int_equal(find(c, n, "pair_bandwidth")->verdict, V_FAIL);
+	/* with two peers on other machines, it is held to them */
+	snprintf(all[1].machine, sizeof(all[1].machine), "boot-3");
+	n = validate__vpeer_judge(all, 4, 2, &o, c, mine(c, 20), 8);
+	g = find(c, n, "cpu_sgemm");
+	assert_int_equal(g->verdict, V_FAIL);
+	assert_non_null(strstr(g->threshold_from, "2 peers' median"));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -149,6 +177,7 @@ int main(void)
 		cmocka_unit_test(test_slow_node_fails_against_peers),
 		cmocka_unit_test(test_two_nodes_have_no_peer_median),
 		cmocka_unit_test(test_stack_and_clock),
+		cmocka_unit_test(test_one_machines_members_not_held_to_each_other),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
