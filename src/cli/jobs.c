@@ -467,6 +467,10 @@ static void show_job(json_t *j)
 		       json_is_true(json_object_get(a, "ended")) ? t2 : "(running)",
 		       cli__jstr(a, "master_addr"), (long long)cli__jint(a, "master_port"),
 		       *cli__jstr(a, "reason") ? ": " : "", cli__jstr(a, "reason"));
+		if (json_is_true(json_object_get(a, "in_place")))
+			printf("    started in place, on the nodes its job held%s%s%s\n",
+			       *cli__jstr(a, "replaced") ? " (" : "", cli__jstr(a, "replaced"),
+			       *cli__jstr(a, "replaced") ? " replaced)" : "");
 		size_t k;
 		json_t *n;
 		json_array_foreach (json_object_get(a, "nodes"), k, n) {

@@ -65,6 +65,8 @@ enum {
 	S_NO_MARKS,
 	S_STALL_AFTER,
 	S_ON_STALL,
+	S_RESTART,
+	S_MAX_RESTARTS,
 	S_COUNT
 };
 
@@ -144,6 +146,11 @@ static const struct tk_option submit_opts[] = {
 	{"on-stall", 0, "ACTION",
 	 "what is done with it then: notify (the default: it says so, and /metrics), requeue "
 	 "(from its last checkpoint) or cancel"},
+	{"restart", 0, "in-place|requeue",
+	 "when a task fails or a node is lost and it may go again: keep its healthy nodes, swap "
+	 "a failed one and start again at once (in-place, the default for several nodes), or go "
+	 "back to its queue (requeue, the default for one)"},
+	{"max-restarts", 0, "N", "as --requeue: restart up to N times after its own failure"},
 };
 _Static_assert(ARRAY_SIZE(submit_opts) == S_COUNT, "one option per enum value");
 
@@ -862,6 +869,24 @@ static int request_opts(struct ctx *c, json_t *req, bool update)
 	    (r = add_duration_opt(c, req, S_GRACE, "grace_s")) ||
 	    (r = add_duration_opt(c, req, S_STALL_AFTER, "stall_after_s")))
 		return r;
+	if (c->v[S_MAX_RESTARTS]) {
+		if (c->v[S_REQUEUE] && strcmp(c->v[S_REQUEUE], c->v[S_MAX_RESTARTS]) != 0)
+			return cli__usage_error(
+				c->cmd,
+				"--max-restarts %s and --requeue %s say two things: "
+				"give one of them",
+				c->v[S_MAX_RESTARTS], c->v[S_REQUEUE]);
+		if ((r = add_int_opt(c, req, S_MAX_RESTARTS, "requeue", 0, MODEL_MAX_REQUEUE)))
+			return r;
+	}
+	if (c->v[S_RESTART]) {
+		enum restart_mode m;
+		if (restart_mode_parse(c->v[S_RESTART], &m) < 0)
+			return cli__usage_error(
+				c->cmd, "--restart: must be in-place, requeue or auto, got \"%s\"",
+				c->v[S_RESTART]);
+		json_object_set_new(req, "restart", json_string(c->v[S_RESTART]));
+	}
 	if (c->v[S_ON_STALL]) {
 		enum stall_action a;
 		if (stall_action_parse(c->v[S_ON_STALL], &a) < 0)

@@ -480,7 +480,27 @@ json_t *job_request_pack(const struct job_request *r)
 		json_object_set_new(o, "stall_after_s", json_integer(r->stall_after_s));
 	if (r->on_stall != STALL_NOTIFY)
 		json_object_set_new(o, "on_stall", json_string(stall_action_name(r->on_stall)));
+	if (r->restart != RESTART_AUTO)
+		json_object_set_new(o, "restart", json_string(restart_mode_name(r->restart)));
 	return o;
+}
+
+static const char *const restart_modes[RESTART_MODE_MAX] = {
+	[RESTART_AUTO] = "auto", [RESTART_IN_PLACE] = "in-place", [RESTART_REQUEUE] = "requeue"};
+
+const char *restart_mode_name(enum restart_mode m)
+{
+	return m < RESTART_MODE_MAX ? restart_modes[m] : "?";
+}
+
+int restart_mode_parse(const char *s, enum restart_mode *ret)
+{
+	for (int i = 0; i < RESTART_MODE_MAX; i++)
+		if (strcmp(s, restart_modes[i]) == 0) {
+			*ret = (enum restart_mode)i;
+			return 0;
+		}
+	return -EINVAL;
 }
 
 static const char *const stall_actions[STALL_ACTION_MAX] = {
@@ -658,6 +678,14 @@ int job_request_unpack(json_t *j, struct job_request *ret, struct tk_error *err)
 	if (on_stall[0] && stall_action_parse(on_stall, &r.on_stall) < 0) {
 		rc = tk_errorf(err, -EINVAL,
 			       "on_stall: must be notify, requeue or cancel, got \"%s\"", on_stall);
+		goto fail;
+	}
+	char restart[16] = "";
+	if ((rc = mj_strbuf(j, "restart", false, true, restart, sizeof(restart), err)) < 0)
+		goto fail;
+	if (restart[0] && restart_mode_parse(restart, &r.restart) < 0) {
+		rc = tk_errorf(err, -EINVAL,
+			       "restart: must be auto, in-place or requeue, got \"%s\"", restart);
 		goto fail;
 	}
 	if ((rc = mj_strbuf(j, "ckpt_marker", false, true, marker, sizeof(marker), err)) < 0)
@@ -1030,6 +1058,10 @@ static json_t *attempt_pack(const struct attempt *a)
 		json_object_set_new(o, "fail_ms", json_integer(a->fail_ms));
 	if (a->ckpt_ms)
 		json_object_set_new(o, "checkpoint_write_ms", json_integer(a->ckpt_ms));
+	if (a->in_place)
+		json_object_set_new(o, "in_place", json_true());
+	if (a->replaced[0])
+		json_object_set_new(o, "replaced", json_string(a->replaced));
 	if (a->digest[0])
 		json_object_set_new(o, "digest", json_string(a->digest));
 	if (a->restore_tag[0] || a->restore_go)
@@ -1177,7 +1209,7 @@ static int attempt_unpack(json_t *aj, struct attempt *a, struct tk_error *err)
 		"master_addr", "master_port", "reason",	 "nodes",
 		"tasks",       "digest",      "restore", "pending_checkpoints",
 		"metrics",     "end",	      "fail_ms", "checkpoint_write_ms",
-		NULL};
+		"in_place",    "replaced",    NULL};
 	int64_t number, start, end, port;
 	int r, cause;
 	memset(a, 0, sizeof(*a));
@@ -1222,7 +1254,9 @@ static int attempt_unpack(json_t *aj, struct attempt *a, struct tk_error *err)
 			 err)) < 0 ||
 	    (r = mj_strbuf(aj, "digest", false, true, a->digest, sizeof(a->digest), err)) < 0 ||
 	    (r = mj_int(aj, "fail_ms", false, 0, INT64_MAX, 0, &a->fail_ms, err)) < 0 ||
-	    (r = mj_int(aj, "checkpoint_write_ms", false, 0, INT64_MAX, 0, &a->ckpt_ms, err)) < 0)
+	    (r = mj_int(aj, "checkpoint_write_ms", false, 0, INT64_MAX, 0, &a->ckpt_ms, err)) < 0 ||
+	    (r = mj_bool(aj, "in_place", false, false, &a->in_place, err)) < 0 ||
+	    (r = mj_strbuf(aj, "replaced", false, true, a->replaced, sizeof(a->replaced), err)) < 0)
 		return r;
 	a->end = (enum attempt_end)(cause + 1);
 	a->number = (int)number;

@@ -218,6 +218,15 @@ enum stall_action { STALL_NOTIFY, STALL_REQUEUE, STALL_CANCEL, STALL_ACTION_MAX 
 const char *stall_action_name(enum stall_action a);
 int stall_action_parse(const char *s, enum stall_action *ret);
 
+/* What a gang does when a task fails or a node of it is lost and it may go
+ * again: in place for a job of several nodes, else back to its queue
+ * (auto); keep its healthy nodes, swap a failed one, and start its next
+ * attempt at once, without a pass (in-place); or go back to its queue,
+ * its nodes freed (requeue). */
+enum restart_mode { RESTART_AUTO, RESTART_IN_PLACE, RESTART_REQUEUE, RESTART_MODE_MAX };
+const char *restart_mode_name(enum restart_mode m);
+int restart_mode_parse(const char *s, enum restart_mode *ret);
+
 struct job_request {
 	char *name;
 	int argc;
@@ -283,6 +292,7 @@ struct job_request {
 	 * and then on_stall is done */
 	int64_t stall_after_s;
 	enum stall_action on_stall;
+	enum restart_mode restart;
 };
 
 /* What a dependency waits for (Slurm's after, afterok, afternotok, afterany). */
@@ -375,7 +385,8 @@ char *model_output_path(const char *pattern, const char *cwd, const struct outpu
 	X("pty", JR_VALUE, pty, argc, false)                                                       \
 	X("attempt_marks", JR_VALUE, no_attempt_marks, argc, false)                                \
 	X("stall_after_s", JR_VALUE, stall_after_s, argc, true)                                    \
-	X("on_stall", JR_VALUE, on_stall, argc, true)
+	X("on_stall", JR_VALUE, on_stall, argc, true)                                              \
+	X("restart", JR_VALUE, restart, argc, true)
 
 /* The keys of the table, NULL-terminated. */
 extern const char *const job_request_keys[];
@@ -605,6 +616,11 @@ struct attempt {
 	struct ckpt *pend;
 	/* what its tasks wrote to $TENK_METRICS; NULL: nothing yet */
 	struct train_metrics *train;
+	/* it started in place: on the nodes its job held when the attempt
+	 * before failed, without a pass; replaced: the node of that attempt
+	 * it left for another ("": none) */
+	bool in_place;
+	char replaced[MODEL_NAME_MAX];
 };
 
 struct job {
