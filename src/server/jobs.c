@@ -290,6 +290,7 @@ static void task_failed(struct state *s, struct sjob *j, struct attempt *a,
 	attempt_end(a, ATTEMPT_END_FAILED, reason);
 	if (j->job.failures < j->job.req.requeue) {
 		j->job.failures++;
+		state_inplace_begin(s, j, a, NULL, now);
 		size_t len = strlen(reason);
 		snprintf(reason + len, sizeof(reason) - len, "; requeued (restart %d of %d)",
 			 j->job.failures, j->job.req.requeue);
@@ -316,6 +317,10 @@ void state_failure_wait(struct state *s, struct sjob *j, const struct task_event
 	s->failing[s->nfailing++] = j;
 	log_debug("job %lld: task %d failed; judged once every node of attempt %d is heard from",
 		  (long long)j->job.id, ev->rank, ev->attempt);
+	/* where it may go again, its nodes are held for it as the gang stops
+	 * (given back if the judgement fails it) */
+	if (j->job.failures < j->job.req.requeue || j->node_losses < s->cfg.max_node_requeues)
+		state_inplace_begin(s, j, a, NULL, s->now_ms);
 	/* the gang stops at once, whatever the judgement */
 	state_attempt_bump_nodes(s, job_current_attempt(&j->job));
 }
@@ -370,10 +375,12 @@ void state_job_lost(struct state *s, struct sjob *j, struct attempt *a, const ch
 	if (!ran && !j->job.system) {
 		/* nothing of it ran: going again is no rerun, and costs nothing */
 		snprintf(reason + len, sizeof(reason) - len, "; requeued (it had not started)");
+		state_inplace_begin(s, j, a, node, now);
 		state_job_requeue(s, j, reason, now);
 	} else if (j->node_losses < s->cfg.max_node_requeues && !j->job.system) {
 		j->node_losses++;
 		snprintf(reason + len, sizeof(reason) - len, "; requeued");
+		state_inplace_begin(s, j, a, node, now);
 		state_job_requeue(s, j, reason, now);
 	} else {
 		snprintf(reason + len, sizeof(reason) - len, "; not requeued after %d lost nodes",

@@ -143,8 +143,12 @@ void state_part_remove(struct state *s, struct snode *n, struct sjob *j, int att
 			continue;
 		const struct attempt *a = &j->job.attempts[attempt - 1];
 		const struct attempt_node *an = &a->nodes[p->node_index];
-		part_hold(n, j, an, -1);
-		j->queue->use_milli -= (int64_t)an->ndev * an->milli;
+		/* a gang restarting in place keeps its share here for the next
+		 * attempt (inplace.c) */
+		if (!state_inplace_keeps(j, attempt, p->node_index)) {
+			part_hold(n, j, an, -1);
+			j->queue->use_milli -= (int64_t)an->ndev * an->milli;
+		}
 		if (p->node_index == 0) {
 			port_free(s, n, a->master_port);
 			j->queue->nrunning--;
@@ -155,6 +159,16 @@ void state_part_remove(struct state *s, struct snode *n, struct sjob *j, int att
 		state_want_pass(s);
 		return;
 	}
+}
+
+void state_node_hold(struct state *s, struct snode *n, struct sjob *j,
+		     const struct attempt_node *an, int sign)
+{
+	part_hold(n, j, an, sign);
+	j->queue->use_milli += sign * (int64_t)an->ndev * an->milli;
+	state_node_sync_devs(n);
+	node_bump(s, n);
+	state_want_pass(s);
 }
 
 void state_attempt_bump_nodes(struct state *s, const struct attempt *a)

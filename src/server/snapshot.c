@@ -226,6 +226,10 @@ static const char *held_back(struct state *s, struct sjob *j, int64_t now, char 
 			 day ? "" : j->queue->spec.budget_period);
 		return buf;
 	}
+	if (j->inplace) {
+		snprintf(buf, n, "%s", j->inplace->why);
+		return buf;
+	}
 	/* two attempts of one job never run at once: the next one waits until
 	 * every task of the last is gone, or surely fenced */
 	if (j->fenced_until) {
@@ -639,6 +643,8 @@ bool state_schedule(struct state *s, int64_t now)
 	s->narrived = 0;
 	s->last_pass_ms = now;
 	valid_tick(s, now);
+	/* restarts in place go first, on the nodes they held, without the pass */
+	state_inplace_tick(s, now);
 	struct snapshot sn;
 	int64_t t0 = tk_mono_us();
 	snapshot_build(s, mark, now, &sn);

@@ -69,9 +69,15 @@ void state_release(struct state *s)
 		job_release(&j->job);
 		free(j->fail_ev);
 		free(j->fail_seen);
+		if (j->inplace) {
+			free(j->inplace->bad);
+			free(j->inplace->held);
+			free(j->inplace);
+		}
 		state_stall_forget(j);
 		free(j);
 	}
+	free(s->restarting);
 	for (int c = 0; c < s->sched.nclasses; c++)
 		free(s->classes[c].order);
 	free(s->jobs);
@@ -396,6 +402,7 @@ int state_job_set_state(struct state *s, struct sjob *j, enum job_state to, cons
 	state_job_dirty(s, j);
 	assert_job_state(j);
 	if (job_state_final(to)) {
+		state_inplace_drop(s, j);
 		j->job.end_ms = now;
 		log_debug("job %lld %s: %s", (long long)j->job.id, job_state_name(to),
 			  j->job.reason);

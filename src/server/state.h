@@ -94,6 +94,23 @@ struct sjob {
 	/* its running attempt's training lines, for finding it stalled
 	 * (stall.c); NULL: none came */
 	struct sstall *stall;
+	/* it restarts in place (inplace.c); NULL: not */
+	struct inplace *inplace;
+};
+
+/* ---- inplace.c: restarts in place ---------------------------------------------------- */
+
+/* A gang restarting in place after attempt `from`: for each of that
+ * attempt's nodes (by node rank), whether it is to be replaced (its task
+ * failed for the node's fault, or the node was lost) and whether its share
+ * is held for the job (its tasks there ended; the share stays used). */
+struct inplace {
+	int from;
+	int nnodes;
+	bool *bad;
+	bool *held;
+	int64_t since_ms;
+	char why[MODEL_REASON_MAX]; /* what it waits for, for its reason */
 };
 
 /* ---- lemon.c: nodes that keep failing -------------------------------------------------- */
@@ -411,6 +428,9 @@ struct state {
 	struct sjob **fenced;	  /* jobs whose fenced_until is set */
 	int nfenced;
 	size_t fenced_alloc;
+	struct sjob **restarting; /* jobs whose inplace is set */
+	int nrestarting;
+	size_t restarting_alloc;
 	struct sjob **failing; /* jobs whose fail_ev is set */
 	int nfailing;
 	size_t failing_alloc;
@@ -667,6 +687,25 @@ void state_checkpoint_seen(struct state *s, const struct wire_checkpoint *c);
 void state_node_work_changed(struct state *s, struct snode *n);
 /* Every node holding a part of attempt a learns its work changed. */
 void state_attempt_bump_nodes(struct state *s, const struct attempt *a);
+/* Holds (sign +1) or gives back (-1) an attempt's share an of node n, as
+ * its part did: the node's resources and j's queue's use. */
+void state_node_hold(struct state *s, struct snode *n, struct sjob *j,
+		     const struct attempt_node *an, int sign);
+
+/* Attempt a of j failed (a task failed, or bad_node, when not NULL, was
+ * lost or is at fault) and j may go again: when its restart policy says in
+ * place, its nodes' shares are held for it from now as its tasks end, bar
+ * bad_node's. Called again with the failing node once known. */
+void state_inplace_begin(struct state *s, struct sjob *j, const struct attempt *a,
+			 const char *bad_node, int64_t now);
+/* Does j keep the share of node rank k of its attempt `attempt` as the
+ * part there goes (and is it now held)? */
+bool state_inplace_keeps(struct sjob *j, int attempt, int k);
+/* Releases what j holds for a restart in place and forgets it. */
+void state_inplace_drop(struct state *s, struct sjob *j);
+/* Starts, on their held nodes, the restarts in place whose last attempt
+ * has ended; falls back to the queue where no node can replace one. */
+void state_inplace_tick(struct state *s, int64_t now);
 /* A MASTER_PORT no other attempt led from n uses. */
 int state_node_port_find(const struct state *s, const struct snode *n);
 void state_node_sync_devs(struct snode *n);

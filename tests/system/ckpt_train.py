@@ -10,8 +10,14 @@ OUT/steps-RANK.log, and rank 0 "step=N loss=X" to $TENK_METRICS (what
 tenk measures goodput by). EVERY may instead list the steps to save at
 by attempt ("1:3,2:6": step 3 in attempt 1, step 6 in attempt 2).
 
+With CKPT_OVERLAP=DIR set (a folder every host sees), each rank runs the
+flock checker of test_fencing.py first: a shared lock on DIR/attempt-N for
+its life, and a probe of DIR/attempt-(N-1) that fails while any rank of the
+attempt before still lives, noted as a line in DIR/overlaps.
+
 Usage: ckpt_train.py OUT STEPS EVERY [SECONDS_PER_STEP]
 """
+import fcntl
 import json
 import os
 import sys
@@ -21,8 +27,31 @@ import torch
 import torch.distributed as dist
 
 
+def overlap_check(d, attempt, rank):
+    """Holds this attempt's lock; notes a rank of the last attempt alive."""
+    mine = open(f"{d}/attempt-{attempt}", "a")
+    fcntl.flock(mine, fcntl.LOCK_SH)
+    if attempt > 1:
+        turn = open(f"{d}/turn-{attempt}", "a")  # siblings take turns at the probe
+        fcntl.flock(turn, fcntl.LOCK_EX)
+        prev = open(f"{d}/attempt-{attempt - 1}", "a")
+        try:
+            fcntl.flock(prev, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(prev, fcntl.LOCK_UN)
+        except BlockingIOError:
+            with open(f"{d}/overlaps", "a") as f:
+                f.write(f"attempt {attempt} rank {rank} started while attempt {attempt - 1} "
+                        f"ran\n")
+        fcntl.flock(turn, fcntl.LOCK_UN)
+    return mine
+
+
 def main():
     out, steps = sys.argv[1], int(sys.argv[2])
+    lock = None
+    if os.environ.get("CKPT_OVERLAP"):
+        lock = overlap_check(os.environ["CKPT_OVERLAP"], int(os.environ["TENK_ATTEMPT"]),
+                             os.environ["RANK"])
     at = {tuple(x.split(":")) for x in sys.argv[3].split(",")} if ":" in sys.argv[3] else None
     every = int(sys.argv[3]) if at is None else 0
     delay = float(sys.argv[4]) if len(sys.argv) > 4 else 0.0
@@ -73,6 +102,8 @@ def main():
         with open(os.path.join(out, "final.hex"), "w") as f:
             f.write(flat.numpy().tobytes().hex())
     dist.destroy_process_group()
+    if lock:
+        lock.close()
 
 
 if __name__ == "__main__":

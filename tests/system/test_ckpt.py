@@ -252,6 +252,10 @@ def test_ddp_killed_twice_resumes_elsewhere_and_says_its_goodput(hosts4, workdir
         nxt = c.job(jid)["attempts"][attempt]
         names = {n["name"] for n in nxt["nodes"]}
         assert rank0 not in names, (rank0, names)
+        # in place: the surviving node keeps its rank, a free host takes
+        # the lost one's
+        assert nxt["in_place"] and nxt["replaced"] == rank0, nxt
+        assert nxt["nodes"][1]["name"] == job["attempts"][attempt - 1]["nodes"][1]["name"]
         if attempt == 1:
             # the host that never held it gets its part from the store
             fresh = names - held

@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <cmocka.h>
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "server/state.h"
@@ -449,14 +450,16 @@ static void test_agent_restart_keeps_shims(void **state)
 
 /* Two attempts of one job never run at once: after rank 0 of a two-node
  * gang fails, the next attempt waits for rank 1's task to be reported gone
- * even while two other nodes stand free. */
+ * even while two other nodes stand free (a gang that goes back to its
+ * queue; one restarting in place waits the same, below). */
 static void test_one_attempt_at_a_time(void **state)
 {
 	struct world *w = world_new(5);
 	for (int i = 1; i <= 4; i++)
 		add_node(w, i, 8, "aaaaaaaa");
-	struct sjob *j = submit(w, "{\"command\": [\"train\"], \"cwd\": \"/tmp\", \"nodes\": 2, "
-				   "\"gpus_per_task\": 8, \"requeue\": 2}");
+	struct sjob *j =
+		submit(w, "{\"command\": [\"train\"], \"cwd\": \"/tmp\", \"nodes\": 2, "
+			  "\"gpus_per_task\": 8, \"requeue\": 2, \"restart\": \"requeue\"}");
 	state_schedule(&w->st, T0);
 	task_event(w, j, 0, TASK_EVENT_STARTED, 0, EXIT_EXITED, T0);
 	task_event(w, j, 1, TASK_EVENT_STARTED, 0, EXIT_EXITED, T0);
@@ -481,6 +484,359 @@ static void test_one_attempt_at_a_time(void **state)
 	assert_int_equal(j->job.state, JOB_STARTING);
 	assert_int_equal(j->job.nattempts, 2);
 	world_free(w);
+}
+
+/* Judges the failure of j's current attempt, every node heard from. */
+static void judge(struct world *w, struct sjob *j, int64_t now, int64_t mono)
+{
+	const struct attempt *a = job_current_attempt(&j->job);
+	for (int i = 0; i < a->nnodes; i++)
+		state_node_seen(&w->st, state_node(&w->st, a->nodes[i].name), mono);
+	state_check_failures(&w->st, now, mono);
+}
+
+/* A gang whose rank fails on a healthy node restarts in place: its nodes
+ * are held for it while its tasks stop (a waiting job of a higher class
+ * does not get them), and its next attempt starts on them, in the same
+ * ranks, without a pass; the waiting job still waits. */
+static void test_restart_in_place_keeps_its_nodes(void **state)
+{
+	struct world *w = world_new(5);
+	struct snode *n1 = add_node(w, 1, 8, "aaaaaaaa"), *n2 = add_node(w, 2, 8, "bbbbbbbb");
+	struct sjob *j = submit(w, "{\"command\": [\"train\"], \"cwd\": \"/tmp\", \"nodes\": 2, "
+				   "\"gpus_per_task\": 8, \"requeue\": 2}");
+	state_schedule(&w->st, T0);
+	const char *rank0 = j->job.attempts[0].nodes[0].name;
+	struct sjob *b = submit(w, "{\"command\": [\"x\"], \"cwd\": \"/tmp\", \"nodes\": 1, "
+				   "\"gpus_per_task\": 8, \"class\": \"prod\"}");
+	task_event(w, j, 0, TASK_EVENT_STARTED, 0, EXIT_EXITED, T0);
+	task_event(w, j, 1, TASK_EVENT_STARTED, 0, EXIT_EXITED, T0);
+	/* prod may preempt, but normal is not preemptible: it waits */
+	state_schedule(&w->st, T0 + 1);
+	assert_int_equal(b->job.state, JOB_PENDING);
+	task_event(w, j, 1, TASK_EVENT_EXITED, 1, EXIT_EXITED, T0 + 5);
+	judge(w, j, T0 + 6, MONO0 + 1);
+	assert_int_equal(j->job.state, JOB_PENDING);
+	assert_non_null(j->inplace);
+	/* rank 1's node is free of its tasks, and held for it */
+	assert_int_equal(dev_used(n1) + dev_used(n2), 16 * MODEL_MILLI);
+	state_schedule(&w->st, T0 + 7);
+	assert_int_equal(b->job.state, JOB_PENDING);
+	assert_string_equal(j->job.reason, "restarting in place: waiting for attempt 1's tasks to "
+					   "stop");
+	task_event(w, j, 0, TASK_EVENT_EXITED, 143, EXIT_CANCELLED, T0 + 8);
+	assert_true(j->job.attempts[0].ended);
+	assert_int_equal(dev_used(n1) + dev_used(n2), 16 * MODEL_MILLI);
+	state_schedule(&w->st, T0 + 9);
+	assert_int_equal(j->job.state, JOB_STARTING);
+	assert_int_equal(j->job.nattempts, 2);
+	const struct attempt *a2 = &j->job.attempts[1];
+	assert_true(a2->in_place);
+	assert_string_equal(a2->replaced, "");
+	assert_string_equal(a2->nodes[0].name, rank0);
+	assert_string_equal(a2->master_addr, j->job.attempts[0].master_addr);
+	assert_null(j->inplace);
+	assert_int_equal(b->job.state, JOB_PENDING);
+	assert_int_equal(dev_used(n1) + dev_used(n2), 16 * MODEL_MILLI);
+	assert_int_equal(j->queue->use_milli, 16 * MODEL_MILLI);
+	/* a task that fails on every node: in place again, then the job fails
+	 * after its restarts; what it held goes to the waiting job */
+	for (int round = 0; round < 2; round++) {
+		for (int r = 0; r < 2; r++)
+			task_event(w, j, r, TASK_EVENT_STARTED, 0, EXIT_EXITED, T0 + 10);
+		task_event(w, j, 0, TASK_EVENT_EXITED, 3, EXIT_EXITED, T0 + 11);
+		task_event(w, j, 1, TASK_EVENT_EXITED, 3, EXIT_EXITED, T0 + 11);
+		judge(w, j, T0 + 12, MONO0 + 2 + round);
+		state_schedule(&w->st, T0 + 13);
+	}
+	assert_int_equal(j->job.state, JOB_FAILED);
+	assert_int_equal(j->job.nattempts, 3);
+	assert_true(j->job.attempts[2].in_place);
+	assert_null(j->inplace);
+	assert_int_equal(w->st.nrestarting, 0);
+	assert_int_equal(j->queue->use_milli, 8 * MODEL_MILLI); /* b's */
+	assert_int_equal(b->job.state, JOB_STARTING);
+	world_free(w);
+}
+
+/* A lost node is swapped for a free one in its rank; the other keeps its
+ * own. With no node free to replace it, the gang goes back to its queue
+ * and gives back what it held; a cancelled one gives it back too. */
+static void test_restart_in_place_replaces_a_lost_node(void **state)
+{
+	struct world *w = world_new(5);
+	for (int i = 1; i <= 3; i++)
+		add_node(w, i, 8, "aaaaaaaa");
+	struct sjob *j = submit(w, "{\"command\": [\"train\"], \"cwd\": \"/tmp\", \"nodes\": 2, "
+				   "\"gpus_per_task\": 8}");
+	state_schedule(&w->st, T0);
+	char r0[MODEL_NAME_MAX], r1[MODEL_NAME_MAX];
+	snprintf(r0, sizeof(r0), "%s", j->job.attempts[0].nodes[0].name);
+	snprintf(r1, sizeof(r1), "%s", j->job.attempts[0].nodes[1].name);
+	task_event(w, j, 0, TASK_EVENT_STARTED, 0, EXIT_EXITED, T0);
+	task_event(w, j, 1, TASK_EVENT_STARTED, 0, EXIT_EXITED, T0);
+	state_node_lost(&w->st, state_node(&w->st, r1), "silent", T0 + 5);
+	assert_int_equal(j->job.state, JOB_PENDING);
+	state_schedule(&w->st, T0 + 6);
+	assert_int_equal(j->job.nattempts, 1); /* rank 0's task still runs */
+	task_event(w, j, 0, TASK_EVENT_EXITED, 143, EXIT_CANCELLED, T0 + 7);
+	state_schedule(&w->st, T0 + 8);
+	assert_int_equal(j->job.state, JOB_STARTING);
+	const struct attempt *a2 = &j->job.attempts[1];
+	assert_true(a2->in_place);
+	assert_string_equal(a2->nodes[0].name, r0);
+	assert_string_not_equal(a2->nodes[1].name, r1);
+	assert_string_equal(a2->replaced, r1);
+	/* now rank 1's new node is lost too, and none is left to replace it */
+	char r1b[MODEL_NAME_MAX];
+	snprintf(r1b, sizeof(r1b), "%s", a2->nodes[1].name);
+	task_event(w, j, 0, TASK_EVENT_STARTED, 0, EXIT_EXITED, T0 + 9);
+	task_event(w, j, 1, TASK_EVENT_STARTED, 0, EXIT_EXITED, T0 + 9);
+	state_node_lost(&w->st, state_node(&w->st, r1b), "silent", T0 + 10);
+	task_event(w, j, 0, TASK_EVENT_EXITED, 143, EXIT_CANCELLED, T0 + 11);
+	state_schedule(&w->st, T0 + 12);
+	assert_int_equal(j->job.state, JOB_PENDING);
+	assert_int_equal(j->job.nattempts, 2);
+	assert_null(j->inplace);
+	struct snode *kept = state_node(&w->st, r0);
+	assert_int_equal(dev_used(kept), 0);
+	assert_int_equal(j->queue->use_milli, 0);
+	/* a gang cancelled while it restarts gives back what it held */
+	struct sjob *k =
+		submit(w, "{\"command\": [\"train\"], \"cwd\": \"/tmp\", \"nodes\": 1, "
+			  "\"gpus_per_task\": 8, \"requeue\": 1, \"restart\": \"in-place\"}");
+	state_cancel(&w->st, j, T0 + 13, &(struct tk_error){0});
+	state_schedule(&w->st, T0 + 14);
+	assert_int_equal(k->job.state, JOB_STARTING);
+	task_event(w, k, 0, TASK_EVENT_STARTED, 0, EXIT_EXITED, T0 + 15);
+	task_event(w, k, 0, TASK_EVENT_EXITED, 1, EXIT_EXITED, T0 + 16);
+	assert_int_equal(k->job.state, JOB_PENDING);
+	assert_non_null(k->inplace);
+	assert_int_equal(dev_used(kept), 8 * MODEL_MILLI);
+	state_cancel(&w->st, k, T0 + 17, &(struct tk_error){0});
+	assert_null(k->inplace);
+	assert_int_equal(dev_used(kept), 0);
+	assert_int_equal(k->queue->use_milli, 0);
+	world_free(w);
+}
+
+/* ---- restarts in place under random faults ---------------------------------------- */
+
+static uint64_t rnd_state;
+static int rnd(int n)
+{
+	rnd_state ^= rnd_state << 13;
+	rnd_state ^= rnd_state >> 7;
+	rnd_state ^= rnd_state << 17;
+	return (int)(rnd_state % (uint64_t)n);
+}
+
+static void attempt_event(struct world *w, struct sjob *j, int attempt, int rank, int code,
+			  enum exit_cause cause, int64_t now)
+{
+	struct task_event ev = {.job = j->job.id,
+				.attempt = attempt,
+				.rank = rank,
+				.type = TASK_EVENT_EXITED,
+				.at_ms = now,
+				.exit_code = code,
+				.cause = cause};
+	state_task_exited(&w->st, &ev, now);
+}
+
+/* What the state holds against what its parts and holds say: every node's
+ * devices and CPUs, every queue's use; no device over full; no attempt
+ * running beside a task of an earlier one (invariant A); the list of
+ * restarts in place and the jobs' marks agree. */
+static void check_world(struct world *w, struct sjob **jobs, int njobs, int seed, int step)
+{
+	struct state *s = &w->st;
+	int64_t use[8] = {0};
+	for (int i = 0; i < s->nnodes; i++) {
+		struct snode *n = s->nodes[i];
+		int dev[MODEL_MAX_ACCELS] = {0};
+		int cpus = 0;
+		for (int k = 0; k < n->nparts; k++) {
+			const struct part *p = &n->parts[k];
+			const struct attempt_node *an =
+				&p->job->job.attempts[p->attempt - 1].nodes[p->node_index];
+			for (int d = 0; d < an->ndev; d++)
+				dev[an->devs[d]] += an->milli;
+			cpus += p->job->job.req.tasks_per_node * p->job->job.req.cpus_per_task;
+		}
+		for (int x = 0; x < njobs; x++) {
+			const struct inplace *ip = jobs[x]->inplace;
+			for (int k = 0; ip && k < ip->nnodes; k++) {
+				const struct attempt_node *an =
+					&jobs[x]->job.attempts[ip->from - 1].nodes[k];
+				if (!ip->held[k] || strcmp(an->name, n->rec.inv.name) != 0)
+					continue;
+				for (int d = 0; d < an->ndev; d++)
+					dev[an->devs[d]] += an->milli;
+				cpus += jobs[x]->job.req.tasks_per_node *
+					jobs[x]->job.req.cpus_per_task;
+			}
+		}
+		for (int d = 0; d < n->rec.inv.naccel; d++)
+			if (dev[d] != n->dev_used[d] || dev[d] > MODEL_MILLI)
+				fail_msg("seed %d step %d: node %s device %d: used %d, parts and "
+					 "holds %d",
+					 seed, step, n->rec.inv.name, d, n->dev_used[d], dev[d]);
+		if (cpus != n->cpus_used)
+			fail_msg("seed %d step %d: node %s CPUs used %d, parts and holds %d", seed,
+				 step, n->rec.inv.name, n->cpus_used, cpus);
+	}
+	int restarting = 0;
+	for (int x = 0; x < njobs; x++) {
+		struct sjob *j = jobs[x];
+		const struct inplace *ip = j->inplace;
+		restarting += ip != NULL;
+		const struct attempt *cur = job_current_attempt(&j->job);
+		bool active = j->job.state == JOB_STARTING || j->job.state == JOB_RUNNING;
+		if (ip && !(j->job.state == JOB_PENDING || (active && cur->number == ip->from)))
+			fail_msg("seed %d step %d: job %lld restarts in place while %s", seed, step,
+				 (long long)j->job.id, job_state_name(j->job.state));
+		for (int a = 0; active && a < j->job.nattempts - 1; a++)
+			for (int t = 0; t < j->job.attempts[a].ntasks; t++)
+				if (!state_task_done(&j->job.attempts[a].tasks[t]))
+					fail_msg("seed %d step %d: job %lld attempt %d runs beside "
+						 "task %d of attempt %d",
+						 seed, step, (long long)j->job.id, cur->number, t,
+						 a + 1);
+		if (j->queue->index < 8) {
+			for (int a = 0; a < j->job.nattempts; a++)
+				for (int i = 0; i < s->nnodes; i++)
+					for (int k = 0; k < s->nodes[i]->nparts; k++) {
+						const struct part *p = &s->nodes[i]->parts[k];
+						if (p->job != j || p->attempt != a + 1)
+							continue;
+						const struct attempt_node *an =
+							&j->job.attempts[a].nodes[p->node_index];
+						use[j->queue->index] +=
+							(int64_t)an->ndev * an->milli;
+					}
+			for (int k = 0; ip && k < ip->nnodes; k++)
+				if (ip->held[k]) {
+					const struct attempt_node *an =
+						&j->job.attempts[ip->from - 1].nodes[k];
+					use[j->queue->index] += (int64_t)an->ndev * an->milli;
+				}
+		}
+	}
+	if (restarting != s->nrestarting)
+		fail_msg("seed %d step %d: %d jobs restart in place, the list has %d", seed, step,
+			 restarting, s->nrestarting);
+	for (int q = 0; q < s->nqueues && q < 8; q++)
+		if (s->queues[q]->use_milli != use[q])
+			fail_msg("seed %d step %d: queue %s uses %lld, parts and holds %lld", seed,
+				 step, s->queues[q]->spec.name, (long long)s->queues[q]->use_milli,
+				 (long long)use[q]);
+}
+
+/* Gangs restarting in place among random task failures, node losses,
+ * agents that come back without their tasks, cancels and passes: at every
+ * step the books balance and no attempt runs beside its last. Thousands of
+ * seeds (INPLACE_SEEDS). */
+static void test_restart_in_place_random(void **state)
+{
+	const char *env = getenv("INPLACE_SEEDS");
+	int seeds = env ? atoi(env) : 2000, started_in_place = 0, replaced = 0, fell_back = 0;
+	for (int seed = 1; seed <= seeds; seed++) {
+		rnd_state = 0x9e3779b97f4a7c15ULL * (uint64_t)seed;
+		struct world *w = world_new(3);
+		for (int i = 1; i <= 4; i++)
+			add_node(w, i, 4, "aaaaaaaa");
+		struct sjob *jobs[16];
+		int njobs = 0;
+		static const char *const reqs[] = {
+			"{\"command\": [\"t\"], \"cwd\": \"/\", \"nodes\": 2, \"gpus_per_task\": "
+			"4, "
+			"\"requeue\": 3}",
+			"{\"command\": [\"t\"], \"cwd\": \"/\", \"nodes\": 2, \"gpus_per_task\": "
+			"2, "
+			"\"requeue\": 2, \"queue\": \"q2\"}",
+			"{\"command\": [\"t\"], \"cwd\": \"/\", \"nodes\": 1, \"gpus_per_task\": "
+			"4, "
+			"\"class\": \"prod\"}",
+			"{\"command\": [\"t\"], \"cwd\": \"/\", \"nodes\": 1, \"gpus_per_task\": "
+			"2, "
+			"\"requeue\": 1, \"restart\": \"in-place\"}",
+		};
+		for (int k = 0; k < 4; k++)
+			jobs[njobs++] = submit(w, reqs[k]);
+		int64_t now = T0, mono = MONO0;
+		int agent = 0;
+		for (int step = 0; step < 120; step++) {
+			now += 100;
+			mono += 100;
+			struct sjob *j = jobs[rnd(njobs)];
+			const struct attempt *a = job_current_attempt(&j->job);
+			int action = rnd(10);
+			if (action <= 1) {
+				state_schedule(&w->st, now);
+			} else if (action == 2 && a && !job_state_final(j->job.state)) {
+				int t = rnd(a->ntasks);
+				if (a->tasks[t].state == TASK_WAITING)
+					task_event(w, j, t, TASK_EVENT_STARTED, 0, EXIT_EXITED,
+						   now);
+			} else if (action == 3 && a &&
+				   (j->job.state == JOB_RUNNING || j->job.state == JOB_STARTING)) {
+				int t = rnd(a->ntasks);
+				if (!state_task_done(&a->tasks[t]))
+					task_event(w, j, t, TASK_EVENT_EXITED, rnd(3) ? 1 : 0,
+						   EXIT_EXITED, now);
+			} else if (action == 4 || action == 5) {
+				/* a stopped task of any attempt ends */
+				for (int n = 0; n < j->job.nattempts; n++) {
+					const struct attempt *b = &j->job.attempts[n];
+					bool cur = state_attempt_is_current(j, b);
+					int t = rnd(b->ntasks);
+					if (!cur && !state_task_done(&b->tasks[t])) {
+						attempt_event(w, j, b->number, t, 143,
+							      EXIT_CANCELLED, now);
+						break;
+					}
+				}
+			} else if (action == 6) {
+				for (int i = 0; i < w->st.nnodes; i++)
+					state_node_seen(&w->st, w->st.nodes[i], mono);
+				state_check_failures(&w->st, now, mono);
+				state_check_nodes(&w->st, now, mono);
+			} else if (action == 7 && rnd(3) == 0) {
+				struct snode *n = w->st.nodes[rnd(w->st.nnodes)];
+				if (rnd(2))
+					state_node_lost(&w->st, n, "silent", now);
+				else if (n->live != NODE_LIVE_DOWN) {
+					/* its agent comes back without its tasks */
+					char id[24];
+					snprintf(id, sizeof(id), "agent%03d", ++agent);
+					state_register(&w->st, &n->rec.inv, id, NULL, 0, now, mono);
+				}
+			} else if (action == 8) {
+				struct snode *n = w->st.nodes[rnd(w->st.nnodes)];
+				if (n->live == NODE_LIVE_DOWN)
+					state_register(&w->st, &n->rec.inv, n->rec.agent_id, NULL,
+						       0, now, mono);
+			} else if (action == 9 && rnd(8) == 0 && !job_state_final(j->job.state)) {
+				state_cancel(&w->st, j, now, &(struct tk_error){0});
+				if (njobs < 16)
+					jobs[njobs++] = submit(w, reqs[rnd(4)]);
+			}
+			check_world(w, jobs, njobs, seed, step);
+		}
+		for (int x = 0; x < njobs; x++)
+			for (int n = 1; n < jobs[x]->job.nattempts; n++) {
+				started_in_place += jobs[x]->job.attempts[n].in_place;
+				replaced += jobs[x]->job.attempts[n].replaced[0] != 0;
+				fell_back += !jobs[x]->job.attempts[n].in_place;
+			}
+		world_free(w);
+	}
+	/* the schedules reach every path */
+	print_message("%d attempts started in place (%d with a node replaced), %d through the "
+		      "queue\n",
+		      started_in_place, replaced, fell_back);
+	assert_true(started_in_place > seeds / 4 && replaced > seeds / 20 && fell_back > 0);
 }
 
 /* A rank fails because its peer's node died: that node goes DOWN before
@@ -759,6 +1115,9 @@ int main(void)
 		cmocka_unit_test(test_agent_restart),
 		cmocka_unit_test(test_agent_restart_keeps_shims),
 		cmocka_unit_test(test_one_attempt_at_a_time),
+		cmocka_unit_test(test_restart_in_place_keeps_its_nodes),
+		cmocka_unit_test(test_restart_in_place_replaces_a_lost_node),
+		cmocka_unit_test(test_restart_in_place_random),
 		cmocka_unit_test(test_peer_death_is_a_lost_node),
 		cmocka_unit_test(test_task_lost_with_agent),
 		cmocka_unit_test(test_lost_before_it_ran),
