@@ -361,10 +361,16 @@ void state_check_failures(struct state *s, int64_t now, int64_t mono)
 void state_job_lost(struct state *s, struct sjob *j, struct attempt *a, const char *node,
 		    const char *why, int64_t fail_ms, int64_t now)
 {
-	/* the node's last word may be before a failure its peers reported
-	 * (a rank that lost its peer fails after it) */
+	/* the node's last word (a beat, up to a tenth of the node timeout
+	 * old) is before its death; its peers' tasks, whose connections to it
+	 * broke, fail just after it: a failure they reported within two beats
+	 * of that word is when it died (the training lines its agent had not
+	 * yet sent ran to then). A later one is a peer that hung until its own
+	 * timeout: the last word is the nearer. */
 	fail_ms = fail_ms > 0 && fail_ms <= now ? fail_ms : now;
-	a->fail_ms = a->fail_ms ? MIN(a->fail_ms, fail_ms) : fail_ms;
+	bool peers_saw = a->fail_ms > fail_ms && a->fail_ms - fail_ms <= s->cfg.node_timeout_ms / 5;
+	if (!peers_saw)
+		a->fail_ms = a->fail_ms ? MIN(a->fail_ms, fail_ms) : fail_ms;
 	char reason[MODEL_REASON_MAX];
 	snprintf(reason, sizeof(reason), "node %s lost: %s", node, why);
 	attempt_end(a, ATTEMPT_END_NODE_LOST, reason);
