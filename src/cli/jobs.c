@@ -452,6 +452,22 @@ static void show_job(json_t *j)
 	printf("  Limits:   time %s, %lld CPU(s) per task, %lld MiB per node, requeue %lld\n", tl,
 	       (long long)cli__jint(req, "cpus_per_task"), (long long)cli__jint(req, "mem_mib"),
 	       (long long)cli__jint(req, "requeue"));
+	/* how it goes on after a failure: in place (several nodes, or asked),
+	 * with its spares */
+	const char *restart = *cli__jstr(req, "restart") ? cli__jstr(req, "restart") : "auto";
+	bool in_place = strcmp(restart, "in-place") == 0 ||
+			(strcmp(restart, "auto") == 0 &&
+			 (cli__jint(req, "nodes") > 1 || cli__jint(req, "spares") > 0));
+	printf("  Restart:  %s", in_place ? "in place" : "through its queue");
+	if (cli__jint(req, "spares")) {
+		json_t *held = json_object_get(j, "spare_nodes");
+		printf(", %lld spare(s) asked, held:", (long long)cli__jint(req, "spares"));
+		json_array_foreach (held, i, v)
+			printf("%s%s", i ? "," : " ", json_string_value(v));
+		if (!json_array_size(held))
+			printf(" none");
+	}
+	printf("\n");
 	json_t *a;
 	json_array_foreach (json_object_get(j, "checkpoints"), i, a) {
 		cli__fmt_time(cli__jint(a, "at_ms"), t1, sizeof(t1));

@@ -67,6 +67,7 @@ enum {
 	S_ON_STALL,
 	S_RESTART,
 	S_MAX_RESTARTS,
+	S_SPARES,
 	S_COUNT
 };
 
@@ -151,6 +152,9 @@ static const struct tk_option submit_opts[] = {
 	 "a failed one and start again at once (in-place, the default for several nodes), or go "
 	 "back to its queue (requeue, the default for one)"},
 	{"max-restarts", 0, "N", "as --requeue: restart up to N times after its own failure"},
+	{"spares", 0, "N",
+	 "hold N idle nodes beside its own (charged to its queue): a failed node is swapped for "
+	 "one when it restarts in place"},
 };
 _Static_assert(ARRAY_SIZE(submit_opts) == S_COUNT, "one option per enum value");
 
@@ -865,6 +869,7 @@ static int request_opts(struct ctx *c, json_t *req, bool update)
 	if ((r = add_shape(c, req)) || (r = add_extras(c, req, update)) ||
 	    (r = add_int_opt(c, req, S_CPUS, "cpus_per_task", 0, MODEL_MAX_CPUS)) ||
 	    (r = add_int_opt(c, req, S_REQUEUE, "requeue", 0, MODEL_MAX_REQUEUE)) ||
+	    (r = add_int_opt(c, req, S_SPARES, "spares", 0, MODEL_MAX_NODES - 1)) ||
 	    (r = add_duration_opt(c, req, S_TIME, "time_limit_s")) ||
 	    (r = add_duration_opt(c, req, S_GRACE, "grace_s")) ||
 	    (r = add_duration_opt(c, req, S_STALL_AFTER, "stall_after_s")))

@@ -482,6 +482,8 @@ json_t *job_request_pack(const struct job_request *r)
 		json_object_set_new(o, "on_stall", json_string(stall_action_name(r->on_stall)));
 	if (r->restart != RESTART_AUTO)
 		json_object_set_new(o, "restart", json_string(restart_mode_name(r->restart)));
+	if (r->spares)
+		json_object_set_new(o, "spares", json_integer(r->spares));
 	return o;
 }
 
@@ -681,8 +683,19 @@ int job_request_unpack(json_t *j, struct job_request *ret, struct tk_error *err)
 		goto fail;
 	}
 	char restart[16] = "";
-	if ((rc = mj_strbuf(j, "restart", false, true, restart, sizeof(restart), err)) < 0)
+	int64_t spares;
+	if ((rc = mj_strbuf(j, "restart", false, true, restart, sizeof(restart), err)) < 0 ||
+	    (rc = mj_int(j, "spares", false, 0, MODEL_MAX_NODES - 1, 0, &spares, err)) < 0)
 		goto fail;
+	r.spares = (int)spares;
+	if (r.spares && (r.restart == RESTART_REQUEUE || r.pty)) {
+		rc = tk_errorf(err, -EINVAL,
+			       "spares: a job's spares take a failed node's place when it restarts "
+			       "in place; this one %s",
+			       r.pty ? "runs under a terminal"
+				     : "goes back to its queue (restart)");
+		goto fail;
+	}
 	if (restart[0] && restart_mode_parse(restart, &r.restart) < 0) {
 		rc = tk_errorf(err, -EINVAL,
 			       "restart: must be auto, in-place or requeue, got \"%s\"", restart);

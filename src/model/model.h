@@ -293,6 +293,9 @@ struct job_request {
 	int64_t stall_after_s;
 	enum stall_action on_stall;
 	enum restart_mode restart;
+	/* idle nodes held for it beside its own, each with the share one of
+	 * its nodes has: what a restart in place swaps a failed node for */
+	int spares;
 };
 
 /* What a dependency waits for (Slurm's after, afterok, afternotok, afterany). */
@@ -386,7 +389,8 @@ char *model_output_path(const char *pattern, const char *cwd, const struct outpu
 	X("attempt_marks", JR_VALUE, no_attempt_marks, argc, false)                                \
 	X("stall_after_s", JR_VALUE, stall_after_s, argc, true)                                    \
 	X("on_stall", JR_VALUE, on_stall, argc, true)                                              \
-	X("restart", JR_VALUE, restart, argc, true)
+	X("restart", JR_VALUE, restart, argc, true)                                                \
+	X("spares", JR_VALUE, spares, argc, true)
 
 /* The keys of the table, NULL-terminated. */
 extern const char *const job_request_keys[];

@@ -34,7 +34,7 @@ static bool wants_inplace(const struct sjob *j, const struct attempt *a)
 	case RESTART_REQUEUE:
 		return false;
 	default:
-		return a->nnodes > 1;
+		return a->nnodes > 1 || j->job.req.spares > 0;
 	}
 }
 
@@ -112,6 +112,72 @@ void state_inplace_drop(struct state *s, struct sjob *j)
 	free(ip);
 	j->inplace = NULL;
 	state_want_pass(s);
+}
+
+/* ---- spares ------------------------------------------------------------------------- */
+
+static void spared_add(struct state *s, struct sjob *j)
+{
+	for (int i = 0; i < s->nspared; i++)
+		if (s->spared[i] == j)
+			return;
+	xgrow(&s->spared, &s->spared_alloc, (size_t)s->nspared + 1, sizeof(*s->spared));
+	s->spared[s->nspared++] = j;
+}
+
+void state_spare_take(struct state *s, struct sjob *j, struct snode *n,
+		      const struct sched_assign *as)
+{
+	j->spares = xrealloc(j->spares, sizeof(*j->spares) * (size_t)(j->nspares + 1));
+	struct attempt_node *sp = &j->spares[j->nspares++];
+	memset(sp, 0, sizeof(*sp));
+	snprintf(sp->name, sizeof(sp->name), "%s", n->rec.inv.name);
+	sp->ndev = as->ndev;
+	memcpy(sp->devs, as->devs, sizeof(int) * (size_t)as->ndev);
+	sp->milli = as->milli;
+	for (int d = 0; d < n->rec.inv.naccel && as->ndev > 0; d++)
+		if (n->rec.inv.accel[d].index == as->devs[0])
+			snprintf(sp->model, sizeof(sp->model), "%s", n->rec.inv.accel[d].model);
+	state_node_hold(s, n, j, sp, +1);
+	spared_add(s, j);
+	state_job_dirty(s, j);
+	log_debug("job %lld holds %s as a spare", (long long)j->job.id, sp->name);
+}
+
+/* Gives back spare i of j (its node may be gone). */
+static void spare_give_back(struct state *s, struct sjob *j, int i)
+{
+	struct snode *n = state_node(s, j->spares[i].name);
+	if (n)
+		state_node_hold(s, n, j, &j->spares[i], -1);
+	j->spares[i] = j->spares[--j->nspares];
+	state_job_dirty(s, j);
+}
+
+void state_spares_release(struct state *s, struct sjob *j)
+{
+	while (j->nspares)
+		spare_give_back(s, j, j->nspares - 1);
+	free(j->spares);
+	j->spares = NULL;
+	for (int i = 0; i < s->nspared; i++)
+		if (s->spared[i] == j) {
+			s->spared[i] = s->spared[--s->nspared];
+			break;
+		}
+}
+
+json_t *state_node_spare_for(const struct state *s, const struct snode *n)
+{
+	json_t *ids = NULL;
+	for (int i = 0; i < s->nspared; i++)
+		for (int k = 0; k < s->spared[i]->nspares; k++)
+			if (strcmp(s->spared[i]->spares[k].name, n->rec.inv.name) == 0) {
+				if (!ids)
+					ids = json_array();
+				json_array_append_new(ids, json_integer(s->spared[i]->job.id));
+			}
+	return ids;
 }
 
 /* ---- the next attempt ---------------------------------------------------------------- */
@@ -236,6 +302,28 @@ static bool restart(struct state *s, struct sjob *j, int64_t now, char *why, siz
 			as[k].alone = j->job.req.exclusive;
 			continue;
 		}
+		/* a spare of its own, where one can still take work */
+		bool got = false;
+		while (j->nspares && !got) {
+			struct attempt_node sp = j->spares[0];
+			spare_give_back(s, j, 0);
+			struct snode *c = state_node(s, sp.name);
+			if (!c || !share_free(s, c, j, &sp))
+				continue;
+			as[k].node = taken[k] = node_index(s, c);
+			as[k].ndev = sp.ndev;
+			memcpy(as[k].devs, sp.devs, sizeof(int) * (size_t)sp.ndev);
+			as[k].milli = sp.milli;
+			as[k].cpus = j->job.req.tasks_per_node * j->job.req.cpus_per_task;
+			as[k].mem_mib = j->job.req.mem_mib;
+			as[k].alone = j->job.req.exclusive;
+			got = true;
+			size_t l = strlen(replaced);
+			snprintf(replaced + l, sizeof(replaced) - l, "%s%s by spare %s",
+				 l ? ", " : "", an->name, sp.name);
+		}
+		if (got)
+			continue;
 		/* the best fit among the nodes the attempt did not use and this
 		 * one has not taken */
 		int best = -1, best_spare = 0;
@@ -286,10 +374,48 @@ static bool restart(struct state *s, struct sjob *j, int64_t now, char *why, siz
 		snprintf(b->replaced, sizeof(b->replaced), "%s", first_replaced);
 		log_info("job %lld: attempt %d starts in place after attempt %d%s%s",
 			 (long long)j->job.id, b->number, from, replaced[0] ? ", " : "", replaced);
+	} else {
+		state_spares_release(s, j); /* a pass places it with new ones */
 	}
 	free(as);
 	free(taken);
 	return ok;
+}
+
+/* Tops up j's spares from free nodes (a spare that can no longer take
+ * work is given back first), each with the share its attempt's first node
+ * has, the best fit. */
+static void spares_refill(struct state *s, struct sjob *j)
+{
+	const struct attempt *a = job_current_attempt(&j->job);
+	for (int i = 0; i < j->nspares; i++) {
+		struct snode *n = state_node(s, j->spares[i].name);
+		if (!n || !takes_work(s, n)) {
+			log_info("job %lld: spare %s can take no work; given back",
+				 (long long)j->job.id, j->spares[i].name);
+			spare_give_back(s, j, i--);
+		}
+	}
+	while (a && j->nspares < j->job.req.spares) {
+		int best = -1, best_spare = 0;
+		struct sched_assign try, pick;
+		for (int i = 0; i < s->nnodes; i++) {
+			struct snode *c = s->nodes[i];
+			bool mine = in_attempt(a, c->rec.inv.name);
+			for (int k = 0; k < j->nspares && !mine; k++)
+				mine = strcmp(j->spares[k].name, c->rec.inv.name) == 0;
+			memset(&try, 0, sizeof(try));
+			int spare = mine ? -1 : replacement_fit(s, c, j, &a->nodes[0], &try);
+			if (spare >= 0 && (best < 0 || spare < best_spare)) {
+				best = i;
+				best_spare = spare;
+				pick = try;
+			}
+		}
+		if (best < 0)
+			return;
+		state_spare_take(s, j, s->nodes[best], &pick);
+	}
 }
 
 void state_inplace_tick(struct state *s, int64_t now)
@@ -330,5 +456,10 @@ void state_inplace_tick(struct state *s, int64_t now)
 		/* it left the list, started or back in its queue: the one moved
 		 * into its place is next */
 		i--;
+	}
+	for (int i = 0; i < s->nspared; i++) {
+		struct sjob *j = s->spared[i];
+		if ((j->job.state == JOB_STARTING || j->job.state == JOB_RUNNING) && !j->inplace)
+			spares_refill(s, j);
 	}
 }

@@ -45,7 +45,7 @@ void state_request_sched(const struct job_request *r, struct sched_job *sj)
 	sj->gpu_tflops = r->gpu_tflops;
 	sj->max_switches = r->switches;
 	sj->mixed_types = r->mixed_types;
-	sj->nodes = r->nodes;
+	sj->nodes = r->nodes + r->spares; /* its spares beside it, alike */
 	sj->tasks_per_node = r->tasks_per_node;
 	sj->gpu_milli = r->gpu_milli;
 	sj->cpus_per_task = r->cpus_per_task;
@@ -517,17 +517,21 @@ void state_apply_start(struct state *s, struct sjob *j, const struct sched_start
 		       struct snode *const *nodes, int64_t now)
 {
 	struct job *job = &j->job;
+	/* a pass places a job's spares after its own nodes */
+	int nn = st->nnodes;
+	if (!job->system && job->req.spares > 0 && nn > job->req.nodes)
+		nn = job->req.nodes;
 	job->attempts =
 		xrealloc(job->attempts, sizeof(*job->attempts) * (size_t)(job->nattempts + 1));
 	struct attempt *a = &job->attempts[job->nattempts++];
 	memset(a, 0, sizeof(*a));
 	a->number = job->nattempts;
 	a->start_ms = now;
-	a->nnodes = st->nnodes;
-	a->nodes = xcalloc((size_t)st->nnodes, sizeof(*a->nodes));
-	a->ntasks = st->nnodes * job->req.tasks_per_node;
+	a->nnodes = nn;
+	a->nodes = xcalloc((size_t)nn, sizeof(*a->nodes));
+	a->ntasks = nn * job->req.tasks_per_node;
 	a->tasks = xcalloc((size_t)a->ntasks, sizeof(*a->tasks));
-	for (int i = 0; i < st->nnodes; i++) {
+	for (int i = 0; i < nn; i++) {
 		const struct sched_assign *as = &st->nodes[i];
 		struct attempt_node *an = &a->nodes[i];
 		snprintf(an->name, sizeof(an->name), "%s", nodes[as->node]->rec.inv.name);
@@ -548,8 +552,10 @@ void state_apply_start(struct state *s, struct sjob *j, const struct sched_start
 	assert(r == 0); /* a pass and a validation run start only waiting jobs */
 	(void)r;
 	j->last_ckpt_ms = 0;
-	for (int i = 0; i < st->nnodes; i++)
+	for (int i = 0; i < nn; i++)
 		state_part_add(s, nodes[st->nodes[i].node], j, a, i);
+	for (int i = nn; i < st->nnodes; i++)
+		state_spare_take(s, j, nodes[st->nodes[i].node], &st->nodes[i]);
 	state_restore_plan(s, j, a);
 	log_debug("job %lld attempt %d starts on %s%s", (long long)job->id, a->number,
 		  a->nodes[0].name, a->nnodes > 1 ? " and others" : "");

@@ -179,6 +179,9 @@ json_t *state_node_pack(struct state *s, const struct snode *n)
 		json_array_append_new(h, node_event_pack(&n->rec.history[i]));
 	json_object_set_new(o, "history", h);
 	json_object_set_new(o, "agent_stopping", json_boolean(n->agent_stopping));
+	json_t *spare = state_node_spare_for(s, n);
+	if (spare) /* held idle for these jobs (--spares) */
+		json_object_set_new(o, "spare_for", spare);
 	if (n->ngpus) {
 		/* what its accelerators read at its newest beat */
 		json_object_set_new(o, "gpus", wire_gpus_pack(n->gpus, n->ngpus));
@@ -241,6 +244,12 @@ json_t *state_job_pack(struct state *s, struct sjob *j)
 	json_object_set_new(o, "queue", json_string(j->queue->spec.name));
 	if (j->preemptions)
 		json_object_set_new(o, "preemptions", json_integer(j->preemptions));
+	if (j->nspares) {
+		json_t *sp = json_array();
+		for (int i = 0; i < j->nspares; i++)
+			json_array_append_new(sp, json_string(j->spares[i].name));
+		json_object_set_new(o, "spare_nodes", sp);
+	}
 	if (s->las[j->cls].nlevels > 1)
 		json_object_set_new(o, "las",
 				    json_pack("{s:i, s:i, s:f}", "level", j->las_level, "levels",

@@ -74,10 +74,12 @@ void state_release(struct state *s)
 			free(j->inplace->held);
 			free(j->inplace);
 		}
+		free(j->spares);
 		state_stall_forget(j);
 		free(j);
 	}
 	free(s->restarting);
+	free(s->spared);
 	for (int c = 0; c < s->sched.nclasses; c++)
 		free(s->classes[c].order);
 	free(s->jobs);
@@ -401,6 +403,10 @@ int state_job_set_state(struct state *s, struct sjob *j, enum job_state to, cons
 	}
 	state_job_dirty(s, j);
 	assert_job_state(j);
+	/* spares go with a job that ends or waits in its queue (a pass
+	 * places it with new ones); one restarting in place keeps them */
+	if (j->job.req.spares && (job_state_final(to) || (to == JOB_PENDING && !j->inplace)))
+		state_spares_release(s, j);
 	if (job_state_final(to)) {
 		state_inplace_drop(s, j);
 		j->job.end_ms = now;

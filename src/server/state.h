@@ -96,6 +96,10 @@ struct sjob {
 	struct sstall *stall;
 	/* it restarts in place (inplace.c); NULL: not */
 	struct inplace *inplace;
+	/* the nodes held idle for it (--spares; inplace.c): each one's share,
+	 * as one of its attempt's nodes has */
+	struct attempt_node *spares;
+	int nspares;
 };
 
 /* ---- inplace.c: restarts in place ---------------------------------------------------- */
@@ -431,6 +435,9 @@ struct state {
 	struct sjob **restarting; /* jobs whose inplace is set */
 	int nrestarting;
 	size_t restarting_alloc;
+	struct sjob **spared; /* running jobs that asked for spares */
+	int nspared;
+	size_t spared_alloc;
 	struct sjob **failing; /* jobs whose fail_ev is set */
 	int nfailing;
 	size_t failing_alloc;
@@ -704,8 +711,16 @@ bool state_inplace_keeps(struct sjob *j, int attempt, int k);
 /* Releases what j holds for a restart in place and forgets it. */
 void state_inplace_drop(struct state *s, struct sjob *j);
 /* Starts, on their held nodes, the restarts in place whose last attempt
- * has ended; falls back to the queue where no node can replace one. */
+ * has ended; falls back to the queue where no node can replace one. Then
+ * tops up the spares of running jobs short of them. */
 void state_inplace_tick(struct state *s, int64_t now);
+/* Holds node n's share as (a pass's start) as a spare of j. */
+void state_spare_take(struct state *s, struct sjob *j, struct snode *n,
+		      const struct sched_assign *as);
+/* Gives back every spare j holds. */
+void state_spares_release(struct state *s, struct sjob *j);
+/* The jobs node n is a spare of, as a JSON array of ids (NULL: none). */
+json_t *state_node_spare_for(const struct state *s, const struct snode *n);
 /* A MASTER_PORT no other attempt led from n uses. */
 int state_node_port_find(const struct state *s, const struct snode *n);
 void state_node_sync_devs(struct snode *n);

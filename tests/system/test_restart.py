@@ -1,17 +1,19 @@
 """Restarts in place (issue 39), on network-namespace hosts with real
 PyTorch DDP (Gloo) jobs: a gang whose rank fails on a healthy node keeps
 its nodes and starts again at once, from its checkpoint, ahead of a job of
-a higher class that waits for those nodes, and ends bit for bit where an
-uninterrupted run ends; no two of its attempts overlap (the flock checker
-of test_fencing.py, in every rank); a task that fails on every node fails
-the job after --max-restarts, each restart in place. A lost host swapped
-for a free one is test_ckpt.py's killed-twice test."""
+a higher class that waits for those nodes; then the host of its node rank
+0 dies and its spare (--spares 1) takes that rank while the other node
+keeps its own; it ends bit for bit where an uninterrupted run ends, and no
+two of its attempts overlap (the flock checker of test_fencing.py, in
+every rank). A task that fails on every node fails the job after
+--max-restarts, each restart in place. A lost host swapped for a free one
+(no spare) is test_ckpt.py's killed-twice test."""
 import glob
 import os
 import signal
 import sys
 
-from conftest import MultiHost, children, root_jobs_config, shim_pids, wait_for
+from conftest import MultiHost, children, end_shims, root_jobs_config, shim_pids, wait_for
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PY = sys.executable
@@ -31,11 +33,17 @@ def final(out):
         return f.read()
 
 
-def test_rank_killed_restarts_in_place_ahead_of_the_queue(hosts3, workdir, kill_all):
+def kill_ranks(workdir, host):
+    for shim in shim_pids(os.path.join(workdir, f"agent{host}")):
+        for k in children(shim):
+            os.kill(k, signal.SIGKILL)
+
+
+def test_restarts_in_place_keep_the_nodes_and_swap_in_the_spare(hosts4, workdir, kill_all):
     store = os.path.join(workdir, "store")
     os.makedirs(store)
     root_jobs_config(os.path.join(workdir, "data"), checkpoint_store=store)
-    c = MultiHost(workdir, hosts3, fake="1xH100")
+    c = MultiHost(workdir, hosts4, fake="1xH100", node_timeout="4s")
     kill_all += c.daemons
     overlap = os.path.join(workdir, "overlap")
     os.mkdir(overlap)
@@ -50,8 +58,8 @@ def test_rank_killed_restarts_in_place_ahead_of_the_queue(hosts3, workdir, kill_
 
     out = os.path.join(workdir, "run")
     os.mkdir(out)
-    jid = c.submit("-N", "2", "--gpus-per-node", "1", "--max-restarts", "1", "--", PY, script,
-                   out, total, "1:3", "0.4", env=env)
+    jid = c.submit("-N", "2", "--gpus-per-node", "1", "--spares", "1", "--max-restarts", "1",
+                   "--", PY, script, out, total, "1:3,2:6", "0.4", env=env)
     wait_for(lambda: [k for k in c.json("ckpt", "ls", jid)["checkpoints"] if k["step"] == 3],
              120, "the commit of step 3")
     # a job of a higher class waits for these two nodes (it may not preempt
@@ -62,12 +70,14 @@ def test_rank_killed_restarts_in_place_ahead_of_the_queue(hosts3, workdir, kill_
     wait_for(lambda: max([r[2] for r in steps(out) if r[1] == 1] or [0]) >= 6, 60,
              "three steps past the commit")
     assert c.job(waiting)["state"] == "PENDING"
-    held = [n["name"] for n in c.job(jid)["attempts"][0]["nodes"]]
+    job = c.job(jid)
+    held = [n["name"] for n in job["attempts"][0]["nodes"]]
+    spare = job["spare_nodes"]
+    assert len(spare) == 1 and spare[0] not in held, job
+    nodes = {n["name"]: n for n in c.json("nodes")["nodes"]}
+    assert nodes[spare[0]]["spare_for"] == [int(jid)] and not nodes[spare[0]]["jobs"], nodes
     # rank 1's process dies on its healthy node
-    h = int(held[1].replace("host", ""))
-    for shim in shim_pids(os.path.join(workdir, f"agent{h}")):
-        for k in children(shim):
-            os.kill(k, signal.SIGKILL)
+    kill_ranks(workdir, int(held[1].replace("host", "")))
     wait_for(lambda: len(c.job(jid)["attempts"]) == 2, 60, "attempt 2")
     job = c.job(jid)
     a1, a2 = job["attempts"]
@@ -76,19 +86,42 @@ def test_rank_killed_restarts_in_place_ahead_of_the_queue(hosts3, workdir, kill_
     assert [n["name"] for n in a2["nodes"]] == held, a2["nodes"]
     assert a2["master_addr"] == a1["master_addr"]
     assert c.job(waiting)["state"] == "PENDING"
+    assert c.job(jid)["spare_nodes"] == spare
+    # the host of node rank 0 dies (its ranks and its agent): its spare
+    # takes rank 0, the other node keeps rank 1
+    wait_for(lambda: [k for k in c.json("ckpt", "ls", jid)["checkpoints"] if k["step"] == 6],
+             120, "the commit of step 6")
+    wait_for(lambda: max([r[2] for r in steps(out) if r[1] == 2] or [0]) >= 8, 60,
+             "two steps past it")
+    h = int(held[0].replace("host", ""))
+    kill_ranks(workdir, h)
+    c.agents[h].kill9()
+    end_shims(os.path.join(workdir, f"agent{h}"))
+    wait_for(lambda: len(c.job(jid)["attempts"]) == 3, 60, "attempt 3")
+    a3 = c.job(jid)["attempts"][2]
+    assert a3["in_place"] and a3["replaced"] == held[0], a3
+    assert [n["name"] for n in a3["nodes"]] == [spare[0], held[1]], a3["nodes"]
+    assert "lost" in c.job(jid)["attempts"][1]["reason"]
+    assert c.job(waiting)["state"] == "PENDING"
     assert "COMPLETED" in c.run("wait", jid, timeout=300, check=False).stdout, \
         c.job(jid)["reason"]
     job = c.job(jid)
+    assert "spare_nodes" not in job, job
     assert job["attempts"][1]["restore"]["step"] == 3, job["attempts"][1]
+    assert job["attempts"][2]["restore"]["step"] == 6, job["attempts"][2]
     resumed = sorted(r[2] for r in steps(out) if r[1] == 2)
     assert resumed[0] == 4, resumed[:4]
+    resumed = sorted(r[2] for r in steps(out) if r[1] == 3)
+    assert resumed[0] == 7, resumed[:4]
     assert final(out) == final(ref), "the restarted run ended elsewhere than the uninterrupted one"
     assert not os.path.exists(os.path.join(overlap, "overlaps")), \
         open(os.path.join(overlap, "overlaps")).read()
     assert sorted(glob.glob(os.path.join(overlap, "attempt-*"))) == \
-        [os.path.join(overlap, f"attempt-{a}") for a in (1, 2)]
+        [os.path.join(overlap, f"attempt-{a}") for a in (1, 2, 3)]
     show = c.run("show", jid).stdout
     assert "started in place, on the nodes its job held\n" in show, show
+    assert f"started in place, on the nodes its job held ({held[0]} replaced)" in show, show
+    assert "Restart:  in place, 1 spare(s) asked, held: none" in show, show
     # the waiting job gets the nodes once the job is done
     wait_for(lambda: c.job(waiting)["state"] == "RUNNING", 60, "the waiting job")
     c.run("cancel", waiting)

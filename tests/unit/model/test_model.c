@@ -393,7 +393,7 @@ static json_t *full_request(void)
 		"{s:s, s:[s, s, s], s:s+, s:{s:s, s:s}, s:s+, s:i, s:i, s:i, s:[s, s], s:i, s:I,"
 		" s:I, s:I, s:i, s:s, s:s, s:I, s:f, s:i, s:b, s:s+, s:[s++], s:s, s:[{s:I, s:s},"
 		" {s:I}], s:I, s:s, s:s++, s:b, s:{s:i, s:I}, s:s, s:[s, s, s], s:[s], s:b, s:b,"
-		" s:I, s:s, s:s}",
+		" s:I, s:s, s:s, s:i}",
 		"name", name, "command", "python", big, big, "cwd", "/home/u/", path, "env", "A",
 		big, "B", path, "output", "/out/", path, "nodes", 2, "tasks_per_node", 4,
 		"gpus_per_task", 2, "gpu_types", "H100", "H200", "cpus_per_task", 8, "mem_mib",
@@ -408,7 +408,7 @@ static json_t *full_request(void)
 		"slurm_env", 1, "signal", "number", 10, "before_s", (json_int_t)90, "array",
 		"0-999%50", "nodelist", "node1", "node2", "node3", "exclude", "node4", "exclusive",
 		1, "attempt_marks", 0, "stall_after_s", (json_int_t)600, "on_stall", "requeue",
-		"restart", "in-place");
+		"restart", "in-place", "spares", 2);
 	assert_non_null(j);
 	return j;
 }

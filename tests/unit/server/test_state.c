@@ -620,6 +620,70 @@ static void test_restart_in_place_replaces_a_lost_node(void **state)
 	world_free(w);
 }
 
+/* A job with a spare: placed with one node more, held idle and charged to
+ * its queue; a lost node is swapped for the spare though no other node is
+ * free, the other node keeps its rank, and a node that frees up becomes
+ * the next spare. The spares go with the job's end. */
+static void test_spare_takes_a_lost_nodes_place(void **state)
+{
+	struct world *w = world_new(5);
+	for (int i = 1; i <= 3; i++)
+		add_node(w, i, 8, "aaaaaaaa");
+	struct sjob *j = submit(w, "{\"command\": [\"train\"], \"cwd\": \"/tmp\", \"nodes\": 2, "
+				   "\"gpus_per_task\": 8, \"spares\": 1}");
+	state_schedule(&w->st, T0);
+	assert_int_equal(j->job.state, JOB_STARTING);
+	assert_int_equal(j->job.attempts[0].nnodes, 2);
+	assert_int_equal(j->job.attempts[0].ntasks, 2);
+	assert_int_equal(j->nspares, 1);
+	char spare[MODEL_NAME_MAX], r0[MODEL_NAME_MAX], r1[MODEL_NAME_MAX];
+	snprintf(spare, sizeof(spare), "%s", j->spares[0].name);
+	snprintf(r0, sizeof(r0), "%s", j->job.attempts[0].nodes[0].name);
+	snprintf(r1, sizeof(r1), "%s", j->job.attempts[0].nodes[1].name);
+	assert_int_equal(dev_used(state_node(&w->st, spare)), 8 * MODEL_MILLI);
+	assert_int_equal(state_node(&w->st, spare)->nparts, 0);
+	assert_int_equal(j->queue->use_milli, 24 * MODEL_MILLI);
+	json_t *sf = state_node_spare_for(&w->st, state_node(&w->st, spare));
+	assert_int_equal(json_integer_value(json_array_get(sf, 0)), j->job.id);
+	json_decref(sf);
+	/* another job waits: nothing is free */
+	struct sjob *b = submit(w, "{\"command\": [\"x\"], \"cwd\": \"/tmp\", \"nodes\": 1, "
+				   "\"gpus_per_task\": 8}");
+	task_event(w, j, 0, TASK_EVENT_STARTED, 0, EXIT_EXITED, T0);
+	task_event(w, j, 1, TASK_EVENT_STARTED, 0, EXIT_EXITED, T0);
+	state_schedule(&w->st, T0 + 1);
+	assert_int_equal(b->job.state, JOB_PENDING);
+	state_node_lost(&w->st, state_node(&w->st, r0), "silent", T0 + 5);
+	task_event(w, j, 1, TASK_EVENT_EXITED, 143, EXIT_CANCELLED, T0 + 6);
+	state_schedule(&w->st, T0 + 7);
+	assert_int_equal(j->job.state, JOB_STARTING);
+	const struct attempt *a2 = &j->job.attempts[1];
+	assert_true(a2->in_place);
+	assert_string_equal(a2->nodes[0].name, spare);
+	assert_string_equal(a2->nodes[1].name, r1);
+	assert_string_equal(a2->replaced, r0);
+	assert_int_equal(j->nspares, 0); /* none free to take its place */
+	assert_int_equal(b->job.state, JOB_PENDING);
+	/* the lost node comes back: it is the next spare, not the waiting job's */
+	state_register(&w->st, &state_node(&w->st, r0)->rec.inv, "aaaaaaaa", NULL, 0, T0 + 8,
+		       MONO0 + 8);
+	state_schedule(&w->st, T0 + 9);
+	assert_int_equal(j->nspares, 1);
+	assert_string_equal(j->spares[0].name, r0);
+	assert_int_equal(b->job.state, JOB_PENDING);
+	/* it completes: its spare goes, to the waiting job */
+	for (int r = 0; r < 2; r++)
+		task_event(w, j, r, TASK_EVENT_STARTED, 0, EXIT_EXITED, T0 + 10);
+	for (int r = 0; r < 2; r++)
+		task_event(w, j, r, TASK_EVENT_EXITED, 0, EXIT_EXITED, T0 + 11);
+	assert_int_equal(j->job.state, JOB_COMPLETED);
+	assert_int_equal(j->nspares, 0);
+	assert_int_equal(w->st.nspared, 0);
+	state_schedule(&w->st, T0 + 12);
+	assert_int_equal(b->job.state, JOB_STARTING);
+	world_free(w);
+}
+
 /* ---- restarts in place under random faults ---------------------------------------- */
 
 static uint64_t rnd_state;
@@ -665,6 +729,15 @@ static void check_world(struct world *w, struct sjob **jobs, int njobs, int seed
 			cpus += p->job->job.req.tasks_per_node * p->job->job.req.cpus_per_task;
 		}
 		for (int x = 0; x < njobs; x++) {
+			for (int k = 0; k < jobs[x]->nspares; k++) {
+				const struct attempt_node *an = &jobs[x]->spares[k];
+				if (strcmp(an->name, n->rec.inv.name) != 0)
+					continue;
+				for (int d = 0; d < an->ndev; d++)
+					dev[an->devs[d]] += an->milli;
+				cpus += jobs[x]->job.req.tasks_per_node *
+					jobs[x]->job.req.cpus_per_task;
+			}
 			const struct inplace *ip = jobs[x]->inplace;
 			for (int k = 0; ip && k < ip->nnodes; k++) {
 				const struct attempt_node *an =
@@ -715,6 +788,12 @@ static void check_world(struct world *w, struct sjob **jobs, int njobs, int seed
 						use[j->queue->index] +=
 							(int64_t)an->ndev * an->milli;
 					}
+			for (int k = 0; k < j->nspares; k++)
+				use[j->queue->index] +=
+					(int64_t)j->spares[k].ndev * j->spares[k].milli;
+			if (j->nspares && !(active || ip))
+				fail_msg("seed %d step %d: job %lld holds spares while %s", seed,
+					 step, (long long)j->job.id, job_state_name(j->job.state));
 			for (int k = 0; ip && k < ip->nnodes; k++)
 				if (ip->held[k]) {
 					const struct attempt_node *an =
@@ -749,20 +828,18 @@ static void test_restart_in_place_random(void **state)
 		struct sjob *jobs[16];
 		int njobs = 0;
 		static const char *const reqs[] = {
-			"{\"command\": [\"t\"], \"cwd\": \"/\", \"nodes\": 2, \"gpus_per_task\": "
-			"4, "
-			"\"requeue\": 3}",
-			"{\"command\": [\"t\"], \"cwd\": \"/\", \"nodes\": 2, \"gpus_per_task\": "
-			"2, "
-			"\"requeue\": 2, \"queue\": \"q2\"}",
-			"{\"command\": [\"t\"], \"cwd\": \"/\", \"nodes\": 1, \"gpus_per_task\": "
-			"4, "
-			"\"class\": \"prod\"}",
-			"{\"command\": [\"t\"], \"cwd\": \"/\", \"nodes\": 1, \"gpus_per_task\": "
-			"2, "
-			"\"requeue\": 1, \"restart\": \"in-place\"}",
+			"{\"command\": [\"t\"], \"cwd\": \"/\", \"nodes\": 2, "
+			"\"gpus_per_task\": 4, \"requeue\": 3}",
+			"{\"command\": [\"t\"], \"cwd\": \"/\", \"nodes\": 2, "
+			"\"gpus_per_task\": 2, \"requeue\": 2, \"queue\": \"q2\"}",
+			"{\"command\": [\"t\"], \"cwd\": \"/\", \"nodes\": 1, "
+			"\"gpus_per_task\": 4, \"class\": \"prod\"}",
+			"{\"command\": [\"t\"], \"cwd\": \"/\", \"nodes\": 1, "
+			"\"gpus_per_task\": 2, \"requeue\": 1, \"restart\": \"in-place\"}",
+			"{\"command\": [\"t\"], \"cwd\": \"/\", \"nodes\": 1, "
+			"\"gpus_per_task\": 2, \"requeue\": 2, \"spares\": 1}",
 		};
-		for (int k = 0; k < 4; k++)
+		for (int k = 0; k < 5; k++)
 			jobs[njobs++] = submit(w, reqs[k]);
 		int64_t now = T0, mono = MONO0;
 		int agent = 0;
@@ -820,7 +897,7 @@ static void test_restart_in_place_random(void **state)
 			} else if (action == 9 && rnd(8) == 0 && !job_state_final(j->job.state)) {
 				state_cancel(&w->st, j, now, &(struct tk_error){0});
 				if (njobs < 16)
-					jobs[njobs++] = submit(w, reqs[rnd(4)]);
+					jobs[njobs++] = submit(w, reqs[rnd(5)]);
 			}
 			check_world(w, jobs, njobs, seed, step);
 		}
@@ -1117,6 +1194,7 @@ int main(void)
 		cmocka_unit_test(test_one_attempt_at_a_time),
 		cmocka_unit_test(test_restart_in_place_keeps_its_nodes),
 		cmocka_unit_test(test_restart_in_place_replaces_a_lost_node),
+		cmocka_unit_test(test_spare_takes_a_lost_nodes_place),
 		cmocka_unit_test(test_restart_in_place_random),
 		cmocka_unit_test(test_peer_death_is_a_lost_node),
 		cmocka_unit_test(test_task_lost_with_agent),
