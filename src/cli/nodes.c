@@ -183,6 +183,27 @@ static int node_history(struct ctx *c)
 	return CLI_EXIT_OK;
 }
 
+/* A node's reason, or what it is held idle as: a spare of jobs (--spares)
+ * or of the cluster's pool. */
+static void spare_reason(json_t *n, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s", cli__jstr(n, "reason"));
+	json_t *of = json_object_get(n, "spare_for");
+	size_t at = strlen(buf);
+	if (json_is_true(json_object_get(n, "pool_spare")))
+		snprintf(buf + at, len - at, "%sspare of the cluster's pool", at ? "; " : "");
+	else if (json_array_size(of)) {
+		snprintf(buf + at, len - at, "%sspare for job", at ? "; " : "");
+		size_t k;
+		json_t *id;
+		json_array_foreach (of, k, id) {
+			at = strlen(buf);
+			snprintf(buf + at, len - at, "%s %lld", k ? "," : "",
+				 (long long)json_integer_value(id));
+		}
+	}
+}
+
 static int run_nodes(struct ctx *c)
 {
 	if (c->npos && strcmp(c->pos[0], "history") == 0)
@@ -244,7 +265,8 @@ static int run_nodes(struct ctx *c)
 	size_t i;
 	json_t *n;
 	json_array_foreach (json_object_get(res, "nodes"), i, n) {
-		char acc[128], cpus[48], mem[48], val[48] = "-";
+		char acc[128], cpus[48], mem[48], val[48] = "-", reason[512];
+		spare_reason(n, reason, sizeof(reason));
 		double used;
 		accel_summary(n, acc, sizeof(acc), &used);
 		snprintf(cpus, sizeof(cpus), "%lld/%lld", (long long)cli__jint(n, "cpus_used"),
@@ -258,7 +280,7 @@ static int run_nodes(struct ctx *c)
 			printf("%-16.16s %-11s %-20.20s %6g %5zu %5s %5s %11s %-20s %s\n",
 			       cli__jstr(n, "name"), cli__jstr(n, "state"), acc, used,
 			       json_array_size(json_object_get(n, "jobs")), util, temp, power,
-			       health, cli__jstr(n, "reason"));
+			       health, reason);
 			continue;
 		}
 		/* the last validation: its verdict, and the layer that failed */
@@ -270,7 +292,7 @@ static int run_nodes(struct ctx *c)
 		}
 		printf("%-16.16s %-11s %9s %11s %-20.20s %6g %5zu %-18s %s\n", cli__jstr(n, "name"),
 		       cli__jstr(n, "state"), cpus, mem, acc, used,
-		       json_array_size(json_object_get(n, "jobs")), val, cli__jstr(n, "reason"));
+		       json_array_size(json_object_get(n, "jobs")), val, reason);
 	}
 	json_decref(res);
 	return CLI_EXIT_OK;

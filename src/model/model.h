@@ -909,6 +909,7 @@ enum gpu_check {
 const char *gpu_check_name(enum gpu_check c); /* "?" out of range */
 int gpu_check_parse(const char *s, enum gpu_check *ret);
 
+#define MODEL_MAX_SPARE_MODELS 16
 struct sched_config {
 	struct class_spec classes[MODEL_MAX_CLASSES];
 	int nclasses;
@@ -952,6 +953,14 @@ struct sched_config {
 	/* "lemon": {"failures": N, "within": "24h"}: a node with N failures of
 	 * its own within that time is drained as a lemon (N 0: never) */
 	int64_t lemon_failures, lemon_within_s;
+	/* "spares": {"H100": 4}: whole idle nodes of each accelerator model
+	 * the server keeps out of the passes for restarts in place to swap a
+	 * failed node for (a node's model: its first accelerator's) */
+	int nspare_pool;
+	struct {
+		char model[MODEL_NAME_MAX];
+		int nodes;
+	} spare_pool[MODEL_MAX_SPARE_MODELS];
 	struct gpu_limits gpu_health;
 	/* jobs one pass starts at most (0: no limit); a pass that reaches it is
 	 * followed at once by another, after the server has answered what

@@ -272,6 +272,7 @@ int sched_config_load_json(struct sched_config *c, const char *text, struct tk_e
 					   "stall_min",
 					   "lemon",
 					   "gpu_health",
+					   "spares",
 					   NULL};
 	static const char *const ckeys[] = {
 		"name",	 "priority",	     "may_preempt", "preemptible",   "allow",
@@ -363,6 +364,31 @@ int sched_config_load_json(struct sched_config *c, const char *text, struct tk_e
 				within);
 			goto out;
 		}
+	}
+	json_t *spares = json_object_get(root, "spares");
+	if (spares &&
+	    (!json_is_object(spares) || json_object_size(spares) > MODEL_MAX_SPARE_MODELS)) {
+		r = tk_errorf(err, -EINVAL,
+			      "spares: must be an object of at most %d accelerator models, each "
+			      "with its number of spare nodes, such as {\"H100\": 4}",
+			      MODEL_MAX_SPARE_MODELS);
+		goto out;
+	}
+	const char *model;
+	json_t *count;
+	json_object_foreach (spares, model, count) {
+		if (!json_is_integer(count) || json_integer_value(count) < 0 ||
+		    json_integer_value(count) > MODEL_MAX_NODES || !*model ||
+		    strlen(model) >= MODEL_NAME_MAX) {
+			r = tk_errorf(
+				err, -EINVAL,
+				"spares.%.64s: must be a number of nodes from 0 to %d, for an "
+				"accelerator model's name (tenk catalogue)",
+				model, MODEL_MAX_NODES);
+			goto out;
+		}
+		snprintf(next.spare_pool[next.nspare_pool].model, MODEL_NAME_MAX, "%s", model);
+		next.spare_pool[next.nspare_pool++].nodes = (int)json_integer_value(count);
 	}
 	json_t *gpu = json_object_get(root, "gpu_health");
 	if (gpu && !json_is_object(gpu)) {

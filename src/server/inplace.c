@@ -325,25 +325,26 @@ static bool restart(struct state *s, struct sjob *j, int64_t now, char *why, siz
 		if (got)
 			continue;
 		/* the best fit among the nodes the attempt did not use and this
-		 * one has not taken */
+		 * one has not taken: the cluster's spare pool first */
 		int best = -1, best_spare = 0;
 		struct sched_assign try;
-		for (int i = 0; i < s->nnodes; i++) {
-			struct snode *c = s->nodes[i];
-			if (in_attempt(a, c->rec.inv.name))
-				continue;
-			bool used = false;
-			for (int t = 0; t < k; t++)
-				used |= taken[t] == i;
-			memset(&try, 0, sizeof(try));
-			int spare = used ? -1 : replacement_fit(s, c, j, an, &try);
-			if (spare >= 0 && (best < 0 || spare < best_spare)) {
-				best = i;
-				best_spare = spare;
-				as[k] = try;
-				as[k].node = i;
+		for (int pool = 1; pool >= 0 && best < 0; pool--)
+			for (int i = 0; i < s->nnodes; i++) {
+				struct snode *c = s->nodes[i];
+				if (c->pool_spare != pool || in_attempt(a, c->rec.inv.name))
+					continue;
+				bool used = false;
+				for (int t = 0; t < k; t++)
+					used |= taken[t] == i;
+				memset(&try, 0, sizeof(try));
+				int spare = used ? -1 : replacement_fit(s, c, j, an, &try);
+				if (spare >= 0 && (best < 0 || spare < best_spare)) {
+					best = i;
+					best_spare = spare;
+					as[k] = try;
+					as[k].node = i;
+				}
 			}
-		}
 		if (best < 0) {
 			snprintf(why, why_n,
 				 "no node is free to take the place of %s (%s): back in its queue",
@@ -356,7 +357,8 @@ static bool restart(struct state *s, struct sjob *j, int64_t now, char *why, siz
 		}
 		taken[k] = best;
 		size_t l = strlen(replaced);
-		snprintf(replaced + l, sizeof(replaced) - l, "%s%s by %s", l ? ", " : "", an->name,
+		snprintf(replaced + l, sizeof(replaced) - l, "%s%s by %s%s", l ? ", " : "",
+			 an->name, s->nodes[best]->pool_spare ? "the pool's spare " : "",
 			 s->nodes[best]->rec.inv.name);
 	}
 	if (ok) {
@@ -367,6 +369,8 @@ static bool restart(struct state *s, struct sjob *j, int64_t now, char *why, siz
 				snprintf(first_replaced, sizeof(first_replaced), "%s",
 					 a->nodes[k].name);
 		state_inplace_drop(s, j);
+		for (int k = 0; k < a->nnodes; k++)
+			s->nodes[taken[k]]->pool_spare = false;
 		struct sched_start st = {.nnodes = a->nnodes, .nodes = as};
 		state_apply_start(s, j, &st, s->nodes, now);
 		struct attempt *b = job_current_attempt(&j->job);
@@ -401,7 +405,7 @@ static void spares_refill(struct state *s, struct sjob *j)
 		struct sched_assign try, pick;
 		for (int i = 0; i < s->nnodes; i++) {
 			struct snode *c = s->nodes[i];
-			bool mine = in_attempt(a, c->rec.inv.name);
+			bool mine = c->pool_spare || in_attempt(a, c->rec.inv.name);
 			for (int k = 0; k < j->nspares && !mine; k++)
 				mine = strcmp(j->spares[k].name, c->rec.inv.name) == 0;
 			memset(&try, 0, sizeof(try));
@@ -416,6 +420,58 @@ static void spares_refill(struct state *s, struct sjob *j)
 			return;
 		state_spare_take(s, j, s->nodes[best], &pick);
 	}
+}
+
+static const char *node_model(const struct snode *n)
+{
+	return n->rec.inv.naccel ? n->rec.inv.accel[0].model : "";
+}
+
+static bool idle(const struct snode *n)
+{
+	if (n->nparts || n->cpus_used || n->mem_used)
+		return false;
+	for (int d = 0; d < n->rec.inv.naccel && d < MODEL_MAX_ACCELS; d++)
+		if (n->dev_used[d])
+			return false;
+	return true;
+}
+
+/* Keeps the cluster's spare pool ("spares" in config.json) at its size:
+ * a pool node that can no longer take work, or is over its model's
+ * number, goes back to the passes; an idle node of a model short of
+ * spares joins it. */
+static void pool_refill(struct state *s)
+{
+	const struct sched_config *c = &s->sched;
+	int have[MODEL_MAX_SPARE_MODELS] = {0};
+	for (int i = 0; i < s->nnodes; i++) {
+		struct snode *n = s->nodes[i];
+		if (!n->pool_spare)
+			continue;
+		int m = -1;
+		for (int k = 0; k < c->nspare_pool && m < 0; k++)
+			if (strcmp(c->spare_pool[k].model, node_model(n)) == 0)
+				m = k;
+		if (m < 0 || have[m] >= c->spare_pool[m].nodes || !takes_work(s, n) || !idle(n)) {
+			n->pool_spare = false;
+			state_want_pass(s);
+			log_info("node %s leaves the spare pool", n->rec.inv.name);
+			continue;
+		}
+		have[m]++;
+	}
+	for (int k = 0; k < c->nspare_pool; k++)
+		for (int i = 0; i < s->nnodes && have[k] < c->spare_pool[k].nodes; i++) {
+			struct snode *n = s->nodes[i];
+			if (n->pool_spare || !takes_work(s, n) || !idle(n) ||
+			    strcmp(node_model(n), c->spare_pool[k].model) != 0)
+				continue;
+			n->pool_spare = true;
+			have[k]++;
+			log_info("node %s joins the spare pool (%s)", n->rec.inv.name,
+				 c->spare_pool[k].model);
+		}
 }
 
 void state_inplace_tick(struct state *s, int64_t now)
@@ -462,4 +518,5 @@ void state_inplace_tick(struct state *s, int64_t now)
 		if ((j->job.state == JOB_STARTING || j->job.state == JOB_RUNNING) && !j->inplace)
 			spares_refill(s, j);
 	}
+	pool_refill(s);
 }

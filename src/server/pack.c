@@ -182,6 +182,8 @@ json_t *state_node_pack(struct state *s, const struct snode *n)
 	json_t *spare = state_node_spare_for(s, n);
 	if (spare) /* held idle for these jobs (--spares) */
 		json_object_set_new(o, "spare_for", spare);
+	if (n->pool_spare) /* held idle in the cluster's spare pool */
+		json_object_set_new(o, "pool_spare", json_true());
 	if (n->ngpus) {
 		/* what its accelerators read at its newest beat */
 		json_object_set_new(o, "gpus", wire_gpus_pack(n->gpus, n->ngpus));

@@ -36,7 +36,8 @@ static void nodes_build(const struct state *s, struct snapshot *sn)
 		n->index = i;
 		x->name = n->rec.inv.name;
 		x->topology = n->rec.inv.topology;
-		x->schedulable = state_node_state(s, n) == NODE_UP && !n->agent_stopping;
+		x->schedulable =
+			state_node_state(s, n) == NODE_UP && !n->agent_stopping && !n->pool_spare;
 		x->cpus_total = n->rec.inv.cpus;
 		x->cpus_free = n->rec.inv.cpus - n->cpus_used;
 		x->mem_total_mib = n->rec.inv.mem_mib;
@@ -578,7 +579,7 @@ static void decisions_apply(struct state *s, const struct snapshot *sn,
  * topology aside? Errs towards yes. */
 static bool share_fits(const struct state *s, const struct snode *n, const struct sched_job *j)
 {
-	if (state_node_state(s, n) != NODE_UP || n->agent_stopping)
+	if (state_node_state(s, n) != NODE_UP || n->agent_stopping || n->pool_spare)
 		return false;
 	if (n->rec.inv.cpus - n->cpus_used < j->tasks_per_node * j->cpus_per_task)
 		return false;

@@ -283,6 +283,7 @@ struct snode {
 	bool wake_queued; /* STATE_EV_WORK_CHANGED is due at the next flush */
 	struct snode *wake_next;
 	struct svalid *held_by; /* a validation run holds it: no other work starts */
+	bool pool_spare;	/* held idle in the cluster's spare pool (inplace.c) */
 	bool agent_stopping;	/* its agent said it stops: no new work until one registers */
 	/* its Podman store as its agent last said (tenk images), once it has;
 	 * the pulls asked of it (tenk images pull), with how each went */

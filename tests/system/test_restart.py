@@ -76,6 +76,8 @@ def test_restarts_in_place_keep_the_nodes_and_swap_in_the_spare(hosts4, workdir,
     assert len(spare) == 1 and spare[0] not in held, job
     nodes = {n["name"]: n for n in c.json("nodes")["nodes"]}
     assert nodes[spare[0]]["spare_for"] == [int(jid)] and not nodes[spare[0]]["jobs"], nodes
+    table = [ln for ln in c.run("nodes").stdout.splitlines() if ln.startswith(spare[0] + " ")]
+    assert table and table[0].endswith(f"spare for job {jid}"), table
     # rank 1's process dies on its healthy node
     kill_ranks(workdir, int(held[1].replace("host", "")))
     wait_for(lambda: len(c.job(jid)["attempts"]) == 2, 60, "attempt 2")

@@ -899,6 +899,17 @@ static void test_config_validation(void **state)
 	assert_non_null(strstr(err.text, "failures"));
 	assert_true(sched_config_load_json(&c, "{\"lemon\": 3}", &err) < 0);
 	assert_non_null(strstr(err.text, "lemon: must be an object"));
+	/* the spare pool: none by default; nodes by model */
+	assert_int_equal(c.nspare_pool, 0);
+	assert_int_equal(
+		sched_config_load_json(&c, "{\"spares\": {\"H100\": 4, \"A100\": 0}}", &err), 0);
+	assert_int_equal(c.nspare_pool, 2);
+	assert_true(c.spare_pool[0].nodes + c.spare_pool[1].nodes == 4);
+	assert_true(sched_config_load_json(&c, "{\"spares\": {\"H100\": -1}}", &err) < 0);
+	assert_non_null(strstr(err.text, "spares.H100: must be a number of nodes from 0"));
+	assert_true(sched_config_load_json(&c, "{\"spares\": 4}", &err) < 0);
+	assert_non_null(strstr(err.text, "spares: must be an object"));
+	assert_int_equal(c.nspare_pool, 2); /* unchanged by a refused file */
 	/* the GPU thresholds: the seeds' by default; "for" a duration; 0 off */
 	assert_true(c.gpu_health.temp_c == 85 && c.gpu_health.hold_ms == 300000 &&
 		    c.gpu_health.throttle && c.gpu_health.pcie && c.gpu_health.rows == 1);

@@ -684,6 +684,61 @@ static void test_spare_takes_a_lost_nodes_place(void **state)
 	world_free(w);
 }
 
+/* The cluster's spare pool: an idle node kept out of the passes (a job
+ * waits rather than take it), swapped in for a lost node of a gang, and
+ * refilled when a node is idle again; a smaller pool lets it go. */
+static void test_pool_spare(void **state)
+{
+	struct world *w = world_new(5);
+	struct snode *n[5];
+	for (int i = 1; i <= 4; i++)
+		n[i] = add_node(w, i, 8, "aaaaaaaa");
+	w->st.sched.nspare_pool = 1;
+	snprintf(w->st.sched.spare_pool[0].model, MODEL_NAME_MAX, "%s",
+		 n[1]->rec.inv.accel[0].model);
+	w->st.sched.spare_pool[0].nodes = 1;
+	struct sjob *j = submit(w, "{\"command\": [\"train\"], \"cwd\": \"/tmp\", \"nodes\": 2, "
+				   "\"gpus_per_task\": 8}");
+	struct sjob *b = submit(w, "{\"command\": [\"x\"], \"cwd\": \"/tmp\", \"nodes\": 1, "
+				   "\"gpus_per_task\": 8}");
+	struct sjob *c = submit(w, "{\"command\": [\"y\"], \"cwd\": \"/tmp\", \"nodes\": 1, "
+				   "\"gpus_per_task\": 8}");
+	state_schedule(&w->st, T0 + 1);
+	assert_true(n[1]->pool_spare);
+	assert_int_equal(j->job.state, JOB_STARTING);
+	assert_int_equal(b->job.state, JOB_STARTING);
+	assert_int_equal(c->job.state, JOB_PENDING); /* the pool's node is not for it */
+	assert_int_equal(dev_used(n[1]), 0);
+	char r0[MODEL_NAME_MAX], r1[MODEL_NAME_MAX];
+	snprintf(r0, sizeof(r0), "%s", j->job.attempts[0].nodes[0].name);
+	snprintf(r1, sizeof(r1), "%s", j->job.attempts[0].nodes[1].name);
+	for (int r = 0; r < 2; r++)
+		task_event(w, j, r, TASK_EVENT_STARTED, 0, EXIT_EXITED, T0 + 2);
+	state_node_lost(&w->st, state_node(&w->st, r1), "silent", T0 + 3);
+	task_event(w, j, 0, TASK_EVENT_EXITED, 143, EXIT_CANCELLED, T0 + 4);
+	state_schedule(&w->st, T0 + 5);
+	assert_int_equal(j->job.state, JOB_STARTING);
+	const struct attempt *a2 = &j->job.attempts[1];
+	assert_string_equal(a2->nodes[0].name, r0);
+	assert_string_equal(a2->nodes[1].name, "n1");
+	assert_string_equal(a2->replaced, r1);
+	assert_false(n[1]->pool_spare);
+	assert_int_equal(c->job.state, JOB_PENDING);
+	/* the lost node is back and idle: it is the pool's now, not c's */
+	struct snode *back = state_node(&w->st, r1);
+	state_register(&w->st, &back->rec.inv, "aaaaaaaa", NULL, 0, T0 + 6, MONO0 + 6);
+	state_schedule(&w->st, T0 + 7);
+	assert_true(back->pool_spare);
+	assert_int_equal(c->job.state, JOB_PENDING);
+	/* no pool: the node goes to the waiting job */
+	w->st.sched.spare_pool[0].nodes = 0;
+	state_schedule(&w->st, T0 + 8);
+	state_schedule(&w->st, T0 + 9);
+	assert_false(back->pool_spare);
+	assert_int_equal(c->job.state, JOB_STARTING);
+	world_free(w);
+}
+
 /* ---- restarts in place under random faults ---------------------------------------- */
 
 static uint64_t rnd_state;
@@ -758,6 +813,9 @@ static void check_world(struct world *w, struct sjob **jobs, int njobs, int seed
 		if (cpus != n->cpus_used)
 			fail_msg("seed %d step %d: node %s CPUs used %d, parts and holds %d", seed,
 				 step, n->rec.inv.name, n->cpus_used, cpus);
+		if (n->pool_spare && (cpus || n->nparts))
+			fail_msg("seed %d step %d: node %s is the pool's spare and in use", seed,
+				 step, n->rec.inv.name);
 	}
 	int restarting = 0;
 	for (int x = 0; x < njobs; x++) {
@@ -825,6 +883,12 @@ static void test_restart_in_place_random(void **state)
 		struct world *w = world_new(3);
 		for (int i = 1; i <= 4; i++)
 			add_node(w, i, 4, "aaaaaaaa");
+		if (seed % 3 == 0) { /* a spare pool of one node */
+			w->st.sched.nspare_pool = 1;
+			snprintf(w->st.sched.spare_pool[0].model, MODEL_NAME_MAX, "%s",
+				 w->st.nodes[0]->rec.inv.accel[0].model);
+			w->st.sched.spare_pool[0].nodes = 1;
+		}
 		struct sjob *jobs[16];
 		int njobs = 0;
 		static const char *const reqs[] = {
@@ -1195,6 +1259,7 @@ int main(void)
 		cmocka_unit_test(test_restart_in_place_keeps_its_nodes),
 		cmocka_unit_test(test_restart_in_place_replaces_a_lost_node),
 		cmocka_unit_test(test_spare_takes_a_lost_nodes_place),
+		cmocka_unit_test(test_pool_spare),
 		cmocka_unit_test(test_restart_in_place_random),
 		cmocka_unit_test(test_peer_death_is_a_lost_node),
 		cmocka_unit_test(test_task_lost_with_agent),
