@@ -277,6 +277,20 @@ static bool in_attempt(const struct attempt *a, const char *name)
 	return false;
 }
 
+/* j's share `an` on node n (the same devices) as an assignment; n's index. */
+static int assign_share(const struct state *s, const struct snode *n, const struct sjob *j,
+			const struct attempt_node *an, struct sched_assign *as)
+{
+	as->node = node_index(s, n);
+	as->ndev = an->ndev;
+	memcpy(as->devs, an->devs, sizeof(int) * (size_t)an->ndev);
+	as->milli = an->milli;
+	as->cpus = j->job.req.tasks_per_node * j->job.req.cpus_per_task;
+	as->mem_mib = j->job.req.mem_mib;
+	as->alone = j->job.req.exclusive;
+	return as->node;
+}
+
 /* Starts j's next attempt in place, or gives up (false: the job waits in
  * its queue, said in *why). What it held is given back either way. */
 static bool restart(struct state *s, struct sjob *j, int64_t now, char *why, size_t why_n)
@@ -293,13 +307,7 @@ static bool restart(struct state *s, struct sjob *j, int64_t now, char *why, siz
 		const struct attempt_node *an = &a->nodes[k];
 		struct snode *n = state_node(s, an->name);
 		if (!ip->bad[k] && n && share_free(s, n, j, an)) {
-			as[k].node = taken[k] = node_index(s, n);
-			as[k].ndev = an->ndev;
-			memcpy(as[k].devs, an->devs, sizeof(int) * (size_t)an->ndev);
-			as[k].milli = an->milli;
-			as[k].cpus = j->job.req.tasks_per_node * j->job.req.cpus_per_task;
-			as[k].mem_mib = j->job.req.mem_mib;
-			as[k].alone = j->job.req.exclusive;
+			taken[k] = assign_share(s, n, j, an, &as[k]);
 			continue;
 		}
 		/* a spare of its own, where one can still take work */
@@ -310,13 +318,7 @@ static bool restart(struct state *s, struct sjob *j, int64_t now, char *why, siz
 			struct snode *c = state_node(s, sp.name);
 			if (!c || !share_free(s, c, j, &sp))
 				continue;
-			as[k].node = taken[k] = node_index(s, c);
-			as[k].ndev = sp.ndev;
-			memcpy(as[k].devs, sp.devs, sizeof(int) * (size_t)sp.ndev);
-			as[k].milli = sp.milli;
-			as[k].cpus = j->job.req.tasks_per_node * j->job.req.cpus_per_task;
-			as[k].mem_mib = j->job.req.mem_mib;
-			as[k].alone = j->job.req.exclusive;
+			taken[k] = assign_share(s, c, j, &sp, &as[k]);
 			got = true;
 			size_t l = strlen(replaced);
 			snprintf(replaced + l, sizeof(replaced) - l, "%s%s by spare %s",
