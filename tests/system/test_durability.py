@@ -233,15 +233,26 @@ def test_shim_sigkill_rounds_never_overlap_attempts(workdir):
         ids = [t.submit("-G", "1", "--", "sh", "-c", body, workdir, log) for _ in range(24)]
         rnd = random.Random(11)
         kills = 0
-        for _ in range(8):
-            time.sleep(rnd.uniform(0.3, 0.8))
+        hit = {}  # job id -> its shims killed: fewer than the server's 5 lost nodes
+
+        def job_of(pid):  # its folder is WORK/shims/JOB.ATTEMPT
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    return int(os.path.basename(f.read().split(b"\0")[1]).split(b".")[0])
+            except (OSError, IndexError, ValueError):
+                return None
+        for _ in range(8):  # (within the jobs' run: 24 of 1.5 s on 8 devices)
+            time.sleep(rnd.uniform(0.2, 0.5))
             for _ in range(3):  # (a shim may end by itself between list and kill)
-                shims = shim_pids(workdir)
+                shims = [p for p in shim_pids(workdir) if hit.get(job_of(p), 0) < 3]
                 if not shims:
                     break
+                pid = rnd.choice(shims)
+                job = job_of(pid)
                 try:
-                    os.kill(rnd.choice(shims), signal.SIGKILL)
+                    os.kill(pid, signal.SIGKILL)
                     kills += 1
+                    hit[job] = hit.get(job, 0) + 1
                     break
                 except ProcessLookupError:
                     continue
