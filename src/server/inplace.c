@@ -56,7 +56,7 @@ static void unhold(struct state *s, struct sjob *j, int k)
 }
 
 void state_inplace_begin(struct state *s, struct sjob *j, const struct attempt *a,
-			 const char *bad_node, int64_t now)
+			 const char *bad_node)
 {
 	if (!wants_inplace(j, a))
 		return;
@@ -69,7 +69,6 @@ void state_inplace_begin(struct state *s, struct sjob *j, const struct attempt *
 		ip->nnodes = a->nnodes;
 		ip->bad = xcalloc((size_t)a->nnodes, sizeof(bool));
 		ip->held = xcalloc((size_t)a->nnodes, sizeof(bool));
-		ip->since_ms = now;
 		snprintf(ip->why, sizeof(ip->why),
 			 "restarting in place: waiting for attempt %d's tasks to stop", a->number);
 		j->inplace = ip;
@@ -277,6 +276,35 @@ static bool in_attempt(const struct attempt *a, const char *name)
 	return false;
 }
 
+/* The node (its index, -1: none) with room for a share like `like`, in the
+ * cluster's spare pool or out of it, that the attempt a did not use, that
+ * is not among taken[0..ntaken) or j's spares, leaving the fewest devices
+ * free beside it; its assignment in *ret. */
+static int best_fit(const struct state *s, const struct sjob *j, const struct attempt *a,
+		    const struct attempt_node *like, bool pool, const int *taken, int ntaken,
+		    struct sched_assign *ret)
+{
+	int best = -1, best_spare = 0;
+	for (int i = 0; i < s->nnodes; i++) {
+		const struct snode *c = s->nodes[i];
+		bool out = c->pool_spare != pool || in_attempt(a, c->rec.inv.name);
+		for (int t = 0; t < ntaken && !out; t++)
+			out = taken[t] == i;
+		for (int k = 0; k < j->nspares && !out; k++)
+			out = strcmp(j->spares[k].name, c->rec.inv.name) == 0;
+		struct sched_assign try;
+		memset(&try, 0, sizeof(try));
+		int spare = out ? -1 : replacement_fit(s, c, j, like, &try);
+		if (spare >= 0 && (best < 0 || spare < best_spare)) {
+			best = i;
+			best_spare = spare;
+			*ret = try;
+			ret->node = i;
+		}
+	}
+	return best;
+}
+
 /* j's share `an` on node n (the same devices) as an assignment; n's index. */
 static int assign_share(const struct state *s, const struct snode *n, const struct sjob *j,
 			const struct attempt_node *an, struct sched_assign *as)
@@ -328,25 +356,9 @@ static bool restart(struct state *s, struct sjob *j, int64_t now, char *why, siz
 			continue;
 		/* the best fit among the nodes the attempt did not use and this
 		 * one has not taken: the cluster's spare pool first */
-		int best = -1, best_spare = 0;
-		struct sched_assign try;
-		for (int pool = 1; pool >= 0 && best < 0; pool--)
-			for (int i = 0; i < s->nnodes; i++) {
-				struct snode *c = s->nodes[i];
-				if (c->pool_spare != pool || in_attempt(a, c->rec.inv.name))
-					continue;
-				bool used = false;
-				for (int t = 0; t < k; t++)
-					used |= taken[t] == i;
-				memset(&try, 0, sizeof(try));
-				int spare = used ? -1 : replacement_fit(s, c, j, an, &try);
-				if (spare >= 0 && (best < 0 || spare < best_spare)) {
-					best = i;
-					best_spare = spare;
-					as[k] = try;
-					as[k].node = i;
-				}
-			}
+		int best = best_fit(s, j, a, an, true, taken, k, &as[k]);
+		if (best < 0)
+			best = best_fit(s, j, a, an, false, taken, k, &as[k]);
 		if (best < 0) {
 			snprintf(why, why_n,
 				 "no node is free to take the place of %s (%s): back in its queue",
@@ -403,21 +415,8 @@ static void spares_refill(struct state *s, struct sjob *j)
 		}
 	}
 	while (a && j->nspares < j->job.req.spares) {
-		int best = -1, best_spare = 0;
-		struct sched_assign try, pick;
-		for (int i = 0; i < s->nnodes; i++) {
-			struct snode *c = s->nodes[i];
-			bool mine = c->pool_spare || in_attempt(a, c->rec.inv.name);
-			for (int k = 0; k < j->nspares && !mine; k++)
-				mine = strcmp(j->spares[k].name, c->rec.inv.name) == 0;
-			memset(&try, 0, sizeof(try));
-			int spare = mine ? -1 : replacement_fit(s, c, j, &a->nodes[0], &try);
-			if (spare >= 0 && (best < 0 || spare < best_spare)) {
-				best = i;
-				best_spare = spare;
-				pick = try;
-			}
-		}
+		struct sched_assign pick;
+		int best = best_fit(s, j, a, &a->nodes[0], false, NULL, 0, &pick);
 		if (best < 0)
 			return;
 		state_spare_take(s, j, s->nodes[best], &pick);

@@ -290,7 +290,7 @@ static void task_failed(struct state *s, struct sjob *j, struct attempt *a,
 	attempt_end(a, ATTEMPT_END_FAILED, reason);
 	if (j->job.failures < j->job.req.requeue) {
 		j->job.failures++;
-		state_inplace_begin(s, j, a, NULL, now);
+		state_inplace_begin(s, j, a, NULL);
 		size_t len = strlen(reason);
 		snprintf(reason + len, sizeof(reason) - len, "; requeued (restart %d of %d)",
 			 j->job.failures, j->job.req.requeue);
@@ -320,7 +320,7 @@ void state_failure_wait(struct state *s, struct sjob *j, const struct task_event
 	/* where it may go again, its nodes are held for it as the gang stops
 	 * (given back if the judgement fails it) */
 	if (j->job.failures < j->job.req.requeue || j->node_losses < s->cfg.max_node_requeues)
-		state_inplace_begin(s, j, a, NULL, s->now_ms);
+		state_inplace_begin(s, j, a, NULL);
 	/* the gang stops at once, whatever the judgement */
 	state_attempt_bump_nodes(s, job_current_attempt(&j->job));
 }
@@ -381,12 +381,12 @@ void state_job_lost(struct state *s, struct sjob *j, struct attempt *a, const ch
 	if (!ran && !j->job.system) {
 		/* nothing of it ran: going again is no rerun, and costs nothing */
 		snprintf(reason + len, sizeof(reason) - len, "; requeued (it had not started)");
-		state_inplace_begin(s, j, a, node, now);
+		state_inplace_begin(s, j, a, node);
 		state_job_requeue(s, j, reason, now);
 	} else if (j->node_losses < s->cfg.max_node_requeues && !j->job.system) {
 		j->node_losses++;
 		snprintf(reason + len, sizeof(reason) - len, "; requeued");
-		state_inplace_begin(s, j, a, node, now);
+		state_inplace_begin(s, j, a, node);
 		state_job_requeue(s, j, reason, now);
 	} else {
 		snprintf(reason + len, sizeof(reason) - len, "; not requeued after %d lost nodes",

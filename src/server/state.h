@@ -113,7 +113,6 @@ struct inplace {
 	int nnodes;
 	bool *bad;
 	bool *held;
-	int64_t since_ms;
 	char why[MODEL_REASON_MAX]; /* what it waits for, for its reason */
 };
 
@@ -705,7 +704,7 @@ void state_node_hold(struct state *s, struct snode *n, struct sjob *j,
  * place, its nodes' shares are held for it from now as its tasks end, bar
  * bad_node's. Called again with the failing node once known. */
 void state_inplace_begin(struct state *s, struct sjob *j, const struct attempt *a,
-			 const char *bad_node, int64_t now);
+			 const char *bad_node);
 /* Does j keep the share of node rank k of its attempt `attempt` as the
  * part there goes (and is it now held)? */
 bool state_inplace_keeps(struct sjob *j, int attempt, int k);
