@@ -227,11 +227,55 @@ static void add_dir(struct cgroup *cg, char *dir)
 	cg->dirs[cg->ndirs++] = dir;
 }
 
+/* A word of a space-separated list (cgroup.controllers). */
+static bool has_ctrl(const char *list, const char *word)
+{
+	size_t n = strlen(word);
+	for (const char *p = list; p && *p; p++) {
+		if ((p == list || p[-1] == ' ') && strncmp(p, word, n) == 0 &&
+		    (p[n] == ' ' || p[n] == '\0' || p[n] == '\n'))
+			return true;
+	}
+	return false;
+}
+
+/* cgroup v2 gives a child only the controllers its parent lists in
+ * cgroup.subtree_control: asks for ours one at a time, since one the
+ * parent has not (cgroup.controllers) fails the whole write. A cgroup that
+ * holds processes of its own cannot hand any down (EBUSY): then its
+ * children have none, which cg_create finds and reports. */
+static void v2_delegate(const char *dir)
+{
+	static const char *const want[] = {"memory", "pids", "cpuset", "cpu"};
+	_cleanup_free_ char *have = read_str(dir, "cgroup.controllers");
+	for (size_t i = 0; i < ARRAY_SIZE(want); i++) {
+		if (have && !has_ctrl(have, want[i]))
+			continue;
+		char add[16];
+		snprintf(add, sizeof(add), "+%s", want[i]);
+		write_str(dir, "cgroup.subtree_control", add);
+	}
+}
+
+/* On v2, the controllers the attempt's folder has; a plain folder (a
+ * test's host) lists none and is taken to have them all. */
+static unsigned v2_missing(const char *dir)
+{
+	static const enum cg_ctrl ours[] = {CG_MEMORY, CG_PIDS, CG_CPUSET};
+	unsigned missing = 1u << CG_DEVICES; /* v2's device rules are BPF programs */
+	_cleanup_free_ char *have = read_str(dir, "cgroup.controllers");
+	for (size_t i = 0; have && i < ARRAY_SIZE(ours); i++)
+		if (!has_ctrl(have, ctrl_names[ours[i]]))
+			missing |= 1u << ours[i];
+	return missing;
+}
+
 static int apply_limits(struct cgroup *cg, const struct cg_limits *lim, struct tk_error *err)
 {
 	char num[32];
 	int r = 0;
-	const char *mem = cg->dir[CG_MEMORY];
+	/* what it has not cannot be written to: the node reports those */
+	const char *mem = cg->missing & (1u << CG_MEMORY) ? NULL : cg->dir[CG_MEMORY];
 	if (mem && lim->mem_mib > 0) {
 		snprintf(num, sizeof(num), "%lld", (long long)lim->mem_mib * 1024 * 1024);
 		r = write_str(mem, cg->version == 1 ? "memory.limit_in_bytes" : "memory.max", num);
@@ -242,18 +286,18 @@ static int apply_limits(struct cgroup *cg, const struct cg_limits *lim, struct t
 		if (r < 0)
 			return tk_errorf(err, r, "cgroup %s: memory limit: %s", mem, strerror(-r));
 	}
-	const char *pids = cg->dir[CG_PIDS];
+	const char *pids = cg->missing & (1u << CG_PIDS) ? NULL : cg->dir[CG_PIDS];
 	if (pids && lim->pids_max > 0) {
 		snprintf(num, sizeof(num), "%lld", (long long)lim->pids_max);
 		if ((r = write_str(pids, "pids.max", num)) < 0)
 			return tk_errorf(err, r, "cgroup %s: pids limit: %s", pids, strerror(-r));
 	}
-	const char *cpuset = cg->dir[CG_CPUSET];
+	const char *cpuset = cg->missing & (1u << CG_CPUSET) ? NULL : cg->dir[CG_CPUSET];
 	if (cpuset && lim->cpus[0] && cg->version == 2 &&
 	    (r = write_str(cpuset, "cpuset.cpus", lim->cpus)) < 0)
 		return tk_errorf(err, r, "cgroup %s: cpuset %s: %s", cpuset, lim->cpus,
 				 strerror(-r));
-	const char *dev = cg->dir[CG_DEVICES];
+	const char *dev = cg->missing & (1u << CG_DEVICES) ? NULL : cg->dir[CG_DEVICES];
 	for (int i = 0; dev && cg->version == 1 && i < lim->ndeny; i++)
 		if ((r = write_str(dev, "devices.deny", lim->deny[i])) < 0)
 			return tk_errorf(err, r, "cgroup %s: denying %s: %s", dev, lim->deny[i],
@@ -278,28 +322,33 @@ int cg_create(struct cgroup *cg, const char *mountinfo, const char *proc_cgroup,
 		cg->version && lim->nest
 			? own_path(proc_cgroup, cg->version == 1 ? ctrl_names[CG_MEMORY] : "")
 			: NULL;
+	bool delegated = false;
 	for (int c = 0; c < CG_CTRL_MAX && cg->version; c++) {
 		const char *mp = cg->version == 1 ? m.v1[c] : m.v2;
-		if (!mp)
+		if (!mp) {
+			cg->missing |= 1u << c;
 			continue;
+		}
 		_cleanup_free_ char *self =
 			common ? xstrdup(common)
 			       : own_path(proc_cgroup, cg->version == 1 ? ctrl_names[c] : "");
-		if (!self)
+		if (!self) {
+			cg->missing |= 1u << c;
 			continue;
+		}
 		const char *mroot = cg->version == 1 ? m.v1_root[c] : NULL;
 		_cleanup_free_ char *base = join(mp, mroot, self);
 		_cleanup_free_ char *level = xasprintf("%s/tenk-%s", base, node);
 		bool v1cpuset = cg->version == 1 && c == CG_CPUSET;
-		if (cg->version == 2) {
-			/* the controllers, handed down to the node's level and the attempt's */
-			write_str(base, "cgroup.subtree_control", "+memory +pids +cpuset +cpu");
-		}
+		bool delegate = cg->version == 2 && !delegated;
+		if (delegate) /* the controllers, handed down to the node's level */
+			v2_delegate(base);
 		r = common ? make_parents(mp, base, v1cpuset) : 0;
 		if (r == 0)
 			r = make_dir(level, v1cpuset, NULL);
-		if (r == 0 && cg->version == 2)
-			write_str(level, "cgroup.subtree_control", "+memory +pids +cpuset +cpu");
+		if (r == 0 && delegate) /* ... and to the attempt's */
+			v2_delegate(level);
+		delegated = true;
 		char *dir = xasprintf("%s/%s", level, name);
 		if (r == 0)
 			r = make_dir(dir, v1cpuset, lim->cpus[0] ? lim->cpus : NULL);
@@ -318,11 +367,28 @@ int cg_create(struct cgroup *cg, const char *mountinfo, const char *proc_cgroup,
 	for (int c = 0; c < CG_CTRL_MAX; c++)
 		if (cg->dir[c])
 			add_dir(cg, xstrdup(cg->dir[c]));
+	if (cg->version == 2 && cg->ndirs)
+		cg->missing |= v2_missing(cg->dirs[0]);
+	else if (!cg->version)
+		cg->missing = (1u << CG_CTRL_MAX) - 1;
 	if (cg->version && (r = apply_limits(cg, lim, err)) < 0) {
 		cg_destroy(cg);
 		return r;
 	}
 	return cg->version;
+}
+
+int cg_probe(const char *mountinfo, const char *proc_cgroup, const char *node, unsigned *missing,
+	     struct tk_error *err)
+{
+	struct cgroup cg;
+	struct cg_limits none = {0};
+	char name[32];
+	snprintf(name, sizeof(name), "probe-%d", (int)getpid());
+	int r = cg_create(&cg, mountinfo, proc_cgroup, node, name, &none, err);
+	*missing = r < 0 ? (1u << CG_CTRL_MAX) - 1 : cg.missing;
+	cg_destroy(&cg);
+	return r;
 }
 
 /* ---- using ------------------------------------------------------------------------ */

@@ -219,6 +219,9 @@ void agent__witness_free(struct agent *a);
 void agent__image_resolve(struct taskgroup *g);
 
 /* ---- inventory.c ---- */
+/* What the shims' cgroups will hold this node's jobs to (inv->isolation_*,
+ * unenforced), warning of each limit they cannot. */
+void agent__isolation_detect(struct node_inventory *inv);
 int agent__inventory_detect(const struct agent_config *cfg, const struct catalogue *cat,
 			    struct node_inventory *ret, struct tk_error *err);
 

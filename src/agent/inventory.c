@@ -133,3 +133,55 @@ int agent__inventory_detect(const struct agent_config *cfg, const struct catalog
 					 MODEL_MAX_ACCELS, &inv->naccel, err);
 	return nvml_detect(cat, inv);
 }
+
+void agent__isolation_detect(struct node_inventory *inv)
+{
+	static const struct {
+		enum cg_ctrl ctrl;
+		unsigned limit;
+	} map[] = {{CG_MEMORY, NODE_LIMIT_MEMORY},
+		   {CG_CPUSET, NODE_LIMIT_CPUS},
+		   {CG_PIDS, NODE_LIMIT_PROCESSES},
+		   {CG_DEVICES, NODE_LIMIT_DEVICES}};
+	unsigned missing = (1u << CG_CTRL_MAX) - 1;
+	struct tk_error err = {0};
+	int v = 0;
+	/* the shims make cgroups as root only (launch.c) */
+	if (geteuid() == 0 && (v = cg_probe("/proc/self/mountinfo", "/proc/self/cgroup", inv->name,
+					    &missing, &err)) < 0) {
+		log_err("cannot make this node's cgroups (%s): its jobs will fail to start",
+			err.text);
+		v = 0;
+	}
+	inv->isolation_known = true;
+	inv->cgroup_version = v;
+	inv->unenforced = 0;
+	for (size_t i = 0; i < ARRAY_SIZE(map); i++)
+		if (missing & (1u << map[i].ctrl))
+			inv->unenforced |= map[i].limit;
+	if (!inv->naccel) /* no devices to keep apart */
+		inv->unenforced &= ~(unsigned)NODE_LIMIT_DEVICES;
+	if (!inv->unenforced)
+		return;
+	char names[96] = "";
+	for (unsigned b = 1; b & NODE_LIMIT_ALL; b <<= 1)
+		if (inv->unenforced & b)
+			snprintf(names + strlen(names), sizeof(names) - strlen(names), "%s%s",
+				 names[0] ? ", " : "", node_limit_name(b));
+	if (geteuid() != 0)
+		log_warn("the agent is not root: its jobs run as its own user, in no cgroup; "
+			 "their %s are not limited",
+			 names);
+	else if (v == 0)
+		log_warn("no cgroup file system: jobs' %s are not limited", names);
+	else
+		log_warn("cgroup v%d: jobs' %s cannot be limited on this node%s%s", v, names,
+			 inv->unenforced & ~(unsigned)NODE_LIMIT_DEVICES
+				 ? "; the agent's cgroup was not given those controllers: run it "
+				   "in a cgroup of its own that has them (systemd's Delegate=yes)"
+				 : "",
+			 v == 2 && (inv->unenforced & NODE_LIMIT_DEVICES)
+				 ? "; on cgroup v2 GPUs are kept apart by CUDA_VISIBLE_DEVICES "
+				   "alone"
+				 : "");
+}

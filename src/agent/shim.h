@@ -63,6 +63,10 @@ struct cgroup {
 	char *dir[CG_CTRL_MAX]; /* the attempt's folder, per controller */
 	int ndirs;
 	char *dirs[CG_CTRL_MAX]; /* the distinct ones among dir[] */
+	/* bits (1 << enum cg_ctrl) of the limits it cannot hold: a controller
+	 * the host has not, or has not delegated to the caller's cgroup (v2);
+	 * device rules on v2; all where the host has no cgroups */
+	unsigned missing;
 };
 
 /* Creates cgroup NAME under the caller's own cgroup, in a level of the
@@ -72,6 +76,11 @@ struct cgroup {
  * err saying what failed; cg_destroy it either way. */
 int cg_create(struct cgroup *cg, const char *mountinfo, const char *proc_cgroup, const char *node,
 	      const char *name, const struct cg_limits *lim, struct tk_error *err);
+/* What cg_create would hold an attempt of node NODE to on this host: its
+ * version (as cg_create's) and *missing (struct cgroup's); makes the node's
+ * level and a folder it removes again. */
+int cg_probe(const char *mountinfo, const char *proc_cgroup, const char *node, unsigned *missing,
+	     struct tk_error *err);
 /* Moves process pid into the cgroup (every controller's folder). */
 int cg_attach(const struct cgroup *cg, int pid);
 /* Sends sig to every process in it and in the cgroups below it; returns

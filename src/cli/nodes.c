@@ -83,6 +83,24 @@ static int show_nodes(struct ctx *c)
 		if (!json_array_size(json_object_get(n, "jobs")))
 			printf(" none");
 		printf("\n");
+		json_t *iso = json_object_get(n, "isolation");
+		if (json_is_object(iso)) {
+			json_t *un = json_object_get(iso, "unenforced");
+			long long v = (long long)cli__jint(iso, "cgroup");
+			printf("  Limits:   ");
+			if (v)
+				printf("cgroup v%lld", v);
+			else
+				printf("no cgroups");
+			if (json_array_size(un)) {
+				printf("; not enforced:");
+				json_array_foreach (un, k, a)
+					printf("%s %s", k ? "," : "", json_string_value(a));
+			} else {
+				printf("; memory, CPUs, processes and devices enforced");
+			}
+			printf("\n");
+		}
 		json_t *v = json_object_get(n, "validation");
 		if (json_is_object(v))
 			printf("  Validation: %s%s%s\n", cli__jstr(v, "verdict"),

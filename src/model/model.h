@@ -127,6 +127,19 @@ struct accel {
 	int nvlink_domain;
 };
 
+/* The limits an agent holds its jobs to through cgroups (DESIGN.md section
+ * 8); a node reports, as bits, those it cannot: a controller its cgroup was
+ * not given (cgroup v2 hands a child only what its parent delegates), none
+ * where the agent is not root, device rules on cgroup v2. */
+enum node_limit {
+	NODE_LIMIT_MEMORY = 1 << 0,
+	NODE_LIMIT_CPUS = 1 << 1,      /* cpuset */
+	NODE_LIMIT_PROCESSES = 1 << 2, /* pids */
+	NODE_LIMIT_DEVICES = 1 << 3,   /* other jobs' GPUs */
+};
+#define NODE_LIMIT_ALL 0xfu
+const char *node_limit_name(unsigned bit);
+
 /* What an agent reports about its machine. */
 struct node_inventory {
 	char name[MODEL_NAME_MAX];
@@ -136,6 +149,9 @@ struct node_inventory {
 	int64_t mem_mib;
 	int naccel;
 	struct accel accel[MODEL_MAX_ACCELS];
+	bool isolation_known; /* false: an agent before 0.2.1, or a hollow one */
+	int cgroup_version;   /* 1, 2; 0: none used (no cgroup file system, not root) */
+	unsigned unenforced;  /* enum node_limit bits it cannot enforce */
 };
 
 /* Parses a fake-device spec such as "8xH100" or "4xA100-80GB,2xT4" into
@@ -145,6 +161,8 @@ int model_fake_accels(const char *spec, const struct catalogue *c, const char *u
 		      struct accel *ret, int max, int *ret_n, struct tk_error *err);
 
 json_t *node_inventory_pack(const struct node_inventory *inv);
+/* {"cgroup": 2, "unenforced": ["processes"]}; NULL when not reported */
+json_t *node_isolation_pack(const struct node_inventory *inv);
 int node_inventory_unpack(json_t *j, struct node_inventory *ret, struct tk_error *err);
 
 /* ---- jobs ---------------------------------------------------------------- */

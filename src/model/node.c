@@ -122,15 +122,78 @@ json_t *node_inventory_pack(const struct node_inventory *inv)
 	json_t *accels = json_array();
 	for (int i = 0; i < inv->naccel; i++)
 		json_array_append_new(accels, accel_pack(&inv->accel[i]));
-	return json_pack("{s:s, s:s, s:s, s:i, s:I, s:o}", "name", inv->name, "addr", inv->addr,
-			 "topology", inv->topology, "cpus", inv->cpus, "mem_mib",
-			 (json_int_t)inv->mem_mib, "accelerators", accels);
+	json_t *o = json_pack("{s:s, s:s, s:s, s:i, s:I, s:o}", "name", inv->name, "addr",
+			      inv->addr, "topology", inv->topology, "cpus", inv->cpus, "mem_mib",
+			      (json_int_t)inv->mem_mib, "accelerators", accels);
+	json_t *iso = node_isolation_pack(inv);
+	if (iso)
+		json_object_set_new(o, "isolation", iso);
+	return o;
+}
+
+json_t *node_isolation_pack(const struct node_inventory *inv)
+{
+	if (!inv->isolation_known)
+		return NULL;
+	json_t *un = json_array();
+	for (unsigned b = 1; b & NODE_LIMIT_ALL; b <<= 1)
+		if (inv->unenforced & b)
+			json_array_append_new(un, json_string(node_limit_name(b)));
+	return json_pack("{s:i, s:o}", "cgroup", inv->cgroup_version, "unenforced", un);
+}
+
+const char *node_limit_name(unsigned bit)
+{
+	switch (bit) {
+	case NODE_LIMIT_MEMORY:
+		return "memory";
+	case NODE_LIMIT_CPUS:
+		return "cpus";
+	case NODE_LIMIT_PROCESSES:
+		return "processes";
+	case NODE_LIMIT_DEVICES:
+		return "devices";
+	}
+	return "?";
+}
+
+/* "isolation": {"cgroup": 2, "unenforced": ["processes", "devices"]} */
+static int isolation_unpack(json_t *j, struct node_inventory *inv, struct tk_error *err)
+{
+	static const char *const keys[] = {"cgroup", "unenforced", NULL};
+	int64_t v;
+	int r;
+	if (!j)
+		return 0;
+	if ((r = mj_link_keys(j, "isolation", keys, err)) < 0)
+		return r;
+	if ((r = mj_int(j, "cgroup", true, 0, 2, 0, &v, err)) < 0) {
+		char was[sizeof(err->text)];
+		snprintf(was, sizeof(was), "%s", err->text);
+		return tk_errorf(err, r, "isolation.%s", was);
+	}
+	json_t *un = json_object_get(j, "unenforced"), *x;
+	if (un && !json_is_array(un))
+		return tk_errorf(err, -EINVAL, "isolation.unenforced: must be an array of names");
+	size_t i;
+	json_array_foreach (un, i, x) {
+		unsigned bit = 0;
+		for (unsigned b = 1; b & NODE_LIMIT_ALL; b <<= 1)
+			if (json_is_string(x) &&
+			    strcmp(json_string_value(x), node_limit_name(b)) == 0)
+				bit = b;
+		/* a newer agent's limit: not one this server can name */
+		inv->unenforced |= bit;
+	}
+	inv->isolation_known = true;
+	inv->cgroup_version = (int)v;
+	return 0;
 }
 
 int node_inventory_unpack(json_t *j, struct node_inventory *ret, struct tk_error *err)
 {
-	static const char *const keys[] = {"name",    "addr",	      "topology", "cpus",
-					   "mem_mib", "accelerators", NULL};
+	static const char *const keys[] = {"name",    "addr",	      "topology",  "cpus",
+					   "mem_mib", "accelerators", "isolation", NULL};
 	struct node_inventory *inv = ret;
 	int64_t cpus, mem;
 	int r;
@@ -141,7 +204,8 @@ int node_inventory_unpack(json_t *j, struct node_inventory *ret, struct tk_error
 	    (r = mj_strbuf(j, "topology", false, true, inv->topology, sizeof(inv->topology), err)) <
 		    0 ||
 	    (r = mj_int(j, "cpus", true, 1, MODEL_MAX_CPUS, 0, &cpus, err)) < 0 ||
-	    (r = mj_int(j, "mem_mib", true, 0, MODEL_MAX_MEM_MIB, 0, &mem, err)) < 0)
+	    (r = mj_int(j, "mem_mib", true, 0, MODEL_MAX_MEM_MIB, 0, &mem, err)) < 0 ||
+	    (r = isolation_unpack(json_object_get(j, "isolation"), inv, err)) < 0)
 		return r;
 	if (!model_name_valid(inv->name))
 		return tk_errorf(err, -EINVAL,

@@ -125,6 +125,8 @@ json_t *wire_register_pack(const struct wire_register *m)
 	if (m->protocol != 1) /* a protocol-1 server refuses the key */
 		json_object_set_new(o, "protocol",
 				    json_integer(m->protocol ? m->protocol : WIRE_PROTOCOL));
+	else /* ... and the inventory's keys it did not have */
+		json_object_del(json_object_get(o, "inventory"), "isolation");
 	return o;
 }
 

@@ -171,6 +171,9 @@ json_t *state_node_pack(struct state *s, const struct snode *n)
 			  inv->cpus, "cpus_used", n->cpus_used, "mem_mib", (json_int_t)inv->mem_mib,
 			  "mem_used_mib", (json_int_t)n->mem_used, "accelerators", accels, "jobs",
 			  jobs, "agent_id", n->rec.agent_id);
+	json_t *iso = node_isolation_pack(inv);
+	if (iso) /* what its cgroups cannot limit */
+		json_object_set_new(o, "isolation", iso);
 	json_t *v = node_verdict_pack(&n->rec);
 	json_object_set_new(o, "validation", v ? v : json_null());
 	json_object_set_new(o, "drain_source", json_string(drain_source_name(n->rec.drain_source)));

@@ -351,7 +351,7 @@ def workdir(tmp_path):
     end_shims(str(d))
 
 
-def start_up(workdir, *extra, fake="8xH100", env=None, stop_jobs=True):
+def start_up(workdir, *extra, fake="8xH100", env=None, stop_jobs=True, wrap=None):
     """`tenk up` in workdir. stop_jobs: its stop ends the jobs (the
     fixtures' default, so that nothing outlives a test); without it they
     go on in their shims, as for an operator."""
@@ -364,7 +364,7 @@ def start_up(workdir, *extra, fake="8xH100", env=None, stop_jobs=True):
         os.remove(os.path.join(data, "server.url"))  # left by an earlier run
     if fake:
         args += ["--fake-gpus", fake]
-    d = Daemon(args + list(extra), workdir, "up", env=env)
+    d = Daemon(args + list(extra), workdir, "up", env=env, wrap=wrap)
     t.daemons.append(d)
     wait_for(lambda: os.path.exists(os.path.join(data, "server.url")) or not d.alive(), 20,
              "server.url")

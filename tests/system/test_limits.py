@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from conftest import wait_for
+from conftest import start_up, wait_for
 
 pytestmark = pytest.mark.skipif(
     os.geteuid() != 0 or not os.path.isdir("/sys/fs/cgroup/memory"),
@@ -34,6 +34,9 @@ def test_memory_limit_ends_the_job_as_out_of_memory(cluster):
 
 
 def test_cpus_and_processes(cluster):
+    # every limit has its controller here, and the node says so
+    assert cluster.json("nodes", "node1")[0]["isolation"] == {"cgroup": 1, "unenforced": []}
+    assert "memory, CPUs, processes and devices enforced" in cluster.run("nodes", "node1").stdout
     jid = cluster.submit("-c", "1", "--", "sh", "-c",
                          "nproc; grep Cpus_allowed_list /proc/self/status; "
                          "cat /sys/fs/cgroup/pids$(grep :pids: /proc/self/cgroup | cut -d: -f3)"
@@ -83,3 +86,62 @@ def test_cgroups_are_removed(cluster):
     base = "/sys/fs/cgroup/memory" + mine.rstrip("\n") + "/tenk-node1"
     wait_for(lambda: not os.path.exists(os.path.join(base, f"{jid}.1")), 20,
              "the attempt's cgroup to go")
+
+
+UNIFIED = "/sys/fs/cgroup/unified"
+
+
+@pytest.mark.skipif(not os.path.exists(os.path.join(UNIFIED, "cgroup.controllers")),
+                    reason="needs the empty cgroup2 hierarchy beside v1's")
+def test_cgroup_v2_without_controllers_runs_jobs_and_names_what_it_cannot_limit(workdir):
+    """A node whose agent's cgroup was given no controllers (cgroup v2 in a
+    container or a VM's sandbox, where the parent delegated none) runs its
+    jobs in cgroups that hold and kill their processes, and names the limits
+    it cannot enforce rather than failing every job on them. Here: `tenk up`
+    in a mount namespace of its own where only cgroup2 is left, which on this
+    machine has no controller of ours."""
+    script = ("for m in $(grep ' - cgroup ' /proc/self/mountinfo | cut -d' ' -f5); do "
+              "umount $m || exit 1; done; exec \"$@\"")
+    t, d = start_up(workdir, wrap=["unshare", "-m", "--propagation", "private",
+                                   "sh", "-c", script, "sh"])
+    # the tests' own cgroup2 folder (conftest), where the agent's level goes
+    mine = [x[3:] for x in open("/proc/self/cgroup").read().split("\n")
+            if x.startswith("0::")][0].rstrip("/")
+    level = mine + "/tenk-node1"
+    have = open(UNIFIED + mine + "/cgroup.controllers").read().split()
+    want = [n for c, n in (("memory", "memory"), ("cpuset", "cpus"), ("pids", "processes"))
+            if c not in have] + ["devices"]
+    node = t.json("nodes", "node1")[0]
+    assert node["isolation"] == {"cgroup": 2, "unenforced": want}
+    shown = t.run("nodes", "node1").stdout
+    assert "Limits:   cgroup v2; not enforced: " + ", ".join(want) in shown, shown
+    assert "cgroup v2: jobs' " + ", ".join(want) + " cannot be limited" in d.output()
+
+    jid = t.submit("--mem", "100M", "-c", "1", "--", "sh", "-c", "grep ^0:: /proc/self/cgroup")
+    j = t.wait_state(jid, ("COMPLETED", "FAILED"), timeout=30)
+    assert j["state"] == "COMPLETED", j
+    out = open(job_file(t, jid)).read()
+    assert out.strip() == f"0::{level}/{jid}.1", out
+
+    # a process that leaves the task's process group still goes with the job
+    pidfile = os.path.join(workdir, "v2-grandchild.pid")
+    jid = t.submit("--", "sh", "-c", f"setsid sleep 300 & echo $! > {pidfile}; wait")
+    t.wait_state(jid, "RUNNING")
+    wait_for(lambda: os.path.exists(pidfile) and open(pidfile).read().strip(), 20, "pid file")
+    pid = int(open(pidfile).read())
+    cg = open(f"/proc/{pid}/cgroup").read()
+    assert f"0::{level}/{jid}.1" in cg, cg
+    t.run("cancel", jid)
+    t.wait_state(jid, "CANCELLED")
+
+    def gone():
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                return f.read().split()[2] == "Z"
+        except FileNotFoundError:
+            return True
+    wait_for(gone, 20, "the escaped process to be killed")
+    wait_for(lambda: not os.path.exists(f"{UNIFIED}{level}/{jid}.1"), 20,
+             "the attempt's cgroup to go")
+    d.stop()
+    os.rmdir(UNIFIED + level)

@@ -148,7 +148,8 @@ static void test_cgroup_v2(void **state)
 	_cleanup_free_ char *sw = get(dir, "memory.swap.max");
 	assert_string_equal(sw, "0");
 	_cleanup_free_ char *sub = get(base, "cgroup.subtree_control");
-	assert_non_null(strstr(sub, "+memory"));
+	assert_non_null(sub);				/* asked, one controller at a time */
+	assert_int_equal(cg.missing, 1u << CG_DEVICES); /* v2's device rules are BPF */
 	_cleanup_free_ char *ev = xasprintf("%s/memory.events", dir);
 	put(ev, "low 0\nhigh 0\nmax 3\noom 1\noom_kill 1\n");
 	assert_true(cg_oom_killed(&cg));
@@ -166,6 +167,143 @@ static void test_cgroup_v2(void **state)
 	assert_int_equal(cg_create(&cg, mi, pc, "n1", "3.3", &lim, &err), 0);
 	assert_int_equal(cg.ndirs, 0);
 	cg_destroy(&cg);
+	rm_rf(root);
+	free(root);
+}
+
+/* v2 where the agent's cgroup was given memory alone (its parent delegated
+ * no more, as in a container's cgroup): the attempt gets the memory limit,
+ * the others are reported missing, and nothing fails. The host is a plain
+ * folder that lists the controllers as the kernel would. */
+static void test_cgroup_v2_not_delegated(void **state)
+{
+	char *root = tmpdir();
+	_cleanup_free_ char *base = xasprintf("%s/cg/api/7f3a", root);
+	_cleanup_free_ char *dir = xasprintf("%s/tenk-n1/4.1", base);
+	assert_int_equal(tk_mkdir_p(dir, 0755), 0);
+	_cleanup_free_ char *f1 = xasprintf("%s/cgroup.controllers", base);
+	_cleanup_free_ char *f2 = xasprintf("%s/tenk-n1/cgroup.controllers", base);
+	_cleanup_free_ char *f3 = xasprintf("%s/cgroup.controllers", dir);
+	put(f1, "memory\n");
+	put(f2, "memory\n");
+	put(f3, "memory\n");
+	_cleanup_free_ char *mi = xasprintf("%s/mountinfo", root);
+	_cleanup_free_ char *mount =
+		xasprintf("30 23 0:26 / %s/cg rw,nosuid - cgroup2 cgroup2 rw,nsdelegate\n", root);
+	put(mi, mount);
+	_cleanup_free_ char *pc = xasprintf("%s/cgroup", root);
+	put(pc, "0::/api/7f3a\n");
+	struct cg_limits lim = {.mem_mib = 64, .cpus = "1", .pids_max = 100};
+	struct cgroup cg;
+	struct tk_error err = {0};
+	assert_int_equal(cg_create(&cg, mi, pc, "n1", "4.1", &lim, &err), 2);
+	assert_int_equal(cg.missing, (1u << CG_PIDS) | (1u << CG_CPUSET) | (1u << CG_DEVICES));
+	_cleanup_free_ char *m = get(dir, "memory.max");
+	assert_string_equal(m, "67108864");
+	_cleanup_free_ char *p = get(dir, "pids.max");
+	assert_null(p);
+	_cleanup_free_ char *c = get(dir, "cpuset.cpus");
+	assert_null(c);
+	/* only what the level has was asked for */
+	_cleanup_free_ char *sub = get(base, "cgroup.subtree_control");
+	assert_string_equal(sub, "+memory");
+	cg_destroy(&cg);
+	/* the probe the agent makes at its start says the same */
+	_cleanup_free_ char *probe = xasprintf("%s/tenk-n1/probe-%d", base, (int)getpid());
+	assert_int_equal(tk_mkdir_p(probe, 0755), 0);
+	_cleanup_free_ char *f4 = xasprintf("%s/cgroup.controllers", probe);
+	put(f4, "memory\n");
+	unsigned missing = 0;
+	assert_int_equal(cg_probe(mi, pc, "n1", &missing, &err), 2);
+	assert_int_equal(missing, (1u << CG_PIDS) | (1u << CG_CPUSET) | (1u << CG_DEVICES));
+	rm_rf(root);
+	free(root);
+}
+
+/* The kernel's own cgroup2, where this machine has one: the test's host is
+ * this process's cgroup2 line alone (as on a v2-only machine), whatever
+ * controllers were delegated to it (on a machine whose controllers are all
+ * in v1 hierarchies, none). The attempt's cgroup is made, holds the limits
+ * of the controllers it has, reports the others, and takes and kills a
+ * process. */
+static void test_cgroup_v2_kernel(void **state)
+{
+	char *text = NULL, *line2 = NULL, *own = NULL;
+	assert_int_equal(tk_read_file("/proc/self/mountinfo", 4 << 20, &text, NULL), 0);
+	for (char *sv = NULL, *l = strtok_r(text, "\n", &sv); l; l = strtok_r(NULL, "\n", &sv))
+		if (!line2 && strstr(l, " - cgroup2 "))
+			line2 = xstrdup(l);
+	free(text);
+	assert_int_equal(tk_read_file("/proc/self/cgroup", 1 << 20, &text, NULL), 0);
+	for (char *sv = NULL, *l = strtok_r(text, "\n", &sv); l; l = strtok_r(NULL, "\n", &sv))
+		if (strncmp(l, "0::", 3) == 0)
+			own = xstrdup(l);
+	free(text);
+	if (!line2 || !own || geteuid() != 0) {
+		free(line2);
+		free(own);
+		skip(); /* no cgroup2 here, or not root */
+	}
+	char *root = tmpdir();
+	_cleanup_free_ char *mi = xasprintf("%s/mountinfo", root);
+	_cleanup_free_ char *pc = xasprintf("%s/cgroup", root);
+	_cleanup_free_ char *l2 = xasprintf("%s\n", line2);
+	_cleanup_free_ char *o2 = xasprintf("%s\n", own);
+	put(mi, l2);
+	put(pc, o2);
+	char node[32];
+	snprintf(node, sizeof(node), "utest%d", (int)getpid());
+	struct cg_limits lim = {.mem_mib = 64, .cpus = "0", .pids_max = 100};
+	struct cgroup cg;
+	struct tk_error err = {0};
+	int v = cg_create(&cg, mi, pc, node, "1.1", &lim, &err);
+	if (v < 0)
+		print_message("cg_create: %s\n", err.text);
+	assert_int_equal(v, 2);
+	const char *dir = cg.dirs[0];
+	_cleanup_free_ char *have = get(dir, "cgroup.controllers");
+	assert_non_null(have); /* the kernel's, not a plain folder */
+	const struct {
+		enum cg_ctrl c;
+		const char *name, *file, *want;
+	} ctl[] = {{CG_MEMORY, "memory", "memory.max", "67108864"},
+		   {CG_PIDS, "pids", "pids.max", "100"},
+		   {CG_CPUSET, "cpuset", "cpuset.cpus", "0"}};
+	for (size_t i = 0; i < ARRAY_SIZE(ctl); i++) {
+		bool has = false;
+		for (char *w = have; w && *w; w += strcspn(w, " "), w += *w == ' ')
+			if (strncmp(w, ctl[i].name, strlen(ctl[i].name)) == 0 &&
+			    (w[strlen(ctl[i].name)] == ' ' || w[strlen(ctl[i].name)] == '\0'))
+				has = true;
+		assert_int_equal(!(cg.missing & (1u << ctl[i].c)), has);
+		_cleanup_free_ char *val = get(dir, ctl[i].file);
+		if (has)
+			assert_string_equal(val, ctl[i].want);
+		else
+			assert_null(val);
+	}
+	assert_true(cg.missing & (1u << CG_DEVICES));
+	pid_t child = fork();
+	assert_true(child >= 0);
+	if (child == 0) {
+		pause();
+		_exit(0);
+	}
+	assert_int_equal(cg_attach(&cg, child), 0);
+	_cleanup_free_ char *procs = get(dir, "cgroup.procs");
+	char want[16];
+	snprintf(want, sizeof(want), "%d", (int)child);
+	assert_string_equal(procs, want);
+	assert_int_equal(cg_kill(&cg), 0);
+	int status = 0;
+	assert_int_equal(waitpid(child, &status, 0), child);
+	assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+	_cleanup_free_ char *level = xstrdup(dir);
+	*strrchr(level, '/') = '\0';
+	cg_destroy(&cg);
+	assert_int_equal(rmdir(level), 0); /* the attempt's folder went with it */
+	free(line2);
+	free(own);
 	rm_rf(root);
 	free(root);
 }
@@ -455,6 +593,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_cgroup_v1),
 		cmocka_unit_test(test_cgroup_v2),
+		cmocka_unit_test(test_cgroup_v2_not_delegated),
+		cmocka_unit_test(test_cgroup_v2_kernel),
 		cmocka_unit_test(test_plan_roundtrip),
 		cmocka_unit_test(test_lines),
 		cmocka_unit_test(test_task_as_another_user),

@@ -1364,11 +1364,37 @@ static void test_wire(void **state)
 	json_object_set_new(j, "protocol", json_integer(WIRE_PROTOCOL));
 	assert_int_equal(wire_register_unpack(j, reg, &err), 0);
 	assert_int_equal(reg->protocol, WIRE_PROTOCOL);
+	/* what the node's cgroups cannot limit, named; a newer agent's limit
+	 * that this server cannot name is left out; a bad version refused */
+	assert_false(reg->inv.isolation_known);
+	wire_register_release(reg);
+	json_object_set_new(json_object_get(j, "inventory"), "isolation",
+			    parse("{\"cgroup\": 2, \"unenforced\": [\"processes\", "
+				  "\"devices\", \"gpu-clocks\"]}"));
+	assert_int_equal(wire_register_unpack(j, reg, &err), 0);
+	assert_true(reg->inv.isolation_known);
+	assert_int_equal(reg->inv.cgroup_version, 2);
+	assert_int_equal(reg->inv.unenforced, NODE_LIMIT_PROCESSES | NODE_LIMIT_DEVICES);
+	packed = wire_register_pack(reg);
+	json_t *iso = json_object_get(json_object_get(packed, "inventory"), "isolation");
+	json_t *want = parse("{\"cgroup\": 2, \"unenforced\": [\"processes\", \"devices\"]}");
+	assert_true(json_equal(iso, want));
+	json_decref(want);
+	json_decref(packed);
 	/* to a protocol-1 peer (0.1.0 refuses keys it does not know): no key */
 	reg->protocol = 1;
 	packed = wire_register_pack(reg);
 	assert_null(json_object_get(packed, "protocol"));
+	assert_null(json_object_get(json_object_get(packed, "inventory"), "isolation"));
 	json_decref(packed);
+	wire_register_release(reg);
+	json_object_set_new(json_object_get(j, "inventory"), "isolation",
+			    parse("{\"cgroup\": 3, \"unenforced\": []}"));
+	assert_true(wire_register_unpack(j, reg, &err) < 0);
+	assert_non_null(strstr(err.text, "isolation.cgroup"));
+	json_object_del(json_object_get(j, "inventory"), "isolation");
+	assert_int_equal(wire_register_unpack(j, reg, &err), 0);
+	reg->protocol = 1;
 	struct wire_registered ans = {.node = "n1", .epoch = "e", .node_timeout_ms = 1000};
 	packed = wire_registered_pack(&ans);
 	assert_int_equal(json_integer_value(json_object_get(packed, "protocol")), WIRE_PROTOCOL);
