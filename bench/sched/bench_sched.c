@@ -152,7 +152,7 @@ static void build(struct world *w, const struct sim_cluster *cl, int pending)
 	if (getenv("BENCH_LAS"))
 		w->las[1] = (struct sched_las){.nlevels = 3, .limit_gpu_s = {3600, 16 * 3600}};
 	w->nclasses = sched_classes_expand(base, w->las, 3, w->classes, w->first);
-	static char qnames[8][8];
+	static char qnames[8][16];
 	for (int q = 0; q < 8; q++) {
 		snprintf(qnames[q], sizeof(qnames[q]), "q%d", q);
 		w->queues[q] =

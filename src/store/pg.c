@@ -397,16 +397,16 @@ static int session_lease(struct pg *st, struct tk_error *err)
 }
 
 /* A prepared statement's name on the connection: "t" and its id, in buf. */
-static const char *stmt_name(int id, char buf[static 8])
+static const char *stmt_name(int id, char buf[static 16])
 {
-	snprintf(buf, 8, "t%d", id);
+	snprintf(buf, 16, "t%d", id);
 	return buf;
 }
 
 static int prepare(struct pg *st, struct tk_error *err)
 {
 	for (int i = 0; i < P_MAX; i++) {
-		char name[8];
+		char name[16];
 		PGresult *res = PQprepare(st->conn, stmt_name(i, name), stmt_sql[i], 0, NULL);
 		int r = PQresultStatus(res) == PGRES_COMMAND_OK ? 0
 								: fail(st, res, err, stmt_sql[i]);
@@ -606,7 +606,7 @@ static void p_real(struct params *p, double d)
 
 static PGresult *run(struct pg *st, enum stmt_id id, const struct params *p)
 {
-	char name[8];
+	char name[16];
 	return PQexecPrepared(st->conn, stmt_name(id, name), p ? p->n : 0, p ? p->v : NULL, NULL,
 			      NULL, 0);
 }
@@ -676,7 +676,7 @@ static void pipe_send_sql(struct pipe *p, const char *sql, const struct params *
 
 static void pipe_send(struct pipe *p, enum stmt_id id, const struct params *v)
 {
-	char name[8];
+	char name[16];
 	if (p->r == 0)
 		pipe_sent(p, PQsendQueryPrepared(p->st->conn, stmt_name(id, name), v->n, v->v, NULL,
 						 NULL, 0));
@@ -722,7 +722,7 @@ static int each_row(struct pg *st, enum stmt_id id, const char *sql, const struc
 	int r = conn_ok(st, err);
 	if (r < 0)
 		return r;
-	char name[8];
+	char name[16];
 	int sent = sql ? PQsendQueryParams(st->conn, sql, 0, NULL, NULL, NULL, NULL, 0)
 		       : PQsendQueryPrepared(st->conn, stmt_name(id, name), p ? p->n : 0,
 					     p ? p->v : NULL, NULL, NULL, 0);

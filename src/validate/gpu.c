@@ -358,7 +358,7 @@ int validate__check_gpu_gemm(struct vcheck *c, bool quick)
 	strbuf_init(&per);
 	double slowest = 0, floor = 0, least_per_watt = 0;
 	int wrong = 0;
-	char model[64] = "";
+	char model[128] = "";
 	struct power pw;
 	power_open(&pw);
 	/* n x n: two bf16 inputs and an f32 output, 8 n^2 bytes, in a quarter
@@ -395,7 +395,7 @@ int validate__check_gpu_gemm(struct vcheck *c, bool quick)
 	power_close(&pw);
 	c->figure = slowest;
 	c->per_watt = least_per_watt;
-	char from[48];
+	char from[160];
 	snprintf(from, sizeof(from), floor > 0 ? "50%% of the catalogue's %s" : "floor", model);
 	enum vverdict was = c->verdict;
 	validate__vcheck_judge(c, floor > 0 ? floor : 1, from);
