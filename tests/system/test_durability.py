@@ -241,7 +241,13 @@ def test_shim_sigkill_rounds_never_overlap_attempts(workdir):
                     return int(os.path.basename(f.read().split(b"\0")[1]).split(b".")[0])
             except (OSError, IndexError, ValueError):
                 return None
-        for _ in range(8):  # (within the jobs' run: 24 of 1.5 s on 8 devices)
+        # rounds while the jobs run (24 of 1.5 s on 8 devices), from their
+        # first shim on, until 8 shims were killed (bounded in rounds and time)
+        wait_for(lambda: shim_pids(workdir), 30, "the first shims")
+        deadline = time.monotonic() + 30
+        for _ in range(40):
+            if kills >= 8 or time.monotonic() > deadline:
+                break
             time.sleep(rnd.uniform(0.2, 0.5))
             for _ in range(3):  # (a shim may end by itself between list and kill)
                 shims = [p for p in shim_pids(workdir) if hit.get(job_of(p), 0) < 3]

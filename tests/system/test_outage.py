@@ -46,8 +46,9 @@ while not os.path.exists(f"{out}/go"):
     if metrics:
         with open(metrics, "a") as m:
             m.write(f"step={step} loss={1.0 / step:.6f}\n")
-        with open(f"{out}/step", "w") as s:
+        with open(f"{out}/step.new", "w") as s:  # whole, for the test that reads it
             s.write(f"{step}\n")
+        os.replace(f"{out}/step.new", f"{out}/step")
     time.sleep(1.0)
 """
 

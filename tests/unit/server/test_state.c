@@ -974,7 +974,7 @@ static void test_restart_in_place_random(void **state)
 		world_free(w);
 	}
 	/* the schedules reach every path */
-	print_message("%d attempts started in place (%d with a node replaced), %d through the "
+	print_message("# %d attempts started in place (%d with a node replaced), %d through the "
 		      "queue\n",
 		      started_in_place, replaced, fell_back);
 	assert_true(started_in_place > seeds / 4 && replaced > seeds / 20 && fell_back > 0);
