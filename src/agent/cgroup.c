@@ -258,11 +258,12 @@ static void v2_delegate(const char *dir)
 }
 
 /* On v2, the controllers the attempt's folder has; a plain folder (a
- * test's host) lists none and is taken to have them all. */
+ * test's host) lists none and is taken to have them all. (Device rules are
+ * BPF programs, which need no controller: devbpf.c.) */
 static unsigned v2_missing(const char *dir)
 {
 	static const enum cg_ctrl ours[] = {CG_MEMORY, CG_PIDS, CG_CPUSET};
-	unsigned missing = 1u << CG_DEVICES; /* v2's device rules are BPF programs */
+	unsigned missing = 0;
 	_cleanup_free_ char *have = read_str(dir, "cgroup.controllers");
 	for (size_t i = 0; have && i < ARRAY_SIZE(ours); i++)
 		if (!has_ctrl(have, ctrl_names[ours[i]]))
@@ -298,6 +299,12 @@ static int apply_limits(struct cgroup *cg, const struct cg_limits *lim, struct t
 		return tk_errorf(err, r, "cgroup %s: cpuset %s: %s", cpuset, lim->cpus,
 				 strerror(-r));
 	const char *dev = cg->missing & (1u << CG_DEVICES) ? NULL : cg->dir[CG_DEVICES];
+	char why[256];
+	if (dev && cg->version == 2 && lim->ndeny > 0 &&
+	    cg_v2_deny_devices(dev, lim, why, sizeof(why)) < 0) {
+		/* as the probe found at the agent's start, which the node reports */
+		cg->missing |= 1u << CG_DEVICES;
+	}
 	for (int i = 0; dev && cg->version == 1 && i < lim->ndeny; i++)
 		if ((r = write_str(dev, "devices.deny", lim->deny[i])) < 0)
 			return tk_errorf(err, r, "cgroup %s: denying %s: %s", dev, lim->deny[i],
@@ -387,6 +394,10 @@ int cg_probe(const char *mountinfo, const char *proc_cgroup, const char *node, u
 	snprintf(name, sizeof(name), "probe-%d", (int)getpid());
 	int r = cg_create(&cg, mountinfo, proc_cgroup, node, name, &none, err);
 	*missing = r < 0 ? (1u << CG_CTRL_MAX) - 1 : cg.missing;
+	char why[256];
+	/* v2's device rules: whether a program can be attached here */
+	if (r == 2 && cg.ndirs && cg_v2_deny_devices(cg.dirs[0], &none, why, sizeof(why)) < 0)
+		*missing |= 1u << CG_DEVICES;
 	cg_destroy(&cg);
 	return r;
 }

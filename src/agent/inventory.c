@@ -181,7 +181,7 @@ void agent__isolation_detect(struct node_inventory *inv)
 				   "in a cgroup of its own that has them (systemd's Delegate=yes)"
 				 : "",
 			 v == 2 && (inv->unenforced & NODE_LIMIT_DEVICES)
-				 ? "; on cgroup v2 GPUs are kept apart by CUDA_VISIBLE_DEVICES "
-				   "alone"
+				 ? "; no device program (BPF) could be attached to its cgroups: "
+				   "GPUs are kept apart by CUDA_VISIBLE_DEVICES alone"
 				 : "");
 }

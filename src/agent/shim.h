@@ -65,7 +65,8 @@ struct cgroup {
 	char *dirs[CG_CTRL_MAX]; /* the distinct ones among dir[] */
 	/* bits (1 << enum cg_ctrl) of the limits it cannot hold: a controller
 	 * the host has not, or has not delegated to the caller's cgroup (v2);
-	 * device rules on v2; all where the host has no cgroups */
+	 * device rules on v2 where no BPF program could be attached; all where
+	 * the host has no cgroups */
 	unsigned missing;
 };
 
@@ -81,6 +82,10 @@ int cg_create(struct cgroup *cg, const char *mountinfo, const char *proc_cgroup,
  * level and a folder it removes again. */
 int cg_probe(const char *mountinfo, const char *proc_cgroup, const char *node, unsigned *missing,
 	     struct tk_error *err);
+/* cgroup v2's device rules (devbpf.c): attaches to the cgroup folder dir
+ * a BPF program that refuses lim's deny[] devices and allows the rest.
+ * 0, or -errno with why. */
+int cg_v2_deny_devices(const char *dir, const struct cg_limits *lim, char *why, size_t n);
 /* Moves process pid into the cgroup (every controller's folder). */
 int cg_attach(const struct cgroup *cg, int pid);
 /* Sends sig to every process in it and in the cgroups below it; returns

@@ -129,8 +129,9 @@ struct accel {
 
 /* The limits an agent holds its jobs to through cgroups (DESIGN.md section
  * 8); a node reports, as bits, those it cannot: a controller its cgroup was
- * not given (cgroup v2 hands a child only what its parent delegates), none
- * where the agent is not root, device rules on cgroup v2. */
+ * not given (cgroup v2 hands a child only what its parent delegates), a
+ * device program (BPF) cgroup v2 would not take, all where the agent is not
+ * root. */
 enum node_limit {
 	NODE_LIMIT_MEMORY = 1 << 0,
 	NODE_LIMIT_CPUS = 1 << 1,      /* cpuset */
