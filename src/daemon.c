@@ -209,6 +209,7 @@ enum {
 	D_HEARTBEAT,
 	D_STORE,
 	D_CLUSTER_NAME,
+	D_DEVICE_CHECK,
 	D_MAX
 };
 
@@ -300,6 +301,11 @@ static const struct tk_option all_opts[D_MAX] = {
 	[D_CLUSTER_NAME] = {"cluster-name", 0, "NAME",
 			    "its name among the CLI's clusters (tenk config; default local); "
 			    "none: write none"},
+	[D_DEVICE_CHECK] =
+		{"device-check", 0, "WHEN",
+		 "check an attempt's GPUs here before it starts (a small GEMM checked "
+		 "exactly, a copy): restarts (attempts after the first; default), always "
+		 "or never. A node that fails it is drained"},
 	[D_STORE] = {"store", 0, "FILE|URL",
 		     "where the state is kept: a file (default DATA/tenk.db), or a PostgreSQL "
 		     "database, postgresql://USER@HOST/DB (its password from PGPASSFILE or "
@@ -316,18 +322,19 @@ static const int up_opts[] = {
 	D_MEM,		D_STOP_JOBS,	D_RUN_DIR,     D_PODMAN,    D_CTR_CONF,	 D_PODMAN_ROOT,
 	D_CDI,		D_INIT,		D_QUARANTINE,  D_TLS_CERT,  D_TLS_KEY,	 D_CA,
 	D_INSECURE,	D_MAX_CONNS,	D_REQ_TIMEOUT, D_CKPT_RATE, D_MIN_FREE,	 D_JOB_DISK,
-	D_HEALTH,	D_HEALTH_EVERY, D_METRICS,     D_DCGM,	    D_WITNESS,	 D_CLUSTER_NAME};
+	D_HEALTH,	D_HEALTH_EVERY, D_METRICS,     D_DCGM,	    D_WITNESS,	 D_CLUSTER_NAME,
+	D_DEVICE_CHECK};
 static const int server_opts[] = {D_HELP,	 D_LOG,		 D_DATA,	 D_LISTEN,
 				  D_CATALOGUE,	 D_NODE_TIMEOUT, D_INIT,	 D_QUARANTINE,
 				  D_TLS_CERT,	 D_TLS_KEY,	 D_INSECURE,	 D_MAX_CONNS,
 				  D_REQ_TIMEOUT, D_KEEP_SETTLED, D_MASTER_PORTS, D_STORE};
 static const int agent_opts[] = {
-	D_HELP,		D_LOG,	     D_DATA,	  D_SERVER,   D_TOKEN_FILE,  D_NAME,
-	D_FAKE,		D_ADDR,	     D_TOPO,	  D_CPUS,     D_MEM,	     D_WORK,
-	D_RUN_DIR,	D_STOP_JOBS, D_PODMAN,	  D_CTR_CONF, D_PODMAN_ROOT, D_CDI,
-	D_CA,		D_INSECURE,  D_CKPT_RATE, D_MIN_FREE, D_JOB_DISK,    D_HEALTH,
-	D_HEALTH_EVERY, D_METRICS,   D_DCGM,	  D_HOLLOW,   D_HOLLOW_RUN,  D_HEARTBEAT,
-	D_WITNESS};
+	D_HELP,		D_LOG,	       D_DATA,	    D_SERVER,	D_TOKEN_FILE,  D_NAME,
+	D_FAKE,		D_ADDR,	       D_TOPO,	    D_CPUS,	D_MEM,	       D_WORK,
+	D_RUN_DIR,	D_STOP_JOBS,   D_PODMAN,    D_CTR_CONF, D_PODMAN_ROOT, D_CDI,
+	D_CA,		D_INSECURE,    D_CKPT_RATE, D_MIN_FREE, D_JOB_DISK,    D_HEALTH,
+	D_HEALTH_EVERY, D_METRICS,     D_DCGM,	    D_HOLLOW,	D_HOLLOW_RUN,  D_HEARTBEAT,
+	D_WITNESS,	D_DEVICE_CHECK};
 
 /* What a daemon takes (indices into all_opts, in its order) and runs. */
 struct daemon_spec {
@@ -439,6 +446,16 @@ static int agent_cfg(const char *cmd, const char **v, struct agent_config *ac)
 	ac->work_dir = v[D_WORK];
 	ac->run_dir = v[D_RUN_DIR];
 	ac->stop_jobs = v[D_STOP_JOBS] != NULL;
+	if (v[D_DEVICE_CHECK]) {
+		static const char *const when[] = {"restarts", "always", "never"};
+		size_t k = 0;
+		while (k < ARRAY_SIZE(when) && strcmp(v[D_DEVICE_CHECK], when[k]) != 0)
+			k++;
+		if (k == ARRAY_SIZE(when))
+			return usage(cmd, "--device-check: restarts, always or never, got \"%s\"",
+				     v[D_DEVICE_CHECK]);
+		ac->device_check = (enum device_check_when)k;
+	}
 	ac->podman = v[D_PODMAN];
 	ac->containers_conf = v[D_CTR_CONF];
 	ac->podman_root = v[D_PODMAN_ROOT];

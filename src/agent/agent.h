@@ -37,6 +37,14 @@ struct agent_config {
 	int64_t heartbeat_ms;
 	bool stop_jobs; /* at stop, end the jobs (they are requeued), not leave them to their shims
 			 */
+	/* before which attempts the shim checks the attempt's GPUs here
+	 * (tenk validate --device-check): those after the first (a restart,
+	 * which a failure may have caused), every one, or none */
+	enum device_check_when {
+		DEVICE_CHECK_RESTARTS,
+		DEVICE_CHECK_ALWAYS,
+		DEVICE_CHECK_NEVER
+	} device_check;
 	/* image jobs: the podman program ("podman" on PATH), a containers.conf
 	 * for it, its store (DIR/storage, DIR/run; NULL: podman's), and where
 	 * the node's CDI specs are (NULL: /etc/cdi) */

@@ -302,6 +302,13 @@ static void apply(struct taskgroup *g, const struct shim_status *st)
 		if (s->state == SHIM_TASK_EXITED) {
 			g->cpu_ms = st->cpu_ms;
 			g->mem_peak_mib = st->mem_peak_mib;
+			if (s->node_fault && !g->node_fault) {
+				/* its device check failed: the node's fault, which it
+				 * reports; the job goes on elsewhere */
+				g->node_fault = true;
+				if (g->ops->node_fault)
+					g->ops->node_fault(g, s->detail);
+			}
 			task_end(g, i, s->exit_code, s->signal, s->cause, s->detail, s->end_ms);
 		}
 	}

@@ -98,6 +98,9 @@ struct group_ops {
 	/* launch.c: forget it: its memory, and when over (not only the agent
 	 * going) its shim's folder and files */
 	void (*forget)(struct taskgroup *g, bool over);
+	/* launch.c: its shim found the node at fault before any task ran (the
+	 * device check): the node reports it (optional) */
+	void (*node_fault)(struct taskgroup *g, const char *why);
 };
 
 /* Where an image job's image is (image.c), while the group is PULLING. */

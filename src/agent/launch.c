@@ -672,6 +672,54 @@ static void cgroup_limits(struct taskgroup *g, const struct work_spec *spec, str
 	}
 }
 
+/* The attempt's GPUs here checked before its tasks start (agent.h's
+ * device_check): this agent's own binary, `validate --device-check`, with
+ * the agent's environment (where the node's libraries are) and
+ * CUDA_VISIBLE_DEVICES the attempt's devices on this node. */
+static void device_check_plan(struct taskgroup *g, const struct work_spec *spec,
+			      struct shim_plan *plan)
+{
+	enum device_check_when when = g->a->cfg.device_check;
+	if (spec->system || when == DEVICE_CHECK_NEVER ||
+	    (when == DEVICE_CHECK_RESTARTS && g->attempt <= 1))
+		return;
+	bool mine[MODEL_MAX_ACCELS] = {false};
+	struct strbuf cvd;
+	strbuf_init(&cvd);
+	for (int t = 0; t < spec->tasks_per_node; t++) {
+		int nd;
+		const int *d = work_spec_devices(spec, t, &nd);
+		for (int k = 0; k < nd; k++)
+			if (d[k] >= 0 && d[k] < g->a->inv.naccel && !mine[d[k]]) {
+				mine[d[k]] = true;
+				strbuf_addf(&cvd, "%s%d", cvd.len ? "," : "", d[k]);
+			}
+	}
+	char self[MODEL_MAX_PATH] = "";
+	ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	if (!cvd.len || len <= 0) {
+		strbuf_release(&cvd);
+		return;
+	}
+	self[len] = '\0';
+	plan->check_argc = 3;
+	plan->check_argv = xcalloc(4, sizeof(char *));
+	plan->check_argv[0] = xstrdup(self);
+	plan->check_argv[1] = xstrdup("validate");
+	plan->check_argv[2] = xstrdup("--device-check");
+	int n = 0;
+	while (environ[n])
+		n++;
+	plan->check_env = xcalloc((size_t)n + 3, sizeof(char *));
+	for (int i = 0; i < n; i++)
+		if (strncmp(environ[i], "CUDA_VISIBLE_DEVICES=", 21) != 0 &&
+		    strncmp(environ[i], "CUDA_DEVICE_ORDER=", 18) != 0)
+			plan->check_env[plan->check_nenv++] = xstrdup(environ[i]);
+	plan->check_env[plan->check_nenv++] = xstrdup("CUDA_DEVICE_ORDER=PCI_BUS_ID");
+	plan->check_env[plan->check_nenv++] = xasprintf("CUDA_VISIBLE_DEVICES=%s", cvd.buf);
+	strbuf_release(&cvd);
+}
+
 /* An image job's container: podman, its store and configuration, the
  * job's mounts and its checkpoint folder. GPUs come through CDI, so a job
  * with GPUs needs the node's CDI spec. */
@@ -813,6 +861,7 @@ static int build_plan(struct taskgroup *g, const struct work_spec *spec, struct 
 		if (plan->container)
 			cdi_devices(g, spec, i, t);
 	}
+	device_check_plan(g, spec, plan);
 	return 0;
 }
 
@@ -944,6 +993,16 @@ static int shim_start(struct taskgroup *g, char *why, size_t n)
 	return r;
 }
 
+/* Its device check failed: the node reports it (a fault the server drains
+ * it for, until its agent restarts), and its jobs go elsewhere. */
+static void node_fault(struct taskgroup *g, const char *why)
+{
+	char fault[WIRE_FAULT_MAX];
+	snprintf(fault, sizeof(fault), "job %lld attempt %d: %s", (long long)g->job, g->attempt,
+		 why);
+	agent__health_fault(g->a, fault);
+}
+
 static void emit(struct taskgroup *g, struct task_event *ev)
 {
 	if (ev->type == TASK_EVENT_EXITED)
@@ -960,6 +1019,7 @@ const struct group_ops agent__launch_ops = {
 	.ckpt_draining = agent__ckpt_draining,
 	.tasks_ended = release_cpus,
 	.forget = forget,
+	.node_fault = node_fault,
 };
 
 /* A group of tpn tasks of node rank node_rank, registered in a->groups. */

@@ -59,6 +59,9 @@ struct shim {
 	bool released;
 	int *out_fds; /* container tasks: each one's output, to read podman's failure from */
 	struct shim_pty *pty; /* the interactive task's terminal (plan.pty) */
+	int check_pid;	      /* the device check's, while it runs (plan.check_argv) */
+	uv_timer_t check_timer;
+	bool check_hung;
 };
 
 static bool all_exited(const struct shim *sh)
@@ -146,6 +149,14 @@ static void kill_timer_cb(uv_timer_t *t)
 /* SIGTERM now, SIGKILL after grace_ms; the exits are put down to cause. */
 static void stop(struct shim *sh, enum exit_cause cause, const char *detail, int64_t grace_ms)
 {
+	if (!sh->stopping && sh->check_pid > 0) {
+		/* nothing started yet: the check goes, and the tasks end unstarted */
+		sh->stopping = true;
+		sh->stop_cause = cause;
+		snprintf(sh->stop_detail, sizeof(sh->stop_detail), "%s", detail);
+		kill(sh->check_pid, SIGKILL);
+		return;
+	}
 	if (sh->stopping || sh->nrunning == 0)
 		return;
 	sh->stopping = true;
@@ -298,6 +309,8 @@ static void container_exited(struct shim *sh, int i, struct shim_task_status *t)
 	sh->out_fds[i] = -1;
 }
 
+static void check_done(struct shim *sh, int status);
+
 /* Reaps every child that exited: tasks, and orphans reparented to us. */
 static void sigchld_cb(uv_signal_t *h, int signum)
 {
@@ -308,6 +321,10 @@ static void sigchld_cb(uv_signal_t *h, int signum)
 		pid_t pid = waitpid(-1, &status, WNOHANG);
 		if (pid <= 0)
 			break;
+		if (pid == sh->check_pid) {
+			check_done(sh, status);
+			continue;
+		}
 		for (int i = 0; i < sh->st.ntasks; i++) {
 			struct shim_task_status *t = &sh->st.tasks[i];
 			if (t->pid != pid || t->state != SHIM_TASK_RUNNING)
@@ -447,17 +464,25 @@ static void connection_cb(uv_stream_t *server, int status)
 /* ---- start ---------------------------------------------------------------------------- */
 
 /* Every task fails to launch with why. */
-static void fail_all(struct shim *sh, const char *why)
+/* Every task ends unstarted, with cause and why (the node's fault or not). */
+static void end_unstarted(struct shim *sh, int code, enum exit_cause cause, const char *why,
+			  bool node_fault)
 {
 	for (int i = 0; i < sh->plan.ntasks; i++) {
 		struct shim_task_status *ts = &sh->st.tasks[i];
 		ts->state = SHIM_TASK_EXITED;
 		ts->start_ms = ts->end_ms = tk_wall_ms();
-		ts->exit_code = 127;
-		ts->cause = EXIT_LAUNCH_FAILED;
+		ts->exit_code = code;
+		ts->cause = cause;
+		ts->node_fault = node_fault;
 		snprintf(ts->detail, sizeof(ts->detail), "%s", why);
 	}
 	publish(sh);
+}
+
+static void fail_all(struct shim *sh, const char *why)
+{
+	end_unstarted(sh, 127, EXIT_LAUNCH_FAILED, why, false);
 }
 
 /* Starts task i in its container: its environment in DIR/env.RANK, what
@@ -494,6 +519,85 @@ static int container_fork(struct shim *sh, int i, int *code, char *detail, size_
 	return pid;
 }
 
+static void run_tasks(struct shim *sh);
+
+#define CHECK_MAX_MS 120000 /* a device check that takes longer hangs */
+
+static void check_timer_cb(uv_timer_t *t)
+{
+	struct shim *sh = t->data;
+	if (sh->check_pid > 0) {
+		sh->check_hung = true;
+		kill(sh->check_pid, SIGKILL);
+	}
+}
+
+/* The device check ended: the tasks start, or end unstarted (a stop came
+ * meanwhile, or the check failed: the node's fault, its last line why). */
+static void check_done(struct shim *sh, int status)
+{
+	sh->check_pid = 0;
+	uv_timer_stop(&sh->check_timer);
+	if (sh->stopping) {
+		end_unstarted(sh, 0, sh->stop_cause, sh->stop_detail, false);
+		return;
+	}
+	if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+		if (tk_mono_ms() >= sh->lease_until_ms) /* the server may have moved on */
+			end_unstarted(sh, 0, EXIT_LOST, "its lease ran out during the device check",
+				      false);
+		else
+			run_tasks(sh);
+		return;
+	}
+	char why[MODEL_REASON_MAX];
+	_cleanup_free_ char *path = xasprintf("%s/device-check.out", sh->dir);
+	_cleanup_free_ char *text = NULL;
+	const char *last = "";
+	if (tk_read_file(path, 1 << 20, &text, NULL) == 0) {
+		tk_strip(text);
+		const char *nl = strrchr(text, '\n');
+		last = nl ? nl + 1 : text;
+	}
+	if (sh->check_hung)
+		snprintf(why, sizeof(why), "device check hung (over %d s)", CHECK_MAX_MS / 1000);
+	else if (WIFSIGNALED(status))
+		snprintf(why, sizeof(why), "device check killed by signal %d", WTERMSIG(status));
+	else
+		snprintf(why, sizeof(why), "device check failed: %.200s",
+			 *last ? last : "no reason given");
+	log_err("job %lld.%d: %s", (long long)sh->plan.job, sh->plan.attempt, why);
+	end_unstarted(sh, 125, EXIT_LAUNCH_FAILED, why, true);
+}
+
+/* The device check, in the attempt's cgroup (so it sees the attempt's
+ * devices only), as root, its output in DIR/device-check.out. */
+static void start_check(struct shim *sh)
+{
+	_cleanup_free_ char *path = xasprintf("%s/device-check.out", sh->dir);
+	char why[MODEL_REASON_MAX];
+	int out = shim_output_open(path, false, why, sizeof(why));
+	if (out < 0) {
+		end_unstarted(sh, 125, EXIT_LAUNCH_FAILED, why, true);
+		return;
+	}
+	char detail[MODEL_REASON_MAX];
+	int code = 0;
+	struct task_exec ex = {
+		.argv = sh->plan.check_argv, .env = sh->plan.check_env, .out_fd = out};
+	int pid = shim_task_fork_exec(&sh->cg, &ex, &code, detail, sizeof(detail));
+	close(out);
+	if (pid < 0) {
+		snprintf(why, sizeof(why), "device check: %.200s", detail);
+		end_unstarted(sh, 125, EXIT_LAUNCH_FAILED, why, true);
+		return;
+	}
+	sh->check_pid = pid;
+	uv_timer_start(&sh->check_timer, check_timer_cb, CHECK_MAX_MS, 0);
+	log_info("job %lld.%d: device check of its GPUs here before its tasks start",
+		 (long long)sh->plan.job, sh->plan.attempt);
+}
+
 static void start_tasks(struct shim *sh)
 {
 	if (sh->plan.cgroup) {
@@ -508,6 +612,14 @@ static void start_tasks(struct shim *sh)
 			return;
 		}
 	}
+	if (sh->plan.check_argc)
+		start_check(sh);
+	else
+		run_tasks(sh);
+}
+
+static void run_tasks(struct shim *sh)
+{
 	bool failed = false;
 	char tty[64] = "";
 	if (sh->plan.pty && sh->plan.ntasks == 1 && !sh->plan.container) {
@@ -622,8 +734,9 @@ int shim_run(const struct tk_command *cmd, int argc, char **argv)
 		uv_timer_init(&sh->loop, &sh->kill_timer);
 		uv_timer_init(&sh->loop, &sh->lease_timer);
 		uv_timer_init(&sh->loop, &sh->signal_timer);
+		uv_timer_init(&sh->loop, &sh->check_timer);
 		sh->limit_timer.data = sh->kill_timer.data = sh->lease_timer.data = sh;
-		sh->signal_timer.data = sh;
+		sh->signal_timer.data = sh->check_timer.data = sh;
 		start_tasks(sh);
 		/* the first lease is the plan's */
 		sh->lease_until_ms = sh->plan.lease_until_ms;

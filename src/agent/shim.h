@@ -163,6 +163,12 @@ struct shim_plan {
 	 * "--- tenk: attempt N on NODE at TIME ---" (the job did not say
 	 * --no-attempt-marks) */
 	bool marks;
+	/* a command run (as root, in the attempt's cgroup) before the tasks
+	 * start: the GPUs' quick check (tenk validate --device-check). One
+	 * that fails or hangs fails every task as the node's fault, without
+	 * starting any. check_argc 0: none. */
+	char **check_argv, **check_env;
+	int check_argc, check_nenv;
 	int ntasks;
 	struct shim_task *tasks;
 };
@@ -185,6 +191,7 @@ struct shim_task_status {
 	/* where this attempt began in its output and error files: their
 	 * sizes when it started (earlier attempts' output comes before) */
 	int64_t out_from, err_from;
+	bool node_fault; /* it never ran for the node's fault (its device check) */
 };
 
 /* What the shim tells the agent: every task's state, whole each time. */

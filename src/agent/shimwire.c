@@ -103,6 +103,11 @@ json_t *shim_plan_pack(const struct shim_plan *p)
 		json_object_set_new(o, "pty", json_true());
 	if (p->marks)
 		json_object_set_new(o, "marks", json_true());
+	if (p->check_argc)
+		json_object_set_new(o, "device_check",
+				    json_pack("{s:o, s:o}", "argv",
+					      strv(p->check_argv, p->check_argc), "env",
+					      strv(p->check_env, p->check_nenv)));
 	if (p->as_user) {
 		json_t *groups = json_array();
 		for (int i = 0; i < p->user.ngroups; i++)
@@ -211,11 +216,23 @@ static int cgroup_unpack(json_t *j, struct shim_plan *p, struct tk_error *err)
 
 int shim_plan_unpack(json_t *j, struct shim_plan *ret, struct tk_error *err)
 {
-	static const char *const keys[] = {
-		"job",	     "attempt",	       "grace_ms", "limit_ms", "lease_until_ms",
-		"lease_ms",  "fence_grace_ms", "tasks",	   "user",     "cgroup",
-		"container", "signal",	       "pty",	   "protocol", "marks",
-		NULL};
+	static const char *const keys[] = {"job",
+					   "attempt",
+					   "grace_ms",
+					   "limit_ms",
+					   "lease_until_ms",
+					   "lease_ms",
+					   "fence_grace_ms",
+					   "tasks",
+					   "user",
+					   "cgroup",
+					   "container",
+					   "signal",
+					   "pty",
+					   "protocol",
+					   "marks",
+					   "device_check",
+					   NULL};
 	static const char *const tkeys[] = {"rank",   "argv", "env",   "cwd",
 					    "output", "cdi",  "error", NULL};
 	struct shim_plan p = {0};
@@ -302,6 +319,19 @@ int shim_plan_unpack(json_t *j, struct shim_plan *ret, struct tk_error *err)
 		}
 		t->rank = (int)rank;
 	}
+	json_t *dc = json_object_get(j, "device_check");
+	if (dc) {
+		static const char *const dkeys[] = {"argv", "env", NULL};
+		if ((r = mj_link_keys(dc, "device_check", dkeys, err)) < 0 ||
+		    (r = strv_unpack(dc, "argv", true, MODEL_MAX_ARGS, &p.check_argv, &p.check_argc,
+				     err)) < 0 ||
+		    (r = strv_unpack(dc, "env", false, MODEL_MAX_ENV + 64, &p.check_env,
+				     &p.check_nenv, err)) < 0) {
+			mj_prefix(err, "device_check");
+			shim_plan_release(&p);
+			return r;
+		}
+	}
 	*ret = p;
 	return 0;
 }
@@ -319,6 +349,8 @@ void shim_plan_release(struct shim_plan *p)
 	}
 	free(p->tasks);
 	strv_free(p->ctr.mounts, p->ctr.nmounts);
+	strv_free(p->check_argv, p->check_argc);
+	strv_free(p->check_env, p->check_nenv);
 	memset(p, 0, sizeof(*p));
 }
 
@@ -348,6 +380,8 @@ json_t *shim_status_pack(const struct shim_status *s)
 			json_object_set_new(o, "out_from", json_integer(t->out_from));
 		if (t->err_from)
 			json_object_set_new(o, "err_from", json_integer(t->err_from));
+		if (t->node_fault)
+			json_object_set_new(o, "node_fault", json_true());
 		json_array_append_new(tasks, o);
 	}
 	return json_pack("{s:i, s:I, s:i, s:i, s:I, s:I, s:I, s:o}", "protocol", SHIM_PROTOCOL,
@@ -359,9 +393,9 @@ json_t *shim_status_pack(const struct shim_status *s)
 
 static int task_status_unpack(json_t *j, struct shim_task_status *t, struct tk_error *err)
 {
-	static const char *const keys[] = {"rank",   "state",	  "pid",      "start_ms",
-					   "end_ms", "exit_code", "signal",   "cause",
-					   "detail", "out_from",  "err_from", NULL};
+	static const char *const keys[] = {
+		"rank",	 "state",  "pid",      "start_ms", "end_ms",	 "exit_code", "signal",
+		"cause", "detail", "out_from", "err_from", "node_fault", NULL};
 	char state[16] = "", cause[24] = "exited";
 	int64_t rank, pid, code, sig;
 	int r;
@@ -378,7 +412,8 @@ static int task_status_unpack(json_t *j, struct shim_task_status *t, struct tk_e
 	    (r = mj_strbuf(j, "cause", false, true, cause, sizeof(cause), err)) < 0 ||
 	    (r = mj_strbuf(j, "detail", false, true, t->detail, sizeof(t->detail), err)) < 0 ||
 	    (r = mj_int(j, "out_from", false, 0, INT64_MAX, 0, &t->out_from, err)) < 0 ||
-	    (r = mj_int(j, "err_from", false, 0, INT64_MAX, 0, &t->err_from, err)) < 0)
+	    (r = mj_int(j, "err_from", false, 0, INT64_MAX, 0, &t->err_from, err)) < 0 ||
+	    (r = mj_bool(j, "node_fault", false, false, &t->node_fault, err)) < 0)
 		return r;
 	int k;
 	for (k = 0; k <= SHIM_TASK_EXITED; k++)

@@ -399,7 +399,8 @@ int validate__check_gpu_gemm(struct vcheck *c, bool quick)
 	snprintf(from, sizeof(from), floor > 0 ? "50%% of the catalogue's %s" : "floor", model);
 	enum vverdict was = c->verdict;
 	validate__vcheck_judge(c, floor > 0 ? floor : 1, from);
-	if (was == V_FAIL || wrong)
+	c->broken = was == V_FAIL || wrong;
+	if (c->broken)
 		c->verdict = V_FAIL;
 	snprintf(c->detail, sizeof(c->detail), "bf16 GEMM %dx%d, %d wrong; %.140s%s%.110s", n, n,
 		 wrong, sb.buf, per.len ? "; TFLOP/s per W " : "", per.buf);
@@ -454,7 +455,8 @@ int validate__check_gpu_copy(struct vcheck *c, bool quick)
 	c->figure = slowest;
 	enum vverdict was = c->verdict;
 	validate__vcheck_judge(c, 100, "floor");
-	if (was == V_FAIL)
+	c->broken = was == V_FAIL;
+	if (c->broken)
 		c->verdict = V_FAIL;
 	snprintf(c->detail, sizeof(c->detail), "device to device, %zu MiB; %.250s", bytes >> 20,
 		 sb.buf);

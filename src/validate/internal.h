@@ -23,6 +23,7 @@ struct vcheck {
 	enum vverdict verdict;
 	char detail[320];
 	double per_watt; /* the figure per watt drawn meanwhile (NVML); 0: not known */
+	bool broken;	 /* a call failed or a result was wrong: not a matter of speed */
 };
 
 void validate__vcheck_set(struct vcheck *c, const char *layer, const char *name, const char *unit,

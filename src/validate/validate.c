@@ -33,6 +33,7 @@ enum {
 	O_NOWAIT,
 	O_MEMBER,
 	O_IMAGE,
+	O_DEVICE_CHECK,
 	O_HELP,
 	O_N
 };
@@ -53,6 +54,9 @@ static const struct tk_option opts[] = {
 	{"member", 0, NULL, "(run by the server in a validation job, one per node)"},
 	{"image", 0, "REF",
 	 "every layer inside this container image (podman; with --nodes, on each)"},
+	{"device-check", 0, NULL,
+	 "only the GPUs' quick health (a small GEMM checked exactly, a copy), as the agent "
+	 "runs it before a restart: fails on errors and wrong results, not on speed"},
 	{"help", 'h', NULL, "show this help"},
 };
 
@@ -244,6 +248,44 @@ void validate__vchecks_print(const struct vcheck *checks, int n)
 	}
 }
 
+/* The check an agent runs on an attempt's GPUs before the attempt starts
+ * there (CUDA_VISIBLE_DEVICES: those): every device's GEMM and copy at the
+ * quick sizes, failed only by a call that fails or a wrong result. Exit 1
+ * then, the first broken check's detail on stderr. */
+static int device_check(bool as_json)
+{
+	struct vcheck checks[3];
+	validate__check_gpu_stack(&checks[0]);
+	validate__check_gpu_gemm(&checks[1], true);
+	validate__check_gpu_copy(&checks[2], true);
+	const struct vcheck *broken = NULL;
+	for (int i = 0; i < 3; i++) {
+		if (checks[i].broken && !broken)
+			broken = &checks[i];
+		/* speed is validation's to judge, against the node's peers */
+		if (!checks[i].broken && checks[i].verdict == V_FAIL)
+			checks[i].verdict = V_PASS;
+	}
+	if (as_json) {
+		json_t *arr = json_array();
+		for (int i = 0; i < 3; i++)
+			json_array_append_new(arr, validate__vcheck_pack(&checks[i]));
+		json_t *jo =
+			json_pack("{s:s, s:o}", "verdict", broken ? "fail" : "pass", "checks", arr);
+		char *text = json_dumps(jo, JSON_INDENT(2) | JSON_REAL_PRECISION(6));
+		puts(text);
+		free(text);
+		json_decref(jo);
+	} else {
+		validate__vchecks_print(checks, 3);
+		printf("verdict: %s\n", broken ? "FAIL" : "pass");
+	}
+	fflush(stdout); /* (the last line, where both go to one file, says why) */
+	if (broken)
+		fprintf(stderr, "%s: %s\n", broken->name, broken->detail);
+	return broken ? 1 : 0;
+}
+
 int validate_main(const struct tk_command *cmd, int argc, char **argv)
 {
 	const char *v[O_N] = {0};
@@ -317,6 +359,8 @@ int validate_main(const struct tk_command *cmd, int argc, char **argv)
 	}
 	if (v[O_NOWAIT])
 		return usage("--no-wait goes with --nodes");
+	if (v[O_DEVICE_CHECK])
+		return device_check(v[O_JSON] != NULL);
 	if (v[O_BASE]) {
 		json_error_t je;
 		o.base = json_load_file(v[O_BASE], 0, &je);

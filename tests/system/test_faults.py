@@ -220,3 +220,46 @@ def test_health_check_flags_are_checked(workdir):
     p = agent_with("--health-check-interval", "0s")
     assert p.returncode == 2 and "--health-check-interval: expected a duration" in p.stderr, \
         p.stderr
+
+
+def test_device_check_before_a_restart_keeps_a_bad_node_out(workdir, procs):
+    """Before an attempt after the first starts on a node, its shim checks
+    the attempt's GPUs there (tenk validate --device-check, in the attempt's
+    cgroup, as CUDA_VISIBLE_DEVICES says; tests/gpushim as the devices): a
+    node whose GEMM comes out wrong runs none of the attempt's tasks and is
+    drained for it; the job goes on where the check passes."""
+    shim = os.path.join(os.path.dirname(BIN), "tests", "gpushim")
+    s, t = cluster(workdir, procs)
+    good = {"LD_LIBRARY_PATH": shim, "TENK_FAKE_GPUS": "2"}
+    a1 = agent(t, procs, "n1", os.path.join(workdir, "w1"),
+               env=dict(good, TENK_FAKE_GEMM_WRONG="1"))
+    a2 = agent(t, procs, "n2", os.path.join(workdir, "w2"), env=good)
+    t.wait_nodes_up(2)
+    # attempt 1 on n1 fails by its own error (a first attempt: no check)
+    t.run("drain", "n2", "--reason", "placing the test's job")
+    ran = os.path.join(workdir, "ran")
+    jid = t.submit("-G", "1", "--requeue", "3", "--", "sh", "-c",
+                   f'echo "$TENK_ATTEMPT $CUDA_VISIBLE_DEVICES" >> {ran}; '
+                   'test "$TENK_ATTEMPT" -ge 2')
+    # attempt 2 lands on n1 again (n2 is drained): its check fails there
+    job = wait_for(lambda: (lambda j: j if len(j["attempts"]) >= 2 and
+                            j["attempts"][1].get("end") else None)(t.job(jid)), 60,
+                   "attempt 2 to end")
+    a2nd = job["attempts"][1]
+    assert a2nd["nodes"][0]["name"] == "n1", a2nd
+    assert "device check failed: gpu_gemm: bf16 GEMM" in a2nd["reason"], a2nd
+    assert " wrong" in a2nd["reason"], a2nd
+    n1 = wait_for(lambda: (lambda n: n if n["state"] in ("DRAINING", "DRAINED") else None)(
+        [x for x in t.json("nodes")["nodes"] if x["name"] == "n1"][0]), 30, "n1 drained")
+    assert "fault: job %d attempt 2: device check failed" % jid in n1["reason"], n1
+    assert t.job(jid)["state"] == "PENDING"
+    # n2 back: attempt 3 passes its check there and runs
+    t.run("resume", "n2")
+    t.run("wait", jid, timeout=60)
+    job = t.job(jid)
+    assert job["state"] == "COMPLETED" and len(job["attempts"]) == 3, job
+    assert job["attempts"][2]["nodes"][0]["name"] == "n2"
+    lines = open(ran).read().split("\n")
+    assert [x.split()[0] for x in lines if x] == ["1", "3"], lines  # attempt 2 ran nothing
+    assert f"job {jid}.3: device check" in a2.output(), "the check ran before attempt 3"
+    assert f"job {jid}.1: device check" not in a1.output(), "no check before a first attempt"

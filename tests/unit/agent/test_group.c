@@ -23,6 +23,8 @@ static struct fake {
 	bool connected;
 	bool draining;
 	int forgot, forgot_over;
+	int node_faults;
+	char fault[256];
 } f;
 
 static void fake_emit(struct taskgroup *g, struct task_event *ev)
@@ -82,6 +84,12 @@ static void fake_forget(struct taskgroup *g, bool over)
 	free(g);
 }
 
+static void fake_node_fault(struct taskgroup *g, const char *why)
+{
+	f.node_faults++;
+	snprintf(f.fault, sizeof(f.fault), "%s", why);
+}
+
 static const struct group_ops fake_ops = {
 	.emit = fake_emit,
 	.image_resolve = fake_image_resolve,
@@ -91,6 +99,7 @@ static const struct group_ops fake_ops = {
 	.ckpt_draining = fake_draining,
 	.tasks_ended = fake_tasks_ended,
 	.forget = fake_forget,
+	.node_fault = fake_node_fault,
 };
 
 static struct taskgroup *group(int tpn)
@@ -456,6 +465,40 @@ static void test_shim_cannot_start(void **state)
 	assert_int_equal(f.forgot, 1);
 }
 
+/* The shim's device check failed: every task ends unstarted as the node's
+ * fault, which the node reports once, and the exits say so. */
+static void test_device_check_failed(void **state)
+{
+	struct taskgroup *g = group(2);
+	group_prepared(g);
+	assert_int_equal(g->state, GROUP_STARTING);
+	struct shim_task_status t[2];
+	for (int i = 0; i < 2; i++)
+		t[i] = (struct shim_task_status){.rank = 2 + i,
+						 .state = SHIM_TASK_EXITED,
+						 .start_ms = 1000,
+						 .end_ms = 1000,
+						 .exit_code = 125,
+						 .cause = EXIT_LAUNCH_FAILED,
+						 .node_fault = true};
+	snprintf(t[0].detail, sizeof(t[0].detail), "device check failed: gpu_gemm: 3 wrong");
+	snprintf(t[1].detail, sizeof(t[1].detail), "device check failed: gpu_gemm: 3 wrong");
+	struct shim_status st = {.job = 7, .attempt = 2, .ntasks = 2, .tasks = t};
+	group_status(g, &st);
+	group_status(g, &st); /* said again: nothing new */
+	assert_int_equal(f.node_faults, 1);
+	assert_string_equal(f.fault, "device check failed: gpu_gemm: 3 wrong");
+	assert_int_equal(count(TASK_EVENT_EXITED), 2);
+	assert_int_equal(count(TASK_EVENT_STARTED), 0); /* none ran */
+	for (int i = 0; i < f.nev; i++)
+		if (f.ev[i].type == TASK_EVENT_EXITED)
+			assert_true(f.ev[i].node_fault && f.ev[i].cause == EXIT_LAUNCH_FAILED);
+	assert_int_equal(g->state, GROUP_RELEASING);
+	server_done(g);
+	group_unhold(g);
+	assert_int_equal(f.forgot_over, 1);
+}
+
 static void test_checkpoint_drain(void **state)
 {
 	struct taskgroup *g = group(1);
@@ -572,6 +615,7 @@ int main(void)
 		cmocka_unit_test(test_stop_while_running),
 		cmocka_unit_test(test_shim_lost),
 		cmocka_unit_test(test_shim_cannot_start),
+		cmocka_unit_test(test_device_check_failed),
 		cmocka_unit_test(test_checkpoint_drain),
 		cmocka_unit_test(test_exit_unacked_then_agent_restart),
 		cmocka_unit_test(test_adopted_shim_gone),

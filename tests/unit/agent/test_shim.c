@@ -366,6 +366,12 @@ static void test_plan_roundtrip(void **state)
 	p.user = (struct shim_user){
 		.name = "alice", .uid = 1001, .gid = 1001, .ngroups = 2, .groups = {1001, 27}};
 	p.limits = (struct cg_limits){.mem_mib = 64, .cpus = "0-1", .pids_max = 4096};
+	char *check[] = {"/usr/bin/tenk-daemon", "validate", "--device-check", NULL};
+	char *check_env[] = {"CUDA_VISIBLE_DEVICES=1,3", NULL};
+	p.check_argv = check;
+	p.check_argc = 3;
+	p.check_env = check_env;
+	p.check_nenv = 1;
 	json_t *j = shim_plan_pack(&p);
 	struct shim_plan back;
 	struct tk_error err;
@@ -379,6 +385,21 @@ static void test_plan_roundtrip(void **state)
 	assert_int_equal(back.lease_until_ms, 77000);
 	assert_int_equal(back.lease_ms, 15000);
 	assert_int_equal(back.fence_grace_ms, 7500);
+	assert_int_equal(back.check_argc, 3);
+	assert_string_equal(back.check_argv[2], "--device-check");
+	assert_null(back.check_argv[3]);
+	assert_int_equal(back.check_nenv, 1);
+	assert_string_equal(back.check_env[0], "CUDA_VISIBLE_DEVICES=1,3");
+	shim_plan_release(&back);
+	/* a device check with no command is refused, saying where */
+	json_t *dc = json_object_get(j, "device_check");
+	json_object_set_new(dc, "argv", json_array());
+	assert_true(shim_plan_unpack(j, &back, &err) < 0);
+	assert_non_null(strstr(err.text, "device_check"));
+	assert_non_null(strstr(err.text, "argv"));
+	json_object_del(j, "device_check");
+	assert_int_equal(shim_plan_unpack(j, &back, &err), 0);
+	assert_int_equal(back.check_argc, 0);
 	shim_plan_release(&back);
 	/* a plan of a newer shim protocol: refused, saying why */
 	json_object_set_new(j, "protocol", json_integer(SHIM_PROTOCOL + 1));
@@ -390,10 +411,16 @@ static void test_plan_roundtrip(void **state)
 	assert_string_equal(err.text, "cgroup.cpus: not a list of CPUs");
 	json_decref(j);
 	/* a status says its protocol; one that says none is of version 1 */
-	struct shim_status st = {.job = 4, .attempt = 1, .shim_pid = 77};
+	struct shim_task_status ts = {.rank = 0,
+				      .state = SHIM_TASK_EXITED,
+				      .exit_code = 125,
+				      .cause = EXIT_LAUNCH_FAILED,
+				      .node_fault = true};
+	struct shim_status st = {.job = 4, .attempt = 1, .shim_pid = 77, .ntasks = 1, .tasks = &ts};
 	j = shim_status_pack(&st);
 	struct shim_status sb;
 	assert_int_equal(shim_status_unpack(j, &sb, &err), 0);
+	assert_true(sb.ntasks == 1 && sb.tasks[0].node_fault);
 	assert_int_equal(sb.protocol, SHIM_PROTOCOL);
 	shim_status_release(&sb);
 	json_object_del(j, "protocol");
