@@ -200,15 +200,16 @@ def steps(out):
     return rows
 
 
-def test_ddp_killed_twice_resumes_elsewhere_and_says_its_goodput(hosts4, workdir, kill_all):
+def test_ddp_killed_resumes_elsewhere_and_says_its_goodput(hosts4, workdir, kill_all):
     """Two of three hosts train a DDP job; the host of node rank 0 is killed
-    whole (agent and ranks at once) twice, each time 16 steps after its
-    attempt's checkpoint. Each time the job goes on from that step, the
-    first time on a host that never held it (its part from the store), and
-    it ends with the parameters an uninterrupted run ends with, bit for
-    bit. Its goodput's parts add up to its wall time, its lost time is the
-    steps run again times the step time the job itself logged (within
-    10%), and tenk show and tenk usage say it."""
+    whole (agent and ranks at once) 20 steps after the attempt's
+    checkpoint. The job goes on from that step in place, a host that never
+    held it taking the lost one's rank (its part from the store), and it
+    ends with the parameters an uninterrupted run ends with, bit for bit.
+    Its goodput's parts add up to its wall time, its lost time is the steps
+    run again times the step time the job itself logged (within 10%), and
+    tenk show and tenk usage say it. (test_restart.py restarts a job in
+    place twice.)"""
     store = os.path.join(workdir, "store")
     os.makedirs(store)
     root_jobs_config(os.path.join(workdir, "data"), checkpoint_store=store)
@@ -216,25 +217,25 @@ def test_ddp_killed_twice_resumes_elsewhere_and_says_its_goodput(hosts4, workdir
     kill_all += c.daemons
     env = dict(c.env(), GLOO_SOCKET_IFNAME="eth0", OMP_NUM_THREADS="1")
     script = os.path.join(HERE, "ckpt_train.py")
-    total = 26
+    total = 24
     # the reference: uninterrupted, the same seed
     ref = os.path.join(workdir, "ref")
     os.mkdir(ref)
     rid = c.submit("-N", "2", "--", PY, script, ref, total, 10, env=env)
     assert "COMPLETED" in c.run("wait", rid, timeout=300, check=False).stdout, \
         c.job(rid)["reason"]
-    # the interrupted run: attempt 1 saves at step 3, attempt 2 (from 3) at
-    # step 6, each is killed 16 steps later, attempt 3 (from 6) runs to the end
+    # the interrupted run: attempt 1 saves at step 3 and is killed 20 steps
+    # later; attempt 2 (from 3) runs to the end
     out = os.path.join(workdir, "run")
     os.mkdir(out)
-    jid = c.submit("-N", "2", "--gpus-per-node", "1", "--", PY, script, out, total, "1:3,2:6",
+    jid = c.submit("-N", "2", "--gpus-per-node", "1", "--", PY, script, out, total, "1:3",
                    "0.5", env=env)
     killed_at = {}
-    for attempt, saved in ((1, 3), (2, 6)):
+    for attempt, saved in ((1, 3),):
         wait_for(lambda: [k for k in checkpoints(c, jid)["checkpoints"]
                           if k["step"] == saved], 120, f"attempt {attempt}'s commit")
         wait_for(lambda: max([r[2] for r in steps(out) if r[1] == attempt] or [0]) >=
-                 saved + 16, 60, f"attempt {attempt} 16 steps on")
+                 saved + 20, 60, f"attempt {attempt} 20 steps on")
         job = c.job(jid)
         held = {n["name"] for n in job["attempts"][attempt - 1]["nodes"]}
         rank0 = job["attempts"][attempt - 1]["nodes"][0]["name"]
@@ -263,16 +264,15 @@ def test_ddp_killed_twice_resumes_elsewhere_and_says_its_goodput(hosts4, workdir
             wait_for(lambda: checkpoints(c, jid)["attempt"]["restore_go"], 60, "the restore")
             by_node = {n["node"]: n for n in checkpoints(c, jid)["attempt"]["nodes"]}
             assert by_node[fresh.pop()]["bytes"] > 0, by_node
-        kill_all.append(c.start_agent(h))  # the host back for the next attempt
     p = c.run("wait", jid, timeout=300, check=False)
     job = c.job(jid)
-    assert job["state"] == "COMPLETED" and len(job["attempts"]) == 3, (job["reason"], p.stdout)
-    assert all("lost" in a["reason"] for a in job["attempts"][:2]), job["attempts"]
+    assert job["state"] == "COMPLETED" and len(job["attempts"]) == 2, (job["reason"], p.stdout)
+    assert "lost" in job["attempts"][0]["reason"], job["attempts"]
     rows = steps(out)
     restored = {a["number"]: a["restore"]["step"] for a in job["attempts"]
                 if a.get("restore", {}).get("tag")}
-    assert restored == {2: 3, 3: 6}, restored
-    for a in (2, 3):
+    assert restored == {2: 3}, restored
+    for a in (2,):
         resumed = sorted(r[2] for r in rows if r[1] == a)
         assert resumed[0] == restored[a] + 1, resumed[:5]
     assert final(out) == final(ref), "the resumed run ended elsewhere than the uninterrupted one"
@@ -282,26 +282,27 @@ def test_ddp_killed_twice_resumes_elsewhere_and_says_its_goodput(hosts4, workdir
              "checkpointing_s", "lost_s", "detecting_s")
     assert abs(sum(g[k] for k in parts) - g["wall_s"]) < 1, g
     assert abs(g["wall_s"] - (job["end_ms"] - job["submit_ms"]) / 1000) < 1, g
-    assert g["failures"] == 2, g
-    # the job's own log: the steps each killed attempt ran past the step the
-    # next restored, and its time a step (rank 0's, between steps)
-    rerun = sum(max(r[2] for r in rows if r[1] == a) - restored[a + 1] for a in (1, 2))
-    times = sorted(r[0] for r in rows if r[3] == "steps-0.log" and r[1] == 3)
+    assert g["failures"] == 1, g
+    # the job's own log: the steps the killed attempt ran past the step the
+    # next restored (and the one it was in when its host died), and its
+    # time a step (rank 0's, between steps)
+    rerun = max(r[2] for r in rows if r[1] == 1) - restored[2]
+    times = sorted(r[0] for r in rows if r[3] == "steps-0.log" and r[1] == 2)
     gaps = sorted(b - a for a, b in zip(times, times[1:]))
     step_s = gaps[len(gaps) // 2]
-    expected = rerun * step_s
+    expected = (rerun + 1) * step_s
     assert abs(g["lost_s"] - expected) <= 0.1 * expected, (g, rerun, step_s)
     # (the steps its lines told: a dead host's last second of lines is unread)
     assert rerun - 6 <= g["steps_lost"] <= rerun, (g, rerun)
     assert 0 < g["effective_ratio"] < 1 and g["detecting_s"] > 0, g
     show = c.run("show", jid).stdout
-    assert re.search(r"Goodput:  \d+\.\d% effective training time \(2 failure\(s\)", show), show
+    assert re.search(r"Goodput:  \d+\.\d% effective training time \(1 failure\(s\)", show), show
     # each attempt's share, in the API and in tenk show: they add up
     shares = [a["goodput"] for a in job["attempts"]]
     for k in ("lost_s", "detecting_s", "wall_s"):
         assert abs(sum(x[k] for x in shares) - g[k]) < 0.01, (k, shares, g)
     assert len(re.findall(r"^    cost: .* s starting; its end: [\d.]+ s lost \(\d+ step\(s\) "
-                          r"done again\), [\d.]+ s detecting$", show, re.M)) == 2, show
+                          r"done again\), [\d.]+ s detecting$", show, re.M)) == 1, show
     # tenk usage: the job's GPU-hours of kept training (two GPUs)
     u = c.json("usage", "--by", "queue", "--from", "now-1h")
     assert abs(u["total"]["good_gpu_hours"] - 2 * g["productive_s"] / 3600) < 1e-3, (u, g)

@@ -7,7 +7,7 @@ keeps its own; it ends bit for bit where an uninterrupted run ends, and no
 two of its attempts overlap (the flock checker of test_fencing.py, in
 every rank). A task that fails on every node fails the job after
 --max-restarts, each restart in place. A lost host swapped for a free one
-(no spare) is test_ckpt.py's killed-twice test."""
+(no spare) is test_ckpt.py's killed-host test."""
 import glob
 import os
 import signal
