@@ -88,17 +88,24 @@ static void mounts_release(struct mounts *m)
 	free(m->v2);
 }
 
-static bool has_word(const char *list, const char *word)
+/* Is word one of list's, separated by sep (',' in mount options, ' ' in
+ * cgroup.controllers)? */
+static bool has_word_sep(const char *list, const char *word, char sep)
 {
 	size_t n = strlen(word);
 	for (const char *p = list; p && *p;) {
-		const char *comma = strchr(p, ',');
-		size_t len = comma ? (size_t)(comma - p) : strlen(p);
+		const char *end = strchr(p, sep);
+		size_t len = end ? (size_t)(end - p) : strcspn(p, "\n");
 		if (len == n && strncmp(p, word, n) == 0)
 			return true;
-		p = comma ? comma + 1 : NULL;
+		p = end ? end + 1 : NULL;
 	}
 	return false;
+}
+
+static bool has_word(const char *list, const char *word)
+{
+	return has_word_sep(list, word, ',');
 }
 
 static int read_mounts(const char *mountinfo, struct mounts *m)
@@ -227,18 +234,6 @@ static void add_dir(struct cgroup *cg, char *dir)
 	cg->dirs[cg->ndirs++] = dir;
 }
 
-/* A word of a space-separated list (cgroup.controllers). */
-static bool has_ctrl(const char *list, const char *word)
-{
-	size_t n = strlen(word);
-	for (const char *p = list; p && *p; p++) {
-		if ((p == list || p[-1] == ' ') && strncmp(p, word, n) == 0 &&
-		    (p[n] == ' ' || p[n] == '\0' || p[n] == '\n'))
-			return true;
-	}
-	return false;
-}
-
 /* cgroup v2 gives a child only the controllers its parent lists in
  * cgroup.subtree_control: asks for ours one at a time, since one the
  * parent has not (cgroup.controllers) fails the whole write. A cgroup that
@@ -249,7 +244,7 @@ static void v2_delegate(const char *dir)
 	static const char *const want[] = {"memory", "pids", "cpuset", "cpu"};
 	_cleanup_free_ char *have = read_str(dir, "cgroup.controllers");
 	for (size_t i = 0; i < ARRAY_SIZE(want); i++) {
-		if (have && !has_ctrl(have, want[i]))
+		if (have && !has_word_sep(have, want[i], ' '))
 			continue;
 		char add[16];
 		snprintf(add, sizeof(add), "+%s", want[i]);
@@ -266,7 +261,7 @@ static unsigned v2_missing(const char *dir)
 	unsigned missing = 0;
 	_cleanup_free_ char *have = read_str(dir, "cgroup.controllers");
 	for (size_t i = 0; have && i < ARRAY_SIZE(ours); i++)
-		if (!has_ctrl(have, ctrl_names[ours[i]]))
+		if (!has_word_sep(have, ctrl_names[ours[i]], ' '))
 			missing |= 1u << ours[i];
 	return missing;
 }

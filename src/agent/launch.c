@@ -634,6 +634,19 @@ static void release_cpus(struct taskgroup *g)
 	g->ncpus = 0;
 }
 
+/* mine[d]: device d of this node is one of the attempt's (any task's). */
+static void attempt_devices(const struct work_spec *spec, bool mine[MODEL_MAX_ACCELS])
+{
+	memset(mine, 0, sizeof(bool) * MODEL_MAX_ACCELS);
+	for (int t = 0; t < spec->tasks_per_node; t++) {
+		int nd;
+		const int *d = work_spec_devices(spec, t, &nd);
+		for (int k = 0; k < nd; k++)
+			if (d[k] >= 0 && d[k] < MODEL_MAX_ACCELS)
+				mine[d[k]] = true;
+	}
+}
+
 /* What the attempt may use here: its memory, its CPUs, a number of
  * processes, and no NVIDIA device but its own. */
 static void cgroup_limits(struct taskgroup *g, const struct work_spec *spec, struct cg_limits *l)
@@ -654,13 +667,8 @@ static void cgroup_limits(struct taskgroup *g, const struct work_spec *spec, str
 		strbuf_release(&sb);
 	}
 	/* the GPUs of the node that are not the attempt's */
-	bool mine[MODEL_MAX_ACCELS] = {false};
-	for (int t = 0; t < spec->tasks_per_node; t++) {
-		int nd;
-		const int *d = work_spec_devices(spec, t, &nd);
-		for (int k = 0; k < nd; k++)
-			mine[d[k]] = true;
-	}
+	bool mine[MODEL_MAX_ACCELS];
+	attempt_devices(spec, mine);
 	for (int d = 0; d < a->inv.naccel && l->ndeny < CG_MAX_DENY; d++) {
 		char dev[32];
 		snprintf(dev, sizeof(dev), "/dev/nvidia%d", a->inv.accel[d].index);
@@ -683,18 +691,13 @@ static void device_check_plan(struct taskgroup *g, const struct work_spec *spec,
 	if (spec->system || when == DEVICE_CHECK_NEVER ||
 	    (when == DEVICE_CHECK_RESTARTS && g->attempt <= 1))
 		return;
-	bool mine[MODEL_MAX_ACCELS] = {false};
+	bool mine[MODEL_MAX_ACCELS];
+	attempt_devices(spec, mine);
 	struct strbuf cvd;
 	strbuf_init(&cvd);
-	for (int t = 0; t < spec->tasks_per_node; t++) {
-		int nd;
-		const int *d = work_spec_devices(spec, t, &nd);
-		for (int k = 0; k < nd; k++)
-			if (d[k] >= 0 && d[k] < g->a->inv.naccel && !mine[d[k]]) {
-				mine[d[k]] = true;
-				strbuf_addf(&cvd, "%s%d", cvd.len ? "," : "", d[k]);
-			}
-	}
+	for (int d = 0; d < g->a->inv.naccel; d++)
+		if (mine[d])
+			strbuf_addf(&cvd, "%s%d", cvd.len ? "," : "", d);
 	char self[MODEL_MAX_PATH] = "";
 	ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
 	if (!cvd.len || len <= 0) {

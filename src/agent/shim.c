@@ -521,7 +521,8 @@ static int container_fork(struct shim *sh, int i, int *code, char *detail, size_
 
 static void run_tasks(struct shim *sh);
 
-#define CHECK_MAX_MS 120000 /* a device check that takes longer hangs */
+#define CHECK_MAX_MS 120000	     /* a device check that takes longer hangs */
+#define CHECK_OUT "device-check.out" /* its output, in the shim's folder */
 
 static void check_timer_cb(uv_timer_t *t)
 {
@@ -551,7 +552,7 @@ static void check_done(struct shim *sh, int status)
 		return;
 	}
 	char why[MODEL_REASON_MAX];
-	_cleanup_free_ char *path = xasprintf("%s/device-check.out", sh->dir);
+	_cleanup_free_ char *path = xasprintf("%s/" CHECK_OUT, sh->dir);
 	_cleanup_free_ char *text = NULL;
 	const char *last = "";
 	if (tk_read_file(path, 1 << 20, &text, NULL) == 0) {
@@ -574,7 +575,7 @@ static void check_done(struct shim *sh, int status)
  * devices only), as root, its output in DIR/device-check.out. */
 static void start_check(struct shim *sh)
 {
-	_cleanup_free_ char *path = xasprintf("%s/device-check.out", sh->dir);
+	_cleanup_free_ char *path = xasprintf("%s/" CHECK_OUT, sh->dir);
 	char why[MODEL_REASON_MAX];
 	int out = shim_output_open(path, false, why, sizeof(why));
 	if (out < 0) {

@@ -248,6 +248,24 @@ void validate__vchecks_print(const struct vcheck *checks, int n)
 	}
 }
 
+/* The checks and the verdict, as a table or JSON, on stdout. */
+static void print_checks(const struct vcheck *checks, int n, bool failed, bool as_json)
+{
+	if (!as_json) {
+		validate__vchecks_print(checks, n);
+		printf("verdict: %s\n", failed ? "FAIL" : "pass");
+		return;
+	}
+	json_t *arr = json_array();
+	for (int i = 0; i < n; i++)
+		json_array_append_new(arr, validate__vcheck_pack(&checks[i]));
+	json_t *jo = json_pack("{s:s, s:o}", "verdict", failed ? "fail" : "pass", "checks", arr);
+	char *text = json_dumps(jo, JSON_INDENT(2) | JSON_REAL_PRECISION(6));
+	puts(text);
+	free(text);
+	json_decref(jo);
+}
+
 /* The check an agent runs on an attempt's GPUs before the attempt starts
  * there (CUDA_VISIBLE_DEVICES: those): every device's GEMM and copy at the
  * quick sizes, failed only by a call that fails or a wrong result. Exit 1
@@ -266,20 +284,7 @@ static int device_check(bool as_json)
 		if (!checks[i].broken && checks[i].verdict == V_FAIL)
 			checks[i].verdict = V_PASS;
 	}
-	if (as_json) {
-		json_t *arr = json_array();
-		for (int i = 0; i < 3; i++)
-			json_array_append_new(arr, validate__vcheck_pack(&checks[i]));
-		json_t *jo =
-			json_pack("{s:s, s:o}", "verdict", broken ? "fail" : "pass", "checks", arr);
-		char *text = json_dumps(jo, JSON_INDENT(2) | JSON_REAL_PRECISION(6));
-		puts(text);
-		free(text);
-		json_decref(jo);
-	} else {
-		validate__vchecks_print(checks, 3);
-		printf("verdict: %s\n", broken ? "FAIL" : "pass");
-	}
+	print_checks(checks, 3, broken != NULL, as_json);
 	fflush(stdout); /* (the last line, where both go to one file, says why) */
 	if (broken)
 		fprintf(stderr, "%s: %s\n", broken->name, broken->detail);
@@ -382,20 +387,7 @@ int validate_main(const struct tk_command *cmd, int argc, char **argv)
 	bool failed = false;
 	for (int i = 0; i < n; i++)
 		failed |= checks[i].verdict == V_FAIL;
-	if (v[O_JSON]) {
-		json_t *arr = json_array();
-		for (int i = 0; i < n; i++)
-			json_array_append_new(arr, validate__vcheck_pack(&checks[i]));
-		json_t *jo =
-			json_pack("{s:s, s:o}", "verdict", failed ? "fail" : "pass", "checks", arr);
-		char *text = json_dumps(jo, JSON_INDENT(2) | JSON_REAL_PRECISION(6));
-		puts(text);
-		free(text);
-		json_decref(jo);
-	} else {
-		validate__vchecks_print(checks, n);
-		printf("verdict: %s\n", failed ? "FAIL" : "pass");
-	}
+	print_checks(checks, n, failed, v[O_JSON] != NULL);
 	if (v[O_SAVE]) {
 		json_t *figs = json_object();
 		for (int i = 0; i < n; i++)
