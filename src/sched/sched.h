@@ -468,6 +468,70 @@ void sched_describe_need(const struct sched_job *j, struct strbuf *sb);
  * up to the lowest common switch); nodes without topology count as one
  * switch. Exposed for tests and the simulator. */
 int sched_switches_spanned(const struct sched_node *nodes, const int *idx, int n);
+/* ---- restarts in place and spare nodes (replace.c) ---- */
+
+/* What one node's share of a gang needs of a node that takes its place:
+ * ndev devices with milli free each, of the share's model (NULL or "":
+ * any) or, where the job names models, one of those (models, nmodels);
+ * dev_mem_mib each at least (0: any); cpus and mem_mib of the node; the
+ * whole node (alone, for --exclusive); never a node the job excludes or,
+ * where it names nodes (nodelist), one it does not. */
+struct sched_share {
+	int ndev;
+	int milli;
+	const char *model;
+	const char *const *models;
+	int nmodels;
+	int64_t dev_mem_mib;
+	int cpus;
+	int64_t mem_mib;
+	bool alone;
+	const char *const *exclude;
+	int nexclude;
+	const char *const *nodelist;
+	int nnodelist;
+};
+
+/* Can node n (schedulable: taking work) hold share w on the very devices of
+ * `on` (a node the gang keeps, or one of its spares, given back first)? */
+bool sched_share_free(const struct sched_node *n, const struct sched_share *w,
+		      const struct sched_assign *on);
+/* Share w on node n: the first devices that fit into *as (as->node not
+ * set), and the number of fitting devices left beside them (a best fit
+ * leaves fewest), or -1 where it does not fit or n takes no work. */
+int sched_share_fit(const struct sched_node *n, const struct sched_share *w,
+		    struct sched_assign *as);
+/* The best fit for w among nodes i with ok[i] (fewest fitting devices
+ * left, then the first); its index, or -1; the share in *ret. */
+int sched_share_best(const struct sched_node *nodes, int n, const bool *ok,
+		     const struct sched_share *w, struct sched_assign *ret);
+
+enum sched_from {
+	SCHED_FROM_NONE,  /* no node can take its place */
+	SCHED_FROM_SPARE, /* one of the job's own spares (*spare_used) */
+	SCHED_FROM_POOL,  /* a node of the cluster's spare pool */
+	SCHED_FROM_FREE,  /* any other node with room */
+};
+
+/* The node that takes the place of a failed share w of a gang: the first
+ * of the job's own spares (spares[0..nspares), already given back, so that
+ * their nodes count them free) that still holds w on its devices, else the
+ * best fit among the pool's nodes (pool[i]; NULL: no pool), else among the
+ * others; never a node with out[i] (in the attempt, taken by another of
+ * its shares, one of its spares). ok is scratch of n. The share in *ret. */
+enum sched_from sched_replace(const struct sched_node *nodes, int n, const bool *pool,
+			      const bool *out, const struct sched_share *w,
+			      const struct sched_assign *spares, int nspares, int *spare_used,
+			      bool *ok, struct sched_assign *ret);
+
+/* Keeps the cluster's spare pool at cfg's sizes ("spares": {"H100": 4}):
+ * pool[i] says node i is in it. A pool node that takes no work, is not
+ * empty, or is beyond its model's number leaves; empty nodes of a model
+ * short of spares join (a node's model: its first device's). Returns how
+ * many changed, their indices in changed[0..nchanged_max). */
+int sched_pool_refill(const struct sched_node *nodes, int n, const struct sched_config *cfg,
+		      bool *pool, int *changed, int nchanged_max);
+
 /* The fragmentation of one node (ATC'23): the expected free milli-devices
  * that a request drawn from the mix could not use there, given each device's
  * free share and model (NULL: every kind may use every device) and the

@@ -196,78 +196,6 @@ static bool takes_work(const struct state *s, const struct snode *n)
 	return state_node_state(s, n) == NODE_UP && !n->agent_stopping;
 }
 
-static bool named(char *const *names, int n, const char *name)
-{
-	for (int i = 0; i < n; i++)
-		if (strcmp(names[i], name) == 0)
-			return true;
-	return false;
-}
-
-/* Does node n have room now for j's share `an`, on the same devices? */
-static bool share_free(const struct state *s, const struct snode *n, const struct sjob *j,
-		       const struct attempt_node *an)
-{
-	const struct job_request *r = &j->job.req;
-	if (!takes_work(s, n))
-		return false;
-	if (r->exclusive) {
-		for (int d = 0; d < n->rec.inv.naccel && d < MODEL_MAX_ACCELS; d++)
-			if (n->dev_used[d])
-				return false;
-		return !n->cpus_used && !n->mem_used;
-	}
-	if (n->rec.inv.cpus - n->cpus_used < r->tasks_per_node * r->cpus_per_task ||
-	    n->rec.inv.mem_mib - n->mem_used < r->mem_mib)
-		return false;
-	for (int d = 0; d < an->ndev; d++)
-		if (an->devs[d] >= n->rec.inv.naccel ||
-		    MODEL_MILLI - n->dev_used[an->devs[d]] < an->milli)
-			return false;
-	return true;
-}
-
-/* The share on node n like `like` (as many devices, each with milli free,
- * of its model or one the job accepts), into *as; the number of devices
- * that stay free beside it (best fit: fewer is better), or -1. */
-static int replacement_fit(const struct state *s, const struct snode *n, const struct sjob *j,
-			   const struct attempt_node *like, struct sched_assign *as)
-{
-	const struct job_request *r = &j->job.req;
-	if (!takes_work(s, n) || named(r->exclude, r->nexclude, n->rec.inv.name) ||
-	    (r->nnodelist && !named(r->nodelist, r->nnodelist, n->rec.inv.name)))
-		return -1;
-	if (n->rec.inv.cpus - n->cpus_used < r->tasks_per_node * r->cpus_per_task ||
-	    n->rec.inv.mem_mib - n->mem_used < r->mem_mib)
-		return -1;
-	int got = 0, spare = 0;
-	for (int d = 0; d < n->rec.inv.naccel && d < MODEL_MAX_ACCELS; d++) {
-		const struct accel *ac = &n->rec.inv.accel[d];
-		if (ac->index < 0 || ac->index >= MODEL_MAX_ACCELS)
-			continue;
-		int free = MODEL_MILLI - n->dev_used[ac->index];
-		bool model = r->ngpu_types ? named(r->gpu_types, r->ngpu_types, ac->model)
-					   : !like->model[0] || strcmp(ac->model, like->model) == 0;
-		if (r->exclusive && n->dev_used[ac->index])
-			return -1;
-		if (!model || free < like->milli ||
-		    (r->gpu_mem_mib && ac->mem_mib < r->gpu_mem_mib))
-			continue;
-		if (got < like->ndev)
-			as->devs[got++] = ac->index;
-		else
-			spare++;
-	}
-	if (got < like->ndev || (r->exclusive && (n->cpus_used || n->mem_used)))
-		return -1;
-	as->ndev = got;
-	as->milli = like->milli;
-	as->cpus = r->tasks_per_node * r->cpus_per_task;
-	as->mem_mib = r->mem_mib;
-	as->alone = r->exclusive;
-	return spare;
-}
-
 static bool in_attempt(const struct attempt *a, const char *name)
 {
 	for (int k = 0; k < a->nnodes; k++)
@@ -276,90 +204,97 @@ static bool in_attempt(const struct attempt *a, const char *name)
 	return false;
 }
 
-/* The node (its index, -1: none) with room for a share like `like`, in the
- * cluster's spare pool or out of it, that the attempt a did not use, that
- * is not among taken[0..ntaken) or j's spares, leaving the fewest devices
- * free beside it; its assignment in *ret. */
-static int best_fit(const struct state *s, const struct sjob *j, const struct attempt *a,
-		    const struct attempt_node *like, bool pool, const int *taken, int ntaken,
-		    struct sched_assign *ret)
+/* What j's share `an` needs of the node that holds it (sched_replace). */
+static struct sched_share share_of(const struct sjob *j, const struct attempt_node *an)
 {
-	int best = -1, best_spare = 0;
-	for (int i = 0; i < s->nnodes; i++) {
-		const struct snode *c = s->nodes[i];
-		bool out = c->pool_spare != pool || in_attempt(a, c->rec.inv.name);
-		for (int t = 0; t < ntaken && !out; t++)
-			out = taken[t] == i;
-		for (int k = 0; k < j->nspares && !out; k++)
-			out = strcmp(j->spares[k].name, c->rec.inv.name) == 0;
-		struct sched_assign try;
-		memset(&try, 0, sizeof(try));
-		int spare = out ? -1 : replacement_fit(s, c, j, like, &try);
-		if (spare >= 0 && (best < 0 || spare < best_spare)) {
-			best = i;
-			best_spare = spare;
-			*ret = try;
-			ret->node = i;
-		}
-	}
-	return best;
+	const struct job_request *r = &j->job.req;
+	return (struct sched_share){
+		.ndev = an->ndev,
+		.milli = an->milli,
+		.model = an->model,
+		.models = (const char *const *)r->gpu_types,
+		.nmodels = r->ngpu_types,
+		.dev_mem_mib = r->gpu_mem_mib,
+		.cpus = r->tasks_per_node * r->cpus_per_task,
+		.mem_mib = r->mem_mib,
+		.alone = r->exclusive,
+		.exclude = (const char *const *)r->exclude,
+		.nexclude = r->nexclude,
+		.nodelist = (const char *const *)r->nodelist,
+		.nnodelist = r->nnodelist,
+	};
 }
 
-/* j's share `an` on node n (the same devices) as an assignment; n's index. */
-static int assign_share(const struct state *s, const struct snode *n, const struct sjob *j,
-			const struct attempt_node *an, struct sched_assign *as)
+/* j's share `an` on node n (index i; -1: gone) as an assignment. */
+static void assign_of(const struct attempt_node *an, int i, struct sched_assign *as)
 {
-	as->node = node_index(s, n);
+	memset(as, 0, sizeof(*as));
+	as->node = i;
 	as->ndev = an->ndev;
 	memcpy(as->devs, an->devs, sizeof(int) * (size_t)an->ndev);
 	as->milli = an->milli;
-	as->cpus = j->job.req.tasks_per_node * j->job.req.cpus_per_task;
-	as->mem_mib = j->job.req.mem_mib;
-	as->alone = j->job.req.exclusive;
-	return as->node;
+}
+
+static void add_replaced(char *buf, size_t n, const char *from, const char *how, const char *to)
+{
+	size_t l = strlen(buf);
+	snprintf(buf + l, n - l, "%s%s by %s%s", l ? ", " : "", from, how, to);
 }
 
 /* Starts j's next attempt in place, or gives up (false: the job waits in
- * its queue, said in *why). What it held is given back either way. */
+ * its queue, said in *why). What it held is given back either way. Which
+ * node takes a failed one's place is sched_replace's choice, as in the
+ * simulator. */
 static bool restart(struct state *s, struct sjob *j, int64_t now, char *why, size_t why_n)
 {
 	struct inplace *ip = j->inplace;
 	const struct attempt *a = from_attempt(j);
 	for (int k = 0; k < ip->nnodes; k++)
 		unhold(s, j, k);
+	/* its spares given back, to be taken again where unused */
+	int nsp = j->nspares;
+	struct attempt_node *sp = xcalloc((size_t)nsp + 1, sizeof(*sp));
+	if (nsp)
+		memcpy(sp, j->spares, sizeof(*sp) * (size_t)nsp);
+	while (j->nspares)
+		spare_give_back(s, j, j->nspares - 1);
+	struct sched_node *view = state_sched_view(s);
+	bool *pool = xcalloc((size_t)s->nnodes + 1, sizeof(bool));
+	bool *out = xcalloc((size_t)s->nnodes + 1, sizeof(bool));
+	bool *scratch = xcalloc((size_t)s->nnodes + 1, sizeof(bool));
+	struct sched_assign *spa = xcalloc((size_t)nsp + 1, sizeof(*spa));
+	for (int i = 0; i < s->nnodes; i++)
+		pool[i] = s->nodes[i]->pool_spare;
+	for (int k = 0; k < a->nnodes; k++) {
+		struct snode *n = state_node(s, a->nodes[k].name);
+		if (n)
+			out[node_index(s, n)] = true;
+	}
+	for (int i = 0; i < nsp; i++) {
+		struct snode *n = state_node(s, sp[i].name);
+		assign_of(&sp[i], n ? node_index(s, n) : -1, &spa[i]);
+		if (n)
+			out[spa[i].node] = true;
+	}
 	struct sched_assign *as = xcalloc((size_t)ip->nnodes, sizeof(*as));
-	int *taken = xcalloc((size_t)ip->nnodes, sizeof(int));
 	char replaced[MODEL_REASON_MAX] = "";
 	bool ok = true;
+	int next_sp = 0;
 	for (int k = 0; k < ip->nnodes && ok; k++) {
 		const struct attempt_node *an = &a->nodes[k];
 		struct snode *n = state_node(s, an->name);
-		if (!ip->bad[k] && n && share_free(s, n, j, an)) {
-			taken[k] = assign_share(s, n, j, an, &as[k]);
+		struct sched_share w = share_of(j, an);
+		assign_of(an, n ? node_index(s, n) : -1, &as[k]);
+		if (!ip->bad[k] && n && sched_share_free(&view[as[k].node], &w, &as[k])) {
+			as[k].cpus = w.cpus;
+			as[k].mem_mib = w.mem_mib;
+			as[k].alone = w.alone;
 			continue;
 		}
-		/* a spare of its own, where one can still take work */
-		bool got = false;
-		while (j->nspares && !got) {
-			struct attempt_node sp = j->spares[0];
-			spare_give_back(s, j, 0);
-			struct snode *c = state_node(s, sp.name);
-			if (!c || !share_free(s, c, j, &sp))
-				continue;
-			taken[k] = assign_share(s, c, j, &sp, &as[k]);
-			got = true;
-			size_t l = strlen(replaced);
-			snprintf(replaced + l, sizeof(replaced) - l, "%s%s by spare %s",
-				 l ? ", " : "", an->name, sp.name);
-		}
-		if (got)
-			continue;
-		/* the best fit among the nodes the attempt did not use and this
-		 * one has not taken: the cluster's spare pool first */
-		int best = best_fit(s, j, a, an, true, taken, k, &as[k]);
-		if (best < 0)
-			best = best_fit(s, j, a, an, false, taken, k, &as[k]);
-		if (best < 0) {
+		int used;
+		enum sched_from from = sched_replace(view, s->nnodes, pool, out, &w, spa + next_sp,
+						     nsp - next_sp, &used, scratch, &as[k]);
+		if (from == SCHED_FROM_NONE) {
 			snprintf(why, why_n,
 				 "no node is free to take the place of %s (%s): back in its queue",
 				 an->name,
@@ -369,22 +304,25 @@ static bool restart(struct state *s, struct sjob *j, int64_t now, char *why, siz
 			ok = false;
 			break;
 		}
-		taken[k] = best;
-		size_t l = strlen(replaced);
-		snprintf(replaced + l, sizeof(replaced) - l, "%s%s by %s%s", l ? ", " : "",
-			 an->name, s->nodes[best]->pool_spare ? "the pool's spare " : "",
-			 s->nodes[best]->rec.inv.name);
+		if (from == SCHED_FROM_SPARE)
+			next_sp += used + 1; /* those before it can no longer hold a share */
+		out[as[k].node] = true;
+		add_replaced(replaced, sizeof(replaced), an->name,
+			     from == SCHED_FROM_SPARE  ? "spare "
+			     : from == SCHED_FROM_POOL ? "the pool's spare "
+						       : "",
+			     s->nodes[as[k].node]->rec.inv.name);
 	}
 	if (ok) {
 		int from = ip->from;
 		char first_replaced[MODEL_NAME_MAX] = "";
 		for (int k = 0; k < ip->nnodes && !first_replaced[0]; k++)
-			if (strcmp(s->nodes[taken[k]]->rec.inv.name, a->nodes[k].name) != 0)
+			if (strcmp(s->nodes[as[k].node]->rec.inv.name, a->nodes[k].name) != 0)
 				snprintf(first_replaced, sizeof(first_replaced), "%s",
 					 a->nodes[k].name);
 		state_inplace_drop(s, j);
 		for (int k = 0; k < a->nnodes; k++)
-			s->nodes[taken[k]]->pool_spare = false;
+			s->nodes[as[k].node]->pool_spare = false;
 		struct sched_start st = {.nnodes = a->nnodes, .nodes = as};
 		state_apply_start(s, j, &st, s->nodes, now);
 		struct attempt *b = job_current_attempt(&j->job);
@@ -392,17 +330,28 @@ static bool restart(struct state *s, struct sjob *j, int64_t now, char *why, siz
 		snprintf(b->replaced, sizeof(b->replaced), "%s", first_replaced);
 		log_info("job %lld: attempt %d starts in place after attempt %d%s%s",
 			 (long long)j->job.id, b->number, from, replaced[0] ? ", " : "", replaced);
+		/* the spares it did not use, held again */
+		for (int i = next_sp; i < nsp; i++) {
+			struct snode *c = spa[i].node >= 0 ? s->nodes[spa[i].node] : NULL;
+			if (c && takes_work(s, c))
+				state_spare_take(s, j, c, &spa[i]);
+		}
 	} else {
 		state_spares_release(s, j); /* a pass places it with new ones */
 	}
+	free(view);
+	free(pool);
+	free(out);
+	free(scratch);
+	free(spa);
+	free(sp);
 	free(as);
-	free(taken);
 	return ok;
 }
 
 /* Tops up j's spares from free nodes (a spare that can no longer take
  * work is given back first), each with the share its attempt's first node
- * has, the best fit. */
+ * has, the best fit outside the spare pool. */
 static void spares_refill(struct state *s, struct sjob *j)
 {
 	const struct attempt *a = job_current_attempt(&j->job);
@@ -414,65 +363,61 @@ static void spares_refill(struct state *s, struct sjob *j)
 			spare_give_back(s, j, i--);
 		}
 	}
-	while (a && j->nspares < j->job.req.spares) {
-		struct sched_assign pick;
-		int best = best_fit(s, j, a, &a->nodes[0], false, NULL, 0, &pick);
-		if (best < 0)
-			return;
-		state_spare_take(s, j, s->nodes[best], &pick);
+	if (!a || j->nspares >= j->job.req.spares)
+		return;
+	struct sched_node *view = state_sched_view(s);
+	bool *ok = xcalloc((size_t)s->nnodes + 1, sizeof(bool));
+	for (int i = 0; i < s->nnodes; i++)
+		ok[i] = !s->nodes[i]->pool_spare && !in_attempt(a, s->nodes[i]->rec.inv.name);
+	for (int i = 0; i < j->nspares; i++) {
+		struct snode *n = state_node(s, j->spares[i].name);
+		if (n)
+			ok[node_index(s, n)] = false;
 	}
+	struct sched_share w = share_of(j, &a->nodes[0]);
+	while (j->nspares < j->job.req.spares) {
+		struct sched_assign pick;
+		int best = sched_share_best(view, s->nnodes, ok, &w, &pick);
+		if (best < 0)
+			break;
+		state_spare_take(s, j, s->nodes[best], &pick);
+		ok[best] = false;
+	}
+	free(ok);
+	free(view);
 }
 
-static const char *node_model(const struct snode *n)
-{
-	return n->rec.inv.naccel ? n->rec.inv.accel[0].model : "";
-}
-
-static bool idle(const struct snode *n)
-{
-	if (n->nparts || n->cpus_used || n->mem_used)
-		return false;
-	for (int d = 0; d < n->rec.inv.naccel && d < MODEL_MAX_ACCELS; d++)
-		if (n->dev_used[d])
-			return false;
-	return true;
-}
-
-/* Keeps the cluster's spare pool ("spares" in config.json) at its size:
- * a pool node that can no longer take work, or is over its model's
- * number, goes back to the passes; an idle node of a model short of
- * spares joins it. */
+/* Keeps the cluster's spare pool ("spares" in config.json) at its size
+ * (sched_pool_refill, as the simulator does). */
 static void pool_refill(struct state *s)
 {
-	const struct sched_config *c = &s->sched;
-	int have[MODEL_MAX_SPARE_MODELS] = {0};
-	for (int i = 0; i < s->nnodes; i++) {
-		struct snode *n = s->nodes[i];
-		if (!n->pool_spare)
-			continue;
-		int m = -1;
-		for (int k = 0; k < c->nspare_pool && m < 0; k++)
-			if (strcmp(c->spare_pool[k].model, node_model(n)) == 0)
-				m = k;
-		if (m < 0 || have[m] >= c->spare_pool[m].nodes || !takes_work(s, n) || !idle(n)) {
-			n->pool_spare = false;
+	if (!s->sched.nspare_pool) {
+		bool any = false;
+		for (int i = 0; i < s->nnodes && !any; i++)
+			any = s->nodes[i]->pool_spare;
+		if (!any)
+			return;
+	}
+	struct sched_node *view = state_sched_view(s);
+	bool *pool = xcalloc((size_t)s->nnodes + 1, sizeof(bool));
+	int *changed = xcalloc((size_t)s->nnodes + 1, sizeof(int));
+	for (int i = 0; i < s->nnodes; i++)
+		pool[i] = s->nodes[i]->pool_spare;
+	int nch = sched_pool_refill(view, s->nnodes, &s->sched, pool, changed, s->nnodes);
+	for (int c = 0; c < nch; c++) {
+		struct snode *n = s->nodes[changed[c]];
+		n->pool_spare = pool[changed[c]];
+		if (n->pool_spare) {
+			log_info("node %s joins the spare pool (%s)", n->rec.inv.name,
+				 n->rec.inv.naccel ? n->rec.inv.accel[0].model : "");
+		} else {
 			state_want_pass(s);
 			log_info("node %s leaves the spare pool", n->rec.inv.name);
-			continue;
 		}
-		have[m]++;
 	}
-	for (int k = 0; k < c->nspare_pool; k++)
-		for (int i = 0; i < s->nnodes && have[k] < c->spare_pool[k].nodes; i++) {
-			struct snode *n = s->nodes[i];
-			if (n->pool_spare || !takes_work(s, n) || !idle(n) ||
-			    strcmp(node_model(n), c->spare_pool[k].model) != 0)
-				continue;
-			n->pool_spare = true;
-			have[k]++;
-			log_info("node %s joins the spare pool (%s)", n->rec.inv.name,
-				 c->spare_pool[k].model);
-		}
+	free(changed);
+	free(pool);
+	free(view);
 }
 
 void state_inplace_tick(struct state *s, int64_t now)

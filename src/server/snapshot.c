@@ -27,17 +27,20 @@ struct snapshot {
 	int nrunning;
 };
 
-static void nodes_build(const struct state *s, struct snapshot *sn)
+/* The scheduler's view of the nodes: node i is state->nodes[i]; a node
+ * of the spare pool is schedulable only with `pool` (restarts in place
+ * may take it, passes may not). */
+static struct sched_node *view_build(const struct state *s, bool pool)
 {
-	sn->nodes = xcalloc((size_t)s->nnodes + 1, sizeof(*sn->nodes));
+	struct sched_node *v = xcalloc((size_t)s->nnodes + 1, sizeof(*v));
 	for (int i = 0; i < s->nnodes; i++) {
 		struct snode *n = s->nodes[i];
-		struct sched_node *x = &sn->nodes[i];
+		struct sched_node *x = &v[i];
 		n->index = i;
 		x->name = n->rec.inv.name;
 		x->topology = n->rec.inv.topology;
-		x->schedulable =
-			state_node_state(s, n) == NODE_UP && !n->agent_stopping && !n->pool_spare;
+		x->schedulable = state_node_state(s, n) == NODE_UP && !n->agent_stopping &&
+				 (pool || !n->pool_spare);
 		x->cpus_total = n->rec.inv.cpus;
 		x->cpus_free = n->rec.inv.cpus - n->cpus_used;
 		x->mem_total_mib = n->rec.inv.mem_mib;
@@ -45,6 +48,17 @@ static void nodes_build(const struct state *s, struct snapshot *sn)
 		x->ndev = n->rec.inv.naccel;
 		x->devs = n->sdev;
 	}
+	return v;
+}
+
+struct sched_node *state_sched_view(const struct state *s)
+{
+	return view_build(s, true);
+}
+
+static void nodes_build(const struct state *s, struct snapshot *sn)
+{
+	sn->nodes = view_build(s, false);
 }
 
 bool state_request_possible(struct state *s, const struct job_request *r, struct strbuf *why)

@@ -724,6 +724,10 @@ json_t *state_node_spare_for(const struct state *s, const struct snode *n);
 /* A MASTER_PORT no other attempt led from n uses. */
 int state_node_port_find(const struct state *s, const struct snode *n);
 void state_node_sync_devs(struct snode *n);
+/* The scheduler's view of every node (node i is s->nodes[i]), a node
+ * schedulable where it takes work, the spare pool's too; the caller frees
+ * it. It borrows the nodes' names and device arrays. */
+struct sched_node *state_sched_view(const struct state *s);
 struct snode *state_node_insert(struct state *s, const struct node_record *rec);
 
 /* ---- queues.c: queues and users -------------------------------------------------- */

@@ -1963,6 +1963,115 @@ static void test_properties(void **state)
 	assert_true(preempts > 50);
 }
 
+/* Who takes a failed node's place (replace.c): the job's own spare that
+ * still has room, else the pool's best fit, else any node's best fit; never
+ * a node out of bounds, excluded, or of another model; and the pool kept
+ * at its size with empty nodes only. */
+static void test_replace_and_pool(void **state)
+{
+	(void)state;
+	static struct cluster c;
+	init(&c);
+	int a0 = add_node(&c, "H100", 8, 64);
+	int a1 = add_node(&c, "H100", 8, 64);
+	int big = add_node(&c, "H100", 8, 64);
+	int tight = add_node(&c, "H100", 4, 64); /* 4 free of 4: the best fit */
+	int other = add_node(&c, "A100-80", 8, 64);
+	int pooled = add_node(&c, "H100", 8, 64);
+	struct sched_share w = {
+		.ndev = 4, .milli = MODEL_MILLI, .model = "H100", .cpus = 8, .mem_mib = 1024};
+	bool out[MAXN] = {0}, pool[MAXN] = {0}, ok[MAXN];
+	out[a0] = out[a1] = true;
+	struct sched_assign got;
+	int used;
+	/* no pool, no spare: the best fit, leaving fewest devices beside it */
+	assert_int_equal(sched_replace(c.nodes, c.n, NULL, out, &w, NULL, 0, &used, ok, &got),
+			 SCHED_FROM_FREE);
+	assert_int_equal(got.node, tight);
+	assert_int_equal(got.ndev, 4);
+	assert_int_equal(used, -1);
+	/* the pool first, though it fits less tightly */
+	pool[pooled] = true;
+	assert_int_equal(sched_replace(c.nodes, c.n, pool, out, &w, NULL, 0, &used, ok, &got),
+			 SCHED_FROM_POOL);
+	assert_int_equal(got.node, pooled);
+	/* an own spare before both; a spare whose devices are taken is passed over */
+	struct sched_assign sp[2] = {{.node = big, .ndev = 4, .devs = {0, 1, 2, 3}},
+				     {.node = big, .ndev = 4, .devs = {4, 5, 6, 7}}};
+	c.devs[big][1].free_milli = 0;
+	assert_int_equal(sched_replace(c.nodes, c.n, pool, out, &w, sp, 2, &used, ok, &got),
+			 SCHED_FROM_SPARE);
+	assert_int_equal(used, 1);
+	assert_int_equal(got.node, big);
+	assert_int_equal(got.devs[0], 4);
+	assert_int_equal(got.cpus, 8);
+	/* a spare on a node that takes no work is passed over too */
+	c.nodes[big].schedulable = false;
+	assert_int_equal(sched_replace(c.nodes, c.n, pool, out, &w, sp, 2, &used, ok, &got),
+			 SCHED_FROM_POOL);
+	c.nodes[big].schedulable = true;
+	c.devs[big][1].free_milli = MODEL_MILLI;
+	/* excluded nodes and other models never; names the job lists only */
+	const char *ex[] = {c.names[tight], c.names[pooled]};
+	w.exclude = ex;
+	w.nexclude = 2;
+	assert_int_equal(sched_replace(c.nodes, c.n, pool, out, &w, NULL, 0, &used, ok, &got),
+			 SCHED_FROM_FREE);
+	assert_int_equal(got.node, big);
+	const char *only[] = {c.names[other]};
+	w.nodelist = only;
+	w.nnodelist = 1;
+	assert_int_equal(sched_replace(c.nodes, c.n, pool, out, &w, NULL, 0, &used, ok, &got),
+			 SCHED_FROM_NONE);
+	/* the job accepts A100s too: the listed node then fits */
+	const char *accepted[] = {"H100", "A100-80"};
+	w.models = accepted;
+	w.nmodels = 2;
+	assert_int_equal(sched_replace(c.nodes, c.n, pool, out, &w, NULL, 0, &used, ok, &got),
+			 SCHED_FROM_FREE);
+	assert_int_equal(got.node, other);
+	/* alone (--exclusive): only an empty node */
+	struct sched_share alone = {
+		.ndev = 1, .milli = MODEL_MILLI, .model = "H100", .alone = true};
+	memset(pool, 0, sizeof(pool));
+	for (int i = 0; i < c.n; i++)
+		out[i] = i != big && i != tight;
+	c.devs[tight][3].free_milli = 500;
+	assert_int_equal(sched_replace(c.nodes, c.n, pool, out, &alone, NULL, 0, &used, ok, &got),
+			 SCHED_FROM_FREE);
+	assert_int_equal(got.node, big);
+	assert_true(got.alone);
+	c.nodes[big].cpus_free--;
+	assert_int_equal(sched_replace(c.nodes, c.n, pool, out, &alone, NULL, 0, &used, ok, &got),
+			 SCHED_FROM_NONE);
+	c.nodes[big].cpus_free++;
+	/* the pool: two H100 nodes, empty ones only, the first first */
+	struct sched_config cfg;
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.nspare_pool = 1;
+	snprintf(cfg.spare_pool[0].model, MODEL_NAME_MAX, "H100");
+	cfg.spare_pool[0].nodes = 2;
+	memset(pool, 0, sizeof(pool));
+	int changed[MAXN];
+	c.devs[a0][0].free_milli = 0; /* busy */
+	assert_int_equal(sched_pool_refill(c.nodes, c.n, &cfg, pool, changed, MAXN), 2);
+	assert_false(pool[a0]);
+	assert_true(pool[a1] && pool[big]);
+	assert_false(pool[tight] || pool[other] || pool[pooled]);
+	/* a pool node that takes work or is drained leaves; the next empty joins */
+	c.nodes[a1].schedulable = false;
+	assert_int_equal(sched_pool_refill(c.nodes, c.n, &cfg, pool, changed, MAXN), 2);
+	assert_false(pool[a1]);
+	assert_true(pool[big] && pool[pooled]);
+	/* fewer asked: the last over the number leaves */
+	cfg.spare_pool[0].nodes = 1;
+	assert_int_equal(sched_pool_refill(c.nodes, c.n, &cfg, pool, changed, MAXN), 1);
+	assert_int_equal(changed[0], pooled);
+	assert_true(pool[big] && !pool[pooled]);
+	/* with nothing changed, nothing changes */
+	assert_int_equal(sched_pool_refill(c.nodes, c.n, &cfg, pool, changed, MAXN), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1979,6 +2088,7 @@ int main(void)
 		cmocka_unit_test(test_typed_fragmentation),
 		cmocka_unit_test(test_baseline_policies),
 		cmocka_unit_test(test_node_lists_and_exclusive),
+		cmocka_unit_test(test_replace_and_pool),
 		cmocka_unit_test(test_class_order),
 		cmocka_unit_test(test_backfill),
 		cmocka_unit_test(test_fair_share),
