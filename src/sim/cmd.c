@@ -43,6 +43,8 @@ enum {
 	O_LAS_PROMOTE,
 	O_LAS_MIN_RUN,
 	O_CKPT_PREEMPT,
+	O_RESTART,
+	O_SPARES,
 	O_JSON,
 	O_SVG,
 	O_JOBS,
@@ -112,6 +114,13 @@ static const struct tk_option opts[] = {
 	{"checkpoint-on-preempt", 0, NULL,
 	 "a preempted job saves its state in its grace period: it keeps all its work and pays "
 	 "one --checkpoint-cost"},
+	{"restart", 0, "auto|in-place|requeue",
+	 "after a failure, the next attempt: in place (healthy nodes kept, the failed one "
+	 "swapped) for gangs of several nodes (auto, the server's default), for every job, or "
+	 "none (back to the queue)"},
+	{"spares", 0, "N",
+	 "each gang that restarts in place holds N idle nodes like its own to swap in (as "
+	 "tenk submit --spares); the config's \"spares\" is the cluster's pool"},
 	{"json", 0, NULL, "print the summary as JSON"},
 	{"svg", 0, "FILE", "draw utilization and queue length over time to FILE"},
 	{"jobs", 0, "FILE", "write each job's wait, start, end and devices to FILE (CSV)"},
@@ -427,6 +436,20 @@ int sim_main(const struct tk_command *cmd, int argc, char **argv)
 			       &o.sched)))
 		return r;
 	o.checkpoint_on_preempt = v[O_CKPT_PREEMPT] != NULL;
+	if (v[O_RESTART] && restart_mode_parse(v[O_RESTART], &o.restart) < 0)
+		return usage("--restart: expected auto, in-place or requeue, got \"%s\"",
+			     v[O_RESTART]);
+	if (v[O_SPARES]) {
+		int64_t n;
+		if (tk_parse_int64(v[O_SPARES], 0, MODEL_MAX_NODES - 1, &n) < 0)
+			return usage(
+				"--spares: expected a number of nodes from 0 to %d, got \"%s\"",
+				MODEL_MAX_NODES - 1, v[O_SPARES]);
+		if (n && o.restart == RESTART_REQUEUE)
+			return usage("--spares: spares take a failed node's place in a restart in "
+				     "place; --restart requeue has none");
+		o.spares = (int)n;
+	}
 	struct queue_spec *queues = NULL;
 	if (v[O_QUEUES]) {
 		if (load_queues(v[O_QUEUES], &queues, &o.nqueues, &err) < 0) {

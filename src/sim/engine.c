@@ -18,6 +18,14 @@
  * Failures are a Poisson process per device (rate 1/MTBF), drawn for the
  * whole cluster at rate devices/MTBF and thinned: a draw that lands on a
  * device already down is skipped, which is exact for independent devices.
+ *
+ * Restarts in place and spares, as the server decides them (DESIGN.md §4;
+ * sched_replace, sched_pool_refill): a gang whose device failed keeps its
+ * other nodes and starts its next attempt at once, the failed node's share
+ * taken by one of its own spares, the cluster's spare pool or a free node;
+ * where none can, it waits in its queue. A gang with spares holds them
+ * (charged to its queue, idle device-time that keeps no work) and tops
+ * them up from free nodes.
  */
 #include "sim.h"
 
@@ -54,6 +62,10 @@ struct jstate {
 	int64_t last_ran_ms;
 	struct sched_assign *a;
 	int na;
+	/* its spares (sim_options.spares): held idle since sp_since */
+	struct sched_assign *sp;
+	int nsp;
+	int64_t sp_milli, sp_since;
 	bool drop; /* marked during a pass */
 };
 
@@ -110,6 +122,9 @@ struct eng {
 	int repairs_pending;
 	bool fail_queued;
 	uint64_t rng;
+	/* restarts in place: the cluster's spare pool, and scratch */
+	bool *pool, *out, *scratch;
+	int *changed;
 	/* the mix for the fragmentation measure */
 	struct sched_mix_item *fmix;
 	int nfmix;
@@ -119,6 +134,7 @@ struct eng {
 	double frag_sum;
 	int frag_n;
 	double used, lost; /* milli-ms */
+	double spare_held; /* milli-ms held idle as spares (in used and lost) */
 	int64_t first_submit, last_end;
 	int64_t last_submit;
 	double alloc_arr_int; /* alloc_int up to the last submission */
@@ -233,6 +249,26 @@ static int64_t checkpoint_interval(const struct sim_options *o, const struct sch
 
 /* ---- resources --------------------------------------------------------------------------- */
 
+/* The spares job j holds (0: none): a gang that restarts in place. */
+static int spares_wanted(const struct eng *e, int j)
+{
+	return e->o->restart != RESTART_REQUEUE && e->tr->jobs[j].nodes > 1 ? e->o->spares : 0;
+}
+
+/* Does j's next attempt start in place after a failure (as the server's
+ * default: for gangs of several nodes or with spares)? */
+static bool wants_inplace(const struct eng *e, int j)
+{
+	switch (e->o->restart) {
+	case RESTART_IN_PLACE:
+		return true;
+	case RESTART_REQUEUE:
+		return false;
+	default:
+		return e->tr->jobs[j].nodes > 1;
+	}
+}
+
 static void hold(struct eng *e, const struct sched_assign *a, int n, int sign)
 {
 	for (int i = 0; i < n; i++) {
@@ -248,6 +284,63 @@ static void hold(struct eng *e, const struct sched_assign *a, int n, int sign)
 			e->alloc_milli += sign * a[i].milli;
 		}
 	}
+}
+
+/* The idle device-time j's spares were held up to now: used, and lost. */
+static void spares_account(struct eng *e, int j)
+{
+	struct jstate *s = &e->js[j];
+	double held = (double)(e->now - s->sp_since) * (double)s->sp_milli;
+	e->used += held;
+	e->lost += held;
+	e->spare_held += held;
+	e->qused[e->sj[j].queue] += held;
+	s->sp_since = e->now;
+}
+
+static void spares_take(struct eng *e, int j, const struct sched_assign *a, int n)
+{
+	struct jstate *s = &e->js[j];
+	if (n <= 0)
+		return;
+	spares_account(e, j);
+	s->sp = xrealloc(s->sp, sizeof(*a) * (size_t)(s->nsp + n));
+	memcpy(&s->sp[s->nsp], a, sizeof(*a) * (size_t)n);
+	s->nsp += n;
+	hold(e, a, n, +1);
+	for (int i = 0; i < n; i++) {
+		s->sp_milli += (int64_t)a[i].ndev * a[i].milli;
+		e->quse[e->sj[j].queue] += (int64_t)a[i].ndev * a[i].milli;
+	}
+}
+
+/* Gives back j's spares [from, nsp). */
+static void spares_give(struct eng *e, int j, int from)
+{
+	struct jstate *s = &e->js[j];
+	if (from >= s->nsp)
+		return;
+	spares_account(e, j);
+	hold(e, &s->sp[from], s->nsp - from, -1);
+	for (int i = from; i < s->nsp; i++) {
+		s->sp_milli -= (int64_t)s->sp[i].ndev * s->sp[i].milli;
+		e->quse[e->sj[j].queue] -= (int64_t)s->sp[i].ndev * s->sp[i].milli;
+	}
+	s->nsp = from;
+	e->want_pass = true;
+}
+
+/* Gives back j's spare k (the last takes its place). */
+static void spare_drop(struct eng *e, int j, int k)
+{
+	struct jstate *s = &e->js[j];
+	spares_account(e, j);
+	hold(e, &s->sp[k], 1, -1);
+	int64_t milli = (int64_t)s->sp[k].ndev * s->sp[k].milli;
+	s->sp_milli -= milli;
+	e->quse[e->sj[j].queue] -= milli;
+	s->sp[k] = s->sp[--s->nsp];
+	e->want_pass = true;
 }
 
 static int cmp_pend(const struct eng *e, int x, int y)
@@ -309,6 +402,12 @@ static void describe_devices(struct eng *e, int j)
 static void start(struct eng *e, int j, const struct sched_assign *a, int n)
 {
 	struct jstate *s = &e->js[j];
+	/* a gang with spares is placed with them beside it, as in the server */
+	int nn = e->tr->jobs[j].nodes;
+	if (n > nn) {
+		spares_take(e, j, a + nn, n - nn);
+		n = nn;
+	}
 	struct sim_job_result *r = &e->res->jobs[j];
 	s->a = xmalloc(sizeof(*a) * (size_t)n);
 	memcpy(s->a, a, sizeof(*a) * (size_t)n);
@@ -375,8 +474,8 @@ static int64_t stop(struct eng *e, int j)
 }
 
 /* Stops a job early: it keeps the work to its last checkpoint (all of it
- * when it saves as it stops, paying a checkpoint's cost) and waits again. */
-static void interrupt(struct eng *e, int j, bool saves)
+ * when it saves as it stops, paying a checkpoint's cost). */
+static void stop_early(struct eng *e, int j, bool saves)
 {
 	struct jstate *s = &e->js[j];
 	int64_t milli = s->milli;
@@ -390,6 +489,13 @@ static void interrupt(struct eng *e, int j, bool saves)
 	if (s->remaining_ms != SIM_FOREVER)
 		s->remaining_ms -= kept;
 	e->lost += (double)(ran - kept) * (double)milli;
+}
+
+/* Stops a job early and it waits again, its spares given back. */
+static void interrupt(struct eng *e, int j, bool saves)
+{
+	stop_early(e, j, saves);
+	spares_give(e, j, 0);
 	e->res->requeues++;
 	enqueue(e, j);
 }
@@ -573,6 +679,138 @@ static void next_failure(struct eng *e)
 	push(e, e->now + MAX(1, llround(dt)), EV_FAIL, 0, 0);
 }
 
+/* The cluster's spare pool takes work from restarts in place, not from
+ * passes: its nodes are schedulable only while one is being decided. */
+static void pool_view(struct eng *e, bool with_pool)
+{
+	if (!e->o->sched.nspare_pool)
+		return;
+	for (int n = 0; n < e->cl->n; n++)
+		e->nodes[n].schedulable = with_pool || !e->pool[n];
+}
+
+/* Keeps the spare pool at its size (sched_pool_refill, as the server). */
+static void pool_refill(struct eng *e)
+{
+	if (!e->o->sched.nspare_pool)
+		return;
+	pool_view(e, true);
+	if (sched_pool_refill(e->nodes, e->cl->n, &e->o->sched, e->pool, e->changed, e->cl->n))
+		e->want_pass = true;
+	pool_view(e, false);
+}
+
+/* What j's share `a` needs of a node that takes its place. */
+static struct sched_share share_of(const struct eng *e, int j, const struct sched_assign *a)
+{
+	const struct sched_job *sj = &e->sj[j];
+	const struct sched_node *n = &e->nodes[a->node];
+	return (struct sched_share){
+		.ndev = a->ndev,
+		.milli = a->milli,
+		.model = a->ndev ? n->devs[a->devs[0]].model : NULL,
+		.models = sj->gpu_types,
+		.nmodels = sj->ngpu_types,
+		.cpus = a->cpus,
+		.mem_mib = a->mem_mib,
+		.alone = a->alone,
+	};
+}
+
+/* Tops up the spares of running gangs short of them from free nodes (not
+ * the pool's), each like its attempt's first share, the best fit. */
+static void spares_refill(struct eng *e)
+{
+	if (e->o->spares <= 0)
+		return;
+	for (int r = 0; r < e->nrun; r++) {
+		int j = e->run_job[r];
+		struct jstate *s = &e->js[j];
+		int want = spares_wanted(e, j);
+		if (s->nsp >= want || !s->na)
+			continue;
+		for (int n = 0; n < e->cl->n; n++)
+			e->scratch[n] =
+				e->nodes[n].schedulable && !(e->o->sched.nspare_pool && e->pool[n]);
+		for (int k = 0; k < s->na; k++)
+			e->scratch[s->a[k].node] = false;
+		for (int k = 0; k < s->nsp; k++)
+			e->scratch[s->sp[k].node] = false;
+		struct sched_share w = share_of(e, j, &s->a[0]);
+		while (s->nsp < want) {
+			struct sched_assign pick;
+			int best = sched_share_best(e->nodes, e->cl->n, e->scratch, &w, &pick);
+			if (best < 0)
+				break;
+			spares_take(e, j, &pick, 1);
+			e->scratch[best] = false;
+		}
+	}
+}
+
+/* Starts j's next attempt at once on its attempt's nodes `old` but the
+ * failed one, that one's share taken by what sched_replace chooses; or,
+ * where nothing can take it, j waits in its queue. */
+static void restart_in_place(struct eng *e, int j, const struct sched_assign *old, int n,
+			     int failed_node)
+{
+	struct jstate *s = &e->js[j];
+	/* its spares given back, to be held again where unused */
+	int nsp = s->nsp;
+	struct sched_assign *sp = xmalloc(sizeof(*sp) * ((size_t)nsp + 1));
+	if (nsp)
+		memcpy(sp, s->sp, sizeof(*sp) * (size_t)nsp);
+	spares_give(e, j, 0);
+	pool_view(e, true);
+	memset(e->out, 0, sizeof(bool) * (size_t)e->cl->n);
+	for (int k = 0; k < n; k++)
+		e->out[old[k].node] = true;
+	for (int k = 0; k < nsp; k++)
+		e->out[sp[k].node] = true;
+	struct sched_assign *as = xmalloc(sizeof(*as) * (size_t)n);
+	int next = 0;
+	bool ok = true;
+	for (int k = 0; k < n && ok; k++) {
+		struct sched_share w = share_of(e, j, &old[k]);
+		as[k] = old[k];
+		if (old[k].node != failed_node &&
+		    sched_share_free(&e->nodes[old[k].node], &w, &old[k]))
+			continue;
+		int used;
+		enum sched_from from =
+			sched_replace(e->nodes, e->cl->n, e->o->sched.nspare_pool ? e->pool : NULL,
+				      e->out, &w, sp + next, nsp - next, &used, e->scratch, &as[k]);
+		switch (from) {
+		case SCHED_FROM_NONE:
+			ok = false;
+			continue;
+		case SCHED_FROM_SPARE:
+			next += used + 1;
+			e->res->spare_swaps++;
+			break;
+		case SCHED_FROM_POOL:
+			e->pool[as[k].node] = false;
+			e->res->pool_swaps++;
+			break;
+		case SCHED_FROM_FREE:
+			break;
+		}
+		e->out[as[k].node] = true;
+	}
+	pool_view(e, false);
+	if (ok) {
+		s->pend_since = e->now;
+		start(e, j, as, n);
+		spares_take(e, j, sp + next, nsp - next);
+		e->res->restarts_in_place++;
+	} else {
+		e->res->requeues++;
+		enqueue(e, j);
+	}
+	free(as);
+	free(sp);
+}
+
 static void fail_device(struct eng *e)
 {
 	int g = (int)(rng_next(e) % (uint64_t)e->ndev);
@@ -593,23 +831,53 @@ static void fail_device(struct eng *e)
 		node++;
 	int d = g - e->dev_off[node];
 	e->res->failures++;
+	/* the gangs that restart in place once the device is out: each one's
+	 * attempt as it was */
+	int nin = 0;
+	struct {
+		int j, n;
+		struct sched_assign *a;
+	} *in = NULL;
 	for (int i = 0; i < e->nrun;) {
 		int j = e->run_job[i];
+		struct jstate *s = &e->js[j];
+		for (int k = 0; k < s->nsp; k++) /* a spare on it: given back */
+			for (int x = 0; x < s->sp[k].ndev; x++)
+				if (s->sp[k].node == node && s->sp[k].devs[x] == d) {
+					spare_drop(e, j, k--);
+					break;
+				}
 		bool on = false;
-		const struct jstate *s = &e->js[j];
 		for (int k = 0; k < s->na && !on; k++)
 			if (s->a[k].node == node)
 				for (int x = 0; x < s->a[k].ndev && !on; x++)
 					on = s->a[k].devs[x] == d;
-		if (on)
-			interrupt(e, j, false); /* run[i] now holds another job: look again */
-		else
+		if (!on) {
 			i++;
+			continue;
+		}
+		if (wants_inplace(e, j)) {
+			in = xrealloc(in, sizeof(*in) * (size_t)(nin + 1));
+			in[nin].j = j;
+			in[nin].n = s->na;
+			in[nin].a = xmalloc(sizeof(*s->a) * (size_t)s->na);
+			memcpy(in[nin].a, s->a, sizeof(*s->a) * (size_t)s->na);
+			nin++;
+			stop_early(e, j, false);
+		} else {
+			interrupt(e, j, false);
+		}
+		/* run[i] now holds another job: look again */
 	}
 	e->failed[g] = true;
 	e->devs[g].free_milli = 0;
 	e->repairs_pending++;
 	push(e, e->now + MAX(1, llround(e->o->repair_h * 3600e3)), EV_REPAIR, g, 0);
+	for (int i = 0; i < nin; i++) {
+		restart_in_place(e, in[i].j, in[i].a, in[i].n, node);
+		free(in[i].a);
+	}
+	free(in);
 }
 
 /* ---- samples ----------------------------------------------------------------------------- */
@@ -683,6 +951,10 @@ static int setup(struct eng *e, struct tk_error *err)
 	}
 	e->res->total_milli = (int64_t)e->ndev * MODEL_MILLI;
 	e->scl = sched_cluster_new(e->nodes, cl->n);
+	e->pool = xcalloc((size_t)cl->n + 1, sizeof(bool));
+	e->out = xcalloc((size_t)cl->n + 1, sizeof(bool));
+	e->scratch = xcalloc((size_t)cl->n + 1, sizeof(bool));
+	e->changed = xcalloc((size_t)cl->n + 1, sizeof(int));
 	/* classes, by the configuration file's names; the levels of "las" ones */
 	e->nclasses = sched_classes_of_config(&o->sched, e->classes, e->las, e->first);
 	if (e->nclasses < 0)
@@ -749,10 +1021,11 @@ static int setup(struct eng *e, struct tk_error *err)
 			.time_limit_s = j->time_limit_s,
 			.submit_ms = j->submit_ms,
 		};
+		e->js[i].ckpt_ms = checkpoint_interval(o, s);
+		s->nodes += spares_wanted(e, i); /* its spares beside it, alike */
 		s->shape = sched_job_shape(s);
 		s->shape_id = sched_shapes_add(e->shapes, s); /* < 0: the pass refuses it */
 		e->js[i].remaining_ms = j->work_ms;
-		e->js[i].ckpt_ms = checkpoint_interval(o, s);
 		e->res->jobs[i] = (struct sim_job_result){SIM_UNFINISHED, -1, -1, 0, 0, NULL};
 		e->first_submit = MIN(e->first_submit, j->submit_ms);
 		push(e, j->submit_ms, EV_ARRIVE, i, 0);
@@ -793,8 +1066,14 @@ static int setup(struct eng *e, struct tk_error *err)
 
 static void teardown(struct eng *e)
 {
-	for (int i = 0; i < e->tr->n && e->js; i++)
+	for (int i = 0; i < e->tr->n && e->js; i++) {
 		free(e->js[i].a);
+		free(e->js[i].sp);
+	}
+	free(e->pool);
+	free(e->out);
+	free(e->scratch);
+	free(e->changed);
 	free(e->js);
 	free(e->sj);
 	free(e->type_ptrs);
@@ -909,12 +1188,14 @@ static void summarize(struct eng *e)
 	/* what still runs at the end counts as used, and kept so far */
 	for (int i = 0; i < e->nrun; i++) {
 		int j = e->run_job[i];
+		spares_account(e, j);
 		double ran = (double)(e->now - e->js[j].start_ms);
 		e->used += ran * (double)e->js[j].milli;
 		e->qused[e->sj[j].queue] += ran * (double)e->js[j].milli;
 	}
 	r->device_h_used = e->used / MODEL_MILLI / 3600e3;
 	r->device_h_lost = e->lost / MODEL_MILLI / 3600e3;
+	r->device_h_spare = e->spare_held / MODEL_MILLI / 3600e3;
 	r->effective = e->used > 0 ? (e->used - e->lost) / e->used : 1;
 	r->queue_share = xcalloc((size_t)tr->nqueues + 1, sizeof(double));
 	for (int q = 0; q < tr->nqueues; q++)
@@ -976,6 +1257,7 @@ int sim_run(const struct sim_cluster *cl, const struct sim_trace *tr, const stru
 				s->remaining_ms -= work;
 				/* its restart and checkpoints did no work */
 				e.lost += (double)(ran - work) * (double)milli;
+				spares_give(&e, v.a, 0);
 				end_job(&e, v.a, done ? SIM_DONE : SIM_TIMEOUT);
 				break;
 			}
@@ -989,6 +1271,7 @@ int sim_run(const struct sim_cluster *cl, const struct sim_trace *tr, const stru
 				e.devs[v.a].free_milli = MODEL_MILLI;
 				e.repairs_pending--;
 				e.want_pass = true;
+				pool_refill(&e);
 				break;
 			case EV_SAMPLE:
 				sample(&e);
@@ -1021,6 +1304,8 @@ int sim_run(const struct sim_cluster *cl, const struct sim_trace *tr, const stru
 		for (int k = 0; k < 8 && again && r == 0; k++)
 			r = pass(&e, &again);
 		las_next_level(&e);
+		spares_refill(&e);
+		pool_refill(&e);
 		if (r < 0)
 			r = tk_errorf(err, r,
 				      "the scheduler refused the simulator's snapshot at %lld ms",

@@ -71,6 +71,11 @@ void sim_report_table(const struct sim_result *r, const struct sim_trace *tr, FI
 		100 * r->effective, r->device_h_used, r->device_h_lost);
 	fprintf(f, "events          %d failures, %d preemptions, %d requeues, %lld passes\n",
 		r->failures, r->preemptions, r->requeues, (long long)r->passes);
+	if (r->restarts_in_place || r->device_h_spare > 0)
+		fprintf(f,
+			"in place        %d restarts in place (%d by a job's spare, %d by the "
+			"pool's); %.1f device-hours held idle as spares\n",
+			r->restarts_in_place, r->spare_swaps, r->pool_swaps, r->device_h_spare);
 	fprintf(f, "queue shares   ");
 	for (int q = 0; q < tr->nqueues; q++)
 		fprintf(f, " %s %.1f%%", tr->queues[q], 100 * r->queue_share[q]);
@@ -111,6 +116,10 @@ char *sim_report_json(const struct sim_result *r, const struct sim_trace *tr)
 		r->preemptions, "requeues", r->requeues, "passes", (json_int_t)r->passes,
 		"queue_share", shares, "series", series, "wall_s", r->wall_s);
 	json_object_set_new(o, "allocation_arriving", json_real(r->alloc_arriving));
+	json_object_set_new(o, "restarts_in_place", json_integer(r->restarts_in_place));
+	json_object_set_new(o, "spare_swaps", json_integer(r->spare_swaps));
+	json_object_set_new(o, "pool_swaps", json_integer(r->pool_swaps));
+	json_object_set_new(o, "device_hours_spare", json_real(r->device_h_spare));
 	char *text = json_dumps(o, JSON_INDENT(2) | JSON_REAL_PRECISION(6));
 	json_decref(o);
 	return text;

@@ -179,6 +179,13 @@ struct sim_options {
 	 * and grace): it keeps all its work, and one checkpoint's cost counts
 	 * as lost; without it, it keeps the work to its last checkpoint */
 	bool checkpoint_on_preempt;
+	/* after a failure, a job's next attempt: RESTART_AUTO in place for
+	 * gangs of several nodes (the server's default), RESTART_IN_PLACE for
+	 * every job, RESTART_REQUEUE none (back to the queue); each gang that
+	 * restarts in place holds `spares` idle nodes like its own for it; the
+	 * cluster's spare pool is sched.spare_pool ("spares" in config.json) */
+	enum restart_mode restart;
+	int spares;
 	int64_t pass_interval_ms; /* passes at most this often; 0: at every event time */
 	bool drop_unplaced;	  /* a job that does not start at once is dropped (FGD procedure) */
 	const struct sched_mix_item *mix; /* for fractional placement; NULL: from the queue */
@@ -232,6 +239,11 @@ struct sim_result {
 	double effective; /* device-time of kept work / device-time used */
 	double device_h_used, device_h_lost;
 	int failures, preemptions, requeues;
+	/* restarts in place; failed shares taken by a job's own spare, by the
+	 * cluster's spare pool; device-hours held idle as spares (in used and
+	 * lost) */
+	int restarts_in_place, spare_swaps, pool_swaps;
+	double device_h_spare;
 	double *queue_share; /* per trace queue: share of device-time used */
 	struct sim_point *series;
 	int nseries;

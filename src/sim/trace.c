@@ -512,7 +512,8 @@ int sim_trace_mix(const struct sim_trace *tr, double cover, struct sched_mix_ite
 		sc[k].count++;
 		total++;
 	}
-	qsort(sc, (size_t)n, sizeof(*sc), cmp_count);
+	if (n) /* qsort may not be given NULL */
+		qsort(sc, (size_t)n, sizeof(*sc), cmp_count);
 	int keep = 0, covered = 0, names = 0;
 	while (keep < n && (keep == 0 || covered < cover * total)) {
 		names += sc[keep].item.ngpu_types;

@@ -266,3 +266,40 @@ def test_checkpoint_interval_optimum_is_young_daly(tmp_path):
     bad = sim("--cluster", "x", "--synthetic", "5", "--checkpoint-interval", "auto",
               check=False)
     assert bad.returncode == 2 and "needs --mtbf-gpu and --checkpoint-cost" in bad.stderr
+
+
+def test_spares_and_restarts_in_place(tmp_path):
+    """The simulator restarts in place as the server does: with no free node
+    and no spare a gang waits for a repair (hours); with spares it swaps the
+    failed node at once, and pays for the spares' idle devices; --restart
+    requeue and bad values are refused with what to do."""
+    base = ("--experiment", "ckpt", "--gpus", "64", "--spare-nodes", "0", "--mtbf-job", "10",
+            "--work", "200h", "--repair", "8", "--seeds", "2", "--json")
+    runs = {}
+    for spares in (0, 2):
+        r = json.loads(sim(*base, "--spares", spares).stdout)
+        assert r["spares"] == spares and r["free_nodes"] == 0 and r["restart"] == "in-place"
+        runs[spares] = {x["interval_s"]: x for x in r["sweep"]}["auto"]
+    print("no spare:", runs[0], "two spares:", runs[2])
+    assert runs[0]["spare_swaps"] == 0 and runs[2]["spare_swaps"] > 10
+    # without a spare the job waits for repairs: far longer on the wall
+    assert runs[0]["work_over_wall"] < 0.65 < 0.8 < runs[2]["work_over_wall"]
+    # the spares' idle device-time is paid for
+    # (held while not swapped in: a spare is refilled when a repaired node frees)
+    assert runs[2]["spare_device_hours"] > 0.4 * 2 * 8 * 200
+    assert runs[2]["effective"] < runs[2]["work_over_wall"]
+    # the plain simulator: a gang with a spare on a synthetic stream
+    write(tmp_path / "nodes.csv", "name,model,gpus,cpus\n" +
+          "".join(f"n{i},H100,8,64\n" for i in range(12)))
+    p = sim("--cluster", tmp_path / "nodes.csv", "--synthetic", "300", "--mtbf-gpu", "500",
+            "--checkpoint-interval", "1h", "--spares", "1", "--json")
+    r = json.loads(p.stdout)
+    assert r["restarts_in_place"] > 0 and r["device_hours_spare"] > 0, r
+    assert r["done"] + r["timeout"] == 300, r
+    text = sim("--cluster", tmp_path / "nodes.csv", "--synthetic", "300", "--mtbf-gpu", "500",
+               "--checkpoint-interval", "1h", "--spares", "1").stdout
+    assert "restarts in place" in text and "held idle as spares" in text, text
+    bad = sim(*base, "--restart", "requeue", "--spares", "1", check=False)
+    assert bad.returncode == 2 and "--restart requeue has none" in bad.stderr, bad.stderr
+    bad = sim("--cluster", "x", "--synthetic", "5", "--restart", "sometimes", check=False)
+    assert bad.returncode == 2 and "expected auto, in-place or requeue" in bad.stderr

@@ -6,6 +6,9 @@
  * It sweeps the checkpoint interval and reports the effective training
  * time (work kept over device-time used) of each, the best one, and
  * Young/Daly's sqrt(2 C M), which `--checkpoint-interval auto` uses.
+ * The job restarts in place (its other nodes kept, the failed one swapped
+ * for one of its --spares or a free node, as the server does it); with no
+ * spare and no free node it waits for a repair.
  *
  * The defaults are Llama 3 405B's pre-training as Meta reported it: 419
  * unexpected interruptions in 54 days on 16,384 GPUs (a job MTBF of 3.09
@@ -21,6 +24,8 @@
 enum {
 	C_GPUS,
 	C_SPARE,
+	C_SPARES,
+	C_RESTART,
 	C_MTBF,
 	C_WORK,
 	C_CKPT_COST,
@@ -35,7 +40,11 @@ enum {
 
 static const struct tk_option opts[] = {
 	{"gpus", 0, "N", "the job's GPUs, 8 per node (default 16384)"},
-	{"spare-nodes", 0, "N", "nodes beyond the job's, for restarts (default 64)"},
+	{"spare-nodes", 0, "N",
+	 "free nodes beyond the job's and its spares, for restarts (default 64)"},
+	{"spares", 0, "N", "idle nodes the job holds to swap in (tenk submit --spares; default 0)"},
+	{"restart", 0, "in-place|requeue",
+	 "after a failure: keep the healthy nodes (default), or back to the queue"},
 	{"mtbf-job", 0, "HOURS", "the job's mean time between interruptions (default 3.093)"},
 	{"work", 0, "DURATION", "training time the job needs (default 54d)"},
 	{"checkpoint-cost", 0, "DURATION", "training time one checkpoint blocks (default 60s)"},
@@ -83,6 +92,8 @@ struct point {
 	double effective;    /* mean over seeds */
 	double hours;	     /* wall time to completion, mean */
 	double failures;
+	double swaps;	/* failed nodes swapped for a spare */
+	double spare_h; /* device-hours held idle as spares */
 };
 
 /* One job of gpus on nodes of 8, alone on the cluster, under o. */
@@ -98,6 +109,8 @@ static int run_one(const struct sim_cluster *cl, const struct sim_trace *tr,
 		p->effective += res.effective / seeds;
 		p->hours += (double)res.makespan_ms / 3600e3 / seeds;
 		p->failures += (double)res.failures / seeds;
+		p->swaps += (double)res.spare_swaps / seeds;
+		p->spare_h += res.device_h_spare / seeds;
 		sim_result_release(&res);
 	}
 	return 0;
@@ -122,14 +135,21 @@ int sim_ckpt_main(int argc, char **argv)
 			      "Young/Daly's sqrt(2 C M).");
 		return 0;
 	}
-	int64_t gpus = 16384, spare = 64, seeds = 5;
+	int64_t gpus = 16384, spare = 64, spares = 0, seeds = 5;
 	double mtbf_job = 54.0 * 24 / 419, repair = 4;
 	int64_t work = 54LL * 86400 * 1000, cost = 60000, restart = 300000;
 	if ((v[C_GPUS] && tk_parse_int64(v[C_GPUS], 8, 8 * 20000, &gpus) < 0) ||
 	    (v[C_SPARE] && tk_parse_int64(v[C_SPARE], 0, 20000, &spare) < 0) ||
+	    (v[C_SPARES] && tk_parse_int64(v[C_SPARES], 0, 20000, &spares) < 0) ||
 	    (v[C_SEEDS] && tk_parse_int64(v[C_SEEDS], 1, 1000, &seeds) < 0))
-		return usage("%s", "--gpus (a multiple of 8), --spare-nodes and --seeds take "
-				   "whole numbers");
+		return usage("%s", "--gpus (a multiple of 8), --spare-nodes, --spares and --seeds "
+				   "take whole numbers");
+	enum restart_mode mode = RESTART_IN_PLACE;
+	if (v[C_RESTART] && (restart_mode_parse(v[C_RESTART], &mode) < 0 || mode == RESTART_AUTO))
+		return usage("--restart: expected in-place or requeue, got \"%s\"", v[C_RESTART]);
+	if (spares && mode == RESTART_REQUEUE)
+		return usage("%s", "--spares: spares take a failed node's place in a restart in "
+				   "place; --restart requeue has none");
 	if (gpus % 8)
 		return usage("--gpus: a multiple of 8 (nodes of 8), got %s", v[C_GPUS]);
 	int r;
@@ -140,8 +160,8 @@ int sim_ckpt_main(int argc, char **argv)
 		return r;
 	if (work <= 0 || cost <= 0)
 		return usage("%s", "--work and --checkpoint-cost must be more than 0");
-	/* the cluster: the job's nodes and the spares, 8 H100s each */
-	struct sim_cluster cl = {.n = (int)(gpus / 8 + spare)};
+	/* the cluster: the job's nodes, its spares and the free nodes, 8 H100s each */
+	struct sim_cluster cl = {.n = (int)(gpus / 8 + spares + spare)};
 	cl.nodes = xcalloc((size_t)cl.n, sizeof(*cl.nodes));
 	for (int i = 0; i < cl.n; i++) {
 		struct sim_node *n = &cl.nodes[i];
@@ -175,6 +195,8 @@ int sim_ckpt_main(int argc, char **argv)
 	o.checkpoint_cost_ms = cost;
 	o.restart_cost_ms = restart;
 	o.pass_interval_ms = 0;
+	o.restart = mode;
+	o.spares = (int)spares;
 	double m_ms = mtbf_job * 3600e3;
 	int64_t young = llround(sqrt(2.0 * (double)cost * m_ms));
 	/* the sweep: geometric from a twentieth of Young/Daly's to twenty times,
@@ -207,12 +229,15 @@ int sim_ckpt_main(int argc, char **argv)
 			for (int i = 0; i <= NPTS; i++)
 				json_array_append_new(
 					sweep,
-					json_pack("{s:o, s:f, s:f, s:f}", "interval_s",
-						  i == NPTS
-							  ? json_string("auto")
+					json_pack(
+						"{s:o, s:f, s:f, s:f, s:f, s:f, s:f}", "interval_s",
+						i == NPTS ? json_string("auto")
 							  : json_integer(pts[i].interval_ms / 1000),
-						  "effective", pts[i].effective, "hours",
-						  pts[i].hours, "failures", pts[i].failures));
+						"effective", pts[i].effective, "hours",
+						pts[i].hours, "work_over_wall",
+						(double)work / 3600e3 / pts[i].hours, "failures",
+						pts[i].failures, "spare_swaps", pts[i].swaps,
+						"spare_device_hours", pts[i].spare_h));
 			json_t *o2 = json_pack(
 				"{s:I, s:f, s:I, s:I, s:I, s:I, s:f, s:I, s:f, s:o}", "gpus",
 				(json_int_t)gpus, "mtbf_job_h", mtbf_job, "checkpoint_cost_s",
@@ -222,6 +247,9 @@ int sim_ckpt_main(int argc, char **argv)
 				(json_int_t)(pts[best].interval_ms / 1000), "best_effective",
 				pts[best].effective, "seeds", (json_int_t)seeds, "auto_effective",
 				pts[NPTS].effective, "sweep", sweep);
+			json_object_set_new(o2, "spares", json_integer(spares));
+			json_object_set_new(o2, "free_nodes", json_integer(spare));
+			json_object_set_new(o2, "restart", json_string(restart_mode_name(mode)));
 			char *text = json_dumps(o2, JSON_INDENT(2));
 			puts(text);
 			free(text);
@@ -229,11 +257,12 @@ int sim_ckpt_main(int argc, char **argv)
 		} else {
 			printf("one job of %lld GPUs, MTBF %.2f h (one GPU's %.0f h), checkpoint "
 			       "%llds, "
-			       "restart %llds, %lld seeds\n",
+			       "restart %llds (%s), %lld spares, %lld free nodes, %lld seeds\n",
 			       (long long)gpus, mtbf_job, o.mtbf_gpu_h, (long long)(cost / 1000),
-			       (long long)(restart / 1000), (long long)seeds);
-			printf("%12s %10s %10s %9s\n", "INTERVAL", "EFFECTIVE", "HOURS",
-			       "FAILURES");
+			       (long long)(restart / 1000), restart_mode_name(mode),
+			       (long long)spares, (long long)spare, (long long)seeds);
+			printf("%12s %10s %10s %10s %9s %7s\n", "INTERVAL", "EFFECTIVE",
+			       "WORK/WALL", "HOURS", "FAILURES", "SWAPS");
 			for (int i = 0; i <= NPTS; i++) {
 				char iv[32];
 				if (i == NPTS)
@@ -241,8 +270,10 @@ int sim_ckpt_main(int argc, char **argv)
 				else
 					tk_format_duration(pts[i].interval_ms / 1000, iv,
 							   sizeof(iv));
-				printf("%12s %9.2f%% %10.1f %9.1f%s\n", iv, pts[i].effective * 100,
-				       pts[i].hours, pts[i].failures, i == best ? "  <- best" : "");
+				printf("%12s %9.2f%% %9.2f%% %10.1f %9.1f %7.1f%s\n", iv,
+				       pts[i].effective * 100,
+				       100.0 * (double)work / 3600e3 / pts[i].hours, pts[i].hours,
+				       pts[i].failures, pts[i].swaps, i == best ? "  <- best" : "");
 			}
 			char yd[32];
 			tk_format_duration(young / 1000, yd, sizeof(yd));

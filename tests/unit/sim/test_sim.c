@@ -370,6 +370,91 @@ static void test_failures_and_effective_training(void **state)
 	sim_cluster_release(&cl);
 }
 
+/* Restarts in place, as the server decides them (sched_replace): a gang
+ * with a spare swaps a failed node for it and never waits in its queue,
+ * the spare held idle all along (used and lost device-time, charged); with
+ * --restart requeue every failure under it sends it back to its queue; the
+ * cluster's spare pool is kept out of the passes and swapped in. */
+static void test_restarts_in_place_and_spares(void **state)
+{
+	struct sim_cluster cl;
+	struct sim_trace tr;
+	load("name,model,gpus,cpus\nn0,H100,4,8\nn1,H100,4,8\nn2,H100,4,8\nn3,H100,4,8\n"
+	     "n4,H100,4,8\nn5,H100,4,8\n",
+	     HEADER "1,0,360000,2,4,1,1,0,,a,,0\n", &cl, &tr);
+	struct sim_options o;
+	options(&o);
+	o.checkpoint_s = 3600;
+	o.restart_cost_ms = 60000;
+	o.mtbf_gpu_h = 100; /* about 8 failures under the job's 8 devices in 100 h */
+	o.repair_h = 2;
+	o.spares = 1;
+	struct sim_result r;
+	struct tk_error err;
+	assert_int_equal(sim_run(&cl, &tr, &o, &r, &err), 0);
+	printf("# in place: %d failures, %d restarts in place, %d by the spare, %d requeues, "
+	       "%.1f spare device-hours, effective %.4f\n",
+	       r.failures, r.restarts_in_place, r.spare_swaps, r.requeues, r.device_h_spare,
+	       r.effective);
+	assert_int_equal(r.done, 1);
+	assert_int_equal(r.requeues, 0);
+	assert_true(r.restarts_in_place >= 3);
+	assert_true(r.spare_swaps >= 1 && r.spare_swaps <= r.restarts_in_place);
+	assert_int_equal(r.jobs[0].attempts, r.restarts_in_place + 1);
+	/* the spare was held the whole run (refilled at once from free nodes) */
+	double span_h = (double)r.makespan_ms / 3600e3;
+	assert_true(r.device_h_spare > 0.95 * 4 * span_h && r.device_h_spare <= 4 * span_h + 1e-6);
+	assert_true(r.device_h_used > 8 * 100 + r.device_h_spare - 1e-6);
+	double effective_spared = r.effective;
+	int failures = r.failures;
+	sim_result_release(&r);
+	/* the same failures without the spare: in place still, on free nodes */
+	o.spares = 0;
+	assert_int_equal(sim_run(&cl, &tr, &o, &r, &err), 0);
+	assert_int_equal(r.requeues, 0);
+	assert_int_equal(r.spare_swaps, 0);
+	assert_true(r.restarts_in_place >= 3);
+	assert_true(r.device_h_spare == 0);
+	assert_true(r.effective > effective_spared); /* a spare costs idle device-time */
+	sim_result_release(&r);
+	/* requeued: back to the queue at every failure under it */
+	o.restart = RESTART_REQUEUE;
+	assert_int_equal(sim_run(&cl, &tr, &o, &r, &err), 0);
+	assert_int_equal(r.restarts_in_place, 0);
+	assert_true(r.requeues >= 3);
+	assert_int_equal(r.jobs[0].attempts, r.requeues + 1);
+	assert_true(r.failures > 0 && failures > 0);
+	sim_result_release(&r);
+	sim_trace_release(&tr);
+	sim_cluster_release(&cl);
+
+	/* the pool: one idle H100 node no pass gives out; a second job that would
+	 * fit there waits for the gang to end, and failures under the gang are
+	 * swapped for the pool's node */
+	load("name,model,gpus,cpus\nn0,H100,4,8\nn1,H100,4,8\nn2,H100,4,8\n",
+	     HEADER "1,0,36000,2,4,1,1,0,,a,,0\n2,1,3600,1,4,1,1,0,,a,,0\n", &cl, &tr);
+	options(&o);
+	o.sched.nspare_pool = 1;
+	snprintf(o.sched.spare_pool[0].model, MODEL_NAME_MAX, "H100");
+	o.sched.spare_pool[0].nodes = 1;
+	assert_int_equal(sim_run(&cl, &tr, &o, &r, &err), 0);
+	assert_int_equal(r.done, 2);
+	assert_int_equal(r.jobs[1].start_ms, 36000 * 1000);
+	sim_result_release(&r);
+	o.mtbf_gpu_h = 40;
+	o.repair_h = 1;
+	o.checkpoint_s = 600;
+	assert_int_equal(sim_run(&cl, &tr, &o, &r, &err), 0);
+	printf("# pool: %d failures, %d restarts in place, %d by the pool, %d requeues\n",
+	       r.failures, r.restarts_in_place, r.pool_swaps, r.requeues);
+	assert_int_equal(r.done, 2);
+	assert_true(r.pool_swaps >= 1);
+	assert_true(r.restarts_in_place >= r.pool_swaps);
+	sim_result_release(&r);
+	sim_trace_release(&tr);
+	sim_cluster_release(&cl);
+}
+
 static void expect_error(const char *text, const char *needle)
 {
 	struct sim_trace tr;
@@ -435,6 +520,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_least_attained_service),
 		cmocka_unit_test(test_one_pass_equals_one_by_one),
 		cmocka_unit_test(test_failures_and_effective_training),
+		cmocka_unit_test(test_restarts_in_place_and_spares),
 		cmocka_unit_test(test_bad_traces),
 	};
 	/* an argument runs the cases whose names contain it */
