@@ -120,6 +120,7 @@ static const struct field {
 	{"GPUHours", NULL, "gpu_hours", F_NUM, 9},
 	{"GPUBusyHours", NULL, "gpu_busy_hours", F_NUM, 12},
 	{"GoodGPUHours", NULL, "good_gpu_hours", F_NUM, 12},
+	{"SpareGPUHours", NULL, "spare_gpu_hours", F_NUM, 13},
 	{"GPUHoursPerKWh", NULL, "gpu_hours_per_kwh", F_NUM, 14},
 	{"Cost", NULL, "cost", F_MONEY, 10},
 };
@@ -214,6 +215,7 @@ static const struct tk_option acct_opts[] = {
 	{"format", 'o', "FIELDS",
 	 "the columns, comma-separated (default " DEFAULT_FORMAT "; also Class, JobName, "
 	 "Submit, End, NodeList, AllocCPUS, TotalCPU, MaxRSS, GPUHours, GPUBusyHours, "
+	 "GoodGPUHours, SpareGPUHours (its spares held idle, in GPUHours and Cost), "
 	 "GPUHoursPerKWh)"},
 	{"parsable2", 'P', NULL, "fields separated by |, no padding"},
 	{"duplicates", 'D', NULL, "every attempt of each job, not only its newest"},

@@ -1075,6 +1075,8 @@ static json_t *attempt_pack(const struct attempt *a)
 		json_object_set_new(o, "in_place", json_true());
 	if (a->replaced[0])
 		json_object_set_new(o, "replaced", json_string(a->replaced));
+	if (a->spare_mdev_ms)
+		json_object_set_new(o, "spare_mdev_ms", json_integer(a->spare_mdev_ms));
 	if (a->digest[0])
 		json_object_set_new(o, "digest", json_string(a->digest));
 	if (a->restore_tag[0] || a->restore_go)
@@ -1218,11 +1220,11 @@ static int attempt_node_unpack(json_t *nj, struct attempt_node *n, struct tk_err
 static int attempt_unpack(json_t *aj, struct attempt *a, struct tk_error *err)
 {
 	static const char *const keys[] = {
-		"number",      "start_ms",    "end_ms",	 "ended",
-		"master_addr", "master_port", "reason",	 "nodes",
-		"tasks",       "digest",      "restore", "pending_checkpoints",
-		"metrics",     "end",	      "fail_ms", "checkpoint_write_ms",
-		"in_place",    "replaced",    NULL};
+		"number",      "start_ms",    "end_ms",	       "ended",
+		"master_addr", "master_port", "reason",	       "nodes",
+		"tasks",       "digest",      "restore",       "pending_checkpoints",
+		"metrics",     "end",	      "fail_ms",       "checkpoint_write_ms",
+		"in_place",    "replaced",    "spare_mdev_ms", NULL};
 	int64_t number, start, end, port;
 	int r, cause;
 	memset(a, 0, sizeof(*a));
@@ -1269,7 +1271,9 @@ static int attempt_unpack(json_t *aj, struct attempt *a, struct tk_error *err)
 	    (r = mj_int(aj, "fail_ms", false, 0, INT64_MAX, 0, &a->fail_ms, err)) < 0 ||
 	    (r = mj_int(aj, "checkpoint_write_ms", false, 0, INT64_MAX, 0, &a->ckpt_ms, err)) < 0 ||
 	    (r = mj_bool(aj, "in_place", false, false, &a->in_place, err)) < 0 ||
-	    (r = mj_strbuf(aj, "replaced", false, true, a->replaced, sizeof(a->replaced), err)) < 0)
+	    (r = mj_strbuf(aj, "replaced", false, true, a->replaced, sizeof(a->replaced), err)) <
+		    0 ||
+	    (r = mj_int(aj, "spare_mdev_ms", false, 0, INT64_MAX, 0, &a->spare_mdev_ms, err)) < 0)
 		return r;
 	a->end = (enum attempt_end)(cause + 1);
 	a->number = (int)number;

@@ -644,6 +644,9 @@ struct attempt {
 	 * it left for another ("": none) */
 	bool in_place;
 	char replaced[MODEL_NAME_MAX];
+	/* milli-device-milliseconds its job's spares (--spares) were held idle
+	 * while it was the job's newest attempt: charged with it */
+	int64_t spare_mdev_ms;
 };
 
 struct job {

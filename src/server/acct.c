@@ -67,6 +67,7 @@ struct acct {
 	char model[MODEL_NAME_MAX];
 	struct goodput good; /* where its time went (goodput.c) */
 	double good_hours;   /* gpus x its kept training */
+	double spare_hours;  /* its job's spares held idle (in gpu_hours and cost) */
 };
 
 static void figures(struct server *s, const struct sjob *j, const struct attempt *a, int64_t now,
@@ -92,6 +93,14 @@ static void figures(struct server *s, const struct sjob *j, const struct attempt
 			snprintf(f->model, sizeof(f->model), "mixed");
 	}
 	f->gpu_hours = f->gpus * f->hours;
+	/* the spares held for it, idle, are charged as held: at its model's price */
+	f->spare_hours = (double)state_spare_mdev_ms(&s->st, j, a, now) / MODEL_MILLI / 3.6e6;
+	if (f->spare_hours > 0) {
+		const char *model = j->nspares ? j->spares[0].model : f->model;
+		const struct catalogue_entry *e = model[0] ? catalogue_find(&s->cat, model) : NULL;
+		f->gpu_hours += f->spare_hours;
+		f->cost += f->spare_hours * (e ? e->price_per_hour : 0);
+	}
 	goodput_attempt(&j->job, (int)(a - j->job.attempts), now, &f->good);
 	f->good_hours = f->gpus * (double)f->good.productive_ms / 3.6e6;
 	const struct job_request *rq = &j->job.req;
@@ -196,9 +205,12 @@ static json_t *row(struct server *s, const struct sjob *j, const struct attempt 
 				    json_pack("{s:I, s:i}", "job", (json_int_t)j->job.array_job,
 					      "index", j->job.array_index));
 	/* work per energy: GPU-hours per kWh */
-	json_object_set_new(o, "gpu_hours_per_kwh",
-			    f.energy_j > 0 ? json_real(f.gpu_hours / (f.energy_j / 3.6e6))
-					   : json_null());
+	json_object_set_new(
+		o, "gpu_hours_per_kwh",
+		f.energy_j > 0 ? json_real((f.gpu_hours - f.spare_hours) / (f.energy_j / 3.6e6))
+			       : json_null());
+	if (f.spare_hours > 0)
+		json_object_set_new(o, "spare_gpu_hours", json_real(f.spare_hours));
 	strbuf_release(&nodes);
 	return o;
 }

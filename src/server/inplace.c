@@ -124,9 +124,36 @@ static void spared_add(struct state *s, struct sjob *j)
 	s->spared[s->nspared++] = j;
 }
 
-void state_spare_take(struct state *s, struct sjob *j, struct snode *n,
-		      const struct sched_assign *as)
+static int64_t spares_milli(const struct sjob *j)
 {
+	int64_t milli = 0;
+	for (int i = 0; i < j->nspares; i++)
+		milli += (int64_t)j->spares[i].ndev * j->spares[i].milli;
+	return milli;
+}
+
+/* Charges the spares' idle devices to j's newest attempt, up to now. */
+static void spares_charge(struct sjob *j, int64_t now)
+{
+	struct attempt *a = job_current_attempt(&j->job);
+	if (a && j->spares_since && now > j->spares_since)
+		a->spare_mdev_ms += (now - j->spares_since) * spares_milli(j);
+	j->spares_since = now;
+}
+
+int64_t state_spare_mdev_ms(const struct state *s, const struct sjob *j, const struct attempt *a,
+			    int64_t now)
+{
+	int64_t held = a->spare_mdev_ms;
+	if (a == job_current_attempt(&j->job) && j->spares_since && now > j->spares_since)
+		held += (now - j->spares_since) * spares_milli(j);
+	return held;
+}
+
+void state_spare_take(struct state *s, struct sjob *j, struct snode *n,
+		      const struct sched_assign *as, int64_t now)
+{
+	spares_charge(j, now);
 	j->spares = xrealloc(j->spares, sizeof(*j->spares) * (size_t)(j->nspares + 1));
 	struct attempt_node *sp = &j->spares[j->nspares++];
 	memset(sp, 0, sizeof(*sp));
@@ -144,8 +171,9 @@ void state_spare_take(struct state *s, struct sjob *j, struct snode *n,
 }
 
 /* Gives back spare i of j (its node may be gone). */
-static void spare_give_back(struct state *s, struct sjob *j, int i)
+static void spare_give_back(struct state *s, struct sjob *j, int i, int64_t now)
 {
+	spares_charge(j, now);
 	struct snode *n = state_node(s, j->spares[i].name);
 	if (n)
 		state_node_hold(s, n, j, &j->spares[i], -1);
@@ -153,10 +181,10 @@ static void spare_give_back(struct state *s, struct sjob *j, int i)
 	state_job_dirty(s, j);
 }
 
-void state_spares_release(struct state *s, struct sjob *j)
+void state_spares_release(struct state *s, struct sjob *j, int64_t now)
 {
 	while (j->nspares)
-		spare_give_back(s, j, j->nspares - 1);
+		spare_give_back(s, j, j->nspares - 1, now);
 	free(j->spares);
 	j->spares = NULL;
 	for (int i = 0; i < s->nspared; i++)
@@ -257,7 +285,7 @@ static bool restart(struct state *s, struct sjob *j, int64_t now, char *why, siz
 	if (nsp)
 		memcpy(sp, j->spares, sizeof(*sp) * (size_t)nsp);
 	while (j->nspares)
-		spare_give_back(s, j, j->nspares - 1);
+		spare_give_back(s, j, j->nspares - 1, now);
 	struct sched_node *view = state_sched_view(s);
 	bool *pool = xcalloc((size_t)s->nnodes + 1, sizeof(bool));
 	bool *out = xcalloc((size_t)s->nnodes + 1, sizeof(bool));
@@ -334,10 +362,10 @@ static bool restart(struct state *s, struct sjob *j, int64_t now, char *why, siz
 		for (int i = next_sp; i < nsp; i++) {
 			struct snode *c = spa[i].node >= 0 ? s->nodes[spa[i].node] : NULL;
 			if (c && takes_work(s, c))
-				state_spare_take(s, j, c, &spa[i]);
+				state_spare_take(s, j, c, &spa[i], now);
 		}
 	} else {
-		state_spares_release(s, j); /* a pass places it with new ones */
+		state_spares_release(s, j, now); /* a pass places it with new ones */
 	}
 	free(view);
 	free(pool);
@@ -352,7 +380,7 @@ static bool restart(struct state *s, struct sjob *j, int64_t now, char *why, siz
 /* Tops up j's spares from free nodes (a spare that can no longer take
  * work is given back first), each with the share its attempt's first node
  * has, the best fit outside the spare pool. */
-static void spares_refill(struct state *s, struct sjob *j)
+static void spares_refill(struct state *s, struct sjob *j, int64_t now)
 {
 	const struct attempt *a = job_current_attempt(&j->job);
 	for (int i = 0; i < j->nspares; i++) {
@@ -360,7 +388,7 @@ static void spares_refill(struct state *s, struct sjob *j)
 		if (!n || !takes_work(s, n)) {
 			log_info("job %lld: spare %s can take no work; given back",
 				 (long long)j->job.id, j->spares[i].name);
-			spare_give_back(s, j, i--);
+			spare_give_back(s, j, i--, now);
 		}
 	}
 	if (!a || j->nspares >= j->job.req.spares)
@@ -380,7 +408,7 @@ static void spares_refill(struct state *s, struct sjob *j)
 		int best = sched_share_best(view, s->nnodes, ok, &w, &pick);
 		if (best < 0)
 			break;
-		state_spare_take(s, j, s->nodes[best], &pick);
+		state_spare_take(s, j, s->nodes[best], &pick, now);
 		ok[best] = false;
 	}
 	free(ok);
@@ -462,7 +490,7 @@ void state_inplace_tick(struct state *s, int64_t now)
 	for (int i = 0; i < s->nspared; i++) {
 		struct sjob *j = s->spared[i];
 		if ((j->job.state == JOB_STARTING || j->job.state == JOB_RUNNING) && !j->inplace)
-			spares_refill(s, j);
+			spares_refill(s, j, now);
 	}
 	pool_refill(s);
 }

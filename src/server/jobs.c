@@ -555,7 +555,7 @@ void state_apply_start(struct state *s, struct sjob *j, const struct sched_start
 	for (int i = 0; i < nn; i++)
 		state_part_add(s, nodes[st->nodes[i].node], j, a, i);
 	for (int i = nn; i < st->nnodes; i++)
-		state_spare_take(s, j, nodes[st->nodes[i].node], &st->nodes[i]);
+		state_spare_take(s, j, nodes[st->nodes[i].node], &st->nodes[i], now);
 	state_restore_plan(s, j, a);
 	log_debug("job %lld attempt %d starts on %s%s", (long long)job->id, a->number,
 		  a->nodes[0].name, a->nnodes > 1 ? " and others" : "");

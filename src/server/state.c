@@ -406,7 +406,7 @@ int state_job_set_state(struct state *s, struct sjob *j, enum job_state to, cons
 	/* spares go with a job that ends or waits in its queue (a pass
 	 * places it with new ones); one restarting in place keeps them */
 	if (j->job.req.spares && (job_state_final(to) || (to == JOB_PENDING && !j->inplace)))
-		state_spares_release(s, j);
+		state_spares_release(s, j, now);
 	if (job_state_final(to)) {
 		state_inplace_drop(s, j);
 		j->job.end_ms = now;

@@ -100,6 +100,7 @@ struct sjob {
 	 * as one of its attempt's nodes has */
 	struct attempt_node *spares;
 	int nspares;
+	int64_t spares_since; /* charged to its newest attempt up to then */
 };
 
 /* ---- inplace.c: restarts in place ---------------------------------------------------- */
@@ -716,9 +717,13 @@ void state_inplace_drop(struct state *s, struct sjob *j);
 void state_inplace_tick(struct state *s, int64_t now);
 /* Holds node n's share as (a pass's start) as a spare of j. */
 void state_spare_take(struct state *s, struct sjob *j, struct snode *n,
-		      const struct sched_assign *as);
+		      const struct sched_assign *as, int64_t now);
 /* Gives back every spare j holds. */
-void state_spares_release(struct state *s, struct sjob *j);
+void state_spares_release(struct state *s, struct sjob *j, int64_t now);
+/* The milli-device-ms j's spares were held idle while a was its newest
+ * attempt, to now. */
+int64_t state_spare_mdev_ms(const struct state *s, const struct sjob *j, const struct attempt *a,
+			    int64_t now);
 /* The jobs node n is a spare of, as a JSON array of ids (NULL: none). */
 json_t *state_node_spare_for(const struct state *s, const struct snode *n);
 /* A MASTER_PORT no other attempt led from n uses. */

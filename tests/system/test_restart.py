@@ -124,6 +124,17 @@ def test_restarts_in_place_keep_the_nodes_and_swap_in_the_spare(hosts4, workdir,
     assert "started in place, on the nodes its job held\n" in show, show
     assert f"started in place, on the nodes its job held ({held[0]} replaced)" in show, show
     assert "Restart:  in place, 1 spare(s) asked, held: none" in show, show
+    # the spare's idle GPU was charged as held, with each attempt it was held
+    # for: attempts 1 and 2 (taken in by attempt 3, no free node to refill)
+    recs = {r["attempt"]: r for r in c.json("acct", "-D")["records"]
+            if r["job_id"] == int(jid)}
+    for n in (1, 2):
+        held_h = (recs[n]["end_ms"] - recs[n]["start_ms"]) / 3.6e6
+        assert 0.5 * held_h < recs[n].get("spare_gpu_hours", 0) < held_h + 0.01, recs[n]
+        assert recs[n]["gpu_hours"] >= 2 * held_h + recs[n]["spare_gpu_hours"] - 0.01, recs[n]
+    assert "spare_gpu_hours" not in recs[3], recs[3]
+    table = c.run("acct", "-D", "-P", "-o", "JobID,Attempt,SpareGPUHours").stdout
+    assert f"{jid}|1|" in table and f"{jid}|3|-" in table, table
     # the waiting job gets the nodes once the job is done
     wait_for(lambda: c.job(waiting)["state"] == "RUNNING", 60, "the waiting job")
     c.run("cancel", waiting)

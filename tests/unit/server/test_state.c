@@ -664,6 +664,12 @@ static void test_spare_takes_a_lost_nodes_place(void **state)
 	assert_string_equal(a2->replaced, r0);
 	assert_int_equal(j->nspares, 0); /* none free to take its place */
 	assert_int_equal(b->job.state, JOB_PENDING);
+	/* the spare's 8 idle devices, held from the start to the swap, are
+	 * attempt 1's to pay */
+	assert_int_equal(j->job.attempts[0].spare_mdev_ms, 7 * 8 * MODEL_MILLI);
+	assert_int_equal(state_spare_mdev_ms(&w->st, j, &j->job.attempts[0], T0 + 100),
+			 7 * 8 * MODEL_MILLI);
+	assert_int_equal(state_spare_mdev_ms(&w->st, j, a2, T0 + 8), 0);
 	/* the lost node comes back: it is the next spare, not the waiting job's */
 	state_register(&w->st, &state_node(&w->st, r0)->rec.inv, "aaaaaaaa", NULL, 0, T0 + 8,
 		       MONO0 + 8);
@@ -671,6 +677,8 @@ static void test_spare_takes_a_lost_nodes_place(void **state)
 	assert_int_equal(j->nspares, 1);
 	assert_string_equal(j->spares[0].name, r0);
 	assert_int_equal(b->job.state, JOB_PENDING);
+	/* ... and the new spare attempt 2's, counted as it is held */
+	assert_int_equal(state_spare_mdev_ms(&w->st, j, a2, T0 + 10), 8 * MODEL_MILLI);
 	/* it completes: its spare goes, to the waiting job */
 	for (int r = 0; r < 2; r++)
 		task_event(w, j, r, TASK_EVENT_STARTED, 0, EXIT_EXITED, T0 + 10);
@@ -679,6 +687,8 @@ static void test_spare_takes_a_lost_nodes_place(void **state)
 	assert_int_equal(j->job.state, JOB_COMPLETED);
 	assert_int_equal(j->nspares, 0);
 	assert_int_equal(w->st.nspared, 0);
+	assert_int_equal(j->job.attempts[1].spare_mdev_ms, 2 * 8 * MODEL_MILLI);
+	assert_int_equal(j->job.attempts[0].spare_mdev_ms, 7 * 8 * MODEL_MILLI);
 	state_schedule(&w->st, T0 + 12);
 	assert_int_equal(b->job.state, JOB_STARTING);
 	world_free(w);
