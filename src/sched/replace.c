@@ -80,20 +80,36 @@ int sched_share_fit(const struct sched_node *n, const struct sched_share *w,
 int sched_share_best(const struct sched_node *nodes, int n, const bool *ok,
 		     const struct sched_share *w, struct sched_assign *ret)
 {
-	int best = -1, best_left = 0;
+	int best = -1, best_left = 0, best_sw = 0;
+	int *idx = NULL;
+	if (w->max_switches > 0) {
+		idx = xcalloc((size_t)w->nwith + 1, sizeof(int));
+		memcpy(idx, w->with, sizeof(int) * (size_t)w->nwith);
+	}
 	for (int i = 0; i < n; i++) {
 		if (!ok[i])
 			continue;
 		struct sched_assign try;
 		memset(&try, 0, sizeof(try));
 		int left = sched_share_fit(&nodes[i], w, &try);
-		if (left >= 0 && (best < 0 || left < best_left)) {
+		if (left < 0)
+			continue;
+		int sw = 0;
+		if (idx) {
+			idx[w->nwith] = i;
+			sw = sched_switches_spanned(nodes, idx, w->nwith + 1);
+			if (sw > w->max_switches)
+				continue;
+		}
+		if (best < 0 || sw < best_sw || (sw == best_sw && left < best_left)) {
 			best = i;
 			best_left = left;
+			best_sw = sw;
 			*ret = try;
 			ret->node = i;
 		}
 	}
+	free(idx);
 	return best;
 }
 

@@ -475,7 +475,9 @@ int sched_switches_spanned(const struct sched_node *nodes, const int *idx, int n
  * any) or, where the job names models, one of those (models, nmodels);
  * dev_mem_mib each at least (0: any); cpus and mem_mib of the node; the
  * whole node (alone, for --exclusive); never a node the job excludes or,
- * where it names nodes (nodelist), one it does not. */
+ * where it names nodes (nodelist), one it does not. With max_switches
+ * (--switches), the gang's other nodes (with[0..nwith), node indices) and
+ * the one chosen span at most that many switches, the fewest first. */
 struct sched_share {
 	int ndev;
 	int milli;
@@ -490,6 +492,9 @@ struct sched_share {
 	int nexclude;
 	const char *const *nodelist;
 	int nnodelist;
+	int max_switches;
+	const int *with;
+	int nwith;
 };
 
 /* Can node n (schedulable: taking work) hold share w on the very devices of
@@ -501,8 +506,9 @@ bool sched_share_free(const struct sched_node *n, const struct sched_share *w,
  * leaves fewest), or -1 where it does not fit or n takes no work. */
 int sched_share_fit(const struct sched_node *n, const struct sched_share *w,
 		    struct sched_assign *as);
-/* The best fit for w among nodes i with ok[i] (fewest fitting devices
- * left, then the first); its index, or -1; the share in *ret. */
+/* The best fit for w among nodes i with ok[i] (with max_switches, the
+ * fewest switches spanned first; then the fewest fitting devices left,
+ * then the first); its index, or -1; the share in *ret. */
 int sched_share_best(const struct sched_node *nodes, int n, const bool *ok,
 		     const struct sched_share *w, struct sched_assign *ret);
 

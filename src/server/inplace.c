@@ -250,6 +250,7 @@ static struct sched_share share_of(const struct sjob *j, const struct attempt_no
 		.nexclude = r->nexclude,
 		.nodelist = (const char *const *)r->nodelist,
 		.nnodelist = r->nnodelist,
+		.max_switches = r->switches,
 	};
 }
 
@@ -308,7 +309,11 @@ static bool restart(struct state *s, struct sjob *j, int64_t now, char *why, siz
 	char replaced[MODEL_REASON_MAX] = "";
 	bool ok = true;
 	int next_sp = 0;
-	for (int k = 0; k < ip->nnodes && ok; k++) {
+	/* the nodes it keeps first, then a place for each of the others, the
+	 * gang's nodes so far beside it (--switches) */
+	bool *kept = xcalloc((size_t)ip->nnodes, sizeof(bool));
+	int *with = xcalloc((size_t)ip->nnodes + 1, sizeof(int)), nwith = 0;
+	for (int k = 0; k < ip->nnodes; k++) {
 		const struct attempt_node *an = &a->nodes[k];
 		struct snode *n = state_node(s, an->name);
 		struct sched_share w = share_of(j, an);
@@ -317,8 +322,18 @@ static bool restart(struct state *s, struct sjob *j, int64_t now, char *why, siz
 			as[k].cpus = w.cpus;
 			as[k].mem_mib = w.mem_mib;
 			as[k].alone = w.alone;
-			continue;
+			kept[k] = true;
+			with[nwith++] = as[k].node;
 		}
+	}
+	for (int k = 0; k < ip->nnodes && ok; k++) {
+		if (kept[k])
+			continue;
+		const struct attempt_node *an = &a->nodes[k];
+		struct snode *n = state_node(s, an->name);
+		struct sched_share w = share_of(j, an);
+		w.with = with;
+		w.nwith = nwith;
 		int used;
 		enum sched_from from = sched_replace(view, s->nnodes, pool, out, &w, spa + next_sp,
 						     nsp - next_sp, &used, scratch, &as[k]);
@@ -335,6 +350,7 @@ static bool restart(struct state *s, struct sjob *j, int64_t now, char *why, siz
 		if (from == SCHED_FROM_SPARE)
 			next_sp += used + 1; /* those before it can no longer hold a share */
 		out[as[k].node] = true;
+		with[nwith++] = as[k].node;
 		add_replaced(replaced, sizeof(replaced), an->name,
 			     from == SCHED_FROM_SPARE  ? "spare "
 			     : from == SCHED_FROM_POOL ? "the pool's spare "
@@ -367,6 +383,8 @@ static bool restart(struct state *s, struct sjob *j, int64_t now, char *why, siz
 	} else {
 		state_spares_release(s, j, now); /* a pass places it with new ones */
 	}
+	free(kept);
+	free(with);
 	free(view);
 	free(pool);
 	free(out);
@@ -402,7 +420,16 @@ static void spares_refill(struct state *s, struct sjob *j, int64_t now)
 		if (n)
 			ok[node_index(s, n)] = false;
 	}
+	/* within --switches of the attempt's nodes */
+	int *with = xcalloc((size_t)a->nnodes + 1, sizeof(int)), nwith = 0;
+	for (int k = 0; k < a->nnodes; k++) {
+		struct snode *n = state_node(s, a->nodes[k].name);
+		if (n)
+			with[nwith++] = node_index(s, n);
+	}
 	struct sched_share w = share_of(j, &a->nodes[0]);
+	w.with = with;
+	w.nwith = nwith;
 	while (j->nspares < j->job.req.spares) {
 		struct sched_assign pick;
 		int best = sched_share_best(view, s->nnodes, ok, &w, &pick);
@@ -411,6 +438,7 @@ static void spares_refill(struct state *s, struct sjob *j, int64_t now)
 		state_spare_take(s, j, s->nodes[best], &pick, now);
 		ok[best] = false;
 	}
+	free(with);
 	free(ok);
 	free(view);
 }

@@ -714,6 +714,7 @@ static struct sched_share share_of(const struct eng *e, int j, const struct sche
 		.cpus = a->cpus,
 		.mem_mib = a->mem_mib,
 		.alone = a->alone,
+		.max_switches = sj->max_switches,
 	};
 }
 
@@ -737,6 +738,11 @@ static void spares_refill(struct eng *e)
 		for (int k = 0; k < s->nsp; k++)
 			e->scratch[s->sp[k].node] = false;
 		struct sched_share w = share_of(e, j, &s->a[0]);
+		int with[MODEL_MAX_NODES];
+		w.nwith = 0;
+		for (int k = 0; k < s->na && w.nwith < MODEL_MAX_NODES; k++)
+			with[w.nwith++] = s->a[k].node;
+		w.with = with;
 		while (s->nsp < want) {
 			struct sched_assign pick;
 			int best = sched_share_best(e->nodes, e->cl->n, e->scratch, &w, &pick);
@@ -768,14 +774,27 @@ static void restart_in_place(struct eng *e, int j, const struct sched_assign *ol
 	for (int k = 0; k < nsp; k++)
 		e->out[sp[k].node] = true;
 	struct sched_assign *as = xmalloc(sizeof(*as) * (size_t)n);
-	int next = 0;
-	bool ok = true;
-	for (int k = 0; k < n && ok; k++) {
+	/* the nodes it keeps first, then a place for each of the others, the
+	 * gang's nodes so far beside it (--switches) */
+	bool *kept = xcalloc((size_t)n, sizeof(bool));
+	int *with = xcalloc((size_t)n + 1, sizeof(int)), nwith = 0;
+	for (int k = 0; k < n; k++) {
 		struct sched_share w = share_of(e, j, &old[k]);
 		as[k] = old[k];
 		if (old[k].node != failed_node &&
-		    sched_share_free(&e->nodes[old[k].node], &w, &old[k]))
+		    sched_share_free(&e->nodes[old[k].node], &w, &old[k])) {
+			kept[k] = true;
+			with[nwith++] = old[k].node;
+		}
+	}
+	int next = 0;
+	bool ok = true;
+	for (int k = 0; k < n && ok; k++) {
+		if (kept[k])
 			continue;
+		struct sched_share w = share_of(e, j, &old[k]);
+		w.with = with;
+		w.nwith = nwith;
 		int used;
 		enum sched_from from =
 			sched_replace(e->nodes, e->cl->n, e->o->sched.nspare_pool ? e->pool : NULL,
@@ -796,7 +815,10 @@ static void restart_in_place(struct eng *e, int j, const struct sched_assign *ol
 			break;
 		}
 		e->out[as[k].node] = true;
+		with[nwith++] = as[k].node;
 	}
+	free(kept);
+	free(with);
 	pool_view(e, false);
 	if (ok) {
 		s->pend_since = e->now;

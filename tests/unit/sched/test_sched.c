@@ -2045,6 +2045,36 @@ static void test_replace_and_pool(void **state)
 	assert_int_equal(sched_replace(c.nodes, c.n, pool, out, &alone, NULL, 0, &used, ok, &got),
 			 SCHED_FROM_NONE);
 	c.nodes[big].cpus_free++;
+	/* --switches: a place beside the gang's other nodes, within its limit,
+	 * before a tighter fit on another leaf */
+	snprintf(c.topo[a0], sizeof(c.topo[a0]), "spine1/leaf1");
+	snprintf(c.topo[big], sizeof(c.topo[big]), "spine1/leaf1");
+	snprintf(c.topo[tight], sizeof(c.topo[tight]), "spine1/leaf2");
+	snprintf(c.topo[pooled], sizeof(c.topo[pooled]), "spine1/leaf2");
+	c.devs[tight][3].free_milli = MODEL_MILLI;
+	struct sched_share sw = {.ndev = 4, .milli = MODEL_MILLI, .model = "H100", .cpus = 8};
+	int gang[] = {a0};
+	sw.with = gang;
+	sw.nwith = 1;
+	for (int i = 0; i < c.n; i++)
+		out[i] = i != big && i != tight;
+	assert_int_equal(sched_replace(c.nodes, c.n, NULL, out, &sw, NULL, 0, &used, ok, &got),
+			 SCHED_FROM_FREE);
+	assert_int_equal(got.node, tight); /* no limit: the tightest fit */
+	sw.max_switches = 1;
+	assert_int_equal(sched_replace(c.nodes, c.n, NULL, out, &sw, NULL, 0, &used, ok, &got),
+			 SCHED_FROM_FREE);
+	assert_int_equal(got.node, big); /* its leaf */
+	out[big] = true;
+	assert_int_equal(sched_replace(c.nodes, c.n, NULL, out, &sw, NULL, 0, &used, ok, &got),
+			 SCHED_FROM_NONE); /* leaf2 would span three switches */
+	sw.max_switches = 3;
+	assert_int_equal(sched_replace(c.nodes, c.n, NULL, out, &sw, NULL, 0, &used, ok, &got),
+			 SCHED_FROM_FREE);
+	assert_int_equal(got.node, tight);
+	for (int i = 0; i < c.n; i++)
+		c.topo[i][0] = '\0';
+	c.devs[tight][3].free_milli = 500;
 	/* the pool: two H100 nodes, empty ones only, the first first */
 	struct sched_config cfg;
 	memset(&cfg, 0, sizeof(cfg));
