@@ -365,12 +365,20 @@ static int run_drain(struct ctx *c)
 
 CLI_COMMAND(cli_drain, CLI_OPTS(drain_opts), false, 1, -1, run_drain)
 
+enum { R_FORCE = O_FIRST_OWN };
+static const struct tk_option resume_opts[] = {
+	COMMON_OPTS,
+	{"force", 0, NULL,
+	 "resume a node despite a fault it still reports (it would otherwise be drained again at "
+	 "its next heartbeat)"},
+};
+
 static int run_resume(struct ctx *c)
 {
-	return node_action(c, "resume", NULL);
+	return node_action(c, c->v[R_FORCE] ? "resume?force=true" : "resume", NULL);
 }
 
-CLI_COMMAND(cli_resume, CLI_OPTS(cli_plain_opts), false, 1, -1, run_resume)
+CLI_COMMAND(cli_resume, CLI_OPTS(resume_opts), false, 1, -1, run_resume)
 
 /* ---- images ------------------------------------------------------------------------------ */
 

@@ -1181,7 +1181,35 @@ static void h_node_resume(struct request *r, const char *param, json_t *body)
 	struct snode *n = find_node(r, param);
 	if (!n)
 		return;
-	if (n->rec.drained) {
+	const char *fa = request_arg(r, "force");
+	if (fa && strcmp(fa, "true") != 0 && strcmp(fa, "false") != 0) {
+		reply_error(r, 400, "force: expected true or false, got \"%.40s\"", fa);
+		return;
+	}
+	bool force = fa && strcmp(fa, "true") == 0;
+	/* a fault it still reports would drain it again at its next beat,
+	 * and end whatever started on it meanwhile */
+	const char *fault;
+	if (state_node_faults_unwaived(n, &fault)) {
+		if (!force) {
+			reply_error(
+				r, 409,
+				"node %s still reports a fault (its heartbeat %llds ago): %s; "
+				"resumed, it would be drained again at its next heartbeat. Fix "
+				"the cause first (a fault counted since its agent started, such "
+				"as a failed device check, clears when the agent restarts; one "
+				"told once, as an Xid, is gone from the next heartbeat), or resume "
+				"with force (tenk resume --force) to give it work despite this "
+				"fault",
+				n->rec.inv.name,
+				(long long)(MAX(0, tk_mono_ms() - n->faults_at) / 1000), fault);
+			return;
+		}
+		char what[MODEL_REASON_MAX + MODEL_NAME_MAX + 64];
+		snprintf(what, sizeof(what), "by %s, despite its fault: %.200s", r->user, fault);
+		state_node_event(&r->s->st, n, NODE_EV_RESUMED, 0, 0, what, server_now_ms(r->s));
+		state_waive_faults(n);
+	} else if (n->rec.drained) {
 		char who[MODEL_NAME_MAX + 64];
 		snprintf(who, sizeof(who), "by %s, drained %s", r->user,
 			 drain_source_name(n->rec.drain_source));
@@ -1462,8 +1490,8 @@ static void h_agent_heartbeat(struct request *r, const char *param, json_t *body
 			state_agent_stopping(&r->s->st, n);
 		if (m.has_images)
 			state_node_images(&r->s->st, n, &m);
-		for (int i = 0; i < m.nfaults; i++)
-			state_node_fault(&r->s->st, n, m.faults[i], server_now_ms(r->s));
+		state_node_faults(&r->s->st, n, (const char(*)[WIRE_FAULT_MAX])m.faults, m.nfaults,
+				  server_now_ms(r->s), mono);
 		state_node_gpus(&r->s->st, n, &m, server_now_ms(r->s));
 		for (int i = 0; i < m.ncheckpoints; i++)
 			state_checkpoint_seen(&r->s->st, &m.checkpoints[i]);

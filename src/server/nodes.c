@@ -285,6 +285,66 @@ void state_node_fault(struct state *s, struct snode *n, const char *fault, int64
 	state_want_pass(s);
 }
 
+static uint64_t fault_digest(const char *f)
+{
+	uint64_t d = 1469598103934665603ULL; /* FNV-1a */
+	for (const char *p = f; *p; p++)
+		d = (d ^ (unsigned char)*p) * 1099511628211ULL;
+	return d;
+}
+
+static bool waived(const struct snode *n, uint64_t d)
+{
+	for (int i = 0; i < n->nwaived; i++)
+		if (n->waived[i] == d)
+			return true;
+	return false;
+}
+
+void state_node_faults(struct state *s, struct snode *n, const char (*faults)[WIRE_FAULT_MAX],
+		       int nfaults, int64_t now, int64_t mono)
+{
+	n->nfaults_now = 0;
+	n->fault_first[0] = '\0';
+	n->faults_at = mono;
+	for (int i = 0; i < nfaults && i < WIRE_MAX_FAULTS; i++) {
+		uint64_t d = fault_digest(faults[i]);
+		n->faults_now[n->nfaults_now++] = d;
+		if (waived(n, d))
+			continue;
+		if (!n->fault_first[0])
+			snprintf(n->fault_first, sizeof(n->fault_first), "%s", faults[i]);
+		state_node_fault(s, n, faults[i], now);
+	}
+	/* a waived fault no longer reported is forgotten: back, it drains */
+	int k = 0;
+	for (int i = 0; i < n->nwaived; i++)
+		for (int f = 0; f < n->nfaults_now; f++)
+			if (n->faults_now[f] == n->waived[i]) {
+				n->waived[k++] = n->waived[i];
+				break;
+			}
+	n->nwaived = k;
+}
+
+int state_node_faults_unwaived(const struct snode *n, const char **first)
+{
+	int c = 0;
+	for (int i = 0; i < n->nfaults_now; i++)
+		c += !waived(n, n->faults_now[i]);
+	if (first)
+		*first = n->fault_first;
+	return c;
+}
+
+void state_waive_faults(struct snode *n)
+{
+	for (int i = 0; i < n->nfaults_now; i++)
+		if (!waived(n, n->faults_now[i]) && n->nwaived < WIRE_MAX_FAULTS)
+			n->waived[n->nwaived++] = n->faults_now[i];
+	n->fault_first[0] = '\0';
+}
+
 void state_node_seen(struct state *s, struct snode *n, int64_t mono)
 {
 	n->last_seen_ms = mono;

@@ -284,7 +284,16 @@ struct snode {
 	struct snode *wake_next;
 	struct svalid *held_by; /* a validation run holds it: no other work starts */
 	bool pool_spare;	/* held idle in the cluster's spare pool (inplace.c) */
-	bool agent_stopping;	/* its agent said it stops: no new work until one registers */
+	/* the faults its last beat reported (digests of their texts; the
+	 * first's text; when), and those an operator resumed it despite (it
+	 * is not drained again for them while they last) */
+	uint64_t faults_now[WIRE_MAX_FAULTS];
+	int nfaults_now;
+	int64_t faults_at; /* monotonic */
+	char fault_first[WIRE_FAULT_MAX];
+	uint64_t waived[WIRE_MAX_FAULTS];
+	int nwaived;
+	bool agent_stopping; /* its agent said it stops: no new work until one registers */
 	/* its Podman store as its agent last said (tenk images), once it has;
 	 * the pulls asked of it (tenk images pull), with how each went */
 	bool images_known;
@@ -645,7 +654,17 @@ void state_drain(struct state *s, struct snode *n, enum drain_source source, con
  * for it (the fault as the reason) and its jobs are requeued at once. A node
  * drained for a fault already takes the next ones as known. */
 void state_node_fault(struct state *s, struct snode *n, const char *fault, int64_t now);
+/* The faults of n's beat (every beat says all it has): each drains it, but
+ * one an operator resumed it despite (state_resume with force). */
+void state_node_faults(struct state *s, struct snode *n, const char (*faults)[WIRE_FAULT_MAX],
+		       int nfaults, int64_t now, int64_t mono);
+/* How many of the faults n's last beat reported still drain it (not
+ * waived); the first's text in *first (may be NULL). */
+int state_node_faults_unwaived(const struct snode *n, const char **first);
 void state_resume(struct state *s, struct snode *n);
+/* An operator takes n back despite the faults it reports now: they no
+ * longer drain it while it reports them (a new fault does). */
+void state_waive_faults(struct snode *n);
 /* The node's agent was heard from: it is alive (UP). */
 void state_node_seen(struct state *s, struct snode *n, int64_t mono);
 /* A heartbeat of n acknowledged the answer the server sent at acked_ms

@@ -130,7 +130,10 @@ def test_xid_and_health_check_drain_the_node(workdir, procs):
     n1 = [x for x in t.json("nodes")["nodes"] if x["name"] == "n1"][0]
     assert "Xid 79 (fallen off the bus)" in n1["reason"] and "Xid 13" not in n1["reason"], n1
     assert "Xid 13 (counted; not a fault of the node)" in a1.output()
-    t.run("resume", "n1")
+    # the Xid is told once: the node may be resumed once a heartbeat without
+    # it came (until then the server refuses: it would drain it again)
+    wait_for(lambda: t.run("resume", "n1", check=False).returncode == 0, 20,
+             "the resume accepted")
     resumed = time.monotonic()
 
     # the job is on n2 now; its health check fails
@@ -203,7 +206,9 @@ def test_gpu_thresholds_drain_the_node(workdir, procs):
         with open(nvml, "w") as f:
             f.write("")
         wait_for(lambda: not faults(), 20, f"the {check} check passing again")
-        t.run("resume", "n1")
+        # accepted once a heartbeat without the fault came
+        wait_for(lambda: t.run("resume", "n1", check=False).returncode == 0, 20,
+                 "the resume accepted")
         wait_for(lambda: node()["state"] == "UP", 20, "the node resumed")
     assert "the remapped_rows check passes again" in a1.output()
     kinds = [e["kind"] for e in t.json("nodes", "history", "n1")]
@@ -263,3 +268,18 @@ def test_device_check_before_a_restart_keeps_a_bad_node_out(workdir, procs):
     assert [x.split()[0] for x in lines if x] == ["1", "3"], lines  # attempt 2 ran nothing
     assert f"job {jid}.3: device check" in a2.output(), "the check ran before attempt 3"
     assert f"job {jid}.1: device check" not in a1.output(), "no check before a first attempt"
+    # n1 still reports its fault (a failed check counts until its agent
+    # restarts): resumed, it would be drained again at its next beat, so
+    # the operator is told why not; --force takes it back despite the fault
+    p = t.run("resume", "n1", check=False)
+    assert p.returncode != 0, p.stdout
+    assert re.search(r"still reports a fault \(its heartbeat \d+s ago\): job %d attempt 2: "
+                     r"device check failed" % jid, p.stderr), p.stderr
+    assert "tenk resume --force" in p.stderr, p.stderr
+    t.run("resume", "--force", "n1")
+    time.sleep(6)  # a heartbeat (5 s) that carries the fault again
+    n1 = [x for x in t.json("nodes")["nodes"] if x["name"] == "n1"][0]
+    assert n1["state"] == "UP", n1
+    hist = t.json("nodes", "history", "n1")
+    assert any(e["kind"] == "resumed" and "despite its fault: job" in e.get("detail", "")
+               for e in hist), hist
