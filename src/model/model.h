@@ -942,6 +942,10 @@ struct sched_config {
 	 * validates a joining node itself, with "validation_args" (options of
 	 * tenk validate, e.g. ["--quick"]) */
 	bool require_validation;
+	/* "require_limits": true (all) or ["memory", "devices", ...]: the
+	 * limits (enum node_limit bits) a node must enforce to take work; one
+	 * whose agent reports it cannot is drained for it, as for a fault */
+	unsigned require_limits;
 	int nvalidation_args;
 	char validation_args[MODEL_MAX_VALIDATION_ARGS][MODEL_NAME_MAX];
 	/* "allow_root_jobs": a job may run as uid 0 (default false: none does);

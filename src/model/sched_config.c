@@ -235,6 +235,35 @@ int sched_config_placement_parse(const char *name, bool *ret_fastest)
 	return 0;
 }
 
+/* "require_limits": true, false, or a list of limits by name. */
+static int require_limits_parse(json_t *v, unsigned *ret, struct tk_error *err)
+{
+	static const char *const want =
+		"expected true (every limit), false, or a list of \"memory\", \"cpus\", "
+		"\"processes\", \"devices\"";
+	*ret = 0;
+	if (!v || json_is_false(v))
+		return 0;
+	if (json_is_true(v)) {
+		*ret = NODE_LIMIT_ALL;
+		return 0;
+	}
+	if (!json_is_array(v))
+		return tk_errorf(err, -EINVAL, "require_limits: %s", want);
+	size_t i;
+	json_t *x;
+	json_array_foreach (v, i, x) {
+		unsigned bit = 0;
+		for (unsigned b = 1; b <= NODE_LIMIT_DEVICES && json_is_string(x); b <<= 1)
+			if (strcmp(json_string_value(x), node_limit_name(b)) == 0)
+				bit = b;
+		if (!bit)
+			return tk_errorf(err, -EINVAL, "require_limits[%zu]: %s", i, want);
+		*ret |= bit;
+	}
+	return 0;
+}
+
 int sched_config_load_json(struct sched_config *c, const char *text, struct tk_error *err)
 {
 	json_error_t jerr;
@@ -246,6 +275,7 @@ int sched_config_load_json(struct sched_config *c, const char *text, struct tk_e
 					   "default_class",
 					   "fair_share_half_life_s",
 					   "require_validation",
+					   "require_limits",
 					   "validation_args",
 					   "allow_root_jobs",
 					   "admin_unix_user",
@@ -288,6 +318,8 @@ int sched_config_load_json(struct sched_config *c, const char *text, struct tk_e
 			next.half_life_s, &hl, err)) < 0 ||
 	    (r = mj_bool(root, "require_validation", false, false, &next.require_validation, err)) <
 		    0 ||
+	    (r = require_limits_parse(json_object_get(root, "require_limits"), &next.require_limits,
+				      err)) < 0 ||
 	    (r = mj_bool(root, "allow_root_jobs", false, false, &next.allow_root_jobs, err)) < 0 ||
 	    (r = mj_strbuf(root, "admin_unix_user", false, true, next.admin_unix_user,
 			   sizeof(next.admin_unix_user), err)) < 0 ||

@@ -301,20 +301,44 @@ static bool waived(const struct snode *n, uint64_t d)
 	return false;
 }
 
+/* The limits the cluster requires ("require_limits") that n reports it
+ * cannot enforce, as a fault (false: none). */
+static bool limits_fault(const struct state *s, const struct snode *n, char *buf, size_t len)
+{
+	unsigned miss = s->sched.require_limits & n->rec.inv.unenforced;
+	if (!n->rec.inv.isolation_known || !miss)
+		return false;
+	size_t l = (size_t)snprintf(buf, len, "it cannot enforce");
+	const char *sep = " ";
+	for (unsigned b = 1; b <= NODE_LIMIT_DEVICES && l < len; b <<= 1)
+		if (miss & b) {
+			l += (size_t)snprintf(buf + l, len - l, "%s%s", sep, node_limit_name(b));
+			sep = ", ";
+		}
+	if (l < len)
+		snprintf(buf + l, len - l,
+			 " limits (cgroup v%d), which \"require_limits\" in config.json requires",
+			 n->rec.inv.cgroup_version);
+	return true;
+}
+
 void state_node_faults(struct state *s, struct snode *n, const char (*faults)[WIRE_FAULT_MAX],
 		       int nfaults, int64_t now, int64_t mono)
 {
 	n->nfaults_now = 0;
 	n->fault_first[0] = '\0';
 	n->faults_at = mono;
-	for (int i = 0; i < nfaults && i < WIRE_MAX_FAULTS; i++) {
-		uint64_t d = fault_digest(faults[i]);
+	char limits[WIRE_FAULT_MAX];
+	bool lf = limits_fault(s, n, limits, sizeof(limits));
+	for (int i = 0; i < nfaults + lf && i < WIRE_MAX_FAULTS; i++) {
+		const char *fault = i < nfaults ? faults[i] : limits;
+		uint64_t d = fault_digest(fault);
 		n->faults_now[n->nfaults_now++] = d;
 		if (waived(n, d))
 			continue;
 		if (!n->fault_first[0])
-			snprintf(n->fault_first, sizeof(n->fault_first), "%s", faults[i]);
-		state_node_fault(s, n, faults[i], now);
+			snprintf(n->fault_first, sizeof(n->fault_first), "%s", fault);
+		state_node_fault(s, n, fault, now);
 	}
 	/* a waived fault no longer reported is forgotten: back, it drains */
 	int k = 0;
@@ -712,6 +736,9 @@ struct snode *state_register(struct state *s, const struct node_inventory *inv,
 	state_node_dirty(s, n);
 	state_want_pass(s);
 	valid_node_registered(s, n, now);
+	/* limits the cluster requires and it cannot enforce: drained before
+	 * any pass, not at its first beat */
+	state_node_faults(s, n, NULL, 0, now, mono);
 	return n;
 }
 

@@ -3,10 +3,11 @@
 of processes; stopping it kills the whole cgroup; what it used is
 recorded."""
 import os
+import time
 
 import pytest
 
-from conftest import start_up, wait_for
+from conftest import root_jobs_config, start_up, wait_for
 
 pytestmark = pytest.mark.skipif(
     os.geteuid() != 0 or not os.path.isdir("/sys/fs/cgroup/memory"),
@@ -145,5 +146,30 @@ def test_cgroup_v2_without_controllers_runs_jobs_and_names_what_it_cannot_limit(
     wait_for(gone, 20, "the escaped process to be killed")
     wait_for(lambda: not os.path.exists(f"{UNIFIED}{level}/{jid}.1"), 20,
              "the attempt's cgroup to go")
+    d.stop()
+    os.rmdir(UNIFIED + level)
+
+    # a cluster that requires every limit keeps such a node out: drained as
+    # it registers, naming what it cannot enforce; a resume is refused while
+    # that lasts, and --force takes it back
+    root_jobs_config(t.data, require_limits=True)
+    t, d = start_up(workdir, wrap=["unshare", "-m", "--propagation", "private",
+                                   "sh", "-c", script, "sh"])
+    node = t.json("nodes", "node1")[0]
+    if not want:  # this machine delegated every controller: nothing to hold it to
+        assert node["state"] == "UP", node
+    else:
+        assert node["state"] == "DRAINED", node
+        assert node["reason"] == ("fault: it cannot enforce " + ", ".join(want) +
+                                  " limits (cgroup v2), which \"require_limits\" in "
+                                  "config.json requires"), node
+        jid = t.submit("--", "true")
+        time.sleep(1)
+        assert t.job(jid)["state"] == "PENDING"
+        p = t.run("resume", "node1", check=False)
+        assert p.returncode != 0 and "still reports a fault" in p.stderr, p.stderr
+        t.run("resume", "--force", "node1")
+        assert t.wait_state(jid, ("COMPLETED", "FAILED"), timeout=30)["state"] == "COMPLETED"
+        assert t.json("nodes", "node1")[0]["state"] == "UP"
     d.stop()
     os.rmdir(UNIFIED + level)

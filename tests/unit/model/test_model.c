@@ -875,6 +875,20 @@ static void test_config_validation(void **state)
 	assert_true(sched_config_load_json(&c, "{\"require_validation\": 1}", &err) < 0);
 	assert_non_null(strstr(err.text, "require_validation"));
 	assert_true(c.require_validation && c.nvalidation_args == 3); /* unchanged on error */
+	/* the limits a node must enforce: all, some by name, none */
+	assert_int_equal(sched_config_load_json(&c, "{\"require_limits\": true}", &err), 0);
+	assert_int_equal(c.require_limits, NODE_LIMIT_ALL);
+	assert_int_equal(
+		sched_config_load_json(&c, "{\"require_limits\": [\"memory\", \"devices\"]}", &err),
+		0);
+	assert_int_equal(c.require_limits, NODE_LIMIT_MEMORY | NODE_LIMIT_DEVICES);
+	assert_int_equal(sched_config_load_json(&c, "{}", &err), 0);
+	assert_int_equal(c.require_limits, 0);
+	assert_true(sched_config_load_json(&c, "{\"require_limits\": [\"memory\", \"gpus\"]}",
+					   &err) < 0);
+	assert_non_null(strstr(err.text, "require_limits[1]: expected true"));
+	assert_true(sched_config_load_json(&c, "{\"require_limits\": \"all\"}", &err) < 0);
+	assert_non_null(strstr(err.text, "require_limits: expected true"));
 	/* the stall window: auto (0) and at least 5m by default */
 	assert_true(c.stall_after_s == 0 && c.stall_min_s == 300);
 	assert_int_equal(sched_config_load_json(
