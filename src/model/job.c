@@ -1077,6 +1077,8 @@ static json_t *attempt_pack(const struct attempt *a)
 		json_object_set_new(o, "replaced", json_string(a->replaced));
 	if (a->spare_mdev_ms)
 		json_object_set_new(o, "spare_mdev_ms", json_integer(a->spare_mdev_ms));
+	if (a->spare_node_ms)
+		json_object_set_new(o, "spare_node_ms", json_integer(a->spare_node_ms));
 	if (a->digest[0])
 		json_object_set_new(o, "digest", json_string(a->digest));
 	if (a->restore_tag[0] || a->restore_go)
@@ -1224,7 +1226,8 @@ static int attempt_unpack(json_t *aj, struct attempt *a, struct tk_error *err)
 		"master_addr", "master_port", "reason",	       "nodes",
 		"tasks",       "digest",      "restore",       "pending_checkpoints",
 		"metrics",     "end",	      "fail_ms",       "checkpoint_write_ms",
-		"in_place",    "replaced",    "spare_mdev_ms", NULL};
+		"in_place",    "replaced",    "spare_mdev_ms", "spare_node_ms",
+		NULL};
 	int64_t number, start, end, port;
 	int r, cause;
 	memset(a, 0, sizeof(*a));
@@ -1273,7 +1276,8 @@ static int attempt_unpack(json_t *aj, struct attempt *a, struct tk_error *err)
 	    (r = mj_bool(aj, "in_place", false, false, &a->in_place, err)) < 0 ||
 	    (r = mj_strbuf(aj, "replaced", false, true, a->replaced, sizeof(a->replaced), err)) <
 		    0 ||
-	    (r = mj_int(aj, "spare_mdev_ms", false, 0, INT64_MAX, 0, &a->spare_mdev_ms, err)) < 0)
+	    (r = mj_int(aj, "spare_mdev_ms", false, 0, INT64_MAX, 0, &a->spare_mdev_ms, err)) < 0 ||
+	    (r = mj_int(aj, "spare_node_ms", false, 0, INT64_MAX, 0, &a->spare_node_ms, err)) < 0)
 		return r;
 	a->end = (enum attempt_end)(cause + 1);
 	a->number = (int)number;

@@ -644,9 +644,11 @@ struct attempt {
 	 * it left for another ("": none) */
 	bool in_place;
 	char replaced[MODEL_NAME_MAX];
-	/* milli-device-milliseconds its job's spares (--spares) were held idle
-	 * while it was the job's newest attempt: charged with it */
+	/* milli-device-milliseconds and node-milliseconds its job's spares
+	 * (--spares) were held idle while it was the job's newest attempt:
+	 * charged with it (devices, and each spare's CPUs and memory) */
 	int64_t spare_mdev_ms;
+	int64_t spare_node_ms;
 };
 
 struct job {

@@ -93,14 +93,18 @@ static void figures(struct server *s, const struct sjob *j, const struct attempt
 			snprintf(f->model, sizeof(f->model), "mixed");
 	}
 	f->gpu_hours = f->gpus * f->hours;
-	/* the spares held for it, idle, are charged as held: at its model's price */
-	f->spare_hours = (double)state_spare_mdev_ms(&s->st, j, a, now) / MODEL_MILLI / 3.6e6;
+	/* the spares held for it, idle, are charged as held: their devices
+	 * at its model's price, each one's CPUs and memory (a node's share) */
+	int64_t mdev_ms, node_ms;
+	state_spare_held(j, a, now, &mdev_ms, &node_ms);
+	f->spare_hours = (double)mdev_ms / MODEL_MILLI / 3.6e6;
 	if (f->spare_hours > 0) {
 		const char *model = j->nspares ? j->spares[0].model : f->model;
 		const struct catalogue_entry *e = model[0] ? catalogue_find(&s->cat, model) : NULL;
 		f->gpu_hours += f->spare_hours;
 		f->cost += f->spare_hours * (e ? e->price_per_hour : 0);
 	}
+	double spare_node_h = (double)node_ms / 3.6e6;
 	goodput_attempt(&j->job, (int)(a - j->job.attempts), now, &f->good);
 	f->good_hours = f->gpus * (double)f->good.productive_ms / 3.6e6;
 	const struct job_request *rq = &j->job.req;
@@ -108,6 +112,9 @@ static void figures(struct server *s, const struct sjob *j, const struct attempt
 	double mem_gib = (double)rq->mem_mib / 1024.0 * a->nnodes;
 	f->cost += cpus * f->hours * s->st.sched.cpu_price_per_hour;
 	f->cost += mem_gib * f->hours * s->st.sched.mem_price_per_gib_hour;
+	f->cost += (double)rq->tasks_per_node * rq->cpus_per_task * spare_node_h *
+		   s->st.sched.cpu_price_per_hour;
+	f->cost += (double)rq->mem_mib / 1024.0 * spare_node_h * s->st.sched.mem_price_per_gib_hour;
 }
 
 /* An attempt as accounting reads it: from its job held in memory, or

@@ -136,18 +136,22 @@ static int64_t spares_milli(const struct sjob *j)
 static void spares_charge(struct sjob *j, int64_t now)
 {
 	struct attempt *a = job_current_attempt(&j->job);
-	if (a && j->spares_since && now > j->spares_since)
+	if (a && j->spares_since && now > j->spares_since) {
 		a->spare_mdev_ms += (now - j->spares_since) * spares_milli(j);
+		a->spare_node_ms += (now - j->spares_since) * j->nspares;
+	}
 	j->spares_since = now;
 }
 
-int64_t state_spare_mdev_ms(const struct state *s, const struct sjob *j, const struct attempt *a,
-			    int64_t now)
+void state_spare_held(const struct sjob *j, const struct attempt *a, int64_t now, int64_t *mdev_ms,
+		      int64_t *node_ms)
 {
-	int64_t held = a->spare_mdev_ms;
-	if (a == job_current_attempt(&j->job) && j->spares_since && now > j->spares_since)
-		held += (now - j->spares_since) * spares_milli(j);
-	return held;
+	*mdev_ms = a->spare_mdev_ms;
+	*node_ms = a->spare_node_ms;
+	if (a == job_current_attempt(&j->job) && j->spares_since && now > j->spares_since) {
+		*mdev_ms += (now - j->spares_since) * spares_milli(j);
+		*node_ms += (now - j->spares_since) * j->nspares;
+	}
 }
 
 void state_spare_take(struct state *s, struct sjob *j, struct snode *n,

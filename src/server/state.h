@@ -739,10 +739,10 @@ void state_spare_take(struct state *s, struct sjob *j, struct snode *n,
 		      const struct sched_assign *as, int64_t now);
 /* Gives back every spare j holds. */
 void state_spares_release(struct state *s, struct sjob *j, int64_t now);
-/* The milli-device-ms j's spares were held idle while a was its newest
- * attempt, to now. */
-int64_t state_spare_mdev_ms(const struct state *s, const struct sjob *j, const struct attempt *a,
-			    int64_t now);
+/* The milli-device-ms and node-ms j's spares were held idle while a was
+ * its newest attempt, to now. */
+void state_spare_held(const struct sjob *j, const struct attempt *a, int64_t now, int64_t *mdev_ms,
+		      int64_t *node_ms);
 /* The jobs node n is a spare of, as a JSON array of ids (NULL: none). */
 json_t *state_node_spare_for(const struct state *s, const struct snode *n);
 /* A MASTER_PORT no other attempt led from n uses. */

@@ -666,10 +666,13 @@ static void test_spare_takes_a_lost_nodes_place(void **state)
 	assert_int_equal(b->job.state, JOB_PENDING);
 	/* the spare's 8 idle devices, held from the start to the swap, are
 	 * attempt 1's to pay */
+	int64_t mdev, node_ms;
 	assert_int_equal(j->job.attempts[0].spare_mdev_ms, 7 * 8 * MODEL_MILLI);
-	assert_int_equal(state_spare_mdev_ms(&w->st, j, &j->job.attempts[0], T0 + 100),
-			 7 * 8 * MODEL_MILLI);
-	assert_int_equal(state_spare_mdev_ms(&w->st, j, a2, T0 + 8), 0);
+	assert_int_equal(j->job.attempts[0].spare_node_ms, 7);
+	state_spare_held(j, &j->job.attempts[0], T0 + 100, &mdev, &node_ms);
+	assert_true(mdev == 7 * 8 * MODEL_MILLI && node_ms == 7);
+	state_spare_held(j, a2, T0 + 8, &mdev, &node_ms);
+	assert_true(mdev == 0 && node_ms == 0);
 	/* the lost node comes back: it is the next spare, not the waiting job's */
 	state_register(&w->st, &state_node(&w->st, r0)->rec.inv, "aaaaaaaa", NULL, 0, T0 + 8,
 		       MONO0 + 8);
@@ -678,7 +681,8 @@ static void test_spare_takes_a_lost_nodes_place(void **state)
 	assert_string_equal(j->spares[0].name, r0);
 	assert_int_equal(b->job.state, JOB_PENDING);
 	/* ... and the new spare attempt 2's, counted as it is held */
-	assert_int_equal(state_spare_mdev_ms(&w->st, j, a2, T0 + 10), 8 * MODEL_MILLI);
+	state_spare_held(j, a2, T0 + 10, &mdev, &node_ms);
+	assert_true(mdev == 8 * MODEL_MILLI && node_ms == 1);
 	/* it completes: its spare goes, to the waiting job */
 	for (int r = 0; r < 2; r++)
 		task_event(w, j, r, TASK_EVENT_STARTED, 0, EXIT_EXITED, T0 + 10);
