@@ -732,6 +732,7 @@ static void copy_cfg(struct agent_config *dst, const struct agent_config *src)
 	DUP(fake_gpus);
 	DUP(addr);
 	DUP(topology);
+	DUP(labels);
 	DUP(data_dir);
 	DUP(work_dir);
 	DUP(run_dir);
@@ -753,6 +754,7 @@ static void free_cfg(struct agent_config *c)
 	free((char *)c->fake_gpus);
 	free((char *)c->addr);
 	free((char *)c->topology);
+	free((char *)c->labels);
 	free((char *)c->data_dir);
 	free((char *)c->work_dir);
 	free((char *)c->run_dir);

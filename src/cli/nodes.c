@@ -83,6 +83,15 @@ static int show_nodes(struct ctx *c)
 		if (!json_array_size(json_object_get(n, "jobs")))
 			printf(" none");
 		printf("\n");
+		json_t *labels = json_object_get(n, "labels");
+		if (json_object_size(labels)) {
+			printf("  Labels:  ");
+			const char *lk;
+			json_t *lv;
+			json_object_foreach (labels, lk, lv)
+				printf(" %s=%s", lk, json_string_value(lv));
+			printf("\n");
+		}
 		json_t *iso = json_object_get(n, "isolation");
 		if (json_is_object(iso)) {
 			json_t *un = json_object_get(iso, "unenforced");

@@ -68,6 +68,7 @@ enum {
 	S_RESTART,
 	S_MAX_RESTARTS,
 	S_SPARES,
+	S_CONSTRAINT,
 	S_COUNT
 };
 
@@ -155,6 +156,9 @@ static const struct tk_option submit_opts[] = {
 	{"spares", 0, "N",
 	 "hold N idle nodes beside its own (charged to its queue): a failed node is swapped for "
 	 "one when it restarts in place"},
+	{"constraint", 'C', "EXPR",
+	 "only on nodes whose labels satisfy EXPR (Slurm's feature syntax): KEY, KEY=VALUE or "
+	 "KEY!=VALUE, joined by & (and) and | (or), e.g. \"fabric=ib&rack!=r07\""},
 };
 _Static_assert(ARRAY_SIZE(submit_opts) == S_COUNT, "one option per enum value");
 
@@ -574,6 +578,7 @@ static const struct {
 	{"nodelist", 'w', "nodelist", true},
 	{"exclude", 'x', "exclude", true},
 	{"exclusive", 0, "exclusive", false},
+	{"constraint", 'C', "constraint", true},
 };
 
 struct script {
@@ -939,6 +944,12 @@ static int request_opts(struct ctx *c, json_t *req, bool update)
 	}
 	if ((r = add_int_opt(c, req, S_SWITCHES, "switches", 1, MODEL_MAX_SWITCHES)))
 		return r;
+	if (c->v[S_CONSTRAINT]) {
+		struct tk_error cerr;
+		if (constraint_check(c->v[S_CONSTRAINT], &cerr) < 0)
+			return cli__usage_error(c->cmd, "--%s", cerr.text);
+		json_object_set_new(req, "constraint", json_string(c->v[S_CONSTRAINT]));
+	}
 	if (c->v[S_MIXED])
 		json_object_set_new(req, "mixed_types", json_true());
 	if (c->v[S_CLASS])

@@ -429,6 +429,8 @@ json_t *job_request_pack(const struct job_request *r)
 		json_object_set_new(o, "class", json_string(r->cls));
 	if (r->queue)
 		json_object_set_new(o, "queue", json_string(r->queue));
+	if (r->constraint)
+		json_object_set_new(o, "constraint", json_string(r->constraint));
 	if (r->gpu_mem_mib)
 		json_object_set_new(o, "gpu_mem_mib", json_integer(r->gpu_mem_mib));
 	if (r->gpu_tflops > 0)
@@ -637,6 +639,9 @@ int job_request_unpack(json_t *j, struct job_request *ret, struct tk_error *err)
 	    (rc = mj_int(j, "requeue", false, 0, MODEL_MAX_REQUEUE, 0, &requeue, err)) < 0 ||
 	    (rc = mj_str(j, "class", false, MODEL_NAME_MAX - 1, true, NULL, &r.cls, err)) < 0 ||
 	    (rc = mj_str(j, "queue", false, MODEL_NAME_MAX - 1, true, NULL, &r.queue, err)) < 0 ||
+	    (rc = mj_str(j, "constraint", false, MODEL_CONSTRAINT_MAX - 1, true, NULL,
+			 &r.constraint, err)) < 0 ||
+	    (r.constraint && (rc = constraint_check(r.constraint, err)) < 0) ||
 	    (rc = mj_int(j, "gpu_mem_mib", false, 0, MODEL_MAX_MEM_MIB, 0, &gmem, err)) < 0 ||
 	    (rc = mj_num(j, "gpu_tflops", false, 0, 1e6, 0, &gtf, err)) < 0 ||
 	    (rc = mj_int(j, "switches", false, 0, MODEL_MAX_SWITCHES, 0, &switches, err)) < 0 ||

@@ -21,6 +21,10 @@
 #define MODEL_NAME_MAX 64	     /* job, node, model, user names, with NUL */
 #define MODEL_ADDR_MAX 64	     /* a node's address, with NUL */
 #define MODEL_TOPO_MAX 128	     /* "spine1/leaf07", with NUL */
+#define MODEL_LABELS_MAX 512	     /* a node's labels, "k=v,k2=v2", with NUL */
+#define MODEL_MAX_LABELS 32	     /* labels of one node */
+#define MODEL_LABEL_PART_MAX 63	     /* a label's key, or its value */
+#define MODEL_CONSTRAINT_MAX 512     /* a job's --constraint, with NUL */
 #define MODEL_REASON_MAX 256	     /* why a job waits or ended, with NUL */
 #define MODEL_MAX_ACCELS 64	     /* accelerators on one node */
 #define MODEL_MAX_NODES 4096	     /* nodes of one job */
@@ -150,10 +154,22 @@ struct node_inventory {
 	int64_t mem_mib;
 	int naccel;
 	struct accel accel[MODEL_MAX_ACCELS];
-	bool isolation_known; /* false: an agent before 0.2.1, or a hollow one */
-	int cgroup_version;   /* 1, 2; 0: none used (no cgroup file system, not root) */
-	unsigned unenforced;  /* enum node_limit bits it cannot enforce */
+	char labels[MODEL_LABELS_MAX]; /* "fabric=ib,tier=top": sorted by key; "" none */
+	bool isolation_known;	       /* false: an agent before 0.2.1, or a hollow one */
+	int cgroup_version;	       /* 1, 2; 0: none used (no cgroup file system, not root) */
+	unsigned unenforced;	       /* enum node_limit bits it cannot enforce */
 };
+
+/* Node labels and job constraints (labels.c). labels_parse: "k=v,k2=v2"
+ * (checked) into its canonical form, sorted by key; the number of labels.
+ * labels_get: the value of key (keyn characters) in canonical labels, its
+ * length in *valn; NULL when absent. constraint_check: is expr a well
+ * formed constraint ("fabric=ib&rack!=r07|tier=top")? constraint_match:
+ * do the labels satisfy it (NULL expr: any labels do)? */
+int labels_parse(const char *text, char *out, size_t outn, struct tk_error *err);
+const char *labels_get(const char *labels, const char *key, size_t keyn, size_t *valn);
+int constraint_check(const char *expr, struct tk_error *err);
+bool constraint_match(const char *expr, const char *labels);
 
 /* Parses a fake-device spec such as "8xH100" or "4xA100-80GB,2xT4" into
  * accelerators named from the catalogue; UUIDs are derived from uuid_seed so
@@ -162,6 +178,8 @@ int model_fake_accels(const char *spec, const struct catalogue *c, const char *u
 		      struct accel *ret, int max, int *ret_n, struct tk_error *err);
 
 json_t *node_inventory_pack(const struct node_inventory *inv);
+/* {"tier": "top"} of canonical labels */
+json_t *node_labels_pack(const char *labels);
 /* {"cgroup": 2, "unenforced": ["processes"]}; NULL when not reported */
 json_t *node_isolation_pack(const struct node_inventory *inv);
 int node_inventory_unpack(json_t *j, struct node_inventory *ret, struct tk_error *err);
@@ -269,7 +287,9 @@ struct job_request {
 	int64_t gpu_mem_mib;  /* each device at least this much memory; 0: any */
 	double gpu_tflops;    /* each device at least this fast; 0: any */
 	int switches;	      /* span at most this many switches; 0: no limit */
-	bool mixed_types;     /* a gang may mix accelerator models */
+	/* on nodes whose labels satisfy it ("fabric=ib&rack!=r07"; NULL: any) */
+	char *constraint;
+	bool mixed_types; /* a gang may mix accelerator models */
 	/* its tasks run in a container of this image (NULL: on the host),
 	 * seeing of the host only these folders ("SRC:DST[:ro]", the cluster's
 	 * default_mounts added at submission) and the checkpoint folder */
@@ -390,6 +410,7 @@ char *model_output_path(const char *pattern, const char *cwd, const struct outpu
 	X("gpu_mem_mib", JR_VALUE, gpu_mem_mib, argc, true)                                        \
 	X("gpu_tflops", JR_VALUE, gpu_tflops, argc, true)                                          \
 	X("switches", JR_VALUE, switches, argc, true)                                              \
+	X("constraint", JR_STR, constraint, argc, true)                                            \
 	X("mixed_types", JR_VALUE, mixed_types, argc, true)                                        \
 	X("image", JR_STR, image, argc, false)                                                     \
 	X("mounts", JR_STRV, mounts, nmounts, false)                                               \

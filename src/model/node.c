@@ -128,7 +128,50 @@ json_t *node_inventory_pack(const struct node_inventory *inv)
 	json_t *iso = node_isolation_pack(inv);
 	if (iso)
 		json_object_set_new(o, "isolation", iso);
+	if (inv->labels[0])
+		json_object_set_new(o, "labels", node_labels_pack(inv->labels));
 	return o;
+}
+
+json_t *node_labels_pack(const char *labels)
+{
+	json_t *o = json_object();
+	const char *p = labels;
+	while (*p) {
+		const char *end = strchr(p, ',');
+		size_t len = end ? (size_t)(end - p) : strlen(p);
+		const char *eq = memchr(p, '=', len);
+		if (eq) {
+			char *k = xstrndup(p, (size_t)(eq - p));
+			json_object_set_new(o, k, json_stringn(eq + 1, len - (size_t)(eq - p) - 1));
+			free(k);
+		}
+		p += len + (end ? 1 : 0);
+	}
+	return o;
+}
+
+/* "labels": {"tier": "top"}, into the canonical "tier=top" */
+static int labels_unpack(json_t *j, struct node_inventory *inv, struct tk_error *err)
+{
+	if (!j)
+		return 0;
+	if (!json_is_object(j))
+		return tk_errorf(err, -EINVAL, "labels: must be an object of strings");
+	struct strbuf sb;
+	strbuf_init(&sb);
+	const char *k;
+	json_t *v;
+	json_object_foreach (j, k, v) {
+		if (!json_is_string(v)) {
+			strbuf_release(&sb);
+			return tk_errorf(err, -EINVAL, "labels.%.64s: must be a string", k);
+		}
+		strbuf_addf(&sb, "%s%s=%s", sb.len ? "," : "", k, json_string_value(v));
+	}
+	int r = labels_parse(sb.buf, inv->labels, sizeof(inv->labels), err);
+	strbuf_release(&sb);
+	return r < 0 ? r : 0;
 }
 
 json_t *node_isolation_pack(const struct node_inventory *inv)
@@ -192,8 +235,9 @@ static int isolation_unpack(json_t *j, struct node_inventory *inv, struct tk_err
 
 int node_inventory_unpack(json_t *j, struct node_inventory *ret, struct tk_error *err)
 {
-	static const char *const keys[] = {"name",    "addr",	      "topology",  "cpus",
-					   "mem_mib", "accelerators", "isolation", NULL};
+	static const char *const keys[] = {"name",	"addr",	   "topology",
+					   "cpus",	"mem_mib", "accelerators",
+					   "isolation", "labels",  NULL};
 	struct node_inventory *inv = ret;
 	int64_t cpus, mem;
 	int r;
@@ -205,7 +249,8 @@ int node_inventory_unpack(json_t *j, struct node_inventory *ret, struct tk_error
 		    0 ||
 	    (r = mj_int(j, "cpus", true, 1, MODEL_MAX_CPUS, 0, &cpus, err)) < 0 ||
 	    (r = mj_int(j, "mem_mib", true, 0, MODEL_MAX_MEM_MIB, 0, &mem, err)) < 0 ||
-	    (r = isolation_unpack(json_object_get(j, "isolation"), inv, err)) < 0)
+	    (r = isolation_unpack(json_object_get(j, "isolation"), inv, err)) < 0 ||
+	    (r = labels_unpack(json_object_get(j, "labels"), inv, err)) < 0)
 		return r;
 	if (!model_name_valid(inv->name))
 		return tk_errorf(err, -EINVAL,

@@ -283,7 +283,7 @@ void sched__req_init(struct pass *p, const struct sched_job *j, struct req *rq, 
 		rq->whole = j->tasks_per_node * (j->gpu_milli / MODEL_MILLI);
 	else if (j->gpu_milli > 0)
 		rq->frac = j->gpu_milli;
-	bool filtered = j->nnodelist > 0 || j->nexclude > 0;
+	bool filtered = j->nnodelist > 0 || j->nexclude > 0 || j->constraint;
 	if (model_ok) {
 		rq->model_ok = model_ok; /* computed before for the same shape */
 		rq->node_ok = filtered ? model_ok + p->nmodels + 1 : NULL;
@@ -338,6 +338,8 @@ static const bool *node_filter(struct pass *p, const struct sched_job *j, bool *
 		if (n >= 0)
 			ok[n] = false;
 	}
+	for (int n = 0; j->constraint && n < p->nn; n++)
+		ok[n] = ok[n] && constraint_match(j->constraint, p->snap->nodes[n].labels);
 	free(byname);
 	return ok;
 }

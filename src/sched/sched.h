@@ -61,6 +61,7 @@ struct sched_dev {
 struct sched_node {
 	const char *name;     /* borrowed; unique */
 	const char *topology; /* "spine1/leaf07": switches above it, nearest last; may be NULL */
+	const char *labels;   /* "fabric=ib,tier=top" (labels_parse's form); may be NULL */
 	bool schedulable;     /* up and not drained */
 	int cpus_total;
 	int cpus_free;
@@ -113,6 +114,7 @@ struct sched_job {
 	int64_t gpu_mem_mib;	      /* each device at least this much memory; 0: any */
 	double gpu_tflops;	      /* each device at least this fast; 0: any */
 	int max_switches;	      /* span at most this many switches; 0: no limit */
+	const char *constraint;	      /* on nodes whose labels satisfy it; NULL: any */
 	bool mixed_types;	      /* may mix accelerator models */
 	uint64_t shape; /* sched_job_shape() of it, kept by the caller; 0: worked out */
 	/* where it may go (Slurm's -w, -x): only these nodes (none: any), never

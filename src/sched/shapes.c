@@ -33,6 +33,8 @@ uint64_t sched_job_shape(const struct sched_job *j)
 		for (const char *c = j->gpu_types[i]; *c; c++)
 			h = mix64(h, (uint64_t)(unsigned char)(*c | 0x20));
 	h = mix64(h, (uint64_t)j->exclusive);
+	for (const char *c = j->constraint; c && *c; c++)
+		h = mix64(h, (uint64_t)(unsigned char)*c);
 	for (int w = 0; w < 2; w++) {
 		h = mix64(h, (uint64_t)(w ? j->nexclude : j->nnodelist));
 		for (int i = 0; i < (w ? j->nexclude : j->nnodelist); i++)
@@ -63,6 +65,10 @@ bool sched__shape_same(const struct sched_job *a, const struct sched_job *b)
 	if (!names_same(a->nodelist, b->nodelist, a->nnodelist) ||
 	    !names_same(a->exclude, b->exclude, a->nexclude))
 		return false;
+	if ((a->constraint != NULL) != (b->constraint != NULL) ||
+	    (a->constraint && a->constraint != b->constraint &&
+	     strcmp(a->constraint, b->constraint) != 0))
+		return false;
 	if (a->gpu_types == b->gpu_types)
 		return true;
 	for (int i = 0; i < a->ngpu_types; i++)
@@ -88,6 +94,7 @@ struct entry {
 	struct sched_job j; /* the shape's fields; gpu_types point at types */
 	char **types;
 	char **nodelist, **exclude; /* j's, copied */
+	char *constraint;
 	uint64_t hash;
 	int refs; /* 0: unused, on the free list */
 	int next_free;
@@ -125,6 +132,8 @@ static void entry_names_free(struct entry *e)
 	for (int k = 0; e->exclude && k < e->j.nexclude; k++)
 		free(e->exclude[k]);
 	free(e->exclude);
+	free(e->constraint);
+	e->constraint = NULL;
 	e->types = e->nodelist = e->exclude = NULL;
 	e->j.ngpu_types = e->j.nnodelist = e->j.nexclude = 0;
 }
@@ -230,6 +239,8 @@ int sched_shapes_add(struct sched_shapes *t, const struct sched_job *j)
 	e->j.nodelist = (const char *const *)e->nodelist;
 	e->exclude = names_copy(j->exclude, j->nexclude);
 	e->j.exclude = (const char *const *)e->exclude;
+	e->constraint = j->constraint ? xstrdup(j->constraint) : NULL;
+	e->j.constraint = e->constraint;
 	e->hash = h;
 	e->refs = 1;
 	t->live++;

@@ -75,6 +75,8 @@ void sched__describe_need(const struct st *st, const struct sched_job *j, struct
 		if (n > 8)
 			strbuf_addf(sb, ",... (%d nodes)", n);
 	}
+	if (j->constraint)
+		strbuf_addf(sb, ", labelled %s", j->constraint);
 	(void)st;
 }
 

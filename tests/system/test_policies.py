@@ -1,14 +1,15 @@
 """The scheduling policies through the real server and agents: preemption of
 a gang, quotas with borrowing and reclaim, backfill, and the explanations."""
 import os
+import subprocess
 
-from conftest import Daemon, Tenk, root_jobs_config, start_up, wait_for
+from conftest import BIN, Daemon, Tenk, root_jobs_config, start_up, wait_for
 
 TRAPPED = ('trap "echo TERM >> {out}/term-$TENK_JOB_ID-$TENK_ATTEMPT; exit 143" TERM; '
            'while :; do sleep 0.1; done')
 
 
-def cluster_of(workdir, procs, agents=2, fake="4xH100"):
+def cluster_of(workdir, procs, agents=2, fake="4xH100", labels=None):
     data = os.path.join(workdir, "data")
     root_jobs_config(data)
     server = Daemon(["server", "--data", data, "--listen", "127.0.0.1:0"], workdir, "server")
@@ -18,7 +19,8 @@ def cluster_of(workdir, procs, agents=2, fake="4xH100"):
     for i in range(agents):
         d = Daemon(["agent", "--server", t.url, "--token-file", os.path.join(data, "agent.token"),
                     "--name", f"n{i}", "--fake-gpus", fake,
-                    "--work-dir", os.path.join(workdir, f"agent{i}")], workdir, f"agent{i}")
+                    "--work-dir", os.path.join(workdir, f"agent{i}")] +
+                   (["--labels", labels[i]] if labels else []), workdir, f"agent{i}")
         procs.append(d)
     t.wait_nodes_up(agents)
     return t
@@ -141,6 +143,38 @@ def test_capability_and_topology_requests(workdir, procs):
     sw = t.submit("-N", "2", "--switches", "1", "--gpus-per-task", "1", "--", "true")
     t.run("wait", sw, timeout=60)  # nodes without topology count as one switch
     t.run("cancel", jid)
+
+
+def test_labels_and_constraints(workdir, procs):
+    """Nodes carry the labels their agents were given; a job's --constraint
+    (Slurm's feature syntax) places it on the nodes whose labels satisfy
+    it; one that no node could satisfy is refused at submit, saying so;
+    a malformed one is refused by the CLI and by the server."""
+    t = cluster_of(workdir, procs, agents=2, fake="1xH100",
+                   labels=["tier=top,fabric=ib,rack=r07", "tier=general,fabric=roce"])
+    n0 = t.json("nodes", "n0")[0]
+    assert n0["labels"] == {"fabric": "ib", "rack": "r07", "tier": "top"}, n0
+    assert "Labels:   fabric=ib rack=r07 tier=top" in t.run("nodes", "n0").stdout
+    on = {}
+    for expr in ("fabric=ib", "tier=general|rack=r01", "fabric&rack!=r07"):
+        jid = t.submit("-C", expr, "-G", "1", "--", "true")
+        t.run("wait", jid, timeout=60)
+        job = t.job(jid)
+        assert job["request"]["constraint"] == expr, job["request"]
+        on[expr] = job["attempts"][0]["nodes"][0]["name"]
+    assert on == {"fabric=ib": "n0", "tier=general|rack=r01": "n1", "fabric&rack!=r07": "n1"}
+    p = t.run("submit", "-C", "fabric=ib&tier=general", "--", "true", check=False)
+    assert p.returncode == 1 and "labelled fabric=ib&tier=general" in p.stderr, p.stderr
+    assert "could ever hold that" in p.stderr, p.stderr
+    p = t.run("submit", "-C", "fabric=ib&", "--", "true", check=False)
+    assert p.returncode == 2 and 'constraint: "" is not KEY' in p.stderr, p.stderr
+    # an agent's bad labels stop it at start, saying what is wrong
+    bad = subprocess.run([BIN, "agent", "--server", t.url, "--token-file",
+                          os.path.join(t.data, "agent.token"), "--name", "bad",
+                          "--work-dir", os.path.join(workdir, "bad"), "--labels", "tier"],
+                         capture_output=True, text=True, timeout=30)
+    assert bad.returncode != 0 and '--labels: "tier" is not KEY=VALUE' in bad.stderr, \
+        bad.stderr
 
 
 def as_user(t, token):

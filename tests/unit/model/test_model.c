@@ -410,6 +410,7 @@ static json_t *full_request(void)
 		1, "attempt_marks", 0, "stall_after_s", (json_int_t)600, "on_stall", "requeue",
 		"restart", "in-place", "spares", 2);
 	assert_non_null(j);
+	json_object_set_new(j, "constraint", json_string("fabric=ib&rack!=r07|tier=top"));
 	return j;
 }
 
@@ -851,6 +852,77 @@ static void test_node_record(void **state)
 	assert_non_null(strstr(err.text, "history[2].kind"));
 	json_decref(p);
 	catalogue_release(&c);
+}
+
+/* Node labels: parsed, checked, sorted; constraints in Slurm's feature
+ * syntax matched against them; the inventory and a request carry them. */
+static void test_labels_and_constraints(void **state)
+{
+	char out[MODEL_LABELS_MAX];
+	struct tk_error err;
+	assert_int_equal(labels_parse("tier=top,fabric=ib,rack=r07", out, sizeof(out), &err), 3);
+	assert_string_equal(out, "fabric=ib,rack=r07,tier=top");
+	assert_int_equal(labels_parse("", out, sizeof(out), &err), 0);
+	assert_string_equal(out, "");
+	assert_int_equal(labels_parse("spare=", out, sizeof(out), &err), 1); /* empty value */
+	assert_true(labels_parse("tier", out, sizeof(out), &err) < 0);
+	assert_non_null(strstr(err.text, "\"tier\" is not KEY=VALUE"));
+	assert_true(labels_parse("a=1,a=2", out, sizeof(out), &err) < 0);
+	assert_non_null(strstr(err.text, "a is given twice"));
+	assert_true(labels_parse("a b=1", out, sizeof(out), &err) < 0);
+	assert_true(labels_parse("a=1,", out, sizeof(out), &err) < 0);
+	assert_non_null(strstr(err.text, "trailing"));
+	size_t vn;
+	const char *v = labels_get("fabric=ib,rack=r07", "rack", 4, &vn);
+	assert_true(v && vn == 3 && strncmp(v, "r07", 3) == 0);
+	assert_null(labels_get("fabric=ib,rack=r07", "rac", 3, &vn));
+	const char *L = "fabric=ib,rack=r07,tier=top";
+	assert_true(constraint_match("fabric=ib", L));
+	assert_true(constraint_match("fabric", L));
+	assert_false(constraint_match("fabric=roce", L));
+	assert_true(constraint_match("fabric=ib&tier=top", L));
+	assert_false(constraint_match("fabric=ib&rack!=r07", L));
+	assert_true(constraint_match("fabric=ib&rack!=r08", L));
+	assert_true(constraint_match("gpu=h200|tier=top", L));
+	assert_false(constraint_match("gpu=h200|tier=top&rack=r01", L)); /* & binds first */
+	assert_true(constraint_match("nosuch!=x", L)); /* a label it lacks differs */
+	assert_false(constraint_match("fabric", ""));
+	assert_true(constraint_match(NULL, ""));
+	assert_int_equal(constraint_check("fabric=ib&rack!=r07|tier=top", &err), 0);
+	assert_true(constraint_check("fabric=ib&", &err) < 0);
+	assert_non_null(strstr(err.text, "constraint: \"\" is not KEY"));
+	assert_true(constraint_check("(a=b)", &err) < 0);
+	assert_true(constraint_check("", &err) < 0);
+	/* the inventory: an object on the wire, canonical in memory */
+	struct node_inventory inv;
+	memset(&inv, 0, sizeof(inv));
+	snprintf(inv.name, sizeof(inv.name), "n1");
+	inv.cpus = 4;
+	snprintf(inv.labels, sizeof(inv.labels), "%s", L);
+	json_t *j = node_inventory_pack(&inv);
+	assert_string_equal(
+		json_string_value(json_object_get(json_object_get(j, "labels"), "rack")), "r07");
+	struct node_inventory back;
+	assert_int_equal(node_inventory_unpack(j, &back, &err), 0);
+	assert_string_equal(back.labels, L);
+	json_object_set_new(json_object_get(j, "labels"), "rack", json_integer(7));
+	assert_true(node_inventory_unpack(j, &back, &err) < 0);
+	assert_non_null(strstr(err.text, "labels.rack: must be a string"));
+	json_decref(j);
+	/* a request's constraint is checked as it is read */
+	json_t *rq = json_pack("{s:[s], s:s, s:s}", "command", "true", "cwd", "/", "constraint",
+			       "fabric=ib|");
+	struct job_request r;
+	assert_true(job_request_unpack(rq, &r, &err) < 0);
+	assert_non_null(strstr(err.text, "constraint"));
+	json_object_set_new(rq, "constraint", json_string("fabric=ib"));
+	assert_int_equal(job_request_unpack(rq, &r, &err), 0);
+	assert_string_equal(r.constraint, "fabric=ib");
+	json_t *packed = job_request_pack(&r);
+	assert_string_equal(json_string_value(json_object_get(packed, "constraint")), "fabric=ib");
+	json_decref(packed);
+	job_request_release(&r);
+	json_decref(rq);
 }
 
 static void test_config_validation(void **state)
@@ -1614,6 +1686,7 @@ int main(void)
 		cmocka_unit_test(test_catalogue),
 		cmocka_unit_test(test_node_record),
 		cmocka_unit_test(test_config_validation),
+		cmocka_unit_test(test_labels_and_constraints),
 		cmocka_unit_test(test_wire),
 		cmocka_unit_test(test_wire_witness),
 		cmocka_unit_test(test_lease),

@@ -658,6 +658,41 @@ static void test_baseline_policies(void **state)
 /* -w, -x and --exclusive: only the listed nodes, never the excluded ones,
  * alone on a node (which then holds nothing else); a name the cluster does
  * not have is passed over, and a list of such names can never start. */
+/* --constraint: nodes by their labels; two jobs alike but for their
+ * constraints are two shapes; one no node satisfies can never start. */
+static void test_constraints(void **state)
+{
+	struct cluster c;
+	init(&c);
+	for (int i = 0; i < 4; i++)
+		add_node(&c, "H100", 4, 32);
+	c.nodes[0].labels = "fabric=roce,rack=r01";
+	c.nodes[1].labels = "fabric=ib,rack=r07";
+	c.nodes[2].labels = "fabric=ib,rack=r08";
+	/* n03: no labels */
+	struct sched_job *j = add_job(&c, 1, 4, 1000);
+	j->constraint = "fabric=ib&rack!=r07";
+	j = add_job(&c, 1, 4, 1000);
+	j->constraint = "fabric=roce|rack=r07";
+	j = add_job(&c, 1, 4, 1000);
+	j->constraint = "gpu=h200";
+	j = add_job(&c, 1, 4, 1000);
+	j->constraint = "rack!=r01&rack!=r07&rack!=r08";
+	struct sched_decisions d;
+	assert_int_equal(pass(&c, &d), 0);
+	assert_int_equal(start_of(&d, 0)->nodes[0].node, 2);
+	int second = start_of(&d, 1)->nodes[0].node;
+	assert_true(second == 0 || second == 1);
+	assert_null(start_of(&d, 2));
+	assert_non_null(strstr(why(&d, 2), "can never start"));
+	assert_non_null(strstr(why(&d, 2), "labelled gpu=h200"));
+	assert_int_equal(start_of(&d, 3)->nodes[0].node, 3); /* a label it lacks differs */
+	sched_decisions_release(&d);
+	assert_false(sched_could_ever_hold(c.nodes, c.n, &c.jobs[2]));
+	assert_true(sched_could_ever_hold(c.nodes, c.n, &c.jobs[0]));
+	assert_true(sched_job_shape(&c.jobs[0]) != sched_job_shape(&c.jobs[1]));
+}
+
 static void test_node_lists_and_exclusive(void **state)
 {
 	struct cluster c;
@@ -2118,6 +2153,7 @@ int main(void)
 		cmocka_unit_test(test_typed_fragmentation),
 		cmocka_unit_test(test_baseline_policies),
 		cmocka_unit_test(test_node_lists_and_exclusive),
+		cmocka_unit_test(test_constraints),
 		cmocka_unit_test(test_replace_and_pool),
 		cmocka_unit_test(test_class_order),
 		cmocka_unit_test(test_backfill),

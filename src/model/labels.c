@@ -1,0 +1,174 @@
+/*
+ * Node labels and job constraints (DESIGN.md §2's node labels): a node
+ * carries labels KEY=VALUE (`tenk agent --labels tier=top,fabric=ib`),
+ * kept as one canonical string, sorted by key ("fabric=ib,tier=top"); a
+ * job may ask for nodes whose labels satisfy a constraint in Slurm's
+ * feature syntax: terms joined by `&` (and) and `|` (or, binding less),
+ * each `KEY=VALUE`, `KEY!=VALUE` or a bare `KEY` (the node has that label,
+ * whatever its value). "fabric=ib&rack!=r07", "gpu=h100|gpu=h200".
+ */
+#include "model.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+static bool label_char(char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+	       c == '.' || c == '_' || c == '-' || c == '/';
+}
+
+/* A key or value of [A-Za-z0-9._/-], 1 to MODEL_LABEL_PART_MAX characters
+ * (a value may be empty): its length, or -1. */
+static int part_len(const char *s, size_t n, bool may_be_empty)
+{
+	if ((!n && !may_be_empty) || n > MODEL_LABEL_PART_MAX)
+		return -1;
+	for (size_t i = 0; i < n; i++)
+		if (!label_char(s[i]))
+			return -1;
+	return (int)n;
+}
+
+struct kv {
+	const char *k, *v;
+	size_t kn, vn;
+};
+
+static int cmp_kv(const void *a, const void *b)
+{
+	const struct kv *x = a, *y = b;
+	size_t n = x->kn < y->kn ? x->kn : y->kn;
+	int c = strncmp(x->k, y->k, n);
+	return c ? c : (x->kn > y->kn) - (x->kn < y->kn);
+}
+
+int labels_parse(const char *text, char *out, size_t outn, struct tk_error *err)
+{
+	struct kv kv[MODEL_MAX_LABELS];
+	int n = 0;
+	const char *p = text;
+	while (*p) {
+		const char *end = strchr(p, ',');
+		size_t len = end ? (size_t)(end - p) : strlen(p);
+		const char *eq = memchr(p, '=', len);
+		if (!eq)
+			return tk_errorf(err, -EINVAL,
+					 "labels: \"%.*s\" is not KEY=VALUE (such as tier=top)",
+					 (int)len, p);
+		if (n == MODEL_MAX_LABELS)
+			return tk_errorf(err, -E2BIG, "labels: at most %d on a node",
+					 MODEL_MAX_LABELS);
+		kv[n] = (struct kv){p, eq + 1, (size_t)(eq - p), len - (size_t)(eq - p) - 1};
+		if (part_len(kv[n].k, kv[n].kn, false) < 0 || part_len(kv[n].v, kv[n].vn, true) < 0)
+			return tk_errorf(
+				err, -EINVAL,
+				"labels: \"%.*s\": a key (and its value) of letters, digits, "
+				"'.', '_', '-', '/', %d characters at most",
+				(int)len, p, MODEL_LABEL_PART_MAX);
+		n++;
+		p += len + (end ? 1 : 0);
+		if (end && !*p)
+			return tk_errorf(err, -EINVAL, "labels: a trailing ','");
+	}
+	qsort(kv, (size_t)n, sizeof(*kv), cmp_kv);
+	size_t l = 0;
+	out[0] = '\0';
+	for (int i = 0; i < n; i++) {
+		if (i && cmp_kv(&kv[i - 1], &kv[i]) == 0)
+			return tk_errorf(err, -EINVAL, "labels: %.*s is given twice", (int)kv[i].kn,
+					 kv[i].k);
+		int w = snprintf(out + l, outn - l, "%s%.*s=%.*s", i ? "," : "", (int)kv[i].kn,
+				 kv[i].k, (int)kv[i].vn, kv[i].v);
+		if (w < 0 || (size_t)w >= outn - l)
+			return tk_errorf(err, -E2BIG, "labels: %zu characters at most in all",
+					 outn - 1);
+		l += (size_t)w;
+	}
+	return n;
+}
+
+const char *labels_get(const char *labels, const char *key, size_t keyn, size_t *valn)
+{
+	const char *p = labels ? labels : "";
+	while (*p) {
+		const char *end = strchr(p, ',');
+		size_t len = end ? (size_t)(end - p) : strlen(p);
+		const char *eq = memchr(p, '=', len);
+		if (eq && (size_t)(eq - p) == keyn && strncmp(p, key, keyn) == 0) {
+			*valn = len - keyn - 1;
+			return eq + 1;
+		}
+		p += len + (end ? 1 : 0);
+	}
+	return NULL;
+}
+
+/* One term of a constraint, [s, s + n): whether the labels satisfy it
+ * (check only: whether it is well formed, into err). */
+static int term(const char *s, size_t n, const char *labels, struct tk_error *err)
+{
+	const char *eq = memchr(s, '=', n);
+	bool neg = eq && eq > s && eq[-1] == '!';
+	size_t kn = eq ? (size_t)(eq - s) - neg : n;
+	const char *v = eq ? eq + 1 : NULL;
+	size_t vn = eq ? n - (size_t)(eq - s) - 1 : 0;
+	if (part_len(s, kn, false) < 0 || (v && part_len(v, vn, true) < 0))
+		return tk_errorf(err, -EINVAL,
+				 "constraint: \"%.*s\" is not KEY, KEY=VALUE or KEY!=VALUE (of "
+				 "letters, digits, '.', '_', '-', '/')",
+				 (int)n, s);
+	size_t have_n;
+	const char *have = labels_get(labels, s, kn, &have_n);
+	if (!v)
+		return have != NULL;
+	bool same = have && have_n == vn && strncmp(have, v, vn) == 0;
+	return neg ? !same : same;
+}
+
+/* Evaluates expr: an OR of ANDs. < 0: malformed. */
+static int eval(const char *expr, const char *labels, struct tk_error *err)
+{
+	if (!*expr)
+		return tk_errorf(err, -EINVAL, "constraint: empty (such as fabric=ib&rack!=r07)");
+	if (strlen(expr) > MODEL_CONSTRAINT_MAX - 1)
+		return tk_errorf(err, -E2BIG, "constraint: %d characters at most",
+				 MODEL_CONSTRAINT_MAX - 1);
+	bool any = false;
+	const char *p = expr;
+	for (;;) {
+		const char *bar = strchr(p, '|');
+		size_t alt = bar ? (size_t)(bar - p) : strlen(p);
+		bool all = true;
+		const char *q = p;
+		while (q <= p + alt) {
+			const char *amp = memchr(q, '&', (size_t)(p + alt - q));
+			size_t tn = amp ? (size_t)(amp - q) : (size_t)(p + alt - q);
+			int t = term(q, tn, labels, err);
+			if (t < 0)
+				return t;
+			all &= t == 1;
+			if (!amp)
+				break;
+			q = amp + 1;
+		}
+		any |= all;
+		if (!bar)
+			break;
+		p = bar + 1;
+	}
+	return any;
+}
+
+int constraint_check(const char *expr, struct tk_error *err)
+{
+	int r = eval(expr, "", err);
+	return r < 0 ? r : 0;
+}
+
+bool constraint_match(const char *expr, const char *labels)
+{
+	struct tk_error err;
+	return !expr || eval(expr, labels, &err) == 1;
+}
