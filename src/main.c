@@ -58,9 +58,10 @@ static const struct tk_command commands[] = {
 	{"requeue", "JOB...", "stop running jobs and put them back in their queue", cli_requeue},
 	{"update", "JOB [OPTIONS]", "change a waiting job's request (submit's options)",
 	 cli_update},
-	{"nodes", "[NAME... | admit|revoke|down NAME... | history NAME]",
-	 "list nodes, show some, admit a node's new agent, revoke one, say one is dead, or list "
-	 "what happened to one",
+	{"nodes",
+	 "[NAME... | admit|revoke|down NAME... | history NAME | label NAME KEY=VALUE... KEY-...]",
+	 "list nodes, show some, admit a node's new agent, revoke one, say one is dead, list "
+	 "what happened to one, or set and remove an operator's labels on one",
 	 cli_nodes},
 	{"images", "[pull REF]", "images in the nodes' stores; pull one ahead (--nodes)",
 	 cli_images},

@@ -231,10 +231,61 @@ static void spare_reason(json_t *n, char *buf, size_t len)
 	}
 }
 
+/* tenk nodes label NAME KEY=VALUE... KEY-...: an operator's labels set
+ * and removed (kubectl label's habit). */
+static int node_label(struct ctx *c)
+{
+	if (c->npos < 3)
+		return cli__usage_error(c->cmd, "nodes label NAME KEY=VALUE... KEY-...: name the "
+						"node and at least one label to set or remove");
+	json_t *set = json_object(), *rm = json_array();
+	for (int i = 2; i < c->npos; i++) {
+		const char *a = c->pos[i], *eq = strchr(a, '=');
+		size_t n = strlen(a);
+		if (eq && eq > a) {
+			char *k = xstrndup(a, (size_t)(eq - a));
+			json_object_set_new(set, k, json_string(eq + 1));
+			free(k);
+		} else if (!eq && n > 1 && a[n - 1] == '-') {
+			json_array_append_new(rm, json_stringn(a, n - 1));
+		} else {
+			json_decref(set);
+			json_decref(rm);
+			return cli__usage_error(c->cmd,
+						"nodes label: \"%s\": expected KEY=VALUE to set a "
+						"label or KEY- to remove one",
+						a);
+		}
+	}
+	json_t *body = json_pack("{s:o, s:o}", "set", set, "remove", rm);
+	char *path = xasprintf("/v1/nodes/%s/labels", c->pos[1]);
+	json_t *n;
+	struct tk_error err;
+	int r = client_call(&c->client, "POST", path, body, CALL_TIMEOUT_MS, &n, NULL, &err);
+	free(path);
+	json_decref(body);
+	if (r < 0)
+		return cli__api_error(c, &err);
+	if (c->json) {
+		cli__print_json(n);
+	} else {
+		printf("node %s:", cli__jstr(n, "name"));
+		const char *k;
+		json_t *v;
+		json_object_foreach (json_object_get(n, "labels"), k, v)
+			printf(" %s=%s", k, json_string_value(v));
+		printf("\n");
+	}
+	json_decref(n);
+	return CLI_EXIT_OK;
+}
+
 static int run_nodes(struct ctx *c)
 {
 	if (c->npos && strcmp(c->pos[0], "history") == 0)
 		return node_history(c);
+	if (c->npos && strcmp(c->pos[0], "label") == 0)
+		return node_label(c);
 	if (c->npos && strcmp(c->pos[0], "admit") != 0 && strcmp(c->pos[0], "revoke") != 0 &&
 	    strcmp(c->pos[0], "down") != 0)
 		return show_nodes(c);

@@ -161,6 +161,28 @@ static int eval(const char *expr, const char *labels, struct tk_error *err)
 	return any;
 }
 
+void labels_merge(const char *base, const char *over, char *out, size_t outn)
+{
+	struct strbuf sb;
+	strbuf_init(&sb);
+	const char *p = base ? base : "";
+	while (*p) {
+		const char *end = strchr(p, ',');
+		size_t len = end ? (size_t)(end - p) : strlen(p);
+		const char *eq = memchr(p, '=', len);
+		size_t vn;
+		if (eq && !labels_get(over, p, (size_t)(eq - p), &vn))
+			strbuf_addf(&sb, "%s%.*s", sb.len ? "," : "", (int)len, p);
+		p += len + (end ? 1 : 0);
+	}
+	if (over && *over)
+		strbuf_addf(&sb, "%s%s", sb.len ? "," : "", over);
+	struct tk_error err;
+	if (labels_parse(sb.buf, out, outn, &err) < 0) /* over the limits: over's alone */
+		snprintf(out, outn, "%s", over ? over : "");
+	strbuf_release(&sb);
+}
+
 int constraint_check(const char *expr, struct tk_error *err)
 {
 	int r = eval(expr, "", err);

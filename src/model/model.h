@@ -169,6 +169,8 @@ struct node_inventory {
 int labels_parse(const char *text, char *out, size_t outn, struct tk_error *err);
 const char *labels_get(const char *labels, const char *key, size_t keyn, size_t *valn);
 int constraint_check(const char *expr, struct tk_error *err);
+/* over's labels on base's (both canonical): over wins a key both have. */
+void labels_merge(const char *base, const char *over, char *out, size_t outn);
 bool constraint_match(const char *expr, const char *labels);
 
 /* Parses a fake-device spec such as "8xH100" or "4xA100-80GB,2xT4" into
@@ -792,6 +794,7 @@ enum node_event_kind {
 	NODE_EV_VALIDATION_FAILED, /* a validation run failed on it */
 	NODE_EV_LEMON,		   /* drained by the lemon rule */
 	NODE_EV_RESUMED,	   /* resumed by an operator */
+	NODE_EV_LABELED,	   /* an operator set or removed labels */
 	NODE_EV_KIND_MAX
 };
 /* "launch_failed", "tasks_lost", "fault", "validation_failed", "lemon", "resumed". */
@@ -823,6 +826,8 @@ struct node_record {
 	char cred_sha256[65];
 	bool admit;
 	bool revoked;
+	/* labels an operator set (tenk nodes label), over its agent's */
+	char labels_set[MODEL_LABELS_MAX];
 	/* its last validation (tenk validate --nodes): the verdict (NONE:
 	 * never validated); the first failing layer and why */
 	enum verdict verdict;

@@ -298,6 +298,7 @@ static const char *const node_event_names[NODE_EV_KIND_MAX] = {
 	[NODE_EV_VALIDATION_FAILED] = "validation_failed",
 	[NODE_EV_LEMON] = "lemon",
 	[NODE_EV_RESUMED] = "resumed",
+	[NODE_EV_LABELED] = "labeled",
 };
 
 const char *node_event_kind_name(enum node_event_kind k)
@@ -460,6 +461,8 @@ json_t *node_record_pack(const struct node_record *r)
 		json_object_set_new(o, "admit", json_true());
 	if (r->revoked)
 		json_object_set_new(o, "revoked", json_true());
+	if (r->labels_set[0])
+		json_object_set_new(o, "labels_set", node_labels_pack(r->labels_set));
 	if (r->witness_sent.id[0] || r->witness_acked.id[0])
 		json_object_set_new(o, "witness",
 				    json_pack("{s:o, s:o}", "sent", witness_pack(&r->witness_sent),
@@ -513,11 +516,10 @@ static int verdict_unpack(json_t *v, struct node_record *r, struct tk_error *err
 
 int node_record_unpack(json_t *j, struct node_record *ret, struct tk_error *err)
 {
-	static const char *const keys[] = {"inventory",	   "drained",	  "drain_reason",
-					   "drain_source", "agent_id",	  "registered_ms",
-					   "validation",   "cred_sha256", "admit",
-					   "revoked",	   "witness",	  "joined_ms",
-					   "history",	   NULL};
+	static const char *const keys[] = {
+		"inventory",	 "drained",    "drain_reason", "drain_source", "agent_id",
+		"registered_ms", "validation", "cred_sha256",  "admit",	       "revoked",
+		"witness",	 "joined_ms",  "history",      "labels_set",   NULL};
 	static const char *const wkeys[] = {"sent", "acked", NULL};
 	struct node_record *r = ret;
 	int64_t reg;
@@ -551,6 +553,17 @@ int node_record_unpack(json_t *j, struct node_record *ret, struct tk_error *err)
 	if (r->cred_sha256[0] && strlen(r->cred_sha256) != 64)
 		return tk_errorf(err, -EINVAL, "cred_sha256: must be 64 hex digits");
 	r->registered_ms = reg;
+	json_t *ls = json_object_get(j, "labels_set");
+	if (ls) {
+		struct node_inventory tmp;
+		memset(&tmp, 0, sizeof(tmp));
+		if ((rc = labels_unpack(ls, &tmp, err)) < 0) {
+			char was[sizeof(err->text)];
+			snprintf(was, sizeof(was), "%s", err->text);
+			return tk_errorf(err, rc, "labels_set: %.*s", (int)sizeof(was) - 16, was);
+		}
+		snprintf(r->labels_set, sizeof(r->labels_set), "%s", tmp.labels);
+	}
 	json_t *h = json_object_get(j, "history");
 	if (h && (rc = history_unpack(h, r, err)) < 0)
 		return rc;

@@ -1149,6 +1149,83 @@ static void h_node_drain(struct request *r, const char *param, json_t *body)
 	reply_json(r, 200, state_node_pack(&r->s->st, n));
 }
 
+/* An operator sets labels on a node and removes those it set: {"set":
+ * {"tier": "top"}, "remove": ["rack"]}. Its agent's labels stay beneath
+ * (an operator's label of the same key is over its agent's). */
+static void h_node_labels(struct request *r, const char *param, json_t *body)
+{
+	static const char *const keys[] = {"set", "remove", NULL};
+	struct tk_error err;
+	if (mj_check_keys(body, NULL, keys, &err) < 0) {
+		reply_error(r, 400, "%s", err.text);
+		return;
+	}
+	json_t *set = json_object_get(body, "set"), *rm = json_object_get(body, "remove");
+	if ((set && !json_is_object(set)) || (rm && !json_is_array(rm)) ||
+	    (!json_object_size(set) && !json_array_size(rm))) {
+		reply_error(r, 400,
+			    "expected {\"set\": {\"KEY\": \"VALUE\", ...}, \"remove\": "
+			    "[\"KEY\", ...]} with at least one label");
+		return;
+	}
+	struct snode *n = find_node(r, param);
+	if (!n)
+		return;
+	/* what it had, but what is removed or set again; then what is set */
+	struct strbuf sb, what;
+	strbuf_init(&sb);
+	strbuf_init(&what);
+	const char *p = n->rec.labels_set;
+	while (*p) {
+		const char *end = strchr(p, ',');
+		size_t len = end ? (size_t)(end - p) : strlen(p);
+		const char *eq = memchr(p, '=', len);
+		bool drop = eq && json_object_getn(set, p, (size_t)(eq - p));
+		size_t i;
+		json_t *x;
+		json_array_foreach (rm, i, x)
+			drop |= eq && json_is_string(x) &&
+				strlen(json_string_value(x)) == (size_t)(eq - p) &&
+				strncmp(json_string_value(x), p, (size_t)(eq - p)) == 0;
+		if (!drop)
+			strbuf_addf(&sb, "%s%.*s", sb.len ? "," : "", (int)len, p);
+		p += len + (end ? 1 : 0);
+	}
+	const char *k;
+	json_t *v;
+	json_object_foreach (set, k, v) {
+		if (!json_is_string(v)) {
+			reply_error(r, 400, "set.%.64s: must be a string", k);
+			goto out;
+		}
+		strbuf_addf(&sb, "%s%s=%s", sb.len ? "," : "", k, json_string_value(v));
+		strbuf_addf(&what, " %s=%s", k, json_string_value(v));
+	}
+	size_t i;
+	json_array_foreach (rm, i, v) {
+		if (!json_is_string(v)) {
+			reply_error(r, 400, "remove[%zu]: must be a label's key", i);
+			goto out;
+		}
+		strbuf_addf(&what, " -%s", json_string_value(v));
+	}
+	char next[MODEL_LABELS_MAX];
+	if (labels_parse(sb.buf, next, sizeof(next), &err) < 0) {
+		reply_error(r, 400, "%s", err.text);
+		goto out;
+	}
+	snprintf(n->rec.labels_set, sizeof(n->rec.labels_set), "%s", next);
+	state_node_labels_sync(&r->s->st, n);
+	char detail[MODEL_REASON_MAX + MODEL_NAME_MAX + 8];
+	snprintf(detail, sizeof(detail), "by %s:%.200s", r->user, what.buf);
+	state_node_event(&r->s->st, n, NODE_EV_LABELED, 0, 0, detail, server_now_ms(r->s));
+	state_node_dirty(&r->s->st, n);
+	reply_json(r, 200, state_node_pack(&r->s->st, n));
+out:
+	strbuf_release(&sb);
+	strbuf_release(&what);
+}
+
 /* An operator says a node that is silent is dead: its jobs move now, as
  * for a node the server declares DOWN (an UNREACHABLE one, whose group the
  * server cannot hear either, is only ever moved so). One heard within the
@@ -1910,6 +1987,7 @@ const struct route api_routes[] = {
 	{"GET", "/v1/nodes/{}", ROLE_VIEWER, h_node_show, false},
 	{"POST", "/v1/nodes/{}/drain", ROLE_OPERATOR, h_node_drain, true},
 	{"POST", "/v1/nodes/{}/resume", ROLE_OPERATOR, h_node_resume, false},
+	{"POST", "/v1/nodes/{}/labels", ROLE_OPERATOR, h_node_labels, true},
 	{"POST", "/v1/nodes/{}/down", ROLE_OPERATOR, h_node_down, false},
 	{"POST", "/v1/validations", ROLE_OPERATOR, h_validate_create, true},
 	/* its own token (the run's), checked by the handler */

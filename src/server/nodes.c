@@ -660,7 +660,20 @@ struct snode *state_node_insert(struct state *s, const struct node_record *rec)
 	if (n->rec.cred_sha256[0])
 		tk_map_put(&s->node_by_cred, n->rec.cred_sha256, n);
 	state_node_sync_devs(n);
+	state_node_labels_sync(s, n);
 	return n;
+}
+
+void state_node_labels_sync(struct state *s, struct snode *n)
+{
+	char was[MODEL_LABELS_MAX];
+	snprintf(was, sizeof(was), "%s", n->labels);
+	labels_merge(n->rec.inv.labels, n->rec.labels_set, n->labels, sizeof(n->labels));
+	if (strcmp(was, n->labels) != 0) {
+		s->nodes_gen++; /* what could ever run where changed */
+		node_bump(s, n);
+		state_want_pass(s);
+	}
 }
 
 void state_node_credential(struct state *s, struct snode *n, const char *sha256)
@@ -731,6 +744,7 @@ struct snode *state_register(struct state *s, const struct node_inventory *inv,
 	n->last_seen_ms = mono;
 	fence_member_heard(&n->fence, &s->fence, INT64_MIN, mono);
 	state_node_sync_devs(n);
+	state_node_labels_sync(s, n);
 	s->nodes_gen++; /* its inventory may differ */
 	node_bump(s, n);
 	state_node_dirty(s, n);

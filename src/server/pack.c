@@ -174,7 +174,9 @@ json_t *state_node_pack(struct state *s, const struct snode *n)
 	json_t *iso = node_isolation_pack(inv);
 	if (iso) /* what its cgroups cannot limit */
 		json_object_set_new(o, "isolation", iso);
-	json_object_set_new(o, "labels", node_labels_pack(inv->labels));
+	json_object_set_new(o, "labels", node_labels_pack(n->labels));
+	if (n->rec.labels_set[0]) /* those an operator set */
+		json_object_set_new(o, "labels_set", node_labels_pack(n->rec.labels_set));
 	json_t *v = node_verdict_pack(&n->rec);
 	json_object_set_new(o, "validation", v ? v : json_null());
 	json_object_set_new(o, "drain_source", json_string(drain_source_name(n->rec.drain_source)));

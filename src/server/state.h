@@ -284,6 +284,8 @@ struct snode {
 	struct snode *wake_next;
 	struct svalid *held_by; /* a validation run holds it: no other work starts */
 	bool pool_spare;	/* held idle in the cluster's spare pool (inplace.c) */
+	/* its labels: its agent's, with an operator's over them */
+	char labels[MODEL_LABELS_MAX];
 	/* the faults its last beat reported (digests of their texts; the
 	 * first's text; when), and those an operator resumed it despite (it
 	 * is not drained again for them while they last) */
@@ -665,6 +667,8 @@ void state_resume(struct state *s, struct snode *n);
 /* An operator takes n back despite the faults it reports now: they no
  * longer drain it while it reports them (a new fault does). */
 void state_waive_faults(struct snode *n);
+/* n's labels again from its agent's and an operator's (after either changed). */
+void state_node_labels_sync(struct state *s, struct snode *n);
 /* The node's agent was heard from: it is alive (UP). */
 void state_node_seen(struct state *s, struct snode *n, int64_t mono);
 /* A heartbeat of n acknowledged the answer the server sent at acked_ms

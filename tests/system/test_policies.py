@@ -168,6 +168,29 @@ def test_labels_and_constraints(workdir, procs):
     assert "could ever hold that" in p.stderr, p.stderr
     p = t.run("submit", "-C", "fabric=ib&", "--", "true", check=False)
     assert p.returncode == 2 and 'constraint: "" is not KEY' in p.stderr, p.stderr
+    # an operator's labels: over the agent's, in the node's history and the
+    # audit trail; the agent's come back when removed
+    p = t.run("nodes", "label", "n1", "fabric=ib", "rack=r09")
+    assert p.stdout.strip() == "node n1: fabric=ib rack=r09 tier=general", p.stdout
+    n1 = t.json("nodes", "n1")[0]
+    assert n1["labels_set"] == {"fabric": "ib", "rack": "r09"}, n1
+    jid = t.submit("-C", "fabric=ib&rack=r09", "-G", "1", "--", "true")
+    t.run("wait", jid, timeout=60)
+    assert t.job(jid)["attempts"][0]["nodes"][0]["name"] == "n1"
+    hist = t.json("nodes", "history", "n1")
+    assert any(e["kind"] == "labeled" and " fabric=ib rack=r09" in e.get("detail", "")
+               for e in hist), hist
+    p = t.run("nodes", "label", "n1", "fabric-")
+    assert p.stdout.strip() == "node n1: fabric=roce rack=r09 tier=general", p.stdout
+    audit = t.run("audit").stdout
+    assert "/v1/nodes/n1/labels" in audit, audit
+    for bad, why in ((["n1"], "name the node and at least one label"),
+                     (["n1", "tier"], '"tier": expected KEY=VALUE')):
+        p = t.run("nodes", "label", *bad, check=False)
+        assert p.returncode == 2 and why in p.stderr, p.stderr
+    p = t.run("nodes", "label", "n1", "bad key=x", check=False)
+    assert p.returncode == 2 and '"bad key=x": a key (and its value) of letters' in p.stderr, \
+        p.stderr
     # an agent's bad labels stop it at start, saying what is wrong
     bad = subprocess.run([BIN, "agent", "--server", t.url, "--token-file",
                           os.path.join(t.data, "agent.token"), "--name", "bad",

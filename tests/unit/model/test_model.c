@@ -909,6 +909,21 @@ static void test_labels_and_constraints(void **state)
 	assert_true(node_inventory_unpack(j, &back, &err) < 0);
 	assert_non_null(strstr(err.text, "labels.rack: must be a string"));
 	json_decref(j);
+	/* an operator's labels are over its agent's, and kept in its record */
+	char merged[MODEL_LABELS_MAX];
+	labels_merge(L, "rack=r09,spare=", merged, sizeof(merged));
+	assert_string_equal(merged, "fabric=ib,rack=r09,spare=,tier=top");
+	struct node_record rec;
+	memset(&rec, 0, sizeof(rec));
+	rec.inv = inv;
+	snprintf(rec.labels_set, sizeof(rec.labels_set), "rack=r09");
+	json_t *rj = node_record_pack(&rec);
+	struct node_record rback;
+	assert_int_equal(node_record_unpack(rj, &rback, &err), 0);
+	assert_string_equal(rback.labels_set, "rack=r09");
+	assert_string_equal(rback.inv.labels, L);
+	node_record_release(&rback);
+	json_decref(rj);
 	/* a request's constraint is checked as it is read */
 	json_t *rq = json_pack("{s:[s], s:s, s:s}", "command", "true", "cwd", "/", "constraint",
 			       "fabric=ib|");
