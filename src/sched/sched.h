@@ -497,6 +497,7 @@ struct sched_share {
 	int max_switches;
 	const int *with;
 	int nwith;
+	const char *constraint; /* the job's --constraint; NULL: any node */
 };
 
 /* Can node n (schedulable: taking work) hold share w on the very devices of

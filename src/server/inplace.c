@@ -255,6 +255,7 @@ static struct sched_share share_of(const struct sjob *j, const struct attempt_no
 		.nodelist = (const char *const *)r->nodelist,
 		.nnodelist = r->nnodelist,
 		.max_switches = r->switches,
+		.constraint = r->constraint,
 	};
 }
 

@@ -715,6 +715,7 @@ static struct sched_share share_of(const struct eng *e, int j, const struct sche
 		.mem_mib = a->mem_mib,
 		.alone = a->alone,
 		.max_switches = sj->max_switches,
+		.constraint = sj->constraint,
 	};
 }
 

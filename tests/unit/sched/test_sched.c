@@ -2080,6 +2080,34 @@ static void test_replace_and_pool(void **state)
 	assert_int_equal(sched_replace(c.nodes, c.n, pool, out, &alone, NULL, 0, &used, ok, &got),
 			 SCHED_FROM_NONE);
 	c.nodes[big].cpus_free++;
+	/* --constraint: only a node whose labels satisfy it */
+	c.nodes[big].labels = "fabric=ib";
+	{
+		struct sched_share cw = {
+			.ndev = 4, .milli = MODEL_MILLI, .model = "H100", .cpus = 8};
+		cw.constraint = "fabric=ib";
+		c.devs[tight][3].free_milli = MODEL_MILLI;
+		assert_int_equal(sched_replace(c.nodes, c.n, NULL, out,
+					       &(struct sched_share){.ndev = 4,
+								     .milli = MODEL_MILLI,
+								     .model = "H100",
+								     .cpus = 8},
+					       NULL, 0, &used, ok, &got),
+				 SCHED_FROM_FREE);
+		assert_int_equal(got.node, tight); /* without it: the tightest fit */
+		for (int i = 0; i < c.n; i++)
+			out[i] = i != big && i != tight;
+		assert_int_equal(
+			sched_replace(c.nodes, c.n, NULL, out, &cw, NULL, 0, &used, ok, &got),
+			SCHED_FROM_FREE);
+		assert_int_equal(got.node, big); /* not the tighter unlabelled one */
+		cw.constraint = "fabric=roce";
+		assert_int_equal(
+			sched_replace(c.nodes, c.n, NULL, out, &cw, NULL, 0, &used, ok, &got),
+			SCHED_FROM_NONE);
+		c.devs[tight][3].free_milli = 500;
+	}
+	c.nodes[big].labels = NULL;
 	/* --switches: a place beside the gang's other nodes, within its limit,
 	 * before a tighter fit on another leaf */
 	snprintf(c.topo[a0], sizeof(c.topo[a0]), "spine1/leaf1");
