@@ -59,9 +59,10 @@ static const struct tk_command commands[] = {
 	{"update", "JOB [OPTIONS]", "change a waiting job's request (submit's options)",
 	 cli_update},
 	{"nodes",
-	 "[NAME... | admit|revoke|down NAME... | history NAME | label NAME KEY=VALUE... KEY-...]",
+	 "[NAME... | admit|revoke|down NAME... | history NAME | label NAME KEY=VALUE... KEY-... | "
+	 "taint NAME TAINT... TAINT-...]",
 	 "list nodes, show some, admit a node's new agent, revoke one, say one is dead, list "
-	 "what happened to one, or set and remove an operator's labels on one",
+	 "what happened to one, set and remove an operator's labels on one, or taint one",
 	 cli_nodes},
 	{"images", "[pull REF]", "images in the nodes' stores; pull one ahead (--nodes)",
 	 cli_images},

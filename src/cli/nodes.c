@@ -92,6 +92,14 @@ static int show_nodes(struct ctx *c)
 				printf(" %s=%s", lk, json_string_value(lv));
 			printf("\n");
 		}
+		json_t *taints = json_object_get(n, "taints");
+		if (json_array_size(taints)) {
+			printf("  Taints:  ");
+			json_t *tv;
+			json_array_foreach (taints, k, tv)
+				printf("%s %s", k ? "," : "", json_string_value(tv));
+			printf(" (only jobs that --tolerate each)\n");
+		}
 		json_t *iso = json_object_get(n, "isolation");
 		if (json_is_object(iso)) {
 			json_t *un = json_object_get(iso, "unenforced");
@@ -280,12 +288,54 @@ static int node_label(struct ctx *c)
 	return CLI_EXIT_OK;
 }
 
+/* tenk nodes taint NAME TAINT... TAINT-...: taints added and removed. */
+static int node_taint(struct ctx *c)
+{
+	if (c->npos < 3)
+		return cli__usage_error(c->cmd,
+					"nodes taint NAME TAINT... TAINT-...: name the node "
+					"and at least one taint to add or remove");
+	json_t *add = json_array(), *rm = json_array();
+	for (int i = 2; i < c->npos; i++) {
+		size_t n = strlen(c->pos[i]);
+		if (n > 1 && c->pos[i][n - 1] == '-')
+			json_array_append_new(rm, json_stringn(c->pos[i], n - 1));
+		else
+			json_array_append_new(add, json_string(c->pos[i]));
+	}
+	json_t *body = json_pack("{s:o, s:o}", "add", add, "remove", rm);
+	char *path = xasprintf("/v1/nodes/%s/taints", c->pos[1]);
+	json_t *n;
+	struct tk_error err;
+	int r = client_call(&c->client, "POST", path, body, CALL_TIMEOUT_MS, &n, NULL, &err);
+	free(path);
+	json_decref(body);
+	if (r < 0)
+		return cli__api_error(c, &err);
+	if (c->json) {
+		cli__print_json(n);
+	} else {
+		printf("node %s: taints", cli__jstr(n, "name"));
+		size_t k;
+		json_t *v;
+		json_array_foreach (json_object_get(n, "taints"), k, v)
+			printf("%s %s", k ? "," : "", json_string_value(v));
+		if (!json_array_size(json_object_get(n, "taints")))
+			printf(" none");
+		printf("\n");
+	}
+	json_decref(n);
+	return CLI_EXIT_OK;
+}
+
 static int run_nodes(struct ctx *c)
 {
 	if (c->npos && strcmp(c->pos[0], "history") == 0)
 		return node_history(c);
 	if (c->npos && strcmp(c->pos[0], "label") == 0)
 		return node_label(c);
+	if (c->npos && strcmp(c->pos[0], "taint") == 0)
+		return node_taint(c);
 	if (c->npos && strcmp(c->pos[0], "admit") != 0 && strcmp(c->pos[0], "revoke") != 0 &&
 	    strcmp(c->pos[0], "down") != 0)
 		return show_nodes(c);

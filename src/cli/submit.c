@@ -69,6 +69,7 @@ enum {
 	S_MAX_RESTARTS,
 	S_SPARES,
 	S_CONSTRAINT,
+	S_TOLERATE,
 	S_COUNT
 };
 
@@ -159,6 +160,9 @@ static const struct tk_option submit_opts[] = {
 	{"constraint", 'C', "EXPR",
 	 "only on nodes whose labels satisfy EXPR (Slurm's feature syntax): KEY, KEY=VALUE or "
 	 "KEY!=VALUE, joined by & (and) and | (or), e.g. \"fabric=ib&rack!=r07\""},
+	{"tolerate", 0, "TAINT,...",
+	 "may run on nodes with these taints (tenk nodes taint): a tainted node takes only jobs "
+	 "that tolerate each of its taints"},
 };
 _Static_assert(ARRAY_SIZE(submit_opts) == S_COUNT, "one option per enum value");
 
@@ -950,6 +954,8 @@ static int request_opts(struct ctx *c, json_t *req, bool update)
 			return cli__usage_error(c->cmd, "--%s", cerr.text);
 		json_object_set_new(req, "constraint", json_string(c->v[S_CONSTRAINT]));
 	}
+	if (c->v[S_TOLERATE])
+		json_object_set_new(req, "tolerate", json_string(c->v[S_TOLERATE]));
 	if (c->v[S_MIXED])
 		json_object_set_new(req, "mixed_types", json_true());
 	if (c->v[S_CLASS])

@@ -183,6 +183,73 @@ void labels_merge(const char *base, const char *over, char *out, size_t outn)
 	strbuf_release(&sb);
 }
 
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+int names_parse(const char *what, const char *text, char *out, size_t outn, struct tk_error *err)
+{
+	char buf[MODEL_LABELS_MAX];
+	if (strlen(text) >= sizeof(buf))
+		return tk_errorf(err, -E2BIG, "%s: %zu characters at most", what, sizeof(buf) - 1);
+	snprintf(buf, sizeof(buf), "%s", text);
+	char *v[MODEL_MAX_LABELS];
+	int n = 0;
+	char *save = NULL;
+	for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+		if (n == MODEL_MAX_LABELS)
+			return tk_errorf(err, -E2BIG, "%s: at most %d", what, MODEL_MAX_LABELS);
+		if (part_len(t, strlen(t), false) < 0)
+			return tk_errorf(
+				err, -EINVAL,
+				"%s: \"%s\": a name of letters, digits, '.', '_', '-', '/', "
+				"%d characters at most",
+				what, t, MODEL_LABEL_PART_MAX);
+		v[n++] = t;
+	}
+	if (text[0] && (text[0] == ',' || text[strlen(text) - 1] == ',' || strstr(text, ",,")))
+		return tk_errorf(err, -EINVAL, "%s: an empty name in \"%s\"", what, text);
+	qsort(v, (size_t)n, sizeof(*v), cmp_str);
+	size_t l = 0;
+	out[0] = '\0';
+	for (int i = 0; i < n; i++) {
+		if (i && strcmp(v[i - 1], v[i]) == 0)
+			continue;
+		int w = snprintf(out + l, outn - l, "%s%s", l ? "," : "", v[i]);
+		if (w < 0 || (size_t)w >= outn - l)
+			return tk_errorf(err, -E2BIG, "%s: too long", what);
+		l += (size_t)w;
+	}
+	return n;
+}
+
+bool names_has(const char *names, const char *name, size_t n)
+{
+	const char *p = names ? names : "";
+	while (*p) {
+		const char *end = strchr(p, ',');
+		size_t len = end ? (size_t)(end - p) : strlen(p);
+		if (len == n && strncmp(p, name, n) == 0)
+			return true;
+		p += len + (end ? 1 : 0);
+	}
+	return false;
+}
+
+bool taints_tolerated(const char *taints, const char *tolerate)
+{
+	const char *p = taints ? taints : "";
+	while (*p) {
+		const char *end = strchr(p, ',');
+		size_t len = end ? (size_t)(end - p) : strlen(p);
+		if (!names_has(tolerate, p, len))
+			return false;
+		p += len + (end ? 1 : 0);
+	}
+	return true;
+}
+
 int constraint_check(const char *expr, struct tk_error *err)
 {
 	int r = eval(expr, "", err);

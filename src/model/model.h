@@ -169,6 +169,13 @@ struct node_inventory {
 int labels_parse(const char *text, char *out, size_t outn, struct tk_error *err);
 const char *labels_get(const char *labels, const char *key, size_t keyn, size_t *valn);
 int constraint_check(const char *expr, struct tk_error *err);
+/* A list of names ("inference,dev": taints, tolerations), checked as label
+ * keys, into its canonical form (sorted, once each); the count. what
+ * names it in errors. names_has: is name (n characters) in the list?
+ * taints_tolerated: is every taint in tolerate? */
+int names_parse(const char *what, const char *text, char *out, size_t outn, struct tk_error *err);
+bool names_has(const char *names, const char *name, size_t n);
+bool taints_tolerated(const char *taints, const char *tolerate);
 /* over's labels on base's (both canonical): over wins a key both have. */
 void labels_merge(const char *base, const char *over, char *out, size_t outn);
 bool constraint_match(const char *expr, const char *labels);
@@ -291,6 +298,8 @@ struct job_request {
 	int switches;	      /* span at most this many switches; 0: no limit */
 	/* on nodes whose labels satisfy it ("fabric=ib&rack!=r07"; NULL: any) */
 	char *constraint;
+	/* the taints it tolerates ("inference,dev", canonical; NULL: none) */
+	char *tolerate;
 	bool mixed_types; /* a gang may mix accelerator models */
 	/* its tasks run in a container of this image (NULL: on the host),
 	 * seeing of the host only these folders ("SRC:DST[:ro]", the cluster's
@@ -413,6 +422,7 @@ char *model_output_path(const char *pattern, const char *cwd, const struct outpu
 	X("gpu_tflops", JR_VALUE, gpu_tflops, argc, true)                                          \
 	X("switches", JR_VALUE, switches, argc, true)                                              \
 	X("constraint", JR_STR, constraint, argc, true)                                            \
+	X("tolerate", JR_STR, tolerate, argc, true)                                                \
 	X("mixed_types", JR_VALUE, mixed_types, argc, true)                                        \
 	X("image", JR_STR, image, argc, false)                                                     \
 	X("mounts", JR_STRV, mounts, nmounts, false)                                               \
@@ -795,6 +805,7 @@ enum node_event_kind {
 	NODE_EV_LEMON,		   /* drained by the lemon rule */
 	NODE_EV_RESUMED,	   /* resumed by an operator */
 	NODE_EV_LABELED,	   /* an operator set or removed labels */
+	NODE_EV_TAINTED,	   /* an operator added or removed taints */
 	NODE_EV_KIND_MAX
 };
 /* "launch_failed", "tasks_lost", "fault", "validation_failed", "lemon", "resumed". */
@@ -826,8 +837,10 @@ struct node_record {
 	char cred_sha256[65];
 	bool admit;
 	bool revoked;
-	/* labels an operator set (tenk nodes label), over its agent's */
+	/* labels an operator set (tenk nodes label), over its agent's; its
+	 * taints ("inference,dev"): only jobs that tolerate each run there */
 	char labels_set[MODEL_LABELS_MAX];
+	char taints[MODEL_LABELS_MAX];
 	/* its last validation (tenk validate --nodes): the verdict (NONE:
 	 * never validated); the first failing layer and why */
 	enum verdict verdict;

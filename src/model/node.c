@@ -299,6 +299,7 @@ static const char *const node_event_names[NODE_EV_KIND_MAX] = {
 	[NODE_EV_LEMON] = "lemon",
 	[NODE_EV_RESUMED] = "resumed",
 	[NODE_EV_LABELED] = "labeled",
+	[NODE_EV_TAINTED] = "tainted",
 };
 
 const char *node_event_kind_name(enum node_event_kind k)
@@ -463,6 +464,8 @@ json_t *node_record_pack(const struct node_record *r)
 		json_object_set_new(o, "revoked", json_true());
 	if (r->labels_set[0])
 		json_object_set_new(o, "labels_set", node_labels_pack(r->labels_set));
+	if (r->taints[0])
+		json_object_set_new(o, "taints", json_string(r->taints));
 	if (r->witness_sent.id[0] || r->witness_acked.id[0])
 		json_object_set_new(o, "witness",
 				    json_pack("{s:o, s:o}", "sent", witness_pack(&r->witness_sent),
@@ -517,9 +520,10 @@ static int verdict_unpack(json_t *v, struct node_record *r, struct tk_error *err
 int node_record_unpack(json_t *j, struct node_record *ret, struct tk_error *err)
 {
 	static const char *const keys[] = {
-		"inventory",	 "drained",    "drain_reason", "drain_source", "agent_id",
-		"registered_ms", "validation", "cred_sha256",  "admit",	       "revoked",
-		"witness",	 "joined_ms",  "history",      "labels_set",   NULL};
+		"inventory", "drained",	      "drain_reason", "drain_source",
+		"agent_id",  "registered_ms", "validation",   "cred_sha256",
+		"admit",     "revoked",	      "witness",      "joined_ms",
+		"history",   "labels_set",    "taints",	      NULL};
 	static const char *const wkeys[] = {"sent", "acked", NULL};
 	struct node_record *r = ret;
 	int64_t reg;
@@ -564,6 +568,10 @@ int node_record_unpack(json_t *j, struct node_record *ret, struct tk_error *err)
 		}
 		snprintf(r->labels_set, sizeof(r->labels_set), "%s", tmp.labels);
 	}
+	char taints[MODEL_LABELS_MAX] = "";
+	if ((rc = mj_strbuf(j, "taints", false, true, taints, sizeof(taints), err)) < 0 ||
+	    (rc = names_parse("taints", taints, r->taints, sizeof(r->taints), err)) < 0)
+		return rc;
 	json_t *h = json_object_get(j, "history");
 	if (h && (rc = history_unpack(h, r, err)) < 0)
 		return rc;

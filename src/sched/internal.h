@@ -118,6 +118,7 @@ struct place_fail {
 struct pass {
 	const struct sched_snapshot *snap;
 	bool any_node;		 /* sched__could_ever_anywhere: unschedulable nodes count */
+	int any_taint;		 /* some node has a taint; -1: not known yet */
 	struct sched_keep *keep; /* where the large arrays come from (keep.c) */
 	const struct sched_policy *policy;
 	int64_t now;
@@ -267,6 +268,8 @@ void sched__place_release(struct pass *p);
 /* Fills rq for job j. With model_ok NULL the acceptable models are worked out
  * (and freed by sched__req_release); else that array (for the same shape) is used. */
 void sched__req_init(struct pass *p, const struct sched_job *j, struct req *rq, bool *model_ok);
+/* Does a node of the pass carry a taint (every job then filters nodes)? */
+bool sched__any_taint(struct pass *p);
 void sched__req_release(struct req *rq);
 /* Finds the best placement of rq on view v. Returns true and fills out, or
  * false and fills why. */

@@ -273,6 +273,16 @@ bool sched__cap_maybe_fits(struct pass *p, const struct req *rq)
 
 static const bool *node_filter(struct pass *p, const struct sched_job *j, bool *ok);
 
+bool sched__any_taint(struct pass *p)
+{
+	if (p->any_taint < 0) {
+		p->any_taint = 0;
+		for (int n = 0; n < p->nn && !p->any_taint; n++)
+			p->any_taint = p->snap->nodes[n].taints && p->snap->nodes[n].taints[0];
+	}
+	return p->any_taint;
+}
+
 void sched__req_init(struct pass *p, const struct sched_job *j, struct req *rq, bool *model_ok)
 {
 	memset(rq, 0, sizeof(*rq));
@@ -283,7 +293,7 @@ void sched__req_init(struct pass *p, const struct sched_job *j, struct req *rq, 
 		rq->whole = j->tasks_per_node * (j->gpu_milli / MODEL_MILLI);
 	else if (j->gpu_milli > 0)
 		rq->frac = j->gpu_milli;
-	bool filtered = j->nnodelist > 0 || j->nexclude > 0 || j->constraint;
+	bool filtered = j->nnodelist > 0 || j->nexclude > 0 || j->constraint || sched__any_taint(p);
 	if (model_ok) {
 		rq->model_ok = model_ok; /* computed before for the same shape */
 		rq->node_ok = filtered ? model_ok + p->nmodels + 1 : NULL;
@@ -340,6 +350,8 @@ static const bool *node_filter(struct pass *p, const struct sched_job *j, bool *
 	}
 	for (int n = 0; j->constraint && n < p->nn; n++)
 		ok[n] = ok[n] && constraint_match(j->constraint, p->snap->nodes[n].labels);
+	for (int n = 0; n < p->nn; n++) /* a taint repels what does not tolerate it */
+		ok[n] = ok[n] && taints_tolerated(p->snap->nodes[n].taints, j->tolerate);
 	free(byname);
 	return ok;
 }

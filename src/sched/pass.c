@@ -420,6 +420,7 @@ int sched_pass(const struct sched_snapshot *snap, int64_t now_ms, const struct s
 	st.limit_job = -1;
 	st.epoch = 1;
 	st.p.snap = snap;
+	st.p.any_taint = -1;
 	st.p.policy = policy;
 	st.p.now = now_ms;
 	/* the caller's memory for the large arrays, or one for this pass */

@@ -62,6 +62,7 @@ struct sched_node {
 	const char *name;     /* borrowed; unique */
 	const char *topology; /* "spine1/leaf07": switches above it, nearest last; may be NULL */
 	const char *labels;   /* "fabric=ib,tier=top" (labels_parse's form); may be NULL */
+	const char *taints;   /* "dev,inference" (names_parse's form); may be NULL */
 	bool schedulable;     /* up and not drained */
 	int cpus_total;
 	int cpus_free;
@@ -115,6 +116,7 @@ struct sched_job {
 	double gpu_tflops;	      /* each device at least this fast; 0: any */
 	int max_switches;	      /* span at most this many switches; 0: no limit */
 	const char *constraint;	      /* on nodes whose labels satisfy it; NULL: any */
+	const char *tolerate;	      /* the taints it tolerates ("dev,inference"); NULL: none */
 	bool mixed_types;	      /* may mix accelerator models */
 	uint64_t shape; /* sched_job_shape() of it, kept by the caller; 0: worked out */
 	/* where it may go (Slurm's -w, -x): only these nodes (none: any), never
@@ -498,6 +500,7 @@ struct sched_share {
 	const int *with;
 	int nwith;
 	const char *constraint; /* the job's --constraint; NULL: any node */
+	const char *tolerate;	/* the taints it tolerates; NULL: none */
 };
 
 /* Can node n (schedulable: taking work) hold share w on the very devices of

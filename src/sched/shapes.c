@@ -35,6 +35,9 @@ uint64_t sched_job_shape(const struct sched_job *j)
 	h = mix64(h, (uint64_t)j->exclusive);
 	for (const char *c = j->constraint; c && *c; c++)
 		h = mix64(h, (uint64_t)(unsigned char)*c);
+	h = mix64(h, 0x7e);
+	for (const char *c = j->tolerate; c && *c; c++)
+		h = mix64(h, (uint64_t)(unsigned char)*c);
 	for (int w = 0; w < 2; w++) {
 		h = mix64(h, (uint64_t)(w ? j->nexclude : j->nnodelist));
 		for (int i = 0; i < (w ? j->nexclude : j->nnodelist); i++)
@@ -69,6 +72,9 @@ bool sched__shape_same(const struct sched_job *a, const struct sched_job *b)
 	    (a->constraint && a->constraint != b->constraint &&
 	     strcmp(a->constraint, b->constraint) != 0))
 		return false;
+	if ((a->tolerate != NULL) != (b->tolerate != NULL) ||
+	    (a->tolerate && a->tolerate != b->tolerate && strcmp(a->tolerate, b->tolerate) != 0))
+		return false;
 	if (a->gpu_types == b->gpu_types)
 		return true;
 	for (int i = 0; i < a->ngpu_types; i++)
@@ -94,7 +100,7 @@ struct entry {
 	struct sched_job j; /* the shape's fields; gpu_types point at types */
 	char **types;
 	char **nodelist, **exclude; /* j's, copied */
-	char *constraint;
+	char *constraint, *tolerate;
 	uint64_t hash;
 	int refs; /* 0: unused, on the free list */
 	int next_free;
@@ -133,7 +139,8 @@ static void entry_names_free(struct entry *e)
 		free(e->exclude[k]);
 	free(e->exclude);
 	free(e->constraint);
-	e->constraint = NULL;
+	free(e->tolerate);
+	e->constraint = e->tolerate = NULL;
 	e->types = e->nodelist = e->exclude = NULL;
 	e->j.ngpu_types = e->j.nnodelist = e->j.nexclude = 0;
 }
@@ -241,6 +248,8 @@ int sched_shapes_add(struct sched_shapes *t, const struct sched_job *j)
 	e->j.exclude = (const char *const *)e->exclude;
 	e->constraint = j->constraint ? xstrdup(j->constraint) : NULL;
 	e->j.constraint = e->constraint;
+	e->tolerate = j->tolerate ? xstrdup(j->tolerate) : NULL;
+	e->j.tolerate = e->tolerate;
 	e->hash = h;
 	e->refs = 1;
 	t->live++;

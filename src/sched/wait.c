@@ -77,6 +77,8 @@ void sched__describe_need(const struct st *st, const struct sched_job *j, struct
 	}
 	if (j->constraint)
 		strbuf_addf(sb, ", labelled %s", j->constraint);
+	if (j->tolerate)
+		strbuf_addf(sb, ", tolerating %s", j->tolerate);
 	(void)st;
 }
 

@@ -1226,6 +1226,79 @@ out:
 	strbuf_release(&what);
 }
 
+/* An operator taints a node, or takes taints off: {"add": ["inference"],
+ * "remove": ["dev"]}. Only jobs that tolerate each of its taints go there
+ * (those running stay). */
+static void h_node_taints(struct request *r, const char *param, json_t *body)
+{
+	static const char *const keys[] = {"add", "remove", NULL};
+	struct tk_error err;
+	if (mj_check_keys(body, NULL, keys, &err) < 0) {
+		reply_error(r, 400, "%s", err.text);
+		return;
+	}
+	json_t *add = json_object_get(body, "add"), *rm = json_object_get(body, "remove");
+	if ((add && !json_is_array(add)) || (rm && !json_is_array(rm)) ||
+	    (!json_array_size(add) && !json_array_size(rm))) {
+		reply_error(r, 400,
+			    "expected {\"add\": [\"TAINT\", ...], \"remove\": [\"TAINT\", ...]} "
+			    "with at least one taint");
+		return;
+	}
+	struct snode *n = find_node(r, param);
+	if (!n)
+		return;
+	struct strbuf sb, what;
+	strbuf_init(&sb);
+	strbuf_init(&what);
+	for (int w = 0; w < 2; w++) {
+		size_t i;
+		json_t *v;
+		json_array_foreach (w ? rm : add, i, v) {
+			if (!json_is_string(v)) {
+				reply_error(r, 400, "%s[%zu]: must be a taint's name",
+					    w ? "remove" : "add", i);
+				goto out;
+			}
+			strbuf_addf(&what, " %s%s", w ? "-" : "+", json_string_value(v));
+		}
+	}
+	/* what it had but what is removed, and what is added */
+	for (const char *p = n->rec.taints; *p;) {
+		const char *end = strchr(p, ',');
+		size_t len = end ? (size_t)(end - p) : strlen(p);
+		bool drop = false;
+		size_t i;
+		json_t *v;
+		json_array_foreach (rm, i, v)
+			drop |= strlen(json_string_value(v)) == len &&
+				strncmp(json_string_value(v), p, len) == 0;
+		if (!drop)
+			strbuf_addf(&sb, "%s%.*s", sb.len ? "," : "", (int)len, p);
+		p += len + (end ? 1 : 0);
+	}
+	size_t i;
+	json_t *v;
+	json_array_foreach (add, i, v)
+		strbuf_addf(&sb, "%s%s", sb.len ? "," : "", json_string_value(v));
+	char next[MODEL_LABELS_MAX];
+	if (names_parse("taints", sb.buf, next, sizeof(next), &err) < 0) {
+		reply_error(r, 400, "%s", err.text);
+		goto out;
+	}
+	snprintf(n->rec.taints, sizeof(n->rec.taints), "%s", next);
+	char detail[MODEL_REASON_MAX + MODEL_NAME_MAX + 8];
+	snprintf(detail, sizeof(detail), "by %s:%.200s", r->user, what.buf);
+	state_node_event(&r->s->st, n, NODE_EV_TAINTED, 0, 0, detail, server_now_ms(r->s));
+	state_node_dirty(&r->s->st, n);
+	r->s->st.nodes_gen++; /* what could ever run where changed */
+	state_want_pass(&r->s->st);
+	reply_json(r, 200, state_node_pack(&r->s->st, n));
+out:
+	strbuf_release(&sb);
+	strbuf_release(&what);
+}
+
 /* An operator says a node that is silent is dead: its jobs move now, as
  * for a node the server declares DOWN (an UNREACHABLE one, whose group the
  * server cannot hear either, is only ever moved so). One heard within the
@@ -1988,6 +2061,7 @@ const struct route api_routes[] = {
 	{"POST", "/v1/nodes/{}/drain", ROLE_OPERATOR, h_node_drain, true},
 	{"POST", "/v1/nodes/{}/resume", ROLE_OPERATOR, h_node_resume, false},
 	{"POST", "/v1/nodes/{}/labels", ROLE_OPERATOR, h_node_labels, true},
+	{"POST", "/v1/nodes/{}/taints", ROLE_OPERATOR, h_node_taints, true},
 	{"POST", "/v1/nodes/{}/down", ROLE_OPERATOR, h_node_down, false},
 	{"POST", "/v1/validations", ROLE_OPERATOR, h_validate_create, true},
 	/* its own token (the run's), checked by the handler */

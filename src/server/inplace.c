@@ -256,6 +256,7 @@ static struct sched_share share_of(const struct sjob *j, const struct attempt_no
 		.nnodelist = r->nnodelist,
 		.max_switches = r->switches,
 		.constraint = r->constraint,
+		.tolerate = r->tolerate,
 	};
 }
 

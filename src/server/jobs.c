@@ -56,6 +56,7 @@ void state_request_sched(const struct job_request *r, struct sched_job *sj)
 	sj->nnodelist = r->nnodelist;
 	sj->nodelist = (const char *const *)r->nodelist;
 	sj->constraint = r->constraint;
+	sj->tolerate = r->tolerate;
 	sj->nexclude = r->nexclude;
 	sj->exclude = (const char *const *)r->exclude;
 	sj->exclusive = r->exclusive;

@@ -177,6 +177,14 @@ json_t *state_node_pack(struct state *s, const struct snode *n)
 	json_object_set_new(o, "labels", node_labels_pack(n->labels));
 	if (n->rec.labels_set[0]) /* those an operator set */
 		json_object_set_new(o, "labels_set", node_labels_pack(n->rec.labels_set));
+	json_t *taints = json_array();
+	for (const char *p = n->rec.taints; *p;) {
+		const char *end = strchr(p, ',');
+		size_t len = end ? (size_t)(end - p) : strlen(p);
+		json_array_append_new(taints, json_stringn(p, len));
+		p += len + (end ? 1 : 0);
+	}
+	json_object_set_new(o, "taints", taints);
 	json_t *v = node_verdict_pack(&n->rec);
 	json_object_set_new(o, "validation", v ? v : json_null());
 	json_object_set_new(o, "drain_source", json_string(drain_source_name(n->rec.drain_source)));

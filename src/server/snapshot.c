@@ -40,6 +40,7 @@ static struct sched_node *view_build(const struct state *s, bool pool)
 		x->name = n->rec.inv.name;
 		x->topology = n->rec.inv.topology;
 		x->labels = n->labels;
+		x->taints = n->rec.taints;
 		x->schedulable = state_node_state(s, n) == NODE_UP && !n->agent_stopping &&
 				 (pool || !n->pool_spare);
 		x->cpus_total = n->rec.inv.cpus;

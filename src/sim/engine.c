@@ -716,6 +716,7 @@ static struct sched_share share_of(const struct eng *e, int j, const struct sche
 		.alone = a->alone,
 		.max_switches = sj->max_switches,
 		.constraint = sj->constraint,
+		.tolerate = sj->tolerate,
 	};
 }
 

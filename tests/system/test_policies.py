@@ -191,6 +191,26 @@ def test_labels_and_constraints(workdir, procs):
     p = t.run("nodes", "label", "n1", "bad key=x", check=False)
     assert p.returncode == 2 and '"bad key=x": a key (and its value) of letters' in p.stderr, \
         p.stderr
+    # a taint keeps what does not tolerate it off the node
+    p = t.run("nodes", "taint", "n0", "inference", "dev")
+    assert p.stdout.strip() == "node n0: taints dev, inference", p.stdout
+    assert t.json("nodes", "n0")[0]["taints"] == ["dev", "inference"]
+    assert "Taints:   dev, inference (only jobs that --tolerate each)" in \
+        t.run("nodes", "n0").stdout
+    jid = t.submit("-G", "1", "--", "true")
+    t.run("wait", jid, timeout=60)
+    assert t.job(jid)["attempts"][0]["nodes"][0]["name"] == "n1"
+    p = t.run("submit", "-C", "rack=r07", "--tolerate", "inference", "--", "true", check=False)
+    assert p.returncode == 1 and "tolerating inference" in p.stderr, p.stderr
+    jid = t.submit("-C", "rack=r07", "--tolerate", "inference,dev", "--", "true")
+    t.run("wait", jid, timeout=60)
+    assert t.job(jid)["attempts"][0]["nodes"][0]["name"] == "n0"
+    assert t.job(jid)["request"]["tolerate"] == "dev,inference"
+    p = t.run("nodes", "taint", "n0", "dev-", "inference-")
+    assert p.stdout.strip() == "node n0: taints none", p.stdout
+    assert [e["kind"] for e in t.json("nodes", "history", "n0")].count("tainted") == 2
+    p = t.run("submit", "--tolerate", "a,,b", "--", "true", check=False)
+    assert p.returncode == 2 and "tolerate: an empty name" in p.stderr, p.stderr
     # an agent's bad labels stop it at start, saying what is wrong
     bad = subprocess.run([BIN, "agent", "--server", t.url, "--token-file",
                           os.path.join(t.data, "agent.token"), "--name", "bad",

@@ -411,6 +411,7 @@ static json_t *full_request(void)
 		"restart", "in-place", "spares", 2);
 	assert_non_null(j);
 	json_object_set_new(j, "constraint", json_string("fabric=ib&rack!=r07|tier=top"));
+	json_object_set_new(j, "tolerate", json_string("inference,dev"));
 	return j;
 }
 
@@ -909,6 +910,19 @@ static void test_labels_and_constraints(void **state)
 	assert_true(node_inventory_unpack(j, &back, &err) < 0);
 	assert_non_null(strstr(err.text, "labels.rack: must be a string"));
 	json_decref(j);
+	/* taints and tolerations: names, sorted, once each */
+	assert_int_equal(names_parse("taints", "inference,dev,inference", out, sizeof(out), &err),
+			 3);
+	assert_string_equal(out, "dev,inference");
+	assert_true(names_parse("taints", "dev,,x", out, sizeof(out), &err) < 0);
+	assert_non_null(strstr(err.text, "taints: an empty name"));
+	assert_true(names_parse("tolerate", "a b", out, sizeof(out), &err) < 0);
+	assert_non_null(strstr(err.text, "tolerate: \"a b\": a name of letters"));
+	assert_true(taints_tolerated("", NULL));
+	assert_true(taints_tolerated("dev,inference", "dev,inference,x"));
+	assert_false(taints_tolerated("dev,inference", "dev"));
+	assert_false(taints_tolerated("dev", NULL));
+	assert_false(taints_tolerated("dev", "de"));
 	/* an operator's labels are over its agent's, and kept in its record */
 	char merged[MODEL_LABELS_MAX];
 	labels_merge(L, "rack=r09,spare=", merged, sizeof(merged));
@@ -917,10 +931,12 @@ static void test_labels_and_constraints(void **state)
 	memset(&rec, 0, sizeof(rec));
 	rec.inv = inv;
 	snprintf(rec.labels_set, sizeof(rec.labels_set), "rack=r09");
+	snprintf(rec.taints, sizeof(rec.taints), "dev,inference");
 	json_t *rj = node_record_pack(&rec);
 	struct node_record rback;
 	assert_int_equal(node_record_unpack(rj, &rback, &err), 0);
 	assert_string_equal(rback.labels_set, "rack=r09");
+	assert_string_equal(rback.taints, "dev,inference");
 	assert_string_equal(rback.inv.labels, L);
 	node_record_release(&rback);
 	json_decref(rj);

@@ -691,6 +691,30 @@ static void test_constraints(void **state)
 	assert_false(sched_could_ever_hold(c.nodes, c.n, &c.jobs[2]));
 	assert_true(sched_could_ever_hold(c.nodes, c.n, &c.jobs[0]));
 	assert_true(sched_job_shape(&c.jobs[0]) != sched_job_shape(&c.jobs[1]));
+
+	/* taints: a tainted node takes only what tolerates each of its taints */
+	struct cluster t;
+	init(&t);
+	for (int i = 0; i < 2; i++)
+		add_node(&t, "H100", 4, 32);
+	t.nodes[0].taints = "inference";
+	j = add_job(&t, 1, 4, 1000); /* no toleration: n01 */
+	j = add_job(&t, 1, 4, 1000); /* no toleration, n01 taken: waits */
+	j = add_job(&t, 1, 4, 1000);
+	j->tolerate = "dev,inference";
+	assert_int_equal(pass(&t, &d), 0);
+	assert_int_equal(start_of(&d, 0)->nodes[0].node, 1);
+	assert_null(start_of(&d, 1));
+	assert_int_equal(start_of(&d, 2)->nodes[0].node, 0);
+	sched_decisions_release(&d);
+	struct sched_job two = t.jobs[0];
+	two.nodes = 2;
+	assert_false(sched_could_ever_hold(t.nodes, t.n, &two));
+	assert_true(sched_job_shape(&t.jobs[0]) != sched_job_shape(&t.jobs[2]));
+	struct sched_share w = {.ndev = 4, .milli = MODEL_MILLI, .model = "H100", .cpus = 8};
+	assert_true(sched_share_fit(&t.nodes[0], &w, &(struct sched_assign){0}) < 0);
+	w.tolerate = "inference";
+	assert_int_equal(sched_share_fit(&t.nodes[0], &w, &(struct sched_assign){0}), 0);
 }
 
 static void test_node_lists_and_exclusive(void **state)
