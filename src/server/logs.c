@@ -126,7 +126,9 @@ void api_wake_node(struct server *s, struct snode *n)
 /* "0:120,3:55": where each task's reading starts. */
 /* Where attempt a's task t stops in its file: where the next attempt's
  * same task began in it, when that ran on the same node (the same file);
- * 0: it goes to the file's end. */
+ * 0: it goes to the file's end; -1: not known yet (the next attempt's task
+ * has not been heard to start: its shim may be writing after a's part
+ * already, so nothing past what was read is a's for sure). */
 static int64_t attempt_until(const struct sjob *j, const struct attempt *a, int t, int ni,
 			     const struct output_names *v, const char *path, bool err_stream)
 {
@@ -143,6 +145,8 @@ static int64_t attempt_until(const struct sjob *j, const struct attempt *a, int 
 		req->cwd, &vb);
 	if (strcmp(next, path) != 0)
 		return 0; /* a file of its own (%a in the pattern) */
+	if (b->tasks[t].state == TASK_WAITING && !b->ended)
+		return -1;
 	return err_stream ? b->tasks[t].err_from : b->tasks[t].out_from;
 }
 
@@ -316,6 +320,10 @@ void h_job_logs(struct request *r, const char *param, json_t *body)
 			json_object_set_new(e, "error", json_string(why));
 			struct wire_log_file *x = &lf->f.files[lf->f.nfiles];
 			lf->until[lf->f.nfiles] = attempt_until(j, a, t, ni, &v, path, err_stream);
+			/* its end not known yet: not ended for a follower, who asks
+			 * again rather than take the next attempt's output as its */
+			if (lf->until[lf->f.nfiles] < 0)
+				json_object_set_new(ans, "ended", json_false());
 			lf->entries[lf->f.nfiles++] = e;
 			x->rank = t;
 			x->path = path;
@@ -369,6 +377,9 @@ static void fetch_fill(struct log_fetch *lf, const struct wire_log_answer *an)
 					      ? 0
 					      : (size_t)MIN((int64_t)len, until - p->offset);
 				size = MIN(size, until);
+			} else if (until < 0) {
+				len = 0;
+				size = MIN(size, p->offset);
 			}
 			char *b64 = tk_base64_encode(p->data ? p->data : "", len);
 			json_object_set_new(e, "data", json_string(b64));
