@@ -114,7 +114,8 @@ int agent__inventory_detect(const struct agent_config *cfg, const struct catalog
 	if (cfg->topology && tk_strlcpy(inv->topology, cfg->topology, sizeof(inv->topology)) < 0)
 		return tk_errorf(err, -EINVAL, "--topology: at most %d characters",
 				 MODEL_TOPO_MAX - 1);
-	if (cfg->labels && labels_parse(cfg->labels, inv->labels, sizeof(inv->labels), err) < 0) {
+	if (cfg->labels &&
+	    node_labels_parse(cfg->labels, inv->labels, sizeof(inv->labels), err) < 0) {
 		char was[sizeof(err->text)];
 		snprintf(was, sizeof(was), "%s", err->text);
 		return tk_errorf(err, -EINVAL, "--%.*s", (int)sizeof(was) - 3, was);

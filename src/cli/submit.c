@@ -950,7 +950,7 @@ static int request_opts(struct ctx *c, json_t *req, bool update)
 		return r;
 	if (c->v[S_CONSTRAINT]) {
 		struct tk_error cerr;
-		if (constraint_check(c->v[S_CONSTRAINT], &cerr) < 0)
+		if (job_constraint_check(c->v[S_CONSTRAINT], &cerr) < 0)
 			return cli__usage_error(c->cmd, "--%s", cerr.text);
 		json_object_set_new(req, "constraint", json_string(c->v[S_CONSTRAINT]));
 	}

@@ -618,7 +618,7 @@ static int tolerate_unpack(json_t *j, struct job_request *r, struct tk_error *er
 	if (!json_object_get(j, "tolerate"))
 		return 0;
 	if ((rc = mj_strbuf(j, "tolerate", false, true, in, sizeof(in), err)) < 0 ||
-	    (rc = names_parse("tolerate", in, out, sizeof(out), err)) < 0)
+	    (rc = model_names_parse("tolerate", in, out, sizeof(out), err)) < 0)
 		return rc;
 	if (out[0])
 		r->tolerate = xstrdup(out);
@@ -658,7 +658,7 @@ int job_request_unpack(json_t *j, struct job_request *ret, struct tk_error *err)
 	    (rc = mj_str(j, "queue", false, MODEL_NAME_MAX - 1, true, NULL, &r.queue, err)) < 0 ||
 	    (rc = mj_str(j, "constraint", false, MODEL_CONSTRAINT_MAX - 1, true, NULL,
 			 &r.constraint, err)) < 0 ||
-	    (r.constraint && (rc = constraint_check(r.constraint, err)) < 0) ||
+	    (r.constraint && (rc = job_constraint_check(r.constraint, err)) < 0) ||
 	    (rc = tolerate_unpack(j, &r, err)) < 0 ||
 	    (rc = mj_int(j, "gpu_mem_mib", false, 0, MODEL_MAX_MEM_MIB, 0, &gmem, err)) < 0 ||
 	    (rc = mj_num(j, "gpu_tflops", false, 0, 1e6, 0, &gtf, err)) < 0 ||

@@ -44,7 +44,7 @@ static int cmp_kv(const void *a, const void *b)
 	return c ? c : (x->kn > y->kn) - (x->kn < y->kn);
 }
 
-int labels_parse(const char *text, char *out, size_t outn, struct tk_error *err)
+int node_labels_parse(const char *text, char *out, size_t outn, struct tk_error *err)
 {
 	struct kv kv[MODEL_MAX_LABELS];
 	int n = 0;
@@ -89,7 +89,7 @@ int labels_parse(const char *text, char *out, size_t outn, struct tk_error *err)
 	return n;
 }
 
-const char *labels_get(const char *labels, const char *key, size_t keyn, size_t *valn)
+const char *node_labels_get(const char *labels, const char *key, size_t keyn, size_t *valn)
 {
 	const char *p = labels ? labels : "";
 	while (*p) {
@@ -120,7 +120,7 @@ static int term(const char *s, size_t n, const char *labels, struct tk_error *er
 				 "letters, digits, '.', '_', '-', '/')",
 				 (int)n, s);
 	size_t have_n;
-	const char *have = labels_get(labels, s, kn, &have_n);
+	const char *have = node_labels_get(labels, s, kn, &have_n);
 	if (!v)
 		return have != NULL;
 	bool same = have && have_n == vn && strncmp(have, v, vn) == 0;
@@ -161,7 +161,7 @@ static int eval(const char *expr, const char *labels, struct tk_error *err)
 	return any;
 }
 
-void labels_merge(const char *base, const char *over, char *out, size_t outn)
+void node_labels_merge(const char *base, const char *over, char *out, size_t outn)
 {
 	struct strbuf sb;
 	strbuf_init(&sb);
@@ -171,14 +171,14 @@ void labels_merge(const char *base, const char *over, char *out, size_t outn)
 		size_t len = end ? (size_t)(end - p) : strlen(p);
 		const char *eq = memchr(p, '=', len);
 		size_t vn;
-		if (eq && !labels_get(over, p, (size_t)(eq - p), &vn))
+		if (eq && !node_labels_get(over, p, (size_t)(eq - p), &vn))
 			strbuf_addf(&sb, "%s%.*s", sb.len ? "," : "", (int)len, p);
 		p += len + (end ? 1 : 0);
 	}
 	if (over && *over)
 		strbuf_addf(&sb, "%s%s", sb.len ? "," : "", over);
 	struct tk_error err;
-	if (labels_parse(sb.buf, out, outn, &err) < 0) /* over the limits: over's alone */
+	if (node_labels_parse(sb.buf, out, outn, &err) < 0) /* over the limits: over's alone */
 		snprintf(out, outn, "%s", over ? over : "");
 	strbuf_release(&sb);
 }
@@ -188,7 +188,8 @@ static int cmp_str(const void *a, const void *b)
 	return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
-int names_parse(const char *what, const char *text, char *out, size_t outn, struct tk_error *err)
+int model_names_parse(const char *what, const char *text, char *out, size_t outn,
+		      struct tk_error *err)
 {
 	char buf[MODEL_LABELS_MAX];
 	if (strlen(text) >= sizeof(buf))
@@ -224,7 +225,7 @@ int names_parse(const char *what, const char *text, char *out, size_t outn, stru
 	return n;
 }
 
-bool names_has(const char *names, const char *name, size_t n)
+bool model_names_has(const char *names, const char *name, size_t n)
 {
 	const char *p = names ? names : "";
 	while (*p) {
@@ -237,26 +238,26 @@ bool names_has(const char *names, const char *name, size_t n)
 	return false;
 }
 
-bool taints_tolerated(const char *taints, const char *tolerate)
+bool node_taints_tolerated(const char *taints, const char *tolerate)
 {
 	const char *p = taints ? taints : "";
 	while (*p) {
 		const char *end = strchr(p, ',');
 		size_t len = end ? (size_t)(end - p) : strlen(p);
-		if (!names_has(tolerate, p, len))
+		if (!model_names_has(tolerate, p, len))
 			return false;
 		p += len + (end ? 1 : 0);
 	}
 	return true;
 }
 
-int constraint_check(const char *expr, struct tk_error *err)
+int job_constraint_check(const char *expr, struct tk_error *err)
 {
 	int r = eval(expr, "", err);
 	return r < 0 ? r : 0;
 }
 
-bool constraint_match(const char *expr, const char *labels)
+bool job_constraint_match(const char *expr, const char *labels)
 {
 	struct tk_error err;
 	return !expr || eval(expr, labels, &err) == 1;

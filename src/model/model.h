@@ -160,25 +160,26 @@ struct node_inventory {
 	unsigned unenforced;	       /* enum node_limit bits it cannot enforce */
 };
 
-/* Node labels and job constraints (labels.c). labels_parse: "k=v,k2=v2"
+/* Node labels and job constraints (labels.c). node_labels_parse: "k=v,k2=v2"
  * (checked) into its canonical form, sorted by key; the number of labels.
- * labels_get: the value of key (keyn characters) in canonical labels, its
- * length in *valn; NULL when absent. constraint_check: is expr a well
- * formed constraint ("fabric=ib&rack!=r07|tier=top")? constraint_match:
+ * node_labels_get: the value of key (keyn characters) in canonical labels, its
+ * length in *valn; NULL when absent. job_constraint_check: is expr a well
+ * formed constraint ("fabric=ib&rack!=r07|tier=top")? job_constraint_match:
  * do the labels satisfy it (NULL expr: any labels do)? */
-int labels_parse(const char *text, char *out, size_t outn, struct tk_error *err);
-const char *labels_get(const char *labels, const char *key, size_t keyn, size_t *valn);
-int constraint_check(const char *expr, struct tk_error *err);
+int node_labels_parse(const char *text, char *out, size_t outn, struct tk_error *err);
+const char *node_labels_get(const char *labels, const char *key, size_t keyn, size_t *valn);
+int job_constraint_check(const char *expr, struct tk_error *err);
 /* A list of names ("inference,dev": taints, tolerations), checked as label
  * keys, into its canonical form (sorted, once each); the count. what
- * names it in errors. names_has: is name (n characters) in the list?
- * taints_tolerated: is every taint in tolerate? */
-int names_parse(const char *what, const char *text, char *out, size_t outn, struct tk_error *err);
-bool names_has(const char *names, const char *name, size_t n);
-bool taints_tolerated(const char *taints, const char *tolerate);
+ * names it in errors. model_names_has: is name (n characters) in the list?
+ * node_taints_tolerated: is every taint in tolerate? */
+int model_names_parse(const char *what, const char *text, char *out, size_t outn,
+		      struct tk_error *err);
+bool model_names_has(const char *names, const char *name, size_t n);
+bool node_taints_tolerated(const char *taints, const char *tolerate);
 /* over's labels on base's (both canonical): over wins a key both have. */
-void labels_merge(const char *base, const char *over, char *out, size_t outn);
-bool constraint_match(const char *expr, const char *labels);
+void node_labels_merge(const char *base, const char *over, char *out, size_t outn);
+bool job_constraint_match(const char *expr, const char *labels);
 
 /* Parses a fake-device spec such as "8xH100" or "4xA100-80GB,2xT4" into
  * accelerators named from the catalogue; UUIDs are derived from uuid_seed so

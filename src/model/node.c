@@ -169,7 +169,7 @@ static int labels_unpack(json_t *j, struct node_inventory *inv, struct tk_error 
 		}
 		strbuf_addf(&sb, "%s%s=%s", sb.len ? "," : "", k, json_string_value(v));
 	}
-	int r = labels_parse(sb.buf, inv->labels, sizeof(inv->labels), err);
+	int r = node_labels_parse(sb.buf, inv->labels, sizeof(inv->labels), err);
 	strbuf_release(&sb);
 	return r < 0 ? r : 0;
 }
@@ -570,7 +570,7 @@ int node_record_unpack(json_t *j, struct node_record *ret, struct tk_error *err)
 	}
 	char taints[MODEL_LABELS_MAX] = "";
 	if ((rc = mj_strbuf(j, "taints", false, true, taints, sizeof(taints), err)) < 0 ||
-	    (rc = names_parse("taints", taints, r->taints, sizeof(r->taints), err)) < 0)
+	    (rc = model_names_parse("taints", taints, r->taints, sizeof(r->taints), err)) < 0)
 		return rc;
 	json_t *h = json_object_get(j, "history");
 	if (h && (rc = history_unpack(h, r, err)) < 0)

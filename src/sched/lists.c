@@ -349,9 +349,9 @@ static const bool *node_filter(struct pass *p, const struct sched_job *j, bool *
 			ok[n] = false;
 	}
 	for (int n = 0; j->constraint && n < p->nn; n++)
-		ok[n] = ok[n] && constraint_match(j->constraint, p->snap->nodes[n].labels);
+		ok[n] = ok[n] && job_constraint_match(j->constraint, p->snap->nodes[n].labels);
 	for (int n = 0; n < p->nn; n++) /* a taint repels what does not tolerate it */
-		ok[n] = ok[n] && taints_tolerated(p->snap->nodes[n].taints, j->tolerate);
+		ok[n] = ok[n] && node_taints_tolerated(p->snap->nodes[n].taints, j->tolerate);
 	free(byname);
 	return ok;
 }

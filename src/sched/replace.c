@@ -50,8 +50,8 @@ int sched_share_fit(const struct sched_node *n, const struct sched_share *w,
 {
 	if (!n->schedulable || named(w->exclude, w->nexclude, n->name) ||
 	    (w->nnodelist && !named(w->nodelist, w->nnodelist, n->name)) ||
-	    !constraint_match(w->constraint, n->labels) ||
-	    !taints_tolerated(n->taints, w->tolerate))
+	    !job_constraint_match(w->constraint, n->labels) ||
+	    !node_taints_tolerated(n->taints, w->tolerate))
 		return -1;
 	if (w->alone ? !empty(n) : n->cpus_free < w->cpus || n->mem_free_mib < w->mem_mib)
 		return -1;

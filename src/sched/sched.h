@@ -61,8 +61,8 @@ struct sched_dev {
 struct sched_node {
 	const char *name;     /* borrowed; unique */
 	const char *topology; /* "spine1/leaf07": switches above it, nearest last; may be NULL */
-	const char *labels;   /* "fabric=ib,tier=top" (labels_parse's form); may be NULL */
-	const char *taints;   /* "dev,inference" (names_parse's form); may be NULL */
+	const char *labels;   /* "fabric=ib,tier=top" (node_labels_parse's form); may be NULL */
+	const char *taints;   /* "dev,inference" (model_names_parse's form); may be NULL */
 	bool schedulable;     /* up and not drained */
 	int cpus_total;
 	int cpus_free;

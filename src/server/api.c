@@ -1210,7 +1210,7 @@ static void h_node_labels(struct request *r, const char *param, json_t *body)
 		strbuf_addf(&what, " -%s", json_string_value(v));
 	}
 	char next[MODEL_LABELS_MAX];
-	if (labels_parse(sb.buf, next, sizeof(next), &err) < 0) {
+	if (node_labels_parse(sb.buf, next, sizeof(next), &err) < 0) {
 		reply_error(r, 400, "%s", err.text);
 		goto out;
 	}
@@ -1282,7 +1282,7 @@ static void h_node_taints(struct request *r, const char *param, json_t *body)
 	json_array_foreach (add, i, v)
 		strbuf_addf(&sb, "%s%s", sb.len ? "," : "", json_string_value(v));
 	char next[MODEL_LABELS_MAX];
-	if (names_parse("taints", sb.buf, next, sizeof(next), &err) < 0) {
+	if (model_names_parse("taints", sb.buf, next, sizeof(next), &err) < 0) {
 		reply_error(r, 400, "%s", err.text);
 		goto out;
 	}

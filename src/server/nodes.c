@@ -668,7 +668,7 @@ void state_node_labels_sync(struct state *s, struct snode *n)
 {
 	char was[MODEL_LABELS_MAX];
 	snprintf(was, sizeof(was), "%s", n->labels);
-	labels_merge(n->rec.inv.labels, n->rec.labels_set, n->labels, sizeof(n->labels));
+	node_labels_merge(n->rec.inv.labels, n->rec.labels_set, n->labels, sizeof(n->labels));
 	if (strcmp(was, n->labels) != 0) {
 		s->nodes_gen++; /* what could ever run where changed */
 		node_bump(s, n);

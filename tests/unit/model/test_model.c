@@ -861,39 +861,40 @@ static void test_labels_and_constraints(void **state)
 {
 	char out[MODEL_LABELS_MAX];
 	struct tk_error err;
-	assert_int_equal(labels_parse("tier=top,fabric=ib,rack=r07", out, sizeof(out), &err), 3);
+	assert_int_equal(node_labels_parse("tier=top,fabric=ib,rack=r07", out, sizeof(out), &err),
+			 3);
 	assert_string_equal(out, "fabric=ib,rack=r07,tier=top");
-	assert_int_equal(labels_parse("", out, sizeof(out), &err), 0);
+	assert_int_equal(node_labels_parse("", out, sizeof(out), &err), 0);
 	assert_string_equal(out, "");
-	assert_int_equal(labels_parse("spare=", out, sizeof(out), &err), 1); /* empty value */
-	assert_true(labels_parse("tier", out, sizeof(out), &err) < 0);
+	assert_int_equal(node_labels_parse("spare=", out, sizeof(out), &err), 1); /* empty value */
+	assert_true(node_labels_parse("tier", out, sizeof(out), &err) < 0);
 	assert_non_null(strstr(err.text, "\"tier\" is not KEY=VALUE"));
-	assert_true(labels_parse("a=1,a=2", out, sizeof(out), &err) < 0);
+	assert_true(node_labels_parse("a=1,a=2", out, sizeof(out), &err) < 0);
 	assert_non_null(strstr(err.text, "a is given twice"));
-	assert_true(labels_parse("a b=1", out, sizeof(out), &err) < 0);
-	assert_true(labels_parse("a=1,", out, sizeof(out), &err) < 0);
+	assert_true(node_labels_parse("a b=1", out, sizeof(out), &err) < 0);
+	assert_true(node_labels_parse("a=1,", out, sizeof(out), &err) < 0);
 	assert_non_null(strstr(err.text, "trailing"));
 	size_t vn;
-	const char *v = labels_get("fabric=ib,rack=r07", "rack", 4, &vn);
+	const char *v = node_labels_get("fabric=ib,rack=r07", "rack", 4, &vn);
 	assert_true(v && vn == 3 && strncmp(v, "r07", 3) == 0);
-	assert_null(labels_get("fabric=ib,rack=r07", "rac", 3, &vn));
+	assert_null(node_labels_get("fabric=ib,rack=r07", "rac", 3, &vn));
 	const char *L = "fabric=ib,rack=r07,tier=top";
-	assert_true(constraint_match("fabric=ib", L));
-	assert_true(constraint_match("fabric", L));
-	assert_false(constraint_match("fabric=roce", L));
-	assert_true(constraint_match("fabric=ib&tier=top", L));
-	assert_false(constraint_match("fabric=ib&rack!=r07", L));
-	assert_true(constraint_match("fabric=ib&rack!=r08", L));
-	assert_true(constraint_match("gpu=h200|tier=top", L));
-	assert_false(constraint_match("gpu=h200|tier=top&rack=r01", L)); /* & binds first */
-	assert_true(constraint_match("nosuch!=x", L)); /* a label it lacks differs */
-	assert_false(constraint_match("fabric", ""));
-	assert_true(constraint_match(NULL, ""));
-	assert_int_equal(constraint_check("fabric=ib&rack!=r07|tier=top", &err), 0);
-	assert_true(constraint_check("fabric=ib&", &err) < 0);
+	assert_true(job_constraint_match("fabric=ib", L));
+	assert_true(job_constraint_match("fabric", L));
+	assert_false(job_constraint_match("fabric=roce", L));
+	assert_true(job_constraint_match("fabric=ib&tier=top", L));
+	assert_false(job_constraint_match("fabric=ib&rack!=r07", L));
+	assert_true(job_constraint_match("fabric=ib&rack!=r08", L));
+	assert_true(job_constraint_match("gpu=h200|tier=top", L));
+	assert_false(job_constraint_match("gpu=h200|tier=top&rack=r01", L)); /* & binds first */
+	assert_true(job_constraint_match("nosuch!=x", L)); /* a label it lacks differs */
+	assert_false(job_constraint_match("fabric", ""));
+	assert_true(job_constraint_match(NULL, ""));
+	assert_int_equal(job_constraint_check("fabric=ib&rack!=r07|tier=top", &err), 0);
+	assert_true(job_constraint_check("fabric=ib&", &err) < 0);
 	assert_non_null(strstr(err.text, "constraint: \"\" is not KEY"));
-	assert_true(constraint_check("(a=b)", &err) < 0);
-	assert_true(constraint_check("", &err) < 0);
+	assert_true(job_constraint_check("(a=b)", &err) < 0);
+	assert_true(job_constraint_check("", &err) < 0);
 	/* the inventory: an object on the wire, canonical in memory */
 	struct node_inventory inv;
 	memset(&inv, 0, sizeof(inv));
@@ -911,21 +912,21 @@ static void test_labels_and_constraints(void **state)
 	assert_non_null(strstr(err.text, "labels.rack: must be a string"));
 	json_decref(j);
 	/* taints and tolerations: names, sorted, once each */
-	assert_int_equal(names_parse("taints", "inference,dev,inference", out, sizeof(out), &err),
-			 3);
+	assert_int_equal(
+		model_names_parse("taints", "inference,dev,inference", out, sizeof(out), &err), 3);
 	assert_string_equal(out, "dev,inference");
-	assert_true(names_parse("taints", "dev,,x", out, sizeof(out), &err) < 0);
+	assert_true(model_names_parse("taints", "dev,,x", out, sizeof(out), &err) < 0);
 	assert_non_null(strstr(err.text, "taints: an empty name"));
-	assert_true(names_parse("tolerate", "a b", out, sizeof(out), &err) < 0);
+	assert_true(model_names_parse("tolerate", "a b", out, sizeof(out), &err) < 0);
 	assert_non_null(strstr(err.text, "tolerate: \"a b\": a name of letters"));
-	assert_true(taints_tolerated("", NULL));
-	assert_true(taints_tolerated("dev,inference", "dev,inference,x"));
-	assert_false(taints_tolerated("dev,inference", "dev"));
-	assert_false(taints_tolerated("dev", NULL));
-	assert_false(taints_tolerated("dev", "de"));
+	assert_true(node_taints_tolerated("", NULL));
+	assert_true(node_taints_tolerated("dev,inference", "dev,inference,x"));
+	assert_false(node_taints_tolerated("dev,inference", "dev"));
+	assert_false(node_taints_tolerated("dev", NULL));
+	assert_false(node_taints_tolerated("dev", "de"));
 	/* an operator's labels are over its agent's, and kept in its record */
 	char merged[MODEL_LABELS_MAX];
-	labels_merge(L, "rack=r09,spare=", merged, sizeof(merged));
+	node_labels_merge(L, "rack=r09,spare=", merged, sizeof(merged));
 	assert_string_equal(merged, "fabric=ib,rack=r09,spare=,tier=top");
 	struct node_record rec;
 	memset(&rec, 0, sizeof(rec));

@@ -1609,6 +1609,20 @@ static void random_cluster(struct cluster *c)
 			j->gpu_types = &models[rnd(3)];
 		}
 	}
+	/* labels and taints on some nodes, constraints and tolerations on
+	 * some jobs (drawn after the rest: the rest draws as it did) */
+	static const char *const labels[] = {"rack=r1", "ib=,rack=r2", "ib=,rack=r1"};
+	static const char *const taints[] = {"t1", "t1,t2"};
+	static const char *const exprs[] = {"rack=r1", "ib", "rack!=r1", "rack=r2|ib&rack=r1"};
+	static const char *const tols[] = {"t1", "t1,t2", "t2"};
+	for (int i = 0; i < nn; i++) {
+		c->nodes[i].labels = rnd(3) == 0 ? labels[rnd(3)] : NULL;
+		c->nodes[i].taints = rnd(8) == 0 ? taints[rnd(2)] : NULL;
+	}
+	for (int i = 0; i < nj; i++) {
+		c->jobs[i].constraint = rnd(5) == 0 ? exprs[rnd(4)] : NULL;
+		c->jobs[i].tolerate = rnd(5) == 0 ? tols[rnd(3)] : NULL;
+	}
 	/* queue qa starts within its limit */
 	int64_t use = 0;
 	for (int i = 0; i < c->nr; i++)
@@ -1649,6 +1663,9 @@ static void check_invariants(const struct cluster *c, const struct sched_decisio
 			const struct sched_assign *a = &s->nodes[k];
 			sel[k] = a->node;
 			assert_true(c->nodes[a->node].schedulable);
+			/* its constraint, and every taint there tolerated */
+			assert_true(job_constraint_match(j->constraint, c->nodes[a->node].labels));
+			assert_true(node_taints_tolerated(c->nodes[a->node].taints, j->tolerate));
 			for (int m = 0; m < k; m++)
 				assert_int_not_equal(s->nodes[m].node, a->node);
 			int want = j->gpu_milli >= MODEL_MILLI
