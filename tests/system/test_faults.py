@@ -28,9 +28,10 @@ def cluster(workdir, procs):
 
 
 def agent(t, procs, name, work, *extra, env=None):
+    # a beat a second: what the tests wait for comes with the next beat
     a = Daemon(["agent", "--server", t.url, "--token-file", os.path.join(t.data, "agent.token"),
-                "--name", name, "--work-dir", work, "--stop-jobs", *extra], t.workdir, name,
-               env=env)
+                "--name", name, "--work-dir", work, "--stop-jobs", "--heartbeat", "1s", *extra],
+               t.workdir, name, env=env)
     procs.append(a)
     return a
 
@@ -141,7 +142,7 @@ def test_xid_and_health_check_drain_the_node(workdir, procs):
     moved(t, jid, "health check " + check + " failed (exit 3): GPU 0: link down", "n2", 3)
     os.unlink(flag)
     wait_for(lambda: "passes again" in a2.output(), 20, "the check passing again")
-    time.sleep(max(0.0, resumed + 6 - time.monotonic()))  # a heartbeat (5 s) since
+    time.sleep(max(0.0, resumed + 3 - time.monotonic()))  # heartbeats (1 s) since
     n1 = [x for x in t.json("nodes")["nodes"] if x["name"] == "n1"][0]
     assert n1["state"] == "UP", n1  # its Xid was told once
     t.run("cancel", jid)
@@ -277,7 +278,7 @@ def test_device_check_before_a_restart_keeps_a_bad_node_out(workdir, procs):
                      r"device check failed" % jid, p.stderr), p.stderr
     assert "tenk resume --force" in p.stderr, p.stderr
     t.run("resume", "--force", "n1")
-    time.sleep(6)  # a heartbeat (5 s) that carries the fault again
+    time.sleep(3)  # heartbeats (1 s) that carry the fault again
     n1 = [x for x in t.json("nodes")["nodes"] if x["name"] == "n1"][0]
     assert n1["state"] == "UP", n1
     hist = t.json("nodes", "history", "n1")
