@@ -163,6 +163,16 @@ def test_labels_and_constraints(workdir, procs):
         assert job["request"]["constraint"] == expr, job["request"]
         on[expr] = job["attempts"][0]["nodes"][0]["name"]
     assert on == {"fabric=ib": "n0", "tier=general|rack=r01": "n1", "fabric&rack!=r07": "n1"}
+    # the same through a batch script's #SBATCH -C (Slurm's --constraint)
+    script = os.path.join(workdir, "ib.sh")
+    with open(script, "w") as f:
+        f.write("#!/bin/sh\n#SBATCH -C fabric=ib --gpus=1\ntrue\n")
+    os.chmod(script, 0o755)
+    jid = int(t.run("submit", script).stdout)
+    t.run("wait", jid, timeout=60)
+    job = t.job(jid)
+    assert job["request"]["constraint"] == "fabric=ib", job["request"]
+    assert job["attempts"][0]["nodes"][0]["name"] == "n0"
     p = t.run("submit", "-C", "fabric=ib&tier=general", "--", "true", check=False)
     assert p.returncode == 1 and "labelled fabric=ib&tier=general" in p.stderr, p.stderr
     assert "could ever hold that" in p.stderr, p.stderr
