@@ -239,6 +239,18 @@ static void spare_reason(json_t *n, char *buf, size_t len)
 	}
 }
 
+/* POST body (taken) to /v1/nodes/NAME/what for tenk nodes label|taint
+ * NAME: the node as the server answers it into *ret, or the error said. */
+static int node_post(struct ctx *c, const char *what, json_t *body, json_t **ret)
+{
+	char *path = xasprintf("/v1/nodes/%s/%s", c->pos[1], what);
+	struct tk_error err;
+	int r = client_call(&c->client, "POST", path, body, CALL_TIMEOUT_MS, ret, NULL, &err);
+	free(path);
+	json_decref(body);
+	return r < 0 ? cli__api_error(c, &err) : CLI_EXIT_OK;
+}
+
 /* tenk nodes label NAME KEY=VALUE... KEY-...: an operator's labels set
  * and removed (kubectl label's habit). */
 static int node_label(struct ctx *c)
@@ -266,14 +278,10 @@ static int node_label(struct ctx *c)
 		}
 	}
 	json_t *body = json_pack("{s:o, s:o}", "set", set, "remove", rm);
-	char *path = xasprintf("/v1/nodes/%s/labels", c->pos[1]);
 	json_t *n;
-	struct tk_error err;
-	int r = client_call(&c->client, "POST", path, body, CALL_TIMEOUT_MS, &n, NULL, &err);
-	free(path);
-	json_decref(body);
-	if (r < 0)
-		return cli__api_error(c, &err);
+	int rc = node_post(c, "labels", body, &n);
+	if (rc != CLI_EXIT_OK)
+		return rc;
 	if (c->json) {
 		cli__print_json(n);
 	} else {
@@ -304,14 +312,10 @@ static int node_taint(struct ctx *c)
 			json_array_append_new(add, json_string(c->pos[i]));
 	}
 	json_t *body = json_pack("{s:o, s:o}", "add", add, "remove", rm);
-	char *path = xasprintf("/v1/nodes/%s/taints", c->pos[1]);
 	json_t *n;
-	struct tk_error err;
-	int r = client_call(&c->client, "POST", path, body, CALL_TIMEOUT_MS, &n, NULL, &err);
-	free(path);
-	json_decref(body);
-	if (r < 0)
-		return cli__api_error(c, &err);
+	int rc = node_post(c, "taints", body, &n);
+	if (rc != CLI_EXIT_OK)
+		return rc;
 	if (c->json) {
 		cli__print_json(n);
 	} else {
