@@ -70,6 +70,8 @@ static const struct tk_command commands[] = {
 	{"resume", "NODE...", "let drained nodes take work again", cli_resume},
 	{"queues", "[set NAME]", "list queues: quota, use, borrowed; or set one", cli_queues},
 	{"classes", "", "list priority classes", cli_classes},
+	{"pools", "", "list node pools: their nodes, accelerators idle, limits, who may use them",
+	 cli_pools},
 	{"users", "[add NAME [--role ROLE] [--unix-user U] | rm NAME]",
 	 "list users, add one (prints its token), or remove one", cli_users},
 	{"audit", "", "who changed what, when, from where (--since 1h, --user NAME)", cli_audit},

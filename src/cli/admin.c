@@ -244,6 +244,51 @@ static int run_classes(struct ctx *c)
 
 CLI_COMMAND(cli_classes, CLI_OPTS(cli_plain_opts), false, 0, 0, run_classes)
 
+static int run_pools(struct ctx *c)
+{
+	json_t *res;
+	struct tk_error err;
+	if (client_call(&c->client, "GET", "/v1/pools", NULL, CALL_TIMEOUT_MS, &res, NULL, &err) <
+	    0)
+		return cli__api_error(c, &err);
+	if (c->json) {
+		cli__print_json(res);
+		json_decref(res);
+		return CLI_EXIT_OK;
+	}
+	json_t *pools = json_object_get(res, "pools");
+	if (!json_array_size(pools)) {
+		printf("no pools: every job may run on every node (config.json's \"pools\" "
+		       "makes them)\n");
+		json_decref(res);
+		return CLI_EXIT_OK;
+	}
+	printf("%-14s %5s %5s %6s %6s %8s %8s  %-20s %s\n", "POOL", "NODES", "UP", "GPUS", "IDLE",
+	       "MAXTIME", "MINGPUS", "SELECTOR", "WHO");
+	size_t i;
+	json_t *p;
+	json_array_foreach (pools, i, p) {
+		_cleanup_free_ char *who = joined(json_object_get(p, "allow"), "everyone");
+		char max[32] = "-";
+		if (cli__jint(p, "max_time_s"))
+			tk_format_duration(cli__jint(p, "max_time_s"), max, sizeof(max));
+		printf("%-14s %5lld %5lld %6lld %6lld %8s %8lld  %-20s %s%s\n",
+		       cli__jstr(p, "name"), (long long)cli__jint(p, "nodes"),
+		       (long long)cli__jint(p, "nodes_up"), (long long)cli__jint(p, "accelerators"),
+		       (long long)cli__jint(p, "accelerators_idle"), max,
+		       (long long)cli__jint(p, "min_gpus"), cli__jstr(p, "selector"), who,
+		       json_is_true(json_object_get(p, "default")) ? "  (default)" : "");
+	}
+	long long alone = (long long)cli__jint(res, "nodes_in_no_pool");
+	if (alone)
+		printf("%lld node%s in no pool (jobs that name no pool may use them)\n", alone,
+		       alone == 1 ? "" : "s");
+	json_decref(res);
+	return CLI_EXIT_OK;
+}
+
+CLI_COMMAND(cli_pools, CLI_OPTS(cli_plain_opts), false, 0, 0, run_pools)
+
 /* ---- users --------------------------------------------------------------------------- */
 
 enum { U_ADMIN = O_FIRST_OWN, U_ROLE, U_UNIX_USER, U_ROLES };

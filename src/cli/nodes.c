@@ -92,6 +92,14 @@ static int show_nodes(struct ctx *c)
 				printf(" %s=%s", lk, json_string_value(lv));
 			printf("\n");
 		}
+		json_t *pools = json_object_get(n, "pools");
+		if (json_array_size(pools)) {
+			printf("  Pools:   ");
+			json_t *pv;
+			json_array_foreach (pools, k, pv)
+				printf("%s %s", k ? "," : "", json_string_value(pv));
+			printf("\n");
+		}
 		json_t *taints = json_object_get(n, "taints");
 		if (json_array_size(taints)) {
 			printf("  Taints:  ");

@@ -70,6 +70,7 @@ enum {
 	S_SPARES,
 	S_CONSTRAINT,
 	S_TOLERATE,
+	S_PARTITION,
 	S_COUNT
 };
 
@@ -163,6 +164,9 @@ static const struct tk_option submit_opts[] = {
 	{"tolerate", 0, "TAINT,...",
 	 "may run on nodes with these taints (tenk nodes taint): a tainted node takes only jobs "
 	 "that tolerate each of its taints"},
+	{"partition", 'p', "POOL,...",
+	 "run in these pools (tenk pools; default: the cluster's default pool); a name that is "
+	 "no pool names the queue, as #SBATCH -p did before pools"},
 };
 _Static_assert(ARRAY_SIZE(submit_opts) == S_COUNT, "one option per enum value");
 
@@ -566,7 +570,7 @@ static const struct {
 	{"output", 'o', "output", true},
 	{"error", 'e', "error", true},
 	{"chdir", 'D', "chdir", true},
-	{"partition", 'p', "queue", true},
+	{"partition", 'p', "partition", true},
 	{"qos", 'q', "class", true},
 	{"array", 'a', "array", true},
 	{"dependency", 'd', "dependency", true},
@@ -962,6 +966,8 @@ static int request_opts(struct ctx *c, json_t *req, bool update)
 		json_object_set_new(req, "class", json_string(c->v[S_CLASS]));
 	if (c->v[S_QUEUE])
 		json_object_set_new(req, "queue", json_string(c->v[S_QUEUE]));
+	if (c->v[S_PARTITION])
+		json_object_set_new(req, "partition", json_string(c->v[S_PARTITION]));
 	if (c->v[S_NAME])
 		json_object_set_new(req, "name", json_string(c->v[S_NAME]));
 	return 0;

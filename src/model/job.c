@@ -433,6 +433,8 @@ json_t *job_request_pack(const struct job_request *r)
 		json_object_set_new(o, "constraint", json_string(r->constraint));
 	if (r->tolerate)
 		json_object_set_new(o, "tolerate", json_string(r->tolerate));
+	if (r->pool)
+		json_object_set_new(o, "pool", json_string(r->pool));
 	if (r->gpu_mem_mib)
 		json_object_set_new(o, "gpu_mem_mib", json_integer(r->gpu_mem_mib));
 	if (r->gpu_tflops > 0)
@@ -610,18 +612,19 @@ static int node_lists_check(const struct job_request *r, int64_t nodes, struct t
 	return 0;
 }
 
-/* "tolerate": "inference,dev", kept canonical */
-static int tolerate_unpack(json_t *j, struct job_request *r, struct tk_error *err)
+/* A list of names at key ("tolerate": "inference,dev"; "pool"), kept
+ * canonical into *ret; an empty one is none. */
+static int names_unpack(json_t *j, const char *key, char **ret, struct tk_error *err)
 {
 	char in[MODEL_LABELS_MAX], out[MODEL_LABELS_MAX];
 	int rc;
-	if (!json_object_get(j, "tolerate"))
+	if (!json_object_get(j, key))
 		return 0;
-	if ((rc = mj_strbuf(j, "tolerate", false, true, in, sizeof(in), err)) < 0 ||
-	    (rc = model_names_parse("tolerate", in, out, sizeof(out), err)) < 0)
+	if ((rc = mj_strbuf(j, key, false, true, in, sizeof(in), err)) < 0 ||
+	    (rc = model_names_parse(key, in, out, sizeof(out), err)) < 0)
 		return rc;
 	if (out[0])
-		r->tolerate = xstrdup(out);
+		*ret = xstrdup(out);
 	return 0;
 }
 
@@ -659,7 +662,8 @@ int job_request_unpack(json_t *j, struct job_request *ret, struct tk_error *err)
 	    (rc = mj_str(j, "constraint", false, MODEL_CONSTRAINT_MAX - 1, true, NULL,
 			 &r.constraint, err)) < 0 ||
 	    (r.constraint && (rc = job_constraint_check(r.constraint, err)) < 0) ||
-	    (rc = tolerate_unpack(j, &r, err)) < 0 ||
+	    (rc = names_unpack(j, "tolerate", &r.tolerate, err)) < 0 ||
+	    (rc = names_unpack(j, "pool", &r.pool, err)) < 0 ||
 	    (rc = mj_int(j, "gpu_mem_mib", false, 0, MODEL_MAX_MEM_MIB, 0, &gmem, err)) < 0 ||
 	    (rc = mj_num(j, "gpu_tflops", false, 0, 1e6, 0, &gtf, err)) < 0 ||
 	    (rc = mj_int(j, "switches", false, 0, MODEL_MAX_SWITCHES, 0, &switches, err)) < 0 ||

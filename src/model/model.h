@@ -301,6 +301,9 @@ struct job_request {
 	char *constraint;
 	/* the taints it tolerates ("inference,dev", canonical; NULL: none) */
 	char *tolerate;
+	/* the pools it may run in ("top,general", canonical; NULL: none named,
+	 * the server's default pool, or any open pool and nodes in none) */
+	char *pool;
 	bool mixed_types; /* a gang may mix accelerator models */
 	/* its tasks run in a container of this image (NULL: on the host),
 	 * seeing of the host only these folders ("SRC:DST[:ro]", the cluster's
@@ -424,6 +427,7 @@ char *model_output_path(const char *pattern, const char *cwd, const struct outpu
 	X("switches", JR_VALUE, switches, argc, true)                                              \
 	X("constraint", JR_STR, constraint, argc, true)                                            \
 	X("tolerate", JR_STR, tolerate, argc, true)                                                \
+	X("pool", JR_STR, pool, argc, true)                                                        \
 	X("mixed_types", JR_VALUE, mixed_types, argc, true)                                        \
 	X("image", JR_STR, image, argc, false)                                                     \
 	X("mounts", JR_STRV, mounts, nmounts, false)                                               \
@@ -973,6 +977,29 @@ enum gpu_check {
 const char *gpu_check_name(enum gpu_check c); /* "?" out of range */
 int gpu_check_parse(const char *s, enum gpu_check *ret);
 
+/*
+ * A pool ("pools" in config.json): a named set of nodes by label selector
+ * (job_constraint_match's syntax), like a Slurm partition, with who may use
+ * it ("allow", an allow list), the longest time limit it takes
+ * ("max_time"; a job without one gets it) and the fewest accelerators a
+ * job must ask for there ("min_gpus"). A node may be in several pools; a
+ * job runs in the union of the pools it names that take it. Pools are bits
+ * of a mask: MODEL_POOL_NONE marks a node in no pool, MODEL_POOL_NOWHERE a
+ * job no pool takes.
+ */
+#define MODEL_MAX_POOLS 32
+#define MODEL_MAX_POOL_ALLOW 16
+#define MODEL_POOL_NONE (1ULL << 63)
+#define MODEL_POOL_NOWHERE (1ULL << 62)
+struct pool_spec {
+	char name[MODEL_NAME_MAX];
+	char selector[MODEL_CONSTRAINT_MAX];
+	int nallow;
+	char allow[MODEL_MAX_POOL_ALLOW][MODEL_NAME_MAX];
+	int64_t max_time_s; /* 0: any */
+	int64_t min_gpus;   /* whole accelerators in all; 0: any */
+};
+
 #define MODEL_MAX_SPARE_MODELS 16
 struct sched_config {
 	struct class_spec classes[MODEL_MAX_CLASSES];
@@ -1063,7 +1090,29 @@ struct sched_config {
 	 * a device scored (denser placement costs the fast models' idle time
 	 * nothing there, at a measured loss of packing) */
 	bool placement_fastest;
+	/* "pools": {"top": {"selector": "tier=top", "allow": ["group:llm"],
+	 * "max_time": "14d", "min_gpus": 64}}; "default_pool": where a job
+	 * that names none goes (absent: to any pool without an allow list,
+	 * and to nodes in no pool) */
+	int npools;
+	int default_pool; /* -1: none */
+	struct pool_spec pools[MODEL_MAX_POOLS];
 };
+
+/* Pools (struct pool_spec). sched_config_pool: the index of the pool of
+ * that name (n characters), -1 if none. sched_config_pool_node: the mask of
+ * the pools whose selector the labels satisfy (MODEL_POOL_NONE: none; 0
+ * where no pool is configured). sched_config_pool_job: the mask of the
+ * pools r may run in, by the pools it names (none: the open pools and
+ * nodes in no pool) less those that do not take it, by their max_time and
+ * min_gpus; MODEL_POOL_NOWHERE when none does, with why (the first pool's
+ * reason, for people); 0 where no pool is configured. Who may use a pool
+ * is the server's to check. */
+int sched_config_pool(const struct sched_config *c, const char *name, size_t n);
+uint64_t sched_config_pool_node(const struct sched_config *c, const char *labels);
+uint64_t sched_config_pool_job(const struct sched_config *c, const struct job_request *r, char *why,
+			       size_t whyn);
+json_t *sched_config_pool_pack(const struct sched_config *c, int i);
 
 void sched_config_default(struct sched_config *c);
 /* A "placement" value: "dense" or "fastest" (*ret_fastest); -EINVAL for

@@ -33,6 +33,7 @@ void sched_config_default(struct sched_config *c)
 	c->checkpoint_keep = 2;
 	c->resv_patience_s = -1;
 	c->max_starts_per_pass = SCHED_CONFIG_MAX_STARTS;
+	c->default_pool = -1;
 }
 
 void sched_config_gpu_default(struct gpu_limits *g)
@@ -264,6 +265,151 @@ static int require_limits_parse(json_t *v, unsigned *ret, struct tk_error *err)
 	return 0;
 }
 
+/* ---- pools ------------------------------------------------------------------------ */
+
+int sched_config_pool(const struct sched_config *c, const char *name, size_t n)
+{
+	for (int i = 0; i < c->npools; i++)
+		if (strlen(c->pools[i].name) == n && strncmp(c->pools[i].name, name, n) == 0)
+			return i;
+	return -1;
+}
+
+uint64_t sched_config_pool_node(const struct sched_config *c, const char *labels)
+{
+	uint64_t m = 0;
+	for (int i = 0; i < c->npools; i++)
+		if (job_constraint_match(c->pools[i].selector, labels))
+			m |= 1ULL << i;
+	return m || !c->npools ? m : MODEL_POOL_NONE;
+}
+
+/* Does pool p take r? Else why not, into why (if still empty). */
+static bool pool_takes(const struct pool_spec *p, const struct job_request *r, char *why,
+		       size_t whyn)
+{
+	int64_t milli = (int64_t)r->nodes * r->tasks_per_node * r->gpu_milli;
+	char a[32], b[32];
+	if (p->min_gpus && milli < p->min_gpus * MODEL_MILLI) {
+		if (!why[0])
+			snprintf(why, whyn,
+				 "pool %s takes jobs of %lld accelerators or more; this one asks "
+				 "for %g",
+				 p->name, (long long)p->min_gpus, (double)milli / MODEL_MILLI);
+		return false;
+	}
+	if (p->max_time_s && (!r->time_limit_s || r->time_limit_s > p->max_time_s)) {
+		tk_format_duration(p->max_time_s, a, sizeof(a));
+		tk_format_duration(r->time_limit_s, b, sizeof(b));
+		if (!why[0])
+			snprintf(why, whyn,
+				 "pool %s takes time limits of %s at most; this job's is %s",
+				 p->name, a, r->time_limit_s ? b : "none");
+		return false;
+	}
+	return true;
+}
+
+uint64_t sched_config_pool_job(const struct sched_config *c, const struct job_request *r, char *why,
+			       size_t whyn)
+{
+	char buf[256] = "";
+	if (whyn)
+		why[0] = '\0';
+	if (!c->npools)
+		return 0;
+	uint64_t m = r->pool ? 0 : MODEL_POOL_NONE;
+	for (int i = 0; i < c->npools; i++) {
+		const struct pool_spec *p = &c->pools[i];
+		bool named = r->pool ? model_names_has(r->pool, p->name, strlen(p->name))
+				     : p->nallow == 0;
+		if (named && pool_takes(p, r, buf, sizeof(buf)))
+			m |= 1ULL << i;
+	}
+	if (!m && !buf[0])
+		snprintf(buf, sizeof(buf), "no pool of this cluster is named %s", r->pool);
+	if (!m && whyn)
+		snprintf(why, whyn, "%s", buf);
+	return m ? m : MODEL_POOL_NOWHERE;
+}
+
+json_t *sched_config_pool_pack(const struct sched_config *c, int i)
+{
+	const struct pool_spec *p = &c->pools[i];
+	return json_pack("{s:s, s:s, s:o, s:I, s:I, s:b}", "name", p->name, "selector", p->selector,
+			 "allow", allow_list_pack(p->allow, p->nallow), "max_time_s",
+			 (json_int_t)p->max_time_s, "min_gpus", (json_int_t)p->min_gpus, "default",
+			 i == c->default_pool);
+}
+
+/* A pool's selector: a constraint, its errors named as the selector's. */
+static int selector_check(const char *sel, struct tk_error *err)
+{
+	struct tk_error e;
+	int r = job_constraint_check(sel, &e);
+	if (r < 0) {
+		const char *t = strncmp(e.text, "constraint: ", 12) == 0 ? e.text + 12 : e.text;
+		return tk_errorf(err, r, "selector: %s", t);
+	}
+	return 0;
+}
+
+/* "pools" and "default_pool" into next. */
+static int pools_unpack(json_t *root, struct sched_config *next, struct tk_error *err)
+{
+	static const char *const pkeys[] = {"selector", "allow", "max_time", "min_gpus", NULL};
+	json_t *pools = json_object_get(root, "pools");
+	char def[MODEL_NAME_MAX] = "";
+	int r = mj_strbuf(root, "default_pool", false, true, def, sizeof(def), err);
+	if (r < 0)
+		return r;
+	if (pools && (!json_is_object(pools) || json_object_size(pools) > MODEL_MAX_POOLS))
+		return tk_errorf(err, -EINVAL,
+				 "pools: must be an object of at most %d pools, each such as "
+				 "{\"selector\": \"tier=top\", \"allow\": [\"group:llm\"], "
+				 "\"max_time\": \"14d\", \"min_gpus\": 64}",
+				 MODEL_MAX_POOLS);
+	const char *name;
+	json_t *pj;
+	json_object_foreach (pools, name, pj) {
+		struct pool_spec *p = &next->pools[next->npools];
+		char dur[32] = "";
+		memset(p, 0, sizeof(*p));
+		if (!model_name_valid(name))
+			return tk_errorf(err, -EINVAL,
+					 "pools: \"%.64s\" is not a valid pool name (letters, "
+					 "digits, '.', '_', '-')",
+					 name);
+		snprintf(p->name, sizeof(p->name), "%s", name);
+		if (!json_is_object(pj))
+			r = tk_errorf(err, -EINVAL,
+				      "must be an object such as {\"selector\": \"tier=top\"}");
+		else if ((r = mj_check_keys(pj, NULL, pkeys, err)) >= 0 &&
+			 (r = mj_strbuf(pj, "selector", true, true, p->selector,
+					sizeof(p->selector), err)) >= 0 &&
+			 (r = selector_check(p->selector, err)) >= 0 &&
+			 (r = allow_list_unpack(pj, "allow", p->allow, MODEL_MAX_POOL_ALLOW,
+						&p->nallow, err)) >= 0 &&
+			 (r = mj_strbuf(pj, "max_time", false, true, dur, sizeof(dur), err)) >= 0 &&
+			 (r = mj_int(pj, "min_gpus", false, 0, 1000000, 0, &p->min_gpus, err)) >=
+				 0 &&
+			 dur[0] &&
+			 (tk_parse_duration(dur, &p->max_time_s) < 0 || p->max_time_s < 1))
+			r = tk_errorf(err, -EINVAL,
+				      "max_time: expected a duration such as \"14d\", got \"%s\"",
+				      dur);
+		if (r < 0) {
+			mj_prefix(err, "pools.%s", name);
+			return r;
+		}
+		next->npools++;
+	}
+	next->default_pool = -1;
+	if (def[0] && (next->default_pool = sched_config_pool(next, def, strlen(def))) < 0)
+		return tk_errorf(err, -EINVAL, "default_pool: no pool \"%.64s\" in \"pools\"", def);
+	return 0;
+}
+
 int sched_config_load_json(struct sched_config *c, const char *text, struct tk_error *err)
 {
 	json_error_t jerr;
@@ -303,6 +449,8 @@ int sched_config_load_json(struct sched_config *c, const char *text, struct tk_e
 					   "lemon",
 					   "gpu_health",
 					   "spares",
+					   "pools",
+					   "default_pool",
 					   NULL};
 	static const char *const ckeys[] = {
 		"name",	 "priority",	     "may_preempt", "preemptible",   "allow",
@@ -422,6 +570,8 @@ int sched_config_load_json(struct sched_config *c, const char *text, struct tk_e
 		snprintf(next.spare_pool[next.nspare_pool].model, MODEL_NAME_MAX, "%s", model);
 		next.spare_pool[next.nspare_pool++].nodes = (int)json_integer_value(count);
 	}
+	if ((r = pools_unpack(root, &next, err)) < 0)
+		goto out;
 	json_t *gpu = json_object_get(root, "gpu_health");
 	if (gpu && !json_is_object(gpu)) {
 		r = tk_errorf(err, -EINVAL,

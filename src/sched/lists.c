@@ -293,7 +293,8 @@ void sched__req_init(struct pass *p, const struct sched_job *j, struct req *rq, 
 		rq->whole = j->tasks_per_node * (j->gpu_milli / MODEL_MILLI);
 	else if (j->gpu_milli > 0)
 		rq->frac = j->gpu_milli;
-	bool filtered = j->nnodelist > 0 || j->nexclude > 0 || j->constraint || sched__any_taint(p);
+	bool filtered = j->nnodelist > 0 || j->nexclude > 0 || j->constraint || j->pools ||
+			sched__any_taint(p);
 	if (model_ok) {
 		rq->model_ok = model_ok; /* computed before for the same shape */
 		rq->node_ok = filtered ? model_ok + p->nmodels + 1 : NULL;
@@ -350,6 +351,8 @@ static const bool *node_filter(struct pass *p, const struct sched_job *j, bool *
 	}
 	for (int n = 0; j->constraint && n < p->nn; n++)
 		ok[n] = ok[n] && job_constraint_match(j->constraint, p->snap->nodes[n].labels);
+	for (int n = 0; j->pools && n < p->nn; n++)
+		ok[n] = ok[n] && sched_pools_meet(&p->snap->nodes[n], j->pools);
 	for (int n = 0; n < p->nn; n++) /* a taint repels what does not tolerate it */
 		ok[n] = ok[n] && node_taints_tolerated(p->snap->nodes[n].taints, j->tolerate);
 	free(byname);

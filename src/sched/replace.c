@@ -50,7 +50,7 @@ int sched_share_fit(const struct sched_node *n, const struct sched_share *w,
 {
 	if (!n->schedulable || named(w->exclude, w->nexclude, n->name) ||
 	    (w->nnodelist && !named(w->nodelist, w->nnodelist, n->name)) ||
-	    !job_constraint_match(w->constraint, n->labels) ||
+	    !job_constraint_match(w->constraint, n->labels) || !sched_pools_meet(n, w->pools) ||
 	    !node_taints_tolerated(n->taints, w->tolerate))
 		return -1;
 	if (w->alone ? !empty(n) : n->cpus_free < w->cpus || n->mem_free_mib < w->mem_mib)

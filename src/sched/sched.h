@@ -63,6 +63,7 @@ struct sched_node {
 	const char *topology; /* "spine1/leaf07": switches above it, nearest last; may be NULL */
 	const char *labels;   /* "fabric=ib,tier=top" (node_labels_parse's form); may be NULL */
 	const char *taints;   /* "dev,inference" (model_names_parse's form); may be NULL */
+	uint64_t pools;	      /* sched_config_pool_node(): its pools' bits; 0: in none */
 	bool schedulable;     /* up and not drained */
 	int cpus_total;
 	int cpus_free;
@@ -117,6 +118,9 @@ struct sched_job {
 	int max_switches;	      /* span at most this many switches; 0: no limit */
 	const char *constraint;	      /* on nodes whose labels satisfy it; NULL: any */
 	const char *tolerate;	      /* the taints it tolerates ("dev,inference"); NULL: none */
+	uint64_t pools;		      /* on nodes in one of these pools (sched_config_pool_job);
+				       * 0: any node */
+	const char *pool;	      /* the pools it named, for people; NULL: none */
 	bool mixed_types;	      /* may mix accelerator models */
 	uint64_t shape; /* sched_job_shape() of it, kept by the caller; 0: worked out */
 	/* where it may go (Slurm's -w, -x): only these nodes (none: any), never
@@ -501,6 +505,7 @@ struct sched_share {
 	int nwith;
 	const char *constraint; /* the job's --constraint; NULL: any node */
 	const char *tolerate;	/* the taints it tolerates; NULL: none */
+	uint64_t pools;		/* as sched_job's: on nodes of these pools; 0: any */
 };
 
 /* Can node n (schedulable: taking work) hold share w on the very devices of
@@ -510,6 +515,12 @@ bool sched_share_free(const struct sched_node *n, const struct sched_share *w,
 /* Share w on node n: the first devices that fit into *as (as->node not
  * set), and the number of fitting devices left beside them (a best fit
  * leaves fewest), or -1 where it does not fit or n takes no work. */
+/* Is node n in one of the pools of mask (0: any node is)? A node whose mask
+ * is 0 is in no pool. */
+static inline bool sched_pools_meet(const struct sched_node *n, uint64_t mask)
+{
+	return !mask || ((n->pools ? n->pools : MODEL_POOL_NONE) & mask);
+}
 int sched_share_fit(const struct sched_node *n, const struct sched_share *w,
 		    struct sched_assign *as);
 /* The best fit for w among nodes i with ok[i] (with max_switches, the

@@ -38,6 +38,8 @@ uint64_t sched_job_shape(const struct sched_job *j)
 	h = mix64(h, 0x7e);
 	for (const char *c = j->tolerate; c && *c; c++)
 		h = mix64(h, (uint64_t)(unsigned char)*c);
+	if (j->pools) /* as before pools, where none is configured */
+		h = mix64(h, j->pools);
 	for (int w = 0; w < 2; w++) {
 		h = mix64(h, (uint64_t)(w ? j->nexclude : j->nnodelist));
 		for (int i = 0; i < (w ? j->nexclude : j->nnodelist); i++)
@@ -63,7 +65,7 @@ bool sched__shape_same(const struct sched_job *a, const struct sched_job *b)
 	    a->gpu_tflops != b->gpu_tflops || a->max_switches != b->max_switches ||
 	    a->mixed_types != b->mixed_types || a->ngpu_types != b->ngpu_types ||
 	    a->exclusive != b->exclusive || a->nnodelist != b->nnodelist ||
-	    a->nexclude != b->nexclude)
+	    a->nexclude != b->nexclude || a->pools != b->pools)
 		return false;
 	if (!names_same(a->nodelist, b->nodelist, a->nnodelist) ||
 	    !names_same(a->exclude, b->exclude, a->nexclude))
@@ -74,6 +76,9 @@ bool sched__shape_same(const struct sched_job *a, const struct sched_job *b)
 		return false;
 	if ((a->tolerate != NULL) != (b->tolerate != NULL) ||
 	    (a->tolerate && a->tolerate != b->tolerate && strcmp(a->tolerate, b->tolerate) != 0))
+		return false;
+	if ((a->pool != NULL) != (b->pool != NULL) ||
+	    (a->pool && a->pool != b->pool && strcmp(a->pool, b->pool) != 0))
 		return false;
 	if (a->gpu_types == b->gpu_types)
 		return true;
@@ -100,7 +105,7 @@ struct entry {
 	struct sched_job j; /* the shape's fields; gpu_types point at types */
 	char **types;
 	char **nodelist, **exclude; /* j's, copied */
-	char *constraint, *tolerate;
+	char *constraint, *tolerate, *pool;
 	uint64_t hash;
 	int refs; /* 0: unused, on the free list */
 	int next_free;
@@ -139,8 +144,9 @@ static void entry_names_free(struct entry *e)
 		free(e->exclude[k]);
 	free(e->exclude);
 	free(e->constraint);
+	free(e->pool);
 	free(e->tolerate);
-	e->constraint = e->tolerate = NULL;
+	e->constraint = e->tolerate = e->pool = NULL;
 	e->types = e->nodelist = e->exclude = NULL;
 	e->j.ngpu_types = e->j.nnodelist = e->j.nexclude = 0;
 }
@@ -250,6 +256,8 @@ int sched_shapes_add(struct sched_shapes *t, const struct sched_job *j)
 	e->j.constraint = e->constraint;
 	e->tolerate = j->tolerate ? xstrdup(j->tolerate) : NULL;
 	e->j.tolerate = e->tolerate;
+	e->pool = j->pool ? xstrdup(j->pool) : NULL;
+	e->j.pool = e->pool;
 	e->hash = h;
 	e->refs = 1;
 	t->live++;

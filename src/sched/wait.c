@@ -79,6 +79,12 @@ void sched__describe_need(const struct st *st, const struct sched_job *j, struct
 		strbuf_addf(sb, ", labelled %s", j->constraint);
 	if (j->tolerate)
 		strbuf_addf(sb, ", tolerating %s", j->tolerate);
+	if (j->pool)
+		strbuf_addf(sb, ", in pool%s %s", strchr(j->pool, ',') ? "s" : "", j->pool);
+	else if (j->pools && j->pools != MODEL_POOL_NONE)
+		strbuf_addstr(sb, ", in the open pools or none");
+	else if (j->pools)
+		strbuf_addstr(sb, ", in no pool");
 	(void)st;
 }
 

@@ -323,8 +323,105 @@ json_t *api_job_for(const struct request *r, struct sjob *j)
 	return o;
 }
 
+/* The names of the cluster's pools, for an error. */
+static void pool_names(const struct sched_config *c, struct strbuf *sb)
+{
+	for (int i = 0; i < c->npools; i++)
+		strbuf_addf(sb, "%s%s", i ? ", " : "", c->pools[i].name);
+	if (!c->npools)
+		strbuf_addstr(sb, "none (config.json's \"pools\")");
+}
+
+/* Whether the pools req names exist, r may use each, and one of them takes
+ * req (its max_time, min_gpus): answers the refusal itself and returns < 0. */
+static int pools_admissible(struct request *r, const struct job_request *req)
+{
+	const struct sched_config *c = &r->s->st.sched;
+	for (const char *p = req->pool ? req->pool : ""; *p;) {
+		const char *end = strchr(p, ',');
+		size_t len = end ? (size_t)(end - p) : strlen(p);
+		int i = sched_config_pool(c, p, len);
+		if (i < 0) {
+			struct strbuf names;
+			strbuf_init(&names);
+			pool_names(c, &names);
+			reply_error(r, 400, "pool: no pool \"%.*s\"; pools: %s", (int)len, p,
+				    names.buf);
+			strbuf_release(&names);
+			return -ENOENT;
+		}
+		if (!may_use(r, c->pools[i].allow, c->pools[i].nallow)) {
+			reply_error(r, 403,
+				    "pool %s: %s may not use it; an admin lets them in with its "
+				    "\"allow\" in config.json",
+				    c->pools[i].name, r->user);
+			return -EPERM;
+		}
+		p += len + (end ? 1 : 0);
+	}
+	char why[256];
+	if (sched_config_pool_job(c, req, why, sizeof(why)) == MODEL_POOL_NOWHERE) {
+		reply_error(r, 400, "%s", why);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* A request's pools as the cluster's defaults make them: "default_pool"
+ * where it names none; without a time limit, the shortest "max_time" of
+ * the pools it names where each has one. */
+static void pool_defaults(const struct sched_config *c, struct job_request *req)
+{
+	if (!req->pool && c->default_pool >= 0)
+		req->pool = xstrdup(c->pools[c->default_pool].name);
+	int64_t limit = 0;
+	bool each = req->pool != NULL;
+	for (int i = 0; i < c->npools && req->pool && !req->time_limit_s; i++) {
+		const struct pool_spec *p = &c->pools[i];
+		if (!model_names_has(req->pool, p->name, strlen(p->name)))
+			continue;
+		each = each && p->max_time_s;
+		if (p->max_time_s && (!limit || p->max_time_s < limit))
+			limit = p->max_time_s;
+	}
+	if (!req->time_limit_s && each)
+		req->time_limit_s = limit;
+}
+
+/* "partition" (Slurm's -p, #SBATCH -p) as "pool" where each of its names is
+ * a pool, else as "queue" (what it meant before pools), in body. Answers a
+ * refusal itself and returns < 0. */
+static int take_partition(struct request *r, json_t *body)
+{
+	const struct sched_config *c = &r->s->st.sched;
+	json_t *v = json_object_get(body, "partition");
+	if (!v)
+		return 0;
+	const char *p = json_string_value(v);
+	if (!p || !*p) {
+		reply_error(r, 400, "partition: must be a pool's name (tenk pools) or a queue's");
+		return -EINVAL;
+	}
+	bool pools = c->npools > 0;
+	for (const char *q = p; pools && *q;) {
+		const char *end = strchr(q, ',');
+		size_t len = end ? (size_t)(end - q) : strlen(q);
+		pools = sched_config_pool(c, q, len) >= 0;
+		q += len + (end ? 1 : 0);
+	}
+	const char *key = pools ? "pool" : "queue";
+	if (json_object_get(body, key)) {
+		reply_error(r, 400, "partition and %s both given; give one", key);
+		return -EINVAL;
+	}
+	json_object_set(body, key, v);
+	json_object_del(body, "partition");
+	return 0;
+}
+
 /* Whether r may have req run (known models, class and queue, who may use
- * them, the after list): answers the refusal itself and returns < 0. */
+ * them, their pools, the after list): answers the refusal itself and
+ * returns < 0. */
 static int request_admissible(struct request *r, const struct job_request *req)
 {
 	struct server *s = r->s;
@@ -370,6 +467,8 @@ static int request_admissible(struct request *r, const struct job_request *req)
 		reply_error(r, 403, "queue %s: %s may not use it", qname, r->user);
 		return -EPERM;
 	}
+	if (pools_admissible(r, req) < 0)
+		return -EPERM;
 	for (int i = 0; i < req->nnodelist; i++)
 		if (!state_node(st, req->nodelist[i])) {
 			reply_error(r, 400, "nodelist[%d]: no node %s in this cluster", i,
@@ -504,12 +603,14 @@ static void h_submit(struct request *r, const char *param, json_t *body)
 	 * site that adds nodes later) */
 	bool held, accept_impossible;
 	if (take_flag(r, body, "hold", &held) < 0 ||
-	    take_flag(r, body, "accept_impossible", &accept_impossible) < 0)
+	    take_flag(r, body, "accept_impossible", &accept_impossible) < 0 ||
+	    take_partition(r, body) < 0)
 		return;
 	if (job_request_unpack(body, &req, &err) < 0) {
 		reply_error(r, 400, "%s", err.text);
 		return;
 	}
+	pool_defaults(&st->sched, &req);
 	int *idx = NULL, nidx = 1, cap = 0;
 	if (req.array && model_array_parse(req.array, &idx, &nidx, &cap, &err) < 0) {
 		reply_error(r, 400, "%s", err.text); /* unpack checked it */
@@ -539,6 +640,39 @@ static void h_submit(struct request *r, const char *param, json_t *body)
 	}
 	/* an array: its elements are made in slices (arrays.c) */
 	api_array_submit(r, &req, idx, nidx, cap, run_as, held);
+}
+
+/* The cluster's pools, each with its nodes: how many, up, their
+ * accelerators and those idle (Slurm's sinfo -s). */
+static void h_pools(struct request *r, const char *param, json_t *body)
+{
+	const struct state *st = &r->s->st;
+	const struct sched_config *c = &st->sched;
+	json_t *arr = json_array();
+	int alone = 0;
+	for (int i = 0; i < c->npools; i++) {
+		json_t *o = sched_config_pool_pack(c, i);
+		int64_t nodes = 0, up = 0, accels = 0, idle = 0;
+		for (int k = 0; k < st->nnodes; k++) {
+			const struct snode *n = st->nodes[k];
+			if (!(n->pools & (1ULL << i)))
+				continue;
+			bool is_up = state_node_state(st, n) == NODE_UP;
+			nodes++;
+			up += is_up;
+			accels += n->rec.inv.naccel;
+			for (int d = 0; is_up && d < n->rec.inv.naccel; d++)
+				idle += n->sdev[d].free_milli == MODEL_MILLI;
+		}
+		json_object_set_new(o, "nodes", json_integer(nodes));
+		json_object_set_new(o, "nodes_up", json_integer(up));
+		json_object_set_new(o, "accelerators", json_integer(accels));
+		json_object_set_new(o, "accelerators_idle", json_integer(idle));
+		json_array_append_new(arr, o);
+	}
+	for (int k = 0; k < st->nnodes; k++)
+		alone += c->npools && st->nodes[k]->pools == MODEL_POOL_NONE;
+	reply_json(r, 200, json_pack("{s:o, s:i}", "pools", arr, "nodes_in_no_pool", alone));
 }
 
 static void h_classes(struct request *r, const char *param, json_t *body)
@@ -1016,6 +1150,8 @@ static void h_job_update(struct request *r, const char *param, json_t *body)
 		update_throttle(r, j, body);
 		return;
 	}
+	if (take_partition(r, body) < 0)
+		return;
 	const char *k;
 	json_t *v;
 	/* what placement and the queue read may change, not what the job is
@@ -2035,6 +2171,7 @@ const struct route api_routes[] = {
 	{"GET", "/v1/usage", ROLE_VIEWER, h_usage, false},
 	{"GET", "/v1/catalogue", ROLE_VIEWER, h_catalogue, false},
 	{"GET", "/v1/classes", ROLE_VIEWER, h_classes, false},
+	{"GET", "/v1/pools", ROLE_VIEWER, h_pools, false},
 	{"GET", "/v1/queues", ROLE_VIEWER, h_queues, false},
 	{"PUT", "/v1/queues/{}", ROLE_OPERATOR, h_queue_set, true},
 	{"GET", "/v1/users", ROLE_ADMIN, h_users, false},

@@ -257,6 +257,7 @@ static struct sched_share share_of(const struct sjob *j, const struct attempt_no
 		.max_switches = r->switches,
 		.constraint = r->constraint,
 		.tolerate = r->tolerate,
+		.pools = j->sj.pools,
 	};
 }
 

@@ -39,8 +39,11 @@ static void job_resolve(struct state *s, struct sjob *j, int64_t now)
 		j->queue = state_queue_add(s, r->queue, now);
 }
 
-void state_request_sched(const struct job_request *r, struct sched_job *sj)
+void state_request_sched(const struct sched_config *c, const struct job_request *r,
+			 struct sched_job *sj)
 {
+	sj->pools = sched_config_pool_job(c, r, NULL, 0);
+	sj->pool = r->pool;
 	sj->gpu_mem_mib = r->gpu_mem_mib;
 	sj->gpu_tflops = r->gpu_tflops;
 	sj->max_switches = r->switches;
@@ -64,19 +67,19 @@ void state_request_sched(const struct job_request *r, struct sched_job *sj)
 }
 
 /* The scheduler's view of the job's request. */
-static void job_sync(struct sjob *j)
+static void job_sync(const struct state *s, struct sjob *j)
 {
 	j->sj.id = j->job.id;
 	j->sj.cls = j->cls;
 	j->sj.submit_ms = j->job.submit_ms;
-	state_request_sched(&j->job.req, &j->sj);
+	state_request_sched(&s->sched, &j->job.req, &j->sj);
 }
 
 void state_job_attach(struct state *s, struct sjob *j, int64_t now)
 {
 	j->sj.shape_id = -1;
 	job_resolve(s, j, now);
-	job_sync(j);
+	job_sync(s, j);
 }
 
 struct sjob *state_job_add(struct state *s, struct job *job, int64_t now)
@@ -762,7 +765,7 @@ void state_job_set_request(struct state *s, struct sjob *j, struct job_request *
 	memset(req, 0, sizeof(*req));
 	j->req_bytes = 0;
 	job_resolve(s, j, now);
-	job_sync(j);
+	job_sync(s, j);
 	state_job_enqueue(s, j);
 	state_job_dirty(s, j);
 	state_want_pass(s);

@@ -669,7 +669,9 @@ void state_node_labels_sync(struct state *s, struct snode *n)
 	char was[MODEL_LABELS_MAX];
 	snprintf(was, sizeof(was), "%s", n->labels);
 	node_labels_merge(n->rec.inv.labels, n->rec.labels_set, n->labels, sizeof(n->labels));
-	if (strcmp(was, n->labels) != 0) {
+	uint64_t pools = sched_config_pool_node(&s->sched, n->labels);
+	if (strcmp(was, n->labels) != 0 || pools != n->pools) {
+		n->pools = pools;
 		s->nodes_gen++; /* what could ever run where changed */
 		node_bump(s, n);
 		state_want_pass(s);

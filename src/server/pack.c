@@ -177,6 +177,11 @@ json_t *state_node_pack(struct state *s, const struct snode *n)
 	json_object_set_new(o, "labels", node_labels_pack(n->labels));
 	if (n->rec.labels_set[0]) /* those an operator set */
 		json_object_set_new(o, "labels_set", node_labels_pack(n->rec.labels_set));
+	json_t *pools = json_array();
+	for (int i = 0; i < s->sched.npools; i++)
+		if (n->pools & (1ULL << i))
+			json_array_append_new(pools, json_string(s->sched.pools[i].name));
+	json_object_set_new(o, "pools", pools);
 	json_t *taints = json_array();
 	for (const char *p = n->rec.taints; *p;) {
 		const char *end = strchr(p, ',');

@@ -41,6 +41,7 @@ static struct sched_node *view_build(const struct state *s, bool pool)
 		x->topology = n->rec.inv.topology;
 		x->labels = n->labels;
 		x->taints = n->rec.taints;
+		x->pools = n->pools;
 		x->schedulable = state_node_state(s, n) == NODE_UP && !n->agent_stopping &&
 				 (pool || !n->pool_spare);
 		x->cpus_total = n->rec.inv.cpus;
@@ -69,7 +70,7 @@ bool state_request_possible(struct state *s, const struct job_request *r, struct
 		return true;
 	struct sched_job sj;
 	memset(&sj, 0, sizeof(sj));
-	state_request_sched(r, &sj);
+	state_request_sched(&s->sched, r, &sj);
 	if (s->possible_gen != s->nodes_gen) {
 		/* a node joined or changed: what was known no longer holds */
 		memset(s->possible, 0, sizeof(s->possible));

@@ -286,6 +286,7 @@ struct snode {
 	bool pool_spare;	/* held idle in the cluster's spare pool (inplace.c) */
 	/* its labels: its agent's, with an operator's over them */
 	char labels[MODEL_LABELS_MAX];
+	uint64_t pools; /* the pools its labels put it in (sched_config_pool_node) */
 	/* the faults its last beat reported (digests of their texts; the
 	 * first's text; when), and those an operator resumed it despite (it
 	 * is not drained again for them while they last) */
@@ -559,7 +560,8 @@ struct sjob *state_job(struct state *s, int64_t id);
 void state_job_attach(struct state *s, struct sjob *j, int64_t now);
 /* The scheduler's view of a request's shape (jobs.c); id, class, queue and
  * submission left to the caller. */
-void state_request_sched(const struct job_request *r, struct sched_job *sj);
+void state_request_sched(const struct sched_config *c, const struct job_request *r,
+			 struct sched_job *sj);
 /* Could any set of the nodes that exist (down or drained ones too: they
  * may come back) ever hold a job of request r? Yes with no node at all (a
  * cluster being brought up). No: why, in why, as a waiting job's reason

@@ -9,9 +9,9 @@ TRAPPED = ('trap "echo TERM >> {out}/term-$TENK_JOB_ID-$TENK_ATTEMPT; exit 143" 
            'while :; do sleep 0.1; done')
 
 
-def cluster_of(workdir, procs, agents=2, fake="4xH100", labels=None):
+def cluster_of(workdir, procs, agents=2, fake="4xH100", labels=None, **config):
     data = os.path.join(workdir, "data")
-    root_jobs_config(data)
+    root_jobs_config(data, **config)
     server = Daemon(["server", "--data", data, "--listen", "127.0.0.1:0"], workdir, "server")
     procs.append(server)
     wait_for(lambda: os.path.exists(os.path.join(data, "server.url")), 20, "the server")
@@ -228,6 +228,64 @@ def test_labels_and_constraints(workdir, procs):
                          capture_output=True, text=True, timeout=30)
     assert bad.returncode != 0 and '--labels: "tier" is not KEY=VALUE' in bad.stderr, \
         bad.stderr
+
+
+def test_pools(workdir, procs):
+    """Pools by label selector, like Slurm's partitions: a job goes to the
+    default pool unless it names others (-p, #SBATCH -p), runs in the union
+    of those it names, is held to their max_time (given it when it has no
+    limit) and min_gpus, and may use only those that allow its user; a -p
+    that names no pool names the queue, as before pools."""
+    pools = {"top": {"selector": "tier=top", "allow": ["role:llm"], "max_time": "1h",
+                     "min_gpus": 1},
+             "general": {"selector": "tier=general|tier=dev"}}
+    t = cluster_of(workdir, procs, agents=2, fake="1xH100",
+                   labels=["tier=top,rack=r1", "tier=general,rack=r2"],
+                   pools=pools, default_pool="general")
+    got = {p["name"]: p for p in t.json("pools")["pools"]}
+    assert (got["top"]["nodes"], got["top"]["accelerators"], got["top"]["max_time_s"],
+            got["top"]["allow"], got["general"]["default"]) == (1, 1, 3600, ["role:llm"], True), got
+    out = t.run("pools").stdout
+    assert "role:llm" in out and "(default)" in out and "tier=general|tier=dev" in out, out
+    assert "Pools:    top" in t.run("nodes", "n0").stdout
+    assert t.json("nodes", "n1")[0]["pools"] == ["general"]
+    # no -p: the default pool; -p top: the top pool, with its max_time
+    on = {}
+    for args in ([], ["-p", "top"]):
+        jid = t.submit(*args, "-G", "1", "--", "true")
+        t.run("wait", jid, timeout=60)
+        job = t.job(jid)
+        on[job["request"]["pool"]] = (job["attempts"][0]["nodes"][0]["name"],
+                                      job["request"].get("time_limit_s", 0))
+    assert on == {"general": ("n1", 0), "top": ("n0", 3600)}, on
+    # the union of the pools it names: a gang over both nodes
+    jid = t.submit("-p", "top,general", "-N", "2", "-G", "2", "-t", "30m", "--", "true")
+    t.run("wait", jid, timeout=60)
+    assert {n["name"] for n in t.job(jid)["attempts"][0]["nodes"]} == {"n0", "n1"}
+    # the same pool through a batch script's #SBATCH -p
+    script = os.path.join(workdir, "top.sh")
+    with open(script, "w") as f:
+        f.write("#!/bin/sh\n#SBATCH -p top --gpus=1\ntrue\n")
+    os.chmod(script, 0o755)
+    jid = int(t.run("submit", script).stdout)
+    t.run("wait", jid, timeout=60)
+    assert t.job(jid)["request"]["pool"] == "top"
+    assert t.job(jid)["attempts"][0]["nodes"][0]["name"] == "n0"
+    # a name that is no pool names the queue, as #SBATCH -p did before pools
+    jid = t.submit("-p", "default", "--", "true")
+    assert t.job(jid)["request"]["queue"] == "default" and \
+        t.job(jid)["request"]["pool"] == "general"
+    for args, why in ((["-p", "top", "-t", "2h", "-G", "1"],
+                       "pool top takes time limits of 1h00m at most; this job's is 2h00m"),
+                      (["-p", "top"], "pool top takes jobs of 1 accelerators or more"),
+                      (["-p", "nosuch"], 'queue: no queue "nosuch"'),
+                      (["-p", "top", "-N", "2", "-G", "2"], "in pool top")):
+        p = t.run("submit", *args, "--", "true", check=False)
+        assert p.returncode != 0 and why in p.stderr, (args, p.stderr)
+    # who may use a pool: a user without the role gets 403, the pool named
+    tok = t.json("users", "add", "alice", "--unix-user", "nobody")["token"]
+    p = t.run("submit", "-p", "top", "-G", "1", "--", "true", env=as_user(t, tok), check=False)
+    assert p.returncode == 1 and "pool top: alice may not use it" in p.stderr, p.stderr
 
 
 def as_user(t, token):

@@ -412,6 +412,7 @@ static json_t *full_request(void)
 	assert_non_null(j);
 	json_object_set_new(j, "constraint", json_string("fabric=ib&rack!=r07|tier=top"));
 	json_object_set_new(j, "tolerate", json_string("inference,dev"));
+	json_object_set_new(j, "pool", json_string("general,top"));
 	return j;
 }
 
@@ -954,6 +955,104 @@ static void test_labels_and_constraints(void **state)
 	assert_string_equal(json_string_value(json_object_get(packed, "constraint")), "fabric=ib");
 	json_decref(packed);
 	job_request_release(&r);
+	json_decref(rq);
+}
+
+/* Pools: read from the configuration, checked; which pools a node's labels
+ * put it in, and which take a job. */
+static void test_pools(void **state)
+{
+	struct sched_config *c = xmalloc(sizeof(*c));
+	struct tk_error err;
+	sched_config_default(c);
+	assert_int_equal(c->npools, 0);
+	assert_int_equal(c->default_pool, -1);
+	struct job_request r = {.nodes = 1, .tasks_per_node = 1, .gpu_milli = 8000};
+	assert_int_equal(sched_config_pool_job(c, &r, NULL, 0), 0); /* none: anywhere */
+	assert_int_equal(sched_config_pool_node(c, "tier=top"), 0);
+	assert_int_equal(
+		sched_config_load_json(
+			c,
+			"{\"pools\": {\"top\": {\"selector\": \"tier=top\", \"allow\": "
+			"[\"group:llm\"], \"max_time\": \"14d\", \"min_gpus\": 64}, "
+			"\"general\": {\"selector\": \"tier=general|tier=dev\"}, "
+			"\"ib\": {\"selector\": \"fabric=ib\"}}, \"default_pool\": \"general\"}",
+			&err),
+		0);
+	assert_int_equal(c->npools, 3);
+	int top = sched_config_pool(c, "top", 3), gen = sched_config_pool(c, "general", 7),
+	    ib = sched_config_pool(c, "ib", 2);
+	assert_true(top >= 0 && gen >= 0 && ib >= 0);
+	assert_int_equal(sched_config_pool(c, "to", 2), -1);
+	assert_int_equal(c->default_pool, gen);
+	assert_int_equal(c->pools[top].max_time_s, 14 * 86400);
+	assert_int_equal(c->pools[top].min_gpus, 64);
+	assert_string_equal(c->pools[top].allow[0], "group:llm");
+	/* a node in two pools, one in none */
+	assert_true(sched_config_pool_node(c, "fabric=ib,tier=top") ==
+		    ((1ULL << top) | (1ULL << ib)));
+	assert_true(sched_config_pool_node(c, "tier=dev") == 1ULL << gen);
+	assert_true(sched_config_pool_node(c, "rack=r1") == MODEL_POOL_NONE);
+	assert_true(sched_config_pool_node(c, NULL) == MODEL_POOL_NONE);
+	/* naming none: the open pools and nodes in none */
+	char why[256];
+	assert_true(sched_config_pool_job(c, &r, why, sizeof(why)) ==
+		    (MODEL_POOL_NONE | (1ULL << gen) | (1ULL << ib)));
+	/* top takes 64 accelerators or more, time limits of 14d at most */
+	r.pool = "ib,top";
+	assert_true(sched_config_pool_job(c, &r, why, sizeof(why)) == 1ULL << ib);
+	r.pool = "top";
+	assert_true(sched_config_pool_job(c, &r, why, sizeof(why)) == MODEL_POOL_NOWHERE);
+	assert_non_null(strstr(why, "pool top takes jobs of 64 accelerators or more; this one "
+				    "asks for 8"));
+	r.nodes = 8;
+	assert_true(sched_config_pool_job(c, &r, why, sizeof(why)) == MODEL_POOL_NOWHERE);
+	assert_non_null(strstr(why, "time limits of 14d"));
+	assert_non_null(strstr(why, "this job's is none"));
+	r.time_limit_s = 86400;
+	assert_true(sched_config_pool_job(c, &r, why, sizeof(why)) == 1ULL << top);
+	r.pool = "gone";
+	assert_true(sched_config_pool_job(c, &r, why, sizeof(why)) == MODEL_POOL_NOWHERE);
+	assert_non_null(strstr(why, "no pool of this cluster is named gone"));
+	/* the API's form */
+	json_t *o = sched_config_pool_pack(c, top);
+	assert_string_equal(json_string_value(json_object_get(o, "selector")), "tier=top");
+	assert_false(json_is_true(json_object_get(o, "default")));
+	json_decref(o);
+	/* bad configurations name what is wrong; nothing changes */
+	static const char *const bad[][2] = {
+		{"{\"pools\": []}", "pools: must be an object"},
+		{"{\"pools\": {\"a b\": {\"selector\": \"x\"}}}", "not a valid pool name"},
+		{"{\"pools\": {\"a\": {}}}", "pools.a.selector: required"},
+		{"{\"pools\": {\"a\": {\"selector\": \"x&\"}}}",
+		 "pools.a.selector: \"\" is not KEY"},
+		{"{\"pools\": {\"a\": {\"selector\": \"x\", \"max_time\": \"soon\"}}}",
+		 "pools.a.max_time: expected a duration"},
+		{"{\"pools\": {\"a\": {\"selector\": \"x\", \"nodes\": 3}}}", "nodes"},
+		{"{\"pools\": {\"a\": {\"selector\": \"x\", \"allow\": [\"\"]}}}", "allow"},
+		{"{\"pools\": {\"a\": {\"selector\": \"x\"}}, \"default_pool\": \"b\"}",
+		 "default_pool: no pool \"b\""},
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+		assert_true(sched_config_load_json(c, bad[i][0], &err) < 0);
+		if (!strstr(err.text, bad[i][1]))
+			fail_msg("%s: %s", bad[i][0], err.text);
+	}
+	assert_int_equal(c->npools, 3);
+	free(c);
+	/* a request names its pools, kept canonical */
+	json_t *rq =
+		json_pack("{s:[s], s:s, s:s}", "command", "true", "cwd", "/", "pool", "top,ib,top");
+	struct job_request jr;
+	assert_int_equal(job_request_unpack(rq, &jr, &err), 0);
+	assert_string_equal(jr.pool, "ib,top");
+	json_t *packed = job_request_pack(&jr);
+	assert_string_equal(json_string_value(json_object_get(packed, "pool")), "ib,top");
+	json_decref(packed);
+	job_request_release(&jr);
+	json_object_set_new(rq, "pool", json_string("a b"));
+	assert_true(job_request_unpack(rq, &jr, &err) < 0);
+	assert_non_null(strstr(err.text, "pool"));
 	json_decref(rq);
 }
 
@@ -1719,6 +1818,7 @@ int main(void)
 		cmocka_unit_test(test_node_record),
 		cmocka_unit_test(test_config_validation),
 		cmocka_unit_test(test_labels_and_constraints),
+		cmocka_unit_test(test_pools),
 		cmocka_unit_test(test_wire),
 		cmocka_unit_test(test_wire_witness),
 		cmocka_unit_test(test_lease),

@@ -715,6 +715,39 @@ static void test_constraints(void **state)
 	assert_true(sched_share_fit(&t.nodes[0], &w, &(struct sched_assign){0}) < 0);
 	w.tolerate = "inference";
 	assert_int_equal(sched_share_fit(&t.nodes[0], &w, &(struct sched_assign){0}), 0);
+
+	/* pools: a job runs on nodes of the pools of its mask, a node of
+	 * several pools in each; a node in none (0) only where the job's mask
+	 * has MODEL_POOL_NONE */
+	struct cluster p;
+	init(&p);
+	for (int i = 0; i < 3; i++)
+		add_node(&p, "H100", 4, 32);
+	p.nodes[0].pools = 1;	  /* top */
+	p.nodes[1].pools = 1 | 2; /* top and general */
+	j = add_job(&p, 1, 4, 1000);
+	j->pools = 2, j->pool = "general"; /* n01 only */
+	j = add_job(&p, 2, 4, 1000);
+	j->pools = 1, j->pool = "top"; /* n00 and n01: n01 taken, waits */
+	j = add_job(&p, 1, 4, 1000);
+	j->pools = MODEL_POOL_NONE | 2; /* n02, in none */
+	j = add_job(&p, 1, 4, 1000);
+	j->pools = MODEL_POOL_NOWHERE, j->pool = "gone"; /* no pool takes it */
+	assert_int_equal(pass(&p, &d), 0);
+	assert_int_equal(start_of(&d, 0)->nodes[0].node, 1);
+	assert_null(start_of(&d, 1));
+	assert_int_equal(start_of(&d, 2)->nodes[0].node, 2);
+	assert_null(start_of(&d, 3));
+	assert_non_null(strstr(why(&d, 3), "in pool gone"));
+	sched_decisions_release(&d);
+	assert_true(sched_could_ever_hold(p.nodes, p.n, &p.jobs[1]));
+	assert_false(sched_could_ever_hold(p.nodes, p.n, &p.jobs[3]));
+	struct sched_job unpooled = p.jobs[0];
+	unpooled.pools = 0, unpooled.pool = NULL;
+	assert_true(sched_job_shape(&unpooled) != sched_job_shape(&p.jobs[0]));
+	w = (struct sched_share){.ndev = 4, .milli = MODEL_MILLI, .model = "H100", .pools = 2};
+	assert_true(sched_share_fit(&p.nodes[0], &w, &(struct sched_assign){0}) < 0);
+	assert_int_equal(sched_share_fit(&p.nodes[1], &w, &(struct sched_assign){0}), 0);
 }
 
 static void test_node_lists_and_exclusive(void **state)
@@ -1623,6 +1656,14 @@ static void random_cluster(struct cluster *c)
 		c->jobs[i].constraint = rnd(5) == 0 ? exprs[rnd(4)] : NULL;
 		c->jobs[i].tolerate = rnd(5) == 0 ? tols[rnd(3)] : NULL;
 	}
+	/* pools: bits 0 and 1 on some nodes (others in none), masks on some
+	 * jobs; a node's 0 is in no pool, as the server's MODEL_POOL_NONE */
+	static const uint64_t nmasks[] = {1, 2, 3, MODEL_POOL_NONE};
+	static const uint64_t jmasks[] = {1, 2, 3, MODEL_POOL_NONE | 1, MODEL_POOL_NOWHERE};
+	for (int i = 0; i < nn; i++)
+		c->nodes[i].pools = rnd(3) == 0 ? nmasks[rnd(4)] : 0;
+	for (int i = 0; i < nj; i++)
+		c->jobs[i].pools = rnd(4) == 0 ? jmasks[rnd(5)] : 0;
 	/* queue qa starts within its limit */
 	int64_t use = 0;
 	for (int i = 0; i < c->nr; i++)
@@ -1666,6 +1707,9 @@ static void check_invariants(const struct cluster *c, const struct sched_decisio
 			/* its constraint, and every taint there tolerated */
 			assert_true(job_constraint_match(j->constraint, c->nodes[a->node].labels));
 			assert_true(node_taints_tolerated(c->nodes[a->node].taints, j->tolerate));
+			/* one of its pools */
+			uint64_t np = c->nodes[a->node].pools;
+			assert_true(!j->pools || ((np ? np : MODEL_POOL_NONE) & j->pools));
 			for (int m = 0; m < k; m++)
 				assert_int_not_equal(s->nodes[m].node, a->node);
 			int want = j->gpu_milli >= MODEL_MILLI
