@@ -180,6 +180,7 @@ enum {
 	D_ADDR,
 	D_TOPO,
 	D_LABELS,
+	D_DOMAIN,
 	D_CPUS,
 	D_MEM,
 	D_WORK,
@@ -239,6 +240,9 @@ static const struct tk_option all_opts[D_MAX] = {
 	[D_LABELS] = {"labels", 0, "K=V,...",
 		      "this node's labels, e.g. tier=top,fabric=ib (jobs select nodes by them: "
 		      "tenk submit --constraint)"},
+	[D_DOMAIN] = {"domain", 0, "PATH",
+		      "this node's fault domain, widest first, e.g. dc1/row3/rack07/pdu2 (tenk "
+		      "submit --spread rack, --within rack)"},
 	[D_CPUS] = {"cpus", 0, "N", "CPUs to offer (default: detected)"},
 	[D_MEM] = {"mem", 0, "SIZE", "memory to offer, e.g. 512G (default: detected)"},
 	[D_WORK] = {"work-dir", 0, "DIR", "local folder for checkpoints (default DATA/agent)"},
@@ -321,24 +325,25 @@ static const struct tk_option all_opts[D_MAX] = {
 
 /* Which options each daemon takes, in all_opts order. */
 static const int up_opts[] = {
-	D_HELP,		D_LOG,		D_DATA,		D_LISTEN,      D_CATALOGUE, D_NODE_TIMEOUT,
-	D_KEEP_SETTLED, D_MASTER_PORTS, D_NAME,		D_FAKE,	       D_TOPO,	    D_LABELS,
-	D_CPUS,		D_MEM,		D_STOP_JOBS,	D_RUN_DIR,     D_PODMAN,    D_CTR_CONF,
-	D_PODMAN_ROOT,	D_CDI,		D_INIT,		D_QUARANTINE,  D_TLS_CERT,  D_TLS_KEY,
-	D_CA,		D_INSECURE,	D_MAX_CONNS,	D_REQ_TIMEOUT, D_CKPT_RATE, D_MIN_FREE,
-	D_JOB_DISK,	D_HEALTH,	D_HEALTH_EVERY, D_METRICS,     D_DCGM,	    D_WITNESS,
-	D_CLUSTER_NAME, D_DEVICE_CHECK};
+	D_HELP,		D_LOG,		D_DATA,		D_LISTEN,	D_CATALOGUE,
+	D_NODE_TIMEOUT, D_KEEP_SETTLED, D_MASTER_PORTS, D_NAME,		D_FAKE,
+	D_TOPO,		D_LABELS,	D_DOMAIN,	D_CPUS,		D_MEM,
+	D_STOP_JOBS,	D_RUN_DIR,	D_PODMAN,	D_CTR_CONF,	D_PODMAN_ROOT,
+	D_CDI,		D_INIT,		D_QUARANTINE,	D_TLS_CERT,	D_TLS_KEY,
+	D_CA,		D_INSECURE,	D_MAX_CONNS,	D_REQ_TIMEOUT,	D_CKPT_RATE,
+	D_MIN_FREE,	D_JOB_DISK,	D_HEALTH,	D_HEALTH_EVERY, D_METRICS,
+	D_DCGM,		D_WITNESS,	D_CLUSTER_NAME, D_DEVICE_CHECK};
 static const int server_opts[] = {D_HELP,	 D_LOG,		 D_DATA,	 D_LISTEN,
 				  D_CATALOGUE,	 D_NODE_TIMEOUT, D_INIT,	 D_QUARANTINE,
 				  D_TLS_CERT,	 D_TLS_KEY,	 D_INSECURE,	 D_MAX_CONNS,
 				  D_REQ_TIMEOUT, D_KEEP_SETTLED, D_MASTER_PORTS, D_STORE};
 static const int agent_opts[] = {
-	D_HELP,	     D_LOG,	     D_DATA,	    D_SERVER,	 D_TOKEN_FILE, D_NAME,
-	D_FAKE,	     D_ADDR,	     D_TOPO,	    D_LABELS,	 D_CPUS,       D_MEM,
-	D_WORK,	     D_RUN_DIR,	     D_STOP_JOBS,   D_PODMAN,	 D_CTR_CONF,   D_PODMAN_ROOT,
-	D_CDI,	     D_CA,	     D_INSECURE,    D_CKPT_RATE, D_MIN_FREE,   D_JOB_DISK,
-	D_HEALTH,    D_HEALTH_EVERY, D_METRICS,	    D_DCGM,	 D_HOLLOW,     D_HOLLOW_RUN,
-	D_HEARTBEAT, D_WITNESS,	     D_DEVICE_CHECK};
+	D_HELP,	       D_LOG,	    D_DATA,	    D_SERVER,	   D_TOKEN_FILE, D_NAME,
+	D_FAKE,	       D_ADDR,	    D_TOPO,	    D_LABELS,	   D_DOMAIN,	 D_CPUS,
+	D_MEM,	       D_WORK,	    D_RUN_DIR,	    D_STOP_JOBS,   D_PODMAN,	 D_CTR_CONF,
+	D_PODMAN_ROOT, D_CDI,	    D_CA,	    D_INSECURE,	   D_CKPT_RATE,	 D_MIN_FREE,
+	D_JOB_DISK,    D_HEALTH,    D_HEALTH_EVERY, D_METRICS,	   D_DCGM,	 D_HOLLOW,
+	D_HOLLOW_RUN,  D_HEARTBEAT, D_WITNESS,	    D_DEVICE_CHECK};
 
 /* What a daemon takes (indices into all_opts, in its order) and runs. */
 struct daemon_spec {
@@ -446,6 +451,7 @@ static int agent_cfg(const char *cmd, const char **v, struct agent_config *ac)
 	ac->addr = v[D_ADDR];
 	ac->topology = v[D_TOPO];
 	ac->labels = v[D_LABELS];
+	ac->domain = v[D_DOMAIN];
 	if (v[D_DATA])
 		ac->data_dir = v[D_DATA];
 	ac->work_dir = v[D_WORK];

@@ -733,6 +733,7 @@ static void copy_cfg(struct agent_config *dst, const struct agent_config *src)
 	DUP(addr);
 	DUP(topology);
 	DUP(labels);
+	DUP(domain);
 	DUP(data_dir);
 	DUP(work_dir);
 	DUP(run_dir);
@@ -755,6 +756,7 @@ static void free_cfg(struct agent_config *c)
 	free((char *)c->addr);
 	free((char *)c->topology);
 	free((char *)c->labels);
+	free((char *)c->domain);
 	free((char *)c->data_dir);
 	free((char *)c->work_dir);
 	free((char *)c->run_dir);

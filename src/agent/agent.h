@@ -28,6 +28,7 @@ struct agent_config {
 	const char *addr;	/* how peers reach this node; NULL: as the server sees it */
 	const char *topology;	/* "spine1/leaf07" */
 	const char *labels;	/* "tier=top,fabric=ib" */
+	const char *domain;	/* "dc1/row3/rack07": its fault domain */
 	const char *data_dir;	/* the data folder; default ./tenk-data */
 	const char *work_dir;	/* local folder for checkpoints; NULL: DATA_DIR/agent */
 	/* the shims' folders and the metrics files, which need no disk (a

@@ -114,6 +114,13 @@ int agent__inventory_detect(const struct agent_config *cfg, const struct catalog
 	if (cfg->topology && tk_strlcpy(inv->topology, cfg->topology, sizeof(inv->topology)) < 0)
 		return tk_errorf(err, -EINVAL, "--topology: at most %d characters",
 				 MODEL_TOPO_MAX - 1);
+	if (cfg->domain && (tk_strlcpy(inv->domain, cfg->domain, sizeof(inv->domain)) < 0 ||
+			    !model_domain_valid(inv->domain)))
+		return tk_errorf(err, -EINVAL,
+				 "--domain: \"%.64s\" is not a fault-domain path: 1 to 8 names of "
+				 "letters, digits, '.', '_', '-' joined by '/', widest first, e.g. "
+				 "dc1/row3/rack07/pdu2",
+				 cfg->domain);
 	if (cfg->labels &&
 	    node_labels_parse(cfg->labels, inv->labels, sizeof(inv->labels), err) < 0) {
 		char was[sizeof(err->text)];

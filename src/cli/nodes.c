@@ -62,6 +62,9 @@ static int show_nodes(struct ctx *c)
 		printf("  Address:  %s, topology %s, credential %s\n", cli__jstr(n, "addr"),
 		       *cli__jstr(n, "topology") ? cli__jstr(n, "topology") : "-",
 		       cli__jstr(n, "credential"));
+		if (*cli__jstr(n, "domain"))
+			printf("  Domain:   %s (its fault domain, widest first)\n",
+			       cli__jstr(n, "domain"));
 		printf("  CPUs:     %lld of %lld reserved\n", (long long)cli__jint(n, "cpus_used"),
 		       (long long)cli__jint(n, "cpus"));
 		printf("  Memory:   %lld of %lld MiB reserved\n",
@@ -142,10 +145,44 @@ enum { N_YES = O_FIRST_OWN, N_FORMAT };
 static const struct tk_option nodes_opts[] = {
 	COMMON_OPTS,
 	{"yes", 0, NULL, "nodes down: do not ask (a node in fact alive runs its jobs twice)"},
-	{"format", 'o', "table|wide|json",
+	{"format", 'o', "table|wide|where|json",
 	 "wide: each node's accelerators as its agent last read them (busy, hottest, power, "
-	 "the health checks they fail)"},
+	 "the health checks they fail); where: how the cluster is carved (fault domain, pools, "
+	 "taints, labels)"},
 };
+
+/* A JSON array of strings, or an object's K=V, as "a,b" into sb ("-": none). */
+static void words(json_t *v, struct strbuf *sb)
+{
+	strbuf_reset(sb);
+	size_t i;
+	json_t *x;
+	const char *k;
+	json_array_foreach (v, i, x)
+		strbuf_addf(sb, "%s%s", sb->len ? "," : "", json_string_value(x));
+	json_object_foreach (v, k, x)
+		strbuf_addf(sb, "%s%s=%s", sb->len ? "," : "", k, json_string_value(x));
+	if (!sb->len)
+		strbuf_addstr(sb, "-");
+}
+
+/* A row of the `where` table: how node n is placed in the carved cluster. */
+static void print_where(json_t *n)
+{
+	struct strbuf pools, taints, labels;
+	strbuf_init(&pools);
+	strbuf_init(&taints);
+	strbuf_init(&labels);
+	words(json_object_get(n, "pools"), &pools);
+	words(json_object_get(n, "taints"), &taints);
+	words(json_object_get(n, "labels"), &labels);
+	printf("%-16.16s %-11s %-24s %-16s %-16s %s\n", cli__jstr(n, "name"), cli__jstr(n, "state"),
+	       *cli__jstr(n, "domain") ? cli__jstr(n, "domain") : "-", pools.buf, taints.buf,
+	       labels.buf);
+	strbuf_release(&pools);
+	strbuf_release(&taints);
+	strbuf_release(&labels);
+}
 
 /* The wide table's accelerator columns of node n: their mean utilisation,
  * the hottest, the power drawn of their limits, and the checks each one
@@ -380,9 +417,11 @@ static int run_nodes(struct ctx *c)
 		return rc;
 	}
 	const char *fmt = c->v[N_FORMAT] ? c->v[N_FORMAT] : "table";
-	if (strcmp(fmt, "table") && strcmp(fmt, "wide") && strcmp(fmt, "json"))
-		return cli__usage_error(c->cmd, "--format: table, wide or json, got \"%s\"", fmt);
-	bool wide = strcmp(fmt, "wide") == 0;
+	if (strcmp(fmt, "table") && strcmp(fmt, "wide") && strcmp(fmt, "where") &&
+	    strcmp(fmt, "json"))
+		return cli__usage_error(c->cmd, "--format: table, wide, where or json, got \"%s\"",
+					fmt);
+	bool wide = strcmp(fmt, "wide") == 0, where = strcmp(fmt, "where") == 0;
 	if (strcmp(fmt, "json") == 0)
 		c->json = true;
 	json_t *res;
@@ -395,7 +434,10 @@ static int run_nodes(struct ctx *c)
 		json_decref(res);
 		return CLI_EXIT_OK;
 	}
-	if (wide)
+	if (where)
+		printf("%-16s %-11s %-24s %-16s %-16s %s\n", "NAME", "STATE", "DOMAIN", "POOLS",
+		       "TAINTS", "LABELS");
+	else if (wide)
 		printf("%-16s %-11s %-20s %6s %5s %5s %5s %11s %-20s %s\n", "NAME", "STATE",
 		       "ACCELERATORS", "USED", "JOBS", "BUSY", "TEMP", "POWER(W)", "GPU HEALTH",
 		       "REASON");
@@ -414,6 +456,10 @@ static int run_nodes(struct ctx *c)
 		snprintf(mem, sizeof(mem), "%lld/%lld",
 			 (long long)(cli__jint(n, "mem_used_mib") / 1024),
 			 (long long)(cli__jint(n, "mem_mib") / 1024));
+		if (where) {
+			print_where(n);
+			continue;
+		}
 		if (wide) {
 			char util[128], temp[128], power[128], health[128];
 			gpu_columns(n, util, temp, power, health, sizeof(health));

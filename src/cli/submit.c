@@ -71,6 +71,8 @@ enum {
 	S_CONSTRAINT,
 	S_TOLERATE,
 	S_PARTITION,
+	S_SPREAD,
+	S_WITHIN,
 	S_COUNT
 };
 
@@ -167,6 +169,11 @@ static const struct tk_option submit_opts[] = {
 	{"partition", 'p', "POOL,...",
 	 "run in these pools (tenk pools; default: the cluster's default pool); a name that is "
 	 "no pool names the queue, as #SBATCH -p did before pools"},
+	{"spread", 0, "LEVEL[:N]",
+	 "at most N (default 1) of its nodes in any one fault domain of that level (agents' "
+	 "--domain; levels: config.json's domain_levels, by default dc, row, rack, pdu), e.g. "
+	 "rack"},
+	{"within", 0, "LEVEL", "all its nodes in one fault domain of that level, e.g. rack"},
 };
 _Static_assert(ARRAY_SIZE(submit_opts) == S_COUNT, "one option per enum value");
 
@@ -968,6 +975,17 @@ static int request_opts(struct ctx *c, json_t *req, bool update)
 		json_object_set_new(req, "queue", json_string(c->v[S_QUEUE]));
 	if (c->v[S_PARTITION])
 		json_object_set_new(req, "partition", json_string(c->v[S_PARTITION]));
+	for (int k = 0; k < 2; k++) {
+		const char *v = c->v[k ? S_WITHIN : S_SPREAD];
+		char level[MODEL_NAME_MAX];
+		int cap;
+		struct tk_error cerr;
+		if (!v)
+			continue;
+		if (job_spread_parse(v, level, sizeof(level), k ? NULL : &cap, &cerr) < 0)
+			return cli__usage_error(c->cmd, "--%s", cerr.text);
+		json_object_set_new(req, k ? "within" : "spread", json_string(v));
+	}
 	if (c->v[S_NAME])
 		json_object_set_new(req, "name", json_string(c->v[S_NAME]));
 	return 0;

@@ -435,6 +435,10 @@ json_t *job_request_pack(const struct job_request *r)
 		json_object_set_new(o, "tolerate", json_string(r->tolerate));
 	if (r->pool)
 		json_object_set_new(o, "pool", json_string(r->pool));
+	if (r->spread)
+		json_object_set_new(o, "spread", json_string(r->spread));
+	if (r->within)
+		json_object_set_new(o, "within", json_string(r->within));
 	if (r->gpu_mem_mib)
 		json_object_set_new(o, "gpu_mem_mib", json_integer(r->gpu_mem_mib));
 	if (r->gpu_tflops > 0)
@@ -634,7 +638,8 @@ int job_request_unpack(json_t *j, struct job_request *ret, struct tk_error *err)
 	int64_t nodes, tpn, cpus, mem, tl, grace, requeue, gmem, switches;
 	double gpus, gtf;
 	bool marks = true;
-	int rc;
+	int rc, cap;
+	char level[MODEL_NAME_MAX];
 	if ((rc = mj_check_keys(j, NULL, job_request_keys, err)) < 0)
 		return rc;
 	if ((rc = mj_strv_unpack(j, "command", true, MODEL_MAX_ARGS, MODEL_MAX_ARG_BYTES,
@@ -664,6 +669,10 @@ int job_request_unpack(json_t *j, struct job_request *ret, struct tk_error *err)
 	    (r.constraint && (rc = job_constraint_check(r.constraint, err)) < 0) ||
 	    (rc = names_unpack(j, "tolerate", &r.tolerate, err)) < 0 ||
 	    (rc = names_unpack(j, "pool", &r.pool, err)) < 0 ||
+	    (rc = mj_str(j, "spread", false, MODEL_NAME_MAX + 8, true, NULL, &r.spread, err)) < 0 ||
+	    (r.spread && (rc = job_spread_parse(r.spread, level, sizeof(level), &cap, err)) < 0) ||
+	    (rc = mj_str(j, "within", false, MODEL_NAME_MAX, true, NULL, &r.within, err)) < 0 ||
+	    (r.within && (rc = job_spread_parse(r.within, level, sizeof(level), NULL, err)) < 0) ||
 	    (rc = mj_int(j, "gpu_mem_mib", false, 0, MODEL_MAX_MEM_MIB, 0, &gmem, err)) < 0 ||
 	    (rc = mj_num(j, "gpu_tflops", false, 0, 1e6, 0, &gtf, err)) < 0 ||
 	    (rc = mj_int(j, "switches", false, 0, MODEL_MAX_SWITCHES, 0, &switches, err)) < 0 ||

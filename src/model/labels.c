@@ -251,6 +251,49 @@ bool node_taints_tolerated(const char *taints, const char *tolerate)
 	return true;
 }
 
+bool model_domain_valid(const char *path)
+{
+	int comps = 0;
+	for (const char *p = path;; p++) {
+		const char *end = strchr(p, '/');
+		size_t len = end ? (size_t)(end - p) : strlen(p);
+		char name[MODEL_NAME_MAX];
+		if (len == 0 || len >= sizeof(name) || ++comps > 8)
+			return false;
+		memcpy(name, p, len);
+		name[len] = '\0';
+		if (!model_name_valid(name))
+			return false;
+		if (!end)
+			return true;
+		p = end;
+	}
+}
+
+int job_spread_parse(const char *text, char *level, size_t n, int *max, struct tk_error *err)
+{
+	const char *what = max ? "spread" : "within";
+	const char *colon = strchr(text, ':');
+	size_t len = colon ? (size_t)(colon - text) : strlen(text);
+	char *end = NULL;
+	long cap = colon ? strtol(colon + 1, &end, 10) : 1;
+	if (len == 0 || len >= n || len >= MODEL_NAME_MAX || (colon && !max) ||
+	    (colon && (end == colon + 1 || *end || cap < 1 || cap > MODEL_MAX_NODES)))
+		return tk_errorf(
+			err, -EINVAL,
+			"%s: expected a fault-domain level's name%s, such as \"rack\"%s; got "
+			"\"%.64s\"",
+			what, max ? " and at most how many nodes in each" : "",
+			max ? " or \"rack:2\"" : "", text);
+	memcpy(level, text, len);
+	level[len] = '\0';
+	if (!model_name_valid(level))
+		return tk_errorf(err, -EINVAL, "%s: \"%s\" is not a level's name", what, level);
+	if (max)
+		*max = (int)cap;
+	return 0;
+}
+
 int job_constraint_check(const char *expr, struct tk_error *err)
 {
 	int r = eval(expr, "", err);

@@ -150,6 +150,9 @@ struct node_inventory {
 	char name[MODEL_NAME_MAX];
 	char addr[MODEL_ADDR_MAX]; /* as other nodes reach it; may be "" */
 	char topology[MODEL_TOPO_MAX];
+	/* its fault domain, widest first: "dc1/row3/rack07/pdu2" (agent
+	 * --domain; model_domain_valid); "": not told */
+	char domain[MODEL_TOPO_MAX];
 	int cpus;
 	int64_t mem_mib;
 	int naccel;
@@ -169,6 +172,12 @@ struct node_inventory {
 int node_labels_parse(const char *text, char *out, size_t outn, struct tk_error *err);
 const char *node_labels_get(const char *labels, const char *key, size_t keyn, size_t *valn);
 int job_constraint_check(const char *expr, struct tk_error *err);
+/* A fault-domain path ("dc1/row3/rack07"): 1 to 8 names of letters, digits,
+ * '.', '_', '-' joined by '/'. */
+bool model_domain_valid(const char *path);
+/* A job's --spread ("rack", "rack:2") or, with max NULL, --within ("rack"):
+ * the level's name into level, the cap into *max (1 unless given). */
+int job_spread_parse(const char *text, char *level, size_t n, int *max, struct tk_error *err);
 /* A list of names ("inference,dev": taints, tolerations), checked as label
  * keys, into its canonical form (sorted, once each); the count. what
  * names it in errors. model_names_has: is name (n characters) in the list?
@@ -304,6 +313,11 @@ struct job_request {
 	/* the pools it may run in ("top,general", canonical; NULL: none named,
 	 * the server's default pool, or any open pool and nodes in none) */
 	char *pool;
+	/* fault domains by the level names of config.json's "domain_levels":
+	 * "rack" or "rack:2", at most that many of its nodes (1) in any one
+	 * rack; "rack": all its nodes in one (job_spread_parse) */
+	char *spread;
+	char *within;
 	bool mixed_types; /* a gang may mix accelerator models */
 	/* its tasks run in a container of this image (NULL: on the host),
 	 * seeing of the host only these folders ("SRC:DST[:ro]", the cluster's
@@ -428,6 +442,8 @@ char *model_output_path(const char *pattern, const char *cwd, const struct outpu
 	X("constraint", JR_STR, constraint, argc, true)                                            \
 	X("tolerate", JR_STR, tolerate, argc, true)                                                \
 	X("pool", JR_STR, pool, argc, true)                                                        \
+	X("spread", JR_STR, spread, argc, true)                                                    \
+	X("within", JR_STR, within, argc, true)                                                    \
 	X("mixed_types", JR_VALUE, mixed_types, argc, true)                                        \
 	X("image", JR_STR, image, argc, false)                                                     \
 	X("mounts", JR_STRV, mounts, nmounts, false)                                               \
@@ -1001,6 +1017,7 @@ struct pool_spec {
 };
 
 #define MODEL_MAX_SPARE_MODELS 16
+#define MODEL_MAX_DOMAIN_LEVELS 8
 struct sched_config {
 	struct class_spec classes[MODEL_MAX_CLASSES];
 	int nclasses;
@@ -1097,7 +1114,15 @@ struct sched_config {
 	int npools;
 	int default_pool; /* -1: none */
 	struct pool_spec pools[MODEL_MAX_POOLS];
+	/* "domain_levels": the names of a fault-domain path's levels, widest
+	 * first (default dc, row, rack, pdu): --spread rack means nodes
+	 * apart in their paths' first three names */
+	int ndomain_levels;
+	char domain_levels[MODEL_MAX_DOMAIN_LEVELS][MODEL_NAME_MAX];
 };
+/* The depth of the fault-domain level of that name (n characters): 1 for
+ * the widest; -1 if none. */
+int sched_config_domain_level(const struct sched_config *c, const char *name, size_t n);
 
 /* Pools (struct pool_spec). sched_config_pool: the index of the pool of
  * that name (n characters), -1 if none. sched_config_pool_node: the mask of

@@ -128,6 +128,8 @@ json_t *node_inventory_pack(const struct node_inventory *inv)
 	json_t *iso = node_isolation_pack(inv);
 	if (iso)
 		json_object_set_new(o, "isolation", iso);
+	if (inv->domain[0])
+		json_object_set_new(o, "domain", json_string(inv->domain));
 	if (inv->labels[0])
 		json_object_set_new(o, "labels", node_labels_pack(inv->labels));
 	return o;
@@ -235,9 +237,9 @@ static int isolation_unpack(json_t *j, struct node_inventory *inv, struct tk_err
 
 int node_inventory_unpack(json_t *j, struct node_inventory *ret, struct tk_error *err)
 {
-	static const char *const keys[] = {"name",	"addr",	   "topology",
-					   "cpus",	"mem_mib", "accelerators",
-					   "isolation", "labels",  NULL};
+	static const char *const keys[] = {
+		"name",		"addr",	     "topology", "cpus",   "mem_mib",
+		"accelerators", "isolation", "labels",	 "domain", NULL};
 	struct node_inventory *inv = ret;
 	int64_t cpus, mem;
 	int r;
@@ -250,8 +252,15 @@ int node_inventory_unpack(json_t *j, struct node_inventory *ret, struct tk_error
 	    (r = mj_int(j, "cpus", true, 1, MODEL_MAX_CPUS, 0, &cpus, err)) < 0 ||
 	    (r = mj_int(j, "mem_mib", true, 0, MODEL_MAX_MEM_MIB, 0, &mem, err)) < 0 ||
 	    (r = isolation_unpack(json_object_get(j, "isolation"), inv, err)) < 0 ||
-	    (r = labels_unpack(json_object_get(j, "labels"), inv, err)) < 0)
+	    (r = labels_unpack(json_object_get(j, "labels"), inv, err)) < 0 ||
+	    (r = mj_strbuf(j, "domain", false, true, inv->domain, sizeof(inv->domain), err)) < 0)
 		return r;
+	if (inv->domain[0] && !model_domain_valid(inv->domain))
+		return tk_errorf(
+			err, -EINVAL,
+			"domain: \"%s\" is not a fault-domain path (1 to 8 names of "
+			"letters, digits, '.', '_', '-' joined by '/', e.g. dc1/row3/rack07)",
+			inv->domain);
 	if (!model_name_valid(inv->name))
 		return tk_errorf(err, -EINVAL,
 				 "name: \"%s\" is not a valid node name (letters, digits, '.', "

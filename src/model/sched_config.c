@@ -34,6 +34,18 @@ void sched_config_default(struct sched_config *c)
 	c->resv_patience_s = -1;
 	c->max_starts_per_pass = SCHED_CONFIG_MAX_STARTS;
 	c->default_pool = -1;
+	static const char *const levels[] = {"dc", "row", "rack", "pdu"};
+	for (size_t i = 0; i < ARRAY_SIZE(levels); i++)
+		snprintf(c->domain_levels[i], MODEL_NAME_MAX, "%s", levels[i]);
+	c->ndomain_levels = (int)ARRAY_SIZE(levels);
+}
+
+int sched_config_domain_level(const struct sched_config *c, const char *name, size_t n)
+{
+	for (int i = 0; i < c->ndomain_levels; i++)
+		if (strlen(c->domain_levels[i]) == n && strncmp(c->domain_levels[i], name, n) == 0)
+			return i + 1;
+	return -1;
 }
 
 void sched_config_gpu_default(struct gpu_limits *g)
@@ -451,6 +463,7 @@ int sched_config_load_json(struct sched_config *c, const char *text, struct tk_e
 					   "spares",
 					   "pools",
 					   "default_pool",
+					   "domain_levels",
 					   NULL};
 	static const char *const ckeys[] = {
 		"name",	 "priority",	     "may_preempt", "preemptible",   "allow",
@@ -572,6 +585,28 @@ int sched_config_load_json(struct sched_config *c, const char *text, struct tk_e
 	}
 	if ((r = pools_unpack(root, &next, err)) < 0)
 		goto out;
+	if (json_object_get(root, "domain_levels")) {
+		int n = 0;
+		if ((r = fixed_list(root, "domain_levels", next.domain_levels[0], MODEL_NAME_MAX,
+				    MODEL_MAX_DOMAIN_LEVELS, &n, err)) < 0)
+			goto out;
+		next.ndomain_levels = n;
+		if (!n) {
+			r = tk_errorf(err, -EINVAL,
+				      "domain_levels: name at least one level, such as [\"rack\"]");
+			goto out;
+		}
+		for (int i = 0; i < n; i++)
+			if (!model_name_valid(next.domain_levels[i]) ||
+			    sched_config_domain_level(&next, next.domain_levels[i],
+						      strlen(next.domain_levels[i])) != i + 1) {
+				r = tk_errorf(err, -EINVAL,
+					      "domain_levels[%d]: \"%s\" is not a level's name, or "
+					      "is given twice",
+					      i, next.domain_levels[i]);
+				goto out;
+			}
+	}
 	json_t *gpu = json_object_get(root, "gpu_health");
 	if (gpu && !json_is_object(gpu)) {
 		r = tk_errorf(err, -EINVAL,

@@ -126,8 +126,9 @@ json_t *wire_register_pack(const struct wire_register *m)
 		json_object_set_new(o, "protocol",
 				    json_integer(m->protocol ? m->protocol : WIRE_PROTOCOL));
 	else /* ... and the inventory's keys it did not have */
-		for (const char *const *k = (const char *const[]){"isolation", "labels", NULL}; *k;
-		     k++)
+		for (const char *const *k =
+			     (const char *const[]){"isolation", "labels", "domain", NULL};
+		     *k; k++)
 			json_object_del(json_object_get(o, "inventory"), *k);
 	return o;
 }

@@ -586,7 +586,7 @@ bool sched__could_ever(struct pass *p, const struct req *rq)
 {
 	/* whole devices and nothing else asked: the nodes' device counts decide */
 	if (rq->whole && !rq->cpus && !rq->mem && !rq->j->gpu_mem_mib && rq->j->gpu_tflops <= 0 &&
-	    !rq->j->mixed_types && !rq->j->max_switches && !rq->node_ok) {
+	    !rq->j->mixed_types && !sched__grouped(rq->j) && !rq->node_ok) {
 		if (!p->total_hist) {
 			/* schedulable nodes with at least k devices of model m */
 			int nm = p->nmodels;
@@ -633,7 +633,7 @@ bool sched__could_ever(struct pass *p, const struct req *rq)
 		for (int n = 0; n < p->nn && !ok; n++)
 			ok = node_can(p, rq, &p->total, n, -1) && ++cnt >= rq->j->nodes;
 	}
-	if (ok && rq->j->max_switches) {
+	if (ok && sched__grouped(rq->j)) {
 		struct placement pl;
 		struct place_fail why;
 		pl.nodes = xcalloc((size_t)rq->j->nodes, sizeof(*pl.nodes));

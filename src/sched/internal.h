@@ -24,6 +24,8 @@ struct cand {
 	int cpu_spare;
 	int dev;   /* fractions: the device chosen */
 	int group; /* topology group at the level being tried */
+	int wdom;  /* the job's --within domain, --spread domain (ids per placement) */
+	int sdom;
 };
 
 /* What sched__node_fits found for one node and one request shape, while the node's
@@ -195,6 +197,13 @@ struct pass {
  * devices, room on a device, or free CPUs) until it has this many, so a
  * placement costs the same on ten thousand nodes as on a thousand. */
 #define SCORED_CANDIDATES 256
+
+/* Does where j's nodes are, together, matter (--switches, --spread,
+ * --within)? Then only a real placement tells whether it fits. */
+static inline bool sched__grouped(const struct sched_job *j)
+{
+	return j->max_switches || j->spread_depth || j->within_depth;
+}
 
 static inline enum sched_frac_policy policy_of(const struct pass *p)
 {

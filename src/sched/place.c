@@ -47,27 +47,97 @@ struct choice {
 	int *sel; /* node indices, node rank order */
 };
 
-/* Chooses the gang's nodes among nc candidates: the deepest topology group
- * that has enough, its tightest nodes. */
-static void choose_nodes(struct pass *p, const struct req *rq, int nc, struct choice *ch)
+/* Numbers the candidates' fault domains of depth components (their path
+ * prefixes) into wdom (within) or sdom (spread), in the prefixes' order (so
+ * that ids do not depend on node order); the count. */
+static int domain_ids(const struct pass *p, struct cand *c, int nc, int depth, bool spread)
 {
-	struct cand *c = p->cands;
-	int need = rq->j->nodes;
-	void *snap = p->name_rank;
-	ch->ok = false;
-	if (need == 1) {
-		int best = 0;
-		for (int i = 1; i < nc; i++)
-			if (cmp_cand(&c[i], &c[best], snap) < 0)
-				best = i;
-		ch->ok = true;
-		ch->nsel = 1;
-		ch->sel[0] = c[best].node;
-		ch->spare = c[best].spare;
-		ch->switches = 1;
-		return;
+	struct tk_map ids;
+	tk_map_init(&ids);
+	char **keys = xcalloc((size_t)nc + 1, sizeof(char *));
+	int *first = xcalloc((size_t)nc + 1, sizeof(int));
+	int n = 0;
+	for (int i = 0; i < nc; i++) {
+		const char *d =
+			p->snap->nodes[c[i].node].domain ? p->snap->nodes[c[i].node].domain : "";
+		char *k = xstrndup(d, sched_domain_prefix(d, depth));
+		void *v = tk_map_get(&ids, k);
+		int id;
+		if (v) {
+			id = (int)(intptr_t)v - 1;
+			free(k);
+		} else {
+			id = n;
+			keys[n++] = k;
+			tk_map_put(&ids, k, (void *)(intptr_t)(id + 1));
+		}
+		first[i] = id; /* for now: the id of first appearance */
 	}
+	/* rank[id]: its prefix's place in order */
+	char **sorted = xcalloc((size_t)n + 1, sizeof(char *));
+	memcpy(sorted, keys, sizeof(char *) * (size_t)n);
+	qsort(sorted, (size_t)n, sizeof(char *), sched__cmp_str);
+	int *rank = xcalloc((size_t)n + 1, sizeof(int));
+	for (int r = 0; r < n; r++)
+		rank[(int)(intptr_t)tk_map_get(&ids, sorted[r]) - 1] = r;
+	for (int i = 0; i < nc; i++) {
+		int id = rank[first[i]];
+		if (spread)
+			c[i].sdom = id;
+		else
+			c[i].wdom = id;
+	}
+	tk_map_release(&ids);
+	for (int i = 0; i < n; i++)
+		free(keys[i]);
+	free(keys);
+	free(sorted);
+	free(rank);
+	free(first);
+	return n;
+}
+
+/* need nodes of by[0..n) (tightest first once sorted) into tmp: the
+ * tightest, or with --spread the tightest that keep at most spread_max in
+ * any domain (cnt: zeroes, one per domain, left zero). Their spare, or -1
+ * when there are not enough. */
+static int64_t take_tightest(struct pass *p, const struct req *rq, struct cand *by, int n, int need,
+			     int *cnt, int *tmp)
+{
+	void *snap = p->name_rank;
+	int64_t spare = 0;
+	if (!rq->j->spread_depth) {
+		select_tightest(by, n, need, snap);
+		qsort_r(by, (size_t)need, sizeof(*by), cmp_cand, snap);
+		for (int x = 0; x < need; x++) {
+			tmp[x] = by[x].node;
+			spare += by[x].spare;
+		}
+		return spare;
+	}
+	qsort_r(by, (size_t)n, sizeof(*by), cmp_cand, snap);
+	int got = 0;
+	for (int x = 0; x < n && got < need; x++) {
+		if (cnt[by[x].sdom] >= rq->j->spread_max)
+			continue;
+		cnt[by[x].sdom]++;
+		tmp[got++] = by[x].node;
+		spare += by[x].spare;
+	}
+	for (int x = 0; x < n; x++)
+		cnt[by[x].sdom] = 0;
+	return got == need ? spare : -1;
+}
+
+/* Chooses the gang's nodes among c[0..nc): the deepest topology group
+ * that has enough, its tightest nodes (with --spread, as take_tightest). */
+static void choose_among(struct pass *p, const struct req *rq, struct cand *c, int nc, int *cnt,
+			 struct choice *ch)
+{
+	int need = rq->j->nodes;
+	ch->ok = false;
 	struct cand *by = xmalloc(sizeof(*by) * ((size_t)nc + 1));
+	int *tmp = xmalloc(sizeof(int) * ((size_t)need + 1));
 	for (int level = p->depth - 1; level >= -1 && !ch->ok; level--) {
 		/* the candidates by group (ids follow node-name order) */
 		int ng = level >= 0 ? p->ngroups[level] : 1;
@@ -80,18 +150,12 @@ static void choose_nodes(struct pass *p, const struct req *rq, int nc, struct ch
 			start[g + 1] += start[g];
 		for (int i = 0; i < nc; i++)
 			by[start[c[i].group]++] = c[i];
-		int *tmp = p->order;
 		for (int g = 0, i = 0; g < ng; g++) {
 			int k = start[g]; /* the group is by[i .. k) */
-			if (k - i >= need) {
-				/* the tightest nodes of this group, in order */
-				select_tightest(&by[i], k - i, need, snap);
-				qsort_r(&by[i], (size_t)need, sizeof(*by), cmp_cand, snap);
-				int64_t spare = 0;
-				for (int x = 0; x < need; x++) {
-					tmp[x] = by[i + x].node;
-					spare += by[i + x].spare;
-				}
+			int64_t spare =
+				k - i >= need ? take_tightest(p, rq, &by[i], k - i, need, cnt, tmp)
+					      : -1;
+			if (spare >= 0) {
 				int sw = sched_switches_spanned(p->snap->nodes, tmp, need);
 				if (!ch->ok || sw < ch->switches ||
 				    (sw == ch->switches && spare < ch->spare)) {
@@ -106,7 +170,68 @@ static void choose_nodes(struct pass *p, const struct req *rq, int nc, struct ch
 		}
 		free(start);
 	}
+	free(tmp);
 	free(by);
+}
+
+/* Chooses the gang's nodes among nc candidates: with --within, the best
+ * choice within any one domain (fewest switches, then the least left
+ * over); else choose_among over all. */
+static void choose_nodes(struct pass *p, const struct req *rq, int nc, struct choice *ch)
+{
+	struct cand *c = p->cands;
+	const struct sched_job *j = rq->j;
+	int need = j->nodes;
+	void *snap = p->name_rank;
+	ch->ok = false;
+	if (need == 1) {
+		int best = 0;
+		for (int i = 1; i < nc; i++)
+			if (cmp_cand(&c[i], &c[best], snap) < 0)
+				best = i;
+		ch->ok = true;
+		ch->nsel = 1;
+		ch->sel[0] = c[best].node;
+		ch->spare = c[best].spare;
+		ch->switches = 1;
+		return;
+	}
+	int *cnt = NULL;
+	if (j->spread_depth)
+		cnt = xcalloc((size_t)domain_ids(p, c, nc, j->spread_depth, true) + 1, sizeof(int));
+	if (!j->within_depth) {
+		choose_among(p, rq, c, nc, cnt, ch);
+	} else {
+		int nd = domain_ids(p, c, nc, j->within_depth, false);
+		int *start = xcalloc((size_t)nd + 1, sizeof(int));
+		struct cand *by = xmalloc(sizeof(*by) * ((size_t)nc + 1));
+		for (int i = 0; i < nc; i++)
+			start[c[i].wdom + 1]++;
+		for (int d = 0; d < nd; d++)
+			start[d + 1] += start[d];
+		for (int i = 0; i < nc; i++)
+			by[start[c[i].wdom]++] = c[i];
+		struct choice cur = {.sel = xcalloc((size_t)need, sizeof(int))};
+		for (int d = 0, i = 0; d < nd; d++) {
+			int k = start[d]; /* the domain is by[i .. k) */
+			if (k - i >= need) {
+				choose_among(p, rq, &by[i], k - i, cnt, &cur);
+				if (cur.ok &&
+				    (!ch->ok || cur.switches < ch->switches ||
+				     (cur.switches == ch->switches && cur.spare < ch->spare))) {
+					int *sel = ch->sel;
+					*ch = cur;
+					ch->sel = sel;
+					memcpy(ch->sel, cur.sel, sizeof(int) * (size_t)need);
+				}
+			}
+			i = k;
+		}
+		free(cur.sel);
+		free(by);
+		free(start);
+	}
+	free(cnt);
 	if (!ch->ok)
 		return;
 	/* node ranks in topology order, so neighbours in a ring share switches */

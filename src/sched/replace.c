@@ -79,6 +79,20 @@ int sched_share_fit(const struct sched_node *n, const struct sched_share *w,
 	return left;
 }
 
+/* Would node i keep w's gang (the nodes of `with`) within its --within
+ * domain and under its --spread cap? */
+static bool domains_kept(const struct sched_node *nodes, int i, const struct sched_share *w)
+{
+	const char *d = nodes[i].domain;
+	if (w->within_depth && w->nwith &&
+	    !sched_domain_same(d, nodes[w->with[0]].domain, w->within_depth))
+		return false;
+	int same = 0;
+	for (int k = 0; w->spread_depth && k < w->nwith; k++)
+		same += sched_domain_same(d, nodes[w->with[k]].domain, w->spread_depth);
+	return !w->spread_depth || same < w->spread_max;
+}
+
 int sched_share_best(const struct sched_node *nodes, int n, const bool *ok,
 		     const struct sched_share *w, struct sched_assign *ret)
 {
@@ -89,7 +103,7 @@ int sched_share_best(const struct sched_node *nodes, int n, const bool *ok,
 		memcpy(idx, w->with, sizeof(int) * (size_t)w->nwith);
 	}
 	for (int i = 0; i < n; i++) {
-		if (!ok[i])
+		if (!ok[i] || !domains_kept(nodes, i, w))
 			continue;
 		struct sched_assign try;
 		memset(&try, 0, sizeof(try));

@@ -64,6 +64,7 @@ struct sched_node {
 	const char *labels;   /* "fabric=ib,tier=top" (node_labels_parse's form); may be NULL */
 	const char *taints;   /* "dev,inference" (model_names_parse's form); may be NULL */
 	uint64_t pools;	      /* sched_config_pool_node(): its pools' bits; 0: in none */
+	const char *domain;   /* fault domain, "dc1/row3/rack07": widest first; may be NULL */
 	bool schedulable;     /* up and not drained */
 	int cpus_total;
 	int cpus_free;
@@ -121,8 +122,16 @@ struct sched_job {
 	uint64_t pools;		      /* on nodes in one of these pools (sched_config_pool_job);
 				       * 0: any node */
 	const char *pool;	      /* the pools it named, for people; NULL: none */
-	bool mixed_types;	      /* may mix accelerator models */
-	uint64_t shape; /* sched_job_shape() of it, kept by the caller; 0: worked out */
+	/* fault domains: its nodes all in one domain of the first within_depth
+	 * components of their paths (--within rack), and at most spread_max
+	 * in any domain of spread_depth components (--spread rack:N); 0: no
+	 * such rule. A path shorter than the depth is its whole path; nodes
+	 * without one share the domain "". spread, within: the request's words,
+	 * for people */
+	int within_depth, spread_depth, spread_max;
+	const char *within, *spread;
+	bool mixed_types; /* may mix accelerator models */
+	uint64_t shape;	  /* sched_job_shape() of it, kept by the caller; 0: worked out */
 	/* where it may go (Slurm's -w, -x): only these nodes (none: any), never
 	 * those; names not in the snapshot are passed over */
 	int nnodelist;
@@ -476,6 +485,12 @@ void sched_describe_need(const struct sched_job *j, struct strbuf *sb);
  * up to the lowest common switch); nodes without topology count as one
  * switch. Exposed for tests and the simulator. */
 int sched_switches_spanned(const struct sched_node *nodes, const int *idx, int n);
+/* The length of a fault-domain path's first depth components (the whole
+ * path when it has fewer): two nodes share a domain of that depth when
+ * these prefixes are equal. NULL is "". */
+size_t sched_domain_prefix(const char *domain, int depth);
+/* Do two nodes' paths share their domain of that depth? */
+bool sched_domain_same(const char *a, const char *b, int depth);
 /* ---- restarts in place and spare nodes (replace.c) ---- */
 
 /* What one node's share of a gang needs of a node that takes its place:
@@ -506,6 +521,8 @@ struct sched_share {
 	const char *constraint; /* the job's --constraint; NULL: any node */
 	const char *tolerate;	/* the taints it tolerates; NULL: none */
 	uint64_t pools;		/* as sched_job's: on nodes of these pools; 0: any */
+	/* as sched_job's, judged against the nodes of `with` */
+	int within_depth, spread_depth, spread_max;
 };
 
 /* Can node n (schedulable: taking work) hold share w on the very devices of

@@ -40,6 +40,9 @@ uint64_t sched_job_shape(const struct sched_job *j)
 		h = mix64(h, (uint64_t)(unsigned char)*c);
 	if (j->pools) /* as before pools, where none is configured */
 		h = mix64(h, j->pools);
+	if (j->spread_depth || j->within_depth)
+		h = mix64(mix64(mix64(h, (uint64_t)j->spread_depth), (uint64_t)j->spread_max),
+			  (uint64_t)j->within_depth);
 	for (int w = 0; w < 2; w++) {
 		h = mix64(h, (uint64_t)(w ? j->nexclude : j->nnodelist));
 		for (int i = 0; i < (w ? j->nexclude : j->nnodelist); i++)
@@ -65,7 +68,9 @@ bool sched__shape_same(const struct sched_job *a, const struct sched_job *b)
 	    a->gpu_tflops != b->gpu_tflops || a->max_switches != b->max_switches ||
 	    a->mixed_types != b->mixed_types || a->ngpu_types != b->ngpu_types ||
 	    a->exclusive != b->exclusive || a->nnodelist != b->nnodelist ||
-	    a->nexclude != b->nexclude || a->pools != b->pools)
+	    a->nexclude != b->nexclude || a->pools != b->pools ||
+	    a->spread_depth != b->spread_depth || a->spread_max != b->spread_max ||
+	    a->within_depth != b->within_depth)
 		return false;
 	if (!names_same(a->nodelist, b->nodelist, a->nnodelist) ||
 	    !names_same(a->exclude, b->exclude, a->nexclude))
@@ -105,7 +110,7 @@ struct entry {
 	struct sched_job j; /* the shape's fields; gpu_types point at types */
 	char **types;
 	char **nodelist, **exclude; /* j's, copied */
-	char *constraint, *tolerate, *pool;
+	char *constraint, *tolerate, *pool, *within, *spread;
 	uint64_t hash;
 	int refs; /* 0: unused, on the free list */
 	int next_free;
@@ -145,8 +150,10 @@ static void entry_names_free(struct entry *e)
 	free(e->exclude);
 	free(e->constraint);
 	free(e->pool);
+	free(e->within);
+	free(e->spread);
 	free(e->tolerate);
-	e->constraint = e->tolerate = e->pool = NULL;
+	e->constraint = e->tolerate = e->pool = e->within = e->spread = NULL;
 	e->types = e->nodelist = e->exclude = NULL;
 	e->j.ngpu_types = e->j.nnodelist = e->j.nexclude = 0;
 }
@@ -258,6 +265,10 @@ int sched_shapes_add(struct sched_shapes *t, const struct sched_job *j)
 	e->j.tolerate = e->tolerate;
 	e->pool = j->pool ? xstrdup(j->pool) : NULL;
 	e->j.pool = e->pool;
+	e->within = j->within ? xstrdup(j->within) : NULL;
+	e->j.within = e->within;
+	e->spread = j->spread ? xstrdup(j->spread) : NULL;
+	e->j.spread = e->spread;
 	e->hash = h;
 	e->refs = 1;
 	t->live++;

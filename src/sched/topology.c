@@ -89,6 +89,22 @@ void sched__topo_init(struct pass *p)
 	strbuf_release(&sb);
 }
 
+size_t sched_domain_prefix(const char *domain, int depth)
+{
+	size_t i = 0;
+	int comps = 0;
+	for (; domain && domain[i]; i++)
+		if (domain[i] == '/' && ++comps == depth)
+			break;
+	return i;
+}
+
+bool sched_domain_same(const char *a, const char *b, int depth)
+{
+	size_t la = sched_domain_prefix(a, depth), lb = sched_domain_prefix(b, depth);
+	return la == lb && (!la || strncmp(a, b, la) == 0);
+}
+
 int sched_switches_spanned(const struct sched_node *nodes, const int *idx, int n)
 {
 	if (n <= 0)

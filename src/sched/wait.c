@@ -79,6 +79,11 @@ void sched__describe_need(const struct st *st, const struct sched_job *j, struct
 		strbuf_addf(sb, ", labelled %s", j->constraint);
 	if (j->tolerate)
 		strbuf_addf(sb, ", tolerating %s", j->tolerate);
+	if (j->within_depth)
+		strbuf_addf(sb, ", within one %s", j->within ? j->within : "domain");
+	if (j->spread_depth)
+		strbuf_addf(sb, ", at most %d in any %s", j->spread_max,
+			    j->spread ? j->spread : "domain");
 	if (j->pool)
 		strbuf_addf(sb, ", in pool%s %s", strchr(j->pool, ',') ? "s" : "", j->pool);
 	else if (j->pools && j->pools != MODEL_POOL_NONE)

@@ -367,6 +367,33 @@ static int pools_admissible(struct request *r, const struct job_request *req)
 	return 0;
 }
 
+/* Whether the fault-domain levels req names (--spread, --within) are the
+ * cluster's: answers the refusal itself and returns < 0. */
+static int domains_admissible(struct request *r, const struct job_request *req)
+{
+	const struct sched_config *c = &r->s->st.sched;
+	const char *words[] = {req->spread, req->within}, *keys[] = {"spread", "within"};
+	for (int k = 0; k < 2; k++) {
+		char level[MODEL_NAME_MAX];
+		int cap;
+		if (!words[k] ||
+		    job_spread_parse(words[k], level, sizeof(level), k ? NULL : &cap, NULL) < 0 ||
+		    sched_config_domain_level(c, level, strlen(level)) > 0)
+			continue;
+		struct strbuf names;
+		strbuf_init(&names);
+		for (int i = 0; i < c->ndomain_levels; i++)
+			strbuf_addf(&names, "%s%s", i ? ", " : "", c->domain_levels[i]);
+		reply_error(r, 400,
+			    "%s: no fault-domain level \"%s\"; levels: %s (config.json's "
+			    "\"domain_levels\", widest first)",
+			    keys[k], level, names.buf);
+		strbuf_release(&names);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 /* A request's pools as the cluster's defaults make them: "default_pool"
  * where it names none; without a time limit, the shortest "max_time" of
  * the pools it names where each has one. */
@@ -467,7 +494,7 @@ static int request_admissible(struct request *r, const struct job_request *req)
 		reply_error(r, 403, "queue %s: %s may not use it", qname, r->user);
 		return -EPERM;
 	}
-	if (pools_admissible(r, req) < 0)
+	if (pools_admissible(r, req) < 0 || domains_admissible(r, req) < 0)
 		return -EPERM;
 	for (int i = 0; i < req->nnodelist; i++)
 		if (!state_node(st, req->nodelist[i])) {

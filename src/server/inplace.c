@@ -258,6 +258,9 @@ static struct sched_share share_of(const struct sjob *j, const struct attempt_no
 		.constraint = r->constraint,
 		.tolerate = r->tolerate,
 		.pools = j->sj.pools,
+		.within_depth = j->sj.within_depth,
+		.spread_depth = j->sj.spread_depth,
+		.spread_max = j->sj.spread_max,
 	};
 }
 

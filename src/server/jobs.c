@@ -39,11 +39,32 @@ static void job_resolve(struct state *s, struct sjob *j, int64_t now)
 		j->queue = state_queue_add(s, r->queue, now);
 }
 
+void state_request_domains(const struct sched_config *c, const struct job_request *r,
+			   struct sched_job *sj)
+{
+	char level[MODEL_NAME_MAX];
+	int cap = 1, d;
+	sj->spread_depth = sj->spread_max = sj->within_depth = 0;
+	sj->spread = sj->within = NULL;
+	if (r->spread && job_spread_parse(r->spread, level, sizeof(level), &cap, NULL) == 0 &&
+	    (d = sched_config_domain_level(c, level, strlen(level))) > 0) {
+		sj->spread_depth = d;
+		sj->spread_max = cap;
+		sj->spread = c->domain_levels[d - 1];
+	}
+	if (r->within && job_spread_parse(r->within, level, sizeof(level), NULL, NULL) == 0 &&
+	    (d = sched_config_domain_level(c, level, strlen(level))) > 0) {
+		sj->within_depth = d;
+		sj->within = c->domain_levels[d - 1];
+	}
+}
+
 void state_request_sched(const struct sched_config *c, const struct job_request *r,
 			 struct sched_job *sj)
 {
 	sj->pools = sched_config_pool_job(c, r, NULL, 0);
 	sj->pool = r->pool;
+	state_request_domains(c, r, sj);
 	sj->gpu_mem_mib = r->gpu_mem_mib;
 	sj->gpu_tflops = r->gpu_tflops;
 	sj->max_switches = r->switches;

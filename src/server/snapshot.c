@@ -42,6 +42,7 @@ static struct sched_node *view_build(const struct state *s, bool pool)
 		x->labels = n->labels;
 		x->taints = n->rec.taints;
 		x->pools = n->pools;
+		x->domain = n->rec.inv.domain[0] ? n->rec.inv.domain : NULL;
 		x->schedulable = state_node_state(s, n) == NODE_UP && !n->agent_stopping &&
 				 (pool || !n->pool_spare);
 		x->cpus_total = n->rec.inv.cpus;

@@ -9,7 +9,7 @@ TRAPPED = ('trap "echo TERM >> {out}/term-$TENK_JOB_ID-$TENK_ATTEMPT; exit 143" 
            'while :; do sleep 0.1; done')
 
 
-def cluster_of(workdir, procs, agents=2, fake="4xH100", labels=None, **config):
+def cluster_of(workdir, procs, agents=2, fake="4xH100", labels=None, domains=None, **config):
     data = os.path.join(workdir, "data")
     root_jobs_config(data, **config)
     server = Daemon(["server", "--data", data, "--listen", "127.0.0.1:0"], workdir, "server")
@@ -20,7 +20,8 @@ def cluster_of(workdir, procs, agents=2, fake="4xH100", labels=None, **config):
         d = Daemon(["agent", "--server", t.url, "--token-file", os.path.join(data, "agent.token"),
                     "--name", f"n{i}", "--fake-gpus", fake,
                     "--work-dir", os.path.join(workdir, f"agent{i}")] +
-                   (["--labels", labels[i]] if labels else []), workdir, f"agent{i}")
+                   (["--labels", labels[i]] if labels else []) +
+                   (["--domain", domains[i]] if domains else []), workdir, f"agent{i}")
         procs.append(d)
     t.wait_nodes_up(agents)
     return t
@@ -286,6 +287,45 @@ def test_pools(workdir, procs):
     tok = t.json("users", "add", "alice", "--unix-user", "nobody")["token"]
     p = t.run("submit", "-p", "top", "-G", "1", "--", "true", env=as_user(t, tok), check=False)
     assert p.returncode == 1 and "pool top: alice may not use it" in p.stderr, p.stderr
+
+
+def test_fault_domains(workdir, procs):
+    """Agents report their fault domain (--domain); a gang spreads over
+    racks (--spread rack, rack:2) or keeps to one (--within rack); one that
+    no set of nodes could hold so is refused saying why, and a level the
+    cluster does not name is refused naming those it does."""
+    t = cluster_of(workdir, procs, agents=3, fake="1xH100",
+                   domains=["row1/r1", "row1/r1", "row1/r2"], domain_levels=["row", "rack"])
+    assert "Domain:   row1/r1" in t.run("nodes", "n0").stdout
+    assert t.json("nodes", "n2")[0]["domain"] == "row1/r2"
+    where = t.run("nodes", "-o", "where").stdout
+    assert "DOMAIN" in where and "row1/r2" in where, where
+
+    def nodes_of(*args):
+        jid = t.submit(*args, "-G", "2" if "-N" in args else "1", "--", "true")
+        t.run("wait", jid, timeout=60)
+        return sorted(n["name"] for n in t.job(jid)["attempts"][0]["nodes"])
+
+    spread = nodes_of("-N", "2", "--spread", "rack")
+    assert spread in (["n0", "n2"], ["n1", "n2"]), spread
+    assert nodes_of("-N", "2", "--within", "rack") == ["n0", "n1"]
+    jid = t.submit("-N", "3", "-G", "3", "--spread", "rack:2", "--", "true")
+    t.run("wait", jid, timeout=60)
+    assert len(t.job(jid)["attempts"][0]["nodes"]) == 3
+    assert t.job(jid)["request"]["spread"] == "rack:2"
+    for args, rc, why in ((["-N", "3", "--spread", "rack"], 1, "at most 1 in any rack"),
+                          (["-N", "3", "--within", "rack"], 1, "within one rack"),
+                          (["--spread", "shelf"], 2,
+                           'spread: no fault-domain level "shelf"; levels: row, rack'),
+                          (["--spread", "rack:x"], 2, "spread: expected a fault-domain level")):
+        p = t.run("submit", *args, "--", "true", check=False)
+        assert p.returncode == rc and why in p.stderr, (args, p.stderr)
+    bad = subprocess.run([BIN, "agent", "--server", t.url, "--token-file",
+                          os.path.join(t.data, "agent.token"), "--name", "bad",
+                          "--work-dir", os.path.join(workdir, "bad"), "--domain", "r1//p2"],
+                         capture_output=True, text=True, timeout=30)
+    assert bad.returncode != 0 and '--domain: "r1//p2" is not a fault-domain path' in \
+        bad.stderr, bad.stderr
 
 
 def as_user(t, token):

@@ -413,6 +413,8 @@ static json_t *full_request(void)
 	json_object_set_new(j, "constraint", json_string("fabric=ib&rack!=r07|tier=top"));
 	json_object_set_new(j, "tolerate", json_string("inference,dev"));
 	json_object_set_new(j, "pool", json_string("general,top"));
+	json_object_set_new(j, "spread", json_string("rack:2"));
+	json_object_set_new(j, "within", json_string("dc"));
 	return j;
 }
 
@@ -1054,6 +1056,68 @@ static void test_pools(void **state)
 	assert_true(job_request_unpack(rq, &jr, &err) < 0);
 	assert_non_null(strstr(err.text, "pool"));
 	json_decref(rq);
+}
+
+/* Fault domains: paths checked, --spread and --within parsed, the levels'
+ * names configured. */
+static void test_fault_domains(void **state)
+{
+	assert_true(model_domain_valid("dc1/row3/rack07/pdu2"));
+	assert_true(model_domain_valid("r1"));
+	assert_false(model_domain_valid(""));
+	assert_false(model_domain_valid("dc1//r1"));
+	assert_false(model_domain_valid("dc1/r1/"));
+	assert_false(model_domain_valid("a b"));
+	assert_false(model_domain_valid("1/2/3/4/5/6/7/8/9"));
+	char level[MODEL_NAME_MAX];
+	int cap = 0;
+	struct tk_error err;
+	assert_int_equal(job_spread_parse("rack", level, sizeof(level), &cap, &err), 0);
+	assert_true(strcmp(level, "rack") == 0 && cap == 1);
+	assert_int_equal(job_spread_parse("pdu:3", level, sizeof(level), &cap, &err), 0);
+	assert_true(strcmp(level, "pdu") == 0 && cap == 3);
+	static const char *const bad[] = {"", "rack:", "rack:0", "rack:x", ":2", "ra ck"};
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++)
+		assert_true(job_spread_parse(bad[i], level, sizeof(level), &cap, &err) < 0);
+	assert_true(job_spread_parse("rack:2", level, sizeof(level), NULL, &err) < 0);
+	assert_non_null(strstr(err.text, "within: expected a fault-domain level's name"));
+	struct sched_config *c = xmalloc(sizeof(*c));
+	sched_config_default(c);
+	assert_int_equal(sched_config_domain_level(c, "rack", 4), 3);
+	assert_int_equal(sched_config_domain_level(c, "dc", 2), 1);
+	assert_int_equal(sched_config_domain_level(c, "leaf", 4), -1);
+	assert_int_equal(
+		sched_config_load_json(c, "{\"domain_levels\": [\"rack\", \"pdu\"]}", &err), 0);
+	assert_int_equal(sched_config_domain_level(c, "pdu", 3), 2);
+	assert_int_equal(sched_config_domain_level(c, "dc", 2), -1);
+	assert_true(sched_config_load_json(c, "{\"domain_levels\": [\"rack\", \"rack\"]}", &err) <
+		    0);
+	assert_non_null(strstr(err.text, "domain_levels[1]"));
+	assert_true(sched_config_load_json(c, "{\"domain_levels\": []}", &err) < 0);
+	free(c);
+	/* a request carries them; bad ones are refused as it is read */
+	json_t *rq = json_pack("{s:[s], s:s, s:s, s:s}", "command", "true", "cwd", "/", "spread",
+			       "rack:2", "within", "dc");
+	struct job_request jr;
+	assert_int_equal(job_request_unpack(rq, &jr, &err), 0);
+	assert_true(strcmp(jr.spread, "rack:2") == 0 && strcmp(jr.within, "dc") == 0);
+	job_request_release(&jr);
+	json_object_set_new(rq, "spread", json_string("rack:0"));
+	assert_true(job_request_unpack(rq, &jr, &err) < 0);
+	assert_non_null(strstr(err.text, "spread:"));
+	json_decref(rq);
+	/* an inventory carries the node's domain; a bad one is refused */
+	struct node_inventory inv = {.cpus = 4};
+	snprintf(inv.name, sizeof(inv.name), "n1");
+	snprintf(inv.domain, sizeof(inv.domain), "dc1/r7");
+	json_t *o = node_inventory_pack(&inv);
+	struct node_inventory back;
+	assert_int_equal(node_inventory_unpack(o, &back, &err), 0);
+	assert_string_equal(back.domain, "dc1/r7");
+	json_object_set_new(o, "domain", json_string("dc1//r7"));
+	assert_true(node_inventory_unpack(o, &back, &err) < 0);
+	assert_non_null(strstr(err.text, "not a fault-domain path"));
+	json_decref(o);
 }
 
 static void test_config_validation(void **state)
@@ -1819,6 +1883,7 @@ int main(void)
 		cmocka_unit_test(test_config_validation),
 		cmocka_unit_test(test_labels_and_constraints),
 		cmocka_unit_test(test_pools),
+		cmocka_unit_test(test_fault_domains),
 		cmocka_unit_test(test_wire),
 		cmocka_unit_test(test_wire_witness),
 		cmocka_unit_test(test_lease),

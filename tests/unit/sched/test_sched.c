@@ -750,6 +750,78 @@ static void test_constraints(void **state)
 	assert_int_equal(sched_share_fit(&p.nodes[1], &w, &(struct sched_assign){0}), 0);
 }
 
+/* Fault domains: --within keeps a gang in one domain, --spread caps its
+ * nodes in any one; a node without a domain is in "". */
+static void test_fault_domains(void **state)
+{
+	static const char *const doms[] = {"dc1/r1/p1", "dc1/r1/p2", "dc1/r2/p1",
+					   "dc1/r2/p2", "dc1/r3/p1", NULL};
+	struct cluster c;
+	init(&c);
+	for (int i = 0; i < 6; i++) {
+		add_node(&c, "H100", 4, 32);
+		c.nodes[i].domain = doms[i];
+	}
+	/* n00 and n02 fuller: best fit alone would take them */
+	add_running(&c, NORMAL, 2, 1, 0);
+	add_running(&c, NORMAL, 2, 1, 2);
+	struct sched_job *j = add_job(&c, 2, 1, 2000);
+	j->within_depth = 2, j->within = "rack"; /* n00 + n01 (r1) */
+	j = add_job(&c, 3, 1, 4000);
+	j->spread_depth = 2, j->spread_max = 1, j->spread = "rack"; /* r2, r3, "" */
+	struct sched_decisions d;
+	assert_int_equal(pass(&c, &d), 0);
+	const struct sched_start *s = start_of(&d, 0);
+	assert_non_null(s);
+	assert_true(sched_domain_same(c.nodes[s->nodes[0].node].domain,
+				      c.nodes[s->nodes[1].node].domain, 2));
+	s = start_of(&d, 1);
+	assert_non_null(s);
+	for (int a = 0; a < 3; a++)
+		for (int b = 0; b < a; b++)
+			assert_false(sched_domain_same(c.nodes[s->nodes[a].node].domain,
+						       c.nodes[s->nodes[b].node].domain, 2));
+	sched_decisions_release(&d);
+	/* five racks' worth of nodes do not exist (r1, r2, r3, ""): never */
+	struct sched_job five = c.jobs[1];
+	five.nodes = 5;
+	assert_false(sched_could_ever_hold(c.nodes, c.n, &five));
+	five.spread_max = 2; /* two a rack: yes */
+	assert_true(sched_could_ever_hold(c.nodes, c.n, &five));
+	five.nodes = 3, five.spread_depth = 0, five.within_depth = 2; /* no rack has 3 */
+	assert_false(sched_could_ever_hold(c.nodes, c.n, &five));
+	five.within_depth = 1; /* dc1 has 5 */
+	assert_true(sched_could_ever_hold(c.nodes, c.n, &five));
+	assert_true(sched_job_shape(&five) != sched_job_shape(&c.jobs[1]));
+	struct strbuf sb;
+	strbuf_init(&sb);
+	five.within_depth = 0, five.spread_depth = 2, five.spread_max = 1, five.nodes = 5;
+	sched_describe_need(&five, &sb);
+	assert_non_null(strstr(sb.buf, "at most 1 in any rack"));
+	strbuf_release(&sb);
+	/* prefixes: a shorter path is its whole path */
+	assert_int_equal(sched_domain_prefix("dc1/r1/p1", 2), 6);
+	assert_int_equal(sched_domain_prefix("dc1", 2), 3);
+	assert_int_equal(sched_domain_prefix(NULL, 1), 0);
+	assert_true(sched_domain_same(NULL, "", 3));
+	assert_false(sched_domain_same("dc1/r1", "dc1/r10", 2));
+	/* a replacement keeps the gang's domains */
+	int with[] = {1};
+	struct sched_share w = {.ndev = 1,
+				.milli = MODEL_MILLI,
+				.model = "H100",
+				.with = with,
+				.nwith = 1,
+				.within_depth = 2};
+	struct sched_assign as;
+	bool ok[6] = {true, false, true, true, true, true};
+	assert_int_equal(sched_share_best(c.nodes, c.n, ok, &w, &as), 0); /* r1: n00 only */
+	w.within_depth = 0, w.spread_depth = 2, w.spread_max = 1;
+	ok[2] = false;
+	int got = sched_share_best(c.nodes, c.n, ok, &w, &as);
+	assert_true(got == 3 || got == 4 || got == 5);
+}
+
 static void test_node_lists_and_exclusive(void **state)
 {
 	struct cluster c;
@@ -1664,6 +1736,19 @@ static void random_cluster(struct cluster *c)
 		c->nodes[i].pools = rnd(3) == 0 ? nmasks[rnd(4)] : 0;
 	for (int i = 0; i < nj; i++)
 		c->jobs[i].pools = rnd(4) == 0 ? jmasks[rnd(5)] : 0;
+	/* fault domains on most nodes, --within and --spread on some gangs */
+	static const char *const doms[] = {"a/r1", "a/r2", "a/r3", "b/r1", "b"};
+	for (int i = 0; i < nn; i++)
+		c->nodes[i].domain = rnd(4) ? doms[rnd(5)] : NULL;
+	for (int i = 0; i < nj; i++) {
+		if (c->jobs[i].nodes < 2 || rnd(3))
+			continue;
+		if (rnd(2))
+			c->jobs[i].within_depth = 1 + (int)rnd(2);
+		else
+			c->jobs[i].spread_depth = 1 + (int)rnd(2),
+			c->jobs[i].spread_max = 1 + (int)rnd(2);
+	}
 	/* queue qa starts within its limit */
 	int64_t use = 0;
 	for (int i = 0; i < c->nr; i++)
@@ -1710,6 +1795,16 @@ static void check_invariants(const struct cluster *c, const struct sched_decisio
 			/* one of its pools */
 			uint64_t np = c->nodes[a->node].pools;
 			assert_true(!j->pools || ((np ? np : MODEL_POOL_NONE) & j->pools));
+			/* its fault domains: one, or at most spread_max in any */
+			int same = 0;
+			for (int m = 0; m < s->nnodes; m++) {
+				const char *x = c->nodes[a->node].domain;
+				const char *y = c->nodes[s->nodes[m].node].domain;
+				if (j->within_depth)
+					assert_true(sched_domain_same(x, y, j->within_depth));
+				same += j->spread_depth && sched_domain_same(x, y, j->spread_depth);
+			}
+			assert_true(!j->spread_depth || same <= j->spread_max);
 			for (int m = 0; m < k; m++)
 				assert_int_not_equal(s->nodes[m].node, a->node);
 			int want = j->gpu_milli >= MODEL_MILLI
@@ -2261,6 +2356,7 @@ int main(void)
 		cmocka_unit_test(test_types_capabilities_mixing),
 		cmocka_unit_test(test_prefers_fast_unless_others_need_it),
 		cmocka_unit_test(test_topology),
+		cmocka_unit_test(test_fault_domains),
 		cmocka_unit_test(test_nvlink_domain),
 		cmocka_unit_test(test_fractions),
 		cmocka_unit_test(test_typed_fragmentation),
