@@ -658,6 +658,14 @@ bool sched__could_ever_anywhere(struct pass *p, const struct req *rq)
 		for (int n = 0; n < p->nn && !ok; n++)
 			ok = node_can(p, rq, &p->total, n, -1) && ++cnt >= rq->j->nodes;
 	}
+	if (ok && sched__grouped(rq->j)) {
+		/* where its nodes must lie together, a real placement tells */
+		struct placement pl;
+		struct place_fail why;
+		pl.nodes = xcalloc((size_t)rq->j->nodes, sizeof(*pl.nodes));
+		ok = sched__place(p, rq, &p->total, &pl, &why);
+		free(pl.nodes);
+	}
 	p->any_node = false;
 	return ok;
 }

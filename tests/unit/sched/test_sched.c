@@ -799,6 +799,16 @@ static void test_fault_domains(void **state)
 	sched_describe_need(&five, &sb);
 	assert_non_null(strstr(sb.buf, "at most 1 in any rack"));
 	strbuf_release(&sb);
+	/* a spread that only drained nodes could give waits for them */
+	c.nodes[4].schedulable = c.nodes[5].schedulable = false;
+	struct cluster *cp = &c;
+	cp->nj = 0;
+	j = add_job(cp, 4, 1, 1000);
+	j->spread_depth = 2, j->spread_max = 1, j->spread = "rack"; /* r1 r2 r3 "" */
+	assert_int_equal(pass(cp, &d), 0);
+	assert_null(start_of(&d, 0));
+	assert_int_equal(wait_of(&d, 0)->reason, SCHED_WAIT_NODES);
+	sched_decisions_release(&d);
 	/* prefixes: a shorter path is its whole path */
 	assert_int_equal(sched_domain_prefix("dc1/r1/p1", 2), 6);
 	assert_int_equal(sched_domain_prefix("dc1", 2), 3);
