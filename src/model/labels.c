@@ -183,6 +183,16 @@ void node_labels_merge(const char *base, const char *over, char *out, size_t out
 	strbuf_release(&sb);
 }
 
+void node_labels_with_gpu(const char *labels, const char *model, char *out, size_t outn)
+{
+	char gpu[MODEL_NAME_MAX + 8], canon[MODEL_NAME_MAX + 8];
+	snprintf(gpu, sizeof(gpu), "gpu=%s", model ? model : "");
+	if (!model || !*model || node_labels_parse(gpu, canon, sizeof(canon), NULL) < 0)
+		snprintf(out, outn, "%s", labels ? labels : "");
+	else
+		node_labels_merge(canon, labels, out, outn);
+}
+
 static int cmp_str(const void *a, const void *b)
 {
 	return strcmp(*(const char *const *)a, *(const char *const *)b);

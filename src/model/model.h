@@ -186,6 +186,10 @@ int model_names_parse(const char *what, const char *text, char *out, size_t outn
 		      struct tk_error *err);
 bool model_names_has(const char *names, const char *name, size_t n);
 bool node_taints_tolerated(const char *taints, const char *tolerate);
+/* labels (canonical) with the label every node has of its accelerators'
+ * model, gpu=MODEL (its first's; none for a node without, or a model that
+ * is no label's value), beneath them. */
+void node_labels_with_gpu(const char *labels, const char *model, char *out, size_t outn);
 /* over's labels on base's (both canonical): over wins a key both have. */
 void node_labels_merge(const char *base, const char *over, char *out, size_t outn);
 bool job_constraint_match(const char *expr, const char *labels);

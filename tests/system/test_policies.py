@@ -154,16 +154,18 @@ def test_labels_and_constraints(workdir, procs):
     t = cluster_of(workdir, procs, agents=2, fake="1xH100",
                    labels=["tier=top,fabric=ib,rack=r07", "tier=general,fabric=roce"])
     n0 = t.json("nodes", "n0")[0]
-    assert n0["labels"] == {"fabric": "ib", "rack": "r07", "tier": "top"}, n0
-    assert "Labels:   fabric=ib rack=r07 tier=top" in t.run("nodes", "n0").stdout
+    # with the label every node has of its accelerators' model
+    assert n0["labels"] == {"fabric": "ib", "gpu": "H100", "rack": "r07", "tier": "top"}, n0
+    assert "Labels:   fabric=ib gpu=H100 rack=r07 tier=top" in t.run("nodes", "n0").stdout
     on = {}
-    for expr in ("fabric=ib", "tier=general|rack=r01", "fabric&rack!=r07"):
+    for expr in ("fabric=ib", "tier=general|rack=r01", "fabric&rack!=r07&gpu=H100"):
         jid = t.submit("-C", expr, "-G", "1", "--", "true")
         t.run("wait", jid, timeout=60)
         job = t.job(jid)
         assert job["request"]["constraint"] == expr, job["request"]
         on[expr] = job["attempts"][0]["nodes"][0]["name"]
-    assert on == {"fabric=ib": "n0", "tier=general|rack=r01": "n1", "fabric&rack!=r07": "n1"}
+    assert on == {"fabric=ib": "n0", "tier=general|rack=r01": "n1",
+                  "fabric&rack!=r07&gpu=H100": "n1"}
     # the same through a batch script's #SBATCH -C (Slurm's --constraint)
     script = os.path.join(workdir, "ib.sh")
     with open(script, "w") as f:
@@ -182,7 +184,7 @@ def test_labels_and_constraints(workdir, procs):
     # an operator's labels: over the agent's, in the node's history and the
     # audit trail; the agent's come back when removed
     p = t.run("nodes", "label", "n1", "fabric=ib", "rack=r09")
-    assert p.stdout.strip() == "node n1: fabric=ib rack=r09 tier=general", p.stdout
+    assert p.stdout.strip() == "node n1: fabric=ib gpu=H100 rack=r09 tier=general", p.stdout
     n1 = t.json("nodes", "n1")[0]
     assert n1["labels_set"] == {"fabric": "ib", "rack": "r09"}, n1
     jid = t.submit("-C", "fabric=ib&rack=r09", "-G", "1", "--", "true")
@@ -192,7 +194,7 @@ def test_labels_and_constraints(workdir, procs):
     assert any(e["kind"] == "labeled" and " fabric=ib rack=r09" in e.get("detail", "")
                for e in hist), hist
     p = t.run("nodes", "label", "n1", "fabric-")
-    assert p.stdout.strip() == "node n1: fabric=roce rack=r09 tier=general", p.stdout
+    assert p.stdout.strip() == "node n1: fabric=roce gpu=H100 rack=r09 tier=general", p.stdout
     audit = t.run("audit").stdout
     assert "/v1/nodes/n1/labels" in audit, audit
     for bad, why in ((["n1"], "name the node and at least one label"),

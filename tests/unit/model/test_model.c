@@ -1058,6 +1058,22 @@ static void test_pools(void **state)
 	json_decref(rq);
 }
 
+/* Every node's gpu=MODEL label, beneath the others. */
+static void test_gpu_label(void **state)
+{
+	char out[MODEL_LABELS_MAX];
+	node_labels_with_gpu("rack=r1,tier=top", "H100", out, sizeof(out));
+	assert_string_equal(out, "gpu=H100,rack=r1,tier=top");
+	node_labels_with_gpu("gpu=mine", "H100", out, sizeof(out)); /* the agent's wins */
+	assert_string_equal(out, "gpu=mine");
+	node_labels_with_gpu("", "A100-80GB", out, sizeof(out));
+	assert_string_equal(out, "gpu=A100-80GB");
+	node_labels_with_gpu("tier=cpu", NULL, out, sizeof(out));
+	assert_string_equal(out, "tier=cpu");
+	node_labels_with_gpu(NULL, "no such model", out, sizeof(out)); /* no label's value */
+	assert_string_equal(out, "");
+}
+
 /* Fault domains: paths checked, --spread and --within parsed, the levels'
  * names configured. */
 static void test_fault_domains(void **state)
@@ -1884,6 +1900,7 @@ int main(void)
 		cmocka_unit_test(test_labels_and_constraints),
 		cmocka_unit_test(test_pools),
 		cmocka_unit_test(test_fault_domains),
+		cmocka_unit_test(test_gpu_label),
 		cmocka_unit_test(test_wire),
 		cmocka_unit_test(test_wire_witness),
 		cmocka_unit_test(test_lease),
