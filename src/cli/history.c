@@ -54,10 +54,17 @@ static int run_history(struct ctx *c)
 			snprintf(types + len, sizeof(types) - len, "%s%s", k ? ";" : "",
 				 json_string_value(t) ? json_string_value(t) : "");
 		}
+		/* its pools with ';' (a CSV's field), --spread, --within */
+		char pool[512];
+		snprintf(pool, sizeof(pool), "%s", cli__jstr(req, "pool"));
+		for (char *p = pool; *p; p++)
+			if (*p == ',')
+				*p = ';';
 		/* milliseconds as seconds, with no float noise in the JSON */
+		json_t *row;
 		json_array_append_new(
 			rows,
-			json_pack(
+			row = json_pack(
 				"{s:I, s:f, s:f, s:I, s:I, s:o, s:I, s:I, s:s, s:s, s:s, s:I}",
 				"id", (json_int_t)cli__jint(j, "id"), "submit_s",
 				(double)(cli__jint(j, "submit_ms") - first) / 1000, "run_s",
@@ -70,6 +77,9 @@ static int run_history(struct ctx *c)
 				types, "queue", cli__jstr(j, "queue"), "class",
 				cli__jstr(j, "class"), "time_limit_s",
 				(json_int_t)cli__jint(req, "time_limit_s")));
+		json_object_set_new(row, "pool", json_string(pool));
+		json_object_set_new(row, "spread", json_string(cli__jstr(req, "spread")));
+		json_object_set_new(row, "within", json_string(cli__jstr(req, "within")));
 	}
 	int n = (int)json_array_size(rows);
 	if (c->json) {
@@ -80,10 +90,10 @@ static int run_history(struct ctx *c)
 		json_decref(out);
 	} else {
 		fprintf(f, "id,submit_s,run_s,nodes,tasks_per_node,gpus_per_task,cpus_per_task,"
-			   "mem_mib,gpu_types,queue,class,time_limit_s\n");
+			   "mem_mib,gpu_types,queue,class,time_limit_s,pool,spread,within\n");
 		json_t *r;
 		json_array_foreach (rows, i, r)
-			fprintf(f, "%lld,%.3f,%.3f,%lld,%lld,%g,%lld,%lld,%s,%s,%s,%lld\n",
+			fprintf(f, "%lld,%.3f,%.3f,%lld,%lld,%g,%lld,%lld,%s,%s,%s,%lld,%s,%s,%s\n",
 				(long long)cli__jint(r, "id"),
 				json_number_value(json_object_get(r, "submit_s")),
 				json_number_value(json_object_get(r, "run_s")),
@@ -93,7 +103,8 @@ static int run_history(struct ctx *c)
 				(long long)cli__jint(r, "cpus_per_task"),
 				(long long)cli__jint(r, "mem_mib"), cli__jstr(r, "gpu_types"),
 				cli__jstr(r, "queue"), cli__jstr(r, "class"),
-				(long long)cli__jint(r, "time_limit_s"));
+				(long long)cli__jint(r, "time_limit_s"), cli__jstr(r, "pool"),
+				cli__jstr(r, "spread"), cli__jstr(r, "within"));
 		json_decref(rows);
 	}
 	json_decref(res);

@@ -1127,6 +1127,10 @@ struct sched_config {
 /* The depth of the fault-domain level of that name (n characters): 1 for
  * the widest; -1 if none. */
 int sched_config_domain_level(const struct sched_config *c, const char *name, size_t n);
+/* A job's --spread (max not NULL) or --within text as the depth of one of
+ * c's levels (the cap into *max); -1 where it is malformed or names no
+ * level. */
+int sched_config_domain_rule(const struct sched_config *c, const char *text, int *max);
 
 /* Pools (struct pool_spec). sched_config_pool: the index of the pool of
  * that name (n characters), -1 if none. sched_config_pool_node: the mask of

@@ -40,6 +40,14 @@ void sched_config_default(struct sched_config *c)
 	c->ndomain_levels = (int)ARRAY_SIZE(levels);
 }
 
+int sched_config_domain_rule(const struct sched_config *c, const char *text, int *max)
+{
+	char level[MODEL_NAME_MAX];
+	if (!text || job_spread_parse(text, level, sizeof(level), max, NULL) < 0)
+		return -1;
+	return sched_config_domain_level(c, level, strlen(level));
+}
+
 int sched_config_domain_level(const struct sched_config *c, const char *name, size_t n)
 {
 	for (int i = 0; i < c->ndomain_levels; i++)

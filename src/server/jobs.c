@@ -42,18 +42,15 @@ static void job_resolve(struct state *s, struct sjob *j, int64_t now)
 void state_request_domains(const struct sched_config *c, const struct job_request *r,
 			   struct sched_job *sj)
 {
-	char level[MODEL_NAME_MAX];
 	int cap = 1, d;
 	sj->spread_depth = sj->spread_max = sj->within_depth = 0;
 	sj->spread = sj->within = NULL;
-	if (r->spread && job_spread_parse(r->spread, level, sizeof(level), &cap, NULL) == 0 &&
-	    (d = sched_config_domain_level(c, level, strlen(level))) > 0) {
+	if ((d = sched_config_domain_rule(c, r->spread, &cap)) > 0) {
 		sj->spread_depth = d;
 		sj->spread_max = cap;
 		sj->spread = c->domain_levels[d - 1];
 	}
-	if (r->within && job_spread_parse(r->within, level, sizeof(level), NULL, NULL) == 0 &&
-	    (d = sched_config_domain_level(c, level, strlen(level))) > 0) {
+	if ((d = sched_config_domain_rule(c, r->within, NULL)) > 0) {
 		sj->within_depth = d;
 		sj->within = c->domain_levels[d - 1];
 	}

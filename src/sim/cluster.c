@@ -31,6 +31,31 @@ static int set_model(struct sim_node *n, const struct catalogue *cat, const char
 	return 0;
 }
 
+/* A row's labels ("tier=top;fabric=ib") and domain, checked, with the
+ * gpu=MODEL label every node has; columns < 0: none given. */
+static int labels_and_domain(struct sim_csv *c, int cl, int cd, struct sim_node *n,
+			     struct tk_error *err)
+{
+	char text[MODEL_LABELS_MAX], canon[MODEL_LABELS_MAX];
+	snprintf(text, sizeof(text), "%s", cl >= 0 ? c->fields[cl] : "");
+	for (char *p = text; *p; p++)
+		if (*p == ';')
+			*p = ',';
+	struct tk_error e;
+	if (node_labels_parse(text, canon, sizeof(canon), &e) < 0)
+		return tk_errorf(err, -EINVAL, "labels: %s", e.text);
+	node_labels_with_gpu(canon, n->gpus ? n->model : NULL, n->labels, sizeof(n->labels));
+	if (cd >= 0 && *c->fields[cd]) {
+		snprintf(n->domain, sizeof(n->domain), "%s", c->fields[cd]);
+		if (!model_domain_valid(n->domain))
+			return tk_errorf(err, -EINVAL,
+					 "domain: \"%.64s\" is not a fault-domain path (names "
+					 "joined by '/', widest first)",
+					 c->fields[cd]);
+	}
+	return 0;
+}
+
 int sim_cluster_load(const char *path, const struct catalogue *cat, struct sim_cluster *ret,
 		     struct tk_error *err)
 {
@@ -39,7 +64,7 @@ int sim_cluster_load(const char *path, const struct catalogue *cat, struct sim_c
 	if (r < 0)
 		return r;
 	enum format fmt;
-	int cm, cg, cc, cn, cmem = -1, ct = -1;
+	int cm, cg, cc, cn, cmem = -1, ct = -1, cl_ = -1, cd = -1;
 	if ((cm = sim_csv_column(&c, "gpu_model")) >= 0) {
 		fmt = F_SPOT;
 		cg = sim_csv_column(&c, "gpu_capacity_num");
@@ -59,6 +84,8 @@ int sim_cluster_load(const char *path, const struct catalogue *cat, struct sim_c
 		cc = sim_csv_column(&c, "cpus");
 		cmem = sim_csv_column(&c, "mem_mib");
 		ct = sim_csv_column(&c, "topology");
+		cl_ = sim_csv_column(&c, "labels");
+		cd = sim_csv_column(&c, "domain");
 	}
 	if (cm < 0 || cg < 0 || cc < 0 || cn < 0 || (fmt == F_OPENB && cmem < 0)) {
 		sim_csv_close(&c);
@@ -67,7 +94,7 @@ int sim_cluster_load(const char *path, const struct catalogue *cat, struct sim_c
 			"%s:1: not a node list I know: expected the columns "
 			"gpu_model,gpu_capacity_num,cpu_num,node_name or "
 			"sn,cpu_milli,memory_mib,gpu,model or name,model,gpus,cpus[,mem_mib,"
-			"topology]",
+			"topology,labels,domain]",
 			path);
 	}
 	struct sim_cluster cl = {0};
@@ -116,6 +143,11 @@ int sim_cluster_load(const char *path, const struct catalogue *cat, struct sim_c
 		set_model(n, cat, n->gpus ? c.fields[cm] : "", fmt == F_OPENB);
 		if (ct >= 0)
 			snprintf(n->topology, sizeof(n->topology), "%s", c.fields[ct]);
+		struct tk_error e;
+		if ((r = labels_and_domain(&c, cl_, cd, n, &e)) < 0) {
+			tk_errorf(err, r, "%s:%d: %s", path, c.lineno, e.text);
+			break;
+		}
 		cl.gpus += n->gpus;
 		cl.n++;
 	}

@@ -84,7 +84,11 @@ struct eng {
 	struct sched_shapes *shapes; /* every trace job's request, filed once */
 	struct sched_keep *keep;     /* the passes' large arrays, kept */
 	int64_t alloc_milli;	     /* held by jobs */
-	int busy;		     /* devices with something on them */
+	/* per pool (the last: nodes in none), held by jobs, time-weighted */
+	int64_t pool_hold[MODEL_MAX_POOLS + 1];
+	double pool_int[MODEL_MAX_POOLS + 1];
+	double pool_arr_int[MODEL_MAX_POOLS + 1];
+	int busy; /* devices with something on them */
 	/* jobs */
 	struct sched_job *sj;
 	const char **type_ptrs;
@@ -269,6 +273,19 @@ static bool wants_inplace(const struct eng *e, int j)
 	}
 }
 
+/* milli held (or given back) on a node of these pools. */
+static void pools_hold(struct eng *e, uint64_t pools, int64_t milli)
+{
+	int np = e->o->sched.npools;
+	if (!np || !milli)
+		return;
+	for (int p = 0; p < np; p++)
+		if (pools & (1ULL << p))
+			e->pool_hold[p] += milli;
+	if (pools & MODEL_POOL_NONE)
+		e->pool_hold[np] += milli;
+}
+
 static void hold(struct eng *e, const struct sched_assign *a, int n, int sign)
 {
 	for (int i = 0; i < n; i++) {
@@ -283,6 +300,7 @@ static void hold(struct eng *e, const struct sched_assign *a, int n, int sign)
 			e->busy += (int)is_busy - (int)was_busy;
 			e->alloc_milli += sign * a[i].milli;
 		}
+		pools_hold(e, node->pools, sign * (int64_t)a[i].ndev * a[i].milli);
 	}
 }
 
@@ -700,6 +718,12 @@ static void pool_refill(struct eng *e)
 	pool_view(e, false);
 }
 
+/* The trace's word k (a job's pool, spread or within); NULL: none. */
+static const char *word(const struct sim_trace *tr, int k)
+{
+	return k >= 0 && k < tr->nwords ? tr->words[k] : NULL;
+}
+
 /* What j's share `a` needs of a node that takes its place. */
 static struct sched_share share_of(const struct eng *e, int j, const struct sched_assign *a)
 {
@@ -717,6 +741,10 @@ static struct sched_share share_of(const struct eng *e, int j, const struct sche
 		.max_switches = sj->max_switches,
 		.constraint = sj->constraint,
 		.tolerate = sj->tolerate,
+		.pools = sj->pools,
+		.within_depth = sj->within_depth,
+		.spread_depth = sj->spread_depth,
+		.spread_max = sj->spread_max,
 	};
 }
 
@@ -963,6 +991,13 @@ static int setup(struct eng *e, struct tk_error *err)
 		struct sched_node *node = &e->nodes[n];
 		node->name = sn->name;
 		node->topology = sn->topology[0] ? sn->topology : NULL;
+		node->labels = sn->labels;
+		node->domain = sn->domain[0] ? sn->domain : NULL;
+		node->pools = sched_config_pool_node(&o->sched, sn->labels);
+		for (int p = 0; p <= o->sched.npools && o->sched.npools; p++)
+			if (p < o->sched.npools ? node->pools & (1ULL << p)
+						: node->pools == MODEL_POOL_NONE)
+				e->res->pool_milli[p] += (int64_t)sn->gpus * MODEL_MILLI;
 		node->schedulable = true;
 		node->cpus_total = node->cpus_free = (int)sn->cpu_milli;
 		node->mem_total_mib = node->mem_free_mib =
@@ -1045,6 +1080,26 @@ static int setup(struct eng *e, struct tk_error *err)
 			.time_limit_s = j->time_limit_s,
 			.submit_ms = j->submit_ms,
 		};
+		/* the pools that take it (it names none: the open ones, and nodes
+		 * in none) */
+		struct job_request req = {.nodes = s->nodes,
+					  .tasks_per_node = s->tasks_per_node,
+					  .gpu_milli = s->gpu_milli,
+					  .time_limit_s = s->time_limit_s,
+					  .pool = (char *)word(tr, j->pool)};
+		s->pools = sched_config_pool_job(&o->sched, &req, NULL, 0);
+		s->pool = req.pool;
+		/* its fault domains, by the configuration's levels */
+		int cap = 1, d;
+		if ((d = sched_config_domain_rule(&o->sched, word(tr, j->spread), &cap)) > 0) {
+			s->spread_depth = d;
+			s->spread_max = cap;
+			s->spread = o->sched.domain_levels[d - 1];
+		}
+		if ((d = sched_config_domain_rule(&o->sched, word(tr, j->within), NULL)) > 0) {
+			s->within_depth = d;
+			s->within = o->sched.domain_levels[d - 1];
+		}
 		e->js[i].ckpt_ms = checkpoint_interval(o, s);
 		s->nodes += spares_wanted(e, i); /* its spares beside it, alike */
 		s->shape = sched_job_shape(s);
@@ -1209,6 +1264,18 @@ static void summarize(struct eng *e)
 				    ? e->alloc_arr_int / arr / (double)r->total_milli
 				    : r->alloc_mean;
 	r->frag_mean = e->frag_n ? e->frag_sum / e->frag_n : -1;
+	r->npools = e->o->sched.npools;
+	for (int p = 0; p < r->npools; p++)
+		snprintf(r->pool_names[p], MODEL_NAME_MAX, "%s", e->o->sched.pools[p].name);
+	for (int p = 0; r->npools && p <= r->npools; p++) {
+		r->pool_alloc[p] = span > 0 && r->pool_milli[p]
+					   ? e->pool_int[p] / span / (double)r->pool_milli[p]
+					   : 0;
+		r->pool_alloc_arriving[p] =
+			arr > 0 && r->pool_milli[p]
+				? e->pool_arr_int[p] / arr / (double)r->pool_milli[p]
+				: r->pool_alloc[p];
+	}
 	/* what still runs at the end counts as used, and kept so far */
 	for (int i = 0; i < e->nrun; i++) {
 		int j = e->run_job[i];
@@ -1255,6 +1322,12 @@ int sim_run(const struct sim_cluster *cl, const struct sim_trace *tr, const stru
 			break;
 		/* time-weighted sums up to this instant */
 		e.alloc_int += (double)e.alloc_milli * (double)(t - e.last_t);
+		for (int p = 0; o->sched.npools && p <= o->sched.npools; p++) {
+			e.pool_int[p] += (double)e.pool_hold[p] * (double)(t - e.last_t);
+			if (MIN(t, e.last_submit) > e.last_t)
+				e.pool_arr_int[p] += (double)e.pool_hold[p] *
+						     (double)(MIN(t, e.last_submit) - e.last_t);
+		}
 		if (MIN(t, e.last_submit) > e.last_t)
 			e.alloc_arr_int +=
 				(double)e.alloc_milli * (double)(MIN(t, e.last_submit) - e.last_t);

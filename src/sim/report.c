@@ -76,6 +76,16 @@ void sim_report_table(const struct sim_result *r, const struct sim_trace *tr, FI
 			"in place        %d restarts in place (%d by a job's spare, %d by the "
 			"pool's); %.1f device-hours held idle as spares\n",
 			r->restarts_in_place, r->spare_swaps, r->pool_swaps, r->device_h_spare);
+	if (r->npools) {
+		fprintf(f, "pools          ");
+		for (int p = 0; p <= r->npools; p++)
+			if (p < r->npools || r->pool_milli[p])
+				fprintf(f, " %s %.1f%% (%.1f%%) of %lld",
+					p < r->npools ? r->pool_names[p] : "(none)",
+					100 * r->pool_alloc[p], 100 * r->pool_alloc_arriving[p],
+					(long long)(r->pool_milli[p] / MODEL_MILLI));
+		fprintf(f, " devices allocated (while jobs arrived)\n");
+	}
 	fprintf(f, "queue shares   ");
 	for (int q = 0; q < tr->nqueues; q++)
 		fprintf(f, " %s %.1f%%", tr->queues[q], 100 * r->queue_share[q]);
@@ -116,6 +126,17 @@ char *sim_report_json(const struct sim_result *r, const struct sim_trace *tr)
 		r->preemptions, "requeues", r->requeues, "passes", (json_int_t)r->passes,
 		"queue_share", shares, "series", series, "wall_s", r->wall_s);
 	json_object_set_new(o, "allocation_arriving", json_real(r->alloc_arriving));
+	if (r->npools) {
+		json_t *pools = json_object();
+		for (int p = 0; p <= r->npools; p++)
+			json_object_set_new(pools, p < r->npools ? r->pool_names[p] : "(none)",
+					    json_pack("{s:I, s:f, s:f}", "devices",
+						      (json_int_t)(r->pool_milli[p] / MODEL_MILLI),
+						      "allocation", r->pool_alloc[p],
+						      "allocation_arriving",
+						      r->pool_alloc_arriving[p]));
+		json_object_set_new(o, "pools", pools);
+	}
 	json_object_set_new(o, "restarts_in_place", json_integer(r->restarts_in_place));
 	json_object_set_new(o, "spare_swaps", json_integer(r->spare_swaps));
 	json_object_set_new(o, "pool_swaps", json_integer(r->pool_swaps));

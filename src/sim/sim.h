@@ -31,6 +31,10 @@ struct sim_node {
 	double tflops;	   /* from the catalogue, 0 when unknown */
 	int64_t gpu_mem_mib;
 	char topology[MODEL_TOPO_MAX];
+	/* its labels (canonical, gpu=MODEL beneath those its row gives) and
+	 * fault domain, as a node's agent reports them */
+	char labels[MODEL_LABELS_MAX];
+	char domain[MODEL_TOPO_MAX];
 };
 
 struct sim_cluster {
@@ -42,6 +46,8 @@ struct sim_cluster {
 /* Reads a node list. The format is known by its header:
  *   gpu_model,gpu_capacity_num,cpu_num,node_name   (Alibaba spot-gpu 2026)
  *   sn,cpu_milli,memory_mib,gpu,model              (Alibaba openb 2023)
+ *   name,model,gpus,cpus[,mem_mib,topology,labels,domain] (tenk's; labels
+ *   "tier=top;fabric=ib", domain "dc1/row3/rack07")
  *   name,model,gpus,cpus,mem_mib,topology          (tenk's own)
  * Model names are matched to the catalogue ("A100-SXM4-80GB" -> A100-80GB);
  * unknown ones are kept as they are. The openb lists keep their own names
@@ -96,6 +102,9 @@ struct sim_job {
 	int queue;     /* index into trace->queues */
 	int cls;       /* index into trace->classes; -1: the default class */
 	int line;      /* its line in the trace, for messages */
+	/* tenk's format: its pools ("top;general"), --spread and --within,
+	 * indices into the trace's words; -1: none */
+	int pool, spread, within;
 };
 
 struct sim_trace {
@@ -108,6 +117,8 @@ struct sim_trace {
 	int nclasses;
 	char **types; /* distinct model names */
 	int ntypes;
+	char **words; /* distinct pools, spread and within texts */
+	int nwords;
 	int *type_refs; /* per job: indices into types */
 	size_t nrefs, refs_alloc;
 	bool timed;	 /* has submission times and run times */
@@ -245,6 +256,14 @@ struct sim_result {
 	int restarts_in_place, spare_swaps, pool_swaps;
 	double device_h_spare;
 	double *queue_share; /* per trace queue: share of device-time used */
+	/* per pool of the configuration ("pools"), and for the nodes in none
+	 * (pool_alloc[npools]): its devices, and the share of them held,
+	 * time-weighted over the makespan */
+	int npools;
+	char pool_names[MODEL_MAX_POOLS][MODEL_NAME_MAX];
+	int64_t pool_milli[MODEL_MAX_POOLS + 1];
+	double pool_alloc[MODEL_MAX_POOLS + 1];
+	double pool_alloc_arriving[MODEL_MAX_POOLS + 1]; /* from first submission to last */
 	struct sim_point *series;
 	int nseries;
 	int64_t passes;

@@ -37,6 +37,7 @@ static struct sim_job *new_job(struct sim_trace *t)
 	j->nodes = 1;
 	j->tasks_per_node = 1;
 	j->cls = -1;
+	j->pool = j->spread = j->within = -1;
 	j->types_off = (int)t->nrefs;
 	return j;
 }
@@ -212,6 +213,33 @@ static const char *const tenk_cols[] = {"id",
 					"time_limit_s",
 					NULL};
 
+/* The optional columns of tenk's format: pool ("top;general"), spread
+ * ("rack:2"), within ("rack"), checked as a request's. */
+static int placement_words(struct sim_trace *t, struct sim_job *j, struct sim_csv *c,
+			   const int *col, struct tk_error *err)
+{
+	int *dst[] = {&j->pool, &j->spread, &j->within};
+	for (int k = 0; k < 3; k++) {
+		int cl = col[K_N + k];
+		if (cl < 0 || !*c->fields[cl])
+			continue;
+		char text[MODEL_LABELS_MAX], out[MODEL_LABELS_MAX], level[MODEL_NAME_MAX];
+		struct tk_error e;
+		int cap, r;
+		snprintf(text, sizeof(text), "%s", c->fields[cl]);
+		for (char *p = text; *p; p++)
+			if (*p == ';')
+				*p = ',';
+		r = k == 0 ? model_names_parse("pool", text, out, sizeof(out), &e)
+			   : job_spread_parse(text, level, sizeof(level), k == 1 ? &cap : NULL, &e);
+		if (r < 0)
+			return tk_errorf(err, -EINVAL, "%s:%d: column %d (%s): %s", c->path,
+					 c->lineno, cl + 1, c->header[cl], e.text);
+		*dst[k] = sim_intern(&t->words, &t->nwords, k == 0 ? out : text);
+	}
+	return 0;
+}
+
 static int tenk_row(struct sim_trace *t, struct sim_csv *c, const int *col, struct tk_error *err)
 {
 	struct sim_job *j = new_job(t);
@@ -258,7 +286,7 @@ static int tenk_row(struct sim_trace *t, struct sim_csv *c, const int *col, stru
 			return r;
 		j->cls = sim_intern(&t->classes, &t->nclasses, name);
 	}
-	return 0;
+	return placement_words(t, j, c, col, err);
 }
 
 int sim_trace_load(const char *path, struct sim_trace *ret, struct tk_error *err)
@@ -279,6 +307,9 @@ int sim_trace_load(const char *path, struct sim_trace *ret, struct tk_error *err
 	} else if (sim_csv_column(&c, "submit_s") >= 0) {
 		fmt = T_TENK;
 		r = need_columns(&c, tenk_cols, col, err);
+		col[K_N] = sim_csv_column(&c, "pool");
+		col[K_N + 1] = sim_csv_column(&c, "spread");
+		col[K_N + 2] = sim_csv_column(&c, "within");
 	} else {
 		r = tk_errorf(err, -EINVAL,
 			      "%s:1: not a job trace I know: expected the columns of an openb pod "
@@ -326,6 +357,9 @@ void sim_trace_release(struct sim_trace *t)
 		free(t->classes[i]);
 	for (int i = 0; i < t->ntypes; i++)
 		free(t->types[i]);
+	for (int i = 0; i < t->nwords; i++)
+		free(t->words[i]);
+	free(t->words);
 	free(t->queues);
 	free(t->classes);
 	free(t->types);

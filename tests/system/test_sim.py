@@ -37,23 +37,25 @@ def write(path, text):
 def test_history_of_a_real_server_replays(cluster, workdir):
     ids = [cluster.submit("-G", "1", "--", "sh", "-c", "sleep 0.3") for _ in range(3)]
     ids.append(cluster.submit("-G", "0.5", "--", "true"))
+    ids.append(cluster.submit("-G", "1", "--spread", "rack:2", "--", "true"))
     for jid in ids:
         cluster.run("wait", jid)
     trace = os.path.join(workdir, "history.csv")
     p = cluster.run("history", "-o", trace)
-    assert "4 jobs written" in p.stderr
+    assert "5 jobs written" in p.stderr
     rows = list(csv.DictReader(open(trace)))
     assert [int(r["id"]) for r in rows] == ids
     assert rows[0]["submit_s"] == "0.000"
     assert all(float(r["run_s"]) >= 0.25 for r in rows[:3])
     assert rows[3]["gpus_per_task"] == "0.5"
+    assert (rows[4]["spread"], rows[4]["pool"], rows[4]["within"]) == ("rack:2", "", "")
     # --json: the same rows as JSON
     js = json.loads(cluster.run("history", "--json").stdout)["jobs"]
     assert [r["id"] for r in js] == ids and js[3]["gpus_per_task"] == 0.5
     assert [round(r["run_s"], 3) for r in js] == [float(r["run_s"]) for r in rows]
     nodes = write(os.path.join(workdir, "nodes.csv"), "name,model,gpus,cpus\nn1,H100,8,64\n")
     out = json.loads(sim("--cluster", nodes, "--trace", trace, "--json").stdout)
-    assert out["jobs"] == 4 and out["done"] == 4 and out["unfinished"] == 0
+    assert out["jobs"] == 5 and out["done"] == 5 and out["unfinished"] == 0
     assert out["effective_training"] == 1.0
 
 

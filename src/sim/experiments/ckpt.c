@@ -186,7 +186,10 @@ int sim_ckpt_main(int argc, char **argv)
 				      .gpu_milli = MODEL_MILLI,
 				      .cpu_milli = 1000,
 				      .cls = -1,
-				      .line = 1};
+				      .line = 1,
+				      .pool = -1,
+				      .spread = -1,
+				      .within = -1};
 	struct sim_options o;
 	memset(&o, 0, sizeof(o));
 	sched_config_default(&o.sched);

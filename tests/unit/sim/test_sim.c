@@ -465,6 +465,98 @@ static void expect_error(const char *text, const char *needle)
 		fail_msg("expected \"%s\" in: %s", needle, err.text);
 }
 
+/* Pools and fault domains as the server has them: nodes labelled by their
+ * row and with gpu=MODEL, in pools by selector; a job runs only in the
+ * pools that take it (top: 8 accelerators or more), a gang --spread...
+ * (not in traces) keeps to the pool; allocation per pool is reported. */
+static void test_pools_and_domains(void **state)
+{
+	struct sim_cluster cl;
+	struct sim_trace tr;
+	/* top: n1, n2 (H100, 4 each); general: n3 (A100, 4); n4 in no pool */
+	load("name,model,gpus,cpus,mem_mib,topology,labels,domain\n"
+	     "n1,H100,4,32,0,,tier=top;fabric=ib,r1\n"
+	     "n2,H100,4,32,0,,tier=top,r2\n"
+	     "n3,A100-80GB,4,32,0,,,r1\n"
+	     "n4,T4,4,32,0,,,r2\n",
+	     HEADER "1,0,100,1,4,1,0,0,,a,,0\n"	     /* 4 GPUs: not top, general or none */
+		    "2,0,100,2,4,1,0,0,,a,,0\n"	     /* 8 GPUs: top (or general+none) */
+		    "3,0,100,1,4,1,0,0,H100,a,,0\n", /* 4 H100: only top, which refuses */
+	     &cl, &tr);
+	assert_string_equal(cl.nodes[0].labels, "fabric=ib,gpu=H100,tier=top");
+	assert_string_equal(cl.nodes[2].labels, "gpu=A100-80GB");
+	assert_string_equal(cl.nodes[1].domain, "r2");
+	struct sim_options o;
+	options(&o);
+	struct tk_error err;
+	assert_int_equal(
+		sched_config_load_json(&o.sched,
+				       "{\"pools\": {\"top\": {\"selector\": \"tier=top\", "
+				       "\"min_gpus\": 8}, \"general\": {\"selector\": "
+				       "\"gpu=A100-80GB\"}}}",
+				       &err),
+		0);
+	struct sim_result r;
+	assert_int_equal(sim_run(&cl, &tr, &o, &r, &err), 0);
+	assert_int_equal(r.done, 2);
+	assert_int_equal(r.never_fits, 1);
+	assert_int_equal(r.jobs[2].state, SIM_NEVER_FITS);
+	assert_null(strstr(r.jobs[0].devices, "n1:"));
+	assert_null(strstr(r.jobs[0].devices, "n2:"));
+	/* the gang: the best fit, both top nodes (one switch, nothing left) */
+	assert_non_null(strstr(r.jobs[1].devices, "n1:0,1,2,3"));
+	assert_non_null(strstr(r.jobs[1].devices, "n2:0,1,2,3"));
+	assert_int_equal(r.npools, 2);
+	assert_string_equal(r.pool_names[0], "top");
+	assert_int_equal(r.pool_milli[0], 8 * MODEL_MILLI);
+	assert_int_equal(r.pool_milli[2], 4 * MODEL_MILLI); /* n4, in none */
+	assert_true(fabs(r.pool_alloc[0] - 1.0) < 1e-9);    /* the gang, the whole time */
+	assert_true(fabs(r.pool_alloc[0] + r.pool_alloc[1] + r.pool_alloc[2] - 2.0) < 1e-9);
+	sim_result_release(&r);
+	sim_trace_release(&tr);
+	/* a trace's jobs name pools, --spread and --within */
+	assert_int_equal(sim_trace_load(write_file("jobs.csv",
+						   "id,submit_s,run_s,nodes,tasks_per_node,"
+						   "gpus_per_task,cpus_per_task,mem_mib,gpu_types,"
+						   "queue,class,time_limit_s,pool,spread,within\n"
+						   "1,0,100,2,4,1,0,0,,a,,0,,rack,\n"
+						   "2,0,100,1,4,1,0,0,,a,,0,general,,\n"
+						   "3,0,100,2,4,1,0,0,,a,,0,,,rack\n"),
+					&tr, &err),
+			 0);
+	assert_int_equal(sim_run(&cl, &tr, &o, &r, &err), 0);
+	assert_int_equal(r.done, 2);
+	assert_non_null(strstr(r.jobs[1].devices, "n3:"));
+	/* 1: two racks; 3: one, where no rack has two nodes of one model (r1
+	 * is n1 and n3, r2 n2 and n4): never */
+	bool r1 = strstr(r.jobs[0].devices, "n1:") || strstr(r.jobs[0].devices, "n3:");
+	bool r2 = strstr(r.jobs[0].devices, "n2:") || strstr(r.jobs[0].devices, "n4:");
+	assert_true(r1 && r2);
+	assert_int_equal(r.jobs[2].state, SIM_NEVER_FITS);
+	sim_result_release(&r);
+	sim_trace_release(&tr);
+	assert_true(sim_trace_load(write_file("jobs.csv",
+					      "id,submit_s,run_s,nodes,tasks_per_node,"
+					      "gpus_per_task,cpus_per_task,mem_mib,gpu_types,"
+					      "queue,class,time_limit_s,spread\n"
+					      "1,0,100,2,4,1,0,0,,a,,0,rack:0\n"),
+				   &tr, &err) < 0);
+	assert_non_null(strstr(err.text, ":2: column 13 (spread): spread: expected"));
+	sim_cluster_release(&cl);
+	/* a bad domain or label names the line */
+	struct catalogue cat;
+	catalogue_init(&cat);
+	assert_true(sim_cluster_load(write_file("bad.csv", "name,model,gpus,cpus,domain\n"
+							   "n1,H100,4,32,r1//x\n"),
+				     &cat, &cl, &err) < 0);
+	assert_non_null(strstr(err.text, ":2: domain: \"r1//x\" is not a fault-domain path"));
+	assert_true(sim_cluster_load(write_file("bad.csv", "name,model,gpus,cpus,labels\n"
+							   "n1,H100,4,32,tier\n"),
+				     &cat, &cl, &err) < 0);
+	assert_non_null(strstr(err.text, ":2: labels: "));
+	catalogue_release(&cat);
+}
+
 static void test_bad_traces(void **state)
 {
 	static const char *const openb =
@@ -521,6 +613,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_one_pass_equals_one_by_one),
 		cmocka_unit_test(test_failures_and_effective_training),
 		cmocka_unit_test(test_restarts_in_place_and_spares),
+		cmocka_unit_test(test_pools_and_domains),
 		cmocka_unit_test(test_bad_traces),
 	};
 	/* an argument runs the cases whose names contain it */
