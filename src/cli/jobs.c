@@ -278,6 +278,25 @@ static int queue_once(struct ctx *c, int64_t limit, bool wide)
 
 CLI_COMMAND(cli_queue, CLI_OPTS(queue_opts), false, 0, 0, run_queue)
 
+/* Where a job's request may run, where it says: its pools, --constraint,
+ * --tolerate, --spread and --within. */
+static void print_where(json_t *req)
+{
+	static const char *const keys[] = {"pool", "constraint", "tolerate", "spread", "within"};
+	static const char *const says[] = {"pools ", "labels ", "tolerating ", "spread over ",
+					   "within one "};
+	bool any = false;
+	for (size_t k = 0; k < ARRAY_SIZE(keys); k++) {
+		const char *v = cli__jstr(req, keys[k]);
+		if (!*v)
+			continue;
+		printf("%s%s%s", any ? ", " : "  Where:    ", says[k], v);
+		any = true;
+	}
+	if (any)
+		printf("\n");
+}
+
 /* ---- show ------------------------------------------------------------------------------- */
 
 /* A word as a shell reads it back: bare when it is plain, else quoted. */
@@ -375,6 +394,7 @@ static void show_job(json_t *j)
 	cli__fmt_time(cli__jint(j, "submit_ms"), t1, sizeof(t1));
 	printf("  Owner:    %s, submitted %s\n", cli__jstr(j, "owner"), t1);
 	printf("  Queue:    %s, class %s\n", cli__jstr(j, "queue"), cli__jstr(j, "class"));
+	print_where(json_object_get(j, "request"));
 	size_t i;
 	json_t *v;
 	if (json_is_true(json_object_get(j, "private"))) {

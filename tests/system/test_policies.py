@@ -261,6 +261,7 @@ def test_pools(workdir, procs):
         on[job["request"]["pool"]] = (job["attempts"][0]["nodes"][0]["name"],
                                       job["request"].get("time_limit_s", 0))
     assert on == {"general": ("n1", 0), "top": ("n0", 3600)}, on
+    assert "Where:    pools top" in t.run("show", jid).stdout
     # the union of the pools it names: a gang over both nodes
     jid = t.submit("-p", "top,general", "-N", "2", "-G", "2", "-t", "30m", "--", "true")
     t.run("wait", jid, timeout=60)
@@ -306,11 +307,12 @@ def test_fault_domains(workdir, procs):
     def nodes_of(*args):
         jid = t.submit(*args, "-G", "2" if "-N" in args else "1", "--", "true")
         t.run("wait", jid, timeout=60)
-        return sorted(n["name"] for n in t.job(jid)["attempts"][0]["nodes"])
+        return sorted(n["name"] for n in t.job(jid)["attempts"][0]["nodes"]), jid
 
-    spread = nodes_of("-N", "2", "--spread", "rack")
+    spread, jid = nodes_of("-N", "2", "--spread", "rack")
+    assert "Where:    spread over rack" in t.run("show", jid).stdout
     assert spread in (["n0", "n2"], ["n1", "n2"]), spread
-    assert nodes_of("-N", "2", "--within", "rack") == ["n0", "n1"]
+    assert nodes_of("-N", "2", "--within", "rack")[0] == ["n0", "n1"]
     jid = t.submit("-N", "3", "-G", "3", "--spread", "rack:2", "--", "true")
     t.run("wait", jid, timeout=60)
     assert len(t.job(jid)["attempts"][0]["nodes"]) == 3
