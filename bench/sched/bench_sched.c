@@ -25,6 +25,13 @@
  * BENCH_LAS=1 orders the normal class by least attained service in three
  * levels (1 and 16 accelerator-hours): running jobs take the level of what
  * they have run, waiting ones one drawn at random (half the first).
+ * BENCH_POOLS=1 carves the cluster as the seeds' three tiers, by the
+ * gpu=MODEL label every node has (bench/sim/three-tier.json: the 8-GPU
+ * A100, A800 and H800 nodes a top pool for jobs of 8 GPUs or more, the
+ * GPU-series nodes general, the A10 nodes inference), labels each node
+ * with its rack (32 a rack) too; a third of the waiting jobs name a pool
+ * (top for 8 GPUs or more, else general or inference), the others go to
+ * the pools open to them, and one in ten asks --constraint rack!=rNNN.
  * Usage: bench_sched NODE_LIST [PENDING] [PASSES]
  * Counting instructions of the incremental passes alone (steady where
  * wall-clock time on a shared machine is not):
@@ -76,6 +83,8 @@ struct world {
 	struct sched_node *nodes;
 	struct sched_dev *devs; /* MODEL_MAX_ACCELS per node */
 	char (*topo)[32];
+	char (*labels)[64];	 /* BENCH_POOLS: each node's */
+	char (*constraints)[16]; /* BENCH_POOLS: each waiting job's */
 	int nn;
 	struct sched_running *run;
 	struct sched_assign *run_nodes; /* 16 per running job */
@@ -142,7 +151,49 @@ static void hold(struct world *w, struct sched_running *r, int n, int k, int mil
 		}
 }
 
-static void build(struct world *w, const struct sim_cluster *cl, int pending)
+/* BENCH_POOLS=1: the three tiers (see the top of this file) */
+static const char *const three_tiers =
+	"{\"pools\": {\"top\": {\"selector\": \"gpu=A100-80GB|gpu=A800|gpu=H800\", "
+	"\"min_gpus\": 8}, \"general\": {\"selector\": \"gpu=GPU-series-1|gpu=GPU-series-2\"}, "
+	"\"inference\": {\"selector\": \"gpu=A10\"}}}";
+
+/* With pools (cfg->npools): node i's labels, its rack beside its model,
+ * and its pools. */
+static void node_pools(const struct sched_config *cfg, const struct sim_node *sn, int i,
+		       struct sched_node *n, char *labels, size_t size)
+{
+	struct strbuf sb;
+	strbuf_init(&sb);
+	strbuf_addf(&sb, "%s%srack=r%03d", sn->labels, sn->labels[0] ? "," : "", i / 32);
+	if (node_labels_parse(sb.buf, labels, size, NULL) < 0)
+		labels[0] = '\0';
+	strbuf_release(&sb);
+	n->labels = labels;
+	n->pools = sched_config_pool_node(cfg, labels);
+}
+
+/* With pools: a third of the jobs name one, one in ten a constraint. */
+static void job_pools(const struct sched_config *cfg, struct sched_job *j, char *constraint,
+		      size_t size)
+{
+	static const char *const names[] = {"top", "general", "inference"};
+	struct job_request r = {.nodes = j->nodes,
+				.tasks_per_node = j->tasks_per_node,
+				.gpu_milli = j->gpu_milli,
+				.time_limit_s = j->time_limit_s};
+	if (rnd(3) == 0)
+		r.pool = (char *)(j->nodes * j->gpu_milli >= 8 * MODEL_MILLI ? names[0]
+									     : names[1 + rnd(2)]);
+	j->pools = sched_config_pool_job(cfg, &r, NULL, 0);
+	j->pool = r.pool;
+	if (rnd(10) == 0 && !getenv("BENCH_NO_CONSTRAINT")) {
+		snprintf(constraint, size, "rack!=r%03u", rnd(134));
+		j->constraint = constraint;
+	}
+}
+
+static void build(struct world *w, const struct sim_cluster *cl, int pending,
+		  const struct sched_config *cfg)
 {
 	w->now = 1795000000000LL;
 	struct sched_class base[3] = {
@@ -163,6 +214,8 @@ static void build(struct world *w, const struct sim_cluster *cl, int pending)
 	w->nodes = xcalloc((size_t)cl->n, sizeof(*w->nodes));
 	w->devs = xcalloc((size_t)cl->n * MODEL_MAX_ACCELS, sizeof(*w->devs));
 	w->topo = xcalloc((size_t)cl->n, sizeof(*w->topo));
+	w->labels = cfg->npools ? xcalloc((size_t)cl->n, sizeof(*w->labels)) : NULL;
+	w->constraints = cfg->npools ? xcalloc((size_t)pending, sizeof(*w->constraints)) : NULL;
 	w->models = xcalloc(16, sizeof(char *));
 	for (int i = 0; i < cl->n; i++) {
 		const struct sim_node *sn = &cl->nodes[i];
@@ -170,6 +223,8 @@ static void build(struct world *w, const struct sim_cluster *cl, int pending)
 		snprintf(w->topo[i], sizeof(w->topo[i]), "spine%d/leaf%d", i / 256, i / 32);
 		n->name = sn->name;
 		n->topology = w->topo[i];
+		if (cfg->npools)
+			node_pools(cfg, sn, i, n, w->labels[i], sizeof(w->labels[i]));
 		n->schedulable = true;
 		n->cpus_total = n->cpus_free = sn->cpus;
 		n->mem_total_mib = n->mem_free_mib = 2LL << 20;
@@ -272,6 +327,8 @@ static void build(struct world *w, const struct sim_cluster *cl, int pending)
 			j->gpu_types = &w->models[rnd((uint32_t)w->nmodels)];
 		}
 		j->time_limit_s = rnd(3) ? 600LL * (1 + rnd(48)) : 0;
+		if (cfg->npools)
+			job_pools(cfg, j, w->constraints[i], sizeof(w->constraints[i]));
 		j->shape = sched_job_shape(j); /* what the server keeps with each job */
 		if (w->shapes)
 			j->shape_id = sched_shapes_add(w->shapes, j);
@@ -445,7 +502,11 @@ int main(int argc, char **argv)
 	 * (BENCH_NO_SHAPES=1: the pass compares the requests itself) */
 	if (!getenv("BENCH_NO_SHAPES"))
 		w.shapes = sched_shapes_new();
-	build(&w, &cl, pending);
+	if (getenv("BENCH_POOLS") && sched_config_load_json(&cfg, three_tiers, &err) < 0) {
+		fprintf(stderr, "bench_sched: %s\n", err.text);
+		return 1;
+	}
+	build(&w, &cl, pending, &cfg);
 	/* the server keeps what follows from the node list between passes */
 	double tc = now_ms();
 	w.cluster = sched_cluster_new(w.nodes, w.nn);

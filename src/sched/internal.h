@@ -119,8 +119,12 @@ struct place_fail {
 
 struct pass {
 	const struct sched_snapshot *snap;
-	bool any_node;		 /* sched__could_ever_anywhere: unschedulable nodes count */
-	int any_taint;		 /* some node has a taint; -1: not known yet */
+	bool any_node; /* sched__could_ever_anywhere: unschedulable nodes count */
+	int any_taint; /* some node has a taint; -1: not known yet */
+	/* each constraint met so far: which nodes satisfy it (bool per node),
+	 * by its text; judged once a pass, whatever the jobs' shapes */
+	struct tk_map cons;
+	bool cons_used;
 	struct sched_keep *keep; /* where the large arrays come from (keep.c) */
 	const struct sched_policy *policy;
 	int64_t now;
@@ -279,6 +283,8 @@ void sched__place_release(struct pass *p);
 void sched__req_init(struct pass *p, const struct sched_job *j, struct req *rq, bool *model_ok);
 /* Does a node of the pass carry a taint (every job then filters nodes)? */
 bool sched__any_taint(struct pass *p);
+/* Frees what the pass kept of constraints (sched__req_init fills it). */
+void sched__constraints_release(struct pass *p);
 void sched__req_release(struct req *rq);
 /* Finds the best placement of rq on view v. Returns true and fills out, or
  * false and fills why. */

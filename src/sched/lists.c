@@ -331,31 +331,86 @@ static int node_by_name(const struct pass *p, const int *byname, const char *nam
 	return -1;
 }
 
+/* The nodes whose labels satisfy expr (pools NULL), or that are in one of
+ * *pools, worked out once a pass. */
+static const bool *nodes_meeting(struct pass *p, const char *expr, const uint64_t *pools)
+{
+	char mask[24];
+	if (pools) { /* '#' is in no constraint */
+		snprintf(mask, sizeof(mask), "#%016llx", (unsigned long long)*pools);
+		expr = mask;
+	}
+	if (!p->cons_used) {
+		tk_map_init(&p->cons);
+		p->cons_used = true;
+	}
+	bool *ok = tk_map_get(&p->cons, expr);
+	if (ok)
+		return ok + sizeof(size_t);
+	/* the key lives in the same block, after the verdicts */
+	size_t len = strlen(expr);
+	ok = xmalloc(sizeof(size_t) + (size_t)p->nn + len + 1);
+	memcpy(ok, &len, sizeof(len));
+	bool *v = ok + sizeof(size_t);
+	for (int n = 0; n < p->nn; n++)
+		v[n] = pools ? sched_pools_meet(&p->snap->nodes[n], *pools)
+			     : job_constraint_match(expr, p->snap->nodes[n].labels);
+	char *key = (char *)(v + p->nn);
+	memcpy(key, expr, len + 1);
+	tk_map_put(&p->cons, key, ok);
+	return v;
+}
+
+void sched__constraints_release(struct pass *p)
+{
+	if (!p->cons_used)
+		return;
+	size_t pos = 0;
+	const char *k;
+	void *v;
+	while (tk_map_next(&p->cons, &pos, &k, &v))
+		free(v);
+	tk_map_release(&p->cons);
+	p->cons_used = false;
+}
+
 /* Fills ok (one per node) from j's node list and exclusions. */
 static const bool *node_filter(struct pass *p, const struct sched_job *j, bool *ok)
 {
-	int *byname = xmalloc(sizeof(int) * ((size_t)p->nn + 1));
-	for (int n = 0; n < p->nn; n++)
-		byname[p->name_rank[n]] = n;
-	for (int n = 0; n < p->nn; n++)
-		ok[n] = j->nnodelist == 0;
-	for (int i = 0; i < j->nnodelist; i++) {
-		int n = node_by_name(p, byname, j->nodelist[i]);
-		if (n >= 0)
-			ok[n] = true;
+	/* its pools and constraint, as the pass worked them out once */
+	const bool *meets = j->constraint ? nodes_meeting(p, j->constraint, NULL) : NULL;
+	const bool *in = j->pools ? nodes_meeting(p, NULL, &j->pools) : NULL;
+	if (meets && in)
+		for (int n = 0; n < p->nn; n++)
+			ok[n] = meets[n] & in[n];
+	else if (meets || in)
+		memcpy(ok, meets ? meets : in, (size_t)p->nn);
+	else
+		memset(ok, 1, (size_t)p->nn);
+	if (j->nnodelist || j->nexclude) {
+		int *byname = xmalloc(sizeof(int) * ((size_t)p->nn + 1));
+		for (int n = 0; n < p->nn; n++)
+			byname[p->name_rank[n]] = n;
+		if (j->nnodelist) { /* only these */
+			bool *listed = xcalloc((size_t)p->nn + 1, sizeof(bool));
+			for (int i = 0; i < j->nnodelist; i++) {
+				int n = node_by_name(p, byname, j->nodelist[i]);
+				if (n >= 0)
+					listed[n] = true;
+			}
+			for (int n = 0; n < p->nn; n++)
+				ok[n] = ok[n] & listed[n];
+			free(listed);
+		}
+		for (int i = 0; i < j->nexclude; i++) {
+			int n = node_by_name(p, byname, j->exclude[i]);
+			if (n >= 0)
+				ok[n] = false;
+		}
+		free(byname);
 	}
-	for (int i = 0; i < j->nexclude; i++) {
-		int n = node_by_name(p, byname, j->exclude[i]);
-		if (n >= 0)
-			ok[n] = false;
-	}
-	for (int n = 0; j->constraint && n < p->nn; n++)
-		ok[n] = ok[n] && job_constraint_match(j->constraint, p->snap->nodes[n].labels);
-	for (int n = 0; j->pools && n < p->nn; n++)
-		ok[n] = ok[n] && sched_pools_meet(&p->snap->nodes[n], j->pools);
-	for (int n = 0; n < p->nn; n++) /* a taint repels what does not tolerate it */
+	for (int n = 0; sched__any_taint(p) && n < p->nn; n++) /* a taint repels */
 		ok[n] = ok[n] && node_taints_tolerated(p->snap->nodes[n].taints, j->tolerate);
-	free(byname);
 	return ok;
 }
 

@@ -399,6 +399,7 @@ static void pass_release(struct st *st)
 	strbuf_release(&st->sb);
 	if (st->placed)
 		sched__place_release(&st->p);
+	sched__constraints_release(&st->p);
 	if (st->p.snap->keep)
 		sched__keep_pass_end(k);
 	else
