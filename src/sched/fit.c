@@ -648,10 +648,13 @@ bool sched__could_ever_anywhere(struct pass *p, const struct req *rq)
 	p->any_node = true;
 	bool ok = false;
 	if ((rq->whole || rq->frac) && !rq->j->mixed_types) {
+		/* the nodes that have the model, up or not */
 		for (int m = 0; m < p->nmodels && !ok; m++) {
 			int cnt = 0;
-			for (int n = 0; rq->model_ok[m] && n < p->nn && !ok; n++)
-				ok = node_can(p, rq, &p->total, n, m) && ++cnt >= rq->j->nodes;
+			for (int k = p->model_nodes_off[m];
+			     rq->model_ok[m] && k < p->model_nodes_off[m + 1] && !ok; k++)
+				ok = node_can(p, rq, &p->total, p->model_nodes[k], m) &&
+				     ++cnt >= rq->j->nodes;
 		}
 	} else {
 		int cnt = 0;

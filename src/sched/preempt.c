@@ -48,6 +48,7 @@ struct victim {
 	int64_t id; /* the running job's (read here, not from the job, to sort) */
 	bool chosen;
 	uint32_t models; /* its nodes' models (model_bit()) */
+	uint64_t pools;	 /* its nodes' pools (MODEL_POOL_NONE for those in none) */
 };
 
 static inline bool victim_less(const struct victim *x, const struct victim *y,
@@ -164,6 +165,8 @@ static uint32_t wanted_models(const struct pass *p, const struct req *rq)
 static bool node_matters(const struct st *st, const struct req *rq, uint32_t models, int n)
 {
 	const struct pass *p = &st->p;
+	if (rq->node_ok && !rq->node_ok[n]) /* not a node it may use */
+		return false;
 	if (!models)
 		return true;
 	if (!(st->node_models[n] & models))
@@ -183,6 +186,7 @@ struct feed {
 	int n;
 	int o;		 /* where the next lies in st->victim_order */
 	uint32_t models; /* the models the search wants (0: any) */
+	uint64_t pools;	 /* the pools the job may use (0: any) */
 	const struct sched_class *jc;
 	int queue;
 	bool reclaim, by_class;
@@ -211,9 +215,10 @@ static bool feed_more(struct st *st, struct feed *f)
 				__builtin_prefetch(s->running[y->idx].nodes);
 		}
 		const struct victim *x = &st->victim_order[f->o++];
-		/* none of its nodes has a model the search wants: stopping it
-		 * could not help (read from the order, not from the job) */
-		if (f->models && !(x->models & f->models))
+		/* none of its nodes has a model the search wants, or is in a pool
+		 * the job may use: stopping it could not help (read from the
+		 * order, not from the job) */
+		if ((f->models && !(x->models & f->models)) || (f->pools && !(x->pools & f->pools)))
 			continue;
 		const struct sched_running *r = &s->running[x->idx];
 		if (st->victim[x->idx])
@@ -699,20 +704,26 @@ bool sched__try_preempt(struct st *st, int ji, const struct req *rq, bool reclai
 				continue;
 			int64_t since = MAX(r->start_ms, r->last_checkpoint_ms);
 			uint32_t models = 0;
-			for (int x = 0; x < r->nnodes; x++)
+			uint64_t pools = 0;
+			for (int x = 0; x < r->nnodes; x++) {
+				const struct sched_node *nd = &s->nodes[r->nodes[x].node];
 				models |= st->node_models[r->nodes[x].node];
+				pools |= nd->pools ? nd->pools : MODEL_POOL_NONE;
+			}
 			st->victim_order[st->nvictims++] = (struct victim){i,
 									   prio(st, r->cls),
 									   MAX(0, p->now - since),
 									   running_milli(r),
 									   r->id,
 									   false,
-									   models};
+									   models,
+									   pools};
 		}
 		sort_victims(st->victim_order, (size_t)st->nvictims, s, p->keep);
 		st->victim_sorted = true;
 	}
-	struct feed f = {v, 0, 0, wanted_models(p, rq), jc, j->queue, reclaim, by_class_ok};
+	struct feed f = {v,  0,	       0,	wanted_models(p, rq), j->pools,
+			 jc, j->queue, reclaim, by_class_ok};
 	bool ok = false;
 	if (!feed_more(st, &f))
 		goto out;
