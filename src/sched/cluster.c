@@ -108,8 +108,20 @@ struct sched_cluster {
 	char **model_names;
 	char **node_names;
 	char **topologies;
+	char **labels;
 	int *ndev;
+	/* which nodes satisfy each constraint met so far (lists.c), kept while
+	 * the node list (labels included) matches */
+	struct tk_map cons;
+	int ncons;
 };
+
+struct tk_map *sched__cluster_cons(const struct sched_cluster *c, int **count)
+{
+	struct sched_cluster *m = (struct sched_cluster *)c; /* its cache alone changes */
+	*count = &m->ncons;
+	return &m->cons;
+}
 
 static bool same_str(const char *a, const char *b)
 {
@@ -131,10 +143,13 @@ struct sched_cluster *sched_cluster_new(const struct sched_node *nodes, int n)
 	}
 	c->node_names = xcalloc((size_t)n + 1, sizeof(char *));
 	c->topologies = xcalloc((size_t)n + 1, sizeof(char *));
+	c->labels = xcalloc((size_t)n + 1, sizeof(char *));
 	c->ndev = xcalloc((size_t)n + 1, sizeof(int));
+	tk_map_init(&c->cons);
 	for (int i = 0; i < n; i++) {
 		c->node_names[i] = xstrdup(nodes[i].name);
 		c->topologies[i] = nodes[i].topology ? xstrdup(nodes[i].topology) : NULL;
+		c->labels[i] = nodes[i].labels ? xstrdup(nodes[i].labels) : NULL;
 		c->ndev[i] = nodes[i].ndev;
 	}
 	return c;
@@ -149,10 +164,14 @@ void sched_cluster_free(struct sched_cluster *c)
 	for (int i = 0; i < c->p.nn; i++) {
 		free(c->node_names[i]);
 		free(c->topologies[i]);
+		free(c->labels[i]);
 	}
+	sched__cons_clear(&c->cons);
+	tk_map_release(&c->cons);
 	free(c->model_names);
 	free(c->node_names);
 	free(c->topologies);
+	free(c->labels);
 	free(c->ndev);
 	free(c->p.order);
 	statics_release(&c->p);
@@ -165,7 +184,8 @@ bool sched_cluster_matches(const struct sched_cluster *c, const struct sched_nod
 		return false;
 	for (int i = 0; i < n; i++) {
 		if (nodes[i].ndev != c->ndev[i] || !same_str(nodes[i].name, c->node_names[i]) ||
-		    !same_str(nodes[i].topology, c->topologies[i]))
+		    !same_str(nodes[i].topology, c->topologies[i]) ||
+		    !same_str(nodes[i].labels, c->labels[i]))
 			return false;
 		for (int d = 0; d < nodes[i].ndev; d++) {
 			int m = c->p.dev_model[c->p.dev_off[i] + d];

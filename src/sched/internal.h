@@ -285,6 +285,11 @@ void sched__req_init(struct pass *p, const struct sched_job *j, struct req *rq, 
 bool sched__any_taint(struct pass *p);
 /* Frees what the pass kept of constraints (sched__req_init fills it). */
 void sched__constraints_release(struct pass *p);
+/* Frees a constraint cache's entries (the map stays, empty). */
+void sched__cons_clear(struct tk_map *m);
+/* The constraint cache a caller's cluster keeps across passes, and the
+ * count of its entries (the caller clears it past a bound). */
+struct tk_map *sched__cluster_cons(const struct sched_cluster *c, int **count);
 void sched__req_release(struct req *rq);
 /* Finds the best placement of rq on view v. Returns true and fills out, or
  * false and fills why. */

@@ -344,7 +344,12 @@ static const bool *nodes_meeting(struct pass *p, const char *expr, const uint64_
 		tk_map_init(&p->cons);
 		p->cons_used = true;
 	}
-	bool *ok = tk_map_get(&p->cons, expr);
+	/* a constraint's verdicts outlive the pass in the caller's cluster */
+	struct tk_map *m = &p->cons;
+	int *count = NULL;
+	if (!pools && p->borrowed)
+		m = sched__cluster_cons(p->snap->cluster, &count);
+	bool *ok = tk_map_get(m, expr);
 	if (ok)
 		return ok + sizeof(size_t);
 	/* the key lives in the same block, after the verdicts */
@@ -357,19 +362,30 @@ static const bool *nodes_meeting(struct pass *p, const char *expr, const uint64_
 			     : job_constraint_match(expr, p->snap->nodes[n].labels);
 	char *key = (char *)(v + p->nn);
 	memcpy(key, expr, len + 1);
-	tk_map_put(&p->cons, key, ok);
+	if (count && ++*count > 4096) { /* a bound on what it keeps */
+		sched__cons_clear(m);
+		*count = 1;
+	}
+	tk_map_put(m, key, ok);
 	return v;
+}
+
+void sched__cons_clear(struct tk_map *m)
+{
+	size_t pos = 0;
+	const char *k;
+	void *v;
+	while (tk_map_next(m, &pos, &k, &v))
+		free(v);
+	tk_map_release(m);
+	tk_map_init(m);
 }
 
 void sched__constraints_release(struct pass *p)
 {
 	if (!p->cons_used)
 		return;
-	size_t pos = 0;
-	const char *k;
-	void *v;
-	while (tk_map_next(&p->cons, &pos, &k, &v))
-		free(v);
+	sched__cons_clear(&p->cons);
 	tk_map_release(&p->cons);
 	p->cons_used = false;
 }
