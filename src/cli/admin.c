@@ -263,8 +263,9 @@ static int run_pools(struct ctx *c)
 		json_decref(res);
 		return CLI_EXIT_OK;
 	}
+	/* the selector last: it is as long as its operator made it */
 	printf("%-14s %5s %5s %6s %6s %8s %8s  %-20s %s\n", "POOL", "NODES", "UP", "GPUS", "IDLE",
-	       "MAXTIME", "MINGPUS", "SELECTOR", "WHO");
+	       "MAXTIME", "MINGPUS", "WHO", "SELECTOR");
 	size_t i;
 	json_t *p;
 	json_array_foreach (pools, i, p) {
@@ -276,7 +277,7 @@ static int run_pools(struct ctx *c)
 		       cli__jstr(p, "name"), (long long)cli__jint(p, "nodes"),
 		       (long long)cli__jint(p, "nodes_up"), (long long)cli__jint(p, "accelerators"),
 		       (long long)cli__jint(p, "accelerators_idle"), max,
-		       (long long)cli__jint(p, "min_gpus"), cli__jstr(p, "selector"), who,
+		       (long long)cli__jint(p, "min_gpus"), who, cli__jstr(p, "selector"),
 		       json_is_true(json_object_get(p, "default")) ? "  (default)" : "");
 	}
 	long long alone = (long long)cli__jint(res, "nodes_in_no_pool");

@@ -1215,6 +1215,7 @@ static void h_job_update(struct request *r, const char *param, json_t *body)
 		reply_error(r, 400, "%s", err.text);
 		return;
 	}
+	pool_defaults(&r->s->st.sched, &req); /* a pool removed: the default, as at submit */
 	for (int i = 0; i < req.nafter; i++)
 		if (req.after[i].job == j->job.id) {
 			reply_error(r, 400, "after[%d]: a job cannot wait for itself", i);

@@ -262,6 +262,12 @@ def test_pools(workdir, procs):
                                       job["request"].get("time_limit_s", 0))
     assert on == {"general": ("n1", 0), "top": ("n0", 3600)}, on
     assert "Where:    pools top" in t.run("show", jid).stdout
+    # a waiting job moved to the top pool gets its max_time, as at submit
+    jid = t.submit("--hold", "-G", "1", "--", "true")
+    t.run("update", jid, "-p", "top")
+    req = t.job(jid)["request"]
+    assert (req["pool"], req.get("time_limit_s")) == ("top", 3600), req
+    t.run("cancel", jid)
     # the union of the pools it names: a gang over both nodes
     jid = t.submit("-p", "top,general", "-N", "2", "-G", "2", "-t", "30m", "--", "true")
     t.run("wait", jid, timeout=60)
