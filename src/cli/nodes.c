@@ -39,6 +39,20 @@ static void accel_summary(json_t *n, char *buf, size_t len, double *ret_used)
 
 static int node_action(struct ctx *c, const char *action, json_t *body);
 
+/* A line of a node's names (its pools, its taints): head, " a, b", tail;
+ * nothing when there are none. */
+static void print_names(const char *head, json_t *names, const char *tail)
+{
+	if (!json_array_size(names))
+		return;
+	size_t k;
+	json_t *v;
+	printf("%s", head);
+	json_array_foreach (names, k, v)
+		printf("%s %s", k ? "," : "", json_string_value(v));
+	printf("%s\n", tail);
+}
+
 /* tenk nodes NAME...: each node whole. */
 static int show_nodes(struct ctx *c)
 {
@@ -95,22 +109,9 @@ static int show_nodes(struct ctx *c)
 				printf(" %s=%s", lk, json_string_value(lv));
 			printf("\n");
 		}
-		json_t *pools = json_object_get(n, "pools");
-		if (json_array_size(pools)) {
-			printf("  Pools:   ");
-			json_t *pv;
-			json_array_foreach (pools, k, pv)
-				printf("%s %s", k ? "," : "", json_string_value(pv));
-			printf("\n");
-		}
-		json_t *taints = json_object_get(n, "taints");
-		if (json_array_size(taints)) {
-			printf("  Taints:  ");
-			json_t *tv;
-			json_array_foreach (taints, k, tv)
-				printf("%s %s", k ? "," : "", json_string_value(tv));
-			printf(" (only jobs that --tolerate each)\n");
-		}
+		print_names("  Pools:   ", json_object_get(n, "pools"), "");
+		print_names("  Taints:  ", json_object_get(n, "taints"),
+			    " (only jobs that --tolerate each)");
 		json_t *iso = json_object_get(n, "isolation");
 		if (json_is_object(iso)) {
 			json_t *un = json_object_get(iso, "unenforced");

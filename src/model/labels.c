@@ -44,14 +44,20 @@ static int cmp_kv(const void *a, const void *b)
 	return c ? c : (x->kn > y->kn) - (x->kn < y->kn);
 }
 
+size_t model_list_item(const char *p, const char **next)
+{
+	const char *end = strchr(p, ',');
+	size_t len = end ? (size_t)(end - p) : strlen(p);
+	*next = end ? end + 1 : p + len;
+	return len;
+}
+
 int node_labels_parse(const char *text, char *out, size_t outn, struct tk_error *err)
 {
 	struct kv kv[MODEL_MAX_LABELS];
 	int n = 0;
-	const char *p = text;
-	while (*p) {
-		const char *end = strchr(p, ',');
-		size_t len = end ? (size_t)(end - p) : strlen(p);
+	for (const char *p = text, *next; *p; p = next) {
+		size_t len = model_list_item(p, &next);
 		const char *eq = memchr(p, '=', len);
 		if (!eq)
 			return tk_errorf(err, -EINVAL,
@@ -68,8 +74,7 @@ int node_labels_parse(const char *text, char *out, size_t outn, struct tk_error 
 				"'.', '_', '-', '/', %d characters at most",
 				(int)len, p, MODEL_LABEL_PART_MAX);
 		n++;
-		p += len + (end ? 1 : 0);
-		if (end && !*p)
+		if (!*next && next != p + len)
 			return tk_errorf(err, -EINVAL, "labels: a trailing ','");
 	}
 	qsort(kv, (size_t)n, sizeof(*kv), cmp_kv);
@@ -91,16 +96,13 @@ int node_labels_parse(const char *text, char *out, size_t outn, struct tk_error 
 
 const char *node_labels_get(const char *labels, const char *key, size_t keyn, size_t *valn)
 {
-	const char *p = labels ? labels : "";
-	while (*p) {
-		const char *end = strchr(p, ',');
-		size_t len = end ? (size_t)(end - p) : strlen(p);
+	for (const char *p = labels ? labels : "", *next; *p; p = next) {
+		size_t len = model_list_item(p, &next);
 		const char *eq = memchr(p, '=', len);
 		if (eq && (size_t)(eq - p) == keyn && strncmp(p, key, keyn) == 0) {
 			*valn = len - keyn - 1;
 			return eq + 1;
 		}
-		p += len + (end ? 1 : 0);
 	}
 	return NULL;
 }
@@ -165,15 +167,12 @@ void node_labels_merge(const char *base, const char *over, char *out, size_t out
 {
 	struct strbuf sb;
 	strbuf_init(&sb);
-	const char *p = base ? base : "";
-	while (*p) {
-		const char *end = strchr(p, ',');
-		size_t len = end ? (size_t)(end - p) : strlen(p);
+	for (const char *p = base ? base : "", *next; *p; p = next) {
+		size_t len = model_list_item(p, &next);
 		const char *eq = memchr(p, '=', len);
 		size_t vn;
 		if (eq && !node_labels_get(over, p, (size_t)(eq - p), &vn))
 			strbuf_addf(&sb, "%s%.*s", sb.len ? "," : "", (int)len, p);
-		p += len + (end ? 1 : 0);
 	}
 	if (over && *over)
 		strbuf_addf(&sb, "%s%s", sb.len ? "," : "", over);
@@ -237,26 +236,20 @@ int model_names_parse(const char *what, const char *text, char *out, size_t outn
 
 bool model_names_has(const char *names, const char *name, size_t n)
 {
-	const char *p = names ? names : "";
-	while (*p) {
-		const char *end = strchr(p, ',');
-		size_t len = end ? (size_t)(end - p) : strlen(p);
+	for (const char *p = names ? names : "", *next; *p; p = next) {
+		size_t len = model_list_item(p, &next);
 		if (len == n && strncmp(p, name, n) == 0)
 			return true;
-		p += len + (end ? 1 : 0);
 	}
 	return false;
 }
 
 bool node_taints_tolerated(const char *taints, const char *tolerate)
 {
-	const char *p = taints ? taints : "";
-	while (*p) {
-		const char *end = strchr(p, ',');
-		size_t len = end ? (size_t)(end - p) : strlen(p);
+	for (const char *p = taints ? taints : "", *next; *p; p = next) {
+		size_t len = model_list_item(p, &next);
 		if (!model_names_has(tolerate, p, len))
 			return false;
-		p += len + (end ? 1 : 0);
 	}
 	return true;
 }

@@ -170,6 +170,11 @@ struct node_inventory {
  * formed constraint ("fabric=ib&rack!=r07|tier=top")? job_constraint_match:
  * do the labels satisfy it (NULL expr: any labels do)? */
 int node_labels_parse(const char *text, char *out, size_t outn, struct tk_error *err);
+/* The length of the item of a comma list ("a,b") that starts at p; *next:
+ * where the next starts (at the list's end, "" when none follows):
+ *   for (const char *p = list, *next; *p; p = next)
+ *           len = model_list_item(p, &next); ... */
+size_t model_list_item(const char *p, const char **next);
 const char *node_labels_get(const char *labels, const char *key, size_t keyn, size_t *valn);
 int job_constraint_check(const char *expr, struct tk_error *err);
 /* A fault-domain path ("dc1/row3/rack07"): 1 to 8 names of letters, digits,

@@ -138,17 +138,14 @@ json_t *node_inventory_pack(const struct node_inventory *inv)
 json_t *node_labels_pack(const char *labels)
 {
 	json_t *o = json_object();
-	const char *p = labels;
-	while (*p) {
-		const char *end = strchr(p, ',');
-		size_t len = end ? (size_t)(end - p) : strlen(p);
+	for (const char *p = labels, *next; *p; p = next) {
+		size_t len = model_list_item(p, &next);
 		const char *eq = memchr(p, '=', len);
 		if (eq) {
 			char *k = xstrndup(p, (size_t)(eq - p));
 			json_object_set_new(o, k, json_stringn(eq + 1, len - (size_t)(eq - p) - 1));
 			free(k);
 		}
-		p += len + (end ? 1 : 0);
 	}
 	return o;
 }

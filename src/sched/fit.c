@@ -582,6 +582,36 @@ bool sched__node_can_public(const struct pass *p, const struct req *rq, const st
 	return node_can(p, rq, v, n, model);
 }
 
+/* Enough nodes that could each hold a share of rq on the empty cluster
+ * (under one model, unless mixing is allowed), counted until there are;
+ * where its nodes must lie together (--switches, --spread, --within), a
+ * real placement tells. Unschedulable nodes count with p->any_node. */
+static bool enough_nodes(struct pass *p, const struct req *rq)
+{
+	bool ok = false;
+	if ((rq->whole || rq->frac) && !rq->j->mixed_types) {
+		for (int m = 0; m < p->nmodels && !ok; m++) {
+			int cnt = 0;
+			for (int k = p->model_nodes_off[m];
+			     rq->model_ok[m] && k < p->model_nodes_off[m + 1] && !ok; k++)
+				ok = node_can(p, rq, &p->total, p->model_nodes[k], m) &&
+				     ++cnt >= rq->j->nodes;
+		}
+	} else {
+		int cnt = 0;
+		for (int n = 0; n < p->nn && !ok; n++)
+			ok = node_can(p, rq, &p->total, n, -1) && ++cnt >= rq->j->nodes;
+	}
+	if (ok && sched__grouped(rq->j)) {
+		struct placement pl;
+		struct place_fail why;
+		pl.nodes = xcalloc((size_t)rq->j->nodes, sizeof(*pl.nodes));
+		ok = sched__place(p, rq, &p->total, &pl, &why);
+		free(pl.nodes);
+	}
+	return ok;
+}
+
 bool sched__could_ever(struct pass *p, const struct req *rq)
 {
 	/* whole devices and nothing else asked: the nodes' device counts decide */
@@ -614,61 +644,13 @@ bool sched__could_ever(struct pass *p, const struct req *rq)
 				return true;
 		return false;
 	}
-	/* enough nodes that could each hold a share on the empty cluster (under
-	 * one model, unless mixing is allowed), counted until there are; with a
-	 * switch limit the caller places for real */
-	bool ok = false;
-	if ((rq->whole || rq->frac) && !rq->j->mixed_types) {
-		for (int m = 0; m < p->nmodels && !ok; m++) {
-			if (!rq->model_ok[m])
-				continue;
-			int cnt = 0;
-			for (int k = p->model_nodes_off[m]; k < p->model_nodes_off[m + 1] && !ok;
-			     k++)
-				ok = node_can(p, rq, &p->total, p->model_nodes[k], m) &&
-				     ++cnt >= rq->j->nodes;
-		}
-	} else {
-		int cnt = 0;
-		for (int n = 0; n < p->nn && !ok; n++)
-			ok = node_can(p, rq, &p->total, n, -1) && ++cnt >= rq->j->nodes;
-	}
-	if (ok && sched__grouped(rq->j)) {
-		struct placement pl;
-		struct place_fail why;
-		pl.nodes = xcalloc((size_t)rq->j->nodes, sizeof(*pl.nodes));
-		ok = sched__place(p, rq, &p->total, &pl, &why);
-		free(pl.nodes);
-	}
-	return ok;
+	return enough_nodes(p, rq);
 }
 
 bool sched__could_ever_anywhere(struct pass *p, const struct req *rq)
 {
-	p->any_node = true;
-	bool ok = false;
-	if ((rq->whole || rq->frac) && !rq->j->mixed_types) {
-		/* the nodes that have the model, up or not */
-		for (int m = 0; m < p->nmodels && !ok; m++) {
-			int cnt = 0;
-			for (int k = p->model_nodes_off[m];
-			     rq->model_ok[m] && k < p->model_nodes_off[m + 1] && !ok; k++)
-				ok = node_can(p, rq, &p->total, p->model_nodes[k], m) &&
-				     ++cnt >= rq->j->nodes;
-		}
-	} else {
-		int cnt = 0;
-		for (int n = 0; n < p->nn && !ok; n++)
-			ok = node_can(p, rq, &p->total, n, -1) && ++cnt >= rq->j->nodes;
-	}
-	if (ok && sched__grouped(rq->j)) {
-		/* where its nodes must lie together, a real placement tells */
-		struct placement pl;
-		struct place_fail why;
-		pl.nodes = xcalloc((size_t)rq->j->nodes, sizeof(*pl.nodes));
-		ok = sched__place(p, rq, &p->total, &pl, &why);
-		free(pl.nodes);
-	}
+	p->any_node = true; /* the nodes down or drained too */
+	bool ok = enough_nodes(p, rq);
 	p->any_node = false;
 	return ok;
 }

@@ -491,6 +491,11 @@ int sched_switches_spanned(const struct sched_node *nodes, const int *idx, int n
 size_t sched_domain_prefix(const char *domain, int depth);
 /* Do two nodes' paths share their domain of that depth? */
 bool sched_domain_same(const char *a, const char *b, int depth);
+/* j's --spread and --within (the request's texts; NULL: none) as depths of
+ * c's fault-domain levels; a level c does not name is no rule (the server
+ * refuses those at submit). */
+void sched_job_domains(struct sched_job *j, const struct sched_config *c, const char *spread,
+		       const char *within);
 /* ---- restarts in place and spare nodes (replace.c) ---- */
 
 /* What one node's share of a gang needs of a node that takes its place:

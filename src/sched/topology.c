@@ -99,6 +99,23 @@ size_t sched_domain_prefix(const char *domain, int depth)
 	return i;
 }
 
+void sched_job_domains(struct sched_job *j, const struct sched_config *c, const char *spread,
+		       const char *within)
+{
+	int cap = 1, d;
+	j->spread_depth = j->spread_max = j->within_depth = 0;
+	j->spread = j->within = NULL;
+	if ((d = sched_config_domain_rule(c, spread, &cap)) > 0) {
+		j->spread_depth = d;
+		j->spread_max = cap;
+		j->spread = c->domain_levels[d - 1];
+	}
+	if ((d = sched_config_domain_rule(c, within, NULL)) > 0) {
+		j->within_depth = d;
+		j->within = c->domain_levels[d - 1];
+	}
+}
+
 bool sched_domain_same(const char *a, const char *b, int depth)
 {
 	size_t la = sched_domain_prefix(a, depth), lb = sched_domain_prefix(b, depth);

@@ -337,9 +337,8 @@ static void pool_names(const struct sched_config *c, struct strbuf *sb)
 static int pools_admissible(struct request *r, const struct job_request *req)
 {
 	const struct sched_config *c = &r->s->st.sched;
-	for (const char *p = req->pool ? req->pool : ""; *p;) {
-		const char *end = strchr(p, ',');
-		size_t len = end ? (size_t)(end - p) : strlen(p);
+	for (const char *p = req->pool ? req->pool : "", *next; *p; p = next) {
+		size_t len = model_list_item(p, &next);
 		int i = sched_config_pool(c, p, len);
 		if (i < 0) {
 			struct strbuf names;
@@ -357,7 +356,6 @@ static int pools_admissible(struct request *r, const struct job_request *req)
 				    c->pools[i].name, r->user);
 			return -EPERM;
 		}
-		p += len + (end ? 1 : 0);
 	}
 	char why[256];
 	if (sched_config_pool_job(c, req, why, sizeof(why)) == MODEL_POOL_NOWHERE) {
@@ -430,11 +428,9 @@ static int take_partition(struct request *r, json_t *body)
 		return -EINVAL;
 	}
 	bool pools = c->npools > 0;
-	for (const char *q = p; pools && *q;) {
-		const char *end = strchr(q, ',');
-		size_t len = end ? (size_t)(end - q) : strlen(q);
+	for (const char *q = p, *next; pools && *q; q = next) {
+		size_t len = model_list_item(q, &next);
 		pools = sched_config_pool(c, q, len) >= 0;
-		q += len + (end ? 1 : 0);
 	}
 	const char *key = pools ? "pool" : "queue";
 	if (json_object_get(body, key)) {
@@ -1339,10 +1335,8 @@ static void h_node_labels(struct request *r, const char *param, json_t *body)
 	struct strbuf sb, what;
 	strbuf_init(&sb);
 	strbuf_init(&what);
-	const char *p = n->rec.labels_set;
-	while (*p) {
-		const char *end = strchr(p, ',');
-		size_t len = end ? (size_t)(end - p) : strlen(p);
+	for (const char *p = n->rec.labels_set, *next; *p; p = next) {
+		size_t len = model_list_item(p, &next);
 		const char *eq = memchr(p, '=', len);
 		bool drop = eq && json_object_getn(set, p, (size_t)(eq - p));
 		size_t i;
@@ -1353,7 +1347,6 @@ static void h_node_labels(struct request *r, const char *param, json_t *body)
 				strncmp(json_string_value(x), p, (size_t)(eq - p)) == 0;
 		if (!drop)
 			strbuf_addf(&sb, "%s%.*s", sb.len ? "," : "", (int)len, p);
-		p += len + (end ? 1 : 0);
 	}
 	const char *k;
 	json_t *v;
@@ -1428,9 +1421,8 @@ static void h_node_taints(struct request *r, const char *param, json_t *body)
 		}
 	}
 	/* what it had but what is removed, and what is added */
-	for (const char *p = n->rec.taints; *p;) {
-		const char *end = strchr(p, ',');
-		size_t len = end ? (size_t)(end - p) : strlen(p);
+	for (const char *p = n->rec.taints, *next; *p; p = next) {
+		size_t len = model_list_item(p, &next);
 		bool drop = false;
 		size_t i;
 		json_t *v;
@@ -1439,7 +1431,6 @@ static void h_node_taints(struct request *r, const char *param, json_t *body)
 				strncmp(json_string_value(v), p, len) == 0;
 		if (!drop)
 			strbuf_addf(&sb, "%s%.*s", sb.len ? "," : "", (int)len, p);
-		p += len + (end ? 1 : 0);
 	}
 	size_t i;
 	json_t *v;

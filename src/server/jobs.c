@@ -39,29 +39,12 @@ static void job_resolve(struct state *s, struct sjob *j, int64_t now)
 		j->queue = state_queue_add(s, r->queue, now);
 }
 
-void state_request_domains(const struct sched_config *c, const struct job_request *r,
-			   struct sched_job *sj)
-{
-	int cap = 1, d;
-	sj->spread_depth = sj->spread_max = sj->within_depth = 0;
-	sj->spread = sj->within = NULL;
-	if ((d = sched_config_domain_rule(c, r->spread, &cap)) > 0) {
-		sj->spread_depth = d;
-		sj->spread_max = cap;
-		sj->spread = c->domain_levels[d - 1];
-	}
-	if ((d = sched_config_domain_rule(c, r->within, NULL)) > 0) {
-		sj->within_depth = d;
-		sj->within = c->domain_levels[d - 1];
-	}
-}
-
 void state_request_sched(const struct sched_config *c, const struct job_request *r,
 			 struct sched_job *sj)
 {
 	sj->pools = sched_config_pool_job(c, r, NULL, 0);
 	sj->pool = r->pool;
-	state_request_domains(c, r, sj);
+	sched_job_domains(sj, c, r->spread, r->within);
 	sj->gpu_mem_mib = r->gpu_mem_mib;
 	sj->gpu_tflops = r->gpu_tflops;
 	sj->max_switches = r->switches;

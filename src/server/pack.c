@@ -184,11 +184,9 @@ json_t *state_node_pack(struct state *s, const struct snode *n)
 			json_array_append_new(pools, json_string(s->sched.pools[i].name));
 	json_object_set_new(o, "pools", pools);
 	json_t *taints = json_array();
-	for (const char *p = n->rec.taints; *p;) {
-		const char *end = strchr(p, ',');
-		size_t len = end ? (size_t)(end - p) : strlen(p);
+	for (const char *p = n->rec.taints, *next; *p; p = next) {
+		size_t len = model_list_item(p, &next);
 		json_array_append_new(taints, json_stringn(p, len));
-		p += len + (end ? 1 : 0);
 	}
 	json_object_set_new(o, "taints", taints);
 	json_t *v = node_verdict_pack(&n->rec);

@@ -562,10 +562,6 @@ void state_job_attach(struct state *s, struct sjob *j, int64_t now);
  * submission left to the caller. */
 void state_request_sched(const struct sched_config *c, const struct job_request *r,
 			 struct sched_job *sj);
-/* Its --spread and --within as depths of the configuration's fault-domain
- * levels (a level it does not know: no rule; the API refuses those). */
-void state_request_domains(const struct sched_config *c, const struct job_request *r,
-			   struct sched_job *sj);
 /* Could any set of the nodes that exist (down or drained ones too: they
  * may come back) ever hold a job of request r? Yes with no node at all (a
  * cluster being brought up). No: why, in why, as a waiting job's reason

@@ -1089,17 +1089,7 @@ static int setup(struct eng *e, struct tk_error *err)
 					  .pool = (char *)word(tr, j->pool)};
 		s->pools = sched_config_pool_job(&o->sched, &req, NULL, 0);
 		s->pool = req.pool;
-		/* its fault domains, by the configuration's levels */
-		int cap = 1, d;
-		if ((d = sched_config_domain_rule(&o->sched, word(tr, j->spread), &cap)) > 0) {
-			s->spread_depth = d;
-			s->spread_max = cap;
-			s->spread = o->sched.domain_levels[d - 1];
-		}
-		if ((d = sched_config_domain_rule(&o->sched, word(tr, j->within), NULL)) > 0) {
-			s->within_depth = d;
-			s->within = o->sched.domain_levels[d - 1];
-		}
+		sched_job_domains(s, &o->sched, word(tr, j->spread), word(tr, j->within));
 		e->js[i].ckpt_ms = checkpoint_interval(o, s);
 		s->nodes += spares_wanted(e, i); /* its spares beside it, alike */
 		s->shape = sched_job_shape(s);
