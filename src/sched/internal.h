@@ -100,6 +100,10 @@ struct req {
 	/* per node: it may go there (the job's node list and exclusions);
 	 * NULL: anywhere. Kept in model_ok's allocation, past the models. */
 	const bool *node_ok;
+	/* windows (sched_window) keep it off some nodes: node_ok is then the
+	 * job's own (the pass's scratch), shape_node_ok its shape's */
+	bool windowed;
+	const bool *shape_node_ok;
 	bool owns_models;
 	struct memo_table *memo; /* for this shape in `free`; NULL: none */
 };

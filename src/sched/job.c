@@ -69,6 +69,17 @@ static void preempt_options(struct st *st, int cls, int queue, const struct shap
  * gives, without its set-up (and without telling every shape that something
  * changed: at a million waiting, most jobs of a busy cluster wait behind a
  * reservation). */
+/* The shape already failed only for the reservations and windows in its
+ * way (sh->resv_n), and they are all in this job's way too. */
+static bool fails_in_resvs(const struct st *st, const struct shape *sh, int64_t time_limit_s,
+			   uint32_t windows)
+{
+	if (sh->resv_n != st->nresv + 1 || !sched__blocked_by_all(st, time_limit_s))
+		return false;
+	return !sh->resv_wmask || (sched__windows_in_way(st, time_limit_s, windows, true) &
+				   sh->resv_wmask) == sh->resv_wmask;
+}
+
 static bool fails_as_before(struct st *st, const struct jrec *jr, struct shape *sh,
 			    bool within_quota)
 {
@@ -76,8 +87,7 @@ static bool fails_as_before(struct st *st, const struct jrec *jr, struct shape *
 	if (st->nheld && first_held(st, jrec_id(st, jr)) < st->nheld)
 		return false;
 	if (sh->state != SHAPE_FAILS) {
-		if (!sh->resv_n || sh->resv_n != st->nresv ||
-		    !sched__blocked_by_all(st, jrec_time_limit(st, jr)))
+		if (!fails_in_resvs(st, sh, jrec_time_limit(st, jr), jrec_windows(st, jr)))
 			return false;
 		st->d->shape_cache_hits++;
 		sched__add_wait(st, ji, SCHED_WAIT_RESERVED, sh->resv_job, 0, NULL);
@@ -194,6 +204,11 @@ static bool start_with_victims(struct st *st, int ji, const struct req *rq, stru
 	return true;
 }
 
+static bool r_until_known(const struct st *st, int first)
+{
+	return first >= 0 && st->resv[first].until > 0 && st->resv[first].until != FOREVER;
+}
+
 /* A start in what is free, around the reservations j must respect; or, when
  * only they are in its way, a wait that says so. True when that decided j;
  * otherwise the shape is marked as failing for the rest of the pass. */
@@ -206,7 +221,7 @@ static bool start_in_free(struct st *st, int ji, struct shape *sh, const struct 
 		st->d->shape_cache_hits++;
 		return false;
 	}
-	if (sh->resv_n && sh->resv_n == st->nresv && sched__blocked_by_all(st, j->time_limit_s)) {
+	if (fails_in_resvs(st, sh, j->time_limit_s, j->windows)) {
 		/* the same shape already failed under these same reservations */
 		st->d->shape_cache_hits++;
 		sched__add_wait(st, ji, SCHED_WAIT_RESERVED, sh->resv_job, 0, NULL);
@@ -226,24 +241,33 @@ static bool start_in_free(struct st *st, int ji, struct shape *sh, const struct 
 		start(st, ji, &st->pl);
 		return true;
 	}
-	if (first >= 0) {
-		/* is it only the reservations in the way? */
+	if (first >= 0 || rq->windowed) {
+		/* is it only the reservations (and windows) in the way? */
+		struct req any = *rq;
+		if (rq->windowed)
+			any.node_ok = rq->shape_node_ok, any.windowed = false;
 		st->d->placements_tried++;
-		if (sched__place(p, rq, &p->free, &st->pl, why)) {
-			const struct resv *r = &st->resv[first];
+		if (sched__place(p, &any, &p->free, &st->pl, why)) {
 			struct strbuf *sb = &st->sb;
 			strbuf_reset(sb);
-			strbuf_addf(sb, "would delay job %lld, which holds a reservation",
-				    (long long)st->jobs[r->job]->id);
-			if (r->until > 0 && r->until != FOREVER) {
+			if (rq->windowed) {
+				sched__window_detail(st, j, sb);
+			} else {
+				const struct resv *r = &st->resv[first];
+				strbuf_addf(sb, "would delay job %lld, which holds a reservation",
+					    (long long)st->jobs[r->job]->id);
+			}
+			if (!rq->windowed && r_until_known(st, first)) {
 				strbuf_addstr(sb, " starting in about ");
-				sched__fmt_wait_time(r->until - p->now, sb);
+				sched__fmt_wait_time(st->resv[first].until - p->now, sb);
 				strbuf_addstr(sb, "; a time limit (--time) under that would let it "
 						  "start now");
 			}
 			sched__add_wait(st, ji, SCHED_WAIT_RESERVED, -1, 0, sb->buf);
 			if (sched__blocked_by_all(st, j->time_limit_s)) {
-				sh->resv_n = st->nresv;
+				sh->resv_n = st->nresv + 1;
+				sh->resv_wmask = sched__windows_in_way(st, j->time_limit_s,
+								       j->windows, false);
 				sh->resv_job = ji;
 			}
 			return true;
@@ -325,6 +349,8 @@ void sched__process(struct st *st, const struct jrec *jr)
 	st->epoch++;
 	struct req rq;
 	shape_req(st, st->jobs[ji], sh, &rq);
+	if (p->snap->nwindows)
+		sched__windows_apply(st, &rq);
 	struct place_fail why = {0, 0};
 	if (!start_with_victims(st, ji, &rq, &why) && !start_in_free(st, ji, sh, &rq, &why) &&
 	    !start_by_preempting(st, ji, sh, &rq, within_quota)) {
@@ -332,5 +358,6 @@ void sched__process(struct st *st, const struct jrec *jr)
 		if (pol && pol->no_backfill)
 			st->blocked_all = ji;
 	}
+	sched__windows_clear(st, &rq);
 	sched__req_release(&rq);
 }

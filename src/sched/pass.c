@@ -71,6 +71,16 @@ static bool snapshot_valid(const struct sched_snapshot *s)
 			    node->devs[d].free_milli > MODEL_MILLI)
 				return false;
 	}
+	if (s->nwindows < 0 || (s->nwindows && !s->windows))
+		return false;
+	for (int i = 0; i < s->nwindows; i++) {
+		const struct sched_window *w = &s->windows[i];
+		if (w->bit < -1 || w->bit > 31 || w->nnodes < 0 || (w->nnodes && !w->nodes))
+			return false;
+		for (int k = 0; k < w->nnodes; k++)
+			if (w->nodes[k] < 0 || w->nodes[k] >= s->nnodes)
+				return false;
+	}
 	return true;
 }
 
@@ -116,8 +126,8 @@ static bool index_running(struct st *st)
 
 struct sched_key sched_key_of(const struct sched_job *j)
 {
-	return (struct sched_key){j->id,  j->submit_ms, j->time_limit_s,
-				  j->cls, j->queue,	j->shape_id};
+	return (struct sched_key){j->id,    j->submit_ms, j->time_limit_s, j->cls,
+				  j->queue, j->shape_id,  j->windows};
 }
 
 /* The shape of a job by its id in the caller's table: the pass's own, filed
@@ -384,6 +394,7 @@ static void pass_release(struct st *st)
 		st->shape_slot,
 		st->jrec,
 		st->pl.nodes,
+		st->win_ok,
 	};
 	for (size_t i = 0; i < ARRAY_SIZE(arrays); i++)
 		sched__keep_release(k, arrays[i]);

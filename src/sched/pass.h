@@ -87,7 +87,10 @@ struct shape {
 	int switches;
 	int never;		 /* -1 unknown, 0 no, 1 yes */
 	uint32_t preempt_failed; /* bit per class index (up to 32): preemption found nothing */
-	int resv_n; /* it failed under all of the first resv_n reservations (0: not known) */
+	/* it failed under all of the first resv_n - 1 reservations (0: not
+	 * known), and under the windows of resv_wmask (sched__windows_in_way) */
+	int resv_n;
+	uint64_t resv_wmask;
 	struct stamp reclaim_failed; /* when reclaiming last found nothing for it */
 	bool *model_ok;		     /* its acceptable models, once worked out */
 	int resv_job;		     /* ... and that job's wait says why */
@@ -196,7 +199,8 @@ struct st {
 	int *vnodes; /* the nodes a search's walk touched */
 	int *vcnt;   /* per model group: nodes counted */
 	struct pick_bufs pick;
-	int *held; /* running indices sorted by held_for, for jobs waiting on victims */
+	bool *win_ok; /* per node: a job's node_ok less the windows in its way */
+	int *held;    /* running indices sorted by held_for, for jobs waiting on victims */
 	int nheld;
 	struct strbuf sb;
 };
@@ -320,6 +324,11 @@ static inline int64_t jrec_time_limit(const struct st *st, const struct jrec *jr
 	return st->keys ? st->keys[jr->ji].time_limit_s : st->jobs[jr->ji]->time_limit_s;
 }
 
+static inline uint32_t jrec_windows(const struct st *st, const struct jrec *jr)
+{
+	return st->keys ? st->keys[jr->ji].windows : st->jobs[jr->ji]->windows;
+}
+
 /* The shape's last job of the same class and queue waited without the full
  * path, and nothing changed since (no job took the full path: the pass limit
  * and a strict order's block are only ever reached there, and no answer is
@@ -370,6 +379,23 @@ void sched__wait_resources(struct st *st, int ji, struct shape *sh, const struct
 
 /* Does every reservation block j? (Then only their number decides.) */
 bool sched__blocked_by_all(const struct st *st, int64_t time_limit_s);
+/* Does window w keep a job with this time limit and these windows of its
+ * own (sched_job.windows) off its nodes now? */
+bool sched__window_in_way(const struct st *st, const struct sched_window *w, int64_t time_limit_s,
+			  uint32_t own);
+/* The windows in the way of such a job, as bits by index; those from the
+ * 63rd on share the last bit, set when all of them are in its way (all)
+ * or when any is (!all): a mask taken with !all is covered by one taken
+ * with all only where each window it names is in the way. */
+uint64_t sched__windows_in_way(const struct st *st, int64_t time_limit_s, uint32_t own, bool all);
+/* Keeps rq off the nodes of the windows in its job's way (node_ok made
+ * the job's own, from st->win_ok, until sched__windows_clear); false when
+ * none is. */
+bool sched__windows_apply(struct st *st, struct req *rq);
+void sched__windows_clear(struct st *st, struct req *rq);
+/* "would still run when reservation fw starts on nodes it needs, in about
+ * 2h; ..." for the first window in j's way. */
+void sched__window_detail(const struct st *st, const struct sched_job *j, struct strbuf *sb);
 /* Takes the reservations that j must respect out of `free`; the saved values
  * let sched__unblock() restore exactly what was there. *first: the first of them,
  * or -1. */

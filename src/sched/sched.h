@@ -22,6 +22,8 @@
  *    preemptible jobs of lower classes, choosing the cheapest victims (lowest
  *    class, least work lost since their last checkpoint), and only when the
  *    victims make room for its whole gang;
+ *  - windows: nodes kept from a time on (maintenance, or some users) take
+ *    no other job that would still run then;
  *  - backfill: the first job of each class that cannot start gets a
  *    reservation computed from the running jobs' time limits; later jobs
  *    start ahead of it only if they do not delay it;
@@ -131,7 +133,10 @@ struct sched_job {
 	int within_depth, spread_depth, spread_max;
 	const char *within, *spread;
 	bool mixed_types; /* may mix accelerator models */
-	uint64_t shape;	  /* sched_job_shape() of it, kept by the caller; 0: worked out */
+	/* the windows (sched_window.bit) whose nodes it may use as their own:
+	 * not part of its shape, as its queue is not */
+	uint32_t windows;
+	uint64_t shape; /* sched_job_shape() of it, kept by the caller; 0: worked out */
 	/* where it may go (Slurm's -w, -x): only these nodes (none: any), never
 	 * those; names not in the snapshot are passed over */
 	int nnodelist;
@@ -142,6 +147,20 @@ struct sched_job {
 	 * nodes with nothing on them and holds them whole while it runs; a
 	 * running one's sched_assign is the whole node */
 	bool exclusive;
+};
+
+/* A window in which some nodes are kept (tenk reserve): from start_ms on,
+ * only the jobs it is for run there (a maintenance window is for none: the
+ * caller also takes its nodes out of service then, and drops the window at
+ * its end). Before its start, a job that is not its own goes there only
+ * when its time limit ends by the start, or, without one, while the start
+ * is further off than policy->maint_lookahead_ms. */
+struct sched_window {
+	const char *name; /* for people */
+	int64_t start_ms;
+	int bit; /* jobs with 1 << bit in sched_job.windows are its own; -1: none */
+	int nnodes;
+	const int *nodes; /* indices into snapshot->nodes; borrowed */
 };
 
 /* One node's share of an allocation. */
@@ -204,6 +223,7 @@ struct sched_key {
 	int cls;
 	int queue;
 	int shape_id;
+	uint32_t windows;
 };
 
 struct sched_key sched_key_of(const struct sched_job *j);
@@ -233,6 +253,9 @@ struct sched_snapshot {
 	const struct sched_key *keys;
 	/* memory the pass keeps for the next (sched_keep_new); NULL: its own */
 	struct sched_keep *keep;
+	/* the windows that have not ended (tenk reserve) */
+	const struct sched_window *windows;
+	int nwindows;
 };
 
 #define SCHED_DEFAULT_MAX_PREEMPTIONS 128
@@ -266,6 +289,9 @@ struct sched_policy {
 	 * (what nobody can tell the end of holds nothing idle); negative: at
 	 * once. Reservations from time limits are held at once (EASY). */
 	int64_t resv_patience_ms;
+	/* a job without a time limit goes on a window's nodes only while the
+	 * window starts further off than this (sched_window) */
+	int64_t maint_lookahead_ms;
 	enum sched_frac_policy {
 		SCHED_FRAC_FGD,	    /* least fragmentation for the queued size mix */
 		SCHED_FRAC_BESTFIT, /* the device with least room left */

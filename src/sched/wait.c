@@ -111,13 +111,17 @@ void sched__wait_resources(struct st *st, int ji, struct shape *sh, const struct
 	strbuf_reset(sb);
 	enum sched_wait_reason reason = SCHED_WAIT_RESOURCES;
 	int64_t until = 0;
+	/* what could ever be is the shape's: windows keep a job off for a while */
+	struct req shaped = *rq;
+	if (rq->windowed)
+		shaped.node_ok = rq->shape_node_ok, shaped.windowed = false;
 	if (sh->never < 0) {
-		sh->never = !sched__could_ever(&st->p, rq);
+		sh->never = !sched__could_ever(&st->p, &shaped);
 		if (sh->never && j->max_switches) {
 			/* only a real placement on the empty cluster can tell switches */
 			struct place_fail why;
 			st->d->placements_tried++;
-			sh->never = !sched__place(&st->p, rq, &st->p.total, &st->pl, &why);
+			sh->never = !sched__place(&st->p, &shaped, &st->p.total, &st->pl, &why);
 			if (sh->never && why.switches)
 				sh->switches = why.switches;
 		}
@@ -130,7 +134,7 @@ void sched__wait_resources(struct st *st, int ji, struct shape *sh, const struct
 				    "nodes that could hold it span %d)",
 				    j->max_switches, j->max_switches == 1 ? "" : "es",
 				    sh->switches);
-		} else if (sched__could_ever_anywhere(&st->p, rq)) {
+		} else if (sched__could_ever_anywhere(&st->p, &shaped)) {
 			/* the nodes that could are down or drained: it waits for them */
 			reason = SCHED_WAIT_NODES;
 			strbuf_addstr(sb, "waiting for nodes: needs ");

@@ -317,9 +317,13 @@ static void jobs_build(struct state *s, uint64_t mark, int64_t now, struct snaps
 			/* a plain one goes on unread, unless its queue's budget holds
 			 * it back */
 			struct sched_key *key = &sn->keys[sn->njobs];
-			*key = (struct sched_key){e.id,		  e.submit_ms,
-						  e.time_limit_s, s->las_first[c],
-						  e.queue,	  e.shape_id};
+			*key = (struct sched_key){e.id,
+						  e.submit_ms,
+						  e.time_limit_s,
+						  s->las_first[c],
+						  e.queue,
+						  e.shape_id,
+						  0};
 			if (!e.plain || (budgets && s->queues[e.queue]->budget_spent)) {
 				bool no;
 				const char *why = held_back(s, j, now, buf, sizeof(buf), &no);

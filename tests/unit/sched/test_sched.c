@@ -36,6 +36,9 @@ struct cluster {
 	int nqueues;
 	struct sched_policy policy;
 	int64_t now;
+	struct sched_window windows[4];
+	int win_nodes[4][MAXN];
+	int nwin;
 };
 
 enum { BATCH, NORMAL, PROD };
@@ -169,7 +172,41 @@ static struct sched_snapshot snapshot_of(struct cluster *c)
 				       .classes = c->classes,
 				       .nclasses = c->nclasses,
 				       .queues = c->queues,
-				       .nqueues = c->nqueues};
+				       .nqueues = c->nqueues,
+				       .windows = c->windows,
+				       .nwindows = c->nwin};
+}
+
+/* A window on nodes a..b (inclusive), starting `in_s` from now, for the
+ * jobs with `bit` (-1: none). */
+static struct sched_window *add_window(struct cluster *c, const char *name, int64_t in_s, int bit,
+				       int a, int b)
+{
+	int i = c->nwin++;
+	struct sched_window *w = &c->windows[i];
+	*w = (struct sched_window){name, c->now + in_s * 1000, bit, 0, c->win_nodes[i]};
+	for (int n = a; n <= b; n++)
+		c->win_nodes[i][w->nnodes++] = n;
+	return w;
+}
+
+/* Does window w keep job j off its nodes now (the rule, from its words)? */
+static bool window_in_way(const struct cluster *c, const struct sched_window *w,
+			  const struct sched_job *j)
+{
+	if (w->bit >= 0 && (j->windows >> w->bit & 1))
+		return false;
+	if (!j->time_limit_s)
+		return w->start_ms - c->now <= c->policy.maint_lookahead_ms;
+	return c->now + j->time_limit_s * 1000 > w->start_ms;
+}
+
+static bool in_window(const struct sched_window *w, int node)
+{
+	for (int k = 0; k < w->nnodes; k++)
+		if (w->nodes[k] == node)
+			return true;
+	return false;
 }
 
 static int pass(struct cluster *c, struct sched_decisions *d)
@@ -830,6 +867,86 @@ static void test_fault_domains(void **state)
 	ok[2] = false;
 	int got = sched_share_best(c.nodes, c.n, ok, &w, &as);
 	assert_true(got == 3 || got == 4 || got == 5);
+}
+
+/* Windows (tenk reserve): before its start, a job goes on a window's
+ * nodes only when its time limit ends by then, or without one while the
+ * start is beyond the lookahead; its own jobs any time; once started, only
+ * its own. No preemption of what only frees a window's nodes for a job
+ * kept off them, and a job kept off for now never "never fits". */
+static void test_windows(void **state)
+{
+	struct cluster c;
+	init(&c);
+	add_node(&c, "H100", 8, 64);
+	add_node(&c, "H100", 8, 64);
+	add_running(&c, NORMAL, 8, 1, 1); /* n01 full, no end known */
+	add_window(&c, "fw", 7200, -1, 0, 0);
+	struct sched_job *j0 = add_job(&c, 1, 1, 8000), *j1 = add_job(&c, 1, 1, 8000);
+	struct sched_job *j2 = add_job(&c, 1, 1, 8000), *j3 = add_job(&c, 2, 1, 8000);
+	j0->time_limit_s = j1->time_limit_s = j3->time_limit_s = 3 * 3600;
+	j2->time_limit_s = 3600;
+	struct sched_decisions d;
+	assert_int_equal(pass(&c, &d), 0);
+	assert_int_equal(d.nstarts, 1);
+	assert_int_equal(start_of(&d, 2)->nodes[0].node, 0); /* ends by the start */
+	for (int k = 0; k < 2; k++) {
+		assert_int_equal(wait_of(&d, k)->reason, SCHED_WAIT_RESERVED);
+		assert_non_null(strstr(why(&d, k), "would still run when reservation fw starts"));
+		assert_non_null(strstr(why(&d, k), "about 2h"));
+	}
+	assert_int_not_equal(wait_of(&d, 3)->reason, SCHED_WAIT_NEVER_FITS);
+	sched_decisions_release(&d);
+	/* without a time limit: kept off once the start is within the lookahead */
+	c.nj = 0;
+	add_job(&c, 1, 1, 8000);
+	c.policy.maint_lookahead_ms = 86400000;
+	assert_int_equal(pass(&c, &d), 0);
+	assert_int_equal(d.nstarts, 0);
+	assert_non_null(strstr(why(&d, 0), "has no time limit, and reservation fw starts"));
+	sched_decisions_release(&d);
+	c.policy.maint_lookahead_ms = 3600000;
+	assert_int_equal(pass(&c, &d), 0);
+	assert_int_equal(d.nstarts, 1);
+	sched_decisions_release(&d);
+	/* its own jobs go there whatever their limit; once it has started,
+	 * only they do */
+	c.windows[0].bit = 3;
+	c.jobs[0].time_limit_s = 3 * 3600;
+	c.jobs[0].windows = 1u << 3;
+	struct sched_job *other = add_job(&c, 1, 1, 8000);
+	other->time_limit_s = 600;
+	other->submit_ms = -1; /* first: not kept off by job 0 taking n00 */
+	c.windows[0].start_ms = c.now - 1000;
+	assert_int_equal(pass(&c, &d), 0);
+	assert_int_equal(d.nstarts, 1);
+	assert_non_null(start_of(&d, 0));
+	assert_non_null(strstr(why(&d, 1), "kept for reservation fw"));
+	sched_decisions_release(&d);
+	/* a prod job kept off n00 preempts n01's batch job, not n00's
+	 * cheaper one, which would free only what it may not use */
+	init(&c);
+	add_node(&c, "H100", 8, 64);
+	add_node(&c, "H100", 8, 64);
+	struct sched_running *b0 = add_running(&c, BATCH, 8, 1, 0);
+	struct sched_running *b1 = add_running(&c, BATCH, 8, 1, 1);
+	b0->last_checkpoint_ms = c.now - 1000;
+	add_window(&c, "fw", 7200, -1, 0, 0);
+	struct sched_job *p = add_job(&c, 1, 1, 8000);
+	p->cls = PROD;
+	p->time_limit_s = 3 * 3600;
+	assert_int_equal(pass(&c, &d), 0);
+	assert_int_equal(d.npreempts, 1);
+	assert_true(preempted(&d, b1->id));
+	assert_false(preempted(&d, b0->id));
+	sched_decisions_release(&d);
+	p->time_limit_s = 600; /* now the cheaper victim is the one */
+	assert_int_equal(pass(&c, &d), 0);
+	assert_true(preempted(&d, b0->id));
+	sched_decisions_release(&d);
+	/* a window naming a node that is not there is refused */
+	c.win_nodes[0][0] = 7;
+	assert_int_equal(pass(&c, &d), -EINVAL);
 }
 
 static void test_node_lists_and_exclusive(void **state)
@@ -1759,6 +1876,17 @@ static void random_cluster(struct cluster *c)
 			c->jobs[i].spread_depth = 1 + (int)rnd(2),
 			c->jobs[i].spread_max = 1 + (int)rnd(2);
 	}
+	/* windows on some clusters: one or two, ahead or started, some with
+	 * jobs of their own; a lookahead of up to two hours */
+	c->policy.maint_lookahead_ms = 3600000LL * rnd(3);
+	int nw = rnd(3) == 0 ? 1 + (int)rnd(2) : 0;
+	for (int w = 0; w < nw; w++) {
+		int a = (int)rnd((uint32_t)nn), b = a + (int)rnd((uint32_t)(nn - a));
+		add_window(c, w ? "w1" : "w0", 1800LL * ((int)rnd(8) - 1),
+			   rnd(3) ? -1 : (int)rnd(2), a, b);
+	}
+	for (int i = 0; i < nj; i++)
+		c->jobs[i].windows = nw && rnd(4) == 0 ? 1 + rnd(3) : 0;
 	/* queue qa starts within its limit */
 	int64_t use = 0;
 	for (int i = 0; i < c->nr; i++)
@@ -1802,6 +1930,10 @@ static void check_invariants(const struct cluster *c, const struct sched_decisio
 			/* its constraint, and every taint there tolerated */
 			assert_true(job_constraint_match(j->constraint, c->nodes[a->node].labels));
 			assert_true(node_taints_tolerated(c->nodes[a->node].taints, j->tolerate));
+			/* no window keeps it off */
+			for (int w = 0; w < c->nwin; w++)
+				assert_false(in_window(&c->windows[w], a->node) &&
+					     window_in_way(c, &c->windows[w], j));
 			/* one of its pools */
 			uint64_t np = c->nodes[a->node].pools;
 			assert_true(!j->pools || ((np ? np : MODEL_POOL_NONE) & j->pools));
@@ -1950,6 +2082,135 @@ static void describe(const struct cluster *c, const struct sched_decisions *d, s
 	for (int i = 0; i < d->nwaits; i++)
 		strbuf_addf(sb, "wait%d:%d:%s;", d->waits[i].job, d->waits[i].reason,
 			    d->waits[i].detail ? d->waits[i].detail : "=");
+}
+
+/* Windows over time: jobs arrive, start where the passes put them and end
+ * by their time limits (or, without one, whenever); at a window's start
+ * its nodes hold only jobs without a time limit that started while it was
+ * further off than the lookahead, and jobs of its own. Virtual clock,
+ * random loads, fixed seeds. */
+static void test_window_idle_at_start(void **state)
+{
+	rng = 20261204;
+	static struct cluster c;
+	int checked = 0, ran_before = 0, kept_off = 0;
+	for (int seed = 0; seed < 150; seed++) {
+		init(&c);
+		for (int i = 0; i < 6; i++)
+			add_node(&c, "H100", 4, 32);
+		c.policy.maint_lookahead_ms = 3600000LL * rnd(3);
+		int64_t t0 = c.now;
+		struct sched_window *w = add_window(&c, "fw", 3600LL * (2 + rnd(4)),
+						    rnd(3) ? -1 : 0, (int)rnd(3), 3 + (int)rnd(3));
+		int64_t end_at[MAXR]; /* each running job's end */
+		bool own[MAXR], nolimit[MAXR];
+		int64_t started[MAXR];
+		int64_t next_id = 1000;
+		while (c.now < w->start_ms + 600000) {
+			/* arrivals */
+			for (int k = (int)rnd(4); k > 0 && c.nj < 32; k--) {
+				struct sched_job *j =
+					add_job(&c, 1 + (int)rnd(2), 1, 1000 * (1 + (int)rnd(4)));
+				j->id = next_id++;
+				j->submit_ms = c.now;
+				j->cls = (int)rnd(3);
+				j->time_limit_s = rnd(3) ? 1800 * (1 + rnd(8)) : 0;
+				j->windows = w->bit >= 0 && rnd(4) == 0 ? 1 : 0;
+			}
+			struct sched_decisions d;
+			assert_int_equal(pass(&c, &d), 0);
+			/* victims end now */
+			for (int i = 0; i < d.npreempts; i++)
+				for (int r = 0; r < c.nr; r++)
+					if (c.run[r].id == d.preempts[i].victim)
+						end_at[r] = c.now;
+			/* starts run for up to their limit */
+			bool gone[MAXJ] = {false};
+			for (int i = 0; i < d.nstarts && c.nr < MAXR; i++) {
+				const struct sched_start *s = &d.starts[i];
+				const struct sched_job *j = c.ptrs[s->job];
+				int r = c.nr++;
+				struct sched_running *nr = &c.run[r];
+				memset(nr, 0, sizeof(*nr));
+				nr->id = j->id;
+				nr->cls = j->cls;
+				nr->start_ms = c.now;
+				nr->time_limit_s = j->time_limit_s;
+				nr->nnodes = s->nnodes;
+				nr->nodes = c.run_nodes[r];
+				memcpy(c.run_nodes[r], s->nodes,
+				       sizeof(*s->nodes) * (size_t)s->nnodes);
+				for (int k = 0; k < s->nnodes; k++) {
+					const struct sched_assign *a = &s->nodes[k];
+					for (int x = 0; x < a->ndev; x++)
+						c.devs[a->node][a->devs[x]].free_milli -= a->milli;
+					c.nodes[a->node].cpus_free -= a->cpus;
+					c.nodes[a->node].mem_free_mib -= a->mem_mib;
+				}
+				int64_t lim = j->time_limit_s ? j->time_limit_s : 6 * 3600;
+				end_at[r] = c.now + 1000 * (60 + (int64_t)rnd((uint32_t)lim - 59));
+				own[r] = j->windows != 0;
+				nolimit[r] = !j->time_limit_s;
+				started[r] = c.now;
+				gone[s->job] = true;
+			}
+			for (int i = 0; i < d.nwaits; i++)
+				kept_off += d.waits[i].detail &&
+					    strstr(d.waits[i].detail, "reservation fw") != NULL;
+			sched_decisions_release(&d);
+			int keep = 0;
+			for (int i = 0; i < c.nj; i++) {
+				if (gone[i])
+					continue;
+				c.jobs[keep] = c.jobs[i];
+				c.ptrs[keep] = &c.jobs[keep];
+				keep++;
+			}
+			c.nj = keep;
+			/* ten minutes pass; what ended gives back what it held */
+			c.now += 600000;
+			int kr = 0;
+			for (int r = 0; r < c.nr; r++) {
+				if (end_at[r] <= c.now) {
+					for (int k = 0; k < c.run[r].nnodes; k++) {
+						const struct sched_assign *a = &c.run[r].nodes[k];
+						for (int x = 0; x < a->ndev; x++)
+							c.devs[a->node][a->devs[x]].free_milli +=
+								a->milli;
+						c.nodes[a->node].cpus_free += a->cpus;
+						c.nodes[a->node].mem_free_mib += a->mem_mib;
+					}
+					continue;
+				}
+				c.run[kr] = c.run[r];
+				memcpy(c.run_nodes[kr], c.run_nodes[r], sizeof(c.run_nodes[r]));
+				c.run[kr].nodes = c.run_nodes[kr];
+				end_at[kr] = end_at[r], own[kr] = own[r], nolimit[kr] = nolimit[r];
+				started[kr] = started[r];
+				kr++;
+			}
+			c.nr = kr;
+			if (c.now < w->start_ms)
+				continue;
+			/* the window has started: who is on its nodes */
+			for (int r = 0; r < c.nr; r++) {
+				bool on = false;
+				for (int k = 0; k < c.run[r].nnodes; k++)
+					on |= in_window(w, c.run[r].nodes[k].node);
+				if (!on || own[r])
+					continue;
+				assert_true(nolimit[r]);
+				assert_true(w->start_ms - started[r] > c.policy.maint_lookahead_ms);
+				assert_true(started[r] < t0 + 6 * 3600000);
+				ran_before++;
+			}
+			checked++;
+		}
+	}
+	assert_true(checked >= 150);
+	assert_true(kept_off > 500);
+	print_message("windows: %d checks at a start, %d limitless jobs there, %d waits kept off\n",
+		      checked, ran_before, kept_off);
 }
 
 /* Reservations when nobody's end is known (no time limits): a head that
@@ -2172,6 +2433,11 @@ static void test_properties(void **state)
 		}
 		for (int i = 0; i < c.nj; i++)
 			shuffled.ptrs[i] = &shuffled.jobs[i];
+		for (int w = 0; w < c.nwin; w++) {
+			shuffled.windows[w].nodes = shuffled.win_nodes[w];
+			for (int k = 0; k < c.windows[w].nnodes; k++)
+				shuffled.win_nodes[w][k] = inv[c.win_nodes[w][k]];
+		}
 		assert_int_equal(pass(&shuffled, &d3), 0);
 		describe(&shuffled, &d3, &s);
 		assert_string_equal(a.buf, s.buf);
@@ -2373,6 +2639,8 @@ int main(void)
 		cmocka_unit_test(test_baseline_policies),
 		cmocka_unit_test(test_node_lists_and_exclusive),
 		cmocka_unit_test(test_constraints),
+		cmocka_unit_test(test_windows),
+		cmocka_unit_test(test_window_idle_at_start),
 		cmocka_unit_test(test_replace_and_pool),
 		cmocka_unit_test(test_class_order),
 		cmocka_unit_test(test_backfill),
