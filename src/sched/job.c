@@ -74,7 +74,8 @@ static void preempt_options(struct st *st, int cls, int queue, const struct shap
 static bool fails_in_resvs(const struct st *st, const struct shape *sh, int64_t time_limit_s,
 			   uint32_t windows)
 {
-	if (sh->resv_n != st->nresv + 1 || !sched__blocked_by_all(st, time_limit_s))
+	if (sh->resv_n != st->nresv + 1 || !sched__blocked_by_all(st, time_limit_s) ||
+	    (sh->resv_wmask && sh->resv_unlimited != !time_limit_s))
 		return false;
 	return !sh->resv_wmask || (sched__windows_in_way(st, time_limit_s, windows, true) &
 				   sh->resv_wmask) == sh->resv_wmask;
@@ -268,6 +269,7 @@ static bool start_in_free(struct st *st, int ji, struct shape *sh, const struct 
 				sh->resv_n = st->nresv + 1;
 				sh->resv_wmask = sched__windows_in_way(st, j->time_limit_s,
 								       j->windows, false);
+				sh->resv_unlimited = !j->time_limit_s;
 				sh->resv_job = ji;
 			}
 			return true;

@@ -91,6 +91,7 @@ struct shape {
 	 * known), and under the windows of resv_wmask (sched__windows_in_way) */
 	int resv_n;
 	uint64_t resv_wmask;
+	bool resv_unlimited; /* ... that job had no time limit (its text says so) */
 	struct stamp reclaim_failed; /* when reclaiming last found nothing for it */
 	bool *model_ok;		     /* its acceptable models, once worked out */
 	int resv_job;		     /* ... and that job's wait says why */

@@ -163,6 +163,12 @@ struct sched_window {
 	const int *nodes; /* indices into snapshot->nodes; borrowed */
 };
 
+/* Does window w keep a job off its nodes at now_ms: one with this time
+ * limit (0: none) and these windows of its own (sched_job.windows), under
+ * that lookahead (sched_policy.maint_lookahead_ms)? */
+bool sched_window_in_way(const struct sched_window *w, int64_t now_ms, int64_t lookahead_ms,
+			 int64_t time_limit_s, uint32_t own);
+
 /* One node's share of an allocation. */
 struct sched_assign {
 	int node; /* index into snapshot->nodes */

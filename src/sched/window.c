@@ -10,17 +10,22 @@
 
 #include <string.h>
 
-bool sched__window_in_way(const struct st *st, const struct sched_window *w, int64_t time_limit_s,
-			  uint32_t own)
+bool sched_window_in_way(const struct sched_window *w, int64_t now_ms, int64_t lookahead_ms,
+			 int64_t time_limit_s, uint32_t own)
 {
 	if (w->bit >= 0 && w->bit < 32 && (own >> w->bit & 1))
 		return false;
-	int64_t now = st->p.now;
-	if (time_limit_s <= 0) {
-		int64_t ahead = st->p.policy ? st->p.policy->maint_lookahead_ms : 0;
-		return w->start_ms - now <= ahead;
-	}
-	return now + time_limit_s * 1000 > w->start_ms;
+	if (time_limit_s <= 0)
+		return w->start_ms - now_ms <= lookahead_ms;
+	return now_ms + time_limit_s * 1000 > w->start_ms;
+}
+
+bool sched__window_in_way(const struct st *st, const struct sched_window *w, int64_t time_limit_s,
+			  uint32_t own)
+{
+	const struct sched_policy *pol = st->p.policy;
+	return sched_window_in_way(w, st->p.now, pol ? pol->maint_lookahead_ms : 0, time_limit_s,
+				   own);
 }
 
 uint64_t sched__windows_in_way(const struct st *st, int64_t time_limit_s, uint32_t own, bool all)

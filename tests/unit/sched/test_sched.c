@@ -1418,6 +1418,11 @@ static void test_placement_config(void **state)
 	assert_int_equal(pass(&c, &d), 0);
 	assert_string_equal(c.nodes[start_of(&d, 0)->nodes[0].node].name, "n00");
 	sched_decisions_release(&d);
+	/* the windows' lookahead: a day unless configured */
+	assert_int_equal(c.policy.maint_lookahead_ms, 86400000);
+	assert_int_equal(sched_config_load_json(&cfg, "{\"maint_lookahead\": \"2h\"}", &err), 0);
+	sched_policy_of_config(&cfg, &c.policy);
+	assert_int_equal(c.policy.maint_lookahead_ms, 7200000);
 }
 
 /* A configuration's "order": "las" is what the pass is given. */
