@@ -72,6 +72,12 @@ static const struct tk_command commands[] = {
 	{"classes", "", "list priority classes", cli_classes},
 	{"pools", "", "list node pools: their nodes, accelerators idle, limits, who may use them",
 	 cli_pools},
+	{"reserve", "--nodes LIST --start TIME --duration D --reason TEXT",
+	 "keep nodes from a time on: for maintenance (drained then), or for some users or a "
+	 "queue",
+	 cli_reserve},
+	{"reservations", "[delete NAME]", "list the windows in which nodes are kept, or end one",
+	 cli_reservations},
 	{"users", "[add NAME [--role ROLE] [--unix-user U] | rm NAME]",
 	 "list users, add one (prints its token), or remove one", cli_users},
 	{"audit", "", "who changed what, when, from where (--since 1h, --user NAME)", cli_audit},

@@ -18,16 +18,20 @@ static json_t *split_list(const char *text)
 	return a;
 }
 
-/* A JSON array of strings as "a,b,c"; none_text when empty. */
+/* A JSON array of strings (or numbers) as "a,b,c"; none_text when empty. */
 static char *joined(json_t *a, const char *none_text)
 {
 	struct strbuf sb;
 	strbuf_init(&sb);
 	size_t i;
 	json_t *v;
-	json_array_foreach (a, i, v)
-		strbuf_addf(&sb, "%s%s", i ? "," : "",
-			    json_string_value(v) ? json_string_value(v) : "?");
+	json_array_foreach (a, i, v) {
+		if (json_is_integer(v))
+			strbuf_addf(&sb, "%s%lld", i ? "," : "", (long long)json_integer_value(v));
+		else
+			strbuf_addf(&sb, "%s%s", i ? "," : "",
+				    json_string_value(v) ? json_string_value(v) : "?");
+	}
 	if (!sb.len)
 		strbuf_addstr(&sb, none_text);
 	return strbuf_detach(&sb);
@@ -289,6 +293,159 @@ static int run_pools(struct ctx *c)
 }
 
 CLI_COMMAND(cli_pools, CLI_OPTS(cli_plain_opts), false, 0, 0, run_pools)
+
+/* ---- reservations: windows in which nodes are kept ------------------------------------ */
+
+enum { R_NODES = O_FIRST_OWN, R_START, R_DURATION, R_END, R_REASON, R_NAME, R_USERS, R_QUEUE };
+static const struct tk_option reserve_opts[] = {
+	COMMON_OPTS,
+	{"nodes", 'w', "LIST", "the nodes it keeps: gpu[001-064], or a list (required)"},
+	{"start", 's', "TIME", "when it starts: now, now+1h, 16:00, 2026-12-10T02:00 (local time)"},
+	{"duration", 'd', "DURATION", "how long it lasts: 4h, 90m, 1d (or --end)"},
+	{"end", 'e', "TIME", "when it ends, as --start (or --duration)"},
+	{"reason", 'r', "TEXT", "what the nodes are kept for (required)"},
+	{"name", 'n', "NAME", "its name (default: resv1, resv2, ...)"},
+	{"users", 'u', "LIST",
+	 "kept for these users, whose jobs alone run there from its start (without --users and "
+	 "--queue: maintenance, its nodes drained from its start to its end)"},
+	{"queue", 'q', "NAME", "kept for this queue's jobs, as --users"},
+};
+
+/* "2026-12-10 02:00:00 to 2026-12-10 06:00:00 (4h)" */
+static void fmt_window(json_t *w, char *buf, size_t n)
+{
+	char a[32], b[32], len[32];
+	int64_t s = cli__jint(w, "start_ms"), e = cli__jint(w, "end_ms");
+	cli__fmt_time(s, a, sizeof(a));
+	cli__fmt_time(e, b, sizeof(b));
+	tk_format_duration((e - s) / 1000, len, sizeof(len));
+	snprintf(buf, n, "%s to %s (%s)", a, b, len);
+}
+
+static int run_reserve(struct ctx *c)
+{
+	const char *const *v = (const char *const *)c->v;
+	if (!v[R_NODES] || !v[R_START] || !v[R_REASON])
+		return cli__usage_error(c->cmd, "--nodes, --start and --reason are required");
+	if (!v[R_DURATION] == !v[R_END])
+		return cli__usage_error(c->cmd, "give --duration or --end, one of them");
+	int64_t now = tk_wall_ms() / 1000, start, end = 0, dur = 0;
+	if (tk_parse_begin(v[R_START], now, &start) < 0)
+		return cli__usage_error(c->cmd,
+					"--start: expected now, now+DURATION, HH:MM[:SS] or "
+					"YYYY-MM-DD[THH:MM[:SS]], got \"%s\"",
+					v[R_START]);
+	if (v[R_END] && tk_parse_begin(v[R_END], now, &end) < 0)
+		return cli__usage_error(c->cmd, "--end: expected a time as --start, got \"%s\"",
+					v[R_END]);
+	if (v[R_DURATION] && (tk_parse_duration(v[R_DURATION], &dur) < 0 || dur <= 0))
+		return cli__usage_error(c->cmd,
+					"--duration: expected a duration such as 4h, 90m, 1d, got "
+					"\"%s\"",
+					v[R_DURATION]);
+	json_t *body = json_pack("{s:s, s:I, s:s}", "nodes", v[R_NODES], "start_ms",
+				 (json_int_t)(start * 1000), "reason", v[R_REASON]);
+	if (end)
+		json_object_set_new(body, "end_ms", json_integer(end * 1000));
+	else
+		json_object_set_new(body, "duration_s", json_integer(dur));
+	if (v[R_NAME])
+		json_object_set_new(body, "name", json_string(v[R_NAME]));
+	if (v[R_USERS])
+		json_object_set_new(body, "users", split_list(v[R_USERS]));
+	if (v[R_QUEUE])
+		json_object_set_new(body, "queue", json_string(v[R_QUEUE]));
+	json_t *res;
+	struct tk_error err;
+	int r = client_call(&c->client, "POST", "/v1/reservations", body, CALL_TIMEOUT_MS, &res,
+			    NULL, &err);
+	json_decref(body);
+	if (r < 0)
+		return cli__api_error(c, &err);
+	if (c->json) {
+		cli__print_json(res);
+		json_decref(res);
+		return CLI_EXIT_OK;
+	}
+	char when[128];
+	fmt_window(res, when, sizeof(when));
+	size_t nn = json_array_size(json_object_get(res, "nodes"));
+	printf("reservation %s (%s): %zu node%s, %s\n", cli__jstr(res, "name"),
+	       cli__jstr(res, "kind"), nn, nn == 1 ? "" : "s", when);
+	json_t *way = json_object_get(res, "jobs_in_the_way");
+	if (json_array_size(way)) {
+		_cleanup_free_ char *ids = joined(way, "");
+		printf("%zu job%s on its nodes would still run at its start: %s (they go on "
+		       "running; end or requeue them before it)\n",
+		       json_array_size(way), json_array_size(way) == 1 ? "" : "s", ids);
+	}
+	json_decref(res);
+	return CLI_EXIT_OK;
+}
+
+CLI_COMMAND(cli_reserve, CLI_OPTS(reserve_opts), false, 0, 0, run_reserve)
+
+static int run_reservations(struct ctx *c)
+{
+	json_t *res;
+	struct tk_error err;
+	if (c->npos == 2 && strcmp(c->pos[0], "delete") == 0) {
+		char *path = xasprintf("/v1/reservations/%s", c->pos[1]);
+		int r = client_call(&c->client, "DELETE", path, NULL, CALL_TIMEOUT_MS, &res, NULL,
+				    &err);
+		free(path);
+		if (r < 0)
+			return cli__api_error(c, &err);
+		if (c->json)
+			cli__print_json(res);
+		else
+			printf("deleted reservation %s (%lld nodes)\n", c->pos[1],
+			       (long long)cli__jint(res, "nodes"));
+		json_decref(res);
+		return CLI_EXIT_OK;
+	}
+	if (c->npos)
+		return cli__usage_error(c->cmd, "expected no argument, or delete NAME");
+	if (client_call(&c->client, "GET", "/v1/reservations", NULL, CALL_TIMEOUT_MS, &res, NULL,
+			&err) < 0)
+		return cli__api_error(c, &err);
+	if (c->json) {
+		cli__print_json(res);
+		json_decref(res);
+		return CLI_EXIT_OK;
+	}
+	json_t *list = json_object_get(res, "reservations");
+	if (!json_array_size(list)) {
+		printf("no reservations (tenk reserve makes one)\n");
+		json_decref(res);
+		return CLI_EXIT_OK;
+	}
+	printf("%-14s %-11s %-7s %-46s %5s  %-16s %-12s %s\n", "NAME", "KIND", "STATE", "WHEN",
+	       "NODES", "FOR", "IN THE WAY", "REASON");
+	size_t i;
+	json_t *w;
+	json_array_foreach (list, i, w) {
+		char when[128];
+		fmt_window(w, when, sizeof(when));
+		_cleanup_free_ char *users = joined(json_object_get(w, "users"), "");
+		char who[MODEL_NAME_MAX * 2];
+		const char *q = cli__jstr(w, "queue");
+		snprintf(who, sizeof(who), "%s%s%s%s", users, *users && *q ? "," : "",
+			 *q ? "queue:" : "", q);
+		size_t way = json_array_size(json_object_get(w, "jobs_in_the_way"));
+		char ways[32] = "-";
+		if (way)
+			snprintf(ways, sizeof(ways), "%zu job%s", way, way == 1 ? "" : "s");
+		printf("%-14s %-11s %-7s %-46s %5zu  %-16s %-12s %s\n", cli__jstr(w, "name"),
+		       cli__jstr(w, "kind"), cli__jstr(w, "state"), when,
+		       json_array_size(json_object_get(w, "nodes")), *who ? who : "-", ways,
+		       cli__jstr(w, "reason"));
+	}
+	json_decref(res);
+	return CLI_EXIT_OK;
+}
+
+CLI_COMMAND(cli_reservations, CLI_OPTS(cli_plain_opts), false, 0, 2, run_reservations)
 
 /* ---- users --------------------------------------------------------------------------- */
 

@@ -44,6 +44,8 @@ int cli_resume(const struct tk_command *cmd, int argc, char **argv);
 int cli_queues(const struct tk_command *cmd, int argc, char **argv);
 int cli_classes(const struct tk_command *cmd, int argc, char **argv);
 int cli_pools(const struct tk_command *cmd, int argc, char **argv);
+int cli_reserve(const struct tk_command *cmd, int argc, char **argv);
+int cli_reservations(const struct tk_command *cmd, int argc, char **argv);
 int cli_users(const struct tk_command *cmd, int argc, char **argv);
 /* history.c */
 int cli_history(const struct tk_command *cmd, int argc, char **argv);

@@ -112,6 +112,19 @@ static int show_nodes(struct ctx *c)
 		print_names("  Pools:   ", json_object_get(n, "pools"), "");
 		print_names("  Taints:  ", json_object_get(n, "taints"),
 			    " (only jobs that --tolerate each)");
+		size_t ri;
+		json_t *rw;
+		json_array_foreach (json_object_get(n, "reservations"), ri, rw) {
+			char from[32], to[32];
+			cli__fmt_time(cli__jint(rw, "start_ms"), from, sizeof(from));
+			cli__fmt_time(cli__jint(rw, "end_ms"), to, sizeof(to));
+			printf("  Reserved: %s, %s to %s, %s: %s\n", cli__jstr(rw, "name"), from,
+			       to,
+			       json_object_get(rw, "users") || *cli__jstr(rw, "queue")
+				       ? "for its users"
+				       : "maintenance",
+			       cli__jstr(rw, "reason"));
+		}
 		json_t *iso = json_object_get(n, "isolation");
 		if (json_is_object(iso)) {
 			json_t *un = json_object_get(iso, "unenforced");

@@ -802,9 +802,10 @@ enum drain_source {
 	DRAIN_FAULT,	  /* its agent reported a fault */
 	DRAIN_VALIDATION, /* a validation run failed on it */
 	DRAIN_LEMON,	  /* it failed as often as the cluster's lemon rule allows */
+	DRAIN_MAINT,	  /* a maintenance window (tenk reserve) started */
 	DRAIN_SOURCE_MAX
 };
-/* "", "operator", "fault", "validation", "lemon". */
+/* "", "operator", "fault", "validation", "lemon", "maintenance". */
 const char *drain_source_name(enum drain_source d);
 
 /* A node's last validation verdict. */
@@ -852,6 +853,30 @@ struct node_event {
 	char detail[MODEL_NODE_EVENT_DETAIL];
 };
 
+/* A window in which a node is kept (tenk reserve): for maintenance (no
+ * users and no queue: the server drains the node at the start and resumes
+ * it at the end) or for some users or one queue, whose jobs alone run
+ * there from the start. Every node it names carries it; its name is the
+ * cluster's only one of that name. */
+#define MODEL_NODE_WINDOWS 4
+#define MODEL_WINDOW_USERS 256
+struct node_window {
+	char name[MODEL_NAME_MAX];
+	int64_t start_ms, end_ms;
+	char reason[MODEL_REASON_MAX];
+	char users[MODEL_WINDOW_USERS]; /* "alice,bob" (model_names_parse's form); "": none */
+	char queue[MODEL_NAME_MAX];	/* "": none */
+	char by[MODEL_NAME_MAX];	/* who made it */
+	int64_t made_ms;
+};
+/* Is it for maintenance (for nobody)? */
+static inline bool node_window_maint(const struct node_window *w)
+{
+	return !w->users[0] && !w->queue[0];
+}
+json_t *node_window_pack(const struct node_window *w);
+int node_window_unpack(json_t *j, struct node_window *ret, struct tk_error *err);
+
 struct node_record {
 	struct node_inventory inv;
 	bool drained;
@@ -887,6 +912,9 @@ struct node_record {
 	/* its history, oldest first */
 	int nhistory;
 	struct node_event history[MODEL_NODE_HISTORY];
+	/* the windows it is in that have not ended, soonest first */
+	int nwindows;
+	struct node_window windows[MODEL_NODE_WINDOWS];
 };
 
 /* Adds ev to r's history (the oldest goes when it is full). */
@@ -1128,6 +1156,10 @@ struct sched_config {
 	 * apart in their paths' first three names */
 	int ndomain_levels;
 	char domain_levels[MODEL_MAX_DOMAIN_LEVELS][MODEL_NAME_MAX];
+	/* "maint_lookahead": a job without a time limit goes on a window's
+	 * nodes (tenk reserve) only while the window starts further off than
+	 * this (default 24h) */
+	int64_t maint_lookahead_s;
 };
 /* The depth of the fault-domain level of that name (n characters): 1 for
  * the widest; -1 if none. */

@@ -294,7 +294,7 @@ int node_inventory_unpack(json_t *j, struct node_inventory *ret, struct tk_error
 static const char *const drain_source_names[DRAIN_SOURCE_MAX] = {
 	[DRAIN_NONE] = "",	 [DRAIN_OPERATOR] = "operator",
 	[DRAIN_FAULT] = "fault", [DRAIN_VALIDATION] = "validation",
-	[DRAIN_LEMON] = "lemon",
+	[DRAIN_LEMON] = "lemon", [DRAIN_MAINT] = "maintenance",
 };
 
 static const char *const node_event_names[NODE_EV_KIND_MAX] = {
@@ -448,6 +448,75 @@ static int witness_unpack(json_t *j, const char *what, struct node_witness *w, s
 	return 0;
 }
 
+json_t *node_window_pack(const struct node_window *w)
+{
+	json_t *o = json_pack("{s:s, s:I, s:I, s:s}", "name", w->name, "start_ms",
+			      (json_int_t)w->start_ms, "end_ms", (json_int_t)w->end_ms, "reason",
+			      w->reason);
+	if (w->users[0]) {
+		json_t *u = json_array();
+		for (const char *p = w->users, *next; *p; p = next) {
+			size_t len = model_list_item(p, &next);
+			json_array_append_new(u, json_stringn(p, len));
+		}
+		json_object_set_new(o, "users", u);
+	}
+	if (w->queue[0])
+		json_object_set_new(o, "queue", json_string(w->queue));
+	if (w->by[0])
+		json_object_set_new(o, "by", json_string(w->by));
+	if (w->made_ms)
+		json_object_set_new(o, "made_ms", json_integer(w->made_ms));
+	return o;
+}
+
+int node_window_unpack(json_t *j, struct node_window *ret, struct tk_error *err)
+{
+	static const char *const keys[] = {"name",  "start_ms", "end_ms",  "reason", "users",
+					   "queue", "by",	"made_ms", NULL};
+	struct node_window w;
+	memset(&w, 0, sizeof(w));
+	int rc;
+	if (!json_is_object(j))
+		return tk_errorf(err, -EINVAL, "must be an object");
+	if ((rc = mj_check_keys(j, NULL, keys, err)) < 0 ||
+	    (rc = mj_strbuf(j, "name", true, true, w.name, sizeof(w.name), err)) < 0 ||
+	    (rc = mj_int(j, "start_ms", true, 0, INT64_MAX, 0, &w.start_ms, err)) < 0 ||
+	    (rc = mj_int(j, "end_ms", true, 0, INT64_MAX, 0, &w.end_ms, err)) < 0 ||
+	    (rc = mj_strbuf(j, "reason", false, false, w.reason, sizeof(w.reason), err)) < 0 ||
+	    (rc = mj_strbuf(j, "queue", false, true, w.queue, sizeof(w.queue), err)) < 0 ||
+	    (rc = mj_strbuf(j, "by", false, true, w.by, sizeof(w.by), err)) < 0 ||
+	    (rc = mj_int(j, "made_ms", false, 0, INT64_MAX, 0, &w.made_ms, err)) < 0)
+		return rc;
+	if (w.end_ms <= w.start_ms)
+		return tk_errorf(err, -EINVAL, "end_ms: must be after start_ms");
+	json_t *u = json_object_get(j, "users");
+	if (u) {
+		struct strbuf sb;
+		strbuf_init(&sb);
+		size_t i;
+		json_t *v;
+		if (!json_is_array(u))
+			rc = tk_errorf(err, -EINVAL, "users: must be an array of user names");
+		json_array_foreach (u, i, v) {
+			if (rc < 0)
+				break;
+			if (!json_is_string(v) || !json_string_length(v))
+				rc = tk_errorf(err, -EINVAL, "users[%zu]: must be a user's name",
+					       i);
+			else
+				strbuf_addf(&sb, "%s%s", sb.len ? "," : "", json_string_value(v));
+		}
+		if (rc >= 0 && sb.len)
+			rc = model_names_parse("users", sb.buf, w.users, sizeof(w.users), err);
+		strbuf_release(&sb);
+		if (rc < 0)
+			return rc;
+	}
+	*ret = w;
+	return 0;
+}
+
 json_t *node_record_pack(const struct node_record *r)
 {
 	json_t *o =
@@ -481,6 +550,12 @@ json_t *node_record_pack(const struct node_record *r)
 		for (int i = 0; i < r->nhistory; i++)
 			json_array_append_new(h, node_event_pack(&r->history[i]));
 		json_object_set_new(o, "history", h);
+	}
+	if (r->nwindows) {
+		json_t *w = json_array();
+		for (int i = 0; i < r->nwindows; i++)
+			json_array_append_new(w, node_window_pack(&r->windows[i]));
+		json_object_set_new(o, "windows", w);
 	}
 	return o;
 }
@@ -526,10 +601,10 @@ static int verdict_unpack(json_t *v, struct node_record *r, struct tk_error *err
 int node_record_unpack(json_t *j, struct node_record *ret, struct tk_error *err)
 {
 	static const char *const keys[] = {
-		"inventory", "drained",	      "drain_reason", "drain_source",
-		"agent_id",  "registered_ms", "validation",   "cred_sha256",
-		"admit",     "revoked",	      "witness",      "joined_ms",
-		"history",   "labels_set",    "taints",	      NULL};
+		"inventory",	 "drained",    "drain_reason", "drain_source", "agent_id",
+		"registered_ms", "validation", "cred_sha256",  "admit",	       "revoked",
+		"witness",	 "joined_ms",  "history",      "labels_set",   "taints",
+		"windows",	 NULL};
 	static const char *const wkeys[] = {"sent", "acked", NULL};
 	struct node_record *r = ret;
 	int64_t reg;
@@ -581,6 +656,17 @@ int node_record_unpack(json_t *j, struct node_record *ret, struct tk_error *err)
 	json_t *h = json_object_get(j, "history");
 	if (h && (rc = history_unpack(h, r, err)) < 0)
 		return rc;
+	json_t *wins = json_object_get(j, "windows");
+	if (wins && (!json_is_array(wins) || json_array_size(wins) > MODEL_NODE_WINDOWS))
+		return tk_errorf(err, -EINVAL, "windows: must be an array of at most %d",
+				 MODEL_NODE_WINDOWS);
+	for (size_t i = 0; i < json_array_size(wins); i++) {
+		if ((rc = node_window_unpack(json_array_get(wins, i), &r->windows[i], err)) < 0) {
+			mj_prefix(err, "windows[%zu]", i);
+			return rc;
+		}
+		r->nwindows = (int)i + 1;
+	}
 	json_t *v = json_object_get(j, "validation");
 	if (v && (rc = verdict_unpack(v, r, err)) < 0)
 		return rc;

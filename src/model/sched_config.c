@@ -34,6 +34,7 @@ void sched_config_default(struct sched_config *c)
 	c->resv_patience_s = -1;
 	c->max_starts_per_pass = SCHED_CONFIG_MAX_STARTS;
 	c->default_pool = -1;
+	c->maint_lookahead_s = 86400;
 	static const char *const levels[] = {"dc", "row", "rack", "pdu"};
 	for (size_t i = 0; i < ARRAY_SIZE(levels); i++)
 		snprintf(c->domain_levels[i], MODEL_NAME_MAX, "%s", levels[i]);
@@ -472,6 +473,7 @@ int sched_config_load_json(struct sched_config *c, const char *text, struct tk_e
 					   "pools",
 					   "default_pool",
 					   "domain_levels",
+					   "maint_lookahead",
 					   NULL};
 	static const char *const ckeys[] = {
 		"name",	 "priority",	     "may_preempt", "preemptible",   "allow",
@@ -521,20 +523,22 @@ int sched_config_load_json(struct sched_config *c, const char *text, struct tk_e
 	    (r = mj_int(root, "reservation_patience_s", false, 0, 365LL * 86400, -1,
 			&next.resv_patience_s, err)) < 0)
 		goto out;
-	static const char *const keeps[] = {"keep_jobs", "keep_accounting", "keep_audit"};
-	int64_t *keep_s[] = {&next.keep_jobs_s, &next.keep_accounting_s, &next.keep_audit_s};
-	for (int k = 0; k < 3; k++) {
+	static const char *const keeps[] = {"keep_jobs", "keep_accounting", "keep_audit",
+					    "maint_lookahead"};
+	int64_t *keep_s[] = {&next.keep_jobs_s, &next.keep_accounting_s, &next.keep_audit_s,
+			     &next.maint_lookahead_s};
+	for (int k = 0; k < 4; k++) {
 		char dur[32] = "";
 		if ((r = mj_strbuf(root, keeps[k], false, true, dur, sizeof(dur), err)) < 0)
 			goto out;
 		if (!dur[0])
 			continue;
 		if (tk_parse_duration(dur, keep_s[k]) < 0 || *keep_s[k] < 0) {
-			r = tk_errorf(
-				err, -EINVAL,
-				"%s: expected a duration such as \"90d\" (\"0\": forever), got "
-				"\"%s\"",
-				keeps[k], dur);
+			r = tk_errorf(err, -EINVAL,
+				      "%s: expected a duration such as %s, got \"%s\"", keeps[k],
+				      k < 3 ? "\"90d\" (\"0\": forever)"
+					    : "\"24h\" (\"0\": only windows that have started)",
+				      dur);
 			goto out;
 		}
 	}

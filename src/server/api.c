@@ -1492,6 +1492,21 @@ static void h_node_resume(struct request *r, const char *param, json_t *body)
 		return;
 	}
 	bool force = fa && strcmp(fa, "true") == 0;
+	/* a maintenance window drains it again while it lasts */
+	int64_t now = server_now_ms(r->s);
+	for (int k = 0; k < n->rec.nwindows; k++) {
+		const struct node_window *w = &n->rec.windows[k];
+		if (!node_window_maint(w) || now < w->start_ms)
+			continue;
+		char until[32];
+		tk_format_duration((w->end_ms - now + 999) / 1000, until, sizeof(until));
+		reply_error(r, 409,
+			    "node %s is in maintenance window %s for %s more; it resumes when the "
+			    "window ends, or now once the window is deleted (tenk reservations "
+			    "delete %s)",
+			    n->rec.inv.name, w->name, until, w->name);
+		return;
+	}
 	/* a fault it still reports would drain it again at its next beat,
 	 * and end whatever started on it meanwhile */
 	const char *fault;
@@ -2166,6 +2181,165 @@ static void h_user_add(struct request *r, const char *param, json_t *body)
 			     token));
 }
 
+/* ---- reservations: windows in which nodes are kept (tenk reserve) --------------- */
+
+static void h_reservations(struct request *r, const char *param, json_t *body)
+{
+	struct state *st = &r->s->st;
+	reply_json(r, 200,
+		   json_pack("{s:o}", "reservations", state_windows_pack(st, server_now_ms(r->s))));
+}
+
+static void h_reservation_show(struct request *r, const char *param, json_t *body)
+{
+	struct state *st = &r->s->st;
+	const struct swindow *w = state_window(st, param);
+	if (!w) {
+		reply_error(r, 404, "no reservation \"%.64s\" (tenk reservations lists them)",
+			    param);
+		return;
+	}
+	reply_json(r, 200, state_window_pack(st, w, server_now_ms(r->s)));
+}
+
+/* {"nodes": "gpu[001-064]" or [...], "start_ms", "end_ms" or "duration_s",
+ * "reason", "name", "users": [...], "queue"}: a window on those nodes;
+ * for maintenance without users and queue. */
+static void h_reservation_create(struct request *r, const char *param, json_t *body)
+{
+	static const char *const keys[] = {"name",   "nodes", "start_ms", "end_ms", "duration_s",
+					   "reason", "users", "queue",	  NULL};
+	struct state *st = &r->s->st;
+	int64_t now = server_now_ms(r->s);
+	struct tk_error err;
+	struct node_window w;
+	memset(&w, 0, sizeof(w));
+	int64_t dur = 0;
+	char spec[4096] = "";
+	json_t *nodes = json_object_get(body, "nodes");
+	if (mj_check_keys(body, NULL, keys, &err) < 0 ||
+	    mj_strbuf(body, "name", false, true, w.name, sizeof(w.name), &err) < 0 ||
+	    mj_int(body, "start_ms", true, 0, INT64_MAX / 2, 0, &w.start_ms, &err) < 0 ||
+	    mj_int(body, "end_ms", false, 0, INT64_MAX / 2, 0, &w.end_ms, &err) < 0 ||
+	    mj_int(body, "duration_s", false, 1, 366LL * 86400, 0, &dur, &err) < 0 ||
+	    mj_strbuf(body, "reason", true, true, w.reason, 200, &err) < 0 ||
+	    mj_strbuf(body, "queue", false, true, w.queue, sizeof(w.queue), &err) < 0) {
+		reply_error(r, 400, "%s", err.text);
+		return;
+	}
+	if (!w.reason[0]) {
+		reply_error(r, 400, "reason: must say what the nodes are kept for");
+		return;
+	}
+	if (!w.end_ms == !dur) {
+		reply_error(r, 400,
+			    "give its end as end_ms or its length as duration_s, one of them");
+		return;
+	}
+	if (dur)
+		w.end_ms = w.start_ms + dur * 1000;
+	if (w.end_ms <= w.start_ms || w.end_ms <= now) {
+		reply_error(r, 400, "end_ms: the window must end after it starts, and after now");
+		return;
+	}
+	if (json_is_string(nodes)) {
+		snprintf(spec, sizeof(spec), "%s", json_string_value(nodes));
+	} else if (json_is_array(nodes)) {
+		struct strbuf sb;
+		strbuf_init(&sb);
+		size_t i;
+		json_t *v;
+		json_array_foreach (nodes, i, v)
+			strbuf_addf(&sb, "%s%s", i ? "," : "",
+				    json_is_string(v) ? json_string_value(v) : "");
+		snprintf(spec, sizeof(spec), "%s", sb.buf);
+		strbuf_release(&sb);
+	}
+	if (!spec[0]) {
+		reply_error(r, 400, "nodes: name the nodes, as \"gpu[001-064]\" or a list");
+		return;
+	}
+	json_t *users = json_object_get(body, "users");
+	if (users) {
+		json_t *tmp = json_pack("{s:s, s:I, s:I, s:O}", "name", "x", "start_ms",
+					(json_int_t)w.start_ms, "end_ms", (json_int_t)w.end_ms,
+					"users", users);
+		struct node_window u;
+		int rc = node_window_unpack(tmp, &u, &err);
+		json_decref(tmp);
+		if (rc < 0) {
+			reply_error(r, 400, "%s", err.text);
+			return;
+		}
+		snprintf(w.users, sizeof(w.users), "%s", u.users);
+	}
+	if (w.queue[0] && !state_queue(st, w.queue)) {
+		reply_error(r, 400, "queue: no queue \"%.64s\" (tenk queues lists them)", w.queue);
+		return;
+	}
+	if (w.name[0] && !model_name_valid(w.name)) {
+		reply_error(r, 400, "name \"%.64s\": use letters, digits, '.', '_', '-'", w.name);
+		return;
+	}
+	for (int k = 1; !w.name[0]; k++) {
+		char name[32];
+		snprintf(name, sizeof(name), "resv%d", k);
+		if (!state_window(st, name))
+			snprintf(w.name, sizeof(w.name), "%s", name);
+	}
+	snprintf(w.by, sizeof(w.by), "%s", r->user);
+	w.made_ms = now;
+	char **names = NULL;
+	int nnames = 0;
+	if (model_hostlist_parse(spec, 100000, &names, &nnames, &err) < 0) {
+		reply_error(r, 400, "nodes: %s", err.text);
+		return;
+	}
+	struct snode **on = xcalloc((size_t)nnames + 1, sizeof(*on));
+	struct strbuf why;
+	strbuf_init(&why);
+	int n = 0;
+	for (int i = 0; i < nnames; i++) {
+		struct snode *x = state_node(st, names[i]);
+		if (!x) {
+			reply_error(r, 404, "nodes: no node \"%.64s\" (tenk nodes lists them)",
+				    names[i]);
+			goto out;
+		}
+		bool dup = false;
+		for (int k = 0; k < n && !dup; k++)
+			dup = on[k] == x;
+		if (!dup)
+			on[n++] = x;
+	}
+	int rc = state_window_add(st, &w, on, n, &why);
+	if (rc < 0) {
+		reply_error(r, 409, "%s", why.buf);
+		goto out;
+	}
+	log_info("reservation %s by %s: %d node%s, %s", w.name, r->user, n, n == 1 ? "" : "s",
+		 w.reason);
+	reply_json(r, 201, state_window_pack(st, state_window(st, w.name), now));
+out:
+	strbuf_release(&why);
+	free(on);
+	for (int i = 0; i < nnames; i++)
+		free(names[i]);
+	free(names);
+}
+
+static void h_reservation_delete(struct request *r, const char *param, json_t *body)
+{
+	struct state *st = &r->s->st;
+	if (!state_window(st, param)) {
+		reply_error(r, 404, "no reservation \"%.64s\" (tenk reservations lists them)",
+			    param);
+		return;
+	}
+	int n = state_window_delete(st, param, server_now_ms(r->s));
+	reply_json(r, 200, json_pack("{s:s, s:i}", "deleted", param, "nodes", n));
+}
+
 static void h_user_del(struct request *r, const char *param, json_t *body)
 {
 	struct suser *u = tk_map_get(&r->s->st.user_by_name, param);
@@ -2219,6 +2393,10 @@ const struct route api_routes[] = {
 	{"POST", "/v1/nodes/{}/labels", ROLE_OPERATOR, h_node_labels, true},
 	{"POST", "/v1/nodes/{}/taints", ROLE_OPERATOR, h_node_taints, true},
 	{"POST", "/v1/nodes/{}/down", ROLE_OPERATOR, h_node_down, false},
+	{"GET", "/v1/reservations", ROLE_VIEWER, h_reservations, false},
+	{"GET", "/v1/reservations/{}", ROLE_VIEWER, h_reservation_show, false},
+	{"POST", "/v1/reservations", ROLE_OPERATOR, h_reservation_create, true},
+	{"DELETE", "/v1/reservations/{}", ROLE_OPERATOR, h_reservation_delete, false},
 	{"POST", "/v1/validations", ROLE_OPERATOR, h_validate_create, true},
 	/* its own token (the run's), checked by the handler */
 	{"POST", "/v1/validations/{}/report", ROLE_NONE, h_validate_report, true},

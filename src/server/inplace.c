@@ -315,6 +315,14 @@ static bool restart(struct state *s, struct sjob *j, int64_t now, char *why, siz
 		if (n)
 			out[spa[i].node] = true;
 	}
+	/* the nodes of windows in its way (tenk reserve): neither kept nor
+	 * taken, as a pass would not place it there */
+	bool *off = xcalloc((size_t)s->nnodes + 1, sizeof(bool));
+	state_windows_collect(s);
+	for (int i = 0; i < s->nwins; i++)
+		if (state_window_in_way(s, &s->wins[i], j, now))
+			for (int k = 0; k < s->wins[i].nnodes; k++)
+				off[s->wins[i].nodes[k]] = out[s->wins[i].nodes[k]] = true;
 	struct sched_assign *as = xcalloc((size_t)ip->nnodes, sizeof(*as));
 	char replaced[MODEL_REASON_MAX] = "";
 	bool ok = true;
@@ -328,7 +336,8 @@ static bool restart(struct state *s, struct sjob *j, int64_t now, char *why, siz
 		struct snode *n = state_node(s, an->name);
 		struct sched_share w = share_of(j, an);
 		assign_of(an, n ? node_index(s, n) : -1, &as[k]);
-		if (!ip->bad[k] && n && sched_share_free(&view[as[k].node], &w, &as[k])) {
+		if (!ip->bad[k] && n && !off[as[k].node] &&
+		    sched_share_free(&view[as[k].node], &w, &as[k])) {
 			as[k].cpus = w.cpus;
 			as[k].mem_mib = w.mem_mib;
 			as[k].alone = w.alone;
@@ -351,9 +360,10 @@ static bool restart(struct state *s, struct sjob *j, int64_t now, char *why, siz
 			snprintf(why, why_n,
 				 "no node is free to take the place of %s (%s): back in its queue",
 				 an->name,
-				 ip->bad[k] ? "it failed"
-				 : n	    ? "it takes no work now"
-					    : "it left");
+				 ip->bad[k]		? "it failed"
+				 : n && off[as[k].node] ? "a reservation keeps the job off it"
+				 : n			? "it takes no work now"
+							: "it left");
 			ok = false;
 			break;
 		}
@@ -394,6 +404,7 @@ static bool restart(struct state *s, struct sjob *j, int64_t now, char *why, siz
 		state_spares_release(s, j, now); /* a pass places it with new ones */
 	}
 	free(kept);
+	free(off);
 	free(with);
 	free(view);
 	free(pool);

@@ -189,6 +189,10 @@ json_t *state_node_pack(struct state *s, const struct snode *n)
 		json_array_append_new(taints, json_stringn(p, len));
 	}
 	json_object_set_new(o, "taints", taints);
+	json_t *wins = json_array();
+	for (int i = 0; i < n->rec.nwindows; i++)
+		json_array_append_new(wins, node_window_pack(&n->rec.windows[i]));
+	json_object_set_new(o, "reservations", wins);
 	json_t *v = node_verdict_pack(&n->rec);
 	json_object_set_new(o, "validation", v ? v : json_null());
 	json_object_set_new(o, "drain_source", json_string(drain_source_name(n->rec.drain_source)));

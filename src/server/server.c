@@ -432,6 +432,7 @@ static void cron_cb(uv_timer_t *t)
 	state_queues_age(&s->st, now);
 	state_check_nodes(&s->st, now, mono);
 	state_check_stalls(&s->st, now);
+	state_windows_tick(&s->st, now);
 	if (s->st.wake_ms && now >= s->st.wake_ms) /* a job's begin time came */
 		state_want_pass(&s->st);
 	state_judge_arrivals(&s->st, now); /* a deferred pass that is due */

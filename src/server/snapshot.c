@@ -25,6 +25,7 @@ struct snapshot {
 	struct sched_running *running; /* one per attempt that holds resources */
 	struct sched_assign *assigns;  /* their parts, side by side */
 	int nrunning;
+	struct sched_window *windows; /* state->wins as the pass takes them */
 };
 
 /* The scheduler's view of the nodes: node i is state->nodes[i]; a node
@@ -324,6 +325,9 @@ static void jobs_build(struct state *s, uint64_t mark, int64_t now, struct snaps
 						  e.queue,
 						  e.shape_id,
 						  0};
+			/* a window for users or a queue: which are its own */
+			if (s->win_bits)
+				key->windows = j->sj.windows = state_windows_of_job(s, j);
 			if (!e.plain || (budgets && s->queues[e.queue]->budget_spent)) {
 				bool no;
 				const char *why = held_back(s, j, now, buf, sizeof(buf), &no);
@@ -341,6 +345,7 @@ static void jobs_build(struct state *s, uint64_t mark, int64_t now, struct snaps
 				}
 				j->sj.queue = j->queue->index;
 				j->sj.cls = s->las_first[c] + pending_level(s, j, now);
+				j->sj.windows = key->windows;
 				*key = sched_key_of(&j->sj);
 			}
 			sn->jobs[sn->njobs] = &j->sj;
@@ -501,6 +506,9 @@ static void snapshot_build(struct state *s, uint64_t mark, int64_t now, struct s
 	memset(sn, 0, sizeof(*sn));
 	nodes_build(s, sn);
 	queues_build(s, sn);
+	state_windows_collect(s);
+	if (s->nwins)
+		sn->windows = state_windows_sched(s);
 	jobs_build(s, mark, now, sn);
 	running_build(s, sn, now);
 	/* what follows from the node list alone is kept until the nodes change */
@@ -524,7 +532,9 @@ static void snapshot_build(struct state *s, uint64_t mark, int64_t now, struct s
 					   .cluster = s->sched_cluster,
 					   .shapes = s->sched_shapes,
 					   .keys = sn->keys,
-					   .keep = s->sched_keep};
+					   .keep = s->sched_keep,
+					   .windows = sn->windows,
+					   .nwindows = s->nwins};
 }
 
 static void snapshot_release(struct snapshot *sn)
@@ -536,6 +546,7 @@ static void snapshot_release(struct snapshot *sn)
 	free(sn->assigns);
 	free(sn->queues);
 	free(sn->nodes);
+	free(sn->windows);
 	memset(sn, 0, sizeof(*sn));
 }
 

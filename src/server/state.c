@@ -60,6 +60,9 @@ void state_release(struct state *s)
 	sched_cluster_free(s->sched_cluster);
 	sched_shapes_free(s->sched_shapes);
 	sched_keep_free(s->sched_keep);
+	for (int i = 0; i < s->wins_made; i++)
+		free(s->wins[i].nodes);
+	free(s->wins);
 	free(s->waits.ids);
 	free(s->waits.from);
 	for (size_t i = 0; i < s->njobs; i++) {

@@ -117,6 +117,42 @@ struct inplace {
 	char why[MODEL_REASON_MAX]; /* what it waits for, for its reason */
 };
 
+/* ---- windows.c: windows in which nodes are kept (tenk reserve) ------------------------ */
+
+/* One window as the nodes that carry it say (state_windows_collect). */
+struct swindow {
+	struct node_window w;
+	int bit; /* its users' or queue's jobs' (sched_window.bit); -1: maintenance */
+	int nnodes;
+	int *nodes; /* indices into state->nodes */
+	size_t alloc;
+};
+
+/* Gathers the windows the node records carry into state->wins, soonest
+ * first, with bits for those for users or a queue. */
+void state_windows_collect(struct state *s);
+/* The windows (bits, as of the last collect) whose nodes are j's own. */
+uint32_t state_windows_of_job(const struct state *s, const struct sjob *j);
+/* The windows as the pass takes them (borrowing state->wins); the
+ * caller frees the array. */
+struct sched_window *state_windows_sched(const struct state *s);
+/* Does w keep j off its nodes now (sched_window_in_way)? */
+bool state_window_in_way(const struct state *s, const struct swindow *w, const struct sjob *j,
+			 int64_t now);
+json_t *state_window_pack(struct state *s, const struct swindow *w, int64_t now);
+json_t *state_windows_pack(struct state *s, int64_t now);
+const struct swindow *state_window(struct state *s, const char *name);
+/* Puts w on nodes[0..n): 0, or -EEXIST (its name is taken), -ENOSPC (too
+ * many), -EBUSY (it overlaps another on a node), with why. */
+int state_window_add(struct state *s, const struct node_window *w, struct snode **nodes, int n,
+		     struct strbuf *why);
+/* Takes the window of that name off every node (and the drains it made);
+ * how many nodes carried it. */
+int state_window_delete(struct state *s, const char *name, int64_t now);
+/* Windows that ended leave; maintenance drains at a start, resumes at
+ * an end. */
+void state_windows_tick(struct state *s, int64_t now);
+
 /* ---- lemon.c: nodes that keep failing -------------------------------------------------- */
 
 /* Something happened to node n (for job's attempt; job 0: none): kept in
@@ -487,6 +523,11 @@ struct state {
 		bool used, ok;
 	} possible[256];
 	uint64_t nodes_gen, possible_gen;
+	/* the windows of the node records, as of the last collect (windows.c) */
+	struct swindow *wins;
+	int nwins, wins_made; /* entries in use, entries with their arrays */
+	size_t wins_alloc;
+	uint32_t win_bits;		   /* the bits in use */
 	struct pass_waits waits;	   /* why the last pass's jobs wait (snapshot.c) */
 	struct sched_shapes *sched_shapes; /* the waiting jobs' requests, filed */
 	struct sched_keep *sched_keep;	   /* the passes' large arrays, kept */

@@ -9,7 +9,8 @@ TRAPPED = ('trap "echo TERM >> {out}/term-$TENK_JOB_ID-$TENK_ATTEMPT; exit 143" 
            'while :; do sleep 0.1; done')
 
 
-def cluster_of(workdir, procs, agents=2, fake="4xH100", labels=None, domains=None, **config):
+def cluster_of(workdir, procs, agents=2, fake="4xH100", labels=None, domains=None,
+               agent_args=(), **config):
     data = os.path.join(workdir, "data")
     root_jobs_config(data, **config)
     server = Daemon(["server", "--data", data, "--listen", "127.0.0.1:0"], workdir, "server")
@@ -21,7 +22,8 @@ def cluster_of(workdir, procs, agents=2, fake="4xH100", labels=None, domains=Non
                     "--name", f"n{i}", "--fake-gpus", fake,
                     "--work-dir", os.path.join(workdir, f"agent{i}")] +
                    (["--labels", labels[i]] if labels else []) +
-                   (["--domain", domains[i]] if domains else []), workdir, f"agent{i}")
+                   (["--domain", domains[i]] if domains else []) + list(agent_args),
+                   workdir, f"agent{i}")
         procs.append(d)
     t.wait_nodes_up(agents)
     return t
@@ -336,6 +338,77 @@ def test_fault_domains(workdir, procs):
                          capture_output=True, text=True, timeout=30)
     assert bad.returncode != 0 and '--domain: "r1//p2" is not a fault-domain path' in \
         bad.stderr, bad.stderr
+
+
+def test_maintenance_window(workdir, procs):
+    """tenk reserve keeps nodes from a start on: no job starts there that
+    would still run then (by its time limit; without one, once the start is
+    within maint_lookahead); at the start its nodes are drained, the jobs
+    that started before it was set and still run go on (none is killed),
+    and at its end they are resumed and what waited starts. A reservation
+    for a queue keeps its nodes for that queue's jobs alone."""
+    import time
+    t = cluster_of(workdir, procs, agents=2, fake="4xH100", agent_args=["--cpus", "16"])
+    before = t.submit("-w", "n0", "-G", "1", "-t", "5m", "--", "sleep", "20")
+    short = t.submit("-w", "n0", "-G", "1", "-t", "1m", "--", "true")
+    wait_for(lambda: t.job(before)["state"] == "RUNNING", 30, "the job before the window")
+    t.run("wait", short, timeout=60)
+    start = time.time() + 12
+    made = t.json("reserve", "--nodes", "n0", "--start", f"now+{int(start - time.time())}",
+                  "--duration", "10s", "--reason", "firmware")
+    assert (made["name"], made["kind"], made["state"], made["nodes"]) == \
+        ("resv1", "maintenance", "waiting", ["n0"]), made
+    assert made["jobs_in_the_way"] == [before], made
+    listed = t.run("reservations").stdout
+    assert "resv1" in listed and "maintenance" in listed and "firmware" in listed, listed
+    assert "Reserved: resv1" in t.run("nodes", "n0").stdout
+    # after it was set: a limit past its start waits; one that ends before
+    # runs; none at all waits (the start is within the default 24h)
+    late = t.submit("-w", "n0", "-G", "1", "-t", "1m", "--", "true")
+    fits = t.submit("-w", "n0", "-G", "1", "-t", "2s", "--", "true")
+    unlimited = t.submit("-w", "n0", "-G", "1", "--", "true")
+    elsewhere = t.submit("-G", "1", "-t", "1m", "--", "true")
+    t.run("wait", fits, elsewhere, timeout=60)
+    assert t.job(elsewhere)["attempts"][0]["nodes"][0]["name"] == "n1"
+    wait_for(lambda: "would still run when reservation resv1 starts" in
+             t.job(late).get("reason", ""), 20, "the late job's reason")
+    assert "has no time limit, and reservation resv1 starts" in t.job(unlimited)["reason"]
+    assert t.job(late)["state"] == t.job(unlimited)["state"] == "PENDING"
+    # bad input is refused, saying what is wrong
+    for args, why in ((["--nodes", "n0", "--start", "now+5", "--duration", "1h",
+                        "--reason", "x"], "overlaps"),
+                      (["--nodes", "n9", "--start", "now", "--duration", "1h", "--reason", "x"],
+                       'no node "n9"'),
+                      (["--nodes", "n1", "--start", "now", "--duration", "1h", "--reason", "x",
+                        "--queue", "nosuch"], 'no queue "nosuch"'),
+                      (["--nodes", "n1", "--start", "now", "--reason", "x"],
+                       "give --duration or --end")):
+        p = t.run("reserve", *args, check=False)
+        assert p.returncode != 0 and why in p.stderr, (args, p.stderr)
+    # the start: n0 drained for it, the job from before goes on
+    wait_for(lambda: t.json("nodes", "n0")[0]["drain_source"] == "maintenance", 30,
+             "the window's drain")
+    assert t.job(before)["state"] == "RUNNING"
+    p = t.run("resume", "n0", check=False)
+    assert p.returncode != 0 and "maintenance window resv1" in p.stderr, p.stderr
+    # the end: resumed, what waited runs; the job from before was not killed
+    wait_for(lambda: not t.json("nodes", "n0")[0]["drained"], 30, "the window's end")
+    t.run("wait", late, unlimited, before, timeout=60)
+    assert t.job(before)["state"] == "COMPLETED", t.job(before)
+    assert "no reservations" in t.run("reservations").stdout
+    # kept for a queue: its jobs alone run there
+    t.run("queues", "set", "vip")
+    made = t.json("reserve", "--nodes", "n1", "--start", "now", "--duration", "1h",
+                  "--reason", "demo", "--queue", "vip", "--name", "demo")
+    assert (made["name"], made["kind"], made["state"]) == ("demo", "reserved", "active"), made
+    other = t.submit("-w", "n1", "-G", "1", "-t", "1m", "--", "true")
+    vip = t.submit("-w", "n1", "-G", "1", "--queue", "vip", "--", "true")
+    t.run("wait", vip, timeout=60)
+    wait_for(lambda: "kept for reservation demo" in t.job(other).get("reason", ""), 20,
+             "the other queue's reason")
+    assert t.job(other)["state"] == "PENDING"
+    assert "deleted reservation demo" in t.run("reservations", "delete", "demo").stdout
+    t.run("wait", other, timeout=60)
 
 
 def as_user(t, token):

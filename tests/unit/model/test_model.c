@@ -855,6 +855,36 @@ static void test_node_record(void **state)
 	assert_true(node_record_unpack(p, &back, &err) < 0);
 	assert_non_null(strstr(err.text, "history[2].kind"));
 	json_decref(p);
+	/* its windows (tenk reserve), with who they are for; a maintenance
+	 * drain says so */
+	r.nwindows = 2;
+	memset(r.windows, 0, sizeof(r.windows));
+	r.windows[0] = (struct node_window){.name = "fw", .start_ms = 5000, .end_ms = 9000};
+	snprintf(r.windows[0].reason, sizeof(r.windows[0].reason), "firmware");
+	r.windows[1] = (struct node_window){.name = "demo",
+					    .start_ms = 9000,
+					    .end_ms = 12000,
+					    .users = "alice,bob",
+					    .queue = "vip",
+					    .by = "ops",
+					    .made_ms = 4000};
+	r.drain_source = DRAIN_MAINT;
+	assert_true(node_window_maint(&r.windows[0]) && !node_window_maint(&r.windows[1]));
+	p = node_record_pack(&r);
+	assert_string_equal(json_string_value(json_object_get(p, "drain_source")), "maintenance");
+	assert_int_equal(node_record_unpack(p, &back, &err), 0);
+	assert_int_equal(back.nwindows, 2);
+	assert_memory_equal(r.windows, back.windows, sizeof(r.windows));
+	assert_int_equal(back.drain_source, DRAIN_MAINT);
+	json_t *w1 = json_array_get(json_object_get(p, "windows"), 1);
+	json_object_set_new(w1, "end_ms", json_integer(8000));
+	assert_true(node_record_unpack(p, &back, &err) < 0);
+	assert_string_equal(err.text, "windows[1].end_ms: must be after start_ms");
+	json_object_set_new(w1, "end_ms", json_integer(12000));
+	json_object_set_new(w1, "users", json_pack("[s, i]", "alice", 3));
+	assert_true(node_record_unpack(p, &back, &err) < 0);
+	assert_string_equal(err.text, "windows[1].users[1]: must be a user's name");
+	json_decref(p);
 	catalogue_release(&c);
 }
 
@@ -1110,6 +1140,12 @@ static void test_fault_domains(void **state)
 		    0);
 	assert_non_null(strstr(err.text, "domain_levels[1]"));
 	assert_true(sched_config_load_json(c, "{\"domain_levels\": []}", &err) < 0);
+	/* how far ahead a window keeps jobs without a time limit off */
+	assert_int_equal(c->maint_lookahead_s, 86400);
+	assert_int_equal(sched_config_load_json(c, "{\"maint_lookahead\": \"2h\"}", &err), 0);
+	assert_int_equal(c->maint_lookahead_s, 7200);
+	assert_true(sched_config_load_json(c, "{\"maint_lookahead\": \"soon\"}", &err) < 0);
+	assert_non_null(strstr(err.text, "maint_lookahead: expected a duration such as \"24h\""));
 	free(c);
 	/* a request carries them; bad ones are refused as it is read */
 	json_t *rq = json_pack("{s:[s], s:s, s:s, s:s}", "command", "true", "cwd", "/", "spread",
