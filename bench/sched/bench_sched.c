@@ -32,6 +32,9 @@
  * with its rack (32 a rack) too; a third of the waiting jobs name a pool
  * (top for 8 GPUs or more, else general or inference), the others go to
  * the pools open to them, and one in ten asks --constraint rack!=rNNN.
+ * BENCH_QUOTAS=1 gives the four queues with quotas limits in what runs out
+ * too: 600 of the first model's accelerators, 400 of the second's, 1,500
+ * weighted units (each model's peak rate against an H100's), 40,000 CPUs.
  * Usage: bench_sched NODE_LIST [PENDING] [PASSES]
  * Counting instructions of the incremental passes alone (steady where
  * wall-clock time on a shared machine is not):
@@ -100,6 +103,9 @@ struct world {
 	struct sched_las las[3];
 	int first[3];
 	struct sched_queue queues[8];
+	struct sched_qdim qdims[8][4];	       /* BENCH_QUOTAS */
+	struct sched_model_weight weights[16]; /* BENCH_QUOTAS */
+	int nweights;
 	const char **models;
 	int nmodels;
 	int64_t now;
@@ -208,7 +214,8 @@ static void build(struct world *w, const struct sim_cluster *cl, int pending,
 		snprintf(qnames[q], sizeof(qnames[q]), "q%d", q);
 		w->queues[q] =
 			(struct sched_queue){qnames[q], q < 4 ? 1000000 : -1, q < 4 ? 1000000 : -1,
-					     1 + q % 2, (double)rnd(500000)};
+					     1 + q % 2, (double)rnd(500000),  0,
+					     NULL};
 	}
 	w->nn = cl->n;
 	w->nodes = xcalloc((size_t)cl->n, sizeof(*w->nodes));
@@ -236,8 +243,23 @@ static void build(struct world *w, const struct sim_cluster *cl, int pending,
 		bool known = false;
 		for (int m = 0; m < w->nmodels; m++)
 			known |= strcmp(w->models[m], sn->model) == 0;
-		if (!known && sn->gpus && w->nmodels < 16)
+		if (!known && sn->gpus && w->nmodels < 16) {
+			w->weights[w->nmodels] = (struct sched_model_weight){
+				sn->model, sn->tflops > 0 ? sn->tflops / CATALOGUE_UNIT_TFLOPS : 1};
 			w->models[w->nmodels++] = sn->model;
+		}
+	}
+	if (getenv("BENCH_QUOTAS") && w->nmodels >= 2) {
+		w->nweights = w->nmodels;
+		for (int q = 0; q < 4; q++) {
+			struct sched_qdim *d = w->qdims[q];
+			d[0] = (struct sched_qdim){SCHED_QDIM_MODEL, w->models[0], 600000, 600000};
+			d[1] = (struct sched_qdim){SCHED_QDIM_MODEL, w->models[1], 400000, 400000};
+			d[2] = (struct sched_qdim){SCHED_QDIM_UNITS, NULL, 1500000, 1500000};
+			d[3] = (struct sched_qdim){SCHED_QDIM_CPUS, NULL, 40000, 40000};
+			w->queues[q].ndims = 4;
+			w->queues[q].dims = d;
+		}
 	}
 	/* fill to 90% of the GPUs with running jobs, node by node in random order */
 	int *order = xcalloc((size_t)cl->n, sizeof(int));
@@ -364,7 +386,9 @@ static struct sched_snapshot snap_of(struct world *w)
 				       .cluster = w->cluster,
 				       .shapes = w->shapes,
 				       .keys = w->keys,
-				       .keep = w->keep};
+				       .keep = w->keep,
+				       .weights = w->weights,
+				       .nweights = w->nweights};
 }
 
 /* A digest of every decision the benchmark's passes make (starts and where,

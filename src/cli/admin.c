@@ -39,17 +39,35 @@ static char *joined(json_t *a, const char *none_text)
 
 /* ---- queues, classes ---------------------------------------------------------------- */
 
-enum { QS_GPUS = O_FIRST_OWN, QS_BORROW, QS_WEIGHT, QS_USERS, QS_BUDGET };
+enum {
+	QS_GPUS = O_FIRST_OWN,
+	QS_BORROW,
+	QS_WEIGHT,
+	QS_USERS,
+	QS_BUDGET,
+	QS_UNITS,
+	QS_CPUS,
+	QS_MEM
+};
 static const struct tk_option queues_opts[] = {
 	COMMON_OPTS,
-	{"gpus", 0, "N", "with set: the queue's guaranteed accelerators (none: no quota)"},
-	{"borrow-limit", 0, "M", "with set: how many more it may borrow when idle (none: any)"},
+	{"gpus", 0, "N|MODEL=N,...",
+	 "with set: the queue's guaranteed accelerators (none: no quota), and of each model named "
+	 "(H100=64,A100-80GB=32; MODEL=none: no longer limited)"},
+	{"borrow-limit", 0, "M|LIMIT=M,...",
+	 "with set: how many more it may borrow when idle (none: any), beyond its accelerators or "
+	 "one of its limits (H100=16, units=20, cpus=64, mem=1T; none: any)"},
 	{"weight", 0, "W", "with set: its fair share against other queues (default 1)"},
 	{"users", 0, "LIST",
 	 "with set: who may submit: users, group:UNIXGROUP, role:NAME (default: everyone)"},
 	{"budget", 0, "AMOUNT/PERIOD",
 	 "with set: what it may spend per day, week or month (UTC), e.g. 5000/month; none: no "
 	 "budget. Once spent, its new jobs wait"},
+	{"units", 0, "U",
+	 "with set: its limit in weighted units, an H100 one (each model's weight: GET "
+	 "/v1/catalogue; none: no longer limited)"},
+	{"cpus", 0, "N", "with set: its limit in CPUs (none: no longer limited)"},
+	{"mem", 0, "SIZE", "with set: its limit in memory, e.g. 4T (none: no longer limited)"},
 };
 
 static json_t *count_or_null(const char *v, bool *bad)
@@ -63,6 +81,50 @@ static json_t *count_or_null(const char *v, bool *bad)
 		return NULL;
 	}
 	return x == floor(x) ? json_integer((json_int_t)x) : json_real(x);
+}
+
+/* One limit's value into obj[key]: a number (a size for mem_mib) or none;
+ * false when it is neither. */
+static bool limit_value(json_t *obj, const char *key, const char *v)
+{
+	bool bad = false;
+	if (strcmp(key, "mem_mib") == 0 && strcmp(v, "none") != 0) {
+		int64_t mib;
+		if (tk_parse_size_mib(v, &mib) < 0)
+			return false;
+		json_object_set_new(obj, key, json_integer(mib));
+		return true;
+	}
+	json_t *x = count_or_null(v, &bad);
+	if (bad)
+		return false;
+	json_object_set_new(obj, key, x);
+	return true;
+}
+
+/* --gpus and --borrow-limit: N (the accelerators) or LIMIT=N items (a
+ * model, units, cpus, mem) into body's total and its limits. */
+static bool limit_items(json_t *body, const char *text, const char *total, const char *limits)
+{
+	_cleanup_free_ char *copy = xstrdup(text);
+	char *save = NULL;
+	for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+		char *eq = strchr(t, '=');
+		if (!eq) {
+			if (!limit_value(body, total, t))
+				return false;
+			continue;
+		}
+		*eq = '\0';
+		json_t *o = json_object_get(body, limits);
+		if (!o) {
+			o = json_object();
+			json_object_set_new(body, limits, o);
+		}
+		if (!*t || !limit_value(o, strcmp(t, "mem") == 0 ? "mem_mib" : t, eq + 1))
+			return false;
+	}
+	return true;
 }
 
 static void fmt_gpus(json_t *v, char *buf, size_t n)
@@ -81,29 +143,41 @@ static int run_queues(struct ctx *c)
 						"usage: tenk queues set NAME [--gpus N] "
 						"[--borrow-limit M] [--weight W] [--users LIST]");
 		json_t *body = json_object();
-		bool bad = false;
-		if (c->v[QS_GPUS]) {
-			json_t *v = count_or_null(c->v[QS_GPUS], &bad);
-			if (bad) {
-				json_decref(body);
-				return cli__usage_error(c->cmd,
-							"--gpus: a number of accelerators or none, "
-							"got \"%s\"",
-							c->v[QS_GPUS]);
-			}
-			json_object_set_new(body, "gpus", v);
+		if (c->v[QS_GPUS] && !limit_items(body, c->v[QS_GPUS], "gpus", "limits")) {
+			json_decref(body);
+			return cli__usage_error(c->cmd,
+						"--gpus: a number of accelerators or none, and "
+						"MODEL=N items, got \"%s\"",
+						c->v[QS_GPUS]);
 		}
-		if (c->v[QS_BORROW]) {
-			json_t *v = count_or_null(c->v[QS_BORROW], &bad);
-			if (bad) {
-				json_decref(body);
-				return cli__usage_error(
-					c->cmd,
-					"--borrow-limit: a number of accelerators or "
-					"none, got \"%s\"",
-					c->v[QS_BORROW]);
+		if (c->v[QS_BORROW] &&
+		    !limit_items(body, c->v[QS_BORROW], "borrow_limit", "borrow_limits")) {
+			json_decref(body);
+			return cli__usage_error(c->cmd,
+						"--borrow-limit: a number of accelerators or none, "
+						"and LIMIT=N items (a model, units, cpus, mem), "
+						"got \"%s\"",
+						c->v[QS_BORROW]);
+		}
+		static const char *const dims[] = {"units", "cpus", "mem_mib"};
+		for (int k = 0; k < 3; k++) {
+			const char *v = c->v[QS_UNITS + k];
+			if (!v)
+				continue;
+			json_t *o = json_object_get(body, "limits");
+			if (!o) {
+				o = json_object();
+				json_object_set_new(body, "limits", o);
 			}
-			json_object_set_new(body, "borrow_limit", v);
+			if (!limit_value(o, dims[k], v)) {
+				json_decref(body);
+				return cli__usage_error(c->cmd, "--%s: %s or none, got \"%s\"",
+							k == 0	 ? "units"
+							: k == 1 ? "cpus"
+								 : "mem",
+							k == 2 ? "a size such as 4T" : "a number",
+							v);
+			}
 		}
 		if (c->v[QS_WEIGHT]) {
 			char *end;
@@ -200,6 +274,29 @@ static int run_queues(struct ctx *c)
 		       json_number_value(json_object_get(q, "recent")),
 		       (long long)cli__jint(q, "running"), (long long)cli__jint(q, "pending"),
 		       budget, users);
+		/* its limits beyond accelerators: in use of the limit (+ borrowable) */
+		json_t *lim = json_object_get(q, "limits");
+		if (json_object_size(lim)) {
+			json_t *use = json_object_get(q, "limits_in_use"),
+			       *bor = json_object_get(q, "borrow_limits");
+			const char *k;
+			json_t *v;
+			printf("  limits:");
+			int n = 0;
+			json_object_foreach (lim, k, v) {
+				bool mem = strcmp(k, "mem_mib") == 0;
+				double div = mem ? 1024 : 1;
+				printf("%s %s %g/%g%s", n++ ? "," : "", mem ? "mem" : k,
+				       json_number_value(json_object_get(use, k)) / div,
+				       json_number_value(v) / div, mem ? "G" : "");
+				json_t *more = json_object_get(bor, k);
+				if (json_is_null(more))
+					printf(" (+any)");
+				else if (more)
+					printf(" (+%g)", json_number_value(more) / div);
+			}
+			printf("\n");
+		}
 	}
 	json_decref(res);
 	return CLI_EXIT_OK;

@@ -16,15 +16,15 @@
 #include <strings.h>
 
 static const struct catalogue_entry builtin[] = {
-	{"B200", 183359, 2250.0, 6.00},	   {"H200", 143771, 989.4, 4.00},
-	{"H100", 81559, 989.4, 3.00},	   {"H800", 81559, 989.4, 2.80},
-	{"H20", 97871, 148.0, 1.50},	   {"A100-80GB", 81920, 312.0, 1.80},
-	{"A100-40GB", 40960, 312.0, 1.30}, {"A800", 81920, 312.0, 1.60},
-	{"L40S", 46068, 362.0, 1.00},	   {"L4", 23034, 121.0, 0.50},
-	{"A40", 46068, 149.7, 0.80},	   {"A30", 24576, 165.0, 0.70},
-	{"A10", 23028, 125.0, 0.75},	   {"T4", 15360, 65.0, 0.35},
-	{"V100", 32768, 125.0, 0.80},	   {"P100", 16384, 18.7, 0.40},
-	{"RTX4090", 24564, 165.2, 0.45},   {"MI300X", 196592, 1307.4, 3.50},
+	{"B200", 183359, 2250.0, 6.00, 0},    {"H200", 143771, 989.4, 4.00, 0},
+	{"H100", 81559, 989.4, 3.00, 0},      {"H800", 81559, 989.4, 2.80, 0},
+	{"H20", 97871, 148.0, 1.50, 0},	      {"A100-80GB", 81920, 312.0, 1.80, 0},
+	{"A100-40GB", 40960, 312.0, 1.30, 0}, {"A800", 81920, 312.0, 1.60, 0},
+	{"L40S", 46068, 362.0, 1.00, 0},      {"L4", 23034, 121.0, 0.50, 0},
+	{"A40", 46068, 149.7, 0.80, 0},	      {"A30", 24576, 165.0, 0.70, 0},
+	{"A10", 23028, 125.0, 0.75, 0},	      {"T4", 15360, 65.0, 0.35, 0},
+	{"V100", 32768, 125.0, 0.80, 0},      {"P100", 16384, 18.7, 0.40, 0},
+	{"RTX4090", 24564, 165.2, 0.45, 0},   {"MI300X", 196592, 1307.4, 3.50, 0},
 };
 
 void catalogue_init(struct catalogue *c)
@@ -75,8 +75,8 @@ int catalogue_load_json(struct catalogue *c, const char *text, struct tk_error *
 		return tk_errorf(err, -EINVAL, "line %d column %d: %s", jerr.line, jerr.column,
 				 jerr.text);
 	static const char *const top_keys[] = {"models", NULL};
-	static const char *const model_keys[] = {"name", "mem_mib", "tflops", "price_per_hour",
-						 NULL};
+	static const char *const model_keys[] = {"name",	   "mem_mib", "tflops",
+						 "price_per_hour", "weight",  NULL};
 	struct catalogue next = {0};
 	int r = mj_check_keys(root, NULL, top_keys, err);
 	if (r < 0)
@@ -112,8 +112,12 @@ int catalogue_load_json(struct catalogue *c, const char *text, struct tk_error *
 				err)) < 0 ||
 		    (r = mj_num(m, "tflops", false, 0, 1e6, e.tflops, &e.tflops, err)) < 0 ||
 		    (r = mj_num(m, "price_per_hour", false, 0, 1e6, e.price_per_hour,
-				&e.price_per_hour, err)) < 0)
+				&e.price_per_hour, err)) < 0 ||
+		    (r = mj_num(m, "weight", false, 0.001, 1e6, e.weight > 0 ? e.weight : 1,
+				&e.weight, err)) < 0)
 			goto fail;
+		if (!json_object_get(m, "weight") && !(old && old->weight > 0))
+			e.weight = 0;
 		e.mem_mib = (int64_t)mem;
 		catalogue_set(&next, &e);
 	}
@@ -135,12 +139,19 @@ json_t *catalogue_pack(const struct catalogue *c)
 	json_t *arr = json_array();
 	for (size_t i = 0; i < c->n; i++) {
 		const struct catalogue_entry *e = &c->entries[i];
-		json_array_append_new(arr,
-				      json_pack("{s:s, s:I, s:f, s:f}", "name", e->name, "mem_mib",
-						(json_int_t)e->mem_mib, "tflops", e->tflops,
-						"price_per_hour", e->price_per_hour));
+		json_array_append_new(arr, json_pack("{s:s, s:I, s:f, s:f, s:f}", "name", e->name,
+						     "mem_mib", (json_int_t)e->mem_mib, "tflops",
+						     e->tflops, "price_per_hour", e->price_per_hour,
+						     "weight", catalogue_weight(e)));
 	}
 	return arr;
+}
+
+double catalogue_weight(const struct catalogue_entry *e)
+{
+	if (e->weight > 0)
+		return e->weight;
+	return e->tflops > 0 ? e->tflops / CATALOGUE_UNIT_TFLOPS : 1;
 }
 
 /* Letters and digits only, upper-cased: "A100-SXM4-80GB" -> "A100SXM480GB". */

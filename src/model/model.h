@@ -87,6 +87,7 @@ struct catalogue_entry {
 	int64_t mem_mib;
 	double tflops;	       /* peak dense bf16 (fp16 where the card lacks bf16) */
 	double price_per_hour; /* in the operator's currency, per device */
+	double weight;	       /* units one is worth in quotas (0: catalogue_weight's default) */
 };
 
 struct catalogue {
@@ -119,6 +120,11 @@ void model_name_sanitize(const char *in, char *out, size_t n);
 /* Writes "H200, H100, ..." into sb: for error messages. */
 void catalogue_names(const struct catalogue *c, struct strbuf *sb);
 json_t *catalogue_pack(const struct catalogue *c);
+/* The units (H100-equivalents) one accelerator of model e is worth in a
+ * queue's weighted limits and weighted shares: its weight where set, else
+ * its peak rate against an H100's (989.4 TFLOP/s bf16), else 1. */
+#define CATALOGUE_UNIT_TFLOPS 989.4
+double catalogue_weight(const struct catalogue_entry *e);
 
 /* ---- accelerators and nodes --------------------------------------------- */
 
@@ -1160,6 +1166,9 @@ struct sched_config {
 	 * nodes (tenk reserve) only while the window starts further off than
 	 * this (default 24h) */
 	int64_t maint_lookahead_s;
+	/* "fair_share": "units": a queue's share counts what it holds and
+	 * held in weighted units (catalogue_weight), not accelerators */
+	bool weighted_share;
 };
 /* The depth of the fault-domain level of that name (n characters): 1 for
  * the widest; -1 if none. */
@@ -1195,6 +1204,7 @@ int sched_config_class(const struct sched_config *c, const char *name);
 json_t *class_spec_pack(const struct class_spec *c);
 
 /* A queue: a team's share of the cluster. */
+#define MODEL_MAX_QUEUE_DIMS 8
 struct queue_spec {
 	char name[MODEL_NAME_MAX];
 	int64_t quota_milli;  /* guaranteed accelerators (milli); -1: no quota */
@@ -1208,9 +1218,22 @@ struct queue_spec {
 	 * budget), in the currency of the catalogue's prices */
 	double budget;
 	char budget_period[8];
+	/* limits in more than accelerators ("limits", "borrow_limits"): one
+	 * model's accelerators (its name), weighted units ("units"), CPUs
+	 * ("cpus") and memory ("mem_mib"); quota in milli for accelerators and
+	 * units; borrow beyond it, 0 by default, -1 without limit */
+	int ndims;
+	struct queue_dim {
+		char name[MODEL_NAME_MAX];
+		int64_t quota, borrow;
+	} dims[MODEL_MAX_QUEUE_DIMS];
 };
 
 json_t *queue_spec_pack(const struct queue_spec *q);
+/* Is a limit of that name counted in milli (a model's, "units"), not in
+ * CPUs or MiB? Its value for the API (null for -1). */
+bool queue_dim_milli(const char *name);
+json_t *queue_dim_value(const struct queue_dim *d, int64_t v);
 int queue_spec_unpack(json_t *j, struct queue_spec *ret, struct tk_error *err);
 /* An amount of money for people: "5,012" (whole units from 100 on), "12.35". */
 void model_fmt_amount(double v, char *buf, size_t n);

@@ -474,6 +474,7 @@ int sched_config_load_json(struct sched_config *c, const char *text, struct tk_e
 					   "default_pool",
 					   "domain_levels",
 					   "maint_lookahead",
+					   "fair_share",
 					   NULL};
 	static const char *const ckeys[] = {
 		"name",	 "priority",	     "may_preempt", "preemptible",   "allow",
@@ -652,6 +653,17 @@ int sched_config_load_json(struct sched_config *c, const char *text, struct tk_e
 			      "records outlive its document), or 0 for forever");
 		goto out;
 	}
+	char share[16] = "accelerators";
+	if ((r = mj_strbuf(root, "fair_share", false, true, share, sizeof(share), err)) < 0)
+		goto out;
+	if (strcmp(share, "units") != 0 && strcmp(share, "accelerators") != 0) {
+		r = tk_errorf(err, -EINVAL,
+			      "fair_share: must be \"accelerators\" (each counts 1) or \"units\" "
+			      "(each counts its model's weight), got \"%s\"",
+			      share);
+		goto out;
+	}
+	next.weighted_share = strcmp(share, "units") == 0;
 	char placement[16] = "dense";
 	if ((r = mj_strbuf(root, "placement", false, true, placement, sizeof(placement), err)) < 0)
 		goto out;
@@ -816,6 +828,17 @@ json_t *queue_spec_pack(const struct queue_spec *q)
 			    q->budget > 0 ? json_pack("{s:f, s:s}", "amount", q->budget, "period",
 						      q->budget_period)
 					  : json_null());
+	if (q->ndims) {
+		json_t *lim = json_object(), *bor = json_object();
+		for (int i = 0; i < q->ndims; i++) {
+			const struct queue_dim *d = &q->dims[i];
+			json_object_set_new(lim, d->name, queue_dim_value(d, d->quota));
+			if (d->borrow)
+				json_object_set_new(bor, d->name, queue_dim_value(d, d->borrow));
+		}
+		json_object_set_new(o, "limits", lim);
+		json_object_set_new(o, "borrow_limits", bor);
+	}
 	return o;
 }
 
@@ -910,6 +933,87 @@ static int gpus_field(json_t *obj, const char *key, int64_t *ret, struct tk_erro
 	return 0;
 }
 
+bool queue_dim_milli(const char *name)
+{
+	return strcmp(name, "cpus") != 0 && strcmp(name, "mem_mib") != 0;
+}
+
+json_t *queue_dim_value(const struct queue_dim *d, int64_t v)
+{
+	if (v < 0)
+		return json_null();
+	if (!queue_dim_milli(d->name))
+		return json_integer(v);
+	return v % MODEL_MILLI ? json_real((double)v / MODEL_MILLI) : json_integer(v / MODEL_MILLI);
+}
+
+/* "limits": {"H100": 64, "units": 100, "cpus": 512, "mem_mib": N} (null:
+ * no longer limited), "borrow_limits": the same (null: no limit; absent:
+ * none, the quota is the limit). */
+static int dims_field(json_t *obj, struct queue_spec *q, struct tk_error *err)
+{
+	for (int w = 0; w < 2; w++) {
+		const char *key = w ? "borrow_limits" : "limits";
+		json_t *o = json_object_get(obj, key);
+		if (!o)
+			continue;
+		if (!json_is_object(o))
+			return tk_errorf(err, -EINVAL,
+					 "%s: must be an object such as {\"H100\": 64, \"units\": "
+					 "100, \"cpus\": 512, \"mem_mib\": 1048576}",
+					 key);
+		const char *k;
+		json_t *v;
+		json_object_foreach (o, k, v) {
+			if (!model_name_valid(k))
+				return tk_errorf(
+					err, -EINVAL,
+					"%s.%.64s: not a model's name, \"units\", \"cpus\" "
+					"or \"mem_mib\"",
+					key, k);
+			int at = -1;
+			for (int i = 0; i < q->ndims && at < 0; i++)
+				if (strcmp(q->dims[i].name, k) == 0)
+					at = i;
+			if (json_is_null(v) && !w) {
+				if (at >= 0) /* no longer limited */
+					q->dims[at] = q->dims[--q->ndims];
+				continue;
+			}
+			int64_t x = -1;
+			if (!json_is_null(v)) {
+				int r = queue_dim_milli(k)
+						? gpus_field(o, k, &x, err)
+						: mj_int(o, k, true, 0, INT64_MAX / 4, 0, &x, err);
+				if (r < 0) {
+					mj_prefix(err, "%s", key);
+					return r;
+				}
+			}
+			if (at < 0 && w)
+				return tk_errorf(
+					err, -EINVAL,
+					"borrow_limits.%.64s: the queue has no limit of %.64s "
+					"to borrow beyond; set one in limits first",
+					k, k);
+			if (at < 0) {
+				if (q->ndims == MODEL_MAX_QUEUE_DIMS)
+					return tk_errorf(err, -EINVAL,
+							 "limits: at most %d of them in a queue",
+							 MODEL_MAX_QUEUE_DIMS);
+				at = q->ndims++;
+				memset(&q->dims[at], 0, sizeof(q->dims[at]));
+				snprintf(q->dims[at].name, sizeof(q->dims[at].name), "%s", k);
+			}
+			if (w)
+				q->dims[at].borrow = x;
+			else
+				q->dims[at].quota = x;
+		}
+	}
+	return 0;
+}
+
 static int users_field(json_t *obj, struct queue_spec *q, struct tk_error *err)
 {
 	return allow_list_unpack(obj, "users", q->users, MODEL_MAX_QUEUE_USERS, &q->nusers, err);
@@ -917,11 +1021,12 @@ static int users_field(json_t *obj, struct queue_spec *q, struct tk_error *err)
 
 int queue_spec_update(struct queue_spec *q, json_t *change, struct tk_error *err)
 {
-	static const char *const keys[] = {"gpus",  "borrow_limit", "weight",
-					   "users", "budget",	    NULL};
+	static const char *const keys[] = {"gpus",   "borrow_limit", "weight",	      "users",
+					   "budget", "limits",	     "borrow_limits", NULL};
 	struct queue_spec next = *q;
 	int r;
 	if ((r = mj_check_keys(change, NULL, keys, err)) < 0 ||
+	    (r = dims_field(change, &next, err)) < 0 ||
 	    (r = gpus_field(change, "gpus", &next.quota_milli, err)) < 0 ||
 	    (r = gpus_field(change, "borrow_limit", &next.borrow_milli, err)) < 0 ||
 	    (r = mj_num(change, "weight", false, 0.001, 1e6, next.weight, &next.weight, err)) < 0 ||
@@ -933,9 +1038,9 @@ int queue_spec_update(struct queue_spec *q, json_t *change, struct tk_error *err
 
 int queue_spec_unpack(json_t *j, struct queue_spec *ret, struct tk_error *err)
 {
-	static const char *const keys[] = {"name",	  "gpus",   "borrow_limit",
-					   "weight",	  "users",  "usage",
-					   "usage_at_ms", "budget", NULL};
+	static const char *const keys[] = {
+		"name",	       "gpus",	 "borrow_limit", "weight",	  "users", "usage",
+		"usage_at_ms", "budget", "limits",	 "borrow_limits", NULL};
 	struct queue_spec q;
 	memset(&q, 0, sizeof(q));
 	q.quota_milli = q.borrow_milli = -1;
@@ -950,7 +1055,7 @@ int queue_spec_unpack(json_t *j, struct queue_spec *ret, struct tk_error *err)
 	    (r = users_field(j, &q, err)) < 0 ||
 	    (r = mj_num(j, "usage", false, 0, 1e30, 0, &q.usage, err)) < 0 ||
 	    (r = mj_int(j, "usage_at_ms", false, 0, INT64_MAX, 0, &at, err)) < 0 ||
-	    (r = budget_field(j, &q, err)) < 0)
+	    (r = budget_field(j, &q, err)) < 0 || (r = dims_field(j, &q, err)) < 0)
 		return r;
 	if (!model_name_valid(q.name))
 		return tk_errorf(err, -EINVAL, "name: \"%s\" is not a valid queue name", q.name);

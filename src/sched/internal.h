@@ -104,6 +104,11 @@ struct req {
 	 * job's own (the pass's scratch), shape_node_ok its shape's */
 	bool windowed;
 	const bool *shape_node_ok;
+	/* its queue's limits keep it to some of its shape's models: model_ok
+	 * is then the job's own (st->quota_ok), shape_model_ok its shape's */
+	bool quota_models;
+	bool *shape_model_ok;
+	int quota_dim; /* the first of its queue's dims that keeps a model from it */
 	bool owns_models;
 	struct memo_table *memo; /* for this shape in `free`; NULL: none */
 };

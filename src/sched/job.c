@@ -32,6 +32,7 @@ static void start(struct st *st, int ji, const struct placement *pl)
 		sched__cap_update_node(p, n);
 	}
 	st->qs[j->queue].use += job_milli(j);
+	sched__quota_start(st, j, pl);
 	st->qs[j->queue].score = qscore(st, j->queue);
 	st->qversion++;
 }
@@ -123,6 +124,20 @@ static bool at_queue_limit(struct st *st, const struct jrec *jr, struct shape *s
 	const struct sched_queue *q = &st->p.snap->queues[jr->queue];
 	struct qstate *qs = &st->qs[jr->queue];
 	int64_t need = sh->need;
+	if (st->any_qdims && q->ndims) {
+		/* its CPU and memory limits (the shape's job asks what it does) */
+		struct sched_job as = *sh->j;
+		as.queue = jr->queue;
+		int d = sched__quota_over(st, &as);
+		if (d >= 0) {
+			struct strbuf *sb = &st->sb;
+			strbuf_reset(sb);
+			sched__quota_describe(st, &as, d, sb);
+			sched__add_wait(st, jr->ji, SCHED_WAIT_QUOTA, -1, 0, sb->buf);
+			remember(sh, st, jr, true, SCHED_WAIT_QUOTA, jr->ji);
+			return true;
+		}
+	}
 	if (q->quota_milli < 0 || need <= 0)
 		return false;
 	int64_t limit = q->borrow_milli < 0 ? FOREVER : q->quota_milli + q->borrow_milli;
@@ -228,7 +243,10 @@ static bool start_in_free(struct st *st, int ji, struct shape *sh, const struct 
 		sched__add_wait(st, ji, SCHED_WAIT_RESERVED, sh->resv_job, 0, NULL);
 		return true;
 	}
-	if (!sched__cap_maybe_fits(p, rq)) {
+	struct req shaped = *rq; /* its shape's models: what the shape is told */
+	if (rq->quota_models)
+		shaped.model_ok = rq->shape_model_ok;
+	if (!sched__cap_maybe_fits(p, &shaped)) {
 		sh->could = 0;
 		sh->state = SHAPE_FAILS;
 		return false;
@@ -242,11 +260,30 @@ static bool start_in_free(struct st *st, int ji, struct shape *sh, const struct 
 		start(st, ji, &st->pl);
 		return true;
 	}
+	if (rq->quota_models) {
+		/* is it its queue's limits on models that keep it from the
+		 * others? */
+		struct req all = *rq;
+		all.model_ok = rq->shape_model_ok, all.quota_models = false;
+		sv = sched__block(st, j, &nsaved, &first);
+		st->d->placements_tried++;
+		ok = sched__place(p, &all, &p->free, &st->pl, why);
+		sched__unblock(st, sv, nsaved);
+		if (ok) {
+			struct strbuf *sb = &st->sb;
+			strbuf_reset(sb);
+			sched__quota_describe(st, j, rq->quota_dim, sb);
+			sched__add_wait(st, ji, SCHED_WAIT_QUOTA, -1, 0, sb->buf);
+			return true;
+		}
+	}
 	if (first >= 0 || rq->windowed) {
 		/* is it only the reservations (and windows) in the way? */
 		struct req any = *rq;
 		if (rq->windowed)
 			any.node_ok = rq->shape_node_ok, any.windowed = false;
+		if (rq->quota_models)
+			any.model_ok = rq->shape_model_ok, any.quota_models = false;
 		st->d->placements_tried++;
 		if (sched__place(p, &any, &p->free, &st->pl, why)) {
 			struct strbuf *sb = &st->sb;
@@ -265,7 +302,7 @@ static bool start_in_free(struct st *st, int ji, struct shape *sh, const struct 
 						  "start now");
 			}
 			sched__add_wait(st, ji, SCHED_WAIT_RESERVED, -1, 0, sb->buf);
-			if (sched__blocked_by_all(st, j->time_limit_s)) {
+			if (sched__blocked_by_all(st, j->time_limit_s) && !rq->quota_models) {
 				sh->resv_n = st->nresv + 1;
 				sh->resv_wmask = sched__windows_in_way(st, j->time_limit_s,
 								       j->windows, false);
@@ -353,6 +390,17 @@ void sched__process(struct st *st, const struct jrec *jr)
 	shape_req(st, st->jobs[ji], sh, &rq);
 	if (p->snap->nwindows)
 		sched__windows_apply(st, &rq);
+	if (st->any_qdims && sched__quota_models(st, &rq, &rq.quota_dim) < 0) {
+		/* none of its models is within its queue's limits */
+		struct strbuf *sb = &st->sb;
+		strbuf_reset(sb);
+		sched__quota_describe(st, rq.j, rq.quota_dim, sb);
+		sched__add_wait(st, ji, SCHED_WAIT_QUOTA, -1, 0, sb->buf);
+		remember(sh, st, jr, true, SCHED_WAIT_QUOTA, ji);
+		sched__windows_clear(st, &rq);
+		sched__req_release(&rq);
+		return;
+	}
 	struct place_fail why = {0, 0};
 	if (!start_with_victims(st, ji, &rq, &why) && !start_in_free(st, ji, sh, &rq, &why) &&
 	    !start_by_preempting(st, ji, sh, &rq, within_quota)) {
@@ -361,5 +409,7 @@ void sched__process(struct st *st, const struct jrec *jr)
 			st->blocked_all = ji;
 	}
 	sched__windows_clear(st, &rq);
+	if (rq.quota_models)
+		rq.model_ok = rq.shape_model_ok, rq.quota_models = false;
 	sched__req_release(&rq);
 }

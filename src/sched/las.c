@@ -76,6 +76,7 @@ void sched_policy_of_config(const struct sched_config *cfg, struct sched_policy 
 		ret->resv_patience_ms = cfg->resv_patience_s ? cfg->resv_patience_s * 1000 : -1;
 	ret->max_starts = (int)cfg->max_starts_per_pass;
 	ret->maint_lookahead_ms = cfg->maint_lookahead_s * 1000;
+	ret->weighted_share = cfg->weighted_share;
 	ret->score_every_node = !cfg->placement_fastest;
 	ret->score_before_speed = !cfg->placement_fastest;
 }

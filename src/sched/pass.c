@@ -407,6 +407,7 @@ static void pass_release(struct st *st)
 		sched__memo_free(&st->p, st->shapes[i].memo);
 	}
 	sched__keep_release(k, st->shapes);
+	sched__quota_release(st);
 	strbuf_release(&st->sb);
 	if (st->placed)
 		sched__place_release(&st->p);
@@ -453,6 +454,7 @@ int sched_pass(const struct sched_snapshot *snap, int64_t now_ms, const struct s
 	}
 	sched__place_init(&st.p);
 	st.placed = true;
+	sched__quota_init(&st);
 	from_shapes(&st);
 	st.order = sched__keep_alloc(keep, sizeof(int) * ((size_t)nj + 1));
 	st.run = sched__keep_alloc(keep, sizeof(*st.run) * ((size_t)nj + 1));

@@ -91,7 +91,7 @@ struct shape {
 	 * known), and under the windows of resv_wmask (sched__windows_in_way) */
 	int resv_n;
 	uint64_t resv_wmask;
-	bool resv_unlimited; /* ... that job had no time limit (its text says so) */
+	bool resv_unlimited;	     /* ... that job had no time limit (its text says so) */
 	struct stamp reclaim_failed; /* when reclaiming last found nothing for it */
 	bool *model_ok;		     /* its acceptable models, once worked out */
 	int resv_job;		     /* ... and that job's wait says why */
@@ -109,6 +109,7 @@ struct qstate {
 	int64_t reclaiming;	    /* held by its jobs preempted in this pass: soon free */
 	double score;		    /* fair share: lower goes first */
 	double recent;
+	double units;	/* what it holds in weighted milli units (quota.c) */
 	int head, tail; /* this segment's jobs of the queue: st->run[head .. tail) */
 	int heap_pos;
 };
@@ -201,7 +202,17 @@ struct st {
 	int *vcnt;   /* per model group: nodes counted */
 	struct pick_bufs pick;
 	bool *win_ok; /* per node: a job's node_ok less the windows in its way */
-	int *held;    /* running indices sorted by held_for, for jobs waiting on victims */
+	/* limits beyond accelerators (quota.c): each queue's use of each of
+	 * its dims (qdim_use[qdim_off[q] + d]), each dim's model index (-1:
+	 * none in the cluster, or not a model's), each model's weight; a job's
+	 * own models (its shape's less those over a limit) */
+	bool any_qdims;
+	double *qdim_use;
+	int *qdim_off;
+	int *qdim_model;
+	double *model_w;
+	bool *quota_ok;
+	int *held; /* running indices sorted by held_for, for jobs waiting on victims */
 	int nheld;
 	struct strbuf sb;
 };
@@ -275,12 +286,14 @@ static inline int64_t running_milli(const struct sched_running *r)
 	return m;
 }
 
-/* A queue's fair-share score: its use and recent use over its weight;
- * lower goes first. */
+/* A queue's fair-share score: its use (accelerators, or with weighted
+ * shares its units) and recent use over its weight; lower goes first. */
 static inline double qscore(const struct st *st, int q)
 {
 	const struct sched_queue *sq = &st->p.snap->queues[q];
-	return ((double)st->qs[q].use + st->qs[q].recent) / (sq->weight > 0 ? sq->weight : 1);
+	const struct sched_policy *pol = st->p.policy;
+	double use = pol && pol->weighted_share ? st->qs[q].units : (double)st->qs[q].use;
+	return (use + st->qs[q].recent) / (sq->weight > 0 ? sq->weight : 1);
 }
 
 /* A wait that says "as job same_as": the one a pass writes for most jobs.
@@ -426,6 +439,25 @@ bool sched__try_preempt(struct st *st, int ji, const struct req *rq, bool reclai
  * own may reclaim)? */
 bool sched__any_lending(struct st *st, int except);
 void sched__relset_release(struct pass *p, struct relset *rs);
+
+/* ---- quota.c: limits beyond accelerators -------------------------------------------- */
+
+/* Each queue's use of its dims and units from the running jobs (after
+ * placement's init: models known). */
+void sched__quota_init(struct st *st);
+void sched__quota_release(struct st *st);
+/* Would j pass a CPU or memory limit of its queue? The dim's index, or -1. */
+int sched__quota_over(const struct st *st, const struct sched_job *j);
+/* Keeps rq to the models within its queue's model and unit limits (its
+ * model_ok made the job's own, from st->quota_ok); -1 when none of its
+ * models is, with the first dim in the way in *dim; 1 when some are kept
+ * from it; 0 when none is. */
+int sched__quota_models(struct st *st, struct req *rq, int *dim);
+/* What j started on counts against its queue's dims and units. */
+void sched__quota_start(struct st *st, const struct sched_job *j, const struct placement *pl);
+/* "queue \"vision\": H100 limit 64 (quota 64), 64 in use; this job needs 8" */
+void sched__quota_describe(const struct st *st, const struct sched_job *j, int dim,
+			   struct strbuf *sb);
 
 /* ---- job.c: one job ------------------------------------------------------------------ */
 

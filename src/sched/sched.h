@@ -93,12 +93,36 @@ struct sched_class {
 				 * job of an earlier level may preempt it */
 };
 
+/* A queue's limit in one more dimension than its accelerators: what it
+ * may hold at most (its quota and what it may borrow), of one model's
+ * accelerators (milli), of weighted accelerator units (milli units: an
+ * accelerator of weight w is w units), of CPUs, or of memory (MiB). A job
+ * that would pass any of them waits, the dimension named; one that may
+ * use several models is kept to those within their limits. */
+enum sched_qdim_kind { SCHED_QDIM_MODEL, SCHED_QDIM_UNITS, SCHED_QDIM_CPUS, SCHED_QDIM_MEM };
+struct sched_qdim {
+	enum sched_qdim_kind kind;
+	const char *model; /* SCHED_QDIM_MODEL's */
+	int64_t quota;	   /* for people: what it is guaranteed */
+	int64_t limit;	   /* the most it may hold; quota plus what it may borrow */
+};
+
 struct sched_queue {
 	const char *name;
 	int64_t quota_milli;  /* guaranteed accelerators, milli units; -1: no quota, no limit */
 	int64_t borrow_milli; /* how far beyond its quota it may borrow; -1: no limit */
 	double weight;	      /* share against other queues, > 0 */
-	double recent_milli;  /* recent use: decayed milli-accelerator-seconds / half-life */
+	double recent_milli;  /* recent use: decayed milli-accelerator-seconds / half-life
+			       * (with weighted shares, milli units) */
+	int ndims;
+	const struct sched_qdim *dims; /* borrowed; ndims of them */
+};
+
+/* An accelerator model's weight: how many units one is (an H100 1, by
+ * default its peak rate against an H100's); a model not listed weighs 1. */
+struct sched_model_weight {
+	const char *model;
+	double weight;
 };
 
 struct sched_job {
@@ -262,6 +286,9 @@ struct sched_snapshot {
 	/* the windows that have not ended (tenk reserve) */
 	const struct sched_window *windows;
 	int nwindows;
+	/* the models' weights, for units (sched_qdim) and weighted shares */
+	const struct sched_model_weight *weights;
+	int nweights;
 };
 
 #define SCHED_DEFAULT_MAX_PREEMPTIONS 128
@@ -298,6 +325,9 @@ struct sched_policy {
 	/* a job without a time limit goes on a window's nodes only while the
 	 * window starts further off than this (sched_window) */
 	int64_t maint_lookahead_ms;
+	/* fair share counts what a queue holds in weighted units (the
+	 * snapshot's weights), not accelerators */
+	bool weighted_share;
 	enum sched_frac_policy {
 		SCHED_FRAC_FGD,	    /* least fragmentation for the queued size mix */
 		SCHED_FRAC_BESTFIT, /* the device with least room left */

@@ -115,6 +115,8 @@ void sched__wait_resources(struct st *st, int ji, struct shape *sh, const struct
 	struct req shaped = *rq;
 	if (rq->windowed)
 		shaped.node_ok = rq->shape_node_ok, shaped.windowed = false;
+	if (rq->quota_models)
+		shaped.model_ok = rq->shape_model_ok, shaped.quota_models = false;
 	if (sh->never < 0) {
 		sh->never = !sched__could_ever(&st->p, &shaped);
 		if (sh->never && j->max_switches) {

@@ -754,6 +754,23 @@ static void h_queue_set(struct request *r, const char *param, json_t *body)
 		free(next);
 		return;
 	}
+	/* a model's limit names a model the catalogue knows */
+	for (int k = 0; k < next->ndims; k++) {
+		const char *name = next->dims[k].name;
+		if (!queue_dim_milli(name) || strcmp(name, "units") == 0 ||
+		    catalogue_find(&s->cat, name))
+			continue;
+		struct strbuf names;
+		strbuf_init(&names);
+		catalogue_names(&s->cat, &names);
+		reply_error(r, 400,
+			    "limits.%.64s: not \"units\", \"cpus\", \"mem_mib\" or a model of the "
+			    "catalogue (%s)",
+			    name, names.buf);
+		strbuf_release(&names);
+		free(next);
+		return;
+	}
 	if (!q)
 		q = state_queue_add(st, param, server_now_ms(s));
 	q->spec = *next;

@@ -118,6 +118,18 @@ static void part_hold(struct snode *n, const struct sjob *j, const struct attemp
 			n->dev_used[an->devs[d]] += sign * an->milli;
 }
 
+/* What j's share an on node n counts for its queue: accelerators, units. */
+static void queue_hold(struct state *s, const struct snode *n, struct sjob *j,
+		       const struct attempt_node *an, int sign)
+{
+	j->queue->use_milli += sign * (int64_t)an->ndev * an->milli;
+	for (int d = 0; d < an->ndev; d++)
+		if (an->devs[d] < n->rec.inv.naccel)
+			j->queue->use_units +=
+				sign * an->milli *
+				state_model_weight(s, n->rec.inv.accel[an->devs[d]].model);
+}
+
 void state_part_add(struct state *s, struct snode *n, struct sjob *j, const struct attempt *a,
 		    int node_index)
 {
@@ -125,7 +137,7 @@ void state_part_add(struct state *s, struct snode *n, struct sjob *j, const stru
 	xgrow(&n->parts, &n->parts_alloc, (size_t)n->nparts + 1, sizeof(*n->parts));
 	n->parts[n->nparts++] = (struct part){j, a->number, node_index, 0};
 	part_hold(n, j, an, +1);
-	j->queue->use_milli += (int64_t)an->ndev * an->milli;
+	queue_hold(s, n, j, an, 1);
 	if (node_index == 0) {
 		port_mark(s, n, a->master_port);
 		j->queue->nrunning++;
@@ -147,7 +159,7 @@ void state_part_remove(struct state *s, struct snode *n, struct sjob *j, int att
 		 * attempt (inplace.c) */
 		if (!state_inplace_keeps(j, attempt, p->node_index)) {
 			part_hold(n, j, an, -1);
-			j->queue->use_milli -= (int64_t)an->ndev * an->milli;
+			queue_hold(s, n, j, an, -1);
 		}
 		if (p->node_index == 0) {
 			port_free(s, n, a->master_port);
@@ -165,7 +177,7 @@ void state_node_hold(struct state *s, struct snode *n, struct sjob *j,
 		     const struct attempt_node *an, int sign)
 {
 	part_hold(n, j, an, sign);
-	j->queue->use_milli += sign * (int64_t)an->ndev * an->milli;
+	queue_hold(s, n, j, an, sign);
 	state_node_sync_devs(n);
 	node_bump(s, n);
 	state_want_pass(s);

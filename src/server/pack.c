@@ -6,6 +6,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 /* What node node_index runs of attempt a. The spec borrows the job's strings;
  * the caller frees spec->devs_off and spec->devs. */
@@ -336,6 +337,47 @@ json_t *state_queue_pack(struct state *s, const struct squeue *q)
 	json_object_set_new(o, "recent", json_real(recent / MODEL_MILLI));
 	json_object_set_new(o, "pending", json_integer(q->npending));
 	json_object_set_new(o, "running", json_integer(q->nrunning));
+	json_object_set_new(o, "units_in_use", json_real(q->use_units / MODEL_MILLI));
+	if (q->spec.ndims) {
+		/* what it holds of each limit, from its attempts' shares */
+		struct sched_qdim dims[MODEL_MAX_QUEUE_DIMS];
+		double use[MODEL_MAX_QUEUE_DIMS] = {0};
+		state_queue_dims(&q->spec, dims);
+		for (int i = 0; i < s->nnodes; i++) {
+			const struct snode *n = s->nodes[i];
+			for (int p = 0; p < n->nparts; p++) {
+				const struct sjob *j = n->parts[p].job;
+				if (j->queue != q)
+					continue;
+				const struct attempt *a = &j->job.attempts[n->parts[p].attempt - 1];
+				const struct attempt_node *an = &a->nodes[n->parts[p].node_index];
+				const struct job_request *rq = &j->job.req;
+				for (int k = 0; k < q->spec.ndims; k++) {
+					if (dims[k].kind == SCHED_QDIM_CPUS)
+						use[k] += rq->tasks_per_node * rq->cpus_per_task;
+					else if (dims[k].kind == SCHED_QDIM_MEM)
+						use[k] += (double)rq->mem_mib;
+					for (int d = 0;
+					     d < an->ndev && an->devs[d] < n->rec.inv.naccel; d++) {
+						const char *m = n->rec.inv.accel[an->devs[d]].model;
+						if (dims[k].kind == SCHED_QDIM_UNITS)
+							use[k] += an->milli *
+								  state_model_weight(s, m);
+						else if (dims[k].kind == SCHED_QDIM_MODEL &&
+							 strcasecmp(m, dims[k].model) == 0)
+							use[k] += an->milli;
+					}
+				}
+			}
+		}
+		json_t *u = json_object();
+		for (int k = 0; k < q->spec.ndims; k++)
+			json_object_set_new(u, q->spec.dims[k].name,
+					    json_real(queue_dim_milli(q->spec.dims[k].name)
+							      ? use[k] / MODEL_MILLI
+							      : use[k]));
+		json_object_set_new(o, "limits_in_use", u);
+	}
 	if (q->spec.budget > 0) {
 		json_object_set_new(o, "spent", json_real(q->spent));
 		json_object_set_new(o, "budget_state",

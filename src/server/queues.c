@@ -4,6 +4,7 @@
  */
 #include "state.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -46,7 +47,8 @@ void state_queues_age(struct state *s, int64_t now)
 		double dt = (double)(now - q->spec.usage_at_ms) / 1000.0;
 		if (dt <= 0)
 			continue;
-		q->spec.usage = sched_usage_age(q->spec.usage, q->use_milli, dt, hl);
+		int64_t use = s->sched.weighted_share ? llround(q->use_units) : q->use_milli;
+		q->spec.usage = sched_usage_age(q->spec.usage, use, dt, hl);
 		q->spec.usage_at_ms = now;
 		if (now - q->written_ms >= QUEUE_WRITE_EVERY_MS) {
 			q->written_ms = now;

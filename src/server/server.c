@@ -716,6 +716,7 @@ int server_create(uv_loop_t *loop, const struct server_config *cfg, struct serve
 				    .epoch = s->epoch,
 				    .secret = s->admin_token};
 	state_init(&s->st, &scfg, sched, api_state_event, s);
+	state_set_weights(&s->st, &s->cat);
 	state_set_reader(&s->st, read_job, s); /* (s->reader is open before any read) */
 	s->st.now_ms = server_now_ms(s);
 	s->st.mono_ms = tk_mono_ms();

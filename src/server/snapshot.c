@@ -26,6 +26,7 @@ struct snapshot {
 	struct sched_assign *assigns;  /* their parts, side by side */
 	int nrunning;
 	struct sched_window *windows; /* state->wins as the pass takes them */
+	struct sched_qdim *qdims;     /* the queues' limits beyond accelerators */
 };
 
 /* The scheduler's view of the nodes: node i is state->nodes[i]; a node
@@ -101,14 +102,39 @@ bool state_request_possible(struct state *s, const struct job_request *r, struct
 	return ok;
 }
 
+void state_queue_dims(const struct queue_spec *qs, struct sched_qdim *ret)
+{
+	for (int k = 0; k < qs->ndims; k++) {
+		const struct queue_dim *d = &qs->dims[k];
+		ret[k] = (struct sched_qdim){strcmp(d->name, "units") == 0     ? SCHED_QDIM_UNITS
+					     : strcmp(d->name, "cpus") == 0    ? SCHED_QDIM_CPUS
+					     : strcmp(d->name, "mem_mib") == 0 ? SCHED_QDIM_MEM
+									       : SCHED_QDIM_MODEL,
+					     d->name, d->quota,
+					     d->borrow < 0 ? INT64_MAX / 4 : d->quota + d->borrow};
+	}
+}
+
 static void queues_build(const struct state *s, struct snapshot *sn)
 {
 	sn->queues = xcalloc((size_t)s->nqueues + 1, sizeof(*sn->queues));
-	for (int q = 0; q < s->nqueues; q++) {
+	int ndims = 0;
+	for (int q = 0; q < s->nqueues; q++)
+		ndims += s->queues[q]->spec.ndims;
+	sn->qdims = ndims ? xcalloc((size_t)ndims, sizeof(*sn->qdims)) : NULL;
+	for (int q = 0, at = 0; q < s->nqueues; q++) {
 		const struct queue_spec *qs = &s->queues[q]->spec;
 		sn->queues[q] = (struct sched_queue){
-			qs->name, qs->quota_milli, qs->borrow_milli, qs->weight,
-			sched_usage_recent(qs->usage, (double)s->sched.half_life_s)};
+			qs->name,
+			qs->quota_milli,
+			qs->borrow_milli,
+			qs->weight,
+			sched_usage_recent(qs->usage, (double)s->sched.half_life_s),
+			qs->ndims,
+			qs->ndims ? sn->qdims + at : NULL};
+		if (qs->ndims)
+			state_queue_dims(qs, sn->qdims + at);
+		at += qs->ndims;
 	}
 }
 
@@ -534,7 +560,9 @@ static void snapshot_build(struct state *s, uint64_t mark, int64_t now, struct s
 					   .keys = sn->keys,
 					   .keep = s->sched_keep,
 					   .windows = sn->windows,
-					   .nwindows = s->nwins};
+					   .nwindows = s->nwins,
+					   .weights = s->weights,
+					   .nweights = s->nweights};
 }
 
 static void snapshot_release(struct snapshot *sn)
@@ -547,6 +575,7 @@ static void snapshot_release(struct snapshot *sn)
 	free(sn->queues);
 	free(sn->nodes);
 	free(sn->windows);
+	free(sn->qdims);
 	memset(sn, 0, sizeof(*sn));
 }
 

@@ -63,6 +63,8 @@ void state_release(struct state *s)
 	for (int i = 0; i < s->wins_made; i++)
 		free(s->wins[i].nodes);
 	free(s->wins);
+	free(s->weights);
+	free(s->weight_names);
 	free(s->waits.ids);
 	free(s->waits.from);
 	for (size_t i = 0; i < s->njobs; i++) {

@@ -153,6 +153,14 @@ int state_window_delete(struct state *s, const char *name, int64_t now);
  * an end. */
 void state_windows_tick(struct state *s, int64_t now);
 
+/* A queue's limits beyond accelerators as the pass takes them (ret holds
+ * qs->ndims; names borrowed). */
+void state_queue_dims(const struct queue_spec *qs, struct sched_qdim *ret);
+/* The catalogue's weights, for queues' units (copied). */
+void state_set_weights(struct state *s, const struct catalogue *c);
+/* One accelerator's weight, by its model's name (1: not in the catalogue). */
+double state_model_weight(const struct state *s, const char *model);
+
 /* ---- lemon.c: nodes that keep failing -------------------------------------------------- */
 
 /* Something happened to node n (for job's attempt; job 0: none): kept in
@@ -255,6 +263,7 @@ struct squeue {
 	struct queue_spec spec;
 	int index;	   /* in state->queues; queues are never removed */
 	int64_t use_milli; /* accelerators held by its running attempts */
+	double use_units;  /* ... in weighted milli units (catalogue_weight) */
 	int npending;
 	int nrunning;
 	bool dirty;
@@ -527,7 +536,11 @@ struct state {
 	struct swindow *wins;
 	int nwins, wins_made; /* entries in use, entries with their arrays */
 	size_t wins_alloc;
-	uint32_t win_bits;		   /* the bits in use */
+	uint32_t win_bits; /* the bits in use */
+	/* the models' weights (state_set_weights), for units */
+	struct sched_model_weight *weights;
+	char (*weight_names)[MODEL_NAME_MAX];
+	int nweights;
 	struct pass_waits waits;	   /* why the last pass's jobs wait (snapshot.c) */
 	struct sched_shapes *sched_shapes; /* the waiting jobs' requests, filed */
 	struct sched_keep *sched_keep;	   /* the passes' large arrays, kept */

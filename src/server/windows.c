@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 static struct swindow *find(struct state *s, const char *name)
 {
@@ -239,6 +240,28 @@ int state_window_delete(struct state *s, const char *name, int64_t now)
 	}
 	state_windows_collect(s);
 	return found;
+}
+
+void state_set_weights(struct state *s, const struct catalogue *c)
+{
+	free(s->weights);
+	free(s->weight_names);
+	s->nweights = (int)c->n;
+	s->weights = xcalloc(c->n + 1, sizeof(*s->weights));
+	s->weight_names = xcalloc(c->n + 1, sizeof(*s->weight_names));
+	for (size_t i = 0; i < c->n; i++) {
+		snprintf(s->weight_names[i], MODEL_NAME_MAX, "%s", c->entries[i].name);
+		s->weights[i] = (struct sched_model_weight){s->weight_names[i],
+							    catalogue_weight(&c->entries[i])};
+	}
+}
+
+double state_model_weight(const struct state *s, const char *model)
+{
+	for (int i = 0; i < s->nweights; i++)
+		if (strcasecmp(s->weights[i].model, model) == 0)
+			return s->weights[i].weight;
+	return 1;
 }
 
 void state_windows_tick(struct state *s, int64_t now)

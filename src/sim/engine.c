@@ -1039,7 +1039,7 @@ static int setup(struct eng *e, struct tk_error *err)
 	/* queues: the trace's, with quotas and weights where the options name them */
 	e->queues = xcalloc((size_t)tr->nqueues + 1, sizeof(*e->queues));
 	for (int q = 0; q < tr->nqueues; q++) {
-		e->queues[q] = (struct sched_queue){tr->queues[q], -1, -1, 1, 0};
+		e->queues[q] = (struct sched_queue){tr->queues[q], -1, -1, 1, 0, 0, NULL};
 		for (int k = 0; k < o->nqueues; k++)
 			if (strcmp(o->queues[k].name, tr->queues[q]) == 0) {
 				e->queues[q].quota_milli = o->queues[k].quota_milli;

@@ -19,7 +19,7 @@ def cluster_of(workdir, procs, agents=2, fake="4xH100", labels=None, domains=Non
     t = Tenk(workdir, data)
     for i in range(agents):
         d = Daemon(["agent", "--server", t.url, "--token-file", os.path.join(data, "agent.token"),
-                    "--name", f"n{i}", "--fake-gpus", fake,
+                    "--name", f"n{i}", "--fake-gpus", fake if isinstance(fake, str) else fake[i],
                     "--work-dir", os.path.join(workdir, f"agent{i}")] +
                    (["--labels", labels[i]] if labels else []) +
                    (["--domain", domains[i]] if domains else []) + list(agent_args),
@@ -409,6 +409,62 @@ def test_maintenance_window(workdir, procs):
     assert t.job(other)["state"] == "PENDING"
     assert "deleted reservation demo" in t.run("reservations", "delete", "demo").stdout
     t.run("wait", other, timeout=60)
+
+
+def test_quotas_in_what_runs_out(workdir, procs):
+    """A queue's limits beyond its accelerators: one model's, weighted units
+    (an H100 one, an A100 its peak rate against an H100's), CPUs, memory. A
+    job over any waits with the dimension named; one that may use either
+    model goes to the one still within its limits; other queues are not
+    held to them; bad limits are refused saying why."""
+    t = cluster_of(workdir, procs, agents=2, fake=["4xH100", "4xA100-80GB"],
+                   agent_args=["--cpus", "16"])
+    t.run("queues", "set", "vision", "--gpus", "H100=2", "--units", "3", "--cpus", "8",
+          "--mem", "1G", "--borrow-limit", "cpus=4")
+    q = {x["name"]: x for x in t.json("queues")["queues"]}["vision"]
+    assert q["limits"] == {"H100": 2, "units": 3, "cpus": 8, "mem_mib": 1024}, q
+    assert q["borrow_limits"] == {"cpus": 4}, q
+    st, cat = t.api("GET", "/v1/catalogue")
+    weights = {m["name"]: m["weight"] for m in cat["models"]}
+    assert weights["H100"] == 1 and abs(weights["A100-80GB"] - 312 / 989.4) < 1e-6, weights
+    held = t.submit("--queue", "vision", "-G", "2", "--gpu-type", "H100", "--", "sleep", "60")
+    wait_for(lambda: t.job(held)["state"] == "RUNNING", 30, "the queue's H100 job")
+    over_h100 = t.submit("--queue", "vision", "-G", "1", "--gpu-type", "H100", "--", "true")
+    either = t.submit("--queue", "vision", "-G", "2", "--", "sleep", "20")
+    t.run("wait", t.submit("-G", "1", "--gpu-type", "H100", "--", "true"), timeout=60)
+    wait_for(lambda: t.job(either)["state"] == "RUNNING", 30, "the job of either model")
+    assert t.job(either)["attempts"][0]["nodes"][0]["name"] == "n1"  # the A100s
+    over_units = t.submit("--queue", "vision", "-G", "4", "--gpu-type", "A100-80GB", "--",
+                          "true")
+    over_cpus = t.submit("--queue", "vision", "-c", "13", "--", "true")
+    over_mem = t.submit("--queue", "vision", "--mem", "2G", "--", "true")
+    for jid, why in ((over_h100, 'queue "vision": H100 limit 2 (quota 2), 2 in use; this '
+                      'job needs 1 accelerators'),
+                     (over_units, 'queue "vision": weighted GPU units limit 3 (quota 3), 2.631 '
+                      'in use; this job needs 4 accelerators'),
+                     (over_cpus, 'queue "vision": CPUs limit 12 (quota 8), 0 in use; this '
+                      'job needs 13'),
+                     (over_mem, 'queue "vision": memory (GiB) limit 1 (quota 1), 0 in use; '
+                      'this job needs 2')):
+        wait_for(lambda: why in t.job(jid).get("reason", ""), 20, f"job {jid}'s reason")
+        assert t.job(jid)["state"] == "PENDING"
+    listed = t.run("queues").stdout
+    assert "limits: H100 2/2" in listed and "cpus 0/8 (+4)" in listed, listed
+    used = {x["name"]: x for x in t.json("queues")["queues"]}["vision"]["limits_in_use"]
+    assert used["H100"] == 2 and abs(used["units"] - (2 + 2 * 312 / 989.4)) < 1e-3, used
+    # bad limits, refused saying why
+    for args, why in ((["--gpus", "H10=3"], 'limits.H10: not "units", "cpus", "mem_mib" or '
+                       'a model of the catalogue'),
+                      (["--borrow-limit", "T4=2"], "borrow_limits.T4: the queue has no limit "
+                       "of T4"),
+                      (["--mem", "lots"], "--mem: a size such as 4T or none")):
+        p = t.run("queues", "set", "vision", *args, check=False)
+        assert p.returncode != 0 and why in p.stderr, (args, p.stderr)
+    # lifted: what waited runs
+    t.run("queues", "set", "vision", "--gpus", "H100=none", "--units", "none", "--cpus", "none",
+          "--mem", "none")
+    t.run("wait", over_h100, over_units, over_cpus, over_mem, timeout=90)
+    t.run("cancel", held)
 
 
 def as_user(t, token):

@@ -762,7 +762,58 @@ static void test_catalogue(void **state)
 	assert_null(catalogue_find(&c, "Y"));
 	assert_true(catalogue_load_json(&c, "{\"models\": [}", &err) < 0);
 	assert_non_null(strstr(err.text, "line 1"));
+	/* weights: units in quotas, by default peak rate against an H100's */
+	assert_true(catalogue_weight(catalogue_find(&c, "H100")) == 1);
+	assert_true(fabs(catalogue_weight(catalogue_find(&c, "A100-80GB")) - 312 / 989.4) < 1e-9);
+	assert_int_equal(catalogue_load_json(&c,
+					     "{\"models\": [{\"name\": \"T4\", \"weight\": 0.5}, "
+					     "{\"name\": \"X1\", \"price_per_hour\": 1}]}",
+					     &err),
+			 0);
+	assert_true(catalogue_weight(catalogue_find(&c, "T4")) == 0.5);
+	assert_true(fabs(catalogue_weight(catalogue_find(&c, "X1")) - 10 / 989.4) < 1e-9);
+	assert_true(catalogue_load_json(&c, "{\"models\": [{\"name\": \"T4\", \"weight\": 0}]}",
+					&err) < 0);
+	assert_non_null(strstr(err.text, "models[0].weight"));
 	catalogue_release(&c);
+	/* a queue's limits beyond accelerators: set, packed, read back, lifted */
+	struct queue_spec q;
+	memset(&q, 0, sizeof(q));
+	snprintf(q.name, sizeof(q.name), "vision");
+	q.quota_milli = q.borrow_milli = -1;
+	q.weight = 1;
+	json_t *ch = json_pack("{s:{s:i, s:f, s:i, s:i}, s:{s:i}}", "limits", "H100", 64, "units",
+			       12.5, "cpus", 512, "mem_mib", 1 << 20, "borrow_limits", "H100", 16);
+	assert_int_equal(queue_spec_update(&q, ch, &err), 0);
+	json_decref(ch);
+	assert_int_equal(q.ndims, 4);
+	assert_true(q.dims[0].quota == 64000 && q.dims[0].borrow == 16000);
+	assert_true(q.dims[1].quota == 12500 && q.dims[2].quota == 512);
+	json_t *packed = queue_spec_pack(&q);
+	struct queue_spec back;
+	assert_int_equal(queue_spec_unpack(packed, &back, &err), 0);
+	assert_int_equal(back.ndims, 4);
+	assert_memory_equal(back.dims, q.dims, sizeof(q.dims[0]) * 4);
+	json_decref(packed);
+	ch = json_pack("{s:{s:n}}", "limits", "units");
+	assert_int_equal(queue_spec_update(&q, ch, &err), 0);
+	json_decref(ch);
+	assert_int_equal(q.ndims, 3);
+	static const char *const bad[][2] = {
+		{"{\"limits\": [1]}", "limits: must be an object"},
+		{"{\"limits\": {\"H 100\": 1}}", "limits.H 100: not a model's name"},
+		{"{\"limits\": {\"H100\": -1}}", "limits.H100: must be a number from 0"},
+		{"{\"borrow_limits\": {\"T4\": 1}}",
+		 "borrow_limits.T4: the queue has no limit of T4"},
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+		ch = json_loads(bad[i][0], 0, NULL);
+		struct queue_spec was = q;
+		assert_true(queue_spec_update(&q, ch, &err) < 0);
+		assert_non_null(strstr(err.text, bad[i][1]));
+		assert_memory_equal(&was, &q, sizeof(q));
+		json_decref(ch);
+	}
 }
 
 static void test_node_record(void **state)

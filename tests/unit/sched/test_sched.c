@@ -39,6 +39,9 @@ struct cluster {
 	struct sched_window windows[4];
 	int win_nodes[4][MAXN];
 	int nwin;
+	struct sched_qdim dims[4][4];
+	struct sched_model_weight weights[3];
+	int nweights;
 };
 
 enum { BATCH, NORMAL, PROD };
@@ -53,7 +56,7 @@ static void init(struct cluster *c)
 	c->classes[PROD] = (struct sched_class){
 		.name = "prod", .priority = 100, .may_preempt = true, .preemptible = false};
 	c->nclasses = 3;
-	c->queues[0] = (struct sched_queue){"default", -1, -1, 1, 0};
+	c->queues[0] = (struct sched_queue){"default", -1, -1, 1, 0, 0, NULL};
 	c->nqueues = 1;
 	c->now = 1000000000;
 }
@@ -174,7 +177,9 @@ static struct sched_snapshot snapshot_of(struct cluster *c)
 				       .queues = c->queues,
 				       .nqueues = c->nqueues,
 				       .windows = c->windows,
-				       .nwindows = c->nwin};
+				       .nwindows = c->nwin,
+				       .weights = c->weights,
+				       .nweights = c->nweights};
 }
 
 /* A window on nodes a..b (inclusive), starting `in_s` from now, for the
@@ -1080,8 +1085,8 @@ static void test_fair_share(void **state)
 {
 	struct cluster c;
 	init(&c);
-	c.queues[1] = (struct sched_queue){"a", -1, -1, 1, 5000}; /* used a lot lately */
-	c.queues[2] = (struct sched_queue){"b", -1, -1, 1, 0};
+	c.queues[1] = (struct sched_queue){"a", -1, -1, 1, 5000, 0, NULL}; /* used a lot lately */
+	c.queues[2] = (struct sched_queue){"b", -1, -1, 1, 0, 0, NULL};
 	c.nqueues = 3;
 	add_node(&c, "H100", 1, 64);
 	struct sched_job *ja = add_job(&c, 1, 1, 1000);
@@ -1107,7 +1112,7 @@ static void test_quota_and_borrowing(void **state)
 {
 	struct cluster c;
 	init(&c);
-	c.queues[1] = (struct sched_queue){"team", 8000, 8000, 1, 0};
+	c.queues[1] = (struct sched_queue){"team", 8000, 8000, 1, 0, 0, NULL};
 	c.nqueues = 2;
 	for (int i = 0; i < 3; i++)
 		add_node(&c, "H100", 8, 64);
@@ -1126,11 +1131,96 @@ static void test_quota_and_borrowing(void **state)
 	sched_decisions_release(&d);
 }
 
+/* Limits beyond accelerators: one model's, weighted units, CPUs, memory;
+ * a job that may use several models goes to one still within its queue's
+ * limits; one that may use none waits, the dimension named. Weighted fair
+ * share orders queues by units. */
+static void test_quota_dims(void **state)
+{
+	struct cluster c;
+	init(&c);
+	add_node(&c, "H100", 8, 64);
+	add_node(&c, "A100-80GB", 8, 64);
+	c.weights[0] = (struct sched_model_weight){"H100", 1};
+	c.weights[1] = (struct sched_model_weight){"A100-80GB", 0.32};
+	c.nweights = 2;
+	c.queues[1] = (struct sched_queue){"vision", -1, -1, 1, 0, 1, c.dims[1]};
+	c.nqueues = 2;
+	c.dims[1][0] = (struct sched_qdim){SCHED_QDIM_MODEL, "H100", 4000, 4000};
+	add_running(&c, NORMAL, 4, 1, 0)->queue = 1;
+	static const char *const h100[] = {"H100"};
+	struct sched_job *any = add_job(&c, 1, 1, 4000), *only = add_job(&c, 1, 1, 4000);
+	struct sched_job *other = add_job(&c, 1, 1, 4000);
+	any->queue = only->queue = 1;
+	only->gpu_types = h100, only->ngpu_types = 1;
+	other->gpu_types = h100, other->ngpu_types = 1;
+	struct sched_decisions d;
+	assert_int_equal(pass(&c, &d), 0);
+	assert_int_equal(start_of(&d, 0)->nodes[0].node, 1); /* kept to the A100s */
+	assert_int_equal(wait_of(&d, 1)->reason, SCHED_WAIT_QUOTA);
+	assert_string_equal(why(&d, 1), "queue \"vision\": H100 limit 4 (quota 4), 4 in use; this "
+					"job needs 4 accelerators, and no model it may use is "
+					"within the queue's limits");
+	assert_int_equal(start_of(&d, 2)->nodes[0].node, 0); /* another queue's */
+	sched_decisions_release(&d);
+	/* weighted units: 5 H100s' worth: eight A100s (2.56) fit, eight H100s
+	 * do not */
+	c.nr = 0;
+	for (int k = 0; k < 8; k++)
+		c.devs[0][k].free_milli = MODEL_MILLI;
+	c.dims[1][0] = (struct sched_qdim){SCHED_QDIM_UNITS, NULL, 5000, 5000};
+	any->gpu_milli = only->gpu_milli = 8000;
+	c.nj = 2;
+	assert_int_equal(pass(&c, &d), 0);
+	assert_int_equal(start_of(&d, 0)->nodes[0].node, 1);
+	assert_non_null(strstr(why(&d, 1),
+			       "weighted GPU units limit 5 (quota 5), 2.56 in use; this "
+			       "job needs 8 accelerators"));
+	sched_decisions_release(&d);
+	/* CPUs and memory, known before placement */
+	c.dims[1][0] = (struct sched_qdim){SCHED_QDIM_CPUS, NULL, 16, 16};
+	c.dims[1][1] = (struct sched_qdim){SCHED_QDIM_MEM, NULL, 1024, 2048};
+	c.queues[1].ndims = 2;
+	any->cpus_per_task = 20;
+	only->ngpu_types = 0, only->mem_mib = 4096;
+	assert_int_equal(pass(&c, &d), 0);
+	assert_int_equal(d.nstarts, 0);
+	assert_string_equal(why(&d, 0),
+			    "queue \"vision\": CPUs limit 16 (quota 16), 0 in use; this "
+			    "job needs 20");
+	assert_string_equal(why(&d, 1), "queue \"vision\": memory (GiB) limit 2 (quota 1), 0 in "
+					"use; this job needs 4");
+	sched_decisions_release(&d);
+	/* weighted share: four A100s (1.28 units) before two H100s (2) */
+	init(&c);
+	add_node(&c, "H100", 4, 64);
+	add_node(&c, "A100-80GB", 8, 64);
+	c.weights[0] = (struct sched_model_weight){"H100", 1};
+	c.weights[1] = (struct sched_model_weight){"A100-80GB", 0.32};
+	c.nweights = 2;
+	c.queues[1] = (struct sched_queue){"a", -1, -1, 1, 0, 0, NULL};
+	c.queues[2] = (struct sched_queue){"b", -1, -1, 1, 0, 0, NULL};
+	c.nqueues = 3;
+	add_running(&c, NORMAL, 4, 1, 1)->queue = 1;
+	add_running(&c, NORMAL, 2, 1, 0)->queue = 2;
+	add_running(&c, NORMAL, 1, 1, 0); /* one H100 free */
+	add_running(&c, NORMAL, 4, 1, 1);
+	struct sched_job *ja = add_job(&c, 1, 1, 1000), *jb = add_job(&c, 1, 1, 1000);
+	ja->queue = 1, jb->queue = 2;
+	for (int w = 0; w < 2; w++) {
+		c.policy.weighted_share = w;
+		assert_int_equal(pass(&c, &d), 0);
+		assert_int_equal(d.nstarts, 1);
+		assert_non_null(start_of(&d, w ? 0 : 1));
+		sched_decisions_release(&d);
+	}
+}
+
 /* Queue 1 lends (its quota, no borrowing), queue 2 borrows up to 8 more. */
 static void lender_and_borrower(struct cluster *c, const char *lender, int64_t borrower_quota)
 {
-	c->queues[1] = (struct sched_queue){lender, 8000, 0, 1, 0};
-	c->queues[2] = (struct sched_queue){"borrower", borrower_quota, 8000, 1, 0};
+	c->queues[1] = (struct sched_queue){lender, 8000, 0, 1, 0, 0, NULL};
+	c->queues[2] = (struct sched_queue){"borrower", borrower_quota, 8000, 1, 0, 0, NULL};
 	c->nqueues = 3;
 }
 
@@ -1478,9 +1568,9 @@ static void test_pass_limit_order(void **state)
 	struct cluster c;
 	init(&c);
 	add_node(&c, "H100", 8, 64);
-	c.queues[0] = (struct sched_queue){"q0", -1, -1, 1, 0};
-	c.queues[1] = (struct sched_queue){"q1", -1, -1, 1, 5e6};
-	c.queues[2] = (struct sched_queue){"q2", -1, -1, 1, 1e6};
+	c.queues[0] = (struct sched_queue){"q0", -1, -1, 1, 0, 0, NULL};
+	c.queues[1] = (struct sched_queue){"q1", -1, -1, 1, 5e6, 0, NULL};
+	c.queues[2] = (struct sched_queue){"q2", -1, -1, 1, 1e6, 0, NULL};
 	c.nqueues = 3;
 	add_job(&c, 1, 1, 1000)->cls = PROD; /* starts */
 	add_job(&c, 1, 1, 1000)->cls = PROD; /* the first left: says why */
@@ -1783,9 +1873,9 @@ static const char *const models[] = {"H100", "A100-80GB", "T4"};
 static void random_cluster(struct cluster *c)
 {
 	init(c);
-	c->queues[1] = (struct sched_queue){"qa", 1000 * (int)rnd(16), 1000 * (int)rnd(8),
-					    1 + rnd(3), rnd(4000)};
-	c->queues[2] = (struct sched_queue){"qb", -1, -1, 1 + rnd(3), rnd(4000)};
+	c->queues[1] = (struct sched_queue){
+		"qa", 1000 * (int)rnd(16), 1000 * (int)rnd(8), 1 + rnd(3), rnd(4000), 0, NULL};
+	c->queues[2] = (struct sched_queue){"qb", -1, -1, 1 + rnd(3), rnd(4000), 0, NULL};
 	c->nqueues = 3;
 	c->policy.frac = (enum sched_frac_policy)rnd(3);
 	c->policy.no_backfill = rnd(8) == 0;
@@ -1892,6 +1982,28 @@ static void random_cluster(struct cluster *c)
 	}
 	for (int i = 0; i < nj; i++)
 		c->jobs[i].windows = nw && rnd(4) == 0 ? 1 + rnd(3) : 0;
+	/* limits beyond accelerators on some queues (a model's, units, CPUs,
+	 * memory), the models' weights, weighted shares */
+	c->weights[0] = (struct sched_model_weight){"H100", 1};
+	c->weights[1] = (struct sched_model_weight){"A100-80GB", 0.32};
+	c->weights[2] = (struct sched_model_weight){"T4", 0.07};
+	c->nweights = rnd(2) ? 3 : 0;
+	c->policy.weighted_share = rnd(2);
+	for (int q = 1; q < 3; q++) {
+		if (rnd(3))
+			continue;
+		c->queues[q].dims = c->dims[q];
+		c->queues[q].ndims = 1 + (int)rnd(3);
+		for (int k = 0; k < c->queues[q].ndims; k++) {
+			struct sched_qdim *d = &c->dims[q][k];
+			d->kind = (enum sched_qdim_kind)rnd(4);
+			d->model = models[rnd(3)];
+			d->limit = d->kind == SCHED_QDIM_CPUS  ? rnd(40)
+				   : d->kind == SCHED_QDIM_MEM ? rnd(1 << 20)
+							       : 1000 * rnd(12);
+			d->quota = d->limit;
+		}
+	}
 	/* queue qa starts within its limit */
 	int64_t use = 0;
 	for (int i = 0; i < c->nr; i++)
@@ -2013,6 +2125,49 @@ static void check_invariants(const struct cluster *c, const struct sched_decisio
 		bool by_reclaim = c->queues[v->queue].quota_milli >= 0 && v->queue != j->queue;
 		assert_true(by_class || by_reclaim);
 	}
+}
+
+/* What assignment a of queue q's job counts in dim d. */
+static double dim_amount(const struct cluster *c, const struct sched_qdim *d,
+			 const struct sched_assign *a)
+{
+	if (d->kind == SCHED_QDIM_CPUS)
+		return a->cpus;
+	if (d->kind == SCHED_QDIM_MEM)
+		return (double)a->mem_mib;
+	double v = 0;
+	for (int x = 0; x < a->ndev; x++) {
+		const char *m = c->nodes[a->node].devs[a->devs[x]].model;
+		double w = 1;
+		for (int k = 0; k < c->nweights; k++)
+			if (strcmp(c->weights[k].model, m) == 0)
+				w = c->weights[k].weight;
+		if (d->kind == SCHED_QDIM_UNITS)
+			v += a->milli * w;
+		else if (strcmp(d->model, m) == 0)
+			v += a->milli;
+	}
+	return v;
+}
+
+/* No queue passes a limit of its dims with what a pass started. */
+static void check_dims(const struct cluster *c, const struct sched_decisions *d)
+{
+	for (int q = 0; q < c->nqueues; q++)
+		for (int k = 0; k < c->queues[q].ndims; k++) {
+			const struct sched_qdim *dim = &c->queues[q].dims[k];
+			double use = 0, start = 0;
+			for (int r = 0; r < c->nr; r++)
+				for (int m = 0; m < c->run[r].nnodes && c->run[r].queue == q; m++)
+					use += dim_amount(c, dim, &c->run[r].nodes[m]);
+			for (int s = 0; s < d->nstarts; s++)
+				for (int m = 0; m < d->starts[s].nnodes &&
+						c->ptrs[d->starts[s].job]->queue == q;
+				     m++)
+					start += dim_amount(c, dim, &d->starts[s].nodes[m]);
+			if (start > 0)
+				assert_true(use + start <= (double)dim->limit + 1e-6);
+		}
 }
 
 /* The oracle for "no preemption that does not let its preemptor start": once
@@ -2394,6 +2549,7 @@ static void test_properties(void **state)
 		struct sched_decisions d1, d2, d3;
 		assert_int_equal(pass(&c, &d1), 0);
 		check_invariants(&c, &d1);
+		check_dims(&c, &d1);
 		check_preemptions_useful(&c, &d1);
 		started += d1.nstarts;
 		waited += d1.nwaits;
@@ -2651,6 +2807,7 @@ int main(void)
 		cmocka_unit_test(test_backfill),
 		cmocka_unit_test(test_fair_share),
 		cmocka_unit_test(test_quota_and_borrowing),
+		cmocka_unit_test(test_quota_dims),
 		cmocka_unit_test(test_reclaim_lent_capacity),
 		cmocka_unit_test(test_preempt_and_reclaim_together),
 		cmocka_unit_test(test_prod_gang_preempts_batch),
