@@ -532,6 +532,8 @@ bool sched__node_fits(struct pass *p, const struct req *rq, const struct view *v
 	struct memo_table *t = rq->memo;
 	if (!t || v != &p->free)
 		return node_fits_now(p, rq, v, n, model, c);
+	if (rq->node_ok && !rq->node_ok[n])
+		return false; /* not one of its nodes: nothing to remember */
 	size_t h = memo_slot(t, n);
 	struct node_memo *m = &t->e[h];
 	if (m->key) {
