@@ -153,7 +153,11 @@ int sched__quota_models(struct st *st, struct req *rq, int *dim)
 	rq->quota_models = true;
 	rq->shape_model_ok = rq->model_ok;
 	rq->model_ok = st->quota_ok;
-	rq->memo = NULL;
+	/* its shape's memo holds per model (what a node holds of one, the
+	 * node chosen under one): it stands for the models left, but for a
+	 * gang that mixes them, judged on all its models at once */
+	if (j->mixed_types)
+		rq->memo = NULL;
 	return 1;
 }
 
