@@ -72,6 +72,9 @@ static const struct tk_command commands[] = {
 	{"classes", "", "list priority classes", cli_classes},
 	{"pools", "", "list node pools: their nodes, accelerators idle, limits, who may use them",
 	 cli_pools},
+	{"catalogue", "",
+	 "accelerator models: memory, peak TFLOP/s, price, weight (units in queues' limits)",
+	 cli_catalogue},
 	{"reserve", "--nodes LIST --start TIME --duration D --reason TEXT",
 	 "keep nodes from a time on: for maintenance (drained then), or for some users or a "
 	 "queue",

@@ -64,8 +64,8 @@ static const struct tk_option queues_opts[] = {
 	 "with set: what it may spend per day, week or month (UTC), e.g. 5000/month; none: no "
 	 "budget. Once spent, its new jobs wait"},
 	{"units", 0, "U",
-	 "with set: its limit in weighted units, an H100 one (each model's weight: GET "
-	 "/v1/catalogue; none: no longer limited)"},
+	 "with set: its limit in weighted units, an H100 one (each model's weight: tenk "
+	 "catalogue; none: no longer limited)"},
 	{"cpus", 0, "N", "with set: its limit in CPUs (none: no longer limited)"},
 	{"mem", 0, "SIZE", "with set: its limit in memory, e.g. 4T (none: no longer limited)"},
 };
@@ -390,6 +390,34 @@ static int run_pools(struct ctx *c)
 }
 
 CLI_COMMAND(cli_pools, CLI_OPTS(cli_plain_opts), false, 0, 0, run_pools)
+
+static int run_catalogue(struct ctx *c)
+{
+	json_t *res;
+	struct tk_error err;
+	if (client_call(&c->client, "GET", "/v1/catalogue", NULL, CALL_TIMEOUT_MS, &res, NULL,
+			&err) < 0)
+		return cli__api_error(c, &err);
+	if (c->json) {
+		cli__print_json(res);
+		json_decref(res);
+		return CLI_EXIT_OK;
+	}
+	/* the weight: units one counts in queues' limits (an H100 one) */
+	printf("%-12s %9s %9s %10s %7s\n", "MODEL", "MEM GIB", "TFLOP/S", "PRICE/H", "WEIGHT");
+	size_t i;
+	json_t *m;
+	json_array_foreach (json_object_get(res, "models"), i, m)
+		printf("%-12s %9.0f %9.1f %10.2f %7.3f\n", cli__jstr(m, "name"),
+		       (double)cli__jint(m, "mem_mib") / 1024,
+		       json_number_value(json_object_get(m, "tflops")),
+		       json_number_value(json_object_get(m, "price_per_hour")),
+		       json_number_value(json_object_get(m, "weight")));
+	json_decref(res);
+	return CLI_EXIT_OK;
+}
+
+CLI_COMMAND(cli_catalogue, CLI_OPTS(cli_plain_opts), false, 0, 0, run_catalogue)
 
 /* ---- reservations: windows in which nodes are kept ------------------------------------ */
 

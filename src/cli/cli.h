@@ -44,6 +44,7 @@ int cli_resume(const struct tk_command *cmd, int argc, char **argv);
 int cli_queues(const struct tk_command *cmd, int argc, char **argv);
 int cli_classes(const struct tk_command *cmd, int argc, char **argv);
 int cli_pools(const struct tk_command *cmd, int argc, char **argv);
+int cli_catalogue(const struct tk_command *cmd, int argc, char **argv);
 int cli_reserve(const struct tk_command *cmd, int argc, char **argv);
 int cli_reservations(const struct tk_command *cmd, int argc, char **argv);
 int cli_users(const struct tk_command *cmd, int argc, char **argv);

@@ -349,7 +349,7 @@ def test_maintenance_window(workdir, procs):
     for a queue keeps its nodes for that queue's jobs alone."""
     import time
     t = cluster_of(workdir, procs, agents=2, fake="4xH100", agent_args=["--cpus", "16"])
-    before = t.submit("-w", "n0", "-G", "1", "-t", "5m", "--", "sleep", "20")
+    before = t.submit("-w", "n0", "-G", "1", "-t", "5m", "--", "sleep", "30")
     short = t.submit("-w", "n0", "-G", "1", "-t", "1m", "--", "true")
     wait_for(lambda: t.job(before)["state"] == "RUNNING", 30, "the job before the window")
     t.run("wait", short, timeout=60)
@@ -424,13 +424,13 @@ def test_quotas_in_what_runs_out(workdir, procs):
     q = {x["name"]: x for x in t.json("queues")["queues"]}["vision"]
     assert q["limits"] == {"H100": 2, "units": 3, "cpus": 8, "mem_mib": 1024}, q
     assert q["borrow_limits"] == {"cpus": 4}, q
-    st, cat = t.api("GET", "/v1/catalogue")
-    weights = {m["name"]: m["weight"] for m in cat["models"]}
+    weights = {m["name"]: m["weight"] for m in t.json("catalogue")["models"]}
     assert weights["H100"] == 1 and abs(weights["A100-80GB"] - 312 / 989.4) < 1e-6, weights
+    assert "A100-80GB" in t.run("catalogue").stdout
     held = t.submit("--queue", "vision", "-G", "2", "--gpu-type", "H100", "--", "sleep", "60")
     wait_for(lambda: t.job(held)["state"] == "RUNNING", 30, "the queue's H100 job")
     over_h100 = t.submit("--queue", "vision", "-G", "1", "--gpu-type", "H100", "--", "true")
-    either = t.submit("--queue", "vision", "-G", "2", "--", "sleep", "20")
+    either = t.submit("--queue", "vision", "-G", "2", "--", "sleep", "120")
     t.run("wait", t.submit("-G", "1", "--gpu-type", "H100", "--", "true"), timeout=60)
     wait_for(lambda: t.job(either)["state"] == "RUNNING", 30, "the job of either model")
     assert t.job(either)["attempts"][0]["nodes"][0]["name"] == "n1"  # the A100s
@@ -452,6 +452,7 @@ def test_quotas_in_what_runs_out(workdir, procs):
     assert "limits: H100 2/2" in listed and "cpus 0/8 (+4)" in listed, listed
     used = {x["name"]: x for x in t.json("queues")["queues"]}["vision"]["limits_in_use"]
     assert used["H100"] == 2 and abs(used["units"] - (2 + 2 * 312 / 989.4)) < 1e-3, used
+    t.run("cancel", either)
     # bad limits, refused saying why
     for args, why in ((["--gpus", "H10=3"], 'limits.H10: not "units", "cpus", "mem_mib" or '
                        'a model of the catalogue'),
