@@ -180,22 +180,43 @@ static void words(json_t *v, struct strbuf *sb)
 		strbuf_addstr(sb, "-");
 }
 
-/* A row of the `where` table: how node n is placed in the carved cluster. */
-static void print_where(json_t *n)
+/* The `where` table: how each node is placed in the carved cluster, each
+ * column as wide as its widest entry (up to 48: a longer one pushes its
+ * row's next ones), the labels last. */
+static void print_where(json_t *nodes)
 {
-	struct strbuf pools, taints, labels;
-	strbuf_init(&pools);
-	strbuf_init(&taints);
-	strbuf_init(&labels);
-	words(json_object_get(n, "pools"), &pools);
-	words(json_object_get(n, "taints"), &taints);
-	words(json_object_get(n, "labels"), &labels);
-	printf("%-16.16s %-11s %-24s %-16s %-16s %s\n", cli__jstr(n, "name"), cli__jstr(n, "state"),
-	       *cli__jstr(n, "domain") ? cli__jstr(n, "domain") : "-", pools.buf, taints.buf,
-	       labels.buf);
-	strbuf_release(&pools);
-	strbuf_release(&taints);
-	strbuf_release(&labels);
+	enum { NAME, STATE, DOMAIN, POOLS, TAINTS, LABELS, NCOL, MAXW = 48 };
+	static const char *const head[NCOL] = {"NAME",	"STATE",  "DOMAIN",
+					       "POOLS", "TAINTS", "LABELS"};
+	size_t n = json_array_size(nodes);
+	struct strbuf *cell = xcalloc(n * NCOL + 1, sizeof(*cell));
+	int width[NCOL];
+	for (int k = 0; k < NCOL; k++)
+		width[k] = (int)strlen(head[k]);
+	for (size_t i = 0; i < n; i++) {
+		json_t *x = json_array_get(nodes, i);
+		struct strbuf *row = &cell[i * NCOL];
+		for (int k = 0; k < NCOL; k++)
+			strbuf_init(&row[k]);
+		strbuf_addstr(&row[NAME], cli__jstr(x, "name"));
+		strbuf_addstr(&row[STATE], cli__jstr(x, "state"));
+		strbuf_addstr(&row[DOMAIN], *cli__jstr(x, "domain") ? cli__jstr(x, "domain") : "-");
+		words(json_object_get(x, "pools"), &row[POOLS]);
+		words(json_object_get(x, "taints"), &row[TAINTS]);
+		words(json_object_get(x, "labels"), &row[LABELS]);
+		for (int k = 0; k < LABELS; k++)
+			width[k] = MAX(width[k], MIN((int)row[k].len, MAXW));
+	}
+	for (int k = 0; k < NCOL; k++)
+		printf("%-*s%s", k < LABELS ? width[k] : 0, head[k], k < LABELS ? " " : "\n");
+	for (size_t i = 0; i < n; i++)
+		for (int k = 0; k < NCOL; k++) {
+			struct strbuf *c = &cell[i * NCOL + k];
+			printf("%-*s%s", k < LABELS ? width[k] : 0, c->buf,
+			       k < LABELS ? " " : "\n");
+			strbuf_release(c);
+		}
+	free(cell);
 }
 
 /* The wide table's accelerator columns of node n: their mean utilisation,
@@ -448,10 +469,12 @@ static int run_nodes(struct ctx *c)
 		json_decref(res);
 		return CLI_EXIT_OK;
 	}
-	if (where)
-		printf("%-16s %-11s %-24s %-16s %-16s %s\n", "NAME", "STATE", "DOMAIN", "POOLS",
-		       "TAINTS", "LABELS");
-	else if (wide)
+	if (where) {
+		print_where(json_object_get(res, "nodes"));
+		json_decref(res);
+		return CLI_EXIT_OK;
+	}
+	if (wide)
 		printf("%-16s %-11s %-20s %6s %5s %5s %5s %11s %-20s %s\n", "NAME", "STATE",
 		       "ACCELERATORS", "USED", "JOBS", "BUSY", "TEMP", "POWER(W)", "GPU HEALTH",
 		       "REASON");
@@ -470,10 +493,6 @@ static int run_nodes(struct ctx *c)
 		snprintf(mem, sizeof(mem), "%lld/%lld",
 			 (long long)(cli__jint(n, "mem_used_mib") / 1024),
 			 (long long)(cli__jint(n, "mem_mib") / 1024));
-		if (where) {
-			print_where(n);
-			continue;
-		}
 		if (wide) {
 			char util[128], temp[128], power[128], health[128];
 			gpu_columns(n, util, temp, power, health, sizeof(health));

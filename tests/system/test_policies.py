@@ -254,6 +254,13 @@ def test_pools(workdir, procs):
     assert "role:llm" in out and "(default)" in out and "tier=general|tier=dev" in out, out
     assert "Pools:    top" in t.run("nodes", "n0").stdout
     assert t.json("nodes", "n1")[0]["pools"] == ["general"]
+    # tenk nodes -o where: each column as wide as its widest entry
+    t.run("nodes", "taint", "n0", "kept-for-the-inference-team")
+    lines = t.run("nodes", "-o", "where").stdout.splitlines()
+    t.run("nodes", "taint", "n0", "kept-for-the-inference-team-")
+    col = lines[0].index("LABELS")
+    assert all(row[col - 1] == " " and "=" in row[col:].split(",")[0] for row in lines[1:]), \
+        lines
     # no -p: the default pool; -p top: the top pool, with its max_time
     on = {}
     for args in ([], ["-p", "top"]):
