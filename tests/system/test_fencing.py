@@ -180,16 +180,29 @@ def test_agent_restarts_rerun_nothing(hosts3, workdir, kill_all):
     th = threading.Thread(target=submitter)
     th.start()
     rng = random.Random(20261201)
+
+    def registered(h):
+        return c.agents[h].output().count("registered with ")
+
+    # a crash may come at any instant of an agent's life, its start and
+    # recovery included, but no host crashes twice before an agent of it
+    # has registered in between: an agent that never reaches the server for
+    # a lease (5 s here) lets the shims stop their tasks, as they must, and
+    # a slow machine (sanitizers, a second test worker) would make that the
+    # test's doing, not tenk's
+    seen = {h: 0 for h in c.agents}
     try:
         # a submission lands between every two crashes and after the last,
-        # however slow the machine (sanitizers, a second test worker) makes
-        # the CLI; a submitter that stalls fails here
+        # however slow the machine makes the CLI; a submitter that stalls
+        # fails here
         for k in range(21):
             wait_for(lambda: len(submitted) > k or errors, 60, "a submission between crashes")
             if k == 20:
                 break
             time.sleep(rng.uniform(0.05, 0.8))
             h = rng.choice(sorted(c.agents))
+            wait_for(lambda: registered(h) > seen[h], 60, f"an agent of host{h} to register")
+            seen[h] = registered(h)
             c.agents[h].kill9()
             kill_all.append(c.start_agent(h))
     finally:

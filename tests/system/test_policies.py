@@ -596,10 +596,13 @@ def test_least_attained_service_preempts_within_its_class(workdir, procs):
     t.wait_state(a, "RUNNING")
     # 0.002 accelerator-hours is 1.8 s on four: b waits at the same level, then takes them
     b = t.submit("-G", "4", "--", "true")
-    assert t.job(b)["state"] == "PENDING"
     p = t.run("wait", b, timeout=60)
     assert p.returncode == 0
     j = t.job(a)
+    # b did not take them before a had had its 1.8 s (however slow the
+    # machine made the CLI, b may have come after that and started at once)
+    started = t.job(b)["attempts"][0]["start_ms"]
+    assert started >= j["attempts"][0]["start_ms"] + 1800, (j, t.job(b))
     assert f"preempted by job {b} (class normal)" in j["attempts"][0]["reason"], j
     assert j["preemptions"] == 1 and j["failures"] == 0
     assert os.path.exists(f"{out}/term-{a}-1"), "the victim got SIGTERM to checkpoint"
