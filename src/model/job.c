@@ -724,17 +724,17 @@ int job_request_unpack(json_t *j, struct job_request *ret, struct tk_error *err)
 	    (rc = mj_int(j, "spares", false, 0, MODEL_MAX_NODES - 1, 0, &spares, err)) < 0)
 		goto fail;
 	r.spares = (int)spares;
+	if (restart[0] && restart_mode_parse(restart, &r.restart) < 0) {
+		rc = tk_errorf(err, -EINVAL,
+			       "restart: must be auto, in-place or requeue, got \"%s\"", restart);
+		goto fail;
+	}
 	if (r.spares && (r.restart == RESTART_REQUEUE || r.pty)) {
 		rc = tk_errorf(err, -EINVAL,
 			       "spares: a job's spares take a failed node's place when it restarts "
 			       "in place; this one %s",
 			       r.pty ? "runs under a terminal"
 				     : "goes back to its queue (restart)");
-		goto fail;
-	}
-	if (restart[0] && restart_mode_parse(restart, &r.restart) < 0) {
-		rc = tk_errorf(err, -EINVAL,
-			       "restart: must be auto, in-place or requeue, got \"%s\"", restart);
 		goto fail;
 	}
 	if ((rc = mj_strbuf(j, "ckpt_marker", false, true, marker, sizeof(marker), err)) < 0)

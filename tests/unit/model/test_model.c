@@ -122,6 +122,8 @@ static void test_request_invalid(void **state)
 		{"{" BASE ", \"on_stall\": \"kill\"}",
 		 "on_stall: must be notify, requeue or cancel"},
 		{"{" BASE ", \"stall_after_s\": -5}", "stall_after_s"},
+		{"{" BASE ", \"spares\": 1, \"restart\": \"requeue\"}",
+		 "spares: a job's spares take a failed node's place"},
 	};
 	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
 		json_t *j = parse(cases[i].body);
