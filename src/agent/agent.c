@@ -405,6 +405,7 @@ static void apply_work(struct agent *a, const struct wire_work *w)
 		}
 		g->mark = true;
 		group_set_limit(g, it->limit_s);
+		group_signal_now(g, it->signal_now);
 		if (it->digest[0])
 			group_image_go(g, it->digest);
 		agent__ckpt_item(g, it);

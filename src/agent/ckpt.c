@@ -980,8 +980,9 @@ static void after_cb(uv_work_t *w, int status)
 	agent_stop_check(a);
 }
 
+/* The part of node rank store_node (-1: this node's own). */
 static struct ckjob *ckjob_new(struct taskgroup *g, const char *tag, int64_t step,
-			       int store_attempt)
+			       int store_attempt, int store_node)
 {
 	struct ckjob *k = xcalloc(1, sizeof(*k));
 	k->a = g->a;
@@ -992,7 +993,7 @@ static struct ckjob *ckjob_new(struct taskgroup *g, const char *tag, int64_t ste
 	snprintf(k->tag, sizeof(k->tag), "%s", tag);
 	k->step = step;
 	k->store = xasprintf("%s/%lld/%s/a%d/n%d", g->ckpt.store, (long long)g->job, tag,
-			     store_attempt, g->node_rank);
+			     store_attempt, store_node >= 0 ? store_node : g->node_rank);
 	k->w.data = k;
 	return k;
 }
@@ -1138,7 +1139,7 @@ static void ckpt_kick(struct agent *a)
 		    g->ckpt.restore_tag[0] && !g->ckpt.restore_running &&
 		    strcmp(g->ckpt.restored_tag, g->ckpt.restore_tag) != 0) {
 			k = ckjob_new(g, g->ckpt.restore_tag, g->ckpt.restore_step,
-				      g->ckpt.restore_attempt);
+				      g->ckpt.restore_attempt, g->ckpt.restore_node);
 			k->restore = true;
 			k->ckptdir = xstrdup(g->ckpt.dir);
 			k->chown = g->ckpt.chown;
@@ -1157,7 +1158,7 @@ static void ckpt_kick(struct agent *a)
 		if (!g->ckpt.store || !group_started(g) || !g->ckpt.dir ||
 		    !newest_tag(g, tag, sizeof(tag), &step))
 			continue;
-		k = ckjob_new(g, tag, step, g->attempt);
+		k = ckjob_new(g, tag, step, g->attempt, -1);
 		k->rate = a->cfg.ckpt_upload_mib_s * 1024 * 1024;
 		g->ckpt.uploading = true;
 		if (!g->ckpt.backlog_since_ms)
@@ -1175,7 +1176,7 @@ static void ckpt_kick(struct agent *a)
 		    now - g->ckpt.swept_ms < CKPT_SWEEP_MS)
 			continue;
 		g->ckpt.swept_ms = now;
-		k = ckjob_new(g, g->ckpt.keep_tag[0], 0, g->attempt);
+		k = ckjob_new(g, g->ckpt.keep_tag[0], 0, g->attempt, -1);
 		k->sweep = true;
 		k->jobdir = xasprintf("%s/%lld", g->ckpt.store, (long long)g->job);
 		k->nkeep = g->ckpt.nkeep;
@@ -1258,6 +1259,12 @@ void agent__ckpt_item(struct taskgroup *g, const struct work_item *it)
 		snprintf(g->ckpt.restore_tag, sizeof(g->ckpt.restore_tag), "%s", it->restore_tag);
 		g->ckpt.restore_step = it->restore_step;
 		g->ckpt.restore_attempt = it->restore_attempt;
+		g->ckpt.restore_node = it->restore_from - 1;
+		if (it->restore_from)
+			log_info("job %lld.%d: %s has no part of node rank %d; restoring node rank "
+				 "%d's",
+				 (long long)g->job, g->attempt, it->restore_tag, g->node_rank,
+				 it->restore_from - 1);
 		ckpt_kick(g->a);
 	}
 }

@@ -486,6 +486,17 @@ void group_renew(struct taskgroup *g, int64_t until_ms)
 				  &(struct shim_cmd){.type = SHIM_CMD_RENEW, .until_ms = until_ms});
 }
 
+void group_signal_now(struct taskgroup *g, int sig)
+{
+	if (!sig || g->signalled || !group_running(g) ||
+	    (g->state != GROUP_STARTING && g->state != GROUP_RUNNING))
+		return;
+	/* one not connected is told with the next work answer; the shim
+	 * itself signals once, whatever agents say it again */
+	if (g->ops->shim_send(g, &(struct shim_cmd){.type = SHIM_CMD_SIGNAL, .signal = sig}))
+		g->signalled = true;
+}
+
 void group_set_limit(struct taskgroup *g, int64_t limit_s)
 {
 	if (limit_s < 0 || limit_s * 1000 == g->limit_ms)

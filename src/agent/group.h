@@ -177,6 +177,7 @@ struct group_ckpt {
 	char restored_tag[MODEL_CKPT_TAG_MAX];
 	int64_t restore_step;
 	int restore_attempt;
+	int restore_node; /* whose part it restores: a node rank; -1: its own */
 };
 
 /* usage.c's part: what its accelerators used: each one's energy counter at
@@ -221,6 +222,7 @@ struct taskgroup {
 	int world_size;
 	int64_t grace_ms;
 	int64_t limit_ms; /* the time limit its shim holds (0: none) */
+	bool signalled;	  /* its shim was told to signal the tasks (--ckpt-signal) */
 	/* its tasks could not start for the node's own failure (its shim did
 	 * not start): their exits say so (task_event.node_fault) */
 	bool node_fault;
@@ -322,6 +324,9 @@ void group_emit(struct taskgroup *g, struct task_event *ev);
  * now limit_s (-1: not said). */
 void group_renew(struct taskgroup *g, int64_t until_ms);
 void group_set_limit(struct taskgroup *g, int64_t limit_s);
+/* A task of its gang failed: its shim signals the tasks with sig, once
+ * (0: nothing asked). */
+void group_signal_now(struct taskgroup *g, int sig);
 
 /* Whether its shim was started (it is past waiting for its image and its
  * restore, and not left to its shim). */

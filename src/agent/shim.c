@@ -53,6 +53,7 @@ struct shim {
 	int64_t started_mono;	/* the tasks started then (monotonic ms) */
 	int64_t lease_until_ms; /* monotonic */
 	bool stopping;
+	bool signalled; /* SHIM_CMD_SIGNAL came: not again */
 	enum exit_cause stop_cause;
 	char stop_detail[MODEL_REASON_MAX];
 	int nrunning;
@@ -418,6 +419,13 @@ static void command(void *arg, const char *line, size_t len)
 		maybe_end(sh);
 	} else if (c.type == SHIM_CMD_LIMIT) {
 		set_limit(sh, c.limit_ms);
+	} else if (c.type == SHIM_CMD_SIGNAL && c.signal > 0 && !sh->signalled && !sh->stopping &&
+		   sh->nrunning) {
+		/* once, whatever agents come and say it again */
+		sh->signalled = true;
+		log_info("job %lld.%d: signal %d: a task of the gang failed, checkpoint now",
+			 (long long)sh->plan.job, sh->plan.attempt, c.signal);
+		signal_tasks(sh, c.signal);
 	}
 }
 

@@ -217,6 +217,8 @@ enum shim_cmd_type {
 	SHIM_CMD_RENEW,	  /* the agent is in touch with the server: the lease goes on */
 	SHIM_CMD_RELEASE, /* every exit is reported: exit */
 	SHIM_CMD_LIMIT,	  /* the time limit is now limit_ms after the tasks started */
+	SHIM_CMD_SIGNAL,  /* a task of the gang failed: signal every task, once, to
+			   * checkpoint (--ckpt-signal; an older shim ignores it) */
 	SHIM_CMD_MAX
 };
 
@@ -226,6 +228,7 @@ struct shim_cmd {
 	char detail[64];
 	int64_t until_ms; /* RENEW: the lease's new end, monotonic */
 	int64_t limit_ms; /* LIMIT: 0 for none */
+	int signal;	  /* SIGNAL: which */
 };
 
 json_t *shim_cmd_pack(const struct shim_cmd *c);

@@ -480,10 +480,8 @@ void shim_status_release(struct shim_status *s)
 /* ---- commands ----------------------------------------------------------------------- */
 
 static const char *const cmd_names[SHIM_CMD_MAX] = {
-	[SHIM_CMD_STOP] = "stop",
-	[SHIM_CMD_RENEW] = "renew",
-	[SHIM_CMD_RELEASE] = "release",
-	[SHIM_CMD_LIMIT] = "limit",
+	[SHIM_CMD_STOP] = "stop",   [SHIM_CMD_RENEW] = "renew",	  [SHIM_CMD_RELEASE] = "release",
+	[SHIM_CMD_LIMIT] = "limit", [SHIM_CMD_SIGNAL] = "signal",
 };
 
 json_t *shim_cmd_pack(const struct shim_cmd *c)
@@ -496,14 +494,18 @@ json_t *shim_cmd_pack(const struct shim_cmd *c)
 		json_object_set_new(o, "until_ms", json_integer(c->until_ms));
 	} else if (c->type == SHIM_CMD_LIMIT) {
 		json_object_set_new(o, "limit_ms", json_integer(c->limit_ms));
+	} else if (c->type == SHIM_CMD_SIGNAL) {
+		json_object_set_new(o, "signal", json_integer(c->signal));
 	}
 	return o;
 }
 
 int shim_cmd_unpack(json_t *j, struct shim_cmd *ret, struct tk_error *err)
 {
-	static const char *const keys[] = {"type", "cause", "detail", "until_ms", "limit_ms", NULL};
+	static const char *const keys[] = {"type",     "cause",	 "detail", "until_ms",
+					   "limit_ms", "signal", NULL};
 	char type[16] = "", cause[24] = "cancelled";
+	int64_t sig;
 	int r;
 	memset(ret, 0, sizeof(*ret));
 	if ((r = mj_link_keys(j, NULL, keys, err)) < 0 ||
@@ -512,8 +514,10 @@ int shim_cmd_unpack(json_t *j, struct shim_cmd *ret, struct tk_error *err)
 	    (r = mj_strbuf(j, "detail", false, true, ret->detail, sizeof(ret->detail), err)) < 0 ||
 	    (r = mj_int(j, "until_ms", false, 0, INT64_MAX / 2, 0, &ret->until_ms, err)) < 0 ||
 	    (r = mj_int(j, "limit_ms", false, 0, MODEL_MAX_TIME_LIMIT_S * 1000, 0, &ret->limit_ms,
-			err)) < 0)
+			err)) < 0 ||
+	    (r = mj_int(j, "signal", false, 0, 64, 0, &sig, err)) < 0)
 		return r;
+	ret->signal = (int)sig;
 	int k;
 	for (k = 0; k < SHIM_CMD_MAX; k++)
 		if (strcmp(type, cmd_names[k]) == 0)

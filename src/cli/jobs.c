@@ -487,6 +487,12 @@ static void show_job(json_t *j)
 		if (!json_array_size(held))
 			printf(" none");
 	}
+	json_t *cs = json_object_get(req, "ckpt_signal");
+	if (cs) {
+		const char *name = sigabbrev_np((int)cli__jint(cs, "number"));
+		printf("; on a failure SIG%s to the others, up to %llds for a checkpoint",
+		       name ? name : "?", (long long)cli__jint(cs, "wait_s"));
+	}
 	printf("\n");
 	json_t *a;
 	json_array_foreach (json_object_get(j, "checkpoints"), i, a) {

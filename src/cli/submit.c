@@ -73,6 +73,7 @@ enum {
 	S_PARTITION,
 	S_SPREAD,
 	S_WITHIN,
+	S_CKPT_SIGNAL,
 	S_COUNT
 };
 
@@ -174,6 +175,10 @@ static const struct tk_option submit_opts[] = {
 	 "--domain; levels: config.json's domain_levels, by default dc, row, rack, pdu), e.g. "
 	 "rack"},
 	{"within", 0, "LEVEL", "all its nodes in one fault domain of that level, e.g. rack"},
+	{"ckpt-signal", 0, "SIG[@SECONDS]",
+	 "when a task fails, send SIG to the others and give them up to SECONDS (default 30) "
+	 "to write a checkpoint before the gang stops, e.g. USR2@30; a node that wrote no part "
+	 "of it restores another node's (data parallel)"},
 };
 _Static_assert(ARRAY_SIZE(submit_opts) == S_COUNT, "one option per enum value");
 
@@ -525,6 +530,25 @@ static int add_extras(struct ctx *c, json_t *req, bool update)
 		json_object_set_new(
 			req, "signal",
 			json_pack("{s:i, s:I}", "number", sig, "before_s", (json_int_t)before));
+	}
+	if (c->v[S_CKPT_SIGNAL]) {
+		_cleanup_free_ char *copy = xstrdup(c->v[S_CKPT_SIGNAL]);
+		char *at = strchr(copy, '@');
+		int64_t wait = 30;
+		int sig;
+		if (at)
+			*at = '\0';
+		if (tk_parse_signal(copy, &sig) < 0 ||
+		    (at && tk_parse_duration(at + 1, &wait) < 0) || wait < 1 ||
+		    wait > MODEL_MAX_CKPT_SIGNAL_S)
+			return cli__usage_error(
+				c->cmd,
+				"--ckpt-signal: expected SIG[@SECONDS] such as USR2@30 "
+				"(at most %ds), got \"%s\"",
+				MODEL_MAX_CKPT_SIGNAL_S, c->v[S_CKPT_SIGNAL]);
+		json_object_set_new(
+			req, "ckpt_signal",
+			json_pack("{s:i, s:I}", "number", sig, "wait_s", (json_int_t)wait));
 	}
 	if (c->v[S_HOLD])
 		json_object_set_new(req, "hold", json_true());

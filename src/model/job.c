@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fnmatch.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -494,6 +495,10 @@ json_t *job_request_pack(const struct job_request *r)
 		json_object_set_new(o, "restart", json_string(restart_mode_name(r->restart)));
 	if (r->spares)
 		json_object_set_new(o, "spares", json_integer(r->spares));
+	if (r->ckpt_signal)
+		json_object_set_new(o, "ckpt_signal",
+				    json_pack("{s:i, s:I}", "number", r->ckpt_signal, "wait_s",
+					      (json_int_t)r->ckpt_signal_s));
 	return o;
 }
 
@@ -582,6 +587,30 @@ static int signal_unpack(json_t *j, struct job_request *r, struct tk_error *err)
 	}
 	r->signal = (int)num;
 	r->signal_before_s = before;
+	return 0;
+}
+
+static int ckpt_signal_unpack(json_t *j, struct job_request *r, struct tk_error *err)
+{
+	json_t *sg = json_object_get(j, "ckpt_signal");
+	if (!sg)
+		return 0;
+	static const char *const keys[] = {"number", "wait_s", NULL};
+	int64_t num, wait;
+	int rc;
+	if ((rc = mj_check_keys(sg, "ckpt_signal", keys, err)) < 0 ||
+	    (rc = mj_int(sg, "number", true, 1, 64, 0, &num, err)) < 0 ||
+	    (rc = mj_int(sg, "wait_s", false, 1, MODEL_MAX_CKPT_SIGNAL_S, 30, &wait, err)) < 0) {
+		mj_prefix(err, "ckpt_signal");
+		return rc;
+	}
+	if (num == SIGKILL || num == SIGSTOP)
+		return tk_errorf(err, -EINVAL,
+				 "ckpt_signal.number: %d cannot be caught; a job checkpoints on a "
+				 "signal it handles, such as USR1 (10) or USR2 (12)",
+				 (int)num);
+	r->ckpt_signal = (int)num;
+	r->ckpt_signal_s = wait;
 	return 0;
 }
 
@@ -682,6 +711,7 @@ int job_request_unpack(json_t *j, struct job_request *ret, struct tk_error *err)
 				 (size_t)MODEL_MAX_MOUNTS * 2 * MODEL_MAX_PATH, 2 * MODEL_MAX_PATH,
 				 &r.mounts, &r.nmounts, err)) < 0 ||
 	    (rc = deps_unpack(j, &r, err)) < 0 || (rc = signal_unpack(j, &r, err)) < 0 ||
+	    (rc = ckpt_signal_unpack(j, &r, err)) < 0 ||
 	    (rc = mj_int(j, "begin_ms", false, 0, INT64_MAX, 0, &r.begin_ms, err)) < 0 ||
 	    (rc = mj_str(j, "comment", false, MODEL_MAX_COMMENT, true, NULL, &r.comment, err)) <
 		    0 ||

@@ -40,6 +40,7 @@
 #define MODEL_MAX_GPU_TYPES 16
 #define MODEL_MAX_TIME_LIMIT_S (366LL * 86400)
 #define MODEL_MAX_GRACE_S 3600
+#define MODEL_MAX_CKPT_SIGNAL_S 3600 /* how long a gang waits for a checkpoint on a failure */
 #define MODEL_DEFAULT_GRACE_S 30
 #define MODEL_MAX_REQUEUE 100
 #define MODEL_MAX_ATTEMPTS 1000
@@ -379,6 +380,12 @@ struct job_request {
 	/* idle nodes held for it beside its own, each with the share one of
 	 * its nodes has: what a restart in place swaps a failed node for */
 	int spares;
+	/* when a task of its gang fails: its other tasks get this signal
+	 * first, and the gang goes on up to ckpt_signal_s for a checkpoint
+	 * (just-in-time; a tag then commits on the parts the nodes that wrote
+	 * it uploaded, and a node without one restores another's); 0: none */
+	int ckpt_signal;
+	int64_t ckpt_signal_s;
 };
 
 /* What a dependency waits for (Slurm's after, afterok, afternotok, afterany). */
@@ -478,7 +485,8 @@ char *model_output_path(const char *pattern, const char *cwd, const struct outpu
 	X("stall_after_s", JR_VALUE, stall_after_s, argc, true)                                    \
 	X("on_stall", JR_VALUE, on_stall, argc, true)                                              \
 	X("restart", JR_VALUE, restart, argc, true)                                                \
-	X("spares", JR_VALUE, spares, argc, true)
+	X("spares", JR_VALUE, spares, argc, true)                                                  \
+	X("ckpt_signal", JR_VALUE, ckpt_signal, argc, true)
 
 /* The keys of the table, NULL-terminated. */
 extern const char *const job_request_keys[];

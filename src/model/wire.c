@@ -1038,11 +1038,16 @@ json_t *wire_work_pack(const struct wire_work *m)
 			json_object_set_new(t, "spec", work_spec_pack(w->spec));
 		if (w->digest[0])
 			json_object_set_new(t, "digest", json_string(w->digest));
+		if (w->signal_now)
+			json_object_set_new(t, "signal_now", json_integer(w->signal_now));
 		if (w->ckpt_store[0]) {
 			json_t *ck = json_pack("{s:s, s:s, s:I, s:i, s:b}", "store", w->ckpt_store,
 					       "restore_tag", w->restore_tag, "restore_step",
 					       (json_int_t)w->restore_step, "restore_attempt",
 					       w->restore_attempt, "restore_go", w->restore_go);
+			if (w->restore_from > 0)
+				json_object_set_new(ck, "restore_node",
+						    json_integer(w->restore_from - 1));
 			if (w->nmarked) {
 				json_t *mk = json_array();
 				for (int k = 0; k < w->nmarked; k++)
@@ -1080,11 +1085,12 @@ int wire_work_unpack(json_t *j, struct wire_work *ret, struct tk_error *err)
 {
 	static const char *const keys[] = {"epoch", "gen",  "unchanged", "tasks",
 					   "pulls", "logs", "ptys",	 NULL};
-	static const char *const tkeys[] = {"job",	   "attempt", "spec", "digest",
-					    "checkpoints", "limit_s", NULL};
+	static const char *const tkeys[] = {"job",	   "attempt", "spec",	    "digest",
+					    "checkpoints", "limit_s", "signal_now", NULL};
 	static const char *const ckeys[] = {
 		"store",      "restore_tag", "restore_step", "restore_attempt",
-		"restore_go", "marked",	     "keep",	     NULL};
+		"restore_go", "marked",	     "keep",	     "restore_node",
+		NULL};
 	int64_t gen;
 	int r;
 	memset(ret, 0, sizeof(*ret));
@@ -1114,7 +1120,7 @@ int wire_work_unpack(json_t *j, struct wire_work *ret, struct tk_error *err)
 	json_t *t;
 	json_array_foreach (tasks, i, t) {
 		struct work_item *w = &ret->items[i];
-		int64_t attempt;
+		int64_t attempt, sig;
 		if ((r = mj_link_keys(t, NULL, tkeys, err)) < 0 ||
 		    (r = mj_int(t, "job", true, 1, INT64_MAX, 0, &w->job, err)) < 0 ||
 		    (r = mj_int(t, "attempt", true, 1, MODEL_MAX_ATTEMPTS, 0, &attempt, err)) < 0 ||
@@ -1122,14 +1128,16 @@ int wire_work_unpack(json_t *j, struct wire_work *ret, struct tk_error *err)
 				err)) < 0 ||
 		    (r = mj_strbuf(t, "digest", false, true, w->digest, sizeof(w->digest), err)) <
 			    0 ||
-		    (w->digest[0] && (r = digest_check(w->digest, "digest", err)) < 0)) {
+		    (w->digest[0] && (r = digest_check(w->digest, "digest", err)) < 0) ||
+		    (r = mj_int(t, "signal_now", false, 0, 64, 0, &sig, err)) < 0) {
 			mj_prefix(err, "tasks[%zu]", i);
 			goto fail;
 		}
 		w->attempt = (int)attempt;
+		w->signal_now = (int)sig;
 		ret->nitems = (int)i + 1;
 		json_t *ck = json_object_get(t, "checkpoints");
-		int64_t ra = 0;
+		int64_t ra = 0, rn;
 		if (ck) {
 			if ((r = mj_link_keys(ck, "checkpoints", ckeys, err)) < 0 ||
 			    (r = mj_strbuf(ck, "store", true, true, w->ckpt_store,
@@ -1140,10 +1148,13 @@ int wire_work_unpack(json_t *j, struct wire_work *ret, struct tk_error *err)
 					err)) < 0 ||
 			    (r = mj_int(ck, "restore_attempt", true, 0, MODEL_MAX_ATTEMPTS, 0, &ra,
 					err)) < 0 ||
-			    (r = mj_bool(ck, "restore_go", true, false, &w->restore_go, err)) < 0) {
+			    (r = mj_bool(ck, "restore_go", true, false, &w->restore_go, err)) < 0 ||
+			    (r = mj_int(ck, "restore_node", false, -1, MODEL_MAX_NODES - 1, -1, &rn,
+					err)) < 0) {
 				mj_prefix(err, "tasks[%zu]", i);
 				goto fail;
 			}
+			w->restore_from = (int)rn + 1;
 			json_t *mk = json_object_get(ck, "marked");
 			if (mk &&
 			    (!json_is_array(mk) || json_array_size(mk) > MODEL_MAX_CKPT_PENDING)) {

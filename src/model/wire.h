@@ -386,6 +386,14 @@ struct work_item {
 	int64_t restore_step;
 	int restore_attempt;
 	bool restore_go;
+	/* whose part of restore_tag this node restores: 0, its own; N, node
+	 * rank N-1's, where a tag committed without this rank's part (a
+	 * just-in-time checkpoint, --ckpt-signal); "restore_node": N-1 */
+	int restore_from;
+	/* a task of the gang failed: signal every task here with this now,
+	 * once, to write a checkpoint before the gang stops (--ckpt-signal);
+	 * 0: none */
+	int signal_now;
 	/* a DCP job's tags some node has uploaded: complete on every node,
 	 * though only one wrote the marker */
 	int nmarked;

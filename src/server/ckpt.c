@@ -155,9 +155,25 @@ void state_task_checkpoint(struct state *s, const struct task_event *ev, int64_t
 	c->upload_ms = MAX(c->upload_ms, ev->dur_ms);
 	c->write_ms = MAX(c->write_ms, ev->write_ms);
 	state_job_dirty(s, j);
-	for (int i = 0; i < c->nnodes; i++)
+	/* while a failed gang waits for a just-in-time checkpoint
+	 * (--ckpt-signal), a tag newer than its last commit commits on the
+	 * parts that came: a node that failed writes none, and one without
+	 * its part restores another's (the data-parallel case, where every
+	 * node's part is the whole) */
+	bool jit = state_jit_waits(s, j) && j->fail_ev->attempt == a->number &&
+		   (!j->job.nckpts || c->step > j->job.ckpts[j->job.nckpts - 1].step);
+	for (int i = 0; i < c->nnodes && !jit; i++)
 		if (!c->digests[i][0])
 			return;
+	if (jit) {
+		int have = 0;
+		for (int i = 0; i < c->nnodes; i++)
+			have += c->digests[i][0] != '\0';
+		log_info("job %lld: checkpoint %s (step %lld) written on the way out, by %d of "
+			 "%d nodes",
+			 (long long)j->job.id, c->tag, (long long)c->step, have, c->nnodes);
+		j->jit_done = true;
+	}
 	commit(s, j, a, k, now);
 }
 

@@ -319,6 +319,20 @@ void state_failure_wait(struct state *s, struct sjob *j, const struct task_event
 		j->fail_seen[k] = n ? n->last_seen_ms : 0;
 	}
 	j->fail_check_mono = 0;
+	/* --ckpt-signal: the gang's other tasks get the signal and the time
+	 * to write a checkpoint from what they hold (just-in-time) */
+	bool others = false;
+	for (int t = 0; t < a->ntasks; t++)
+		others |= t != ev->rank && a->tasks[t].state == TASK_RUNNING;
+	j->jit_done = false;
+	j->jit_until = j->job.req.ckpt_signal && s->sched.checkpoint_store[0] && others
+			       ? s->mono_ms + j->job.req.ckpt_signal_s * 1000
+			       : 0;
+	if (j->jit_until)
+		log_info("job %lld: task %d failed; signal %d to the others, up to %llds for a "
+			 "checkpoint",
+			 (long long)j->job.id, ev->rank, j->job.req.ckpt_signal,
+			 (long long)j->job.req.ckpt_signal_s);
 	xgrow(&s->failing, &s->failing_alloc, (size_t)s->nfailing + 1, sizeof(*s->failing));
 	s->failing[s->nfailing++] = j;
 	log_debug("job %lld: task %d failed; judged once every node of attempt %d is heard from",
@@ -327,8 +341,14 @@ void state_failure_wait(struct state *s, struct sjob *j, const struct task_event
 	 * (given back if the judgement fails it) */
 	if (j->job.failures < j->job.req.requeue || j->node_losses < s->cfg.max_node_requeues)
 		state_inplace_begin(s, j, a, NULL);
-	/* the gang stops at once, whatever the judgement */
+	/* the gang stops at once, whatever the judgement (after its
+	 * checkpoint, with --ckpt-signal: its nodes learn to signal it) */
 	state_attempt_bump_nodes(s, job_current_attempt(&j->job));
+}
+
+bool state_jit_waits(const struct state *s, const struct sjob *j)
+{
+	return j->fail_ev && j->jit_until && !j->jit_done && s->mono_ms < j->jit_until;
 }
 
 void state_check_failures(struct state *s, int64_t now, int64_t mono)
@@ -349,17 +369,37 @@ void state_check_failures(struct state *s, int64_t now, int64_t mono)
 				judge = !n || n->last_seen_ms > j->fail_seen[k];
 			}
 			judge |= mono - j->fail_check_mono > s->cfg.node_timeout_ms;
+			if (j->jit_until && !state_jit_waits(s, j)) {
+				/* the checkpoint's time is over: the gang stops now */
+				log_info("job %lld: %s", (long long)j->job.id,
+					 j->jit_done ? "its checkpoint committed; stopping the gang"
+						     : "no checkpoint committed in time; stopping "
+						       "the gang");
+				j->jit_until = 0;
+				state_attempt_bump_nodes(s, a);
+			}
+			judge &= !state_jit_waits(s, j);
 		}
 		if (!drop && !judge)
 			continue;
 		if (judge) {
 			task_failed(s, j, a, j->fail_ev, now);
+			if (j->jit_done && j->job.nckpts) {
+				/* what the next attempt restores */
+				const struct ckpt *c = &j->job.ckpts[j->job.nckpts - 1];
+				size_t len = strlen(a->reason);
+				snprintf(a->reason + len, sizeof(a->reason) - len,
+					 "; checkpoint %s (step %lld) written on the way out",
+					 c->tag, (long long)c->step);
+			}
 			state_job_dirty(s, j);
 		}
 		free(j->fail_ev);
 		free(j->fail_seen);
 		j->fail_ev = NULL;
 		j->fail_seen = NULL;
+		j->jit_until = 0;
+		j->jit_done = false;
 		s->failing[i--] = s->failing[--s->nfailing];
 	}
 }
@@ -443,7 +483,11 @@ void state_task_exited(struct state *s, const struct task_event *ev, int64_t now
 		} else if (ev->exit_code != 0) {
 			if (!a->fail_ms) /* the first task to fail: what goodput counts from */
 				a->fail_ms = ev->at_ms;
-			if (a->nnodes > 1 && !j->job.system)
+			/* a gang waits to see whose failure it is; one that
+			 * checkpoints on the way out (--ckpt-signal), also
+			 * for its other tasks to write it */
+			if ((a->nnodes > 1 || (j->job.req.ckpt_signal && a->ntasks > 1)) &&
+			    !j->job.system)
 				state_failure_wait(s, j, ev);
 			else
 				task_failed(s, j, a, ev, now);

@@ -73,6 +73,26 @@ static void part_spec(const struct state *s, struct sjob *j, const struct attemp
 	sp->signal_before_s = r->signal_before_s;
 }
 
+/* Whose part of the tag attempt a restores node k restores: 0, its own;
+ * 1 + the first node rank that has one, where a just-in-time commit lacks
+ * k's (work_item.restore_from). */
+static int restore_from(const struct sjob *j, const struct attempt *a, int k)
+{
+	if (!a->restore_tag[0])
+		return 0;
+	for (int i = 0; i < j->job.nckpts; i++) {
+		const struct ckpt *c = &j->job.ckpts[i];
+		if (c->attempt != a->restore_attempt || strcmp(c->tag, a->restore_tag) != 0)
+			continue;
+		if (k < c->nnodes && c->digests[k][0])
+			return 0;
+		for (int o = 0; o < c->nnodes; o++)
+			if (c->digests[o][0])
+				return o + 1;
+	}
+	return 0;
+}
+
 json_t *state_work_pack(struct state *s, struct snode *n, uint64_t since_gen, int protocol)
 {
 	struct wire_work w = {.gen = n->work_gen};
@@ -82,13 +102,17 @@ json_t *state_work_pack(struct state *s, struct snode *n, uint64_t since_gen, in
 	for (int i = 0; i < n->nparts; i++) {
 		const struct part *p = &n->parts[i];
 		const struct attempt *a = &p->job->job.attempts[p->attempt - 1];
-		/* nor one whose failure waits to be judged: its tasks stop now */
+		/* nor one whose failure waits to be judged: its tasks stop now,
+		 * unless they write a checkpoint first (--ckpt-signal) */
+		bool failing = p->job->fail_ev && p->job->fail_ev->attempt == a->number;
 		if (!state_attempt_is_current(p->job, a) ||
-		    (p->job->fail_ev && p->job->fail_ev->attempt == a->number))
+		    (failing && !state_jit_waits(s, p->job)))
 			continue;
 		struct work_item *it = &w.items[w.nitems++];
 		it->job = p->job->job.id;
 		it->attempt = p->attempt;
+		if (failing)
+			it->signal_now = p->job->job.req.ckpt_signal;
 		it->limit_s = p->job->job.req.time_limit_s;
 		/* each node of a validation run runs the image it has */
 		snprintf(it->digest, sizeof(it->digest), "%s",
@@ -102,6 +126,7 @@ json_t *state_work_pack(struct state *s, struct snode *n, uint64_t since_gen, in
 			it->restore_step = a->restore_step;
 			it->restore_attempt = a->restore_attempt;
 			it->restore_go = a->restore_go;
+			it->restore_from = restore_from(p->job, a, p->node_index);
 			/* DCP marks a tag on one node: what any node uploaded is
 			 * complete on every node */
 			for (int k = 0; p->job->job.req.ckpt_marker == CKPT_DCP && k < a->npend &&

@@ -81,6 +81,11 @@ struct sjob {
 	struct task_event *fail_ev;
 	int64_t *fail_seen;
 	int64_t fail_check_mono;
+	/* --ckpt-signal: the failing attempt's other tasks were signalled and
+	 * go on until then (monotonic) for a checkpoint, or until one commits
+	 * (jit_done); 0: no such wait */
+	int64_t jit_until;
+	bool jit_done;
 	/* the first element of an array: how many of its elements are
 	 * STARTING or RUNNING, and how many pass array_mark gave the
 	 * scheduler besides (so a pass never starts more than its cap) */
@@ -649,6 +654,10 @@ void state_check_failures(struct state *s, int64_t now, int64_t mono);
 /* A failure to judge: the task of rank `rank` of j's current attempt ended
  * as ev says (load.c restores them so after a restart). */
 void state_failure_wait(struct state *s, struct sjob *j, const struct task_event *ev);
+/* Whether j's failing attempt still runs for a just-in-time checkpoint
+ * (--ckpt-signal): its nodes keep it, signalled, and a tag of it commits
+ * on the parts that came. */
+bool state_jit_waits(const struct state *s, const struct sjob *j);
 /* ckpt.c: a node's part of a checkpoint uploaded (committed once every
  * node's is); a node's restore done or failed; the restore a new attempt
  * starts with (the newest committed tag, where the cluster has a store) */

@@ -10,6 +10,13 @@ OUT/steps-RANK.log, and rank 0 "step=N loss=X" to $TENK_METRICS (what
 tenk measures goodput by). EVERY may instead list the steps to save at
 by attempt ("1:3,2:6": step 3 in attempt 1, step 6 in attempt 2).
 
+With CKPT_JIT=SIG set (USR2), a rank whose step fails (a peer died) or
+that gets SIG writes the state of the last step done on the way out: it
+waits up to a minute for SIG (what tenk sends with --ckpt-signal), then
+local rank 0 saves that step's tag and marks it with no barrier (the gang
+is broken), notes "attempt step signalled" in OUT/jit-RANK and waits to be
+stopped.
+
 With CKPT_OVERLAP=DIR set (a folder every host sees), each rank runs the
 flock checker of test_fencing.py first: a shared lock on DIR/attempt-N for
 its life, and a probe of DIR/attempt-(N-1) that fails while any rank of the
@@ -20,6 +27,7 @@ Usage: ckpt_train.py OUT STEPS EVERY [SECONDS_PER_STEP]
 import fcntl
 import json
 import os
+import signal
 import sys
 import time
 
@@ -44,6 +52,32 @@ def overlap_check(d, attempt, rank):
                         f"ran\n")
         fcntl.flock(turn, fcntl.LOCK_UN)
     return mine
+
+
+def save(ckdir, model, opt, step):
+    tag = f"step-{step:06d}"
+    os.makedirs(os.path.join(ckdir, tag), exist_ok=True)
+    torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step},
+               os.path.join(ckdir, tag, "state.pt"))
+    return tag
+
+
+def mark(ckdir, tag, step):
+    with open(os.path.join(ckdir, tag, ".tenk-commit"), "w") as f:
+        json.dump({"step": step}, f)
+
+
+def on_the_way_out(asked, out, rank, local, attempt, ckdir, model, opt, done, start):
+    """The gang is broken: the step done is saved once tenk signals."""
+    deadline = time.time() + 60
+    while not asked and time.time() < deadline:
+        time.sleep(0.05)
+    if asked and local == 0 and done > start:
+        mark(ckdir, save(ckdir, model, opt, done), done)
+    with open(os.path.join(out, f"jit-{rank}"), "a") as f:
+        f.write(f"{attempt} {done} {int(bool(asked))}\n")
+    time.sleep(120)  # until tenk stops the gang
+    sys.exit(1)
 
 
 def main():
@@ -72,14 +106,27 @@ def main():
         opt.load_state_dict(state["opt"])
         start = state["step"]
         assert str(start) == os.environ["TENK_RESTORE_STEP"], (start, os.environ)
+    asked = []
+    jit = os.environ.get("CKPT_JIT")
+    if jit:
+        signal.signal(getattr(signal, "SIG" + jit), lambda *a: asked.append(time.time()))
     log = open(os.path.join(out, f"steps-{rank}.log"), "a")
     for step in range(start + 1, steps + 1):
+        if asked:  # signalled between steps: the last one is done
+            on_the_way_out(asked, out, rank, local, attempt, ckdir, model, opt, step - 1, start)
         gen = torch.Generator().manual_seed(step * 1000 + rank)
         x = torch.randn(64, 16, generator=gen)
         y = torch.sin(x.sum(1, keepdim=True))
-        loss = ((ddp(x) - y) ** 2).mean()
-        opt.zero_grad()
-        loss.backward()
+        try:
+            loss = ((ddp(x) - y) ** 2).mean()
+            opt.zero_grad()
+            loss.backward()
+        except RuntimeError:
+            if not jit:
+                raise
+            # the all-reduce broke before the optimizer's step: the
+            # parameters are those of the step before
+            on_the_way_out(asked, out, rank, local, attempt, ckdir, model, opt, step - 1, start)
         opt.step()
         log.write(f"{time.time():.3f} {attempt} {step} {loss.item():.6f}\n")
         log.flush()
@@ -89,13 +136,10 @@ def main():
         if ((attempt, str(step)) in at) if at else step % every == 0:
             tag = f"step-{step:06d}"
             if local == 0:
-                os.makedirs(os.path.join(ckdir, tag), exist_ok=True)
-                torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step},
-                           os.path.join(ckdir, tag, "state.pt"))
+                save(ckdir, model, opt, step)
             dist.barrier()  # every rank's part is written
             if local == 0:
-                with open(os.path.join(ckdir, tag, ".tenk-commit"), "w") as f:
-                    json.dump({"step": step}, f)
+                mark(ckdir, tag, step)
         time.sleep(delay)
     if rank == 0:
         flat = torch.cat([p.detach().flatten() for p in model.parameters()])

@@ -151,3 +151,60 @@ def test_restarts_in_place_keep_the_nodes_and_swap_in_the_spare(hosts4, workdir,
         assert a["in_place"] and [n["name"] for n in a["nodes"]] == first, a
     assert "exited with code 3" in job["reason"], job["reason"]
     c.stop_all()
+
+
+def test_ckpt_signal_checkpoints_on_the_way_out(hosts3, workdir, kill_all):
+    """--ckpt-signal USR2@20 (just-in-time checkpointing): a rank killed on
+    a healthy node breaks the other's all-reduce; tenk does not stop the
+    survivor but sends it SIGUSR2, and it writes the step it had done, which
+    commits without the dead rank's part. The next attempt (in place)
+    restores that step on both nodes, the one without a part from node rank
+    0's, so no step done is lost; no two attempts overlap."""
+    store = os.path.join(workdir, "store")
+    os.makedirs(store)
+    root_jobs_config(os.path.join(workdir, "data"), checkpoint_store=store)
+    c = MultiHost(workdir, hosts3, fake="1xH100", node_timeout="4s")
+    kill_all += c.daemons
+    overlap = os.path.join(workdir, "overlap")
+    os.mkdir(overlap)
+    out = os.path.join(workdir, "run")
+    os.mkdir(out)
+    env = dict(c.env(), GLOO_SOCKET_IFNAME="eth0", OMP_NUM_THREADS="1", CKPT_OVERLAP=overlap,
+               CKPT_JIT="USR2")
+    # no checkpoint of its own in twelve steps: what it restores is the one
+    # written on the way out
+    jid = c.submit("-N", "2", "--gpus-per-node", "1", "--max-restarts", "1",
+                   "--ckpt-signal", "USR2@20", "--", PY, os.path.join(HERE, "ckpt_train.py"),
+                   out, 12, 100, "0.3", env=env)
+    show = c.run("show", jid).stdout
+    assert "on a failure SIGUSR2 to the others, up to 20s for a checkpoint" in show, show
+    wait_for(lambda: max([r[2] for r in steps(out) if r[1] == 1] or [0]) >= 4, 120,
+             "four steps of attempt 1")
+    held = [n["name"] for n in c.job(jid)["attempts"][0]["nodes"]]
+    kill_ranks(workdir, int(held[1].replace("host", "")))
+    wait_for(lambda: len(c.job(jid)["attempts"]) == 2, 60, "attempt 2")
+    a1 = c.job(jid)["attempts"][0]
+    done = max(r[2] for r in steps(out) if r[1] == 1)
+    assert open(os.path.join(out, "jit-0")).read() == f"1 {done} 1\n"
+    assert "task 1 on " + held[1] in a1["reason"], a1
+    assert f"checkpoint step-{done:06d} (step {done}) written on the way out" in a1["reason"], a1
+    commit = [k for k in c.json("ckpt", "ls", jid)["checkpoints"] if k["step"] == done]
+    assert commit and commit[0]["attempt"] == 1, c.json("ckpt", "ls", jid)
+    assert "COMPLETED" in c.run("wait", jid, timeout=300, check=False).stdout, \
+        c.job(jid)["reason"]
+    job = c.job(jid)
+    a2 = job["attempts"][1]
+    assert a2["in_place"] and [n["name"] for n in a2["nodes"]] == held, a2
+    assert a2["restore"]["step"] == done, a2
+    # both ranks went on from the step after it: nothing done was lost
+    for rank in (0, 1):
+        resumed = sorted(r[2] for r in steps(out) if r[1] == 2 and
+                         os.path.exists(os.path.join(out, f"steps-{rank}.log")))
+        assert resumed[0] == done + 1, resumed[:4]
+    again = [ln for ln in open(os.path.join(out, "steps-1.log")) if ln.split()[1] == "2"]
+    assert int(again[0].split()[2]) == done + 1, again[:2]
+    log = open(os.path.join(workdir, f"agent{held[1].replace('host', '')}.log")).read()
+    assert f"step-{done:06d} has no part of node rank 1; restoring node rank 0's" in log
+    assert not os.path.exists(os.path.join(overlap, "overlaps")), \
+        open(os.path.join(overlap, "overlaps")).read()
+    c.stop_all()

@@ -599,11 +599,36 @@ static void test_time_limit(void **state)
 	group_destroy(g);
 }
 
+/* --ckpt-signal: the shim is told once, and only while tasks run. */
+static void test_signal_now(void **state)
+{
+	struct taskgroup *g = group(2);
+	group_signal_now(g, 12); /* nothing runs yet */
+	assert_int_equal(f.ncmd, 0);
+	struct shim_task_status t[2] = {{.rank = 2, .state = SHIM_TASK_RUNNING, .pid = 40},
+					{.rank = 3, .state = SHIM_TASK_RUNNING, .pid = 41}};
+	struct shim_status st = {.job = 7, .attempt = 2, .ntasks = 2, .tasks = t};
+	group_adopted(g, &st);
+	group_signal_now(g, 12); /* not connected: said with the next answer */
+	assert_int_equal(f.ncmd, 0);
+	f.connected = true;
+	group_signal_now(g, 0);
+	assert_int_equal(f.ncmd, 0);
+	group_signal_now(g, 12);
+	assert_int_equal(f.ncmd, 1);
+	assert_int_equal(f.cmd[0].type, SHIM_CMD_SIGNAL);
+	assert_int_equal(f.cmd[0].signal, 12);
+	group_signal_now(g, 12);
+	assert_int_equal(f.ncmd, 1);
+	group_destroy(g);
+}
+
 int main(void)
 {
 	tk_log_set_level(TK_LOG_ERR);
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_transition_table),
+		cmocka_unit_test(test_signal_now),
 		cmocka_unit_test(test_every_transition_through_the_gate),
 		cmocka_unit_test(test_gone_only_when_heard_out),
 		cmocka_unit_test(test_image_pulled_then_failed),

@@ -435,6 +435,12 @@ static void test_plan_roundtrip(void **state)
 	assert_int_equal(shim_cmd_unpack(j, &cb, &err), 0);
 	assert_int_equal(cb.cause, EXIT_TIMEOUT);
 	json_decref(j);
+	c = (struct shim_cmd){.type = SHIM_CMD_SIGNAL, .signal = 12};
+	j = shim_cmd_pack(&c);
+	assert_int_equal(shim_cmd_unpack(j, &cb, &err), 0);
+	assert_int_equal(cb.type, SHIM_CMD_SIGNAL);
+	assert_int_equal(cb.signal, 12);
+	json_decref(j);
 	c = (struct shim_cmd){.type = SHIM_CMD_RENEW, .until_ms = 123456};
 	j = shim_cmd_pack(&c);
 	assert_int_equal(shim_cmd_unpack(j, &cb, &err), 0);

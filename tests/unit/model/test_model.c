@@ -122,6 +122,10 @@ static void test_request_invalid(void **state)
 		{"{" BASE ", \"on_stall\": \"kill\"}",
 		 "on_stall: must be notify, requeue or cancel"},
 		{"{" BASE ", \"stall_after_s\": -5}", "stall_after_s"},
+		{"{" BASE ", \"ckpt_signal\": {\"number\": 9}}",
+		 "ckpt_signal.number: 9 cannot be caught"},
+		{"{" BASE ", \"ckpt_signal\": {\"number\": 12, \"wait_s\": 0}}",
+		 "ckpt_signal.wait_s: must be an integer from 1 to 3600"},
 		{"{" BASE ", \"spares\": 1, \"restart\": \"requeue\"}",
 		 "spares: a job's spares take a failed node's place"},
 	};
@@ -417,6 +421,7 @@ static json_t *full_request(void)
 	json_object_set_new(j, "pool", json_string("general,top"));
 	json_object_set_new(j, "spread", json_string("rack:2"));
 	json_object_set_new(j, "within", json_string("dc"));
+	json_object_set_new(j, "ckpt_signal", json_pack("{s:i, s:i}", "number", 12, "wait_s", 30));
 	return j;
 }
 
@@ -506,6 +511,7 @@ static void test_request_daily_fields(void **state)
 	json_t *j = parse("{" BASE ", \"after\": [{\"job\": 4}, {\"job\": 7, \"when\": \"any\"}],"
 			  "\"begin_ms\": 1796000000000, \"comment\": \"c\", \"error\": \"e-%j\","
 			  "\"slurm_env\": true, \"signal\": {\"number\": 10, \"before_s\": 90},"
+			  "\"ckpt_signal\": {\"number\": 12},"
 			  "\"array\": \"0-9:3,20%2\", \"time_limit_s\": 600}");
 	struct job_request r, r2;
 	struct tk_error err;
@@ -516,6 +522,8 @@ static void test_request_daily_fields(void **state)
 	assert_int_equal(r.after[1].when, DEP_ANY);
 	assert_int_equal(r.signal, 10);
 	assert_int_equal(r.signal_before_s, 90);
+	assert_int_equal(r.ckpt_signal, 12);
+	assert_int_equal(r.ckpt_signal_s, 30); /* the default wait */
 	assert_true(r.slurm_env);
 	json_t *p1 = job_request_pack(&r);
 	assert_int_equal(job_request_unpack(p1, &r2, &err), 0);
@@ -1578,6 +1586,8 @@ static void test_wire(void **state)
 	snprintf(items[1].restore_tag, sizeof(items[1].restore_tag), "step-20");
 	items[1].restore_step = 20;
 	items[1].restore_attempt = 1;
+	items[1].restore_from = 1; /* node rank 0's part: its own is not in the tag */
+	items[1].signal_now = 12;
 	sp.pty = true;
 	struct wire_pty ptys[1] = {{.session = "0123abcd", .job = 7, .attempt = 2}};
 	struct wire_work w = {.epoch = "e1",
@@ -1620,6 +1630,10 @@ static void test_wire(void **state)
 	assert_int_equal(back.items[1].restore_step, 20);
 	assert_int_equal(back.items[1].restore_attempt, 1);
 	assert_false(back.items[1].restore_go);
+	assert_int_equal(back.items[1].restore_from, 1);
+	assert_int_equal(back.items[0].restore_from, 0);
+	assert_int_equal(back.items[1].signal_now, 12);
+	assert_int_equal(back.items[0].signal_now, 0);
 	json_t *again = wire_work_pack(&back);
 	assert_true(json_equal(j, again));
 	json_decref(again);

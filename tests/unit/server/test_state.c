@@ -495,6 +495,106 @@ static void judge(struct world *w, struct sjob *j, int64_t now, int64_t mono)
 	state_check_failures(&w->st, now, mono);
 }
 
+/* The attempt of job `id` in node n's work answer (NULL: not listed);
+ * *o holds the answer for the caller to free. */
+static json_t *work_item_of(struct world *w, const char *node, int64_t id, json_t **o)
+{
+	*o = state_work_pack(&w->st, state_node(&w->st, node), 0, WIRE_PROTOCOL);
+	size_t i;
+	json_t *t;
+	json_array_foreach (json_object_get(*o, "tasks"), i, t)
+		if (json_integer_value(json_object_get(t, "job")) == id)
+			return t;
+	return NULL;
+}
+
+/* --ckpt-signal: when a rank of a gang fails, the others are not stopped
+ * but signalled, and go on until a checkpoint commits on the parts of the
+ * nodes that wrote it; the next attempt restores it, the node without a
+ * part restoring node rank 0's. Without a commit in time the gang stops
+ * when the wait runs out. */
+static void test_ckpt_signal_waits_for_a_checkpoint(void **state)
+{
+	struct world *w = world_new(5);
+	snprintf(w->st.sched.checkpoint_store, sizeof(w->st.sched.checkpoint_store), "/store");
+	w->st.mono_ms = MONO0;
+	add_node(w, 1, 8, "aaaaaaaa");
+	add_node(w, 2, 8, "bbbbbbbb");
+	struct sjob *j = submit(w, "{\"command\": [\"train\"], \"cwd\": \"/tmp\", \"nodes\": 2, "
+				   "\"gpus_per_task\": 8, \"requeue\": 2, \"ckpt_signal\": "
+				   "{\"number\": 12, \"wait_s\": 30}}");
+	state_schedule(&w->st, T0);
+	const char *n0 = j->job.attempts[0].nodes[0].name, *n1 = j->job.attempts[0].nodes[1].name;
+	task_event(w, j, 0, TASK_EVENT_STARTED, 0, EXIT_EXITED, T0);
+	task_event(w, j, 1, TASK_EVENT_STARTED, 0, EXIT_EXITED, T0);
+	json_t *o, *t = work_item_of(w, n0, j->job.id, &o);
+	assert_non_null(t);
+	assert_null(json_object_get(t, "signal_now"));
+	json_decref(o);
+	/* rank 1 dies: rank 0 is told to signal, and keeps running past the
+	 * judgement every node being heard would give */
+	task_event(w, j, 1, TASK_EVENT_EXITED, 137, EXIT_SIGNALLED, T0 + 5);
+	t = work_item_of(w, n0, j->job.id, &o);
+	assert_non_null(t);
+	assert_int_equal(json_integer_value(json_object_get(t, "signal_now")), 12);
+	json_decref(o);
+	judge(w, j, T0 + 6, MONO0 + 1);
+	assert_int_equal(j->job.state, JOB_RUNNING);
+	/* node rank 0 uploads its part of a new tag: it commits without rank 1's */
+	struct task_event ck = {
+		.job = j->job.id,
+		.attempt = 1,
+		.rank = 0,
+		.type = TASK_EVENT_CHECKPOINT,
+		.at_ms = T0 + 7,
+		.step = 5,
+		.bytes = 100,
+		.digest = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123"
+			  "456789abcdef"};
+	snprintf(ck.tag, sizeof(ck.tag), "step-000005");
+	state_task_checkpoint(&w->st, &ck, T0 + 7);
+	assert_int_equal(j->job.nckpts, 1);
+	assert_string_equal(j->job.ckpts[0].digests[1], "");
+	judge(w, j, T0 + 8, MONO0 + 2);
+	assert_int_equal(j->job.state, JOB_PENDING);
+	assert_non_null(strstr(j->job.attempts[0].reason,
+			       "checkpoint step-000005 (step 5) written on the way out"));
+	/* the gang stops now: rank 0's node no longer lists it */
+	assert_null(work_item_of(w, n0, j->job.id, &o));
+	json_decref(o);
+	task_event(w, j, 0, TASK_EVENT_EXITED, 143, EXIT_CANCELLED, T0 + 9);
+	state_schedule(&w->st, T0 + 10);
+	assert_int_equal(j->job.nattempts, 2);
+	assert_string_equal(j->job.attempts[1].restore_tag, "step-000005");
+	t = work_item_of(w, n1, j->job.id, &o);
+	json_t *c = json_object_get(t, "checkpoints");
+	assert_int_equal(json_integer_value(json_object_get(c, "restore_node")), 0);
+	assert_non_null(json_object_get(c, "restore_node"));
+	json_decref(o);
+	t = work_item_of(w, n0, j->job.id, &o);
+	assert_null(json_object_get(json_object_get(t, "checkpoints"), "restore_node"));
+	json_decref(o);
+
+	/* no commit: the gang stops when the wait runs out, not before */
+	for (int r = 0; r < 2; r++)
+		task_event(w, j, r, TASK_EVENT_STARTED, 0, EXIT_EXITED, T0 + 11);
+	w->st.mono_ms = MONO0 + 10;
+	task_event(w, j, 0, TASK_EVENT_EXITED, 1, EXIT_EXITED, T0 + 12);
+	judge(w, j, T0 + 13, MONO0 + 11);
+	w->st.mono_ms = MONO0 + 11 + 29000;
+	state_check_failures(&w->st, T0 + 14, w->st.mono_ms);
+	assert_int_equal(j->job.state, JOB_RUNNING);
+	assert_non_null(work_item_of(w, n1, j->job.id, &o));
+	json_decref(o);
+	w->st.mono_ms = MONO0 + 10 + 30000;
+	state_check_failures(&w->st, T0 + 15, w->st.mono_ms);
+	assert_int_equal(j->job.state, JOB_PENDING);
+	assert_null(strstr(j->job.attempts[1].reason, "on the way out"));
+	assert_null(work_item_of(w, n1, j->job.id, &o));
+	json_decref(o);
+	world_free(w);
+}
+
 /* A gang whose rank fails on a healthy node restarts in place: its nodes
  * are held for it while its tasks stop (a waiting job of a higher class
  * does not get them), and its next attempt starts on them, in the same
@@ -1271,6 +1371,7 @@ int main(void)
 		cmocka_unit_test(test_agent_restart_keeps_shims),
 		cmocka_unit_test(test_one_attempt_at_a_time),
 		cmocka_unit_test(test_restart_in_place_keeps_its_nodes),
+		cmocka_unit_test(test_ckpt_signal_waits_for_a_checkpoint),
 		cmocka_unit_test(test_restart_in_place_replaces_a_lost_node),
 		cmocka_unit_test(test_spare_takes_a_lost_nodes_place),
 		cmocka_unit_test(test_pool_spare),
