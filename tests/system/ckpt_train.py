@@ -15,7 +15,9 @@ that gets SIG writes the state of the last step done on the way out: it
 waits up to a minute for SIG (what tenk sends with --ckpt-signal), then
 local rank 0 saves that step's tag and marks it with no barrier (the gang
 is broken), notes "attempt step signalled" in OUT/jit-RANK and waits to be
-stopped.
+stopped. With CKPT_JIT_EXIT=1 as well, a rank whose step fails saves at
+once and exits 1 (its exit is what tells tenk of the failure where the
+peer's host died and no task of it can).
 
 With CKPT_OVERLAP=DIR set (a folder every host sees), each rank runs the
 flock checker of test_fencing.py first: a shared lock on DIR/attempt-N for
@@ -70,8 +72,12 @@ def mark(ckdir, tag, step):
 def on_the_way_out(asked, out, rank, local, attempt, ckdir, model, opt, done, start):
     """The gang is broken: the step done is saved once tenk signals."""
     deadline = time.time() + 60
-    while not asked and time.time() < deadline:
+    now = os.environ.get("CKPT_JIT_EXIT") == "1"
+    while not asked and not now and time.time() < deadline:
         time.sleep(0.05)
+    if now and local == 0 and done > start:
+        mark(ckdir, save(ckdir, model, opt, done), done)
+        sys.exit(1)
     if asked and local == 0 and done > start:
         mark(ckdir, save(ckdir, model, opt, done), done)
     with open(os.path.join(out, f"jit-{rank}"), "a") as f:
