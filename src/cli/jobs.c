@@ -433,8 +433,15 @@ static void show_job(json_t *j)
 			printf("%s%s", i ? ", " : "; mounts ", json_string_value(v));
 		printf("\n");
 	}
-	printf("  Shape:    %lld node(s) x %lld task(s) x %g accelerator(s)",
-	       (long long)cli__jint(req, "nodes"), (long long)cli__jint(req, "tasks_per_node"),
+	char nodes[48];
+	if (cli__jint(req, "nodes_max"))
+		snprintf(nodes, sizeof(nodes), "%lld to %lld", (long long)cli__jint(req, "nodes"),
+			 (long long)cli__jint(req, "nodes_max"));
+	else
+		snprintf(nodes, sizeof(nodes), "%lld", (long long)cli__jint(req, "nodes"));
+	printf("  Shape:    %s node(s)%s x %lld task(s) x %g accelerator(s)", nodes,
+	       cli__jint(req, "nodes_max") ? " (elastic)" : "",
+	       (long long)cli__jint(req, "tasks_per_node"),
 	       json_number_value(json_object_get(req, "gpus_per_task")));
 	if (json_array_size(json_object_get(req, "gpu_types"))) {
 		printf(" of type");
@@ -477,7 +484,8 @@ static void show_job(json_t *j)
 	const char *restart = *cli__jstr(req, "restart") ? cli__jstr(req, "restart") : "auto";
 	bool in_place = strcmp(restart, "in-place") == 0 ||
 			(strcmp(restart, "auto") == 0 &&
-			 (cli__jint(req, "nodes") > 1 || cli__jint(req, "spares") > 0));
+			 (cli__jint(req, "nodes") > 1 || cli__jint(req, "spares") > 0 ||
+			  cli__jint(req, "nodes_max") > 0));
 	printf("  Restart:  %s", in_place ? "in place" : "through its queue");
 	if (cli__jint(req, "spares")) {
 		json_t *held = json_object_get(j, "spare_nodes");

@@ -79,7 +79,10 @@ enum {
 
 static const struct tk_option submit_opts[] = {
 	COMMON_OPTS,
-	{"nodes", 'N', "N", "nodes, all started together (default 1)"},
+	{"nodes", 'N', "N|MIN:MAX",
+	 "nodes, all started together (default 1); MIN:MAX: an elastic gang that starts on MIN "
+	 "or more, grows at a checkpoint as nodes free and shrinks where a lost node has no "
+	 "replacement"},
 	{"tasks-per-node", 0, "N", "processes per node (default 1)"},
 	{"gpus", 'G', "N",
 	 "accelerators in all, shared out among the tasks (Slurm's -G; until 0.2.0, -G was per "
@@ -289,7 +292,31 @@ static int add_shape(struct ctx *c, json_t *req)
 					"--tasks-per-node and --ntasks-per-node are one option: "
 					"give one");
 	int tpn_opt = c->v[S_NTASKS_PER_NODE] ? S_NTASKS_PER_NODE : S_TPN;
+	/* -N MIN:MAX (or Slurm's MIN-MAX): an elastic gang */
+	const char *nv = c->v[S_NODES], *sep = nv ? strpbrk(nv, ":-") : NULL;
+	int64_t nodes_max = 0;
+	char min[24];
+	if (sep) {
+		if ((size_t)(sep - nv) >= sizeof(min) ||
+		    tk_parse_int64(sep + 1, 1, MODEL_MAX_NODES, &nodes_max) < 0)
+			return cli__usage_error(c->cmd,
+						"--nodes: expected N or MIN:MAX such as 2:4, got "
+						"\"%s\"",
+						nv);
+		snprintf(min, sizeof(min), "%.*s", (int)(sep - nv), nv);
+		c->v[S_NODES] = min;
+	}
 	int64_t nodes = count_opt(c, S_NODES, MODEL_MAX_NODES, 0);
+	c->v[S_NODES] = nv;
+	if (nodes > 0 && nodes_max && nodes_max < nodes)
+		return cli__usage_error(c->cmd, "--nodes %s: MAX is fewer than MIN", nv);
+	if (nodes_max && c->v[S_NTASKS])
+		return cli__usage_error(c->cmd,
+					"--ntasks with --nodes %s: an elastic gang's tasks follow "
+					"its nodes; give --tasks-per-node",
+					nv);
+	if (nodes_max)
+		json_object_set_new(req, "nodes_max", json_integer(nodes_max));
 	int64_t tpn = count_opt(c, tpn_opt, MODEL_MAX_TASKS_PER_NODE, 0);
 	int64_t ntasks =
 		count_opt(c, S_NTASKS, (int64_t)MODEL_MAX_NODES * MODEL_MAX_TASKS_PER_NODE, 0);

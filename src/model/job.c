@@ -495,6 +495,8 @@ json_t *job_request_pack(const struct job_request *r)
 		json_object_set_new(o, "restart", json_string(restart_mode_name(r->restart)));
 	if (r->spares)
 		json_object_set_new(o, "spares", json_integer(r->spares));
+	if (r->nodes_max)
+		json_object_set_new(o, "nodes_max", json_integer(r->nodes_max));
 	if (r->ckpt_signal)
 		json_object_set_new(o, "ckpt_signal",
 				    json_pack("{s:i, s:I}", "number", r->ckpt_signal, "wait_s",
@@ -754,6 +756,19 @@ int job_request_unpack(json_t *j, struct job_request *ret, struct tk_error *err)
 	    (rc = mj_int(j, "spares", false, 0, MODEL_MAX_NODES - 1, 0, &spares, err)) < 0)
 		goto fail;
 	r.spares = (int)spares;
+	int64_t nmax;
+	if ((rc = mj_int(j, "nodes_max", false, 0, MODEL_MAX_NODES, 0, &nmax, err)) < 0)
+		goto fail;
+	if (nmax && (nmax < nodes || r.pty)) {
+		rc = r.pty ? tk_errorf(err, -EINVAL,
+				       "nodes_max: a job under a terminal runs on one node")
+			   : tk_errorf(err, -EINVAL,
+				       "nodes_max: %lld is fewer than nodes (%lld): an elastic "
+				       "gang runs on nodes up to nodes_max",
+				       (long long)nmax, (long long)nodes);
+		goto fail;
+	}
+	r.nodes_max = nmax > nodes ? (int)nmax : 0; /* MIN:MIN is no range */
 	if (restart[0] && restart_mode_parse(restart, &r.restart) < 0) {
 		rc = tk_errorf(err, -EINVAL,
 			       "restart: must be auto, in-place or requeue, got \"%s\"", restart);
@@ -1032,6 +1047,7 @@ static const char *const attempt_end_names[ATTEMPT_END_MAX] = {
 	[ATTEMPT_END_PREEMPTED] = "preempted",
 	[ATTEMPT_END_NODE_LOST] = "node_lost",
 	[ATTEMPT_END_REQUEUED] = "requeued",
+	[ATTEMPT_END_RESIZED] = "resized",
 };
 
 const char *attempt_end_name(enum attempt_end e)

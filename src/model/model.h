@@ -386,6 +386,11 @@ struct job_request {
 	 * it uploaded, and a node without one restores another's); 0: none */
 	int ckpt_signal;
 	int64_t ckpt_signal_s;
+	/* an elastic gang (-N MIN:MAX, torchrun's --nnodes): it starts on
+	 * `nodes` or more, up to nodes_max, grows at a checkpoint as nodes
+	 * free and shrinks instead of waiting where a lost node has no
+	 * replacement; 0: exactly `nodes` */
+	int nodes_max;
 };
 
 /* What a dependency waits for (Slurm's after, afterok, afternotok, afterany). */
@@ -486,7 +491,8 @@ char *model_output_path(const char *pattern, const char *cwd, const struct outpu
 	X("on_stall", JR_VALUE, on_stall, argc, true)                                              \
 	X("restart", JR_VALUE, restart, argc, true)                                                \
 	X("spares", JR_VALUE, spares, argc, true)                                                  \
-	X("ckpt_signal", JR_VALUE, ckpt_signal, argc, true)
+	X("ckpt_signal", JR_VALUE, ckpt_signal, argc, true)                                        \
+	X("nodes_max", JR_VALUE, nodes_max, argc, true)
 
 /* The keys of the table, NULL-terminated. */
 extern const char *const job_request_keys[];
@@ -675,10 +681,11 @@ enum attempt_end {
 	ATTEMPT_END_PREEMPTED,
 	ATTEMPT_END_NODE_LOST, /* a node of it was lost, faulty, or its agent went */
 	ATTEMPT_END_REQUEUED,  /* by a user or an operator (tenk requeue) */
+	ATTEMPT_END_RESIZED,   /* an elastic gang grew at a checkpoint */
 	ATTEMPT_END_MAX
 };
 /* "", "completed", "failed", "timeout", "cancelled", "preempted",
- * "node_lost", "requeued". */
+ * "node_lost", "requeued", "resized". */
 const char *attempt_end_name(enum attempt_end e);
 
 struct attempt {

@@ -42,10 +42,12 @@ void state_restore_plan(struct state *s, struct sjob *j, struct attempt *a)
 {
 	if (!s->sched.checkpoint_store[0] || j->job.system)
 		return;
-	/* a checkpoint of as many nodes: each node restores its own rank's part */
+	/* a checkpoint of as many nodes: each node restores its own rank's
+	 * part; an elastic gang's of any number, a node beyond it restoring
+	 * node rank 0's (its parts are the whole state: data parallel) */
 	const struct ckpt *c = NULL;
 	for (int i = j->job.nckpts - 1; i >= 0 && !c; i--)
-		if (j->job.ckpts[i].nnodes == a->nnodes)
+		if (j->job.ckpts[i].nnodes == a->nnodes || j->job.req.nodes_max)
 			c = &j->job.ckpts[i];
 	restore_set(s, j, a, c);
 	if (!c)
@@ -90,6 +92,7 @@ static void commit(struct state *s, struct sjob *j, struct attempt *a, int k, in
 	struct snode *n0 = state_node(s, a->nodes[0].name);
 	if (n0)
 		state_node_work_changed(s, n0);
+	state_elastic_commit(s, j, a, now);
 }
 
 void state_task_checkpoint(struct state *s, const struct task_event *ev, int64_t now)

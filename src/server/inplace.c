@@ -34,7 +34,7 @@ static bool wants_inplace(const struct sjob *j, const struct attempt *a)
 	case RESTART_REQUEUE:
 		return false;
 	default:
-		return a->nnodes > 1 || j->job.req.spares > 0;
+		return a->nnodes > 1 || j->job.req.spares > 0 || j->job.req.nodes_max > 0;
 	}
 }
 
@@ -330,7 +330,7 @@ static bool restart(struct state *s, struct sjob *j, int64_t now, char *why, siz
 	/* the nodes it keeps first, then a place for each of the others, the
 	 * gang's nodes so far beside it (--switches) */
 	bool *kept = xcalloc((size_t)ip->nnodes, sizeof(bool));
-	int *with = xcalloc((size_t)ip->nnodes + 1, sizeof(int)), nwith = 0;
+	int *with = xcalloc((size_t)ip->nnodes + MAX(ip->grow, 0) + 1, sizeof(int)), nwith = 0;
 	for (int k = 0; k < ip->nnodes; k++) {
 		const struct attempt_node *an = &a->nodes[k];
 		struct snode *n = state_node(s, an->name);
@@ -345,6 +345,10 @@ static bool restart(struct state *s, struct sjob *j, int64_t now, char *why, siz
 			with[nwith++] = as[k].node;
 		}
 	}
+	/* an elastic gang goes on without a node nothing replaces, down to
+	 * its minimum */
+	bool *dropped = xcalloc((size_t)ip->nnodes, sizeof(bool));
+	int ndropped = 0;
 	for (int k = 0; k < ip->nnodes && ok; k++) {
 		if (kept[k])
 			continue;
@@ -356,6 +360,15 @@ static bool restart(struct state *s, struct sjob *j, int64_t now, char *why, siz
 		int used;
 		enum sched_from from = sched_replace(view, s->nnodes, pool, out, &w, spa + next_sp,
 						     nsp - next_sp, &used, scratch, &as[k]);
+		if (from == SCHED_FROM_NONE && j->job.req.nodes_max &&
+		    ip->nnodes - ndropped - 1 >= j->job.req.nodes) {
+			dropped[k] = true;
+			ndropped++;
+			size_t l = strlen(replaced);
+			snprintf(replaced + l, sizeof(replaced) - l, "%s%s left out", l ? ", " : "",
+				 an->name);
+			continue;
+		}
 		if (from == SCHED_FROM_NONE) {
 			snprintf(why, why_n,
 				 "no node is free to take the place of %s (%s): back in its queue",
@@ -377,23 +390,61 @@ static bool restart(struct state *s, struct sjob *j, int64_t now, char *why, siz
 						       : "",
 			     s->nodes[as[k].node]->rec.inv.name);
 	}
+	int grow = ok ? ip->grow : 0;
 	if (ok) {
 		int from = ip->from;
 		char first_replaced[MODEL_NAME_MAX] = "";
 		for (int k = 0; k < ip->nnodes && !first_replaced[0]; k++)
-			if (strcmp(s->nodes[as[k].node]->rec.inv.name, a->nodes[k].name) != 0)
+			if (dropped[k] ||
+			    strcmp(s->nodes[as[k].node]->rec.inv.name, a->nodes[k].name) != 0)
 				snprintf(first_replaced, sizeof(first_replaced), "%s",
 					 a->nodes[k].name);
+		/* the nodes it goes on with, in their ranks; an elastic gang
+		 * growing (at a checkpoint) takes free nodes after them */
+		int nn = 0;
+		as = xrealloc(as, sizeof(*as) * (size_t)(ip->nnodes + MAX(grow, 0) + 1));
+		for (int k = 0; k < ip->nnodes; k++)
+			if (!dropped[k])
+				as[nn++] = as[k];
+		struct sched_share w = share_of(j, &a->nodes[0]);
+		w.with = with;
+		w.nwith = nwith;
+		bool *free_ok = xcalloc((size_t)s->nnodes + 1, sizeof(bool));
+		for (int i = 0; i < s->nnodes; i++)
+			free_ok[i] = !out[i] && !pool[i] && takes_work(s, s->nodes[i]);
+		int grown = 0;
+		while (grow > 0 && nn < j->job.req.nodes_max) {
+			int best = sched_share_best(view, s->nnodes, free_ok, &w, &as[nn]);
+			if (best < 0)
+				break;
+			as[nn].cpus = w.cpus;
+			as[nn].mem_mib = w.mem_mib;
+			as[nn].alone = w.alone;
+			free_ok[best] = false;
+			with[nwith++] = best;
+			w.nwith = nwith;
+			nn++;
+			grow--;
+			grown++;
+		}
+		free(free_ok);
 		state_inplace_drop(s, j);
-		for (int k = 0; k < a->nnodes; k++)
+		for (int k = 0; k < nn; k++)
 			s->nodes[as[k].node]->pool_spare = false;
-		struct sched_start st = {.nnodes = a->nnodes, .nodes = as};
-		state_apply_start(s, j, &st, s->nodes, now);
+		struct sched_start st = {.nnodes = nn, .nodes = as};
+		int was = a->nnodes;
+		a = NULL; /* the job's attempts move */
+		state_apply_start(s, j, &st, st.nnodes, s->nodes, now);
 		struct attempt *b = job_current_attempt(&j->job);
 		b->in_place = true;
 		snprintf(b->replaced, sizeof(b->replaced), "%s", first_replaced);
 		log_info("job %lld: attempt %d starts in place after attempt %d%s%s",
 			 (long long)j->job.id, b->number, from, replaced[0] ? ", " : "", replaced);
+		if (nn != was)
+			log_info("job %lld: its elastic gang goes on with %d nodes (was %d%s; %d "
+				 "to %d)",
+				 (long long)j->job.id, nn, was, grown ? ", nodes were free" : "",
+				 j->job.req.nodes, j->job.req.nodes_max);
 		/* the spares it did not use, held again */
 		for (int i = next_sp; i < nsp; i++) {
 			struct snode *c = spa[i].node >= 0 ? s->nodes[spa[i].node] : NULL;
@@ -404,6 +455,7 @@ static bool restart(struct state *s, struct sjob *j, int64_t now, char *why, siz
 		state_spares_release(s, j, now); /* a pass places it with new ones */
 	}
 	free(kept);
+	free(dropped);
 	free(off);
 	free(with);
 	free(view);
@@ -542,4 +594,96 @@ void state_inplace_tick(struct state *s, int64_t now)
 			spares_refill(s, j, now);
 	}
 	pool_refill(s);
+}
+
+/* ---- elastic gangs -------------------------------------------------------------------- */
+
+/* Free nodes where one more node of j's attempt a could run, best first,
+ * up to want, beside a's nodes and j's spares: the shares in picks.
+ * Returns how many. */
+static int elastic_free(struct state *s, const struct sjob *j, const struct attempt *a,
+			struct sched_assign *picks, int want)
+{
+	struct sched_node *view = state_sched_view(s);
+	bool *ok = xcalloc((size_t)s->nnodes + 1, sizeof(bool));
+	for (int i = 0; i < s->nnodes; i++)
+		ok[i] = !s->nodes[i]->pool_spare && takes_work(s, s->nodes[i]) &&
+			!in_attempt(a, s->nodes[i]->rec.inv.name);
+	for (int i = 0; i < j->nspares; i++) {
+		struct snode *n = state_node(s, j->spares[i].name);
+		if (n)
+			ok[node_index(s, n)] = false;
+	}
+	int *with = xcalloc((size_t)a->nnodes + (size_t)want + 1, sizeof(int)), nwith = 0;
+	for (int k = 0; k < a->nnodes; k++) {
+		struct snode *n = state_node(s, a->nodes[k].name);
+		if (n)
+			with[nwith++] = node_index(s, n);
+	}
+	struct sched_share w = share_of(j, &a->nodes[0]);
+	int got = 0;
+	while (got < want) {
+		w.with = with;
+		w.nwith = nwith;
+		int best = sched_share_best(view, s->nnodes, ok, &w, &picks[got]);
+		if (best < 0)
+			break;
+		picks[got].cpus = w.cpus;
+		picks[got].mem_mib = w.mem_mib;
+		picks[got].alone = w.alone;
+		ok[best] = false;
+		with[nwith++] = best;
+		got++;
+	}
+	free(with);
+	free(ok);
+	free(view);
+	return got;
+}
+
+static bool elastic_short(const struct state *s, const struct sjob *j, const struct attempt *a)
+{
+	return j->job.req.nodes_max > a->nnodes && !j->job.system && s->resource_waits == 0;
+}
+
+void state_elastic_started(struct state *s, struct sjob *j, int64_t now)
+{
+	struct attempt *a = job_current_attempt(&j->job);
+	if (!a || j->job.state != JOB_STARTING || !elastic_short(s, j, a))
+		return;
+	int want = j->job.req.nodes_max - a->nnodes;
+	struct sched_assign *picks = xcalloc((size_t)want, sizeof(*picks));
+	int got = elastic_free(s, j, a, picks, want);
+	if (got) {
+		/* nothing of it has reached an agent yet: the attempt is wider */
+		int was = a->nnodes, tpn = j->job.req.tasks_per_node;
+		a->nodes = xrealloc(a->nodes, sizeof(*a->nodes) * (size_t)(was + got));
+		a->tasks = xrealloc(a->tasks, sizeof(*a->tasks) * (size_t)(was + got) * tpn);
+		memset(a->tasks + (size_t)was * tpn, 0, sizeof(*a->tasks) * (size_t)got * tpn);
+		a->nnodes = was + got;
+		a->ntasks = a->nnodes * tpn;
+		for (int k = 0; k < got; k++) {
+			state_attempt_node_set(&a->nodes[was + k], s->nodes[picks[k].node],
+					       &picks[k]);
+			state_part_add(s, s->nodes[picks[k].node], j, a, was + k);
+		}
+		state_restore_plan(s, j, a);
+		log_info("job %lld: its elastic gang starts on %d nodes (%d to %d)",
+			 (long long)j->job.id, a->nnodes, j->job.req.nodes, j->job.req.nodes_max);
+	}
+	free(picks);
+	(void)now;
+}
+
+void state_elastic_commit(struct state *s, struct sjob *j, const struct attempt *a, int64_t now)
+{
+	if (j->job.state != JOB_RUNNING || j->fail_ev || j->inplace || a->ended ||
+	    !state_attempt_is_current(j, a) || !elastic_short(s, j, a))
+		return;
+	int want = j->job.req.nodes_max - a->nnodes;
+	struct sched_assign *picks = xcalloc((size_t)want, sizeof(*picks));
+	int got = elastic_free(s, j, a, picks, want);
+	free(picks);
+	if (got)
+		state_job_resize(s, j, got, now);
 }

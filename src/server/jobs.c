@@ -563,14 +563,31 @@ void state_task_image(struct state *s, const struct task_event *ev, int64_t now)
 	state_job_finish(s, j, JOB_FAILED, -1, reason, now);
 }
 
-void state_apply_start(struct state *s, struct sjob *j, const struct sched_start *st,
+void state_attempt_node_set(struct attempt_node *an, const struct snode *n,
+			    const struct sched_assign *as)
+{
+	memset(an, 0, sizeof(*an));
+	snprintf(an->name, sizeof(an->name), "%s", n->rec.inv.name);
+	an->ndev = as->ndev;
+	memcpy(an->devs, as->devs, sizeof(int) * (size_t)as->ndev);
+	an->milli = as->milli;
+	an->energy_mj = -1;
+	const struct node_inventory *inv = &n->rec.inv;
+	for (int d = 0; d < inv->naccel && as->ndev > 0; d++)
+		if (inv->accel[d].index == as->devs[0])
+			snprintf(an->model, sizeof(an->model), "%s", inv->accel[d].model);
+}
+
+void state_apply_start(struct state *s, struct sjob *j, const struct sched_start *st, int nn,
 		       struct snode *const *nodes, int64_t now)
 {
 	struct job *job = &j->job;
 	/* a pass places a job's spares after its own nodes */
-	int nn = st->nnodes;
-	if (!job->system && job->req.spares > 0 && nn > job->req.nodes)
-		nn = job->req.nodes;
+	if (nn < 0)
+		nn = !job->system && job->req.spares > 0 && st->nnodes > job->req.nodes
+			     ? job->req.nodes
+			     : st->nnodes;
+	assert(nn >= 1 && nn <= st->nnodes);
 	job->attempts =
 		xrealloc(job->attempts, sizeof(*job->attempts) * (size_t)(job->nattempts + 1));
 	struct attempt *a = &job->attempts[job->nattempts++];
@@ -581,19 +598,8 @@ void state_apply_start(struct state *s, struct sjob *j, const struct sched_start
 	a->nodes = xcalloc((size_t)nn, sizeof(*a->nodes));
 	a->ntasks = nn * job->req.tasks_per_node;
 	a->tasks = xcalloc((size_t)a->ntasks, sizeof(*a->tasks));
-	for (int i = 0; i < nn; i++) {
-		const struct sched_assign *as = &st->nodes[i];
-		struct attempt_node *an = &a->nodes[i];
-		snprintf(an->name, sizeof(an->name), "%s", nodes[as->node]->rec.inv.name);
-		an->ndev = as->ndev;
-		memcpy(an->devs, as->devs, sizeof(int) * (size_t)as->ndev);
-		an->milli = as->milli;
-		an->energy_mj = -1;
-		const struct node_inventory *inv = &nodes[as->node]->rec.inv;
-		for (int d = 0; d < inv->naccel && as->ndev > 0; d++)
-			if (inv->accel[d].index == as->devs[0])
-				snprintf(an->model, sizeof(an->model), "%s", inv->accel[d].model);
-	}
+	for (int i = 0; i < nn; i++)
+		state_attempt_node_set(&a->nodes[i], nodes[st->nodes[i].node], &st->nodes[i]);
 	struct snode *head = nodes[st->nodes[0].node];
 	snprintf(a->master_addr, sizeof(a->master_addr), "%s",
 		 head->rec.inv.addr[0] ? head->rec.inv.addr : "127.0.0.1");
@@ -772,6 +778,22 @@ int state_array_throttle(struct state *s, struct sjob *j, int cap, struct tk_err
 	state_job_dirty(s, j);
 	state_want_pass(s);
 	return 0;
+}
+
+void state_job_resize(struct state *s, struct sjob *j, int grow, int64_t now)
+{
+	struct attempt *a = job_current_attempt(&j->job);
+	char why[MODEL_REASON_MAX];
+	snprintf(why, sizeof(why),
+		 "resized: its elastic gang grows from %d nodes at its checkpoint, as nodes are "
+		 "free",
+		 a->nnodes);
+	attempt_end(a, ATTEMPT_END_RESIZED, why);
+	state_inplace_begin(s, j, a, NULL);
+	if (j->inplace)
+		j->inplace->grow = grow;
+	log_info("job %lld %s", (long long)j->job.id, why);
+	state_job_requeue(s, j, why, now);
 }
 
 int state_requeue(struct state *s, struct sjob *j, const char *who, int64_t now,

@@ -190,7 +190,9 @@ void h_job_logs(struct request *r, const char *param, json_t *body)
 			    (long long)j->job.id, j->job.nattempts, att);
 		return;
 	}
-	int ntasks = req->nodes * req->tasks_per_node;
+	/* an elastic gang's attempts have as many tasks as they had nodes */
+	int ntasks = number >= 1 && number <= j->job.nattempts ? j->job.attempts[number - 1].ntasks
+							       : req->nodes * req->tasks_per_node;
 	if (task && strcmp(task, "all") != 0 && tk_parse_int64(task, 0, ntasks - 1, &rank) < 0) {
 		reply_error(r, 400, "task: a rank from 0 to %d, or all; got \"%.32s\"", ntasks - 1,
 			    task);

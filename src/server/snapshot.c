@@ -628,11 +628,22 @@ static void decisions_apply(struct state *s, const struct snapshot *sn,
 	}
 	pw->n = sn->njobs;
 	pw->mark = mark;
+	s->resource_waits = 0;
+	for (int i = 0; i < d->nwaits; i++) {
+		enum sched_wait_reason r = d->waits[i].reason;
+		s->resource_waits += r == SCHED_WAIT_RESOURCES || r == SCHED_WAIT_RESERVED ||
+				     r == SCHED_WAIT_PREEMPTING || r == SCHED_WAIT_SWITCHES ||
+				     r == SCHED_WAIT_PASS_LIMIT;
+	}
 	for (int i = 0; i < d->nstarts; i++)
-		state_apply_start(s, sn->byindex[d->starts[i].job], &d->starts[i], s->nodes, now);
+		state_apply_start(s, sn->byindex[d->starts[i].job], &d->starts[i], -1, s->nodes,
+				  now);
 	for (int i = 0; i < d->npreempts; i++)
 		state_preempt(s, state_job(s, d->preempts[i].victim),
 			      sn->byindex[d->preempts[i].job], now);
+	/* elastic gangs take what no one waits for, once every decision holds */
+	for (int i = 0; i < d->nstarts; i++)
+		state_elastic_started(s, sn->byindex[d->starts[i].job], now);
 	s->stats.passes++;
 	s->stats.placements += (uint64_t)d->placements_tried;
 }

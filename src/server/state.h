@@ -119,6 +119,7 @@ struct inplace {
 	int nnodes;
 	bool *bad;
 	bool *held;
+	int grow;		    /* an elastic gang's: nodes to take beside these, where free */
 	char why[MODEL_REASON_MAX]; /* what it waits for, for its reason */
 };
 
@@ -546,7 +547,8 @@ struct state {
 	struct sched_model_weight *weights;
 	char (*weight_names)[MODEL_NAME_MAX];
 	int nweights;
-	struct pass_waits waits;	   /* why the last pass's jobs wait (snapshot.c) */
+	struct pass_waits waits; /* why the last pass's jobs wait (snapshot.c) */
+	int resource_waits; /* of them, how many wait for accelerators (no elastic growth then) */
 	struct sched_shapes *sched_shapes; /* the waiting jobs' requests, filed */
 	struct sched_keep *sched_keep;	   /* the passes' large arrays, kept */
 	struct {
@@ -684,8 +686,23 @@ const struct wire_gpu *state_node_gpu(const struct state *s, const struct snode 
 void state_node_pull(struct state *s, struct snode *n, const char *ref);
 /* `tenk images`: node n's images and pulls. */
 json_t *state_node_images_pack(const struct snode *n);
-/* Starts attempt st of j on nodes (what a pass or a validation run decided). */
-void state_apply_start(struct state *s, struct sjob *j, const struct sched_start *st,
+/* Attempt node an: node n's share as (a pass's or a restart's). */
+void state_attempt_node_set(struct attempt_node *an, const struct snode *n,
+			    const struct sched_assign *as);
+/* An elastic gang grows: its attempt ends (resized), and it starts again
+ * in place on its nodes and up to grow free ones (inplace.c). */
+void state_job_resize(struct state *s, struct sjob *j, int grow, int64_t now);
+/* Elastic gangs (inplace.c): j's attempt, just started by a pass, takes
+ * free nodes up to its request's nodes_max where no job waits for them. */
+void state_elastic_started(struct state *s, struct sjob *j, int64_t now);
+/* A checkpoint of j's attempt a committed: an elastic gang short of its
+ * nodes_max grows where nodes are free and no job waits for them. */
+void state_elastic_commit(struct state *s, struct sjob *j, const struct attempt *a, int64_t now);
+/* Starts attempt st of j on nodes (what a pass or a validation run
+ * decided, or a restart in place): on the first nn of st's nodes, the
+ * rest its spares (-1: as many as the request's nodes, where the pass
+ * placed its spares after them). */
+void state_apply_start(struct state *s, struct sjob *j, const struct sched_start *st, int nn,
 		       struct snode *const *nodes, int64_t now);
 /* Sends a running job back to its queue for `for_job`. */
 void state_preempt(struct state *s, struct sjob *victim, struct sjob *for_job, int64_t now);

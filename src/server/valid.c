@@ -142,7 +142,7 @@ static void start(struct state *s, struct svalid *v, int64_t now)
 		as[i].cpus = 1;
 	}
 	struct sched_start st = {.job = 0, .nnodes = v->nnodes, .nodes = as};
-	state_apply_start(s, v->job, &st, s->nodes, now);
+	state_apply_start(s, v->job, &st, -1, s->nodes, now);
 	free(as);
 	log_info("validation job %lld starts", (long long)v->job->job.id);
 }

@@ -208,3 +208,76 @@ def test_ckpt_signal_checkpoints_on_the_way_out(hosts3, workdir, kill_all):
     assert not os.path.exists(os.path.join(overlap, "overlaps")), \
         open(os.path.join(overlap, "overlaps")).read()
     c.stop_all()
+
+
+def test_elastic_gang_shrinks_and_grows(hosts4, workdir, kill_all):
+    """-N 2:3: an elastic PyTorch DDP gang starts on the three free nodes;
+    a host dies and no node is free to take its place, so it goes on with
+    two (WORLD_SIZE 2, from its last checkpoint); the host's agent comes
+    back and at its next commit the gang grows to three again, restoring
+    it (the new node from node rank 0's part). No two attempts overlap."""
+    store = os.path.join(workdir, "store")
+    os.makedirs(store)
+    root_jobs_config(os.path.join(workdir, "data"), checkpoint_store=store)
+    c = MultiHost(workdir, hosts4, fake="1xH100", node_timeout="4s")
+    kill_all += c.daemons
+    overlap = os.path.join(workdir, "overlap")
+    os.mkdir(overlap)
+    out = os.path.join(workdir, "run")
+    os.mkdir(out)
+    env = dict(c.env(), GLOO_SOCKET_IFNAME="eth0", OMP_NUM_THREADS="1", CKPT_OVERLAP=overlap)
+    for args, said in ((["-N", "3:2"], "--nodes 3:2: MAX is fewer than MIN"),
+                       (["-N", "2:x"], "--nodes: expected N or MIN:MAX"),
+                       (["-N", "2:3", "-n", "6"], "an elastic gang's tasks follow its nodes"),
+                       (["--ckpt-signal", "USR2@0"], "--ckpt-signal: expected SIG[@SECONDS]"),
+                       (["--ckpt-signal", "KILL"], "ckpt_signal.number: 9 cannot be caught")):
+        p = c.run("submit", *args, "--", "true", check=False)
+        assert p.returncode != 0 and said in p.stderr, (args, p.stderr)
+    jid = c.submit("-N", "2:3", "--gpus-per-node", "1", "--max-restarts", "3", "--", PY,
+                   os.path.join(HERE, "ckpt_train.py"), out, 36, 3, "0.3", env=env)
+    show = c.run("show", jid).stdout
+    assert "Shape:    2 to 3 node(s) (elastic)" in show, show
+    wait_for(lambda: c.job(jid)["state"] == "RUNNING", 60, "the job to run")
+    a1 = c.job(jid)["attempts"][0]
+    assert len(a1["nodes"]) == 3, a1
+    wait_for(lambda: [k for k in c.json("ckpt", "ls", jid)["checkpoints"] if k["step"] >= 3],
+             120, "a commit")
+    # the host of node rank 2 dies: nothing is free to replace it
+    h = int(a1["nodes"][2]["name"].replace("host", ""))
+    kill_ranks(workdir, h)
+    c.agents[h].kill9()
+    end_shims(os.path.join(workdir, f"agent{h}"))
+    wait_for(lambda: len(c.job(jid)["attempts"]) >= 2, 60, "attempt 2")
+    a2 = c.job(jid)["attempts"][1]
+    assert a2["in_place"] and [n["name"] for n in a2["nodes"]] == \
+        [n["name"] for n in a1["nodes"][:2]], a2
+    at = a2["restore"]["step"]
+    assert at >= 3, a2
+    # its agent comes back: the gang grows at its next commit
+    c.start_agent(h)
+    wait_for(lambda: len(c.job(jid)["attempts"]) >= 3, 120, "attempt 3")
+    assert "COMPLETED" in c.run("wait", jid, timeout=300, check=False).stdout, \
+        c.job(jid)["reason"]
+    job = c.job(jid)
+    a2, a3 = job["attempts"][1], job["attempts"][2]
+    assert a2["end"] == "resized" and "grows from 2 nodes" in a2["reason"], a2
+    assert a3["in_place"] and len(a3["nodes"]) == 3, a3
+    assert a3["restore"]["step"] > at, a3
+    ranks = {a: sorted({f for _, att, _, f in steps_by_rank(out) if att == a}) for a in (1, 2, 3)}
+    assert ranks == {1: [0, 1, 2], 2: [0, 1], 3: [0, 1, 2]}, ranks
+    for a, first in ((2, at), (3, a3["restore"]["step"])):
+        resumed = sorted(s for _, att, s, _ in steps_by_rank(out) if att == a)
+        assert resumed[0] == first + 1, (a, resumed[:4])
+    assert not os.path.exists(os.path.join(overlap, "overlaps")), \
+        open(os.path.join(overlap, "overlaps")).read()
+    c.stop_all()
+
+
+def steps_by_rank(out):
+    rows = []
+    for path in glob.glob(os.path.join(out, "steps-*.log")):
+        rank = int(os.path.basename(path)[6:-4])
+        for line in open(path):
+            t, attempt, step, _ = line.split()
+            rows.append((float(t), int(attempt), int(step), rank))
+    return rows

@@ -122,6 +122,8 @@ static void test_request_invalid(void **state)
 		{"{" BASE ", \"on_stall\": \"kill\"}",
 		 "on_stall: must be notify, requeue or cancel"},
 		{"{" BASE ", \"stall_after_s\": -5}", "stall_after_s"},
+		{"{" BASE ", \"nodes\": 3, \"nodes_max\": 2}",
+		 "nodes_max: 2 is fewer than nodes (3)"},
 		{"{" BASE ", \"ckpt_signal\": {\"number\": 9}}",
 		 "ckpt_signal.number: 9 cannot be caught"},
 		{"{" BASE ", \"ckpt_signal\": {\"number\": 12, \"wait_s\": 0}}",
@@ -422,6 +424,7 @@ static json_t *full_request(void)
 	json_object_set_new(j, "spread", json_string("rack:2"));
 	json_object_set_new(j, "within", json_string("dc"));
 	json_object_set_new(j, "ckpt_signal", json_pack("{s:i, s:i}", "number", 12, "wait_s", 30));
+	json_object_set_new(j, "nodes_max", json_integer(4));
 	return j;
 }
 

@@ -720,6 +720,138 @@ static void test_restart_in_place_replaces_a_lost_node(void **state)
 	world_free(w);
 }
 
+/* Node rank k's part of tag `tag` of j's current attempt, uploaded. */
+static void ckpt_part(struct world *w, struct sjob *j, int k, const char *tag, int64_t step,
+		      int64_t now)
+{
+	struct task_event ck = {
+		.job = j->job.id,
+		.attempt = j->job.nattempts,
+		.rank = k * j->job.req.tasks_per_node,
+		.type = TASK_EVENT_CHECKPOINT,
+		.at_ms = now,
+		.step = step,
+		.bytes = 100,
+		.digest = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123"
+			  "456789abcdef"};
+	snprintf(ck.tag, sizeof(ck.tag), "%s", tag);
+	state_task_checkpoint(&w->st, &ck, now);
+}
+
+/* -N 2:3, an elastic gang: it starts on its minimum where a job beside it
+ * leaves no more, and on as many as are free where none waits; it grows at
+ * a commit once a node frees up (a restart in place onto one node more,
+ * restoring that checkpoint), and where a lost node has no replacement it
+ * goes on without it, down to its minimum, then back to its queue. */
+static void test_elastic_gang(void **state)
+{
+	struct world *w = world_new(5);
+	snprintf(w->st.sched.checkpoint_store, sizeof(w->st.sched.checkpoint_store), "/store");
+	for (int i = 1; i <= 3; i++)
+		add_node(w, i, 8, "aaaaaaaa");
+	struct sjob *b = submit(w, "{\"command\": [\"x\"], \"cwd\": \"/tmp\", \"gpus_per_task\": "
+				   "8}");
+	struct sjob *j = submit(w, "{\"command\": [\"train\"], \"cwd\": \"/tmp\", \"nodes\": 2, "
+				   "\"nodes_max\": 3, \"gpus_per_task\": 8}");
+	state_schedule(&w->st, T0);
+	assert_int_equal(b->job.state, JOB_STARTING);
+	assert_int_equal(j->job.state, JOB_STARTING);
+	assert_int_equal(j->job.attempts[0].nnodes, 2);
+	assert_int_equal(j->job.attempts[0].ntasks, 2);
+	task_event(w, b, 0, TASK_EVENT_STARTED, 0, EXIT_EXITED, T0 + 1);
+	for (int r = 0; r < 2; r++)
+		task_event(w, j, r, TASK_EVENT_STARTED, 0, EXIT_EXITED, T0 + 1);
+	/* b's node frees up: nothing happens before the gang's next commit */
+	task_event(w, b, 0, TASK_EVENT_EXITED, 0, EXIT_EXITED, T0 + 2);
+	state_schedule(&w->st, T0 + 3);
+	assert_int_equal(j->job.state, JOB_RUNNING);
+	ckpt_part(w, j, 0, "step-10", 10, T0 + 4);
+	assert_int_equal(j->job.state, JOB_RUNNING);
+	ckpt_part(w, j, 1, "step-10", 10, T0 + 4);
+	assert_int_equal(j->job.nckpts, 1);
+	assert_int_equal(j->job.state, JOB_PENDING);
+	assert_int_equal(j->job.attempts[0].end, ATTEMPT_END_RESIZED);
+	assert_non_null(strstr(j->job.attempts[0].reason, "grows from 2 nodes"));
+	assert_int_equal(j->job.failures, 0);
+	for (int r = 0; r < 2; r++)
+		task_event(w, j, r, TASK_EVENT_EXITED, 143, EXIT_CANCELLED, T0 + 5);
+	state_schedule(&w->st, T0 + 6);
+	assert_int_equal(j->job.nattempts, 2);
+	const struct attempt *a2 = &j->job.attempts[1];
+	assert_true(a2->in_place);
+	assert_int_equal(a2->nnodes, 3);
+	assert_int_equal(a2->ntasks, 3);
+	assert_string_equal(a2->nodes[0].name, j->job.attempts[0].nodes[0].name);
+	assert_string_equal(a2->nodes[1].name, j->job.attempts[0].nodes[1].name);
+	assert_string_equal(a2->restore_tag, "step-10"); /* of two nodes, restored on three */
+	json_t *o, *t = work_item_of(w, a2->nodes[2].name, j->job.id, &o);
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(t, "checkpoints"),
+							    "restore_node")),
+			 0);
+	json_decref(o);
+	assert_int_equal(j->queue->use_milli, 24 * MODEL_MILLI);
+	/* node rank 0's host is lost with no node to replace it: the gang goes
+	 * on with two, node rank 1 now rank 0 */
+	char second[MODEL_NAME_MAX];
+	snprintf(second, sizeof(second), "%s", a2->nodes[1].name);
+	for (int r = 0; r < 3; r++)
+		task_event(w, j, r, TASK_EVENT_STARTED, 0, EXIT_EXITED, T0 + 7);
+	state_node_lost(&w->st, state_node(&w->st, a2->nodes[0].name), "silent", T0 + 8);
+	for (int r = 1; r < 3; r++)
+		task_event(w, j, r, TASK_EVENT_EXITED, 143, EXIT_CANCELLED, T0 + 9);
+	state_schedule(&w->st, T0 + 10);
+	assert_int_equal(j->job.nattempts, 3);
+	const struct attempt *a3 = &j->job.attempts[2];
+	assert_true(a3->in_place);
+	assert_int_equal(a3->nnodes, 2);
+	assert_string_equal(a3->nodes[0].name, second);
+	assert_string_equal(a3->master_addr, state_node(&w->st, second)->rec.inv.addr);
+	assert_int_equal(j->queue->use_milli, 16 * MODEL_MILLI);
+	/* one more lost: below its minimum, back to its queue */
+	for (int r = 0; r < 2; r++)
+		task_event(w, j, r, TASK_EVENT_STARTED, 0, EXIT_EXITED, T0 + 11);
+	state_node_lost(&w->st, state_node(&w->st, a3->nodes[1].name), "silent", T0 + 12);
+	task_event(w, j, 0, TASK_EVENT_EXITED, 143, EXIT_CANCELLED, T0 + 13);
+	state_schedule(&w->st, T0 + 14);
+	assert_int_equal(j->job.nattempts, 3);
+	assert_int_equal(j->job.state, JOB_PENDING);
+	assert_null(j->inplace);
+	world_free(w);
+
+	/* on free nodes it starts on as many as its maximum; beside a job
+	 * that waits for nodes, on its minimum */
+	w = world_new(5);
+	for (int i = 1; i <= 3; i++)
+		add_node(w, i, 8, "aaaaaaaa");
+	j = submit(w, "{\"command\": [\"train\"], \"cwd\": \"/tmp\", \"nodes\": 2, "
+		      "\"nodes_max\": 3, \"gpus_per_task\": 4, \"tasks_per_node\": 2}");
+	state_schedule(&w->st, T0);
+	assert_int_equal(j->job.attempts[0].nnodes, 3);
+	assert_int_equal(j->job.attempts[0].ntasks, 6);
+	assert_int_equal(j->queue->use_milli, 24 * MODEL_MILLI);
+	state_cancel(&w->st, j, T0 + 1, &(struct tk_error){0});
+	for (int r = 0; r < 6; r++)
+		task_event(w, j, r, TASK_EVENT_EXITED, 143, EXIT_CANCELLED, T0 + 2);
+	assert_int_equal(j->queue->use_milli, 0);
+	/* beside a job that waits for nodes, on its minimum: b holds a node
+	 * for ten minutes, big waits for all three, the elastic job fits
+	 * before big's start on one of the two that are free */
+	b = submit(w, "{\"command\": [\"x\"], \"cwd\": \"/tmp\", \"gpus_per_task\": 8, "
+		      "\"time_limit_s\": 600}");
+	state_schedule(&w->st, T0 + 3);
+	assert_int_equal(b->job.state, JOB_STARTING);
+	struct sjob *big = submit(w, "{\"command\": [\"x\"], \"cwd\": \"/tmp\", \"nodes\": 3, "
+				     "\"gpus_per_task\": 8, \"time_limit_s\": 60}");
+	struct sjob *e = submit(w, "{\"command\": [\"train\"], \"cwd\": \"/tmp\", \"nodes\": 1, "
+				   "\"nodes_max\": 2, \"gpus_per_task\": 8, \"time_limit_s\": 30}");
+	state_schedule(&w->st, T0 + 6);
+	assert_int_equal(big->job.state, JOB_PENDING);
+	assert_int_equal(e->job.state, JOB_STARTING); /* backfilled before big's start */
+	assert_int_equal(e->job.attempts[0].nnodes, 1);
+	assert_true(w->st.resource_waits > 0);
+	world_free(w);
+}
+
 /* A job with a spare: placed with one node more, held idle and charged to
  * its queue; a lost node is swapped for the spare though no other node is
  * free, the other node keeps its rank, and a node that frees up becomes
@@ -991,7 +1123,8 @@ static void check_world(struct world *w, struct sjob **jobs, int njobs, int seed
 static void test_restart_in_place_random(void **state)
 {
 	const char *env = getenv("INPLACE_SEEDS");
-	int seeds = env ? atoi(env) : 2000, started_in_place = 0, replaced = 0, fell_back = 0;
+	int seeds = env ? atoi(env) : 2000, started_in_place = 0, replaced = 0, fell_back = 0,
+	    grew = 0, shrunk = 0;
 	for (int seed = 1; seed <= seeds; seed++) {
 		rnd_state = 0x9e3779b97f4a7c15ULL * (uint64_t)seed;
 		struct world *w = world_new(3);
@@ -1016,8 +1149,15 @@ static void test_restart_in_place_random(void **state)
 			"\"gpus_per_task\": 2, \"requeue\": 1, \"restart\": \"in-place\"}",
 			"{\"command\": [\"t\"], \"cwd\": \"/\", \"nodes\": 1, "
 			"\"gpus_per_task\": 2, \"requeue\": 2, \"spares\": 1}",
+			"{\"command\": [\"t\"], \"cwd\": \"/\", \"nodes\": 1, \"nodes_max\": 3, "
+			"\"gpus_per_task\": 2, \"requeue\": 3}",
 		};
-		for (int k = 0; k < 5; k++)
+		/* elastic gangs grow at a commit: the checkpoints are kept */
+		if (seed % 2)
+			snprintf(w->st.sched.checkpoint_store, sizeof(w->st.sched.checkpoint_store),
+				 "/store");
+		int ckpts = 0;
+		for (int k = 0; k < 6; k++)
 			jobs[njobs++] = submit(w, reqs[k]);
 		int64_t now = T0, mono = MONO0;
 		int agent = 0;
@@ -1075,7 +1215,13 @@ static void test_restart_in_place_random(void **state)
 			} else if (action == 9 && rnd(8) == 0 && !job_state_final(j->job.state)) {
 				state_cancel(&w->st, j, now, &(struct tk_error){0});
 				if (njobs < 16)
-					jobs[njobs++] = submit(w, reqs[rnd(5)]);
+					jobs[njobs++] = submit(w, reqs[rnd(6)]);
+			} else if (action == 9 && a && j->job.state == JOB_RUNNING) {
+				/* every node of it uploads its part of a new tag */
+				char tag[32];
+				snprintf(tag, sizeof(tag), "s-%d", ++ckpts);
+				for (int k = 0; k < a->nnodes; k++)
+					ckpt_part(w, j, k, tag, ckpts, now);
 			}
 			check_world(w, jobs, njobs, seed, step);
 		}
@@ -1084,14 +1230,19 @@ static void test_restart_in_place_random(void **state)
 				started_in_place += jobs[x]->job.attempts[n].in_place;
 				replaced += jobs[x]->job.attempts[n].replaced[0] != 0;
 				fell_back += !jobs[x]->job.attempts[n].in_place;
+				const struct attempt *b = &jobs[x]->job.attempts[n];
+				grew += b[-1].end == ATTEMPT_END_RESIZED &&
+					b->nnodes > b[-1].nnodes;
+				shrunk += b->in_place && b->nnodes < b[-1].nnodes;
 			}
 		world_free(w);
 	}
 	/* the schedules reach every path */
 	print_message("# %d attempts started in place (%d with a node replaced), %d through the "
-		      "queue\n",
-		      started_in_place, replaced, fell_back);
+		      "queue; elastic gangs grew %d times, shrank %d\n",
+		      started_in_place, replaced, fell_back, grew, shrunk);
 	assert_true(started_in_place > seeds / 4 && replaced > seeds / 20 && fell_back > 0);
+	assert_true(grew > 0 && shrunk > 0);
 }
 
 /* A rank fails because its peer's node died: that node goes DOWN before
@@ -1372,6 +1523,7 @@ int main(void)
 		cmocka_unit_test(test_one_attempt_at_a_time),
 		cmocka_unit_test(test_restart_in_place_keeps_its_nodes),
 		cmocka_unit_test(test_ckpt_signal_waits_for_a_checkpoint),
+		cmocka_unit_test(test_elastic_gang),
 		cmocka_unit_test(test_restart_in_place_replaces_a_lost_node),
 		cmocka_unit_test(test_spare_takes_a_lost_nodes_place),
 		cmocka_unit_test(test_pool_spare),
