@@ -495,6 +495,10 @@ static void show_job(json_t *j)
 		if (!json_array_size(held))
 			printf(" none");
 	}
+	json_t *bf = json_object_get(j, "borrowed_from");
+	if (bf)
+		printf("; runs on %s, a spare of job %lld, until that job needs it",
+		       cli__jstr(bf, "node"), (long long)cli__jint(bf, "job"));
 	json_t *cs = json_object_get(req, "ckpt_signal");
 	if (cs) {
 		const char *name = sigabbrev_np((int)cli__jint(cs, "number"));

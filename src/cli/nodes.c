@@ -316,6 +316,11 @@ static void spare_reason(json_t *n, char *buf, size_t len)
 			snprintf(buf + at, len - at, "%s %lld", k ? "," : "",
 				 (long long)json_integer_value(id));
 		}
+		json_array_foreach (json_object_get(n, "spare_lent_to"), k, id) {
+			at = strlen(buf);
+			snprintf(buf + at, len - at, "%s %lld", k ? "," : ", lent to job",
+				 (long long)json_integer_value(id));
+		}
 	}
 }
 

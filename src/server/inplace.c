@@ -124,11 +124,16 @@ static void spared_add(struct state *s, struct sjob *j)
 	s->spared[s->nspared++] = j;
 }
 
-static int64_t spares_milli(const struct sjob *j)
+/* What its spares hold, those lent out aside (their borrowers pay). */
+static int64_t spares_milli(const struct sjob *j, int *nodes)
 {
 	int64_t milli = 0;
+	*nodes = 0;
 	for (int i = 0; i < j->nspares; i++)
-		milli += (int64_t)j->spares[i].ndev * j->spares[i].milli;
+		if (!j->spares_lent[i]) {
+			milli += (int64_t)j->spares[i].ndev * j->spares[i].milli;
+			++*nodes;
+		}
 	return milli;
 }
 
@@ -137,8 +142,9 @@ static void spares_charge(struct sjob *j, int64_t now)
 {
 	struct attempt *a = job_current_attempt(&j->job);
 	if (a && j->spares_since && now > j->spares_since) {
-		a->spare_mdev_ms += (now - j->spares_since) * spares_milli(j);
-		a->spare_node_ms += (now - j->spares_since) * j->nspares;
+		int nodes;
+		a->spare_mdev_ms += (now - j->spares_since) * spares_milli(j, &nodes);
+		a->spare_node_ms += (now - j->spares_since) * nodes;
 	}
 	j->spares_since = now;
 }
@@ -149,8 +155,9 @@ void state_spare_held(const struct sjob *j, const struct attempt *a, int64_t now
 	*mdev_ms = a->spare_mdev_ms;
 	*node_ms = a->spare_node_ms;
 	if (a == job_current_attempt(&j->job) && j->spares_since && now > j->spares_since) {
-		*mdev_ms += (now - j->spares_since) * spares_milli(j);
-		*node_ms += (now - j->spares_since) * j->nspares;
+		int nodes;
+		*mdev_ms += (now - j->spares_since) * spares_milli(j, &nodes);
+		*node_ms += (now - j->spares_since) * nodes;
 	}
 }
 
@@ -159,6 +166,9 @@ void state_spare_take(struct state *s, struct sjob *j, struct snode *n,
 {
 	spares_charge(j, now);
 	j->spares = xrealloc(j->spares, sizeof(*j->spares) * (size_t)(j->nspares + 1));
+	j->spares_lent =
+		xrealloc(j->spares_lent, sizeof(*j->spares_lent) * (size_t)(j->nspares + 1));
+	j->spares_lent[j->nspares] = 0;
 	struct attempt_node *sp = &j->spares[j->nspares++];
 	memset(sp, 0, sizeof(*sp));
 	snprintf(sp->name, sizeof(sp->name), "%s", n->rec.inv.name);
@@ -174,14 +184,19 @@ void state_spare_take(struct state *s, struct sjob *j, struct snode *n,
 	log_debug("job %lld holds %s as a spare", (long long)j->job.id, sp->name);
 }
 
-/* Gives back spare i of j (its node may be gone). */
+/* Gives back spare i of j (its node may be gone); one lent out is its
+ * borrower's from now on. */
 static void spare_give_back(struct state *s, struct sjob *j, int i, int64_t now)
 {
 	spares_charge(j, now);
 	struct snode *n = state_node(s, j->spares[i].name);
-	if (n)
+	struct sjob *b = j->spares_lent[i] ? state_job(s, j->spares_lent[i]) : NULL;
+	if (b)
+		b->borrowed_from = 0;
+	else if (n)
 		state_node_hold(s, n, j, &j->spares[i], -1);
 	j->spares[i] = j->spares[--j->nspares];
+	j->spares_lent[i] = j->spares_lent[j->nspares];
 	state_job_dirty(s, j);
 }
 
@@ -191,11 +206,28 @@ void state_spares_release(struct state *s, struct sjob *j, int64_t now)
 		spare_give_back(s, j, j->nspares - 1, now);
 	free(j->spares);
 	j->spares = NULL;
+	free(j->spares_lent);
+	j->spares_lent = NULL;
 	for (int i = 0; i < s->nspared; i++)
 		if (s->spared[i] == j) {
 			s->spared[i] = s->spared[--s->nspared];
 			break;
 		}
+}
+
+json_t *state_node_spare_lent(const struct state *s, const struct snode *n)
+{
+	json_t *ids = NULL;
+	for (int i = 0; i < s->nspared; i++)
+		for (int k = 0; k < s->spared[i]->nspares; k++)
+			if (s->spared[i]->spares_lent[k] &&
+			    strcmp(s->spared[i]->spares[k].name, n->rec.inv.name) == 0) {
+				if (!ids)
+					ids = json_array();
+				json_array_append_new(ids,
+						      json_integer(s->spared[i]->spares_lent[k]));
+			}
+	return ids;
 }
 
 json_t *state_node_spare_for(const struct state *s, const struct snode *n)
@@ -291,12 +323,15 @@ static bool restart(struct state *s, struct sjob *j, int64_t now, char *why, siz
 	for (int k = 0; k < ip->nnodes; k++)
 		unhold(s, j, k);
 	/* its spares given back, to be taken again where unused */
-	int nsp = j->nspares;
-	struct attempt_node *sp = xcalloc((size_t)nsp + 1, sizeof(*sp));
-	if (nsp)
-		memcpy(sp, j->spares, sizeof(*sp) * (size_t)nsp);
-	while (j->nspares)
-		spare_give_back(s, j, j->nspares - 1, now);
+	/* (those lent out stay so: none of them was needed, or the tick would
+	 * have claimed it first) */
+	int nsp = 0;
+	struct attempt_node *sp = xcalloc((size_t)j->nspares + 1, sizeof(*sp));
+	for (int i = j->nspares - 1; i >= 0; i--)
+		if (!j->spares_lent[i]) {
+			sp[nsp++] = j->spares[i];
+			spare_give_back(s, j, i, now);
+		}
 	struct sched_node *view = state_sched_view(s);
 	bool *pool = xcalloc((size_t)s->nnodes + 1, sizeof(bool));
 	bool *out = xcalloc((size_t)s->nnodes + 1, sizeof(bool));
@@ -549,6 +584,143 @@ static void pool_refill(struct state *s)
 	free(view);
 }
 
+/* ---- spares lent to preemptible work ------------------------------------------------- */
+
+#define LEND_LOOK 4096 /* waiting jobs a spare looks at for a borrower */
+
+/* What one node of waiting job w needs (sched_replace's share), from its
+ * request. */
+static struct sched_share share_of_request(const struct sjob *w, struct attempt_node *an)
+{
+	const struct job_request *r = &w->job.req;
+	memset(an, 0, sizeof(*an));
+	int64_t per_node = (int64_t)r->tasks_per_node * r->gpu_milli;
+	an->ndev = per_node >= MODEL_MILLI ? (int)(per_node / MODEL_MILLI) : per_node ? 1 : 0;
+	an->milli = per_node >= MODEL_MILLI ? MODEL_MILLI : (int)per_node;
+	return share_of(w, an);
+}
+
+/* Could w borrow a spare: a waiting one-node job of a preemptible class,
+ * asking nothing a spare's node cannot say yes to alone, that would not
+ * hold the node for a restart in place of its own? */
+static bool may_borrow(const struct state *s, const struct sjob *w)
+{
+	const struct job_request *r = &w->job.req;
+	return w->job.state == JOB_PENDING && !w->job.held && !w->job.system && !w->inplace &&
+	       !w->fenced_until && w->cls >= 0 && s->classes[w->cls].spec.preemptible &&
+	       r->nodes == 1 && !r->nodes_max && !r->spares && !r->pty && !r->exclusive &&
+	       r->restart != RESTART_IN_PLACE && r->gpu_milli > 0 && !r->ngpu_types;
+}
+
+void state_spares_lend(struct state *s, struct sjob *const *waiting, int nwaiting, int64_t now)
+{
+	for (int i = 0; i < s->nspared && nwaiting; i++) {
+		struct sjob *j = s->spared[i];
+		if ((j->job.state != JOB_STARTING && j->job.state != JOB_RUNNING) || j->inplace ||
+		    j->fail_ev || j->job.req.exclusive)
+			continue;
+		for (int k = 0; k < j->nspares; k++) {
+			struct snode *n = state_node(s, j->spares[k].name);
+			if (j->spares_lent[k] || !n || !takes_work(s, n))
+				continue;
+			/* the spare's devices, free as the borrower would find them */
+			state_node_hold_quiet(s, n, j, &j->spares[k], -1);
+			struct sched_node *view = state_sched_view(s);
+			int ni = node_index(s, n);
+			struct sjob *b = NULL;
+			struct sched_assign as;
+			/* (the first few thousand waiting: a pass's cost bounded) */
+			for (int w = 0; w < nwaiting && w < LEND_LOOK && !b; w++) {
+				if (!may_borrow(s, waiting[w]))
+					continue;
+				struct attempt_node an;
+				struct sched_share sh = share_of_request(waiting[w], &an);
+				if (sched_share_fit(&view[ni], &sh, &as) < 0)
+					continue;
+				/* only the spare's devices: none another job holds */
+				bool inside = true;
+				for (int d = 0; d < as.ndev; d++) {
+					bool in = false;
+					for (int e = 0; e < j->spares[k].ndev; e++)
+						in |= j->spares[k].devs[e] == as.devs[d];
+					inside &= in;
+				}
+				if (!inside)
+					continue;
+				as.node = ni;
+				as.cpus = sh.cpus;
+				as.mem_mib = sh.mem_mib;
+				b = waiting[w];
+			}
+			free(view);
+			if (!b) {
+				state_node_hold_quiet(s, n, j, &j->spares[k], +1);
+				continue;
+			}
+			spares_charge(j, now);
+			j->spares_lent[k] = b->job.id;
+			b->borrowed_from = j->job.id;
+			snprintf(b->borrowed_node, sizeof(b->borrowed_node), "%s", n->rec.inv.name);
+			struct sched_start st = {.nnodes = 1, .nodes = &as};
+			state_apply_start(s, b, &st, 1, s->nodes, now);
+			log_info(
+				"job %lld borrows %s, a spare of job %lld, until that job needs it",
+				(long long)b->job.id, n->rec.inv.name, (long long)j->job.id);
+			state_job_dirty(s, j);
+		}
+	}
+}
+
+void state_spare_returned(struct state *s, struct snode *n, struct sjob *b, int64_t now)
+{
+	struct sjob *j = state_job(s, b->borrowed_from);
+	b->borrowed_from = 0;
+	for (int k = 0; j && k < j->nspares; k++) {
+		if (j->spares_lent[k] != b->job.id ||
+		    strcmp(j->spares[k].name, n->rec.inv.name) != 0)
+			continue;
+		spares_charge(j, now);
+		j->spares_lent[k] = 0;
+		state_node_hold(s, n, j, &j->spares[k], +1);
+		log_info("spare %s of job %lld is its own again (job %lld left it)",
+			 n->rec.inv.name, (long long)j->job.id, (long long)b->job.id);
+		state_job_dirty(s, j);
+		return;
+	}
+}
+
+/* j restarts in place and needs a node it does not have: its spares'
+ * borrowers are preempted, and it waits for them to leave. True while
+ * it waits. */
+static bool claim_spares(struct state *s, struct sjob *j, int64_t now)
+{
+	struct inplace *ip = j->inplace;
+	const struct attempt *a = from_attempt(j);
+	bool needs = false;
+	for (int k = 0; k < ip->nnodes && !needs; k++) {
+		struct snode *n = state_node(s, a->nodes[k].name);
+		needs = ip->bad[k] || !n || !takes_work(s, n);
+	}
+	int waiting = 0;
+	for (int k = 0; needs && k < j->nspares; k++) {
+		struct sjob *b = j->spares_lent[k] ? state_job(s, j->spares_lent[k]) : NULL;
+		if (!b)
+			continue;
+		waiting++;
+		snprintf(ip->why, sizeof(ip->why),
+			 "restarting in place: waiting for job %lld to leave its spare %s",
+			 (long long)b->job.id, j->spares[k].name);
+		if (b->job.state == JOB_STARTING || b->job.state == JOB_RUNNING) {
+			char reason[MODEL_REASON_MAX];
+			snprintf(reason, sizeof(reason),
+				 "preempted: it ran on a spare of job %lld, which needs it now",
+				 (long long)j->job.id);
+			state_preempt_for_spare(s, b, reason, now);
+		}
+	}
+	return waiting > 0;
+}
+
 void state_inplace_tick(struct state *s, int64_t now)
 {
 	for (int i = 0; i < s->nrestarting; i++) {
@@ -577,6 +749,8 @@ void state_inplace_tick(struct state *s, int64_t now)
 				 ip->from);
 			continue;
 		}
+		if (claim_spares(s, j, now))
+			continue;
 		char why[MODEL_REASON_MAX] = "";
 		if (!restart(s, j, now, why, sizeof(why))) {
 			log_info("job %lld: %s", (long long)j->job.id, why);

@@ -633,6 +633,15 @@ void state_preempt(struct state *s, struct sjob *victim, struct sjob *for_job, i
 	state_job_requeue(s, victim, reason, now);
 }
 
+void state_preempt_for_spare(struct state *s, struct sjob *b, const char *reason, int64_t now)
+{
+	struct attempt *a = job_current_attempt(&b->job);
+	b->preemptions++;
+	attempt_end(a, ATTEMPT_END_PREEMPTED, reason);
+	log_info("job %lld %s", (long long)b->job.id, reason);
+	state_job_requeue(s, b, reason, now);
+}
+
 void state_train_metrics(struct state *s, struct snode *n, const struct wire_train *t)
 {
 	for (int i = 0; i < n->nparts; i++) {

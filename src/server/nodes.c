@@ -169,6 +169,9 @@ void state_part_remove(struct state *s, struct snode *n, struct sjob *j, int att
 		state_node_sync_devs(n);
 		node_bump(s, n);
 		state_want_pass(s);
+		/* a borrowed spare is held for its job again at once */
+		if (j->borrowed_from && strcmp(j->borrowed_node, n->rec.inv.name) == 0)
+			state_spare_returned(s, n, j, s->now_ms);
 		return;
 	}
 }
@@ -181,6 +184,14 @@ void state_node_hold(struct state *s, struct snode *n, struct sjob *j,
 	state_node_sync_devs(n);
 	node_bump(s, n);
 	state_want_pass(s);
+}
+
+void state_node_hold_quiet(struct state *s, struct snode *n, struct sjob *j,
+			   const struct attempt_node *an, int sign)
+{
+	part_hold(n, j, an, sign);
+	queue_hold(s, n, j, an, sign);
+	state_node_sync_devs(n);
 }
 
 void state_attempt_bump_nodes(struct state *s, const struct attempt *a)

@@ -227,6 +227,9 @@ json_t *state_node_pack(struct state *s, const struct snode *n)
 		json_array_append_new(h, node_event_pack(&n->rec.history[i]));
 	json_object_set_new(o, "history", h);
 	json_object_set_new(o, "agent_stopping", json_boolean(n->agent_stopping));
+	json_t *lent = state_node_spare_lent(s, n);
+	if (lent) /* to whom its spare's job lends it meanwhile */
+		json_object_set_new(o, "spare_lent_to", lent);
 	json_t *spare = state_node_spare_for(s, n);
 	if (spare) /* held idle for these jobs (--spares) */
 		json_object_set_new(o, "spare_for", spare);
@@ -294,6 +297,10 @@ json_t *state_job_pack(struct state *s, struct sjob *j)
 	json_object_set_new(o, "queue", json_string(j->queue->spec.name));
 	if (j->preemptions)
 		json_object_set_new(o, "preemptions", json_integer(j->preemptions));
+	if (j->borrowed_from)
+		json_object_set_new(o, "borrowed_from",
+				    json_pack("{s:I, s:s}", "job", (json_int_t)j->borrowed_from,
+					      "node", j->borrowed_node));
 	if (j->nspares) {
 		json_t *sp = json_array();
 		for (int i = 0; i < j->nspares; i++)

@@ -644,6 +644,16 @@ static void decisions_apply(struct state *s, const struct snapshot *sn,
 	/* elastic gangs take what no one waits for, once every decision holds */
 	for (int i = 0; i < d->nstarts; i++)
 		state_elastic_started(s, sn->byindex[d->starts[i].job], now);
+	/* idle spares are lent to preemptible jobs that wait for accelerators */
+	if (s->nspared && s->resource_waits) {
+		struct sjob **waiting = xcalloc((size_t)d->nwaits + 1, sizeof(*waiting));
+		int n = 0;
+		for (int i = 0; i < d->nwaits; i++)
+			if (d->waits[i].reason == SCHED_WAIT_RESOURCES)
+				waiting[n++] = sn->byindex[d->waits[i].job];
+		state_spares_lend(s, waiting, n, now);
+		free(waiting);
+	}
 	s->stats.passes++;
 	s->stats.placements += (uint64_t)d->placements_tried;
 }

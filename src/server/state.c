@@ -80,6 +80,7 @@ void state_release(struct state *s)
 			free(j->inplace);
 		}
 		free(j->spares);
+		free(j->spares_lent);
 		state_stall_forget(j);
 		free(j);
 	}

@@ -106,6 +106,12 @@ struct sjob {
 	struct attempt_node *spares;
 	int nspares;
 	int64_t spares_since; /* charged to its newest attempt up to then */
+	/* each spare's borrower: a preemptible job that runs on it until the
+	 * spare is claimed (inplace.c); 0: none. Parallel to spares */
+	int64_t *spares_lent;
+	/* a borrower's: whose spare it runs on, where; 0: none */
+	int64_t borrowed_from;
+	char borrowed_node[MODEL_NAME_MAX];
 };
 
 /* ---- inplace.c: restarts in place ---------------------------------------------------- */
@@ -692,6 +698,12 @@ void state_attempt_node_set(struct attempt_node *an, const struct snode *n,
 /* An elastic gang grows: its attempt ends (resized), and it starts again
  * in place on its nodes and up to grow free ones (inplace.c). */
 void state_job_resize(struct state *s, struct sjob *j, int grow, int64_t now);
+/* Lends idle spares to preemptible jobs that wait for accelerators
+ * (waiting: the last pass's, in its order): each runs on a spare's devices
+ * until a restart in place of the spare's job needs it (inplace.c). */
+void state_spares_lend(struct state *s, struct sjob *const *waiting, int nwaiting, int64_t now);
+/* Borrower j's part on node n is gone: the spare is its owner's again. */
+void state_spare_returned(struct state *s, struct snode *n, struct sjob *j, int64_t now);
 /* Elastic gangs (inplace.c): j's attempt, just started by a pass, takes
  * free nodes up to its request's nodes_max where no job waits for them. */
 void state_elastic_started(struct state *s, struct sjob *j, int64_t now);
@@ -704,6 +716,8 @@ void state_elastic_commit(struct state *s, struct sjob *j, const struct attempt 
  * placed its spares after them). */
 void state_apply_start(struct state *s, struct sjob *j, const struct sched_start *st, int nn,
 		       struct snode *const *nodes, int64_t now);
+/* Sends borrower b back to its queue: the spare it runs on is claimed. */
+void state_preempt_for_spare(struct state *s, struct sjob *b, const char *reason, int64_t now);
 /* Sends a running job back to its queue for `for_job`. */
 void state_preempt(struct state *s, struct sjob *victim, struct sjob *for_job, int64_t now);
 /* Is a the attempt its job runs now? */
@@ -800,6 +814,10 @@ void state_checkpoint_seen(struct state *s, const struct wire_checkpoint *c);
 void state_node_work_changed(struct state *s, struct snode *n);
 /* Every node holding a part of attempt a learns its work changed. */
 void state_attempt_bump_nodes(struct state *s, const struct attempt *a);
+/* As state_node_hold, for a look at what n would have free without the
+ * hold (and putting it back): no pass is asked for, its agent not woken. */
+void state_node_hold_quiet(struct state *s, struct snode *n, struct sjob *j,
+			   const struct attempt_node *an, int sign);
 /* Holds (sign +1) or gives back (-1) an attempt's share an of node n, as
  * its part did: the node's resources and j's queue's use. */
 void state_node_hold(struct state *s, struct snode *n, struct sjob *j,
@@ -831,6 +849,8 @@ void state_spare_held(const struct sjob *j, const struct attempt *a, int64_t now
 		      int64_t *node_ms);
 /* The jobs node n is a spare of, as a JSON array of ids (NULL: none). */
 json_t *state_node_spare_for(const struct state *s, const struct snode *n);
+/* The jobs a spare on n is lent to (NULL: none). */
+json_t *state_node_spare_lent(const struct state *s, const struct snode *n);
 /* A MASTER_PORT no other attempt led from n uses. */
 int state_node_port_find(const struct state *s, const struct snode *n);
 void state_node_sync_devs(struct snode *n);

@@ -281,3 +281,51 @@ def steps_by_rank(out):
             t, attempt, step, _ = line.split()
             rows.append((float(t), int(attempt), int(step), rank))
     return rows
+
+
+def test_idle_spare_is_lent_to_preemptible_work(hosts4, workdir, kill_all):
+    """A job's idle spare runs a preemptible job (class batch) that waits
+    for an accelerator, until the job needs the spare: its host dies, the
+    borrower is preempted, and the job's next attempt starts in place on
+    the spare once the borrower has left it."""
+    root_jobs_config(os.path.join(workdir, "data"))
+    c = MultiHost(workdir, hosts4, fake="1xH100", node_timeout="4s")
+    kill_all += c.daemons
+    jid = c.submit("--gpus-per-node", "1", "--spares", "1", "--restart", "in-place",
+                   "--max-restarts", "2", "--", "sleep", "600")
+    wait_for(lambda: c.job(jid)["state"] == "RUNNING" and c.job(jid).get("spare_nodes"), 60,
+             "the job and its spare")
+    home = c.job(jid)["attempts"][0]["nodes"][0]["name"]
+    spare = c.job(jid)["spare_nodes"][0]
+    other = c.submit("--gpus-per-node", "1", "--", "sleep", "600")
+    wait_for(lambda: c.job(other)["state"] == "RUNNING", 60, "the third node's job")
+    # a job of a class that is not preemptible waits; one of batch borrows
+    waits = c.submit("--gpus-per-node", "1", "--", "sleep", "600")
+    borrower = c.submit("--class", "batch", "--gpus-per-node", "1", "--grace", "1s", "--",
+                        "sleep", "600")
+    wait_for(lambda: c.job(borrower)["state"] == "RUNNING", 60, "the borrower")
+    b = c.job(borrower)
+    assert b["attempts"][0]["nodes"][0]["name"] == spare, b
+    assert b["borrowed_from"] == {"job": int(jid), "node": spare}, b
+    assert c.job(waits)["state"] == "PENDING"
+    row = [ln for ln in c.run("nodes").stdout.splitlines() if ln.startswith(spare + " ")]
+    assert row and row[0].endswith(f"spare for job {jid}, lent to job {borrower}"), row
+    assert f"runs on {spare}, a spare of job {jid}, until that job needs it" in \
+        c.run("show", borrower).stdout
+    # the job's host dies: the borrower goes, the job takes its spare
+    h = int(home.replace("host", ""))
+    kill_ranks(workdir, h)
+    c.agents[h].kill9()
+    end_shims(os.path.join(workdir, f"agent{h}"))
+    wait_for(lambda: len(c.job(jid)["attempts"]) == 2, 60, "attempt 2")
+    a2 = c.job(jid)["attempts"][1]
+    assert a2["in_place"] and a2["nodes"][0]["name"] == spare and a2["replaced"] == home, a2
+    b = c.job(borrower)
+    assert b["state"] == "PENDING" and "borrowed_from" not in b, b
+    assert f"it ran on a spare of job {jid}, which needs it now" in b["attempts"][0]["reason"]
+    assert b["attempts"][0]["end"] == "preempted"
+    # the borrower ended before the job's next attempt began (invariant A)
+    assert b["attempts"][0]["end_ms"] <= a2["start_ms"], (b["attempts"][0], a2)
+    for j in (jid, other, waits, borrower):
+        c.run("cancel", j, check=False)
+    c.stop_all()

@@ -852,6 +852,70 @@ static void test_elastic_gang(void **state)
 	world_free(w);
 }
 
+/* A spare idle beside its job is lent to a preemptible job that waits for
+ * accelerators: it runs there (charged as itself, the spare's job not
+ * charged for it meanwhile) until a restart in place needs the spare; a
+ * restart that keeps its nodes leaves it be, one that must replace a node
+ * preempts it and waits for it to leave, then takes the spare. */
+static void test_spare_lent_to_preemptible_work(void **state)
+{
+	struct world *w = world_new(5);
+	for (int i = 1; i <= 3; i++)
+		add_node(w, i, 8, "aaaaaaaa");
+	struct sjob *j = submit(w, "{\"command\": [\"train\"], \"cwd\": \"/tmp\", "
+				   "\"gpus_per_task\": 8, \"spares\": 1, \"requeue\": 2}");
+	struct sjob *x = submit(w, "{\"command\": [\"x\"], \"cwd\": \"/tmp\", \"gpus_per_task\": "
+				   "8}");
+	state_schedule(&w->st, T0);
+	assert_int_equal(j->nspares, 1);
+	assert_int_equal(x->job.state, JOB_STARTING);
+	struct snode *spare = state_node(&w->st, j->spares[0].name);
+	struct sjob *p = submit(w, "{\"command\": [\"p\"], \"cwd\": \"/tmp\", \"gpus_per_task\": "
+				   "8, \"class\": \"batch\"}");
+	/* a job of a class that may not be preempted waits */
+	struct sjob *q = submit(w, "{\"command\": [\"q\"], \"cwd\": \"/tmp\", \"gpus_per_task\": "
+				   "8}");
+	state_schedule(&w->st, T0 + 1);
+	assert_int_equal(q->job.state, JOB_PENDING);
+	assert_int_equal(p->job.state, JOB_STARTING);
+	assert_string_equal(p->job.attempts[0].nodes[0].name, spare->rec.inv.name);
+	assert_int_equal(p->borrowed_from, j->job.id);
+	assert_int_equal(j->spares_lent[0], p->job.id);
+	assert_int_equal(dev_used(spare), 8 * MODEL_MILLI);
+	assert_int_equal(j->queue->use_milli, 24 * MODEL_MILLI); /* j, x and p: no spare */
+	state_cancel(&w->st, q, T0 + 2, &(struct tk_error){0});
+	task_event(w, j, 0, TASK_EVENT_STARTED, 0, EXIT_EXITED, T0 + 2);
+	task_event(w, p, 0, TASK_EVENT_STARTED, 0, EXIT_EXITED, T0 + 2);
+	/* j fails on its healthy node: in place again, the borrower stays */
+	const char *home = j->job.attempts[0].nodes[0].name;
+	task_event(w, j, 0, TASK_EVENT_EXITED, 1, EXIT_EXITED, T0 + 3);
+	state_schedule(&w->st, T0 + 4);
+	assert_int_equal(j->job.nattempts, 2);
+	assert_true(j->job.attempts[1].in_place);
+	assert_string_equal(j->job.attempts[1].nodes[0].name, home);
+	assert_int_equal(p->job.state, JOB_RUNNING);
+	assert_int_equal(j->spares_lent[0], p->job.id);
+	/* j's node is lost: the borrower is preempted, j waits for it */
+	task_event(w, j, 0, TASK_EVENT_STARTED, 0, EXIT_EXITED, T0 + 5);
+	state_node_lost(&w->st, state_node(&w->st, home), "silent", T0 + 6);
+	state_schedule(&w->st, T0 + 7);
+	assert_int_equal(j->job.nattempts, 2);
+	assert_int_equal(p->job.state, JOB_PENDING);
+	assert_non_null(strstr(p->job.attempts[0].reason, "it ran on a spare of job"));
+	assert_non_null(strstr(j->job.reason, "to leave its spare"));
+	task_event(w, p, 0, TASK_EVENT_EXITED, 143, EXIT_CANCELLED, T0 + 8);
+	assert_int_equal(p->borrowed_from, 0);
+	state_schedule(&w->st, T0 + 9);
+	assert_int_equal(j->job.nattempts, 3);
+	const struct attempt *a3 = &j->job.attempts[2];
+	assert_true(a3->in_place);
+	assert_string_equal(a3->nodes[0].name, spare->rec.inv.name);
+	assert_int_equal(p->job.state, JOB_PENDING); /* nothing is free for it */
+	assert_int_equal(dev_used(spare), 8 * MODEL_MILLI);
+	assert_int_equal(j->queue->use_milli, 16 * MODEL_MILLI); /* j and x */
+	world_free(w);
+}
+
 /* A job with a spare: placed with one node more, held idle and charged to
  * its queue; a lost node is swapped for the spare though no other node is
  * free, the other node keeps its rank, and a node that frees up becomes
@@ -1032,7 +1096,8 @@ static void check_world(struct world *w, struct sjob **jobs, int njobs, int seed
 		for (int x = 0; x < njobs; x++) {
 			for (int k = 0; k < jobs[x]->nspares; k++) {
 				const struct attempt_node *an = &jobs[x]->spares[k];
-				if (strcmp(an->name, n->rec.inv.name) != 0)
+				if (strcmp(an->name, n->rec.inv.name) != 0 ||
+				    jobs[x]->spares_lent[k]) /* its borrower's part holds it */
 					continue;
 				for (int d = 0; d < an->ndev; d++)
 					dev[an->devs[d]] += an->milli;
@@ -1092,9 +1157,22 @@ static void check_world(struct world *w, struct sjob **jobs, int njobs, int seed
 						use[j->queue->index] +=
 							(int64_t)an->ndev * an->milli;
 					}
-			for (int k = 0; k < j->nspares; k++)
-				use[j->queue->index] +=
-					(int64_t)j->spares[k].ndev * j->spares[k].milli;
+			for (int k = 0; k < j->nspares; k++) {
+				if (!j->spares_lent[k]) {
+					use[j->queue->index] +=
+						(int64_t)j->spares[k].ndev * j->spares[k].milli;
+					continue;
+				}
+				/* lent: its borrower holds it, and knows it */
+				const struct sjob *b = state_job(s, j->spares_lent[k]);
+				if (!b || b->borrowed_from != j->job.id ||
+				    strcmp(b->borrowed_node, j->spares[k].name) != 0)
+					fail_msg("seed %d step %d: spare %s of job %lld lent to "
+						 "job %lld, which does not borrow it",
+						 seed, step, j->spares[k].name,
+						 (long long)j->job.id,
+						 (long long)j->spares_lent[k]);
+			}
 			if (j->nspares && !(active || ip))
 				fail_msg("seed %d step %d: job %lld holds spares while %s", seed,
 					 step, (long long)j->job.id, job_state_name(j->job.state));
@@ -1124,7 +1202,7 @@ static void test_restart_in_place_random(void **state)
 {
 	const char *env = getenv("INPLACE_SEEDS");
 	int seeds = env ? atoi(env) : 2000, started_in_place = 0, replaced = 0, fell_back = 0,
-	    grew = 0, shrunk = 0;
+	    grew = 0, shrunk = 0, borrowed = 0, claimed = 0;
 	for (int seed = 1; seed <= seeds; seed++) {
 		rnd_state = 0x9e3779b97f4a7c15ULL * (uint64_t)seed;
 		struct world *w = world_new(3);
@@ -1151,13 +1229,15 @@ static void test_restart_in_place_random(void **state)
 			"\"gpus_per_task\": 2, \"requeue\": 2, \"spares\": 1}",
 			"{\"command\": [\"t\"], \"cwd\": \"/\", \"nodes\": 1, \"nodes_max\": 3, "
 			"\"gpus_per_task\": 2, \"requeue\": 3}",
+			"{\"command\": [\"t\"], \"cwd\": \"/\", \"gpus_per_task\": 2, "
+			"\"class\": \"batch\", \"requeue\": 1}",
 		};
 		/* elastic gangs grow at a commit: the checkpoints are kept */
 		if (seed % 2)
 			snprintf(w->st.sched.checkpoint_store, sizeof(w->st.sched.checkpoint_store),
 				 "/store");
 		int ckpts = 0;
-		for (int k = 0; k < 6; k++)
+		for (int k = 0; k < 7; k++)
 			jobs[njobs++] = submit(w, reqs[k]);
 		int64_t now = T0, mono = MONO0;
 		int agent = 0;
@@ -1215,7 +1295,7 @@ static void test_restart_in_place_random(void **state)
 			} else if (action == 9 && rnd(8) == 0 && !job_state_final(j->job.state)) {
 				state_cancel(&w->st, j, now, &(struct tk_error){0});
 				if (njobs < 16)
-					jobs[njobs++] = submit(w, reqs[rnd(6)]);
+					jobs[njobs++] = submit(w, reqs[rnd(7)]);
 			} else if (action == 9 && a && j->job.state == JOB_RUNNING) {
 				/* every node of it uploads its part of a new tag */
 				char tag[32];
@@ -1224,6 +1304,9 @@ static void test_restart_in_place_random(void **state)
 					ckpt_part(w, j, k, tag, ckpts, now);
 			}
 			check_world(w, jobs, njobs, seed, step);
+			for (int x = 0; x < njobs; x++)
+				for (int k = 0; k < jobs[x]->nspares; k++)
+					borrowed += jobs[x]->spares_lent[k] != 0;
 		}
 		for (int x = 0; x < njobs; x++)
 			for (int n = 1; n < jobs[x]->job.nattempts; n++) {
@@ -1234,15 +1317,18 @@ static void test_restart_in_place_random(void **state)
 				grew += b[-1].end == ATTEMPT_END_RESIZED &&
 					b->nnodes > b[-1].nnodes;
 				shrunk += b->in_place && b->nnodes < b[-1].nnodes;
+				claimed += b[-1].end == ATTEMPT_END_PREEMPTED &&
+					   strstr(b[-1].reason, "ran on a spare of job") != NULL;
 			}
 		world_free(w);
 	}
 	/* the schedules reach every path */
 	print_message("# %d attempts started in place (%d with a node replaced), %d through the "
-		      "queue; elastic gangs grew %d times, shrank %d\n",
-		      started_in_place, replaced, fell_back, grew, shrunk);
+		      "queue; elastic gangs grew %d times, shrank %d; a spare lent at %d steps, "
+		      "%d borrowers preempted for it\n",
+		      started_in_place, replaced, fell_back, grew, shrunk, borrowed, claimed);
 	assert_true(started_in_place > seeds / 4 && replaced > seeds / 20 && fell_back > 0);
-	assert_true(grew > 0 && shrunk > 0);
+	assert_true(grew > 0 && shrunk > 0 && borrowed > 0 && claimed > 0);
 }
 
 /* A rank fails because its peer's node died: that node goes DOWN before
@@ -1524,6 +1610,7 @@ int main(void)
 		cmocka_unit_test(test_restart_in_place_keeps_its_nodes),
 		cmocka_unit_test(test_ckpt_signal_waits_for_a_checkpoint),
 		cmocka_unit_test(test_elastic_gang),
+		cmocka_unit_test(test_spare_lent_to_preemptible_work),
 		cmocka_unit_test(test_restart_in_place_replaces_a_lost_node),
 		cmocka_unit_test(test_spare_takes_a_lost_nodes_place),
 		cmocka_unit_test(test_pool_spare),
