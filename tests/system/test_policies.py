@@ -356,13 +356,14 @@ def test_maintenance_window(workdir, procs):
     for a queue keeps its nodes for that queue's jobs alone."""
     import time
     t = cluster_of(workdir, procs, agents=2, fake="4xH100", agent_args=["--cpus", "16"])
-    before = t.submit("-w", "n0", "-G", "1", "-t", "5m", "--", "sleep", "30")
+    # it runs through the window's start (12 s on) and ends in it
+    before = t.submit("-w", "n0", "-G", "1", "-t", "5m", "--", "sleep", "18")
     short = t.submit("-w", "n0", "-G", "1", "-t", "1m", "--", "true")
     wait_for(lambda: t.job(before)["state"] == "RUNNING", 30, "the job before the window")
     t.run("wait", short, timeout=60)
     start = time.time() + 12
     made = t.json("reserve", "--nodes", "n0", "--start", f"now+{int(start - time.time())}",
-                  "--duration", "10s", "--reason", "firmware")
+                  "--duration", "4s", "--reason", "firmware")
     assert (made["name"], made["kind"], made["state"], made["nodes"]) == \
         ("resv1", "maintenance", "waiting", ["n0"]), made
     assert made["jobs_in_the_way"] == [before], made

@@ -234,7 +234,7 @@ def test_elastic_gang_shrinks_and_grows(hosts4, workdir, kill_all):
         p = c.run("submit", *args, "--", "true", check=False)
         assert p.returncode != 0 and said in p.stderr, (args, p.stderr)
     jid = c.submit("-N", "2:3", "--gpus-per-node", "1", "--max-restarts", "3", "--", PY,
-                   os.path.join(HERE, "ckpt_train.py"), out, 36, 3, "0.3", env=env)
+                   os.path.join(HERE, "ckpt_train.py"), out, 21, 3, "0.3", env=env)
     show = c.run("show", jid).stdout
     assert "Shape:    2 to 3 node(s) (elastic)" in show, show
     wait_for(lambda: c.job(jid)["state"] == "RUNNING", 60, "the job to run")
