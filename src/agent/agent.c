@@ -831,6 +831,7 @@ int agent_create(uv_loop_t *loop, const struct agent_config *cfg, struct agent *
 	if ((r = agent__inventory_detect(&a->cfg, &a->cat, &a->inv, err)) < 0)
 		goto fail;
 	agent__isolation_detect(&a->inv);
+	agent__fabric_detect(&a->inv);
 	agent__health_init(a);
 	if ((r = tk_random_hex(a->agent_id, 16)) < 0) {
 		r = tk_errorf(err, r, "cannot read random bytes");

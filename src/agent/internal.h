@@ -211,6 +211,9 @@ void agent__witness_metrics(struct agent *a, struct strbuf *b);
 /* nic.c: the network's errors, drops, links, TCP retransmits and
  * InfiniBand ports' counters, for /metrics. */
 void agent__nic_metrics(struct agent *a, struct strbuf *b);
+/* The node's network interfaces and RDMA ports into inv (sysfs, or
+ * TENK_SYSFS's tree). */
+void agent__fabric_detect(struct node_inventory *inv);
 void agent__witness_close(struct agent *a);
 void agent__witness_free(struct agent *a);
 

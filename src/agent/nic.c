@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static const char *root(const char *env, const char *def)
 {
@@ -291,6 +292,136 @@ static void infiniband(struct agent *a, struct strbuf *b, const char *sys)
 		for (size_t i = 0; i < NIB + 2; i++)
 			strbuf_release(&f[i].sb);
 	}
+}
+
+/* ---- the fabric, for the inventory ---------------------------------------------------- */
+
+/* src into dst of n bytes, cut where it is longer (sysfs' names fit). */
+static void set_str(char *dst, size_t n, const char *src)
+{
+	size_t l = strnlen(src, n - 1);
+	memcpy(dst, src, l);
+	dst[l] = 0;
+}
+
+/* The last part of the link at path ("../../bus/pci/drivers/mlx5_core":
+ * "mlx5_core"); false when it is no link. */
+static bool link_base(const char *path, char *buf, size_t n)
+{
+	char target[512];
+	ssize_t len = readlink(path, target, sizeof(target) - 1);
+	if (len <= 0)
+		return false;
+	target[len] = 0;
+	const char *base = strrchr(target, '/');
+	set_str(buf, n, base ? base + 1 : target);
+	return true;
+}
+
+/* A PCI address ("0000:17:00.0"), as the device link of a PCI function ends. */
+static bool pci_address(const char *s)
+{
+	unsigned dom, bus, dev, fn;
+	char tail;
+	return sscanf(s, "%x:%x:%x.%x%c", &dom, &bus, &dev, &fn, &tail) == 4;
+}
+
+static int read_int(const char *path, int def)
+{
+	double v;
+	return read_num(path, &v) ? (int)v : def;
+}
+
+void agent__fabric_detect(struct node_inventory *inv)
+{
+	const char *sys = root("TENK_SYSFS", "/sys");
+	_cleanup_free_ char *dir = xasprintf("%s/class/net", sys);
+	size_t n;
+	char **names = list_dir(dir, &n);
+	inv->nnics = 0;
+	for (size_t i = 0; i < n && inv->nnics < MODEL_MAX_NICS; i++) {
+		char path[700], text[64];
+		snprintf(path, sizeof(path), "%s/%s/type", dir, names[i]);
+		int type = read_int(path, -1);
+		if (type == 772 || strlen(names[i]) >= MODEL_NIC_NAME_MAX)
+			continue; /* loopback (ARPHRD_LOOPBACK) */
+		struct nic *c = &inv->nics[inv->nnics++];
+		memset(c, 0, sizeof(*c));
+		snprintf(c->name, sizeof(c->name), "%s", names[i]);
+		c->kind = type == 1 ? NIC_ETHERNET : type == 32 ? NIC_INFINIBAND : NIC_OTHER;
+		snprintf(path, sizeof(path), "%s/%s/operstate", dir, names[i]);
+		c->up = read_line(path, text, sizeof(text)) && strcmp(text, "up") == 0;
+		double v;
+		snprintf(path, sizeof(path), "%s/%s/speed", dir, names[i]);
+		c->speed_mbps = read_num(path, &v) && v >= 0 ? (int64_t)v : -1;
+		snprintf(path, sizeof(path), "%s/%s/mtu", dir, names[i]);
+		c->mtu = read_int(path, 0);
+		snprintf(path, sizeof(path), "%s/%s/device", dir, names[i]);
+		char dev[64];
+		c->virt = !link_base(path, dev, sizeof(dev));
+		c->numa = -1;
+		if (c->virt)
+			continue;
+		if (pci_address(dev))
+			set_str(c->pci, sizeof(c->pci), dev);
+		snprintf(path, sizeof(path), "%s/%s/device/driver", dir, names[i]);
+		link_base(path, c->driver, sizeof(c->driver));
+		snprintf(path, sizeof(path), "%s/%s/device/numa_node", dir, names[i]);
+		c->numa = read_int(path, -1);
+		/* the RDMA device on the same function (RoCE, IPoIB) */
+		snprintf(path, sizeof(path), "%s/%s/device/infiniband", dir, names[i]);
+		size_t nib;
+		char **ib = list_dir(path, &nib);
+		if (nib)
+			set_str(c->rdma, sizeof(c->rdma), ib[0]);
+		free_list(ib, nib);
+	}
+	free_list(names, n);
+
+	_cleanup_free_ char *ibdir = xasprintf("%s/class/infiniband", sys);
+	char **devs = list_dir(ibdir, &n);
+	inv->nrdma = 0;
+	for (size_t d = 0; d < n; d++) {
+		if (strlen(devs[d]) >= MODEL_NIC_NAME_MAX)
+			continue;
+		char path[700], text[128], pci[64] = "";
+		snprintf(path, sizeof(path), "%s/%s/device", ibdir, devs[d]);
+		if (!link_base(path, pci, sizeof(pci)) || !pci_address(pci))
+			pci[0] = 0;
+		snprintf(path, sizeof(path), "%s/%s/device/numa_node", ibdir, devs[d]);
+		int numa = read_int(path, -1);
+		_cleanup_free_ char *pdir = xasprintf("%s/%s/ports", ibdir, devs[d]);
+		size_t nport;
+		char **ports = list_dir(pdir, &nport);
+		for (size_t p = 0; p < nport && inv->nrdma < MODEL_MAX_RDMA_PORTS; p++) {
+			struct rdma_port *r = &inv->rdma[inv->nrdma++];
+			memset(r, 0, sizeof(*r));
+			snprintf(r->dev, sizeof(r->dev), "%s", devs[d]);
+			r->port = atoi(ports[p]);
+			set_str(r->pci, sizeof(r->pci), pci);
+			r->numa = numa;
+			snprintf(path, sizeof(path), "%s/%s/link_layer", pdir, ports[p]);
+			r->ethernet = read_line(path, text, sizeof(text)) &&
+				      strcmp(text, "Ethernet") == 0;
+			snprintf(path, sizeof(path), "%s/%s/state", pdir, ports[p]);
+			if (read_line(path, text, sizeof(text))) { /* "4: ACTIVE" */
+				const char *colon = strchr(text, ':');
+				const char *st = colon ? colon + 1 + strspn(colon + 1, " ") : text;
+				set_str(r->state, sizeof(r->state), st);
+				r->active = strcmp(st, "ACTIVE") == 0;
+			}
+			snprintf(path, sizeof(path), "%s/%s/rate", pdir, ports[p]);
+			if (read_line(path, text, sizeof(text))) /* "200 Gb/sec (4X HDR)" */
+				r->rate_gbps = strtod(text, NULL);
+			snprintf(path, sizeof(path), "%s/%s/gids", pdir, ports[p]);
+			size_t ngid;
+			char **gids = list_dir(path, &ngid);
+			r->gids = (int)ngid;
+			free_list(gids, ngid);
+		}
+		free_list(ports, nport);
+	}
+	free_list(devs, n);
 }
 
 void agent__nic_metrics(struct agent *a, struct strbuf *b)

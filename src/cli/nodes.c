@@ -53,6 +53,51 @@ static void print_names(const char *head, json_t *names, const char *tail)
 	printf("%s\n", tail);
 }
 
+/* The node's fabric: an interface a line, then each RDMA port. */
+static void print_network(json_t *net)
+{
+	size_t i;
+	json_t *x;
+	json_array_foreach (json_object_get(net, "interfaces"), i, x) {
+		char speed[32] = "speed not said";
+		if (json_object_get(x, "speed_mbps")) {
+			long long m = (long long)cli__jint(x, "speed_mbps");
+			if (m >= 1000)
+				snprintf(speed, sizeof(speed), "%g Gb/s", (double)m / 1000);
+			else
+				snprintf(speed, sizeof(speed), "%lld Mb/s", m);
+		}
+		printf("  %s %-10s %s%s, %s, %s, MTU %lld",
+		       i ? "         " : "Network: ", cli__jstr(x, "name"), cli__jstr(x, "kind"),
+		       json_is_true(json_object_get(x, "virtual")) ? " (virtual)" : "",
+		       json_is_true(json_object_get(x, "up")) ? "up" : "down", speed,
+		       (long long)cli__jint(x, "mtu"));
+		if (*cli__jstr(x, "driver"))
+			printf(", %s", cli__jstr(x, "driver"));
+		if (*cli__jstr(x, "pci"))
+			printf(" at %s", cli__jstr(x, "pci"));
+		if (json_object_get(x, "numa"))
+			printf(", NUMA %lld", (long long)cli__jint(x, "numa"));
+		if (*cli__jstr(x, "rdma"))
+			printf(", RDMA %s", cli__jstr(x, "rdma"));
+		printf("\n");
+	}
+	json_array_foreach (json_object_get(net, "rdma"), i, x) {
+		printf("  %s %s port %lld: %s, %s, %g Gb/s, %lld GIDs",
+		       i ? "      " : "RDMA:  ", cli__jstr(x, "device"),
+		       (long long)cli__jint(x, "port"),
+		       strcmp(cli__jstr(x, "link_layer"), "Ethernet") == 0 ? "RoCE" : "InfiniBand",
+		       *cli__jstr(x, "state") ? cli__jstr(x, "state") : "state not said",
+		       json_number_value(json_object_get(x, "rate_gbps")),
+		       (long long)cli__jint(x, "gids"));
+		if (*cli__jstr(x, "pci"))
+			printf(" at %s", cli__jstr(x, "pci"));
+		if (json_object_get(x, "numa"))
+			printf(", NUMA %lld", (long long)cli__jint(x, "numa"));
+		printf("\n");
+	}
+}
+
 /* tenk nodes NAME...: each node whole. */
 static int show_nodes(struct ctx *c)
 {
@@ -143,6 +188,7 @@ static int show_nodes(struct ctx *c)
 			}
 			printf("\n");
 		}
+		print_network(json_object_get(n, "network"));
 		json_t *v = json_object_get(n, "validation");
 		if (json_is_object(v))
 			printf("  Validation: %s%s%s\n", cli__jstr(v, "verdict"),

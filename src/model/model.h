@@ -153,6 +153,42 @@ enum node_limit {
 const char *node_limit_name(unsigned bit);
 
 /* What an agent reports about its machine. */
+/* The node's fabric, from sysfs (agent nic.c): its network interfaces and
+ * its RDMA devices' ports (node_network_pack). */
+#define MODEL_MAX_NICS 16
+#define MODEL_MAX_RDMA_PORTS 16
+#define MODEL_NIC_NAME_MAX 24
+enum nic_kind {
+	NIC_ETHERNET,	/* "ethernet": sysfs type 1 */
+	NIC_INFINIBAND, /* "infiniband": type 32 (IPoIB) */
+	NIC_OTHER,	/* "other" */
+	NIC_KIND_MAX
+};
+const char *nic_kind_name(enum nic_kind k);
+struct nic {
+	char name[MODEL_NIC_NAME_MAX];
+	enum nic_kind kind;
+	bool virt;	    /* no device under it (veth, bridge, bond) */
+	bool up;	    /* operstate "up" */
+	int64_t speed_mbps; /* -1: not said (a link down, a virtual one) */
+	int mtu;
+	char driver[MODEL_NIC_NAME_MAX];
+	char pci[MODEL_NIC_NAME_MAX];  /* "0000:17:00.0"; "" none */
+	int numa;		       /* -1: none said */
+	char rdma[MODEL_NIC_NAME_MAX]; /* the RDMA device on it (RoCE, IPoIB); "" none */
+};
+struct rdma_port {
+	char dev[MODEL_NIC_NAME_MAX]; /* "mlx5_0" */
+	int port;
+	bool ethernet; /* link layer Ethernet (RoCE); else InfiniBand */
+	bool active;   /* state "4: ACTIVE" */
+	char state[MODEL_NIC_NAME_MAX];
+	double rate_gbps; /* "200 Gb/sec (4X HDR)": 200; 0 not said */
+	int gids;	  /* entries of its GID table */
+	char pci[MODEL_NIC_NAME_MAX];
+	int numa;
+};
+
 struct node_inventory {
 	char name[MODEL_NAME_MAX];
 	char addr[MODEL_ADDR_MAX]; /* as other nodes reach it; may be "" */
@@ -168,7 +204,15 @@ struct node_inventory {
 	bool isolation_known;	       /* false: an agent before 0.2.1, or a hollow one */
 	int cgroup_version;	       /* 1, 2; 0: none used (no cgroup file system, not root) */
 	unsigned unenforced;	       /* enum node_limit bits it cannot enforce */
+	/* its fabric (an agent before 0.2.1 says none) */
+	int nnics;
+	struct nic nics[MODEL_MAX_NICS];
+	int nrdma;
+	struct rdma_port rdma[MODEL_MAX_RDMA_PORTS];
 };
+/* "network": {"interfaces": [...], "rdma": [...]}; NULL where it has none. */
+json_t *node_network_pack(const struct node_inventory *inv);
+int node_network_unpack(json_t *j, struct node_inventory *inv, struct tk_error *err);
 
 /* Node labels and job constraints (labels.c). node_labels_parse: "k=v,k2=v2"
  * (checked) into its canonical form, sorted by key; the number of labels.

@@ -132,6 +132,9 @@ json_t *node_inventory_pack(const struct node_inventory *inv)
 		json_object_set_new(o, "domain", json_string(inv->domain));
 	if (inv->labels[0])
 		json_object_set_new(o, "labels", node_labels_pack(inv->labels));
+	json_t *net = node_network_pack(inv);
+	if (net)
+		json_object_set_new(o, "network", net);
 	return o;
 }
 
@@ -234,9 +237,9 @@ static int isolation_unpack(json_t *j, struct node_inventory *inv, struct tk_err
 
 int node_inventory_unpack(json_t *j, struct node_inventory *ret, struct tk_error *err)
 {
-	static const char *const keys[] = {
-		"name",		"addr",	     "topology", "cpus",   "mem_mib",
-		"accelerators", "isolation", "labels",	 "domain", NULL};
+	static const char *const keys[] = {"name",    "addr",	      "topology",  "cpus",
+					   "mem_mib", "accelerators", "isolation", "labels",
+					   "domain",  "network",      NULL};
 	struct node_inventory *inv = ret;
 	int64_t cpus, mem;
 	int r;
@@ -250,7 +253,8 @@ int node_inventory_unpack(json_t *j, struct node_inventory *ret, struct tk_error
 	    (r = mj_int(j, "mem_mib", true, 0, MODEL_MAX_MEM_MIB, 0, &mem, err)) < 0 ||
 	    (r = isolation_unpack(json_object_get(j, "isolation"), inv, err)) < 0 ||
 	    (r = labels_unpack(json_object_get(j, "labels"), inv, err)) < 0 ||
-	    (r = mj_strbuf(j, "domain", false, true, inv->domain, sizeof(inv->domain), err)) < 0)
+	    (r = mj_strbuf(j, "domain", false, true, inv->domain, sizeof(inv->domain), err)) < 0 ||
+	    (r = node_network_unpack(json_object_get(j, "network"), inv, err)) < 0)
 		return r;
 	if (inv->domain[0] && !model_domain_valid(inv->domain))
 		return tk_errorf(

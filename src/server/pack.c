@@ -204,6 +204,9 @@ json_t *state_node_pack(struct state *s, const struct snode *n)
 	if (n->rec.labels_set[0]) /* those an operator set */
 		json_object_set_new(o, "labels_set", node_labels_pack(n->rec.labels_set));
 	json_object_set_new(o, "domain", json_string(inv->domain));
+	json_t *net = node_network_pack(inv);
+	if (net) /* its fabric, as its agent read it */
+		json_object_set_new(o, "network", net);
 	json_t *pools = json_array();
 	for (int i = 0; i < s->sched.npools; i++)
 		if (n->pools & (1ULL << i))

@@ -420,9 +420,10 @@ class MultiHost(Tenk):
     """A server in host 0 and an agent in each other host of a netns.Hosts."""
 
     def __init__(self, workdir, hosts, fake="4xH100", node_timeout="30s", agent_args=(),
-                 programs=None):
+                 programs=None, agent_env=None):
         """programs: the tenk binary of host H (0: the server) where it is not
-        this build's (an earlier release's)."""
+        this build's (an earlier release's); agent_env: host H's agent's
+        environment beside this one's."""
         data = os.path.join(workdir, "data")
         root_jobs_config(data)
         super().__init__(workdir, data, wrap=hosts.cmd(0, []))
@@ -440,6 +441,7 @@ class MultiHost(Tenk):
         self.agents = {}
         self.fake = fake
         self.agent_args = list(agent_args)
+        self.agent_env = dict(agent_env or {})
         for h in range(1, len(hosts.names)):
             self.start_agent(h)
         self.wait_nodes_up(len(hosts.names) - 1)
@@ -451,7 +453,7 @@ class MultiHost(Tenk):
                     os.path.join(self.workdir, f"agent{h}")] +
                    (["--stop-jobs"] if stop_jobs else []) + self.agent_args,
                    self.workdir, f"agent{h}", wrap=self.hosts.cmd(h, []),
-                   program=program or self.programs.get(h))
+                   program=program or self.programs.get(h), env=self.agent_env.get(h))
         self.agents[h] = d
         self.daemons.append(d)
         return d

@@ -1008,6 +1008,49 @@ static void test_labels_and_constraints(void **state)
 	assert_true(node_inventory_unpack(j, &back, &err) < 0);
 	assert_non_null(strstr(err.text, "labels.rack: must be a string"));
 	json_decref(j);
+	/* its fabric round trips; none is no key; a newer agent's kind is other */
+	assert_null(node_network_pack(&inv));
+	inv.nnics = 1;
+	inv.nics[0] = (struct nic){.name = "ib0",
+				   .kind = NIC_INFINIBAND,
+				   .up = true,
+				   .speed_mbps = 400000,
+				   .mtu = 4092,
+				   .driver = "mlx5_core",
+				   .pci = "0000:17:00.0",
+				   .numa = 1,
+				   .rdma = "mlx5_0"};
+	inv.nrdma = 1;
+	inv.rdma[0] = (struct rdma_port){.dev = "mlx5_0",
+					 .port = 1,
+					 .active = true,
+					 .state = "ACTIVE",
+					 .rate_gbps = 400,
+					 .gids = 128,
+					 .pci = "0000:17:00.0",
+					 .numa = 1};
+	j = node_inventory_pack(&inv);
+	assert_int_equal(node_inventory_unpack(j, &back, &err), 0);
+	assert_int_equal(back.nnics, 1);
+	assert_int_equal(back.nics[0].kind, NIC_INFINIBAND);
+	assert_int_equal(back.nics[0].speed_mbps, 400000);
+	assert_string_equal(back.nics[0].rdma, "mlx5_0");
+	assert_int_equal(back.nrdma, 1);
+	assert_false(back.rdma[0].ethernet);
+	assert_int_equal(back.rdma[0].gids, 128);
+	json_t *again = node_inventory_pack(&back);
+	assert_true(json_equal(j, again));
+	json_decref(again);
+	json_t *nic0 =
+		json_array_get(json_object_get(json_object_get(j, "network"), "interfaces"), 0);
+	json_object_set_new(nic0, "kind", json_string("omnipath"));
+	assert_int_equal(node_inventory_unpack(j, &back, &err), 0);
+	assert_int_equal(back.nics[0].kind, NIC_OTHER);
+	json_object_set_new(nic0, "mtu", json_string("9000"));
+	assert_true(node_inventory_unpack(j, &back, &err) < 0);
+	assert_non_null(strstr(err.text, "network.interfaces[0]"));
+	json_decref(j);
+	inv.nnics = inv.nrdma = 0;
 	/* taints and tolerations: names, sorted, once each */
 	assert_int_equal(
 		model_names_parse("taints", "inference,dev,inference", out, sizeof(out), &err), 3);

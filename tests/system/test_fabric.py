@@ -1,0 +1,145 @@
+"""The network layer (issue 41): each agent reports its fabric from sysfs,
+the server keeps and shows it. Read here from a recorded tree of an
+InfiniBand node with a RoCE NIC beside it (this machine has no RDMA
+device), and from the real veth links of namespace hosts.
+
+The tree's shape follows the kernel's ABI documents
+(Documentation/ABI/testing/sysfs-class-net: type, operstate, speed, mtu,
+device; sysfs-class-infiniband: ports/N/{link_layer,state,rate,gids}) and
+ConnectX-7 nodes as `ls -l /sys/class/net /sys/class/infiniband` shows
+them: each interface's `device` a link to its PCI function, whose `driver`
+links to the driver and whose `infiniband/` names the RDMA device on it."""
+import os
+import subprocess
+
+from conftest import MultiHost
+from netns import ip
+from test_faults import agent, cluster
+
+
+def write_tree(root, files, links):
+    for path, text in files.items():
+        full = os.path.join(root, path)
+        os.makedirs(os.path.dirname(full), exist_ok=True)
+        with open(full, "w") as f:
+            f.write(text + "\n")
+    for path, target in links.items():
+        full = os.path.join(root, path)
+        os.makedirs(os.path.dirname(full), exist_ok=True)
+        os.symlink(target, full)
+
+
+def ib_node_tree(root):
+    """ib0 (IPoIB on mlx5_0, InfiniBand NDR), a RoCE port (mlx5_1 on
+    enp23s0f1np1, its link down), a management NIC, a veth, loopback."""
+    pci_ib, pci_roce, pci_mgmt = ("devices/pci0000:16/0000:16:02.0/0000:17:00.0",
+                                  "devices/pci0000:16/0000:16:02.0/0000:17:00.1",
+                                  "devices/pci0000:00/0000:00:1c.0/0000:03:00.0")
+    files = {
+        f"{pci_ib}/numa_node": "0", f"{pci_roce}/numa_node": "0", f"{pci_mgmt}/numa_node": "-1",
+        f"{pci_ib}/infiniband/mlx5_0/node_type": "1: CA",
+        f"{pci_roce}/infiniband/mlx5_1/node_type": "1: CA",
+        # the interfaces
+        "class/net/ib0/type": "32", "class/net/ib0/operstate": "up",
+        "class/net/ib0/speed": "400000", "class/net/ib0/mtu": "4092",
+        "class/net/enp23s0f1np1/type": "1", "class/net/enp23s0f1np1/operstate": "down",
+        "class/net/enp23s0f1np1/speed": "-1", "class/net/enp23s0f1np1/mtu": "9000",
+        "class/net/eno1/type": "1", "class/net/eno1/operstate": "up",
+        "class/net/eno1/speed": "1000", "class/net/eno1/mtu": "1500",
+        "class/net/veth9/type": "1", "class/net/veth9/operstate": "up",
+        "class/net/veth9/speed": "10000", "class/net/veth9/mtu": "1500",
+        "class/net/lo/type": "772", "class/net/lo/operstate": "unknown",
+        "class/net/lo/mtu": "65536",
+        # the RDMA ports
+        "class/infiniband/mlx5_0/ports/1/link_layer": "InfiniBand",
+        "class/infiniband/mlx5_0/ports/1/state": "4: ACTIVE",
+        "class/infiniband/mlx5_0/ports/1/rate": "400 Gb/sec (4X NDR)",
+        "class/infiniband/mlx5_1/ports/1/link_layer": "Ethernet",
+        "class/infiniband/mlx5_1/ports/1/state": "1: DOWN",
+        "class/infiniband/mlx5_1/ports/1/rate": "100 Gb/sec (2X HDR)",
+    }
+    for dev, n in (("mlx5_0", 128), ("mlx5_1", 255)):
+        for g in range(n):
+            files[f"class/infiniband/{dev}/ports/1/gids/{g}"] = \
+                "fe80:0000:0000:0000:0000:0000:0000:0000"
+    links = {
+        "class/net/ib0/device": f"../../../{pci_ib}",
+        "class/net/enp23s0f1np1/device": f"../../../{pci_roce}",
+        "class/net/eno1/device": f"../../../{pci_mgmt}",
+        f"{pci_ib}/driver": "../../../../bus/pci/drivers/mlx5_core",
+        f"{pci_roce}/driver": "../../../../bus/pci/drivers/mlx5_core",
+        f"{pci_mgmt}/driver": "../../../../bus/pci/drivers/igb",
+        "class/infiniband/mlx5_0/device": f"../../../{pci_ib}",
+        "class/infiniband/mlx5_1/device": f"../../../{pci_roce}",
+    }
+    write_tree(root, files, links)
+
+
+def test_fabric_from_a_recorded_tree(workdir, procs):
+    """The agent's inventory has every interface but loopback, with kind,
+    state, speed, MTU, driver, PCI function, NUMA node and the RDMA device
+    on it, and every RDMA port with its link layer, state, rate and GID
+    table; tenk nodes NAME shows them."""
+    sysfs = os.path.join(workdir, "sys")
+    ib_node_tree(sysfs)
+    s, t = cluster(workdir, procs)
+    agent(t, procs, "n1", os.path.join(workdir, "w1"), "--fake-gpus", "1xH100",
+          env={"TENK_SYSFS": sysfs})
+    t.wait_nodes_up(1)
+    net = t.json("nodes", "n1")[0]["network"]
+    ifs = {i["name"]: i for i in net["interfaces"]}
+    assert sorted(ifs) == ["eno1", "enp23s0f1np1", "ib0", "veth9"], ifs
+    assert ifs["ib0"] == {"name": "ib0", "kind": "infiniband", "virtual": False, "up": True,
+                          "mtu": 4092, "speed_mbps": 400000, "driver": "mlx5_core",
+                          "pci": "0000:17:00.0", "numa": 0, "rdma": "mlx5_0"}, ifs["ib0"]
+    roce = ifs["enp23s0f1np1"]
+    assert roce["kind"] == "ethernet" and not roce["up"] and "speed_mbps" not in roce, roce
+    assert roce["rdma"] == "mlx5_1" and roce["pci"] == "0000:17:00.1", roce
+    assert ifs["eno1"]["driver"] == "igb" and "numa" not in ifs["eno1"], ifs["eno1"]
+    assert ifs["veth9"]["virtual"] and "driver" not in ifs["veth9"], ifs["veth9"]
+    ports = {p["device"]: p for p in net["rdma"]}
+    assert ports["mlx5_0"] == {"device": "mlx5_0", "port": 1, "link_layer": "InfiniBand",
+                               "state": "ACTIVE", "active": True, "rate_gbps": 400.0,
+                               "gids": 128, "pci": "0000:17:00.0", "numa": 0}, ports
+    assert ports["mlx5_1"]["link_layer"] == "Ethernet" and not ports["mlx5_1"]["active"]
+    assert ports["mlx5_1"]["state"] == "DOWN" and ports["mlx5_1"]["gids"] == 255
+    shown = t.run("nodes", "n1").stdout
+    for line in ("Network:  eno1       ethernet, up, 1 Gb/s, MTU 1500, igb at 0000:03:00.0",
+                 "ib0        infiniband, up, 400 Gb/s, MTU 4092, mlx5_core at 0000:17:00.0, "
+                 "NUMA 0, RDMA mlx5_0",
+                 "veth9      ethernet (virtual), up, 10 Gb/s, MTU 1500",
+                 "RDMA:   mlx5_0 port 1: InfiniBand, ACTIVE, 400 Gb/s, 128 GIDs at "
+                 "0000:17:00.0, NUMA 0",
+                 "mlx5_1 port 1: RoCE, DOWN, 100 Gb/s, 255 GIDs"):
+        assert line in shown, (line, shown)
+
+
+def test_fabric_of_namespace_hosts(hosts3, workdir, kill_all):
+    """On hosts made as network namespaces, each agent reports its own
+    veth, up, at its MTU: one set to 1400 says so. (The hosts share this
+    machine's mounts, so each gets a sysfs mounted from inside its
+    namespace, which shows that namespace's interfaces, as a node's own
+    /sys does.)"""
+    ip("-n", hosts3.names[2], "link", "set", "eth0", "mtu", "1000")
+    mounts = {}
+    try:
+        for h in (1, 2):
+            mounts[h] = os.path.join(workdir, f"sys{h}")
+            os.mkdir(mounts[h])
+            subprocess.run(hosts3.cmd(h, ["mount", "-t", "sysfs", "sysfs", mounts[h]]),
+                           check=True)
+        c = MultiHost(workdir, hosts3, fake="1xH100",
+                      agent_env={h: {"TENK_SYSFS": m} for h, m in mounts.items()})
+        kill_all += c.daemons
+        nets = {n["name"]: {i["name"]: i for i in n["network"]["interfaces"]}
+                for n in c.json("nodes")["nodes"]}
+        c.stop_all()
+    finally:
+        for m in mounts.values():
+            subprocess.run(["umount", m], check=False)
+    assert sorted(nets) == ["host1", "host2"], nets
+    for h, mtu in (("host1", 1500), ("host2", 1000)):
+        eth = nets[h]["eth0"]
+        assert eth["kind"] == "ethernet" and eth["virtual"] and eth["up"], eth
+        assert eth["mtu"] == mtu, (h, eth)
+        assert sorted(nets[h]) == ["eth0"], nets[h]  # its own; no loopback
