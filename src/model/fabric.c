@@ -10,7 +10,7 @@
 
 static const char *const nic_kinds[NIC_KIND_MAX] = {"ethernet", "infiniband", "other"};
 
-const char *nic_kind_name(enum nic_kind k)
+const char *node_nic_kind_name(enum nic_kind k)
 {
 	return (unsigned)k < NIC_KIND_MAX ? nic_kinds[k] : "other";
 }
@@ -23,8 +23,8 @@ json_t *node_network_pack(const struct node_inventory *inv)
 	for (int i = 0; i < inv->nnics; i++) {
 		const struct nic *n = &inv->nics[i];
 		json_t *o = json_pack("{s:s, s:s, s:b, s:b, s:i}", "name", n->name, "kind",
-				      nic_kind_name(n->kind), "virtual", n->virt, "up", n->up, "mtu",
-				      n->mtu);
+				      node_nic_kind_name(n->kind), "virtual", n->virt, "up", n->up,
+				      "mtu", n->mtu);
 		if (n->speed_mbps >= 0)
 			json_object_set_new(o, "speed_mbps", json_integer(n->speed_mbps));
 		if (n->driver[0])
@@ -39,10 +39,10 @@ json_t *node_network_pack(const struct node_inventory *inv)
 	}
 	for (int i = 0; i < inv->nrdma; i++) {
 		const struct rdma_port *p = &inv->rdma[i];
-		json_t *o = json_pack("{s:s, s:i, s:s, s:s, s:b, s:f, s:i}", "device", p->dev, "port",
-				      p->port, "link_layer", p->ethernet ? "Ethernet" : "InfiniBand",
-				      "state", p->state, "active", p->active, "rate_gbps",
-				      p->rate_gbps, "gids", p->gids);
+		json_t *o = json_pack(
+			"{s:s, s:i, s:s, s:s, s:b, s:f, s:i}", "device", p->dev, "port", p->port,
+			"link_layer", p->ethernet ? "Ethernet" : "InfiniBand", "state", p->state,
+			"active", p->active, "rate_gbps", p->rate_gbps, "gids", p->gids);
 		if (p->pci[0])
 			json_object_set_new(o, "pci", json_string(p->pci));
 		if (p->numa >= 0)
@@ -54,8 +54,8 @@ json_t *node_network_pack(const struct node_inventory *inv)
 
 static int nic_unpack(json_t *j, struct nic *n, struct tk_error *err)
 {
-	static const char *const keys[] = {"name", "kind",   "virtual", "up",   "mtu",
-					   "speed_mbps", "driver", "pci", "numa", "rdma", NULL};
+	static const char *const keys[] = {"name",   "kind", "virtual", "up",	"mtu", "speed_mbps",
+					   "driver", "pci",  "numa",	"rdma", NULL};
 	char kind[16] = "";
 	int64_t mtu, speed, numa;
 	int r;
@@ -83,8 +83,8 @@ static int nic_unpack(json_t *j, struct nic *n, struct tk_error *err)
 
 static int port_unpack(json_t *j, struct rdma_port *p, struct tk_error *err)
 {
-	static const char *const keys[] = {"device", "port", "link_layer", "state", "active",
-					   "rate_gbps", "gids", "pci", "numa", NULL};
+	static const char *const keys[] = {"device",	"port", "link_layer", "state", "active",
+					   "rate_gbps", "gids", "pci",	      "numa",  NULL};
 	char layer[16] = "";
 	int64_t port, gids, numa;
 	double rate;

@@ -164,7 +164,7 @@ enum nic_kind {
 	NIC_OTHER,	/* "other" */
 	NIC_KIND_MAX
 };
-const char *nic_kind_name(enum nic_kind k);
+const char *node_nic_kind_name(enum nic_kind k);
 struct nic {
 	char name[MODEL_NIC_NAME_MAX];
 	enum nic_kind kind;
