@@ -15,39 +15,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 static const char *root(const char *env, const char *def)
 {
 	const char *v = getenv(env);
 	return v && *v ? v : def;
-}
-
-/* The first line of a file (its newline gone); false when unreadable. */
-static bool read_line(const char *path, char *buf, size_t n)
-{
-	FILE *f = fopen(path, "re");
-	if (!f)
-		return false;
-	bool ok = fgets(buf, (int)n, f) != NULL;
-	fclose(f);
-	if (ok)
-		buf[strcspn(buf, "\n")] = 0;
-	return ok;
-}
-
-/* A file holding one integer (sysfs' counters); false when unreadable or
- * not a number (a down link's speed reads EINVAL). */
-static bool read_num(const char *path, double *ret)
-{
-	char buf[64], *end;
-	if (!read_line(path, buf, sizeof(buf)))
-		return false;
-	double v = strtod(buf, &end);
-	if (end == buf)
-		return false;
-	*ret = v;
-	return true;
 }
 
 /* Families gathered side by side, emitted each under its own head. */
@@ -75,39 +47,6 @@ enum {
 	N_MAX,
 };
 
-static int cmp_name(const void *a, const void *b)
-{
-	return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-/* The names in folder dir but "." and "..", sorted (caller frees). */
-static char **list_dir(const char *dir, size_t *ret_n)
-{
-	char **names = NULL;
-	size_t n = 0, alloc = 0;
-	DIR *d = opendir(dir);
-	struct dirent *e;
-	while (d && (e = readdir(d))) {
-		if (e->d_name[0] == '.')
-			continue;
-		xgrow(&names, &alloc, n + 1, sizeof(*names));
-		names[n++] = xstrdup(e->d_name);
-	}
-	if (d)
-		closedir(d);
-	if (n)
-		qsort(names, n, sizeof(*names), cmp_name);
-	*ret_n = n;
-	return names;
-}
-
-static void free_list(char **names, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		free(names[i]);
-	free(names);
-}
-
 static void interfaces(struct agent *a, struct strbuf *b, const char *sys)
 {
 	struct fam f[N_MAX] = {
@@ -128,7 +67,7 @@ static void interfaces(struct agent *a, struct strbuf *b, const char *sys)
 		strbuf_init(&f[i].sb);
 	_cleanup_free_ char *dir = xasprintf("%s/class/net", sys);
 	size_t n;
-	char **names = list_dir(dir, &n);
+	char **names = model_sysfs_list(dir, &n);
 	for (size_t i = 0; i < n; i++) {
 		if (strcmp(names[i], "lo") == 0)
 			continue;
@@ -145,27 +84,27 @@ static void interfaces(struct agent *a, struct strbuf *b, const char *sys)
 			prom_label(&ld, "direction", dirs[k]);
 			snprintf(path, sizeof(path), "%s/%s/statistics/%s_errors", dir, names[i],
 				 pre[k]);
-			if (read_num(path, &v))
+			if (model_sysfs_num(path, &v))
 				prom_sample(&f[N_ERRORS].sb, f[N_ERRORS].name, &ld, v);
 			snprintf(path, sizeof(path), "%s/%s/statistics/%s_dropped", dir, names[i],
 				 pre[k]);
-			if (read_num(path, &v))
+			if (model_sysfs_num(path, &v))
 				prom_sample(&f[N_DROPS].sb, f[N_DROPS].name, &ld, v);
 		}
 		snprintf(path, sizeof(path), "%s/%s/carrier_changes", dir, names[i]);
-		if (read_num(path, &v))
+		if (model_sysfs_num(path, &v))
 			prom_sample(&f[N_CARRIER].sb, f[N_CARRIER].name, &l, v);
 		snprintf(path, sizeof(path), "%s/%s/operstate", dir, names[i]);
-		if (read_line(path, state, sizeof(state)))
+		if (model_sysfs_line(path, state, sizeof(state)))
 			prom_sample(&f[N_UP].sb, f[N_UP].name, &l, strcmp(state, "up") == 0);
 		snprintf(path, sizeof(path), "%s/%s/speed", dir, names[i]);
-		if (read_num(path, &v) && v > 0) /* Mb/s; -1: unknown */
+		if (model_sysfs_num(path, &v) && v > 0) /* Mb/s; -1: unknown */
 			prom_sample(&f[N_SPEED].sb, f[N_SPEED].name, &l, v * 1e6 / 8);
 		snprintf(path, sizeof(path), "%s/%s/mtu", dir, names[i]);
-		if (read_num(path, &v))
+		if (model_sysfs_num(path, &v))
 			prom_sample(&f[N_MTU].sb, f[N_MTU].name, &l, v);
 	}
-	free_list(names, n);
+	model_sysfs_list_free(names, n);
 	fams_emit(b, f, N_MAX);
 }
 
@@ -247,12 +186,12 @@ static void infiniband(struct agent *a, struct strbuf *b, const char *sys)
 		strbuf_init(&f[i].sb);
 	_cleanup_free_ char *dir = xasprintf("%s/class/infiniband", sys);
 	size_t ndev;
-	char **devs = list_dir(dir, &ndev);
+	char **devs = model_sysfs_list(dir, &ndev);
 	bool any = false;
 	for (size_t d = 0; d < ndev; d++) {
 		_cleanup_free_ char *pdir = xasprintf("%s/%s/ports", dir, devs[d]);
 		size_t nport;
-		char **ports = list_dir(pdir, &nport);
+		char **ports = model_sysfs_list(pdir, &nport);
 		for (size_t p = 0; p < nport; p++) {
 			char path[700], text[128], layer[32] = "";
 			double v;
@@ -264,28 +203,29 @@ static void infiniband(struct agent *a, struct strbuf *b, const char *sys)
 			for (size_t i = 0; i < NIB; i++) {
 				snprintf(path, sizeof(path), "%s/%s/counters/%s", pdir, ports[p],
 					 ib_counters[i].file);
-				if (read_num(path, &v))
+				if (model_sysfs_num(path, &v))
 					prom_sample(&f[i].sb, f[i].name, &l,
 						    v * ib_counters[i].scale);
 			}
 			snprintf(path, sizeof(path), "%s/%s/link_layer", pdir, ports[p]);
-			read_line(path, layer, sizeof(layer));
+			model_sysfs_line(path, layer, sizeof(layer));
 			snprintf(path, sizeof(path), "%s/%s/state", pdir, ports[p]);
-			if (read_line(path, text, sizeof(text))) { /* "4: ACTIVE" */
+			if (model_sysfs_line(path, text, sizeof(text))) { /* "4: ACTIVE" */
 				struct prom_labels ll = l;
 				prom_label(&ll, "link_layer", layer);
 				prom_sample(&f[NIB].sb, f[NIB].name, &ll,
 					    strstr(text, "ACTIVE") != NULL);
 			}
 			snprintf(path, sizeof(path), "%s/%s/rate", pdir, ports[p]);
-			if (read_line(path, text, sizeof(text)) && (v = strtod(text, NULL)) > 0)
+			if (model_sysfs_line(path, text, sizeof(text)) &&
+			    (v = strtod(text, NULL)) > 0)
 				prom_sample(&f[NIB + 1].sb, f[NIB + 1].name, &l,
 					    v * 1e9 / 8); /* "200 Gb/sec (4X HDR)" */
 			any = true;
 		}
-		free_list(ports, nport);
+		model_sysfs_list_free(ports, nport);
 	}
-	free_list(devs, ndev);
+	model_sysfs_list_free(devs, ndev);
 	if (any) {
 		fams_emit(b, f, NIB + 2);
 	} else {
@@ -294,134 +234,9 @@ static void infiniband(struct agent *a, struct strbuf *b, const char *sys)
 	}
 }
 
-/* ---- the fabric, for the inventory ---------------------------------------------------- */
-
-/* src into dst of n bytes, cut where it is longer (sysfs' names fit). */
-static void set_str(char *dst, size_t n, const char *src)
-{
-	size_t l = strnlen(src, n - 1);
-	memcpy(dst, src, l);
-	dst[l] = 0;
-}
-
-/* The last part of the link at path ("../../bus/pci/drivers/mlx5_core":
- * "mlx5_core"); false when it is no link. */
-static bool link_base(const char *path, char *buf, size_t n)
-{
-	char target[512];
-	ssize_t len = readlink(path, target, sizeof(target) - 1);
-	if (len <= 0)
-		return false;
-	target[len] = 0;
-	const char *base = strrchr(target, '/');
-	set_str(buf, n, base ? base + 1 : target);
-	return true;
-}
-
-/* A PCI address ("0000:17:00.0"), as the device link of a PCI function ends. */
-static bool pci_address(const char *s)
-{
-	unsigned dom, bus, dev, fn;
-	char tail;
-	return sscanf(s, "%x:%x:%x.%x%c", &dom, &bus, &dev, &fn, &tail) == 4;
-}
-
-static int read_int(const char *path, int def)
-{
-	double v;
-	return read_num(path, &v) ? (int)v : def;
-}
-
 void agent__fabric_detect(struct node_inventory *inv)
 {
-	const char *sys = root("TENK_SYSFS", "/sys");
-	_cleanup_free_ char *dir = xasprintf("%s/class/net", sys);
-	size_t n;
-	char **names = list_dir(dir, &n);
-	inv->nnics = 0;
-	for (size_t i = 0; i < n && inv->nnics < MODEL_MAX_NICS; i++) {
-		char path[700], text[64];
-		snprintf(path, sizeof(path), "%s/%s/type", dir, names[i]);
-		int type = read_int(path, -1);
-		if (type == 772 || strlen(names[i]) >= MODEL_NIC_NAME_MAX)
-			continue; /* loopback (ARPHRD_LOOPBACK) */
-		struct nic *c = &inv->nics[inv->nnics++];
-		memset(c, 0, sizeof(*c));
-		snprintf(c->name, sizeof(c->name), "%s", names[i]);
-		c->kind = type == 1 ? NIC_ETHERNET : type == 32 ? NIC_INFINIBAND : NIC_OTHER;
-		snprintf(path, sizeof(path), "%s/%s/operstate", dir, names[i]);
-		c->up = read_line(path, text, sizeof(text)) && strcmp(text, "up") == 0;
-		double v;
-		snprintf(path, sizeof(path), "%s/%s/speed", dir, names[i]);
-		c->speed_mbps = read_num(path, &v) && v >= 0 ? (int64_t)v : -1;
-		snprintf(path, sizeof(path), "%s/%s/mtu", dir, names[i]);
-		c->mtu = read_int(path, 0);
-		snprintf(path, sizeof(path), "%s/%s/device", dir, names[i]);
-		char dev[64];
-		c->virt = !link_base(path, dev, sizeof(dev));
-		c->numa = -1;
-		if (c->virt)
-			continue;
-		if (pci_address(dev))
-			set_str(c->pci, sizeof(c->pci), dev);
-		snprintf(path, sizeof(path), "%s/%s/device/driver", dir, names[i]);
-		link_base(path, c->driver, sizeof(c->driver));
-		snprintf(path, sizeof(path), "%s/%s/device/numa_node", dir, names[i]);
-		c->numa = read_int(path, -1);
-		/* the RDMA device on the same function (RoCE, IPoIB) */
-		snprintf(path, sizeof(path), "%s/%s/device/infiniband", dir, names[i]);
-		size_t nib;
-		char **ib = list_dir(path, &nib);
-		if (nib)
-			set_str(c->rdma, sizeof(c->rdma), ib[0]);
-		free_list(ib, nib);
-	}
-	free_list(names, n);
-
-	_cleanup_free_ char *ibdir = xasprintf("%s/class/infiniband", sys);
-	char **devs = list_dir(ibdir, &n);
-	inv->nrdma = 0;
-	for (size_t d = 0; d < n; d++) {
-		if (strlen(devs[d]) >= MODEL_NIC_NAME_MAX)
-			continue;
-		char path[700], text[128], pci[64] = "";
-		snprintf(path, sizeof(path), "%s/%s/device", ibdir, devs[d]);
-		if (!link_base(path, pci, sizeof(pci)) || !pci_address(pci))
-			pci[0] = 0;
-		snprintf(path, sizeof(path), "%s/%s/device/numa_node", ibdir, devs[d]);
-		int numa = read_int(path, -1);
-		_cleanup_free_ char *pdir = xasprintf("%s/%s/ports", ibdir, devs[d]);
-		size_t nport;
-		char **ports = list_dir(pdir, &nport);
-		for (size_t p = 0; p < nport && inv->nrdma < MODEL_MAX_RDMA_PORTS; p++) {
-			struct rdma_port *r = &inv->rdma[inv->nrdma++];
-			memset(r, 0, sizeof(*r));
-			snprintf(r->dev, sizeof(r->dev), "%s", devs[d]);
-			r->port = atoi(ports[p]);
-			set_str(r->pci, sizeof(r->pci), pci);
-			r->numa = numa;
-			snprintf(path, sizeof(path), "%s/%s/link_layer", pdir, ports[p]);
-			r->ethernet = read_line(path, text, sizeof(text)) &&
-				      strcmp(text, "Ethernet") == 0;
-			snprintf(path, sizeof(path), "%s/%s/state", pdir, ports[p]);
-			if (read_line(path, text, sizeof(text))) { /* "4: ACTIVE" */
-				const char *colon = strchr(text, ':');
-				const char *st = colon ? colon + 1 + strspn(colon + 1, " ") : text;
-				set_str(r->state, sizeof(r->state), st);
-				r->active = strcmp(st, "ACTIVE") == 0;
-			}
-			snprintf(path, sizeof(path), "%s/%s/rate", pdir, ports[p]);
-			if (read_line(path, text, sizeof(text))) /* "200 Gb/sec (4X HDR)" */
-				r->rate_gbps = strtod(text, NULL);
-			snprintf(path, sizeof(path), "%s/%s/gids", pdir, ports[p]);
-			size_t ngid;
-			char **gids = list_dir(path, &ngid);
-			r->gids = (int)ngid;
-			free_list(gids, ngid);
-		}
-		free_list(ports, nport);
-	}
-	free_list(devs, n);
+	node_fabric_read(inv, root("TENK_SYSFS", "/sys"));
 }
 
 void agent__nic_metrics(struct agent *a, struct strbuf *b)

@@ -210,6 +210,15 @@ struct node_inventory {
 	int nrdma;
 	struct rdma_port rdma[MODEL_MAX_RDMA_PORTS];
 };
+/* Reads the fabric into inv from the sysfs tree at sys ("/sys"). */
+void node_fabric_read(struct node_inventory *inv, const char *sys);
+/* sysfs' files: a file's first line (its newline gone), one number (false
+ * when unreadable or none: a down link's speed reads EINVAL), a folder's
+ * names but "." ones, sorted (free with model_sysfs_list_free). */
+bool model_sysfs_line(const char *path, char *buf, size_t n);
+bool model_sysfs_num(const char *path, double *ret);
+char **model_sysfs_list(const char *dir, size_t *ret_n);
+void model_sysfs_list_free(char **names, size_t n);
 /* "network": {"interfaces": [...], "rdma": [...]}; NULL where it has none. */
 json_t *node_network_pack(const struct node_inventory *inv);
 int node_network_unpack(json_t *j, struct node_inventory *inv, struct tk_error *err);

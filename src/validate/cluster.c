@@ -120,7 +120,7 @@ int validate__vpeer_judge(const struct vpeer *all, int n, int me, const struct v
 	for (int i = 0; i < nchecks; i++)
 		peer_threshold(all, n, me, &checks[i], o->tolerance, -1);
 	/* the software stack: the same everywhere, or this node is the odd one */
-	if (nchecks < max && o->want[0] && n > 1) {
+	if (nchecks < max && o->want[VL_SYSTEM] && n > 1) {
 		struct vcheck *c = &checks[nchecks++];
 		validate__vcheck_set(c, "system", "stack_consistent", "peers", true);
 		int same = 0, best = 0, best_at = me;
@@ -152,7 +152,46 @@ int validate__vpeer_judge(const struct vpeer *all, int n, int me, const struct v
 			}
 		}
 	}
-	if (nchecks < max && o->want[0] && n > 1) {
+	/* the MTU to the peers: alike on every node; the odd one out fails,
+	 * and with no majority every node does */
+	for (int i = 0; i < nchecks && n > 1; i++) {
+		struct vcheck *c = &checks[i];
+		if (strcmp(c->name, "net_mtu") != 0 || c->verdict == V_SKIP)
+			continue;
+		int total = 0, same = 0, best = 0;
+		double best_v = c->figure;
+		for (int p = 0; p < n; p++)
+			for (int j = 0; j < all[p].nchecks; j++) {
+				const struct vpeer_check *x = &all[p].checks[j];
+				if (strcmp(x->name, "net_mtu") != 0 || x->verdict == V_SKIP)
+					continue;
+				total++;
+				same += x->figure == c->figure;
+				int cnt = 0;
+				for (int q = 0; q < n; q++)
+					for (int k = 0; k < all[q].nchecks; k++)
+						cnt += strcmp(all[q].checks[k].name, "net_mtu") ==
+							       0 &&
+						       all[q].checks[k].verdict != V_SKIP &&
+						       all[q].checks[k].figure == x->figure;
+				if (cnt > best || (cnt == best && x->figure == c->figure))
+					best = cnt, best_v = x->figure;
+			}
+		if (total < 2 || same == total)
+			continue;
+		bool odd = best_v != c->figure || 2 * best <= total;
+		size_t l = strlen(c->detail);
+		if (odd) {
+			c->verdict = V_FAIL;
+			snprintf(c->detail + l, sizeof(c->detail) - l,
+				 ": MTU %.0f; %d of %d nodes have %.0f", c->figure, best, total,
+				 best_v);
+		} else {
+			snprintf(c->detail + l, sizeof(c->detail) - l,
+				 " (as %d of %d nodes; %d differ)", best, total, total - same);
+		}
+	}
+	if (nchecks < max && o->want[VL_SYSTEM] && n > 1) {
 		struct vcheck *c = &checks[nchecks++];
 		validate__vcheck_set(c, "system", "clock_offset", "ms", false);
 		c->figure = fabs(my->clock_ms);
@@ -160,7 +199,7 @@ int validate__vpeer_judge(const struct vpeer *all, int n, int me, const struct v
 		snprintf(c->detail, sizeof(c->detail), "%+.3f ms from %s", my->clock_ms,
 			 all[0].node);
 	}
-	if (nchecks < max && o->want[3] && n > 1) {
+	if (nchecks < max && o->want[VL_INTERCONNECT] && n > 1) {
 		struct vcheck *c = &checks[nchecks++];
 		validate__vcheck_set(c, "interconnect", "pair_bandwidth", "GB/s", true);
 		c->figure = my->pair_gbs;
@@ -421,7 +460,7 @@ int validate_member(const struct vrun *o)
 	double *rows = xcalloc((size_t)(size * size), sizeof(double));
 	if (rc >= 0)
 		rc = coll_allgather(c, &me, all, sizeof(me), &err);
-	if (rc >= 0 && o->want[3] && size > 1) {
+	if (rc >= 0 && o->want[VL_INTERCONNECT] && size > 1) {
 		if (tcp)
 			rc = measure_pairs(c, o->quick ? (4u << 20) : (32u << 20), o->quick ? 3 : 5,
 					   rows + rank * size, &err);
@@ -444,7 +483,7 @@ int validate_member(const struct vrun *o)
 		/* the clock of each came to everyone before it was measured: use ours */
 		all[rank].clock_ms = me.clock_ms;
 		n = validate__vpeer_judge(all, (int)size, (int)rank, o, checks, n, VMAX_CHECKS - 1);
-		if (o->want[3] && size > 1 && n < VMAX_CHECKS) {
+		if (o->want[VL_INTERCONNECT] && size > 1 && n < VMAX_CHECKS) {
 			struct vcheck *k = &checks[n++];
 			validate__vcheck_set(k, "interconnect", "allreduce_ring", "GB/s", true);
 			k->figure = ring;
@@ -461,7 +500,7 @@ int validate_member(const struct vrun *o)
 			snprintf(k->detail, sizeof(k->detail), "%lld nodes over %s",
 				 (long long)size, coll_transport(c));
 		}
-		if (o->want[3] && size > 1 && n < VMAX_CHECKS)
+		if (o->want[VL_INTERCONNECT] && size > 1 && n < VMAX_CHECKS)
 			checks[n++] = across;
 	}
 	coll_destroy(c);

@@ -60,6 +60,14 @@ int validate__check_storage(struct vcheck *w, struct vcheck *r, const char *dir,
 			    size_t mib);
 int validate__check_workload(struct vcheck *c, int ranks, int port);
 
+/* net.c: the network layer, from the node's fabric (validate__fabric:
+ * sysfs, or TENK_SYSFS's tree). */
+void validate__fabric(struct node_inventory *inv);
+void validate__check_net_links(struct vcheck *c, const struct node_inventory *inv);
+void validate__check_rdma(struct vcheck *c, const struct node_inventory *inv);
+void validate__check_nccl_env(struct vcheck *c, const struct node_inventory *inv);
+void validate__check_net_mtu(struct vcheck *c);
+
 void validate__vcheck_raise(struct vcheck *c, double th, const char *from);
 const char *validate__vverdict_name(enum vverdict v);
 json_t *validate__vcheck_pack(const struct vcheck *c);
@@ -67,8 +75,18 @@ void validate__vchecks_print(const struct vcheck *checks, int n);
 
 /* ---- a run ----------------------------------------------------------------------- */
 
-#define VLAYERS 6
-#define VMAX_CHECKS 24
+/* The layers, bottom-up (validate__layers names them). */
+enum {
+	VL_SYSTEM,
+	VL_NETWORK,
+	VL_COMPUTE,
+	VL_MEMORY,
+	VL_INTERCONNECT,
+	VL_STORAGE,
+	VL_WORKLOAD,
+	VLAYERS
+};
+#define VMAX_CHECKS 28
 extern const char *const validate__layers[VLAYERS]; /* bottom-up */
 int validate__vlayer_index(const char *name);
 
@@ -100,7 +118,7 @@ json_t *validate__vargs_without(int argc, char **argv, const char *const *own,
 int validate_member(const struct vrun *o);
 
 /* What each node tells the others. */
-#define VPEER_CHECKS 16
+#define VPEER_CHECKS 24 /* every check a node makes alone */
 struct vpeer {
 	char node[64];
 	/* the kernel's boot id: members alike share one machine's processors,
@@ -110,7 +128,7 @@ struct vpeer {
 	double clock_ms; /* its clock minus the first node's */
 	double pair_gbs; /* its links to the others (upper median of its pairs); 0: none */
 	int nchecks;
-	struct {
+	struct vpeer_check {
 		char name[32];
 		double figure;
 		int verdict; /* enum vverdict */

@@ -60,8 +60,10 @@ static const struct tk_option opts[] = {
 	{"help", 'h', NULL, "show this help"},
 };
 
-const char *const validate__layers[VLAYERS] = {"system",       "compute", "memory",
-					       "interconnect", "storage", "workload"};
+const char *const validate__layers[VLAYERS] = {
+	[VL_SYSTEM] = "system",	   [VL_NETWORK] = "network",	       [VL_COMPUTE] = "compute",
+	[VL_MEMORY] = "memory",	   [VL_INTERCONNECT] = "interconnect", [VL_STORAGE] = "storage",
+	[VL_WORKLOAD] = "workload"};
 
 int validate__vlayer_index(const char *name)
 {
@@ -159,32 +161,42 @@ int validate_local(const struct vrun *o, struct vcheck *checks, int max)
 	for (int l = 0; l < VLAYERS; l++)
 		nlayers += o->want[l];
 	int done_layers = 0;
-	for (int l = 0; l < VLAYERS && !(failed && !o->all) && n + 4 <= max; l++) {
+	for (int l = 0; l < VLAYERS && !(failed && !o->all) && n + 5 <= max; l++) {
 		if (!o->want[l])
 			continue;
 		if (o->progress)
 			progress(done_layers, nlayers, validate__layers[l]);
 		int first = n;
 		switch (l) {
-		case 0:
+		case VL_SYSTEM:
 			validate__check_gpu_stack(&checks[n++]);
 			if (validate__check_image(&checks[n]))
 				n++;
 			validate__check_shm(&checks[n++], 256);
 			validate__check_nofile(&checks[n++], 4096);
 			break;
-		case 1:
+		case VL_NETWORK: {
+			struct node_inventory *inv = xmalloc(sizeof(*inv));
+			validate__fabric(inv);
+			validate__check_net_links(&checks[n++], inv);
+			validate__check_rdma(&checks[n++], inv);
+			validate__check_nccl_env(&checks[n++], inv);
+			validate__check_net_mtu(&checks[n++]);
+			free(inv);
+			break;
+		}
+		case VL_COMPUTE:
 			validate__check_cpu_gemm(&checks[n], threads, quick ? 256 : 768,
 						 quick ? 2 : 4);
 			validate__vcheck_judge(&checks[n++], 0.2, "floor");
 			validate__check_gpu_gemm(&checks[n++], quick);
 			break;
-		case 2:
+		case VL_MEMORY:
 			validate__check_host_memory(&checks[n], threads, quick ? 96 : 768);
 			validate__vcheck_judge(&checks[n++], 0.5, "floor");
 			validate__check_gpu_copy(&checks[n++], quick);
 			break;
-		case 3:
+		case VL_INTERCONNECT:
 			validate__check_allreduce_local(&checks[n], MAX(2, MIN(threads, 8)),
 							quick ? (4u << 20) : (64u << 20), port);
 			/* a healthy node does gigabytes a second; 20 MB/s is broken
@@ -193,14 +205,14 @@ int validate_local(const struct vrun *o, struct vcheck *checks, int max)
 			validate__vcheck_judge(&checks[n++], 0.02, "floor");
 			validate__check_nccl_in_node(&checks[n++], quick);
 			break;
-		case 4:
+		case VL_STORAGE:
 			validate__check_storage(&checks[n], &checks[n + 1], dir, MIN(threads, 4),
 						quick ? 16 : 256);
 			validate__vcheck_judge(&checks[n], 5, "floor");
 			validate__vcheck_judge(&checks[n + 1], 5, "floor");
 			n += 2;
 			break;
-		case 5:
+		case VL_WORKLOAD:
 			validate__check_workload(&checks[n], MAX(2, MIN(threads, 4)), free_port());
 			validate__vcheck_judge(&checks[n++], 1, "floor");
 			break;
@@ -306,13 +318,14 @@ int validate_main(const struct tk_command *cmd, int argc, char **argv)
 		tk_opts_usage(
 			opts, O_N,
 			"usage: tenk validate [OPTIONS]\nChecks this node layer by layer "
-			"(system, compute, memory, interconnect,\nstorage, workload): each "
+			"(system, network, compute, memory,\ninterconnect, storage, workload): "
+			"each "
 			"check prints its figure, its threshold and a verdict.\nWith --nodes, "
 			"the server checks those nodes as a system job, holds each to\nits "
 			"peers (and their links to each other), and drains those that fail.");
 		return 0;
 	}
-	struct vrun o = {.want = {true, true, true, true, true, true},
+	struct vrun o = {.want = {true, true, true, true, true, true, true},
 			 .all = v[O_ALL] != NULL,
 			 .quick = v[O_QUICK] != NULL,
 			 .dir = v[O_DIR],
@@ -327,8 +340,8 @@ int validate_main(const struct tk_command *cmd, int argc, char **argv)
 			int k = validate__vlayer_index(t);
 			if (k < 0)
 				return usage(
-					"--layers: \"%s\" is not one of system, compute, memory, "
-					"interconnect, storage, workload",
+					"--layers: \"%s\" is not one of system, network, compute, "
+					"memory, interconnect, storage, workload",
 					t);
 			o.want[k] = true;
 		}

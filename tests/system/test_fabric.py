@@ -9,10 +9,11 @@ device; sysfs-class-infiniband: ports/N/{link_layer,state,rate,gids}) and
 ConnectX-7 nodes as `ls -l /sys/class/net /sys/class/infiniband` shows
 them: each interface's `device` a link to its PCI function, whose `driver`
 links to the driver and whose `infiniband/` names the RDMA device on it."""
+import json
 import os
 import subprocess
 
-from conftest import MultiHost
+from conftest import BIN, SANITIZER_MARKS, MultiHost, wait_for
 from netns import ip
 from test_faults import agent, cluster
 
@@ -143,3 +144,80 @@ def test_fabric_of_namespace_hosts(hosts3, workdir, kill_all):
         assert eth["kind"] == "ethernet" and eth["virtual"] and eth["up"], eth
         assert eth["mtu"] == mtu, (h, eth)
         assert sorted(nets[h]) == ["eth0"], nets[h]  # its own; no loopback
+
+
+def validate_network(sysfs, **env):
+    p = subprocess.run([BIN, "validate", "--layers", "network,compute", "--quick", "--json"],
+                       capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ, TENK_SYSFS=sysfs, **env))
+    for mark in SANITIZER_MARKS:
+        assert mark not in p.stderr, p.stderr
+    return p, {c["check"]: c for c in json.loads(p.stdout)["checks"]}
+
+
+def test_network_layer_of_a_recorded_tree(workdir):
+    """tenk validate's network layer on the recorded InfiniBand node: the
+    RoCE port that is down fails rdma_ports and, with its interface down,
+    net_links, naming them; NCCL_IB_DISABLE fails nccl_env there; the layer
+    failing, compute is not run. A node whose fabric is all up passes."""
+    sysfs = os.path.join(workdir, "sys")
+    ib_node_tree(sysfs)
+    p, c = validate_network(sysfs, NCCL_IB_DISABLE="1")
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert [k for k in c if c[k]["layer"] != "network"] == [], c  # stopped before compute
+    links = c["net_links"]
+    assert links["verdict"] == "FAIL" and links["figure"] == 2, links
+    assert links["detail"].startswith("down, with an RDMA device on it: enp23s0f1np1 (mlx5_1)")
+    assert "ib0 up 400 Gb/s MTU 4092" in links["detail"], links
+    r = c["rdma_ports"]
+    assert (r["verdict"], r["figure"], r["threshold"]) == ("FAIL", 1, 2), r
+    assert r["detail"] == "not active: mlx5_1 port 1 DOWN; active: mlx5_0/1 IB 400 Gb/s", r
+    n = c["nccl_env"]
+    assert n["verdict"] == "FAIL", n
+    assert n["detail"] == ("NCCL_IB_DISABLE=1 forces NCCL onto sockets though mlx5_0 port 1 "
+                           "is active: unset it"), n
+    assert c["net_mtu"]["verdict"] in ("pass", "skip"), c["net_mtu"]
+    # the RoCE port up: the layer passes, and NCCL's sockets interface alone
+    # is no fault
+    for path, text in (("class/net/enp23s0f1np1/operstate", "up"),
+                       ("class/infiniband/mlx5_1/ports/1/state", "4: ACTIVE")):
+        with open(os.path.join(sysfs, path), "w") as f:
+            f.write(text + "\n")
+    p, c = validate_network(sysfs, NCCL_SOCKET_IFNAME="eno1")
+    assert c["net_links"]["verdict"] == "pass" and c["rdma_ports"]["verdict"] == "pass", c
+    assert c["nccl_env"]["verdict"] == "pass", c["nccl_env"]
+    assert "NCCL_SOCKET_IFNAME=eno1 picks the sockets' interface only" in \
+        c["nccl_env"]["detail"], c["nccl_env"]
+    assert "cpu_sgemm" in c  # the layer passed: compute ran
+    # no RDMA at all: those checks are skipped
+    os.rename(os.path.join(sysfs, "class", "infiniband"), os.path.join(sysfs, "ib-gone"))
+    p, c = validate_network(sysfs, NCCL_IB_DISABLE="1")
+    assert c["rdma_ports"]["verdict"] == "skip" and c["nccl_env"]["verdict"] == "skip", c
+
+
+def test_network_layer_names_the_odd_mtu(hosts4, workdir, kill_all):
+    """tenk validate --nodes: host3's link at MTU 1000 among 1500s fails the
+    network layer there, naming the interface; the others pass; host3 is
+    drained for it."""
+    ip("-n", hosts4.names[3], "link", "set", "eth0", "mtu", "1000")
+    c = MultiHost(workdir, hosts4, fake="1xH100")
+    kill_all += c.daemons
+    p = c.run("validate", "--nodes", "host[1-3]", "--quick", "--layers", "system,network",
+              "--json", check=False, timeout=300)
+    assert p.returncode == 1, p.stdout + p.stderr
+    out = json.loads(p.stdout)
+    verdicts = {n["node"]: n["validation"] for n in out["nodes"]}
+    assert verdicts["host1"]["verdict"] == "pass" and verdicts["host2"]["verdict"] == "pass", \
+        verdicts
+    bad = verdicts["host3"]
+    assert bad["verdict"] == "fail" and bad["layer"] == "network", bad
+    mtu = {k["check"]: k for k in bad["checks"]}["net_mtu"]
+    assert mtu["verdict"] == "FAIL" and mtu["figure"] == 1000, mtu
+    assert mtu["detail"].startswith("eth0 (10.") and \
+        mtu["detail"].endswith(": MTU 1000; 2 of 3 nodes have 1500"), mtu
+    good = {k["check"]: k for k in verdicts["host1"]["checks"]}["net_mtu"]
+    assert good["verdict"] == "pass" and good["figure"] == 1500, good
+    assert good["detail"].endswith("(as 2 of 3 nodes; 1 differ)"), good
+    wait_for(lambda: c.json("nodes", "host3")[0]["drain_source"] == "validation", 30,
+             "host3 drained")
+    c.stop_all()

@@ -9,7 +9,7 @@ import pytest
 
 from conftest import BIN, SANITIZER_MARKS
 
-LAYERS = ["system", "compute", "memory", "interconnect", "storage", "workload"]
+LAYERS = ["system", "network", "compute", "memory", "interconnect", "storage", "workload"]
 
 
 def validate(*args, check=True):

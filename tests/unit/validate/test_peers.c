@@ -136,10 +136,47 @@ static void test_stack_and_clock(void **state)
 	n = validate__vpeer_judge(two, 2, 0, &o, c, mine(c, 1), 8);
 	assert_int_equal(find(c, n, "stack_consistent")->verdict, V_FAIL);
 	/* a layer left out adds no check of it */
-	o.want[0] = false;
-	o.want[3] = false;
+	o.want[VL_SYSTEM] = false;
+	o.want[VL_INTERCONNECT] = false;
 	n = validate__vpeer_judge(all, 3, 2, &o, c, mine(c, 100), 8);
 	assert_int_equal(n, 1);
+}
+
+/* Node `me` of n with MTUs mtu[0..n): its net_mtu check after the judge. */
+static struct vcheck mtu_of(int n, const double *mtu, int me)
+{
+	struct vpeer all[4];
+	struct vcheck c[8];
+	for (int i = 0; i < n; i++) {
+		peer(&all[i], i ? "b" : "a", "s", 100, 1);
+		all[i].checks[1] = (struct vpeer_check){.name = "net_mtu", .figure = mtu[i]};
+		all[i].nchecks = 2;
+	}
+	int k = mine(c, 100);
+	validate__vcheck_set(&c[k], "network", "net_mtu", "bytes", false);
+	c[k].figure = mtu[me];
+	snprintf(c[k].detail, sizeof(c[k].detail), "eth0 (10.0.0.%d)", me + 1);
+	struct vrun o = opts();
+	int nc = validate__vpeer_judge(all, n, me, &o, c, k + 1, 8);
+	return *find(c, nc, "net_mtu");
+}
+
+/* The MTU to the peers is alike everywhere: the odd one out fails naming its
+ * interface, the others say they are as most; with no majority every node
+ * fails. */
+static void test_mtu_held_to_the_peers(void **state)
+{
+	const double three[] = {9000, 9000, 1500}, two[] = {9000, 1500}, same[] = {9000, 9000};
+	struct vcheck odd = mtu_of(3, three, 2), ok = mtu_of(3, three, 0);
+	assert_int_equal(odd.verdict, V_FAIL);
+	assert_string_equal(odd.detail, "eth0 (10.0.0.3): MTU 1500; 2 of 3 nodes have 9000");
+	assert_int_equal(ok.verdict, V_PASS);
+	assert_string_equal(ok.detail, "eth0 (10.0.0.1) (as 2 of 3 nodes; 1 differ)");
+	assert_int_equal(mtu_of(2, two, 0).verdict, V_FAIL);
+	assert_int_equal(mtu_of(2, two, 1).verdict, V_FAIL);
+	ok = mtu_of(2, same, 1);
+	assert_int_equal(ok.verdict, V_PASS);
+	assert_string_equal(ok.detail, "eth0 (10.0.0.2)");
 }
 
 static void test_one_machines_members_not_held_to_each_other(void **state)
@@ -177,6 +214,7 @@ int main(void)
 		cmocka_unit_test(test_slow_node_fails_against_peers),
 		cmocka_unit_test(test_two_nodes_have_no_peer_median),
 		cmocka_unit_test(test_stack_and_clock),
+		cmocka_unit_test(test_mtu_held_to_the_peers),
 		cmocka_unit_test(test_one_machines_members_not_held_to_each_other),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

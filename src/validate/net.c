@@ -1,0 +1,228 @@
+/*
+ * The network layer of tenk validate (issue 41), between system and
+ * compute: the node's fabric as sysfs says it (model fabric.c: TENK_SYSFS
+ * for another tree), and the interface its cluster traffic takes.
+ *
+ *   net_links   its devices' interfaces; one carrying an RDMA device and
+ *               down fails (the fabric's port), the others are told
+ *   rdma_ports  every RDMA port ACTIVE (none: skipped)
+ *   nccl_env    no variable in this environment (the one jobs get, in a
+ *               validation job) forces NCCL onto sockets where RDMA is up
+ *   net_mtu     the MTU of the interface the node reaches its peers by;
+ *               with --nodes held to its peers' (cluster.c): the odd one
+ *               out fails, naming it
+ */
+#include "internal.h"
+
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <stdarg.h>
+#include <net/if.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+static void add(char *buf, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void add(char *buf, size_t n, const char *fmt, ...)
+{
+	size_t l = strlen(buf);
+	if (l + 1 >= n)
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(buf + l, n - l, fmt, ap);
+	va_end(ap);
+}
+
+void validate__fabric(struct node_inventory *inv)
+{
+	memset(inv, 0, sizeof(*inv));
+	const char *sys = getenv("TENK_SYSFS");
+	node_fabric_read(inv, sys && *sys ? sys : "/sys");
+}
+
+void validate__check_net_links(struct vcheck *c, const struct node_inventory *inv)
+{
+	validate__vcheck_set(c, "network", "net_links", "up", true);
+	int devs = 0, up = 0;
+	char down[160] = "";
+	for (int i = 0; i < inv->nnics; i++) {
+		const struct nic *n = &inv->nics[i];
+		if (n->virt)
+			continue;
+		devs++;
+		up += n->up;
+		add(c->detail, sizeof(c->detail), "%s%s %s", devs > 1 ? "; " : "", n->name,
+		    n->up ? "up" : "down");
+		if (n->up && n->speed_mbps > 0)
+			add(c->detail, sizeof(c->detail), " %g Gb/s", (double)n->speed_mbps / 1000);
+		add(c->detail, sizeof(c->detail), " MTU %d", n->mtu);
+		if (!n->up && n->rdma[0])
+			add(down, sizeof(down), "%s%s (%s)", down[0] ? ", " : "", n->name, n->rdma);
+	}
+	c->figure = up;
+	if (!devs) {
+		c->verdict = V_SKIP;
+		snprintf(c->detail, sizeof(c->detail),
+			 "skipped: no network device (%d virtual "
+			 "interface%s)",
+			 inv->nnics, inv->nnics == 1 ? "" : "s");
+		return;
+	}
+	if (down[0]) {
+		c->verdict = V_FAIL;
+		char was[sizeof(c->detail)];
+		snprintf(was, sizeof(was), "%s", c->detail);
+		snprintf(c->detail, sizeof(c->detail),
+			 "down, with an RDMA device on it: %.100s; %.180s", down, was);
+	}
+}
+
+void validate__check_rdma(struct vcheck *c, const struct node_inventory *inv)
+{
+	validate__vcheck_set(c, "network", "rdma_ports", "active", true);
+	if (!inv->nrdma) {
+		c->verdict = V_SKIP;
+		snprintf(c->detail, sizeof(c->detail), "skipped: no RDMA device");
+		return;
+	}
+	int active = 0;
+	char bad[140] = "", good[140] = "";
+	for (int i = 0; i < inv->nrdma; i++) {
+		const struct rdma_port *p = &inv->rdma[i];
+		active += p->active;
+		if (p->active)
+			add(good, sizeof(good), "%s%s/%d %s %g Gb/s", good[0] ? ", " : "", p->dev,
+			    p->port, p->ethernet ? "RoCE" : "IB", p->rate_gbps);
+		else
+			add(bad, sizeof(bad), "%s%s port %d %s", bad[0] ? ", " : "", p->dev,
+			    p->port, p->state[0] ? p->state : "(no state)");
+	}
+	c->figure = active;
+	validate__vcheck_judge(c, inv->nrdma, "every port");
+	snprintf(c->detail, sizeof(c->detail), "%s%s%s%s", bad[0] ? "not active: " : "", bad,
+		 bad[0] && good[0] ? "; active: " : "", good);
+}
+
+/* Does NCCL's environment force sockets? The variable, into what. */
+static bool forces_sockets(char *what, size_t n)
+{
+	const char *ib = getenv("NCCL_IB_DISABLE"), *net = getenv("NCCL_NET");
+	if (ib && *ib && strcmp(ib, "0") != 0) {
+		snprintf(what, n, "NCCL_IB_DISABLE=%.16s", ib);
+		return true;
+	}
+	if (net && strcasecmp(net, "Socket") == 0) {
+		snprintf(what, n, "NCCL_NET=%.16s", net);
+		return true;
+	}
+	return false;
+}
+
+void validate__check_nccl_env(struct vcheck *c, const struct node_inventory *inv)
+{
+	validate__vcheck_set(c, "network", "nccl_env", "forcing", false);
+	int active = 0;
+	const struct rdma_port *first = NULL;
+	for (int i = 0; i < inv->nrdma; i++) {
+		if (!inv->rdma[i].active)
+			continue;
+		if (!first)
+			first = &inv->rdma[i];
+		active++;
+	}
+	char what[48] = "";
+	bool forced = forces_sockets(what, sizeof(what));
+	c->figure = forced;
+	const char *ifname = getenv("NCCL_SOCKET_IFNAME");
+	if (!active) {
+		c->verdict = V_SKIP;
+		snprintf(c->detail, sizeof(c->detail),
+			 "skipped: no active RDMA port, so NCCL goes between nodes by sockets "
+			 "anyway%s%s",
+			 forced ? "; " : "", forced ? what : "");
+		return;
+	}
+	validate__vcheck_judge(c, 0, "none on an RDMA node");
+	if (forced)
+		snprintf(c->detail, sizeof(c->detail),
+			 "%s forces NCCL onto sockets though %s port %d is active: unset it", what,
+			 first->dev, first->port);
+	else
+		snprintf(c->detail, sizeof(c->detail),
+			 "nothing forces sockets (%d active RDMA port%s)%s%.40s%s", active,
+			 active == 1 ? "" : "s", ifname ? "; NCCL_SOCKET_IFNAME=" : "",
+			 ifname ? ifname : "", ifname ? " picks the sockets' interface only" : "");
+}
+
+/* The interface (name into ifname) and address the route to host takes. */
+static int route_to(const char *host, char *ifname, size_t n, char *addr, size_t an)
+{
+	struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons(9)};
+	if (inet_pton(AF_INET, host, &to.sin_addr) != 1)
+		return -1;
+	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_in me;
+	socklen_t ml = sizeof(me);
+	int r = fd < 0 || connect(fd, (struct sockaddr *)&to, sizeof(to)) < 0 ||
+				getsockname(fd, (struct sockaddr *)&me, &ml) < 0
+			? -1
+			: 0;
+	if (fd >= 0)
+		close(fd);
+	if (r < 0)
+		return -1;
+	inet_ntop(AF_INET, &me.sin_addr, addr, (socklen_t)an);
+	struct ifaddrs *ifs, *i;
+	if (getifaddrs(&ifs) < 0)
+		return -1;
+	r = -1;
+	for (i = ifs; i && r < 0; i = i->ifa_next)
+		if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET &&
+		    ((struct sockaddr_in *)i->ifa_addr)->sin_addr.s_addr == me.sin_addr.s_addr) {
+			snprintf(ifname, n, "%s", i->ifa_name);
+			r = 0;
+		}
+	freeifaddrs(ifs);
+	return r;
+}
+
+void validate__check_net_mtu(struct vcheck *c)
+{
+	validate__vcheck_set(c, "network", "net_mtu", "bytes", false);
+	/* the first node's address in a validation job; else off the machine
+	 * (a documentation address: nothing is sent) */
+	const char *to = getenv("MASTER_ADDR");
+	char ifname[IF_NAMESIZE] = "", addr[INET_ADDRSTRLEN] = "";
+	if (route_to(to && *to ? to : "192.0.2.1", ifname, sizeof(ifname), addr, sizeof(addr)) <
+	    0) {
+		c->verdict = V_SKIP;
+		snprintf(c->detail, sizeof(c->detail), "skipped: no IPv4 route to %s",
+			 to && *to ? to : "outside this machine");
+		return;
+	}
+	struct ifreq ifr;
+	memset(&ifr, 0, sizeof(ifr));
+	_Static_assert(sizeof(ifr.ifr_name) == sizeof(ifname), "an interface's name");
+	memcpy(ifr.ifr_name, ifname, sizeof(ifname));
+	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	bool ok = fd >= 0 && ioctl(fd, SIOCGIFMTU, &ifr) == 0;
+	if (fd >= 0)
+		close(fd);
+	if (!ok) {
+		c->verdict = V_SKIP;
+		snprintf(c->detail, sizeof(c->detail), "skipped: cannot read %s's MTU", ifname);
+		return;
+	}
+	/* not higher, not lower: alike (cluster.c holds it to its peers'); and
+	 * at least IPv6's minimum, below which the interface is broken */
+	c->figure = ifr.ifr_mtu;
+	c->threshold = 1280;
+	snprintf(c->threshold_from, sizeof(c->threshold_from), "IPv6's minimum");
+	if (c->figure < 1280)
+		c->verdict = V_FAIL;
+	snprintf(c->detail, sizeof(c->detail), "%s (%s)", ifname, addr);
+}
