@@ -496,7 +496,10 @@ static void show_job(json_t *j)
 			printf(" none");
 	}
 	json_t *bf = json_object_get(j, "borrowed_from");
-	if (bf)
+	if (bf && json_is_true(json_object_get(bf, "pool")))
+		printf("; runs on %s, a spare of the cluster's pool, until a restart needs it",
+		       cli__jstr(bf, "node"));
+	else if (bf)
 		printf("; runs on %s, a spare of job %lld, until that job needs it",
 		       cli__jstr(bf, "node"), (long long)cli__jint(bf, "job"));
 	json_t *cs = json_object_get(req, "ckpt_signal");

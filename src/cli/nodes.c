@@ -351,9 +351,14 @@ static void spare_reason(json_t *n, char *buf, size_t len)
 	snprintf(buf, len, "%s", cli__jstr(n, "reason"));
 	json_t *of = json_object_get(n, "spare_for");
 	size_t at = strlen(buf);
-	if (json_is_true(json_object_get(n, "pool_spare")))
+	if (json_is_true(json_object_get(n, "pool_spare"))) {
 		snprintf(buf + at, len - at, "%sspare of the cluster's pool", at ? "; " : "");
-	else if (json_array_size(of)) {
+		if (json_object_get(n, "pool_lent_to")) {
+			at = strlen(buf);
+			snprintf(buf + at, len - at, ", lent to job %lld",
+				 (long long)cli__jint(n, "pool_lent_to"));
+		}
+	} else if (json_array_size(of)) {
 		snprintf(buf + at, len - at, "%sspare for job", at ? "; " : "");
 		size_t k;
 		json_t *id;

@@ -164,7 +164,7 @@ static const char *node_model(const struct sched_node *n)
 }
 
 int sched_pool_refill(const struct sched_node *nodes, int n, const struct sched_config *cfg,
-		      bool *pool, int *changed, int nchanged_max)
+		      bool *pool, const bool *lent, int *changed, int nchanged_max)
 {
 	int have[MODEL_MAX_SPARE_MODELS] = {0}, nch = 0;
 	for (int i = 0; i < n; i++) {
@@ -175,7 +175,7 @@ int sched_pool_refill(const struct sched_node *nodes, int n, const struct sched_
 			if (strcmp(cfg->spare_pool[k].model, node_model(&nodes[i])) == 0)
 				m = k;
 		if (m < 0 || have[m] >= cfg->spare_pool[m].nodes || !nodes[i].schedulable ||
-		    !empty(&nodes[i])) {
+		    !(empty(&nodes[i]) || (lent && lent[i]))) {
 			pool[i] = false;
 			if (nch < nchanged_max)
 				changed[nch] = i;

@@ -634,10 +634,12 @@ enum sched_from sched_replace(const struct sched_node *nodes, int n, const bool 
 /* Keeps the cluster's spare pool at cfg's sizes ("spares": {"H100": 4}):
  * pool[i] says node i is in it. A pool node that takes no work, is not
  * empty, or is beyond its model's number leaves; empty nodes of a model
- * short of spares join (a node's model: its first device's). Returns how
- * many changed, their indices in changed[0..nchanged_max). */
+ * short of spares join (a node's model: its first device's). A node with
+ * lent[i] (NULL: none) is lent to preemptible work until a restart needs
+ * it: it stays as if empty. Returns how many changed, their indices in
+ * changed[0..nchanged_max). */
 int sched_pool_refill(const struct sched_node *nodes, int n, const struct sched_config *cfg,
-		      bool *pool, int *changed, int nchanged_max);
+		      bool *pool, const bool *lent, int *changed, int nchanged_max);
 
 /* The fragmentation of one node (ATC'23): the expected free milli-devices
  * that a request drawn from the mix could not use there, given each device's

@@ -337,8 +337,12 @@ static bool restart(struct state *s, struct sjob *j, int64_t now, char *why, siz
 	bool *out = xcalloc((size_t)s->nnodes + 1, sizeof(bool));
 	bool *scratch = xcalloc((size_t)s->nnodes + 1, sizeof(bool));
 	struct sched_assign *spa = xcalloc((size_t)nsp + 1, sizeof(*spa));
-	for (int i = 0; i < s->nnodes; i++)
-		pool[i] = s->nodes[i]->pool_spare;
+	/* the pool's spares lent out are claimed before (claim_pool), never
+	 * shared with their borrowers */
+	for (int i = 0; i < s->nnodes; i++) {
+		pool[i] = s->nodes[i]->pool_spare && !s->nodes[i]->pool_lent_to;
+		out[i] = s->nodes[i]->pool_lent_to != 0;
+	}
 	for (int k = 0; k < a->nnodes; k++) {
 		struct snode *n = state_node(s, a->nodes[k].name);
 		if (n)
@@ -551,6 +555,19 @@ static void spares_refill(struct state *s, struct sjob *j, int64_t now)
 	free(view);
 }
 
+/* Pool spare n leaves the pool: its borrower, if any, is an ordinary job
+ * there from now on. */
+static void pool_loan_end(struct state *s, struct snode *n)
+{
+	struct sjob *b = n->pool_lent_to ? state_job(s, n->pool_lent_to) : NULL;
+	n->pool_lent_to = 0;
+	if (b && b->borrowed_pool) {
+		b->borrowed_pool = false;
+		b->borrowed_node[0] = '\0';
+		state_job_dirty(s, b);
+	}
+}
+
 /* Keeps the cluster's spare pool ("spares" in config.json) at its size
  * (sched_pool_refill, as the simulator does). */
 static void pool_refill(struct state *s)
@@ -564,10 +581,13 @@ static void pool_refill(struct state *s)
 	}
 	struct sched_node *view = state_sched_view(s);
 	bool *pool = xcalloc((size_t)s->nnodes + 1, sizeof(bool));
+	bool *lent = xcalloc((size_t)s->nnodes + 1, sizeof(bool));
 	int *changed = xcalloc((size_t)s->nnodes + 1, sizeof(int));
-	for (int i = 0; i < s->nnodes; i++)
+	for (int i = 0; i < s->nnodes; i++) {
 		pool[i] = s->nodes[i]->pool_spare;
-	int nch = sched_pool_refill(view, s->nnodes, &s->sched, pool, changed, s->nnodes);
+		lent[i] = s->nodes[i]->pool_lent_to != 0;
+	}
+	int nch = sched_pool_refill(view, s->nnodes, &s->sched, pool, lent, changed, s->nnodes);
 	for (int c = 0; c < nch; c++) {
 		struct snode *n = s->nodes[changed[c]];
 		n->pool_spare = pool[changed[c]];
@@ -577,9 +597,11 @@ static void pool_refill(struct state *s)
 		} else {
 			state_want_pass(s);
 			log_info("node %s leaves the spare pool", n->rec.inv.name);
+			pool_loan_end(s, n);
 		}
 	}
 	free(changed);
+	free(lent);
 	free(pool);
 	free(view);
 }
@@ -612,6 +634,48 @@ static bool may_borrow(const struct state *s, const struct sjob *w)
 	       r->restart != RESTART_IN_PLACE && r->gpu_milli > 0 && !r->ngpu_types;
 }
 
+/* The first of the waiting jobs that may borrow node ni (index in view)
+ * and fits there, within the devices of `inside` (NULL: any): its share in
+ * *as. NULL: none. */
+static struct sjob *find_borrower(const struct state *s, const struct sched_node *view, int ni,
+				  struct sjob *const *waiting, int nwaiting,
+				  const struct attempt_node *inside, struct sched_assign *as)
+{
+	/* (the first few thousand waiting: a pass's cost bounded) */
+	for (int w = 0; w < nwaiting && w < LEND_LOOK; w++) {
+		if (!may_borrow(s, waiting[w]))
+			continue;
+		struct attempt_node an;
+		struct sched_share sh = share_of_request(waiting[w], &an);
+		if (sched_share_fit(&view[ni], &sh, as) < 0)
+			continue;
+		/* only the spare's devices: none another job holds */
+		bool in_all = true;
+		for (int d = 0; inside && d < as->ndev; d++) {
+			bool in = false;
+			for (int e = 0; e < inside->ndev; e++)
+				in |= inside->devs[e] == as->devs[d];
+			in_all &= in;
+		}
+		if (!in_all)
+			continue;
+		as->node = ni;
+		as->cpus = sh.cpus;
+		as->mem_mib = sh.mem_mib;
+		return waiting[w];
+	}
+	return NULL;
+}
+
+/* b starts on its borrowed node, as a pass would have started it. */
+static void lend_start(struct state *s, struct sjob *b, struct snode *n, struct sched_assign *as,
+		       int64_t now)
+{
+	snprintf(b->borrowed_node, sizeof(b->borrowed_node), "%s", n->rec.inv.name);
+	struct sched_start st = {.nnodes = 1, .nodes = as};
+	state_apply_start(s, b, &st, 1, s->nodes, now);
+}
+
 void state_spares_lend(struct state *s, struct sjob *const *waiting, int nwaiting, int64_t now)
 {
 	for (int i = 0; i < s->nspared && nwaiting; i++) {
@@ -626,32 +690,9 @@ void state_spares_lend(struct state *s, struct sjob *const *waiting, int nwaitin
 			/* the spare's devices, free as the borrower would find them */
 			state_node_hold_quiet(s, n, j, &j->spares[k], -1);
 			struct sched_node *view = state_sched_view(s);
-			int ni = node_index(s, n);
-			struct sjob *b = NULL;
 			struct sched_assign as;
-			/* (the first few thousand waiting: a pass's cost bounded) */
-			for (int w = 0; w < nwaiting && w < LEND_LOOK && !b; w++) {
-				if (!may_borrow(s, waiting[w]))
-					continue;
-				struct attempt_node an;
-				struct sched_share sh = share_of_request(waiting[w], &an);
-				if (sched_share_fit(&view[ni], &sh, &as) < 0)
-					continue;
-				/* only the spare's devices: none another job holds */
-				bool inside = true;
-				for (int d = 0; d < as.ndev; d++) {
-					bool in = false;
-					for (int e = 0; e < j->spares[k].ndev; e++)
-						in |= j->spares[k].devs[e] == as.devs[d];
-					inside &= in;
-				}
-				if (!inside)
-					continue;
-				as.node = ni;
-				as.cpus = sh.cpus;
-				as.mem_mib = sh.mem_mib;
-				b = waiting[w];
-			}
+			struct sjob *b = find_borrower(s, view, node_index(s, n), waiting, nwaiting,
+						       &j->spares[k], &as);
 			free(view);
 			if (!b) {
 				state_node_hold_quiet(s, n, j, &j->spares[k], +1);
@@ -660,19 +701,49 @@ void state_spares_lend(struct state *s, struct sjob *const *waiting, int nwaitin
 			spares_charge(j, now);
 			j->spares_lent[k] = b->job.id;
 			b->borrowed_from = j->job.id;
-			snprintf(b->borrowed_node, sizeof(b->borrowed_node), "%s", n->rec.inv.name);
-			struct sched_start st = {.nnodes = 1, .nodes = &as};
-			state_apply_start(s, b, &st, 1, s->nodes, now);
+			lend_start(s, b, n, &as, now);
 			log_info(
 				"job %lld borrows %s, a spare of job %lld, until that job needs it",
 				(long long)b->job.id, n->rec.inv.name, (long long)j->job.id);
 			state_job_dirty(s, j);
 		}
 	}
+	/* the cluster's pool's, to one borrower each (the view stays true of
+	 * the nodes not lent yet); none while a restart in place may claim
+	 * them, lest a borrower it preempted take one again */
+	struct sched_node *view = NULL;
+	for (int i = 0; i < s->nnodes && nwaiting && s->sched.nspare_pool && !s->nrestarting; i++) {
+		struct snode *n = s->nodes[i];
+		if (!n->pool_spare || n->pool_lent_to || !takes_work(s, n))
+			continue;
+		if (!view)
+			view = state_sched_view(s);
+		struct sched_assign as;
+		struct sjob *b = find_borrower(s, view, i, waiting, nwaiting, NULL, &as);
+		if (!b)
+			continue;
+		n->pool_lent_to = b->job.id;
+		b->borrowed_pool = true;
+		lend_start(s, b, n, &as, now);
+		log_info("job %lld borrows %s, a spare of the cluster's pool, until a restart "
+			 "needs it",
+			 (long long)b->job.id, n->rec.inv.name);
+	}
+	free(view);
 }
 
 void state_spare_returned(struct state *s, struct snode *n, struct sjob *b, int64_t now)
 {
+	if (b->borrowed_pool) {
+		b->borrowed_pool = false;
+		b->borrowed_node[0] = '\0';
+		if (n->pool_lent_to == b->job.id) {
+			n->pool_lent_to = 0;
+			log_info("spare %s is the pool's again (job %lld left it)", n->rec.inv.name,
+				 (long long)b->job.id);
+		}
+		return;
+	}
 	struct sjob *j = state_job(s, b->borrowed_from);
 	b->borrowed_from = 0;
 	for (int k = 0; j && k < j->nspares; k++) {
@@ -687,6 +758,101 @@ void state_spare_returned(struct state *s, struct snode *n, struct sjob *b, int6
 		state_job_dirty(s, j);
 		return;
 	}
+}
+
+/* Would w's share fit on node v were it empty (its borrower gone)? */
+static bool fits_when_empty(const struct sched_node *v, const struct sched_share *w)
+{
+	struct sched_node e = *v;
+	struct sched_dev devs[MODEL_MAX_ACCELS];
+	e.ndev = MIN(v->ndev, MODEL_MAX_ACCELS);
+	for (int d = 0; d < e.ndev; d++) {
+		devs[d] = v->devs[d];
+		devs[d].free_milli = MODEL_MILLI;
+	}
+	e.devs = devs;
+	e.cpus_free = e.cpus_total;
+	e.mem_free_mib = e.mem_total_mib;
+	struct sched_assign as;
+	return sched_share_fit(&e, w, &as) >= 0;
+}
+
+/* j restarts in place and needs nodes that neither its own spares, the
+ * pool's idle spares nor free nodes give: the borrowers of the pool's
+ * spares it could take are preempted, as many as it lacks. Returns how
+ * many it waits for. */
+static int claim_pool(struct state *s, struct sjob *j, int64_t now)
+{
+	struct inplace *ip = j->inplace;
+	const struct attempt *a = from_attempt(j);
+	int own = 0;
+	for (int k = 0; k < j->nspares; k++)
+		own += !j->spares_lent[k];
+	bool lent_any = false;
+	for (int i = 0; i < s->nnodes && !lent_any; i++)
+		lent_any = s->nodes[i]->pool_lent_to != 0;
+	if (!lent_any)
+		return 0;
+	struct sched_node *view = state_sched_view(s);
+	bool *pool = xcalloc((size_t)s->nnodes + 1, sizeof(bool));
+	bool *out = xcalloc((size_t)s->nnodes + 1, sizeof(bool));
+	bool *scratch = xcalloc((size_t)s->nnodes + 1, sizeof(bool));
+	for (int i = 0; i < s->nnodes; i++) {
+		pool[i] = s->nodes[i]->pool_spare && !s->nodes[i]->pool_lent_to;
+		out[i] = s->nodes[i]->pool_lent_to != 0 || in_attempt(a, s->nodes[i]->rec.inv.name);
+	}
+	for (int k = 0; k < j->nspares; k++) {
+		struct snode *n = state_node(s, j->spares[k].name);
+		if (n)
+			out[node_index(s, n)] = true;
+	}
+	int waits = 0;
+	for (int k = 0; k < ip->nnodes; k++) {
+		struct snode *n = state_node(s, a->nodes[k].name);
+		if (!ip->bad[k] && n && takes_work(s, n))
+			continue;
+		if (own) { /* one of its own spares takes this one's place */
+			own--;
+			continue;
+		}
+		struct sched_share w = share_of(j, &a->nodes[k]);
+		struct sched_assign as;
+		int used;
+		if (sched_replace(view, s->nnodes, pool, out, &w, NULL, 0, &used, scratch, &as) !=
+		    SCHED_FROM_NONE) {
+			out[as.node] = true;
+			continue;
+		}
+		for (int i = 0; i < s->nnodes; i++) {
+			struct snode *p = s->nodes[i];
+			struct sjob *b = p->pool_lent_to ? state_job(s, p->pool_lent_to) : NULL;
+			if (!b || !out[i] || !p->pool_spare || !takes_work(s, p) ||
+			    in_attempt(a, p->rec.inv.name) || !fits_when_empty(&view[i], &w))
+				continue;
+			out[i] = false; /* (claimed: not again for another node) */
+			pool[i] = false;
+			waits++;
+			snprintf(ip->why, sizeof(ip->why),
+				 "restarting in place: waiting for job %lld to leave the pool's "
+				 "spare %s",
+				 (long long)b->job.id, p->rec.inv.name);
+			if (b->job.state == JOB_STARTING || b->job.state == JOB_RUNNING) {
+				char reason[MODEL_REASON_MAX];
+				snprintf(
+					reason, sizeof(reason),
+					"preempted: it ran on a spare of the cluster's pool, which "
+					"job %lld needs now",
+					(long long)j->job.id);
+				state_preempt_for_spare(s, b, reason, now);
+			}
+			break;
+		}
+	}
+	free(scratch);
+	free(out);
+	free(pool);
+	free(view);
+	return waits;
 }
 
 /* j restarts in place and needs a node it does not have: its spares'
@@ -749,7 +915,7 @@ void state_inplace_tick(struct state *s, int64_t now)
 				 ip->from);
 			continue;
 		}
-		if (claim_spares(s, j, now))
+		if (claim_spares(s, j, now) || claim_pool(s, j, now))
 			continue;
 		char why[MODEL_REASON_MAX] = "";
 		if (!restart(s, j, now, why, sizeof(why))) {

@@ -170,7 +170,8 @@ void state_part_remove(struct state *s, struct snode *n, struct sjob *j, int att
 		node_bump(s, n);
 		state_want_pass(s);
 		/* a borrowed spare is held for its job again at once */
-		if (j->borrowed_from && strcmp(j->borrowed_node, n->rec.inv.name) == 0)
+		if ((j->borrowed_from || j->borrowed_pool) &&
+		    strcmp(j->borrowed_node, n->rec.inv.name) == 0)
 			state_spare_returned(s, n, j, s->now_ms);
 		return;
 	}

@@ -238,6 +238,8 @@ json_t *state_node_pack(struct state *s, const struct snode *n)
 		json_object_set_new(o, "spare_for", spare);
 	if (n->pool_spare) /* held idle in the cluster's spare pool */
 		json_object_set_new(o, "pool_spare", json_true());
+	if (n->pool_lent_to) /* and lent meanwhile to this preemptible job */
+		json_object_set_new(o, "pool_lent_to", json_integer(n->pool_lent_to));
 	if (n->ngpus) {
 		/* what its accelerators read at its newest beat */
 		json_object_set_new(o, "gpus", wire_gpus_pack(n->gpus, n->ngpus));
@@ -304,6 +306,9 @@ json_t *state_job_pack(struct state *s, struct sjob *j)
 		json_object_set_new(o, "borrowed_from",
 				    json_pack("{s:I, s:s}", "job", (json_int_t)j->borrowed_from,
 					      "node", j->borrowed_node));
+	else if (j->borrowed_pool)
+		json_object_set_new(o, "borrowed_from",
+				    json_pack("{s:b, s:s}", "pool", 1, "node", j->borrowed_node));
 	if (j->nspares) {
 		json_t *sp = json_array();
 		for (int i = 0; i < j->nspares; i++)

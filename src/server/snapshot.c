@@ -645,7 +645,7 @@ static void decisions_apply(struct state *s, const struct snapshot *sn,
 	for (int i = 0; i < d->nstarts; i++)
 		state_elastic_started(s, sn->byindex[d->starts[i].job], now);
 	/* idle spares are lent to preemptible jobs that wait for accelerators */
-	if (s->nspared && s->resource_waits) {
+	if ((s->nspared || s->sched.nspare_pool) && s->resource_waits) {
 		struct sjob **waiting = xcalloc((size_t)d->nwaits + 1, sizeof(*waiting));
 		int n = 0;
 		for (int i = 0; i < d->nwaits; i++)

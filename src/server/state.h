@@ -109,8 +109,10 @@ struct sjob {
 	/* each spare's borrower: a preemptible job that runs on it until the
 	 * spare is claimed (inplace.c); 0: none. Parallel to spares */
 	int64_t *spares_lent;
-	/* a borrower's: whose spare it runs on, where; 0: none */
+	/* a borrower's: whose spare it runs on, where; 0: none (or the
+	 * cluster's pool's, borrowed_pool) */
 	int64_t borrowed_from;
+	bool borrowed_pool;
 	char borrowed_node[MODEL_NAME_MAX];
 };
 
@@ -341,6 +343,7 @@ struct snode {
 	struct snode *wake_next;
 	struct svalid *held_by; /* a validation run holds it: no other work starts */
 	bool pool_spare;	/* held idle in the cluster's spare pool (inplace.c) */
+	int64_t pool_lent_to;	/* that spare's borrower (a preemptible job); 0: none */
 	/* its labels: its agent's, with an operator's over them */
 	char labels[MODEL_LABELS_MAX];
 	uint64_t pools; /* the pools its labels put it in (sched_config_pool_node) */
@@ -698,11 +701,12 @@ void state_attempt_node_set(struct attempt_node *an, const struct snode *n,
 /* An elastic gang grows: its attempt ends (resized), and it starts again
  * in place on its nodes and up to grow free ones (inplace.c). */
 void state_job_resize(struct state *s, struct sjob *j, int grow, int64_t now);
-/* Lends idle spares to preemptible jobs that wait for accelerators
- * (waiting: the last pass's, in its order): each runs on a spare's devices
- * until a restart in place of the spare's job needs it (inplace.c). */
+/* Lends idle spares (jobs' and the cluster's pool's) to preemptible jobs
+ * that wait for accelerators (waiting: the last pass's, in its order): each
+ * runs on a spare's devices until a restart in place needs it (inplace.c). */
 void state_spares_lend(struct state *s, struct sjob *const *waiting, int nwaiting, int64_t now);
-/* Borrower j's part on node n is gone: the spare is its owner's again. */
+/* Borrower j's part on node n is gone: the spare is its owner's (or the
+ * pool's) again. */
 void state_spare_returned(struct state *s, struct snode *n, struct sjob *j, int64_t now);
 /* Elastic gangs (inplace.c): j's attempt, just started by a pass, takes
  * free nodes up to its request's nodes_max where no job waits for them. */

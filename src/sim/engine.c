@@ -713,7 +713,8 @@ static void pool_refill(struct eng *e)
 	if (!e->o->sched.nspare_pool)
 		return;
 	pool_view(e, true);
-	if (sched_pool_refill(e->nodes, e->cl->n, &e->o->sched, e->pool, e->changed, e->cl->n))
+	if (sched_pool_refill(e->nodes, e->cl->n, &e->o->sched, e->pool, NULL, e->changed,
+			      e->cl->n))
 		e->want_pass = true;
 	pool_view(e, false);
 }

@@ -13,6 +13,8 @@ import os
 import signal
 import sys
 
+import pytest
+
 from conftest import MultiHost, children, end_shims, root_jobs_config, shim_pids, wait_for
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -283,20 +285,33 @@ def steps_by_rank(out):
     return rows
 
 
-def test_idle_spare_is_lent_to_preemptible_work(hosts4, workdir, kill_all):
-    """A job's idle spare runs a preemptible job (class batch) that waits
-    for an accelerator, until the job needs the spare: its host dies, the
-    borrower is preempted, and the job's next attempt starts in place on
-    the spare once the borrower has left it."""
-    root_jobs_config(os.path.join(workdir, "data"))
+@pytest.mark.parametrize("whose", ["job", "pool"])
+def test_idle_spare_is_lent_to_preemptible_work(hosts4, workdir, kill_all, whose):
+    """An idle spare, a job's own (--spares 1) or the cluster's pool's
+    ("spares": {"H100": 1}), runs a preemptible job (class batch) that
+    waits for an accelerator, until a restart in place needs the spare: the
+    job's host dies, the borrower is preempted, and the job's next attempt
+    starts in place on the spare once the borrower has left it."""
+    pool = whose == "pool"
+    root_jobs_config(os.path.join(workdir, "data"), **({"spares": {"H100": 1}} if pool else {}))
     c = MultiHost(workdir, hosts4, fake="1xH100", node_timeout="4s")
     kill_all += c.daemons
-    jid = c.submit("--gpus-per-node", "1", "--spares", "1", "--restart", "in-place",
-                   "--max-restarts", "2", "--", "sleep", "600")
-    wait_for(lambda: c.job(jid)["state"] == "RUNNING" and c.job(jid).get("spare_nodes"), 60,
-             "the job and its spare")
+    if pool:
+        wait_for(lambda: [n for n in c.json("nodes")["nodes"] if n.get("pool_spare")], 30,
+                 "the pool's spare")
+        spare = [n["name"] for n in c.json("nodes")["nodes"] if n.get("pool_spare")][0]
+        jid = c.submit("--gpus-per-node", "1", "--restart", "in-place", "--max-restarts", "2",
+                       "--", "sleep", "600")
+        wait_for(lambda: c.job(jid)["state"] == "RUNNING", 60, "the job")
+        lent_by = "the cluster's pool"
+    else:
+        jid = c.submit("--gpus-per-node", "1", "--spares", "1", "--restart", "in-place",
+                       "--max-restarts", "2", "--", "sleep", "600")
+        wait_for(lambda: c.job(jid)["state"] == "RUNNING" and c.job(jid).get("spare_nodes"),
+                 60, "the job and its spare")
+        spare = c.job(jid)["spare_nodes"][0]
+        lent_by = f"job {jid}"
     home = c.job(jid)["attempts"][0]["nodes"][0]["name"]
-    spare = c.job(jid)["spare_nodes"][0]
     other = c.submit("--gpus-per-node", "1", "--", "sleep", "600")
     wait_for(lambda: c.job(other)["state"] == "RUNNING", 60, "the third node's job")
     # a job of a class that is not preemptible waits; one of batch borrows
@@ -306,13 +321,15 @@ def test_idle_spare_is_lent_to_preemptible_work(hosts4, workdir, kill_all):
     wait_for(lambda: c.job(borrower)["state"] == "RUNNING", 60, "the borrower")
     b = c.job(borrower)
     assert b["attempts"][0]["nodes"][0]["name"] == spare, b
-    assert b["borrowed_from"] == {"job": int(jid), "node": spare}, b
+    assert b["borrowed_from"] == ({"pool": True, "node": spare} if pool else
+                                  {"job": int(jid), "node": spare}), b
     assert c.job(waits)["state"] == "PENDING"
     row = [ln for ln in c.run("nodes").stdout.splitlines() if ln.startswith(spare + " ")]
-    assert row and row[0].endswith(f"spare for job {jid}, lent to job {borrower}"), row
-    assert f"runs on {spare}, a spare of job {jid}, until that job needs it" in \
-        c.run("show", borrower).stdout
-    # the job's host dies: the borrower goes, the job takes its spare
+    said = "spare of the cluster's pool" if pool else f"spare for job {jid}"
+    assert row and row[0].endswith(f"{said}, lent to job {borrower}"), row
+    until = "until a restart needs it" if pool else "until that job needs it"
+    assert f"runs on {spare}, a spare of {lent_by}, {until}" in c.run("show", borrower).stdout
+    # the job's host dies: the borrower goes, the job takes the spare
     h = int(home.replace("host", ""))
     kill_ranks(workdir, h)
     c.agents[h].kill9()
@@ -322,7 +339,7 @@ def test_idle_spare_is_lent_to_preemptible_work(hosts4, workdir, kill_all):
     assert a2["in_place"] and a2["nodes"][0]["name"] == spare and a2["replaced"] == home, a2
     b = c.job(borrower)
     assert b["state"] == "PENDING" and "borrowed_from" not in b, b
-    assert f"it ran on a spare of job {jid}, which needs it now" in b["attempts"][0]["reason"]
+    assert f"it ran on a spare of {lent_by}, which " in b["attempts"][0]["reason"], b
     assert b["attempts"][0]["end"] == "preempted"
     # the borrower ended before the job's next attempt began (invariant A)
     assert b["attempts"][0]["end_ms"] <= a2["start_ms"], (b["attempts"][0], a2)

@@ -2764,22 +2764,22 @@ static void test_replace_and_pool(void **state)
 	memset(pool, 0, sizeof(pool));
 	int changed[MAXN];
 	c.devs[a0][0].free_milli = 0; /* busy */
-	assert_int_equal(sched_pool_refill(c.nodes, c.n, &cfg, pool, changed, MAXN), 2);
+	assert_int_equal(sched_pool_refill(c.nodes, c.n, &cfg, pool, NULL, changed, MAXN), 2);
 	assert_false(pool[a0]);
 	assert_true(pool[a1] && pool[big]);
 	assert_false(pool[tight] || pool[other] || pool[pooled]);
 	/* a pool node that takes work or is drained leaves; the next empty joins */
 	c.nodes[a1].schedulable = false;
-	assert_int_equal(sched_pool_refill(c.nodes, c.n, &cfg, pool, changed, MAXN), 2);
+	assert_int_equal(sched_pool_refill(c.nodes, c.n, &cfg, pool, NULL, changed, MAXN), 2);
 	assert_false(pool[a1]);
 	assert_true(pool[big] && pool[pooled]);
 	/* fewer asked: the last over the number leaves */
 	cfg.spare_pool[0].nodes = 1;
-	assert_int_equal(sched_pool_refill(c.nodes, c.n, &cfg, pool, changed, MAXN), 1);
+	assert_int_equal(sched_pool_refill(c.nodes, c.n, &cfg, pool, NULL, changed, MAXN), 1);
 	assert_int_equal(changed[0], pooled);
 	assert_true(pool[big] && !pool[pooled]);
 	/* with nothing changed, nothing changes */
-	assert_int_equal(sched_pool_refill(c.nodes, c.n, &cfg, pool, changed, MAXN), 0);
+	assert_int_equal(sched_pool_refill(c.nodes, c.n, &cfg, pool, NULL, changed, MAXN), 0);
 }
 
 int main(void)

@@ -1049,6 +1049,75 @@ static void test_pool_spare(void **state)
 	world_free(w);
 }
 
+/* The pool's idle spare is lent to a preemptible job that waits for
+ * accelerators, as a job's own spare is: it stays the pool's (no other
+ * idle node joins for it), and a restart in place that finds no other
+ * node preempts the borrower, waits for it to leave, and takes it. */
+static void test_pool_spare_lent_to_preemptible_work(void **state)
+{
+	struct world *w = world_new(5);
+	struct snode *n[5];
+	for (int i = 1; i <= 4; i++)
+		n[i] = add_node(w, i, 8, "aaaaaaaa");
+	w->st.sched.nspare_pool = 1;
+	snprintf(w->st.sched.spare_pool[0].model, MODEL_NAME_MAX, "%s",
+		 n[1]->rec.inv.accel[0].model);
+	w->st.sched.spare_pool[0].nodes = 1;
+	struct sjob *j = submit(w, "{\"command\": [\"train\"], \"cwd\": \"/tmp\", \"nodes\": 2, "
+				   "\"gpus_per_task\": 8}");
+	struct sjob *x = submit(w, "{\"command\": [\"x\"], \"cwd\": \"/tmp\", \"nodes\": 1, "
+				   "\"gpus_per_task\": 8}");
+	state_schedule(&w->st, T0 + 1);
+	assert_true(n[1]->pool_spare);
+	assert_int_equal(x->job.state, JOB_STARTING);
+	struct sjob *q = submit(w, "{\"command\": [\"q\"], \"cwd\": \"/tmp\", \"gpus_per_task\": "
+				   "8}");
+	struct sjob *p = submit(w, "{\"command\": [\"p\"], \"cwd\": \"/tmp\", \"gpus_per_task\": "
+				   "4, \"class\": \"batch\"}");
+	state_schedule(&w->st, T0 + 2);
+	assert_int_equal(q->job.state, JOB_PENDING); /* not preemptible: it waits */
+	assert_int_equal(p->job.state, JOB_STARTING);
+	assert_string_equal(p->job.attempts[0].nodes[0].name, "n1");
+	assert_true(p->borrowed_pool);
+	assert_int_equal(n[1]->pool_lent_to, p->job.id);
+	/* it stays the pool's, lent: no other node joins for it */
+	state_schedule(&w->st, T0 + 3);
+	assert_true(n[1]->pool_spare);
+	int in_pool = 0;
+	for (int i = 1; i <= 4; i++)
+		in_pool += n[i]->pool_spare;
+	assert_int_equal(in_pool, 1);
+	for (int r = 0; r < 2; r++)
+		task_event(w, j, r, TASK_EVENT_STARTED, 0, EXIT_EXITED, T0 + 3);
+	task_event(w, p, 0, TASK_EVENT_STARTED, 0, EXIT_EXITED, T0 + 3);
+	/* a node of j is lost: the borrower is preempted, j waits for it */
+	char r0[MODEL_NAME_MAX], r1[MODEL_NAME_MAX];
+	snprintf(r0, sizeof(r0), "%s", j->job.attempts[0].nodes[0].name);
+	snprintf(r1, sizeof(r1), "%s", j->job.attempts[0].nodes[1].name);
+	state_node_lost(&w->st, state_node(&w->st, r1), "silent", T0 + 4);
+	task_event(w, j, 0, TASK_EVENT_EXITED, 143, EXIT_CANCELLED, T0 + 5);
+	state_schedule(&w->st, T0 + 6);
+	assert_int_equal(j->job.nattempts, 1);
+	assert_int_equal(p->job.state, JOB_PENDING);
+	assert_non_null(strstr(p->job.attempts[0].reason, "a spare of the cluster's pool"));
+	assert_non_null(strstr(j->job.reason, "to leave the pool's spare n1"));
+	state_schedule(&w->st, T0 + 7);
+	assert_int_equal(j->job.nattempts, 1); /* p has not left */
+	task_event(w, p, 0, TASK_EVENT_EXITED, 143, EXIT_CANCELLED, T0 + 8);
+	assert_false(p->borrowed_pool);
+	assert_int_equal(n[1]->pool_lent_to, 0);
+	state_schedule(&w->st, T0 + 9);
+	assert_int_equal(j->job.nattempts, 2);
+	const struct attempt *a2 = &j->job.attempts[1];
+	assert_true(a2->in_place);
+	assert_string_equal(a2->nodes[0].name, r0);
+	assert_string_equal(a2->nodes[1].name, "n1");
+	assert_true(p->job.attempts[0].end_ms <= a2->start_ms);
+	assert_false(n[1]->pool_spare);
+	assert_int_equal(p->job.state, JOB_PENDING); /* nothing is free for it */
+	world_free(w);
+}
+
 /* ---- restarts in place under random faults ---------------------------------------- */
 
 static uint64_t rnd_state;
@@ -1124,7 +1193,16 @@ static void check_world(struct world *w, struct sjob **jobs, int njobs, int seed
 		if (cpus != n->cpus_used)
 			fail_msg("seed %d step %d: node %s CPUs used %d, parts and holds %d", seed,
 				 step, n->rec.inv.name, n->cpus_used, cpus);
-		if (n->pool_spare && (cpus || n->nparts))
+		/* the pool's spare is idle, or lent: its borrower's part alone */
+		const struct sjob *b = n->pool_lent_to ? state_job(s, n->pool_lent_to) : NULL;
+		if (n->pool_lent_to && (!n->pool_spare || !b || !b->borrowed_pool ||
+					strcmp(b->borrowed_node, n->rec.inv.name) != 0 ||
+					n->nparts > 1 || (n->nparts && n->parts[0].job != b)))
+			fail_msg(
+				"seed %d step %d: node %s lent by the pool to job %lld, which does "
+				"not borrow it alone",
+				seed, step, n->rec.inv.name, (long long)n->pool_lent_to);
+		if (n->pool_spare && !n->pool_lent_to && (cpus || n->nparts))
 			fail_msg("seed %d step %d: node %s is the pool's spare and in use", seed,
 				 step, n->rec.inv.name);
 	}
@@ -1202,7 +1280,7 @@ static void test_restart_in_place_random(void **state)
 {
 	const char *env = getenv("INPLACE_SEEDS");
 	int seeds = env ? atoi(env) : 2000, started_in_place = 0, replaced = 0, fell_back = 0,
-	    grew = 0, shrunk = 0, borrowed = 0, claimed = 0;
+	    grew = 0, shrunk = 0, borrowed = 0, claimed = 0, pool_borrowed = 0, pool_claimed = 0;
 	for (int seed = 1; seed <= seeds; seed++) {
 		rnd_state = 0x9e3779b97f4a7c15ULL * (uint64_t)seed;
 		struct world *w = world_new(3);
@@ -1304,9 +1382,11 @@ static void test_restart_in_place_random(void **state)
 					ckpt_part(w, j, k, tag, ckpts, now);
 			}
 			check_world(w, jobs, njobs, seed, step);
-			for (int x = 0; x < njobs; x++)
+			for (int x = 0; x < njobs; x++) {
 				for (int k = 0; k < jobs[x]->nspares; k++)
 					borrowed += jobs[x]->spares_lent[k] != 0;
+				pool_borrowed += jobs[x]->borrowed_pool;
+			}
 		}
 		for (int x = 0; x < njobs; x++)
 			for (int n = 1; n < jobs[x]->job.nattempts; n++) {
@@ -1319,16 +1399,21 @@ static void test_restart_in_place_random(void **state)
 				shrunk += b->in_place && b->nnodes < b[-1].nnodes;
 				claimed += b[-1].end == ATTEMPT_END_PREEMPTED &&
 					   strstr(b[-1].reason, "ran on a spare of job") != NULL;
+				pool_claimed += b[-1].end == ATTEMPT_END_PREEMPTED &&
+						strstr(b[-1].reason, "spare of the cluster's pool");
 			}
 		world_free(w);
 	}
 	/* the schedules reach every path */
 	print_message("# %d attempts started in place (%d with a node replaced), %d through the "
 		      "queue; elastic gangs grew %d times, shrank %d; a spare lent at %d steps, "
-		      "%d borrowers preempted for it\n",
-		      started_in_place, replaced, fell_back, grew, shrunk, borrowed, claimed);
+		      "%d borrowers preempted for it; the pool's spare lent at %d steps, %d "
+		      "borrowers preempted for it\n",
+		      started_in_place, replaced, fell_back, grew, shrunk, borrowed, claimed,
+		      pool_borrowed, pool_claimed);
 	assert_true(started_in_place > seeds / 4 && replaced > seeds / 20 && fell_back > 0);
 	assert_true(grew > 0 && shrunk > 0 && borrowed > 0 && claimed > 0);
+	assert_true(pool_borrowed > 0 && pool_claimed > 0);
 }
 
 /* A rank fails because its peer's node died: that node goes DOWN before
@@ -1614,6 +1699,7 @@ int main(void)
 		cmocka_unit_test(test_restart_in_place_replaces_a_lost_node),
 		cmocka_unit_test(test_spare_takes_a_lost_nodes_place),
 		cmocka_unit_test(test_pool_spare),
+		cmocka_unit_test(test_pool_spare_lent_to_preemptible_work),
 		cmocka_unit_test(test_restart_in_place_random),
 		cmocka_unit_test(test_peer_death_is_a_lost_node),
 		cmocka_unit_test(test_task_lost_with_agent),
