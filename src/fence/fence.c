@@ -16,6 +16,7 @@ void fence_params_of(int64_t node_timeout_ms, struct fence_params *ret)
 		.quiet_ms = node_timeout_ms / 4,
 		.step_ms = node_timeout_ms / 2,
 		.round_ms = node_timeout_ms / 32,
+		.power_margin_ms = node_timeout_ms / 8,
 	};
 }
 
@@ -95,7 +96,7 @@ int64_t fence_agent_next(const struct fence_agent *a, const struct fence_params 
 void fence_member_init(struct fence_member *m, int64_t now)
 {
 	*m = (struct fence_member){
-		.seen_ms = now, .proven_from = INT64_MIN, .proven_until = INT64_MIN};
+		.seen_ms = now, .run_from = now, .proven_from = INT64_MIN, .proven_until = INT64_MIN};
 }
 
 /* How long an answer proves its receiver hears the server: quiet, on the
@@ -108,6 +109,8 @@ static int64_t proof_ms(const struct fence_params *p)
 void fence_member_heard(struct fence_member *m, const struct fence_params *p, int64_t acked_ms,
 			int64_t now)
 {
+	if (now - m->seen_ms > p->power_margin_ms)
+		m->run_from = now; /* some were lost */
 	m->seen_ms = max64(m->seen_ms, now);
 	if (acked_ms == INT64_MIN)
 		return;
@@ -127,8 +130,10 @@ bool fence_member_silent(const struct fence_member *m, const struct fence_params
 	return now - m->seen_ms >= p->node_timeout_ms;
 }
 
-bool fence_may_declare_down(const struct fence_member *group, int n, int x,
-			    const struct fence_params *p, int64_t now, int *in_touch)
+/* How many of x's group (n members) the server proved in touch over the
+ * window that fences ask: from now - step (with a margin) until now. */
+static int group_in_touch(const struct fence_member *group, int n, int x,
+			  const struct fence_params *p, int64_t now, bool run)
 {
 	/* a round renewing x's lease past now began after now - step (on x's
 	 * clock, so with a margin here) and asked its peers before now */
@@ -136,10 +141,30 @@ bool fence_may_declare_down(const struct fence_member *group, int n, int x,
 	int k = 0;
 	for (int i = 0; i < n; i++)
 		if (i != x && group[i].proven_until != INT64_MIN && group[i].proven_from <= from &&
-		    group[i].proven_until >= now)
+		    group[i].proven_until >= now &&
+		    (!run || (group[i].run_from <= group[x].seen_ms &&
+			      now - group[i].seen_ms <= p->power_margin_ms)))
 			k++;
+	return k;
+}
+
+bool fence_may_declare_down(const struct fence_member *group, int n, int x,
+			    const struct fence_params *p, int64_t now, int *in_touch)
+{
+	int k = group_in_touch(group, n, x, p, now, false);
 	if (in_touch)
 		*in_touch = k;
 	int need = (n + 1) / 2 + p->server_quorum_adjust; /* ceil(n/2) */
 	return fence_member_silent(&group[x], p, now) && n > 1 && k >= need;
+}
+
+bool fence_may_power_off(const struct fence_member *group, int n, int x,
+			 const struct fence_params *p, int64_t now, int *in_touch)
+{
+	int k = group_in_touch(group, n, x, p, now, true);
+	if (in_touch)
+		*in_touch = k;
+	int need = (n + 1) / 2 + p->server_quorum_adjust;
+	return p->power_after_ms > 0 && now - group[x].seen_ms >= p->power_after_ms && n > 1 &&
+	       k >= need;
 }

@@ -45,6 +45,14 @@ struct fence_params {
 	int64_t quiet_ms;	 /* silence that starts rounds (a quarter) */
 	int64_t step_ms;	 /* a round renews the lease this long (a quarter) */
 	int64_t round_ms;	 /* a round waits for answers this long, then the next */
+	/* silence after which the server may have a node powered off (its
+	 * "power_fence"; 0: never). Over two heartbeats, so that no node in
+	 * touch is silent this long */
+	int64_t power_after_ms;
+	/* a gap between two requests of a node longer than this (T/8: a
+	 * heartbeat of T/10 and its delay) means some were lost: it breaks
+	 * the run of requests that power fencing asks of x's group */
+	int64_t power_margin_ms;
 	/* for the model test's mutants only (0 in tenk): added to the number
 	 * of silent members a round needs, and to the members the server
 	 * needs in touch */
@@ -94,6 +102,7 @@ bool fence_agent_round_end(struct fence_agent *a, const struct fence_params *p, 
 /* What the server knows of one node. */
 struct fence_member {
 	int64_t seen_ms; /* the last request from it arrived (or the server started) */
+	int64_t run_from; /* its requests came without a gap over power_margin since */
 	/* proven to hear the server from proven_from until proven_until */
 	int64_t proven_from, proven_until;
 };
@@ -111,3 +120,15 @@ bool fence_member_silent(const struct fence_member *m, const struct fence_params
  * window. *in_touch: how many were (for the log and UNREACHABLE). */
 bool fence_may_declare_down(const struct fence_member *group, int n, int x,
 			    const struct fence_params *p, int64_t now, int *in_touch);
+/* May the server have member x powered off now (power fencing, as
+ * Pacemaker's STONITH)? Only when power_after is set, x has been silent
+ * that long, and its group is in touch as fence_may_declare_down asks,
+ * each member counted only when the server has heard it without a gap
+ * over power_margin from before x's last word until now: then no cut of
+ * the group (which shares x's fate) can have cost x more than one
+ * heartbeat, and a silence of power_after (over two heartbeats and their
+ * delays) is x's own, not the control plane's (invariant B). Its lease
+ * need not have run out: once the command says the node is off, its
+ * tasks are gone (invariant A). */
+bool fence_may_power_off(const struct fence_member *group, int n, int x,
+			 const struct fence_params *p, int64_t now, int *in_touch);

@@ -17,10 +17,16 @@
  *      no lease runs out and no node is declared DOWN.
  *   L  a node that crashed while the rest of its group hears the server is
  *      declared DOWN within the node timeout plus a step, and so its job
- *      moves (the protocol is not safe by never acting).
+ *      moves (the protocol is not safe by never acting); with power
+ *      fencing, within its power_after and two heartbeats.
+ * Half the seeds fence by power (fence_may_power_off: the server has a
+ * silent node powered off, which ends its tasks at once, and moves its
+ * work without waiting for the lease); A and B are checked with it.
  * And the checks fail when the rules are weakened by one: a round that
  * counts a majority one member short, a server that moves work with one
- * member too few in touch.
+ * member too few in touch, power fencing that does not ask the members'
+ * requests to have come without a gap (a margin of a hundred node
+ * timeouts).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -92,7 +98,7 @@ struct sim {
 	int trace; /* FENCE_TRACE=SEED: say what happens (1 + node to follow) */
 	int violations_a, violations_b;
 	char why[256];
-	int expired, declared;
+	int expired, declared, powered_off;
 };
 
 static uint64_t rnd(struct sim *s)
@@ -276,8 +282,18 @@ static void server_tick(struct sim *s)
 			for (int i = 0; i < s->gsize[g]; i++)
 				grp[i] = s->mem[s->gmem[g][i]];
 			if (fence_may_declare_down(grp, s->gsize[g], s->idx_in_group[x], &s->p, l,
-						   NULL))
+						   NULL)) {
 				declare_down(s, x);
+			} else if (fence_may_power_off(grp, s->gsize[g], s->idx_in_group[x], &s->p,
+						       l, NULL)) {
+				/* the command says it is off: its tasks went with it */
+				if (s->up[x]) {
+					s->up[x] = false;
+					s->attempt[x] = false;
+				}
+				s->powered_off++;
+				declare_down(s, x);
+			}
 		}
 	}
 	push(s, (struct ev){.at = s->now + 100, .kind = EV_SRV_TICK});
@@ -473,7 +489,8 @@ static void run_event(struct sim *s, struct ev e)
 }
 
 /* Runs one seed; returns the sim for the checks (the caller frees heap). */
-static void run(struct sim *s, uint64_t seed, enum mode mode, int agent_adj, int server_adj)
+static void run(struct sim *s, uint64_t seed, enum mode mode, int agent_adj, int server_adj,
+		int64_t power_margin)
 {
 	memset(s, 0, sizeof(*s));
 	s->heap = calloc(MAXEV, sizeof(*s->heap));
@@ -485,6 +502,13 @@ static void run(struct sim *s, uint64_t seed, enum mode mode, int agent_adj, int
 	fence_params_of(T, &s->p);
 	s->p.agent_quorum_adjust = agent_adj;
 	s->p.server_quorum_adjust = server_adj;
+	/* half the seeds fence by power, after two heartbeats and a half
+	 * (a margin given: all of them) */
+	s->p.power_after_ms = seed % 2 ? 2 * HB + HB / 2 : 0;
+	if (power_margin >= 0) { /* the mutant: every seed, just past a heartbeat */
+		s->p.power_margin_ms = power_margin;
+		s->p.power_after_ms = HB + HB / 4;
+	}
 	s->n = (int)rnd_in(s, 2, MAXN);
 	/* groups of 1 to 5, in order */
 	for (int x = 0; x < s->n;) {
@@ -532,25 +556,28 @@ static int seeds(void)
 static void test_a_holds_in_any_schedule(void **state)
 {
 	struct sim s;
-	int moved = 0, expired = 0;
+	int moved = 0, expired = 0, powered = 0;
 	for (uint64_t seed = 1; seed <= (uint64_t)seeds(); seed++) {
-		run(&s, seed, MODE_CHAOS, 0, 0);
+		run(&s, seed, MODE_CHAOS, 0, 0, -1);
 		if (s.violations_a)
 			fail_msg("seed %llu: %s", (unsigned long long)seed, s.why);
 		moved += s.declared;
 		expired += s.expired;
+		powered += s.powered_off;
 	}
-	/* the schedules did cut nodes off: leases ran out, work moved */
-	assert_true(moved > seeds() / 4 && expired > seeds() / 4);
-	print_message("# A: %d seeds, %d nodes declared DOWN, %d leases ran out\n", seeds(), moved,
-		      expired);
+	/* the schedules did cut nodes off: leases ran out, work moved, nodes
+	 * were powered off */
+	assert_true(moved > seeds() / 4 && expired > seeds() / 4 && powered > seeds() / 8);
+	print_message("# A: %d seeds, %d nodes declared DOWN (%d of them powered off), %d leases "
+		      "ran out\n",
+		      seeds(), moved, powered, expired);
 }
 
 static void test_b_holds_when_only_the_control_plane_fails(void **state)
 {
 	struct sim s;
 	for (uint64_t seed = 1; seed <= (uint64_t)seeds(); seed++) {
-		run(&s, seed, MODE_OUTAGE, 0, 0);
+		run(&s, seed, MODE_OUTAGE, 0, 0, -1);
 		if (s.violations_a || s.violations_b)
 			fail_msg("seed %llu: %s", (unsigned long long)seed, s.why);
 	}
@@ -559,29 +586,38 @@ static void test_b_holds_when_only_the_control_plane_fails(void **state)
 static void test_a_crashed_node_is_declared_down(void **state)
 {
 	struct sim s;
-	int checked = 0;
-	int64_t worst = 0;
+	int checked = 0, fast = 0;
+	int64_t worst = 0, worst_fast = 0;
 	for (uint64_t seed = 1; seed <= (uint64_t)seeds() / 3; seed++) {
-		run(&s, seed, MODE_CRASH, 0, 0);
+		run(&s, seed, MODE_CRASH, 0, 0, -1);
 		if (s.violations_a)
 			fail_msg("seed %llu: %s", (unsigned long long)seed, s.why);
 		for (int x = 0; x < s.n; x++) {
 			if (!s.crashed_at[x] || s.gsize[s.group_of[x]] < 2)
 				continue; /* a group of one is never declared DOWN by itself */
 			checked++;
-			if (s.moved[x] && s.moved_at[x] - s.crashed_at[x] > worst)
-				worst = s.moved_at[x] - s.crashed_at[x];
-			if (!s.moved[x] || s.moved_at[x] - s.crashed_at[x] > T + T / 4 + 2 * HB)
+			int64_t took = s.moved_at[x] - s.crashed_at[x];
+			int64_t bound = T + T / 4 + 2 * HB;
+			if (s.p.power_after_ms) {
+				fast++;
+				bound = s.p.power_after_ms + 2 * HB;
+				if (s.moved[x] && took > worst_fast)
+					worst_fast = took;
+			} else if (s.moved[x] && took > worst) {
+				worst = took;
+			}
+			if (!s.moved[x] || took > bound)
 				fail_msg("seed %llu: node %d crashed at %lld, %s",
 					 (unsigned long long)seed, x, (long long)s.crashed_at[x],
 					 s.moved[x] ? "declared DOWN too late"
 						    : "never declared DOWN");
 		}
 	}
-	assert_true(checked > seeds() / 6);
+	assert_true(checked > seeds() / 6 && fast > seeds() / 20);
 	print_message("# L: %d crashed nodes declared DOWN, at most %lld ms after the crash (node "
-		      "timeout %d ms)\n",
-		      checked, (long long)worst, T);
+		      "timeout %d ms); %d of them powered off, at most %lld ms after (after %d "
+		      "ms of silence)\n",
+		      checked, (long long)worst, T, fast, (long long)worst_fast, 2 * HB + HB / 2);
 }
 
 /* Weakened by one, each rule lets two attempts run at once in some
@@ -594,7 +630,7 @@ static void test_weakened_rules_are_caught(void **state)
 		int found = 0;
 		uint64_t seed;
 		for (seed = 1; seed <= 4 * (uint64_t)seeds() && !found; seed++) {
-			run(&s, seed, MODE_CHAOS, adj[k][0], adj[k][1]);
+			run(&s, seed, MODE_CHAOS, adj[k][0], adj[k][1], -1);
 			found = s.violations_a;
 		}
 		print_message("# %s rule weakened: A broken at seed %llu (%s)\n",
@@ -602,6 +638,17 @@ static void test_weakened_rules_are_caught(void **state)
 			      found ? s.why : "never");
 		assert_true(found);
 	}
+	/* power fencing that takes members heard before and after a cut of
+	 * their group for a group in touch: a node of it is powered off */
+	int found = 0;
+	uint64_t seed;
+	for (seed = 1; seed <= 20 * (uint64_t)seeds() && !found; seed++) {
+		run(&s, seed, MODE_OUTAGE, 0, 0, 100 * T);
+		found = s.violations_b;
+	}
+	print_message("# power fencing without its run of requests: B broken at seed %llu (%s)\n",
+		      (unsigned long long)(seed - 1), found ? s.why : "never");
+	assert_true(found);
 }
 
 int main(void)
