@@ -1129,6 +1129,9 @@ struct pool_spec {
 
 #define MODEL_MAX_SPARE_MODELS 16
 #define MODEL_MAX_DOMAIN_LEVELS 8
+#define MODEL_MAX_FENCE_ARGS 16 /* power_fence's command: its words */
+#define MODEL_FENCE_ARG_MAX 256
+
 struct sched_config {
 	struct class_spec classes[MODEL_MAX_CLASSES];
 	int nclasses;
@@ -1237,6 +1240,17 @@ struct sched_config {
 	/* "fair_share": "units": a queue's share counts what it holds and
 	 * held in weighted units (catalogue_weight), not accelerators */
 	bool weighted_share;
+	/* "power_fence": {"command": ["fence-node", "{node}"], "after": "8s",
+	 * "timeout": "1m"}: a node silent for `after` (default: a quarter of
+	 * the node timeout) while its witness group hears the server is
+	 * powered off by the command ({node}: its name; {addr}: the address
+	 * its agent reached the server from), and its work moves as soon as
+	 * the command exits 0, its lease not waited for (fence.h). Read at
+	 * start; none where the command is empty */
+	int npower_fence;
+	char power_fence[MODEL_MAX_FENCE_ARGS][MODEL_FENCE_ARG_MAX];
+	int64_t power_fence_after_s;   /* 0: the default */
+	int64_t power_fence_timeout_s; /* the command is killed after this */
 };
 /* The depth of the fault-domain level of that name (n characters): 1 for
  * the widest; -1 if none. */

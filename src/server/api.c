@@ -1986,6 +1986,8 @@ void api_state_event(void *arg, const struct state_event *ev)
 		struct req_list *l = api_job_waits(s, id);
 		while (l->head)
 			reply_json(l->head, 200, api_job_for(l->head, ev->job));
+	} else if (ev->kind == STATE_EV_POWER_FENCE) {
+		server_power_fence(s, ev->node);
 	} else if (ev->kind == STATE_EV_WORK_CHANGED) {
 		struct snode *n = ev->node;
 		if ((size_t)n->index >= s->node_polls_alloc)

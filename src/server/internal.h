@@ -158,7 +158,8 @@ struct server {
 
 	/* task output asked of the agents (logs.c), oldest first */
 	struct log_fetch *log_fetches;
-	struct pty_session *ptys; /* pty.c */
+	struct pty_session *ptys;     /* pty.c */
+	struct power_run *power_runs; /* power.c: power_fence commands running */
 	uint64_t log_next_id;
 
 	/* long-polls waiting on it: `tenk wait` by job id, agents' work by node index */
@@ -355,6 +356,11 @@ int64_t server_now_ms(const struct server *s);
 /* Close callback for the server's handles (data = the server): the last one
  * closed at stop calls the stop callback. */
 void server_handle_closed(uv_handle_t *h);
+/* power.c: runs the power_fence command for node n; the state machine
+ * hears its end (state_node_powered_off). server_power_stop kills those
+ * that run (a stop). */
+void server_power_fence(struct server *s, struct snode *n);
+void server_power_stop(struct server *s);
 
 /* ---- http.c ------------------------------------------------------------------ */
 

@@ -544,7 +544,7 @@ const struct wire_group *state_node_witness(struct state *s, struct snode *n,
 /* May the server declare x DOWN by the witness group w (a node record's)?
  * Its members that are no longer nodes count as not in touch. */
 static bool may_by(struct state *s, const struct snode *x, const struct node_witness *w,
-		   int64_t mono, int *in_touch, int *group_n)
+		   int64_t mono, bool power, int *in_touch, int *group_n)
 {
 	if (w->n < 0)
 		return false; /* not known: hold */
@@ -563,7 +563,8 @@ static bool may_by(struct state *s, const struct snode *x, const struct node_wit
 	if (xi < 0)
 		return false;
 	*group_n = k;
-	return fence_may_declare_down(m, k, xi, &s->fence, mono, in_touch);
+	return power ? fence_may_power_off(m, k, xi, &s->fence, mono, in_touch)
+		     : fence_may_declare_down(m, k, xi, &s->fence, mono, in_touch);
 }
 
 /* May node n be declared DOWN now (fence.h)? By every witness group its
@@ -572,22 +573,64 @@ static bool may_by(struct state *s, const struct snode *x, const struct node_wit
  * now when it was never sent one (it renews nothing by peers). *in_touch:
  * how many of the others of the group weighed last the server knows hear
  * it; *unknown: its agent holds a group the server does not know. */
-static bool may_declare_down(struct state *s, const struct snode *n, int64_t mono, int *in_touch,
-			     int *group_n, bool *unknown)
+static bool may_declare_down(struct state *s, const struct snode *n, int64_t mono, bool power,
+			     int *in_touch, int *group_n, bool *unknown)
 {
 	const struct node_witness *sent = &n->rec.witness_sent, *acked = &n->rec.witness_acked;
 	*unknown = acked->n < 0;
 	if (sent->id[0] || acked->id[0]) {
 		bool ok = true;
 		if (acked->id[0])
-			ok = may_by(s, n, acked, mono, in_touch, group_n);
+			ok = may_by(s, n, acked, mono, power, in_touch, group_n);
 		if (ok && sent->id[0] && strcmp(sent->id, acked->id) != 0)
-			ok = may_by(s, n, sent, mono, in_touch, group_n);
+			ok = may_by(s, n, sent, mono, power, in_touch, group_n);
 		return ok;
 	}
 	struct node_witness cur;
 	witness_of(s, &s->groups[n->group], &cur);
-	return may_by(s, n, &cur, mono, in_touch, group_n);
+	return may_by(s, n, &cur, mono, power, in_touch, group_n);
+}
+
+/* Power fencing (config.json's "power_fence"; fence.h): a node with work
+ * that has been silent for power_after while its group hears the server
+ * is powered off by the operator's command, which the shell runs
+ * (STATE_EV_POWER_FENCE). */
+static void check_power(struct state *s, struct snode *n, int64_t mono)
+{
+	int in_touch = 0, gn = 1;
+	bool unknown = false;
+	if (!s->fence.power_after_ms || n->power_fencing || !n->nparts ||
+	    mono - n->last_seen_ms < s->fence.power_after_ms || mono < n->power_retry_mono ||
+	    !may_declare_down(s, n, mono, true, &in_touch, &gn, &unknown))
+		return;
+	n->power_fencing = true;
+	n->power_silent_ms = mono - n->last_seen_ms;
+	log_warn("node %s: silent for %llds while %d of the %d others of its witness group hear "
+		 "the server: powering it off (power_fence), so that its jobs can move now",
+		 n->rec.inv.name, (long long)((mono - n->last_seen_ms) / 1000), in_touch, gn - 1);
+	state_raise(s, &(struct state_event){.kind = STATE_EV_POWER_FENCE, .node = n});
+}
+
+void state_node_powered_off(struct state *s, const char *name, bool ok, const char *detail,
+			    int64_t now, int64_t mono)
+{
+	struct snode *n = state_node(s, name);
+	if (!n || !n->power_fencing)
+		return;
+	n->power_fencing = false;
+	if (!ok) {
+		n->power_retry_mono = mono + 60000;
+		log_err("node %s: power_fence failed (%s); its jobs wait for the node timeout, "
+			"and the command is tried again in a minute",
+			name, detail);
+		return;
+	}
+	if (n->live == NODE_LIVE_DOWN)
+		return;
+	char why[MODEL_REASON_MAX];
+	snprintf(why, sizeof(why), "powered off by power_fence after %.1fs of silence",
+		 (double)n->power_silent_ms / 1000.0);
+	state_node_lost(s, n, why, now);
 }
 
 /* One line for a group whose nodes the server holds: an outage of the
@@ -624,11 +667,15 @@ void state_check_nodes(struct state *s, int64_t now, int64_t mono)
 		state_groups_assign(s);
 	for (int i = 0; i < s->nnodes; i++) {
 		struct snode *n = s->nodes[i];
-		if (n->live == NODE_LIVE_DOWN || mono - n->last_seen_ms <= s->cfg.node_timeout_ms)
+		if (n->live == NODE_LIVE_DOWN)
 			continue;
+		if (mono - n->last_seen_ms <= s->cfg.node_timeout_ms) {
+			check_power(s, n, mono);
+			continue;
+		}
 		int in_touch = 0, gn = 1;
 		bool unknown = false;
-		if (may_declare_down(s, n, mono, &in_touch, &gn, &unknown)) {
+		if (may_declare_down(s, n, mono, false, &in_touch, &gn, &unknown)) {
 			char why[128];
 			snprintf(why, sizeof(why), "no heartbeat from its agent for %llds",
 				 (long long)(s->cfg.node_timeout_ms / 1000));

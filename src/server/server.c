@@ -705,6 +705,21 @@ int server_create(uv_loop_t *loop, const struct server_config *cfg, struct serve
 	    (r = load_token(s, "agent", s->agent_token, sizeof(s->agent_token), err)) < 0 ||
 	    (r = load_catalogue(s, err)) < 0 || (r = load_config(s, sched, err)) < 0)
 		goto fail;
+	/* a node in touch beats every tenth of the node timeout at most: two
+	 * beats, their delays and a margin (fence.h) */
+	if (sched->npower_fence && sched->power_fence_after_s &&
+	    sched->power_fence_after_s * 1000 < cfg->node_timeout_ms / 4) {
+		r = tk_errorf(
+			err, -EINVAL,
+			"power_fence.after: %llds is under two heartbeats and a half at a "
+			"node timeout of %llds (%lldms): nodes in touch could be powered off; "
+			"give %llds or more, or leave it out",
+			(long long)sched->power_fence_after_s,
+			(long long)(cfg->node_timeout_ms / 1000),
+			(long long)(cfg->node_timeout_ms / 4),
+			(long long)((cfg->node_timeout_ms / 4 + 999) / 1000));
+		goto fail;
+	}
 	if ((r = tk_random_hex(s->epoch, 16)) < 0) {
 		r = tk_errorf(err, r, "cannot read random bytes");
 		goto fail;
@@ -840,6 +855,7 @@ void server_stop(struct server *s, void (*done_cb)(void *arg), void *arg)
 	s->stop_arg = arg;
 	log_info("stopping");
 	uv_timer_stop(&s->cron);
+	server_power_stop(s);
 	/* arrays accepted are made (and changed) whole before the last write */
 	while (api_arrays_work(s, INT64_MAX / 2))
 		;

@@ -344,6 +344,11 @@ struct snode {
 	struct svalid *held_by; /* a validation run holds it: no other work starts */
 	bool pool_spare;	/* held idle in the cluster's spare pool (inplace.c) */
 	int64_t pool_lent_to;	/* that spare's borrower (a preemptible job); 0: none */
+	/* power fencing (nodes.c): the command runs; when it may run again
+	 * after one failed (monotonic) */
+	bool power_fencing;
+	int64_t power_silent_ms; /* its silence when the command began */
+	int64_t power_retry_mono;
 	/* its labels: its agent's, with an operator's over them */
 	char labels[MODEL_LABELS_MAX];
 	uint64_t pools; /* the pools its labels put it in (sched_config_pool_node) */
@@ -401,13 +406,14 @@ struct svalid {
 enum state_event_kind {
 	STATE_EV_JOB_ENDED,    /* job reached a final state: its waits can be answered */
 	STATE_EV_WORK_CHANGED, /* node's work changed: its agent's long-polls can be answered */
+	STATE_EV_POWER_FENCE,  /* node is to be powered off (power_fence): run the command */
 	STATE_EV_MAX
 };
 
 struct state_event {
 	enum state_event_kind kind;
 	struct sjob *job;   /* JOB_ENDED */
-	struct snode *node; /* WORK_CHANGED */
+	struct snode *node; /* WORK_CHANGED, POWER_FENCE */
 };
 
 /* Called on the caller's thread, from inside the state machine; it must not
@@ -791,6 +797,12 @@ void state_job_fence(struct state *s, struct sjob *j, const char *node, int64_t 
 /* Marks DOWN every node not heard from for the node timeout, and lets
  * fenced jobs start again once their fence is over (mono). */
 void state_check_nodes(struct state *s, int64_t now, int64_t mono);
+/* The power_fence command for node `name` ended: ok (it exited 0) says the
+ * node is off, so its work moves now, its lease not waited for; else
+ * detail says why, and it is tried again after a minute while the node is
+ * still silent. */
+void state_node_powered_off(struct state *s, const char *name, bool ok, const char *detail,
+			    int64_t now, int64_t mono);
 /* The node's state as the API shows it (model.h draws the diagram). */
 enum node_state state_node_state(const struct state *s, const struct snode *n);
 /* Raises STATE_EV_WORK_CHANGED for every node whose work changed. */

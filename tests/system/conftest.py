@@ -348,6 +348,29 @@ def children(pid):
     return kids
 
 
+def fence_script(workdir, hosts):
+    """A power_fence command for namespace hosts: it "powers off" node $1
+    by killing every process in its network namespace (agent, shims,
+    tasks), and notes each call; while WORKDIR/fence-fails exists it fails
+    as a BMC that does not answer would."""
+    log = os.path.join(workdir, "fenced")
+    path = os.path.join(workdir, "fence-node")
+    cases = "\n".join(f"host{h}) ns={hosts.names[h]} ;;" for h in range(1, len(hosts.names)))
+    with open(path, "w") as f:
+        f.write(f"""#!/bin/sh
+echo "$1 $2" >> {log}
+if [ -e {workdir}/fence-fails ]; then echo "the BMC of $1 does not answer"; exit 1; fi
+case "$1" in
+{cases}
+*) exit 2 ;;
+esac
+ip netns pids "$ns" | xargs -r kill -9
+echo "$1 is off"
+""")
+    os.chmod(path, 0o755)
+    return path, log
+
+
 def end_shims(under):
     """Kills what shims of agents this test started still run under folder
     `under` (their tasks, each a session of its own, and the shims): their

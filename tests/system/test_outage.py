@@ -16,7 +16,7 @@ import subprocess
 import sys
 import time
 
-from conftest import MultiHost, wait_for
+from conftest import MultiHost, fence_script, root_jobs_config, wait_for
 
 PY = sys.executable
 NODE_TIMEOUT_S = 6
@@ -117,7 +117,12 @@ def nodes_state(c):
 
 def outage_cluster(hosts, workdir, kill_all):
     """The server and three agents, the job running on all three, every
-    agent holding its group with every member's endpoint."""
+    agent holding its group with every member's endpoint. The cluster
+    powers silent nodes off ("power_fence"), which no outage of the
+    control plane may set off: finish() checks that it never did."""
+    script, _ = fence_script(workdir, hosts)
+    root_jobs_config(os.path.join(workdir, "data"),
+                     power_fence={"command": [script, "{node}", "{addr}"], "after": "2s"})
     c = MultiHost(workdir, hosts, node_timeout=f"{NODE_TIMEOUT_S}s")
     kill_all += c.daemons
     out = os.path.join(workdir, "check")
@@ -140,6 +145,8 @@ def finish(c, jid, out):
     job = c.job(jid)
     assert job["state"] == "COMPLETED" and len(job["attempts"]) == 1, job
     assert not os.path.exists(f"{out}/OVERLAP")
+    fenced = os.path.join(c.workdir, "fenced")
+    assert not os.path.exists(fenced), "powered off in an outage: " + open(fenced).read()
 
 
 def test_jobs_run_through_server_outages(hosts4, workdir, kill_all):

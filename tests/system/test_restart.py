@@ -12,10 +12,12 @@ import glob
 import os
 import signal
 import sys
+import time
 
 import pytest
 
-from conftest import MultiHost, children, end_shims, root_jobs_config, shim_pids, wait_for
+from conftest import (MultiHost, children, end_shims, fence_script, root_jobs_config,
+                      shim_pids, wait_for)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PY = sys.executable
@@ -345,4 +347,58 @@ def test_idle_spare_is_lent_to_preemptible_work(hosts4, workdir, kill_all, whose
     assert b["attempts"][0]["end_ms"] <= a2["start_ms"], (b["attempts"][0], a2)
     for j in (jid, other, waits, borrower):
         c.run("cancel", j, check=False)
+    c.stop_all()
+
+
+def test_power_fence_moves_a_dead_hosts_gang_before_the_node_timeout(hosts4, workdir, kill_all):
+    """With "power_fence", a host that dies is powered off by the
+    operator's command once it has been silent for "after" while its
+    witness group hears the server, and its gang restarts in place at once
+    rather than after the node timeout (its tasks' lease is not waited
+    for: the command says they are gone). A command that fails leaves the
+    node to the node timeout, and says why in the server's log. (A node
+    timeout of 20 s: beats of a second leave the server's proof that the
+    rest of the group is in touch room for the machine's jitter.)"""
+    script, log = fence_script(workdir, hosts4)
+    root_jobs_config(os.path.join(workdir, "data"),
+                     power_fence={"command": [script, "{node}", "{addr}"], "after": "5s"})
+    c = MultiHost(workdir, hosts4, fake="1xH100", node_timeout="20s",
+                  agent_args=["--heartbeat", "1s"])
+    kill_all += c.daemons
+    jid = c.submit("-N", "2", "--gpus-per-node", "1", "--restart", "in-place",
+                   "--max-restarts", "3", "--", "sleep", "600")
+    wait_for(lambda: c.job(jid)["state"] == "RUNNING", 60, "the gang")
+    first = [n["name"] for n in c.job(jid)["attempts"][0]["nodes"]]
+    # the host of node rank 1 dies: its ranks and its agent; its shims are
+    # left, as if the machine hung, for the fence to end
+    h = int(first[1].replace("host", ""))
+    kill_ranks(workdir, h)
+    c.agents[h].kill9()
+    wait_for(lambda: len(c.job(jid)["attempts"]) == 2, 30, "attempt 2")
+    a1, a2 = c.job(jid)["attempts"]
+    assert "powered off by power_fence after" in a1["reason"], a1
+    assert a2["in_place"] and a2["replaced"] == first[1], a2
+    assert [n["name"] for n in a2["nodes"]][0] == first[0], a2
+    with open(log) as f:
+        assert f.read().split() == [first[1], hosts4.addrs[h]]
+    assert not shim_pids(os.path.join(workdir, f"agent{h}")), "the fence left shims running"
+    wait_for(lambda: c.job(jid)["state"] == "RUNNING", 60, "attempt 2 running")
+    # the host powered off comes back (its witness group whole again; the
+    # server counts a member to prove another's silence only when it has
+    # heard it without a gap since before that silence began)
+    c.start_agent(h)
+    c.wait_nodes_up(3)
+    time.sleep(3)
+    # a command that fails: the next dead host is left to the node timeout
+    open(os.path.join(workdir, "fence-fails"), "w").close()
+    g = int(first[0].replace("host", ""))
+    kill_ranks(workdir, g)
+    c.agents[g].kill9()
+    wait_for(lambda: f"node {first[0]}: power_fence failed (it exited with 1: the BMC of "
+             f"{first[0]} does not answer)" in c.server.output(), 30, "the failure's log line")
+    assert len(c.job(jid)["attempts"]) == 2 and not c.job(jid)["attempts"][1].get("ended"), \
+        c.job(jid)
+    assert [ln.split()[0] for ln in open(log)] == [first[1], first[0]]
+    end_shims(os.path.join(workdir, f"agent{g}"))
+    c.run("cancel", jid)
     c.stop_all()

@@ -1253,6 +1253,32 @@ static void test_fault_domains(void **state)
 	assert_int_equal(c->maint_lookahead_s, 7200);
 	assert_true(sched_config_load_json(c, "{\"maint_lookahead\": \"soon\"}", &err) < 0);
 	assert_non_null(strstr(err.text, "maint_lookahead: expected a duration such as \"24h\""));
+	/* power fencing: a program by its path, its words, a silence, a timeout */
+	assert_int_equal(c->npower_fence, 0);
+	assert_int_equal(sched_config_load_json(
+				 c,
+				 "{\"power_fence\": {\"command\": [\"/sbin/fence\", \"{node}\", "
+				 "\"--bmc={addr}\"], \"after\": \"8s\"}}",
+				 &err),
+			 0);
+	assert_int_equal(c->npower_fence, 3);
+	assert_string_equal(c->power_fence[2], "--bmc={addr}");
+	assert_int_equal(c->power_fence_after_s, 8);
+	assert_int_equal(c->power_fence_timeout_s, 60);
+	static const char *const bad_fences[][2] = {
+		{"{\"power_fence\": [\"/sbin/fence\"]}", "power_fence: must be an object"},
+		{"{\"power_fence\": {\"after\": \"8s\"}}", "power_fence.command: must name"},
+		{"{\"power_fence\": {\"command\": [\"fence\"]}}", "is not an absolute path"},
+		{"{\"power_fence\": {\"command\": [\"/f\"], \"after\": \"0\"}}",
+		 "power_fence.after: expected a duration from 1s to 1h"},
+		{"{\"power_fence\": {\"command\": [\"/f\"], \"wait\": \"1s\"}}",
+		 "power_fence.wait"},
+	};
+	for (size_t k = 0; k < ARRAY_SIZE(bad_fences); k++) {
+		assert_true(sched_config_load_json(c, bad_fences[k][0], &err) < 0);
+		if (!strstr(err.text, bad_fences[k][1]))
+			fail_msg("%s: said %s", bad_fences[k][0], err.text);
+	}
 	free(c);
 	/* a request carries them; bad ones are refused as it is read */
 	json_t *rq = json_pack("{s:[s], s:s, s:s, s:s}", "command", "true", "cwd", "/", "spread",
