@@ -95,8 +95,10 @@ int64_t fence_agent_next(const struct fence_agent *a, const struct fence_params 
 
 void fence_member_init(struct fence_member *m, int64_t now)
 {
-	*m = (struct fence_member){
-		.seen_ms = now, .run_from = now, .proven_from = INT64_MIN, .proven_until = INT64_MIN};
+	*m = (struct fence_member){.seen_ms = now,
+				   .run_from = now,
+				   .proven_from = INT64_MIN,
+				   .proven_until = INT64_MIN};
 }
 
 /* How long an answer proves its receiver hears the server: quiet, on the

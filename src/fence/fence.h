@@ -101,7 +101,7 @@ bool fence_agent_round_end(struct fence_agent *a, const struct fence_params *p, 
 
 /* What the server knows of one node. */
 struct fence_member {
-	int64_t seen_ms; /* the last request from it arrived (or the server started) */
+	int64_t seen_ms;  /* the last request from it arrived (or the server started) */
 	int64_t run_from; /* its requests came without a gap over power_margin since */
 	/* proven to hear the server from proven_from until proven_until */
 	int64_t proven_from, proven_until;
