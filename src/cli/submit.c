@@ -69,6 +69,7 @@ enum {
 	S_MAX_RESTARTS,
 	S_SPARES,
 	S_CONSTRAINT,
+	S_FABRIC,
 	S_TOLERATE,
 	S_PARTITION,
 	S_SPREAD,
@@ -167,6 +168,9 @@ static const struct tk_option submit_opts[] = {
 	{"constraint", 'C', "EXPR",
 	 "only on nodes whose labels satisfy EXPR (Slurm's feature syntax): KEY, KEY=VALUE or "
 	 "KEY!=VALUE, joined by & (and) and | (or), e.g. \"fabric=ib&rack!=r07\""},
+	{"fabric", 0, "KIND",
+	 "only on nodes of this RDMA fabric: ib (an InfiniBand port ACTIVE), roce, or rdma "
+	 "(either); the nodes' fabric= label, with --constraint's"},
 	{"tolerate", 0, "TAINT,...",
 	 "may run on nodes with these taints (tenk nodes taint): a tainted node takes only jobs "
 	 "that tolerate each of its taints"},
@@ -1010,11 +1014,16 @@ static int request_opts(struct ctx *c, json_t *req, bool update)
 	}
 	if ((r = add_int_opt(c, req, S_SWITCHES, "switches", 1, MODEL_MAX_SWITCHES)))
 		return r;
-	if (c->v[S_CONSTRAINT]) {
+	if (c->v[S_CONSTRAINT] || c->v[S_FABRIC]) {
 		struct tk_error cerr;
-		if (job_constraint_check(c->v[S_CONSTRAINT], &cerr) < 0)
+		char expr[MODEL_CONSTRAINT_MAX];
+		snprintf(expr, sizeof(expr), "%s", c->v[S_CONSTRAINT] ? c->v[S_CONSTRAINT] : "");
+		if (c->v[S_CONSTRAINT] && job_constraint_check(c->v[S_CONSTRAINT], &cerr) < 0)
 			return cli__usage_error(c->cmd, "--%s", cerr.text);
-		json_object_set_new(req, "constraint", json_string(c->v[S_CONSTRAINT]));
+		if (c->v[S_FABRIC] && job_constraint_with_fabric(c->v[S_CONSTRAINT], c->v[S_FABRIC],
+								 expr, sizeof(expr), &cerr) < 0)
+			return cli__usage_error(c->cmd, "--%s", cerr.text);
+		json_object_set_new(req, "constraint", json_string(expr));
 	}
 	if (c->v[S_TOLERATE])
 		json_object_set_new(req, "tolerate", json_string(c->v[S_TOLERATE]));

@@ -334,3 +334,16 @@ int node_network_unpack(json_t *j, struct node_inventory *inv, struct tk_error *
 	}
 	return 0;
 }
+
+const char *node_fabric_of(const struct node_inventory *inv)
+{
+	bool roce = false;
+	for (int i = 0; i < inv->nrdma; i++) {
+		if (!inv->rdma[i].active)
+			continue;
+		if (!inv->rdma[i].ethernet)
+			return "ib";
+		roce = true;
+	}
+	return roce ? "roce" : NULL;
+}

@@ -182,14 +182,61 @@ void node_labels_merge(const char *base, const char *over, char *out, size_t out
 	strbuf_release(&sb);
 }
 
-void node_labels_with_gpu(const char *labels, const char *model, char *out, size_t outn)
+void node_labels_beneath(const char *labels, const char *key, const char *value, char *out,
+			 size_t outn)
 {
-	char gpu[MODEL_NAME_MAX + 8], canon[MODEL_NAME_MAX + 8];
-	snprintf(gpu, sizeof(gpu), "gpu=%s", model ? model : "");
-	if (!model || !*model || node_labels_parse(gpu, canon, sizeof(canon), NULL) < 0)
+	char kv[2 * MODEL_NAME_MAX + 8], canon[2 * MODEL_NAME_MAX + 8];
+	snprintf(kv, sizeof(kv), "%s=%s", key, value ? value : "");
+	if (!value || !*value || node_labels_parse(kv, canon, sizeof(canon), NULL) < 0)
 		snprintf(out, outn, "%s", labels ? labels : "");
 	else
 		node_labels_merge(canon, labels, out, outn);
+}
+
+void node_labels_with_gpu(const char *labels, const char *model, char *out, size_t outn)
+{
+	node_labels_beneath(labels, "gpu", model, out, outn);
+}
+
+int job_constraint_with_fabric(const char *expr, const char *kind, char *out, size_t outn,
+			       struct tk_error *err)
+{
+	static const char *const kinds[][2] = {
+		{"ib", "fabric=ib"}, {"roce", "fabric=roce"}, {"rdma", "fabric=ib|fabric=roce"}};
+	const char *alts = NULL;
+	for (size_t k = 0; k < ARRAY_SIZE(kinds); k++)
+		if (strcmp(kind, kinds[k][0]) == 0)
+			alts = kinds[k][1];
+	if (!alts)
+		return tk_errorf(err, -EINVAL,
+				 "fabric: expected ib (InfiniBand), roce or rdma (either), got "
+				 "\"%.40s\"",
+				 kind);
+	struct strbuf sb;
+	strbuf_init(&sb);
+	/* & binds before |: each alternative of expr, with each kind's */
+	const char *p = expr && *expr ? expr : NULL;
+	do {
+		const char *bar = p ? strchr(p, '|') : NULL;
+		size_t len = p ? (bar ? (size_t)(bar - p) : strlen(p)) : 0;
+		for (const char *a = alts;;) {
+			const char *abar = strchr(a, '|');
+			size_t alen = abar ? (size_t)(abar - a) : strlen(a);
+			strbuf_addf(&sb, "%s%.*s%s%.*s", sb.len ? "|" : "", (int)len, p ? p : "",
+				    len ? "&" : "", (int)alen, a);
+			if (!abar)
+				break;
+			a = abar + 1;
+		}
+		p = bar ? bar + 1 : NULL;
+	} while (p);
+	int r = 0;
+	if (sb.len >= outn)
+		r = tk_errorf(err, -EINVAL, "constraint: too long with --fabric %s", kind);
+	else
+		snprintf(out, outn, "%s", sb.buf);
+	strbuf_release(&sb);
+	return r;
 }
 
 static int cmp_str(const void *a, const void *b)

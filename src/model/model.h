@@ -222,6 +222,10 @@ void model_sysfs_list_free(char **names, size_t n);
 /* "network": {"interfaces": [...], "rdma": [...]}; NULL where it has none. */
 json_t *node_network_pack(const struct node_inventory *inv);
 int node_network_unpack(json_t *j, struct node_inventory *inv, struct tk_error *err);
+/* The node's RDMA fabric, the value of its fabric= label: "ib" where an
+ * InfiniBand port is ACTIVE, else "roce" where a RoCE port is; NULL where
+ * none is (TCP alone). */
+const char *node_fabric_of(const struct node_inventory *inv);
 
 /* Node labels and job constraints (labels.c). node_labels_parse: "k=v,k2=v2"
  * (checked) into its canonical form, sorted by key; the number of labels.
@@ -255,6 +259,16 @@ bool node_taints_tolerated(const char *taints, const char *tolerate);
  * model, gpu=MODEL (its first's; none for a node without, or a model that
  * is no label's value), beneath them. */
 void node_labels_with_gpu(const char *labels, const char *model, char *out, size_t outn);
+/* labels (canonical) with key=value beneath them (none where value is
+ * NULL or empty, or no label's value): what every node carries of its
+ * inventory (fabric=ib). */
+void node_labels_beneath(const char *labels, const char *key, const char *value, char *out,
+			 size_t outn);
+/* --fabric KIND (ib, roce, or rdma: either) as a constraint: expr's (NULL:
+ * none) every alternative with fabric=KIND, into out. < 0 with err for a
+ * kind that is none of these, or a constraint too long. */
+int job_constraint_with_fabric(const char *expr, const char *kind, char *out, size_t outn,
+			       struct tk_error *err);
 /* over's labels on base's (both canonical): over wins a key both have. */
 void node_labels_merge(const char *base, const char *over, char *out, size_t outn);
 bool job_constraint_match(const char *expr, const char *labels);

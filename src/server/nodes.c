@@ -739,10 +739,11 @@ void state_node_labels_sync(struct state *s, struct snode *n)
 {
 	char was[MODEL_LABELS_MAX];
 	snprintf(was, sizeof(was), "%s", n->labels);
-	char base[MODEL_LABELS_MAX];
+	char gpu[MODEL_LABELS_MAX], base[MODEL_LABELS_MAX];
 	node_labels_with_gpu(n->rec.inv.labels,
-			     n->rec.inv.naccel ? n->rec.inv.accel[0].model : NULL, base,
-			     sizeof(base));
+			     n->rec.inv.naccel ? n->rec.inv.accel[0].model : NULL, gpu,
+			     sizeof(gpu));
+	node_labels_beneath(gpu, "fabric", node_fabric_of(&n->rec.inv), base, sizeof(base));
 	node_labels_merge(base, n->rec.labels_set, n->labels, sizeof(n->labels));
 	uint64_t pools = sched_config_pool_node(&s->sched, n->labels);
 	if (strcmp(was, n->labels) != 0 || pools != n->pools) {

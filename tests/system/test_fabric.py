@@ -113,6 +113,24 @@ def test_fabric_from_a_recorded_tree(workdir, procs):
                  "0000:17:00.0, NUMA 0",
                  "mlx5_1 port 1: RoCE, DOWN, 100 Gb/s, 255 GIDs"):
         assert line in shown, (line, shown)
+    # its InfiniBand port is ACTIVE: it carries fabric=ib, a node of TCP
+    # alone none; --fabric places by it
+    agent(t, procs, "n2", os.path.join(workdir, "w2"), "--fake-gpus", "1xH100")
+    t.wait_nodes_up(2)
+    labels = {n["name"]: n["labels"] for n in t.json("nodes")["nodes"]}
+    assert labels == {"n1": {"fabric": "ib", "gpu": "H100"}, "n2": {"gpu": "H100"}}, labels
+    jid = t.submit("--fabric", "ib", "-G", "1", "--", "true")
+    assert t.job(jid)["request"]["constraint"] == "fabric=ib"
+    t.run("wait", jid, timeout=60)
+    assert t.job(jid)["attempts"][0]["nodes"][0]["name"] == "n1"
+    jid = t.submit("--fabric", "rdma", "-C", "gpu=H100|gpu=A100", "-G", "1", "--", "true")
+    assert t.job(jid)["request"]["constraint"] == \
+        "gpu=H100&fabric=ib|gpu=H100&fabric=roce|gpu=A100&fabric=ib|gpu=A100&fabric=roce"
+    t.run("wait", jid, timeout=60)
+    assert t.job(jid)["attempts"][0]["nodes"][0]["name"] == "n1"
+    p = t.run("submit", "--fabric", "opa", "--", "true", check=False)
+    assert p.returncode != 0 and "--fabric: expected ib (InfiniBand), roce or rdma" in p.stderr, \
+        p.stderr
 
 
 def test_fabric_of_namespace_hosts(hosts3, workdir, kill_all):
@@ -177,6 +195,9 @@ def test_network_layer_of_a_recorded_tree(workdir):
     assert n["detail"] == ("NCCL_IB_DISABLE=1 forces NCCL onto sockets though mlx5_0 port 1 "
                            "is active: unset it"), n
     assert c["net_mtu"]["verdict"] in ("pass", "skip"), c["net_mtu"]
+    rate = c["rdma_rate"]  # the slowest port ACTIVE: held to the peers' (none here)
+    assert (rate["verdict"], rate["figure"]) == ("pass", 400), rate
+    assert rate["detail"] == "mlx5_0 port 1, the slowest ACTIVE", rate
     # the RoCE port up: the layer passes, and NCCL's sockets interface alone
     # is no fault
     for path, text in (("class/net/enp23s0f1np1/operstate", "up"),
@@ -189,10 +210,12 @@ def test_network_layer_of_a_recorded_tree(workdir):
     assert "NCCL_SOCKET_IFNAME=eno1 picks the sockets' interface only" in \
         c["nccl_env"]["detail"], c["nccl_env"]
     assert "cpu_sgemm" in c  # the layer passed: compute ran
+    assert c["rdma_rate"]["figure"] == 100, c["rdma_rate"]  # the RoCE port's, now
     # no RDMA at all: those checks are skipped
     os.rename(os.path.join(sysfs, "class", "infiniband"), os.path.join(sysfs, "ib-gone"))
     p, c = validate_network(sysfs, NCCL_IB_DISABLE="1")
     assert c["rdma_ports"]["verdict"] == "skip" and c["nccl_env"]["verdict"] == "skip", c
+    assert c["rdma_rate"]["verdict"] == "skip", c
 
 
 def test_network_layer_names_the_odd_mtu(hosts4, workdir, kill_all):

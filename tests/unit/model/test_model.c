@@ -1209,6 +1209,32 @@ static void test_gpu_label(void **state)
 	assert_string_equal(out, "tier=cpu");
 	node_labels_with_gpu(NULL, "no such model", out, sizeof(out)); /* no label's value */
 	assert_string_equal(out, "");
+	/* fabric=KIND beneath too, from the RDMA ports ACTIVE */
+	struct node_inventory inv = {0};
+	assert_null(node_fabric_of(&inv));
+	inv.nrdma = 2;
+	inv.rdma[0] = (struct rdma_port){.ethernet = true, .active = true};
+	inv.rdma[1] = (struct rdma_port){.ethernet = false, .active = false};
+	assert_string_equal(node_fabric_of(&inv), "roce");
+	inv.rdma[1].active = true;
+	assert_string_equal(node_fabric_of(&inv), "ib");
+	node_labels_beneath("gpu=H100", "fabric", "ib", out, sizeof(out));
+	assert_string_equal(out, "fabric=ib,gpu=H100");
+	node_labels_beneath("fabric=opa", "fabric", "ib", out, sizeof(out)); /* the agent's wins */
+	assert_string_equal(out, "fabric=opa");
+	/* --fabric as a constraint: with each alternative of --constraint's */
+	struct tk_error err;
+	assert_int_equal(job_constraint_with_fabric(NULL, "ib", out, sizeof(out), &err), 0);
+	assert_string_equal(out, "fabric=ib");
+	assert_int_equal(job_constraint_with_fabric("rack!=r7", "rdma", out, sizeof(out), &err), 0);
+	assert_string_equal(out, "rack!=r7&fabric=ib|rack!=r7&fabric=roce");
+	assert_int_equal(job_constraint_with_fabric("a|b=1&c", "roce", out, sizeof(out), &err), 0);
+	assert_string_equal(out, "a&fabric=roce|b=1&c&fabric=roce");
+	assert_true(job_constraint_match(out, "b=1,c=x,fabric=roce"));
+	assert_false(job_constraint_match(out, "b=1,c=x,fabric=ib"));
+	assert_true(job_constraint_with_fabric(NULL, "opa", out, sizeof(out), &err) < 0);
+	assert_non_null(strstr(err.text, "fabric: expected ib (InfiniBand), roce or rdma"));
+	assert_true(job_constraint_with_fabric(NULL, "rdma", out, 8, &err) < 0);
 }
 
 /* Fault domains: paths checked, --spread and --within parsed, the levels'
