@@ -71,7 +71,10 @@ double validate__vpair_figure(const double *row, int n, int me)
 static void peer_threshold(const struct vpeer *all, int n, int me, struct vcheck *c, double tol,
 			   double mine_override)
 {
-	if (c->verdict == V_SKIP || !c->higher_is_better)
+	/* (a link's speed and a port's rate are what the device says, not a
+	 * measure: held_alike holds them) */
+	if (c->verdict == V_SKIP || !c->higher_is_better || strcmp(c->name, "net_speed") == 0 ||
+	    strcmp(c->name, "rdma_rate") == 0)
 		return;
 	double *v = xcalloc((size_t)n + 1, sizeof(double));
 	int k = 0;
@@ -113,6 +116,55 @@ static void peer_threshold(const struct vpeer *all, int n, int me, struct vcheck
 	free(v);
 }
 
+/* c, a check every node makes, held to the nodes' figures: the most
+ * common figure (a majority's) is the rule, and a node unlike it fails,
+ * naming the figure (with no majority every node unlike its own fails);
+ * with lower_only, only a figure under the rule (or, with no majority,
+ * under the highest) fails. */
+static void held_alike(const struct vpeer *all, int n, struct vcheck *c, bool lower_only,
+		       const char *before, const char *after)
+{
+	if (c->verdict == V_SKIP)
+		return;
+	int total = 0, same = 0, best = 0;
+	double best_v = c->figure, top = c->figure;
+	for (int p = 0; p < n; p++)
+		for (int j = 0; j < all[p].nchecks; j++) {
+			const struct vpeer_check *x = &all[p].checks[j];
+			if (strcmp(x->name, c->name) != 0 || x->verdict == V_SKIP)
+				continue;
+			total++;
+			same += x->figure == c->figure;
+			top = fmax(top, x->figure);
+			int cnt = 0;
+			for (int q = 0; q < n; q++)
+				for (int k = 0; k < all[q].nchecks; k++)
+					cnt += strcmp(all[q].checks[k].name, c->name) == 0 &&
+					       all[q].checks[k].verdict != V_SKIP &&
+					       all[q].checks[k].figure == x->figure;
+			if (cnt > best || (cnt == best && x->figure == c->figure))
+				best = cnt, best_v = x->figure;
+		}
+	if (total < 2 || same == total)
+		return;
+	bool majority = 2 * best > total;
+	bool odd = lower_only ? c->figure < (majority ? best_v : top)
+			      : best_v != c->figure || !majority;
+	size_t l = strlen(c->detail);
+	if (odd) {
+		c->verdict = V_FAIL;
+		snprintf(c->detail + l, sizeof(c->detail) - l, ": %s%g%s; %d of %d nodes have %g%s",
+			 before, c->figure, after, majority ? best : 1, total,
+			 majority ? best_v : top, after);
+	} else if (c->figure == best_v) {
+		snprintf(c->detail + l, sizeof(c->detail) - l, " (as %d of %d nodes; %d differ)",
+			 same, total, total - same);
+	} else {
+		snprintf(c->detail + l, sizeof(c->detail) - l, " (over the %g%s of %d of %d nodes)",
+			 best_v, after, best, total);
+	}
+}
+
 int validate__vpeer_judge(const struct vpeer *all, int n, int me, const struct vrun *o,
 			  struct vcheck *checks, int nchecks, int max)
 {
@@ -152,44 +204,14 @@ int validate__vpeer_judge(const struct vpeer *all, int n, int me, const struct v
 			}
 		}
 	}
-	/* the MTU to the peers: alike on every node; the odd one out fails,
-	 * and with no majority every node does */
+	/* the MTU to the peers alike on every node; the links' speed and the
+	 * RDMA ports' rate not under the peers' (held_alike) */
 	for (int i = 0; i < nchecks && n > 1; i++) {
-		struct vcheck *c = &checks[i];
-		if (strcmp(c->name, "net_mtu") != 0 || c->verdict == V_SKIP)
-			continue;
-		int total = 0, same = 0, best = 0;
-		double best_v = c->figure;
-		for (int p = 0; p < n; p++)
-			for (int j = 0; j < all[p].nchecks; j++) {
-				const struct vpeer_check *x = &all[p].checks[j];
-				if (strcmp(x->name, "net_mtu") != 0 || x->verdict == V_SKIP)
-					continue;
-				total++;
-				same += x->figure == c->figure;
-				int cnt = 0;
-				for (int q = 0; q < n; q++)
-					for (int k = 0; k < all[q].nchecks; k++)
-						cnt += strcmp(all[q].checks[k].name, "net_mtu") ==
-							       0 &&
-						       all[q].checks[k].verdict != V_SKIP &&
-						       all[q].checks[k].figure == x->figure;
-				if (cnt > best || (cnt == best && x->figure == c->figure))
-					best = cnt, best_v = x->figure;
-			}
-		if (total < 2 || same == total)
-			continue;
-		bool odd = best_v != c->figure || 2 * best <= total;
-		size_t l = strlen(c->detail);
-		if (odd) {
-			c->verdict = V_FAIL;
-			snprintf(c->detail + l, sizeof(c->detail) - l,
-				 ": MTU %.0f; %d of %d nodes have %.0f", c->figure, best, total,
-				 best_v);
-		} else {
-			snprintf(c->detail + l, sizeof(c->detail) - l,
-				 " (as %d of %d nodes; %d differ)", best, total, total - same);
-		}
+		if (strcmp(checks[i].name, "net_mtu") == 0)
+			held_alike(all, n, &checks[i], false, "MTU ", "");
+		else if (strcmp(checks[i].name, "net_speed") == 0 ||
+			 strcmp(checks[i].name, "rdma_rate") == 0)
+			held_alike(all, n, &checks[i], true, "", " Gb/s");
 	}
 	if (nchecks < max && o->want[VL_SYSTEM] && n > 1) {
 		struct vcheck *c = &checks[nchecks++];

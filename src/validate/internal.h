@@ -67,6 +67,10 @@ void validate__check_net_links(struct vcheck *c, const struct node_inventory *in
 void validate__check_rdma(struct vcheck *c, const struct node_inventory *inv);
 void validate__check_nccl_env(struct vcheck *c, const struct node_inventory *inv);
 void validate__check_net_mtu(struct vcheck *c);
+/* the speed of the interface to the peers, and the slowest ACTIVE RDMA
+ * port's rate: held to the peers' (cluster.c) */
+void validate__check_net_speed(struct vcheck *c, const struct node_inventory *inv);
+void validate__check_rdma_rate(struct vcheck *c, const struct node_inventory *inv);
 
 void validate__vcheck_raise(struct vcheck *c, double th, const char *from);
 const char *validate__vverdict_name(enum vverdict v);

@@ -11,6 +11,10 @@
  *   net_mtu     the MTU of the interface the node reaches its peers by;
  *               with --nodes held to its peers' (cluster.c): the odd one
  *               out fails, naming it
+ *   net_speed   that interface's link speed (sysfs); held to the peers':
+ *               one under theirs fails
+ *   rdma_rate   the slowest ACTIVE RDMA port's rate (none: skipped); held
+ *               to the peers' as net_speed
  */
 #include "internal.h"
 
@@ -225,4 +229,49 @@ void validate__check_net_mtu(struct vcheck *c)
 	if (c->figure < 1280)
 		c->verdict = V_FAIL;
 	snprintf(c->detail, sizeof(c->detail), "%s (%s)", ifname, addr);
+}
+
+void validate__check_net_speed(struct vcheck *c, const struct node_inventory *inv)
+{
+	validate__vcheck_set(c, "network", "net_speed", "Gb/s", true);
+	const char *to = getenv("MASTER_ADDR");
+	char ifname[IF_NAMESIZE] = "", addr[INET_ADDRSTRLEN] = "";
+	if (route_to(to && *to ? to : "192.0.2.1", ifname, sizeof(ifname), addr, sizeof(addr)) <
+	    0) {
+		c->verdict = V_SKIP;
+		snprintf(c->detail, sizeof(c->detail), "skipped: no IPv4 route to %s",
+			 to && *to ? to : "outside this machine");
+		return;
+	}
+	const struct nic *nic = NULL;
+	for (int i = 0; i < inv->nnics && !nic; i++)
+		if (strcmp(inv->nics[i].name, ifname) == 0)
+			nic = &inv->nics[i];
+	if (!nic || nic->speed_mbps <= 0) {
+		c->verdict = V_SKIP;
+		snprintf(c->detail, sizeof(c->detail), "skipped: %s (%s) says no speed", ifname,
+			 addr);
+		return;
+	}
+	/* no floor of its own: the peers' speed is the rule (cluster.c) */
+	c->figure = (double)nic->speed_mbps / 1000;
+	snprintf(c->detail, sizeof(c->detail), "%s (%s)", ifname, addr);
+}
+
+void validate__check_rdma_rate(struct vcheck *c, const struct node_inventory *inv)
+{
+	validate__vcheck_set(c, "network", "rdma_rate", "Gb/s", true);
+	const struct rdma_port *slow = NULL;
+	for (int i = 0; i < inv->nrdma; i++)
+		if (inv->rdma[i].active && inv->rdma[i].rate_gbps > 0 &&
+		    (!slow || inv->rdma[i].rate_gbps < slow->rate_gbps))
+			slow = &inv->rdma[i];
+	if (!slow) {
+		c->verdict = V_SKIP;
+		snprintf(c->detail, sizeof(c->detail), "skipped: no ACTIVE RDMA port with a rate");
+		return;
+	}
+	c->figure = slow->rate_gbps;
+	snprintf(c->detail, sizeof(c->detail), "%s port %d, the slowest ACTIVE", slow->dev,
+		 slow->port);
 }

@@ -161,7 +161,7 @@ int validate_local(const struct vrun *o, struct vcheck *checks, int max)
 	for (int l = 0; l < VLAYERS; l++)
 		nlayers += o->want[l];
 	int done_layers = 0;
-	for (int l = 0; l < VLAYERS && !(failed && !o->all) && n + 5 <= max; l++) {
+	for (int l = 0; l < VLAYERS && !(failed && !o->all) && n + 6 <= max; l++) {
 		if (!o->want[l])
 			continue;
 		if (o->progress)
@@ -182,6 +182,8 @@ int validate_local(const struct vrun *o, struct vcheck *checks, int max)
 			validate__check_rdma(&checks[n++], inv);
 			validate__check_nccl_env(&checks[n++], inv);
 			validate__check_net_mtu(&checks[n++]);
+			validate__check_net_speed(&checks[n++], inv);
+			validate__check_rdma_rate(&checks[n++], inv);
 			free(inv);
 			break;
 		}

@@ -179,6 +179,45 @@ static void test_mtu_held_to_the_peers(void **state)
 	assert_string_equal(ok.detail, "eth0 (10.0.0.2)");
 }
 
+/* Node `me` of n: its check `name` (figures fig[0..n)) after the judge. */
+static struct vcheck held_of(const char *name, int n, const double *fig, int me)
+{
+	struct vpeer all[4];
+	struct vcheck c[8];
+	for (int i = 0; i < n; i++) {
+		peer(&all[i], i ? "b" : "a", "s", 100, 1);
+		all[i].checks[1] = (struct vpeer_check){.figure = fig[i]};
+		snprintf(all[i].checks[1].name, sizeof(all[i].checks[1].name), "%s", name);
+		all[i].nchecks = 2;
+	}
+	int k = mine(c, 100);
+	validate__vcheck_set(&c[k], "network", name, "Gb/s", true);
+	c[k].figure = fig[me];
+	snprintf(c[k].detail, sizeof(c[k].detail), "eth0 (10.0.0.%d)", me + 1);
+	struct vrun o = opts();
+	int nc = validate__vpeer_judge(all, n, me, &o, c, k + 1, 8);
+	return *find(c, nc, name);
+}
+
+/* A link's speed and the RDMA ports' rate are held to the peers' from
+ * below only: slower than most fails naming the figures, faster passes;
+ * with no majority, under the fastest fails. */
+static void test_speed_held_to_the_peers(void **state)
+{
+	const double three[] = {100, 100, 25}, fast[] = {100, 100, 400}, two[] = {100, 25};
+	struct vcheck slow = held_of("net_speed", 3, three, 2);
+	assert_int_equal(slow.verdict, V_FAIL);
+	assert_string_equal(slow.detail, "eth0 (10.0.0.3): 25 Gb/s; 2 of 3 nodes have 100 Gb/s");
+	struct vcheck ok = held_of("net_speed", 3, three, 0);
+	assert_int_equal(ok.verdict, V_PASS);
+	assert_string_equal(ok.detail, "eth0 (10.0.0.1) (as 2 of 3 nodes; 1 differ)");
+	ok = held_of("rdma_rate", 3, fast, 2);
+	assert_int_equal(ok.verdict, V_PASS);
+	assert_string_equal(ok.detail, "eth0 (10.0.0.3) (over the 100 Gb/s of 2 of 3 nodes)");
+	assert_int_equal(held_of("rdma_rate", 2, two, 1).verdict, V_FAIL);
+	assert_int_equal(held_of("rdma_rate", 2, two, 0).verdict, V_PASS);
+}
+
 static void test_one_machines_members_not_held_to_each_other(void **state)
 {
 	/* three members on one machine (namespace hosts, agents side by side):
@@ -215,6 +254,7 @@ int main(void)
 		cmocka_unit_test(test_two_nodes_have_no_peer_median),
 		cmocka_unit_test(test_stack_and_clock),
 		cmocka_unit_test(test_mtu_held_to_the_peers),
+		cmocka_unit_test(test_speed_held_to_the_peers),
 		cmocka_unit_test(test_one_machines_members_not_held_to_each_other),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
