@@ -50,6 +50,11 @@ int coll_rank(const struct coll_comm *c);
 int coll_size(const struct coll_comm *c);
 /* "shm" or "tcp": what the collectives run over. */
 const char *coll_transport(const struct coll_comm *c);
+/* The TCP segments sent to peer so far, and those sent again for a loss
+ * (retransmits less those the peer reported as duplicates), over every
+ * connection to it (the kernel's TCP_INFO). -1 where not known: shared
+ * memory, no such peer, a kernel before 4.19. */
+int coll_peer_tcp(const struct coll_comm *c, int peer, int64_t *segs_out, int64_t *retrans);
 
 size_t coll_dtype_size(enum coll_dtype t);
 const char *coll_dtype_name(enum coll_dtype t);

@@ -323,7 +323,7 @@ static int partner(int round, int p, int m)
 
 /* Every pair's bandwidth, GB/s each way while both send: row[j] for this
  * rank's link to j. */
-static int measure_pairs(struct coll_comm *c, size_t bytes, int iters, double *row,
+static int measure_pairs(struct coll_comm *c, size_t bytes, int iters, double *row, double *retrans,
 			 struct tk_error *err)
 {
 	int me = coll_rank(c), n = coll_size(c), m = n % 2 ? n + 1 : n;
@@ -340,10 +340,15 @@ static int measure_pairs(struct coll_comm *c, size_t bytes, int iters, double *r
 		/* one exchange to warm the connections, then the timed ones */
 		if ((rc = coll_sendrecv(c, q, s, bytes, q, r, bytes, err)) < 0)
 			break;
-		int64_t t0 = tk_mono_us();
+		int64_t t0 = tk_mono_us(), segs0, re0, segs1, re1;
+		bool tcp = coll_peer_tcp(c, q, &segs0, &re0) == 0;
 		for (int k = 0; k < iters && rc >= 0; k++)
 			rc = coll_sendrecv(c, q, s, bytes, q, r, bytes, err);
 		double secs = (double)(tk_mono_us() - t0) / 1e6;
+		/* the segments it sent to q again, of those it sent (too few to
+		 * judge: not measured) */
+		tcp = tcp && coll_peer_tcp(c, q, &segs1, &re1) == 0 && segs1 - segs0 >= 100;
+		retrans[q] = tcp ? 100.0 * (double)(re1 - re0) / (double)(segs1 - segs0) : -1;
 		if (rc >= 0 && r[bytes - 1] != (uint8_t)((bytes - 1) * 7 + (size_t)q))
 			rc = tk_errorf(err, -EIO, "the data from rank %d arrived wrong", q);
 		row[q] = secs > 0 ? (double)bytes * iters / secs / 1e9 : 0;
@@ -482,16 +487,25 @@ int validate_member(const struct vrun *o)
 	double *rows = xcalloc((size_t)(size * size), sizeof(double));
 	if (rc >= 0)
 		rc = coll_allgather(c, &me, all, sizeof(me), &err);
+	/* the counters of the network around the links' traffic */
+	char ifname[64] = "", ifaddr[64] = "";
+	struct vnet_counters net0, net1 = {0};
+	validate__peer_route(ifname, sizeof(ifname), ifaddr, sizeof(ifaddr));
+	validate__net_counters(ifname, &net0);
+	double *retrans = xcalloc((size_t)size + 1, sizeof(double));
+	for (int i = 0; i < size; i++)
+		retrans[i] = -1;
 	if (rc >= 0 && o->want[VL_INTERCONNECT] && size > 1) {
 		if (tcp)
 			rc = measure_pairs(c, o->quick ? (4u << 20) : (32u << 20), o->quick ? 3 : 5,
-					   rows + rank * size, &err);
+					   rows + rank * size, retrans, &err);
 		if (rc >= 0)
 			rc = coll_allgather(c, rows + rank * size, rows,
 					    sizeof(double) * (size_t)size, &err);
 		if (rc >= 0)
 			rc = measure_ring(c, o->quick ? (4u << 20) : (64u << 20), o->quick ? 3 : 5,
 					  &ring, &err);
+		validate__net_counters(ifname, &net1);
 		/* the GPUs' own fabric, where every node has GPUs and NCCL */
 		if (rc >= 0)
 			rc = validate__check_nccl_across(&across, c, o->quick, &err);
@@ -524,6 +538,15 @@ int validate_member(const struct vrun *o)
 		}
 		if (o->want[VL_INTERCONNECT] && size > 1 && n < VMAX_CHECKS)
 			checks[n++] = across;
+		if (o->want[VL_INTERCONNECT] && size > 1 && tcp && n + 2 <= VMAX_CHECKS) {
+			const char **names = xcalloc((size_t)size + 1, sizeof(char *));
+			for (int i = 0; i < size; i++)
+				names[i] = all[i].node;
+			validate__check_tcp_retransmits(&checks[n++], retrans, names, (int)size,
+							(int)rank);
+			free(names);
+			validate__check_net_errors(&checks[n++], ifname, &net0, &net1);
+		}
 	}
 	coll_destroy(c);
 	/* 6. the verdict */
@@ -546,6 +569,7 @@ int validate_member(const struct vrun *o)
 		printf("reason: %s\n", reason);
 	fflush(stdout);
 	rc = post_report(node, checks, n, failed, layer, reason, peer_error);
+	free(retrans);
 	free(rows);
 	free(all);
 	return rc < 0 ? 1 : 0;

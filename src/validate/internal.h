@@ -71,6 +71,25 @@ void validate__check_net_mtu(struct vcheck *c);
  * port's rate: held to the peers' (cluster.c) */
 void validate__check_net_speed(struct vcheck *c, const struct node_inventory *inv);
 void validate__check_rdma_rate(struct vcheck *c, const struct node_inventory *inv);
+/* The interface (and its address) the node reaches its peers by: the
+ * route to MASTER_ADDR. 0, or -1 with none. */
+int validate__peer_route(char *ifname, size_t n, char *addr, size_t an);
+/* The packets and errors plus drops of interface ifname (this network
+ * namespace's /proc/net/dev); dev: read. */
+struct vnet_counters {
+	bool dev;
+	int64_t packets, faults;
+};
+void validate__net_counters(const char *ifname, struct vnet_counters *c);
+/* Judged over the interconnect layer's traffic between nodes: the share
+ * of TCP segments sent again to each peer (pct[i], -1: not measured; the
+ * peers' names), and the interface's errors with drops; each over 0.1%
+ * fails. */
+void validate__check_tcp_retransmits(struct vcheck *c, const double *pct, const char *const *peer,
+				     int n, int me);
+void validate__check_net_errors(struct vcheck *c, const char *ifname,
+				const struct vnet_counters *before,
+				const struct vnet_counters *after);
 
 void validate__vcheck_raise(struct vcheck *c, double th, const char *from);
 const char *validate__vverdict_name(enum vverdict v);
@@ -90,7 +109,7 @@ enum {
 	VL_WORKLOAD,
 	VLAYERS
 };
-#define VMAX_CHECKS 28
+#define VMAX_CHECKS 32
 extern const char *const validate__layers[VLAYERS]; /* bottom-up */
 int validate__vlayer_index(const char *name);
 

@@ -15,6 +15,14 @@
  *               one under theirs fails
  *   rdma_rate   the slowest ACTIVE RDMA port's rate (none: skipped); held
  *               to the peers' as net_speed
+ *
+ * And, read before and after the interconnect layer's traffic between the
+ * nodes (cluster.c):
+ *   tcp_retransmits  TCP segments sent again to each peer, as a share of
+ *                    those sent (TCP_INFO): the lower median of the pairs
+ *                    over 0.1% fails (a lossy link, a bad cable, a port)
+ *   net_errors       errors and drops on the interface to the peers: over
+ *                    0.1% of its packets fails
  */
 #include "internal.h"
 
@@ -274,4 +282,102 @@ void validate__check_rdma_rate(struct vcheck *c, const struct node_inventory *in
 	c->figure = slow->rate_gbps;
 	snprintf(c->detail, sizeof(c->detail), "%s port %d, the slowest ACTIVE", slow->dev,
 		 slow->port);
+}
+
+int validate__peer_route(char *ifname, size_t n, char *addr, size_t an)
+{
+	const char *to = getenv("MASTER_ADDR");
+	return route_to(to && *to ? to : "192.0.2.1", ifname, n, addr, an);
+}
+
+void validate__net_counters(const char *ifname, struct vnet_counters *c)
+{
+	memset(c, 0, sizeof(*c));
+	char *text = NULL;
+	/* /proc/net/dev: "eth0: rx bytes packets errs drop ... tx bytes packets
+	 * errs drop ..." */
+	if (!ifname || !*ifname || tk_read_file("/proc/net/dev", 1 << 20, &text, NULL) < 0)
+		return;
+	size_t il = strlen(ifname);
+	for (char *line = text; line && *line;) {
+		char *next = strchr(line, '\n');
+		if (next)
+			*next = '\0';
+		char *p = line;
+		while (*p == ' ')
+			p++;
+		if (strncmp(p, ifname, il) == 0 && p[il] == ':') {
+			long long v[16] = {0};
+			int got = sscanf(
+				p + il + 1,
+				"%lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld",
+				&v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7], &v[8],
+				&v[9], &v[10], &v[11]);
+			if (got == 12) {
+				c->dev = true;
+				c->packets = v[1] + v[9];
+				c->faults = v[2] + v[3] + v[10] + v[11];
+			}
+			break;
+		}
+		line = next ? next + 1 : NULL;
+	}
+	free(text);
+}
+
+void validate__check_tcp_retransmits(struct vcheck *c, const double *pct, const char *const *peer,
+				     int n, int me)
+{
+	validate__vcheck_set(c, "interconnect", "tcp_retransmits", "%", false);
+	/* the lower median of its pairs: one bad link (the peer's) does not
+	 * sink this end, every link bad does */
+	double v[64];
+	int k = 0, worst = -1;
+	for (int i = 0; i < n && k < 64; i++) {
+		if (i == me || pct[i] < 0)
+			continue;
+		v[k++] = pct[i];
+		if (worst < 0 || pct[i] > pct[worst])
+			worst = i;
+	}
+	if (!k) {
+		c->verdict = V_SKIP;
+		snprintf(c->detail, sizeof(c->detail), "skipped: no pair over TCP measured");
+		return;
+	}
+	for (int i = 1; i < k; i++) /* (a few: insertion) */
+		for (int j = i; j > 0 && v[j] < v[j - 1]; j--) {
+			double x = v[j];
+			v[j] = v[j - 1];
+			v[j - 1] = x;
+		}
+	c->figure = v[(k - 1) / 2];
+	validate__vcheck_judge(c, 0.1, "0.1% of segments sent");
+	snprintf(c->detail, sizeof(c->detail),
+		 "segments sent again to its peers (the lower median of %d); the most: %.3g%% to "
+		 "%s",
+		 k, pct[worst], peer[worst]);
+	for (int i = 0, shown = 0; i < n && shown < 8; i++)
+		if (i != me && pct[i] >= 0 && i != worst)
+			add(c->detail, sizeof(c->detail), "%s %.3g%% to %s", shown++ ? "," : ";",
+			    pct[i], peer[i]);
+}
+
+void validate__check_net_errors(struct vcheck *c, const char *ifname,
+				const struct vnet_counters *before,
+				const struct vnet_counters *after)
+{
+	validate__vcheck_set(c, "interconnect", "net_errors", "%", false);
+	int64_t packets = after->packets - before->packets;
+	int64_t faults = after->faults - before->faults;
+	if (!before->dev || !after->dev || packets < 1000) {
+		c->verdict = V_SKIP;
+		snprintf(c->detail, sizeof(c->detail),
+			 "skipped: %s: %lld packets, too few to judge", ifname, (long long)packets);
+		return;
+	}
+	c->figure = 100.0 * (double)faults / (double)packets;
+	validate__vcheck_judge(c, 0.1, "0.1% of packets");
+	snprintf(c->detail, sizeof(c->detail), "%s: %lld errors and drops in %lld packets", ifname,
+		 (long long)faults, (long long)packets);
 }

@@ -108,6 +108,20 @@ class Hosts:
                f"{rate_mbit}mbit", "burst", "64kb", "latency", "50ms")
         return "tbf"
 
+    def lossy(self, host, share=0.02, on=True):
+        """Loses that share of the TCP data host sends (segments of 1,000
+        bytes or more; acknowledgements pass) on the way, as a bad cable or
+        port would: the other hosts drop it as it arrives (netem's loss,
+        where the kernel lacks netem; a drop in host's own OUTPUT would
+        never leave TCP, which sends it again as new). on=False mends it."""
+        rule = ["INPUT", "-s", self.addrs[host], "-p", "tcp", "-m", "length", "--length",
+                "1000:65535", "-m", "statistic", "--mode", "random", "--probability",
+                str(share), "-j", "DROP"]
+        for h, ns in enumerate(self.names):
+            if h != host:
+                subprocess.run(["ip", "netns", "exec", ns, "iptables", "-A" if on else "-D",
+                                *rule], check=True)
+
     def mend(self, host):
         for ns, dev in ((self.names[host], "eth0"), (self.switch, f"p{host}")):
             ip("netns", "exec", ns, "tc", "qdisc", "del", "dev", dev, "root", check=False)

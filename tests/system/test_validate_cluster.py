@@ -53,6 +53,9 @@ def test_slow_link_drains_that_host(hosts4, workdir, kill_all):
     assert good["stack_consistent"]["verdict"] == "pass"
     assert good["clock_offset"]["verdict"] == "pass" and good["clock_offset"]["figure"] < 50
     assert good["allreduce_ring"]["figure"] > 0
+    # the links' traffic counted no retransmits or errors to speak of
+    for k in ("tcp_retransmits", "net_errors"):
+        assert good[k]["verdict"] in ("pass", "skip"), good[k]
     assert "not held to 2 peers on this machine's processors" in \
         good["allreduce_in_node"]["detail"], good["allreduce_in_node"]
     if not os.path.exists("/dev/nvidia0"):  # the GPU fabric's check is there, skipped
@@ -80,6 +83,21 @@ def test_slow_link_drains_that_host(hosts4, workdir, kill_all):
     assert "host3" in p.stdout and "pass" in p.stdout
     h3 = node(c, "host3")
     assert h3["state"] in ("UP", "ALLOCATED") and not h3["drained"], h3
+    # host3 loses 5% of the data it sends: its retransmits fail it
+    hosts4.lossy(3, 0.05)
+    p = validate(c, "--nodes", "host[1-3]", "--quick", "--layers", "interconnect",
+                 "--tolerance", "80", "--json")
+    hosts4.lossy(3, 0.05, on=False)
+    assert p.returncode == 1, p.stdout + p.stderr
+    verdicts = {n["node"]: n["validation"] for n in json.loads(p.stdout)["nodes"]}
+    retrans = {h: {k["check"]: k for k in v["checks"]}["tcp_retransmits"]
+               for h, v in verdicts.items()}
+    assert retrans["host3"]["verdict"] == "FAIL" and retrans["host3"]["figure"] > 0.1, retrans
+    assert retrans["host3"]["detail"].startswith(
+        "segments sent again to its peers (the lower median of 2); the most: "), retrans
+    assert verdicts["host3"]["verdict"] == "fail", verdicts["host3"]
+    for h in ("host1", "host2"):
+        assert retrans[h]["verdict"] in ("pass", "skip"), retrans
     c.run("cancel", batch)
     c.stop_all()
 
