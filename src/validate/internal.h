@@ -81,6 +81,8 @@ struct vnet_counters {
 	int64_t packets, faults;
 };
 void validate__net_counters(const char *ifname, struct vnet_counters *c);
+/* The same from /proc/net/dev's text (changed: its lines cut). */
+void validate__net_dev_parse(char *text, const char *ifname, struct vnet_counters *c);
 /* Judged over the interconnect layer's traffic between nodes: the share
  * of TCP segments sent again to each peer (pct[i], -1: not measured; the
  * peers' names), and the interface's errors with drops; each over 0.1%

@@ -294,10 +294,17 @@ void validate__net_counters(const char *ifname, struct vnet_counters *c)
 {
 	memset(c, 0, sizeof(*c));
 	char *text = NULL;
-	/* /proc/net/dev: "eth0: rx bytes packets errs drop ... tx bytes packets
-	 * errs drop ..." */
 	if (!ifname || !*ifname || tk_read_file("/proc/net/dev", 1 << 20, &text, NULL) < 0)
 		return;
+	validate__net_dev_parse(text, ifname, c);
+	free(text);
+}
+
+void validate__net_dev_parse(char *text, const char *ifname, struct vnet_counters *c)
+{
+	memset(c, 0, sizeof(*c));
+	/* "  eth0: rx bytes packets errs drop fifo frame compressed multicast
+	 * tx bytes packets errs drop ..." */
 	size_t il = strlen(ifname);
 	for (char *line = text; line && *line;) {
 		char *next = strchr(line, '\n');
@@ -322,7 +329,6 @@ void validate__net_counters(const char *ifname, struct vnet_counters *c)
 		}
 		line = next ? next + 1 : NULL;
 	}
-	free(text);
 }
 
 void validate__check_tcp_retransmits(struct vcheck *c, const double *pct, const char *const *peer,

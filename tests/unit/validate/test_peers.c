@@ -218,6 +218,52 @@ static void test_speed_held_to_the_peers(void **state)
 	assert_int_equal(held_of("rdma_rate", 2, two, 0).verdict, V_PASS);
 }
 
+/* Retransmits: the lower median of the pairs (one bad link spares its
+ * healthy end); errors and drops from /proc/net/dev, as a share of the
+ * interface's packets. */
+static void test_retransmits_and_errors(void **state)
+{
+	const char *names[] = {"a", "b", "c", "d"};
+	const double one_bad[] = {-1, 0.01, 4.2, 0}, all_bad[] = {3.9, -1, 4.8, 2.5};
+	struct vcheck c;
+	validate__check_tcp_retransmits(&c, one_bad, names, 4, 0);
+	assert_int_equal(c.verdict, V_PASS);
+	assert_true(c.figure == 0.01);
+	assert_string_equal(c.detail, "segments sent again to its peers (the lower median of 3); "
+				      "the most: 4.2% to c; 0.01% to b, 0% to d");
+	validate__check_tcp_retransmits(&c, all_bad, names, 4, 1);
+	assert_int_equal(c.verdict, V_FAIL);
+	assert_true(c.figure == 3.9);
+	const double none[] = {-1, -1};
+	validate__check_tcp_retransmits(&c, none, names, 2, 0);
+	assert_int_equal(c.verdict, V_SKIP);
+	/* /proc/net/dev's lines: eth0 then with 3 errors and 2 drops more in
+	 * 1,000 packets */
+	char before[] =
+		"Inter-|   Receive                                                |  Transmit\n"
+		" face |bytes    packets errs drop fifo frame compressed multicast|bytes    "
+		"packets errs drop fifo colls carrier compressed\n"
+		"    lo:  100 10 0 0 0 0 0 0  100 10 0 0 0 0 0 0\n"
+		"  eth0: 5000 600 1 0 0 0 0 0 9000 400 0 0 0 0 0 0\n";
+	char after[] = "  eth0: 9000 1100 3 1 0 0 0 0 19000 900 1 1 0 0 0 0\n";
+	struct vnet_counters b, a;
+	validate__net_dev_parse(before, "eth0", &b);
+	validate__net_dev_parse(after, "eth0", &a);
+	assert_true(b.dev && a.dev);
+	assert_true(b.packets == 1000 && b.faults == 1 && a.packets == 2000 && a.faults == 6);
+	validate__check_net_errors(&c, "eth0", &b, &a);
+	assert_int_equal(c.verdict, V_FAIL);
+	assert_string_equal(c.detail, "eth0: 5 errors and drops in 1000 packets");
+	a.faults = 1; /* none more */
+	validate__check_net_errors(&c, "eth0", &b, &a);
+	assert_int_equal(c.verdict, V_PASS);
+	char other[] = "  eth1: 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16\n";
+	validate__net_dev_parse(other, "eth0", &a);
+	assert_false(a.dev);
+	validate__check_net_errors(&c, "eth0", &b, &a);
+	assert_int_equal(c.verdict, V_SKIP);
+}
+
 static void test_one_machines_members_not_held_to_each_other(void **state)
 {
 	/* three members on one machine (namespace hosts, agents side by side):
@@ -255,6 +301,7 @@ int main(void)
 		cmocka_unit_test(test_stack_and_clock),
 		cmocka_unit_test(test_mtu_held_to_the_peers),
 		cmocka_unit_test(test_speed_held_to_the_peers),
+		cmocka_unit_test(test_retransmits_and_errors),
 		cmocka_unit_test(test_one_machines_members_not_held_to_each_other),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
