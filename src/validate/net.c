@@ -202,20 +202,27 @@ static int route_to(const char *host, char *ifname, size_t n, char *addr, size_t
 	return r;
 }
 
+/* The interface (and address) the node reaches its peers by, into
+ * ifname and addr: the route to the first node's address in a validation
+ * job, else off the machine (a documentation address: nothing is sent).
+ * False, c skipped saying why, where there is none. */
+static bool peer_iface(struct vcheck *c, char *ifname, size_t n, char *addr, size_t an)
+{
+	if (validate__peer_route(ifname, n, addr, an) == 0)
+		return true;
+	const char *to = getenv("MASTER_ADDR");
+	c->verdict = V_SKIP;
+	snprintf(c->detail, sizeof(c->detail), "skipped: no IPv4 route to %s",
+		 to && *to ? to : "outside this machine");
+	return false;
+}
+
 void validate__check_net_mtu(struct vcheck *c)
 {
 	validate__vcheck_set(c, "network", "net_mtu", "bytes", false);
-	/* the first node's address in a validation job; else off the machine
-	 * (a documentation address: nothing is sent) */
-	const char *to = getenv("MASTER_ADDR");
 	char ifname[IF_NAMESIZE] = "", addr[INET_ADDRSTRLEN] = "";
-	if (route_to(to && *to ? to : "192.0.2.1", ifname, sizeof(ifname), addr, sizeof(addr)) <
-	    0) {
-		c->verdict = V_SKIP;
-		snprintf(c->detail, sizeof(c->detail), "skipped: no IPv4 route to %s",
-			 to && *to ? to : "outside this machine");
+	if (!peer_iface(c, ifname, sizeof(ifname), addr, sizeof(addr)))
 		return;
-	}
 	struct ifreq ifr;
 	memset(&ifr, 0, sizeof(ifr));
 	_Static_assert(sizeof(ifr.ifr_name) == sizeof(ifname), "an interface's name");
@@ -242,15 +249,9 @@ void validate__check_net_mtu(struct vcheck *c)
 void validate__check_net_speed(struct vcheck *c, const struct node_inventory *inv)
 {
 	validate__vcheck_set(c, "network", "net_speed", "Gb/s", true);
-	const char *to = getenv("MASTER_ADDR");
 	char ifname[IF_NAMESIZE] = "", addr[INET_ADDRSTRLEN] = "";
-	if (route_to(to && *to ? to : "192.0.2.1", ifname, sizeof(ifname), addr, sizeof(addr)) <
-	    0) {
-		c->verdict = V_SKIP;
-		snprintf(c->detail, sizeof(c->detail), "skipped: no IPv4 route to %s",
-			 to && *to ? to : "outside this machine");
+	if (!peer_iface(c, ifname, sizeof(ifname), addr, sizeof(addr)))
 		return;
-	}
 	const struct nic *nic = NULL;
 	for (int i = 0; i < inv->nnics && !nic; i++)
 		if (strcmp(inv->nics[i].name, ifname) == 0)

@@ -994,6 +994,14 @@ static void test_spare_takes_a_lost_nodes_place(void **state)
 	world_free(w);
 }
 
+/* A spare pool of one node of n's model ("spares": {"MODEL": 1}). */
+static void pool_of_one(struct world *w, const struct snode *n)
+{
+	w->st.sched.nspare_pool = 1;
+	snprintf(w->st.sched.spare_pool[0].model, MODEL_NAME_MAX, "%s", n->rec.inv.accel[0].model);
+	w->st.sched.spare_pool[0].nodes = 1;
+}
+
 /* The cluster's spare pool: an idle node kept out of the passes (a job
  * waits rather than take it), swapped in for a lost node of a gang, and
  * refilled when a node is idle again; a smaller pool lets it go. */
@@ -1003,10 +1011,7 @@ static void test_pool_spare(void **state)
 	struct snode *n[5];
 	for (int i = 1; i <= 4; i++)
 		n[i] = add_node(w, i, 8, "aaaaaaaa");
-	w->st.sched.nspare_pool = 1;
-	snprintf(w->st.sched.spare_pool[0].model, MODEL_NAME_MAX, "%s",
-		 n[1]->rec.inv.accel[0].model);
-	w->st.sched.spare_pool[0].nodes = 1;
+	pool_of_one(w, n[1]);
 	struct sjob *j = submit(w, "{\"command\": [\"train\"], \"cwd\": \"/tmp\", \"nodes\": 2, "
 				   "\"gpus_per_task\": 8}");
 	struct sjob *b = submit(w, "{\"command\": [\"x\"], \"cwd\": \"/tmp\", \"nodes\": 1, "
@@ -1059,10 +1064,7 @@ static void test_pool_spare_lent_to_preemptible_work(void **state)
 	struct snode *n[5];
 	for (int i = 1; i <= 4; i++)
 		n[i] = add_node(w, i, 8, "aaaaaaaa");
-	w->st.sched.nspare_pool = 1;
-	snprintf(w->st.sched.spare_pool[0].model, MODEL_NAME_MAX, "%s",
-		 n[1]->rec.inv.accel[0].model);
-	w->st.sched.spare_pool[0].nodes = 1;
+	pool_of_one(w, n[1]);
 	struct sjob *j = submit(w, "{\"command\": [\"train\"], \"cwd\": \"/tmp\", \"nodes\": 2, "
 				   "\"gpus_per_task\": 8}");
 	struct sjob *x = submit(w, "{\"command\": [\"x\"], \"cwd\": \"/tmp\", \"nodes\": 1, "
@@ -1287,10 +1289,7 @@ static void test_restart_in_place_random(void **state)
 		for (int i = 1; i <= 4; i++)
 			add_node(w, i, 4, "aaaaaaaa");
 		if (seed % 3 == 0) { /* a spare pool of one node */
-			w->st.sched.nspare_pool = 1;
-			snprintf(w->st.sched.spare_pool[0].model, MODEL_NAME_MAX, "%s",
-				 w->st.nodes[0]->rec.inv.accel[0].model);
-			w->st.sched.spare_pool[0].nodes = 1;
+			pool_of_one(w, w->st.nodes[0]);
 		}
 		struct sjob *jobs[16];
 		int njobs = 0;
