@@ -16,7 +16,7 @@ void fence_params_of(int64_t node_timeout_ms, struct fence_params *ret)
 		.quiet_ms = node_timeout_ms / 4,
 		.step_ms = node_timeout_ms / 2,
 		.round_ms = node_timeout_ms / 32,
-		.power_margin_ms = node_timeout_ms / 8,
+		.power_delay_ms = node_timeout_ms / 40,
 	};
 }
 
@@ -108,10 +108,30 @@ static int64_t proof_ms(const struct fence_params *p)
 	return (int64_t)((double)p->quiet_ms * (1.0 - 4 * FENCE_DRIFT));
 }
 
+void fence_member_beats(struct fence_member *m, int64_t beat_ms)
+{
+	m->beat_ms = beat_ms > 0 ? beat_ms : 0;
+}
+
+int64_t fence_beat(const struct fence_member *m, const struct fence_params *p)
+{
+	/* an agent beats every tenth of the node timeout at most
+	 * (wire_lease_of), whatever it says */
+	int64_t most = p->node_timeout_ms / 10;
+	return m->beat_ms > 0 && m->beat_ms < most ? m->beat_ms : most;
+}
+
+int64_t fence_margin(const struct fence_member *m, const struct fence_params *p)
+{
+	if (p->power_margin_ms)
+		return p->power_margin_ms;
+	return fence_beat(m, p) + p->power_delay_ms;
+}
+
 void fence_member_heard(struct fence_member *m, const struct fence_params *p, int64_t acked_ms,
 			int64_t now)
 {
-	if (now - m->seen_ms > p->power_margin_ms)
+	if (now - m->seen_ms > fence_margin(m, p))
 		m->run_from = now; /* some were lost */
 	m->seen_ms = max64(m->seen_ms, now);
 	if (acked_ms == INT64_MIN)
@@ -145,7 +165,7 @@ static int group_in_touch(const struct fence_member *group, int n, int x,
 		if (i != x && group[i].proven_until != INT64_MIN && group[i].proven_from <= from &&
 		    group[i].proven_until >= now &&
 		    (!run || (group[i].run_from <= group[x].seen_ms &&
-			      now - group[i].seen_ms <= p->power_margin_ms)))
+			      now - group[i].seen_ms <= fence_margin(&group[i], p))))
 			k++;
 	return k;
 }
@@ -160,6 +180,18 @@ bool fence_may_declare_down(const struct fence_member *group, int n, int x,
 	return fence_member_silent(&group[x], p, now) && n > 1 && k >= need;
 }
 
+int64_t fence_power_after(const struct fence_member *group, int n, int x,
+			  const struct fence_params *p)
+{
+	int64_t widest = 0;
+	for (int i = 0; i < n; i++)
+		if (i != x)
+			widest = max64(widest,
+				       fence_beat(&group[p->power_own_beat_only ? x : i], p) +
+					       p->power_delay_ms);
+	return max64(p->power_after_ms, widest + fence_beat(&group[x], p) + p->power_delay_ms);
+}
+
 bool fence_may_power_off(const struct fence_member *group, int n, int x,
 			 const struct fence_params *p, int64_t now, int *in_touch)
 {
@@ -167,6 +199,6 @@ bool fence_may_power_off(const struct fence_member *group, int n, int x,
 	if (in_touch)
 		*in_touch = k;
 	int need = (n + 1) / 2 + p->server_quorum_adjust;
-	return p->power_after_ms > 0 && now - group[x].seen_ms >= p->power_after_ms && n > 1 &&
+	return p->power && n > 1 && now - group[x].seen_ms >= fence_power_after(group, n, x, p) &&
 	       k >= need;
 }

@@ -45,19 +45,24 @@ struct fence_params {
 	int64_t quiet_ms;	 /* silence that starts rounds (a quarter) */
 	int64_t step_ms;	 /* a round renews the lease this long (a quarter) */
 	int64_t round_ms;	 /* a round waits for answers this long, then the next */
-	/* silence after which the server may have a node powered off (its
-	 * "power_fence"; 0: never). Over two heartbeats, so that no node in
-	 * touch is silent this long */
+	/* power fencing (the server's "power_fence"): may the server have a
+	 * silent node powered off, and after how long a silence at least (0:
+	 * the least that is safe, fence_power_after) */
+	bool power;
 	int64_t power_after_ms;
-	/* a gap between two requests of a node longer than this (T/8: a
-	 * heartbeat of T/10 and its delay) means some were lost: it breaks
-	 * the run of requests that power fencing asks of x's group */
-	int64_t power_margin_ms;
+	/* what a request's delay may add to a node's silence (T/40): with a
+	 * node's heartbeat period it makes the gap between two of its
+	 * requests that means some were lost (its margin, fence_margin) */
+	int64_t power_delay_ms;
 	/* for the model test's mutants only (0 in tenk): added to the number
 	 * of silent members a round needs, and to the members the server
 	 * needs in touch */
 	int agent_quorum_adjust;
 	int server_quorum_adjust;
+	/* for the model test's mutants only (0 in tenk): every member's
+	 * margin; power_after from x's own beat alone, not the others' */
+	int64_t power_margin_ms;
+	bool power_own_beat_only;
 };
 
 void fence_params_of(int64_t node_timeout_ms, struct fence_params *ret);
@@ -102,12 +107,22 @@ bool fence_agent_round_end(struct fence_agent *a, const struct fence_params *p, 
 /* What the server knows of one node. */
 struct fence_member {
 	int64_t seen_ms;  /* the last request from it arrived (or the server started) */
-	int64_t run_from; /* its requests came without a gap over power_margin since */
+	int64_t run_from; /* its requests came without a gap over its margin since */
+	/* its agent's heartbeat period as it said it (0: not said, an agent
+	 * of before: the longest any beats at, a tenth of the node timeout) */
+	int64_t beat_ms;
 	/* proven to hear the server from proven_from until proven_until */
 	int64_t proven_from, proven_until;
 };
 
 void fence_member_init(struct fence_member *m, int64_t now);
+/* Its agent said it beats every beat_ms (at most a tenth of the node
+ * timeout; 0: not said). Before fence_member_heard of the same request. */
+void fence_member_beats(struct fence_member *m, int64_t beat_ms);
+/* The heartbeat period the server holds m to, and the gap between two of
+ * its requests that means some were lost: a beat and a delay. */
+int64_t fence_beat(const struct fence_member *m, const struct fence_params *p);
+int64_t fence_margin(const struct fence_member *m, const struct fence_params *p);
 /* A request from the node arrived now, acknowledging the newest answer it
  * had received, sent at acked_ms (the server's time; INT64_MIN: none of
  * this server's run). */
@@ -120,14 +135,22 @@ bool fence_member_silent(const struct fence_member *m, const struct fence_params
  * window. *in_touch: how many were (for the log and UNREACHABLE). */
 bool fence_may_declare_down(const struct fence_member *group, int n, int x,
 			    const struct fence_params *p, int64_t now, int *in_touch);
+/* The silence after which member x may be powered off: power_after, and
+ * at least the longest margin of the others (a cut of the group that no
+ * member's run shows) and x's own (its beat, and its delay). Beats of a
+ * tenth of the node timeout give a quarter of it; beats of a second at
+ * 30 s, 3.5 s. */
+int64_t fence_power_after(const struct fence_member *group, int n, int x,
+			  const struct fence_params *p);
 /* May the server have member x powered off now (power fencing, as
- * Pacemaker's STONITH)? Only when power_after is set, x has been silent
- * that long, and its group is in touch as fence_may_declare_down asks,
- * each member counted only when the server has heard it without a gap
- * over power_margin from before x's last word until now: then no cut of
- * the group (which shares x's fate) can have cost x more than one
- * heartbeat, and a silence of power_after (over two heartbeats and their
- * delays) is x's own, not the control plane's (invariant B). Its lease
+ * Pacemaker's STONITH)? Only when power fencing is on, x has been silent
+ * for fence_power_after, and its group is in touch as
+ * fence_may_declare_down asks, each member counted only when the server
+ * has heard it without a gap over its margin from before x's last word
+ * until now: then no cut of the group (which shares x's fate) lasted as
+ * long as the longest margin, so it cost x less than that, and a silence
+ * of that margin, x's beat and its delay is x's own, not the control
+ * plane's (invariant B). Its lease
  * need not have run out: once the command says the node is off, its
  * tasks are gone (invariant A). */
 bool fence_may_power_off(const struct fence_member *group, int n, int x,

@@ -599,15 +599,21 @@ static void check_power(struct state *s, struct snode *n, int64_t mono)
 {
 	int in_touch = 0, gn = 1;
 	bool unknown = false;
-	if (!s->fence.power_after_ms || n->power_fencing || !n->nparts ||
-	    mono - n->last_seen_ms < s->fence.power_after_ms || mono < n->power_retry_mono ||
+	/* no sooner than its own margin and power_after (fence_power_after
+	 * asks more: the group's margins) */
+	if (!s->fence.power || n->power_fencing || !n->nparts ||
+	    mono - n->last_seen_ms <
+		    MAX(s->fence.power_after_ms, fence_margin(&n->fence, &s->fence)) ||
+	    mono < n->power_retry_mono ||
 	    !may_declare_down(s, n, mono, true, &in_touch, &gn, &unknown))
 		return;
 	n->power_fencing = true;
 	n->power_silent_ms = mono - n->last_seen_ms;
-	log_warn("node %s: silent for %llds while %d of the %d others of its witness group hear "
-		 "the server: powering it off (power_fence), so that its jobs can move now",
-		 n->rec.inv.name, (long long)((mono - n->last_seen_ms) / 1000), in_touch, gn - 1);
+	log_warn("node %s: silent for %.1fs (it beats every %.1fs) while %d of the %d others of "
+		 "its witness group hear the server: powering it off (power_fence), so that its "
+		 "jobs can move now",
+		 n->rec.inv.name, (double)(mono - n->last_seen_ms) / 1000.0,
+		 (double)fence_beat(&n->fence, &s->fence) / 1000.0, in_touch, gn - 1);
 	state_raise(s, &(struct state_event){.kind = STATE_EV_POWER_FENCE, .node = n});
 }
 

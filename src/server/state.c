@@ -19,10 +19,8 @@ void state_init(struct state *s, const struct state_config *cfg, const struct sc
 	s->event_arg = cb_arg;
 	s->sched = *sched;
 	fence_params_of(cfg->node_timeout_ms, &s->fence);
-	if (sched->npower_fence)
-		s->fence.power_after_ms = sched->power_fence_after_s
-						  ? sched->power_fence_after_s * 1000
-						  : cfg->node_timeout_ms / 4;
+	s->fence.power = sched->npower_fence > 0;
+	s->fence.power_after_ms = sched->power_fence_after_s * 1000;
 	tk_map_init(&s->node_by_name);
 	tk_map_init(&s->node_by_cred);
 	tk_map_init(&s->pending_by_owner);

@@ -18,15 +18,20 @@
  *   L  a node that crashed while the rest of its group hears the server is
  *      declared DOWN within the node timeout plus a step, and so its job
  *      moves (the protocol is not safe by never acting); with power
- *      fencing, within its power_after and two heartbeats.
+ *      fencing, within its fence_power_after, a delay and a tick.
  * Half the seeds fence by power (fence_may_power_off: the server has a
  * silent node powered off, which ends its tasks at once, and moves its
- * work without waiting for the lease); A and B are checked with it.
+ * work without waiting for the lease); A and B are checked with it. The
+ * nodes' heartbeats differ by seed: every one at a tenth of the node
+ * timeout, every one at a fortieth (a second at 40 s), or each its own
+ * between the two, some of them (agents of before) not saying it, so that
+ * the server holds them to the longest.
  * And the checks fail when the rules are weakened by one: a round that
  * counts a majority one member short, a server that moves work with one
  * member too few in touch, power fencing that does not ask the members'
  * requests to have come without a gap (a margin of a hundred node
- * timeouts).
+ * timeouts), power fencing that waits for two of the node's own beats
+ * alone (not the slowest of its group).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -40,7 +45,7 @@
 #include "fence/fence.h"
 
 #define T 4000		/* the node timeout, ms */
-#define HB (T / 10)	/* heartbeat period (under half of quiet: the proofs join up) */
+#define HB (T / 10)	/* the longest heartbeat period (under half of quiet: the proofs join up) */
 #define DMAX (T / 64)	/* B's bound on a message's delay */
 #define MAXN 10		/* nodes */
 #define SRV MAXN	/* the server's endpoint */
@@ -86,6 +91,8 @@ struct sim {
 	bool attempt[MAXN]; /* its job's attempt runs here (until its lease runs out) */
 	int wake_gen[MAXN];
 	int64_t crashed_at[MAXN];
+	int64_t beat[MAXN]; /* its heartbeat period (its own clock) */
+	bool says[MAXN];    /* and its heartbeats say it (else: an agent of before) */
 	/* the network: cut[a][b], a's messages to b are lost */
 	bool cut[MAXN + 1][MAXN + 1];
 	int64_t max_delay;
@@ -243,7 +250,9 @@ static void node_boot(struct sim *s, int x, bool first)
 		s->ag[x].heard_ms = local(s, x, 0);
 		s->attempt[x] = true;
 	}
-	push(s, (struct ev){.at = s->now + rnd_in(s, 0, HB), .kind = EV_HB, .from = x, .to = SRV});
+	push(s,
+	     (struct ev){
+		     .at = s->now + rnd_in(s, 0, s->beat[x]), .kind = EV_HB, .from = x, .to = SRV});
 	wake(s, x);
 }
 
@@ -400,7 +409,9 @@ static void heartbeat(struct sim *s, int x)
 	settle_lease(s, x);
 	int64_t l = local(s, x, s->now);
 	send(s, EV_HB_IN, x, SRV, l, s->acked[x], s->acked_epoch[x]);
-	push(s, (struct ev){.at = global_at(s, x, l + HB), .kind = EV_HB, .from = x, .to = SRV});
+	push(s,
+	     (struct ev){
+		     .at = global_at(s, x, l + s->beat[x]), .kind = EV_HB, .from = x, .to = SRV});
 }
 
 static void run_event(struct sim *s, struct ev e)
@@ -420,6 +431,7 @@ static void run_event(struct sim *s, struct ev e)
 		if (s->srv_up) {
 			int64_t l = local(s, SRV, s->now);
 			int x = e.from;
+			fence_member_beats(&s->mem[x], s->says[x] ? s->beat[x] : 0);
 			fence_member_heard(&s->mem[x], &s->p, e.c == s->epoch ? e.b : INT64_MIN, l);
 			if (s->down[x])
 				s->down[x] = false; /* it is back: its old attempt is over */
@@ -490,7 +502,7 @@ static void run_event(struct sim *s, struct ev e)
 
 /* Runs one seed; returns the sim for the checks (the caller frees heap). */
 static void run(struct sim *s, uint64_t seed, enum mode mode, int agent_adj, int server_adj,
-		int64_t power_margin)
+		int64_t power_margin, bool own_beat)
 {
 	memset(s, 0, sizeof(*s));
 	s->heap = calloc(MAXEV, sizeof(*s->heap));
@@ -502,14 +514,20 @@ static void run(struct sim *s, uint64_t seed, enum mode mode, int agent_adj, int
 	fence_params_of(T, &s->p);
 	s->p.agent_quorum_adjust = agent_adj;
 	s->p.server_quorum_adjust = server_adj;
-	/* half the seeds fence by power, after two heartbeats and a half
-	 * (a margin given: all of them) */
-	s->p.power_after_ms = seed % 2 ? 2 * HB + HB / 2 : 0;
-	if (power_margin >= 0) { /* the mutant: every seed, just past a heartbeat */
-		s->p.power_margin_ms = power_margin;
-		s->p.power_after_ms = HB + HB / 4;
+	/* half the seeds fence by power, after the least silence that is
+	 * safe (fence_power_after; a margin given: all of them) */
+	s->p.power = seed % 2;
+	if (power_margin >= 0 || own_beat) { /* the mutants: every seed */
+		s->p.power_margin_ms = power_margin >= 0 ? power_margin : 0;
+		s->p.power_own_beat_only = own_beat;
+		s->p.power = true;
 	}
 	s->n = (int)rnd_in(s, 2, MAXN);
+	int plan = (int)rnd_in(s, 0, 3);
+	for (int x = 0; x < s->n; x++) {
+		s->beat[x] = plan == 0 ? HB : plan == 1 ? T / 40 : rnd_in(s, T / 40, HB);
+		s->says[x] = plan < 3 || chance(s, 70);
+	}
 	/* groups of 1 to 5, in order */
 	for (int x = 0; x < s->n;) {
 		int g = s->ngroups++, size = (int)rnd_in(s, 1, 5);
@@ -558,7 +576,7 @@ static void test_a_holds_in_any_schedule(void **state)
 	struct sim s;
 	int moved = 0, expired = 0, powered = 0;
 	for (uint64_t seed = 1; seed <= (uint64_t)seeds(); seed++) {
-		run(&s, seed, MODE_CHAOS, 0, 0, -1);
+		run(&s, seed, MODE_CHAOS, 0, 0, -1, false);
 		if (s.violations_a)
 			fail_msg("seed %llu: %s", (unsigned long long)seed, s.why);
 		moved += s.declared;
@@ -577,7 +595,7 @@ static void test_b_holds_when_only_the_control_plane_fails(void **state)
 {
 	struct sim s;
 	for (uint64_t seed = 1; seed <= (uint64_t)seeds(); seed++) {
-		run(&s, seed, MODE_OUTAGE, 0, 0, -1);
+		run(&s, seed, MODE_OUTAGE, 0, 0, -1, false);
 		if (s.violations_a || s.violations_b)
 			fail_msg("seed %llu: %s", (unsigned long long)seed, s.why);
 	}
@@ -587,9 +605,9 @@ static void test_a_crashed_node_is_declared_down(void **state)
 {
 	struct sim s;
 	int checked = 0, fast = 0;
-	int64_t worst = 0, worst_fast = 0;
+	int64_t worst = 0, worst_fast = 0, least_after = INT64_MAX;
 	for (uint64_t seed = 1; seed <= (uint64_t)seeds() / 3; seed++) {
-		run(&s, seed, MODE_CRASH, 0, 0, -1);
+		run(&s, seed, MODE_CRASH, 0, 0, -1, false);
 		if (s.violations_a)
 			fail_msg("seed %llu: %s", (unsigned long long)seed, s.why);
 		for (int x = 0; x < s.n; x++) {
@@ -598,9 +616,19 @@ static void test_a_crashed_node_is_declared_down(void **state)
 			checked++;
 			int64_t took = s.moved_at[x] - s.crashed_at[x];
 			int64_t bound = T + T / 4 + 2 * HB;
-			if (s.p.power_after_ms) {
+			if (s.p.power) {
+				/* its last beat arrives a delay after the crash at
+				 * most; the server looks every 100 ms */
+				int g = s.group_of[x];
+				struct fence_member grp[FENCE_MAX_GROUP];
+				for (int i = 0; i < s.gsize[g]; i++)
+					grp[i] = s.mem[s.gmem[g][i]];
+				int64_t after =
+					fence_power_after(grp, s.gsize[g], s.idx_in_group[x], &s.p);
 				fast++;
-				bound = s.p.power_after_ms + 2 * HB;
+				bound = after + DMAX + 2 * 100;
+				if (after < least_after)
+					least_after = after;
 				if (s.moved[x] && took > worst_fast)
 					worst_fast = took;
 			} else if (s.moved[x] && took > worst) {
@@ -615,9 +643,10 @@ static void test_a_crashed_node_is_declared_down(void **state)
 	}
 	assert_true(checked > seeds() / 6 && fast > seeds() / 20);
 	print_message("# L: %d crashed nodes declared DOWN, at most %lld ms after the crash (node "
-		      "timeout %d ms); %d of them powered off, at most %lld ms after (after %d "
-		      "ms of silence)\n",
-		      checked, (long long)worst, T, fast, (long long)worst_fast, 2 * HB + HB / 2);
+		      "timeout %d ms); %d of them powered off, at most %lld ms after (after %lld "
+		      "ms of silence at least)\n",
+		      checked, (long long)worst, T, fast, (long long)worst_fast,
+		      (long long)least_after);
 }
 
 /* Weakened by one, each rule lets two attempts run at once in some
@@ -630,7 +659,7 @@ static void test_weakened_rules_are_caught(void **state)
 		int found = 0;
 		uint64_t seed;
 		for (seed = 1; seed <= 4 * (uint64_t)seeds() && !found; seed++) {
-			run(&s, seed, MODE_CHAOS, adj[k][0], adj[k][1], -1);
+			run(&s, seed, MODE_CHAOS, adj[k][0], adj[k][1], -1, false);
 			found = s.violations_a;
 		}
 		print_message("# %s rule weakened: A broken at seed %llu (%s)\n",
@@ -643,17 +672,66 @@ static void test_weakened_rules_are_caught(void **state)
 	int found = 0;
 	uint64_t seed;
 	for (seed = 1; seed <= 20 * (uint64_t)seeds() && !found; seed++) {
-		run(&s, seed, MODE_OUTAGE, 0, 0, 100 * T);
+		run(&s, seed, MODE_OUTAGE, 0, 0, 100 * T, false);
 		found = s.violations_b;
 	}
 	print_message("# power fencing without its run of requests: B broken at seed %llu (%s)\n",
 		      (unsigned long long)(seed - 1), found ? s.why : "never");
 	assert_true(found);
+	/* power fencing that waits for x's own beats alone: a cut its faster
+	 * peers' runs do not show costs a slower x its silence */
+	found = 0;
+	for (seed = 1; seed <= 20 * (uint64_t)seeds() && !found; seed++) {
+		run(&s, seed, MODE_OUTAGE, 0, 0, -1, true);
+		found = s.violations_b;
+	}
+	print_message("# power fencing by a node's own beat alone: B broken at seed %llu (%s)\n",
+		      (unsigned long long)(seed - 1), found ? s.why : "never");
+	assert_true(found);
+}
+
+/* The silence power fencing asks: the slowest other member's margin and
+ * the node's own beat and delay, at 30 s. */
+static void test_power_after_follows_the_beats(void **state)
+{
+	struct fence_params p;
+	fence_params_of(30000, &p);
+	p.power = true;
+	struct fence_member g[3];
+	for (int i = 0; i < 3; i++) {
+		fence_member_init(&g[i], 0);
+		fence_member_beats(&g[i], 1000);
+	}
+	assert_int_equal(fence_margin(&g[0], &p), 1750);
+	assert_int_equal(fence_power_after(g, 3, 0, &p), 3500); /* beats of a second */
+	fence_member_beats(&g[2], 0); /* an agent of before: held to T/10 */
+	assert_int_equal(fence_beat(&g[2], &p), 3000);
+	assert_int_equal(fence_power_after(g, 3, 0, &p), 3750 + 1750);
+	assert_int_equal(fence_power_after(g, 3, 2, &p), 1750 + 3750);
+	fence_member_beats(&g[1], 60000); /* never more than T/10 */
+	assert_int_equal(fence_beat(&g[1], &p), 3000);
+	p.power_after_ms = 8000; /* the operator's "after": at least that */
+	assert_int_equal(fence_power_after(g, 3, 0, &p), 8000);
+	/* silent that long, its group heard without a gap and in touch */
+	for (int i = 0; i < 3; i++)
+		fence_member_beats(&g[i], 1000);
+	p.power_after_ms = 0;
+	for (int64_t t = 0; t <= 20000; t += 1000)
+		for (int i = 1; i < 3; i++)
+			fence_member_heard(&g[i], &p, t, t);
+	fence_member_heard(&g[0], &p, 16000, 16000);
+	assert_false(fence_may_power_off(g, 3, 0, &p, 19400, NULL));
+	for (int i = 1; i < 3; i++)
+		fence_member_heard(&g[i], &p, 19500, 19500);
+	assert_true(fence_may_power_off(g, 3, 0, &p, 19500, NULL));
+	p.power = false;
+	assert_false(fence_may_power_off(g, 3, 0, &p, 19500, NULL));
 }
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_power_after_follows_the_beats),
 		cmocka_unit_test(test_a_holds_in_any_schedule),
 		cmocka_unit_test(test_b_holds_when_only_the_control_plane_fails),
 		cmocka_unit_test(test_a_crashed_node_is_declared_down),
