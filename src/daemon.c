@@ -320,7 +320,8 @@ static const struct tk_option all_opts[D_MAX] = {
 		     "~/.pgpass, never the URL)"},
 	[D_HEARTBEAT] = {"heartbeat", 0, "TIME",
 			 "how often the node reports to the server (default 5s; at most a "
-			 "tenth of the server's --node-timeout)"},
+			 "tenth of the server's --node-timeout, and at most what the server "
+			 "asks: its power_fence.heartbeat)"},
 };
 
 /* Which options each daemon takes, in all_opts order. */

@@ -323,8 +323,18 @@ static void reg_done(void *arg, long status, const char *body, size_t len, const
 	if (!ans.has_gpu_health)
 		sched_config_gpu_default(&ans.gpu_health);
 	agent__health_limits(a, &ans.gpu_health);
-	/* beat four times a lease at least, so that lost beats are no death */
-	wire_lease_of(ans.node_timeout_ms, a->cfg.heartbeat_ms, &a->lease);
+	/* beat four times a lease at least, so that lost beats are no death,
+	 * and as often as the server asks (its power fencing finds a dead
+	 * node in two beats and a half) */
+	int64_t want = a->cfg.heartbeat_ms;
+	if (ans.heartbeat_ms > 0 && ans.heartbeat_ms < want)
+		want = ans.heartbeat_ms;
+	int64_t was = a->lease.heartbeat_ms;
+	wire_lease_of(ans.node_timeout_ms, want, &a->lease);
+	if (a->lease.heartbeat_ms != was)
+		log_info("beating every %lldms (node timeout %lldms%s)",
+			 (long long)a->lease.heartbeat_ms, (long long)ans.node_timeout_ms,
+			 ans.heartbeat_ms > 0 ? ", as the server asks" : "");
 	agent__witness_params(a, ans.node_timeout_ms);
 	uint64_t beat = (uint64_t)a->lease.heartbeat_ms;
 	uv_timer_start(&a->hb_timer, hb_timer_cb, beat, beat);
@@ -562,8 +572,10 @@ static void send_heartbeat(struct agent *a, bool stopping)
 	agent__images_for_heartbeat(a, &m, &a->hb_images_gen);
 	agent__witness_for_heartbeat(a, &m);
 	m.nfaults = agent__health_faults(a, m.faults, WIRE_MAX_FAULTS);
-	if (a->server_protocol >= 2) /* a protocol-1 server refuses the key */
+	if (a->server_protocol >= 2) { /* a protocol-1 server refuses the keys */
 		m.ngpus = agent__health_for_heartbeat(a, m.gpus, MODEL_MAX_ACCELS);
+		m.beat_ms = a->lease.heartbeat_ms;
+	}
 	m.ntrain = agent__train_for_heartbeat(a, &m.train);
 	for (int i = 0; i < m.nfaults; i++)
 		if (!a->fault_said || strcmp(a->fault_last, m.faults[i]) != 0) {

@@ -1255,16 +1255,19 @@ struct sched_config {
 	 * held in weighted units (catalogue_weight), not accelerators */
 	bool weighted_share;
 	/* "power_fence": {"command": ["fence-node", "{node}"], "after": "8s",
-	 * "timeout": "1m"}: a node silent for `after` (default: a quarter of
-	 * the node timeout) while its witness group hears the server is
-	 * powered off by the command ({node}: its name; {addr}: the address
-	 * its agent reached the server from), and its work moves as soon as
-	 * the command exits 0, its lease not waited for (fence.h). Read at
-	 * start; none where the command is empty */
+	 * "timeout": "1m", "heartbeat": "1s"}: a node silent for two of its
+	 * heartbeats and their delays (fence_power_after; `after` at least)
+	 * while its witness group hears the server is powered off by the
+	 * command ({node}: its name; {addr}: the address its agent reached
+	 * the server from), and its work moves as soon as the command exits
+	 * 0, its lease not waited for (fence.h); agents are asked to beat
+	 * every `heartbeat` (default 1s). Read at start; none where the
+	 * command is empty */
 	int npower_fence;
 	char power_fence[MODEL_MAX_FENCE_ARGS][MODEL_FENCE_ARG_MAX];
-	int64_t power_fence_after_s;   /* 0: the default */
-	int64_t power_fence_timeout_s; /* the command is killed after this */
+	int64_t power_fence_after_s;	 /* 0: the least that is safe */
+	int64_t power_fence_timeout_s;	 /* the command is killed after this */
+	int64_t power_fence_heartbeat_s; /* what agents are asked to beat at */
 };
 /* The depth of the fault-domain level of that name (n characters): 1 for
  * the widest; -1 if none. */

@@ -36,6 +36,7 @@ void sched_config_default(struct sched_config *c)
 	c->default_pool = -1;
 	c->maint_lookahead_s = 86400;
 	c->power_fence_timeout_s = 60;
+	c->power_fence_heartbeat_s = 1;
 	static const char *const levels[] = {"dc", "row", "rack", "pdu"};
 	for (size_t i = 0; i < ARRAY_SIZE(levels); i++)
 		snprintf(c->domain_levels[i], MODEL_NAME_MAX, "%s", levels[i]);
@@ -253,20 +254,21 @@ static int fixed_list(json_t *obj, const char *key, char *out, size_t size, int 
 /* "power_fence": its command, silence and timeout into c. */
 static int power_fence_parse(json_t *pf, struct sched_config *c, struct tk_error *err)
 {
-	static const char *const keys[] = {"command", "after", "timeout", NULL};
+	static const char *const keys[] = {"command", "after", "timeout", "heartbeat", NULL};
 	if (!pf)
 		return 0;
 	const char *eg = "such as {\"command\": [\"/usr/local/sbin/fence-node\", \"{node}\"], "
 			 "\"after\": \"8s\"}";
 	if (!json_is_object(pf))
 		return tk_errorf(err, -EINVAL, "power_fence: must be an object %s", eg);
-	char after[32] = "", timeout[32] = "";
+	char after[32] = "", timeout[32] = "", beat[32] = "";
 	int r;
 	if ((r = mj_check_keys(pf, "power_fence", keys, err)) < 0 ||
 	    (r = fixed_list(pf, "command", c->power_fence[0], MODEL_FENCE_ARG_MAX,
 			    MODEL_MAX_FENCE_ARGS, &c->npower_fence, err)) < 0 ||
 	    (r = mj_strbuf(pf, "after", false, true, after, sizeof(after), err)) < 0 ||
-	    (r = mj_strbuf(pf, "timeout", false, true, timeout, sizeof(timeout), err)) < 0) {
+	    (r = mj_strbuf(pf, "timeout", false, true, timeout, sizeof(timeout), err)) < 0 ||
+	    (r = mj_strbuf(pf, "heartbeat", false, true, beat, sizeof(beat), err)) < 0) {
 		mj_prefix(err, "power_fence");
 		return r;
 	}
@@ -280,9 +282,11 @@ static int power_fence_parse(json_t *pf, struct sched_config *c, struct tk_error
 				 "power_fence.command: \"%s\" is not an absolute path (the server "
 				 "runs it without a shell or a search path)",
 				 c->power_fence[0]);
-	const char *words[] = {after, timeout};
-	int64_t *secs[] = {&c->power_fence_after_s, &c->power_fence_timeout_s};
-	for (int k = 0; k < 2; k++) {
+	const char *words[] = {after, timeout, beat};
+	const char *names[] = {"after", "timeout", "heartbeat"}, *eg_of[] = {"8s", "1m", "1s"};
+	int64_t *secs[] = {&c->power_fence_after_s, &c->power_fence_timeout_s,
+			   &c->power_fence_heartbeat_s};
+	for (int k = 0; k < 3; k++) {
 		if (!words[k][0])
 			continue;
 		if (tk_parse_duration(words[k], secs[k]) < 0 || *secs[k] < 1 || *secs[k] > 3600)
@@ -290,7 +294,7 @@ static int power_fence_parse(json_t *pf, struct sched_config *c, struct tk_error
 				err, -EINVAL,
 				"power_fence.%s: expected a duration from 1s to 1h such as "
 				"\"%s\", got \"%s\"",
-				k ? "timeout" : "after", k ? "1m" : "8s", words[k]);
+				names[k], eg_of[k], words[k]);
 	}
 	return 0;
 }

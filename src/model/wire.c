@@ -238,6 +238,8 @@ json_t *wire_registered_pack(const struct wire_registered *m)
 				    json_integer(m->protocol ? m->protocol : WIRE_PROTOCOL));
 		if (m->has_gpu_health)
 			json_object_set_new(o, "gpu_health", wire_gpu_limits_pack(&m->gpu_health));
+		if (m->heartbeat_ms)
+			json_object_set_new(o, "heartbeat_ms", json_integer(m->heartbeat_ms));
 	}
 	return o;
 }
@@ -245,8 +247,8 @@ json_t *wire_registered_pack(const struct wire_registered *m)
 int wire_registered_unpack(json_t *j, struct wire_registered *ret, struct tk_error *err)
 {
 	static const char *const keys[] = {
-		"node",	      "addr",	  "epoch",	"node_timeout_ms",
-		"credential", "protocol", "gpu_health", NULL};
+		"node",	      "addr",	      "epoch", "node_timeout_ms", "credential", "protocol",
+		"gpu_health", "heartbeat_ms", NULL};
 	int r;
 	int64_t protocol;
 	memset(ret, 0, sizeof(*ret));
@@ -258,7 +260,8 @@ int wire_registered_unpack(json_t *j, struct wire_registered *ret, struct tk_err
 		    0 ||
 	    (r = mj_strbuf(j, "credential", false, true, ret->credential, sizeof(ret->credential),
 			   err)) < 0 ||
-	    (r = mj_int(j, "protocol", false, 1, INT32_MAX, 1, &protocol, err)) < 0)
+	    (r = mj_int(j, "protocol", false, 1, INT32_MAX, 1, &protocol, err)) < 0 ||
+	    (r = mj_int(j, "heartbeat_ms", false, 1, INT32_MAX, 0, &ret->heartbeat_ms, err)) < 0)
 		return r;
 	ret->protocol = (int)protocol;
 	json_t *gpu = json_object_get(j, "gpu_health");
@@ -405,6 +408,8 @@ json_t *wire_heartbeat_pack(const struct wire_heartbeat *m)
 				    json_pack("{s:i, s:s, s:s, s:I}", "port", m->witness_port,
 					      "group", m->group_id, "tag", m->group_tag, "seq",
 					      (json_int_t)m->witness_seq));
+	if (m->beat_ms)
+		json_object_set_new(o, "beat_ms", json_integer(m->beat_ms));
 	if (m->nfaults) {
 		json_t *f = json_array();
 		for (int i = 0; i < m->nfaults; i++)
@@ -588,16 +593,17 @@ static int images_unpack(json_t *j, struct wire_heartbeat *ret, struct tk_error 
 
 int wire_heartbeat_unpack(json_t *j, struct wire_heartbeat *ret, struct tk_error *err)
 {
-	static const char *const keys[] = {"node",   "agent_id", "checkpoints", "stopping",
-					   "images", "pulls",	 "faults",	"metrics",
-					   "acked",  "witness",	 "gpus",	NULL};
+	static const char *const keys[] = {
+		"node",	   "agent_id", "checkpoints", "stopping", "images",  "pulls", "faults",
+		"metrics", "acked",    "witness",     "gpus",	  "beat_ms", NULL};
 	static const char *const ckeys[] = {"job", "attempt", "at_ms", NULL};
 	int r;
 	memset(ret, 0, sizeof(*ret));
 	if ((r = mj_link_keys(j, NULL, keys, err)) < 0 ||
 	    (r = mj_strbuf(j, "node", true, true, ret->node, sizeof(ret->node), err)) < 0 ||
 	    (r = agent_id_unpack(j, ret->agent_id, err)) < 0 ||
-	    (r = mj_bool(j, "stopping", false, false, &ret->stopping, err)) < 0)
+	    (r = mj_bool(j, "stopping", false, false, &ret->stopping, err)) < 0 ||
+	    (r = mj_int(j, "beat_ms", false, 1, INT32_MAX, 0, &ret->beat_ms, err)) < 0)
 		return r;
 	json_t *acked = json_object_get(j, "acked");
 	if (acked) {

@@ -128,6 +128,10 @@ struct wire_registered {
 	 * agent); has_gpu_health false: not said, the agent keeps its defaults */
 	bool has_gpu_health;
 	struct gpu_limits gpu_health;
+	/* the heartbeat period the server asks of its agents (protocol 2; 0:
+	 * none asked, the agent keeps its own): its "power_fence", which
+	 * finds a dead node in two beats and a half */
+	int64_t heartbeat_ms;
 };
 
 /* "gpu_health" as configured (config: "for" a duration such as "5m") or
@@ -166,7 +170,8 @@ struct wire_lease {
 };
 
 /* The lease for node timeout T, with heartbeats no rarer than
- * heartbeat_ms (the agent's setting). */
+ * heartbeat_ms (the agent's setting, or the server's ask when that is
+ * shorter). */
 void wire_lease_of(int64_t node_timeout_ms, int64_t heartbeat_ms, struct wire_lease *ret);
 
 /* ---- witness groups (fence.h) ---------------------------------------------------- */
@@ -275,6 +280,10 @@ struct wire_heartbeat {
 	char group_id[WIRE_GROUP_ID_MAX];
 	char group_tag[WIRE_GROUP_ID_MAX];
 	uint64_t witness_seq; /* the agent's beats, counted from 1 (0: not said) */
+	/* how often it beats (ms; 0: not said, an agent of before): the
+	 * server holds it to that (fence.h, power fencing); a protocol-1
+	 * server refuses the key */
+	int64_t beat_ms;
 	/* its accelerators, as NVML read them last (none: no NVML, or a
 	 * protocol-1 server, which refuses the key) */
 	int ngpus;

@@ -1787,6 +1787,10 @@ static void h_agent_register(struct request *r, const char *param, json_t *body)
 				      .protocol = m->protocol < 2 ? 1 : WIRE_PROTOCOL,
 				      .has_gpu_health = m->protocol >= 2,
 				      .gpu_health = st->sched.gpu_health};
+	/* power fencing finds a dead node in two beats and a half: beats of
+	 * `heartbeat`, asked of every agent */
+	if (st->sched.npower_fence)
+		ans.heartbeat_ms = st->sched.power_fence_heartbeat_s * 1000;
 	if (join) {
 		/* its own credential from now on; the server keeps its hash */
 		char sha[65];
@@ -1819,6 +1823,9 @@ static void h_agent_heartbeat(struct request *r, const char *param, json_t *body
 	struct snode *n = api_agent_node(r, m.node, m.agent_id);
 	int64_t mono = tk_mono_ms();
 	if (n) {
+		/* how often it beats, before the gap since its last request is
+		 * judged by it */
+		fence_member_beats(&n->fence, m.beat_ms);
 		state_node_seen(&r->s->st, n, mono);
 		/* what it heard of this run of the server proves it hears it */
 		if (m.acked_epoch[0] && strcmp(m.acked_epoch, r->s->epoch) == 0)

@@ -230,6 +230,8 @@ json_t *state_node_pack(struct state *s, const struct snode *n)
 		json_array_append_new(h, node_event_pack(&n->rec.history[i]));
 	json_object_set_new(o, "history", h);
 	json_object_set_new(o, "agent_stopping", json_boolean(n->agent_stopping));
+	if (n->fence.beat_ms) /* how often its agent said it beats */
+		json_object_set_new(o, "heartbeat_ms", json_integer(n->fence.beat_ms));
 	json_t *lent = state_node_spare_lent(s, n);
 	if (lent) /* to whom its spare's job lends it meanwhile */
 		json_object_set_new(o, "spare_lent_to", lent);

@@ -705,20 +705,25 @@ int server_create(uv_loop_t *loop, const struct server_config *cfg, struct serve
 	    (r = load_token(s, "agent", s->agent_token, sizeof(s->agent_token), err)) < 0 ||
 	    (r = load_catalogue(s, err)) < 0 || (r = load_config(s, sched, err)) < 0)
 		goto fail;
-	/* a node in touch beats every tenth of the node timeout at most: two
-	 * beats, their delays and a margin (fence.h) */
-	if (sched->npower_fence && sched->power_fence_after_s &&
-	    sched->power_fence_after_s * 1000 < cfg->node_timeout_ms / 4) {
-		r = tk_errorf(
-			err, -EINVAL,
-			"power_fence.after: %llds is under two heartbeats and a half at a "
-			"node timeout of %llds (%lldms): nodes in touch could be powered off; "
-			"give %llds or more, or leave it out",
-			(long long)sched->power_fence_after_s,
-			(long long)(cfg->node_timeout_ms / 1000),
-			(long long)(cfg->node_timeout_ms / 4),
-			(long long)((cfg->node_timeout_ms / 4 + 999) / 1000));
-		goto fail;
+	/* a node in touch beats every `heartbeat` (a tenth of the node
+	 * timeout at most): two beats and two delays (fence.h) */
+	if (sched->npower_fence && sched->power_fence_after_s) {
+		struct fence_params fp;
+		fence_params_of(cfg->node_timeout_ms, &fp);
+		int64_t beat =
+			MIN(sched->power_fence_heartbeat_s * 1000, cfg->node_timeout_ms / 10);
+		int64_t least = 2 * (beat + fp.power_delay_ms);
+		if (sched->power_fence_after_s * 1000 < least) {
+			r = tk_errorf(err, -EINVAL,
+				      "power_fence.after: %llds is under two heartbeats of %lldms "
+				      "and their delays (%lldms at a node timeout of %llds): nodes "
+				      "in touch could be powered off; give %llds or more, or leave "
+				      "it out (the least that is safe)",
+				      (long long)sched->power_fence_after_s, (long long)beat,
+				      (long long)least, (long long)(cfg->node_timeout_ms / 1000),
+				      (long long)((least + 999) / 1000));
+			goto fail;
+		}
 	}
 	if ((r = tk_random_hex(s->epoch, 16)) < 0) {
 		r = tk_errorf(err, r, "cannot read random bytes");

@@ -10,14 +10,15 @@ every rank). A task that fails on every node fails the job after
 (no spare) is test_ckpt.py's killed-host test."""
 import glob
 import os
+import re
 import signal
 import sys
 import time
 
 import pytest
 
-from conftest import (MultiHost, children, end_shims, fence_script, root_jobs_config,
-                      shim_pids, wait_for)
+from conftest import (Daemon, MultiHost, children, end_shims, fence_script,
+                      root_jobs_config, shim_pids, wait_for)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PY = sys.executable
@@ -355,16 +356,29 @@ def test_power_fence_moves_a_dead_hosts_gang_before_the_node_timeout(hosts4, wor
     operator's command once it has been silent for "after" while its
     witness group hears the server, and its gang restarts in place at once
     rather than after the node timeout (its tasks' lease is not waited
-    for: the command says they are gone). A command that fails leaves the
-    node to the node timeout, and says why in the server's log. (A node
-    timeout of 20 s: beats of a second leave the server's proof that the
-    rest of the group is in touch room for the machine's jitter.)"""
+    for: the command says they are gone). The server asks its agents to
+    beat every second (power_fence's "heartbeat") and each says it does, so
+    at the default node timeout of 30 s "after" is two beats and their
+    delays, 3.5 s, not a quarter of the node timeout. A command that fails
+    leaves the node to the node timeout, and says why in the server's
+    log."""
     script, log = fence_script(workdir, hosts4)
+    # an "after" under two beats and their delays: the server says so and
+    # does not start
+    bad = os.path.join(workdir, "bad")
+    root_jobs_config(bad, power_fence={"command": [script], "after": "2s"})
+    srv = Daemon(["server", "--data", bad, "--listen", "127.0.0.1:0", "--node-timeout", "30s"],
+                 workdir, "bad")
+    kill_all.append(srv)
+    wait_for(lambda: not srv.alive(), 20, "the refusal")
+    assert ("power_fence.after: 2s is under two heartbeats of 1000ms and their delays "
+            "(3500ms at a node timeout of 30s)") in srv.output(), srv.output()
     root_jobs_config(os.path.join(workdir, "data"),
-                     power_fence={"command": [script, "{node}", "{addr}"], "after": "5s"})
-    c = MultiHost(workdir, hosts4, fake="1xH100", node_timeout="20s",
-                  agent_args=["--heartbeat", "1s"])
+                     power_fence={"command": [script, "{node}", "{addr}"]})
+    c = MultiHost(workdir, hosts4, fake="1xH100", node_timeout="30s")
     kill_all += c.daemons
+    wait_for(lambda: [n.get("heartbeat_ms") for n in c.json("nodes")["nodes"]] == [1000] * 3,
+             30, "every agent beating every second, as the server asks")
     jid = c.submit("-N", "2", "--gpus-per-node", "1", "--restart", "in-place",
                    "--max-restarts", "3", "--", "sleep", "600")
     wait_for(lambda: c.job(jid)["state"] == "RUNNING", 60, "the gang")
@@ -374,9 +388,12 @@ def test_power_fence_moves_a_dead_hosts_gang_before_the_node_timeout(hosts4, wor
     h = int(first[1].replace("host", ""))
     kill_ranks(workdir, h)
     c.agents[h].kill9()
-    wait_for(lambda: len(c.job(jid)["attempts"]) == 2, 30, "attempt 2")
+    wait_for(lambda: len(c.job(jid)["attempts"]) == 2, 25, "attempt 2 before the node timeout")
     a1, a2 = c.job(jid)["attempts"]
-    assert "powered off by power_fence after" in a1["reason"], a1
+    silent = re.search(r"powered off by power_fence after ([0-9.]+)s of silence", a1["reason"])
+    assert silent, a1
+    # never before two beats and their delays (1 s and 0.75 s each)
+    assert float(silent.group(1)) >= 3.5, a1
     assert a2["in_place"] and a2["replaced"] == first[1], a2
     assert [n["name"] for n in a2["nodes"]][0] == first[0], a2
     with open(log) as f:

@@ -1291,6 +1291,14 @@ static void test_fault_domains(void **state)
 	assert_string_equal(c->power_fence[2], "--bmc={addr}");
 	assert_int_equal(c->power_fence_after_s, 8);
 	assert_int_equal(c->power_fence_timeout_s, 60);
+	assert_int_equal(c->power_fence_heartbeat_s, 1);
+	assert_int_equal(sched_config_load_json(c,
+						"{\"power_fence\": {\"command\": [\"/f\"], "
+						"\"heartbeat\": \"2s\"}}",
+						&err),
+			 0);
+	assert_int_equal(c->power_fence_heartbeat_s, 2);
+	assert_int_equal(c->power_fence_after_s, 0);
 	static const char *const bad_fences[][2] = {
 		{"{\"power_fence\": [\"/sbin/fence\"]}", "power_fence: must be an object"},
 		{"{\"power_fence\": {\"after\": \"8s\"}}", "power_fence.command: must name"},
@@ -1299,6 +1307,8 @@ static void test_fault_domains(void **state)
 		 "power_fence.after: expected a duration from 1s to 1h"},
 		{"{\"power_fence\": {\"command\": [\"/f\"], \"wait\": \"1s\"}}",
 		 "power_fence.wait"},
+		{"{\"power_fence\": {\"command\": [\"/f\"], \"heartbeat\": \"500ms\"}}",
+		 "power_fence.heartbeat: expected a duration from 1s to 1h such as \"1s\""},
 	};
 	for (size_t k = 0; k < ARRAY_SIZE(bad_fences); k++) {
 		assert_true(sched_config_load_json(c, bad_fences[k][0], &err) < 0);
@@ -1606,8 +1616,8 @@ static void test_wire_witness(void **state)
 			 -EINVAL);
 	free(text);
 	json_decref(ans);
-	/* the beat: its endpoint and the group it holds */
-	struct wire_heartbeat hb = {.witness_port = 4711};
+	/* the beat: its endpoint, the group it holds, how often it beats */
+	struct wire_heartbeat hb = {.witness_port = 4711, .beat_ms = 1000};
 	snprintf(hb.node, sizeof(hb.node), "n1");
 	snprintf(hb.agent_id, sizeof(hb.agent_id), "abababababababab");
 	snprintf(hb.group_id, sizeof(hb.group_id), "%s", g.id);
@@ -1616,8 +1626,16 @@ static void test_wire_witness(void **state)
 	struct wire_heartbeat back;
 	assert_int_equal(wire_heartbeat_unpack(j, &back, &err), 0);
 	assert_int_equal(back.witness_port, 4711);
+	assert_int_equal(back.beat_ms, 1000);
 	assert_string_equal(back.group_id, g.id);
 	assert_string_equal(back.group_tag, g.tag);
+	wire_heartbeat_release(&back);
+	json_object_set_new(j, "beat_ms", json_integer(0));
+	assert_true(wire_heartbeat_unpack(j, &back, &err) < 0);
+	assert_non_null(strstr(err.text, "beat_ms"));
+	json_object_del(j, "beat_ms"); /* an agent of before: not said */
+	assert_int_equal(wire_heartbeat_unpack(j, &back, &err), 0);
+	assert_int_equal(back.beat_ms, 0);
 	wire_heartbeat_release(&back);
 	json_object_set_new(json_object_get(j, "witness"), "port", json_integer(-1));
 	assert_true(wire_heartbeat_unpack(j, &back, &err) < 0);
@@ -1903,9 +1921,11 @@ static void test_wire(void **state)
 	ans.gpu_health.temp_c = 90;
 	ans.gpu_health.hold_ms = 2000;
 	ans.gpu_health.pcie = false;
+	ans.heartbeat_ms = 1000; /* power fencing asks beats of a second */
 	packed = wire_registered_pack(&ans);
 	struct wire_registered got;
 	assert_int_equal(wire_registered_unpack(packed, &got, &err), 0);
+	assert_int_equal(got.heartbeat_ms, 1000);
 	assert_true(got.has_gpu_health && got.gpu_health.temp_c == 90 &&
 		    got.gpu_health.hold_ms == 2000 && !got.gpu_health.pcie &&
 		    got.gpu_health.throttle && got.gpu_health.rows == 1 &&
@@ -1918,11 +1938,12 @@ static void test_wire(void **state)
 	assert_non_null(strstr(err.text, "gpu_health"));
 	assert_non_null(strstr(err.text, "temp_c"));
 	json_decref(packed);
-	/* to a protocol-1 agent: neither key */
+	/* to a protocol-1 agent: none of these keys */
 	ans.protocol = 1;
 	packed = wire_registered_pack(&ans);
 	assert_null(json_object_get(packed, "protocol"));
 	assert_null(json_object_get(packed, "gpu_health"));
+	assert_null(json_object_get(packed, "heartbeat_ms"));
 	json_decref(packed);
 	wire_register_release(reg);
 	json_object_set_new(j, "kept", parse("[{\"job\": 4, \"attempt\": \"two\"}]"));
