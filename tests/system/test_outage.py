@@ -72,6 +72,9 @@ def start_job(c, out):
     jid = c.submit("-N", "3", "--gpus-per-task", "4", "--", PY, "-c", JOB, out)
     c.wait_state(jid, "RUNNING")
     wait_for(lambda: len(pids(out)) == 3, 30, "the three ranks' pids")
+    # rank 0 writes its first step just after its pid: the outages that
+    # follow read how far it got (seen once under load: not yet written)
+    wait_for(lambda: os.path.exists(f"{out}/step"), 30, "the first step")
     return jid, pids(out)
 
 
