@@ -227,6 +227,30 @@ int node_network_unpack(json_t *j, struct node_inventory *inv, struct tk_error *
  * none is (TCP alone). */
 const char *node_fabric_of(const struct node_inventory *inv);
 
+/* What NCCL's log (NCCL_DEBUG=INFO) says of the transports it chose
+ * (nccl_log.c): its channels' connections by transport. */
+enum nccl_transport {
+	NCCL_TR_NET,	/* "via NET/IB/0", a plugin's "NET/IBext_v8/2": RDMA between nodes */
+	NCCL_TR_SOCKET, /* "via NET/Socket/0": TCP between nodes */
+	NCCL_TR_P2P,	/* "via P2P/IPC/read": GPU to GPU in the node */
+	NCCL_TR_SHM,	/* "via SHM/direct/direct": through host memory */
+	NCCL_TR_OTHER,
+	NCCL_TR_MAX
+};
+const char *model_nccl_transport_name(enum nccl_transport t);
+struct nccl_log {
+	int connections[NCCL_TR_MAX];
+	char network[32];      /* "Using network IB": "IB"; "" not said */
+	char net[32];	       /* the first RDMA net's name ("IB", "IBext_v8") */
+	bool ib_no_device;     /* "NET/IB : No device found" */
+	char socket_line[200]; /* the first NET/Socket connection, NCCL's words */
+};
+/* One line of the log, or a text of many; a zeroed nccl_log to start. */
+void model_nccl_log_line(struct nccl_log *l, const char *line);
+void model_nccl_log_text(struct nccl_log *l, const char *text, size_t len);
+/* Connections that leave the node (NET/...). */
+int model_nccl_log_between_nodes(const struct nccl_log *l);
+
 /* Node labels and job constraints (labels.c). node_labels_parse: "k=v,k2=v2"
  * (checked) into its canonical form, sorted by key; the number of labels.
  * node_labels_get: the value of key (keyn characters) in canonical labels, its

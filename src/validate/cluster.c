@@ -476,8 +476,9 @@ int validate_member(const struct vrun *o)
 	struct coll_comm *c = NULL;
 	struct tk_error err;
 	double ring = 0;
-	struct vcheck across;
+	struct vcheck across, transport;
 	memset(&across, 0, sizeof(across));
+	memset(&transport, 0, sizeof(transport));
 	int rc = coll_init(&c, (int)rank, (int)size, root, &co, &err);
 	bool tcp = rc >= 0 && strcmp(coll_transport(c), "tcp") == 0;
 	/* 3. the clock */
@@ -509,6 +510,13 @@ int validate_member(const struct vrun *o)
 		/* the GPUs' own fabric, where every node has GPUs and NCCL */
 		if (rc >= 0)
 			rc = validate__check_nccl_across(&across, c, o->quick, &err);
+		/* and which transports it chose, by NCCL's own log */
+		if (rc >= 0) {
+			struct node_inventory *inv = xcalloc(1, sizeof(*inv));
+			validate__fabric(inv);
+			validate__check_nccl_transport(&transport, inv, across.verdict != V_SKIP);
+			free(inv);
+		}
 	}
 	if (rc < 0) {
 		snprintf(fail_why, sizeof(fail_why), "%.*s", VREASON_MAX - 1, err.text);
@@ -538,6 +546,8 @@ int validate_member(const struct vrun *o)
 		}
 		if (o->want[VL_INTERCONNECT] && size > 1 && n < VMAX_CHECKS)
 			checks[n++] = across;
+		if (o->want[VL_INTERCONNECT] && size > 1 && n < VMAX_CHECKS)
+			checks[n++] = transport;
 		if (o->want[VL_INTERCONNECT] && size > 1 && tcp && n + 2 <= VMAX_CHECKS) {
 			const char **names = xcalloc((size_t)size + 1, sizeof(char *));
 			for (int i = 0; i < size; i++)

@@ -139,6 +139,8 @@ static int gpu_open(struct gpu *g, char *why, size_t n)
 		g->blas = NULL;
 	}
 	g->nccl = first_lib(nccl);
+	if (g->nccl) /* its log says which transports it chose (net.c) */
+		validate__nccl_log_start();
 	if (!(load(g->nccl, "ncclCommInitAll", &g->nccl_init_all) &&
 	      load(g->nccl, "ncclCommDestroy", &g->nccl_destroy) &&
 	      load(g->nccl, "ncclAllReduce", &g->nccl_allreduce) &&

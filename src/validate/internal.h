@@ -66,6 +66,15 @@ void validate__fabric(struct node_inventory *inv);
 void validate__check_net_links(struct vcheck *c, const struct node_inventory *inv);
 void validate__check_rdma(struct vcheck *c, const struct node_inventory *inv);
 void validate__check_nccl_env(struct vcheck *c, const struct node_inventory *inv);
+/* NCCL's log into a file of ours (NCCL_DEBUG=INFO), once per process,
+ * before NCCL's first call, unless the environment sets NCCL_DEBUG; then
+ * the transports the all-reduce between the nodes chose (nccl_ran: it
+ * ran), judged as validate__nccl_transport_judge. */
+void validate__nccl_log_start(void);
+void validate__check_nccl_transport(struct vcheck *c, const struct node_inventory *inv,
+				    bool nccl_ran);
+void validate__nccl_transport_judge(struct vcheck *c, const struct nccl_log *l,
+				    const struct node_inventory *inv);
 void validate__check_net_mtu(struct vcheck *c);
 /* the speed of the interface to the peers, and the slowest ACTIVE RDMA
  * port's rate: held to the peers' (cluster.c) */

@@ -23,6 +23,13 @@
  *                    over 0.1% fails (a lossy link, a bad cable, a port)
  *   net_errors       errors and drops on the interface to the peers: over
  *                    0.1% of its packets fails
+ *
+ * And after the interconnect layer's NCCL all-reduce between the nodes,
+ * from NCCL's own log (NCCL_DEBUG=INFO into a file of ours, where the
+ * environment does not set NCCL_DEBUG; model nccl_log.c):
+ *   nccl_transport   the share of its connections between nodes that
+ *                    went over sockets: on a node with an ACTIVE RDMA
+ *                    port any fails, NCCL's own line quoted
  */
 #include "internal.h"
 
@@ -168,6 +175,112 @@ void validate__check_nccl_env(struct vcheck *c, const struct node_inventory *inv
 			 "nothing forces sockets (%d active RDMA port%s)%s%.40s%s", active,
 			 active == 1 ? "" : "s", ifname ? "; NCCL_SOCKET_IFNAME=" : "",
 			 ifname ? ifname : "", ifname ? " picks the sockets' interface only" : "");
+}
+
+/* ---- NCCL's transport -------------------------------------------------------------- */
+
+static char nccl_log_path[256];
+
+static void nccl_log_gone(void)
+{
+	if (nccl_log_path[0])
+		unlink(nccl_log_path);
+}
+
+void validate__nccl_log_start(void)
+{
+	static bool started;
+	if (started)
+		return;
+	started = true;
+	const char *set = getenv("NCCL_DEBUG");
+	if (set && *set)
+		return; /* the operator's: theirs to read */
+	const char *tmp = getenv("TMPDIR");
+	snprintf(nccl_log_path, sizeof(nccl_log_path), "%s/tenk-nccl-XXXXXX",
+		 tmp && *tmp ? tmp : "/tmp");
+	int fd = mkstemp(nccl_log_path);
+	if (fd < 0) {
+		nccl_log_path[0] = '\0';
+		return;
+	}
+	close(fd);
+	atexit(nccl_log_gone);
+	/* before NCCL's first call, which reads them once */
+	setenv("NCCL_DEBUG", "INFO", 1);
+	setenv("NCCL_DEBUG_FILE", nccl_log_path, 1);
+	if (!getenv("NCCL_DEBUG_SUBSYS"))
+		setenv("NCCL_DEBUG_SUBSYS", "INIT,NET", 1);
+}
+
+static bool rdma_active(const struct node_inventory *inv, const struct rdma_port **first)
+{
+	for (int i = 0; i < inv->nrdma; i++)
+		if (inv->rdma[i].active) {
+			*first = &inv->rdma[i];
+			return true;
+		}
+	return false;
+}
+
+void validate__nccl_transport_judge(struct vcheck *c, const struct nccl_log *l,
+				    const struct node_inventory *inv)
+{
+	validate__vcheck_set(c, "interconnect", "nccl_transport", "% sockets", false);
+	int between = model_nccl_log_between_nodes(l), socket = l->connections[NCCL_TR_SOCKET];
+	if (!between) {
+		c->verdict = V_SKIP;
+		snprintf(c->detail, sizeof(c->detail),
+			 "skipped: NCCL's log names no connection between nodes%s",
+			 l->connections[NCCL_TR_P2P] + l->connections[NCCL_TR_SHM]
+				 ? " (only P2P and SHM within the node)"
+				 : "");
+		return;
+	}
+	c->figure = 100.0 * socket / between;
+	const struct rdma_port *port = NULL;
+	if (!rdma_active(inv, &port)) {
+		c->verdict = socket == between ? V_PASS : V_SKIP;
+		snprintf(c->detail, sizeof(c->detail),
+			 "%d connections between nodes, %d of them over sockets: no active RDMA "
+			 "port here, sockets expected",
+			 between, socket);
+		return;
+	}
+	validate__vcheck_judge(c, 0, "none on an RDMA node");
+	if (socket)
+		snprintf(c->detail, sizeof(c->detail),
+			 "NCCL fell back to sockets on %d of %d connections between nodes though "
+			 "%s port %d is active%s%s: \"%.120s\"",
+			 socket, between, port->dev, port->port, l->ib_no_device ? " (NCCL: " : "",
+			 l->ib_no_device ? "NET/IB found no device)" : "", l->socket_line);
+	else
+		snprintf(c->detail, sizeof(c->detail),
+			 "%d connections between nodes, all over NET/%s%s%s", between, l->net,
+			 l->network[0] ? "; NCCL uses network " : "", l->network);
+}
+
+void validate__check_nccl_transport(struct vcheck *c, const struct node_inventory *inv,
+				    bool nccl_ran)
+{
+	struct nccl_log l;
+	memset(&l, 0, sizeof(l));
+	char *text = NULL;
+	size_t len = 0;
+	if (nccl_ran && nccl_log_path[0] &&
+	    tk_read_file(nccl_log_path, 64u << 20, &text, &len) >= 0)
+		model_nccl_log_text(&l, text, len);
+	free(text);
+	validate__nccl_transport_judge(c, &l, inv);
+	if (c->verdict != V_SKIP || model_nccl_log_between_nodes(&l))
+		return;
+	const char *set = getenv("NCCL_DEBUG");
+	snprintf(c->detail, sizeof(c->detail), "skipped: %s",
+		 !nccl_ran	    ? "no NCCL all-reduce ran between the nodes"
+		 : nccl_log_path[0] ? "NCCL's log names no connection between nodes"
+		 : set && *set	    ? "NCCL_DEBUG is set by the environment: NCCL's log is "
+				      "the operator's"
+				    : "no file for NCCL's log");
 }
 
 /* The interface (name into ifname) and address the route to host takes. */

@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -292,6 +293,86 @@ static void test_one_machines_members_not_held_to_each_other(void **state)
 	assert_non_null(strstr(g->threshold_from, "2 peers' median"));
 }
 
+/* NCCL_DEBUG=INFO lines in the shapes NCCL 2.x writes them (as posted in
+ * NVIDIA/nccl issues 226, 952, 1053, 1232, 1814 and nccl-tests issue 166;
+ * host names and ids are this test's): IB through the IBext plugin, IB
+ * with GPUDirect, sockets, P2P and SHM within a node, an old release's
+ * "Ring" lines. */
+static const char ib_log[] =
+	"gpu07:987:1260 [7] NCCL INFO NET/Plugin : Plugin load returned 2 : libnccl-net.so\n"
+	"gpu07:987:1260 [7] NCCL INFO Using network IBext_v8\n"
+	"gpu07:987:1260 [7] NCCL INFO Channel 03/0 : 47[7] -> 39[7] [receive] via NET/IBext_v8/2\n"
+	"gpu07:987:1260 [7] NCCL INFO Channel 05/0 : 47[7] -> 39[7] [receive] via NET/IBext_v8/2\n"
+	"gpu07:986:1254 [6] NCCL INFO Channel 00/0 : 6[6] -> 38[6] [send] via NET/IB/1/GDRDMA\n"
+	"gpu07:986:1254 [6] NCCL INFO Channel 00/0 : 14[6] -> 15[7] via P2P/IPC/read\n"
+	"gpu07:986:1254 [6] NCCL INFO Connected all rings\n";
+static const char socket_log[] =
+	"gpu08:919:1150 [0] NCCL INFO NET/IB : No device found.\n"
+	"gpu08:919:1150 [0] NCCL INFO NET/Socket : Using [0]eth0:10.1.0.8<0>\n"
+	"gpu08:919:1150 [0] NCCL INFO Using network Socket\n"
+	"gpu08:919:1150 [0] NCCL INFO Channel 01/0 : 8[0] -> 15[7] via P2P/IPC/read\n"
+	"gpu08:926:1151 [7] NCCL INFO Channel 03/0 : 15[7] -> 6[6] [send] via NET/Socket/3\n"
+	"gpu08:926:1151 [7] NCCL INFO Channel 07/0 : 15[7] -> 6[6] [send] via NET/Socket/3\n"
+	"[1] gpu08:22555:22555 [0] NCCL INFO Channel 00 : 2[1] -> 0[0] via SHM/direct/direct\n"
+	"gpu08:45305:45310 [0] NCCL INFO Ring 00 : 43 -> 44 [receive] via NET/Socket/0\n"
+	"gpu08:45305:45310 [0] NCCL WARN Channel 00 : via NET/IB/0 is not a connection line\n";
+
+static void test_nccl_transport_from_its_log(void **state)
+{
+	struct nccl_log l;
+	memset(&l, 0, sizeof(l));
+	model_nccl_log_text(&l, ib_log, strlen(ib_log));
+	assert_int_equal(l.connections[NCCL_TR_NET], 3);
+	assert_int_equal(l.connections[NCCL_TR_SOCKET], 0);
+	assert_int_equal(l.connections[NCCL_TR_P2P], 1);
+	assert_string_equal(l.net, "IBext_v8");
+	assert_string_equal(l.network, "IBext_v8");
+	struct nccl_log s;
+	memset(&s, 0, sizeof(s));
+	model_nccl_log_text(&s, socket_log, strlen(socket_log));
+	assert_int_equal(s.connections[NCCL_TR_SOCKET], 3);
+	assert_int_equal(s.connections[NCCL_TR_NET], 0);
+	assert_int_equal(s.connections[NCCL_TR_P2P], 1);
+	assert_int_equal(s.connections[NCCL_TR_SHM], 1);
+	assert_true(s.ib_no_device);
+	assert_string_equal(s.network, "Socket");
+	assert_string_equal(s.socket_line, "Channel 03/0 : 15[7] -> 6[6] [send] via NET/Socket/3");
+	assert_int_equal(model_nccl_log_between_nodes(&s), 3);
+
+	/* judged: an RDMA node whose NCCL went by sockets fails, quoting it */
+	struct node_inventory *inv = calloc(1, sizeof(*inv));
+	inv->nrdma = 1;
+	snprintf(inv->rdma[0].dev, sizeof(inv->rdma[0].dev), "mlx5_0");
+	inv->rdma[0].port = 1;
+	inv->rdma[0].active = true;
+	struct vcheck c;
+	validate__nccl_transport_judge(&c, &s, inv);
+	assert_string_equal(c.name, "nccl_transport");
+	assert_int_equal(c.verdict, V_FAIL);
+	assert_true(c.figure == 100.0);
+	assert_non_null(strstr(c.detail, "fell back to sockets on 3 of 3 connections between "
+					 "nodes though mlx5_0 port 1 is active (NCCL: NET/IB found "
+					 "no device): \"Channel 03/0 : 15[7] -> 6[6] [send] via "
+					 "NET/Socket/3\""));
+	validate__nccl_transport_judge(&c, &l, inv);
+	assert_int_equal(c.verdict, V_PASS);
+	assert_true(c.figure == 0);
+	assert_non_null(strstr(c.detail, "3 connections between nodes, all over NET/IBext_v8"));
+	/* a node without RDMA: sockets are what it has */
+	inv->rdma[0].active = false;
+	validate__nccl_transport_judge(&c, &s, inv);
+	assert_int_equal(c.verdict, V_PASS);
+	assert_non_null(strstr(c.detail, "sockets expected"));
+	/* only P2P: nothing between nodes to judge */
+	struct nccl_log p;
+	memset(&p, 0, sizeof(p));
+	model_nccl_log_line(&p, "h:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/IPC/read");
+	validate__nccl_transport_judge(&c, &p, inv);
+	assert_int_equal(c.verdict, V_SKIP);
+	assert_non_null(strstr(c.detail, "only P2P and SHM within the node"));
+	free(inv);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -303,6 +384,7 @@ int main(void)
 		cmocka_unit_test(test_speed_held_to_the_peers),
 		cmocka_unit_test(test_retransmits_and_errors),
 		cmocka_unit_test(test_one_machines_members_not_held_to_each_other),
+		cmocka_unit_test(test_nccl_transport_from_its_log),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
