@@ -577,6 +577,8 @@ static void send_heartbeat(struct agent *a, bool stopping)
 		m.beat_ms = a->lease.heartbeat_ms;
 	}
 	m.ntrain = agent__train_for_heartbeat(a, &m.train);
+	if (a->server_protocol >= 2)
+		m.nnccl = agent__nccl_for_heartbeat(a, &m.nccl);
 	for (int i = 0; i < m.nfaults; i++)
 		if (!a->fault_said || strcmp(a->fault_last, m.faults[i]) != 0) {
 			log_warn("fault on this node, told to the server: %s", m.faults[i]);

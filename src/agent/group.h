@@ -209,6 +209,23 @@ struct group_train {
 	int64_t mtime_ms; /* the file's last change at the last read that found lines */
 };
 
+/* nccl.c's part (--nccl-check): the files of NCCL's log its tasks write
+ * in RUN/nccl/JOB.ATTEMPT, read as they grow, and what they say so far. */
+#define GROUP_NCCL_FILES 64
+struct group_nccl {
+	bool probed; /* whether the folder is there was looked at */
+	bool on;     /* it is: the attempt asked for the check */
+	uint32_t uid;
+	int nfiles;
+	struct {
+		char name[64];
+		int64_t off;  /* read up to here */
+		size_t npart; /* a line's start, not yet ended */
+		char part[512];
+	} * files;
+	struct nccl_log log;
+};
+
 /* One attempt's part on this node, run by its shim. */
 struct taskgroup {
 	struct agent *a; /* NULL in unit tests */
@@ -257,6 +274,7 @@ struct taskgroup {
 	struct group_ckpt ckpt;
 	struct group_usage usage;
 	struct group_train train;
+	struct group_nccl nccl;
 	/* disk.c: what its checkpoint folder held at the last measure; over
 	 * its limit (stopped for it, the folder goes with the attempt) */
 	int64_t disk_bytes;

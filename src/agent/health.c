@@ -392,6 +392,7 @@ static void tick(uv_timer_t *t)
 	for (int i = 0; i < h->ndev; i++)
 		check_gpu(h, i, now);
 	agent__train_poll(a); /* the jobs' own metrics, on the same second */
+	agent__nccl_poll(a);
 	agent__usage_tick(a);
 	agent__disk_tick(a, false);
 	if (a->cfg.health_check && !h->check_running && now >= h->check_next_ms && !a->stopping)

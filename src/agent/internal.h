@@ -340,6 +340,21 @@ void agent__usage_tick(struct agent *a);
  * (ms) of g's accelerators so far, its share of them. */
 void agent__usage_of(const struct taskgroup *g, int64_t *energy_mj, int64_t *busy_ms);
 
+/* ---- nccl.c: NCCL's transports, from its log (--nccl-check) ---- */
+
+/* RUN/nccl/JOB.ATTEMPT, made for the attempt's user (as_user: owned by
+ * uid) when its spec asks the check; NULL when not asked or it cannot be
+ * made (said in the log). The tasks' NCCL_DEBUG_FILE goes in it. */
+char *agent__nccl_setup(struct taskgroup *g, const struct work_spec *spec, bool as_user,
+			uint32_t uid, uint32_t gid);
+/* Reads what is new in the running attempts' NCCL logs (every second). */
+void agent__nccl_poll(struct agent *a);
+/* What they say so far, one entry an attempt that said anything (for the
+ * heartbeat; the caller frees *ret). */
+int agent__nccl_for_heartbeat(struct agent *a, struct wire_nccl **ret);
+/* Forgets g's part; remove: its folder and files too. */
+void agent__nccl_release(struct taskgroup *g, bool remove);
+
 /* ---- train.c: training metrics from $TENK_METRICS ---- */
 /* Makes the attempt's metrics file (its user's when as_user); returns its
  * path, for TENK_METRICS. */

@@ -76,6 +76,7 @@ static void free_group(struct taskgroup *g)
 	}
 	agent__ckpt_group_release(g);
 	agent__train_release(g, false);
+	agent__nccl_release(g, false);
 	release_cpus(g);
 	free(g->cpus);
 	if (g->shim.dirfd >= 0)
@@ -98,6 +99,7 @@ static void forget(struct taskgroup *g, bool over)
 	remove_dir(g->shim.dir);
 	agent__disk_remove(g);
 	agent__train_release(g, true);
+	agent__nccl_release(g, true);
 	tk_map_del(&a->groups, g->key);
 	/* the job's checkpoint folder goes with its last attempt here, if the
 	 * job left nothing in it (what it left waits for its next attempt) */
@@ -426,8 +428,8 @@ static void slurm_env(const struct taskgroup *g, const struct work_spec *spec, i
 /* The launch environment of local task `local` (rank `rank`), for the
  * account pw (its HOME, USER, LOGNAME, SHELL). */
 static void build_env(struct taskgroup *g, const struct work_spec *spec, int local, int rank,
-		      const char *ckpt, const char *metrics, const struct passwd *pw,
-		      struct shim_task *t)
+		      const char *ckpt, const char *metrics, const char *nccl,
+		      const struct passwd *pw, struct shim_task *t)
 {
 	int milli = spec->milli;
 	bool fraction = milli > 0 && milli < MODEL_MILLI;
@@ -500,6 +502,16 @@ static void build_env(struct taskgroup *g, const struct work_spec *spec, int loc
 	env_add(&env, &n, &alloc, "TENK_NODE_NAME=%s", g->a->inv.name);
 	env_add(&env, &n, &alloc, "TENK_CHECKPOINT_DIR=%s", ckpt);
 	env_add(&env, &n, &alloc, "TENK_METRICS=%s", metrics);
+	/* --nccl-check: NCCL's log where the agent reads it (the job's own
+	 * NCCL_DEBUG or NCCL_DEBUG_FILE wins: then it reads what comes) */
+	if (nccl) {
+		if (!env_has(env, n, "NCCL_DEBUG"))
+			env_add(&env, &n, &alloc, "NCCL_DEBUG=INFO");
+		if (!env_has(env, n, "NCCL_DEBUG_SUBSYS"))
+			env_add(&env, &n, &alloc, "NCCL_DEBUG_SUBSYS=INIT,NET");
+		if (!env_has(env, n, "NCCL_DEBUG_FILE"))
+			env_add(&env, &n, &alloc, "NCCL_DEBUG_FILE=%s/nccl.%%h.%%p", nccl);
+	}
 	env_add(&env, &n, &alloc, "TENK_SERVER=%s", g->a->cfg.server_url);
 	if (g->a->cfg.ca_file)
 		env_add(&env, &n, &alloc, "TENK_CA=%s", g->a->cfg.ca_file);
@@ -727,7 +739,8 @@ static void device_check_plan(struct taskgroup *g, const struct work_spec *spec,
  * job's mounts and its checkpoint folder. GPUs come through CDI, so a job
  * with GPUs needs the node's CDI spec. */
 static int container_plan(struct taskgroup *g, const struct work_spec *spec, const char *ckpt,
-			  const char *metrics, struct shim_plan *plan, char *why, size_t n)
+			  const char *metrics, const char *nccl, struct shim_plan *plan, char *why,
+			  size_t n)
 {
 	struct agent *a = g->a;
 	if (geteuid() != 0) {
@@ -762,11 +775,13 @@ static int container_plan(struct taskgroup *g, const struct work_spec *spec, con
 		 a->cfg.containers_conf ? a->cfg.containers_conf : "");
 	snprintf(c->root, sizeof(c->root), "%s", a->cfg.podman_root ? a->cfg.podman_root : "");
 	snprintf(c->ref, sizeof(c->ref), "%s", spec->image);
-	c->mounts = xcalloc((size_t)spec->nmounts + 5, sizeof(char *));
+	c->mounts = xcalloc((size_t)spec->nmounts + 6, sizeof(char *));
 	for (int i = 0; i < spec->nmounts; i++)
 		c->mounts[c->nmounts++] = xstrdup(spec->mounts[i]);
 	c->mounts[c->nmounts++] = xasprintf("%s:%s", ckpt, ckpt);
 	c->mounts[c->nmounts++] = xasprintf("%s:%s", metrics, metrics);
+	if (nccl)
+		c->mounts[c->nmounts++] = xasprintf("%s:%s", nccl, nccl);
 	if (spec->system) {
 		/* a validation run in the image: this agent's binary, read-only,
 		 * and its folder, where the run works */
@@ -826,6 +841,8 @@ static int build_plan(struct taskgroup *g, const struct work_spec *spec, struct 
 	_cleanup_free_ char *ckpt = checkpoint_dir(g, plan);
 	_cleanup_free_ char *metrics =
 		agent__train_setup(g, plan->as_user, plan->user.uid, plan->user.gid);
+	_cleanup_free_ char *nccl =
+		agent__nccl_setup(g, spec, plan->as_user, plan->user.uid, plan->user.gid);
 	/* an agent that is root contains each attempt in a cgroup of its own */
 	plan->cgroup = geteuid() == 0;
 	snprintf(plan->node, sizeof(plan->node), "%s", a->inv.name);
@@ -838,7 +855,7 @@ static int build_plan(struct taskgroup *g, const struct work_spec *spec, struct 
 		ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
 		self[len > 0 ? len : 0] = '\0';
 	}
-	if (spec->image && container_plan(g, spec, ckpt, metrics, plan, why, wn) < 0) {
+	if (spec->image && container_plan(g, spec, ckpt, metrics, nccl, plan, why, wn) < 0) {
 		log_info("job %lld.%d: %s", (long long)g->job, g->attempt, why);
 		return 127;
 	}
@@ -856,7 +873,7 @@ static int build_plan(struct taskgroup *g, const struct work_spec *spec, struct 
 		t->argv = xcalloc((size_t)spec->argc + 1, sizeof(char *));
 		for (int k = 0; k < spec->argc; k++)
 			t->argv[k] = xstrdup(k == 0 && self[0] ? self : spec->argv[k]);
-		build_env(g, spec, i, t->rank, ckpt, metrics, pw, t);
+		build_env(g, spec, i, t->rank, ckpt, metrics, nccl, pw, t);
 		t->cwd = xstrdup(cwd);
 		t->output = output_path(g, spec, t->rank, spec->output, cwd);
 		if (spec->error && !plan->container)

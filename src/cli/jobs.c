@@ -548,6 +548,22 @@ static void show_job(json_t *j)
 				       (long long)cli__jint(n, "restore_bytes"),
 				       (long long)cli__jint(n, "restore_dur_ms"));
 			printf("\n");
+			/* --nccl-check: what NCCL's log there says */
+			json_t *nc = json_object_get(n, "nccl");
+			json_t *c = json_object_get(nc, "connections");
+			if (nc) {
+				long long net = cli__jint(c, "net"), sock = cli__jint(c, "socket");
+				printf("      NCCL: %lld between nodes (%lld over RDMA, %lld over "
+				       "sockets), %lld P2P, %lld SHM%s%s\n",
+				       net + sock, net, sock, (long long)cli__jint(c, "p2p"),
+				       (long long)cli__jint(c, "shm"),
+				       *cli__jstr(nc, "network") ? "; network " : "",
+				       cli__jstr(nc, "network"));
+				if (json_is_true(json_object_get(nc, "fallback")))
+					printf("      NCCL FELL BACK TO SOCKETS on an RDMA node: "
+					       "\"%s\"\n",
+					       cli__jstr(nc, "line"));
+			}
 		}
 		/* what it cost: from the end of the one before to its first
 		 * line, and what its end threw away */

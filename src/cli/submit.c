@@ -75,6 +75,7 @@ enum {
 	S_SPREAD,
 	S_WITHIN,
 	S_CKPT_SIGNAL,
+	S_NCCL_CHECK,
 	S_COUNT
 };
 
@@ -186,6 +187,9 @@ static const struct tk_option submit_opts[] = {
 	 "when a task fails, send SIG to the others and give them up to SECONDS (default 30) "
 	 "to write a checkpoint before the gang stops, e.g. USR2@30; a node that wrote no part "
 	 "of it restores another node's (data parallel)"},
+	{"nccl-check", 0, NULL,
+	 "log NCCL's choices (NCCL_DEBUG=INFO) and say where ranks went between nodes over "
+	 "sockets on an RDMA node"},
 };
 _Static_assert(ARRAY_SIZE(submit_opts) == S_COUNT, "one option per enum value");
 
@@ -538,6 +542,8 @@ static int add_extras(struct ctx *c, json_t *req, bool update)
 		json_object_set_new(req, "error", json_string(c->v[S_ERROR]));
 	if (c->v[S_SLURM_ENV])
 		json_object_set_new(req, "slurm_env", json_true());
+	if (c->v[S_NCCL_CHECK])
+		json_object_set_new(req, "nccl_check", json_true());
 	if (c->v[S_SIGNAL]) {
 		const char *v = c->v[S_SIGNAL];
 		if ((v[0] == 'B' || v[0] == 'R') && v[1] == ':') /* Slurm's: whom; all tasks here */
@@ -1206,9 +1212,9 @@ CLI_COMMAND(cli_run, CLI_OPTS(submit_opts), true, 1, -1, run_run)
 /* ---- update: a waiting job's request ----------------------------------------------- */
 
 /* What a job's request is, fixed at submission. */
-static const int fixed_opts[] = {S_OUTPUT,	S_CHDIR,      S_EXPORT,	   S_IMAGE, S_MOUNT,
-				 S_CKPT_MARKER, S_ARRAY,      S_SLURM_ENV, S_HOLD,  S_ERROR,
-				 S_LABEL,	S_IMPOSSIBLE, S_NO_MARKS};
+static const int fixed_opts[] = {S_OUTPUT,	S_CHDIR,      S_EXPORT,	   S_IMAGE,	S_MOUNT,
+				 S_CKPT_MARKER, S_ARRAY,      S_SLURM_ENV, S_HOLD,	S_ERROR,
+				 S_LABEL,	S_IMPOSSIBLE, S_NO_MARKS,  S_NCCL_CHECK};
 
 /* tenk update ARRAY --array-throttle N: alone, as the server takes it */
 static int update_throttle(struct ctx *c)

@@ -471,6 +471,8 @@ json_t *job_request_pack(const struct job_request *r)
 		json_object_set_new(o, "error", json_string(r->error));
 	if (r->slurm_env)
 		json_object_set_new(o, "slurm_env", json_true());
+	if (r->nccl_check)
+		json_object_set_new(o, "nccl_check", json_true());
 	if (r->signal)
 		json_object_set_new(o, "signal",
 				    json_pack("{s:i, s:I}", "number", r->signal, "before_s",
@@ -719,6 +721,7 @@ int job_request_unpack(json_t *j, struct job_request *ret, struct tk_error *err)
 		    0 ||
 	    (rc = mj_str(j, "error", false, MODEL_MAX_PATH, false, NULL, &r.error, err)) < 0 ||
 	    (rc = mj_bool(j, "slurm_env", false, false, &r.slurm_env, err)) < 0 ||
+	    (rc = mj_bool(j, "nccl_check", false, false, &r.nccl_check, err)) < 0 ||
 	    (rc = mj_str(j, "array", false, 4096, true, NULL, &r.array, err)) < 0 ||
 	    (rc = mj_strv_unpack(j, "nodelist", false, MODEL_MAX_NODES,
 				 (size_t)MODEL_MAX_NODES * MODEL_NAME_MAX, MODEL_NAME_MAX - 1,
@@ -1122,6 +1125,25 @@ static json_t *attempt_pack(const struct attempt *a)
 			json_object_set_new(no, "gpu_busy_ms", json_integer(n->gpu_busy_ms));
 		if (n->digest[0])
 			json_object_set_new(no, "digest", json_string(n->digest));
+		bool said = false;
+		for (int t = 0; t < NCCL_TR_MAX; t++)
+			said |= n->nccl[t] > 0;
+		if (said) {
+			json_t *c = json_object();
+			for (int t = 0; t < NCCL_TR_MAX; t++)
+				if (n->nccl[t])
+					json_object_set_new(
+						c,
+						model_nccl_transport_name((enum nccl_transport)t),
+						json_integer(n->nccl[t]));
+			json_t *nc = json_pack("{s:o, s:b}", "connections", c, "fallback",
+					       n->nccl_fallback);
+			if (n->nccl_network[0])
+				json_object_set_new(nc, "network", json_string(n->nccl_network));
+			if (n->nccl_line[0])
+				json_object_set_new(nc, "line", json_string(n->nccl_line));
+			json_object_set_new(no, "nccl", nc);
+		}
 		if (a->restore_tag[0]) {
 			json_object_set_new(no, "restore",
 					    json_string(restore_state_name(n->restore)));
@@ -1259,11 +1281,11 @@ static int task_unpack(json_t *t, struct task_status *ts, struct tk_error *err)
 
 static int attempt_node_unpack(json_t *nj, struct attempt_node *n, struct tk_error *err)
 {
-	static const char *const keys[] = {"name",    "devices",       "milli",
-					   "cpu_ms",  "mem_peak_mib",  "digest",
-					   "restore", "restore_bytes", "restore_dur_ms",
-					   "model",   "energy_mj",     "gpu_busy_ms",
-					   NULL};
+	static const char *const keys[] = {
+		"name",		  "devices", "milli",	  "cpu_ms",
+		"mem_peak_mib",	  "digest",  "restore",	  "restore_bytes",
+		"restore_dur_ms", "model",   "energy_mj", "gpu_busy_ms",
+		"nccl",		  NULL};
 	int64_t milli;
 	char restore[16] = "";
 	int r;
@@ -1280,6 +1302,30 @@ static int attempt_node_unpack(json_t *nj, struct attempt_node *n, struct tk_err
 	    (r = mj_int(nj, "restore_bytes", false, 0, INT64_MAX, 0, &n->restore_bytes, err)) < 0 ||
 	    (r = mj_int(nj, "restore_dur_ms", false, 0, INT64_MAX, 0, &n->restore_dur_ms, err)) < 0)
 		return r;
+	json_t *nc = json_object_get(nj, "nccl");
+	if (nc) {
+		static const char *const ckeys[] = {"connections", "fallback", "network", "line",
+						    NULL};
+		json_t *c = json_object_get(nc, "connections");
+		if ((r = mj_check_keys(nc, "nccl", ckeys, err)) < 0 ||
+		    (r = mj_bool(nc, "fallback", false, false, &n->nccl_fallback, err)) < 0 ||
+		    (r = mj_strbuf(nc, "network", false, true, n->nccl_network,
+				   sizeof(n->nccl_network), err)) < 0 ||
+		    (r = mj_strbuf(nc, "line", false, true, n->nccl_line, sizeof(n->nccl_line),
+				   err)) < 0)
+			return r;
+		if (!json_is_object(c))
+			return tk_errorf(err, -EINVAL, "nccl.connections: must be an object");
+		for (int t = 0; t < NCCL_TR_MAX; t++) {
+			int64_t k;
+			if ((r = mj_int(c, model_nccl_transport_name((enum nccl_transport)t), false,
+					0, INT32_MAX, 0, &k, err)) < 0) {
+				mj_prefix(err, "nccl.connections");
+				return r;
+			}
+			n->nccl[t] = (int)k;
+		}
+	}
 	n->restore = RESTORE_WAITING;
 	for (int k = 0; restore[0] && k < (int)ARRAY_SIZE(restore_names); k++)
 		if (strcmp(restore, restore_names[k]) == 0)

@@ -441,6 +441,10 @@ struct job_request {
 	char *comment;	  /* the user's note; NULL: none */
 	char *error;	  /* stderr's path pattern; NULL: into output */
 	bool slurm_env;	  /* its tasks also see Slurm's SLURM_* variables */
+	/* --nccl-check: its tasks log NCCL's choices (NCCL_DEBUG=INFO into a
+	 * file of the agent's), which the agent reads: a rank that went
+	 * between nodes over sockets on an RDMA node is said */
+	bool nccl_check;
 	/* its tasks get this signal signal_before_s before the time limit
 	 * (Slurm's --signal); 0: none */
 	int signal;
@@ -571,6 +575,7 @@ char *model_output_path(const char *pattern, const char *cwd, const struct outpu
 	X("comment", JR_STR, comment, argc, true)                                                  \
 	X("error", JR_STR, error, argc, false)                                                     \
 	X("slurm_env", JR_VALUE, slurm_env, argc, false)                                           \
+	X("nccl_check", JR_VALUE, nccl_check, argc, false)                                         \
 	X("signal", JR_VALUE, signal, argc, true)                                                  \
 	X("array", JR_STR, array, argc, false)                                                     \
 	X("nodelist", JR_STRV, nodelist, nnodelist, true)                                          \
@@ -688,6 +693,14 @@ struct attempt_node {
 	enum restore_state restore;
 	int64_t restore_bytes;	/* moved from the store (0: its own copy was intact) */
 	int64_t restore_dur_ms; /* how long it took */
+	/* --nccl-check: what NCCL's log there says of its connections, by
+	 * transport (all 0: nothing yet); fallback: some went between nodes
+	 * over sockets though the node has an ACTIVE RDMA port; line: the
+	 * first of those, NCCL's words */
+	int nccl[NCCL_TR_MAX];
+	char nccl_network[32];
+	char nccl_line[200];
+	bool nccl_fallback;
 };
 
 /* ---- training metrics: what a job writes to $TENK_METRICS (train.c) ---------- */

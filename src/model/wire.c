@@ -429,6 +429,12 @@ json_t *wire_heartbeat_pack(const struct wire_heartbeat *m)
 							"offset", (json_int_t)m->train[i].offset));
 		json_object_set_new(o, "metrics", t);
 	}
+	if (m->nnccl) {
+		json_t *a = json_array();
+		for (int i = 0; i < m->nnccl; i++)
+			json_array_append_new(a, wire_nccl_pack(&m->nccl[i]));
+		json_object_set_new(o, "nccl", a);
+	}
 	return o;
 }
 
@@ -595,7 +601,7 @@ int wire_heartbeat_unpack(json_t *j, struct wire_heartbeat *ret, struct tk_error
 {
 	static const char *const keys[] = {
 		"node",	   "agent_id", "checkpoints", "stopping", "images",  "pulls", "faults",
-		"metrics", "acked",    "witness",     "gpus",	  "beat_ms", NULL};
+		"metrics", "acked",    "witness",     "gpus",	  "beat_ms", "nccl",  NULL};
 	static const char *const ckeys[] = {"job", "attempt", "at_ms", NULL};
 	int r;
 	memset(ret, 0, sizeof(*ret));
@@ -657,6 +663,23 @@ int wire_heartbeat_unpack(json_t *j, struct wire_heartbeat *ret, struct tk_error
 	}
 	json_t *tm;
 	size_t n;
+	if ((r = array_of(j, "nccl", false, WIRE_MAX_CHECKPOINTS, &tm, &n, err)) < 0) {
+		wire_heartbeat_release(ret);
+		return r;
+	}
+	if (tm) {
+		ret->nccl = xcalloc(n ? n : 1, sizeof(*ret->nccl));
+		size_t i;
+		json_t *v;
+		json_array_foreach (tm, i, v) {
+			if ((r = wire_nccl_unpack(v, &ret->nccl[i], err)) < 0) {
+				mj_prefix(err, "nccl[%zu]", i);
+				wire_heartbeat_release(ret);
+				return r;
+			}
+			ret->nnccl = (int)i + 1;
+		}
+	}
 	if ((r = array_of(j, "metrics", false, WIRE_MAX_CHECKPOINTS, &tm, &n, err)) < 0)
 		return r;
 	if (tm) {
@@ -707,8 +730,59 @@ int wire_heartbeat_unpack(json_t *j, struct wire_heartbeat *ret, struct tk_error
 	return 0;
 }
 
+json_t *wire_nccl_pack(const struct wire_nccl *n)
+{
+	json_t *c = json_object();
+	for (int t = 0; t < NCCL_TR_MAX; t++)
+		if (n->connections[t])
+			json_object_set_new(c, model_nccl_transport_name((enum nccl_transport)t),
+					    json_integer(n->connections[t]));
+	json_t *o = json_pack("{s:I, s:i, s:o}", "job", (json_int_t)n->job, "attempt", n->attempt,
+			      "connections", c);
+	if (n->network[0])
+		json_object_set_new(o, "network", json_string(n->network));
+	if (n->line[0])
+		json_object_set_new(o, "line", json_string(n->line));
+	return o;
+}
+
+int wire_nccl_unpack(json_t *v, struct wire_nccl *ret, struct tk_error *err)
+{
+	static const char *const keys[] = {"job",     "attempt", "connections",
+					   "network", "line",	 NULL};
+	int64_t attempt;
+	int r;
+	memset(ret, 0, sizeof(*ret));
+	if ((r = mj_link_keys(v, NULL, keys, err)) < 0 ||
+	    (r = mj_int(v, "job", true, 1, INT64_MAX, 0, &ret->job, err)) < 0 ||
+	    (r = mj_int(v, "attempt", true, 1, MODEL_MAX_ATTEMPTS, 0, &attempt, err)) < 0 ||
+	    (r = mj_strbuf(v, "network", false, true, ret->network, sizeof(ret->network), err)) <
+		    0 ||
+	    (r = mj_strbuf(v, "line", false, true, ret->line, sizeof(ret->line), err)) < 0)
+		return r;
+	ret->attempt = (int)attempt;
+	json_t *c = json_object_get(v, "connections");
+	if (c && !json_is_object(c))
+		return tk_errorf(err, -EINVAL,
+				 "connections: must be an object such as "
+				 "{\"net\": 16, \"p2p\": 8}");
+	for (int t = 0; c && t < NCCL_TR_MAX; t++) {
+		int64_t k;
+		const char *name = model_nccl_transport_name((enum nccl_transport)t);
+		if ((r = mj_int(c, name, false, 0, INT32_MAX, 0, &k, err)) < 0) {
+			mj_prefix(err, "connections");
+			return r;
+		}
+		ret->connections[t] = (int)k;
+	}
+	return 0;
+}
+
 void wire_heartbeat_release(struct wire_heartbeat *m)
 {
+	free(m->nccl);
+	m->nccl = NULL;
+	m->nnccl = 0;
 	free(m->train);
 	m->train = NULL;
 	m->ntrain = 0;
@@ -778,6 +852,8 @@ json_t *work_spec_pack(const struct work_spec *s)
 					      "index", s->array_index, "count", s->array_count));
 	if (s->slurm_env)
 		json_object_set_new(o, "slurm_env", json_true());
+	if (s->nccl_check)
+		json_object_set_new(o, "nccl_check", json_true());
 	if (s->pty)
 		json_object_set_new(o, "pty", json_true());
 	if (s->no_marks)
@@ -866,7 +942,8 @@ int work_spec_unpack(json_t *j, struct work_spec *ret, struct tk_error *err)
 		"run_as",      "allow_root",   "cpus",		"mem_mib",
 		"image",       "mounts",       "ckpt_marker",	"owner",
 		"queue",       "error",	       "array",		"slurm_env",
-		"signal",      "pty",	       "attempt_marks", NULL,
+		"signal",      "pty",	       "attempt_marks", "nccl_check",
+		NULL,
 	};
 	struct work_spec s = {0};
 	bool marks = true;
@@ -905,6 +982,7 @@ int work_spec_unpack(json_t *j, struct work_spec *ret, struct tk_error *err)
 				&s.mounts, &s.nmounts, err)) < 0 ||
 	    (r = mj_str(j, "error", false, MODEL_MAX_PATH, false, NULL, &s.error, err)) < 0 ||
 	    (r = mj_bool(j, "slurm_env", false, false, &s.slurm_env, err)) < 0 ||
+	    (r = mj_bool(j, "nccl_check", false, false, &s.nccl_check, err)) < 0 ||
 	    (r = mj_bool(j, "pty", false, false, &s.pty, err)) < 0 ||
 	    (r = mj_bool(j, "attempt_marks", false, true, &marks, err)) < 0 ||
 	    (r = spec_extras_unpack(j, &s, err)) < 0)

@@ -227,6 +227,17 @@ struct wire_pull {
 	char detail[MODEL_REASON_MAX]; /* failed: what the registry said */
 };
 
+/* What NCCL's log of an attempt's tasks on this node says so far (job
+ * --nccl-check; model nccl_log.c): its connections by transport, the
+ * network NCCL named, the first connection over sockets in NCCL's words. */
+struct wire_nccl {
+	int64_t job;
+	int attempt;
+	int connections[NCCL_TR_MAX];
+	char network[32];
+	char line[200];
+};
+
 struct wire_train {
 	int64_t job;
 	int attempt;
@@ -269,6 +280,10 @@ struct wire_heartbeat {
 	 * last beat (owned after unpack) */
 	int ntrain;
 	struct wire_train *train;
+	/* NCCL's transports of its attempts with --nccl-check, as their logs
+	 * say so far (owned after unpack; a protocol-1 server refuses it) */
+	int nnccl;
+	struct wire_nccl *nccl;
 	/* the newest heartbeat answer the agent received: its server's epoch
 	 * and time (that server's monotonic ms); "" and 0: none (fence.h: the
 	 * server holds a member in touch by what it proves it heard) */
@@ -305,6 +320,10 @@ int wire_beat_answer_take(const char *body, size_t len, char *epoch, int64_t *at
 json_t *wire_images_pack(const struct wire_image *im, int n);
 json_t *wire_pulls_pack(const struct wire_pull *p, int n);
 int wire_heartbeat_unpack(json_t *j, struct wire_heartbeat *ret, struct tk_error *err);
+/* One attempt's NCCL transports (wire_heartbeat.nccl; the job's record
+ * keeps the same per node). */
+json_t *wire_nccl_pack(const struct wire_nccl *n);
+int wire_nccl_unpack(json_t *v, struct wire_nccl *ret, struct tk_error *err);
 void wire_heartbeat_release(struct wire_heartbeat *m);
 
 /* ---- work ------------------------------------------------------------------------ */
@@ -357,7 +376,8 @@ struct work_spec {
 	int64_t array_job;
 	int array_index;
 	int array_count;
-	bool slurm_env; /* Slurm's SLURM_* variables too */
+	bool slurm_env;	 /* Slurm's SLURM_* variables too */
+	bool nccl_check; /* NCCL's log into the agent's folder, read (job --nccl-check) */
 	/* a warning signal this long before the time limit (0: none) */
 	int signal;
 	int64_t signal_before_s;

@@ -1841,6 +1841,8 @@ static void h_agent_heartbeat(struct request *r, const char *param, json_t *body
 			state_checkpoint_seen(&r->s->st, &m.checkpoints[i]);
 		for (int i = 0; i < m.ntrain; i++)
 			state_train_metrics(&r->s->st, n, &m.train[i]);
+		for (int i = 0; i < m.nnccl; i++)
+			state_nccl_seen(&r->s->st, n, &m.nccl[i]);
 		/* the next beat acknowledges this answer: the server's epoch and
 		 * time; and the node's witness group, when it holds another */
 		struct wire_group gb;

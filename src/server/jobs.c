@@ -666,6 +666,34 @@ void state_train_metrics(struct state *s, struct snode *n, const struct wire_tra
 	}
 }
 
+void state_nccl_seen(struct state *s, struct snode *n, const struct wire_nccl *w)
+{
+	struct sjob *j = state_job(s, w->job);
+	if (!j || w->attempt < 1 || w->attempt > j->job.nattempts)
+		return;
+	struct attempt *a = &j->job.attempts[w->attempt - 1];
+	struct attempt_node *an = NULL;
+	for (int i = 0; i < a->nnodes && !an; i++)
+		if (strcmp(a->nodes[i].name, n->rec.inv.name) == 0)
+			an = &a->nodes[i];
+	if (!an || memcmp(an->nccl, w->connections, sizeof(an->nccl)) == 0)
+		return;
+	memcpy(an->nccl, w->connections, sizeof(an->nccl));
+	snprintf(an->nccl_network, sizeof(an->nccl_network), "%s", w->network);
+	snprintf(an->nccl_line, sizeof(an->nccl_line), "%s", w->line);
+	const char *fabric = node_fabric_of(&n->rec.inv);
+	bool fallback = w->connections[NCCL_TR_SOCKET] > 0 && fabric;
+	if (fallback && !an->nccl_fallback)
+		log_warn("job %lld attempt %d: NCCL on node %s went between nodes over sockets on "
+			 "%d of %d connections though the node has RDMA (fabric=%s): \"%s\"",
+			 (long long)j->job.id, a->number, n->rec.inv.name,
+			 w->connections[NCCL_TR_SOCKET],
+			 w->connections[NCCL_TR_SOCKET] + w->connections[NCCL_TR_NET], fabric,
+			 w->line);
+	an->nccl_fallback = fallback;
+	state_job_dirty(s, j);
+}
+
 /* ---- what users change ------------------------------------------------------------- */
 
 bool state_job_is_array_head(const struct sjob *j)

@@ -60,7 +60,8 @@ static void jobs(struct server *s, struct strbuf *b)
 	int64_t by_state[JOB_STATE_MAX] = {0};
 	/* one pass over the jobs: counts by state, and the running attempts'
 	 * training metrics, kept aside until their family's turn */
-	struct strbuf train, stalled, stragglers, goodput, mfus;
+	struct strbuf train, stalled, stragglers, goodput, mfus, sockets;
+	strbuf_init(&sockets);
 	strbuf_init(&goodput);
 	strbuf_init(&mfus);
 	int64_t gnow = server_now_ms(s);
@@ -104,6 +105,16 @@ static void jobs(struct server *s, struct strbuf *b)
 				prom_sample(&stragglers, "tenk_job_straggler", &l, 1);
 			}
 		}
+		for (int k = 0; k < a->nnodes; k++) {
+			if (!a->nodes[k].nccl_fallback)
+				continue;
+			struct prom_labels l;
+			prom_labels_init(&l);
+			prom_labelf(&l, "job_id", "%lld", (long long)j->job.id);
+			prom_label(&l, "node", a->nodes[k].name);
+			prom_sample(&sockets, "tenk_job_nccl_socket_connections", &l,
+				    a->nodes[k].nccl[NCCL_TR_SOCKET]);
+		}
 		for (int k = 0; a->train && k < a->train->last.n; k++) {
 			struct prom_labels l;
 			prom_labels_init(&l);
@@ -138,6 +149,10 @@ static void jobs(struct server *s, struct strbuf *b)
 		  "1 for a running job's rank whose time a step is over 1.5 times its gang's "
 		  "median (its lines say their rank), with its node.",
 		  &stragglers);
+	family_of(b, "tenk_job_nccl_socket_connections",
+		  "A running job's NCCL connections between nodes over sockets on a node with an "
+		  "ACTIVE RDMA port, as its NCCL log says (--nccl-check): a silent fall back.",
+		  &sockets);
 	family_of(b, "tenk_job_goodput_ratio",
 		  "A running job's effective training time: the time its kept training took "
 		  "over the time since it first started (tenk show has the breakdown).",

@@ -68,6 +68,7 @@ static void part_spec(const struct state *s, struct sjob *j, const struct attemp
 		sp->array_count = j->job.array_count;
 	}
 	sp->slurm_env = r->slurm_env;
+	sp->nccl_check = r->nccl_check;
 	sp->pty = r->pty;
 	sp->signal = r->signal;
 	sp->signal_before_s = r->signal_before_s;

@@ -589,6 +589,10 @@ void state_job_dirty(struct state *s, struct sjob *j);
 /* What an attempt's tasks on node n wrote to $TENK_METRICS: kept with the
  * attempt, if it is the job's current one and runs on n. */
 void state_train_metrics(struct state *s, struct snode *n, const struct wire_train *t);
+/* What NCCL's log of an attempt's tasks on node n says (--nccl-check):
+ * kept on the attempt's node; connections between nodes over sockets on a
+ * node with an ACTIVE RDMA port are its fallback, said once in the log. */
+void state_nccl_seen(struct state *s, struct snode *n, const struct wire_nccl *w);
 void state_node_dirty(struct state *s, struct snode *n);
 void state_queue_dirty(struct state *s, struct squeue *q);
 void state_user_dirty(struct state *s, struct suser *u);

@@ -131,6 +131,80 @@ def test_fabric_from_a_recorded_tree(workdir, procs):
     p = t.run("submit", "--fabric", "opa", "--", "true", check=False)
     assert p.returncode != 0 and "--fabric: expected ib (InfiniBand), roce or rdma" in p.stderr, \
         p.stderr
+    nccl_check(t, workdir)
+
+
+# A job's stand-in for NCCL (no GPU here): it writes, where NCCL_DEBUG_FILE
+# says (%h its host, %p its pid), the lines NCCL writes when two nodes'
+# ranks connect over sockets, says what it was given, and runs until told.
+NCCL_JOB = r"""
+import os, socket, sys, time
+out = sys.argv[1]
+with open(f"{out}/env", "w") as f:
+    f.write(f"{os.environ.get('NCCL_DEBUG')} {os.environ.get('NCCL_DEBUG_SUBSYS')} "
+            f"{os.environ.get('NCCL_DEBUG_FILE')}\n")
+path = os.environ.get("NCCL_DEBUG_FILE")
+if path:
+    h, p = socket.gethostname(), os.getpid()
+    with open(path.replace("%h", h).replace("%p", str(p)), "w") as f:
+        for line in ("NET/IB : No device found.", "Using network Socket",
+                     "Channel 00/0 : 0[0] -> 1[0] [send] via NET/Socket/0",
+                     "Channel 01/0 : 0[0] -> 1[0] [send] via NET/Socket/0",
+                     "Channel 00 : 1[1] -> 0[0] via SHM/direct/direct"):
+            f.write(f"{h}:{p}:{p + 5} [0] NCCL INFO {line}\n")
+for _ in range(600):
+    if os.path.exists(f"{out}/go"):
+        break
+    time.sleep(0.1)
+"""
+
+
+def nccl_check(t, workdir):
+    """--nccl-check: the agent gives the tasks NCCL_DEBUG=INFO and a file
+    of its own, reads what NCCL wrote there and the server keeps it with
+    the attempt's node: on n1 (InfiniBand ACTIVE) connections between nodes
+    over sockets are a fall back, said in tenk show, /metrics and the
+    server's log; on n2 (TCP alone) they are what it has. A job without
+    the flag gets no NCCL_DEBUG."""
+    import sys
+    got = {}
+    for node in ("n1", "n2", "plain"):
+        out = os.path.join(workdir, f"nccl-{node}")
+        os.mkdir(out)
+        flags = ["--nccl-check"] if node != "plain" else []
+        jid = t.submit("-w", "n1" if node == "plain" else node, "-G", "1", *flags, "--",
+                       sys.executable, "-c", NCCL_JOB, out)
+        got[node] = (jid, out)
+    for node in ("n1", "n2"):
+        jid, out = got[node]
+        wait_for(lambda: (t.job(jid)["attempts"] or [{}])[0].get("nodes", [{}])[0]
+                 .get("nccl"), 30, f"NCCL's transports of the job on {node}")
+        nc = t.job(jid)["attempts"][0]["nodes"][0]["nccl"]
+        assert nc["connections"] == {"socket": 2, "shm": 1} and nc["network"] == "Socket", nc
+        assert nc["line"] == "Channel 00/0 : 0[0] -> 1[0] [send] via NET/Socket/0", nc
+        assert nc["fallback"] == (node == "n1"), nc
+        env = open(os.path.join(out, "env")).read().split()
+        assert env[:2] == ["INFO", "INIT,NET"] and env[2].endswith("/nccl.%h.%p"), env
+    jid = got["n1"][0]
+    shown = t.run("show", jid).stdout
+    assert "NCCL: 2 between nodes (0 over RDMA, 2 over sockets), 0 P2P, 1 SHM; network " \
+        "Socket" in shown, shown
+    assert 'NCCL FELL BACK TO SOCKETS on an RDMA node: "Channel 00/0 : 0[0] -> 1[0] [send] ' \
+        'via NET/Socket/0"' in shown, shown
+    assert "FELL BACK" not in t.run("show", got["n2"][0]).stdout
+    st, text = t.api("GET", "/metrics")
+    assert f'tenk_job_nccl_socket_connections{{job_id="{jid}",node="n1"}} 2' in text, \
+        [ln for ln in text.splitlines() if "nccl" in ln]
+    assert f"job {jid} attempt 1: NCCL on node n1 went between nodes over sockets on 2 of 2 " \
+        "connections though the node has RDMA (fabric=ib)" in open(
+            os.path.join(workdir, "server.log")).read()
+    # the plain job runs on n1 once the first is done
+    for node, (jid, out) in got.items():
+        open(os.path.join(out, "go"), "w").close()
+        t.run("wait", jid, timeout=60)
+        assert t.job(jid)["state"] == "COMPLETED", t.job(jid)
+    assert open(os.path.join(got["plain"][1], "env")).read().split() == ["None"] * 3
+    assert "nccl" not in t.job(got["plain"][0])["attempts"][0]["nodes"][0]
 
 
 def test_fabric_of_namespace_hosts(hosts3, workdir, kill_all):

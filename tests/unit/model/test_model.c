@@ -425,6 +425,7 @@ static json_t *full_request(void)
 	json_object_set_new(j, "within", json_string("dc"));
 	json_object_set_new(j, "ckpt_signal", json_pack("{s:i, s:i}", "number", 12, "wait_s", 30));
 	json_object_set_new(j, "nodes_max", json_integer(4));
+	json_object_set_new(j, "nccl_check", json_true());
 	return j;
 }
 
@@ -668,6 +669,12 @@ static void test_job_roundtrip(void **state)
 	a->restore_attempt = 1;
 	a->nodes[1].restore = RESTORE_DONE;
 	a->nodes[1].restore_bytes = 7;
+	/* --nccl-check: what NCCL's log said on n1 */
+	a->nodes[0].nccl[NCCL_TR_SOCKET] = 2;
+	a->nodes[0].nccl[NCCL_TR_SHM] = 1;
+	a->nodes[0].nccl_fallback = true;
+	snprintf(a->nodes[0].nccl_network, sizeof(a->nodes[0].nccl_network), "Socket");
+	snprintf(a->nodes[0].nccl_line, sizeof(a->nodes[0].nccl_line), "Channel 00/0 : via x");
 	job.las_from = 2; /* promoted while it waited after attempt 1 */
 	json_t *p1 = job_pack(&job);
 	struct job back;
@@ -685,6 +692,14 @@ static void test_job_roundtrip(void **state)
 	assert_int_equal(back.attempts[0].nodes[0].restore, RESTORE_WAITING);
 	assert_string_equal(back.attempts[0].restore_tag, "step-10");
 	assert_int_equal(back.las_from, 2);
+	assert_int_equal(back.attempts[0].nodes[0].nccl[NCCL_TR_SOCKET], 2);
+	assert_true(back.attempts[0].nodes[0].nccl_fallback);
+	assert_string_equal(back.attempts[0].nodes[0].nccl_line, "Channel 00/0 : via x");
+	assert_null(json_object_get(
+		json_array_get(json_object_get(json_array_get(json_object_get(p2, "attempts"), 0),
+					       "nodes"),
+			       1),
+		"nccl"));
 	/* a corrupted document is refused with the field named */
 	json_object_set_new(json_array_get(json_object_get(p1, "attempts"), 0), "master_port",
 			    json_integer(70000));
@@ -1616,8 +1631,12 @@ static void test_wire_witness(void **state)
 			 -EINVAL);
 	free(text);
 	json_decref(ans);
-	/* the beat: its endpoint, the group it holds, how often it beats */
-	struct wire_heartbeat hb = {.witness_port = 4711, .beat_ms = 1000};
+	/* the beat: its endpoint, the group it holds, how often it beats,
+	 * what NCCL's log of an attempt says */
+	struct wire_nccl nccl = {
+		.job = 3, .attempt = 2, .connections = {[NCCL_TR_NET] = 16}, .network = "IB"};
+	struct wire_heartbeat hb = {
+		.witness_port = 4711, .beat_ms = 1000, .nnccl = 1, .nccl = &nccl};
 	snprintf(hb.node, sizeof(hb.node), "n1");
 	snprintf(hb.agent_id, sizeof(hb.agent_id), "abababababababab");
 	snprintf(hb.group_id, sizeof(hb.group_id), "%s", g.id);
@@ -1627,6 +1646,18 @@ static void test_wire_witness(void **state)
 	assert_int_equal(wire_heartbeat_unpack(j, &back, &err), 0);
 	assert_int_equal(back.witness_port, 4711);
 	assert_int_equal(back.beat_ms, 1000);
+	assert_int_equal(back.nnccl, 1);
+	assert_true(back.nccl[0].job == 3 && back.nccl[0].attempt == 2 &&
+		    back.nccl[0].connections[NCCL_TR_NET] == 16 &&
+		    back.nccl[0].connections[NCCL_TR_SOCKET] == 0);
+	assert_string_equal(back.nccl[0].network, "IB");
+	wire_heartbeat_release(&back);
+	json_object_set_new(json_array_get(json_object_get(j, "nccl"), 0), "connections",
+			    parse("{\"socket\": -1}"));
+	assert_true(wire_heartbeat_unpack(j, &back, &err) < 0);
+	assert_non_null(strstr(err.text, "nccl[0].connections.socket"));
+	json_object_del(j, "nccl");
+	assert_int_equal(wire_heartbeat_unpack(j, &back, &err), 0);
 	assert_string_equal(back.group_id, g.id);
 	assert_string_equal(back.group_tag, g.tag);
 	wire_heartbeat_release(&back);
