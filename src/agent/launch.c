@@ -487,6 +487,12 @@ static void build_env(struct taskgroup *g, const struct work_spec *spec, int loc
 		if (!env_has(env, n, key))
 			env_add(&env, &n, &alloc, "%s=%s", key, g->loop_ifname);
 	}
+	/* its GPUs' nearest RDMA ports (the inventory's places), unless the
+	 * job names its own */
+	char hca[256];
+	if (!env_has(env, n, "NCCL_IB_HCA") &&
+	    node_hca_of(&g->a->inv, devs, ndevs, hca, sizeof(hca)))
+		env_add(&env, &n, &alloc, "NCCL_IB_HCA=%s", hca);
 	env_add(&env, &n, &alloc, "CUDA_DEVICE_ORDER=PCI_BUS_ID");
 	env_add(&env, &n, &alloc, "CUDA_VISIBLE_DEVICES=%s", cvd.buf);
 	env_add(&env, &n, &alloc, "TENK_JOB_ID=%lld", (long long)g->job);

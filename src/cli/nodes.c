@@ -96,6 +96,22 @@ static void print_network(json_t *net)
 			printf(", NUMA %lld", (long long)cli__jint(x, "numa"));
 		printf("\n");
 	}
+	/* each GPU's place, and the RDMA port nearest it (NCCL_IB_HCA) */
+	json_array_foreach (json_object_get(net, "gpus"), i, x) {
+		long long shared = cli__jint(x, "shared_bridges");
+		printf("  %s GPU %lld at %s",
+		       i ? "       " : "Near:  ", (long long)cli__jint(x, "index"),
+		       cli__jstr(x, "pci"));
+		if (json_object_get(x, "numa"))
+			printf(", NUMA %lld", (long long)cli__jint(x, "numa"));
+		if (*cli__jstr(x, "hca"))
+			printf(": %s, %s", cli__jstr(x, "hca"),
+			       shared > 0     ? "behind a PCIe bridge they share"
+			       : shared == 0  ? "on the same root complex"
+			       : shared == -1 ? "on the same NUMA node"
+					      : "nearest, on another socket");
+		printf("\n");
+	}
 }
 
 /* tenk nodes NAME...: each node whole. */

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* ---- reading sysfs ------------------------------------------------------------------- */
@@ -198,6 +199,156 @@ void node_fabric_read(struct node_inventory *inv, const char *sys)
 		model_sysfs_list_free(ports, nport);
 	}
 	model_sysfs_list_free(devs, n);
+	node_gpu_places_read(inv, sys);
+}
+
+/* ---- accelerators and their nearest RDMA port ------------------------------------------- */
+
+struct pci_fn {
+	char addr[MODEL_NIC_NAME_MAX];
+	char *path; /* under sys/devices, resolved */
+};
+
+static int cmp_fn(const void *a, const void *b)
+{
+	return strcmp(((const struct pci_fn *)a)->addr, ((const struct pci_fn *)b)->addr);
+}
+
+/* NVIDIA's display and 3D controllers under dir (the root complexes'
+ * "pci*" and PCI functions only, depth bounded), into *fns. */
+static void find_gpus(const char *dir, int depth, struct pci_fn **fns, size_t *n, size_t *alloc)
+{
+	size_t k;
+	char **names = model_sysfs_list(dir, &k);
+	for (size_t i = 0; i < k; i++) {
+		bool root = depth == 0 && strncmp(names[i], "pci", 3) == 0;
+		if (!root && !pci_address(names[i]))
+			continue;
+		char path[1024], text[32];
+		snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
+		struct stat st;
+		if (lstat(path, &st) < 0 || !S_ISDIR(st.st_mode))
+			continue;
+		double vendor, cls;
+		char vp[1100], cp[1100];
+		snprintf(vp, sizeof(vp), "%s/vendor", path);
+		snprintf(cp, sizeof(cp), "%s/class", path);
+		if (!root && model_sysfs_line(vp, text, sizeof(text)) &&
+		    (vendor = strtod(text, NULL)) == 0x10de && model_sysfs_num(cp, &cls) &&
+		    ((int)cls >> 16) == 0x03 && *n < MODEL_MAX_ACCELS * 4) {
+			xgrow(fns, alloc, *n + 1, sizeof(**fns));
+			set_str((*fns)[*n].addr, sizeof((*fns)[*n].addr), names[i]);
+			(*fns)[*n].path = realpath(path, NULL);
+			if ((*fns)[*n].path)
+				(*n)++;
+		}
+		if (depth < 8)
+			find_gpus(path, depth + 1, fns, n, alloc);
+	}
+	model_sysfs_list_free(names, k);
+}
+
+/* The PCI bridges two functions' paths share ("/sys/devices/pci0000:15/
+ * 0000:15:01.0/0000:16:00.0/..."): -1 on different root complexes. */
+static int shared_bridges(const char *a, const char *b)
+{
+	const char *pa = strstr(a, "/devices/"), *pb = strstr(b, "/devices/");
+	if (!pa || !pb)
+		return -1;
+	pa += 9, pb += 9;
+	int depth = -1; /* the root complex is no bridge */
+	for (;;) {
+		size_t la = strcspn(pa, "/"), lb = strcspn(pb, "/");
+		if (la != lb || strncmp(pa, pb, la) != 0 || !pa[la] || !pb[lb])
+			return depth;
+		depth++;
+		pa += la + 1, pb += lb + 1;
+	}
+}
+
+void node_gpu_places_read(struct node_inventory *inv, const char *sys)
+{
+	inv->ngpu_places = 0;
+	if (!inv->naccel)
+		return;
+	_cleanup_free_ char *devices = xasprintf("%s/devices", sys);
+	struct pci_fn *fns = NULL;
+	size_t n = 0, alloc = 0;
+	find_gpus(devices, 0, &fns, &n, &alloc);
+	if (n)
+		qsort(fns, n, sizeof(*fns), cmp_fn);
+	/* the ACTIVE ports' functions */
+	char *port_path[MODEL_MAX_RDMA_PORTS] = {0};
+	for (int p = 0; p < inv->nrdma; p++) {
+		if (!inv->rdma[p].active)
+			continue;
+		_cleanup_free_ char *link =
+			xasprintf("%s/class/infiniband/%s/device", sys, inv->rdma[p].dev);
+		port_path[p] = realpath(link, NULL);
+	}
+	for (size_t i = 0; i < n && (int)i < inv->naccel; i++) {
+		struct gpu_place *g = &inv->gpu_places[inv->ngpu_places++];
+		memset(g, 0, sizeof(*g));
+		g->index = inv->accel[i].index;
+		set_str(g->pci, sizeof(g->pci), fns[i].addr);
+		char numa[1100];
+		snprintf(numa, sizeof(numa), "%s/numa_node", fns[i].path);
+		g->numa = read_int(numa, -1);
+		/* the deepest shared bridge; on none, the same NUMA node */
+		int best = -1, best_score = -2;
+		for (int p = 0; p < inv->nrdma; p++) {
+			if (!port_path[p])
+				continue;
+			int s = shared_bridges(fns[i].path, port_path[p]);
+			if (s < 0 && g->numa >= 0 && inv->rdma[p].numa == g->numa)
+				s = -1; /* the same socket beats the other one */
+			else if (s < 0)
+				s = -2;
+			if (s > best_score)
+				best = p, best_score = s;
+		}
+		g->shared = best_score;
+		if (best >= 0 && best_score > -2) {
+			char dev[MODEL_NIC_NAME_MAX];
+			set_str(dev, sizeof(dev), inv->rdma[best].dev);
+			snprintf(g->hca, sizeof(g->hca), "%s:%d", dev, inv->rdma[best].port);
+		}
+	}
+	for (int p = 0; p < inv->nrdma; p++)
+		free(port_path[p]);
+	for (size_t i = 0; i < n; i++)
+		free(fns[i].path);
+	free(fns);
+}
+
+bool node_hca_of(const struct node_inventory *inv, const int *devs, int n, char *out, size_t outn)
+{
+	size_t len = 0;
+	out[0] = 0;
+	for (int k = 0; k < n; k++) {
+		const struct gpu_place *g = NULL;
+		for (int i = 0; i < inv->ngpu_places && !g; i++)
+			if (inv->gpu_places[i].index == devs[k])
+				g = &inv->gpu_places[i];
+		if (!g || !g->hca[0])
+			continue;
+		/* each port once, in the order of the devices */
+		bool seen = false;
+		for (int j = 0; j < k && !seen; j++)
+			for (int i = 0; i < inv->ngpu_places; i++)
+				if (inv->gpu_places[i].index == devs[j] &&
+				    strcmp(inv->gpu_places[i].hca, g->hca) == 0)
+					seen = true;
+		if (seen)
+			continue;
+		int w = snprintf(out + len, outn - len, "%s%s", len ? "," : "=", g->hca);
+		if (w < 0 || (size_t)w >= outn - len) {
+			out[len] = 0;
+			break;
+		}
+		len += (size_t)w;
+	}
+	return len > 0;
 }
 
 static const char *const nic_kinds[NIC_KIND_MAX] = {"ethernet", "infiniband", "other"};
@@ -241,7 +392,42 @@ json_t *node_network_pack(const struct node_inventory *inv)
 			json_object_set_new(o, "numa", json_integer(p->numa));
 		json_array_append_new(ports, o);
 	}
-	return json_pack("{s:o, s:o}", "interfaces", ifs, "rdma", ports);
+	json_t *o = json_pack("{s:o, s:o}", "interfaces", ifs, "rdma", ports);
+	if (inv->ngpu_places) {
+		json_t *gpus = json_array();
+		for (int i = 0; i < inv->ngpu_places; i++) {
+			const struct gpu_place *g = &inv->gpu_places[i];
+			json_t *x = json_pack("{s:i, s:s}", "index", g->index, "pci", g->pci);
+			if (g->numa >= 0)
+				json_object_set_new(x, "numa", json_integer(g->numa));
+			if (g->hca[0]) {
+				json_object_set_new(x, "hca", json_string(g->hca));
+				json_object_set_new(x, "shared_bridges", json_integer(g->shared));
+			}
+			json_array_append_new(gpus, x);
+		}
+		json_object_set_new(o, "gpus", gpus);
+	}
+	return o;
+}
+
+static int place_unpack(json_t *j, struct gpu_place *g, struct tk_error *err)
+{
+	static const char *const keys[] = {"index", "pci", "numa", "hca", "shared_bridges", NULL};
+	int64_t index, numa, shared;
+	int r;
+	memset(g, 0, sizeof(*g));
+	if ((r = mj_link_keys(j, NULL, keys, err)) < 0 ||
+	    (r = mj_int(j, "index", true, 0, MODEL_MAX_ACCELS - 1, 0, &index, err)) < 0 ||
+	    (r = mj_strbuf(j, "pci", true, true, g->pci, sizeof(g->pci), err)) < 0 ||
+	    (r = mj_int(j, "numa", false, -1, 1 << 16, -1, &numa, err)) < 0 ||
+	    (r = mj_strbuf(j, "hca", false, true, g->hca, sizeof(g->hca), err)) < 0 ||
+	    (r = mj_int(j, "shared_bridges", false, -2, 64, 0, &shared, err)) < 0)
+		return r;
+	g->index = (int)index;
+	g->numa = (int)numa;
+	g->shared = (int)shared;
+	return 0;
 }
 
 static int nic_unpack(json_t *j, struct nic *n, struct tk_error *err)
@@ -302,9 +488,9 @@ static int port_unpack(json_t *j, struct rdma_port *p, struct tk_error *err)
 
 int node_network_unpack(json_t *j, struct node_inventory *inv, struct tk_error *err)
 {
-	static const char *const keys[] = {"interfaces", "rdma", NULL};
+	static const char *const keys[] = {"interfaces", "rdma", "gpus", NULL};
 	int r;
-	inv->nnics = inv->nrdma = 0;
+	inv->nnics = inv->nrdma = inv->ngpu_places = 0;
 	if (!j)
 		return 0;
 	if ((r = mj_link_keys(j, "network", keys, err)) < 0)
@@ -331,6 +517,18 @@ int node_network_unpack(json_t *j, struct node_inventory *inv, struct tk_error *
 			return r;
 		}
 		inv->nrdma = (int)i + 1;
+	}
+	json_t *gpus = json_object_get(j, "gpus");
+	if (gpus && !json_is_array(gpus))
+		return tk_errorf(err, -EINVAL, "network.gpus: must be an array");
+	json_array_foreach (gpus, i, x) {
+		if (i >= MODEL_MAX_ACCELS)
+			break;
+		if ((r = place_unpack(x, &inv->gpu_places[i], err)) < 0) {
+			mj_prefix(err, "network.gpus[%zu]", i);
+			return r;
+		}
+		inv->ngpu_places = (int)i + 1;
 	}
 	return 0;
 }

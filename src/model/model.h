@@ -189,6 +189,19 @@ struct rdma_port {
 	int numa;
 };
 
+/* An accelerator's place on the PCI tree (sysfs: NVIDIA's display and 3D
+ * controllers in address order, the order CUDA_DEVICE_ORDER=PCI_BUS_ID and
+ * NVML count them) and the ACTIVE RDMA port nearest it: the one under the
+ * deepest shared PCI bridge (a PCIe switch before the root port, before
+ * the other NUMA node), "mlx5_0:1"; "" none. */
+struct gpu_place {
+	int index; /* the accelerator's */
+	char pci[MODEL_NIC_NAME_MAX];
+	int numa;
+	char hca[MODEL_NIC_NAME_MAX + 16]; /* "mlx5_0:1" */
+	int shared; /* PCI bridges it shares with that port (0: the root complex only) */
+};
+
 struct node_inventory {
 	char name[MODEL_NAME_MAX];
 	char addr[MODEL_ADDR_MAX]; /* as other nodes reach it; may be "" */
@@ -209,9 +222,17 @@ struct node_inventory {
 	struct nic nics[MODEL_MAX_NICS];
 	int nrdma;
 	struct rdma_port rdma[MODEL_MAX_RDMA_PORTS];
+	int ngpu_places;
+	struct gpu_place gpu_places[MODEL_MAX_ACCELS];
 };
-/* Reads the fabric into inv from the sysfs tree at sys ("/sys"). */
+/* Reads the fabric into inv from the sysfs tree at sys ("/sys"); with
+ * inv->naccel accelerators known, their places too. */
 void node_fabric_read(struct node_inventory *inv, const char *sys);
+void node_gpu_places_read(struct node_inventory *inv, const char *sys);
+/* The nearest ACTIVE RDMA ports of accelerators devs[0..n) (inventory
+ * indices), each once, as NCCL_IB_HCA takes them: "=mlx5_0:1,mlx5_3:1"
+ * into out; false when none is known. */
+bool node_hca_of(const struct node_inventory *inv, const int *devs, int n, char *out, size_t outn);
 /* sysfs' files: a file's first line (its newline gone), one number (false
  * when unreadable or none: a down link's speed reads EINVAL), a folder's
  * names but "." ones, sorted (free with model_sysfs_list_free). */

@@ -318,3 +318,47 @@ def test_network_layer_names_the_odd_mtu(hosts4, workdir, kill_all):
     wait_for(lambda: c.json("nodes", "host3")[0]["drain_source"] == "validation", 30,
              "host3 drained")
     c.stop_all()
+
+
+HCA_JOB = r"""
+import os, sys
+with open(os.path.join(sys.argv[1], os.environ["RANK"]), "w") as f:
+    f.write(f"{os.environ['CUDA_VISIBLE_DEVICES']} {os.environ.get('NCCL_IB_HCA')}\n")
+"""
+
+
+def test_ranks_get_the_hca_nearest_their_gpus(workdir, procs):
+    """On the recorded 8-GPU InfiniBand node (tests/data/sysfs/ib-8gpu)
+    with eight GPUs, the agent places each GPU on the PCI tree and finds
+    the ACTIVE RDMA port behind the same PCIe switch; each task gets
+    NCCL_IB_HCA for its own GPUs' ports (exactly: "=mlx5_3:1"), a job that
+    sets NCCL_IB_HCA keeps its own, and tenk nodes NAME shows the places."""
+    import sys
+    tree = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                        "data", "sysfs", "ib-8gpu")
+    s, t = cluster(workdir, procs)
+    agent(t, procs, "n1", os.path.join(workdir, "w1"), "--fake-gpus", "8xH100",
+          env={"TENK_SYSFS": tree})
+    t.wait_nodes_up(1)
+    gpus = t.json("nodes", "n1")[0]["network"]["gpus"]
+    assert [g["hca"] for g in gpus] == [f"mlx5_{i}:1" for i in range(8)], gpus
+    assert gpus[4] == {"index": 4, "pci": "0000:9d:00.0", "numa": 1, "hca": "mlx5_4:1",
+                       "shared_bridges": 2}, gpus[4]
+    shown = t.run("nodes", "n1").stdout
+    assert "Near:   GPU 0 at 0000:1b:00.0, NUMA 0: mlx5_0:1, behind a PCIe bridge they " \
+        "share" in shown, shown
+    out = os.path.join(workdir, "hca")
+    os.mkdir(out)
+    jid = t.submit("-n", "4", "--gpus-per-task", "2", "--", sys.executable, "-c", HCA_JOB, out)
+    t.run("wait", jid, timeout=60)
+    assert t.job(jid)["state"] == "COMPLETED", t.job(jid)
+    for rank in range(4):
+        devs, hca = open(os.path.join(out, str(rank))).read().split()
+        want = "=" + ",".join(f"mlx5_{d}:1" for d in devs.split(","))
+        assert hca == want, (rank, devs, hca)
+    own = os.path.join(workdir, "own")
+    os.mkdir(own)
+    jid = t.submit("-n", "1", "--gpus-per-task", "1", "--", sys.executable, "-c", HCA_JOB, own,
+                   env=dict(t.env(), NCCL_IB_HCA="mlx5_7"))
+    t.run("wait", jid, timeout=60)
+    assert open(os.path.join(own, "0")).read().split()[1] == "mlx5_7"

@@ -2138,6 +2138,123 @@ static void test_train_metrics(void **state)
 	free(back);
 }
 
+/* The recorded sysfs trees (tests/data/sysfs/README.md): an 8-GPU
+ * InfiniBand node and a RoCE node, read as an agent reads /sys. */
+static void test_fabric_of_recorded_trees(void **state)
+{
+	const char *data = getenv("TENK_TEST_DATA");
+	if (!data)
+		fail_msg("TENK_TEST_DATA is not set: meson test sets it to tests/data");
+	struct node_inventory *inv = xcalloc(1, sizeof(*inv));
+	_cleanup_free_ char *ib = xasprintf("%s/sysfs/ib-8gpu", data);
+	node_fabric_read(inv, ib);
+	/* eight IPoIB interfaces, the management port, the bridge; no loopback */
+	assert_int_equal(inv->nnics, 10);
+	assert_string_equal(inv->nics[0].name, "docker0");
+	assert_true(inv->nics[0].virt && !inv->nics[0].up && inv->nics[0].speed_mbps == -1);
+	assert_string_equal(inv->nics[1].name, "eno1");
+	assert_string_equal(inv->nics[1].driver, "i40e");
+	assert_true(inv->nics[1].speed_mbps == 10000 && inv->nics[1].rdma[0] == 0);
+	int ib_ifs = 0;
+	for (int i = 0; i < inv->nnics; i++) {
+		const struct nic *c = &inv->nics[i];
+		if (c->kind != NIC_INFINIBAND)
+			continue;
+		ib_ifs++;
+		assert_true(c->up && c->speed_mbps == 400000 && c->mtu == 4092 && !c->virt);
+		assert_string_equal(c->driver, "mlx5_core");
+		assert_true(strncmp(c->rdma, "mlx5_", 5) == 0);
+	}
+	assert_int_equal(ib_ifs, 8);
+	const struct nic *first = NULL, *last = NULL;
+	for (int i = 0; i < inv->nnics; i++) {
+		if (strcmp(inv->nics[i].name, "ibp24s0") == 0)
+			first = &inv->nics[i];
+		if (strcmp(inv->nics[i].name, "ibp220s0") == 0)
+			last = &inv->nics[i];
+	}
+	assert_non_null(first);
+	assert_non_null(last);
+	assert_string_equal(first->pci, "0000:18:00.0");
+	assert_string_equal(first->rdma, "mlx5_0");
+	assert_int_equal(first->numa, 0);
+	assert_string_equal(last->pci, "0000:dc:00.0");
+	assert_string_equal(last->rdma, "mlx5_7");
+	assert_int_equal(last->numa, 1);
+	assert_int_equal(inv->nrdma, 8);
+	for (int i = 0; i < inv->nrdma; i++) {
+		const struct rdma_port *p = &inv->rdma[i];
+		assert_true(p->active && !p->ethernet && p->port == 1 && p->rate_gbps == 400.0 &&
+			    p->gids == 8);
+		assert_string_equal(p->state, "ACTIVE");
+	}
+	assert_string_equal(inv->rdma[4].dev, "mlx5_4");
+	assert_string_equal(inv->rdma[4].pci, "0000:9a:00.0");
+	assert_int_equal(inv->rdma[4].numa, 1);
+	assert_string_equal(node_fabric_of(inv), "ib");
+	assert_int_equal(inv->ngpu_places, 0); /* no accelerator known: none placed */
+	/* eight GPUs known (NVML's count, or --fake-gpus): each found on the
+	 * PCI tree in address order, its nearest port the HCA behind its switch */
+	inv->naccel = 8;
+	for (int i = 0; i < 8; i++)
+		inv->accel[i].index = i;
+	node_fabric_read(inv, ib);
+	assert_int_equal(inv->ngpu_places, 8);
+	static const char *const gpu_pci[] = {"0000:1b:00.0", "0000:43:00.0", "0000:52:00.0",
+					      "0000:61:00.0", "0000:9d:00.0", "0000:c3:00.0",
+					      "0000:d1:00.0", "0000:df:00.0"};
+	for (int i = 0; i < 8; i++) {
+		char want[16];
+		snprintf(want, sizeof(want), "mlx5_%d:1", i);
+		assert_string_equal(inv->gpu_places[i].pci, gpu_pci[i]);
+		assert_string_equal(inv->gpu_places[i].hca, want);
+		assert_int_equal(inv->gpu_places[i].shared, 2);
+		assert_int_equal(inv->gpu_places[i].numa, i < 4 ? 0 : 1);
+	}
+	char hca[64];
+	int two[] = {3, 2}, same[] = {5, 5}, none[] = {9};
+	assert_true(node_hca_of(inv, two, 2, hca, sizeof(hca)));
+	assert_string_equal(hca, "=mlx5_3:1,mlx5_2:1");
+	assert_true(node_hca_of(inv, same, 2, hca, sizeof(hca)));
+	assert_string_equal(hca, "=mlx5_5:1");
+	assert_false(node_hca_of(inv, none, 1, hca, sizeof(hca)));
+	/* a port down is no GPU's: the next nearest, on its NUMA node */
+	inv->rdma[1].active = false;
+	node_gpu_places_read(inv, ib);
+	assert_int_equal(inv->gpu_places[1].shared, -1);
+	assert_true(strcmp(inv->gpu_places[1].hca, "mlx5_0:1") == 0);
+	/* and as the API carries them */
+	json_t *nj = node_network_pack(inv);
+	struct node_inventory *back = xcalloc(1, sizeof(*back));
+	struct tk_error err;
+	assert_int_equal(node_network_unpack(nj, back, &err), 0);
+	assert_int_equal(back->ngpu_places, 8);
+	assert_string_equal(back->gpu_places[7].hca, "mlx5_7:1");
+	assert_int_equal(back->gpu_places[1].shared, -1);
+	json_decref(nj);
+	free(back);
+
+	memset(inv, 0, sizeof(*inv));
+	_cleanup_free_ char *roce = xasprintf("%s/sysfs/roce", data);
+	node_fabric_read(inv, roce);
+	assert_int_equal(inv->nnics, 3);
+	assert_string_equal(inv->nics[1].name, "ens1f0np0");
+	assert_true(inv->nics[1].kind == NIC_ETHERNET && inv->nics[1].mtu == 9000 &&
+		    inv->nics[1].speed_mbps == 100000 && inv->nics[1].numa == 1);
+	assert_string_equal(inv->nics[1].rdma, "mlx5_0");
+	assert_string_equal(inv->nics[2].pci, "0000:41:00.1");
+	assert_int_equal(inv->nrdma, 2);
+	assert_true(inv->rdma[1].ethernet && inv->rdma[1].active &&
+		    inv->rdma[1].rate_gbps == 100.0 && inv->rdma[1].gids == 8);
+	assert_string_equal(node_fabric_of(inv), "roce");
+	/* and as the API shows them */
+	json_t *j = node_network_pack(inv);
+	json_t *p0 = json_array_get(json_object_get(j, "rdma"), 0);
+	assert_string_equal(json_string_value(json_object_get(p0, "link_layer")), "Ethernet");
+	json_decref(j);
+	free(inv);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -2163,6 +2280,7 @@ int main(void)
 		cmocka_unit_test(test_hostlist),
 		cmocka_unit_test(test_goodput),
 		cmocka_unit_test(test_goodput_fields),
+		cmocka_unit_test(test_fabric_of_recorded_trees),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
