@@ -912,6 +912,7 @@ int agent_create(uv_loop_t *loop, const struct agent_config *cfg, struct agent *
 		for (int c = 0; c < CPU_SETSIZE && a->ncpus < AGENT_MAX_CPUS; c++)
 			if (CPU_ISSET(c, &set))
 				a->cpu_id[a->ncpus++] = c;
+	agent__cpu_numa_detect(a);
 	if (!a->cfg.run_dir) {
 		a->cfg.run_dir = xstrdup(a->cfg.work_dir);
 	} else if ((r = tk_mkdir_p(a->cfg.run_dir, 0711)) < 0) {

@@ -104,6 +104,7 @@ struct agent {
 	/* the CPUs this agent may hand out, and which group holds each */
 	int ncpus;
 	int cpu_id[AGENT_MAX_CPUS];
+	int cpu_numa[AGENT_MAX_CPUS]; /* each one's NUMA node (sysfs); -1: not known */
 	struct taskgroup *cpu_holder[AGENT_MAX_CPUS];
 	struct agent_config cfg;	/* strings owned (copied) */
 	char podman[MODEL_MAX_PATH];	/* cfg.podman found on PATH */
@@ -214,6 +215,8 @@ void agent__nic_metrics(struct agent *a, struct strbuf *b);
 /* The node's network interfaces and RDMA ports into inv (sysfs, or
  * TENK_SYSFS's tree). */
 void agent__fabric_detect(struct node_inventory *inv);
+/* The NUMA node of each of the agent's CPUs (sysfs' nodeN/cpulist). */
+void agent__cpu_numa_detect(struct agent *a);
 void agent__witness_close(struct agent *a);
 void agent__witness_free(struct agent *a);
 

@@ -623,20 +623,22 @@ static char *checkpoint_dir(struct taskgroup *g, const struct shim_plan *plan)
 	return ckpt;
 }
 
-/* Holds n of the agent's CPUs for g: free ones first (the server counts
- * what is reserved, so there are enough unless a node was told less than
- * it has), shared ones if not. */
-static void hold_cpus(struct taskgroup *g, int n)
+/* Holds n of the agent's CPUs for g: free ones on the NUMA nodes of its
+ * GPUs first (near: a mask of nodes; 0: none known), then free ones (the
+ * server counts what is reserved, so there are enough unless a node was
+ * told less than it has), shared ones if not. */
+static void hold_cpus(struct taskgroup *g, int n, uint64_t near)
 {
 	struct agent *a = g->a;
 	n = MIN(n, a->ncpus);
 	g->cpus = xcalloc((size_t)n + 1, sizeof(int));
-	for (int pass = 0; pass < 2 && g->ncpus < n; pass++)
+	for (int pass = near ? 0 : 1; pass < 3 && g->ncpus < n; pass++)
 		for (int i = 0; i < a->ncpus && g->ncpus < n; i++) {
 			bool mine = false;
 			for (int k = 0; k < g->ncpus; k++)
 				mine |= g->cpus[k] == i;
-			if (mine || (pass == 0 && a->cpu_holder[i]))
+			bool far = a->cpu_numa[i] < 0 || !(near >> a->cpu_numa[i] & 1);
+			if (mine || (pass < 2 && a->cpu_holder[i]) || (pass == 0 && far))
 				continue;
 			g->cpus[g->ncpus++] = i;
 			if (!a->cpu_holder[i])
@@ -676,7 +678,17 @@ static void cgroup_limits(struct taskgroup *g, const struct work_spec *spec, str
 	l->mem_mib = spec->mem_mib;
 	l->pids_max = (int64_t)g->tpn * CG_PIDS_PER_TASK;
 	if (spec->cpus > 0) {
-		hold_cpus(g, spec->cpus);
+		/* near its GPUs: their NUMA nodes, where the agent knows them */
+		bool mine[MODEL_MAX_ACCELS];
+		attempt_devices(spec, mine);
+		uint64_t near = 0;
+		for (int i = 0; i < a->inv.ngpu_places; i++) {
+			const struct gpu_place *p = &a->inv.gpu_places[i];
+			if (p->index >= 0 && p->index < MODEL_MAX_ACCELS && mine[p->index] &&
+			    p->numa >= 0 && p->numa < 64)
+				near |= 1ull << p->numa;
+		}
+		hold_cpus(g, spec->cpus, near);
 		struct strbuf sb;
 		strbuf_init(&sb);
 		for (int k = 0; k < g->ncpus; k++)

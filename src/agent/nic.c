@@ -234,6 +234,52 @@ static void infiniband(struct agent *a, struct strbuf *b, const char *sys)
 	}
 }
 
+/* Marks the CPUs of a cpulist ("0-55,112-167") as of NUMA node `node`. */
+static void mark_cpus(struct agent *a, const char *list, int node)
+{
+	const char *p = list;
+	while (*p) {
+		char *end;
+		long lo = strtol(p, &end, 10), hi = lo;
+		if (end == p)
+			return;
+		if (*end == '-') {
+			p = end + 1;
+			hi = strtol(p, &end, 10);
+			if (end == p)
+				return;
+		}
+		for (int i = 0; i < a->ncpus; i++)
+			if (a->cpu_id[i] >= lo && a->cpu_id[i] <= hi)
+				a->cpu_numa[i] = node;
+		p = *end == ',' ? end + 1 : end;
+		if (*end != ',')
+			return;
+	}
+}
+
+void agent__cpu_numa_detect(struct agent *a)
+{
+	for (int i = 0; i < a->ncpus; i++)
+		a->cpu_numa[i] = -1;
+	_cleanup_free_ char *dir = xasprintf("%s/devices/system/node", root("TENK_SYSFS", "/sys"));
+	size_t n;
+	char **names = model_sysfs_list(dir, &n);
+	for (size_t k = 0; k < n; k++) {
+		char *end;
+		if (strncmp(names[k], "node", 4) != 0)
+			continue;
+		long node = strtol(names[k] + 4, &end, 10);
+		if (end == names[k] + 4 || *end || node < 0 || node > 63)
+			continue;
+		char path[600], list[4096];
+		snprintf(path, sizeof(path), "%s/%s/cpulist", dir, names[k]);
+		if (model_sysfs_line(path, list, sizeof(list)))
+			mark_cpus(a, list, (int)node);
+	}
+	model_sysfs_list_free(names, n);
+}
+
 void agent__fabric_detect(struct node_inventory *inv)
 {
 	node_fabric_read(inv, root("TENK_SYSFS", "/sys"));

@@ -362,3 +362,50 @@ def test_ranks_get_the_hca_nearest_their_gpus(workdir, procs):
                    env=dict(t.env(), NCCL_IB_HCA="mlx5_7"))
     t.run("wait", jid, timeout=60)
     assert open(os.path.join(own, "0")).read().split()[1] == "mlx5_7"
+
+
+CPU_JOB = r"""
+import os, sys, time
+with open(sys.argv[1], "w") as f:
+    cpus = [ln.split()[1] for ln in open("/proc/self/status") if ln.startswith("Cpus_allowed_list")]
+    f.write(f"{os.environ['CUDA_VISIBLE_DEVICES']} {cpus[0]}\n")
+while len(sys.argv) > 2 and not os.path.exists(sys.argv[2]):
+    time.sleep(0.1)
+"""
+
+
+def test_cpus_held_near_the_gpus(workdir, procs):
+    """A job's reserved CPUs come from its GPUs' NUMA node first: the
+    recorded 8-GPU tree, its two NUMA nodes given this machine's CPUs 0 and
+    1. With GPUs 0-3 (NUMA 0) held by a job that reserves no CPU, a job on
+    GPUs 4-7 (NUMA 1) with one CPU is held to CPU 1, not the first free
+    one; then a job on GPUs 0-3 with one CPU gets CPU 0."""
+    import shutil
+    import sys
+    if os.cpu_count() < 2 or not os.path.isdir("/sys/fs/cgroup/cpuset"):
+        import pytest
+        pytest.skip("needs two CPUs and the cpuset controller (cgroup v1) for the agent's "
+                    "cpusets")
+    tree = os.path.join(workdir, "sys")
+    shutil.copytree(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                 "data", "sysfs", "ib-8gpu"), tree, symlinks=True)
+    for node in (0, 1):
+        with open(os.path.join(tree, f"devices/system/node/node{node}/cpulist"), "w") as f:
+            f.write(f"{node}\n")
+    s, t = cluster(workdir, procs)
+    agent(t, procs, "n1", os.path.join(workdir, "w1"), "--fake-gpus", "8xH100",
+          env={"TENK_SYSFS": tree})
+    t.wait_nodes_up(1)
+    out = {k: os.path.join(workdir, k) for k in ("first", "near", "again", "go")}
+    first = t.submit("-G", "4", "--", sys.executable, "-c", CPU_JOB, out["first"], out["go"])
+    wait_for(lambda: os.path.exists(out["first"]), 30, "the first job")
+    near = t.submit("-G", "4", "-c", "1", "--", sys.executable, "-c", CPU_JOB, out["near"])
+    t.run("wait", near, timeout=60)
+    assert open(out["near"]).read().split() == ["4,5,6,7", "1"], open(out["near"]).read()
+    assert open(out["first"]).read().split()[0] == "0,1,2,3"
+    open(out["go"], "w").close()
+    t.run("wait", first, timeout=60)
+    again = t.submit("-G", "4", "-c", "1", "-w", "n1", "--", sys.executable, "-c", CPU_JOB,
+                     out["again"])
+    t.run("wait", again, timeout=60)
+    assert open(out["again"]).read().split()[1] == "0", open(out["again"]).read()

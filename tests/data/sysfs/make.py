@@ -60,6 +60,9 @@ def ib_node(root):
         "class/net/docker0/type": "1", "class/net/docker0/operstate": "down",
         "class/net/docker0/mtu": "1500",
         "class/net/lo/type": "772", "class/net/lo/operstate": "unknown", "class/net/lo/mtu": "65536",
+        # two sockets of 56 cores, two threads each
+        "devices/system/node/node0/cpulist": "0-55,112-167",
+        "devices/system/node/node1/cpulist": "56-111,168-223",
     })
     links.update({
         "class/net/eno1/device": f"../../../{mgmt}",
