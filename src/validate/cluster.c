@@ -67,6 +67,22 @@ double validate__vpair_figure(const double *row, int n, int me)
 	return f;
 }
 
+double validate__vpair_latency(const double *row, int n, int me)
+{
+	double *v = xcalloc((size_t)n + 1, sizeof(double));
+	int k = 0;
+	for (int i = 0; i < n; i++)
+		if (i != me && row[i] > 0)
+			v[k++] = row[i];
+	double f = 0;
+	if (k) {
+		qsort(v, (size_t)k, sizeof(double), cmp_double);
+		f = v[(k - 1) / 2];
+	}
+	free(v);
+	return f;
+}
+
 /* Holds checks[i] to the median of the same check on the other nodes. */
 static void peer_threshold(const struct vpeer *all, int n, int me, struct vcheck *c, double tol,
 			   double mine_override)
@@ -239,7 +255,44 @@ int validate__vpeer_judge(const struct vpeer *all, int n, int me, const struct v
 			peer_threshold(all, n, me, c, o->tolerance, my->pair_gbs);
 		}
 	}
+	if (nchecks < max && o->want[VL_INTERCONNECT] && n > 1)
+		nchecks += validate__pair_latency_judge(all, n, me, &checks[nchecks]);
 	return nchecks;
+}
+
+int validate__pair_latency_judge(const struct vpeer *all, int n, int me, struct vcheck *c)
+{
+	const struct vpeer *my = &all[me];
+	validate__vcheck_set(c, "interconnect", "pair_latency", "us", false);
+	c->figure = my->pair_lat_us;
+	if (my->pair_lat_us <= 0) {
+		c->verdict = V_SKIP;
+		snprintf(c->detail, sizeof(c->detail),
+			 "skipped: the nodes share one host's memory, no links between them");
+		return 1;
+	}
+	/* the peers' median; a node far over it (four times, and by a
+	 * millisecond: a VM's jitter is not a slow link) fails */
+	double *v = xcalloc((size_t)n + 1, sizeof(double));
+	int k = 0;
+	for (int i = 0; i < n; i++)
+		if (i != me && all[i].pair_lat_us > 0)
+			v[k++] = all[i].pair_lat_us;
+	if (k < 2) {
+		snprintf(c->detail, sizeof(c->detail),
+			 "8 bytes each way, the lower median of its pairs (%d peer%s: none to hold "
+			 "it to)",
+			 n - 1, n == 2 ? "" : "s");
+		free(v);
+		return 1;
+	}
+	qsort(v, (size_t)k, sizeof(double), cmp_double);
+	double med = k % 2 ? v[k / 2] : (v[k / 2 - 1] + v[k / 2]) / 2;
+	free(v);
+	validate__vcheck_judge(c, MAX(4 * med, med + 1000), "4x the peers' median and 1 ms over");
+	snprintf(c->detail, sizeof(c->detail),
+		 "8 bytes each way, the lower median of its pairs; the peers' median %.0f us", med);
+	return 1;
 }
 
 bool validate__vverdict_of(const struct vcheck *checks, int n, char *layer, size_t layer_n,
@@ -323,8 +376,10 @@ static int partner(int round, int p, int m)
 
 /* Every pair's bandwidth, GB/s each way while both send: row[j] for this
  * rank's link to j. */
+#define LAT_ITERS 31 /* small exchanges per pair; the median is the figure */
+
 static int measure_pairs(struct coll_comm *c, size_t bytes, int iters, double *row, double *retrans,
-			 struct tk_error *err)
+			 double *lat, struct tk_error *err)
 {
 	int me = coll_rank(c), n = coll_size(c), m = n % 2 ? n + 1 : n;
 	uint8_t *s = xmalloc(bytes), *r = xmalloc(bytes);
@@ -352,6 +407,17 @@ static int measure_pairs(struct coll_comm *c, size_t bytes, int iters, double *r
 		if (rc >= 0 && r[bytes - 1] != (uint8_t)((bytes - 1) * 7 + (size_t)q))
 			rc = tk_errorf(err, -EIO, "the data from rank %d arrived wrong", q);
 		row[q] = secs > 0 ? (double)bytes * iters / secs / 1e9 : 0;
+		/* the latency: 8 bytes each way at once, timed one by one */
+		double us[LAT_ITERS];
+		for (int k = 0; k < LAT_ITERS && rc >= 0; k++) {
+			int64_t l0 = tk_mono_us();
+			rc = coll_sendrecv(c, q, s, 8, q, r, 8, err);
+			us[k] = (double)(tk_mono_us() - l0);
+		}
+		if (rc >= 0) {
+			qsort(us, LAT_ITERS, sizeof(double), cmp_double);
+			lat[q] = MAX(us[LAT_ITERS / 2], 1.0);
+		}
 	}
 	free(s);
 	free(r);
@@ -486,6 +552,7 @@ int validate_member(const struct vrun *o)
 		rc = clock_offset(c, &me.clock_ms, &err);
 	/* 4. figures for everyone; 5. the links */
 	double *rows = xcalloc((size_t)(size * size), sizeof(double));
+	double *lats = xcalloc((size_t)(size * size), sizeof(double));
 	if (rc >= 0)
 		rc = coll_allgather(c, &me, all, sizeof(me), &err);
 	/* the counters of the network around the links' traffic */
@@ -499,9 +566,12 @@ int validate_member(const struct vrun *o)
 	if (rc >= 0 && o->want[VL_INTERCONNECT] && size > 1) {
 		if (tcp)
 			rc = measure_pairs(c, o->quick ? (4u << 20) : (32u << 20), o->quick ? 3 : 5,
-					   rows + rank * size, retrans, &err);
+					   rows + rank * size, retrans, lats + rank * size, &err);
 		if (rc >= 0)
 			rc = coll_allgather(c, rows + rank * size, rows,
+					    sizeof(double) * (size_t)size, &err);
+		if (rc >= 0)
+			rc = coll_allgather(c, lats + rank * size, lats,
 					    sizeof(double) * (size_t)size, &err);
 		if (rc >= 0)
 			rc = measure_ring(c, o->quick ? (4u << 20) : (64u << 20), o->quick ? 3 : 5,
@@ -521,9 +591,12 @@ int validate_member(const struct vrun *o)
 	if (rc < 0) {
 		snprintf(fail_why, sizeof(fail_why), "%.*s", VREASON_MAX - 1, err.text);
 	} else {
-		for (int i = 0; i < size; i++)
+		for (int i = 0; i < size; i++) {
 			all[i].pair_gbs =
 				tcp ? validate__vpair_figure(rows + i * size, (int)size, i) : 0;
+			all[i].pair_lat_us =
+				tcp ? validate__vpair_latency(lats + i * size, (int)size, i) : 0;
+		}
 		/* the clock of each came to everyone before it was measured: use ours */
 		all[rank].clock_ms = me.clock_ms;
 		n = validate__vpeer_judge(all, (int)size, (int)rank, o, checks, n, VMAX_CHECKS - 1);
@@ -581,6 +654,7 @@ int validate_member(const struct vrun *o)
 	rc = post_report(node, checks, n, failed, layer, reason, peer_error);
 	free(retrans);
 	free(rows);
+	free(lats);
 	free(all);
 	return rc < 0 ? 1 : 0;
 }

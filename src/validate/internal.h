@@ -120,7 +120,7 @@ enum {
 	VL_WORKLOAD,
 	VLAYERS
 };
-#define VMAX_CHECKS 32
+#define VMAX_CHECKS 40
 extern const char *const validate__layers[VLAYERS]; /* bottom-up */
 int validate__vlayer_index(const char *name);
 
@@ -158,9 +158,10 @@ struct vpeer {
 	/* the kernel's boot id: members alike share one machine's processors,
 	 * so figures those processors make are not held to each other */
 	char machine[40];
-	char stack[192]; /* "driver X, CUDA Y, NCCL Z, tenk V" */
-	double clock_ms; /* its clock minus the first node's */
-	double pair_gbs; /* its links to the others (upper median of its pairs); 0: none */
+	char stack[192];    /* "driver X, CUDA Y, NCCL Z, tenk V" */
+	double clock_ms;    /* its clock minus the first node's */
+	double pair_gbs;    /* its links to the others (upper median of its pairs); 0: none */
+	double pair_lat_us; /* a small exchange with the others (lower median); 0: none */
 	int nchecks;
 	struct vpeer_check {
 		char name[32];
@@ -172,6 +173,12 @@ struct vpeer {
 /* The upper median of row[0..n) leaving out row[me]: a node's figure from
  * its pairs, so that with three nodes one slow link does not sink both ends. */
 double validate__vpair_figure(const double *row, int n, int me);
+/* The lower median of a node's pair latencies (row[i] µs to node i, 0
+ * where not measured): a node with one slow peer is not slow itself. */
+double validate__vpair_latency(const double *row, int n, int me);
+/* The pair_latency check of node me (interconnect): held to its peers'
+ * median from above; returns 1 (the check made). */
+int validate__pair_latency_judge(const struct vpeer *all, int n, int me, struct vcheck *c);
 /* Holds node `me` to its peers: raises its checks' thresholds to
  * (1 - tolerance) x the others' median (given two or more others), and adds
  * the system checks of consistency (software stack, clock) and the pair

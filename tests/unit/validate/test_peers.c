@@ -293,6 +293,44 @@ static void test_one_machines_members_not_held_to_each_other(void **state)
 	assert_non_null(strstr(g->threshold_from, "2 peers' median"));
 }
 
+/* pair_latency: each node's lower median over its pairs, held to its
+ * peers' median from above (four times, and a millisecond over). */
+static void test_latency_held_to_the_peers(void **state)
+{
+	/* node 3's link is slow: its pairs all are, the others' one pair each */
+	double lat[4][4] = {
+		{0, 80, 90, 6000}, {80, 0, 85, 6100}, {90, 85, 0, 5900}, {6000, 6100, 5900, 0}};
+	struct vpeer all[4];
+	memset(all, 0, sizeof(all));
+	for (int i = 0; i < 4; i++) {
+		snprintf(all[i].node, sizeof(all[i].node), "n%d", i);
+		all[i].pair_lat_us = validate__vpair_latency(lat[i], 4, i);
+	}
+	assert_true(all[0].pair_lat_us == 90 && all[1].pair_lat_us == 85);
+	assert_true(all[2].pair_lat_us == 90 && all[3].pair_lat_us == 6000);
+	struct vcheck c;
+	assert_int_equal(validate__pair_latency_judge(all, 4, 3, &c), 1);
+	assert_string_equal(c.name, "pair_latency");
+	assert_int_equal(c.verdict, V_FAIL);
+	assert_true(c.threshold == 1090); /* the peers' median 90: 90 + 1000 */
+	for (int i = 0; i < 3; i++) {
+		validate__pair_latency_judge(all, 4, i, &c);
+		assert_int_equal(c.verdict, V_PASS);
+	}
+	/* a VM's jitter: 900 us among 90s is under a millisecond over */
+	all[3].pair_lat_us = 900;
+	validate__pair_latency_judge(all, 4, 3, &c);
+	assert_int_equal(c.verdict, V_PASS);
+	/* two nodes: no peers' median to hold one to */
+	validate__pair_latency_judge(all, 2, 0, &c);
+	assert_int_equal(c.verdict, V_PASS);
+	assert_non_null(strstr(c.detail, "none to hold it to"));
+	/* no links measured: skipped */
+	all[0].pair_lat_us = 0;
+	validate__pair_latency_judge(all, 4, 0, &c);
+	assert_int_equal(c.verdict, V_SKIP);
+}
+
 /* NCCL_DEBUG=INFO lines in the shapes NCCL 2.x writes them (as posted in
  * NVIDIA/nccl issues 226, 952, 1053, 1232, 1814 and nccl-tests issue 166;
  * host names and ids are this test's): IB through the IBext plugin, IB
@@ -385,6 +423,7 @@ int main(void)
 		cmocka_unit_test(test_retransmits_and_errors),
 		cmocka_unit_test(test_one_machines_members_not_held_to_each_other),
 		cmocka_unit_test(test_nccl_transport_from_its_log),
+		cmocka_unit_test(test_latency_held_to_the_peers),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
