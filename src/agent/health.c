@@ -391,8 +391,17 @@ static void tick(uv_timer_t *t)
 	int64_t now = tk_mono_ms();
 	for (int i = 0; i < h->ndev; i++)
 		check_gpu(h, i, now);
-	agent__train_poll(a); /* the jobs' own metrics, on the same second */
-	agent__nccl_poll(a);
+	/* what the running jobs write for the agent to read, on the same
+	 * second: their training lines, NCCL's log */
+	size_t pos = 0;
+	void *v;
+	while (tk_map_next(&a->groups, &pos, NULL, &v)) {
+		struct taskgroup *g = v;
+		if (g->nrunning && !g->shim.released) {
+			agent__train_poll_group(g);
+			agent__nccl_poll_group(g);
+		}
+	}
 	agent__usage_tick(a);
 	agent__disk_tick(a, false);
 	if (a->cfg.health_check && !h->check_running && now >= h->check_next_ms && !a->stopping)

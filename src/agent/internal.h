@@ -350,8 +350,8 @@ void agent__usage_of(const struct taskgroup *g, int64_t *energy_mj, int64_t *bus
  * made (said in the log). The tasks' NCCL_DEBUG_FILE goes in it. */
 char *agent__nccl_setup(struct taskgroup *g, const struct work_spec *spec, bool as_user,
 			uint32_t uid, uint32_t gid);
-/* Reads what is new in the running attempts' NCCL logs (every second). */
-void agent__nccl_poll(struct agent *a);
+/* Reads what is new in running attempt g's NCCL log (every second). */
+void agent__nccl_poll_group(struct taskgroup *g);
 /* What they say so far, one entry an attempt that said anything (for the
  * heartbeat; the caller frees *ret). */
 int agent__nccl_for_heartbeat(struct agent *a, struct wire_nccl **ret);
@@ -362,8 +362,8 @@ void agent__nccl_release(struct taskgroup *g, bool remove);
 /* Makes the attempt's metrics file (its user's when as_user); returns its
  * path, for TENK_METRICS. */
 char *agent__train_setup(struct taskgroup *g, bool as_user, uint32_t uid, uint32_t gid);
-/* Reads what each running attempt wrote since the last call. */
-void agent__train_poll(struct agent *a);
+/* Reads what running attempt g wrote since the last call (every second). */
+void agent__train_poll_group(struct taskgroup *g);
 /* The lines the server has not had, each attempt's since the last beat
  * (at most TRAIN_PER_BEAT of them, thinned evenly), for a heartbeat (the
  * caller frees *ret). */

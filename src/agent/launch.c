@@ -58,13 +58,7 @@ static void release_cpus(struct taskgroup *g);
 static void remove_dir(const char *dir)
 {
 	ctr_unstage(dir, -1);
-	DIR *d = opendir(dir);
-	for (struct dirent *e; d && (e = readdir(d));)
-		if (e->d_name[0] != '.')
-			unlinkat(dirfd(d), e->d_name, 0);
-	if (d)
-		closedir(d);
-	rmdir(dir);
+	tk_rmdir_files(dir);
 }
 
 /* Frees g's memory. */
@@ -677,10 +671,10 @@ static void cgroup_limits(struct taskgroup *g, const struct work_spec *spec, str
 		return; /* the server's own work sees the whole node */
 	l->mem_mib = spec->mem_mib;
 	l->pids_max = (int64_t)g->tpn * CG_PIDS_PER_TASK;
+	bool mine[MODEL_MAX_ACCELS];
+	attempt_devices(spec, mine);
 	if (spec->cpus > 0) {
 		/* near its GPUs: their NUMA nodes, where the agent knows them */
-		bool mine[MODEL_MAX_ACCELS];
-		attempt_devices(spec, mine);
 		uint64_t near = 0;
 		for (int i = 0; i < a->inv.ngpu_places; i++) {
 			const struct gpu_place *p = &a->inv.gpu_places[i];
@@ -697,8 +691,6 @@ static void cgroup_limits(struct taskgroup *g, const struct work_spec *spec, str
 		strbuf_release(&sb);
 	}
 	/* the GPUs of the node that are not the attempt's */
-	bool mine[MODEL_MAX_ACCELS];
-	attempt_devices(spec, mine);
 	for (int d = 0; d < a->inv.naccel && l->ndeny < CG_MAX_DENY; d++) {
 		char dev[32];
 		snprintf(dev, sizeof(dev), "/dev/nvidia%d", a->inv.accel[d].index);

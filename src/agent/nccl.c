@@ -99,7 +99,7 @@ static void read_file(struct taskgroup *g, int dfd, const char *name, size_t *bu
 	close(fd);
 }
 
-static void poll_group(struct taskgroup *g)
+void agent__nccl_poll_group(struct taskgroup *g)
 {
 	_cleanup_free_ char *dir = nccl_dir(g);
 	if (!g->nccl.probed) { /* adopted from an agent before: the folder says */
@@ -118,17 +118,6 @@ static void poll_group(struct taskgroup *g)
 		if (e->d_name[0] != '.')
 			read_file(g, dirfd(d), e->d_name, &budget);
 	closedir(d);
-}
-
-void agent__nccl_poll(struct agent *a)
-{
-	size_t pos = 0;
-	void *v;
-	while (tk_map_next(&a->groups, &pos, NULL, &v)) {
-		struct taskgroup *g = v;
-		if (g->nrunning && !g->shim.released)
-			poll_group(g);
-	}
 }
 
 int agent__nccl_for_heartbeat(struct agent *a, struct wire_nccl **ret)
@@ -163,11 +152,5 @@ void agent__nccl_release(struct taskgroup *g, bool remove)
 	if (!remove || !g->a)
 		return;
 	_cleanup_free_ char *dir = nccl_dir(g);
-	DIR *d = opendir(dir);
-	for (struct dirent *e; d && (e = readdir(d));)
-		if (e->d_name[0] != '.')
-			unlinkat(dirfd(d), e->d_name, 0);
-	if (d)
-		closedir(d);
-	rmdir(dir);
+	tk_rmdir_files(dir);
 }

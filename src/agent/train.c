@@ -83,7 +83,7 @@ static void take_line(struct taskgroup *g, const char *line, size_t len, int64_t
 	g->train.pend[g->train.npend++] = p;
 }
 
-static void poll_group(struct taskgroup *g)
+void agent__train_poll_group(struct taskgroup *g)
 {
 	if (g->train.fd < 0) {
 		_cleanup_free_ char *path = train_path(g);
@@ -135,17 +135,6 @@ static void poll_group(struct taskgroup *g)
 	for (int k = 0; k < count; k++)
 		g->train.pend[first + k].at_ms = prev + (mt - prev) * (k + 1) / count;
 	g->train.mtime_ms = mt;
-}
-
-void agent__train_poll(struct agent *a)
-{
-	size_t pos = 0;
-	void *v;
-	while (tk_map_next(&a->groups, &pos, NULL, &v)) {
-		struct taskgroup *g = v;
-		if (g->nrunning && !g->shim.released)
-			poll_group(g);
-	}
 }
 
 int agent__train_for_heartbeat(struct agent *a, struct wire_train **ret)

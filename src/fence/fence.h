@@ -150,8 +150,7 @@ int64_t fence_power_after(const struct fence_member *group, int n, int x,
  * until now: then no cut of the group (which shares x's fate) lasted as
  * long as the longest margin, so it cost x less than that, and a silence
  * of that margin, x's beat and its delay is x's own, not the control
- * plane's (invariant B). Its lease
- * need not have run out: once the command says the node is off, its
- * tasks are gone (invariant A). */
+ * plane's (invariant B). Its lease need not have run out: once the
+ * command says the node is off, its tasks are gone (invariant A). */
 bool fence_may_power_off(const struct fence_member *group, int n, int x,
 			 const struct fence_params *p, int64_t now, int *in_touch);

@@ -4,6 +4,7 @@
  */
 #include "util.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>
@@ -91,6 +92,17 @@ int tk_mkdir_p(const char *path, mode_t mode)
 	if (mkdir(p, mode) < 0 && errno != EEXIST)
 		return -errno;
 	return 0;
+}
+
+void tk_rmdir_files(const char *dir)
+{
+	DIR *d = opendir(dir);
+	for (struct dirent *e; d && (e = readdir(d));)
+		if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
+			unlinkat(dirfd(d), e->d_name, 0);
+	if (d)
+		closedir(d);
+	rmdir(dir);
 }
 
 static int write_file(const char *path, const void *data, size_t len, mode_t mode, bool sync)

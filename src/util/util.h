@@ -172,6 +172,9 @@ void tk_hmac_sha256_hex(const void *key, size_t klen, const void *data, size_t l
 
 /* Creates path and its parents with mode. */
 int tk_mkdir_p(const char *path, mode_t mode);
+/* Removes dir, a folder of files (no folders in it): its entries, then
+ * itself. Quietly: what cannot go stays. */
+void tk_rmdir_files(const char *dir);
 /* The program `name` as $PATH finds it (an executable file in one of its
  * folders, def_path where PATH is unset or empty; NULL: none): a path to
  * free, or NULL. */

@@ -51,36 +51,30 @@ static double median(double *v, int n)
 	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
-double validate__vpair_figure(const double *row, int n, int me)
+double validate__vpair_median(const double *row, int n, int me, double floor, bool upper)
 {
 	double *v = xcalloc((size_t)n + 1, sizeof(double));
 	int k = 0;
 	for (int i = 0; i < n; i++)
-		if (i != me && row[i] > 0)
+		if (i != me && row[i] > floor)
 			v[k++] = row[i];
 	double f = 0;
 	if (k) {
 		qsort(v, (size_t)k, sizeof(double), cmp_double);
-		f = v[k / 2];
+		f = v[upper ? k / 2 : (k - 1) / 2];
 	}
 	free(v);
 	return f;
 }
 
+double validate__vpair_figure(const double *row, int n, int me)
+{
+	return validate__vpair_median(row, n, me, 0, true);
+}
+
 double validate__vpair_latency(const double *row, int n, int me)
 {
-	double *v = xcalloc((size_t)n + 1, sizeof(double));
-	int k = 0;
-	for (int i = 0; i < n; i++)
-		if (i != me && row[i] > 0)
-			v[k++] = row[i];
-	double f = 0;
-	if (k) {
-		qsort(v, (size_t)k, sizeof(double), cmp_double);
-		f = v[(k - 1) / 2];
-	}
-	free(v);
-	return f;
+	return validate__vpair_median(row, n, me, 0, false);
 }
 
 /* Holds checks[i] to the median of the same check on the other nodes. */
@@ -286,8 +280,7 @@ int validate__pair_latency_judge(const struct vpeer *all, int n, int me, struct 
 		free(v);
 		return 1;
 	}
-	qsort(v, (size_t)k, sizeof(double), cmp_double);
-	double med = k % 2 ? v[k / 2] : (v[k / 2 - 1] + v[k / 2]) / 2;
+	double med = median(v, k);
 	free(v);
 	validate__vcheck_judge(c, MAX(4 * med, med + 1000), "4x the peers' median and 1 ms over");
 	snprintf(c->detail, sizeof(c->detail),

@@ -170,6 +170,9 @@ struct vpeer {
 	} checks[VPEER_CHECKS];
 };
 
+/* The median of a node's figures to its peers (row[i] to node i; those
+ * not over floor left out: not measured): the upper one, or the lower. */
+double validate__vpair_median(const double *row, int n, int me, double floor, bool upper);
 /* The upper median of row[0..n) leaving out row[me]: a node's figure from
  * its pairs, so that with three nodes one slow link does not sink both ends. */
 double validate__vpair_figure(const double *row, int n, int me);

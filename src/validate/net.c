@@ -449,14 +449,11 @@ void validate__check_tcp_retransmits(struct vcheck *c, const double *pct, const 
 				     int n, int me)
 {
 	validate__vcheck_set(c, "interconnect", "tcp_retransmits", "%", false);
-	/* the lower median of its pairs: one bad link (the peer's) does not
-	 * sink this end, every link bad does */
-	double v[64];
 	int k = 0, worst = -1;
-	for (int i = 0; i < n && k < 64; i++) {
+	for (int i = 0; i < n; i++) {
 		if (i == me || pct[i] < 0)
 			continue;
-		v[k++] = pct[i];
+		k++;
 		if (worst < 0 || pct[i] > pct[worst])
 			worst = i;
 	}
@@ -465,13 +462,9 @@ void validate__check_tcp_retransmits(struct vcheck *c, const double *pct, const 
 		snprintf(c->detail, sizeof(c->detail), "skipped: no pair over TCP measured");
 		return;
 	}
-	for (int i = 1; i < k; i++) /* (a few: insertion) */
-		for (int j = i; j > 0 && v[j] < v[j - 1]; j--) {
-			double x = v[j];
-			v[j] = v[j - 1];
-			v[j - 1] = x;
-		}
-	c->figure = v[(k - 1) / 2];
+	/* the lower median of its pairs (those measured: 0% counts): one bad
+	 * link (the peer's) does not sink this end, every link bad does */
+	c->figure = validate__vpair_median(pct, n, me, -1, false);
 	validate__vcheck_judge(c, 0.1, "0.1% of segments sent");
 	snprintf(c->detail, sizeof(c->detail),
 		 "segments sent again to its peers (the lower median of %d); the most: %.3g%% to "
