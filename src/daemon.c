@@ -247,8 +247,9 @@ static const struct tk_option all_opts[D_MAX] = {
 	[D_MEM] = {"mem", 0, "SIZE", "memory to offer, e.g. 512G (default: detected)"},
 	[D_WORK] = {"work-dir", 0, "DIR", "local folder for checkpoints (default DATA/agent)"},
 	[D_RUN_DIR] = {"run-dir", 0, "DIR",
-		       "the shims' folders and metrics files; a tmpfs (/run/tenk) spares the disk "
-		       "their churn (default: the work folder)"},
+		       "the shims' folders and metrics files (default: as root, a folder of the "
+		       "agent's own under /run/tenk or /dev/shm/tenk, whichever is a tmpfs, "
+		       "linked as WORK/run; else the work folder)"},
 	[D_STOP_JOBS] = {"stop-jobs", 0, NULL,
 			 "on stop, end this node's jobs (they are requeued) rather than leave "
 			 "them running until the agent is back"},

@@ -828,6 +828,53 @@ static void handle_closed(uv_handle_t *h)
 	maybe_stop_done(a);
 }
 
+/* Where shims' folders go when --run-dir is not given: as root, a folder
+ * of this agent's own in memory, RUN_BASE/HASH (HASH: of the work folder's
+ * path, so that agents of one machine never share one and the next agent
+ * in this work folder finds it again), whose path the link WORK/run keeps;
+ * /run/tenk where /run is a tmpfs, else /dev/shm/tenk. NULL: none of them
+ * (not root, no tmpfs, a folder there not our own): the work folder. */
+static char *default_run_dir(const char *work_dir)
+{
+	static const char *const bases[] = {"/run/tenk", "/dev/shm/tenk"};
+	if (geteuid() != 0)
+		return NULL;
+	char hash[65];
+	tk_sha256_hex(work_dir, strlen(work_dir), hash);
+	hash[16] = '\0';
+	_cleanup_free_ char *link = xasprintf("%s/run", work_dir);
+	char was[MODEL_MAX_PATH];
+	ssize_t n = readlink(link, was, sizeof(was) - 1);
+	was[n > 0 ? n : 0] = '\0';
+	int r = -ENOENT;
+	char *dir = NULL;
+	/* the one the agent before this one used first: its shims are there */
+	for (int pass = 0; pass < 2 && r < 0; pass++)
+		for (size_t i = 0; i < ARRAY_SIZE(bases) && r < 0; i++) {
+			free(dir);
+			dir = xasprintf("%s/%s", bases[i], hash);
+			if (pass == 0 && strcmp(dir, was) != 0)
+				continue;
+			r = tk_private_dir(bases[i], 0711, true);
+			if (r == 0)
+				r = tk_private_dir(dir, 0711, true);
+			if (r < 0 && r != -ENOENT && r != -EXDEV)
+				log_warn("not keeping the shims' folders in %s: %s", dir,
+					 r == -EPERM ? "another user's, or writable by others"
+						     : strerror(-r));
+		}
+	if (r < 0) {
+		free(dir);
+		return NULL;
+	}
+	if (strcmp(dir, was) != 0) {
+		unlink(link);
+		if (symlink(dir, link) < 0)
+			log_warn("cannot link %s to %s: %s", link, dir, strerror(errno));
+	}
+	return dir;
+}
+
 int agent_create(uv_loop_t *loop, const struct agent_config *cfg, struct agent **ret,
 		 struct tk_error *err)
 {
@@ -913,7 +960,9 @@ int agent_create(uv_loop_t *loop, const struct agent_config *cfg, struct agent *
 			if (CPU_ISSET(c, &set))
 				a->cpu_id[a->ncpus++] = c;
 	agent__cpu_numa_detect(a);
-	if (!a->cfg.run_dir) {
+	if (!a->cfg.run_dir && (a->cfg.run_dir = default_run_dir(a->cfg.work_dir))) {
+		a->run_dir_own = true;
+	} else if (!a->cfg.run_dir) {
 		a->cfg.run_dir = xstrdup(a->cfg.work_dir);
 	} else if ((r = tk_mkdir_p(a->cfg.run_dir, 0711)) < 0) {
 		r = tk_errorf(err, r, "cannot create the run folder %s: %s", a->cfg.run_dir,
@@ -1143,6 +1192,15 @@ void agent_destroy(struct agent *a)
 	while (tk_map_next(&a->groups, &pos, NULL, &v))
 		group_destroy(v);
 	tk_map_release(&a->groups);
+	/* a run folder of our own in memory goes where nothing is left in it
+	 * (the shims that go on keep theirs) */
+	static const char *const subs[] = {SHIM_DIR, "metrics", "nccl"};
+	for (size_t i = 0; a->run_dir_own && i < ARRAY_SIZE(subs); i++) {
+		_cleanup_free_ char *sub = xasprintf("%s/%s", a->cfg.run_dir, subs[i]);
+		rmdir(sub);
+	}
+	if (a->run_dir_own)
+		rmdir(a->cfg.run_dir);
 	if (a->lock_fd >= 0)
 		close(a->lock_fd);
 	free(a->events);

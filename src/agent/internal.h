@@ -187,6 +187,7 @@ struct agent {
 	int reg_backoff, poll_backoff, ev_backoff;
 
 	bool stopping;
+	bool run_dir_own; /* cfg.run_dir: default_run_dir's, in memory */
 	bool stop_reported;
 	void (*stop_cb)(void *arg);
 	void *stop_arg;

@@ -35,7 +35,7 @@
  * (the agent and tenk-shim come from one installation). 1: before
  * versions were said. */
 #define SHIM_PROTOCOL 2
-#define SHIM_DIR "shims"	    /* under the agent's work folder */
+#define SHIM_DIR "shims"	    /* under the agent's run folder */
 #define SHIM_MAX_LINE (1024 * 1024) /* one message on the socket */
 #define SHIM_MAX_GROUPS 1024	    /* supplementary groups of a task's user */
 

@@ -11,7 +11,9 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/random.h>
+#include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -92,6 +94,38 @@ int tk_mkdir_p(const char *path, mode_t mode)
 	if (mkdir(p, mode) < 0 && errno != EEXIST)
 		return -errno;
 	return 0;
+}
+
+static int in_memory(const char *path)
+{
+	struct statfs fs;
+	if (statfs(path, &fs) < 0)
+		return -errno;
+	return fs.f_type == TMPFS_MAGIC || fs.f_type == RAMFS_MAGIC ? 0 : -EXDEV;
+}
+
+int tk_private_dir(const char *path, mode_t mode, bool tmpfs)
+{
+	/* nothing made on a disk that was not asked for */
+	_cleanup_free_ char *parent = xstrdup(path);
+	char *slash = strrchr(parent, '/');
+	if (slash)
+		*(slash == parent ? slash + 1 : slash) = '\0';
+	int r = tmpfs ? in_memory(slash ? parent : ".") : 0;
+	if (r < 0)
+		return r;
+	if (mkdir(path, mode) < 0 && errno != EEXIST)
+		return -errno;
+	struct stat st;
+	if (lstat(path, &st) < 0)
+		return -errno;
+	if (S_ISLNK(st.st_mode))
+		return -ELOOP;
+	if (!S_ISDIR(st.st_mode))
+		return -ENOTDIR;
+	if (st.st_uid != geteuid() || (st.st_mode & 022))
+		return -EPERM;
+	return tmpfs ? in_memory(path) : 0;
 }
 
 void tk_rmdir_files(const char *dir)

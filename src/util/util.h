@@ -172,6 +172,12 @@ void tk_hmac_sha256_hex(const void *key, size_t klen, const void *data, size_t l
 
 /* Creates path and its parents with mode. */
 int tk_mkdir_p(const char *path, mode_t mode);
+/* Makes path (its parent exists) with mode unless it is there, and says
+ * whether it is a folder of this user's own that no one else may write to
+ * (0), where a shared parent (a sticky /dev/shm) lets anyone create a name
+ * first: not a folder (-ENOTDIR), a link (-ELOOP), another's or writable
+ * by others (-EPERM); with tmpfs, one in memory (-EXDEV if not). */
+int tk_private_dir(const char *path, mode_t mode, bool tmpfs);
 /* Removes dir, a folder of files (no folders in it): its entries, then
  * itself. Quietly: what cannot go stays. */
 void tk_rmdir_files(const char *dir);

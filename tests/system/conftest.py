@@ -8,6 +8,7 @@ and no sanitizer report; Daemon.stop() checks that.
 import http.client
 import json
 import os
+import shutil
 import signal
 import ssl
 import subprocess
@@ -48,7 +49,6 @@ def pytest_sessionstart(session):
 
 def pytest_sessionfinish(session):
     import owncg
-    import shutil
     owncg.leave(_OWN_CGROUPS)
     _OWN_CGROUPS.clear()
     conf = os.environ.get("XDG_CONFIG_HOME", "")
@@ -315,11 +315,24 @@ def server_and_agent(workdir, procs, node_timeout, data=None, work=None, agent_a
     return t, server, agent
 
 
+def run_dirs(under):
+    """The run folders in memory that agents with a work folder under
+    `under` chose (each keeps the link WORK/run to its own)."""
+    found = []
+    for root, dirs, _files in os.walk(under):
+        for name in dirs:
+            path = os.path.join(root, name)
+            if name == "run" and os.path.islink(path):
+                found.append(os.path.realpath(path))
+    return found
+
+
 def shim_pids(under):
-    """The tenk-shim processes whose folder is under `under` (not a shim's
-    child between its fork and its task's exec, which shows the shim's
-    command line too)."""
-    under = os.path.realpath(under) + "/"
+    """The tenk-shim processes whose folder is under `under`, or under the
+    run folder of an agent whose work folder is (not a shim's child between
+    its fork and its task's exec, which shows the shim's command line
+    too)."""
+    unders = tuple(os.path.realpath(d) + "/" for d in [under] + run_dirs(under))
     found = {}
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
@@ -332,7 +345,7 @@ def shim_pids(under):
         except (OSError, IndexError, ValueError):
             continue
         if len(argv) >= 2 and os.path.basename(argv[0]) == b"tenk-shim" and \
-                os.path.realpath(argv[1].decode(errors="replace")).startswith(under):
+                os.path.realpath(argv[1].decode(errors="replace")).startswith(unders):
             found[int(pid)] = ppid
     return [pid for pid, ppid in found.items() if ppid not in found]
 
@@ -395,6 +408,8 @@ def workdir(tmp_path):
     d.mkdir()
     yield str(d)
     end_shims(str(d))
+    for run in run_dirs(str(d)):
+        shutil.rmtree(run, ignore_errors=True)
 
 
 def start_up(workdir, *extra, fake="8xH100", env=None, stop_jobs=True, wrap=None):

@@ -8,6 +8,9 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <linux/magic.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
 
 #include "util/util.h"
 
@@ -293,6 +296,64 @@ static void test_opts(void **state)
 	free(pos);
 }
 
+/* A folder of our own where others may create names first (a sticky,
+ * world-writable /dev/shm): made when missing, refused when it is a link,
+ * not a folder, or writable by others; on a tmpfs when asked. */
+static void test_private_dir(void **state)
+{
+	char dir[] = "/tmp/tenk-test-XXXXXX";
+	assert_non_null(mkdtemp(dir));
+	char *mine = xasprintf("%s/mine", dir);
+	assert_int_equal(tk_private_dir(mine, 0711, false), 0);
+	struct stat st;
+	assert_int_equal(stat(mine, &st), 0);
+	assert_true(S_ISDIR(st.st_mode));
+	assert_int_equal(st.st_mode & 0777, 0711);
+	assert_int_equal(tk_private_dir(mine, 0711, false), 0); /* there already: fine */
+	char *link = xasprintf("%s/link", dir);
+	assert_int_equal(symlink(mine, link), 0);
+	assert_int_equal(tk_private_dir(link, 0711, false), -ELOOP);
+	char *file = xasprintf("%s/file", dir);
+	assert_int_equal(tk_write_file(file, "x", 1, 0600), 0);
+	assert_int_equal(tk_private_dir(file, 0711, false), -ENOTDIR);
+	char *open_ = xasprintf("%s/open", dir);
+	assert_int_equal(mkdir(open_, 0700), 0);
+	assert_int_equal(chmod(open_, 01777), 0);
+	assert_int_equal(tk_private_dir(open_, 0711, false), -EPERM);
+	char *nowhere = xasprintf("%s/no/such", dir);
+	assert_int_equal(tk_private_dir(nowhere, 0711, false), -ENOENT);
+	/* on a tmpfs: /dev/shm is one wherever this runs, and a folder
+	 * under /tmp is not one here (where /tmp is a tmpfs, skip that) */
+	struct statfs fs;
+	if (statfs("/dev/shm", &fs) == 0 && fs.f_type == TMPFS_MAGIC) {
+		char shm[] = "/dev/shm/tenk-test-XXXXXX";
+		assert_non_null(mkdtemp(shm));
+		char *sub = xasprintf("%s/run", shm);
+		assert_int_equal(tk_private_dir(sub, 0711, true), 0);
+		rmdir(sub);
+		rmdir(shm);
+		free(sub);
+	}
+	if (statfs(dir, &fs) == 0 && fs.f_type != TMPFS_MAGIC) {
+		assert_int_equal(tk_private_dir(mine, 0711, true), -EXDEV);
+		/* and nothing is made on the disk */
+		char *other = xasprintf("%s/other", dir);
+		assert_int_equal(tk_private_dir(other, 0711, true), -EXDEV);
+		assert_int_equal(access(other, F_OK), -1);
+		free(other);
+	}
+	unlink(link);
+	unlink(file);
+	rmdir(open_);
+	rmdir(mine);
+	rmdir(dir);
+	free(mine);
+	free(link);
+	free(file);
+	free(open_);
+	free(nowhere);
+}
+
 static void test_files(void **state)
 {
 	char dir[] = "/tmp/tenk-test-XXXXXX";
@@ -498,6 +559,7 @@ int main(void)
 		cmocka_unit_test(test_prom),
 		cmocka_unit_test(test_begin_and_signal),
 		cmocka_unit_test(test_base64),
+		cmocka_unit_test(test_private_dir),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
