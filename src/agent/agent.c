@@ -881,6 +881,7 @@ int agent_create(uv_loop_t *loop, const struct agent_config *cfg, struct agent *
 	struct agent *a = xcalloc(1, sizeof(*a));
 	a->loop = loop;
 	a->lock_fd = -1;
+	a->launcher_fd = -1;
 	copy_cfg(&a->cfg, cfg);
 	catalogue_init(&a->cat);
 	tk_map_init(&a->groups);
@@ -1080,6 +1081,7 @@ static void finish_stop(struct agent *a)
 	while (tk_map_next(&a->groups, &pos, NULL, &v))
 		group_close(v);
 	agent__cmds_stop(a);
+	agent__launcher_stop(a);
 	agent__health_stop(a);
 	agent__metrics_stop(a);
 	agent__witness_close(a);
@@ -1203,6 +1205,8 @@ void agent_destroy(struct agent *a)
 		rmdir(a->cfg.run_dir);
 	if (a->lock_fd >= 0)
 		close(a->lock_fd);
+	if (a->launcher_fd >= 0)
+		close(a->launcher_fd);
 	free(a->events);
 	for (int i = 0; i < a->nservers; i++)
 		free(a->servers[i]);

@@ -107,3 +107,5 @@ void hollow_destroy(struct hollow *h);
 /* `tenk-shim DIR`: the supervisor of one attempt's tasks, started by an
  * agent (never by hand); the whole of the tenk-shim program. */
 int shim_run(const struct tk_command *cmd, int argc, char **argv);
+/* `tenk-shim --launcher PAD` (shimlauncher.c) */
+int shim_launcher_run(int argc, char **argv);

@@ -127,6 +127,7 @@ struct proc {
 	pid_t pid;
 	int pidfd;
 	bool watching;
+	bool foreign; /* another's child (the launcher's): watched, not reaped */
 	proc_exit_cb exit_cb;
 	void (*close_cb)(struct proc *p);
 	void *data; /* the caller's; kept across agent__proc_spawn */

@@ -34,6 +34,15 @@ int agent__proc_spawn(uv_loop_t *loop, struct proc *p, const char *path, char *c
 		      char *const *env, int pass_fd, proc_exit_cb exit_cb);
 /* Releases the watch of an exited process; close_cb runs when it is gone. */
 void agent__proc_close(struct proc *p, void (*close_cb)(struct proc *p));
+/* Starts the shim of folder dir, listen_fd its descriptor 3, through the
+ * agent's launcher (started on first use, again if it died): as
+ * agent__proc_spawn would, but forked from a process already loaded. The
+ * exit reaches exit_cb with status 0 (the launcher, its parent, logs a bad
+ * one). -errno where the launcher cannot serve: the caller spawns. */
+int agent__launcher_spawn(struct agent *a, struct proc *p, const char *shim_path, const char *dir,
+			  int listen_fd, proc_exit_cb exit_cb);
+/* Lets the launcher go (it ends when its socket closes); at the stop. */
+void agent__launcher_stop(struct agent *a);
 
 /* ---- logs.c: task output the server asks for ------------------------------------------ */
 
@@ -188,6 +197,11 @@ struct agent {
 
 	bool stopping;
 	bool run_dir_own; /* cfg.run_dir: default_run_dir's, in memory */
+	/* the launcher of shims (spawn.c): its socket (-1: none yet) */
+	int launcher_fd;
+	struct proc launcher;
+	bool launcher_running; /* launcher is watched */
+	int launcher_failures; /* deaths and bad answers; at 3, shims are spawned */
 	bool stop_reported;
 	void (*stop_cb)(void *arg);
 	void *stop_arg;

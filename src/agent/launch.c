@@ -999,7 +999,10 @@ static int spawn_shim(struct taskgroup *g, const struct shim_plan *plan, struct 
 	memcpy(slash, "/tenk-shim", sizeof("/tenk-shim"));
 	char *argv[] = {"tenk-shim", g->shim.dir, NULL};
 	g->shim.proc.data = g;
-	r = agent__proc_spawn(a->loop, &g->shim.proc, self, argv, environ, lfd, shim_exit_cb);
+	r = agent__launcher_spawn(a, &g->shim.proc, self, g->shim.dir, lfd, shim_exit_cb);
+	if (r < 0) /* (no launcher: as before it) */
+		r = agent__proc_spawn(a->loop, &g->shim.proc, self, argv, environ, lfd,
+				      shim_exit_cb);
 	close(lfd);
 	if (r < 0)
 		return tk_errorf(err, r, "cannot start %s: %s", self, strerror(-r));

@@ -274,6 +274,22 @@ struct task_exec {
 int shim_task_fork_exec(const struct cgroup *cg, const struct task_exec *ex, int *ret_code,
 			char *detail, size_t n);
 
+/* ---- shimlauncher.c: the agent's resident starter of shims ---- */
+
+/* The launcher's answer to a request (the shim's folder, its listening
+ * socket attached): the shim's pid, or -1 and err (an errno); a pidfd of
+ * the shim is attached where the kernel has them. */
+struct launcher_reply {
+	int32_t pid;
+	int32_t err;
+};
+/* How much room the launcher's argument area leaves a shim's command line
+ * (LAUNCHER_PAD characters as its last argument). */
+#define LAUNCHER_PAD (MODEL_MAX_PATH + 64)
+/* `tenk-shim --launcher PAD`: serves the agent on descriptor 3 until its
+ * end closes; the children are shims (shim_run). */
+int shim_launcher_run(int argc, char **argv);
+
 /* ---- shimpty.c (in the shim): an interactive task's terminal ---- */
 
 struct shim_pty;

@@ -9,7 +9,8 @@ import socket
 import threading
 import time
 
-from conftest import Daemon, Tenk, alive, root_jobs_config, start_up, wait_for
+from conftest import (Daemon, Tenk, alive, children, root_jobs_config, run_dirs, shim_pids, start_up,
+                      wait_for)
 
 
 def free_port():
@@ -196,6 +197,65 @@ def test_ctrl_c_leaves_jobs_to_their_shims(workdir):
     assert j["state"] == "COMPLETED" and len(j["attempts"]) == 1, j
     assert open(runs).read().split() == [str(task)], "it ran once"
     d2.stop()
+
+
+def argv_of(pid):
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return [a.decode() for a in f.read().split(b"\0") if a]
+    except OSError:
+        return []
+
+
+def ppid_of(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[1])
+
+
+def launchers(agent_pid):
+    return [k for k in children(agent_pid) if argv_of(k)[:2] == ["tenk-shim", "--launcher"]]
+
+
+def test_shims_come_from_a_launcher_that_may_die(workdir):
+    """The agent has its shims forked by a resident launcher (cheaper than
+    starting a program): each shim reads as `tenk-shim DIR`, in a session
+    of its own, its folder in the agent's run folder in memory. The launcher
+    killed takes no job with it and is started again for the next shim; the
+    agent's stop ends it."""
+    t, d = start_up(workdir)
+    go, pidfile = os.path.join(workdir, "go"), os.path.join(workdir, "pid")
+    held = t.submit("--", "sh", "-c",
+                    f'echo $$ > {pidfile}; while [ ! -e {go} ]; do sleep 0.05; done')
+    t.wait_state(held, "RUNNING")
+    wait_for(lambda: os.path.exists(pidfile) and open(pidfile).read().strip(), 20,
+             "the task to start")
+    task = int(open(pidfile).read())
+    first = launchers(d.proc.pid)
+    assert len(first) == 1, [argv_of(k) for k in children(d.proc.pid)]
+    shims = shim_pids(workdir)
+    assert len(shims) == 1, shims
+    shim = shims[0]
+    assert ppid_of(shim) == first[0], "the launcher forked it"
+    assert os.getsid(shim) == shim, "a session of its own"
+    runs = run_dirs(workdir)
+    assert len(runs) == 1 and runs[0].startswith(("/run/tenk/", "/dev/shm/tenk/")), runs
+    assert argv_of(shim) == ["tenk-shim", os.path.join(runs[0], "shims", f"{held}.1")]
+    os.kill(first[0], signal.SIGKILL)
+    wait_for(lambda: first[0] not in children(d.proc.pid), 10, "the agent to reap its launcher")
+    assert alive(task) and alive(shim), "the launcher's end is not the job's"
+    quick = t.submit("--", "true")
+    t.run("wait", quick)
+    assert t.job(quick)["state"] == "COMPLETED"
+    again = launchers(d.proc.pid)
+    assert len(again) == 1 and again != first, again
+    assert "the shims' launcher exited" in d.output()
+    open(go, "w").close()
+    t.run("wait", held)
+    j = t.job(held)
+    assert j["state"] == "COMPLETED" and len(j["attempts"]) == 1, j
+    d.stop()
+    wait_for(lambda: not alive(again[0]), 10, "the launcher to end with the agent")
+    assert not os.path.exists(runs[0]), "the run folder goes with the agent, empty"
 
 
 def test_stop_jobs_requeues_rather_than_fails(workdir):
