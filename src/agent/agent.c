@@ -17,6 +17,7 @@
  */
 #include "internal.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -828,6 +829,19 @@ static void handle_closed(uv_handle_t *h)
 	maybe_stop_done(a);
 }
 
+/* Whether DIR/shims holds an attempt's folder. */
+static bool shims_in(const char *dir)
+{
+	_cleanup_free_ char *base = xasprintf("%s/%s", dir, SHIM_DIR);
+	DIR *d = opendir(base);
+	bool any = false;
+	for (struct dirent *e; d && !any && (e = readdir(d));)
+		any = e->d_name[0] != '.';
+	if (d)
+		closedir(d);
+	return any;
+}
+
 /* Where shims' folders go when --run-dir is not given: as root, a folder
  * of this agent's own in memory, RUN_BASE/HASH (HASH: of the work folder's
  * path, so that agents of one machine never share one and the next agent
@@ -961,7 +975,11 @@ int agent_create(uv_loop_t *loop, const struct agent_config *cfg, struct agent *
 			if (CPU_ISSET(c, &set))
 				a->cpu_id[a->ncpus++] = c;
 	agent__cpu_numa_detect(a);
-	if (!a->cfg.run_dir && (a->cfg.run_dir = default_run_dir(a->cfg.work_dir))) {
+	if (!a->cfg.run_dir && shims_in(a->cfg.work_dir)) {
+		/* an agent of an older version left its shims there: this one
+		 * finds them, and the next start goes to memory */
+		a->cfg.run_dir = xstrdup(a->cfg.work_dir);
+	} else if (!a->cfg.run_dir && (a->cfg.run_dir = default_run_dir(a->cfg.work_dir))) {
 		a->run_dir_own = true;
 	} else if (!a->cfg.run_dir) {
 		a->cfg.run_dir = xstrdup(a->cfg.work_dir);

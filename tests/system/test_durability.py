@@ -258,6 +258,34 @@ def test_shims_come_from_a_launcher_that_may_die(workdir):
     assert not os.path.exists(runs[0]), "the run folder goes with the agent, empty"
 
 
+def test_an_upgraded_agent_finds_shims_in_the_work_folder(workdir):
+    """Agents before the run folder in memory kept their shims in the work
+    folder (as --run-dir WORK does): one that starts without --run-dir
+    finds them there, and its next start goes to memory."""
+    work = os.path.join(workdir, "tenk-data-work")
+    t, d = start_up(workdir, "--run-dir", work, stop_jobs=False)
+    go, runs = os.path.join(workdir, "go"), os.path.join(workdir, "runs")
+    jid = t.submit("--", "sh", "-c",
+                   f'echo $$ >> {runs}; while [ ! -e {go} ]; do sleep 0.05; done')
+    t.wait_state(jid, "RUNNING")
+    wait_for(lambda: os.path.exists(runs), what="the task to start")
+    assert os.listdir(os.path.join(work, "shims")) == [f"{jid}.1"]
+    interrupt(d)
+    t2, d2 = start_up(workdir)
+    wait_for(lambda: "found 1 attempt(s) an earlier agent left running" in d2.output(), 20,
+             "the new agent to find the shim")
+    assert not os.path.islink(os.path.join(work, "run")), "the work folder, this time"
+    open(go, "w").close()
+    t2.run("wait", jid)
+    j = t2.job(jid)
+    assert j["state"] == "COMPLETED" and len(j["attempts"]) == 1, j
+    assert len(open(runs).read().split()) == 1, "it ran once"
+    d2.stop()
+    t3, d3 = start_up(workdir)
+    assert os.path.islink(os.path.join(work, "run")), "memory, once the old shims are gone"
+    d3.stop()
+
+
 def test_stop_jobs_requeues_rather_than_fails(workdir):
     t, d = start_up(workdir)  # --stop-jobs
     runs = os.path.join(workdir, "runs")
