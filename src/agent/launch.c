@@ -276,6 +276,12 @@ static void shim_let_go(struct taskgroup *g)
 
 /* ---- preparing the plan ------------------------------------------------------------------ */
 
+/* Where a container finds its metrics file and NCCL's log folder (the
+ * host's are in the run folder, which may be under /dev/shm, a place of
+ * the container's own). */
+#define CTR_METRICS "/tenk/metrics"
+#define CTR_NCCL "/tenk/nccl"
+
 static void env_add(char ***env, int *n, size_t *alloc, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
 static void env_add(char ***env, int *n, size_t *alloc, const char *fmt, ...)
@@ -789,9 +795,10 @@ static int container_plan(struct taskgroup *g, const struct work_spec *spec, con
 	for (int i = 0; i < spec->nmounts; i++)
 		c->mounts[c->nmounts++] = xstrdup(spec->mounts[i]);
 	c->mounts[c->nmounts++] = xasprintf("%s:%s", ckpt, ckpt);
-	c->mounts[c->nmounts++] = xasprintf("%s:%s", metrics, metrics);
+	/* the run folder may be where a container has its own (/dev/shm) */
+	c->mounts[c->nmounts++] = xasprintf("%s:%s", metrics, CTR_METRICS);
 	if (nccl)
-		c->mounts[c->nmounts++] = xasprintf("%s:%s", nccl, nccl);
+		c->mounts[c->nmounts++] = xasprintf("%s:%s", nccl, CTR_NCCL);
 	if (spec->system) {
 		/* a validation run in the image: this agent's binary, read-only,
 		 * and its folder, where the run works */
@@ -883,7 +890,8 @@ static int build_plan(struct taskgroup *g, const struct work_spec *spec, struct 
 		t->argv = xcalloc((size_t)spec->argc + 1, sizeof(char *));
 		for (int k = 0; k < spec->argc; k++)
 			t->argv[k] = xstrdup(k == 0 && self[0] ? self : spec->argv[k]);
-		build_env(g, spec, i, t->rank, ckpt, metrics, nccl, pw, t);
+		build_env(g, spec, i, t->rank, ckpt, spec->image ? CTR_METRICS : metrics,
+			  spec->image && nccl ? CTR_NCCL : nccl, pw, t);
 		t->cwd = xstrdup(cwd);
 		t->output = output_path(g, spec, t->rank, spec->output, cwd);
 		if (spec->error && !plan->container)
