@@ -143,12 +143,13 @@ static int read_mounts(const char *mountinfo, struct mounts *m)
 }
 
 /* Where this process is in the hierarchy of controller `name` ("" for
- * cgroup2's line), from its cgroup list; NULL when not listed. */
-static char *own_path(const char *proc_cgroup, const char *name)
+ * cgroup2's line), from its cgroup list (the text of /proc/self/cgroup);
+ * NULL when not listed. */
+static char *own_path(const char *list, const char *name)
 {
-	char *text;
-	if (tk_read_file(proc_cgroup, 1 << 20, &text, NULL) < 0)
+	if (!list)
 		return NULL;
+	char *text = xstrdup(list);
 	char *found = NULL;
 	for (char *line = text; line && *line && !found;) {
 		char *nl = strchr(line, '\n');
@@ -181,13 +182,21 @@ static char *join(const char *mountpoint, const char *mount_root, const char *pa
 /* ---- creating ---------------------------------------------------------------------- */
 
 /* Makes dir (its parent exists); with a v1 cpuset, copies the parent's CPUs
- * and memory nodes into it first, as v1 wants before anything joins. */
+ * and memory nodes into it first, as v1 wants before anything joins (a
+ * level that was there already and has CPUs is left as it is: every
+ * attempt passes through the node's). */
 static int make_dir(const char *dir, bool v1_cpuset, const char *cpus)
 {
-	if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+	bool there = mkdir(dir, 0755) < 0;
+	if (there && errno != EEXIST)
 		return -errno;
 	if (!v1_cpuset)
 		return 0;
+	if (there && !cpus) {
+		_cleanup_free_ char *have = read_str(dir, "cpuset.cpus");
+		if (have && *have)
+			return 0;
+	}
 	_cleanup_free_ char *parent = xstrdup(dir);
 	char *slash = strrchr(parent, '/');
 	if (slash)
@@ -319,10 +328,13 @@ int cg_create(struct cgroup *cg, const char *mountinfo, const char *proc_cgroup,
 	}
 	/* v1 where memory has a hierarchy of its own, else v2 */
 	cg->version = m.v1[CG_MEMORY] ? 1 : m.v2 ? 2 : 0;
+	_cleanup_free_ char *list = NULL;
+	if (cg->version && tk_read_file(proc_cgroup, 1 << 20, &list, NULL) < 0)
+		list = NULL;
 	/* nested: every controller at the memory controller's path */
 	_cleanup_free_ char *common =
 		cg->version && lim->nest
-			? own_path(proc_cgroup, cg->version == 1 ? ctrl_names[CG_MEMORY] : "")
+			? own_path(list, cg->version == 1 ? ctrl_names[CG_MEMORY] : "")
 			: NULL;
 	bool delegated = false;
 	for (int c = 0; c < CG_CTRL_MAX && cg->version; c++) {
@@ -333,7 +345,7 @@ int cg_create(struct cgroup *cg, const char *mountinfo, const char *proc_cgroup,
 		}
 		_cleanup_free_ char *self =
 			common ? xstrdup(common)
-			       : own_path(proc_cgroup, cg->version == 1 ? ctrl_names[c] : "");
+			       : own_path(list, cg->version == 1 ? ctrl_names[c] : "");
 		if (!self) {
 			cg->missing |= 1u << c;
 			continue;
