@@ -7,13 +7,13 @@ start are not failed: they wait for another node."""
 import os
 import shutil
 
-from conftest import Daemon, server_and_agent, wait_for
+from conftest import Daemon, run_dirs, server_and_agent, wait_for
 
 
 def test_three_launch_failures_drain_a_lemon(workdir, procs):
     t, server, agent = server_and_agent(workdir, procs, "10s", admin_unix_user="root",
                                         lemon={"failures": 3, "within": "1h"})
-    shims = os.path.join(workdir, "agent", "shims")
+    shims = os.path.join(run_dirs(workdir)[0], "shims")  # the agent's run folder
     ok = t.submit("--", "true")
     t.run("wait", ok, timeout=60)
     assert t.json("nodes", "history", "n1") == []

@@ -379,10 +379,15 @@ def test_power_fence_moves_a_dead_hosts_gang_before_the_node_timeout(hosts4, wor
     kill_all += c.daemons
     wait_for(lambda: [n.get("heartbeat_ms") for n in c.json("nodes")["nodes"]] == [1000] * 3,
              30, "every agent beating every second, as the server asks")
+    beating = time.monotonic()
     jid = c.submit("-N", "2", "--gpus-per-node", "1", "--restart", "in-place",
                    "--max-restarts", "3", "--", "sleep", "600")
     wait_for(lambda: c.job(jid)["state"] == "RUNNING", 60, "the gang")
     first = [n["name"] for n in c.job(jid)["attempts"][0]["nodes"]]
+    # the server powers a node off only once its group has been heard
+    # without a gap for half the node timeout: the host dies after that,
+    # however fast the gang started, so that its silence alone is timed
+    time.sleep(max(0.0, beating + 16 - time.monotonic()))
     # the host of node rank 1 dies: its ranks and its agent; its shims are
     # left, as if the machine hung, for the fence to end
     h = int(first[1].replace("host", ""))
