@@ -29,21 +29,10 @@
 #include <string.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #define LAUNCHER_FD 3
-
-static int pidfd_of(pid_t pid)
-{
-#ifdef SYS_pidfd_open
-	return (int)syscall(SYS_pidfd_open, pid, 0);
-#else
-	errno = ENOSYS;
-	return -1;
-#endif
-}
 
 /* The argument area [area, area + len) made to read "tenk-shim\0ARG\0". */
 static bool retitle(char *area, size_t len, const char *arg)
@@ -196,7 +185,7 @@ int shim_launcher_run(int argc, char **argv)
 		close(lfd);
 		/* (without one, the agent opens its own: the shim lasts until
 		 * the agent releases it) */
-		int pidfd = pid > 0 ? pidfd_of(pid) : -1;
+		int pidfd = pid > 0 ? tk_pidfd_open(pid) : -1;
 		answer(pid, pid > 0 ? 0 : e, pidfd);
 		if (pidfd >= 0)
 			close(pidfd);

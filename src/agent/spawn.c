@@ -24,21 +24,10 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #define SPAWN_POLL_MS 20 /* waitpid polling when there is no pidfd */
-
-static int pidfd_open_(pid_t pid)
-{
-#ifdef SYS_pidfd_open
-	return (int)syscall(SYS_pidfd_open, pid, 0);
-#else
-	errno = ENOSYS;
-	return -1;
-#endif
-}
 
 static void proc_exited(struct proc *p, int wstatus)
 {
@@ -130,7 +119,7 @@ int agent__proc_spawn(uv_loop_t *loop, struct proc *p, const char *path, char *c
 	posix_spawnattr_destroy(&attr);
 	if (r != 0)
 		return -r;
-	watch(loop, p, pid, pidfd_open_(pid), false, exit_cb);
+	watch(loop, p, pid, tk_pidfd_open(pid), false, exit_cb);
 	return 0;
 }
 
@@ -270,7 +259,7 @@ int agent__launcher_spawn(struct agent *a, struct proc *p, const char *shim_path
 	if (a->launcher_fd < 0) {
 		/* only where the shims can be watched by pidfd: its children
 		 * are not ours to wait for */
-		int self = pidfd_open_(getpid());
+		int self = tk_pidfd_open(getpid());
 		if (self < 0) {
 			a->launcher_failures = LAUNCHER_FAILURES;
 			return -ENOSYS;
@@ -304,7 +293,7 @@ int agent__launcher_spawn(struct agent *a, struct proc *p, const char *shim_path
 		return -(reply.err > 0 ? reply.err : EIO);
 	}
 	if (pidfd < 0)
-		pidfd = pidfd_open_(reply.pid);
+		pidfd = tk_pidfd_open(reply.pid);
 	watch(a->loop, p, reply.pid, pidfd, true, exit_cb);
 	return 0;
 }

@@ -172,6 +172,9 @@ void tk_hmac_sha256_hex(const void *key, size_t klen, const void *data, size_t l
 
 /* Creates path and its parents with mode. */
 int tk_mkdir_p(const char *path, mode_t mode);
+/* A pidfd naming process pid (Linux 5.3), or -1 with errno (ENOSYS:
+ * none on this kernel). */
+int tk_pidfd_open(pid_t pid);
 /* Makes path (its parent exists) with mode unless it is there, and says
  * whether it is a folder of this user's own that no one else may write to
  * (0), where a shared parent (a sticky /dev/shm) lets anyone create a name
