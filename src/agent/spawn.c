@@ -13,6 +13,12 @@
  * page tables of the whole process, the server's too in `tenk up`), blocks
  * the loop until the child has exec'd, and leaves descriptors without
  * O_CLOEXEC open in the child.
+ *
+ * Shims come from the launcher (shimlauncher.c) where it serves: asked
+ * over its socket, it forks one from its image, already loaded, and sends
+ * a pidfd of it; the agent watches that process, not its child, until it
+ * is gone (the launcher reaps it). Where it cannot serve, shims are
+ * spawned as above.
  */
 #include "internal.h"
 
