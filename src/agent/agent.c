@@ -716,6 +716,7 @@ static void do_events(struct agent *a)
 				m.events[i - first].write_ms = 0;
 				m.events[i - first].err_from = 0;
 				m.events[i - first].node_fault = false;
+				m.events[i - first].fault_reported = false;
 			}
 		}
 		json_t *body = wire_events_pack(&m);

@@ -156,6 +156,7 @@ static void emit_task(struct taskgroup *g, int rank, enum task_event_type type, 
 		ev.cpu_ms = g->cpu_ms;
 		ev.mem_peak_mib = g->mem_peak_mib;
 		ev.node_fault = g->node_fault;
+		ev.fault_reported = g->fault_reported;
 	}
 	group_emit(g, &ev);
 }
@@ -306,6 +307,7 @@ static void apply(struct taskgroup *g, const struct shim_status *st)
 				/* its device check failed: the node's fault, which it
 				 * reports; the job goes on elsewhere */
 				g->node_fault = true;
+				g->fault_reported = g->ops->node_fault != NULL;
 				if (g->ops->node_fault)
 					g->ops->node_fault(g, s->detail);
 			}

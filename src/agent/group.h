@@ -244,6 +244,9 @@ struct taskgroup {
 	/* its tasks could not start for the node's own failure (its shim did
 	 * not start): their exits say so (task_event.node_fault) */
 	bool node_fault;
+	/* ... which the node reports as its fault (its device check failed):
+	 * the exits say so too (task_event.fault_reported) */
+	bool fault_reported;
 	enum group_state state;
 	int ntasks;
 	struct gtask *tasks;

@@ -1386,6 +1386,8 @@ json_t *task_event_pack(const struct task_event *e)
 			json_object_set_new(o, "gpu_busy_ms", json_integer(e->gpu_busy_ms));
 		if (e->node_fault)
 			json_object_set_new(o, "node_fault", json_true());
+		if (e->fault_reported)
+			json_object_set_new(o, "fault_reported", json_true());
 	}
 	if (e->type == TASK_EVENT_STARTED && e->out_from)
 		json_object_set_new(o, "out_from", json_integer(e->out_from));
@@ -1409,11 +1411,10 @@ json_t *task_event_pack(const struct task_event *e)
 int task_event_unpack(json_t *j, struct task_event *ret, struct tk_error *err)
 {
 	static const char *const keys[] = {
-		"job",		"attempt",   "rank",	    "type",	"at_ms",
-		"exit_code",	"signal",    "cause",	    "detail",	"cpu_ms",
-		"mem_peak_mib", "digest",    "tag",	    "step",	"bytes",
-		"dur_ms",	"energy_mj", "gpu_busy_ms", "out_from", "err_from",
-		"node_fault",	"write_ms",  NULL};
+		"job",	    "attempt",	"rank",	      "type",	  "at_ms",	    "exit_code",
+		"signal",   "cause",	"detail",     "cpu_ms",	  "mem_peak_mib",   "digest",
+		"tag",	    "step",	"bytes",      "dur_ms",	  "energy_mj",	    "gpu_busy_ms",
+		"out_from", "err_from", "node_fault", "write_ms", "fault_reported", NULL};
 	char type[16] = "", cause[24] = "";
 	int64_t attempt, rank, code, sig;
 	int r;
@@ -1441,7 +1442,8 @@ int task_event_unpack(json_t *j, struct task_event *ret, struct tk_error *err)
 	    (r = mj_int(j, "write_ms", false, 0, INT64_MAX, 0, &ret->write_ms, err)) < 0 ||
 	    (r = mj_int(j, "out_from", false, 0, INT64_MAX, 0, &ret->out_from, err)) < 0 ||
 	    (r = mj_int(j, "err_from", false, 0, INT64_MAX, 0, &ret->err_from, err)) < 0 ||
-	    (r = mj_bool(j, "node_fault", false, false, &ret->node_fault, err)) < 0)
+	    (r = mj_bool(j, "node_fault", false, false, &ret->node_fault, err)) < 0 ||
+	    (r = mj_bool(j, "fault_reported", false, false, &ret->fault_reported, err)) < 0)
 		return r;
 	int t = 0;
 	while (t < TASK_EVENT_TYPE_MAX && strcmp(type, event_type_names[t]) != 0)

@@ -588,6 +588,12 @@ struct task_event {
 	/* EXITED: the node could not start it (its shim, its folders): the
 	 * node's failure, not the job's; protocol 2 */
 	bool node_fault;
+	/* EXITED with node_fault: the node reports this end as its own fault
+	 * (its device check failed), as its next heartbeat will ("job J
+	 * attempt A: DETAIL"): the server drains it on whichever comes first,
+	 * so that the job's next attempt never lands there (a server that
+	 * does not know the key drains it at the heartbeat) */
+	bool fault_reported;
 	/* CHECKPOINT, RESTORED */
 	char tag[MODEL_CKPT_TAG_MAX];
 	int64_t step;

@@ -475,6 +475,19 @@ void state_task_exited(struct state *s, const struct task_event *ev, int64_t now
 			state_job_lost(s, j, a, node,
 				       ev->detail[0] ? ev->detail : "its agent stopped", ev->at_ms,
 				       now);
+			/* the node's fault, as its next beat will report it: it
+			 * is drained now, before the job's next attempt is
+			 * placed, whichever of the two requests came first */
+			if (sn && ev->node_fault && ev->fault_reported) {
+				/* (the agent's words, cut where its are) */
+				char full[WIRE_FAULT_MAX + MODEL_REASON_MAX], fault[WIRE_FAULT_MAX];
+				snprintf(full, sizeof(full), "job %lld attempt %d: %s",
+					 (long long)ev->job, ev->attempt, ev->detail);
+				size_t l = strnlen(full, sizeof(fault) - 1);
+				memcpy(fault, full, l);
+				fault[l] = '\0';
+				state_node_fault_reported(s, sn, fault, now);
+			}
 		} else if (ev->cause == EXIT_TIMEOUT) {
 			char reason[MODEL_REASON_MAX];
 			snprintf(reason, sizeof(reason), "time limit of %llds reached",

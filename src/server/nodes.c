@@ -325,6 +325,12 @@ static bool waived(const struct snode *n, uint64_t d)
 	return false;
 }
 
+void state_node_fault_reported(struct state *s, struct snode *n, const char *fault, int64_t now)
+{
+	if (!waived(n, fault_digest(fault)))
+		state_node_fault(s, n, fault, now);
+}
+
 /* The limits the cluster requires ("require_limits") that n reports it
  * cannot enforce, as a fault (false: none). */
 static bool limits_fault(const struct state *s, const struct snode *n, char *buf, size_t len)

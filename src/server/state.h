@@ -766,6 +766,9 @@ void state_drain(struct state *s, struct snode *n, enum drain_source source, con
  * for it (the fault as the reason) and its jobs are requeued at once. A node
  * drained for a fault already takes the next ones as known. */
 void state_node_fault(struct state *s, struct snode *n, const char *fault, int64_t now);
+/* n reported fault outside its heartbeat (an attempt's end that says so):
+ * as state_node_fault unless the operator waived it. */
+void state_node_fault_reported(struct state *s, struct snode *n, const char *fault, int64_t now);
 /* The faults of n's beat (every beat says all it has): each drains it, but
  * one an operator resumed it despite (state_resume with force). */
 void state_node_faults(struct state *s, struct snode *n, const char (*faults)[WIRE_FAULT_MAX],

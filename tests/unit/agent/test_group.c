@@ -461,6 +461,8 @@ static void test_shim_cannot_start(void **state)
 	assert_int_equal(f.ev[0].exit_code, 127);
 	assert_int_equal(f.ev[0].cause, EXIT_LAUNCH_FAILED);
 	assert_string_equal(f.ev[0].detail, "cannot start the shim: no such file");
+	assert_true(f.ev[0].node_fault);
+	assert_false(f.ev[0].fault_reported); /* not a fault the node reports */
 	server_done(g);
 	assert_int_equal(f.forgot, 1);
 }
@@ -492,7 +494,8 @@ static void test_device_check_failed(void **state)
 	assert_int_equal(count(TASK_EVENT_STARTED), 0); /* none ran */
 	for (int i = 0; i < f.nev; i++)
 		if (f.ev[i].type == TASK_EVENT_EXITED)
-			assert_true(f.ev[i].node_fault && f.ev[i].cause == EXIT_LAUNCH_FAILED);
+			assert_true(f.ev[i].node_fault && f.ev[i].fault_reported &&
+				    f.ev[i].cause == EXIT_LAUNCH_FAILED);
 	assert_int_equal(g->state, GROUP_RELEASING);
 	server_done(g);
 	group_unhold(g);

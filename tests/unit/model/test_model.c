@@ -1861,6 +1861,16 @@ static void test_wire(void **state)
 		json_object_get(json_array_get(json_object_get(j, "events"), 1), "node_fault")));
 	assert_int_equal(wire_events_unpack(j, &mb, &err), 0);
 	assert_true(mb.events[1].node_fault);
+	assert_false(mb.events[1].fault_reported);
+	wire_events_release(&mb);
+	/* ... and one the node reports as its fault */
+	json_decref(j);
+	evs[1].fault_reported = true;
+	j = wire_events_pack(&m);
+	assert_true(json_is_true(json_object_get(json_array_get(json_object_get(j, "events"), 1),
+						 "fault_reported")));
+	assert_int_equal(wire_events_unpack(j, &mb, &err), 0);
+	assert_true(mb.events[1].node_fault && mb.events[1].fault_reported);
 	wire_events_release(&mb);
 	json_object_set_new(json_array_get(json_object_get(j, "events"), 1), "cause",
 			    json_string("bored"));

@@ -1610,6 +1610,64 @@ static void test_fault_requeues_whatever_the_operator_wrote(void **state)
 	world_free(w);
 }
 
+/* An attempt that ends by its node's failed device check drains the node
+ * at once, before its heartbeat says so: the job's next attempt, placed in
+ * the very next pass, goes elsewhere; the beat's fault then is known. A
+ * fault the operator waived does not drain it again. */
+static void test_device_check_end_drains_before_the_beat(void **state)
+{
+	struct world *w = world_new(5);
+	struct snode *n1 = add_node(w, 1, 8, "aaaaaaaa");
+	struct sjob *j = submit(w, "{\"command\": [\"x\"], \"cwd\": \"/tmp\"}");
+	state_schedule(&w->st, T0);
+	assert_int_equal(j->job.nattempts, 1);
+	struct snode *n2 = add_node(w, 2, 8, "bbbbbbbb");
+	const char *why = "device check failed: gpu_gemm: bf16 GEMM 3 wrong";
+	for (int k = 0; k < 2; k++) {
+		struct sjob *jk = k ? submit(w, "{\"command\": [\"x\"], \"cwd\": \"/tmp\"}") : j;
+		if (k) { /* the same on n2, whose fault the operator waived */
+			state_drain(&w->st, n1, DRAIN_OPERATOR, "kept out");
+			state_schedule(&w->st, T0 + 10);
+			char fault[WIRE_FAULT_MAX];
+			snprintf(fault, sizeof(fault), "job %lld attempt 1: %s",
+				 (long long)jk->job.id, why);
+			state_node_faults(&w->st, n2, (const char(*)[WIRE_FAULT_MAX]) & fault, 1,
+					  T0 + 11, T0 + 11);
+			assert_int_equal(n2->rec.drain_source, DRAIN_FAULT);
+			state_resume(&w->st, n2);
+			state_waive_faults(n2);
+		}
+		struct snode *on = state_node(&w->st, jk->job.attempts[0].nodes[0].name);
+		assert_ptr_equal(on, k ? n2 : n1);
+		struct task_event ev = {.job = jk->job.id,
+					.attempt = 1,
+					.type = TASK_EVENT_EXITED,
+					.at_ms = T0 + 20,
+					.exit_code = 125,
+					.cause = EXIT_LAUNCH_FAILED,
+					.node_fault = true,
+					.fault_reported = true};
+		snprintf(ev.detail, sizeof(ev.detail), "%s", why);
+		state_task_exited(&w->st, &ev, T0 + 20);
+		assert_int_equal(jk->job.state, JOB_PENDING);
+		assert_int_equal(jk->job.attempts[0].end, ATTEMPT_END_NODE_LOST);
+		if (!k) {
+			assert_true(n1->rec.drained);
+			assert_int_equal(n1->rec.drain_source, DRAIN_FAULT);
+			char want[MODEL_REASON_MAX];
+			snprintf(want, sizeof(want), "fault: job %lld attempt 1: %s",
+				 (long long)j->job.id, why);
+			assert_string_equal(n1->rec.drain_reason, want);
+			state_schedule(&w->st, T0 + 21);
+			assert_int_equal(j->job.nattempts, 2);
+			assert_string_equal(j->job.attempts[1].nodes[0].name, "n2");
+		} else {
+			assert_false(n2->rec.drained); /* waived */
+		}
+	}
+	world_free(w);
+}
+
 /* The gate: every change the table allows, none it does not; a refused
  * change leaves the job as it was. */
 static void test_transition_table(void **state)
@@ -1707,6 +1765,7 @@ int main(void)
 		cmocka_unit_test(test_cancel_and_drain),
 		cmocka_unit_test(test_validation_resumes_only_its_own_drains),
 		cmocka_unit_test(test_fault_requeues_whatever_the_operator_wrote),
+		cmocka_unit_test(test_device_check_end_drains_before_the_beat),
 		cmocka_unit_test(test_transition_table),
 		cmocka_unit_test(test_preemption),
 	};
