@@ -372,7 +372,7 @@ static int partner(int round, int p, int m)
 #define LAT_ITERS 31 /* small exchanges per pair; the median is the figure */
 
 static int measure_pairs(struct coll_comm *c, size_t bytes, int iters, double *row, double *retrans,
-			 double *lat, struct tk_error *err)
+			 double *resent, double *lat, struct tk_error *err)
 {
 	int me = coll_rank(c), n = coll_size(c), m = n % 2 ? n + 1 : n;
 	uint8_t *s = xmalloc(bytes), *r = xmalloc(bytes);
@@ -397,6 +397,7 @@ static int measure_pairs(struct coll_comm *c, size_t bytes, int iters, double *r
 		 * judge: not measured) */
 		tcp = tcp && coll_peer_tcp(c, q, &segs1, &re1) == 0 && segs1 - segs0 >= 100;
 		retrans[q] = tcp ? 100.0 * (double)(re1 - re0) / (double)(segs1 - segs0) : -1;
+		resent[q] = tcp ? (double)(re1 - re0) : -1;
 		if (rc >= 0 && r[bytes - 1] != (uint8_t)((bytes - 1) * 7 + (size_t)q))
 			rc = tk_errorf(err, -EIO, "the data from rank %d arrived wrong", q);
 		row[q] = secs > 0 ? (double)bytes * iters / secs / 1e9 : 0;
@@ -554,12 +555,14 @@ int validate_member(const struct vrun *o)
 	validate__peer_route(ifname, sizeof(ifname), ifaddr, sizeof(ifaddr));
 	validate__net_counters(ifname, &net0);
 	double *retrans = xcalloc((size_t)size + 1, sizeof(double));
+	double *resent = xcalloc((size_t)size + 1, sizeof(double));
 	for (int i = 0; i < size; i++)
-		retrans[i] = -1;
+		retrans[i] = resent[i] = -1;
 	if (rc >= 0 && o->want[VL_INTERCONNECT] && size > 1) {
 		if (tcp)
 			rc = measure_pairs(c, o->quick ? (4u << 20) : (32u << 20), o->quick ? 3 : 5,
-					   rows + rank * size, retrans, lats + rank * size, &err);
+					   rows + rank * size, retrans, resent, lats + rank * size,
+					   &err);
 		if (rc >= 0)
 			rc = coll_allgather(c, rows + rank * size, rows,
 					    sizeof(double) * (size_t)size, &err);
@@ -618,8 +621,8 @@ int validate_member(const struct vrun *o)
 			const char **names = xcalloc((size_t)size + 1, sizeof(char *));
 			for (int i = 0; i < size; i++)
 				names[i] = all[i].node;
-			validate__check_tcp_retransmits(&checks[n++], retrans, names, (int)size,
-							(int)rank);
+			validate__check_tcp_retransmits(&checks[n++], retrans, resent, names,
+							(int)size, (int)rank);
 			free(names);
 			validate__check_net_errors(&checks[n++], ifname, &net0, &net1);
 		}
@@ -646,6 +649,7 @@ int validate_member(const struct vrun *o)
 	fflush(stdout);
 	rc = post_report(node, checks, n, failed, layer, reason, peer_error);
 	free(retrans);
+	free(resent);
 	free(rows);
 	free(lats);
 	free(all);

@@ -93,11 +93,14 @@ void validate__net_counters(const char *ifname, struct vnet_counters *c);
 /* The same from /proc/net/dev's text (changed: its lines cut). */
 void validate__net_dev_parse(char *text, const char *ifname, struct vnet_counters *c);
 /* Judged over the interconnect layer's traffic between nodes: the share
- * of TCP segments sent again to each peer (pct[i], -1: not measured; the
- * peers' names), and the interface's errors with drops; each over 0.1%
- * fails. */
-void validate__check_tcp_retransmits(struct vcheck *c, const double *pct, const char *const *peer,
-				     int n, int me);
+ * of TCP segments sent again to each peer (pct[i], -1: not measured; how
+ * many in resent[i]; the peers' names), and the interface's errors with
+ * drops; each over 0.1% fails. A link that sent fewer than
+ * VRESENT_MIN segments again lost one burst at most (a queue that
+ * overflowed once), too few in a short run to call it lossy. */
+#define VRESENT_MIN 32
+void validate__check_tcp_retransmits(struct vcheck *c, const double *pct, const double *resent,
+				     const char *const *peer, int n, int me);
 void validate__check_net_errors(struct vcheck *c, const char *ifname,
 				const struct vnet_counters *before,
 				const struct vnet_counters *after);
