@@ -37,7 +37,7 @@ extern const struct tk_option cli_plain_opts[O_FIRST_OWN];
 /* One run of a command. */
 struct ctx {
 	const struct tk_command *cmd; /* its row of the program's table */
-	const char *v[64];	      /* each option's value, in its table's order */
+	const char *v[80];	      /* each option's value, in its table's order */
 	char **pos;		      /* the positional arguments */
 	int npos;
 	struct client client;

@@ -386,11 +386,42 @@ static void show_job(json_t *j)
 		       json_number_value(json_object_get(mfu, "achieved_tflops")),
 		       json_number_value(json_object_get(mfu, "peak_tflops")));
 	json_t *las = json_object_get(j, "las");
-	if (las)
+	if (las) {
 		printf("  Order:    least attained service, level %lld of %lld (%.3g "
 		       "accelerator-hours received)\n",
 		       (long long)cli__jint(las, "level") + 1, (long long)cli__jint(las, "levels"),
 		       json_number_value(json_object_get(las, "service_gpu_h")));
+		char d[32], m[32];
+		tk_format_duration(cli__jint(las, "max_loss_s"), m, sizeof(m));
+		json_t *behind = json_object_get(las, "behind");
+		if (json_object_get(las, "loss_s") && cli__jint(las, "level") > 0) {
+			tk_format_duration(cli__jint(las, "loss_s"), d, sizeof(d));
+			bool any = json_is_true(
+				json_object_get(json_object_get(j, "request"), "preemptible_any"));
+			printf("            preempted now, it would lose %s (the class allows "
+			       "%s%s): "
+			       "%s\n",
+			       d, cli__jint(las, "max_loss_s") < 0 ? "any" : m,
+			       any ? "; --preemptible-any: any" : "",
+			       json_is_true(json_object_get(las, "spared"))
+				       ? "no earlier level takes it"
+			       : cli__jint(las, "min_run_left_s")
+				       ? "no earlier level takes it before its minimum run"
+				       : "an earlier level may take it");
+		}
+		if (behind) {
+			tk_format_duration(cli__jint(behind, "loss_s"), d, sizeof(d));
+			printf("            behind job %lld (level %lld), which would lose %s "
+			       "since its "
+			       "%s, more than the class's %s\n",
+			       (long long)cli__jint(behind, "job"),
+			       (long long)cli__jint(behind, "level") + 1, d,
+			       json_is_true(json_object_get(behind, "since_checkpoint"))
+				       ? "last checkpoint"
+				       : "start (it has no checkpoint)",
+			       m);
+		}
+	}
 	cli__fmt_time(cli__jint(j, "submit_ms"), t1, sizeof(t1));
 	printf("  Owner:    %s, submitted %s\n", cli__jstr(j, "owner"), t1);
 	printf("  Queue:    %s, class %s\n", cli__jstr(j, "queue"), cli__jstr(j, "class"));

@@ -76,6 +76,7 @@ enum {
 	S_WITHIN,
 	S_CKPT_SIGNAL,
 	S_NCCL_CHECK,
+	S_PREEMPTIBLE_ANY,
 	S_COUNT
 };
 
@@ -190,6 +191,10 @@ static const struct tk_option submit_opts[] = {
 	{"nccl-check", 0, NULL,
 	 "log NCCL's choices (NCCL_DEBUG=INFO) and say where ranks went between nodes over "
 	 "sockets on an RDMA node"},
+	{"preemptible-any", 0, NULL,
+	 "in a class ordered by least attained service: an earlier level may preempt it "
+	 "whatever it would lose (by default, only while it would lose at most the class's "
+	 "las_max_loss_s since its last checkpoint)"},
 };
 _Static_assert(ARRAY_SIZE(submit_opts) == S_COUNT, "one option per enum value");
 
@@ -544,6 +549,8 @@ static int add_extras(struct ctx *c, json_t *req, bool update)
 		json_object_set_new(req, "slurm_env", json_true());
 	if (c->v[S_NCCL_CHECK])
 		json_object_set_new(req, "nccl_check", json_true());
+	if (c->v[S_PREEMPTIBLE_ANY])
+		json_object_set_new(req, "preemptible_any", json_true());
 	if (c->v[S_SIGNAL]) {
 		const char *v = c->v[S_SIGNAL];
 		if ((v[0] == 'B' || v[0] == 'R') && v[1] == ':') /* Slurm's: whom; all tasks here */

@@ -473,6 +473,8 @@ json_t *job_request_pack(const struct job_request *r)
 		json_object_set_new(o, "slurm_env", json_true());
 	if (r->nccl_check)
 		json_object_set_new(o, "nccl_check", json_true());
+	if (r->preemptible_any)
+		json_object_set_new(o, "preemptible_any", json_true());
 	if (r->signal)
 		json_object_set_new(o, "signal",
 				    json_pack("{s:i, s:I}", "number", r->signal, "before_s",
@@ -722,6 +724,7 @@ int job_request_unpack(json_t *j, struct job_request *ret, struct tk_error *err)
 	    (rc = mj_str(j, "error", false, MODEL_MAX_PATH, false, NULL, &r.error, err)) < 0 ||
 	    (rc = mj_bool(j, "slurm_env", false, false, &r.slurm_env, err)) < 0 ||
 	    (rc = mj_bool(j, "nccl_check", false, false, &r.nccl_check, err)) < 0 ||
+	    (rc = mj_bool(j, "preemptible_any", false, false, &r.preemptible_any, err)) < 0 ||
 	    (rc = mj_str(j, "array", false, 4096, true, NULL, &r.array, err)) < 0 ||
 	    (rc = mj_strv_unpack(j, "nodelist", false, MODEL_MAX_NODES,
 				 (size_t)MODEL_MAX_NODES * MODEL_NAME_MAX, MODEL_NAME_MAX - 1,

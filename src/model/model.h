@@ -507,6 +507,10 @@ struct job_request {
 	 * free and shrinks instead of waiting where a lost node has no
 	 * replacement; 0: exactly `nodes` */
 	int nodes_max;
+	/* a job of a class ordered by least attained service that an earlier
+	 * level may preempt whatever it would lose (the class's
+	 * "las_max_loss_s" spares it otherwise) */
+	bool preemptible_any;
 };
 
 /* What a dependency waits for (Slurm's after, afterok, afternotok, afterany). */
@@ -609,7 +613,8 @@ char *model_output_path(const char *pattern, const char *cwd, const struct outpu
 	X("restart", JR_VALUE, restart, argc, true)                                                \
 	X("spares", JR_VALUE, spares, argc, true)                                                  \
 	X("ckpt_signal", JR_VALUE, ckpt_signal, argc, true)                                        \
-	X("nodes_max", JR_VALUE, nodes_max, argc, true)
+	X("nodes_max", JR_VALUE, nodes_max, argc, true)                                            \
+	X("preemptible_any", JR_VALUE, preemptible_any, argc, true)
 
 /* The keys of the table, NULL-terminated. */
 extern const char *const job_request_keys[];
@@ -1104,6 +1109,7 @@ json_t *allow_list_pack(const char (*list)[MODEL_NAME_MAX], int n);
 #define MODEL_LAS_DEFAULT_NLIMITS 2
 #define MODEL_LAS_DEFAULT_PROMOTE 8.0
 #define MODEL_LAS_DEFAULT_MIN_RUN_S 3600
+#define MODEL_LAS_DEFAULT_MAX_LOSS_S 600
 
 struct class_spec {
 	char name[MODEL_NAME_MAX];
@@ -1121,6 +1127,9 @@ struct class_spec {
 	double las_limit_gpu_h[MODEL_LAS_MAX_LEVELS - 1];
 	double las_promote;
 	int64_t las_min_run_s; /* "las_min_run_s": preempted for an earlier level only after */
+	/* "las_max_loss_s": ... and only while it would lose at most this much
+	 * (since its last checkpoint, and its restore); -1: no bound */
+	int64_t las_max_loss_s;
 };
 
 /* The levels a class has in the scheduler's order: 1, or 1 + its limits. */
@@ -1130,7 +1139,8 @@ int class_spec_levels(const struct class_spec *c);
  *   {"classes": [{"name": "prod", "priority": 100, "may_preempt": true,
  *                 "preemptible": false, "allow": ["group:ml"],
  *                 "order": "fifo" | "las", "las_limits_gpu_h": [1, 16],
- *                 "las_promote": 8, "las_min_run_s": 3600}, ...],
+ *                 "las_promote": 8, "las_min_run_s": 3600,
+ *                 "las_max_loss_s": 600}, ...],
  *    "default_class": "normal", "fair_share_half_life_s": 604800,
  *    "require_validation": false, "validation_args": ["--quick"]}
  * Without a file: prod (100, may preempt), normal (50), batch (10,

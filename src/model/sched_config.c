@@ -119,11 +119,13 @@ json_t *class_spec_pack(const struct class_spec *c)
 		json_object_set_new(j, "las_limits_gpu_h", l);
 		json_object_set_new(j, "las_promote", json_real(c->las_promote));
 		json_object_set_new(j, "las_min_run_s", json_integer(c->las_min_run_s));
+		json_object_set_new(j, "las_max_loss_s", json_integer(c->las_max_loss_s));
 	}
 	return j;
 }
 
-/* A class's "order", "las_limits_gpu_h", "las_promote" and "las_min_run_s". */
+/* A class's "order", "las_limits_gpu_h", "las_promote", "las_min_run_s" and
+ * "las_max_loss_s". */
 static int class_order_unpack(json_t *cj, struct class_spec *cs, struct tk_error *err)
 {
 	char order[16] = "fifo";
@@ -135,10 +137,11 @@ static int class_order_unpack(json_t *cj, struct class_spec *cs, struct tk_error
 				 order);
 	cs->las = strcmp(order, "las") == 0;
 	json_t *limits = json_object_get(cj, "las_limits_gpu_h");
-	const char *las_only = limits				      ? "las_limits_gpu_h"
-			       : json_object_get(cj, "las_promote")   ? "las_promote"
-			       : json_object_get(cj, "las_min_run_s") ? "las_min_run_s"
-								      : NULL;
+	const char *las_only = limits				       ? "las_limits_gpu_h"
+			       : json_object_get(cj, "las_promote")    ? "las_promote"
+			       : json_object_get(cj, "las_min_run_s")  ? "las_min_run_s"
+			       : json_object_get(cj, "las_max_loss_s") ? "las_max_loss_s"
+								       : NULL;
 	if (!cs->las && las_only)
 		return tk_errorf(err, -EINVAL, "%s: only for a class with \"order\": \"las\"",
 				 las_only);
@@ -175,8 +178,12 @@ static int class_order_unpack(json_t *cj, struct class_spec *cs, struct tk_error
 		   err);
 	if (r < 0)
 		return r;
-	return mj_int(cj, "las_min_run_s", false, 0, 30LL * 86400, MODEL_LAS_DEFAULT_MIN_RUN_S,
-		      &cs->las_min_run_s, err);
+	r = mj_int(cj, "las_min_run_s", false, 0, 30LL * 86400, MODEL_LAS_DEFAULT_MIN_RUN_S,
+		   &cs->las_min_run_s, err);
+	if (r < 0)
+		return r;
+	return mj_int(cj, "las_max_loss_s", false, -1, 30LL * 86400, MODEL_LAS_DEFAULT_MAX_LOSS_S,
+		      &cs->las_max_loss_s, err);
 }
 
 /* ---- allow lists ----------------------------------------------------------------- */
@@ -529,7 +536,8 @@ int sched_config_load_json(struct sched_config *c, const char *text, struct tk_e
 					   NULL};
 	static const char *const ckeys[] = {
 		"name",	 "priority",	     "may_preempt", "preemptible",   "allow",
-		"order", "las_limits_gpu_h", "las_promote", "las_min_run_s", NULL};
+		"order", "las_limits_gpu_h", "las_promote", "las_min_run_s", "las_max_loss_s",
+		NULL};
 	struct sched_config next;
 	sched_config_default(&next);
 	int r;

@@ -27,6 +27,10 @@ int sched_classes_expand(const struct sched_class *in, const struct sched_las *l
 			ret[k].las_family = levels > 1 ? c + 1 : 0;
 			ret[k].las_level = levels > 1 ? l : 0;
 			ret[k].las_min_run_ms = levels > 1 ? llround(las[c].min_run_s * 1000) : 0;
+			ret[k].las_max_loss_ms = levels < 2 ? 0
+						 : las[c].max_loss_s < 0
+							 ? -1
+							 : llround(las[c].max_loss_s * 1000);
 			k++;
 		}
 	}
@@ -58,6 +62,12 @@ int64_t sched_las_next_change(const struct sched_las *las, double service_gpu_s,
 	if (lv > 0 && worked > now_ms)
 		at = MIN(at, worked);
 	return at;
+}
+
+int64_t sched_run_loss_ms(const struct sched_running *r, int64_t now)
+{
+	int64_t since = MAX(r->start_ms, r->last_checkpoint_ms);
+	return MAX(0, now - since) + MAX(0, r->restore_ms);
 }
 
 bool sched_las_promoted(const struct sched_las *las, int64_t ran_ms, int64_t waited_ms)
@@ -101,6 +111,7 @@ int sched_classes_of_config(const struct sched_config *cfg, struct sched_class *
 			l->limit_gpu_s[k] = cs->las_limit_gpu_h[k] * 3600;
 		l->promote = cs->las_promote;
 		l->min_run_s = (double)cs->las_min_run_s;
+		l->max_loss_s = (double)cs->las_max_loss_s;
 	}
 	return sched_classes_expand(base, ret_las, cfg->nclasses, ret, ret_first);
 }

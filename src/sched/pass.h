@@ -248,15 +248,20 @@ static inline bool class_takes(const struct sched_class *jc, const struct sched_
 	return jc->may_preempt && rc->preemptible && rc->priority < jc->priority;
 }
 
-/* May a job of class jc stop running job r now? class_takes(), once r's
- * attempt has run its family's minimum (an earlier level's preemption). */
+/* May a job of class jc stop running job r now? class_takes(); for an
+ * earlier level's preemption, once r's attempt has run its family's
+ * minimum, and while it would lose no more than the family allows. */
 static inline bool may_stop(const struct st *st, const struct sched_class *jc,
 			    const struct sched_class *rc, const struct sched_running *r)
 {
 	if (!class_takes(jc, rc))
 		return false;
-	return !jc->las_family || jc->las_family != rc->las_family ||
-	       st->p.now - r->start_ms >= rc->las_min_run_ms;
+	if (!jc->las_family || jc->las_family != rc->las_family)
+		return true;
+	if (st->p.now - r->start_ms < rc->las_min_run_ms)
+		return false;
+	return r->preempt_any || rc->las_max_loss_ms < 0 ||
+	       sched_run_loss_ms(r, st->p.now) <= rc->las_max_loss_ms;
 }
 
 /* May jobs of class c preempt by class at all? */

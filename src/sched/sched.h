@@ -91,6 +91,11 @@ struct sched_class {
 	int las_level;
 	int64_t las_min_run_ms; /* a running job of the family works this long before a
 				 * job of an earlier level may preempt it */
+	/* ... and is preempted for it only while it would lose at most this
+	 * much (sched_run_loss_ms()), or asked for it (preempt_any); < 0: no
+	 * bound. A job that never commits a checkpoint and has run longer is
+	 * left alone: the levels order the waiting jobs only. */
+	int64_t las_max_loss_ms;
 };
 
 /* A queue's limit in one more dimension than its accelerators: what it
@@ -214,6 +219,8 @@ struct sched_running {
 	int64_t start_ms;
 	int64_t time_limit_s;	    /* 0: none */
 	int64_t last_checkpoint_ms; /* 0: none */
+	int64_t restore_ms;	    /* what a restart would cost it, restoring (0: unknown) */
+	bool preempt_any;	    /* it may be preempted whatever it loses (--preemptible-any) */
 	bool stopping;		    /* already told to stop: not a victim again */
 	int64_t held_for;	    /* preempted for this pending job (0: none) */
 	int nnodes;
@@ -373,7 +380,13 @@ struct sched_las {
 	double limit_gpu_s[SCHED_LAS_MAX_LEVELS - 1]; /* level k ends at limit_gpu_s[k] */
 	double promote;				      /* 0: never */
 	double min_run_s;			      /* 0: preempted at once */
+	double max_loss_s; /* preempted only while it loses at most this; < 0: no bound */
 };
+
+/* What stopping r at now would cost it: its work since its attempt's last
+ * checkpoint (or its start) and its restore, in milliseconds of its
+ * devices' time (every device of it loses the same span). */
+int64_t sched_run_loss_ms(const struct sched_running *r, int64_t now);
 
 /* The classes a pass is given: each class of in[] whose las[] has two or
  * more levels becomes that many classes in a row (level 0 first), with its

@@ -308,6 +308,7 @@ static bool may_use(const struct request *r, const char (*list)[MODEL_NAME_MAX],
 json_t *api_job_for(const struct request *r, struct sjob *j)
 {
 	json_t *o = state_job_pack(&r->s->st, j);
+	state_job_las_behind(&r->s->st, j, o);
 	if (!sees_inside(r, j->job.owner)) {
 		hide_inside(o);
 		return o;

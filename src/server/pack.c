@@ -4,6 +4,7 @@
  */
 #include "state.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -275,6 +276,66 @@ static uint32_t pass_wait_from(const struct state *s, const struct sjob *j)
 	return lo < pw->cls_to[j->cls] && pw->ids[lo] == (uint32_t)j->job.id ? pw->from[lo] : 0;
 }
 
+/* As the pass sees j's running attempt a (sched_running), for what it
+ * would lose preempted now. */
+static int64_t loss_of(const struct state *s, const struct sjob *j, const struct attempt *a)
+{
+	struct sched_running r = {.start_ms = a->start_ms, .last_checkpoint_ms = j->last_ckpt_ms};
+	for (int x = j->job.nattempts - 1; x >= 0 && !r.restore_ms; x--)
+		r.restore_ms = j->job.attempts[x].restore_ms;
+	return sched_run_loss_ms(&r, s->now_ms);
+}
+
+/* j's running attempt, where it has started; NULL: none. */
+static const struct attempt *running_attempt(const struct sjob *j)
+{
+	if (j->job.state != JOB_RUNNING || !j->job.nattempts)
+		return NULL;
+	const struct attempt *a = &j->job.attempts[j->job.nattempts - 1];
+	return a->start_ms ? a : NULL;
+}
+
+/* An earlier level of j's class may preempt j only once its attempt has
+ * run the class's minimum (*min_left_ms to go), and while it would lose at
+ * most the class's bound (*loss_ms now): would the bound spare it now? */
+static bool las_spared(const struct state *s, const struct sjob *j, const struct attempt *a,
+		       int64_t *loss_ms, int64_t *min_left_ms)
+{
+	const struct sched_las *l = &s->las[j->cls];
+	*loss_ms = loss_of(s, j, a);
+	*min_left_ms = MAX(0, a->start_ms + llround(l->min_run_s * 1000) - s->now_ms);
+	return j->las_level > 0 && l->max_loss_s >= 0 && !j->job.req.preemptible_any &&
+	       !*min_left_ms && *loss_ms > llround(l->max_loss_s * 1000);
+}
+
+void state_job_las_behind(struct state *s, struct sjob *j, json_t *o)
+{
+	json_t *las = json_object_get(o, "las");
+	if (!las || j->job.state != JOB_PENDING)
+		return;
+	/* the running jobs of a later level of its class that the bound
+	 * spares: the one that would lose least, which it waits behind */
+	const struct sjob *best = NULL;
+	int64_t best_loss = 0;
+	for (int i = 0; i < s->nnodes; i++)
+		for (int k = 0; k < s->nodes[i]->nparts; k++) {
+			const struct sjob *r = s->nodes[i]->parts[k].job;
+			const struct attempt *a = running_attempt(r);
+			int64_t loss, left;
+			if (r == best || !a || r->cls != j->cls || r->las_level <= j->las_level ||
+			    !las_spared(s, r, a, &loss, &left))
+				continue;
+			if (!best || loss < best_loss)
+				best = r, best_loss = loss;
+		}
+	if (best)
+		json_object_set_new(las, "behind",
+				    json_pack("{s:I, s:i, s:I, s:b}", "job",
+					      (json_int_t)best->job.id, "level", best->las_level,
+					      "loss_s", (json_int_t)(best_loss / 1000),
+					      "since_checkpoint", best->last_ckpt_ms > 0));
+}
+
 json_t *state_job_pack(struct state *s, struct sjob *j)
 {
 	if (j->job.state == JOB_PENDING && !j->job.system) {
@@ -318,11 +379,25 @@ json_t *state_job_pack(struct state *s, struct sjob *j)
 			json_array_append_new(sp, json_string(j->spares[i].name));
 		json_object_set_new(o, "spare_nodes", sp);
 	}
-	if (s->las[j->cls].nlevels > 1)
-		json_object_set_new(o, "las",
-				    json_pack("{s:i, s:i, s:f}", "level", j->las_level, "levels",
-					      s->las[j->cls].nlevels, "service_gpu_h",
-					      j->las_service / 3600));
+	if (s->las[j->cls].nlevels > 1) {
+		json_t *las =
+			json_pack("{s:i, s:i, s:f}", "level", j->las_level, "levels",
+				  s->las[j->cls].nlevels, "service_gpu_h", j->las_service / 3600);
+		/* running: what a preemption would cost it now, and the bound */
+		const struct attempt *a = running_attempt(j);
+		int64_t loss, left;
+		if (a) {
+			bool spared = las_spared(s, j, a, &loss, &left);
+			json_object_set_new(las, "loss_s", json_integer(loss / 1000));
+			json_object_set_new(las, "spared", json_boolean(spared));
+			if (left)
+				json_object_set_new(las, "min_run_left_s",
+						    json_integer((left + 999) / 1000));
+		}
+		json_object_set_new(las, "max_loss_s",
+				    json_integer((json_int_t)s->las[j->cls].max_loss_s));
+		json_object_set_new(o, "las", las);
+	}
 	if (j->last_ckpt_ms)
 		json_object_set_new(o, "last_checkpoint_ms", json_integer(j->last_ckpt_ms));
 	if (!j->job.system && j->job.nattempts) {

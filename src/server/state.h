@@ -777,6 +777,11 @@ void state_node_faults(struct state *s, struct snode *n, const char (*faults)[WI
  * waived); the first's text in *first (may be NULL). */
 int state_node_faults_unwaived(const struct snode *n, const char **first);
 void state_resume(struct state *s, struct snode *n);
+/* To o, j packed (state_job_pack) and waiting in a class ordered by least
+ * attained service: the running job of a later level that the class's
+ * "las_max_loss_s" spares and j waits behind ("las": {"behind": ...}); a
+ * walk over the running parts, for one job's page only. */
+void state_job_las_behind(struct state *s, struct sjob *j, json_t *o);
 /* An operator takes n back despite the faults it reports now: they no
  * longer drain it while it reports them (a new fault does). */
 void state_waive_faults(struct snode *n);

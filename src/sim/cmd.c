@@ -42,6 +42,7 @@ enum {
 	O_LAS_LIMITS,
 	O_LAS_PROMOTE,
 	O_LAS_MIN_RUN,
+	O_LAS_MAX_LOSS,
 	O_CKPT_PREEMPT,
 	O_RESTART,
 	O_SPARES,
@@ -75,8 +76,8 @@ static const struct tk_option opts[] = {
 	{"mtbf-gpu", 0, "HOURS", "mean time between failures of one device (default: none)"},
 	{"repair", 0, "HOURS", "how long a failed device is out (default 4)"},
 	{"checkpoint-interval", 0, "DURATION",
-	 "jobs checkpoint this often, or \"auto\": Young/Daly's sqrt(2 C M) for each job's "
-	 "MTBF M (default: never)"},
+	 "jobs checkpoint this often, \"auto\": Young/Daly's sqrt(2 C M) for each job's "
+	 "MTBF M, or \"none\" (default: none)"},
 	{"checkpoint-cost", 0, "DURATION", "training time one checkpoint blocks (default 0)"},
 	{"restart-cost", 0, "DURATION",
 	 "restore and start again, at each attempt after the first (default 0)"},
@@ -111,6 +112,9 @@ static const struct tk_option opts[] = {
 	{"las-min-run", 0, "DURATION",
 	 "with las: a running job is preempted for an earlier level only after its attempt ran "
 	 "this long (default 1h)"},
+	{"las-max-loss", 0, "DURATION|none",
+	 "with las: ... and only while it would lose at most this (its work since its last "
+	 "checkpoint, and its restore; default 10m; none: whatever it loses)"},
 	{"checkpoint-on-preempt", 0, NULL,
 	 "a preempted job saves its state in its grace period: it keeps all its work and pays "
 	 "one --checkpoint-cost"},
@@ -216,9 +220,10 @@ static int number(const char *name, const char *v, double lo, double hi, double 
 	return 0;
 }
 
-/* --order, --las-limits and --las-promote over the configuration's classes. */
+/* --order, --las-limits, --las-promote, --las-min-run and --las-max-loss
+ * over the configuration's classes. */
 static int order_options(const char *order, const char *limits, const char *promote,
-			 const char *min_run, struct sched_config *c)
+			 const char *min_run, const char *max_loss, struct sched_config *c)
 {
 	if (order && strcmp(order, "fifo") != 0 && strcmp(order, "las") != 0)
 		return usage("--order: expected fifo or las, got \"%s\"", order);
@@ -235,13 +240,18 @@ static int order_options(const char *order, const char *limits, const char *prom
 			memcpy(cs->las_limit_gpu_h, def, sizeof(def));
 			cs->las_promote = MODEL_LAS_DEFAULT_PROMOTE;
 			cs->las_min_run_s = MODEL_LAS_DEFAULT_MIN_RUN_S;
+			cs->las_max_loss_s = MODEL_LAS_DEFAULT_MAX_LOSS_S;
 		}
 		any |= cs->las;
 	}
-	if ((limits || promote || min_run) && !any)
-		return usage("--las-limits, --las-promote and --las-min-run need --order las");
-	int64_t min_ms = 0;
+	if ((limits || promote || min_run || max_loss) && !any)
+		return usage("--las-limits, --las-promote, --las-min-run and --las-max-loss need "
+			     "--order las");
+	int64_t min_ms = 0, loss_ms = -1000;
 	if (min_run && (r = duration_ms("las-min-run", min_run, &min_ms)))
+		return r;
+	if (max_loss && strcmp(max_loss, "none") != 0 &&
+	    (r = duration_ms("las-max-loss", max_loss, &loss_ms)))
 		return r;
 	double lim[MODEL_LAS_MAX_LEVELS - 1];
 	int n = 0;
@@ -273,6 +283,8 @@ static int order_options(const char *order, const char *limits, const char *prom
 			cs->las_promote = k;
 		if (cs->las && min_run)
 			cs->las_min_run_s = min_ms / 1000;
+		if (cs->las && max_loss)
+			cs->las_max_loss_s = loss_ms / 1000;
 		levels += class_spec_levels(cs);
 	}
 	if (levels > MODEL_MAX_CLASSES)
@@ -359,7 +371,7 @@ int sim_main(const struct tk_command *cmd, int argc, char **argv)
 	int64_t ms = 0;
 	if (v[O_CKPT] && strcmp(v[O_CKPT], "auto") == 0) {
 		o.checkpoint_auto = true;
-	} else if (v[O_CKPT]) {
+	} else if (v[O_CKPT] && strcmp(v[O_CKPT], "none") != 0) {
 		if ((r = duration_ms("checkpoint-interval", v[O_CKPT], &ms)))
 			return r;
 		if (ms <= 0)
@@ -433,7 +445,7 @@ int sim_main(const struct tk_command *cmd, int argc, char **argv)
 	o.policy.score_every_node = from.score_every_node;
 	o.policy.score_before_speed = from.score_before_speed;
 	if ((r = order_options(v[O_ORDER], v[O_LAS_LIMITS], v[O_LAS_PROMOTE], v[O_LAS_MIN_RUN],
-			       &o.sched)))
+			       v[O_LAS_MAX_LOSS], &o.sched)))
 		return r;
 	o.checkpoint_on_preempt = v[O_CKPT_PREEMPT] != NULL;
 	if (v[O_RESTART] && restart_mode_parse(v[O_RESTART], &o.restart) < 0)

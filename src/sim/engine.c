@@ -616,8 +616,15 @@ static int pass(struct eng *e, bool *preempted)
 	xgrow(&e->pend_ptrs, &e->pend_ptrs_alloc, (size_t)e->npend + 1, sizeof(*e->pend_ptrs));
 	for (int i = 0; i < e->npend; i++)
 		e->pend_ptrs[i] = &e->sj[e->porder[i]];
-	for (int i = 0; i < e->nrun; i++)
-		e->run[i].last_checkpoint_ms = last_checkpoint(e, e->run_job[i]);
+	/* what each would lose, preempted now: its work since its last
+	 * checkpoint (none, saving in its grace) and the restore; its save,
+	 * in the grace, counts as lost too */
+	for (int i = 0; i < e->nrun; i++) {
+		bool saves = e->o->checkpoint_on_preempt;
+		e->run[i].last_checkpoint_ms = saves ? e->now : last_checkpoint(e, e->run_job[i]);
+		e->run[i].restore_ms =
+			e->o->restart_cost_ms + (saves ? e->o->checkpoint_cost_ms : 0);
+	}
 	struct sched_snapshot snap = {.nodes = e->nodes,
 				      .nnodes = e->cl->n,
 				      .jobs = e->pend_ptrs,

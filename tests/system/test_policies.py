@@ -614,3 +614,60 @@ def test_least_attained_service_preempts_within_its_class(workdir, procs):
     shown = t.run("show", a).stdout
     assert "least attained service, level 2 of 2" in shown, shown
     t.run("cancel", a)
+
+
+def test_least_attained_service_spares_work_it_would_throw_away(workdir, procs):
+    """"las_max_loss_s": an earlier level takes a running job of its class
+    only while that job would lose at most so much (its work since its last
+    checkpoint, or its start). A job without a checkpoint past the bound is
+    left alone, the newer job waits behind it and `tenk show` says why on
+    both; once the running job commits a checkpoint, the newer one takes
+    its devices at once (a pass at the commit)."""
+    import time
+    store = os.path.join(workdir, "store")
+    os.makedirs(store)
+    t = cluster_of(workdir, procs, agents=1, checkpoint_store=store, admin_unix_user="root",
+                   classes=[{"name": "normal", "priority": 50, "order": "las",
+                             "las_limits_gpu_h": [0.002], "las_min_run_s": 1,
+                             "las_promote": 0, "las_max_loss_s": 4}])
+    assert "las 0.002" in t.run("classes").stdout
+    out = os.path.join(workdir, "marks")
+    os.mkdir(out)
+    go = os.path.join(workdir, "go")
+    a = t.submit("-G", "4", "--grace", "2s", "--", "sh", "-c",
+                 f'trap "echo TERM >> {out}/term-$TENK_JOB_ID-$TENK_ATTEMPT; exit 143" TERM; '
+                 f'while [ ! -e {go} ]; do sleep 0.1; done; C=$TENK_CHECKPOINT_DIR; '
+                 f'if [ "$TENK_ATTEMPT" = 1 ]; then mkdir -p $C/s1 && echo w > $C/s1/w.bin && '
+                 f'{BIN} ckpt commit s1 --step 1; fi; while :; do sleep 0.1; done')
+    t.wait_state(a, "RUNNING")
+    # past the bound: it has run 5 s (1.8 s make the second level's
+    # 0.002 accelerator-hours on four), and has no checkpoint
+    started = t.job(a)["attempts"][0]["start_ms"]
+    time.sleep(max(0, (started + 5500) / 1000 - time.time()))
+    b = t.submit("-G", "4", "--", "true")
+    wait_for(lambda: "behind job" in t.run("show", b).stdout, 30, f"job {b} to say why")
+    shown = t.run("show", b).stdout
+    assert f"behind job {a} (level 2), which would lose " in shown, shown
+    assert "since its start (it has no checkpoint), more than the class's 4s" in shown, shown
+    shown = t.run("show", a).stdout
+    assert "preempted now, it would lose" in shown and \
+        "(the class allows 4s): no earlier level takes it" in shown, shown
+    time.sleep(2)  # passes come and go: it stays
+    j = t.job(a)
+    assert j.get("preemptions", 0) == 0 and j["state"] == "RUNNING", j
+    assert t.job(b)["state"] == "PENDING"
+    # the commit: it would lose nothing but its restore, and is taken
+    go_ms = time.time() * 1000
+    open(go, "w").close()
+    p = t.run("wait", b, timeout=60)
+    assert p.returncode == 0
+    j = t.job(a)
+    assert f"preempted by job {b} (class normal)" in j["attempts"][0]["reason"], j
+    assert t.job(b)["attempts"][0]["start_ms"] >= go_ms - 50
+    assert [(c["tag"], c["attempt"]) for c in t.json("ckpt", "ls", a)["checkpoints"]] == \
+        [("s1", 1)]
+    assert os.path.exists(f"{out}/term-{a}-1"), "the victim got SIGTERM"
+    wait_for(lambda: len(t.job(a)["attempts"]) == 2, 30, f"job {a} to restart")
+    wait_for(lambda: t.json("ckpt", "ls", a)["attempt"].get("restore_tag") == "s1", 30,
+             f"job {a} to restore s1")
+    t.run("cancel", a)

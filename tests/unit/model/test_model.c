@@ -426,6 +426,7 @@ static json_t *full_request(void)
 	json_object_set_new(j, "ckpt_signal", json_pack("{s:i, s:i}", "number", 12, "wait_s", 30));
 	json_object_set_new(j, "nodes_max", json_integer(4));
 	json_object_set_new(j, "nccl_check", json_true());
+	json_object_set_new(j, "preemptible_any", json_true());
 	return j;
 }
 
@@ -1525,6 +1526,10 @@ static void test_config_validation(void **state)
 					  "\"order\": \"las\""},
 		{"\"order\": \"las\", \"las_min_run_s\": -1",
 		 "classes[0].las_min_run_s: must be an integer from 0 to 2592000, got -1"},
+		{"\"las_max_loss_s\": 60", "classes[0].las_max_loss_s: only for a class with "
+					   "\"order\": \"las\""},
+		{"\"order\": \"las\", \"las_max_loss_s\": -2",
+		 "classes[0].las_max_loss_s: must be an integer from -1 to 2592000, got -2"},
 		{"\"order\": \"las\", \"las_promote\": -1",
 		 "classes[0].las_promote: must be a number from 0 to 1e+06, got -1"},
 	};
@@ -1560,9 +1565,11 @@ static void test_config_validation(void **state)
 		0);
 	assert_true(c.classes[0].las && c.classes[0].las_nlimits == 2);
 	assert_true(c.classes[0].las_limit_gpu_h[0] == 0.5 && c.classes[0].las_promote == 8);
+	assert_int_equal(c.classes[0].las_max_loss_s, MODEL_LAS_DEFAULT_MAX_LOSS_S);
 	assert_int_equal(class_spec_levels(&c.classes[0]), 3);
 	json_t *cj = class_spec_pack(&c.classes[0]);
 	assert_string_equal(json_string_value(json_object_get(cj, "order")), "las");
+	assert_int_equal(json_integer_value(json_object_get(cj, "las_max_loss_s")), 600);
 	assert_int_equal(json_array_size(json_object_get(cj, "las_limits_gpu_h")), 2);
 	json_decref(cj);
 	/* a user's roles travel with its record, each once */

@@ -1373,8 +1373,8 @@ static void test_least_attained_service(void **state)
 	memcpy(base, c.classes, sizeof(base));
 	struct sched_las las[3];
 	memset(las, 0, sizeof(las));
-	las[NORMAL] =
-		(struct sched_las){.nlevels = 3, .limit_gpu_s = {3600, 16 * 3600}, .promote = 8};
+	las[NORMAL] = (struct sched_las){
+		.nlevels = 3, .limit_gpu_s = {3600, 16 * 3600}, .promote = 8, .max_loss_s = 600};
 	int first[3];
 	c.nclasses = sched_classes_expand(base, las, 3, c.classes, first);
 	assert_int_equal(c.nclasses, 5);
@@ -1432,6 +1432,50 @@ static void test_least_attained_service(void **state)
 	assert_int_equal(pass(&c, &d), 0);
 	assert_true(preempted(&d, r->id));
 	sched_decisions_release(&d);
+	/* nor when it would lose more than the family's bound (600 s): its
+	 * work since its last checkpoint, or its start, and its restore */
+	assert_int_equal(c.classes[first[NORMAL] + 1].las_max_loss_ms, 600000);
+	struct {
+		int64_t ran_s, ckpt_ago_s, restore_s;
+		bool any, taken;
+	} loss[] = {
+		{600, -1, 0, false, true},	/* 600 s of work: the bound */
+		{601, -1, 0, false, false},	/* never committed, past it */
+		{7200, -1, 0, false, false},	/* ... long past */
+		{7200, 300, 0, false, true},	/* a commit 5 minutes ago */
+		{7200, 300, 301, false, false}, /* ... and a restore of 5 minutes */
+		{7200, 900, 0, false, false},	/* a commit 15 minutes ago */
+		{7200, -1, 0, true, true},	/* --preemptible-any */
+	};
+	for (size_t k = 0; k < sizeof(loss) / sizeof(loss[0]); k++) {
+		r->start_ms = c.now - loss[k].ran_s * 1000;
+		r->last_checkpoint_ms =
+			loss[k].ckpt_ago_s < 0 ? 0 : c.now - loss[k].ckpt_ago_s * 1000;
+		r->restore_ms = loss[k].restore_s * 1000;
+		r->preempt_any = loss[k].any;
+		assert_int_equal(sched_run_loss_ms(r, c.now),
+				 (loss[k].ckpt_ago_s < 0 ? loss[k].ran_s : loss[k].ckpt_ago_s) *
+						 1000 +
+					 loss[k].restore_s * 1000);
+		assert_int_equal(pass(&c, &d), 0);
+		if (preempted(&d, r->id) != loss[k].taken)
+			fail_msg("case %zu: preempted %d", k, preempted(&d, r->id));
+		if (!loss[k].taken) /* it orders the waiting job still: first in line */
+			assert_int_equal(wait_of(&d, 0)->reason, SCHED_WAIT_RESOURCES);
+		sched_decisions_release(&d);
+	}
+	/* no bound: taken whatever it loses */
+	for (int l = 0; l < 3; l++)
+		c.classes[1 + l].las_max_loss_ms = -1;
+	r->start_ms = c.now - 7200000;
+	r->last_checkpoint_ms = r->restore_ms = 0;
+	r->preempt_any = false;
+	assert_int_equal(pass(&c, &d), 0);
+	assert_true(preempted(&d, r->id));
+	sched_decisions_release(&d);
+	/* the bound back (by class, prod over batch below, it does not count) */
+	for (int l = 0; l < 3; l++)
+		c.classes[1 + l].las_max_loss_ms = 600000;
 	/* the same level, a later one, another class: nothing is taken */
 	int pairs[][2] = {{first[NORMAL], first[NORMAL]},
 			  {first[NORMAL] + 1, first[NORMAL] + 1},

@@ -215,6 +215,7 @@ static void test_least_attained_service(void **state)
 	n->las = true;
 	n->las_nlimits = 1;
 	n->las_limit_gpu_h[0] = 0.1;
+	n->las_max_loss_s = MODEL_LAS_DEFAULT_MAX_LOSS_S;
 	o.checkpoint_on_preempt = true;
 	o.restart_cost_ms = 10000;
 	struct sim_result r;
@@ -248,6 +249,34 @@ static void test_least_attained_service(void **state)
 	assert_int_equal(r.jobs[1].end_ms, 350000);
 	sim_result_release(&r);
 	n->las_min_run_s = 0;
+	/* without a save in the grace, job 1 would lose all it did: taken at
+	 * 200 s, when it has run 200 s (and 10 s of restore), under a bound of
+	 * 300 s; with a bound of 100 s, it is left alone and finishes at 1000
+	 * s, and the others follow it in their order */
+	o.checkpoint_on_preempt = false;
+	n->las_max_loss_s = 300;
+	assert_int_equal(sim_run(&cl, &tr, &o, &r, &err), 0);
+	assert_int_equal(r.preemptions, 1);
+	assert_int_equal(r.jobs[1].start_ms, 200000);
+	assert_true(fabs(r.device_h_lost - 4 * 200.0 / 3600 - 4 * 10.0 / 3600) < 1e-9);
+	sim_result_release(&r);
+	n->las_max_loss_s = 100;
+	assert_int_equal(sim_run(&cl, &tr, &o, &r, &err), 0);
+	assert_int_equal(r.preemptions, 0);
+	assert_int_equal(r.jobs[0].end_ms, 1000000);
+	assert_int_equal(r.jobs[1].start_ms, 1000000);
+	assert_true(r.device_h_lost == 0);
+	sim_result_release(&r);
+	/* ... unless it checkpoints: every 60 s, its last commit 20 s before
+	 * job 1 comes (at 180 s of its run: 20 s lost, 10 s to restore) */
+	o.checkpoint_s = 60;
+	assert_int_equal(sim_run(&cl, &tr, &o, &r, &err), 0);
+	assert_int_equal(r.preemptions, 1);
+	assert_int_equal(r.jobs[1].start_ms, 200000);
+	sim_result_release(&r);
+	o.checkpoint_s = 0;
+	o.checkpoint_on_preempt = true;
+	n->las_max_loss_s = MODEL_LAS_DEFAULT_MAX_LOSS_S;
 	/* first in, first out: one after the other */
 	n->las = false;
 	assert_int_equal(sim_run(&cl, &tr, &o, &r, &err), 0);
