@@ -138,6 +138,7 @@ struct eng {
 	double frag_sum;
 	int frag_n;
 	double used, lost; /* milli-ms */
+	double saving;	   /* ... of lost: writing periodic checkpoints */
 	double spare_held; /* milli-ms held idle as spares (in used and lost) */
 	int64_t first_submit, last_end;
 	int64_t last_submit;
@@ -234,6 +235,15 @@ static int64_t work_of(const struct eng *e, int j, int64_t ran, int64_t *kept)
 	int64_t k = u / (t + c);
 	*kept = k * t;
 	return k * t + MIN(u - k * (t + c), t);
+}
+
+/* Of `ran` ms of j's current attempt: the time its periodic checkpoints
+ * took (those it finished). */
+static int64_t saves_of(const struct eng *e, int j, int64_t ran)
+{
+	int64_t t = e->js[j].ckpt_ms, c = e->o->checkpoint_cost_ms;
+	int64_t u = MAX(0, ran - restart_of(e, j));
+	return t > 0 ? u / (t + c) * c : 0;
 }
 
 /* A job's checkpoint interval: the one given, or with checkpoint_auto
@@ -507,6 +517,7 @@ static void stop_early(struct eng *e, int j, bool saves)
 	if (s->remaining_ms != SIM_FOREVER)
 		s->remaining_ms -= kept;
 	e->lost += (double)(ran - kept) * (double)milli;
+	e->saving += (double)saves_of(e, j, ran) * (double)milli;
 }
 
 /* Stops a job early and it waits again, its spares given back. */
@@ -617,13 +628,16 @@ static int pass(struct eng *e, bool *preempted)
 	for (int i = 0; i < e->npend; i++)
 		e->pend_ptrs[i] = &e->sj[e->porder[i]];
 	/* what each would lose, preempted now: its work since its last
-	 * checkpoint (none, saving in its grace) and the restore; its save,
-	 * in the grace, counts as lost too */
+	 * checkpoint and the restore; saving in its grace, only the save and
+	 * the restore (within the bound, it may be taken whenever; its last
+	 * periodic checkpoint still orders the victims, as before) */
 	for (int i = 0; i < e->nrun; i++) {
-		bool saves = e->o->checkpoint_on_preempt;
-		e->run[i].last_checkpoint_ms = saves ? e->now : last_checkpoint(e, e->run_job[i]);
-		e->run[i].restore_ms =
-			e->o->restart_cost_ms + (saves ? e->o->checkpoint_cost_ms : 0);
+		struct sched_running *r = &e->run[i];
+		r->last_checkpoint_ms = last_checkpoint(e, e->run_job[i]);
+		r->restore_ms = e->o->restart_cost_ms;
+		int64_t bound = e->classes[r->cls].las_max_loss_ms;
+		r->preempt_any = e->o->checkpoint_on_preempt &&
+				 (bound < 0 || e->o->checkpoint_cost_ms + r->restore_ms <= bound);
 	}
 	struct sched_snapshot snap = {.nodes = e->nodes,
 				      .nnodes = e->cl->n,
@@ -1284,6 +1298,7 @@ static void summarize(struct eng *e)
 	}
 	r->device_h_used = e->used / MODEL_MILLI / 3600e3;
 	r->device_h_lost = e->lost / MODEL_MILLI / 3600e3;
+	r->device_h_saving = e->saving / MODEL_MILLI / 3600e3;
 	r->device_h_spare = e->spare_held / MODEL_MILLI / 3600e3;
 	r->effective = e->used > 0 ? (e->used - e->lost) / e->used : 1;
 	r->queue_share = xcalloc((size_t)tr->nqueues + 1, sizeof(double));
@@ -1352,6 +1367,7 @@ int sim_run(const struct sim_cluster *cl, const struct sim_trace *tr, const stru
 				s->remaining_ms -= work;
 				/* its restart and checkpoints did no work */
 				e.lost += (double)(ran - work) * (double)milli;
+				e.saving += (double)saves_of(&e, v.a, ran) * (double)milli;
 				spares_give(&e, v.a, 0);
 				end_job(&e, v.a, done ? SIM_DONE : SIM_TIMEOUT);
 				break;

@@ -66,9 +66,11 @@ void sim_report_table(const struct sim_result *r, const struct sim_trace *tr, FI
 		fprintf(f,
 			"fragmentation   %.1f%% of free capacity unusable by the typical request\n",
 			100 * r->frag_mean);
-	fprintf(f,
-		"effective       %.2f%% of device-time kept (%.1f device-hours used, %.1f lost)\n",
+	fprintf(f, "effective       %.2f%% of device-time kept (%.1f device-hours used, %.1f lost",
 		100 * r->effective, r->device_h_used, r->device_h_lost);
+	if (r->device_h_saving > 0)
+		fprintf(f, ", %.1f of them writing checkpoints", r->device_h_saving);
+	fprintf(f, ")\n");
 	fprintf(f, "events          %d failures, %d preemptions, %d requeues, %lld passes\n",
 		r->failures, r->preemptions, r->requeues, (long long)r->passes);
 	if (r->restarts_in_place || r->device_h_spare > 0)
@@ -126,6 +128,7 @@ char *sim_report_json(const struct sim_result *r, const struct sim_trace *tr)
 		r->preemptions, "requeues", r->requeues, "passes", (json_int_t)r->passes,
 		"queue_share", shares, "series", series, "wall_s", r->wall_s);
 	json_object_set_new(o, "allocation_arriving", json_real(r->alloc_arriving));
+	json_object_set_new(o, "device_hours_saving", json_real(r->device_h_saving));
 	if (r->npools) {
 		json_t *pools = json_object();
 		for (int p = 0; p <= r->npools; p++)

@@ -249,6 +249,9 @@ struct sim_result {
 	double alloc_arriving;
 	double effective; /* device-time of kept work / device-time used */
 	double device_h_used, device_h_lost;
+	/* ... of device_h_lost, the periodic checkpoints' writing (the jobs'
+	 * own choice; the rest is work thrown away, restores and idle spares) */
+	double device_h_saving;
 	int failures, preemptions, requeues;
 	/* restarts in place; failed shares taken by a job's own spare, by the
 	 * cluster's spare pool; device-hours held idle as spares (in used and

@@ -185,6 +185,16 @@ def test_least_attained_service_and_load(tmp_path):
     assert float(rows["2"]["start_s"]) == 7200 and float(rows["2"]["end_s"]) == 7800, rows
     # job 1 kept its 2 h, restored in a minute: 7800 + 60 + 28800
     assert float(rows["1"]["end_s"]) == 36660 and rows["1"]["attempts"] == "2", rows
+    # without a save in the grace, job 1 would lose its 2 h: left alone
+    # (--checkpoint-interval none: the default said), unless the bound
+    # allows that much
+    kept = json.loads(sim("--cluster", nodes, "--trace", jobs, "--json", "--order", "las",
+                          "--checkpoint-interval", "none").stdout)
+    assert kept["preemptions"] == 0 and kept["makespan_s"] == 36600.0, kept
+    assert kept["device_hours_lost"] == 0, kept
+    lost = json.loads(sim("--cluster", nodes, "--trace", jobs, "--json", "--order", "las",
+                          "--las-max-loss", "none").stdout)
+    assert lost["preemptions"] == 1 and lost["device_hours_lost"] == 16.0, lost  # 2 h on 8
     # from a configuration: limits of its own; the server's default class
     cfg = write(tmp_path / "config.json", json.dumps({"classes": [
         {"name": "normal", "priority": 1, "order": "las", "las_limits_gpu_h": [100]}]}))
@@ -194,7 +204,9 @@ def test_least_attained_service_and_load(tmp_path):
     for bad, text in ((["--order", "sjf"], "--order: expected fifo or las"),
                       (["--order", "las", "--las-limits", "4,2"], "--las-limits: expected 1 to 7"),
                       (["--las-promote", "2"], "need --order las"),
-                      (["--order", "las", "--las-promote", "-1"], "--las-promote: expected")):
+                      (["--order", "las", "--las-promote", "-1"], "--las-promote: expected"),
+                      (["--las-max-loss", "5m"], "need --order las"),
+                      (["--order", "las", "--las-max-loss", "soon"], "--las-max-loss: expected")):
         p = sim("--cluster", nodes, "--trace", jobs, *bad, check=False)
         assert p.returncode == 2 and text in p.stderr, (bad, p.stderr)
     # --load: the same jobs, arrivals drawn again at that share of the devices

@@ -284,6 +284,18 @@ static void test_least_attained_service(void **state)
 	assert_int_equal(r.jobs[0].end_ms, 1000000);
 	assert_int_equal(r.jobs[3].end_ms, 1150000);
 	sim_result_release(&r);
+	/* periodic checkpoints of 5 s every 60 s: job 1's 1,000 s of work
+	 * write 16, on 4 devices; the others' 50 s none. All that is lost is
+	 * the writing, and the report says which share it is */
+	o.checkpoint_s = 60;
+	o.checkpoint_cost_ms = 5000;
+	assert_int_equal(sim_run(&cl, &tr, &o, &r, &err), 0);
+	assert_int_equal(r.jobs[0].end_ms, 1080000);
+	assert_true(fabs(r.device_h_saving - 16 * 5 * 4 / 3600.0) < 1e-9);
+	assert_true(fabs(r.device_h_lost - r.device_h_saving) < 1e-9);
+	sim_result_release(&r);
+	o.checkpoint_s = 0;
+	o.checkpoint_cost_ms = 0;
 	sim_trace_release(&tr);
 	sim_cluster_release(&cl);
 }
