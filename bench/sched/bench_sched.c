@@ -207,7 +207,9 @@ static void build(struct world *w, const struct sim_cluster *cl, int pending,
 		{.name = "normal", .priority = 50, .may_preempt = false, .preemptible = false},
 		{.name = "prod", .priority = 100, .may_preempt = true, .preemptible = false}};
 	if (getenv("BENCH_LAS"))
-		w->las[1] = (struct sched_las){.nlevels = 3, .limit_gpu_s = {3600, 16 * 3600}};
+		w->las[1] = (struct sched_las){.nlevels = 3,
+					       .limit_gpu_s = {3600, 16 * 3600},
+					       .max_loss_s = MODEL_LAS_DEFAULT_MAX_LOSS_S};
 	w->nclasses = sched_classes_expand(base, w->las, 3, w->classes, w->first);
 	static char qnames[8][16];
 	for (int q = 0; q < 8; q++) {
