@@ -234,3 +234,11 @@ void state_task_restored(struct state *s, const struct task_event *ev, int64_t n
 			state_node_work_changed(s, n);
 	}
 }
+
+int64_t state_job_restore_ms(const struct sjob *j)
+{
+	for (int x = j->job.nattempts - 1; x >= 0; x--)
+		if (j->job.attempts[x].restore_ms)
+			return j->job.attempts[x].restore_ms;
+	return 0;
+}

@@ -280,9 +280,9 @@ static uint32_t pass_wait_from(const struct state *s, const struct sjob *j)
  * would lose preempted now. */
 static int64_t loss_of(const struct state *s, const struct sjob *j, const struct attempt *a)
 {
-	struct sched_running r = {.start_ms = a->start_ms, .last_checkpoint_ms = j->last_ckpt_ms};
-	for (int x = j->job.nattempts - 1; x >= 0 && !r.restore_ms; x--)
-		r.restore_ms = j->job.attempts[x].restore_ms;
+	struct sched_running r = {.start_ms = a->start_ms,
+				  .last_checkpoint_ms = j->last_ckpt_ms,
+				  .restore_ms = state_job_restore_ms(j)};
 	return sched_run_loss_ms(&r, s->now_ms);
 }
 

@@ -480,10 +480,7 @@ static void running_build(struct state *s, struct snapshot *sn, int64_t now)
 				r->start_ms = a->start_ms;
 				r->time_limit_s = j->job.req.time_limit_s;
 				r->last_checkpoint_ms = j->last_ckpt_ms;
-				/* its restore, preempted: as long as its last took */
-				r->restore_ms = 0;
-				for (int x = j->job.nattempts - 1; x >= 0 && !r->restore_ms; x--)
-					r->restore_ms = j->job.attempts[x].restore_ms;
+				r->restore_ms = state_job_restore_ms(j);
 				r->preempt_any = j->job.req.preemptible_any;
 				r->stopping = !state_attempt_is_current(j, a);
 				r->held_for = j->held_attempt == a->number ? j->held_for : 0;

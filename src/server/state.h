@@ -685,6 +685,9 @@ bool state_jit_waits(const struct state *s, const struct sjob *j);
 void state_task_checkpoint(struct state *s, const struct task_event *ev, int64_t now);
 void state_task_restored(struct state *s, const struct task_event *ev, int64_t now);
 void state_restore_plan(struct state *s, struct sjob *j, struct attempt *a);
+/* What restoring j would cost its next attempt: as long as its last
+ * restore took (0: none yet). */
+int64_t state_job_restore_ms(const struct sjob *j);
 /* A heartbeat's images and pulls (has_images): what node n holds now. */
 void state_node_images(struct state *s, struct snode *n, struct wire_heartbeat *m);
 /* The peak FLOP/s (dense bf16, the catalogue's) of the accelerators
