@@ -105,10 +105,10 @@ static const struct tk_option opts[] = {
 	 "levels by accelerator-hours received, preemptive within the class); default: the "
 	 "configuration's"},
 	{"las-limits", 0, "H,H,...",
-	 "with las: the levels' limits in accelerator-hours, ascending (default 1,16)"},
+	 "with las: the levels' limits in accelerator-hours, ascending (default 1,16,128)"},
 	{"las-promote", 0, "K",
 	 "with las: a job waiting K times as long as its last run goes back to the first "
-	 "level (default 8; 0: never)"},
+	 "level (default 12; 0: never)"},
 	{"las-min-run", 0, "DURATION",
 	 "with las: a running job is preempted for an earlier level only after its attempt ran "
 	 "this long (default 1h)"},

@@ -1564,7 +1564,7 @@ static void test_config_validation(void **state)
 				       &err),
 		0);
 	assert_true(c.classes[0].las && c.classes[0].las_nlimits == 2);
-	assert_true(c.classes[0].las_limit_gpu_h[0] == 0.5 && c.classes[0].las_promote == 8);
+	assert_true(c.classes[0].las_limit_gpu_h[0] == 0.5 && c.classes[0].las_promote == 12);
 	assert_int_equal(c.classes[0].las_max_loss_s, MODEL_LAS_DEFAULT_MAX_LOSS_S);
 	assert_int_equal(class_spec_levels(&c.classes[0]), 3);
 	json_t *cj = class_spec_pack(&c.classes[0]);

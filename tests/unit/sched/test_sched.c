@@ -1592,8 +1592,9 @@ static void test_las_config(void **state)
 						" \"order\": \"las\"}]}",
 						&err),
 			 0);
-	assert_int_equal(sched_classes_of_config(&cfg, out, las, first), 3);
-	assert_true(las[0].limit_gpu_s[0] == 3600 && las[0].limit_gpu_s[1] == 16 * 3600);
+	assert_int_equal(sched_classes_of_config(&cfg, out, las, first), 4);
+	assert_true(las[0].limit_gpu_s[0] == 3600 && las[0].limit_gpu_s[1] == 16 * 3600 &&
+		    las[0].limit_gpu_s[2] == 128 * 3600);
 	assert_true(las[0].promote == MODEL_LAS_DEFAULT_PROMOTE);
 	/* the pass limit: the configuration's, bounded unless set to 0 */
 	struct sched_policy pol;
