@@ -70,6 +70,14 @@ int64_t sched_run_loss_ms(const struct sched_running *r, int64_t now)
 	return MAX(0, now - since) + MAX(0, r->restore_ms);
 }
 
+int64_t sched_las_takeable_until(const struct sched_las *las, const struct sched_running *r)
+{
+	if (r->preempt_any || !las || las->max_loss_s < 0)
+		return INT64_MAX;
+	return MAX(r->start_ms, r->last_checkpoint_ms) + llround(las->max_loss_s * 1000) -
+	       MAX(0, r->restore_ms);
+}
+
 bool sched_las_promoted(const struct sched_las *las, int64_t ran_ms, int64_t waited_ms)
 {
 	if (!las || las->nlevels < 2 || las->promote <= 0 || ran_ms <= 0)

@@ -388,6 +388,12 @@ struct sched_las {
  * devices' time (every device of it loses the same span). */
 int64_t sched_run_loss_ms(const struct sched_running *r, int64_t now);
 
+/* The last moment an earlier level of its family may take running job r
+ * under las's bound (its loss grows until its next checkpoint): INT64_MAX
+ * when there is no bound or r may be taken whatever it loses. A moment of
+ * sched_las_next_change() past it changes nothing a pass can do. */
+int64_t sched_las_takeable_until(const struct sched_las *las, const struct sched_running *r);
+
 /* The classes a pass is given: each class of in[] whose las[] has two or
  * more levels becomes that many classes in a row (level 0 first), with its
  * name, priority and flags, las_family its index + 1 and las_level the

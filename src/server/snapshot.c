@@ -463,25 +463,30 @@ static void running_build(struct state *s, struct snapshot *sn, int64_t now)
 				struct sched_running *r = &sn->running[sn->nrunning];
 				const struct sched_las *l = &s->las[j->cls];
 				int lv = 0;
-				if (l->nlevels > 1) {
-					double got = job_service(j, now);
-					lv = sched_las_level(l, got);
-					j->las_service = got;
-					j->las_level = lv;
-					int64_t next = sched_las_next_change(
-						l, got, attempt_milli(a), a->start_ms, now);
-					if (las_waiting && next != INT64_MAX &&
-					    state_attempt_is_current(j, a))
-						wake_at(s, next);
-				}
 				r->id = j->job.id;
-				r->cls = s->las_first[j->cls] + lv;
 				r->queue = j->queue->index;
 				r->start_ms = a->start_ms;
 				r->time_limit_s = j->job.req.time_limit_s;
 				r->last_checkpoint_ms = j->last_ckpt_ms;
 				r->restore_ms = state_job_restore_ms(j);
 				r->preempt_any = j->job.req.preemptible_any;
+				if (l->nlevels > 1) {
+					double got = job_service(j, now);
+					lv = sched_las_level(l, got);
+					j->las_service = got;
+					j->las_level = lv;
+					/* a pass when it reaches its next level, unless
+					 * the loss bound spares it by then (a commit
+					 * queues one: state_checkpoint_seen) */
+					int64_t next = sched_las_next_change(
+						l, got, attempt_milli(a), a->start_ms, now);
+					if (next > sched_las_takeable_until(l, r))
+						next = INT64_MAX;
+					if (las_waiting && next != INT64_MAX &&
+					    state_attempt_is_current(j, a))
+						wake_at(s, next);
+				}
+				r->cls = s->las_first[j->cls] + lv;
 				r->stopping = !state_attempt_is_current(j, a);
 				r->held_for = j->held_attempt == a->number ? j->held_for : 0;
 				ix.val[h] = sn->nrunning++;

@@ -609,9 +609,24 @@ static void las_next_level(struct eng *e)
 		return;
 	int64_t at = INT64_MAX;
 	for (int i = 0; i < e->nrun; i++) {
-		const struct jstate *s = &e->js[e->run_job[i]];
-		at = MIN(at, sched_las_next_change(&e->las[s->base], served(e, e->run_job[i]),
-						   s->milli, s->start_ms, e->now));
+		int j = e->run_job[i];
+		const struct jstate *s = &e->js[j];
+		const struct sched_las *l = &e->las[s->base];
+		int64_t next =
+			sched_las_next_change(l, served(e, j), s->milli, s->start_ms, e->now);
+		/* past what the loss bound allows it stays, without a
+		 * checkpoint to come (the server's commit queues a pass; the
+		 * simulator's periodic ones are no events: woken as before) */
+		struct sched_running r = {.start_ms = s->start_ms,
+					  .restore_ms = e->o->restart_cost_ms,
+					  .preempt_any =
+						  e->o->checkpoint_on_preempt || s->ckpt_ms > 0};
+		if (e->o->checkpoint_on_preempt && l->max_loss_s >= 0 &&
+		    e->o->checkpoint_cost_ms + r.restore_ms > llround(l->max_loss_s * 1000))
+			r.preempt_any = false;
+		if (next > sched_las_takeable_until(l, &r))
+			next = INT64_MAX;
+		at = MIN(at, next);
 	}
 	if (at == INT64_MAX || (e->level_at && e->level_at <= at))
 		return;

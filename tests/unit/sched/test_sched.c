@@ -1464,6 +1464,20 @@ static void test_least_attained_service(void **state)
 			assert_int_equal(wait_of(&d, 0)->reason, SCHED_WAIT_RESOURCES);
 		sched_decisions_release(&d);
 	}
+	/* until when it may be taken: its checkpoint (or start) plus the
+	 * bound, less its restore; always, with --preemptible-any or no bound */
+	struct sched_running tr = {.start_ms = c.now - 7200000,
+				   .last_checkpoint_ms = c.now - 300000,
+				   .restore_ms = 60000};
+	assert_true(sched_las_takeable_until(&las[NORMAL], &tr) == c.now - 300000 + 600000 - 60000);
+	tr.last_checkpoint_ms = 0;
+	assert_true(sched_las_takeable_until(&las[NORMAL], &tr) == c.now - 7200000 + 540000);
+	tr.preempt_any = true;
+	assert_true(sched_las_takeable_until(&las[NORMAL], &tr) == INT64_MAX);
+	tr.preempt_any = false;
+	las[NORMAL].max_loss_s = -1;
+	assert_true(sched_las_takeable_until(&las[NORMAL], &tr) == INT64_MAX);
+	las[NORMAL].max_loss_s = 600;
 	/* no bound: taken whatever it loses */
 	for (int l = 0; l < 3; l++)
 		c.classes[1 + l].las_max_loss_ms = -1;
