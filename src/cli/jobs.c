@@ -417,8 +417,8 @@ static void show_job(json_t *j)
 			       (long long)cli__jint(behind, "job"),
 			       (long long)cli__jint(behind, "level") + 1, d,
 			       json_is_true(json_object_get(behind, "since_checkpoint"))
-				       ? "last checkpoint"
-				       : "start (it has no checkpoint)",
+				       ? "last committed checkpoint"
+				       : "start (it committed no checkpoint)",
 			       m);
 		}
 	}

@@ -66,7 +66,7 @@ int64_t sched_las_next_change(const struct sched_las *las, double service_gpu_s,
 
 int64_t sched_run_loss_ms(const struct sched_running *r, int64_t now)
 {
-	int64_t since = MAX(r->start_ms, r->last_checkpoint_ms);
+	int64_t since = MAX(r->start_ms, r->last_commit_ms);
 	return MAX(0, now - since) + MAX(0, r->restore_ms);
 }
 
@@ -74,7 +74,7 @@ int64_t sched_las_takeable_until(const struct sched_las *las, const struct sched
 {
 	if (r->preempt_any || !las || las->max_loss_s < 0)
 		return INT64_MAX;
-	return MAX(r->start_ms, r->last_checkpoint_ms) + llround(las->max_loss_s * 1000) -
+	return MAX(r->start_ms, r->last_commit_ms) + llround(las->max_loss_s * 1000) -
 	       MAX(0, r->restore_ms);
 }
 

@@ -219,10 +219,13 @@ struct sched_running {
 	int64_t start_ms;
 	int64_t time_limit_s;	    /* 0: none */
 	int64_t last_checkpoint_ms; /* 0: none */
-	int64_t restore_ms;	    /* what a restart would cost it, restoring (0: unknown) */
-	bool preempt_any;	    /* it may be preempted whatever it loses (--preemptible-any) */
-	bool stopping;		    /* already told to stop: not a victim again */
-	int64_t held_for;	    /* preempted for this pending job (0: none) */
+	/* when the work its newest committed checkpoint of this attempt holds
+	 * was saved (0: none): what a restart would resume from */
+	int64_t last_commit_ms;
+	int64_t restore_ms; /* what a restart would cost it, restoring (0: unknown) */
+	bool preempt_any;   /* it may be preempted whatever it loses (--preemptible-any) */
+	bool stopping;	    /* already told to stop: not a victim again */
+	int64_t held_for;   /* preempted for this pending job (0: none) */
 	int nnodes;
 	const struct sched_assign *nodes; /* borrowed */
 };
@@ -384,8 +387,8 @@ struct sched_las {
 };
 
 /* What stopping r at now would cost it: its work since its attempt's last
- * checkpoint (or its start) and its restore, in milliseconds of its
- * devices' time (every device of it loses the same span). */
+ * committed checkpoint (or its start) and its restore, in milliseconds of
+ * its devices' time (every device of it loses the same span). */
 int64_t sched_run_loss_ms(const struct sched_running *r, int64_t now);
 
 /* The last moment an earlier level of its family may take running job r

@@ -88,6 +88,10 @@ static void commit(struct state *s, struct sjob *j, struct attempt *a, int k, in
 	}
 	a->npend = kept;
 	retain(job, s->sched.checkpoint_keep);
+	/* what it would lose, preempted, fell: an earlier level of its class
+	 * that the loss bound kept off may take it now */
+	if (j->las_level > 0)
+		state_want_pass(s);
 	/* node rank 0 learns what the store keeps now (and tidies it) */
 	struct snode *n0 = state_node(s, a->nodes[0].name);
 	if (n0)
@@ -240,5 +244,17 @@ int64_t state_job_restore_ms(const struct sjob *j)
 	for (int x = j->job.nattempts - 1; x >= 0; x--)
 		if (j->job.attempts[x].restore_ms)
 			return j->job.attempts[x].restore_ms;
+	return 0;
+}
+
+int64_t state_attempt_commit_ms(const struct sjob *j, const struct attempt *a)
+{
+	for (int i = j->job.nckpts - 1; i >= 0; i--) {
+		const struct ckpt *c = &j->job.ckpts[i];
+		if (c->attempt == a->number)
+			return MAX(a->start_ms, c->at_ms - c->upload_ms);
+		if (c->attempt < a->number)
+			break;
+	}
 	return 0;
 }

@@ -892,11 +892,6 @@ void state_checkpoint_seen(struct state *s, const struct wire_checkpoint *c)
 {
 	struct sjob *j = state_job(s, c->job);
 	const struct attempt *a = j ? job_current_attempt(&j->job) : NULL;
-	if (!a || a->number != c->attempt || c->at_ms <= j->last_ckpt_ms)
-		return;
-	j->last_ckpt_ms = c->at_ms;
-	/* what it would lose, preempted, fell: an earlier level of its class
-	 * that the bound kept off may take it now */
-	if (j->las_level > 0)
-		state_want_pass(s);
+	if (a && a->number == c->attempt)
+		j->last_ckpt_ms = MAX(j->last_ckpt_ms, c->at_ms);
 }

@@ -281,7 +281,7 @@ static uint32_t pass_wait_from(const struct state *s, const struct sjob *j)
 static int64_t loss_of(const struct state *s, const struct sjob *j, const struct attempt *a)
 {
 	struct sched_running r = {.start_ms = a->start_ms,
-				  .last_checkpoint_ms = j->last_ckpt_ms,
+				  .last_commit_ms = state_attempt_commit_ms(j, a),
 				  .restore_ms = state_job_restore_ms(j)};
 	return sched_run_loss_ms(&r, s->now_ms);
 }
@@ -329,11 +329,12 @@ void state_job_las_behind(struct state *s, struct sjob *j, json_t *o)
 				best = r, best_loss = loss;
 		}
 	if (best)
-		json_object_set_new(las, "behind",
-				    json_pack("{s:I, s:i, s:I, s:b}", "job",
-					      (json_int_t)best->job.id, "level", best->las_level,
-					      "loss_s", (json_int_t)(best_loss / 1000),
-					      "since_checkpoint", best->last_ckpt_ms > 0));
+		json_object_set_new(
+			las, "behind",
+			json_pack("{s:I, s:i, s:I, s:b}", "job", (json_int_t)best->job.id, "level",
+				  best->las_level, "loss_s", (json_int_t)(best_loss / 1000),
+				  "since_checkpoint",
+				  state_attempt_commit_ms(best, running_attempt(best)) > 0));
 }
 
 json_t *state_job_pack(struct state *s, struct sjob *j)

@@ -468,6 +468,7 @@ static void running_build(struct state *s, struct snapshot *sn, int64_t now)
 				r->start_ms = a->start_ms;
 				r->time_limit_s = j->job.req.time_limit_s;
 				r->last_checkpoint_ms = j->last_ckpt_ms;
+				r->last_commit_ms = state_attempt_commit_ms(j, a);
 				r->restore_ms = state_job_restore_ms(j);
 				r->preempt_any = j->job.req.preemptible_any;
 				if (l->nlevels > 1) {
@@ -477,7 +478,7 @@ static void running_build(struct state *s, struct snapshot *sn, int64_t now)
 					j->las_level = lv;
 					/* a pass when it reaches its next level, unless
 					 * the loss bound spares it by then (a commit
-					 * queues one: state_checkpoint_seen) */
+					 * queues one: commit() in ckpt.c) */
 					int64_t next = sched_las_next_change(
 						l, got, attempt_milli(a), a->start_ms, now);
 					if (next > sched_las_takeable_until(l, r))

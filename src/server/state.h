@@ -688,6 +688,10 @@ void state_restore_plan(struct state *s, struct sjob *j, struct attempt *a);
 /* What restoring j would cost its next attempt: as long as its last
  * restore took (0: none yet). */
 int64_t state_job_restore_ms(const struct sjob *j);
+/* When the work that attempt a's newest committed checkpoint holds was
+ * saved (its commit less its upload), 0: a committed none; what a
+ * restart would resume from, for the loss a preemption weighs. */
+int64_t state_attempt_commit_ms(const struct sjob *j, const struct attempt *a);
 /* A heartbeat's images and pulls (has_images): what node n holds now. */
 void state_node_images(struct state *s, struct snode *n, struct wire_heartbeat *m);
 /* The peak FLOP/s (dense bf16, the catalogue's) of the accelerators

@@ -648,7 +648,7 @@ static int pass(struct eng *e, bool *preempted)
 	 * periodic checkpoint still orders the victims, as before) */
 	for (int i = 0; i < e->nrun; i++) {
 		struct sched_running *r = &e->run[i];
-		r->last_checkpoint_ms = last_checkpoint(e, e->run_job[i]);
+		r->last_checkpoint_ms = r->last_commit_ms = last_checkpoint(e, e->run_job[i]);
 		r->restore_ms = e->o->restart_cost_ms;
 		int64_t bound = e->classes[r->cls].las_max_loss_ms;
 		r->preempt_any = e->o->checkpoint_on_preempt &&

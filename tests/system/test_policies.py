@@ -648,7 +648,8 @@ def test_least_attained_service_spares_work_it_would_throw_away(workdir, procs):
     wait_for(lambda: "behind job" in t.run("show", b).stdout, 30, f"job {b} to say why")
     shown = t.run("show", b).stdout
     assert f"behind job {a} (level 2), which would lose " in shown, shown
-    assert "since its start (it has no checkpoint), more than the class's 4s" in shown, shown
+    assert "since its start (it committed no checkpoint), more than the class's 4s" in shown, \
+        shown
     shown = t.run("show", a).stdout
     assert "preempted now, it would lose" in shown and \
         "(the class allows 4s): no earlier level takes it" in shown, shown
@@ -656,7 +657,8 @@ def test_least_attained_service_spares_work_it_would_throw_away(workdir, procs):
     j = t.job(a)
     assert j.get("preemptions", 0) == 0 and j["state"] == "RUNNING", j
     assert t.job(b)["state"] == "PENDING"
-    # the commit: it would lose nothing but its restore, and is taken
+    # the commit (stored: judged by commits, not by files in its folder):
+    # it would lose nothing but its restore, and is taken
     go_ms = time.time() * 1000
     open(go, "w").close()
     p = t.run("wait", b, timeout=60)

@@ -1449,8 +1449,7 @@ static void test_least_attained_service(void **state)
 	};
 	for (size_t k = 0; k < sizeof(loss) / sizeof(loss[0]); k++) {
 		r->start_ms = c.now - loss[k].ran_s * 1000;
-		r->last_checkpoint_ms =
-			loss[k].ckpt_ago_s < 0 ? 0 : c.now - loss[k].ckpt_ago_s * 1000;
+		r->last_commit_ms = loss[k].ckpt_ago_s < 0 ? 0 : c.now - loss[k].ckpt_ago_s * 1000;
 		r->restore_ms = loss[k].restore_s * 1000;
 		r->preempt_any = loss[k].any;
 		assert_int_equal(sched_run_loss_ms(r, c.now),
@@ -1466,11 +1465,10 @@ static void test_least_attained_service(void **state)
 	}
 	/* until when it may be taken: its checkpoint (or start) plus the
 	 * bound, less its restore; always, with --preemptible-any or no bound */
-	struct sched_running tr = {.start_ms = c.now - 7200000,
-				   .last_checkpoint_ms = c.now - 300000,
-				   .restore_ms = 60000};
+	struct sched_running tr = {
+		.start_ms = c.now - 7200000, .last_commit_ms = c.now - 300000, .restore_ms = 60000};
 	assert_true(sched_las_takeable_until(&las[NORMAL], &tr) == c.now - 300000 + 600000 - 60000);
-	tr.last_checkpoint_ms = 0;
+	tr.last_commit_ms = 0;
 	assert_true(sched_las_takeable_until(&las[NORMAL], &tr) == c.now - 7200000 + 540000);
 	tr.preempt_any = true;
 	assert_true(sched_las_takeable_until(&las[NORMAL], &tr) == INT64_MAX);
@@ -1482,7 +1480,7 @@ static void test_least_attained_service(void **state)
 	for (int l = 0; l < 3; l++)
 		c.classes[1 + l].las_max_loss_ms = -1;
 	r->start_ms = c.now - 7200000;
-	r->last_checkpoint_ms = r->restore_ms = 0;
+	r->last_commit_ms = r->restore_ms = 0;
 	r->preempt_any = false;
 	assert_int_equal(pass(&c, &d), 0);
 	assert_true(preempted(&d, r->id));
