@@ -244,9 +244,11 @@ def test_ddp_killed_resumes_elsewhere_and_says_its_goodput(hosts4, workdir, kill
         ranks = [k for shim in shim_pids(os.path.join(workdir, f"agent{h}"))
                  for k in children(shim)]
         killed_at[attempt] = time.time()
+        # (its agent first: ranks its agent saw die would be the job's own
+        # failure, on a host kept for the next attempt)
+        c.agents[h].kill9()
         for k in ranks:
             os.kill(k, signal.SIGKILL)
-        c.agents[h].kill9()
         end_shims(os.path.join(workdir, f"agent{h}"))
         wait_for(lambda: len(c.job(jid)["attempts"]) > attempt and
                  c.job(jid)["state"] == "RUNNING", 60, f"attempt {attempt + 1} running")

@@ -101,8 +101,10 @@ def test_restarts_in_place_keep_the_nodes_and_swap_in_the_spare(hosts4, workdir,
     wait_for(lambda: max([r[2] for r in steps(out) if r[1] == 2] or [0]) >= 8, 60,
              "two steps past it")
     h = int(held[0].replace("host", ""))
-    kill_ranks(workdir, h)
+    # (its agent first: killed ranks its agent saw die would end the
+    # attempt as the job's own failure on a healthy node)
     c.agents[h].kill9()
+    kill_ranks(workdir, h)
     end_shims(os.path.join(workdir, f"agent{h}"))
     wait_for(lambda: len(c.job(jid)["attempts"]) == 3, 60, "attempt 3")
     a3 = c.job(jid)["attempts"][2]
@@ -249,8 +251,10 @@ def test_elastic_gang_shrinks_and_grows(hosts4, workdir, kill_all):
              120, "a commit")
     # the host of node rank 2 dies: nothing is free to replace it
     h = int(a1["nodes"][2]["name"].replace("host", ""))
-    kill_ranks(workdir, h)
+    # (its agent first: killed ranks its agent saw die would end the
+    # attempt as the job's own failure on a healthy node)
     c.agents[h].kill9()
+    kill_ranks(workdir, h)
     end_shims(os.path.join(workdir, f"agent{h}"))
     wait_for(lambda: len(c.job(jid)["attempts"]) >= 2, 60, "attempt 2")
     a2 = c.job(jid)["attempts"][1]
@@ -334,8 +338,10 @@ def test_idle_spare_is_lent_to_preemptible_work(hosts4, workdir, kill_all, whose
     assert f"runs on {spare}, a spare of {lent_by}, {until}" in c.run("show", borrower).stdout
     # the job's host dies: the borrower goes, the job takes the spare
     h = int(home.replace("host", ""))
-    kill_ranks(workdir, h)
+    # (its agent first: killed ranks its agent saw die would end the
+    # attempt as the job's own failure on a healthy node)
     c.agents[h].kill9()
+    kill_ranks(workdir, h)
     end_shims(os.path.join(workdir, f"agent{h}"))
     wait_for(lambda: len(c.job(jid)["attempts"]) == 2, 60, "attempt 2")
     a2 = c.job(jid)["attempts"][1]
@@ -391,8 +397,8 @@ def test_power_fence_moves_a_dead_hosts_gang_before_the_node_timeout(hosts4, wor
     # the host of node rank 1 dies: its ranks and its agent; its shims are
     # left, as if the machine hung, for the fence to end
     h = int(first[1].replace("host", ""))
+    c.agents[h].kill9()  # (first: ranks its agent saw die would be the job's failure)
     kill_ranks(workdir, h)
-    c.agents[h].kill9()
     wait_for(lambda: len(c.job(jid)["attempts"]) == 2, 25, "attempt 2 before the node timeout")
     a1, a2 = c.job(jid)["attempts"]
     silent = re.search(r"powered off by power_fence after ([0-9.]+)s of silence", a1["reason"])
