@@ -26,15 +26,35 @@ int sched_classes_expand(const struct sched_class *in, const struct sched_las *l
 			ret[k] = in[c];
 			ret[k].las_family = levels > 1 ? c + 1 : 0;
 			ret[k].las_level = levels > 1 ? l : 0;
-			ret[k].las_min_run_ms = levels > 1 ? llround(las[c].min_run_s * 1000) : 0;
-			ret[k].las_max_loss_ms = levels < 2 ? 0
-						 : las[c].max_loss_s < 0
-							 ? -1
-							 : llround(las[c].max_loss_s * 1000);
+			struct sched_las_rule rule = levels > 1 ? sched_las_rule_of(&las[c])
+								: (struct sched_las_rule){0};
+			ret[k].las_min_run_ms = rule.min_run_ms;
+			ret[k].las_max_loss_ms = rule.max_loss_ms;
 			k++;
 		}
 	}
 	return k;
+}
+
+struct sched_las_rule sched_las_rule_of(const struct sched_las *las)
+{
+	if (!las || las->nlevels < 2)
+		return (struct sched_las_rule){0};
+	return (struct sched_las_rule){
+		.min_run_ms = llround(las->min_run_s * 1000),
+		.max_loss_ms = las->max_loss_s < 0 ? -1 : llround(las->max_loss_s * 1000)};
+}
+
+bool sched_las_may_take(struct sched_las_rule rule, const struct sched_running *r, int64_t now,
+			int64_t *min_left_ms)
+{
+	int64_t left = MAX(0, r->start_ms + rule.min_run_ms - now);
+	if (min_left_ms)
+		*min_left_ms = left;
+	if (left)
+		return false;
+	return r->preempt_any || rule.max_loss_ms < 0 ||
+	       sched_run_loss_ms(r, now) <= rule.max_loss_ms;
 }
 
 int sched_las_level(const struct sched_las *las, double service_gpu_s)

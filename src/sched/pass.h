@@ -258,10 +258,8 @@ static inline bool may_stop(const struct st *st, const struct sched_class *jc,
 		return false;
 	if (!jc->las_family || jc->las_family != rc->las_family)
 		return true;
-	if (st->p.now - r->start_ms < rc->las_min_run_ms)
-		return false;
-	return r->preempt_any || rc->las_max_loss_ms < 0 ||
-	       sched_run_loss_ms(r, st->p.now) <= rc->las_max_loss_ms;
+	struct sched_las_rule rule = {rc->las_min_run_ms, rc->las_max_loss_ms};
+	return sched_las_may_take(rule, r, st->p.now, NULL);
 }
 
 /* May jobs of class c preempt by class at all? */

@@ -397,6 +397,22 @@ int64_t sched_run_loss_ms(const struct sched_running *r, int64_t now);
  * sched_las_next_change() past it changes nothing a pass can do. */
 int64_t sched_las_takeable_until(const struct sched_las *las, const struct sched_running *r);
 
+/* A family's rule for its earlier levels taking its later ones, in
+ * milliseconds: a running job works min_run_ms before it may be taken, and
+ * is taken only while it would lose at most max_loss_ms (< 0: no bound).
+ * Both 0 for a class not ordered by service. */
+struct sched_las_rule {
+	int64_t min_run_ms;
+	int64_t max_loss_ms;
+};
+struct sched_las_rule sched_las_rule_of(const struct sched_las *las);
+/* May an earlier level of its family stop running job r at now under
+ * rule? Once r has run the minimum (*min_left_ms: how long until it has; may
+ * be NULL), while it loses no more than the bound or asked to be taken
+ * whatever it loses. The pass's preemption and `tenk show` both ask it. */
+bool sched_las_may_take(struct sched_las_rule rule, const struct sched_running *r, int64_t now,
+			int64_t *min_left_ms);
+
 /* The classes a pass is given: each class of in[] whose las[] has two or
  * more levels becomes that many classes in a row (level 0 first), with its
  * name, priority and flags, las_family its index + 1 and las_level the

@@ -276,36 +276,30 @@ static uint32_t pass_wait_from(const struct state *s, const struct sjob *j)
 	return lo < pw->cls_to[j->cls] && pw->ids[lo] == (uint32_t)j->job.id ? pw->from[lo] : 0;
 }
 
-/* As the pass sees j's running attempt a (sched_running), for what it
- * would lose preempted now. */
-static int64_t loss_of(const struct state *s, const struct sjob *j, const struct attempt *a)
+/* j's running attempt as the pass sees it (sched_running), for what a
+ * preemption now would cost it; false: j has no started attempt. */
+static bool running_as_pass(const struct sjob *j, struct sched_running *ret)
 {
-	struct sched_running r = {.start_ms = a->start_ms,
-				  .last_commit_ms = state_attempt_commit_ms(j, a),
-				  .restore_ms = state_job_restore_ms(j)};
-	return sched_run_loss_ms(&r, s->now_ms);
+	const struct attempt *a = job_current_attempt(&j->job);
+	if (j->job.state != JOB_RUNNING || !a || !a->start_ms)
+		return false;
+	*ret = (struct sched_running){.start_ms = a->start_ms,
+				      .last_commit_ms = state_attempt_commit_ms(j, a),
+				      .restore_ms = state_job_restore_ms(j),
+				      .preempt_any = j->job.req.preemptible_any};
+	return true;
 }
 
-/* j's running attempt, where it has started; NULL: none. */
-static const struct attempt *running_attempt(const struct sjob *j)
-{
-	if (j->job.state != JOB_RUNNING || !j->job.nattempts)
-		return NULL;
-	const struct attempt *a = &j->job.attempts[j->job.nattempts - 1];
-	return a->start_ms ? a : NULL;
-}
-
-/* An earlier level of j's class may preempt j only once its attempt has
- * run the class's minimum (*min_left_ms to go), and while it would lose at
- * most the class's bound (*loss_ms now): would the bound spare it now? */
-static bool las_spared(const struct state *s, const struct sjob *j, const struct attempt *a,
+/* Would the bound spare running j (as the pass sees it, r) from an earlier
+ * level of its class now: it has run the minimum (*min_left_ms to go) and
+ * would lose more than the bound (*loss_ms now)? */
+static bool las_spared(const struct state *s, const struct sjob *j, const struct sched_running *r,
 		       int64_t *loss_ms, int64_t *min_left_ms)
 {
-	const struct sched_las *l = &s->las[j->cls];
-	*loss_ms = loss_of(s, j, a);
-	*min_left_ms = MAX(0, a->start_ms + llround(l->min_run_s * 1000) - s->now_ms);
-	return j->las_level > 0 && l->max_loss_s >= 0 && !j->job.req.preemptible_any &&
-	       !*min_left_ms && *loss_ms > llround(l->max_loss_s * 1000);
+	*loss_ms = sched_run_loss_ms(r, s->now_ms);
+	bool may =
+		sched_las_may_take(sched_las_rule_of(&s->las[j->cls]), r, s->now_ms, min_left_ms);
+	return j->las_level > 0 && !*min_left_ms && !may;
 }
 
 void state_job_las_behind(struct state *s, struct sjob *j, json_t *o)
@@ -320,10 +314,10 @@ void state_job_las_behind(struct state *s, struct sjob *j, json_t *o)
 	for (int i = 0; i < s->nnodes; i++)
 		for (int k = 0; k < s->nodes[i]->nparts; k++) {
 			const struct sjob *r = s->nodes[i]->parts[k].job;
-			const struct attempt *a = running_attempt(r);
+			struct sched_running rr;
 			int64_t loss, left;
-			if (r == best || !a || r->cls != j->cls || r->las_level <= j->las_level ||
-			    !las_spared(s, r, a, &loss, &left))
+			if (r == best || r->cls != j->cls || r->las_level <= j->las_level ||
+			    !running_as_pass(r, &rr) || !las_spared(s, r, &rr, &loss, &left))
 				continue;
 			if (!best || loss < best_loss)
 				best = r, best_loss = loss;
@@ -334,7 +328,8 @@ void state_job_las_behind(struct state *s, struct sjob *j, json_t *o)
 			json_pack("{s:I, s:i, s:I, s:b}", "job", (json_int_t)best->job.id, "level",
 				  best->las_level, "loss_s", (json_int_t)(best_loss / 1000),
 				  "since_checkpoint",
-				  state_attempt_commit_ms(best, running_attempt(best)) > 0));
+				  state_attempt_commit_ms(best, job_current_attempt(&best->job)) >
+					  0));
 }
 
 json_t *state_job_pack(struct state *s, struct sjob *j)
@@ -385,10 +380,10 @@ json_t *state_job_pack(struct state *s, struct sjob *j)
 			json_pack("{s:i, s:i, s:f}", "level", j->las_level, "levels",
 				  s->las[j->cls].nlevels, "service_gpu_h", j->las_service / 3600);
 		/* running: what a preemption would cost it now, and the bound */
-		const struct attempt *a = running_attempt(j);
+		struct sched_running r;
 		int64_t loss, left;
-		if (a) {
-			bool spared = las_spared(s, j, a, &loss, &left);
+		if (running_as_pass(j, &r)) {
+			bool spared = las_spared(s, j, &r, &loss, &left);
 			json_object_set_new(las, "loss_s", json_integer(loss / 1000));
 			json_object_set_new(las, "spared", json_boolean(spared));
 			if (left)

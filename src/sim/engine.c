@@ -600,6 +600,15 @@ static void las_levels(struct eng *e)
 	}
 }
 
+/* Does a job whose class bounds a preemption's loss at bound_ms (< 0:
+ * none) save in its grace when preempted, and so lose only the save and
+ * its restore (--checkpoint-on-preempt, when those fit the bound)? */
+static bool saves_in_grace(const struct eng *e, int64_t bound_ms)
+{
+	return e->o->checkpoint_on_preempt &&
+	       (bound_ms < 0 || e->o->checkpoint_cost_ms + e->o->restart_cost_ms <= bound_ms);
+}
+
 /* While jobs wait, a running job that reaches its next level, or has
  * worked its minimum there, may be preempted then: a pass is queued for
  * the first of those moments. */
@@ -617,13 +626,12 @@ static void las_next_level(struct eng *e)
 		/* past what the loss bound allows it stays, without a
 		 * checkpoint to come (the server's commit queues a pass; the
 		 * simulator's periodic ones are no events: woken as before) */
-		struct sched_running r = {.start_ms = s->start_ms,
-					  .restore_ms = e->o->restart_cost_ms,
-					  .preempt_any =
-						  e->o->checkpoint_on_preempt || s->ckpt_ms > 0};
-		if (e->o->checkpoint_on_preempt && l->max_loss_s >= 0 &&
-		    e->o->checkpoint_cost_ms + r.restore_ms > llround(l->max_loss_s * 1000))
-			r.preempt_any = false;
+		struct sched_running r = {
+			.start_ms = s->start_ms,
+			.restore_ms = e->o->restart_cost_ms,
+			.preempt_any = e->o->checkpoint_on_preempt
+					       ? saves_in_grace(e, sched_las_rule_of(l).max_loss_ms)
+					       : s->ckpt_ms > 0};
 		if (next > sched_las_takeable_until(l, &r))
 			next = INT64_MAX;
 		at = MIN(at, next);
@@ -650,9 +658,7 @@ static int pass(struct eng *e, bool *preempted)
 		struct sched_running *r = &e->run[i];
 		r->last_checkpoint_ms = r->last_commit_ms = last_checkpoint(e, e->run_job[i]);
 		r->restore_ms = e->o->restart_cost_ms;
-		int64_t bound = e->classes[r->cls].las_max_loss_ms;
-		r->preempt_any = e->o->checkpoint_on_preempt &&
-				 (bound < 0 || e->o->checkpoint_cost_ms + r->restore_ms <= bound);
+		r->preempt_any = saves_in_grace(e, e->classes[r->cls].las_max_loss_ms);
 	}
 	struct sched_snapshot snap = {.nodes = e->nodes,
 				      .nnodes = e->cl->n,
