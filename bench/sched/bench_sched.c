@@ -24,7 +24,13 @@
  * (BENCH_MAX_STARTS=N: N; 0 for no limit), as the server's does.
  * BENCH_LAS=1 orders the normal class by least attained service in three
  * levels (1 and 16 accelerator-hours): running jobs take the level of what
- * they have run, waiting ones one drawn at random (half the first).
+ * they have run, waiting ones one drawn at random (half the first), and
+ * within each level by the Gittins index (the server's default; BENCH_LAS=
+ * levels: by submission) under a history of 2,048 finished jobs (service
+ * drawn log-normal, median half an accelerator-hour) per queue, each
+ * waiting job's service drawn inside its level: before every pass, each
+ * waiting job's index is read and each level sorted by it, as the server's
+ * snapshot does, and that time counts in the pass's.
  * BENCH_POOLS=1 carves the cluster as the seeds' three tiers, by the
  * gpu=MODEL label every node has (bench/sim/three-tier.json: the 8-GPU
  * A100, A800 and H800 nodes a top pool for jobs of 8 GPUs or more, the
@@ -45,6 +51,7 @@
  *       --tool=callgrind --instr-atstart=no build/bench/bench_sched NODE_LIST 100000 3
  */
 #include <malloc.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -112,6 +119,10 @@ struct world {
 	struct sched_cluster *cluster;
 	struct sched_keep *keep;     /* the passes' large arrays, as the server keeps them */
 	struct sched_shapes *shapes; /* NULL: the pass compares the jobs' requests */
+	/* BENCH_LAS's Gittins index: the history, each job's service (by id) */
+	struct sched_las_history *hist;
+	double *attained;
+	double order_ms; /* the last order_levels() */
 };
 
 static struct sched_dev *dev(struct world *w, int n, int d)
@@ -207,9 +218,23 @@ static void build(struct world *w, const struct sim_cluster *cl, int pending,
 		{.name = "normal", .priority = 50, .may_preempt = false, .preemptible = false},
 		{.name = "prod", .priority = 100, .may_preempt = true, .preemptible = false}};
 	if (getenv("BENCH_LAS"))
-		w->las[1] = (struct sched_las){.nlevels = 3,
-					       .limit_gpu_s = {3600, 16 * 3600},
-					       .max_loss_s = MODEL_LAS_DEFAULT_MAX_LOSS_S};
+		w->las[1] =
+			(struct sched_las){.nlevels = 3,
+					   .limit_gpu_s = {3600, 16 * 3600},
+					   .min_run_s = MODEL_LAS_DEFAULT_MIN_RUN_S,
+					   .max_loss_s = MODEL_LAS_DEFAULT_MAX_LOSS_S,
+					   .gittins = strcmp(getenv("BENCH_LAS"), "levels") != 0};
+	if (w->las[1].gittins) {
+		w->hist = sched_las_history_new();
+		for (int q = 0; q < 8; q++)
+			for (int i = 0; i < SCHED_GITTINS_KEEP; i++) {
+				/* log-normal, sigma 2: Box-Muller from two uniforms */
+				double u1 = (rnd(1u << 30) + 1.0) / (1u << 30),
+				       u2 = rnd(1u << 30) / (double)(1u << 30);
+				double z = sqrt(-2 * log(u1)) * cos(2 * M_PI * u2);
+				sched_las_history_add(w->hist, 1, (uint32_t)q, 1800 * exp(2 * z));
+			}
+	}
 	w->nclasses = sched_classes_expand(base, w->las, 3, w->classes, w->first);
 	static char qnames[8][16];
 	for (int q = 0; q < 8; q++) {
@@ -351,6 +376,17 @@ static void build(struct world *w, const struct sim_cluster *cl, int pending,
 			j->gpu_types = &w->models[rnd((uint32_t)w->nmodels)];
 		}
 		j->time_limit_s = rnd(3) ? 600LL * (1 + rnd(48)) : 0;
+		if (w->hist && j->cls > w->first[1] - 1 && j->cls < w->first[2]) {
+			/* its service, inside its level (half the first level's none) */
+			static const double lo[3] = {0, 3600, 16 * 3600},
+					    hi[3] = {3600, 16 * 3600, 200 * 3600};
+			int lv = j->cls - w->first[1];
+			if (!w->attained)
+				w->attained = xcalloc((size_t)pending + 1, sizeof(double));
+			w->attained[j->id] =
+				lv == 0 && rnd(2) ? 0
+						  : lo[lv] + (hi[lv] - lo[lv]) * rnd(1000000) / 1e6;
+		}
 		if (cfg->npools)
 			job_pools(cfg, j, w->constraints[i], sizeof(w->constraints[i]));
 		j->shape = sched_job_shape(j); /* what the server keeps with each job */
@@ -373,6 +409,60 @@ static void build(struct world *w, const struct sim_cluster *cl, int pending,
 	}
 }
 
+/* A waiting job's place in its level: its index (highest first), then
+ * where it was. */
+struct orec {
+	double g;
+	int pos;
+	const struct sched_job *j;
+	struct sched_key key;
+};
+
+static int orec_cmp(const void *a, const void *b)
+{
+	const struct orec *x = a, *y = b;
+	if (x->g != y->g)
+		return x->g > y->g ? -1 : 1;
+	return x->pos - y->pos;
+}
+
+/* Each LAS level's waiting jobs by their Gittins index, as the server's
+ * snapshot puts them (w->order_ms: how long it took). */
+static void order_levels(struct world *w)
+{
+	if (!w->hist)
+		return;
+	double t0 = now_ms();
+	static struct orec *o;
+	static size_t oalloc;
+	xgrow(&o, &oalloc, (size_t)w->nj + 1, sizeof(*o));
+	for (int i = 0; i < w->nj;) {
+		int c = w->ptrs[i]->cls, end = i;
+		while (end < w->nj && w->ptrs[end]->cls == c)
+			end++;
+		if (w->classes[c].las_family) {
+			for (int k = i; k < end; k++) {
+				const struct sched_job *j = w->ptrs[k];
+				double g;
+				if (!sched_las_history_index(w->hist, &w->las[1], 1,
+							     (uint32_t)j->queue, w->attained[j->id],
+							     &g))
+					g = -1;
+				o[k - i] = (struct orec){
+					g, k, j, w->keys ? w->keys[k] : (struct sched_key){0}};
+			}
+			qsort(o, (size_t)(end - i), sizeof(*o), orec_cmp);
+			for (int k = i; k < end; k++) {
+				w->ptrs[k] = o[k - i].j;
+				if (w->keys)
+					w->keys[k] = o[k - i].key;
+			}
+		}
+		i = end;
+	}
+	w->order_ms = now_ms() - t0;
+}
+
 static struct sched_snapshot snap_of(struct world *w)
 {
 	return (struct sched_snapshot){.nodes = w->nodes,
@@ -390,7 +480,8 @@ static struct sched_snapshot snap_of(struct world *w)
 				       .keys = w->keys,
 				       .keep = w->keep,
 				       .weights = w->weights,
-				       .nweights = w->nweights};
+				       .nweights = w->nweights,
+				       .given_order = w->hist != NULL};
 }
 
 /* A digest of every decision the benchmark's passes make (starts and where,
@@ -550,10 +641,14 @@ int main(int argc, char **argv)
 	/* BENCH_FULL_PASSES=1 measures the incremental passes alone (profiling) */
 	int fulls = getenv("BENCH_FULL_PASSES") ? atoi(getenv("BENCH_FULL_PASSES")) : passes;
 	bool count_full = getenv("BENCH_COUNT_FULL") != NULL;
+	double *order = xcalloc((size_t)passes + (size_t)fulls, sizeof(double));
+	int norder = 0;
 	for (int i = 0; i < fulls; i++) {
+		order_levels(&w);
+		order[norder++] = w.order_ms;
 		struct sched_snapshot s = snap_of(&w);
 		struct sched_decisions d;
-		double t0 = now_ms();
+		double t0 = now_ms() - w.order_ms;
 		if (count_full)
 			CALLGRIND_START_INSTRUMENTATION;
 		int rc = sched_pass(&s, w.now, &policy, &d);
@@ -597,6 +692,7 @@ int main(int argc, char **argv)
 				       sizeof(*w.run_nodes) * 16);
 				r--;
 			}
+		order_levels(&w);
 		struct sched_snapshot s = snap_of(&w);
 		struct sched_decisions d;
 		/* no preemption cap while converging: quiet sooner */
@@ -640,11 +736,13 @@ int main(int argc, char **argv)
 			nparts += w.run[k].nnodes;
 			nrest++;
 		}
+		order_levels(&w);
+		order[norder++] = w.order_ms;
 		struct sched_snapshot s = snap_of(&w);
 		s.running = rest;
 		s.nrunning = nrest;
 		struct sched_decisions d;
-		double t0 = now_ms();
+		double t0 = now_ms() - w.order_ms;
 		CALLGRIND_START_INSTRUMENTATION;
 		int rc = sched_pass(&s, w.now, &policy, &d);
 		CALLGRIND_STOP_INSTRUMENTATION;
@@ -678,6 +776,9 @@ int main(int argc, char **argv)
 	for (int i = fulls; i < passes; i++)
 		full[i] = full[fulls - 1];
 	qsort(full, (size_t)passes, sizeof(double), cmp_double);
+	qsort(order, (size_t)norder, sizeof(double), cmp_double);
+	double order_p50 = norder ? order[norder / 2] : 0;
+	free(order);
 	qsort(inc, (size_t)passes, sizeof(double), cmp_double);
 	struct rusage ru;
 	getrusage(RUSAGE_SELF, &ru);
@@ -695,13 +796,14 @@ int main(int argc, char **argv)
 	       "  \"incremental_preemptions_mean\": %.2f,\n"
 	       "  \"incremental_placements_mean\": %.1f,\n  \"rounds_to_quiet\": %d,\n"
 	       "  \"pending_when_quiet\": %d,\n  \"cluster_build_ms\": %.2f,\n"
-	       "  \"peak_rss_mib\": %.1f,\n  \"decisions_digest\": \"%016llx\"\n}\n",
+	       "  \"peak_rss_mib\": %.1f,\n  \"las_gittins\": %s,\n"
+	       "  \"las_order_p50_ms\": %.2f,\n  \"decisions_digest\": \"%016llx\"\n}\n",
 	       cfg.placement_fastest ? "fastest" : "dense", policy.max_starts, cl.n, cl.gpus, w.nr,
 	       held / 1000.0, pending, passes, full[passes / 2], full[(int)(passes * 0.99)],
 	       first_ms, nstarts, npre, tried, hits, inc[0], inc[passes / 2],
 	       inc[(int)(passes * 0.99)], (double)inc_starts / passes, (double)inc_pre / passes,
 	       (double)inc_tried / passes, rounds, w.nj, cluster_ms, ru.ru_maxrss / 1024.0,
-	       (unsigned long long)digest);
+	       w.hist ? "true" : "false", order_p50, (unsigned long long)digest);
 	free(full);
 	free(inc);
 	sim_cluster_release(&cl);

@@ -1110,9 +1110,10 @@ json_t *allow_list_pack(const char (*list)[MODEL_NAME_MAX], int n);
 		1.0, 16.0, 128.0                                                                   \
 	}
 #define MODEL_LAS_DEFAULT_NLIMITS 3
-#define MODEL_LAS_DEFAULT_PROMOTE 12.0
+#define MODEL_LAS_DEFAULT_MAX_STRETCH 4.0
 #define MODEL_LAS_DEFAULT_MIN_RUN_S 3600
 #define MODEL_LAS_DEFAULT_MAX_LOSS_S 600
+#define MODEL_LAS_DEFAULT_GITTINS true
 
 struct class_spec {
 	char name[MODEL_NAME_MAX];
@@ -1123,16 +1124,21 @@ struct class_spec {
 	char allow[MODEL_MAX_CLASS_ALLOW][MODEL_NAME_MAX];
 	/* "order": "las": its jobs go by least attained service, in levels
 	 * cut at "las_limits_gpu_h" (ascending), a waiting job going back to
-	 * the first level after "las_promote" times its last run; "fifo"
-	 * (default): by submission */
+	 * the first level after waiting "las_max_stretch" times as long as it
+	 * has run so far ("las_promote", its older name); "fifo" (default): by
+	 * submission */
 	bool las;
 	int las_nlimits;
 	double las_limit_gpu_h[MODEL_LAS_MAX_LEVELS - 1];
-	double las_promote;
+	double las_max_stretch;
 	int64_t las_min_run_s; /* "las_min_run_s": preempted for an earlier level only after */
 	/* "las_max_loss_s": ... and only while it would lose at most this much
 	 * (since its last checkpoint, and its restore); -1: no bound */
 	int64_t las_max_loss_s;
+	/* "las_index": "gittins" (default): within a level, waiting jobs by
+	 * the Gittins index of their service under their kind's history
+	 * (sched.h), where it has enough; "levels": by submission */
+	bool las_gittins;
 };
 
 /* The levels a class has in the scheduler's order: 1, or 1 + its limits. */
@@ -1142,8 +1148,8 @@ int class_spec_levels(const struct class_spec *c);
  *   {"classes": [{"name": "prod", "priority": 100, "may_preempt": true,
  *                 "preemptible": false, "allow": ["group:ml"],
  *                 "order": "fifo" | "las", "las_limits_gpu_h": [1, 16, 128],
- *                 "las_promote": 12, "las_min_run_s": 3600,
- *                 "las_max_loss_s": 600}, ...],
+ *                 "las_max_stretch": 4, "las_min_run_s": 3600,
+ *                 "las_max_loss_s": 600, "las_index": "gittins"}, ...],
  *    "default_class": "normal", "fair_share_half_life_s": 604800,
  *    "require_validation": false, "validation_args": ["--quick"]}
  * Without a file: prod (100, may preempt), normal (50), batch (10,

@@ -117,15 +117,17 @@ json_t *class_spec_pack(const struct class_spec *c)
 		for (int i = 0; i < c->las_nlimits; i++)
 			json_array_append_new(l, json_real(c->las_limit_gpu_h[i]));
 		json_object_set_new(j, "las_limits_gpu_h", l);
-		json_object_set_new(j, "las_promote", json_real(c->las_promote));
+		json_object_set_new(j, "las_max_stretch", json_real(c->las_max_stretch));
 		json_object_set_new(j, "las_min_run_s", json_integer(c->las_min_run_s));
 		json_object_set_new(j, "las_max_loss_s", json_integer(c->las_max_loss_s));
+		json_object_set_new(j, "las_index",
+				    json_string(c->las_gittins ? "gittins" : "levels"));
 	}
 	return j;
 }
 
-/* A class's "order", "las_limits_gpu_h", "las_promote", "las_min_run_s" and
- * "las_max_loss_s". */
+/* A class's "order", "las_limits_gpu_h", "las_max_stretch", "las_min_run_s",
+ * "las_max_loss_s" and "las_index". */
 static int class_order_unpack(json_t *cj, struct class_spec *cs, struct tk_error *err)
 {
 	char order[16] = "fifo";
@@ -137,11 +139,13 @@ static int class_order_unpack(json_t *cj, struct class_spec *cs, struct tk_error
 				 order);
 	cs->las = strcmp(order, "las") == 0;
 	json_t *limits = json_object_get(cj, "las_limits_gpu_h");
-	const char *las_only = limits				       ? "las_limits_gpu_h"
-			       : json_object_get(cj, "las_promote")    ? "las_promote"
-			       : json_object_get(cj, "las_min_run_s")  ? "las_min_run_s"
-			       : json_object_get(cj, "las_max_loss_s") ? "las_max_loss_s"
-								       : NULL;
+	const char *las_only = limits					? "las_limits_gpu_h"
+			       : json_object_get(cj, "las_max_stretch") ? "las_max_stretch"
+			       : json_object_get(cj, "las_promote")	? "las_promote"
+			       : json_object_get(cj, "las_min_run_s")	? "las_min_run_s"
+			       : json_object_get(cj, "las_max_loss_s")	? "las_max_loss_s"
+			       : json_object_get(cj, "las_index")	? "las_index"
+									: NULL;
 	if (!cs->las && las_only)
 		return tk_errorf(err, -EINVAL, "%s: only for a class with \"order\": \"las\"",
 				 las_only);
@@ -174,7 +178,13 @@ static int class_order_unpack(json_t *cj, struct class_spec *cs, struct tk_error
 		}
 		cs->las_nlimits = (int)json_array_size(limits);
 	}
-	r = mj_num(cj, "las_promote", false, 0, 1e6, MODEL_LAS_DEFAULT_PROMOTE, &cs->las_promote,
+	/* "las_promote" is its older name (then of its last attempt's run) */
+	const char *stretch =
+		json_object_get(cj, "las_promote") ? "las_promote" : "las_max_stretch";
+	if (json_object_get(cj, "las_promote") && json_object_get(cj, "las_max_stretch"))
+		return tk_errorf(err, -EINVAL,
+				 "las_promote: the older name of las_max_stretch; give only one");
+	r = mj_num(cj, stretch, false, 0, 1e6, MODEL_LAS_DEFAULT_MAX_STRETCH, &cs->las_max_stretch,
 		   err);
 	if (r < 0)
 		return r;
@@ -182,8 +192,19 @@ static int class_order_unpack(json_t *cj, struct class_spec *cs, struct tk_error
 		   &cs->las_min_run_s, err);
 	if (r < 0)
 		return r;
-	return mj_int(cj, "las_max_loss_s", false, -1, 30LL * 86400, MODEL_LAS_DEFAULT_MAX_LOSS_S,
-		      &cs->las_max_loss_s, err);
+	r = mj_int(cj, "las_max_loss_s", false, -1, 30LL * 86400, MODEL_LAS_DEFAULT_MAX_LOSS_S,
+		   &cs->las_max_loss_s, err);
+	if (r < 0)
+		return r;
+	char index[16] = "";
+	r = mj_strbuf(cj, "las_index", false, true, index, sizeof(index), err);
+	if (r < 0)
+		return r;
+	if (*index && strcmp(index, "gittins") != 0 && strcmp(index, "levels") != 0)
+		return tk_errorf(err, -EINVAL,
+				 "las_index: must be \"gittins\" or \"levels\", got \"%s\"", index);
+	cs->las_gittins = *index ? strcmp(index, "gittins") == 0 : MODEL_LAS_DEFAULT_GITTINS;
+	return 0;
 }
 
 /* ---- allow lists ----------------------------------------------------------------- */
@@ -534,10 +555,19 @@ int sched_config_load_json(struct sched_config *c, const char *text, struct tk_e
 					   "fair_share",
 					   "power_fence",
 					   NULL};
-	static const char *const ckeys[] = {
-		"name",	 "priority",	     "may_preempt", "preemptible",   "allow",
-		"order", "las_limits_gpu_h", "las_promote", "las_min_run_s", "las_max_loss_s",
-		NULL};
+	static const char *const ckeys[] = {"name",
+					    "priority",
+					    "may_preempt",
+					    "preemptible",
+					    "allow",
+					    "order",
+					    "las_limits_gpu_h",
+					    "las_max_stretch",
+					    "las_min_run_s",
+					    "las_max_loss_s",
+					    "las_index",
+					    "las_promote",
+					    NULL};
 	struct sched_config next;
 	sched_config_default(&next);
 	int r;

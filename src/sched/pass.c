@@ -147,6 +147,12 @@ static int shape_of_id(struct st *st, int *of_id, int nids, int id)
 	return of_id[id];
 }
 
+/* Are the jobs of pass class c in the order given (sched_snapshot)? */
+static bool given_order(const struct st *st, int c)
+{
+	return st->p.snap->given_order && st->p.snap->classes[c].las_family;
+}
+
 /* Whether b comes after a in class order, then submission, then id. */
 static bool key_after(int pa, const struct sched_key *a, int pb, const struct sched_key *b)
 {
@@ -215,7 +221,9 @@ static bool index_jobs(struct st *st, bool *sorted)
 		int py = prio(st, y.cls);
 		st->jrec[i] = (struct jrec){i, k, y.queue, y.cls};
 		if (i > 0 && *sorted)
-			*sorted = key_after(px, &x, py, &y);
+			*sorted = given_order(st, x.cls) || given_order(st, y.cls)
+					  ? px >= py
+					  : key_after(px, &x, py, &y);
 		x = y;
 		px = py;
 	}
@@ -324,6 +332,8 @@ static int cmp_order(const void *a, const void *b, void *arg)
 	int px = prio(st, x->cls), py = prio(st, y->cls);
 	if (px != py)
 		return px > py ? -1 : 1;
+	if (given_order(st, x->cls) || given_order(st, y->cls))
+		return x->ji - y->ji;
 	int64_t sx = st->keys ? st->keys[x->ji].submit_ms : st->jobs[x->ji]->submit_ms;
 	int64_t sy = st->keys ? st->keys[y->ji].submit_ms : st->jobs[y->ji]->submit_ms;
 	if (sx != sy)

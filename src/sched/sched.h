@@ -293,6 +293,11 @@ struct sched_snapshot {
 	const struct sched_key *keys;
 	/* memory the pass keeps for the next (sched_keep_new); NULL: its own */
 	struct sched_keep *keep;
+	/* within each level of a class ordered by least attained service,
+	 * the jobs are in the order they are to be tried (by the Gittins
+	 * index): the pass keeps it; false: by submission, as every other
+	 * class */
+	bool given_order;
 	/* the windows that have not ended (tenk reserve) */
 	const struct sched_window *windows;
 	int nwindows;
@@ -365,11 +370,11 @@ struct sched_policy {
  * submission order (and fair share between queues). No run time needs to be
  * known: short jobs finish in the first level while long ones sink.
  *
- * The starvation guard: a waiting job that has waited `promote` times as
- * long as its last attempt ran goes back to the first level, its service
- * counted from zero again. Against thrashing: a running job is preempted
- * for an earlier level only once its attempt has run `min_run_s`, so that
- * every restore it pays buys at least that much work.
+ * The starvation guard, a bound on the tail: a waiting job that has waited
+ * `max_stretch` times as long as it has run so far (every attempt) goes
+ * back to the first level, its service counted from zero again. Against thrashing: a running job is
+ * preempted for an earlier level only once its attempt has run `min_run_s`, so that every restore
+ * it pays buys at least that much work.
  *
  * The pass sees each level as a class of its own (sched_classes_expand);
  * the caller keeps each job's service, and gives a job of class c at level
@@ -381,9 +386,10 @@ struct sched_policy {
 struct sched_las {
 	int nlevels;				      /* 0 or 1: first in, first out */
 	double limit_gpu_s[SCHED_LAS_MAX_LEVELS - 1]; /* level k ends at limit_gpu_s[k] */
-	double promote;				      /* 0: never */
+	double max_stretch;			      /* 0: never */
 	double min_run_s;			      /* 0: preempted at once */
 	double max_loss_s; /* preempted only while it loses at most this; < 0: no bound */
+	bool gittins;	   /* within a level, by the Gittins index (below) where known */
 };
 
 /* What stopping r at now would cost it: its work since its attempt's last
@@ -432,10 +438,72 @@ int sched_las_level(const struct sched_las *las, double service_gpu_s);
  * milli: what it holds; started_ms: its attempt's start. INT64_MAX: none. */
 int64_t sched_las_next_change(const struct sched_las *las, double service_gpu_s, int64_t milli,
 			      int64_t started_ms, int64_t now_ms);
-/* Is a waiting job, whose last attempt ran ran_ms and which has waited
- * waited_ms since, due to go back to the first level? (Never when it has
- * not run.) */
+/* Is a waiting job, which has run ran_ms so far (every attempt) and waited
+ * waited_ms since its last, due to go back to the first level? (Never when
+ * it has not run.) */
 bool sched_las_promoted(const struct sched_las *las, int64_t ran_ms, int64_t waited_ms);
+/* ---- the Gittins index ---- */
+
+/*
+ * Within a level, a class ordered by service may order its waiting jobs by
+ * the Gittins index of their attained service a under the distribution of
+ * the total service S that jobs of their kind received (Tiresias' other
+ * variant; the kind: class and queue, from the cluster's own history):
+ *
+ *   G(a) = max over d > 0 of  P(S - a <= d | S > a) / E[min(S - a, d) | S > a]
+ *
+ * the chance that it finishes within d more service, per unit of service
+ * spent on it: the highest goes first. A kind whose jobs are mostly short
+ * ranks above one whose jobs are long; a job that has outlived most of its
+ * kind ranks lower (or higher, where its end draws nearer, as under a
+ * uniform distribution). With no distribution (history too thin), jobs keep
+ * their submission order within their level: the levels alone order.
+ */
+#define SCHED_GITTINS_POINTS 64
+/* a kind's distribution is used from this many finished jobs on */
+#define SCHED_GITTINS_MIN_SAMPLES 30
+/* and holds its newest this many */
+#define SCHED_GITTINS_KEEP 2048
+
+/* G(a) over n samples of S, ascending, per unit of service, for d of at
+ * least quantum (a job once started gets at least that much: over samples
+ * alone, the nearest sample past a would decide); 0 where no sample
+ * exceeds a (the job outlived its whole kind). O(n). */
+double sched_gittins_exact(const double *sorted, int n, double a, double quantum);
+
+/* A distribution's index at npoints attained services (at[0] = 0, then the
+ * samples' quantiles, the greatest last): G(a) is read at the largest
+ * at[k] <= a (0 past the greatest). */
+struct sched_gittins {
+	int npoints; /* 0: none */
+	double at[SCHED_GITTINS_POINTS];
+	double index[SCHED_GITTINS_POINTS];
+};
+/* Builds g from samples (sorted in place). */
+void sched_gittins_build(struct sched_gittins *g, double *samples, int n, double quantum);
+double sched_gittins_index(const struct sched_gittins *g, double a);
+
+/* The history of finished jobs' service by kind: each job's sample counts
+ * for its class and queue, and for its class; a queue with too few falls
+ * back to its class. queue: any number the caller gives each queue. (By
+ * accelerators asked too was tried and left: bench/sim/resv's stream, whose
+ * run times do not depend on the accelerators, then ordered wide jobs last
+ * at no gain, design-notes.md.) */
+struct sched_las_history;
+struct sched_las_history *sched_las_history_new(void);
+void sched_las_history_free(struct sched_las_history *h);
+void sched_las_history_add(struct sched_las_history *h, int cls, uint32_t queue,
+			   double service_gpu_s);
+/* The index of a job of that kind with service a, per accelerator-second,
+ * its quantum the class's minimum run (at least a minute) of one
+ * accelerator; false (and 0) where even its class's history is too thin or
+ * las does not order by it. A kind's table is built at its first call, and
+ * again once an eighth of its samples are new. */
+bool sched_las_history_index(struct sched_las_history *h, const struct sched_las *las, int cls,
+			     uint32_t queue, double a, double *ret);
+/* How many finished jobs of class cls it holds (up to its keep). */
+int sched_las_history_count(const struct sched_las_history *h, int cls);
+
 /* The classes of a configuration as a pass is given them (levels
  * expanded): ret holds MODEL_MAX_CLASSES, ret_las[c] and ret_first[c] are
  * configured class c's levels and first pass class. Names are borrowed

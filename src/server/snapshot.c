@@ -192,8 +192,8 @@ static int pending_level(struct state *s, struct sjob *j, int64_t now)
 				 "level of class %s",
 				 (long long)j->job.id, (long long)(waited / 1000),
 				 (long long)(ran / 1000), s->classes[j->cls].spec.name);
-		} else if (l->promote > 0 && ran > 0) {
-			wake_at(s, last->end_ms + (int64_t)ceil(l->promote * (double)ran));
+		} else if (l->max_stretch > 0 && ran > 0) {
+			wake_at(s, last->end_ms + (int64_t)ceil(l->max_stretch * (double)ran));
 		}
 	}
 	j->las_service = job_service(j, now);

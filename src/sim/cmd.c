@@ -40,9 +40,10 @@ enum {
 	O_PLACEMENT,
 	O_ORDER,
 	O_LAS_LIMITS,
-	O_LAS_PROMOTE,
+	O_LAS_MAX_STRETCH,
 	O_LAS_MIN_RUN,
 	O_LAS_MAX_LOSS,
+	O_LAS_INDEX,
 	O_CKPT_PREEMPT,
 	O_RESTART,
 	O_SPARES,
@@ -106,15 +107,19 @@ static const struct tk_option opts[] = {
 	 "configuration's"},
 	{"las-limits", 0, "H,H,...",
 	 "with las: the levels' limits in accelerator-hours, ascending (default 1,16,128)"},
-	{"las-promote", 0, "K",
-	 "with las: a job waiting K times as long as its last run goes back to the first "
-	 "level (default 12; 0: never)"},
+	{"las-max-stretch", 0, "K",
+	 "with las: a job waiting K times as long as it has run so far goes back to the "
+	 "first level (default 4; 0: never)"},
 	{"las-min-run", 0, "DURATION",
 	 "with las: a running job is preempted for an earlier level only after its attempt ran "
 	 "this long (default 1h)"},
 	{"las-max-loss", 0, "DURATION|none",
 	 "with las: ... and only while it would lose at most this (its work since its last "
 	 "checkpoint, and its restore; default 10m; none: whatever it loses)"},
+	{"las-index", 0, "gittins|levels",
+	 "with las: within a level, waiting jobs by the Gittins index of their service under "
+	 "the finished jobs of their kind (class, queue, accelerators), where 30 or more have "
+	 "finished (default), or by submission (levels)"},
 	{"checkpoint-on-preempt", 0, NULL,
 	 "a preempted job saves its state in its grace period: it keeps all its work and pays "
 	 "one --checkpoint-cost"},
@@ -220,13 +225,16 @@ static int number(const char *name, const char *v, double lo, double hi, double 
 	return 0;
 }
 
-/* --order, --las-limits, --las-promote, --las-min-run and --las-max-loss
- * over the configuration's classes. */
-static int order_options(const char *order, const char *limits, const char *promote,
-			 const char *min_run, const char *max_loss, struct sched_config *c)
+/* --order, --las-limits, --las-max-stretch, --las-min-run, --las-max-loss and
+ * --las-index over the configuration's classes. */
+static int order_options(const char *order, const char *limits, const char *stretch,
+			 const char *min_run, const char *max_loss, const char *index,
+			 struct sched_config *c)
 {
 	if (order && strcmp(order, "fifo") != 0 && strcmp(order, "las") != 0)
 		return usage("--order: expected fifo or las, got \"%s\"", order);
+	if (index && strcmp(index, "gittins") != 0 && strcmp(index, "levels") != 0)
+		return usage("--las-index: expected gittins or levels, got \"%s\"", index);
 	int r;
 	bool any = false;
 	for (int k = 0; k < c->nclasses; k++) {
@@ -238,15 +246,16 @@ static int order_options(const char *order, const char *limits, const char *prom
 			cs->las = true;
 			cs->las_nlimits = MODEL_LAS_DEFAULT_NLIMITS;
 			memcpy(cs->las_limit_gpu_h, def, sizeof(def));
-			cs->las_promote = MODEL_LAS_DEFAULT_PROMOTE;
+			cs->las_max_stretch = MODEL_LAS_DEFAULT_MAX_STRETCH;
 			cs->las_min_run_s = MODEL_LAS_DEFAULT_MIN_RUN_S;
 			cs->las_max_loss_s = MODEL_LAS_DEFAULT_MAX_LOSS_S;
+			cs->las_gittins = MODEL_LAS_DEFAULT_GITTINS;
 		}
 		any |= cs->las;
 	}
-	if ((limits || promote || min_run || max_loss) && !any)
-		return usage("--las-limits, --las-promote, --las-min-run and --las-max-loss need "
-			     "--order las");
+	if ((limits || stretch || min_run || max_loss || index) && !any)
+		return usage("--las-limits, --las-max-stretch, --las-min-run, --las-max-loss and "
+			     "--las-index need --order las");
 	int64_t min_ms = 0, loss_ms = -1000;
 	if (min_run && (r = duration_ms("las-min-run", min_run, &min_ms)))
 		return r;
@@ -270,7 +279,7 @@ static int order_options(const char *order, const char *limits, const char *prom
 	if (limits && !n)
 		return usage("--las-limits: expected accelerator-hours such as 1,16");
 	double k = 0;
-	if (promote && (r = number("las-promote", promote, 0, 1e6, &k)))
+	if (stretch && (r = number("las-max-stretch", stretch, 0, 1e6, &k)))
 		return r;
 	int levels = 0;
 	for (int i = 0; i < c->nclasses; i++) {
@@ -279,12 +288,14 @@ static int order_options(const char *order, const char *limits, const char *prom
 			memcpy(cs->las_limit_gpu_h, lim, sizeof(double) * (size_t)n);
 			cs->las_nlimits = n;
 		}
-		if (cs->las && promote)
-			cs->las_promote = k;
+		if (cs->las && stretch)
+			cs->las_max_stretch = k;
 		if (cs->las && min_run)
 			cs->las_min_run_s = min_ms / 1000;
 		if (cs->las && max_loss)
 			cs->las_max_loss_s = loss_ms / 1000;
+		if (cs->las && index)
+			cs->las_gittins = strcmp(index, "gittins") == 0;
 		levels += class_spec_levels(cs);
 	}
 	if (levels > MODEL_MAX_CLASSES)
@@ -444,8 +455,8 @@ int sim_main(const struct tk_command *cmd, int argc, char **argv)
 		o.policy.resv_patience_ms = from.resv_patience_ms;
 	o.policy.score_every_node = from.score_every_node;
 	o.policy.score_before_speed = from.score_before_speed;
-	if ((r = order_options(v[O_ORDER], v[O_LAS_LIMITS], v[O_LAS_PROMOTE], v[O_LAS_MIN_RUN],
-			       v[O_LAS_MAX_LOSS], &o.sched)))
+	if ((r = order_options(v[O_ORDER], v[O_LAS_LIMITS], v[O_LAS_MAX_STRETCH], v[O_LAS_MIN_RUN],
+			       v[O_LAS_MAX_LOSS], v[O_LAS_INDEX], &o.sched)))
 		return r;
 	o.checkpoint_on_preempt = v[O_CKPT_PREEMPT] != NULL;
 	if (v[O_RESTART] && restart_mode_parse(v[O_RESTART], &o.restart) < 0)

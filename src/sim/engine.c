@@ -56,10 +56,13 @@ struct jstate {
 	int64_t milli;	 /* devices held, milli */
 	int64_t ckpt_ms; /* its checkpoint interval (0: never) */
 	/* least attained service: its configured class, the service it has
-	 * received (accelerator-seconds, every attempt), its last attempt's run */
+	 * received (accelerator-seconds, every attempt since it last went back
+	 * to the first level), how long it has run (every attempt) */
 	int base;
 	double service;
-	int64_t last_ran_ms;
+	int64_t ran_ms;
+	double received; /* accelerator-seconds over its attempts, never forgotten */
+	double gittins;	 /* its index during a pass; -1: none */
 	struct sched_assign *a;
 	int na;
 	/* its spares (sim_options.spares): held idle since sp_since */
@@ -108,6 +111,10 @@ struct eng {
 	struct sched_las las[MODEL_MAX_CLASSES]; /* per configured class */
 	int first[MODEL_MAX_CLASSES];		 /* its first pass class */
 	bool any_las;
+	/* finished jobs' service by kind (Gittins index); NULL: no class asks */
+	struct sched_las_history *hist;
+	struct okey *okeys;
+	size_t okeys_alloc;
 	int *porder;	  /* the pending jobs in the order the pass is given them */
 	int64_t level_at; /* a pass is queued then for a running job's next level (0: none) */
 	struct sched_queue *queues;
@@ -482,7 +489,8 @@ static int64_t stop(struct eng *e, int j)
 	hold(e, s->a, s->na, -1);
 	int64_t ran = e->now - s->start_ms;
 	s->service += (double)ran * (double)s->milli / 1e6;
-	s->last_ran_ms = ran;
+	s->received += (double)ran * (double)s->milli / 1e6;
+	s->ran_ms += ran;
 	e->used += (double)ran * (double)s->milli;
 	e->qused[e->sj[j].queue] += (double)ran * (double)s->milli;
 	e->quse[e->sj[j].queue] -= s->milli;
@@ -560,11 +568,54 @@ static double served(const struct eng *e, int j)
 	return s->service + (double)(e->now - s->start_ms) * (double)s->milli / 1e6;
 }
 
+/* A waiting job in a level's order: its index (-1: none), then its place
+ * in submission order. */
+struct okey {
+	double g;
+	int pos;
+	int j;
+};
+
+static int okey_cmp(const void *a, const void *b)
+{
+	const struct okey *x = a, *y = b;
+	if (x->g != y->g)
+		return x->g > y->g ? -1 : 1;
+	return x->pos - y->pos;
+}
+
+/* Within each level, the jobs whose class orders by the Gittins index by
+ * it, highest first (submission order among equals, and for jobs with no
+ * index, after those with one). porder[from, to) is one level of one
+ * priority. */
+static void gittins_order(struct eng *e, int from, int to)
+{
+	bool sorted = true; /* already: all alike, most often */
+	for (int x = from; x < to; x++) {
+		int j = e->porder[x];
+		struct jstate *s = &e->js[j];
+		double g;
+		s->gittins = sched_las_history_index(e->hist, &e->las[s->base], s->base,
+						     (uint32_t)e->sj[j].queue, s->service, &g)
+				     ? g
+				     : -1;
+		sorted &= x == from || s->gittins <= e->js[e->porder[x - 1]].gittins;
+	}
+	if (sorted)
+		return;
+	xgrow(&e->okeys, &e->okeys_alloc, (size_t)(to - from), sizeof(*e->okeys));
+	for (int x = from; x < to; x++)
+		e->okeys[x - from] = (struct okey){e->js[e->porder[x]].gittins, x, e->porder[x]};
+	qsort(e->okeys, (size_t)(to - from), sizeof(*e->okeys), okey_cmp);
+	for (int x = from; x < to; x++)
+		e->porder[x] = e->okeys[x - from].j;
+}
+
 /* Least attained service: each job's level as a pass class (a waiting job
  * promoted back to the first level forgets its service), and the pending
  * jobs in the pass's order: classes and levels by rank, each in submission
  * order (e->pend is by priority, then submission, so a stable bucketing by
- * level within each priority keeps it). */
+ * level within each priority keeps it), or by the Gittins index. */
 static void las_levels(struct eng *e)
 {
 	e->porder = xrealloc(e->porder, sizeof(int) * ((size_t)e->npend + 1));
@@ -575,10 +626,8 @@ static void las_levels(struct eng *e)
 	for (int i = 0; i < e->npend; i++) {
 		struct jstate *s = &e->js[e->pend[i]];
 		const struct sched_las *l = &e->las[s->base];
-		if (sched_las_promoted(l, s->last_ran_ms, e->now - s->pend_since)) {
+		if (s->service > 0 && sched_las_promoted(l, s->ran_ms, e->now - s->pend_since))
 			s->service = 0;
-			s->last_ran_ms = 0;
-		}
 		e->sj[e->pend[i]].cls = e->first[s->base] + sched_las_level(l, s->service);
 	}
 	for (int i = 0; i < e->nrun; i++) {
@@ -592,10 +641,14 @@ static void las_levels(struct eng *e)
 		int prio = e->classes[e->sj[e->pend[i]].cls].priority, end = i;
 		while (end < e->npend && e->classes[e->sj[e->pend[end]].cls].priority == prio)
 			end++;
-		for (int lv = 0; lv < SCHED_LAS_MAX_LEVELS; lv++)
+		for (int lv = 0; lv < SCHED_LAS_MAX_LEVELS; lv++) {
+			int from = k;
 			for (int x = i; x < end; x++)
 				if (e->classes[e->sj[e->pend[x]].cls].las_level == lv)
 					e->porder[k++] = e->pend[x];
+			if (e->hist && k > from)
+				gittins_order(e, from, k);
+		}
 		i = end;
 	}
 }
@@ -674,7 +727,8 @@ static int pass(struct eng *e, bool *preempted)
 				      .nmix = e->o->nmix,
 				      .cluster = e->scl,
 				      .shapes = e->shapes,
-				      .keep = e->keep};
+				      .keep = e->keep,
+				      .given_order = e->hist != NULL};
 	struct sched_decisions d;
 	int r = sched_pass(&snap, e->now, &e->o->policy, &d);
 	if (r < 0)
@@ -1063,8 +1117,11 @@ static int setup(struct eng *e, struct tk_error *err)
 		return tk_errorf(err, e->nclasses,
 				 "the classes and their levels are more than %d in all",
 				 MODEL_MAX_CLASSES);
-	for (int c = 0; c < o->sched.nclasses; c++)
+	for (int c = 0; c < o->sched.nclasses; c++) {
 		e->any_las |= e->las[c].nlevels > 1;
+		if (e->las[c].nlevels > 1 && e->las[c].gittins && !e->hist)
+			e->hist = sched_las_history_new();
+	}
 	int *cls_of = xcalloc((size_t)tr->nclasses + 1, sizeof(int));
 	for (int c = 0; c < tr->nclasses; c++) {
 		cls_of[c] = sched_config_class(&o->sched, tr->classes[c]);
@@ -1191,6 +1248,8 @@ static void teardown(struct eng *e)
 	free(e->type_ptrs);
 	free(e->pend);
 	free(e->porder);
+	free(e->okeys);
+	sched_las_history_free(e->hist);
 	free(e->pend_ptrs);
 	free(e->run);
 	free(e->run_job);
@@ -1390,6 +1449,10 @@ int sim_run(const struct sim_cluster *cl, const struct sim_trace *tr, const stru
 				e.lost += (double)(ran - work) * (double)milli;
 				e.saving += (double)saves_of(&e, v.a, ran) * (double)milli;
 				spares_give(&e, v.a, 0);
+				if (done && e.hist)
+					sched_las_history_add(e.hist, s->base,
+							      (uint32_t)e.sj[v.a].queue,
+							      s->received);
 				end_job(&e, v.a, done ? SIM_DONE : SIM_TIMEOUT);
 				break;
 			}

@@ -203,8 +203,8 @@ def test_least_attained_service_and_load(tmp_path):
     assert high["preemptions"] == 0, high   # 16 GPU-hours is still the first level
     for bad, text in ((["--order", "sjf"], "--order: expected fifo or las"),
                       (["--order", "las", "--las-limits", "4,2"], "--las-limits: expected 1 to 7"),
-                      (["--las-promote", "2"], "need --order las"),
-                      (["--order", "las", "--las-promote", "-1"], "--las-promote: expected"),
+                      (["--las-max-stretch", "2"], "need --order las"),
+                      (["--order", "las", "--las-max-stretch", "-1"], "--las-max-stretch: expected"),
                       (["--las-max-loss", "5m"], "need --order las"),
                       (["--order", "las", "--las-max-loss", "soon"], "--las-max-loss: expected")):
         p = sim("--cluster", nodes, "--trace", jobs, *bad, check=False)

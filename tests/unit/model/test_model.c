@@ -1530,8 +1530,16 @@ static void test_config_validation(void **state)
 					   "\"order\": \"las\""},
 		{"\"order\": \"las\", \"las_max_loss_s\": -2",
 		 "classes[0].las_max_loss_s: must be an integer from -1 to 2592000, got -2"},
+		{"\"order\": \"las\", \"las_max_stretch\": -1",
+		 "classes[0].las_max_stretch: must be a number from 0 to 1e+06, got -1"},
 		{"\"order\": \"las\", \"las_promote\": -1",
 		 "classes[0].las_promote: must be a number from 0 to 1e+06, got -1"},
+		{"\"order\": \"las\", \"las_promote\": 2, \"las_max_stretch\": 3",
+		 "classes[0].las_promote: the older name of las_max_stretch; give only one"},
+		{"\"las_index\": \"gittins\"", "classes[0].las_index: only for a class with "
+					       "\"order\": \"las\""},
+		{"\"order\": \"las\", \"las_index\": \"srpt\"",
+		 "classes[0].las_index: must be \"gittins\" or \"levels\", got \"srpt\""},
 	};
 	for (size_t i = 0; i < ARRAY_SIZE(bad_order); i++) {
 		char text[256];
@@ -1564,14 +1572,24 @@ static void test_config_validation(void **state)
 				       &err),
 		0);
 	assert_true(c.classes[0].las && c.classes[0].las_nlimits == 2);
-	assert_true(c.classes[0].las_limit_gpu_h[0] == 0.5 && c.classes[0].las_promote == 12);
+	assert_true(c.classes[0].las_limit_gpu_h[0] == 0.5 && c.classes[0].las_max_stretch == 4);
 	assert_int_equal(c.classes[0].las_max_loss_s, MODEL_LAS_DEFAULT_MAX_LOSS_S);
+	assert_true(c.classes[0].las_gittins);
 	assert_int_equal(class_spec_levels(&c.classes[0]), 3);
 	json_t *cj = class_spec_pack(&c.classes[0]);
 	assert_string_equal(json_string_value(json_object_get(cj, "order")), "las");
 	assert_int_equal(json_integer_value(json_object_get(cj, "las_max_loss_s")), 600);
 	assert_int_equal(json_array_size(json_object_get(cj, "las_limits_gpu_h")), 2);
+	assert_string_equal(json_string_value(json_object_get(cj, "las_index")), "gittins");
 	json_decref(cj);
+	/* the older name, and the levels alone */
+	assert_int_equal(sched_config_load_json(&c,
+						"{\"classes\": [{\"name\": \"r\", \"priority\": 1, "
+						"\"order\": \"las\", \"las_promote\": 6, "
+						"\"las_index\": \"levels\"}]}",
+						&err),
+			 0);
+	assert_true(c.classes[0].las_max_stretch == 6 && !c.classes[0].las_gittins);
 	/* a user's roles travel with its record, each once */
 	struct user_record u = {
 		.name = "carol",

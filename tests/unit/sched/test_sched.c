@@ -1363,6 +1363,100 @@ static void test_waits_for_its_victims(void **state)
 	sched_decisions_release(&d);
 }
 
+/* The Gittins index over samples matches its closed form for known
+ * distributions (samples at their quantiles' midpoints). */
+static void test_gittins_closed_forms(void **state)
+{
+	(void)state;
+	enum { N = 2000 };
+	static double s[N];
+	/* two points, 1 and 10 alike likely: G(0) = max(p/1, 1/E[S]) = 0.5;
+	 * past 1, only 10 is left: 1/(10 - a) */
+	for (int i = 0; i < 100; i++)
+		s[i] = i < 50 ? 1 : 10;
+	assert_true(fabs(sched_gittins_exact(s, 100, 0, 0.5) - 0.5) < 1e-12);
+	assert_true(fabs(sched_gittins_exact(s, 100, 2, 0.5) - 1.0 / 8) < 1e-12);
+	assert_true(sched_gittins_exact(s, 100, 10, 0.5) == 0); /* outlived them all */
+	/* uniform on (0, 100): G(a) = 2/(100 - a), rising: run it to the end */
+	for (int i = 0; i < N; i++)
+		s[i] = (i + 0.5) / N * 100;
+	for (double a = 0; a < 80; a += 25)
+		assert_true(fabs(sched_gittins_exact(s, N, a, 1) * (100 - a) / 2 - 1) < 0.005);
+	/* exponential, mean 3600: memoryless, G(a) = 1/3600 at every a */
+	for (int i = 0; i < N; i++)
+		s[i] = -3600 * log(1 - (i + 0.5) / N);
+	for (double a = 0; a <= 3600; a += 1800)
+		assert_true(fabs(sched_gittins_exact(s, N, a, 600) * 3600 - 1) < 0.01);
+	/* Pareto, shape 2 from 3600: the hazard rate, 2/a, falling */
+	for (int i = 0; i < N; i++)
+		s[i] = 3600 * pow(1 - (i + 0.5) / N, -0.5);
+	assert_true(fabs(sched_gittins_exact(s, N, 3600, 60) * 3600 / 2 - 1) < 0.01);
+	/* the table: exact at its points, and falling with a as Pareto does */
+	struct sched_gittins g;
+	static double copy[N];
+	memcpy(copy, s, sizeof(s));
+	sched_gittins_build(&g, copy, N, 60);
+	assert_true(g.npoints > 32);
+	assert_true(g.at[0] == 0);
+	for (int k = 1; k < g.npoints; k++) {
+		assert_true(g.at[k] > g.at[k - 1]);
+		assert_true(g.index[k] == sched_gittins_exact(s, N, g.at[k], 60));
+		assert_true(sched_gittins_index(&g, g.at[k] + 1e-9) == g.index[k]);
+		if (g.at[k - 1] >= 3600)
+			assert_true(g.index[k] <= g.index[k - 1] * 1.02);
+	}
+	assert_true(g.at[g.npoints - 1] == copy[N - 1]);
+	assert_true(sched_gittins_index(&g, 1e12) == 0);
+}
+
+/* The history by kind: none until a kind has enough finished jobs, then
+ * its own distribution, falling back to its class; a queue of short jobs
+ * above a queue of long ones, and a job past its whole kind last. */
+static void test_las_history(void **state)
+{
+	(void)state;
+	struct sched_las_history *h = sched_las_history_new();
+	struct sched_las l60 = {.nlevels = 2, .min_run_s = 60, .gittins = true};
+	double g;
+	for (int i = 0; i < SCHED_GITTINS_MIN_SAMPLES - 1; i++)
+		sched_las_history_add(h, 0, 7, 600 + i);
+	assert_false(sched_las_history_index(h, &l60, 0, 7, 0, &g));
+	assert_true(g == 0);
+	sched_las_history_add(h, 0, 7, 600);
+	assert_int_equal(sched_las_history_count(h, 0), SCHED_GITTINS_MIN_SAMPLES);
+	assert_true(sched_las_history_index(h, &l60, 0, 7, 0, &g));
+	double short_q = g;
+	/* another queue: thin there, its class's */
+	double other;
+	assert_true(sched_las_history_index(h, &l60, 0, 9, 0, &other));
+	assert_true(other == short_q);
+	/* another class knows nothing; nor a class not ordered by it */
+	assert_false(sched_las_history_index(h, &l60, 1, 7, 0, &other));
+	struct sched_las lv = l60;
+	lv.gittins = false;
+	assert_false(sched_las_history_index(h, &lv, 0, 7, 0, &other));
+	/* queue 9's jobs run long: once it has enough, they rank below queue
+	 * 7's, whose own table stays */
+	for (int i = 0; i < 2 * SCHED_GITTINS_MIN_SAMPLES; i++)
+		sched_las_history_add(h, 0, 9, 36000.0 + i);
+	double long_q;
+	assert_true(sched_las_history_index(h, &l60, 0, 9, 0, &long_q));
+	assert_true(long_q < short_q / 10);
+	assert_true(sched_las_history_index(h, &l60, 0, 7, 0, &g));
+	assert_true(g == short_q);
+	/* the class's, rebuilt with queue 9's: between the two */
+	assert_true(sched_las_history_index(h, &l60, 0, 8, 0, &g));
+	assert_true(g < short_q && g > long_q);
+	/* a job past everything its kind ever needed: last */
+	assert_true(sched_las_history_index(h, &l60, 0, 7, 1e9, &g));
+	assert_true(g == 0);
+	/* the ring keeps the newest */
+	for (int i = 0; i < SCHED_GITTINS_KEEP + 10; i++)
+		sched_las_history_add(h, 2, 1, 100);
+	assert_int_equal(sched_las_history_count(h, 2), SCHED_GITTINS_KEEP);
+	sched_las_history_free(h);
+}
+
 /* Least attained service: levels as classes, a level before the later
  * ones, and preemption within a class only from an earlier level. */
 static void test_least_attained_service(void **state)
@@ -1373,8 +1467,10 @@ static void test_least_attained_service(void **state)
 	memcpy(base, c.classes, sizeof(base));
 	struct sched_las las[3];
 	memset(las, 0, sizeof(las));
-	las[NORMAL] = (struct sched_las){
-		.nlevels = 3, .limit_gpu_s = {3600, 16 * 3600}, .promote = 8, .max_loss_s = 600};
+	las[NORMAL] = (struct sched_las){.nlevels = 3,
+					 .limit_gpu_s = {3600, 16 * 3600},
+					 .max_stretch = 8,
+					 .max_loss_s = 600};
 	int first[3];
 	c.nclasses = sched_classes_expand(base, las, 3, c.classes, first);
 	assert_int_equal(c.nclasses, 5);
@@ -1581,7 +1677,7 @@ static void test_las_config(void **state)
 				 &cfg,
 				 "{\"classes\": [{\"name\": \"prod\", \"priority\": 100},"
 				 " {\"name\": \"research\", \"priority\": 50, \"order\": \"las\","
-				 " \"las_limits_gpu_h\": [2, 4, 8], \"las_promote\": 3}]}",
+				 " \"las_limits_gpu_h\": [2, 4, 8], \"las_max_stretch\": 3}]}",
 				 &err),
 			 0);
 	struct sched_class out[MODEL_MAX_CLASSES];
@@ -1592,7 +1688,7 @@ static void test_las_config(void **state)
 	assert_int_equal(las[0].nlevels, 0);
 	assert_int_equal(las[1].nlevels, 4);
 	assert_true(las[1].limit_gpu_s[0] == 7200 && las[1].limit_gpu_s[2] == 8 * 3600);
-	assert_true(las[1].promote == 3);
+	assert_true(las[1].max_stretch == 3);
 	assert_true(las[1].min_run_s == MODEL_LAS_DEFAULT_MIN_RUN_S);
 	assert_int_equal(out[2].las_min_run_ms, MODEL_LAS_DEFAULT_MIN_RUN_S * 1000);
 	assert_int_equal(out[0].las_min_run_ms, 0);
@@ -1607,7 +1703,7 @@ static void test_las_config(void **state)
 	assert_int_equal(sched_classes_of_config(&cfg, out, las, first), 4);
 	assert_true(las[0].limit_gpu_s[0] == 3600 && las[0].limit_gpu_s[1] == 16 * 3600 &&
 		    las[0].limit_gpu_s[2] == 128 * 3600);
-	assert_true(las[0].promote == MODEL_LAS_DEFAULT_PROMOTE);
+	assert_true(las[0].max_stretch == MODEL_LAS_DEFAULT_MAX_STRETCH);
 	/* the pass limit: the configuration's, bounded unless set to 0 */
 	struct sched_policy pol;
 	sched_policy_of_config(&cfg, &pol);
@@ -2870,6 +2966,8 @@ int main(void)
 		cmocka_unit_test(test_prod_gang_preempts_batch),
 		cmocka_unit_test(test_cheapest_victim),
 		cmocka_unit_test(test_waits_for_its_victims),
+		cmocka_unit_test(test_gittins_closed_forms),
+		cmocka_unit_test(test_las_history),
 		cmocka_unit_test(test_least_attained_service),
 		cmocka_unit_test(test_placement_config),
 		cmocka_unit_test(test_las_config),

@@ -194,7 +194,8 @@ static void test_preemption_loses_work_since_checkpoint(void **state)
  *      (same level): 250-300
  *   4: t=290, 50 s  -> the first level: before job 1, 300-350; job 1 then
  *      restores (10 s) and works its 800 s left: 350-1,160.
- * With las_promote 0.4, job 1 has waited 100 s >= 0.4 x 200 s at 300: it is
+ * With las_max_stretch 0.4, job 1 has waited 100 s >= 0.4 x 200 s (all it has
+ * run) at 300: it is
  * back in the first level, before job 4 (submitted later), 300-390, where
  * its service reaches the limit again and job 4 preempts it: 390-440; job
  * 1 then works what is left (800 - 80 s) from 440 after its restore: 1,170. */
@@ -232,7 +233,7 @@ static void test_least_attained_service(void **state)
 	assert_true(fabs(r.device_h_lost - 40.0 / 3600) < 1e-9); /* the restore */
 	sim_result_release(&r);
 	/* the starvation guard */
-	n->las_promote = 0.4;
+	n->las_max_stretch = 0.4;
 	assert_int_equal(sim_run(&cl, &tr, &o, &r, &err), 0);
 	assert_int_equal(r.preemptions, 2);
 	assert_int_equal(r.jobs[3].start_ms, 390000);
@@ -242,7 +243,7 @@ static void test_least_attained_service(void **state)
 	sim_result_release(&r);
 	/* a minimum run: job 1 reaches the second level at 90 s, but is taken
 	 * only once its attempt has run 300 s (a pass then, with no event) */
-	n->las_promote = 0;
+	n->las_max_stretch = 0;
 	n->las_min_run_s = 300;
 	assert_int_equal(sim_run(&cl, &tr, &o, &r, &err), 0);
 	assert_int_equal(r.jobs[1].start_ms, 300000);
