@@ -409,6 +409,16 @@ static void show_job(json_t *j)
 				       ? "no earlier level takes it before its minimum run"
 				       : "an earlier level may take it");
 		}
+		json_t *g = json_object_get(las, "gittins_per_gpu_h");
+		if (g)
+			printf("            within its level by its Gittins index: %.3g per "
+			       "accelerator-hour (from %lld finished jobs of its class)\n",
+			       json_number_value(g), (long long)cli__jint(las, "history_jobs"));
+		else if (json_object_get(las, "history_jobs"))
+			printf("            within its level by submission: %lld finished jobs of "
+			       "its class known, %lld needed for the Gittins index\n",
+			       (long long)cli__jint(las, "history_jobs"),
+			       (long long)cli__jint(las, "history_needed"));
 		if (behind) {
 			tk_format_duration(cli__jint(behind, "loss_s"), d, sizeof(d));
 			printf("            behind job %lld (level %lld), which would lose %s "

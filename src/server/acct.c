@@ -1015,3 +1015,73 @@ void acct_fill_work(struct server *s)
 	s->fill.done_next = id;
 	server_kick(s);
 }
+
+/* ---- the Gittins index's history ------------------------------------------------ */
+
+/* One job's records: its class (from the first record) and queue, and the
+ * accelerator-hours of all of them. */
+struct las_job {
+	struct state *st;
+	int cls;
+	uint32_t queue;
+	double gpu_hours;
+};
+
+static int las_record_cb(void *ctx, const struct store_acct *row)
+{
+	struct las_job *lj = ctx;
+	if (lj->cls == -2) {
+		json_t *o = row->doc ? json_loads(row->doc, 0, NULL) : NULL;
+		const char *c = o ? json_string_value(json_object_get(o, "class")) : NULL;
+		lj->cls = c ? sched_config_class(&lj->st->sched, c) : -1;
+		lj->queue = state_las_queue_key(row->queue);
+		json_decref(o);
+	}
+	lj->gpu_hours += row->gpu_hours;
+	return 0;
+}
+
+void acct_las_history_load(struct server *s)
+{
+	struct state *st = &s->st;
+	bool any = false;
+	for (int c = 0; c < st->sched.nclasses; c++)
+		any |= st->las[c].nlevels > 1 && st->las[c].gittins;
+	if (!any || !s->reader)
+		return;
+	/* the newest jobs out of memory, at most what the history keeps of
+	 * a class, oldest first into it (it keeps the newest) */
+	enum { MOST = SCHED_GITTINS_KEEP };
+	struct las_job *got = xcalloc(MOST, sizeof(*got));
+	struct store_acct_cursor *cur = NULL;
+	struct tk_error err;
+	if (store_acct_cursor_new(s->reader, &cur, &err) < 0) {
+		log_warn("the Gittins index: %s; it learns from the jobs that end", err.text);
+		free(got);
+		return;
+	}
+	int n = 0;
+	for (size_t i = st->njobs; i-- > 0 && n < MOST;) {
+		int64_t id = (int64_t)i + 1;
+		if (!st->gone[i].state || !acct_filled(s, id))
+			continue;
+		struct las_job lj = {.st = st, .cls = -2};
+		if (store_acct_job(cur, id, las_record_cb, &lj, &err) < 0) {
+			log_warn(
+				"the Gittins index: job %lld: %s; it learns from the jobs that end",
+				(long long)id, err.text);
+			break;
+		}
+		if (lj.cls >= 0 && st->las[lj.cls].nlevels > 1 && st->las[lj.cls].gittins &&
+		    lj.gpu_hours > 0)
+			got[n++] = lj;
+	}
+	store_acct_cursor_destroy(cur);
+	for (int k = n; k-- > 0;)
+		sched_las_history_add(st->las_hist, got[k].cls, got[k].queue,
+				      got[k].gpu_hours * 3600);
+	if (n)
+		log_info("the Gittins index: %d finished jobs' service from the accounting records",
+			 n);
+	free(got);
+}

@@ -337,6 +337,9 @@ void acct_put(struct server *s, const struct sjob *j, struct store_batch *b);
 /* Where filling the records of jobs settled before the store kept them
  * stands, from the store's metadata (at the start). */
 int acct_fill_load(struct server *s, struct tk_error *err);
+/* The Gittins index's history (state->las_hist) from the accounting
+ * records of the newest jobs out of memory, where a class orders by it. */
+void acct_las_history_load(struct server *s);
 /* A slice of that filling (the cron's). */
 void acct_fill_work(struct server *s);
 

@@ -335,9 +335,12 @@ int state_load(struct state *s, struct store *store, struct warm *warm, int64_t 
 	if (r < 0 || (r = set_aside(&lc, store, err)) < 0 ||
 	    (r = load_kind(&lc, store, warm, STORE_ROW_JOB, load_job_cb, "jobs", err)) < 0)
 		goto out;
-	/* settle attempts whose tasks were all lost with a vanished node */
+	/* settle attempts whose tasks were all lost with a vanished node; the
+	 * ended jobs' service for the Gittins index */
 	for (size_t i = 0; i < s->njobs; i++) {
 		struct sjob *j = s->jobs[i];
+		if (j && job_state_final(j->job.state))
+			state_las_history_note(s, j, now);
 		for (int k = 0; j && k < j->job.nattempts; k++) {
 			struct attempt *a = &j->job.attempts[k];
 			bool any = false;

@@ -392,6 +392,21 @@ json_t *state_job_pack(struct state *s, struct sjob *j)
 		}
 		json_object_set_new(las, "max_loss_s",
 				    json_integer((json_int_t)s->las[j->cls].max_loss_s));
+		/* waiting: its order within its level (its index now, of the
+		 * service the last pass counted) */
+		double g;
+		if (j->job.state == JOB_PENDING && s->las[j->cls].gittins) {
+			json_object_set_new(
+				las, "history_jobs",
+				json_integer(sched_las_history_count(s->las_hist, j->cls)));
+			json_object_set_new(las, "history_needed",
+					    json_integer(SCHED_GITTINS_MIN_SAMPLES));
+			if (sched_las_history_index(
+				    s->las_hist, &s->las[j->cls], j->cls,
+				    state_las_queue_key(j->queue ? j->queue->spec.name : ""),
+				    j->las_service, &g))
+				json_object_set_new(las, "gittins_per_gpu_h", json_real(g * 3600));
+		}
 		json_object_set_new(o, "las", las);
 	}
 	if (j->last_ckpt_ms)

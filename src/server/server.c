@@ -638,6 +638,7 @@ static int activate(struct server *s, struct warm *warm, struct tk_error *err)
 			    s->cfg.quarantine_bad_rows, err)) < 0 ||
 	    (r = server_ids_load(s, err)) < 0 || (r = acct_fill_load(s, err)) < 0)
 		return r;
+	acct_las_history_load(s);
 	state_want_pass(&s->st);
 	return 0;
 }

@@ -156,6 +156,34 @@ static double attempt_service(const struct attempt *a, int64_t now)
 	return end > a->start_ms ? (double)(end - a->start_ms) * (double)attempt_milli(a) / 1e6 : 0;
 }
 
+double state_job_received_gpu_s(const struct sjob *j, int64_t now)
+{
+	double got = 0;
+	for (int i = 0; i < j->job.nattempts; i++)
+		got += attempt_service(&j->job.attempts[i], now);
+	return got;
+}
+
+uint32_t state_las_queue_key(const char *queue)
+{
+	uint32_t h = 2166136261u; /* FNV-1a */
+	for (const char *p = queue ? queue : ""; *p; p++)
+		h = (h ^ (uint8_t)*p) * 16777619u;
+	return h;
+}
+
+void state_las_history_note(struct state *s, const struct sjob *j, int64_t now)
+{
+	const struct sched_las *l = &s->las[j->cls];
+	if (j->job.system || l->nlevels < 2 || !l->gittins)
+		return;
+	double got = state_job_received_gpu_s(j, now);
+	if (got > 0)
+		sched_las_history_add(s->las_hist, j->cls,
+				      state_las_queue_key(j->queue ? j->queue->spec.name : ""),
+				      got);
+}
+
 /* The accelerator-seconds a job's attempts have run (the current one to
  * now), from its las_from attempt on. */
 static double job_service(const struct sjob *j, int64_t now)
@@ -173,10 +201,24 @@ static void wake_at(struct state *s, int64_t at)
 		s->wake_ms = at;
 }
 
+/* How long j's attempts have run, every one (the running one to now). */
+static int64_t job_ran_ms(const struct sjob *j, int64_t now)
+{
+	int64_t ran = 0;
+	for (int i = 0; i < j->job.nattempts; i++) {
+		const struct attempt *a = &j->job.attempts[i];
+		int64_t end = a->ended ? a->end_ms : now;
+		if (a->start_ms && end > a->start_ms)
+			ran += end - a->start_ms;
+	}
+	return ran;
+}
+
 /* A waiting job's level in its class's order: by the service it has had,
- * unless it has waited long enough since its last attempt to go back to
- * the first level (which it keeps, stored, until it runs again: its
- * service counts from its next attempt). */
+ * unless it has waited since its last attempt "las_max_stretch" times as
+ * long as it has run so far, to go back to the first level (which it
+ * keeps, stored, until it runs again: its service counts from its next
+ * attempt); and its Gittins index there. */
 static int pending_level(struct state *s, struct sjob *j, int64_t now)
 {
 	const struct sched_las *l = &s->las[j->cls];
@@ -184,7 +226,7 @@ static int pending_level(struct state *s, struct sjob *j, int64_t now)
 		return 0;
 	const struct attempt *last = job_current_attempt(&j->job);
 	if (last && last->ended && last->number >= j->job.las_from) {
-		int64_t ran = last->end_ms - last->start_ms, waited = now - last->end_ms;
+		int64_t ran = job_ran_ms(j, now), waited = now - last->end_ms;
 		if (sched_las_promoted(l, ran, waited)) {
 			j->job.las_from = last->number + 1;
 			state_job_dirty(s, j);
@@ -198,30 +240,57 @@ static int pending_level(struct state *s, struct sjob *j, int64_t now)
 	}
 	j->las_service = job_service(j, now);
 	j->las_level = sched_las_level(l, j->las_service);
+	j->las_indexed = sched_las_history_index(
+		s->las_hist, l, j->cls, state_las_queue_key(j->queue ? j->queue->spec.name : ""),
+		j->las_service, &j->las_index);
 	return j->las_level;
 }
 
-/* Puts jobs[from, to) (and byindex alike) in level order, each level in
- * the order it had: the pass takes a class's levels as classes in a row. */
+/* A waiting job's place in its class's order: its level, its index
+ * (highest first; -1 without one), then where it was. */
+struct lrec {
+	int level;
+	double g;
+	int pos;
+};
+
+static int lrec_cmp(const void *a, const void *b)
+{
+	const struct lrec *x = a, *y = b;
+	if (x->level != y->level)
+		return x->level - y->level;
+	if (x->g != y->g)
+		return x->g > y->g ? -1 : 1;
+	return x->pos - y->pos;
+}
+
+/* Puts jobs[from, to) (and byindex alike) in level order, each level by
+ * the Gittins index where the class has it, else in the order it had: the
+ * pass takes a class's levels as classes in a row. */
 static void by_level(struct snapshot *sn, const struct state *s, int from, int to)
 {
 	int n = to - from;
 	if (n < 2)
 		return;
+	struct lrec *o = xmalloc(sizeof(*o) * (size_t)n);
+	for (int i = 0; i < n; i++) {
+		const struct sjob *j = sn->byindex[from + i];
+		o[i] = (struct lrec){s->pass_classes[sn->jobs[from + i]->cls].las_level,
+				     j->las_indexed ? j->las_index : -1, from + i};
+	}
+	qsort(o, (size_t)n, sizeof(*o), lrec_cmp);
 	const struct sched_job **jobs = xmalloc(sizeof(*jobs) * (size_t)n);
 	struct sjob **idx = xmalloc(sizeof(*idx) * (size_t)n);
 	struct sched_key *keys = xmalloc(sizeof(*keys) * (size_t)n);
-	int k = 0;
-	for (int lv = 0; lv < SCHED_LAS_MAX_LEVELS && k < n; lv++)
-		for (int i = from; i < to; i++)
-			if (s->pass_classes[sn->jobs[i]->cls].las_level == lv) {
-				jobs[k] = sn->jobs[i];
-				keys[k] = sn->keys[i];
-				idx[k++] = sn->byindex[i];
-			}
+	for (int k = 0; k < n; k++) {
+		jobs[k] = sn->jobs[o[k].pos];
+		keys[k] = sn->keys[o[k].pos];
+		idx[k] = sn->byindex[o[k].pos];
+	}
 	memcpy(&sn->jobs[from], jobs, sizeof(*jobs) * (size_t)n);
 	memcpy(&sn->keys[from], keys, sizeof(*keys) * (size_t)n);
 	memcpy(&sn->byindex[from], idx, sizeof(*idx) * (size_t)n);
+	free(o);
 	free(jobs);
 	free(keys);
 	free(idx);
@@ -570,7 +639,8 @@ static void snapshot_build(struct state *s, uint64_t mark, int64_t now, struct s
 					   .windows = sn->windows,
 					   .nwindows = s->nwins,
 					   .weights = s->weights,
-					   .nweights = s->nweights};
+					   .nweights = s->nweights,
+					   .given_order = true};
 }
 
 static void snapshot_release(struct snapshot *sn)

@@ -37,6 +37,7 @@ void state_init(struct state *s, const struct state_config *cfg, const struct sc
 	s->npass_classes =
 		sched_classes_of_config(&s->sched, s->pass_classes, s->las, s->las_first);
 	assert(s->npass_classes > 0);
+	s->las_hist = sched_las_history_new();
 	/* classes by priority, highest first; equal ones in configuration order */
 	for (int a = 1; a < s->sched.nclasses; a++)
 		for (int b = a; b > 0 && s->classes[s->class_order[b]].spec.priority >
@@ -57,6 +58,7 @@ void state_set_reader(struct state *s, state_read_cb read, void *arg)
 void state_release(struct state *s)
 {
 	valid_release(s); /* runs point at jobs and nodes */
+	sched_las_history_free(s->las_hist);
 	free(s->groups);
 	free(s->group_nodes);
 	sched_cluster_free(s->sched_cluster);
@@ -421,6 +423,7 @@ int state_job_set_state(struct state *s, struct sjob *j, enum job_state to, cons
 		log_debug("job %lld %s: %s", (long long)j->job.id, job_state_name(to),
 			  j->job.reason);
 		state_raise(s, &(struct state_event){.kind = STATE_EV_JOB_ENDED, .job = j});
+		state_las_history_note(s, j, now);
 		if (j->valid)
 			valid_job_ended(s, j, now);
 	}

@@ -96,6 +96,10 @@ struct sjob {
 	 * accelerator-seconds that put it there */
 	int las_level;
 	double las_service;
+	/* ... and its Gittins index in its level, per accelerator-second, where
+	 * its class orders by it and its kind's history is enough */
+	bool las_indexed;
+	double las_index;
 	/* its running attempt's training lines, for finding it stalled
 	 * (stall.c); NULL: none came */
 	struct sstall *stall;
@@ -544,6 +548,10 @@ struct state {
 	int npass_classes;
 	struct sched_las las[MODEL_MAX_CLASSES];
 	int las_first[MODEL_MAX_CLASSES];
+	/* the service finished jobs of its classes received, by class and
+	 * queue (snapshot.c): the jobs that end, the ended ones loaded and the
+	 * accounting records of the newest settled ones (acct.c) */
+	struct sched_las_history *las_hist;
 	uint64_t pass_no;
 	struct sched_cluster *sched_cluster; /* kept while the nodes stay the same */
 	/* whether a request could ever start, by its shape (state_request_possible),
@@ -688,6 +696,14 @@ void state_restore_plan(struct state *s, struct sjob *j, struct attempt *a);
 /* What restoring j would cost its next attempt: as long as its last
  * restore took (0: none yet). */
 int64_t state_job_restore_ms(const struct sjob *j);
+/* The accelerator-seconds j's attempts received, every one (the running
+ * one to now). */
+double state_job_received_gpu_s(const struct sjob *j, int64_t now);
+/* The number a queue's name is known by in s->las_hist. */
+uint32_t state_las_queue_key(const char *queue);
+/* An ended job's service into s->las_hist, where its class orders by the
+ * Gittins index. */
+void state_las_history_note(struct state *s, const struct sjob *j, int64_t now);
 /* When the work that attempt a's newest committed checkpoint holds was
  * saved (its commit less its upload), 0: a committed none; what a
  * restart would resume from, for the loss a preemption weighs. */

@@ -587,7 +587,7 @@ def test_least_attained_service_preempts_within_its_class(workdir, procs):
     data = os.path.join(workdir, "data")
     root_jobs_config(data, classes=[
         {"name": "normal", "priority": 50, "order": "las", "las_limits_gpu_h": [0.002],
-         "las_min_run_s": 1, "las_promote": 0}])
+         "las_min_run_s": 1, "las_max_stretch": 0}])
     t = cluster_of(workdir, procs, agents=1)
     classes = t.run("classes").stdout
     assert "las 0.002" in classes, classes
@@ -629,7 +629,7 @@ def test_least_attained_service_spares_work_it_would_throw_away(workdir, procs):
     t = cluster_of(workdir, procs, agents=1, checkpoint_store=store, admin_unix_user="root",
                    classes=[{"name": "normal", "priority": 50, "order": "las",
                              "las_limits_gpu_h": [0.002], "las_min_run_s": 1,
-                             "las_promote": 0, "las_max_loss_s": 4}])
+                             "las_max_stretch": 0, "las_max_loss_s": 4}])
     assert "las 0.002" in t.run("classes").stdout
     out = os.path.join(workdir, "marks")
     os.mkdir(out)
@@ -672,4 +672,74 @@ def test_least_attained_service_spares_work_it_would_throw_away(workdir, procs):
     wait_for(lambda: len(t.job(a)["attempts"]) == 2, 30, f"job {a} to restart")
     wait_for(lambda: t.json("ckpt", "ls", a)["attempt"].get("restore_tag") == "s1", 30,
              f"job {a} to restore s1")
+    t.run("cancel", a)
+
+
+def test_least_attained_service_orders_a_level_by_the_gittins_index(workdir, procs):
+    """"las_index": "gittins" (the default): within a level, waiting jobs go
+    by the Gittins index of their service under the finished jobs of their
+    class and queue, once 30 have finished; `tenk show` says which order a
+    job is in. The finished jobs here all took well under a second of one
+    accelerator: a job that has had far more than any of them (requeued)
+    ranks last, and a newer job that has had nothing goes before it, where
+    submission order would put the older first. After a restart the history
+    is there again."""
+    import time
+    t = cluster_of(workdir, procs, agents=1,
+                   classes=[{"name": "normal", "priority": 50, "order": "las",
+                             "las_max_stretch": 0}])
+    out = os.path.join(workdir, "marks")
+    os.mkdir(out)
+    a = t.submit("-G", "4", "--grace", "2s", "--", "sh", "-c", TRAPPED.format(out=out))
+    t.wait_state(a, "RUNNING")
+    go = os.path.join(workdir, "go")
+    hold = ["sh", "-c", f"while [ ! -e {go} ]; do sleep 0.1; done"]
+    # history too thin: by submission, and said so
+    w = t.submit("-G", "1", "--", "true")
+    las = t.job(w)["las"]
+    assert las["history_jobs"] == 0 and "gittins_per_gpu_h" not in las, las
+    shown = t.run("show", w).stdout
+    assert "within its level by submission: 0 finished jobs of its class known, 30 needed" \
+        in shown, shown
+    t.run("cancel", w)
+    t.run("cancel", a)
+    t.wait_state(a, "CANCELLED")
+    first = t.submit("--array", "0-29", "-G", "1", "--", "true")
+    assert t.run("wait", first, timeout=120).returncode == 0
+    # a has had four accelerators for 3 s, more than any finished job
+    a = t.submit("-G", "4", "--grace", "2s", "--", "sh", "-c", TRAPPED.format(out=out))
+    t.wait_state(a, "RUNNING")
+    time.sleep(3)
+    h = t.submit("-G", "4", "--", *hold)
+    t.run("requeue", a)
+    t.wait_state(h, "RUNNING")
+    ja = t.job(a)
+    assert ja["state"] == "PENDING" and len(ja["attempts"]) == 1, ja
+    las = ja["las"]
+    assert las["level"] == 0 and las["history_jobs"] >= 30, las
+    assert las["gittins_per_gpu_h"] == 0, las
+    b = t.submit("-G", "4", "--", "true")
+    lb = t.job(b)["las"]
+    assert lb["level"] == 0 and lb["gittins_per_gpu_h"] > 0, lb
+    assert "within its level by its Gittins index: 0 per accelerator-hour" in \
+        t.run("show", a).stdout
+    assert "within its level by its Gittins index: " in t.run("show", b).stdout
+    # h, newer than a, went first; so does b
+    open(go, "w").close()
+    assert t.run("wait", b, timeout=60).returncode == 0
+    t.wait_state(a, "RUNNING")
+    assert t.job(a)["attempts"][1]["start_ms"] >= t.job(b)["attempts"][0]["end_ms"]
+    # the history outlives the server
+    os.remove(go)
+    h = t.submit("-G", "4", "--", *hold)
+    t.run("requeue", a)
+    t.wait_state(h, "RUNNING")
+    server = next(p for p in procs if p.name == "server")
+    server.stop()
+    server.start()
+    wait_for(lambda: t.run("queue", check=False).returncode == 0, 30, "the server again")
+    las = wait_for(lambda: (lambda j: j["las"] if j["state"] == "PENDING" else None)(t.job(a)),
+                   30, f"job {a} waiting")
+    assert las["history_jobs"] >= 30 and las["gittins_per_gpu_h"] == 0, las
+    open(go, "w").close()
     t.run("cancel", a)
