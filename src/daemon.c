@@ -212,6 +212,7 @@ enum {
 	D_STORE,
 	D_CLUSTER_NAME,
 	D_DEVICE_CHECK,
+	D_FAKE_STACK,
 	D_MAX
 };
 
@@ -233,6 +234,10 @@ static const struct tk_option all_opts[D_MAX] = {
 	[D_TOKEN_FILE] = {"token-file", 0, "FILE", "the agent join token (server's agent.token)"},
 	[D_NAME] = {"name", 'n', "NAME", "this node's name (default: the host name)"},
 	[D_FAKE] = {"fake-gpus", 0, "SPEC", "fake accelerators, e.g. 8xH100 or 4xA100-80GB,2xT4"},
+	[D_FAKE_STACK] = {"fake-stack", 0, "FILE",
+			  "a JSON object whose fields (kernel, os, driver, cuda, nccl, vbios, "
+			  "nic_fw) replace the software stack this node reports, read again at "
+			  "every heartbeat (tests: an upgrade without one)"},
 	[D_ADDR] = {"addr", 0, "ADDR",
 		    "address peers reach this node at (default: as the server "
 		    "sees it)"},
@@ -334,18 +339,18 @@ static const int up_opts[] = {
 	D_CDI,		D_INIT,		D_QUARANTINE,	D_TLS_CERT,	D_TLS_KEY,
 	D_CA,		D_INSECURE,	D_MAX_CONNS,	D_REQ_TIMEOUT,	D_CKPT_RATE,
 	D_MIN_FREE,	D_JOB_DISK,	D_HEALTH,	D_HEALTH_EVERY, D_METRICS,
-	D_DCGM,		D_WITNESS,	D_CLUSTER_NAME, D_DEVICE_CHECK};
+	D_DCGM,		D_WITNESS,	D_CLUSTER_NAME, D_DEVICE_CHECK, D_FAKE_STACK};
 static const int server_opts[] = {D_HELP,	 D_LOG,		 D_DATA,	 D_LISTEN,
 				  D_CATALOGUE,	 D_NODE_TIMEOUT, D_INIT,	 D_QUARANTINE,
 				  D_TLS_CERT,	 D_TLS_KEY,	 D_INSECURE,	 D_MAX_CONNS,
 				  D_REQ_TIMEOUT, D_KEEP_SETTLED, D_MASTER_PORTS, D_STORE};
 static const int agent_opts[] = {
-	D_HELP,	       D_LOG,	    D_DATA,	    D_SERVER,	   D_TOKEN_FILE, D_NAME,
-	D_FAKE,	       D_ADDR,	    D_TOPO,	    D_LABELS,	   D_DOMAIN,	 D_CPUS,
-	D_MEM,	       D_WORK,	    D_RUN_DIR,	    D_STOP_JOBS,   D_PODMAN,	 D_CTR_CONF,
-	D_PODMAN_ROOT, D_CDI,	    D_CA,	    D_INSECURE,	   D_CKPT_RATE,	 D_MIN_FREE,
-	D_JOB_DISK,    D_HEALTH,    D_HEALTH_EVERY, D_METRICS,	   D_DCGM,	 D_HOLLOW,
-	D_HOLLOW_RUN,  D_HEARTBEAT, D_WITNESS,	    D_DEVICE_CHECK};
+	D_HELP,	       D_LOG,	    D_DATA,	    D_SERVER,	    D_TOKEN_FILE, D_NAME,
+	D_FAKE,	       D_ADDR,	    D_TOPO,	    D_LABELS,	    D_DOMAIN,	  D_CPUS,
+	D_MEM,	       D_WORK,	    D_RUN_DIR,	    D_STOP_JOBS,    D_PODMAN,	  D_CTR_CONF,
+	D_PODMAN_ROOT, D_CDI,	    D_CA,	    D_INSECURE,	    D_CKPT_RATE,  D_MIN_FREE,
+	D_JOB_DISK,    D_HEALTH,    D_HEALTH_EVERY, D_METRICS,	    D_DCGM,	  D_HOLLOW,
+	D_HOLLOW_RUN,  D_HEARTBEAT, D_WITNESS,	    D_DEVICE_CHECK, D_FAKE_STACK};
 
 /* What a daemon takes (indices into all_opts, in its order) and runs. */
 struct daemon_spec {
@@ -450,6 +455,7 @@ static int agent_cfg(const char *cmd, const char **v, struct agent_config *ac)
 	agent_config_init(ac);
 	ac->name = v[D_NAME];
 	ac->fake_gpus = v[D_FAKE];
+	ac->fake_stack = v[D_FAKE_STACK];
 	ac->addr = v[D_ADDR];
 	ac->topology = v[D_TOPO];
 	ac->labels = v[D_LABELS];

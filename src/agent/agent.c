@@ -319,6 +319,8 @@ static void reg_done(void *arg, long status, const char *body, size_t len, const
 	if (ans.addr[0])
 		snprintf(a->inv.addr, sizeof(a->inv.addr), "%s", ans.addr);
 	a->server_protocol = ans.protocol;
+	if (!a->speak_v1) /* the stack went with the registration */
+		a->stack_sent_gen = MAX(a->stack_sent_gen, a->reg_stack_gen);
 	/* the cluster's thresholds for its accelerators (a server that says
 	 * none: the defaults) */
 	if (!ans.has_gpu_health)
@@ -370,6 +372,8 @@ static void do_register(struct agent *a)
 	snprintf(m->agent_id, sizeof(m->agent_id), "%s", a->agent_id);
 	m->protocol = a->speak_v1 ? 1 : WIRE_PROTOCOL;
 	m->inv = a->inv;
+	m->inv.has_stack = a->inv.has_stack && !a->speak_v1; /* protocol 1 refuses it */
+	a->reg_stack_gen = a->stack_gen;
 	/* every attempt it has a shim of: the server keeps them here */
 	m->kept = xcalloc(a->groups.len + 1, sizeof(*m->kept));
 	size_t pos = 0;
@@ -523,6 +527,7 @@ static void hb_done(void *arg, long status, const char *body, size_t len, const 
 			log_warn("heartbeat: the server's witness group is malformed, ignored: %s",
 				 err.text);
 		a->images_sent_gen = MAX(a->images_sent_gen, a->hb_images_gen);
+		a->stack_sent_gen = MAX(a->stack_sent_gen, a->hb_stack_gen);
 		if (!a->hb_rtt)
 			a->hb_rtt = xcalloc(AGENT_HB_SAMPLES, sizeof(*a->hb_rtt));
 		a->hb_rtt[a->hb_n++ % AGENT_HB_SAMPLES] = (float)(tk_mono_ms() - a->hb_sent_ms);
@@ -571,6 +576,12 @@ static void send_heartbeat(struct agent *a, bool stopping)
 				(struct wire_checkpoint){g->job, g->attempt, at};
 	}
 	agent__images_for_heartbeat(a, &m, &a->hb_images_gen);
+	agent__stack_read(a, false);
+	a->hb_stack_gen = a->stack_gen;
+	if (a->stack_gen != a->stack_sent_gen && a->server_protocol >= 2) {
+		m.has_stack = true;
+		m.stack = a->inv.stack;
+	}
 	agent__witness_for_heartbeat(a, &m);
 	m.nfaults = agent__health_faults(a, m.faults, WIRE_MAX_FAULTS);
 	if (a->server_protocol >= 2) { /* a protocol-1 server refuses the keys */
@@ -747,6 +758,7 @@ static void copy_cfg(struct agent_config *dst, const struct agent_config *src)
 	DUP(token);
 	DUP(name);
 	DUP(fake_gpus);
+	DUP(fake_stack);
 	DUP(addr);
 	DUP(topology);
 	DUP(labels);
@@ -770,6 +782,7 @@ static void free_cfg(struct agent_config *c)
 	free((char *)c->token);
 	free((char *)c->name);
 	free((char *)c->fake_gpus);
+	free((char *)c->fake_stack);
 	free((char *)c->addr);
 	free((char *)c->topology);
 	free((char *)c->labels);
@@ -910,6 +923,7 @@ int agent_create(uv_loop_t *loop, const struct agent_config *cfg, struct agent *
 	agent__isolation_detect(&a->inv);
 	agent__fabric_detect(&a->inv);
 	agent__health_init(a);
+	agent__stack_read(a, true);
 	if ((r = tk_random_hex(a->agent_id, 16)) < 0) {
 		r = tk_errorf(err, r, "cannot read random bytes");
 		goto fail;

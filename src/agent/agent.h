@@ -25,6 +25,7 @@ struct agent_config {
 	const char *token;	/* the agent join token; borrowed */
 	const char *name;	/* node name; NULL: the host name */
 	const char *fake_gpus;	/* "8xH100": fake devices instead of NVML */
+	const char *fake_stack; /* a JSON file over the software stack read (stack.c) */
 	const char *addr;	/* how peers reach this node; NULL: as the server sees it */
 	const char *topology;	/* "spine1/leaf07" */
 	const char *labels;	/* "tier=top,fabric=ib" */

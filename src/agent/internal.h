@@ -126,6 +126,15 @@ struct agent {
 	int npulls;
 	struct wire_pull *pulls;
 	uint64_t images_gen, images_sent_gen, hb_images_gen;
+	/* the node's software stack (stack.c, in inv.stack): stack_gen counts
+	 * its changes, stack_sent_gen the last the server took (by a beat, or
+	 * a registration: reg_stack_gen); the GPU libraries' part is read
+	 * again at stack_gpu_next_ms */
+	uint64_t stack_gen, stack_sent_gen, hb_stack_gen, reg_stack_gen;
+	int64_t stack_gpu_next_ms;
+	struct node_stack stack_gpu;
+	struct node_stack stack_fake; /* --fake-stack's last good fields */
+	bool stack_fake_bad;	      /* ... and its file is wrong now (said) */
 	bool listing, list_again;
 	struct catalogue cat;
 	struct node_inventory inv;
@@ -292,6 +301,15 @@ struct gpu_sample {
 /* NULL where the node has no NVML (or fake devices). */
 struct nvml *agent__nvml_open(const struct agent_config *cfg, const struct node_inventory *inv);
 void agent__nvml_close(struct nvml *n);
+/* The driver's version, the CUDA it serves and the devices' VBIOS into st
+ * (left as they are without NVML). */
+void agent__nvml_versions(const struct nvml *n, struct node_stack *st);
+
+/* ---- stack.c: the node's software stack ---- */
+
+/* Reads it into a->inv.stack (the GPU libraries' part too where gpu, or a
+ * minute has passed), counting a change in a->stack_gen. */
+void agent__stack_read(struct agent *a, bool gpu);
 /* The accelerators NVML opened: the inventory's first ones, in its order. */
 int agent__nvml_count(const struct nvml *n);
 void agent__nvml_read(const struct nvml *n, int i, struct gpu_sample *s);

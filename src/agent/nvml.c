@@ -7,6 +7,7 @@
 #include "internal.h"
 
 #include <dlfcn.h>
+#include <stdio.h>
 #include <string.h>
 
 #define NVML_TEMPERATURE_GPU 0
@@ -47,6 +48,9 @@ struct nvml {
 	int (*pcie_gen)(void *, unsigned *), (*pcie_gen_max)(void *, unsigned *);
 	int (*wait)(void *, struct nvml_event *, unsigned);
 	int (*set_free)(void *);
+	int (*driver)(char *, unsigned);
+	int (*cuda)(int *);
+	int (*vbios)(void *, char *, unsigned);
 	void *events; /* the Xid event set; NULL: none */
 	int ndev;
 	void *dev[MODEL_MAX_ACCELS];
@@ -114,6 +118,10 @@ struct nvml *agent__nvml_open(const struct agent_config *cfg, const struct node_
 	SYM(n, pcie_width_max, "nvmlDeviceGetMaxPcieLinkWidth");
 	SYM(n, pcie_gen, "nvmlDeviceGetCurrPcieLinkGeneration");
 	SYM(n, pcie_gen_max, "nvmlDeviceGetMaxPcieLinkGeneration");
+	SYM(n, driver, "nvmlSystemGetDriverVersion");
+	if (!SYM(n, cuda, "nvmlSystemGetCudaDriverVersion_v2"))
+		SYM(n, cuda, "nvmlSystemGetCudaDriverVersion");
+	SYM(n, vbios, "nvmlDeviceGetVbiosVersion");
 	if (!init || !n->shutdown || !handle || init() != 0) {
 		dlclose(n->lib);
 		free(n);
@@ -126,6 +134,40 @@ struct nvml *agent__nvml_open(const struct agent_config *cfg, const struct node_
 	}
 	open_events(n);
 	return n;
+}
+
+void agent__nvml_versions(const struct nvml *n, struct node_stack *st)
+{
+	if (!n)
+		return;
+	int v = 0;
+	if (n->driver && n->driver(st->driver, sizeof(st->driver)) != 0)
+		snprintf(st->driver, sizeof(st->driver), "unreadable");
+	if (n->cuda && n->cuda(&v) == 0 && v > 0)
+		snprintf(st->cuda, sizeof(st->cuda), "%d.%d", v / 1000, v % 1000 / 10);
+	/* the devices' VBIOS: one, or each with how many have it */
+	char seen[MODEL_MAX_ACCELS][32];
+	int count[MODEL_MAX_ACCELS], nseen = 0;
+	for (int i = 0; n->vbios && i < n->ndev; i++) {
+		char b[32] = "";
+		if (n->vbios(n->dev[i], b, sizeof(b)) != 0)
+			snprintf(b, sizeof(b), "unreadable");
+		int k = 0;
+		while (k < nseen && strcmp(seen[k], b) != 0)
+			k++;
+		if (k == nseen) {
+			snprintf(seen[nseen], sizeof(seen[0]), "%s", b);
+			count[nseen++] = 0;
+		}
+		count[k]++;
+	}
+	size_t used = 0;
+	st->vbios[0] = 0;
+	for (int k = 0; k < nseen && used < sizeof(st->vbios); k++)
+		used += (size_t)(nseen == 1
+					 ? snprintf(st->vbios, sizeof(st->vbios), "%s", seen[0])
+					 : snprintf(st->vbios + used, sizeof(st->vbios) - used,
+						    "%s%s (%d)", k ? ", " : "", seen[k], count[k]));
 }
 
 void agent__nvml_close(struct nvml *n)

@@ -202,6 +202,37 @@ struct gpu_place {
 	int shared; /* PCI bridges it shares with that port (0: the root complex only) */
 };
 
+/* A node's software stack as its agent reads it (stack.c): what it runs
+ * jobs on, whose change drops the node's validation. "" where its agent
+ * did not say (an older one); "none" where the node has none (no GPU
+ * driver, no RDMA device). */
+struct node_stack {
+	char kernel[64]; /* uname's release */
+	char os[64];	 /* /etc/os-release's PRETTY_NAME */
+	char driver[32]; /* NVIDIA's driver */
+	char cuda[16];	 /* the CUDA version the driver serves */
+	char nccl[16];	 /* the NCCL the agent's loader finds */
+	char vbios[48];	 /* the GPUs' VBIOS: one, or "A (4), B (4)" where they differ */
+	char nic_fw[96]; /* the RDMA devices' firmware: "mlx5_0 28.39.1002, ..." */
+	char tenk[16];	 /* the agent's version */
+};
+#define NODE_STACK_FIELDS 8
+/* Field k's name ("kernel", "os", ...) and value. */
+const char *node_stack_field_name(int k);
+const char *node_stack_field(const struct node_stack *s, int k);
+/* Sets field k to v (truncated to its size). */
+void node_stack_set(struct node_stack *s, int k, const char *v);
+bool node_stack_same(const struct node_stack *a, const struct node_stack *b);
+json_t *node_stack_pack(const struct node_stack *s);
+/* path names it in errors ("stack"; NULL: none). */
+int node_stack_unpack(json_t *j, const char *path, struct node_stack *ret, struct tk_error *err);
+/* The fields that differ from a to b, for people: "kernel 6.1.0-18 ->
+ * 6.1.0-20; driver 550.54 -> 555.42" (truncated to n); false where none
+ * does. A field a leaves "" (its agent said nothing) is not a change. */
+bool node_stack_diff(const struct node_stack *a, const struct node_stack *b, char *out, size_t n);
+/* One line of every field, for grouping nodes by stack. */
+void node_stack_line(const struct node_stack *s, char *out, size_t n);
+
 struct node_inventory {
 	char name[MODEL_NAME_MAX];
 	char addr[MODEL_ADDR_MAX]; /* as other nodes reach it; may be "" */
@@ -224,6 +255,9 @@ struct node_inventory {
 	struct rdma_port rdma[MODEL_MAX_RDMA_PORTS];
 	int ngpu_places;
 	struct gpu_place gpu_places[MODEL_MAX_ACCELS];
+	/* its software stack (an agent before 0.2.0 says none: has_stack) */
+	bool has_stack;
+	struct node_stack stack;
 };
 /* Reads the fabric into inv from the sysfs tree at sys ("/sys"); with
  * inv->naccel accelerators known, their places too. */
@@ -988,6 +1022,7 @@ enum node_event_kind {
 	NODE_EV_RESUMED,	   /* resumed by an operator */
 	NODE_EV_LABELED,	   /* an operator set or removed labels */
 	NODE_EV_TAINTED,	   /* an operator added or removed taints */
+	NODE_EV_STACK_CHANGED,	   /* its agent reported another software stack */
 	NODE_EV_KIND_MAX
 };
 /* "launch_failed", "tasks_lost", "fault", "validation_failed", "lemon", "resumed". */

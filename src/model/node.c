@@ -135,6 +135,8 @@ json_t *node_inventory_pack(const struct node_inventory *inv)
 	json_t *net = node_network_pack(inv);
 	if (net)
 		json_object_set_new(o, "network", net);
+	if (inv->has_stack)
+		json_object_set_new(o, "stack", node_stack_pack(&inv->stack));
 	return o;
 }
 
@@ -239,7 +241,7 @@ int node_inventory_unpack(json_t *j, struct node_inventory *ret, struct tk_error
 {
 	static const char *const keys[] = {"name",    "addr",	      "topology",  "cpus",
 					   "mem_mib", "accelerators", "isolation", "labels",
-					   "domain",  "network",      NULL};
+					   "domain",  "network",      "stack",	   NULL};
 	struct node_inventory *inv = ret;
 	int64_t cpus, mem;
 	int r;
@@ -256,6 +258,10 @@ int node_inventory_unpack(json_t *j, struct node_inventory *ret, struct tk_error
 	    (r = mj_strbuf(j, "domain", false, true, inv->domain, sizeof(inv->domain), err)) < 0 ||
 	    (r = node_network_unpack(json_object_get(j, "network"), inv, err)) < 0)
 		return r;
+	json_t *stack = json_object_get(j, "stack");
+	if (stack && (r = node_stack_unpack(stack, "stack", &inv->stack, err)) < 0)
+		return r;
+	inv->has_stack = stack != NULL;
 	if (inv->domain[0] && !model_domain_valid(inv->domain))
 		return tk_errorf(
 			err, -EINVAL,
@@ -310,6 +316,7 @@ static const char *const node_event_names[NODE_EV_KIND_MAX] = {
 	[NODE_EV_RESUMED] = "resumed",
 	[NODE_EV_LABELED] = "labeled",
 	[NODE_EV_TAINTED] = "tainted",
+	[NODE_EV_STACK_CHANGED] = "stack_changed",
 };
 
 const char *node_event_kind_name(enum node_event_kind k)

@@ -410,6 +410,8 @@ json_t *wire_heartbeat_pack(const struct wire_heartbeat *m)
 					      (json_int_t)m->witness_seq));
 	if (m->beat_ms)
 		json_object_set_new(o, "beat_ms", json_integer(m->beat_ms));
+	if (m->has_stack)
+		json_object_set_new(o, "stack", node_stack_pack(&m->stack));
 	if (m->nfaults) {
 		json_t *f = json_array();
 		for (int i = 0; i < m->nfaults; i++)
@@ -599,9 +601,10 @@ static int images_unpack(json_t *j, struct wire_heartbeat *ret, struct tk_error 
 
 int wire_heartbeat_unpack(json_t *j, struct wire_heartbeat *ret, struct tk_error *err)
 {
-	static const char *const keys[] = {
-		"node",	   "agent_id", "checkpoints", "stopping", "images",  "pulls", "faults",
-		"metrics", "acked",    "witness",     "gpus",	  "beat_ms", "nccl",  NULL};
+	static const char *const keys[] = {"node",   "agent_id", "checkpoints", "stopping",
+					   "images", "pulls",	 "faults",	"metrics",
+					   "acked",  "witness",	 "gpus",	"beat_ms",
+					   "nccl",   "stack",	 NULL};
 	static const char *const ckeys[] = {"job", "attempt", "at_ms", NULL};
 	int r;
 	memset(ret, 0, sizeof(*ret));
@@ -611,6 +614,10 @@ int wire_heartbeat_unpack(json_t *j, struct wire_heartbeat *ret, struct tk_error
 	    (r = mj_bool(j, "stopping", false, false, &ret->stopping, err)) < 0 ||
 	    (r = mj_int(j, "beat_ms", false, 1, INT32_MAX, 0, &ret->beat_ms, err)) < 0)
 		return r;
+	json_t *stack = json_object_get(j, "stack");
+	if (stack && (r = node_stack_unpack(stack, "stack", &ret->stack, err)) < 0)
+		return r;
+	ret->has_stack = stack != NULL;
 	json_t *acked = json_object_get(j, "acked");
 	if (acked) {
 		static const char *const akeys[] = {"epoch", "at_ms", NULL};

@@ -270,6 +270,10 @@ struct wire_heartbeat {
 	bool has_images;
 	int nimages;
 	struct wire_image *images;
+	/* the node's software stack, when it changed since the last beat the
+	 * server answered (has_stack) */
+	bool has_stack;
+	struct node_stack stack;
 	int npulls;
 	struct wire_pull *pulls;
 	/* what the agent finds wrong with its node now (a full disk, ECC

@@ -300,6 +300,84 @@ static void test_goodput(void **state)
 
 /* What goodput reads travels whole: a checkpoint event's and a
  * committed checkpoint's write time (absent when not known). */
+/* A node's software stack: its fields, what changed, and its way through
+ * the inventory and the heartbeat. */
+static void test_node_stack(void **state)
+{
+	(void)state;
+	struct node_stack a = {0}, b;
+	node_stack_set(&a, 0, "6.1.0-18-amd64");
+	node_stack_set(&a, 1, "Debian GNU/Linux 12 (bookworm)");
+	node_stack_set(&a, 2, "550.54.15");
+	node_stack_set(&a, 3, "12.4");
+	node_stack_set(&a, 4, "2.21.5");
+	node_stack_set(&a, 5, "96.00.89.00.01");
+	node_stack_set(&a, 6, "mlx5_0 28.39.1002");
+	node_stack_set(&a, 7, "0.2.0");
+	assert_string_equal(node_stack_field_name(6), "nic_fw");
+	assert_string_equal(a.driver, "550.54.15");
+	/* a value past its field is cut, not overrun */
+	node_stack_set(&b, 3, "0123456789abcdefghij");
+	assert_int_equal(strlen(b.cuda), sizeof(b.cuda) - 1);
+	b = a;
+	char d[256];
+	assert_true(node_stack_same(&a, &b));
+	assert_false(node_stack_diff(&a, &b, d, sizeof(d)));
+	assert_string_equal(d, "");
+	node_stack_set(&b, 0, "6.1.0-20-amd64");
+	node_stack_set(&b, 2, "555.42.02");
+	assert_false(node_stack_same(&a, &b));
+	assert_true(node_stack_diff(&a, &b, d, sizeof(d)));
+	assert_string_equal(d, "kernel 6.1.0-18-amd64 -> 6.1.0-20-amd64; driver 550.54.15 -> "
+			       "555.42.02");
+	/* a field said for the first time is no change */
+	struct node_stack none = {0};
+	assert_false(node_stack_diff(&none, &a, d, sizeof(d)));
+	/* cut to the room there is */
+	char small[12];
+	assert_true(node_stack_diff(&a, &b, small, sizeof(small)));
+	assert_int_equal(strlen(small), sizeof(small) - 1);
+	node_stack_line(&a, d, sizeof(d));
+	assert_non_null(strstr(d, "kernel 6.1.0-18-amd64, os Debian GNU/Linux 12 (bookworm)"));
+	/* JSON both ways; an unknown field is a newer agent's, ignored */
+	json_t *j = node_stack_pack(&a);
+	json_object_set_new(j, "bmc_fw", json_string("1.2"));
+	struct node_stack back;
+	struct tk_error err;
+	assert_int_equal(node_stack_unpack(j, NULL, &back, &err), 0);
+	assert_true(node_stack_same(&a, &back));
+	json_object_set_new(j, "kernel", json_integer(6));
+	assert_true(node_stack_unpack(j, NULL, &back, &err) < 0);
+	assert_non_null(strstr(err.text, "kernel"));
+	json_decref(j);
+	/* through the inventory */
+	struct node_inventory inv = {.name = "n1", .cpus = 4, .has_stack = true, .stack = a};
+	j = node_inventory_pack(&inv);
+	struct node_inventory inv2;
+	assert_int_equal(node_inventory_unpack(j, &inv2, &err), 0);
+	assert_true(inv2.has_stack && node_stack_same(&inv2.stack, &a));
+	json_object_del(j, "stack");
+	assert_int_equal(node_inventory_unpack(j, &inv2, &err), 0);
+	assert_false(inv2.has_stack);
+	json_object_set_new(j, "stack", json_string("6.1"));
+	assert_true(node_inventory_unpack(j, &inv2, &err) < 0);
+	assert_string_equal(err.text, "stack: must be an object of strings");
+	json_decref(j);
+	/* and the heartbeat, when it changed */
+	struct wire_heartbeat hb = {.node = "n1", .agent_id = "0123456789abcdef"};
+	j = wire_heartbeat_pack(&hb);
+	assert_null(json_object_get(j, "stack"));
+	json_decref(j);
+	hb.has_stack = true;
+	hb.stack = b;
+	j = wire_heartbeat_pack(&hb);
+	struct wire_heartbeat hb2;
+	assert_int_equal(wire_heartbeat_unpack(j, &hb2, &err), 0);
+	assert_true(hb2.has_stack && node_stack_same(&hb2.stack, &b));
+	wire_heartbeat_release(&hb2);
+	json_decref(j);
+}
+
 static void test_goodput_fields(void **state)
 {
 	(void)state;
@@ -2315,6 +2393,7 @@ int main(void)
 		cmocka_unit_test(test_hostlist),
 		cmocka_unit_test(test_goodput),
 		cmocka_unit_test(test_goodput_fields),
+		cmocka_unit_test(test_node_stack),
 		cmocka_unit_test(test_fabric_of_recorded_trees),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
