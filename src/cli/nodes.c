@@ -170,6 +170,13 @@ static int show_nodes(struct ctx *c)
 				printf(" %s=%s", lk, json_string_value(lv));
 			printf("\n");
 		}
+		json_t *sj = json_object_get(n, "stack");
+		struct node_stack st;
+		if (json_is_object(sj) && node_stack_unpack(sj, NULL, &st, &err) == 0) {
+			char line[512];
+			node_stack_line(&st, line, sizeof(line));
+			printf("  Stack:    %s\n", line);
+		}
 		print_names("  Pools:   ", json_object_get(n, "pools"), "");
 		print_names("  Taints:  ", json_object_get(n, "taints"),
 			    " (only jobs that --tolerate each)");
@@ -221,10 +228,10 @@ enum { N_YES = O_FIRST_OWN, N_FORMAT };
 static const struct tk_option nodes_opts[] = {
 	COMMON_OPTS,
 	{"yes", 0, NULL, "nodes down: do not ask (a node in fact alive runs its jobs twice)"},
-	{"format", 'o', "table|wide|where|json",
+	{"format", 'o', "table|wide|where|stack|json",
 	 "wide: each node's accelerators as its agent last read them (busy, hottest, power, "
 	 "the health checks they fail); where: how the cluster is carved (fault domain, pools, "
-	 "taints, labels)"},
+	 "taints, labels); stack: the nodes grouped by software stack, the most common first"},
 };
 
 /* A JSON array of strings, or an object's K=V, as "a,b" into sb ("-": none). */
@@ -484,6 +491,63 @@ static int node_taint(struct ctx *c)
 	return CLI_EXIT_OK;
 }
 
+/* One group of nodes with one software stack. */
+struct stack_group {
+	struct node_stack st;
+	bool known;
+	struct strbuf names;
+	int n;
+};
+
+static int group_cmp(const void *a, const void *b)
+{
+	const struct stack_group *x = a, *y = b;
+	return y->n - x->n;
+}
+
+/* tenk nodes -o stack: the nodes by software stack, the most common first;
+ * the fields where a group differs from the first are marked. */
+static void print_stacks(json_t *nodes)
+{
+	size_t nn = json_array_size(nodes), ng = 0;
+	struct stack_group *g = xcalloc(nn + 1, sizeof(*g));
+	size_t i;
+	json_t *n;
+	json_array_foreach (nodes, i, n) {
+		struct stack_group x = {0};
+		struct tk_error err;
+		json_t *sj = json_object_get(n, "stack");
+		x.known = json_is_object(sj) && node_stack_unpack(sj, NULL, &x.st, &err) == 0;
+		size_t k = 0;
+		while (k < ng && !(g[k].known == x.known && node_stack_same(&g[k].st, &x.st)))
+			k++;
+		if (k == ng) {
+			g[ng] = x;
+			strbuf_init(&g[ng++].names);
+		}
+		strbuf_addf(&g[k].names, "%s%s", g[k].n ? "," : "", cli__jstr(n, "name"));
+		g[k].n++;
+	}
+	qsort(g, ng, sizeof(*g), group_cmp);
+	for (size_t k = 0; k < ng; k++) {
+		printf("%s%d node%s: %s\n", k ? "\n" : "", g[k].n, g[k].n == 1 ? "" : "s",
+		       g[k].names.buf);
+		if (!g[k].known) {
+			printf("  (its agent says no stack: older than 0.2.0)\n");
+			continue;
+		}
+		for (int f = 0; f < NODE_STACK_FIELDS; f++) {
+			const char *v = node_stack_field(&g[k].st, f);
+			bool odd = k && g[0].known && strcmp(v, node_stack_field(&g[0].st, f)) != 0;
+			printf("  %-8s %s%s\n", node_stack_field_name(f), *v ? v : "-",
+			       odd ? "   <- unlike the most" : "");
+		}
+	}
+	for (size_t k = 0; k < ng; k++)
+		strbuf_release(&g[k].names);
+	free(g);
+}
+
 static int run_nodes(struct ctx *c)
 {
 	if (c->npos && strcmp(c->pos[0], "history") == 0)
@@ -525,9 +589,9 @@ static int run_nodes(struct ctx *c)
 	}
 	const char *fmt = c->v[N_FORMAT] ? c->v[N_FORMAT] : "table";
 	if (strcmp(fmt, "table") && strcmp(fmt, "wide") && strcmp(fmt, "where") &&
-	    strcmp(fmt, "json"))
-		return cli__usage_error(c->cmd, "--format: table, wide, where or json, got \"%s\"",
-					fmt);
+	    strcmp(fmt, "stack") && strcmp(fmt, "json"))
+		return cli__usage_error(
+			c->cmd, "--format: table, wide, where, stack or json, got \"%s\"", fmt);
 	bool wide = strcmp(fmt, "wide") == 0, where = strcmp(fmt, "where") == 0;
 	if (strcmp(fmt, "json") == 0)
 		c->json = true;
@@ -543,6 +607,11 @@ static int run_nodes(struct ctx *c)
 	}
 	if (where) {
 		print_where(json_object_get(res, "nodes"));
+		json_decref(res);
+		return CLI_EXIT_OK;
+	}
+	if (strcmp(fmt, "stack") == 0) {
+		print_stacks(json_object_get(res, "nodes"));
 		json_decref(res);
 		return CLI_EXIT_OK;
 	}

@@ -1835,6 +1835,8 @@ static void h_agent_heartbeat(struct request *r, const char *param, json_t *body
 			state_agent_stopping(&r->s->st, n);
 		if (m.has_images)
 			state_node_images(&r->s->st, n, &m);
+		if (m.has_stack)
+			state_node_stack(&r->s->st, n, &m.stack, server_now_ms(r->s));
 		state_node_faults(&r->s->st, n, (const char(*)[WIRE_FAULT_MAX])m.faults, m.nfaults,
 				  server_now_ms(r->s), mono);
 		state_node_gpus(&r->s->st, n, &m, server_now_ms(r->s));

@@ -802,6 +802,50 @@ void state_agent_stopping(struct state *s, struct snode *n)
 	state_want_pass(s);
 }
 
+/* n's stack is now what its agent said, where it had said one before
+ * (old): a change is in its history, and drops its validation (which the
+ * caller starts again, valid_node_registered, where the cluster requires
+ * it). */
+static void stack_changed(struct state *s, struct snode *n, const struct node_stack *old,
+			  int64_t now)
+{
+	char what[MODEL_NODE_EVENT_DETAIL];
+	if (!node_stack_diff(old, &n->rec.inv.stack, what, sizeof(what)))
+		return;
+	struct node_event ev = {.at_ms = now, .kind = NODE_EV_STACK_CHANGED};
+	snprintf(ev.detail, sizeof(ev.detail), "%s", what);
+	node_record_event(&n->rec, &ev);
+	log_info("node %s: its software stack changed: %s", n->rec.inv.name, what);
+	if (n->rec.verdict != VERDICT_NONE) {
+		log_info("node %s: its validation of %lld no longer holds%s", n->rec.inv.name,
+			 (long long)n->rec.verdict_job,
+			 s->sched.require_validation ? "; it takes no work until it passes again"
+						     : "");
+		n->rec.verdict = VERDICT_NONE;
+		n->rec.verdict_layer[0] = n->rec.verdict_reason[0] = '\0';
+		n->rec.verdict_ms = n->rec.verdict_job = 0;
+		json_decref(n->rec.verdict_checks);
+		n->rec.verdict_checks = NULL;
+	}
+	state_node_dirty(s, n);
+	state_want_pass(s);
+}
+
+void state_node_stack(struct state *s, struct snode *n, const struct node_stack *st, int64_t now)
+{
+	if (n->rec.inv.has_stack && node_stack_same(&n->rec.inv.stack, st))
+		return;
+	struct node_stack old = n->rec.inv.stack;
+	bool had = n->rec.inv.has_stack;
+	n->rec.inv.stack = *st;
+	n->rec.inv.has_stack = true;
+	state_node_dirty(s, n);
+	if (had) {
+		stack_changed(s, n, &old, now);
+		valid_node_registered(s, n, now);
+	}
+}
+
 struct snode *state_register(struct state *s, const struct node_inventory *inv,
 			     const char *agent_id, const struct wire_attempt_ref *kept, int nkept,
 			     int64_t now, int64_t mono)
@@ -822,7 +866,11 @@ struct snode *state_register(struct state *s, const struct node_inventory *inv,
 			lose_parts(s, n, "its agent restarted and no longer runs them", kept, nkept,
 				   n->last_seen_ms + s->cfg.node_timeout_ms, now);
 		/* the name is the map's key: it does not change */
+		struct node_stack old = n->rec.inv.stack;
+		bool had = n->rec.inv.has_stack;
 		n->rec.inv = *inv;
+		if (had && inv->has_stack)
+			stack_changed(s, n, &old, now);
 		if (n->live != NODE_LIVE_UP)
 			log_info("node %s is UP", inv->name);
 	}

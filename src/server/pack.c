@@ -209,6 +209,9 @@ json_t *state_node_pack(struct state *s, const struct snode *n)
 	json_t *net = node_network_pack(inv);
 	if (net) /* its fabric, as its agent read it */
 		json_object_set_new(o, "network", net);
+	/* its software stack, as its agent read it (null: an older agent) */
+	json_object_set_new(o, "stack",
+			    inv->has_stack ? node_stack_pack(&inv->stack) : json_null());
 	json_t *pools = json_array();
 	for (int i = 0; i < s->sched.npools; i++)
 		if (n->pools & (1ULL << i))

@@ -710,6 +710,9 @@ void state_las_history_note(struct state *s, const struct sjob *j, int64_t now);
 int64_t state_attempt_commit_ms(const struct sjob *j, const struct attempt *a);
 /* A heartbeat's images and pulls (has_images): what node n holds now. */
 void state_node_images(struct state *s, struct snode *n, struct wire_heartbeat *m);
+/* The software stack n's agent reports (at a beat): a change from the one
+ * it reported before is in n's history and drops its validation. */
+void state_node_stack(struct state *s, struct snode *n, const struct node_stack *st, int64_t now);
 /* The peak FLOP/s (dense bf16, the catalogue's) of the accelerators
  * attempt a holds, in their shares; 0: none, or nodes no longer known. */
 double state_attempt_peak_flops(struct state *s, const struct attempt *a);

@@ -125,6 +125,60 @@ def test_new_node_takes_work_only_after_passing(workdir):
         d.stop()
 
 
+def test_a_node_whose_stack_changes_takes_work_only_after_passing_again(workdir):
+    """The agent reports its node's software stack (kernel, OS, driver,
+    CUDA, NCCL, VBIOS, NIC firmware, tenk); an upgrade (here through
+    --fake-stack, the agent's stand-in) is in the node's history, drops its
+    validation, and with require_validation the node takes no work until
+    it has passed again."""
+    data = os.path.join(workdir, "tenk-data")
+    os.makedirs(data)
+    root_jobs_config(data, require_validation=True,
+                     validation_args=["--quick", "--layers", "system"])
+    stack = os.path.join(workdir, "stack.json")
+    with open(stack, "w") as f:
+        json.dump({"kernel": "6.1.0-18-amd64", "driver": "550.54.15"}, f)
+    t, d = start_up(workdir, "--fake-stack", stack)
+    try:
+        jid = t.submit("-G", "1", "--", "true")
+        t.wait_state(jid, "COMPLETED", timeout=120)
+        n = node(t, "node1")
+        assert n["validation"]["verdict"] == "pass", n
+        first = n["validation"]["job"]
+        st = n["stack"]
+        assert st["kernel"] == "6.1.0-18-amd64" and st["driver"] == "550.54.15", st
+        assert st["tenk"] and st["os"] and st["cuda"] == "none" and st["nic_fw"] == "none", st
+        assert "Stack:    kernel 6.1.0-18-amd64, os " in t.run("nodes", "node1").stdout
+        # the kernel is upgraded under the agent
+        with open(stack, "w") as f:
+            json.dump({"kernel": "6.1.0-20-amd64", "driver": "550.54.15"}, f)
+        n = wait_for(lambda: (lambda x: x if x["stack"]["kernel"] == "6.1.0-20-amd64" else None)(
+            node(t, "node1")), 30, "the new kernel to be reported")
+        # (its new validation, of the system layer alone, may be over already)
+        assert n["validation"] is None or n["validation"]["job"] != first, n
+        assert f"its validation of {first} no longer holds; it takes no work until it " \
+            "passes again" in d.output()
+        jid = t.submit("-G", "1", "--", "true")
+        j = t.wait_state(jid, "COMPLETED", timeout=120)
+        n = node(t, "node1")
+        assert n["validation"]["verdict"] == "pass" and n["validation"]["job"] != first, n
+        assert j["attempts"][0]["start_ms"] >= n["validation"]["at_ms"], (j, n["validation"])
+        hist = t.run("nodes", "history", "node1").stdout
+        assert "stack_changed" in hist and "kernel 6.1.0-18-amd64 -> 6.1.0-20-amd64" in hist, \
+            hist
+        shown = t.run("nodes", "-o", "stack").stdout
+        assert shown.startswith("1 node: node1\n") and "  kernel   6.1.0-20-amd64\n" in shown, \
+            shown
+        # a file gone wrong changes nothing: its last good fields stand
+        with open(stack, "w") as f:
+            f.write("{")
+        wait_for(lambda: "its last good fields stand" in d.output(), 30, "the agent to say so")
+        n = node(t, "node1")
+        assert n["state"] == "UP" and n["stack"]["kernel"] == "6.1.0-20-amd64", n
+    finally:
+        d.stop()
+
+
 def test_bad_requests(cluster):
     t = cluster
     st, body = t.api("POST", "/v1/validations", {"nodes": ["node1", "nope"]})
