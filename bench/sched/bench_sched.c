@@ -776,6 +776,7 @@ int main(int argc, char **argv)
 	for (int i = fulls; i < passes; i++)
 		full[i] = full[fulls - 1];
 	qsort(full, (size_t)passes, sizeof(double), cmp_double);
+	double order_first = norder ? order[0] : 0;
 	qsort(order, (size_t)norder, sizeof(double), cmp_double);
 	double order_p50 = norder ? order[norder / 2] : 0;
 	free(order);
@@ -797,13 +798,14 @@ int main(int argc, char **argv)
 	       "  \"incremental_placements_mean\": %.1f,\n  \"rounds_to_quiet\": %d,\n"
 	       "  \"pending_when_quiet\": %d,\n  \"cluster_build_ms\": %.2f,\n"
 	       "  \"peak_rss_mib\": %.1f,\n  \"las_gittins\": %s,\n"
-	       "  \"las_order_p50_ms\": %.2f,\n  \"decisions_digest\": \"%016llx\"\n}\n",
+	       "  \"las_order_p50_ms\": %.2f,\n  \"las_order_first_ms\": %.2f,\n"
+	       "  \"decisions_digest\": \"%016llx\"\n}\n",
 	       cfg.placement_fastest ? "fastest" : "dense", policy.max_starts, cl.n, cl.gpus, w.nr,
 	       held / 1000.0, pending, passes, full[passes / 2], full[(int)(passes * 0.99)],
 	       first_ms, nstarts, npre, tried, hits, inc[0], inc[passes / 2],
 	       inc[(int)(passes * 0.99)], (double)inc_starts / passes, (double)inc_pre / passes,
 	       (double)inc_tried / passes, rounds, w.nj, cluster_ms, ru.ru_maxrss / 1024.0,
-	       w.hist ? "true" : "false", order_p50, (unsigned long long)digest);
+	       w.hist ? "true" : "false", order_p50, order_first, (unsigned long long)digest);
 	free(full);
 	free(inc);
 	sim_cluster_release(&cl);
