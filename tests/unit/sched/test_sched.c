@@ -2276,7 +2276,10 @@ static void check_invariants(const struct cluster *c, const struct sched_decisio
 		bool by_class = c->classes[j->cls].may_preempt && c->classes[v->cls].preemptible &&
 				c->classes[v->cls].priority < c->classes[j->cls].priority;
 		bool by_reclaim = c->queues[v->queue].quota_milli >= 0 && v->queue != j->queue;
-		assert_true(by_class || by_reclaim);
+		const struct sched_class *jc = &c->classes[j->cls], *vc = &c->classes[v->cls];
+		bool by_level = jc->las_family && jc->las_family == vc->las_family &&
+				vc->las_level > jc->las_level;
+		assert_true(by_class || by_reclaim || by_level);
 	}
 }
 
@@ -2768,6 +2771,77 @@ static void test_properties(void **state)
 	assert_true(preempts > 50);
 }
 
+/* Least attained service on random clusters: the normal class in three
+ * levels, its running and waiting jobs at random levels, with random
+ * commits, restores, --preemptible-any and rules. No preemption for a
+ * level ever costs its victim more than the rule allows (or comes before
+ * its minimum run); and the generator reaches both sides of the rule. */
+static void test_las_loss_bound_property(void **state)
+{
+	(void)state;
+	rng = 20261205;
+	static struct cluster c;
+	int taken = 0, spared = 0;
+	for (int iter = 0; iter < 3000; iter++) {
+		random_cluster(&c);
+		struct sched_class base[3];
+		memcpy(base, c.classes, sizeof(base));
+		struct sched_las las[3] = {{0}};
+		las[NORMAL] = (struct sched_las){.nlevels = 3,
+						 .limit_gpu_s = {3600, 16 * 3600},
+						 .min_run_s = rnd(3) ? 0 : 60.0 * rnd(30),
+						 .max_loss_s = rnd(5) == 0 ? -1 : 60.0 * rnd(20)};
+		int first[3];
+		c.nclasses = sched_classes_expand(base, las, 3, c.classes, first);
+		assert_int_equal(c.nclasses, 5);
+		struct sched_las_rule rule = sched_las_rule_of(&las[NORMAL]);
+		for (int r = 0; r < c.nr; r++) {
+			struct sched_running *x = &c.run[r];
+			x->cls = first[x->cls] + (x->cls == NORMAL ? (int)rnd(3) : 0);
+			x->last_commit_ms = rnd(2) ? x->start_ms + 1000 * rnd(3600) : 0;
+			if (x->last_commit_ms > c.now)
+				x->last_commit_ms = 0;
+			x->restore_ms = rnd(2) ? 1000 * rnd(600) : 0;
+			x->preempt_any = rnd(8) == 0;
+		}
+		for (int i = 0; i < c.nj; i++) {
+			struct sched_job *j = &c.jobs[i];
+			j->cls = first[j->cls] + (j->cls == NORMAL ? (int)rnd(2) : 0);
+		}
+		struct sched_decisions d;
+		assert_int_equal(pass(&c, &d), 0);
+		check_invariants(&c, &d);
+		for (int i = 0; i < d.npreempts; i++) {
+			const struct sched_running *v = NULL;
+			for (int r = 0; r < c.nr; r++)
+				if (c.run[r].id == d.preempts[i].victim)
+					v = &c.run[r];
+			assert_non_null(v);
+			const struct sched_class *vc = &c.classes[v->cls],
+						 *jc = &c.classes[c.ptrs[d.preempts[i].job]->cls];
+			if (!vc->las_family || vc->las_family != jc->las_family)
+				continue;
+			/* a level's preemption: within the rule */
+			assert_true(vc->las_level > jc->las_level);
+			if (!sched_las_may_take(rule, v, c.now, NULL))
+				fail_msg("iteration %d: job %lld taken, losing %lld ms (rule: %lld "
+					 "ms, after %lld ms; any %d)",
+					 iter, (long long)v->id,
+					 (long long)sched_run_loss_ms(v, c.now),
+					 (long long)rule.max_loss_ms, (long long)rule.min_run_ms,
+					 v->preempt_any);
+			taken++;
+		}
+		for (int r = 0; r < c.nr; r++)
+			if (c.classes[c.run[r].cls].las_level > 0 &&
+			    !sched_las_may_take(rule, &c.run[r], c.now, NULL))
+				spared++;
+		sched_decisions_release(&d);
+	}
+	assert_true(taken > 50);
+	assert_true(spared > 50);
+}
+
 /* Who takes a failed node's place (replace.c): the job's own spare that
  * still has room, else the pool's best fit, else any node's best fit; never
  * a node out of bounds, excluded, or of another model; and the pool kept
@@ -2976,6 +3050,7 @@ int main(void)
 		cmocka_unit_test(test_shape_table),
 		cmocka_unit_test(test_unknown_end_reservations),
 		cmocka_unit_test(test_properties),
+		cmocka_unit_test(test_las_loss_bound_property),
 	};
 	int failed = cmocka_run_group_tests(tests, NULL, NULL);
 	sched_keep_free(kept);
