@@ -409,23 +409,6 @@ static void build(struct world *w, const struct sim_cluster *cl, int pending,
 	}
 }
 
-/* A waiting job's place in its level: its index (highest first), then
- * where it was. */
-struct orec {
-	double g;
-	int pos;
-	const struct sched_job *j;
-	struct sched_key key;
-};
-
-static int orec_cmp(const void *a, const void *b)
-{
-	const struct orec *x = a, *y = b;
-	if (x->g != y->g)
-		return x->g > y->g ? -1 : 1;
-	return x->pos - y->pos;
-}
-
 /* Each LAS level's waiting jobs by their Gittins index, as the server's
  * snapshot puts them (w->order_ms: how long it took). */
 static void order_levels(struct world *w)
@@ -433,9 +416,14 @@ static void order_levels(struct world *w)
 	if (!w->hist)
 		return;
 	double t0 = now_ms();
-	static struct orec *o;
-	static size_t oalloc;
+	static struct sched_las_place *o;
+	static const struct sched_job **was;
+	static struct sched_key *was_keys;
+	static size_t oalloc, walloc, kalloc;
 	xgrow(&o, &oalloc, (size_t)w->nj + 1, sizeof(*o));
+	xgrow(&was, &walloc, (size_t)w->nj + 1, sizeof(*was));
+	if (w->keys)
+		xgrow(&was_keys, &kalloc, (size_t)w->nj + 1, sizeof(*was_keys));
 	for (int i = 0; i < w->nj;) {
 		int c = w->ptrs[i]->cls, end = i;
 		while (end < w->nj && w->ptrs[end]->cls == c)
@@ -448,14 +436,16 @@ static void order_levels(struct world *w)
 							     (uint32_t)j->queue, w->attained[j->id],
 							     &g))
 					g = -1;
-				o[k - i] = (struct orec){
-					g, k, j, w->keys ? w->keys[k] : (struct sched_key){0}};
-			}
-			qsort(o, (size_t)(end - i), sizeof(*o), orec_cmp);
-			for (int k = i; k < end; k++) {
-				w->ptrs[k] = o[k - i].j;
+				o[k - i] = (struct sched_las_place){0, g, k - i};
+				was[k - i] = j;
 				if (w->keys)
-					w->keys[k] = o[k - i].key;
+					was_keys[k - i] = w->keys[k];
+			}
+			sched_las_places_sort(o, end - i);
+			for (int k = i; k < end; k++) {
+				w->ptrs[k] = was[o[k - i].pos];
+				if (w->keys)
+					w->keys[k] = was_keys[o[k - i].pos];
 			}
 		}
 		i = end;

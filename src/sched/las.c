@@ -363,3 +363,19 @@ int sched_las_history_count(const struct sched_las_history *h, int cls)
 	const struct hkind *k = kind_find(h, kind_key(cls, true, 0));
 	return k ? k->n : 0;
 }
+
+static int place_cmp(const void *a, const void *b)
+{
+	const struct sched_las_place *x = a, *y = b;
+	if (x->level != y->level)
+		return x->level - y->level;
+	if (x->index != y->index)
+		return x->index > y->index ? -1 : 1;
+	return x->pos - y->pos;
+}
+
+void sched_las_places_sort(struct sched_las_place *p, int n)
+{
+	if (n > 1)
+		qsort(p, (size_t)n, sizeof(*p), place_cmp);
+}

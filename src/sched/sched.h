@@ -501,6 +501,18 @@ void sched_las_history_add(struct sched_las_history *h, int cls, uint32_t queue,
  * again once an eighth of its samples are new. */
 bool sched_las_history_index(struct sched_las_history *h, const struct sched_las *las, int cls,
 			     uint32_t queue, double a, double *ret);
+/* A waiting job's place in its class's order under least attained
+ * service: its level, its Gittins index (< 0: none), and where it stood
+ * (submission order). */
+struct sched_las_place {
+	int level;
+	double index;
+	int pos;
+};
+/* Sorts places by level, then index (highest first, those without one
+ * last), then pos: the order in which the server and the simulator give a
+ * class's waiting jobs to the pass (sched_snapshot.given_order). */
+void sched_las_places_sort(struct sched_las_place *p, int n);
 /* How many finished jobs of class cls it holds (up to its keep). */
 int sched_las_history_count(const struct sched_las_history *h, int cls);
 

@@ -246,24 +246,6 @@ static int pending_level(struct state *s, struct sjob *j, int64_t now)
 	return j->las_level;
 }
 
-/* A waiting job's place in its class's order: its level, its index
- * (highest first; -1 without one), then where it was. */
-struct lrec {
-	int level;
-	double g;
-	int pos;
-};
-
-static int lrec_cmp(const void *a, const void *b)
-{
-	const struct lrec *x = a, *y = b;
-	if (x->level != y->level)
-		return x->level - y->level;
-	if (x->g != y->g)
-		return x->g > y->g ? -1 : 1;
-	return x->pos - y->pos;
-}
-
 /* Puts jobs[from, to) (and byindex alike) in level order, each level by
  * the Gittins index where the class has it, else in the order it had: the
  * pass takes a class's levels as classes in a row. */
@@ -272,13 +254,13 @@ static void by_level(struct snapshot *sn, const struct state *s, int from, int t
 	int n = to - from;
 	if (n < 2)
 		return;
-	struct lrec *o = xmalloc(sizeof(*o) * (size_t)n);
+	struct sched_las_place *o = xmalloc(sizeof(*o) * (size_t)n);
 	for (int i = 0; i < n; i++) {
 		const struct sjob *j = sn->byindex[from + i];
-		o[i] = (struct lrec){s->pass_classes[sn->jobs[from + i]->cls].las_level,
-				     j->las_indexed ? j->las_index : -1, from + i};
+		o[i] = (struct sched_las_place){s->pass_classes[sn->jobs[from + i]->cls].las_level,
+						j->las_indexed ? j->las_index : -1, from + i};
 	}
-	qsort(o, (size_t)n, sizeof(*o), lrec_cmp);
+	sched_las_places_sort(o, n);
 	const struct sched_job **jobs = xmalloc(sizeof(*jobs) * (size_t)n);
 	struct sjob **idx = xmalloc(sizeof(*idx) * (size_t)n);
 	struct sched_key *keys = xmalloc(sizeof(*keys) * (size_t)n);

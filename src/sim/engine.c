@@ -113,8 +113,9 @@ struct eng {
 	bool any_las;
 	/* finished jobs' service by kind (Gittins index); NULL: no class asks */
 	struct sched_las_history *hist;
-	struct okey *okeys;
-	size_t okeys_alloc;
+	struct sched_las_place *places; /* gittins_order's */
+	int *was;
+	size_t places_alloc, was_alloc;
 	int *porder;	  /* the pending jobs in the order the pass is given them */
 	int64_t level_at; /* a pass is queued then for a running job's next level (0: none) */
 	struct sched_queue *queues;
@@ -568,22 +569,6 @@ static double served(const struct eng *e, int j)
 	return s->service + (double)(e->now - s->start_ms) * (double)s->milli / 1e6;
 }
 
-/* A waiting job in a level's order: its index (-1: none), then its place
- * in submission order. */
-struct okey {
-	double g;
-	int pos;
-	int j;
-};
-
-static int okey_cmp(const void *a, const void *b)
-{
-	const struct okey *x = a, *y = b;
-	if (x->g != y->g)
-		return x->g > y->g ? -1 : 1;
-	return x->pos - y->pos;
-}
-
 /* Within each level, the jobs whose class orders by the Gittins index by
  * it, highest first (submission order among equals, and for jobs with no
  * index, after those with one). porder[from, to) is one level of one
@@ -603,12 +588,16 @@ static void gittins_order(struct eng *e, int from, int to)
 	}
 	if (sorted)
 		return;
-	xgrow(&e->okeys, &e->okeys_alloc, (size_t)(to - from), sizeof(*e->okeys));
-	for (int x = from; x < to; x++)
-		e->okeys[x - from] = (struct okey){e->js[e->porder[x]].gittins, x, e->porder[x]};
-	qsort(e->okeys, (size_t)(to - from), sizeof(*e->okeys), okey_cmp);
-	for (int x = from; x < to; x++)
-		e->porder[x] = e->okeys[x - from].j;
+	int n = to - from;
+	xgrow(&e->places, &e->places_alloc, (size_t)n, sizeof(*e->places));
+	xgrow(&e->was, &e->was_alloc, (size_t)n, sizeof(*e->was));
+	for (int x = 0; x < n; x++) {
+		e->was[x] = e->porder[from + x];
+		e->places[x] = (struct sched_las_place){0, e->js[e->was[x]].gittins, x};
+	}
+	sched_las_places_sort(e->places, n);
+	for (int x = 0; x < n; x++)
+		e->porder[from + x] = e->was[e->places[x].pos];
 }
 
 /* Least attained service: each job's level as a pass class (a waiting job
@@ -1248,7 +1237,8 @@ static void teardown(struct eng *e)
 	free(e->type_ptrs);
 	free(e->pend);
 	free(e->porder);
-	free(e->okeys);
+	free(e->places);
+	free(e->was);
 	sched_las_history_free(e->hist);
 	free(e->pend_ptrs);
 	free(e->run);
