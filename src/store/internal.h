@@ -20,13 +20,14 @@ enum op_kind {
 	OP_PUT_ACCT,
 	OP_STRIP_JOB,
 	OP_DEL_JOB,
-	OP_PRUNE_AUDIT
+	OP_PRUNE_AUDIT,
+	OP_ADD_CONFIG
 };
 
 struct op {
 	enum op_kind kind;
 	int64_t id;
-	char *key;		 /* node name, meta key, or job state */
+	char *key;		 /* node name, meta key, job state, or who */
 	char *doc;		 /* document or meta value */
 	char *key2;		 /* a job's owner */
 	int64_t n;		 /* a job's settled_ms */
@@ -54,7 +55,18 @@ struct table_desc {
 	bool serial; /* key is a sequence the store hands out */
 };
 
-enum table_id { T_META, T_JOBS, T_NODES, T_QUEUES, T_USERS, T_QUARANTINE, T_AUDIT, T_ACCT, T_MAX };
+enum table_id {
+	T_META,
+	T_JOBS,
+	T_NODES,
+	T_QUEUES,
+	T_USERS,
+	T_QUARANTINE,
+	T_AUDIT,
+	T_ACCT,
+	T_CONFIG,
+	T_MAX
+};
 
 extern const struct table_desc store_tables[T_MAX];
 
@@ -76,7 +88,15 @@ typedef int (*store_dump_cb)(void *ctx, const struct store_value *row);
 /* ---- an implementation --------------------------------------------------------------- */
 
 /* What store_load_* read (key, document), in key order. */
-enum store_load { LOAD_JOBS, LOAD_NODES, LOAD_QUEUES, LOAD_USERS, LOAD_AUDIT, LOAD_MAX };
+enum store_load {
+	LOAD_JOBS,
+	LOAD_NODES,
+	LOAD_QUEUES,
+	LOAD_USERS,
+	LOAD_AUDIT,
+	LOAD_CONFIG,
+	LOAD_MAX
+};
 
 struct store_ops {
 	void (*destroy)(struct store *st);
@@ -130,7 +150,7 @@ struct store_acct_cursor {
 
 /* The migrations both implementations follow, by number: the schema after
  * migration i is version i + 1. */
-#define STORE_SCHEMA_VERSION 11
+#define STORE_SCHEMA_VERSION 12
 
 int store_sqlite_open(const char *path, bool reader, struct store **ret, struct tk_error *err);
 int store_sqlite_backup(const char *src, const char *dst, struct tk_error *err);

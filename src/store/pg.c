@@ -147,6 +147,8 @@ enum stmt_id {
 	P_LEASE_RENEW,
 	P_LEASE_GET,
 	P_LEASE_TAKE,
+	P_ADD_CONFIG,
+	P_LOAD_CONFIG,
 	P_MAX
 };
 
@@ -195,6 +197,8 @@ static const char *const stmt_sql[P_MAX] = {
 	[P_LEASE_GET] = "SELECT holder, url, term, expires_ms - tenk_now_ms() FROM lease WHERE "
 			"name = 'active'",
 	[P_LEASE_TAKE] = "SELECT * FROM tenk_lease_take($1, $2, $3)",
+	[P_ADD_CONFIG] = "INSERT INTO config (version, at_ms, who, doc) VALUES ($1, $2, $3, $4)",
+	[P_LOAD_CONFIG] = "SELECT version, doc FROM config ORDER BY version",
 };
 
 /* Rows the accounting cursor reads at a time: ACCT_FETCH_MIN after a
@@ -308,6 +312,14 @@ static const char *const migrations[] = {
 	/* 11: each attempt's GPU-hours of kept training (goodput); -1 for the
 	 * records written before */
 	"ALTER TABLE acct ADD COLUMN good_hours DOUBLE PRECISION NOT NULL DEFAULT -1;",
+	/* 12 */
+	"CREATE TABLE IF NOT EXISTS config (version BIGINT PRIMARY KEY, at_ms BIGINT NOT NULL, "
+	"who TEXT NOT NULL, doc TEXT NOT NULL);"
+	"CREATE OR REPLACE FUNCTION tenk_config_kept() RETURNS trigger LANGUAGE plpgsql AS $$ "
+	"BEGIN RAISE EXCEPTION 'configuration versions are never rewritten'; END $$;"
+	"DROP TRIGGER IF EXISTS config_kept ON config;"
+	"CREATE TRIGGER config_kept BEFORE UPDATE OR DELETE ON config FOR EACH ROW "
+	"EXECUTE FUNCTION tenk_config_kept();",
 };
 static_assert(ARRAY_SIZE(migrations) == STORE_SCHEMA_VERSION, "a migration for every version");
 
@@ -758,11 +770,10 @@ static int load_row(void *arg, const PGresult *res)
 static int pg_load(struct store *base, enum store_load what, store_row_cb cb, void *ctx,
 		   struct tk_error *err)
 {
-	static const enum stmt_id ids[LOAD_MAX] = {[LOAD_JOBS] = P_LOAD_JOBS,
-						   [LOAD_NODES] = P_LOAD_NODES,
-						   [LOAD_QUEUES] = P_LOAD_QUEUES,
-						   [LOAD_USERS] = P_LOAD_USERS,
-						   [LOAD_AUDIT] = P_LOAD_AUDIT};
+	static const enum stmt_id ids[LOAD_MAX] = {
+		[LOAD_JOBS] = P_LOAD_JOBS,     [LOAD_NODES] = P_LOAD_NODES,
+		[LOAD_QUEUES] = P_LOAD_QUEUES, [LOAD_USERS] = P_LOAD_USERS,
+		[LOAD_AUDIT] = P_LOAD_AUDIT,   [LOAD_CONFIG] = P_LOAD_CONFIG};
 	struct load_ctx l = {cb, ctx};
 	return each_row(PG(base), ids[what], NULL, NULL, load_row, &l, err, "loading");
 }
@@ -865,6 +876,13 @@ static void send_op(struct pipe *pp, const struct op *o)
 		p_text(&p, o->key);
 		p_text(&p, o->doc);
 		pipe_send(pp, P_ADD_AUDIT, &p);
+		return;
+	case OP_ADD_CONFIG:
+		p_int(&p, o->id);
+		p_int(&p, o->n);
+		p_text(&p, o->key);
+		p_text(&p, o->doc);
+		pipe_send(pp, P_ADD_CONFIG, &p);
 		return;
 	case OP_DEL_ACCT:
 		p_int(&p, o->id * STORE_ACCT_ATTEMPTS);

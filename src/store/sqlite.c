@@ -43,6 +43,8 @@ enum stmt_id {
 	ST_DEL_JOB,
 	ST_AUDIT_FLOOR,
 	ST_PRUNE_AUDIT,
+	ST_ADD_CONFIG,
+	ST_LOAD_CONFIG,
 	ST_MAX
 };
 
@@ -85,6 +87,8 @@ static const char *const stmt_sql[ST_MAX] = {
 			   "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
 	[ST_PRUNE_AUDIT] = "DELETE FROM audit WHERE seq IN (SELECT seq FROM audit WHERE at_ms < ?1 "
 			   "ORDER BY seq LIMIT ?2)",
+	[ST_ADD_CONFIG] = "INSERT INTO config (version, at_ms, who, doc) VALUES (?1, ?2, ?3, ?4)",
+	[ST_LOAD_CONFIG] = "SELECT version, doc FROM config ORDER BY version",
 };
 
 /* Migrations: migrations[i] takes the schema from version i to i+1. */
@@ -146,6 +150,15 @@ static const char *const migrations[] = {
 	/* 11: each attempt's GPU-hours of kept training (goodput); -1 for
 	 * the records written before */
 	"ALTER TABLE acct ADD COLUMN good_hours REAL NOT NULL DEFAULT -1;",
+	/* 12: the cluster's configuration, version by version (tenk config),
+	 * never rewritten (a store set back to an earlier version by hand may
+	 * have it already, as 9 and 10 may) */
+	"CREATE TABLE IF NOT EXISTS config (version INTEGER PRIMARY KEY, at_ms INTEGER NOT NULL, "
+	"who TEXT NOT NULL, doc TEXT NOT NULL);"
+	"CREATE TRIGGER IF NOT EXISTS config_kept_u BEFORE UPDATE ON config BEGIN "
+	"SELECT RAISE(ABORT, 'configuration versions are never rewritten'); END;"
+	"CREATE TRIGGER IF NOT EXISTS config_kept_d BEFORE DELETE ON config BEGIN "
+	"SELECT RAISE(ABORT, 'configuration versions are never rewritten'); END;",
 };
 
 static_assert(ARRAY_SIZE(migrations) == STORE_SCHEMA_VERSION, "a migration for every version");
@@ -356,11 +369,10 @@ static void sq_destroy(struct store *base)
 static int sq_load(struct store *base, enum store_load what, store_row_cb cb, void *ctx,
 		   struct tk_error *err)
 {
-	static const enum stmt_id ids[LOAD_MAX] = {[LOAD_JOBS] = ST_LOAD_JOBS,
-						   [LOAD_NODES] = ST_LOAD_NODES,
-						   [LOAD_QUEUES] = ST_LOAD_QUEUES,
-						   [LOAD_USERS] = ST_LOAD_USERS,
-						   [LOAD_AUDIT] = ST_LOAD_AUDIT};
+	static const enum stmt_id ids[LOAD_MAX] = {
+		[LOAD_JOBS] = ST_LOAD_JOBS,	[LOAD_NODES] = ST_LOAD_NODES,
+		[LOAD_QUEUES] = ST_LOAD_QUEUES, [LOAD_USERS] = ST_LOAD_USERS,
+		[LOAD_AUDIT] = ST_LOAD_AUDIT,	[LOAD_CONFIG] = ST_LOAD_CONFIG};
 	struct sq *st = SQ(base);
 	sqlite3_stmt *s = st->stmt[ids[what]];
 	int r = 0, rc;
@@ -541,6 +553,13 @@ static int apply_op(struct sq *st, const struct op *o, struct tk_error *err)
 		sqlite3_bind_int64(s, 2, o->n);
 		return step_once(st, ST_PRUNE_AUDIT, err, "removing old audit rows");
 	}
+	case OP_ADD_CONFIG:
+		s = st->stmt[ST_ADD_CONFIG];
+		sqlite3_bind_int64(s, 1, o->id);
+		sqlite3_bind_int64(s, 2, o->n);
+		sqlite3_bind_text(s, 3, o->key, -1, SQLITE_STATIC);
+		sqlite3_bind_text(s, 4, o->doc, -1, SQLITE_STATIC);
+		return step_once(st, ST_ADD_CONFIG, err, "writing a configuration version");
 	case OP_PUT_META:
 		s = st->stmt[ST_PUT_META];
 		sqlite3_bind_text(s, 1, o->key, -1, SQLITE_STATIC);

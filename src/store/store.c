@@ -39,6 +39,11 @@ const struct table_desc store_tables[T_MAX] = {
 		     "busy_hours", "cost", "energy_j", "doc", "good_hours"},
 		    {COL_INT, COL_TEXT, COL_TEXT, COL_TEXT, COL_TEXT, COL_INT, COL_INT, COL_REAL,
 		     COL_REAL, COL_REAL, COL_REAL, COL_TEXT, COL_REAL}},
+	[T_CONFIG] = {"config",
+		      "version",
+		      4,
+		      {"version", "at_ms", "who", "doc"},
+		      {COL_INT, COL_INT, COL_TEXT, COL_TEXT}},
 };
 
 void store_table_select(struct strbuf *sb, const struct table_desc *t)
@@ -132,6 +137,11 @@ int store_load_users(struct store *st, store_row_cb cb, void *ctx, struct tk_err
 int store_load_audit(struct store *st, store_row_cb cb, void *ctx, struct tk_error *err)
 {
 	return st->ops->load(st, LOAD_AUDIT, cb, ctx, err);
+}
+
+int store_load_config(struct store *st, store_row_cb cb, void *ctx, struct tk_error *err)
+{
+	return st->ops->load(st, LOAD_CONFIG, cb, ctx, err);
 }
 
 int store_load_settled(struct store *st, store_settled_cb cb, void *ctx, struct tk_error *err)
@@ -323,6 +333,16 @@ void store_batch_add_audit(struct store_batch *b, int64_t at_ms, const char *who
 {
 	struct op *o = push(b, OP_ADD_AUDIT);
 	o->id = at_ms;
+	o->key = xstrdup(who);
+	o->doc = doc;
+}
+
+void store_batch_add_config(struct store_batch *b, int64_t version, int64_t at_ms, const char *who,
+			    char *doc)
+{
+	struct op *o = push(b, OP_ADD_CONFIG);
+	o->id = version;
+	o->n = at_ms;
 	o->key = xstrdup(who);
 	o->doc = doc;
 }

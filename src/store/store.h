@@ -68,6 +68,9 @@ int store_load_users(struct store *st, store_row_cb cb, void *ctx, struct tk_err
 #define STORE_AUDIT_RECENT 100000
 #define STORE_AUDIT_RECENT_S "100000"
 int store_load_audit(struct store *st, store_row_cb cb, void *ctx, struct tk_error *err);
+/* The cluster's configuration, version by version, oldest first (key: the
+ * version's number; the document as store_batch_add_config wrote it). */
+int store_load_config(struct store *st, store_row_cb cb, void *ctx, struct tk_error *err);
 /* Reads a metadata value; -ENOENT when absent. *ret is the caller's to free. */
 int store_meta_get(struct store *st, const char *key, char **ret, struct tk_error *err);
 
@@ -85,6 +88,10 @@ void store_batch_del_user(struct store_batch *b, const char *name);
 void store_batch_put_meta(struct store_batch *b, const char *key, const char *value);
 /* An audit row (never rewritten): when, who, and its document. */
 void store_batch_add_audit(struct store_batch *b, int64_t at_ms, const char *who, char *doc);
+/* A version of the cluster's configuration (never rewritten): its number,
+ * when, who, and its document. */
+void store_batch_add_config(struct store_batch *b, int64_t version, int64_t at_ms, const char *who,
+			    char *doc);
 size_t store_batch_len(const struct store_batch *b);
 /* Retention: a settled job's document goes, its row (id, state, owner,
  * settled_ms) stays, for its accounting records; or its row goes too. */

@@ -179,7 +179,7 @@ static void test_roundtrip(void **state)
 	struct store *st;
 	struct tk_error err;
 	assert_int_equal(store_open(path, &st, &err), 0);
-	assert_int_equal(store_schema_version(st), 11);
+	assert_int_equal(store_schema_version(st), 12);
 	if (store_kind(st) == STORE_SQLITE) {
 		/* the store holds every job's request: its files are the server's alone */
 		struct stat sb;
@@ -348,7 +348,7 @@ static void test_migrates_jobs(void **state)
 	struct store *st;
 	struct tk_error err;
 	assert_int_equal(store_open(path, &st, &err), 0);
-	assert_int_equal(store_schema_version(st), 11);
+	assert_int_equal(store_schema_version(st), 12);
 	struct rows r = {0};
 	strbuf_init(&r.sb);
 	assert_int_equal(store_load_jobs(st, collect, &r, &err), 0);
@@ -393,6 +393,40 @@ static void test_audit_pruned(void **state)
 	assert_int_equal(raw_exec(path, "DELETE FROM audit WHERE at_ms = 5000"), -1);
 	assert_int_equal(raw_exec(path, "UPDATE audit SET who = 'x' WHERE at_ms = 4000"), -1);
 	assert_int_equal(raw_int(path, "SELECT count(*) FROM audit"), 3);
+	free(path);
+}
+
+/* The cluster's configuration: versions read back in order, whole; never
+ * rewritten; a version written twice fails its batch, which leaves
+ * nothing. */
+static void test_config_versions(void **state)
+{
+	char *path = where(state, "cfg");
+	struct store *st;
+	struct tk_error err;
+	assert_int_equal(store_open(path, &st, &err), 0);
+	struct store_batch *b = store_batch_create();
+	store_batch_add_config(b, 2, 2000, "bob",
+			       xstrdup("{\"config\":{\"default_class\":\"x\"}}"));
+	store_batch_add_config(b, 1, 1000, "ann", xstrdup("{\"config\":{}}"));
+	assert_int_equal(store_apply(st, b, &err), 0);
+	store_batch_destroy(b);
+	struct rows r = {0};
+	strbuf_init(&r.sb);
+	assert_int_equal(store_load_config(st, collect, &r, &err), 0);
+	assert_string_equal(r.sb.buf,
+			    "1={\"config\":{}};2={\"config\":{\"default_class\":\"x\"}};");
+	b = store_batch_create();
+	store_batch_add_config(b, 3, 3000, "ann", xstrdup("{}"));
+	store_batch_add_config(b, 2, 3000, "ann", xstrdup("{}"));
+	assert_int_equal(store_apply(st, b, &err) < 0, 1);
+	store_batch_destroy(b);
+	store_destroy(st);
+	assert_int_equal(raw_int(path, "SELECT count(*) FROM config"), 2);
+	assert_int_equal(raw_exec(path, "DELETE FROM config WHERE version = 1"), -1);
+	assert_int_equal(raw_exec(path, "UPDATE config SET who = 'x' WHERE version = 2"), -1);
+	assert_int_equal(raw_int(path, "SELECT count(*) FROM config"), 2);
+	strbuf_release(&r.sb);
 	free(path);
 }
 
@@ -575,12 +609,13 @@ static void test_acct_fill_marked(void **state)
 	sqlite3 *db;
 	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
 	assert_int_equal(sqlite3_exec(db,
-				      "DROP TABLE acct; DROP TABLE lease; PRAGMA user_version = 6;",
+				      "DROP TABLE acct; DROP TABLE lease; DROP TABLE config; "
+				      "PRAGMA user_version = 6;",
 				      NULL, NULL, NULL),
 			 SQLITE_OK);
 	sqlite3_close(db);
 	assert_int_equal(store_open(path, &st, &err), 0);
-	assert_int_equal(store_schema_version(st), 11);
+	assert_int_equal(store_schema_version(st), 12);
 	char *v;
 	assert_int_equal(store_meta_get(st, "acct_fill_to", &v, &err), 0);
 	assert_string_equal(v, "9");
@@ -656,6 +691,7 @@ static void fill(const char *path)
 	store_batch_put_queue(b, "default", xstrdup("{\"w\":1}"));
 	store_batch_put_user(b, "ann", xstrdup("{\"tokens\":[]}"));
 	store_batch_put_meta(b, "next_id", "51");
+	store_batch_add_config(b, 1, 700, "ann", xstrdup("{\"config\":{}}"));
 	assert_int_equal(store_apply(st, b, &err), 0);
 	store_batch_destroy(b);
 	assert_int_equal(store_quarantine(st, "job", "7", "did not decode", 5, &err), 0);
@@ -675,6 +711,7 @@ static void dump_all(const char *path, struct strbuf *sb)
 	assert_int_equal(store_load_queues(st, collect, &r, &err), 0);
 	assert_int_equal(store_load_users(st, collect, &r, &err), 0);
 	assert_int_equal(store_load_audit(st, collect, &r, &err), 0);
+	assert_int_equal(store_load_config(st, collect, &r, &err), 0);
 	struct settled g;
 	strbuf_init(&g.sb);
 	assert_int_equal(store_load_settled(st, collect_settled, &g, &err), 0);
@@ -706,7 +743,9 @@ static void test_copy(void **state)
 	for (int i = 0; i < rep.ntables; i++)
 		rows += rep.tables[i].rows;
 	assert_int_equal(rows, rep.rows);
-	assert_int_equal(rep.ntables, 8);
+	assert_int_equal(rep.ntables, 9);
+	assert_string_equal(rep.tables[8].name, "config");
+	assert_int_equal(rep.tables[8].rows, 1);
 	assert_string_equal(rep.tables[1].name, "jobs");
 	assert_int_equal(rep.tables[1].rows, 49);
 	assert_string_equal(rep.tables[5].name, "quarantine");
@@ -1010,6 +1049,7 @@ int main(void)
 		BOTH(test_settled),
 		cmocka_unit_test(test_migrates_jobs),
 		BOTH(test_audit_pruned),
+		BOTH(test_config_versions),
 		BOTH(test_acct),
 		BOTH(test_acct_many),
 		cmocka_unit_test(test_acct_fill_marked),
