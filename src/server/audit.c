@@ -67,11 +67,16 @@ void audit_reply(struct request *r, unsigned status, json_t *ans)
 	else if (json_is_string(json_object_get(ans, "name")))
 		snprintf(result, sizeof(result), "%s",
 			 json_string_value(json_object_get(ans, "name")));
+	audit_note(s, r->user[0] ? r->user : "anonymous", addr, r->method, r->url, status, result);
+}
+
+void audit_note(struct server *s, const char *who, const char *addr, const char *method,
+		const char *path, unsigned status, const char *result)
+{
 	int64_t now = server_now_ms(s);
-	const char *who = r->user[0] ? r->user : "anonymous";
 	json_t *row = json_pack("{s:I, s:s, s:s, s:s, s:s, s:i, s:s}", "at_ms", (json_int_t)now,
-				"who", who, "addr", addr, "method", r->method, "path", r->url,
-				"status", (int)status, "result", result);
+				"who", who, "addr", addr, "method", method, "path", path, "status",
+				(int)status, "result", result);
 	xgrow(&s->audit_new, &s->audit_new_alloc, s->audit_nnew + 1, sizeof(*s->audit_new));
 	struct audit_pending *p = &s->audit_new[s->audit_nnew++];
 	p->at_ms = now;

@@ -272,6 +272,15 @@ struct server {
 	} * audit_new;
 	size_t audit_nnew, audit_new_alloc;
 
+	/* the cluster's configuration, version by version, oldest first
+	 * (config.c); the last is the one in force */
+	struct {
+		struct config_version *v;
+		size_t n, alloc;
+		json_t *at_start; /* the one in force at the start: what only a start takes */
+	} config;
+	uv_signal_t hup; /* SIGHUP: config.json read again */
+
 	char *tls_cert_pem, *tls_key_pem; /* what MHD serves TLS with, kept till it stops */
 	char *tls_ca_path;		  /* DATA/tls/ca.pem when the server made its own */
 	/* when the certificate it serves, and the CA it made, stop being
@@ -410,6 +419,44 @@ const char *request_arg(struct request *r, const char *key);
 void req_list_push(struct req_list *l, struct request *r);
 void req_list_remove(struct req_list *l, struct request *r);
 
+/* ---- config.c: the cluster's configuration, versioned ---------------------------- */
+
+#define CONFIG_WHY_MAX 256
+struct config_version {
+	int64_t version;
+	int64_t at_ms;
+	char who[MODEL_NAME_MAX];
+	char why[CONFIG_WHY_MAX];
+	json_t *config;	 /* config.json's object */
+	json_t *changed; /* its top-level keys that differ from the version before */
+	json_t *later;	 /* [{"key", "when": "start"}]: what waits for a start */
+};
+
+/* At activation, before the state loads: the store's versions and the
+ * file put together (the newest of either in force; the first version
+ * recorded on a store that has none). */
+int config_start(struct server *s, struct tk_error *err);
+/* cfg (taken) as the next version, by who for why: checked whole, then
+ * applied, stored and written to the file; *ret: the version's summary
+ * (with "unchanged" where cfg is the one in force). -EINVAL (a bad
+ * setting) or -EBUSY (a class jobs are in would go) with err, nothing
+ * changed. */
+int config_apply(struct server *s, json_t *cfg, const char *who, const char *why, json_t **ret,
+		 struct tk_error *err);
+/* SIGHUP: the file read again and applied; a broken one changes nothing
+ * (logged and audited either way). */
+void config_reload(struct server *s);
+void config_release(struct server *s);
+void config_h_show(struct request *r, const char *param, json_t *body);
+void config_h_history(struct request *r, const char *param, json_t *body);
+void config_h_apply(struct request *r, const char *param, json_t *body);
+void config_h_change(struct request *r, const char *param, json_t *body);
+void config_h_rollback(struct request *r, const char *param, json_t *body);
+/* power_fence.after against the heartbeats it must outlast (a start's
+ * check, and every version's). */
+int server_power_fence_check(const struct server_config *cfg, const struct sched_config *sched,
+			     struct tk_error *err);
+
 /* ---- audit.c ----------------------------------------------------------------- */
 
 /* The call r changes state (any but GET, and not an agent's): who, from
@@ -417,6 +464,10 @@ void req_list_remove(struct req_list *l, struct request *r);
  * to the audit table in the batch that writes the change. answer: the
  * reply's JSON (borrowed), or NULL. */
 void audit_reply(struct request *r, unsigned status, json_t *answer);
+/* A row for what no request did (SIGHUP): who, from where, what, on
+ * what, its status and result. */
+void audit_note(struct server *s, const char *who, const char *addr, const char *method,
+		const char *path, unsigned status, const char *result);
 /* Puts the rows not yet written into b. */
 void audit_take(struct server *s, struct store_batch *b);
 bool audit_waiting(const struct server *s);

@@ -12,6 +12,8 @@
  */
 #include "internal.h"
 
+#include <signal.h>
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -633,7 +635,7 @@ static int activate(struct server *s, struct warm *warm, struct tk_error *err)
 	int r;
 	if ((r = mark_started(s, s->role.where, err)) < 0 ||
 	    (r = store_open_reader(s->role.where, &s->reader, err)) < 0 ||
-	    (r = audit_load(s, err)) < 0 ||
+	    (r = audit_load(s, err)) < 0 || (r = config_start(s, err)) < 0 ||
 	    (r = state_load(&s->st, s->store, warm, server_now_ms(s), tk_mono_ms(),
 			    s->cfg.quarantine_bad_rows, err)) < 0 ||
 	    (r = server_ids_load(s, err)) < 0 || (r = acct_fill_load(s, err)) < 0)
@@ -668,6 +670,40 @@ static int same_tokens(struct server *s, struct tk_error *err)
 				 "that share a store share them; copy both from the data folder of "
 				 "the server that first used this store",
 				 s->data_dir);
+	return 0;
+}
+
+/* SIGHUP: config.json read again (config.c). */
+static void hup_cb(uv_signal_t *h, int signum)
+{
+	struct server *s = h->data;
+	if (!s->stopping)
+		config_reload(s);
+}
+
+int server_power_fence_check(const struct server_config *cfg, const struct sched_config *sched,
+			     struct tk_error *err)
+{
+	/* a node in touch beats every `heartbeat` (a tenth of the node
+	 * timeout at most): two beats and two delays (fence.h) */
+	if (sched->npower_fence && sched->power_fence_after_s) {
+		struct fence_params fp;
+		fence_params_of(cfg->node_timeout_ms, &fp);
+		int64_t beat =
+			MIN(sched->power_fence_heartbeat_s * 1000, cfg->node_timeout_ms / 10);
+		int64_t least = 2 * (beat + fp.power_delay_ms);
+		if (sched->power_fence_after_s * 1000 < least) {
+			return tk_errorf(
+				err, -EINVAL,
+				"power_fence.after: %llds is under two heartbeats of %lldms "
+				"and their delays (%lldms at a node timeout of %llds): nodes "
+				"in touch could be powered off; give %llds or more, or leave "
+				"it out (the least that is safe)",
+				(long long)sched->power_fence_after_s, (long long)beat,
+				(long long)least, (long long)(cfg->node_timeout_ms / 1000),
+				(long long)((least + 999) / 1000));
+		}
+	}
 	return 0;
 }
 
@@ -706,26 +742,8 @@ int server_create(uv_loop_t *loop, const struct server_config *cfg, struct serve
 	    (r = load_token(s, "agent", s->agent_token, sizeof(s->agent_token), err)) < 0 ||
 	    (r = load_catalogue(s, err)) < 0 || (r = load_config(s, sched, err)) < 0)
 		goto fail;
-	/* a node in touch beats every `heartbeat` (a tenth of the node
-	 * timeout at most): two beats and two delays (fence.h) */
-	if (sched->npower_fence && sched->power_fence_after_s) {
-		struct fence_params fp;
-		fence_params_of(cfg->node_timeout_ms, &fp);
-		int64_t beat =
-			MIN(sched->power_fence_heartbeat_s * 1000, cfg->node_timeout_ms / 10);
-		int64_t least = 2 * (beat + fp.power_delay_ms);
-		if (sched->power_fence_after_s * 1000 < least) {
-			r = tk_errorf(err, -EINVAL,
-				      "power_fence.after: %llds is under two heartbeats of %lldms "
-				      "and their delays (%lldms at a node timeout of %llds): nodes "
-				      "in touch could be powered off; give %llds or more, or leave "
-				      "it out (the least that is safe)",
-				      (long long)sched->power_fence_after_s, (long long)beat,
-				      (long long)least, (long long)(cfg->node_timeout_ms / 1000),
-				      (long long)((least + 999) / 1000));
-			goto fail;
-		}
-	}
+	if ((r = server_power_fence_check(cfg, sched, err)) < 0)
+		goto fail;
 	if ((r = tk_random_hex(s->epoch, 16)) < 0) {
 		r = tk_errorf(err, r, "cannot read random bytes");
 		goto fail;
@@ -779,7 +797,10 @@ int server_create(uv_loop_t *loop, const struct server_config *cfg, struct serve
 	uv_timer_init(loop, &s->cron);
 	s->cron.data = s;
 	uv_timer_start(&s->cron, cron_cb, SERVER_CRON_MS, SERVER_CRON_MS);
-	s->open_handles += 2;
+	uv_signal_init(loop, &s->hup);
+	s->hup.data = s;
+	uv_signal_start(&s->hup, hup_cb, SIGHUP);
+	s->open_handles += 3;
 	log_info("serving %s %s %zu jobs and %d nodes from %s (store: %s)", s->url,
 		 s->role.standby ? "as a standby (loading nothing) of" : "with", s->st.njobs,
 		 s->st.nnodes, s->data_dir, db);
@@ -847,6 +868,7 @@ static void finish_stop(struct server *s)
 	http_stop(s);
 	uv_close((uv_handle_t *)&s->check, server_handle_closed);
 	uv_close((uv_handle_t *)&s->cron, server_handle_closed);
+	uv_close((uv_handle_t *)&s->hup, server_handle_closed);
 	uv_close((uv_handle_t *)&s->wq.async, server_handle_closed);
 	if (s->role.poll_init)
 		uv_close((uv_handle_t *)&s->role.poll, server_handle_closed);
@@ -897,6 +919,7 @@ void server_destroy(struct server *s)
 	store_batch_destroy(s->fill.batch);
 	store_destroy(s->reader);
 	warm_destroy(s->role.warm);
+	config_release(s);
 	state_release(&s->st);
 	free(s->job_waits);
 	free(s->node_polls);

@@ -8,6 +8,8 @@
 #include <errno.h>
 #include <string.h>
 
+static void classes_init(struct state *s);
+
 void state_init(struct state *s, const struct state_config *cfg, const struct sched_config *sched,
 		state_event_cb cb, void *cb_arg)
 {
@@ -28,8 +30,15 @@ void state_init(struct state *s, const struct state_config *cfg, const struct sc
 	tk_map_init(&s->user_by_name);
 	tk_map_init(&s->user_by_hash);
 	tk_map_init(&s->owner_index);
+	classes_init(s);
+	s->las_hist = sched_las_history_new();
+}
+
+/* The classes of s->sched, with no job waiting in them yet. */
+static void classes_init(struct state *s)
+{
 	for (int c = 0; c < s->sched.nclasses; c++) {
-		s->classes[c].spec = s->sched.classes[c];
+		s->classes[c] = (struct sclass){.spec = s->sched.classes[c]};
 		s->class_order[c] = c;
 	}
 	/* the scheduler's classes: every level of a "las" class one of them
@@ -37,7 +46,6 @@ void state_init(struct state *s, const struct state_config *cfg, const struct sc
 	s->npass_classes =
 		sched_classes_of_config(&s->sched, s->pass_classes, s->las, s->las_first);
 	assert(s->npass_classes > 0);
-	s->las_hist = sched_las_history_new();
 	/* classes by priority, highest first; equal ones in configuration order */
 	for (int a = 1; a < s->sched.nclasses; a++)
 		for (int b = a; b > 0 && s->classes[s->class_order[b]].spec.priority >
@@ -47,6 +55,84 @@ void state_init(struct state *s, const struct state_config *cfg, const struct sc
 			s->class_order[b] = s->class_order[b - 1];
 			s->class_order[b - 1] = t;
 		}
+}
+
+int state_config_check(const struct state *s, const struct sched_config *next, struct strbuf *why)
+{
+	for (int c = 0; c < s->sched.nclasses; c++) {
+		const char *name = s->sched.classes[c].name;
+		if (sched_config_class(next, name) >= 0)
+			continue;
+		int64_t first = 0, n = 0;
+		for (size_t i = 0; i < s->njobs; i++) {
+			const struct sjob *j = s->jobs[i];
+			if (j && j->cls == c && !job_state_final(j->job.state)) {
+				n += 1;
+				first = first ? first : j->job.id;
+			}
+		}
+		if (n) {
+			strbuf_addf(why,
+				    "classes: \"%s\" is gone from the new configuration but %lld "
+				    "job%s not ended %s it (job %lld first); keep the class until "
+				    "they end, or cancel them",
+				    name, (long long)n, n == 1 ? "" : "s",
+				    n == 1 ? "is in" : "are in", (long long)first);
+			return -EBUSY;
+		}
+	}
+	return 0;
+}
+
+bool state_config_swap(struct state *s, const struct sched_config *next, int64_t now)
+{
+	/* the waiting jobs leave their classes, in id order, to come back
+	 * into the new ones in the same order */
+	size_t nwait = 0, most = (size_t)s->npending;
+	struct sjob **wait = xcalloc(most + 1, sizeof(*wait));
+	for (size_t i = 0; i < s->njobs; i++) {
+		struct sjob *j = s->jobs[i];
+		if (j && j->pending) {
+			assert(nwait < most);
+			state_job_dequeue(s, j);
+			wait[nwait++] = j;
+		}
+	}
+	bool same = s->sched.nclasses == next->nclasses;
+	for (int c = 0; c < s->sched.nclasses; c++) {
+		same = same && strcmp(s->sched.classes[c].name, next->classes[c].name) == 0;
+		free(s->classes[c].order);
+	}
+	s->sched = *next;
+	classes_init(s);
+	/* the service of finished jobs is kept by class: where the classes
+	 * are others, the caller learns it again (state_las_history_note) */
+	if (!same) {
+		sched_las_history_free(s->las_hist);
+		s->las_hist = sched_las_history_new();
+	}
+	for (size_t i = 0; i < s->njobs; i++) {
+		struct sjob *j = s->jobs[i];
+		if (!j)
+			continue;
+		if (!job_state_final(j->job.state)) {
+			state_job_attach(s, j, now); /* its class, pools and domains again */
+			continue;
+		}
+		/* an ended job keeps the name of its class, gone or not */
+		int c = j->job.req.cls ? sched_config_class(&s->sched, j->job.req.cls) : -1;
+		j->cls = c >= 0 ? c : s->sched.default_class;
+	}
+	for (size_t k = 0; k < nwait; k++)
+		state_job_enqueue(s, wait[k]);
+	free(wait);
+	for (int i = 0; i < s->nnodes; i++)
+		s->nodes[i]->pools = sched_config_pool_node(&s->sched, s->nodes[i]->labels);
+	/* the last pass's reasons name classes by their old places */
+	s->waits.mark = 0;
+	s->waits.n = 0;
+	state_want_pass(s);
+	return !same;
 }
 
 void state_set_reader(struct state *s, state_read_cb read, void *arg)

@@ -589,6 +589,15 @@ struct state {
  * default queue; release it with state_release. */
 void state_init(struct state *s, const struct state_config *cfg, const struct sched_config *sched,
 		state_event_cb cb, void *cb_arg);
+/* Whether the state can take the scheduling configuration next: -EBUSY
+ * with why where a class it lacks holds jobs not ended. */
+int state_config_check(const struct state *s, const struct sched_config *next, struct strbuf *why);
+/* Takes next (checked) as the scheduling configuration, while jobs wait
+ * and run: each job's class, pools and domains found again, the waiting
+ * ones back in their classes in the same order, each node's pools, a pass
+ * wanted. True where the classes are others than before: the service of
+ * finished jobs by class (the Gittins index's history) starts empty. */
+bool state_config_swap(struct state *s, const struct sched_config *next, int64_t now);
 /* How jobs out of memory are read back (none until it is set). */
 void state_set_reader(struct state *s, state_read_cb read, void *arg);
 void state_release(struct state *s);

@@ -292,6 +292,78 @@ static void test_pass_order_kept(void **state)
 	world_free(w);
 }
 
+/* A new configuration while jobs wait and run (tenk config): classes
+ * reordered, renumbered and one gone, pools added. The waiting jobs keep
+ * their classes by name and their order; the running one runs on; a
+ * class jobs are in cannot go; the next pass follows the new priorities. */
+static void test_config_swap(void **state)
+{
+	struct world *w = world_new(5);
+	struct snode *n = add_node(w, 1, 1, "aaaaaaaa");
+	const char *fmt = "{\"command\": [\"train\"], \"cwd\": \"/tmp\", \"gpus_per_task\": 1, "
+			  "\"class\": \"%s\"}";
+	char normal[256], batch[256];
+	snprintf(normal, sizeof(normal), fmt, "normal");
+	snprintf(batch, sizeof(batch), fmt, "batch");
+	struct sjob *j1 = submit(w, normal);
+	state_schedule(&w->st, T0);
+	assert_int_equal(j1->job.state, JOB_STARTING);
+	struct sjob *j2 = submit(w, normal), *j3 = submit(w, batch), *j4 = submit(w, normal);
+	struct tk_error err;
+	assert_int_equal(state_hold(&w->st, j4, true, &err), 0);
+	struct sched_config next;
+	sched_config_default(&next);
+	const char *text = "{\"classes\": [{\"name\": \"batch\", \"priority\": 200}, {\"name\": "
+			   "\"urgent\", \"priority\": 300}, {\"name\": \"normal\", \"priority\": "
+			   "5}], \"default_class\": \"normal\", \"pools\": {\"a\": {\"selector\": "
+			   "\"zone=a\"}}}";
+	assert_int_equal(sched_config_load_json(&next, text, &err), 0);
+	struct strbuf why;
+	strbuf_init(&why);
+	assert_int_equal(state_config_check(&w->st, &next, &why), 0);
+	/* without "normal": its jobs, the running one first, forbid it */
+	struct sched_config lacking;
+	sched_config_default(&lacking);
+	assert_int_equal(
+		sched_config_load_json(&lacking,
+				       "{\"classes\": [{\"name\": \"batch\", \"priority\": 1}], "
+				       "\"default_class\": \"batch\"}",
+				       &err),
+		0);
+	assert_int_equal(state_config_check(&w->st, &lacking, &why), -EBUSY);
+	assert_non_null(strstr(why.buf, "\"normal\""));
+	assert_non_null(strstr(why.buf, "3 jobs"));
+	assert_non_null(strstr(why.buf, "job 1 first"));
+	strbuf_release(&why);
+	assert_int_equal(n->pools, 0);
+	assert_true(state_config_swap(&w->st, &next, T0 + 1)); /* the classes are others */
+	assert_string_equal(w->st.classes[j1->cls].spec.name, "normal");
+	assert_string_equal(w->st.classes[j2->cls].spec.name, "normal");
+	assert_string_equal(w->st.classes[j3->cls].spec.name, "batch");
+	assert_int_equal(j1->job.state, JOB_STARTING);
+	assert_int_equal(w->st.npending, 3);
+	struct sclass *c = &w->st.classes[j2->cls];
+	assert_int_equal(c->npending, 2);
+	assert_ptr_equal(c->pend_head, j2);
+	assert_ptr_equal(c->pend_tail, j4);
+	assert_int_equal(c->norder, 2);
+	assert_ptr_equal(c->order[0].job, j2);
+	assert_ptr_equal(c->order[1].job, j4);
+	assert_int_equal(w->st.classes[j3->cls].npending, 1);
+	assert_int_equal(w->st.class_order[0], sched_config_class(&next, "urgent"));
+	assert_int_equal(n->pools, MODEL_POOL_NONE); /* in no pool now */
+	/* the same classes again: nothing to learn anew */
+	assert_false(state_config_swap(&w->st, &next, T0 + 2));
+	/* the device frees: batch (now 200) goes before normal's j2 */
+	task_event(w, j1, 0, TASK_EVENT_STARTED, 0, EXIT_EXITED, T0 + 3);
+	task_event(w, j1, 0, TASK_EVENT_EXITED, 0, EXIT_EXITED, T0 + 4);
+	state_schedule(&w->st, T0 + 5);
+	assert_int_equal(j3->job.state, JOB_STARTING);
+	assert_int_equal(j2->job.state, JOB_PENDING);
+	assert_int_equal(j4->job.state, JOB_PENDING);
+	world_free(w);
+}
+
 /* The time limit travels as a cause, not as text. */
 static void test_timeout(void **state)
 {
@@ -1744,6 +1816,7 @@ int main(void)
 		cmocka_unit_test(test_lifecycle),
 		cmocka_unit_test(test_requeue),
 		cmocka_unit_test(test_pass_order_kept),
+		cmocka_unit_test(test_config_swap),
 		cmocka_unit_test(test_timeout),
 		cmocka_unit_test(test_node_loss),
 		cmocka_unit_test(test_agent_restart),
