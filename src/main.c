@@ -90,8 +90,12 @@ static const struct tk_command commands[] = {
 	{"usage", "", "GPU-hours, cost and energy by queue, user or model (sreport's habits)",
 	 cli_usage},
 	{"history", "", "write the jobs that ran as a trace for tenk sim", cli_history},
-	{"config", "[use-cluster NAME | set-cluster NAME ... | delete-cluster NAME]",
-	 "the clusters this CLI knows: list them, pick one (as kubectl's contexts)", cli_config},
+	{"config",
+	 "[use-cluster NAME | set-cluster NAME ... | delete-cluster NAME | show | history | apply "
+	 "FILE | set KEY VALUE | unset KEY | rollback VERSION]",
+	 "the clusters this CLI knows (as kubectl's contexts); the cluster's own configuration, "
+	 "versioned",
+	 cli_config},
 	{"sim", "", "replay a job trace through the scheduler with a virtual clock",
 	 DAEMON(sim_main)},
 	{"bench", "COLLECTIVE", "measure a collective across ranks (allreduce, allgather, ...)",

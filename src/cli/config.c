@@ -27,7 +27,9 @@ static int usage_error(const char *fmt, const char *arg)
 	fprintf(stderr,
 		"\nusage: tenk config [list | current | use-cluster NAME | set-cluster NAME "
 		"[--server URL] [--ca-file FILE] [--token-file FILE] [--use] | "
-		"delete-cluster NAME]\n");
+		"delete-cluster NAME]\n       tenk config [show | history | apply FILE | set KEY "
+		"VALUE | unset KEY | rollback VERSION|--before TIME] (the cluster's "
+		"configuration: tenk config show --help)\n");
 	return CLI_EXIT_USAGE;
 }
 
@@ -80,6 +82,20 @@ static int set_path(json_t *c, const char *key, const char *opt, const char *fil
 
 int cli_config(const struct tk_command *cmd, int argc, char **argv)
 {
+	/* the verb: the first argument that is neither an option nor the
+	 * value of one */
+	static const char *const valued[] = {"--server",  "--token", "--token-file", "--ca-file",
+					     "--version", "--why",   "--before"};
+	for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++) {
+		if (argv[i][0] != '-') {
+			if (cli__config_verb_is_server(argv[i]))
+				return cli__config_server(argc, argv);
+			break;
+		}
+		for (size_t k = 0; k < ARRAY_SIZE(valued); k++)
+			if (strcmp(argv[i], valued[k]) == 0)
+				i++;
+	}
 	const char *v[C_COUNT] = {0};
 	char **pos = NULL;
 	int npos = 0, rc;
@@ -94,7 +110,10 @@ int cli_config(const struct tk_command *cmd, int argc, char **argv)
 			"delete-cluster NAME]\n%s: the clusters the CLI knows, kept in "
 			"$XDG_CONFIG_HOME/tenk/config.json (else ~/.config/tenk/config.json). "
 			"A command uses the current one when no --server, $TENK_SERVER, "
-			"$TENK_CLUSTER or ./tenk-data names another",
+			"$TENK_CLUSTER or ./tenk-data names another.\n"
+			"tenk config show | history | apply FILE | set KEY VALUE | unset KEY | "
+			"rollback VERSION|--before TIME: the cluster's configuration, versioned by "
+			"its server (tenk config show --help)",
 			cmd->summary);
 		free(pos);
 		return CLI_EXIT_OK;

@@ -69,6 +69,11 @@ int cli_main(const struct tk_command *cmd, const struct cli_spec *spec, int argc
 	}
 #define CLI_OPTS(t) t, ARRAY_SIZE(t)
 
+/* settings.c: tenk config's verbs of the cluster's configuration (show,
+ * history, apply, set, unset, rollback), which the server keeps. */
+bool cli__config_verb_is_server(const char *verb);
+int cli__config_server(int argc, char **argv);
+
 int cli__usage_error(const struct tk_command *cmd, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 /* Prints the server's refusal; returns CLI_EXIT_ERROR. */
