@@ -1284,6 +1284,9 @@ struct sched_config {
 	 * "default_mounts": what every image job gets mounted (model_mount_parse,
 	 * "." allowed), before its own */
 	bool require_image;
+	/* "default_image": what a job that names no image runs in ("": none);
+	 * it must be allowed (allowed_images) */
+	char default_image[MODEL_IMAGE_MAX];
 	/* "max_pending_per_user", "max_pending_mib_per_user": what one user's
 	 * waiting jobs may number and weigh (their requests); admins are not
 	 * held to them */

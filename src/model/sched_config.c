@@ -525,6 +525,7 @@ int sched_config_load_json(struct sched_config *c, const char *text, struct tk_e
 					   "allow_root_jobs",
 					   "admin_unix_user",
 					   "require_image",
+					   "default_image",
 					   "allowed_images",
 					   "default_mounts",
 					   "max_pending_per_user",
@@ -585,6 +586,8 @@ int sched_config_load_json(struct sched_config *c, const char *text, struct tk_e
 	    (r = mj_strbuf(root, "admin_unix_user", false, true, next.admin_unix_user,
 			   sizeof(next.admin_unix_user), err)) < 0 ||
 	    (r = mj_bool(root, "require_image", false, false, &next.require_image, err)) < 0 ||
+	    (r = mj_strbuf(root, "default_image", false, true, next.default_image,
+			   sizeof(next.default_image), err)) < 0 ||
 	    (r = mj_int(root, "max_pending_per_user", false, 1, 100000000,
 			next.max_pending_per_user, &next.max_pending_per_user, err)) < 0 ||
 	    (r = mj_int(root, "max_pending_mib_per_user", false, 1, 1 << 20,
@@ -784,6 +787,20 @@ int sched_config_load_json(struct sched_config *c, const char *text, struct tk_e
 				      "allowed_images[%d]: \"%s\" is not an image reference "
 				      "pattern (e.g. \"registry.example/ml/*\")",
 				      i, next.allowed_images[i]);
+			goto out;
+		}
+	}
+	if (next.default_image[0]) {
+		bool ok = model_image_valid(next.default_image) && next.nallowed_images == 0;
+		for (int i = 0; i < next.nallowed_images && !ok; i++)
+			ok = model_image_allowed(next.allowed_images[i], next.default_image);
+		if (!ok) {
+			r = tk_errorf(
+				err, -EINVAL, "default_image: \"%s\" is %s", next.default_image,
+				model_image_valid(next.default_image)
+					? "not among allowed_images; allow it, or name another"
+					: "not an image reference (e.g. \"registry.example/ml/"
+					  "train:2\" or one with @sha256:...)");
 			goto out;
 		}
 	}

@@ -172,12 +172,15 @@ static void h_catalogue(struct request *r, const char *param, json_t *body)
 
 /* ---- jobs --------------------------------------------------------------------- */
 
-/* The cluster's rules for images ("require_image", "allowed_images"), and
+/* The cluster's rules for images ("default_image", "require_image",
+ * "allowed_images"), and
  * its "default_mounts" put ahead of the job's own, "." as its folder.
  * Answers a refusal itself and returns < 0. */
 static int image_policy(struct request *r, struct job_request *req)
 {
 	const struct sched_config *c = &r->s->st.sched;
+	if (!req->image && c->default_image[0])
+		req->image = xstrdup(c->default_image); /* the cluster's, pinned as the job's own */
 	if (!req->image) {
 		if (c->require_image) {
 			reply_error(r, 400, "this cluster runs jobs in images: add --image");

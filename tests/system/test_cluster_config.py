@@ -176,3 +176,27 @@ def test_sighup_applies_a_new_class_and_refuses_a_broken_file(workdir, procs):
     server.proc.send_signal(signal.SIGHUP)
     wait_for(lambda: "nothing to change" in server.output(), 20, "the unchanged reload")
     assert len(versions(t)) == 2
+
+
+def test_default_image_goes_back_with_the_configuration(workdir, procs):
+    """The cluster's default image is part of its configuration: jobs that
+    name none get it, pinned in their request; going back to an earlier
+    version takes the image back with the rest, in one command."""
+    t, server, agent = server_and_agent(workdir, procs, "30s")
+    before = t.submit("--hold", "--", "true")
+    assert t.job(before)["request"].get("image") is None
+    p = t.run("config", "set", "default_image", "Not An Image", check=False)
+    assert p.returncode != 0 and "not an image reference" in p.stderr, p.stderr
+    t.run("config", "set", "allowed_images", '["registry.example/ml/*"]')
+    p = t.run("config", "set", "default_image", "other.example/x:1", check=False)
+    assert p.returncode != 0 and "not among allowed_images" in p.stderr, p.stderr
+    t.run("config", "set", "default_image", "registry.example/ml/train:2")
+    j = t.submit("--hold", "--", "true")
+    assert t.job(j)["request"]["image"] == "registry.example/ml/train:2"
+    own = t.submit("--hold", "--image", "registry.example/ml/eval:1", "--", "true")
+    assert t.job(own)["request"]["image"] == "registry.example/ml/eval:1"
+    t.run("config", "rollback", "1")
+    after = t.submit("--hold", "--", "true")
+    assert t.job(after)["request"].get("image") is None
+    assert t.job(j)["request"]["image"] == "registry.example/ml/train:2"  # its own, kept
+    assert "default_image" not in t.json("config", "show")["config"]

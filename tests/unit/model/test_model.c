@@ -1272,6 +1272,21 @@ static void test_pools(void **state)
 			fail_msg("%s: %s", bad[i][0], err.text);
 	}
 	assert_int_equal(c->npools, 3);
+	/* the default image: a reference, and allowed */
+	assert_int_equal(sched_config_load_json(c,
+						"{\"allowed_images\": [\"reg.example/ml/*\"], "
+						"\"default_image\": \"reg.example/ml/train:2\"}",
+						&err),
+			 0);
+	assert_string_equal(c->default_image, "reg.example/ml/train:2");
+	assert_true(sched_config_load_json(c,
+					   "{\"allowed_images\": [\"reg.example/ml/*\"], "
+					   "\"default_image\": \"other.example/x:1\"}",
+					   &err) < 0);
+	assert_non_null(strstr(err.text, "default_image: \"other.example/x:1\" is not among"));
+	assert_true(sched_config_load_json(c, "{\"default_image\": \"Bad Ref\"}", &err) < 0);
+	assert_non_null(strstr(err.text, "not an image reference"));
+	assert_string_equal(c->default_image, "reg.example/ml/train:2");
 	free(c);
 	/* a request names its pools, kept canonical */
 	json_t *rq =
