@@ -815,6 +815,7 @@ static void stack_changed(struct state *s, struct snode *n, const struct node_st
 	struct node_event ev = {.at_ms = now, .kind = NODE_EV_STACK_CHANGED};
 	snprintf(ev.detail, sizeof(ev.detail), "%s", what);
 	node_record_event(&n->rec, &ev);
+	n->stack_gen++;
 	log_info("node %s: its software stack changed: %s", n->rec.inv.name, what);
 	if (n->rec.verdict != VERDICT_NONE) {
 		log_info("node %s: its validation of %lld no longer holds%s", n->rec.inv.name,

@@ -346,6 +346,7 @@ struct snode {
 	bool wake_queued; /* STATE_EV_WORK_CHANGED is due at the next flush */
 	struct snode *wake_next;
 	struct svalid *held_by; /* a validation run holds it: no other work starts */
+	uint32_t stack_gen;	/* counts the changes of its software stack */
 	bool pool_spare;	/* held idle in the cluster's spare pool (inplace.c) */
 	int64_t pool_lent_to;	/* that spare's borrower (a preemptible job); 0: none */
 	/* power fencing (nodes.c): the command runs; when it may run again
@@ -401,6 +402,9 @@ struct svalid {
 	 * run ends with every node heard from, dropped when one was lost (the
 	 * lost one is the cause, and fails with "no report") */
 	json_t **held;
+	/* each node's stack_gen when the run started: a node whose stack
+	 * changed since gets no verdict from it, and another run */
+	uint32_t *stack_gen;
 	bool preempted; /* preemptible jobs on its nodes were told to stop */
 	struct svalid *prev, *next;
 };

@@ -92,8 +92,10 @@ int valid_create(struct state *s, struct snode *const *nodes, int n, const char 
 	v->nodes = xcalloc((size_t)n, sizeof(*v->nodes));
 	v->reported = xcalloc((size_t)n, sizeof(*v->reported));
 	v->held = xcalloc((size_t)n, sizeof(*v->held));
+	v->stack_gen = xcalloc((size_t)n, sizeof(*v->stack_gen));
 	for (int i = 0; i < n; i++) {
 		v->nodes[i] = nodes[i];
+		v->stack_gen[i] = nodes[i]->stack_gen; /* (again at its start) */
 		nodes[i]->held_by = v;
 	}
 	v->next = s->valids;
@@ -126,7 +128,20 @@ static void run_free(struct state *s, struct svalid *v)
 	free(v->nodes);
 	free(v->reported);
 	free(v->held);
+	free(v->stack_gen);
 	free(v);
+}
+
+/* Whether the stack node i ran the run on is still its own; says so where
+ * it is not. */
+static bool stack_holds(const struct svalid *v, int i)
+{
+	if (v->nodes[i]->stack_gen == v->stack_gen[i])
+		return true;
+	log_info("node %s: its software stack changed while validation job %lld ran: its "
+		 "verdict is not kept",
+		 v->nodes[i]->rec.inv.name, (long long)v->job->job.id);
+	return false;
 }
 
 static void start(struct state *s, struct svalid *v, int64_t now)
@@ -134,6 +149,7 @@ static void start(struct state *s, struct svalid *v, int64_t now)
 	struct sched_assign *as = xcalloc((size_t)v->nnodes, sizeof(*as));
 	for (int i = 0; i < v->nnodes; i++) {
 		struct snode *n = v->nodes[i];
+		v->stack_gen[i] = n->stack_gen;
 		as[i].node = n->index;
 		as[i].ndev = n->rec.inv.naccel;
 		for (int d = 0; d < as[i].ndev; d++)
@@ -242,6 +258,18 @@ void valid_job_ended(struct state *s, struct sjob *j, int64_t now)
 	 * when another's failure ended the job is not */
 	const struct attempt *a = job_current_attempt(&j->job);
 	int culprits = 0;
+	/* nodes whose stack changed under the run: no verdict, another run */
+	int nstale = 0;
+	struct snode **stale = xcalloc((size_t)v->nnodes, sizeof(*stale));
+	for (int i = 0; i < v->nnodes; i++) {
+		if (v->nodes[i]->stack_gen == v->stack_gen[i] ||
+		    (!v->reported[i] && stack_holds(v, i)))
+			continue;
+		stale[nstale++] = v->nodes[i];
+		v->reported[i] = true;
+		json_decref(v->held[i]);
+		v->held[i] = NULL;
+	}
 	for (int i = 0; i < v->nnodes; i++) {
 		if (v->reported[i] || j->job.state == JOB_CANCELLED)
 			continue;
@@ -277,6 +305,9 @@ void valid_job_ended(struct state *s, struct sjob *j, int64_t now)
 				 missing ? "another of its nodes was lost" : "cancelled");
 	}
 	run_free(s, v);
+	for (int i = 0; i < nstale; i++)
+		valid_node_registered(s, stale[i], now);
+	free(stale);
 	state_want_pass(s);
 }
 
@@ -326,6 +357,8 @@ int valid_report(struct state *s, struct sjob *j, const char *node, bool pass, c
 	if (!pass && !reason[0])
 		return tk_errorf(err, -EINVAL, "reason: a failing verdict must say why");
 	v->reported[k] = true;
+	if (!stack_holds(v, k))
+		return 0; /* (its next run is started when this one ends) */
 	if (held && !pass) {
 		/* whose fault it was is known when the run ends */
 		v->held[k] = json_pack("{s:s, s:s, s:O*}", "layer", layer, "reason", reason,

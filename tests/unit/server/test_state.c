@@ -1658,6 +1658,41 @@ static void test_validation_resumes_only_its_own_drains(void **state)
 	world_free(w);
 }
 
+/* A node whose software stack changes while its validation runs gets no
+ * verdict from that run (it ran on the old stack, or on both), and, where
+ * the cluster requires validation, another run once it ends. */
+static void test_validation_across_a_stack_change(void **state)
+{
+	struct world *w = world_new(5);
+	w->st.sched.require_validation = true;
+	struct snode *n = add_node(w, 1, 8, "aaaaaaaa");
+	struct tk_error err;
+	struct node_stack st;
+	memset(&st, 0, sizeof(st));
+	node_stack_set(&st, 2, "550.54");
+	state_node_stack(&w->st, n, &st, T0); /* the first it says: no change */
+	assert_non_null(n->held_by);	      /* the validation a joining node gets */
+	struct sjob *v = n->held_by->job;
+	valid_tick(&w->st, T0);
+	assert_int_equal(v->job.state, JOB_STARTING);
+	node_stack_set(&st, 2, "560.28");
+	state_node_stack(&w->st, n, &st, T0 + 1);
+	assert_ptr_equal(n->held_by->job, v); /* the run goes on */
+	assert_int_equal(valid_report(&w->st, v, "n1", true, "", "", NULL, false, T0 + 2, &err), 0);
+	assert_int_equal(n->rec.verdict, VERDICT_NONE); /* not kept */
+	state_cancel(&w->st, v, T0 + 3, &err);
+	valid_job_ended(&w->st, v, T0 + 3);
+	assert_non_null(n->held_by); /* another run, on the new stack */
+	struct sjob *again = n->held_by->job;
+	assert_true(again != v);
+	valid_tick(&w->st, T0 + 4);
+	assert_int_equal(valid_report(&w->st, again, "n1", true, "", "", NULL, false, T0 + 5, &err),
+			 0);
+	assert_int_equal(n->rec.verdict, VERDICT_PASS);
+	assert_int_equal(n->rec.verdict_job, again->job.id);
+	world_free(w);
+}
+
 /* A fault requeues the node's jobs even when an operator drained it with
  * the fault's very words; a fault on a node drained for one is known. */
 static void test_fault_requeues_whatever_the_operator_wrote(void **state)
@@ -1837,6 +1872,7 @@ int main(void)
 		cmocka_unit_test(test_agent_stopping),
 		cmocka_unit_test(test_cancel_and_drain),
 		cmocka_unit_test(test_validation_resumes_only_its_own_drains),
+		cmocka_unit_test(test_validation_across_a_stack_change),
 		cmocka_unit_test(test_fault_requeues_whatever_the_operator_wrote),
 		cmocka_unit_test(test_device_check_end_drains_before_the_beat),
 		cmocka_unit_test(test_transition_table),
