@@ -988,9 +988,10 @@ enum drain_source {
 	DRAIN_VALIDATION, /* a validation run failed on it */
 	DRAIN_LEMON,	  /* it failed as often as the cluster's lemon rule allows */
 	DRAIN_MAINT,	  /* a maintenance window (tenk reserve) started */
+	DRAIN_ROLLOUT,	  /* a rollout's stage took it (tenk rollout) */
 	DRAIN_SOURCE_MAX
 };
-/* "", "operator", "fault", "validation", "lemon", "maintenance". */
+/* "", "operator", "fault", "validation", "lemon", "maintenance", "rollout". */
 const char *drain_source_name(enum drain_source d);
 
 /* A node's last validation verdict. */

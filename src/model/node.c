@@ -302,9 +302,10 @@ int node_inventory_unpack(json_t *j, struct node_inventory *ret, struct tk_error
 }
 
 static const char *const drain_source_names[DRAIN_SOURCE_MAX] = {
-	[DRAIN_NONE] = "",	 [DRAIN_OPERATOR] = "operator",
-	[DRAIN_FAULT] = "fault", [DRAIN_VALIDATION] = "validation",
-	[DRAIN_LEMON] = "lemon", [DRAIN_MAINT] = "maintenance",
+	[DRAIN_NONE] = "",	     [DRAIN_OPERATOR] = "operator",
+	[DRAIN_FAULT] = "fault",     [DRAIN_VALIDATION] = "validation",
+	[DRAIN_LEMON] = "lemon",     [DRAIN_MAINT] = "maintenance",
+	[DRAIN_ROLLOUT] = "rollout",
 };
 
 static const char *const node_event_names[NODE_EV_KIND_MAX] = {

@@ -280,6 +280,11 @@ struct server {
 		json_t *at_start; /* the one in force at the start: what only a start takes */
 	} config;
 	uv_signal_t hup; /* SIGHUP: config.json read again */
+	/* rollouts (rollout.c), oldest first; at most one not ended */
+	struct {
+		struct rollout **v;
+		size_t n, alloc;
+	} rollouts;
 
 	char *tls_cert_pem, *tls_key_pem; /* what MHD serves TLS with, kept till it stops */
 	char *tls_ca_path;		  /* DATA/tls/ca.pem when the server made its own */
@@ -456,6 +461,83 @@ void config_h_rollback(struct request *r, const char *param, json_t *body);
  * check, and every version's). */
 int server_power_fence_check(const struct server_config *cfg, const struct sched_config *sched,
 			     struct tk_error *err);
+
+/* ---- rollout.c: staged changes of the fleet's software --------------------------- */
+
+#define ROLLOUT_MAX_STAGES 8
+enum rollout_kind { ROLLOUT_IMAGE, ROLLOUT_STACK, ROLLOUT_KIND_MAX };
+enum rollout_state {
+	ROLLOUT_RUNNING,
+	ROLLOUT_PAUSED,
+	ROLLOUT_DONE,
+	ROLLOUT_FAILED, /* a check failed: it rolled back by itself */
+	ROLLOUT_ABORTED,
+	ROLLOUT_ROLLED_BACK,
+	ROLLOUT_STATE_MAX
+};
+/* A stage's steps, in order. */
+enum rollout_phase {
+	ROLLOUT_PICK,	    /* its nodes to be chosen (and drained) */
+	ROLLOUT_DRAINING,   /* until they are empty */
+	ROLLOUT_WAIT_STACK, /* a stack's: until their agents report it */
+	ROLLOUT_VALIDATING, /* a validation of them, on the new stack or in the image */
+	ROLLOUT_SOAKING,    /* taking work, watched */
+	ROLLOUT_FINISHED,   /* the stage is over */
+	ROLLOUT_PHASE_MAX
+};
+enum rollout_drain { ROLLOUT_DRAIN_WAIT, ROLLOUT_DRAIN_REQUEUE, ROLLOUT_DRAIN_MAX };
+
+struct rollout_node {
+	char name[MODEL_NAME_MAX];
+	char state[24]; /* draining, drained, waiting_for_stack, validating, soaking, ... */
+	int64_t vjob;	/* its validation in the stage */
+	char reason[MODEL_REASON_MAX];
+	/* its verdict before the stage: an image's verdicts go back to it */
+	enum verdict verdict_before;
+	int64_t verdict_job_before, verdict_ms_before;
+};
+
+struct rollout_stage {
+	char want[16]; /* "2", "10%", "all" */
+	int nnodes;
+	struct rollout_node *nodes;
+	int64_t started_ms, soak_until_ms;
+	int64_t vjob; /* the stage's validation job */
+	int vtries;
+};
+
+struct rollout {
+	char name[MODEL_NAME_MAX];
+	enum rollout_kind kind;
+	char target[MODEL_IMAGE_MAX]; /* the image, or the stack's FIELD=VALUE,... */
+	enum rollout_state state;
+	enum rollout_phase phase;
+	enum rollout_drain policy;
+	int64_t soak_ms;
+	int nstages, stage;
+	struct rollout_stage stages[ROLLOUT_MAX_STAGES];
+	char reason[MODEL_REASON_MAX + 64]; /* why it ended */
+	char by[MODEL_NAME_MAX];
+	int64_t created_ms, ended_ms;
+	/* an image's: the default before it, the configuration's versions
+	 * before and after it set the new one */
+	char image_before[MODEL_IMAGE_MAX];
+	int64_t config_before, config_after;
+	json_t *events; /* [{"at_ms", "what"}], the newest */
+};
+
+/* The rollouts of the store (at activation, once the nodes are loaded). */
+int rollout_load(struct server *s, struct tk_error *err);
+void rollout_release(struct server *s);
+/* Moves running rollouts on (the cron). */
+void rollout_tick(struct server *s, int64_t now);
+void rollout_h_create(struct request *r, const char *param, json_t *body);
+void rollout_h_list(struct request *r, const char *param, json_t *body);
+void rollout_h_show(struct request *r, const char *param, json_t *body);
+void rollout_h_pause(struct request *r, const char *param, json_t *body);
+void rollout_h_resume(struct request *r, const char *param, json_t *body);
+void rollout_h_abort(struct request *r, const char *param, json_t *body);
+void rollout_h_rollback(struct request *r, const char *param, json_t *body);
 
 /* ---- audit.c ----------------------------------------------------------------- */
 
