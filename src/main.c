@@ -84,6 +84,12 @@ static const struct tk_command commands[] = {
 	{"users", "[add NAME [--role ROLE] [--unix-user U] | rm NAME]",
 	 "list users, add one (prints its token), or remove one", cli_users},
 	{"audit", "", "who changed what, when, from where (--since 1h, --user NAME)", cli_audit},
+	{"rollout",
+	 "create NAME (--image REF | --stack FIELD=VALUE,...) [--canary N --then P% --then all] | "
+	 "status [NAME] | pause | resume | abort | rollback NAME",
+	 "change the fleet's software in stages: drained, validated, soaked, rolled back by "
+	 "itself when a check fails",
+	 cli_rollout},
 	{"ckpt", "ls JOB | commit TAG --step N",
 	 "a job's committed checkpoints; mark a tag complete (in a job)", cli_ckpt},
 	{"acct", "", "one record per attempt: time, GPUs, energy, cost (sacct's habits)", cli_acct},

@@ -37,6 +37,7 @@ int cli_requeue(const struct tk_command *cmd, int argc, char **argv);
 /* nodes.c */
 int cli_nodes(const struct tk_command *cmd, int argc, char **argv);
 int cli_audit(const struct tk_command *cmd, int argc, char **argv);
+int cli_rollout(const struct tk_command *cmd, int argc, char **argv);
 int cli_images(const struct tk_command *cmd, int argc, char **argv);
 int cli_drain(const struct tk_command *cmd, int argc, char **argv);
 int cli_resume(const struct tk_command *cmd, int argc, char **argv);

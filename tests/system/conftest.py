@@ -468,10 +468,11 @@ class MultiHost(Tenk):
     """A server in host 0 and an agent in each other host of a netns.Hosts."""
 
     def __init__(self, workdir, hosts, fake="4xH100", node_timeout="30s", agent_args=(),
-                 programs=None, agent_env=None):
+                 programs=None, agent_env=None, agent_args_of=None):
         """programs: the tenk binary of host H (0: the server) where it is not
         this build's (an earlier release's); agent_env: host H's agent's
-        environment beside this one's."""
+        environment beside this one's; agent_args_of: host H's agent's own
+        options, after agent_args."""
         data = os.path.join(workdir, "data")
         root_jobs_config(data)
         super().__init__(workdir, data, wrap=hosts.cmd(0, []))
@@ -490,6 +491,7 @@ class MultiHost(Tenk):
         self.fake = fake
         self.agent_args = list(agent_args)
         self.agent_env = dict(agent_env or {})
+        self.agent_args_of = dict(agent_args_of or {})
         for h in range(1, len(hosts.names)):
             self.start_agent(h)
         self.wait_nodes_up(len(hosts.names) - 1)
@@ -499,7 +501,8 @@ class MultiHost(Tenk):
                     os.path.join(self.data, "agent.token"), "--name", f"host{h}",
                     "--fake-gpus", self.fake, "--work-dir",
                     os.path.join(self.workdir, f"agent{h}")] +
-                   (["--stop-jobs"] if stop_jobs else []) + self.agent_args,
+                   (["--stop-jobs"] if stop_jobs else []) + self.agent_args +
+                   list(self.agent_args_of.get(h, ())),
                    self.workdir, f"agent{h}", wrap=self.hosts.cmd(h, []),
                    program=program or self.programs.get(h), env=self.agent_env.get(h))
         self.agents[h] = d
