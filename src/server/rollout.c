@@ -372,16 +372,16 @@ static bool in_earlier(const struct rollout *ro, const char *name)
 	return false;
 }
 
-/* The top-level fault domain of n ("" where it was not told). */
+/* n's fault domain: its whole path ("dc1/row3/rack07"; "" where it was
+ * not told), so that nodes are spread over the finest domains there are. */
 static void domain_top(const struct snode *n, char *out, size_t len)
 {
-	const char *d = n->rec.inv.domain;
-	size_t k = strcspn(d, "/");
-	snprintf(out, len, "%.*s", (int)k, d);
+	snprintf(out, len, "%s", n->rec.inv.domain);
 }
 
 /* The stage's nodes: as many more as it wants, taken one a fault domain in
- * turn (name order within each), from the nodes up and in no earlier stage. */
+ * turn (name order within each), from the nodes up and in no earlier stage;
+ * a domain an earlier stage took from goes after those it did not. */
 static void pick(struct server *s, struct rollout *ro, int64_t now)
 {
 	struct state *st = &s->st;
@@ -399,20 +399,34 @@ static void pick(struct server *s, struct rollout *ro, int64_t now)
 		if (!n->rec.revoked && n->live == NODE_LIVE_UP && !in_earlier(ro, n->rec.inv.name))
 			cand[nc++] = n;
 	}
-	/* by domain, then name */
+	/* how many nodes earlier stages took from each candidate's domain */
+	int *used = xcalloc((size_t)st->nnodes + 1, sizeof(*used));
+	for (int i = 0; i < nc; i++)
+		for (int g = 0; g < ro->stage; g++)
+			for (int k = 0; k < ro->stages[g].nnodes; k++) {
+				const struct snode *e = state_node(st, ro->stages[g].nodes[k].name);
+				used[i] += e &&
+					   strcmp(e->rec.inv.domain, cand[i]->rec.inv.domain) == 0;
+			}
+	/* by that, then domain, then name (a domain's nodes lie together) */
 	for (int a = 1; a < nc; a++)
 		for (int b = a; b > 0; b--) {
 			char da[MODEL_TOPO_MAX], db[MODEL_TOPO_MAX];
 			domain_top(cand[b - 1], da, sizeof(da));
 			domain_top(cand[b], db, sizeof(db));
-			int c = strcmp(da, db);
+			int c = used[b - 1] != used[b] ? (used[b - 1] < used[b] ? -1 : 1)
+						       : strcmp(da, db);
 			if (c < 0 || (c == 0 &&
 				      strcmp(cand[b - 1]->rec.inv.name, cand[b]->rec.inv.name) < 0))
 				break;
 			struct snode *t = cand[b];
 			cand[b] = cand[b - 1];
 			cand[b - 1] = t;
+			int u = used[b];
+			used[b] = used[b - 1];
+			used[b - 1] = u;
 		}
+	free(used);
 	free(sg->nodes); /* (none: a stage is picked once) */
 	sg->nnodes = 0;
 	sg->nodes = xcalloc((size_t)MAX(want, 0) + 1, sizeof(*sg->nodes));

@@ -31,8 +31,11 @@ def start(workdir, hosts, n, kill_all, node_timeout="30s"):
     stacks = {h: os.path.join(workdir, f"stack{h}.json") for h in range(1, n + 1)}
     for p in stacks.values():
         write_stack(p, "550.54.15")
+    # two racks: host1 and host2 in one, host3 and host4 in the other
     c = MultiHost(workdir, hosts, node_timeout=node_timeout,
-                  agent_args_of={h: ["--fake-stack", p] for h, p in stacks.items()})
+                  agent_args_of={h: ["--fake-stack", p, "--domain",
+                                     "dc1/rack" + ("A" if h <= 2 else "B")]
+                                 for h, p in stacks.items()})
     kill_all.extend(c.daemons)
     return c, stacks
 
@@ -77,8 +80,10 @@ def test_stack_rollout_in_stages_with_jobs_moved(hosts5, workdir, kill_all):
         assert ro["state"] == "done", json.dumps(ro, indent=1)
         sizes = [len(st["nodes"]) for st in ro["stages"]]
         assert sizes == [1, 1, 2], ro["stages"]
-        names = [n["name"] for st in ro["stages"] for n in st["nodes"]]
-        assert sorted(names) == ["host1", "host2", "host3", "host4"], names
+        # each stage across the racks: the second from the rack the canary
+        # was not in, the last one from each
+        names = [[n["name"] for n in st["nodes"]] for st in ro["stages"]]
+        assert names == [["host1"], ["host3"], ["host2", "host4"]], names
         for st in ro["stages"]:
             for n in st["nodes"]:
                 assert n["state"] == "done" and n["validation_job"] > 0, st
