@@ -394,11 +394,20 @@ static void pick(struct server *s, struct rollout *ro, int64_t now)
 	int want = want_total(sg->want, total, done) - done;
 	struct snode **cand = xcalloc((size_t)st->nnodes + 1, sizeof(*cand));
 	int nc = 0;
+	struct strbuf out;
+	strbuf_init(&out);
 	for (int i = 0; i < st->nnodes; i++) {
 		struct snode *n = st->nodes[i];
-		if (!n->rec.revoked && n->live == NODE_LIVE_UP && !in_earlier(ro, n->rec.inv.name))
+		if (n->rec.revoked || in_earlier(ro, n->rec.inv.name))
+			continue;
+		if (n->live == NODE_LIVE_UP)
 			cand[nc++] = n;
+		else
+			strbuf_addf(&out, "%s%s", out.len ? ", " : "", n->rec.inv.name);
 	}
+	if (out.len && strcmp(sg->want, "all") == 0)
+		note(s, ro, "stage %d: left out, not up: %s", ro->stage + 1, out.buf);
+	strbuf_release(&out);
 	/* how many nodes earlier stages took from each candidate's domain */
 	int *used = xcalloc((size_t)st->nnodes + 1, sizeof(*used));
 	for (int i = 0; i < nc; i++)
@@ -624,6 +633,14 @@ static void step(struct server *s, struct rollout *ro, int64_t now)
 		if (ro->stage + 1 < ro->nstages) {
 			ro->stage++;
 			ro->phase = ROLLOUT_PICK;
+			save(s);
+			return;
+		}
+		int proven = 0;
+		for (int i = 0; i < ro->nstages; i++)
+			proven += ro->stages[i].nnodes;
+		if (!proven) {
+			fail(s, ro, "no node was up to prove it on");
 			save(s);
 			return;
 		}
