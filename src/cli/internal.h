@@ -78,6 +78,9 @@ int cli__usage_error(const struct tk_command *cmd, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 /* Prints the server's refusal; returns CLI_EXIT_ERROR. */
 int cli__api_error(const struct ctx *c, const struct tk_error *err);
+/* One call of the API (body taken; NULL: none): 0 with *ret its answer (the
+ * caller's), or the exit status, the refusal printed. */
+int cli__call(struct ctx *c, const char *method, const char *path, json_t *body, json_t **ret);
 void cli__print_json(json_t *j);
 /* "2026-12-01 08:00:00" in local time, or "-" for 0. */
 void cli__fmt_time(int64_t ms, char *buf, size_t n);

@@ -63,12 +63,10 @@ static void print_rollout(json_t *ro)
 
 static int call(struct ctx *c, const char *method, const char *path, json_t *body)
 {
-	json_t *res = NULL;
-	struct tk_error err;
-	int r = client_call(&c->client, method, path, body, CALL_TIMEOUT_MS, &res, NULL, &err);
-	json_decref(body);
-	if (r < 0)
-		return cli__api_error(c, &err);
+	json_t *res;
+	int rc = cli__call(c, method, path, body, &res);
+	if (rc)
+		return rc;
 	if (c->json) {
 		cli__print_json(res);
 	} else if (json_object_get(res, "rollouts")) {

@@ -58,13 +58,11 @@ static int print_applied(struct ctx *c, json_t *res)
 
 static int call(struct ctx *c, const char *method, const char *path, json_t *body)
 {
-	json_t *res = NULL;
-	struct tk_error err;
-	int r = client_call(&c->client, method, path, body, CALL_TIMEOUT_MS, &res, NULL, &err);
-	json_decref(body);
-	if (r < 0)
-		return cli__api_error(c, &err);
-	int rc = print_applied(c, res);
+	json_t *res;
+	int rc = cli__call(c, method, path, body, &res);
+	if (rc)
+		return rc;
+	rc = print_applied(c, res);
 	json_decref(res);
 	return rc;
 }
@@ -86,10 +84,10 @@ static int show(struct ctx *c)
 						c->v[S_VERSION]);
 		snprintf(path, sizeof(path), "/v1/config?version=%lld", (long long)v);
 	}
-	json_t *res = NULL;
-	struct tk_error err;
-	if (client_call(&c->client, "GET", path, NULL, CALL_TIMEOUT_MS, &res, NULL, &err) < 0)
-		return cli__api_error(c, &err);
+	json_t *res;
+	int rc = cli__call(c, "GET", path, NULL, &res);
+	if (rc)
+		return rc;
 	if (c->json) {
 		cli__print_json(res);
 	} else {
@@ -110,11 +108,10 @@ static int show(struct ctx *c)
 
 static int history(struct ctx *c)
 {
-	json_t *res = NULL;
-	struct tk_error err;
-	if (client_call(&c->client, "GET", "/v1/config/history", NULL, CALL_TIMEOUT_MS, &res, NULL,
-			&err) < 0)
-		return cli__api_error(c, &err);
+	json_t *res;
+	int rc = cli__call(c, "GET", "/v1/config/history", NULL, &res);
+	if (rc)
+		return rc;
 	if (c->json) {
 		cli__print_json(res);
 		json_decref(res);

@@ -79,6 +79,15 @@ const char *cli__jstr(json_t *o, const char *k)
 	return s ? s : "";
 }
 
+int cli__call(struct ctx *c, const char *method, const char *path, json_t *body, json_t **ret)
+{
+	struct tk_error err;
+	*ret = NULL;
+	int r = client_call(&c->client, method, path, body, CALL_TIMEOUT_MS, ret, NULL, &err);
+	json_decref(body);
+	return r < 0 ? cli__api_error(c, &err) : 0;
+}
+
 int cli__parse_id(struct ctx *c, const char *s, int64_t *ret)
 {
 	if (tk_parse_int64(s, 1, INT64_MAX, ret) < 0)
