@@ -232,6 +232,11 @@ int node_stack_unpack(json_t *j, const char *path, struct node_stack *ret, struc
 bool node_stack_diff(const struct node_stack *a, const struct node_stack *b, char *out, size_t n);
 /* One line of every field, for grouping nodes by stack. */
 void node_stack_line(const struct node_stack *s, char *out, size_t n);
+/* A stack's label, "driver=560.28,kernel=6.1.0-20-amd64", as the fields it
+ * names (the others ""); -EINVAL with why. */
+int node_stack_label_parse(const char *label, struct node_stack *ret, struct tk_error *err);
+/* Whether s has every field want names (want's "" fields: any). */
+bool node_stack_has(const struct node_stack *s, const struct node_stack *want);
 
 struct node_inventory {
 	char name[MODEL_NAME_MAX];

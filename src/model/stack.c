@@ -120,3 +120,45 @@ void node_stack_line(const struct node_stack *s, char *out, size_t n)
 		used += (size_t)snprintf(out + used, n - used, "%s%s %s", k ? ", " : "", names[k],
 					 node_stack_field(s, k)[0] ? node_stack_field(s, k) : "?");
 }
+
+int node_stack_label_parse(const char *label, struct node_stack *ret, struct tk_error *err)
+{
+	memset(ret, 0, sizeof(*ret));
+	_cleanup_free_ char *copy = xstrdup(label);
+	char *save = NULL;
+	int n = 0;
+	for (char *kv = strtok_r(copy, ",", &save); kv; kv = strtok_r(NULL, ",", &save), n++) {
+		char *eq = strchr(kv, '=');
+		if (!eq || eq == kv || !eq[1])
+			return tk_errorf(err, -EINVAL,
+					 "stack: \"%s\" is not FIELD=VALUE (e.g. driver=560.28)",
+					 kv);
+		*eq = '\0';
+		int k = 0;
+		while (k < NODE_STACK_FIELDS && strcmp(names[k], kv) != 0)
+			k++;
+		if (k == NODE_STACK_FIELDS)
+			return tk_errorf(
+				err, -EINVAL,
+				"stack: no field \"%s\"; fields: kernel, os, driver, cuda, "
+				"nccl, vbios, nic_fw, tenk",
+				kv);
+		size_t len;
+		char *buf = field(ret, k, &len);
+		if (strlen(eq + 1) >= len)
+			return tk_errorf(err, -EINVAL, "stack: %s: at most %zu characters", kv,
+					 len - 1);
+		snprintf(buf, len, "%s", eq + 1);
+	}
+	return n ? 0 : tk_errorf(err, -EINVAL, "stack: give FIELD=VALUE[,FIELD=VALUE...]");
+}
+
+bool node_stack_has(const struct node_stack *s, const struct node_stack *want)
+{
+	for (int k = 0; k < NODE_STACK_FIELDS; k++) {
+		const char *w = node_stack_field(want, k);
+		if (w[0] && strcmp(w, node_stack_field(s, k)) != 0)
+			return false;
+	}
+	return true;
+}

@@ -28,7 +28,7 @@
 /* What only a start takes, and the settings behind each key. */
 static const char *const start_only[] = {"store", "power_fence", "domain_levels"};
 
-static const char *config_path(const struct server *s, char *buf, size_t n)
+const char *config_file_path(const struct server *s, char *buf, size_t n)
 {
 	if (s->cfg.config_path)
 		return s->cfg.config_path;
@@ -66,7 +66,7 @@ static void side_write(const struct server *s, int64_t version)
 static int file_read(const struct server *s, json_t **ret, struct tk_error *err)
 {
 	char buf[4096];
-	const char *path = config_path(s, buf, sizeof(buf));
+	const char *path = config_file_path(s, buf, sizeof(buf));
 	char *text = NULL;
 	*ret = NULL;
 	int r = tk_read_file(path, CONFIG_MAX_BYTES, &text, NULL);
@@ -90,7 +90,7 @@ static int file_read(const struct server *s, json_t **ret, struct tk_error *err)
 static void file_write(struct server *s, const json_t *cfg, int64_t version)
 {
 	char buf[4096];
-	const char *path = config_path(s, buf, sizeof(buf));
+	const char *path = config_file_path(s, buf, sizeof(buf));
 	char *text = json_dumps(cfg, JSON_INDENT(2));
 	struct stat st;
 	mode_t mode = stat(path, &st) == 0 ? st.st_mode & 0777 : 0600;
@@ -146,6 +146,13 @@ static int config_parse(const struct server *s, const json_t *cfg, struct sched_
 	return server_power_fence_check(&s->cfg, out, err);
 }
 
+/* Whether key k's value differs between a and b (NULL: {}). */
+static bool key_differs(const json_t *a, const json_t *b, const char *k)
+{
+	json_t *x = a ? json_object_get(a, k) : NULL, *y = b ? json_object_get(b, k) : NULL;
+	return x ? !y || !json_equal(x, y) : y != NULL;
+}
+
 /* The top-level keys whose values differ between a and b (NULL: {}). */
 static json_t *keys_changed(const json_t *a, const json_t *b)
 {
@@ -153,7 +160,7 @@ static json_t *keys_changed(const json_t *a, const json_t *b)
 	const char *k;
 	json_t *v;
 	json_object_foreach ((json_t *)a, k, v)
-		if (!b || !json_equal(v, json_object_get(b, k)))
+		if (key_differs(a, b, k))
 			json_array_append_new(keys, json_string(k));
 	json_object_foreach ((json_t *)b, k, v)
 		if (!a || !json_object_get(a, k))
@@ -171,18 +178,13 @@ static json_t *keep_start_only(const struct server *s, const json_t *last, const
 	const json_t *was = s->config.at_start;
 	json_t *later = json_array();
 	const struct sched_config *now = &s->st.sched;
-	for (size_t i = 0; i < ARRAY_SIZE(start_only); i++) {
-		const char *k = start_only[i];
-		json_t *a = was ? json_object_get(was, k) : NULL, *b = json_object_get(cfg, k);
-		if ((!a && !b) || (a && b && json_equal(a, b)))
-			continue;
-		json_array_append_new(later, json_pack("{s:s, s:s}", "key", k, "when", "start"));
-	}
+	for (size_t i = 0; i < ARRAY_SIZE(start_only); i++)
+		if (key_differs(was, cfg, start_only[i]))
+			json_array_append_new(later, json_pack("{s:s, s:s}", "key", start_only[i],
+							       "when", "start"));
 	/* the agents hold their accelerators to what they got when they
 	 * registered */
-	json_t *a = last ? json_object_get(last, "gpu_health") : NULL,
-	       *b = json_object_get(cfg, "gpu_health");
-	if ((a || b) && !(a && b && json_equal(a, b)))
+	if (key_differs(last, cfg, "gpu_health"))
 		json_array_append_new(later, json_pack("{s:s, s:s}", "key", "gpu_health", "when",
 						       "registration"));
 	memcpy(next->store, now->store, sizeof(next->store));
@@ -196,17 +198,13 @@ static json_t *keep_start_only(const struct server *s, const json_t *last, const
 	return later;
 }
 
-/* The running state takes next (the finished jobs' service by class is
- * learnt again where the classes changed). */
+/* The running state takes next (where the classes changed, the finished
+ * jobs' service by class is learnt again: from the accounting records for
+ * the jobs out of memory). */
 static void take(struct server *s, const struct sched_config *next)
 {
-	struct state *st = &s->st;
-	if (!state_config_swap(st, next, server_now_ms(s)))
-		return;
-	for (size_t i = 0; i < st->njobs; i++)
-		if (st->jobs[i] && job_state_final(st->jobs[i]->job.state))
-			state_las_history_note(st, st->jobs[i], st->now_ms);
-	acct_las_history_load(s);
+	if (state_config_swap(&s->st, next, server_now_ms(s)))
+		acct_las_history_load(s);
 }
 
 /* A new version in memory and in the next batch. */
@@ -373,7 +371,7 @@ static int config_start_versions(struct server *s, struct tk_error *err)
 void config_reload(struct server *s)
 {
 	char buf[4096];
-	const char *path = config_path(s, buf, sizeof(buf));
+	const char *path = config_file_path(s, buf, sizeof(buf));
 	if (s->role.standby) {
 		log_info("SIGHUP: a standby takes the active server's configuration at its "
 			 "takeover; send it to the active one");
@@ -451,7 +449,7 @@ void config_h_show(struct request *r, const char *param, json_t *body)
 	}
 	json_t *o = version_pack(v, true);
 	char buf[4096];
-	json_object_set_new(o, "path", json_string(config_path(s, buf, sizeof(buf))));
+	json_object_set_new(o, "path", json_string(config_file_path(s, buf, sizeof(buf))));
 	json_object_set_new(o, "latest", json_integer((json_int_t)version_latest(s)->version));
 	reply_json(r, 200, o);
 }

@@ -437,6 +437,9 @@ struct config_version {
 	json_t *later;	 /* [{"key", "when": "start"}]: what waits for a start */
 };
 
+/* Where the configuration's file is: --config, else DATA/config.json (in
+ * buf, of n bytes, where that is the one). */
+const char *config_file_path(const struct server *s, char *buf, size_t n);
 /* At activation, before the state loads: the store's versions and the
  * file put together (the newest of either in force; the first version
  * recorded on a store that has none). */

@@ -822,11 +822,7 @@ static void stack_changed(struct state *s, struct snode *n, const struct node_st
 			 (long long)n->rec.verdict_job,
 			 s->sched.require_validation ? "; it takes no work until it passes again"
 						     : "");
-		n->rec.verdict = VERDICT_NONE;
-		n->rec.verdict_layer[0] = n->rec.verdict_reason[0] = '\0';
-		n->rec.verdict_ms = n->rec.verdict_job = 0;
-		json_decref(n->rec.verdict_checks);
-		n->rec.verdict_checks = NULL;
+		valid_verdict_put(s, n, VERDICT_NONE, 0, 0);
 	}
 	state_node_dirty(s, n);
 	state_want_pass(s);

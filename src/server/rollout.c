@@ -29,6 +29,7 @@
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define ROLLOUT_VALID_TRIES 3 /* validations of a stage a restart may end */
@@ -274,58 +275,6 @@ static struct rollout *rollout_find(struct server *s, const char *name)
 	return NULL;
 }
 
-/* ---- the stack a label names -------------------------------------------------------- */
-
-/* "driver=560.28,kernel=6.1.0-20-amd64": each field the node's stack must
- * have. 0, or -EINVAL with why. */
-static int stack_label_check(const char *label, struct tk_error *err)
-{
-	_cleanup_free_ char *copy = xstrdup(label);
-	char *save = NULL;
-	int n = 0;
-	for (char *kv = strtok_r(copy, ",", &save); kv; kv = strtok_r(NULL, ",", &save), n++) {
-		char *eq = strchr(kv, '=');
-		if (!eq || eq == kv || !eq[1])
-			return tk_errorf(err, -EINVAL,
-					 "stack: \"%s\" is not FIELD=VALUE (e.g. driver=560.28)",
-					 kv);
-		*eq = '\0';
-		int k;
-		for (k = 0; k < NODE_STACK_FIELDS; k++)
-			if (strcmp(node_stack_field_name(k), kv) == 0)
-				break;
-		if (k == NODE_STACK_FIELDS) {
-			struct strbuf names;
-			strbuf_init(&names);
-			for (int f = 0; f < NODE_STACK_FIELDS; f++)
-				strbuf_addf(&names, "%s%s", f ? ", " : "",
-					    node_stack_field_name(f));
-			tk_errorf(err, -EINVAL, "stack: no field \"%s\"; fields: %s", kv,
-				  names.buf);
-			strbuf_release(&names);
-			return -EINVAL;
-		}
-	}
-	return n ? 0 : tk_errorf(err, -EINVAL, "stack: give FIELD=VALUE[,FIELD=VALUE...]");
-}
-
-static bool stack_has(const struct snode *n, const char *label)
-{
-	if (!n->rec.inv.has_stack)
-		return false;
-	_cleanup_free_ char *copy = xstrdup(label);
-	char *save = NULL;
-	for (char *kv = strtok_r(copy, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
-		char *eq = strchr(kv, '=');
-		*eq = '\0';
-		for (int k = 0; k < NODE_STACK_FIELDS; k++)
-			if (strcmp(node_stack_field_name(k), kv) == 0 &&
-			    strcmp(node_stack_field(&n->rec.inv.stack, k), eq + 1) != 0)
-				return false;
-	}
-	return true;
-}
-
 /* ---- stages ---------------------------------------------------------------------- */
 
 /* "2", "10%", "all": 0, or -EINVAL. */
@@ -372,11 +321,21 @@ static bool in_earlier(const struct rollout *ro, const char *name)
 	return false;
 }
 
-/* n's fault domain: its whole path ("dc1/row3/rack07"; "" where it was
- * not told), so that nodes are spread over the finest domains there are. */
-static void domain_top(const struct snode *n, char *out, size_t len)
+/* A node a stage may take, and how many nodes earlier stages took from
+ * its fault domain (its whole path: the finest domains there are). */
+struct cand {
+	struct snode *n;
+	int used;
+};
+
+/* by that count, then domain, then name: a domain's nodes lie together */
+static int cand_cmp(const void *x, const void *y)
 {
-	snprintf(out, len, "%s", n->rec.inv.domain);
+	const struct cand *a = x, *b = y;
+	if (a->used != b->used)
+		return a->used < b->used ? -1 : 1;
+	int c = strcmp(a->n->rec.inv.domain, b->n->rec.inv.domain);
+	return c ? c : strcmp(a->n->rec.inv.name, b->n->rec.inv.name);
 }
 
 /* The stage's nodes: as many more as it wants, taken one a fault domain in
@@ -392,7 +351,7 @@ static void pick(struct server *s, struct rollout *ro, int64_t now)
 	for (int i = 0; i < ro->stage; i++)
 		done += ro->stages[i].nnodes;
 	int want = want_total(sg->want, total, done) - done;
-	struct snode **cand = xcalloc((size_t)st->nnodes + 1, sizeof(*cand));
+	struct cand *cand = xcalloc((size_t)st->nnodes + 1, sizeof(*cand));
 	int nc = 0;
 	struct strbuf out;
 	strbuf_init(&out);
@@ -401,62 +360,41 @@ static void pick(struct server *s, struct rollout *ro, int64_t now)
 		if (n->rec.revoked || in_earlier(ro, n->rec.inv.name))
 			continue;
 		if (n->live == NODE_LIVE_UP)
-			cand[nc++] = n;
+			cand[nc++].n = n;
 		else
 			strbuf_addf(&out, "%s%s", out.len ? ", " : "", n->rec.inv.name);
 	}
 	if (out.len && strcmp(sg->want, "all") == 0)
 		note(s, ro, "stage %d: left out, not up: %s", ro->stage + 1, out.buf);
 	strbuf_release(&out);
-	/* how many nodes earlier stages took from each candidate's domain */
-	int *used = xcalloc((size_t)st->nnodes + 1, sizeof(*used));
 	for (int i = 0; i < nc; i++)
 		for (int g = 0; g < ro->stage; g++)
 			for (int k = 0; k < ro->stages[g].nnodes; k++) {
 				const struct snode *e = state_node(st, ro->stages[g].nodes[k].name);
-				used[i] += e &&
-					   strcmp(e->rec.inv.domain, cand[i]->rec.inv.domain) == 0;
+				cand[i].used += e && strcmp(e->rec.inv.domain,
+							    cand[i].n->rec.inv.domain) == 0;
 			}
-	/* by that, then domain, then name (a domain's nodes lie together) */
-	for (int a = 1; a < nc; a++)
-		for (int b = a; b > 0; b--) {
-			char da[MODEL_TOPO_MAX], db[MODEL_TOPO_MAX];
-			domain_top(cand[b - 1], da, sizeof(da));
-			domain_top(cand[b], db, sizeof(db));
-			int c = used[b - 1] != used[b] ? (used[b - 1] < used[b] ? -1 : 1)
-						       : strcmp(da, db);
-			if (c < 0 || (c == 0 &&
-				      strcmp(cand[b - 1]->rec.inv.name, cand[b]->rec.inv.name) < 0))
-				break;
-			struct snode *t = cand[b];
-			cand[b] = cand[b - 1];
-			cand[b - 1] = t;
-			int u = used[b];
-			used[b] = used[b - 1];
-			used[b - 1] = u;
-		}
-	free(used);
+	qsort(cand, (size_t)nc, sizeof(*cand), cand_cmp);
 	free(sg->nodes); /* (none: a stage is picked once) */
 	sg->nnodes = 0;
 	sg->nodes = xcalloc((size_t)MAX(want, 0) + 1, sizeof(*sg->nodes));
 	bool *taken = xcalloc((size_t)nc + 1, sizeof(*taken));
 	while (sg->nnodes < want) {
 		/* one from each domain in turn: the first not taken of each */
-		char last[MODEL_TOPO_MAX] = "\x01";
+		const char *last = NULL;
 		int got = 0;
 		for (int i = 0; i < nc && sg->nnodes < want; i++) {
-			char d[MODEL_TOPO_MAX];
-			domain_top(cand[i], d, sizeof(d));
-			if (taken[i] || strcmp(d, last) == 0)
+			const struct snode *n = cand[i].n;
+			if (taken[i] || (last && strcmp(n->rec.inv.domain, last) == 0))
 				continue;
-			snprintf(last, sizeof(last), "%s", d);
+			last = n->rec.inv.domain;
 			taken[i] = true;
 			struct rollout_node *rn = &sg->nodes[sg->nnodes++];
-			snprintf(rn->name, sizeof(rn->name), "%s", cand[i]->rec.inv.name);
+			snprintf(rn->name, sizeof(rn->name), "%s", n->rec.inv.name);
 			snprintf(rn->state, sizeof(rn->state), "draining");
-			rn->verdict_before = cand[i]->rec.verdict;
-			rn->verdict_job_before = cand[i]->rec.verdict_job;
-			rn->verdict_ms_before = cand[i]->rec.verdict_ms;
+			rn->verdict_before = n->rec.verdict;
+			rn->verdict_job_before = n->rec.verdict_job;
+			rn->verdict_ms_before = n->rec.verdict_ms;
 			got++;
 		}
 		if (!got)
@@ -515,15 +453,9 @@ static void give_back(struct server *s, struct rollout *ro)
 				continue;
 			bool own = ro->kind == ROLLOUT_IMAGE && rn->vjob &&
 				   n->rec.verdict_job == rn->vjob;
-			if (own) {
-				n->rec.verdict = rn->verdict_before;
-				n->rec.verdict_job = rn->verdict_job_before;
-				n->rec.verdict_ms = rn->verdict_ms_before;
-				n->rec.verdict_layer[0] = n->rec.verdict_reason[0] = '\0';
-				json_decref(n->rec.verdict_checks);
-				n->rec.verdict_checks = NULL;
-				state_node_dirty(st, n);
-			}
+			if (own)
+				valid_verdict_put(st, n, rn->verdict_before, rn->verdict_job_before,
+						  rn->verdict_ms_before);
 			if (n->rec.drained && (n->rec.drain_source == DRAIN_ROLLOUT ||
 					       (own && n->rec.drain_source == DRAIN_VALIDATION)))
 				state_resume(st, n);
@@ -705,9 +637,12 @@ static void step(struct server *s, struct rollout *ro, int64_t now)
 		}
 	} else if (ro->phase == ROLLOUT_WAIT_STACK) {
 		bool all = true;
+		struct node_stack want;
+		struct tk_error err;
+		node_stack_label_parse(ro->target, &want, &err); /* (checked at its creation) */
 		for (int i = 0; i < sg->nnodes; i++) {
 			struct snode *n = state_node(st, sg->nodes[i].name);
-			bool has = stack_has(n, ro->target);
+			bool has = n->rec.inv.has_stack && node_stack_has(&n->rec.inv.stack, &want);
 			all &= has;
 			if (has && strcmp(sg->nodes[i].state, "waiting_for_stack") == 0) {
 				snprintf(sg->nodes[i].state, sizeof(sg->nodes[i].state),
@@ -869,7 +804,8 @@ void rollout_h_create(struct request *r, const char *param, json_t *body)
 		reply_error(r, 400, "image: \"%.200s\" is not an image reference", image);
 		return;
 	}
-	if (stack && stack_label_check(stack, &err) < 0) {
+	struct node_stack want;
+	if (stack && node_stack_label_parse(stack, &want, &err) < 0) {
 		reply_error(r, 400, "%s", err.text);
 		return;
 	}

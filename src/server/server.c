@@ -551,8 +551,8 @@ static int load_catalogue(struct server *s, struct tk_error *err)
 static int load_config(struct server *s, struct sched_config *sched, struct tk_error *err)
 {
 	sched_config_default(sched);
-	_cleanup_free_ char *fallback = xasprintf("%s/config.json", s->data_dir);
-	const char *path = s->cfg.config_path ? s->cfg.config_path : fallback;
+	char buf[4096];
+	const char *path = config_file_path(s, buf, sizeof(buf));
 	char *text = NULL;
 	int r = tk_read_file(path, 1024 * 1024, &text, NULL);
 	if (r == -ENOENT && !s->cfg.config_path)

@@ -106,7 +106,8 @@ bool state_config_swap(struct state *s, const struct sched_config *next, int64_t
 	s->sched = *next;
 	classes_init(s);
 	/* the service of finished jobs is kept by class: where the classes
-	 * are others, the caller learns it again (state_las_history_note) */
+	 * are others, it is learnt again from the ended jobs (below; the
+	 * caller adds those out of memory) */
 	if (!same) {
 		sched_las_history_free(s->las_hist);
 		s->las_hist = sched_las_history_new();
@@ -122,6 +123,8 @@ bool state_config_swap(struct state *s, const struct sched_config *next, int64_t
 		/* an ended job keeps the name of its class, gone or not */
 		int c = j->job.req.cls ? sched_config_class(&s->sched, j->job.req.cls) : -1;
 		j->cls = c >= 0 ? c : s->sched.default_class;
+		if (!same)
+			state_las_history_note(s, j, now);
 	}
 	for (size_t k = 0; k < nwait; k++)
 		state_job_enqueue(s, wait[k]);

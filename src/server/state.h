@@ -600,7 +600,8 @@ int state_config_check(const struct state *s, const struct sched_config *next, s
  * and run: each job's class, pools and domains found again, the waiting
  * ones back in their classes in the same order, each node's pools, a pass
  * wanted. True where the classes are others than before: the service of
- * finished jobs by class (the Gittins index's history) starts empty. */
+ * finished jobs by class (the Gittins index's history) is learnt again
+ * from the ended jobs in memory, and the caller adds those out of it. */
 bool state_config_swap(struct state *s, const struct sched_config *next, int64_t now);
 /* How jobs out of memory are read back (none until it is set). */
 void state_set_reader(struct state *s, state_read_cb read, void *arg);
@@ -1043,6 +1044,9 @@ bool valid_node_open(const struct state *s, const struct snode *n);
 /* A node's agent registered; with require_validation, a node never
  * validated gets a run. */
 void valid_node_registered(struct state *s, struct snode *n, int64_t now);
+/* n's verdict is v, of validation job `job` at ms, with no layer, reason or
+ * checks: one dropped (VERDICT_NONE), or one put back (a rollout's). */
+void valid_verdict_put(struct state *s, struct snode *n, enum verdict v, int64_t job, int64_t ms);
 void valid_release(struct state *s);
 /* The token validation job `job`'s tasks report with (65 bytes). */
 void valid_token(const struct state *s, int64_t job, char out[65]);

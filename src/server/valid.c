@@ -311,6 +311,18 @@ void valid_job_ended(struct state *s, struct sjob *j, int64_t now)
 	state_want_pass(s);
 }
 
+void valid_verdict_put(struct state *s, struct snode *n, enum verdict v, int64_t job, int64_t ms)
+{
+	struct node_record *r = &n->rec;
+	r->verdict = v;
+	r->verdict_job = job;
+	r->verdict_ms = ms;
+	r->verdict_layer[0] = r->verdict_reason[0] = '\0';
+	json_decref(r->verdict_checks);
+	r->verdict_checks = NULL;
+	state_node_dirty(s, n);
+}
+
 bool valid_node_open(const struct state *s, const struct snode *n)
 {
 	if (n->held_by)

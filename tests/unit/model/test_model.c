@@ -339,6 +339,18 @@ static void test_node_stack(void **state)
 	assert_int_equal(strlen(small), sizeof(small) - 1);
 	node_stack_line(&a, d, sizeof(d));
 	assert_non_null(strstr(d, "kernel 6.1.0-18-amd64, os Debian GNU/Linux 12 (bookworm)"));
+	/* a stack's label (tenk rollout --stack): the fields it names */
+	struct node_stack want;
+	struct tk_error lerr;
+	assert_int_equal(
+		node_stack_label_parse("driver=550.54.15,kernel=6.1.0-18-amd64", &want, &lerr), 0);
+	assert_true(node_stack_has(&a, &want));
+	assert_false(node_stack_has(&b, &want)); /* b's kernel and driver are newer */
+	assert_true(node_stack_label_parse("gpu=1", &want, &lerr) < 0);
+	assert_non_null(strstr(lerr.text, "no field \"gpu\"; fields: kernel, os"));
+	assert_true(node_stack_label_parse("driver", &want, &lerr) < 0);
+	assert_non_null(strstr(lerr.text, "is not FIELD=VALUE"));
+	assert_true(node_stack_label_parse("", &want, &lerr) < 0);
 	/* JSON both ways; an unknown field is a newer agent's, ignored */
 	json_t *j = node_stack_pack(&a);
 	json_object_set_new(j, "bmc_fw", json_string("1.2"));
