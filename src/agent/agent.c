@@ -328,7 +328,7 @@ static void reg_done(void *arg, long status, const char *body, size_t len, const
 	agent__health_limits(a, &ans.gpu_health);
 	/* beat four times a lease at least, so that lost beats are no death,
 	 * and as often as the server asks (its power fencing finds a dead
-	 * node in two beats and a half) */
+	 * node in three beats and their delays) */
 	int64_t want = a->cfg.heartbeat_ms;
 	if (ans.heartbeat_ms > 0 && ans.heartbeat_ms < want)
 		want = ans.heartbeat_ms;

@@ -184,12 +184,15 @@ int64_t fence_power_after(const struct fence_member *group, int n, int x,
 			  const struct fence_params *p)
 {
 	int64_t widest = 0;
-	for (int i = 0; i < n; i++)
+	for (int i = 0; i < n && !p->power_own_margins_only; i++)
 		if (i != x)
-			widest = max64(widest,
-				       fence_beat(&group[p->power_own_beat_only ? x : i], p) +
-					       p->power_delay_ms);
-	return max64(p->power_after_ms, widest + fence_beat(&group[x], p) + p->power_delay_ms);
+			widest = max64(widest, fence_beat(&group[i], p) + p->power_delay_ms);
+	/* a cut of the group can swallow x's beat just after its last word
+	 * and end just before its next one: it costs x the cut and two of its
+	 * margins (its last word up to a beat before the cut, its first after
+	 * up to a beat and a delay after the mend) */
+	int64_t own = fence_beat(&group[x], p) + p->power_delay_ms;
+	return max64(p->power_after_ms, widest + (p->power_one_own_margin ? 1 : 2) * own);
 }
 
 bool fence_may_power_off(const struct fence_member *group, int n, int x,

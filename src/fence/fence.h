@@ -60,9 +60,11 @@ struct fence_params {
 	int agent_quorum_adjust;
 	int server_quorum_adjust;
 	/* for the model test's mutants only (0 in tenk): every member's
-	 * margin; power_after from x's own beat alone, not the others' */
+	 * margin; power_after from x's own margins alone, not the others';
+	 * power_after with one of x's margins, not two */
 	int64_t power_margin_ms;
-	bool power_own_beat_only;
+	bool power_own_margins_only;
+	bool power_one_own_margin;
 };
 
 void fence_params_of(int64_t node_timeout_ms, struct fence_params *ret);
@@ -137,9 +139,11 @@ bool fence_may_declare_down(const struct fence_member *group, int n, int x,
 			    const struct fence_params *p, int64_t now, int *in_touch);
 /* The silence after which member x may be powered off: power_after, and
  * at least the longest margin of the others (a cut of the group that no
- * member's run shows) and x's own (its beat, and its delay). Beats of a
- * tenth of the node timeout give a quarter of it; beats of a second at
- * 30 s, 3.5 s. */
+ * member's run shows lasts less than that and a delay) and two of x's own
+ * (its beat, and its delay: the cut may take the beat after x's last word
+ * and end just before the next). Beats of a tenth of the node timeout
+ * give three eighths of it (11.25 s at 30 s); beats of a second at 30 s,
+ * 5.25 s. */
 int64_t fence_power_after(const struct fence_member *group, int n, int x,
 			  const struct fence_params *p);
 /* May the server have member x powered off now (power fencing, as
@@ -147,10 +151,10 @@ int64_t fence_power_after(const struct fence_member *group, int n, int x,
  * for fence_power_after, and its group is in touch as
  * fence_may_declare_down asks, each member counted only when the server
  * has heard it without a gap over its margin from before x's last word
- * until now: then no cut of the group (which shares x's fate) lasted as
- * long as the longest margin, so it cost x less than that, and a silence
- * of that margin, x's beat and its delay is x's own, not the control
- * plane's (invariant B). Its lease need not have run out: once the
+ * until now: then no cut of the group (which shares x's fate) lasted
+ * longer than the longest margin and a delay, so it cost x less than that
+ * and two of its beats and delays, and a silence of fence_power_after is
+ * x's own, not the control plane's (invariant B). Its lease need not have run out: once the
  * command says the node is off, its tasks are gone (invariant A). */
 bool fence_may_power_off(const struct fence_member *group, int n, int x,
 			 const struct fence_params *p, int64_t now, int *in_touch);

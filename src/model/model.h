@@ -1376,8 +1376,8 @@ struct sched_config {
 	 * held in weighted units (catalogue_weight), not accelerators */
 	bool weighted_share;
 	/* "power_fence": {"command": ["fence-node", "{node}"], "after": "8s",
-	 * "timeout": "1m", "heartbeat": "1s"}: a node silent for two of its
-	 * heartbeats and their delays (fence_power_after; `after` at least)
+	 * "timeout": "1m", "heartbeat": "1s"}: a node silent for three of
+	 * its heartbeats and their delays (fence_power_after; `after` at least)
 	 * while its witness group hears the server is powered off by the
 	 * command ({node}: its name; {addr}: the address its agent reached
 	 * the server from), and its work moves as soon as the command exits

@@ -130,7 +130,7 @@ struct wire_registered {
 	struct gpu_limits gpu_health;
 	/* the heartbeat period the server asks of its agents (protocol 2; 0:
 	 * none asked, the agent keeps its own): its "power_fence", which
-	 * finds a dead node in two beats and a half */
+	 * finds a dead node in three beats and their delays */
 	int64_t heartbeat_ms;
 };
 

@@ -1791,8 +1791,8 @@ static void h_agent_register(struct request *r, const char *param, json_t *body)
 				      .protocol = m->protocol < 2 ? 1 : WIRE_PROTOCOL,
 				      .has_gpu_health = m->protocol >= 2,
 				      .gpu_health = st->sched.gpu_health};
-	/* power fencing finds a dead node in two beats and a half: beats of
-	 * `heartbeat`, asked of every agent */
+	/* power fencing finds a dead node in three beats and their delays:
+	 * beats of `heartbeat`, asked of every agent */
 	if (st->sched.npower_fence)
 		ans.heartbeat_ms = st->sched.power_fence_heartbeat_s * 1000;
 	if (join) {

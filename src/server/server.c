@@ -687,17 +687,18 @@ int server_power_fence_check(const struct server_config *cfg, const struct sched
 			     struct tk_error *err)
 {
 	/* a node in touch beats every `heartbeat` (a tenth of the node
-	 * timeout at most): two beats and two delays (fence.h) */
+	 * timeout at most): three beats and three delays, as
+	 * fence_power_after asks of a group that beats alike (fence.h) */
 	if (sched->npower_fence && sched->power_fence_after_s) {
 		struct fence_params fp;
 		fence_params_of(cfg->node_timeout_ms, &fp);
 		int64_t beat =
 			MIN(sched->power_fence_heartbeat_s * 1000, cfg->node_timeout_ms / 10);
-		int64_t least = 2 * (beat + fp.power_delay_ms);
+		int64_t least = 3 * (beat + fp.power_delay_ms);
 		if (sched->power_fence_after_s * 1000 < least) {
 			return tk_errorf(
 				err, -EINVAL,
-				"power_fence.after: %llds is under two heartbeats of %lldms "
+				"power_fence.after: %llds is under three heartbeats of %lldms "
 				"and their delays (%lldms at a node timeout of %llds): nodes "
 				"in touch could be powered off; give %llds or more, or leave "
 				"it out (the least that is safe)",

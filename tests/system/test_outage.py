@@ -122,10 +122,12 @@ def outage_cluster(hosts, workdir, kill_all):
     """The server and three agents, the job running on all three, every
     agent holding its group with every member's endpoint. The cluster
     powers silent nodes off ("power_fence"), which no outage of the
-    control plane may set off: finish() checks that it never did."""
+    control plane may set off: finish() checks that it never did. It
+    waits the least silence that is safe (three beats of 0.6 s and their
+    delays of 0.15 s: 2.25 s at this node timeout)."""
     script, _ = fence_script(workdir, hosts)
     root_jobs_config(os.path.join(workdir, "data"),
-                     power_fence={"command": [script, "{node}", "{addr}"], "after": "2s"})
+                     power_fence={"command": [script, "{node}", "{addr}"]})
     c = MultiHost(workdir, hosts, node_timeout=f"{NODE_TIMEOUT_S}s")
     kill_all += c.daemons
     out = os.path.join(workdir, "check")

@@ -364,12 +364,12 @@ def test_power_fence_moves_a_dead_hosts_gang_before_the_node_timeout(hosts4, wor
     rather than after the node timeout (its tasks' lease is not waited
     for: the command says they are gone). The server asks its agents to
     beat every second (power_fence's "heartbeat") and each says it does, so
-    at the default node timeout of 30 s "after" is two beats and their
-    delays, 3.5 s, not a quarter of the node timeout. A command that fails
+    at the default node timeout of 30 s "after" is three beats and their
+    delays, 5.25 s, not three eighths of the node timeout. A command that fails
     leaves the node to the node timeout, and says why in the server's
     log."""
     script, log = fence_script(workdir, hosts4)
-    # an "after" under two beats and their delays: the server says so and
+    # an "after" under three beats and their delays: the server says so and
     # does not start
     bad = os.path.join(workdir, "bad")
     root_jobs_config(bad, power_fence={"command": [script], "after": "2s"})
@@ -377,8 +377,8 @@ def test_power_fence_moves_a_dead_hosts_gang_before_the_node_timeout(hosts4, wor
                  workdir, "bad")
     kill_all.append(srv)
     wait_for(lambda: not srv.alive(), 20, "the refusal")
-    assert ("power_fence.after: 2s is under two heartbeats of 1000ms and their delays "
-            "(3500ms at a node timeout of 30s)") in srv.output(), srv.output()
+    assert ("power_fence.after: 2s is under three heartbeats of 1000ms and their delays "
+            "(5250ms at a node timeout of 30s)") in srv.output(), srv.output()
     root_jobs_config(os.path.join(workdir, "data"),
                      power_fence={"command": [script, "{node}", "{addr}"]})
     c = MultiHost(workdir, hosts4, fake="1xH100", node_timeout="30s")
@@ -403,8 +403,8 @@ def test_power_fence_moves_a_dead_hosts_gang_before_the_node_timeout(hosts4, wor
     a1, a2 = c.job(jid)["attempts"]
     silent = re.search(r"powered off by power_fence after ([0-9.]+)s of silence", a1["reason"])
     assert silent, a1
-    # never before two beats and their delays (1 s and 0.75 s each)
-    assert float(silent.group(1)) >= 3.5, a1
+    # never before three beats and their delays (1 s and 0.75 s each)
+    assert float(silent.group(1)) >= 5.25, a1
     assert a2["in_place"] and a2["replaced"] == first[1], a2
     assert [n["name"] for n in a2["nodes"]][0] == first[0], a2
     with open(log) as f:

@@ -30,8 +30,11 @@
  * counts a majority one member short, a server that moves work with one
  * member too few in touch, power fencing that does not ask the members'
  * requests to have come without a gap (a margin of a hundred node
- * timeouts), power fencing that waits for two of the node's own beats
- * alone (not the slowest of its group).
+ * timeouts), power fencing that waits for the node's own margins alone
+ * (not the slowest of its group's as well), power fencing that waits for
+ * one of the node's own margins (not two). Half the cuts of a schedule
+ * are blips, shorter than a beat and a delay: long enough to take a beat,
+ * too short for a member's run to show.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -365,6 +368,8 @@ static void schedule(struct sim *s)
 	int nfaults = (int)rnd_in(s, 1, 8);
 	for (int k = 0; k < nfaults; k++) {
 		int64_t t0 = rnd_in(s, T, RUN_MS - 6 * T), len = rnd_in(s, T / 8, 5 * T);
+		if (chance(s, 50)) /* a blip: shorter than a beat and a delay */
+			len = rnd_in(s, T / 64, T / 6);
 		int pick = (int)rnd_in(s, 0, s->mode == MODE_OUTAGE ? 1 : 5);
 		int x = (int)rnd_in(s, 0, s->n - 1), y = (int)rnd_in(s, 0, s->n);
 		switch (pick) {
@@ -502,7 +507,7 @@ static void run_event(struct sim *s, struct ev e)
 
 /* Runs one seed; returns the sim for the checks (the caller frees heap). */
 static void run(struct sim *s, uint64_t seed, enum mode mode, int agent_adj, int server_adj,
-		int64_t power_margin, bool own_beat)
+		int64_t power_margin, bool own_margins, bool one_margin)
 {
 	memset(s, 0, sizeof(*s));
 	s->heap = calloc(MAXEV, sizeof(*s->heap));
@@ -517,9 +522,10 @@ static void run(struct sim *s, uint64_t seed, enum mode mode, int agent_adj, int
 	/* half the seeds fence by power, after the least silence that is
 	 * safe (fence_power_after; a margin given: all of them) */
 	s->p.power = seed % 2;
-	if (power_margin >= 0 || own_beat) { /* the mutants: every seed */
+	if (power_margin >= 0 || own_margins || one_margin) { /* the mutants: every seed */
 		s->p.power_margin_ms = power_margin >= 0 ? power_margin : 0;
-		s->p.power_own_beat_only = own_beat;
+		s->p.power_own_margins_only = own_margins;
+		s->p.power_one_own_margin = one_margin;
 		s->p.power = true;
 	}
 	s->n = (int)rnd_in(s, 2, MAXN);
@@ -576,7 +582,7 @@ static void test_a_holds_in_any_schedule(void **state)
 	struct sim s;
 	int moved = 0, expired = 0, powered = 0;
 	for (uint64_t seed = 1; seed <= (uint64_t)seeds(); seed++) {
-		run(&s, seed, MODE_CHAOS, 0, 0, -1, false);
+		run(&s, seed, MODE_CHAOS, 0, 0, -1, false, false);
 		if (s.violations_a)
 			fail_msg("seed %llu: %s", (unsigned long long)seed, s.why);
 		moved += s.declared;
@@ -595,7 +601,7 @@ static void test_b_holds_when_only_the_control_plane_fails(void **state)
 {
 	struct sim s;
 	for (uint64_t seed = 1; seed <= (uint64_t)seeds(); seed++) {
-		run(&s, seed, MODE_OUTAGE, 0, 0, -1, false);
+		run(&s, seed, MODE_OUTAGE, 0, 0, -1, false, false);
 		if (s.violations_a || s.violations_b)
 			fail_msg("seed %llu: %s", (unsigned long long)seed, s.why);
 	}
@@ -607,7 +613,7 @@ static void test_a_crashed_node_is_declared_down(void **state)
 	int checked = 0, fast = 0;
 	int64_t worst = 0, worst_fast = 0, least_after = INT64_MAX;
 	for (uint64_t seed = 1; seed <= (uint64_t)seeds() / 3; seed++) {
-		run(&s, seed, MODE_CRASH, 0, 0, -1, false);
+		run(&s, seed, MODE_CRASH, 0, 0, -1, false, false);
 		if (s.violations_a)
 			fail_msg("seed %llu: %s", (unsigned long long)seed, s.why);
 		for (int x = 0; x < s.n; x++) {
@@ -659,7 +665,7 @@ static void test_weakened_rules_are_caught(void **state)
 		int found = 0;
 		uint64_t seed;
 		for (seed = 1; seed <= 4 * (uint64_t)seeds() && !found; seed++) {
-			run(&s, seed, MODE_CHAOS, adj[k][0], adj[k][1], -1, false);
+			run(&s, seed, MODE_CHAOS, adj[k][0], adj[k][1], -1, false, false);
 			found = s.violations_a;
 		}
 		print_message("# %s rule weakened: A broken at seed %llu (%s)\n",
@@ -672,26 +678,38 @@ static void test_weakened_rules_are_caught(void **state)
 	int found = 0;
 	uint64_t seed;
 	for (seed = 1; seed <= 20 * (uint64_t)seeds() && !found; seed++) {
-		run(&s, seed, MODE_OUTAGE, 0, 0, 100 * T, false);
+		run(&s, seed, MODE_OUTAGE, 0, 0, 100 * T, false, false);
 		found = s.violations_b;
 	}
 	print_message("# power fencing without its run of requests: B broken at seed %llu (%s)\n",
 		      (unsigned long long)(seed - 1), found ? s.why : "never");
 	assert_true(found);
-	/* power fencing that waits for x's own beats alone: a cut its faster
-	 * peers' runs do not show costs a slower x its silence */
+	/* power fencing that waits for x's own margins alone: a cut shorter
+	 * than its peers' margins (and a delay) breaks no run, and costs x the
+	 * cut and two margins */
 	found = 0;
 	for (seed = 1; seed <= 20 * (uint64_t)seeds() && !found; seed++) {
-		run(&s, seed, MODE_OUTAGE, 0, 0, -1, true);
+		run(&s, seed, MODE_OUTAGE, 0, 0, -1, true, false);
 		found = s.violations_b;
 	}
-	print_message("# power fencing by a node's own beat alone: B broken at seed %llu (%s)\n",
+	print_message("# power fencing by a node's own margins alone: B broken at seed %llu (%s)\n",
+		      (unsigned long long)(seed - 1), found ? s.why : "never");
+	assert_true(found);
+	/* power fencing that asks one of x's margins, not two: a blip of its
+	 * group's link that takes the beat after x's last word and ends just
+	 * before its next costs x more than the blip and one margin */
+	found = 0;
+	for (seed = 1; seed <= 20 * (uint64_t)seeds() && !found; seed++) {
+		run(&s, seed, MODE_OUTAGE, 0, 0, -1, false, true);
+		found = s.violations_b;
+	}
+	print_message("# power fencing with one of a node's margins: B broken at seed %llu (%s)\n",
 		      (unsigned long long)(seed - 1), found ? s.why : "never");
 	assert_true(found);
 }
 
 /* The silence power fencing asks: the slowest other member's margin and
- * the node's own beat and delay, at 30 s. */
+ * two of the node's own (a beat and a delay), at 30 s. */
 static void test_power_after_follows_the_beats(void **state)
 {
 	struct fence_params p;
@@ -703,11 +721,12 @@ static void test_power_after_follows_the_beats(void **state)
 		fence_member_beats(&g[i], 1000);
 	}
 	assert_int_equal(fence_margin(&g[0], &p), 1750);
-	assert_int_equal(fence_power_after(g, 3, 0, &p), 3500); /* beats of a second */
+	/* beats of a second: the others' margin and two of its own */
+	assert_int_equal(fence_power_after(g, 3, 0, &p), 5250);
 	fence_member_beats(&g[2], 0); /* an agent of before: held to T/10 */
 	assert_int_equal(fence_beat(&g[2], &p), 3000);
-	assert_int_equal(fence_power_after(g, 3, 0, &p), 3750 + 1750);
-	assert_int_equal(fence_power_after(g, 3, 2, &p), 1750 + 3750);
+	assert_int_equal(fence_power_after(g, 3, 0, &p), 3750 + 2 * 1750);
+	assert_int_equal(fence_power_after(g, 3, 2, &p), 1750 + 2 * 3750);
 	fence_member_beats(&g[1], 60000); /* never more than T/10 */
 	assert_int_equal(fence_beat(&g[1], &p), 3000);
 	p.power_after_ms = 8000; /* the operator's "after": at least that */
@@ -719,8 +738,8 @@ static void test_power_after_follows_the_beats(void **state)
 	for (int64_t t = 0; t <= 20000; t += 1000)
 		for (int i = 1; i < 3; i++)
 			fence_member_heard(&g[i], &p, t, t);
-	fence_member_heard(&g[0], &p, 16000, 16000);
-	assert_false(fence_may_power_off(g, 3, 0, &p, 19400, NULL));
+	fence_member_heard(&g[0], &p, 14000, 14000);
+	assert_false(fence_may_power_off(g, 3, 0, &p, 19200, NULL));
 	for (int i = 1; i < 3; i++)
 		fence_member_heard(&g[i], &p, 19500, 19500);
 	assert_true(fence_may_power_off(g, 3, 0, &p, 19500, NULL));
