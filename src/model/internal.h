@@ -7,9 +7,6 @@
  * characters when printable); `what` names it in the error. */
 int mj_check_string_value(json_t *v, const char *what, size_t max_len, bool printable,
 			  struct tk_error *err);
-/* A number (integer or real) from obj[key] within [min, max]. */
-int mj_num(json_t *obj, const char *key, bool required, double min, double max, double def,
-	   double *ret, struct tk_error *err);
 /* An array of n strings, and an environment of "KEY=VALUE" strings as an
  * object {"KEY": "VALUE"}: new JSON (caller owns it). */
 json_t *mj_strv_pack(char *const *v, int n);

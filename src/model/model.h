@@ -64,6 +64,9 @@ int mj_link_keys(json_t *obj, const char *path, const char *const *known, struct
 int mj_int(json_t *obj, const char *key, bool required, int64_t min, int64_t max, int64_t def,
 	   int64_t *ret, struct tk_error *err);
 int mj_bool(json_t *obj, const char *key, bool required, bool def, bool *ret, struct tk_error *err);
+/* A number (integer or real) from obj[key] within [min, max]. */
+int mj_num(json_t *obj, const char *key, bool required, double min, double max, double def,
+	   double *ret, struct tk_error *err);
 /* A string of 1..max_len bytes (0..max_len when allow_empty) with no NUL and
  * no control characters when `printable`. */
 int mj_str(json_t *obj, const char *key, bool required, size_t max_len, bool printable,
@@ -807,6 +810,64 @@ json_t *train_point_pack(const struct train_point *p);
 int train_point_unpack(json_t *j, struct train_point *p, struct tk_error *err);
 json_t *train_metrics_pack(const struct train_metrics *m);
 int train_metrics_unpack(json_t *j, struct train_metrics *m, struct tk_error *err);
+
+/* ---- reference runs (reference.c): the same numbers before and after a change --- */
+
+#define REF_MAX_STEPS 2000     /* a loss curve's steps */
+#define REF_MAX_PARAMS 1024    /* final parameters, or a summary of them */
+#define REF_STEP_JUDGED_S 0.01 /* steps shorter are too short to time well */
+
+enum ref_source { REF_SOURCE_TENK, REF_SOURCE_COMMAND };
+
+/* One run of a reference: the loss at every step, the final parameters,
+ * the median step time (0: not said). */
+struct reference {
+	enum ref_source source;
+	char command[256]; /* the site's command ("" for tenk's own) */
+	int nloss, nparams;
+	double *loss, *params;
+	double step_s;
+};
+
+/* {"loss": [...], "params": [...], "step_s": S | [...], "source", "command"}:
+ * every number finite, 1..REF_MAX_STEPS losses, 1..REF_MAX_PARAMS
+ * parameters; step_s per step gives its median. */
+int reference_unpack(json_t *j, struct reference *ret, struct tk_error *err);
+json_t *reference_pack(const struct reference *r);
+void reference_release(struct reference *r);
+/* The first 16 hex digits of the SHA-256 of the losses' and parameters'
+ * bits: equal digests, the same numbers. */
+void reference_digest(const struct reference *r, char out[17]);
+
+enum ref_verdict {
+	REF_SAME,      /* bit for bit */
+	REF_WITHIN,    /* within the tolerance */
+	REF_DIFFERENT, /* over it (or not bit for bit, with none given) */
+	REF_SLOWER,    /* the same numbers, its steps slower than the slack allows */
+	REF_SHAPE,     /* not the same run: steps or parameters in another number */
+	REF_VERDICT_MAX
+};
+const char *reference_verdict_name(enum ref_verdict v);
+
+struct ref_compare {
+	enum ref_verdict verdict;
+	bool bitwise;
+	/* the largest difference, over the curve's (the parameters') largest
+	 * magnitude */
+	double loss_diff, param_diff;
+	int first_step;	   /* the first step whose loss differs, from 0 (-1: none) */
+	int first_param;   /* the first parameter that differs (-1: none) */
+	double step_ratio; /* after's step time over before's (0: not known) */
+	char text[400];	   /* for people: where it differs, and by how much */
+};
+
+/* after against before: the same bits, or (tolerance > 0) every
+ * difference within tolerance of its scale; then a step no slower than
+ * 1 + step_slack times before's (where before's steps take
+ * REF_STEP_JUDGED_S or more; step_slack 0: not judged). */
+void reference_compare(const struct reference *before, const struct reference *after,
+		       double tolerance, double step_slack, struct ref_compare *ret);
+json_t *reference_compare_pack(const struct ref_compare *c);
 
 /* ---- goodput (goodput.c): where a job's time went ---------------------------- */
 

@@ -300,6 +300,117 @@ static void test_goodput(void **state)
 
 /* What goodput reads travels whole: a checkpoint event's and a
  * committed checkpoint's write time (absent when not known). */
+/* A reference's record: read strictly, compared bit for bit or within a
+ * tolerance, and its step time judged. */
+static void test_reference_compare(void **state)
+{
+	(void)state;
+	struct tk_error err;
+	struct reference a, b;
+	json_t *j = json_loads("{\"loss\": [2.5, 1.25, 0.625], \"params\": [0.5, -4.0], "
+			       "\"step_s\": [0.02, 0.01, 0.03]}",
+			       0, NULL);
+	assert_int_equal(reference_unpack(j, &a, &err), 0);
+	assert_int_equal(a.nloss, 3);
+	assert_int_equal(a.nparams, 2);
+	assert_true(a.step_s == 0.02); /* the median */
+	assert_int_equal(a.source, REF_SOURCE_COMMAND);
+	/* its pack reads back the same bits */
+	json_t *p = reference_pack(&a);
+	char *text = json_dumps(p, 0);
+	json_decref(p);
+	p = json_loads(text, 0, NULL);
+	free(text);
+	assert_int_equal(reference_unpack(p, &b, &err), 0);
+	json_decref(p);
+	char da[17], db[17];
+	reference_digest(&a, da);
+	reference_digest(&b, db);
+	assert_string_equal(da, db);
+	struct ref_compare c;
+	reference_compare(&a, &b, 0, 0.1, &c);
+	assert_int_equal(c.verdict, REF_SAME);
+	assert_true(c.bitwise);
+	assert_int_equal(c.first_step, -1);
+	/* one ulp at step 2: not bit for bit, and no tolerance */
+	b.loss[1] = nextafter(b.loss[1], 2.0);
+	reference_digest(&b, db);
+	assert_string_not_equal(da, db);
+	reference_compare(&a, &b, 0, 0.1, &c);
+	assert_int_equal(c.verdict, REF_DIFFERENT);
+	assert_false(c.bitwise);
+	assert_int_equal(c.first_step, 1);
+	assert_non_null(strstr(c.text, "loss differs from step 2 (1.25 before, "
+				       "1.2500000000000002 after)"));
+	assert_non_null(strstr(c.text, "no tolerance given"));
+	/* within a tolerance of 1e-12 of the curve's scale (2.5) */
+	reference_compare(&a, &b, 1e-12, 0.1, &c);
+	assert_int_equal(c.verdict, REF_WITHIN);
+	assert_true(c.loss_diff > 0 && c.loss_diff < 1e-15);
+	/* a parameter off by 1e-6 of its scale: over 1e-9, within 1e-5 */
+	b.loss[1] = a.loss[1];
+	b.params[0] += 4e-6;
+	reference_compare(&a, &b, 1e-9, 0.1, &c);
+	assert_int_equal(c.verdict, REF_DIFFERENT);
+	assert_int_equal(c.first_param, 0);
+	assert_non_null(strstr(c.text, "the loss curve is the same, parameter 0 differs"));
+	reference_compare(&a, &b, 1e-5, 0.1, &c);
+	assert_int_equal(c.verdict, REF_WITHIN);
+	/* the same numbers, steps 50% slower: over a slack of 10%, not of 60% */
+	b.params[0] = a.params[0];
+	a.step_s = 0.02;
+	b.step_s = 0.03;
+	reference_compare(&a, &b, 0, 0.1, &c);
+	assert_int_equal(c.verdict, REF_SLOWER);
+	assert_true(c.step_ratio > 1.49 && c.step_ratio < 1.51);
+	assert_non_null(strstr(c.text, "50% slower, over the 10% allowed"));
+	reference_compare(&a, &b, 0, 0.6, &c);
+	assert_int_equal(c.verdict, REF_SAME);
+	/* steps under 10 ms are too short to judge */
+	a.step_s = 0.005;
+	b.step_s = 0.05;
+	reference_compare(&a, &b, 0, 0.1, &c);
+	assert_int_equal(c.verdict, REF_SAME);
+	json_t *cp = reference_compare_pack(&c);
+	assert_string_equal(json_string_value(json_object_get(cp, "verdict")), "same");
+	json_decref(cp);
+	reference_release(&b);
+	/* another run: other steps */
+	json_t *k = json_loads("{\"loss\": [2.5, 1.25], \"params\": [0.5, -4.0]}", 0, NULL);
+	assert_int_equal(reference_unpack(k, &b, &err), 0);
+	reference_compare(&a, &b, 0.5, 0.1, &c);
+	assert_int_equal(c.verdict, REF_SHAPE);
+	assert_non_null(strstr(c.text, "3 steps and 2 parameters on the old stack, 2 and 2"));
+	reference_release(&b);
+	json_decref(k);
+	/* bad records say what is wrong */
+	const char *bad[][2] = {
+		{"{\"params\": [1]}", "loss: must be an array of 1 to 2000 numbers"},
+		{"{\"loss\": [], \"params\": [1]}", "loss: must be an array of 1 to 2000"},
+		{"{\"loss\": [1, \"x\"], \"params\": [1]}", "loss[1]: must be a finite number"},
+		{"{\"loss\": [1]}", "params: must be an array of 1 to 1024 numbers"},
+		{"{\"loss\": [1], \"params\": [1], \"step_s\": -1}", "step_s: must be a number"},
+		{"{\"loss\": [1], \"params\": [1], \"lr\": 3}", "lr"},
+		{"[1, 2]", "must be a JSON object"},
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		json_t *x = json_loads(bad[i][0], JSON_DECODE_ANY, NULL);
+		assert_non_null(x);
+		assert_true(reference_unpack(x, &b, &err) < 0);
+		if (!strstr(err.text, bad[i][1]))
+			fail_msg("%s: %s", bad[i][0], err.text);
+		json_decref(x);
+	}
+	json_t *big = json_pack("{s:[f], s:o}", "loss", 1.0, "params", json_array());
+	for (int i = 0; i < REF_MAX_PARAMS + 1; i++)
+		json_array_append_new(json_object_get(big, "params"), json_real(i));
+	assert_true(reference_unpack(big, &b, &err) < 0);
+	assert_non_null(strstr(err.text, "give a summary"));
+	json_decref(big);
+	reference_release(&a);
+	json_decref(j);
+}
+
 /* A node's software stack: its fields, what changed, and its way through
  * the inventory and the heartbeat. */
 static void test_node_stack(void **state)
@@ -2421,6 +2532,7 @@ int main(void)
 		cmocka_unit_test(test_goodput),
 		cmocka_unit_test(test_goodput_fields),
 		cmocka_unit_test(test_node_stack),
+		cmocka_unit_test(test_reference_compare),
 		cmocka_unit_test(test_fabric_of_recorded_trees),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
