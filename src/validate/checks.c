@@ -552,6 +552,7 @@ static double w_y(int row)
 struct wl_arg {
 	int rank, size, port;
 	double loss[W_STEPS];
+	double params[W_DIM]; /* the weights after the last step */
 	double step_s[W_STEPS];
 	char error[sizeof(struct tk_error)];
 };
@@ -589,8 +590,27 @@ static void *wl_thread(void *p)
 		a->loss[s] = g[W_DIM];
 		a->step_s[s] = now_s() - t0;
 	}
+	memcpy(a->params, wv, sizeof(wv));
 	coll_destroy(c);
 	return NULL;
+}
+
+void validate__reference_own(struct reference *r)
+{
+	struct wl_arg *a = xcalloc(1, sizeof(*a));
+	a->size = 1;
+	wl_thread(a);
+	memset(r, 0, sizeof(*r));
+	r->source = REF_SOURCE_TENK;
+	r->nloss = W_STEPS;
+	r->loss = xcalloc(W_STEPS, sizeof(double));
+	memcpy(r->loss, a->loss, sizeof(a->loss));
+	r->nparams = W_DIM;
+	r->params = xcalloc(W_DIM, sizeof(double));
+	memcpy(r->params, a->params, sizeof(a->params));
+	qsort(a->step_s, W_STEPS, sizeof(double), cmp_d);
+	r->step_s = a->step_s[W_STEPS / 2];
+	free(a);
 }
 
 int validate__check_workload(struct vcheck *c, int ranks, int port)

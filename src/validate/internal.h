@@ -59,6 +59,12 @@ int validate__check_allreduce_local(struct vcheck *c, int ranks, size_t bytes, i
 int validate__check_storage(struct vcheck *w, struct vcheck *r, const char *dir, int writers,
 			    size_t mib);
 int validate__check_workload(struct vcheck *c, int ranks, int port);
+/* tenk's own reference: the workload's training on one rank (checks.c). */
+void validate__reference_own(struct reference *r);
+/* The reference (reference.c): tenk's own (cmd NULL) or a site's command;
+ * its record into *out where out is not NULL (to decref; {"error"} where
+ * the command gave none). */
+int validate__check_reference(struct vcheck *c, const char *cmd, json_t **out);
 
 /* net.c: the network layer, from the node's fabric (validate__fabric:
  * sysfs, or TENK_SYSFS's tree). */
@@ -134,6 +140,11 @@ struct vrun {
 	json_t *base;	     /* a baseline's figures, or NULL */
 	double tolerance;    /* below the peers' median by more than this fails */
 	double clock_max_ms; /* largest clock offset from the first node */
+	/* the reference, in the workload layer (--reference, --reference-cmd):
+	 * its record into *reference_out where that is not NULL */
+	bool reference;
+	const char *reference_cmd;
+	json_t **reference_out;
 };
 
 /* This node's checks, layer by layer; returns how many were filled. */

@@ -34,6 +34,8 @@ enum {
 	O_MEMBER,
 	O_IMAGE,
 	O_DEVICE_CHECK,
+	O_REFERENCE,
+	O_REFERENCE_CMD,
 	O_HELP,
 	O_N
 };
@@ -57,6 +59,12 @@ static const struct tk_option opts[] = {
 	{"device-check", 0, NULL,
 	 "only the GPUs' quick health (a small GEMM checked exactly, a copy), as the agent "
 	 "runs it before a restart: fails on errors and wrong results, not on speed"},
+	{"reference", 0, NULL,
+	 "after the layers, tenk's reference training (shown in the workload layer): its "
+	 "loss at every step and final parameters, what a rollout compares between stacks"},
+	{"reference-cmd", 0, "CMD",
+	 "the reference is this command's (sh -c), which prints {\"loss\": [...], "
+	 "\"params\": [...], \"step_s\": [...]} as its last line"},
 	{"help", 'h', NULL, "show this help"},
 };
 
@@ -229,6 +237,10 @@ int validate_local(const struct vrun *o, struct vcheck *checks, int max)
 			failed |= checks[i].verdict == V_FAIL;
 		done_layers++;
 	}
+	/* the reference, last, whichever layers ran (a rollout's evidence,
+	 * shown in the workload layer) */
+	if (o->reference && !(failed && !o->all) && n < max)
+		validate__check_reference(&checks[n++], o->reference_cmd, o->reference_out);
 	if (o->progress)
 		progress(nlayers, nlayers, "done");
 	return n;
@@ -263,7 +275,8 @@ void validate__vchecks_print(const struct vcheck *checks, int n)
 }
 
 /* The checks and the verdict, as a table or JSON, on stdout. */
-static void print_checks(const struct vcheck *checks, int n, bool failed, bool as_json)
+static void print_checks(const struct vcheck *checks, int n, bool failed, bool as_json,
+			 json_t *reference)
 {
 	if (!as_json) {
 		validate__vchecks_print(checks, n);
@@ -275,6 +288,12 @@ static void print_checks(const struct vcheck *checks, int n, bool failed, bool a
 		json_array_append_new(arr, validate__vcheck_pack(&checks[i]));
 	json_t *jo = json_pack("{s:s, s:o}", "verdict", failed ? "fail" : "pass", "checks", arr);
 	char *text = json_dumps(jo, JSON_INDENT(2) | JSON_REAL_PRECISION(6));
+	if (reference) {
+		/* its numbers whole: compared bit for bit */
+		free(text);
+		json_object_set(jo, "reference", reference);
+		text = json_dumps(jo, JSON_INDENT(2));
+	}
 	puts(text);
 	free(text);
 	json_decref(jo);
@@ -298,7 +317,7 @@ static int device_check(bool as_json)
 		if (!checks[i].broken && checks[i].verdict == V_FAIL)
 			checks[i].verdict = V_PASS;
 	}
-	print_checks(checks, 3, broken != NULL, as_json);
+	print_checks(checks, 3, broken != NULL, as_json, NULL);
 	fflush(stdout); /* (the last line, where both go to one file, says why) */
 	if (broken)
 		fprintf(stderr, "%s: %s\n", broken->name, broken->detail);
@@ -348,6 +367,10 @@ int validate_main(const struct tk_command *cmd, int argc, char **argv)
 			o.want[k] = true;
 		}
 	}
+	o.reference = v[O_REFERENCE] || v[O_REFERENCE_CMD];
+	o.reference_cmd = v[O_REFERENCE_CMD];
+	if (o.reference_cmd && !o.reference_cmd[0])
+		return usage("--reference-cmd: a command to run with sh -c");
 	if (v[O_TOL]) {
 		double t;
 		if (parse_num(v[O_TOL], 0, 100, &t) < 0)
@@ -397,12 +420,15 @@ int validate_main(const struct tk_command *cmd, int argc, char **argv)
 		return rc;
 	}
 	struct vcheck checks[VMAX_CHECKS];
+	json_t *ref = NULL;
+	o.reference_out = &ref;
 	int n = validate_local(&o, checks, VMAX_CHECKS);
 	json_decref(o.base);
 	bool failed = false;
 	for (int i = 0; i < n; i++)
 		failed |= checks[i].verdict == V_FAIL;
-	print_checks(checks, n, failed, v[O_JSON] != NULL);
+	print_checks(checks, n, failed, v[O_JSON] != NULL, ref);
+	json_decref(ref);
 	if (v[O_SAVE]) {
 		json_t *figs = json_object();
 		for (int i = 0; i < n; i++)
