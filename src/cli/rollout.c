@@ -6,9 +6,21 @@
 #include "internal.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
-enum { R_IMAGE = O_FIRST_OWN, R_STACK, R_CANARY, R_THEN, R_SOAK, R_DRAIN };
+enum {
+	R_IMAGE = O_FIRST_OWN,
+	R_STACK,
+	R_CANARY,
+	R_THEN,
+	R_SOAK,
+	R_DRAIN,
+	R_REFCMD,
+	R_NOREF,
+	R_TOL,
+	R_SLACK
+};
 static const struct tk_option rollout_opts[] = {
 	COMMON_OPTS,
 	{"image", 0, "REF", "create: the cluster's next default image, proven stage by stage"},
@@ -21,6 +33,16 @@ static const struct tk_option rollout_opts[] = {
 	{"drain-policy", 0, "wait|requeue",
 	 "create: a stage's jobs finish (wait, default), or stop with their grace and are "
 	 "requeued from their checkpoints"},
+	{"reference-cmd", 0, "CMD",
+	 "create: the equivalence check's reference is this command (sh -c, on each node, in "
+	 "the image for --image), which prints {\"loss\": [...], \"params\": [...], "
+	 "\"step_s\": [...]} last (default: tenk's own)"},
+	{"no-reference", 0, NULL, "create: no equivalence check"},
+	{"tolerance", 0, "REL",
+	 "create: how far the reference's numbers may differ from the old stack's, relative "
+	 "to their scale (default 0: bit for bit)"},
+	{"step-slack", 0, "PCT",
+	 "create: how much slower its steps may be than on the old stack (default 10)"},
 };
 
 static void print_rollout(json_t *ro)
@@ -34,6 +56,24 @@ static void print_rollout(json_t *ro)
 	       cli__jstr(ro, "by"), when);
 	if (*cli__jstr(ro, "reason"))
 		printf("  %s\n", cli__jstr(ro, "reason"));
+	const char *ref = cli__jstr(ro, "reference");
+	if (strcmp(ref, "none") != 0) {
+		double tol = json_number_value(json_object_get(ro, "tolerance"));
+		char within[32] = "bit for bit", steps[48] = "";
+		if (tol > 0)
+			snprintf(within, sizeof(within), "within %.3g", tol);
+		if (strcmp(ref, "tenk") != 0)
+			snprintf(steps, sizeof(steps), ", steps %.0f%% slower at most",
+				 json_number_value(json_object_get(ro, "step_slack")) * 100);
+		printf("  equivalence: reference %s, %s%s\n",
+		       strcmp(ref, "tenk") == 0 ? "tenk's own" : ref, within, steps);
+		const char *model;
+		json_t *b;
+		json_object_foreach (json_object_get(ro, "baselines"), model, b)
+			printf("  old stack's reference, %s: node %s, validation %lld, digest %s\n",
+			       model, cli__jstr(b, "node"), (long long)cli__jint(b, "job"),
+			       cli__jstr(b, "digest"));
+	}
 	size_t i, k;
 	json_t *st, *n;
 	json_array_foreach (json_object_get(ro, "stages"), i, st) {
@@ -45,6 +85,10 @@ static void print_rollout(json_t *ro)
 			if (cli__jint(n, "validation_job"))
 				printf(" (validation %lld)",
 				       (long long)cli__jint(n, "validation_job"));
+			json_t *eq = json_object_get(n, "equivalence");
+			if (eq && !*cli__jstr(n, "verdict_reason"))
+				printf(" [reference %s, digest %s]", cli__jstr(eq, "verdict"),
+				       cli__jstr(eq, "digest_after"));
 			if (*cli__jstr(n, "verdict_reason"))
 				printf(": %s", cli__jstr(n, "verdict_reason"));
 			printf("%s",
@@ -98,7 +142,12 @@ static int create(struct ctx *c, const char *name)
 		else if (strncmp(c->argv[i], "--then=", 7) == 0)
 			json_array_append_new(stages, json_string(c->argv[i] + 7));
 	}
-	json_t *body = json_pack("{s:s, s:o}", "name", name, "stages", stages);
+	json_t *body = json_pack("{s:s}", "name", name);
+	/* none: every node at once */
+	if (json_array_size(stages))
+		json_object_set_new(body, "stages", stages);
+	else
+		json_decref(stages);
 	json_object_set_new(body, c->v[R_IMAGE] ? "image" : "stack",
 			    json_string(c->v[R_IMAGE] ? c->v[R_IMAGE] : c->v[R_STACK]));
 	if (c->v[R_SOAK]) {
@@ -114,6 +163,32 @@ static int create(struct ctx *c, const char *name)
 	}
 	if (c->v[R_DRAIN])
 		json_object_set_new(body, "drain_policy", json_string(c->v[R_DRAIN]));
+	if (c->v[R_REFCMD] && c->v[R_NOREF]) {
+		json_decref(body);
+		return cli__usage_error(c->cmd,
+					"--reference-cmd and --no-reference: one or neither");
+	}
+	if (c->v[R_REFCMD] || c->v[R_NOREF])
+		json_object_set_new(body, "reference",
+				    json_string(c->v[R_NOREF] ? "none" : c->v[R_REFCMD]));
+	const char *nums[2] = {c->v[R_TOL], c->v[R_SLACK]};
+	for (int i = 0; i < 2; i++) {
+		if (!nums[i])
+			continue;
+		char *end;
+		double d = strtod(nums[i], &end);
+		if (end == nums[i] || *end || !(d >= 0 && d <= (i ? 1000 : 1))) {
+			json_decref(body);
+			return cli__usage_error(c->cmd, "--%s: %s, got \"%s\"",
+						i ? "step-slack" : "tolerance",
+						i ? "a percentage from 0 to 1000"
+						  : "a relative difference from 0 to 1 (1e-6: a "
+						    "millionth of the numbers' scale)",
+						nums[i]);
+		}
+		json_object_set_new(body, i ? "step_slack" : "tolerance",
+				    json_real(i ? d / 100 : d));
+	}
 	return call(c, "POST", "/v1/rollouts", body);
 }
 
@@ -132,7 +207,7 @@ static int run_rollout(struct ctx *c)
 		return cli__usage_error(c->cmd, "%s: name the rollout", verb);
 	if (name && !model_name_valid(name))
 		return cli__usage_error(c->cmd, "\"%s\" is not a rollout's name", name);
-	for (int k = R_IMAGE; k <= R_DRAIN && !creating; k++)
+	for (int k = R_IMAGE; k <= R_SLACK && !creating; k++)
 		if (c->v[k])
 			return cli__usage_error(c->cmd, "--%s is for create", rollout_opts[k].name);
 	if (creating)

@@ -2085,8 +2085,8 @@ out:
  * "reason", "checks": [...]}: one node's result, from its task. */
 static void h_validate_report(struct request *r, const char *param, json_t *body)
 {
-	static const char *const keys[] = {"token",  "node",   "verdict",    "layer",
-					   "reason", "checks", "peer_error", NULL};
+	static const char *const keys[] = {"token",  "node",	   "verdict",	"layer", "reason",
+					   "checks", "peer_error", "reference", NULL};
 	struct server *s = r->s;
 	struct state *st = &s->st;
 	struct tk_error err;
@@ -2136,6 +2136,11 @@ static void h_validate_report(struct request *r, const char *param, json_t *body
 			reply_error(r, 400, "checks[%zu]: must be an object", i);
 			return;
 		}
+	/* the reference's record is a rollout's (its numbers are not kept
+	 * with the node's verdict) */
+	json_t *ref = json_object_get(body, "reference");
+	if (ref)
+		rollout_reference(s, j, node, ref);
 	int rc = valid_report(st, j, node, pass, layer, reason, checks, peer_error,
 			      server_now_ms(s), &err);
 	if (rc < 0) {

@@ -482,6 +482,8 @@ enum rollout_state {
 enum rollout_phase {
 	ROLLOUT_PICK,	    /* its nodes to be chosen (and drained) */
 	ROLLOUT_DRAINING,   /* until they are empty */
+	ROLLOUT_BASELINE,   /* the reference on the old stack, where no node of
+			     * their model ran it yet */
 	ROLLOUT_WAIT_STACK, /* a stack's: until their agents report it */
 	ROLLOUT_VALIDATING, /* a validation of them, on the new stack or in the image */
 	ROLLOUT_SOAKING,    /* taking work, watched */
@@ -498,6 +500,9 @@ struct rollout_node {
 	/* its verdict before the stage: an image's verdicts go back to it */
 	enum verdict verdict_before;
 	int64_t verdict_job_before, verdict_ms_before;
+	/* the reference's record on the new stack (until compared), and the
+	 * comparison with the old's (ref_compare_pack, and the digests) */
+	json_t *reference, *equivalence;
 };
 
 struct rollout_stage {
@@ -507,6 +512,8 @@ struct rollout_stage {
 	int64_t started_ms, soak_until_ms;
 	int64_t vjob; /* the stage's validation job */
 	int vtries;
+	int64_t bjob; /* its reference on the old stack */
+	int btries;
 };
 
 struct rollout {
@@ -527,6 +534,14 @@ struct rollout {
 	char image_before[MODEL_IMAGE_MAX];
 	int64_t config_before, config_after;
 	json_t *events; /* [{"at_ms", "what"}], the newest */
+	/* the equivalence check: the reference ("": tenk's own; "none": no
+	 * check; else a site's command), how far its numbers may differ (0:
+	 * bit for bit) and its steps slow down; the old stack's records, one
+	 * per accelerator model ({"MODEL": {"node", "job", "digest",
+	 * "record"}}) */
+	char reference[256];
+	double tolerance, step_slack;
+	json_t *baselines;
 };
 
 /* The rollouts of the store (at activation, once the nodes are loaded). */
@@ -541,6 +556,10 @@ void rollout_h_pause(struct request *r, const char *param, json_t *body);
 void rollout_h_resume(struct request *r, const char *param, json_t *body);
 void rollout_h_abort(struct request *r, const char *param, json_t *body);
 void rollout_h_rollback(struct request *r, const char *param, json_t *body);
+/* A validation job's node sent the reference's record (or {"error"}): a
+ * rollout whose baseline or stage validation that job is keeps it. Called
+ * while the job's run is still held (j->valid). */
+void rollout_reference(struct server *s, struct sjob *j, const char *node, json_t *record);
 
 /* ---- audit.c ----------------------------------------------------------------- */
 

@@ -43,6 +43,7 @@ static const char *const state_names[ROLLOUT_STATE_MAX] = {
 	[ROLLOUT_ABORTED] = "aborted", [ROLLOUT_ROLLED_BACK] = "rolled_back"};
 static const char *const phase_names[ROLLOUT_PHASE_MAX] = {[ROLLOUT_PICK] = "pick",
 							   [ROLLOUT_DRAINING] = "draining",
+							   [ROLLOUT_BASELINE] = "baseline",
 							   [ROLLOUT_WAIT_STACK] =
 								   "waiting_for_stack",
 							   [ROLLOUT_VALIDATING] = "validating",
@@ -90,18 +91,23 @@ static json_t *stage_pack(const struct rollout_stage *st)
 	json_t *nodes = json_array();
 	for (int i = 0; i < st->nnodes; i++) {
 		const struct rollout_node *n = &st->nodes[i];
-		json_array_append_new(
-			nodes,
+		json_t *o =
 			json_pack("{s:s, s:s, s:I, s:s, s:I, s:I, s:s}", "name", n->name, "state",
 				  n->state, "validation_job", (json_int_t)n->vjob, "verdict_before",
 				  verdict_name(n->verdict_before), "verdict_job_before",
 				  (json_int_t)n->verdict_job_before, "verdict_ms_before",
-				  (json_int_t)n->verdict_ms_before, "verdict_reason", n->reason));
+				  (json_int_t)n->verdict_ms_before, "verdict_reason", n->reason);
+		if (n->reference)
+			json_object_set(o, "reference", n->reference);
+		if (n->equivalence)
+			json_object_set(o, "equivalence", n->equivalence);
+		json_array_append_new(nodes, o);
 	}
-	return json_pack("{s:s, s:o, s:I, s:I, s:I, s:i}", "want", st->want, "nodes", nodes,
-			 "started_ms", (json_int_t)st->started_ms, "soak_until_ms",
+	return json_pack("{s:s, s:o, s:I, s:I, s:I, s:i, s:I, s:i}", "want", st->want, "nodes",
+			 nodes, "started_ms", (json_int_t)st->started_ms, "soak_until_ms",
 			 (json_int_t)st->soak_until_ms, "validation_job", (json_int_t)st->vjob,
-			 "validation_tries", st->vtries);
+			 "validation_tries", st->vtries, "baseline_job", (json_int_t)st->bjob,
+			 "baseline_tries", st->btries);
 }
 
 static json_t *rollout_pack(const struct rollout *ro)
@@ -119,6 +125,11 @@ static json_t *rollout_pack(const struct rollout *ro)
 		"image_before", ro->image_before, "config_before", (json_int_t)ro->config_before,
 		"config_after", (json_int_t)ro->config_after);
 	json_object_set_new(o, "events", ro->events ? json_incref(ro->events) : json_array());
+	json_object_set_new(o, "reference", json_string(ro->reference[0] ? ro->reference : "tenk"));
+	json_object_set_new(o, "tolerance", json_real(ro->tolerance));
+	json_object_set_new(o, "step_slack", json_real(ro->step_slack));
+	json_object_set_new(o, "baselines",
+			    ro->baselines ? json_incref(ro->baselines) : json_object());
 	return o;
 }
 
@@ -138,9 +149,15 @@ static void rollout_free(struct rollout *ro)
 {
 	if (!ro)
 		return;
-	for (int i = 0; i < ro->nstages; i++)
+	for (int i = 0; i < ro->nstages; i++) {
+		for (int k = 0; k < ro->stages[i].nnodes; k++) {
+			json_decref(ro->stages[i].nodes[k].reference);
+			json_decref(ro->stages[i].nodes[k].equivalence);
+		}
 		free(ro->stages[i].nodes);
+	}
 	json_decref(ro->events);
+	json_decref(ro->baselines);
 	free(ro);
 }
 
@@ -152,6 +169,8 @@ static int stage_unpack(json_t *j, struct rollout_stage *st)
 	st->soak_until_ms = json_integer_value(json_object_get(j, "soak_until_ms"));
 	st->vjob = json_integer_value(json_object_get(j, "validation_job"));
 	st->vtries = (int)json_integer_value(json_object_get(j, "validation_tries"));
+	st->bjob = json_integer_value(json_object_get(j, "baseline_job"));
+	st->btries = (int)json_integer_value(json_object_get(j, "baseline_tries"));
 	json_t *nodes = json_object_get(j, "nodes");
 	st->nnodes = (int)json_array_size(nodes);
 	st->nodes = xcalloc((size_t)st->nnodes + 1, sizeof(*st->nodes));
@@ -174,6 +193,8 @@ static int stage_unpack(json_t *j, struct rollout_stage *st)
 		rn->verdict_job_before =
 			json_integer_value(json_object_get(n, "verdict_job_before"));
 		rn->verdict_ms_before = json_integer_value(json_object_get(n, "verdict_ms_before"));
+		rn->reference = json_incref(json_object_get(n, "reference"));
+		rn->equivalence = json_incref(json_object_get(n, "equivalence"));
 	}
 	return 0;
 }
@@ -216,6 +237,16 @@ static struct rollout *rollout_unpack(json_t *j)
 	ro->config_before = json_integer_value(json_object_get(j, "config_before"));
 	ro->config_after = json_integer_value(json_object_get(j, "config_after"));
 	ro->events = json_incref(json_object_get(j, "events"));
+	/* (a rollout of before the equivalence check: none) */
+	const char *ref = json_string_value(json_object_get(j, "reference"));
+	snprintf(ro->reference, sizeof(ro->reference), "%s",
+		 !ref			    ? "none"
+		 : strcmp(ref, "tenk") == 0 ? ""
+					    : ref);
+	ro->tolerance = json_number_value(json_object_get(j, "tolerance"));
+	ro->step_slack = json_number_value(json_object_get(j, "step_slack"));
+	json_t *bl = json_object_get(j, "baselines");
+	ro->baselines = json_is_object(bl) ? json_incref(bl) : json_object();
 	size_t i;
 	json_t *st;
 	json_array_foreach (stages, i, st) {
@@ -465,10 +496,13 @@ static void give_back(struct server *s, struct rollout *ro)
 
 static void cancel_validation(struct server *s, struct rollout_stage *sg)
 {
-	struct sjob *j = sg->vjob ? state_job(&s->st, sg->vjob) : NULL;
-	struct tk_error err;
-	if (j && !job_state_final(j->job.state))
-		state_cancel(&s->st, j, server_now_ms(s), &err);
+	int64_t ids[2] = {sg->vjob, sg->bjob};
+	for (int i = 0; i < 2; i++) {
+		struct sjob *j = ids[i] ? state_job(&s->st, ids[i]) : NULL;
+		struct tk_error err;
+		if (j && !job_state_final(j->job.state))
+			state_cancel(&s->st, j, server_now_ms(s), &err);
+	}
 }
 
 static void finish(struct server *s, struct rollout *ro, enum rollout_state to, const char *why)
@@ -499,6 +533,256 @@ static void fail(struct server *s, struct rollout *ro, const char *fmt, ...)
 	finish(s, ro, ROLLOUT_FAILED, full);
 }
 
+/* ---- the equivalence check ------------------------------------------------------------- */
+
+static bool checks_equivalence(const struct rollout *ro)
+{
+	return strcmp(ro->reference, "none") != 0;
+}
+
+/* The accelerator model a node's reference is held to: its first
+ * accelerator's, or "cpu". */
+static const char *model_of(const struct snode *n)
+{
+	return n->rec.inv.naccel > 0 && n->rec.inv.accel[0].model[0] ? n->rec.inv.accel[0].model
+								     : "cpu";
+}
+
+/* base's arguments and the reference's into args (room for nbase + 2). */
+static int ref_args(const struct rollout *ro, const char *const *base, int nbase, const char **args)
+{
+	int n = 0;
+	for (int i = 0; i < nbase; i++)
+		args[n++] = base[i];
+	if (!checks_equivalence(ro))
+		return n;
+	if (ro->reference[0]) {
+		args[n++] = "--reference-cmd";
+		args[n++] = ro->reference;
+	} else {
+		args[n++] = "--reference";
+	}
+	return n;
+}
+
+/* Whether a node of the stage has a model no baseline was taken for. */
+static bool needs_baseline(struct server *s, const struct rollout *ro,
+			   const struct rollout_stage *sg)
+{
+	if (!checks_equivalence(ro))
+		return false;
+	for (int i = 0; i < sg->nnodes; i++) {
+		const struct snode *n = state_node(&s->st, sg->nodes[i].name);
+		if (n && !json_object_get(ro->baselines, model_of(n)))
+			return true;
+	}
+	return false;
+}
+
+static struct rollout_node *stage_node(struct rollout_stage *sg, const char *name)
+{
+	for (int i = 0; i < sg->nnodes; i++)
+		if (strcmp(sg->nodes[i].name, name) == 0)
+			return &sg->nodes[i];
+	return NULL;
+}
+
+void rollout_reference(struct server *s, struct sjob *j, const char *node, json_t *record)
+{
+	for (size_t i = 0; i < s->rollouts.n; i++) {
+		struct rollout *ro = s->rollouts.v[i];
+		struct rollout_stage *sg = &ro->stages[ro->stage];
+		bool base = sg->bjob == j->job.id, after = sg->vjob == j->job.id;
+		if (ended(ro) || (!base && !after))
+			continue;
+		struct rollout_node *rn = stage_node(sg, node);
+		struct snode *n = state_node(&s->st, node);
+		struct svalid *v = j->valid;
+		if (!rn || !n || !v || !json_is_object(record))
+			return;
+		for (int k = 0; k < v->nnodes; k++)
+			if (v->nodes[k] == n && v->stack_gen[k] != n->stack_gen) {
+				note(s, ro,
+				     "node %s: its stack changed while its reference ran: not kept",
+				     node);
+				return;
+			}
+		struct reference r;
+		struct tk_error err;
+		json_t *keep = NULL;
+		struct node_stack want;
+		if (base && ro->kind == ROLLOUT_STACK &&
+		    node_stack_label_parse(ro->target, &want, &err) == 0 && n->rec.inv.has_stack &&
+		    node_stack_has(&n->rec.inv.stack, &want)) {
+			/* not the old stack: another node's is taken */
+			keep = json_pack("{s:s++}", "error", "it reports ", ro->target,
+					 " already: its reference is not the old stack's (put "
+					 "the old one back, or leave it out of the rollout)");
+		} else if (json_object_get(record, "error")) {
+			keep = json_incref(record);
+		} else if (reference_unpack(record, &r, &err) < 0) {
+			keep = json_pack("{s:s++}", "error", "its record: ", err.text);
+		} else {
+			const char *model = model_of(n);
+			if (!base) {
+				keep = json_incref(record);
+			} else if (!json_object_get(ro->baselines, model)) {
+				char dig[17];
+				reference_digest(&r, dig);
+				json_object_set_new(ro->baselines, model,
+						    json_pack("{s:s, s:I, s:s, s:O}", "node", node,
+							      "job", (json_int_t)j->job.id,
+							      "digest", dig, "record", record));
+				note(s, ro,
+				     "the reference on the old stack (%s, node %s): %d steps, loss "
+				     "%.6g -> %.6g, %d parameters, digest %s",
+				     model, node, r.nloss, r.loss[0], r.loss[r.nloss - 1],
+				     r.nparams, dig);
+			}
+			reference_release(&r);
+		}
+		if (keep) {
+			json_decref(rn->reference);
+			rn->reference = keep;
+		}
+		save(s);
+		return;
+	}
+}
+
+/* The stage's nodes' references on the new stack against the old's: true
+ * when every one computes the same (within the tolerance, its steps within
+ * the slack); else the stage fails, naming the node and where it differs. */
+static bool equivalent(struct server *s, struct rollout *ro, struct rollout_stage *sg)
+{
+	int same = 0;
+	double worst = 0, slowest = 0;
+	for (int i = 0; i < sg->nnodes; i++) {
+		struct rollout_node *rn = &sg->nodes[i];
+		struct snode *n = state_node(&s->st, rn->name);
+		const char *model = n ? model_of(n) : "cpu";
+		json_t *b = json_object_get(ro->baselines, model);
+		const char *error = json_string_value(json_object_get(rn->reference, "error"));
+		struct reference before, after;
+		struct tk_error err;
+		char why[MODEL_REASON_MAX];
+		if (!rn->reference || error)
+			snprintf(why, sizeof(why), "%s",
+				 error ? error : "it sent no reference record");
+		else if (!b || reference_unpack(json_object_get(b, "record"), &before, &err) < 0)
+			snprintf(why, sizeof(why), "no reference of the old stack for %s", model);
+		else if (reference_unpack(rn->reference, &after, &err) < 0)
+			snprintf(why, sizeof(why), "its record: %.200s", err.text),
+				reference_release(&before);
+		else
+			why[0] = '\0';
+		if (why[0]) {
+			snprintf(rn->reason, sizeof(rn->reason), "reference: %.200s", why);
+			snprintf(rn->state, sizeof(rn->state), "failed");
+			fail(s, ro, "node %s: the reference on the new stack: %s", rn->name, why);
+			return false;
+		}
+		/* tenk's own steps are its own code on the processor: their time
+		 * says nothing of the stack (and is noise, at microseconds) */
+		struct ref_compare c;
+		reference_compare(&before, &after, ro->tolerance,
+				  ro->reference[0] ? ro->step_slack : 0, &c);
+		char da[17], db[17];
+		reference_digest(&before, da);
+		reference_digest(&after, db);
+		json_t *eq = reference_compare_pack(&c);
+		json_object_set_new(eq, "digest_before", json_string(da));
+		json_object_set_new(eq, "digest_after", json_string(db));
+		json_object_set_new(eq, "baseline_node", json_incref(json_object_get(b, "node")));
+		json_object_set_new(eq, "steps", json_integer(after.nloss));
+		json_object_set_new(eq, "params", json_integer(after.nparams));
+		json_object_set_new(eq, "loss_last_before",
+				    json_real(before.loss[before.nloss - 1]));
+		json_object_set_new(eq, "loss_last_after", json_real(after.loss[after.nloss - 1]));
+		json_object_set_new(eq, "step_s_before", json_real(before.step_s));
+		json_object_set_new(eq, "step_s_after", json_real(after.step_s));
+		json_decref(rn->equivalence);
+		rn->equivalence = eq;
+		/* its numbers are in the comparison now */
+		json_decref(rn->reference);
+		rn->reference = NULL;
+		reference_release(&before);
+		reference_release(&after);
+		if (c.verdict != REF_SAME && c.verdict != REF_WITHIN) {
+			snprintf(rn->reason, sizeof(rn->reason), "reference: %.200s", c.text);
+			snprintf(rn->state, sizeof(rn->state), "failed");
+			fail(s, ro, "node %s %s the old stack: %s", rn->name,
+			     c.verdict == REF_SLOWER ? "is slower than" : "does not compute as",
+			     c.text);
+			return false;
+		}
+		same += c.verdict == REF_SAME;
+		worst = fmax(worst, fmax(c.loss_diff, c.param_diff));
+		slowest = fmax(slowest, c.step_ratio);
+	}
+	if (same == sg->nnodes)
+		note(s, ro,
+		     "stage %d: the reference on the new stack is the old one's bit for bit on "
+		     "every node%s%.2f%s",
+		     ro->stage + 1, slowest > 0 ? " (steps " : "", slowest > 0 ? slowest : 0.0,
+		     slowest > 0 ? "x the old at most)" : "");
+	else
+		note(s, ro,
+		     "stage %d: the reference on the new stack is within %.3g of the old one "
+		     "on every node (%d of %d bit for bit; largest difference %.3g)",
+		     ro->stage + 1, ro->tolerance, same, sg->nnodes, worst);
+	return true;
+}
+
+static void start_baseline(struct server *s, struct rollout *ro, struct snode **nodes, int n,
+			   int64_t now)
+{
+	struct rollout_stage *sg = &ro->stages[ro->stage];
+	static const char *const base[] = {"--quick", "--layers", "system"};
+	const char *args[8];
+	int nargs = ref_args(ro, base, 3, args);
+	/* an image's old stack is the default image now (or none) */
+	const char *image = ro->kind == ROLLOUT_IMAGE && s->config.n
+				    ? json_string_value(json_object_get(
+					      s->config.v[s->config.n - 1].config, "default_image"))
+				    : NULL;
+	struct sjob *j;
+	struct tk_error err;
+	char owner[MODEL_NAME_MAX];
+	snprintf(owner, sizeof(owner), "rollout:%.40s", ro->name);
+	if (valid_create(&s->st, nodes, n, args, nargs, image, owner, now, &j, &err) < 0) {
+		note(s, ro, "stage %d: cannot take the reference yet: %s", ro->stage + 1, err.text);
+		return;
+	}
+	sg->bjob = j->job.id;
+	sg->btries++;
+	struct strbuf names;
+	strbuf_init(&names);
+	for (int k = 0; k < n; k++) {
+		struct rollout_node *rn = stage_node(sg, nodes[k]->rec.inv.name);
+		if (!rn)
+			continue;
+		snprintf(rn->state, sizeof(rn->state), "baseline");
+		json_decref(rn->reference);
+		rn->reference = NULL;
+		strbuf_addf(&names, "%s%s", k ? ", " : "", rn->name);
+	}
+	note(s, ro, "stage %d: the reference on the old stack%s%s, validation job %lld on %s",
+	     ro->stage + 1, image ? " in " : "", image ? image : "", (long long)j->job.id,
+	     names.buf);
+	strbuf_release(&names);
+}
+
+/* What follows the drain, or the baseline. */
+static void after_baseline(struct rollout *ro, struct rollout_stage *sg)
+{
+	ro->phase = ro->kind == ROLLOUT_STACK ? ROLLOUT_WAIT_STACK : ROLLOUT_VALIDATING;
+	sg->vjob = 0;
+	for (int i = 0; i < sg->nnodes; i++)
+		snprintf(sg->nodes[i].state, sizeof(sg->nodes[i].state), "%s",
+			 ro->kind == ROLLOUT_STACK ? "waiting_for_stack" : "drained");
+}
+
 /* ---- the steps -------------------------------------------------------------------- */
 
 static void start_validation(struct server *s, struct rollout *ro, struct snode **nodes, int n,
@@ -506,15 +790,16 @@ static void start_validation(struct server *s, struct rollout *ro, struct snode 
 {
 	struct state *st = &s->st;
 	struct rollout_stage *sg = &ro->stages[ro->stage];
-	const char *args[MODEL_MAX_VALIDATION_ARGS];
+	const char *vargs[MODEL_MAX_VALIDATION_ARGS], *args[MODEL_MAX_VALIDATION_ARGS + 2];
 	for (int i = 0; i < st->sched.nvalidation_args; i++)
-		args[i] = st->sched.validation_args[i];
+		vargs[i] = st->sched.validation_args[i];
+	int nargs = ref_args(ro, vargs, st->sched.nvalidation_args, args);
 	struct sjob *j;
 	struct tk_error err;
 	char owner[MODEL_NAME_MAX];
 	snprintf(owner, sizeof(owner), "rollout:%.40s", ro->name);
-	if (valid_create(st, nodes, n, args, st->sched.nvalidation_args,
-			 ro->kind == ROLLOUT_IMAGE ? ro->target : NULL, owner, now, &j, &err) < 0) {
+	if (valid_create(st, nodes, n, args, nargs, ro->kind == ROLLOUT_IMAGE ? ro->target : NULL,
+			 owner, now, &j, &err) < 0) {
 		note(s, ro, "stage %d: cannot start a validation yet: %s", ro->stage + 1, err.text);
 		return;
 	}
@@ -524,6 +809,8 @@ static void start_validation(struct server *s, struct rollout *ro, struct snode 
 		for (int k = 0; k < n; k++)
 			if (strcmp(sg->nodes[i].name, nodes[k]->rec.inv.name) == 0) {
 				sg->nodes[i].vjob = j->job.id;
+				json_decref(sg->nodes[i].reference);
+				sg->nodes[i].reference = NULL;
 				snprintf(sg->nodes[i].state, sizeof(sg->nodes[i].state),
 					 "validating");
 			}
@@ -614,25 +901,76 @@ static void step(struct server *s, struct rollout *ro, int64_t now)
 	}
 	bool changed = false;
 	if (ro->phase == ROLLOUT_DRAINING) {
-		bool empty = true;
+		bool empty = true, base = needs_baseline(s, ro, sg);
 		for (int i = 0; i < sg->nnodes; i++) {
 			struct snode *n = state_node(st, sg->nodes[i].name);
 			bool e = n->nparts == 0 && !n->held_by;
 			empty &= e;
 			if (e && strcmp(sg->nodes[i].state, "draining") == 0) {
+				/* a stack is installed once the old one's reference is
+				 * taken */
 				snprintf(sg->nodes[i].state, sizeof(sg->nodes[i].state), "%s",
-					 ro->kind == ROLLOUT_STACK ? "waiting_for_stack"
-								   : "drained");
+					 ro->kind == ROLLOUT_STACK && !base ? "waiting_for_stack"
+									    : "drained");
 				changed = true;
 			}
 		}
 		if (empty) {
-			ro->phase =
-				ro->kind == ROLLOUT_STACK ? ROLLOUT_WAIT_STACK : ROLLOUT_VALIDATING;
-			sg->vjob = 0;
+			if (base) {
+				ro->phase = ROLLOUT_BASELINE;
+				sg->bjob = 0;
+			} else {
+				after_baseline(ro, sg);
+			}
 			note(s, ro, "stage %d: its nodes are empty%s", ro->stage + 1,
-			     ro->kind == ROLLOUT_STACK ? "; waiting for them to report the stack"
-						       : "");
+			     base			 ? "; the reference on the old stack first"
+			     : ro->kind == ROLLOUT_STACK ? "; waiting for them to report the stack"
+							 : "");
+			changed = true;
+		}
+	} else if (ro->phase == ROLLOUT_BASELINE) {
+		struct sjob *j = sg->bjob ? state_job(st, sg->bjob) : NULL;
+		if (!j || job_state_final(j->job.state)) {
+			struct snode **lack = xcalloc((size_t)sg->nnodes + 1, sizeof(*lack));
+			int nl = 0;
+			bool free_all = true;
+			const struct rollout_node *erred = NULL;
+			for (int i = 0; i < sg->nnodes; i++) {
+				struct snode *n = state_node(st, sg->nodes[i].name);
+				if (json_object_get(ro->baselines, model_of(n)))
+					continue;
+				lack[nl++] = n;
+				free_all &= !n->held_by;
+				if (!erred && json_object_get(sg->nodes[i].reference, "error"))
+					erred = &sg->nodes[i];
+			}
+			if (!nl) {
+				note(s, ro, "stage %d: the old stack's reference is taken%s",
+				     ro->stage + 1,
+				     ro->kind == ROLLOUT_STACK
+					     ? "; waiting for its nodes to report "
+					       "the stack"
+					     : "");
+				after_baseline(ro, sg);
+			} else if (erred || sg->btries >= ROLLOUT_VALID_TRIES) {
+				if (erred)
+					fail(s, ro,
+					     "no reference on the old stack: node %s: %.300s",
+					     erred->name,
+					     json_string_value(
+						     json_object_get(erred->reference, "error")));
+				else
+					fail(s, ro,
+					     "no reference on the old stack for %s: validation job "
+					     "%lld ended without one, %d times",
+					     model_of(lack[0]), (long long)sg->bjob, sg->btries);
+				free(lack);
+				save(s);
+				return;
+			} else if (free_all) {
+				start_baseline(s, ro, lack, nl, now);
+			}
+			free(lack);
 			changed = true;
 		}
 	} else if (ro->phase == ROLLOUT_WAIT_STACK) {
@@ -679,6 +1017,11 @@ static void step(struct server *s, struct rollout *ro, int64_t now)
 					return;
 				}
 				passed += n->rec.verdict == VERDICT_PASS;
+			}
+			if (sg->vjob && passed == sg->nnodes && checks_equivalence(ro) &&
+			    !equivalent(s, ro, sg)) {
+				save(s);
+				return;
 			}
 			if (sg->vjob && passed == sg->nnodes) {
 				/* proven: its nodes take work, watched for the soak */
@@ -765,7 +1108,8 @@ static void reply_rollout(struct request *r, const struct rollout *ro)
 }
 
 /* POST /v1/rollouts {"name", "image" | "stack", "stages": ["2", "50%",
- * "all"], "soak_s", "drain_policy": "wait" | "requeue"} */
+ * "all"], "soak_s", "drain_policy": "wait" | "requeue", "reference":
+ * "tenk" | "none" | COMMAND, "tolerance": 0..1, "step_slack": 0..10} */
 void rollout_h_create(struct request *r, const char *param, json_t *body)
 {
 	struct server *s = r->s;
@@ -774,6 +1118,19 @@ void rollout_h_create(struct request *r, const char *param, json_t *body)
 		   *stack = json_string_value(json_object_get(body, "stack")),
 		   *policy = json_string_value(json_object_get(body, "drain_policy"));
 	json_t *stages = json_object_get(body, "stages"), *soak = json_object_get(body, "soak_s");
+	struct tk_error err;
+	char reference[256] = "";
+	double tolerance = 0, slack = 0.1;
+	if (mj_strbuf(body, "reference", false, true, reference, sizeof(reference), &err) < 0 ||
+	    mj_num(body, "tolerance", false, 0, 1, 0, &tolerance, &err) < 0 ||
+	    mj_num(body, "step_slack", false, 0, 10, 0.1, &slack, &err) < 0) {
+		reply_error(r, 400,
+			    "%s (reference: \"tenk\", \"none\" or a command; tolerance: how far "
+			    "the reference's numbers may differ, relative, 0 for bit for bit; "
+			    "step_slack: how much slower its steps may be, 0.1 for 10%%)",
+			    err.text);
+		return;
+	}
 	if (!name || !model_name_valid(name) || strlen(name) > 40) {
 		reply_error(r, 400,
 			    "name: a rollout's name, up to 40 letters, digits, '.', '_', '-'");
@@ -799,7 +1156,6 @@ void rollout_h_create(struct request *r, const char *param, json_t *body)
 			    "give one");
 		return;
 	}
-	struct tk_error err;
 	if (image && !model_image_valid(image)) {
 		reply_error(r, 400, "image: \"%.200s\" is not an image reference", image);
 		return;
@@ -851,6 +1207,11 @@ void rollout_h_create(struct request *r, const char *param, json_t *body)
 	snprintf(ro->target, sizeof(ro->target), "%s", image ? image : stack);
 	ro->policy = (enum rollout_drain)pol;
 	ro->soak_ms = (soak ? json_integer_value(soak) : 3600) * 1000;
+	snprintf(ro->reference, sizeof(ro->reference), "%s",
+		 strcmp(reference, "tenk") == 0 ? "" : reference);
+	ro->tolerance = tolerance;
+	ro->step_slack = slack;
+	ro->baselines = json_object();
 	ro->state = ROLLOUT_RUNNING;
 	ro->phase = ROLLOUT_PICK;
 	snprintf(ro->by, sizeof(ro->by), "%s", r->user);
@@ -866,9 +1227,19 @@ void rollout_h_create(struct request *r, const char *param, json_t *body)
 		}
 	xgrow(&s->rollouts.v, &s->rollouts.alloc, s->rollouts.n + 1, sizeof(*s->rollouts.v));
 	s->rollouts.v[s->rollouts.n++] = ro;
-	note(s, ro, "created by %s: %s %s, stages %d, soak %llds, drain %s", ro->by,
+	char eq[320], within[48] = "bit for bit";
+	if (ro->tolerance > 0)
+		snprintf(within, sizeof(within), "within %.3g", ro->tolerance);
+	if (!checks_equivalence(ro))
+		snprintf(eq, sizeof(eq), "no equivalence check");
+	else if (!ro->reference[0])
+		snprintf(eq, sizeof(eq), "reference tenk's own, %s", within);
+	else
+		snprintf(eq, sizeof(eq), "reference %.200s, %s, steps %.0f%% slower at most",
+			 ro->reference, within, ro->step_slack * 100);
+	note(s, ro, "created by %s: %s %s, stages %d, soak %llds, drain %s; %s", ro->by,
 	     kind_names[ro->kind], ro->target, ro->nstages, (long long)(ro->soak_ms / 1000),
-	     policy_names[ro->policy]);
+	     policy_names[ro->policy], eq);
 	rollout_tick(s, ro->created_ms);
 	save(s);
 	reply_rollout(r, ro);
