@@ -655,6 +655,23 @@ static void test_a_crashed_node_is_declared_down(void **state)
 		      (long long)least_after);
 }
 
+/* A power fencing rule weakened (power_margin, own_margins, one_margin as
+ * run takes them) breaks B in some outage's schedule. */
+static void power_mutant_breaks_b(const char *what, int64_t power_margin, bool own_margins,
+				  bool one_margin)
+{
+	struct sim s;
+	int found = 0;
+	uint64_t seed;
+	for (seed = 1; seed <= 20 * (uint64_t)seeds() && !found; seed++) {
+		run(&s, seed, MODE_OUTAGE, 0, 0, power_margin, own_margins, one_margin);
+		found = s.violations_b;
+	}
+	print_message("# power fencing %s: B broken at seed %llu (%s)\n", what,
+		      (unsigned long long)(seed - 1), found ? s.why : "never");
+	assert_true(found);
+}
+
 /* Weakened by one, each rule lets two attempts run at once in some
  * schedule: the checks can fail. */
 static void test_weakened_rules_are_caught(void **state)
@@ -675,37 +692,15 @@ static void test_weakened_rules_are_caught(void **state)
 	}
 	/* power fencing that takes members heard before and after a cut of
 	 * their group for a group in touch: a node of it is powered off */
-	int found = 0;
-	uint64_t seed;
-	for (seed = 1; seed <= 20 * (uint64_t)seeds() && !found; seed++) {
-		run(&s, seed, MODE_OUTAGE, 0, 0, 100 * T, false, false);
-		found = s.violations_b;
-	}
-	print_message("# power fencing without its run of requests: B broken at seed %llu (%s)\n",
-		      (unsigned long long)(seed - 1), found ? s.why : "never");
-	assert_true(found);
+	power_mutant_breaks_b("without its run of requests", 100 * T, false, false);
 	/* power fencing that waits for x's own margins alone: a cut shorter
 	 * than its peers' margins (and a delay) breaks no run, and costs x the
 	 * cut and two margins */
-	found = 0;
-	for (seed = 1; seed <= 20 * (uint64_t)seeds() && !found; seed++) {
-		run(&s, seed, MODE_OUTAGE, 0, 0, -1, true, false);
-		found = s.violations_b;
-	}
-	print_message("# power fencing by a node's own margins alone: B broken at seed %llu (%s)\n",
-		      (unsigned long long)(seed - 1), found ? s.why : "never");
-	assert_true(found);
+	power_mutant_breaks_b("by a node's own margins alone", -1, true, false);
 	/* power fencing that asks one of x's margins, not two: a blip of its
 	 * group's link that takes the beat after x's last word and ends just
 	 * before its next costs x more than the blip and one margin */
-	found = 0;
-	for (seed = 1; seed <= 20 * (uint64_t)seeds() && !found; seed++) {
-		run(&s, seed, MODE_OUTAGE, 0, 0, -1, false, true);
-		found = s.violations_b;
-	}
-	print_message("# power fencing with one of a node's margins: B broken at seed %llu (%s)\n",
-		      (unsigned long long)(seed - 1), found ? s.why : "never");
-	assert_true(found);
+	power_mutant_breaks_b("with one of a node's margins", -1, false, true);
 }
 
 /* The silence power fencing asks: the slowest other member's margin and
