@@ -155,7 +155,7 @@ def test_agent_restarts_rerun_nothing(hosts3, workdir, kill_all):
     """A two-node job runs through twenty agent crashes at random instants,
     with short jobs starting and ending all the while: the long job keeps
     its attempt and its processes, and no job runs twice."""
-    c = MultiHost(workdir, hosts3, node_timeout="10s")
+    c = MultiHost(workdir, hosts3, node_timeout="20s")
     kill_all += c.daemons
     out = os.path.join(workdir, "runs")
     os.mkdir(out)
@@ -187,9 +187,13 @@ def test_agent_restarts_rerun_nothing(hosts3, workdir, kill_all):
     # a crash may come at any instant of an agent's life, its start and
     # recovery included, but no host crashes twice before an agent of it
     # has registered in between: an agent that never reaches the server for
-    # a lease (5 s here) lets the shims stop their tasks, as they must, and
-    # a slow machine (sanitizers, a second test worker) would make that the
-    # test's doing, not tenk's
+    # a lease (half the node timeout, 10 s here) lets the shims stop their
+    # tasks, as they must, and a slow machine (sanitizers, a second test
+    # worker) would make that the test's doing, not tenk's. The lease runs
+    # from when the last registration or heartbeat was sent, so a lease
+    # must hold an agent's registration, its kill, and the next agent's
+    # start and registration: with the sanitizers and a second worker that
+    # took over 5 s (a node timeout of 10 s, its lease 5 s, failed so)
     seen = {h: 0 for h in c.agents}
     try:
         # a submission lands between every two crashes and after the last,
