@@ -823,7 +823,7 @@ enum ref_source { REF_SOURCE_TENK, REF_SOURCE_COMMAND };
  * the median step time (0: not said). */
 struct reference {
 	enum ref_source source;
-	char command[256]; /* the site's command ("" for tenk's own) */
+	char command[1024]; /* the site's command ("" for tenk's own) */
 	int nloss, nparams;
 	double *loss, *params;
 	double step_s;

@@ -539,7 +539,7 @@ struct rollout {
 	 * bit for bit) and its steps slow down; the old stack's records, one
 	 * per accelerator model ({"MODEL": {"node", "job", "digest",
 	 * "record"}}) */
-	char reference[256];
+	char reference[1024];
 	double tolerance, step_slack;
 	json_t *baselines;
 };

@@ -1119,7 +1119,7 @@ void rollout_h_create(struct request *r, const char *param, json_t *body)
 		   *policy = json_string_value(json_object_get(body, "drain_policy"));
 	json_t *stages = json_object_get(body, "stages"), *soak = json_object_get(body, "soak_s");
 	struct tk_error err;
-	char reference[256] = "";
+	char reference[1024] = "";
 	double tolerance = 0, slack = 0.1;
 	if (mj_strbuf(body, "reference", false, true, reference, sizeof(reference), &err) < 0 ||
 	    mj_num(body, "tolerance", false, 0, 1, 0, &tolerance, &err) < 0 ||

@@ -460,3 +460,73 @@ def test_validate_fails_the_node_whose_image_differs(owner, registry, procs):
         assert digests == {"node1": old, "node2": old, "node3": new}, digests
     finally:
         d.stop()
+
+
+# A site's reference in awk (the test image has no Python), on one line: a
+# fixed-seed least squares, 30 steps, its record last; the image's
+# REF_ORDER says the order it sums the rows in, as another library's
+# kernels would.
+AWK_REFERENCE = (
+    'awk -v o="$REF_ORDER" \'BEGIN{for(r=0;r<64;r++){y[r]=.1;for(k=0;k<8;k++){'
+    'x[r,k]=((r*31+k*17)%23-11)/11;y[r]+=x[r,k]*(k%5-2)/4}}printf "{\\"loss\\":[";'
+    'for(s=0;s<30;s++){split("",g);l=0;for(i=0;i<64;i++){r=o=="reverse"?63-i:i;e=-y[r];'
+    'for(k=0;k<8;k++)e+=w[k]*x[r,k];for(k=0;k<8;k++)g[k]+=e*x[r,k]/32;l+=e*e/64}'
+    'for(k=0;k<8;k++)w[k]-=g[k]/20;printf "%s%.17g",s?",":"",l}printf "],\\"params\\":[";'
+    'for(k=0;k<8;k++)printf "%s%.17g",k?",":"",w[k]+0;print "]}"}\'')
+
+
+def test_image_rollout_proves_the_image_and_sets_the_default(owner):
+    """An image rollout end to end, on a node without GPUs: the reference
+    runs in the default image of now, then the validation and the
+    reference in the next image; an image that computes the same becomes
+    the default (a version of the configuration by the rollout, which
+    its rollback takes back); an image that sums in another order (its
+    environment says so, as another library's kernels would) fails at its
+    stage, naming the step where the loss first differs, and the default
+    stays."""
+    pw, base, home = owner
+    old = images.base_image()
+    same, rev = "localhost/tenk-test:same-order", "localhost/tenk-test:reverse-order"
+    images.podman("import", "--change", "ENV REF_ORDER=forward", images.base_tar(), same)
+    images.podman("import", "--change", "ENV REF_ORDER=reverse", images.base_tar(), rev)
+    t, d = image_up(base, fake=None)
+
+    def ended(name):
+        return wait_for(lambda: (lambda r: r if r["state"] != "running" else None)(
+            t.json("rollout", "status", name)), 240, f"rollout {name} to end", interval=0.5)
+    try:
+        t.run("config", "set", "default_image", old)
+        # tenk's own reference, in the old image and in the next
+        t.run("rollout", "create", "same", "--image", same, "--soak", "1s")
+        ro = ended("same")
+        assert ro["state"] == "done", json.dumps(ro, indent=1)
+        (n,) = ro["stages"][0]["nodes"]
+        eq = n["equivalence"]
+        assert eq["verdict"] == "same" and eq["bitwise"] and eq["steps"] == 60, eq
+        what = [e["what"] for e in ro["events"]]
+        assert any(w.startswith(f"stage 1: the reference on the old stack in {old}, "
+                                "validation job ") for w in what), what
+        assert any(w.startswith("stage 1: validation job ") and w.endswith(f" in {same}")
+                   for w in what), what
+        cfg = t.json("config", "show")
+        assert cfg["config"]["default_image"] == same and cfg["version"] == ro["config_after"]
+        # a site's reference: the image that sums backwards differs
+        t.run("rollout", "create", "rev", "--image", rev, "--soak", "1s", "--reference-cmd",
+              AWK_REFERENCE)
+        ro = ended("rev")
+        assert ro["state"] == "failed", json.dumps(ro, indent=1)
+        (n,) = ro["stages"][0]["nodes"]
+        eq = n["equivalence"]
+        assert eq["verdict"] == "different" and eq["first_step"] >= 1, eq
+        assert ro["reason"].startswith("stage 1: node node1 does not compute as the old "
+                                       f"stack: loss differs from step {eq['first_step']} "
+                                       "("), ro["reason"]
+        assert t.json("config", "show")["config"]["default_image"] == same
+        node = t.json("nodes")["nodes"][0]
+        assert node["state"] == "IDLE" or not node.get("drained"), node
+        # the way back: the image before the first rollout
+        t.run("rollout", "rollback", "same")
+        assert t.json("config", "show")["config"]["default_image"] == old
+    finally:
+        d.stop()
+        images.podman("rmi", same, rev, check=False)
