@@ -805,6 +805,7 @@ static void start_validation(struct server *s, struct rollout *ro, struct snode 
 	}
 	sg->vjob = j->job.id;
 	sg->vtries++;
+	j->valid->image_on_trial = ro->kind == ROLLOUT_IMAGE;
 	for (int i = 0; i < sg->nnodes; i++)
 		for (int k = 0; k < n; k++)
 			if (strcmp(sg->nodes[i].name, nodes[k]->rec.inv.name) == 0) {

@@ -406,6 +406,10 @@ struct svalid {
 	 * changed since gets no verdict from it, and another run */
 	uint32_t *stack_gen;
 	bool preempted; /* preemptible jobs on its nodes were told to stop */
+	/* the run proves its image, not its nodes (a rollout's): a node that
+	 * fails it is not drained for it, and its history does not count it
+	 * (the lemon rule) */
+	bool image_on_trial;
 	struct svalid *prev, *next;
 };
 

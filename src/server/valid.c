@@ -218,9 +218,11 @@ void valid_tick(struct state *s, int64_t now)
 	}
 }
 
-/* Records a verdict on n and acts on it. */
-static void set_verdict(struct state *s, struct snode *n, int64_t job, bool pass, const char *layer,
-			const char *reason, json_t *checks, int64_t now)
+/* Records a verdict on n and acts on it (of a run whose image is on
+ * trial: the verdict alone). */
+static void set_verdict(struct state *s, const struct svalid *v, struct snode *n, int64_t job,
+			bool pass, const char *layer, const char *reason, json_t *checks,
+			int64_t now)
 {
 	struct node_record *r = &n->rec;
 	r->verdict = pass ? VERDICT_PASS : VERDICT_FAIL;
@@ -231,6 +233,12 @@ static void set_verdict(struct state *s, struct snode *n, int64_t job, bool pass
 	json_decref(r->verdict_checks);
 	r->verdict_checks = json_incref(checks);
 	state_node_dirty(s, n);
+	if (!pass && v->image_on_trial) {
+		log_info("node %s: failed validation job %lld in its image (%s%s%s): the image's "
+			 "failure, not the node's",
+			 n->rec.inv.name, (long long)job, layer, layer[0] ? ": " : "", reason);
+		return;
+	}
 	if (!pass) {
 		char why[MODEL_REASON_MAX];
 		snprintf(why, sizeof(why), "validate: %s%s%.200s", layer, layer[0] ? ": " : "",
@@ -287,7 +295,7 @@ void valid_job_ended(struct state *s, struct sjob *j, int64_t now)
 			 t && t->state == TASK_EXITED && t->exit_code == 0
 				 ? "its task ended without one"
 				 : j->job.reason);
-		set_verdict(s, v->nodes[i], j->job.id, false, "", why, NULL, now);
+		set_verdict(s, v, v->nodes[i], j->job.id, false, "", why, NULL, now);
 	}
 	int missing = culprits;
 	for (int i = 0; i < v->nnodes; i++) {
@@ -295,7 +303,7 @@ void valid_job_ended(struct state *s, struct sjob *j, int64_t now)
 		if (!h)
 			continue;
 		if (missing == 0 && j->job.state != JOB_CANCELLED)
-			set_verdict(s, v->nodes[i], j->job.id, false,
+			set_verdict(s, v, v->nodes[i], j->job.id, false,
 				    json_string_value(json_object_get(h, "layer")),
 				    json_string_value(json_object_get(h, "reason")),
 				    json_object_get(h, "checks"), now);
@@ -377,6 +385,6 @@ int valid_report(struct state *s, struct sjob *j, const char *node, bool pass, c
 				       "checks", checks);
 		return 0;
 	}
-	set_verdict(s, v->nodes[k], j->job.id, pass, layer, reason, checks, now);
+	set_verdict(s, v, v->nodes[k], j->job.id, pass, layer, reason, checks, now);
 	return 0;
 }

@@ -133,6 +133,9 @@ def test_rollout_stops_and_rolls_back_by_itself(hosts5, workdir, kill_all):
         nd = node(c, canary[0]["name"])
         assert nd["state"] == "UP" and not nd.get("drained"), nd
         assert nd["validation"] is None, nd
+        # nor in its history, which the lemon rule counts
+        kinds = [e["kind"] for e in c.json("nodes", "history", canary[0]["name"])]
+        assert "validation_failed" not in kinds, kinds
         assert "default_image" not in c.json("config", "show")["config"]
         # pause, resume and abort, by the operator
         c.run("rollout", "create", "drv", "--stack", "driver=560.28", "--canary", "1",
