@@ -13,7 +13,7 @@ import tempfile
 import pytest
 
 import images
-from conftest import BIN, MultiHost, start_up, wait_for
+from conftest import BIN, MultiHost, root_jobs_config, start_up, wait_for
 
 pytestmark = pytest.mark.skipif(not images.have_podman(), reason="podman, runc, debootstrap")
 
@@ -342,6 +342,14 @@ def test_gang_in_image_across_hosts(hosts3, workdir, kill_all):
 
 
 @pytest.fixture
+def hosts5():
+    from netns import Hosts
+    h = Hosts(5)
+    yield h
+    h.destroy()
+
+
+@pytest.fixture
 def cdi_spec():
     """A CDI spec of a node's fake GPUs where podman reads specs
     (/var/run/cdi), each device adding TENK_CDI_<index>=<uuid> to the
@@ -475,58 +483,109 @@ AWK_REFERENCE = (
     'for(k=0;k<8;k++)printf "%s%.17g",k?",":"",w[k]+0;print "]}"}\'')
 
 
-def test_image_rollout_proves_the_image_and_sets_the_default(owner):
-    """An image rollout end to end, on a node without GPUs: the reference
-    runs in the default image of now, then the validation and the
-    reference in the next image; an image that computes the same becomes
-    the default (a version of the configuration by the rollout, which
-    its rollback takes back); an image that sums in another order (its
-    environment says so, as another library's kernels would) fails at its
-    stage, naming the step where the loss first differs, and the default
-    stays."""
-    pw, base, home = owner
-    old = images.base_image()
+# A job that checkpoints every half second through tenk's protocol (a
+# tag with a .tenk-commit marker) and starts from the step it restores.
+CKPT_LOOP = (
+    'i=${TENK_RESTORE_STEP:-0}; echo "attempt $TENK_ATTEMPT from $i on $TENK_NODE_NAME"; '
+    'C=$TENK_CHECKPOINT_DIR; while true; do i=$((i+1)); mkdir -p $C/s$i; '
+    'echo "{\\"step\\": $i}" > $C/s$i/.tenk-commit; sleep 0.5; done')
+
+
+def test_image_rollout_across_hosts_proves_and_switches(hosts5, workdir, kill_all):
+    """An image rollout across four namespace hosts while jobs run: stages
+    canary, 50% and all, each stage's nodes drained (their jobs stopped
+    with their grace and requeued, restarting elsewhere from their last
+    checkpoint), the reference run on the old stack and then the
+    validation and the reference in the next image; the image becomes the
+    default (a version of the configuration by the rollout, which its
+    rollback takes back). Then an image that sums in another order (its
+    environment says so, as another library's kernels would) stops at
+    the canary on the equivalence check, which names the step and both
+    values, and rolls back by itself; the default stays."""
     same, rev = "localhost/tenk-test:same-order", "localhost/tenk-test:reverse-order"
+    images.base_image()
     images.podman("import", "--change", "ENV REF_ORDER=forward", images.base_tar(), same)
     images.podman("import", "--change", "ENV REF_ORDER=reverse", images.base_tar(), rev)
-    t, d = image_up(base, fake=None)
+    store = os.path.join(workdir, "store")
+    os.makedirs(store)
+    data = os.path.join(workdir, "data")
+    root_jobs_config(data, validation_args=["--quick", "--layers", "system"],
+                     checkpoint_store=store)
+    # the fake GPUs of every host go into a container by CDI
+    cdi = f"/var/run/cdi/tenk-test-{os.getpid()}.json"
+    os.makedirs("/var/run/cdi", exist_ok=True)
+    c = MultiHost(workdir, hosts5, agent_args=["--containers-conf", images.conf(),
+                                               "--cdi-dir", "/var/run/cdi"],
+                  agent_args_of={h: ["--domain", "dc1/rack" + ("A" if h <= 2 else "B")]
+                                 for h in range(1, 5)})
+    kill_all += c.daemons
 
     def ended(name):
         return wait_for(lambda: (lambda r: r if r["state"] != "running" else None)(
-            t.json("rollout", "status", name)), 240, f"rollout {name} to end", interval=0.5)
+            c.json("rollout", "status", name)), 300, f"rollout {name} to end", interval=0.5)
     try:
-        t.run("config", "set", "default_image", old)
-        # tenk's own reference, in the old image and in the next
-        t.run("rollout", "create", "same", "--image", same, "--soak", "1s")
+        devs = [{"name": a["uuid"], "containerEdits": {"env": [f"TENK_CDI={a['uuid']}"]}}
+                for n in c.json("nodes")["nodes"] for a in n["accelerators"]]
+        with open(cdi, "w") as f:
+            json.dump({"cdiVersion": "0.5.0", "kind": "nvidia.com/gpu", "devices": devs,
+                       "containerEdits": {}}, f)
+        jobs = [c.submit("-G", "4", "--requeue", "3", "-o", os.path.join(workdir, "j-%j.out"),
+                         "--", "sh", "-c", CKPT_LOOP) for _ in range(4)]
+        for j in jobs:
+            c.wait_state(j, "RUNNING", timeout=60)
+        wait_for(lambda: all(checkpoints_of(c, j) for j in jobs), 30, "a checkpoint of each")
+        c.run("rollout", "create", "same", "--image", same, "--canary", "1", "--then", "50%",
+              "--then", "all", "--soak", "1s", "--drain-policy", "requeue")
         ro = ended("same")
         assert ro["state"] == "done", json.dumps(ro, indent=1)
-        (n,) = ro["stages"][0]["nodes"]
-        eq = n["equivalence"]
-        assert eq["verdict"] == "same" and eq["bitwise"] and eq["steps"] == 60, eq
+        sizes = [len(st["nodes"]) for st in ro["stages"]]
+        assert sizes == [1, 1, 2], ro["stages"]
+        for st in ro["stages"]:
+            for n in st["nodes"]:
+                eq = n["equivalence"]
+                assert n["state"] == "done" and eq["verdict"] == "same" and eq["bitwise"], n
         what = [e["what"] for e in ro["events"]]
-        assert any(w.startswith(f"stage 1: the reference on the old stack in {old}, "
-                                "validation job ") for w in what), what
-        assert any(w.startswith("stage 1: validation job ") and w.endswith(f" in {same}")
+        assert any(w.startswith("stage 1: the reference on the old stack, validation job")
                    for w in what), what
-        cfg = t.json("config", "show")
+        assert sum(w.startswith("stage ") and w.endswith(f" in {same}") for w in what) == 3, what
+        cfg = c.json("config", "show")
         assert cfg["config"]["default_image"] == same and cfg["version"] == ro["config_after"]
+        # the jobs were moved, never killed, and went on from their checkpoints
+        for j in jobs:
+            job = c.job(j)
+            assert job["state"] in ("RUNNING", "PENDING", "STARTING"), job
+        moved = [j for j in jobs if len(c.job(j)["attempts"]) > 1]
+        assert moved, [c.job(j)["attempts"] for j in jobs]
+        for j in moved:
+            lines = open(os.path.join(workdir, f"j-{j}.out")).read().split("\n")
+            again = [ln for ln in lines if ln.startswith("attempt 2 from ")]
+            assert again and int(again[0].split()[3]) > 0, lines
+        for j in jobs:
+            c.run("cancel", j)
         # a site's reference: the image that sums backwards differs
-        t.run("rollout", "create", "rev", "--image", rev, "--soak", "1s", "--reference-cmd",
-              AWK_REFERENCE)
+        c.run("rollout", "create", "rev", "--image", rev, "--canary", "1", "--then", "all",
+              "--soak", "1s", "--reference-cmd", AWK_REFERENCE)
         ro = ended("rev")
         assert ro["state"] == "failed", json.dumps(ro, indent=1)
         (n,) = ro["stages"][0]["nodes"]
         eq = n["equivalence"]
         assert eq["verdict"] == "different" and eq["first_step"] >= 1, eq
-        assert ro["reason"].startswith("stage 1: node node1 does not compute as the old "
-                                       f"stack: loss differs from step {eq['first_step']} "
+        assert ro["reason"].startswith(f"stage 1: node {n['name']} does not compute as the "
+                                       f"old stack: loss differs from step {eq['first_step']} "
                                        "("), ro["reason"]
-        assert t.json("config", "show")["config"]["default_image"] == same
-        node = t.json("nodes")["nodes"][0]
-        assert node["state"] == "IDLE" or not node.get("drained"), node
-        # the way back: the image before the first rollout
-        t.run("rollout", "rollback", "same")
-        assert t.json("config", "show")["config"]["default_image"] == old
+        assert ro["stages"][1]["nodes"] == []
+        assert c.json("config", "show")["config"]["default_image"] == same
+        nd = next(x for x in c.json("nodes")["nodes"] if x["name"] == n["name"])
+        assert not nd.get("drained"), nd
+        # the way back: no default image, as before the first rollout
+        c.run("rollout", "rollback", "same")
+        assert "default_image" not in c.json("config", "show")["config"]
     finally:
-        d.stop()
+        c.stop_all()
+        if os.path.exists(cdi):
+            os.remove(cdi)
         images.podman("rmi", same, rev, check=False)
+
+
+def checkpoints_of(c, jid):
+    return c.json("ckpt", "ls", jid)
