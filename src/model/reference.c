@@ -62,7 +62,7 @@ static int numbers(json_t *o, const char *key, int max, double **ret, int *ret_n
 int reference_unpack(json_t *j, struct reference *ret, struct tk_error *err)
 {
 	static const char *const keys[] = {"loss",    "params", "step_s", "source",
-					   "command", "digest", NULL};
+					   "command", "digest", "device", NULL};
 	memset(ret, 0, sizeof(*ret));
 	if (!json_is_object(j))
 		return tk_errorf(err, -EINVAL,

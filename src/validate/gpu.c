@@ -653,3 +653,123 @@ int validate__check_nccl_across(struct vcheck *c, struct coll_comm *comm, bool q
 	gpu_close(&g);
 	return rc;
 }
+
+/* ---- the reference on a GPU ------------------------------------------------------------ */
+
+/* tenk's own reference where the node has a GPU and cuBLAS (reference.c):
+ * least squares on GPU 0, its two products a step (the predictions X w,
+ * the gradient X^T e) by cublasGemmEx in bf16 with f32 sums, as a
+ * training's matrix products are; a new cuBLAS whose kernels sum in
+ * another order gives other bits. The data are multiples of 1/8, exact in
+ * bf16. */
+#define GR_ROWS 256
+#define GR_DIM 64
+#define GR_STEPS 40
+
+static double gr_x(int r, int k)
+{
+	return (double)((r * 31 + k * 17) % 23 - 11) / 8.0;
+}
+
+int validate__reference_gpu(struct reference *ref, char *why, size_t n)
+{
+	struct gpu g;
+	if (!gpu_open(&g, why, n))
+		return 0;
+	if (!g.blas) {
+		snprintf(why, n, "%d GPUs but no cuBLAS", g.ndev);
+		gpu_close(&g);
+		return 0;
+	}
+	uint16_t *x = xcalloc(GR_ROWS * GR_DIM, 2), *xt = xcalloc(GR_ROWS * GR_DIM, 2);
+	uint16_t *wb = xcalloc(GR_DIM, 2), *eb = xcalloc(GR_ROWS, 2);
+	float *pred = xcalloc(GR_ROWS, 4), *grad = xcalloc(GR_DIM, 4);
+	double y[GR_ROWS], w[GR_DIM] = {0}, steps[GR_STEPS];
+	/* column-major: X is ROWS x DIM, X^T DIM x ROWS */
+	for (int r = 0; r < GR_ROWS; r++) {
+		y[r] = 0.1;
+		for (int k = 0; k < GR_DIM; k++) {
+			uint16_t v = coll_float_to_bf16((float)gr_x(r, k));
+			x[r + k * GR_ROWS] = v;
+			xt[k + r * GR_DIM] = v;
+			y[r] += gr_x(r, k) * (double)((k % 5) - 2) / 16.0;
+		}
+	}
+	memset(ref, 0, sizeof(*ref));
+	ref->source = REF_SOURCE_TENK;
+	ref->nloss = GR_STEPS;
+	ref->loss = xcalloc(GR_STEPS, sizeof(double));
+	cu_ptr dx = 0, dxt = 0, dw = 0, de = 0, dp = 0, dg = 0;
+	void *h = NULL;
+	float one = 1, zero = 0;
+	int rc = -EIO;
+	if (use_device(&g, 0) < 0 || g.alloc(&dx, sizeof(uint16_t) * GR_ROWS * GR_DIM) != CU_OK ||
+	    g.alloc(&dxt, sizeof(uint16_t) * GR_ROWS * GR_DIM) != CU_OK ||
+	    g.alloc(&dw, 2 * GR_DIM) != CU_OK || g.alloc(&de, 2 * GR_ROWS) != CU_OK ||
+	    g.alloc(&dp, 4 * GR_ROWS) != CU_OK || g.alloc(&dg, 4 * GR_DIM) != CU_OK ||
+	    g.htod(dx, x, sizeof(uint16_t) * GR_ROWS * GR_DIM) != CU_OK ||
+	    g.htod(dxt, xt, sizeof(uint16_t) * GR_ROWS * GR_DIM) != CU_OK || g.blas_create(&h) != 0)
+		goto out;
+	for (int s = 0; s < GR_STEPS; s++) {
+		int64_t t0 = tk_mono_us();
+		for (int k = 0; k < GR_DIM; k++)
+			wb[k] = coll_float_to_bf16((float)w[k]);
+		if (g.htod(dw, wb, 2 * GR_DIM) != CU_OK ||
+		    g.gemm(h, CUBLAS_OP_N, CUBLAS_OP_N, GR_ROWS, 1, GR_DIM, &one,
+			   (void *)(uintptr_t)dx, CUDA_R_16BF, GR_ROWS, (void *)(uintptr_t)dw,
+			   CUDA_R_16BF, GR_DIM, &zero, (void *)(uintptr_t)dp, CUDA_R_32F, GR_ROWS,
+			   CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT) != 0 ||
+		    g.sync() != CU_OK || g.dtoh(pred, dp, 4 * GR_ROWS) != CU_OK)
+			goto out;
+		double loss = 0;
+		for (int r = 0; r < GR_ROWS; r++) {
+			double e = (double)pred[r] - y[r];
+			loss += e * e / GR_ROWS;
+			eb[r] = coll_float_to_bf16((float)e);
+		}
+		if (g.htod(de, eb, 2 * GR_ROWS) != CU_OK ||
+		    g.gemm(h, CUBLAS_OP_N, CUBLAS_OP_N, GR_DIM, 1, GR_ROWS, &one,
+			   (void *)(uintptr_t)dxt, CUDA_R_16BF, GR_DIM, (void *)(uintptr_t)de,
+			   CUDA_R_16BF, GR_ROWS, &zero, (void *)(uintptr_t)dg, CUDA_R_32F, GR_DIM,
+			   CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT) != 0 ||
+		    g.sync() != CU_OK || g.dtoh(grad, dg, 4 * GR_DIM) != CU_OK)
+			goto out;
+		for (int k = 0; k < GR_DIM; k++)
+			w[k] -= 0.01 * 2 * (double)grad[k] / GR_ROWS;
+		ref->loss[s] = loss;
+		steps[s] = (double)(tk_mono_us() - t0) / 1e6;
+	}
+	ref->nparams = GR_DIM;
+	ref->params = xcalloc(GR_DIM, sizeof(double));
+	memcpy(ref->params, w, sizeof(w));
+	for (int i = 1; i < GR_STEPS; i++) /* (insertion sort: the median) */
+		for (int j = i; j > 0 && steps[j] < steps[j - 1]; j--) {
+			double t = steps[j];
+			steps[j] = steps[j - 1];
+			steps[j - 1] = t;
+		}
+	ref->step_s = steps[GR_STEPS / 2];
+	char name[96] = "";
+	g.name(name, sizeof(name), g.dev[0]);
+	snprintf(why, n, "GPU 0 (%s)", name);
+	rc = 1;
+out:
+	if (rc < 0) {
+		snprintf(why, n, "a CUDA or cuBLAS call failed on GPU 0");
+		reference_release(ref);
+	}
+	if (h)
+		g.blas_destroy(h);
+	cu_ptr all[] = {dx, dxt, dw, de, dp, dg};
+	for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
+		if (all[i])
+			g.free(all[i]);
+	free(x);
+	free(xt);
+	free(wb);
+	free(eb);
+	free(pred);
+	free(grad);
+	gpu_close(&g);
+	return rc;
+}

@@ -61,6 +61,9 @@ int validate__check_storage(struct vcheck *w, struct vcheck *r, const char *dir,
 int validate__check_workload(struct vcheck *c, int ranks, int port);
 /* tenk's own reference: the workload's training on one rank (checks.c). */
 void validate__reference_own(struct reference *r);
+/* tenk's own on GPU 0 where there is one and cuBLAS (gpu.c): 1, where (in
+ * where); 0: no GPU or no cuBLAS (why); -EIO: a call failed (why). */
+int validate__reference_gpu(struct reference *r, char *where, size_t n);
 /* The reference (reference.c): tenk's own (cmd NULL) or a site's command;
  * its record into *out where out is not NULL (to decref; {"error"} where
  * the command gave none). */

@@ -141,10 +141,21 @@ int validate__check_reference(struct vcheck *c, const char *cmd, json_t **out)
 	 * to the peers' (steps of microseconds, for tenk's own) */
 	validate__vcheck_set(c, "workload", "reference", "steps/s", false);
 	struct reference r;
-	char why[300];
-	if (!cmd) {
+	char why[300], where[128] = "the processor";
+	int gpu = 0;
+	if (!cmd && (gpu = validate__reference_gpu(&r, where, sizeof(where))) < 0) {
+		snprintf(why, sizeof(why), "tenk's own reference: %s", where);
+		c->verdict = V_FAIL;
+		c->broken = true;
+		snprintf(c->detail, sizeof(c->detail), "%s", why);
+		if (out)
+			*out = json_pack("{s:s}", "error", why);
+		return 0;
+	}
+	if (!cmd && !gpu) {
 		validate__reference_own(&r);
-	} else if (from_cmd(cmd, &r, why, sizeof(why)) < 0) {
+		snprintf(where, sizeof(where), "the processor");
+	} else if (cmd && from_cmd(cmd, &r, why, sizeof(why)) < 0) {
 		c->verdict = V_FAIL;
 		c->broken = true;
 		snprintf(c->detail, sizeof(c->detail), "%s", why);
@@ -156,12 +167,14 @@ int validate__check_reference(struct vcheck *c, const char *cmd, json_t **out)
 	reference_digest(&r, dig);
 	c->figure = r.step_s > 0 ? 1 / r.step_s : 0;
 	snprintf(c->detail, sizeof(c->detail),
-		 "%s: %d steps, loss %.6g -> %.6g, %d parameters, digest %s",
-		 cmd ? "the site's command" : "tenk's own", r.nloss, r.loss[0], r.loss[r.nloss - 1],
-		 r.nparams, dig);
+		 "%s%s%.100s: %d steps, loss %.6g -> %.6g, %d parameters, digest %s",
+		 cmd ? "the site's command" : "tenk's own", cmd ? "" : " on ", cmd ? "" : where,
+		 r.nloss, r.loss[0], r.loss[r.nloss - 1], r.nparams, dig);
 	if (out) {
 		*out = reference_pack(&r);
 		json_object_set_new(*out, "digest", json_string(dig));
+		if (!cmd)
+			json_object_set_new(*out, "device", json_string(gpu ? "gpu" : "cpu"));
 	}
 	reference_release(&r);
 	return 0;

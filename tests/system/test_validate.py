@@ -146,3 +146,40 @@ def test_gpu_checks_through_stand_in_libraries():
     # one GPU: nothing to all-reduce with
     n = run(1, "--layers", "interconnect")["nccl_allreduce"]
     assert n["verdict"] == "skip" and "one GPU" in n["detail"]
+
+
+def test_reference_on_the_processor_and_through_stand_in_libraries():
+    """tenk's own reference (--reference): on the processor without a GPU,
+    on GPU 0 through cuBLAS where there is one (tests/gpushim), the same
+    bits run after run; a cuBLAS that gets an element wrong gives other
+    bits, which is what a rollout's equivalence check catches."""
+    shim = os.path.join(os.path.dirname(BIN), "tests", "gpushim")
+
+    def run(gpu=False, wrong=False):
+        env = dict(os.environ)
+        if gpu:
+            env.update(LD_LIBRARY_PATH=shim, TENK_FAKE_GPUS="1")
+        if wrong:
+            env["TENK_FAKE_GEMM_WRONG"] = "1"
+        p = subprocess.run([BIN, "validate", "--layers", "system", "--reference", "--json"],
+                           capture_output=True, text=True, timeout=300, env=env)
+        for mark in SANITIZER_MARKS:
+            assert mark not in p.stderr, p.stderr
+        assert p.returncode == 0, p.stdout + p.stderr
+        res = json.loads(p.stdout)
+        (check,) = [c for c in res["checks"] if c["check"] == "reference"]
+        return check, res["reference"]
+
+    c, cpu = run()
+    assert cpu["device"] == "cpu" and len(cpu["loss"]) == 60 and len(cpu["params"]) == 64, cpu
+    assert c["layer"] == "workload" and c["detail"].startswith("tenk's own on the processor"), c
+    assert cpu["loss"][-1] < cpu["loss"][0] and cpu["digest"] in c["detail"], (c, cpu)
+    c, gpu = run(gpu=True)
+    assert gpu["device"] == "gpu" and len(gpu["loss"]) == 40, gpu
+    assert c["detail"].startswith("tenk's own on GPU 0 (NVIDIA H100"), c
+    assert gpu["loss"][-1] < gpu["loss"][0], gpu
+    assert run(gpu=True)[1]["digest"] == gpu["digest"]  # the same bits again
+    _, bad = run(gpu=True, wrong=True)
+    assert bad["digest"] != gpu["digest"], bad
+    diff = [i for i, (a, b) in enumerate(zip(gpu["loss"], bad["loss"])) if a != b]
+    assert diff and diff[0] == 0, diff  # from the first step's products
