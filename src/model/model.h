@@ -835,6 +835,8 @@ struct reference {
 int reference_unpack(json_t *j, struct reference *ret, struct tk_error *err);
 json_t *reference_pack(const struct reference *r);
 void reference_release(struct reference *r);
+/* The (upper) median of v[0..n), which it sorts: a reference's step time. */
+double reference_median(double *v, int n);
 /* The first 16 hex digits of the SHA-256 of the losses' and parameters'
  * bits: equal digests, the same numbers. */
 void reference_digest(const struct reference *r, char out[17]);

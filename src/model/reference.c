@@ -33,6 +33,12 @@ static int dcmp(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+double reference_median(double *v, int n)
+{
+	qsort(v, (size_t)n, sizeof(*v), dcmp);
+	return n > 0 ? v[n / 2] : 0;
+}
+
 /* An array of 1..max finite numbers. */
 static int numbers(json_t *o, const char *key, int max, double **ret, int *ret_n,
 		   struct tk_error *err)
@@ -90,8 +96,7 @@ int reference_unpack(json_t *j, struct reference *ret, struct tk_error *err)
 			reference_release(ret);
 			return rc;
 		}
-		qsort(v, (size_t)n, sizeof(*v), dcmp);
-		ret->step_s = v[n / 2];
+		ret->step_s = reference_median(v, n);
 		free(v);
 	} else if ((rc = mj_num(j, "step_s", false, 0, 86400, 0, &ret->step_s, err)) < 0) {
 		reference_release(ret);

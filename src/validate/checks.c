@@ -608,8 +608,7 @@ void validate__reference_own(struct reference *r)
 	r->nparams = W_DIM;
 	r->params = xcalloc(W_DIM, sizeof(double));
 	memcpy(r->params, a->params, sizeof(a->params));
-	qsort(a->step_s, W_STEPS, sizeof(double), cmp_d);
-	r->step_s = a->step_s[W_STEPS / 2];
+	r->step_s = reference_median(a->step_s, W_STEPS);
 	free(a);
 }
 

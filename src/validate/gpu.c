@@ -671,6 +671,21 @@ static double gr_x(int r, int k)
 	return (double)((r * 31 + k * 17) % 23 - 11) / 8.0;
 }
 
+/* out (m, f32) = A (m x k, bf16, on the device) times v (k, bf16, copied
+ * from the host), back on the host. */
+static int gr_matvec(struct gpu *g, void *h, int m, int k, cu_ptr a, cu_ptr dv, const uint16_t *v,
+		     cu_ptr dout, float *out)
+{
+	float one = 1, zero = 0;
+	if (g->htod(dv, v, 2 * (size_t)k) != CU_OK ||
+	    g->gemm(h, CUBLAS_OP_N, CUBLAS_OP_N, m, 1, k, &one, (void *)(uintptr_t)a, CUDA_R_16BF,
+		    m, (void *)(uintptr_t)dv, CUDA_R_16BF, k, &zero, (void *)(uintptr_t)dout,
+		    CUDA_R_32F, m, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT) != 0 ||
+	    g->sync() != CU_OK || g->dtoh(out, dout, 4 * (size_t)m) != CU_OK)
+		return -EIO;
+	return 0;
+}
+
 int validate__reference_gpu(struct reference *ref, char *why, size_t n)
 {
 	struct gpu g;
@@ -701,7 +716,6 @@ int validate__reference_gpu(struct reference *ref, char *why, size_t n)
 	ref->loss = xcalloc(GR_STEPS, sizeof(double));
 	cu_ptr dx = 0, dxt = 0, dw = 0, de = 0, dp = 0, dg = 0;
 	void *h = NULL;
-	float one = 1, zero = 0;
 	int rc = -EIO;
 	if (use_device(&g, 0) < 0 || g.alloc(&dx, sizeof(uint16_t) * GR_ROWS * GR_DIM) != CU_OK ||
 	    g.alloc(&dxt, sizeof(uint16_t) * GR_ROWS * GR_DIM) != CU_OK ||
@@ -714,12 +728,7 @@ int validate__reference_gpu(struct reference *ref, char *why, size_t n)
 		int64_t t0 = tk_mono_us();
 		for (int k = 0; k < GR_DIM; k++)
 			wb[k] = coll_float_to_bf16((float)w[k]);
-		if (g.htod(dw, wb, 2 * GR_DIM) != CU_OK ||
-		    g.gemm(h, CUBLAS_OP_N, CUBLAS_OP_N, GR_ROWS, 1, GR_DIM, &one,
-			   (void *)(uintptr_t)dx, CUDA_R_16BF, GR_ROWS, (void *)(uintptr_t)dw,
-			   CUDA_R_16BF, GR_DIM, &zero, (void *)(uintptr_t)dp, CUDA_R_32F, GR_ROWS,
-			   CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT) != 0 ||
-		    g.sync() != CU_OK || g.dtoh(pred, dp, 4 * GR_ROWS) != CU_OK)
+		if (gr_matvec(&g, h, GR_ROWS, GR_DIM, dx, dw, wb, dp, pred) < 0)
 			goto out;
 		double loss = 0;
 		for (int r = 0; r < GR_ROWS; r++) {
@@ -727,12 +736,7 @@ int validate__reference_gpu(struct reference *ref, char *why, size_t n)
 			loss += e * e / GR_ROWS;
 			eb[r] = coll_float_to_bf16((float)e);
 		}
-		if (g.htod(de, eb, 2 * GR_ROWS) != CU_OK ||
-		    g.gemm(h, CUBLAS_OP_N, CUBLAS_OP_N, GR_DIM, 1, GR_ROWS, &one,
-			   (void *)(uintptr_t)dxt, CUDA_R_16BF, GR_DIM, (void *)(uintptr_t)de,
-			   CUDA_R_16BF, GR_ROWS, &zero, (void *)(uintptr_t)dg, CUDA_R_32F, GR_DIM,
-			   CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT) != 0 ||
-		    g.sync() != CU_OK || g.dtoh(grad, dg, 4 * GR_DIM) != CU_OK)
+		if (gr_matvec(&g, h, GR_DIM, GR_ROWS, dxt, de, eb, dg, grad) < 0)
 			goto out;
 		for (int k = 0; k < GR_DIM; k++)
 			w[k] -= 0.01 * 2 * (double)grad[k] / GR_ROWS;
@@ -742,13 +746,7 @@ int validate__reference_gpu(struct reference *ref, char *why, size_t n)
 	ref->nparams = GR_DIM;
 	ref->params = xcalloc(GR_DIM, sizeof(double));
 	memcpy(ref->params, w, sizeof(w));
-	for (int i = 1; i < GR_STEPS; i++) /* (insertion sort: the median) */
-		for (int j = i; j > 0 && steps[j] < steps[j - 1]; j--) {
-			double t = steps[j];
-			steps[j] = steps[j - 1];
-			steps[j - 1] = t;
-		}
-	ref->step_s = steps[GR_STEPS / 2];
+	ref->step_s = reference_median(steps, GR_STEPS);
 	char name[96] = "";
 	g.name(name, sizeof(name), g.dev[0]);
 	snprintf(why, n, "GPU 0 (%s)", name);
