@@ -100,6 +100,7 @@ static int64_t strv_bytes(char *const *v, int n)
 #define JR_STRV_BYTES(r, m, n) strv_bytes((r)->m, (r)->n)
 #define JR_DEPS_BYTES(r, m, n) ((int64_t)(r)->n * (int64_t)sizeof(*(r)->m))
 #define JR_VALUE_BYTES(r, m, n) 0
+#define JR_PTR_BYTES(r, m, n) ((r)->m ? (int64_t)sizeof(*(r)->m) : 0)
 
 int64_t job_request_bytes(const struct job_request *r)
 {
@@ -114,6 +115,7 @@ int64_t job_request_bytes(const struct job_request *r)
 #define JR_STRV_FREE(r, m, n) mj_strv_free((r)->m, (r)->n)
 #define JR_DEPS_FREE(r, m, n) free((r)->m)
 #define JR_VALUE_FREE(r, m, n) (void)0
+#define JR_PTR_FREE(r, m, n) free((r)->m)
 
 void job_request_release(struct job_request *r)
 {
@@ -505,7 +507,63 @@ json_t *job_request_pack(const struct job_request *r)
 		json_object_set_new(o, "ckpt_signal",
 				    json_pack("{s:i, s:I}", "number", r->ckpt_signal, "wait_s",
 					      (json_int_t)r->ckpt_signal_s));
+	if (r->service)
+		json_object_set_new(o, "service", json_string(r->service));
+	if (r->probe)
+		json_object_set_new(o, "probe", job_probe_pack(r->probe));
 	return o;
+}
+
+/* ---- health probes ---------------------------------------------------------------- */
+
+static json_t *seconds(int64_t ms)
+{
+	return ms % 1000 ? json_real((double)ms / 1000.0) : json_integer(ms / 1000);
+}
+
+json_t *job_probe_pack(const struct job_probe *p)
+{
+	return json_pack("{s:s, s:o, s:o, s:i, s:o}", "path", p->path, "interval_s",
+			 seconds(p->interval_ms), "timeout_s", seconds(p->timeout_ms), "threshold",
+			 p->threshold, "start_s", seconds(p->start_ms));
+}
+
+int job_probe_unpack(json_t *j, struct job_probe *ret, struct tk_error *err)
+{
+	static const char *const keys[] = {"path",	"interval_s", "timeout_s",
+					   "threshold", "start_s",    NULL};
+	struct job_probe p = {0};
+	double interval, timeout, start;
+	int64_t threshold;
+	int rc;
+	if ((rc = mj_check_keys(j, "probe", keys, err)) < 0 ||
+	    (rc = mj_strbuf(j, "path", false, true, p.path, sizeof(p.path), err)) < 0 ||
+	    (rc = mj_num(j, "interval_s", false, 1, 3600, 5, &interval, err)) < 0 ||
+	    (rc = mj_num(j, "timeout_s", false, 0.001, 3600, 0, &timeout, err)) < 0 ||
+	    (rc = mj_int(j, "threshold", false, 1, 100, 3, &threshold, err)) < 0 ||
+	    (rc = mj_num(j, "start_s", false, 1, 3600, 300, &start, err)) < 0) {
+		mj_prefix(err, "probe");
+		return rc;
+	}
+	if (!p.path[0])
+		snprintf(p.path, sizeof(p.path), "/");
+	if (p.path[0] != '/' || strcspn(p.path, " \t\r\n") != strlen(p.path))
+		return tk_errorf(err, -EINVAL,
+				 "probe.path: must start with '/' and hold no spaces or line ends, "
+				 "got \"%.64s\"",
+				 p.path);
+	p.interval_ms = (int64_t)llround(interval * 1000);
+	p.timeout_ms = timeout > 0 ? (int64_t)llround(timeout * 1000)
+				   : MIN((int64_t)2000, p.interval_ms / 2);
+	if (p.timeout_ms >= p.interval_ms)
+		return tk_errorf(err, -EINVAL,
+				 "probe.timeout_s: %g must be under interval_s (%g): one probe "
+				 "ends before the next",
+				 timeout, interval);
+	p.threshold = (int)threshold;
+	p.start_ms = (int64_t)llround(start * 1000);
+	*ret = p;
+	return 0;
 }
 
 static const char *const restart_modes[RESTART_MODE_MAX] = {
@@ -881,6 +939,26 @@ int job_request_unpack(json_t *j, struct job_request *ret, struct tk_error *err)
 			       (long long)tpn, gpus, MODEL_MAX_ACCELS);
 		goto fail;
 	}
+	if ((rc = mj_str(j, "service", false, MODEL_NAME_MAX - 1, true, NULL, &r.service, err)) <
+		    0 ||
+	    (r.service && !model_name_valid(r.service) &&
+	     (rc = tk_errorf(err, -EINVAL, "service: \"%s\" is not a valid name", r.service)) < 0))
+		goto fail;
+	json_t *probe = json_object_get(j, "probe");
+	if (probe) {
+		struct job_probe p;
+		if ((rc = job_probe_unpack(probe, &p, err)) < 0)
+			goto fail;
+		if (nodes != 1 || tpn != 1) {
+			rc = tk_errorf(err, -EINVAL,
+				       "probe: a probed job is one task on one node (a service's "
+				       "replica); got %lld node(s) x %lld task(s)",
+				       (long long)nodes, (long long)tpn);
+			goto fail;
+		}
+		r.probe = xmalloc(sizeof(*r.probe));
+		*r.probe = p;
+	}
 	if (!r.name) {
 		const char *base = strrchr(r.argv[0], '/');
 		base = base ? base + 1 : r.argv[0];
@@ -1147,6 +1225,10 @@ static json_t *attempt_pack(const struct attempt *a)
 				json_object_set_new(nc, "line", json_string(n->nccl_line));
 			json_object_set_new(no, "nccl", nc);
 		}
+		if (n->ready_ms) {
+			json_object_set_new(no, "ready", json_boolean(n->ready));
+			json_object_set_new(no, "ready_ms", json_integer(n->ready_ms));
+		}
 		if (a->restore_tag[0]) {
 			json_object_set_new(no, "restore",
 					    json_string(restore_state_name(n->restore)));
@@ -1288,7 +1370,7 @@ static int attempt_node_unpack(json_t *nj, struct attempt_node *n, struct tk_err
 		"name",		  "devices", "milli",	  "cpu_ms",
 		"mem_peak_mib",	  "digest",  "restore",	  "restore_bytes",
 		"restore_dur_ms", "model",   "energy_mj", "gpu_busy_ms",
-		"nccl",		  NULL};
+		"nccl",		  "ready",   "ready_ms",  NULL};
 	int64_t milli;
 	char restore[16] = "";
 	int r;
@@ -1303,7 +1385,10 @@ static int attempt_node_unpack(json_t *nj, struct attempt_node *n, struct tk_err
 	    (r = mj_strbuf(nj, "digest", false, true, n->digest, sizeof(n->digest), err)) < 0 ||
 	    (r = mj_strbuf(nj, "restore", false, true, restore, sizeof(restore), err)) < 0 ||
 	    (r = mj_int(nj, "restore_bytes", false, 0, INT64_MAX, 0, &n->restore_bytes, err)) < 0 ||
-	    (r = mj_int(nj, "restore_dur_ms", false, 0, INT64_MAX, 0, &n->restore_dur_ms, err)) < 0)
+	    (r = mj_int(nj, "restore_dur_ms", false, 0, INT64_MAX, 0, &n->restore_dur_ms, err)) <
+		    0 ||
+	    (r = mj_bool(nj, "ready", false, false, &n->ready, err)) < 0 ||
+	    (r = mj_int(nj, "ready_ms", false, 0, INT64_MAX, 0, &n->ready_ms, err)) < 0)
 		return r;
 	json_t *nc = json_object_get(nj, "nccl");
 	if (nc) {

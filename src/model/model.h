@@ -453,6 +453,27 @@ enum restart_mode { RESTART_AUTO, RESTART_IN_PLACE, RESTART_REQUEUE, RESTART_MOD
 const char *restart_mode_name(enum restart_mode m);
 int restart_mode_parse(const char *s, enum restart_mode *ret);
 
+/*
+ * A health probe (Kubernetes' httpGet probe), run by the agent of the node
+ * a task of one node and one task runs on: an HTTP GET of path on
+ * 127.0.0.1, at the port the task gets in $PORT, every interval; an answer
+ * 200-399 within the timeout passes. The first pass puts it in rotation;
+ * a failure takes it out; threshold failures in a row, or no pass within
+ * start_ms of its start, stop it as unhealthy (EXIT_UNHEALTHY).
+ */
+#define MODEL_PROBE_PATH_MAX 256
+struct job_probe {
+	char path[MODEL_PROBE_PATH_MAX]; /* starts with '/' */
+	int64_t interval_ms;		 /* 1 s .. 1 h, default 5 s */
+	int64_t timeout_ms;		 /* under the interval, default 2 s (or under it) */
+	int threshold;			 /* 1 .. 100, default 3 */
+	int64_t start_ms;		 /* 1 s .. 1 h, default 300 s */
+};
+/* {"path", "interval_s", "timeout_s", "threshold", "start_s"}, every key
+ * but path optional (seconds may have fractions down to a millisecond). */
+int job_probe_unpack(json_t *j, struct job_probe *ret, struct tk_error *err);
+json_t *job_probe_pack(const struct job_probe *p);
+
 struct job_request {
 	char *name;
 	int argc;
@@ -553,6 +574,10 @@ struct job_request {
 	 * level may preempt whatever it would lose (the class's
 	 * "las_max_loss_s" spares it otherwise) */
 	bool preemptible_any;
+	/* a replica of this service (tenk serve; "service", set by the server
+	 * only), and the health probe its node's agent runs (NULL: none) */
+	char *service;
+	struct job_probe *probe;
 };
 
 /* What a dependency waits for (Slurm's after, afterok, afternotok, afterany). */
@@ -606,7 +631,8 @@ char *model_output_path(const char *pattern, const char *cwd, const struct outpu
  *   X(KEY, KIND, MEMBER, COUNT, UPDATABLE)
  *   KIND: JR_STR (char *, NULL: absent), JR_STRV (char ** of COUNT),
  *         JR_DEPS (struct job_dep * of COUNT), JR_VALUE (a number, flag
- *         or enum held in the struct; COUNT unused)
+ *         or enum held in the struct; COUNT unused), JR_PTR (one struct
+ *         of its own on the heap, NULL: absent; COUNT unused)
  */
 #define JOB_REQUEST_FIELDS(X)                                                                      \
 	X("name", JR_STR, name, argc, true)                                                        \
@@ -656,7 +682,9 @@ char *model_output_path(const char *pattern, const char *cwd, const struct outpu
 	X("spares", JR_VALUE, spares, argc, true)                                                  \
 	X("ckpt_signal", JR_VALUE, ckpt_signal, argc, true)                                        \
 	X("nodes_max", JR_VALUE, nodes_max, argc, true)                                            \
-	X("preemptible_any", JR_VALUE, preemptible_any, argc, true)
+	X("preemptible_any", JR_VALUE, preemptible_any, argc, true)                                \
+	X("service", JR_STR, service, argc, false)                                                 \
+	X("probe", JR_PTR, probe, argc, false)
 
 /* The keys of the table, NULL-terminated. */
 extern const char *const job_request_keys[];
@@ -769,6 +797,10 @@ struct attempt_node {
 	char nccl_network[32];
 	char nccl_line[200];
 	bool nccl_fallback;
+	/* a replica's probe (job_probe): it passed last (in rotation), and
+	 * when that last changed (0: never probed) */
+	bool ready;
+	int64_t ready_ms;
 };
 
 /* ---- training metrics: what a job writes to $TENK_METRICS (train.c) ---------- */

@@ -31,6 +31,7 @@ static const char *const cause_names[EXIT_CAUSE_MAX] = {
 	[EXIT_LAUNCH_FAILED] = "launch_failed",
 	[EXIT_OOM] = "oom",
 	[EXIT_DISK_LIMIT] = "disk_limit",
+	[EXIT_UNHEALTHY] = "unhealthy",
 };
 
 const char *exit_cause_name(enum exit_cause c)
@@ -865,6 +866,8 @@ json_t *work_spec_pack(const struct work_spec *s)
 		json_object_set_new(o, "pty", json_true());
 	if (s->no_marks)
 		json_object_set_new(o, "attempt_marks", json_false());
+	if (s->port)
+		json_object_set_new(o, "port", json_integer(s->port));
 	if (s->signal)
 		json_object_set_new(o, "signal",
 				    json_pack("{s:i, s:I}", "number", s->signal, "before_s",
@@ -950,11 +953,11 @@ int work_spec_unpack(json_t *j, struct work_spec *ret, struct tk_error *err)
 		"image",       "mounts",       "ckpt_marker",	"owner",
 		"queue",       "error",	       "array",		"slurm_env",
 		"signal",      "pty",	       "attempt_marks", "nccl_check",
-		NULL,
+		"port",	       NULL,
 	};
 	struct work_spec s = {0};
 	bool marks = true;
-	int64_t nnodes, rank, tpn, world, milli, port, cpus;
+	int64_t nnodes, rank, tpn, world, milli, port, cpus, sport;
 	int r;
 	if ((r = mj_link_keys(j, NULL, keys, err)) < 0 ||
 	    (r = mj_int(j, "nnodes", true, 1, MODEL_MAX_NODES, 1, &nnodes, err)) < 0 ||
@@ -992,9 +995,11 @@ int work_spec_unpack(json_t *j, struct work_spec *ret, struct tk_error *err)
 	    (r = mj_bool(j, "nccl_check", false, false, &s.nccl_check, err)) < 0 ||
 	    (r = mj_bool(j, "pty", false, false, &s.pty, err)) < 0 ||
 	    (r = mj_bool(j, "attempt_marks", false, true, &marks, err)) < 0 ||
+	    (r = mj_int(j, "port", false, 0, 65535, 0, &sport, err)) < 0 ||
 	    (r = spec_extras_unpack(j, &s, err)) < 0)
 		goto fail;
 	s.no_marks = !marks;
+	s.port = (int)sport;
 	if (s.image && !model_image_valid(s.image)) {
 		r = tk_errorf(err, -EINVAL, "image: \"%.64s\" is not an image reference", s.image);
 		goto fail;
@@ -1107,6 +1112,26 @@ static int ptys_unpack(json_t *a, struct wire_pty **ret, int *ret_n, struct tk_e
 	return 0;
 }
 
+/* A work item's "probe": the probe, and the port it is run at. */
+static int probe_unpack(json_t *pr, struct work_item *w, struct tk_error *err)
+{
+	int64_t port;
+	int r;
+	json_t *copy = json_copy(pr);
+	json_object_del(copy, "port");
+	r = job_probe_unpack(copy, &w->probe, err);
+	json_decref(copy);
+	if (r < 0)
+		return r;
+	if ((r = mj_int(pr, "port", true, 1, 65535, 0, &port, err)) < 0) {
+		mj_prefix(err, "probe");
+		return r;
+	}
+	w->port = (int)port;
+	w->has_probe = true;
+	return 0;
+}
+
 json_t *wire_work_pack(const struct wire_work *m)
 {
 	json_t *o = json_pack("{s:s, s:I}", "epoch", m->epoch, "gen", (json_int_t)m->gen);
@@ -1131,6 +1156,11 @@ json_t *wire_work_pack(const struct wire_work *m)
 			json_object_set_new(t, "digest", json_string(w->digest));
 		if (w->signal_now)
 			json_object_set_new(t, "signal_now", json_integer(w->signal_now));
+		if (w->has_probe) {
+			json_t *pr = job_probe_pack(&w->probe);
+			json_object_set_new(pr, "port", json_integer(w->port));
+			json_object_set_new(t, "probe", pr);
+		}
 		if (w->ckpt_store[0]) {
 			json_t *ck = json_pack("{s:s, s:s, s:I, s:i, s:b}", "store", w->ckpt_store,
 					       "restore_tag", w->restore_tag, "restore_step",
@@ -1176,8 +1206,9 @@ int wire_work_unpack(json_t *j, struct wire_work *ret, struct tk_error *err)
 {
 	static const char *const keys[] = {"epoch", "gen",  "unchanged", "tasks",
 					   "pulls", "logs", "ptys",	 NULL};
-	static const char *const tkeys[] = {"job",	   "attempt", "spec",	    "digest",
-					    "checkpoints", "limit_s", "signal_now", NULL};
+	static const char *const tkeys[] = {"job",	  "attempt",	 "spec",
+					    "digest",	  "checkpoints", "limit_s",
+					    "signal_now", "probe",	 NULL};
 	static const char *const ckeys[] = {
 		"store",      "restore_tag", "restore_step", "restore_attempt",
 		"restore_go", "marked",	     "keep",	     "restore_node",
@@ -1227,6 +1258,11 @@ int wire_work_unpack(json_t *j, struct wire_work *ret, struct tk_error *err)
 		w->attempt = (int)attempt;
 		w->signal_now = (int)sig;
 		ret->nitems = (int)i + 1;
+		json_t *pr = json_object_get(t, "probe");
+		if (pr && (r = probe_unpack(pr, w, err)) < 0) {
+			mj_prefix(err, "tasks[%zu]", i);
+			goto fail;
+		}
 		json_t *ck = json_object_get(t, "checkpoints");
 		int64_t ra = 0, rn;
 		if (ck) {
@@ -1370,6 +1406,7 @@ static const char *const event_type_names[TASK_EVENT_TYPE_MAX] = {
 	[TASK_EVENT_STARTED] = "started",	[TASK_EVENT_EXITED] = "exited",
 	[TASK_EVENT_PULLING] = "pulling",	[TASK_EVENT_IMAGE] = "image",
 	[TASK_EVENT_CHECKPOINT] = "checkpoint", [TASK_EVENT_RESTORED] = "restored",
+	[TASK_EVENT_READY] = "ready",		[TASK_EVENT_UNREADY] = "unready",
 };
 
 json_t *task_event_pack(const struct task_event *e)
@@ -1402,6 +1439,8 @@ json_t *task_event_pack(const struct task_event *e)
 		json_object_set_new(o, "err_from", json_integer(e->err_from));
 	if (e->type == TASK_EVENT_IMAGE || e->type == TASK_EVENT_CHECKPOINT)
 		json_object_set_new(o, "digest", json_string(e->digest));
+	if (e->type == TASK_EVENT_UNREADY && e->detail[0])
+		json_object_set_new(o, "detail", json_string(e->detail));
 	if (e->type == TASK_EVENT_CHECKPOINT || e->type == TASK_EVENT_RESTORED) {
 		json_object_set_new(o, "tag", json_string(e->tag));
 		json_object_set_new(o, "step", json_integer(e->step));
@@ -1458,7 +1497,8 @@ int task_event_unpack(json_t *j, struct task_event *ret, struct tk_error *err)
 	if (t == TASK_EVENT_TYPE_MAX)
 		return tk_errorf(err, -EINVAL,
 				 "type: must be \"started\", \"exited\", \"pulling\", "
-				 "\"image\", \"checkpoint\" or \"restored\", got \"%s\"",
+				 "\"image\", \"checkpoint\", \"restored\", \"ready\" or "
+				 "\"unready\", got \"%s\"",
 				 type);
 	ret->type = (enum task_event_type)t;
 	if ((ret->type == TASK_EVENT_IMAGE || ret->type == TASK_EVENT_CHECKPOINT) &&
@@ -1472,7 +1512,7 @@ int task_event_unpack(json_t *j, struct task_event *ret, struct tk_error *err)
 	else if (exit_cause_parse(cause, &ret->cause) < 0)
 		return tk_errorf(err, -EINVAL,
 				 "cause: must be exited, signalled, timeout, cancelled, preempted, "
-				 "lost, launch_failed or oom, got \"%s\"",
+				 "lost, launch_failed, oom, disk_limit or unhealthy, got \"%s\"",
 				 cause);
 	ret->attempt = (int)attempt;
 	ret->rank = (int)rank;

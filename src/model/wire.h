@@ -46,6 +46,8 @@
  *   LOST           it ended with its node: the agent itself stopped
  *   LAUNCH_FAILED  it never ran (no such command, no output file, ...)
  *   OOM            its memory limit killed it (room for cgroups)
+ *   DISK_LIMIT     its checkpoint folder went over the node's limit
+ *   UNHEALTHY      the agent stopped it: its health probe failed (job_probe)
  */
 enum exit_cause {
 	EXIT_EXITED,
@@ -57,6 +59,7 @@ enum exit_cause {
 	EXIT_LAUNCH_FAILED,
 	EXIT_OOM,
 	EXIT_DISK_LIMIT, /* its checkpoint folder went over the node's limit */
+	EXIT_UNHEALTHY,
 	EXIT_CAUSE_MAX
 };
 
@@ -390,6 +393,8 @@ struct work_spec {
 	 * false; protocol 2: never sent to an agent of protocol 1, which
 	 * writes none) */
 	bool no_marks;
+	/* a service's replica: the port it serves on ($PORT; 0: none) */
+	int port;
 };
 
 json_t *work_spec_pack(const struct work_spec *s);
@@ -423,6 +428,12 @@ struct work_item {
 	 * rank N-1's, where a tag committed without this rank's part (a
 	 * just-in-time checkpoint, --ckpt-signal); "restore_node": N-1 */
 	int restore_from;
+	/* a service's replica: its health probe, at port on this node
+	 * (has_probe; sent in every answer, so that an agent that adopts the
+	 * attempt probes it too) */
+	bool has_probe;
+	int port;
+	struct job_probe probe;
 	/* a task of the gang failed: signal every task here with this now,
 	 * once, to write a checkpoint before the gang stops (--ckpt-signal);
 	 * 0: none */
@@ -565,6 +576,8 @@ enum task_event_type {
 	TASK_EVENT_IMAGE,
 	TASK_EVENT_CHECKPOINT, /* the node's part of tag uploaded: digest, step, bytes, dur_ms */
 	TASK_EVENT_RESTORED,   /* the node restored tag (detail: why not), bytes, dur_ms */
+	TASK_EVENT_READY,      /* its health probe passed: in rotation */
+	TASK_EVENT_UNREADY,    /* its health probe failed (detail: how): out of it */
 	TASK_EVENT_TYPE_MAX
 };
 

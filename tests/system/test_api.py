@@ -163,7 +163,7 @@ def test_agent_endpoints_reject_bad_reports(cluster):
     st, res = cluster.api("POST", "/v1/agent/events",
                           {"node": "node1", "agent_id": node["agent_id"], "events": events},
                           token=agent)
-    assert st == 400 and res["error"].startswith('events[1].type: must be "started", "exited", "pulling", "image", "checkpoint" or "restored", got "vanished"')
+    assert st == 400 and res["error"].startswith('events[1].type: must be "started", "exited", "pulling", "image", "checkpoint", "restored", "ready" or "unready", got "vanished"')
     assert cluster.job(jid)["state"] == "RUNNING"
     # the join token only registers
     st, res = cluster.api("POST", "/v1/agent/heartbeat",

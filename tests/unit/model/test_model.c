@@ -628,6 +628,7 @@ static json_t *full_request(void)
 	json_object_set_new(j, "nodes_max", json_integer(4));
 	json_object_set_new(j, "nccl_check", json_true());
 	json_object_set_new(j, "preemptible_any", json_true());
+	json_object_set_new(j, "service", json_string("chat-7b"));
 	return j;
 }
 
@@ -654,9 +655,9 @@ static void test_request_table(void **state)
 	json_t *p = job_request_pack(&r);
 	int n = 0;
 	for (const char *const *k = job_request_keys; *k; k++, n++)
-		if (strcmp(*k, "pty") != 0 && !json_object_get(p, *k))
+		if (strcmp(*k, "pty") != 0 && strcmp(*k, "probe") != 0 && !json_object_get(p, *k))
 			fail_msg("the packed request has no \"%s\"", *k);
-	assert_int_equal((int)json_object_size(p), n - 1);
+	assert_int_equal((int)json_object_size(p), n - 2);
 	json_decref(p);
 	json_t *pty = parse("{" BASE ", \"pty\": true}");
 	struct job_request rp;
@@ -666,6 +667,48 @@ static void test_request_table(void **state)
 	json_decref(p);
 	json_decref(pty);
 	job_request_release(&rp);
+	/* a probe: one task on one node; its defaults filled in */
+	json_t *pr = parse("{" BASE ", \"probe\": {\"path\": \"/healthz\", \"interval_s\": 1.5}}");
+	assert_int_equal(job_request_unpack(pr, &rp, &err), 0);
+	assert_non_null(rp.probe);
+	assert_string_equal(rp.probe->path, "/healthz");
+	assert_int_equal(rp.probe->interval_ms, 1500);
+	assert_int_equal(rp.probe->timeout_ms, 750);
+	assert_int_equal(rp.probe->threshold, 3);
+	assert_int_equal(rp.probe->start_ms, 300000);
+	p = job_request_pack(&rp);
+	json_t *pp = json_object_get(p, "probe");
+	assert_true(json_real_value(json_object_get(pp, "interval_s")) == 1.5);
+	assert_true(json_real_value(json_object_get(pp, "timeout_s")) == 0.75);
+	assert_int_equal(json_integer_value(json_object_get(pp, "start_s")), 300);
+	struct job_request rq;
+	assert_int_equal(job_request_unpack(p, &rq, &err), 0);
+	assert_memory_equal(rq.probe, rp.probe, sizeof(*rp.probe));
+	job_request_release(&rq);
+	json_decref(p);
+	json_decref(pr);
+	job_request_release(&rp);
+	static const struct {
+		const char *probe, *says;
+	} bad[] = {
+		{"\"nodes\": 2, \"probe\": {}", "one task on one node"},
+		{"\"probe\": {\"path\": \"healthz\"}", "probe.path: must start with '/'"},
+		{"\"probe\": {\"path\": \"/a b\"}", "no spaces"},
+		{"\"probe\": {\"interval_s\": 2, \"timeout_s\": 2}", "must be under interval_s"},
+		{"\"probe\": {\"threshold\": 0}", "threshold"},
+		{"\"probe\": {\"every\": 2}", "every"},
+		{"\"service\": \"a b\"", "service: \"a b\" is not a valid name"},
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+		char text[512];
+		snprintf(text, sizeof(text), "{" BASE ", %s}", bad[i].probe);
+		json_t *b = parse(text);
+		assert_true(job_request_unpack(b, &rp, &err) < 0);
+		if (!strstr(err.text, bad[i].says))
+			fail_msg("%s: said \"%s\", not \"%s\"", bad[i].probe, err.text,
+				 bad[i].says);
+		json_decref(b);
+	}
 
 	/* the whole: within the struct and a few bytes a field of the JSON */
 	int64_t bytes = job_request_bytes(&r), len = (int64_t)json_len(&r);
@@ -675,7 +718,8 @@ static void test_request_table(void **state)
 			 (long long)bytes, (long long)len, (long long)overhead);
 	/* field by field: leaving one out takes about what its JSON had */
 	for (const char *const *k = job_request_keys; *k; k++) {
-		if (strcmp(*k, "command") == 0 || strcmp(*k, "cwd") == 0 || strcmp(*k, "pty") == 0)
+		if (strcmp(*k, "command") == 0 || strcmp(*k, "cwd") == 0 ||
+		    strcmp(*k, "pty") == 0 || strcmp(*k, "probe") == 0)
 			continue; /* required, or in a request of its own */
 		/* what goes with it: mounts are for an image, and what asks
 		 * about accelerators for a job with some */
@@ -1976,6 +2020,15 @@ static void test_wire(void **state)
 	items[1].restore_attempt = 1;
 	items[1].restore_from = 1; /* node rank 0's part: its own is not in the tag */
 	items[1].signal_now = 12;
+	/* item 1 is a service's replica: its probe, at its port */
+	items[1].has_probe = true;
+	items[1].port = 29512;
+	items[1].probe = (struct job_probe){.path = "/healthz",
+					    .interval_ms = 5000,
+					    .timeout_ms = 1500,
+					    .threshold = 4,
+					    .start_ms = 60000};
+	sp.port = 29500;
 	sp.pty = true;
 	struct wire_pty ptys[1] = {{.session = "0123abcd", .job = 7, .attempt = 2}};
 	struct wire_work w = {.epoch = "e1",
@@ -2022,6 +2075,11 @@ static void test_wire(void **state)
 	assert_int_equal(back.items[0].restore_from, 0);
 	assert_int_equal(back.items[1].signal_now, 12);
 	assert_int_equal(back.items[0].signal_now, 0);
+	assert_false(back.items[0].has_probe);
+	assert_true(back.items[1].has_probe);
+	assert_int_equal(back.items[1].port, 29512);
+	assert_memory_equal(&back.items[1].probe, &items[1].probe, sizeof(items[1].probe));
+	assert_int_equal(b->port, 29500);
 	json_t *again = wire_work_pack(&back);
 	assert_true(json_equal(j, again));
 	json_decref(again);
@@ -2112,6 +2170,24 @@ static void test_wire(void **state)
 						 "fault_reported")));
 	assert_int_equal(wire_events_unpack(j, &mb, &err), 0);
 	assert_true(mb.events[1].node_fault && mb.events[1].fault_reported);
+	wire_events_release(&mb);
+	/* a replica's probe: out of rotation (how, said), and stopped for it */
+	json_decref(j);
+	evs[0].type = TASK_EVENT_UNREADY;
+	snprintf(evs[0].detail, sizeof(evs[0].detail), "GET /healthz at port 9: HTTP 500");
+	evs[1] = (struct task_event){.job = 3,
+				     .attempt = 1,
+				     .type = TASK_EVENT_EXITED,
+				     .at_ms = 9,
+				     .signal = 15,
+				     .exit_code = 143,
+				     .cause = EXIT_UNHEALTHY};
+	j = wire_events_pack(&m);
+	assert_int_equal(wire_events_unpack(j, &mb, &err), 0);
+	assert_int_equal(mb.events[0].type, TASK_EVENT_UNREADY);
+	assert_string_equal(mb.events[0].detail, "GET /healthz at port 9: HTTP 500");
+	assert_int_equal(mb.events[1].cause, EXIT_UNHEALTHY);
+	assert_string_equal(exit_cause_name(EXIT_UNHEALTHY), "unhealthy");
 	wire_events_release(&mb);
 	json_object_set_new(json_array_get(json_object_get(j, "events"), 1), "cause",
 			    json_string("bored"));
