@@ -424,6 +424,7 @@ static void apply_work(struct agent *a, const struct wire_work *w)
 		if (it->digest[0])
 			group_image_go(g, it->digest);
 		agent__ckpt_item(g, it);
+		agent__probe_item(g, it);
 	}
 	/* stop what is no longer wanted; forget what is finished and reported */
 	pos = 0;
@@ -1060,6 +1061,7 @@ int agent_create(uv_loop_t *loop, const struct agent_config *cfg, struct agent *
 	uv_timer_start(&a->hb_timer, hb_timer_cb, (uint64_t)a->cfg.heartbeat_ms,
 		       (uint64_t)a->cfg.heartbeat_ms);
 	agent__ckpt_start(a);
+	agent__probe_start(a);
 	agent__health_start(a);
 	agent__metrics_watch(a);
 	do_register(a);
@@ -1113,6 +1115,7 @@ static void finish_stop(struct agent *a)
 	void *v;
 	while (tk_map_next(&a->groups, &pos, NULL, &v))
 		group_close(v);
+	agent__probe_stop(a);
 	agent__cmds_stop(a);
 	agent__launcher_stop(a);
 	agent__health_stop(a);

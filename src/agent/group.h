@@ -227,6 +227,22 @@ struct group_nccl {
 	struct nccl_log log;
 };
 
+/* probe.c's part (a service's replica): its health probe, where the work
+ * answer gives one, and what it found so far. */
+struct probe_conn;
+struct group_probe {
+	bool on;
+	int port;
+	struct job_probe spec;
+	int64_t since_ms; /* monotonic: first seen running here (0: not yet) */
+	int64_t next_ms;  /* the next probe is due */
+	int fails;	  /* in a row */
+	bool passed;	  /* one passed since since_ms */
+	bool ready, said; /* what the server was told last, and whether it was */
+	char last_why[96];
+	struct probe_conn *conn; /* in flight (the agent's; NULL: none) */
+};
+
 /* One attempt's part on this node, run by its shim. */
 struct taskgroup {
 	struct agent *a; /* NULL in unit tests */
@@ -279,6 +295,7 @@ struct taskgroup {
 	struct group_usage usage;
 	struct group_train train;
 	struct group_nccl nccl;
+	struct group_probe probe;
 	/* disk.c: what its checkpoint folder held at the last measure; over
 	 * its limit (stopped for it, the folder goes with the attempt) */
 	int64_t disk_bytes;

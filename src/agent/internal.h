@@ -204,6 +204,11 @@ struct agent {
 	bool fault_said;
 	int reg_backoff, poll_backoff, ev_backoff;
 
+	/* probe.c: the health probes in flight, and their timer */
+	struct probe_conn *probes;
+	uv_timer_t probe_timer;
+	bool probe_timer_on;
+
 	bool stopping;
 	bool run_dir_own; /* cfg.run_dir: default_run_dir's, in memory */
 	/* the launcher of shims (spawn.c): its socket (-1: none yet) */
@@ -405,6 +410,14 @@ int agent__train_for_heartbeat(struct agent *a, struct wire_train **ret);
 void agent__train_release(struct taskgroup *g, bool remove);
 /* The beat that carried the lines answered: the server has them. */
 void agent__train_delivered(struct agent *a);
+
+/* ---- probe.c: service replicas' health probes ---- */
+/* Starts the probes' timer (the agent's start). */
+int agent__probe_start(struct agent *a);
+/* Ends the probes in flight, unjudged, and the timer (the agent stops). */
+void agent__probe_stop(struct agent *a);
+/* What a work answer says of the group's probe (none: not probed). */
+void agent__probe_item(struct taskgroup *g, const struct work_item *it);
 
 /* ---- ckpt.c ---- */
 /* Scans the running groups' checkpoint folders every second from now. */

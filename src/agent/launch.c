@@ -448,6 +448,9 @@ static void build_env(struct taskgroup *g, const struct work_spec *spec, int loc
 		/* with --slurm-env, the SLURM_* variables are this job's */
 		if (spec->slurm_env && klen > 6 && strncmp(kv, "SLURM", 5) == 0)
 			continue;
+		/* a service's replica serves where tenk says */
+		if (spec->port && klen == 4 && strncmp(kv, "PORT", 4) == 0)
+			continue;
 		if (klen == 4 && strncmp(kv, "PATH", 4) == 0)
 			have_path = true;
 		env_add(&env, &n, &alloc, "%s", kv);
@@ -505,6 +508,10 @@ static void build_env(struct taskgroup *g, const struct work_spec *spec, int loc
 	}
 	if (spec->slurm_env)
 		slurm_env(g, spec, local, rank, &env, &n, &alloc);
+	if (spec->port) {
+		env_add(&env, &n, &alloc, "PORT=%d", spec->port);
+		env_add(&env, &n, &alloc, "TENK_PORT=%d", spec->port);
+	}
 	env_add(&env, &n, &alloc, "TENK_NODE_NAME=%s", g->a->inv.name);
 	env_add(&env, &n, &alloc, "TENK_CHECKPOINT_DIR=%s", ckpt);
 	env_add(&env, &n, &alloc, "TENK_METRICS=%s", metrics);
