@@ -15,10 +15,13 @@ void sched_config_default(struct sched_config *c)
 {
 	memset(c, 0, sizeof(*c));
 	c->classes[0] = (struct class_spec){.name = "prod", .priority = 100, .may_preempt = true};
-	c->classes[1] = (struct class_spec){.name = "normal", .priority = 50};
-	c->classes[2] = (struct class_spec){.name = "batch", .priority = 10, .preemptible = true};
-	c->nclasses = 3;
-	c->default_class = 1;
+	/* services' replicas (tenk serve): above training, and they take back
+	 * what preemptible training borrowed of them */
+	c->classes[1] = (struct class_spec){.name = "service", .priority = 80, .may_preempt = true};
+	c->classes[2] = (struct class_spec){.name = "normal", .priority = 50};
+	c->classes[3] = (struct class_spec){.name = "batch", .priority = 10, .preemptible = true};
+	c->nclasses = 4;
+	c->default_class = 2;
 	c->half_life_s = 7 * 86400;
 	c->max_pending_per_user = 10000;
 	c->max_pending_mib_per_user = 256;

@@ -619,6 +619,15 @@ static int take_flag(struct request *r, json_t *body, const char *key, bool *ret
 	return 0;
 }
 
+int api_request_checks(struct request *r, struct job_request *req, char run_as[MODEL_NAME_MAX])
+{
+	pool_defaults(&r->s->st.sched, req);
+	if (request_admissible(r, req) < 0 || image_policy(r, req) < 0 ||
+	    run_as_of(r, run_as) < 0 || request_possible(r, req) < 0)
+		return -EINVAL;
+	return 0;
+}
+
 static void h_submit(struct request *r, const char *param, json_t *body)
 {
 	struct server *s = r->s;
@@ -635,6 +644,13 @@ static void h_submit(struct request *r, const char *param, json_t *body)
 		return;
 	if (job_request_unpack(body, &req, &err) < 0) {
 		reply_error(r, 400, "%s", err.text);
+		return;
+	}
+	if (req.service) {
+		reply_error(r, 400,
+			    "service: is set by tenk for a service's replicas; make a service "
+			    "with POST /v1/services (tenk serve create)");
+		job_request_release(&req);
 		return;
 	}
 	pool_defaults(&st->sched, &req);
@@ -1949,6 +1965,8 @@ static void h_agent_events(struct request *r, const char *param, json_t *body)
 				state_task_checkpoint(st, ev, now);
 			else if (ev->type == TASK_EVENT_RESTORED)
 				state_task_restored(st, ev, now);
+			else if (ev->type == TASK_EVENT_READY || ev->type == TASK_EVENT_UNREADY)
+				state_task_ready(st, ev, now);
 			else
 				state_task_image(st, ev, now);
 		}
@@ -2420,6 +2438,12 @@ const struct route api_routes[] = {
 	{"POST", "/v1/rollouts/{}/resume", ROLE_ADMIN, rollout_h_resume, false},
 	{"POST", "/v1/rollouts/{}/abort", ROLE_ADMIN, rollout_h_abort, false},
 	{"POST", "/v1/rollouts/{}/rollback", ROLE_ADMIN, rollout_h_rollback, false},
+	{"GET", "/v1/services", ROLE_VIEWER, services_h_list, false},
+	{"POST", "/v1/services", ROLE_USER, services_h_create, true},
+	{"GET", "/v1/services/{}", ROLE_VIEWER, services_h_show, false},
+	{"GET", "/v1/services/{}/endpoints", ROLE_VIEWER, services_h_endpoints, false},
+	{"POST", "/v1/services/{}/scale", ROLE_USER, services_h_scale, true},
+	{"DELETE", "/v1/services/{}", ROLE_USER, services_h_delete, false},
 	{"POST", "/v1/users", ROLE_ADMIN, h_user_add, true},
 	{"DELETE", "/v1/users/{}", ROLE_ADMIN, h_user_del, false},
 	{"POST", "/v1/jobs", ROLE_USER, h_submit, true},

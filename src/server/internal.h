@@ -285,6 +285,11 @@ struct server {
 		struct rollout **v;
 		size_t n, alloc;
 	} rollouts;
+	/* services (services.c), in the order they were made */
+	struct {
+		struct service **v;
+		size_t n, alloc;
+	} services;
 
 	char *tls_cert_pem, *tls_key_pem; /* what MHD serves TLS with, kept till it stops */
 	char *tls_ca_path;		  /* DATA/tls/ca.pem when the server made its own */
@@ -465,6 +470,21 @@ void config_h_rollback(struct request *r, const char *param, json_t *body);
 int server_power_fence_check(const struct server_config *cfg, const struct sched_config *sched,
 			     struct tk_error *err);
 
+/* ---- services.c: long-running replicas (tenk serve) ------------------------------ */
+
+struct service;
+/* The services of the store (at activation, once the jobs are loaded). */
+int services_load(struct server *s, struct tk_error *err);
+void services_release(struct server *s);
+/* Keeps each service's replicas live, as many as it asks (the cron). */
+void services_tick(struct server *s, int64_t now);
+void services_h_create(struct request *r, const char *param, json_t *body);
+void services_h_list(struct request *r, const char *param, json_t *body);
+void services_h_show(struct request *r, const char *param, json_t *body);
+void services_h_endpoints(struct request *r, const char *param, json_t *body);
+void services_h_scale(struct request *r, const char *param, json_t *body);
+void services_h_delete(struct request *r, const char *param, json_t *body);
+
 /* ---- rollout.c: staged changes of the fleet's software --------------------------- */
 
 #define ROLLOUT_MAX_STAGES 8
@@ -602,6 +622,11 @@ extern const size_t api_nroutes;
 void api_longpoll_expired(struct request *r);
 /* A job as r may see it (its environment's values its owner's alone). */
 json_t *api_job_for(const struct request *r, struct sjob *j);
+/* What a submission of req by r's user must pass before it is taken (its
+ * pool's defaults put in, its class and queue allowed, its image, its Unix
+ * account into run_as, some set of nodes could hold it); < 0 with the
+ * refusal answered. */
+int api_request_checks(struct request *r, struct job_request *req, char run_as[MODEL_NAME_MAX]);
 /* 0 where r may read what job j runs and writes (its `what`: "logs",
  * "checkpoints"); else answers 403 naming the owner. */
 int api_job_inside(struct request *r, const struct sjob *j, const char *what);

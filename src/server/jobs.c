@@ -655,6 +655,30 @@ void state_preempt_for_spare(struct state *s, struct sjob *b, const char *reason
 	state_job_requeue(s, b, reason, now);
 }
 
+void state_task_ready(struct state *s, const struct task_event *ev, int64_t now)
+{
+	struct sjob *j = state_job(s, ev->job);
+	if (!j || ev->attempt != j->job.nattempts || !j->job.req.probe)
+		return;
+	struct attempt *a = &j->job.attempts[ev->attempt - 1];
+	if (!state_attempt_is_current(j, a) || a->ended || ev->rank != 0)
+		return;
+	struct attempt_node *an = &a->nodes[0];
+	bool ready = ev->type == TASK_EVENT_READY;
+	if (an->ready == ready && an->ready_ms)
+		return;
+	an->ready = ready;
+	an->ready_ms = ev->at_ms ? ev->at_ms : now;
+	if (ready)
+		j->job.reason[0] = '\0';
+	else
+		snprintf(j->job.reason, sizeof(j->job.reason), "out of rotation: %.200s",
+			 ev->detail[0] ? ev->detail : "its probe failed");
+	log_info("job %lld attempt %d on %s: %s", (long long)j->job.id, a->number, an->name,
+		 ready ? "its probe passes: in rotation" : j->job.reason);
+	state_job_dirty(s, j);
+}
+
 void state_train_metrics(struct state *s, struct snode *n, const struct wire_train *t)
 {
 	for (int i = 0; i < n->nparts; i++) {

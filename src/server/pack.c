@@ -73,6 +73,9 @@ static void part_spec(const struct state *s, struct sjob *j, const struct attemp
 	sp->pty = r->pty;
 	sp->signal = r->signal;
 	sp->signal_before_s = r->signal_before_s;
+	/* a probed job (a service's replica) serves on the port its attempt
+	 * holds on the node */
+	sp->port = r->probe ? a->master_port : 0;
 }
 
 /* Whose part of the tag attempt a restores node k restores: 0, its own;
@@ -115,6 +118,11 @@ json_t *state_work_pack(struct state *s, struct snode *n, uint64_t since_gen, in
 		it->attempt = p->attempt;
 		if (failing)
 			it->signal_now = p->job->job.req.ckpt_signal;
+		if (p->job->job.req.probe) {
+			it->has_probe = true;
+			it->port = a->master_port;
+			it->probe = *p->job->job.req.probe;
+		}
 		it->limit_s = p->job->job.req.time_limit_s;
 		/* each node of a validation run runs the image it has */
 		snprintf(it->digest, sizeof(it->digest), "%s",

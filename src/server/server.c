@@ -436,6 +436,7 @@ static void cron_cb(uv_timer_t *t)
 	state_check_stalls(&s->st, now);
 	state_windows_tick(&s->st, now);
 	rollout_tick(s, now);
+	services_tick(s, now);
 	if (s->st.wake_ms && now >= s->st.wake_ms) /* a job's begin time came */
 		state_want_pass(&s->st);
 	state_judge_arrivals(&s->st, now); /* a deferred pass that is due */
@@ -640,7 +641,7 @@ static int activate(struct server *s, struct warm *warm, struct tk_error *err)
 	    (r = state_load(&s->st, s->store, warm, server_now_ms(s), tk_mono_ms(),
 			    s->cfg.quarantine_bad_rows, err)) < 0 ||
 	    (r = server_ids_load(s, err)) < 0 || (r = acct_fill_load(s, err)) < 0 ||
-	    (r = rollout_load(s, err)) < 0)
+	    (r = rollout_load(s, err)) < 0 || (r = services_load(s, err)) < 0)
 		return r;
 	acct_las_history_load(s);
 	state_want_pass(&s->st);
@@ -924,6 +925,7 @@ void server_destroy(struct server *s)
 	warm_destroy(s->role.warm);
 	config_release(s);
 	rollout_release(s);
+	services_release(s);
 	state_release(&s->st);
 	free(s->job_waits);
 	free(s->node_polls);

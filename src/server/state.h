@@ -710,6 +710,9 @@ bool state_jit_waits(const struct state *s, const struct sjob *j);
  * starts with (the newest committed tag, where the cluster has a store) */
 void state_task_checkpoint(struct state *s, const struct task_event *ev, int64_t now);
 void state_task_restored(struct state *s, const struct task_event *ev, int64_t now);
+/* A replica's probe passed (TASK_EVENT_READY: in rotation) or failed
+ * (UNREADY: out of it). Unknown or stale ones are ignored. */
+void state_task_ready(struct state *s, const struct task_event *ev, int64_t now);
 void state_restore_plan(struct state *s, struct sjob *j, struct attempt *a);
 /* What restoring j would cost its next attempt: as long as its last
  * restore took (0: none yet). */

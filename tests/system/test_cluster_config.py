@@ -27,6 +27,7 @@ def write_json(path, obj):
 
 URGENT = {"name": "urgent", "priority": 200, "may_preempt": True}
 BUILT_IN = [{"name": "prod", "priority": 100, "may_preempt": True},
+            {"name": "service", "priority": 80, "may_preempt": True},
             {"name": "normal", "priority": 50},
             {"name": "batch", "priority": 10, "preemptible": True}]
 

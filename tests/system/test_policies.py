@@ -89,7 +89,7 @@ def test_queue_borrows_and_gives_back(workdir):
     p = t.run("submit", "--queue", "nope", "--", "true", check=False)
     assert p.returncode == 2 and 'no queue "nope"' in p.stderr
     p = t.run("submit", "--class", "urgent", "--", "true", check=False)
-    assert p.returncode == 2 and "classes: prod, normal, batch" in p.stderr
+    assert p.returncode == 2 and "classes: prod, service, normal, batch" in p.stderr
     p = t.run("queues", "set", "x", "--gpus", "many", check=False)
     assert p.returncode == 2
     d.stop()
@@ -129,7 +129,7 @@ def test_backfill_does_not_delay_the_reserved_job(workdir):
              "the scheduler to forget the requests")
     assert t.api("GET", "/v1/health", token=None)[1]["scheduler"]["pending"] == 0
     classes = t.json("classes")["classes"]
-    assert [c["name"] for c in classes] == ["prod", "normal", "batch"]
+    assert [c["name"] for c in classes] == ["prod", "service", "normal", "batch"]
     d.stop()
 
 
