@@ -90,6 +90,13 @@ static const struct tk_command commands[] = {
 	 "change the fleet's software in stages: drained, validated, soaked, rolled back by "
 	 "itself when a check fails",
 	 cli_rollout},
+	{"serve",
+	 "create NAME [--replicas N] [-G N] [--image REF] [--health PATH] -- COMMAND | apply FILE "
+	 "| "
+	 "ls | show NAME | endpoints NAME | scale NAME N | delete NAME",
+	 "long-running services: replicas kept live on $PORT, probed, restarted, listed for a "
+	 "load balancer",
+	 cli_serve},
 	{"ckpt", "ls JOB | commit TAG --step N",
 	 "a job's committed checkpoints; mark a tag complete (in a job)", cli_ckpt},
 	{"acct", "", "one record per attempt: time, GPUs, energy, cost (sacct's habits)", cli_acct},

@@ -38,6 +38,7 @@ int cli_requeue(const struct tk_command *cmd, int argc, char **argv);
 int cli_nodes(const struct tk_command *cmd, int argc, char **argv);
 int cli_audit(const struct tk_command *cmd, int argc, char **argv);
 int cli_rollout(const struct tk_command *cmd, int argc, char **argv);
+int cli_serve(const struct tk_command *cmd, int argc, char **argv);
 int cli_images(const struct tk_command *cmd, int argc, char **argv);
 int cli_drain(const struct tk_command *cmd, int argc, char **argv);
 int cli_resume(const struct tk_command *cmd, int argc, char **argv);

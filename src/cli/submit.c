@@ -104,7 +104,7 @@ static const struct tk_option submit_opts[] = {
 	{"requeue", 0, "N", "restart up to N times after a failure (default 0)"},
 	{"grace", 0, "TIME", "between SIGTERM and SIGKILL when stopped (default 30s)"},
 	{"export", 0, "ALL|NONE", "pass this environment to the job (default ALL)"},
-	{"class", 0, "NAME", "priority class, e.g. prod, normal, batch (tenk classes)"},
+	{"class", 0, "NAME", "priority class, e.g. prod, service, normal, batch (tenk classes)"},
 	{"queue", 'q', "NAME", "the queue whose quota it uses (default: default)"},
 	{"gpu-mem", 0, "SIZE", "each accelerator at least this much memory, e.g. 80G"},
 	{"gpu-tflops", 0, "N", "each accelerator at least N dense bf16 TFLOP/s"},

@@ -1,0 +1,125 @@
+"""Services (tenk serve): replicas of a real HTTP server (Python's
+http.server) kept live on their $PORT, probed by the agent, listed as
+endpoints once their probe passes; a replica made unhealthy leaves the
+endpoints within a probe period and is replaced, one killed is replaced,
+scaling down cancels the newest, delete ends them all; bad input is named."""
+import os
+import signal
+import time
+import urllib.request
+
+from conftest import wait_for
+
+REPLICA = r'''
+import http.server, os, sys
+JOB = os.environ["TENK_JOB_ID"]
+SICK = os.path.join(sys.argv[1], "sick-" + JOB)
+with open(os.path.join(sys.argv[1], "pid-" + JOB), "w") as f:
+    f.write(str(os.getpid()))
+
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        sick = self.path == "/healthz" and os.path.exists(SICK)
+        body = ("sick" if sick else "job=" + JOB).encode()
+        self.send_response(500 if sick else 200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *a):
+        pass
+
+http.server.ThreadingHTTPServer(("0.0.0.0", int(os.environ["PORT"])), H).serve_forever()
+'''
+
+
+def endpoints(t, name):
+    st, body = t.api("GET", f"/v1/services/{name}/endpoints")
+    assert st == 200, body
+    return body["endpoints"]
+
+
+def get(ep, path="/"):
+    with urllib.request.urlopen(f"http://{ep['addr']}:{ep['port']}{path}", timeout=5) as r:
+        return r.status, r.read().decode()
+
+
+def test_service_replicas_probed_replaced_scaled_deleted(cluster, workdir):
+    t = cluster
+    script = os.path.join(workdir, "replica.py")
+    with open(script, "w") as f:
+        f.write(REPLICA)
+    p = t.run("serve", "create", "web", "--replicas", "3", "--health", "/healthz",
+              "--probe-interval", "1s", "--probe-threshold", "2", "--", "python3", script,
+              workdir)
+    assert "web: " in p.stdout, p.stdout
+    wait_for(lambda: len(endpoints(t, "web")) == 3, 60, "three replicas in rotation")
+    eps = endpoints(t, "web")
+    answers = {get(e)[1] for e in eps}
+    assert answers == {f"job={e['job']}" for e in eps}, answers
+    assert len({e["port"] for e in eps if e["node"] == eps[0]["node"]}) == 3  # a port each
+    st, sv = t.api("GET", "/v1/services/web")
+    assert st == 200 and sv["ready"] == 3 and sv["live"] == 3, sv
+    for e in eps:
+        j = t.job(e["job"])
+        assert j["request"]["class"] == "service" and j["request"]["service"] == "web", j
+    show = t.run("serve", "show", "web").stdout
+    assert "web: 3/3 ready" in show and "GET /healthz every 1s" in show, show
+
+    # made unhealthy: out of the endpoints within a probe period (and the
+    # events' way), stopped after two failures, replaced
+    sick = eps[0]["job"]
+    open(os.path.join(workdir, f"sick-{sick}"), "w").close()
+    t0 = time.monotonic()
+    wait_for(lambda: sick not in [e["job"] for e in endpoints(t, "web")], 10,
+             "the sick replica out of rotation")
+    left = time.monotonic() - t0
+    assert left < 3.0, left
+    wait_for(lambda: t.job(sick)["state"] == "FAILED", 20, "the sick replica stopped")
+    a = t.job(sick)["attempts"][-1]
+    assert "unhealthy" in a["reason"] or "probe failed" in a["reason"], a
+    wait_for(lambda: len(endpoints(t, "web")) == 3, 60, "a replacement in rotation")
+    assert sick not in [e["job"] for e in endpoints(t, "web")]
+
+    # killed: replaced too
+    victim = endpoints(t, "web")[0]["job"]
+    with open(os.path.join(workdir, f"pid-{victim}")) as f:
+        os.kill(int(f.read()), signal.SIGKILL)
+    wait_for(lambda: t.job(victim)["state"] in ("FAILED", "COMPLETED"), 20, "the killed one over")
+    wait_for(lambda: len(endpoints(t, "web")) == 3 and
+             victim not in [e["job"] for e in endpoints(t, "web")], 60, "another replacement")
+    st, sv = t.api("GET", "/v1/services/web")
+    assert sv["replaced"] == 2 and sv["made"] == 5, sv
+
+    # scaled down: the newest cancelled
+    live = [r["job"] for r in sv["replica_jobs"]]
+    t.run("serve", "scale", "web", "1")
+    wait_for(lambda: len(endpoints(t, "web")) == 1, 20, "one replica left")
+    assert endpoints(t, "web")[0]["job"] == live[0]
+    for jid in live[1:]:
+        assert t.job(jid)["state"] == "CANCELLED"
+
+    # bad input, named
+    base = {"command": ["true"], "cwd": workdir}
+    for body, status, says in [
+        ({"name": "w2", "job": dict(base, nodes=2)}, 400, "one task on one node"),
+        ({"name": "w2", "job": dict(base, time_limit_s=60)}, 400, "runs until it is replaced"),
+        ({"name": "w2", "job": dict(base, probe={})}, 400, "job.probe: not for a service"),
+        ({"name": "w2", "job": base, "probe": {"path": "x"}}, 400, "probe.path"),
+        ({"name": "w2", "job": base, "replicas": 5000}, 400, "replicas"),
+        ({"name": "web", "job": base}, 409, "service web exists"),
+    ]:
+        st, r = t.api("POST", "/v1/services", body)
+        assert st == status and says in r["error"], (body, st, r)
+    st, r = t.api("POST", "/v1/jobs", dict(base, service="web"))
+    assert st == 400 and "tenk serve create" in r["error"], r
+    st, r = t.api("GET", "/v1/services/nope")
+    assert st == 404 and "no service" in r["error"], r
+    p = t.run("serve", "create", "x", check=False)
+    assert p.returncode == 2 and "give the replica's command after --" in p.stderr, p.stderr
+
+    # deleted: its replicas end, and it is gone
+    t.run("serve", "delete", "web")
+    wait_for(lambda: t.api("GET", "/v1/services")[1]["services"] == [], 20, "the service gone")
+    assert t.job(live[0])["state"] == "CANCELLED"
+    assert "no services" in t.run("serve", "ls").stdout
