@@ -1112,6 +1112,77 @@ static int ptys_unpack(json_t *a, struct wire_pty **ret, int *ret_n, struct tk_e
 	return 0;
 }
 
+json_t *wire_services_pack(const struct wire_service *v, int n)
+{
+	json_t *arr = json_array();
+	for (int i = 0; i < n; i++) {
+		json_t *ends = json_array();
+		for (int k = 0; k < v[i].nends; k++)
+			json_array_append_new(ends,
+					      json_pack("{s:s, s:i}", "addr", v[i].ends[k].addr,
+							"port", v[i].ends[k].port));
+		json_array_append_new(arr, json_pack("{s:s, s:i, s:o}", "name", v[i].name, "port",
+						     v[i].port, "endpoints", ends));
+	}
+	return arr;
+}
+
+void wire_services_free(struct wire_service *v, int n)
+{
+	for (int i = 0; v && i < n; i++)
+		free(v[i].ends);
+	free(v);
+}
+
+int wire_services_unpack(json_t *arr, struct wire_service **ret, int *ret_n, struct tk_error *err)
+{
+	static const char *const keys[] = {"name", "port", "endpoints", NULL};
+	static const char *const ekeys[] = {"addr", "port", NULL};
+	if (!json_is_array(arr) || json_array_size(arr) > WIRE_MAX_SERVICES)
+		return tk_errorf(err, -EINVAL, "services: a list of at most %d", WIRE_MAX_SERVICES);
+	size_t n = json_array_size(arr), i;
+	struct wire_service *v = xcalloc(n ? n : 1, sizeof(*v));
+	json_t *o;
+	int r = 0;
+	json_array_foreach (arr, i, o) {
+		struct wire_service *sv = &v[i];
+		int64_t port;
+		json_t *ends = json_object_get(o, "endpoints");
+		if ((r = mj_link_keys(o, NULL, keys, err)) < 0 ||
+		    (r = mj_strbuf(o, "name", true, true, sv->name, sizeof(sv->name), err)) < 0 ||
+		    (r = mj_int(o, "port", true, 1, 65535, 0, &port, err)) < 0) {
+			mj_prefix(err, "services[%zu]", i);
+			goto fail;
+		}
+		sv->port = (int)port;
+		if (!json_is_array(ends) || json_array_size(ends) > WIRE_MAX_ENDPOINTS) {
+			r = tk_errorf(err, -EINVAL, "services[%zu].endpoints: a list of at most %d",
+				      i, WIRE_MAX_ENDPOINTS);
+			goto fail;
+		}
+		sv->ends = xcalloc(json_array_size(ends) + 1, sizeof(*sv->ends));
+		size_t k;
+		json_t *e;
+		json_array_foreach (ends, k, e) {
+			if ((r = mj_link_keys(e, NULL, ekeys, err)) < 0 ||
+			    (r = mj_strbuf(e, "addr", true, true, sv->ends[k].addr,
+					   sizeof(sv->ends[k].addr), err)) < 0 ||
+			    (r = mj_int(e, "port", true, 1, 65535, 0, &port, err)) < 0) {
+				mj_prefix(err, "services[%zu].endpoints[%zu]", i, k);
+				goto fail;
+			}
+			sv->ends[k].port = (int)port;
+			sv->nends = (int)k + 1;
+		}
+	}
+	*ret = v;
+	*ret_n = (int)n;
+	return 0;
+fail:
+	wire_services_free(v, (int)n);
+	return r;
+}
+
 /* A work item's "probe": the probe, and the port it is run at. */
 static int probe_unpack(json_t *pr, struct work_item *w, struct tk_error *err)
 {
@@ -1193,6 +1264,8 @@ json_t *wire_work_pack(const struct wire_work *m)
 		json_array_append_new(tasks, t);
 	}
 	json_object_set_new(o, "tasks", tasks);
+	if (m->has_services)
+		json_object_set_new(o, "services", wire_services_pack(m->services, m->nservices));
 	if (m->npulls) {
 		json_t *pl = json_array();
 		for (int i = 0; i < m->npulls; i++)
@@ -1204,8 +1277,8 @@ json_t *wire_work_pack(const struct wire_work *m)
 
 int wire_work_unpack(json_t *j, struct wire_work *ret, struct tk_error *err)
 {
-	static const char *const keys[] = {"epoch", "gen",  "unchanged", "tasks",
-					   "pulls", "logs", "ptys",	 NULL};
+	static const char *const keys[] = {"epoch", "gen",  "unchanged", "tasks", "pulls",
+					   "logs",  "ptys", "services",	 NULL};
 	static const char *const tkeys[] = {"job",	  "attempt",	 "spec",
 					    "digest",	  "checkpoints", "limit_s",
 					    "signal_now", "probe",	 NULL};
@@ -1372,6 +1445,12 @@ int wire_work_unpack(json_t *j, struct wire_work *ret, struct tk_error *err)
 		}
 		snprintf(ret->pulls[ret->npulls++], MODEL_IMAGE_MAX, "%s", ref);
 	}
+	json_t *sv = json_object_get(j, "services");
+	if (sv) {
+		if ((r = wire_services_unpack(sv, &ret->services, &ret->nservices, err)) < 0)
+			goto fail;
+		ret->has_services = true;
+	}
 	return 0;
 fail:
 	wire_work_release(ret);
@@ -1398,6 +1477,10 @@ void wire_work_release(struct wire_work *m)
 	free(m->ptys);
 	m->ptys = NULL;
 	m->nptys = 0;
+	wire_services_free(m->services, m->nservices);
+	m->services = NULL;
+	m->nservices = 0;
+	m->has_services = false;
 }
 
 /* ---- events ----------------------------------------------------------------------- */

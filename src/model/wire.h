@@ -538,6 +538,26 @@ struct wire_pty {
 };
 json_t *wire_ptys_pack(const struct wire_pty *p, int n);
 
+/*
+ * The cluster's services with an address of their own (tenk serve --port):
+ * every node's agent answers on port and forwards each connection to one
+ * of the endpoints, the replicas in rotation. A work answer carries the
+ * whole table when the server has one (has_services), and an agent keeps
+ * the last it was given.
+ */
+#define WIRE_MAX_SERVICES 1024
+#define WIRE_MAX_ENDPOINTS 1000
+struct wire_endpoint {
+	char addr[MODEL_ADDR_MAX];
+	int port;
+};
+struct wire_service {
+	char name[MODEL_NAME_MAX];
+	int port;
+	int nends;
+	struct wire_endpoint *ends;
+};
+
 struct wire_work {
 	char epoch[WIRE_EPOCH_MAX];
 	uint64_t gen;
@@ -554,9 +574,17 @@ struct wire_work {
 	 * /v1/agent/pty (an upgraded connection) to its attempt's shim */
 	int nptys;
 	struct wire_pty *ptys;
+	/* the services' table (owned after unpack) */
+	bool has_services;
+	int nservices;
+	struct wire_service *services;
 };
 
 json_t *wire_work_pack(const struct wire_work *m);
+/* The table's JSON, and back (*ret owned; wire_services_free). */
+json_t *wire_services_pack(const struct wire_service *v, int n);
+int wire_services_unpack(json_t *arr, struct wire_service **ret, int *ret_n, struct tk_error *err);
+void wire_services_free(struct wire_service *v, int n);
 int wire_work_unpack(json_t *j, struct wire_work *ret, struct tk_error *err);
 /* Frees the items and the specs they own (after unpack). */
 void wire_work_release(struct wire_work *m);

@@ -478,6 +478,9 @@ int services_load(struct server *s, struct tk_error *err);
 void services_release(struct server *s);
 /* Keeps each service's replicas live, as many as it asks (the cron). */
 void services_tick(struct server *s, int64_t now);
+/* Makes the table of services with a port of their own and their
+ * endpoints again, and gives it to every node where it changed. */
+void services_sync(struct server *s);
 void services_h_create(struct request *r, const char *param, json_t *body);
 void services_h_list(struct request *r, const char *param, json_t *body);
 void services_h_show(struct request *r, const char *param, json_t *body);

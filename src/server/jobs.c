@@ -677,6 +677,7 @@ void state_task_ready(struct state *s, const struct task_event *ev, int64_t now)
 	log_info("job %lld attempt %d on %s: %s", (long long)j->job.id, a->number, an->name,
 		 ready ? "its probe passes: in rotation" : j->job.reason);
 	state_job_dirty(s, j);
+	s->services_dirty = true;
 }
 
 void state_train_metrics(struct state *s, struct snode *n, const struct wire_train *t)

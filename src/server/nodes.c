@@ -49,6 +49,16 @@ void state_node_work_changed(struct state *s, struct snode *n)
 	node_bump(s, n);
 }
 
+void state_services_set(struct state *s, struct wire_service *v, int n)
+{
+	wire_services_free(s->services, s->nservices);
+	s->services = v;
+	s->nservices = n;
+	s->services_on = true;
+	for (int i = 0; i < s->nnodes; i++)
+		node_bump(s, s->nodes[i]);
+}
+
 void state_flush_work(struct state *s)
 {
 	while (s->wake_nodes) {

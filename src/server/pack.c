@@ -161,6 +161,9 @@ json_t *state_work_pack(struct state *s, struct snode *n, uint64_t since_gen, in
 			it->spec->no_marks = protocol >= 2 && p->job->job.req.no_attempt_marks;
 		}
 	}
+	w.has_services = s->services_on;
+	w.nservices = s->nservices;
+	w.services = s->services;
 	w.pulls = xcalloc((size_t)n->npulls + 1, sizeof(*w.pulls));
 	for (int i = 0; i < n->npulls; i++)
 		if (n->pulls[i].state == PULL_RUNNING)

@@ -45,6 +45,7 @@ struct service {
 	char owner[MODEL_NAME_MAX];
 	char run_as[MODEL_NAME_MAX];
 	int replicas;
+	int port; /* its address on every node, the agents' forwarder (0: none) */
 	struct job_probe probe;
 	struct job_request job; /* the template: one task on one node */
 	int64_t created_ms;
@@ -78,9 +79,10 @@ static json_t *record_pack(const struct service *sv)
 	for (int i = 0; i < sv->njobs; i++)
 		json_array_append_new(jobs, json_pack("{s:I, s:I}", "job", (json_int_t)sv->jobs[i],
 						      "made_ms", (json_int_t)sv->made_ms[i]));
-	return json_pack("{s:s, s:s, s:s, s:i, s:o, s:o, s:I, s:o, s:i, s:i, s:i, s:I, s:s, s:b}",
+	return json_pack("{s:s, s:s, s:s, s:i, s:i, s:o, s:o, s:I, s:o, s:i, s:i, s:i, s:I, s:s, "
+			 "s:b}",
 			 "name", sv->name, "owner", sv->owner, "run_as", sv->run_as, "replicas",
-			 sv->replicas, "probe", job_probe_pack(&sv->probe), "job",
+			 sv->replicas, "port", sv->port, "probe", job_probe_pack(&sv->probe), "job",
 			 job_request_pack(&sv->job), "created_ms", (json_int_t)sv->created_ms,
 			 "jobs", jobs, "made", sv->made, "replaced", sv->replaced, "crashes",
 			 sv->crashes, "next_ms", (json_int_t)sv->next_ms, "last_end", sv->last_end,
@@ -98,7 +100,7 @@ static void add_job(struct service *sv, int64_t id, int64_t made_ms)
 static struct service *record_unpack(json_t *o, struct tk_error *err)
 {
 	struct service *sv = xcalloc(1, sizeof(*sv));
-	int64_t replicas, made, replaced, crashes;
+	int64_t replicas, made, replaced, crashes, port;
 	json_t *jobs;
 	int r;
 	if ((r = mj_strbuf(o, "name", true, true, sv->name, sizeof(sv->name), err)) < 0 ||
@@ -110,7 +112,8 @@ static struct service *record_unpack(json_t *o, struct tk_error *err)
 		service_free(sv);
 		return NULL;
 	}
-	if ((r = mj_int(o, "created_ms", false, 0, INT64_MAX, 0, &sv->created_ms, err)) < 0 ||
+	if ((r = mj_int(o, "port", false, 0, 65535, 0, &port, err)) < 0 ||
+	    (r = mj_int(o, "created_ms", false, 0, INT64_MAX, 0, &sv->created_ms, err)) < 0 ||
 	    (r = mj_int(o, "made", false, 0, INT32_MAX, 0, &made, err)) < 0 ||
 	    (r = mj_int(o, "replaced", false, 0, INT32_MAX, 0, &replaced, err)) < 0 ||
 	    (r = mj_int(o, "crashes", false, 0, INT32_MAX, 0, &crashes, err)) < 0 ||
@@ -125,6 +128,7 @@ static struct service *record_unpack(json_t *o, struct tk_error *err)
 		return NULL;
 	}
 	sv->replicas = (int)replicas;
+	sv->port = (int)port;
 	sv->made = (int)made;
 	sv->replaced = (int)replaced;
 	sv->crashes = (int)crashes;
@@ -307,6 +311,59 @@ void services_tick(struct server *s, int64_t now)
 		if (changed)
 			save(s);
 	}
+	services_sync(s);
+}
+
+/* ---- the agents' table ------------------------------------------------------------ */
+
+static bool same_table(const struct wire_service *a, int na, const struct wire_service *b, int nb)
+{
+	if (na != nb)
+		return false;
+	for (int i = 0; i < na; i++) {
+		if (strcmp(a[i].name, b[i].name) != 0 || a[i].port != b[i].port ||
+		    a[i].nends != b[i].nends)
+			return false;
+		for (int k = 0; k < a[i].nends; k++)
+			if (strcmp(a[i].ends[k].addr, b[i].ends[k].addr) != 0 ||
+			    a[i].ends[k].port != b[i].ends[k].port)
+				return false;
+	}
+	return true;
+}
+
+static const struct attempt *running(const struct sjob *j);
+static const char *node_addr(struct server *s, const char *node);
+
+void services_sync(struct server *s)
+{
+	struct state *st = &s->st;
+	st->services_dirty = false;
+	struct wire_service *v = xcalloc(s->services.n + 1, sizeof(*v));
+	int n = 0;
+	for (size_t i = 0; i < s->services.n; i++) {
+		const struct service *sv = s->services.v[i];
+		if (!sv->port || sv->deleting)
+			continue;
+		struct wire_service *w = &v[n++];
+		snprintf(w->name, sizeof(w->name), "%s", sv->name);
+		w->port = sv->port;
+		w->ends = xcalloc((size_t)sv->njobs + 1, sizeof(*w->ends));
+		for (int k = 0; k < sv->njobs && w->nends < WIRE_MAX_ENDPOINTS; k++) {
+			const struct sjob *j = state_job(st, sv->jobs[k]);
+			const struct attempt *a = running(j);
+			if (!a || j->job.state != JOB_RUNNING || !a->nodes[0].ready)
+				continue;
+			snprintf(w->ends[w->nends].addr, sizeof(w->ends[w->nends].addr), "%s",
+				 node_addr(s, a->nodes[0].name));
+			w->ends[w->nends++].port = a->master_port;
+		}
+	}
+	if (same_table(v, n, st->services, st->nservices) && (st->services_on || !n)) {
+		wire_services_free(v, n);
+		return;
+	}
+	state_services_set(st, v, n);
 }
 
 /* ---- the API ------------------------------------------------------------------------- */
@@ -321,10 +378,15 @@ static const struct attempt *running(const struct sjob *j)
 	return a->ended || a->nnodes < 1 ? NULL : a;
 }
 
+static const char *node_addr(struct server *s, const char *node)
+{
+	const struct snode *n = state_node(&s->st, node);
+	return n && n->rec.inv.addr[0] ? n->rec.inv.addr : "127.0.0.1";
+}
+
 static json_t *endpoint_pack(struct server *s, const struct sjob *j, const struct attempt *a)
 {
-	const struct snode *n = state_node(&s->st, a->nodes[0].name);
-	const char *addr = n && n->rec.inv.addr[0] ? n->rec.inv.addr : "127.0.0.1";
+	const char *addr = node_addr(s, a->nodes[0].name);
 	return json_pack("{s:I, s:i, s:s, s:s, s:i}", "job", (json_int_t)j->job.id, "attempt",
 			 a->number, "node", a->nodes[0].name, "addr", addr, "port", a->master_port);
 }
@@ -354,6 +416,8 @@ static json_t *service_pack(struct server *s, const struct service *sv, bool who
 			  "ready", nready, "made", sv->made, "replaced", sv->replaced, "created_ms",
 			  (json_int_t)sv->created_ms, "last_end", sv->last_end, "deleting",
 			  sv->deleting, "probe", job_probe_pack(&sv->probe));
+	if (sv->port)
+		json_object_set_new(o, "port", json_integer(sv->port));
 	if (sv->crashes) {
 		json_object_set_new(o, "crashes", json_integer(sv->crashes));
 		json_object_set_new(o, "next_ms", json_integer(sv->next_ms));
@@ -387,10 +451,10 @@ static json_t *service_pack(struct server *s, const struct service *sv, bool who
 void services_h_create(struct request *r, const char *param, json_t *body)
 {
 	struct server *s = r->s;
-	static const char *const keys[] = {"name", "replicas", "probe", "job", NULL};
+	static const char *const keys[] = {"name", "replicas", "port", "probe", "job", NULL};
 	struct tk_error err;
 	char name[MODEL_NAME_MAX];
-	int64_t replicas;
+	int64_t replicas, port;
 	struct job_probe probe;
 	json_t *pj = json_object_get(body, "probe");
 	json_t *jj = json_object_get(body, "job");
@@ -400,6 +464,7 @@ void services_h_create(struct request *r, const char *param, json_t *body)
 	    (rc = mj_strbuf(body, "name", true, true, name, sizeof(name), &err)) < 0 ||
 	    (rc = mj_int(body, "replicas", false, 0, SERVICE_MAX_REPLICAS, 1, &replicas, &err)) <
 		    0 ||
+	    (rc = mj_int(body, "port", false, 1, 65535, 0, &port, &err)) < 0 ||
 	    (rc = job_probe_unpack(pj ? pj : none, &probe, &err)) < 0)
 		reply_error(r, 400, "%s", err.text);
 	json_decref(none);
@@ -454,6 +519,13 @@ void services_h_create(struct request *r, const char *param, json_t *body)
 		job_request_release(&req);
 		return;
 	}
+	for (size_t i = 0; port && i < s->services.n; i++)
+		if (s->services.v[i]->port == port) {
+			reply_error(r, 409, "port: %d is service %s's address", (int)port,
+				    s->services.v[i]->name);
+			job_request_release(&req);
+			return;
+		}
 	if (s->services.n >= SERVICE_MAX) {
 		reply_error(r, 507, "this cluster holds at most %d services", SERVICE_MAX);
 		job_request_release(&req);
@@ -464,6 +536,7 @@ void services_h_create(struct request *r, const char *param, json_t *body)
 	snprintf(sv->owner, sizeof(sv->owner), "%s", r->user);
 	snprintf(sv->run_as, sizeof(sv->run_as), "%s", run_as);
 	sv->replicas = (int)replicas;
+	sv->port = (int)port;
 	sv->probe = probe;
 	sv->job = req;
 	sv->created_ms = server_now_ms(s);

@@ -147,6 +147,7 @@ void state_set_reader(struct state *s, state_read_cb read, void *arg)
 void state_release(struct state *s)
 {
 	valid_release(s); /* runs point at jobs and nodes */
+	wire_services_free(s->services, s->nservices);
 	sched_las_history_free(s->las_hist);
 	free(s->groups);
 	free(s->group_nodes);

@@ -520,7 +520,13 @@ struct state {
 	uint64_t seq_applied; /* advances with every change */
 
 	struct snode *wake_nodes; /* whose work changed since the last flush */
-	struct sjob **fenced;	  /* jobs whose fenced_until is set */
+	/* the services' table every node's work answer carries (services_on:
+	 * since one was set), and whether a replica's readiness changed since
+	 * the server last made it (services.c) */
+	bool services_on, services_dirty;
+	int nservices;
+	struct wire_service *services;
+	struct sjob **fenced; /* jobs whose fenced_until is set */
 	int nfenced;
 	size_t fenced_alloc;
 	struct sjob **restarting; /* jobs whose inplace is set */
@@ -887,6 +893,9 @@ void state_agent_stopping(struct state *s, struct snode *n);
 void state_checkpoint_seen(struct state *s, const struct wire_checkpoint *c);
 /* What node n runs changed in place (an attempt's digest): its agent is told. */
 void state_node_work_changed(struct state *s, struct snode *n);
+/* The services' table every node's work answer carries from now (v taken;
+ * the one before freed): every node's work changed. */
+void state_services_set(struct state *s, struct wire_service *v, int n);
 /* Every node holding a part of attempt a learns its work changed. */
 void state_attempt_bump_nodes(struct state *s, const struct attempt *a);
 /* As state_node_hold, for a look at what n would have free without the

@@ -2031,12 +2031,19 @@ static void test_wire(void **state)
 	sp.port = 29500;
 	sp.pty = true;
 	struct wire_pty ptys[1] = {{.session = "0123abcd", .job = 7, .attempt = 2}};
+	struct wire_endpoint ends[2] = {{.addr = "10.0.0.7", .port = 29517},
+					{.addr = "10.0.0.8", .port = 29500}};
+	struct wire_service svcs[2] = {{.name = "chat", .port = 8000, .nends = 2, .ends = ends},
+				       {.name = "idle", .port = 8001}};
 	struct wire_work w = {.epoch = "e1",
 			      .gen = 9,
 			      .nitems = 2,
 			      .items = items,
 			      .nptys = 1,
-			      .ptys = ptys},
+			      .ptys = ptys,
+			      .has_services = true,
+			      .nservices = 2,
+			      .services = svcs},
 			 back;
 	json_t *j = wire_work_pack(&w);
 	assert_int_equal(wire_work_unpack(j, &back, &err), 0);
@@ -2080,6 +2087,14 @@ static void test_wire(void **state)
 	assert_int_equal(back.items[1].port, 29512);
 	assert_memory_equal(&back.items[1].probe, &items[1].probe, sizeof(items[1].probe));
 	assert_int_equal(b->port, 29500);
+	assert_true(back.has_services);
+	assert_int_equal(back.nservices, 2);
+	assert_string_equal(back.services[0].name, "chat");
+	assert_int_equal(back.services[0].port, 8000);
+	assert_int_equal(back.services[0].nends, 2);
+	assert_string_equal(back.services[0].ends[1].addr, "10.0.0.8");
+	assert_int_equal(back.services[0].ends[1].port, 29500);
+	assert_int_equal(back.services[1].nends, 0);
 	json_t *again = wire_work_pack(&back);
 	assert_true(json_equal(j, again));
 	json_decref(again);
@@ -2089,6 +2104,17 @@ static void test_wire(void **state)
 			   "[{\"session\": \"ab&x=1\", \"job\": 1, \"attempt\": 1}]}");
 	assert_true(wire_work_unpack(bp, &back, &err) < 0);
 	assert_string_equal(err.text, "ptys[0].session: must be hex digits");
+	json_decref(bp);
+	/* a service's endpoint is an address and a port */
+	bp = parse("{\"epoch\": \"e\", \"gen\": 1, \"tasks\": [], \"services\": [{\"name\": "
+		   "\"s\", \"port\": 80, \"endpoints\": [{\"addr\": \"a\", \"port\": 0}]}]}");
+	assert_true(wire_work_unpack(bp, &back, &err) < 0);
+	assert_non_null(strstr(err.text, "services[0].endpoints[0]"));
+	json_decref(bp);
+	bp = parse("{\"epoch\": \"e\", \"gen\": 1, \"tasks\": []}");
+	assert_int_equal(wire_work_unpack(bp, &back, &err), 0);
+	assert_false(back.has_services); /* none said: the agent keeps its table */
+	wire_work_release(&back);
 	json_decref(bp);
 	/* a node rank beyond the gang, a device beyond any node: refused */
 	json_object_set_new(json_object_get(json_array_get(json_object_get(j, "tasks"), 0), "spec"),
