@@ -482,6 +482,8 @@ static void poll_done(void *arg, long status, const char *body, size_t len, cons
 	} else if (j) {
 		if (!w.unchanged)
 			apply_work(a, &w);
+		if (w.has_services && !a->stopping)
+			agent__forward_table(a, w.services, w.nservices);
 		if (w.nlogs)
 			agent_serve_logs(a, w.logs, w.nlogs);
 		if (w.nptys)
@@ -1116,6 +1118,7 @@ static void finish_stop(struct agent *a)
 	while (tk_map_next(&a->groups, &pos, NULL, &v))
 		group_close(v);
 	agent__probe_stop(a);
+	agent__forward_stop(a);
 	agent__cmds_stop(a);
 	agent__launcher_stop(a);
 	agent__health_stop(a);

@@ -204,6 +204,10 @@ struct agent {
 	bool fault_said;
 	int reg_backoff, poll_backoff, ev_backoff;
 
+	/* forward.c: the services this node is an address of */
+	struct fwd_service *fwd;
+	uv_timer_t fwd_timer;
+	bool fwd_timer_on;
 	/* probe.c: the health probes in flight, and their timer */
 	struct probe_conn *probes;
 	uv_timer_t probe_timer;
@@ -410,6 +414,16 @@ int agent__train_for_heartbeat(struct agent *a, struct wire_train **ret);
 void agent__train_release(struct taskgroup *g, bool remove);
 /* The beat that carried the lines answered: the server has them. */
 void agent__train_delivered(struct agent *a);
+
+/* ---- forward.c: a service's address on this node ---- */
+/* The services' table of a work answer (borrowed): listens on each one's
+ * port, forwards to its endpoints; a service no longer in it closes. */
+void agent__forward_table(struct agent *a, const struct wire_service *v, int n);
+void agent__forward_tick(uv_timer_t *t);
+/* Its connections counted, for /metrics. */
+void agent__forward_metrics(struct agent *a, struct strbuf *b);
+/* Closes every listener and connection (the agent stops). */
+void agent__forward_stop(struct agent *a);
 
 /* ---- probe.c: service replicas' health probes ---- */
 /* Starts the probes' timer (the agent's start). */

@@ -14,6 +14,7 @@
 
 enum {
 	V_REPLICAS = O_FIRST_OWN,
+	V_PORT,
 	V_GPUS,
 	V_GPU_TYPE,
 	V_CPUS,
@@ -31,6 +32,9 @@ enum {
 static const struct tk_option serve_opts[] = {
 	COMMON_OPTS,
 	{"replicas", 'r', "N", "create: replicas kept running (default 1)"},
+	{"port", 'p', "PORT",
+	 "create: the service's address: every node's agent answers on this port and forwards "
+	 "to a replica in rotation (default: none, endpoints only)"},
 	{"gpus", 'G', "N", "create: accelerators of each replica (a fraction shares one)"},
 	{"gpu-type", 0, "LIST", "create: acceptable models, e.g. H100,L40S"},
 	{"cpus", 'c', "N", "create: CPUs reserved for each replica"},
@@ -53,6 +57,8 @@ static void print_service(json_t *sv, bool whole)
 	printf("%s: %lld/%lld ready, %lld live, owner %s", cli__jstr(sv, "name"),
 	       (long long)cli__jint(sv, "ready"), (long long)cli__jint(sv, "replicas"),
 	       (long long)cli__jint(sv, "live"), cli__jstr(sv, "owner"));
+	if (cli__jint(sv, "port"))
+		printf(", port %lld on every node", (long long)cli__jint(sv, "port"));
 	if (cli__jint(sv, "replaced"))
 		printf(", %lld replaced", (long long)cli__jint(sv, "replaced"));
 	if (json_is_true(json_object_get(sv, "deleting")))
@@ -148,6 +154,14 @@ static int create(struct ctx *c, const char *name)
 			rc = cli__usage_error(c->cmd, "--replicas: 0 to 1000, got \"%s\"",
 					      c->v[V_REPLICAS]);
 		json_object_set_new(body, "replicas", json_integer(n));
+	}
+	if (!rc && c->v[V_PORT]) {
+		char *end;
+		long n = strtol(c->v[V_PORT], &end, 10);
+		if (!*c->v[V_PORT] || *end || n < 1 || n > 65535)
+			rc = cli__usage_error(c->cmd, "--port: 1 to 65535, got \"%s\"",
+					      c->v[V_PORT]);
+		json_object_set_new(body, "port", json_integer(n));
 	}
 	if (!rc && c->v[V_GPUS]) {
 		char *end;

@@ -2,9 +2,14 @@
 http.server) kept live on their $PORT, probed by the agent, listed as
 endpoints once their probe passes; a replica made unhealthy leaves the
 endpoints within a probe period and is replaced, one killed is replaced,
-scaling down cancels the newest, delete ends them all; bad input is named."""
+scaling down cancels the newest, delete ends them all; bad input is named.
+Through the service's own address (the agent's forwarder), a client loop
+sees no error while replicas fail and are replaced, and a request to a
+service at zero replicas waits for one."""
 import os
 import signal
+import socket
+import threading
 import time
 import urllib.request
 
@@ -123,3 +128,87 @@ def test_service_replicas_probed_replaced_scaled_deleted(cluster, workdir):
     wait_for(lambda: t.api("GET", "/v1/services")[1]["services"] == [], 20, "the service gone")
     assert t.job(live[0])["state"] == "CANCELLED"
     assert "no services" in t.run("serve", "ls").stdout
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+class Client(threading.Thread):
+    """Requests to the service's address one after the other, each on a
+    new connection, until stopped: what answered, and every error."""
+
+    def __init__(self, port):
+        super().__init__(daemon=True)
+        self.url = f"http://127.0.0.1:{port}/"
+        self.answers, self.errors = [], []
+        self.halt = threading.Event()
+
+    def run(self):
+        while not self.halt.is_set() and len(self.answers) + len(self.errors) < 100000:
+            try:
+                with urllib.request.urlopen(self.url, timeout=10) as r:
+                    self.answers.append(r.read().decode())
+            except Exception as e:  # noqa: BLE001 (every failure counts)
+                self.errors.append(repr(e))
+
+    def stop(self):
+        self.halt.set()
+        self.join(30)
+
+
+def test_service_address_forwards_through_failures_and_holds_at_zero(cluster, workdir):
+    t = cluster
+    script = os.path.join(workdir, "replica.py")
+    with open(script, "w") as f:
+        f.write(REPLICA)
+    port = free_port()
+    t.run("serve", "create", "api", "--replicas", "2", "--port", str(port), "--health",
+          "/healthz", "--probe-interval", "1s", "--probe-threshold", "2", "--", "python3",
+          script, workdir)
+    wait_for(lambda: len(endpoints(t, "api")) == 2, 60, "two replicas in rotation")
+    assert f"port {port} on every node" in t.run("serve", "ls").stdout
+    c = Client(port)
+    c.start()
+    try:
+        wait_for(lambda: len(set(c.answers)) == 2, 30, "both replicas answering")
+        first = [e["job"] for e in endpoints(t, "api")]
+        # made unhealthy: out of rotation, stopped, replaced
+        open(os.path.join(workdir, f"sick-{first[0]}"), "w").close()
+        wait_for(lambda: t.job(first[0])["state"] == "FAILED", 30, "the sick one stopped")
+        wait_for(lambda: len(endpoints(t, "api")) == 2, 60, "its replacement in rotation")
+        # no request failed while a replica was unhealthy and stopped
+        assert c.errors == [], (c.errors[:5], len(c.answers))
+        # killed: a request it held then is lost with it (no forwarder can
+        # replay one), the next connections go to the other; replaced
+        with open(os.path.join(workdir, f"pid-{first[1]}")) as f:
+            os.kill(int(f.read()), signal.SIGKILL)
+        wait_for(lambda: t.job(first[1])["state"] == "FAILED", 30, "the killed one over")
+        wait_for(lambda: len(endpoints(t, "api")) == 2 and
+                 not set(first) & {e["job"] for e in endpoints(t, "api")}, 60,
+                 "two new replicas in rotation")
+        now = {f"job={e['job']}" for e in endpoints(t, "api")}
+        n = len(c.answers)
+        wait_for(lambda: now <= set(c.answers[n:]), 30, "the new replicas answering")
+    finally:
+        c.stop()
+    assert len(c.errors) <= 1, (c.errors[:5], len(c.answers))
+    assert len(set(c.answers)) >= 4 and len(c.answers) > 50, (set(c.answers), len(c.answers))
+
+    # at zero replicas a request waits for one
+    t.run("serve", "scale", "api", "0")
+    wait_for(lambda: endpoints(t, "api") == [] and
+             t.api("GET", "/v1/services/api")[1]["live"] == 0, 20, "no replica")
+    held = Client(port)
+    held.start()
+    time.sleep(1.0)
+    assert held.answers == [] and held.errors == [], held.errors
+    t.run("serve", "scale", "api", "1")
+    wait_for(lambda: held.answers, 60, "the held request answered")
+    held.stop()
+    assert held.errors == [], held.errors[:3]
+    t.run("serve", "delete", "api")
