@@ -91,11 +91,11 @@ static const struct tk_command commands[] = {
 	 "itself when a check fails",
 	 cli_rollout},
 	{"serve",
-	 "create NAME [--replicas N] [-G N] [--image REF] [--health PATH] -- COMMAND | apply FILE "
-	 "| "
-	 "ls | show NAME | endpoints NAME | scale NAME N | delete NAME",
-	 "long-running services: replicas kept live on $PORT, probed, restarted, listed for a "
-	 "load balancer",
+	 "create NAME [--replicas N] [--port P] [-G N] [--image REF] [--health PATH] -- COMMAND | "
+	 "update NAME [--image REF] [-- COMMAND] | apply FILE | ls | show NAME | endpoints NAME | "
+	 "scale NAME N | delete NAME",
+	 "long-running services: replicas kept live on $PORT, probed, restarted, behind an "
+	 "address on every node, updated one at a time",
 	 cli_serve},
 	{"ckpt", "ls JOB | commit TAG --step N",
 	 "a job's committed checkpoints; mark a tag complete (in a job)", cli_ckpt},

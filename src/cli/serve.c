@@ -28,6 +28,8 @@ enum {
 	V_TIMEOUT,
 	V_THRESHOLD,
 	V_START,
+	V_SURGE,
+	V_UNAVAILABLE,
 };
 static const struct tk_option serve_opts[] = {
 	COMMON_OPTS,
@@ -35,21 +37,25 @@ static const struct tk_option serve_opts[] = {
 	{"port", 'p', "PORT",
 	 "create: the service's address: every node's agent answers on this port and forwards "
 	 "to a replica in rotation (default: none, endpoints only)"},
-	{"gpus", 'G', "N", "create: accelerators of each replica (a fraction shares one)"},
-	{"gpu-type", 0, "LIST", "create: acceptable models, e.g. H100,L40S"},
-	{"cpus", 'c', "N", "create: CPUs reserved for each replica"},
-	{"mem", 0, "SIZE", "create: memory reserved for each replica, e.g. 16G"},
-	{"image", 0, "REF", "create: run each replica in this image"},
-	{"class", 0, "NAME", "create: the replicas' class (default: service, where it exists)"},
-	{"queue", 'q', "NAME", "create: the queue whose quota the replicas use"},
-	{"output", 'o', "PATH", "create: each replica's output (default tenk-%j.out)"},
-	{"health", 0, "PATH", "create: the probe's HTTP path, GET at $PORT (default /)"},
-	{"probe-interval", 0, "TIME", "create: between probes (default 5s)"},
-	{"probe-timeout", 0, "TIME", "create: for a probe's answer (default 2s)"},
+	{"gpus", 'G', "N", "create, update: accelerators of each replica (a fraction shares one)"},
+	{"gpu-type", 0, "LIST", "create, update: acceptable models, e.g. H100,L40S"},
+	{"cpus", 'c', "N", "create, update: CPUs reserved for each replica"},
+	{"mem", 0, "SIZE", "create, update: memory reserved for each replica, e.g. 16G"},
+	{"image", 0, "REF", "create, update: run each replica in this image"},
+	{"class", 0, "NAME",
+	 "create, update: the replicas' class (default: service, where it exists)"},
+	{"queue", 'q', "NAME", "create, update: the queue whose quota the replicas use"},
+	{"output", 'o', "PATH", "create, update: each replica's output (default tenk-%j.out)"},
+	{"health", 0, "PATH", "create, update: the probe's HTTP path, GET at $PORT (default /)"},
+	{"probe-interval", 0, "TIME", "create, update: between probes (default 5s)"},
+	{"probe-timeout", 0, "TIME", "create, update: for a probe's answer (default 2s)"},
 	{"probe-threshold", 0, "N",
-	 "create: failed probes in a row that restart a replica (default 3)"},
+	 "create, update: failed probes in a row that restart a replica (default 3)"},
 	{"probe-start", 0, "TIME",
-	 "create: how long a new replica has to pass its first probe (default 5m)"},
+	 "create, update: how long a new replica has to pass its first probe (default 5m)"},
+	{"max-surge", 0, "N", "update: new replicas made beyond the count at once (default 1)"},
+	{"max-unavailable", 0, "N",
+	 "update: replicas in rotation it may go below the count by (default 0)"},
 };
 
 static void print_service(json_t *sv, bool whole)
@@ -72,14 +78,24 @@ static void print_service(json_t *sv, bool whole)
 	       json_number_value(json_object_get(p, "timeout_s")),
 	       (long long)cli__jint(p, "threshold"),
 	       json_number_value(json_object_get(p, "start_s")));
+	json_t *u = json_object_get(sv, "update");
+	if (u) {
+		printf("  update: %s, version %lld (from %lld)", cli__jstr(u, "state"),
+		       (long long)cli__jint(u, "version"), (long long)cli__jint(u, "from_version"));
+		if (*cli__jstr(u, "reason"))
+			printf(": %s", cli__jstr(u, "reason"));
+		printf("\n");
+	}
 	if (*cli__jstr(sv, "last_end"))
 		printf("  last ended: %s\n", cli__jstr(sv, "last_end"));
 	size_t i;
 	json_t *r;
 	json_array_foreach (json_object_get(sv, "replica_jobs"), i, r) {
-		printf("  job %-8lld %-9s %-5s", (long long)cli__jint(r, "job"),
-		       cli__jstr(r, "state"),
-		       json_is_true(json_object_get(r, "ready")) ? "ready" : "-");
+		printf("  job %-8lld v%-3lld %-9s %-8s", (long long)cli__jint(r, "job"),
+		       (long long)cli__jint(r, "version"), cli__jstr(r, "state"),
+		       json_is_true(json_object_get(r, "draining")) ? "draining"
+		       : json_is_true(json_object_get(r, "ready"))  ? "ready"
+								    : "-");
 		if (json_object_get(r, "port"))
 			printf(" %s %s:%lld", cli__jstr(r, "node"), cli__jstr(r, "addr"),
 			       (long long)cli__jint(r, "port"));
@@ -133,36 +149,44 @@ static int seconds_opt(struct ctx *c, int opt, json_t *probe, const char *key)
 	return 0;
 }
 
-static int create(struct ctx *c, const char *name)
+static int long_opt(struct ctx *c, int opt, long min, long max, json_t *o, const char *key)
 {
-	if (c->npos < 3)
+	if (!c->v[opt])
+		return 0;
+	char *end;
+	long n = strtol(c->v[opt], &end, 10);
+	if (!*c->v[opt] || *end || n < min || n > max)
+		return cli__usage_error(c->cmd, "--%s: %ld to %ld, got \"%s\"",
+					serve_opts[opt].name, min, max, c->v[opt]);
+	json_object_set_new(o, key, json_integer(n));
+	return 0;
+}
+
+/* create NAME ... -- COMMAND (a whole service), or update NAME ... [--
+ * COMMAND] (what changes: the keys given over the service's template). */
+static int create_or_update(struct ctx *c, const char *name, bool update)
+{
+	if (!update && c->npos < 3)
 		return cli__usage_error(c->cmd, "create: give the replica's command after --");
+	json_t *job = json_object(), *probe = json_object();
+	json_t *body = update ? json_object() : json_pack("{s:s}", "name", name);
+	if (c->npos > 2) {
+		json_t *cmd = json_array();
+		for (int i = 2; i < c->npos; i++)
+			json_array_append_new(cmd, json_string(c->pos[i]));
+		json_object_set_new(job, "command", cmd);
+	}
 	char cwd[MODEL_MAX_PATH];
-	if (!getcwd(cwd, sizeof(cwd)))
-		return cli__usage_error(c->cmd, "create: cannot read the current folder");
-	json_t *cmd = json_array();
-	for (int i = 2; i < c->npos; i++)
-		json_array_append_new(cmd, json_string(c->pos[i]));
-	json_t *job = json_pack("{s:o, s:s}", "command", cmd, "cwd", cwd);
-	json_t *probe = json_object();
-	json_t *body = json_pack("{s:s, s:o, s:o}", "name", name, "job", job, "probe", probe);
+	if (!update) {
+		if (!getcwd(cwd, sizeof(cwd))) {
+			json_decref(job);
+			json_decref(probe);
+			json_decref(body);
+			return cli__usage_error(c->cmd, "create: cannot read the current folder");
+		}
+		json_object_set_new(job, "cwd", json_string(cwd));
+	}
 	int rc = 0;
-	if (c->v[V_REPLICAS]) {
-		char *end;
-		long n = strtol(c->v[V_REPLICAS], &end, 10);
-		if (!*c->v[V_REPLICAS] || *end || n < 0 || n > 1000)
-			rc = cli__usage_error(c->cmd, "--replicas: 0 to 1000, got \"%s\"",
-					      c->v[V_REPLICAS]);
-		json_object_set_new(body, "replicas", json_integer(n));
-	}
-	if (!rc && c->v[V_PORT]) {
-		char *end;
-		long n = strtol(c->v[V_PORT], &end, 10);
-		if (!*c->v[V_PORT] || *end || n < 1 || n > 65535)
-			rc = cli__usage_error(c->cmd, "--port: 1 to 65535, got \"%s\"",
-					      c->v[V_PORT]);
-		json_object_set_new(body, "port", json_integer(n));
-	}
 	if (!rc && c->v[V_GPUS]) {
 		char *end;
 		double g = strtod(c->v[V_GPUS], &end);
@@ -179,14 +203,6 @@ static int create(struct ctx *c, const char *name)
 		for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save))
 			json_array_append_new(types, json_string(t));
 		json_object_set_new(job, "gpu_types", types);
-	}
-	if (!rc && c->v[V_CPUS]) {
-		char *end;
-		long n = strtol(c->v[V_CPUS], &end, 10);
-		if (!*c->v[V_CPUS] || *end || n < 0 || n > MODEL_MAX_CPUS)
-			rc = cli__usage_error(c->cmd, "--cpus: a number of CPUs, got \"%s\"",
-					      c->v[V_CPUS]);
-		json_object_set_new(job, "cpus_per_task", json_integer(n));
 	}
 	if (!rc && c->v[V_MEM]) {
 		int64_t mib;
@@ -206,21 +222,41 @@ static int create(struct ctx *c, const char *name)
 			json_object_set_new(job, strs[i].key, json_string(c->v[strs[i].opt]));
 	if (c->v[V_HEALTH])
 		json_object_set_new(probe, "path", json_string(c->v[V_HEALTH]));
-	if (!rc && c->v[V_THRESHOLD]) {
-		char *end;
-		long n = strtol(c->v[V_THRESHOLD], &end, 10);
-		if (!*c->v[V_THRESHOLD] || *end || n < 1 || n > 100)
-			rc = cli__usage_error(c->cmd, "--probe-threshold: 1 to 100, got \"%s\"",
-					      c->v[V_THRESHOLD]);
-		json_object_set_new(probe, "threshold", json_integer(n));
-	}
-	if (rc || (rc = seconds_opt(c, V_INTERVAL, probe, "interval_s")) ||
+	if (rc || (rc = long_opt(c, V_REPLICAS, 0, 1000, body, "replicas")) ||
+	    (rc = long_opt(c, V_PORT, 1, 65535, body, "port")) ||
+	    (rc = long_opt(c, V_CPUS, 0, MODEL_MAX_CPUS, job, "cpus_per_task")) ||
+	    (rc = long_opt(c, V_THRESHOLD, 1, 100, probe, "threshold")) ||
+	    (rc = long_opt(c, V_SURGE, 0, 1000, body, "max_surge")) ||
+	    (rc = long_opt(c, V_UNAVAILABLE, 0, 1000, body, "max_unavailable")) ||
+	    (rc = seconds_opt(c, V_INTERVAL, probe, "interval_s")) ||
 	    (rc = seconds_opt(c, V_TIMEOUT, probe, "timeout_s")) ||
 	    (rc = seconds_opt(c, V_START, probe, "start_s"))) {
+		json_decref(job);
+		json_decref(probe);
 		json_decref(body);
 		return rc;
 	}
-	return call(c, "POST", "/v1/services", body);
+	if (update && !json_object_size(job) && !json_object_size(probe)) {
+		json_decref(job);
+		json_decref(probe);
+		json_decref(body);
+		return cli__usage_error(c->cmd,
+					"update: say what changes (--image, -G, ..., or the "
+					"command after --)");
+	}
+	if (json_object_size(job) || !update)
+		json_object_set_new(body, "job", job);
+	else
+		json_decref(job);
+	if (json_object_size(probe) || !update)
+		json_object_set_new(body, "probe", probe);
+	else
+		json_decref(probe);
+	if (!update)
+		return call(c, "POST", "/v1/services", body);
+	char path[160];
+	snprintf(path, sizeof(path), "/v1/services/%s/update", name);
+	return call(c, "POST", path, body);
 }
 
 static int apply(struct ctx *c, const char *file)
@@ -235,45 +271,56 @@ static int apply(struct ctx *c, const char *file)
 	return call(c, "POST", "/v1/services", body);
 }
 
+/* The verbs, in the order run_serve's switch takes them. */
+enum verb { CREATE, UPDATE, APPLY, LS, SHOW, ENDPOINTS, SCALE, DELETE, VERB_MAX };
+static const char *const verbs[VERB_MAX] = {"create", "update",	   "apply", "ls",
+					    "show",   "endpoints", "scale", "delete"};
+
 static int run_serve(struct ctx *c)
 {
-	static const char *const verbs[] = {"create",	 "apply", "ls",	    "show",
-					    "endpoints", "scale", "delete", NULL};
 	const char *verb = c->pos[0], *name = c->npos > 1 ? c->pos[1] : NULL;
 	int v = 0;
-	while (verbs[v] && strcmp(verbs[v], verb) != 0)
+	while (v < VERB_MAX && strcmp(verbs[v], verb) != 0)
 		v++;
-	if (!verbs[v])
+	if (v == VERB_MAX)
 		return cli__usage_error(c->cmd,
-					"no such subcommand \"%s\" (create, apply, ls, show, "
-					"endpoints, scale, delete)",
+					"no such subcommand \"%s\" (create, update, apply, ls, "
+					"show, endpoints, scale, delete)",
 					verb);
-	bool creating = v == 0;
-	if (v != 2 && !name)
+	if (v != LS && !name)
 		return cli__usage_error(c->cmd, "%s: name the %s", verb,
-					v == 1 ? "file (- for standard input)" : "service");
-	if (v != 1 && name && !model_name_valid(name))
+					v == APPLY ? "file (- for standard input)" : "service");
+	if (v != APPLY && name && !model_name_valid(name))
 		return cli__usage_error(c->cmd, "\"%s\" is not a service's name", name);
-	for (int k = V_REPLICAS; k <= V_START && !creating; k++)
-		if (c->v[k])
-			return cli__usage_error(c->cmd, "--%s is for create", serve_opts[k].name);
-	if (!creating && c->npos > (v == 5 ? 3 : 2))
+	/* which options each verb takes: create the service's, update what
+	 * may change and how fast */
+	for (int k = V_REPLICAS; k <= V_UNAVAILABLE; k++) {
+		bool ok = v == CREATE	? k < V_SURGE
+			  : v == UPDATE ? k != V_REPLICAS && k != V_PORT
+					: false;
+		if (c->v[k] && !ok)
+			return cli__usage_error(
+				c->cmd, "--%s is not for %s%s", serve_opts[k].name, verb,
+				k == V_REPLICAS && v == UPDATE ? " (tenk serve scale NAME N)" : "");
+	}
+	if (v != CREATE && v != UPDATE && c->npos > (v == SCALE ? 3 : 2))
 		return cli__usage_error(c->cmd, "%s: too many arguments", verb);
 	char path[160];
-	switch (v) {
-	case 0:
-		return create(c, name);
-	case 1:
+	switch ((enum verb)v) {
+	case CREATE:
+	case UPDATE:
+		return create_or_update(c, name, v == UPDATE);
+	case APPLY:
 		return apply(c, name);
-	case 2:
+	case LS:
 		return call(c, "GET", "/v1/services", NULL);
-	case 3:
+	case SHOW:
 		snprintf(path, sizeof(path), "/v1/services/%s", name);
 		return call(c, "GET", path, NULL);
-	case 4:
+	case ENDPOINTS:
 		snprintf(path, sizeof(path), "/v1/services/%s/endpoints", name);
 		return call(c, "GET", path, NULL);
-	case 5: {
+	case SCALE: {
 		char *end;
 		long n = c->npos > 2 ? strtol(c->pos[2], &end, 10) : -1;
 		if (c->npos < 3 || !*c->pos[2] || *end || n < 0 || n > 1000)

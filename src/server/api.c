@@ -2443,6 +2443,7 @@ const struct route api_routes[] = {
 	{"GET", "/v1/services/{}", ROLE_VIEWER, services_h_show, false},
 	{"GET", "/v1/services/{}/endpoints", ROLE_VIEWER, services_h_endpoints, false},
 	{"POST", "/v1/services/{}/scale", ROLE_USER, services_h_scale, true},
+	{"POST", "/v1/services/{}/update", ROLE_USER, services_h_update, true},
 	{"DELETE", "/v1/services/{}", ROLE_USER, services_h_delete, false},
 	{"POST", "/v1/users", ROLE_ADMIN, h_user_add, true},
 	{"DELETE", "/v1/users/{}", ROLE_ADMIN, h_user_del, false},

@@ -486,6 +486,7 @@ void services_h_list(struct request *r, const char *param, json_t *body);
 void services_h_show(struct request *r, const char *param, json_t *body);
 void services_h_endpoints(struct request *r, const char *param, json_t *body);
 void services_h_scale(struct request *r, const char *param, json_t *body);
+void services_h_update(struct request *r, const char *param, json_t *body);
 void services_h_delete(struct request *r, const char *param, json_t *body);
 
 /* ---- rollout.c: staged changes of the fleet's software --------------------------- */

@@ -5,26 +5,38 @@
  * one), given a port of its node ($PORT) and a health probe its node's
  * agent runs (job_probe).
  *
- * The idea is Kubernetes' ReplicaSet: the service is a count and a
- * template; a controller (services_tick, in the cron) keeps that many
- * replicas live, making a new job where one ended (it exited, failed its
- * probe, was cancelled) and cancelling the newest where there are too many.
- * A replica that ends soon after it was made (SERVICE_CRASH_MS) counts as
- * a crash, and crashes in a row wait twice as long each before the next
- * replacement (1 s up to SERVICE_BACKOFF_MAX_MS: Kubernetes'
- * CrashLoopBackOff), so that a broken command does not spin the queue.
- * A node lost or a preemption requeues a replica as any job; it stays the
- * same job.
+ * The idea is Kubernetes' ReplicaSet and Deployment: the service is a
+ * count and a template; a controller (services_tick, in the cron) keeps
+ * that many replicas live, making a new job where one ended (it exited,
+ * failed its probe, was cancelled) and taking the newest away where there
+ * are too many. A replica that ends soon after it was made
+ * (SERVICE_CRASH_MS) counts as a crash, and crashes in a row wait twice
+ * as long each before the next replacement (1 s up to
+ * SERVICE_BACKOFF_MAX_MS: CrashLoopBackOff), so that a broken command
+ * does not spin the queue. A node lost or a preemption requeues a replica
+ * as any job; it stays the same job.
  *
- * The endpoints of a service are its replicas whose current attempt runs
- * and whose probe passed last (attempt_node.ready): the agent takes a
- * replica out at its first failed probe and the server has it with the
- * agent's next events, so an outside load balancer reading
- * GET /v1/services/NAME/endpoints stops sending to it within a probe
- * period and a round trip.
+ * A replica taken away is drained first: out of the endpoints (and so of
+ * every node's forwarder) at once, cancelled SERVICE_DRAIN_MS later, so
+ * that no new request goes to a replica being stopped.
  *
- * The records live in the store (meta "services"), with the ids of their
- * replicas' jobs, so that a restarted server goes on with the same jobs.
+ * Versions: each template is a generation (gen). An update (tenk serve
+ * update) makes the new template the target and replaces the replicas of
+ * other generations a few at a time: up to max_surge replicas beyond the
+ * count are made of the new one, and an old one is drained only while the
+ * replicas in rotation stay at least the count less max_unavailable (1
+ * and 0 by default: a new replica is in rotation before an old one goes).
+ * A replica of the new generation that ends while the update runs stops it
+ * and rolls it back: the template before is the target again, and the same
+ * steps replace the new replicas by old ones.
+ *
+ * The endpoints of a service are its replicas whose current attempt runs,
+ * whose probe passed last (attempt_node.ready) and which are not being
+ * drained: the agent takes a replica out at its first failed probe and the
+ * server has it with the agent's next events.
+ *
+ * The records live in the store (meta "services"), with their replicas'
+ * job ids, so that a restarted server goes on with the same jobs.
  */
 #include "internal.h"
 
@@ -38,7 +50,23 @@
 #define SERVICE_CRASH_MS 60000		/* a replica ended sooner crashed */
 #define SERVICE_BACKOFF_MAX_MS 300000	/* the longest wait after crashes */
 #define SERVICE_MAKE_PER_TICK 64	/* replicas one tick makes, over all services */
+#define SERVICE_DRAIN_MS 1500		/* out of rotation this long before it is stopped */
 #define SERVICE_DEFAULT_CLASS "service" /* the class its replicas get, where there is one */
+
+enum update_state { UPD_NONE, UPD_ROLLING, UPD_DONE, UPD_ROLLING_BACK, UPD_ROLLED_BACK, UPD_MAX };
+static const char *const update_names[UPD_MAX] = {[UPD_NONE] = "",
+						  [UPD_ROLLING] = "rolling",
+						  [UPD_DONE] = "done",
+						  [UPD_ROLLING_BACK] = "rolling_back",
+						  [UPD_ROLLED_BACK] = "rolled_back"};
+
+/* One replica: its job, of which generation, and since when it drains. */
+struct replica {
+	int64_t job;
+	int64_t made_ms;
+	int64_t drain_ms; /* 0: not draining */
+	int gen;
+};
 
 struct service {
 	char name[MODEL_NAME_MAX];
@@ -46,19 +74,30 @@ struct service {
 	char run_as[MODEL_NAME_MAX];
 	int replicas;
 	int port; /* its address on every node, the agents' forwarder (0: none) */
+	/* the target: its template (one task on one node), probe, generation */
 	struct job_probe probe;
-	struct job_request job; /* the template: one task on one node */
+	struct job_request job;
+	int gen;
+	/* an update: what it replaces (the template before, for a roll back),
+	 * how fast, how it stands and why */
+	enum update_state upd;
+	int from_gen;
+	bool has_prev;
+	struct job_probe prev_probe;
+	struct job_request prev_job;
+	int max_surge, max_unavailable;
+	int64_t upd_started_ms, upd_ended_ms;
+	char upd_reason[MODEL_REASON_MAX];
 	int64_t created_ms;
-	/* its replicas' jobs, oldest first: live, or not yet seen to end */
-	int njobs;
-	int64_t *jobs;
-	int made;			 /* replicas made, ever: the next one's index */
-	int replaced;			 /* replicas that ended and were made again */
+	/* its replicas, oldest first: live, or not yet seen to end */
+	int nrep;
+	struct replica *rep;
+	int made;			 /* replicas made, ever */
+	int replaced;			 /* replicas that ended by themselves and were made again */
 	int crashes;			 /* in a row, each within SERVICE_CRASH_MS of its making */
 	int64_t next_ms;		 /* no replica is made before (back-off after crashes) */
-	int64_t *made_ms;		 /* when each of jobs was made (parallel to jobs) */
 	char last_end[MODEL_REASON_MAX]; /* how the last replica to end ended */
-	bool deleting;			 /* deleted: its replicas are cancelled, then it goes */
+	bool deleting;			 /* deleted: its replicas are drained, then it goes */
 };
 
 static void service_free(struct service *sv)
@@ -66,8 +105,9 @@ static void service_free(struct service *sv)
 	if (!sv)
 		return;
 	job_request_release(&sv->job);
-	free(sv->jobs);
-	free(sv->made_ms);
+	if (sv->has_prev)
+		job_request_release(&sv->prev_job);
+	free(sv->rep);
 	free(sv);
 }
 
@@ -75,33 +115,73 @@ static void service_free(struct service *sv)
 
 static json_t *record_pack(const struct service *sv)
 {
-	json_t *jobs = json_array();
-	for (int i = 0; i < sv->njobs; i++)
-		json_array_append_new(jobs, json_pack("{s:I, s:I}", "job", (json_int_t)sv->jobs[i],
-						      "made_ms", (json_int_t)sv->made_ms[i]));
-	return json_pack("{s:s, s:s, s:s, s:i, s:i, s:o, s:o, s:I, s:o, s:i, s:i, s:i, s:I, s:s, "
-			 "s:b}",
-			 "name", sv->name, "owner", sv->owner, "run_as", sv->run_as, "replicas",
-			 sv->replicas, "port", sv->port, "probe", job_probe_pack(&sv->probe), "job",
-			 job_request_pack(&sv->job), "created_ms", (json_int_t)sv->created_ms,
-			 "jobs", jobs, "made", sv->made, "replaced", sv->replaced, "crashes",
-			 sv->crashes, "next_ms", (json_int_t)sv->next_ms, "last_end", sv->last_end,
-			 "deleting", sv->deleting);
+	json_t *reps = json_array();
+	for (int i = 0; i < sv->nrep; i++)
+		json_array_append_new(
+			reps, json_pack("{s:I, s:I, s:I, s:i}", "job", (json_int_t)sv->rep[i].job,
+					"made_ms", (json_int_t)sv->rep[i].made_ms, "drain_ms",
+					(json_int_t)sv->rep[i].drain_ms, "gen", sv->rep[i].gen));
+	json_t *o = json_pack(
+		"{s:s, s:s, s:s, s:i, s:i, s:o, s:o, s:i, s:I, s:o, s:i, s:i, s:i, s:I, s:s, s:b}",
+		"name", sv->name, "owner", sv->owner, "run_as", sv->run_as, "replicas",
+		sv->replicas, "port", sv->port, "probe", job_probe_pack(&sv->probe), "job",
+		job_request_pack(&sv->job), "gen", sv->gen, "created_ms",
+		(json_int_t)sv->created_ms, "jobs", reps, "made", sv->made, "replaced",
+		sv->replaced, "crashes", sv->crashes, "next_ms", (json_int_t)sv->next_ms,
+		"last_end", sv->last_end, "deleting", sv->deleting);
+	if (sv->upd != UPD_NONE)
+		json_object_set_new(
+			o, "update",
+			json_pack("{s:s, s:i, s:i, s:i, s:I, s:I, s:s}", "state",
+				  update_names[sv->upd], "from_gen", sv->from_gen, "max_surge",
+				  sv->max_surge, "max_unavailable", sv->max_unavailable,
+				  "started_ms", (json_int_t)sv->upd_started_ms, "ended_ms",
+				  (json_int_t)sv->upd_ended_ms, "reason", sv->upd_reason));
+	if (sv->has_prev) {
+		json_object_set_new(o, "prev_job", job_request_pack(&sv->prev_job));
+		json_object_set_new(o, "prev_probe", job_probe_pack(&sv->prev_probe));
+	}
+	return o;
 }
 
-static void add_job(struct service *sv, int64_t id, int64_t made_ms)
+static void add_replica(struct service *sv, int64_t id, int64_t made_ms, int gen)
 {
-	sv->jobs = xrealloc(sv->jobs, sizeof(*sv->jobs) * (size_t)(sv->njobs + 1));
-	sv->made_ms = xrealloc(sv->made_ms, sizeof(*sv->made_ms) * (size_t)(sv->njobs + 1));
-	sv->jobs[sv->njobs] = id;
-	sv->made_ms[sv->njobs++] = made_ms;
+	sv->rep = xrealloc(sv->rep, sizeof(*sv->rep) * (size_t)(sv->nrep + 1));
+	sv->rep[sv->nrep++] = (struct replica){.job = id, .made_ms = made_ms, .gen = gen};
+}
+
+static int update_unpack(json_t *u, struct service *sv, struct tk_error *err)
+{
+	char state[16];
+	int64_t from, surge, unavail;
+	int r;
+	if ((r = mj_strbuf(u, "state", true, true, state, sizeof(state), err)) < 0 ||
+	    (r = mj_int(u, "from_gen", true, 0, INT32_MAX, 0, &from, err)) < 0 ||
+	    (r = mj_int(u, "max_surge", false, 0, SERVICE_MAX_REPLICAS, 1, &surge, err)) < 0 ||
+	    (r = mj_int(u, "max_unavailable", false, 0, SERVICE_MAX_REPLICAS, 0, &unavail, err)) <
+		    0 ||
+	    (r = mj_int(u, "started_ms", false, 0, INT64_MAX, 0, &sv->upd_started_ms, err)) < 0 ||
+	    (r = mj_int(u, "ended_ms", false, 0, INT64_MAX, 0, &sv->upd_ended_ms, err)) < 0 ||
+	    (r = mj_strbuf(u, "reason", false, true, sv->upd_reason, sizeof(sv->upd_reason), err)) <
+		    0)
+		return r;
+	int k = 1;
+	while (k < UPD_MAX && strcmp(update_names[k], state) != 0)
+		k++;
+	if (k == UPD_MAX)
+		return tk_errorf(err, -EINVAL, "update.state: \"%s\" is not one", state);
+	sv->upd = (enum update_state)k;
+	sv->from_gen = (int)from;
+	sv->max_surge = (int)surge;
+	sv->max_unavailable = (int)unavail;
+	return 0;
 }
 
 static struct service *record_unpack(json_t *o, struct tk_error *err)
 {
 	struct service *sv = xcalloc(1, sizeof(*sv));
-	int64_t replicas, made, replaced, crashes, port;
-	json_t *jobs;
+	int64_t replicas, made, replaced, crashes, port, gen;
+	json_t *jobs, *prev = json_object_get(o, "prev_job"), *u = json_object_get(o, "update");
 	int r;
 	if ((r = mj_strbuf(o, "name", true, true, sv->name, sizeof(sv->name), err)) < 0 ||
 	    (r = mj_strbuf(o, "owner", true, true, sv->owner, sizeof(sv->owner), err)) < 0 ||
@@ -109,10 +189,22 @@ static struct service *record_unpack(json_t *o, struct tk_error *err)
 	    (r = mj_int(o, "replicas", true, 0, SERVICE_MAX_REPLICAS, 0, &replicas, err)) < 0 ||
 	    (r = job_probe_unpack(json_object_get(o, "probe"), &sv->probe, err)) < 0 ||
 	    (r = job_request_unpack(json_object_get(o, "job"), &sv->job, err)) < 0) {
-		service_free(sv);
+		free(sv);
 		return NULL;
 	}
+	if (prev) {
+		if (job_request_unpack(prev, &sv->prev_job, err) < 0) {
+			service_free(sv);
+			return NULL;
+		}
+		sv->has_prev = true;
+		if (job_probe_unpack(json_object_get(o, "prev_probe"), &sv->prev_probe, err) < 0) {
+			service_free(sv);
+			return NULL;
+		}
+	}
 	if ((r = mj_int(o, "port", false, 0, 65535, 0, &port, err)) < 0 ||
+	    (r = mj_int(o, "gen", false, 0, INT32_MAX, 1, &gen, err)) < 0 ||
 	    (r = mj_int(o, "created_ms", false, 0, INT64_MAX, 0, &sv->created_ms, err)) < 0 ||
 	    (r = mj_int(o, "made", false, 0, INT32_MAX, 0, &made, err)) < 0 ||
 	    (r = mj_int(o, "replaced", false, 0, INT32_MAX, 0, &replaced, err)) < 0 ||
@@ -121,6 +213,7 @@ static struct service *record_unpack(json_t *o, struct tk_error *err)
 	    (r = mj_strbuf(o, "last_end", false, true, sv->last_end, sizeof(sv->last_end), err)) <
 		    0 ||
 	    (r = mj_bool(o, "deleting", false, false, &sv->deleting, err)) < 0 ||
+	    (u && (r = update_unpack(u, sv, err)) < 0) ||
 	    !json_is_array(jobs = json_object_get(o, "jobs"))) {
 		if (r == 0)
 			tk_errorf(err, -EINVAL, "jobs: must be a list");
@@ -129,19 +222,23 @@ static struct service *record_unpack(json_t *o, struct tk_error *err)
 	}
 	sv->replicas = (int)replicas;
 	sv->port = (int)port;
+	sv->gen = (int)gen;
 	sv->made = (int)made;
 	sv->replaced = (int)replaced;
 	sv->crashes = (int)crashes;
 	size_t i;
 	json_t *v;
 	json_array_foreach (jobs, i, v) {
-		int64_t id, at;
+		int64_t id, at, drain, g;
 		if (mj_int(v, "job", true, 1, INT64_MAX, 0, &id, err) < 0 ||
-		    mj_int(v, "made_ms", false, 0, INT64_MAX, 0, &at, err) < 0) {
+		    mj_int(v, "made_ms", false, 0, INT64_MAX, 0, &at, err) < 0 ||
+		    mj_int(v, "drain_ms", false, 0, INT64_MAX, 0, &drain, err) < 0 ||
+		    mj_int(v, "gen", false, 0, INT32_MAX, gen, &g, err) < 0) {
 			service_free(sv);
 			return NULL;
 		}
-		add_job(sv, id, at);
+		add_replica(sv, id, at, (int)g);
+		sv->rep[sv->nrep - 1].drain_ms = drain;
 	}
 	return sv;
 }
@@ -202,10 +299,43 @@ static struct service *find(struct server *s, const char *name)
 	return NULL;
 }
 
+/* ---- a replica's state ------------------------------------------------------------- */
+
+/* The attempt of replica job j that runs now; NULL: none. */
+static const struct attempt *running(const struct sjob *j)
+{
+	if (!j || (j->job.state != JOB_RUNNING && j->job.state != JOB_STARTING) ||
+	    !j->job.nattempts)
+		return NULL;
+	const struct attempt *a = &j->job.attempts[j->job.nattempts - 1];
+	return a->ended || a->nnodes < 1 ? NULL : a;
+}
+
+/* Replica r in rotation: its attempt runs, its probe passed last, it is not
+ * drained. Returns its attempt, or NULL. */
+static const struct attempt *in_rotation(struct server *s, const struct replica *r)
+{
+	const struct sjob *j = state_job(&s->st, r->job);
+	const struct attempt *a = running(j);
+	if (!a || r->drain_ms || j->job.state != JOB_RUNNING || !a->nodes[0].ready)
+		return NULL;
+	return a;
+}
+
+/* Whether replica job j ever passed its probe. */
+static bool ever_ready(const struct sjob *j)
+{
+	/* (its first change is to ready: a replica is said unready only after) */
+	for (int i = 0; j && i < j->job.nattempts; i++)
+		if (j->job.attempts[i].nnodes && j->job.attempts[i].nodes[0].ready_ms)
+			return true;
+	return false;
+}
+
 /* ---- the controller ---------------------------------------------------------------- */
 
-/* A new replica of sv: its job, from the template. Returns false when no id
- * can be had now (the store is failing: the next tick tries again). */
+/* A new replica of sv's target: its job, from the template. Returns false
+ * when no id can be had now (the store is failing: the next tick tries). */
 static bool make_replica(struct server *s, struct service *sv, int64_t now)
 {
 	struct tk_error err;
@@ -221,51 +351,11 @@ static bool make_replica(struct server *s, struct service *sv, int64_t now)
 	req.probe = xmalloc(sizeof(*req.probe));
 	*req.probe = sv->probe;
 	struct sjob *j = state_submit(&s->st, &req, sv->owner, sv->run_as, false, now);
-	add_job(sv, j->job.id, now);
+	add_replica(sv, j->job.id, now, sv->gen);
 	sv->made++;
-	log_info("service %s: replica job %lld made (%d of %d live)", sv->name,
-		 (long long)j->job.id, sv->njobs, sv->replicas);
+	log_info("service %s: replica job %lld made (version %d)", sv->name, (long long)j->job.id,
+		 sv->gen);
 	return true;
-}
-
-/* Takes out of sv the jobs that ended; returns how many. */
-static int reap(struct server *s, struct service *sv, int64_t now)
-{
-	int gone = 0;
-	for (int i = 0; i < sv->njobs;) {
-		struct sjob *j = state_job(&s->st, sv->jobs[i]);
-		if (j && !job_state_final(j->job.state)) {
-			i++;
-			continue;
-		}
-		if (j)
-			snprintf(sv->last_end, sizeof(sv->last_end), "job %lld %s: %.200s",
-				 (long long)j->job.id, job_state_name(j->job.state), j->job.reason);
-		else
-			snprintf(sv->last_end, sizeof(sv->last_end), "job %lld ended",
-				 (long long)sv->jobs[i]);
-		if (!sv->deleting) {
-			sv->replaced++;
-			bool crashed = now - sv->made_ms[i] < SERVICE_CRASH_MS;
-			sv->crashes = crashed ? sv->crashes + 1 : 0;
-			if (crashed) {
-				int64_t wait = 1000;
-				for (int k = 1; k < sv->crashes && wait < SERVICE_BACKOFF_MAX_MS;
-				     k++)
-					wait *= 2;
-				sv->next_ms = now + MIN(wait, (int64_t)SERVICE_BACKOFF_MAX_MS);
-			}
-			log_info("service %s: %s%s", sv->name, sv->last_end,
-				 crashed ? " (soon after it was made: the next waits)" : "");
-		}
-		memmove(&sv->jobs[i], &sv->jobs[i + 1],
-			sizeof(*sv->jobs) * (size_t)(sv->njobs - i - 1));
-		memmove(&sv->made_ms[i], &sv->made_ms[i + 1],
-			sizeof(*sv->made_ms) * (size_t)(sv->njobs - i - 1));
-		sv->njobs--;
-		gone++;
-	}
-	return gone;
 }
 
 static void cancel(struct server *s, int64_t id, int64_t now)
@@ -276,6 +366,164 @@ static void cancel(struct server *s, int64_t id, int64_t now)
 		state_cancel(&s->st, j, now, &err);
 }
 
+/* The update fails: the template before is the target again. */
+static void roll_back(struct service *sv, const char *why, int64_t now)
+{
+	snprintf(sv->upd_reason, sizeof(sv->upd_reason), "%s", why);
+	log_warn("service %s: the update to version %d fails (%s); rolling back to version %d",
+		 sv->name, sv->gen, why, sv->from_gen);
+	struct job_request failed = sv->job;
+	sv->job = sv->prev_job;
+	sv->prev_job = failed;
+	struct job_probe p = sv->probe;
+	sv->probe = sv->prev_probe;
+	sv->prev_probe = p;
+	int g = sv->gen;
+	sv->gen = sv->from_gen;
+	sv->from_gen = g;
+	sv->upd = UPD_ROLLING_BACK;
+	sv->crashes = 0;
+	sv->next_ms = 0;
+	(void)now;
+}
+
+/* Takes out of sv the jobs that ended; returns how many. */
+static int reap(struct server *s, struct service *sv, int64_t now)
+{
+	int gone = 0;
+	for (int i = 0; i < sv->nrep;) {
+		struct replica *rp = &sv->rep[i];
+		struct sjob *j = state_job(&s->st, rp->job);
+		if (j && !job_state_final(j->job.state)) {
+			i++;
+			continue;
+		}
+		if (j)
+			snprintf(sv->last_end, sizeof(sv->last_end), "job %lld %s: %.200s",
+				 (long long)j->job.id, job_state_name(j->job.state), j->job.reason);
+		else
+			snprintf(sv->last_end, sizeof(sv->last_end), "job %lld ended",
+				 (long long)rp->job);
+		/* one taken away, or of a service deleted, ended as asked */
+		if (!sv->deleting && !rp->drain_ms) {
+			sv->replaced++;
+			bool crashed = now - rp->made_ms < SERVICE_CRASH_MS;
+			sv->crashes = crashed ? sv->crashes + 1 : 0;
+			if (crashed) {
+				int64_t wait = 1000;
+				for (int k = 1; k < sv->crashes && wait < SERVICE_BACKOFF_MAX_MS;
+				     k++)
+					wait *= 2;
+				sv->next_ms = now + MIN(wait, (int64_t)SERVICE_BACKOFF_MAX_MS);
+			}
+			log_info("service %s: %s%s", sv->name, sv->last_end,
+				 crashed ? " (soon after it was made: the next waits)" : "");
+			if (sv->upd == UPD_ROLLING && rp->gen == sv->gen) {
+				char why[MODEL_REASON_MAX];
+				snprintf(why, sizeof(why),
+					 "replica job %lld of version %d %s: %.180s",
+					 (long long)rp->job, sv->gen,
+					 ever_ready(j) ? "ended"
+						       : "ended before it passed its probe",
+					 j ? j->job.reason : "");
+				roll_back(sv, why, now);
+			}
+		}
+		memmove(rp, rp + 1, sizeof(*rp) * (size_t)(sv->nrep - i - 1));
+		sv->nrep--;
+		gone++;
+	}
+	return gone;
+}
+
+/* Drains replica r: out of rotation now, cancelled SERVICE_DRAIN_MS on. */
+static void drain(struct server *s, struct service *sv, struct replica *r, int64_t now)
+{
+	if (r->drain_ms)
+		return;
+	r->drain_ms = now;
+	s->st.services_dirty = true;
+	log_info("service %s: replica job %lld drains", sv->name, (long long)r->job);
+}
+
+/* Of sv's replicas not drained, those of generation gen (old: of any
+ * other): how many are live, how many in rotation. */
+static void count(struct server *s, const struct service *sv, bool old, int *live, int *ready)
+{
+	*live = *ready = 0;
+	for (int i = 0; i < sv->nrep; i++) {
+		if (sv->rep[i].drain_ms || (sv->rep[i].gen != sv->gen) != old)
+			continue;
+		(*live)++;
+		*ready += in_rotation(s, &sv->rep[i]) != NULL;
+	}
+}
+
+/* The replica to take away first among those not drained (old: of
+ * another generation than the target): one not in rotation, else the
+ * newest (old: the oldest). NULL: none. */
+static struct replica *victim(struct server *s, struct service *sv, bool old)
+{
+	struct replica *pick = NULL;
+	for (int k = 0; k < sv->nrep; k++) {
+		int i = old ? k : sv->nrep - 1 - k;
+		struct replica *r = &sv->rep[i];
+		if (r->drain_ms || (r->gen != sv->gen) != old)
+			continue;
+		if (!in_rotation(s, r))
+			return r;
+		if (!pick)
+			pick = r;
+	}
+	return pick;
+}
+
+/* One step of a rolling update: new replicas made up to the surge, old
+ * ones drained while enough stay in rotation; the update ends when every
+ * old one has ended. Returns whether anything changed. */
+static bool roll(struct server *s, struct service *sv, int64_t now, int *budget)
+{
+	bool changed = false;
+	int cur, cur_ready, old, old_ready;
+	count(s, sv, false, &cur, &cur_ready);
+	count(s, sv, true, &old, &old_ready);
+	bool left = false; /* an old one drained, not yet ended */
+	for (int i = 0; i < sv->nrep; i++)
+		left |= sv->rep[i].gen != sv->gen;
+	if (!left) {
+		bool back = sv->upd == UPD_ROLLING_BACK;
+		sv->upd = back ? UPD_ROLLED_BACK : UPD_DONE;
+		sv->upd_ended_ms = now;
+		if (!back) {
+			job_request_release(&sv->prev_job);
+			sv->has_prev = false;
+		}
+		log_info("service %s: %s version %d", sv->name,
+			 back ? "rolled back to" : "updated to", sv->gen);
+		return true;
+	}
+	while (cur < sv->replicas && cur + old < sv->replicas + sv->max_surge &&
+	       now >= sv->next_ms && *budget > 0 && make_replica(s, sv, now)) {
+		(*budget)--;
+		cur++;
+		changed = true;
+	}
+	/* an old one goes while those in rotation stay at least the count
+	 * less max_unavailable (one out of rotation goes at once) */
+	int floor = MAX(sv->replicas - sv->max_unavailable, 0);
+	struct replica *v;
+	while (old > 0 && (v = victim(s, sv, true))) {
+		bool ready = in_rotation(s, v) != NULL;
+		if (ready && cur_ready + old_ready - 1 < floor)
+			break;
+		drain(s, sv, v, now);
+		old--;
+		old_ready -= ready;
+		changed = true;
+	}
+	return changed;
+}
+
 void services_tick(struct server *s, int64_t now)
 {
 	int budget = SERVICE_MAKE_PER_TICK;
@@ -283,7 +531,7 @@ void services_tick(struct server *s, int64_t now)
 		struct service *sv = s->services.v[i];
 		bool changed = reap(s, sv, now) > 0;
 		if (sv->deleting) {
-			if (sv->njobs == 0) {
+			if (sv->nrep == 0) {
 				log_info("service %s: deleted, its replicas ended", sv->name);
 				service_free(sv);
 				memmove(&s->services.v[i], &s->services.v[i + 1],
@@ -293,21 +541,38 @@ void services_tick(struct server *s, int64_t now)
 				save(s);
 				continue;
 			}
-			for (int k = 0; k < sv->njobs; k++)
-				cancel(s, sv->jobs[k], now);
+			for (int k = 0; k < sv->nrep; k++)
+				if (!sv->rep[k].drain_ms) {
+					drain(s, sv, &sv->rep[k], now);
+					changed = true;
+				}
+		} else if (sv->upd == UPD_ROLLING || sv->upd == UPD_ROLLING_BACK) {
+			changed |= roll(s, sv, now, &budget);
 		} else {
-			/* too many (scaled down): the newest go first */
-			while (sv->njobs > sv->replicas) {
-				cancel(s, sv->jobs[sv->njobs - 1], now);
-				sv->njobs--;
+			int live, ready, old, old_ready;
+			count(s, sv, false, &live, &ready);
+			count(s, sv, true, &old, &old_ready); /* (an update's leftovers) */
+			live += old;
+			/* too many (scaled down): an old version's first, then one
+			 * not in rotation, then the newest */
+			struct replica *v;
+			while (live > sv->replicas &&
+			       ((v = victim(s, sv, true)) || (v = victim(s, sv, false)))) {
+				drain(s, sv, v, now);
+				live--;
 				changed = true;
 			}
-			while (sv->njobs < sv->replicas && now >= sv->next_ms && budget > 0 &&
+			while (live < sv->replicas && now >= sv->next_ms && budget > 0 &&
 			       make_replica(s, sv, now)) {
 				budget--;
+				live++;
 				changed = true;
 			}
 		}
+		/* the drained go once out of every node's rotation */
+		for (int k = 0; k < sv->nrep; k++)
+			if (sv->rep[k].drain_ms && now - sv->rep[k].drain_ms >= SERVICE_DRAIN_MS)
+				cancel(s, sv->rep[k].job, now);
 		if (changed)
 			save(s);
 	}
@@ -332,8 +597,11 @@ static bool same_table(const struct wire_service *a, int na, const struct wire_s
 	return true;
 }
 
-static const struct attempt *running(const struct sjob *j);
-static const char *node_addr(struct server *s, const char *node);
+static const char *node_addr(struct server *s, const char *node)
+{
+	const struct snode *n = state_node(&s->st, node);
+	return n && n->rec.inv.addr[0] ? n->rec.inv.addr : "127.0.0.1";
+}
 
 void services_sync(struct server *s)
 {
@@ -348,11 +616,10 @@ void services_sync(struct server *s)
 		struct wire_service *w = &v[n++];
 		snprintf(w->name, sizeof(w->name), "%s", sv->name);
 		w->port = sv->port;
-		w->ends = xcalloc((size_t)sv->njobs + 1, sizeof(*w->ends));
-		for (int k = 0; k < sv->njobs && w->nends < WIRE_MAX_ENDPOINTS; k++) {
-			const struct sjob *j = state_job(st, sv->jobs[k]);
-			const struct attempt *a = running(j);
-			if (!a || j->job.state != JOB_RUNNING || !a->nodes[0].ready)
+		w->ends = xcalloc((size_t)sv->nrep + 1, sizeof(*w->ends));
+		for (int k = 0; k < sv->nrep && w->nends < WIRE_MAX_ENDPOINTS; k++) {
+			const struct attempt *a = in_rotation(s, &sv->rep[k]);
+			if (!a)
 				continue;
 			snprintf(w->ends[w->nends].addr, sizeof(w->ends[w->nends].addr), "%s",
 				 node_addr(s, a->nodes[0].name));
@@ -368,22 +635,6 @@ void services_sync(struct server *s)
 
 /* ---- the API ------------------------------------------------------------------------- */
 
-/* The attempt of replica job j that runs now, and its node; NULL: none. */
-static const struct attempt *running(const struct sjob *j)
-{
-	if (!j || (j->job.state != JOB_RUNNING && j->job.state != JOB_STARTING) ||
-	    !j->job.nattempts)
-		return NULL;
-	const struct attempt *a = &j->job.attempts[j->job.nattempts - 1];
-	return a->ended || a->nnodes < 1 ? NULL : a;
-}
-
-static const char *node_addr(struct server *s, const char *node)
-{
-	const struct snode *n = state_node(&s->st, node);
-	return n && n->rec.inv.addr[0] ? n->rec.inv.addr : "127.0.0.1";
-}
-
 static json_t *endpoint_pack(struct server *s, const struct sjob *j, const struct attempt *a)
 {
 	const char *addr = node_addr(s, a->nodes[0].name);
@@ -391,16 +642,15 @@ static json_t *endpoint_pack(struct server *s, const struct sjob *j, const struc
 			 a->number, "node", a->nodes[0].name, "addr", addr, "port", a->master_port);
 }
 
-/* Ready replicas as endpoints, into arr; returns how many. */
+/* The replicas in rotation as endpoints, into arr; returns how many. */
 static int endpoints(struct server *s, const struct service *sv, json_t *arr)
 {
 	int n = 0;
-	for (int i = 0; i < sv->njobs; i++) {
-		const struct sjob *j = state_job(&s->st, sv->jobs[i]);
-		const struct attempt *a = running(j);
-		if (!a || j->job.state != JOB_RUNNING || !a->nodes[0].ready)
+	for (int i = 0; i < sv->nrep; i++) {
+		const struct attempt *a = in_rotation(s, &sv->rep[i]);
+		if (!a)
 			continue;
-		json_array_append_new(arr, endpoint_pack(s, j, a));
+		json_array_append_new(arr, endpoint_pack(s, state_job(&s->st, sv->rep[i].job), a));
 		n++;
 	}
 	return n;
@@ -410,32 +660,44 @@ static json_t *service_pack(struct server *s, const struct service *sv, bool who
 {
 	json_t *ready = json_array();
 	int nready = endpoints(s, sv, ready);
-	json_t *o =
-		json_pack("{s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:I, s:s, s:b, s:o}", "name",
-			  sv->name, "owner", sv->owner, "replicas", sv->replicas, "live", sv->njobs,
-			  "ready", nready, "made", sv->made, "replaced", sv->replaced, "created_ms",
-			  (json_int_t)sv->created_ms, "last_end", sv->last_end, "deleting",
-			  sv->deleting, "probe", job_probe_pack(&sv->probe));
+	json_t *o = json_pack("{s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:I, s:s, s:b, s:o}",
+			      "name", sv->name, "owner", sv->owner, "replicas", sv->replicas,
+			      "live", sv->nrep, "ready", nready, "made", sv->made, "replaced",
+			      sv->replaced, "version", sv->gen, "created_ms",
+			      (json_int_t)sv->created_ms, "last_end", sv->last_end, "deleting",
+			      sv->deleting, "probe", job_probe_pack(&sv->probe));
 	if (sv->port)
 		json_object_set_new(o, "port", json_integer(sv->port));
 	if (sv->crashes) {
 		json_object_set_new(o, "crashes", json_integer(sv->crashes));
 		json_object_set_new(o, "next_ms", json_integer(sv->next_ms));
 	}
+	if (sv->upd != UPD_NONE)
+		json_object_set_new(o, "update",
+				    json_pack("{s:s, s:i, s:i, s:i, s:i, s:I, s:I, s:s}", "state",
+					      update_names[sv->upd], "version", sv->gen,
+					      "from_version", sv->from_gen, "max_surge",
+					      sv->max_surge, "max_unavailable", sv->max_unavailable,
+					      "started_ms", (json_int_t)sv->upd_started_ms,
+					      "ended_ms", (json_int_t)sv->upd_ended_ms, "reason",
+					      sv->upd_reason));
 	if (!whole) {
 		json_decref(ready);
 		return o;
 	}
 	json_t *reps = json_array();
-	for (int i = 0; i < sv->njobs; i++) {
-		const struct sjob *j = state_job(&s->st, sv->jobs[i]);
+	for (int i = 0; i < sv->nrep; i++) {
+		const struct sjob *j = state_job(&s->st, sv->rep[i].job);
 		if (!j)
 			continue;
 		const struct attempt *a = running(j);
 		json_t *r = a ? endpoint_pack(s, j, a)
 			      : json_pack("{s:I}", "job", (json_int_t)j->job.id);
 		json_object_set_new(r, "state", json_string(job_state_name(j->job.state)));
-		json_object_set_new(r, "ready", json_boolean(a && a->nodes[0].ready));
+		json_object_set_new(r, "version", json_integer(sv->rep[i].gen));
+		json_object_set_new(r, "ready", json_boolean(in_rotation(s, &sv->rep[i]) != NULL));
+		if (sv->rep[i].drain_ms)
+			json_object_set_new(r, "draining", json_true());
 		if (j->job.reason[0])
 			json_object_set_new(r, "reason", json_string(j->job.reason));
 		json_array_append_new(reps, r);
@@ -446,39 +708,16 @@ static json_t *service_pack(struct server *s, const struct service *sv, bool who
 	return o;
 }
 
-/* {"name", "replicas", "probe", "job": a job's request}: the template is
- * checked as a submission is, and must be one task on one node. */
-void services_h_create(struct request *r, const char *param, json_t *body)
+/* A replica's request from jj (a service's "job"): one task on one node,
+ * no time limit, none of what the service sets; checked as a submission
+ * is. Returns 0, or < 0 with the refusal answered. */
+static int template_of(struct request *r, json_t *jj, struct job_request *ret,
+		       char run_as[MODEL_NAME_MAX])
 {
-	struct server *s = r->s;
-	static const char *const keys[] = {"name", "replicas", "port", "probe", "job", NULL};
 	struct tk_error err;
-	char name[MODEL_NAME_MAX];
-	int64_t replicas, port;
-	struct job_probe probe;
-	json_t *pj = json_object_get(body, "probe");
-	json_t *jj = json_object_get(body, "job");
-	json_t *none = json_object(); /* no probe given: every default */
-	int rc;
-	if ((rc = mj_check_keys(body, NULL, keys, &err)) < 0 ||
-	    (rc = mj_strbuf(body, "name", true, true, name, sizeof(name), &err)) < 0 ||
-	    (rc = mj_int(body, "replicas", false, 0, SERVICE_MAX_REPLICAS, 1, &replicas, &err)) <
-		    0 ||
-	    (rc = mj_int(body, "port", false, 1, 65535, 0, &port, &err)) < 0 ||
-	    (rc = job_probe_unpack(pj ? pj : none, &probe, &err)) < 0)
-		reply_error(r, 400, "%s", err.text);
-	json_decref(none);
-	if (rc < 0)
-		return;
-	if (!model_name_valid(name)) {
-		reply_error(r, 400,
-			    "name: \"%s\" is not a valid name (letters, digits, '.', '_', '-')",
-			    name);
-		return;
-	}
 	if (!json_is_object(jj)) {
 		reply_error(r, 400, "job: must be the replica's request, as POST /v1/jobs takes");
-		return;
+		return -EINVAL;
 	}
 	static const char *const refused[] = {"service", "probe",     "array",	"after",
 					      "pty",	 "nodes_max", "spares", "nodelist"};
@@ -489,12 +728,12 @@ void services_h_create(struct request *r, const char *param, json_t *body)
 				    "probe and name; a replica is one task on one node that runs "
 				    "until it is replaced)",
 				    refused[i]);
-			return;
+			return -EINVAL;
 		}
 	struct job_request req;
 	if (job_request_unpack(jj, &req, &err) < 0) {
 		reply_error(r, 400, "job.%s", err.text);
-		return;
+		return -EINVAL;
 	}
 	if (req.nodes != 1 || req.tasks_per_node != 1 || req.time_limit_s) {
 		reply_error(r, 400,
@@ -505,15 +744,70 @@ void services_h_create(struct request *r, const char *param, json_t *body)
 				      "%d task(s)",
 			    req.nodes, req.tasks_per_node);
 		job_request_release(&req);
-		return;
+		return -EINVAL;
 	}
-	if (!req.cls && sched_config_class(&s->st.sched, SERVICE_DEFAULT_CLASS) >= 0)
+	if (!req.cls && sched_config_class(&r->s->st.sched, SERVICE_DEFAULT_CLASS) >= 0)
 		req.cls = xstrdup(SERVICE_DEFAULT_CLASS);
-	char run_as[MODEL_NAME_MAX];
 	if (api_request_checks(r, &req, run_as) < 0) {
 		job_request_release(&req);
+		return -EINVAL;
+	}
+	*ret = req;
+	return 0;
+}
+
+/* The probe of body: its keys over def's (NULL: the defaults). Returns 0,
+ * or < 0 with the refusal answered. */
+static int probe_of(struct request *r, json_t *body, const struct job_probe *def,
+		    struct job_probe *ret)
+{
+	struct tk_error err;
+	json_t *pj = json_object_get(body, "probe");
+	if (pj && !json_is_object(pj)) {
+		reply_error(r, 400, "probe: must be an object");
+		return -EINVAL;
+	}
+	json_t *merged = def ? job_probe_pack(def) : json_object();
+	if (pj)
+		json_object_update(merged, pj);
+	/* a timeout under the new interval when only the interval is given */
+	if (def && pj && json_object_get(pj, "interval_s") && !json_object_get(pj, "timeout_s"))
+		json_object_del(merged, "timeout_s");
+	int rc = job_probe_unpack(merged, ret, &err);
+	json_decref(merged);
+	if (rc < 0)
+		reply_error(r, 400, "%s", err.text);
+	return rc;
+}
+
+/* {"name", "replicas", "port", "probe", "job": a job's request}. */
+void services_h_create(struct request *r, const char *param, json_t *body)
+{
+	struct server *s = r->s;
+	static const char *const keys[] = {"name", "replicas", "port", "probe", "job", NULL};
+	struct tk_error err;
+	char name[MODEL_NAME_MAX];
+	int64_t replicas, port;
+	struct job_probe probe;
+	if (mj_check_keys(body, NULL, keys, &err) < 0 ||
+	    mj_strbuf(body, "name", true, true, name, sizeof(name), &err) < 0 ||
+	    mj_int(body, "replicas", false, 0, SERVICE_MAX_REPLICAS, 1, &replicas, &err) < 0 ||
+	    mj_int(body, "port", false, 1, 65535, 0, &port, &err) < 0) {
+		reply_error(r, 400, "%s", err.text);
 		return;
 	}
+	if (probe_of(r, body, NULL, &probe) < 0)
+		return;
+	if (!model_name_valid(name)) {
+		reply_error(r, 400,
+			    "name: \"%s\" is not a valid name (letters, digits, '.', '_', '-')",
+			    name);
+		return;
+	}
+	struct job_request req;
+	char run_as[MODEL_NAME_MAX];
+	if (template_of(r, json_object_get(body, "job"), &req, run_as) < 0)
+		return;
 	if (find(s, name)) {
 		reply_error(r, 409, "service %s exists (tenk serve ls lists them)", name);
 		job_request_release(&req);
@@ -539,6 +833,7 @@ void services_h_create(struct request *r, const char *param, json_t *body)
 	sv->port = (int)port;
 	sv->probe = probe;
 	sv->job = req;
+	sv->gen = 1;
 	sv->created_ms = server_now_ms(s);
 	xgrow(&s->services.v, &s->services.alloc, s->services.n + 1, sizeof(*s->services.v));
 	s->services.v[s->services.n++] = sv;
@@ -615,13 +910,103 @@ void services_h_scale(struct request *r, const char *param, json_t *body)
 	reply_json(r, 200, service_pack(r->s, sv, true));
 }
 
+/* {"job": {KEY: VALUE, ...} over the template (null: back to the
+ * default), "probe"?: {KEY: VALUE, ...} over the probe, "max_surge"?,
+ * "max_unavailable"?}: a rolling update to the result. */
+void services_h_update(struct request *r, const char *param, json_t *body)
+{
+	struct server *s = r->s;
+	struct service *sv = named(r, param);
+	static const char *const keys[] = {"job", "probe", "max_surge", "max_unavailable", NULL};
+	struct tk_error err;
+	int64_t surge, unavail;
+	if (!sv || !may_change(r, sv, "update"))
+		return;
+	if (mj_check_keys(body, NULL, keys, &err) < 0 ||
+	    mj_int(body, "max_surge", false, 0, SERVICE_MAX_REPLICAS, 1, &surge, &err) < 0 ||
+	    mj_int(body, "max_unavailable", false, 0, SERVICE_MAX_REPLICAS, 0, &unavail, &err) <
+		    0) {
+		reply_error(r, 400, "%s", err.text);
+		return;
+	}
+	if (surge == 0 && unavail == 0) {
+		reply_error(r, 400,
+			    "max_surge and max_unavailable: one must be above 0, or no replica "
+			    "could ever be replaced");
+		return;
+	}
+	json_t *patch = json_object_get(body, "job");
+	if (patch && !json_is_object(patch)) {
+		reply_error(r, 400, "job: must be an object of the request's keys to change");
+		return;
+	}
+	if (sv->deleting || sv->upd == UPD_ROLLING || sv->upd == UPD_ROLLING_BACK) {
+		reply_error(r, 409, "service %s %s", sv->name,
+			    sv->deleting ? "is being deleted"
+					 : "is being updated (tenk serve show says how far)");
+		return;
+	}
+	struct job_probe probe;
+	if (probe_of(r, body, &sv->probe, &probe) < 0)
+		return;
+	/* the template as it is, with what the body changes */
+	json_t *next = job_request_pack(&sv->job);
+	if (patch) {
+		json_t *v;
+		const char *k;
+		json_object_foreach (patch, k, v) {
+			if (json_is_null(v))
+				json_object_del(next, k);
+			else
+				json_object_set(next, k, v);
+		}
+	}
+	json_t *was = job_request_pack(&sv->job);
+	bool same = json_equal(next, was) && !memcmp(&probe, &sv->probe, sizeof(probe));
+	json_decref(was);
+	if (same) {
+		json_decref(next);
+		reply_error(r, 409, "service %s: the update changes nothing", sv->name);
+		return;
+	}
+	struct job_request req;
+	char run_as[MODEL_NAME_MAX];
+	int rc = template_of(r, next, &req, run_as);
+	json_decref(next);
+	if (rc < 0)
+		return;
+	if (sv->has_prev)
+		job_request_release(&sv->prev_job);
+	sv->prev_job = sv->job;
+	sv->prev_probe = sv->probe;
+	sv->has_prev = true;
+	sv->job = req;
+	sv->probe = probe;
+	snprintf(sv->run_as, sizeof(sv->run_as), "%s", run_as);
+	sv->from_gen = sv->gen;
+	sv->gen++;
+	sv->upd = UPD_ROLLING;
+	sv->max_surge = (int)surge;
+	sv->max_unavailable = (int)unavail;
+	sv->upd_started_ms = server_now_ms(s);
+	sv->upd_ended_ms = 0;
+	sv->upd_reason[0] = '\0';
+	sv->crashes = 0;
+	sv->next_ms = 0;
+	log_info("service %s: updating to version %d (surge %d, unavailable %d)", sv->name, sv->gen,
+		 sv->max_surge, sv->max_unavailable);
+	services_tick(s, sv->upd_started_ms);
+	save(s);
+	reply_json(r, 200, service_pack(s, sv, true));
+}
+
 void services_h_delete(struct request *r, const char *param, json_t *body)
 {
 	struct service *sv = named(r, param);
 	if (!sv || !may_change(r, sv, "delete"))
 		return;
 	sv->deleting = true;
-	json_t *o = json_pack("{s:s, s:i}", "deleted", sv->name, "replicas", sv->njobs);
+	json_t *o = json_pack("{s:s, s:i}", "deleted", sv->name, "replicas", sv->nrep);
 	services_tick(r->s, server_now_ms(r->s));
 	save(r->s);
 	reply_json(r, 200, o);

@@ -5,7 +5,10 @@ endpoints within a probe period and is replaced, one killed is replaced,
 scaling down cancels the newest, delete ends them all; bad input is named.
 Through the service's own address (the agent's forwarder), a client loop
 sees no error while replicas fail and are replaced, and a request to a
-service at zero replicas waits for one."""
+service at zero replicas waits for one; a rolling update to a new command
+refuses no request, and one to a broken command stops at its first
+replica and rolls back."""
+import http.client
 import os
 import signal
 import socket
@@ -13,19 +16,20 @@ import threading
 import time
 import urllib.request
 
-from conftest import wait_for
+from conftest import server_and_agent, wait_for
 
 REPLICA = r'''
 import http.server, os, sys
 JOB = os.environ["TENK_JOB_ID"]
 SICK = os.path.join(sys.argv[1], "sick-" + JOB)
+VERSION = sys.argv[2] + " " if len(sys.argv) > 2 else ""
 with open(os.path.join(sys.argv[1], "pid-" + JOB), "w") as f:
     f.write(str(os.getpid()))
 
 class H(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
         sick = self.path == "/healthz" and os.path.exists(SICK)
-        body = ("sick" if sick else "job=" + JOB).encode()
+        body = ("sick" if sick else VERSION + "job=" + JOB).encode()
         self.send_response(500 if sick else 200)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
@@ -36,6 +40,13 @@ class H(http.server.BaseHTTPRequestHandler):
 
 http.server.ThreadingHTTPServer(("0.0.0.0", int(os.environ["PORT"])), H).serve_forever()
 '''
+
+
+def healthy(t):
+    try:
+        return t.api("GET", "/v1/health", token=None)[0] == 200
+    except (OSError, http.client.HTTPException):
+        return False
 
 
 def endpoints(t, name):
@@ -101,8 +112,8 @@ def test_service_replicas_probed_replaced_scaled_deleted(cluster, workdir):
     t.run("serve", "scale", "web", "1")
     wait_for(lambda: len(endpoints(t, "web")) == 1, 20, "one replica left")
     assert endpoints(t, "web")[0]["job"] == live[0]
-    for jid in live[1:]:
-        assert t.job(jid)["state"] == "CANCELLED"
+    wait_for(lambda: all(t.job(j)["state"] == "CANCELLED" for j in live[1:]), 20,
+             "the two drained, then cancelled")
 
     # bad input, named
     base = {"command": ["true"], "cwd": workdir}
@@ -212,3 +223,89 @@ def test_service_address_forwards_through_failures_and_holds_at_zero(cluster, wo
     held.stop()
     assert held.errors == [], held.errors[:3]
     t.run("serve", "delete", "api")
+
+
+def test_rolling_update_refuses_nothing_and_rolls_back(cluster, workdir):
+    t = cluster
+    script = os.path.join(workdir, "replica.py")
+    with open(script, "w") as f:
+        f.write(REPLICA)
+    port = free_port()
+    t.run("serve", "create", "roll", "--replicas", "2", "--port", str(port), "--health",
+          "/healthz", "--probe-interval", "1s", "--", "python3", script, workdir, "v1")
+    wait_for(lambda: len(endpoints(t, "roll")) == 2, 60, "two replicas in rotation")
+    c = Client(port)
+    c.start()
+    try:
+        wait_for(lambda: len(set(c.answers)) == 2, 30, "both answering")
+        t.run("serve", "update", "roll", "--", "python3", script, workdir, "v2")
+
+        def state():
+            return t.api("GET", "/v1/services/roll")[1]
+
+        wait_for(lambda: state()["update"]["state"] == "done", 90, "the update done")
+        sv = state()
+        assert sv["version"] == 2 and sv["ready"] == 2, sv
+        assert all(r["version"] == 2 for r in sv["replica_jobs"]), sv
+        n = len(c.answers)
+        wait_for(lambda: len(c.answers) > n + 20, 30, "answers after the update")
+        assert all(a.startswith("v2 job=") for a in c.answers[n:]), set(c.answers[n:])
+        assert c.errors == [], (c.errors[:5], len(c.answers))
+        # a command that cannot start: the update stops at its first replica
+        p = t.run("serve", "update", "roll", "--", "python3", "-c", "import sys; sys.exit(3)")
+        assert "update: rolling, version 3 (from 2)" in p.stdout, p.stdout
+        wait_for(lambda: state()["update"]["state"] == "rolled_back", 60, "the roll back")
+        sv = state()
+        u = sv["update"]
+        assert sv["version"] == 2 and u["from_version"] == 3, sv
+        assert "of version 3 ended before it passed its probe" in u["reason"], u
+        wait_for(lambda: state()["ready"] == 2 and state()["live"] == 2, 30, "two of v2 again")
+        assert all(r["version"] == 2 for r in state()["replica_jobs"]), state()
+        n = len(c.answers)
+        wait_for(lambda: len(c.answers) > n + 20, 30, "answers after the roll back")
+    finally:
+        c.stop()
+    assert c.errors == [], (c.errors[:5], len(c.answers))
+    assert all(a.startswith("v2 job=") for a in c.answers[n:]), set(c.answers[n:])
+    show = t.run("serve", "show", "roll").stdout
+    assert "update: rolled_back, version 2 (from 3)" in show, show
+    # bad input, named
+    p = t.run("serve", "update", "roll", check=False)
+    assert p.returncode == 2 and "say what changes" in p.stderr, p.stderr
+    p = t.run("serve", "update", "roll", "--replicas", "3", "--", "x", check=False)
+    assert p.returncode == 2 and "tenk serve scale NAME N" in p.stderr, p.stderr
+    st, r = t.api("POST", "/v1/services/roll/update", {"job": {"nodes": 2}})
+    assert st == 400 and "one task on one node" in r["error"], r
+    st, r = t.api("POST", "/v1/services/roll/update", {"job": {}, "max_surge": 0})
+    assert st == 400 and "max_unavailable: one must be above 0" in r["error"], r
+    st, r = t.api("POST", "/v1/services/roll/update", {"job": {}})
+    assert st == 409 and "changes nothing" in r["error"], r
+    t.run("serve", "delete", "roll")
+
+
+def test_a_killed_server_keeps_its_services_and_their_replicas(workdir, procs):
+    """The server killed (-9) and started again: the service, its replicas'
+    jobs and its address are as they were; none is made again."""
+    t, server, agent = server_and_agent(workdir, procs, "30s",
+                                        listen=f"127.0.0.1:{free_port()}")
+    script = os.path.join(workdir, "replica.py")
+    with open(script, "w") as f:
+        f.write(REPLICA)
+    port = free_port()
+    t.run("serve", "create", "kept", "--replicas", "2", "--port", str(port), "--health",
+          "/healthz", "--probe-interval", "1s", "--", "python3", script, workdir)
+    wait_for(lambda: len(endpoints(t, "kept")) == 2, 60, "two replicas in rotation")
+    before = sorted(e["job"] for e in endpoints(t, "kept"))
+    server.kill9()
+    server.start()
+    wait_for(lambda: healthy(t), 30, "the server back")
+    wait_for(lambda: sorted(e["job"] for e in endpoints(t, "kept")) == before, 30,
+             "the same replicas in rotation")
+    st, sv = t.api("GET", "/v1/services/kept")
+    assert sv["made"] == 2 and sv["live"] == 2 and sv["port"] == port, sv
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=10) as r:
+        assert r.read().decode() in {f"job={j}" for j in before}
+    t.run("serve", "delete", "kept")
+    wait_for(lambda: t.api("GET", "/v1/services")[1]["services"] == [], 20, "the service gone")
+    agent.stop()
+    server.stop()
