@@ -49,7 +49,8 @@ int main(int argc, char **argv)
 		return 2;
 	int nconn = atoi(argv[3]);
 	double secs = atof(argv[4]);
-	struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(argv[2]))};
+	struct sockaddr_in sin = {.sin_family = AF_INET,
+				  .sin_port = htons((uint16_t)atoi(argv[2]))};
 	inet_pton(AF_INET, argv[1], &sin.sin_addr);
 	int ep = epoll_create1(0), one = 1;
 	struct conn *cs = calloc((size_t)nconn, sizeof(*cs));
