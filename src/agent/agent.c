@@ -594,6 +594,10 @@ static void send_heartbeat(struct agent *a, bool stopping)
 	m.ntrain = agent__train_for_heartbeat(a, &m.train);
 	if (a->server_protocol >= 2)
 		m.nnccl = agent__nccl_for_heartbeat(a, &m.nccl);
+	if (a->fwd) { /* (only a server that sent services' table knows the key) */
+		m.has_serve = true;
+		m.nserve = agent__forward_load(a, &m.serve);
+	}
 	for (int i = 0; i < m.nfaults; i++)
 		if (!a->fault_said || strcmp(a->fault_last, m.faults[i]) != 0) {
 			log_warn("fault on this node, told to the server: %s", m.faults[i]);

@@ -33,6 +33,7 @@
 #define FWD_BIND_RETRY_MS 5000 /* a port that was taken is tried again after */
 #define FWD_BUF 32768	       /* each direction's buffer */
 #define FWD_MAX_CONNS 65536    /* open through one service at once */
+#define FWD_BUSY_MS 1000       /* a connection answered this lately is still busy */
 
 struct fwd_end {
 	struct wire_endpoint ep;
@@ -58,6 +59,7 @@ struct fwd_service {
 	int conns;
 	struct fwd_conn *all;	  /* its connections, open or closing */
 	struct fwd_conn *waiting; /* no endpoint yet, oldest first */
+	bool held_said;		  /* the server was told some wait (until none does) */
 	bool keep;		  /* scratch while a table is applied */
 	uint64_t forwarded, refused;
 };
@@ -75,10 +77,11 @@ struct fwd_conn {
 	int tries;
 	int64_t since_ms;
 	bool waiting, connected, closing;
-	bool eof[2];	  /* client, backend: its side ended */
-	bool held[2];	  /* reading that side waits while what it read is written */
-	char *buf[2];	  /* what was read from each side (FWD_BUF each) */
-	uv_write_t wr[2]; /* ... written to the other, where it did not go at once */
+	uint64_t up_ms, down_ms; /* the loop's time of its last bytes each way */
+	bool eof[2];		 /* client, backend: its side ended */
+	bool held[2];		 /* reading that side waits while what it read is written */
+	char *buf[2];		 /* what was read from each side (FWD_BUF each) */
+	uv_write_t wr[2];	 /* ... written to the other, where it did not go at once */
 };
 
 struct fwd_shutdown {
@@ -149,6 +152,8 @@ static void unwait(struct fwd_conn *c)
 			*pp = c->wait_next;
 			break;
 		}
+	if (!c->sv->waiting)
+		c->sv->held_said = false;
 }
 
 static void uncount(struct fwd_conn *c)
@@ -243,6 +248,10 @@ static void read_cb(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 		}
 		return;
 	}
+	if (from == 0)
+		c->up_ms = uv_now(c->sv->a->loop);
+	else
+		c->down_ms = uv_now(c->sv->a->loop);
 	uv_buf_t b = uv_buf_init(buf->base, (unsigned)n);
 	int w = uv_try_write(side(c, to), &b, 1);
 	if (w == n)
@@ -285,6 +294,12 @@ static void hold(struct fwd_conn *c)
 {
 	if (c->waiting)
 		return;
+	/* the first one held: the server hears of it now, not at the next
+	 * beat (a service at zero starts a replica for it) */
+	if (!c->sv->waiting && !c->sv->held_said) {
+		c->sv->held_said = true;
+		agent_beat_now(c->sv->a);
+	}
 	c->waiting = true;
 	c->wait_next = NULL;
 	struct fwd_conn **pp = &c->sv->waiting;
@@ -461,6 +476,8 @@ static void dispatch_waiting(struct fwd_service *sv)
 		c->tries = 0;
 		try_endpoint(c);
 	}
+	if (!sv->waiting)
+		sv->held_said = false;
 }
 
 void agent__forward_table(struct agent *a, const struct wire_service *v, int n)
@@ -527,6 +544,33 @@ void agent__forward_tick(uv_timer_t *t)
 		if (sv->waiting)
 			dispatch_waiting(sv);
 	}
+}
+
+int agent__forward_load(struct agent *a, struct wire_serve_load **ret)
+{
+	int n = 0;
+	for (struct fwd_service *sv = a->fwd; sv; sv = sv->next)
+		n += !sv->gone;
+	struct wire_serve_load *v = xcalloc((size_t)n + 1, sizeof(*v));
+	uint64_t now = uv_now(a->loop);
+	n = 0;
+	for (struct fwd_service *sv = a->fwd; sv; sv = sv->next) {
+		if (sv->gone)
+			continue;
+		struct wire_serve_load *l = &v[n++];
+		snprintf(l->name, sizeof(l->name), "%s", sv->name);
+		for (struct fwd_conn *c = sv->all; c; c = c->next) {
+			if (c->closing)
+				continue;
+			if (c->waiting)
+				l->held++;
+			else if (c->connected &&
+				 (c->up_ms > c->down_ms || now - c->down_ms < FWD_BUSY_MS))
+				l->busy++;
+		}
+	}
+	*ret = v;
+	return n;
 }
 
 void agent__forward_metrics(struct agent *a, struct strbuf *b)

@@ -420,6 +420,9 @@ void agent__train_delivered(struct agent *a);
  * port, forwards to its endpoints; a service no longer in it closes. */
 void agent__forward_table(struct agent *a, const struct wire_service *v, int n);
 void agent__forward_tick(uv_timer_t *t);
+/* The load of each service here (busy and held connections), for a
+ * heartbeat (*ret the caller's to free). Returns how many. */
+int agent__forward_load(struct agent *a, struct wire_serve_load **ret);
 /* Its connections counted, for /metrics. */
 void agent__forward_metrics(struct agent *a, struct strbuf *b);
 /* Closes every listener and connection (the agent stops). */

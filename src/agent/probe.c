@@ -11,8 +11,8 @@
  * and the events' round trip; `threshold` failures in a row, or no pass
  * within the probe's start time, stop it as unhealthy (EXIT_UNHEALTHY),
  * and the service makes another. Until its first pass a replica is probed
- * every second at most (so that it enters rotation soon after it serves),
- * then every interval.
+ * every quarter of a second at most (so that it enters rotation soon after
+ * it serves), then every interval.
  *
  * A probe in flight belongs to the agent, not to its group, and finds its
  * group again by key when it ends: a group may be forgotten meanwhile.
@@ -25,7 +25,7 @@
 #include <string.h>
 
 #define PROBE_TICK_MS 100      /* how often probes are started and timed out */
-#define PROBE_STARTING_MS 1000 /* the most between probes before the first pass */
+#define PROBE_STARTING_MS 250 /* the most between probes before the first pass */
 #define PROBE_ANSWER_MAX 255   /* bytes of an answer read: its status line */
 
 struct probe_conn {

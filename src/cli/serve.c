@@ -30,6 +30,9 @@ enum {
 	V_START,
 	V_SURGE,
 	V_UNAVAILABLE,
+	V_AUTOSCALE,
+	V_TARGET,
+	V_DOWN_AFTER,
 };
 static const struct tk_option serve_opts[] = {
 	COMMON_OPTS,
@@ -56,6 +59,14 @@ static const struct tk_option serve_opts[] = {
 	{"max-surge", 0, "N", "update: new replicas made beyond the count at once (default 1)"},
 	{"max-unavailable", 0, "N",
 	 "update: replicas in rotation it may go below the count by (default 0)"},
+	{"autoscale", 0, "MIN:MAX",
+	 "create, scale: replicas kept between MIN and MAX by the load the nodes' forwarders "
+	 "carry (MIN 0: none while idle, one started by the first request)"},
+	{"target-inflight", 0, "N",
+	 "create, scale: busy connections each replica should carry (with --autoscale)"},
+	{"scale-down-after", 0, "TIME",
+	 "create, scale: fewer replicas only once fewer would have done this long (default "
+	 "1m)"},
 };
 
 static void print_service(json_t *sv, bool whole)
@@ -65,6 +76,11 @@ static void print_service(json_t *sv, bool whole)
 	       (long long)cli__jint(sv, "live"), cli__jstr(sv, "owner"));
 	if (cli__jint(sv, "port"))
 		printf(", port %lld on every node", (long long)cli__jint(sv, "port"));
+	json_t *as = json_object_get(sv, "autoscale");
+	if (as)
+		printf(", autoscaled %lld:%lld at %lld busy each", (long long)cli__jint(as, "min"),
+		       (long long)cli__jint(as, "max"),
+		       (long long)cli__jint(as, "target_inflight"));
 	if (cli__jint(sv, "replaced"))
 		printf(", %lld replaced", (long long)cli__jint(sv, "replaced"));
 	if (json_is_true(json_object_get(sv, "deleting")))
@@ -162,6 +178,41 @@ static int long_opt(struct ctx *c, int opt, long min, long max, json_t *o, const
 	return 0;
 }
 
+/* --autoscale MIN:MAX --target-inflight N [--scale-down-after TIME] into
+ * body's "autoscale". */
+static int autoscale_opts(struct ctx *c, json_t *body)
+{
+	if (!c->v[V_AUTOSCALE] && !c->v[V_TARGET] && !c->v[V_DOWN_AFTER])
+		return 0;
+	if (!c->v[V_AUTOSCALE] || !c->v[V_TARGET])
+		return cli__usage_error(c->cmd,
+					"--autoscale MIN:MAX and --target-inflight N go together");
+	long min, max, target;
+	char *end;
+	min = strtol(c->v[V_AUTOSCALE], &end, 10);
+	if (end == c->v[V_AUTOSCALE] || *end != ':' || (max = strtol(end + 1, &end, 10), *end) ||
+	    min < 0 || max < 1 || min > max || max > 1000)
+		return cli__usage_error(c->cmd,
+					"--autoscale: MIN:MAX replicas, 0 <= MIN <= MAX <= 1000, "
+					"got \"%s\"",
+					c->v[V_AUTOSCALE]);
+	target = strtol(c->v[V_TARGET], &end, 10);
+	if (!*c->v[V_TARGET] || *end || target < 1 || target > 1000000)
+		return cli__usage_error(c->cmd,
+					"--target-inflight: a number of connections, got "
+					"\"%s\"",
+					c->v[V_TARGET]);
+	json_t *as = json_pack("{s:i, s:i, s:i}", "min", (int)min, "max", (int)max,
+			       "target_inflight", (int)target);
+	int rc = seconds_opt(c, V_DOWN_AFTER, as, "down_after_s");
+	if (rc) {
+		json_decref(as);
+		return rc;
+	}
+	json_object_set_new(body, "autoscale", as);
+	return 0;
+}
+
 /* create NAME ... -- COMMAND (a whole service), or update NAME ... [--
  * COMMAND] (what changes: the keys given over the service's template). */
 static int create_or_update(struct ctx *c, const char *name, bool update)
@@ -230,7 +281,7 @@ static int create_or_update(struct ctx *c, const char *name, bool update)
 	    (rc = long_opt(c, V_UNAVAILABLE, 0, 1000, body, "max_unavailable")) ||
 	    (rc = seconds_opt(c, V_INTERVAL, probe, "interval_s")) ||
 	    (rc = seconds_opt(c, V_TIMEOUT, probe, "timeout_s")) ||
-	    (rc = seconds_opt(c, V_START, probe, "start_s"))) {
+	    (rc = seconds_opt(c, V_START, probe, "start_s")) || (rc = autoscale_opts(c, body))) {
 		json_decref(job);
 		json_decref(probe);
 		json_decref(body);
@@ -294,9 +345,11 @@ static int run_serve(struct ctx *c)
 		return cli__usage_error(c->cmd, "\"%s\" is not a service's name", name);
 	/* which options each verb takes: create the service's, update what
 	 * may change and how fast */
-	for (int k = V_REPLICAS; k <= V_UNAVAILABLE; k++) {
-		bool ok = v == CREATE	? k < V_SURGE
-			  : v == UPDATE ? k != V_REPLICAS && k != V_PORT
+	for (int k = V_REPLICAS; k <= V_DOWN_AFTER; k++) {
+		bool scaling = k >= V_AUTOSCALE;
+		bool ok = v == CREATE	? k < V_SURGE || scaling
+			  : v == UPDATE ? k != V_REPLICAS && k != V_PORT && !scaling
+			  : v == SCALE	? scaling
 					: false;
 		if (c->v[k] && !ok)
 			return cli__usage_error(
@@ -321,11 +374,24 @@ static int run_serve(struct ctx *c)
 		snprintf(path, sizeof(path), "/v1/services/%s/endpoints", name);
 		return call(c, "GET", path, NULL);
 	case SCALE: {
+		snprintf(path, sizeof(path), "/v1/services/%s/scale", name);
+		if (c->v[V_AUTOSCALE] || c->v[V_TARGET] || c->v[V_DOWN_AFTER]) {
+			if (c->npos > 2)
+				return cli__usage_error(c->cmd, "scale: a count N, or --autoscale "
+								"MIN:MAX; not both");
+			json_t *body = json_object();
+			int rc = autoscale_opts(c, body);
+			if (rc) {
+				json_decref(body);
+				return rc;
+			}
+			return call(c, "POST", path, body);
+		}
 		char *end;
 		long n = c->npos > 2 ? strtol(c->pos[2], &end, 10) : -1;
 		if (c->npos < 3 || !*c->pos[2] || *end || n < 0 || n > 1000)
-			return cli__usage_error(c->cmd, "scale NAME N: N replicas, 0 to 1000");
-		snprintf(path, sizeof(path), "/v1/services/%s/scale", name);
+			return cli__usage_error(c->cmd, "scale NAME N: N replicas, 0 to 1000 (or "
+							"--autoscale MIN:MAX --target-inflight N)");
 		return call(c, "POST", path, json_pack("{s:i}", "replicas", (int)n));
 	}
 	default:

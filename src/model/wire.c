@@ -438,7 +438,43 @@ json_t *wire_heartbeat_pack(const struct wire_heartbeat *m)
 			json_array_append_new(a, wire_nccl_pack(&m->nccl[i]));
 		json_object_set_new(o, "nccl", a);
 	}
+	if (m->has_serve) {
+		json_t *a = json_array();
+		for (int i = 0; i < m->nserve; i++)
+			json_array_append_new(
+				a, json_pack("{s:s, s:i, s:i}", "name", m->serve[i].name, "busy",
+					     m->serve[i].busy, "held", m->serve[i].held));
+		json_object_set_new(o, "services", a);
+	}
 	return o;
+}
+
+static int serve_unpack(json_t *j, struct wire_heartbeat *ret, struct tk_error *err)
+{
+	static const char *const keys[] = {"name", "busy", "held", NULL};
+	json_t *arr;
+	size_t n, i;
+	int r;
+	if ((r = array_of(j, "services", false, WIRE_MAX_SERVICES, &arr, &n, err)) < 0 || !arr)
+		return r;
+	ret->has_serve = true;
+	ret->serve = xcalloc(n ? n : 1, sizeof(*ret->serve));
+	json_t *v;
+	json_array_foreach (arr, i, v) {
+		struct wire_serve_load *l = &ret->serve[i];
+		int64_t busy, held;
+		if ((r = mj_link_keys(v, NULL, keys, err)) < 0 ||
+		    (r = mj_strbuf(v, "name", true, true, l->name, sizeof(l->name), err)) < 0 ||
+		    (r = mj_int(v, "busy", true, 0, INT32_MAX, 0, &busy, err)) < 0 ||
+		    (r = mj_int(v, "held", true, 0, INT32_MAX, 0, &held, err)) < 0) {
+			mj_prefix(err, "services[%zu]", i);
+			return r;
+		}
+		l->busy = (int)busy;
+		l->held = (int)held;
+		ret->nserve = (int)i + 1;
+	}
+	return 0;
 }
 
 json_t *wire_gpus_pack(const struct wire_gpu *g, int n)
@@ -605,7 +641,7 @@ int wire_heartbeat_unpack(json_t *j, struct wire_heartbeat *ret, struct tk_error
 	static const char *const keys[] = {"node",   "agent_id", "checkpoints", "stopping",
 					   "images", "pulls",	 "faults",	"metrics",
 					   "acked",  "witness",	 "gpus",	"beat_ms",
-					   "nccl",   "stack",	 NULL};
+					   "nccl",   "stack",	 "services",	NULL};
 	static const char *const ckeys[] = {"job", "attempt", "at_ms", NULL};
 	int r;
 	memset(ret, 0, sizeof(*ret));
@@ -648,7 +684,8 @@ int wire_heartbeat_unpack(json_t *j, struct wire_heartbeat *ret, struct tk_error
 		ret->witness_port = (int)port;
 		ret->witness_seq = (uint64_t)seq;
 	}
-	if ((r = images_unpack(j, ret, err)) < 0 || (r = gpus_unpack(j, ret, err)) < 0) {
+	if ((r = images_unpack(j, ret, err)) < 0 || (r = gpus_unpack(j, ret, err)) < 0 ||
+	    (r = serve_unpack(j, ret, err)) < 0) {
 		wire_heartbeat_release(ret);
 		return r;
 	}
@@ -788,6 +825,9 @@ int wire_nccl_unpack(json_t *v, struct wire_nccl *ret, struct tk_error *err)
 
 void wire_heartbeat_release(struct wire_heartbeat *m)
 {
+	free(m->serve);
+	m->serve = NULL;
+	m->nserve = 0;
 	free(m->nccl);
 	m->nccl = NULL;
 	m->nnccl = 0;

@@ -262,6 +262,16 @@ struct wire_gpu {
 };
 json_t *wire_gpus_pack(const struct wire_gpu *g, int n);
 
+/* What a node's forwarder carries of one service (wire_service): its
+ * connections busy now (a request sent and not yet answered, or an answer
+ * coming) and those held for want of a replica in rotation; what scaling
+ * with load reads. */
+struct wire_serve_load {
+	char name[MODEL_NAME_MAX];
+	int busy;
+	int held;
+};
+
 struct wire_heartbeat {
 	char node[MODEL_NAME_MAX];
 	char agent_id[WIRE_AGENT_ID_MAX];
@@ -310,6 +320,11 @@ struct wire_heartbeat {
 	 * protocol-1 server, which refuses the key) */
 	int ngpus;
 	struct wire_gpu gpus[MODEL_MAX_ACCELS];
+	/* the load of the services this node is an address of (has_serve:
+	 * said; owned after unpack) */
+	bool has_serve;
+	int nserve;
+	struct wire_serve_load *serve;
 };
 
 json_t *wire_heartbeat_pack(const struct wire_heartbeat *m);

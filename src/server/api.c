@@ -1865,6 +1865,8 @@ static void h_agent_heartbeat(struct request *r, const char *param, json_t *body
 			state_train_metrics(&r->s->st, n, &m.train[i]);
 		for (int i = 0; i < m.nnccl; i++)
 			state_nccl_seen(&r->s->st, n, &m.nccl[i]);
+		if (m.has_serve)
+			services_heard(r->s, n->rec.inv.name, m.serve, m.nserve);
 		/* the next beat acknowledges this answer: the server's epoch and
 		 * time; and the node's witness group, when it holds another */
 		struct wire_group gb;

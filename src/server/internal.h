@@ -478,6 +478,10 @@ int services_load(struct server *s, struct tk_error *err);
 void services_release(struct server *s);
 /* Keeps each service's replicas live, as many as it asks (the cron). */
 void services_tick(struct server *s, int64_t now);
+/* What node's forwarder carries of each service (a heartbeat's): what
+ * scaling with load reads; a service at zero that holds a connection
+ * gets a replica at once. */
+void services_heard(struct server *s, const char *node, const struct wire_serve_load *v, int n);
 /* Makes the table of services with a port of their own and their
  * endpoints again, and gives it to every node where it changed. */
 void services_sync(struct server *s);

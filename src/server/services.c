@@ -52,6 +52,8 @@
 #define SERVICE_MAKE_PER_TICK 64	/* replicas one tick makes, over all services */
 #define SERVICE_DRAIN_MS 1500		/* out of rotation this long before it is stopped */
 #define SERVICE_DEFAULT_CLASS "service" /* the class its replicas get, where there is one */
+#define SERVICE_LOAD_FRESH_MS 20000	/* a node's load report counts this long */
+#define SERVICE_MAX_LOADS 4096		/* nodes whose load one service keeps */
 
 enum update_state { UPD_NONE, UPD_ROLLING, UPD_DONE, UPD_ROLLING_BACK, UPD_ROLLED_BACK, UPD_MAX };
 static const char *const update_names[UPD_MAX] = {[UPD_NONE] = "",
@@ -59,6 +61,13 @@ static const char *const update_names[UPD_MAX] = {[UPD_NONE] = "",
 						  [UPD_DONE] = "done",
 						  [UPD_ROLLING_BACK] = "rolling_back",
 						  [UPD_ROLLED_BACK] = "rolled_back"};
+
+/* What one node's forwarder last said of a service's connections. */
+struct node_load {
+	char node[MODEL_NAME_MAX];
+	int busy, held;
+	int64_t at_ms; /* monotonic */
+};
 
 /* One replica: its job, of which generation, and since when it drains. */
 struct replica {
@@ -73,6 +82,15 @@ struct service {
 	char owner[MODEL_NAME_MAX];
 	char run_as[MODEL_NAME_MAX];
 	int replicas;
+	/* scaled with load: replicas kept between min and max, target busy
+	 * connections each (the forwarders' count), fewer only after the
+	 * load has wanted fewer for down_after_ms */
+	bool autoscale;
+	int min, max, target;
+	int64_t down_after_ms;
+	int64_t below_since_ms; /* monotonic: since when fewer would do (0: not) */
+	int nloads;
+	struct node_load *loads;
 	int port; /* its address on every node, the agents' forwarder (0: none) */
 	/* the target: its template (one task on one node), probe, generation */
 	struct job_probe probe;
@@ -108,7 +126,39 @@ static void service_free(struct service *sv)
 	if (sv->has_prev)
 		job_request_release(&sv->prev_job);
 	free(sv->rep);
+	free(sv->loads);
 	free(sv);
+}
+
+static json_t *autoscale_pack(const struct service *sv)
+{
+	return json_pack("{s:i, s:i, s:i, s:I}", "min", sv->min, "max", sv->max, "target_inflight",
+			 sv->target, "down_after_s", (json_int_t)(sv->down_after_ms / 1000));
+}
+
+/* {"min", "max", "target_inflight", "down_after_s"} into sv. */
+static int autoscale_unpack(json_t *o, struct service *sv, struct tk_error *err)
+{
+	static const char *const keys[] = {"min", "max", "target_inflight", "down_after_s", NULL};
+	int64_t min, max, target, down;
+	int r;
+	if ((r = mj_check_keys(o, "autoscale", keys, err)) < 0 ||
+	    (r = mj_int(o, "min", true, 0, SERVICE_MAX_REPLICAS, 0, &min, err)) < 0 ||
+	    (r = mj_int(o, "max", true, 1, SERVICE_MAX_REPLICAS, 0, &max, err)) < 0 ||
+	    (r = mj_int(o, "target_inflight", true, 1, 1000000, 0, &target, err)) < 0 ||
+	    (r = mj_int(o, "down_after_s", false, 1, 86400, 60, &down, err)) < 0) {
+		mj_prefix(err, "autoscale");
+		return r;
+	}
+	if (min > max)
+		return tk_errorf(err, -EINVAL, "autoscale: min (%lld) is above max (%lld)",
+				 (long long)min, (long long)max);
+	sv->autoscale = true;
+	sv->min = (int)min;
+	sv->max = (int)max;
+	sv->target = (int)target;
+	sv->down_after_ms = down * 1000;
+	return 0;
 }
 
 /* ---- the record ------------------------------------------------------------------ */
@@ -137,6 +187,8 @@ static json_t *record_pack(const struct service *sv)
 				  sv->max_surge, "max_unavailable", sv->max_unavailable,
 				  "started_ms", (json_int_t)sv->upd_started_ms, "ended_ms",
 				  (json_int_t)sv->upd_ended_ms, "reason", sv->upd_reason));
+	if (sv->autoscale)
+		json_object_set_new(o, "autoscale", autoscale_pack(sv));
 	if (sv->has_prev) {
 		json_object_set_new(o, "prev_job", job_request_pack(&sv->prev_job));
 		json_object_set_new(o, "prev_probe", job_probe_pack(&sv->prev_probe));
@@ -214,6 +266,8 @@ static struct service *record_unpack(json_t *o, struct tk_error *err)
 		    0 ||
 	    (r = mj_bool(o, "deleting", false, false, &sv->deleting, err)) < 0 ||
 	    (u && (r = update_unpack(u, sv, err)) < 0) ||
+	    (json_object_get(o, "autoscale") &&
+	     (r = autoscale_unpack(json_object_get(o, "autoscale"), sv, err)) < 0) ||
 	    !json_is_array(jobs = json_object_get(o, "jobs"))) {
 		if (r == 0)
 			tk_errorf(err, -EINVAL, "jobs: must be a list");
@@ -524,12 +578,84 @@ static bool roll(struct server *s, struct service *sv, int64_t now, int *budget)
 	return changed;
 }
 
+/* The replicas sv's load asks for: its busy and held connections (the
+ * fresh reports' sum) over the target, between min and max; at least one
+ * while a connection waits. Up at once, down once fewer would have done
+ * for down_after_ms. Returns whether the count changed. */
+static bool autoscale(struct service *sv, int64_t mono)
+{
+	int busy = 0, held = 0;
+	for (int i = 0; i < sv->nloads; i++)
+		if (mono - sv->loads[i].at_ms < SERVICE_LOAD_FRESH_MS) {
+			busy += sv->loads[i].busy;
+			held += sv->loads[i].held;
+		}
+	int want = (busy + held + sv->target - 1) / sv->target;
+	if (held && want < 1)
+		want = 1;
+	want = MAX(sv->min, MIN(sv->max, want));
+	if (want > sv->replicas) {
+		log_info("service %s: %d busy and %d waiting connections: %d replicas (were %d)",
+			 sv->name, busy, held, want, sv->replicas);
+		sv->replicas = want;
+		sv->below_since_ms = 0;
+		return true;
+	}
+	if (want == sv->replicas) {
+		sv->below_since_ms = 0;
+		return false;
+	}
+	if (!sv->below_since_ms)
+		sv->below_since_ms = mono;
+	if (mono - sv->below_since_ms < sv->down_after_ms)
+		return false;
+	log_info("service %s: %d busy connections for %lld s: %d replicas (were %d)", sv->name,
+		 busy, (long long)(sv->down_after_ms / 1000), want, sv->replicas);
+	sv->replicas = want;
+	sv->below_since_ms = 0;
+	return true;
+}
+
+void services_heard(struct server *s, const char *node, const struct wire_serve_load *v, int n)
+{
+	int64_t mono = tk_mono_ms();
+	bool wake = false;
+	for (int i = 0; i < n; i++) {
+		struct service *sv = find(s, v[i].name);
+		if (!sv)
+			continue;
+		struct node_load *l = NULL;
+		for (int k = 0; k < sv->nloads && !l; k++)
+			if (strcmp(sv->loads[k].node, node) == 0)
+				l = &sv->loads[k];
+		if (!l) {
+			if (sv->nloads >= SERVICE_MAX_LOADS)
+				continue;
+			sv->loads =
+				xrealloc(sv->loads, sizeof(*sv->loads) * (size_t)(sv->nloads + 1));
+			l = &sv->loads[sv->nloads++];
+			snprintf(l->node, sizeof(l->node), "%s", node);
+		}
+		l->busy = v[i].busy;
+		l->held = v[i].held;
+		l->at_ms = mono;
+		wake |= sv->autoscale && v[i].held && sv->replicas == 0;
+	}
+	/* a connection waits on a service at zero: a replica now, not at the
+	 * next tick */
+	if (wake)
+		services_tick(s, server_now_ms(s));
+}
+
 void services_tick(struct server *s, int64_t now)
 {
 	int budget = SERVICE_MAKE_PER_TICK;
+	int64_t mono = tk_mono_ms();
 	for (size_t i = 0; i < s->services.n; i++) {
 		struct service *sv = s->services.v[i];
 		bool changed = reap(s, sv, now) > 0;
+		if (sv->autoscale && !sv->deleting)
+			changed |= autoscale(sv, mono);
 		if (sv->deleting) {
 			if (sv->nrep == 0) {
 				log_info("service %s: deleted, its replicas ended", sv->name);
@@ -668,6 +794,18 @@ static json_t *service_pack(struct server *s, const struct service *sv, bool who
 			      sv->deleting, "probe", job_probe_pack(&sv->probe));
 	if (sv->port)
 		json_object_set_new(o, "port", json_integer(sv->port));
+	if (sv->autoscale)
+		json_object_set_new(o, "autoscale", autoscale_pack(sv));
+	if (sv->nloads) {
+		int busy = 0, held = 0;
+		int64_t mono = tk_mono_ms();
+		for (int i = 0; i < sv->nloads; i++)
+			if (mono - sv->loads[i].at_ms < SERVICE_LOAD_FRESH_MS) {
+				busy += sv->loads[i].busy;
+				held += sv->loads[i].held;
+			}
+		json_object_set_new(o, "load", json_pack("{s:i, s:i}", "busy", busy, "held", held));
+	}
 	if (sv->crashes) {
 		json_object_set_new(o, "crashes", json_integer(sv->crashes));
 		json_object_set_new(o, "next_ms", json_integer(sv->next_ms));
@@ -784,12 +922,16 @@ static int probe_of(struct request *r, json_t *body, const struct job_probe *def
 void services_h_create(struct request *r, const char *param, json_t *body)
 {
 	struct server *s = r->s;
-	static const char *const keys[] = {"name", "replicas", "port", "probe", "job", NULL};
+	static const char *const keys[] = {"name", "replicas",	"port", "probe",
+					   "job",  "autoscale", NULL};
 	struct tk_error err;
 	char name[MODEL_NAME_MAX];
 	int64_t replicas, port;
 	struct job_probe probe;
+	struct service as = {0};
+	json_t *aj = json_object_get(body, "autoscale");
 	if (mj_check_keys(body, NULL, keys, &err) < 0 ||
+	    (aj && autoscale_unpack(aj, &as, &err) < 0) ||
 	    mj_strbuf(body, "name", true, true, name, sizeof(name), &err) < 0 ||
 	    mj_int(body, "replicas", false, 0, SERVICE_MAX_REPLICAS, 1, &replicas, &err) < 0 ||
 	    mj_int(body, "port", false, 1, 65535, 0, &port, &err) < 0) {
@@ -830,6 +972,17 @@ void services_h_create(struct request *r, const char *param, json_t *body)
 	snprintf(sv->owner, sizeof(sv->owner), "%s", r->user);
 	snprintf(sv->run_as, sizeof(sv->run_as), "%s", run_as);
 	sv->replicas = (int)replicas;
+	if (as.autoscale) {
+		sv->autoscale = true;
+		sv->min = as.min;
+		sv->max = as.max;
+		sv->target = as.target;
+		sv->down_after_ms = as.down_after_ms;
+		/* (the count given, or min, within the two) */
+		sv->replicas = json_object_get(body, "replicas")
+				       ? MAX(as.min, MIN(as.max, (int)replicas))
+				       : as.min;
+	}
 	sv->port = (int)port;
 	sv->probe = probe;
 	sv->job = req;
@@ -888,20 +1041,38 @@ void services_h_endpoints(struct request *r, const char *param, json_t *body)
 void services_h_scale(struct request *r, const char *param, json_t *body)
 {
 	struct service *sv = named(r, param);
-	static const char *const keys[] = {"replicas", NULL};
+	static const char *const keys[] = {"replicas", "autoscale", NULL};
 	struct tk_error err;
 	int64_t replicas;
+	struct service as = {0};
+	json_t *aj = json_object_get(body, "autoscale");
 	if (!sv || !may_change(r, sv, "scale"))
 		return;
 	if (mj_check_keys(body, NULL, keys, &err) < 0 ||
-	    mj_int(body, "replicas", true, 0, SERVICE_MAX_REPLICAS, 0, &replicas, &err) < 0) {
+	    mj_int(body, "replicas", !aj, 0, SERVICE_MAX_REPLICAS, -1, &replicas, &err) < 0 ||
+	    (aj && autoscale_unpack(aj, &as, &err) < 0)) {
 		reply_error(r, 400, "%s", err.text);
+		return;
+	}
+	if (aj && replicas >= 0) {
+		reply_error(r, 400,
+			    "replicas and autoscale: a fixed count, or a range scaled with load; "
+			    "not both");
 		return;
 	}
 	if (sv->deleting) {
 		reply_error(r, 409, "service %s is being deleted", sv->name);
 		return;
 	}
+	/* a fixed count ends scaling with load; a range starts it */
+	sv->autoscale = as.autoscale;
+	sv->min = as.min;
+	sv->max = as.max;
+	sv->target = as.target;
+	sv->down_after_ms = as.down_after_ms;
+	sv->below_since_ms = 0;
+	if (as.autoscale)
+		replicas = MAX(as.min, MIN(as.max, sv->replicas));
 	sv->replicas = (int)replicas;
 	sv->next_ms = 0;
 	sv->crashes = 0;

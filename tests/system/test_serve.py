@@ -309,3 +309,56 @@ def test_a_killed_server_keeps_its_services_and_their_replicas(workdir, procs):
     wait_for(lambda: t.api("GET", "/v1/services")[1]["services"] == [], 20, "the service gone")
     agent.stop()
     server.stop()
+
+
+def test_autoscale_from_zero_with_load_and_back(workdir, procs):
+    """--autoscale 0:3 --target-inflight 2: no replica while idle; the first
+    request starts one and is answered by it; six clients at once make it
+    three; idle again, none."""
+    t, server, agent = server_and_agent(workdir, procs, "30s", agent_args=("--heartbeat", "1s"))
+    try:
+        script = os.path.join(workdir, "replica.py")
+        with open(script, "w") as f:
+            f.write(REPLICA)
+        port = free_port()
+        t.run("serve", "create", "auto", "--autoscale", "0:3", "--target-inflight", "2",
+              "--scale-down-after", "3s", "--port", str(port), "--health", "/healthz",
+              "--probe-interval", "1s", "--", "python3", script, workdir)
+
+        def state():
+            return t.api("GET", "/v1/services/auto")[1]
+
+        time.sleep(1.0)
+        assert state()["replicas"] == 0 and state()["live"] == 0, state()
+        t0 = time.monotonic()
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=30) as r:
+            assert r.read().decode().startswith("job=")
+        first = time.monotonic() - t0
+        assert first < 20, first
+        assert state()["replicas"] == 1, state()
+        clients = [Client(port) for _ in range(6)]
+        for c in clients:
+            c.start()
+        try:
+            wait_for(lambda: state()["replicas"] == 3, 30, "three replicas for six clients")
+            wait_for(lambda: state()["ready"] == 3, 60, "three in rotation")
+            assert state()["load"]["busy"] >= 5, state()["load"]
+        finally:
+            for c in clients:
+                c.stop()
+        assert sum(len(c.errors) for c in clients) == 0, [c.errors[:2] for c in clients]
+        wait_for(lambda: state()["replicas"] == 0 and state()["live"] == 0, 60,
+                 "none once idle")
+        show = t.run("serve", "show", "auto").stdout
+        assert "autoscaled 0:3 at 2 busy each" in show, show
+        p = t.run("serve", "scale", "auto", "--autoscale", "2:1", "--target-inflight", "1",
+                  check=False)
+        assert p.returncode == 2 and "0 <= MIN <= MAX" in p.stderr, p.stderr
+        st, r = t.api("POST", "/v1/services/auto/scale",
+                      {"replicas": 1, "autoscale": {"min": 0, "max": 2, "target_inflight": 1}})
+        assert st == 400 and "not both" in r["error"], r
+        t.run("serve", "delete", "auto")
+        print(f"first request to a service at zero answered after {first:.2f} s")
+    finally:
+        agent.stop()
+        server.stop()
