@@ -16,7 +16,7 @@ import threading
 import time
 import urllib.request
 
-from conftest import server_and_agent, wait_for
+from conftest import BIN, server_and_agent, wait_for
 
 REPLICA = r'''
 import http.server, os, sys
@@ -362,3 +362,53 @@ def test_autoscale_from_zero_with_load_and_back(workdir, procs):
     finally:
         agent.stop()
         server.stop()
+
+
+def test_a_service_takes_back_what_training_borrowed(workdir, procs):
+    """A batch job holds every GPU and checkpoints every 20 steps; a service
+    of one GPU preempts it (SIGTERM: it saves its step in its grace); with
+    the service scaled to 0 the job resumes from that checkpoint, having
+    lost less than one checkpoint interval."""
+    store = os.path.join(workdir, "store")
+    os.makedirs(store)
+    t, server, agent = server_and_agent(workdir, procs, "30s", checkpoint_store=store)
+    train = (
+        'C=$TENK_CHECKPOINT_DIR; S=${TENK_RESTORE_STEP:-0}; '
+        'echo "attempt=$TENK_ATTEMPT restore=[$TENK_RESTORE_TAG] from=$S"; '
+        f'save() {{ mkdir -p $C/step-$1 && echo $1 > $C/step-$1/w.bin && '
+        f'{BIN} ckpt commit step-$1 --step $1; }}; '
+        'trap \'save $S; echo "saved $S on TERM"; exit 143\' TERM; '
+        'while [ $S -lt 100000 ]; do S=$((S+1)); echo "step=$S" >> $TENK_METRICS; '
+        '[ $((S % 20)) = 0 ] && save $S; sleep 0.05; done')
+    job = t.submit("--class", "batch", "-G", "8", "--grace", "30s", "--", "sh", "-c", train)
+    t.wait_state(job, "RUNNING")
+    wait_for(lambda: t.job(job).get("checkpoints"), 60, "a first checkpoint")
+    script = os.path.join(workdir, "replica.py")
+    with open(script, "w") as f:
+        f.write(REPLICA)
+    t.run("serve", "create", "infer", "-G", "1", "--health", "/healthz", "--probe-interval",
+          "1s", "--", "python3", script, workdir)
+    wait_for(lambda: len(endpoints(t, "infer")) == 1, 90, "the service's replica in rotation")
+    j = t.job(job)
+    first = j["attempts"][0]
+    assert first["end"] == "preempted" and "class service" in first["reason"], first
+    assert j["state"] == "PENDING", j
+    out = os.path.join(workdir, f"tenk-{job}.out")
+    saved = [line for line in open(out).read().splitlines() if line.startswith("saved ")]
+    assert saved, open(out).read()[-2000:]
+    saved_at = int(saved[-1].split()[1])
+    # (what it saved in its grace uploads after its tasks end)
+    wait_for(lambda: any(c["step"] == saved_at for c in t.job(job).get("checkpoints", [])), 60,
+             "the checkpoint saved in its grace committed")
+    t.run("serve", "scale", "infer", "0")
+    wait_for(lambda: t.job(job)["state"] == "RUNNING" and len(t.job(job)["attempts"]) == 2,
+             60, "the training job back")
+    wait_for(lambda: "attempt=2" in open(out).read(), 30, "its second attempt's first line")
+    line = [x for x in open(out).read().splitlines() if x.startswith("attempt=2")][0]
+    resumed = int(line.split("from=")[1])
+    assert resumed == saved_at, (line, saved)  # saved in its grace: nothing lost
+    assert f"restore=[step-{resumed}]" in line, line
+    t.run("cancel", str(job))
+    t.run("serve", "delete", "infer")
+    agent.stop()
+    server.stop()
