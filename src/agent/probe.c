@@ -24,9 +24,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define PROBE_TICK_MS 100      /* how often probes are started and timed out */
+#define PROBE_TICK_MS 100     /* how often probes are started and timed out */
 #define PROBE_STARTING_MS 250 /* the most between probes before the first pass */
-#define PROBE_ANSWER_MAX 255   /* bytes of an answer read: its status line */
+#define PROBE_ANSWER_MAX 255  /* bytes of an answer read: its status line */
 
 struct probe_conn {
 	struct agent *a;
