@@ -326,6 +326,8 @@ static void reg_done(void *arg, long status, const char *body, size_t len, const
 	if (!ans.has_gpu_health)
 		sched_config_gpu_default(&ans.gpu_health);
 	agent__health_limits(a, &ans.gpu_health);
+	/* and how long an idle one keeps its power limit (none said: 10 min) */
+	a->idle_power_after_ms = ans.idle_power_after_ms >= 0 ? ans.idle_power_after_ms : 600000;
 	/* beat four times a lease at least, so that lost beats are no death,
 	 * and as often as the server asks (its power fencing finds a dead
 	 * node in three beats and their delays) */
@@ -1123,6 +1125,7 @@ static void finish_stop(struct agent *a)
 		group_close(v);
 	agent__probe_stop(a);
 	agent__forward_stop(a);
+	agent__idle_power_restore(a);
 	agent__cmds_stop(a);
 	agent__launcher_stop(a);
 	agent__health_stop(a);

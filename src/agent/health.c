@@ -404,6 +404,8 @@ static void tick(uv_timer_t *t)
 	}
 	agent__usage_tick(a);
 	agent__disk_tick(a, false);
+	if (!a->stopping)
+		agent__idle_power_tick(a, now);
 	if (a->cfg.health_check && !h->check_running && now >= h->check_next_ms && !a->stopping)
 		start_check(h, now);
 	char f[WIRE_MAX_FAULTS][WIRE_FAULT_MAX];

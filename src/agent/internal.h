@@ -204,6 +204,18 @@ struct agent {
 	bool fault_said;
 	int reg_backoff, poll_backoff, ev_backoff;
 
+	/* idlepower.c: the cluster's idle_power_after (ms; 0: never), and per
+	 * device (NVML's order): since when no group holds it (monotonic;
+	 * 0: one does), whether it was lowered, the limit it had, the draw
+	 * before, the energy saved since (mJ) */
+	int64_t idle_power_after_ms;
+	struct {
+		int64_t since_ms, sampled_ms;
+		bool lowered;
+		unsigned saved_mw, min_mw, before_mw;
+		double saved_mj;
+	} idle[MODEL_MAX_ACCELS];
+	uint64_t idle_lowerings;
 	/* forward.c: the services this node is an address of */
 	struct fwd_service *fwd;
 	uv_timer_t fwd_timer;
@@ -326,6 +338,23 @@ bool agent__nvml_ecc(const struct nvml *n, int i, uint64_t *count);
 /* The next Xid event waiting, without waiting for one: its accelerator
  * (inventory order) and number. */
 bool agent__nvml_xid(const struct nvml *n, int *dev, unsigned *xid);
+/* Device i's power limit as set (mW) and the least it may be set to;
+ * false where NVML cannot read or set it. */
+bool agent__nvml_limit(const struct nvml *n, int i, unsigned *ret_mw, unsigned *ret_min);
+/* Sets device i's power limit (mW): 0, or -EPERM, -ENOTSUP, -EIO. */
+int agent__nvml_set_limit(const struct nvml *n, int i, unsigned mw);
+
+/* ---- idlepower.c: idle accelerators at their lowest power limit ---- */
+/* Each second: a device no group holds for the cluster's idle_power_after
+ * is set to its lowest limit. */
+void agent__idle_power_tick(struct agent *a, int64_t now);
+/* Devices (inventory indices) work is about to run on: their limits back,
+ * before it starts. */
+void agent__idle_power_wake(struct agent *a, const int *devs, int n);
+/* Every device's limit back (the agent stops). */
+void agent__idle_power_restore(struct agent *a);
+/* /metrics: which devices are lowered, and the energy that saved. */
+void agent__idle_power_metrics(struct agent *a, struct strbuf *b);
 
 /* ---- health.c ---- */
 struct health;

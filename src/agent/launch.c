@@ -1110,6 +1110,8 @@ struct taskgroup *agent__group_start(struct agent *a, const struct work_item *it
 		}
 	}
 	agent__usage_start(g);
+	/* its devices at their full power limit before anything runs there */
+	agent__idle_power_wake(a, g->devs, g->ndevs);
 	log_debug("job %lld.%d: starting %d task(s), node rank %d", (long long)job, attempt,
 		  g->ntasks, g->node_rank);
 	struct shim_plan plan = {0};

@@ -498,6 +498,7 @@ char *agent__metrics_render(struct agent *a)
 	node_network(a, &b);
 	agent__nic_metrics(a, &b);
 	agent__forward_metrics(a, &b);
+	agent__idle_power_metrics(a, &b);
 	return strbuf_detach(&b);
 }
 

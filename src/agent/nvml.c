@@ -7,6 +7,7 @@
 #include "internal.h"
 
 #include <dlfcn.h>
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -43,6 +44,9 @@ struct nvml {
 	int (*clock)(void *, int, unsigned *);
 	int (*throttle)(void *, unsigned long long *);
 	int (*power_limit)(void *, unsigned *);
+	int (*limit_get)(void *, unsigned *);		    /* the limit set (not enforced) */
+	int (*limit_range)(void *, unsigned *, unsigned *); /* its constraints */
+	int (*limit_set)(void *, unsigned);
 	int (*rows)(void *, unsigned *, unsigned *, unsigned *, unsigned *);
 	int (*pcie_width)(void *, unsigned *), (*pcie_width_max)(void *, unsigned *);
 	int (*pcie_gen)(void *, unsigned *), (*pcie_gen_max)(void *, unsigned *);
@@ -113,6 +117,9 @@ struct nvml *agent__nvml_open(const struct agent_config *cfg, const struct node_
 	if (!SYM(n, throttle, "nvmlDeviceGetCurrentClocksEventReasons"))
 		SYM(n, throttle, "nvmlDeviceGetCurrentClocksThrottleReasons");
 	SYM(n, power_limit, "nvmlDeviceGetEnforcedPowerLimit");
+	SYM(n, limit_get, "nvmlDeviceGetPowerManagementLimit");
+	SYM(n, limit_range, "nvmlDeviceGetPowerManagementLimitConstraints");
+	SYM(n, limit_set, "nvmlDeviceSetPowerManagementLimit");
 	SYM(n, rows, "nvmlDeviceGetRemappedRows");
 	SYM(n, pcie_width, "nvmlDeviceGetCurrPcieLinkWidth");
 	SYM(n, pcie_width_max, "nvmlDeviceGetMaxPcieLinkWidth");
@@ -254,6 +261,26 @@ void agent__nvml_read(const struct nvml *n, int i, struct gpu_sample *s)
 	    n->pcie_width_max(d, &s->pcie_width_max) == 0 && n->pcie_gen(d, &s->pcie_gen) == 0 &&
 	    n->pcie_gen_max(d, &s->pcie_gen_max) == 0 && s->pcie_width_max && s->pcie_gen_max)
 		s->have |= GPU_PCIE;
+}
+
+bool agent__nvml_limit(const struct nvml *n, int i, unsigned *ret_mw, unsigned *ret_min)
+{
+	unsigned mw, min, max;
+	if (!n || i >= n->ndev || !n->limit_get || !n->limit_range || !n->limit_set ||
+	    n->limit_get(n->dev[i], &mw) != 0 || n->limit_range(n->dev[i], &min, &max) != 0 ||
+	    !min || min > max)
+		return false;
+	*ret_mw = mw;
+	*ret_min = min;
+	return true;
+}
+
+int agent__nvml_set_limit(const struct nvml *n, int i, unsigned mw)
+{
+	if (!n || i >= n->ndev || !n->limit_set)
+		return -ENOTSUP;
+	int r = n->limit_set(n->dev[i], mw);
+	return r == 0 ? 0 : r == 4 /* NVML_ERROR_NO_PERMISSION */ ? -EPERM : -EIO;
 }
 
 bool agent__nvml_xid(const struct nvml *n, int *dev, unsigned *xid)

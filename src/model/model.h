@@ -1406,6 +1406,10 @@ struct sched_config {
 	 * "stall_after" is stalled (0, "auto": 10 times its median time between
 	 * lines, and at least "stall_min"); a job's own stall_after_s first */
 	int64_t stall_after_s, stall_min_s;
+	/* "idle_power_after": an accelerator with no work this long is set to
+	 * its lowest power limit by its agent, and back before work is placed
+	 * on it (0, "0": never) */
+	int64_t idle_power_after_s;
 	/* "lemon": {"failures": N, "within": "24h"}: a node with N failures of
 	 * its own within that time is drained as a lemon (N 0: never) */
 	int64_t lemon_failures, lemon_within_s;

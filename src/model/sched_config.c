@@ -38,6 +38,7 @@ void sched_config_default(struct sched_config *c)
 	c->max_starts_per_pass = SCHED_CONFIG_MAX_STARTS;
 	c->default_pool = -1;
 	c->maint_lookahead_s = 86400;
+	c->idle_power_after_s = 600;
 	c->power_fence_timeout_s = 60;
 	c->power_fence_heartbeat_s = 1;
 	static const char *const levels[] = {"dc", "row", "rack", "pdu"};
@@ -558,6 +559,7 @@ int sched_config_load_json(struct sched_config *c, const char *text, struct tk_e
 					   "maint_lookahead",
 					   "fair_share",
 					   "power_fence",
+					   "idle_power_after",
 					   NULL};
 	static const char *const ckeys[] = {"name",
 					    "priority",
@@ -726,6 +728,18 @@ int sched_config_load_json(struct sched_config *c, const char *text, struct tk_e
 	}
 	if (gpu && (r = wire_gpu_limits_unpack(gpu, true, &next.gpu_health, err)) < 0) {
 		mj_prefix(err, "gpu_health");
+		goto out;
+	}
+	char idle[32] = "";
+	if ((r = mj_strbuf(root, "idle_power_after", false, true, idle, sizeof(idle), err)) < 0)
+		goto out;
+	if (idle[0] && (tk_parse_duration(idle, &next.idle_power_after_s) < 0 ||
+			next.idle_power_after_s < 0)) {
+		r = tk_errorf(
+			err, -EINVAL,
+			"idle_power_after: expected a duration such as \"10m\" (\"0\": never), "
+			"got \"%s\"",
+			idle);
 		goto out;
 	}
 	static const char *const stalls[] = {"stall_after", "stall_min"};

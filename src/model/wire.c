@@ -241,6 +241,9 @@ json_t *wire_registered_pack(const struct wire_registered *m)
 			json_object_set_new(o, "gpu_health", wire_gpu_limits_pack(&m->gpu_health));
 		if (m->heartbeat_ms)
 			json_object_set_new(o, "heartbeat_ms", json_integer(m->heartbeat_ms));
+		if (m->idle_power_after_ms >= 0)
+			json_object_set_new(o, "idle_power_after_ms",
+					    json_integer(m->idle_power_after_ms));
 	}
 	return o;
 }
@@ -248,8 +251,8 @@ json_t *wire_registered_pack(const struct wire_registered *m)
 int wire_registered_unpack(json_t *j, struct wire_registered *ret, struct tk_error *err)
 {
 	static const char *const keys[] = {
-		"node",	      "addr",	      "epoch", "node_timeout_ms", "credential", "protocol",
-		"gpu_health", "heartbeat_ms", NULL};
+		"node",	    "addr",	  "epoch",	  "node_timeout_ms",	 "credential",
+		"protocol", "gpu_health", "heartbeat_ms", "idle_power_after_ms", NULL};
 	int r;
 	int64_t protocol;
 	memset(ret, 0, sizeof(*ret));
@@ -262,7 +265,9 @@ int wire_registered_unpack(json_t *j, struct wire_registered *ret, struct tk_err
 	    (r = mj_strbuf(j, "credential", false, true, ret->credential, sizeof(ret->credential),
 			   err)) < 0 ||
 	    (r = mj_int(j, "protocol", false, 1, INT32_MAX, 1, &protocol, err)) < 0 ||
-	    (r = mj_int(j, "heartbeat_ms", false, 1, INT32_MAX, 0, &ret->heartbeat_ms, err)) < 0)
+	    (r = mj_int(j, "heartbeat_ms", false, 1, INT32_MAX, 0, &ret->heartbeat_ms, err)) < 0 ||
+	    (r = mj_int(j, "idle_power_after_ms", false, 0, INT64_MAX, -1,
+			&ret->idle_power_after_ms, err)) < 0)
 		return r;
 	ret->protocol = (int)protocol;
 	json_t *gpu = json_object_get(j, "gpu_health");

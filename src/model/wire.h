@@ -135,6 +135,9 @@ struct wire_registered {
 	 * none asked, the agent keeps its own): its "power_fence", which
 	 * finds a dead node in three beats and their delays */
 	int64_t heartbeat_ms;
+	/* the cluster's "idle_power_after" (ms; 0: never; -1: not said, the
+	 * agent keeps its default) */
+	int64_t idle_power_after_ms;
 };
 
 /* "gpu_health" as configured (config: "for" a duration such as "5m") or

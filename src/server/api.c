@@ -1806,7 +1806,8 @@ static void h_agent_register(struct request *r, const char *param, json_t *body)
 	struct wire_registered ans = {.node_timeout_ms = s->cfg.node_timeout_ms,
 				      .protocol = m->protocol < 2 ? 1 : WIRE_PROTOCOL,
 				      .has_gpu_health = m->protocol >= 2,
-				      .gpu_health = st->sched.gpu_health};
+				      .gpu_health = st->sched.gpu_health,
+				      .idle_power_after_ms = st->sched.idle_power_after_s * 1000};
 	/* power fencing finds a dead node in three beats and their delays:
 	 * beats of `heartbeat`, asked of every agent */
 	if (st->sched.npower_fence)

@@ -170,8 +170,8 @@ static json_t *keys_changed(const json_t *a, const json_t *b)
 
 /* Into next, what only a start takes, as the running server has it; the
  * keys of those that differ from the start's in later ({"key", "when":
- * "start"}), and gpu_health where it differs from last's ("when":
- * "registration": each agent's next). */
+ * "start"}), and gpu_health and idle_power_after where they differ from
+ * last's ("when": "registration": each agent's next). */
 static json_t *keep_start_only(const struct server *s, const json_t *last, const json_t *cfg,
 			       struct sched_config *next)
 {
@@ -184,9 +184,12 @@ static json_t *keep_start_only(const struct server *s, const json_t *last, const
 							       "when", "start"));
 	/* the agents hold their accelerators to what they got when they
 	 * registered */
-	if (key_differs(last, cfg, "gpu_health"))
-		json_array_append_new(later, json_pack("{s:s, s:s}", "key", "gpu_health", "when",
-						       "registration"));
+	static const char *const at_registration[] = {"gpu_health", "idle_power_after"};
+	for (size_t i = 0; i < ARRAY_SIZE(at_registration); i++)
+		if (key_differs(last, cfg, at_registration[i]))
+			json_array_append_new(later,
+					      json_pack("{s:s, s:s}", "key", at_registration[i],
+							"when", "registration"));
 	memcpy(next->store, now->store, sizeof(next->store));
 	next->npower_fence = now->npower_fence;
 	memcpy(next->power_fence, now->power_fence, sizeof(next->power_fence));

@@ -213,11 +213,48 @@ int nvmlDeviceGetCurrentClocksEventReasons(void *h, unsigned long long *reasons)
 	return 0;
 }
 
+/* Power limits the agent sets (idle_power_after), each kept here and
+ * written as a line "INDEX power_limit MW" to $TENK_FAKE_NVML_LOG, so that
+ * a test sees every call in its order; the least settable is the file's
+ * power_min_mw (default 200 W), the most 700 W. */
+#define SHIM_MAX_DEVS 64
+static unsigned set_limit[SHIM_MAX_DEVS];
+
 int nvmlDeviceGetEnforcedPowerLimit(void *h, unsigned *mw)
 {
 	unsigned long long v = 700000;
 	field(h, "power_limit_mw", -1, &v);
-	*mw = (unsigned)v;
+	unsigned long i = (unsigned long)h - 1;
+	*mw = i < SHIM_MAX_DEVS && set_limit[i] ? set_limit[i] : (unsigned)v;
+	return 0;
+}
+
+int nvmlDeviceGetPowerManagementLimit(void *h, unsigned *mw)
+{
+	return nvmlDeviceGetEnforcedPowerLimit(h, mw);
+}
+
+int nvmlDeviceGetPowerManagementLimitConstraints(void *h, unsigned *min, unsigned *max)
+{
+	unsigned long long v = 200000;
+	field(h, "power_min_mw", -1, &v);
+	*min = (unsigned)v;
+	*max = 700000;
+	return 0;
+}
+
+int nvmlDeviceSetPowerManagementLimit(void *h, unsigned mw)
+{
+	unsigned long i = (unsigned long)h - 1;
+	if (i >= SHIM_MAX_DEVS || mw < 100000 || mw > 700000)
+		return 2; /* NVML_ERROR_INVALID_ARGUMENT */
+	set_limit[i] = mw;
+	const char *path = getenv("TENK_FAKE_NVML_LOG");
+	FILE *f = path ? fopen(path, "a") : NULL;
+	if (f) {
+		fprintf(f, "%lu power_limit %u\n", i, mw);
+		fclose(f);
+	}
 	return 0;
 }
 

@@ -2,21 +2,24 @@
 http.server) kept live on their $PORT, probed by the agent, listed as
 endpoints once their probe passes; a replica made unhealthy leaves the
 endpoints within a probe period and is replaced, one killed is replaced,
-scaling down cancels the newest, delete ends them all; bad input is named.
+scaling down drains the newest, delete ends them all; bad input is named.
 Through the service's own address (the agent's forwarder), a client loop
 sees no error while replicas fail and are replaced, and a request to a
 service at zero replicas waits for one; a rolling update to a new command
 refuses no request, and one to a broken command stops at its first
-replica and rolls back."""
+replica and rolls back. Scaled with load, from zero on the first request;
+a service takes back a GPU training borrowed, and the job loses nothing;
+idle GPUs are set to their lowest power limit and woken before work."""
 import http.client
 import os
+import re
 import signal
 import socket
 import threading
 import time
 import urllib.request
 
-from conftest import BIN, server_and_agent, wait_for
+from conftest import BIN, Daemon, Tenk, root_jobs_config, server_and_agent, wait_for
 
 REPLICA = r'''
 import http.server, os, sys
@@ -411,4 +414,68 @@ def test_a_service_takes_back_what_training_borrowed(workdir, procs):
     t.run("cancel", str(job))
     t.run("serve", "delete", "infer")
     agent.stop()
+    server.stop()
+
+
+def test_idle_gpus_sleep_and_wake_before_work(workdir, procs):
+    """idle_power_after 2s, through the NVML stand-in (tests/gpushim): each
+    idle accelerator is set to its lowest limit, the one a job is placed on
+    is set back before the job starts, and lowered again once the job is
+    over; /metrics says which are lowered and what that saved."""
+    data = os.path.join(workdir, "data")
+    root_jobs_config(data, idle_power_after="2s")
+    server = Daemon(["server", "--data", data, "--listen", "127.0.0.1:0", "--node-timeout",
+                     "60s"], workdir, "server")
+    procs.append(server)
+    wait_for(lambda: os.path.exists(os.path.join(data, "server.url")), 20, "the server")
+    t = Tenk(workdir, data)
+    log = os.path.join(workdir, "nvml.log")
+    nvml = os.path.join(workdir, "nvml")
+    with open(nvml, "w") as f:
+        f.write("0 power_mw 60000\n1 power_mw 60000\n")
+    shim = os.path.join(os.path.dirname(BIN), "tests", "gpushim")
+    work = os.path.join(workdir, "w1")
+    agent = Daemon(["agent", "--server", t.url, "--token-file", os.path.join(data, "agent.token"),
+                    "--name", "n1", "--work-dir", work, "--stop-jobs", "--heartbeat", "1s",
+                    "--metrics-listen", "127.0.0.1:0"], workdir, "agent",
+                   env={"LD_LIBRARY_PATH": shim, "TENK_FAKE_GPUS": "2",
+                        "TENK_FAKE_NVML_FILE": nvml, "TENK_FAKE_NVML_LOG": log})
+    procs.append(agent)
+    t.wait_nodes_up(1)
+    url = wait_for(lambda: open(os.path.join(work, "metrics.url")).read().strip()
+                   if os.path.exists(os.path.join(work, "metrics.url")) else None, 20, "the url")
+
+    def lines():
+        return open(log).read().splitlines() if os.path.exists(log) else []
+
+    def metrics():
+        with urllib.request.urlopen(url, timeout=10) as r:
+            return r.read().decode()
+
+    wait_for(lambda: {"0 power_limit 200000", "1 power_limit 200000"} <= set(lines()), 20,
+             "both idle accelerators lowered")
+    with open(nvml, "w") as f:  # (the lowered cards draw less)
+        f.write("0 power_mw 40000\n1 power_mw 40000\n")
+    assert 'tenk_gpu_idle_power_limited{gpu="0"} 1' in metrics()
+    job = t.submit("-G", "1", "--", "sh", "-c",
+                   f'echo "job started $CUDA_VISIBLE_DEVICES" >> {log}; sleep 300')
+    wait_for(lambda: any(x.startswith("job started") for x in lines()), 30, "the job started")
+    seq = lines()
+    dev = seq[-1].split()[-1]
+    back = seq.index(f"{dev} power_limit 700000")
+    assert back < seq.index(f"job started {dev}"), seq  # its limit back first
+    other = "1" if dev == "0" else "0"
+    assert f"{other} power_limit 700000" not in seq, seq  # the other stays low
+    m = metrics()
+    assert f'tenk_gpu_idle_power_limited{{gpu="{dev}"}} 0' in m, m
+    assert f'tenk_gpu_idle_power_limited{{gpu="{other}"}} 1' in m, m
+    wait_for(lambda: float(re.search(r'tenk_gpu_idle_power_saved_joules_total\{gpu="%s"\} (\S+)'
+                                     % other, metrics()).group(1)) > 20, 20,
+             "the energy saved counted (20 W less a second)")
+    t.run("cancel", str(job))
+    wait_for(lambda: lines().count(f"{dev} power_limit 200000") == 2, 30,
+             "lowered again once the job is over")
+    agent.stop()
+    # the agent stopping sets every limit back
+    assert sorted(lines()[-2:]) == ["0 power_limit 700000", "1 power_limit 700000"], lines()
     server.stop()

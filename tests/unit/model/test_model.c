@@ -1555,6 +1555,13 @@ static void test_fault_domains(void **state)
 	assert_int_equal(c->maint_lookahead_s, 7200);
 	assert_true(sched_config_load_json(c, "{\"maint_lookahead\": \"soon\"}", &err) < 0);
 	assert_non_null(strstr(err.text, "maint_lookahead: expected a duration such as \"24h\""));
+	/* idle accelerators' power: 10 min by default, "0" never */
+	assert_int_equal(sched_config_load_json(c, "{}", &err), 0);
+	assert_int_equal(c->idle_power_after_s, 600);
+	assert_int_equal(sched_config_load_json(c, "{\"idle_power_after\": \"0\"}", &err), 0);
+	assert_int_equal(c->idle_power_after_s, 0);
+	assert_true(sched_config_load_json(c, "{\"idle_power_after\": \"later\"}", &err) < 0);
+	assert_non_null(strstr(err.text, "idle_power_after: expected a duration such as \"10m\""));
 	/* power fencing: a program by its path, its words, a silence, a timeout */
 	assert_int_equal(c->npower_fence, 0);
 	assert_int_equal(sched_config_load_json(
