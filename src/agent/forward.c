@@ -294,18 +294,18 @@ static void hold(struct fwd_conn *c)
 {
 	if (c->waiting)
 		return;
-	/* the first one held: the server hears of it now, not at the next
-	 * beat (a service at zero starts a replica for it) */
-	if (!c->sv->waiting && !c->sv->held_said) {
-		c->sv->held_said = true;
-		agent_beat_now(c->sv->a);
-	}
 	c->waiting = true;
 	c->wait_next = NULL;
 	struct fwd_conn **pp = &c->sv->waiting;
 	while (*pp)
 		pp = &(*pp)->wait_next;
 	*pp = c;
+	/* the first one held: the server hears of it now (the beat counts
+	 * it), not at the next beat (a service at zero starts a replica) */
+	if (!c->sv->held_said) {
+		c->sv->held_said = true;
+		agent_beat_now(c->sv->a);
+	}
 }
 
 static void backend_closed_for_retry(uv_handle_t *h)
