@@ -1,6 +1,6 @@
 /*
  * tenk acct (sacct's habits: one record per attempt, -S/-E, --format,
- * -P, -D) and tenk usage (sreport's: sums by queue, user or model over a
+ * -P, -D) and tenk usage (sreport's: sums by queue, user, model or service over a
  * window, in hours, cost, energy or percent of the cluster).
  */
 #include "internal.h"
@@ -370,7 +370,7 @@ CLI_COMMAND(cli_acct, CLI_OPTS(acct_opts), false, 0, 0, run_acct)
 enum { U_BY = O_FIRST_OWN, U_FROM, U_TO, U_UNIT };
 static const struct tk_option usage_opts[] = {
 	COMMON_OPTS,
-	{"by", 0, "WHAT", "queue, user or model (default queue)"},
+	{"by", 0, "WHAT", "queue, user, model or service (default queue)"},
 	{"from", 0, "TIME", "the window's start: now-7d, today, YYYY-MM-DD... (default now-1d)"},
 	{"to", 0, "TIME", "its end (default now)"},
 	{"unit", 't', "UNIT", "hours, cost, energy or percent (default hours)"},
@@ -380,8 +380,10 @@ static int run_usage(struct ctx *c)
 {
 	const char *by = c->v[U_BY] ? c->v[U_BY] : "queue";
 	const char *unit = c->v[U_UNIT] ? c->v[U_UNIT] : "hours";
-	if (strcmp(by, "queue") != 0 && strcmp(by, "user") != 0 && strcmp(by, "model") != 0)
-		return cli__usage_error(c->cmd, "--by: queue, user or model, got \"%s\"", by);
+	if (strcmp(by, "queue") != 0 && strcmp(by, "user") != 0 && strcmp(by, "model") != 0 &&
+	    strcmp(by, "service") != 0)
+		return cli__usage_error(c->cmd, "--by: queue, user, model or service, got \"%s\"",
+					by);
 	if (strcmp(unit, "hours") != 0 && strcmp(unit, "cost") != 0 &&
 	    strcmp(unit, "energy") != 0 && strcmp(unit, "percent") != 0)
 		return cli__usage_error(c->cmd,

@@ -121,6 +121,7 @@ static void figures(struct server *s, const struct sjob *j, const struct attempt
  * from its record in the store (a job settled and out of memory). */
 struct arec {
 	const char *owner, *queue, *state, *model;
+	const char *service;	  /* "": none */
 	int64_t start_ms, end_ms; /* start 0: never started */
 	bool ended;
 	double gpu_hours, busy_hours, cost;
@@ -134,6 +135,7 @@ static void arec_held(struct server *s, const struct sjob *j, const struct attem
 {
 	figures(s, j, a, now, f);
 	*r = (struct arec){.owner = j->job.owner,
+			   .service = j->job.req.service ? j->job.req.service : "",
 			   .queue = j->queue ? j->queue->spec.name : "",
 			   .state = attempt_state(j, a),
 			   .model = f->model,
@@ -150,6 +152,7 @@ static void arec_held(struct server *s, const struct sjob *j, const struct attem
 static void arec_stored(const struct store_acct *row, struct arec *r)
 {
 	*r = (struct arec){.owner = row->owner,
+			   .service = row->service ? row->service : "",
 			   .queue = row->queue,
 			   .state = row->state,
 			   .model = row->model,
@@ -218,6 +221,8 @@ static json_t *row(struct server *s, const struct sjob *j, const struct attempt 
 			       : json_null());
 	if (f.spare_hours > 0)
 		json_object_set_new(o, "spare_gpu_hours", json_real(f.spare_hours));
+	if (rq->service)
+		json_object_set_new(o, "service", json_string(rq->service));
 	strbuf_release(&nodes);
 	return o;
 }
@@ -410,9 +415,12 @@ static void usage_add(struct acct_scan *sc, const struct arec *r)
 		return;
 	}
 	double frac = share_inside(r, sc->from, sc->to, sc->now);
-	const char *key = strcmp(sc->by, "user") == 0	 ? r->owner
-			  : strcmp(sc->by, "model") == 0 ? r->model
-							 : r->queue;
+	const char *key = strcmp(sc->by, "user") == 0	   ? r->owner
+			  : strcmp(sc->by, "model") == 0   ? r->model
+			  : strcmp(sc->by, "service") == 0 ? r->service
+							   : r->queue;
+	if (strcmp(sc->by, "service") == 0 && !key[0])
+		return; /* jobs of no service */
 	size_t m = 0;
 	while (m < sc->ng && strcmp(sc->g[m].name, key) != 0)
 		m++;
@@ -719,8 +727,8 @@ void h_usage(struct request *r, const char *param, json_t *body)
 	if (!by)
 		by = "queue";
 	if (strcmp(by, "queue") != 0 && strcmp(by, "user") != 0 && strcmp(by, "model") != 0 &&
-	    strcmp(by, "time") != 0) {
-		reply_error(r, 400, "by: queue, user, model or time, got \"%.32s\"", by);
+	    strcmp(by, "service") != 0 && strcmp(by, "time") != 0) {
+		reply_error(r, 400, "by: queue, user, model, service or time, got \"%.32s\"", by);
 		return;
 	}
 	int64_t now = server_now_ms(r->s);
@@ -929,6 +937,7 @@ void acct_put(struct server *s, const struct sjob *j, struct store_batch *b)
 			.job_id = j->job.id,
 			.attempt = a->number,
 			.owner = r.owner,
+			.service = r.service,
 			.queue = r.queue,
 			.state = r.state,
 			.model = r.model,

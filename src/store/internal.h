@@ -44,7 +44,7 @@ struct store_batch {
 
 enum col_type { COL_INT, COL_REAL, COL_TEXT, COL_TEXT_NULL };
 
-#define TABLE_COLS_MAX 13
+#define TABLE_COLS_MAX 14
 
 struct table_desc {
 	const char *name;
@@ -150,7 +150,7 @@ struct store_acct_cursor {
 
 /* The migrations both implementations follow, by number: the schema after
  * migration i is version i + 1. */
-#define STORE_SCHEMA_VERSION 12
+#define STORE_SCHEMA_VERSION 13
 
 int store_sqlite_open(const char *path, bool reader, struct store **ret, struct tk_error *err);
 int store_sqlite_backup(const char *src, const char *dst, struct tk_error *err);

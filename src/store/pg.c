@@ -182,17 +182,18 @@ static const char *const stmt_sql[P_MAX] = {
 	[P_GET_JOB] = "SELECT doc FROM jobs WHERE id = $1",
 	[P_DEL_ACCT] = "DELETE FROM acct WHERE key >= $1 AND key < $2",
 	[P_PUT_ACCT] = "INSERT INTO acct (key, owner, queue, state, model, start_ms, end_ms, "
-		       "gpu_hours, busy_hours, cost, energy_j, doc, good_hours) VALUES ($1, $2, "
-		       "$3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
+		       "gpu_hours, busy_hours, cost, energy_j, doc, good_hours, service) VALUES "
+		       "($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
 	[P_STRIP_JOB] = "UPDATE jobs SET doc = '' WHERE id = $1 AND settled_ms > 0",
 	[P_DEL_JOB] = "DELETE FROM jobs WHERE id = $1 AND settled_ms > 0",
 	[P_AUDIT_FLOOR] = "INSERT INTO meta (key, value) VALUES ('audit_keep_from', $1) "
 			  "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
 	[P_PRUNE_AUDIT] = "DELETE FROM audit WHERE seq IN (SELECT seq FROM audit WHERE at_ms < $1 "
 			  "ORDER BY seq LIMIT $2)",
-	[P_ACCT_FROM] = "SELECT key, owner, queue, state, model, start_ms, end_ms, gpu_hours, "
-			"busy_hours, cost, energy_j, doc, good_hours FROM acct WHERE key >= $1 "
-			"ORDER BY key LIMIT $2",
+	[P_ACCT_FROM] =
+		"SELECT key, owner, queue, state, model, start_ms, end_ms, gpu_hours, "
+		"busy_hours, cost, energy_j, doc, good_hours, service FROM acct WHERE key >= "
+		"$1 ORDER BY key LIMIT $2",
 	[P_LEASE_RENEW] = "SELECT tenk_lease_renew($1, $2, $3)",
 	[P_LEASE_GET] = "SELECT holder, url, term, expires_ms - tenk_now_ms() FROM lease WHERE "
 			"name = 'active'",
@@ -320,6 +321,8 @@ static const char *const migrations[] = {
 	"DROP TRIGGER IF EXISTS config_kept ON config;"
 	"CREATE TRIGGER config_kept BEFORE UPDATE OR DELETE ON config FOR EACH ROW "
 	"EXECUTE FUNCTION tenk_config_kept();",
+	/* 13: the service a job is a replica of ("" for none and before) */
+	"ALTER TABLE acct ADD COLUMN service TEXT NOT NULL DEFAULT '';",
 };
 static_assert(ARRAY_SIZE(migrations) == STORE_SCHEMA_VERSION, "a migration for every version");
 
@@ -590,7 +593,7 @@ static void pg_destroy(struct store *base)
 
 /* ---- statements with their values as text ------------------------------------------ */
 
-/* Up to 12 values of one statement, formatted in place. */
+/* Up to TABLE_COLS_MAX values of one statement, formatted in place. */
 struct params {
 	const char *v[TABLE_COLS_MAX];
 	char num[TABLE_COLS_MAX][32];
@@ -904,6 +907,7 @@ static void send_op(struct pipe *pp, const struct op *o)
 		p_real(&p, a->energy_j);
 		p_text(&p, a->doc);
 		p_real(&p, a->good_hours);
+		p_text(&p, a->service ? a->service : "");
 		pipe_send(pp, P_PUT_ACCT, &p);
 		return;
 	}
@@ -1059,6 +1063,7 @@ static int pg_cursor_job(struct store_acct_cursor *base, int64_t job_id, store_a
 			.energy_j = strtod(PQgetvalue(q, i, 10), NULL),
 			.doc = PQgetvalue(q, i, 11),
 			.good_hours = strtod(PQgetvalue(q, i, 12), NULL),
+			.service = PQgetvalue(q, i, 13),
 		};
 		if ((r = cb(ctx, &row)) < 0)
 			return r;

@@ -79,8 +79,8 @@ static const char *const stmt_sql[ST_MAX] = {
 	[ST_GET_JOB] = "SELECT doc FROM jobs WHERE id = ?1",
 	[ST_DEL_ACCT] = "DELETE FROM acct WHERE key >= ?1 AND key < ?2",
 	[ST_PUT_ACCT] = "INSERT INTO acct (key, owner, queue, state, model, start_ms, end_ms, "
-			"gpu_hours, busy_hours, cost, energy_j, doc, good_hours) VALUES (?1, ?2, "
-			"?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+			"gpu_hours, busy_hours, cost, energy_j, doc, good_hours, service) VALUES "
+			"(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
 	[ST_STRIP_JOB] = "UPDATE jobs SET doc = '' WHERE id = ?1 AND settled_ms > 0",
 	[ST_DEL_JOB] = "DELETE FROM jobs WHERE id = ?1 AND settled_ms > 0",
 	[ST_AUDIT_FLOOR] = "INSERT INTO meta (key, value) VALUES ('audit_keep_from', ?1) "
@@ -159,6 +159,9 @@ static const char *const migrations[] = {
 	"SELECT RAISE(ABORT, 'configuration versions are never rewritten'); END;"
 	"CREATE TRIGGER IF NOT EXISTS config_kept_d BEFORE DELETE ON config BEGIN "
 	"SELECT RAISE(ABORT, 'configuration versions are never rewritten'); END;",
+	/* 13: the service a job is a replica of (tenk serve; "" for none and
+	 * for the records written before) */
+	"ALTER TABLE acct ADD COLUMN service TEXT NOT NULL DEFAULT '';",
 };
 
 static_assert(ARRAY_SIZE(migrations) == STORE_SCHEMA_VERSION, "a migration for every version");
@@ -531,6 +534,7 @@ static int apply_op(struct sq *st, const struct op *o, struct tk_error *err)
 		sqlite3_bind_double(s, 11, a->energy_j);
 		sqlite3_bind_text(s, 12, a->doc, -1, SQLITE_STATIC);
 		sqlite3_bind_double(s, 13, a->good_hours);
+		sqlite3_bind_text(s, 14, a->service ? a->service : "", -1, SQLITE_STATIC);
 		return step_once(st, ST_PUT_ACCT, err, "writing an attempt's accounting");
 	}
 	case OP_STRIP_JOB:
@@ -613,7 +617,7 @@ static int sq_cursor_new(struct store *base, struct store_acct_cursor **ret, str
 	struct sq *st = SQ(base);
 	static const char sql[] =
 		"SELECT key, owner, queue, state, model, start_ms, end_ms, gpu_hours, busy_hours, "
-		"cost, energy_j, doc, good_hours FROM acct WHERE key >= ?1 ORDER BY key";
+		"cost, energy_j, doc, good_hours, service FROM acct WHERE key >= ?1 ORDER BY key";
 	struct sq_cursor *c = xcalloc(1, sizeof(*c));
 	c->base.ops = &sq_cursor_ops;
 	c->st = st;
@@ -707,7 +711,10 @@ static int sq_cursor_job(struct store_acct_cursor *base, int64_t job_id, store_a
 			.energy_j = sqlite3_column_double(q, 10),
 			.doc = text[4],
 			.good_hours = sqlite3_column_double(q, 12),
+			.service = (const char *)sqlite3_column_text(q, 13),
 		};
+		if (!row.service)
+			row.service = "";
 		if ((r = cb(ctx, &row)) < 0)
 			return r;
 	}

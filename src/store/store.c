@@ -34,11 +34,11 @@ const struct table_desc store_tables[T_MAX] = {
 		     true},
 	[T_ACCT] = {"acct",
 		    "key",
-		    13,
+		    14,
 		    {"key", "owner", "queue", "state", "model", "start_ms", "end_ms", "gpu_hours",
-		     "busy_hours", "cost", "energy_j", "doc", "good_hours"},
+		     "busy_hours", "cost", "energy_j", "doc", "good_hours", "service"},
 		    {COL_INT, COL_TEXT, COL_TEXT, COL_TEXT, COL_TEXT, COL_INT, COL_INT, COL_REAL,
-		     COL_REAL, COL_REAL, COL_REAL, COL_TEXT, COL_REAL}},
+		     COL_REAL, COL_REAL, COL_REAL, COL_TEXT, COL_REAL, COL_TEXT}},
 	[T_CONFIG] = {"config",
 		      "version",
 		      4,
@@ -362,7 +362,8 @@ void store_batch_put_meta(struct store_batch *b, const char *key, const char *va
 /* A copy of row whose strings live in the same block. */
 static struct store_acct *acct_copy(const struct store_acct *row)
 {
-	const char *const src[] = {row->owner, row->queue, row->state, row->model, row->doc};
+	const char *const src[] = {row->owner, row->queue, row->state,
+				   row->model, row->doc,   row->service ? row->service : ""};
 	size_t len[ARRAY_SIZE(src)], total = sizeof(*row);
 	for (size_t i = 0; i < ARRAY_SIZE(src); i++) {
 		len[i] = strlen(src[i]) + 1;
@@ -371,7 +372,7 @@ static struct store_acct *acct_copy(const struct store_acct *row)
 	struct store_acct *c = xmalloc(total);
 	*c = *row;
 	char *p = (char *)(c + 1);
-	const char **dst[] = {&c->owner, &c->queue, &c->state, &c->model, &c->doc};
+	const char **dst[] = {&c->owner, &c->queue, &c->state, &c->model, &c->doc, &c->service};
 	for (size_t i = 0; i < ARRAY_SIZE(src); i++) {
 		memcpy(p, src[i], len[i]);
 		*dst[i] = p;

@@ -116,6 +116,9 @@ struct store_acct {
 	double gpu_hours, busy_hours, cost;
 	double energy_j; /* < 0: unknown */
 	const char *doc; /* the record as GET /v1/accounting shows it */
+	/* the service the job is a replica of ("": none; a record from before
+	 * schema 13) */
+	const char *service;
 	/* GPU-hours of its training that was kept (goodput.c); < 0: not
 	 * known (a record from before schema 11) */
 	double good_hours;

@@ -89,7 +89,7 @@ def test_records_cost_energy_and_usage(workdir, procs):
     out = t.run("usage", "--unit", "cost").stdout
     assert "TOTAL" in out and "costs in EUR" in out, out
     p = t.run("usage", "--by", "planet", check=False)
-    assert p.returncode == 2 and "--by: queue, user or model" in p.stderr
+    assert p.returncode == 2 and "--by: queue, user, model or service" in p.stderr
 
     # an array's elements are ARRAY_INDEX, as in sacct; costs name their currency
     arr = t.submit("--array", "0-1", "--", "true")

@@ -179,7 +179,7 @@ static void test_roundtrip(void **state)
 	struct store *st;
 	struct tk_error err;
 	assert_int_equal(store_open(path, &st, &err), 0);
-	assert_int_equal(store_schema_version(st), 12);
+	assert_int_equal(store_schema_version(st), 13);
 	if (store_kind(st) == STORE_SQLITE) {
 		/* the store holds every job's request: its files are the server's alone */
 		struct stat sb;
@@ -348,7 +348,7 @@ static void test_migrates_jobs(void **state)
 	struct store *st;
 	struct tk_error err;
 	assert_int_equal(store_open(path, &st, &err), 0);
-	assert_int_equal(store_schema_version(st), 12);
+	assert_int_equal(store_schema_version(st), 13);
 	struct rows r = {0};
 	strbuf_init(&r.sb);
 	assert_int_equal(store_load_jobs(st, collect, &r, &err), 0);
@@ -446,16 +446,17 @@ static struct store_acct acct_row(int64_t job, int attempt, const char *owner, c
 				   .cost = 1.25 * attempt,
 				   .energy_j = -1,
 				   .doc = doc,
-				   .good_hours = (double)job / 8};
+				   .good_hours = (double)job / 8,
+				   .service = attempt == 2 ? "chat" : ""};
 }
 
 static int collect_acct(void *ctx, const struct store_acct *a)
 {
 	struct strbuf *sb = ctx;
-	strbuf_addf(sb, "%lld.%d:%s:%s:%s:%s:%lld:%lld:%.17g:%.17g:%.17g:%.17g:%s:%.17g;",
+	strbuf_addf(sb, "%lld.%d:%s:%s:%s:%s:%lld:%lld:%.17g:%.17g:%.17g:%.17g:%s:%.17g:%s;",
 		    (long long)a->job_id, a->attempt, a->owner, a->queue, a->state, a->model,
 		    (long long)a->start_ms, (long long)a->end_ms, a->gpu_hours, a->busy_hours,
-		    a->cost, a->energy_j, a->doc, a->good_hours);
+		    a->cost, a->energy_j, a->doc, a->good_hours, a->service);
 	return 0;
 }
 
@@ -506,8 +507,8 @@ static void test_acct(void **state)
 	/* every field as written */
 	assert_int_equal(store_acct_job(c, 5, collect_acct, &sb, &err), 0);
 	assert_string_equal(sb.buf,
-			    "5.1:ann:q:COMPLETED:H100:50:51:1.25:0.5:1.25:-1:{\"a\":1}:0.625;"
-			    "5.2:ann:q:COMPLETED:H100:50:52:1.25:0.5:2.5:-1:{\"a\":2}:0.625;");
+			    "5.1:ann:q:COMPLETED:H100:50:51:1.25:0.5:1.25:-1:{\"a\":1}:0.625:;"
+			    "5.2:ann:q:COMPLETED:H100:50:52:1.25:0.5:2.5:-1:{\"a\":2}:0.625:chat;");
 	/* on in rising order, with jobs without records between */
 	assert_string_equal(acct_of(c, &sb, 6), "");
 	assert_string_equal(acct_of(c, &sb, 7), "7.1:{\"b\":1};");
@@ -615,7 +616,7 @@ static void test_acct_fill_marked(void **state)
 			 SQLITE_OK);
 	sqlite3_close(db);
 	assert_int_equal(store_open(path, &st, &err), 0);
-	assert_int_equal(store_schema_version(st), 12);
+	assert_int_equal(store_schema_version(st), 13);
 	char *v;
 	assert_int_equal(store_meta_get(st, "acct_fill_to", &v, &err), 0);
 	assert_string_equal(v, "9");
