@@ -93,7 +93,7 @@ static const struct tk_command commands[] = {
 	{"serve",
 	 "create NAME [--replicas N] [--port P] [-G N] [--image REF] [--health PATH] -- COMMAND | "
 	 "update NAME [--image REF] [-- COMMAND] | apply FILE | ls | show NAME | endpoints NAME | "
-	 "scale NAME N | delete NAME",
+	 "scale NAME N | logs NAME | delete NAME",
 	 "long-running services: replicas kept live on $PORT, probed, restarted, behind an "
 	 "address on every node, updated one at a time",
 	 cli_serve},

@@ -33,6 +33,7 @@ enum {
 	V_AUTOSCALE,
 	V_TARGET,
 	V_DOWN_AFTER,
+	V_LINES,
 };
 static const struct tk_option serve_opts[] = {
 	COMMON_OPTS,
@@ -67,6 +68,7 @@ static const struct tk_option serve_opts[] = {
 	{"scale-down-after", 0, "TIME",
 	 "create, scale: fewer replicas only once fewer would have done this long (default "
 	 "1m)"},
+	{"lines", 'n', "N", "logs: each replica's last N lines (default 20)"},
 };
 
 static void print_service(json_t *sv, bool whole)
@@ -322,10 +324,60 @@ static int apply(struct ctx *c, const char *file)
 	return call(c, "POST", "/v1/services", body);
 }
 
+/* logs NAME: each live replica's last lines, under a line naming it. */
+static int logs(struct ctx *c, const char *name)
+{
+	long lines = 20;
+	if (c->v[V_LINES]) {
+		char *end;
+		lines = strtol(c->v[V_LINES], &end, 10);
+		if (!*c->v[V_LINES] || *end || lines < 1 || lines > 100000)
+			return cli__usage_error(c->cmd, "--lines: 1 to 100000, got \"%s\"",
+						c->v[V_LINES]);
+	}
+	char path[200];
+	snprintf(path, sizeof(path), "/v1/services/%s", name);
+	json_t *sv;
+	int rc = cli__call(c, "GET", path, NULL, &sv);
+	if (rc)
+		return rc;
+	size_t i;
+	json_t *r;
+	json_array_foreach (json_object_get(sv, "replica_jobs"), i, r) {
+		long long job = (long long)cli__jint(r, "job");
+		snprintf(path, sizeof(path), "/v1/jobs/%lld/logs?task=0&tail=%ld", job, lines);
+		json_t *ans;
+		if (cli__call(c, "GET", path, NULL, &ans)) {
+			rc = CLI_EXIT_ERROR; /* (said) */
+			continue;
+		}
+		printf("==> job %lld, version %lld, %s%s%s <==\n", job,
+		       (long long)cli__jint(r, "version"), cli__jstr(r, "state"),
+		       *cli__jstr(r, "node") ? " on " : "", cli__jstr(r, "node"));
+		size_t k;
+		json_t *e;
+		json_array_foreach (json_object_get(ans, "tasks"), k, e) {
+			void *data;
+			size_t len;
+			if (*cli__jstr(e, "error"))
+				printf("(%s)\n", cli__jstr(e, "error"));
+			else if (tk_base64_decode(cli__jstr(e, "data"), &data, &len) == 0) {
+				fwrite(data, 1, len, stdout);
+				if (len && ((char *)data)[len - 1] != '\n')
+					putchar('\n');
+				free(data);
+			}
+		}
+		json_decref(ans);
+	}
+	json_decref(sv);
+	return rc;
+}
+
 /* The verbs, in the order run_serve's switch takes them. */
-enum verb { CREATE, UPDATE, APPLY, LS, SHOW, ENDPOINTS, SCALE, DELETE, VERB_MAX };
-static const char *const verbs[VERB_MAX] = {"create", "update",	   "apply", "ls",
-					    "show",   "endpoints", "scale", "delete"};
+enum verb { CREATE, UPDATE, APPLY, LS, SHOW, ENDPOINTS, SCALE, LOGS, DELETE, VERB_MAX };
+static const char *const verbs[VERB_MAX] = {"create",	 "update", "apply", "ls",    "show",
+					    "endpoints", "scale",  "logs",  "delete"};
 
 static int run_serve(struct ctx *c)
 {
@@ -336,7 +388,7 @@ static int run_serve(struct ctx *c)
 	if (v == VERB_MAX)
 		return cli__usage_error(c->cmd,
 					"no such subcommand \"%s\" (create, update, apply, ls, "
-					"show, endpoints, scale, delete)",
+					"show, endpoints, scale, logs, delete)",
 					verb);
 	if (v != LS && !name)
 		return cli__usage_error(c->cmd, "%s: name the %s", verb,
@@ -345,9 +397,10 @@ static int run_serve(struct ctx *c)
 		return cli__usage_error(c->cmd, "\"%s\" is not a service's name", name);
 	/* which options each verb takes: create the service's, update what
 	 * may change and how fast */
-	for (int k = V_REPLICAS; k <= V_DOWN_AFTER; k++) {
-		bool scaling = k >= V_AUTOSCALE;
-		bool ok = v == CREATE	? k < V_SURGE || scaling
+	for (int k = V_REPLICAS; k <= V_LINES; k++) {
+		bool scaling = k >= V_AUTOSCALE && k <= V_DOWN_AFTER;
+		bool ok = k == V_LINES	? v == LOGS
+			  : v == CREATE ? k < V_SURGE || scaling
 			  : v == UPDATE ? k != V_REPLICAS && k != V_PORT && !scaling
 			  : v == SCALE	? scaling
 					: false;
@@ -373,6 +426,8 @@ static int run_serve(struct ctx *c)
 	case ENDPOINTS:
 		snprintf(path, sizeof(path), "/v1/services/%s/endpoints", name);
 		return call(c, "GET", path, NULL);
+	case LOGS:
+		return logs(c, name);
 	case SCALE: {
 		snprintf(path, sizeof(path), "/v1/services/%s/scale", name);
 		if (c->v[V_AUTOSCALE] || c->v[V_TARGET] || c->v[V_DOWN_AFTER]) {

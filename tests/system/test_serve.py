@@ -28,6 +28,7 @@ SICK = os.path.join(sys.argv[1], "sick-" + JOB)
 VERSION = sys.argv[2] + " " if len(sys.argv) > 2 else ""
 with open(os.path.join(sys.argv[1], "pid-" + JOB), "w") as f:
     f.write(str(os.getpid()))
+print("replica of job", JOB, "serving on", os.environ["PORT"], flush=True)
 
 class H(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
@@ -84,6 +85,10 @@ def test_service_replicas_probed_replaced_scaled_deleted(cluster, workdir):
         assert j["request"]["class"] == "service" and j["request"]["service"] == "web", j
     show = t.run("serve", "show", "web").stdout
     assert "web: 3/3 ready" in show and "GET /healthz every 1s" in show, show
+    logs = t.run("serve", "logs", "web", "-n", "5").stdout
+    for e in eps:
+        assert f"==> job {e['job']}, version 1, RUNNING on {e['node']} <==" in logs, logs
+        assert f"replica of job {e['job']} serving on {e['port']}" in logs, logs
 
     # made unhealthy: out of the endpoints within a probe period (and the
     # events' way), stopped after two failures, replaced
@@ -411,6 +416,12 @@ def test_a_service_takes_back_what_training_borrowed(workdir, procs):
     resumed = int(line.split("from=")[1])
     assert resumed == saved_at, (line, saved)  # saved in its grace: nothing lost
     assert f"restore=[step-{resumed}]" in line, line
+    # what the service used, by service (its replica's GPU-seconds)
+    st, use = t.api("GET", "/v1/usage?by=service")
+    infer = [g for g in use["groups"] if g["name"] == "infer"]
+    assert st == 200 and infer and infer[0]["gpu_hours"] > 0, use
+    assert all(g["name"] for g in use["groups"]), use  # jobs of no service left out
+    assert "infer" in t.run("usage", "--by", "service").stdout
     t.run("cancel", str(job))
     t.run("serve", "delete", "infer")
     agent.stop()

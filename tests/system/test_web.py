@@ -56,6 +56,8 @@ def test_web_page_in_chromium(workdir, procs):
                                "cwd": workdir, "gpus_per_task": 1,
                                "env": {"SECRET": "hunter2"}}, admin)
     jid = job["id"]
+    post(t, "/v1/services", {"name": "svc-web", "replicas": 2, "port": 18391,
+                             "job": {"command": ["sleep", "600"], "cwd": workdir}}, admin)
     wait_for(lambda: len((t.job(jid)["attempts"][0].get("metrics") or {})
                          .get("history", {}).get("steps", [])) == 6, 30, "six points of loss")
 
@@ -65,6 +67,9 @@ def test_web_page_in_chromium(workdir, procs):
     assert f'href="#job={jid}"' in dom and "web-train" in dom and ">n1<" in dom, dom[-3000:]
     assert 'id="chart-util"' in dom and 'id="chart-cost"' in dom
     assert admin not in dom  # the token left the address at once
+    # the services: a row each (its replicas never pass a probe: 0 of 2 ready)
+    assert "Services (1)" in dom and ">svc-web<" in dom and ">0 of 2<" in dom, dom[-3000:]
+    assert "port 18391 on every node" in dom, dom[-3000:]
 
     # the job's page: its loss curve from the six lines
     dom = browse(workdir, f"{t.url}/#token={admin}&job={jid}")

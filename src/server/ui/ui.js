@@ -129,10 +129,11 @@ function figure(caption, node) {
 async function cluster(view) {
   const now = Date.now();
   // allocation from the accounting records: it outlives a server's restart
-  const [nodes, jobs, queues, alloc, usage] = await Promise.all([
+  const [nodes, jobs, queues, alloc, usage, services, serviceUse] = await Promise.all([
     api("/v1/nodes"), api("/v1/jobs?state=active&limit=200"), api("/v1/queues"),
     api(`/v1/usage?by=time&from=${now - 86400000}&to=${now}&step=900`),
     api(`/v1/usage?by=queue&from=${now - 7 * 86400000}`),
+    api("/v1/services"), api(`/v1/usage?by=service&from=${now - 7 * 86400000}`),
   ]);
   view.append(el("h1", {}, "Cluster"));
   const hours = (ms) => (ms - now) / 3600000;
@@ -159,6 +160,22 @@ async function cluster(view) {
     { name: "validation", get: (n) => n.validation ? (n.validation.verdict === "pass" ? "pass" : `${n.validation.verdict} (${n.validation.layer || ""})`) : "-" },
     { name: "reason", get: (n) => n.reason },
   ], nodes.nodes));
+  if (services.services.length) {
+    const used = {};
+    for (const g of serviceUse.groups) used[g.name] = g;
+    view.append(el("h2", {}, `Services (${services.services.length})`));
+    view.append(table([
+      { name: "service", get: (s) => s.name },
+      { name: "ready", num: true, get: (s) => `${s.ready} of ${s.replicas}` },
+      { name: "version", num: true, get: (s) => s.version },
+      { name: "address", get: (s) => s.port ? `port ${s.port} on every node` : "endpoints only" },
+      { name: "scaling", get: (s) => s.autoscale ? `${s.autoscale.min}-${s.autoscale.max} at ${s.autoscale.target_inflight} busy each` : "fixed" },
+      { name: "busy", num: true, get: (s) => s.load ? s.load.busy + s.load.held : "-" },
+      { name: "update", get: (s) => s.update ? `${s.update.state}${s.update.reason ? ": " + s.update.reason : ""}` : "-" },
+      { name: "GPU-hours, 7 days", num: true, get: (s) => used[s.name] ? used[s.name].gpu_hours.toFixed(2) : "0.00" },
+      { name: "last ended", get: (s) => s.last_end },
+    ], services.services));
+  }
   view.append(el("h2", {}, `Jobs waiting and running (${jobs.total})`));
   view.append(jobTable(jobs.jobs));
   view.append(el("h2", {}, "Queues"));
