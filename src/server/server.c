@@ -399,6 +399,10 @@ static void check_cb(uv_check_t *h)
 		tk_hist_observe(&s->metrics.pass, metrics_pass_bounds, metrics_pass_nbounds,
 				(double)s->last_pass_us / 1e6);
 	}
+	if (s->st.services_more && !s->stopping) {
+		s->st.services_more = false;
+		services_tick(s, server_now_ms(s));
+	}
 	if (s->st.services_dirty)
 		services_sync(s);
 	state_flush_work(&s->st);

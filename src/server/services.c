@@ -53,6 +53,7 @@
 #define SERVICE_DRAIN_MS 1500		/* out of rotation this long before it is stopped */
 #define SERVICE_DEFAULT_CLASS "service" /* the class its replicas get, where there is one */
 #define SERVICE_LOAD_FRESH_MS 20000	/* a node's load report counts this long */
+#define SERVICE_SPREAD_WAIT_MS 10000	/* a replica kept off its peers waits this long a step */
 #define SERVICE_MAX_LOADS 4096		/* nodes whose load one service keeps */
 
 enum update_state { UPD_NONE, UPD_ROLLING, UPD_DONE, UPD_ROLLING_BACK, UPD_ROLLED_BACK, UPD_MAX };
@@ -69,12 +70,20 @@ struct node_load {
 	int64_t at_ms; /* monotonic */
 };
 
-/* One replica: its job, of which generation, and since when it drains. */
+/* How far a new replica is kept from its peers, a step less each time it
+ * waits SERVICE_SPREAD_WAIT_MS for a place: off their nodes' fault
+ * domains, off their nodes, beside them. */
+enum spread { SPREAD_NONE, SPREAD_NODES, SPREAD_DOMAINS };
+
+/* One replica: its job, of which generation, since when it drains, how
+ * far it is kept from its peers and since when. */
 struct replica {
 	int64_t job;
 	int64_t made_ms;
 	int64_t drain_ms; /* 0: not draining */
 	int gen;
+	enum spread spread;
+	int64_t spread_ms;
 };
 
 struct service {
@@ -167,10 +176,13 @@ static json_t *record_pack(const struct service *sv)
 {
 	json_t *reps = json_array();
 	for (int i = 0; i < sv->nrep; i++)
-		json_array_append_new(
-			reps, json_pack("{s:I, s:I, s:I, s:i}", "job", (json_int_t)sv->rep[i].job,
-					"made_ms", (json_int_t)sv->rep[i].made_ms, "drain_ms",
-					(json_int_t)sv->rep[i].drain_ms, "gen", sv->rep[i].gen));
+		json_array_append_new(reps,
+				      json_pack("{s:I, s:I, s:I, s:i, s:i, s:I}", "job",
+						(json_int_t)sv->rep[i].job, "made_ms",
+						(json_int_t)sv->rep[i].made_ms, "drain_ms",
+						(json_int_t)sv->rep[i].drain_ms, "gen",
+						sv->rep[i].gen, "spread", (int)sv->rep[i].spread,
+						"spread_ms", (json_int_t)sv->rep[i].spread_ms));
 	json_t *o = json_pack(
 		"{s:s, s:s, s:s, s:i, s:i, s:o, s:o, s:i, s:I, s:o, s:i, s:i, s:i, s:I, s:s, s:b}",
 		"name", sv->name, "owner", sv->owner, "run_as", sv->run_as, "replicas",
@@ -283,16 +295,21 @@ static struct service *record_unpack(json_t *o, struct tk_error *err)
 	size_t i;
 	json_t *v;
 	json_array_foreach (jobs, i, v) {
-		int64_t id, at, drain, g;
+		int64_t id, at, drain, g, spread, spread_ms;
 		if (mj_int(v, "job", true, 1, INT64_MAX, 0, &id, err) < 0 ||
 		    mj_int(v, "made_ms", false, 0, INT64_MAX, 0, &at, err) < 0 ||
 		    mj_int(v, "drain_ms", false, 0, INT64_MAX, 0, &drain, err) < 0 ||
-		    mj_int(v, "gen", false, 0, INT32_MAX, gen, &g, err) < 0) {
+		    mj_int(v, "gen", false, 0, INT32_MAX, gen, &g, err) < 0 ||
+		    mj_int(v, "spread", false, SPREAD_NONE, SPREAD_DOMAINS, SPREAD_NONE, &spread,
+			   err) < 0 ||
+		    mj_int(v, "spread_ms", false, 0, INT64_MAX, 0, &spread_ms, err) < 0) {
 			service_free(sv);
 			return NULL;
 		}
 		add_replica(sv, id, at, (int)g);
 		sv->rep[sv->nrep - 1].drain_ms = drain;
+		sv->rep[sv->nrep - 1].spread = (enum spread)spread;
+		sv->rep[sv->nrep - 1].spread_ms = spread_ms;
 	}
 	return sv;
 }
@@ -388,8 +405,89 @@ static bool ever_ready(const struct sjob *j)
 
 /* ---- the controller ---------------------------------------------------------------- */
 
-/* A new replica of sv's target: its job, from the template. Returns false
- * when no id can be had now (the store is failing: the next tick tries). */
+static bool named_in(char *const *v, int n, const char *name)
+{
+	for (int i = 0; i < n; i++)
+		if (strcmp(v[i], name) == 0)
+			return true;
+	return false;
+}
+
+/* Whether some node up and not excluded by req has room for it now: its
+ * accelerators (whole ones free, or a share of one), CPUs and memory. An
+ * estimate (pools, labels and the queue's limits are the pass's to judge),
+ * so that a replica is not kept off its peers where nothing else could
+ * take it. */
+static bool room_elsewhere(struct state *st, const struct job_request *req)
+{
+	int whole = req->gpu_milli >= MODEL_MILLI ? req->gpu_milli / MODEL_MILLI : 0;
+	for (int k = 0; k < st->nnodes; k++) {
+		const struct snode *n = st->nodes[k];
+		if (state_node_state(st, n) != NODE_UP ||
+		    named_in(req->exclude, req->nexclude, n->rec.inv.name) ||
+		    n->rec.inv.cpus - n->cpus_used < req->cpus_per_task ||
+		    (req->mem_mib && n->rec.inv.mem_mib - n->mem_used < req->mem_mib))
+			continue;
+		int free = 0;
+		bool share = false;
+		for (int d = 0; d < n->rec.inv.naccel; d++) {
+			free += n->sdev[d].free_milli == MODEL_MILLI;
+			share |= n->sdev[d].free_milli >= req->gpu_milli;
+		}
+		if (whole ? free >= whole : !req->gpu_milli || share)
+			return true;
+	}
+	return false;
+}
+
+/* A replica's request: sv's template, its service and probe, and kept off
+ * the nodes (SPREAD_NODES) or the nodes' fault domains (SPREAD_DOMAINS) of
+ * the replicas running now but `self` (its job; 0: a new one), beside the
+ * template's own exclusions, where some other node has room (else a step
+ * nearer). Returns the level it keeps (none where no peer runs). */
+static enum spread replica_request(struct server *s, const struct service *sv, enum spread level,
+				   int64_t self, struct job_request *ret)
+{
+	struct state *st = &s->st;
+	job_request_copy(&sv->job, ret);
+	free(ret->service);
+	ret->service = xstrdup(sv->name);
+	free(ret->probe);
+	ret->probe = xmalloc(sizeof(*ret->probe));
+	*ret->probe = sv->probe;
+	if (level == SPREAD_NONE)
+		return SPREAD_NONE;
+	int added = 0;
+	for (int i = 0; i < sv->nrep; i++) {
+		if (sv->rep[i].job == self || sv->rep[i].drain_ms)
+			continue;
+		const struct attempt *a = running(state_job(st, sv->rep[i].job));
+		const struct snode *peer = a ? state_node(st, a->nodes[0].name) : NULL;
+		if (!peer)
+			continue;
+		for (int k = 0; k < st->nnodes && ret->nexclude < MODEL_MAX_NODES; k++) {
+			const struct snode *n = st->nodes[k];
+			bool same =
+				n == peer || (level == SPREAD_DOMAINS && n->rec.inv.domain[0] &&
+					      strcmp(n->rec.inv.domain, peer->rec.inv.domain) == 0);
+			if (!same || named_in(ret->exclude, ret->nexclude, n->rec.inv.name))
+				continue;
+			ret->exclude = xrealloc(ret->exclude, sizeof(*ret->exclude) *
+								      (size_t)(ret->nexclude + 1));
+			ret->exclude[ret->nexclude++] = xstrdup(n->rec.inv.name);
+			added++;
+		}
+	}
+	if (added && !room_elsewhere(st, ret)) {
+		job_request_release(ret);
+		return replica_request(s, sv, (enum spread)(level - 1), self, ret);
+	}
+	return added ? level : SPREAD_NONE;
+}
+
+/* A new replica of sv's target: its job, from the template, kept off its
+ * peers' fault domains to begin with. Returns false when no id can be had
+ * now (the store is failing: the next tick tries again). */
 static bool make_replica(struct server *s, struct service *sv, int64_t now)
 {
 	struct tk_error err;
@@ -398,18 +496,64 @@ static bool make_replica(struct server *s, struct service *sv, int64_t now)
 		return false;
 	}
 	struct job_request req;
-	job_request_copy(&sv->job, &req);
-	free(req.service);
-	req.service = xstrdup(sv->name);
-	free(req.probe);
-	req.probe = xmalloc(sizeof(*req.probe));
-	*req.probe = sv->probe;
+	enum spread spread = replica_request(s, sv, SPREAD_DOMAINS, 0, &req);
 	struct sjob *j = state_submit(&s->st, &req, sv->owner, sv->run_as, false, now);
 	add_replica(sv, j->job.id, now, sv->gen);
+	sv->rep[sv->nrep - 1].spread = spread;
+	sv->rep[sv->nrep - 1].spread_ms = now;
 	sv->made++;
 	log_info("service %s: replica job %lld made (version %d)", sv->name, (long long)j->job.id,
 		 sv->gen);
 	return true;
+}
+
+/* Whether a replica of sv made lately waits for its place: the next is
+ * made once it has one (the server runs the controller again after each
+ * pass while one does), so that each new replica is kept away from where
+ * the one before went. One that waited two spread steps holds no more. */
+static bool placing(struct server *s, const struct service *sv, int64_t now)
+{
+	for (int i = 0; i < sv->nrep; i++) {
+		const struct sjob *j = state_job(&s->st, sv->rep[i].job);
+		if (j && j->job.state == JOB_PENDING && !sv->rep[i].drain_ms &&
+		    now - sv->rep[i].made_ms < 2 * SERVICE_SPREAD_WAIT_MS) {
+			s->st.services_more = true;
+			return true;
+		}
+	}
+	return false;
+}
+
+/* Replicas that waited SERVICE_SPREAD_WAIT_MS for a place away from their
+ * peers go a step nearer: off their nodes only, then beside them (spread
+ * is a preference: a service is never held back by it). Returns whether
+ * one changed. */
+static bool spread_less(struct server *s, struct service *sv, int64_t now)
+{
+	bool changed = false;
+	for (int i = 0; i < sv->nrep; i++) {
+		struct replica *r = &sv->rep[i];
+		if (r->spread == SPREAD_NONE)
+			continue;
+		struct sjob *j = state_job(&s->st, r->job);
+		if (!j || j->job.state != JOB_PENDING) {
+			r->spread = SPREAD_NONE; /* placed (or gone): the job keeps what it has */
+			changed = true;
+			continue;
+		}
+		if (now - r->spread_ms < SERVICE_SPREAD_WAIT_MS || r->gen != sv->gen)
+			continue;
+		struct job_request req;
+		r->spread = replica_request(s, sv, (enum spread)(r->spread - 1), r->job, &req);
+		r->spread_ms = now;
+		state_job_set_request(&s->st, j, &req, now);
+		log_info("service %s: replica job %lld waited for a place away from its peers; "
+			 "now %s",
+			 sv->name, (long long)r->job,
+			 r->spread == SPREAD_NODES ? "only off their nodes" : "anywhere");
+		changed = true;
+	}
+	return changed;
 }
 
 static void cancel(struct server *s, int64_t id, int64_t now)
@@ -557,7 +701,8 @@ static bool roll(struct server *s, struct service *sv, int64_t now, int *budget)
 		return true;
 	}
 	while (cur < sv->replicas && cur + old < sv->replicas + sv->max_surge &&
-	       now >= sv->next_ms && *budget > 0 && make_replica(s, sv, now)) {
+	       now >= sv->next_ms && *budget > 0 && !placing(s, sv, now) &&
+	       make_replica(s, sv, now)) {
 		(*budget)--;
 		cur++;
 		changed = true;
@@ -654,6 +799,7 @@ void services_tick(struct server *s, int64_t now)
 	for (size_t i = 0; i < s->services.n; i++) {
 		struct service *sv = s->services.v[i];
 		bool changed = reap(s, sv, now) > 0;
+		changed |= spread_less(s, sv, now);
 		if (sv->autoscale && !sv->deleting)
 			changed |= autoscale(sv, mono);
 		if (sv->deleting) {
@@ -689,7 +835,7 @@ void services_tick(struct server *s, int64_t now)
 				changed = true;
 			}
 			while (live < sv->replicas && now >= sv->next_ms && budget > 0 &&
-			       make_replica(s, sv, now)) {
+			       !placing(s, sv, now) && make_replica(s, sv, now)) {
 				budget--;
 				live++;
 				changed = true;

@@ -524,6 +524,9 @@ struct state {
 	 * since one was set), and whether a replica's readiness changed since
 	 * the server last made it (services.c) */
 	bool services_on, services_dirty;
+	/* a service waits for its newest replica's place to make the next:
+	 * the controller runs again after the pass */
+	bool services_more;
 	int nservices;
 	struct wire_service *services;
 	struct sjob **fenced; /* jobs whose fenced_until is set */
