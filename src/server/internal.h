@@ -375,6 +375,12 @@ int server_ids_reserve(struct server *s, int64_t n, struct tk_error *err);
 void server_ids_close(struct server *s);
 
 int64_t server_now_ms(const struct server *s);
+/* A list of records kept whole under a meta key (rollouts, services):
+ * *ret the JSON array the store holds (the caller's; an empty one where the
+ * key is not there), or < 0 with err; and the list written in the loop's
+ * batch (arr taken), an answer that tells of it waiting for the write. */
+int server_meta_list_load(struct server *s, const char *key, json_t **ret, struct tk_error *err);
+void server_meta_list_save(struct server *s, const char *key, json_t *arr);
 /* Close callback for the server's handles (data = the server): the last one
  * closed at stop calls the stop callback. */
 void server_handle_closed(uv_handle_t *h);

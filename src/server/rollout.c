@@ -138,11 +138,7 @@ static void save(struct server *s)
 	json_t *arr = json_array();
 	for (size_t i = 0; i < s->rollouts.n; i++)
 		json_array_append_new(arr, rollout_pack(s->rollouts.v[i]));
-	char *text = json_dumps(arr, JSON_COMPACT);
-	json_decref(arr);
-	store_batch_put_meta(s->fill.batch, "rollouts", text);
-	free(text);
-	s->st.seq_applied++; /* an answer that tells of it waits for its write */
+	server_meta_list_save(s, "rollouts", arr);
 }
 
 static void rollout_free(struct rollout *ro)
@@ -266,14 +262,10 @@ static struct rollout *rollout_unpack(json_t *j)
 int rollout_load(struct server *s, struct tk_error *err)
 {
 	rollout_release(s);
-	char *text = NULL;
-	int r = store_meta_get(s->store, "rollouts", &text, err);
-	if (r == -ENOENT)
-		return 0;
+	json_t *arr;
+	int r = server_meta_list_load(s, "rollouts", &arr, err);
 	if (r < 0)
 		return r;
-	json_t *arr = json_loads(text, 0, NULL);
-	free(text);
 	size_t i;
 	json_t *j;
 	json_array_foreach (arr, i, j) {

@@ -37,6 +37,35 @@ void server_config_init(struct server_config *c)
 
 static_assert(SERVER_MASTER_PORTS == STATE_PORT_COUNT, "the range the state keeps");
 
+int server_meta_list_load(struct server *s, const char *key, json_t **ret, struct tk_error *err)
+{
+	char *text = NULL;
+	int r = store_meta_get(s->store, key, &text, err);
+	if (r == -ENOENT) {
+		*ret = json_array();
+		return 0;
+	}
+	if (r < 0)
+		return r;
+	json_t *arr = json_loads(text, 0, NULL);
+	free(text);
+	if (!json_is_array(arr)) {
+		json_decref(arr);
+		return tk_errorf(err, -EBADMSG, "store: meta \"%s\" is not a JSON list", key);
+	}
+	*ret = arr;
+	return 0;
+}
+
+void server_meta_list_save(struct server *s, const char *key, json_t *arr)
+{
+	char *text = json_dumps(arr, JSON_COMPACT);
+	json_decref(arr);
+	store_batch_put_meta(s->fill.batch, key, text);
+	free(text);
+	s->st.seq_applied++; /* an answer that tells of it waits for its write */
+}
+
 int64_t server_now_ms(const struct server *s)
 {
 	(void)s;

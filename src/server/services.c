@@ -319,24 +319,16 @@ static void save(struct server *s)
 	json_t *arr = json_array();
 	for (size_t i = 0; i < s->services.n; i++)
 		json_array_append_new(arr, record_pack(s->services.v[i]));
-	char *text = json_dumps(arr, JSON_COMPACT);
-	json_decref(arr);
-	store_batch_put_meta(s->fill.batch, "services", text);
-	free(text);
-	s->st.seq_applied++; /* an answer that tells of it waits for its write */
+	server_meta_list_save(s, "services", arr);
 }
 
 int services_load(struct server *s, struct tk_error *err)
 {
 	services_release(s);
-	char *text = NULL;
-	int r = store_meta_get(s->store, "services", &text, err);
-	if (r == -ENOENT)
-		return 0;
+	json_t *arr;
+	int r = server_meta_list_load(s, "services", &arr, err);
 	if (r < 0)
 		return r;
-	json_t *arr = json_loads(text, 0, NULL);
-	free(text);
 	size_t i;
 	json_t *j;
 	json_array_foreach (arr, i, j) {

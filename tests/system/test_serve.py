@@ -14,12 +14,12 @@ import http.client
 import os
 import re
 import signal
-import socket
 import threading
 import time
 import urllib.request
 
 from conftest import BIN, Daemon, Tenk, root_jobs_config, server_and_agent, wait_for
+from images import free_port
 
 REPLICA = r'''
 import http.server, os, sys
@@ -66,9 +66,7 @@ def get(ep, path="/"):
 
 def test_service_replicas_probed_replaced_scaled_deleted(cluster, workdir):
     t = cluster
-    script = os.path.join(workdir, "replica.py")
-    with open(script, "w") as f:
-        f.write(REPLICA)
+    script = replica_script(workdir)
     p = t.run("serve", "create", "web", "--replicas", "3", "--health", "/healthz",
               "--probe-interval", "1s", "--probe-threshold", "2", "--", "python3", script,
               workdir)
@@ -149,12 +147,12 @@ def test_service_replicas_probed_replaced_scaled_deleted(cluster, workdir):
     assert "no services" in t.run("serve", "ls").stdout
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+def replica_script(workdir):
+    """REPLICA written in workdir; its path."""
+    script = os.path.join(workdir, "replica.py")
+    with open(script, "w") as f:
+        f.write(REPLICA)
+    return script
 
 
 class Client(threading.Thread):
@@ -182,9 +180,7 @@ class Client(threading.Thread):
 
 def test_service_address_forwards_through_failures_and_holds_at_zero(cluster, workdir):
     t = cluster
-    script = os.path.join(workdir, "replica.py")
-    with open(script, "w") as f:
-        f.write(REPLICA)
+    script = replica_script(workdir)
     port = free_port()
     t.run("serve", "create", "api", "--replicas", "2", "--port", str(port), "--health",
           "/healthz", "--probe-interval", "1s", "--probe-threshold", "2", "--", "python3",
@@ -235,9 +231,7 @@ def test_service_address_forwards_through_failures_and_holds_at_zero(cluster, wo
 
 def test_rolling_update_refuses_nothing_and_rolls_back(cluster, workdir):
     t = cluster
-    script = os.path.join(workdir, "replica.py")
-    with open(script, "w") as f:
-        f.write(REPLICA)
+    script = replica_script(workdir)
     port = free_port()
     t.run("serve", "create", "roll", "--replicas", "2", "--port", str(port), "--health",
           "/healthz", "--probe-interval", "1s", "--", "python3", script, workdir, "v1")
@@ -296,9 +290,7 @@ def test_a_killed_server_keeps_its_services_and_their_replicas(workdir, procs):
     jobs and its address are as they were; none is made again."""
     t, server, agent = server_and_agent(workdir, procs, "30s",
                                         listen=f"127.0.0.1:{free_port()}")
-    script = os.path.join(workdir, "replica.py")
-    with open(script, "w") as f:
-        f.write(REPLICA)
+    script = replica_script(workdir)
     port = free_port()
     t.run("serve", "create", "kept", "--replicas", "2", "--port", str(port), "--health",
           "/healthz", "--probe-interval", "1s", "--", "python3", script, workdir)
@@ -325,9 +317,7 @@ def test_autoscale_from_zero_with_load_and_back(workdir, procs):
     three; idle again, none."""
     t, server, agent = server_and_agent(workdir, procs, "30s", agent_args=("--heartbeat", "1s"))
     try:
-        script = os.path.join(workdir, "replica.py")
-        with open(script, "w") as f:
-            f.write(REPLICA)
+        script = replica_script(workdir)
         port = free_port()
         t.run("serve", "create", "auto", "--autoscale", "0:3", "--target-inflight", "2",
               "--scale-down-after", "3s", "--port", str(port), "--health", "/healthz",
@@ -391,9 +381,7 @@ def test_a_service_takes_back_what_training_borrowed(workdir, procs):
     job = t.submit("--class", "batch", "-G", "8", "--grace", "30s", "--", "sh", "-c", train)
     t.wait_state(job, "RUNNING")
     wait_for(lambda: t.job(job).get("checkpoints"), 60, "a first checkpoint")
-    script = os.path.join(workdir, "replica.py")
-    with open(script, "w") as f:
-        f.write(REPLICA)
+    script = replica_script(workdir)
     t.run("serve", "create", "infer", "-G", "1", "--health", "/healthz", "--probe-interval",
           "1s", "--", "python3", script, workdir)
     wait_for(lambda: len(endpoints(t, "infer")) == 1, 90, "the service's replica in rotation")
