@@ -282,7 +282,10 @@ void agent__cpu_numa_detect(struct agent *a)
 
 void agent__fabric_detect(struct node_inventory *inv)
 {
-	node_fabric_read(inv, root("TENK_SYSFS", "/sys"));
+	const char *sys = root("TENK_SYSFS", "/sys");
+	node_fabric_read(inv, sys);
+	if (strcmp(sys, "/sys") == 0) /* a recorded tree is not this machine's */
+		node_roce_pfc_read(inv);
 }
 
 void agent__nic_metrics(struct agent *a, struct strbuf *b)

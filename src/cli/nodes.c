@@ -80,6 +80,17 @@ static void print_network(json_t *net)
 			printf(", NUMA %lld", (long long)cli__jint(x, "numa"));
 		if (*cli__jstr(x, "rdma"))
 			printf(", RDMA %s", cli__jstr(x, "rdma"));
+		static const char *const qos[][2] = {
+			{"pfc", "PFC"}, {"ecn_np", "ECN np"}, {"ecn_rp", "ECN rp"}};
+		for (size_t q = 0; q < sizeof(qos) / sizeof(qos[0]); q++) {
+			json_t *prios = json_object_get(x, qos[q][0]), *p;
+			size_t k;
+			if (!json_is_array(prios))
+				continue;
+			printf(", %s %s", qos[q][1], json_array_size(prios) ? "on" : "off");
+			json_array_foreach (prios, k, p)
+				printf("%s%lld", k ? "," : " ", (long long)json_integer_value(p));
+		}
 		printf("\n");
 	}
 	json_array_foreach (json_object_get(net, "rdma"), i, x) {

@@ -110,6 +110,21 @@ static int read_int(const char *path, int def)
 	return model_sysfs_num(path, &v) ? (int)v : def;
 }
 
+/* The priorities whose file DIR/IF/ecn/POINT/enable/K says 1 (MLNX_OFED's
+ * and DOCA's mlx5 make them, priorities 0 to 7); -1 where none exists. */
+static int ecn_bits(const char *dir, const char *ifname, const char *point)
+{
+	int bits = -1;
+	for (int k = 0; k < 8; k++) {
+		char path[700];
+		snprintf(path, sizeof(path), "%s/%s/ecn/%s/enable/%d", dir, ifname, point, k);
+		int v = read_int(path, -1);
+		if (v >= 0)
+			bits = (bits < 0 ? 0 : bits) | (v ? 1 << k : 0);
+	}
+	return bits;
+}
+
 void node_fabric_read(struct node_inventory *inv, const char *sys)
 {
 	_cleanup_free_ char *dir = xasprintf("%s/class/net", sys);
@@ -137,6 +152,7 @@ void node_fabric_read(struct node_inventory *inv, const char *sys)
 		char dev[64];
 		c->virt = !link_base(path, dev, sizeof(dev));
 		c->numa = -1;
+		c->pfc = c->ecn_np = c->ecn_rp = -1;
 		if (c->virt)
 			continue;
 		if (pci_address(dev))
@@ -152,6 +168,10 @@ void node_fabric_read(struct node_inventory *inv, const char *sys)
 		if (nib)
 			set_str(c->rdma, sizeof(c->rdma), ib[0]);
 		model_sysfs_list_free(ib, nib);
+		if (c->kind == NIC_ETHERNET && c->rdma[0]) {
+			c->ecn_np = ecn_bits(dir, c->name, "roce_np");
+			c->ecn_rp = ecn_bits(dir, c->name, "roce_rp");
+		}
 	}
 	model_sysfs_list_free(names, n);
 
@@ -358,6 +378,36 @@ const char *node_nic_kind_name(enum nic_kind k)
 	return (unsigned)k < NIC_KIND_MAX ? nic_kinds[k] : "other";
 }
 
+/* Priorities' bits as the list of them: 0x08 is [3]. */
+static json_t *bits_pack(int bits)
+{
+	json_t *a = json_array();
+	for (int k = 0; k < 8; k++)
+		if (bits & 1 << k)
+			json_array_append_new(a, json_integer(k));
+	return a;
+}
+
+/* j[key], a list of priorities 0-7, into *ret's bits; -1 where absent. */
+static int bits_unpack(json_t *j, const char *key, int *ret, struct tk_error *err)
+{
+	json_t *a = json_object_get(j, key);
+	*ret = -1;
+	if (!a)
+		return 0;
+	if (!json_is_array(a))
+		return tk_errorf(err, -EINVAL, "%s: want a list of priorities (0 to 7)", key);
+	size_t i;
+	json_t *x;
+	*ret = 0;
+	json_array_foreach (a, i, x) {
+		if (!json_is_integer(x) || json_integer_value(x) < 0 || json_integer_value(x) > 7)
+			return tk_errorf(err, -EINVAL, "%s[%zu]: want a priority, 0 to 7", key, i);
+		*ret |= 1 << json_integer_value(x);
+	}
+	return 0;
+}
+
 json_t *node_network_pack(const struct node_inventory *inv)
 {
 	if (!inv->nnics && !inv->nrdma)
@@ -378,6 +428,12 @@ json_t *node_network_pack(const struct node_inventory *inv)
 			json_object_set_new(o, "numa", json_integer(n->numa));
 		if (n->rdma[0])
 			json_object_set_new(o, "rdma", json_string(n->rdma));
+		if (n->pfc >= 0)
+			json_object_set_new(o, "pfc", bits_pack(n->pfc));
+		if (n->ecn_np >= 0)
+			json_object_set_new(o, "ecn_np", bits_pack(n->ecn_np));
+		if (n->ecn_rp >= 0)
+			json_object_set_new(o, "ecn_rp", bits_pack(n->ecn_rp));
 		json_array_append_new(ifs, o);
 	}
 	for (int i = 0; i < inv->nrdma; i++) {
@@ -432,8 +488,9 @@ static int place_unpack(json_t *j, struct gpu_place *g, struct tk_error *err)
 
 static int nic_unpack(json_t *j, struct nic *n, struct tk_error *err)
 {
-	static const char *const keys[] = {"name",   "kind", "virtual", "up",	"mtu", "speed_mbps",
-					   "driver", "pci",  "numa",	"rdma", NULL};
+	static const char *const keys[] = {"name",	 "kind",   "virtual", "up",   "mtu",
+					   "speed_mbps", "driver", "pci",     "numa", "rdma",
+					   "pfc",	 "ecn_np", "ecn_rp",  NULL};
 	char kind[16] = "";
 	int64_t mtu, speed, numa;
 	int r;
@@ -447,7 +504,10 @@ static int nic_unpack(json_t *j, struct nic *n, struct tk_error *err)
 	    (r = mj_strbuf(j, "driver", false, true, n->driver, sizeof(n->driver), err)) < 0 ||
 	    (r = mj_strbuf(j, "pci", false, true, n->pci, sizeof(n->pci), err)) < 0 ||
 	    (r = mj_int(j, "numa", false, -1, 4096, -1, &numa, err)) < 0 ||
-	    (r = mj_strbuf(j, "rdma", false, true, n->rdma, sizeof(n->rdma), err)) < 0)
+	    (r = mj_strbuf(j, "rdma", false, true, n->rdma, sizeof(n->rdma), err)) < 0 ||
+	    (r = bits_unpack(j, "pfc", &n->pfc, err)) < 0 ||
+	    (r = bits_unpack(j, "ecn_np", &n->ecn_np, err)) < 0 ||
+	    (r = bits_unpack(j, "ecn_rp", &n->ecn_rp, err)) < 0)
 		return r;
 	n->kind = NIC_OTHER; /* a newer agent's kind */
 	for (int k = 0; k < NIC_KIND_MAX; k++)

@@ -179,6 +179,11 @@ struct nic {
 	char pci[MODEL_NIC_NAME_MAX];  /* "0000:17:00.0"; "" none */
 	int numa;		       /* -1: none said */
 	char rdma[MODEL_NIC_NAME_MAX]; /* the RDMA device on it (RoCE, IPoIB); "" none */
+	/* RoCE's lossless settings, bit k for priority k; -1: not said (not a
+	 * RoCE interface, or a driver that does not expose it) */
+	int pfc;    /* PFC on: the kernel's DCB netlink (node_roce_pfc_read) */
+	int ecn_np; /* RoCE ECN's notification point: sysfs ecn/roce_np/enable/K */
+	int ecn_rp; /* and its reaction point: ecn/roce_rp/enable/K */
 };
 struct rdma_port {
 	char dev[MODEL_NIC_NAME_MAX]; /* "mlx5_0" */
@@ -270,6 +275,16 @@ struct node_inventory {
 /* Reads the fabric into inv from the sysfs tree at sys ("/sys"); with
  * inv->naccel accelerators known, their places too. */
 void node_fabric_read(struct node_inventory *inv, const char *sys);
+/* Each RoCE interface's PFC (nic.pfc) from the kernel (node_pfc_read). */
+void node_roce_pfc_read(struct node_inventory *inv);
+/* The priorities with PFC on at interface ifname, as `dcb pfc show` reads
+ * them (RTM_GETDCB, DCB_CMD_IEEE_GET): >= 0 their bits (priority k, bit k);
+ * -EOPNOTSUPP where its driver has no DCB, -ENODATA where it says no PFC,
+ * -ENODEV no such interface, or another -errno. */
+int node_pfc_read(const char *ifname);
+/* The PFC bits in the kernel's answer msg[0..len) as node_pfc_read; also
+ * -EBADMSG for an answer it cannot read. */
+int node_dcb_pfc_parse(const void *msg, size_t len);
 void node_gpu_places_read(struct node_inventory *inv, const char *sys);
 /* The nearest ACTIVE RDMA ports of accelerators devs[0..n) (inventory
  * indices), each once, as NCCL_IB_HCA takes them: "=mlx5_0:1,mlx5_3:1"

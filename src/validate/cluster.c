@@ -134,6 +134,7 @@ static void peer_threshold(const struct vpeer *all, int n, int me, struct vcheck
 static void held_alike(const struct vpeer *all, int n, struct vcheck *c, bool lower_only,
 		       const char *before, const char *after)
 {
+	bool qos = strncmp(c->name, "roce_", 5) == 0; /* bits of priorities, as words */
 	if (c->verdict == V_SKIP)
 		return;
 	int total = 0, same = 0, best = 0;
@@ -161,7 +162,13 @@ static void held_alike(const struct vpeer *all, int n, struct vcheck *c, bool lo
 	bool odd = lower_only ? c->figure < (majority ? best_v : top)
 			      : best_v != c->figure || !majority;
 	size_t l = strlen(c->detail);
-	if (odd) {
+	if (odd && qos) {
+		c->verdict = V_FAIL;
+		char theirs[64];
+		validate__qos_text(c->name, majority ? best_v : top, theirs, sizeof(theirs));
+		snprintf(c->detail + l, sizeof(c->detail) - l, "; %d of %d nodes have %s",
+			 majority ? best : 1, total, theirs);
+	} else if (odd) {
 		c->verdict = V_FAIL;
 		snprintf(c->detail + l, sizeof(c->detail) - l, ": %s%g%s; %d of %d nodes have %g%s",
 			 before, c->figure, after, majority ? best : 1, total,
@@ -215,13 +222,17 @@ int validate__vpeer_judge(const struct vpeer *all, int n, int me, const struct v
 		}
 	}
 	/* the MTU to the peers alike on every node; the links' speed and the
-	 * RDMA ports' rate not under the peers' (held_alike) */
+	 * RDMA ports' rate not under the peers'; RoCE's PFC and ECN alike
+	 * (held_alike) */
 	for (int i = 0; i < nchecks && n > 1; i++) {
 		if (strcmp(checks[i].name, "net_mtu") == 0)
 			held_alike(all, n, &checks[i], false, "MTU ", "");
 		else if (strcmp(checks[i].name, "net_speed") == 0 ||
 			 strcmp(checks[i].name, "rdma_rate") == 0)
 			held_alike(all, n, &checks[i], true, "", " Gb/s");
+		else if (strcmp(checks[i].name, "roce_pfc") == 0 ||
+			 strcmp(checks[i].name, "roce_ecn") == 0)
+			held_alike(all, n, &checks[i], false, "", "");
 	}
 	if (nchecks < max && o->want[VL_SYSTEM] && n > 1) {
 		struct vcheck *c = &checks[nchecks++];

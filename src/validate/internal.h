@@ -89,6 +89,12 @@ void validate__check_net_mtu(struct vcheck *c);
  * port's rate: held to the peers' (cluster.c) */
 void validate__check_net_speed(struct vcheck *c, const struct node_inventory *inv);
 void validate__check_rdma_rate(struct vcheck *c, const struct node_inventory *inv);
+/* RoCE's PFC and ECN (bits of priorities as the figure, np's above rp's
+ * for ECN): alike on the node's RoCE interfaces; skipped where none says. */
+void validate__check_roce_pfc(struct vcheck *c, const struct node_inventory *inv);
+void validate__check_roce_ecn(struct vcheck *c, const struct node_inventory *inv);
+/* A roce_pfc or roce_ecn figure for people: "PFC on priority 3". */
+void validate__qos_text(const char *check, double figure, char *out, size_t n);
 /* The interface (and its address) the node reaches its peers by: the
  * route to MASTER_ADDR. 0, or -1 with none. */
 int validate__peer_route(char *ifname, size_t n, char *addr, size_t an);
@@ -169,7 +175,7 @@ json_t *validate__vargs_without(int argc, char **argv, const char *const *own,
 int validate_member(const struct vrun *o);
 
 /* What each node tells the others. */
-#define VPEER_CHECKS 24 /* every check a node makes alone */
+#define VPEER_CHECKS 28 /* every check a node makes alone */
 struct vpeer {
 	char node[64];
 	/* the kernel's boot id: members alike share one machine's processors,

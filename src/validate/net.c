@@ -62,6 +62,8 @@ void validate__fabric(struct node_inventory *inv)
 	memset(inv, 0, sizeof(*inv));
 	const char *sys = getenv("TENK_SYSFS");
 	node_fabric_read(inv, sys && *sys ? sys : "/sys");
+	if (!sys || !*sys) /* a recorded tree is not this machine's */
+		node_roce_pfc_read(inv);
 }
 
 void validate__check_net_links(struct vcheck *c, const struct node_inventory *inv)
@@ -397,6 +399,99 @@ void validate__check_rdma_rate(struct vcheck *c, const struct node_inventory *in
 	c->figure = slow->rate_gbps;
 	snprintf(c->detail, sizeof(c->detail), "%s port %d, the slowest ACTIVE", slow->dev,
 		 slow->port);
+}
+
+/* ---- RoCE's lossless settings --------------------------------------------------------- */
+
+static void prio_list(int bits, char *out, size_t n)
+{
+	out[0] = 0;
+	for (int k = 0; k < 8; k++)
+		if (bits & 1 << k)
+			add(out, n, "%s%d", out[0] ? "," : "", k);
+}
+
+void validate__qos_text(const char *check, double figure, char *out, size_t n)
+{
+	int v = (int)figure;
+	char a[24], b[24];
+	if (strcmp(check, "roce_pfc") == 0) {
+		prio_list(v, a, sizeof(a));
+		snprintf(out, n, v ? "PFC on priority %s" : "PFC off", a);
+	} else {
+		prio_list(v >> 8, a, sizeof(a));
+		prio_list(v & 0xff, b, sizeof(b));
+		snprintf(out, n, "ECN np %s, rp %s", a[0] ? a : "off", b[0] ? b : "off");
+	}
+}
+
+static int nic_pfc(const struct nic *n)
+{
+	return n->pfc;
+}
+
+/* np's bits above rp's; -1 where neither is said */
+static int nic_ecn(const struct nic *n)
+{
+	if (n->ecn_np < 0 && n->ecn_rp < 0)
+		return -1;
+	return MAX(n->ecn_np, 0) << 8 | MAX(n->ecn_rp, 0);
+}
+
+/* One setting of the node's RoCE interfaces: its figure where they all
+ * have it alike (cluster.c holds it to the peers'), a failure naming them
+ * where they differ. */
+static void roce_alike(struct vcheck *c, const struct node_inventory *inv,
+		       int (*get)(const struct nic *), const char *what)
+{
+	int roce = 0, said = 0, first = -1;
+	bool differ = false;
+	for (int i = 0; i < inv->nnics; i++) {
+		const struct nic *n = &inv->nics[i];
+		if (n->kind != NIC_ETHERNET || n->virt || !n->rdma[0])
+			continue;
+		roce++;
+		int v = get(n);
+		if (v < 0)
+			continue;
+		char t[64];
+		validate__qos_text(c->name, v, t, sizeof(t));
+		add(c->detail, sizeof(c->detail), "%s%s (%s) %s", said ? "; " : "", n->name,
+		    n->rdma, t);
+		said++;
+		differ |= first >= 0 && v != first;
+		if (first < 0)
+			first = v;
+	}
+	if (!roce || !said) {
+		c->verdict = V_SKIP;
+		if (!roce)
+			snprintf(c->detail, sizeof(c->detail), "skipped: no RoCE interface");
+		else
+			snprintf(c->detail, sizeof(c->detail),
+				 "skipped: the driver of %d RoCE interface%s says no %s", roce,
+				 roce == 1 ? "" : "s", what);
+		return;
+	}
+	c->figure = first;
+	if (differ) {
+		c->verdict = V_FAIL;
+		char was[sizeof(c->detail)];
+		snprintf(was, sizeof(was), "%s", c->detail);
+		snprintf(c->detail, sizeof(c->detail), "unlike on one node: %.200s", was);
+	}
+}
+
+void validate__check_roce_pfc(struct vcheck *c, const struct node_inventory *inv)
+{
+	validate__vcheck_set(c, "network", "roce_pfc", "priorities", false);
+	roce_alike(c, inv, nic_pfc, "PFC (no DCB)");
+}
+
+void validate__check_roce_ecn(struct vcheck *c, const struct node_inventory *inv)
+{
+	validate__vcheck_set(c, "network", "roce_ecn", "priorities", false);
+	roce_alike(c, inv, nic_ecn, "ECN (no ecn/ folder)");
 }
 
 int validate__peer_route(char *ifname, size_t n, char *addr, size_t an)

@@ -59,6 +59,10 @@ def ib_node_tree(root):
         "class/infiniband/mlx5_1/ports/1/state": "1: DOWN",
         "class/infiniband/mlx5_1/ports/1/rate": "100 Gb/sec (2X HDR)",
     }
+    # RoCE ECN on priority 3 at both points, as MLNX_OFED's mlx5 says it
+    for point in ("roce_np", "roce_rp"):
+        for k in range(8):
+            files[f"class/net/enp23s0f1np1/ecn/{point}/enable/{k}"] = "1" if k == 3 else "0"
     for dev, n in (("mlx5_0", 128), ("mlx5_1", 255)):
         for g in range(n):
             files[f"class/infiniband/{dev}/ports/1/gids/{g}"] = \
@@ -96,6 +100,10 @@ def test_fabric_from_a_recorded_tree(workdir, procs):
     roce = ifs["enp23s0f1np1"]
     assert roce["kind"] == "ethernet" and not roce["up"] and "speed_mbps" not in roce, roce
     assert roce["rdma"] == "mlx5_1" and roce["pci"] == "0000:17:00.1", roce
+    # its ECN from the driver's folders; PFC is the kernel's to say (DCB
+    # netlink), which a recorded tree is not asked for
+    assert roce["ecn_np"] == [3] and roce["ecn_rp"] == [3] and "pfc" not in roce, roce
+    assert "ecn_np" not in ifs["ib0"], ifs["ib0"]
     assert ifs["eno1"]["driver"] == "igb" and "numa" not in ifs["eno1"], ifs["eno1"]
     assert ifs["veth9"]["virtual"] and "driver" not in ifs["veth9"], ifs["veth9"]
     ports = {p["device"]: p for p in net["rdma"]}
@@ -109,6 +117,7 @@ def test_fabric_from_a_recorded_tree(workdir, procs):
                  "ib0        infiniband, up, 400 Gb/s, MTU 4092, mlx5_core at 0000:17:00.0, "
                  "NUMA 0, RDMA mlx5_0",
                  "veth9      ethernet (virtual), up, 10 Gb/s, MTU 1500",
+                 "mlx5_core at 0000:17:00.1, NUMA 0, RDMA mlx5_1, ECN np on 3, ECN rp on 3\n",
                  "RDMA:   mlx5_0 port 1: InfiniBand, ACTIVE, 400 Gb/s, 128 GIDs at "
                  "0000:17:00.0, NUMA 0",
                  "mlx5_1 port 1: RoCE, DOWN, 100 Gb/s, 255 GIDs"):
@@ -272,6 +281,14 @@ def test_network_layer_of_a_recorded_tree(workdir):
     rate = c["rdma_rate"]  # the slowest port ACTIVE: held to the peers' (none here)
     assert (rate["verdict"], rate["figure"]) == ("pass", 400), rate
     assert rate["detail"] == "mlx5_0 port 1, the slowest ACTIVE", rate
+    # RoCE's ECN as its driver says it, alike on the node's RoCE ports (one
+    # here) and held to the peers' (none here); PFC not said by a tree
+    ecn = c["roce_ecn"]
+    assert (ecn["verdict"], ecn["figure"]) == ("pass", (1 << 3) << 8 | 1 << 3), ecn
+    assert ecn["detail"] == "enp23s0f1np1 (mlx5_1) ECN np 3, rp 3", ecn
+    pfc = c["roce_pfc"]
+    assert pfc["verdict"] == "skip", pfc
+    assert pfc["detail"] == "skipped: the driver of 1 RoCE interface says no PFC (no DCB)", pfc
     # the RoCE port up: the layer passes, and NCCL's sockets interface alone
     # is no fault
     for path, text in (("class/net/enp23s0f1np1/operstate", "up"),

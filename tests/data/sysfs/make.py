@@ -93,6 +93,11 @@ def roce_node(root):
                ["0000:0000:0000:0000:0000:0000:0000:0000"] * 4
         for g, text in enumerate(gids):
             files[f"class/infiniband/{dev}/ports/1/gids/{g}"] = text
+        # RoCE ECN as MLNX_OFED's and DOCA's mlx5 expose it, on priority 3
+        # (the lossless one of NVIDIA's RoCE guides), both points
+        for point in ("roce_np", "roce_rp"):
+            for k in range(8):
+                files[f"class/net/{ifn}/ecn/{point}/enable/{k}"] = "1" if k == 3 else "0"
         links.update({
             f"class/net/{ifn}/device": f"../../../{f}",
             f"class/infiniband/{dev}/device": f"../../../{f}",

@@ -5,7 +5,11 @@
 #include <stddef.h>
 #include <cmocka.h>
 #include <errno.h>
+#include <linux/dcbnl.h>
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
 #include <math.h>
+#include <sys/socket.h>
 
 #include "model/model.h"
 #include "model/wire.h"
@@ -2607,12 +2611,105 @@ static void test_fabric_of_recorded_trees(void **state)
 	assert_true(inv->rdma[1].ethernet && inv->rdma[1].active &&
 		    inv->rdma[1].rate_gbps == 100.0 && inv->rdma[1].gids == 8);
 	assert_string_equal(node_fabric_of(inv), "roce");
+	/* RoCE ECN from the driver's ecn/ folders, on priority 3 (bit 3);
+	 * PFC is the kernel's DCB netlink's, not the tree's; eno1 has no RDMA */
+	assert_int_equal(inv->nics[1].ecn_np, 1 << 3);
+	assert_int_equal(inv->nics[2].ecn_rp, 1 << 3);
+	assert_int_equal(inv->nics[1].pfc, -1);
+	assert_int_equal(inv->nics[0].ecn_np, -1);
+	inv->nics[2].pfc = 1 << 3 | 1 << 4;
 	/* and as the API shows them */
 	json_t *j = node_network_pack(inv);
 	json_t *p0 = json_array_get(json_object_get(j, "rdma"), 0);
 	assert_string_equal(json_string_value(json_object_get(p0, "link_layer")), "Ethernet");
+	json_t *i2 = json_array_get(json_object_get(j, "interfaces"), 2);
+	char *text = json_dumps(json_object_get(i2, "pfc"), JSON_COMPACT);
+	assert_string_equal(text, "[3,4]");
+	free(text);
+	assert_null(json_object_get(json_array_get(json_object_get(j, "interfaces"), 0), "pfc"));
+	struct node_inventory *again = xcalloc(1, sizeof(*again));
+	assert_int_equal(node_network_unpack(j, again, &err), 0);
+	assert_int_equal(again->nics[2].pfc, 0x18);
+	assert_int_equal(again->nics[1].ecn_rp, 0x08);
+	assert_int_equal(again->nics[1].pfc, -1);
+	assert_int_equal(again->nics[0].ecn_np, -1);
+	/* a priority out of 0-7 is named */
+	json_object_set_new(i2, "pfc", json_pack("[i]", 9));
+	assert_int_equal(node_network_unpack(j, again, &err), -EINVAL);
+	assert_non_null(strstr(err.text, "pfc[0]: want a priority, 0 to 7"));
+	free(again);
 	json_decref(j);
 	free(inv);
+}
+
+/* An answer of the kernel's DCB netlink, as net/dcb/dcbnl.c builds one for
+ * DCB_CMD_IEEE_GET: the header, struct dcbmsg, DCB_ATTR_IFNAME, then
+ * DCB_ATTR_IEEE nesting DCB_ATTR_IEEE_ETS and DCB_ATTR_IEEE_PFC (struct
+ * ieee_pfc whole); with_pfc false: a driver without ieee_getpfc. */
+static size_t dcb_answer(char *buf, size_t n, bool with_pfc, int pfc_en)
+{
+	memset(buf, 0, n);
+	struct nlmsghdr *nh = (struct nlmsghdr *)buf;
+	struct dcbmsg *d = NLMSG_DATA(nh);
+	d->dcb_family = AF_UNSPEC;
+	d->cmd = DCB_CMD_IEEE_GET;
+	size_t off = NLMSG_LENGTH(NLMSG_ALIGN(sizeof(*d)));
+	struct nlattr *a = (struct nlattr *)(buf + off);
+	a->nla_type = DCB_ATTR_IFNAME;
+	a->nla_len = NLA_HDRLEN + sizeof("ens1f0np0");
+	memcpy(a + 1, "ens1f0np0", sizeof("ens1f0np0"));
+	off += NLA_ALIGN(a->nla_len);
+	struct nlattr *ieee = (struct nlattr *)(buf + off);
+	ieee->nla_type = DCB_ATTR_IEEE | NLA_F_NESTED;
+	size_t in = off + NLA_HDRLEN;
+	struct nlattr *ets = (struct nlattr *)(buf + in);
+	ets->nla_type = DCB_ATTR_IEEE_ETS;
+	ets->nla_len = NLA_HDRLEN + sizeof(struct ieee_ets);
+	in += NLA_ALIGN(ets->nla_len);
+	if (with_pfc) {
+		struct nlattr *p = (struct nlattr *)(buf + in);
+		p->nla_type = DCB_ATTR_IEEE_PFC;
+		p->nla_len = NLA_HDRLEN + sizeof(struct ieee_pfc);
+		struct ieee_pfc pfc = {.pfc_cap = 8, .pfc_en = (__u8)pfc_en};
+		pfc.requests[3] = 12;
+		memcpy(p + 1, &pfc, sizeof(pfc));
+		in += NLA_ALIGN(p->nla_len);
+	}
+	ieee->nla_len = (unsigned short)(in - off);
+	nh->nlmsg_len = (unsigned)in;
+	nh->nlmsg_type = RTM_GETDCB;
+	return in;
+}
+
+static void test_dcb_pfc(void **state)
+{
+	(void)state;
+	char buf[1024];
+	size_t n = dcb_answer(buf, sizeof(buf), true, 1 << 3);
+	assert_int_equal(node_dcb_pfc_parse(buf, n), 1 << 3);
+	assert_int_equal(node_dcb_pfc_parse(buf, n - 1), -EBADMSG); /* cut short */
+	n = dcb_answer(buf, sizeof(buf), true, 0);
+	assert_int_equal(node_dcb_pfc_parse(buf, n), 0); /* PFC off on all eight */
+	n = dcb_answer(buf, sizeof(buf), false, 0);
+	assert_int_equal(node_dcb_pfc_parse(buf, n), -ENODATA);
+	/* an attribute longer than its message */
+	n = dcb_answer(buf, sizeof(buf), true, 1);
+	((struct nlattr *)(buf + NLMSG_LENGTH(NLMSG_ALIGN(sizeof(struct dcbmsg)))))->nla_len = 900;
+	assert_int_equal(node_dcb_pfc_parse(buf, n), -EBADMSG);
+	/* the kernel's refusal: a driver without DCB */
+	memset(buf, 0, sizeof(buf));
+	struct nlmsghdr *nh = (struct nlmsghdr *)buf;
+	nh->nlmsg_type = NLMSG_ERROR;
+	nh->nlmsg_len = NLMSG_LENGTH(sizeof(struct nlmsgerr));
+	((struct nlmsgerr *)NLMSG_DATA(nh))->error = -EOPNOTSUPP;
+	assert_int_equal(node_dcb_pfc_parse(buf, nh->nlmsg_len), -EOPNOTSUPP);
+	assert_int_equal(node_dcb_pfc_parse(buf, 4), -EBADMSG);
+	/* and this machine's kernel, asked: loopback has no DCB, and no such
+	 * interface is no such device (the request was read: a malformed one
+	 * is EINVAL) */
+	assert_int_equal(node_pfc_read("lo"), -EOPNOTSUPP);
+	assert_int_equal(node_pfc_read("tenk-none0"), -ENODEV);
+	assert_int_equal(node_pfc_read("a-name-longer-than-ifnamsiz"), -EINVAL);
 }
 
 int main(void)
@@ -2643,6 +2740,7 @@ int main(void)
 		cmocka_unit_test(test_node_stack),
 		cmocka_unit_test(test_reference_compare),
 		cmocka_unit_test(test_fabric_of_recorded_trees),
+		cmocka_unit_test(test_dcb_pfc),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -180,6 +180,92 @@ static void test_mtu_held_to_the_peers(void **state)
 	assert_string_equal(ok.detail, "eth0 (10.0.0.2)");
 }
 
+/* RoCE's PFC and ECN: alike on the node's RoCE interfaces, then held alike
+ * to the peers', named in words. */
+static void test_roce_pfc_and_ecn(void **state)
+{
+	struct node_inventory *inv = calloc(1, sizeof(*inv));
+	assert_non_null(inv);
+	inv->nnics = 3;
+	for (int i = 0; i < 3; i++) {
+		struct nic *n = &inv->nics[i];
+		if (i)
+			snprintf(n->name, sizeof(n->name), "ens1f%dnp%d", i - 1, i - 1);
+		else
+			snprintf(n->name, sizeof(n->name), "eno1");
+		n->kind = NIC_ETHERNET;
+		n->up = true;
+		n->pfc = n->ecn_np = n->ecn_rp = -1;
+		if (i)
+			snprintf(n->rdma, sizeof(n->rdma), "mlx5_%d", i - 1);
+	}
+	struct vcheck c;
+	validate__check_roce_pfc(&c, inv);
+	assert_int_equal(c.verdict, V_SKIP);
+	assert_string_equal(c.detail,
+			    "skipped: the driver of 2 RoCE interfaces says no PFC (no DCB)");
+	inv->nics[1].pfc = inv->nics[2].pfc = 1 << 3;
+	inv->nics[1].ecn_np = inv->nics[1].ecn_rp = 1 << 3;
+	inv->nics[2].ecn_np = inv->nics[2].ecn_rp = 1 << 3;
+	validate__check_roce_pfc(&c, inv);
+	assert_int_equal(c.verdict, V_PASS);
+	assert_true(c.figure == 8);
+	assert_string_equal(c.detail, "ens1f0np0 (mlx5_0) PFC on priority 3; "
+				      "ens1f1np1 (mlx5_1) PFC on priority 3");
+	validate__check_roce_ecn(&c, inv);
+	assert_int_equal(c.verdict, V_PASS);
+	assert_string_equal(c.detail, "ens1f0np0 (mlx5_0) ECN np 3, rp 3; "
+				      "ens1f1np1 (mlx5_1) ECN np 3, rp 3");
+	/* one port unlike the other */
+	inv->nics[2].pfc = 0;
+	inv->nics[2].ecn_rp = -1;
+	validate__check_roce_pfc(&c, inv);
+	assert_int_equal(c.verdict, V_FAIL);
+	assert_string_equal(c.detail, "unlike on one node: ens1f0np0 (mlx5_0) PFC on priority 3; "
+				      "ens1f1np1 (mlx5_1) PFC off");
+	validate__check_roce_ecn(&c, inv);
+	assert_int_equal(c.verdict, V_FAIL);
+	assert_non_null(strstr(c.detail, "ens1f1np1 (mlx5_1) ECN np 3, rp off"));
+	/* no RoCE: an interface with no device under it is no port */
+	inv->nics[1].virt = inv->nics[2].virt = true;
+	validate__check_roce_ecn(&c, inv);
+	assert_int_equal(c.verdict, V_SKIP);
+	assert_string_equal(c.detail, "skipped: no RoCE interface");
+	free(inv);
+
+	/* held to the peers: PFC on 3 at two nodes, off at the third */
+	const double fig[] = {8, 8, 0};
+	struct vpeer all[3];
+	for (int me = 0; me < 3; me += 2) {
+		struct vcheck cs[8];
+		for (int i = 0; i < 3; i++) {
+			peer(&all[i], i ? "b" : "a", "s", 100, 1);
+			all[i].checks[1] =
+				(struct vpeer_check){.name = "roce_pfc", .figure = fig[i]};
+			all[i].nchecks = 2;
+		}
+		int k = mine(cs, 100);
+		validate__vcheck_set(&cs[k], "network", "roce_pfc", "priorities", false);
+		cs[k].figure = fig[me];
+		validate__qos_text("roce_pfc", fig[me], cs[k].detail, sizeof(cs[k].detail));
+		struct vrun o = opts();
+		int nc = validate__vpeer_judge(all, 3, me, &o, cs, k + 1, 8);
+		const struct vcheck *x = find(cs, nc, "roce_pfc");
+		if (me == 2) {
+			assert_int_equal(x->verdict, V_FAIL);
+			assert_string_equal(x->detail,
+					    "PFC off; 2 of 3 nodes have PFC on priority 3");
+		} else {
+			assert_int_equal(x->verdict, V_PASS);
+			assert_string_equal(x->detail,
+					    "PFC on priority 3 (as 2 of 3 nodes; 1 differ)");
+		}
+	}
+	char t[64];
+	validate__qos_text("roce_ecn", 0x1808, t, sizeof(t));
+	assert_string_equal(t, "ECN np 3,4, rp 3");
+}
+
 /* Node `me` of n: its check `name` (figures fig[0..n)) after the judge. */
 static struct vcheck held_of(const char *name, int n, const double *fig, int me)
 {
@@ -434,6 +520,7 @@ int main(void)
 		cmocka_unit_test(test_two_nodes_have_no_peer_median),
 		cmocka_unit_test(test_stack_and_clock),
 		cmocka_unit_test(test_mtu_held_to_the_peers),
+		cmocka_unit_test(test_roce_pfc_and_ecn),
 		cmocka_unit_test(test_speed_held_to_the_peers),
 		cmocka_unit_test(test_retransmits_and_errors),
 		cmocka_unit_test(test_one_machines_members_not_held_to_each_other),
