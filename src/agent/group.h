@@ -208,6 +208,7 @@ struct group_train {
 	int npend;
 	int64_t sent_upto;
 	int64_t mtime_ms; /* the file's last change at the last read that found lines */
+	int64_t made_ms;  /* when this agent made the file; 0: another did */
 };
 
 /* nccl.c's part (--nccl-check): the files of NCCL's log its tasks write

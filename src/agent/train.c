@@ -58,6 +58,8 @@ char *agent__train_setup(struct taskgroup *g, bool as_user, uint32_t uid, uint32
 	if (r < 0)
 		log_warn("job %lld: cannot make its metrics file %s: %s", (long long)g->job, path,
 			 strerror(-r));
+	else /* nothing in it was written before now (the first read's spread) */
+		g->train.made_ms = tk_wall_ms();
 	return path;
 }
 
@@ -124,14 +126,19 @@ void agent__train_poll_group(struct taskgroup *g)
 		g->train.partial = 0;
 	}
 	/* when they were written: up to the file's last change, spread back
-	 * to the change the last read saw (a second before, at the first) */
+	 * to the change the last read saw; at the first, a second before, or
+	 * to when the file was made if later (the first lines of a job read
+	 * half a second after its start were not written over a second: a
+	 * rank that then stops would keep that step time) */
 	int count = g->train.npend - first;
 	if (count <= 0 || thinned)
 		return;
 	if (fstat(g->train.fd, &st) < 0) /* (after the read: what it read was written by then) */
 		return;
 	int64_t mt = (int64_t)st.st_mtim.tv_sec * 1000 + st.st_mtim.tv_nsec / 1000000;
-	int64_t prev = g->train.mtime_ms && g->train.mtime_ms < mt ? g->train.mtime_ms : mt - 1000;
+	int64_t prev = g->train.mtime_ms && g->train.mtime_ms < mt
+			       ? g->train.mtime_ms
+			       : MIN(MAX(mt - 1000, g->train.made_ms), mt);
 	for (int k = 0; k < count; k++)
 		g->train.pend[first + k].at_ms = prev + (mt - prev) * (k + 1) / count;
 	g->train.mtime_ms = mt;

@@ -81,8 +81,9 @@ def test_the_slow_rank_is_named_the_straggler(workdir, procs):
     node are named; then the job stalls, and the stall says which rank
     stopped first."""
     t, server, agent = server_and_agent(workdir, procs, "6s", admin_unix_user="root")
-    # ranks 0 and 3: 15 steps of 0.2 s; rank 1 stops after 3; rank 2: 8 of 1 s
-    script = ('n=15; [ "$RANK" = 1 ] && n=3; [ "$RANK" = 2 ] && n=8; '
+    # ranks 0 and 3: 25 steps of 0.2 s; rank 1 stops after 10 (its newest
+    # lines read at steady state, not all in the first read); rank 2: 8 of 1 s
+    script = ('n=25; [ "$RANK" = 1 ] && n=10; [ "$RANK" = 2 ] && n=8; '
               'for i in $(seq 1 $n); do echo "step=$i rank=$RANK loss=1" >> $TENK_METRICS; '
               'if [ "$RANK" = 2 ]; then sleep 1; else sleep 0.2; fi; done; sleep 600')
     jid = t.submit("--tasks-per-node", "4", "--stall-after", "3s", "--", "sh", "-c", script)
