@@ -288,10 +288,52 @@ void agent__fabric_detect(struct node_inventory *inv)
 		node_roce_pfc_read(inv);
 }
 
+/* The pause frames of each priority with PFC on, at each RoCE interface,
+ * as the kernel's DCB netlink counts them: growing on one node more than
+ * its peers, a congested port or a slow receiver that backs the fabric up. */
+static void pfc(struct agent *a, struct strbuf *b)
+{
+	struct strbuf sb;
+	strbuf_init(&sb);
+	for (int i = 0; i < a->inv.nnics; i++) {
+		const struct nic *c = &a->inv.nics[i];
+		struct node_pfc p;
+		if (c->kind != NIC_ETHERNET || c->virt || !c->rdma[0] ||
+		    node_pfc_read(c->name, &p) < 0)
+			continue;
+		for (int k = 0; k < 8; k++) {
+			if (!(p.en & 1 << k))
+				continue;
+			struct prom_labels l;
+			prom_labels_init(&l);
+			prom_label(&l, "node", a->inv.name);
+			prom_label(&l, "device", c->name);
+			prom_labelf(&l, "priority", "%d", k);
+			struct prom_labels sent = l, got = l;
+			prom_label(&sent, "direction", "sent");
+			prom_label(&got, "direction", "received");
+			prom_sample(&sb, "tenk_node_pfc_pause_frames_total", &sent,
+				    (double)p.requests[k]);
+			prom_sample(&sb, "tenk_node_pfc_pause_frames_total", &got,
+				    (double)p.indications[k]);
+		}
+	}
+	if (sb.len) {
+		prom_family(b, "tenk_node_pfc_pause_frames_total", "counter",
+			    "PFC pause frames of each priority with PFC on, at each RoCE interface "
+			    "(the kernel's DCB netlink): sent, asking the peer to wait; received, "
+			    "asked to.");
+		strbuf_add(b, sb.buf, sb.len);
+	}
+	strbuf_release(&sb);
+}
+
 void agent__nic_metrics(struct agent *a, struct strbuf *b)
 {
 	const char *sys = root("TENK_SYSFS", "/sys"), *proc = root("TENK_PROCFS", "/proc");
 	interfaces(a, b, sys);
 	tcp(a, b, proc);
 	infiniband(a, b, sys);
+	if (strcmp(sys, "/sys") == 0) /* a recorded tree is not this machine's */
+		pfc(a, b);
 }

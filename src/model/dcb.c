@@ -41,8 +41,9 @@ static const struct nlattr *attr_find(const char *p, const char *end, int type, 
 	return NULL;
 }
 
-int node_dcb_pfc_parse(const void *msg, size_t len)
+int node_dcb_pfc_parse(const void *msg, size_t len, struct node_pfc *ret)
 {
+	memset(ret, 0, sizeof(*ret));
 	const struct nlmsghdr *nh = msg;
 	if (len < sizeof(*nh) || nh->nlmsg_len < sizeof(*nh) || nh->nlmsg_len > len)
 		return -EBADMSG;
@@ -67,14 +68,23 @@ int node_dcb_pfc_parse(const void *msg, size_t len)
 		return bad ? -EBADMSG : -ENODATA;
 	if (n < offsetof(struct ieee_pfc, pfc_en) + 1)
 		return -EBADMSG;
-	/* a payload is aligned to 4, the struct to 8: its byte, not the struct */
-	unsigned char en;
-	memcpy(&en, (const char *)pfc + NLA_HDRLEN + offsetof(struct ieee_pfc, pfc_en), 1);
-	return en;
+	/* a payload is aligned to 4, the struct to 8: copied out, not read in
+	 * place; the counters where the answer has them whole */
+	struct ieee_pfc p;
+	memset(&p, 0, sizeof(p));
+	memcpy(&p, (const char *)pfc + NLA_HDRLEN, MIN(n, sizeof(p)));
+	ret->en = p.pfc_en;
+	_Static_assert(sizeof(p.requests) == sizeof(ret->requests), "eight priorities");
+	if (n >= sizeof(p)) {
+		memcpy(ret->requests, p.requests, sizeof(ret->requests));
+		memcpy(ret->indications, p.indications, sizeof(ret->indications));
+	}
+	return 0;
 }
 
-int node_pfc_read(const char *ifname)
+int node_pfc_read(const char *ifname, struct node_pfc *ret)
 {
+	memset(ret, 0, sizeof(*ret));
 	size_t nlen = strlen(ifname) + 1;
 	if (nlen > IFNAMSIZ)
 		return -EINVAL;
@@ -117,7 +127,7 @@ int node_pfc_read(const char *ifname)
 	do
 		got = recv(fd, buf, sizeof(buf), 0);
 	while (got < 0 && errno == EINTR);
-	r = got < 0 ? -errno : node_dcb_pfc_parse(buf, (size_t)got);
+	r = got < 0 ? -errno : node_dcb_pfc_parse(buf, (size_t)got, ret);
 	close(fd);
 	return r;
 }
@@ -128,7 +138,7 @@ void node_roce_pfc_read(struct node_inventory *inv)
 		struct nic *c = &inv->nics[i];
 		if (c->kind != NIC_ETHERNET || c->virt || !c->rdma[0])
 			continue;
-		int r = node_pfc_read(c->name);
-		c->pfc = r >= 0 ? r : -1;
+		struct node_pfc p;
+		c->pfc = node_pfc_read(c->name, &p) == 0 ? p.en : -1;
 	}
 }

@@ -277,14 +277,21 @@ struct node_inventory {
 void node_fabric_read(struct node_inventory *inv, const char *sys);
 /* Each RoCE interface's PFC (nic.pfc) from the kernel (node_pfc_read). */
 void node_roce_pfc_read(struct node_inventory *inv);
-/* The priorities with PFC on at interface ifname, as `dcb pfc show` reads
- * them (RTM_GETDCB, DCB_CMD_IEEE_GET): >= 0 their bits (priority k, bit k);
- * -EOPNOTSUPP where its driver has no DCB, -ENODATA where it says no PFC,
- * -ENODEV no such interface, or another -errno. */
-int node_pfc_read(const char *ifname);
-/* The PFC bits in the kernel's answer msg[0..len) as node_pfc_read; also
- * -EBADMSG for an answer it cannot read. */
-int node_dcb_pfc_parse(const void *msg, size_t len);
+/* PFC at an interface, as the kernel's DCB netlink says it (struct
+ * ieee_pfc): the priorities with it on, and the pause frames of each. */
+struct node_pfc {
+	int en;			 /* bit k: priority k pauses instead of dropping */
+	uint64_t requests[8];	 /* pause frames sent (the port asked its peer to wait) */
+	uint64_t indications[8]; /* pause frames received (its peer asked it to) */
+};
+/* PFC at interface ifname, as `dcb pfc show` reads it (RTM_GETDCB,
+ * DCB_CMD_IEEE_GET): 0, or -EOPNOTSUPP where its driver has no DCB,
+ * -ENODATA where it says no PFC, -ENODEV no such interface, another
+ * -errno. */
+int node_pfc_read(const char *ifname, struct node_pfc *ret);
+/* PFC in the kernel's answer msg[0..len), as node_pfc_read; also -EBADMSG
+ * for an answer it cannot read. */
+int node_dcb_pfc_parse(const void *msg, size_t len, struct node_pfc *ret);
 void node_gpu_places_read(struct node_inventory *inv, const char *sys);
 /* The nearest ACTIVE RDMA ports of accelerators devs[0..n) (inventory
  * indices), each once, as NCCL_IB_HCA takes them: "=mlx5_0:1,mlx5_3:1"

@@ -2685,31 +2685,35 @@ static void test_dcb_pfc(void **state)
 {
 	(void)state;
 	char buf[1024];
+	struct node_pfc p;
 	size_t n = dcb_answer(buf, sizeof(buf), true, 1 << 3);
-	assert_int_equal(node_dcb_pfc_parse(buf, n), 1 << 3);
-	assert_int_equal(node_dcb_pfc_parse(buf, n - 1), -EBADMSG); /* cut short */
+	assert_int_equal(node_dcb_pfc_parse(buf, n, &p), 0);
+	assert_int_equal(p.en, 1 << 3);
+	assert_true(p.requests[3] == 12 && p.indications[3] == 0 && p.requests[0] == 0);
+	assert_int_equal(node_dcb_pfc_parse(buf, n - 1, &p), -EBADMSG); /* cut short */
 	n = dcb_answer(buf, sizeof(buf), true, 0);
-	assert_int_equal(node_dcb_pfc_parse(buf, n), 0); /* PFC off on all eight */
+	assert_int_equal(node_dcb_pfc_parse(buf, n, &p), 0); /* PFC off on all eight */
+	assert_int_equal(p.en, 0);
 	n = dcb_answer(buf, sizeof(buf), false, 0);
-	assert_int_equal(node_dcb_pfc_parse(buf, n), -ENODATA);
+	assert_int_equal(node_dcb_pfc_parse(buf, n, &p), -ENODATA);
 	/* an attribute longer than its message */
 	n = dcb_answer(buf, sizeof(buf), true, 1);
 	((struct nlattr *)(buf + NLMSG_LENGTH(NLMSG_ALIGN(sizeof(struct dcbmsg)))))->nla_len = 900;
-	assert_int_equal(node_dcb_pfc_parse(buf, n), -EBADMSG);
+	assert_int_equal(node_dcb_pfc_parse(buf, n, &p), -EBADMSG);
 	/* the kernel's refusal: a driver without DCB */
 	memset(buf, 0, sizeof(buf));
 	struct nlmsghdr *nh = (struct nlmsghdr *)buf;
 	nh->nlmsg_type = NLMSG_ERROR;
 	nh->nlmsg_len = NLMSG_LENGTH(sizeof(struct nlmsgerr));
 	((struct nlmsgerr *)NLMSG_DATA(nh))->error = -EOPNOTSUPP;
-	assert_int_equal(node_dcb_pfc_parse(buf, nh->nlmsg_len), -EOPNOTSUPP);
-	assert_int_equal(node_dcb_pfc_parse(buf, 4), -EBADMSG);
+	assert_int_equal(node_dcb_pfc_parse(buf, nh->nlmsg_len, &p), -EOPNOTSUPP);
+	assert_int_equal(node_dcb_pfc_parse(buf, 4, &p), -EBADMSG);
 	/* and this machine's kernel, asked: loopback has no DCB, and no such
 	 * interface is no such device (the request was read: a malformed one
 	 * is EINVAL) */
-	assert_int_equal(node_pfc_read("lo"), -EOPNOTSUPP);
-	assert_int_equal(node_pfc_read("tenk-none0"), -ENODEV);
-	assert_int_equal(node_pfc_read("a-name-longer-than-ifnamsiz"), -EINVAL);
+	assert_int_equal(node_pfc_read("lo", &p), -EOPNOTSUPP);
+	assert_int_equal(node_pfc_read("tenk-none0", &p), -ENODEV);
+	assert_int_equal(node_pfc_read("a-name-longer-than-ifnamsiz", &p), -EINVAL);
 }
 
 int main(void)
