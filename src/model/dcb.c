@@ -122,7 +122,7 @@ int node_pfc_read(const char *ifname, struct node_pfc *ret)
 	}
 	/* the answer: the settings (ETS, PFC, the application table) take
 	 * hundreds of bytes; a longer one is cut, and said unreadable */
-	char buf[8192];
+	_Alignas(8) char buf[8192]; /* headers and attributes read in place */
 	ssize_t got;
 	do
 		got = recv(fd, buf, sizeof(buf), 0);

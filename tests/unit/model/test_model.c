@@ -2684,7 +2684,7 @@ static size_t dcb_answer(char *buf, size_t n, bool with_pfc, int pfc_en)
 static void test_dcb_pfc(void **state)
 {
 	(void)state;
-	char buf[1024];
+	_Alignas(8) char buf[1024]; /* as the kernel's answers are read */
 	struct node_pfc p;
 	size_t n = dcb_answer(buf, sizeof(buf), true, 1 << 3);
 	assert_int_equal(node_dcb_pfc_parse(buf, n, &p), 0);
