@@ -425,6 +425,35 @@ static void slurm_env(const struct taskgroup *g, const struct work_spec *spec, i
 	}
 }
 
+/* A validation run checks the node as its agent sees it: with the agent's
+ * environment, as the device check has it (where the node's libraries and
+ * tools are: PATH, LD_LIBRARY_PATH; the sysfs and procfs the agent reads,
+ * TENK_SYSFS and TENK_PROCFS, an agent in a container reading the host's
+ * mounted elsewhere), less what tenk sets itself and NCCL's settings (the
+ * network layer judges those jobs get, and jobs do not get the agent's);
+ * the run's own variables first. Not in an image, whose are its own. */
+static void agent_env_add(char ***env, int *n, size_t *alloc, bool *have_path, bool fraction)
+{
+	for (char **e = environ; *e; e++) {
+		const char *eq = strchr(*e, '=');
+		if (!eq)
+			continue;
+		size_t klen = (size_t)(eq - *e);
+		bool root = (klen == 10 && strncmp(*e, "TENK_SYSFS", 10) == 0) ||
+			    (klen == 11 && strncmp(*e, "TENK_PROCFS", 11) == 0);
+		if ((!root && reserved(*e, klen, fraction)) || strncmp(*e, "NCCL_", 5) == 0)
+			continue;
+		bool given = false;
+		for (int i = 0; i < *n && !given; i++)
+			given = strncmp((*env)[i], *e, klen + 1) == 0;
+		if (given)
+			continue;
+		if (klen == 4 && strncmp(*e, "PATH", 4) == 0)
+			*have_path = true;
+		env_add(env, n, alloc, "%s", *e);
+	}
+}
+
 /* The launch environment of local task `local` (rank `rank`), for the
  * account pw (its HOME, USER, LOGNAME, SHELL). */
 static void build_env(struct taskgroup *g, const struct work_spec *spec, int local, int rank,
@@ -455,6 +484,8 @@ static void build_env(struct taskgroup *g, const struct work_spec *spec, int loc
 			have_path = true;
 		env_add(&env, &n, &alloc, "%s", kv);
 	}
+	if (spec->system && !spec->image)
+		agent_env_add(&env, &n, &alloc, &have_path, fraction);
 	if (!have_path)
 		env_add(&env, &n, &alloc, "PATH=/usr/local/bin:/usr/bin:/bin");
 	if (pw) {

@@ -125,6 +125,30 @@ def test_new_node_takes_work_only_after_passing(workdir):
         d.stop()
 
 
+def test_a_member_checks_the_node_as_its_agent_sees_it(workdir):
+    """A validation member runs with its agent's environment (not in an
+    image): the sysfs the agent reads (TENK_SYSFS: an agent in a container
+    reads the host's, mounted elsewhere), where its libraries and tools are.
+    Here the recorded RoCE node's tree: the member finds its two ports
+    ACTIVE and reads their ECN, where the machine's own /sys has neither."""
+    tree = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "sysfs",
+                        "roce")
+    t, d = start_up(workdir, env={"TENK_SYSFS": os.path.normpath(tree)})
+    try:
+        p = validate(t, "--nodes", "node1", "--quick", "--layers", "system,network")
+        assert p.returncode == 0, p.stdout + p.stderr
+        st, full = t.api("GET", "/v1/nodes/node1")
+        checks = {k["check"]: k for k in full["validation"]["checks"]}
+        r = checks["rdma_ports"]
+        assert r["verdict"] == "pass" and r["figure"] == 2, r
+        e = checks["roce_ecn"]
+        assert e["verdict"] == "pass", e
+        assert e["detail"] == ("ens1f0np0 (mlx5_0) ECN np 3, rp 3; "
+                               "ens1f1np1 (mlx5_1) ECN np 3, rp 3"), e
+    finally:
+        d.stop()
+
+
 def test_a_node_whose_stack_changes_takes_work_only_after_passing_again(workdir):
     """The agent reports its node's software stack (kernel, OS, driver,
     CUDA, NCCL, VBIOS, NIC firmware, tenk); an upgrade (here through
