@@ -230,8 +230,7 @@ int validate__vpeer_judge(const struct vpeer *all, int n, int me, const struct v
 		else if (strcmp(checks[i].name, "net_speed") == 0 ||
 			 strcmp(checks[i].name, "rdma_rate") == 0)
 			held_alike(all, n, &checks[i], true, "", " Gb/s");
-		else if (strcmp(checks[i].name, "roce_pfc") == 0 ||
-			 strcmp(checks[i].name, "roce_ecn") == 0)
+		else if (strncmp(checks[i].name, "roce_", 5) == 0)
 			held_alike(all, n, &checks[i], false, "", "");
 	}
 	if (nchecks < max && o->want[VL_SYSTEM] && n > 1) {

@@ -89,11 +89,13 @@ void validate__check_net_mtu(struct vcheck *c);
  * port's rate: held to the peers' (cluster.c) */
 void validate__check_net_speed(struct vcheck *c, const struct node_inventory *inv);
 void validate__check_rdma_rate(struct vcheck *c, const struct node_inventory *inv);
-/* RoCE's PFC and ECN (bits of priorities as the figure, np's above rp's
- * for ECN): alike on the node's RoCE interfaces; skipped where none says. */
+/* RoCE's PFC and ECN at its notification and reaction points (the figure:
+ * bit k for priority k): alike on the node's RoCE interfaces; skipped
+ * where none says. */
 void validate__check_roce_pfc(struct vcheck *c, const struct node_inventory *inv);
-void validate__check_roce_ecn(struct vcheck *c, const struct node_inventory *inv);
-/* A roce_pfc or roce_ecn figure for people: "PFC on priority 3". */
+void validate__check_roce_ecn(struct vcheck *np, struct vcheck *rp,
+			      const struct node_inventory *inv);
+/* A roce_* figure for people: "PFC on priority 3", "ECN np off". */
 void validate__qos_text(const char *check, double figure, char *out, size_t n);
 /* The interface (and its address) the node reaches its peers by: the
  * route to MASTER_ADDR. 0, or -1 with none. */

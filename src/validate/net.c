@@ -414,15 +414,15 @@ static void prio_list(int bits, char *out, size_t n)
 void validate__qos_text(const char *check, double figure, char *out, size_t n)
 {
 	int v = (int)figure;
-	char a[24], b[24];
-	if (strcmp(check, "roce_pfc") == 0) {
-		prio_list(v, a, sizeof(a));
-		snprintf(out, n, v ? "PFC on priority %s" : "PFC off", a);
-	} else {
-		prio_list(v >> 8, a, sizeof(a));
-		prio_list(v & 0xff, b, sizeof(b));
-		snprintf(out, n, "ECN np %s, rp %s", a[0] ? a : "off", b[0] ? b : "off");
-	}
+	char a[24];
+	prio_list(v, a, sizeof(a));
+	const char *what = strcmp(check, "roce_ecn_np") == 0   ? "ECN np"
+			   : strcmp(check, "roce_ecn_rp") == 0 ? "ECN rp"
+							       : "PFC";
+	if (v)
+		snprintf(out, n, "%s on priority %s", what, a);
+	else
+		snprintf(out, n, "%s off", what);
 }
 
 static int nic_pfc(const struct nic *n)
@@ -430,12 +430,14 @@ static int nic_pfc(const struct nic *n)
 	return n->pfc;
 }
 
-/* np's bits above rp's; -1 where neither is said */
-static int nic_ecn(const struct nic *n)
+static int nic_ecn_np(const struct nic *n)
 {
-	if (n->ecn_np < 0 && n->ecn_rp < 0)
-		return -1;
-	return MAX(n->ecn_np, 0) << 8 | MAX(n->ecn_rp, 0);
+	return n->ecn_np;
+}
+
+static int nic_ecn_rp(const struct nic *n)
+{
+	return n->ecn_rp;
 }
 
 /* One setting of the node's RoCE interfaces: its figure where they all
@@ -484,14 +486,17 @@ static void roce_alike(struct vcheck *c, const struct node_inventory *inv,
 
 void validate__check_roce_pfc(struct vcheck *c, const struct node_inventory *inv)
 {
-	validate__vcheck_set(c, "network", "roce_pfc", "priorities", false);
+	validate__vcheck_set(c, "network", "roce_pfc", "bits", false);
 	roce_alike(c, inv, nic_pfc, "PFC (no DCB)");
 }
 
-void validate__check_roce_ecn(struct vcheck *c, const struct node_inventory *inv)
+void validate__check_roce_ecn(struct vcheck *np, struct vcheck *rp,
+			      const struct node_inventory *inv)
 {
-	validate__vcheck_set(c, "network", "roce_ecn", "priorities", false);
-	roce_alike(c, inv, nic_ecn, "ECN (no ecn/ folder)");
+	validate__vcheck_set(np, "network", "roce_ecn_np", "bits", false);
+	roce_alike(np, inv, nic_ecn_np, "ECN (no ecn/ folder)");
+	validate__vcheck_set(rp, "network", "roce_ecn_rp", "bits", false);
+	roce_alike(rp, inv, nic_ecn_rp, "ECN (no ecn/ folder)");
 }
 
 int validate__peer_route(char *ifname, size_t n, char *addr, size_t an)

@@ -169,7 +169,7 @@ int validate_local(const struct vrun *o, struct vcheck *checks, int max)
 	for (int l = 0; l < VLAYERS; l++)
 		nlayers += o->want[l];
 	int done_layers = 0;
-	for (int l = 0; l < VLAYERS && !(failed && !o->all) && n + 8 <= max; l++) {
+	for (int l = 0; l < VLAYERS && !(failed && !o->all) && n + 9 <= max; l++) {
 		if (!o->want[l])
 			continue;
 		if (o->progress)
@@ -193,7 +193,8 @@ int validate_local(const struct vrun *o, struct vcheck *checks, int max)
 			validate__check_net_speed(&checks[n++], inv);
 			validate__check_rdma_rate(&checks[n++], inv);
 			validate__check_roce_pfc(&checks[n++], inv);
-			validate__check_roce_ecn(&checks[n++], inv);
+			validate__check_roce_ecn(&checks[n], &checks[n + 1], inv);
+			n += 2;
 			free(inv);
 			break;
 		}

@@ -283,9 +283,10 @@ def test_network_layer_of_a_recorded_tree(workdir):
     assert rate["detail"] == "mlx5_0 port 1, the slowest ACTIVE", rate
     # RoCE's ECN as its driver says it, alike on the node's RoCE ports (one
     # here) and held to the peers' (none here); PFC not said by a tree
-    ecn = c["roce_ecn"]
-    assert (ecn["verdict"], ecn["figure"]) == ("pass", (1 << 3) << 8 | 1 << 3), ecn
-    assert ecn["detail"] == "enp23s0f1np1 (mlx5_1) ECN np 3, rp 3", ecn
+    for point in ("np", "rp"):
+        ecn = c[f"roce_ecn_{point}"]
+        assert (ecn["verdict"], ecn["figure"], ecn["unit"]) == ("pass", 1 << 3, "bits"), ecn
+        assert ecn["detail"] == f"enp23s0f1np1 (mlx5_1) ECN {point} on priority 3", ecn
     pfc = c["roce_pfc"]
     assert pfc["verdict"] == "skip", pfc
     assert pfc["detail"] == "skipped: the driver of 1 RoCE interface says no PFC (no DCB)", pfc

@@ -141,10 +141,10 @@ def test_a_member_checks_the_node_as_its_agent_sees_it(workdir):
         checks = {k["check"]: k for k in full["validation"]["checks"]}
         r = checks["rdma_ports"]
         assert r["verdict"] == "pass" and r["figure"] == 2, r
-        e = checks["roce_ecn"]
+        e = checks["roce_ecn_np"]
         assert e["verdict"] == "pass", e
-        assert e["detail"] == ("ens1f0np0 (mlx5_0) ECN np 3, rp 3; "
-                               "ens1f1np1 (mlx5_1) ECN np 3, rp 3"), e
+        assert e["detail"] == ("ens1f0np0 (mlx5_0) ECN np on priority 3; "
+                               "ens1f1np1 (mlx5_1) ECN np on priority 3"), e
     finally:
         d.stop()
 

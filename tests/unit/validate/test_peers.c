@@ -212,23 +212,28 @@ static void test_roce_pfc_and_ecn(void **state)
 	assert_true(c.figure == 8);
 	assert_string_equal(c.detail, "ens1f0np0 (mlx5_0) PFC on priority 3; "
 				      "ens1f1np1 (mlx5_1) PFC on priority 3");
-	validate__check_roce_ecn(&c, inv);
+	struct vcheck rp;
+	validate__check_roce_ecn(&c, &rp, inv);
 	assert_int_equal(c.verdict, V_PASS);
-	assert_string_equal(c.detail, "ens1f0np0 (mlx5_0) ECN np 3, rp 3; "
-				      "ens1f1np1 (mlx5_1) ECN np 3, rp 3");
+	assert_true(c.figure == 8 && rp.figure == 8);
+	assert_string_equal(c.name, "roce_ecn_np");
+	assert_string_equal(rp.detail, "ens1f0np0 (mlx5_0) ECN rp on priority 3; "
+				       "ens1f1np1 (mlx5_1) ECN rp on priority 3");
 	/* one port unlike the other */
 	inv->nics[2].pfc = 0;
-	inv->nics[2].ecn_rp = -1;
+	inv->nics[2].ecn_rp = 0;
 	validate__check_roce_pfc(&c, inv);
 	assert_int_equal(c.verdict, V_FAIL);
 	assert_string_equal(c.detail, "unlike on one node: ens1f0np0 (mlx5_0) PFC on priority 3; "
 				      "ens1f1np1 (mlx5_1) PFC off");
-	validate__check_roce_ecn(&c, inv);
-	assert_int_equal(c.verdict, V_FAIL);
-	assert_non_null(strstr(c.detail, "ens1f1np1 (mlx5_1) ECN np 3, rp off"));
+	validate__check_roce_ecn(&c, &rp, inv);
+	assert_int_equal(c.verdict, V_PASS);  /* np alike on both */
+	assert_int_equal(rp.verdict, V_FAIL); /* rp off on one */
+	assert_string_equal(rp.detail, "unlike on one node: ens1f0np0 (mlx5_0) ECN rp on priority "
+				       "3; ens1f1np1 (mlx5_1) ECN rp off");
 	/* no RoCE: an interface with no device under it is no port */
 	inv->nics[1].virt = inv->nics[2].virt = true;
-	validate__check_roce_ecn(&c, inv);
+	validate__check_roce_ecn(&c, &rp, inv);
 	assert_int_equal(c.verdict, V_SKIP);
 	assert_string_equal(c.detail, "skipped: no RoCE interface");
 	free(inv);
@@ -262,8 +267,10 @@ static void test_roce_pfc_and_ecn(void **state)
 		}
 	}
 	char t[64];
-	validate__qos_text("roce_ecn", 0x1808, t, sizeof(t));
-	assert_string_equal(t, "ECN np 3,4, rp 3");
+	validate__qos_text("roce_ecn_np", 0x18, t, sizeof(t));
+	assert_string_equal(t, "ECN np on priority 3,4");
+	validate__qos_text("roce_ecn_rp", 0, t, sizeof(t));
+	assert_string_equal(t, "ECN rp off");
 }
 
 /* Node `me` of n: its check `name` (figures fig[0..n)) after the judge. */
