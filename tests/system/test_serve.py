@@ -340,7 +340,9 @@ def test_autoscale_from_zero_with_load_and_back(workdir, procs):
         try:
             wait_for(lambda: state()["replicas"] == 3, 30, "three replicas for six clients")
             wait_for(lambda: state()["ready"] == 3, 60, "three in rotation")
-            assert state()["load"]["busy"] >= 3, state()["load"]  # (between connections: not)
+            # the load each beat carries: a client between two requests
+            # holds no connection at that instant, so a beat may count fewer
+            wait_for(lambda: state()["load"]["busy"] >= 3, 20, "three or more busy at a beat")
         finally:
             for c in clients:
                 c.stop()
