@@ -416,7 +416,9 @@ def test_power_fence_moves_a_dead_hosts_gang_before_the_node_timeout(hosts4, wor
     # heard it without a gap since before that silence began)
     c.start_agent(h)
     c.wait_nodes_up(3)
-    time.sleep(3)
+    # and is heard without a gap for half the node timeout before it may
+    # witness another's silence (as at the start: 3 s was a race it lost)
+    time.sleep(16)
     # a command that fails: the next dead host is left to the node timeout
     open(os.path.join(workdir, "fence-fails"), "w").close()
     g = int(first[0].replace("host", ""))
