@@ -293,13 +293,16 @@ void agent__fabric_detect(struct node_inventory *inv)
  * its peers, a congested port or a slow receiver that backs the fabric up. */
 static void pfc(struct agent *a, struct strbuf *b)
 {
-	struct strbuf sb;
-	strbuf_init(&sb);
+	struct fam f = {.name = "tenk_node_pfc_pause_frames_total",
+			.type = "counter",
+			.help = "PFC pause frames of each priority with PFC on, at each RoCE "
+				"interface (the kernel's DCB netlink): sent, asking the peer to "
+				"wait; received, asked to."};
+	strbuf_init(&f.sb);
 	for (int i = 0; i < a->inv.nnics; i++) {
 		const struct nic *c = &a->inv.nics[i];
 		struct node_pfc p;
-		if (c->kind != NIC_ETHERNET || c->virt || !c->rdma[0] ||
-		    node_pfc_read(c->name, &p) < 0)
+		if (!node_nic_is_roce(c) || node_pfc_read(c->name, &p) < 0)
 			continue;
 		for (int k = 0; k < 8; k++) {
 			if (!(p.en & 1 << k))
@@ -312,20 +315,14 @@ static void pfc(struct agent *a, struct strbuf *b)
 			struct prom_labels sent = l, got = l;
 			prom_label(&sent, "direction", "sent");
 			prom_label(&got, "direction", "received");
-			prom_sample(&sb, "tenk_node_pfc_pause_frames_total", &sent,
-				    (double)p.requests[k]);
-			prom_sample(&sb, "tenk_node_pfc_pause_frames_total", &got,
-				    (double)p.indications[k]);
+			prom_sample(&f.sb, f.name, &sent, (double)p.requests[k]);
+			prom_sample(&f.sb, f.name, &got, (double)p.indications[k]);
 		}
 	}
-	if (sb.len) {
-		prom_family(b, "tenk_node_pfc_pause_frames_total", "counter",
-			    "PFC pause frames of each priority with PFC on, at each RoCE interface "
-			    "(the kernel's DCB netlink): sent, asking the peer to wait; received, "
-			    "asked to.");
-		strbuf_add(b, sb.buf, sb.len);
-	}
-	strbuf_release(&sb);
+	if (f.sb.len)
+		fams_emit(b, &f, 1);
+	else
+		strbuf_release(&f.sb);
 }
 
 void agent__nic_metrics(struct agent *a, struct strbuf *b)

@@ -136,7 +136,7 @@ void node_roce_pfc_read(struct node_inventory *inv)
 {
 	for (int i = 0; i < inv->nnics; i++) {
 		struct nic *c = &inv->nics[i];
-		if (c->kind != NIC_ETHERNET || c->virt || !c->rdma[0])
+		if (!node_nic_is_roce(c))
 			continue;
 		struct node_pfc p;
 		c->pfc = node_pfc_read(c->name, &p) == 0 ? p.en : -1;

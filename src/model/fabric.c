@@ -125,6 +125,11 @@ static int ecn_bits(const char *dir, const char *ifname, const char *point)
 	return bits;
 }
 
+bool node_nic_is_roce(const struct nic *n)
+{
+	return n->kind == NIC_ETHERNET && !n->virt && n->rdma[0];
+}
+
 void node_fabric_read(struct node_inventory *inv, const char *sys)
 {
 	_cleanup_free_ char *dir = xasprintf("%s/class/net", sys);
@@ -168,7 +173,7 @@ void node_fabric_read(struct node_inventory *inv, const char *sys)
 		if (nib)
 			set_str(c->rdma, sizeof(c->rdma), ib[0]);
 		model_sysfs_list_free(ib, nib);
-		if (c->kind == NIC_ETHERNET && c->rdma[0]) {
+		if (node_nic_is_roce(c)) {
 			c->ecn_np = ecn_bits(dir, c->name, "roce_np");
 			c->ecn_rp = ecn_bits(dir, c->name, "roce_rp");
 		}

@@ -275,6 +275,9 @@ struct node_inventory {
 /* Reads the fabric into inv from the sysfs tree at sys ("/sys"); with
  * inv->naccel accelerators known, their places too. */
 void node_fabric_read(struct node_inventory *inv, const char *sys);
+/* Whether n is a RoCE interface: Ethernet, on a device, with an RDMA
+ * device on the same function. */
+bool node_nic_is_roce(const struct nic *n);
 /* Each RoCE interface's PFC (nic.pfc) from the kernel (node_pfc_read). */
 void node_roce_pfc_read(struct node_inventory *inv);
 /* PFC at an interface, as the kernel's DCB netlink says it (struct

@@ -450,7 +450,7 @@ static void roce_alike(struct vcheck *c, const struct node_inventory *inv,
 	bool differ = false;
 	for (int i = 0; i < inv->nnics; i++) {
 		const struct nic *n = &inv->nics[i];
-		if (n->kind != NIC_ETHERNET || n->virt || !n->rdma[0])
+		if (!node_nic_is_roce(n))
 			continue;
 		roce++;
 		int v = get(n);
