@@ -618,8 +618,10 @@ static void test_mount_is_what_was_checked(void **state)
 	p.ctr.nmounts = 1;
 	p.ctr.mounts = mounts;
 	_cleanup_free_ char *stage = xasprintf("%s/mnt.0.0", shimdir);
-	int bound = 0, refused = 0;
-	for (int i = 0; i < 200; i++) {
+	/* 200 tries, and on until one bound (a swapper that has the processor
+	 * to itself can make every try of a run find the link): 5,000 at most */
+	int bound = 0, refused = 0, tries = 0;
+	for (; tries < 5000 && (tries < 200 || !bound); tries++) {
 		int fd = -1;
 		char why[256] = "";
 		if (ctr_prepare(&p, &t, shimdir, &fd, why, sizeof(why)) == 0) {
@@ -640,7 +642,7 @@ static void test_mount_is_what_was_checked(void **state)
 	kill(swapper, SIGKILL);
 	waitpid(swapper, NULL, 0);
 	print_message("# bound %d, refused %d\n", bound, refused);
-	assert_int_equal(bound + refused, 200);
+	assert_int_equal(bound + refused, tries);
 	assert_true(bound > 0);
 	/* what was bound was only ever looked at: both files are whole */
 	struct stat st;
