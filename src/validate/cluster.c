@@ -367,8 +367,7 @@ static int clock_offset(struct coll_comm *c, double *ret_ms, struct tk_error *er
 	return 0;
 }
 
-/* Round r of the round-robin tournament over m (even) players: p's partner. */
-static int partner(int round, int p, int m)
+int validate__partner(int round, int p, int m)
 {
 	if (p == m - 1)
 		return round;
@@ -390,7 +389,7 @@ static int measure_pairs(struct coll_comm *c, size_t bytes, int iters, double *r
 		s[i] = (uint8_t)(i * 7 + (size_t)me);
 	int rc = 0;
 	for (int round = 0; round < m - 1 && rc >= 0; round++) {
-		int q = partner(round, me, m);
+		int q = validate__partner(round, me, m);
 		if ((rc = coll_barrier(c, err)) < 0)
 			break;
 		if (q >= n)
@@ -544,6 +543,13 @@ int validate_member(const struct vrun *o)
 	snprintf(me.stack, sizeof(me.stack), "driver %s, CUDA %s, NCCL %s, tenk %s%s%.19s",
 		 st.driver, st.cuda, st.nccl, TENK_VERSION, img && *img ? ", image " : "",
 		 img && *img ? img : "");
+	/* where its peers reach it, and its rails (the RDMA pairs') */
+	char ifname[64] = "", ifaddr[64] = "";
+	validate__peer_route(ifname, sizeof(ifname), ifaddr, sizeof(ifaddr));
+	snprintf(me.addr, sizeof(me.addr), "%s", ifaddr);
+	struct node_inventory *inv = xcalloc(1, sizeof(*inv));
+	validate__fabric(inv);
+	validate__rdma_rails(&me, inv);
 	for (int i = 0; i < n && i < VPEER_CHECKS; i++) {
 		snprintf(me.checks[i].name, sizeof(me.checks[i].name), "%s", checks[i].name);
 		me.checks[i].figure = checks[i].figure;
@@ -571,10 +577,14 @@ int validate_member(const struct vrun *o)
 	if (rc >= 0)
 		rc = coll_allgather(c, &me, all, sizeof(me), &err);
 	/* the counters of the network around the links' traffic */
-	char ifname[64] = "", ifaddr[64] = "";
 	struct vnet_counters net0, net1 = {0};
-	validate__peer_route(ifname, sizeof(ifname), ifaddr, sizeof(ifaddr));
 	validate__net_counters(ifname, &net0);
+	double *rbw = xcalloc((size_t)(size * size), sizeof(double));
+	double *rlat = xcalloc((size_t)(size * size), sizeof(double));
+	for (int64_t i = 0; i < size * size; i++)
+		rbw[i] = rlat[i] = -1; /* not measured */
+	struct rdma_note rnote;
+	memset(&rnote, 0, sizeof(rnote));
 	double *retrans = xcalloc((size_t)size + 1, sizeof(double));
 	double *resent = xcalloc((size_t)size + 1, sizeof(double));
 	for (int i = 0; i < size; i++)
@@ -590,6 +600,16 @@ int validate_member(const struct vrun *o)
 		if (rc >= 0)
 			rc = coll_allgather(c, lats + rank * size, lats,
 					    sizeof(double) * (size_t)size, &err);
+		/* the pairs over RDMA, where two nodes or more have it */
+		if (rc >= 0 && tcp)
+			rc = validate__rdma_pairs(c, all, o->quick, rbw + rank * size,
+						  rlat + rank * size, &rnote, &err);
+		if (rc >= 0)
+			rc = coll_allgather(c, rbw + rank * size, rbw,
+					    sizeof(double) * (size_t)size, &err);
+		if (rc >= 0)
+			rc = coll_allgather(c, rlat + rank * size, rlat,
+					    sizeof(double) * (size_t)size, &err);
 		if (rc >= 0)
 			rc = measure_ring(c, o->quick ? (4u << 20) : (64u << 20), o->quick ? 3 : 5,
 					  &ring, &err);
@@ -598,12 +618,8 @@ int validate_member(const struct vrun *o)
 		if (rc >= 0)
 			rc = validate__check_nccl_across(&across, c, o->quick, &err);
 		/* and which transports it chose, by NCCL's own log */
-		if (rc >= 0) {
-			struct node_inventory *inv = xcalloc(1, sizeof(*inv));
-			validate__fabric(inv);
+		if (rc >= 0)
 			validate__check_nccl_transport(&transport, inv, across.verdict != V_SKIP);
-			free(inv);
-		}
 	}
 	if (rc < 0) {
 		snprintf(fail_why, sizeof(fail_why), "%.*s", VREASON_MAX - 1, err.text);
@@ -613,6 +629,17 @@ int validate_member(const struct vrun *o)
 				tcp ? validate__vpair_figure(rows + i * size, (int)size, i) : 0;
 			all[i].pair_lat_us =
 				tcp ? validate__vpair_latency(lats + i * size, (int)size, i) : 0;
+			/* over RDMA: the pairs tried (a failed one counts 0) */
+			const double *rb = rbw + i * size;
+			all[i].rdma_pairs = 0;
+			for (int j = 0; j < size; j++)
+				all[i].rdma_pairs += j != i && rb[j] >= 0;
+			all[i].rdma_gbits =
+				all[i].rdma_pairs
+					? validate__vpair_median(rb, (int)size, i, -0.5, true)
+					: 0;
+			all[i].rdma_lat_us =
+				validate__vpair_median(rlat + i * size, (int)size, i, 0, false);
 		}
 		/* the clock of each came to everyone before it was measured: use ours */
 		all[rank].clock_ms = me.clock_ms;
@@ -638,6 +665,8 @@ int validate_member(const struct vrun *o)
 			checks[n++] = across;
 		if (o->want[VL_INTERCONNECT] && size > 1 && n < VMAX_CHECKS)
 			checks[n++] = transport;
+		if (o->want[VL_INTERCONNECT] && size > 1 && n + 2 <= VMAX_CHECKS)
+			n += validate__rdma_judge(all, (int)size, (int)rank, o, &rnote, &checks[n]);
 		if (o->want[VL_INTERCONNECT] && size > 1 && tcp && n + 2 <= VMAX_CHECKS) {
 			const char **names = xcalloc((size_t)size + 1, sizeof(char *));
 			for (int i = 0; i < size; i++)
@@ -674,6 +703,9 @@ int validate_member(const struct vrun *o)
 	free(resent);
 	free(rows);
 	free(lats);
+	free(rbw);
+	free(rlat);
+	free(inv);
 	free(all);
 	return rc < 0 ? 1 : 0;
 }

@@ -140,7 +140,7 @@ enum {
 	VL_WORKLOAD,
 	VLAYERS
 };
-#define VMAX_CHECKS 40
+#define VMAX_CHECKS 48
 extern const char *const validate__layers[VLAYERS]; /* bottom-up */
 int validate__vlayer_index(const char *name);
 
@@ -178,6 +178,7 @@ int validate_member(const struct vrun *o);
 
 /* What each node tells the others. */
 #define VPEER_CHECKS 28 /* every check a node makes alone */
+#define VRAILS 16	/* RDMA ports a node is measured on (MODEL_MAX_RDMA_PORTS) */
 struct vpeer {
 	char node[64];
 	/* the kernel's boot id: members alike share one machine's processors,
@@ -187,6 +188,18 @@ struct vpeer {
 	double clock_ms;    /* its clock minus the first node's */
 	double pair_gbs;    /* its links to the others (upper median of its pairs); 0: none */
 	double pair_lat_us; /* a small exchange with the others (lower median); 0: none */
+	/* RDMA (rdma.c): where its peers reach it (the source of its route to
+	 * the first node), its rails (its ACTIVE RDMA ports, "mlx5_0:1", in
+	 * the inventory's order), the slowest one's rate; whether perftest is
+	 * on its PATH; its pairs' figures (filled in after the pairs) */
+	char addr[48];
+	int nrails;
+	char rails[VRAILS][MODEL_NIC_NAME_MAX + 8];
+	double rail_gbps;
+	bool perftest;
+	double rdma_gbits;  /* the upper median of its pairs' weakest rails; 0: failed */
+	double rdma_lat_us; /* the lower median of its pairs' slowest rails; 0: none */
+	int rdma_pairs;	    /* pairs measured (or tried and failed) */
 	int nchecks;
 	struct vpeer_check {
 		char name[32];
@@ -207,6 +220,38 @@ double validate__vpair_latency(const double *row, int n, int me);
 /* The pair_latency check of node me (interconnect): held to its peers'
  * median from above; returns 1 (the check made). */
 int validate__pair_latency_judge(const struct vpeer *all, int n, int me, struct vcheck *c);
+/* Round r of the round-robin tournament over m (even) players: p's
+ * partner (m - 1 rounds; each pair meets once). */
+int validate__partner(int round, int p, int m);
+
+/* ---- rdma.c: the pairs over RDMA, with perftest ---------------------------------- */
+
+/* The figure in column `column` ("average[Gb/sec]", "t_typical[usec]") of
+ * the first row of perftest's table in out (the row after the "#bytes"
+ * header); -1 where there is none. */
+double validate__perftest_figure(const char *out, const char *column);
+/* This node's rails (ACTIVE RDMA ports of inv), their slowest rate, and
+ * whether perftest is on its PATH, into me. */
+void validate__rdma_rails(struct vpeer *me, const struct node_inventory *inv);
+/* What this node saw of its own pairs, for its checks' details. */
+struct rdma_note {
+	char weakest[96]; /* "mlx5_3 to host2" */
+	double weakest_gbits;
+	char slowest[96]; /* the latency's */
+	double slowest_us;
+	char why[200]; /* the first failure: "ib_write_bw on mlx5_0 to host2: ..." */
+};
+/* Every pair of nodes that both have rails, in the TCP pairs' rounds:
+ * ib_write_bw then ib_send_lat on every rail the two have (rail k to rail
+ * k), all at once. Row j of this node: bw[j] the weakest rail's Gb/s (0:
+ * a rail failed; -1: not measured), lat[j] the slowest rail's µs (-1:
+ * none). all[]: every node's vpeer, as allgathered. */
+int validate__rdma_pairs(struct coll_comm *c, const struct vpeer *all, bool quick, double *bw,
+			 double *lat, struct rdma_note *note, struct tk_error *err);
+/* The checks rdma_pair_bandwidth and rdma_pair_latency of node me
+ * (interconnect), from every node's rdma_* figures; returns 2. */
+int validate__rdma_judge(const struct vpeer *all, int n, int me, const struct vrun *o,
+			 const struct rdma_note *note, struct vcheck *c);
 /* Holds node `me` to its peers: raises its checks' thresholds to
  * (1 - tolerance) x the others' median (given two or more others), and adds
  * the system checks of consistency (software stack, clock) and the pair

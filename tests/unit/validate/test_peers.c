@@ -3,13 +3,18 @@
  * from the others' median, the software stack's consistency, the clock, and
  * the verdict naming the first failing layer.
  */
+#include <arpa/inet.h>
 #include <math.h>
+#include <netinet/in.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -519,6 +524,296 @@ static void test_nccl_transport_from_its_log(void **state)
 	free(inv);
 }
 
+/* perftest's output as its printf formats make it (src/perftest_parameters.h
+ * of linux-rdma/perftest: RESULT_FMT_G and REPORT_FMT for the bandwidth,
+ * RESULT_FMT_LAT and REPORT_FMT_LAT for the latency; the banner and the
+ * parameters' block of src/write_bw.c and src/perftest_parameters.c); a
+ * duration run (-D) reports no peak. */
+static const char write_bw_client[] =
+	"---------------------------------------------------------------------------------------\n"
+	"                    RDMA_Write BW Test\n"
+	" Dual-port       : OFF\t\tDevice         : mlx5_0\n"
+	" Number of qps   : 1\t\tTransport type : IB\n"
+	" Connection type : RC\t\tUsing SRQ      : OFF\n"
+	" TX depth        : 128\n"
+	" Mtu             : 4096[B]\n"
+	" Link type       : IB\n"
+	"---------------------------------------------------------------------------------------\n"
+	" local address: LID 0x0b QPN 0x0a7e PSN 0x5b6f4c RKey 0x1fff00 VAddr 0x007f2c3a5d0000\n"
+	" remote address: LID 0x0c QPN 0x0a7f PSN 0x7e8f3d RKey 0x1fff00 VAddr 0x007f81b2e10000\n"
+	"---------------------------------------------------------------------------------------\n"
+	" #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]\n"
+	" 65536      726456           0.00               190.43\t\t     0.363218\n"
+	"---------------------------------------------------------------------------------------\n";
+static const char write_bw_server[] =
+	"\n************************************\n"
+	"* Waiting for client to connect... *\n"
+	"************************************\n"
+	"---------------------------------------------------------------------------------------\n"
+	" #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]\n"
+	"\n"
+	" 65536      726456           0.00               190.43\t\t     0.363218\n"
+	"---------------------------------------------------------------------------------------\n";
+static const char send_lat_client[] =
+	"---------------------------------------------------------------------------------------\n"
+	"                    Send Latency Test\n"
+	" Dual-port       : OFF\t\tDevice         : mlx5_1\n"
+	"---------------------------------------------------------------------------------------\n"
+	" #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    "
+	"t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec] \n"
+	" 2       1000          0.98           4.43         1.02     \t       1.04        \t0.11   "
+	"\t\t1.43    \t\t4.43   \n"
+	"---------------------------------------------------------------------------------------\n";
+static const char write_bw_refused[] =
+	" Couldn't connect to 10.0.0.2:18515\n"
+	"Unable to open file descriptor for socket connection Unable to init the socket "
+	"connection\n";
+static const char write_bw_mbs[] =
+	" #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]\n"
+	" 65536      5000             23795.12            23794.62\t\t   0.380714\n";
+
+static void test_perftest_table(void **state)
+{
+	(void)state;
+	assert_true(validate__perftest_figure(write_bw_client, "average[Gb/sec]") == 190.43);
+	assert_true(validate__perftest_figure(write_bw_server, "average[Gb/sec]") == 190.43);
+	assert_true(validate__perftest_figure(write_bw_client, "MsgRate[Mpps]") == 0.363218);
+	assert_true(validate__perftest_figure(send_lat_client, "t_typical[usec]") == 1.02);
+	assert_true(validate__perftest_figure(send_lat_client, "t_min[usec]") == 0.98);
+	/* "99.9% percentile[usec]" is one column, the last */
+	assert_true(validate__perftest_figure(send_lat_client, "99.9% percentile[usec]") == 4.43);
+	/* no table, another unit, a table without its row */
+	assert_true(validate__perftest_figure(write_bw_refused, "average[Gb/sec]") == -1);
+	assert_true(validate__perftest_figure(write_bw_mbs, "average[Gb/sec]") == -1);
+	assert_true(validate__perftest_figure(" #bytes #iterations t_typical[usec]\n---\n",
+					      "t_typical[usec]") == -1);
+	assert_true(validate__perftest_figure("", "t_typical[usec]") == -1);
+}
+
+static void rdma_peer(struct vpeer *p, const char *node, int rails, double rate, double gbits,
+		      double us, int pairs)
+{
+	memset(p, 0, sizeof(*p));
+	snprintf(p->node, sizeof(p->node), "%s", node);
+	p->nrails = rails;
+	for (int r = 0; r < rails; r++)
+		snprintf(p->rails[r], sizeof(p->rails[r]), "mlx5_%d:1", r);
+	p->rail_gbps = rate;
+	p->perftest = true;
+	p->rdma_gbits = gbits;
+	p->rdma_lat_us = us;
+	p->rdma_pairs = pairs;
+}
+
+static void test_rdma_pairs_held_to_the_port_and_the_peers(void **state)
+{
+	(void)state;
+	struct vrun o = opts();
+	o.tolerance = 0.2;
+	/* node 3's pairs: its weakest rail at 120 Gb/s, the others' 185-190
+	 * (the upper median of each row: 188, 185, 185, 120) */
+	double bw[4][4] = {
+		{-1, 190, 188, 120}, {190, -1, 185, 121}, {188, 185, -1, 119}, {120, 121, 119, -1}};
+	struct vpeer all[4];
+	for (int i = 0; i < 4; i++) {
+		char name[8];
+		snprintf(name, sizeof(name), "n%d", i);
+		rdma_peer(&all[i], name, 8, 200, validate__vpair_median(bw[i], 4, i, -0.5, true),
+			  1.1, 3);
+	}
+	assert_true(all[0].rdma_gbits == 188 && all[3].rdma_gbits == 120);
+	struct rdma_note note;
+	memset(&note, 0, sizeof(note));
+	snprintf(note.weakest, sizeof(note.weakest), "mlx5_5:1 to n2");
+	note.weakest_gbits = 119;
+	struct vcheck c[2];
+	assert_int_equal(validate__rdma_judge(all, 4, 3, &o, &note, c), 2);
+	assert_string_equal(c[0].name, "rdma_pair_bandwidth");
+	assert_string_equal(c[0].layer, "interconnect");
+	assert_int_equal(c[0].verdict, V_FAIL);
+	/* over half the port's 200 Gb/s, but under 80% of the peers' 185 */
+	assert_true(fabs(c[0].threshold - 148) < 1e-9);
+	assert_non_null(strstr(c[0].detail, "35.1% below the peers' median (185 Gb/s)"));
+	assert_non_null(strstr(c[0].detail, "the weakest: mlx5_5:1 to n2, 119 Gb/s"));
+	assert_int_equal(c[1].verdict, V_PASS);
+	for (int i = 0; i < 3; i++) {
+		validate__rdma_judge(all, 4, i, &o, &note, c);
+		assert_int_equal(c[0].verdict, V_PASS);
+	}
+	/* two nodes alike and slow: half the port's rate is the floor */
+	rdma_peer(&all[0], "n0", 8, 200, 90, 1.1, 1);
+	rdma_peer(&all[1], "n1", 8, 200, 90, 1.1, 1);
+	validate__rdma_judge(all, 2, 0, &o, &note, c);
+	assert_int_equal(c[0].verdict, V_FAIL);
+	assert_true(c[0].threshold == 100);
+	assert_string_equal(c[0].threshold_from, "half the port's rate");
+	assert_non_null(strstr(c[1].detail, "none to hold it to"));
+	/* a pair that failed: 0, with the tool's words */
+	all[0].rdma_gbits = 0;
+	snprintf(note.why, sizeof(note.why),
+		 "ib_write_bw on mlx5_0 to n1: Couldn't connect to 10.0.0.2:18515");
+	validate__rdma_judge(all, 2, 0, &o, &note, c);
+	assert_int_equal(c[0].verdict, V_FAIL);
+	assert_true(c[0].broken);
+	assert_string_equal(c[0].detail, note.why);
+	/* skipped: no rails, no perftest, no peer */
+	all[0].nrails = 0;
+	validate__rdma_judge(all, 2, 0, &o, &note, c);
+	assert_int_equal(c[0].verdict, V_SKIP);
+	assert_string_equal(c[0].detail, "skipped: no ACTIVE RDMA port");
+	assert_int_equal(c[1].verdict, V_SKIP);
+	all[0].nrails = 8;
+	all[0].perftest = false;
+	validate__rdma_judge(all, 2, 0, &o, &note, c);
+	assert_int_equal(c[0].verdict, V_SKIP);
+	assert_non_null(strstr(c[0].detail, "perftest is not installed here"));
+	all[0].perftest = true;
+	all[0].rdma_pairs = 0;
+	validate__rdma_judge(all, 2, 0, &o, &note, c);
+	assert_int_equal(c[0].verdict, V_SKIP);
+	assert_non_null(strstr(c[0].detail, "no peer on another host with an ACTIVE RDMA port"));
+}
+
+static void test_rdma_latency_held_to_the_peers(void **state)
+{
+	(void)state;
+	struct vrun o = opts();
+	struct vpeer all[4];
+	double us[4] = {1.1, 1.2, 1.0, 3.5};
+	for (int i = 0; i < 4; i++) {
+		char name[8];
+		snprintf(name, sizeof(name), "n%d", i);
+		rdma_peer(&all[i], name, 1, 100, 93, us[i], 3);
+	}
+	struct rdma_note note;
+	memset(&note, 0, sizeof(note));
+	struct vcheck c[2];
+	validate__rdma_judge(all, 4, 3, &o, &note, c);
+	assert_string_equal(c[1].name, "rdma_pair_latency");
+	assert_int_equal(c[1].verdict, V_FAIL);
+	/* the peers' median 1.1: 2 us over it is more than twice it */
+	assert_true(fabs(c[1].threshold - 3.1) < 1e-9);
+	for (int i = 0; i < 3; i++) {
+		validate__rdma_judge(all, 4, i, &o, &note, c);
+		assert_int_equal(c[1].verdict, V_PASS);
+	}
+	/* 3 us among 1.1s is jitter's side of the line */
+	all[3].rdma_lat_us = 3.0;
+	validate__rdma_judge(all, 4, 3, &o, &note, c);
+	assert_int_equal(c[1].verdict, V_PASS);
+}
+
+/* Two ranks of one process over coll on loopback, each with the recorded
+ * RoCE node's two rails and the stand-in perftest (tests/perftest) on its
+ * PATH: the pairs' processes started, met and read. */
+struct rdma_rank {
+	int rank, port;
+	struct vpeer all[2];
+	double bw[2], lat[2];
+	struct rdma_note note;
+	char failure[256];
+};
+
+static void *rdma_rank_main(void *arg)
+{
+	struct rdma_rank *j = arg;
+	char root[64];
+	snprintf(root, sizeof(root), "127.0.0.1:%d", j->port);
+	/* (over TCP, as between nodes: pairs need it) */
+	struct coll_opts co = {.timeout_ms = 60000, .no_shm = true};
+	struct coll_comm *c;
+	struct tk_error err;
+	if (coll_init(&c, j->rank, 2, root, &co, &err) < 0) {
+		snprintf(j->failure, sizeof(j->failure), "init: %.200s", err.text);
+		return NULL;
+	}
+	if (validate__rdma_pairs(c, j->all, true, j->bw, j->lat, &j->note, &err) < 0)
+		snprintf(j->failure, sizeof(j->failure), "pairs: %.200s", err.text);
+	coll_destroy(c);
+	return NULL;
+}
+
+static void run_rdma_pair(struct rdma_rank *jobs, const struct vpeer *all)
+{
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t sl = sizeof(sa);
+	assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &sl), 0);
+	close(fd);
+	pthread_t th[2];
+	for (int r = 0; r < 2; r++) {
+		memset(&jobs[r], 0, sizeof(jobs[r]));
+		jobs[r].rank = r;
+		jobs[r].port = ntohs(sa.sin_port);
+		memcpy(jobs[r].all, all, sizeof(jobs[r].all));
+		assert_int_equal(pthread_create(&th[r], NULL, rdma_rank_main, &jobs[r]), 0);
+	}
+	for (int r = 0; r < 2; r++)
+		pthread_join(th[r], NULL);
+	for (int r = 0; r < 2; r++)
+		if (jobs[r].failure[0])
+			fail_msg("rank %d: %s", r, jobs[r].failure);
+}
+
+static void test_rdma_pairs_run_perftest(void **state)
+{
+	(void)state;
+	const char *data = getenv("TENK_TEST_DATA"), *standin = getenv("TENK_TEST_PERFTEST");
+	if (!data || !standin)
+		fail_msg("TENK_TEST_DATA and TENK_TEST_PERFTEST are not set: meson test sets them");
+	char tree[4096], path[8192];
+	snprintf(tree, sizeof(tree), "%s/sysfs/roce", data);
+	snprintf(path, sizeof(path), "%s:%s", standin,
+		 getenv("PATH") ? getenv("PATH") : "/usr/bin");
+	char *old_path = strdup(getenv("PATH") ? getenv("PATH") : "/usr/bin:/bin");
+	setenv("PATH", path, 1);
+	setenv("TENK_SYSFS", tree, 1);
+	struct node_inventory *inv = calloc(1, sizeof(*inv));
+	validate__fabric(inv);
+	struct vpeer all[2];
+	for (int r = 0; r < 2; r++) {
+		memset(&all[r], 0, sizeof(all[r]));
+		snprintf(all[r].node, sizeof(all[r].node), "n%d", r);
+		snprintf(all[r].addr, sizeof(all[r].addr), "127.0.0.1");
+		validate__rdma_rails(&all[r], inv);
+	}
+	free(inv);
+	assert_int_equal(all[0].nrails, 2);
+	assert_string_equal(all[0].rails[0], "mlx5_0:1");
+	assert_string_equal(all[0].rails[1], "mlx5_1:1");
+	assert_true(all[0].rail_gbps == 100 && all[0].perftest);
+	struct rdma_rank jobs[2];
+	/* the stand-in's figures: 93% of the ports' 100 Gb/s, 1.6 us */
+	run_rdma_pair(jobs, all);
+	for (int r = 0; r < 2; r++) {
+		assert_true(jobs[r].bw[r] == -1 && jobs[r].lat[r] == -1);
+		assert_true(fabs(jobs[r].bw[1 - r] - 93) < 1e-9);
+		assert_true(fabs(jobs[r].lat[1 - r] - 1.6) < 1e-9);
+		assert_string_equal(jobs[r].note.why, "");
+		assert_non_null(strstr(jobs[r].note.weakest, r ? "to n0" : "to n1"));
+	}
+	/* the second rail of node 1 names a port its tree lacks: that rail
+	 * fails, the pair's figure is 0, and why is perftest's own line */
+	snprintf(all[1].rails[1], sizeof(all[1].rails[1]), "mlx5_9:1");
+	run_rdma_pair(jobs, all);
+	for (int r = 0; r < 2; r++)
+		assert_true(jobs[r].bw[1 - r] == 0);
+	/* node 1 is the client: it could not start; node 0 served and its
+	 * client never came (killed when node 1 said so, no figure) */
+	assert_string_equal(jobs[1].note.why,
+			    "ib_write_bw on mlx5_9 to n0: IB device mlx5_9 not found");
+	/* no perftest at node 1: nothing measured, nothing failed */
+	snprintf(all[1].rails[1], sizeof(all[1].rails[1]), "mlx5_1:1");
+	all[1].perftest = false;
+	run_rdma_pair(jobs, all);
+	for (int r = 0; r < 2; r++)
+		assert_true(jobs[r].bw[1 - r] == -1 && jobs[r].lat[1 - r] == -1);
+	setenv("PATH", old_path, 1);
+	free(old_path);
+	unsetenv("TENK_SYSFS");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -533,6 +828,10 @@ int main(void)
 		cmocka_unit_test(test_one_machines_members_not_held_to_each_other),
 		cmocka_unit_test(test_nccl_transport_from_its_log),
 		cmocka_unit_test(test_latency_held_to_the_peers),
+		cmocka_unit_test(test_perftest_table),
+		cmocka_unit_test(test_rdma_pairs_held_to_the_port_and_the_peers),
+		cmocka_unit_test(test_rdma_latency_held_to_the_peers),
+		cmocka_unit_test(test_rdma_pairs_run_perftest),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
