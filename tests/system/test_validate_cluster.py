@@ -149,6 +149,54 @@ def test_a_member_checks_the_node_as_its_agent_sees_it(workdir):
         d.stop()
 
 
+def test_rdma_pairs_name_the_slow_node(hosts4, workdir, kill_all):
+    """Between nodes with RDMA ports, every pair runs perftest on each rail
+    (rail k to rail k, all at once; the lower rank serves, the other
+    connects to the address its peers reach it by). Here the agents read
+    the recorded RoCE node's tree (two 100 Gb/s ports each) and find a
+    stand-in perftest on their PATH (tests/perftest: it meets its peer over
+    the namespaces' real links and prints perftest's table). host3's ports
+    give 30 Gb/s: its pairs all are slow, the others' one pair each, so
+    host3 alone fails, under half its ports' rate, and is drained."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    tree = os.path.normpath(os.path.join(here, "..", "data", "sysfs", "roce"))
+    standin = os.path.normpath(os.path.join(here, "..", "perftest"))
+    env = {h: {"TENK_SYSFS": tree, "PATH": standin + ":" + os.environ["PATH"]}
+           for h in (1, 2, 3)}
+    env[3]["PERFTEST_STANDIN_GBITS"] = "30"
+    env[2]["PERFTEST_STANDIN_US"] = "1.9"
+    c = MultiHost(workdir, hosts4, fake="1xH100", agent_env=env)
+    kill_all.extend(c.daemons)
+    # (the TCP pairs' figures drift on this machine's shared cores: held
+    # loosely, as in the test above)
+    p = validate(c, "--nodes", "host[1-3]", "--quick", "--layers", "interconnect",
+                 "--tolerance", "80", "--json")
+    assert p.returncode == 1, p.stdout + p.stderr
+    verdicts = {n["node"]: n["validation"] for n in json.loads(p.stdout)["nodes"]}
+    checks = {h: {k["check"]: k for k in v["checks"]} for h, v in verdicts.items()}
+    for h in ("host1", "host2"):
+        assert verdicts[h]["verdict"] == "pass", (verdicts[h]["reason"], checks[h])
+        bw, lat = checks[h]["rdma_pair_bandwidth"], checks[h]["rdma_pair_latency"]
+        # the upper median of its two pairs: 93 Gb/s to the other good node
+        assert bw["verdict"] == "pass" and bw["figure"] == 93, bw
+        assert bw["detail"].startswith(
+            "ib_write_bw on 2 rails, the upper median of 2 pairs' weakest; the weakest: "
+            "mlx5_0:1 to host3, 30 Gb/s"), bw
+        # the slower end of a pair sets its latency: host2's 1.9 us
+        assert lat["verdict"] == "pass", lat
+    assert checks["host1"]["rdma_pair_latency"]["figure"] == 1.6
+    assert checks["host2"]["rdma_pair_latency"]["figure"] == 1.9
+    bad = verdicts["host3"]
+    assert bad["verdict"] == "fail" and bad["layer"] == "interconnect", bad
+    bw = checks["host3"]["rdma_pair_bandwidth"]
+    assert bw["verdict"] == "FAIL" and bw["figure"] == 30 and bw["threshold"] >= 50, bw
+    assert "rdma_pair_bandwidth" in bad["reason"], bad
+    wait_for(lambda: c.json("nodes", "host3")[0]["drain_source"] == "validation", 30,
+             "host3 drained")
+    assert node(c, "host3")["reason"].startswith("validate: interconnect: rdma_pair_bandwidth")
+    c.stop_all()
+
+
 def test_a_node_whose_stack_changes_takes_work_only_after_passing_again(workdir):
     """The agent reports its node's software stack (kernel, OS, driver,
     CUDA, NCCL, VBIOS, NIC firmware, tenk); an upgrade (here through
