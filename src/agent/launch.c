@@ -1014,11 +1014,16 @@ static void plan_finish(struct taskgroup *g, struct shim_plan *plan)
 static int spawn_shim(struct taskgroup *g, const struct shim_plan *plan, struct tk_error *err)
 {
 	struct agent *a = g->a;
-	int r = tk_mkdir_p(g->shim.dir, 0700);
+	/* a folder of its own, made now; one there already is what a crashed
+	 * agent left of this attempt, and goes first */
+	int r = mkdir(g->shim.dir, 0700) == 0 ? 0 : -errno;
+	if (r == -ENOENT)
+		r = tk_mkdir_p(g->shim.dir, 0700);
+	if (r == -EEXIST) {
+		remove_dir(g->shim.dir);
+		r = tk_mkdir_p(g->shim.dir, 0700);
+	}
 	if (r < 0)
-		return tk_errorf(err, r, "cannot create %s: %s", g->shim.dir, strerror(-r));
-	remove_dir(g->shim.dir); /* what a crashed agent may have left of this attempt */
-	if ((r = tk_mkdir_p(g->shim.dir, 0700)) < 0)
 		return tk_errorf(err, r, "cannot create %s: %s", g->shim.dir, strerror(-r));
 	json_t *j = shim_plan_pack(plan);
 	char *text = json_dumps(j, JSON_COMPACT);

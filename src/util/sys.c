@@ -83,6 +83,11 @@ char *tk_which(const char *name, const char *def_path)
 
 int tk_mkdir_p(const char *path, mode_t mode)
 {
+	/* the common case, its parent there: one call, not one a level */
+	if (mkdir(path, mode) == 0 || errno == EEXIST)
+		return 0;
+	if (errno != ENOENT)
+		return -errno;
 	_cleanup_free_ char *p = xstrdup(path);
 	for (char *s = p + 1; *s; s++) {
 		if (*s != '/')
