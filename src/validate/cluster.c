@@ -594,21 +594,14 @@ int validate_member(const struct vrun *o)
 			rc = measure_pairs(c, o->quick ? (4u << 20) : (32u << 20), o->quick ? 3 : 5,
 					   rows + rank * size, retrans, resent, lats + rank * size,
 					   &err);
-		if (rc >= 0)
-			rc = coll_allgather(c, rows + rank * size, rows,
-					    sizeof(double) * (size_t)size, &err);
-		if (rc >= 0)
-			rc = coll_allgather(c, lats + rank * size, lats,
-					    sizeof(double) * (size_t)size, &err);
 		/* the pairs over RDMA, where two nodes or more have it */
 		if (rc >= 0 && tcp)
 			rc = validate__rdma_pairs(c, all, o->quick, rbw + rank * size,
 						  rlat + rank * size, &rnote, &err);
-		if (rc >= 0)
-			rc = coll_allgather(c, rbw + rank * size, rbw,
-					    sizeof(double) * (size_t)size, &err);
-		if (rc >= 0)
-			rc = coll_allgather(c, rlat + rank * size, rlat,
+		/* every node's rows of pairs, to everyone */
+		double *const rows_of[] = {rows, lats, rbw, rlat};
+		for (size_t k = 0; k < sizeof(rows_of) / sizeof(rows_of[0]) && rc >= 0; k++)
+			rc = coll_allgather(c, rows_of[k] + rank * size, rows_of[k],
 					    sizeof(double) * (size_t)size, &err);
 		if (rc >= 0)
 			rc = measure_ring(c, o->quick ? (4u << 20) : (64u << 20), o->quick ? 3 : 5,

@@ -25,6 +25,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -557,6 +558,37 @@ static bool rdma_skipped(const struct vpeer *my, char *detail, size_t n)
 	return true;
 }
 
+/* Appends to a check's detail, cut at its end. */
+__attribute__((format(printf, 2, 3))) static void detail_add(struct vcheck *c, const char *fmt, ...)
+{
+	size_t l = strlen(c->detail);
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(c->detail + l, sizeof(c->detail) - l, fmt, ap);
+	va_end(ap);
+}
+
+/* What both checks share: skipped, or failed (no figure: perftest's own
+ * words); false where the figure is there to be judged. */
+static bool rdma_settled(struct vcheck *c, const struct vpeer *my, double figure,
+			 const struct rdma_note *note, const char *tool)
+{
+	c->figure = figure;
+	if (rdma_skipped(my, c->detail, sizeof(c->detail))) {
+		c->verdict = V_SKIP;
+		return true;
+	}
+	if (figure > 0)
+		return false;
+	c->verdict = V_FAIL;
+	c->broken = true;
+	if (note->why[0])
+		snprintf(c->detail, sizeof(c->detail), "%s", note->why);
+	else
+		snprintf(c->detail, sizeof(c->detail), "no figure from %s", tool);
+	return true;
+}
+
 int validate__rdma_judge(const struct vpeer *all, int n, int me, const struct vrun *o,
 			 const struct rdma_note *note, struct vcheck *c)
 {
@@ -565,15 +597,7 @@ int validate__rdma_judge(const struct vpeer *all, int n, int me, const struct vr
 	/* the bandwidth: half the port's rate at least, and near the peers' */
 	struct vcheck *b = &c[0];
 	validate__vcheck_set(b, "interconnect", "rdma_pair_bandwidth", "Gb/s", true);
-	b->figure = my->rdma_gbits;
-	if (rdma_skipped(my, b->detail, sizeof(b->detail))) {
-		b->verdict = V_SKIP;
-	} else if (my->rdma_gbits <= 0) {
-		b->verdict = V_FAIL;
-		b->broken = true;
-		snprintf(b->detail, sizeof(b->detail), "%s",
-			 note->why[0] ? note->why : "no figure from ib_write_bw");
-	} else {
+	if (!rdma_settled(b, my, my->rdma_gbits, note, pt_tool[PT_BW])) {
 		if (my->rail_gbps > 0)
 			validate__vcheck_judge(b, 0.5 * my->rail_gbps, "half the port's rate");
 		double med = peers_median(all, n, me, false, &k);
@@ -582,50 +606,36 @@ int validate__rdma_judge(const struct vpeer *all, int n, int me, const struct vr
 			 k);
 		if (k >= 2)
 			validate__vcheck_raise(b, (1 - o->tolerance) * med, from);
-		int l = snprintf(b->detail, sizeof(b->detail),
-				 "ib_write_bw on %d rail%s, the upper median of %d pair%s' weakest",
-				 my->nrails, my->nrails == 1 ? "" : "s", my->rdma_pairs,
-				 my->rdma_pairs == 1 ? "" : "s");
+		detail_add(b, "ib_write_bw on %d rail%s, the upper median of %d pair%s' weakest",
+			   my->nrails, my->nrails == 1 ? "" : "s", my->rdma_pairs,
+			   my->rdma_pairs == 1 ? "" : "s");
 		if (k >= 2 && my->rdma_gbits < med)
-			l += snprintf(b->detail + l, sizeof(b->detail) - (size_t)l,
-				      "; %.1f%% below the peers' median (%.4g Gb/s)",
-				      (1 - my->rdma_gbits / med) * 100, med);
+			detail_add(b, "; %.1f%% below the peers' median (%.4g Gb/s)",
+				   (1 - my->rdma_gbits / med) * 100, med);
 		if (note->weakest[0])
-			snprintf(b->detail + l, sizeof(b->detail) - (size_t)l,
-				 "; the weakest: %s, %.4g Gb/s", note->weakest,
-				 note->weakest_gbits);
+			detail_add(b, "; the weakest: %s, %.4g Gb/s", note->weakest,
+				   note->weakest_gbits);
 	}
 	/* the latency: not far over the peers' */
 	struct vcheck *t = &c[1];
 	validate__vcheck_set(t, "interconnect", "rdma_pair_latency", "us", false);
-	t->figure = my->rdma_lat_us;
-	if (rdma_skipped(my, t->detail, sizeof(t->detail))) {
-		t->verdict = V_SKIP;
-	} else if (my->rdma_lat_us <= 0) {
-		t->verdict = V_FAIL;
-		t->broken = true;
-		snprintf(t->detail, sizeof(t->detail), "%s",
-			 note->why[0] ? note->why : "no figure from ib_send_lat");
-	} else {
+	if (!rdma_settled(t, my, my->rdma_lat_us, note, pt_tool[PT_LAT])) {
 		double med = peers_median(all, n, me, true, &k);
-		int l = snprintf(t->detail, sizeof(t->detail),
-				 "ib_send_lat, the lower median of %d pair%s' slowest rail",
-				 my->rdma_pairs, my->rdma_pairs == 1 ? "" : "s");
+		detail_add(t, "ib_send_lat, the lower median of %d pair%s' slowest rail",
+			   my->rdma_pairs, my->rdma_pairs == 1 ? "" : "s");
 		if (k >= 2) {
 			/* RDMA's latency is steady: twice the peers', and 2 µs
 			 * over (a node's PCIe or a cable, not jitter) */
 			validate__vcheck_judge(t, MAX(2 * med, med + 2),
 					       "2x the peers' median and 2 us over");
-			l += snprintf(t->detail + l, sizeof(t->detail) - (size_t)l,
-				      "; the peers' median %.3g us", med);
+			detail_add(t, "; the peers' median %.3g us", med);
 		} else {
-			l += snprintf(t->detail + l, sizeof(t->detail) - (size_t)l,
-				      " (%d peer%s measured: none to hold it to)", k,
-				      k == 1 ? "" : "s");
+			detail_add(t, " (%d peer%s measured: none to hold it to)", k,
+				   k == 1 ? "" : "s");
 		}
 		if (note->slowest[0])
-			snprintf(t->detail + l, sizeof(t->detail) - (size_t)l,
-				 "; the slowest: %s, %.3g us", note->slowest, note->slowest_us);
+			detail_add(t, "; the slowest: %s, %.3g us", note->slowest,
+				   note->slowest_us);
 	}
 	return 2;
 }
