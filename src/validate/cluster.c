@@ -596,8 +596,9 @@ int validate_member(const struct vrun *o)
 					   &err);
 		/* the pairs over RDMA, where two nodes or more have it */
 		if (rc >= 0 && tcp)
-			rc = validate__rdma_pairs(c, all, o->quick, rbw + rank * size,
-						  rlat + rank * size, &rnote, &err);
+			rc = validate__rdma_pairs(c, all, o->quick, o->rdma_peers,
+						  rbw + rank * size, rlat + rank * size, &rnote,
+						  &err);
 		/* every node's rows of pairs, to everyone */
 		double *const rows_of[] = {rows, lats, rbw, rlat};
 		for (size_t k = 0; k < sizeof(rows_of) / sizeof(rows_of[0]) && rc >= 0; k++)

@@ -151,6 +151,7 @@ struct vrun {
 	json_t *base;	     /* a baseline's figures, or NULL */
 	double tolerance;    /* below the peers' median by more than this fails */
 	double clock_max_ms; /* largest clock offset from the first node */
+	int rdma_peers;	     /* peers each node meets over RDMA (0: the default) */
 	/* the reference, in the workload layer (--reference, --reference-cmd):
 	 * its record into *reference_out where that is not NULL */
 	bool reference;
@@ -241,13 +242,15 @@ struct rdma_note {
 	double slowest_us;
 	char why[200]; /* the first failure: "ib_write_bw on mlx5_0 to host2: ..." */
 };
-/* Every pair of nodes that both have rails, in the TCP pairs' rounds:
+/* Pairs of nodes that both have rails, in the TCP pairs' rounds (the
+ * first `peers` of them, 0: the default, 8 or 4 with quick; each round a
+ * peer more for every node):
  * ib_write_bw then ib_send_lat on every rail the two have (rail k to rail
  * k), all at once. Row j of this node: bw[j] the weakest rail's Gb/s (0:
  * a rail failed; -1: not measured), lat[j] the slowest rail's µs (-1:
  * none). all[]: every node's vpeer, as allgathered. */
-int validate__rdma_pairs(struct coll_comm *c, const struct vpeer *all, bool quick, double *bw,
-			 double *lat, struct rdma_note *note, struct tk_error *err);
+int validate__rdma_pairs(struct coll_comm *c, const struct vpeer *all, bool quick, int peers,
+			 double *bw, double *lat, struct rdma_note *note, struct tk_error *err);
 /* The checks rdma_pair_bandwidth and rdma_pair_latency of node me
  * (interconnect), from every node's rdma_* figures; returns 2. */
 int validate__rdma_judge(const struct vpeer *all, int n, int me, const struct vrun *o,

@@ -43,6 +43,8 @@ extern char **environ;
 #define PT_CONNECT_TRIES 3 /* a client that could not connect tries again */
 #define PT_OUT_KEEP 8192   /* the tail of a tool's output kept */
 #define PT_WAITING "Waiting for client to connect"
+#define PT_PEERS 8	 /* peers each node meets over RDMA by default */
+#define PT_PEERS_QUICK 4 /* with --quick */
 
 enum { PT_BW, PT_LAT, PT_TESTS };
 static const char *const pt_tool[PT_TESTS] = {"ib_write_bw", "ib_send_lat"};
@@ -455,10 +457,15 @@ static int pair_test(struct pair_ctx *x, int test, double *fig, struct tk_error 
 	return rc;
 }
 
-int validate__rdma_pairs(struct coll_comm *c, const struct vpeer *all, bool quick, double *bw,
-			 double *lat, struct rdma_note *note, struct tk_error *err)
+int validate__rdma_pairs(struct coll_comm *c, const struct vpeer *all, bool quick, int peers,
+			 double *bw, double *lat, struct rdma_note *note, struct tk_error *err)
 {
 	int me = coll_rank(c), n = coll_size(c), m = n % 2 ? n + 1 : n;
+	/* a round is seconds (perftest's -D 2, its set-up, the latency): the
+	 * first rounds only, so that a cluster's run takes as long whatever
+	 * its size; each gives every node a new peer, enough for the upper
+	 * median to name a bad node (--rdma-peers all: every pair) */
+	int rounds = MIN(m - 1, peers > 0 ? peers : quick ? PT_PEERS_QUICK : PT_PEERS);
 	memset(note, 0, sizeof(*note));
 	int with = 0;
 	for (int i = 0; i < n; i++) {
@@ -470,7 +477,7 @@ int validate__rdma_pairs(struct coll_comm *c, const struct vpeer *all, bool quic
 	if (with < 2)
 		return 0;
 	int rc = 0;
-	for (int round = 0; round < m - 1 && rc >= 0; round++) {
+	for (int round = 0; round < rounds && rc >= 0; round++) {
 		int q = validate__partner(round, me, m);
 		if ((rc = coll_barrier(c, err)) < 0)
 			break;

@@ -12,6 +12,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <stdio.h>
@@ -30,6 +31,7 @@ enum {
 	O_NODES,
 	O_TOL,
 	O_CLOCK,
+	O_RDMA_PEERS,
 	O_NOWAIT,
 	O_MEMBER,
 	O_IMAGE,
@@ -52,6 +54,9 @@ static const struct tk_option opts[] = {
 	 "through the server, on these nodes (node[1-4],gpu7 or all): drains those that fail"},
 	{"tolerance", 0, "PCT", "with --nodes: fail a node this far below its peers' median (5)"},
 	{"clock-max-ms", 0, "MS", "with --nodes: largest clock offset between nodes (50)"},
+	{"rdma-peers", 0, "N|all",
+	 "with --nodes: the peers each node is measured against over RDMA, with perftest "
+	 "(8, 4 with --quick; all: every pair)"},
 	{"no-wait", 0, NULL, "with --nodes: print the validation job's id and return"},
 	{"member", 0, NULL, "(run by the server in a validation job, one per node)"},
 	{"image", 0, "REF",
@@ -386,6 +391,16 @@ int validate_main(const struct tk_command *cmd, int argc, char **argv)
 		if (parse_num(v[O_CLOCK], 0, 1e9, &t) < 0)
 			return usage("--clock-max-ms: milliseconds, got \"%s\"", v[O_CLOCK]);
 		o.clock_max_ms = t;
+	}
+	if (v[O_RDMA_PEERS]) {
+		double t;
+		if (strcmp(v[O_RDMA_PEERS], "all") == 0)
+			o.rdma_peers = INT_MAX;
+		else if (parse_num(v[O_RDMA_PEERS], 1, 1 << 20, &t) < 0 || t != (int)t)
+			return usage("--rdma-peers: a number of peers from 1, or all; got \"%s\"",
+				     v[O_RDMA_PEERS]);
+		else
+			o.rdma_peers = (int)t;
 	}
 	if (v[O_NODES]) {
 		if (v[O_MEMBER] || v[O_SAVE])

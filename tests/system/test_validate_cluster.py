@@ -278,6 +278,10 @@ def test_bad_requests(cluster):
     assert p.returncode == 2 and '"3-1" in "n[3-1]"' in p.stderr, p.stderr
     p = t.run("validate", "--nodes", "ghost", check=False)
     assert p.returncode == 1 and "ghost" in p.stderr, p.stderr
+    for bad in ("0", "some", "2.5"):
+        p = t.run("validate", "--nodes", "node1", "--rdma-peers", bad, check=False)
+        assert p.returncode == 2 and "--rdma-peers: a number of peers from 1, or all; " \
+            f'got "{bad}"' in p.stderr, p.stderr
     # --no-wait gives the job; a second run on the same node is refused while it lasts
     p = t.run("validate", "--nodes", "node1", "--quick", "--layers", "system", "--no-wait")
     jid = int(p.stdout.split()[2])

@@ -4,6 +4,7 @@
  * the verdict naming the first failing layer.
  */
 #include <arpa/inet.h>
+#include <limits.h>
 #include <math.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -707,9 +708,9 @@ static void test_rdma_latency_held_to_the_peers(void **state)
  * RoCE node's two rails and the stand-in perftest (tests/perftest) on its
  * PATH: the pairs' processes started, met and read. */
 struct rdma_rank {
-	int rank, port;
-	struct vpeer all[2];
-	double bw[2], lat[2];
+	int rank, size, port, peers;
+	struct vpeer all[4];
+	double bw[4], lat[4];
 	struct rdma_note note;
 	char failure[256];
 };
@@ -723,17 +724,17 @@ static void *rdma_rank_main(void *arg)
 	struct coll_opts co = {.timeout_ms = 60000, .no_shm = true};
 	struct coll_comm *c;
 	struct tk_error err;
-	if (coll_init(&c, j->rank, 2, root, &co, &err) < 0) {
+	if (coll_init(&c, j->rank, j->size, root, &co, &err) < 0) {
 		snprintf(j->failure, sizeof(j->failure), "init: %.200s", err.text);
 		return NULL;
 	}
-	if (validate__rdma_pairs(c, j->all, true, j->bw, j->lat, &j->note, &err) < 0)
+	if (validate__rdma_pairs(c, j->all, true, j->peers, j->bw, j->lat, &j->note, &err) < 0)
 		snprintf(j->failure, sizeof(j->failure), "pairs: %.200s", err.text);
 	coll_destroy(c);
 	return NULL;
 }
 
-static void run_rdma_pair(struct rdma_rank *jobs, const struct vpeer *all)
+static void run_rdma_ranks(struct rdma_rank *jobs, const struct vpeer *all, int n, int peers)
 {
 	int fd = socket(AF_INET, SOCK_STREAM, 0);
 	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
@@ -741,19 +742,26 @@ static void run_rdma_pair(struct rdma_rank *jobs, const struct vpeer *all)
 	assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
 	assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &sl), 0);
 	close(fd);
-	pthread_t th[2];
-	for (int r = 0; r < 2; r++) {
+	pthread_t th[4];
+	for (int r = 0; r < n; r++) {
 		memset(&jobs[r], 0, sizeof(jobs[r]));
 		jobs[r].rank = r;
+		jobs[r].size = n;
+		jobs[r].peers = peers;
 		jobs[r].port = ntohs(sa.sin_port);
-		memcpy(jobs[r].all, all, sizeof(jobs[r].all));
+		memcpy(jobs[r].all, all, sizeof(jobs[r].all[0]) * (size_t)n);
 		assert_int_equal(pthread_create(&th[r], NULL, rdma_rank_main, &jobs[r]), 0);
 	}
-	for (int r = 0; r < 2; r++)
+	for (int r = 0; r < n; r++)
 		pthread_join(th[r], NULL);
-	for (int r = 0; r < 2; r++)
+	for (int r = 0; r < n; r++)
 		if (jobs[r].failure[0])
 			fail_msg("rank %d: %s", r, jobs[r].failure);
+}
+
+static void run_rdma_pair(struct rdma_rank *jobs, const struct vpeer *all)
+{
+	run_rdma_ranks(jobs, all, 2, 0);
 }
 
 static void test_rdma_pairs_run_perftest(void **state)
@@ -771,8 +779,8 @@ static void test_rdma_pairs_run_perftest(void **state)
 	setenv("TENK_SYSFS", tree, 1);
 	struct node_inventory *inv = calloc(1, sizeof(*inv));
 	validate__fabric(inv);
-	struct vpeer all[2];
-	for (int r = 0; r < 2; r++) {
+	struct vpeer all[4];
+	for (int r = 0; r < 4; r++) {
 		memset(&all[r], 0, sizeof(all[r]));
 		snprintf(all[r].node, sizeof(all[r].node), "n%d", r);
 		snprintf(all[r].addr, sizeof(all[r].addr), "127.0.0.1");
@@ -783,7 +791,21 @@ static void test_rdma_pairs_run_perftest(void **state)
 	assert_string_equal(all[0].rails[0], "mlx5_0:1");
 	assert_string_equal(all[0].rails[1], "mlx5_1:1");
 	assert_true(all[0].rail_gbps == 100 && all[0].perftest);
-	struct rdma_rank jobs[2];
+	struct rdma_rank jobs[4];
+	/* four nodes, a peer each (--rdma-peers 1): one round, a pair each,
+	 * the others not measured */
+	run_rdma_ranks(jobs, all, 4, 1);
+	for (int r = 0; r < 4; r++) {
+		int measured = 0;
+		for (int q = 0; q < 4; q++)
+			measured += jobs[r].bw[q] >= 0;
+		assert_int_equal(measured, 1);
+	}
+	/* all of them: every other node */
+	run_rdma_ranks(jobs, all, 4, INT_MAX);
+	for (int r = 0; r < 4; r++)
+		for (int q = 0; q < 4; q++)
+			assert_true(q == r ? jobs[r].bw[q] == -1 : fabs(jobs[r].bw[q] - 93) < 1e-9);
 	/* the stand-in's figures: 93% of the ports' 100 Gb/s, 1.6 us */
 	run_rdma_pair(jobs, all);
 	for (int r = 0; r < 2; r++) {
