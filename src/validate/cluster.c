@@ -44,8 +44,7 @@ static int cmp_double(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/* The median of v[0..n); n > 0. Sorts v. */
-static double median(double *v, int n)
+double validate__median(double *v, int n)
 {
 	qsort(v, (size_t)n, sizeof(double), cmp_double);
 	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
@@ -108,7 +107,7 @@ static void peer_threshold(const struct vpeer *all, int n, int me, struct vcheck
 				v[k++] = all[i].checks[j].figure;
 	}
 	if (k >= 2) {
-		double med = median(v, k);
+		double med = validate__median(v, k);
 		char from[48];
 		snprintf(from, sizeof(from), "%.0f%% of %d peers' median", (1 - tol) * 100, k);
 		bool was_ok = c->verdict != V_FAIL;
@@ -290,7 +289,7 @@ int validate__pair_latency_judge(const struct vpeer *all, int n, int me, struct 
 		free(v);
 		return 1;
 	}
-	double med = median(v, k);
+	double med = validate__median(v, k);
 	free(v);
 	validate__vcheck_judge(c, MAX(4 * med, med + 1000), "4x the peers' median and 1 ms over");
 	snprintf(c->detail, sizeof(c->detail),
@@ -548,8 +547,10 @@ int validate_member(const struct vrun *o)
 	validate__peer_route(ifname, sizeof(ifname), ifaddr, sizeof(ifaddr));
 	snprintf(me.addr, sizeof(me.addr), "%s", ifaddr);
 	struct node_inventory *inv = xcalloc(1, sizeof(*inv));
-	validate__fabric(inv);
-	validate__rdma_rails(&me, inv);
+	if (o->want[VL_INTERCONNECT]) {
+		validate__fabric(inv);
+		validate__rdma_rails(&me, inv);
+	}
 	for (int i = 0; i < n && i < VPEER_CHECKS; i++) {
 		snprintf(me.checks[i].name, sizeof(me.checks[i].name), "%s", checks[i].name);
 		me.checks[i].figure = checks[i].figure;

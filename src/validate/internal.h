@@ -209,6 +209,8 @@ struct vpeer {
 	} checks[VPEER_CHECKS];
 };
 
+/* The median of v[0..n); n > 0. Sorts v. */
+double validate__median(double *v, int n);
 /* The median of a node's figures to its peers (row[i] to node i; those
  * not over floor left out: not measured): the upper one, or the lower. */
 double validate__vpair_median(const double *row, int n, int me, double floor, bool upper);

@@ -114,21 +114,6 @@ double validate__perftest_figure(const char *out, const char *column)
 
 /* ---- this node's rails ------------------------------------------------------------------ */
 
-static bool on_path(const char *tool)
-{
-	const char *path = getenv("PATH");
-	char dir[4096];
-	for (const char *p = path && *path ? path : "/usr/bin:/bin"; p;) {
-		const char *colon = strchr(p, ':');
-		size_t len = colon ? (size_t)(colon - p) : strlen(p);
-		snprintf(dir, sizeof(dir), "%.*s/%s", (int)MIN(len, 3000), len ? p : ".", tool);
-		if (access(dir, X_OK) == 0)
-			return true;
-		p = colon ? colon + 1 : NULL;
-	}
-	return false;
-}
-
 void validate__rdma_rails(struct vpeer *me, const struct node_inventory *inv)
 {
 	me->nrails = 0;
@@ -141,7 +126,11 @@ void validate__rdma_rails(struct vpeer *me, const struct node_inventory *inv)
 		if (r->rate_gbps > 0 && (me->rail_gbps == 0 || r->rate_gbps < me->rail_gbps))
 			me->rail_gbps = r->rate_gbps;
 	}
-	me->perftest = on_path(pt_tool[PT_BW]) && on_path(pt_tool[PT_LAT]);
+	char *bw = tk_which(pt_tool[PT_BW], "/usr/bin:/bin"),
+	     *lat = tk_which(pt_tool[PT_LAT], "/usr/bin:/bin");
+	me->perftest = bw && lat;
+	free(bw);
+	free(lat);
 }
 
 /* ---- running perftest ------------------------------------------------------------------ */
@@ -523,13 +512,8 @@ int validate__rdma_pairs(struct coll_comm *c, const struct vpeer *all, bool quic
 
 /* ---- judging (pure) ------------------------------------------------------------------- */
 
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return x < y ? -1 : x > y;
-}
-
-/* The median of the others' figures (get), those over 0; k: how many. */
+/* The median of the others' figures (lat: latency, else bandwidth), those
+ * over 0; k: how many. */
 static double peers_median(const struct vpeer *all, int n, int me, bool lat, int *k)
 {
 	double *v = xcalloc((size_t)n + 1, sizeof(double));
@@ -539,11 +523,7 @@ static double peers_median(const struct vpeer *all, int n, int me, bool lat, int
 		if (i != me && all[i].rdma_pairs > 0 && f > 0)
 			v[(*k)++] = f;
 	}
-	double med = 0;
-	if (*k > 0) {
-		qsort(v, (size_t)*k, sizeof(double), cmp_double);
-		med = *k % 2 ? v[*k / 2] : (v[*k / 2 - 1] + v[*k / 2]) / 2;
-	}
+	double med = *k > 0 ? validate__median(v, *k) : 0;
 	free(v);
 	return med;
 }
