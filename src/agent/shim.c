@@ -58,7 +58,8 @@ struct shim {
 	char stop_detail[MODEL_REASON_MAX];
 	int nrunning;
 	bool released;
-	int *out_fds; /* container tasks: each one's output, to read podman's failure from */
+	bool disk_stale; /* the last status on disk failed to be written */
+	int *out_fds;	 /* container tasks: each one's output, to read podman's failure from */
 	struct shim_pty *pty; /* the interactive task's terminal (plan.pty) */
 	int check_pid;	      /* the device check's, while it runs (plan.check_argv) */
 	uv_timer_t check_timer;
@@ -80,11 +81,14 @@ static void write_cb(uv_write_t *w, int status)
 }
 
 /* The status to the agent, if one is there; on disk first (atomically)
- * when it is more than what the cgroup used. */
-static void send_status(struct shim *sh, bool to_disk)
+ * when it says more than what the cgroup used. usage: what the cgroup used
+ * read again first (three files of the cgroup's; a status that only says
+ * the tasks started, or says again what was said, keeps the last figures). */
+static void send_status(struct shim *sh, bool usage, bool to_disk)
 {
-	if (sh->cg.version)
+	if (usage && sh->cg.version)
 		cg_usage(&sh->cg, &sh->st.cpu_ms, &sh->st.mem_peak_mib, &sh->st.mem_mib);
+	to_disk |= sh->disk_stale;
 	if (!to_disk && !sh->conn)
 		return;
 	json_t *j = shim_status_pack(&sh->st);
@@ -93,6 +97,8 @@ static void send_status(struct shim *sh, bool to_disk)
 	size_t n = strlen(text);
 	if (to_disk) {
 		int r = tk_replace_file(sh->status_path, text, n, 0600);
+		/* a status not on disk is written again with the next one */
+		sh->disk_stale = r < 0;
 		if (r < 0)
 			log_err("cannot write %s: %s", sh->status_path, strerror(-r));
 	}
@@ -112,9 +118,10 @@ static void send_status(struct shim *sh, bool to_disk)
 	}
 }
 
-static void publish(struct shim *sh)
+/* A change of the tasks' states: on disk, then to the agent. */
+static void publish(struct shim *sh, bool usage)
 {
-	send_status(sh, true);
+	send_status(sh, usage, true);
 }
 
 /* Every task's process group, and with a cgroup every process of the
@@ -369,7 +376,7 @@ static void sigchld_cb(uv_signal_t *h, int signum)
 			if (sh->cg.version)
 				cg_kill(&sh->cg);
 		}
-		publish(sh);
+		publish(sh, true); /* what they used, final once all have exited */
 		maybe_end(sh);
 	}
 }
@@ -412,8 +419,9 @@ static void command(void *arg, const char *line, size_t len)
 		stop(sh, c.cause, c.detail, sh->plan.grace_ms);
 	} else if (c.type == SHIM_CMD_RENEW) {
 		lease_renew(sh, c.until_ms);
+		/* what the cgroup uses, for the node's metrics */
 		if (sh->nrunning && sh->cg.version)
-			send_status(sh, false); /* what the cgroup uses, for the node's metrics */
+			send_status(sh, true, false);
 	} else if (c.type == SHIM_CMD_RELEASE) {
 		sh->released = true;
 		maybe_end(sh);
@@ -466,7 +474,7 @@ static void connection_cb(uv_stream_t *server, int status)
 		drop_conn(sh->conn);
 	sh->conn = c;
 	uv_read_start((uv_stream_t *)&c->pipe, alloc_cb, read_cb);
-	publish(sh); /* everything so far, to the new agent */
+	send_status(sh, false, false); /* everything so far (on disk already) */
 }
 
 /* ---- start ---------------------------------------------------------------------------- */
@@ -485,7 +493,7 @@ static void end_unstarted(struct shim *sh, int code, enum exit_cause cause, cons
 		ts->node_fault = node_fault;
 		snprintf(ts->detail, sizeof(ts->detail), "%s", why);
 	}
-	publish(sh);
+	publish(sh, false);
 }
 
 static void fail_all(struct shim *sh, const char *why)
@@ -667,7 +675,7 @@ static void run_tasks(struct shim *sh)
 		ts->state = SHIM_TASK_RUNNING;
 		sh->nrunning++;
 	}
-	publish(sh);
+	publish(sh, false); /* started: nothing used yet */
 	sh->started_mono = tk_mono_ms();
 	arm_limit(sh);
 	/* a task that failed to start ends the whole gang */
