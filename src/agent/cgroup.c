@@ -316,21 +316,48 @@ static int apply_limits(struct cgroup *cg, const struct cg_limits *lim, struct t
 	return 0;
 }
 
-int cg_create(struct cgroup *cg, const char *mountinfo, const char *proc_cgroup, const char *node,
-	      const char *name, const struct cg_limits *lim, struct tk_error *err)
+/* Where the cgroups are, as the caller sees them: the hierarchies' mount
+ * points and the caller's own cgroup list. */
+struct cg_host {
+	struct mounts m;
+	char *list; /* the text of proc_cgroup; NULL: unread */
+};
+
+int cg_host_load(const char *mountinfo, const char *proc_cgroup, struct cg_host **ret,
+		 struct tk_error *err)
 {
-	memset(cg, 0, sizeof(*cg));
-	struct mounts m = {0};
-	int r = read_mounts(mountinfo, &m);
+	struct cg_host *h = xcalloc(1, sizeof(*h));
+	*ret = NULL;
+	int r = read_mounts(mountinfo, &h->m);
 	if (r < 0) {
-		mounts_release(&m);
+		cg_host_free(h);
 		return tk_errorf(err, r, "cannot read %s: %s", mountinfo, strerror(-r));
 	}
+	if ((h->m.v1[CG_MEMORY] || h->m.v2) &&
+	    tk_read_file(proc_cgroup, 1 << 20, &h->list, NULL) < 0)
+		h->list = NULL;
+	*ret = h;
+	return 0;
+}
+
+void cg_host_free(struct cg_host *h)
+{
+	if (!h)
+		return;
+	mounts_release(&h->m);
+	free(h->list);
+	free(h);
+}
+
+int cg_create_on(struct cgroup *cg, const struct cg_host *h, const char *node, const char *name,
+		 const struct cg_limits *lim, struct tk_error *err)
+{
+	memset(cg, 0, sizeof(*cg));
+	const struct mounts *m = &h->m;
+	const char *list = h->list;
+	int r;
 	/* v1 where memory has a hierarchy of its own, else v2 */
-	cg->version = m.v1[CG_MEMORY] ? 1 : m.v2 ? 2 : 0;
-	_cleanup_free_ char *list = NULL;
-	if (cg->version && tk_read_file(proc_cgroup, 1 << 20, &list, NULL) < 0)
-		list = NULL;
+	cg->version = m->v1[CG_MEMORY] ? 1 : m->v2 ? 2 : 0;
 	/* nested: every controller at the memory controller's path */
 	_cleanup_free_ char *common =
 		cg->version && lim->nest
@@ -338,7 +365,7 @@ int cg_create(struct cgroup *cg, const char *mountinfo, const char *proc_cgroup,
 			: NULL;
 	bool delegated = false;
 	for (int c = 0; c < CG_CTRL_MAX && cg->version; c++) {
-		const char *mp = cg->version == 1 ? m.v1[c] : m.v2;
+		const char *mp = cg->version == 1 ? m->v1[c] : m->v2;
 		if (!mp) {
 			cg->missing |= 1u << c;
 			continue;
@@ -350,7 +377,7 @@ int cg_create(struct cgroup *cg, const char *mountinfo, const char *proc_cgroup,
 			cg->missing |= 1u << c;
 			continue;
 		}
-		const char *mroot = cg->version == 1 ? m.v1_root[c] : NULL;
+		const char *mroot = cg->version == 1 ? m->v1_root[c] : NULL;
 		_cleanup_free_ char *base = join(mp, mroot, self);
 		_cleanup_free_ char *level = xasprintf("%s/tenk-%s", base, node);
 		bool v1cpuset = cg->version == 1 && c == CG_CPUSET;
@@ -369,7 +396,6 @@ int cg_create(struct cgroup *cg, const char *mountinfo, const char *proc_cgroup,
 		if (r < 0) {
 			tk_errorf(err, r, "cannot create cgroup %s: %s", dir, strerror(-r));
 			free(dir);
-			mounts_release(&m);
 			cg_destroy(cg);
 			return r;
 		}
@@ -377,7 +403,6 @@ int cg_create(struct cgroup *cg, const char *mountinfo, const char *proc_cgroup,
 		if (!cg->rel)
 			cg->rel = xstrdup(dir + strlen(mp));
 	}
-	mounts_release(&m);
 	for (int c = 0; c < CG_CTRL_MAX; c++)
 		if (cg->dir[c])
 			add_dir(cg, xstrdup(cg->dir[c]));
@@ -390,6 +415,19 @@ int cg_create(struct cgroup *cg, const char *mountinfo, const char *proc_cgroup,
 		return r;
 	}
 	return cg->version;
+}
+
+int cg_create(struct cgroup *cg, const char *mountinfo, const char *proc_cgroup, const char *node,
+	      const char *name, const struct cg_limits *lim, struct tk_error *err)
+{
+	memset(cg, 0, sizeof(*cg));
+	struct cg_host *h;
+	int r = cg_host_load(mountinfo, proc_cgroup, &h, err);
+	if (r < 0)
+		return r;
+	r = cg_create_on(cg, h, node, name, lim, err);
+	cg_host_free(h);
+	return r;
 }
 
 int cg_probe(const char *mountinfo, const char *proc_cgroup, const char *node, unsigned *missing,

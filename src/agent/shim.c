@@ -66,6 +66,15 @@ struct shim {
 	bool check_hung;
 };
 
+/* Where the cgroups are, read by the launcher that forked this shim
+ * (NULL: read them here). */
+static const struct cg_host *host;
+
+void shim_set_host(const struct cg_host *h)
+{
+	host = h;
+}
+
 static bool all_exited(const struct shim *sh)
 {
 	for (int i = 0; i < sh->st.ntasks; i++)
@@ -621,8 +630,16 @@ static void start_tasks(struct shim *sh)
 		char name[48];
 		snprintf(name, sizeof(name), "%lld.%d", (long long)sh->plan.job, sh->plan.attempt);
 		struct tk_error err;
-		if (cg_create(&sh->cg, "/proc/self/mountinfo", "/proc/self/cgroup", sh->plan.node,
-			      name, &sh->plan.limits, &err) < 0) {
+		/* the host as the launcher read it, else read here */
+		struct cg_host *own = NULL;
+		int r = host ? 0
+			     : cg_host_load("/proc/self/mountinfo", "/proc/self/cgroup", &own,
+					    &err);
+		if (r == 0)
+			r = cg_create_on(&sh->cg, host ? host : own, sh->plan.node, name,
+					 &sh->plan.limits, &err);
+		cg_host_free(own);
+		if (r < 0) {
 			log_err("job %lld.%d: %s", (long long)sh->plan.job, sh->plan.attempt,
 				err.text);
 			fail_all(sh, err.text);

@@ -77,6 +77,16 @@ struct cgroup {
  * err saying what failed; cg_destroy it either way. */
 int cg_create(struct cgroup *cg, const char *mountinfo, const char *proc_cgroup, const char *node,
 	      const char *name, const struct cg_limits *lim, struct tk_error *err);
+/* cg_create in two steps: the host read once (cg_host_load: 0 or -errno
+ * with err), then any number of cgroups made on it (cg_create_on, which
+ * returns as cg_create). The shims' launcher reads it once for all the
+ * shims it forks, which are in its cgroups. */
+struct cg_host;
+int cg_host_load(const char *mountinfo, const char *proc_cgroup, struct cg_host **ret,
+		 struct tk_error *err);
+void cg_host_free(struct cg_host *h);
+int cg_create_on(struct cgroup *cg, const struct cg_host *h, const char *node, const char *name,
+		 const struct cg_limits *lim, struct tk_error *err);
 /* What cg_create would hold an attempt of node NODE to on this host: its
  * version (as cg_create's) and *missing (struct cgroup's); makes the node's
  * level and a folder it removes again. */
@@ -152,6 +162,7 @@ struct shim_plan {
 	struct shim_user user;
 	bool allow_root; /* the user may be uid 0 (the cluster allows root jobs) */
 	bool cgroup;	 /* the attempt gets a cgroup (the agent is root) */
+	int cg_slot;	 /* its slot among the agent's running attempts (cg_create_on); -1 */
 	char node[MODEL_NAME_MAX];
 	struct cg_limits limits;
 	bool container; /* the tasks run in containers of ctr */
@@ -289,6 +300,8 @@ struct launcher_reply {
 /* `tenk-shim --launcher PAD`: serves the agent on descriptor 3 until its
  * end closes; the children are shims (shim_run). */
 int shim_launcher_run(int argc, char **argv);
+/* The host's cgroups as the launcher read them, for the shims it forks. */
+void shim_set_host(const struct cg_host *h);
 
 /* ---- shimpty.c (in the shim): an interactive task's terminal ---- */
 

@@ -132,9 +132,16 @@ _Noreturn static void become_shim(char *area, size_t len, char *argv0, char *dir
 	setsid();
 	retitle(area, len, dir);
 	char *args[] = {argv0, dir, NULL};
-	/* exit, not _exit: as a shim's main returning (the leak checker's
-	 * report under the sanitizers; the launcher buffers no output) */
-	exit(shim_run(NULL, 2, args));
+	int rc = shim_run(NULL, 2, args);
+#ifdef __SANITIZE_ADDRESS__
+	/* as a shim's main returning: the leak checker's report */
+	exit(rc);
+#else
+	/* without the exit handlers' work on memory the launcher's image
+	 * shares (each page written costs this child a copy) */
+	fflush(NULL);
+	_exit(rc);
+#endif
 }
 
 int shim_launcher_run(int argc, char **argv)
@@ -155,6 +162,16 @@ int shim_launcher_run(int argc, char **argv)
 		log_err("cannot watch its children: %s", strerror(errno));
 		return 1;
 	}
+	/* what every shim would find out for itself, once: where the cgroups
+	 * are (its children are in the launcher's), and the seed of the JSON
+	 * parser's hashes (else read from /dev/urandom by each) */
+	struct cg_host *host = NULL;
+	struct tk_error err;
+	if (geteuid() == 0 &&
+	    cg_host_load("/proc/self/mountinfo", "/proc/self/cgroup", &host, &err) < 0)
+		log_warn("%s; each shim reads it again", err.text);
+	shim_set_host(host);
+	json_object_seed(0);
 	char *dir = xmalloc(MODEL_MAX_PATH + 1);
 	for (;;) {
 		struct pollfd pf[2] = {{LAUNCHER_FD, POLLIN, 0}, {sfd, POLLIN, 0}};
@@ -193,6 +210,7 @@ int shim_launcher_run(int argc, char **argv)
 	}
 	free(dir);
 	free(argv0);
+	cg_host_free(host);
 	close(sfd);
 	return 0;
 }
