@@ -31,6 +31,16 @@ static const char *const ctrl_names[CG_CTRL_MAX] = {
 #define CG_KILL_QUICK_ROUNDS 20 /* ... the first ones back to back, then: */
 #define CG_KILL_WAIT_US 10000	/* (at most 1.8 s in all) */
 
+/* v1: an attempt's folders, once empty, are kept in the node's level as
+ * the spares of its slot (renamed "spare.SLOT"; the agent numbers its
+ * running attempts' slots from 0), and the next attempt in that slot takes
+ * them (renamed to its own name) with its counters and limits reset: two
+ * renames cost a fraction of a cgroup's making and removal in each
+ * hierarchy, and a process joins a used cgroup for half of what it pays to
+ * join a new one (docs/design-notes.md). */
+#define CG_SPARE "spare."
+#define CG_SPARE_MAX_BYTES (8 << 20) /* memory still charged to a folder kept (page cache) */
+
 static int write_str(const char *dir, const char *file, const char *text)
 {
 	_cleanup_free_ char *path = xasprintf("%s/%s", dir, file);
@@ -349,10 +359,41 @@ void cg_host_free(struct cg_host *h)
 	free(h);
 }
 
+/* A spare taken for another attempt (v1): what the last one left in its
+ * counters and limits undone, so that it reads as a new folder. 0 or
+ * -errno (then it is not used). */
+static int reset_spare(struct cgroup *cg, enum cg_ctrl c, const char *dir, const char *cpus)
+{
+	switch (c) {
+	case CG_MEMORY:
+		/* the limits lifted (swap's first: it may not go under memory's),
+		 * the peak and failure counts started again; the kernel's count of
+		 * OOM kills cannot be, so it is where this attempt starts from */
+		write_str(dir, "memory.memsw.limit_in_bytes", "-1");
+		write_str(dir, "memory.memsw.max_usage_in_bytes", "0");
+		write_str(dir, "memory.memsw.failcnt", "0");
+		write_str(dir, "memory.failcnt", "0");
+		cg->oom_base = MAX(keyed(dir, "memory.oom_control", "oom_kill"), 0);
+		int r = write_str(dir, "memory.limit_in_bytes", "-1");
+		return r < 0 ? r : write_str(dir, "memory.max_usage_in_bytes", "0");
+	case CG_CPUSET: /* (none to give it: a new folder, which copies its parent's) */
+		return *cpus ? write_str(dir, "cpuset.cpus", cpus) : -ENOENT;
+	case CG_PIDS:
+		return write_str(dir, "pids.max", "max");
+	case CG_DEVICES:
+		return write_str(dir, "devices.allow", "a"); /* the rules denied go */
+	case CG_CPUACCT:
+		return write_str(dir, "cpuacct.usage", "0");
+	default:
+		return 0;
+	}
+}
+
 int cg_create_on(struct cgroup *cg, const struct cg_host *h, const char *node, const char *name,
-		 const struct cg_limits *lim, struct tk_error *err)
+		 int slot, const struct cg_limits *lim, struct tk_error *err)
 {
 	memset(cg, 0, sizeof(*cg));
+	cg->slot = -1;
 	const struct mounts *m = &h->m;
 	const char *list = h->list;
 	int r;
@@ -364,6 +405,11 @@ int cg_create_on(struct cgroup *cg, const struct cg_host *h, const char *node, c
 			? own_path(list, cg->version == 1 ? ctrl_names[CG_MEMORY] : "")
 			: NULL;
 	bool delegated = false;
+	char spare[32] = "";
+	if (cg->version == 1 && slot >= 0) {
+		snprintf(spare, sizeof(spare), CG_SPARE "%d", slot);
+		cg->slot = slot;
+	}
 	for (int c = 0; c < CG_CTRL_MAX && cg->version; c++) {
 		const char *mp = cg->version == 1 ? m->v1[c] : m->v2;
 		if (!mp) {
@@ -391,7 +437,22 @@ int cg_create_on(struct cgroup *cg, const struct cg_host *h, const char *node, c
 			v2_delegate(level);
 		delegated = true;
 		char *dir = xasprintf("%s/%s", level, name);
-		if (r == 0)
+		/* the slot's spare, where one is (else, or with one of that name
+		 * there already, as an agent after its shim finds it: made) */
+		_cleanup_free_ char *from = spare[0] ? xasprintf("%s/%s", level, spare) : NULL;
+		bool reused = r == 0 && from && rename(from, dir) == 0;
+		if (reused) {
+			_cleanup_free_ char *pcpus =
+				v1cpuset && !lim->cpus[0] ? read_str(level, "cpuset.cpus") : NULL;
+			if (reset_spare(cg, (enum cg_ctrl)c, dir,
+					lim->cpus[0] ? lim->cpus
+					: pcpus	     ? pcpus
+						     : "") < 0) {
+				rmdir(dir); /* a new one instead */
+				reused = false;
+			}
+		}
+		if (r == 0 && !reused)
 			r = make_dir(dir, v1cpuset, lim->cpus[0] ? lim->cpus : NULL);
 		if (r < 0) {
 			tk_errorf(err, r, "cannot create cgroup %s: %s", dir, strerror(-r));
@@ -425,7 +486,7 @@ int cg_create(struct cgroup *cg, const char *mountinfo, const char *proc_cgroup,
 	int r = cg_host_load(mountinfo, proc_cgroup, &h, err);
 	if (r < 0)
 		return r;
-	r = cg_create_on(cg, h, node, name, lim, err);
+	r = cg_create_on(cg, h, node, name, -1, lim, err);
 	cg_host_free(h);
 	return r;
 }
@@ -538,7 +599,7 @@ bool cg_oom_killed(const struct cgroup *cg)
 		return false;
 	int64_t n = cg->version == 1 ? keyed(mem, "memory.oom_control", "oom_kill")
 				     : keyed(mem, "memory.events", "oom_kill");
-	return n > 0;
+	return n > cg->oom_base;
 }
 
 void cg_usage(const struct cgroup *cg, int64_t *cpu_ms, int64_t *mem_peak_mib, int64_t *mem_mib)
@@ -572,13 +633,41 @@ void cg_usage(const struct cgroup *cg, int64_t *cpu_ms, int64_t *mem_peak_mib, i
 	}
 }
 
+/* Can the attempt's folders be kept as its slot's spare (v1)? Only
+ * empty, and with little memory still charged to them. */
+static bool recyclable(const struct cgroup *cg)
+{
+	if (cg->version != 1 || cg->slot < 0 || !cg->dir[CG_MEMORY])
+		return false;
+	_cleanup_free_ char *now = read_str(cg->dir[CG_MEMORY], "memory.usage_in_bytes");
+	if (!now || strtoll(now, NULL, 10) > CG_SPARE_MAX_BYTES)
+		return false;
+	for (int i = 0; i < cg->ndirs; i++) {
+		_cleanup_free_ char *procs = read_str(cg->dirs[i], "cgroup.procs");
+		if (!procs || *procs)
+			return false;
+	}
+	return true;
+}
+
 void cg_destroy(struct cgroup *cg)
 {
-	for (int i = 0; i < cg->ndirs; i++) {
+	for (int i = 0; i < cg->ndirs; i++)
 		remove_below(cg->dirs[i], 0);
-		/* the last processes may take a moment to leave */
-		for (int k = 0; k < 50 && rmdir(cg->dirs[i]) < 0 && errno == EBUSY; k++)
-			usleep(2000);
+	bool keep = recyclable(cg);
+	char spare[32];
+	snprintf(spare, sizeof(spare), CG_SPARE "%d", cg->slot);
+	for (int i = 0; i < cg->ndirs; i++) {
+		_cleanup_free_ char *to = NULL;
+		char *slash = strrchr(cg->dirs[i], '/');
+		if (keep && slash)
+			to = xasprintf("%.*s/%s", (int)(slash - cg->dirs[i]), cg->dirs[i], spare);
+		/* (a spare of that name there already: this one goes) */
+		if (!to || rename(cg->dirs[i], to) < 0) {
+			/* the last processes may take a moment to leave */
+			for (int k = 0; k < 50 && rmdir(cg->dirs[i]) < 0 && errno == EBUSY; k++)
+				usleep(2000);
+		}
 		free(cg->dirs[i]);
 	}
 	for (int c = 0; c < CG_CTRL_MAX; c++)

@@ -257,6 +257,7 @@ struct taskgroup {
 	int world_size;
 	int64_t grace_ms;
 	int64_t limit_ms; /* the time limit its shim holds (0: none) */
+	int cg_slot;	  /* the slot its cgroup folders are kept in (cg_create_on); -1: none */
 	bool signalled;	  /* its shim was told to signal the tasks (--ckpt-signal) */
 	/* its tasks could not start for the node's own failure (its shim did
 	 * not start): their exits say so (task_event.node_fault) */

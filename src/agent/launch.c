@@ -641,6 +641,25 @@ static int resolve_user(struct agent *a, const struct work_spec *spec, struct sh
 	return 0;
 }
 
+/* The lowest slot no other attempt here holds (cg_create_on: the cgroup
+ * folders an attempt leaves are the next one's in its slot). */
+static int take_slot(struct taskgroup *g)
+{
+	struct agent *a = g->a;
+	size_t n = a->groups.len + 1, pos = 0;
+	_cleanup_free_ bool *held = xcalloc(n, sizeof(bool));
+	void *v;
+	while (tk_map_next(&a->groups, &pos, NULL, &v)) {
+		int s = ((struct taskgroup *)v)->cg_slot;
+		if (s >= 0 && (size_t)s < n)
+			held[s] = true;
+	}
+	int slot = 0;
+	while (held[slot])
+		slot++;
+	return g->cg_slot = slot;
+}
+
 /* The attempt's checkpoint folder, the job's user's own. */
 static char *checkpoint_dir(struct taskgroup *g, const struct shim_plan *plan)
 {
@@ -900,6 +919,7 @@ static int build_plan(struct taskgroup *g, const struct work_spec *spec, struct 
 		agent__nccl_setup(g, spec, plan->as_user, plan->user.uid, plan->user.gid);
 	/* an agent that is root contains each attempt in a cgroup of its own */
 	plan->cgroup = geteuid() == 0;
+	plan->cg_slot = plan->cgroup ? take_slot(g) : -1;
 	snprintf(plan->node, sizeof(plan->node), "%s", a->inv.name);
 	if (plan->cgroup)
 		cgroup_limits(g, spec, &plan->limits);
@@ -1116,6 +1136,7 @@ static struct taskgroup *group_new(struct agent *a, int64_t job, int attempt, in
 	g->shim.dirfd = -1;
 	g->train.fd = -1;
 	g->ckpt.done_step = -1;
+	g->cg_slot = -1;
 	g->shim.dir = xasprintf("%s/%s/%lld.%d", a->cfg.run_dir, SHIM_DIR, (long long)job, attempt);
 	strbuf_init(&g->shim.in);
 	tk_map_put(&a->groups, g->key, g);
@@ -1242,6 +1263,7 @@ static struct taskgroup *group_adopt(struct agent *a, const char *base, const ch
 	struct taskgroup *g = group_new(a, plan.job, plan.attempt, plan.tasks[0].rank / plan.ntasks,
 					plan.ntasks, plan.grace_ms);
 	g->limit_ms = plan.limit_ms;
+	g->cg_slot = plan.cgroup ? plan.cg_slot : -1;
 	if (plan.cgroup)
 		hold_listed_cpus(g, plan.limits.cpus);
 	g->shim.dirfd = open(g->shim.dir, O_DIRECTORY | O_RDONLY | O_CLOEXEC);

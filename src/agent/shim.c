@@ -637,7 +637,7 @@ static void start_tasks(struct shim *sh)
 					    &err);
 		if (r == 0)
 			r = cg_create_on(&sh->cg, host ? host : own, sh->plan.node, name,
-					 &sh->plan.limits, &err);
+					 sh->plan.cg_slot, &sh->plan.limits, &err);
 		cg_host_free(own);
 		if (r < 0) {
 			log_err("job %lld.%d: %s", (long long)sh->plan.job, sh->plan.attempt,

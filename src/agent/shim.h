@@ -68,6 +68,8 @@ struct cgroup {
 	 * device rules on v2 where no BPF program could be attached; all where
 	 * the host has no cgroups */
 	unsigned missing;
+	int64_t oom_base; /* the OOM kills its memory controller counted before it was ours */
+	int slot;	  /* v1: the slot whose spare it is kept as once empty; -1: none */
 };
 
 /* Creates cgroup NAME under the caller's own cgroup, in a level of the
@@ -80,13 +82,15 @@ int cg_create(struct cgroup *cg, const char *mountinfo, const char *proc_cgroup,
 /* cg_create in two steps: the host read once (cg_host_load: 0 or -errno
  * with err), then any number of cgroups made on it (cg_create_on, which
  * returns as cg_create). The shims' launcher reads it once for all the
- * shims it forks, which are in its cgroups. */
+ * shims it forks, which are in its cgroups. slot (0 and up; -1: none): on
+ * v1, the folders are the slot's spares where it has them, and are kept
+ * as its spares by cg_destroy once empty. */
 struct cg_host;
 int cg_host_load(const char *mountinfo, const char *proc_cgroup, struct cg_host **ret,
 		 struct tk_error *err);
 void cg_host_free(struct cg_host *h);
 int cg_create_on(struct cgroup *cg, const struct cg_host *h, const char *node, const char *name,
-		 const struct cg_limits *lim, struct tk_error *err);
+		 int slot, const struct cg_limits *lim, struct tk_error *err);
 /* What cg_create would hold an attempt of node NODE to on this host: its
  * version (as cg_create's) and *missing (struct cgroup's); makes the node's
  * level and a folder it removes again. */

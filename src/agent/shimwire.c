@@ -88,6 +88,9 @@ json_t *shim_plan_pack(const struct shim_plan *p)
 					      "mem_mib", (json_int_t)p->limits.mem_mib, "cpus",
 					      p->limits.cpus, "pids_max",
 					      (json_int_t)p->limits.pids_max, "deny", deny));
+		if (p->cg_slot >= 0)
+			json_object_set_new(json_object_get(o, "cgroup"), "slot",
+					    json_integer(p->cg_slot));
 	}
 	if (p->container) {
 		const struct shim_container *c = &p->ctr;
@@ -181,16 +184,19 @@ static int container_unpack(json_t *j, struct shim_container *c, struct tk_error
 static int cgroup_unpack(json_t *j, struct shim_plan *p, struct tk_error *err)
 {
 	static const char *const keys[] = {"node", "mem_mib", "cpus", "pids_max",
-					   "deny", "nest",    NULL};
+					   "deny", "nest",    "slot", NULL};
 	struct cg_limits *l = &p->limits;
+	int64_t slot;
 	int r;
 	if ((r = mj_link_keys(j, "cgroup", keys, err)) < 0 ||
 	    (r = mj_strbuf(j, "node", true, true, p->node, sizeof(p->node), err)) < 0 ||
 	    (r = mj_int(j, "mem_mib", true, 0, MODEL_MAX_MEM_MIB, 0, &l->mem_mib, err)) < 0 ||
 	    (r = mj_strbuf(j, "cpus", true, true, l->cpus, sizeof(l->cpus), err)) < 0 ||
 	    (r = mj_int(j, "pids_max", true, 0, INT32_MAX, 0, &l->pids_max, err)) < 0 ||
-	    (r = mj_bool(j, "nest", false, false, &l->nest, err)) < 0)
+	    (r = mj_bool(j, "nest", false, false, &l->nest, err)) < 0 ||
+	    (r = mj_int(j, "slot", false, 0, INT32_MAX, -1, &slot, err)) < 0)
 		return r;
+	p->cg_slot = (int)slot;
 	if (!model_name_valid(p->node))
 		return tk_errorf(err, -EINVAL, "cgroup.node: not a node name");
 	for (const char *c = l->cpus; *c; c++)
@@ -235,7 +241,7 @@ int shim_plan_unpack(json_t *j, struct shim_plan *ret, struct tk_error *err)
 					   NULL};
 	static const char *const tkeys[] = {"rank",   "argv", "env",   "cwd",
 					    "output", "cdi",  "error", NULL};
-	struct shim_plan p = {0};
+	struct shim_plan p = {.cg_slot = -1};
 	int64_t attempt, protocol;
 	int r;
 	if ((r = mj_link_keys(j, NULL, keys, err)) < 0 ||

@@ -47,11 +47,10 @@ static void rm_rf(const char *dir)
 	assert_int_equal(system(cmd), 0);
 }
 
-/* v1: a hierarchy per controller; the process deep in memory's, at the
- * root of the others; the attempt gets a folder in each, with its limits. */
-static void test_cgroup_v1(void **state)
+/* A v1 host in root: a hierarchy per controller; the process deep in
+ * memory's, at the root of the others (the node's CPUs 0-7). */
+static void v1_host(const char *root, char **ret_mi, char **ret_pc)
 {
-	char *root = tmpdir();
 	const char *ctrls[] = {"memory", "cpuset", "pids", "devices", "cpuacct"};
 	for (size_t i = 0; i < ARRAY_SIZE(ctrls); i++) {
 		_cleanup_free_ char *d = xasprintf("%s/%s", root, ctrls[i]);
@@ -63,7 +62,7 @@ static void test_cgroup_v1(void **state)
 	_cleanup_free_ char *mems = xasprintf("%s/cpuset/cpuset.mems", root);
 	put(cpus, "0-7\n");
 	put(mems, "0\n");
-	_cleanup_free_ char *mi = xasprintf("%s/mountinfo", root);
+	char *mi = xasprintf("%s/mountinfo", root);
 	_cleanup_free_ char *mount =
 		xasprintf("22 1 0:20 / /sys rw - sysfs sysfs rw\n"
 			  "35 31 0:32 / %s/memory rw,relatime shared:9 - cgroup cgroup rw,memory\n"
@@ -74,8 +73,18 @@ static void test_cgroup_v1(void **state)
 			  "41 31 0:38 / %s/unified rw,relatime - cgroup2 cgroup2 rw\n",
 			  root, root, root, root, root, root);
 	put(mi, mount);
-	_cleanup_free_ char *pc = xasprintf("%s/cgroup", root);
+	char *pc = xasprintf("%s/cgroup", root);
 	put(pc, "8:pids:/\n5:devices:/\n4:memory:/box/one\n3:cpuset:/\n2:cpuacct:/\n0::/\n");
+	*ret_mi = mi;
+	*ret_pc = pc;
+}
+
+/* v1: the attempt gets a folder in each hierarchy, with its limits. */
+static void test_cgroup_v1(void **state)
+{
+	char *root = tmpdir();
+	_cleanup_free_ char *mi = NULL, *pc = NULL;
+	v1_host(root, &mi, &pc);
 	struct cg_limits lim = {.mem_mib = 100, .cpus = "2,3", .pids_max = 4096, .ndeny = 1};
 	snprintf(lim.deny[0], sizeof(lim.deny[0]), "c 195:1 rwm");
 	struct cgroup cg;
@@ -120,6 +129,107 @@ static void test_cgroup_v1(void **state)
 	put(f3, "oom_kill_disable 0\nunder_oom 0\noom_kill 2\n");
 	assert_true(cg_oom_killed(&cg));
 	cg_destroy(&cg);
+	rm_rf(root);
+	free(root);
+}
+
+/* v1: an attempt's folders, empty at its end, are kept as spares, and the
+ * next attempt takes them with what the last one left undone: its limits,
+ * device rules, counters, the OOM kills counted so far. Folders that still
+ * hold a process are not kept. */
+static void test_cgroup_v1_spares(void **state)
+{
+	char *root = tmpdir();
+	_cleanup_free_ char *mi = NULL, *pc = NULL;
+	v1_host(root, &mi, &pc);
+	const char *ctrls[] = {"memory/box/one", "cpuset", "pids", "devices", "cpuacct"};
+	struct cg_limits lim = {.mem_mib = 100, .cpus = "2,3", .pids_max = 4096, .ndeny = 1};
+	snprintf(lim.deny[0], sizeof(lim.deny[0]), "c 195:1 rwm");
+	struct cgroup cg;
+	struct tk_error err;
+	struct cg_host *h;
+	assert_int_equal(cg_host_load(mi, pc, &h, &err), 0);
+	assert_int_equal(cg_create_on(&cg, h, "n1", "5.1", 3, &lim, &err), 1);
+	/* as the kernel shows an emptied cgroup: no process, a little memory,
+	 * one OOM kill */
+	for (int i = 0; i < cg.ndirs; i++) {
+		_cleanup_free_ char *procs = xasprintf("%s/cgroup.procs", cg.dirs[i]);
+		put(procs, "");
+	}
+	_cleanup_free_ char *usage = xasprintf("%s/memory.usage_in_bytes", cg.dir[CG_MEMORY]);
+	_cleanup_free_ char *oom = xasprintf("%s/memory.oom_control", cg.dir[CG_MEMORY]);
+	put(usage, "524288\n");
+	put(oom, "oom_kill_disable 0\nunder_oom 0\noom_kill 1\n");
+	cg_destroy(&cg);
+	const char *spare = "spare.3";
+	for (size_t i = 0; i < ARRAY_SIZE(ctrls); i++) {
+		_cleanup_free_ char *was = xasprintf("%s/%s/tenk-n1/5.1", root, ctrls[i]);
+		_cleanup_free_ char *kept = xasprintf("%s/%s/tenk-n1/%s", root, ctrls[i], spare);
+		assert_int_equal(access(was, F_OK), -1);
+		assert_int_equal(access(kept, F_OK), 0);
+	}
+
+	/* the next attempt in slot 3, with no limits of its own: the spare,
+	 * reset */
+	struct cg_limits none = {0};
+	assert_int_equal(cg_create_on(&cg, h, "n1", "6.1", 3, &none, &err), 1);
+	for (size_t i = 0; i < ARRAY_SIZE(ctrls); i++) {
+		_cleanup_free_ char *kept = xasprintf("%s/%s/tenk-n1/%s", root, ctrls[i], spare);
+		assert_int_equal(access(kept, F_OK), -1);
+	}
+	_cleanup_free_ char *mem = get(cg.dir[CG_MEMORY], "memory.limit_in_bytes");
+	assert_string_equal(mem, "-1");
+	_cleanup_free_ char *peak = get(cg.dir[CG_MEMORY], "memory.max_usage_in_bytes");
+	assert_string_equal(peak, "0");
+	_cleanup_free_ char *cpus = get(cg.dir[CG_CPUSET], "cpuset.cpus");
+	assert_string_equal(cpus, "0-7"); /* the node's */
+	_cleanup_free_ char *pids = get(cg.dir[CG_PIDS], "pids.max");
+	assert_string_equal(pids, "max");
+	_cleanup_free_ char *dev = get(cg.dir[CG_DEVICES], "devices.allow");
+	assert_string_equal(dev, "a");
+	_cleanup_free_ char *cpu = get(cg.dir[CG_CPUACCT], "cpuacct.usage");
+	assert_string_equal(cpu, "0");
+	/* the last attempt's OOM kill is not this one's */
+	assert_false(cg_oom_killed(&cg));
+	_cleanup_free_ char *oom6 = xasprintf("%s/memory.oom_control", cg.dir[CG_MEMORY]);
+	put(oom6, "oom_kill_disable 0\nunder_oom 0\noom_kill 2\n");
+	assert_true(cg_oom_killed(&cg));
+
+	/* a process still in it: not kept (here a plain folder with files,
+	 * which rmdir leaves) */
+	_cleanup_free_ char *procs = xasprintf("%s/cgroup.procs", cg.dir[CG_PIDS]);
+	put(procs, "4242\n");
+	_cleanup_free_ char *usage6 = xasprintf("%s/memory.usage_in_bytes", cg.dir[CG_MEMORY]);
+	put(usage6, "0\n");
+	cg_destroy(&cg);
+	for (size_t i = 0; i < ARRAY_SIZE(ctrls); i++) {
+		_cleanup_free_ char *was = xasprintf("%s/%s/tenk-n1/6.1", root, ctrls[i]);
+		_cleanup_free_ char *kept = xasprintf("%s/%s/tenk-n1/%s", root, ctrls[i], spare);
+		assert_int_equal(access(was, F_OK), 0);
+		assert_int_equal(access(kept, F_OK), -1);
+	}
+
+	/* an attempt's folder that is there already (an agent after its dead
+	 * shim's processes) is taken as it is, not replaced by a spare */
+	_cleanup_free_ char *sp = xasprintf("%s/memory/box/one/tenk-n1/spare.1", root);
+	assert_int_equal(mkdir(sp, 0755), 0);
+	assert_int_equal(cg_create_on(&cg, h, "n1", "6.1", 1, &lim, &err), 1);
+	assert_int_equal(access(sp, F_OK), 0);
+	_cleanup_free_ char *left = get(cg.dir[CG_PIDS], "cgroup.procs");
+	assert_string_equal(left, "4242");
+	cg_destroy(&cg);
+	/* without a slot (an agent's own look at an attempt's cgroup), none kept */
+	assert_int_equal(cg_create_on(&cg, h, "n1", "7.1", -1, &none, &err), 1);
+	for (int i = 0; i < cg.ndirs; i++) {
+		_cleanup_free_ char *procs7 = xasprintf("%s/cgroup.procs", cg.dirs[i]);
+		put(procs7, "");
+	}
+	_cleanup_free_ char *usage7 = xasprintf("%s/memory.usage_in_bytes", cg.dir[CG_MEMORY]);
+	put(usage7, "0\n");
+	cg_destroy(&cg);
+	_cleanup_free_ char *none_kept = xasprintf("%s/pids/tenk-n1/spare.-1", root);
+	assert_int_equal(access(none_kept, F_OK), -1);
+	cg_host_free(h);
 	rm_rf(root);
 	free(root);
 }
@@ -366,6 +476,7 @@ static void test_plan_roundtrip(void **state)
 	p.user = (struct shim_user){
 		.name = "alice", .uid = 1001, .gid = 1001, .ngroups = 2, .groups = {1001, 27}};
 	p.limits = (struct cg_limits){.mem_mib = 64, .cpus = "0-1", .pids_max = 4096};
+	p.cg_slot = 5;
 	char *check[] = {"/usr/bin/tenk-daemon", "validate", "--device-check", NULL};
 	char *check_env[] = {"CUDA_VISIBLE_DEVICES=1,3", NULL};
 	p.check_argv = check;
@@ -382,6 +493,7 @@ static void test_plan_roundtrip(void **state)
 	assert_false(back.allow_root);
 	assert_true(back.cgroup && back.limits.mem_mib == 64);
 	assert_string_equal(back.limits.cpus, "0-1");
+	assert_int_equal(back.cg_slot, 5);
 	assert_int_equal(back.lease_until_ms, 77000);
 	assert_int_equal(back.lease_ms, 15000);
 	assert_int_equal(back.fence_grace_ms, 7500);
@@ -660,6 +772,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_cgroup_v1),
+		cmocka_unit_test(test_cgroup_v1_spares),
 		cmocka_unit_test(test_cgroup_v2),
 		cmocka_unit_test(test_cgroup_v2_not_delegated),
 		cmocka_unit_test(test_cgroup_v2_kernel),
