@@ -524,6 +524,14 @@ int cg_attach(const struct cgroup *cg, int pid)
 
 #define CG_MAX_DEPTH 8 /* levels below an attempt's cgroup looked into (a runtime's) */
 
+/* Has cgroup dir cgroups below it? A folder's link count is 2 and one
+ * per folder in it (cgroupfs keeps it so too): a stat, not a listing. */
+static bool has_below(const char *dir)
+{
+	struct stat st;
+	return stat(dir, &st) < 0 || st.st_nlink != 2;
+}
+
 /* sig to every process of dir and the cgroups below it. */
 static int signal_tree(const char *dir, int sig, int depth)
 {
@@ -540,7 +548,7 @@ static int signal_tree(const char *dir, int sig, int depth)
 		while (*p == '\n')
 			p++;
 	}
-	DIR *d = depth < CG_MAX_DEPTH ? opendir(dir) : NULL;
+	DIR *d = depth < CG_MAX_DEPTH && has_below(dir) ? opendir(dir) : NULL;
 	for (struct dirent *e; d && (e = readdir(d));) {
 		if (e->d_type != DT_DIR || e->d_name[0] == '.')
 			continue;
@@ -563,7 +571,7 @@ int cg_signal(const struct cgroup *cg, int sig)
 /* Removes the cgroups below dir (a runtime's that it left), deepest first. */
 static void remove_below(const char *dir, int depth)
 {
-	DIR *d = depth < CG_MAX_DEPTH ? opendir(dir) : NULL;
+	DIR *d = depth < CG_MAX_DEPTH && has_below(dir) ? opendir(dir) : NULL;
 	for (struct dirent *e; d && (e = readdir(d));) {
 		if (e->d_type != DT_DIR || e->d_name[0] == '.')
 			continue;

@@ -155,6 +155,9 @@ static void test_cgroup_v1_spares(void **state)
 	for (int i = 0; i < cg.ndirs; i++) {
 		_cleanup_free_ char *procs = xasprintf("%s/cgroup.procs", cg.dirs[i]);
 		put(procs, "");
+		/* and a runtime's cgroup left below it (found by its link count) */
+		_cleanup_free_ char *sub = xasprintf("%s/libpod-1", cg.dirs[i]);
+		assert_int_equal(mkdir(sub, 0755), 0);
 	}
 	_cleanup_free_ char *usage = xasprintf("%s/memory.usage_in_bytes", cg.dir[CG_MEMORY]);
 	_cleanup_free_ char *oom = xasprintf("%s/memory.oom_control", cg.dir[CG_MEMORY]);
@@ -165,8 +168,10 @@ static void test_cgroup_v1_spares(void **state)
 	for (size_t i = 0; i < ARRAY_SIZE(ctrls); i++) {
 		_cleanup_free_ char *was = xasprintf("%s/%s/tenk-n1/5.1", root, ctrls[i]);
 		_cleanup_free_ char *kept = xasprintf("%s/%s/tenk-n1/%s", root, ctrls[i], spare);
+		_cleanup_free_ char *sub = xasprintf("%s/libpod-1", kept);
 		assert_int_equal(access(was, F_OK), -1);
 		assert_int_equal(access(kept, F_OK), 0);
+		assert_int_equal(access(sub, F_OK), -1);
 	}
 
 	/* the next attempt in slot 3, with no limits of its own: the spare,
