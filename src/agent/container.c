@@ -133,7 +133,7 @@ static bool shown(const struct shim_container *c, const char *cwd)
 char **ctr_argv(const struct shim_plan *p, const struct cgroup *cg, const struct shim_task *t,
 		const char *dir, const char *env_file)
 {
-	const struct shim_container *c = &p->ctr;
+	const struct shim_container *c = p->ctr;
 	char **argv = NULL;
 	int n = 0;
 	size_t alloc = 0;
@@ -286,7 +286,7 @@ int ctr_prepare(const struct shim_plan *p, const struct shim_task *t, const char
 		return r;
 	}
 	struct stat st;
-	int out = -1, nfds = p->ctr.nmounts;
+	int out = -1, nfds = p->ctr->nmounts;
 	int *fds = xcalloc((size_t)MAX(nfds, 1), sizeof(int));
 	for (int i = 0; i < nfds; i++)
 		fds[i] = -1;
@@ -294,9 +294,9 @@ int ctr_prepare(const struct shim_plan *p, const struct shim_task *t, const char
 	for (int i = 0; i < nfds && r == 0; i++) {
 		struct mount_spec m;
 		struct tk_error err;
-		if (model_mount_parse(p->ctr.mounts[i], false, &m, &err) < 0) {
+		if (model_mount_parse(p->ctr->mounts[i], false, &m, &err) < 0) {
 			r = -EINVAL;
-			snprintf(why, n, "cannot mount %s: %s", p->ctr.mounts[i], err.text);
+			snprintf(why, n, "cannot mount %s: %s", p->ctr->mounts[i], err.text);
 		} else if ((fds[i] = open(m.src, O_PATH | O_CLOEXEC)) < 0) {
 			/* what is opened here, as the owner, is what is mounted */
 			r = -errno;
@@ -325,7 +325,7 @@ int ctr_prepare(const struct shim_plan *p, const struct shim_task *t, const char
 		if ((r = stage(fds[i], path)) < 0) {
 			struct mount_spec m;
 			struct tk_error err;
-			model_mount_parse(p->ctr.mounts[i], false, &m, &err);
+			model_mount_parse(p->ctr->mounts[i], false, &m, &err);
 			snprintf(why, n, "cannot mount %s: binding it on %s: %s", m.src, path,
 				 strerror(-r));
 		}
@@ -377,13 +377,13 @@ void ctr_remove(const struct shim_plan *p, int rank)
 	char **argv = NULL;
 	int n = 0;
 	size_t alloc = 0;
-	ctr_podman_head(p->ctr.podman, p->ctr.root, &argv, &n, &alloc);
+	ctr_podman_head(p->ctr->podman, p->ctr->root, &argv, &n, &alloc);
 	static const char *const rm[] = {"rm", "--force", "--ignore", "--time", "0"};
 	for (size_t i = 0; i < ARRAY_SIZE(rm); i++)
 		shim_strv_push(&argv, &n, &alloc, xstrdup(rm[i]));
 	shim_strv_push(&argv, &n, &alloc, xstrdup(name));
 	shim_strv_push(&argv, &n, &alloc, NULL);
-	char **env = ctr_env(p->ctr.conf);
+	char **env = ctr_env(p->ctr->conf);
 	pid_t pid = fork();
 	if (pid == 0) {
 		int fd = open("/dev/null", O_RDWR | O_CLOEXEC);

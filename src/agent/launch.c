@@ -840,7 +840,7 @@ static int container_plan(struct taskgroup *g, const struct work_spec *spec, con
 			 spec->image, a->inv.name, cdi);
 		return -ENODEV;
 	}
-	struct shim_container *c = &plan->ctr;
+	struct shim_container *c = plan->ctr = xcalloc(1, sizeof(*plan->ctr));
 	plan->container = true;
 	plan->limits.nest = true; /* podman's cgroups go inside the attempt's */
 	snprintf(c->podman, sizeof(c->podman), "%s", a->podman);
@@ -1020,7 +1020,7 @@ static void plan_finish(struct taskgroup *g, struct shim_plan *plan)
 	}
 	if (!plan->container)
 		return;
-	snprintf(plan->ctr.image, sizeof(plan->ctr.image), "%s", g->img.digest + 7);
+	snprintf(plan->ctr->image, sizeof(plan->ctr->image), "%s", g->img.digest + 7);
 	for (int i = 0; i < plan->ntasks; i++) {
 		struct shim_task *t = &plan->tasks[i];
 		t->env = xrealloc(t->env, sizeof(char *) * (size_t)(t->nenv + 3));

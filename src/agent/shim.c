@@ -531,7 +531,7 @@ static int container_fork(struct shim *sh, int i, int *code, char *detail, size_
 		shim_write_mark(out, &sh->plan);
 	struct task_exec ex = {
 		.argv = ctr_argv(&sh->plan, &sh->cg, t, sh->dir, env_file),
-		.env = ctr_env(sh->plan.ctr.conf),
+		.env = ctr_env(sh->plan.ctr->conf),
 		.out_fd = out,
 	};
 	int pid = shim_task_fork_exec(&sh->cg, &ex, code, detail, n);

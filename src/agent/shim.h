@@ -169,8 +169,8 @@ struct shim_plan {
 	int cg_slot;	 /* its slot among the agent's running attempts (cg_create_on); -1 */
 	char node[MODEL_NAME_MAX];
 	struct cg_limits limits;
-	bool container; /* the tasks run in containers of ctr */
-	struct shim_container ctr;
+	bool container;		    /* the tasks run in containers of ctr */
+	struct shim_container *ctr; /* NULL unless container (most plans: the shim touches less) */
 	/* the one task's stdin, stdout and stderr are a pseudo-terminal; the
 	 * shim serves it on DIR/pty.sock (SHIM_PTY_* frames in, output out) */
 	bool pty;

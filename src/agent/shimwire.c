@@ -93,7 +93,7 @@ json_t *shim_plan_pack(const struct shim_plan *p)
 					    json_integer(p->cg_slot));
 	}
 	if (p->container) {
-		const struct shim_container *c = &p->ctr;
+		const struct shim_container *c = p->ctr;
 		json_object_set_new(o, "container",
 				    json_pack("{s:s, s:s, s:s, s:s, s:s, s:o}", "podman", c->podman,
 					      "conf", c->conf, "root", c->root, "image", c->image,
@@ -288,16 +288,20 @@ int shim_plan_unpack(json_t *j, struct shim_plan *ret, struct tk_error *err)
 	if (cg && (r = cgroup_unpack(cg, &p, err)) < 0)
 		return r;
 	json_t *ctr = json_object_get(j, "container");
-	if (ctr && (r = container_unpack(ctr, &p.ctr, err)) < 0) {
+	if (ctr)
+		p.ctr = xcalloc(1, sizeof(*p.ctr));
+	if (ctr && (r = container_unpack(ctr, p.ctr, err)) < 0) {
 		shim_plan_release(&p);
 		return r;
 	}
 	p.container = ctr != NULL;
 	json_t *tasks = json_object_get(j, "tasks");
 	if (!json_is_array(tasks) || json_array_size(tasks) < 1 ||
-	    json_array_size(tasks) > SHIM_MAX_TASKS)
+	    json_array_size(tasks) > SHIM_MAX_TASKS) {
+		shim_plan_release(&p);
 		return tk_errorf(err, -EINVAL, "tasks: must be an array of 1 to %d tasks",
 				 SHIM_MAX_TASKS);
+	}
 	p.tasks = xcalloc(json_array_size(tasks), sizeof(*p.tasks));
 	size_t i;
 	json_t *tj;
@@ -354,7 +358,9 @@ void shim_plan_release(struct shim_plan *p)
 		strv_free(t->cdi, t->ncdi);
 	}
 	free(p->tasks);
-	strv_free(p->ctr.mounts, p->ctr.nmounts);
+	if (p->ctr)
+		strv_free(p->ctr->mounts, p->ctr->nmounts);
+	free(p->ctr);
 	strv_free(p->check_argv, p->check_argc);
 	strv_free(p->check_env, p->check_nenv);
 	memset(p, 0, sizeof(*p));

@@ -732,8 +732,8 @@ static void test_mount_is_what_was_checked(void **state)
 	p.user = (struct shim_user){
 		.uid = pw->pw_uid, .gid = pw->pw_gid, .ngroups = 1, .groups = {pw->pw_gid}};
 	snprintf(p.user.name, sizeof(p.user.name), "nobody");
-	p.ctr.nmounts = 1;
-	p.ctr.mounts = mounts;
+	struct shim_container ctr = {.nmounts = 1, .mounts = mounts};
+	p.ctr = &ctr;
 	_cleanup_free_ char *stage = xasprintf("%s/mnt.0.0", shimdir);
 	/* 200 tries, and on until one bound (a swapper that has the processor
 	 * to itself can make every try of a run find the link): 5,000 at most */
