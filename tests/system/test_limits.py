@@ -89,6 +89,37 @@ def test_cgroups_are_removed(cluster):
              "the attempt's cgroup to go")
 
 
+def test_a_kept_cgroup_forgets_its_last_attempt(cluster):
+    """On v1 an attempt's emptied cgroup is kept as its slot's spare and the
+    slot's next attempt takes it under its own name: what the last one
+    left (its memory limit, its OOM kill, its peak) is not the next one's."""
+    mine = [line.split(":")[2] for line in open("/proc/self/cgroup") if ":memory:" in line][0]
+    base = "/sys/fs/cgroup/memory" + mine.rstrip("\n") + "/tenk-node1"
+    a = cluster.submit("--mem", "100M", "--", "python3", "-c",
+                       "b = bytearray(300 * 1024 * 1024)")
+    j = cluster.wait_state(a, ("COMPLETED", "FAILED"), timeout=60)
+    assert "out of memory (limit 100 MiB)" in j["reason"], j
+    wait_for(lambda: not os.path.exists(f"{base}/{a}.1") and os.path.isdir(f"{base}/spare.0"),
+             20, "the attempt's cgroup to be kept as the spare of slot 0")
+    # (the kernel's count of OOM kills stays with the folder: one or more)
+    oom = open(f"{base}/spare.0/memory.oom_control").read().split("oom_kill ")[-1]
+    assert int(oom) >= 1, oom
+    # the next one, in slot 0 too: its own name, no limit, fails on its own
+    b = cluster.submit("--", "sh", "-c",
+                       "grep :memory: /proc/self/cgroup; "
+                       "cat /sys/fs/cgroup/memory$(grep :memory: /proc/self/cgroup | cut -d: -f3)"
+                       "/memory.limit_in_bytes; exit 3")
+    j = cluster.wait_state(b, ("COMPLETED", "FAILED"), timeout=60)
+    assert j["state"] == "FAILED" and "out of memory" not in j["reason"], j
+    lines = open(job_file(cluster, b)).read().split("\n")
+    assert lines[0].endswith(f"/tenk-node1/{b}.1"), lines
+    assert int(lines[1]) > 1 << 60, lines  # unlimited
+    node = j["attempts"][0]["nodes"][0]
+    assert j["exit_code"] == 3 and node["mem_peak_mib"] < 100, (j["exit_code"], node)
+    wait_for(lambda: not os.path.exists(f"{base}/{b}.1") and os.path.isdir(f"{base}/spare.0"),
+             20, "the cgroup to be kept again")
+
+
 UNIFIED = "/sys/fs/cgroup/unified"
 
 
