@@ -389,9 +389,27 @@ static int reset_spare(struct cgroup *cg, enum cg_ctrl c, const char *dir, const
 	}
 }
 
+/* cg_create_on on the host that mountinfo and proc_cgroup describe. */
+static int create_from(struct cgroup *cg, const char *mountinfo, const char *proc_cgroup,
+		       const char *node, const char *name, int slot, const struct cg_limits *lim,
+		       struct tk_error *err)
+{
+	memset(cg, 0, sizeof(*cg));
+	struct cg_host *h;
+	int r = cg_host_load(mountinfo, proc_cgroup, &h, err);
+	if (r < 0)
+		return r;
+	r = cg_create_on(cg, h, node, name, slot, lim, err);
+	cg_host_free(h);
+	return r;
+}
+
 int cg_create_on(struct cgroup *cg, const struct cg_host *h, const char *node, const char *name,
 		 int slot, const struct cg_limits *lim, struct tk_error *err)
 {
+	if (!h)
+		return create_from(cg, "/proc/self/mountinfo", "/proc/self/cgroup", node, name,
+				   slot, lim, err);
 	memset(cg, 0, sizeof(*cg));
 	cg->slot = -1;
 	const struct mounts *m = &h->m;
@@ -481,14 +499,7 @@ int cg_create_on(struct cgroup *cg, const struct cg_host *h, const char *node, c
 int cg_create(struct cgroup *cg, const char *mountinfo, const char *proc_cgroup, const char *node,
 	      const char *name, const struct cg_limits *lim, struct tk_error *err)
 {
-	memset(cg, 0, sizeof(*cg));
-	struct cg_host *h;
-	int r = cg_host_load(mountinfo, proc_cgroup, &h, err);
-	if (r < 0)
-		return r;
-	r = cg_create_on(cg, h, node, name, -1, lim, err);
-	cg_host_free(h);
-	return r;
+	return create_from(cg, mountinfo, proc_cgroup, node, name, -1, lim, err);
 }
 
 int cg_probe(const char *mountinfo, const char *proc_cgroup, const char *node, unsigned *missing,

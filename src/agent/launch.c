@@ -841,7 +841,6 @@ static int container_plan(struct taskgroup *g, const struct work_spec *spec, con
 		return -ENODEV;
 	}
 	struct shim_container *c = plan->ctr = xcalloc(1, sizeof(*plan->ctr));
-	plan->container = true;
 	plan->limits.nest = true; /* podman's cgroups go inside the attempt's */
 	snprintf(c->podman, sizeof(c->podman), "%s", a->podman);
 	snprintf(c->conf, sizeof(c->conf), "%s",
@@ -952,9 +951,9 @@ static int build_plan(struct taskgroup *g, const struct work_spec *spec, struct 
 			  spec->image && nccl ? CTR_NCCL : nccl, pw, t);
 		t->cwd = xstrdup(cwd);
 		t->output = output_path(g, spec, t->rank, spec->output, cwd);
-		if (spec->error && !plan->container)
+		if (spec->error && !plan->ctr)
 			t->error = output_path(g, spec, t->rank, spec->error, cwd);
-		if (plan->container)
+		if (plan->ctr)
 			cdi_devices(g, spec, i, t);
 	}
 	device_check_plan(g, spec, plan);
@@ -1018,7 +1017,7 @@ static void plan_finish(struct taskgroup *g, struct shim_plan *plan)
 					    : xstrdup("TENK_RESTORE_STEP=");
 		t->env[t->nenv] = NULL;
 	}
-	if (!plan->container)
+	if (!plan->ctr)
 		return;
 	snprintf(plan->ctr->image, sizeof(plan->ctr->image), "%s", g->img.digest + 7);
 	for (int i = 0; i < plan->ntasks; i++) {
@@ -1197,7 +1196,7 @@ struct taskgroup *agent__group_start(struct agent *a, const struct work_item *it
 		}
 	}
 	/* an image job's shim waits for the image, on every node */
-	if (plan.container)
+	if (plan.ctr)
 		snprintf(g->img.ref, sizeof(g->img.ref), "%s", spec->image);
 	agent__ckpt_item(g, it);
 	group_prepared(g);

@@ -366,7 +366,7 @@ static void sigchld_cb(uv_signal_t *h, int signum)
 				snprintf(t->detail, sizeof(t->detail),
 					 "out of memory (limit %lld MiB)",
 					 (long long)sh->plan.limits.mem_mib);
-			} else if (sh->plan.container) {
+			} else if (sh->plan.ctr) {
 				container_exited(sh, i, t);
 			}
 			sh->nrunning--;
@@ -630,16 +630,9 @@ static void start_tasks(struct shim *sh)
 		char name[48];
 		snprintf(name, sizeof(name), "%lld.%d", (long long)sh->plan.job, sh->plan.attempt);
 		struct tk_error err;
-		/* the host as the launcher read it, else read here */
-		struct cg_host *own = NULL;
-		int r = host ? 0
-			     : cg_host_load("/proc/self/mountinfo", "/proc/self/cgroup", &own,
-					    &err);
-		if (r == 0)
-			r = cg_create_on(&sh->cg, host ? host : own, sh->plan.node, name,
-					 sh->plan.cg_slot, &sh->plan.limits, &err);
-		cg_host_free(own);
-		if (r < 0) {
+		/* on the host as the launcher read it (NULL: read here) */
+		if (cg_create_on(&sh->cg, host, sh->plan.node, name, sh->plan.cg_slot,
+				 &sh->plan.limits, &err) < 0) {
 			log_err("job %lld.%d: %s", (long long)sh->plan.job, sh->plan.attempt,
 				err.text);
 			fail_all(sh, err.text);
@@ -656,7 +649,7 @@ static void run_tasks(struct shim *sh)
 {
 	bool failed = false;
 	char tty[64] = "";
-	if (sh->plan.pty && sh->plan.ntasks == 1 && !sh->plan.container) {
+	if (sh->plan.pty && sh->plan.ntasks == 1 && !sh->plan.ctr) {
 		char why[MODEL_REASON_MAX];
 		sh->pty = shim_pty_open(&sh->loop, sh->dir,
 					sh->plan.as_user ? (int)sh->plan.user.uid : -1, tty,
@@ -674,7 +667,7 @@ static void run_tasks(struct shim *sh)
 		int code = 127;
 		ts->start_ms = tk_wall_ms();
 		sh->out_fds[i] = -1;
-		int pid = sh->plan.container
+		int pid = sh->plan.ctr
 				  ? container_fork(sh, i, &code, ts->detail, sizeof(ts->detail))
 				  : shim_task_fork(&sh->plan, &sh->cg, t, sh->pty ? tty : NULL, ts,
 						   &code, ts->detail, sizeof(ts->detail));

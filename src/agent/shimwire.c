@@ -65,7 +65,7 @@ json_t *shim_plan_pack(const struct shim_plan *p)
 				       t->cwd, "output", t->output);
 		if (t->error)
 			json_object_set_new(tj, "error", json_string(t->error));
-		if (p->container)
+		if (p->ctr)
 			json_object_set_new(tj, "cdi", strv(t->cdi, t->ncdi));
 		json_array_append_new(tasks, tj);
 	}
@@ -92,7 +92,7 @@ json_t *shim_plan_pack(const struct shim_plan *p)
 			json_object_set_new(json_object_get(o, "cgroup"), "slot",
 					    json_integer(p->cg_slot));
 	}
-	if (p->container) {
+	if (p->ctr) {
 		const struct shim_container *c = p->ctr;
 		json_object_set_new(o, "container",
 				    json_pack("{s:s, s:s, s:s, s:s, s:s, s:o}", "podman", c->podman,
@@ -288,13 +288,13 @@ int shim_plan_unpack(json_t *j, struct shim_plan *ret, struct tk_error *err)
 	if (cg && (r = cgroup_unpack(cg, &p, err)) < 0)
 		return r;
 	json_t *ctr = json_object_get(j, "container");
-	if (ctr)
+	if (ctr) {
 		p.ctr = xcalloc(1, sizeof(*p.ctr));
-	if (ctr && (r = container_unpack(ctr, p.ctr, err)) < 0) {
-		shim_plan_release(&p);
-		return r;
+		if ((r = container_unpack(ctr, p.ctr, err)) < 0) {
+			shim_plan_release(&p);
+			return r;
+		}
 	}
-	p.container = ctr != NULL;
 	json_t *tasks = json_object_get(j, "tasks");
 	if (!json_is_array(tasks) || json_array_size(tasks) < 1 ||
 	    json_array_size(tasks) > SHIM_MAX_TASKS) {
@@ -321,8 +321,8 @@ int shim_plan_unpack(json_t *j, struct shim_plan *ret, struct tk_error *err)
 			    0 ||
 		    (r = mj_str(tj, "error", false, MODEL_MAX_PATH, false, NULL, &t->error, err)) <
 			    0 ||
-		    (p.container && (r = strv_unpack(tj, "cdi", false, MODEL_MAX_ACCELS, &t->cdi,
-						     &t->ncdi, err)) < 0)) {
+		    (p.ctr && (r = strv_unpack(tj, "cdi", false, MODEL_MAX_ACCELS, &t->cdi,
+					       &t->ncdi, err)) < 0)) {
 			mj_prefix(err, "tasks[%zu]", i);
 			shim_plan_release(&p);
 			return r;
