@@ -264,7 +264,7 @@ def test_local_socket_without_tls(cluster, workdir):
     st = os.stat(sock)
     assert stat.S_ISSOCK(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o600
     env = dict(t.env(), TENK_SERVER="unix:" + sock)
-    env.pop("TENK_CA")
+    env.pop("TENK_CA", None)
     jid = t.submit("--", "true", env=env)
     p = t.run("wait", jid, env=env)
     assert "COMPLETED" in p.stdout
