@@ -187,7 +187,7 @@ class Daemon:
 class Tenk:
     """A tenk cluster's front door: the CLI and raw HTTP."""
 
-    def __init__(self, workdir, data, wrap=None, https=None):
+    def __init__(self, workdir, data, wrap=None, network=None):
         self.workdir = workdir
         self.data = data
         self.daemons = []
@@ -196,9 +196,10 @@ class Tenk:
         # run()'s CLI speaks to the server as a client on its machine does,
         # over DATA/api.sock, where there is one (a CLI call over HTTPS costs
         # it and a sanitized server 20 ms more CPU: the TLS handshake); over
-        # HTTPS when https is true or the CLI runs inside a namespace (a user
-        # on another host). api() and the agents always speak HTTPS.
-        self.https = bool(self.wrap) if https is None else https
+        # the network (server.url) when network is true or the CLI runs
+        # inside a namespace (a user on another host). api() and the agents
+        # always speak over the network.
+        self.network = bool(self.wrap) if network is None else network
 
     @property
     def url(self):
@@ -224,7 +225,7 @@ class Tenk:
     def env(self):
         env = dict(os.environ)
         sock = os.path.join(self.data, "api.sock")
-        if not self.https and os.path.exists(sock):
+        if not self.network and os.path.exists(sock):
             env["TENK_SERVER"] = "unix:" + sock
         else:
             env["TENK_SERVER"] = self.url

@@ -10,7 +10,7 @@ from conftest import start_up
 
 def test_what_each_role_may_do(workdir):
     t, d = start_up(workdir)
-    t.https = True  # the audit trail's address of a client over the network
+    t.network = True  # the audit trail's address of a client over the network
     try:
         tok = {}
         for name, role in (("vic", "viewer"), ("bob", "user"), ("olga", "operator")):

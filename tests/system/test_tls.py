@@ -38,7 +38,7 @@ def test_https_end_to_end(workdir, procs):
     wait_for(lambda: os.path.exists(os.path.join(data, "server.url")) or not srv.alive(), 20,
              "the server")
     assert srv.alive(), srv.output()
-    t = Tenk(workdir, data, https=True)
+    t = Tenk(workdir, data, network=True)
     assert t.url.startswith("https://127.0.0.1:"), t.url
     ag = Daemon(["agent", "--server", t.url, "--token-file", os.path.join(data, "agent.token"),
                  "--name", "n1", "--fake-gpus", "1xH100", "--work-dir",
@@ -101,7 +101,7 @@ def test_tls_by_default(workdir, procs):
     data = os.path.join(workdir, "tenk-data")
     root_jobs_config(data)
     srv = start_server(workdir, procs, data, "--listen", "127.0.0.1:0")
-    t = Tenk(workdir, data, https=True)
+    t = Tenk(workdir, data, network=True)
     assert t.url.startswith("https://127.0.0.1:"), t.url
     tls = os.path.join(data, "tls")
     ca = os.path.join(tls, "ca.pem")
@@ -159,7 +159,7 @@ def test_insecure_http_is_asked_for(workdir, procs):
     data = os.path.join(workdir, "data")
     root_jobs_config(data)
     start_server(workdir, procs, data, "--listen", "127.0.0.1:0", "--insecure-http")
-    t = Tenk(workdir, data, https=True)
+    t = Tenk(workdir, data, network=True)
     assert t.url.startswith("http://127.0.0.1:"), t.url
     assert not os.path.exists(os.path.join(data, "tls"))
     assert t.json("nodes")["nodes"] == []
@@ -178,7 +178,7 @@ def test_no_token_in_clear_to_another_host(workdir, procs, hosts3):
     data = os.path.join(workdir, "data")
     root_jobs_config(data)
     start_server(workdir, procs, data, "--listen", f"{h.addrs[0]}:7480", wrap=h.cmd(0, []))
-    t = Tenk(workdir, data, https=True)
+    t = Tenk(workdir, data, network=True)
     assert t.url == f"https://{h.addrs[0]}:7480", t.url
     join = os.path.join(workdir, "join")  # what an operator copies to a new node
     os.makedirs(os.path.join(join, "tls"))
