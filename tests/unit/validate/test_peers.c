@@ -100,6 +100,42 @@ static void test_slow_node_fails_against_peers(void **state)
 	assert_int_equal(find(c, n, "cpu_sgemm")->verdict, V_FAIL);
 }
 
+static void test_floor_binds_when_peers_are_slow(void **state)
+{
+	/* a busy machine: the peers' links measured 0.03 GB/s, so 20% of
+	 * their median (0.006) is under the floor (0.01), which binds and is
+	 * the threshold named; the detail still says how far below its peers
+	 * the node is, as it does when their median binds */
+	struct vpeer all[3];
+	peer(&all[0], "a", "s", 100, 0.03);
+	peer(&all[1], "b", "s", 100, 0.03);
+	peer(&all[2], "c", "s", 100, 0.005);
+	struct vrun o = opts();
+	o.tolerance = 0.8;
+	struct vcheck c[8];
+	int n = validate__vpeer_judge(all, 3, 2, &o, c, mine(c, 100), 8);
+	const struct vcheck *p = find(c, n, "pair_bandwidth");
+	assert_int_equal(p->verdict, V_FAIL);
+	assert_true(fabs(p->threshold - 0.01) < 1e-12);
+	assert_string_equal(p->threshold_from, "floor");
+	assert_non_null(strstr(p->detail, "the upper median of its links to 2 peers"));
+	assert_non_null(strstr(p->detail, "83.3% below the median of 2 peers (0.03 GB/s)"));
+	/* fast peers: their median binds, named, and the detail says the same */
+	all[0].pair_gbs = all[1].pair_gbs = 1.0;
+	n = validate__vpeer_judge(all, 3, 2, &o, c, mine(c, 100), 8);
+	p = find(c, n, "pair_bandwidth");
+	assert_int_equal(p->verdict, V_FAIL);
+	assert_non_null(strstr(p->threshold_from, "2 peers' median"));
+	assert_non_null(strstr(p->detail, "99.5% below the median of 2 peers (1 GB/s)"));
+	/* under the floor but near its peers: the floor alone fails it */
+	all[0].pair_gbs = all[1].pair_gbs = 0.006;
+	n = validate__vpeer_judge(all, 3, 2, &o, c, mine(c, 100), 8);
+	p = find(c, n, "pair_bandwidth");
+	assert_int_equal(p->verdict, V_FAIL);
+	assert_string_equal(p->threshold_from, "floor");
+	assert_null(strstr(p->detail, "below the median"));
+}
+
 static void test_two_nodes_have_no_peer_median(void **state)
 {
 	struct vpeer all[2];
@@ -841,6 +877,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_pair_figure),
 		cmocka_unit_test(test_slow_node_fails_against_peers),
+		cmocka_unit_test(test_floor_binds_when_peers_are_slow),
 		cmocka_unit_test(test_two_nodes_have_no_peer_median),
 		cmocka_unit_test(test_stack_and_clock),
 		cmocka_unit_test(test_mtu_held_to_the_peers),
