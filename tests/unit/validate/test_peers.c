@@ -102,38 +102,40 @@ static void test_slow_node_fails_against_peers(void **state)
 
 static void test_floor_binds_when_peers_are_slow(void **state)
 {
-	/* a busy machine: the peers' links measured 0.03 GB/s, so 20% of
-	 * their median (0.006) is under the floor (0.01), which binds and is
-	 * the threshold named; the detail still says how far below its peers
-	 * the node is, as it does when their median binds */
-	struct vpeer all[3];
-	peer(&all[0], "a", "s", 100, 0.03);
-	peer(&all[1], "b", "s", 100, 0.03);
-	peer(&all[2], "c", "s", 100, 0.005);
-	struct vrun o = opts();
-	o.tolerance = 0.8;
-	struct vcheck c[8];
-	int n = validate__vpeer_judge(all, 3, 2, &o, c, mine(c, 100), 8);
-	const struct vcheck *p = find(c, n, "pair_bandwidth");
-	assert_int_equal(p->verdict, V_FAIL);
-	assert_true(fabs(p->threshold - 0.01) < 1e-12);
-	assert_string_equal(p->threshold_from, "floor");
-	assert_non_null(strstr(p->detail, "the upper median of its links to 2 peers"));
-	assert_non_null(strstr(p->detail, "83.3% below the median of 2 peers (0.03 GB/s)"));
-	/* fast peers: their median binds, named, and the detail says the same */
-	all[0].pair_gbs = all[1].pair_gbs = 1.0;
-	n = validate__vpeer_judge(all, 3, 2, &o, c, mine(c, 100), 8);
-	p = find(c, n, "pair_bandwidth");
-	assert_int_equal(p->verdict, V_FAIL);
-	assert_non_null(strstr(p->threshold_from, "2 peers' median"));
-	assert_non_null(strstr(p->detail, "99.5% below the median of 2 peers (1 GB/s)"));
-	/* under the floor but near its peers: the floor alone fails it */
-	all[0].pair_gbs = all[1].pair_gbs = 0.006;
-	n = validate__vpeer_judge(all, 3, 2, &o, c, mine(c, 100), 8);
-	p = find(c, n, "pair_bandwidth");
-	assert_int_equal(p->verdict, V_FAIL);
-	assert_string_equal(p->threshold_from, "floor");
-	assert_null(strstr(p->detail, "below the median"));
+	/* the node's link at 0.005 GB/s, under the floor (0.01) whatever its
+	 * peers measured; the threshold named is the higher of the floor and
+	 * 20% of the peers' median, and the detail says how far below its
+	 * peers the node is whenever it is under that 20%, whichever binds */
+	static const struct {
+		double peers;
+		const char *from, *below;
+	} cases[] = {
+		/* a busy machine: 20% of 0.03 is under the floor, which binds */
+		{0.03, "floor", "83.3% below the median of 2 peers (0.03 GB/s)"},
+		/* fast peers: their median binds */
+		{1.0, "20% of 2 peers' median", "99.5% below the median of 2 peers (1 GB/s)"},
+		/* near its peers: the floor alone fails it */
+		{0.006, "floor", NULL},
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		struct vpeer all[3];
+		peer(&all[0], "a", "s", 100, cases[i].peers);
+		peer(&all[1], "b", "s", 100, cases[i].peers);
+		peer(&all[2], "c", "s", 100, 0.005);
+		struct vrun o = opts();
+		o.tolerance = 0.8;
+		struct vcheck c[8];
+		int n = validate__vpeer_judge(all, 3, 2, &o, c, mine(c, 100), 8);
+		const struct vcheck *p = find(c, n, "pair_bandwidth");
+		assert_int_equal(p->verdict, V_FAIL);
+		assert_true(fabs(p->threshold - MAX(0.01, 0.2 * cases[i].peers)) < 1e-12);
+		assert_string_equal(p->threshold_from, cases[i].from);
+		assert_non_null(strstr(p->detail, "the upper median of its links to 2 peers"));
+		if (cases[i].below)
+			assert_non_null(strstr(p->detail, cases[i].below));
+		else
+			assert_null(strstr(p->detail, "below the median"));
+	}
 }
 
 static void test_two_nodes_have_no_peer_median(void **state)
