@@ -112,16 +112,12 @@ static void peer_threshold(const struct vpeer *all, int n, int me, struct vcheck
 		snprintf(from, sizeof(from), "%.0f%% of %d peers' median", (1 - tol) * 100, k);
 		bool was_ok = c->verdict != V_FAIL;
 		validate__vcheck_raise(c, (1 - tol) * med, from);
-		if (was_ok && c->verdict == V_FAIL) {
-			snprintf(c->detail, sizeof(c->detail),
-				 "%.1f%% below the median of %d peers (%.4g %s)",
-				 (1 - c->figure / med) * 100, k, med, c->unit);
-		} else if (!was_ok && c->figure < (1 - tol) * med) {
-			/* failed on its own threshold (the higher one, named in
-			 * the reason) and far below its peers as well: say both,
-			 * which threshold binds depends on how fast the peers
-			 * were */
-			size_t l = strlen(c->detail);
+		/* below its peers: the detail says how far, in place of what it
+		 * said where the peers alone fail it, after it where the node
+		 * failed its own threshold too (the higher one is named in the
+		 * reason, and which binds depends on how fast the peers were) */
+		if (c->figure < (1 - tol) * med) {
+			size_t l = was_ok ? 0 : strlen(c->detail);
 			snprintf(c->detail + l, sizeof(c->detail) - l,
 				 "%s%.1f%% below the median of %d peers (%.4g %s)", l ? "; " : "",
 				 (1 - c->figure / med) * 100, k, med, c->unit);
